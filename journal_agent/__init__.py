@@ -1,0 +1,7 @@
+"""journal-agent: a learning journal for ML training systems that writes itself.
+
+Heavy dependencies (anthropic, torch, mcp, matplotlib) are imported only where used, so
+importing this package stays cheap.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,4 @@
+from journal_agent.cli import main
+
+if __name__ == "__main__":
+    main()

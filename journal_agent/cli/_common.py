@@ -1,0 +1,32 @@
+"""Options and output helpers shared by the CLI modules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from journal_agent.errors import UserError
+
+RootOption = Annotated[
+    Path,
+    typer.Option(
+        "--root",
+        envvar="JOURNAL_AGENT_ROOT",
+        help="The workspace (project) root. Default: the current directory.",
+        show_default=False,
+    ),
+]
+
+
+def resolve_root(root: Path | None) -> Path:
+    path = (root or Path.cwd()).expanduser()
+    if not path.is_dir():
+        raise UserError(f"workspace root {path} is not a directory; pass an existing --root.")
+    return path.resolve()
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))

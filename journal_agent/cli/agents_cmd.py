@@ -1,0 +1,1 @@
+"""Placeholder: `agents` and `commands` listing (foundation)."""

@@ -1,0 +1,1 @@
+"""Placeholder: commands are registered here by the module's owner."""

@@ -1,0 +1,85 @@
+"""Project settings, read from the files Claude Code users already have plus our own.
+
+Sources, later ones adding to (lists) or overriding (scalars) earlier ones:
+``~/.claude/settings.json``, ``<root>/.claude/settings.json``,
+``<root>/.claude/settings.local.json``, ``<root>/.journal/settings.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from journal_agent.errors import UserError
+
+
+class PermissionSettings(BaseModel):
+    """Claude Code's ``permissions`` block: rules like ``Bash(git diff:*)`` or ``Read(./x/**)``."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)
+    default_mode: str | None = Field(default=None, alias="defaultMode")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    permissions: PermissionSettings = Field(default_factory=PermissionSettings)
+    # Model aliases (haiku/sonnet/opus → model id) and prices live in the runtime's data
+    # tables; these override them per project.
+    models: dict[str, str] = Field(default_factory=dict)
+    model: str | None = None
+
+
+def settings_files(root: Path, home: Path | None = None) -> list[Path]:
+    home = home if home is not None else Path.home()
+    return [
+        home / ".claude" / "settings.json",
+        root / ".claude" / "settings.json",
+        root / ".claude" / "settings.local.json",
+        root / ".journal" / "settings.json",
+    ]
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        elif isinstance(value, list) and isinstance(out.get(key), list):
+            out[key] = out[key] + [v for v in value if v not in out[key]]
+        else:
+            out[key] = value
+    return out
+
+
+def load_settings(root: Path, home: Path | None = None) -> Settings:
+    """Merge every settings file that exists; a broken one is a clear error, not a crash."""
+    merged: dict[str, Any] = {}
+    for path in settings_files(root, home):
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(
+                f"{path} is not valid JSON ({exc}); fix or remove it and try again."
+            ) from exc
+        if not isinstance(data, dict):
+            raise UserError(f"{path} must hold a JSON object; fix or remove it and try again.")
+        merged = _merge(merged, data)
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(
+            f"settings field '{where}' is invalid ({first['msg']}); fix it in one of "
+            f"{', '.join(str(p) for p in settings_files(root, home))}."
+        ) from exc

@@ -1,0 +1,76 @@
+"""The tool contract shared by every host: our runtime, the CLI's ``tool`` command, MCP.
+
+A tool is a name, a description written for the model, a pydantic input model whose JSON
+schema *is* the ``input_schema`` the model sees, and ``run(ctx, params)`` returning text and
+an error flag. Mistakes the model can fix come back as error results; they never raise.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str
+    is_error: bool = False
+
+
+class ToolError(Exception):
+    """Raised inside a tool for a failure the model should see as an ``is_error`` result."""
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may touch, passed in rather than global.
+
+    ``policy`` is a :class:`journal_agent.tools.permissions.PermissionPolicy`; ``reads`` is the
+    read-tracking state (which files this run read, at which content hash) that Write and Edit
+    consult for optimistic concurrency.
+    """
+
+    root: Path
+    policy: Any = None
+    reads: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool(ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Input: ClassVar[type[BaseModel]]
+
+    @classmethod
+    def input_schema(cls) -> dict[str, Any]:
+        schema = cls.Input.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+    @classmethod
+    def definition(cls) -> dict[str, Any]:
+        """The tool as the Messages API expects it."""
+        return {"name": cls.name, "description": cls.description, "input_schema": cls.input_schema()}
+
+    @abstractmethod
+    def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult: ...
+
+    def call(self, ctx: ToolContext, raw: dict[str, Any]) -> ToolResult:
+        """Validate raw model input and run; every failure becomes an error result."""
+        try:
+            params = self.Input.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+            )
+            return ToolResult(f"Invalid input for {self.name}: {problems}", is_error=True)
+        try:
+            return self.run(ctx, params)
+        except ToolError as exc:
+            return ToolResult(str(exc), is_error=True)
