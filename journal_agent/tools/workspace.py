@@ -1,0 +1,117 @@
+"""Workspace confinement: every path a tool touches resolves inside the workspace root.
+
+We resolve paths ourselves, one component at a time, instead of trusting
+``os.path.realpath``: we need to follow symlinks of components that exist (including chains
+and dangling links, which a later write would follow), treat components that do not exist
+yet lexically (Write creates files and directories), and detect symlink loops explicitly
+(``realpath`` in non-strict mode silently returns a loop unresolved).
+
+The result is the real path with no symlinks in it; the tools open it with ``O_NOFOLLOW``
+so a symlink swapped in after the check cannot redirect the final component.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+from journal_agent.tools.base import ToolError
+
+# Linux gives up after 40 symlink hops (ELOOP); so do we.
+MAX_SYMLINK_HOPS = 40
+
+
+def resolve_path(root: Path, file_path: str) -> Path:
+    """Resolve ``file_path`` (absolute, ``~``-prefixed or relative to ``root``) inside ``root``.
+
+    Returns the real path (symlinks of existing components followed). Raises
+    :class:`ToolError` with a message for the model when the path is malformed or leads
+    outside the workspace by any route (``..``, an absolute path elsewhere, a symlink).
+    """
+    if not isinstance(file_path, str) or not file_path.strip():
+        raise ToolError("The path is empty; give a file path inside the workspace.")
+    if "\x00" in file_path:
+        raise ToolError(f"The path {file_path!r} contains a NUL byte; give a plain file path.")
+    try:
+        file_path.encode(_fs_encoding(), "surrogateescape")
+    except UnicodeEncodeError:
+        raise ToolError(
+            f"The path {file_path!r} is not a valid file name here; give a plain file path."
+        ) from None
+
+    root_real = workspace_root(root)
+    expanded = os.path.expanduser(file_path) if file_path.startswith("~") else file_path
+    joined = os.path.join(root_real, expanded)  # an absolute ``expanded`` replaces root_real
+    real = _real_path(joined, file_path)
+    if _is_inside(real, root_real):
+        return Path(real)
+
+    lexical = os.path.normpath(joined)
+    if _is_inside(lexical, root_real):
+        raise ToolError(
+            f"{file_path} leads through a symlink to {real}, which is outside the workspace "
+            f"root {root_real}; use a path inside it."
+        )
+    raise ToolError(f"{file_path} is outside the workspace root {root_real}; use a path inside it.")
+
+
+def workspace_root(root: Path) -> str:
+    """The real path of the workspace root (itself possibly reached through a symlink)."""
+    return _real_path(os.path.abspath(root), str(root))
+
+
+def is_inside(root: Path, path: Path) -> bool:
+    """Whether the already resolved ``path`` lies inside ``root``."""
+    return _is_inside(str(path), workspace_root(root))
+
+
+def _is_inside(path: str, root_real: str) -> bool:
+    if root_real == os.sep:
+        return path.startswith(os.sep)
+    return path == root_real or path.startswith(root_real + os.sep)
+
+
+def _fs_encoding() -> str:
+    return sys.getfilesystemencoding()
+
+
+def _real_path(absolute: str, shown: str) -> str:
+    """Follow symlinks component by component; components that do not exist stay lexical."""
+    pending = absolute.split(os.sep)[::-1]  # a stack: next component on top
+    resolved = os.sep
+    hops = 0
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, name)
+        try:
+            mode = os.lstat(candidate).st_mode
+        except FileNotFoundError:
+            resolved = candidate  # not there yet: the rest is lexical too
+            continue
+        except NotADirectoryError:
+            raise ToolError(
+                f"{shown} goes through {resolved}, which is a file, not a directory."
+            ) from None
+        except OSError as exc:
+            raise ToolError(f"Cannot resolve {shown}: {exc.strerror}.") from None
+        if not stat.S_ISLNK(mode):
+            resolved = candidate
+            continue
+        hops += 1
+        if hops > MAX_SYMLINK_HOPS:
+            raise ToolError(f"{shown} goes through a symlink loop; use a path without it.")
+        try:
+            target = os.readlink(candidate)
+        except OSError as exc:
+            raise ToolError(f"Cannot resolve {shown}: {exc.strerror}.") from None
+        if os.path.isabs(target):
+            resolved = os.sep
+        pending.extend(target.split(os.sep)[::-1])
+    return resolved
