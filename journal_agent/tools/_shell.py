@@ -1,0 +1,272 @@
+"""A conservative reading of a Bash command line for the permission checks.
+
+We do not try to be a shell. We split a command line into simple commands at the
+operators ``;``, ``&&``, ``||``, ``|``, ``&``, newlines and parentheses, keep each command's
+words and redirections, and answer three questions the policy asks:
+
+- which paths could this command touch (every word that looks like a path, every redirection
+  target, every path inside a quoted code string such as ``python -c "open('/etc/x')"``);
+- is it read-only (a known list of commands that only read, no output redirection);
+- does it escalate privileges (``sudo``, ``su``, ``doas``).
+
+When in doubt the answer is the safer one: "not read-only", "may touch that path".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SEPARATORS = {";", "&&", "||", "|", "&", "\n", "(", ")", "|&", ";;"}
+REDIRECTS = {">", ">>", "<", "<<", "<<<", ">|", "&>", "&>>", ">&", "<&", "<>"}
+OUTPUT_REDIRECTS = {">", ">>", ">|", "&>", "&>>", "<>"}
+PRIVILEGE = {"sudo", "su", "doas", "pkexec"}
+SHELLS = {"bash", "sh", "zsh", "dash"}
+# Wrappers that run the rest of the words as a command.
+WRAPPERS = {"time", "nice", "nohup", "timeout", "command", "builtin"}
+
+# Paths outside the workspace that are harmless to name.
+SAFE_DEVICES = {
+    "/dev/null",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/stdin",
+    "/dev/tty",
+    "/dev/zero",
+    "/dev/urandom",
+    "/dev/random",
+}
+
+READ_ONLY_COMMANDS = {
+    "ls", "cat", "head", "tail", "wc", "pwd", "echo", "printf", "grep", "egrep", "fgrep", "rg",
+    "file", "stat", "du", "df", "tree", "which", "type", "whoami", "date", "uname", "true",
+    "false", "uniq", "cut", "tr", "diff", "cmp", "basename", "dirname", "realpath", "readlink",
+    "nl", "od", "hexdump", "sha256sum", "sha1sum", "md5sum", "jq", "column", "seq", "test", "[",
+    "nproc", "free", "id", "hostname", "nvidia-smi", "lscpu", "comm", "paste", "fold", "expand",
+    "strings", "sleep",
+}  # fmt: skip
+GIT_READ_ONLY = {
+    "status", "diff", "log", "show", "rev-parse", "ls-files", "blame", "grep", "describe",
+    "shortlog", "cat-file", "ls-tree", "rev-list", "merge-base", "show-ref", "version", "help",
+}  # fmt: skip
+PIP_READ_ONLY = {"list", "show", "freeze", "--version", "-V"}
+FIND_WRITES = {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
+               "-fls"}  # fmt: skip
+# In ``python -c CODE``: names that suggest writing, running programs or reaching the network.
+PYTHON_SIDE_EFFECTS = re.compile(
+    r"open\s*\(|write|remove|unlink|rmdir|rmtree|rename|replace\s*\(|mkdir|makedirs|chmod|chown|"
+    r"system|popen|subprocess|\bexec\b|\beval\b|__import__|importlib|shutil|socket|urllib|http|"
+    r"requests|ctypes|\bkill\b|symlink|truncate|touch|setattr|compile\s*\(|builtins|\.save\b"
+)
+# Paths embedded in a quoted code string: "/x", "~/x", "../x" not preceded by a word char,
+# ':' (URLs) or another path character.
+EMBEDDED_PATH = re.compile(r"(?<![\w:/.~$-])(/(?!/)[^\s'\"`,;)\]}]*|~[^\s'\"`,;)\]}]*|\.\.(?=/|$))")
+
+
+@dataclass
+class SimpleCommand:
+    words: list[str]  # after leading VAR=value assignments and wrappers
+    assignments: list[str] = field(default_factory=list)
+    redirects: list[tuple[str, str]] = field(default_factory=list)  # (operator, target)
+    text: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.words[0] if self.words else ""
+
+
+class ShellParseError(ValueError):
+    pass
+
+
+def _lexer(command: str) -> shlex.shlex:
+    lex = shlex.shlex(command, posix=True, punctuation_chars=";&|<>()\n")
+    lex.whitespace = " \t\r"
+    lex.whitespace_split = True
+    lex.commenters = ""
+    return lex
+
+
+def split_commands(command: str) -> list[SimpleCommand]:
+    """Split a command line into simple commands; raise ShellParseError if it cannot be read."""
+    try:
+        tokens = list(_lexer(command))
+    except ValueError as exc:
+        raise ShellParseError(str(exc)) from exc
+    commands: list[SimpleCommand] = []
+    current: list[str] = []
+
+    def flush() -> None:
+        if current:
+            commands.append(_simple(current))
+            current.clear()
+
+    for token in tokens:
+        if token in SEPARATORS:
+            flush()
+        else:
+            current.append(token)
+    flush()
+    return commands
+
+
+def _simple(tokens: list[str]) -> SimpleCommand:
+    words: list[str] = []
+    redirects: list[tuple[str, str]] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in REDIRECTS:
+            target = tokens[i + 1] if i + 1 < len(tokens) else ""
+            # "2>&1": the lexer gives "2", ">&", "1" — a descriptor number, not a file.
+            if words and words[-1].isdigit() and tok in (">", ">>", ">&", "<&", "<"):
+                words.pop()
+            redirects.append((tok, target))
+            i += 2
+            continue
+        words.append(tok)
+        i += 1
+    assignments: list[str] = []
+    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        assignments.append(words.pop(0))
+    while words and words[0] in WRAPPERS:
+        wrapper = words.pop(0)
+        # Skip the wrapper's own options and, for timeout, its duration.
+        while words and words[0].startswith("-"):
+            words.pop(0)
+        if wrapper == "timeout" and words:
+            words.pop(0)
+    return SimpleCommand(words, assignments, redirects, " ".join(tokens))
+
+
+def inner_scripts(cmd: SimpleCommand) -> list[str]:
+    """Command strings this command runs itself: ``bash -c '...'``, ``eval ...``."""
+    if not cmd.words:
+        return []
+    name = os.path.basename(cmd.name)
+    if name in SHELLS and "-c" in cmd.words[1:]:
+        idx = cmd.words.index("-c", 1)
+        return cmd.words[idx + 1 : idx + 2]
+    if name == "eval":
+        return [" ".join(cmd.words[1:])]
+    return []
+
+
+def is_read_only(cmd: SimpleCommand) -> bool:
+    """True only for commands we know do nothing but read (and print)."""
+    if any(op in OUTPUT_REDIRECTS and target not in SAFE_DEVICES for op, target in cmd.redirects):
+        return False
+    if any(op == ">&" and not target.isdigit() and target != "-" for op, target in cmd.redirects):
+        return False
+    if not cmd.words:
+        return not cmd.assignments  # a bare "X=1" changes shell state only
+    if any("$" in w or "`" in w or "<(" in w for w in cmd.words):
+        return False  # expansions could name anything
+    name = os.path.basename(cmd.name)
+    args = cmd.words[1:]
+    if name in READ_ONLY_COMMANDS:
+        return True
+    if name == "find":
+        return not any(a in FIND_WRITES for a in args)
+    if name == "sort":
+        return not any(a == "-o" or a.startswith("--output") for a in args)
+    if name == "git":
+        while args and args[0] in ("--no-pager", "--no-optional-locks", "-P"):
+            args = args[1:]
+        if not args or args[0].startswith("-"):
+            return False  # global options such as -C / -c change what runs
+        sub, rest = args[0], args[1:]
+        if any(a.startswith("--output") or a == "--ext-diff" for a in rest):
+            return False
+        if sub in GIT_READ_ONLY:
+            return True
+        if sub == "branch":
+            return all(a in ("-a", "-r", "-v", "-vv", "--list", "--all", "--show-current")
+                       for a in rest)  # fmt: skip
+        if sub in ("remote", "tag", "stash"):
+            return rest in ([], ["-v"], ["list"], ["-l"])
+        return False
+    if name in ("pip", "pip3"):
+        return bool(args) and args[0] in PIP_READ_ONLY
+    if re.fullmatch(r"python(3(\.\d+)?)?", name):
+        if args in (["--version"], ["-V"]):
+            return True
+        if len(args) >= 2 and args[0] == "-c":
+            return not PYTHON_SIDE_EFFECTS.search(args[1])
+        return False
+    return False
+
+
+def candidate_paths(cmd: SimpleCommand) -> list[str]:
+    """Every string in this command that may name a file: checked against the workspace."""
+    out: list[str] = []
+    for op, target in cmd.redirects:
+        if op in (">&", "<&") and (target.isdigit() or target == "-"):
+            continue
+        if op in ("<<", "<<<"):
+            continue  # a here-document delimiter / here-string is data, not a path
+        out.append(target)
+    for assign in cmd.assignments:
+        out.append(assign.split("=", 1)[1])
+    for i, word in enumerate(cmd.words):
+        word = word.strip("`")
+        if i == 0 and _is_system_program(word):
+            continue
+        if word.startswith("-"):
+            if "=" in word:
+                out.append(word.split("=", 1)[1])
+            continue
+        if any(ch.isspace() for ch in word) or "'" in word or '"' in word:
+            # A code string (python -c, awk program, ...): look for paths inside it.
+            out.extend(m.group(1) for m in EMBEDDED_PATH.finditer(word))
+            continue
+        out.append(word)
+    return [p for p in out if p]
+
+
+def _is_system_program(word: str) -> bool:
+    if not word.startswith("/"):
+        return False
+    prefixes = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
+    return word.startswith(prefixes) or os.path.dirname(word) in _python_bin_dirs()
+
+
+def _python_bin_dirs() -> set[str]:
+    import sys
+
+    return {os.path.dirname(sys.executable), os.path.join(sys.prefix, "bin")}
+
+
+def is_safe_device(word: str) -> bool:
+    return word in SAFE_DEVICES or word.startswith("/dev/fd/")
+
+
+def escapes(word: str, cwd: Path, root: Path) -> Path | None:
+    """The outside-the-workspace path ``word`` names, or None if it stays inside."""
+    if is_safe_device(word):
+        return None
+    if word.startswith("$HOME") or word.startswith("${HOME}"):
+        return Path(os.path.expanduser("~"))
+    if word.startswith("~"):
+        return Path(os.path.expanduser(word.split("/", 1)[0]) or "/")
+    candidate = Path(word) if word.startswith("/") else cwd / word
+    try:
+        resolved = Path(os.path.realpath(candidate))
+    except (OSError, ValueError):
+        return candidate
+    if resolved == root or root in resolved.parents:
+        return None
+    return resolved
+
+
+def cd_target(cmd: SimpleCommand) -> str | None:
+    """For ``cd DIR`` / ``pushd DIR``: the directory word ("~" for a bare ``cd``)."""
+    if cmd.name not in ("cd", "pushd"):
+        return None
+    args = [a for a in cmd.words[1:] if not a.startswith("-") or a == "-"]
+    if not args:
+        return "~"
+    return args[0]

@@ -1,0 +1,525 @@
+"""Permission rules in Claude Code's syntax, and the policy every tool call goes through.
+
+Rules (in ``permissions.allow`` / ``deny`` / ``ask`` of ``.claude/settings.json`` or
+``.journal/settings.json``, or ``--allow`` / ``--deny`` on the command line):
+
+- ``Bash`` / ``Read`` / ``Edit`` / any tool name alone: the whole tool.
+- ``Bash(npm run test)``: exactly that command. ``Bash(git diff:*)``: that command prefix
+  (``git diff`` and ``git diff --stat``, not ``git difftool``). ``*`` elsewhere matches
+  anything (``Bash(git * main)``). A compound command (``a && b``, ``a | b``) is covered by a
+  rule only if every part is.
+- ``Read(./secrets/**)``, ``Edit(src/**)``, ``Read(//etc/**)``, ``Read(~/.ssh/**)``,
+  ``Read(*.pem)``: gitignore-style paths (see :mod:`journal_agent.tools._pathrules`).
+  ``Read`` rules also govern Grep and Glob; ``Edit`` rules govern Write (as in Claude Code).
+
+Order of evaluation (first that applies wins):
+
+1. a ``deny`` rule matches → deny;
+2. an ``ask`` rule matches → ask (allowed outright in ``bypassPermissions``);
+3. an ``allow`` rule matches → allow (this is how a built-in default below is lifted);
+4. built-in defaults → deny: reading secrets (``.env``, keys, credentials), ``sudo``, a Bash
+   command naming a path outside the workspace (absolute paths, ``..``, ``~``, ``$HOME``,
+   a symlink leading out, ``cd /``), a command line we cannot parse;
+5. the mode:
+
+   =====================  ==============  ==============  ================================
+   mode                   Read/Grep/Glob  Write/Edit      Bash
+   =====================  ==============  ==============  ================================
+   ``default``            allow           ask             read-only commands allow, else ask
+   ``acceptEdits``        allow           allow           read-only + mkdir/touch/cp/mv
+                                                          allow, else ask
+   ``plan``               allow           deny            deny
+   ``dontAsk``            allow           deny            deny
+   ``bypassPermissions``  allow           allow           allow
+   =====================  ==============  ==============  ================================
+
+   Writing our own settings files (``.claude/settings*.json``, ``.journal/settings.json``)
+   always asks unless an allow rule names them: an agent must not grant itself permissions.
+   Other tools (journal, profiling, MCP) are allowed unless a rule says otherwise, except in
+   ``plan`` mode where an ``allow`` rule is not needed for them either.
+
+6. "ask" is put to the ``prompt`` callback (the CLI passes one when stdin is a terminal);
+   without one, ask means deny, and the reason says which rule to add.
+
+"Read-only" Bash commands are a fixed list (``ls``, ``cat``, ``head``, ``rg``, ``grep``,
+``find`` without ``-exec``/``-delete``, ``git status/diff/log/show/...``, ``pip list``,
+``python -c CODE`` when CODE has no write/exec/network-looking names, ...) with no output
+redirection other than to ``/dev/null`` and no ``$`` expansions; see :mod:`._shell`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from journal_agent.errors import UserError
+from journal_agent.tools._pathrules import path_matches
+from journal_agent.tools._shell import (
+    PRIVILEGE,
+    ShellParseError,
+    SimpleCommand,
+    candidate_paths,
+    cd_target,
+    escapes,
+    inner_scripts,
+    is_read_only,
+    is_safe_device,
+    split_commands,
+)
+from journal_agent.tools.base import ToolError
+
+Mode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
+MODES: tuple[str, ...] = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
+
+READ_TOOLS = {"Read", "Grep", "Glob", "LS", "NotebookRead"}
+EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
+# Which rule name governs a tool: Edit rules cover every editing tool, Read rules the searches.
+RULE_FAMILY = {**{t: "Edit" for t in EDIT_TOOLS}, **{t: "Read" for t in READ_TOOLS}}
+
+SECRET_PATTERNS: tuple[str, ...] = (
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    ".aws/credentials",
+    ".ssh",
+    ".netrc",
+    ".pgpass",
+    ".npmrc",
+    ".pypirc",
+    "credentials.json",
+    "secrets.json",
+    ".git-credentials",
+)
+# Example files are meant to be read.
+SECRET_EXCEPTIONS = (".env.example", ".env.sample", ".env.template", ".env.dist")
+SETTINGS_FILES = (
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".journal/settings.json",
+)
+ACCEPT_EDITS_COMMANDS = {"mkdir", "touch", "cp", "mv"}
+
+Prompt = Callable[[str, str], bool]  # (tool name, what it wants to do) -> approved?
+
+
+@dataclass(frozen=True)
+class Decision:
+    behavior: Literal["allow", "deny"]
+    reason: str
+    rule: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.behavior == "allow"
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    behavior: Literal["allow", "ask", "deny"]
+    reason: str
+    rule: str | None = None
+
+
+_RULE_RE = re.compile(r"^\s*([A-Za-z0-9_.:-]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
+
+
+def parse_rule(rule: str) -> tuple[str, str | None]:
+    """``"Bash(git diff:*)"`` → ``("Bash", "git diff:*")``; ``"Edit"`` → ``("Edit", None)``."""
+    m = _RULE_RE.match(rule)
+    if not m:
+        raise ValueError(
+            f"permission rule {rule!r} is not of the form Tool or Tool(specifier), "
+            "e.g. Bash(git diff:*) or Read(./secrets/**)"
+        )
+    spec = m.group(2)
+    if spec is not None and spec.strip() in ("", "*", "**"):
+        spec = None  # Bash() / Bash(*) mean the whole tool
+    return m.group(1), spec
+
+
+def _bash_pattern_matches(spec: str, command: str) -> bool:
+    command = " ".join(command.split())
+    spec = " ".join(spec.split())
+    if spec.endswith(":*"):
+        prefix = spec[:-2].rstrip()
+        return command == prefix or command.startswith(prefix + " ")
+    if "*" not in spec:
+        return command == spec
+    # "ls *" also matches a bare "ls" (as the legacy "ls:*" did).
+    if spec.endswith(" *") and command == spec[:-2]:
+        return True
+    regex = ".*".join(re.escape(part) for part in spec.split("*"))
+    return re.fullmatch(regex, command, re.DOTALL) is not None
+
+
+def _bash_parts(command: str) -> list[str]:
+    try:
+        parts = split_commands(command)
+    except ShellParseError:
+        return [command]
+    texts = [" ".join([*p.assignments, *p.words]) for p in parts]
+    return [t for t in texts if t] or [command]
+
+
+def rule_matches(rule: str, tool_name: str, content: str, root: Path | None = None) -> bool:
+    """Does ``rule`` cover calling ``tool_name`` with ``content``?
+
+    ``content`` is the command for Bash (every part of a compound command must match) and the
+    path for file tools (relative paths are taken against ``root``, default the current
+    directory). A bare rule (``Bash``) covers any content. Used for the ``allowed-tools`` of
+    a slash command as well as by the policy.
+    """
+    name, spec = parse_rule(rule)
+    if name != tool_name and name != RULE_FAMILY.get(tool_name, tool_name):
+        return False
+    if spec is None:
+        return True
+    if tool_name == "Bash":
+        return all(_bash_pattern_matches(spec, part) for part in _bash_parts(content))
+    if tool_name in RULE_FAMILY:
+        base = Path(os.path.realpath(root or Path.cwd()))
+        path = Path(content).expanduser()
+        path = Path(os.path.realpath(path if path.is_absolute() else base / path))
+        return path_matches(spec, path, base)
+    return spec == content
+
+
+def rules_permit(rules: Iterable[str], tool_name: str, content: str) -> bool:
+    """True if each part of ``content`` is covered by at least one of ``rules``.
+
+    ``allowed-tools: Bash(git status:*), Bash(git diff:*)`` permits
+    ``git status && git diff``, which no single rule covers.
+    """
+    rules = list(rules)
+    if tool_name != "Bash":
+        return any(rule_matches(r, tool_name, content) for r in rules)
+    return all(any(rule_matches(r, "Bash", part) for r in rules) for part in _bash_parts(content))
+
+
+def _is_secret(path: Path, root: Path) -> bool:
+    if path.name in SECRET_EXCEPTIONS:
+        return False
+    return any(path_matches(p, path, root) for p in SECRET_PATTERNS)
+
+
+class PermissionPolicy:
+    """Decides whether a tool call may run. Build with :meth:`from_settings` in practice."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        mode: str = "default",
+        allow: Iterable[str] = (),
+        deny: Iterable[str] = (),
+        ask: Iterable[str] = (),
+        prompt: Prompt | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise UserError(f"unknown permission mode {mode!r}; use one of {', '.join(MODES)}.")
+        self.root = Path(os.path.realpath(root))
+        self.mode = mode
+        self.allow, self.deny, self.ask = list(allow), list(deny), list(ask)
+        for rule in (*self.allow, *self.deny, *self.ask):
+            try:
+                parse_rule(rule)
+            except ValueError as exc:
+                raise UserError(f"{exc}; fix it in your settings or on the command line.") from None
+        self.prompt = prompt
+
+    @classmethod
+    def from_settings(
+        cls,
+        root: Path,
+        *,
+        mode: str | None = None,
+        allow: Iterable[str] = (),
+        deny: Iterable[str] = (),
+        prompt: Prompt | None = None,
+        home: Path | None = None,
+    ) -> PermissionPolicy:
+        """Rules from the settings files plus command-line ``allow`` / ``deny`` and ``mode``."""
+        from journal_agent.settings import load_settings
+
+        perms = load_settings(root, home).permissions
+        return cls(
+            root,
+            mode=mode or perms.default_mode or "default",
+            allow=[*perms.allow, *allow],
+            deny=[*perms.deny, *deny],
+            ask=perms.ask,
+            prompt=prompt,
+        )
+
+    # -- public API -------------------------------------------------------------------------
+
+    def check(
+        self, tool_name: str, *, path: Path | None = None, command: str | None = None
+    ) -> Decision:
+        """Allow or deny one call; an "ask" goes to the prompt callback (deny without one)."""
+        verdict = self.evaluate(tool_name, path=path, command=command)
+        if verdict.behavior != "ask":
+            return Decision(verdict.behavior, verdict.reason, verdict.rule)
+        subject = command if command is not None else str(path) if path is not None else ""
+        if self.prompt is not None:
+            try:
+                approved = self.prompt(tool_name, subject)
+            except (EOFError, KeyboardInterrupt):
+                approved = False
+            if approved:
+                return Decision("allow", "approved at the prompt", verdict.rule)
+            return Decision(
+                "deny", f"Permission to use {tool_name} was refused by the user.", verdict.rule
+            )
+        return Decision("deny", self._ask_denied(tool_name, path, command, verdict), verdict.rule)
+
+    def ensure(
+        self, tool_name: str, *, path: Path | None = None, command: str | None = None
+    ) -> None:
+        """:meth:`check`, raising :class:`ToolError` (an error result for the model) on deny."""
+        decision = self.check(tool_name, path=path, command=command)
+        if not decision.allowed:
+            raise ToolError(decision.reason)
+
+    def evaluate(
+        self, tool_name: str, *, path: Path | None = None, command: str | None = None
+    ) -> _Verdict:
+        """The decision before any prompting: allow, ask or deny."""
+        if path is not None:
+            path = Path(os.path.realpath(path))
+        if tool_name == "Bash":
+            return self._evaluate_bash(command or "")
+        return self._evaluate_tool(tool_name, path)
+
+    # -- tools other than Bash ----------------------------------------------------------------
+
+    def _match(self, rules: list[str], tool_name: str, path: Path | None) -> str | None:
+        for rule in rules:
+            name, spec = parse_rule(rule)
+            if name != tool_name and name != RULE_FAMILY.get(tool_name, tool_name):
+                continue
+            if spec is None:
+                return rule
+            if (
+                path is not None
+                and tool_name in RULE_FAMILY
+                and path_matches(spec, path, self.root)
+            ):
+                return rule
+        return None
+
+    def _evaluate_tool(self, tool_name: str, path: Path | None) -> _Verdict:
+        shown = self._show(path) if path is not None else tool_name
+        if rule := self._match(self.deny, tool_name, path):
+            return _Verdict("deny", f"{tool_name} of {shown} is denied by the rule {rule}.", rule)
+        if rule := self._match(self.ask, tool_name, path):
+            if self.mode == "bypassPermissions":
+                return _Verdict("allow", "bypassPermissions mode", rule)
+            return _Verdict("ask", f"the rule {rule} asks for approval", rule)
+        if rule := self._match(self.allow, tool_name, path):
+            if tool_name in EDIT_TOOLS and self.mode == "plan":
+                return _Verdict("deny", f"{tool_name} is not available in plan mode (read-only).")
+            return _Verdict("allow", f"allowed by the rule {rule}", rule)
+
+        family = RULE_FAMILY.get(tool_name)
+        if family == "Read":
+            if path is not None and _is_secret(path, self.root):
+                return _Verdict(
+                    "deny",
+                    f"{shown} looks like a secret (keys, credentials, .env) and is not readable "
+                    f"by default; if it is needed, add an allow rule such as "
+                    f"Read(./{self._show(path)}).",
+                )
+            return _Verdict("allow", "reading is allowed")
+        if family == "Edit":
+            if self.mode in ("plan", "dontAsk"):
+                return _Verdict("deny", f"{tool_name} is not available in {self.mode} mode.")
+            if path is not None and self._is_settings_file(path):
+                if self.mode == "bypassPermissions":
+                    return _Verdict("allow", "bypassPermissions mode")
+                return _Verdict("ask", "it changes permission settings")
+            if self.mode in ("acceptEdits", "bypassPermissions"):
+                return _Verdict("allow", f"{self.mode} mode")
+            return _Verdict("ask", "editing files needs approval in default mode")
+        return _Verdict("allow", "no rule restricts this tool")
+
+    def _is_settings_file(self, path: Path) -> bool:
+        return any(path == self.root / rel for rel in SETTINGS_FILES)
+
+    # -- Bash -----------------------------------------------------------------------------------
+
+    def _bash_rule(self, rules: list[str], part: str) -> str | None:
+        for rule in rules:
+            name, spec = parse_rule(rule)
+            if name != "Bash":
+                continue
+            if spec is None or _bash_pattern_matches(spec, part):
+                return rule
+        return None
+
+    def _evaluate_bash(self, command: str) -> _Verdict:
+        if not command.strip():
+            return _Verdict("deny", "The command is empty.")
+        try:
+            parts = self._flatten(split_commands(command), depth=0)
+        except ShellParseError as exc:
+            return _Verdict("deny", f"The command could not be parsed ({exc}); check its quoting.")
+        if not parts:
+            return _Verdict("deny", "The command is empty.")
+        texts = [" ".join([*p.assignments, *p.words]) or p.text for p in parts]
+
+        for text in texts:
+            if rule := self._bash_rule(self.deny, text):
+                return _Verdict("deny", f"`{text}` is denied by the rule {rule}.", rule)
+        # Read deny rules protect files from `cat` as well as from Read.
+        if problem := self._bash_read_denied(parts):
+            return _Verdict("deny", problem)
+        for text in texts:
+            if rule := self._bash_rule(self.ask, text):
+                if self.mode == "bypassPermissions":
+                    return _Verdict("allow", "bypassPermissions mode", rule)
+                return _Verdict("ask", f"the rule {rule} asks for approval", rule)
+        allowed_by = [self._bash_rule(self.allow, text) for text in texts]
+        if all(allowed_by):
+            return _Verdict("allow", f"allowed by the rule {allowed_by[0]}", allowed_by[0])
+
+        if problem := self._bash_default_denial(parts, allowed_by):
+            return _Verdict("deny", problem)
+        if self.mode == "bypassPermissions":
+            return _Verdict("allow", "bypassPermissions mode")
+        if self.mode in ("plan", "dontAsk"):
+            return _Verdict(
+                "deny",
+                f"Bash is not available in {self.mode} mode unless an allow rule such as "
+                f"Bash({_rule_hint(texts)}) permits the command.",
+            )
+        auto = {"acceptEdits": ACCEPT_EDITS_COMMANDS}.get(self.mode, set())
+        if all(
+            ok or is_read_only(p) or p.name in auto for ok, p in zip(allowed_by, parts, strict=True)
+        ):
+            return _Verdict("allow", "read-only command")
+        return _Verdict("ask", "the command may change files or run programs")
+
+    def _flatten(self, parts: list[SimpleCommand], depth: int) -> list[SimpleCommand]:
+        """Add the commands inside ``bash -c '...'`` / ``eval`` so they are checked too."""
+        out: list[SimpleCommand] = []
+        for part in parts:
+            out.append(part)
+            if depth < 3:
+                for script in inner_scripts(part):
+                    out.extend(self._flatten(split_commands(script), depth + 1))
+        return out
+
+    def _walk_paths(self, parts: list[SimpleCommand]) -> Iterable[tuple[int, str, Path]]:
+        """(part index, word, resolved path) for each path-like word, following ``cd``."""
+        cwd = self.root
+        for i, part in enumerate(parts):
+            for word in candidate_paths(part):
+                if is_safe_device(word):
+                    continue
+                outside = escapes(word, cwd, self.root)
+                if outside is not None:
+                    yield i, word, outside
+                else:
+                    yield i, word, Path(os.path.realpath(cwd / os.path.expanduser(word)))
+            target = cd_target(part)
+            if target not in (None, "-") and escapes(target, cwd, self.root) is None:
+                cwd = Path(os.path.realpath(cwd / target))
+
+    def _bash_read_denied(self, parts: list[SimpleCommand]) -> str | None:
+        read_denies = [r for r in self.deny if parse_rule(r)[0] == "Read" and parse_rule(r)[1]]
+        if not read_denies:
+            return None
+        for _, word, path in self._walk_paths(parts):
+            for rule in read_denies:
+                if path_matches(parse_rule(rule)[1] or "", path, self.root):
+                    return f"`{word}` is denied by the rule {rule}."
+        return None
+
+    def _bash_default_denial(
+        self, parts: list[SimpleCommand], allowed_by: list[str | None]
+    ) -> str | None:
+        for ok, part in zip(allowed_by, parts, strict=True):
+            if not ok and part.words and os.path.basename(part.name) in PRIVILEGE:
+                return f"`{part.name}` is not allowed: commands run without elevated privileges."
+            if not ok and cd_target(part) == "-":
+                return "`cd -` goes to an unknown directory; cd to a path inside the workspace."
+        for i, word, path in self._walk_paths(parts):
+            if allowed_by[i]:
+                continue
+            if not (path == self.root or self.root in path.parents):
+                return (
+                    f"`{word}` refers to {path}, outside the workspace {self.root}; commands "
+                    f"may only touch files inside it (or add an allow rule for this command)."
+                )
+            if _is_secret(path, self.root) and not any(
+                parse_rule(r)[0] == "Read" and path_matches(parse_rule(r)[1] or "**", path,
+                                                            self.root)
+                for r in self.allow
+            ):  # fmt: skip
+                return (
+                    f"`{word}` looks like a secret (keys, credentials, .env) and is not readable "
+                    f"by default; add an allow rule such as Read(./{self._show(path)}) if needed."
+                )
+        return None
+
+    # -- messages -------------------------------------------------------------------------------
+
+    def _show(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+    def _ask_denied(
+        self, tool_name: str, path: Path | None, command: str | None, verdict: _Verdict
+    ) -> str:
+        if tool_name == "Bash":
+            texts = _bash_parts(command or "")
+            hint = f"Bash({_rule_hint(texts)})"
+            what = f"`{command}`"
+        elif path is not None:
+            hint = f"{RULE_FAMILY.get(tool_name, tool_name)}(./{self._show(path)})"
+            what = f"{tool_name} of {self._show(path)}"
+        else:
+            hint, what = tool_name, tool_name
+        return (
+            f"Permission denied: {what} needs approval ({verdict.reason}) and no one can be "
+            f"asked here. To permit it, add the allow rule {hint} (settings or --allow), "
+            f"or choose a mode with --mode (acceptEdits, bypassPermissions)."
+        )
+
+
+def _rule_hint(texts: list[str]) -> str:
+    first = texts[0].split() if texts else []
+    if len(first) >= 2 and first[0] in ("git", "npm", "pip", "uv", "cargo", "make", "python"):
+        return f"{first[0]} {first[1]}:*"
+    return f"{first[0]}:*" if first else "*"
+
+
+def tty_prompt() -> Prompt | None:
+    """A prompt on the terminal, or None when stdin is not one (then "ask" means deny)."""
+    import sys
+
+    if not sys.stdin.isatty():
+        return None
+
+    def ask(tool_name: str, subject: str) -> bool:
+        answer = input(f"Allow {tool_name}: {subject}? [y/N] ").strip().lower()
+        return answer in ("y", "yes")
+
+    return ask
