@@ -16,6 +16,7 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 from journal_agent.tools.base import ToolError
 
@@ -115,3 +116,15 @@ def _real_path(absolute: str, shown: str) -> str:
             resolved = os.sep
         pending.extend(target.split(os.sep)[::-1])
     return resolved
+
+
+def confine(ctx: Any, tool_name: str, file_path: str) -> Path:
+    """Resolve ``file_path`` inside ``ctx.root`` and check ``ctx.policy`` for ``tool_name``.
+
+    The one entry point file tools use: a path outside the workspace or a denied call raises
+    :class:`ToolError`. Without a policy (a library caller that set none) the call is allowed.
+    """
+    path = resolve_path(ctx.root, file_path)
+    if ctx.policy is not None:
+        ctx.policy.ensure(tool_name, path=path)
+    return path

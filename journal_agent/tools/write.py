@@ -1,0 +1,229 @@
+"""Write: create a file or replace one this run has Read, atomically and never over a newer one.
+
+The machinery here is shared with Edit:
+
+- :func:`writer_lock` serializes writers of one file across threads and processes (a
+  ``filelock`` under ``.journal/locks/``, so the user's tree gets no ``*.lock`` litter);
+- :func:`ensure_unchanged` is the optimistic-concurrency check, done under that lock: the
+  file on disk must still be the one this run read, else "modified since read";
+- :func:`atomic_write` writes a temp file in the same directory, fsyncs it, keeps the file
+  mode and renames it over the target, so readers see the old or the new file, never half.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from journal_agent.paths import state_dir
+from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.reads import Fingerprint, ReadTracker, tracker_for
+from journal_agent.tools.workspace import confine
+
+LOCK_TIMEOUT_S = 60.0
+
+
+class WriteInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    file_path: str = Field(
+        description="The absolute path to the file to write (a relative path is taken from "
+        "the workspace root)."
+    )
+    content: str = Field(description="The content to write to the file.")
+
+
+class Write(Tool):
+    name: ClassVar[str] = "Write"
+    description: ClassVar[str] = (
+        "Writes a file to the local filesystem (inside the workspace).\n\n"
+        "Usage:\n"
+        "- Overwrites the file if it exists. An existing file must have been Read in this "
+        "conversation first, or the call fails.\n"
+        "- If the file changed on disk since you read it (another agent or the user edited it), "
+        "the call fails with 'modified since read': Read it again and redo your change.\n"
+        "- Creates missing parent directories. The write is atomic and keeps the file's mode.\n"
+        "- Prefer Edit for changing part of an existing file; use Write for new files or full "
+        "rewrites."
+    )
+    Input: ClassVar[type[BaseModel]] = WriteInput
+
+    def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult:
+        assert isinstance(params, WriteInput)
+        path = confine(ctx, self.name, params.file_path)
+        tracker = tracker_for(ctx)
+        data = encode_text(params.content, path)
+
+        with writer_lock(ctx.root, path):
+            existed = ensure_unchanged(tracker, path, action="writing to") is not None
+            if not existed:
+                make_parents(path)
+            atomic_write(path, data)
+            remember_written(tracker, path, data)
+        if existed:
+            return ToolResult(f"The file {path} has been updated ({_size(data)}).")
+        return ToolResult(f"File created successfully at: {path} ({_size(data)}).")
+
+
+def encode_text(text: str, path: Path) -> bytes:
+    # surrogateescape round-trips bytes that were not UTF-8 when Edit decoded the file.
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise ToolError(
+            f"The content for {path} contains characters that cannot be written as UTF-8 "
+            "(lone surrogates); remove them."
+        ) from None
+
+
+@contextlib.contextmanager
+def writer_lock(root: Path, path: Path) -> Iterator[None]:
+    """Hold the lock that every writer of ``path`` (in any thread or process) takes."""
+    from filelock import FileLock, Timeout
+
+    locks = state_dir(root) / "locks"
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ToolError(f"Cannot create the lock directory {locks}: {exc.strerror}.") from None
+    key = hashlib.sha256(os.fsencode(path)).hexdigest()[:32]
+    # preserve_lock_file: deleting a lock file on release lets a waiter lock the old inode
+    # while a newcomer locks a fresh one, and both would think they hold the lock.
+    lock = FileLock(locks / f"{key}.lock", timeout=LOCK_TIMEOUT_S, preserve_lock_file=True)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise ToolError(
+            f"Another writer has held the lock on {path} for over {LOCK_TIMEOUT_S:.0f} s; "
+            "try again later."
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def current_fingerprint(path: Path) -> tuple[Fingerprint, bytes] | None:
+    """The file as it is now (fingerprint and bytes), or None if it does not exist."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise ToolError(f"{path} is a directory, not a file; give a file path.") from None
+    except OSError as exc:
+        raise ToolError(f"Cannot open {path}: {exc.strerror}.") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{path} is a directory, not a file; give a file path.")
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{path} is not a regular file; Write and Edit change files only.")
+        data = f.read()
+    return Fingerprint.of_bytes(data, st), data
+
+
+def ensure_unchanged(tracker: ReadTracker, path: Path, *, action: str) -> bytes | None:
+    """Check, under the writer lock, that ``path`` is as this run read it; return its bytes.
+
+    None means the file does not exist (then no prior Read is needed). A file that exists
+    must have been read by this run and must not have changed since.
+    """
+    seen = tracker.get(path)
+    now = current_fingerprint(path)
+    if now is None:
+        if seen is not None:
+            raise ToolError(
+                f"{path} was deleted since you read it — check whether that was "
+                "intended, then Read it again (or Write it anew)."
+            )
+        return None
+    fingerprint, data = now
+    if seen is None:
+        raise ToolError(f"{path} has not been read yet. Read it first before {action} it.")
+    if not seen.matches(fingerprint):
+        raise ToolError(
+            f"{path} was modified since read — Read it again, then redo your change "
+            "(another agent or the user changed it; nothing was overwritten)."
+        )
+    return data
+
+
+def remember_written(tracker: ReadTracker, path: Path, data: bytes) -> None:
+    """After our own write, this run's view of the file is what it wrote."""
+    tracker.record(path, Fingerprint.of_bytes(data, os.stat(path)))
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Temp file in the same directory, fsync, rename over ``path``, fsync the directory."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ToolError(f"Cannot write {path}: {exc.strerror}.") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # The rename is durable only once the directory entry is on disk.
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def make_parents(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ToolError(
+            f"Cannot create {path}: a parent path exists and is not a directory."
+        ) from None
+    except OSError as exc:
+        raise ToolError(f"Cannot create the directory {path.parent}: {exc.strerror}.") from None
+
+
+def _umask() -> int:
+    # Reading it from /proc avoids os.umask(), which changes it process-wide for a moment.
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _size(data: bytes) -> str:
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return f"{lines:,} line{'' if lines == 1 else 's'}, {len(data):,} bytes"
