@@ -55,24 +55,12 @@ _register()
 
 
 def main() -> None:
-    """Entry point: run the app, turning expected failures into one sentence and an exit code."""
+    """Entry point: expected failures become one sentence on stderr and a non-zero exit code."""
     try:
-        app(standalone_mode=False)
+        app()  # standalone: click reports usage errors itself and exits with their codes
     except UserError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        print("aborted.", file=sys.stderr)
-        sys.exit(130)
     except KeyboardInterrupt:
         print("interrupted.", file=sys.stderr)
         sys.exit(130)
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise

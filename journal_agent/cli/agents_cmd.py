@@ -1,1 +1,109 @@
-"""Placeholder: `agents` and `commands` listing (foundation)."""
+"""``journal-agent agents`` and ``journal-agent commands``: what definitions were found, where."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from journal_agent.cli import app
+from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.errors import UserError
+
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also show definitions hidden by higher-precedence ones.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+StrictOption = Annotated[
+    bool, typer.Option("--strict", help="Exit non-zero when any definition file is malformed.")
+]
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _report(kind: str, discovery, root: Path, rows, columns, verbose: bool, as_json: bool,
+            strict: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    errors = [{"file": str(e.path), "line": e.line, "message": e.message}
+              for e in discovery.errors]
+    shadowed = [{"name": hidden.name, "source": _rel(hidden.source, root),
+                 "origin": hidden.origin, "shadowed_by": _rel(winner.source, root)}
+                for hidden, winner in discovery.shadowed]
+    if as_json:
+        print_json({kind: rows, "shadowed": shadowed, "errors": errors})
+    else:
+        out = Console()
+        table = Table(title=f"{kind} ({len(rows)})", title_justify="left")
+        for col in columns:
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*(str(row[c] if row[c] is not None else "—") for c in columns))
+        out.print(table)
+        if verbose and shadowed:
+            out.print("[bold]shadowed[/bold] (a project file beats a user file beats the plugin):")
+            for s in shadowed:
+                out.print(f"  {s['name']}: {s['source']} ({s['origin']}) "
+                          f"hidden by {s['shadowed_by']}")
+        err = Console(stderr=True)
+        for e in discovery.errors:
+            err.print(f"[red]error:[/red] {e}", highlight=False, markup=True, soft_wrap=True)
+    if strict and discovery.errors:
+        raise typer.Exit(1)
+
+
+@app.command("agents")
+def agents(root: RootOption = None, verbose: VerboseOption = False, as_json: JsonOption = False,
+           strict: StrictOption = False) -> None:
+    """List agent definitions: name, source, model, tools."""
+    from journal_agent.definitions import discover_agents
+
+    root = resolve_root(root)
+    found = discover_agents(root)
+    rows = [{"name": a.name, "origin": a.origin, "source": _rel(a.source, root), "model": a.model,
+             "tools": ", ".join(a.tools) if a.tools is not None else "all",
+             "description": a.description.splitlines()[0][:80]}
+            for a in found.found.values()]
+    _report("agents", found, root, rows, ["name", "origin", "model", "tools", "source"], verbose,
+            as_json, strict)
+
+
+@app.command("commands")
+def commands(
+    root: RootOption = None, verbose: VerboseOption = False, as_json: JsonOption = False,
+    strict: StrictOption = False,
+    eject: Annotated[
+        str | None,
+        typer.Option("--eject", metavar="NAME",
+                     help="Copy command NAME into the project's .claude/commands/ to customise it."),
+    ] = None,
+) -> None:
+    """List slash-command definitions: name, source, model, allowed tools."""
+    from journal_agent.definitions import discover_commands, load_command
+
+    root = resolve_root(root)
+    if eject:
+        cmd = load_command(eject, root)
+        target = root / ".claude" / "commands" / Path(*cmd.name.split(":")).with_suffix(".md")
+        if target.exists():
+            raise UserError(f"{_rel(target, root)} already exists; edit it directly.")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cmd.source, target)
+        typer.echo(f"copied {cmd.source} → {_rel(target, root)}; it now takes precedence.")
+        return
+    found = discover_commands(root)
+    rows = [{"name": c.name, "origin": c.origin, "source": _rel(c.source, root),
+             "model": c.model or "inherit",
+             "tools": ", ".join(c.allowed_tools) if c.allowed_tools else "—",
+             "argument_hint": c.argument_hint, "description": c.description[:80]}
+            for c in found.found.values()]
+    _report("commands", found, root, rows, ["name", "origin", "model", "tools", "source"],
+            verbose, as_json, strict)
