@@ -176,13 +176,19 @@ def split_frontmatter(text: str, path: Path) -> tuple[dict[str, Any], str, dict[
     return data, "".join(lines[end + 1 :]).lstrip("\n"), key_lines
 
 
-def _validation_error(path: Path, exc: ValidationError, key_lines: dict[str, int]) -> DefinitionError:
+def _validation_error(
+    path: Path, exc: ValidationError, key_lines: dict[str, int]
+) -> DefinitionError:
     err = exc.errors()[0]
     key = str(err["loc"][0]) if err["loc"] else ""
-    aliases = {"disallowed_tools": "disallowedTools", "max_turns": "maxTurns",
-               "permission_mode": "permissionMode", "argument_hint": "argument-hint",
-               "allowed_tools": "allowed-tools",
-               "disable_model_invocation": "disable-model-invocation"}
+    aliases = {
+        "disallowed_tools": "disallowedTools",
+        "max_turns": "maxTurns",
+        "permission_mode": "permissionMode",
+        "argument_hint": "argument-hint",
+        "allowed_tools": "allowed-tools",
+        "disable_model_invocation": "disable-model-invocation",
+    }
     key = aliases.get(key, key)
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "missing":
@@ -190,10 +196,23 @@ def _validation_error(path: Path, exc: ValidationError, key_lines: dict[str, int
     return DefinitionError(path, key_lines.get(key, 1), f"field '{key}': {msg}")
 
 
-_AGENT_KEYS = {"name", "description", "tools", "disallowedTools", "model", "color", "maxTurns",
-               "permissionMode"}
-_COMMAND_KEYS = {"description", "argument-hint", "allowed-tools", "model",
-                 "disable-model-invocation"}
+_AGENT_KEYS = {
+    "name",
+    "description",
+    "tools",
+    "disallowedTools",
+    "model",
+    "color",
+    "maxTurns",
+    "permissionMode",
+}
+_COMMAND_KEYS = {
+    "description",
+    "argument-hint",
+    "allowed-tools",
+    "model",
+    "disable-model-invocation",
+}
 
 
 def parse_agent(path: Path, origin: Origin = "project") -> AgentDefinition:
@@ -201,8 +220,9 @@ def parse_agent(path: Path, origin: Origin = "project") -> AgentDefinition:
     known = {k: v for k, v in data.items() if k in _AGENT_KEYS}
     extra = {k: v for k, v in data.items() if k not in _AGENT_KEYS}
     try:
-        return AgentDefinition(**known, extra=extra, system_prompt=body.strip(), source=path,
-                               origin=origin)
+        return AgentDefinition(
+            **known, extra=extra, system_prompt=body.strip(), source=path, origin=origin
+        )
     except ValidationError as exc:
         raise _validation_error(path, exc, key_lines) from None
 
@@ -220,8 +240,9 @@ def parse_command(path: Path, name: str, origin: Origin = "project") -> CommandD
         first = next((ln.strip().lstrip("#").strip() for ln in body.splitlines() if ln.strip()), "")
         known["description"] = first or name
     try:
-        return CommandDefinition(name=name, **known, extra=extra, body=body, source=path,
-                                 origin=origin)
+        return CommandDefinition(
+            name=name, **known, extra=extra, body=body, source=path, origin=origin
+        )
     except ValidationError as exc:
         raise _validation_error(path, exc, key_lines) from None
 
@@ -248,8 +269,9 @@ class Discovery(Generic[D]):
     errors: list[DefinitionError] = field(default_factory=list)
 
 
-def search_dirs(kind: Literal["agents", "commands"], root: Path,
-                home: Path | None = None) -> list[tuple[Origin, Path]]:
+def search_dirs(
+    kind: Literal["agents", "commands"], root: Path, home: Path | None = None
+) -> list[tuple[Origin, Path]]:
     home = home if home is not None else Path.home()
     return [
         ("project", root / ".claude" / kind),
@@ -351,14 +373,22 @@ def _run_bash(cmd: CommandDefinition, command: str, root: Path, timeout: float) 
     if not _bash_allowed(cmd, command):
         raise UserError(
             f"{cmd.source} runs !`{command}` but its allowed-tools does not permit it; add "
-            f"'allowed-tools: Bash({command.split()[0]}:*)' to its frontmatter (or remove the line)."
+            f"'allowed-tools: Bash({command.split()[0]}:*)' to its frontmatter "
+            "(or remove the line)."
         )
     try:
-        done = subprocess.run(["bash", "-c", command], cwd=root, capture_output=True, text=True,
-                              timeout=timeout, start_new_session=True)
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=True,
+        )
     except subprocess.TimeoutExpired:
-        raise UserError(f"!`{command}` in {cmd.source} did not finish within {timeout:.0f} s.") \
-            from None
+        raise UserError(
+            f"!`{command}` in {cmd.source} did not finish within {timeout:.0f} s."
+        ) from None
     out = (done.stdout + done.stderr).rstrip("\n")
     return out if done.returncode == 0 else f"{out}\n[exit code {done.returncode}]"
 
@@ -380,8 +410,9 @@ def _inline_file(root: Path, ref: str) -> str | None:
     return f"@{ref}:\n```\n{content.rstrip()}\n```"
 
 
-def expand_command(cmd: CommandDefinition, arguments: str, root: Path,
-                   bash_timeout: float = 120.0) -> str:
+def expand_command(
+    cmd: CommandDefinition, arguments: str, root: Path, bash_timeout: float = 120.0
+) -> str:
     """The prompt Claude Code would send for ``/name arguments``."""
     text = substitute_arguments(cmd.body, arguments)
     text = _BASH.sub(lambda m: _run_bash(cmd, m.group(1), root, bash_timeout), text)

@@ -13,7 +13,8 @@ from journal_agent.cli._common import RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
 VerboseOption = Annotated[
-    bool, typer.Option("--verbose", "-v", help="Also show definitions hidden by higher-precedence ones.")
+    bool,
+    typer.Option("--verbose", "-v", help="Also show definitions that higher-precedence ones hide."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 StrictOption = Annotated[
@@ -28,16 +29,22 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _report(kind: str, discovery, root: Path, rows, columns, verbose: bool, as_json: bool,
-            strict: bool) -> None:
+def _report(
+    kind: str, discovery, root: Path, rows, columns, verbose: bool, as_json: bool, strict: bool
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    errors = [{"file": str(e.path), "line": e.line, "message": e.message}
-              for e in discovery.errors]
-    shadowed = [{"name": hidden.name, "source": _rel(hidden.source, root),
-                 "origin": hidden.origin, "shadowed_by": _rel(winner.source, root)}
-                for hidden, winner in discovery.shadowed]
+    errors = [{"file": str(e.path), "line": e.line, "message": e.message} for e in discovery.errors]
+    shadowed = [
+        {
+            "name": hidden.name,
+            "source": _rel(hidden.source, root),
+            "origin": hidden.origin,
+            "shadowed_by": _rel(winner.source, root),
+        }
+        for hidden, winner in discovery.shadowed
+    ]
     if as_json:
         print_json({kind: rows, "shadowed": shadowed, "errors": errors})
     else:
@@ -51,8 +58,9 @@ def _report(kind: str, discovery, root: Path, rows, columns, verbose: bool, as_j
         if verbose and shadowed:
             out.print("[bold]shadowed[/bold] (a project file beats a user file beats the plugin):")
             for s in shadowed:
-                out.print(f"  {s['name']}: {s['source']} ({s['origin']}) "
-                          f"hidden by {s['shadowed_by']}")
+                out.print(
+                    f"  {s['name']}: {s['source']} ({s['origin']}) hidden by {s['shadowed_by']}"
+                )
         err = Console(stderr=True)
         for e in discovery.errors:
             err.print(f"[red]error:[/red] {e}", highlight=False, markup=True, soft_wrap=True)
@@ -61,29 +69,53 @@ def _report(kind: str, discovery, root: Path, rows, columns, verbose: bool, as_j
 
 
 @app.command("agents")
-def agents(root: RootOption = None, verbose: VerboseOption = False, as_json: JsonOption = False,
-           strict: StrictOption = False) -> None:
+def agents(
+    root: RootOption = None,
+    verbose: VerboseOption = False,
+    as_json: JsonOption = False,
+    strict: StrictOption = False,
+) -> None:
     """List agent definitions: name, source, model, tools."""
     from journal_agent.definitions import discover_agents
 
     root = resolve_root(root)
     found = discover_agents(root)
-    rows = [{"name": a.name, "origin": a.origin, "source": _rel(a.source, root), "model": a.model,
-             "tools": ", ".join(a.tools) if a.tools is not None else "all",
-             "description": a.description.splitlines()[0][:80]}
-            for a in found.found.values()]
-    _report("agents", found, root, rows, ["name", "origin", "model", "tools", "source"], verbose,
-            as_json, strict)
+    rows = [
+        {
+            "name": a.name,
+            "origin": a.origin,
+            "source": _rel(a.source, root),
+            "model": a.model,
+            "tools": ", ".join(a.tools) if a.tools is not None else "all",
+            "description": a.description.splitlines()[0][:80],
+        }
+        for a in found.found.values()
+    ]
+    _report(
+        "agents",
+        found,
+        root,
+        rows,
+        ["name", "origin", "model", "tools", "source"],
+        verbose,
+        as_json,
+        strict,
+    )
 
 
 @app.command("commands")
 def commands(
-    root: RootOption = None, verbose: VerboseOption = False, as_json: JsonOption = False,
+    root: RootOption = None,
+    verbose: VerboseOption = False,
+    as_json: JsonOption = False,
     strict: StrictOption = False,
     eject: Annotated[
         str | None,
-        typer.Option("--eject", metavar="NAME",
-                     help="Copy command NAME into the project's .claude/commands/ to customise it."),
+        typer.Option(
+            "--eject",
+            metavar="NAME",
+            help="Copy command NAME into .claude/commands/ to customise it.",
+        ),
     ] = None,
 ) -> None:
     """List slash-command definitions: name, source, model, allowed tools."""
@@ -100,10 +132,25 @@ def commands(
         typer.echo(f"copied {cmd.source} → {_rel(target, root)}; it now takes precedence.")
         return
     found = discover_commands(root)
-    rows = [{"name": c.name, "origin": c.origin, "source": _rel(c.source, root),
-             "model": c.model or "inherit",
-             "tools": ", ".join(c.allowed_tools) if c.allowed_tools else "—",
-             "argument_hint": c.argument_hint, "description": c.description[:80]}
-            for c in found.found.values()]
-    _report("commands", found, root, rows, ["name", "origin", "model", "tools", "source"],
-            verbose, as_json, strict)
+    rows = [
+        {
+            "name": c.name,
+            "origin": c.origin,
+            "source": _rel(c.source, root),
+            "model": c.model or "inherit",
+            "tools": ", ".join(c.allowed_tools) if c.allowed_tools else "—",
+            "argument_hint": c.argument_hint,
+            "description": c.description[:80],
+        }
+        for c in found.found.values()
+    ]
+    _report(
+        "commands",
+        found,
+        root,
+        rows,
+        ["name", "origin", "model", "tools", "source"],
+        verbose,
+        as_json,
+        strict,
+    )

@@ -32,15 +32,27 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _run_cli(*args: str, cwd: Path, home: Path | None = None, env: dict | None = None,
-             input: str | None = None) -> subprocess.CompletedProcess[str]:
+def _run_cli(
+    *args: str,
+    cwd: Path,
+    home: Path | None = None,
+    env: dict | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     """The real command line in a real subprocess, as a user runs it."""
     full_env = {**os.environ, **(env or {})}
     if home is not None:
         full_env["HOME"] = str(home)
     full_env.pop("JOURNAL_AGENT_ROOT", None)
-    return subprocess.run([sys.executable, "-m", "journal_agent", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, input=input, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "journal_agent", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=120,
+    )
 
 
 @pytest.fixture

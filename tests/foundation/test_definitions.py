@@ -38,9 +38,14 @@ def agent_file(write, path: Path, name="helper", description="Helps.", more="") 
 
 
 def test_agent_fields_and_body(tmp_path, write):
-    path = agent_file(write, tmp_path / "a.md", more=(
-        "tools: Read, Grep, Bash(git diff:*)\ndisallowedTools: [Write]\nmodel: haiku\n"
-        "color: blue\nmaxTurns: 7\npermissionMode: acceptEdits\nmemory: project\n"))
+    path = agent_file(
+        write,
+        tmp_path / "a.md",
+        more=(
+            "tools: Read, Grep, Bash(git diff:*)\ndisallowedTools: [Write]\nmodel: haiku\n"
+            "color: blue\nmaxTurns: 7\npermissionMode: acceptEdits\nmemory: project\n"
+        ),
+    )
     agent = parse_agent(path)
     assert agent.name == "helper"
     assert agent.tools == ["Read", "Grep", "Bash(git diff:*)"]  # comma inside () kept
@@ -58,8 +63,9 @@ def test_agent_defaults_inherit_model_and_all_tools(tmp_path, write):
 
 
 def test_tools_as_yaml_list_and_full_model_id(tmp_path, write):
-    path = agent_file(write, tmp_path / "a.md",
-                      more="tools:\n  - Read\n  - Glob\nmodel: claude-sonnet-5-5\n")
+    path = agent_file(
+        write, tmp_path / "a.md", more="tools:\n  - Read\n  - Glob\nmodel: claude-sonnet-5-5\n"
+    )
     agent = parse_agent(path)
     assert agent.tools == ["Read", "Glob"]
     assert agent.model == "claude-sonnet-5-5"
@@ -121,10 +127,18 @@ def test_bundled_agents_and_commands_load_faithfully():
 
 
 def test_precedence_project_over_user_over_plugin(project, home, write):
-    agent_file(write, home / ".claude" / "agents" / "lj.md", name="learning-journal",
-               description="user copy")
-    agent_file(write, project / ".claude" / "agents" / "x.md", name="learning-journal",
-               description="project copy")
+    agent_file(
+        write,
+        home / ".claude" / "agents" / "lj.md",
+        name="learning-journal",
+        description="user copy",
+    )
+    agent_file(
+        write,
+        project / ".claude" / "agents" / "x.md",
+        name="learning-journal",
+        description="project copy",
+    )
     agent_file(write, home / ".claude" / "agents" / "mine.md", name="mine", description="user")
     found = discover_agents(project, home)
     assert found.found["learning-journal"].description == "project copy"
@@ -164,7 +178,7 @@ def test_load_broken_reports_the_file(project, home, write):
     ("body", "args", "expected"),
     [
         ("Topic: $ARGUMENTS.", "ZeRO stage 2", "Topic: ZeRO stage 2."),
-        ("First $0, second $1, third [$2]", "alpha 'beta gamma'", "First alpha, second beta gamma, third []"),
+        ("1st $0, 2nd $1, 3rd [$2]", "alpha 'beta gamma'", "1st alpha, 2nd beta gamma, 3rd []"),
         ("$ARGUMENTS[1] then $ARGUMENTS[0]", "a b", "b then a"),
         ("No placeholder.", "fsdp", "No placeholder.\n\nARGUMENTS: fsdp\n"),
         ("No placeholder.", "", "No placeholder."),
@@ -197,8 +211,9 @@ def test_bang_command_needs_allowed_tools(project, write):
     with pytest.raises(UserError) as info:
         expand_command(refused, "", project)
     assert "allowed-tools" in str(info.value)
-    allowed = _command(write, project,
-                       "---\nallowed-tools: Bash(echo:*)\n---\nStatus: !`echo hello $0`\n")
+    allowed = _command(
+        write, project, "---\nallowed-tools: Bash(echo:*)\n---\nStatus: !`echo hello $0`\n"
+    )
     assert expand_command(allowed, "world", project).strip() == "Status: hello world"
     narrow = _command(write, project, "---\nallowed-tools: Bash(git status:*)\n---\n!`rm -rf x`\n")
     with pytest.raises(UserError):
@@ -214,8 +229,13 @@ def test_load_command_strips_slash(project, home):
 
 def test_agents_cli_lists_good_ones_despite_a_broken_file(project, home, write, cli):
     write(project / ".claude" / "agents" / "broken.md", "---\nname: Broken!\ndescription: x\n---\n")
-    agent_file(write, project / ".claude" / "agents" / "lj.md", name="learning-journal",
-               description="project copy", more="model: sonnet\n")
+    agent_file(
+        write,
+        project / ".claude" / "agents" / "lj.md",
+        name="learning-journal",
+        description="project copy",
+        more="model: sonnet\n",
+    )
     done = cli("agents", "--json", cwd=project, home=home)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -238,6 +258,7 @@ def test_commands_cli_and_eject(project, home, cli):
     copy = project / ".claude" / "commands" / "learn.md"
     assert copy.read_bytes() == (plugin_root() / "commands" / "learn.md").read_bytes()
     again = cli("commands", "--json", cwd=project, home=home)
-    assert {c["name"]: c["origin"] for c in json.loads(again.stdout)["commands"]}["learn"] == "project"
+    origins = {c["name"]: c["origin"] for c in json.loads(again.stdout)["commands"]}
+    assert origins["learn"] == "project"
     twice = cli("commands", "--eject", "learn", cwd=project, home=home)
     assert twice.returncode == 1 and "already exists" in twice.stderr
