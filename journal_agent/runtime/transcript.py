@@ -1,0 +1,87 @@
+"""Run transcripts: one JSONL file per run under ``.journal/transcripts/``.
+
+Each line is a record: ``run_start``, ``request`` (the exact body sent), ``response``,
+``tool_call``, ``tool_result``, ``usage``, ``notice``, ``done``. Secrets never reach the
+file: the API key's value, anything shaped like an Anthropic key, and header-like fields
+(authorization, x-api-key, api_key) are replaced before writing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from journal_agent.paths import transcripts_dir
+
+REDACTED = "[REDACTED]"
+_KEY_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{20,}")
+_SECRET_FIELDS = {"authorization", "x-api-key", "api_key", "api-key", "auth_token", "apikey"}
+_SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def _secrets_from_env() -> list[str]:
+    return [v for name in _SECRET_ENV if (v := os.environ.get(name)) and len(v) >= 4]
+
+
+class Scrubber:
+    def __init__(self, secrets: list[str] | None = None) -> None:
+        values = {*(secrets or []), *_secrets_from_env()}
+        # Longest first so a key that contains another is replaced whole.
+        self._secrets = sorted((s for s in values if s), key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self._secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return _KEY_PATTERN.sub(REDACTED, value)
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {
+                k: (REDACTED if str(k).lower() in _SECRET_FIELDS else self(v))
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self(v) for v in value]
+        return value
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
+
+
+class Transcript:
+    """Thread-safe JSONL writer (sub-agents write to their parent's transcript)."""
+
+    def __init__(self, path: Path, *, secrets: list[str] | None = None) -> None:
+        self.path = path
+        self._scrub = Scrubber(secrets)
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("a", encoding="utf-8")
+
+    @classmethod
+    def for_run(cls, root: Path, run_id: str, *, secrets: list[str] | None = None) -> Transcript:
+        return cls(transcripts_dir(root) / f"{run_id}.jsonl", secrets=secrets)
+
+    def write(self, kind: str, agent: str, **data: Any) -> None:
+        record = {"type": kind, "agent": agent, "time": datetime.now(UTC).isoformat(), **data}
+        line = json.dumps(self._scrub(record), ensure_ascii=False, default=str)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def read_transcript(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
