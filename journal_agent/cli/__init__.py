@@ -57,7 +57,8 @@ _register()
 def main() -> None:
     """Entry point: expected failures become one sentence on stderr and a non-zero exit code."""
     try:
-        app()  # standalone: click reports usage errors itself and exits with their codes
+        # Standalone: click reports usage errors itself and exits with their codes.
+        app(prog_name="journal-agent")
     except UserError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -1,0 +1,104 @@
+"""Start-up time of commands that call neither a model nor torch, against `python -c pass`.
+
+Both are measured side by side in this run (interleaved, same machine state), so the result is
+the CLI's own overhead. Prints JSON. Target: every command under 0.5 s (median wall time).
+
+    python benchmarks/bench_startup.py [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HEAVY = ("anthropic", "torch", "mcp", "matplotlib")
+COMMANDS = [
+    ["--help"],
+    ["agents", "--json"],
+    ["commands", "--json"],
+    ["journal", "--help"],
+    ["journal", "list"],
+    ["estimate", "--help"],
+    ["trace", "--help"],
+    ["tool", "--help"],
+    ["run", "--help"],
+]
+TARGET_S = 0.5
+
+
+def _time(argv: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, capture_output=True, check=False)
+    return time.perf_counter() - start
+
+
+def _heavy_imports(args: list[str], cwd: Path) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "journal_agent", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    loaded = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return sorted(loaded & set(HEAVY))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=7)
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        baseline: list[float] = []
+        samples: dict[str, list[float]] = {" ".join(c): [] for c in COMMANDS}
+        for _ in range(opts.repeats):
+            baseline.append(_time([sys.executable, "-c", "pass"], cwd))
+            for cmd in COMMANDS:
+                samples[" ".join(cmd)].append(
+                    _time([sys.executable, "-m", "journal_agent", *cmd], cwd)
+                )
+        base = statistics.median(baseline)
+        results = []
+        for cmd in COMMANDS:
+            key = " ".join(cmd)
+            med = statistics.median(samples[key])
+            results.append(
+                {
+                    "command": f"journal-agent {key}",
+                    "median_s": round(med, 4),
+                    "min_s": round(min(samples[key]), 4),
+                    "overhead_vs_python_s": round(med - base, 4),
+                    "heavy_imports": _heavy_imports(cmd, cwd),
+                    "meets_target": med < TARGET_S,
+                }
+            )
+    print(
+        json.dumps(
+            {
+                "benchmark": "startup",
+                "repeats": opts.repeats,
+                "python_c_pass_median_s": round(base, 4),
+                "target_s": TARGET_S,
+                "commands": results,
+                "all_meet_target": all(
+                    r["meets_target"] and not r["heavy_imports"] for r in results
+                ),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

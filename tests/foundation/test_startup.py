@@ -1,0 +1,64 @@
+"""Commands that call neither a model nor torch must not import the heavy SDKs.
+
+Start-up *time* is a benchmark (benchmarks/bench_startup.py), not a test; what a test can pin
+without a clock is the cause of slowness: which modules get imported.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = {"anthropic", "torch", "mcp", "matplotlib"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["agents", "--json"],
+        ["commands"],
+        ["journal", "--help"],
+        ["journal", "list"],
+        ["estimate", "--help"],
+        ["trace", "--help"],
+        ["tool", "--help"],
+        ["run", "--help"],
+        ["learn", "--help"],
+    ],
+)
+def test_light_commands_import_no_heavy_module(args, project, home):
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "journal_agent", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"HOME": str(home), "PATH": ""},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert not loaded & HEAVY, f"{args} imported {sorted(loaded & HEAVY)}"
+
+
+def test_python_dash_m_matches_console_script(project, home):
+    import shutil
+
+    script = shutil.which("journal-agent")
+    if script is None:
+        pytest.skip("journal-agent console script not on PATH")
+    a = subprocess.run([script, "--help"], capture_output=True, text=True, cwd=project)
+    b = subprocess.run(
+        [sys.executable, "-m", "journal_agent", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=project,
+    )
+    assert a.returncode == b.returncode == 0
+    assert a.stdout == b.stdout
