@@ -1,0 +1,507 @@
+"""Traced memory: one training step under fake tensors with PyTorch's memory tracker.
+
+``trace_step`` builds the model inside ``FakeTensorMode`` (tensors carry shapes and dtypes but
+no storage), then runs forward, loss, backward and the optimizer step inside
+``torch.distributed._tools.mem_tracker.MemTracker``. The tracker sees every storage that is
+created and freed, so the per-category peak is exact for the ops that ran — with nothing
+allocated and no GPU. FSDP2 sharding is traced under a fake process group at any world size.
+
+Everything here uses private torch APIs; ``_require_tracing_apis`` checks them once and turns
+a missing one into a clear :class:`ProfilingError`. Import this module lazily: it imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import inspect
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from copy import deepcopy
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, Field
+from torch import nn
+
+from profiling.errors import ProfilingError
+from profiling.workloads import WORKLOADS, build_model, describe
+
+DType = Literal["fp32", "bf16", "fp16"]
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop")
+MIN_TORCH = (2, 5)
+
+# MemTracker's category names -> ours. FSDPMemTracker adds the sharded/unsharded split.
+_CATEGORY = {
+    "Parameter": "parameters",
+    "Sharded Param": "parameters",
+    "Unsharded Param": "parameters",
+    "All Gather": "parameters",
+    "Gradient": "gradients",
+    "Sharded Grad": "gradients",
+    "Unsharded Grad": "gradients",
+    "Reduce Scatter": "gradients",
+    "Optstate": "optimizer",
+    "OptState": "optimizer",
+    "Activation": "activations",
+    "Inputs": "inputs",
+    "Temp": "temporaries",
+    "Buffer": "buffers",
+    # track_external tags the step's inputs as "Other": nothing else is registered that way.
+    "Other": "inputs",
+}
+CATEGORIES = (
+    "parameters",
+    "gradients",
+    "optimizer",
+    "activations",
+    "temporaries",
+    "buffers",
+    "inputs",
+    "other",
+)
+
+Progress = Callable[[str], None]
+
+
+class TraceConfig(BaseModel):
+    model: str = Field(description="a reference workload name or 'package.module:factory'")
+    batch: int = Field(1, ge=1)
+    seq: int = Field(512, ge=1)
+    dtype: DType = Field("fp32", description="autocast compute dtype (fp32 = no autocast)")
+    param_dtype: DType = Field("fp32", description="parameter dtype (bf16 = pure bf16 training)")
+    optimizer: str = "adamw"
+    foreach: bool = Field(
+        True, description="multi-tensor optimizer kernels, PyTorch's default on CUDA"
+    )
+    world_size: int = Field(1, ge=1)
+    fsdp: bool = False
+    checkpointing: bool = False
+    module_depth: int = Field(2, ge=0)
+
+
+class ModuleMemory(BaseModel):
+    parameters: int
+    buffers: int
+    inputs: int
+    outputs: int
+    peak_forward: int
+    peak_backward: int
+
+
+class TraceResult(BaseModel):
+    config: TraceConfig
+    model_info: dict[str, Any]
+    params: int
+    peak_bytes: int
+    by_category: dict[str, int]  # breakdown at the moment of the peak (sums to peak_bytes)
+    after_step: dict[str, int]  # what stays allocated after the step: the steady state
+    phases: dict[str, int]  # total bytes after forward / backward / optimizer step
+    by_module: dict[str, ModuleMemory]
+    wall_seconds: float
+    torch_version: str
+    notes: list[str] = Field(default_factory=list)
+
+
+def _require_tracing_apis() -> None:
+    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    if version < MIN_TORCH:
+        raise ProfilingError(
+            f"tracing needs torch >= {'.'.join(map(str, MIN_TORCH))} "
+            f"(found {torch.__version__}); upgrade torch or use 'estimate' instead"
+        )
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: F401
+        from torch.distributed._tools.mem_tracker import MemTracker  # noqa: F401
+    except ImportError as exc:
+        raise ProfilingError(
+            f"this torch ({torch.__version__}) lacks the private tracing APIs ({exc}); "
+            "install a torch with FakeTensorMode and MemTracker, or use 'estimate' instead"
+        ) from None
+
+
+# ---------------------------------------------------------------- models and inputs
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """Resolve ``package.module:function`` (the current directory is importable)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ProfilingError(f"model factory {spec!r} must look like 'package.module:function'")
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")  # like `python -m`: the current directory is importable
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ProfilingError(
+            f"cannot import {module_name!r} for model factory {spec!r} "
+            f"({type(exc).__name__}: {exc}); check the module is on PYTHONPATH"
+        ) from None
+    factory = module
+    for part in attr.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise ProfilingError(f"module {module_name!r} has no attribute {attr!r}")
+    if not callable(factory):
+        raise ProfilingError(f"{spec!r} is not callable; point --model at a function")
+    return factory
+
+
+def _call_factory(spec: str, batch: int, seq: int) -> tuple[nn.Module, tuple[Any, ...]]:
+    factory = load_factory(spec)
+    kwargs: dict[str, Any] = {}
+    with contextlib.suppress(TypeError, ValueError):
+        params = inspect.signature(factory).parameters
+        kwargs = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in params}
+    try:
+        made = factory(**kwargs)
+    except Exception as exc:
+        raise ProfilingError(
+            f"model factory {spec!r} failed: {type(exc).__name__}: {exc}; "
+            "fix the factory (it runs under fake tensors: no data-dependent Python values)"
+        ) from None
+    model, inputs = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
+    if isinstance(made, dict):
+        model, inputs = made.get("model"), made.get("inputs")
+    if not isinstance(model, nn.Module):
+        raise ProfilingError(
+            f"model factory {spec!r} returned {type(model).__name__}; return an nn.Module, "
+            "or (module, inputs)"
+        )
+    if inputs is None:
+        make = getattr(model, "example_inputs", None)
+        if make is None:
+            raise ProfilingError(
+                f"model factory {spec!r} returned a module without inputs; return "
+                "(module, inputs) or give the module an example_inputs(batch, seq) method"
+            )
+        inputs = make(batch, seq)
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    return model, tuple(inputs)
+
+
+def _make_model(config: TraceConfig) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
+    if ":" in config.model:
+        model, inputs = _call_factory(config.model, config.batch, config.seq)
+        return model, inputs, {"name": config.model, "factory": True}
+    if config.model not in WORKLOADS:
+        known = ", ".join(WORKLOADS)
+        raise ProfilingError(
+            f"unknown model {config.model!r}; use one of {known} or 'package.module:factory'"
+        )
+    workload = WORKLOADS[config.model]
+    if config.seq > workload.max_seq:
+        raise ProfilingError(
+            f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
+        )
+    model = build_model(workload)
+    return model, model.example_inputs(config.batch, config.seq), describe(workload)
+
+
+def _loss_of(output: Any) -> torch.Tensor:
+    if isinstance(output, dict) and "loss" in output:
+        output = output["loss"]
+    elif isinstance(output, tuple | list) and output:
+        output = output[0]
+    if not isinstance(output, torch.Tensor):
+        raise ProfilingError(
+            f"the model returned {type(output).__name__}; return a loss or a tensor to reduce"
+        )
+    # A scalar is the loss; anything else is reduced so backward covers the whole graph.
+    return output if output.dim() == 0 else output.float().mean()
+
+
+def _block_list(model: nn.Module) -> nn.ModuleList | None:
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m)]
+    return max(lists, key=lambda m: sum(p.numel() for p in m.parameters()), default=None)
+
+
+def _apply_checkpointing(model: nn.Module) -> int:
+    from torch.utils.checkpoint import checkpoint
+
+    blocks = _block_list(model)
+    if blocks is None:
+        raise ProfilingError(
+            "--checkpointing wraps the model's repeated blocks, but it has no nn.ModuleList"
+        )
+    for block in blocks:
+        block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)
+    return len(blocks)
+
+
+def make_optimizer(name: str, params: Any, foreach: bool = True) -> torch.optim.Optimizer:
+    opts = {"foreach": foreach}
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, **opts)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, **opts)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-2, momentum=0.9, **opts)
+    if name == "sgd-nomomentum":
+        return torch.optim.SGD(params, lr=1e-2, **opts)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=1e-2, **opts)
+    if name == "rmsprop":
+        return torch.optim.RMSprop(params, lr=1e-3, **opts)
+    raise ProfilingError(
+        f"optimizer {name!r} cannot be traced; use one of {', '.join(OPTIMIZERS)} "
+        "(8-bit Adam and friends need bitsandbytes and a GPU: use 'estimate')"
+    )
+
+
+# ---------------------------------------------------------------- the traced step
+
+
+def _categorize(snapshot: dict[str, int]) -> dict[str, int]:
+    out = dict.fromkeys(CATEGORIES, 0)
+    for key, value in snapshot.items():
+        if key == "Total":
+            continue
+        out[_CATEGORY.get(key, "other")] += int(value)
+    return out
+
+
+def _total(snapshots: dict[Any, dict[str, int]]) -> int:
+    return sum(int(s.get("Total", 0)) for s in snapshots.values())
+
+
+def _merge(snapshots: dict[Any, dict[str, int]]) -> dict[str, int]:
+    merged: dict[str, int] = {}
+    for snap in snapshots.values():
+        for key, value in snap.items():
+            merged[key] = merged.get(key, 0) + int(value)
+    return merged
+
+
+def _module_table(tracker: Any, depth: int) -> dict[str, ModuleMemory]:
+    table: dict[str, ModuleMemory] = {}
+    for stats in tracker.memory_tracking.values():
+        fqn = stats.mod_fqn
+        if fqn.count(".") + 1 > depth + 1:  # the root's fqn is its class name: depth 0
+            continue
+
+        def peak(state: str, stats: Any = stats) -> int:
+            snaps = [s for key, v in stats.snapshots.items() if key.value == state for s in v]
+            return max((_total(s) for s in snaps), default=0)
+
+        table[fqn] = ModuleMemory(
+            parameters=int(getattr(stats, "parameter_mem", 0)),
+            buffers=int(getattr(stats, "buffer_mem", 0)),
+            inputs=int(getattr(stats, "input_mem", 0)),
+            outputs=int(getattr(stats, "output_mem", 0)),
+            peak_forward=peak("Peak-Forward"),
+            peak_backward=peak("Peak-Backward"),
+        )
+    return table
+
+
+@contextlib.contextmanager
+def _fake_process_group(world_size: int):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    try:
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+    except ImportError as exc:
+        raise ProfilingError(
+            f"this torch lacks the fake process group ({exc}); FSDP tracing is unavailable"
+        ) from None
+    if dist.is_initialized():
+        raise ProfilingError(
+            "a torch.distributed process group is already initialized; trace FSDP in a "
+            "fresh process"
+        )
+    dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
+    try:
+        # The mesh must exist before FakeTensorMode is entered (it allocates real tensors).
+        yield init_device_mesh("cpu", (world_size,))
+    finally:
+        dist.destroy_process_group()
+
+
+def trace_step(
+    config: TraceConfig, progress: Progress | None = None, upstream_tracker: bool = False
+) -> TraceResult:
+    """Trace one training step of ``config.model`` and return exact bytes by category.
+
+    ``upstream_tracker=True`` uses torch's trackers unchanged (several times slower); the
+    default adds only a faster peak bookkeeping with the same results (tests check both).
+    """
+    _require_tracing_apis()
+    if config.optimizer not in OPTIMIZERS:
+        make_optimizer(config.optimizer, [])  # raises the clear error
+    if config.world_size > 1 and not config.fsdp:
+        raise ProfilingError(
+            "--world-size > 1 needs --fsdp (plain data parallelism replicates everything: "
+            "the per-rank result equals world size 1)"
+        )
+    say = progress or (lambda _stage: None)
+    start = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")
+        mesh = stack.enter_context(_fake_process_group(config.world_size)) if config.fsdp else None
+        result = _trace_in_fake_mode(config, mesh, say, not upstream_tracker)
+    result.wall_seconds = round(time.perf_counter() - start, 3)
+    return result
+
+
+def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: bool) -> TraceResult:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    notes: list[str] = []
+    # Fake tensors live on the cpu device: a fake cuda device fails on CPU-only builds, and
+    # byte counts do not depend on the device (attention kernels and allocator rounding do).
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        say("building model")
+        torch.manual_seed(0)
+        model, inputs, info = _make_model(config)
+        if config.param_dtype != "fp32":
+            model.to(_DTYPES[config.param_dtype])
+        if config.checkpointing:
+            n = _apply_checkpointing(model)
+            notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
+        if mesh is not None:
+            _shard(model, mesh)
+            notes.append(f"FSDP2 fully_shard per block and root over {config.world_size} ranks")
+        params = sum(p.numel() for p in model.parameters())
+        if mesh is not None:
+            params = sum(_global_numel(p) for p in model.parameters())
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        if not trainable:
+            raise ProfilingError("the model has no trainable parameters; nothing to train")
+        optimizer = make_optimizer(config.optimizer, trainable, config.foreach)
+        tracker = _make_tracker(model, optimizer, inputs, mesh, fast)
+        phases: dict[str, int] = {}
+        with tracker:
+            try:
+                say("forward")
+                ctx = (
+                    torch.autocast("cpu", dtype=_DTYPES[config.dtype])
+                    if config.dtype != "fp32"
+                    else contextlib.nullcontext()
+                )
+                with ctx:
+                    loss = _loss_of(model(*inputs))
+                phases["after_forward"] = _total(tracker.get_tracker_snapshot())
+                say("backward")
+                loss.backward()
+                del loss
+                phases["after_backward"] = _total(tracker.get_tracker_snapshot())
+                say("optimizer step")
+                optimizer.step()
+            except ProfilingError:
+                raise
+            except Exception as exc:
+                raise ProfilingError(_fake_failure(config.model, exc)) from None
+            after = _merge(tracker.get_tracker_snapshot())
+            phases["after_optimizer_step"] = int(after.get("Total", 0))
+        say("summarizing")
+        peak_snap = _merge(tracker.get_tracker_snapshot("peak"))
+        by_module = _module_table(tracker, config.module_depth)
+    return TraceResult(
+        config=config,
+        model_info=info,
+        params=params,
+        peak_bytes=int(peak_snap.get("Total", 0)),
+        by_category=_categorize(peak_snap),
+        after_step=_categorize(after),
+        phases=phases,
+        by_module=by_module,
+        wall_seconds=0.0,
+        torch_version=torch.__version__,
+        notes=notes,
+    )
+
+
+def _fake_failure(model: str, exc: Exception) -> str:
+    kind = type(exc).__name__
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    hint = (
+        "it reads tensor data in Python (.item(), .tolist(), .numpy(), bool(tensor), "
+        "data-dependent shapes), which fake tensors cannot provide"
+        if "DataDependent" in kind or "data-dependent" in text or "numpy" in text.lower()
+        else "a fake tensor has shapes and dtypes but no values"
+    )
+    return (
+        f"model {model!r} cannot run under fake tensors ({kind}: {text[:300]}); {hint}. "
+        "Make the forward depend only on shapes, or measure it on real hardware instead"
+    )
+
+
+def _global_numel(p: torch.Tensor) -> int:
+    full = getattr(p, "full_tensor", None)
+    shape = getattr(p, "shape", None)
+    if full is not None and shape is not None:  # a DTensor reports its global shape
+        n = 1
+        for d in shape:
+            n *= int(d)
+        return n
+    return p.numel()
+
+
+def _shard(model: nn.Module, mesh: Any) -> None:
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:
+        from torch.distributed._composable.fsdp import fully_shard  # torch < 2.6
+    blocks = _block_list(model)
+    for block in blocks or []:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+
+
+class _FastPeakMixin:
+    """The same peak bookkeeping as ``MemTracker._update_peak_stats``, without its hot loop.
+
+    Upstream walks every tracked module (a weak-key dictionary) on every op to find the active
+    ones; on a 7B model that is most of the trace time. We index the module stats by name,
+    rebuild the index when modules are added, and visit only the active parents.
+    """
+
+    _fast_index: dict[str, list[Any]]
+    _fast_index_len: int = -1
+
+    def _update_peak_stats(self, peak_state: Any) -> None:
+        tracking = self.memory_tracking  # type: ignore[attr-defined]
+        if len(tracking) != self._fast_index_len:
+            self._fast_index = {}
+            for stats in tracking.values():
+                self._fast_index.setdefault(stats.mod_fqn, []).append(stats)
+            self._fast_index_len = len(tracking)
+        curr_snap = self._curr_mem_snap  # type: ignore[attr-defined]
+        for fqn in self._mod_tracker.parents:  # type: ignore[attr-defined]
+            for stats in self._fast_index.get(fqn, ()):
+                if stats.mod_fqn != fqn or peak_state not in stats.snapshots:
+                    continue
+                for dev, dev_snap in curr_snap.items():
+                    if stats.local_peak.get(dev, 0) < dev_snap["Total"]:
+                        stats.local_peak[dev] = dev_snap["Total"]
+                        stats.snapshots[peak_state][-1][dev] = deepcopy(dev_snap)
+        for dev, dev_snap in curr_snap.items():
+            if self._peak_mem.get(dev, 0) < dev_snap["Total"]:  # type: ignore[attr-defined]
+                self._peak_mem[dev] = dev_snap["Total"]  # type: ignore[attr-defined]
+                self._peak_mem_snap[dev] = deepcopy(dev_snap)  # type: ignore[attr-defined]
+
+
+def _make_tracker(
+    model: nn.Module, optimizer: Any, inputs: tuple[Any, ...], mesh: Any, fast: bool = True
+) -> Any:
+    if mesh is not None:
+        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+        cls = type("_FastFSDPMemTracker", (_FastPeakMixin, FSDPMemTracker), {})
+        tracker = (cls if fast else FSDPMemTracker)(model, optimizer)
+        tracker.track_inputs(inputs)
+        return tracker
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    cls = type("_FastMemTracker", (_FastPeakMixin, MemTracker), {})
+    tracker = cls() if fast else MemTracker()
+    tracker.track_external(model, optimizer, *[t for t in inputs if isinstance(t, torch.Tensor)])
+    return tracker
