@@ -1,1 +1,14 @@
-"""Placeholder: commands are registered here by the module's owner."""
+"""``journal-agent mcp``: the MCP server the Claude Code plugin starts (stdio)."""
+
+from __future__ import annotations
+
+from journal_agent.cli import app
+from journal_agent.cli._common import RootOption, resolve_root
+
+
+@app.command("mcp")
+def mcp(root: RootOption = None) -> None:
+    """Serve the journal and profiling tools over MCP on stdin/stdout (for Claude Code)."""
+    from journal_agent.mcp_server import serve_stdio
+
+    serve_stdio(resolve_root(root))
