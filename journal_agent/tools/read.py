@@ -195,10 +195,11 @@ class Read(Tool):
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             raise ToolError(f"Cannot read {path}: {exc.strerror}.") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise ToolError(f"{path} changed into something other than a file; Read it again.")
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise ToolError(f"{path} changed into something other than a file; Read it again.")
             if b"\x00" in f.read(_SNIFF_BYTES):
                 raise ToolError(_binary_message(path, st.st_size))
             f.seek(0)

@@ -121,12 +121,13 @@ def current_fingerprint(path: Path) -> tuple[Fingerprint, bytes] | None:
         raise ToolError(f"{path} is a directory, not a file; give a file path.") from None
     except OSError as exc:
         raise ToolError(f"Cannot open {path}: {exc.strerror}.") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
         if stat.S_ISDIR(st.st_mode):
             raise ToolError(f"{path} is a directory, not a file; give a file path.")
-        if not stat.S_ISREG(st.st_mode):
-            raise ToolError(f"{path} is not a regular file; Write and Edit change files only.")
+        raise ToolError(f"{path} is not a regular file; Write and Edit change files only.")
+    with os.fdopen(fd, "rb") as f:
         data = f.read()
     return Fingerprint.of_bytes(data, st), data
 
