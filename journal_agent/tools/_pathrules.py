@@ -44,7 +44,7 @@ class PathPattern:
         return any(self.regex.fullmatch("/".join(parts[:n])) for n in range(len(parts), 0, -1))
 
 
-def _translate(pattern: str) -> str:
+def translate_glob(pattern: str) -> str:
     """Translate a gitignore glob (already stripped of its anchor) to a regex body."""
     out: list[str] = []
     i, n = 0, len(pattern)
@@ -112,7 +112,7 @@ def compile_path_pattern(pattern: str, root: Path, home: Path | None = None) -> 
         base = Path(os.path.realpath(base))
     if pat in ("", "."):
         pat = "**"
-    return PathPattern(base, re.compile(_translate(pat), re.DOTALL))
+    return PathPattern(base, re.compile(translate_glob(pat), re.DOTALL))
 
 
 def path_matches(pattern: str, path: Path, root: Path) -> bool:

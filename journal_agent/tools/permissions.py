@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Literal
 
 from journal_agent.errors import UserError
-from journal_agent.tools._pathrules import path_matches
+from journal_agent.tools._pathrules import path_matches, translate_glob
 from journal_agent.tools._shell import (
     PRIVILEGE,
     ShellParseError,
@@ -210,10 +210,28 @@ def rules_permit(rules: Iterable[str], tool_name: str, content: str) -> bool:
     return all(any(rule_matches(r, "Bash", part) for r in rules) for part in _bash_parts(content))
 
 
-def _is_secret(path: Path, root: Path) -> bool:
-    if path.name in SECRET_EXCEPTIONS:
+def _secret_regex() -> re.Pattern[str]:
+    alternatives = "|".join(translate_glob(p) for p in SECRET_PATTERNS)
+    return re.compile(rf"(?:^|/)(?:{alternatives})(?:/|$)")
+
+
+_SECRET_RE = _secret_regex()
+
+
+def _is_secret_rel(rel: str) -> bool:
+    """Secret by name, for a path relative to the workspace (or absolute), in posix form."""
+    name = rel.rsplit("/", 1)[-1]
+    if name in SECRET_EXCEPTIONS or name.endswith(".pub"):
         return False
-    return any(path_matches(p, path, root) for p in SECRET_PATTERNS)
+    return _SECRET_RE.search(rel) is not None
+
+
+def _is_secret(path: Path, root: Path) -> bool:
+    try:
+        rel = path.relative_to(root).as_posix()
+    except ValueError:
+        rel = path.as_posix()
+    return _is_secret_rel(rel)
 
 
 class PermissionPolicy:
@@ -476,6 +494,34 @@ class PermissionPolicy:
                     f"by default; add an allow rule such as Read(./{self._show(path)}) if needed."
                 )
         return None
+
+    def search_filter(
+        self, tool_name: str = "Grep", *, secrets: bool = True
+    ) -> Callable[[str], bool]:
+        """A fast ``visible(rel_path)`` for the files a search returns.
+
+        Grep must not show the contents of files the policy would refuse to Read (secrets,
+        ``Read`` deny rules); Glob (``secrets=False``) lists secret files by name but honours
+        deny rules. Called for every file in a result, so the common case (no path rules) is
+        one regex.
+        """
+        path_rules = [
+            r
+            for r in (*self.deny, *self.ask, *self.allow)
+            if parse_rule(r)[0] in ("Read", tool_name) and parse_rule(r)[1] is not None
+        ]
+        if not path_rules:
+            if not secrets:
+                return lambda rel: True
+            return lambda rel: not _is_secret_rel(rel)
+
+        def visible(rel: str) -> bool:
+            path = self.root / rel
+            if not secrets and not self._match(self.deny, tool_name, path):
+                return True
+            return self._evaluate_tool(tool_name, path).behavior != "deny"
+
+        return visible
 
     # -- messages -------------------------------------------------------------------------------
 

@@ -1,0 +1,103 @@
+"""Glob: find files by name, newest first, via ``rg --files`` (fast, .gitignore-aware)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from journal_agent.tools._budget import fit_to_budget
+from journal_agent.tools._rg import decode, newest_first, run_rg
+from journal_agent.tools._schema import tidy_schema
+from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.workspace import resolve_path, workspace_root
+
+MAX_RESULTS = 100
+NARROW_HINT = "Use a more specific path or pattern."
+
+
+class GlobInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=tidy_schema)
+
+    pattern: str = Field(
+        description='The glob pattern to match files against, e.g. "**/*.py" or "src/**/*.ts".'
+    )
+    path: str | None = Field(
+        default=None,
+        description="The directory to search in. Omit it to search the workspace root "
+        '(do not pass "undefined" or "null").',
+    )
+
+
+class Glob(Tool):
+    name = "Glob"
+    description = (
+        "Fast file pattern matching over the workspace.\n"
+        '- Supports glob patterns like "**/*.py" or "src/**/*.{ts,tsx}"; a pattern without a '
+        'slash ("*.md") matches only in the search directory itself.\n'
+        "- Respects .gitignore. Returns workspace-relative paths, most recently modified first, "
+        f"at most {MAX_RESULTS}.\n"
+        "- Use it to find files by name; use Grep to search their contents."
+    )
+    Input = GlobInput
+
+    def run(self, ctx: ToolContext, params: GlobInput) -> ToolResult:  # type: ignore[override]
+        root = Path(workspace_root(ctx.root))
+        base = resolve_path(root, params.path) if params.path else root
+        if not base.is_dir():
+            what = "does not exist" if not base.exists() else "is not a directory"
+            raise ToolError(f"{params.path} {what}; give a directory to search in.")
+        if ctx.policy is not None:
+            ctx.policy.ensure("Glob", path=base)
+        pattern = _relative_pattern(params.pattern, base)
+
+        proc = run_rg(["--files", "--null", "--glob", pattern], base)
+        if proc.returncode not in (0, 1):
+            err = decode(proc.stderr).strip().splitlines()
+            raise ToolError(
+                f"Invalid glob pattern {params.pattern!r}: {err[0] if err else 'rg failed'}"
+            )
+        names = [n for n in decode(proc.stdout).split("\0") if n]
+        prefix = os.path.relpath(base, root)
+        rels = names if prefix == "." else [f"{prefix}/{n}" for n in names]
+        if ctx.policy is not None:
+            visible = ctx.policy.search_filter("Glob", secrets=False)
+            rels = [r for r in rels if visible(r)]
+        if not rels:
+            return ToolResult("No files found")
+
+        rels = newest_first(rels, root)
+        shown = rels[:MAX_RESULTS]
+        text = "\n".join(shown)
+        if len(rels) > MAX_RESULTS:
+            text += (
+                f"\n\n[Showing the {MAX_RESULTS} most recently modified of {len(rels)} files. "
+                f"{NARROW_HINT}]"
+            )
+        return ToolResult(fit_to_budget(text, narrow_hint=NARROW_HINT))
+
+
+def _relative_pattern(pattern: str, base: Path) -> str:
+    """Make the pattern relative to the search directory, anchored like a shell glob."""
+    pattern = pattern.strip()
+    if not pattern:
+        raise ToolError('The pattern is empty; give a glob such as "**/*.py".')
+    if pattern.startswith("/"):
+        # An absolute pattern is fine if it lies under the search directory.
+        base_s = str(base).rstrip("/") + "/"
+        if not pattern.startswith(base_s):
+            raise ToolError(
+                f"The pattern {pattern} points outside the search directory {base}; "
+                "give a pattern relative to it."
+            )
+        pattern = pattern[len(base_s) :]
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    if ".." in pattern.split("/"):
+        raise ToolError("The pattern may not contain '..'; set path to another directory instead.")
+    # rg globs follow .gitignore rules: without a slash they would match at every depth,
+    # while a shell glob ("*.md") means this directory only. A leading "/" anchors it.
+    if not pattern.startswith("**"):
+        pattern = "/" + pattern
+    return pattern
