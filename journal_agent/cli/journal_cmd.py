@@ -1,1 +1,260 @@
-"""Placeholder: commands are registered here by the module's owner."""
+"""``journal-agent journal …``: append, check, list, show, search, repair, related.
+
+Module level stays light (typer only): the journal modules are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from journal_agent.cli import app
+from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.errors import UserError
+
+journal_app = typer.Typer(
+    help="The learning journal: append verified entries, check them, search and navigate.",
+    no_args_is_help=True,
+)
+app.add_typer(journal_app, name="journal")
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+FileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--file", "-f", help="Read the entry from this markdown file.", show_default=False
+    ),
+]
+StdinArg = Annotated[
+    str | None,
+    typer.Argument(help="'-' to read the entry from standard input.", show_default=False),
+]
+
+
+def _read_source(file: Path | None, source: str | None) -> str:
+    if file is not None and source is not None:
+        raise UserError("give either --file ENTRY.md or '-' (standard input), not both.")
+    if file is not None:
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise UserError(f"cannot read {file}: {exc.strerror}; check the path.") from None
+        label = str(file)
+    elif source == "-":
+        data = sys.stdin.buffer.read()
+        label = "standard input"
+    else:
+        raise UserError("give the entry with --file ENTRY.md, or '-' to read standard input.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{label} is not valid UTF-8 (byte {exc.start}); save it as UTF-8 and try again."
+        ) from None
+
+
+def _problem_lines(problems: list, where: str) -> list[str]:
+    return [
+        f"  {where}:{p.line}  {p.kind:<16} {p.detail}" if p.line else f"  {p.kind:<16} {p.detail}"
+        for p in problems
+    ]
+
+
+@journal_app.command("append")
+def append_cmd(
+    source: StdinArg = None,
+    file: FileOption = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Append even with problems (they are recorded).")
+    ] = False,
+    json_out: JsonOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Validate an entry and append it to learning_journal.md (atomically, under a lock)."""
+    from journal_agent.journal import api
+
+    workspace = resolve_root(root)
+    text = _read_source(file, source)
+    outcome = api.append_entry(workspace, text, force=force)
+    if json_out:
+        print_json(outcome.to_dict())
+    elif outcome.appended:
+        suffix = (
+            f" with {len(outcome.problems)} problem(s) recorded (see `journal-agent journal check`)"
+            if outcome.forced
+            else ""
+        )
+        typer.echo(f"appended {outcome.entry_id} at learning_journal.md:{outcome.line}{suffix}")
+    else:
+        where = str(file) if file else "entry"
+        typer.echo(
+            f"entry not appended: {len(outcome.problems)} problem(s) to fix "
+            "(or use --force to append anyway):",
+            err=True,
+        )
+        for line in _problem_lines(outcome.problems, where):
+            typer.echo(line, err=True)
+    if not outcome.appended:
+        raise typer.Exit(1)
+
+
+@journal_app.command("check")
+def check_cmd(json_out: JsonOption = False, root: RootOption = None) -> None:  # type: ignore[assignment]
+    """Verify references, citations, numbers, required sections and encoding of every entry."""
+    from journal_agent.journal import api
+
+    report = api.check(resolve_root(root))
+    if json_out:
+        print_json(report.to_dict())
+    else:
+        by_entry: dict[str, list] = {}
+        for p in report.problems:
+            by_entry.setdefault(p.entry, []).append(p)
+        for p_entry in [e for e in by_entry if e not in {x["id"] for x in report.entries}]:
+            typer.echo(f"✗ {p_entry}")
+            for line in _problem_lines(by_entry[p_entry], "learning_journal.md"):
+                typer.echo(line)
+        for entry in report.entries:
+            problems = by_entry.get(entry["id"], [])
+            mark = "✓" if not problems else "✗"
+            typer.echo(f"{mark} {entry['id']}  ({entry['date']}, line {entry['line']})")
+            for line in _problem_lines(problems, "learning_journal.md"):
+                typer.echo(line)
+        n = len(report.problems)
+        typer.echo(
+            f"{len(report.entries)} entries, {n} problem{'s' if n != 1 else ''}"
+            + ("" if n else " — all references, citations and sections check out")
+        )
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@journal_app.command("list")
+def list_cmd(
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", "-t", help="Only entries with this tag.")
+    ] = None,
+    json_out: JsonOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """List the entries: number, date, id, title and tags."""
+    from journal_agent.journal import api
+
+    journal = api.load(resolve_root(root))
+    wanted = {t.lstrip("#").lower() for t in tag or []}
+    rows = [(n, e) for n, e in enumerate(journal.entries, start=1) if wanted <= set(e.tags)]
+    if json_out:
+        print_json([{"number": n, **e.summary()} for n, e in rows])
+        return
+    for n, e in rows:
+        tags = " ".join(f"#{t}" for t in e.tags)
+        typer.echo(f"{n:>4}  {e.date}  {e.title}  [{e.id}]  {tags}".rstrip())
+    if not rows:
+        typer.echo("no entries" + (" with those tags" if wanted else " yet"))
+
+
+@journal_app.command("show")
+def show_cmd(
+    entry: Annotated[str, typer.Argument(help="Entry id, number (from `list`) or title words.")],
+    json_out: JsonOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Print one entry exactly as it is in the journal."""
+    from journal_agent.journal import api
+
+    journal = api.load(resolve_root(root))
+    found = journal.get(entry)
+    if found is None:
+        raise UserError(
+            f"no single entry matches {entry!r}; use an id or number from "
+            "`journal-agent journal list`."
+        )
+    if json_out:
+        print_json({**found.summary(), "text": found.raw})
+    else:
+        typer.echo(found.raw, nl=False)
+
+
+@journal_app.command("search")
+def search_cmd(
+    query: Annotated[
+        list[str], typer.Argument(help="Words (FTS5 syntax allowed) and #tags to filter by.")
+    ],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many hits.")] = 10,
+    json_out: JsonOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Full-text search (BM25 ranking) with entry, date and snippet; `#tag` words filter."""
+    from journal_agent.journal import api
+
+    tags = [w for w in query if w.startswith("#") and len(w) > 1]
+    words = " ".join(w for w in query if w not in tags)
+    hits = api.search(resolve_root(root), words, tags, limit)
+    if json_out:
+        print_json([h.to_dict() for h in hits])
+        return
+    for h in hits:
+        typer.echo(f"{h.date}  {h.title}  [{h.id}]  line {h.line}")
+        if h.snippet:
+            typer.echo(f"    {h.snippet}")
+    if not hits:
+        typer.echo("no matches")
+
+
+@journal_app.command("related")
+def related_cmd(
+    source: StdinArg = None,
+    file: FileOption = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many entries.")] = 5,
+    json_out: JsonOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Existing entries most similar to a draft, for its 🔗 Related Concepts section."""
+    from journal_agent.journal import api
+
+    text = _read_source(file, source)
+    hits = api.related(resolve_root(root), text, limit)
+    if json_out:
+        print_json([h.to_dict() for h in hits])
+        return
+    for h in hits:
+        typer.echo(f"- **{h.title}** ({h.date}) — entry `{h.id}`")
+    if not hits:
+        typer.echo("no related entries")
+
+
+@journal_app.command("repair")
+def repair_cmd(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would change; write nothing.")
+    ] = False,
+    json_out: JsonOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Fix invalid UTF-8 and double-encoded text (mojibake), after writing a backup."""
+    from journal_agent.journal import api
+
+    outcome = api.repair(resolve_root(root), dry_run=dry_run)
+    if json_out:
+        print_json(outcome.to_dict())
+    else:
+        fixed = ", ".join(map(str, outcome.fixed_lines)) or "none"
+        if outcome.changed:
+            typer.echo(f"backup written to {outcome.backup}")
+            typer.echo(f"repaired lines: {fixed}")
+        elif dry_run and outcome.fixed_lines:
+            typer.echo(f"would repair lines: {fixed} (nothing written)")
+        else:
+            typer.echo("nothing to repair: the journal is clean UTF-8")
+        if outcome.unrepaired_lines:
+            typer.echo(
+                "could not repair lines "
+                + ", ".join(map(str, outcome.unrepaired_lines))
+                + " (bytes were lost in the double encoding); fix them by hand",
+                err=True,
+            )
+    if outcome.unrepaired_lines:
+        raise typer.Exit(1)

@@ -1,0 +1,197 @@
+"""Encoding trouble: invalid UTF-8 and double-encoded text (mojibake), found and repaired.
+
+Double encoding happens when UTF-8 bytes are read through a legacy 8-bit code page (cp1252 or
+latin-1) and saved again as UTF-8: ``🔍`` becomes ``ðŸ”``, ``─`` becomes ``â”€``, ``机制``
+becomes ``æœºåˆ¶``. We map such characters back to their bytes and decode them as UTF-8.
+cp1252 leaves five bytes (0x81 0x8D 0x8F 0x90 0x9D) undefined, so a converter may have dropped
+them; we restore a dropped byte only when exactly one choice gives a character the user's
+format uses (a section emoji, an indicator, a box-drawing character), and otherwise report the
+line as not repairable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass, field
+
+from journal_agent.journal._text import split_lines
+from journal_agent.journal.sections import SECTIONS
+
+_UNDEFINED_CP1252 = (0x81, 0x8D, 0x8F, 0x90, 0x9D)
+
+
+def _byte_table() -> dict[str, int]:
+    table: dict[str, int] = {}
+    for b in range(0x80, 0x100):
+        table[chr(b)] = b  # latin-1 reading (also keeps the C1 controls cp1252 leaves undefined)
+        with contextlib.suppress(UnicodeDecodeError):
+            table[bytes([b]).decode("cp1252")] = b
+    return table
+
+
+_TO_BYTE = _byte_table()
+_CONT_CHARS = "".join(sorted(c for c, b in _TO_BYTE.items() if 0x80 <= b <= 0xBF))
+_LEAD_CHARS = "".join(sorted(c for c, b in _TO_BYTE.items() if 0xC2 <= b <= 0xF4))
+_RUN = re.compile(f"[{re.escape(_LEAD_CHARS)}][{re.escape(_CONT_CHARS)}]{{1,3}}[?\ufffd]?")
+
+KNOWN_CHARS = frozenset(
+    "".join(s.emoji for s in SECTIONS)
+    + "✅❌⚠💥🔥→←↑↓↔⇒─━│┃┌┐└┘├┤┬┴┼═║╔╗╚╝≈≤≥×÷√∑∇∂μ…–—“”‘’•·°±²³é"
+    + "🎓📚📌📈📉🧠🚧✨⭐🟢🟡🔴"
+    + "\ufe0f"  # the variation selector after 🏷 and ⚠ (its last byte, 0x8F, is one cp1252 drops)
+)
+
+
+def _expected_length(lead: int) -> int:
+    return 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+
+
+def _fix_run(run: str) -> str | None:
+    """The original text of one mojibake run, or None when it cannot be told."""
+    lost_marker = run[-1] in "?\ufffd"
+    chars = run[:-1] if lost_marker else run
+    raw = bytes(_TO_BYTE[c] for c in chars)
+    need = _expected_length(raw[0])
+    if len(raw) >= need:
+        try:
+            fixed = raw[:need].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        rest = chars[need:] + (run[-1] if lost_marker else "")
+        return fixed + rest
+    if len(raw) + 1 != need:
+        return None
+    candidates = set()
+    for pos in range(1, need):
+        for lost in _UNDEFINED_CP1252:
+            trial = raw[:pos] + bytes([lost]) + raw[pos:]
+            try:
+                candidates.add(trial.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+    known = [c for c in candidates if c in KNOWN_CHARS or c.rstrip("\ufe0f") in KNOWN_CHARS]
+    return known[0] if len(known) == 1 else None
+
+
+@dataclass
+class EncodingIssue:
+    line: int
+    kind: str  # "invalid_utf8" | "mojibake"
+    detail: str
+
+
+def _looks_like_mojibake(match: re.Match[str]) -> bool:
+    run = match.group(0)
+    chars = run[:-1] if run[-1] in "?\ufffd" else run
+    raw = bytes(_TO_BYTE[c] for c in chars)
+    need = _expected_length(raw[0])
+    if len(raw) >= need:
+        try:
+            raw[:need].decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            return False
+    # A shortened run (a byte was lost) still counts when a lost byte could complete it.
+    return len(raw) + 1 == need and (need == 4 or raw[0] >= 0xE0)
+
+
+def find_mojibake(line_text: str) -> list[re.Match[str]]:
+    if not any(c in _LEAD_CHARS for c in line_text):
+        return []
+    return [m for m in _RUN.finditer(line_text) if _looks_like_mojibake(m)]
+
+
+def scan(data: bytes) -> list[EncodingIssue]:
+    """Every line that is not valid UTF-8 or holds double-encoded text (1-based lines)."""
+    issues: list[EncodingIssue] = []
+    for n, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            issues.append(
+                EncodingIssue(
+                    n,
+                    "invalid_utf8",
+                    f"line {n}: byte 0x{raw[exc.start]:02x} at column {exc.start + 1} "
+                    "is not valid UTF-8",
+                )
+            )
+            continue
+        runs = find_mojibake(text)
+        if runs:
+            sample = ", ".join(repr(m.group(0)) for m in runs[:3])
+            issues.append(
+                EncodingIssue(
+                    n,
+                    "mojibake",
+                    f"line {n}: double-encoded text {sample} (UTF-8 read as cp1252/latin-1)",
+                )
+            )
+    return issues
+
+
+def scan_text(text: str, first_line: int = 1) -> list[EncodingIssue]:
+    """Mojibake in already-decoded text (an entry draft)."""
+    issues = []
+    for n, line in enumerate(split_lines(text), start=first_line):
+        runs = find_mojibake(line)
+        if runs:
+            sample = ", ".join(repr(m.group(0)) for m in runs[:3])
+            issues.append(EncodingIssue(n, "mojibake", f"line {n}: double-encoded text {sample}"))
+    return issues
+
+
+@dataclass
+class RepairResult:
+    data: bytes
+    fixed_lines: list[int] = field(default_factory=list)
+    unrepaired_lines: list[int] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.fixed_lines)
+
+
+def repair(data: bytes) -> RepairResult:
+    """Best-effort repair; lines that stay broken are listed in ``unrepaired_lines``."""
+    result = RepairResult(b"")
+    out: list[bytes] = []
+    for n, raw in enumerate(data.split(b"\n"), start=1):
+        changed = False
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            # A line saved in a legacy code page: read it the way it was written.
+            text = "".join(chr(b) if b < 0x80 else _cp1252_char(b) for b in raw)
+            changed = True
+        broken = False
+        if find_mojibake(text):
+            pieces: list[str] = []
+            pos = 0
+            for match in find_mojibake(text):
+                fixed = _fix_run(match.group(0))
+                pieces.append(text[pos : match.start()])
+                if fixed is None:
+                    broken = True
+                    pieces.append(match.group(0))
+                else:
+                    changed = True
+                    pieces.append(fixed)
+                pos = match.end()
+            pieces.append(text[pos:])
+            text = "".join(pieces)
+        if changed:
+            result.fixed_lines.append(n)
+        if broken:
+            result.unrepaired_lines.append(n)
+        out.append(text.encode("utf-8"))
+    result.data = b"\n".join(out)
+    return result
+
+
+def _cp1252_char(b: int) -> str:
+    try:
+        return bytes([b]).decode("cp1252")
+    except UnicodeDecodeError:
+        return chr(b)

@@ -1,0 +1,260 @@
+"""The journal as data: a preamble plus entries, each keeping its exact source text.
+
+Parsing never normalises anything: every entry keeps its raw text (line endings, trailing
+spaces, hand edits, unknown headings), so ``parse_journal(t).render() == t`` for every ``t``.
+Sections, references, citations and tags are views computed from that text.
+
+An entry starts at a ``#`` or ``##`` heading that carries a date (``## ZeRO Stage 2
+(2026-11-21)``), outside code blocks, and runs to the next one. Its id comes from an
+``<!-- entry: <id> -->`` comment on the line after the heading (we write one on append, so the
+id survives title edits) or, for entries written by hand, from the title and date.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from journal_agent.journal._text import bare, fence_mask, slugify, split_lines
+from journal_agent.journal.refs import CodeRef, find_refs
+from journal_agent.journal.sections import SectionSpec, identify
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_DATE = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
+_DATE_IN_TITLE = re.compile(r"\s*[(\[]?\s*\d{4}-\d{2}-\d{2}\s*[)\]]?\s*")
+_ID_COMMENT = re.compile(r"^\s*<!--\s*entry:\s*(?P<id>[^\s>]+)\s*-->\s*$")
+_BOLD_LABEL = re.compile(r"^\s{0,3}\*\*(?P<label>[^*]+?)\*\*\s*(?P<colon>:)?")
+_CITATION = re.compile(r"\[m:(?P<id>[^\]\s]*)\]")
+_TAG = re.compile(r"(?<![\w#&/(\[=:'\"`])#(?P<tag>[^\W\d][\w-]*)")
+
+
+@dataclass(frozen=True)
+class Citation:
+    record_id: str
+    line: int  # 1-based in the document
+    start: int  # column of "[" in the line
+    end: int
+
+
+@dataclass
+class Section:
+    spec: SectionSpec | None  # None: text before the first recognised section
+    label: str
+    start: int  # index of the first line within the entry
+    end: int  # exclusive
+    text: str
+
+
+def entry_heading(line: str) -> tuple[str, str] | None:
+    """``(title, date)`` when the line is an entry heading, else None."""
+    match = _HEADING.match(bare(line))
+    if not match or len(match.group(1)) > 2:
+        return None
+    text = match.group(2)
+    date = _DATE.search(text)
+    if date is None:
+        return None
+    title = _DATE_IN_TITLE.sub(" ", text, count=1).strip(" \t-—–:|,")
+    return title or text, date.group(1)
+
+
+@dataclass
+class Entry:
+    lines: list[str]
+    start_line: int  # 1-based line of the heading in the journal
+    title: str
+    date: str
+    id: str = ""
+    explicit_id: bool = False
+
+    @property
+    def raw(self) -> str:
+        return "".join(self.lines)
+
+    def render(self) -> str:
+        return self.raw
+
+    @property
+    def heading(self) -> str:
+        return bare(self.lines[0])
+
+    @property
+    def derived_id(self) -> str:
+        return f"{slugify(self.title)}-{self.date}"
+
+    @cached_property
+    def fences(self) -> list[bool]:
+        return fence_mask(self.lines)
+
+    @cached_property
+    def sections(self) -> list[Section]:
+        starts: list[tuple[int, SectionSpec | None, str]] = [(0, None, self.heading)]
+        for i in range(1, len(self.lines)):
+            if self.fences[i]:
+                continue
+            line = bare(self.lines[i])
+            label = None
+            heading = _HEADING.match(line)
+            if heading:
+                label = heading.group(2)
+            else:
+                bold = _BOLD_LABEL.match(line)
+                if bold and (bold.group("colon") or bold.group("label").rstrip().endswith(":")):
+                    label = bold.group("label").rstrip().rstrip(":")
+                elif bold and bold.end() >= len(line.rstrip()):
+                    label = bold.group("label")
+            if label is None:
+                continue
+            spec = identify(label)
+            if spec is not None and spec.key != "header":
+                starts.append((i, spec, label))
+        out: list[Section] = []
+        for n, (i, spec, label) in enumerate(starts):
+            end = starts[n + 1][0] if n + 1 < len(starts) else len(self.lines)
+            out.append(Section(spec, label, i, end, "".join(self.lines[i:end])))
+        return out
+
+    def section_keys(self) -> set[str]:
+        keys = {"header"}
+        keys.update(s.spec.key for s in self.sections if s.spec is not None)
+        return keys
+
+    def section_text(self, key: str) -> str:
+        return "".join(s.text for s in self.sections if s.spec is not None and s.spec.key == key)
+
+    @cached_property
+    def refs(self) -> list[CodeRef]:
+        refs: list[CodeRef] = []
+        for i, line in enumerate(self.lines):
+            if not self.fences[i] and ":" in line:
+                refs.extend(find_refs(bare(line), self.start_line + i))
+        return refs
+
+    @cached_property
+    def citations(self) -> list[Citation]:
+        out: list[Citation] = []
+        for i, line in enumerate(self.lines):
+            if "[m:" in line:
+                for m in _CITATION.finditer(line):
+                    out.append(Citation(m.group("id"), self.start_line + i, m.start(), m.end()))
+        return out
+
+    @cached_property
+    def tags(self) -> list[str]:
+        tag_lines = [s for s in self.sections if s.spec is not None and s.spec.key == "tags"]
+        if tag_lines:
+            indices = [i for s in tag_lines for i in range(s.start + 1, s.end)]
+            # A "**🏷️ Tags**: #a #b" label line carries tags on the same line.
+            indices += [s.start for s in tag_lines]
+        else:
+            indices = list(range(1, len(self.lines)))
+        seen: dict[str, None] = {}
+        for i in sorted(indices):
+            if self.fences[i]:
+                continue
+            line = bare(self.lines[i])
+            if _HEADING.match(line) and not tag_lines:
+                continue
+            for m in _TAG.finditer(line):
+                seen.setdefault(m.group("tag").lower(), None)
+        return list(seen)
+
+    @property
+    def body(self) -> str:
+        """The text for search: everything but the id comment."""
+        return "".join(line for line in self.lines if not _ID_COMMENT.match(line))
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "date": self.date,
+            "line": self.start_line,
+            "tags": self.tags,
+        }
+
+
+@dataclass
+class Journal:
+    preamble: str
+    entries: list[Entry] = field(default_factory=list)
+
+    def render(self) -> str:
+        return self.preamble + "".join(e.raw for e in self.entries)
+
+    def get(self, key: str) -> Entry | None:
+        """An entry by id, by 1-based position, or by a unique title substring."""
+        for entry in self.entries:
+            if entry.id == key:
+                return entry
+        if key.isdigit() and 1 <= int(key) <= len(self.entries):
+            return self.entries[int(key) - 1]
+        hits = [e for e in self.entries if key.lower() in e.title.lower()]
+        return hits[0] if len(hits) == 1 else None
+
+    def ids(self) -> set[str]:
+        return {e.id for e in self.entries}
+
+
+def parse_journal(text: str) -> Journal:
+    lines = split_lines(text)
+    mask = fence_mask(lines)
+    starts: list[tuple[int, str, str]] = []
+    for i, line in enumerate(lines):
+        if mask[i] or not line.lstrip(" ").startswith("#"):
+            continue
+        found = entry_heading(line)
+        if found:
+            starts.append((i, *found))
+    preamble_end = starts[0][0] if starts else len(lines)
+    journal = Journal(preamble="".join(lines[:preamble_end]))
+    used: set[str] = set()
+    for n, (i, title, date) in enumerate(starts):
+        end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
+        entry = Entry(lines=lines[i:end], start_line=i + 1, title=title, date=date)
+        explicit = _explicit_id(entry.lines)
+        base = explicit or entry.derived_id
+        entry.explicit_id = explicit is not None
+        entry.id = unique_id(base, used)
+        used.add(entry.id)
+        journal.entries.append(entry)
+    return journal
+
+
+def _explicit_id(lines: list[str]) -> str | None:
+    for line in lines[1:4]:
+        if not line.strip():
+            continue
+        match = _ID_COMMENT.match(line)
+        return match.group("id") if match else None
+    return None
+
+
+def unique_id(base: str, used: set[str]) -> str:
+    if base not in used:
+        return base
+    n = 2
+    while f"{base}-{n}" in used:
+        n += 1
+    return f"{base}-{n}"
+
+
+def id_comment(entry_id: str) -> str:
+    return f"<!-- entry: {entry_id} -->"
+
+
+def scan_ids(text: str) -> set[str]:
+    """Entry ids of a large journal without a full parse (may over-approximate; used for
+    choosing a fresh id on append, where a false hit only adds a ``-2`` suffix)."""
+    ids = set(re.findall(r"<!--\s*entry:\s*([^\s>]+)\s*-->", text))
+    counts: dict[str, int] = {}
+    for match in re.finditer(r"(?m)^ {0,3}#{1,2}[ \t]+(.*\d{4}-\d{2}-\d{2}.*)$", text):
+        found = entry_heading(match.group(0))
+        if found:
+            base = f"{slugify(found[0])}-{found[1]}"
+            counts[base] = counts.get(base, 0) + 1
+    for base, count in counts.items():
+        ids.add(base)
+        ids.update(f"{base}-{n}" for n in range(2, count + 1))
+    return ids

@@ -1,0 +1,199 @@
+"""Code references (``path:line``, ``path:start-end``): extraction, resolution, content hashes.
+
+When an entry is appended we record, per reference, a hash of the referenced lines in
+``.journal/refs.json`` (keyed by entry id and reference), so ``journal check`` can tell a
+reference that still resolves but points at code that changed since (``stale_ref``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from journal_agent.journal._atomic import atomic_write_bytes
+
+# A path with a slash, or a file name whose extension starts with a letter; then :N or :N-M.
+_REF = re.compile(
+    r"(?<![\w/.:@~-])"
+    r"(?P<path>/?(?:[\w.-]+/)+[\w.-]*\w|[\w-][\w.-]*\.[A-Za-z]\w*)"
+    r":(?P<start>\d{1,7})(?:[-–](?P<end>\d{1,7}))?(?![\w])"
+)
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+# Outside backticks a bare ``name.ext:N`` must have a source-like extension, so that prose
+# such as ``example.com:443`` is not taken for a reference.
+_PLAIN_EXTENSIONS = frozenset(
+    [
+        "py",
+        "pyi",
+        "pyx",
+        "pxd",
+        "ipynb",
+        "js",
+        "mjs",
+        "cjs",
+        "ts",
+        "tsx",
+        "jsx",
+        "json",
+        "jsonl",
+        "yaml",
+        "yml",
+        "toml",
+        "ini",
+        "cfg",
+        "conf",
+        "md",
+        "rst",
+        "txt",
+        "sh",
+        "bash",
+        "zsh",
+        "c",
+        "h",
+        "cc",
+        "cpp",
+        "cxx",
+        "hpp",
+        "hh",
+        "cu",
+        "cuh",
+        "rs",
+        "go",
+        "java",
+        "kt",
+        "scala",
+        "rb",
+        "lua",
+        "r",
+        "jl",
+        "swift",
+        "m",
+        "mm",
+        "sql",
+        "proto",
+        "cmake",
+        "mk",
+        "gradle",
+        "xml",
+        "html",
+        "css",
+        "scss",
+        "vue",
+        "svelte",
+        "tex",
+        "csv",
+        "tsv",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class CodeRef:
+    path: str
+    start: int
+    end: int
+    line: int  # 1-based line in the document where the reference appears
+
+    @property
+    def key(self) -> str:
+        return f"{self.path}:{self.start}" if self.start == self.end else self.spec
+
+    @property
+    def spec(self) -> str:
+        return f"{self.path}:{self.start}-{self.end}"
+
+
+def find_refs(text: str, lineno: int) -> list[CodeRef]:
+    """References in one line of prose (code blocks are skipped by the caller)."""
+    refs: list[CodeRef] = []
+    spans = [(m.start(2), m.end(2)) for m in _CODE_SPAN.finditer(text)]
+    for match in _REF.finditer(text):
+        path = match.group("path")
+        in_code = any(a <= match.start() and match.end() <= b for a, b in spans)
+        extension = path.rsplit(".", 1)[-1].lower()
+        if not in_code and "/" not in path and extension not in _PLAIN_EXTENSIONS:
+            continue
+        start = int(match.group("start"))
+        end = int(match.group("end") or start)
+        refs.append(CodeRef(path=path, start=start, end=end, line=lineno))
+    return refs
+
+
+class FileCache:
+    """Lines of referenced files, read once per check."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lines: dict[str, list[bytes] | None] = {}
+
+    def resolve(self, path: str) -> Path | None:
+        candidate = Path(path)
+        full = candidate if candidate.is_absolute() else self.root / candidate
+        try:
+            full = full.resolve()
+            full.relative_to(self.root.resolve())
+        except (ValueError, OSError):
+            return None
+        return full
+
+    def lines(self, path: str) -> list[bytes] | None:
+        if path not in self._lines:
+            full = self.resolve(path)
+            try:
+                data = full.read_bytes() if full is not None and full.is_file() else None
+            except OSError:
+                data = None
+            if data is None:
+                self._lines[path] = None
+            else:
+                parts = data.split(b"\n")
+                if parts and parts[-1] == b"":
+                    parts.pop()
+                self._lines[path] = [p.rstrip(b"\r") for p in parts]
+        return self._lines[path]
+
+
+def resolve_problem(ref: CodeRef, files: FileCache) -> str | None:
+    """Why ``ref`` does not resolve to existing lines, or None when it does."""
+    if files.resolve(ref.path) is None:
+        return f"{ref.key}: the path is outside the workspace"
+    lines = files.lines(ref.path)
+    if lines is None:
+        return f"{ref.key}: no such file"
+    if ref.start < 1 or ref.end < ref.start:
+        return f"{ref.key}: not a valid line range"
+    if ref.end > len(lines):
+        return f"{ref.key}: the file has only {len(lines)} lines"
+    return None
+
+
+def content_hash(ref: CodeRef, files: FileCache) -> str | None:
+    lines = files.lines(ref.path)
+    if lines is None or ref.end > len(lines) or ref.start < 1:
+        return None
+    return hashlib.sha256(b"\n".join(lines[ref.start - 1 : ref.end])).hexdigest()[:16]
+
+
+class RefStore:
+    """``.journal/refs.json``: ``{entry_id: {ref_key: hash}}`` recorded at append time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> dict[str, dict[str, str]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return {}
+        entries = data.get("entries", {}) if isinstance(data, dict) else {}
+        return {k: dict(v) for k, v in entries.items() if isinstance(v, dict)}
+
+    def record(self, entry_id: str, hashes: dict[str, str]) -> None:
+        """Store the hashes of one entry (call under the journal lock)."""
+        data = self.load()
+        data[entry_id] = hashes
+        payload = json.dumps({"version": 1, "entries": data}, indent=1, sort_keys=True)
+        atomic_write_bytes(self.path, payload.encode("utf-8") + b"\n")

@@ -1,0 +1,211 @@
+"""The journal file on disk: reading it safely and appending to it atomically.
+
+Appends are serialized across processes with a lock file under ``.journal/`` and written as
+temp file + fsync + rename, so a crash at any point leaves the old journal or the new one.
+The new entry is added to the content read *under the lock*, so a concurrent append is never
+lost; an editor that saved the file without the lock while we were writing is detected (the
+file's size/mtime changed) and the append is redone on the latest content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from journal_agent.errors import UserError
+from journal_agent.journal._atomic import atomic_write_bytes, remove_stale_temps
+from journal_agent.journal._text import split_lines
+from journal_agent.journal.model import (
+    Journal,
+    entry_heading,
+    id_comment,
+    parse_journal,
+    scan_ids,
+    unique_id,
+)
+from journal_agent.paths import JOURNAL_FILE, state_dir
+
+# The user's own header, from their learning-journal agent and /learn command.
+HEADER = (
+    "# Learning Journal\n"
+    "\n"
+    "Personal learning notes and insights from studying technical concepts and codebases.\n"
+    "\n"
+    "This journal uses a structured format with intuitions, analogies, toy examples, code "
+    "references, and critical analysis to deeply understand each concept.\n"
+    "\n"
+    "---\n"
+)
+LOCK_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    entry_id: str
+    line: int  # 1-based line of the new entry's heading
+    old_size: int
+    old_mtime_ns: int
+    new_size: int
+    new_mtime_ns: int
+    text: str  # the entry as written
+
+
+class JournalStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.path = self.root / JOURNAL_FILE
+        self.state = state_dir(self.root)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.state / "journal.lock"
+
+    def lock(self) -> FileLock:
+        self.state.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT)
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    def read_bytes(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            raise UserError(
+                f"there is no {JOURNAL_FILE} in {self.root} yet; append an entry first "
+                "(journal-agent journal append --file ENTRY.md)."
+            ) from None
+
+    def read_text(self) -> str:
+        return decode_journal(self.read_bytes(), self.path)
+
+    def load(self) -> Journal:
+        return parse_journal(self.read_text())
+
+    def append(self, draft: str, before_write: Callable[[str], None] | None = None) -> AppendResult:
+        """Append one entry (markdown starting with its dated heading); returns where it went."""
+        with self._locked():
+            remove_stale_temps(self.path)
+            for _ in range(5):
+                try:
+                    st = self.path.stat()
+                    data = self.path.read_bytes()
+                except FileNotFoundError:
+                    st, data = None, HEADER.encode("utf-8")
+                text = decode_journal(data, self.path)
+                entry_id, entry_text = prepare_entry(draft, scan_ids(text), _newline(text))
+                new_text = _joined(text, entry_text)
+                line = new_text[: len(new_text) - len(entry_text)].count("\n") + 1
+                # Someone saved the file without the lock since we read it: redo on their content.
+                if st is not None and _changed(self.path, st):
+                    continue
+                if before_write is not None:
+                    before_write(entry_id)  # e.g. record reference hashes, still under the lock
+                atomic_write_bytes(self.path, new_text.encode("utf-8"))
+                new_st = self.path.stat()
+                return AppendResult(
+                    entry_id=entry_id,
+                    line=line,
+                    old_size=st.st_size if st else -1,
+                    old_mtime_ns=st.st_mtime_ns if st else -1,
+                    new_size=new_st.st_size,
+                    new_mtime_ns=new_st.st_mtime_ns,
+                    text=entry_text,
+                )
+            raise UserError(
+                f"{self.path} kept changing while appending; close the editor that is saving it "
+                "and try again."
+            )
+
+    def replace_all(self, data: bytes) -> None:
+        """Write the whole journal (used by repair), under the lock."""
+        with self._locked():
+            remove_stale_temps(self.path)
+            atomic_write_bytes(self.path, data)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        lock = self.lock()
+        try:
+            lock.acquire()
+        except Timeout:
+            raise UserError(
+                f"another journal-agent process has held {self.lock_path} for over "
+                f"{LOCK_TIMEOUT:.0f} s; wait for it to finish and try again."
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+def _changed(path: Path, before: os.stat_result) -> bool:
+    try:
+        now = path.stat()
+    except FileNotFoundError:
+        return True
+    return (now.st_size, now.st_mtime_ns, now.st_ino) != (
+        before.st_size,
+        before.st_mtime_ns,
+        before.st_ino,
+    )
+
+
+def decode_journal(data: bytes, path: Path) -> str:
+    """The journal's text; one clear sentence (with line numbers) when it is not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        from journal_agent.journal.encoding import scan
+
+        lines = [i.line for i in scan(data) if i.kind == "invalid_utf8"]
+        shown = ", ".join(str(n) for n in lines[:10]) + (" …" if len(lines) > 10 else "")
+        raise UserError(
+            f"{path.name} is not valid UTF-8 (line {shown}); run `journal-agent journal "
+            "repair` to fix it (it writes a backup first)."
+        ) from None
+
+
+def _newline(text: str) -> str:
+    crlf = text.count("\r\n")
+    return "\r\n" if crlf and crlf * 2 >= text.count("\n") else "\n"
+
+
+def _joined(text: str, entry_text: str) -> str:
+    if text and not text.endswith("\n"):
+        text += "\r\n" if entry_text.endswith("\r\n") else "\n"
+    nl = "\r\n" if entry_text.endswith("\r\n") else "\n"
+    if text and not text.endswith(nl + nl) and not text.endswith("\n\n"):
+        text += nl
+    return text + entry_text
+
+
+def prepare_entry(draft: str, used: set[str], newline: str = "\n") -> tuple[str, str]:
+    """``(id, text)``: the draft with an ``<!-- entry: id -->`` line under its heading, a
+    fresh id, surrounding blank lines trimmed, and a ``---`` rule after it as in the header."""
+    lines = [line.rstrip("\r\n") for line in split_lines(draft.replace("\r\n", "\n"))]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines or entry_heading(lines[0]) is None:
+        raise ValueError("the entry must start with its heading, e.g. '## Title (YYYY-MM-DD)'")
+    from journal_agent.journal.model import _explicit_id
+
+    title, date = entry_heading(lines[0])  # type: ignore[misc]
+    explicit = _explicit_id([line + "\n" for line in lines])
+    if explicit is not None:
+        body_start = next(i for i in range(1, len(lines)) if lines[i].strip())
+        del lines[body_start]
+    from journal_agent.journal._text import slugify
+
+    entry_id = unique_id(explicit or f"{slugify(title)}-{date}", used)
+    lines.insert(1, id_comment(entry_id))
+    if lines[-1].strip() not in ("---", "***", "___"):
+        lines += ["", "---"]
+    return entry_id, newline.join(lines) + newline

@@ -1,0 +1,371 @@
+"""``journal check``: every rule an entry must pass, as one list of problems.
+
+Problem kinds (exactly these): ``missing_ref``, ``stale_ref``, ``bad_citation``,
+``unquoted_number``, ``missing_section``, ``encoding``.
+
+The number rules, conservatively (see docs/journal.md):
+
+* Beside a citation ``[m:<id>]`` — in the same table row, else the same sentence (or the
+  sentence before, when the citation stands alone) — every number with a memory or time unit
+  must be a value of a cited record (its results or calculation steps), unit-aware and
+  rounding-tolerant. In a span with ``=`` only the numbers after the last ``=`` are checked:
+  the left side is the calculation being shown.
+* ``unquoted_number``: a number with a memory or time unit on a line that
+  - is outside code blocks and inline code (calculations and outputs live there),
+  - has no citation, is not part of a paragraph, list item or table that has one,
+  - shows no calculation (``=``, ``≈``, ``×``, ``÷``, ``→`` or ``a op b`` between numbers),
+  - is not a question, and is not in the 🔗 Related, ❓ Follow-up or 🏷️ Tags sections.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from journal_agent.journal import numbers
+from journal_agent.journal._text import bare, split_lines
+from journal_agent.journal.encoding import scan, scan_text
+from journal_agent.journal.model import Citation, Entry, Journal, parse_journal
+from journal_agent.journal.refs import FileCache, RefStore, content_hash, resolve_problem
+from journal_agent.journal.sections import REQUIRED
+from journal_agent.paths import JOURNAL_FILE, measurements_dir, state_dir
+
+KINDS = (
+    "missing_ref",
+    "stale_ref",
+    "bad_citation",
+    "unquoted_number",
+    "missing_section",
+    "encoding",
+)
+_EXEMPT_SECTIONS = {"related", "follow_up", "tags"}
+_CALC = re.compile(r"[=≈×÷→]|\d\s*(?:[*/+]|\sx\s|\s-\s)\s*\d")
+_CODE_SPAN = re.compile(r"(`+).+?\1")
+_CITE = re.compile(r"\[m:[^\]\s]*\]")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_SENTENCE_END = re.compile(r"[.!?;](?=\s)")
+
+
+@dataclass
+class Problem:
+    entry: str
+    kind: str
+    detail: str
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CheckReport:
+    ok: bool
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "entries": self.entries,
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+class Records:
+    """Measurement records by id, loaded once per check (``profiling.records``)."""
+
+    def __init__(self, root: Path) -> None:
+        from profiling.records import RecordStore
+
+        self.store = RecordStore(measurements_dir(root))
+        self._cache: dict[str, Any] = {}
+
+    def values(self, record_id: str) -> list[tuple[str, float, str]] | str:
+        """``[(name, value, unit)]`` of the record's results and steps, or why it is unusable."""
+        if record_id not in self._cache:
+            try:
+                record = self.store.load(record_id)
+                self._cache[record_id] = [(q.name, q.value, q.unit) for q in record.results] + [
+                    (s.name, s.value, s.unit) for s in record.steps
+                ]
+            except KeyError:
+                self._cache[record_id] = (
+                    f"[m:{record_id}] does not resolve to a measurement record in "
+                    f"{self.store.directory}"
+                )
+            except ValueError as exc:
+                self._cache[record_id] = f"[m:{record_id}]: {exc}"
+        return self._cache[record_id]
+
+
+class Checker:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.files = FileCache(self.root)
+        self.records = Records(self.root)
+        self.hashes = RefStore(state_dir(self.root) / "refs.json").load()
+
+    # -- one entry ---------------------------------------------------------------------------
+    def check_entry(self, entry: Entry) -> list[Problem]:
+        problems: list[Problem] = []
+        problems += self._sections(entry)
+        problems += self._refs(entry)
+        problems += self._citations(entry)
+        problems += self._unquoted(entry)
+        return problems
+
+    def _sections(self, entry: Entry) -> list[Problem]:
+        present = entry.section_keys()
+        return [
+            Problem(
+                entry.id,
+                "missing_section",
+                f"required section {spec.number}. {spec.title} is missing "
+                f"(add a '### {spec.title}' heading or a '**{spec.title}**:' line)",
+                entry.start_line,
+            )
+            for spec in REQUIRED
+            if spec.key not in present
+        ]
+
+    def _refs(self, entry: Entry) -> list[Problem]:
+        problems = []
+        recorded = self.hashes.get(entry.id, {})
+        for ref in entry.refs:
+            why = resolve_problem(ref, self.files)
+            if why is not None:
+                problems.append(Problem(entry.id, "missing_ref", why, ref.line))
+                continue
+            old = recorded.get(ref.key)
+            if old is not None and old != content_hash(ref, self.files):
+                lines = (
+                    f"line {ref.start}" if ref.start == ref.end else f"lines {ref.start}-{ref.end}"
+                )
+                problems.append(
+                    Problem(
+                        entry.id,
+                        "stale_ref",
+                        f"{ref.path} {lines} changed since the entry was written "
+                        f"(reference {ref.key}); re-read the code and update the entry",
+                        ref.line,
+                    )
+                )
+        return problems
+
+    def _citations(self, entry: Entry) -> list[Problem]:
+        problems: list[Problem] = []
+        by_line: dict[int, list[Citation]] = {}
+        for cit in entry.citations:
+            by_line.setdefault(cit.line, []).append(cit)
+        for lineno, cits in by_line.items():
+            line = bare(entry.lines[lineno - entry.start_line])
+            usable: dict[str, list[tuple[str, float, str]]] = {}
+            for cit in cits:
+                values = self.records.values(cit.record_id) if cit.record_id else None
+                if values is None or isinstance(values, str):
+                    detail = values or "[m:] has no record id; cite a record as [m:<id>]"
+                    problems.append(Problem(entry.id, "bad_citation", detail, lineno))
+                else:
+                    usable[cit.record_id] = values
+            for span, ids in _spans(line, cits):
+                values = [v for rid in ids if rid in usable for v in usable[rid]]
+                if not values or len(values) == 0:
+                    continue
+                for quoted in numbers.find_quantities(span):
+                    if not any(numbers.matches(quoted, v, u) for _, v, u in values):
+                        problems.append(
+                            Problem(
+                                entry.id,
+                                "bad_citation",
+                                f"{quoted.text} beside {', '.join(f'[m:{i}]' for i in ids)} is "
+                                f"not a value of the cited record{'s' if len(ids) > 1 else ''}"
+                                f"{_closest(quoted, values)}",
+                                lineno,
+                            )
+                        )
+        return problems
+
+    def _unquoted(self, entry: Entry) -> list[Problem]:
+        problems: list[Problem] = []
+        exempt = set()
+        for section in entry.sections:
+            if section.spec is not None and section.spec.key in _EXEMPT_SECTIONS:
+                exempt.update(range(section.start, section.end))
+        cited_blocks = _cited_blocks(entry)
+        for i in range(1, len(entry.lines)):
+            if entry.fences[i] or i in exempt or i in cited_blocks:
+                continue
+            line = _CODE_SPAN.sub(" ", bare(entry.lines[i]))
+            if not any(ch.isdigit() for ch in line) or _CALC.search(line):
+                continue
+            if line.rstrip().endswith("?") or line.lstrip().startswith("#"):
+                continue
+            found = numbers.find_quantities(line)
+            if found:
+                shown = ", ".join(f"'{q.text}'" for q in found[:4])
+                problems.append(
+                    Problem(
+                        entry.id,
+                        "unquoted_number",
+                        f"{shown} has no measurement citation [m:<id>] and no calculation "
+                        "shown on its line; cite the record it came from or show the steps",
+                        entry.start_line + i,
+                    )
+                )
+        return problems
+
+
+def _cited_blocks(entry: Entry) -> set[int]:
+    """Lines of paragraphs, list items and tables that contain a citation (outside code)."""
+    blocks: list[list[int]] = []
+    current: list[int] = []
+    kind = ""
+    for i in range(1, len(entry.lines)):
+        text = bare(entry.lines[i])
+        if entry.fences[i] or not text.strip():
+            if current:
+                blocks.append(current)
+            current, kind = [], ""
+            continue
+        line_kind = "table" if text.lstrip().startswith("|") else "text"
+        starts_new = _LIST_ITEM.match(text) or text.lstrip().startswith("#") or line_kind != kind
+        if starts_new and current:
+            blocks.append(current)
+            current = []
+        current.append(i)
+        kind = line_kind
+    if current:
+        blocks.append(current)
+    cited: set[int] = set()
+    prev_cited = False
+    for block in blocks:
+        has = any(_CITE.search(entry.lines[i]) for i in block)
+        is_table = bare(entry.lines[block[0]]).lstrip().startswith("|")
+        # A table's caption ("Peak memory [m:x]:" right above it) covers the table.
+        if has or (is_table and prev_cited):
+            cited.update(block)
+        prev_cited = has
+    return cited
+
+
+def _spans(line: str, cits: list[Citation]) -> list[tuple[str, list[str]]]:
+    """The text checked against each citation: the table row, else its sentence."""
+    ids = [c.record_id for c in cits if c.record_id]
+    if line.lstrip().startswith("|"):
+        return [(_after_equals(_CITE.sub(" ", line)), ids)]
+    bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(line)] + [len(line)]
+    sentences = [(bounds[k], bounds[k + 1]) for k in range(len(bounds) - 1)]
+    out: dict[int, list[str]] = {}
+    for cit in cits:
+        if not cit.record_id:
+            continue
+        k = next(n for n, (a, b) in enumerate(sentences) if a <= cit.start < b or b == len(line))
+        text = _CITE.sub(" ", line[sentences[k][0] : sentences[k][1]])
+        if not numbers.find_quantities(text) and k > 0:
+            k -= 1  # "Peak was 71.7 GiB. [m:x]": the citation closes the previous sentence
+        out.setdefault(k, []).append(cit.record_id)
+    return [
+        (_after_equals(_CITE.sub(" ", line[sentences[k][0] : sentences[k][1]])), rids)
+        for k, rids in out.items()
+    ]
+
+
+def _after_equals(text: str) -> str:
+    return text.rsplit("=", 1)[-1] if "=" in text else text
+
+
+def _closest(quoted: numbers.Quoted, values: list[tuple[str, float, str]]) -> str:
+    best = None
+    for name, value, unit in values:
+        q = numbers.unit_scale(quoted.unit)
+        r = numbers.unit_scale(unit)
+        if not (q and r and q[0] == r[0]):
+            continue
+        distance = abs(value * r[1] / q[1] - quoted.value)
+        if best is None or distance < best[0]:
+            best = (distance, name, numbers.describe(value, unit, quoted))
+    return f" (closest: {best[1]} = {best[2]})" if best else " (it has no value in that unit)"
+
+
+# -- whole journal / drafts ------------------------------------------------------------------
+
+
+def check_journal(root: Path) -> CheckReport:
+    path = Path(root) / JOURNAL_FILE
+    if not path.is_file():
+        return CheckReport(ok=True)
+    data = path.read_bytes()
+    issues = scan(data)
+    text = data.decode("utf-8", errors="replace")
+    journal = parse_journal(text)
+    checker = Checker(root)
+    problems: list[Problem] = []
+    entry_problems: dict[str, int] = {}
+    for issue in issues:
+        owner = _owner(journal, issue.line)
+        problems.append(Problem(owner, "encoding", issue.detail, issue.line))
+    for entry in journal.entries:
+        problems += checker.check_entry(entry)
+    for p in problems:
+        entry_problems[p.entry] = entry_problems.get(p.entry, 0) + 1
+    entries = [{**e.summary(), "problems": entry_problems.get(e.id, 0)} for e in journal.entries]
+    problems.sort(key=lambda p: (p.line or 0, p.kind))
+    return CheckReport(ok=not problems, entries=entries, problems=problems)
+
+
+def _owner(journal: Journal, line: int) -> str:
+    owner = "(preamble)"
+    for entry in journal.entries:
+        if entry.start_line <= line:
+            owner = entry.id
+        else:
+            break
+    return owner
+
+
+class DraftError(ValueError):
+    """The text is not one entry (no dated heading, or several entries)."""
+
+
+def parse_draft(text: str) -> Entry:
+    journal = parse_journal(text)
+    if not journal.entries:
+        raise DraftError(
+            "the entry has no heading with its title and date; start it with a line such as "
+            "'## ZeRO Stage 2 (2026-11-21)'"
+        )
+    if len(journal.entries) > 1:
+        raise DraftError(
+            f"the text holds {len(journal.entries)} entries (dated headings at lines "
+            f"{', '.join(str(e.start_line) for e in journal.entries)}); append one at a time"
+        )
+    if journal.preamble.strip():
+        raise DraftError("the entry has text before its heading; start with the dated heading")
+    return journal.entries[0]
+
+
+def validate_draft(root: Path, text: str) -> tuple[Entry, list[Problem]]:
+    """Parse a draft entry and check it as ``journal check`` would (lines are the draft's)."""
+    entry = parse_draft(text)
+    checker = Checker(root)
+    problems = [
+        Problem(entry.id, "encoding", i.detail, i.line) for i in scan_text(text)
+    ] + checker.check_entry(entry)
+    return entry, problems
+
+
+def ref_hashes(root: Path, entry: Entry) -> dict[str, str]:
+    """Content hashes of the lines an entry references (those that resolve)."""
+    files = FileCache(Path(root))
+    out = {}
+    for ref in entry.refs:
+        digest = content_hash(ref, files)
+        if digest is not None and resolve_problem(ref, files) is None:
+            out[ref.key] = digest
+    return out
+
+
+def count_lines(text: str) -> int:
+    return len(split_lines(text))
