@@ -1,0 +1,42 @@
+"""The built-in tools, and a ready-made context for running them in one workspace."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from journal_agent.tools.base import Tool, ToolContext
+from journal_agent.tools.permissions import PermissionPolicy, Prompt
+from journal_agent.tools.reads import ReadTracker
+
+
+def builtin_tools() -> dict[str, Tool]:
+    """Claude Code's file and shell tools, by name: Read, Write, Edit, Grep, Glob, Bash."""
+    from journal_agent.tools.bash import Bash
+    from journal_agent.tools.edit import Edit
+    from journal_agent.tools.glob import Glob
+    from journal_agent.tools.grep import Grep
+    from journal_agent.tools.read import Read
+    from journal_agent.tools.write import Write
+
+    tools: list[Tool] = [Read(), Write(), Edit(), Grep(), Glob(), Bash()]
+    return {tool.name: tool for tool in tools}
+
+
+def make_context(
+    root: Path,
+    *,
+    mode: str | None = None,
+    allow: Iterable[str] = (),
+    deny: Iterable[str] = (),
+    prompt: Prompt | None = None,
+) -> ToolContext:
+    """A context for one run: the permission policy from the settings files plus ``allow`` /
+    ``deny`` / ``mode`` overrides, and fresh read tracking.
+
+    ``prompt`` answers "ask" decisions (see :func:`journal_agent.tools.permissions.tty_prompt`);
+    without it they are denied.
+    """
+    root = Path(root).expanduser().resolve()
+    policy = PermissionPolicy.from_settings(root, mode=mode, allow=allow, deny=deny, prompt=prompt)
+    return ToolContext(root=root, policy=policy, reads=ReadTracker())
