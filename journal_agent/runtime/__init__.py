@@ -1,0 +1,36 @@
+"""The agent runtime: drives the Anthropic Messages API with our tools.
+
+Public API (imported lazily, so ``import journal_agent.runtime`` stays cheap)::
+
+    from journal_agent.runtime import run_agent, run_command, RunConfig, RunOptions
+
+See docs/runtime.md. The Anthropic SDK is imported only when a model is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "run_agent": "journal_agent.runtime.runner",
+    "run_command": "journal_agent.runtime.runner",
+    "prepare_agent": "journal_agent.runtime.runner",
+    "prepare_command": "journal_agent.runtime.runner",
+    "execute": "journal_agent.runtime.runner",
+    "RunConfig": "journal_agent.runtime.runner",
+    "RunOptions": "journal_agent.runtime.loop",
+    "AgentLoop": "journal_agent.runtime.loop",
+    "AgentSpec": "journal_agent.runtime.loop",
+    "Session": "journal_agent.runtime.loop",
+    "RunResult": "journal_agent.runtime.result",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'journal_agent.runtime' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -16,6 +16,7 @@ Assistant content goes back verbatim (thinking blocks and signatures included).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,13 @@ from typing import Any
 from journal_agent.runtime import result as R
 from journal_agent.runtime.caching import cached_system, cached_tools, with_message_breakpoints
 from journal_agent.runtime.client import DEFAULT_TIMEOUT_S, create_message
-from journal_agent.runtime.dispatch import ToolCall, ToolOutcome, run_tool_calls, tool_result_blocks
+from journal_agent.runtime.dispatch import (
+    TOOL_ALIASES,
+    ToolCall,
+    ToolOutcome,
+    run_tool_calls,
+    tool_result_blocks,
+)
 from journal_agent.runtime.events import (
     AssistantText,
     Done,
@@ -84,6 +91,16 @@ class Session:
     # Called with the model's question when it ends a turn asking one; returns the reply,
     # or None/"" to finish. None here means non-interactive.
     ask: Callable[[str], str | None] | None = None
+    # Run-wide, across sub-agents: files the file tools changed, tool call counts.
+    written: set[str] = field(default_factory=set)
+    tools_used: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count_tool(self, name: str, path: str | None) -> None:
+        with self._lock:
+            self.tools_used[name] = self.tools_used.get(name, 0) + 1
+            if path:
+                self.written.add(path)
 
     def log(self, kind: str, agent: str, **data: Any) -> None:
         if self.transcript is not None:
@@ -220,14 +237,18 @@ class AgentLoop:
             on_finish=self._on_tool_finish,
         )
         for o in outcomes:
-            self.tools_used[o.call.name] = self.tools_used.get(o.call.name, 0) + 1
+            name = TOOL_ALIASES.get(o.call.name, o.call.name)
+            self.tools_used[name] = self.tools_used.get(name, 0) + 1
+            path = None
             if (
                 not o.result.is_error
                 and o.call.name in _WRITING_TOOLS
                 and isinstance(o.call.input, dict)
                 and o.call.input.get("file_path")
             ):
-                self.written.add(str(o.call.input["file_path"]))
+                path = str(o.call.input["file_path"])
+                self.written.add(path)
+            self.session.count_tool(name, path)
         return tool_result_blocks(outcomes)
 
     # -- the loop ---------------------------------------------------------------------------
@@ -346,4 +367,3 @@ class AgentLoop:
             return self._finish(
                 R.UNKNOWN_STOP, last_text, f"stopped on an unknown stop reason '{stop}'."
             )
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from journal_agent.runtime.usage import TokenUsage
@@ -33,6 +34,10 @@ class RunResult:
     files_changed: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     transcript: str | None = None
+
+    @property
+    def transcript_path(self) -> Path | None:
+        return Path(self.transcript) if self.transcript else None
 
     @property
     def ok(self) -> bool:

@@ -97,3 +97,21 @@ def make_loop(
         model="claude-sonnet-5-5",
     )
     return AgentLoop(session, spec, ToolContext(root=root))
+
+
+def write_agent(root: Path, name: str, body: str, **front: str) -> Path:
+    """An agent file in ``<root>/.claude/agents/``."""
+    lines = [f"name: {name}", f"description: {front.pop('description', name + ' agent')}"]
+    lines += [f"{k}: {v}" for k, v in front.items()]
+    path = root / ".claude" / "agents" / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("---\n" + "\n".join(lines) + "\n---\n\n" + body + "\n", encoding="utf-8")
+    return path
+
+
+def write_command(root: Path, name: str, body: str, **front: str) -> Path:
+    path = root / ".claude" / "commands" / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = "".join(f"{k}: {v}\n" for k, v in front.items())
+    path.write_text(f"---\n{head}---\n\n{body}\n" if head else body + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,337 @@
+"""Running an agent or a slash command end to end: definition → spec → loop → result.
+
+This is the Python API behind ``journal-agent run`` / ``command`` / ``learn``::
+
+    from journal_agent.runtime import run_agent
+    result = run_agent("learning-journal", "Record what ZeRO-2 shards", root=Path("."))
+    print(result.final_text, result.cost_usd, result.files_changed)
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from journal_agent.errors import UserError
+from journal_agent.runtime import _files
+from journal_agent.runtime.client import make_client
+from journal_agent.runtime.events import EventSink, Notice, ignore
+from journal_agent.runtime.loop import AgentLoop, AgentSpec, RunOptions, Session
+from journal_agent.runtime.models import ModelTable, model_table
+from journal_agent.runtime.prompt import GENERAL_SYSTEM_PROMPT, select_tools, system_prompt
+from journal_agent.runtime.result import RunResult
+from journal_agent.runtime.task import GENERAL_PURPOSE, task_tool
+from journal_agent.runtime.transcript import Transcript, new_run_id
+from journal_agent.tools.base import Tool, ToolContext, ToolError
+
+
+@dataclass
+class RunConfig:
+    """Everything about *how* to run, independent of *what* runs."""
+
+    root: Path
+    model: str | None = None  # --model: wins over the definition's model
+    options: RunOptions = field(default_factory=RunOptions)
+    mode: str | None = None  # permission mode; else the agent's permissionMode, else settings
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    ask: Callable[[str], str | None] | None = None  # the user's reply to a model's question
+    permission_prompt: Callable[[str, str], bool] | None = None
+    emit: EventSink = ignore
+    home: Path | None = None
+    tools: dict[str, Tool] | None = None  # default: the built-in registry
+    client: Any = None  # default: from ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL
+    max_retries: int = 2
+    run_id: str | None = None
+    transcript: bool = True
+
+
+@dataclass
+class Prepared:
+    """A run ready to start (or to print, for --dry-run)."""
+
+    spec: AgentSpec
+    prompt: str
+    config: RunConfig
+    table: ModelTable
+    agents: dict[str, Any]  # name → AgentDefinition, for the Task tool
+    missing_tools: list[str] = field(default_factory=list)
+    permission_mode: str | None = None
+    _launcher: _Launcher | None = None
+
+    def first_request(self) -> dict[str, Any]:
+        """The exact body of the first request."""
+        loop = AgentLoop(
+            Session(client=None, options=self.config.options),
+            self.spec,
+            ToolContext(root=self.config.root),
+        )
+        loop.messages.append({"role": "user", "content": self.prompt})
+        return loop.build_request()
+
+
+# -- building -------------------------------------------------------------------------------
+
+
+def _settings(root: Path, home: Path | None) -> Any:
+    from journal_agent.settings import load_settings
+
+    return load_settings(root, home)
+
+
+def _registry(config: RunConfig) -> dict[str, Tool]:
+    if config.tools is not None:
+        return dict(config.tools)
+    from journal_agent.tools.registry import builtin_tools
+
+    return dict(builtin_tools())
+
+
+def _context(config: RunConfig, mode: str | None) -> ToolContext:
+    """A fresh context (own read tracking) for each agent; the same permission rules."""
+    try:
+        from journal_agent.tools.registry import make_context
+    except ImportError:  # a host without the registry (tests of the loop alone)
+        return ToolContext(root=config.root)
+    return make_context(
+        config.root,
+        mode=config.mode or mode,
+        allow=config.allow,
+        deny=config.deny,
+        prompt=config.permission_prompt,
+    )
+
+
+def _discover(config: RunConfig) -> dict[str, Any]:
+    from journal_agent.definitions import discover_agents
+
+    return dict(discover_agents(config.root, config.home).found)
+
+
+def _find_agent(agents: dict[str, Any], name: str) -> Any | None:
+    if name in agents:
+        return agents[name]
+    # ``plugin:agent`` and bare ``agent`` address the same plugin agent
+    short = name.split(":")[-1]
+    matches = [a for key, a in agents.items() if key.split(":")[-1] == short]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _with_task(
+    tools: dict[str, Tool], wanted: list[str] | None, launcher: _Launcher, agents: dict[str, Any]
+) -> dict[str, Tool]:
+    from journal_agent.runtime.prompt import tool_names
+
+    names = tool_names(wanted)
+    if names is not None and "Task" not in names:
+        return tools
+    task = task_tool(launcher, {n: a.description for n, a in agents.items()})
+    return {**tools, "Task": task}
+
+
+def prepare_agent(name: str, prompt: str, config: RunConfig) -> Prepared:
+    """``journal-agent run NAME PROMPT``: the agent's body is the system prompt."""
+    from journal_agent.definitions import load_agent
+
+    definition = load_agent(name, config.root, config.home)
+    table = model_table(_settings(config.root, config.home))
+    model = table.resolve(config.model or definition.model)
+    agents = _discover(config)
+    tools, missing = select_tools(_registry(config), definition.tools, definition.disallowed_tools)
+    prepared = Prepared(
+        spec=AgentSpec(
+            name=definition.name,
+            system=system_prompt(definition.system_prompt, config.root, model),
+            tools=tools,
+            model=model,
+            max_turns=definition.max_turns,
+        ),
+        prompt=prompt,
+        config=config,
+        table=table,
+        agents=agents,
+        missing_tools=missing,
+        permission_mode=definition.permission_mode,
+    )
+    _attach_task(prepared, definition.tools)
+    return prepared
+
+
+def prepare_command(name: str, arguments: str, config: RunConfig) -> Prepared:
+    """``journal-agent command NAME ARGS`` / ``learn TOPIC``: the expanded command text is the
+    first user message; the system prompt is the general one."""
+    from journal_agent.definitions import expand_command, load_command
+
+    command = load_command(name, config.root, config.home)
+    text = expand_command(command, arguments, config.root)
+    table = model_table(_settings(config.root, config.home))
+    model = table.resolve(config.model or command.model)
+    agents = _discover(config)
+    tools, missing = select_tools(_registry(config), command.allowed_tools)
+    prepared = Prepared(
+        spec=AgentSpec(
+            name=f"/{command.name}",
+            system=system_prompt(GENERAL_SYSTEM_PROMPT, config.root, model),
+            tools=tools,
+            model=model,
+        ),
+        prompt=text,
+        config=config,
+        table=table,
+        agents=agents,
+        missing_tools=missing,
+    )
+    _attach_task(prepared, command.allowed_tools)
+    return prepared
+
+
+def _attach_task(prepared: Prepared, wanted: list[str] | None) -> None:
+    launcher = _Launcher(prepared)
+    prepared._launcher = launcher
+    prepared.spec.tools = _with_task(prepared.spec.tools, wanted, launcher, prepared.agents)
+
+
+# -- sub-agents -----------------------------------------------------------------------------
+
+
+class _Launcher:
+    """Starts sub-agents for the Task tool, in the parent's session (budget, transcript)."""
+
+    def __init__(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+        self.session: Session | None = None
+        self._count = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def __call__(self, subagent_type: str, prompt: str, description: str) -> RunResult:
+        p, config = self.prepared, self.prepared.config
+        if self.session is None:
+            raise ToolError("sub-agents can only start during a run")
+        registry = {n: t for n, t in _registry(config).items() if n != "Task"}
+        definition = _find_agent(p.agents, subagent_type)
+        if definition is not None:
+            model = p.table.resolve(definition.model, inherit=p.spec.model)
+            tools, _ = select_tools(registry, definition.tools, definition.disallowed_tools)
+            body, max_turns, mode = (
+                definition.system_prompt,
+                definition.max_turns,
+                definition.permission_mode,
+            )
+        elif subagent_type in (GENERAL_PURPOSE, ""):
+            model, tools, body, max_turns, mode = (
+                p.spec.model,
+                registry,
+                GENERAL_SYSTEM_PROMPT,
+                None,
+                None,
+            )
+        else:
+            names = ", ".join([GENERAL_PURPOSE, *sorted(p.agents)])
+            raise ToolError(f"Unknown subagent_type '{subagent_type}'. Available: {names}.")
+        with self._lock:
+            n = next(self._count)
+        spec = AgentSpec(
+            name=subagent_type or GENERAL_PURPOSE,
+            system=system_prompt(body, config.root, model),
+            tools=tools,
+            model=model,
+            max_turns=max_turns,
+        )
+        label = f"main/{spec.name}#{n}"
+        self.session.log("notice", label, message=f"sub-agent started: {description}")
+        loop = AgentLoop(self.session, spec, _context(config, mode), label=label, interactive=False)
+        return loop.run(prompt)
+
+
+# -- running --------------------------------------------------------------------------------
+
+
+def _relative(root: Path, path: str) -> str:
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return str(p.resolve().relative_to(root.resolve()))
+        except ValueError:
+            return str(p)
+    return os.path.normpath(path)
+
+
+def _serialized(prompt: Callable[[str, str], bool] | None) -> Callable[[str, str], bool] | None:
+    """Parallel tools must not ask the user two questions at once."""
+    if prompt is None:
+        return None
+    lock = threading.Lock()
+
+    def ask(tool: str, subject: str) -> bool:
+        with lock:
+            return prompt(tool, subject)
+
+    return ask
+
+
+def execute(prepared: Prepared) -> RunResult:
+    config = prepared.config
+    client = config.client or make_client(max_retries=config.max_retries)
+    run_id = config.run_id or new_run_id()
+    transcript = None
+    if config.transcript:
+        secrets = [
+            s for s in (getattr(client, "api_key", None), getattr(client, "auth_token", None)) if s
+        ]
+        transcript = Transcript.for_run(config.root, run_id, secrets=secrets)
+    config.permission_prompt = _serialized(config.permission_prompt)
+    session = Session(
+        client=client,
+        options=config.options,
+        table=prepared.table,
+        emit=config.emit,
+        transcript=transcript,
+        ask=config.ask,
+    )
+    if prepared._launcher is not None:
+        prepared._launcher.session = session
+    for name in prepared.missing_tools:
+        session.emit(Notice("main", f"tool '{name}' is not available here; skipped"))
+    before = _files.snapshot(config.root)
+    try:
+        loop = AgentLoop(session, prepared.spec, _context(config, prepared.permission_mode))
+        result = loop.run(prepared.prompt)
+    finally:
+        if transcript is not None:
+            transcript.close()
+    changed = _files.changed(before, _files.snapshot(config.root))
+    written = {_relative(config.root, p) for p in session.written}
+    result.files_changed = sorted(written | set(changed or []))
+    result.tools_used = dict(session.tools_used)
+    # Run-wide totals: the sub-agents' tokens and cost are part of this run.
+    result.usage = session.meter.usage
+    result.cost_usd = None if session.meter.unpriced else session.meter.cost_usd
+    result.transcript = str(transcript.path) if transcript is not None else None
+    return result
+
+
+def run_agent(name: str, prompt: str, *, root: Path, **kwargs: Any) -> RunResult:
+    """Run agent definition ``name`` on ``prompt``; keyword arguments are RunConfig fields."""
+    return execute(prepare_agent(name, prompt, RunConfig(root=Path(root), **kwargs)))
+
+
+def run_command(name: str, arguments: str = "", *, root: Path, **kwargs: Any) -> RunResult:
+    """Run slash command ``name`` with ``arguments``; keyword arguments are RunConfig fields."""
+    return execute(prepare_command(name, arguments, RunConfig(root=Path(root), **kwargs)))
+
+
+__all__ = [
+    "Prepared",
+    "RunConfig",
+    "UserError",
+    "execute",
+    "prepare_agent",
+    "prepare_command",
+    "run_agent",
+    "run_command",
+]

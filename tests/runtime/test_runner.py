@@ -1,0 +1,226 @@
+"""Agent and command runs end to end: definitions, sub-agents in parallel, totals."""
+
+from __future__ import annotations
+
+import pytest
+from runtime_helpers import API_KEY, Rendezvous, WriteNote, write_agent, write_command
+
+from journal_agent.errors import UserError
+from journal_agent.runtime import RunOptions, run_agent, run_command
+from journal_agent.runtime.events import ToolCalled
+from journal_agent.runtime.transcript import read_transcript
+from journal_agent.testing import ScriptedModel, reply, tool_use
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+def _tools(parties: int = 2) -> dict:
+    return {"WriteNote": WriteNote(), "Rendezvous": Rendezvous(parties)}
+
+
+def test_two_subagents_run_in_parallel_and_return_their_final_messages(project, tmp_path):
+    write_agent(project, "lead", "You are the lead.", tools="Task, WriteNote")
+    write_agent(project, "writer-a", "You are writer A.", model="haiku")
+    write_agent(project, "writer-b", "You are writer B.", tools="Rendezvous, WriteNote")
+    ta = tool_use("Task", {"description": "a", "prompt": "write a", "subagent_type": "writer-a"})
+    tb = tool_use("Agent", {"description": "b", "prompt": "write b", "subagent_type": "writer-b"})
+    usage = {"input_tokens": 100, "output_tokens": 10}
+    model = ScriptedModel(
+        [reply(ta, tb, usage=usage), reply("Both writers finished.", usage=usage)],
+        routes={
+            "You are writer A.": [
+                reply(
+                    tool_use("Rendezvous", {"label": "A"}),
+                    tool_use("WriteNote", {"path": "a.md", "text": "from A"}),
+                    usage=usage,
+                ),
+                reply("A wrote a.md", usage=usage),
+            ],
+            "You are writer B.": [
+                reply(
+                    tool_use("Rendezvous", {"label": "B"}),
+                    tool_use("WriteNote", {"path": "b.md", "text": "from B"}),
+                    usage=usage,
+                ),
+                reply("B wrote b.md", usage=usage),
+            ],
+        },
+    )
+    events: list = []
+    result = run_agent(
+        "lead",
+        "write both",
+        root=project,
+        client=model.client(api_key=API_KEY),
+        tools=_tools(),
+        home=tmp_path / "home",
+        emit=events.append,
+    )
+
+    assert result.status == "completed" and result.final_text == "Both writers finished."
+    assert (project / "a.md").read_text() == "from A\n"
+    assert (project / "b.md").read_text() == "from B\n"
+    # the Rendezvous calls of the two sub-agents met: they ran at the same time
+    sub_results = [
+        r.body["messages"][-1]["content"]
+        for r in model.requests
+        if "You are writer" in r.system_text and len(r.body["messages"]) == 3
+    ]
+    assert sorted(c[0]["content"] for c in sub_results) == ["A: met", "B: met"]
+    # the lead got each sub-agent's final message, in the order of its Task calls
+    lead_second = [r for r in model.requests if "You are the lead." in r.system_text][1]
+    results = lead_second.body["messages"][-1]["content"]
+    assert [r["tool_use_id"] for r in results] == [ta["id"], tb["id"]]
+    assert [r["content"] for r in results] == ["A wrote a.md", "B wrote b.md"]
+    # models: writer-a says haiku; writer-b inherits the lead's
+    models = {r.system_text.split()[3]: r.body["model"] for r in model.requests}
+    assert models["A."] == "claude-haiku-5-5" and models["B."] == models["lead."]
+    # tools: writer-a gets every tool except Task; writer-b only what it lists
+    tools_of = {
+        r.system_text.split()[3]: [t["name"] for t in r.body.get("tools", [])]
+        for r in model.requests
+    }
+    assert tools_of["lead."] == ["WriteNote", "Task"]
+    assert sorted(tools_of["A."]) == ["Rendezvous", "WriteNote"]
+    assert tools_of["B."] == ["Rendezvous", "WriteNote"]
+    # run totals include the sub-agents: 6 requests of 100 + 10 tokens
+    assert result.usage.input == 600 and result.usage.output == 60
+    assert result.files_changed == ["a.md", "b.md"]
+    assert result.tools_used["Task"] == 2 and result.tools_used["WriteNote"] == 2
+    agents = {e.agent for e in events if isinstance(e, ToolCalled)}
+    assert agents == {"main", "main/writer-a#1", "main/writer-b#2"} or agents == {
+        "main",
+        "main/writer-a#2",
+        "main/writer-b#1",
+    }
+    records = read_transcript(result.transcript_path)
+    assert {r["agent"] for r in records} >= {"main"} | (agents - {"main"})
+    assert API_KEY not in result.transcript_path.read_text()
+
+
+def test_task_tool_description_lists_agents_and_unknown_type_is_an_error(project, tmp_path):
+    write_agent(project, "lead", "You are the lead.", tools="Task")
+    write_agent(project, "helper", "You help.", description="Helps with things")
+    bad = tool_use("Task", {"description": "x", "prompt": "y", "subagent_type": "nobody"})
+    model = ScriptedModel([reply(bad), reply("ok")])
+    run_agent("lead", "go", root=project, client=model.client(), tools={}, home=tmp_path / "home")
+    task = model.requests[0].body["tools"][0]
+    assert task["name"] == "Task" and "helper: Helps with things" in task["description"]
+    assert set(task["input_schema"]["required"]) == {"description", "prompt"}
+    (res,) = model.requests[1].body["messages"][-1]["content"]
+    assert res["is_error"] is True and "Unknown subagent_type 'nobody'" in res["content"]
+
+
+def test_agent_definition_shapes_the_request(project, tmp_path):
+    write_agent(
+        project,
+        "reader",
+        "You only read.",
+        tools="WriteNote, Bash(git diff:*), Nope",
+        disallowedTools="Rendezvous",
+        model="opus",
+        maxTurns="1",
+    )
+    model = ScriptedModel(
+        [reply(tool_use("WriteNote", {"path": "n", "text": "t"})), reply("never")]
+    )
+    result = run_agent(
+        "reader", "go", root=project, client=model.client(), tools=_tools(), home=tmp_path / "home"
+    )
+    body = model.requests[0].body
+    assert body["model"] == "claude-opus-5-5"
+    assert [t["name"] for t in body["tools"]] == ["WriteNote"]
+    assert body["system"][0]["text"].startswith("You only read.")
+    assert f"Workspace root: {project}" in body["system"][0]["text"]
+    assert body["messages"][0]["content"][0]["text"] == "go"
+    assert result.status == "max_turns" and len(model.requests) == 1  # maxTurns: 1
+
+
+def test_model_flag_and_settings_aliases(project, tmp_path):
+    write_agent(project, "a", "Body.", model="haiku")
+    (project / ".journal").mkdir()
+    (project / ".journal" / "settings.json").write_text('{"models": {"haiku": "my-haiku"}}')
+    model = ScriptedModel([reply("x"), reply("y")])
+    r = run_agent("a", "go", root=project, client=model.client(), tools={}, home=tmp_path / "home")
+    assert model.requests[0].body["model"] == "my-haiku"
+    assert r.cost_usd is None  # no price known for my-haiku: cost unknown, not zero
+    run_agent(
+        "a",
+        "go",
+        root=project,
+        client=model.client(),
+        tools={},
+        model="opus",
+        home=tmp_path / "home",
+    )
+    assert model.requests[1].body["model"] == "claude-opus-5-5"
+
+
+def test_command_text_is_the_first_message_under_the_general_prompt(project, tmp_path):
+    write_command(
+        project,
+        "note",
+        "Write a note about $ARGUMENTS into notes.md.",
+        **{"allowed-tools": "WriteNote", "model": "haiku"},
+    )
+    model = ScriptedModel(
+        [reply(tool_use("WriteNote", {"path": "notes.md", "text": "zero"})), reply("Noted.")]
+    )
+    r = run_command(
+        "note",
+        "ZeRO stage 2",
+        root=project,
+        client=model.client(),
+        tools=_tools(),
+        home=tmp_path / "home",
+    )
+    body = model.requests[0].body
+    assert body["messages"][0]["content"][0]["text"].startswith(
+        "Write a note about ZeRO stage 2 into notes.md."
+    )
+    assert "journal-agent" in body["system"][0]["text"]
+    assert body["model"] == "claude-haiku-5-5"
+    assert [t["name"] for t in body["tools"]] == ["WriteNote"]
+    assert r.files_changed == ["notes.md"] and r.ok
+
+
+def test_missing_agent_is_a_user_error(project, tmp_path):
+    with pytest.raises(UserError):
+        run_agent(
+            "ghost",
+            "go",
+            root=project,
+            client=ScriptedModel().client(),
+            tools={},
+            home=tmp_path / "home",
+        )
+
+
+def test_budget_is_shared_with_subagents(project, tmp_path):
+    write_agent(project, "lead", "You are the lead.", tools="Task")
+    write_agent(project, "sub", "You are sub.")
+    big = {"input_tokens": 5000, "output_tokens": 0}
+    t = tool_use("Task", {"description": "s", "prompt": "p", "subagent_type": "sub"})
+    model = ScriptedModel(
+        [reply(t, usage=big), reply("lead done", usage=big)],
+        routes={
+            "You are sub.": [reply(tool_use("WriteNote", {"path": "x", "text": "y"}), usage=big)]
+            * 5
+        },
+    )
+    r = run_agent(
+        "lead",
+        "go",
+        root=project,
+        client=model.client(),
+        tools=_tools(),
+        home=tmp_path / "home",
+        options=RunOptions(budget_tokens=12_000),
+    )
+    assert r.status == "budget"
+    assert r.usage.total < 12_000 + 5000  # one request may cross the line, not more
