@@ -12,7 +12,8 @@ The number rules, conservatively (see docs/journal.md):
   the left side is the calculation being shown.
 * ``unquoted_number``: a number with a memory or time unit on a line that
   - is outside code blocks and inline code (calculations and outputs live there),
-  - has no citation, is not part of a paragraph, list item or table that has one,
+  - has no citation, is not part of a paragraph, list item or table that has one (a table
+    is also covered by a cited caption line ending with ``:`` just above it),
   - shows no calculation (``=``, ``≈``, ``×``, ``÷``, ``→`` or ``a op b`` between numbers),
   - is not a question, and is not in the 🔗 Related, ❓ Follow-up or 🏷️ Tags sections.
 """
@@ -239,14 +240,14 @@ def _cited_blocks(entry: Entry) -> set[int]:
     if current:
         blocks.append(current)
     cited: set[int] = set()
-    prev_cited = False
+    caption = False
     for block in blocks:
         has = any(_CITE.search(entry.lines[i]) for i in block)
         is_table = bare(entry.lines[block[0]]).lstrip().startswith("|")
-        # A table's caption ("Peak memory [m:x]:" right above it) covers the table.
-        if has or (is_table and prev_cited):
+        # A caption ("Peak memory per configuration [m:x]:") covers the table below it.
+        if has or (is_table and caption):
             cited.update(block)
-        prev_cited = has
+        caption = has and bare(entry.lines[block[-1]]).rstrip().endswith(":")
     return cited
 
 

@@ -1,0 +1,87 @@
+"""Fixtures for the journal tests: a workspace with source files and measurement records."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from journal_agent.paths import measurements_dir
+from profiling.records import MeasurementRecord, Quantity, RecordStore, Step
+
+GIB = 2.0**30
+
+
+def make_entry(
+    title: str = "ZeRO Stage 2",
+    date: str = "2026-11-21",
+    body: str = "",
+    tags: str = "#zero #deepspeed",
+) -> str:
+    return (
+        f"## {title} ({date})\n"
+        "\n"
+        "**Context**: Studying the training configuration and encountering DeepSpeed.\n"
+        "\n"
+        "**The Key Question I Had**: *Why do we need DeepSpeed?*\n"
+        "\n"
+        "### 🎯 Intuition\n"
+        "DeepSpeed splits optimizer states across GPUs instead of duplicating them.\n"
+        f"{body}"
+        "\n"
+        "### 🏷️ Tags\n"
+        f"{tags}\n"
+    )
+
+
+class Workspace:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.records = RecordStore(measurements_dir(root))
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "learning_journal.md"
+
+    def write(self, rel: str, text: str) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def record(self, record_id: str, results: dict[str, tuple[float, str]], steps=()) -> str:
+        self.records.save(
+            MeasurementRecord(
+                id=record_id,
+                kind="estimated",
+                title="test record",
+                results=[Quantity(name=k, value=v, unit=u) for k, (v, u) in results.items()],
+                steps=[
+                    Step(name=n, formula=f, substituted=s, value=v, unit=u)
+                    for n, f, s, v, u in steps
+                ],
+            )
+        )
+        return record_id
+
+    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "JOURNAL_AGENT_ROOT": str(self.root), "NO_COLOR": "1"}
+        return subprocess.run(
+            [sys.executable, "-m", "journal_agent", "journal", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=self.root,
+            timeout=120,
+        )
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    w = Workspace(tmp_path)
+    w.write("src/train.py", "".join(f"line {i}\n" for i in range(1, 101)))
+    return w

@@ -1,0 +1,120 @@
+"""Appending: first use, never losing a byte, parallel writers, and writers killed mid-append."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from journal_agent.journal import api
+from journal_agent.journal.model import parse_journal
+from journal_agent.journal.store import HEADER
+
+from .conftest import make_entry
+
+
+def test_first_append_creates_the_journal_with_the_users_header(ws):
+    outcome = api.append_entry(ws.root, make_entry())
+    text = ws.journal.read_text(encoding="utf-8")
+    assert text.startswith(HEADER + "\n## ZeRO Stage 2 (2026-11-21)\n")
+    assert "<!-- entry: zero-stage-2-2026-11-21 -->" in text
+    assert outcome.line == HEADER.count("\n") + 2
+    assert text.splitlines()[outcome.line - 1] == "## ZeRO Stage 2 (2026-11-21)"
+
+
+def test_append_keeps_every_existing_byte_and_the_files_line_endings(ws):
+    original = HEADER.replace("\n", "\r\n") + "\r\nhand-written note  \r\nno final newline"
+    ws.journal.write_bytes(original.encode("utf-8"))
+    api.append_entry(ws.root, make_entry())
+    data = ws.journal.read_bytes()
+    assert data.startswith(original.encode("utf-8") + b"\r\n")
+    tail = data[len(original) :]
+    assert b"\n" not in tail.replace(b"\r\n", b"")  # the new entry uses CRLF too
+    assert parse_journal(data.decode("utf-8")).render() == data.decode("utf-8")
+
+
+def test_same_title_and_date_get_distinct_ids(ws):
+    first = api.append_entry(ws.root, make_entry())
+    second = api.append_entry(ws.root, make_entry())
+    assert (first.entry_id, second.entry_id) == (
+        "zero-stage-2-2026-11-21",
+        "zero-stage-2-2026-11-21-2",
+    )
+    assert [e.id for e in api.load(ws.root).entries] == [first.entry_id, second.entry_id]
+
+
+@pytest.mark.slow
+def test_sixteen_processes_appending_at_once_lose_nothing(ws):
+    procs = []
+    env = {**os.environ, "JOURNAL_AGENT_ROOT": str(ws.root)}
+    for n in range(16):
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "journal_agent", "journal", "append", "-"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                text=True,
+            )
+        )
+    for n, proc in enumerate(procs):
+        proc.stdin.write(make_entry(title=f"Writer {n}", body=f"Marker {n}.\n"))
+        proc.stdin.close()
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    journal = api.load(ws.root)
+    assert sorted(e.title for e in journal.entries) == sorted(f"Writer {n}" for n in range(16))
+    assert all(f"Marker {e.title.split()[1]}." in e.raw for e in journal.entries)
+    assert api.check(ws.root).ok
+    assert ws.journal.read_text().startswith(HEADER)
+
+
+def _crash_entry(n: int) -> str:
+    return make_entry(title=f"Crash {n}", body=f"END-{n}\n")
+
+
+@pytest.mark.slow
+def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
+    rng = random.Random(1234)
+    api.append_entry(ws.root, _crash_entry(0))
+    previous = ws.journal.read_text()
+    appended = 1
+    kills_during_write = 0
+    for _ in range(200):
+        pid = os.fork()
+        if pid == 0:  # child: append as fast as it can until killed
+            try:
+                n = appended
+                while True:
+                    api.append_entry(ws.root, _crash_entry(n))
+                    n += 1
+            finally:
+                os._exit(1)
+        time.sleep(rng.uniform(0.0, 0.02))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+        text = ws.journal.read_text(encoding="utf-8")
+        assert text.startswith(previous)  # nothing old is ever lost or torn
+        journal = parse_journal(text)
+        assert journal.render() == text
+        titles = [e.title for e in journal.entries]
+        assert titles == [f"Crash {n}" for n in range(len(titles))]
+        for entry in journal.entries[appended:]:
+            # Each new entry is complete: its last body line and the closing rule are there.
+            assert f"END-{entry.title.split()[1]}\n" in entry.raw
+            assert entry.raw.rstrip("\n").endswith("\n---")
+        kills_during_write += len(journal.entries) == appended
+        appended = len(journal.entries)
+        previous = text
+    assert appended > 1
+    # The lock is free again and the journal still takes appends; stale temp files are gone.
+    api.append_entry(ws.root, _crash_entry(appended))
+    assert not list(ws.root.glob(".learning_journal.md.tmp-*"))
+    assert api.check(ws.root).ok

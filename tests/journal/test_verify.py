@@ -1,0 +1,160 @@
+"""`journal check` and append validation: one test per rule, on real files and records."""
+
+from __future__ import annotations
+
+import json
+
+from journal_agent.journal import api
+from journal_agent.journal.verify import KINDS
+
+from .conftest import GIB, make_entry
+
+
+def kinds(problems) -> list[str]:
+    return sorted(p.kind for p in problems)
+
+
+def test_a_clean_entry_appends_and_checks_ok(ws):
+    rid = ws.record("est-00000001", {"peak": (71.71 * GIB, "B")})
+    body = f"Peak is 71.7 GiB per GPU [m:{rid}], see `src/train.py:10-12`.\n"
+    outcome = api.append_entry(ws.root, make_entry(body=body))
+    assert outcome.appended and outcome.problems == []
+    report = api.check(ws.root)
+    assert report.ok and report.problems == []
+    assert report.entries[0]["id"] == "zero-stage-2-2026-11-21"
+
+
+def test_missing_section(ws):
+    text = make_entry().replace("**The Key Question I Had**: *Why do we need DeepSpeed?*\n", "")
+    outcome = api.append_entry(ws.root, text)
+    assert not outcome.appended
+    assert kinds(outcome.problems) == ["missing_section"]
+    assert "The Key Question I Had" in outcome.problems[0].detail
+    assert not ws.journal.exists()  # rejected: nothing written
+
+
+def test_missing_ref_for_missing_file_and_lines_past_the_end(ws):
+    body = "See `src/nope.py:3` and `src/train.py:99-120` and `../outside.py:1`.\n"
+    outcome = api.append_entry(ws.root, make_entry(body=body))
+    assert kinds(outcome.problems) == ["missing_ref"] * 3
+    details = " | ".join(p.detail for p in outcome.problems)
+    assert "no such file" in details and "only 100 lines" in details and "outside" in details
+
+
+def test_stale_ref_when_the_code_changed_after_the_entry(ws):
+    api.append_entry(ws.root, make_entry(body="See `src/train.py:10-12` and src/train.py:50.\n"))
+    assert api.check(ws.root).ok
+    lines = (ws.root / "src/train.py").read_text().splitlines(keepends=True)
+    lines[10] = "changed\n"
+    (ws.root / "src/train.py").write_text("".join(lines))
+    problems = api.check(ws.root).problems
+    assert kinds(problems) == ["stale_ref"]
+    assert "src/train.py lines 10-12 changed" in problems[0].detail
+    assert problems[0].entry == "zero-stage-2-2026-11-21"
+
+
+def test_entry_identity_survives_a_title_edit(ws):
+    api.append_entry(ws.root, make_entry(body="See `src/train.py:10`.\n"))
+    text = ws.journal.read_text().replace("## ZeRO Stage 2", "## ZeRO Stage Two, edited")
+    ws.journal.write_text("# added at the top by hand\n" + text)
+    (ws.root / "src/train.py").write_text("new\n" * 100)
+    problems = api.check(ws.root).problems
+    assert [(p.kind, p.entry) for p in problems] == [("stale_ref", "zero-stage-2-2026-11-21")]
+
+
+def test_bad_citation_when_the_record_does_not_exist(ws):
+    outcome = api.append_entry(ws.root, make_entry(body="Peak 3 GiB [m:est-deadbeef].\n"))
+    assert kinds(outcome.problems) == ["bad_citation"]
+    assert "does not resolve" in outcome.problems[0].detail
+
+
+def test_numbers_beside_a_citation_must_be_in_the_record(ws):
+    rid = ws.record(
+        "est-00000002",
+        {"peak": (71.71 * GIB, "B"), "step": (1534.0, "ms")},
+        steps=[("optimizer", "12Ψ/N", "12 × 7e9 / 2", 42e9, "B")],
+    )
+    good = (
+        f"Peak is 71.7 GiB [m:{rid}]. That is 77.0 GB in decimal units [m:{rid}].\n"
+        f"| ZeRO-2 | 42 GB | 1.53 s | [m:{rid}] |\n"
+        f"Optimizer: 84 GB / 2 = 42 GB per GPU [m:{rid}]\n"
+        f"A step takes 1534 ms. [m:{rid}]\n"
+    )
+    assert api.append_entry(ws.root, make_entry(body=good)).problems == []
+    bad = f"Peak is 72.5 GiB [m:{rid}], and the step takes 2 s.\n"
+    problems = api.append_entry(ws.root, make_entry(body=bad)).problems
+    assert kinds(problems) == ["bad_citation"]
+    assert "72.5 GiB" in problems[0].detail and "closest: peak = 71.71 GiB" in problems[0].detail
+
+
+def test_rounding_is_judged_by_the_digits_written(ws):
+    rid = ws.record("est-00000003", {"peak": (71.71 * GIB, "B")})
+    assert api.append_entry(ws.root, make_entry(body=f"About 72 GiB [m:{rid}].\n")).problems == []
+    problems = api.append_entry(ws.root, make_entry(body=f"About 71.8 GiB [m:{rid}].\n")).problems
+    assert kinds(problems) == ["bad_citation"]
+
+
+def test_unquoted_number_and_what_is_exempt(ws):
+    exempt = (
+        "```\nOptimizer sharding: 56 GB / 2 = 28 GB per GPU\nTotal 99 GB\n```\n"
+        "AdamW stores momentum (28 GB) + variance (28 GB) = 56 GB for 7B params\n"
+        "7B × 2 bytes gives 14 GB of weights\n"
+        "Set `allgather_bucket_size` to `500 MB` in the config.\n"
+        "Would 16 GB be enough for this model?\n"
+        "A 7B model in the 1990s took 3h of shorthand.\n"
+    )
+    assert api.append_entry(ws.root, make_entry(body=exempt)).problems == []
+    problems = api.append_entry(
+        ws.root, make_entry(body="ZeRO-2 cuts the optimizer to 28 GB and a step to 1.6 s.\n")
+    ).problems
+    assert kinds(problems) == ["unquoted_number"]
+    assert "'28 GB', '1.6 s'" in problems[0].detail
+
+
+def test_tables_and_paragraphs_covered_by_a_citation(ws):
+    rid = ws.record("est-00000004", {"peak": (64.6e9, "B")})
+    body = (
+        f"Peak memory per configuration [m:{rid}]:\n"
+        "\n"
+        "| config | memory |\n|---|---|\n| ZeRO-2 | 64.6 GB |\n"
+        "\n"
+        f"The peak of 64.6 GB\nholds on both GPUs [m:{rid}].\n"
+        "\n"
+        "| config | memory |\n|---|---|\n| DDP | 99 GB |\n"
+    )
+    problems = api.append_entry(ws.root, make_entry(body=body)).problems
+    # Only the table without a caption citation is a defect.
+    assert kinds(problems) == ["unquoted_number"] and "'99 GB'" in problems[0].detail
+
+
+def test_force_appends_and_records_the_problems(ws):
+    outcome = api.append_entry(ws.root, make_entry(body="Takes 40 GB.\n"), force=True)
+    assert outcome.appended and outcome.forced
+    log = [json.loads(x) for x in (ws.root / ".journal/appends.jsonl").read_text().splitlines()]
+    assert log[-1]["forced"] and log[-1]["problems"][0]["kind"] == "unquoted_number"
+    assert kinds(api.check(ws.root).problems) == ["unquoted_number"]
+
+
+def test_check_json_and_exit_code_through_the_cli(ws):
+    api.append_entry(ws.root, make_entry(body="See `src/nope.py:1`.\n"), force=True)
+    proc = ws.cli("check", "--json")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False
+    assert report["entries"][0]["id"] == "zero-stage-2-2026-11-21"
+    assert [p["kind"] for p in report["problems"]] == ["missing_ref"]
+    assert set(report["problems"][0]) >= {"entry", "kind", "detail"}
+    assert all(p["kind"] in KINDS for p in report["problems"])
+
+
+def test_cli_append_rejects_with_reasons_and_exit_1(ws):
+    entry = ws.write("entry.md", make_entry(body="Takes 40 GB.\n"))
+    proc = ws.cli("append", "--file", str(entry))
+    assert proc.returncode == 1
+    assert "unquoted_number" in proc.stderr and "entry.md:9" in proc.stderr
+    proc = ws.cli("append", "-", "--force", stdin=make_entry(body="Takes 40 GB.\n"))
+    assert proc.returncode == 0, proc.stderr
+    assert "appended zero-stage-2-2026-11-21" in proc.stdout
+    proc = ws.cli("append", "--file", str(ws.write("bad.md", "no heading here\n")))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: the entry was not appended: the entry has no heading")
