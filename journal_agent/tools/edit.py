@@ -154,6 +154,8 @@ def _not_found_message(old: str) -> str:
 def _snippet(text: str, start_line: int, new: str) -> str:
     # Numbered like Read, a few lines around the first replacement.
     lines = text.replace("\r\n", "\n").split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it does not start another
     first = max(start_line - SNIPPET_CONTEXT, 1)
     last = min(start_line + new.count("\n") + SNIPPET_CONTEXT, len(lines))
     return "\n".join(f"{n}\t{lines[n - 1]}" for n in range(first, last + 1))

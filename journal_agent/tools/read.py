@@ -8,6 +8,7 @@ costs one sequential scan and a few megabytes of memory.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import stat
@@ -217,9 +218,10 @@ class Read(Tool):
         body = "\n".join(_format_line(n, prefix, size) for n, prefix, size in scan.lines)
         first, last = scan.lines[0][0], scan.lines[-1][0]
         if scan.more_after:
+            span = f"line {first}" if first == last else f"lines {first}-{last}"
             of_total = f" of {scan.total_lines}" if scan.total_lines is not None else ""
             body += (
-                f"\n\n[Showing lines {first}-{last}{of_total}. The file continues: use "
+                f"\n\n[Showing {span}{of_total}. The file continues: use "
                 f"offset={last + 1} to read further.]"
             )
         return ToolResult(
@@ -326,7 +328,7 @@ def _missing_message(root: Path, path: Path) -> str:
     stem = path.stem.lower()
     similar = sorted(
         n for n in names if n.lower() == path.name.lower() or Path(n).stem.lower() == stem
-    )
+    ) or difflib.get_close_matches(path.name, names, n=1, cutoff=0.8)
     if similar:
         message += f" Did you mean {parent / similar[0]}?"
     return message + f" (The workspace root is {workspace_root(root)}.)"

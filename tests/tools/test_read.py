@@ -119,6 +119,8 @@ def test_missing_file_is_refused_with_a_suggestion(ws: Path, call) -> None:
     assert result.is_error
     assert f"File does not exist: {ws / 'README.txt'}" in result.content
     assert f"Did you mean {ws / 'README.md'}?" in result.content
+    typo = call("Read", file_path="REDME.md")
+    assert f"Did you mean {ws / 'README.md'}?" in typo.content
 
 
 def test_fifo_is_refused_without_blocking(ws: Path, call) -> None:

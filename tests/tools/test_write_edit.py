@@ -161,6 +161,7 @@ def test_edit_replaces_the_unique_match_and_shows_a_numbered_snippet(journal: Pa
     assert journal.read_text().endswith("## Entry 2\nFSDP shards all.\n")
     assert "7\tFSDP shards all." in result.content
     assert "6\t## Entry 2" in result.content
+    assert result.content.endswith("7\tFSDP shards all.")  # no phantom line after the last
 
 
 def test_edit_with_no_match_says_zero_matches(journal: Path, call) -> None:
