@@ -1,1 +1,439 @@
-"""Placeholder: commands are registered here by the module's owner."""
+"""``run``, ``command``, ``learn``, ``runs``, ``wait``: running agents from the command line.
+
+Module level stays light (typer only): the runtime, rich and the Anthropic SDK are imported
+inside the commands.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from journal_agent.cli import app
+from journal_agent.cli._common import RootOption, print_json, resolve_root
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="haiku, sonnet, opus or a full model id (wins over the definition's model).",
+    ),
+]
+MaxTurnsOpt = Annotated[
+    int | None, typer.Option("--max-turns", min=1, help="Stop after this many model requests.")
+]
+BudgetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--budget",
+        help="Stop when the run (sub-agents included) has spent this much: "
+        "USD (0.50, $0.50) and/or tokens (200k, 150000tok); repeat or comma-separate.",
+    ),
+]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Print the exact first request and its estimated "
+        "token count; call nothing (no API key needed).",
+    ),
+]
+YesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        "-y",
+        help="Non-interactive: never stop to ask (model questions "
+        "end the run; permission asks are denied).",
+    ),
+]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mode", help="Permission mode: default, acceptEdits, plan, dontAsk, bypassPermissions."
+    ),
+]
+AllowOpt = Annotated[
+    list[str] | None, typer.Option("--allow", help="An allow rule, e.g. 'Bash(git diff:*)'.")
+]
+DenyOpt = Annotated[list[str] | None, typer.Option("--deny", help="A deny rule, e.g. 'Bash'.")]
+RetriesOpt = Annotated[
+    int, typer.Option("--max-retries", min=0, help="SDK retries on 429/5xx/529/connection errors.")
+]
+MaxTokensOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="Output tokens per response (doubled, up to 64000, when a tool call is cut off).",
+    ),
+]
+BackgroundOpt = Annotated[
+    bool,
+    typer.Option(
+        "--background",
+        "-b",
+        help="Detach: run in a background process; see "
+        "`journal-agent runs` and `journal-agent wait ID`.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result summary as JSON.")]
+RunIdOpt = Annotated[str | None, typer.Option("--run-id", hidden=True)]
+
+
+@dataclass
+class _Opts:
+    root: Path | None
+    model: str | None
+    max_turns: int | None
+    budget: list[str] | None
+    dry_run: bool
+    yes: bool
+    mode: str | None
+    allow: list[str] | None
+    deny: list[str] | None
+    max_retries: int
+    max_tokens: int
+    background: bool
+    as_json: bool
+    run_id: str | None
+
+    def child_flags(self) -> list[str]:
+        """The flags a background process re-receives."""
+        out: list[str] = []
+        for flag, value in (
+            ("--model", self.model),
+            ("--max-turns", self.max_turns),
+            ("--mode", self.mode),
+        ):
+            if value is not None:
+                out += [flag, str(value)]
+        for flag, values in (
+            ("--budget", self.budget),
+            ("--allow", self.allow),
+            ("--deny", self.deny),
+        ):
+            for v in values or []:
+                out += [flag, v]
+        out += ["--max-retries", str(self.max_retries), "--max-tokens", str(self.max_tokens)]
+        return out
+
+
+def _ask_on_terminal(console: Any) -> Any:
+    from rich.markdown import Markdown
+
+    def ask(question: str) -> str | None:
+        console.print(Markdown(question))
+        try:
+            return console.input("[bold cyan]you ›[/] ")
+        except EOFError:
+            return None
+
+    return ask
+
+
+def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None:
+    from rich.console import Console
+
+    from journal_agent.errors import UserError
+    from journal_agent.runtime import background
+    from journal_agent.runtime.limits import parse_budget
+    from journal_agent.runtime.loop import RunOptions
+    from journal_agent.runtime.render import Renderer, print_summary
+    from journal_agent.runtime.runner import RunConfig, execute, prepare_agent, prepare_command
+
+    root = resolve_root(opts.root)
+    usd, tokens = parse_budget(opts.budget or [])
+    if opts.background and not opts.dry_run:
+        status = background.start(
+            root, [*argv, *opts.child_flags()], kind=kind, target=target, prompt=text
+        )
+        if opts.as_json:
+            print_json(status)
+        else:
+            typer.echo(f"started background run {status['id']} (pid {status['pid']})")
+            typer.echo(f"  wait for it:  journal-agent wait {status['id']}")
+        return
+
+    console = Console(stderr=True, highlight=False)
+    interactive = not opts.yes and opts.run_id is None and sys.stdin.isatty()
+    permission_prompt = None
+    if interactive:
+        from journal_agent.tools.permissions import tty_prompt
+
+        permission_prompt = tty_prompt()
+    config = RunConfig(
+        root=root,
+        model=opts.model,
+        options=RunOptions(
+            max_turns=opts.max_turns,
+            budget_usd=usd,
+            budget_tokens=tokens,
+            max_tokens=opts.max_tokens,
+            max_tokens_ceiling=max(64_000, opts.max_tokens),
+        ),
+        mode=opts.mode,
+        allow=tuple(opts.allow or ()),
+        deny=tuple(opts.deny or ()),
+        ask=_ask_on_terminal(console) if interactive else None,
+        permission_prompt=permission_prompt,
+        emit=Renderer(console),
+        max_retries=opts.max_retries,
+        run_id=opts.run_id,
+    )
+    prepare = prepare_agent if kind == "agent" else prepare_command
+    prepared = prepare(target, text, config)
+    if opts.dry_run:
+        _print_dry_run(prepared)
+        return
+
+    if opts.run_id:
+        background.write_status(root, opts.run_id, status=background.RUNNING, pid=os.getpid())
+    try:
+        result = execute(prepared)
+    except UserError as exc:
+        if opts.run_id:
+            background.write_status(
+                root,
+                opts.run_id,
+                status=background.FAILED,
+                exit_code=exc.exit_code,
+                message=exc.message,
+            )
+        raise
+    except BaseException as exc:
+        if opts.run_id:
+            background.write_status(
+                root,
+                opts.run_id,
+                status=background.FAILED,
+                exit_code=1,
+                message=f"{type(exc).__name__}: {exc}",
+            )
+        raise
+    summary = result.summary()
+    if opts.run_id:
+        background.write_status(
+            root,
+            opts.run_id,
+            status=result.status,
+            exit_code=result.exit_code,
+            message=result.message,
+            result=summary,
+        )
+    if opts.as_json:
+        print_json(summary)
+    elif result.final_text:
+        typer.echo(result.final_text)
+    print_summary(console, result)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def _print_dry_run(prepared: Any) -> None:
+    from journal_agent.runtime.tokens import ENCODING, estimate_request
+
+    request = prepared.first_request()
+    print_json(
+        {
+            "request": request,
+            "estimated_input_tokens": estimate_request(request),
+            "note": f"token counts are estimates with tiktoken's {ENCODING} encoding (Claude's "
+            "tokenizer differs; expect 10-20 % off); nothing was sent.",
+        }
+    )
+
+
+def _opts(**kw: Any) -> _Opts:
+    return _Opts(**kw)
+
+
+@app.command("run")
+def run(
+    agent: Annotated[str, typer.Argument(help="Agent name (see `journal-agent agents`).")],
+    prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
+    root: RootOption = None,  # type: ignore[assignment]
+    model: ModelOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    budget: BudgetOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    mode: ModeOpt = None,
+    allow: AllowOpt = None,
+    deny: DenyOpt = None,
+    max_retries: RetriesOpt = 2,
+    max_tokens: MaxTokensOpt = 16_000,
+    background: BackgroundOpt = False,
+    as_json: JsonOpt = False,
+    run_id: RunIdOpt = None,
+) -> None:
+    """Run an agent definition on a prompt (its body is the system prompt)."""
+    opts = _opts(
+        root=root,
+        model=model,
+        max_turns=max_turns,
+        budget=budget,
+        dry_run=dry_run,
+        yes=yes,
+        mode=mode,
+        allow=allow,
+        deny=deny,
+        max_retries=max_retries,
+        max_tokens=max_tokens,
+        background=background,
+        as_json=as_json,
+        run_id=run_id,
+    )
+    _go(opts, "agent", agent, prompt, ["run", agent, prompt])
+
+
+@app.command("command")
+def command(
+    name: Annotated[str, typer.Argument(help="Slash command name, with or without '/'.")],
+    args: Annotated[list[str] | None, typer.Argument(help="Its arguments ($ARGUMENTS).")] = None,
+    root: RootOption = None,  # type: ignore[assignment]
+    model: ModelOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    budget: BudgetOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    mode: ModeOpt = None,
+    allow: AllowOpt = None,
+    deny: DenyOpt = None,
+    max_retries: RetriesOpt = 2,
+    max_tokens: MaxTokensOpt = 16_000,
+    background: BackgroundOpt = False,
+    as_json: JsonOpt = False,
+    run_id: RunIdOpt = None,
+) -> None:
+    """Run a slash command: its expanded text is the first message of a new conversation."""
+    opts = _opts(
+        root=root,
+        model=model,
+        max_turns=max_turns,
+        budget=budget,
+        dry_run=dry_run,
+        yes=yes,
+        mode=mode,
+        allow=allow,
+        deny=deny,
+        max_retries=max_retries,
+        max_tokens=max_tokens,
+        background=background,
+        as_json=as_json,
+        run_id=run_id,
+    )
+    name = name.lstrip("/")
+    arguments = " ".join(args or [])
+    _go(opts, "command", name, arguments, ["command", name, *(args or [])])
+
+
+@app.command("learn")
+def learn(
+    topic: Annotated[
+        list[str] | None, typer.Argument(help="What to record (the /learn command's arguments).")
+    ] = None,
+    root: RootOption = None,  # type: ignore[assignment]
+    model: ModelOpt = None,
+    max_turns: MaxTurnsOpt = None,
+    budget: BudgetOpt = None,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    mode: ModeOpt = None,
+    allow: AllowOpt = None,
+    deny: DenyOpt = None,
+    max_retries: RetriesOpt = 2,
+    max_tokens: MaxTokensOpt = 16_000,
+    background: BackgroundOpt = False,
+    as_json: JsonOpt = False,
+    run_id: RunIdOpt = None,
+) -> None:
+    """Record a learning insight in the journal: the /learn command."""
+    opts = _opts(
+        root=root,
+        model=model,
+        max_turns=max_turns,
+        budget=budget,
+        dry_run=dry_run,
+        yes=yes,
+        mode=mode,
+        allow=allow,
+        deny=deny,
+        max_retries=max_retries,
+        max_tokens=max_tokens,
+        background=background,
+        as_json=as_json,
+        run_id=run_id,
+    )
+    _go(opts, "command", "learn", " ".join(topic or []), ["learn", *(topic or [])])
+
+
+@app.command("runs")
+def runs(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ignore[assignment]
+    """List background runs, oldest first."""
+    from journal_agent.runtime import background
+
+    base = resolve_root(root)
+    statuses = [background.refresh(base, s) for s in background.list_runs(base)]
+    if as_json:
+        print_json(statuses)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    if not statuses:
+        typer.echo("no background runs (start one with `journal-agent run AGENT PROMPT -b`).")
+        return
+    table = Table(title=f"background runs ({len(statuses)})", title_justify="left")
+    for col in ("id", "status", "target", "started", "cost", "prompt"):
+        table.add_column(col)
+    for s in statuses:
+        cost = (s.get("result") or {}).get("cost_usd")
+        prompt = (s.get("prompt") or "").replace("\n", " ")
+        table.add_row(
+            s["id"],
+            s.get("status", "?"),
+            s.get("target", ""),
+            s.get("started", ""),
+            "—" if cost is None else f"${cost:.4f}",
+            prompt[:40] + ("…" if len(prompt) > 40 else ""),
+        )
+    Console().print(table)
+
+
+@app.command("wait")
+def wait(
+    run_id: Annotated[str, typer.Argument(help="The run id `run --background` printed.")],
+    root: RootOption = None,  # type: ignore[assignment]
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Give up after this many seconds.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Wait for a background run; print its result; exit with its exit code."""
+    from journal_agent.runtime import background
+
+    status = background.wait(resolve_root(root), run_id, timeout=timeout)
+    if as_json:
+        print_json(status)
+    else:
+        result = status.get("result") or {}
+        if result.get("final_text"):
+            typer.echo(result["final_text"])
+        line = f"{run_id}: {status.get('status')}"
+        if status.get("message"):
+            line += f" — {status['message']}"
+        if result.get("cost_usd") is not None:
+            line += f" · cost ${result['cost_usd']:.4f}"
+        if result.get("files_changed"):
+            line += f" · files changed: {', '.join(result['files_changed'])}"
+        typer.echo(line, err=True)
+    code = int(status.get("exit_code") or 0)
+    if code:
+        raise typer.Exit(code)

@@ -156,14 +156,12 @@ class AgentLoop:
         """The exact body of the next request (cache breakpoints placed)."""
         last = len(self.messages) - 1
         marks = [last] if self._prev_last is None else [self._prev_last, last]
-        request: dict[str, Any] = {
-            "model": self.spec.model,
-            "max_tokens": self._max_tokens,
-            "system": self._system,
-            "messages": with_message_breakpoints(self.messages, marks),
-        }
+        # Keys in cache-prefix order (tools → system → messages), for readable dumps.
+        request: dict[str, Any] = {"model": self.spec.model, "max_tokens": self._max_tokens}
         if self._tool_defs:
             request["tools"] = self._tool_defs
+        request["system"] = self._system
+        request["messages"] = with_message_breakpoints(self.messages, marks)
         if self.session.options.thinking:
             request["thinking"] = self.session.options.thinking
         return request

@@ -1,0 +1,167 @@
+"""Background runs: a detached ``python -m journal_agent …`` process per run.
+
+``.journal/runs/<id>/status.json`` holds the run's state (written atomically: temp file +
+fsync + rename): ``running`` with the pid, then ``completed`` / ``max_turns`` / ``budget`` /
+… / ``failed`` with the result summary and exit code. ``output.log`` holds the process's
+stdout and stderr. A run whose process died without writing a result is reported ``failed``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from journal_agent.errors import UserError
+from journal_agent.paths import runs_dir
+from journal_agent.runtime.transcript import new_run_id
+
+RUNNING = "running"
+FAILED = "failed"
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    return runs_dir(root) / run_id
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def write_status(root: Path, run_id: str, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into the run's status file, atomically."""
+    from filelock import FileLock
+
+    directory = run_dir(root, run_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "status.json"
+    # The launcher and the run itself both write here: read-modify-write under a lock.
+    with FileLock(str(directory / "status.lock"), timeout=30):
+        status = read_status(root, run_id) if path.exists() else {"id": run_id}
+        status.update(fields, updated=_now())
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            json.dump(status, fh, indent=2, ensure_ascii=False, default=str)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    return status
+
+
+def read_status(root: Path, run_id: str) -> dict[str, Any]:
+    path = run_dir(root, run_id) / "status.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        known = ", ".join(s["id"] for s in list_runs(root)[-5:]) or "none"
+        raise UserError(
+            f"no background run '{run_id}' under {runs_dir(root)} (recent: {known}); "
+            "see `journal-agent runs`."
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is corrupt ({exc}); remove the run's directory.") from exc
+
+
+def _alive(pid: int) -> bool:
+    try:  # reap it if it is our own child (tests, or a long-lived parent)
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def refresh(root: Path, status: dict[str, Any]) -> dict[str, Any]:
+    """A running status whose process is gone becomes ``failed``."""
+    if status.get("status") == RUNNING and status.get("pid") and not _alive(int(status["pid"])):
+        # The process may have finished between our read and its final write: re-read once.
+        status = read_status(root, status["id"])
+        if status.get("status") == RUNNING:
+            status = write_status(
+                root,
+                status["id"],
+                status=FAILED,
+                exit_code=1,
+                message="the background process exited without recording a result; "
+                f"see {run_dir(root, status['id']) / 'output.log'}.",
+            )
+    return status
+
+
+def list_runs(root: Path) -> list[dict[str, Any]]:
+    base = runs_dir(root)
+    if not base.is_dir():
+        return []
+    out = []
+    for path in base.glob("*/status.json"):
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return sorted(out, key=lambda s: (s.get("started", ""), s["id"]))
+
+
+def start(root: Path, argv: list[str], *, kind: str, target: str, prompt: str) -> dict[str, Any]:
+    """Spawn ``python -m journal_agent <argv> --run-id ID`` detached; return its status."""
+    run_id = new_run_id()
+    directory = run_dir(root, run_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "journal_agent",
+        *argv,
+        "--run-id",
+        run_id,
+        "--yes",
+        "--root",
+        str(root),
+    ]
+    write_status(
+        root,
+        run_id,
+        status=RUNNING,
+        kind=kind,
+        target=target,
+        prompt=prompt,
+        started=_now(),
+        pid=None,
+    )
+    with (directory / "output.log").open("ab") as log:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return write_status(root, run_id, pid=proc.pid)
+
+
+def wait(
+    root: Path, run_id: str, timeout: float | None = None, poll: float = 0.2
+) -> dict[str, Any]:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        status = refresh(root, read_status(root, run_id))
+        if status.get("status") != RUNNING:
+            return status
+        if deadline is not None and time.monotonic() >= deadline:
+            raise UserError(
+                f"run {run_id} is still running after {timeout:g} s; wait again later "
+                f"(`journal-agent wait {run_id}`)."
+            )
+        time.sleep(poll)
