@@ -46,7 +46,7 @@ READ_ONLY_COMMANDS = {
     "false", "uniq", "cut", "tr", "diff", "cmp", "basename", "dirname", "realpath", "readlink",
     "nl", "od", "hexdump", "sha256sum", "sha1sum", "md5sum", "jq", "column", "seq", "test", "[",
     "nproc", "free", "id", "hostname", "nvidia-smi", "lscpu", "comm", "paste", "fold", "expand",
-    "strings", "sleep",
+    "strings", "sleep", "cd", "pushd", "popd",
 }  # fmt: skip
 GIT_READ_ONLY = {
     "status", "diff", "log", "show", "rev-parse", "ls-files", "blame", "grep", "describe",
@@ -224,6 +224,8 @@ def candidate_paths(cmd: SimpleCommand) -> list[str]:
             out.extend(m.group(1) for m in EMBEDDED_PATH.finditer(word))
             continue
         out.append(word)
+    if cd_target(cmd) == "~":
+        out.append("~")  # a bare `cd` goes home
     return [p for p in out if p]
 
 
