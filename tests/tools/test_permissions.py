@@ -29,8 +29,9 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def tree(ws: Path) -> Path:
-    for rel in ["src/app.py", "src/deep/x.py", "secrets/token.txt", "docs/a.md", ".env",
-                "config/.env.production", ".env.example", "certs/server.pem", "notes.txt"]:  # fmt: skip
+    files = ["src/app.py", "src/deep/x.py", "secrets/token.txt", "docs/a.md", ".env",
+             "config/.env.production", ".env.example", "certs/server.pem", "notes.txt"]  # fmt: skip
+    for rel in files:
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text("x\n")
     return ws
