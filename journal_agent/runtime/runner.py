@@ -94,10 +94,8 @@ def _registry(config: RunConfig) -> dict[str, Tool]:
 
 def _context(config: RunConfig, mode: str | None) -> ToolContext:
     """A fresh context (own read tracking) for each agent; the same permission rules."""
-    try:
-        from journal_agent.tools.registry import make_context
-    except ImportError:  # a host without the registry (tests of the loop alone)
-        return ToolContext(root=config.root)
+    from journal_agent.tools.registry import make_context
+
     return make_context(
         config.root,
         mode=config.mode or mode,

@@ -1,0 +1,156 @@
+"""The CLI as a user runs it: real subprocesses against a scripted model served on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from runtime_helpers import write_agent
+
+from journal_agent.testing import ScriptedModel, http_error, reply, tool_use
+
+KEY = "sk-ant-cli-test-key-0123456789abcdef"
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    write_agent(
+        root,
+        "scribe",
+        "You are the scribe. Write what you are told.",
+        tools="Read, Write",
+        model="haiku",
+    )
+    return root
+
+
+def cli(root, *args, base_url=None, key=KEY, timeout=120):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env["HOME"] = str(root.parent / "home")
+    if key:
+        env["ANTHROPIC_API_KEY"] = key
+    if base_url:
+        env["ANTHROPIC_BASE_URL"] = base_url
+    return subprocess.run(
+        [sys.executable, "-m", "journal_agent", *args, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+
+
+def _scribe_script(name: str = "notes.md") -> list:
+    return [
+        reply(
+            "I'll write it.",
+            tool_use("Write", {"file_path": name, "content": "# Notes\n"}),
+            usage={"input_tokens": 900, "output_tokens": 50, "cache_creation_input_tokens": 1200},
+        ),
+        reply(
+            "Wrote notes.md.",
+            usage={"input_tokens": 40, "output_tokens": 10, "cache_read_input_tokens": 1200},
+        ),
+    ]
+
+
+def test_run_writes_files_prints_answer_and_summary(project):
+    model = ScriptedModel(_scribe_script())
+    with model.serve() as url:
+        done = cli(
+            project, "run", "scribe", "write notes", "--yes", "--mode", "acceptEdits", base_url=url
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Wrote notes.md."
+    assert (project / "notes.md").read_text() == "# Notes\n"
+    err = done.stderr
+    assert "Write" in err and "✓" in err  # the live tool line
+    assert "2 turns" in err and "claude-haiku-5-5" in err
+    assert "files changed: notes.md" in err and "cost $" in err
+    # the first request went to our base URL with the agent's system prompt and tools
+    first = model.requests[0]
+    assert first.path == "/v1/messages"
+    assert first.system_text.startswith("You are the scribe.")
+    assert [t["name"] for t in first.body["tools"]] == ["Read", "Write"]
+    transcripts = list((project / ".journal" / "transcripts").glob("*.jsonl"))
+    assert len(transcripts) == 1 and KEY not in transcripts[0].read_text()
+
+
+def test_json_output_and_permission_denial_without_a_terminal(project):
+    model = ScriptedModel(_scribe_script())
+    with model.serve() as url:
+        done = cli(project, "run", "scribe", "write notes", "--json", base_url=url)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "completed" and summary["tools_used"] == {"Write": 1}
+    # default mode asks before Write; with no terminal to ask, the model gets a denial
+    denied = model.requests[1].body["messages"][-1]["content"][0]
+    assert denied["is_error"] is True
+    assert not (project / "notes.md").exists() and summary["files_changed"] == []
+
+
+def test_401_is_one_sentence_and_exit_code_2(project):
+    model = ScriptedModel([http_error(401, "invalid x-api-key")])
+    with model.serve() as url:
+        done = cli(project, "run", "scribe", "hi", "--yes", base_url=url)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("error: the Anthropic API rejected")
+    assert "Traceback" not in done.stderr
+
+
+def test_missing_key_exit_code_2_but_dry_run_needs_none(project):
+    done = cli(project, "run", "scribe", "hi", "--yes", key=None)
+    assert done.returncode == 2 and "ANTHROPIC_API_KEY is not set" in done.stderr
+    done = cli(project, "run", "scribe", "hi there", "--dry-run", key=None)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    req = out["request"]
+    assert req["model"] == "claude-haiku-5-5"
+    assert req["messages"][0]["content"][0]["text"] == "hi there"
+    assert req["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert out["estimated_input_tokens"]["total"] > 0 and "estimate" in out["note"]
+
+
+def test_learn_dry_run_expands_the_plugin_command(project):
+    done = cli(project, "learn", "ZeRO", "stage", "2", "--dry-run", key=None)
+    assert done.returncode == 0, done.stderr
+    req = json.loads(done.stdout)["request"]
+    first = req["messages"][0]["content"][0]["text"]
+    assert "ZeRO stage 2" in first
+    assert "Task" in [t["name"] for t in req["tools"]]
+
+
+@pytest.mark.slow
+def test_background_run_detaches_records_and_can_be_waited_for(project):
+    model = ScriptedModel(_scribe_script("bg.md"))
+    with model.serve() as url:
+        started = cli(
+            project,
+            "run",
+            "scribe",
+            "write bg",
+            "--background",
+            "--mode",
+            "acceptEdits",
+            "--json",
+            base_url=url,
+        )
+        assert started.returncode == 0, started.stderr
+        run_id = json.loads(started.stdout)["id"]
+        waited = cli(project, "wait", run_id, "--timeout", "90", base_url=url)
+    assert waited.returncode == 0, waited.stderr + waited.stdout
+    assert waited.stdout.strip() == "Wrote notes.md."
+    assert (project / "bg.md").read_text() == "# Notes\n"
+    listed = cli(project, "runs", "--json")
+    (status,) = json.loads(listed.stdout)
+    assert status["id"] == run_id and status["status"] == "completed"
+    assert status["result"]["files_changed"] == ["bg.md"]
+    assert status["target"] == "scribe" and status["exit_code"] == 0
+    log = project / ".journal" / "runs" / run_id / "output.log"
+    assert "files changed: bg.md" in log.read_text()
