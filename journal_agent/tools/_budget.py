@@ -34,12 +34,15 @@ def count_tokens(text: str) -> int:
     return len(_encoding().encode_ordinary(text))
 
 
-def fits(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> bool:
+def _surely_fits(text: str, max_tokens: int) -> bool:
+    """Decide without encoding when the text is short enough that it must fit."""
     if len(text) * _MAX_BYTES_PER_CHAR <= max_tokens:
         return True
-    if len(text.encode("utf-8", "surrogatepass")) <= max_tokens:
-        return True
-    return count_tokens(text) <= max_tokens
+    return len(text) <= max_tokens and len(text.encode("utf-8", "surrogatepass")) <= max_tokens
+
+
+def fits(text: str, max_tokens: int = DEFAULT_MAX_TOKENS) -> bool:
+    return _surely_fits(text, max_tokens) or count_tokens(text) <= max_tokens
 
 
 def fit_to_budget(
@@ -51,10 +54,12 @@ def fit_to_budget(
 
     The note says how much was cut and how to narrow the request (``narrow_hint``).
     """
-    if fits(text, max_tokens):
+    if _surely_fits(text, max_tokens):
         return text
     enc = _encoding()
     tokens = enc.encode_ordinary(text)
+    if len(tokens) <= max_tokens:
+        return text
     keep = max(max_tokens - _NOTE_RESERVE, max_tokens // 2)
     head = enc.decode_bytes(tokens[:keep]).decode("utf-8", "ignore")
     cut = head.rfind("\n")

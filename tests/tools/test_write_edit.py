@@ -297,3 +297,19 @@ def test_stale_run_cannot_overwrite_a_newer_write_by_another_run(
     assert result.is_error
     assert "modified since read" in result.content
     assert "B's note" in journal.read_text()
+
+
+def test_partly_read_large_file_is_guarded_by_its_stat_identity(ws: Path, call) -> None:
+    # Over 32 MB and read only at the top: no full hash, the stat identity decides.
+    big = ws / "big.log"
+    with open(big, "w") as f:
+        f.write("HEADER\n")
+        f.write(("filler " * 15 + "\n") * 320_000)
+    assert big.stat().st_size > 32 << 20
+    read_ok(call, "big.log")  # the first 2000 lines only
+    assert not call("Edit", file_path="big.log", old_string="HEADER", new_string="TITLE").is_error
+    with open(big, "a") as f:
+        f.write("appended by someone else\n")
+    result = call("Edit", file_path="big.log", old_string="TITLE", new_string="HEADER")
+    assert "modified since read" in result.content
+    assert big.read_text().startswith("TITLE\n")
