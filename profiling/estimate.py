@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from profiling._units import GB, GiB, fmt_bytes, fmt_count
 from profiling.errors import ProfilingError
@@ -37,7 +37,7 @@ class EstimateInput(BaseModel):
     hidden: int | None = Field(None, ge=1)
     heads: int | None = Field(None, ge=1)
     vocab: int | None = Field(None, ge=1)
-    seq: int = Field(2048, ge=1)
+    seq: int | None = Field(None, ge=1, description="sequence length; default: the model's")
     batch: int = Field(1, ge=1, description="micro-batch per GPU")
     precision: Precision = "mixed"
     optimizer: str = "adamw"
@@ -69,9 +69,20 @@ class EstimateInput(BaseModel):
             )
         if self.qlora and self.lora_rank is None:
             raise ProfilingError("--qlora needs --lora-rank R")
-        if self.zero and self.gpus == 1:
-            pass  # allowed: ZeRO over one GPU shards nothing, as DeepSpeed reports
         return self
+
+    @classmethod
+    def parse(cls, **values: Any) -> EstimateInput:
+        """Validate, turning pydantic's report into one ProfilingError sentence."""
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                msg = str(err["msg"]).removeprefix("Value error, ")
+                loc = ".".join(str(p) for p in err["loc"])
+                problems.append(f"{loc}: {msg}" if loc else msg)
+            raise ProfilingError("; ".join(problems)) from None
 
 
 class Component(BaseModel):
@@ -142,6 +153,7 @@ def _shape(inp: EstimateInput) -> dict[str, Any]:
             "heads": w.heads,
             "vocab": w.vocab,
             "largest_layer_params": w.largest_layer_params(),
+            "max_seq": w.max_seq,
         }
     else:
         shape = {"name": f"{fmt_count(inp.params or 0)} parameters", "params": inp.params}
@@ -222,7 +234,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     L = shape.get("layers")
     a = shape.get("heads")
     V = shape.get("vocab")
-    s, b = inp.seq, inp.batch
+    s, b = inp.seq or shape.get("max_seq", 2048), inp.batch
     notes: list[str] = []
     components: list[Component] = []
     steps: list[Step] = []
@@ -441,11 +453,7 @@ def estimate(inp: EstimateInput) -> Estimate:
             )
 
     per_gpu = sum(c.bytes for c in components)
-    unsharded = sum(c.unsharded_bytes for c in components) + sum(
-        c.bytes for c in components if c.group == "overhead"
-    )
-    if z == 3:
-        unsharded -= sum(c.bytes for c in components if c.group == "overhead")
+    unsharded = sum(c.unsharded_bytes for c in components)
     steps.append(
         Step(
             name="Total per GPU",
@@ -518,7 +526,7 @@ def describe_setup(inp: EstimateInput, shape: dict[str, Any]) -> str:
         parts.append(f"ZeRO-{inp.zero}")
     if inp.tp > 1:
         parts.append(f"TP={inp.tp}" + (" + SP" if inp.sequence_parallel else ""))
-    parts.append(f"seq {inp.seq} × batch {inp.batch}")
+    parts.append(f"seq {inp.seq or shape.get('max_seq', 2048)} × batch {inp.batch}")
     if inp.recompute != "none":
         parts.append(f"{inp.recompute} recompute")
     if inp.flash_attention:

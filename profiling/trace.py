@@ -71,16 +71,23 @@ Progress = Callable[[str], None]
 class TraceConfig(BaseModel):
     model: str = Field(description="a reference workload name or 'package.module:factory'")
     batch: int = Field(1, ge=1)
-    seq: int = Field(512, ge=1)
+    seq: int | None = Field(
+        None, ge=1, description="default: the reference model's context (≤ 2048), else 512"
+    )
     dtype: DType = Field("fp32", description="autocast compute dtype (fp32 = no autocast)")
     param_dtype: DType = Field("fp32", description="parameter dtype (bf16 = pure bf16 training)")
     optimizer: str = "adamw"
-    foreach: bool = Field(
-        True, description="multi-tensor optimizer kernels, PyTorch's default on CUDA"
+    foreach: bool | None = Field(
+        None,
+        description="multi-tensor optimizer kernels (PyTorch's CUDA default); None = on "
+        "without FSDP, off with it",
     )
     world_size: int = Field(1, ge=1)
     fsdp: bool = False
     checkpointing: bool = False
+    reshard_after_forward: bool = Field(
+        True, description="FSDP: free gathered parameters after forward (ZeRO-3); False = ZeRO-2"
+    )
     module_depth: int = Field(2, ge=0)
 
 
@@ -100,7 +107,7 @@ class TraceResult(BaseModel):
     peak_bytes: int
     by_category: dict[str, int]  # breakdown at the moment of the peak (sums to peak_bytes)
     after_step: dict[str, int]  # what stays allocated after the step: the steady state
-    phases: dict[str, int]  # total bytes after forward / backward / optimizer step
+    phases: dict[str, dict[str, int]]  # by category (+ "total") after forward/backward/step
     by_module: dict[str, ModuleMemory]
     wall_seconds: float
     torch_version: str
@@ -278,24 +285,35 @@ def _merge(snapshots: dict[Any, dict[str, int]]) -> dict[str, int]:
     return merged
 
 
+def _phase(tracker: Any) -> dict[str, int]:
+    snap = _merge(tracker.get_tracker_snapshot())
+    return {**_categorize(snap), "total": int(snap.get("Total", 0))}
+
+
 def _module_table(tracker: Any, depth: int) -> dict[str, ModuleMemory]:
     table: dict[str, ModuleMemory] = {}
-    for stats in tracker.memory_tracking.values():
+    for module, stats in tracker.memory_tracking.items():
         fqn = stats.mod_fqn
         if fqn.count(".") + 1 > depth + 1:  # the root's fqn is its class name: depth 0
             continue
 
-        def peak(state: str, stats: Any = stats) -> int:
-            snaps = [s for key, v in stats.snapshots.items() if key.value == state for s in v]
+        def peak(*states: str, stats: Any = stats) -> int:
+            snaps = [s for key, v in stats.snapshots.items() if key.value in states for s in v]
             return max((_total(s) for s in snaps), default=0)
 
+        params = getattr(stats, "parameter_mem", None)
+        if params is None:  # FSDP stats carry no sizes: count this rank's shards
+            params = sum(
+                (lp := getattr(p, "_local_tensor", p)).numel() * lp.element_size()
+                for p in module.parameters()
+            )
         table[fqn] = ModuleMemory(
-            parameters=int(getattr(stats, "parameter_mem", 0)),
+            parameters=int(params),
             buffers=int(getattr(stats, "buffer_mem", 0)),
             inputs=int(getattr(stats, "input_mem", 0)),
             outputs=int(getattr(stats, "output_mem", 0)),
-            peak_forward=peak("Peak-Forward"),
-            peak_backward=peak("Peak-Backward"),
+            peak_forward=peak("Peak-Forward", "Peak Forward"),
+            peak_backward=peak("Peak-Backward", "Peak Backward"),
         )
     return table
 
@@ -341,6 +359,9 @@ def trace_step(
             "the per-rank result equals world size 1)"
         )
     say = progress or (lambda _stage: None)
+    if config.seq is None:
+        workload = WORKLOADS.get(config.model)
+        config = config.model_copy(update={"seq": min(workload.max_seq, 2048) if workload else 512})
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         stack.enter_context(warnings.catch_warnings())
@@ -367,15 +388,28 @@ def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: boo
             n = _apply_checkpointing(model)
             notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
         if mesh is not None:
-            _shard(model, mesh)
+            mp = _DTYPES[config.dtype] if config.dtype != "fp32" else None
+            _shard(model, mesh, config.reshard_after_forward, mp)
             notes.append(f"FSDP2 fully_shard per block and root over {config.world_size} ranks")
+            if mp is not None:
+                notes.append(
+                    f"FSDP2 mixed precision: parameters gathered in {config.dtype}, fp32 sharded "
+                    "master weights and gradients (MixedPrecisionPolicy instead of autocast)"
+                )
         params = sum(p.numel() for p in model.parameters())
         if mesh is not None:
             params = sum(_global_numel(p) for p in model.parameters())
         trainable = [p for p in model.parameters() if p.requires_grad]
         if not trainable:
             raise ProfilingError("the model has no trainable parameters; nothing to train")
-        optimizer = make_optimizer(config.optimizer, trainable, config.foreach)
+        foreach = config.foreach if config.foreach is not None else mesh is None
+        if mesh is not None and foreach:
+            notes.append(
+                "foreach optimizer under FSDP: DTensor foreach temporaries are counted several "
+                "times over by the tracker; prefer the default (for-loop) for FSDP peaks"
+            )
+        optimizer = make_optimizer(config.optimizer, trainable, foreach)
+        notes.append(f"optimizer {config.optimizer} ({'foreach' if foreach else 'for-loop'})")
         tracker = _make_tracker(model, optimizer, inputs, mesh, fast)
         phases: dict[str, int] = {}
         with tracker:
@@ -383,16 +417,16 @@ def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: boo
                 say("forward")
                 ctx = (
                     torch.autocast("cpu", dtype=_DTYPES[config.dtype])
-                    if config.dtype != "fp32"
+                    if config.dtype != "fp32" and mesh is None
                     else contextlib.nullcontext()
                 )
                 with ctx:
                     loss = _loss_of(model(*inputs))
-                phases["after_forward"] = _total(tracker.get_tracker_snapshot())
+                phases["after_forward"] = _phase(tracker)
                 say("backward")
                 loss.backward()
                 del loss
-                phases["after_backward"] = _total(tracker.get_tracker_snapshot())
+                phases["after_backward"] = _phase(tracker)
                 say("optimizer step")
                 optimizer.step()
             except ProfilingError:
@@ -400,7 +434,7 @@ def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: boo
             except Exception as exc:
                 raise ProfilingError(_fake_failure(config.model, exc)) from None
             after = _merge(tracker.get_tracker_snapshot())
-            phases["after_optimizer_step"] = int(after.get("Total", 0))
+            phases["after_optimizer_step"] = _phase(tracker)
         say("summarizing")
         peak_snap = _merge(tracker.get_tracker_snapshot("peak"))
         by_module = _module_table(tracker, config.module_depth)
@@ -445,15 +479,17 @@ def _global_numel(p: torch.Tensor) -> int:
     return p.numel()
 
 
-def _shard(model: nn.Module, mesh: Any) -> None:
+def _shard(model: nn.Module, mesh: Any, reshard_after_forward: bool, mp: Any) -> None:
     try:
-        from torch.distributed.fsdp import fully_shard
-    except ImportError:
-        from torch.distributed._composable.fsdp import fully_shard  # torch < 2.6
-    blocks = _block_list(model)
-    for block in blocks or []:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except ImportError:  # torch < 2.6
+        from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
+    kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
+    if mp is not None:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=mp, reduce_dtype=torch.float32)
+    for block in _block_list(model) or []:
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
 
 
 class _FastPeakMixin:

@@ -1,0 +1,310 @@
+"""Records, JSON and text for estimates and traces, and the two side by side.
+
+Light: no torch. ``TraceResult`` objects are duck-typed (anything with the same attributes),
+so this module can be imported without importing ``profiling.trace``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling._units import fmt_bytes, fmt_count
+from profiling.estimate import Estimate, EstimateInput, describe_setup, render_text
+from profiling.records import (
+    MeasurementRecord,
+    Quantity,
+    host_device,
+    new_record_id,
+    software_versions,
+)
+
+TRACE_CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries")
+
+
+# --------------------------------------------------------------------- estimates
+
+
+def estimate_record(est: Estimate) -> MeasurementRecord:
+    results = [
+        Quantity(name="per_gpu_total", value=est.per_gpu_bytes, unit="B"),
+        Quantity(name="total_all_gpus", value=est.total_bytes, unit="B"),
+        Quantity(name="unsharded_total", value=est.unsharded_bytes, unit="B"),
+        Quantity(name="params", value=est.params, unit=""),
+    ]
+    results += [Quantity(name=c.name, value=c.bytes, unit="B") for c in est.components]
+    if est.gpu_mem_bytes is not None:
+        results.append(Quantity(name="gpu_mem", value=est.gpu_mem_bytes, unit="B"))
+    return MeasurementRecord(
+        id=new_record_id("estimated"),
+        kind="estimated",
+        title=f"Estimate: {describe_setup(est.inputs, est.shape)}",
+        device={"gpu_mem_bytes": est.gpu_mem_bytes, "gpus": est.inputs.gpus},
+        software=software_versions(),
+        config={**est.inputs.model_dump(), "shape": est.shape},
+        results=results,
+        steps=est.steps,
+        notes="\n".join(est.notes),
+        extra={"status": est.status, "fits": est.fits, "table": render_text(est)},
+    )
+
+
+def estimate_json(est: Estimate, record_id: str) -> dict[str, Any]:
+    return {
+        "record_id": record_id,
+        "per_gpu_bytes": est.per_gpu_bytes,
+        "total_bytes": est.total_bytes,
+        "unsharded_bytes": est.unsharded_bytes,
+        "gpu_mem_bytes": est.gpu_mem_bytes,
+        "fits": est.fits,
+        "status": est.status,
+        "params": est.params,
+        "trainable_params": est.trainable_params,
+        "components": [
+            {"name": c.name, "bytes": c.bytes, "calculation": c.calculation, "group": c.group}
+            for c in est.components
+        ],
+        "deepspeed": est.deepspeed,
+        "notes": est.notes,
+    }
+
+
+def estimate_categories(est: Estimate) -> dict[str, int]:
+    """The estimate folded into the trace's categories, for a side-by-side comparison."""
+    out = dict.fromkeys(("parameters", "gradients", "optimizer", "activations"), 0)
+    for c in est.components:
+        if c.group == "activations":
+            out["activations"] += c.bytes
+        elif c.name.startswith("Optimizer"):
+            out["optimizer"] += c.bytes
+        elif "Gradients" in c.name or "gradients" in c.name:
+            out["gradients"] += c.bytes
+        else:
+            out["parameters"] += c.bytes
+    return out
+
+
+# --------------------------------------------------------------------- traces
+
+
+def _setup(cfg: Any) -> str:
+    parts = [cfg.model, f"seq {cfg.seq} × batch {cfg.batch}"]
+    if cfg.dtype != "fp32":
+        parts.append(f"{cfg.dtype} autocast")
+    if cfg.param_dtype != "fp32":
+        parts.append(f"{cfg.param_dtype} parameters")
+    parts.append(cfg.optimizer)
+    if cfg.fsdp:
+        style = "FSDP2" + ("" if cfg.reshard_after_forward else " (no reshard: ZeRO-2 style)")
+        parts.append(f"{style} × {cfg.world_size} ranks")
+    if cfg.checkpointing:
+        parts.append("activation checkpointing")
+    return ", ".join(parts)
+
+
+def trace_record(result: Any) -> MeasurementRecord:
+    cfg = result.config
+    results = [Quantity(name="peak", value=result.peak_bytes, unit="B")]
+    results += [
+        Quantity(name=f"peak_{k}", value=v, unit="B") for k, v in result.by_category.items()
+    ]
+    results += [
+        Quantity(name=f"after_step_{k}", value=v, unit="B") for k, v in result.after_step.items()
+    ]
+    results.append(Quantity(name="params", value=result.params, unit=""))
+    results.append(Quantity(name="wall", value=result.wall_seconds, unit="s"))
+    return MeasurementRecord(
+        id=new_record_id("traced"),
+        kind="traced",
+        title=f"Trace: {_setup(cfg)}" + (" (per rank)" if cfg.fsdp else ""),
+        device={**host_device(), "traced_device": "cpu (fake tensors)"},
+        software=software_versions(torch=result.torch_version),
+        config={**cfg.model_dump(), "model_info": result.model_info},
+        results=results,
+        notes="\n".join(result.notes),
+        extra={
+            "phases": result.phases,
+            "by_module": {k: v.model_dump() for k, v in result.by_module.items()},
+            "table": render_trace_text(result),
+        },
+    )
+
+
+def trace_json(result: Any, record_id: str) -> dict[str, Any]:
+    return {
+        "record_id": record_id,
+        "peak_bytes": result.peak_bytes,
+        "by_category": result.by_category,
+        "after_step": result.after_step,
+        "phases": result.phases,
+        "by_module": {k: v.model_dump() for k, v in result.by_module.items()},
+        "params": result.params,
+        "world_size": result.config.world_size,
+        "per_rank": result.config.fsdp,
+        "wall_seconds": result.wall_seconds,
+        "config": result.config.model_dump(),
+        "notes": result.notes,
+    }
+
+
+def render_trace_text(result: Any, modules: int = 12) -> str:
+    cfg = result.config
+    head = f"Traced training step: {_setup(cfg)}"
+    scope = "per rank" if cfg.fsdp else "one device"
+    lines = [
+        head,
+        f"{fmt_count(result.params)} parameters; fake tensors on cpu, nothing allocated "
+        f"({result.wall_seconds:.1f} s)",
+        "",
+        f"{'Category':<14}{'At peak':>12}{'After step':>14}{'After forward':>16}",
+        "─" * 56,
+    ]
+    fwd = result.phases.get("after_forward", {})
+    for cat, value in result.by_category.items():
+        after = result.after_step.get(cat, 0)
+        if not (value or after or fwd.get(cat)):
+            continue
+        lines.append(
+            f"{cat:<14}{fmt_bytes(value):>12}{fmt_bytes(after):>14}{fmt_bytes(fwd.get(cat, 0)):>16}"
+        )
+    lines += [
+        "─" * 56,
+        f"{'peak':<14}{fmt_bytes(result.peak_bytes):>12}"
+        f"{fmt_bytes(result.phases.get('after_optimizer_step', {}).get('total', 0)):>14}"
+        f"{fmt_bytes(fwd.get('total', 0)):>16}   ({fmt_bytes(result.peak_bytes, 'GiB')}, {scope})",
+    ]
+    top = sorted(
+        result.by_module.items(),
+        key=lambda kv: max(kv[1].peak_forward, kv[1].peak_backward),
+        reverse=True,
+    )[:modules]
+    if top:
+        lines += ["", f"{'Module':<40}{'Params':>12}{'Peak fwd':>12}{'Peak bwd':>12}"]
+        for name, m in top:
+            lines.append(
+                f"{name[:39]:<40}{fmt_bytes(m.parameters):>12}{fmt_bytes(m.peak_forward):>12}"
+                f"{fmt_bytes(m.peak_backward):>12}"
+            )
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------- side by side
+
+
+def estimate_input_for_trace(cfg: Any, gpu_mem_gb: float | None = None) -> EstimateInput:
+    """The estimate that describes the same step as a trace configuration."""
+    if cfg.param_dtype != "fp32":
+        precision = "bf16"
+    elif cfg.dtype != "fp32":
+        precision = "mixed"
+    else:
+        precision = "fp32"
+    optimizer = cfg.optimizer if cfg.optimizer in ("adamw", "adam", "sgd") else "adamw"
+    zero = (3 if cfg.reshard_after_forward else 2) if cfg.fsdp else 0
+    return EstimateInput(
+        model=cfg.model,
+        seq=cfg.seq,
+        batch=cfg.batch,
+        precision=precision,
+        optimizer=optimizer,
+        gpus=cfg.world_size,
+        zero=zero,
+        recompute="full" if cfg.checkpointing else "none",
+        gpu_mem_gb=gpu_mem_gb,
+    )
+
+
+def compare(est: Estimate, result: Any) -> dict[str, Any]:
+    """Rows of (category, estimated, traced, ratio, why they differ)."""
+    cfg = result.config
+    e = estimate_categories(est)
+    traced = dict(result.after_step)
+    traced["activations"] = result.phases.get("after_forward", {}).get("activations", 0)
+    mixed = cfg.dtype != "fp32" and cfg.param_dtype == "fp32"
+    autocast = mixed and not cfg.fsdp  # with FSDP we trace its MixedPrecisionPolicy instead
+    psi = result.params
+    why: dict[str, str] = {}
+    if mixed and est.inputs.precision == "mixed":
+        why["parameters"] = (
+            "the trace's parameters are fp32 (4 B/param): they are the master weights; the "
+            "mixed-precision estimate counts 16-bit weights (2 B) and the fp32 master copy "
+            "under optimizer"
+        )
+        if cfg.fsdp:
+            why["parameters"] += (
+                "; the 16-bit copies FSDP gathers are transient: they show in the peak, not "
+                "after the step"
+            )
+        why["gradients"] = (
+            "the trace keeps fp32 gradients (the parameters' dtype"
+            + ("; FSDP reduce-scatters into the fp32 shard" if cfg.fsdp else "")
+            + "); the estimate counts 16-bit gradients (2 B/param)"
+        )
+        why["optimizer"] = (
+            "the trace's fp32 parameters are the master weights, so its optimizer holds only "
+            "the two moments (8 B/param) against the estimate's 12"
+        )
+    why.setdefault("optimizer", "same states; Adam's per-parameter step counters add bytes")
+    act = ["trace: what is alive when forward ends; estimate: Korthikanti's formula + logits"]
+    if autocast:
+        act.append(
+            f"autocast caches 16-bit copies of the weights for backward (≈ 2 B × {fmt_count(psi)})"
+        )
+    arch = (result.model_info or {}).get("arch")
+    if arch == "llama":
+        act.append("Llama's SwiGLU MLP and RMSNorm are not the GPT block the formula assumes")
+    act.append("PyTorch's CPU attention kernel saves no s² score matrix (like flash attention)")
+    why["activations"] = "; ".join(act)
+    rows = []
+    for cat in ("parameters", "gradients", "optimizer", "activations"):
+        est_b, tr_b = e.get(cat, 0), traced.get(cat, 0)
+        rows.append(
+            {
+                "category": cat,
+                "estimated_bytes": est_b,
+                "traced_bytes": tr_b,
+                "ratio": round(est_b / tr_b, 3) if tr_b else None,
+                "why": why.get(cat, ""),
+            }
+        )
+    return {
+        "rows": rows,
+        "estimated_total": est.per_gpu_bytes,
+        "traced_peak": result.peak_bytes,
+        "ratio": round(est.per_gpu_bytes / result.peak_bytes, 3) if result.peak_bytes else None,
+        "why_total": (
+            "the estimate sums every component as if all were alive at once; the trace's peak "
+            "is one moment (usually the optimizer step, with its temporaries)"
+        ),
+    }
+
+
+def render_compare_text(cmp: dict[str, Any]) -> str:
+    lines = [
+        f"{'Category':<14}{'Estimated':>12}{'Traced':>12}{'Est/Trace':>11}",
+        "─" * 49,
+    ]
+    for row in cmp["rows"]:
+        ratio = f"{row['ratio']:.2f}×" if row["ratio"] is not None else "—"
+        lines.append(
+            f"{row['category']:<14}{fmt_bytes(row['estimated_bytes']):>12}"
+            f"{fmt_bytes(row['traced_bytes']):>12}{ratio:>11}"
+        )
+    ratio = f"{cmp['ratio']:.2f}×" if cmp["ratio"] is not None else "—"
+    lines += [
+        "─" * 49,
+        f"{'total / peak':<14}{fmt_bytes(cmp['estimated_total']):>12}"
+        f"{fmt_bytes(cmp['traced_peak']):>12}{ratio:>11}",
+        "",
+        "Why they differ:",
+    ]
+    for row in cmp["rows"]:
+        if row["why"]:
+            lines.append(f"- {row['category']}: {row['why']}")
+    lines.append(f"- total / peak: {cmp['why_total']}")
+    lines.append(
+        "(traced parameters/gradients/optimizer: what stays after the step; traced "
+        "activations: what is alive when forward ends)"
+    )
+    return "\n".join(lines)
