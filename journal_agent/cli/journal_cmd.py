@@ -249,6 +249,13 @@ def repair_cmd(
             typer.echo(f"would repair lines: {fixed} (nothing written)")
         else:
             typer.echo("nothing to repair: the journal is clean UTF-8")
+        if outcome.guessed_lines:
+            typer.echo(
+                "lines "
+                + ", ".join(map(str, outcome.guessed_lines))
+                + " had a byte lost in the double encoding; it was restored as the only "
+                "character the journal format uses that fits — check them"
+            )
         if outcome.unrepaired_lines:
             typer.echo(
                 "could not repair lines "

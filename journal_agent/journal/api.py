@@ -134,6 +134,7 @@ class RepairOutcome:
     backup: str | None
     fixed_lines: list[int]
     unrepaired_lines: list[int]
+    guessed_lines: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -147,7 +148,9 @@ def repair(root: Path, dry_run: bool = False) -> RepairOutcome:
     data = store.read_bytes()
     result = repair_bytes(data)
     if not result.changed or dry_run:
-        return RepairOutcome(False, None, result.fixed_lines, result.unrepaired_lines)
+        return RepairOutcome(
+            False, None, result.fixed_lines, result.unrepaired_lines, result.guessed_lines
+        )
     with store._locked():
         current = store.path.read_bytes()
         if current != data:
@@ -162,4 +165,6 @@ def repair(root: Path, dry_run: bool = False) -> RepairOutcome:
 
         atomic_write_bytes(backup, data)
         atomic_write_bytes(store.path, result.data)
-    return RepairOutcome(True, str(backup), result.fixed_lines, result.unrepaired_lines)
+    return RepairOutcome(
+        True, str(backup), result.fixed_lines, result.unrepaired_lines, result.guessed_lines
+    )

@@ -12,6 +12,7 @@ line as not repairable.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -47,8 +48,8 @@ def _expected_length(lead: int) -> int:
     return 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
 
 
-def _fix_run(run: str) -> str | None:
-    """The original text of one mojibake run, or None when it cannot be told."""
+def _fix_run(run: str) -> tuple[str, bool] | None:
+    """``(original text, guessed)`` for one mojibake run, or None when it cannot be told."""
     lost_marker = run[-1] in "?\ufffd"
     chars = run[:-1] if lost_marker else run
     raw = bytes(_TO_BYTE[c] for c in chars)
@@ -59,19 +60,22 @@ def _fix_run(run: str) -> str | None:
         except UnicodeDecodeError:
             return None
         rest = chars[need:] + (run[-1] if lost_marker else "")
-        return fixed + rest
-    if len(raw) + 1 != need:
+        return fixed + rest, False
+    missing = need - len(raw)
+    if missing not in (1, 2):
         return None
     candidates = set()
-    for pos in range(1, need):
-        for lost in _UNDEFINED_CP1252:
-            trial = raw[:pos] + bytes([lost]) + raw[pos:]
+    for slots in itertools.combinations(range(1, need), missing):
+        for lost in itertools.product(_UNDEFINED_CP1252, repeat=missing):
+            trial = bytearray(raw)
+            for slot, byte in zip(slots, lost, strict=True):
+                trial.insert(slot, byte)
             try:
-                candidates.add(trial.decode("utf-8"))
+                candidates.add(bytes(trial).decode("utf-8"))
             except UnicodeDecodeError:
                 continue
     known = [c for c in candidates if c in KNOWN_CHARS or c.rstrip("\ufe0f") in KNOWN_CHARS]
-    return known[0] if len(known) == 1 else None
+    return (known[0], True) if len(known) == 1 else None
 
 
 @dataclass
@@ -92,8 +96,10 @@ def _looks_like_mojibake(match: re.Match[str]) -> bool:
             return True
         except UnicodeDecodeError:
             return False
-    # A shortened run (a byte was lost) still counts when a lost byte could complete it.
-    return len(raw) + 1 == need and (need == 4 or raw[0] >= 0xE0)
+    # A shortened run (bytes were lost) still counts when lost bytes could complete it: one
+    # byte of a 3- or 4-byte character, or two of an emoji (which all start F0 9F).
+    missing = need - len(raw)
+    return (missing == 1 and need >= 3) or (missing == 2 and raw[:2] == b"\xf0\x9f")
 
 
 def find_mojibake(line_text: str) -> list[re.Match[str]]:
@@ -147,6 +153,7 @@ class RepairResult:
     data: bytes
     fixed_lines: list[int] = field(default_factory=list)
     unrepaired_lines: list[int] = field(default_factory=list)
+    guessed_lines: list[int] = field(default_factory=list)  # a lost byte was restored
 
     @property
     def changed(self) -> bool:
@@ -165,7 +172,7 @@ def repair(data: bytes) -> RepairResult:
             # A line saved in a legacy code page: read it the way it was written.
             text = "".join(chr(b) if b < 0x80 else _cp1252_char(b) for b in raw)
             changed = True
-        broken = False
+        broken = guessed = False
         if find_mojibake(text):
             pieces: list[str] = []
             pos = 0
@@ -177,7 +184,8 @@ def repair(data: bytes) -> RepairResult:
                     pieces.append(match.group(0))
                 else:
                     changed = True
-                    pieces.append(fixed)
+                    guessed = guessed or fixed[1]
+                    pieces.append(fixed[0])
                 pos = match.end()
             pieces.append(text[pos:])
             text = "".join(pieces)
@@ -185,6 +193,8 @@ def repair(data: bytes) -> RepairResult:
             result.fixed_lines.append(n)
         if broken:
             result.unrepaired_lines.append(n)
+        if guessed:
+            result.guessed_lines.append(n)
         out.append(text.encode("utf-8"))
     result.data = b"\n".join(out)
     return result

@@ -52,7 +52,7 @@ def test_same_title_and_date_get_distinct_ids(ws):
 def test_sixteen_processes_appending_at_once_lose_nothing(ws):
     procs = []
     env = {**os.environ, "JOURNAL_AGENT_ROOT": str(ws.root)}
-    for n in range(16):
+    for _ in range(16):
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "journal_agent", "journal", "append", "-"],
