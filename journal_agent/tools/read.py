@@ -34,65 +34,17 @@ _KEEP_BYTES = MAX_LINE_CHARS * 4 + 4
 FULL_HASH_LIMIT = 32 << 20
 _SNIFF_BYTES = 8192
 
-BINARY_SUFFIXES = frozenset(
-    {
-        ".png",
-        ".jpg",
-        ".jpeg",
-        ".gif",
-        ".bmp",
-        ".webp",
-        ".ico",
-        ".tiff",
-        ".pdf",
-        ".zip",
-        ".gz",
-        ".tgz",
-        ".bz2",
-        ".xz",
-        ".zst",
-        ".7z",
-        ".tar",
-        ".whl",
-        ".jar",
-        ".class",
-        ".so",
-        ".dylib",
-        ".dll",
-        ".exe",
-        ".o",
-        ".a",
-        ".pyc",
-        ".pt",
-        ".pth",
-        ".ckpt",
-        ".bin",
-        ".safetensors",
-        ".npy",
-        ".npz",
-        ".pkl",
-        ".pickle",
-        ".parquet",
-        ".arrow",
-        ".feather",
-        ".h5",
-        ".hdf5",
-        ".onnx",
-        ".sqlite",
-        ".sqlite3",
-        ".db",
-        ".mp3",
-        ".mp4",
-        ".wav",
-        ".mov",
-        ".avi",
-        ".mkv",
-        ".woff",
-        ".woff2",
-        ".ttf",
-        ".otf",
-    }
-)
+# Known binary formats, refused by name before any sniffing.
+# fmt: off
+BINARY_SUFFIXES = frozenset({
+    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".ico", ".tiff", ".pdf", ".zip", ".gz",
+    ".tgz", ".bz2", ".xz", ".zst", ".7z", ".tar", ".whl", ".jar", ".class", ".so", ".dylib",
+    ".dll", ".exe", ".o", ".a", ".pyc", ".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npy",
+    ".npz", ".pkl", ".pickle", ".parquet", ".arrow", ".feather", ".h5", ".hdf5", ".onnx",
+    ".sqlite", ".sqlite3", ".db", ".mp3", ".mp4", ".wav", ".mov", ".avi", ".mkv", ".woff",
+    ".woff2", ".ttf", ".otf",
+})
+# fmt: on
 
 
 def _drop_null_defaults(schema: dict[str, Any]) -> None:

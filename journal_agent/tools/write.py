@@ -142,9 +142,10 @@ def ensure_unchanged(tracker: ReadTracker, path: Path, *, action: str) -> bytes 
     now = current_fingerprint(path)
     if now is None:
         if seen is not None:
+            tracker.forget(path)  # reported once: repeating the call creates the file anew
             raise ToolError(
-                f"{path} was deleted since you read it — check whether that was "
-                "intended, then Read it again (or Write it anew)."
+                f"{path} was deleted since you read it (by another agent or the user); if it "
+                "should exist again, repeat the call to create it anew."
             )
         return None
     fingerprint, data = now

@@ -110,6 +110,9 @@ def test_file_deleted_since_read_is_reported(ws: Path, call) -> None:
     result = call("Write", file_path="a.md", content="y\n")
     assert result.is_error
     assert "deleted since you read it" in result.content
+    assert not (ws / "a.md").exists()
+    assert not call("Write", file_path="a.md", content="y\n").is_error  # told once, then allowed
+    assert (ws / "a.md").read_text() == "y\n"
 
 
 def test_write_through_an_inside_symlink_keeps_the_link(ws: Path, call) -> None:
