@@ -9,6 +9,7 @@ exceptions all become ``is_error`` results; only a failed *model call* inside a 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,6 +37,18 @@ class ToolOutcome:
     call: ToolCall
     result: ToolResult
     seconds: float
+
+
+_DEFINITIONS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def tool_definition(tool: Tool) -> dict[str, Any]:
+    """``tool.definition()``, computed once per tool class (schemas are costly to build)."""
+    cls = type(tool)
+    definition = _DEFINITIONS.get(cls)
+    if definition is None:
+        definition = _DEFINITIONS[cls] = tool.definition()
+    return definition
 
 
 def lookup(tools: dict[str, Tool], name: str) -> Tool | None:
@@ -77,8 +90,11 @@ def run_tool_calls(
     *,
     on_start: Callable[[ToolCall], None] | None = None,
     on_finish: Callable[[ToolOutcome], None] | None = None,
+    pool: ThreadPoolExecutor | None = None,
 ) -> list[ToolOutcome]:
-    """Run every call (in parallel when there are several); outcomes in call order."""
+    """Run every call (in parallel when there are several); outcomes in call order.
+
+    ``pool``: an executor to reuse across turns (starting threads each turn costs time)."""
 
     def job(call: ToolCall) -> ToolOutcome:
         if on_start:
@@ -90,6 +106,8 @@ def run_tool_calls(
 
     if len(calls) <= 1:
         return [job(c) for c in calls]
+    if pool is not None:
+        return list(pool.map(job, calls))
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(calls))) as pool:
         return list(pool.map(job, calls))
 

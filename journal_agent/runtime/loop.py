@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +26,12 @@ from journal_agent.runtime import result as R
 from journal_agent.runtime.caching import cached_system, cached_tools, with_message_breakpoints
 from journal_agent.runtime.client import DEFAULT_TIMEOUT_S, create_message
 from journal_agent.runtime.dispatch import (
+    MAX_PARALLEL,
     TOOL_ALIASES,
     ToolCall,
     ToolOutcome,
     run_tool_calls,
+    tool_definition,
     tool_result_blocks,
 )
 from journal_agent.runtime.events import (
@@ -145,17 +148,25 @@ class AgentLoop:
         self.turns = 0
         self.tools_used: dict[str, int] = {}
         self.written: set[str] = set()
-        self._tool_defs = cached_tools([t.definition() for t in spec.tools.values()])
+        self._tool_defs = cached_tools([tool_definition(t) for t in spec.tools.values()])
         self._system = cached_system(spec.system)
         self._max_tokens = session.options.max_tokens
         self._prev_last: int | None = None
+        self._logged_messages = 0
+        self._logged_head = False
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- requests ---------------------------------------------------------------------------
 
+    def _marks(self) -> list[int]:
+        """Message indices that get a breakpoint: where the previous request ended, and the
+        newest message."""
+        last = len(self.messages) - 1
+        return [last] if self._prev_last in (None, last) else [self._prev_last, last]
+
     def build_request(self) -> dict[str, Any]:
         """The exact body of the next request (cache breakpoints placed)."""
-        last = len(self.messages) - 1
-        marks = [last] if self._prev_last is None else [self._prev_last, last]
+        marks = self._marks()
         # Keys in cache-prefix order (tools → system → messages), for readable dumps.
         request: dict[str, Any] = {"model": self.spec.model, "max_tokens": self._max_tokens}
         if self._tool_defs:
@@ -166,9 +177,30 @@ class AgentLoop:
             request["thinking"] = self.session.options.thinking
         return request
 
+    def _log_request(self, request: dict[str, Any]) -> None:
+        """Log the request as a delta: tools/system once, then only the new messages.
+
+        Logging whole requests would make a transcript quadratic in the conversation's
+        length; :func:`journal_agent.runtime.transcript.replay_requests` rebuilds the exact
+        bodies from these records."""
+        if self.session.transcript is None:
+            return
+        record: dict[str, Any] = {
+            "model": request["model"],
+            "max_tokens": request["max_tokens"],
+            "cache_breakpoints": self._marks(),
+            "messages_before": self._logged_messages,
+            "new_messages": self.messages[self._logged_messages :],
+        }
+        if not self._logged_head:
+            record.update({k: request[k] for k in ("tools", "system", "thinking") if k in request})
+            self._logged_head = True
+        self._logged_messages = len(self.messages)
+        self.session.log("request", self.label, turn=self.turns, **record)
+
     def _call_model(self) -> Any:
         request = self.build_request()
-        self.session.log("request", self.label, turn=self.turns, body=request)
+        self._log_request(request)
         self._prev_last = len(self.messages) - 1
         response = create_message(self.session.client, request, self.session.options.timeout)
         self.session.log("response", self.label, turn=self.turns, body=response.to_dict())
@@ -227,12 +259,15 @@ class AgentLoop:
             for b in content
             if b.get("type") == "tool_use"
         ]
+        if self._pool is None and len(calls) > 1:
+            self._pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="tool")
         outcomes = run_tool_calls(
             calls,
             self.spec.tools,
             self.ctx,
             on_start=self._on_tool_start,
             on_finish=self._on_tool_finish,
+            pool=self._pool,
         )
         for o in outcomes:
             name = TOOL_ALIASES.get(o.call.name, o.call.name)
@@ -265,7 +300,12 @@ class AgentLoop:
             tools=sorted(self.spec.tools),
             prompt=prompt,
         )
-        result = self._loop()
+        try:
+            result = self._loop()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
         self.session.log(
             "done",
             self.label,

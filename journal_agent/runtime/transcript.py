@@ -85,3 +85,26 @@ class Transcript:
 
 def read_transcript(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def replay_requests(records: list[dict[str, Any]], agent: str = "main") -> list[dict[str, Any]]:
+    """The exact request bodies one agent sent, rebuilt from its delta ``request`` records."""
+    from journal_agent.runtime.caching import with_message_breakpoints
+
+    head: dict[str, Any] = {}
+    history: list[dict[str, Any]] = []
+    out = []
+    for r in records:
+        if r.get("type") != "request" or r.get("agent") != agent:
+            continue
+        head.update({k: r[k] for k in ("tools", "system", "thinking") if k in r})
+        history = history[: r["messages_before"]] + r["new_messages"]
+        body: dict[str, Any] = {"model": r["model"], "max_tokens": r["max_tokens"]}
+        if "tools" in head:
+            body["tools"] = head["tools"]
+        body["system"] = head["system"]
+        body["messages"] = with_message_breakpoints(history, r["cache_breakpoints"])
+        if "thinking" in head:
+            body["thinking"] = head["thinking"]
+        out.append(body)
+    return out

@@ -10,6 +10,7 @@ from runtime_helpers import API_KEY, Fail, Rendezvous, WriteNote, make_loop
 from journal_agent.runtime.client import ModelCallError, make_client
 from journal_agent.runtime.events import Done, ToolCalled, ToolFinished, UsageReported
 from journal_agent.runtime.loop import CONTINUE_PROMPT, RunOptions
+from journal_agent.runtime.transcript import read_transcript, replay_requests
 from journal_agent.testing import ScriptedModel, http_error, reply, thinking, tool_use
 
 
@@ -319,4 +320,24 @@ def test_transcript_has_every_request_and_never_the_key(tmp_path):
     assert kinds.count("request") == 2 and kinds.count("response") == 2
     assert {"run_start", "tool_call", "tool_result", "usage", "done"} <= set(kinds)
     req = next(r for r in records if r["type"] == "request")
-    assert req["body"]["model"] == "claude-sonnet-5-5" and req["body"]["system"]
+    assert req["model"] == "claude-sonnet-5-5" and req["system"]
+
+
+def test_transcript_replays_the_exact_requests_sent(tmp_path):
+    think = thinking("plan", "sig")
+    model = ScriptedModel(
+        [
+            reply(think, tool_use("WriteNote", {"path": "a", "text": "1"}), tool_use("Fail", {})),
+            reply("cut", stop_reason="max_tokens"),
+            reply(tool_use("WriteNote", {"path": "a", "text": "2"})),
+            reply("done"),
+        ]
+    )
+    loop = make_loop(model, tmp_path, [WriteNote(), Fail()])
+    loop.run("go")
+    loop.session.transcript.close()
+    records = read_transcript(tmp_path / "t.jsonl")
+    assert replay_requests(records) == [r.body for r in model.requests]
+    # the transcript grows linearly: each request record holds only the new messages
+    deltas = [len(r["new_messages"]) for r in records if r["type"] == "request"]
+    assert deltas == [1, 2, 2, 2]
