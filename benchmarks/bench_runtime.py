@@ -33,7 +33,6 @@ from pydantic import BaseModel
 
 import journal_agent.runtime.loop as loop_mod
 from journal_agent.definitions import load_agent
-from journal_agent.paths import plugin_root
 from journal_agent.runtime.loop import AgentLoop, AgentSpec, RunOptions, Session
 from journal_agent.runtime.models import model_table
 from journal_agent.runtime.prompt import system_prompt
