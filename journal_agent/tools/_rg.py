@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
@@ -63,13 +66,67 @@ def decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def newest_first(paths: list[str], root: Path) -> list[str]:
-    """Workspace-relative ``paths`` sorted by modification time, newest first (then by name)."""
+def rg_paths_by_mtime(
+    args: list[str],
+    cwd: Path,
+    prefix: str = "",
+    visible: Callable[[str], bool] | None = None,
+) -> tuple[list[str], int, str]:
+    """Run rg printing NUL-separated paths; return them newest first, rg's code and stderr.
 
-    def mtime(rel: str) -> float:
-        try:
-            return os.stat(os.path.join(root, rel)).st_mtime
-        except OSError:
-            return 0.0
-
-    return [p for _, p in sorted((-mtime(p), p) for p in paths)]
+    Each path is stat'ed as soon as rg prints it, so our per-file work overlaps rg's own
+    (multi-threaded) walk instead of following it. ``prefix`` is prepended to every path
+    (the search directory relative to the workspace root); paths ``visible`` rejects are
+    dropped.
+    """
+    base = str(cwd) + os.sep
+    try:
+        proc = subprocess.Popen(
+            [rg_binary(), *COMMON_FLAGS, "--null", *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise ToolError(f"Could not run ripgrep: {exc.strerror}.") from None
+    assert proc.stdout is not None and proc.stderr is not None
+    keyed: list[tuple[int, str]] = []
+    err = bytearray()
+    pending = b""
+    deadline = time.monotonic() + RG_TIMEOUT_S
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        open_streams = 2
+        while open_streams:
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise ToolError(
+                    f"The search took longer than {RG_TIMEOUT_S} s and was stopped; narrow it "
+                    "with path, glob or type."
+                )
+            for key, _ in sel.select(timeout=1.0):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                if key.fileobj is proc.stderr:
+                    err += chunk
+                    continue
+                *done, pending = (pending + chunk).split(b"\0")
+                for raw in done:
+                    rel = prefix + raw.decode("utf-8", "replace")
+                    if visible is None or visible(rel):
+                        try:
+                            mtime = os.stat(base + rel[len(prefix) :]).st_mtime_ns
+                        except OSError:
+                            mtime = 0
+                        keyed.append((-mtime, rel))
+    code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    keyed.sort()
+    return [p for _, p in keyed], code, decode(bytes(err))

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.tools._budget import fit_to_budget
-from journal_agent.tools._rg import decode, newest_first, run_rg
+from journal_agent.tools._rg import rg_paths_by_mtime
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.workspace import resolve_path, workspace_root
@@ -52,22 +52,22 @@ class Glob(Tool):
             ctx.policy.ensure("Glob", path=base)
         pattern = _relative_pattern(params.pattern, base)
 
-        proc = run_rg(["--files", "--null", "--glob", pattern], base)
-        if proc.returncode not in (0, 1):
-            err = decode(proc.stderr).strip().splitlines()
-            raise ToolError(
-                f"Invalid glob pattern {params.pattern!r}: {err[0] if err else 'rg failed'}"
-            )
-        names = [n for n in decode(proc.stdout).split("\0") if n]
         prefix = os.path.relpath(base, root)
-        rels = names if prefix == "." else [f"{prefix}/{n}" for n in names]
-        if ctx.policy is not None:
-            visible = ctx.policy.search_filter("Glob", secrets=False)
-            rels = [r for r in rels if visible(r)]
+        visible = ctx.policy.search_filter("Glob", secrets=False) if ctx.policy else None
+        rels, code, err = rg_paths_by_mtime(
+            ["--files", "--glob", pattern],
+            base,
+            prefix="" if prefix == "." else prefix + "/",
+            visible=visible,
+        )
+        if code not in (0, 1):
+            first = err.strip().splitlines()
+            raise ToolError(
+                f"Invalid glob pattern {params.pattern!r}: {first[0] if first else 'rg failed'}"
+            )
         if not rels:
             return ToolResult("No files found")
 
-        rels = newest_first(rels, root)
         shown = rels[:MAX_RESULTS]
         text = "\n".join(shown)
         if len(rels) > MAX_RESULTS:

@@ -16,8 +16,8 @@ from journal_agent.tools._rg import (
     COMMON_FLAGS,
     RG_TIMEOUT_S,
     decode,
-    newest_first,
     rg_binary,
+    rg_paths_by_mtime,
     run_rg,
 )
 from journal_agent.tools._schema import tidy_schema
@@ -166,15 +166,13 @@ class Grep(Tool):
 
     @staticmethod
     def _collect(args: list[str], root: Path, mode: str, visible: Visible) -> list[str]:
+        if mode == "files_with_matches":
+            paths, code, err = rg_paths_by_mtime(args, root, visible=visible)
+            _raise_for_rg(code, err)
+            return paths
         proc = run_rg(args, root)
         _raise_for_rg(proc.returncode, decode(proc.stderr))
         out = decode(proc.stdout)
-        if mode == "files_with_matches":
-            paths = [p for p in out.split("\0") if p.strip("\n")]
-            paths = [p.lstrip("\n") for p in paths]
-            if visible is not None:
-                paths = [p for p in paths if visible(p)]
-            return newest_first(paths, root)
         rows = []
         for line in out.splitlines():
             path, _, count = line.partition("\0")

@@ -497,13 +497,13 @@ class PermissionPolicy:
 
     def search_filter(
         self, tool_name: str = "Grep", *, secrets: bool = True
-    ) -> Callable[[str], bool]:
+    ) -> Callable[[str], bool] | None:
         """A fast ``visible(rel_path)`` for the files a search returns.
 
         Grep must not show the contents of files the policy would refuse to Read (secrets,
         ``Read`` deny rules); Glob (``secrets=False``) lists secret files by name but honours
         deny rules. Called for every file in a result, so the common case (no path rules) is
-        one regex.
+        one regex, and None means every file is visible.
         """
         path_rules = [
             r
@@ -512,7 +512,7 @@ class PermissionPolicy:
         ]
         if not path_rules:
             if not secrets:
-                return lambda rel: True
+                return None
             return lambda rel: not _is_secret_rel(rel)
 
         def visible(rel: str) -> bool:

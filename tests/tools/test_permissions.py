@@ -376,4 +376,6 @@ def test_search_filter_hides_secrets_and_denied_paths(tree: Path) -> None:
     ruled = PermissionPolicy(tree, deny=["Read(./src/deep/**)"]).search_filter(
         "Glob", secrets=False
     )
+    assert ruled is not None
     assert ruled(".env") and not ruled("src/deep/x.py") and ruled("src/app.py")
+    assert PermissionPolicy(tree).search_filter("Glob", secrets=False) is None
