@@ -152,11 +152,14 @@ class Read(Tool):
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise ToolError(f"{path} changed into something other than a file; Read it again.")
-        with os.fdopen(fd, "rb") as f:
-            if b"\x00" in f.read(_SNIFF_BYTES):
-                raise ToolError(_binary_message(path, st.st_size))
-            f.seek(0)
-            scan = _scan(f, start, limit, hash_everything=st.st_size <= FULL_HASH_LIMIT)
+        try:
+            with os.fdopen(fd, "rb") as f:
+                if b"\x00" in f.read(_SNIFF_BYTES):
+                    raise ToolError(_binary_message(path, st.st_size))
+                f.seek(0)
+                scan = _scan(f, start, limit, hash_everything=st.st_size <= FULL_HASH_LIMIT)
+        except OSError as exc:
+            raise ToolError(f"Cannot read {path}: {exc.strerror}.") from None
 
         tracker.record(path, Fingerprint.from_stat(st, scan.sha256))
 

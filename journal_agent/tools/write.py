@@ -23,10 +23,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from journal_agent.paths import state_dir
+from journal_agent.paths import JOURNAL_FILE, state_dir
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.reads import Fingerprint, ReadTracker, tracker_for
-from journal_agent.tools.workspace import confine
+from journal_agent.tools.workspace import confine, workspace_root
 
 LOCK_TIMEOUT_S = 60.0
 
@@ -89,15 +89,14 @@ def writer_lock(root: Path, path: Path) -> Iterator[None]:
     """Hold the lock that every writer of ``path`` (in any thread or process) takes."""
     from filelock import FileLock, Timeout
 
-    locks = state_dir(root) / "locks"
+    lock_file = lock_file_for(root, path)
+    locks = lock_file.parent
     try:
         locks.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ToolError(f"Cannot create the lock directory {locks}: {exc.strerror}.") from None
-    key = hashlib.sha256(os.fsencode(path)).hexdigest()[:32]
-    # preserve_lock_file: deleting a lock file on release lets a waiter lock the old inode
-    # while a newcomer locks a fresh one, and both would think they hold the lock.
-    lock = FileLock(locks / f"{key}.lock", timeout=LOCK_TIMEOUT_S, preserve_lock_file=True)
+    # Kept on release: lock files live in .journal/, and reusing one avoids create/unlink churn.
+    lock = FileLock(lock_file, timeout=LOCK_TIMEOUT_S, preserve_lock_file=True)
     try:
         lock.acquire()
     except Timeout:
@@ -105,10 +104,26 @@ def writer_lock(root: Path, path: Path) -> Iterator[None]:
             f"Another writer has held the lock on {path} for over {LOCK_TIMEOUT_S:.0f} s; "
             "try again later."
         ) from None
+    except OSError as exc:
+        raise ToolError(f"Cannot take the writer lock in {locks}: {exc.strerror}.") from None
     try:
         yield
     finally:
         lock.release()
+
+
+def lock_file_for(root: Path, path: Path) -> Path:
+    """The lock file guarding writes to ``path``: one per file, under ``.journal/``.
+
+    The journal is also appended to by the journal store (JournalAppend, ``journal append``);
+    Write and Edit of it take the store's lock, so an append and an edit never interleave.
+    """
+    if path.name == JOURNAL_FILE and path == Path(workspace_root(root)) / JOURNAL_FILE:
+        from journal_agent.journal.store import JournalStore
+
+        return JournalStore(root).lock_path
+    key = hashlib.sha256(os.fsencode(path)).hexdigest()[:32]
+    return state_dir(root) / "locks" / f"{key}.lock"
 
 
 def current_fingerprint(path: Path) -> tuple[Fingerprint, bytes] | None:
@@ -127,8 +142,11 @@ def current_fingerprint(path: Path) -> tuple[Fingerprint, bytes] | None:
         if stat.S_ISDIR(st.st_mode):
             raise ToolError(f"{path} is a directory, not a file; give a file path.")
         raise ToolError(f"{path} is not a regular file; Write and Edit change files only.")
-    with os.fdopen(fd, "rb") as f:
-        data = f.read()
+    try:
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ToolError(f"Cannot read {path}: {exc.strerror}.") from None
     return Fingerprint.of_bytes(data, st), data
 
 
@@ -170,7 +188,10 @@ def atomic_write(path: Path, data: bytes) -> None:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ToolError(f"Cannot write in {path.parent}: {exc.strerror}.") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

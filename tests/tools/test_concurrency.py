@@ -146,3 +146,30 @@ def test_one_run_shared_by_threads_edits_consistently(ws: Path) -> None:
     assert all(not r.is_error for r in results), [r.content for r in results]
     text = journal.read_text()
     assert sorted(text.splitlines()[:-1]) == sorted(f"t{i}" for i in range(8))
+
+
+def test_edit_of_the_journal_waits_for_the_journal_stores_lock(ws: Path) -> None:
+    """Edit and the journal store's append share one lock, so they never interleave."""
+    from journal_agent.journal.store import JournalStore
+    from journal_agent.paths import JOURNAL_FILE
+
+    journal = ws / JOURNAL_FILE
+    journal.write_text(f"# Journal\n{MARKER}\n")
+    ctx = ToolContext(root=ws, reads=ReadTracker())
+    Read().call(ctx, {"file_path": JOURNAL_FILE})
+    results = []
+    edit = threading.Thread(
+        target=lambda: results.append(
+            Edit().call(
+                ctx, {"file_path": JOURNAL_FILE, "old_string": MARKER, "new_string": "edited"}
+            )
+        )
+    )
+    with JournalStore(ws).lock():
+        edit.start()
+        edit.join(timeout=1.0)
+        assert edit.is_alive()  # blocked on the store's lock, file untouched
+        assert MARKER in journal.read_text()
+    edit.join(timeout=60)
+    assert not results[0].is_error, results[0].content
+    assert journal.read_text() == "# Journal\nedited\n"
