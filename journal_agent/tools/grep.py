@@ -168,10 +168,10 @@ class Grep(Tool):
     def _collect(args: list[str], root: Path, mode: str, visible: Visible) -> list[str]:
         if mode == "files_with_matches":
             paths, code, err = rg_paths_by_mtime(args, root, visible=visible)
-            _raise_for_rg(code, err)
+            _raise_for_rg(code, err, args)
             return paths
         proc = run_rg(args, root)
-        _raise_for_rg(proc.returncode, decode(proc.stderr))
+        _raise_for_rg(proc.returncode, decode(proc.stderr), args)
         out = decode(proc.stdout)
         rows = []
         for line in out.splitlines():
@@ -246,14 +246,21 @@ def _split_globs(glob: str) -> list[str]:
     return parts
 
 
-def _raise_for_rg(returncode: int, stderr: str) -> None:
+def _raise_for_rg(returncode: int, stderr: str, args: list[str]) -> None:
     if returncode in (0, 1):
         return
     if "regex parse error" in stderr or "error parsing regex" in stderr.lower():
-        detail = _first_lines(stderr, 6)
+        pattern = args[args.index("--regexp") + 1]
+        # rg's last line names the problem ("error: unclosed group"); its echo of the
+        # pattern is rg's rewritten form, which would only confuse.
+        problem = next(
+            (ln.split("error:", 1)[1].strip() for ln in reversed(stderr.splitlines())
+             if "error:" in ln),
+            _first_lines(stderr, 1),
+        )  # fmt: skip
         raise ToolError(
-            f"Invalid regular expression: {detail}\nEscape special characters with a backslash "
-            "(e.g. \\( \\[ \\{ for literal brackets) or simplify the pattern."
+            f"Invalid regular expression {pattern!r}: {problem}. Escape special characters "
+            "with a backslash (\\( \\[ \\{ \\. for literal ones) or simplify the pattern."
         )
     if "unrecognized file type" in stderr:
         raise ToolError(
@@ -317,7 +324,7 @@ def _stream_content(
             proc.kill()
             proc.wait()
     if not more:
-        _raise_for_rg(proc.returncode, decode(err or b""))
+        _raise_for_rg(proc.returncode, decode(err or b""), args)
     while entries and entries[-1] == "--":
         entries.pop()
     if entries and entries[0] == "--":
