@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from journal_agent.tools.base import ToolContext, ToolError
 from journal_agent.tools.edit import Edit
+from journal_agent.tools.permissions import PermissionPolicy
 from journal_agent.tools.read import Read
 from journal_agent.tools.reads import ReadTracker
 from journal_agent.tools.workspace import resolve_path
@@ -169,9 +170,11 @@ def test_resolved_paths_never_leave_the_workspace(layout: Layout, data: st.DataO
     assert_confined(layout, resolved)
 
 
-def run_every_tool(layout: Layout, file_path: str) -> None:
+def run_every_tool(layout: Layout, file_path: str, *, with_policy: bool = False) -> None:
     before = layout.outside_snapshot()
-    ctx = ToolContext(root=layout.ws, reads=ReadTracker())
+    # bypassPermissions: the policy allows everything, so only confinement stands in the way.
+    policy = PermissionPolicy(layout.ws, mode="bypassPermissions") if with_policy else None
+    ctx = ToolContext(root=layout.ws, policy=policy, reads=ReadTracker())
     read = Read().call(ctx, {"file_path": file_path})
     assert SECRET not in read.content
     write = Write().call(ctx, {"file_path": file_path, "content": "PWNED\n"})
@@ -186,7 +189,7 @@ def run_every_tool(layout: Layout, file_path: str) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_tools_never_read_or_change_anything_outside(layout: Layout, data: st.DataObject) -> None:
-    run_every_tool(layout, data.draw(hostile_path(layout)))
+    run_every_tool(layout, data.draw(hostile_path(layout)), with_policy=data.draw(st.booleans()))
 
 
 KNOWN_TRAPS = [
@@ -215,6 +218,7 @@ def test_known_traps_through_every_tool(layout: Layout, file_path: str) -> None:
     with pytest.raises(ToolError):
         resolve_path(layout.ws, file_path)
     run_every_tool(layout, file_path)
+    run_every_tool(layout, file_path, with_policy=True)
 
 
 targets = st.one_of(

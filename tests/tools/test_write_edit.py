@@ -316,3 +316,14 @@ def test_partly_read_large_file_is_guarded_by_its_stat_identity(ws: Path, call) 
     result = call("Edit", file_path="big.log", old_string="TITLE", new_string="HEADER")
     assert "modified since read" in result.content
     assert big.read_text().startswith("TITLE\n")
+
+
+def test_a_read_through_an_alias_counts_for_the_real_file(ws: Path, call) -> None:
+    (ws / "real").mkdir()
+    (ws / "real" / "a.md").write_text("old\n")
+    (ws / "alias").symlink_to("real")
+    read_ok(call, "alias/a.md")
+    assert not call(
+        "Edit", file_path=str(ws / "real/a.md"), old_string="old", new_string="new"
+    ).is_error
+    assert (ws / "real" / "a.md").read_text() == "new\n"
