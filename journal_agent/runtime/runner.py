@@ -206,12 +206,15 @@ class _Launcher:
         self._count = itertools.count(1)
         self._lock = threading.Lock()
 
-    def __call__(self, subagent_type: str, prompt: str, description: str) -> RunResult:
+    def __call__(
+        self, subagent_type: str, prompt: str, description: str, model: str | None = None
+    ) -> RunResult:
         p, config = self.prepared, self.prepared.config
         if self.session is None:
             raise ToolError("sub-agents can only start during a run")
         registry = {n: t for n, t in _registry(config).items() if n != "Task"}
         definition = _find_agent(p.agents, subagent_type)
+        requested = model
         if definition is not None:
             model = p.table.resolve(definition.model, inherit=p.spec.model)
             tools, _ = select_tools(registry, definition.tools, definition.disallowed_tools)
@@ -231,6 +234,8 @@ class _Launcher:
         else:
             names = ", ".join([GENERAL_PURPOSE, *sorted(p.agents)])
             raise ToolError(f"Unknown subagent_type '{subagent_type}'. Available: {names}.")
+        if requested:  # the caller's choice for this one task (Claude Code's Agent.model)
+            model = p.table.resolve(requested, inherit=p.spec.model)
         with self._lock:
             n = next(self._count)
         spec = AgentSpec(

@@ -23,8 +23,8 @@ GENERAL_PURPOSE = "general-purpose"
 
 
 class TaskInput(BaseModel):
-    # Claude Code's Agent tool also has model / run_in_background / isolation: ignore them
-    # rather than reject an agent that sends them.
+    # Claude Code's Agent tool also has run_in_background / isolation: ignore them rather
+    # than reject an agent that sends them.
     model_config = ConfigDict(extra="ignore")
 
     description: str = Field(description="A short (3-5 word) description of the task.")
@@ -32,9 +32,13 @@ class TaskInput(BaseModel):
     subagent_type: str = Field(
         default=GENERAL_PURPOSE, description="The type of specialized agent to use."
     )
+    model: str | None = Field(
+        default=None,
+        description="Optional model for this agent (haiku, sonnet, opus); default: its own.",
+    )
 
 
-Launcher = Callable[[str, str, str], "RunResult"]
+Launcher = Callable[[str, str, str, str | None], "RunResult"]
 
 
 class TaskTool(Tool):
@@ -46,7 +50,7 @@ class TaskTool(Tool):
         self.launch = launch
 
     def run(self, ctx: ToolContext, params: TaskInput) -> ToolResult:  # type: ignore[override]
-        result = self.launch(params.subagent_type, params.prompt, params.description)
+        result = self.launch(params.subagent_type, params.prompt, params.description, params.model)
         text = result.final_text or "(the agent returned no text)"
         if result.ok:
             return ToolResult(text)

@@ -154,3 +154,35 @@ def test_background_run_detaches_records_and_can_be_waited_for(project):
     assert status["target"] == "scribe" and status["exit_code"] == 0
     log = project / ".journal" / "runs" / run_id / "output.log"
     assert "files changed: bg.md" in log.read_text()
+
+
+def test_on_a_terminal_the_models_question_is_put_to_the_user(project):
+    import pty
+
+    model = ScriptedModel(
+        [
+            reply("What concept should I record?"),
+            reply("Recorded ZeRO stage 2. Was this entry helpful?"),
+        ]
+    )
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update(HOME=str(project.parent / "home"), ANTHROPIC_API_KEY=KEY)
+    os.write(master, b"ZeRO stage 2\n\n")  # the reply, then an empty line: done
+    with model.serve() as url:
+        env["ANTHROPIC_BASE_URL"] = url
+        done = subprocess.run(
+            [sys.executable, "-m", "journal_agent", "run", "scribe", "hi", "--root", str(project)],
+            stdin=slave,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    os.close(slave)
+    os.close(master)
+    assert done.returncode == 0, done.stderr
+    assert len(model.requests) == 2
+    assert model.requests[1].body["messages"][-1]["content"][0]["text"] == "ZeRO stage 2"
+    assert "What concept should I record?" in done.stderr
+    assert done.stdout.strip() == "Recorded ZeRO stage 2. Was this entry helpful?"

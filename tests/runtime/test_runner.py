@@ -28,7 +28,17 @@ def test_two_subagents_run_in_parallel_and_return_their_final_messages(project, 
     write_agent(project, "writer-a", "You are writer A.", model="haiku")
     write_agent(project, "writer-b", "You are writer B.", tools="Rendezvous, WriteNote")
     ta = tool_use("Task", {"description": "a", "prompt": "write a", "subagent_type": "writer-a"})
-    tb = tool_use("Agent", {"description": "b", "prompt": "write b", "subagent_type": "writer-b"})
+    # Claude Code's newer name, with its extra fields (ignored) and a model choice (honoured)
+    tb = tool_use(
+        "Agent",
+        {
+            "description": "b",
+            "prompt": "write b",
+            "subagent_type": "writer-b",
+            "run_in_background": False,
+            "model": "opus",
+        },
+    )
     usage = {"input_tokens": 100, "output_tokens": 10}
     model = ScriptedModel(
         [reply(ta, tb, usage=usage), reply("Both writers finished.", usage=usage)],
@@ -77,9 +87,10 @@ def test_two_subagents_run_in_parallel_and_return_their_final_messages(project, 
     results = lead_second.body["messages"][-1]["content"]
     assert [r["tool_use_id"] for r in results] == [ta["id"], tb["id"]]
     assert [r["content"] for r in results] == ["A wrote a.md", "B wrote b.md"]
-    # models: writer-a says haiku; writer-b inherits the lead's
+    # models: writer-a's file says haiku; writer-b would inherit, but its Task call says opus
     models = {r.system_text.split()[3]: r.body["model"] for r in model.requests}
-    assert models["A."] == "claude-haiku-5-5" and models["B."] == models["lead."]
+    assert models["A."] == "claude-haiku-5-5" and models["lead."] == "claude-sonnet-5-5"
+    assert models["B."] == "claude-opus-5-5"
     # tools: writer-a gets every tool except Task; writer-b only what it lists
     tools_of = {
         r.system_text.split()[3]: [t["name"] for t in r.body.get("tools", [])]
