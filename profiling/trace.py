@@ -381,9 +381,14 @@ def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: boo
     with FakeTensorMode(allow_non_fake_inputs=False):
         say("building model")
         torch.manual_seed(0)
-        model, inputs, info = _make_model(config)
-        if config.param_dtype != "fp32":
-            model.to(_DTYPES[config.param_dtype])
+        # Pure 16-bit training: build in that dtype (``module.to`` cannot swap tied fake
+        # parameters), so factories' floating inputs follow too.
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(_DTYPES[config.param_dtype])
+        try:
+            model, inputs, info = _make_model(config)
+        finally:
+            torch.set_default_dtype(previous)
         if config.checkpointing:
             n = _apply_checkpointing(model)
             notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")

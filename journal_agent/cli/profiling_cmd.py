@@ -260,18 +260,20 @@ def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
 
 
 def _run_trace(cfg: Any, quiet: bool) -> Any:
+    from rich.console import Console
+
     from profiling.trace import trace_step
 
-    if quiet:
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:  # no spinner residue in pipes and logs
         return trace_step(cfg)
-    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     with Progress(
         SpinnerColumn(),
         TextColumn(f"tracing {cfg.model}: " + "{task.description}"),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console,
         transient=True,
     ) as progress:
         task = progress.add_task("starting", total=None)

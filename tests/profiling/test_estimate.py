@@ -1,0 +1,240 @@
+"""The closed-form estimate against numbers worked out by hand (and DeepSpeed's formulas)."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiling.errors import ProfilingError
+from profiling.estimate import (
+    EstimateInput,
+    deepspeed_zero2_gpu_bytes,
+    deepspeed_zero3_gpu_bytes,
+    estimate,
+    render_text,
+)
+
+GiB = 2**30
+
+
+def _by_name(est) -> dict[str, int]:
+    return {c.name: c.bytes for c in est.components}
+
+
+def _states(**kw) -> int:
+    """Model-state bytes per GPU (no shape given, so no activations)."""
+    est = estimate(EstimateInput(**kw))
+    assert all(c.group != "activations" for c in est.components)
+    return est.per_gpu_bytes
+
+
+# ----------------------------------------------------------------- DeepSpeed's estimators
+
+
+def test_deepspeed_reference_values() -> None:
+    # DeepSpeed 0.19.8 prints these (its "GB" is GiB): 7B on 2 GPUs, 1B on 1 GPU, ZeRO-2.
+    assert deepspeed_zero2_gpu_bytes(7_000_000_000, 2) / GiB == pytest.approx(71.71, abs=0.005)
+    assert deepspeed_zero2_gpu_bytes(1_000_000_000, 1) / GiB == pytest.approx(18.63, abs=0.005)
+    # Its formula, spelled out: 2Ψ + 18Ψ/N.
+    assert deepspeed_zero2_gpu_bytes(7_000_000_000, 2) == 14_000_000_000 + 63_000_000_000
+    assert deepspeed_zero2_gpu_bytes(7_000_000_000, 2, cpu_offload=True) == 14_000_000_000
+    # ZeRO-3: 4 B per parameter of the largest layer + 18Ψ/N.
+    assert deepspeed_zero3_gpu_bytes(7_000_000_000, 131_072_000, 8) == (
+        4 * 131_072_000 + 18 * 7_000_000_000 // 8
+    )
+    assert deepspeed_zero3_gpu_bytes(7_000_000_000, 100, 8, cpu_offload=True) == 400 + (
+        2 * 7_000_000_000 // 8
+    )
+    assert deepspeed_zero3_gpu_bytes(7e9, 100, 8, cpu_offload=True, cpu_offload_params=True) == 400
+
+
+def test_fp32_grads_reproduces_deepspeed_zero2() -> None:
+    for psi, n in ((7_000_000_000, 2), (1_000_000_000, 1), (1_300_000_000, 8)):
+        ours = _states(params=psi, gpus=n, zero=2, fp32_grads=True)
+        assert ours == pytest.approx(deepspeed_zero2_gpu_bytes(psi, n), abs=8)
+
+
+def test_zero2_note_names_the_convention() -> None:
+    est = estimate(EstimateInput(params=7_000_000_000, gpus=2, zero=2))
+    (note,) = [n for n in est.notes if "DeepSpeed" in n]
+    assert "71.71 GiB" in note and "18 B/param" in note
+    assert est.deepspeed["zero2_gpu_bytes"] == 77_000_000_000
+
+
+# ----------------------------------------------------------------- bytes per parameter
+
+
+@pytest.mark.parametrize(
+    ("precision", "optimizer", "bytes_per_param"),
+    [
+        ("fp32", "adamw", 4 + 4 + 8),
+        ("fp32", "sgd", 4 + 4 + 4),
+        ("fp32", "sgd-nomomentum", 4 + 4),
+        ("fp32", "lion", 4 + 4 + 4),
+        ("mixed", "adamw", 2 + 2 + 4 + 8),  # the ZeRO paper's 16
+        ("mixed", "adam", 2 + 2 + 4 + 8),
+        ("mixed", "sgd", 2 + 2 + 4 + 4),
+        ("mixed", "adam8bit", 2 + 2 + 4 + 2),
+        ("bf16", "adamw", 2 + 2 + 2 + 2),  # pure bf16: no master copy, bf16 moments
+        ("bf16", "sgd-nomomentum", 2 + 2),
+    ],
+)
+def test_bytes_per_param(precision: str, optimizer: str, bytes_per_param: int) -> None:
+    psi = 1_000_000
+    assert _states(params=psi, precision=precision, optimizer=optimizer) == psi * bytes_per_param
+
+
+def test_adafactor_factored_state_uses_hidden() -> None:
+    # Ψ = 1e6, h = 100: factored second moment ≈ Ψ·(2/h)·4 B = 80 000 B.
+    est = estimate(
+        EstimateInput(params=1_000_000, hidden=100, precision="fp32", optimizer="adafactor")
+    )
+    assert _by_name(est)["Optimizer: factored variance"] == 80_000
+
+
+@pytest.mark.parametrize(
+    ("zero", "expected"),
+    [
+        (0, 16_000_000_000),  # everything replicated
+        (1, 2e9 + 2e9 + 12e9 / 4),  # optimizer states sharded
+        (2, 2e9 + (2e9 + 12e9) / 4),  # + gradients
+        (3, 16e9 / 4),  # + weights
+    ],
+)
+def test_zero_stages(zero: int, expected: float) -> None:
+    assert _states(params=1_000_000_000, gpus=4, zero=zero) == int(expected)
+
+
+def test_seed_case_7b_zero2_two_gpus() -> None:
+    est = estimate(EstimateInput(params=7_000_000_000, gpus=2, zero=2, gpu_mem_gb=40))
+    assert _by_name(est) == {
+        "Weights (fp16/bf16)": 14_000_000_000,  # 7B × 2 B
+        "Gradients (fp16/bf16)": 7_000_000_000,  # 7B × 2 B / 2
+        "Optimizer: fp32 master weights": 14_000_000_000,  # 7B × 4 B / 2
+        "Optimizer: momentum": 14_000_000_000,
+        "Optimizer: variance": 14_000_000_000,
+    }
+    assert est.per_gpu_bytes == 63_000_000_000
+    assert est.unsharded_bytes == 112_000_000_000  # 16 B/param, nothing sharded
+    assert est.total_bytes == 126_000_000_000
+    assert est.fits is False and est.status == "❌"
+
+
+def test_seed_case_prints_whole_table() -> None:
+    est = estimate(
+        EstimateInput(model="llama-7b", precision="mixed", gpus=2, zero=2, gpu_mem_gb=40)
+    )
+    text = render_text(est)
+    for c in est.components:
+        assert c.name in text and c.calculation in text
+    assert "Total per GPU" in text and "❌ Exceeds 40.00 GB" in text
+    assert "6.74B · 4 B / 2" in text
+
+
+# ----------------------------------------------------------------- activations and logits
+
+# A toy shape small enough to do by hand: s=4, b=1, h=8, a=2, L=2 → s·b·h = 32.
+TOY = dict(params=1000, layers=2, hidden=8, heads=2, seq=4, batch=1)
+
+
+def _acts(**kw) -> int:
+    est = estimate(EstimateInput(**{**TOY, **kw}))
+    return sum(c.bytes for c in est.components if c.group == "activations")
+
+
+def test_korthikanti_no_parallelism() -> None:
+    # per layer s·b·h·(34 + 5·a·s/h) = 32·(34 + 5) = 1248
+    assert _acts() == 2 * 1248
+
+
+def test_flash_attention_and_selective_drop_the_scores() -> None:
+    assert _acts(flash_attention=True) == 2 * 34 * 32
+    assert _acts(recompute="selective") == 2 * 34 * 32
+
+
+def test_tensor_and_sequence_parallel() -> None:
+    # t=2: s·b·h·(10 + 24/t + 5·a·s/(h·t)) = 32·(10 + 12 + 2.5) = 784
+    assert _acts(tp=2) == 2 * 784
+    # + sequence parallel: s·b·h·(34 + 5·a·s/h)/t = 1248/2
+    assert _acts(tp=2, sequence_parallel=True) == 2 * 624
+    # selective with t=2: s·b·h·(10 + 24/t) = 32·22
+    assert _acts(tp=2, recompute="selective") == 2 * 704
+
+
+def test_full_recompute() -> None:
+    # checkpoints 2·s·b·h per layer + one layer recomputed during backward
+    assert _acts(recompute="full") == 2 * 64 + 1248
+
+
+def test_fp32_doubles_activations_and_logits_upcast() -> None:
+    assert _acts(precision="fp32") == 2 * 2 * 1248
+    # logits: s·b·V values, 16-bit + the fp32 log-probs = 6 B each
+    assert _acts(vocab=10) == 2 * 1248 + 4 * 10 * 6
+    assert _acts(vocab=10, precision="fp32") == 2 * 2 * 1248 + 4 * 10 * 8
+
+
+def test_no_shape_means_no_activations_and_a_note() -> None:
+    est = estimate(EstimateInput(params=7e9))
+    assert not [c for c in est.components if c.group == "activations"]
+    assert any("activations not counted" in n for n in est.notes)
+
+
+# ----------------------------------------------------------------- LoRA / QLoRA
+
+
+def test_lora() -> None:
+    # adapters on q, k, v, o: 8·L·h·r = 8·2·8·2 = 256 trainable parameters (fp32)
+    est = estimate(EstimateInput(params=10_000, layers=2, hidden=8, heads=2, lora_rank=2))
+    c = _by_name(est)
+    assert est.trainable_params == 256
+    assert c["Base weights (fp16/bf16, frozen)"] == 10_000 * 2
+    assert c["LoRA adapter weights"] == 256 * 4
+    assert c["LoRA adapter gradients"] == 256 * 4
+    assert c["Optimizer: momentum"] == c["Optimizer: variance"] == 256 * 4
+    assert not any(name.startswith("Gradients") for name in c)  # the base gets none
+
+
+def test_qlora_base_is_nf4_with_double_quant() -> None:
+    est = estimate(
+        EstimateInput(params=8_000_000, layers=2, hidden=8, heads=2, lora_rank=2, qlora=True)
+    )
+    assert _by_name(est)["Base weights (NF4, frozen)"] == 8_000_000 * 4.127 / 8
+
+
+# ----------------------------------------------------------------- verdicts and errors
+
+
+def test_status_thresholds() -> None:
+    need = _states(params=1_000_000_000)  # 16 GB
+    assert estimate(EstimateInput(params=1e9, gpu_mem_gb=need / 1e9 / 0.85)).status == "✅"
+    tight = estimate(EstimateInput(params=1e9, gpu_mem_gb=need / 1e9 / 0.95))
+    assert (tight.status, tight.fits) == ("⚠️", True)
+    over = estimate(EstimateInput(params=1e9, gpu_mem_gb=15))
+    assert (over.status, over.fits) == ("❌", False)
+    assert estimate(EstimateInput(params=1e9)).fits is None
+
+
+def test_reference_model_shapes() -> None:
+    est = estimate(EstimateInput(model="llama-7b"))
+    assert est.params == 6_738_415_616
+    assert est.shape["layers"] == 32 and est.shape["hidden"] == 4096 and est.shape["vocab"] == 32000
+    assert estimate(EstimateInput(model="gpt2-small")).params == 124_439_808
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "give --model NAME or --params N"),
+        ({"model": "gpt5"}, "unknown model 'gpt5'"),
+        ({"params": 10, "optimizer": "adamax"}, "unknown optimizer 'adamax'"),
+        ({"params": 10, "qlora": True}, "--qlora needs --lora-rank"),
+        ({"params": 10, "gpus": 0}, "gpus"),
+    ],
+)
+def test_clear_errors(kwargs: dict, message: str) -> None:
+    with pytest.raises(ProfilingError, match=message):
+        EstimateInput.parse(**kwargs)
+
+
+def test_lora_without_shape_is_a_clear_error() -> None:
+    with pytest.raises(ProfilingError, match="LoRA needs the model's shape"):
+        estimate(EstimateInput(params=1e9, lora_rank=8))
