@@ -79,7 +79,7 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
 
 def _append_with_hashes(store: JournalStore, text: str, entry: Any) -> Any:
     hashes = ref_hashes(store.root, entry)
-    refs = RefStore(store.state / "refs.json")
+    refs = RefStore(store.state / "refs.jsonl")
     # Recorded under the journal lock, before the journal is replaced: a crash in between
     # leaves an unused key, never an entry whose hashes are missing.
     return store.append(

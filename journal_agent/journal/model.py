@@ -244,17 +244,31 @@ def id_comment(entry_id: str) -> str:
     return f"<!-- entry: {entry_id} -->"
 
 
-def scan_ids(text: str) -> set[str]:
-    """Entry ids of a large journal without a full parse (may over-approximate; used for
-    choosing a fresh id on append, where a false hit only adds a ``-2`` suffix)."""
-    ids = set(re.findall(r"<!--\s*entry:\s*([^\s>]+)\s*-->", text))
+def fresh_id(data: bytes, base: str, date: str) -> str:
+    """An id for a new entry that no entry of the journal ``data`` has, without parsing it.
+
+    Only headings carrying the same date can derive the same id, so we look at those lines
+    alone (fast on a journal of 10,000 entries). May over-approximate: a false hit only adds
+    a ``-2`` suffix.
+    """
+    taken: set[str] = set()
     counts: dict[str, int] = {}
-    for match in re.finditer(r"(?m)^ {0,3}#{1,2}[ \t]+(.*\d{4}-\d{2}-\d{2}.*)$", text):
-        found = entry_heading(match.group(0))
-        if found:
-            base = f"{slugify(found[0])}-{found[1]}"
-            counts[base] = counts.get(base, 0) + 1
-    for base, count in counts.items():
-        ids.add(base)
-        ids.update(f"{base}-{n}" for n in range(2, count + 1))
-    return ids
+    needle = date.encode()
+    pos = data.find(needle)
+    while pos != -1:
+        start = data.rfind(b"\n", 0, pos) + 1
+        end = data.find(b"\n", pos)
+        end = len(data) if end == -1 else end
+        line = data[start:end]
+        if line.lstrip(b" ").startswith(b"#"):
+            found = entry_heading(line.decode("utf-8", errors="replace"))
+            if found and found[1] == date:
+                derived = f"{slugify(found[0])}-{date}"
+                counts[derived] = counts.get(derived, 0) + 1
+                taken.add(derived if counts[derived] == 1 else f"{derived}-{counts[derived]}")
+        pos = data.find(needle, end)
+    candidate, n = base, 1
+    while candidate in taken or id_comment(candidate).encode() in data:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-from journal_agent.journal._atomic import atomic_write_bytes
 
 # A path with a slash, or a file name whose extension starts with a letter; then :N or :N-M.
 _REF = re.compile(
@@ -178,22 +177,39 @@ def content_hash(ref: CodeRef, files: FileCache) -> str | None:
 
 
 class RefStore:
-    """``.journal/refs.json``: ``{entry_id: {ref_key: hash}}`` recorded at append time."""
+    """``.journal/refs.jsonl``: one ``{"entry": id, "refs": {ref: hash}}`` line per append.
+
+    Append-only (O(1) per append on a journal of any size); a later line for the same entry
+    wins. A line torn by a crash is skipped when reading and fenced off when writing.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def load(self) -> dict[str, dict[str, str]]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, ValueError):
+            data = self.path.read_bytes()
+        except FileNotFoundError:
             return {}
-        entries = data.get("entries", {}) if isinstance(data, dict) else {}
-        return {k: dict(v) for k, v in entries.items() if isinstance(v, dict)}
+        out: dict[str, dict[str, str]] = {}
+        for raw in data.splitlines():
+            try:
+                item = json.loads(raw)
+                out[str(item["entry"])] = {str(k): str(v) for k, v in item["refs"].items()}
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+        return out
 
     def record(self, entry_id: str, hashes: dict[str, str]) -> None:
         """Store the hashes of one entry (call under the journal lock)."""
-        data = self.load()
-        data[entry_id] = hashes
-        payload = json.dumps({"version": 1, "entries": data}, indent=1, sort_keys=True)
-        atomic_write_bytes(self.path, payload.encode("utf-8") + b"\n")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"entry": entry_id, "refs": hashes}, sort_keys=True).encode() + b"\n"
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a crash tore the previous line: keep ours whole
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)

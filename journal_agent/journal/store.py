@@ -23,10 +23,9 @@ from journal_agent.journal._text import split_lines
 from journal_agent.journal.model import (
     Journal,
     entry_heading,
+    fresh_id,
     id_comment,
     parse_journal,
-    scan_ids,
-    unique_id,
 )
 from journal_agent.paths import JOURNAL_FILE, state_dir
 
@@ -97,16 +96,19 @@ class JournalStore:
                     data = self.path.read_bytes()
                 except FileNotFoundError:
                     st, data = None, HEADER.encode("utf-8")
-                text = decode_journal(data, self.path)
-                entry_id, entry_text = prepare_entry(draft, scan_ids(text), _newline(text))
-                new_text = _joined(text, entry_text)
-                line = new_text[: len(new_text) - len(entry_text)].count("\n") + 1
+                # Bytes from here on: a 14 MB journal with emoji is 56 MB as a str.
+                decode_journal(data, self.path)  # refuse to extend a file that is not UTF-8
+                newline = _newline(data)
+                entry_id, entry_text = prepare_entry(draft, data, newline)
+                sep = _separator(data, newline.encode())
+                new_data = b"".join((data, sep, entry_text.encode("utf-8")))
+                line = data.count(b"\n") + sep.count(b"\n") + 1
                 # Someone saved the file without the lock since we read it: redo on their content.
                 if st is not None and _changed(self.path, st):
                     continue
                 if before_write is not None:
                     before_write(entry_id)  # e.g. record reference hashes, still under the lock
-                atomic_write_bytes(self.path, new_text.encode("utf-8"))
+                atomic_write_bytes(self.path, new_data)
                 new_st = self.path.stat()
                 return AppendResult(
                     entry_id=entry_id,
@@ -171,21 +173,25 @@ def decode_journal(data: bytes, path: Path) -> str:
         ) from None
 
 
-def _newline(text: str) -> str:
-    crlf = text.count("\r\n")
-    return "\r\n" if crlf and crlf * 2 >= text.count("\n") else "\n"
+def _newline(data: bytes) -> str:
+    """The journal's line ending, judged from its end (where the new entry goes)."""
+    tail = data[-65536:]
+    crlf = tail.count(b"\r\n")
+    return "\r\n" if crlf and crlf * 2 >= tail.count(b"\n") else "\n"
 
 
-def _joined(text: str, entry_text: str) -> str:
-    if text and not text.endswith("\n"):
-        text += "\r\n" if entry_text.endswith("\r\n") else "\n"
-    nl = "\r\n" if entry_text.endswith("\r\n") else "\n"
-    if text and not text.endswith(nl + nl) and not text.endswith("\n\n"):
-        text += nl
-    return text + entry_text
+def _separator(data: bytes, nl: bytes) -> bytes:
+    """What goes between the journal and the new entry: end the last line, then a blank line."""
+    if not data:
+        return b""
+    sep = b"" if data.endswith(b"\n") else nl
+    end = data[-8:] + sep
+    if not end.endswith(b"\n\n") and not end.endswith(b"\r\n\r\n"):
+        sep += nl
+    return sep
 
 
-def prepare_entry(draft: str, used: set[str], newline: str = "\n") -> tuple[str, str]:
+def prepare_entry(draft: str, journal: bytes, newline: str = "\n") -> tuple[str, str]:
     """``(id, text)``: the draft with an ``<!-- entry: id -->`` line under its heading, a
     fresh id, surrounding blank lines trimmed, and a ``---`` rule after it as in the header."""
     lines = [line.rstrip("\r\n") for line in split_lines(draft.replace("\r\n", "\n"))]
@@ -204,7 +210,7 @@ def prepare_entry(draft: str, used: set[str], newline: str = "\n") -> tuple[str,
         del lines[body_start]
     from journal_agent.journal._text import slugify
 
-    entry_id = unique_id(explicit or f"{slugify(title)}-{date}", used)
+    entry_id = fresh_id(journal, explicit or f"{slugify(title)}-{date}", date)
     lines.insert(1, id_comment(entry_id))
     if lines[-1].strip() not in ("---", "***", "___"):
         lines += ["", "---"]

@@ -102,11 +102,14 @@ class Records:
 
 
 class Checker:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, recorded_hashes: bool = True) -> None:
         self.root = Path(root)
         self.files = FileCache(self.root)
         self.records = Records(self.root)
-        self.hashes = RefStore(state_dir(self.root) / "refs.json").load()
+        # A draft has no recorded hashes (and may share a derived id with an old entry).
+        self.hashes = (
+            RefStore(state_dir(self.root) / "refs.jsonl").load() if recorded_hashes else {}
+        )
 
     # -- one entry ---------------------------------------------------------------------------
     def check_entry(self, entry: Entry) -> list[Problem]:
@@ -350,7 +353,7 @@ def parse_draft(text: str) -> Entry:
 def validate_draft(root: Path, text: str) -> tuple[Entry, list[Problem]]:
     """Parse a draft entry and check it as ``journal check`` would (lines are the draft's)."""
     entry = parse_draft(text)
-    checker = Checker(root)
+    checker = Checker(root, recorded_hashes=False)
     problems = [
         Problem(entry.id, "encoding", i.detail, i.line) for i in scan_text(text)
     ] + checker.check_entry(entry)

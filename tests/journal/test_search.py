@@ -64,7 +64,7 @@ def test_index_rebuilds_itself_after_a_hand_edit(journal):
 
 
 def test_fts_syntax_errors_get_a_friendly_message(journal):
-    with pytest.raises(UserError, match="not valid FTS5 syntax.*double quotes"):
+    with pytest.raises(UserError, match=r"not valid FTS5 syntax.*double quotes"):
         api.search(journal.root, '"unbalanced AND')
     # Plain words with punctuation are searched as phrases instead of failing.
     assert [h.title for h in api.search(journal.root, "micro-batches")] == ["Gradient Accumulation"]

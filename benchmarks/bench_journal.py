@@ -1,0 +1,305 @@
+"""Journal benchmarks on generated journals of 1,000 and 10,000 entries; prints JSON.
+
+Measures: append (validate + locked atomic append + index update), search p50/p95 (FTS5,
+BM25, snippet), index rebuild, and `journal check` time per 1,000 code references. Baselines
+measured in the same run: rewriting a file of the journal's size atomically (temp + fsync +
+rename, the floor for any append that never truncates) and parsing the journal.
+
+    python benchmarks/bench_journal.py [--sizes 1000 10000] [--queries 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from journal_agent.journal import api
+from journal_agent.journal._atomic import atomic_write_bytes
+from journal_agent.journal.index import SearchIndex
+from journal_agent.journal.model import parse_journal
+from journal_agent.journal.store import HEADER
+from journal_agent.journal.verify import check_journal
+from journal_agent.paths import measurements_dir
+from profiling.records import MeasurementRecord, Quantity, RecordStore
+
+TARGETS = {"search_p50_ms": 50.0, "append_ms": 300.0, "check_s_per_1000_refs": 1.0}
+TERMS = [
+    "zero",
+    "fsdp",
+    "deepspeed",
+    "optimizer",
+    "adamw",
+    "momentum",
+    "variance",
+    "gradient",
+    "activation",
+    "checkpointing",
+    "recomputation",
+    "sharding",
+    "allreduce",
+    "reducescatter",
+    "allgather",
+    "bucket",
+    "overlap",
+    "pipeline",
+    "bubble",
+    "tensor",
+    "parallel",
+    "sequence",
+    "attention",
+    "flash",
+    "kernel",
+    "softmax",
+    "logits",
+    "vocabulary",
+    "embedding",
+    "lora",
+    "qlora",
+    "quantization",
+    "nf4",
+    "bf16",
+    "fp16",
+    "fp32",
+    "autocast",
+    "scaler",
+    "master",
+    "weights",
+    "offload",
+    "nvme",
+    "cpu",
+    "pinned",
+    "memory",
+    "allocator",
+    "fragmentation",
+    "cache",
+    "reserved",
+    "allocated",
+    "peak",
+    "snapshot",
+    "profiler",
+    "throughput",
+    "latency",
+    "warmup",
+    "schedule",
+    "cosine",
+    "linear",
+    "decay",
+    "clipping",
+    "norm",
+    "layernorm",
+    "rmsnorm",
+    "dropout",
+    "residual",
+    "transformer",
+    "llama",
+    "gpt",
+    "mistral",
+    "batch",
+    "microbatch",
+    "accumulation",
+    "dataloader",
+    "prefetch",
+    "workers",
+    "collate",
+    "padding",
+    "packing",
+    "tokens",
+    "context",
+    "window",
+    "rope",
+    "alibi",
+    "kv",
+    "cache",
+]
+N_FILES, FILE_LINES, REFS_PER_ENTRY = 40, 300, 2
+GIB = 2.0**30
+
+
+def _words(rng: random.Random, n: int) -> str:
+    return " ".join(
+        rng.choice(TERMS) if rng.random() < 0.7 else f"w{rng.randrange(20000)}" for _ in range(n)
+    )
+
+
+def _entry(
+    rng: random.Random, n: int, record_ids: list[str], sizes: dict[str, float]
+) -> tuple[str, list[str]]:
+    title = f"{rng.choice(TERMS).title()} {rng.choice(TERMS)} {n}"
+    refs = []
+    lines = [f"## {title} (2026-{1 + n % 12:02d}-{1 + n % 28:02d})", f"<!-- entry: e{n} -->", ""]
+    lines += [
+        f"**Context**: {_words(rng, 25)}.",
+        "",
+        f"**The Key Question I Had**: *{_words(rng, 12)}?*",
+        "",
+    ]
+    lines += ["### 🎯 Intuition", _words(rng, 60) + ".", "", "### 🔍 Key Insights"]
+    for k in range(REFS_PER_ENTRY):
+        f = rng.randrange(N_FILES)
+        start = rng.randrange(1, FILE_LINES - 10)
+        ref = f"src/mod{f}.py:{start}-{start + rng.randrange(0, 8)}"
+        refs.append(ref)
+        lines.append(f"{k + 1}. {_words(rng, 20)} (`{ref}`)")
+    rid = rng.choice(record_ids)
+    lines.append(f"3. Peak is {sizes[rid]:.1f} GiB per GPU [m:{rid}].")
+    lines += ["", "### 🧮 Mathematical Explanation", "```", "7e9 × 16 bytes = 112 GB", "```", ""]
+    lines += ["### 🏷️ Tags", f"#{rng.choice(TERMS)} #{rng.choice(TERMS)}", "", "---", ""]
+    return "\n".join(lines) + "\n", refs
+
+
+def _build(root: Path, entries: int, rng: random.Random) -> int:
+    files: dict[str, list[bytes]] = {}
+    for f in range(N_FILES):
+        body = [f"x_{f}_{i} = {i}  # {_words(rng, 4)}".encode() for i in range(1, FILE_LINES + 1)]
+        files[f"src/mod{f}.py"] = body
+        (root / "src").mkdir(exist_ok=True)
+        (root / f"src/mod{f}.py").write_bytes(b"\n".join(body) + b"\n")
+    store = RecordStore(measurements_dir(root))
+    record_ids, sizes = [], {}
+    for r in range(20):
+        rid = f"est-{r:08x}"
+        size = rng.uniform(5, 120)
+        store.save(
+            MeasurementRecord(
+                id=rid,
+                kind="estimated",
+                title=f"r{r}",
+                results=[Quantity(name="peak", value=size * GIB, unit="B")],
+            )
+        )
+        record_ids.append(rid)
+        sizes[rid] = size
+    parts, hashes, n_refs = [HEADER, "\n"], {}, 0
+    for n in range(entries):
+        text, refs = _entry(rng, n, record_ids, sizes)
+        parts.append(text)
+        entry_hashes = {}
+        for ref in refs:
+            path, span = ref.rsplit(":", 1)
+            a, b = (int(x) for x in span.split("-"))
+            key = ref if a != b else f"{path}:{a}"
+            entry_hashes[key] = hashlib.sha256(b"\n".join(files[path][a - 1 : b])).hexdigest()[:16]
+        hashes[f"e{n}"] = entry_hashes
+        n_refs += len(refs)
+    (root / "learning_journal.md").write_text("".join(parts), encoding="utf-8")
+    (root / ".journal").mkdir(exist_ok=True)
+    (root / ".journal/refs.jsonl").write_text(
+        "".join(json.dumps({"entry": e, "refs": h}) + "\n" for e, h in hashes.items())
+    )
+    return n_refs
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 2)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def bench(entries: int, queries: int, appends: int, seed: int = 0) -> dict[str, object]:
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="bench-journal-") as tmp:
+        root = Path(tmp)
+        n_refs = _build(root, entries, rng)
+        journal_path = root / "learning_journal.md"
+        size = journal_path.stat().st_size
+
+        t = time.perf_counter()
+        journal = parse_journal(journal_path.read_text(encoding="utf-8"))
+        parse_s = time.perf_counter() - t
+        assert len(journal.entries) == entries
+
+        data = journal_path.read_bytes()
+        floor = []
+        for _ in range(5):
+            t = time.perf_counter()
+            atomic_write_bytes(root / "copy.md", data)
+            floor.append(time.perf_counter() - t)
+
+        t = time.perf_counter()
+        SearchIndex(root).stats()  # first use builds the index
+        rebuild_s = time.perf_counter() - t
+
+        search_times = []
+        for _ in range(queries):
+            words = rng.sample(TERMS, rng.choice((1, 2)))
+            tags = [f"#{rng.choice(TERMS)}"] if rng.random() < 0.2 else []
+            t = time.perf_counter()
+            api.search(root, " ".join(words), tags, limit=10)
+            search_times.append(time.perf_counter() - t)
+
+        append_times = []
+        record_ids = [f"est-{r:08x}" for r in range(20)]
+        for k in range(appends):
+            text, _ = _entry(rng, entries + k, record_ids, {rid: 1.0 for rid in record_ids})
+            text = text.replace(text.splitlines()[1] + "\n", "")  # let append assign the id
+            text = "\n".join(x for x in text.splitlines() if "Peak is" not in x) + "\n"
+            t = time.perf_counter()
+            outcome = api.append_entry(root, text)
+            append_times.append(time.perf_counter() - t)
+            assert outcome.appended, outcome.problems
+        # The appended entries were indexed in place: searching needs no rebuild.
+        t = time.perf_counter()
+        api.search(root, "zero")
+        search_after_append = time.perf_counter() - t
+
+        t = time.perf_counter()
+        report = check_journal(root)
+        check_s = time.perf_counter() - t
+        checked_refs = n_refs + appends * REFS_PER_ENTRY
+        assert report.ok, report.problems[:3]
+
+    return {
+        "entries": entries,
+        "journal_mb": round(size / 1e6, 2),
+        "code_refs": checked_refs,
+        "append_ms_median": _ms(statistics.median(append_times)),
+        "append_ms_max": _ms(max(append_times)),
+        "baseline_atomic_rewrite_ms": _ms(statistics.median(floor)),
+        "baseline_parse_ms": _ms(parse_s),
+        "index_rebuild_ms": _ms(rebuild_s),
+        "search_p50_ms": _ms(statistics.median(search_times)),
+        "search_p95_ms": _ms(_percentile(search_times, 0.95)),
+        "search_after_append_ms": _ms(search_after_append),
+        "check_s": round(check_s, 3),
+        "check_s_per_1000_refs": round(check_s / checked_refs * 1000, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--appends", type=int, default=10)
+    args = parser.parse_args()
+    results = [bench(n, args.queries, args.appends) for n in args.sizes]
+    largest = results[-1]
+    verdict = {
+        "search_p50_ms": largest["search_p50_ms"] < TARGETS["search_p50_ms"],
+        "append_ms": largest["append_ms_median"] < TARGETS["append_ms"],
+        "check_s_per_1000_refs": max(r["check_s_per_1000_refs"] for r in results)
+        < TARGETS["check_s_per_1000_refs"],
+    }
+    out = {
+        "benchmark": "journal",
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "targets_at_largest": TARGETS,
+        "meets_targets": verdict,
+        "results": results,
+    }
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
