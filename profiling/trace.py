@@ -17,6 +17,7 @@ import functools
 import importlib
 import inspect
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -66,6 +67,9 @@ CATEGORIES = (
 )
 
 Progress = Callable[[str], None]
+# Tracing touches process-global state (default dtype, the process group, dispatch modes);
+# hosts that run tools on threads get one trace at a time.
+_TRACE_LOCK = threading.Lock()
 
 
 class TraceConfig(BaseModel):
@@ -363,7 +367,7 @@ def trace_step(
         workload = WORKLOADS.get(config.model)
         config = config.model_copy(update={"seq": min(workload.max_seq, 2048) if workload else 512})
     start = time.perf_counter()
-    with contextlib.ExitStack() as stack:
+    with _TRACE_LOCK, contextlib.ExitStack() as stack:
         stack.enter_context(warnings.catch_warnings())
         warnings.simplefilter("ignore")
         mesh = stack.enter_context(_fake_process_group(config.world_size)) if config.fsdp else None

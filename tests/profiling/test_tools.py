@@ -1,0 +1,68 @@
+"""The agent-facing tools: the same numbers as the CLI, a record to cite, errors as results."""
+
+from __future__ import annotations
+
+import re
+
+from journal_agent.tools.base import ToolContext
+from journal_agent.tools.memory_estimate import MemoryEstimate
+from journal_agent.tools.memory_trace import MemoryTrace
+from journal_agent.tools.registry import make_context
+from profiling.records import RecordStore
+
+
+def _record_id(text: str) -> str:
+    match = re.search(r"record: ((?:est|trace)-[0-9a-f]{8})", text)
+    assert match, text
+    return match.group(1)
+
+
+def test_memory_estimate_tool(tmp_path) -> None:
+    result = MemoryEstimate().call(
+        ToolContext(root=tmp_path),
+        {"params": "7e9", "gpus": 2, "zero": 2, "gpu_mem": 40},
+    )
+    assert not result.is_error, result.content
+    assert "63.00 GB" in result.content and "❌" in result.content
+    record = RecordStore(tmp_path / ".journal" / "measurements").load(_record_id(result.content))
+    assert record.result("per_gpu_total").value == 63e9
+    schema = MemoryEstimate.definition()["input_schema"]
+    assert {"model", "params", "zero", "gpu_mem", "lora_rank"} <= set(schema["properties"])
+
+
+def test_memory_estimate_errors_are_results(tmp_path) -> None:
+    ctx = ToolContext(root=tmp_path)
+    bad = MemoryEstimate().call(ctx, {"model": "gpt5"})
+    assert bad.is_error and "unknown model 'gpt5'" in bad.content
+    invalid = MemoryEstimate().call(ctx, {"params": "7e9", "optimizer": "adamax"})
+    assert invalid.is_error and "optimizer" in invalid.content
+
+
+def test_memory_trace_tool_with_comparison(tmp_path) -> None:
+    result = MemoryTrace().call(
+        ToolContext(root=tmp_path),
+        {"model": "tiny-llama", "seq": 32, "dtype": "bf16", "compare_estimate": True},
+    )
+    assert not result.is_error, result.content
+    assert "Traced training step: tiny-llama" in result.content
+    assert "Why they differ" in result.content
+    ids = re.findall(r"record: ((?:est|trace)-[0-9a-f]{8})", result.content)
+    store = RecordStore(tmp_path / ".journal" / "measurements")
+    assert len(ids) == 2 and all(store.exists(i) for i in ids)
+
+
+def test_memory_trace_factory_needs_bash_approval(user_models) -> None:
+    args = {"model": "user_models:make_mlp", "batch": 4}
+    denied = MemoryTrace().call(make_context(user_models), args)
+    assert denied.is_error
+    allowed = MemoryTrace().call(
+        make_context(user_models, allow=["Bash(journal-agent trace:*)"]), args
+    )
+    assert not allowed.is_error, allowed.content
+    assert "MLP" in allowed.content
+
+
+def test_memory_trace_failure_is_a_result(user_models) -> None:
+    ctx = make_context(user_models, mode="bypassPermissions")
+    result = MemoryTrace().call(ctx, {"model": "user_models:broken"})
+    assert result.is_error and "RuntimeError: no checkpoint" in result.content
