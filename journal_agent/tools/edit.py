@@ -74,7 +74,7 @@ class Edit(Tool):
         tracker = tracker_for(ctx)
 
         with writer_lock(ctx.root, path):
-            current = ensure_unchanged(tracker, path, action="editing")
+            current = ensure_unchanged(ctx.root, tracker, path, action="editing")
             if current is None:
                 if params.old_string:
                     raise ToolError(
@@ -82,16 +82,16 @@ class Edit(Tool):
                         "an empty old_string)."
                     )
                 data = encode_text(params.new_string, path)
-                make_parents(path)
-                atomic_write(path, data)
-                remember_written(tracker, path, data)
+                make_parents(ctx.root, path)
+                written = atomic_write(ctx.root, path, data)
+                remember_written(tracker, path, data, written)
                 return ToolResult(f"File created successfully at: {path}.")
 
             text = current.decode("utf-8", "surrogateescape")
             new_text, count, first_line = _replace(text, params)
             data = encode_text(new_text, path)
-            atomic_write(path, data)
-            remember_written(tracker, path, data)
+            written = atomic_write(ctx.root, path, data)
+            remember_written(tracker, path, data, written)
 
         if params.replace_all and count > 1:
             return ToolResult(

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from journal_agent.tools._budget import fit_to_budget
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.reads import Fingerprint, tracker_for
-from journal_agent.tools.workspace import confine, workspace_root
+from journal_agent.tools.workspace import confine, open_beneath, workspace_root
 
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -145,7 +145,7 @@ class Read(Tool):
             raise ToolError(_binary_message(path, st.st_size))
 
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = open_beneath(ctx.root, path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise ToolError(f"Cannot read {path}: {exc.strerror}.") from None
         st = os.fstat(fd)

@@ -6,12 +6,15 @@ and dangling links, which a later write would follow), treat components that do 
 yet lexically (Write creates files and directories), and detect symlink loops explicitly
 (``realpath`` in non-strict mode silently returns a loop unresolved).
 
-The result is the real path with no symlinks in it; the tools open it with ``O_NOFOLLOW``
-so a symlink swapped in after the check cannot redirect the final component.
+The result is the real path with no symlinks in it. The tools then open it with
+:func:`open_beneath`, walking from the root one directory at a time with ``O_NOFOLLOW``, so a
+symlink swapped in after the check (at any component) makes the call fail instead of
+redirecting it outside.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -128,3 +131,46 @@ def confine(ctx: Any, tool_name: str, file_path: str) -> Path:
     if ctx.policy is not None:
         ctx.policy.ensure(tool_name, path=path)
     return path
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_dir_beneath(root: Path, directory: Path, *, create: bool = False) -> int:
+    """A descriptor for ``directory`` (a resolved path inside ``root``), reached from the root
+    without following any symlink; with ``create``, missing directories are made on the way.
+
+    Raises :class:`OSError` (``ELOOP``, ``ENOTDIR``, ``ENOENT``...) if the tree changed since
+    the path was resolved; the caller closes the descriptor.
+    """
+    root_real = workspace_root(root)
+    rel = os.path.relpath(directory, root_real)
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        raise ToolError(f"{directory} is outside the workspace root {root_real}.")
+    fd = os.open(root_real, _DIR_FLAGS)
+    if rel == os.curdir:
+        return fd
+    try:
+        for name in rel.split(os.sep):
+            if create:
+                # Already there: a directory (fine) or not (the open below says so).
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=fd)
+            inner = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_beneath(root: Path, path: Path, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` of a resolved ``path`` inside ``root`` that follows no symlink on the way."""
+    if str(path) == workspace_root(root):
+        return os.open(path, flags | os.O_CLOEXEC)
+    dir_fd = open_dir_beneath(root, path.parent)
+    try:
+        return os.open(path.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -13,10 +13,11 @@ The machinery here is shared with Edit:
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -26,7 +27,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from journal_agent.paths import JOURNAL_FILE, state_dir
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.reads import Fingerprint, ReadTracker, tracker_for
-from journal_agent.tools.workspace import confine, workspace_root
+from journal_agent.tools.workspace import (
+    confine,
+    open_beneath,
+    open_dir_beneath,
+    workspace_root,
+)
 
 LOCK_TIMEOUT_S = 60.0
 
@@ -63,11 +69,11 @@ class Write(Tool):
         data = encode_text(params.content, path)
 
         with writer_lock(ctx.root, path):
-            existed = ensure_unchanged(tracker, path, action="writing to") is not None
+            existed = ensure_unchanged(ctx.root, tracker, path, action="writing to") is not None
             if not existed:
-                make_parents(path)
-            atomic_write(path, data)
-            remember_written(tracker, path, data)
+                make_parents(ctx.root, path)
+            written = atomic_write(ctx.root, path, data)
+            remember_written(tracker, path, data, written)
         if existed:
             return ToolResult(f"The file {path} has been updated ({_size(data)}).")
         return ToolResult(f"File created successfully at: {path} ({_size(data)}).")
@@ -126,16 +132,16 @@ def lock_file_for(root: Path, path: Path) -> Path:
     return state_dir(root) / "locks" / f"{key}.lock"
 
 
-def current_fingerprint(path: Path) -> tuple[Fingerprint, bytes] | None:
+def current_fingerprint(root: Path, path: Path) -> tuple[Fingerprint, bytes] | None:
     """The file as it is now (fingerprint and bytes), or None if it does not exist."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except IsADirectoryError:
         raise ToolError(f"{path} is a directory, not a file; give a file path.") from None
     except OSError as exc:
-        raise ToolError(f"Cannot open {path}: {exc.strerror}.") from None
+        raise _os_error("open", path, exc) from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
@@ -146,18 +152,18 @@ def current_fingerprint(path: Path) -> tuple[Fingerprint, bytes] | None:
         with os.fdopen(fd, "rb") as f:
             data = f.read()
     except OSError as exc:
-        raise ToolError(f"Cannot read {path}: {exc.strerror}.") from None
+        raise _os_error("read", path, exc) from None
     return Fingerprint.of_bytes(data, st), data
 
 
-def ensure_unchanged(tracker: ReadTracker, path: Path, *, action: str) -> bytes | None:
+def ensure_unchanged(root: Path, tracker: ReadTracker, path: Path, *, action: str) -> bytes | None:
     """Check, under the writer lock, that ``path`` is as this run read it; return its bytes.
 
     None means the file does not exist (then no prior Read is needed). A file that exists
     must have been read by this run and must not have changed since.
     """
     seen = tracker.get(path)
-    now = current_fingerprint(path)
+    now = current_fingerprint(root, path)
     if now is None:
         if seen is not None:
             tracker.forget(path)  # reported once: repeating the call creates the file anew
@@ -177,62 +183,75 @@ def ensure_unchanged(tracker: ReadTracker, path: Path, *, action: str) -> bytes 
     return data
 
 
-def remember_written(tracker: ReadTracker, path: Path, data: bytes) -> None:
+def remember_written(tracker: ReadTracker, path: Path, data: bytes, st: os.stat_result) -> None:
     """After our own write, this run's view of the file is what it wrote."""
-    tracker.record(path, Fingerprint.of_bytes(data, os.stat(path)))
+    tracker.record(path, Fingerprint.of_bytes(data, st))
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, fsync, rename over ``path``, fsync the directory."""
+def atomic_write(root: Path, path: Path, data: bytes) -> os.stat_result:
+    """Temp file in the same directory, fsync, rename over ``path``, fsync the directory.
+
+    Everything goes through a descriptor of the directory reached without following symlinks
+    (:func:`open_dir_beneath`). Returns the stat of the file as written.
+    """
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        dir_fd = open_dir_beneath(root, path.parent)
     except OSError as exc:
-        raise ToolError(f"Cannot write in {path.parent}: {exc.strerror}.") from None
+        raise _os_error("write in", path.parent, exc) from None
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
+        try:
+            mode = stat.S_IMODE(os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
+        # Short enough for NAME_MAX whatever the file's name; random, so writers never collide.
+        tmp = f".{path.name[:64]}.{secrets.token_hex(6)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+        except OSError as exc:
+            raise _os_error("write in", path.parent, exc) from None
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fchmod(f.fileno(), mode)
+                os.fsync(f.fileno())
+            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            if isinstance(exc, OSError):
+                raise _os_error("write", path, exc) from None
+            raise
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise ToolError(f"Cannot write {path}: {exc.strerror}.") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # The rename is durable only once the directory entry is on disk.
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
+            os.fsync(dir_fd)  # the rename is durable only once the directory entry is on disk
+        return os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
     finally:
-        os.close(fd)
+        os.close(dir_fd)
 
 
-def make_parents(path: Path) -> None:
+def make_parents(root: Path, path: Path) -> None:
+    """Create the missing directories above ``path``, inside the workspace, following no link."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
+        os.close(open_dir_beneath(root, path.parent, create=True))
+    except NotADirectoryError:
         raise ToolError(
             f"Cannot create {path}: a parent path exists and is not a directory."
         ) from None
     except OSError as exc:
-        raise ToolError(f"Cannot create the directory {path.parent}: {exc.strerror}.") from None
+        raise _os_error("create the directory", path.parent, exc) from None
+
+
+def _os_error(action: str, path: Path, exc: OSError) -> ToolError:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        # The path was resolved symlink-free a moment ago; the no-follow walk now hit a link
+        # (or a file) where a directory was.
+        return ToolError(
+            f"Cannot {action} {path}: the path changed while the tool ran (a symlink or a file "
+            "now stands where a directory or the file was); Read the file again if it should "
+            "still be changed."
+        )
+    return ToolError(f"Cannot {action} {path}: {exc.strerror or exc}.")
 
 
 def _umask() -> int:

@@ -132,3 +132,23 @@ def test_confine_consults_the_permission_policy(make_ctx, ws: Path) -> None:
     assert confine(bare, "Read", "private/notes.md") == ws / "private" / "notes.md"
     with pytest.raises(ToolError, match="outside the workspace"):
         confine(bare, "Read", "/etc/passwd")
+
+
+def test_a_directory_swapped_for_a_symlink_after_resolving_is_not_followed(
+    ws: Path, outside: Path
+) -> None:
+    from journal_agent.tools.workspace import open_beneath
+    from journal_agent.tools.write import atomic_write
+
+    (ws / "sub").mkdir()
+    (ws / "sub" / "secret.txt").write_text("inside\n")
+    path = resolve_path(ws, "sub/secret.txt")
+    # Between the check and the open, someone replaces sub/ with a link out.
+    (ws / "sub").rename(ws / "sub-old")
+    (ws / "sub").symlink_to(outside)
+    with pytest.raises(OSError):
+        os.close(open_beneath(ws, path, os.O_RDONLY))
+    with pytest.raises(ToolError, match="the path changed while the tool ran"):
+        atomic_write(ws, path, b"PWNED\n")
+    assert (outside / "secret.txt").read_text().startswith("TOPSECRET")
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
