@@ -63,7 +63,7 @@ PYTHON_SIDE_EFFECTS = re.compile(
 )
 # Paths embedded in a quoted code string: "/x", "~/x", "../x" not preceded by a word char,
 # ':' (URLs) or another path character.
-EMBEDDED_PATH = re.compile(r"(?<![\w:/.~$-])(/(?!/)[^\s'\"`,;)\]}]*|~[^\s'\"`,;)\]}]*|\.\.(?=/|$))")
+EMBEDDED_PATH = re.compile(r"(?<![\w:/.~$-])(/[^\s'\"`,;)\]}]*|~[^\s'\"`,;)\]}]*|\.\.(?=/|$))")
 
 
 @dataclass
@@ -220,7 +220,9 @@ def candidate_paths(cmd: SimpleCommand) -> list[str]:
                 out.append(word.split("=", 1)[1])
             continue
         if any(ch.isspace() for ch in word) or "'" in word or '"' in word:
-            # A code string (python -c, awk program, ...): look for paths inside it.
+            # A file name with spaces, or a code string (python -c, awk program, ...): the
+            # word as a whole, and every path-looking piece inside it.
+            out.append(word)
             out.extend(m.group(1) for m in EMBEDDED_PATH.finditer(word))
             continue
         out.append(word)

@@ -76,6 +76,10 @@ class Bash(Tool):
     def run(self, ctx: ToolContext, params: BashInput) -> ToolResult:  # type: ignore[override]
         if not params.command.strip():
             raise ToolError("The command is empty.")
+        if "\x00" in params.command:
+            raise ToolError(
+                "The command contains a NUL byte, which bash cannot receive; remove it."
+            )
         if ctx.policy is not None:
             ctx.policy.ensure("Bash", command=params.command)
         root = Path(workspace_root(ctx.root))

@@ -443,20 +443,30 @@ class PermissionPolicy:
         return out
 
     def _walk_paths(self, parts: list[SimpleCommand]) -> Iterable[tuple[int, str, Path]]:
-        """(part index, word, resolved path) for each path-like word, following ``cd``."""
-        cwd = self.root
+        """(part index, word, resolved path) for each path-like word.
+
+        A ``cd`` may or may not carry over to later commands (not across ``|`` or ``&``,
+        which run in subshells), so each word is resolved against the root *and* every
+        directory a ``cd`` so far could have moved to; any resolution may be the real one.
+        """
+        cwds = [self.root]
         for i, part in enumerate(parts):
             for word in candidate_paths(part):
                 if is_safe_device(word):
                     continue
-                outside = escapes(word, cwd, self.root)
-                if outside is not None:
-                    yield i, word, outside
-                else:
-                    yield i, word, Path(os.path.realpath(cwd / os.path.expanduser(word)))
+                for cwd in cwds:
+                    outside = escapes(word, cwd, self.root)
+                    if outside is not None:
+                        yield i, word, outside
+                    else:
+                        yield i, word, Path(os.path.realpath(cwd / os.path.expanduser(word)))
             target = cd_target(part)
-            if target not in (None, "-") and escapes(target, cwd, self.root) is None:
-                cwd = Path(os.path.realpath(cwd / target))
+            if target not in (None, "-"):
+                for cwd in list(cwds):
+                    if escapes(target, cwd, self.root) is None:
+                        new = Path(os.path.realpath(cwd / target))
+                        if new not in cwds:
+                            cwds.append(new)
 
     def _bash_read_denied(self, parts: list[SimpleCommand]) -> str | None:
         read_denies = [r for r in self.deny if parse_rule(r)[0] == "Read" and parse_rule(r)[1]]
@@ -550,11 +560,20 @@ class PermissionPolicy:
         )
 
 
+DESTRUCTIVE = {"rm", "rmdir", "dd", "chmod", "chown", "shred", "truncate", "mkfs", "kill", "pkill"}
+DESTRUCTIVE_GIT = {"git push", "git reset", "git clean", "git checkout", "git rebase"}
+
+
 def _rule_hint(texts: list[str]) -> str:
+    """The allow rule to suggest: a prefix rule, or the exact command for destructive ones."""
     first = texts[0].split() if texts else []
+    if not first:
+        return "*"
+    if first[0] in DESTRUCTIVE or " ".join(first[:2]) in DESTRUCTIVE_GIT:
+        return texts[0]
     if len(first) >= 2 and first[0] in ("git", "npm", "pip", "uv", "cargo", "make", "python"):
         return f"{first[0]} {first[1]}:*"
-    return f"{first[0]}:*" if first else "*"
+    return f"{first[0]}:*"
 
 
 def tty_prompt() -> Prompt | None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from journal_agent.errors import UserError
 from journal_agent.tools import make_context
@@ -268,6 +271,7 @@ def test_settings_files_are_not_edited_without_approval(tree: Path) -> None:
         "cd .. && ls",
         "ls ..",
         "cd src && cat ../../outside.txt",
+        "cd src | cat ../x",  # the cd does not carry over a pipe: ../x is above the root
         "ls ~",
         "ls ~/x",
         "cat $HOME/.bashrc",
@@ -379,3 +383,41 @@ def test_search_filter_hides_secrets_and_denied_paths(tree: Path) -> None:
     assert ruled is not None
     assert ruled(".env") and not ruled("src/deep/x.py") and ruled("src/app.py")
     assert PermissionPolicy(tree).search_filter("Glob", secrets=False) is None
+
+
+# -- property: no path a Bash command names escapes the workspace unless a rule allows it ----------
+
+SEGMENTS = ["..", ".", "src", "deep", "link", "é", "x y", "~", "", "etc", "-", "$HOME", "*"]
+
+
+@st.composite
+def hostile_paths(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=6))
+    lead = draw(st.sampled_from(["", "/", "./", "~/", "//", "../"]))
+    return lead + "/".join(parts)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(first=hostile_paths(), second=hostile_paths(), op=st.sampled_from(["&&", ";", "|", "||"]))
+def test_no_allowed_bash_command_names_a_path_outside(
+    tree: Path, outside: Path, first: str, second: str, op: str
+) -> None:
+    if not (tree / "link").exists():
+        os.symlink(outside, tree / "link")
+    policy = PermissionPolicy(tree, mode="bypassPermissions")
+    command = f"cd {shlex.quote(first)} {op} cat {shlex.quote(second)}"
+    if not policy.check("Bash", command=command).allowed:
+        return
+    # Independently resolve what bash would touch; all of it must be inside. ("cat -" reads
+    # stdin; "cd -" goes to an unknown directory.)
+    for cwd_word, word in ((".", first), (first, second)):
+        for candidate in (tree / cwd_word / word, tree / word):
+            if word.startswith(("$HOME", "~")) or (word == "-" and cwd_word == "."):
+                pytest.fail(f"allowed an unresolvable word: {command}")
+            if "$" in word:
+                continue  # other expansions are opaque: bypassPermissions lets them run
+            real = Path(os.path.realpath(candidate))
+            if not (real == tree or tree in real.parents):
+                pytest.fail(f"allowed {command!r}, which reaches {real}")
