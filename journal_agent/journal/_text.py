@@ -33,6 +33,10 @@ def fence_mask(lines: list[str]) -> list[bool]:
     open_char = ""
     open_len = 0
     for line in lines:
+        head = line.lstrip(" ")[:3]
+        if head != "```" and head != "~~~":  # fast path: most lines are not fences
+            mask.append(bool(open_char))
+            continue
         match = _FENCE.match(bare(line))
         if not open_char:
             if match:

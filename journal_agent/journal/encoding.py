@@ -16,7 +16,6 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from journal_agent.journal._text import split_lines
 from journal_agent.journal.sections import SECTIONS
 
 _UNDEFINED_CP1252 = (0x81, 0x8D, 0x8F, 0x90, 0x9D)
@@ -103,13 +102,15 @@ def _looks_like_mojibake(match: re.Match[str]) -> bool:
 
 
 def find_mojibake(line_text: str) -> list[re.Match[str]]:
-    if not any(c in _LEAD_CHARS for c in line_text):
-        return []
     return [m for m in _RUN.finditer(line_text) if _looks_like_mojibake(m)]
 
 
 def scan(data: bytes) -> list[EncodingIssue]:
     """Every line that is not valid UTF-8 or holds double-encoded text (1-based lines)."""
+    try:
+        return scan_text(data.decode("utf-8"))  # the common case: one pass over the text
+    except UnicodeDecodeError:
+        pass
     issues: list[EncodingIssue] = []
     for n, raw in enumerate(data.split(b"\n"), start=1):
         try:
@@ -138,14 +139,24 @@ def scan(data: bytes) -> list[EncodingIssue]:
 
 
 def scan_text(text: str, first_line: int = 1) -> list[EncodingIssue]:
-    """Mojibake in already-decoded text (an entry draft)."""
-    issues = []
-    for n, line in enumerate(split_lines(text), start=first_line):
-        runs = find_mojibake(line)
-        if runs:
-            sample = ", ".join(repr(m.group(0)) for m in runs[:3])
-            issues.append(EncodingIssue(n, "mojibake", f"line {n}: double-encoded text {sample}"))
-    return issues
+    """Mojibake in decoded text, one issue per line (1-based from ``first_line``)."""
+    by_line: dict[int, list[str]] = {}
+    line, counted_to = first_line, 0
+    for match in _RUN.finditer(text):
+        if not _looks_like_mojibake(match):
+            continue
+        line += text.count("\n", counted_to, match.start())
+        counted_to = match.start()
+        by_line.setdefault(line, []).append(match.group(0))
+    return [
+        EncodingIssue(
+            n,
+            "mojibake",
+            f"line {n}: double-encoded text {', '.join(repr(r) for r in runs[:3])} "
+            "(UTF-8 read as cp1252/latin-1)",
+        )
+        for n, runs in by_line.items()
+    ]
 
 
 @dataclass

@@ -93,6 +93,9 @@ class Entry:
         for i in range(1, len(self.lines)):
             if self.fences[i]:
                 continue
+            first = self.lines[i].lstrip(" ")[:1]
+            if first != "#" and first != "*":
+                continue
             line = bare(self.lines[i])
             label = None
             heading = _HEADING.match(line)

@@ -47,6 +47,7 @@ _CODE_SPAN = re.compile(r"(`+).+?\1")
 _CITE = re.compile(r"\[m:[^\]\s]*\]")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s)")
+_DIGIT = re.compile(r"\d")
 
 
 @dataclass
@@ -201,8 +202,11 @@ class Checker:
         for i in range(1, len(entry.lines)):
             if entry.fences[i] or i in exempt or i in cited_blocks:
                 continue
-            line = _CODE_SPAN.sub(" ", bare(entry.lines[i]))
-            if not any(ch.isdigit() for ch in line) or _CALC.search(line):
+            raw = entry.lines[i]
+            if not _DIGIT.search(raw):
+                continue
+            line = _CODE_SPAN.sub(" ", bare(raw))
+            if not _DIGIT.search(line) or _CALC.search(line):
                 continue
             if line.rstrip().endswith("?") or line.lstrip().startswith("#"):
                 continue
@@ -223,6 +227,8 @@ class Checker:
 
 def _cited_blocks(entry: Entry) -> set[int]:
     """Lines of paragraphs, list items and tables that contain a citation (outside code)."""
+    if not entry.citations:
+        return set()
     blocks: list[list[int]] = []
     current: list[int] = []
     kind = ""
