@@ -365,7 +365,8 @@ class PermissionPolicy:
             return _Verdict("allow", "reading is allowed")
         if family == "Edit":
             if self.mode in ("plan", "dontAsk"):
-                return _Verdict("deny", f"{tool_name} is not available in {self.mode} mode.")
+                why = " (read-only)" if self.mode == "plan" else ""
+                return _Verdict("deny", f"{tool_name} is not available in {self.mode} mode{why}.")
             if path is not None and self._is_settings_file(path):
                 if self.mode == "bypassPermissions":
                     return _Verdict("allow", "bypassPermissions mode")
@@ -553,6 +554,12 @@ class PermissionPolicy:
             what = f"{tool_name} of {self._show(path)}"
         else:
             hint, what = tool_name, tool_name
+        if verdict.rule is not None:  # an ask rule: an allow rule cannot override it
+            return (
+                f"Permission denied: {what} needs approval (the rule {verdict.rule} asks for it) "
+                f"and no one can be asked here. Run it where you can answer the prompt (a "
+                f"terminal), or remove that ask rule."
+            )
         return (
             f"Permission denied: {what} needs approval ({verdict.reason}) and no one can be "
             f"asked here. To permit it, add the allow rule {hint} (settings or --allow), "

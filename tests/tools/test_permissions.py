@@ -148,6 +148,7 @@ def test_deny_beats_ask_beats_allow(tree: Path) -> None:
     assert bash(p, "git push --force origin") == "deny"
     strict = PermissionPolicy(tree, allow=["Bash(git:*)"], ask=["Bash(git push:*)"])
     assert bash(strict, "git push origin") == "deny"  # ask, and nobody to ask
+    assert "remove that ask rule" in strict.check("Bash", command="git push origin").reason
     assert bash(strict, "git commit -m x") == "allow"
 
 
