@@ -151,6 +151,7 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
     root = resolve_root(opts.root)
     usd, tokens = parse_budget(opts.budget or [])
     if opts.background and not opts.dry_run:
+        _check_before_detaching(kind, target, root)
         status = background.start(
             root, [*argv, *opts.child_flags()], kind=kind, target=target, prompt=text
         )
@@ -234,6 +235,20 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
     print_summary(console, result)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
+
+
+def _check_before_detaching(kind: str, target: str, root: Path) -> None:
+    """Fail now, not in a detached process: the key and the definition must exist."""
+    from journal_agent.definitions import load_agent, load_command
+    from journal_agent.errors import UserError
+
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+        raise UserError(
+            "ANTHROPIC_API_KEY is not set; export your Anthropic API key before "
+            "starting a background run.",
+            exit_code=2,
+        )
+    (load_agent if kind == "agent" else load_command)(target, root)
 
 
 def _print_dry_run(prepared: Any) -> None:

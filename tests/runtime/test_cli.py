@@ -186,3 +186,11 @@ def test_on_a_terminal_the_models_question_is_put_to_the_user(project):
     assert model.requests[1].body["messages"][-1]["content"][0]["text"] == "ZeRO stage 2"
     assert "What concept should I record?" in done.stderr
     assert done.stdout.strip() == "Recorded ZeRO stage 2. Was this entry helpful?"
+
+
+def test_background_run_fails_fast_without_key_or_agent(project):
+    done = cli(project, "run", "scribe", "hi", "--background", key=None)
+    assert done.returncode == 2 and "ANTHROPIC_API_KEY is not set" in done.stderr
+    done = cli(project, "run", "nobody", "hi", "--background")
+    assert done.returncode == 1 and "no agent named 'nobody'" in done.stderr
+    assert not (project / ".journal" / "runs").exists()

@@ -235,3 +235,25 @@ def test_budget_is_shared_with_subagents(project, tmp_path):
     )
     assert r.status == "budget"
     assert r.usage.total < 12_000 + 5000  # one request may cross the line, not more
+
+
+def test_prices_from_settings_price_a_custom_model(project, tmp_path):
+    write_agent(project, "a", "Body.")
+    (project / ".journal").mkdir()
+    (project / ".journal" / "settings.json").write_text(
+        '{"prices": {"gw-model": {"input": 1, "output": 5, "cache_write": 1.25, '
+        '"cache_read": 0.1}}}'
+    )
+    usage = {"input_tokens": 1000, "output_tokens": 1000, "cache_read_input_tokens": 10000}
+    model = ScriptedModel([reply("x", usage=usage)])
+    r = run_agent(
+        "a",
+        "go",
+        root=project,
+        client=model.client(),
+        tools={},
+        home=tmp_path / "home",
+        model="gw-model",
+    )
+    assert model.requests[0].body["model"] == "gw-model"
+    assert r.cost_usd == pytest.approx((1000 * 1 + 1000 * 5 + 10000 * 0.1) / 1e6)
