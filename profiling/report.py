@@ -268,8 +268,17 @@ def compare(est: Estimate, result: Any) -> dict[str, Any]:
                 "why": why.get(cat, ""),
             }
         )
+    states = ("parameters", "gradients", "optimizer")
+    est_states = sum(e.get(c, 0) for c in states)
+    tr_states = sum(traced.get(c, 0) for c in states)
     return {
         "rows": rows,
+        # Split differently (see the rows), the model states should nearly agree in sum.
+        "model_states": {
+            "estimated_bytes": est_states,
+            "traced_bytes": tr_states,
+            "ratio": round(est_states / tr_states, 3) if tr_states else None,
+        },
         "estimated_total": est.per_gpu_bytes,
         "traced_peak": result.peak_bytes,
         "ratio": round(est.per_gpu_bytes / result.peak_bytes, 3) if result.peak_bytes else None,
@@ -291,9 +300,13 @@ def render_compare_text(cmp: dict[str, Any]) -> str:
             f"{row['category']:<14}{fmt_bytes(row['estimated_bytes']):>12}"
             f"{fmt_bytes(row['traced_bytes']):>12}{ratio:>11}"
         )
+    ms = cmp["model_states"]
+    ms_ratio = f"{ms['ratio']:.2f}×" if ms["ratio"] is not None else "—"
     ratio = f"{cmp['ratio']:.2f}×" if cmp["ratio"] is not None else "—"
     lines += [
         "─" * 49,
+        f"{'model states':<14}{fmt_bytes(ms['estimated_bytes']):>12}"
+        f"{fmt_bytes(ms['traced_bytes']):>12}{ms_ratio:>11}",
         f"{'total / peak':<14}{fmt_bytes(cmp['estimated_total']):>12}"
         f"{fmt_bytes(cmp['traced_peak']):>12}{ratio:>11}",
         "",
