@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from journal_agent.tools._history import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.reads import tracker_for
 from journal_agent.tools.workspace import confine
@@ -90,6 +91,7 @@ class Edit(Tool):
             text = current.decode("utf-8", "surrogateescape")
             new_text, count, first_line = _replace(text, params)
             data = encode_text(new_text, path)
+            keep_previous(ctx.root, path, current)
             written = atomic_write(ctx.root, path, data)
             remember_written(tracker, path, data, written)
 

@@ -25,6 +25,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.paths import JOURNAL_FILE, state_dir
+from journal_agent.tools._history import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.reads import Fingerprint, ReadTracker, tracker_for
 from journal_agent.tools.workspace import (
@@ -69,7 +70,9 @@ class Write(Tool):
         data = encode_text(params.content, path)
 
         with writer_lock(ctx.root, path):
-            existed = ensure_unchanged(ctx.root, tracker, path, action="writing to") is not None
+            previous = ensure_unchanged(ctx.root, tracker, path, action="writing to")
+            existed = previous is not None
+            keep_previous(ctx.root, path, previous)
             if not existed:
                 make_parents(ctx.root, path)
             written = atomic_write(ctx.root, path, data)
