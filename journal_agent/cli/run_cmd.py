@@ -406,7 +406,9 @@ def runs(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ig
         typer.echo("no background runs (start one with `journal-agent run AGENT PROMPT -b`).")
         return
     table = Table(title=f"background runs ({len(statuses)})", title_justify="left")
-    for col in ("id", "status", "target", "started", "cost", "prompt"):
+    table.add_column("id", no_wrap=True)
+    # the id starts with the UTC start time (YYYYmmdd-HHMMSS)
+    for col in ("status", "target", "cost", "prompt"):
         table.add_column(col)
     for s in statuses:
         cost = (s.get("result") or {}).get("cost_usd")
@@ -415,7 +417,6 @@ def runs(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ig
             s["id"],
             s.get("status", "?"),
             s.get("target", ""),
-            s.get("started", ""),
             "—" if cost is None else f"${cost:.4f}",
             prompt[:40] + ("…" if len(prompt) > 40 else ""),
         )

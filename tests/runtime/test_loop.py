@@ -341,3 +341,11 @@ def test_transcript_replays_the_exact_requests_sent(tmp_path):
     # the transcript grows linearly: each request record holds only the new messages
     deltas = [len(r["new_messages"]) for r in records if r["type"] == "request"]
     assert deltas == [1, 2, 2, 2]
+
+
+def test_large_max_tokens_needs_no_streaming_thanks_to_the_explicit_timeout(tmp_path):
+    # Without an explicit timeout the SDK refuses non-streaming requests above ~21k tokens.
+    model = ScriptedModel([reply("long answer")])
+    r = make_loop(model, tmp_path, options=RunOptions(max_tokens=64_000)).run("go")
+    assert r.ok and model.requests[0].body["max_tokens"] == 64_000
+    assert model.requests[0].headers["x-stainless-read-timeout"] == "600.0"
