@@ -195,7 +195,13 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
         return
 
     if opts.run_id:
-        background.write_status(root, opts.run_id, status=background.RUNNING, pid=os.getpid())
+        background.write_status(
+            root,
+            opts.run_id,
+            status=background.RUNNING,
+            pid=os.getpid(),
+            pid_started=background.process_started(os.getpid()),
+        )
     try:
         result = execute(prepared)
     except UserError as exc:

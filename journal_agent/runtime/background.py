@@ -67,7 +67,19 @@ def read_status(root: Path, run_id: str) -> dict[str, Any]:
         raise UserError(f"{path} is corrupt ({exc}); remove the run's directory.") from exc
 
 
-def _alive(pid: int) -> bool:
+def process_started(pid: int) -> float | None:
+    """The process's start time (to tell it from a later process that reuses the pid)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _alive(pid: int, started: float | None = None) -> bool:
+    import psutil
+
     try:  # reap it if it is our own child (tests, or a long-lived parent)
         done, _ = os.waitpid(pid, os.WNOHANG)
         if done == pid:
@@ -75,17 +87,22 @@ def _alive(pid: int) -> bool:
     except ChildProcessError:
         pass
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        proc = psutil.Process(pid)
+        # A zombie is dead (in a container nobody may ever reap it); a different start time
+        # means the pid now belongs to another process.
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or abs(proc.create_time() - started) < 1.0
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.Error:
         return True
-    return True
 
 
 def refresh(root: Path, status: dict[str, Any]) -> dict[str, Any]:
     """A running status whose process is gone becomes ``failed``."""
-    if status.get("status") == RUNNING and status.get("pid") and not _alive(int(status["pid"])):
+    pid, started = status.get("pid"), status.get("pid_started")
+    if status.get("status") == RUNNING and pid and not _alive(int(pid), started):
         # The process may have finished between our read and its final write: re-read once.
         status = read_status(root, status["id"])
         if status.get("status") == RUNNING:
@@ -148,7 +165,7 @@ def start(root: Path, argv: list[str], *, kind: str, target: str, prompt: str) -
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    return write_status(root, run_id, pid=proc.pid)
+    return write_status(root, run_id, pid=proc.pid, pid_started=process_started(proc.pid))
 
 
 def wait(

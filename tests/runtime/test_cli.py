@@ -194,3 +194,29 @@ def test_background_run_fails_fast_without_key_or_agent(project):
     done = cli(project, "run", "nobody", "hi", "--background")
     assert done.returncode == 1 and "no agent named 'nobody'" in done.stderr
     assert not (project / ".journal" / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_background_run_that_dies_is_reported_failed(project):
+    import signal
+    import threading
+    import time
+
+    release = threading.Event()
+
+    def hang(body):  # the model never answers, until the test is over
+        release.wait(60)
+        return reply("too late")
+
+    model = ScriptedModel([hang])
+    with model.serve() as url:
+        started = cli(project, "run", "scribe", "hang", "-b", "--json", base_url=url)
+        status = json.loads(started.stdout)
+        deadline = time.monotonic() + 60
+        while not model.requests and time.monotonic() < deadline:  # it reached the model
+            time.sleep(0.1)
+        os.kill(status["pid"], signal.SIGKILL)
+        waited = cli(project, "wait", status["id"], "--timeout", "30")
+        release.set()
+    assert waited.returncode == 1
+    assert "failed" in waited.stderr and "exited without recording a result" in waited.stderr
