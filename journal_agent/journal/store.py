@@ -66,7 +66,7 @@ class JournalStore:
 
     def lock(self) -> FileLock:
         self.state.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT)
+        return FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT, preserve_lock_file=True)
 
     def exists(self) -> bool:
         return self.path.is_file()

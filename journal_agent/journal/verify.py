@@ -363,6 +363,7 @@ def validate_draft(root: Path, text: str) -> tuple[Entry, list[Problem]]:
     problems = [
         Problem(entry.id, "encoding", i.detail, i.line) for i in scan_text(text)
     ] + checker.check_entry(entry)
+    problems.sort(key=lambda p: (p.line or 0, p.kind))
     return entry, problems
 
 
