@@ -220,3 +220,47 @@ def test_a_background_run_that_dies_is_reported_failed(project):
         release.set()
     assert waited.returncode == 1
     assert "failed" in waited.stderr and "exited without recording a result" in waited.stderr
+
+
+def _has_journal_tool() -> bool:
+    from journal_agent.tools.registry import builtin_tools
+
+    return "JournalAppend" in builtin_tools()
+
+
+def _entry(title: str) -> str:
+    return (
+        f"## {title} (2026-11-21)\n\n"
+        "**Context**: Studying the training configuration.\n\n"
+        "**The Key Question I Had**: *Why shard the optimizer state?*\n\n"
+        "### 🎯 Intuition\nEach rank keeps only its share of the optimizer state.\n\n"
+        "### 🏷️ Tags\n#zero\n"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_journal_tool(), reason="JournalAppend is not in the registry yet")
+def test_parallel_background_runs_appending_to_the_journal_lose_nothing(project):
+    write_agent(project, "journalist", "You are the journalist.", tools="JournalAppend")
+
+    def respond(body):  # the same script for every process; requests interleave
+        last = body["messages"][-1]["content"]
+        if last[0].get("type") == "tool_result":
+            return reply("Appended.")
+        title = last[0]["text"]
+        return reply(tool_use("JournalAppend", {"entry": _entry(title), "force": True}))
+
+    titles = [f"Sharding lesson {i}" for i in range(3)]
+    model = ScriptedModel([respond] * (2 * len(titles)))
+    with model.serve() as url:
+        ids = []
+        for title in titles:
+            started = cli(project, "run", "journalist", title, "-b", "--json", base_url=url)
+            assert started.returncode == 0, started.stderr
+            ids.append(json.loads(started.stdout)["id"])
+        for run_id in ids:
+            waited = cli(project, "wait", run_id, "--timeout", "120")
+            assert waited.returncode == 0, waited.stderr
+    journal = (project / "learning_journal.md").read_text(encoding="utf-8")
+    for title in titles:
+        assert journal.count(f"## {title} (2026-11-21)") == 1
