@@ -87,7 +87,9 @@ def estimate_categories(est: Estimate) -> dict[str, int]:
 
 
 def _setup(cfg: Any) -> str:
-    parts = [cfg.model, f"seq {cfg.seq} × batch {cfg.batch}"]
+    # A factory makes its own inputs: only the batch (if it takes one) means anything.
+    shape = f"batch {cfg.batch}" if ":" in cfg.model else f"seq {cfg.seq} × batch {cfg.batch}"
+    parts = [cfg.model, shape]
     if cfg.dtype != "fp32":
         parts.append(f"{cfg.dtype} autocast")
     if cfg.param_dtype != "fp32":
@@ -233,8 +235,10 @@ def compare(est: Estimate, result: Any) -> dict[str, Any]:
         )
         if cfg.fsdp:
             why["parameters"] += (
-                "; the 16-bit copies FSDP gathers are transient: they show in the peak, not "
-                "after the step"
+                f"; FSDP shards those fp32 parameters over {cfg.world_size} ranks even in "
+                "ZeRO-2 style (ZeRO-2 replicates the 16-bit weights); the 16-bit copies FSDP "
+                "gathers are transient: they show after forward and in the peak, not after the "
+                "step"
             )
         why["gradients"] = (
             "the trace keeps fp32 gradients (the parameters' dtype"

@@ -91,7 +91,7 @@ def _print_estimate(est: Any) -> None:
         )
     console.print(f"({fmt_bytes(est.per_gpu_bytes, 'GiB')} per GPU; 1 GB = 10^9 B, 1 GiB = 2^30 B)")
     for note in est.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", soft_wrap=True)
 
 
 @app.command("estimate")
