@@ -43,6 +43,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         "002_vocab",
         "CREATE VIRTUAL TABLE entries_vocab USING fts5vocab(entries_fts, 'row');",
     ),
+    (
+        # Per-entry content hash: a rebuild after a hand edit re-indexes only changed entries.
+        "003_entry_hash",
+        "ALTER TABLE entries ADD COLUMN hash TEXT NOT NULL DEFAULT '';",
+    ),
 ]
 
 _OPERATORS = re.compile(r'["()*:^+]|\b(?:AND|OR|NOT|NEAR)\b')
@@ -247,25 +252,50 @@ class SearchIndex:
         )
 
     def _rebuild(self, conn: sqlite3.Connection, data: bytes, size: int, mtime_ns: int) -> None:
+        """Bring the index in line with the journal, re-indexing only entries that changed."""
         text = decode_journal(data, self.store.path) if data else ""
         journal = parse_journal(text)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("DELETE FROM entries")
-            conn.execute("DELETE FROM tags")
-            conn.execute("DELETE FROM entries_fts")
+            known = {
+                row[0]: (row[1], row[2], row[3])
+                for row in conn.execute("SELECT id, rowid, hash, line FROM entries")
+            }
+            seen: set[str] = set()
             for entry in journal.entries:
+                seen.add(entry.id)
+                old = known.get(entry.id)
+                if old is not None and old[1] == _entry_hash(entry):
+                    if old[2] != entry.start_line:
+                        conn.execute(
+                            "UPDATE entries SET line = ? WHERE rowid = ?",
+                            (entry.start_line, old[0]),
+                        )
+                    continue
+                if old is not None:
+                    self._delete(conn, old[0])
                 self._insert(conn, entry)
+            for entry_id, (rowid, _, _) in known.items():
+                if entry_id not in seen:
+                    self._delete(conn, rowid)
             self._set_meta(conn, size, mtime_ns, hashlib.sha256(data).hexdigest())
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
 
+    def _delete(self, conn: sqlite3.Connection, rowid: int) -> None:
+        conn.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
+        conn.execute("DELETE FROM tags WHERE entry = ?", (rowid,))
+        conn.execute("DELETE FROM entries_fts WHERE rowid = ?", (rowid,))
+
     def _insert(self, conn: sqlite3.Connection, entry: Entry) -> None:
+        old = conn.execute("SELECT rowid FROM entries WHERE id = ?", (entry.id,)).fetchone()
+        if old is not None:
+            self._delete(conn, old[0])
         cur = conn.execute(
-            "INSERT OR REPLACE INTO entries (id, title, date, line) VALUES (?, ?, ?, ?)",
-            (entry.id, entry.title, entry.date, entry.start_line),
+            "INSERT INTO entries (id, title, date, line, hash) VALUES (?, ?, ?, ?, ?)",
+            (entry.id, entry.title, entry.date, entry.start_line, _entry_hash(entry)),
         )
         rowid = cur.lastrowid
         tags = entry.tags
@@ -385,6 +415,10 @@ class SearchIndex:
             return {"entries": conn.execute("SELECT count(*) FROM entries").fetchone()[0]}
         finally:
             conn.close()
+
+
+def _entry_hash(entry: Entry) -> str:
+    return hashlib.sha1(entry.raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _useful(word: str) -> bool:

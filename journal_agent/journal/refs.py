@@ -127,13 +127,20 @@ class FileCache:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._lines: dict[str, list[bytes] | None] = {}
+        self._resolved: dict[str, Path | None] = {}
+        self._root = self.root.resolve()
 
     def resolve(self, path: str) -> Path | None:
+        if path not in self._resolved:
+            self._resolved[path] = self._resolve(path)
+        return self._resolved[path]
+
+    def _resolve(self, path: str) -> Path | None:
         candidate = Path(path)
         full = candidate if candidate.is_absolute() else self.root / candidate
         try:
             full = full.resolve()
-            full.relative_to(self.root.resolve())
+            full.relative_to(self._root)
         except (ValueError, OSError):
             return None
         return full

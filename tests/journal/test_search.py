@@ -61,6 +61,13 @@ def test_index_rebuilds_itself_after_a_hand_edit(journal):
     assert [h.title for h in api.search(journal.root, "pipeline")] == ["Pipeline Parallelism"]
     journal.journal.write_text(text, encoding="utf-8")
     assert api.search(journal.root, "pipeline") == []
+    # Edits elsewhere move entries: only changed entries are re-indexed, lines stay right.
+    line = api.search(journal.root, "recompute")[0].line
+    edited = text.replace("# Learning Journal\n", "# Learning Journal\n\nA note.\n", 1)
+    edited = edited.replace("Accumulate gradients", "Accumulate gradients (bucketed)")
+    journal.journal.write_text(edited, encoding="utf-8")
+    assert api.search(journal.root, "recompute")[0].line == line + 2
+    assert [h.title for h in api.search(journal.root, "bucketed")] == ["Gradient Accumulation"]
 
 
 def test_fts_syntax_errors_get_a_friendly_message(journal):
