@@ -129,13 +129,26 @@ def _ask_on_terminal(console: Any) -> Any:
     from rich.markdown import Markdown
 
     def ask(question: str) -> str | None:
-        console.print(Markdown(question))
+        if "\n" in question.strip():  # its first line is already on screen
+            console.print(Markdown(question))
         try:
             return console.input("[bold cyan]you ›[/] ")
         except EOFError:
             return None
 
     return ask
+
+
+def _paused(renderer: Any, fn: Any) -> Any:
+    """``fn`` with the live progress region paused while it talks to the user."""
+    if fn is None:
+        return None
+
+    def call(*args: Any) -> Any:
+        with renderer.paused():
+            return fn(*args)
+
+    return call
 
 
 def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None:
@@ -163,12 +176,13 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
         return
 
     console = Console(stderr=True, highlight=False)
+    renderer = Renderer(console)
     interactive = not opts.yes and opts.run_id is None and sys.stdin.isatty()
     permission_prompt = None
     if interactive:
         from journal_agent.tools.permissions import tty_prompt
 
-        permission_prompt = tty_prompt()
+        permission_prompt = _paused(renderer, tty_prompt())
     config = RunConfig(
         root=root,
         model=opts.model,
@@ -182,9 +196,9 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
         mode=opts.mode,
         allow=tuple(opts.allow or ()),
         deny=tuple(opts.deny or ()),
-        ask=_ask_on_terminal(console) if interactive else None,
+        ask=_paused(renderer, _ask_on_terminal(console)) if interactive else None,
         permission_prompt=permission_prompt,
-        emit=Renderer(console),
+        emit=renderer,
         max_retries=opts.max_retries,
         run_id=opts.run_id,
     )
@@ -204,7 +218,9 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
         )
     try:
         result = execute(prepared)
+        renderer.close()
     except UserError as exc:
+        renderer.close()
         if opts.run_id:
             background.write_status(
                 root,
@@ -215,6 +231,7 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
             )
         raise
     except BaseException as exc:
+        renderer.close()
         if opts.run_id:
             background.write_status(
                 root,

@@ -6,19 +6,26 @@ only the final answer (or JSON) and can be piped.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from journal_agent.runtime.events import (
     AssistantText,
+    Done,
     Event,
     Notice,
     ToolCalled,
     ToolFinished,
     TurnStarted,
+    UsageReported,
 )
 from journal_agent.runtime.result import RunResult
 
@@ -42,34 +49,141 @@ def _first_line(text: str, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-class Renderer:
-    """An event sink that prints progress lines."""
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
-    def __init__(self, console: Console | None = None, *, verbose: bool = False) -> None:
+
+class Renderer:
+    """An event sink that prints progress.
+
+    On a terminal, a live region shows one updating line per tool call in flight (and per
+    agent waiting for the model), with a spinner and the elapsed time; when a call finishes
+    its line is printed for good with ✓ or ✗. Elsewhere (a pipe, a log file, CI) each call
+    gets a plain line when it starts and one when it finishes.
+    """
+
+    def __init__(
+        self, console: Console | None = None, *, verbose: bool = False, live: bool | None = None
+    ) -> None:
         self.console = console or Console(stderr=True, highlight=False)
         self.verbose = verbose
+        self.live_enabled = self.console.is_terminal if live is None else live
+        self._lock = threading.RLock()
+        self._inflight: dict[str, tuple[str, str, str, float]] = {}
+        self._waiting: dict[str, tuple[int, str, float]] = {}
+        self._live: Any = None
+        self._paused = 0
+
+    # -- the live region --------------------------------------------------------------------
+
+    def _render(self) -> Text:
+        now = time.monotonic()
+        frame = _SPINNER[int(now * 10) % len(_SPINNER)]
+        lines = Text()
+        with self._lock:
+            for agent, (turn, model, start) in self._waiting.items():
+                lines.append(f"{frame} ", "cyan")
+                lines.append_text(Text.from_markup(self._who(agent)))
+                lines.append(f"waiting for {model} · turn {turn} · {now - start:.0f}s\n", "dim")
+            for agent, name, brief, start in self._inflight.values():
+                lines.append(f"{frame} ", "cyan")
+                lines.append_text(Text.from_markup(self._who(agent)))
+                lines.append(name, "bold")
+                lines.append(f"({brief}) {now - start:.1f}s\n", "dim")
+        lines.rstrip()
+        return lines
+
+    def _ensure_live(self) -> None:
+        if not self.live_enabled or self._live is not None or self._paused:
+            return
+        from rich.live import Live
+
+        self._live = Live(
+            get_renderable=self._render,
+            console=self.console,
+            transient=True,
+            refresh_per_second=10,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start()
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No live region while the user is asked something on the terminal."""
+        with self._lock:
+            self._paused += 1
+            self._stop_live()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused -= 1
+                if self._inflight or self._waiting:
+                    self._ensure_live()
+
+    def close(self) -> None:
+        with self._lock:
+            self._inflight.clear()
+            self._waiting.clear()
+            self._stop_live()
+
+    # -- events -----------------------------------------------------------------------------
 
     def _who(self, agent: str) -> str:
         return "" if agent == "main" else f"[magenta]{escape(agent.removeprefix('main/'))}[/] "
 
     def __call__(self, event: Event) -> None:
+        with self._lock:
+            self._handle(event)
+
+    def _handle(self, event: Event) -> None:
         c, who = self.console, self._who(event.agent)
-        if isinstance(event, TurnStarted) and (self.verbose or event.agent == "main"):
-            c.print(f"[dim]{who}turn {event.turn} · {event.model}[/]")
+        live = self.live_enabled
+        if isinstance(event, TurnStarted):
+            if self.verbose or event.agent == "main":
+                c.print(f"[dim]{who}turn {event.turn} · {event.model}[/]")
+            if live:
+                self._waiting[event.agent] = (event.turn, event.model, time.monotonic())
+                self._ensure_live()
+        elif isinstance(event, UsageReported):
+            self._waiting.pop(event.agent, None)
         elif isinstance(event, AssistantText):
             c.print(f"{who}[cyan]✻[/] [dim]{escape(_first_line(event.text))}[/]")
         elif isinstance(event, ToolCalled):
-            c.print(
-                f"{who}[bold]⏺ {escape(event.name)}[/][dim]({escape(_brief_input(event.input))})[/]"
-            )
+            brief = _brief_input(event.input)
+            if live:
+                self._inflight[event.tool_use_id] = (
+                    event.agent,
+                    event.name,
+                    brief,
+                    time.monotonic(),
+                )
+                self._ensure_live()
+            else:
+                c.print(f"{who}[bold]⏺ {escape(event.name)}[/][dim]({escape(brief)})[/]")
         elif isinstance(event, ToolFinished):
             mark = "[red]✗[/]" if event.is_error else "[green]✓[/]"
+            call = self._inflight.pop(event.tool_use_id, None)
+            shown = (
+                f"{escape(event.name)}[dim]({escape(call[2])})[/]" if call else escape(event.name)
+            )
+            indent = "" if live else "  "
             c.print(
-                f"{who}  {mark} {escape(event.name)} [dim]{event.seconds:.1f}s · "
+                f"{who}{indent}{mark} {shown} [dim]{event.seconds:.1f}s · "
                 f"{escape(_first_line(event.output))}[/]"
             )
         elif isinstance(event, Notice):
             c.print(f"{who}[yellow]! {escape(event.message)}[/]")
+        elif isinstance(event, Done) and event.agent != "main":
+            r = event.result
+            c.print(f"{who}[dim]finished: {r.status} · {r.turns} turns[/]")
+        if live and not self._inflight and not self._waiting:
+            self._stop_live()
 
 
 def format_cost(cost: float | None) -> str:
