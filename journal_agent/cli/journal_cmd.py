@@ -106,7 +106,11 @@ def check_cmd(json_out: JsonOption = False, root: RootOption = None) -> None:  #
     """Verify references, citations, numbers, required sections and encoding of every entry."""
     from journal_agent.journal import api
 
-    report = api.check(resolve_root(root))
+    workspace = resolve_root(root)
+    report = api.check(workspace)
+    if not json_out and not (workspace / "learning_journal.md").is_file():
+        typer.echo("no learning_journal.md here yet: nothing to check")
+        return
     if json_out:
         print_json(report.to_dict())
     else:

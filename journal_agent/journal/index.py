@@ -195,7 +195,8 @@ class SearchIndex:
             conn = self._open()
         except sqlite3.DatabaseError:
             # A cache we can always rebuild from the markdown: start over.
-            self.path.unlink(missing_ok=True)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             conn = self._open()
         return conn
 

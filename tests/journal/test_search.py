@@ -88,8 +88,6 @@ def test_migrations_are_recorded_once_in_order(journal):
 
 def test_a_corrupt_index_is_rebuilt(journal):
     (journal.root / ".journal/index.sqlite").write_bytes(b"not a database" * 100)
-    for extra in ("-wal", "-shm"):
-        (journal.root / f".journal/index.sqlite{extra}").unlink(missing_ok=True)
     assert [h.title for h in api.search(journal.root, "recompute")] == ["Activation Checkpointing"]
 
 
