@@ -185,7 +185,7 @@ def bench_read(root: Path, big_mb: int) -> dict[str, object]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=6000)
-    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--big-mb", type=int, default=200)
     args = ap.parse_args()
 

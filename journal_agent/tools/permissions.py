@@ -591,7 +591,9 @@ def tty_prompt() -> Prompt | None:
         return None
 
     def ask(tool_name: str, subject: str) -> bool:
-        answer = input(f"Allow {tool_name}: {subject}? [y/N] ").strip().lower()
+        # The question goes to stderr: stdout carries the tool result.
+        print(f"Allow {tool_name}: {subject}? [y/N] ", end="", file=sys.stderr, flush=True)
+        answer = sys.stdin.readline().strip().lower()
         return answer in ("y", "yes")
 
     return ask
