@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from journal_agent.errors import UserError
 from journal_agent.journal import api
 from journal_agent.journal.verify import KINDS
 
@@ -158,3 +161,20 @@ def test_cli_append_rejects_with_reasons_and_exit_1(ws):
     proc = ws.cli("append", "--file", str(ws.write("bad.md", "no heading here\n")))
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: the entry was not appended: the entry has no heading")
+
+
+def test_a_crlf_journal_edited_by_hand_checks_like_any_other(ws):
+    rid = ws.record("est-00000005", {"step": (1534.0, "ms")})
+    entry = make_entry(body=f"A step takes 1.53 s [m:{rid}] (`src/train.py:3`).\n")
+    ws.journal.write_bytes(entry.replace("\n", "\r\n").encode("utf-8"))
+    report = api.check(ws.root)
+    assert report.ok, report.problems
+    assert report.entries[0]["tags"] == ["zero", "deepspeed"]
+
+
+def test_a_draft_must_be_exactly_one_dated_entry(ws):
+    with pytest.raises(UserError, match="holds 2 entries"):
+        api.append_entry(ws.root, make_entry() + "\n" + make_entry(title="Other"))
+    with pytest.raises(UserError, match="text before its heading"):
+        api.append_entry(ws.root, "Intro line\n\n" + make_entry())
+    assert not ws.journal.exists()
