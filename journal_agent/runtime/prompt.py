@@ -37,12 +37,16 @@ def system_prompt(body: str, root: Path, model: str) -> str:
 
 
 def tool_names(entries: list[str] | None) -> list[str] | None:
-    """Tool names from a ``tools`` / ``allowed-tools`` list (``Bash(git diff:*)`` → ``Bash``)."""
+    """Tool names from a ``tools`` / ``allowed-tools`` list: ``Bash(git diff:*)`` → ``Bash``,
+    ``mcp__journal-agent__JournalAppend`` → ``JournalAppend``, ``Agent`` → ``Task``."""
     if entries is None:
         return None
     out: list[str] = []
     for entry in entries:
         name = entry.split("(", 1)[0].strip()
+        if name.startswith("mcp__"):
+            # Claude Code names our MCP tools mcp__<server>__<Tool>; here they are built in.
+            name = name.rsplit("__", 1)[-1]
         name = TOOL_ALIASES.get(name, name)
         if name and name not in out:
             out.append(name)
@@ -61,5 +65,6 @@ def select_tools(
     blocked = set(tool_names(list(disallowed)) or [])
     names = list(available) if wanted is None else wanted
     chosen = {n: available[n] for n in names if n in available and n not in blocked}
-    missing = [n for n in (wanted or []) if n not in available and not n.startswith("mcp__")]
+    # Task is not in any registry: the runner adds it (it needs the run's session).
+    missing = [n for n in (wanted or []) if n not in available and n != "Task"]
     return chosen, missing

@@ -121,12 +121,16 @@ def _find_agent(agents: dict[str, Any], name: str) -> Any | None:
 
 
 def _with_task(
-    tools: dict[str, Tool], wanted: list[str] | None, launcher: _Launcher, agents: dict[str, Any]
+    tools: dict[str, Tool],
+    wanted: list[str] | None,
+    disallowed: list[str],
+    launcher: _Launcher,
+    agents: dict[str, Any],
 ) -> dict[str, Tool]:
     from journal_agent.runtime.prompt import tool_names
 
     names = tool_names(wanted)
-    if names is not None and "Task" not in names:
+    if (names is not None and "Task" not in names) or "Task" in (tool_names(disallowed) or []):
         return tools
     task = task_tool(launcher, {n: a.description for n, a in agents.items()})
     return {**tools, "Task": task}
@@ -156,7 +160,7 @@ def prepare_agent(name: str, prompt: str, config: RunConfig) -> Prepared:
         missing_tools=missing,
         permission_mode=definition.permission_mode,
     )
-    _attach_task(prepared, definition.tools)
+    _attach_task(prepared, definition.tools, definition.disallowed_tools)
     return prepared
 
 
@@ -188,10 +192,14 @@ def prepare_command(name: str, arguments: str, config: RunConfig) -> Prepared:
     return prepared
 
 
-def _attach_task(prepared: Prepared, wanted: list[str] | None) -> None:
+def _attach_task(
+    prepared: Prepared, wanted: list[str] | None, disallowed: list[str] | None = None
+) -> None:
     launcher = _Launcher(prepared)
     prepared._launcher = launcher
-    prepared.spec.tools = _with_task(prepared.spec.tools, wanted, launcher, prepared.agents)
+    prepared.spec.tools = _with_task(
+        prepared.spec.tools, wanted, list(disallowed or []), launcher, prepared.agents
+    )
 
 
 # -- sub-agents -----------------------------------------------------------------------------

@@ -257,3 +257,21 @@ def test_prices_from_settings_price_a_custom_model(project, tmp_path):
     )
     assert model.requests[0].body["model"] == "gw-model"
     assert r.cost_usd == pytest.approx((1000 * 1 + 1000 * 5 + 10000 * 0.1) / 1e6)
+
+
+def test_tool_lists_accept_claude_code_mcp_names_and_report_missing_tools(project, tmp_path):
+    write_agent(project, "m", "Body.", tools="mcp__journal-agent__WriteNote, Agent, Nope")
+    model = ScriptedModel([reply("ok")])
+    events: list = []
+    run_agent(
+        "m",
+        "go",
+        root=project,
+        client=model.client(),
+        tools=_tools(),
+        home=tmp_path / "home",
+        emit=events.append,
+    )
+    assert [t["name"] for t in model.requests[0].body["tools"]] == ["WriteNote", "Task"]
+    notices = [e.message for e in events if type(e).__name__ == "Notice"]
+    assert notices == ["tool 'Nope' is not available here; skipped"]
