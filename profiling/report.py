@@ -91,7 +91,7 @@ def _setup(cfg: Any) -> str:
     shape = f"batch {cfg.batch}" if ":" in cfg.model else f"seq {cfg.seq} × batch {cfg.batch}"
     parts = [cfg.model, shape]
     if cfg.dtype != "fp32":
-        parts.append(f"{cfg.dtype} autocast")
+        parts.append(f"{cfg.dtype} " + ("mixed precision" if cfg.fsdp else "autocast"))
     if cfg.param_dtype != "fp32":
         parts.append(f"{cfg.param_dtype} parameters")
     parts.append(cfg.optimizer)
