@@ -62,6 +62,7 @@ class Prepared:
     agents: dict[str, Any]  # name → AgentDefinition, for the Task tool
     missing_tools: list[str] = field(default_factory=list)
     permission_mode: str | None = None
+    allow: tuple[str, ...] = ()  # a command's allowed-tools: permitted without asking
     _launcher: _Launcher | None = None
 
     def first_request(self) -> dict[str, Any]:
@@ -92,14 +93,14 @@ def _registry(config: RunConfig) -> dict[str, Tool]:
     return dict(builtin_tools())
 
 
-def _context(config: RunConfig, mode: str | None) -> ToolContext:
+def _context(config: RunConfig, mode: str | None, allow: tuple[str, ...] = ()) -> ToolContext:
     """A fresh context (own read tracking) for each agent; the same permission rules."""
     from journal_agent.tools.registry import make_context
 
     return make_context(
         config.root,
         mode=config.mode or mode,
-        allow=config.allow,
+        allow=(*config.allow, *allow),
         deny=config.deny,
         prompt=config.permission_prompt,
     )
@@ -187,6 +188,8 @@ def prepare_command(name: str, arguments: str, config: RunConfig) -> Prepared:
         table=table,
         agents=agents,
         missing_tools=missing,
+        # As in Claude Code, a command's allowed-tools run without asking while it runs.
+        allow=tuple(command.allowed_tools or ()),
     )
     _attach_task(prepared, command.allowed_tools)
     return prepared
@@ -310,7 +313,8 @@ def execute(prepared: Prepared) -> RunResult:
         session.emit(Notice("main", f"tool '{name}' is not available here; skipped"))
     before = _files.snapshot(config.root)
     try:
-        loop = AgentLoop(session, prepared.spec, _context(config, prepared.permission_mode))
+        ctx = _context(config, prepared.permission_mode, prepared.allow)
+        loop = AgentLoop(session, prepared.spec, ctx)
         result = loop.run(prepared.prompt)
     finally:
         if transcript is not None:

@@ -275,3 +275,18 @@ def test_tool_lists_accept_claude_code_mcp_names_and_report_missing_tools(projec
     assert [t["name"] for t in model.requests[0].body["tools"]] == ["WriteNote", "Task"]
     notices = [e.message for e in events if type(e).__name__ == "Notice"]
     assert notices == ["tool 'Nope' is not available here; skipped"]
+
+
+def test_a_commands_allowed_tools_run_without_asking(project, tmp_path):
+    write_command(project, "jot", "Write $ARGUMENTS to jot.md.", **{"allowed-tools": "Write"})
+    write_agent(project, "plain", "Body.", tools="Write")
+    script = [reply(tool_use("Write", {"file_path": "jot.md", "content": "hi\n"})), reply("ok")]
+    model = ScriptedModel(list(script))
+    r = run_command("jot", "hi", root=project, client=model.client(), home=tmp_path / "home")
+    assert (project / "jot.md").read_text() == "hi\n" and r.files_changed == ["jot.md"]
+    # the same call from an agent in the default mode, with nobody to ask: denied
+    (project / "jot.md").unlink()
+    model = ScriptedModel(list(script))
+    run_agent("plain", "go", root=project, client=model.client(), home=tmp_path / "home")
+    assert not (project / "jot.md").exists()
+    assert model.requests[1].body["messages"][-1]["content"][0]["is_error"] is True
