@@ -413,11 +413,10 @@ class PermissionPolicy:
                     return _Verdict("allow", "bypassPermissions mode", rule)
                 return _Verdict("ask", f"the rule {rule} asks for approval", rule)
         allowed_by = [self._bash_rule(self.allow, text) for text in texts]
-        if all(allowed_by):
-            return _Verdict("allow", f"allowed by the rule {allowed_by[0]}", allowed_by[0])
-
         if problem := self._bash_default_denial(parts, allowed_by):
             return _Verdict("deny", problem)
+        if all(allowed_by):
+            return _Verdict("allow", f"allowed by the rule {allowed_by[0]}", allowed_by[0])
         if self.mode == "bypassPermissions":
             return _Verdict("allow", "bypassPermissions mode")
         if self.mode in ("plan", "dontAsk"):
@@ -482,18 +481,28 @@ class PermissionPolicy:
     def _bash_default_denial(
         self, parts: list[SimpleCommand], allowed_by: list[str | None]
     ) -> str | None:
-        for ok, part in zip(allowed_by, parts, strict=True):
-            if not ok and part.words and os.path.basename(part.name) in PRIVILEGE:
+        """The built-in defaults. An allow rule lifts one only by naming it: ``Bash(sudo
+        apt update)`` allows that sudo, ``Bash(cat /etc/hostname)`` that path; a prefix rule
+        like ``Bash(git diff:*)`` does not let ``git diff /etc/passwd`` out of the workspace."""
+
+        def named(i: int, word: str) -> bool:
+            rule = allowed_by[i]
+            spec = parse_rule(rule)[1] if rule else None
+            return spec is not None and word in spec
+
+        for i, part in enumerate(parts):
+            if part.words and os.path.basename(part.name) in PRIVILEGE and not named(i, part.name):
                 return f"`{part.name}` is not allowed: commands run without elevated privileges."
-            if not ok and cd_target(part) == "-":
+            if cd_target(part) == "-":
                 return "`cd -` goes to an unknown directory; cd to a path inside the workspace."
         for i, word, path in self._walk_paths(parts):
-            if allowed_by[i]:
+            if named(i, word):
                 continue
             if not (path == self.root or self.root in path.parents):
                 return (
                     f"`{word}` refers to {path}, outside the workspace {self.root}; commands "
-                    f"may only touch files inside it (or add an allow rule for this command)."
+                    f"may only touch files inside it (an allow rule naming this exact command "
+                    f"lifts this)."
                 )
             if _is_secret(path, self.root) and not any(
                 parse_rule(r)[0] == "Read" and path_matches(parse_rule(r)[1] or "**", path,

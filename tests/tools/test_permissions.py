@@ -307,10 +307,19 @@ def test_a_symlink_leading_out_is_outside(tree: Path, outside: Path) -> None:
     assert "outside the workspace" in p.check("Bash", command="cat link/secret.txt").reason
 
 
-def test_an_allow_rule_lifts_the_outside_default(tree: Path) -> None:
-    p = PermissionPolicy(tree, allow=["Bash(cat /etc/hostname)"])
+def test_an_allow_rule_lifts_the_outside_default_only_by_naming_the_path(tree: Path) -> None:
+    rules = ["Bash(cat /etc/hostname)", "Bash(git diff:*)", "Bash(echo:*)",
+             "Bash(sudo apt-get update)", "Bash"]  # fmt: skip
+    p = PermissionPolicy(tree, allow=rules)
     assert bash(p, "cat /etc/hostname") == "allow"
     assert bash(p, "cat /etc/passwd") == "deny"
+    assert bash(p, "git diff --stat") == "allow"
+    assert bash(p, "git diff --no-index /etc/passwd x") == "deny"
+    assert bash(p, "echo pwned > /etc/profile") == "deny"  # a redirect is a path too
+    assert bash(p, "echo fine > notes.txt") == "allow"
+    assert bash(p, "sudo apt-get update") == "allow"
+    assert bash(p, "sudo rm -rf /") == "deny"
+    assert bash(p, "cat .env") == "deny"  # secrets: lifted by a Read rule, not by Bash
 
 
 def test_read_deny_rules_apply_to_bash_paths(tree: Path) -> None:
