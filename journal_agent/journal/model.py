@@ -98,10 +98,12 @@ class Entry:
                 continue
             line = bare(self.lines[i])
             label = None
+            strict = False
             heading = _HEADING.match(line)
             if heading:
                 label = heading.group(2)
             else:
+                strict = True
                 bold = _BOLD_LABEL.match(line)
                 if bold and (bold.group("colon") or bold.group("label").rstrip().endswith(":")):
                     label = bold.group("label").rstrip().rstrip(":")
@@ -109,7 +111,7 @@ class Entry:
                     label = bold.group("label")
             if label is None:
                 continue
-            spec = identify(label)
+            spec = identify(label, strict=strict)
             if spec is not None and spec.key != "header":
                 starts.append((i, spec, label))
         out: list[Section] = []

@@ -107,12 +107,14 @@ def _strip_symbols(text: str) -> str:
     return text[i:]
 
 
-def identify(label: str) -> SectionSpec | None:
+def identify(label: str, *, strict: bool = False) -> SectionSpec | None:
     """The section a heading or bold label names, or None for an ordinary sub-heading.
 
     ``label`` is the heading text without ``#`` marks (or the bold text of ``**Label**:``).
     The leading emoji decides when present; otherwise the title (before any ``:``), with an
-    optional ``4.`` number in front, must equal one of the section's aliases.
+    optional ``4.`` number in front, must equal one of the section's aliases — or, when
+    ``strict`` (bold labels in running text, where ``**Math:**`` or ``**Code:**`` are often
+    just labels), the section's full title.
     """
     text = label.strip().replace("*", "").replace("_", " ").strip()
     number = None
@@ -130,7 +132,7 @@ def identify(label: str) -> SectionSpec | None:
     head = re.sub(r"\s+", " ", head).rstrip(" .")
     spec = _BY_ALIAS.get(head)
     if spec is not None:
-        return spec
+        return spec if not strict or spec.required or head == spec.title.lower() else None
     if number is not None and not head:
         return _BY_NUMBER.get(number)
     return None

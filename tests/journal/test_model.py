@@ -87,6 +87,10 @@ def test_identify_is_tolerant_and_strict_enough():
     assert identify("12. ✅ What Works Well").key == "works_well"
     assert identify("The Key Question I Had").key == "key_question"
     assert identify("Memory Layout Comparison") is None
+    # In running text "**Math:**" is a label of the 4-representations pattern, not a section.
+    assert identify("Math", strict=True) is None and identify("Math").key == "math"
+    assert identify("Context", strict=True).key == "context"
+    assert identify("🧮 Math", strict=True).key == "math"
     assert [s.key for s in REQUIRED] == ["header", "context", "key_question"]
     assert len(SECTIONS) == 20
 

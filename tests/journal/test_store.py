@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from journal_agent.errors import UserError
 from journal_agent.journal import api
 from journal_agent.journal.model import parse_journal
 from journal_agent.journal.store import HEADER
@@ -118,3 +119,16 @@ def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
     api.append_entry(ws.root, _crash_entry(appended))
     assert not list(ws.root.glob(".learning_journal.md.tmp-*"))
     assert api.check(ws.root).ok
+
+
+def test_line_numbers_stay_right_and_hand_edits_between_appends_are_seen(ws):
+    api.append_entry(ws.root, make_entry())
+    ws.journal.write_bytes(ws.journal.read_bytes() + b"\nhand note\n")
+    second = api.append_entry(ws.root, make_entry(title="Second"))
+    third = api.append_entry(ws.root, make_entry(title="Third"))
+    lines = ws.journal.read_text(encoding="utf-8").splitlines()
+    assert lines[second.line - 1] == "## Second (2026-11-21)"
+    assert lines[third.line - 1] == "## Third (2026-11-21)"
+    ws.journal.write_bytes(ws.journal.read_bytes() + b"caf\xe9\n")
+    with pytest.raises(UserError, match="not valid UTF-8"):
+        api.append_entry(ws.root, make_entry(title="Fourth"))
