@@ -98,6 +98,9 @@ class Session:
     written: set[str] = field(default_factory=set)
     tools_used: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Set when the run is interrupted (Ctrl-C, an API failure in another agent): every loop,
+    # sub-agents included, stops before its next request instead of carrying on unseen.
+    cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def count_tool(self, name: str, path: str | None) -> None:
         with self._lock:
@@ -302,6 +305,9 @@ class AgentLoop:
         )
         try:
             result = self._loop()
+        except BaseException:
+            self.session.cancelled.set()
+            raise
         finally:
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
@@ -341,6 +347,8 @@ class AgentLoop:
                 return self._finish(
                     R.MAX_TURNS, last_text, f"stopped after {self.turns} turns (the turn limit)."
                 )
+            if self.session.cancelled.is_set():
+                return self._finish(R.INTERRUPTED, last_text, "the run was interrupted.")
             if (why := self.session.budget_exceeded()) is not None:
                 return self._finish(R.BUDGET, last_text, f"stopped: {why}.")
             self.turns += 1

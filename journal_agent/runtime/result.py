@@ -16,6 +16,7 @@ MAX_TOKENS = "max_tokens"
 REFUSAL = "refusal"
 CONTEXT_WINDOW = "context_window"
 UNKNOWN_STOP = "unknown_stop"
+INTERRUPTED = "interrupted"
 
 LIMIT_STOPS = {MAX_TURNS, BUDGET, MAX_TOKENS}
 

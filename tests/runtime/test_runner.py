@@ -9,7 +9,7 @@ from journal_agent.errors import UserError
 from journal_agent.runtime import RunOptions, run_agent, run_command
 from journal_agent.runtime.events import ToolCalled
 from journal_agent.runtime.transcript import read_transcript
-from journal_agent.testing import ScriptedModel, reply, tool_use
+from journal_agent.testing import ScriptedModel, http_error, reply, tool_use
 
 
 @pytest.fixture
@@ -290,3 +290,46 @@ def test_a_commands_allowed_tools_run_without_asking(project, tmp_path):
     run_agent("plain", "go", root=project, client=model.client(), home=tmp_path / "home")
     assert not (project / "jot.md").exists()
     assert model.requests[1].body["messages"][-1]["content"][0]["is_error"] is True
+
+
+def test_a_failing_model_call_in_one_subagent_stops_the_others(project, tmp_path):
+    import threading
+    import time
+
+    from journal_agent.runtime.client import ModelCallError
+
+    write_agent(project, "lead", "You are the lead.", tools="Task")
+    write_agent(project, "good", "You are good.")
+    write_agent(project, "bad", "You are bad.")
+    bad_failed = threading.Event()
+
+    def after_bad_failed(body):
+        bad_failed.wait(10)  # the good sub-agent's first answer comes after the 401 ...
+        time.sleep(1.0)  # ... has surfaced as an exception in the bad one (generous margin)
+        return reply(tool_use("WriteNote", {"path": "g.md", "text": "x"}))
+
+    calls = [
+        tool_use("Task", {"description": d, "prompt": "p", "subagent_type": d})
+        for d in ("good", "bad")
+    ]
+
+    def bad(body):
+        bad_failed.set()
+        return http_error(401)
+
+    model = ScriptedModel(
+        [reply(*calls)],
+        routes={"You are good.": [after_bad_failed, reply("never")], "You are bad.": [bad]},
+    )
+    with pytest.raises(ModelCallError) as info:
+        run_agent(
+            "lead",
+            "go",
+            root=project,
+            client=model.client(max_retries=0),
+            tools=_tools(),
+            home=tmp_path / "home",
+        )
+    assert info.value.exit_code == 2
+    good_requests = [r for r in model.requests if "You are good." in r.system_text]
+    assert len(good_requests) == 1  # it ran its tool but started no second request
