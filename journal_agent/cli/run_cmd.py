@@ -83,6 +83,14 @@ BackgroundOpt = Annotated[
         "`journal-agent runs` and `journal-agent wait ID`.",
     ),
 ]
+ThinkingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--thinking",
+        help="Extended thinking: 'adaptive', 'off', or a token budget (e.g. 8000). Default: "
+        "the model's own (Opus 5.5 always thinks).",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result summary as JSON.")]
 RunIdOpt = Annotated[str | None, typer.Option("--run-id", hidden=True)]
 
@@ -103,6 +111,7 @@ class _Opts:
     background: bool
     as_json: bool
     run_id: str | None
+    thinking: str | None = None
 
     def child_flags(self) -> list[str]:
         """The flags a background process re-receives."""
@@ -111,6 +120,7 @@ class _Opts:
             ("--model", self.model),
             ("--max-turns", self.max_turns),
             ("--mode", self.mode),
+            ("--thinking", self.thinking),
         ):
             if value is not None:
                 out += [flag, str(value)]
@@ -137,6 +147,21 @@ def _ask_on_terminal(console: Any) -> Any:
             return None
 
     return ask
+
+
+def _thinking(value: str | None, max_tokens: int) -> dict[str, Any] | None:
+    from journal_agent.errors import UserError
+
+    if value is None:
+        return None
+    if value in ("adaptive", "off", "disabled"):
+        return {"type": "adaptive"} if value == "adaptive" else {"type": "disabled"}
+    if value.isdigit() and 1024 <= int(value) < max_tokens:
+        return {"type": "enabled", "budget_tokens": int(value)}
+    raise UserError(
+        f"--thinking '{value}' is not valid; use 'adaptive', 'off', or a budget of at least "
+        f"1024 tokens below --max-tokens ({max_tokens})."
+    )
 
 
 def _paused(renderer: Any, fn: Any) -> Any:
@@ -192,6 +217,7 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
             budget_tokens=tokens,
             max_tokens=opts.max_tokens,
             max_tokens_ceiling=max(64_000, opts.max_tokens),
+            thinking=_thinking(opts.thinking, opts.max_tokens),
         ),
         mode=opts.mode,
         allow=tuple(opts.allow or ()),
@@ -307,6 +333,7 @@ def run(
     deny: DenyOpt = None,
     max_retries: RetriesOpt = 2,
     max_tokens: MaxTokensOpt = 16_000,
+    thinking: ThinkingOpt = None,
     background: BackgroundOpt = False,
     as_json: JsonOpt = False,
     run_id: RunIdOpt = None,
@@ -324,6 +351,7 @@ def run(
         deny=deny,
         max_retries=max_retries,
         max_tokens=max_tokens,
+        thinking=thinking,
         background=background,
         as_json=as_json,
         run_id=run_id,
@@ -346,6 +374,7 @@ def command(
     deny: DenyOpt = None,
     max_retries: RetriesOpt = 2,
     max_tokens: MaxTokensOpt = 16_000,
+    thinking: ThinkingOpt = None,
     background: BackgroundOpt = False,
     as_json: JsonOpt = False,
     run_id: RunIdOpt = None,
@@ -363,6 +392,7 @@ def command(
         deny=deny,
         max_retries=max_retries,
         max_tokens=max_tokens,
+        thinking=thinking,
         background=background,
         as_json=as_json,
         run_id=run_id,
@@ -388,6 +418,7 @@ def learn(
     deny: DenyOpt = None,
     max_retries: RetriesOpt = 2,
     max_tokens: MaxTokensOpt = 16_000,
+    thinking: ThinkingOpt = None,
     background: BackgroundOpt = False,
     as_json: JsonOpt = False,
     run_id: RunIdOpt = None,
@@ -405,6 +436,7 @@ def learn(
         deny=deny,
         max_retries=max_retries,
         max_tokens=max_tokens,
+        thinking=thinking,
         background=background,
         as_json=as_json,
         run_id=run_id,

@@ -107,11 +107,12 @@ def test_401_is_one_sentence_and_exit_code_2(project):
 def test_missing_key_exit_code_2_but_dry_run_needs_none(project):
     done = cli(project, "run", "scribe", "hi", "--yes", key=None)
     assert done.returncode == 2 and "ANTHROPIC_API_KEY is not set" in done.stderr
-    done = cli(project, "run", "scribe", "hi there", "--dry-run", key=None)
+    done = cli(project, "run", "scribe", "hi there", "--dry-run", "--thinking", "4096", key=None)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     req = out["request"]
     assert req["model"] == "claude-haiku-5-5"
+    assert req["thinking"] == {"type": "enabled", "budget_tokens": 4096}
     assert req["messages"][0]["content"][0]["text"] == "hi there"
     assert req["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert out["estimated_input_tokens"]["total"] > 0 and "estimate" in out["note"]
