@@ -194,6 +194,47 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
 # --------------------------------------------------------------------- side by side
 
 
+TRACEABLE_OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-nomomentum")
+
+
+def trace_config_for_estimate(est: Estimate) -> Any:
+    """The traced twin of an estimate: autocast for mixed precision, FSDP2 for ZeRO over N > 1.
+
+    Raises ProfilingError for what a trace cannot reproduce (LoRA, tensor parallelism, 8-bit or
+    factored optimizers, a parameter count without a model).
+    """
+    from profiling.errors import ProfilingError
+    from profiling.trace import TraceConfig
+
+    inp = est.inputs
+    problems = []
+    if inp.model is None:
+        problems.append("a reference --model (not --params)")
+    if inp.lora_rank is not None:
+        problems.append("full training (no --lora-rank)")
+    if inp.tp > 1:
+        problems.append("no tensor parallelism (--tp 1)")
+    if inp.optimizer not in TRACEABLE_OPTIMIZERS:
+        problems.append(f"an optimizer among {', '.join(TRACEABLE_OPTIMIZERS)}")
+    if problems:
+        raise ProfilingError("the trace beside an estimate needs " + "; ".join(problems))
+    sharded = bool(inp.zero and inp.gpus > 1)
+    return TraceConfig(
+        model=inp.model,
+        batch=inp.batch,
+        seq=inp.seq,
+        dtype="bf16" if inp.precision in ("mixed", "bf16") else "fp32",
+        param_dtype="bf16" if inp.precision == "bf16" else "fp32",
+        optimizer=inp.optimizer,
+        world_size=inp.gpus if sharded else 1,
+        fsdp=sharded,
+        # FSDP2 always shards parameters; not resharding after forward is ZeRO-2's behaviour
+        # (ZeRO-1 has no FSDP2 twin: it is traced the same way).
+        reshard_after_forward=inp.zero == 3,
+        checkpointing=inp.recompute == "full",
+    )
+
+
 def estimate_input_for_trace(cfg: Any, gpu_mem_gb: float | None = None) -> EstimateInput:
     """The estimate that describes the same step as a trace configuration."""
     if cfg.param_dtype != "fp32":
@@ -202,7 +243,14 @@ def estimate_input_for_trace(cfg: Any, gpu_mem_gb: float | None = None) -> Estim
         precision = "mixed"
     else:
         precision = "fp32"
-    optimizer = cfg.optimizer if cfg.optimizer in ("adamw", "adam", "sgd") else "adamw"
+    if cfg.optimizer not in TRACEABLE_OPTIMIZERS:
+        from profiling.errors import ProfilingError
+
+        raise ProfilingError(
+            f"no estimate matches optimizer {cfg.optimizer!r}; compare with "
+            f"{', '.join(TRACEABLE_OPTIMIZERS)}"
+        )
+    optimizer = cfg.optimizer
     zero = (3 if cfg.reshard_after_forward else 2) if cfg.fsdp else 0
     return EstimateInput(
         model=cfg.model,

@@ -143,8 +143,6 @@ def load_factory(spec: str) -> Callable[..., Any]:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ProfilingError(f"model factory {spec!r} must look like 'package.module:function'")
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")  # like `python -m`: the current directory is importable
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
@@ -162,7 +160,26 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return factory
 
 
+@contextlib.contextmanager
+def _cwd_importable():
+    """Like ``python -m``: the current directory is importable while the factory loads and runs."""
+    added = "" not in sys.path and "." not in sys.path
+    if added:
+        sys.path.insert(0, "")
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove("")
+
+
 def _call_factory(spec: str, batch: int, seq: int) -> tuple[nn.Module, tuple[Any, ...]]:
+    with _cwd_importable():
+        return _call_factory_here(spec, batch, seq)
+
+
+def _call_factory_here(spec: str, batch: int, seq: int) -> tuple[nn.Module, tuple[Any, ...]]:
     factory = load_factory(spec)
     kwargs: dict[str, Any] = {}
     with contextlib.suppress(TypeError, ValueError):

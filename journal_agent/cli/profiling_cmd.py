@@ -204,9 +204,14 @@ def estimate_command(
         if compare_trace:
             if model is None:
                 raise UserError("--compare-trace needs --model NAME (a reference model to trace)")
-            from profiling.report import compare, trace_json, trace_record
+            from profiling.report import (
+                compare,
+                trace_config_for_estimate,
+                trace_json,
+                trace_record,
+            )
 
-            result = _run_trace(_trace_for_estimate(est), quiet=as_json)
+            result = _run_trace(trace_config_for_estimate(est), quiet=as_json)
             trace_rec = trace_record(result)
             store.save(trace_rec)
             cmp = compare(est, result)
@@ -226,26 +231,6 @@ def estimate_command(
         _print_comparison(cmp, record.id, trace_rec.id)
     if plot is not None:
         typer.echo(f"plot: {payload['plot']}")
-
-
-def _trace_for_estimate(est: Any) -> Any:
-    """The traced twin of an estimate: autocast for mixed precision, FSDP2 for ZeRO."""
-    from profiling.trace import TraceConfig
-
-    inp = est.inputs
-    sharded = bool(inp.zero and inp.gpus > 1)
-    return TraceConfig(
-        model=inp.model,
-        batch=inp.batch,
-        seq=inp.seq,
-        dtype="bf16" if inp.precision in ("mixed", "bf16") else "fp32",
-        param_dtype="bf16" if inp.precision == "bf16" else "fp32",
-        optimizer=inp.optimizer if inp.optimizer in ("adamw", "adam", "sgd") else "adamw",
-        world_size=inp.gpus if sharded else 1,
-        fsdp=sharded,
-        reshard_after_forward=inp.zero == 3,
-        checkpointing=inp.recompute == "full",
-    )
 
 
 def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
@@ -368,16 +353,20 @@ def trace_command(
             err = exc.errors()[0]
             raise UserError(f"--{err['loc'][0]}: {err['msg']}".replace("_", "-")) from None
         store = _store(root)
+        if compare_estimate:  # fail before a long trace, not after it
+            if ":" in model:
+                raise UserError("--compare-estimate needs a reference model, not a factory")
+            from profiling.report import estimate_input_for_trace
+
+            estimate_input_for_trace(cfg, gpu_mem)
         result = _run_trace(cfg, quiet=as_json)
         record = trace_record(result)
         store.save(record)
         payload = trace_json(result, record.id)
         cmp = est_record = None
         if compare_estimate:
-            if ":" in model:
-                raise UserError("--compare-estimate needs a reference model, not a factory")
             from profiling.estimate import estimate
-            from profiling.report import compare, estimate_input_for_trace, estimate_record
+            from profiling.report import compare, estimate_record
 
             est = estimate(estimate_input_for_trace(result.config, gpu_mem))
             est_record = estimate_record(est)

@@ -86,6 +86,10 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
         reshard_after_forward=not params.no_reshard,
         checkpointing=params.checkpointing,
     )
+    if params.compare_estimate and ":" not in params.model:
+        from profiling.report import estimate_input_for_trace
+
+        estimate_input_for_trace(cfg, params.gpu_mem)  # fail before a long trace
     root = str(ctx.root)
     added = ":" in params.model and root not in sys.path
     if added:  # the factory lives in the workspace

@@ -99,6 +99,14 @@ def test_trace_compare_estimate(tmp_path, run_json) -> None:
         (["trace", "--model", "user_models:broken"], "model factory 'user_models:broken' failed"),
         (["trace", "--model", "user_models:make_peeks"], "cannot run under fake tensors"),
         (["measurements", "show", "est-00000000"], "no measurement record 'est-00000000'"),
+        (
+            ["estimate", "--model", "llama-7b", "--lora-rank", "8", "--compare-trace"],
+            "needs full training (no --lora-rank)",
+        ),
+        (
+            ["trace", "--model", "llama-7b", "--optimizer", "rmsprop", "--compare-estimate"],
+            "no estimate matches optimizer 'rmsprop'",
+        ),
     ],
 )
 def test_errors_are_one_sentence(user_models, run_cli, args: list[str], message: str) -> None:
