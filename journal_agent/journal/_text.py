@@ -29,7 +29,18 @@ def bare(line: str) -> str:
 
 def fence_mask(lines: list[str]) -> list[bool]:
     """For each line, whether it is inside a fenced code block (fence lines included)."""
+    return _fences(lines)[0]
+
+
+def open_fence(lines: list[str]) -> str | None:
+    """The fence marker (e.g. ```` ``` ````) of a code block the lines leave open, if any."""
+    marker = _fences(lines)[1]
+    return marker or None
+
+
+def _fences(lines: list[str]) -> tuple[list[bool], str]:
     mask: list[bool] = []
+    marker = ""
     open_char = ""
     open_len = 0
     for line in lines:
@@ -41,6 +52,7 @@ def fence_mask(lines: list[str]) -> list[bool]:
         if not open_char:
             if match:
                 open_char, open_len = match.group(1)[0], len(match.group(1))
+                marker = match.group(1)
                 mask.append(True)
             else:
                 mask.append(False)
@@ -48,8 +60,8 @@ def fence_mask(lines: list[str]) -> list[bool]:
             mask.append(True)
             closes = match and match.group(1)[0] == open_char and len(match.group(1)) >= open_len
             if closes and not match.group(2).strip():
-                open_char = ""
-    return mask
+                open_char = marker = ""
+    return mask, marker
 
 
 def slugify(text: str, limit: int = 60) -> str:

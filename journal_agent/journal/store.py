@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from filelock import FileLock, Timeout
 
 from journal_agent.errors import UserError
 from journal_agent.journal._atomic import atomic_write_bytes, remove_stale_temps
-from journal_agent.journal._text import split_lines
+from journal_agent.journal._text import open_fence, split_lines
 from journal_agent.journal.model import (
     Journal,
     entry_heading,
@@ -99,12 +100,14 @@ class JournalStore:
                     st, data = None, HEADER.encode("utf-8")
                 # Bytes from here on: a 14 MB journal with emoji is 56 MB as a str.
                 lines = self._known_lines(st)
+                fence = None  # a journal we wrote last never ends inside a code block
                 if lines is None:
                     decode_journal(data, self.path)  # refuse to extend a file that is not UTF-8
                     lines = data.count(b"\n")
+                    fence = _open_fence(data)
                 newline = _newline(data)
                 entry_id, entry_text = prepare_entry(draft, data, newline)
-                sep = _separator(data, newline.encode())
+                sep = _separator(data, newline.encode(), fence)
                 entry_bytes = entry_text.encode("utf-8")
                 new_data = b"".join((data, sep, entry_bytes))
                 line = lines + sep.count(b"\n") + 1
@@ -216,11 +219,29 @@ def _newline(data: bytes) -> str:
     return "\r\n" if crlf and crlf * 2 >= tail.count(b"\n") else "\n"
 
 
-def _separator(data: bytes, nl: bytes) -> bytes:
-    """What goes between the journal and the new entry: end the last line, then a blank line."""
+def _open_fence(data: bytes) -> bytes | None:
+    """The fence (```` ``` ```` or ``~~~``) a journal ends inside of, if any."""
+    current = None
+    for match in _FENCE_LINE.finditer(data):
+        marker, info = match.group(1), match.group(2).strip()
+        if current is None:
+            current = marker
+        elif marker[:1] == current[:1] and len(marker) >= len(current) and not info:
+            current = None
+    return current
+
+
+_FENCE_LINE = re.compile(rb"(?m)^ {0,3}(`{3,}|~{3,})([^\n]*)$")
+
+
+def _separator(data: bytes, nl: bytes, fence: bytes | None = None) -> bytes:
+    """What goes between the journal and the new entry: end the last line, close a code block
+    left open (or the entry would be swallowed by it), then a blank line."""
     if not data:
         return b""
     sep = b"" if data.endswith(b"\n") else nl
+    if fence is not None:
+        sep += fence + nl
     end = data[-8:] + sep
     if not end.endswith(b"\n\n") and not end.endswith(b"\r\n\r\n"):
         sep += nl
@@ -248,6 +269,10 @@ def prepare_entry(draft: str, journal: bytes, newline: str = "\n") -> tuple[str,
 
     entry_id = fresh_id(journal, explicit or f"{slugify(title)}-{date}", date)
     lines.insert(1, id_comment(entry_id))
+    unclosed = open_fence([line + "\n" for line in lines])
+    if unclosed:
+        # An unclosed code block would swallow the rule and every later entry: close it.
+        lines.append(unclosed)
     if lines[-1].strip() not in ("---", "***", "___"):
         lines += ["", "---"]
     return entry_id, newline.join(lines) + newline

@@ -132,3 +132,14 @@ def test_line_numbers_stay_right_and_hand_edits_between_appends_are_seen(ws):
     ws.journal.write_bytes(ws.journal.read_bytes() + b"caf\xe9\n")
     with pytest.raises(UserError, match="not valid UTF-8"):
         api.append_entry(ws.root, make_entry(title="Fourth"))
+
+
+def test_an_unclosed_code_block_cannot_swallow_appended_entries(ws):
+    ws.journal.write_text(HEADER + "\n````python\nprint('left open by hand')\n", encoding="utf-8")
+    draft = make_entry(title="Open Fence") + "\n~~~\nunclosed in the draft too\n"
+    assert api.append_entry(ws.root, draft).appended
+    assert api.append_entry(ws.root, make_entry(title="After")).appended
+    titles = [e.title for e in api.load(ws.root).entries]
+    assert titles == ["Open Fence", "After"]
+    text = ws.journal.read_text(encoding="utf-8")
+    assert "print('left open by hand')\n````\n" in text and "too\n~~~\n" in text
