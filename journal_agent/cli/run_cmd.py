@@ -480,31 +480,47 @@ def runs(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ig
 
 @app.command("wait")
 def wait(
-    run_id: Annotated[str, typer.Argument(help="The run id `run --background` printed.")],
+    run_ids: Annotated[
+        list[str], typer.Argument(help="Run ids `run --background` printed (one or more).")
+    ],
     root: RootOption = None,  # type: ignore[assignment]
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="Give up after this many seconds.")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Wait for a background run; print its result; exit with its exit code."""
+    """Wait for background runs; print their results; exit with the worst exit code."""
+    import time
+
     from journal_agent.runtime import background
 
-    status = background.wait(resolve_root(root), run_id, timeout=timeout)
+    base = resolve_root(root)
+    for run_id in run_ids:  # unknown ids fail before any waiting
+        background.read_status(base, run_id)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    statuses = []
+    for run_id in run_ids:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        statuses.append(background.wait(base, run_id, timeout=left))
     if as_json:
-        print_json(status)
+        print_json(statuses[0] if len(statuses) == 1 else statuses)
     else:
-        result = status.get("result") or {}
-        if result.get("final_text"):
-            typer.echo(result["final_text"])
-        line = f"{run_id}: {status.get('status')}"
-        if status.get("message"):
-            line += f" — {status['message']}"
-        if result.get("cost_usd") is not None:
-            line += f" · cost ${result['cost_usd']:.4f}"
-        if result.get("files_changed"):
-            line += f" · files changed: {', '.join(result['files_changed'])}"
-        typer.echo(line, err=True)
-    code = int(status.get("exit_code") or 0)
+        for status in statuses:
+            _print_waited(status)
+    code = max(int(s.get("exit_code") or 0) for s in statuses)
     if code:
         raise typer.Exit(code)
+
+
+def _print_waited(status: dict[str, Any]) -> None:
+    result = status.get("result") or {}
+    if result.get("final_text"):
+        typer.echo(result["final_text"])
+    line = f"{status['id']}: {status.get('status')}"
+    if status.get("message"):
+        line += f" — {status['message']}"
+    if result.get("cost_usd") is not None:
+        line += f" · cost ${result['cost_usd']:.4f}"
+    if result.get("files_changed"):
+        line += f" · files changed: {', '.join(result['files_changed'])}"
+    typer.echo(line, err=True)

@@ -259,9 +259,8 @@ def test_parallel_background_runs_appending_to_the_journal_lose_nothing(project)
             started = cli(project, "run", "journalist", title, "-b", "--json", base_url=url)
             assert started.returncode == 0, started.stderr
             ids.append(json.loads(started.stdout)["id"])
-        for run_id in ids:
-            waited = cli(project, "wait", run_id, "--timeout", "120")
-            assert waited.returncode == 0, waited.stderr
+        waited = cli(project, "wait", *ids, "--timeout", "120")
+        assert waited.returncode == 0, waited.stderr
     journal = (project / "learning_journal.md").read_text(encoding="utf-8")
     for title in titles:
         assert journal.count(f"## {title} (2026-11-21)") == 1
