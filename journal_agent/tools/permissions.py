@@ -16,10 +16,12 @@ Order of evaluation (first that applies wins):
 
 1. a ``deny`` rule matches → deny;
 2. an ``ask`` rule matches → ask (allowed outright in ``bypassPermissions``);
-3. an ``allow`` rule matches → allow (this is how a built-in default below is lifted);
-4. built-in defaults → deny: reading secrets (``.env``, keys, credentials), ``sudo``, a Bash
+3. built-in defaults → deny: reading secrets (``.env``, keys, credentials), ``sudo``, a Bash
    command naming a path outside the workspace (absolute paths, ``..``, ``~``, ``$HOME``,
-   a symlink leading out, ``cd /``), a command line we cannot parse;
+   a symlink leading out, ``cd /``), a command line we cannot parse. An allow rule lifts
+   one only by naming it (``Read(./.env)``, ``Bash(cat /etc/hostname)``); a bare ``Read``
+   or a prefix rule like ``Bash(git diff:*)`` does not;
+4. an ``allow`` rule matches → allow;
 5. the mode:
 
    =====================  ==============  ==============  ================================
@@ -258,6 +260,7 @@ class PermissionPolicy:
             except ValueError as exc:
                 raise UserError(f"{exc}; fix it in your settings or on the command line.") from None
         self.prompt = prompt
+        self._allow_named_first = sorted(self.allow, key=lambda r: parse_rule(r)[1] is None)
 
     @classmethod
     def from_settings(
@@ -348,7 +351,11 @@ class PermissionPolicy:
             if self.mode == "bypassPermissions":
                 return _Verdict("allow", "bypassPermissions mode", rule)
             return _Verdict("ask", f"the rule {rule} asks for approval", rule)
-        if rule := self._match(self.allow, tool_name, path):
+        # Rules naming a path first: only they lift the secret default.
+        rule = self._match(self._allow_named_first, tool_name, path)
+        if rule and parse_rule(rule)[1] is None and path and _is_secret(path, self.root):
+            rule = None  # a bare "Read" does not name the secret: the default below stands
+        if rule:
             if tool_name in EDIT_TOOLS and self.mode == "plan":
                 return _Verdict("deny", f"{tool_name} is not available in plan mode (read-only).")
             return _Verdict("allow", f"allowed by the rule {rule}", rule)
@@ -505,10 +512,11 @@ class PermissionPolicy:
                     f"lifts this)."
                 )
             if _is_secret(path, self.root) and not any(
-                parse_rule(r)[0] == "Read" and path_matches(parse_rule(r)[1] or "**", path,
-                                                            self.root)
+                parse_rule(r)[0] == "Read"
+                and parse_rule(r)[1] is not None
+                and path_matches(parse_rule(r)[1] or "", path, self.root)
                 for r in self.allow
-            ):  # fmt: skip
+            ):
                 return (
                     f"`{word}` looks like a secret (keys, credentials, .env) and is not readable "
                     f"by default; add an allow rule such as Read(./{self._show(path)}) if needed."

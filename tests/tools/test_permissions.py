@@ -250,6 +250,9 @@ def test_secrets_are_not_readable_by_default(tree: Path, rel: str) -> None:
 
 
 def test_an_allow_rule_lifts_the_secret_default(tree: Path) -> None:
+    assert not PermissionPolicy(tree, allow=["Read"]).check("Read", path=tree / ".env").allowed
+    both = PermissionPolicy(tree, allow=["Read", "Read(./.env)"])
+    assert both.check("Read", path=tree / ".env").allowed
     p = PermissionPolicy(tree, allow=["Read(./.env)"])
     assert p.check("Read", path=tree / ".env").allowed
     assert not p.check("Read", path=tree / "config/.env.production").allowed
