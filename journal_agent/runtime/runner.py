@@ -97,13 +97,28 @@ def _context(config: RunConfig, mode: str | None, allow: tuple[str, ...] = ()) -
     """A fresh context (own read tracking) for each agent; the same permission rules."""
     from journal_agent.tools.registry import make_context
 
-    return make_context(
-        config.root,
+    if config.home is None:
+        return make_context(
+            config.root,
+            mode=config.mode or mode,
+            allow=(*config.allow, *allow),
+            deny=config.deny,
+            prompt=config.permission_prompt,
+        )
+    # make_context reads ~/.claude/settings.json from the real home; honour ``home`` instead.
+    from journal_agent.tools.permissions import PermissionPolicy
+    from journal_agent.tools.reads import ReadTracker
+
+    root = config.root.expanduser().resolve()
+    policy = PermissionPolicy.from_settings(
+        root,
         mode=config.mode or mode,
         allow=(*config.allow, *allow),
         deny=config.deny,
         prompt=config.permission_prompt,
+        home=config.home,
     )
+    return ToolContext(root=root, policy=policy, reads=ReadTracker())
 
 
 def _discover(config: RunConfig) -> dict[str, Any]:
