@@ -62,6 +62,13 @@ def run_rg(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
         raise ToolError(f"Could not run ripgrep: {exc.strerror}.") from None
 
 
+def reject_nul(params: object) -> None:
+    """A NUL byte cannot be passed to a program; say so instead of crashing in Popen."""
+    for name, value in vars(params).items():
+        if isinstance(value, str) and "\0" in value:
+            raise ToolError(f"{name} contains a NUL byte, which ripgrep cannot take; remove it.")
+
+
 def decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 

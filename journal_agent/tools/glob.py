@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.tools._budget import fit_to_budget
-from journal_agent.tools._rg import rg_paths_by_mtime
+from journal_agent.tools._rg import reject_nul, rg_paths_by_mtime
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.workspace import resolve_path, workspace_root
@@ -43,6 +43,7 @@ class Glob(Tool):
     Input = GlobInput
 
     def run(self, ctx: ToolContext, params: GlobInput) -> ToolResult:  # type: ignore[override]
+        reject_nul(params)
         root = Path(workspace_root(ctx.root))
         base = resolve_path(root, params.path) if params.path else root
         if not base.is_dir():

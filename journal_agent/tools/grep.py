@@ -16,6 +16,7 @@ from journal_agent.tools._rg import (
     COMMON_FLAGS,
     RG_TIMEOUT_S,
     decode,
+    reject_nul,
     rg_binary,
     rg_paths_by_mtime,
     run_rg,
@@ -108,6 +109,7 @@ class Grep(Tool):
     Input = GrepInput
 
     def run(self, ctx: ToolContext, params: GrepInput) -> ToolResult:  # type: ignore[override]
+        reject_nul(params)
         root = Path(workspace_root(ctx.root))
         target = resolve_path(root, params.path) if params.path else root
         if not target.exists():

@@ -109,3 +109,9 @@ def test_symlinked_directory_out_is_refused(repo: Path, outside: Path) -> None:
 def test_read_deny_rules_hide_files(repo: Path) -> None:
     policy = PermissionPolicy(repo, deny=["Read(./src/pkg/**)"])
     assert names(glob(repo, policy, pattern="**/*.py")) == ["a.py", "my dir/e.py", "src/b.py"]
+
+
+@pytest.mark.parametrize("params", [{"pattern": "*\x00"}, {"pattern": "*", "path": "src\x00"}])
+def test_nul_bytes_are_an_error_not_a_crash(repo: Path, params: dict[str, str]) -> None:
+    res = glob(repo, **params)
+    assert res.is_error and "NUL byte" in res.content

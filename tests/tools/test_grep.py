@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from journal_agent.tools.base import ToolContext, ToolResult
 from journal_agent.tools.grep import Grep
@@ -178,3 +180,22 @@ def test_huge_results_stay_within_the_token_budget(ws: Path) -> None:
     res = grep(ws, pattern="needle", output_mode="content", head_limit=0)
     assert "Result truncated" in res.content and "head_limit" in res.content
     assert len(res.content) < 25_000 * 8
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    pattern=st.text(min_size=1, max_size=20),
+    glob_=st.one_of(st.none(), st.text(max_size=10)),
+    mode=st.sampled_from(["content", "files_with_matches", "count"]),
+)
+def test_any_input_gives_a_result_never_a_crash(
+    repo: Path, pattern: str, glob_: str | None, mode: str
+) -> None:
+    params: dict[str, object] = {"pattern": pattern, "output_mode": mode}
+    if glob_ is not None:
+        params["glob"] = glob_
+    res = grep(repo, **params)
+    assert isinstance(res.content, str) and res.content
+    assert "API_KEY" not in res.content  # the secret never shows, whatever the pattern
