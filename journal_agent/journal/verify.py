@@ -15,7 +15,9 @@ The number rules, conservatively (see docs/journal.md):
   - has no citation, is not part of a paragraph, list item or table that has one (a table
     is also covered by a cited caption line ending with ``:`` just above it),
   - shows no calculation (``=``, ``≈``, ``×``, ``÷``, ``→`` or ``a op b`` between numbers),
-  - is not a question, and is not in the 🔗 Related, ❓ Follow-up or 🏷️ Tags sections.
+  - is not a question, and is not in the 🔗 Related, ❓ Follow-up or 🏷️ Tags sections;
+  and a size that names a device (``40 GB GPUs``, ``24GB VRAM``) is a specification, not a
+  result, so it needs no citation.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ _CITE = re.compile(r"\[m:[^\]\s]*\]")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s)")
 _DIGIT = re.compile(r"\d")
+_DEVICE_SIZE = re.compile(r"[\s-]?(?:GPUs?|cards?|VRAM|HBM|devices?)\b")
 
 
 @dataclass
@@ -179,6 +182,8 @@ class Checker:
                 if not values or len(values) == 0:
                     continue
                 for quoted in numbers.find_quantities(span):
+                    if _DEVICE_SIZE.match(span, quoted.end):
+                        continue
                     if not any(numbers.matches(quoted, v, u) for _, v, u in values):
                         problems.append(
                             Problem(
@@ -210,7 +215,11 @@ class Checker:
                 continue
             if line.rstrip().endswith("?") or line.lstrip().startswith("#"):
                 continue
-            found = numbers.find_quantities(line)
+            found = [
+                q
+                for q in numbers.find_quantities(line)
+                if not _DEVICE_SIZE.match(line, q.end)  # "24 GB GPUs": a spec, not a result
+            ]
             if found:
                 shown = ", ".join(f"'{q.text}'" for q in found[:4])
                 problems.append(

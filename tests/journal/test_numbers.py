@@ -49,12 +49,23 @@ def test_matches_is_unit_aware_and_rounding_tolerant(quoted, value, unit, ok):
 
 
 _PIECES = st.sampled_from(
-    ["# Learning Journal\n", "## Old (2026-01-01)\n", "text \r\n", "```\n", "  \n", "机制 🔍", "\n"]
+    [
+        "# Learning Journal\n",
+        "## Old (2026-01-01)\n",
+        "## A (2026-11-21)\n",
+        "<!-- entry: a-2026-11-21-2 -->\n",
+        "text \r\n",
+        "```\n",
+        "~~~~\n",
+        "  \n",
+        "机制 🔍",
+        "\n",
+    ]
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_PIECES, max_size=12).map("".join), st.sampled_from(["A", "B 机制"]))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_PIECES, max_size=14).map("".join), st.sampled_from(["A", "B 机制"]))
 def test_append_never_changes_existing_bytes(existing, title):
     with tempfile.TemporaryDirectory() as tmp:
         store = JournalStore(Path(tmp))
@@ -67,4 +78,5 @@ def test_append_never_changes_existing_bytes(existing, title):
         journal = parse_journal(data)
         assert journal.render() == data
         assert journal.entries[-1].title == title and journal.entries[-1].id == result.entry_id
+        assert len({e.id for e in journal.entries}) == len(journal.entries)
         assert data.splitlines()[result.line - 1] == f"## {title} (2026-11-21)"

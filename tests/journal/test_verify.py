@@ -104,6 +104,7 @@ def test_unquoted_number_and_what_is_exempt(ws):
         "7B × 2 bytes gives 14 GB of weights\n"
         "Set `allgather_bucket_size` to `500 MB` in the config.\n"
         "Would 16 GB be enough for this model?\n"
+        "It fits comfortably in 40GB GPUs and on 24 GB cards.\n"
         "A 7B model in the 1990s took 3h of shorthand.\n"
     )
     assert api.append_entry(ws.root, make_entry(body=exempt)).problems == []
