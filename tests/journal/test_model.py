@@ -118,3 +118,15 @@ def test_refs_citations_and_tags():
     ]
     assert [c.record_id for c in entry.citations] == ["est-0000abcd"]
     assert entry.tags == ["zero", "memory-optimization"]
+
+
+def test_an_entry_with_all_twenty_sections_in_the_users_style():
+    body = "## ZeRO Stage 2 (2026-11-21)\n\n**Context**: c\n\n**The Key Question I Had**: *q*\n\n"
+    body += "### ⚠️ The Core Problem: Memory Bottleneck\n```\nTotal: 99 GB per GPU\n```\n\n"
+    for spec in SECTIONS[3:]:
+        body += f"### {spec.emoji} {spec.title}\ntext\n\n"
+    body += "### 🆚 Scaling Analysis\nmore\n"
+    entry = parse_journal(body).entries[0]
+    assert entry.section_keys() == {s.key for s in SECTIONS}
+    assert "Scaling Analysis" in entry.section_text("comparisons")
+    assert "The Core Problem" in entry.section_text("key_question")
