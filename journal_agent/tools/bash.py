@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from journal_agent.tools._budget import fit_to_budget
 from journal_agent.tools._schema import tidy_schema
@@ -52,6 +53,8 @@ class BashInput(BaseModel):
         description="Clear, concise description of what this command does in 5-10 words, "
         "e.g. 'List files in current directory' or 'Run the unit tests'.",
     )
+    # Claude Code's field, which a model may send out of habit; not in our schema.
+    run_in_background: SkipJsonSchema[bool | None] = None
 
 
 class Bash(Tool):
@@ -79,6 +82,11 @@ class Bash(Tool):
         if "\x00" in params.command:
             raise ToolError(
                 "The command contains a NUL byte, which bash cannot receive; remove it."
+            )
+        if params.run_in_background:
+            raise ToolError(
+                "Background commands are not supported here; run the command in the foreground "
+                "with a timeout (up to 600000 ms)."
             )
         if ctx.policy is not None:
             ctx.policy.ensure("Bash", command=params.command)

@@ -97,6 +97,12 @@ def test_huge_output_keeps_memory_bounded(ws: Path) -> None:
     assert "output truncated" in res.content and "END" in res.content
 
 
+def test_run_in_background_is_refused_with_a_reason(ws: Path) -> None:
+    res = bash(ws, command="sleep 1", run_in_background=True)
+    assert res.is_error and "not supported" in res.content
+    assert "run_in_background" not in Bash.input_schema()["properties"]
+
+
 def test_input_limits(ws: Path) -> None:
     res = bash(ws, command="true", timeout=600_001)
     assert res.is_error and "timeout" in res.content
