@@ -7,6 +7,7 @@ import json
 import pytest
 from runtime_helpers import API_KEY, Fail, Rendezvous, WriteNote, make_loop
 
+from journal_agent.runtime.caching import MAX_BREAKPOINTS, count_breakpoints
 from journal_agent.runtime.client import ModelCallError, make_client
 from journal_agent.runtime.events import Done, ToolCalled, ToolFinished, UsageReported
 from journal_agent.runtime.loop import CONTINUE_PROMPT, RunOptions
@@ -167,6 +168,7 @@ def test_cache_breakpoints_on_last_tool_system_and_rolling_messages(tmp_path):
     ]
     # the breakpoint sits on the last tool_result block of the newest message
     assert bodies[2]["messages"][4]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert all(count_breakpoints(b) <= MAX_BREAKPOINTS for b in bodies)
     # ... and the history itself is never modified: the earlier request had no mark on it
     assert "cache_control" not in bodies[1]["messages"][1]["content"][-1]
 
