@@ -104,13 +104,36 @@ def split_commands(command: str) -> list[SimpleCommand]:
             commands.append(_simple(current))
             current.clear()
 
-    for token in tokens:
+    for token in _split_operators(tokens):
         if token in SEPARATORS:
             flush()
         else:
             current.append(token)
     flush()
     return commands
+
+
+_PUNCTUATION = set(";&|<>()\n")
+_OPERATORS = sorted(SEPARATORS | REDIRECTS, key=len, reverse=True)
+
+
+def _split_operators(tokens: list[str]) -> list[str]:
+    """The lexer glues adjacent operator characters (``)|``, ``&&(``); take them apart.
+
+    Longest known operator first; a character that starts no operator becomes a separator,
+    which can only make the analysis stricter (more, smaller commands).
+    """
+    out: list[str] = []
+    for token in tokens:
+        if not token or not set(token) <= _PUNCTUATION or token in SEPARATORS | REDIRECTS:
+            out.append(token)
+            continue
+        i = 0
+        while i < len(token):
+            op = next((o for o in _OPERATORS if token.startswith(o, i)), None)
+            out.append(op or ";")
+            i += len(op) if op else 1
+    return out
 
 
 def _simple(tokens: list[str]) -> SimpleCommand:

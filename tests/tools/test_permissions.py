@@ -373,6 +373,8 @@ def test_read_only_commands_run_without_asking(tree: Path, command: str) -> None
         "ls $(touch pwned)",
         "echo $SECRET_VAR",
         "tee out.txt",
+        "(cd src)|rm -rf deep",  # ")|" glued by the lexer must still split the commands
+        "ls&&(rm notes.txt)",
         "ls && npm install",
     ],
 )
@@ -434,3 +436,25 @@ def test_no_allowed_bash_command_names_a_path_outside(
             real = Path(os.path.realpath(candidate))
             if not (real == tree or tree in real.parents):
                 pytest.fail(f"allowed {command!r}, which reaches {real}")
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["ls", "cat", "rm", "cd", "sudo", "git", "diff", "echo", "python", "-c",
+                             "..", "/", "~", "$HOME", "src", ".env", "'", '"', "`", "$(", ")",
+                             "(", "|", "||", "&", "&&", ";", "\n", ">", ">>", "<", "2>&1", "<<",
+                             "*", "\\", "#", "=", "x=/etc"]),
+            st.text(max_size=6),
+        ),
+        max_size=12,
+    )
+)  # fmt: skip
+def test_any_command_line_gets_a_decision(tree: Path, tokens: list[str]) -> None:
+    command = " ".join(tokens)
+    for mode in ("default", "bypassPermissions"):
+        decision = PermissionPolicy(tree, mode=mode).check("Bash", command=command)
+        assert decision.behavior in ("allow", "deny") and decision.reason
