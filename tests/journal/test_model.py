@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal_agent.journal.model import parse_journal
+from journal_agent.journal._text import fence_mask, split_lines
+from journal_agent.journal.model import entry_heading, parse_journal
 from journal_agent.journal.sections import REQUIRED, SECTIONS, identify
 from journal_agent.journal.store import HEADER
 
@@ -45,6 +46,12 @@ def test_round_trip_keeps_every_byte_of_a_hand_edited_journal():
                 "## T (2026-11-21)\n",
                 "# X (2026-01-02)\r\n",
                 "```\n",
+                "````\n",
+                "~~~ python\n",
+                "    ```\n",
+                "``` \r\n",
+                "  ## T (2026-11-22)\n",
+                "##\tTabbed 2026-11-23\n",
                 "### 🎯 Intuition\n",
                 "**Context**: c\n",
                 "text 14 GB\n",
@@ -61,7 +68,14 @@ def test_round_trip_keeps_every_byte_of_a_hand_edited_journal():
     | st.text(max_size=200)
 )
 def test_any_text_round_trips(text: str):
-    assert parse_journal(text).render() == text
+    journal = parse_journal(text)
+    assert journal.render() == text
+    # The one-pass parser finds the same entries as a plain line-by-line reading would.
+    lines = split_lines(text)
+    mask = fence_mask(lines)
+    expected = [(i + 1, entry_heading(line)) for i, line in enumerate(lines) if not mask[i]]
+    expected = [(n, h) for n, h in expected if h]
+    assert [(e.start_line, (e.title, e.date)) for e in journal.entries] == expected
 
 
 def test_sections_are_found_by_emoji_number_or_title():
