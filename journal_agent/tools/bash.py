@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -161,10 +162,19 @@ class _Outcome:
         return ToolResult(content, is_error=self.timed_out is not None or self.returncode != 0)
 
 
+_CREDENTIALS = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"})
+
+
 def run_command(command: str, cwd: Path, timeout_s: float) -> _Outcome:
-    env = dict(os.environ)
+    # The model's commands never see our API credentials: `env` or `printenv` would otherwise
+    # put the key into the conversation and the transcript.
+    env = {k: v for k, v in os.environ.items() if k not in _CREDENTIALS}
     # Never wait on a pager or an editor: nobody is at the keyboard.
     env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_EDITOR": "true", "EDITOR": "true"})
+    # `journal-agent ...` resolves to this installation even when its venv is not activated.
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in env.get("PATH", "").split(os.pathsep):
+        env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
     try:
         proc = subprocess.Popen(
             ["bash", "-c", command],

@@ -11,7 +11,8 @@ from journal_agent.tools.reads import ReadTracker
 
 
 def builtin_tools() -> dict[str, Tool]:
-    """Claude Code's file and shell tools, by name: Read, Write, Edit, Grep, Glob, Bash."""
+    """Every tool our runtime offers, by name: Claude Code's file and shell tools (Read, Write,
+    Edit, Grep, Glob, Bash) followed by journal-agent's own (:func:`product_tools`)."""
     from journal_agent.tools.bash import Bash
     from journal_agent.tools.edit import Edit
     from journal_agent.tools.glob import Glob
@@ -20,6 +21,18 @@ def builtin_tools() -> dict[str, Tool]:
     from journal_agent.tools.write import Write
 
     tools: list[Tool] = [Read(), Write(), Edit(), Grep(), Glob(), Bash()]
+    return {**{tool.name: tool for tool in tools}, **product_tools()}
+
+
+def product_tools() -> dict[str, Tool]:
+    """journal-agent's own tools: the journal and the profiling toolkit. The MCP server offers
+    exactly these to Claude Code, which has its own file and shell tools."""
+    from journal_agent.tools.journal_append import JournalAppend
+    from journal_agent.tools.journal_search import JournalSearch
+    from journal_agent.tools.memory_estimate import MemoryEstimate
+    from journal_agent.tools.memory_trace import MemoryTrace
+
+    tools: list[Tool] = [JournalAppend(), JournalSearch(), MemoryEstimate(), MemoryTrace()]
     return {tool.name: tool for tool in tools}
 
 

@@ -132,3 +132,14 @@ def test_process_group_is_new(ws: Path) -> None:
     res = bash(ws, command="ps -o pgid= -p $$; ps -o sid= -p $$")
     pgid, sid = (int(x) for x in res.content.split("\n\n")[0].split())
     assert pgid != os.getpgrp() and sid == pgid
+
+
+def test_bash_never_sees_the_api_key(tmp_path, monkeypatch):
+    from journal_agent.tools.registry import builtin_tools, make_context
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-SECRET-123")
+    ctx = make_context(tmp_path, mode="bypassPermissions")
+    result = builtin_tools()["Bash"].call(ctx, {"command": "env"})
+    assert not result.is_error
+    assert "PATH=" in result.content
+    assert "sk-ant-test-SECRET-123" not in result.content
