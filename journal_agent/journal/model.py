@@ -228,7 +228,6 @@ def parse_journal(text: str) -> Journal:
             if found:
                 starts.append((m.start(), *found))
     journal = Journal(preamble=text[: starts[0][0]] if starts else text)
-    used: set[str] = set()
     line, counted_to = 1, 0
     for n, (offset, title, date) in enumerate(starts):
         end = starts[n + 1][0] if n + 1 < len(starts) else len(text)
@@ -236,12 +235,20 @@ def parse_journal(text: str) -> Journal:
         counted_to = offset
         entry = Entry(raw=text[offset:end], start_line=line, title=title, date=date)
         match = _EXPLICIT_ID.match(entry.raw)
-        explicit = match.group("id") if match else None
-        base = explicit or entry.derived_id
-        entry.explicit_id = explicit is not None
-        entry.id = unique_id(base, used)
-        used.add(entry.id)
+        if match:
+            entry.id, entry.explicit_id = match.group("id"), True
         journal.entries.append(entry)
+    # Ids we wrote come first: an entry written by hand later with the same title and date
+    # must not take the id (and so the recorded reference hashes) of one we appended.
+    used: set[str] = set()
+    for entry in journal.entries:
+        if entry.explicit_id:
+            entry.id = unique_id(entry.id, used)
+            used.add(entry.id)
+    for entry in journal.entries:
+        if not entry.explicit_id:
+            entry.id = unique_id(entry.derived_id, used)
+            used.add(entry.id)
     return journal
 
 
@@ -274,8 +281,8 @@ def fresh_id(data: bytes, base: str, date: str) -> str:
     alone (fast on a journal of 10,000 entries). May over-approximate: a false hit only adds
     a ``-2`` suffix.
     """
-    taken: set[str] = set()
-    counts: dict[str, int] = {}
+    explicit = {m.decode("utf-8", "replace") for m in _EXPLICIT_IDS_BYTES.findall(data)}
+    taken: set[str] = set(explicit)
     needle = date.encode()
     pos = data.find(needle)
     while pos != -1:
@@ -285,13 +292,14 @@ def fresh_id(data: bytes, base: str, date: str) -> str:
         line = data[start:end]
         if line.lstrip(b" ").startswith(b"#"):
             found = entry_heading(line.decode("utf-8", errors="replace"))
-            if found and found[1] == date:
-                derived = f"{slugify(found[0])}-{date}"
-                counts[derived] = counts.get(derived, 0) + 1
-                taken.add(derived if counts[derived] == 1 else f"{derived}-{counts[derived]}")
+            if found and found[1] == date and not _HEADING_WITH_ID_BYTES.match(data, start):
+                # As parse_journal assigns it: after the explicit ids and earlier entries.
+                taken.add(unique_id(f"{slugify(found[0])}-{date}", taken))
         pos = data.find(needle, end)
-    candidate, n = base, 1
-    while candidate in taken or id_comment(candidate).encode() in data:
-        n += 1
-        candidate = f"{base}-{n}"
-    return candidate
+    return unique_id(base, taken)
+
+
+_EXPLICIT_IDS_BYTES = re.compile(rb"<!--[ \t]*entry:[ \t]*([^\s>]+)[ \t]*-->")
+_HEADING_WITH_ID_BYTES = re.compile(
+    rb"[^\n]*\n(?:[ \t]*\r?\n){0,2}[ \t]*<!--[ \t]*entry:[ \t]*[^\s>]+[ \t]*-->[ \t]*\r?(?:\n|\Z)"
+)

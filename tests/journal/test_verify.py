@@ -179,3 +179,18 @@ def test_a_draft_must_be_exactly_one_dated_entry(ws):
     with pytest.raises(UserError, match="text before its heading"):
         api.append_entry(ws.root, "Intro line\n\n" + make_entry())
     assert not ws.journal.exists()
+
+
+def test_a_hand_written_twin_never_takes_the_id_of_an_appended_entry(ws):
+    first = api.append_entry(ws.root, make_entry(body="See `src/train.py:10`.\n"))
+    text = ws.journal.read_text(encoding="utf-8").replace("## ZeRO Stage 2", "## Renamed")
+    twin = "## ZeRO Stage 2 (2026-11-21)\n**Context**: by hand\n\n"
+    ws.journal.write_text(text.replace("## Renamed", twin + "## Renamed"), encoding="utf-8")
+    ids = [e.id for e in api.load(ws.root).entries]
+    assert ids == ["zero-stage-2-2026-11-21-2", first.entry_id]
+    third = api.append_entry(ws.root, make_entry())
+    assert [e.id for e in api.load(ws.root).entries][-1] == third.entry_id
+    assert third.entry_id == "zero-stage-2-2026-11-21-3"
+    (ws.root / "src/train.py").write_text("changed\n" * 100)
+    stale = [p for p in api.check(ws.root).problems if p.kind == "stale_ref"]
+    assert [p.entry for p in stale] == [first.entry_id]
