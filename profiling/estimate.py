@@ -466,8 +466,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     gpu_mem = int(inp.gpu_mem_gb * GB) if inp.gpu_mem_gb else None
     fits = status = None
     if gpu_mem:
-        fits = per_gpu <= gpu_mem
-        status = "✅" if per_gpu <= HEADROOM * gpu_mem else ("⚠️" if fits else "❌")
+        fits, status = status_for(per_gpu, gpu_mem)
 
     ds = None
     if inp.precision == "mixed" and inp.optimizer in ("adam", "adamw") and inp.lora_rank is None:
@@ -534,16 +533,26 @@ def describe_setup(inp: EstimateInput, shape: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def status_for(need: int, available: int) -> tuple[bool, str]:
+    """(fits, ✅ / ⚠️ / ❌): ✅ up to HEADROOM of the GPU, ⚠️ up to all of it, ❌ beyond."""
+    fits = need <= available
+    return fits, "✅" if need <= HEADROOM * available else ("⚠️" if fits else "❌")
+
+
+def verdict_text(need: int, available: int, per: str = "per GPU") -> str:
+    _, status = status_for(need, available)
+    avail, needed = fmt_bytes(available, "GB"), fmt_bytes(need, "GB")
+    if status == "✅":
+        return f"✅ Fits: {needed} of {avail} {per}"
+    if status == "⚠️":
+        return f"⚠️ Tight: {needed} of {avail} {per} (over {HEADROOM:.0%}: little headroom)"
+    return f"❌ Exceeds {avail}: {needed} needed {per}"
+
+
 def verdict(est: Estimate) -> str:
     if est.gpu_mem_bytes is None:
         return ""
-    avail = fmt_bytes(est.gpu_mem_bytes, "GB")
-    need = fmt_bytes(est.per_gpu_bytes, "GB")
-    if est.status == "✅":
-        return f"✅ Fits: {need} of {avail} per GPU"
-    if est.status == "⚠️":
-        return f"⚠️ Tight: {need} of {avail} per GPU (under {HEADROOM:.0%} headroom)"
-    return f"❌ Exceeds {avail}: {need} needed per GPU"
+    return verdict_text(est.per_gpu_bytes, est.gpu_mem_bytes)
 
 
 def render_text(est: Estimate) -> str:

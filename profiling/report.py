@@ -103,8 +103,9 @@ def _setup(cfg: Any) -> str:
     return ", ".join(parts)
 
 
-def trace_record(result: Any) -> MeasurementRecord:
+def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRecord:
     cfg = result.config
+    verdict = trace_verdict(result, gpu_mem_gb)
     results = [Quantity(name="peak", value=result.peak_bytes, unit="B")]
     results += [
         Quantity(name=f"peak_{k}", value=v, unit="B") for k, v in result.by_category.items()
@@ -126,9 +127,28 @@ def trace_record(result: Any) -> MeasurementRecord:
         extra={
             "phases": result.phases,
             "by_module": {k: v.model_dump() for k, v in result.by_module.items()},
-            "table": render_trace_text(result),
+            "table": render_trace_text(result) + (f"\n{verdict['verdict']}" if verdict else ""),
+            **({"fits": verdict["fits"], "status": verdict["status"]} if verdict else {}),
         },
     )
+
+
+def trace_verdict(result: Any, gpu_mem_gb: float | None) -> dict[str, Any]:
+    """The traced peak against a GPU size: fits, ✅ / ⚠️ / ❌ and a sentence."""
+    if not gpu_mem_gb:
+        return {}
+    from profiling.estimate import status_for, verdict_text
+
+    avail = int(gpu_mem_gb * 1e9)
+    per = "per rank" if result.config.fsdp else "on one GPU"
+    fits, status = status_for(result.peak_bytes, avail)
+    return {
+        "gpu_mem_bytes": avail,
+        "fits": fits,
+        "status": status,
+        "verdict": verdict_text(result.peak_bytes, avail, per)
+        + " (traced peak; add the CUDA context and allocator slack)",
+    }
 
 
 def trace_json(result: Any, record_id: str) -> dict[str, Any]:

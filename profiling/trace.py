@@ -315,7 +315,7 @@ def _module_table(tracker: Any, depth: int) -> dict[str, ModuleMemory]:
     table: dict[str, ModuleMemory] = {}
     for module, stats in tracker.memory_tracking.items():
         fqn = stats.mod_fqn
-        if fqn.count(".") + 1 > depth + 1:  # the root's fqn is its class name: depth 0
+        if fqn.count(".") > depth:  # the root's fqn is its class name: depth 0
             continue
 
         def peak(*states: str, stats: Any = stats) -> int:
@@ -401,7 +401,6 @@ def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: boo
     # byte counts do not depend on the device (attention kernels and allocator rounding do).
     with FakeTensorMode(allow_non_fake_inputs=False):
         say("building model")
-        torch.manual_seed(0)
         # Pure 16-bit training: build in that dtype (``module.to`` cannot swap tied fake
         # parameters), so factories' floating inputs follow too.
         previous = torch.get_default_dtype()

@@ -317,7 +317,8 @@ def trace_command(
         ),
     ] = False,
     gpu_mem: Annotated[
-        float | None, typer.Option("--gpu-mem", help="GPU memory in GB (with --compare-estimate).")
+        float | None,
+        typer.Option("--gpu-mem", help="GPU memory in GB: ✅ / ⚠️ / ❌ for the traced peak."),
     ] = None,
     as_json: JsonFlag = False,
     plot: PlotOption = None,
@@ -360,9 +361,12 @@ def trace_command(
 
             estimate_input_for_trace(cfg, gpu_mem)
         result = _run_trace(cfg, quiet=as_json)
-        record = trace_record(result)
+        record = trace_record(result, gpu_mem)
         store.save(record)
         payload = trace_json(result, record.id)
+        from profiling.report import trace_verdict
+
+        payload.update(trace_verdict(result, gpu_mem))
         cmp = est_record = None
         if compare_estimate:
             from profiling.estimate import estimate
@@ -384,6 +388,8 @@ def trace_command(
     from profiling.report import render_trace_text
 
     typer.echo(render_trace_text(result))
+    if payload.get("verdict"):
+        typer.echo(payload["verdict"])
     _print_record_line(record.id)
     if cmp is not None and est_record is not None:
         typer.echo("")

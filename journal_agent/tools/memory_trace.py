@@ -37,7 +37,9 @@ class MemoryTraceInput(BaseModel):
     compare_estimate: bool = Field(
         default=False, description="Also show the closed-form estimate of the same step beside it."
     )
-    gpu_mem: float | None = Field(default=None, gt=0, description="GPU memory in GB.")
+    gpu_mem: float | None = Field(
+        default=None, gt=0, description="GPU memory in GB, for ✅ / ⚠️ / ❌ against the peak."
+    )
 
 
 class MemoryTrace(Tool):
@@ -99,9 +101,14 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
     finally:
         if added:
             sys.path.remove(root)
-    record = trace_record(result)
+    from profiling.report import trace_verdict
+
+    record = trace_record(result, params.gpu_mem)
     store.save(record)  # type: ignore[attr-defined]
-    parts = [render_trace_text(result), f"record: {record.id}  (cite as [m:{record.id}])"]
+    parts = [render_trace_text(result)]
+    if params.gpu_mem:
+        parts.append(trace_verdict(result, params.gpu_mem)["verdict"])
+    parts.append(f"record: {record.id}  (cite as [m:{record.id}])")
     if params.compare_estimate and ":" not in params.model:
         from profiling.estimate import estimate, render_text
         from profiling.report import (
