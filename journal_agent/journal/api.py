@@ -51,6 +51,7 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
     Raises :class:`UserError` when the text is not one entry at all (nothing to force).
     """
     root = Path(root)
+    text = text.removeprefix("\ufeff")  # editors on Windows save drafts with a BOM
     try:
         entry, problems = validate_draft(root, text)
     except DraftError as exc:

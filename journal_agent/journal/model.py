@@ -215,7 +215,8 @@ _EXPLICIT_ID = re.compile(
 def parse_journal(text: str) -> Journal:
     starts: list[tuple[int, str, str]] = []  # (offset of the heading, title, date)
     open_char, open_len = "", 0
-    for m in _STRUCTURE.finditer(text):
+    bom = 1 if text.startswith("\ufeff") else 0  # a byte-order mark does not hide line 1
+    for m in _STRUCTURE.finditer(text[bom:] if bom else text):
         fence = m.group("fence")
         if fence is not None:  # same rules as fence_mask
             if not open_char:
@@ -226,7 +227,7 @@ def parse_journal(text: str) -> Journal:
         if not open_char:
             found = entry_heading(m.group(0))
             if found:
-                starts.append((m.start(), *found))
+                starts.append((m.start() + bom, *found))
     journal = Journal(preamble=text[: starts[0][0]] if starts else text)
     line, counted_to = 1, 0
     for n, (offset, title, date) in enumerate(starts):
