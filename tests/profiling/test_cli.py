@@ -79,8 +79,11 @@ def test_trace_json_shape_user_factory_and_plot(user_models, run_cli, run_json) 
 def test_trace_compare_estimate(tmp_path, run_json) -> None:
     data = run_json(
         "trace", "--model", "gpt2-small", "--seq", "128", "--dtype", "bf16",
-        "--compare-estimate", "--root", str(tmp_path), cwd=tmp_path,
+        "--compare-estimate", "--gpu-mem", "2", "--root", str(tmp_path), cwd=tmp_path,
     )  # fmt: skip
+    # The traced peak (≈ 2.5 GB: fp32 AdamW states + foreach temporaries) against 2 GB.
+    assert data["fits"] is False and data["status"] == "❌"
+    assert data["verdict"].startswith("❌ Exceeds 2.00 GB")
     rows = {r["category"]: r for r in data["comparison"]["rows"]}
     # Autocast keeps fp32 parameters: 4 B against the estimate's 2 B.
     assert rows["parameters"]["traced_bytes"] == 4 * 124_439_808
