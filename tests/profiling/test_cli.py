@@ -12,8 +12,9 @@ from profiling.records import RecordStore
 def test_estimate_json_shape_and_record(tmp_path, run_json) -> None:
     data = run_json(
         "estimate", "--params", "7e9", "--gpus", "2", "--zero", "2", "--gpu-mem", "40",
-        "--root", str(tmp_path), cwd=tmp_path,
+        "--plot", str(tmp_path / "est.png"), "--root", str(tmp_path), cwd=tmp_path,
     )  # fmt: skip
+    assert (tmp_path / "est.png").read_bytes()[:4] == b"\x89PNG"
     assert set(data) >= {"record_id", "per_gpu_bytes", "total_bytes", "fits", "components"}
     assert data["per_gpu_bytes"] == 63_000_000_000
     assert data["total_bytes"] == 126_000_000_000
