@@ -48,6 +48,23 @@ MIGRATIONS: list[tuple[str, str]] = [
         "003_entry_hash",
         "ALTER TABLE entries ADD COLUMN hash TEXT NOT NULL DEFAULT '';",
     ),
+    (
+        # unicode61 keeps a run of CJK characters as one token, so 显存 would not find 节省显存:
+        # a fourth column holds CJK text one character per token, searched as phrases.
+        # FTS5 tables cannot gain columns, so the table is recreated and refilled.
+        "004_cjk_column",
+        """
+        DROP TABLE entries_vocab;
+        DROP TABLE entries_fts;
+        CREATE VIRTUAL TABLE entries_fts USING fts5(
+            title, tags, body, cjk, tokenize = 'unicode61 remove_diacritics 2'
+        );
+        CREATE VIRTUAL TABLE entries_vocab USING fts5vocab(entries_fts, 'row');
+        DELETE FROM entries;
+        DELETE FROM tags;
+        DELETE FROM meta;
+        """,
+    ),
 ]
 
 _OPERATORS = re.compile(r'["()*:^+]|\b(?:AND|OR|NOT|NEAR)\b')
@@ -302,8 +319,8 @@ class SearchIndex:
         tags = entry.tags
         conn.executemany("INSERT INTO tags VALUES (?, ?)", [(rowid, t) for t in tags])
         conn.execute(
-            "INSERT INTO entries_fts (rowid, title, tags, body) VALUES (?, ?, ?, ?)",
-            (rowid, entry.title, " ".join(tags), entry.body),
+            "INSERT INTO entries_fts (rowid, title, tags, body, cjk) VALUES (?, ?, ?, ?, ?)",
+            (rowid, entry.title, " ".join(tags), entry.body, _cjk_chars(entry.title, entry.body)),
         )
 
     def note_append(
@@ -353,12 +370,13 @@ class SearchIndex:
         self, conn: sqlite3.Connection, query: str, tags: list[str], limit: int
     ) -> list[Hit]:
         sql = (
-            "SELECT e.id, e.title, e.date, e.line, bm25(entries_fts, 10.0, 5.0, 1.0) AS score, "
+            "SELECT e.id, e.title, e.date, e.line, "
+            "bm25(entries_fts, 10.0, 5.0, 1.0, 1.0) AS score, "
             "snippet(entries_fts, 2, '[', ']', ' … ', 12) "
             "FROM entries_fts JOIN entries e ON e.rowid = entries_fts.rowid "
             "WHERE entries_fts MATCH ?"
         )
-        params: list[object] = [query]
+        params: list[object] = [_cjk_query(query)]
         for tag in tags:
             sql += " AND e.rowid IN (SELECT entry FROM tags WHERE tag = ?)"
             params.append(tag)
@@ -416,6 +434,30 @@ class SearchIndex:
             return {"entries": conn.execute("SELECT count(*) FROM entries").fetchone()[0]}
         finally:
             conn.close()
+
+
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+
+
+def _cjk_chars(*texts: str) -> str:
+    """The CJK text of an entry, one character per token ("节 省 显 存")."""
+    return "\n".join(" ".join(run) for text in texts for run in _CJK_RUN.findall(text))
+
+
+def _cjk_query(query: str) -> str:
+    """CJK runs of a query become phrases of single characters, matching anywhere in a run."""
+    if not _CJK_RUN.search(query):
+        return query
+    out, quoted = [], False
+    for part in re.split(r'(")', query):
+        if part == '"':
+            quoted = not quoted
+            out.append(part)
+        elif quoted:
+            out.append(_CJK_RUN.sub(lambda m: " " + " ".join(m.group(0)) + " ", part))
+        else:
+            out.append(_CJK_RUN.sub(lambda m: ' "' + " ".join(m.group(0)) + '" ', part))
+    return "".join(out)
 
 
 def _entry_hash(entry: Entry) -> str:

@@ -131,3 +131,12 @@ def test_agent_tools_validate_append_and_search(ws):
     assert JournalSearch().call(ctx, {}).is_error
     schema = JournalAppend.definition()["input_schema"]
     assert schema["required"] == ["entry"] and "force" in schema["properties"]
+
+
+def test_cjk_words_are_found_inside_longer_runs(ws):
+    body = "梯度累积可以节省显存。机制 explained.\n"
+    assert api.append_entry(ws.root, make_entry(title="显存 机制", body=body)).appended
+    assert api.append_entry(ws.root, make_entry(title="Other", body="no CJK here\n")).appended
+    for query in ("显存", "节省", "梯度累积", '"节省显存"', "显存 explained"):
+        assert [h.title for h in api.search(ws.root, query)] == ["显存 机制"], query
+    assert api.search(ws.root, "显卡") == []
