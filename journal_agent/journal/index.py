@@ -275,6 +275,10 @@ class SearchIndex:
         journal = parse_journal(text)
         conn.execute("BEGIN IMMEDIATE")
         try:
+            meta = self._meta(conn)
+            if (meta.get("size"), meta.get("mtime_ns")) == (str(size), str(mtime_ns)):
+                conn.execute("ROLLBACK")  # another process brought it up to date meanwhile
+                return
             known = {
                 row[0]: (row[1], row[2], row[3])
                 for row in conn.execute("SELECT id, rowid, hash, line FROM entries")
