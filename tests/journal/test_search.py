@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -140,3 +143,36 @@ def test_cjk_words_are_found_inside_longer_runs(ws):
     for query in ("显存", "节省", "梯度累积", '"节省显存"', "显存 explained"):
         assert [h.title for h in api.search(ws.root, query)] == ["显存 机制"], query
     assert api.search(ws.root, "显卡") == []
+
+
+@pytest.mark.slow
+def test_parallel_searches_and_appends_share_the_index(journal):
+    env = {**os.environ, "JOURNAL_AGENT_ROOT": str(journal.root)}
+    (journal.root / ".journal/index.sqlite").unlink()  # everyone races to build it
+    procs = []
+    for n in range(3):
+        cmd = [sys.executable, "-m", "journal_agent", "journal"]
+        procs.append(
+            subprocess.Popen(
+                [*cmd, "search", "shards"],
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        )
+        app = subprocess.Popen(
+            [*cmd, "append", "-"],
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        app.stdin.write(make_entry(title=f"Parallel {n}", body="Pipelined shards.\n"))
+        app.stdin.close()
+        procs.append(app)
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    titles = {h.title for h in api.search(journal.root, "pipelined")}
+    assert titles == {"Parallel 0", "Parallel 1", "Parallel 2"}
