@@ -200,6 +200,13 @@ def _call_factory_here(spec: str, batch: int, seq: int) -> tuple[nn.Module, tupl
             f"model factory {spec!r} returned {type(model).__name__}; return an nn.Module, "
             "or (module, inputs)"
         )
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if any(not isinstance(t, FakeTensor) for t in (*model.parameters(), *model.buffers())):
+        raise ProfilingError(
+            f"model factory {spec!r} returned a model with real tensors (built before the "
+            "trace, e.g. at import time); construct the model inside the factory"
+        )
     if inputs is None:
         make = getattr(model, "example_inputs", None)
         if make is None:

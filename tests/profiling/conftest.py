@@ -56,6 +56,14 @@ USER_MODELS = textwrap.dedent(
 
     def make_peeks():
         return Peeks(), torch.randn(2, 8)
+
+
+    BUILT_AT_IMPORT = None
+
+
+    def cached():
+        """Returns a model made outside the trace (a real one): a common mistake."""
+        return BUILT_AT_IMPORT, torch.randn(2, 8)
     '''
 )
 

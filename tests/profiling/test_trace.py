@@ -161,6 +161,14 @@ def test_model_reading_values_cannot_run_under_fake_tensors(user_models) -> None
     assert ".item()" in message
 
 
+def test_model_built_outside_the_trace_is_a_clear_error(user_models) -> None:
+    import user_models as module
+
+    module.BUILT_AT_IMPORT = torch.nn.Linear(8, 8)  # real tensors, made before tracing
+    with pytest.raises(ProfilingError, match="returned a model with real tensors"):
+        trace_step(TraceConfig(model="user_models:cached"))
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
