@@ -280,7 +280,8 @@ def _spans(line: str, cits: list[Citation]) -> list[tuple[str, list[str]]]:
     for cit in cits:
         if not cit.record_id:
             continue
-        k = next(n for n, (a, b) in enumerate(sentences) if a <= cit.start < b or b == len(line))
+        last = len(sentences) - 1
+        k = next((n for n, (a, b) in enumerate(sentences) if a <= cit.start < b), last)
         text = _CITE.sub(" ", line[sentences[k][0] : sentences[k][1]])
         if not numbers.find_quantities(text) and k > 0:
             k -= 1  # "Peak was 71.7 GiB. [m:x]": the citation closes the previous sentence
