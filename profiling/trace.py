@@ -14,20 +14,25 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import inspect
-import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable
-from copy import deepcopy
 from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, Field
 from torch import nn
 
+from profiling._factory import call_factory
+from profiling._tracker import (
+    ModuleMemory,
+    make_tracker,
+    merge_snapshots,
+    module_table,
+    phase_snapshot,
+    to_categories,
+)
 from profiling.errors import ProfilingError
 from profiling.workloads import WORKLOADS, build_model, describe
 
@@ -35,36 +40,6 @@ DType = Literal["fp32", "bf16", "fp16"]
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop")
 MIN_TORCH = (2, 5)
-
-# MemTracker's category names -> ours. FSDPMemTracker adds the sharded/unsharded split.
-_CATEGORY = {
-    "Parameter": "parameters",
-    "Sharded Param": "parameters",
-    "Unsharded Param": "parameters",
-    "All Gather": "parameters",
-    "Gradient": "gradients",
-    "Sharded Grad": "gradients",
-    "Unsharded Grad": "gradients",
-    "Reduce Scatter": "gradients",
-    "Optstate": "optimizer",
-    "OptState": "optimizer",
-    "Activation": "activations",
-    "Inputs": "inputs",
-    "Temp": "temporaries",
-    "Buffer": "buffers",
-    # track_external tags the step's inputs as "Other": nothing else is registered that way.
-    "Other": "inputs",
-}
-CATEGORIES = (
-    "parameters",
-    "gradients",
-    "optimizer",
-    "activations",
-    "temporaries",
-    "buffers",
-    "inputs",
-    "other",
-)
 
 Progress = Callable[[str], None]
 # Tracing touches process-global state (default dtype, the process group, dispatch modes);
@@ -93,15 +68,6 @@ class TraceConfig(BaseModel):
         True, description="FSDP: free gathered parameters after forward (ZeRO-3); False = ZeRO-2"
     )
     module_depth: int = Field(2, ge=0)
-
-
-class ModuleMemory(BaseModel):
-    parameters: int
-    buffers: int
-    inputs: int
-    outputs: int
-    peak_forward: int
-    peak_backward: int
 
 
 class TraceResult(BaseModel):
@@ -138,91 +104,9 @@ def _require_tracing_apis() -> None:
 # ---------------------------------------------------------------- models and inputs
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
-    """Resolve ``package.module:function`` (the current directory is importable)."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ProfilingError(f"model factory {spec!r} must look like 'package.module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ProfilingError(
-            f"cannot import {module_name!r} for model factory {spec!r} "
-            f"({type(exc).__name__}: {exc}); check the module is on PYTHONPATH"
-        ) from None
-    factory = module
-    for part in attr.split("."):
-        factory = getattr(factory, part, None)
-        if factory is None:
-            raise ProfilingError(f"module {module_name!r} has no attribute {attr!r}")
-    if not callable(factory):
-        raise ProfilingError(f"{spec!r} is not callable; point --model at a function")
-    return factory
-
-
-@contextlib.contextmanager
-def _cwd_importable():
-    """Like ``python -m``: the current directory is importable while the factory loads and runs."""
-    added = "" not in sys.path and "." not in sys.path
-    if added:
-        sys.path.insert(0, "")
-    try:
-        yield
-    finally:
-        if added:
-            with contextlib.suppress(ValueError):
-                sys.path.remove("")
-
-
-def _call_factory(spec: str, batch: int, seq: int) -> tuple[nn.Module, tuple[Any, ...]]:
-    with _cwd_importable():
-        return _call_factory_here(spec, batch, seq)
-
-
-def _call_factory_here(spec: str, batch: int, seq: int) -> tuple[nn.Module, tuple[Any, ...]]:
-    factory = load_factory(spec)
-    kwargs: dict[str, Any] = {}
-    with contextlib.suppress(TypeError, ValueError):
-        params = inspect.signature(factory).parameters
-        kwargs = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in params}
-    try:
-        made = factory(**kwargs)
-    except Exception as exc:
-        raise ProfilingError(
-            f"model factory {spec!r} failed: {type(exc).__name__}: {exc}; "
-            "fix the factory (it runs under fake tensors: no data-dependent Python values)"
-        ) from None
-    model, inputs = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
-    if isinstance(made, dict):
-        model, inputs = made.get("model"), made.get("inputs")
-    if not isinstance(model, nn.Module):
-        raise ProfilingError(
-            f"model factory {spec!r} returned {type(model).__name__}; return an nn.Module, "
-            "or (module, inputs)"
-        )
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    if any(not isinstance(t, FakeTensor) for t in (*model.parameters(), *model.buffers())):
-        raise ProfilingError(
-            f"model factory {spec!r} returned a model with real tensors (built before the "
-            "trace, e.g. at import time); construct the model inside the factory"
-        )
-    if inputs is None:
-        make = getattr(model, "example_inputs", None)
-        if make is None:
-            raise ProfilingError(
-                f"model factory {spec!r} returned a module without inputs; return "
-                "(module, inputs) or give the module an example_inputs(batch, seq) method"
-            )
-        inputs = make(batch, seq)
-    if isinstance(inputs, torch.Tensor):
-        inputs = (inputs,)
-    return model, tuple(inputs)
-
-
 def _make_model(config: TraceConfig) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
     if ":" in config.model:
-        model, inputs = _call_factory(config.model, config.batch, config.seq)
+        model, inputs = call_factory(config.model, config.batch, config.seq)
         return model, inputs, {"name": config.model, "factory": True}
     if config.model not in WORKLOADS:
         known = ", ".join(WORKLOADS)
@@ -290,60 +174,6 @@ def make_optimizer(name: str, params: Any, foreach: bool = True) -> torch.optim.
 
 
 # ---------------------------------------------------------------- the traced step
-
-
-def _categorize(snapshot: dict[str, int]) -> dict[str, int]:
-    out = dict.fromkeys(CATEGORIES, 0)
-    for key, value in snapshot.items():
-        if key == "Total":
-            continue
-        out[_CATEGORY.get(key, "other")] += int(value)
-    return out
-
-
-def _total(snapshots: dict[Any, dict[str, int]]) -> int:
-    return sum(int(s.get("Total", 0)) for s in snapshots.values())
-
-
-def _merge(snapshots: dict[Any, dict[str, int]]) -> dict[str, int]:
-    merged: dict[str, int] = {}
-    for snap in snapshots.values():
-        for key, value in snap.items():
-            merged[key] = merged.get(key, 0) + int(value)
-    return merged
-
-
-def _phase(tracker: Any) -> dict[str, int]:
-    snap = _merge(tracker.get_tracker_snapshot())
-    return {**_categorize(snap), "total": int(snap.get("Total", 0))}
-
-
-def _module_table(tracker: Any, depth: int) -> dict[str, ModuleMemory]:
-    table: dict[str, ModuleMemory] = {}
-    for module, stats in tracker.memory_tracking.items():
-        fqn = stats.mod_fqn
-        if fqn.count(".") > depth:  # the root's fqn is its class name: depth 0
-            continue
-
-        def peak(*states: str, stats: Any = stats) -> int:
-            snaps = [s for key, v in stats.snapshots.items() if key.value in states for s in v]
-            return max((_total(s) for s in snaps), default=0)
-
-        params = getattr(stats, "parameter_mem", None)
-        if params is None:  # FSDP stats carry no sizes: count this rank's shards
-            params = sum(
-                (lp := getattr(p, "_local_tensor", p)).numel() * lp.element_size()
-                for p in module.parameters()
-            )
-        table[fqn] = ModuleMemory(
-            parameters=int(params),
-            buffers=int(getattr(stats, "buffer_mem", 0)),
-            inputs=int(getattr(stats, "input_mem", 0)),
-            outputs=int(getattr(stats, "output_mem", 0)),
-            peak_forward=peak("Peak-Forward", "Peak Forward"),
-            peak_backward=peak("Peak-Backward", "Peak Backward"),
-        )
-    return table
 
 
 @contextlib.contextmanager
@@ -442,7 +272,7 @@ def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: boo
             )
         optimizer = make_optimizer(config.optimizer, trainable, foreach)
         notes.append(f"optimizer {config.optimizer} ({'foreach' if foreach else 'for-loop'})")
-        tracker = _make_tracker(model, optimizer, inputs, mesh, fast)
+        tracker = make_tracker(model, optimizer, inputs, mesh, fast)
         phases: dict[str, int] = {}
         with tracker:
             try:
@@ -454,29 +284,29 @@ def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: boo
                 )
                 with ctx:
                     loss = _loss_of(model(*inputs))
-                phases["after_forward"] = _phase(tracker)
+                phases["after_forward"] = phase_snapshot(tracker)
                 say("backward")
                 loss.backward()
                 del loss
-                phases["after_backward"] = _phase(tracker)
+                phases["after_backward"] = phase_snapshot(tracker)
                 say("optimizer step")
                 optimizer.step()
             except ProfilingError:
                 raise
             except Exception as exc:
                 raise ProfilingError(_fake_failure(config.model, exc)) from None
-            after = _merge(tracker.get_tracker_snapshot())
-            phases["after_optimizer_step"] = _phase(tracker)
+            after = merge_snapshots(tracker.get_tracker_snapshot())
+            phases["after_optimizer_step"] = phase_snapshot(tracker)
         say("summarizing")
-        peak_snap = _merge(tracker.get_tracker_snapshot("peak"))
-        by_module = _module_table(tracker, config.module_depth)
+        peak_snap = merge_snapshots(tracker.get_tracker_snapshot("peak"))
+        by_module = module_table(tracker, config.module_depth)
     return TraceResult(
         config=config,
         model_info=info,
         params=params,
         peak_bytes=int(peak_snap.get("Total", 0)),
-        by_category=_categorize(peak_snap),
-        after_step=_categorize(after),
+        by_category=to_categories(peak_snap),
+        after_step=to_categories(after),
         phases=phases,
         by_module=by_module,
         wall_seconds=0.0,
@@ -522,54 +352,3 @@ def _shard(model: nn.Module, mesh: Any, reshard_after_forward: bool, mp: Any) ->
     for block in _block_list(model) or []:
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
-
-
-class _FastPeakMixin:
-    """The same peak bookkeeping as ``MemTracker._update_peak_stats``, without its hot loop.
-
-    Upstream walks every tracked module (a weak-key dictionary) on every op to find the active
-    ones; on a 7B model that is most of the trace time. We index the module stats by name,
-    rebuild the index when modules are added, and visit only the active parents.
-    """
-
-    _fast_index: dict[str, list[Any]]
-    _fast_index_len: int = -1
-
-    def _update_peak_stats(self, peak_state: Any) -> None:
-        tracking = self.memory_tracking  # type: ignore[attr-defined]
-        if len(tracking) != self._fast_index_len:
-            self._fast_index = {}
-            for stats in tracking.values():
-                self._fast_index.setdefault(stats.mod_fqn, []).append(stats)
-            self._fast_index_len = len(tracking)
-        curr_snap = self._curr_mem_snap  # type: ignore[attr-defined]
-        for fqn in self._mod_tracker.parents:  # type: ignore[attr-defined]
-            for stats in self._fast_index.get(fqn, ()):
-                if stats.mod_fqn != fqn or peak_state not in stats.snapshots:
-                    continue
-                for dev, dev_snap in curr_snap.items():
-                    if stats.local_peak.get(dev, 0) < dev_snap["Total"]:
-                        stats.local_peak[dev] = dev_snap["Total"]
-                        stats.snapshots[peak_state][-1][dev] = deepcopy(dev_snap)
-        for dev, dev_snap in curr_snap.items():
-            if self._peak_mem.get(dev, 0) < dev_snap["Total"]:  # type: ignore[attr-defined]
-                self._peak_mem[dev] = dev_snap["Total"]  # type: ignore[attr-defined]
-                self._peak_mem_snap[dev] = deepcopy(dev_snap)  # type: ignore[attr-defined]
-
-
-def _make_tracker(
-    model: nn.Module, optimizer: Any, inputs: tuple[Any, ...], mesh: Any, fast: bool = True
-) -> Any:
-    if mesh is not None:
-        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-
-        cls = type("_FastFSDPMemTracker", (_FastPeakMixin, FSDPMemTracker), {})
-        tracker = (cls if fast else FSDPMemTracker)(model, optimizer)
-        tracker.track_inputs(inputs)
-        return tracker
-    from torch.distributed._tools.mem_tracker import MemTracker
-
-    cls = type("_FastMemTracker", (_FastPeakMixin, MemTracker), {})
-    tracker = cls() if fast else MemTracker()
-    tracker.track_external(model, optimizer, *[t for t in inputs if isinstance(t, torch.Tensor)])
-    return tracker
