@@ -385,10 +385,10 @@ def estimate(inp: EstimateInput) -> Estimate:
             wb = bpp["weight"]
             add(
                 "ZeRO-3 gathered parameters",
-                2 * big * wb,
+                2 * big * wb / t,
                 0,
-                f"2 · largest layer · {wb} B (current + prefetched)",
-                f"2 · {fmt_count(big)} · {wb} B",
+                f"2 · largest layer · {wb} B (current + prefetched)" + (" / t" if t > 1 else ""),
+                f"2 · {fmt_count(big)} · {wb} B" + (f" / {t}" if t > 1 else ""),
                 group="overhead",
             )
         else:
