@@ -223,6 +223,36 @@ def is_read_only(cmd: SimpleCommand) -> bool:
     return False
 
 
+# journal-agent's own subcommands that agents are told to run: they write only through the
+# journal store's validated, locked append, or under .journal/ (records). Not `trace`, which can
+# import a user's model factory (arbitrary code), nor `journal repair`, nor anything that calls
+# a model.
+OWN_SAFE_SUBCOMMANDS = {
+    ("journal", "append"), ("journal", "check"), ("journal", "list"), ("journal", "show"),
+    ("journal", "search"), ("journal", "related"), ("estimate",), ("measurements",),
+    ("agents",), ("commands",),
+}  # fmt: skip
+
+
+def is_own_safe_command(cmd: SimpleCommand) -> bool:
+    """``journal-agent journal append --file …``, ``journal-agent estimate …`` and the like."""
+    if any(op in OUTPUT_REDIRECTS and target not in SAFE_DEVICES for op, target in cmd.redirects):
+        return False
+    words = cmd.words
+    if any("$" in w or "`" in w or "<(" in w for w in words):
+        return False
+    if words and os.path.basename(words[0]) == "journal-agent":
+        args = words[1:]
+    elif len(words) >= 3 and re.fullmatch(r"python(3(\.\d+)?)?", os.path.basename(words[0])) \
+            and words[1:3] == ["-m", "journal_agent"]:
+        args = words[3:]
+    else:
+        return False
+    if "--eject" in args or any(a.startswith("--eject=") for a in args):
+        return False
+    return tuple(args[:1]) in OWN_SAFE_SUBCOMMANDS or tuple(args[:2]) in OWN_SAFE_SUBCOMMANDS
+
+
 def candidate_paths(cmd: SimpleCommand) -> list[str]:
     """Every string in this command that may name a file: checked against the workspace."""
     out: list[str] = []

@@ -68,6 +68,7 @@ from journal_agent.tools._shell import (
     cd_target,
     escapes,
     inner_scripts,
+    is_own_safe_command,
     is_read_only,
     is_safe_device,
     split_commands,
@@ -434,9 +435,10 @@ class PermissionPolicy:
             )
         auto = {"acceptEdits": ACCEPT_EDITS_COMMANDS}.get(self.mode, set())
         if all(
-            ok or is_read_only(p) or p.name in auto for ok, p in zip(allowed_by, parts, strict=True)
+            ok or is_read_only(p) or is_own_safe_command(p) or p.name in auto
+            for ok, p in zip(allowed_by, parts, strict=True)
         ):
-            return _Verdict("allow", "read-only command")
+            return _Verdict("allow", "read-only command, or journal-agent's own journal/estimate")
         return _Verdict("ask", "the command may change files or run programs")
 
     def _flatten(self, parts: list[SimpleCommand], depth: int) -> list[SimpleCommand]:

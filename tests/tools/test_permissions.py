@@ -458,3 +458,24 @@ def test_any_command_line_gets_a_decision(tree: Path, tokens: list[str]) -> None
     for mode in ("default", "bypassPermissions"):
         decision = PermissionPolicy(tree, mode=mode).check("Bash", command=command)
         assert decision.behavior in ("allow", "deny") and decision.reason
+
+
+@pytest.mark.parametrize(
+    ("command", "runs_unasked"),
+    [
+        ("journal-agent journal append --file .journal/drafts/zero.md", True),
+        ("journal-agent estimate --model llama-7b --gpus 2 --zero 2 --json", True),
+        ("python -m journal_agent journal search 'optimizer states'", True),
+        ("journal-agent journal check --json", True),
+        # Runs a user's factory (arbitrary code), rewrites the journal, or calls a model: not these.
+        ("journal-agent trace --model mypkg.models:build", False),
+        ("journal-agent journal repair", False),
+        ("journal-agent run learning-journal hi", False),
+        ("journal-agent commands --eject learn", False),
+        ("journal-agent estimate --model llama-7b > /tmp/out.txt", False),
+        ("journal-agent journal append --file $DRAFT", False),
+    ],
+)
+def test_own_journal_and_estimate_commands_run_without_asking(ws: Path, command, runs_unasked):
+    policy = make_context(ws).policy  # no terminal: anything not allowed outright is denied
+    assert (bash(policy, command) == "allow") is runs_unasked
