@@ -12,6 +12,16 @@ import sys
 import pytest
 
 HEAVY = {"anthropic", "torch", "mcp", "matplotlib"}
+JOURNAL = """# Learning Journal
+
+---
+
+## ZeRO Stage 2 (2026-11-20)
+
+**Context**: Reading the DeepSpeed config.
+
+**The Key Question I Had**: *Why shard gradients?*
+"""
 
 
 @pytest.mark.parametrize(
@@ -30,6 +40,7 @@ HEAVY = {"anthropic", "torch", "mcp", "matplotlib"}
     ],
 )
 def test_light_commands_import_no_heavy_module(args, project, home):
+    (project / "learning_journal.md").write_text(JOURNAL, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "journal_agent", *args],
         cwd=project,

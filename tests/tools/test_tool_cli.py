@@ -107,7 +107,10 @@ def test_list_tools(ws: Path, home: Path) -> None:
     r = cli("tools", "--json", cwd=ws, home=home)
     assert r.returncode == 0
     defs = json.loads(r.stdout)
-    assert [d["name"] for d in defs] == ["Read", "Write", "Edit", "Grep", "Glob", "Bash"]
+    assert [d["name"] for d in defs] == [
+        "Read", "Write", "Edit", "Grep", "Glob", "Bash",
+        "JournalAppend", "JournalSearch", "MemoryEstimate", "MemoryTrace",
+    ]  # fmt: skip
     grep = next(d for d in defs if d["name"] == "Grep")
     assert {"-i", "-n", "-A", "-B", "-C", "head_limit"} <= set(grep["input_schema"]["properties"])
     r = cli("tool", "--list", cwd=ws, home=home)
