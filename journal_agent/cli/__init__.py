@@ -41,13 +41,14 @@ def _root(
 
 def _register() -> None:
     # Imported for their side effect of adding commands to ``app``; each is light to import.
-    from journal_agent.cli import (  # noqa: F401
-        agents_cmd,
-        journal_cmd,
-        mcp_cmd,
-        profiling_cmd,
+    # The order is the order of `--help`: the daily commands first.
+    from journal_agent.cli import (  # noqa: F401, I001
         run_cmd,
+        journal_cmd,
+        profiling_cmd,
+        agents_cmd,
         tool_cmd,
+        mcp_cmd,
     )
 
 
