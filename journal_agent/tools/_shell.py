@@ -26,7 +26,7 @@ OUTPUT_REDIRECTS = {">", ">>", ">|", "&>", "&>>", "<>"}
 PRIVILEGE = {"sudo", "su", "doas", "pkexec"}
 SHELLS = {"bash", "sh", "zsh", "dash"}
 # Wrappers that run the rest of the words as a command.
-WRAPPERS = {"time", "nice", "nohup", "timeout", "command", "builtin"}
+WRAPPERS = {"time", "nice", "nohup", "timeout", "command", "builtin", "env", "exec", "setsid"}
 
 # Paths outside the workspace that are harmless to name.
 SAFE_DEVICES = {
@@ -156,12 +156,25 @@ def _simple(tokens: list[str]) -> SimpleCommand:
     while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
         assignments.append(words.pop(0))
     while words and words[0] in WRAPPERS:
-        wrapper = words.pop(0)
+        wrapper = words[0]
+        rest = words[1:]
         # Skip the wrapper's own options and, for timeout, its duration.
-        while words and words[0].startswith("-"):
-            words.pop(0)
-        if wrapper == "timeout" and words:
-            words.pop(0)
+        options = []
+        while rest and rest[0].startswith("-") and rest[0] != "-":
+            options.append(rest.pop(0))
+            if options[-1] == "-n" and wrapper == "nice" and rest:
+                rest.pop(0)  # "nice -n 10 cmd"
+        if wrapper in ("env", "exec") and any(o not in ("-i", "--ignore-environment", "-c")
+                                              for o in options):  # fmt: skip
+            break  # "env -C dir", "env -S string", "exec -a name": keep the wrapper visible
+        if wrapper == "env":
+            while rest and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", rest[0]):
+                assignments.append(rest.pop(0))
+            if not rest:
+                break  # plain "env" prints the environment: it is the command
+        if wrapper == "timeout" and rest:
+            rest.pop(0)
+        words = rest
     return SimpleCommand(words, assignments, redirects, " ".join(tokens))
 
 
@@ -191,11 +204,11 @@ def is_read_only(cmd: SimpleCommand) -> bool:
     name = os.path.basename(cmd.name)
     args = cmd.words[1:]
     if name in READ_ONLY_COMMANDS:
-        return True
+        return not _runs_or_writes(name, args)
     if name == "find":
         return not any(a in FIND_WRITES for a in args)
     if name == "sort":
-        return not any(a == "-o" or a.startswith("--output") for a in args)
+        return not any(a == "-o" or a.startswith(("--output", "--compress-program")) for a in args)
     if name == "git":
         while args and args[0] in ("--no-pager", "--no-optional-locks", "-P"):
             args = args[1:]
@@ -204,6 +217,8 @@ def is_read_only(cmd: SimpleCommand) -> bool:
         sub, rest = args[0], args[1:]
         if any(a.startswith("--output") or a == "--ext-diff" for a in rest):
             return False
+        if sub == "grep" and any(re.match(r"-[A-Za-z]*O|--open-files-in-pager", a) for a in rest):
+            return False  # -O runs a pager program on the matching files
         if sub in GIT_READ_ONLY:
             return True
         if sub == "branch":
@@ -220,6 +235,38 @@ def is_read_only(cmd: SimpleCommand) -> bool:
         if len(args) >= 2 and args[0] == "-c":
             return not PYTHON_SIDE_EFFECTS.search(args[1])
         return False
+    return False
+
+
+# Options that make a listed "read-only" command run a program or write a file. We run as
+# whoever started us (often root in containers), so setting the clock or hostname counts too.
+_RUNS_OR_WRITES = {
+    "rg": ("--pre",),  # runs a program on every file searched
+    "tree": ("-o",),  # writes its listing to a file
+    "file": ("-C", "--compile"),  # writes a compiled magic file
+    "date": ("-s", "--set"),
+}
+_NVIDIA_SMI_SETTERS = re.compile(
+    r"^(-pm|-pl|-r|-c|-e|-am|-caa|-ac|-rac|-acp|-lgc|-rgc|-lmc|-rmc|-mig|-cc|--persistence-mode"
+    r"|--power-limit|--gpu-reset|--compute-mode|--ecc-config|--applications-clocks"
+    r"|--lock-gpu-clocks|--lock-memory-clocks|--reset|--multi-instance-gpu|--accounting-mode"
+    r"|--clear-accounted-apps|--auto-boost|--cuda-clocks|mig|nvlink|clocks|drain|vgpu|conf-compute)"
+)
+
+
+def _runs_or_writes(name: str, args: list[str]) -> bool:
+    """Whether this use of a command in ``READ_ONLY_COMMANDS`` is not read-only after all."""
+    flags = _RUNS_OR_WRITES.get(name, ())
+    if any(a == f or a.startswith(f + "=") or (len(f) == 2 and a.startswith(f)) for a in args
+           for f in flags):  # fmt: skip
+        return True
+    operands = [a for a in args if not a.startswith("-")]
+    if name == "uniq":
+        return len(operands) > 1  # "uniq IN OUT" writes OUT
+    if name == "hostname":
+        return bool(operands) or any(a in ("-F", "--file", "-b", "--boot") for a in args)
+    if name == "nvidia-smi":
+        return any(_NVIDIA_SMI_SETTERS.match(a) for a in args)
     return False
 
 
@@ -243,8 +290,11 @@ def is_own_safe_command(cmd: SimpleCommand) -> bool:
         return False
     if words and os.path.basename(words[0]) == "journal-agent":
         args = words[1:]
-    elif len(words) >= 3 and re.fullmatch(r"python(3(\.\d+)?)?", os.path.basename(words[0])) \
-            and words[1:3] == ["-m", "journal_agent"]:
+    elif (
+        len(words) >= 3
+        and re.fullmatch(r"python(3(\.\d+)?)?", os.path.basename(words[0]))
+        and words[1:3] == ["-m", "journal_agent"]
+    ):
         args = words[3:]
     else:
         return False

@@ -294,6 +294,11 @@ def test_settings_files_are_not_edited_without_approval(tree: Path) -> None:
         "cat `echo /etc/passwd`",
         "cat $(echo /etc/passwd)",
         "",
+        "env sudo ls",
+        "env FOO=1 sudo ls",
+        "nice -n 5 sudo ls",
+        "exec sudo ls",
+        "setsid sudo ls",
     ],
 )
 def test_bash_outside_the_workspace_privileges_and_garbage_are_denied(
@@ -376,6 +381,18 @@ def test_read_only_commands_run_without_asking(tree: Path, command: str) -> None
         "(cd src)|rm -rf deep",  # ")|" glued by the lexer must still split the commands
         "ls&&(rm notes.txt)",
         "ls && npm install",
+        # Listed "read-only" commands whose options run a program or write a file.
+        "rg --pre rm TODO",
+        "rg --pre=sh TODO",
+        "git grep -Otouch TODO",
+        "git grep --open-files-in-pager=rm TODO",
+        "sort --compress-program=sh notes.txt",
+        "tree -o listing.txt",
+        "uniq notes.txt out.txt",
+        "date -s 2020-01-01",
+        "hostname evil",
+        "nvidia-smi -pm 1",
+        "file -C -m magic",
     ],
 )
 def test_commands_that_may_change_things_need_approval(tree: Path, command: str) -> None:
@@ -479,3 +496,16 @@ def test_any_command_line_gets_a_decision(tree: Path, tokens: list[str]) -> None
 def test_own_journal_and_estimate_commands_run_without_asking(ws: Path, command, runs_unasked):
     policy = make_context(ws).policy  # no terminal: anything not allowed outright is denied
     assert (bash(policy, command) == "allow") is runs_unasked
+
+
+def test_rg_pre_in_default_mode_does_not_run_a_program_on_every_file(tree: Path) -> None:
+    # `rg --pre CMD` runs CMD on each searched file: `rg --pre rm x` would delete them all.
+    from journal_agent.tools.bash import Bash
+    from journal_agent.tools.base import ToolContext
+
+    before = sorted(p.name for p in tree.rglob("*"))
+    ctx = ToolContext(root=tree, policy=PermissionPolicy(tree))
+    result = Bash().call(ctx, {"command": "rg --pre rm zzz"})
+    assert result.is_error and "needs approval" in result.content
+    assert sorted(p.name for p in tree.rglob("*")) == before
+    assert bash(PermissionPolicy(tree), "rg -n --pre-glob '*.gz' TODO") == "allow"
