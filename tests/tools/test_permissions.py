@@ -500,8 +500,8 @@ def test_own_journal_and_estimate_commands_run_without_asking(ws: Path, command,
 
 def test_rg_pre_in_default_mode_does_not_run_a_program_on_every_file(tree: Path) -> None:
     # `rg --pre CMD` runs CMD on each searched file: `rg --pre rm x` would delete them all.
-    from journal_agent.tools.bash import Bash
     from journal_agent.tools.base import ToolContext
+    from journal_agent.tools.bash import Bash
 
     before = sorted(p.name for p in tree.rglob("*"))
     ctx = ToolContext(root=tree, policy=PermissionPolicy(tree))
