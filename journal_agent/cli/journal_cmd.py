@@ -258,7 +258,7 @@ def repair_cmd(
                 "lines "
                 + ", ".join(map(str, outcome.guessed_lines))
                 + " had a byte lost in the double encoding; it was restored as the only "
-                "character the journal format uses that fits — check them"
+                "character the journal format uses that fits there — check them"
             )
         if outcome.unrepaired_lines:
             typer.echo(

@@ -16,7 +16,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from journal_agent.journal.sections import SECTIONS
+from journal_agent.journal.sections import SECTIONS, identify
 
 _UNDEFINED_CP1252 = (0x81, 0x8D, 0x8F, 0x90, 0x9D)
 
@@ -47,8 +47,12 @@ def _expected_length(lead: int) -> int:
     return 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
 
 
-def _fix_run(run: str) -> tuple[str, bool] | None:
-    """``(original text, guessed)`` for one mojibake run, or None when it cannot be told."""
+def _fix_run(run: str, line: str = "") -> tuple[str, bool] | None:
+    """``(original text, guessed)`` for one mojibake run, or None when it cannot be told.
+
+    ``line`` (the run's line) breaks ties between characters the format uses: the emoji of
+    the section a heading names (``### ðŸ“ Analogy`` is 📝, ``### ðŸ“ Diagrams`` is 📐).
+    """
     lost_marker = run[-1] in "?\ufffd"
     chars = run[:-1] if lost_marker else run
     raw = bytes(_TO_BYTE[c] for c in chars)
@@ -74,7 +78,27 @@ def _fix_run(run: str) -> tuple[str, bool] | None:
             except UnicodeDecodeError:
                 continue
     known = [c for c in candidates if c in KNOWN_CHARS or c.rstrip("\ufe0f") in KNOWN_CHARS]
+    if len(known) > 1 and line:
+        known = _by_context(known, run, line) or known
+    if len(known) > 1:
+        # Box drawing: ┐ (E2 94 90) loses its last byte; of the five fits it is the only one
+        # from the light single-line set that ASCII-art diagrams use (the others are ━ ┍ ┏ ┝).
+        light = [c for c in known if c in _LIGHT_BOX]
+        known = light if len(light) == 1 and all(c in _BOX for c in known) else known
     return (known[0], True) if len(known) == 1 else None
+
+
+_BOX = frozenset(chr(c) for c in range(0x2500, 0x2580))
+_LIGHT_BOX = frozenset("─│┌┐└┘├┤┬┴┼")
+
+
+def _by_context(known: list[str], run: str, line: str) -> list[str]:
+    """The candidates that are the emoji of the section the rest of the line names."""
+    label = line.replace(run, " ", 1).strip().lstrip("#").strip()
+    spec = identify(label)
+    if spec is None or not spec.emoji:
+        return []
+    return [c for c in known if c.rstrip("\ufe0f") == spec.emoji.rstrip("\ufe0f")]
 
 
 @dataclass
@@ -188,7 +212,7 @@ def repair(data: bytes) -> RepairResult:
             pieces: list[str] = []
             pos = 0
             for match in find_mojibake(text):
-                fixed = _fix_run(match.group(0))
+                fixed = _fix_run(match.group(0), text)
                 pieces.append(text[pos : match.start()])
                 if fixed is None:
                     broken = True

@@ -118,3 +118,109 @@ def describe(value: float, unit: str, like: Quoted) -> str:
     if q and r and q[0] == r[0]:
         return f"{value * r[1] / q[1]:.{max(like.decimals, 2)}f} {like.unit}"
     return f"{value:g} {unit}"
+
+
+# -- calculations shown in the text --------------------------------------------------------
+
+# An operand: a number with a magnitude suffix ("6.74B" parameters, "124M") or a unit
+# ("2 B" or "2 bytes" per parameter, "13.48 GB"); a bare "B" after a space is bytes.
+_OPERAND = re.compile(
+    r"(?P<num>\d+(?:\.\d+)?)(?:(?P<mag>[KkMBGT])(?![A-Za-z])|\s?(?P<unit>"
+    + _TEXT_UNITS
+    + r"|B)(?![\w/]))?"
+)
+_MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_OPERATORS = {
+    "×": "*",
+    "*": "*",
+    "·": "*",
+    "⋅": "*",
+    "x": "*",
+    "/": "/",
+    "÷": "/",
+    "+": "+",
+    "-": "-",
+    "−": "-",
+    "–": "-",
+    "(": "(",
+    ")": ")",
+}
+
+
+def _evaluate(expr: str) -> tuple[float, set[str]] | None:
+    """An arithmetic expression over quantities in base units (bytes, seconds), or None.
+
+    The dimensions it uses come back with it; ``"scaled"`` marks a magnitude suffix (``7B``).
+    """
+    out: list[str] = []
+    dims: set[str] = set()
+    pos, expect_operand = 0, True
+    while pos < len(expr):
+        char = expr[pos]
+        if char.isspace():
+            pos += 1
+            continue
+        match = _OPERAND.match(expr, pos) if expect_operand else None
+        if match:
+            value = float(match.group("num"))
+            if match.group("mag"):
+                value *= _MAGNITUDE[match.group("mag")]
+                dims.add("scaled")
+            elif match.group("unit"):
+                scale = unit_scale(match.group("unit"))
+                if scale is None:
+                    return None
+                dims.add(scale[0])
+                value *= scale[1]
+            out.append(repr(value))
+            pos, expect_operand = match.end(), False
+        elif char in _OPERATORS and (char != "x" or not expect_operand):
+            out.append(_OPERATORS[char])
+            expect_operand = char != ")"
+            pos += 1
+        else:
+            return None
+    if not out or expect_operand:
+        return None
+    try:
+        value = eval("".join(out), {"__builtins__": {}}, {})  # only numbers and + - * / ( )
+    except (SyntaxError, ZeroDivisionError, TypeError, ValueError):
+        return None
+    return float(value), dims
+
+
+def calculation_gives(left: str, quoted: Quoted) -> float | None:
+    """What the calculation written just before ``= <quoted>`` gives, in the quoted unit.
+
+    ``left`` is the text before the ``=``; the calculation is its longest tail that is pure
+    arithmetic over numbers and quantities (``3 × 13.48 GB``, ``6.74B × 2 bytes``). None when
+    there is no such tail, or it mixes in another dimension than the quote's.
+    """
+    scale = unit_scale(quoted.unit)
+    if scale is None:
+        return None
+    left = _LABEL.sub("", left)  # "momentum (28 GB) + variance (28 GB)": labels are not math
+    starts = [m.start() for m in re.finditer(r"(?<![\w.])[\d(]", left)]
+    for start in starts:
+        result = _evaluate(left[start:])
+        if result is None:
+            continue
+        value, dims = result
+        if dims - {scale[0], "scaled"}:
+            return None
+        # Plain numbers ("14 + 56 + 14 + 15 = 99 GB") are in the result's unit.
+        return value if not dims else value / scale[1]
+    return None
+
+
+_LABEL = re.compile(r"(?<![\w.])[A-Za-z][\w-]*\s*(?=\()")
+
+
+def calculation_matches(left: str, quoted: Quoted) -> bool:
+    """Whether the shown calculation gives the quoted result (rounding-tolerant, 1% slack for
+    rounded operands)."""
+    value = calculation_gives(left, quoted)
+    if value is None:
+        return False
+    tolerance = max(0.5 * 10.0 ** (-quoted.decimals), 0.01 * abs(quoted.value))
+    return abs(value - quoted.value) <= tolerance

@@ -44,13 +44,42 @@ KINDS = (
     "encoding",
 )
 _EXEMPT_SECTIONS = {"related", "follow_up", "tags"}
-_CALC = re.compile(r"[=≈×÷→]|\d\s*(?:[*/+]|\sx\s|\s-\s)\s*\d")
+# A calculation is an operator between two numeric operands ("7B × 2 bytes", "56 GB / 2",
+# "(28 GB) + (28 GB)"); "4× larger" or "→ IMPOSSIBLE" are not calculations.
+_OPERATION = re.compile(
+    r"(?:\d[\w.%]*|\))(?:\s?[A-Za-zµμ]+\)?)?\s*(?:[*/+×÷·⋅]|\sx\s|\s[-−–]\s)\s*[\d(]"
+)
+# ... or an "=" / "≈" with a number on its left ("Total = 14 + 56 = 70 GB"), where a number
+# inside a name ("Llama-2-7B", "fp16", "A100") does not count: "Optimizer = 56 GB" shows nothing.
+_EQUALS = re.compile(r"[=≈]")
+_LEFT_NUMBER = re.compile(r"(?<![\w.-])\d")
 _CODE_SPAN = re.compile(r"(`+).+?\1")
 _CITE = re.compile(r"\[m:[^\]\s]*\]")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s)")
 _DIGIT = re.compile(r"\d")
 _DEVICE_SIZE = re.compile(r"[\s-]?(?:GPUs?|cards?|VRAM|HBM|devices?)\b")
+# A size right after a GPU model names the model's memory: "A100-40GB", "an H100 with 80 GB".
+_DEVICE_BEFORE = re.compile(
+    r"\b(?:[AHBLVPT]\d{1,4}[A-Z]?|A10G|L40S?|RTX[\s-]?\d{4}\w*|MI\d{3}X?|TPU\s?v\d\w*)"
+    r"(?:[\s-]|\s(?:with|has|of)\s|\s?\()$"
+)
+
+
+def shows_calculation(text: str) -> bool:
+    """Whether a line shows a calculation (so its numbers are derived, not quoted)."""
+    if _OPERATION.search(text):
+        return True
+    equals = list(_EQUALS.finditer(text))
+    return bool(equals) and bool(_LEFT_NUMBER.search(text, 0, equals[-1].start()))
+
+
+def is_device_spec(text: str, quoted: numbers.Quoted) -> bool:
+    """ "40 GB GPUs", "24GB VRAM", "A100-80GB": a device's size, a specification, not a result."""
+    return bool(
+        _DEVICE_SIZE.match(text, quoted.end)
+        or _DEVICE_BEFORE.search(text, max(0, quoted.start - 24), quoted.start)
+    )
 
 
 @dataclass
@@ -162,6 +191,16 @@ class Checker:
                 )
         return problems
 
+    def _values(self, ids: list[str]) -> list[tuple[str, float, str]]:
+        """The values of the cited records that load (a citation of a missing or corrupt
+        record is reported on its own)."""
+        out: list[tuple[str, float, str]] = []
+        for rid in ids:
+            values = self.records.values(rid) if rid else None
+            if values is not None and not isinstance(values, str):
+                out += values
+        return out
+
     def _citations(self, entry: Entry) -> list[Problem]:
         problems: list[Problem] = []
         by_line: dict[int, list[Citation]] = {}
@@ -169,32 +208,28 @@ class Checker:
             by_line.setdefault(cit.line, []).append(cit)
         for lineno, cits in by_line.items():
             line = bare(entry.lines[lineno - entry.start_line])
-            usable: dict[str, list[tuple[str, float, str]]] = {}
             for cit in cits:
                 values = self.records.values(cit.record_id) if cit.record_id else None
                 if values is None or isinstance(values, str):
                     detail = values or "[m:] has no record id; cite a record as [m:<id>]"
                     problems.append(Problem(entry.id, "bad_citation", detail, lineno))
-                else:
-                    usable[cit.record_id] = values
-            for span, ids in _spans(line, cits):
-                values = [v for rid in ids if rid in usable for v in usable[rid]]
-                if not values or len(values) == 0:
+            for start, end, ids in _spans(line, cits):
+                values = self._values(ids)
+                if not values:
                     continue
-                for quoted in numbers.find_quantities(span):
-                    if _DEVICE_SIZE.match(span, quoted.end):
+                for quoted in _checked_quantities(_blank_citations(line), start, end):
+                    if any(numbers.matches(quoted, v, u) for _, v, u in values):
                         continue
-                    if not any(numbers.matches(quoted, v, u) for _, v, u in values):
-                        problems.append(
-                            Problem(
-                                entry.id,
-                                "bad_citation",
-                                f"{quoted.text} beside {', '.join(f'[m:{i}]' for i in ids)} is "
-                                f"not a value of the cited record{'s' if len(ids) > 1 else ''}"
-                                f"{_closest(quoted, values)}",
-                                lineno,
-                            )
+                    problems.append(
+                        Problem(
+                            entry.id,
+                            "bad_citation",
+                            f"{quoted.text} beside {', '.join(f'[m:{i}]' for i in ids)} is "
+                            f"not a value of the cited record{'s' if len(ids) > 1 else ''}"
+                            f"{_closest(quoted, values)}",
+                            lineno,
                         )
+                    )
         return problems
 
     def _unquoted(self, entry: Entry) -> list[Problem]:
@@ -205,22 +240,22 @@ class Checker:
                 exempt.update(range(section.start, section.end))
         cited_blocks = _cited_blocks(entry)
         for i in range(1, len(entry.lines)):
-            if entry.fences[i] or i in exempt or i in cited_blocks:
+            if entry.fences[i] or i in exempt:
                 continue
             raw = entry.lines[i]
             if not _DIGIT.search(raw):
                 continue
-            line = _CODE_SPAN.sub(" ", bare(raw))
-            if not _DIGIT.search(line) or _CALC.search(line):
+            # Inline code is blanked (same length, so columns stay those of the line).
+            line = _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), bare(raw))
+            if not _DIGIT.search(line) or shows_calculation(line):
                 continue
             if line.rstrip().endswith("?") or line.lstrip().startswith("#"):
                 continue
-            found = [
-                q
-                for q in numbers.find_quantities(line)
-                if not _DEVICE_SIZE.match(line, q.end)  # "24 GB GPUs": a spec, not a result
-            ]
-            if found:
+            found = [q for q in numbers.find_quantities(line) if not is_device_spec(line, q)]
+            if not found:
+                continue
+            lineno = entry.start_line + i
+            if i not in cited_blocks:
                 shown = ", ".join(f"'{q.text}'" for q in found[:4])
                 problems.append(
                     Problem(
@@ -228,16 +263,51 @@ class Checker:
                         "unquoted_number",
                         f"{shown} has no measurement citation [m:<id>] and no calculation "
                         "shown on its line; cite the record it came from or show the steps",
-                        entry.start_line + i,
+                        lineno,
                     )
                 )
+                continue
+            # In a paragraph, list item or table that cites a record, a number that is not
+            # checked beside its citation must still be a value of the cited records.
+            ids, is_table = cited_blocks[i]
+            values = self._values(ids)
+            if not values:
+                continue
+            own = [c for c in entry.citations if c.line == lineno]
+            checked = [(a, b) for a, b, _ in _spans(bare(raw), own)] if own else []
+            wrong = [
+                q
+                for q in found
+                if not any(a <= q.start < b for a, b in checked)
+                and not any(numbers.matches(q, v, u) for _, v, u in values)
+            ]
+            if not wrong:
+                continue
+            cited = ", ".join(f"[m:{rid}]" for rid in ids)
+            shown = ", ".join(f"'{q.text}'" for q in wrong[:4])
+            closest = _closest(wrong[0], values)
+            if is_table:
+                kind = "bad_citation"
+                detail = (
+                    f"{shown} in a table citing {cited} is not a value of the cited "
+                    f"record{'s' if len(ids) > 1 else ''}{closest}; fix the number, cite its "
+                    "own record or show its calculation"
+                )
+            else:
+                kind = "unquoted_number"
+                detail = (
+                    f"{shown} has no citation of its own and is not a value of {cited} cited "
+                    f"in its paragraph{closest}; cite the record it came from or show the steps"
+                )
+            problems.append(Problem(entry.id, kind, detail, lineno))
         return problems
 
 
-def _cited_blocks(entry: Entry) -> set[int]:
-    """Lines of paragraphs, list items and tables that contain a citation (outside code)."""
+def _cited_blocks(entry: Entry) -> dict[int, tuple[list[str], bool]]:
+    """Lines of paragraphs, list items and tables that contain a citation (outside code):
+    line index -> (the record ids cited there, whether the block is a table)."""
     if not entry.citations:
-        return set()
+        return {}
     blocks: list[list[int]] = []
     current: list[int] = []
     kind = ""
@@ -257,23 +327,38 @@ def _cited_blocks(entry: Entry) -> set[int]:
         kind = line_kind
     if current:
         blocks.append(current)
-    cited: set[int] = set()
-    caption = False
+    cited: dict[int, tuple[list[str], bool]] = {}
+    caption: list[str] = []
     for block in blocks:
-        has = any(_CITE.search(entry.lines[i]) for i in block)
+        ids = [
+            m.group(0)[3:-1]
+            for i in block
+            for m in _CITE.finditer(entry.lines[i])
+            if len(m.group(0)) > 4
+        ]
         is_table = bare(entry.lines[block[0]]).lstrip().startswith("|")
         # A caption ("Peak memory per configuration [m:x]:") covers the table below it.
-        if has or (is_table and caption):
-            cited.update(block)
-        caption = has and bare(entry.lines[block[-1]]).rstrip().endswith(":")
+        if is_table and caption:
+            ids = list(dict.fromkeys(caption + ids))
+        if ids:
+            cited.update((i, (ids, is_table)) for i in block)
+        has_own = any(_CITE.search(entry.lines[i]) for i in block)
+        caption = ids if has_own and bare(entry.lines[block[-1]]).rstrip().endswith(":") else []
     return cited
 
 
-def _spans(line: str, cits: list[Citation]) -> list[tuple[str, list[str]]]:
-    """The text checked against each citation: the table row, else its sentence."""
+def _blank_citations(line: str) -> str:
+    """The line with each ``[m:<id>]`` blanked out (same length: columns are kept)."""
+    return _CITE.sub(lambda m: " " * len(m.group(0)), line)
+
+
+def _spans(line: str, cits: list[Citation]) -> list[tuple[int, int, list[str]]]:
+    """The columns checked against each citation: the table row, else its sentence (or the
+    sentence before, when the citation closes it: ``Peak was 71.7 GiB. [m:x]``)."""
     ids = [c.record_id for c in cits if c.record_id]
     if line.lstrip().startswith("|"):
-        return [(_after_equals(_CITE.sub(" ", line)), ids)]
+        return [(0, len(line), ids)] if ids else []
+    blank = _blank_citations(line)
     bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(line)] + [len(line)]
     sentences = [(bounds[k], bounds[k + 1]) for k in range(len(bounds) - 1)]
     out: dict[int, list[str]] = {}
@@ -282,18 +367,29 @@ def _spans(line: str, cits: list[Citation]) -> list[tuple[str, list[str]]]:
             continue
         last = len(sentences) - 1
         k = next((n for n, (a, b) in enumerate(sentences) if a <= cit.start < b), last)
-        text = _CITE.sub(" ", line[sentences[k][0] : sentences[k][1]])
-        if not numbers.find_quantities(text) and k > 0:
-            k -= 1  # "Peak was 71.7 GiB. [m:x]": the citation closes the previous sentence
+        if not numbers.find_quantities(blank[sentences[k][0] : sentences[k][1]]) and k > 0:
+            k -= 1
         out.setdefault(k, []).append(cit.record_id)
-    return [
-        (_after_equals(_CITE.sub(" ", line[sentences[k][0] : sentences[k][1]])), rids)
-        for k, rids in out.items()
-    ]
+    return [(sentences[k][0], sentences[k][1], rids) for k, rids in out.items()]
 
 
-def _after_equals(text: str) -> str:
-    return text.rsplit("=", 1)[-1] if "=" in text else text
+def _checked_quantities(line: str, start: int, end: int) -> list[numbers.Quoted]:
+    """Quantities of ``line[start:end]`` that must be values of the cited record.
+
+    A device's size is a specification. In a calculation (``3 × 13.48 GB = 40.44 GB``) only
+    the results after the last ``=`` or ``≈`` are quoted, and a result the calculation shown
+    on its left gives is derived, not quoted."""
+    span = line[start:end]
+    equals = list(_EQUALS.finditer(span))
+    cut = equals[-1].end() if equals else 0
+    out = []
+    for quoted in numbers.find_quantities(span):
+        if quoted.start < cut or is_device_spec(span, quoted):
+            continue
+        if equals and numbers.calculation_matches(span[: equals[-1].start()], quoted):
+            continue
+        out.append(quoted)
+    return out
 
 
 def _closest(quoted: numbers.Quoted, values: list[tuple[str, float, str]]) -> str:

@@ -89,3 +89,13 @@ def test_invalid_utf8_fails_every_reader_with_one_sentence_and_repair_fixes_it(w
     assert ws.cli("repair").returncode == 0
     assert ws.journal.read_text(encoding="utf-8").endswith("café “quoted”\n")
     assert ws.cli("list").returncode == 0
+
+
+def test_a_lost_byte_is_told_apart_by_the_section_its_heading_names():
+    # 📝 (F0 9F 93 9D) and 📐 (F0 9F 93 90) both arrive as "ðŸ“"; ┐ (E2 94 90) as "â”".
+    original = "### 📝 Analogy\n### 📐 Diagrams\n┌───┐\n└───┘\n"
+    result = repair(double_encode(original).encode())
+    assert result.data.decode() == original
+    assert result.unrepaired_lines == [] and result.guessed_lines == [1, 2, 3]
+    # Without a section name the emoji stays ambiguous and the line is left for the user.
+    assert repair(double_encode("📝 note\n").encode()).unrepaired_lines == [1]

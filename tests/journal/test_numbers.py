@@ -80,3 +80,24 @@ def test_append_never_changes_existing_bytes(existing, title):
         assert journal.entries[-1].title == title and journal.entries[-1].id == result.entry_id
         assert len({e.id for e in journal.entries}) == len(journal.entries)
         assert data.splitlines()[result.line - 1] == f"## {title} (2026-11-21)"
+
+
+@pytest.mark.parametrize(
+    ("left", "result", "gives"),
+    [
+        ("The optimizer states are 3 × 13.48 GB ", "40.44 GB", 40.44),
+        ("7B × 2 bytes ", "14 GB", 14.0),
+        ("6.74B · 4 B / 2 ", "13.48 GB", 13.48),
+        ("56 GB / 2 ", "28 GB", 28.0),
+        ("momentum (28 GB) + variance (28 GB) ", "56 GB", 56.0),
+        ("(14 + 56 + 14 + 15) ", "99 GB", 99.0),  # plain numbers are in the result's unit
+        ("85.35 GiB ", "91.64 GB", 91.64),
+        ("Optimizer ", "56 GB", None),  # no calculation at all
+        ("2 s + 3 GB ", "5 GB", None),  # mixes time into memory
+    ],
+)
+def test_calculation_gives_what_the_shown_steps_compute(left, result, gives):
+    from journal_agent.journal.numbers import calculation_gives
+
+    value = calculation_gives(left, find_quantities(result)[0])
+    assert value == pytest.approx(gives, rel=1e-3) if gives is not None else value is None

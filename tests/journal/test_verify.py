@@ -194,3 +194,83 @@ def test_a_hand_written_twin_never_takes_the_id_of_an_appended_entry(ws):
     (ws.root / "src/train.py").write_text("changed\n" * 100)
     stale = [p for p in api.check(ws.root).problems if p.kind == "stale_ref"]
     assert [p.entry for p in stale] == [first.entry_id]
+
+
+def test_an_unsourced_number_is_caught_even_beside_a_ratio_or_an_arrow(ws):
+    # The user's own example, outside a code block: "4×" and "→" are not calculations.
+    body = (
+        "- Optimizer: 56 GB (4× larger than model!)\n"
+        "\n"
+        "Problem: 99 GB needed → IMPOSSIBLE! 💥\n"
+        "\n"
+        "Optimizer = 56 GB\n"
+    )
+    problems = api.append_entry(ws.root, make_entry(body=body)).problems
+    assert kinds(problems) == ["unquoted_number"] * 3
+    assert [p.detail.split()[0] for p in problems] == ["'56", "'99", "'56"]
+    shown = "- Optimizer: 7B × 8 bytes = 56 GB\n- Momentum (28 GB) + variance (28 GB) = 56 GB\n"
+    assert api.append_entry(ws.root, make_entry(body=shown)).problems == []
+
+
+def test_a_realistic_entry_needs_no_fighting_false_positives(ws):
+    rid = ws.record(
+        "est-00000010",
+        {
+            "per_gpu_total": (91.64e9, "B"),
+            "weights": (13.48e9, "B"),
+            "activations": (30.60e9, "B"),
+            "gpu_mem": (40e9, "B"),
+        },
+    )
+    body = (
+        "Planning a Llama-2-7B fine-tune with torch 2.13 and DeepSpeed 0.16 on 2 A100-40GB\n"
+        "cards, in 2-3 sentences, as of 2026-11-21; hidden states are `(B, T, 768)`.\n"
+        "On an A100 with 80 GB it would fit; an RTX 4090 has 24 GB.\n"
+        "\n"
+        f"The estimate [m:{rid}]:\n"
+        "\n"
+        "| Component | Per GPU | Calculation |\n| --- | --- | --- |\n"
+        "| Weights | 13.48 GB | 6.74B · 2 B |\n"
+        "| Optimizer states | 3 × 13.48 GB | sharded |\n"
+        "| Activations | 30.60 GB | seq 2048 × batch 1 |\n"
+        "| **Total** | **91.64 GB** | ❌ vs 40 GB available (100%) |\n"
+        "\n"
+        f"The optimizer states are 3 × 13.48 GB = 40.44 GB per GPU [m:{rid}].\n"
+        f"Activations take 30.6 GB of the 91.6 GB [m:{rid}], about 33%; that is\n"
+        "roughly 85 GiB per GPU in binary units.\n"
+        "\n"
+        "```\nOptimizer sharding: 56 GB / 2 = 28 GB per GPU\nt=40ms backward\n```\n"
+    )
+    assert api.append_entry(ws.root, make_entry(body=body)).problems == []
+
+
+def test_every_number_of_a_cited_table_or_paragraph_is_checked(ws):
+    rid = ws.record("est-00000011", {"per_gpu_total": (91.64e9, "B"), "weights": (13.48e9, "B")})
+    table = (
+        f"The estimate [m:{rid}]:\n\n| Component | Per GPU |\n| --- | --- |\n"
+        "| Weights | 13.48 GB |\n| **Total** | **93.1 GB** |\n"
+    )
+    problems = api.append_entry(ws.root, make_entry(body=table)).problems
+    assert kinds(problems) == ["bad_citation"]
+    assert "'93.1 GB' in a table citing" in problems[0].detail
+    assert "closest: per_gpu_total = 91.64 GB" in problems[0].detail
+    paragraph = (
+        f"The peak is 91.64 GB [m:{rid}] per GPU.\nThe step took 350 ms on average.\n"
+        "Each GPU stores 28 GB instead of 56 GB. Weights stay 13.48 GB.\n"
+    )
+    problems = api.append_entry(ws.root, make_entry(body=paragraph)).problems
+    assert kinds(problems) == ["unquoted_number", "unquoted_number"]
+    assert "'350 ms'" in problems[0].detail and "'28 GB', '56 GB'" in problems[1].detail
+    # A hand edit of a number in an appended, cited table is caught by `journal check`.
+    api.append_entry(ws.root, make_entry(body=table.replace("93.1", "91.64")))
+    ws.journal.write_text(ws.journal.read_text().replace("**91.64 GB**", "**93.1 GB**"))
+    assert kinds(api.check(ws.root).problems) == ["bad_citation"]
+
+
+def test_a_derived_result_must_follow_from_its_calculation(ws):
+    rid = ws.record("est-00000012", {"weights": (13.48e9, "B")})
+    ok = f"Optimizer states: 3 × 13.48 GB = 40.44 GB [m:{rid}].\n"
+    assert api.append_entry(ws.root, make_entry(body=ok)).problems == []
+    wrong = f"Optimizer states: 3 × 13.48 GB = 45 GB [m:{rid}].\n"
+    problems = api.append_entry(ws.root, make_entry(body=wrong)).problems
+    assert kinds(problems) == ["bad_citation"] and "45 GB" in problems[0].detail
