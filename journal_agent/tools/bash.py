@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from journal_agent.tools._budget import fit_to_budget
+from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, fit_to_budget
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.workspace import workspace_root
@@ -35,6 +35,7 @@ _TAIL_BYTES = TAIL_CHARS * 4
 # After the shell exits, how long background children may keep the output open.
 DRAIN_GRACE_S = 0.5
 KILL_GRACE_S = 2.0
+NOTES_RESERVE = 200  # tokens kept for the exit code / timeout notes after the output
 NARROW_HINT = "Narrow the command's output (e.g. pipe through head, tail or grep)."
 
 
@@ -151,6 +152,10 @@ class _Outcome:
                 f"Command timed out after {self.timed_out:g} s; it and every process it started "
                 "were killed. Give a larger timeout (ms, at most 600000) or a faster command."
             )
+        elif self.returncode is not None and self.returncode < 0:
+            notes.append(
+                f"Exit code {128 - self.returncode} (killed by {_signal_name(self.returncode)})"
+            )
         else:
             notes.append(f"Exit code {self.returncode}")
         if self.reaped:
@@ -158,8 +163,17 @@ class _Outcome:
                 "Background processes still running when the command finished were stopped."
             )
         body = text if text else "(no output)"
-        content = fit_to_budget(f"{body}\n\n" + "\n".join(notes), narrow_hint=NARROW_HINT)
+        # Budget the output, not the notes: the exit code must survive any cut.
+        body = fit_to_budget(body, DEFAULT_MAX_TOKENS - NOTES_RESERVE, narrow_hint=NARROW_HINT)
+        content = f"{body}\n\n" + "\n".join(notes)
         return ToolResult(content, is_error=self.timed_out is not None or self.returncode != 0)
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
 
 
 _CREDENTIALS = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"})
@@ -210,7 +224,8 @@ def run_command(command: str, cwd: Path, timeout_s: float) -> _Outcome:
         raise
     # Children left in the group may hold the pipe open; give them a moment, then stop them.
     reader.join(DRAIN_GRACE_S)
-    if reader.is_alive() and timed_out is None:
+    # Stopped too: children that detached their output ("cmd >/dev/null 2>&1 &").
+    if timed_out is None and (reader.is_alive() or _group_alive(proc.pid)):
         reaped = _kill_group(proc)
     reader.join(KILL_GRACE_S + 1)
     stream.close()

@@ -143,3 +143,28 @@ def test_bash_never_sees_the_api_key(tmp_path, monkeypatch):
     assert not result.is_error
     assert "PATH=" in result.content
     assert "sk-ant-test-SECRET-123" not in result.content
+
+
+def test_exit_code_survives_when_the_output_is_cut_to_the_token_budget(ws: Path) -> None:
+    # 30,000 characters of "y\n" are ~30,000 tokens: over the budget even after the cut.
+    res = bash(ws, command="yes | head -c 1000000; exit 4")
+    assert "Result truncated" in res.content
+    assert res.content.endswith("Exit code 4")
+    assert res.is_error
+
+
+def test_a_command_killed_by_a_signal_says_which(ws: Path) -> None:
+    res = bash(ws, command="kill -9 $$")
+    assert res.is_error
+    assert res.content.endswith("Exit code 137 (killed by SIGKILL)")
+
+
+def test_a_background_child_with_its_output_redirected_is_stopped_too(ws: Path) -> None:
+    # Orphaned (its subshell exits) and not holding the output pipe: still in the group.
+    res = bash(ws, command="(sleep 300 >/dev/null 2>&1 & echo $!)")
+    pid = int(res.content.split("\n")[0])
+    assert not res.is_error and "Background processes" in res.content
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
