@@ -1,4 +1,4 @@
-"""``journal-agent journal …``: append, check, list, show, search, repair, related.
+"""``journal-agent journal …``: append, check, list, show, refresh, search, repair, related.
 
 Module level stays light (typer only): the journal modules are imported inside the commands.
 """
@@ -180,6 +180,25 @@ def show_cmd(
         print_json({**found.summary(), "text": found.raw})
     else:
         typer.echo(found.raw, nl=False)
+
+
+@journal_app.command("refresh")
+def refresh_cmd(
+    entry: Annotated[str, typer.Argument(help="Entry id, number (from `list`) or title words.")],
+    json_out: JsonOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """After updating an entry for changed code: record its references' current content."""
+    from journal_agent.journal import api
+
+    entry_id, hashes = api.refresh_refs(resolve_root(root), entry)
+    if json_out:
+        print_json({"entry": entry_id, "refs": sorted(hashes)})
+    else:
+        refs = ", ".join(sorted(hashes)) or "none"
+        typer.echo(
+            f"recorded the current content of {len(hashes)} reference(s) of {entry_id}: {refs}"
+        )
 
 
 @journal_app.command("search")

@@ -169,3 +169,23 @@ def repair(root: Path, dry_run: bool = False) -> RepairOutcome:
     return RepairOutcome(
         True, str(backup), result.fixed_lines, result.unrepaired_lines, result.guessed_lines
     )
+
+
+def refresh_refs(root: Path, key: str) -> tuple[str, dict[str, str]]:
+    """Record the current content hashes of an entry's code references.
+
+    For after a ``stale_ref``: once the entry has been brought up to date with the code, this
+    makes the code as it is now the new baseline. Returns the entry id and the hashes.
+    """
+    store = JournalStore(Path(root))
+    with store._locked():
+        journal = store.load()
+        entry = journal.get(key)
+        if entry is None:
+            raise UserError(
+                f"no single entry matches {key!r}; use an id or number from "
+                "`journal-agent journal list`."
+            )
+        hashes = ref_hashes(store.root, entry)
+        RefStore(store.state / "refs.jsonl").record(entry.id, hashes)
+    return entry.id, hashes

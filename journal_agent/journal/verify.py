@@ -185,7 +185,8 @@ class Checker:
                         entry.id,
                         "stale_ref",
                         f"{ref.path} {lines} changed since the entry was written "
-                        f"(reference {ref.key}); re-read the code and update the entry",
+                        f"(reference {ref.key}); re-read the code, update the entry, then run "
+                        f"`journal-agent journal refresh {entry.id}`",
                         ref.line,
                     )
                 )

@@ -274,3 +274,18 @@ def test_a_derived_result_must_follow_from_its_calculation(ws):
     wrong = f"Optimizer states: 3 × 13.48 GB = 45 GB [m:{rid}].\n"
     problems = api.append_entry(ws.root, make_entry(body=wrong)).problems
     assert kinds(problems) == ["bad_citation"] and "45 GB" in problems[0].detail
+
+
+def test_refresh_makes_the_current_code_the_baseline_after_a_stale_ref(ws):
+    api.append_entry(ws.root, make_entry(body="See `src/train.py:10-12`.\n"))
+    (ws.root / "src/train.py").write_text("moved\n" * 100)
+    proc = ws.cli("check")
+    assert proc.returncode == 1 and "journal-agent journal refresh zero-stage-2-2026-11-21" in (
+        proc.stdout
+    )
+    proc = ws.cli("refresh", "1")
+    assert proc.returncode == 0 and "src/train.py:10-12" in proc.stdout, proc.stderr
+    assert api.check(ws.root).ok
+    (ws.root / "src/train.py").write_text("moved again\n" * 100)
+    assert kinds(api.check(ws.root).problems) == ["stale_ref"]
+    assert ws.cli("refresh", "no-such-entry").returncode == 1
