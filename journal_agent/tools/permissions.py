@@ -51,6 +51,7 @@ redirection other than to ``/dev/null`` and no ``$`` expansions; see :mod:`._she
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -75,8 +76,10 @@ from journal_agent.tools._shell import (
 )
 from journal_agent.tools.base import ToolError
 
-Mode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
-MODES: tuple[str, ...] = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk")
+Mode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
+# Claude Code's "auto" mode approves through a model classifier; we have none, so it behaves as
+# "default" here. It must still parse: the settings files are shared with Claude Code.
+MODES: tuple[str, ...] = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
 
 READ_TOOLS = {"Read", "Grep", "Glob", "LS", "NotebookRead"}
 EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
@@ -137,13 +140,20 @@ class _Verdict:
     rule: str | None = None
 
 
-_RULE_RE = re.compile(r"^\s*([A-Za-z0-9_.:-]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
+# A `*` in the name only as Claude Code's MCP wildcard (`mcp__server__*`; see parse_rule).
+_RULE_RE = re.compile(r"^\s*([A-Za-z0-9_.:*-]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
+
+
+def _name_matches(rule_name: str, tool_name: str) -> bool:
+    if "*" in rule_name:
+        return fnmatch.fnmatchcase(tool_name, rule_name)
+    return rule_name in (tool_name, RULE_FAMILY.get(tool_name, tool_name))
 
 
 def parse_rule(rule: str) -> tuple[str, str | None]:
     """``"Bash(git diff:*)"`` → ``("Bash", "git diff:*")``; ``"Edit"`` → ``("Edit", None)``."""
     m = _RULE_RE.match(rule)
-    if not m:
+    if not m or ("*" in m.group(1) and not m.group(1).startswith("mcp__")):
         raise ValueError(
             f"permission rule {rule!r} is not of the form Tool or Tool(specifier), "
             "e.g. Bash(git diff:*) or Read(./secrets/**)"
@@ -187,7 +197,7 @@ def rule_matches(rule: str, tool_name: str, content: str, root: Path | None = No
     a slash command as well as by the policy.
     """
     name, spec = parse_rule(rule)
-    if name != tool_name and name != RULE_FAMILY.get(tool_name, tool_name):
+    if not _name_matches(name, tool_name):
         return False
     if spec is None:
         return True
@@ -332,7 +342,7 @@ class PermissionPolicy:
     def _match(self, rules: list[str], tool_name: str, path: Path | None) -> str | None:
         for rule in rules:
             name, spec = parse_rule(rule)
-            if name != tool_name and name != RULE_FAMILY.get(tool_name, tool_name):
+            if not _name_matches(name, tool_name):
                 continue
             if spec is None:
                 return rule

@@ -1,0 +1,115 @@
+"""Helpers to run the real Claude Code CLI against a scripted model on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal_agent.testing import CapturedRequest
+
+REPO = Path(__file__).resolve().parents[2]
+CLAUDE = shutil.which("claude")
+# Claude Code starts the plugin's MCP server as `journal-agent mcp` (.mcp.json), found on PATH.
+VENV_BIN = Path(sys.executable).parent
+
+needs_claude = pytest.mark.skipif(
+    CLAUDE is None,
+    reason="Claude Code CLI `claude` not on PATH (npm install -g @anthropic-ai/claude-code)",
+)
+
+
+@dataclass
+class ClaudeRun:
+    result: dict[str, Any]
+    requests: list[CapturedRequest]
+    stderr: str
+
+    @property
+    def main_requests(self) -> list[CapturedRequest]:
+        """Requests of the main conversation (the ones offering the Agent tool)."""
+        return [r for r in self.requests if "Agent" in tool_names(r)]
+
+
+def tool_names(request: CapturedRequest) -> list[str]:
+    return [t["name"] for t in request.body.get("tools", [])]
+
+
+def texts(request: CapturedRequest, role: str | None = None) -> list[str]:
+    """Every text the request carries in its messages (optionally of one role)."""
+    out: list[str] = []
+    for message in request.body.get("messages", []):
+        if role and message["role"] != role:
+            continue
+        content = message["content"]
+        if isinstance(content, str):
+            out.append(content)
+            continue
+        for block in content:
+            if block.get("type") == "text":
+                out.append(block["text"])
+    return out
+
+
+def tool_results(request: CapturedRequest) -> dict[str, str]:
+    """tool_use name → the text of its tool_result, over the whole conversation so far."""
+    names: dict[str, str] = {}
+    results: dict[str, str] = {}
+    for message in request.body.get("messages", []):
+        if not isinstance(message["content"], list):
+            continue
+        for block in message["content"]:
+            if block.get("type") == "tool_use":
+                names[block["id"]] = block["name"]
+            elif block.get("type") == "tool_result":
+                content = block["content"]
+                if isinstance(content, list):
+                    content = "\n".join(c.get("text", "") for c in content)
+                results[names.get(block["tool_use_id"], "?")] = content
+    return results
+
+
+def called(body: dict[str, Any]) -> list[str]:
+    """Names of the tools the (scripted) model already called in this conversation."""
+    return [
+        block["name"]
+        for message in body.get("messages", [])
+        if message["role"] == "assistant" and isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_use"
+    ]
+
+
+def claude_env(home: Path, base_url: str | None = None) -> dict[str, str]:
+    """A minimal environment: a throw-away HOME, our venv first on PATH, no real credentials."""
+    env = {
+        "HOME": str(home),
+        "PATH": os.pathsep.join([str(VENV_BIN), os.environ.get("PATH", "")]),
+        "LANG": "C.UTF-8",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    if base_url:
+        env |= {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "sk-ant-scripted-0000"}
+    return env
+
+
+def run_claude(
+    args: list[str], *, cwd: Path, home: Path, base_url: str | None = None, timeout: float = 40
+) -> subprocess.CompletedProcess[str]:
+    assert CLAUDE is not None
+    return subprocess.run(
+        [CLAUDE, *args],
+        cwd=cwd,
+        env=claude_env(home, base_url),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
