@@ -43,7 +43,7 @@ KINDS = (
     "missing_section",
     "encoding",
 )
-_EXEMPT_SECTIONS = {"related", "follow_up", "tags"}
+_EXEMPT_SECTIONS = {"key_question", "related", "follow_up", "tags"}
 # A calculation is an operator between two numeric operands ("7B × 2 bytes", "56 GB / 2",
 # "(28 GB) + (28 GB)"); "4× larger" or "→ IMPOSSIBLE" are not calculations.
 _OPERATION = re.compile(
@@ -64,6 +64,34 @@ _DEVICE_BEFORE = re.compile(
     r"\b(?:[AHBLVPT]\d{1,4}[A-Z]?|A10G|L40S?|RTX[\s-]?\d{4}\w*|MI\d{3}X?|TPU\s?v\d\w*)"
     r"(?:[\s-]|\s(?:with|has|of)\s|\s?\()$"
 )
+
+
+# A setting or a spec, not a result: "defaults to 30 minutes", "set it to 10 min", "every
+# 500 steps (about every 20 minutes)", "a 64 KB bucket", "a 30 s timeout".
+_SETTING_BEFORE = re.compile(
+    r"(?:\b(?:sets?|setting|defaults?|timeout|interval|limit)\b(?:\s+\S+){0,2}|\bevery)"
+    r"\s*(?:about\s+)?[(~≈]?$",
+    re.IGNORECASE,
+)
+_SETTING_AFTER = re.compile(
+    r"\s*(?:bucket|buffer|timeout|limit|cap|budget|chunk|page|block|window|interval|cache)s?\b",
+    re.IGNORECASE,
+)
+_QUESTION_END = re.compile(r"\?[\s*_\"'”’)\]]*$")
+
+
+def is_setting(text: str, quoted: numbers.Quoted) -> bool:
+    """A configured value or a data-type size, which no measurement record backs.
+
+    Sizes in plain bytes below 1 KiB are data-type and toy sizes ("fp16 uses 2 bytes per
+    parameter", "4 params × 12 bytes"), never a measured footprint.
+    """
+    if quoted.unit.lower() in ("byte", "bytes") and quoted.value < 1024:
+        return True
+    return bool(
+        _SETTING_AFTER.match(text, quoted.end)
+        or _SETTING_BEFORE.search(text, max(0, quoted.start - 40), quoted.start)
+    )
 
 
 def shows_calculation(text: str) -> bool:
@@ -250,9 +278,13 @@ class Checker:
             line = _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), bare(raw))
             if not _DIGIT.search(line) or shows_calculation(line):
                 continue
-            if line.rstrip().endswith("?") or line.lstrip().startswith("#"):
+            if _QUESTION_END.search(line) or line.lstrip().startswith("#"):
                 continue
-            found = [q for q in numbers.find_quantities(line) if not is_device_spec(line, q)]
+            found = [
+                q
+                for q in numbers.find_quantities(line)
+                if not is_device_spec(line, q) and not is_setting(line, q)
+            ]
             if not found:
                 continue
             lineno = entry.start_line + i
@@ -286,8 +318,8 @@ class Checker:
                 continue
             cited = ", ".join(f"[m:{rid}]" for rid in ids)
             shown = ", ".join(f"'{q.text}'" for q in wrong[:4])
-            closest = _closest(wrong[0], values)
             if is_table:
+                closest = _closest(wrong[0], values)
                 kind = "bad_citation"
                 detail = (
                     f"{shown} in a table citing {cited} is not a value of the cited "
@@ -298,7 +330,7 @@ class Checker:
                 kind = "unquoted_number"
                 detail = (
                     f"{shown} has no citation of its own and is not a value of {cited} cited "
-                    f"in its paragraph{closest}; cite the record it came from or show the steps"
+                    "in its paragraph; cite the record it came from or show the steps"
                 )
             problems.append(Problem(entry.id, kind, detail, lineno))
         return problems

@@ -289,3 +289,27 @@ def test_refresh_makes_the_current_code_the_baseline_after_a_stale_ref(ws):
     (ws.root / "src/train.py").write_text("moved again\n" * 100)
     assert kinds(api.check(ws.root).problems) == ["stale_ref"]
     assert ws.cli("refresh", "no-such-entry").returncode == 1
+
+
+def test_settings_data_type_sizes_and_questions_need_no_citation(ws):
+    body = (
+        "1. **fp16 uses 2 bytes per parameter**, fp32 uses 4 bytes.\n"
+        "2. Toy: 4 params of Adam state hold 48 bytes.\n"
+        "3. NCCL timeout defaults to 30 minutes; set it to 10 min when debugging.\n"
+        "4. Checkpoint every 500 steps (about every 20 minutes), with a 64 KB bucket.\n"
+        '5. *"Where do the 56 GB come from?"*\n'
+    )
+    entry = make_entry(body=body).replace(
+        "*Why do we need DeepSpeed?*", '*"Why does 7B need 112 GB to train?"* (my question)'
+    )
+    assert api.append_entry(ws.root, entry).problems == []
+    # ... while a result is still caught, also after "every" or "each".
+    body = (
+        "Every GPU stores 28 GB.\n\nEach step takes 350 ms.\n\nA 2 KiB header costs 2048 bytes.\n"
+    )
+    problems = api.append_entry(ws.root, make_entry(body=body)).problems
+    assert [p.detail.split(" has")[0] for p in problems] == [
+        "'28 GB'",
+        "'350 ms'",
+        "'2 KiB', '2048 bytes'",
+    ]
