@@ -27,7 +27,8 @@ def _no_real_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def claude_print(tmp_path: Path) -> Iterator[Callable[..., ClaudeRun]]:
-    """``claude -p PROMPT --plugin-dir <repo>`` in a fresh project against a scripted model.
+    """``claude -p PROMPT --plugin-dir <repo>`` in a fresh project against a scripted model
+    (``plugin_dir=False``: rely on a plugin installed in ``run.home``).
 
     ``respond(body)`` answers every request (stateless: Claude Code also sends side requests,
     such as a session title, in parallel with the main conversation).
@@ -37,11 +38,14 @@ def claude_print(tmp_path: Path) -> Iterator[Callable[..., ClaudeRun]]:
     project.mkdir()
     home.mkdir()
 
-    def run(prompt: str, respond: Callable[[dict[str, Any]], Any], *extra: str) -> ClaudeRun:
+    def run(
+        prompt: str, respond: Callable[[dict[str, Any]], Any], *extra: str, plugin_dir: bool = True
+    ) -> ClaudeRun:
         model = ScriptedModel([respond] * 40)
+        load = ["--plugin-dir", str(REPO)] if plugin_dir else []
         with model.serve() as url:
             done = run_claude(
-                ["-p", prompt, "--plugin-dir", str(REPO), "--output-format", "json", *extra],
+                ["-p", prompt, *load, "--output-format", "json", *extra],
                 cwd=project,
                 home=home,
                 base_url=url,

@@ -46,27 +46,33 @@ def _journal_agent_installed() -> None:
         pytest.skip(f"the journal-agent console script is not installed in {VENV_BIN}")
 
 
-def test_marketplace_install_and_details_list_our_components(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
+def test_marketplace_install_and_details_list_our_components(claude_print):
+    home, project = claude_print.home, claude_print.project
 
-    added = run_claude(["plugin", "marketplace", "add", str(REPO)], cwd=tmp_path, home=home)
+    added = run_claude(["plugin", "marketplace", "add", str(REPO)], cwd=project, home=home)
     assert added.returncode == 0, added.stdout + added.stderr
-    assert "journal-agent" in added.stdout
+    assert "Successfully added marketplace: journal-agent" in added.stdout
 
     installed = run_claude(
-        ["plugin", "install", "journal-agent@journal-agent"], cwd=tmp_path, home=home
+        ["plugin", "install", "journal-agent@journal-agent"], cwd=project, home=home
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "Successfully installed plugin: journal-agent@journal-agent" in installed.stdout
 
-    details = run_claude(["plugin", "details", "journal-agent"], cwd=tmp_path, home=home)
+    details = run_claude(["plugin", "details", "journal-agent"], cwd=project, home=home)
     assert details.returncode == 0, details.stdout + details.stderr
     inventory = " ".join(details.stdout.split())
     # Claude Code lists plugin commands as skills.
     assert "Skills (2) end-session, learn" in inventory, details.stdout
     assert "Agents (2) learning-journal, training-optimization" in inventory, details.stdout
     assert "MCP servers (1) journal" in inventory, details.stdout
+
+    # A session without --plugin-dir uses the installed copy: same names, same MCP server.
+    run = claude_print(
+        "Estimate llama-7b memory.", _estimate_flow, "--allowedTools", ESTIMATE, plugin_dir=False
+    )
+    assert "journal-agent:learning-journal" in "\n".join(texts(run.main_requests[0]))
+    assert "[m:est-" in tool_results(run.main_requests[-1])[ESTIMATE]
 
 
 def _estimate_flow(body: dict[str, Any]) -> Any:
@@ -196,3 +202,31 @@ def test_learn_command_expands_our_text_with_the_arguments(claude_print):
     assert "$ARGUMENTS" not in body
     source = (REPO / "commands" / "learn.md").read_text(encoding="utf-8")
     assert source.split("---", 2)[2].strip()[:200] in body
+
+
+@pytest.mark.parametrize(
+    ("body", "arguments"),
+    [
+        ("first=$ARGUMENTS[0] second=$1 all=$ARGUMENTS missing=$ARGUMENTS[5] end\n", '"a b" c'),
+        ("No placeholder here.\n", 'x "y z"'),
+    ],
+    ids=["placeholders", "appended"],
+)
+def test_our_command_expansion_matches_claude_codes(claude_print, body, arguments):
+    """Our runtime expands a command the way Claude Code does (same words, same order)."""
+    from journal_agent.definitions import expand_command, load_command
+
+    commands = claude_print.project / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "probe.md").write_text(f"---\ndescription: probe\n---\n{body}")
+    run = claude_print(f"/probe {arguments}", lambda _: reply("Noted."))
+    user = texts(run.main_requests[0], "user")
+    assert f"<command-args>{arguments}</command-args>" in "\n".join(user)
+    theirs = user[-1]
+    ours = expand_command(
+        load_command("probe", claude_print.project, claude_print.home),
+        arguments,
+        claude_print.project,
+    )
+    # Claude Code puts one more blank line before an appended "ARGUMENTS:" line.
+    assert theirs.split() == ours.split(), (theirs, ours)
