@@ -47,7 +47,7 @@ _EXEMPT_SECTIONS = {"key_question", "related", "follow_up", "tags"}
 # A calculation is an operator between two numeric operands ("7B × 2 bytes", "56 GB / 2",
 # "(28 GB) + (28 GB)"); "4× larger" or "→ IMPOSSIBLE" are not calculations.
 _OPERATION = re.compile(
-    r"(?:\d[\w.%]*|\))(?:\s?[A-Za-zµμ]+\)?)?\s*(?:[*/+×÷·⋅]|\sx\s|\s[-−–]\s)\s*[\d(]"
+    r"(?:(?<![\w.])\d[\w.%]*|\))(?:\s?[A-Za-zµμ]+\)?)?\s*(?:[*/+×÷·⋅]|\sx\s|\s[-−–]\s)\s*[\d(]"
 )
 # ... or an "=" / "≈" with a number on its left ("Total = 14 + 56 = 70 GB"), where a number
 # inside a name ("Llama-2-7B", "fp16", "A100") does not count: "Optimizer = 56 GB" shows nothing.
@@ -276,16 +276,14 @@ class Checker:
                 continue
             # Inline code is blanked (same length, so columns stay those of the line).
             line = _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), bare(raw))
-            if not _DIGIT.search(line) or shows_calculation(line):
-                continue
-            if _QUESTION_END.search(line) or line.lstrip().startswith("#"):
+            if not _DIGIT.search(line) or line.lstrip().startswith("#"):
                 continue
             found = [
                 q
                 for q in numbers.find_quantities(line)
                 if not is_device_spec(line, q) and not is_setting(line, q)
             ]
-            if not found:
+            if not found or shows_calculation(line) or _QUESTION_END.search(line):
                 continue
             lineno = entry.start_line + i
             if i not in cited_blocks:
@@ -366,6 +364,7 @@ def _cited_blocks(entry: Entry) -> dict[int, tuple[list[str], bool]]:
         ids = [
             m.group(0)[3:-1]
             for i in block
+            if "[m:" in entry.lines[i]
             for m in _CITE.finditer(entry.lines[i])
             if len(m.group(0)) > 4
         ]
@@ -375,7 +374,7 @@ def _cited_blocks(entry: Entry) -> dict[int, tuple[list[str], bool]]:
             ids = list(dict.fromkeys(caption + ids))
         if ids:
             cited.update((i, (ids, is_table)) for i in block)
-        has_own = any(_CITE.search(entry.lines[i]) for i in block)
+        has_own = any("[m:" in entry.lines[i] and _CITE.search(entry.lines[i]) for i in block)
         caption = ids if has_own and bare(entry.lines[block[-1]]).rstrip().endswith(":") else []
     return cited
 
