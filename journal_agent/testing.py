@@ -232,12 +232,15 @@ class ScriptedModel:
                 status, headers, content = model.respond(
                     "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, raw
                 )
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(content)))
-                self.end_headers()
-                self.wfile.write(content)
+                try:
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("content-length", str(len(content)))
+                    self.end_headers()
+                    self.wfile.write(content)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (an interrupted or killed run): nothing to report
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -180,11 +180,14 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
     from rich.console import Console
 
     from journal_agent.errors import UserError
+    from journal_agent.paths import transcripts_dir
     from journal_agent.runtime import background
     from journal_agent.runtime.limits import parse_budget
     from journal_agent.runtime.loop import RunOptions
     from journal_agent.runtime.render import Renderer, print_summary
+    from journal_agent.runtime.result import INTERRUPTED
     from journal_agent.runtime.runner import RunConfig, execute, prepare_agent, prepare_command
+    from journal_agent.runtime.transcript import Scrubber, new_run_id
 
     root = resolve_root(opts.root)
     usd, tokens = parse_budget(opts.budget or [])
@@ -242,9 +245,22 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
             pid=os.getpid(),
             pid_started=background.process_started(os.getpid()),
         )
+    if config.run_id is None:  # known up front, so an interrupted run can name its transcript
+        config.run_id = new_run_id()
     try:
         result = execute(prepared)
         renderer.close()
+    except KeyboardInterrupt:
+        # typer would turn this into a silent exit 130: say what happened and what is kept.
+        renderer.close()
+        transcript = transcripts_dir(root) / f"{config.run_id}.jsonl"
+        message = "the run was interrupted (Ctrl-C); what it did so far is in " + str(transcript)
+        if opts.run_id:
+            background.write_status(
+                root, opts.run_id, status=INTERRUPTED, exit_code=130, message=message + "."
+            )
+        typer.echo(f"interrupted: {message}.", err=True)
+        raise typer.Exit(130) from None
     except UserError as exc:
         renderer.close()
         if opts.run_id:
@@ -267,7 +283,9 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
                 message=f"{type(exc).__name__}: {exc}",
             )
         raise
-    summary = result.summary()
+    # Nothing we print or record holds a secret a tool or the model came across (.env, env).
+    scrub = Scrubber()
+    summary = scrub(result.summary())
     if opts.run_id:
         background.write_status(
             root,
@@ -280,7 +298,7 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
     if opts.as_json:
         print_json(summary)
     elif result.final_text:
-        typer.echo(result.final_text)
+        typer.echo(summary["final_text"])
     print_summary(console, result)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

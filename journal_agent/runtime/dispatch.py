@@ -1,17 +1,27 @@
-"""Running one turn's tool calls: concurrently, each failure an error result the model sees.
+"""Running one turn's tool calls: concurrently where independent, each failure an error result.
 
 Results come back in the order of the tool_use blocks, ready to be the ``tool_result``
-blocks of ONE user message. Unknown tools, invalid input, ToolError and unexpected
-exceptions all become ``is_error`` results; only a failed *model call* inside a sub-agent
-(ModelCallError) ends the run, because it would fail the same way for every agent.
+blocks of ONE user message. Calls to tools that only read (Read, Grep, Glob, Task, …) run at
+the same time; any other call (Write, Edit, Bash, JournalAppend, a tool of yours) may change
+what a later call of the same turn sees — Write a file then Edit it, Write a script then run
+it — so it runs alone, in the order the model gave, as in Claude Code. A tool class opts in
+to running concurrently with ``concurrency_safe = True``.
+
+Unknown tools, invalid input, ToolError and unexpected exceptions all become ``is_error``
+results; only a failed *model call* inside a sub-agent (ModelCallError) ends the run, because
+it would fail the same way for every agent. Parallel calls run on daemon threads, so Ctrl-C
+(or such a failure) ends the run at once instead of waiting at exit for a sub-agent's
+request or a long tool.
 """
 
 from __future__ import annotations
 
+import queue
+import re
+import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +33,12 @@ MAX_RESULT_CHARS = 100_000
 MAX_PARALLEL = 8
 # Names the model may use for the same tool (Claude Code calls Task "Agent").
 TOOL_ALIASES = {"Agent": "Task"}
+# Tools whose calls may run at the same time as other such calls of the turn: they only read,
+# or (Task) work in a context of their own; MemoryEstimate only adds a record with a new id.
+CONCURRENCY_SAFE = frozenset({"Read", "Grep", "Glob", "Task", "JournalSearch", "MemoryEstimate"})
+# Lone surrogates (bytes decoded with surrogateescape, say) cannot be encoded as UTF-8: they
+# would break the request and the transcript.
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -75,12 +91,36 @@ def _run_one(tools: dict[str, Tool], ctx: ToolContext, call: ToolCall) -> ToolOu
         except Exception as exc:  # a bug in a tool must not kill the run
             result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
     content = result.content if result.content else "(no output)"
+    content = _SURROGATES.sub("\ufffd", content)
     if len(content) > MAX_RESULT_CHARS:
         content = (
             content[:MAX_RESULT_CHARS]
             + f"\n\n[output truncated at {MAX_RESULT_CHARS} characters; narrow the request]"
         )
     return ToolOutcome(call, ToolResult(content, result.is_error), time.perf_counter() - start)
+
+
+def concurrency_safe(tools: dict[str, Tool], call: ToolCall) -> bool:
+    tool = lookup(tools, call.name)
+    if tool is None:
+        return True  # an unknown tool only produces an error result
+    flag = getattr(tool, "concurrency_safe", None)
+    return bool(flag) if flag is not None else tool.name in CONCURRENCY_SAFE
+
+
+def batches(calls: list[ToolCall], tools: dict[str, Tool]) -> list[list[int]]:
+    """Indices of ``calls`` in the order they run: runs of concurrency-safe calls together,
+    every other call alone."""
+    out: list[list[int]] = []
+    previous_safe = False
+    for i, call in enumerate(calls):
+        safe = concurrency_safe(tools, call)
+        if safe and previous_safe:
+            out[-1].append(i)
+        else:
+            out.append([i])
+        previous_safe = safe
+    return out
 
 
 def run_tool_calls(
@@ -90,11 +130,10 @@ def run_tool_calls(
     *,
     on_start: Callable[[ToolCall], None] | None = None,
     on_finish: Callable[[ToolOutcome], None] | None = None,
-    pool: ThreadPoolExecutor | None = None,
 ) -> list[ToolOutcome]:
-    """Run every call (in parallel when there are several); outcomes in call order.
-
-    ``pool``: an executor to reuse across turns (starting threads each turn costs time)."""
+    """Run every call, independent ones in parallel (see the module doc); outcomes in call
+    order. An exception that must end the run (ModelCallError, KeyboardInterrupt) is raised
+    as soon as it happens."""
 
     def job(call: ToolCall) -> ToolOutcome:
         if on_start:
@@ -104,12 +143,48 @@ def run_tool_calls(
             on_finish(outcome)
         return outcome
 
-    if len(calls) <= 1:
-        return [job(c) for c in calls]
-    if pool is not None:
-        return list(pool.map(job, calls))
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(calls))) as pool:
-        return list(pool.map(job, calls))
+    outcomes: list[ToolOutcome | None] = [None] * len(calls)
+    for batch in batches(calls, tools):
+        if len(batch) == 1:
+            outcomes[batch[0]] = job(calls[batch[0]])
+        else:
+            for i, outcome in _parallel([calls[i] for i in batch], job):
+                outcomes[batch[i]] = outcome
+    return [o for o in outcomes if o is not None]
+
+
+def _parallel(
+    calls: list[ToolCall], job: Callable[[ToolCall], ToolOutcome]
+) -> list[tuple[int, ToolOutcome]]:
+    """``job`` for each call on at most MAX_PARALLEL daemon threads; (index, outcome) pairs."""
+    todo = iter(range(len(calls)))
+    todo_lock = threading.Lock()
+    done: queue.SimpleQueue[tuple[int, ToolOutcome | None, BaseException | None]] = (
+        queue.SimpleQueue()
+    )
+
+    def worker() -> None:
+        while True:
+            with todo_lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                done.put((i, job(calls[i]), None))
+            except BaseException as exc:  # handed to the caller, which re-raises it
+                done.put((i, None, exc))
+                return
+
+    for n in range(min(MAX_PARALLEL, len(calls))):
+        threading.Thread(target=worker, name=f"tool-{n}", daemon=True).start()
+    out = []
+    while len(out) < len(calls):
+        i, outcome, exc = done.get()
+        if exc is not None:
+            raise exc
+        assert outcome is not None
+        out.append((i, outcome))
+    return out
 
 
 def tool_result_blocks(outcomes: list[ToolOutcome]) -> list[dict[str, Any]]:

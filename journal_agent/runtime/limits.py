@@ -23,16 +23,27 @@ def parse_budget(values: list[str]) -> tuple[float | None, int | None]:
             if not part:
                 continue
             t = _TOKENS.match(part)
+            u = _USD.match(part)
             if t and (t.group(2) or t.group(3)):
                 scale = {"k": 1_000, "m": 1_000_000}.get((t.group(2) or "").lower(), 1)
-                tokens = int(float(t.group(1)) * scale)
-                continue
-            u = _USD.match(part)
-            if u:
-                usd = float(u.group(1))
-                continue
-            raise UserError(
-                f"--budget '{part}' is neither a cost nor a token count; write e.g. "
-                "--budget 0.50 (USD), --budget 200k (tokens), or --budget '0.5,200k'."
-            )
+                kind, amount = "token count", float(t.group(1)) * scale
+            elif u:
+                kind, amount = "cost", float(u.group(1))
+            else:
+                raise UserError(
+                    f"--budget '{part}' is neither a cost nor a token count; write e.g. "
+                    "--budget 0.50 (USD), --budget 200k (tokens), or --budget '0.5,200k'."
+                )
+            # '1,000' would otherwise be $1 then $0 (the comma separates two budgets).
+            if (usd if kind == "cost" else tokens) is not None:
+                raise UserError(
+                    f"--budget {', '.join(values)!r} gives two {kind}s; give at most one cost "
+                    "and one token count, without thousands separators (e.g. 1000tok or 1k)."
+                )
+            if amount <= 0:
+                raise UserError(f"--budget '{part}' is zero; give a positive cost or token count.")
+            if kind == "cost":
+                usd = amount
+            else:
+                tokens = int(amount)
     return usd, tokens

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +25,6 @@ from journal_agent.runtime import result as R
 from journal_agent.runtime.caching import cached_system, cached_tools, with_message_breakpoints
 from journal_agent.runtime.client import DEFAULT_TIMEOUT_S, create_message
 from journal_agent.runtime.dispatch import (
-    MAX_PARALLEL,
     TOOL_ALIASES,
     ToolCall,
     ToolOutcome,
@@ -157,7 +155,6 @@ class AgentLoop:
         self._prev_last: int | None = None
         self._logged_messages = 0
         self._logged_head = False
-        self._pool: ThreadPoolExecutor | None = None
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -262,15 +259,12 @@ class AgentLoop:
             for b in content
             if b.get("type") == "tool_use"
         ]
-        if self._pool is None and len(calls) > 1:
-            self._pool = ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="tool")
         outcomes = run_tool_calls(
             calls,
             self.spec.tools,
             self.ctx,
             on_start=self._on_tool_start,
             on_finish=self._on_tool_finish,
-            pool=self._pool,
         )
         for o in outcomes:
             name = TOOL_ALIASES.get(o.call.name, o.call.name)
@@ -305,13 +299,10 @@ class AgentLoop:
         )
         try:
             result = self._loop()
-        except BaseException:
+        except BaseException as exc:
             self.session.cancelled.set()
+            self.session.log("interrupted", self.label, error=f"{type(exc).__name__}: {exc}")
             raise
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=False)
-                self._pool = None
         self.session.log(
             "done",
             self.label,
@@ -387,7 +378,9 @@ class AgentLoop:
             if stop == "pause_turn":
                 self.messages.append({"role": "assistant", "content": content})
                 continue
-            if stop == "tool_use" and has_tool_use:
+            # A complete response with tool calls gets their results, whatever it says it
+            # stopped for: an assistant turn with unanswered tool_use blocks is a dead end.
+            if has_tool_use and stop in ("tool_use", "end_turn", "stop_sequence"):
                 self.messages.append({"role": "assistant", "content": content})
                 self.messages.append({"role": "user", "content": self._run_tools(content)})
                 continue

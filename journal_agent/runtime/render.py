@@ -28,6 +28,7 @@ from journal_agent.runtime.events import (
     UsageReported,
 )
 from journal_agent.runtime.result import RunResult
+from journal_agent.runtime.transcript import Scrubber
 
 _INPUT_WIDTH = 80
 
@@ -72,6 +73,8 @@ class Renderer:
         self._waiting: dict[str, tuple[int, str, float]] = {}
         self._live: Any = None
         self._paused = 0
+        # What a tool printed (``cat .env``) lands on screens and in background runs' logs.
+        self._scrub = Scrubber()
 
     # -- the live region --------------------------------------------------------------------
 
@@ -153,9 +156,10 @@ class Renderer:
         elif isinstance(event, UsageReported):
             self._waiting.pop(event.agent, None)
         elif isinstance(event, AssistantText):
-            c.print(f"{who}[cyan]✻[/] [dim]{escape(_first_line(event.text))}[/]")
+            text = self._scrub.text(_first_line(event.text))
+            c.print(f"{who}[cyan]✻[/] [dim]{escape(text)}[/]")
         elif isinstance(event, ToolCalled):
-            brief = _brief_input(event.input)
+            brief = self._scrub.text(_brief_input(event.input))
             if live:
                 self._inflight[event.tool_use_id] = (
                     event.agent,
@@ -173,10 +177,8 @@ class Renderer:
                 f"{escape(event.name)}[dim]({escape(call[2])})[/]" if call else escape(event.name)
             )
             indent = "" if live else "  "
-            c.print(
-                f"{who}{indent}{mark} {shown} [dim]{event.seconds:.1f}s · "
-                f"{escape(_first_line(event.output))}[/]"
-            )
+            output = self._scrub.text(_first_line(event.output))
+            c.print(f"{who}{indent}{mark} {shown} [dim]{event.seconds:.1f}s · {escape(output)}[/]")
         elif isinstance(event, Notice):
             c.print(f"{who}[yellow]! {escape(event.message)}[/]")
         elif isinstance(event, Done) and event.agent != "main":

@@ -305,6 +305,14 @@ def _serialized(prompt: Callable[[str, str], bool] | None) -> Callable[[str, str
 
 def execute(prepared: Prepared) -> RunResult:
     config = prepared.config
+    if config.options.budget_usd is not None and prepared.table.price(prepared.spec.model) is None:
+        # Its cost would count as nothing: the budget could never stop the run.
+        raise UserError(
+            f"a cost budget needs a price for model '{prepared.spec.model}', and there is none; "
+            f'add "prices": {{"{prepared.spec.model}": {{"input": …, "output": …, '
+            '"cache_write": …, "cache_read": …}} to .journal/settings.json, or give a token '
+            "budget (e.g. --budget 200k)."
+        )
     client = config.client or make_client(max_retries=config.max_retries)
     run_id = config.run_id or new_run_id()
     transcript = None

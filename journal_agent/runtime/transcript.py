@@ -1,9 +1,13 @@
 """Run transcripts: one JSONL file per run under ``.journal/transcripts/``.
 
 Each line is a record: ``run_start``, ``request`` (the exact body sent), ``response``,
-``tool_call``, ``tool_result``, ``usage``, ``notice``, ``done``. Secrets never reach the
-file: the API key's value, anything shaped like an Anthropic key, and header-like fields
-(authorization, x-api-key, api_key) are replaced before writing.
+``tool_call``, ``tool_result``, ``usage``, ``notice``, ``done`` (``interrupted`` when the run
+ended by an exception). Secrets never reach the file, wherever they come from (the prompt, a
+tool's output such as ``cat .env``, the model's reply): the API key's value, the values of
+environment variables named like secrets (``*TOKEN*``, ``*KEY*``, ``*SECRET*``,
+``*PASSWORD*``), common token shapes (Anthropic, OpenAI, GitHub, Hugging Face, Slack, AWS,
+Google, GitLab), the values of ``NAME=value`` lines whose NAME says secret, and header-like
+fields (authorization, x-api-key, api_key) are replaced before writing.
 """
 
 from __future__ import annotations
@@ -19,16 +23,42 @@ from typing import Any
 from journal_agent.paths import transcripts_dir
 
 REDACTED = "[REDACTED]"
-_KEY_PATTERN = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{20,}")
+# Token shapes: Anthropic and OpenAI-style keys, GitHub, Hugging Face, Slack, AWS access key
+# ids, Google API keys, GitLab tokens.
+_KEY_PATTERN = re.compile(
+    r"sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{20,}"
+    r"|\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"
+    r"|\bhf_[A-Za-z0-9]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b"
+    r"|\bAIza[0-9A-Za-z_\-]{35}|\bglpat-[A-Za-z0-9_\-]{20,}"
+)
+# ``NAME=value`` lines of .env files and shell profiles (as Read shows them, line numbers
+# included) whose NAME says it holds a secret: the value goes, the name stays.
+_ASSIGNMENT = re.compile(
+    r"(?m)^([ \t]*(?:\d+\t)?(?:export[ \t]+)?[A-Z0-9_]*"
+    r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIALS?)[A-Z0-9_]*=)"
+    r"([\"']?)[^\s\"'#()\[\]{}$]{4,}\2(?=\s|$)"
+)
 _SECRET_FIELDS = {"authorization", "x-api-key", "api_key", "api-key", "auth_token", "apikey"}
 _SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+# Other environment variables whose values are secrets (HF_TOKEN, AWS_SECRET_ACCESS_KEY,
+# GITHUB_TOKEN, DB_PASSWORD, ...): a tool may print them (``env``, ``cat .env``).
+_SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+_MIN_ENV_SECRET = 8  # shorter values ("1", "true") are not worth hiding and would mangle text
 
 
 def _secrets_from_env() -> list[str]:
-    return [v for name in _SECRET_ENV if (v := os.environ.get(name)) and len(v) >= 4]
+    out = [v for name in _SECRET_ENV if (v := os.environ.get(name)) and len(v) >= 4]
+    out += [
+        v
+        for name, v in os.environ.items()
+        if _SECRET_ENV_NAME.search(name) and len(v) >= _MIN_ENV_SECRET and not v.isdigit()
+    ]
+    return out
 
 
 class Scrubber:
+    """Replaces secrets in strings and nested JSON values with ``[REDACTED]``."""
+
     def __init__(self, secrets: list[str] | None = None) -> None:
         values = {*(secrets or []), *_secrets_from_env()}
         # Longest first so a key that contains another is replaced whole.
@@ -38,7 +68,10 @@ class Scrubber:
         for secret in self._secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        return _KEY_PATTERN.sub(REDACTED, value)
+        value = _KEY_PATTERN.sub(REDACTED, value)
+        if "=" in value:
+            value = _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, value)
+        return value
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -65,7 +98,8 @@ class Transcript:
         self._scrub = Scrubber(secrets)
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("a", encoding="utf-8")
+        # backslashreplace: a stray lone surrogate in some value must not lose the record.
+        self._file = path.open("a", encoding="utf-8", errors="backslashreplace")
 
     @classmethod
     def for_run(cls, root: Path, run_id: str, *, secrets: list[str] | None = None) -> Transcript:
@@ -75,6 +109,8 @@ class Transcript:
         record = {"type": kind, "agent": agent, "time": datetime.now(UTC).isoformat(), **data}
         line = json.dumps(self._scrub(record), ensure_ascii=False, default=str)
         with self._lock:
+            if self._file.closed:  # a sub-agent still winding down after the run ended
+                return
             self._file.write(line + "\n")
             self._file.flush()
 

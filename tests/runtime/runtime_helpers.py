@@ -45,6 +45,7 @@ class Rendezvous(Tool):
     name = "Rendezvous"
     description = "Wait for the other calls of this turn."
     Input = RendezvousInput
+    concurrency_safe = True  # a tool of ours that may run beside other calls of its turn
 
     def __init__(self, parties: int) -> None:
         self.barrier = threading.Barrier(parties, timeout=10)

@@ -20,8 +20,8 @@ def _run(tmp_path, terminal: bool) -> tuple[str, object]:
             reply(
                 "Two at once.",
                 tool_use("Rendezvous", {"label": "a"}),
-                tool_use("WriteNote", {"path": "n.md", "text": "x"}),
                 tool_use("Rendezvous", {"label": "b"}),
+                tool_use("WriteNote", {"path": "n.md", "text": "x"}),
             ),
             reply("Done."),
         ]
