@@ -300,7 +300,7 @@ class Checker:
                 continue
             # In a paragraph, list item or table that cites a record, a number that is not
             # checked beside its citation must still be a value of the cited records.
-            ids, is_table = cited_blocks[i]
+            ids, is_table, first = cited_blocks[i]
             values = self._values(ids)
             if not values:
                 continue
@@ -311,6 +311,7 @@ class Checker:
                 for q in found
                 if not any(a <= q.start < b for a, b in checked)
                 and not any(numbers.matches(q, v, u) for _, v, u in values)
+                and not (is_table and _is_column_total(entry, first, i, line, q))
             ]
             if not wrong:
                 continue
@@ -334,9 +335,9 @@ class Checker:
         return problems
 
 
-def _cited_blocks(entry: Entry) -> dict[int, tuple[list[str], bool]]:
+def _cited_blocks(entry: Entry) -> dict[int, tuple[list[str], bool, int]]:
     """Lines of paragraphs, list items and tables that contain a citation (outside code):
-    line index -> (the record ids cited there, whether the block is a table)."""
+    line index -> (the record ids cited there, whether the block is a table, its first line)."""
     if not entry.citations:
         return {}
     blocks: list[list[int]] = []
@@ -358,7 +359,7 @@ def _cited_blocks(entry: Entry) -> dict[int, tuple[list[str], bool]]:
         kind = line_kind
     if current:
         blocks.append(current)
-    cited: dict[int, tuple[list[str], bool]] = {}
+    cited: dict[int, tuple[list[str], bool, int]] = {}
     caption: list[str] = []
     for block in blocks:
         ids = [
@@ -373,10 +374,31 @@ def _cited_blocks(entry: Entry) -> dict[int, tuple[list[str], bool]]:
         if is_table and caption:
             ids = list(dict.fromkeys(caption + ids))
         if ids:
-            cited.update((i, (ids, is_table)) for i in block)
+            cited.update((i, (ids, is_table, block[0])) for i in block)
         has_own = any("[m:" in entry.lines[i] and _CITE.search(entry.lines[i]) for i in block)
         caption = ids if has_own and bare(entry.lines[block[-1]]).rstrip().endswith(":") else []
     return cited
+
+
+def _is_column_total(entry: Entry, first: int, row: int, line: str, quoted: numbers.Quoted) -> bool:
+    """Whether a table cell is the sum of the quantities above it in its column (a "Total"
+    row: derived from cited rows, not quoted)."""
+    scale = numbers.unit_scale(quoted.unit)
+    if scale is None:
+        return False
+    column = line.count("|", 0, quoted.start)
+    total, terms = 0.0, 0
+    for i in range(first, row):
+        cells = bare(entry.lines[i]).split("|")
+        for cell in numbers.find_quantities(cells[column]) if column < len(cells) else []:
+            other = numbers.unit_scale(cell.unit)
+            if other is None or other[0] != scale[0]:
+                return False
+            total += cell.value * other[1]
+            terms += 1
+    value = quoted.value * scale[1]
+    tolerance = max(0.5 * 10.0 ** (-quoted.decimals) * scale[1], 0.01 * value)
+    return terms >= 2 and abs(total - value) <= tolerance
 
 
 def _blank_citations(line: str) -> str:

@@ -313,3 +313,17 @@ def test_settings_data_type_sizes_and_questions_need_no_citation(ws):
         "'350 ms'",
         "'2 KiB', '2048 bytes'",
     ]
+
+
+def test_a_total_row_that_sums_its_column_is_derived(ws):
+    a = ws.record("est-00000013", {"weights": (13.48e9, "B"), "grads": (6.74e9, "B")})
+    b = ws.record("est-00000014", {"activations": (30.6e9, "B")})
+    table = (
+        "| Component | Per GPU | Source |\n| --- | --- | --- |\n"
+        f"| Weights | 13.48 GB | [m:{a}] |\n| Gradients | 6.74 GB | [m:{a}] |\n"
+        f"| Activations | 30.6 GB | [m:{b}] |\n| **Total** | **{{total}}** | |\n"
+    )
+    ok = make_entry(body=table.format(total="50.82 GB"))
+    assert api.append_entry(ws.root, ok).problems == []
+    problems = api.append_entry(ws.root, make_entry(body=table.format(total="52 GB"))).problems
+    assert kinds(problems) == ["bad_citation"] and "'52 GB' in a table" in problems[0].detail
