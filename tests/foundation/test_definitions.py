@@ -108,7 +108,19 @@ def test_non_utf8_agent_file_is_reported_with_line(tmp_path):
 def test_bundled_agents_and_commands_load_faithfully():
     base = plugin_root()
     lj = parse_agent(base / "agents" / "learning-journal.md", "plugin")
-    assert lj.tools == ["Read", "Write", "Edit", "Grep", "Glob", "Bash"]
+    mcp = "mcp__plugin_journal-agent_journal__"  # how Claude Code names our MCP tools
+    assert lj.tools == [
+        "Read",
+        "Write",
+        "Edit",
+        "Grep",
+        "Glob",
+        "Bash",
+        f"{mcp}JournalAppend",
+        f"{mcp}JournalSearch",
+        f"{mcp}MemoryEstimate",
+        f"{mcp}MemoryTrace",
+    ]
     assert lj.model == "haiku"
     assert "## 🎓 Core Teaching Philosophy" in lj.system_prompt
     assert "┌" not in lj.system_prompt or "─" in lj.system_prompt
