@@ -43,7 +43,7 @@ KINDS = (
     "missing_section",
     "encoding",
 )
-_EXEMPT_SECTIONS = {"key_question", "related", "follow_up", "tags"}
+_EXEMPT_SECTIONS = {"related", "follow_up", "tags"}
 # A calculation is an operator between two numeric operands ("7B × 2 bytes", "56 GB / 2",
 # "(28 GB) + (28 GB)"); "4× larger" or "→ IMPOSSIBLE" are not calculations.
 _OPERATION = re.compile(
@@ -77,7 +77,8 @@ _SETTING_AFTER = re.compile(
     r"\s*(?:bucket|buffer|timeout|limit|cap|budget|chunk|page|block|window|interval|cache)s?\b",
     re.IGNORECASE,
 )
-_QUESTION_END = re.compile(r"\?[\s*_\"'”’)\]]*$")
+# The rest of a question after a number: "Would 16 GB be enough?", "*\"Why 112 GB?\"*".
+_QUESTION_REST = re.compile(r"[^.!;?]*\?")
 
 
 def is_setting(text: str, quoted: numbers.Quoted) -> bool:
@@ -281,9 +282,11 @@ class Checker:
             found = [
                 q
                 for q in numbers.find_quantities(line)
-                if not is_device_spec(line, q) and not is_setting(line, q)
+                if not is_device_spec(line, q)
+                and not is_setting(line, q)
+                and not _QUESTION_REST.match(line, q.end)  # asked, not claimed
             ]
-            if not found or shows_calculation(line) or _QUESTION_END.search(line):
+            if not found or shows_calculation(line):
                 continue
             lineno = entry.start_line + i
             if i not in cited_blocks:
@@ -430,19 +433,26 @@ def _spans(line: str, cits: list[Citation]) -> list[tuple[int, int, list[str]]]:
 def _checked_quantities(line: str, start: int, end: int) -> list[numbers.Quoted]:
     """Quantities of ``line[start:end]`` that must be values of the cited record.
 
-    A device's size is a specification. In a calculation (``3 × 13.48 GB = 40.44 GB``) only
-    the results after the last ``=`` or ``≈`` are quoted, and a result the calculation shown
-    on its left gives is derived, not quoted."""
+    A device's size and a setting are specifications. In a calculation (``3 × 13.48 GB =
+    40.44 GB``) only the results after the last ``=`` or ``≈`` are quoted, and a result the
+    calculation shown on its left gives is derived, not quoted. In a table row each cell is
+    judged alone, and a cell that shows a calculation without a result (a "Calculation"
+    column: ``6.74B × 2 bytes``) quotes nothing.
+    """
     span = line[start:end]
-    equals = list(_EQUALS.finditer(span))
-    cut = equals[-1].end() if equals else 0
+    segments = span.split("|") if span.lstrip().startswith("|") else [span]
     out = []
-    for quoted in numbers.find_quantities(span):
-        if quoted.start < cut or is_device_spec(span, quoted):
+    for text in segments:
+        equals = list(_EQUALS.finditer(text))
+        if not equals and len(segments) > 1 and shows_calculation(text):
             continue
-        if equals and numbers.calculation_matches(span[: equals[-1].start()], quoted):
-            continue
-        out.append(quoted)
+        cut = equals[-1].end() if equals else 0
+        for quoted in numbers.find_quantities(text):
+            if quoted.start < cut or is_device_spec(text, quoted) or is_setting(text, quoted):
+                continue
+            if equals and numbers.calculation_matches(text[: equals[-1].start()], quoted):
+                continue
+            out.append(quoted)
     return out
 
 

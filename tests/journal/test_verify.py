@@ -327,3 +327,26 @@ def test_a_total_row_that_sums_its_column_is_derived(ws):
     assert api.append_entry(ws.root, ok).problems == []
     problems = api.append_entry(ws.root, make_entry(body=table.format(total="52 GB"))).problems
     assert kinds(problems) == ["bad_citation"] and "'52 GB' in a table" in problems[0].detail
+
+
+def test_a_calculation_column_in_a_cited_row_quotes_nothing(ws):
+    rid = ws.record("est-00000015", {"weights": (13.48e9, "B"), "momentum": (13.48e9, "B")})
+    rows = (
+        "| Component | Per GPU | Calculation | Source |\n| --- | --- | --- | --- |\n"
+        f"| Weights | 13.48 GB | 6.74B × 2 bytes | [m:{rid}] |\n"
+        f"| Momentum | 13.48 GB | 32 layers × 0.42 GB | [m:{rid}] |\n"
+    )
+    assert api.append_entry(ws.root, make_entry(body=rows)).problems == []
+    wrong = rows.replace("| Momentum | 13.48 GB", "| Momentum | 14.2 GB")
+    problems = api.append_entry(ws.root, make_entry(body=wrong)).problems
+    assert kinds(problems) == ["bad_citation"] and "14.2 GB" in problems[0].detail
+
+
+def test_the_core_problem_under_the_key_question_is_still_checked(ws):
+    # "### ⚠️ The Core Problem" names no section, so it belongs to The Key Question I Had.
+    body = "### ⚠️ The Core Problem: Memory Bottleneck\n\nTraining Llama-2-7B requires:\n"
+    entry = make_entry(body="").replace(
+        "### 🎯 Intuition", body + "- Optimizer: 56 GB\n\n### 🎯 Intuition"
+    )
+    problems = api.append_entry(ws.root, entry).problems
+    assert kinds(problems) == ["unquoted_number"] and "'56 GB'" in problems[0].detail
