@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.tools._budget import fit_to_budget
+from journal_agent.tools._globmatch import compile_glob
 from journal_agent.tools._rg import reject_nul, rg_paths_by_mtime
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
@@ -54,13 +56,22 @@ class Glob(Tool):
         pattern = _relative_pattern(params.pattern, base)
 
         prefix = os.path.relpath(base, root)
+        prefix = "" if prefix == "." else prefix + "/"
         visible = ctx.policy.search_filter("Glob", secrets=False) if ctx.policy else None
-        rels, code, err = rg_paths_by_mtime(
-            ["--files", "--glob", pattern],
-            base,
-            prefix="" if prefix == "." else prefix + "/",
-            visible=visible,
-        )
+        # Matched here, not with rg's --glob, which would list .gitignored files the pattern
+        # names. A file-name type (which, unlike --glob, keeps the ignore rules) lets rg
+        # prefilter on the last component; the full pattern is checked on what it prints.
+        rx = _matcher(pattern, params.pattern)
+        cut = len(prefix)
+
+        def wanted(rel: str) -> bool:
+            return rx.fullmatch(rel, cut) is not None and (visible is None or visible(rel))
+
+        name = _name_glob(pattern)
+        args = ["--files"]
+        if name is not None:
+            args += ["--type-add", f"{_TYPE}:{name}", "--type", _TYPE]
+        rels, code, err = rg_paths_by_mtime(args, base, prefix=prefix, visible=wanted)
         if code not in (0, 1):
             first = err.strip().splitlines()
             raise ToolError(
@@ -77,6 +88,44 @@ class Glob(Tool):
                 f"{NARROW_HINT}]"
             )
         return ToolResult(fit_to_budget(text, narrow_hint=NARROW_HINT))
+
+
+def _matcher(pattern: str, shown: str) -> re.Pattern[str]:
+    """``pattern`` as returned by :func:`_relative_pattern`, matching like rg's ``--glob``."""
+    anchored = pattern.startswith("/")
+    body = pattern[1:] if anchored else pattern
+    rx = compile_glob(body, shown)
+    if not anchored and "/" not in body:
+        # gitignore rules: a glob without a slash ("**.py") matches a name at any depth.
+        rx = re.compile(r"(?:[^/\0]*/)*(?:" + rx.pattern + ")")
+    return rx
+
+
+_TYPE = "globname"
+
+
+def _name_glob(pattern: str) -> str | None:
+    """The pattern's last component, as a file-name glob every match's name satisfies.
+
+    None when there is no such simple component ("src/**", a "/" inside [...] or {...},
+    escapes): then rg lists every file and the full pattern alone decides.
+    """
+    if "\\" in pattern:
+        return None
+    depth, start = 0, 0
+    for i, c in enumerate(pattern):
+        if c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        elif c == "/":
+            if depth:
+                return None
+            start = i + 1
+    name = pattern[start:]
+    if not name or "**" in name or name.startswith("include:"):
+        return None
+    return name
 
 
 def _relative_pattern(pattern: str, base: Path) -> str:

@@ -15,6 +15,7 @@ from journal_agent.tools._budget import fit_to_budget
 from journal_agent.tools._rg import (
     COMMON_FLAGS,
     RG_TIMEOUT_S,
+    UnignoredFiles,
     decode,
     reject_nul,
     rg_binary,
@@ -124,6 +125,9 @@ class Grep(Tool):
         limit = DEFAULT_HEAD_LIMIT if params.head_limit is None else params.head_limit
         offset = params.offset or 0
         visible = ctx.policy.search_filter("Grep") if ctx.policy is not None else None
+        if params.glob:
+            # --glob would let rg search .gitignored files that match it; drop them again.
+            visible = UnignoredFiles(root, [rel] if rel != "." else None).filter(visible)
 
         if params.output_mode == "content":
             entries, more = _stream_content(args, root, offset, limit, visible)

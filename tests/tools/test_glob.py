@@ -115,3 +115,48 @@ def test_read_deny_rules_hide_files(repo: Path) -> None:
 def test_nul_bytes_are_an_error_not_a_crash(repo: Path, params: dict[str, str]) -> None:
     res = glob(repo, **params)
     assert res.is_error and "NUL byte" in res.content
+
+
+def test_a_pattern_naming_an_ignored_file_does_not_list_it(tmp_path: Path) -> None:
+    # rg's --glob overrides .gitignore for files; the tool must still respect it.
+    (tmp_path / ".gitignore").write_text("*.log\nsecret_notes.md\n")
+    (tmp_path / "app.log").write_text("x\n")
+    (tmp_path / "secret_notes.md").write_text("x\n")
+    (tmp_path / "notes.md").write_text("x\n")
+    ctx = ToolContext(root=tmp_path)
+    assert Glob().call(ctx, {"pattern": "*.log"}).content == "No files found"
+    assert Glob().call(ctx, {"pattern": "**/*.md"}).content == "notes.md"
+    assert Glob().call(ctx, {"pattern": "*_notes.md"}).content == "No files found"
+
+
+GLOB_SYNTAX = [
+    "**/*.py", "*.py", "src/**", "src/*", "src/**/*.py", "**/deep/*", "**", "*", "*/*.md",
+    "src/{a,b}.*", "**/*.{ts,tsx}", "**/[ab].py", "**/[!ab].py", "**/?.py", "x y/*",
+    "**/\\[x\\].py", "**.py", "**/a,b.js", "lib/**/src/*.txt", "**/.dot.py", "{src,lib}/**/a.py",
+    "*/**/*.ts", "**/*/*.txt", "src/pkg*/*", "[a-z]*/*.md",
+]  # fmt: skip
+
+
+def test_glob_syntax_matches_what_rg_glob_matches(tmp_path: Path) -> None:
+    # Glob matches on rg's listing itself (rg's --glob would override .gitignore): it must
+    # agree with rg's own glob matching on every kind of pattern.
+    import subprocess
+
+    from journal_agent.tools._rg import rg_binary
+
+    names = ["a.py", "b.md", "c.txt", ".dot.py", "s p.py", "[x].py", "a,b.js", "a.ts", "a.tsx"]
+    for d in ["", "src", "src/pkg", "src/pkg/deep", "x y", "lib", "lib/src", "docs"]:
+        (tmp_path / d).mkdir(parents=True, exist_ok=True)
+        for name in names:
+            (tmp_path / d / name).write_text("x\n")
+    rg = [rg_binary(), "--files", "--hidden", "--no-config"]
+    ctx = ToolContext(root=tmp_path)
+    for pattern in GLOB_SYNTAX:
+        anchored = pattern if pattern.startswith("**") else "/" + pattern
+        expected = subprocess.run(
+            [*rg, "--glob", anchored], cwd=tmp_path, capture_output=True, text=True
+        ).stdout.splitlines()
+        got = Glob().call(ctx, {"pattern": pattern}).content.splitlines()
+        assert sorted(got) == sorted(expected) or (got == ["No files found"] and not expected), (
+            pattern
+        )

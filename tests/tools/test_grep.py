@@ -199,3 +199,18 @@ def test_any_input_gives_a_result_never_a_crash(
     res = grep(repo, **params)
     assert isinstance(res.content, str) and res.content
     assert "API_KEY" not in res.content  # the secret never shows, whatever the pattern
+
+
+def test_glob_does_not_bring_back_ignored_files(tmp_path: Path) -> None:
+    # rg's --glob overrides .gitignore for files; the tool must still respect it.
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    (tmp_path / "app.log").write_text("needle\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "kept.txt").write_text("needle\n")
+    ctx = ToolContext(root=tmp_path)
+    for mode in ("files_with_matches", "content", "count"):
+        res = Grep().call(ctx, {"pattern": "needle", "glob": "*.{log,txt}", "output_mode": mode})
+        assert "sub/kept.txt" in res.content and "app.log" not in res.content, res.content
+    # An explicitly named file is searched, as with rg itself.
+    res = Grep().call(ctx, {"pattern": "needle", "glob": "*.log", "path": "app.log"})
+    assert "app.log" in res.content
