@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from journal_agent.tools.base import ToolContext, ToolError
 from journal_agent.tools.edit import Edit
+from journal_agent.tools.glob import Glob
+from journal_agent.tools.grep import Grep
 from journal_agent.tools.permissions import PermissionPolicy
 from journal_agent.tools.read import Read
 from journal_agent.tools.reads import ReadTracker
@@ -180,9 +182,15 @@ def run_every_tool(layout: Layout, file_path: str, *, with_policy: bool = False)
     write = Write().call(ctx, {"file_path": file_path, "content": "PWNED\n"})
     edit = Edit().call(ctx, {"file_path": file_path, "old_string": "", "new_string": "PWNED\n"})
     edit2 = Edit().call(ctx, {"file_path": file_path, "old_string": "fine", "new_string": "PWNED"})
-    for result in (read, write, edit, edit2):
+    # Grep and Glob take the path as the directory (or file) to search.
+    grep = Grep().call(ctx, {"pattern": "TOPSECRET", "path": file_path, "output_mode": "content"})
+    glob = Glob().call(ctx, {"pattern": "**/secret.txt", "path": file_path})
+    for result in (read, write, edit, edit2, grep):
         assert isinstance(result.content, str)
         assert SECRET not in result.content
+    if not glob.is_error and glob.content != "No files found":
+        for line in glob.content.splitlines():  # workspace-relative paths, each really inside
+            assert_confined(layout, layout.ws / line)
     assert layout.outside_snapshot() == before
 
 
