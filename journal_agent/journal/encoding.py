@@ -122,7 +122,15 @@ def _looks_like_mojibake(match: re.Match[str]) -> bool:
     # A shortened run (bytes were lost) still counts when lost bytes could complete it: one
     # byte of a 3- or 4-byte character, or two of an emoji (which all start F0 9F).
     missing = need - len(raw)
+    if missing == 1 and len(chars) == 2 and chars[1] in _TYPOGRAPHIC:
+        # "café”", "résumé’s", "café…": a letter before closing punctuation is ordinary
+        # text; it counts only when a lost byte would complete a character the format uses
+        # ("â”" is ┐ with 0x90 lost).
+        return _fix_run(run) is not None
     return (missing == 1 and need >= 3) or (missing == 2 and raw[:2] == b"\xf0\x9f")
+
+
+_TYPOGRAPHIC = frozenset("”’“‘„‚…–—»›«‹™°²³¹·\xa0")
 
 
 def find_mojibake(line_text: str) -> list[re.Match[str]]:

@@ -99,3 +99,15 @@ def test_a_lost_byte_is_told_apart_by_the_section_its_heading_names():
     assert result.unrepaired_lines == [] and result.guessed_lines == [1, 2, 3]
     # Without a section name the emoji stays ambiguous and the line is left for the user.
     assert repair(double_encode("📝 note\n").encode()).unrepaired_lines == [1]
+
+
+def test_a_letter_before_closing_punctuation_is_not_mojibake(ws):
+    # é (0xE9) followed by ” (0x94) looks like a 3-byte sequence that lost a byte.
+    text = "He said “café” twice; the résumé’s point, café… done.\n"
+    assert scan(text.encode()) == []
+    entry = make_entry(body=text)
+    assert api.append_entry(ws.root, entry).problems == []
+    # ... while real damage next to the same punctuation is still found and repaired.
+    broken = double_encode("┌───┐ and “quoted”\n")
+    assert [i.kind for i in scan(broken.encode())] == ["mojibake"]
+    assert repair(broken.encode()).data.decode() == "┌───┐ and “quoted”\n"
