@@ -35,8 +35,23 @@ _KEY_PATTERN = re.compile(
 # included) whose NAME says it holds a secret: the value goes, the name stays.
 _ASSIGNMENT = re.compile(
     r"(?m)^([ \t]*(?:\d+\t)?(?:export[ \t]+)?[A-Z0-9_]*"
-    r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIALS?)[A-Z0-9_]*=)"
-    r"([\"']?)[^\s\"'#()\[\]{}$]{4,}\2(?=\s|$)"
+    r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*=)"
+    r"([\"']?)([^\s\"'#()\[\]{}$]{4,})\2(?=\s|$)"
+)
+# Substrings every token shape starts with: a cheap test before the (slow) regex.
+_KEY_PREFIXES = (
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "hf_",
+    "xox",
+    "AKIA",
+    "AIza",
+    "glpat-",
 )
 _SECRET_FIELDS = {"authorization", "x-api-key", "api_key", "api-key", "auth_token", "apikey"}
 _SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -44,6 +59,13 @@ _SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 # GITHUB_TOKEN, DB_PASSWORD, ...): a tool may print them (``env``, ``cat .env``).
 _SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _MIN_ENV_SECRET = 8  # shorter values ("1", "true") are not worth hiding and would mangle text
+
+
+# Values found in such lines, remembered (process-wide) so that the model quoting one later,
+# in prose, is redacted too.
+_LEARNED: set[str] = set()
+_LEARNED_LOCK = threading.Lock()
+_MIN_LEARNED = 6
 
 
 def _secrets_from_env() -> list[str]:
@@ -65,12 +87,19 @@ class Scrubber:
         self._secrets = sorted((s for s in values if s), key=len, reverse=True)
 
     def text(self, value: str) -> str:
-        for secret in self._secrets:
+        if "=" in value:
+            found = [m.group(3) for m in _ASSIGNMENT.finditer(value)]
+            if found:
+                with _LEARNED_LOCK:
+                    _LEARNED.update(v for v in found if len(v) >= _MIN_LEARNED)
+            value = _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, value)
+        with _LEARNED_LOCK:
+            learned = sorted(_LEARNED, key=len, reverse=True) if _LEARNED else []
+        for secret in (*self._secrets, *learned):
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        value = _KEY_PATTERN.sub(REDACTED, value)
-        if "=" in value:
-            value = _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, value)
+        if any(prefix in value for prefix in _KEY_PREFIXES):
+            value = _KEY_PATTERN.sub(REDACTED, value)
         return value
 
     def __call__(self, value: Any) -> Any:

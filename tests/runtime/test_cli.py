@@ -264,3 +264,89 @@ def test_parallel_background_runs_appending_to_the_journal_lose_nothing(project)
     journal = (project / "learning_journal.md").read_text(encoding="utf-8")
     for title in titles:
         assert journal.count(f"## {title} (2026-11-21)") == 1
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_parallel_subagents_waiting_ends_the_run_at_once(project):
+    import signal
+    import threading
+    import time
+
+    write_agent(project, "lead", "You are the lead.", tools="Task")
+    write_agent(project, "sub", "You are sub.")
+    release = threading.Event()
+
+    def hang(body):  # neither sub-agent's model answers until the test is over
+        release.wait(90)
+        return reply("too late")
+
+    tasks = [
+        tool_use("Task", {"description": f"t{i}", "prompt": "p", "subagent_type": "sub"})
+        for i in range(2)
+    ]
+    model = ScriptedModel([reply(*tasks)], routes={"You are sub.": [hang, hang]})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update(HOME=str(project.parent / "home"), ANTHROPIC_API_KEY=KEY)
+    try:
+        with model.serve() as url:
+            env["ANTHROPIC_BASE_URL"] = url
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "journal_agent",
+                    "run",
+                    "lead",
+                    "go",
+                    "--root",
+                    str(project),
+                ],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            deadline = time.monotonic() + 60
+            while len(model.requests) < 3 and time.monotonic() < deadline:
+                time.sleep(0.1)  # the lead's request and both sub-agents' are in
+            assert len(model.requests) == 3
+            proc.send_signal(signal.SIGINT)
+            # it must end while both sub-agents' requests are still unanswered
+            _, err = proc.communicate(timeout=60)
+            assert not release.is_set()
+    finally:
+        release.set()
+    assert proc.returncode == 130
+    assert "interrupted: the run was interrupted (Ctrl-C)" in err and ".jsonl" in err
+    assert "Traceback" not in err
+    (transcript,) = (project / ".journal" / "transcripts").glob("*.jsonl")
+    kinds = [json.loads(line)["type"] for line in transcript.read_text().splitlines()]
+    assert "interrupted" in kinds
+
+
+@pytest.mark.slow
+def test_a_background_run_keeps_secrets_out_of_its_status_and_log(project):
+    (project / "setup.sh").write_text(f"export ANTHROPIC_API_KEY={KEY}\n")
+    model = ScriptedModel(
+        [reply(tool_use("Read", {"file_path": "setup.sh"})), reply(f"The key is {KEY}.")]
+    )
+    with model.serve() as url:
+        started = cli(
+            project,
+            "run",
+            "scribe",
+            "read setup.sh",
+            "-b",
+            "--json",
+            "--mode",
+            "acceptEdits",
+            base_url=url,
+        )
+        run_id = json.loads(started.stdout)["id"]
+        waited = cli(project, "wait", run_id, "--timeout", "90", "--json")
+    assert waited.returncode == 0, waited.stderr
+    assert json.loads(waited.stdout)["result"]["final_text"] == "The key is [REDACTED]."
+    for path in (project / ".journal").rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(errors="replace"), path

@@ -1,38 +1,30 @@
-"""The public scripted-model helper, used exactly as docs/runtime.md shows."""
+"""The public scripted-model helper, used exactly as docs/runtime.md shows (its example is
+extracted from the docs and run, so the two cannot drift apart)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import httpx2
 
-from journal_agent.runtime import run_agent
-from journal_agent.testing import ScriptedModel, http_error, reply, thinking, tool_use
+from journal_agent.testing import ScriptedModel, reply, thinking, tool_use
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "runtime.md"
 
 
-def test_my_agent_writes_the_note(tmp_path):  # the docs example, verbatim
-    (tmp_path / ".claude/agents").mkdir(parents=True)
-    (tmp_path / ".claude/agents/scribe.md").write_text(
-        "---\nname: scribe\ndescription: writes notes\ntools: Write\n---\nYou are the scribe.\n"
-    )
-    model = ScriptedModel(
-        [
-            http_error(529),  # overloaded: the SDK retries
-            reply("Writing.", tool_use("Write", {"file_path": "n.md", "content": "hi\n"})),
-            reply("Done."),
-        ]
-    )
-    result = run_agent(
-        "scribe",
-        "write n.md",
-        root=tmp_path,
-        client=model.client(),
-        mode="acceptEdits",
-        home=tmp_path / "home",
-    )
+def _docs_example() -> str:
+    """The python block of docs/runtime.md that defines test_my_agent_writes_the_note."""
+    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    (block,) = [b for b in blocks if "def test_my_agent_writes_the_note" in b]
+    return block
 
-    assert result.final_text == "Done." and (tmp_path / "n.md").read_text() == "hi\n"
-    second = model.requests[2].body  # exact JSON sent
-    assert second["system"][0]["text"].startswith("You are the scribe.")
-    assert second["messages"][-1]["content"][0]["type"] == "tool_result"
+
+def test_the_docs_example_runs_verbatim(tmp_path):
+    namespace: dict = {}
+    exec(compile(_docs_example(), str(DOCS), "exec"), namespace)  # the user's test file
+    namespace["test_my_agent_writes_the_note"](tmp_path)
+    assert (tmp_path / "n.md").read_text() == "hi\n"
 
 
 def test_streaming_requests_get_server_sent_events():
