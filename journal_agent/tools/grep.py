@@ -130,7 +130,9 @@ class Grep(Tool):
             visible = UnignoredFiles(root, [rel] if rel != "." else None).filter(visible)
 
         if params.output_mode == "content":
-            entries, more = _stream_content(args, root, offset, limit, visible)
+            entries, more = _stream_content(
+                args, root, offset, limit, visible, numbers=params.line_numbers
+            )
             total, all_rows = None, []
         else:
             all_rows = entries = self._collect(args, root, params.output_mode, visible)
@@ -160,7 +162,9 @@ class Grep(Tool):
         else:
             # A fixed order, so that offset paging returns consistent pages.
             args += ["--no-heading", "--with-filename", "--sort", "path"]
-            args.append("--line-number" if p.line_numbers else "--no-line-number")
+            # Always asked for: with --null, the number's ":" / "-" is the only thing telling
+            # a match from a context line; dropped again when -n is false.
+            args.append("--line-number")
             if p.context is not None:
                 args += ["-C", str(p.context)]
             if p.after is not None:
@@ -283,7 +287,7 @@ def _first_lines(text: str, n: int) -> str:
 
 
 def _stream_content(
-    args: list[str], root: Path, offset: int, limit: int, visible: Visible
+    args: list[str], root: Path, offset: int, limit: int, visible: Visible, *, numbers: bool = True
 ) -> tuple[list[str], bool]:
     """Read rg's content output only as far as the page needs, then stop rg."""
     proc = subprocess.Popen(
@@ -315,6 +319,8 @@ def _stream_content(
                 break
             # "12:text" is a match, "12-text" a context line: keep rg's usual separators.
             m = _LINE_NO.match(rest)
+            if m and not numbers:
+                rest = rest[m.end() :]
             entries.append(f"{path}{m.group(2)}{rest}" if m else f"{path}:{rest}")
             shown += 1
         if more:

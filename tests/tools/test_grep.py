@@ -75,7 +75,7 @@ def test_content_mode_with_line_numbers_and_context(repo: Path) -> None:
     ]
     res = grep(repo, pattern="loss =", output_mode="content", **{"-n": False, "-B": 1})
     assert res.content.splitlines() == [
-        "src/train.py:def step(model):",
+        "src/train.py-def step(model):",  # a context line, as rg -N marks it
         "src/train.py:    loss = model()",
     ]
 
@@ -214,3 +214,10 @@ def test_glob_does_not_bring_back_ignored_files(tmp_path: Path) -> None:
     # An explicitly named file is searched, as with rg itself.
     res = Grep().call(ctx, {"pattern": "needle", "glob": "*.log", "path": "app.log"})
     assert "app.log" in res.content
+
+
+def test_without_line_numbers_context_lines_still_differ_from_matches(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def f():\n    return 1\n12:def g():\n")
+    ctx = ToolContext(root=tmp_path)
+    res = Grep().call(ctx, {"pattern": "def", "output_mode": "content", "-n": False, "-C": 1})
+    assert res.content == "a.py:def f():\na.py-    return 1\na.py:12:def g():"
