@@ -39,6 +39,7 @@ KNOWN_CHARS = frozenset(
     "".join(s.emoji for s in SECTIONS)
     + "✅❌⚠💥🔥→←↑↓↔⇒─━│┃┌┐└┘├┤┬┴┼═║╔╗╚╝≈≤≥×÷√∑∇∂μ…–—“”‘’•·°±²³é"
     + "🎓📚📌📈📉🧠🚧✨⭐🟢🟡🔴"
+    + "₀₁₂₃₄₅₆₇₈₉⏸⏱⏳"  # β₁ in Adam's formulas, status marks (each loses a byte: ₁, ⏸ ⏱ ⏳)
     + "\ufe0f"  # the variation selector after 🏷 and ⚠ (its last byte, 0x8F, is one cp1252 drops)
 )
 
@@ -122,12 +123,19 @@ def _looks_like_mojibake(match: re.Match[str]) -> bool:
     # A shortened run (bytes were lost) still counts when lost bytes could complete it: one
     # byte of a 3- or 4-byte character, or two of an emoji (which all start F0 9F).
     missing = need - len(raw)
-    if missing == 1 and len(chars) == 2 and chars[1] in _TYPOGRAPHIC:
+    if missing == 1 and len(chars) == 2 and chars[1] in _TYPOGRAPHIC and not _amid(match):
         # "café”", "résumé’s", "café…": a letter before closing punctuation is ordinary
-        # text; it counts only when a lost byte would complete a character the format uses
-        # ("â”" is ┐ with 0x90 lost).
+        # text; it counts only amid other damage ("åˆ†é…ä¸Ž" is 分配与 with 0x8D lost) or when
+        # a lost byte would complete a character the format uses ("â”" is ┐ with 0x90 lost).
         return _fix_run(run) is not None
     return (missing == 1 and need >= 3) or (missing == 2 and raw[:2] == b"\xf0\x9f")
+
+
+def _amid(match: re.Match[str]) -> bool:
+    """Whether a run touches other double-encoded or CJK text."""
+    text, start, end = match.string, match.start(), match.end()
+    around = (text[start - 1] if start else "") + (text[end] if end < len(text) else "")
+    return any(c in _TO_BYTE or ord(c) >= 0x2E80 for c in around)
 
 
 _TYPOGRAPHIC = frozenset("”’“‘„‚…–—»›«‹™°²³¹·\xa0")

@@ -111,3 +111,13 @@ def test_a_letter_before_closing_punctuation_is_not_mojibake(ws):
     broken = double_encode("┌───┐ and “quoted”\n")
     assert [i.kind for i in scan(broken.encode())] == ["mojibake"]
     assert repair(broken.encode()).data.decode() == "┌───┐ and “quoted”\n"
+
+
+def test_subscripts_status_marks_and_cjk_with_a_lost_byte():
+    # ₁ (E2 82 81), ⏸ (E2 8F B8) and ← (E2 86 90) each lose a byte; β₁ is in every Adam entry.
+    original = "m = β₁ × m + (1 - β₁) × g  // ← note ⏸\n"
+    assert repair(double_encode(original).encode()).data.decode() == original
+    # 配 (E9 85 8D) loses 0x8D and arrives as "é…": amid other CJK damage it is still found.
+    damaged = double_encode("分配与隔离\n")
+    assert "é…" in damaged and [i.kind for i in scan(damaged.encode())] == ["mojibake"]
+    assert repair(damaged.encode()).unrepaired_lines == [1]  # five CJK fits: left for the user
