@@ -571,11 +571,26 @@ class PermissionPolicy:
         except ValueError:
             return str(path)
 
+    def _needing_approval(self, command: str) -> list[str]:
+        """The parts of ``command`` that no allow rule covers and that are not read-only:
+        the ones a suggested rule must name (not ``ls`` in ``ls && rm x``)."""
+        try:
+            parts = split_commands(command)
+        except ShellParseError:
+            return _bash_parts(command)
+        texts = [
+            " ".join([*p.assignments, *p.words])
+            for p in parts
+            if not is_read_only(p)
+            and not self._bash_rule(self.allow, " ".join([*p.assignments, *p.words]))
+        ]
+        return [t for t in texts if t] or _bash_parts(command)
+
     def _ask_denied(
         self, tool_name: str, path: Path | None, command: str | None, verdict: _Verdict
     ) -> str:
         if tool_name == "Bash":
-            texts = _bash_parts(command or "")
+            texts = self._needing_approval(command or "")
             hint = f"Bash({_rule_hint(texts)})"
             what = f"`{command}`"
         elif path is not None:

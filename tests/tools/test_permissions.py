@@ -173,6 +173,13 @@ def test_ask_without_prompt_denies_and_says_which_rule_to_add(tree: Path) -> Non
     assert "Bash(git commit:*)" in decision.reason
     decision = PermissionPolicy(tree).check("Edit", path=tree / "src/app.py")
     assert "Edit(./src/app.py)" in decision.reason
+    # The suggestion names the part that needs it, not a read-only or already allowed one.
+    policy = PermissionPolicy(tree, allow=["Bash(git diff:*)"])
+    decision = policy.check("Bash", command="ls && git diff && npm install")
+    assert "add the allow rule Bash(npm install:*)" in decision.reason
+    assert policy.check("Bash", command="ls && git diff && npm install").allowed is False
+    policy = PermissionPolicy(tree, allow=["Bash(git diff:*)", "Bash(npm install:*)"])
+    assert policy.check("Bash", command="ls && git diff && npm install").allowed
 
 
 # -- modes ----------------------------------------------------------------------------------------
