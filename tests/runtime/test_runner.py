@@ -333,3 +333,84 @@ def test_a_failing_model_call_in_one_subagent_stops_the_others(project, tmp_path
     assert info.value.exit_code == 2
     good_requests = [r for r in model.requests if "You are good." in r.system_text]
     assert len(good_requests) == 1  # it ran its tool but started no second request
+
+
+def test_a_subagent_that_stops_early_or_breaks_is_an_error_result_the_lead_can_use(
+    project, tmp_path
+):
+    from journal_agent.testing import text
+
+    write_agent(project, "lead", "You are the lead.", tools="Task")
+    write_agent(project, "short", "You are short.", maxTurns="1", tools="WriteNote")
+    write_agent(project, "broken", "You are broken.", tools="WriteNote")
+    calls = [
+        tool_use("Task", {"description": "s", "prompt": "p", "subagent_type": "short"}),
+        tool_use("Task", {"description": "b", "prompt": "p", "subagent_type": "broken"}),
+    ]
+    model = ScriptedModel(
+        [reply(*calls), reply("One failed, one ran out of turns; I will report that.")],
+        routes={
+            # wants a second turn it does not get
+            "You are short.": [reply(text("Half done."), tool_use("WriteNote", {"path": "s"}))],
+            "You are broken.": [reply("I refuse.", stop_reason="refusal")],
+        },
+    )
+    result = run_agent(
+        "lead", "go", root=project, client=model.client(), tools=_tools(), home=tmp_path / "home"
+    )
+    assert result.ok and result.final_text.startswith("One failed")
+    short, broken = model.requests[-1].body["messages"][-1]["content"]
+    assert short["is_error"] is True and short["content"].startswith("Half done.")
+    assert "the agent stopped early: stopped after 1 turns" in short["content"]
+    assert broken["is_error"] is True and "refusal" in broken["content"]
+
+
+def test_parallel_subagents_editing_one_file_lose_no_edit(project, tmp_path):
+    """Both read the file, both edit it at once: one edit lands, the other is told the file
+    changed since it read it, reads again and lands too (Claude Code would lose one)."""
+    from journal_agent.tools.registry import builtin_tools
+
+    (project / "notes.md").write_text("alpha\nbeta\n")
+    write_agent(project, "lead", "You are the lead.", tools="Task")
+    write_agent(project, "editor", "You are the editor.", tools="Read, Edit, Rendezvous")
+    rendezvous = Rendezvous(2)  # both have read the file before either edits
+
+    def editor(body):  # both editors' script: read, meet, edit; on a conflict read again
+        messages = body["messages"]
+        prompt = messages[0]["content"]
+        old, new = (prompt if isinstance(prompt, str) else prompt[0]["text"]).split()
+        if len(messages) == 1:
+            return reply(
+                tool_use("Read", {"file_path": "notes.md"}),
+                tool_use("Rendezvous", {"label": old}),
+            )
+        called = [b["name"] for b in messages[-2]["content"] if b.get("type") == "tool_use"]
+        result = messages[-1]["content"][0]
+        if called == ["Edit"] and not result.get("is_error"):
+            return reply(f"{old} → {new} done")
+        if called == ["Edit"]:  # "modified since read": read it again
+            assert "since" in result["content"], result["content"]
+            return reply(tool_use("Read", {"file_path": "notes.md"}))
+        edit = {"file_path": "notes.md", "old_string": old, "new_string": new}
+        return reply(tool_use("Edit", edit))
+
+    calls = [
+        tool_use("Task", {"description": d, "prompt": d, "subagent_type": "editor"})
+        for d in ("alpha ALPHA", "beta BETA")
+    ]
+    model = ScriptedModel([reply(*calls), reply("both done")], routes={"editor": [editor] * 12})
+    result = run_agent(
+        "lead",
+        "go",
+        root=project,
+        client=model.client(),
+        tools={**builtin_tools(), "Rendezvous": rendezvous},
+        mode="bypassPermissions",
+        home=tmp_path / "home",
+    )
+    assert result.ok
+    assert (project / "notes.md").read_text() == "ALPHA\nBETA\n"
+    task_results = model.requests[-1].body["messages"][-1]["content"]
+    assert [r["content"] for r in task_results] == ["alpha → ALPHA done", "beta → BETA done"]
+    # the editor that came second was refused once, read again and edited again
+    assert result.tools_used["Edit"] == 3 and result.tools_used["Read"] == 3
