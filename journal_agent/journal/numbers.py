@@ -57,6 +57,12 @@ _QUANTITY = re.compile(
 )
 
 
+_APPROX = re.compile(
+    r"(?:~|≈|\b(?:about|around|roughly|nearly|almost|approx\.?|approximately))\s*$",
+    re.IGNORECASE,
+)
+
+
 @dataclass(frozen=True)
 class Quoted:
     text: str
@@ -65,6 +71,7 @@ class Quoted:
     unit: str
     start: int
     end: int
+    approx: bool = False  # "~90 GB", "about 90 GB": trailing zeros are not significant
 
 
 def unit_scale(unit: str) -> tuple[str, float] | None:
@@ -91,7 +98,8 @@ def find_quantities(text: str) -> list[Quoted]:
             continue
         frac = m.group("frac") or ""
         value = float(m.group("num").replace(",", "") + ("." + frac if frac else ""))
-        found.append(Quoted(m.group(0), value, len(frac), unit, m.start(), m.end()))
+        approx = bool(_APPROX.search(text, max(0, m.start() - 16), m.start()))
+        found.append(Quoted(m.group(0), value, len(frac), unit, m.start(), m.end(), approx))
     return found
 
 
@@ -108,6 +116,9 @@ def matches(quoted: Quoted, value: float, unit: str) -> bool:
             return False
         converted = value * r[1] / q[1]
     tolerance = 0.5 * 10.0 ** (-quoted.decimals)
+    if quoted.approx and not quoted.decimals and quoted.value >= 10:
+        digits = str(int(quoted.value))
+        tolerance = 0.5 * 10.0 ** (len(digits) - len(digits.rstrip("0")))
     return abs(converted - quoted.value) <= tolerance * (1 + 1e-9) + 1e-12 * abs(converted)
 
 

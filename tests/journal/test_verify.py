@@ -350,3 +350,11 @@ def test_the_core_problem_under_the_key_question_is_still_checked(ws):
     )
     problems = api.append_entry(ws.root, entry).problems
     assert kinds(problems) == ["unquoted_number"] and "'56 GB'" in problems[0].detail
+
+
+def test_an_approximate_round_number_is_rounded_to_its_significant_digits(ws):
+    rid = ws.record("est-00000016", {"per_gpu_total": (91.64e9, "B")})
+    ok = f"It needs ~90 GB per GPU [m:{rid}], roughly 100 GB.\n"
+    assert api.append_entry(ws.root, make_entry(body=ok)).problems == []
+    problems = api.append_entry(ws.root, make_entry(body=f"It needs 90 GB [m:{rid}].\n")).problems
+    assert kinds(problems) == ["bad_citation"]
