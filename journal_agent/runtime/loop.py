@@ -208,7 +208,7 @@ class AgentLoop:
         cost = usage.cost(self.session.table.price(self.spec.model))
         self.usage = self.usage + usage
         self.cost = None if cost is None or self.cost is None else self.cost + cost
-        run_usage, run_cost = self.session.meter.add(usage, cost)
+        run_usage, run_cost = self.session.meter.add(usage, cost, agent=self.label, turn=self.turns)
         self.session.log("usage", self.label, turn=self.turns, usage=usage.as_dict(), cost_usd=cost)
         self.session.emit(UsageReported(self.label, self.turns, usage, cost, run_usage, run_cost))
         return response

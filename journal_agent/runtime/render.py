@@ -29,6 +29,7 @@ from journal_agent.runtime.events import (
 )
 from journal_agent.runtime.result import RunResult
 from journal_agent.runtime.transcript import Scrubber
+from journal_agent.runtime.usage import TokenUsage
 
 _INPUT_WIDTH = 80
 
@@ -155,6 +156,8 @@ class Renderer:
                 self._ensure_live()
         elif isinstance(event, UsageReported):
             self._waiting.pop(event.agent, None)
+            if self.verbose or event.agent == "main":
+                c.print(f"[dim]{who}  ↳ {usage_line(event.usage, event.cost_usd)}[/]")
         elif isinstance(event, AssistantText):
             text = self._scrub.text(_first_line(event.text))
             c.print(f"{who}[cyan]✻[/] [dim]{escape(text)}[/]")
@@ -183,7 +186,10 @@ class Renderer:
             c.print(f"{who}[yellow]! {escape(event.message)}[/]")
         elif isinstance(event, Done) and event.agent != "main":
             r = event.result
-            c.print(f"{who}[dim]finished: {r.status} · {r.turns} turns[/]")
+            c.print(
+                f"{who}[dim]finished: {r.status} · {r.turns} turns · "
+                f"{usage_line(r.usage, r.cost_usd)}[/]"
+            )
         if live and not self._inflight and not self._waiting:
             self._stop_live()
 
@@ -192,6 +198,18 @@ def format_cost(cost: float | None) -> str:
     if cost is None:
         return "unknown (no price for this model)"
     return f"${cost:.4f}"
+
+
+def usage_line(u: TokenUsage, cost: float | None) -> str:
+    """One request's tokens and cost: ``7,888 in (7,255 cache read, 633 cache write) · 45 out
+    · $0.0021``."""
+    cache = (
+        f" ({u.cache_read:,} cache read, {u.cache_write:,} cache write)"
+        if (u.cache_read or u.cache_write)
+        else ""
+    )
+    price = "cost unknown" if cost is None else f"${cost:.4f}"
+    return f"{u.prompt:,} in{cache} · {u.output:,} out · {price}"
 
 
 def summary_lines(result: RunResult) -> list[str]:

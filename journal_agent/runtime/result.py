@@ -35,6 +35,8 @@ class RunResult:
     files_changed: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     transcript: str | None = None
+    # Usage and cost of each model request of the run (sub-agents' included, tagged by agent).
+    per_turn: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def transcript_path(self) -> Path | None:
@@ -62,6 +64,7 @@ class RunResult:
             "usage": self.usage.as_dict(),
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
             "files_changed": self.files_changed,
+            "per_turn": self.per_turn,
             "transcript": self.transcript,
             "final_text": self.final_text,
         }

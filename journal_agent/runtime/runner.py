@@ -349,6 +349,7 @@ def execute(prepared: Prepared) -> RunResult:
     # Run-wide totals: the sub-agents' tokens and cost are part of this run.
     result.usage = session.meter.usage
     result.cost_usd = None if session.meter.unpriced else session.meter.cost_usd
+    result.per_turn = list(session.meter.per_turn)
     result.transcript = str(transcript.path) if transcript is not None else None
     return result
 

@@ -70,12 +70,24 @@ class Meter:
         self.usage = TokenUsage()
         self.cost_usd = 0.0
         self.unpriced = False  # some model had no price: cost is a lower bound
+        # One entry per model request, in the order they completed: who, which turn, usage.
+        self.per_turn: list[dict[str, Any]] = []
 
-    def add(self, usage: TokenUsage, cost: float | None) -> tuple[TokenUsage, float]:
+    def add(
+        self, usage: TokenUsage, cost: float | None, *, agent: str = "main", turn: int = 0
+    ) -> tuple[TokenUsage, float]:
         with self._lock:
             self.usage = self.usage + usage
             if cost is None:
                 self.unpriced = True
             else:
                 self.cost_usd += cost
+            self.per_turn.append(
+                {
+                    "agent": agent,
+                    "turn": turn,
+                    **usage.as_dict(),
+                    "cost_usd": None if cost is None else round(cost, 6),
+                }
+            )
             return self.usage, self.cost_usd

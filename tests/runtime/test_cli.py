@@ -73,6 +73,9 @@ def test_run_writes_files_prints_answer_and_summary(project):
     assert "Write" in err and "✓" in err  # the live tool line
     assert "2 turns" in err and "claude-haiku-5-5" in err
     assert "files changed: notes.md" in err and "cost $" in err
+    # usage and cost per turn, then for the run
+    assert "↳ 2,100 in (0 cache read, 1,200 cache write) · 50 out · $" in err
+    assert "↳ 1,240 in (1,200 cache read, 0 cache write) · 10 out · $" in err
     # the first request went to our base URL with the agent's system prompt and tools
     first = model.requests[0]
     assert first.path == "/v1/messages"
@@ -89,6 +92,12 @@ def test_json_output_and_permission_denial_without_a_terminal(project):
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["status"] == "completed" and summary["tools_used"] == {"Write": 1}
+    assert [(t["agent"], t["turn"], t["input"], t["cache_read"]) for t in summary["per_turn"]] == [
+        ("main", 1, 900, 0),
+        ("main", 2, 40, 1200),
+    ]
+    # haiku 5.5: 900 * 0.1 + 50 * 0.5 + 1200 * 0.125 per million
+    assert summary["per_turn"][0]["cost_usd"] == pytest.approx(0.000265)
     # default mode asks before Write; with no terminal to ask, the model gets a denial
     denied = model.requests[1].body["messages"][-1]["content"][0]
     assert denied["is_error"] is True

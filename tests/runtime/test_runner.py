@@ -101,6 +101,9 @@ def test_two_subagents_run_in_parallel_and_return_their_final_messages(project, 
     assert tools_of["B."] == ["Rendezvous", "WriteNote"]
     # run totals include the sub-agents: 6 requests of 100 + 10 tokens
     assert result.usage.input == 600 and result.usage.output == 60
+    # ... and are listed per request, tagged with the agent that made it
+    assert len(result.per_turn) == 6 and sum(t["input"] for t in result.per_turn) == 600
+    assert sorted(t["agent"] for t in result.per_turn)[:2] == ["main", "main"]
     assert result.files_changed == ["a.md", "b.md"]
     assert result.tools_used["Task"] == 2 and result.tools_used["WriteNote"] == 2
     agents = {e.agent for e in events if isinstance(e, ToolCalled)}
