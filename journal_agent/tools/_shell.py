@@ -270,6 +270,81 @@ def _runs_or_writes(name: str, args: list[str]) -> bool:
     return False
 
 
+# Options of grep / rg that take the next word as their value.
+_VALUE_OPTIONS_COMMON = {
+    "-A", "-B", "-C", "-e", "-f", "-m", "--regexp", "--file", "--max-count", "--context",
+    "--after-context", "--before-context", "--color", "--colors",
+}  # fmt: skip
+_VALUE_OPTIONS = {
+    "rg": _VALUE_OPTIONS_COMMON | {
+        "-g", "-t", "-T", "-M", "-j", "-E", "-r", "-d", "--glob", "--iglob", "--type",
+        "--type-not", "--type-add", "--max-columns", "--replace", "--encoding", "--sort",
+        "--sortr", "--threads", "--max-depth", "--pre", "--pre-glob", "--max-filesize",
+        "--context-separator", "--path-separator",
+    },
+    "grep": _VALUE_OPTIONS_COMMON | {
+        "-d", "-D", "--include", "--exclude", "--exclude-dir", "--label", "--devices",
+        "--directories", "--binary-files",
+    },
+}  # fmt: skip
+
+
+def _split_search_args(name: str, args: list[str]) -> tuple[list[str], list[str]]:
+    """(options, path operands) of a grep/rg command line: option values and the pattern
+    (the first operand, unless -e/-f gave it) are left out of the operands."""
+    takes_value = _VALUE_OPTIONS["rg" if name == "rg" else "grep"]
+    options: list[str] = []
+    operands: list[str] = []
+    pattern_given = False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            operands += args[i + 1 :]
+            break
+        if a.startswith("-") and a != "-":
+            options.append(a)
+            if a in ("-e", "-f", "--regexp", "--file") or a.startswith(("--regexp=", "--file=")):
+                pattern_given = True
+            if a in takes_value:
+                i += 1
+        else:
+            operands.append(a)
+        i += 1
+    if not pattern_given and operands:
+        operands = operands[1:]
+    return options, operands
+
+
+def recursive_search(cmd: SimpleCommand) -> tuple[list[str], list[str]] | None:
+    """For a command that reads whole directory trees (``grep -r``, ``rg``): the ``rg --files``
+    flags that list the files it reads, and its operand words (any may be a directory).
+    None for other commands."""
+    name = os.path.basename(cmd.name) if cmd.words else ""
+    if name not in ("grep", "egrep", "fgrep", "rg"):
+        return None
+    options, operands = _split_search_args(name, cmd.words[1:])
+    if name in ("grep", "egrep", "fgrep"):
+        short = "".join(o[1:] for o in options if not o.startswith("--"))
+        deref = "R" in short or "--dereference-recursive" in options
+        recursive = deref or "r" in short or "--recursive" in options
+        recursive = recursive or any(o in ("--directories=recurse",) for o in options)
+        if not recursive:
+            return None
+        return ["--no-ignore", "--hidden", *(["--follow"] if deref else [])], operands
+    if name == "rg":
+        flags: list[str] = []
+        unrestricted = sum(o.count("u") for o in options if re.fullmatch(r"-u+", o))
+        if unrestricted >= 1 or any(o.startswith("--no-ignore") for o in options):
+            flags.append("--no-ignore")
+        if unrestricted >= 2 or "--hidden" in options or "-." in options:
+            flags.append("--hidden")
+        if "-L" in options or "--follow" in options:
+            flags.append("--follow")
+        return flags, operands
+    return None
+
+
 # journal-agent's own subcommands that agents are told to run: they write only through the
 # journal store's validated, locked append, or under .journal/ (records). Not `trace`, which can
 # import a user's model factory (arbitrary code), nor `journal repair`, nor anything that calls

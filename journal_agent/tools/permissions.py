@@ -72,6 +72,7 @@ from journal_agent.tools._shell import (
     is_own_safe_command,
     is_read_only,
     is_safe_device,
+    recursive_search,
     split_commands,
 )
 from journal_agent.tools.base import ToolError
@@ -425,6 +426,9 @@ class PermissionPolicy:
         # Read deny rules protect files from `cat` as well as from Read.
         if problem := self._bash_read_denied(parts):
             return _Verdict("deny", problem)
+        # `grep -r KEY .` would read .env as surely as `cat .env`.
+        if problem := self._bash_tree_reads_denied(parts):
+            return _Verdict("deny", problem)
         for text in texts:
             if rule := self._bash_rule(self.ask, text):
                 if self.mode == "bypassPermissions":
@@ -479,6 +483,12 @@ class PermissionPolicy:
                         yield i, word, outside
                     else:
                         yield i, word, Path(os.path.realpath(cwd / os.path.expanduser(word)))
+                        # The shell expands `.e*` to `.env`: check what a pattern names too
+                        # (not for commands that only look at names and metadata: `ls *`).
+                        if os.path.basename(part.name) in _NAMES_ONLY:
+                            continue
+                        for name, match in _glob_matches(word, cwd):
+                            yield i, os.path.relpath(cwd / name, self.root), match
             target = cd_target(part)
             if target not in (None, "-"):
                 for cwd in list(cwds):
@@ -495,6 +505,42 @@ class PermissionPolicy:
             for rule in read_denies:
                 if path_matches(parse_rule(rule)[1] or "", path, self.root):
                     return f"`{word}` is denied by the rule {rule}."
+        return None
+
+    def _bash_tree_reads_denied(self, parts: list[SimpleCommand]) -> str | None:
+        """A recursive search (``grep -r``, ``rg``) over a tree holding a file Read may not
+        show (a secret, a ``Read`` deny rule): which file, or None."""
+        visible: Callable[[str], bool] | None = None
+        cwds = [self.root]  # as in _walk_paths: every directory a `cd` may have led to
+        for part in parts:
+            found = recursive_search(part)
+            if found is not None:
+                flags, operands = found
+                dirs: set[str] = set()
+                for cwd in cwds:
+                    for word in operands or ["."]:
+                        if escapes(word, cwd, self.root) is not None:
+                            continue  # outside: the workspace default refuses it
+                        path = Path(os.path.realpath(cwd / word))
+                        if path.is_dir():
+                            dirs.add(os.path.relpath(path, self.root))
+                if dirs:  # (files named one by one were checked by name already)
+                    if visible is None:
+                        visible = self.search_filter("Grep")
+                    hidden = _first_hidden_file(self.root, flags, sorted(dirs), visible)
+                    if hidden is not None:
+                        return (
+                            f"`{part.text}` would read {hidden}, which looks like a secret or "
+                            "is under a Read deny rule. Use the Grep tool, which leaves such "
+                            "files out, or search narrower paths."
+                        )
+            target = cd_target(part)
+            if target not in (None, "-"):
+                for cwd in list(cwds):
+                    if escapes(target, cwd, self.root) is None:
+                        new = Path(os.path.realpath(cwd / target))
+                        if new not in cwds:
+                            cwds.append(new)
         return None
 
     def _bash_default_denial(
@@ -609,6 +655,45 @@ class PermissionPolicy:
             f"asked here. To permit it, add the allow rule {hint} (settings or --allow), "
             f"or choose a mode with --mode (acceptEdits, bypassPermissions)."
         )
+
+
+_NAMES_ONLY = {"ls", "stat", "du", "tree", "realpath", "readlink", "basename", "dirname", "test",
+               "[", "echo", "printf"}  # fmt: skip
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_MAX_GLOB_MATCHES = 1000
+
+
+def _glob_matches(word: str, cwd: Path) -> list[tuple[str, Path]]:
+    """The paths the shell would expand ``word`` to (as bash: no dotfiles for ``*``)."""
+    if not _GLOB_CHARS.search(word):
+        return []
+    import glob
+    import itertools
+
+    try:
+        names = itertools.islice(glob.iglob(word, root_dir=cwd), _MAX_GLOB_MATCHES)
+        return [(name, Path(os.path.realpath(cwd / name))) for name in names]
+    except (OSError, ValueError):
+        return []
+
+
+def _first_hidden_file(
+    root: Path, flags: list[str], dirs: list[str], visible: Callable[[str], bool]
+) -> str | None:
+    """The first file a recursive search of ``dirs`` would read that ``visible`` rejects."""
+    from journal_agent.tools._rg import run_rg
+
+    try:
+        proc = run_rg(["--files", "--null", *flags, "--", *dirs], root)
+    except ToolError:
+        return None  # no rg: the other checks still stand
+    for raw in proc.stdout.split(b"\0"):
+        if not raw:
+            continue
+        rel = os.path.normpath(raw.decode("utf-8", "replace"))
+        if not visible(rel):
+            return rel
+    return None
 
 
 DESTRUCTIVE = {"rm", "rmdir", "dd", "chmod", "chown", "shred", "truncate", "mkfs", "kill", "pkill"}

@@ -389,8 +389,8 @@ def test_read_only_commands_run_without_asking(tree: Path, command: str) -> None
         "ls&&(rm notes.txt)",
         "ls && npm install",
         # Listed "read-only" commands whose options run a program or write a file.
-        "rg --pre rm TODO",
-        "rg --pre=sh TODO",
+        "rg --pre rm TODO src",
+        "rg --pre=sh TODO src",
         "git grep -Otouch TODO",
         "git grep --open-files-in-pager=rm TODO",
         "sort --compress-program=sh notes.txt",
@@ -512,7 +512,43 @@ def test_rg_pre_in_default_mode_does_not_run_a_program_on_every_file(tree: Path)
 
     before = sorted(p.name for p in tree.rglob("*"))
     ctx = ToolContext(root=tree, policy=PermissionPolicy(tree))
-    result = Bash().call(ctx, {"command": "rg --pre rm zzz"})
+    result = Bash().call(ctx, {"command": "rg --pre rm zzz src"})
     assert result.is_error and "needs approval" in result.content
     assert sorted(p.name for p in tree.rglob("*")) == before
-    assert bash(PermissionPolicy(tree), "rg -n --pre-glob '*.gz' TODO") == "allow"
+    assert bash(PermissionPolicy(tree), "rg -n --pre-glob '*.gz' TODO src") == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "grep -r x .",
+        "grep -rn x",
+        "grep -R x certs",
+        "egrep --recursive x .",
+        "rg x",
+        "rg -uu x",
+        "rg --hidden x config",
+        "cd src && grep -r x ..",
+        "head .e*",
+        "cat .en?",
+        "cat certs/*",
+        "grep x */*.pem",
+    ],
+)
+def test_recursive_searches_and_globs_do_not_read_secrets(tree: Path, command: str) -> None:
+    decision = PermissionPolicy(tree, mode="bypassPermissions").check("Bash", command=command)
+    assert not decision.allowed, command
+    assert "secret" in decision.reason, decision.reason
+
+
+@pytest.mark.parametrize(
+    "command", ["grep -rn x src", "rg x src docs", "rg -n x notes.txt", "ls *", "cat src/*.py"]
+)
+def test_recursive_searches_and_globs_without_secrets_run(tree: Path, command: str) -> None:
+    assert bash(PermissionPolicy(tree), command) == "allow", command
+
+
+def test_a_read_allow_rule_lets_a_recursive_search_read_that_secret(tree: Path) -> None:
+    policy = PermissionPolicy(tree, allow=["Read(./certs/**)"])
+    assert bash(policy, "grep -r x certs") == "allow"
+    assert "secret" in policy.check("Bash", command="grep -r x .").reason  # .env still
