@@ -89,6 +89,9 @@ _PLAIN_EXTENSIONS = frozenset(
 )
 
 
+_SKIP_DIRS = frozenset(["node_modules", "__pycache__", "venv", "build", "dist", "site-packages"])
+
+
 @dataclass(frozen=True)
 class CodeRef:
     path: str
@@ -129,6 +132,7 @@ class FileCache:
         self._lines: dict[str, list[bytes] | None] = {}
         self._resolved: dict[str, Path | None] = {}
         self._root = self.root.resolve()
+        self._names: dict[str, list[str]] | None = None
 
     def resolve(self, path: str) -> Path | None:
         if path not in self._resolved:
@@ -144,6 +148,23 @@ class FileCache:
         except (ValueError, OSError):
             return None
         return full
+
+    def same_name(self, path: str) -> str | None:
+        """The one file of the project with this file name, for "did you mean" hints."""
+        name = Path(path).name
+        if self._names is None:
+            self._names = {}
+            seen = 0
+            for top, dirs, names in os.walk(self.root):
+                dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS]
+                for n in names:
+                    rel = os.path.relpath(os.path.join(top, n), self.root)
+                    self._names.setdefault(n, []).append(rel.replace(os.sep, "/"))
+                seen += len(names)
+                if seen > 50_000:  # a huge tree: no hint rather than a slow check
+                    break
+        found = [p for p in self._names.get(name, []) if p != path]
+        return found[0] if len(found) == 1 else None
 
     def lines(self, path: str) -> list[bytes] | None:
         if path not in self._lines:
@@ -168,6 +189,13 @@ def resolve_problem(ref: CodeRef, files: FileCache) -> str | None:
         return f"{ref.key}: the path is outside the workspace"
     lines = files.lines(ref.path)
     if lines is None:
+        hint = files.same_name(ref.path)
+        if hint:
+            lines_part = ref.key.rsplit(":", 1)[-1]
+            return (
+                f"{ref.key}: no such file (paths are relative to the project root: did you "
+                f"mean {hint}:{lines_part}?)"
+            )
         return f"{ref.key}: no such file"
     if ref.start < 1 or ref.end < ref.start:
         return f"{ref.key}: not a valid line range"

@@ -358,3 +358,9 @@ def test_an_approximate_round_number_is_rounded_to_its_significant_digits(ws):
     assert api.append_entry(ws.root, make_entry(body=ok)).problems == []
     problems = api.append_entry(ws.root, make_entry(body=f"It needs 90 GB [m:{rid}].\n")).problems
     assert kinds(problems) == ["bad_citation"]
+
+
+def test_a_bare_file_name_gets_a_did_you_mean(ws):
+    problems = api.append_entry(ws.root, make_entry(body="See `train.py:7-9`.\n")).problems
+    assert kinds(problems) == ["missing_ref"]
+    assert "did you mean src/train.py:7-9?" in problems[0].detail
