@@ -58,6 +58,12 @@ class ToolOutcome:
 _DEFINITIONS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
+def valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates (undecodable bytes: a Latin-1 prompt, a tool's raw output)
+    replaced by U+FFFD, so that it can be sent as JSON and written as UTF-8."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
 def tool_definition(tool: Tool) -> dict[str, Any]:
     """``tool.definition()``, computed once per tool class (schemas are costly to build)."""
     cls = type(tool)
@@ -91,7 +97,7 @@ def _run_one(tools: dict[str, Tool], ctx: ToolContext, call: ToolCall) -> ToolOu
         except Exception as exc:  # a bug in a tool must not kill the run
             result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
     content = result.content if result.content else "(no output)"
-    content = _SURROGATES.sub("\ufffd", content)
+    content = valid_unicode(content)
     if len(content) > MAX_RESULT_CHARS:
         content = (
             content[:MAX_RESULT_CHARS]

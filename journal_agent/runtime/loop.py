@@ -31,6 +31,7 @@ from journal_agent.runtime.dispatch import (
     run_tool_calls,
     tool_definition,
     tool_result_blocks,
+    valid_unicode,
 )
 from journal_agent.runtime.events import (
     AssistantText,
@@ -288,6 +289,8 @@ class AgentLoop:
         return min(limits) if limits else None
 
     def run(self, prompt: str | list[dict[str, Any]]) -> RunResult:
+        if isinstance(prompt, str):
+            prompt = valid_unicode(prompt)  # argv or a file in another encoding
         self.messages.append({"role": "user", "content": prompt})
         self.session.log(
             "run_start",
@@ -389,7 +392,8 @@ class AgentLoop:
                 if self.interactive and self.session.ask and ends_with_question(text):
                     reply = self.session.ask(text)
                     if reply and reply.strip():
-                        self.messages.append({"role": "user", "content": reply.strip()})
+                        reply = valid_unicode(reply.strip())
+                        self.messages.append({"role": "user", "content": reply})
                         continue
                 return self._finish(R.COMPLETED, last_text)
             if stop == "refusal":

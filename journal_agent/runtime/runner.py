@@ -20,6 +20,7 @@ from typing import Any
 from journal_agent.errors import UserError
 from journal_agent.runtime import _files
 from journal_agent.runtime.client import make_client
+from journal_agent.runtime.dispatch import valid_unicode
 from journal_agent.runtime.events import EventSink, Notice, ignore
 from journal_agent.runtime.loop import AgentLoop, AgentSpec, RunOptions, Session
 from journal_agent.runtime.models import ModelTable, model_table
@@ -72,7 +73,7 @@ class Prepared:
             self.spec,
             ToolContext(root=self.config.root),
         )
-        loop.messages.append({"role": "user", "content": self.prompt})
+        loop.messages.append({"role": "user", "content": valid_unicode(self.prompt)})
         return loop.build_request()
 
 

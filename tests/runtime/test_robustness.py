@@ -191,3 +191,14 @@ def test_a_cost_budget_for_a_model_without_a_price_is_refused(tmp_path):
         )
     assert "no" in info.value.message and "my-gateway-model" in info.value.message
     assert not model.requests  # refused before spending anything
+
+
+def test_a_prompt_with_undecodable_bytes_is_sent_not_a_crash(tmp_path):
+    # What Python makes of `journal-agent run scribe $'caf\xe9'` in a UTF-8 locale.
+    prompt = b"caf\xe9 au lait".decode("utf-8", "surrogateescape")
+    model = ScriptedModel([reply("What should I record?"), reply("ok")])
+    result = make_loop(model, tmp_path, ask=lambda q: "le caf\udce9").run(prompt)
+    assert result.ok
+    sent = model.requests[1].body["messages"]
+    assert sent[0]["content"][0]["text"] == "caf\ufffd au lait"
+    assert sent[2]["content"][0]["text"] == "le caf\ufffd"  # the terminal reply too
