@@ -210,12 +210,12 @@ class Grep(Tool):
             body = "\n".join(entries)
             text = f"{head}\n{body}"
         elif p.output_mode == "count":
-            matches = sum(
-                int(e.rsplit(":", 1)[1]) for e in entries if e.rsplit(":", 1)[1].isdigit()
-            )
+            # Totals over every matching file, not just this page.
+            matches = sum(_count_of(row) for row in all_rows)
+            files = len(all_rows)
             text = "\n".join(entries) + (
                 f"\n\nFound {matches} total occurrence{'s' if matches != 1 else ''} "
-                f"across {len(entries)} file{'s' if len(entries) != 1 else ''}."
+                f"across {files} file{'s' if files != 1 else ''}."
             )
         else:
             text = "\n".join(entries)

@@ -221,3 +221,13 @@ def test_without_line_numbers_context_lines_still_differ_from_matches(tmp_path: 
     ctx = ToolContext(root=tmp_path)
     res = Grep().call(ctx, {"pattern": "def", "output_mode": "content", "-n": False, "-C": 1})
     assert res.content == "a.py:def f():\na.py-    return 1\na.py:12:def g():"
+
+
+def test_count_totals_cover_every_file_not_just_the_page(tmp_path: Path) -> None:
+    for i in range(5):
+        (tmp_path / f"f{i}.txt").write_text("hit\n" * (i + 1))
+    ctx = ToolContext(root=tmp_path)
+    res = Grep().call(ctx, {"pattern": "hit", "output_mode": "count", "head_limit": 2})
+    assert res.content.splitlines()[:2] == ["f0.txt:1", "f1.txt:2"]
+    assert "Found 15 total occurrences across 5 files." in res.content
+    assert "offset=2" in res.content
