@@ -84,11 +84,11 @@ _QUESTION_REST = re.compile(r"[^.!;?]*\?")
 def is_setting(text: str, quoted: numbers.Quoted) -> bool:
     """A configured value or a data-type size, which no measurement record backs.
 
-    Sizes in plain bytes below 1 KiB are data-type and toy sizes ("fp16 uses 2 bytes per
-    parameter", "4 params × 12 bytes"), never a measured footprint.
+    Zero needs no source; sizes in plain bytes below 1 KiB are data-type and toy sizes
+    ("fp16 uses 2 bytes per parameter", "4 params × 12 bytes"), never a measured footprint.
     """
-    if quoted.unit.lower() in ("byte", "bytes") and quoted.value < 1024:
-        return True
+    if quoted.value == 0 or (quoted.unit.lower() in ("byte", "bytes") and quoted.value < 1024):
+        return True  # "saves 0 GB" states an absence; small byte counts are data types
     return bool(
         _SETTING_AFTER.match(text, quoted.end)
         or _SETTING_BEFORE.search(text, max(0, quoted.start - 40), quoted.start)

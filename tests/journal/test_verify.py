@@ -298,6 +298,7 @@ def test_settings_data_type_sizes_and_questions_need_no_citation(ws):
         "3. NCCL timeout defaults to 30 minutes; set it to 10 min when debugging.\n"
         "4. Checkpoint every 500 steps (about every 20 minutes), with a 64 KB bucket.\n"
         '5. *"Where do the 56 GB come from?"*\n'
+        "6. Plain DDP shards nothing: 0 GB saved.\n"
     )
     entry = make_entry(body=body).replace(
         "*Why do we need DeepSpeed?*", '*"Why does 7B need 112 GB to train?"* (my question)'
