@@ -56,7 +56,11 @@ class Tool(ABC):
     @classmethod
     def definition(cls) -> dict[str, Any]:
         """The tool as the Messages API expects it."""
-        return {"name": cls.name, "description": cls.description, "input_schema": cls.input_schema()}
+        return {
+            "name": cls.name,
+            "description": cls.description,
+            "input_schema": cls.input_schema(),
+        }
 
     @abstractmethod
     def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult: ...
