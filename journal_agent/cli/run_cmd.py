@@ -194,7 +194,7 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
     if opts.background and not opts.dry_run:
         _check_before_detaching(kind, target, root)
         status = background.start(
-            root, [*argv, *opts.child_flags()], kind=kind, target=target, prompt=text
+            root, argv, kind=kind, target=target, prompt=text, flags=opts.child_flags()
         )
         if opts.as_json:
             print_json(status)

@@ -130,8 +130,19 @@ def list_runs(root: Path) -> list[dict[str, Any]]:
     return sorted(out, key=lambda s: (s.get("started", ""), s["id"]))
 
 
-def start(root: Path, argv: list[str], *, kind: str, target: str, prompt: str) -> dict[str, Any]:
-    """Spawn ``python -m journal_agent <argv> --run-id ID`` detached; return its status."""
+def start(
+    root: Path,
+    argv: list[str],
+    *,
+    kind: str,
+    target: str,
+    prompt: str,
+    flags: list[str] = (),  # type: ignore[assignment]
+) -> dict[str, Any]:
+    """Spawn ``python -m journal_agent <command> <flags> --run-id ID -- <arguments>`` detached
+    (``argv`` is the command then its arguments); return its status.
+
+    The arguments come after ``--`` so that a prompt starting with ``-`` stays a prompt."""
     run_id = new_run_id()
     directory = run_dir(root, run_id)
     directory.mkdir(parents=True, exist_ok=True)
@@ -139,12 +150,15 @@ def start(root: Path, argv: list[str], *, kind: str, target: str, prompt: str) -
         sys.executable,
         "-m",
         "journal_agent",
-        *argv,
+        argv[0],
+        *flags,
         "--run-id",
         run_id,
         "--yes",
         "--root",
         str(root),
+        "--",
+        *argv[1:],
     ]
     write_status(
         root,

@@ -29,7 +29,7 @@ def project(tmp_path):
     return root
 
 
-def cli(root, *args, base_url=None, key=KEY, timeout=120):
+def cli(root, *args, base_url=None, key=KEY, timeout=120, after_dashes=()):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env["HOME"] = str(root.parent / "home")
     if key:
@@ -37,7 +37,7 @@ def cli(root, *args, base_url=None, key=KEY, timeout=120):
     if base_url:
         env["ANTHROPIC_BASE_URL"] = base_url
     return subprocess.run(
-        [sys.executable, "-m", "journal_agent", *args, "--root", str(root)],
+        [sys.executable, "-m", "journal_agent", *args, "--root", str(root), "--", *after_dashes],
         capture_output=True,
         text=True,
         env=env,
@@ -143,13 +143,12 @@ def test_background_run_detaches_records_and_can_be_waited_for(project):
         started = cli(
             project,
             "run",
-            "scribe",
-            "write bg",
             "--background",
             "--mode",
             "acceptEdits",
             "--json",
             base_url=url,
+            after_dashes=["scribe", "--write bg"],  # a prompt that looks like an option
         )
         assert started.returncode == 0, started.stderr
         run_id = json.loads(started.stdout)["id"]
@@ -162,6 +161,7 @@ def test_background_run_detaches_records_and_can_be_waited_for(project):
     assert status["id"] == run_id and status["status"] == "completed"
     assert status["result"]["files_changed"] == ["bg.md"]
     assert status["target"] == "scribe" and status["exit_code"] == 0
+    assert model.requests[0].body["messages"][0]["content"][0]["text"] == "--write bg"
     log = project / ".journal" / "runs" / run_id / "output.log"
     assert "files changed: bg.md" in log.read_text()
 
@@ -359,3 +359,15 @@ def test_a_background_run_keeps_secrets_out_of_its_status_and_log(project):
     for path in (project / ".journal").rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="replace"), path
+
+
+def test_max_retries_is_configurable(project):
+    model = ScriptedModel([http_error(529, "Overloaded"), reply("fine")])
+    with model.serve() as url:
+        done = cli(project, "run", "scribe", "hi", "--yes", "--max-retries", "0", base_url=url)
+    assert done.returncode == 1 and len(model.requests) == 1
+    assert "kept failing (529: Overloaded) after 0 retries" in done.stderr
+    model = ScriptedModel([http_error(529), http_error(529), http_error(529), reply("fine")])
+    with model.serve() as url:
+        done = cli(project, "run", "scribe", "hi", "--yes", "--max-retries", "3", base_url=url)
+    assert done.returncode == 0 and done.stdout.strip() == "fine" and len(model.requests) == 4
