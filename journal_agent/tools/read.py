@@ -18,7 +18,7 @@ from typing import Annotated, Any, BinaryIO, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from journal_agent.tools._budget import fit_to_budget
+from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, count_tokens, fit_to_budget, fits
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.reads import Fingerprint, tracker_for
 from journal_agent.tools.workspace import confine, open_beneath, workspace_root
@@ -170,15 +170,31 @@ class Read(Tool):
                 f"The file {path} has {_lines(scan.total_lines)}, fewer than the requested offset "
                 f"{start}; use an offset between 1 and {scan.total_lines}."
             )
-        body = "\n".join(_format_line(n, prefix, size) for n, prefix, size in scan.lines)
+        lines = [_format_line(n, prefix, size) for n, prefix, size in scan.lines]
+        body = "\n".join(lines)
         first, last = scan.lines[0][0], scan.lines[-1][0]
-        if scan.more_after:
+        within = True  # checked once here: encoding a large result twice is wasted time
+        if not fits(body, DEFAULT_MAX_TOKENS - _NOTE_TOKENS):
+            # Cut at a line and say exactly where to go on, rather than a generic hint.
+            keep = _lines_within(lines, DEFAULT_MAX_TOKENS - _NOTE_TOKENS)
+            within = keep > 0
+            keep = max(keep, 1)
+            last = first + keep - 1
+            of_total = f" of {scan.total_lines:,}" if scan.total_lines is not None else ""
+            body = "\n".join(lines[:keep]) + (
+                f"\n\n[Showing lines {first}-{last}{of_total}: the requested range is over the "
+                f"{DEFAULT_MAX_TOKENS:,}-token limit for one result. Use offset={last + 1} to read "
+                "further, with a smaller limit, or Grep to find the lines you need.]"
+            )
+        elif scan.more_after:
             span = f"line {first}" if first == last else f"lines {first}-{last}"
             of_total = f" of {scan.total_lines}" if scan.total_lines is not None else ""
             body += (
                 f"\n\n[Showing {span}{of_total}. The file continues: use "
                 f"offset={last + 1} to read further.]"
             )
+        if within:
+            return ToolResult(body)
         return ToolResult(
             fit_to_budget(
                 body,
@@ -186,6 +202,19 @@ class Read(Tool):
                 "to find the lines you need.",
             )
         )
+
+
+_NOTE_TOKENS = 200  # room for the note that follows a cut
+
+
+def _lines_within(lines: list[str], budget: int) -> int:
+    """How many of ``lines`` (joined by newlines) fit in ``budget`` tokens."""
+    used = 0
+    for i, line in enumerate(lines):
+        used += count_tokens(line) + 1
+        if used > budget:
+            return i
+    return len(lines)
 
 
 def _format_line(number: int, prefix: bytes, size: int) -> str:

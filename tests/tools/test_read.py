@@ -163,10 +163,18 @@ def test_result_over_the_token_budget_is_cut_with_a_narrowing_hint(ws: Path, cal
     # 2000 lines of ~1000 characters: far beyond 25,000 tokens.
     write_lines(ws / "huge.txt", 2000, fmt="{} " + "lorem ipsum dolor sit amet " * 37)
     content = call("Read", file_path="huge.txt").content
-    assert "Result truncated" in content
-    assert "Use offset and limit" in content
     assert len(content) < 200_000
     assert content.startswith("1\t1 lorem")
+    # Cut at a whole line, and the note says exactly where to go on.
+    *numbered, _, note = content.split("\n")
+    last = int(numbered[-1].split("\t")[0])
+    assert last == len(numbered) > 10
+    assert f"[Showing lines 1-{last} of 2,000" in note and f"offset={last + 1}" in note
+    from journal_agent.tools._budget import count_tokens
+
+    assert count_tokens(content) <= 25_000
+    follow = call("Read", file_path="huge.txt", offset=last + 1).content
+    assert follow.startswith(f"{last + 1}\t{last + 1} lorem")
 
 
 def test_invalid_input_is_an_error_result(ws: Path, call) -> None:
