@@ -558,6 +558,13 @@ class PermissionPolicy:
         for i, part in enumerate(parts):
             if part.words and os.path.basename(part.name) in PRIVILEGE and not named(i, part.name):
                 return f"`{part.name}` is not allowed: commands run without elevated privileges."
+            # `… | xargs sudo rm`: xargs runs the rest (not unwrapped: its input names files).
+            if part.words and os.path.basename(part.name) in ("xargs", "find"):
+                escalate = next(
+                    (w for w in part.words[1:] if os.path.basename(w) in PRIVILEGE), None
+                )
+                if escalate is not None and not named(i, escalate):
+                    return f"`{escalate}` is not allowed: commands run without elevated privileges."
             if cd_target(part) == "-":
                 return "`cd -` goes to an unknown directory; cd to a path inside the workspace."
         for i, word, path in self._walk_paths(parts):

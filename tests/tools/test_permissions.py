@@ -306,6 +306,8 @@ def test_settings_files_are_not_edited_without_approval(tree: Path) -> None:
         "nice -n 5 sudo ls",
         "exec sudo ls",
         "setsid sudo ls",
+        "ls | xargs sudo rm",
+        "find . -exec sudo rm {} +",
     ],
 )
 def test_bash_outside_the_workspace_privileges_and_garbage_are_denied(
