@@ -68,12 +68,25 @@ _LEARNED_LOCK = threading.Lock()
 _MIN_LEARNED = 6
 
 
+def _redact_assignment(match: re.Match[str]) -> str:
+    secret = match.group(3)
+    if secret.isdigit():  # MAX_NEW_TOKENS=2048 is a setting, not a secret
+        return match.group(0)
+    if len(secret) >= _MIN_LEARNED:
+        with _LEARNED_LOCK:
+            _LEARNED.add(secret)
+    return match.group(1) + REDACTED
+
+
 def _secrets_from_env() -> list[str]:
     out = [v for name in _SECRET_ENV if (v := os.environ.get(name)) and len(v) >= 4]
     out += [
         v
         for name, v in os.environ.items()
-        if _SECRET_ENV_NAME.search(name) and len(v) >= _MIN_ENV_SECRET and not v.isdigit()
+        if _SECRET_ENV_NAME.search(name)
+        and len(v) >= _MIN_ENV_SECRET
+        and not v.isdigit()
+        and not v.startswith(("/", "~", "."))  # a path (GOOGLE_APPLICATION_CREDENTIALS=/…)
     ]
     return out
 
@@ -88,11 +101,7 @@ class Scrubber:
 
     def text(self, value: str) -> str:
         if "=" in value:
-            found = [m.group(3) for m in _ASSIGNMENT.finditer(value)]
-            if found:
-                with _LEARNED_LOCK:
-                    _LEARNED.update(v for v in found if len(v) >= _MIN_LEARNED)
-            value = _ASSIGNMENT.sub(lambda m: m.group(1) + REDACTED, value)
+            value = _ASSIGNMENT.sub(_redact_assignment, value)
         with _LEARNED_LOCK:
             learned = sorted(_LEARNED, key=len, reverse=True) if _LEARNED else []
         for secret in (*self._secrets, *learned):

@@ -202,3 +202,35 @@ def test_a_prompt_with_undecodable_bytes_is_sent_not_a_crash(tmp_path):
     sent = model.requests[1].body["messages"]
     assert sent[0]["content"][0]["text"] == "caf\ufffd au lait"
     assert sent[2]["content"][0]["text"] == "le caf\ufffd"  # the terminal reply too
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "MAX_NEW_TOKENS=2048",
+        "request(max_tokens=64000)",
+        'API_KEY = os.environ["ANTHROPIC_API_KEY"]',
+        "TOKEN=${HF_TOKEN}",
+        "the token budget is 200k",
+    ],
+)
+def test_the_scrubber_leaves_code_and_settings_alone(line):
+    from journal_agent.runtime.transcript import Scrubber
+
+    assert Scrubber().text(line) == line
+
+
+@pytest.mark.parametrize(
+    ("line", "kept"),
+    [
+        ("  12\texport GITHUB_TOKEN=ghp_" + "a" * 36, "  12\texport GITHUB_TOKEN="),
+        ("AWS_SECRET_ACCESS_KEY='wJalrXUtnFEMI/K7MDENG'", "AWS_SECRET_ACCESS_KEY="),
+        ("aws id AKIAIOSFODNN7EXAMPLE here", "aws id "),
+        ("slack xoxb-1234567890-abcdefghij", "slack "),
+    ],
+)
+def test_the_scrubber_catches_common_secret_shapes(line, kept):
+    from journal_agent.runtime.transcript import REDACTED, Scrubber
+
+    out = Scrubber().text(line)
+    assert out.startswith(kept) and REDACTED in out
