@@ -417,3 +417,22 @@ def test_parallel_subagents_editing_one_file_lose_no_edit(project, tmp_path):
     assert [r["content"] for r in task_results] == ["alpha → ALPHA done", "beta → BETA done"]
     # the editor that came second was refused once, read again and edited again
     assert result.tools_used["Edit"] == 3 and result.tools_used["Read"] == 3
+
+
+def test_all_tools_minus_disallowed_and_inherit_takes_the_settings_model(project, tmp_path):
+    from datetime import date
+
+    from journal_agent.tools.registry import builtin_tools
+
+    write_agent(project, "a", "Body.", disallowedTools="Write, Bash, Task", model="inherit")
+    (project / ".journal").mkdir()
+    (project / ".journal" / "settings.json").write_text('{"model": "haiku"}')
+    model = ScriptedModel([reply("ok")])
+    run_agent("a", "go", root=project, client=model.client(), home=tmp_path / "home")
+    body = model.requests[0].body
+    expected = [n for n in builtin_tools() if n not in ("Write", "Bash")]
+    assert [t["name"] for t in body["tools"]] == expected  # and no Task
+    assert body["model"] == "claude-haiku-5-5"
+    system = body["system"][0]["text"]
+    assert system.startswith("Body.\n\n<env>")
+    assert f"Today's date: {date.today().isoformat()}" in system and "Platform: " in system
