@@ -140,6 +140,8 @@ _OPERAND = re.compile(
     + _TEXT_UNITS
     + r"|B)(?![\w/]))?"
 )
+_TIMES_X = re.compile(r"x(?![A-Za-z])")
+_LABEL_WORD = re.compile(r"[A-Za-z][A-Za-z_-]*")
 _MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _OPERATORS = {
     "×": "*",
@@ -185,10 +187,12 @@ def _evaluate(expr: str) -> tuple[float, set[str]] | None:
                 value *= scale[1]
             out.append(repr(value))
             pos, expect_operand = match.end(), False
-        elif char in _OPERATORS and (char != "x" or not expect_operand):
+        elif char in _OPERATORS and (char != "x" or _TIMES_X.match(expr, pos)):
             out.append(_OPERATORS[char])
             expect_operand = char != ")"
             pos += 1
+        elif word := _LABEL_WORD.match(expr, pos):
+            pos = word.end()  # "7B params × 2 bytes", "seq 2048 × batch 1": labels, not math
         else:
             return None
     if not out or expect_operand:

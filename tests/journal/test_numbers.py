@@ -92,6 +92,8 @@ def test_append_never_changes_existing_bytes(existing, title):
         ("momentum (28 GB) + variance (28 GB) ", "56 GB", 56.0),
         ("(14 + 56 + 14 + 15) ", "99 GB", 99.0),  # plain numbers are in the result's unit
         ("85.35 GiB ", "91.64 GB", 91.64),
+        ("7B params × 2 bytes ", "14 GB", 14.0),  # label words between operands
+        ("seq 2048 x batch 1 x hidden 4096 x 2 bytes ", "16.8 MB", 16.777216),
         ("Optimizer ", "56 GB", None),  # no calculation at all
         ("2 s + 3 GB ", "5 GB", None),  # mixes time into memory
     ],
