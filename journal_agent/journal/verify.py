@@ -466,7 +466,11 @@ def _closest(quoted: numbers.Quoted, values: list[tuple[str, float, str]]) -> st
         distance = abs(value * r[1] / q[1] - quoted.value)
         if best is None or distance < best[0]:
             best = (distance, name, numbers.describe(value, unit, quoted))
-    return f" (closest: {best[1]} = {best[2]})" if best else " (it has no value in that unit)"
+    if best is None:
+        return " (it has no value in that unit)"
+    if best[0] > 0.25 * abs(quoted.value):  # a far "closest" would invite a wrong fix
+        return " (none of its values is within 25% of it)"
+    return f" (closest: {best[1]} = {best[2]})"
 
 
 # -- whole journal / drafts ------------------------------------------------------------------

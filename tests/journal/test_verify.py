@@ -365,3 +365,12 @@ def test_a_bare_file_name_gets_a_did_you_mean(ws):
     problems = api.append_entry(ws.root, make_entry(body="See `train.py:7-9`.\n")).problems
     assert kinds(problems) == ["missing_ref"]
     assert "did you mean src/train.py:7-9?" in problems[0].detail
+
+
+def test_a_far_miss_names_no_closest_value(ws):
+    rid = ws.record("est-00000017", {"peak": (2.49e9, "B"), "inputs": (2048.0, "B")})
+    problems = api.append_entry(
+        ws.root, make_entry(body=f"A block is 28.4 MB [m:{rid}].\n")
+    ).problems
+    assert kinds(problems) == ["bad_citation"]
+    assert "closest" not in problems[0].detail and "within 25%" in problems[0].detail
