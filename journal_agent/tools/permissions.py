@@ -507,6 +507,15 @@ class PermissionPolicy:
                     return f"`{word}` is denied by the rule {rule}."
         return None
 
+    def _read_allowed(self, path: Path) -> bool:
+        """Whether an allow rule names ``path`` for Read (what lifts the secrets default)."""
+        return any(
+            parse_rule(r)[0] == "Read"
+            and parse_rule(r)[1] is not None
+            and path_matches(parse_rule(r)[1] or "", path, self.root)
+            for r in self.allow
+        )
+
     def _bash_tree_reads_denied(self, parts: list[SimpleCommand]) -> str | None:
         """A recursive search (``grep -r``, ``rg``) over a tree holding a file Read may not
         show (a secret, a ``Read`` deny rule): which file, or None."""
@@ -558,6 +567,16 @@ class PermissionPolicy:
         for i, part in enumerate(parts):
             if part.words and os.path.basename(part.name) in PRIVILEGE and not named(i, part.name):
                 return f"`{part.name}` is not allowed: commands run without elevated privileges."
+            # `git show HEAD:.env` prints a committed secret as surely as `cat .env`.
+            if part.words and os.path.basename(part.name) == "git":
+                for word in part.words[1:]:
+                    _, colon, spec = word.partition(":")
+                    secret = colon and spec and not word.startswith("-") and _is_secret_rel(spec)
+                    if secret and not named(i, word) and not self._read_allowed(self.root / spec):
+                        return (
+                            f"`{word}` names {spec}, which looks like a secret (keys, "
+                            "credentials, .env) and is not readable by default."
+                        )
             # `… | xargs sudo rm`: xargs runs the rest (not unwrapped: its input names files).
             if part.words and os.path.basename(part.name) in ("xargs", "find"):
                 escalate = next(

@@ -535,6 +535,8 @@ def test_rg_pre_in_default_mode_does_not_run_a_program_on_every_file(tree: Path)
         "cat .en?",
         "cat certs/*",
         "grep x */*.pem",
+        "git show HEAD:.env",
+        "git cat-file -p main:certs/server.pem",
     ],
 )
 def test_recursive_searches_and_globs_do_not_read_secrets(tree: Path, command: str) -> None:
@@ -544,7 +546,16 @@ def test_recursive_searches_and_globs_do_not_read_secrets(tree: Path, command: s
 
 
 @pytest.mark.parametrize(
-    "command", ["grep -rn x src", "rg x src docs", "rg -n x notes.txt", "ls *", "cat src/*.py"]
+    "command",
+    [
+        "grep -rn x src",
+        "rg x src docs",
+        "rg -n x notes.txt",
+        "ls *",
+        "cat src/*.py",
+        "git show HEAD:src/app.py",
+        "git log --since=12:00",
+    ],
 )
 def test_recursive_searches_and_globs_without_secrets_run(tree: Path, command: str) -> None:
     assert bash(PermissionPolicy(tree), command) == "allow", command
@@ -554,3 +565,8 @@ def test_a_read_allow_rule_lets_a_recursive_search_read_that_secret(tree: Path) 
     policy = PermissionPolicy(tree, allow=["Read(./certs/**)"])
     assert bash(policy, "grep -r x certs") == "allow"
     assert "secret" in policy.check("Bash", command="grep -r x .").reason  # .env still
+
+
+def test_git_rev_path_of_a_secret_is_lifted_by_a_read_allow_rule(tree: Path) -> None:
+    assert bash(PermissionPolicy(tree), "git show HEAD:.env") == "deny"
+    assert bash(PermissionPolicy(tree, allow=["Read(./.env)"]), "git show HEAD:.env") == "allow"
