@@ -3,21 +3,23 @@
 Problem kinds (exactly these): ``missing_ref``, ``stale_ref``, ``bad_citation``,
 ``unquoted_number``, ``missing_section``, ``encoding``.
 
-The number rules, conservatively (see docs/journal.md):
+The number rules, conservatively (see docs/journal.md, "The number rules"):
 
 * Beside a citation ``[m:<id>]`` — in the same table row, else the same sentence (or the
   sentence before, when the citation stands alone) — every number with a memory or time unit
   must be a value of a cited record (its results or calculation steps), unit-aware and
-  rounding-tolerant. In a span with ``=`` only the numbers after the last ``=`` are checked:
-  the left side is the calculation being shown.
-* ``unquoted_number``: a number with a memory or time unit on a line that
-  - is outside code blocks and inline code (calculations and outputs live there),
-  - has no citation, is not part of a paragraph, list item or table that has one (a table
-    is also covered by a cited caption line ending with ``:`` just above it),
-  - shows no calculation (``=``, ``≈``, ``×``, ``÷``, ``→`` or ``a op b`` between numbers),
-  - is not a question, and is not in the 🔗 Related, ❓ Follow-up or 🏷️ Tags sections;
-  and a size that names a device (``40 GB GPUs``, ``24GB VRAM``) is a specification, not a
-  result, so it needs no citation.
+  rounding-tolerant. In a span with ``=`` only the results after the last ``=`` are quoted,
+  and a result the calculation on its left gives is derived. A table row is judged cell by
+  cell; a "Calculation" cell quotes nothing.
+* A citation covers its paragraph, list item or table (and a table under a cited caption
+  ending in ``:``): every other number there must also be a record value, a shown calculation
+  or, in a table, the sum of its column above it.
+* ``unquoted_number``: any other number with a memory or time unit, outside code, on a line
+  that shows no calculation (numbers with an operator between them, or ``=`` with a number
+  on its left; "4× larger" and "→" are not calculations), unless it is asked in a question,
+  sits in a heading or the 🔗 Related, ❓ Follow-up or 🏷️ Tags sections, or is a
+  specification: a device's size (``40 GB GPUs``, ``A100-80GB``), a setting (``defaults to
+  30 minutes``, ``a 64 KB bucket``), a data-type size in bytes, or zero.
 """
 
 from __future__ import annotations
