@@ -351,7 +351,7 @@ def recursive_search(cmd: SimpleCommand) -> tuple[list[str], list[str]] | None:
 # a model.
 OWN_SAFE_SUBCOMMANDS = {
     ("journal", "append"), ("journal", "check"), ("journal", "list"), ("journal", "show"),
-    ("journal", "search"), ("journal", "related"), ("estimate",), ("measurements",),
+    ("journal", "search"), ("journal", "related"), ("journal", "refresh"), ("estimate",), ("measurements",),
     ("agents",), ("commands",),
 }  # fmt: skip
 
