@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import functools
+import hashlib
+import inspect
+import textwrap
 from copy import deepcopy
 from typing import Any
 
@@ -136,12 +141,63 @@ class _FastPeakMixin:
                 self._peak_mem_snap[dev] = deepcopy(dev_snap)  # type: ignore[attr-defined]
 
 
+# The fast bookkeeping replays upstream's ``_update_peak_stats`` exactly as written in these
+# torch versions (fingerprint of its syntax tree, comments and layout ignored). Any other
+# version, or an upstream whose method changed, gets torch's tracker unchanged: slower, never
+# different. Add a fingerprint only after ``test_fast_tracker_matches_upstream`` passes on it.
+FAST_TRACKER_MIN_TORCH = (2, 5)
+_KNOWN_PEAK_STATS_FINGERPRINTS = frozenset(
+    {"91cba7ae5e40d02bca77607ff1d7c560a2f008fac8f38c07d95fc59f305e09ee"}  # torch 2.13
+)
+_FAST_STATE_ATTRS = ("memory_tracking", "_curr_mem_snap", "_peak_mem", "_peak_mem_snap")
+
+
+def _torch_version() -> tuple[int, int]:
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def _fingerprint(method: Any) -> str | None:
+    try:
+        source = textwrap.dedent(inspect.getsource(method))
+    except (OSError, TypeError):  # no source shipped (frozen / stripped installs)
+        return None
+    return hashlib.sha256(ast.dump(ast.parse(source)).encode()).hexdigest()
+
+
+@functools.cache
+def fast_tracker_supported() -> bool:
+    """True when this torch's MemTracker is the one ``_FastPeakMixin`` was checked against."""
+    if _torch_version() < FAST_TRACKER_MIN_TORCH:
+        return False
+    try:
+        from torch.distributed._tools.mem_tracker import MemTracker
+    except ImportError:
+        return False
+    method = getattr(MemTracker, "_update_peak_stats", None)
+    if method is None or _fingerprint(method) not in _KNOWN_PEAK_STATS_FINGERPRINTS:
+        return False
+    probe = MemTracker()
+    return all(hasattr(probe, a) for a in _FAST_STATE_ATTRS) and hasattr(
+        getattr(probe, "_mod_tracker", None), "parents"
+    )
+
+
+def is_fast_tracker(tracker: Any) -> bool:
+    return isinstance(tracker, _FastPeakMixin)
+
+
 def make_tracker(
     model: nn.Module, optimizer: Any, inputs: tuple[Any, ...], mesh: Any, fast: bool = True
 ) -> Any:
+    """Torch's tracker, with the fast peak bookkeeping when ``fast`` and this torch allows it."""
+    fast = fast and fast_tracker_supported()
     if mesh is not None:
         from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+        from torch.distributed._tools.mem_tracker import MemTracker
 
+        # An FSDP-specific override would be shadowed by the mixin: keep upstream's then.
+        fast = fast and FSDPMemTracker._update_peak_stats is MemTracker._update_peak_stats
         cls = type("_FastFSDPMemTracker", (_FastPeakMixin, FSDPMemTracker), {})
         tracker = (cls if fast else FSDPMemTracker)(model, optimizer)
         tracker.track_inputs(inputs)
