@@ -153,6 +153,7 @@ def _shape(inp: EstimateInput) -> dict[str, Any]:
             "heads": w.heads,
             "vocab": w.vocab,
             "largest_layer_params": w.largest_layer_params(),
+            "largest_module_params": w.largest_module_params(),
             "max_seq": w.max_seq,
         }
     else:
@@ -166,6 +167,7 @@ def _shape(inp: EstimateInput) -> dict[str, Any]:
     if "largest_layer_params" not in shape and shape.get("hidden") and shape.get("vocab"):
         h = shape["hidden"]
         shape["largest_layer_params"] = max(shape["vocab"] * h, 12 * h * h)
+        shape["largest_module_params"] = max(shape["vocab"] * h, 4 * h * h)  # GPT's FFN h×4h
     return shape
 
 
@@ -387,7 +389,7 @@ def estimate(inp: EstimateInput) -> Estimate:
                 "ZeRO-3 gathered parameters",
                 2 * big * wb / t,
                 0,
-                f"2 · largest layer · {wb} B (current + prefetched)" + (" / t" if t > 1 else ""),
+                f"2 · largest block · {wb} B (current + prefetched)" + (" / t" if t > 1 else ""),
                 f"2 · {fmt_count(big)} · {wb} B" + (f" / {t}" if t > 1 else ""),
                 group="overhead",
             )
@@ -470,7 +472,7 @@ def estimate(inp: EstimateInput) -> Estimate:
 
     ds = None
     if inp.precision == "mixed" and inp.optimizer in ("adam", "adamw") and inp.lora_rank is None:
-        big = int(shape.get("largest_layer_params") or 0)
+        big = int(shape.get("largest_module_params") or 0)
         ds = {
             "zero2_gpu_bytes": deepspeed_zero2_gpu_bytes(psi, n),
             "zero2_formula": f"2Ψ + 18Ψ/N = 2·{fmt_count(psi)} + 18·{fmt_count(psi)}/{n}",
@@ -478,7 +480,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         if big:
             ds["zero3_gpu_bytes"] = deepspeed_zero3_gpu_bytes(psi, big, n)
             ds["zero3_formula"] = (
-                f"4·largest + 18Ψ/N = 4·{fmt_count(big)} + 18·{fmt_count(psi)}/{n}"
+                f"4·largest module + 18Ψ/N = 4·{fmt_count(big)} + 18·{fmt_count(psi)}/{n}"
             )
         if z in (2, 3) and f"zero{z}_gpu_bytes" in ds and t == 1:
             ours = sum(c.bytes for c in components if c.group != "activations")
@@ -487,8 +489,8 @@ def estimate(inp: EstimateInput) -> Estimate:
                 "counts 16); --fp32-grads reproduces its number"
                 if z == 2
                 else "DeepSpeed counts 18Ψ/N (fp16 and fp32 gradients, fp32 weights, two "
-                "states) plus 4 B per parameter of the largest layer; we count 16Ψ/N plus the "
-                "largest layer gathered twice (current + prefetch)"
+                "states) plus 4 B per parameter of the largest single module; we count "
+                "16Ψ/N plus the largest block gathered twice (current + prefetch)"
             )
             notes.append(
                 f"DeepSpeed's ZeRO-{z} estimator gives "

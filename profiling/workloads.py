@@ -63,8 +63,20 @@ class WorkloadConfig(BaseModel):
         return self.embedding_params() + self.layers * self.layer_params() + final_norm + head
 
     def largest_layer_params(self) -> int:
-        """The largest single module's parameters (DeepSpeed's ZeRO-3 'largest layer')."""
+        """The largest unit ZeRO-3 / FSDP gathers at once: a transformer block or the embedding."""
         return max(self.vocab * self.hidden, self.layer_params())
+
+    def largest_module_params(self) -> int:
+        """DeepSpeed's ZeRO-3 'largest layer': the most parameters held directly by one module.
+
+        DeepSpeed's ``model_to_params`` takes ``max(sum(p.numel() for p in
+        m.parameters(recurse=False)) for m in model.modules())``: a single Linear or Embedding,
+        not a whole block.
+        """
+        h, f = self.hidden, self.ffn
+        if self.arch == "gpt2":  # Linear layers carry a bias; positions are an Embedding
+            return max(self.vocab * h, self.max_seq * h, 3 * h * h + 3 * h, h * f + f)
+        return max(self.vocab * h, h * f, h * h)
 
 
 def _gpt2(name: str, layers: int, hidden: int, heads: int) -> WorkloadConfig:

@@ -238,3 +238,24 @@ def test_clear_errors(kwargs: dict, message: str) -> None:
 def test_lora_without_shape_is_a_clear_error() -> None:
     with pytest.raises(ProfilingError, match="LoRA needs the model's shape"):
         estimate(EstimateInput(params=1e9, lora_rank=8))
+
+
+@pytest.mark.parametrize("name", ["gpt2-small", "gpt2-xl", "llama-1b", "llama-7b"])
+def test_deepspeed_largest_layer_is_its_definition_on_the_real_model(name: str) -> None:
+    # DeepSpeed's model_to_params: the most parameters one module holds directly
+    # (recurse=False) — a Linear or Embedding, not a block. Counted on the built model.
+    torch = pytest.importorskip("torch")
+    from profiling.workloads import WORKLOADS, build_model
+
+    model = build_model(name, device=torch.device("meta"))
+    largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+    assert WORKLOADS[name].largest_module_params() == largest
+    est = estimate(EstimateInput(model=name, gpus=8, zero=3))
+    psi = est.params
+    assert est.deepspeed["zero3_gpu_bytes"] == 4 * largest + 18 * psi // 8
+
+
+def test_deepspeed_zero3_for_llama_7b_by_hand() -> None:
+    # The embedding (and the untied lm_head), 32000 × 4096, is Llama-7B's largest module.
+    est = estimate(EstimateInput(model="llama-7b", gpus=8, zero=3))
+    assert est.deepspeed["zero3_gpu_bytes"] == 4 * 32000 * 4096 + 18 * 6_738_415_616 // 8
