@@ -1,22 +1,59 @@
 """Memory without the hardware: estimate and trace training steps, keep every number's provenance.
 
-Light at import time: ``torch`` is imported only inside the functions that need it, so
-``import profiling`` (and ``profiling.records`` / ``profiling.estimate``) stays fast.
+    from profiling import estimate_memory, trace_memory, render_estimate, render_trace
+
+Light at import time: ``torch`` is imported only when a trace runs, so ``import profiling``
+(and ``profiling.records`` / ``profiling.estimate``) stays fast. Names are resolved lazily.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
 
-from profiling.errors import ProfilingError
-from profiling.records import MeasurementRecord, Quantity, RecordStore, Step, new_record_id
+# public name -> (module, attribute); imported on first use (PEP 562).
+_EXPORTS: dict[str, tuple[str, str]] = {
+    # one call each
+    "estimate_memory": ("profiling.api", "estimate_memory"),
+    "trace_memory": ("profiling.api", "trace_memory"),
+    "save_record": ("profiling.api", "save_record"),
+    "render_estimate": ("profiling.estimate", "render_text"),
+    "render_trace": ("profiling.report", "render_trace_text"),
+    "compare": ("profiling.report", "compare"),
+    "render_comparison": ("profiling.report", "render_compare_text"),
+    "plot_estimate": ("profiling.plot", "plot_estimate"),
+    "plot_trace": ("profiling.plot", "plot_trace"),
+    # the models behind them
+    "Estimate": ("profiling.estimate", "Estimate"),
+    "EstimateInput": ("profiling.estimate", "EstimateInput"),
+    "TraceConfig": ("profiling.trace", "TraceConfig"),  # imports torch
+    "TraceResult": ("profiling.trace", "TraceResult"),  # imports torch
+    "trace_step": ("profiling.trace", "trace_step"),  # imports torch
+    "WORKLOADS": ("profiling.workloads", "WORKLOADS"),
+    "build_model": ("profiling.workloads", "build_model"),
+    # records
+    "MeasurementRecord": ("profiling.records", "MeasurementRecord"),
+    "Quantity": ("profiling.records", "Quantity"),
+    "RecordStore": ("profiling.records", "RecordStore"),
+    "Step": ("profiling.records", "Step"),
+    "new_record_id": ("profiling.records", "new_record_id"),
+    "ProfilingError": ("profiling.errors", "ProfilingError"),
+}
 
-__all__ = [
-    "MeasurementRecord",
-    "ProfilingError",
-    "Quantity",
-    "RecordStore",
-    "Step",
-    "__version__",
-    "new_record_id",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'profiling' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -51,13 +51,18 @@ def _cwd_importable():
                 sys.path.remove("")
 
 
-def call_factory(spec: str, batch: int, seq: int) -> tuple[nn.Module, tuple[Any, ...]]:
+def call_factory(
+    spec: str, batch: int, seq: int, factory: Callable[..., Any] | None = None
+) -> tuple[nn.Module, tuple[Any, ...]]:
+    """Call ``factory`` (or the one ``spec`` names) under the active fake mode."""
     with _cwd_importable():
-        return _call_factory_here(spec, batch, seq)
+        return _call_factory_here(spec, batch, seq, factory)
 
 
-def _call_factory_here(spec: str, batch: int, seq: int) -> tuple[nn.Module, tuple[Any, ...]]:
-    factory = load_factory(spec)
+def _call_factory_here(
+    spec: str, batch: int, seq: int, factory: Callable[..., Any] | None
+) -> tuple[nn.Module, tuple[Any, ...]]:
+    factory = factory if factory is not None else load_factory(spec)
     kwargs: dict[str, Any] = {}
     with contextlib.suppress(TypeError, ValueError):
         params = inspect.signature(factory).parameters

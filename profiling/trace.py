@@ -105,9 +105,11 @@ def _require_tracing_apis() -> None:
 # ---------------------------------------------------------------- models and inputs
 
 
-def _make_model(config: TraceConfig) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
-    if ":" in config.model:
-        model, inputs = call_factory(config.model, config.batch, config.seq)
+def _make_model(
+    config: TraceConfig, factory: Callable[..., Any] | None = None
+) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
+    if factory is not None or ":" in config.model:
+        model, inputs = call_factory(config.model, config.batch, config.seq, factory)
         return model, inputs, {"name": config.model, "factory": True}
     if config.model not in WORKLOADS:
         known = ", ".join(WORKLOADS)
@@ -202,11 +204,16 @@ def _fake_process_group(world_size: int):
 
 
 def trace_step(
-    config: TraceConfig, progress: Progress | None = None, upstream_tracker: bool = False
+    config: TraceConfig,
+    progress: Progress | None = None,
+    upstream_tracker: bool = False,
+    factory: Callable[..., Any] | None = None,
 ) -> TraceResult:
     """Trace one training step of ``config.model`` and return exact bytes by category.
 
-    ``upstream_tracker=True`` uses torch's trackers unchanged (several times slower); the
+    ``factory`` (from Python) is a function returning ``(model, inputs)`` like a
+    ``module:function`` factory; it is called under fake tensors and ``config.model`` only
+    names it. ``upstream_tracker=True`` uses torch's trackers unchanged (several times slower); the
     default adds only a faster peak bookkeeping with the same results (tests check both).
     """
     _require_tracing_apis()
@@ -219,7 +226,7 @@ def trace_step(
         )
     say = progress or (lambda _stage: None)
     if config.seq is None:
-        workload = WORKLOADS.get(config.model)
+        workload = None if factory is not None else WORKLOADS.get(config.model)
         config = config.model_copy(update={"seq": min(workload.max_seq, 2048) if workload else 512})
     start = time.perf_counter()
     with _TRACE_LOCK, contextlib.ExitStack() as stack:
@@ -233,13 +240,19 @@ def trace_step(
             # high on a toy model); a real run allocates nothing for them. One discarded step
             # fills the caches, so the traced step is the steady state in every process.
             say("warm-up step (fills DTensor's caches)")
-            _trace_in_fake_mode(config, mesh, lambda _stage: None, not upstream_tracker)
-        result = _trace_in_fake_mode(config, mesh, say, not upstream_tracker)
+            _trace_in_fake_mode(config, mesh, lambda _stage: None, not upstream_tracker, factory)
+        result = _trace_in_fake_mode(config, mesh, say, not upstream_tracker, factory)
     result.wall_seconds = round(time.perf_counter() - start, 3)
     return result
 
 
-def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: bool) -> TraceResult:
+def _trace_in_fake_mode(
+    config: TraceConfig,
+    mesh: Any,
+    say: Progress,
+    fast: bool,
+    factory: Callable[..., Any] | None = None,
+) -> TraceResult:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     notes: list[str] = []
@@ -252,7 +265,7 @@ def _trace_in_fake_mode(config: TraceConfig, mesh: Any, say: Progress, fast: boo
         previous = torch.get_default_dtype()
         torch.set_default_dtype(_DTYPES[config.param_dtype])
         try:
-            model, inputs, info = _make_model(config)
+            model, inputs, info = _make_model(config, factory)
         finally:
             torch.set_default_dtype(previous)
         if config.checkpointing:
