@@ -348,7 +348,9 @@ def _fake_failure(model: str, exc: Exception) -> str:
     hint = (
         "it reads tensor data in Python (.item(), .tolist(), .numpy(), bool(tensor), "
         "data-dependent shapes), which fake tensors cannot provide"
-        if "DataDependent" in kind or "data-dependent" in text or "numpy" in text.lower()
+        if any(k in kind for k in ("DataDependent", "DynamicOutputShape"))
+        or "data-dependent" in text
+        or "numpy" in text.lower()
         else "a fake tensor has shapes and dtypes but no values"
     )
     return (

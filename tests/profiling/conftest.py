@@ -58,6 +58,21 @@ USER_MODELS = textwrap.dedent(
         return Peeks(), torch.randn(2, 8)
 
 
+    class Selects(nn.Module):
+        """Output shape depends on values (nonzero): impossible under fake tensors."""
+
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.lin(x[torch.nonzero(x[:, 0] > 0).squeeze(1)]).sum()
+
+
+    def make_selects():
+        return Selects(), torch.randn(4, 8)
+
+
     BUILT_AT_IMPORT = None
 
 

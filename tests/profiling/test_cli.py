@@ -102,6 +102,7 @@ def test_trace_compare_estimate(tmp_path, run_json) -> None:
         (["estimate", "--model", "gpt5"], "unknown model 'gpt5'"),
         (["trace", "--model", "user_models:broken"], "model factory 'user_models:broken' failed"),
         (["trace", "--model", "user_models:make_peeks"], "cannot run under fake tensors"),
+        (["trace", "--model", "user_models:make_selects"], "data-dependent shapes"),
         (["measurements", "show", "est-00000000"], "no measurement record 'est-00000000'"),
         (
             ["estimate", "--model", "llama-7b", "--lora-rank", "8", "--compare-trace"],
