@@ -155,6 +155,10 @@ def _shape(inp: EstimateInput) -> dict[str, Any]:
             "largest_layer_params": w.largest_layer_params(),
             "largest_module_params": w.largest_module_params(),
             "max_seq": w.max_seq,
+            "kv_dim": w.n_kv_heads * w.head_dim,
+            # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
+            "unquantized_params": w.embedding_params()
+            + (0 if w.tied_embeddings else w.vocab * w.hidden),
         }
     else:
         shape = {"name": f"{fmt_count(inp.params or 0)} parameters", "params": inp.params}
@@ -283,23 +287,51 @@ def estimate(inp: EstimateInput) -> Estimate:
                 "LoRA needs the model's shape: give --model or --layers and --hidden"
             )
         r = inp.lora_rank
-        adapters = 8 * L * h * r  # q, k, v, o: each h×h gets A (h×r) and B (r×h)
+        kv = int(shape.get("kv_dim") or h)
+        # q, o (h×h) and k, v (h×kv) each get A (in×r) and B (r×out): r·(in + out) apiece.
+        adapters = L * r * (6 * h + 2 * kv)
+        if kv == h:
+            a_formula, a_numbers = "8·L·h·r (A and B on q, k, v, o)", f"8·{L}·{h}·{r}"
+        else:
+            a_formula = "L·r·(6h + 2·kv) (A and B on q, o: h×h and k, v: h×kv)"
+            a_numbers = f"{L}·{r}·(6·{h} + 2·{kv})"
         trainable = adapters
+        div, sym, num = sharded(3)
         if inp.qlora:
+            # bitsandbytes quantizes the Linear layers; the embeddings and LM head stay 16-bit.
+            keep = int(shape.get("unquantized_params") or 0)
+            if not keep and V is not None:
+                keep = 2 * V * h  # untied embedding + LM head (Llama-style) assumed
             base_b = QLORA_BITS / 8
-            fsym, fnum = "Ψ · (4 + 0.127)/8 B", f"{fmt_count(psi)} · 4.127/8 B"
-            base_name = "Base weights (NF4, frozen)"
+            add(
+                "Base weights (NF4, frozen)",
+                (psi - keep) * base_b / div,
+                (psi - keep) * base_b / t,
+                ("(Ψ − embeddings)" if keep else "Ψ") + " · (4 + 0.127)/8 B" + sym,
+                f"{fmt_count(psi - keep)} · 4.127/8 B" + num,
+            )
+            if keep:
+                add(
+                    "Embeddings + LM head (16-bit, frozen)",
+                    keep * 2 / div,
+                    keep * 2 / t,
+                    "embeddings · 2 B" + sym,
+                    f"{fmt_count(keep)} · 2 B" + num,
+                )
         else:
             base_b = bpp["weight"]
-            fsym, fnum = f"Ψ · {base_b} B", f"{fmt_count(psi)} · {base_b} B"
-            base_name = f"Base weights ({wname}, frozen)"
-        div, sym, num = sharded(3)
-        add(base_name, psi * base_b / div, psi * base_b / t, fsym + sym, fnum + num)
+            add(
+                f"Base weights ({wname}, frozen)",
+                psi * base_b / div,
+                psi * base_b / t,
+                f"Ψ · {base_b} B" + sym,
+                f"{fmt_count(psi)} · {base_b} B" + num,
+            )
         steps.append(
             Step(
                 name="LoRA adapter parameters",
-                formula="8·L·h·r (A and B on q, k, v, o)",
-                substituted=f"8·{L}·{h}·{r}",
+                formula=a_formula,
+                substituted=a_numbers,
                 value=adapters,
                 unit="",
             )

@@ -259,3 +259,22 @@ def test_deepspeed_zero3_for_llama_7b_by_hand() -> None:
     # The embedding (and the untied lm_head), 32000 × 4096, is Llama-7B's largest module.
     est = estimate(EstimateInput(model="llama-7b", gpus=8, zero=3))
     assert est.deepspeed["zero3_gpu_bytes"] == 4 * 32000 * 4096 + 18 * 6_738_415_616 // 8
+
+
+def test_qlora_keeps_embeddings_and_lm_head_in_16_bit() -> None:
+    # bitsandbytes quantizes the Linear layers only. Llama-7B: Ψ = 6,738,415,616, of which the
+    # embedding and the untied LM head are 2 × 32000 × 4096 = 262,144,000 (bf16, 2 B).
+    est = estimate(EstimateInput(model="llama-7b", lora_rank=16, qlora=True))
+    c = _by_name(est)
+    assert c["Base weights (NF4, frozen)"] == round((6_738_415_616 - 262_144_000) * 4.127 / 8)
+    assert c["Embeddings + LM head (16-bit, frozen)"] == 262_144_000 * 2
+    # adapters: 8·L·h·r = 8·32·4096·16 (q, k, v, o are all 4096 × 4096), fp32
+    assert est.trainable_params == 16_777_216
+    assert c["LoRA adapter weights"] == 16_777_216 * 4
+
+
+def test_lora_adapters_follow_grouped_query_attention() -> None:
+    # llama-1b: h = 2048, 4 KV heads × 64 = 256 wide k and v. Per layer r·(in + out) each:
+    # q, o: 2·r·(2048 + 2048); k, v: 2·r·(2048 + 256) → 22 layers · 8 · 12800 = 2,252,800.
+    est = estimate(EstimateInput(model="llama-1b", lora_rank=8))
+    assert est.trainable_params == 2_252_800
