@@ -71,14 +71,22 @@ def plot_trace(result: Any, path: Path) -> Path:
 
 
 def plot_compare(cmp: dict[str, Any], path: Path) -> Path:
+    """Estimated and traced bytes side by side per category, then the total against the peak."""
     plt = _pyplot()
-    rows = cmp["rows"]
+    rows = [
+        *cmp["rows"],
+        {
+            "category": "total / peak",
+            "estimated_bytes": cmp["estimated_total"],
+            "traced_bytes": cmp["traced_peak"],
+        },
+    ]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], [r["estimated_bytes"] / GB for r in rows], 0.4, label="estimated")
     ax.bar([i + 0.2 for i in x], [r["traced_bytes"] / GB for r in rows], 0.4, label="traced")
     ax.set_xticks(list(x), [r["category"] for r in rows])
     ax.set_ylabel("GB (10^9 bytes)")
-    ax.set_title("Estimate beside trace")
+    ax.set_title("Estimate beside trace (per GPU / per rank)")
     ax.legend()
     return _save(fig, path)

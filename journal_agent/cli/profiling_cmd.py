@@ -196,10 +196,6 @@ def estimate_command(
         record = estimate_record(est)
         store.save(record)
         payload = estimate_json(est, record.id)
-        if plot is not None:
-            from profiling.plot import plot_estimate
-
-            payload["plot"] = str(plot_estimate(est, plot))
         result = cmp = trace_rec = None
         if compare_trace:
             if model is None:
@@ -217,6 +213,12 @@ def estimate_command(
             cmp = compare(est, result)
             payload["trace"] = trace_json(result, trace_rec.id)
             payload["comparison"] = cmp
+        if plot is not None:
+            from profiling.plot import plot_compare, plot_estimate
+
+            # With a trace beside it, the chart shows both (estimate and trace per category).
+            made = plot_compare(cmp, plot) if cmp is not None else plot_estimate(est, plot)
+            payload["plot"] = str(made)
     if as_json:
         print_json(payload)
         return
@@ -379,9 +381,10 @@ def trace_command(
             payload["estimate"] = {"record_id": est_record.id, "per_gpu_bytes": est.per_gpu_bytes}
             payload["comparison"] = cmp
         if plot is not None:
-            from profiling.plot import plot_trace
+            from profiling.plot import plot_compare, plot_trace
 
-            payload["plot"] = str(plot_trace(result, plot))
+            made = plot_compare(cmp, plot) if cmp is not None else plot_trace(result, plot)
+            payload["plot"] = str(made)
     if as_json:
         print_json(payload)
         return

@@ -80,8 +80,11 @@ def test_trace_json_shape_user_factory_and_plot(user_models, run_cli, run_json) 
 def test_trace_compare_estimate(tmp_path, run_json) -> None:
     data = run_json(
         "trace", "--model", "gpt2-small", "--seq", "128", "--dtype", "bf16",
-        "--compare-estimate", "--gpu-mem", "2", "--root", str(tmp_path), cwd=tmp_path,
+        "--compare-estimate", "--gpu-mem", "2", "--plot", "cmp.png", "--root", str(tmp_path),
+        cwd=tmp_path,
     )  # fmt: skip
+    # With an estimate beside the trace, the chart compares the two.
+    assert (tmp_path / "cmp.png").read_bytes()[:4] == b"\x89PNG" and data["plot"] == "cmp.png"
     # The traced peak (≈ 2.5 GB: fp32 AdamW states + foreach temporaries) against 2 GB.
     assert data["fits"] is False and data["status"] == "❌"
     assert data["verdict"].startswith("❌ Exceeds 2.00 GB")
