@@ -101,7 +101,7 @@ class Estimate(BaseModel):
     components: list[Component]
     steps: list[Step]
     per_gpu_bytes: int
-    total_bytes: int  # summed over all GPUs
+    total_bytes: int  # summed over all N·t GPUs (data-parallel × tensor-parallel)
     unsharded_bytes: int  # one GPU, no ZeRO: what data parallelism alone would need
     gpu_mem_bytes: int | None
     fits: bool | None
@@ -537,7 +537,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         components=components,
         steps=steps,
         per_gpu_bytes=per_gpu,
-        total_bytes=per_gpu * n,
+        total_bytes=per_gpu * n * t,  # every tensor-parallel rank holds its own share
         unsharded_bytes=unsharded,
         gpu_mem_bytes=gpu_mem,
         fits=fits,

@@ -119,9 +119,9 @@ def estimate_command(
             "--optimizer", help="adamw | adam | sgd | sgd-nomomentum | adam8bit | adafactor | lion."
         ),
     ] = "adamw",
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="Data-parallel GPUs (N).")] = 1,
+    gpus: Annotated[int, typer.Option("--gpus", min=1, help="Data-parallel GPUs N.")] = 1,
     zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3.")] = 0,
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree (t).")] = 1,
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel t (N·t GPUs).")] = 1,
     sequence_parallel: Annotated[
         bool, typer.Option("--sequence-parallel", help="Sequence parallelism (with --tp).")
     ] = False,

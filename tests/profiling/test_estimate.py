@@ -278,3 +278,10 @@ def test_lora_adapters_follow_grouped_query_attention() -> None:
     # q, o: 2·r·(2048 + 2048); k, v: 2·r·(2048 + 256) → 22 layers · 8 · 12800 = 2,252,800.
     est = estimate(EstimateInput(model="llama-1b", lora_rank=8))
     assert est.trainable_params == 2_252_800
+
+
+def test_total_counts_every_tensor_parallel_rank() -> None:
+    # 4 data-parallel × 2 tensor-parallel = 8 GPUs, each with Ψ·16 B / (4·2) under ZeRO-3.
+    est = estimate(EstimateInput(params=1_000_000_000, gpus=4, tp=2, zero=3))
+    assert est.per_gpu_bytes == 16_000_000_000 // 8
+    assert est.total_bytes == 16_000_000_000
