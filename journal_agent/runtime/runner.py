@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from journal_agent.errors import UserError
-from journal_agent.runtime import _files
+from journal_agent.runtime import _children, _files
 from journal_agent.runtime.client import make_client
 from journal_agent.runtime.dispatch import valid_unicode
 from journal_agent.runtime.events import EventSink, Notice, ignore
@@ -336,10 +336,16 @@ def execute(prepared: Prepared) -> RunResult:
     for name in prepared.missing_tools:
         session.emit(Notice("main", f"tool '{name}' is not available here; skipped"))
     before = _files.snapshot(config.root)
+    processes_before = _children.children()
     try:
         ctx = _context(config, prepared.permission_mode, prepared.allow)
         loop = AgentLoop(session, prepared.spec, ctx)
         result = loop.run(prepared.prompt)
+    except BaseException:
+        # Ctrl-C or a failed model call: commands that sub-agents' Bash calls started on
+        # other threads would otherwise outlive the run.
+        _children.stop_started(processes_before)
+        raise
     finally:
         if transcript is not None:
             transcript.close()

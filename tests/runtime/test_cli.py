@@ -371,3 +371,52 @@ def test_max_retries_is_configurable(project):
     with model.serve() as url:
         done = cli(project, "run", "scribe", "hi", "--yes", "--max-retries", "3", base_url=url)
     assert done.returncode == 0 and done.stdout.strip() == "fine" and len(model.requests) == 4
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_commands_subagents_started(project):
+    import signal
+    import time
+    import uuid
+
+    import psutil
+
+    marker = f"marker-{uuid.uuid4().hex}"
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(97)' {marker}"
+    write_agent(project, "lead", "You are the lead.", tools="Task")
+    write_agent(project, "sub", "You are sub.", tools="Bash")
+
+    def running() -> list:
+        return [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+
+    tasks = [
+        tool_use("Task", {"description": f"t{i}", "prompt": "p", "subagent_type": "sub"})
+        for i in range(2)
+    ]
+    sub = [reply(tool_use("Bash", {"command": sleeper})) for _ in range(2)]
+    model = ScriptedModel([reply(*tasks)], routes={"You are sub.": sub})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update(HOME=str(project.parent / "home"), ANTHROPIC_API_KEY=KEY)
+    flags = ["--root", str(project), "--mode", "bypassPermissions"]
+    try:
+        with model.serve() as url:
+            env["ANTHROPIC_BASE_URL"] = url
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "journal_agent", "run", "lead", "go", *flags],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            deadline = time.monotonic() + 60
+            while len(running()) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)  # both sub-agents' commands are running
+            assert len(running()) == 2
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
+        assert proc.returncode == 130
+        assert running() == []  # nothing the run started outlives it
+    finally:
+        for p in running():
+            p.kill()
