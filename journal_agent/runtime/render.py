@@ -83,16 +83,20 @@ class Renderer:
         now = time.monotonic()
         frame = _SPINNER[int(now * 10) % len(_SPINNER)]
         lines = Text()
-        with self._lock:
-            for agent, (turn, model, start) in self._waiting.items():
-                lines.append(f"{frame} ", "cyan")
-                lines.append_text(Text.from_markup(self._who(agent)))
-                lines.append(f"waiting for {model} · turn {turn} · {now - start:.0f}s\n", "dim")
-            for agent, name, brief, start in self._inflight.values():
-                lines.append(f"{frame} ", "cyan")
-                lines.append_text(Text.from_markup(self._who(agent)))
-                lines.append(name, "bold")
-                lines.append(f"({brief}) {now - start:.1f}s\n", "dim")
+        # No self._lock here: rich calls this from its refresh thread while holding the Live's
+        # lock, and an event handler holding self._lock waits for that lock in console.print
+        # (lock-order inversion: the run froze). list() of a dict view is atomic under the GIL.
+        waiting = list(self._waiting.items())
+        inflight = list(self._inflight.values())
+        for agent, (turn, model, start) in waiting:
+            lines.append(f"{frame} ", "cyan")
+            lines.append_text(Text.from_markup(self._who(agent)))
+            lines.append(f"waiting for {model} · turn {turn} · {now - start:.0f}s\n", "dim")
+        for agent, name, brief, start in inflight:
+            lines.append(f"{frame} ", "cyan")
+            lines.append_text(Text.from_markup(self._who(agent)))
+            lines.append(name, "bold")
+            lines.append(f"({brief}) {now - start:.1f}s\n", "dim")
         lines.rstrip()
         return lines
 
