@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from runtime_helpers import write_agent
+from runtime_helpers import write_agent, write_command
 
 from journal_agent.testing import ScriptedModel, http_error, reply, tool_use
 
@@ -420,3 +420,15 @@ def test_ctrl_c_stops_the_commands_subagents_started(project):
     finally:
         for p in running():
             p.kill()
+
+
+def test_command_runs_any_slash_command_with_its_arguments(project):
+    write_command(project, "note", "Note $ARGUMENTS now.", **{"allowed-tools": "Read"})
+    done = cli(project, "command", "/note", "ZeRO", "stage 2", "--dry-run", key=None)
+    assert done.returncode == 0, done.stderr
+    req = json.loads(done.stdout)["request"]
+    assert req["messages"][0]["content"][0]["text"].rstrip() == "Note ZeRO stage 2 now."
+    assert [t["name"] for t in req["tools"]] == ["Read"]
+    missing = cli(project, "command", "nope", key=None)
+    assert missing.returncode == 1
+    assert missing.stderr.strip().startswith("error: no command named 'nope'")
