@@ -56,6 +56,7 @@ class Lookup(Tool):
     name = "Lookup"
     description = "Look a topic up in the notes."
     Input = LookupInput
+    concurrency_safe = True  # read-only, so a turn's two lookups run in parallel threads
     seconds = 0.0
 
     def run(self, ctx: ToolContext, params: LookupInput) -> ToolResult:
