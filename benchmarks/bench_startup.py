@@ -62,7 +62,9 @@ def main() -> None:
         cwd = Path(tmp)
         (cwd / "learning_journal.md").write_text(
             "# Learning Journal\n\n---\n\n## ZeRO Stage 2 (2026-11-20)\n\n"
-            "**Context**: Reading the DeepSpeed config.\n", encoding="utf-8")
+            "**Context**: Reading the DeepSpeed config.\n",
+            encoding="utf-8",
+        )
         baseline: list[float] = []
         samples: dict[str, list[float]] = {" ".join(c): [] for c in COMMANDS}
         for _ in range(opts.repeats):

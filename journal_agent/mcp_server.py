@@ -27,17 +27,20 @@ def build_server(root: Path):
     ctx = make_context(root)
 
     async def list_tools(_ctx, _params) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[
-            types.Tool(name=t.name, description=t.description, input_schema=t.input_schema())
-            for t in tools.values()
-        ])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=t.name, description=t.description, input_schema=t.input_schema())
+                for t in tools.values()
+            ]
+        )
 
     async def call_tool(_ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = tools.get(params.name)
         if tool is None:
             text = f"Unknown tool '{params.name}'; available: {', '.join(sorted(tools))}."
-            return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                        is_error=True)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)], is_error=True
+            )
         result = await anyio.to_thread.run_sync(tool.call, ctx, dict(params.arguments or {}))
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.content)],

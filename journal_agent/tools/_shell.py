@@ -351,8 +351,8 @@ def recursive_search(cmd: SimpleCommand) -> tuple[list[str], list[str]] | None:
 # a model.
 OWN_SAFE_SUBCOMMANDS = {
     ("journal", "append"), ("journal", "check"), ("journal", "list"), ("journal", "show"),
-    ("journal", "search"), ("journal", "related"), ("journal", "refresh"), ("estimate",), ("measurements",),
-    ("agents",), ("commands",),
+    ("journal", "search"), ("journal", "related"), ("journal", "refresh"), ("estimate",),
+    ("measurements",), ("agents",), ("commands",),
 }  # fmt: skip
 
 

@@ -182,8 +182,10 @@ def test_learning_journal_agent_runs_as_a_claude_code_subagent(claude_print):
     # 2.1.197 has no Grep/Glob tools, so those two are dropped; our MCP tools, listed by their
     # Claude Code names, appear once the server has connected).
     assert "haiku" in sub[0].body["model"]
-    ours = {f"mcp__plugin_journal-agent_journal__{n}"
-            for n in ("JournalAppend", "JournalSearch", "MemoryEstimate", "MemoryTrace")}
+    ours = {
+        f"mcp__plugin_journal-agent_journal__{n}"
+        for n in ("JournalAppend", "JournalSearch", "MemoryEstimate", "MemoryTrace")
+    }
     assert set(tool_names(sub[0])) <= {"Read", "Write", "Edit", "Bash", "Grep", "Glob"} | ours
     assert {"Read", "Write", "Edit", "Bash"} <= set(tool_names(sub[0]))
     assert "Record why ZeRO-2 shards gradients." in "\n".join(texts(sub[0], "user"))
