@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -332,8 +332,9 @@ def _print_dry_run(prepared: Any) -> None:
     )
 
 
-def _opts(**kw: Any) -> _Opts:
-    return _Opts(**kw)
+def _opts(values: dict[str, Any]) -> _Opts:
+    """The shared flags out of a command's ``locals()`` (typer needs them in each signature)."""
+    return _Opts(**{f.name: values[f.name] for f in fields(_Opts)})
 
 
 @app.command("run")
@@ -357,23 +358,7 @@ def run(
     run_id: RunIdOpt = None,
 ) -> None:
     """Run an agent definition on a prompt (its body is the system prompt)."""
-    opts = _opts(
-        root=root,
-        model=model,
-        max_turns=max_turns,
-        budget=budget,
-        dry_run=dry_run,
-        yes=yes,
-        mode=mode,
-        allow=allow,
-        deny=deny,
-        max_retries=max_retries,
-        max_tokens=max_tokens,
-        thinking=thinking,
-        background=background,
-        as_json=as_json,
-        run_id=run_id,
-    )
+    opts = _opts(locals())
     _go(opts, "agent", agent, prompt, ["run", agent, prompt])
 
 
@@ -398,23 +383,7 @@ def command(
     run_id: RunIdOpt = None,
 ) -> None:
     """Run a slash command: its expanded text is the first message of a new conversation."""
-    opts = _opts(
-        root=root,
-        model=model,
-        max_turns=max_turns,
-        budget=budget,
-        dry_run=dry_run,
-        yes=yes,
-        mode=mode,
-        allow=allow,
-        deny=deny,
-        max_retries=max_retries,
-        max_tokens=max_tokens,
-        thinking=thinking,
-        background=background,
-        as_json=as_json,
-        run_id=run_id,
-    )
+    opts = _opts(locals())
     name = name.lstrip("/")
     arguments = " ".join(args or [])
     _go(opts, "command", name, arguments, ["command", name, *(args or [])])
@@ -442,23 +411,7 @@ def learn(
     run_id: RunIdOpt = None,
 ) -> None:
     """Record a learning insight in the journal: the /learn command."""
-    opts = _opts(
-        root=root,
-        model=model,
-        max_turns=max_turns,
-        budget=budget,
-        dry_run=dry_run,
-        yes=yes,
-        mode=mode,
-        allow=allow,
-        deny=deny,
-        max_retries=max_retries,
-        max_tokens=max_tokens,
-        thinking=thinking,
-        background=background,
-        as_json=as_json,
-        run_id=run_id,
-    )
+    opts = _opts(locals())
     _go(opts, "command", "learn", " ".join(topic or []), ["learn", *(topic or [])])
 
 
