@@ -25,7 +25,7 @@ _DATE = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
 _DATE_IN_TITLE = re.compile(r"\s*[(\[]?\s*\d{4}-\d{2}-\d{2}\s*[)\]]?\s*")
 _ID_COMMENT = re.compile(r"^\s*<!--\s*entry:\s*(?P<id>[^\s>]+)\s*-->\s*$")
 _BOLD_LABEL = re.compile(r"^\s{0,3}\*\*(?P<label>[^*]+?)\*\*\s*(?P<colon>:)?")
-_CITATION = re.compile(r"\[m:(?P<id>[^\]\s]*)\]")
+CITATION = re.compile(r"\[m:(?P<id>[^\]\s]*)\]")  # verify.py uses it too
 _TAG = re.compile(r"(?<![\w#&/(\[=:'\"`])#(?P<tag>[^\W\d][\w-]*)")
 
 
@@ -141,7 +141,7 @@ class Entry:
         out: list[Citation] = []
         for i, line in enumerate(self.lines):
             if "[m:" in line:
-                for m in _CITATION.finditer(line):
+                for m in CITATION.finditer(line):
                     out.append(Citation(m.group("id"), self.start_line + i, m.start(), m.end()))
         return out
 

@@ -32,7 +32,7 @@ from typing import Any
 from journal_agent.journal import numbers
 from journal_agent.journal._text import bare, split_lines
 from journal_agent.journal.encoding import scan, scan_text
-from journal_agent.journal.model import Citation, Entry, Journal, parse_journal
+from journal_agent.journal.model import CITATION, Citation, Entry, Journal, parse_journal
 from journal_agent.journal.refs import FileCache, RefStore, content_hash, resolve_problem
 from journal_agent.journal.sections import REQUIRED
 from journal_agent.paths import JOURNAL_FILE, measurements_dir, state_dir
@@ -56,7 +56,6 @@ _OPERATION = re.compile(
 _EQUALS = re.compile(r"[=≈]")
 _LEFT_NUMBER = re.compile(r"(?<![\w.-])\d")
 _CODE_SPAN = re.compile(r"(`+).+?\1")
-_CITE = re.compile(r"\[m:[^\]\s]*\]")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s)")
 _DIGIT = re.compile(r"\d")
@@ -371,7 +370,7 @@ def _cited_blocks(entry: Entry) -> dict[int, tuple[list[str], bool, int]]:
             m.group(0)[3:-1]
             for i in block
             if "[m:" in entry.lines[i]
-            for m in _CITE.finditer(entry.lines[i])
+            for m in CITATION.finditer(entry.lines[i])
             if len(m.group(0)) > 4
         ]
         is_table = bare(entry.lines[block[0]]).lstrip().startswith("|")
@@ -380,7 +379,7 @@ def _cited_blocks(entry: Entry) -> dict[int, tuple[list[str], bool, int]]:
             ids = list(dict.fromkeys(caption + ids))
         if ids:
             cited.update((i, (ids, is_table, block[0])) for i in block)
-        has_own = any("[m:" in entry.lines[i] and _CITE.search(entry.lines[i]) for i in block)
+        has_own = any("[m:" in entry.lines[i] and CITATION.search(entry.lines[i]) for i in block)
         caption = ids if has_own and bare(entry.lines[block[-1]]).rstrip().endswith(":") else []
     return cited
 
@@ -408,7 +407,7 @@ def _is_column_total(entry: Entry, first: int, row: int, line: str, quoted: numb
 
 def _blank_citations(line: str) -> str:
     """The line with each ``[m:<id>]`` blanked out (same length: columns are kept)."""
-    return _CITE.sub(lambda m: " " * len(m.group(0)), line)
+    return CITATION.sub(lambda m: " " * len(m.group(0)), line)
 
 
 def _spans(line: str, cits: list[Citation]) -> list[tuple[int, int, list[str]]]:
