@@ -89,17 +89,12 @@ def estimate_categories(est: Estimate) -> dict[str, int]:
 def _setup(cfg: Any) -> str:
     # A factory makes its own inputs: only the batch (if it takes one) means anything.
     shape = f"batch {cfg.batch}" if ":" in cfg.model else f"seq {cfg.seq} × batch {cfg.batch}"
-    parts = [cfg.model, shape]
-    if cfg.dtype != "fp32":
-        parts.append(f"{cfg.dtype} " + ("mixed precision" if cfg.fsdp else "autocast"))
-    if cfg.param_dtype != "fp32":
-        parts.append(f"{cfg.param_dtype} parameters")
-    parts.append(cfg.optimizer)
+    parts = [cfg.model, shape, cfg.precision, cfg.optimizer]
     if cfg.fsdp:
         style = "FSDP2" + ("" if cfg.reshard_after_forward else " (no reshard: ZeRO-2 style)")
         parts.append(f"{style} × {cfg.world_size} ranks")
-    if cfg.checkpointing:
-        parts.append("activation checkpointing")
+    if cfg.checkpointing != "none":
+        parts.append(f"{cfg.checkpointing} activation checkpointing")
     return ", ".join(parts)
 
 
@@ -214,75 +209,30 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
 # --------------------------------------------------------------------- side by side
 
 
-TRACEABLE_OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-nomomentum")
-
-
 def trace_config_for_estimate(est: Estimate) -> Any:
-    """The traced twin of an estimate: autocast for mixed precision, FSDP2 for ZeRO over N > 1.
+    """The traced twin of an estimate: the same configuration, checked for what a trace runs.
 
     Raises ProfilingError for what a trace cannot reproduce (LoRA, tensor parallelism, 8-bit or
     factored optimizers, a parameter count without a model).
     """
     from profiling.errors import ProfilingError
-    from profiling.trace import TraceConfig
+    from profiling.trace import _untraceable
 
-    inp = est.inputs
-    problems = []
-    if inp.model is None:
-        problems.append("a reference --model (not --params)")
-    if inp.lora_rank is not None:
-        problems.append("full training (no --lora-rank)")
-    if inp.tp > 1:
-        problems.append("no tensor parallelism (--tp 1)")
-    if inp.optimizer not in TRACEABLE_OPTIMIZERS:
-        problems.append(f"an optimizer among {', '.join(TRACEABLE_OPTIMIZERS)}")
+    problems = _untraceable(est.inputs)
     if problems:
         raise ProfilingError("the trace beside an estimate needs " + "; ".join(problems))
-    sharded = bool(inp.zero and inp.gpus > 1)
-    return TraceConfig(
-        model=inp.model,
-        batch=inp.batch,
-        seq=inp.seq,
-        dtype="bf16" if inp.precision in ("mixed", "bf16") else "fp32",
-        param_dtype="bf16" if inp.precision == "bf16" else "fp32",
-        optimizer=inp.optimizer,
-        world_size=inp.gpus if sharded else 1,
-        fsdp=sharded,
-        # FSDP2 always shards parameters; not resharding after forward is ZeRO-2's behaviour
-        # (ZeRO-1 has no FSDP2 twin: it is traced the same way).
-        reshard_after_forward=inp.zero == 3,
-        checkpointing=inp.recompute == "full",
-    )
+    return est.inputs
 
 
 def estimate_input_for_trace(cfg: Any, gpu_mem_gb: float | None = None) -> EstimateInput:
-    """The estimate that describes the same step as a trace configuration."""
-    if cfg.param_dtype != "fp32":
-        precision = "bf16"
-    elif cfg.dtype != "fp32":
-        precision = "mixed"
-    else:
-        precision = "fp32"
-    if cfg.optimizer not in TRACEABLE_OPTIMIZERS:
-        from profiling.errors import ProfilingError
+    """The estimate that describes the same step as a trace configuration (the same model)."""
+    from profiling.errors import ProfilingError
 
-        raise ProfilingError(
-            f"no estimate matches optimizer {cfg.optimizer!r}; compare with "
-            f"{', '.join(TRACEABLE_OPTIMIZERS)}"
-        )
-    optimizer = cfg.optimizer
-    zero = (3 if cfg.reshard_after_forward else 2) if cfg.fsdp else 0
-    return EstimateInput(
-        model=cfg.model,
-        seq=cfg.seq,
-        batch=cfg.batch,
-        precision=precision,
-        optimizer=optimizer,
-        gpus=cfg.world_size,
-        zero=zero,
-        recompute="full" if cfg.checkpointing else "none",
-        gpu_mem_gb=gpu_mem_gb,
-    )
+    if cfg.is_factory:
+        raise ProfilingError("--compare-estimate needs a reference model, not a factory")
+    if gpu_mem_gb is not None:
+        cfg = cfg.model_copy(update={"gpu_mem": gpu_mem_gb})
+    return cfg
 
 
 def compare(est: Estimate, result: Any) -> dict[str, Any]:
@@ -291,7 +241,7 @@ def compare(est: Estimate, result: Any) -> dict[str, Any]:
     e = estimate_categories(est)
     traced = dict(result.after_step)
     traced["activations"] = result.phases.get("after_forward", {}).get("activations", 0)
-    mixed = cfg.dtype != "fp32" and cfg.param_dtype == "fp32"
+    mixed = cfg.precision != "fp32" and cfg.precision != "bf16"  # traced over fp32 parameters
     autocast = mixed and not cfg.fsdp  # with FSDP we trace its MixedPrecisionPolicy instead
     psi = result.params
     why: dict[str, str] = {}

@@ -18,7 +18,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from pydantic import BaseModel, Field
@@ -34,12 +34,14 @@ from profiling._tracker import (
     phase_snapshot,
     to_categories,
 )
+from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
+from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.workloads import WORKLOADS, build_model, describe
 
-DType = Literal["fp32", "bf16", "fp16"]
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop")
+# The optimizers torch ships: the ones a trace can run (the one list lives in profiling.config).
+OPTIMIZERS = tuple(name for name, spec in CONFIG_OPTIMIZERS.items() if spec.in_torch)
 MIN_TORCH = (2, 5)
 
 Progress = Callable[[str], None]
@@ -47,32 +49,47 @@ Progress = Callable[[str], None]
 # hosts that run tools on threads get one trace at a time.
 _TRACE_LOCK = threading.Lock()
 
+# A trace is configured by the one model every tool shares (an alias kept for callers).
+TraceConfig = TrainingConfig
 
-class TraceConfig(BaseModel):
-    model: str = Field(description="a reference workload name or 'package.module:factory'")
-    batch: int = Field(1, ge=1)
-    seq: int | None = Field(
-        None, ge=1, description="default: the reference model's context (≤ 2048), else 512"
-    )
-    dtype: DType = Field("fp32", description="autocast compute dtype (fp32 = no autocast)")
-    param_dtype: DType = Field("fp32", description="parameter dtype (bf16 = pure bf16 training)")
-    optimizer: str = "adamw"
-    foreach: bool | None = Field(
-        None,
-        description="multi-tensor optimizer kernels (PyTorch's CUDA default); None = on "
-        "without FSDP, off with it",
-    )
-    world_size: int = Field(1, ge=1)
-    fsdp: bool = False
-    checkpointing: bool = False
-    reshard_after_forward: bool = Field(
-        True, description="FSDP: free gathered parameters after forward (ZeRO-3); False = ZeRO-2"
-    )
-    module_depth: int = Field(2, ge=0)
+
+def _dtypes(config: TrainingConfig) -> tuple[str, str]:
+    """(autocast dtype, parameter dtype) the traced step runs with.
+
+    ``mixed`` is traced as bf16 autocast over fp32 parameters (with FSDP: its
+    MixedPrecisionPolicy), as before the precision vocabulary; pure ``bf16`` builds the model in
+    bf16 without autocast.
+    """
+    if config.precision == "bf16":
+        return "fp32", "bf16"
+    return config.compute_dtype, "fp32"
+
+
+def _untraceable(config: TrainingConfig) -> list[str]:
+    """What of the configuration the trace cannot reproduce (each: what to use instead)."""
+    problems = []
+    if config.model is None:
+        problems.append("a --model (a reference name or package.module:factory), not --params")
+    if config.lora_rank is not None:
+        problems.append("full training (no --lora-rank)")
+    if config.tp > 1:
+        problems.append("no tensor parallelism (--tp 1)")
+    if config.offload_optimizer:
+        problems.append("optimizer state on the GPU (no --offload-optimizer)")
+    if config.checkpointing == "selective":
+        problems.append("--checkpointing none or full (selective is estimated only)")
+    if config.attention == "eager" or config.dropout:
+        problems.append("--attention sdpa/flash and no dropout (what the reference models run)")
+    if config.optimizer not in OPTIMIZERS:
+        problems.append(
+            f"an optimizer torch ships ({', '.join(OPTIMIZERS)}); {config.optimizer} needs "
+            f"{CONFIG_OPTIMIZERS[config.optimizer].note or 'its own package'}: use 'estimate'"
+        )
+    return problems
 
 
 class TraceResult(BaseModel):
-    config: TraceConfig
+    config: TrainingConfig
     model_info: dict[str, Any]
     params: int
     peak_bytes: int
@@ -208,6 +225,7 @@ def trace_step(
     progress: Progress | None = None,
     upstream_tracker: bool = False,
     factory: Callable[..., Any] | None = None,
+    module_depth: int = 2,
 ) -> TraceResult:
     """Trace one training step of ``config.model`` and return exact bytes by category.
 
@@ -219,15 +237,19 @@ def trace_step(
     _require_tracing_apis()
     if config.optimizer not in OPTIMIZERS:
         make_optimizer(config.optimizer, [])  # raises the clear error
-    if config.world_size > 1 and not config.fsdp:
+    problems = _untraceable(config)
+    if problems:
+        raise ProfilingError("the trace needs " + "; ".join(problems))
+    if config.world_size > 1 and not (config.fsdp or config.sharded):
         raise ProfilingError(
-            "--world-size > 1 needs --fsdp (plain data parallelism replicates everything: "
-            "the per-rank result equals world size 1)"
+            "--world-size > 1 needs --fsdp (or --gpus N with --zero 2/3; plain data "
+            "parallelism replicates everything: the per-rank result equals world size 1)"
         )
+    if config.gpus > 1 and not config.fsdp:
+        config = config.model_copy(update={"fsdp": True})  # ZeRO over N GPUs: FSDP2 shards it
     say = progress or (lambda _stage: None)
     if config.seq is None:
-        workload = None if factory is not None else WORKLOADS.get(config.model)
-        config = config.model_copy(update={"seq": min(workload.max_seq, 2048) if workload else 512})
+        config = config.model_copy(update={"seq": config.seq_or_default()})
     start = time.perf_counter()
     with _TRACE_LOCK, contextlib.ExitStack() as stack:
         stack.enter_context(warnings.catch_warnings())
@@ -240,8 +262,10 @@ def trace_step(
             # high on a toy model); a real run allocates nothing for them. One discarded step
             # fills the caches, so the traced step is the steady state in every process.
             say("warm-up step (fills DTensor's caches)")
-            _trace_in_fake_mode(config, mesh, lambda _stage: None, not upstream_tracker, factory)
-        result = _trace_in_fake_mode(config, mesh, say, not upstream_tracker, factory)
+            _trace_in_fake_mode(
+                config, mesh, lambda _stage: None, not upstream_tracker, factory, module_depth
+            )
+        result = _trace_in_fake_mode(config, mesh, say, not upstream_tracker, factory, module_depth)
     result.wall_seconds = round(time.perf_counter() - start, 3)
     return result
 
@@ -252,10 +276,12 @@ def _trace_in_fake_mode(
     say: Progress,
     fast: bool,
     factory: Callable[..., Any] | None = None,
+    module_depth: int = 2,
 ) -> TraceResult:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     notes: list[str] = []
+    dtype, param_dtype = _dtypes(config)
     # Fake tensors live on the cpu device: a fake cuda device fails on CPU-only builds, and
     # byte counts do not depend on the device (attention kernels and allocator rounding do).
     with FakeTensorMode(allow_non_fake_inputs=False):
@@ -263,21 +289,26 @@ def _trace_in_fake_mode(
         # Pure 16-bit training: build in that dtype (``module.to`` cannot swap tied fake
         # parameters), so factories' floating inputs follow too.
         previous = torch.get_default_dtype()
-        torch.set_default_dtype(_DTYPES[config.param_dtype])
+        torch.set_default_dtype(_DTYPES[param_dtype])
         try:
             model, inputs, info = _make_model(config, factory)
         finally:
             torch.set_default_dtype(previous)
-        if config.checkpointing:
+        if config.precision == "mixed" and mesh is None:
+            notes.append(
+                "precision mixed traced as bf16 autocast over fp32 parameters (fp32 weights and "
+                "gradients; the optimizer holds only the moments)"
+            )
+        if config.checkpointing == "full":
             n = _apply_checkpointing(model)
             notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
         if mesh is not None:
-            mp = _DTYPES[config.dtype] if config.dtype != "fp32" else None
+            mp = _DTYPES[dtype] if dtype != "fp32" else None
             _shard(model, mesh, config.reshard_after_forward, mp)
             notes.append(f"FSDP2 fully_shard per block and root over {config.world_size} ranks")
             if mp is not None:
                 notes.append(
-                    f"FSDP2 mixed precision: parameters gathered in {config.dtype}, fp32 sharded "
+                    f"FSDP2 mixed precision: parameters gathered in {dtype}, fp32 sharded "
                     "master weights and gradients (MixedPrecisionPolicy instead of autocast)"
                 )
         params = sum(p.numel() for p in model.parameters())
@@ -305,8 +336,8 @@ def _trace_in_fake_mode(
             try:
                 say("forward")
                 ctx = (
-                    torch.autocast("cpu", dtype=_DTYPES[config.dtype])
-                    if config.dtype != "fp32" and mesh is None
+                    torch.autocast("cpu", dtype=_DTYPES[dtype])
+                    if dtype != "fp32" and mesh is None
                     else contextlib.nullcontext()
                 )
                 with ctx:
@@ -326,7 +357,7 @@ def _trace_in_fake_mode(
             phases["after_optimizer_step"] = phase_snapshot(tracker)
         say("summarizing")
         peak_snap = merge_snapshots(tracker.get_tracker_snapshot("peak"))
-        by_module = module_table(tracker, config.module_depth)
+        by_module = module_table(tracker, module_depth)
     return TraceResult(
         config=config,
         model_info=info,

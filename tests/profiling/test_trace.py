@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from profiling.errors import ProfilingError  # noqa: E402
-from profiling.trace import TraceConfig, make_optimizer, trace_step  # noqa: E402
+from profiling.trace import TraceConfig, _dtypes, make_optimizer, trace_step  # noqa: E402
 from profiling.workloads import build_model  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -26,7 +26,8 @@ def _real_step(cfg: TraceConfig) -> dict[str, int]:
     """The same step with real tensors on the CPU; what stays allocated afterwards."""
     torch.manual_seed(0)
     previous = torch.get_default_dtype()
-    torch.set_default_dtype(DTYPES[cfg.param_dtype])
+    dtype, param_dtype = _dtypes(cfg)  # (autocast dtype, parameter dtype) of the precision
+    torch.set_default_dtype(DTYPES[param_dtype])
     try:
         model = build_model(cfg.model)
     finally:
@@ -34,8 +35,8 @@ def _real_step(cfg: TraceConfig) -> dict[str, int]:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(cfg.optimizer, params, bool(cfg.foreach))
     inputs = model.example_inputs(cfg.batch, cfg.seq)
-    if cfg.dtype != "fp32":
-        with torch.autocast("cpu", dtype=DTYPES[cfg.dtype]):
+    if dtype != "fp32":
+        with torch.autocast("cpu", dtype=DTYPES[dtype]):
             loss = model(*inputs)
     else:
         loss = model(*inputs)
@@ -52,8 +53,12 @@ def _real_step(cfg: TraceConfig) -> dict[str, int]:
 @pytest.mark.parametrize(
     "cfg",
     [
-        TraceConfig(model="tiny-llama", batch=2, seq=16, optimizer="adamw", foreach=False),
-        TraceConfig(model="tiny-gpt2", batch=2, seq=16, optimizer="sgd", foreach=True),
+        TraceConfig(
+            model="tiny-llama", batch=2, seq=16, precision="fp32", optimizer="adamw", foreach=False
+        ),
+        TraceConfig(
+            model="tiny-gpt2", batch=2, seq=16, precision="fp32", optimizer="sgd", foreach=True
+        ),
         TraceConfig(model="tiny-llama", batch=1, seq=32, dtype="bf16", optimizer="adam"),
         TraceConfig(model="tiny-gpt2", batch=1, seq=8, param_dtype="bf16", optimizer="adamw"),
     ],
@@ -96,7 +101,7 @@ def test_fast_tracker_matches_upstream(checkpointing: bool) -> None:
 def test_checkpointing_keeps_fewer_activations() -> None:
     base = TraceConfig(model="tiny-llama", batch=4, seq=64)
     plain = trace_step(base)
-    ckpt = trace_step(base.model_copy(update={"checkpointing": True}))
+    ckpt = trace_step(base.model_copy(update={"checkpointing": "full"}))
     assert ckpt.after_step == plain.after_step  # same model states
     assert (
         ckpt.phases["after_forward"]["activations"] < plain.phases["after_forward"]["activations"]
