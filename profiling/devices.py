@@ -221,13 +221,24 @@ def _torch_version() -> str | None:
         return None
 
 
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def host_info() -> dict[str, Any]:
     import psutil
 
     return {
         "host": platform.node(),
         "platform": platform.platform(),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": _cpu_name(),
         "cpus": os.cpu_count(),
         "ram_bytes": psutil.virtual_memory().total,
     }

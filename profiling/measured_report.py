@@ -142,9 +142,36 @@ def _elide(steps: list[Any], keep: int = 12) -> list[Any]:
     return [*steps[: keep // 2], None, *steps[-keep // 2 :]]
 
 
+def _cuda_lines(s: Any) -> list[str]:
+    last = s.last
+    if last is None:
+        return []
+    out = [
+        f"Allocator at the last step: allocated {fmt_bytes(last.current)}, reserved "
+        f"{fmt_bytes(last.reserved or 0)} (reserved peak {fmt_bytes(s.peak_reserved or 0)}; "
+        "reserved = allocated + blocks cached for reuse); "
+        f"{last.alloc_retries or 0} allocation retries, {last.ooms or 0} OOMs"
+    ]
+    if last.nvml_used is not None:
+        gap = last.nvml_used - (last.reserved or 0)
+        mine = (
+            f"; this process, by NVML: {fmt_bytes(last.process_used)}"
+            if last.process_used is not None
+            else ""
+        )
+        out.append(
+            f"NVML: {fmt_bytes(last.nvml_used)} used of {fmt_bytes(last.nvml_total or 0)} on "
+            f"this GPU — {fmt_bytes(gap)} more than the allocator reserved: the CUDA context, "
+            f"other libraries' memory and other processes{mine}"
+        )
+    else:
+        out.append("NVML: not available here, so the CUDA context and other processes are unseen")
+    return out
+
+
 def _process_line(s: Any) -> str:
     if s.device.get("kind") == "cuda":
-        return ""
+        return "\n".join(_cuda_lines(s))
     parts = []
     if s.rss_end is not None:
         parts.append(f"RSS {fmt_bytes(s.rss_end)} at the last step")

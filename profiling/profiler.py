@@ -127,6 +127,8 @@ class ProfileSummary(BaseModel):
     overhead_s_per_step: float | None = None  # the profiler's own time per step
     ops_per_step: float | None = None  # CPU live-tensor accounting: operators seen per step
     oom: OomEvent | None = None
+    last: MemorySnapshot | None = None  # the device's full reading at the last step
+    peak_reserved: int | None = None  # CUDA: the allocator's reserved peak over the run
     notes: list[str] = Field(default_factory=list)
 
 
@@ -416,6 +418,10 @@ class MemoryProfiler:
             overhead_s_per_step=self._own / n_steps if steps else None,
             ops_per_step=(ops / n_steps) if ops is not None and steps else None,
             oom=self.oom,
+            last=steps[-1] if steps else None,
+            peak_reserved=max((s.peak_reserved or 0 for s in self.snapshots), default=None)
+            if self.backend.kind == "cuda"
+            else None,
             notes=list(self.notes),
         )
 

@@ -46,6 +46,7 @@ def _register() -> None:
         run_cmd,
         journal_cmd,
         profiling_cmd,
+        measure_cmd,
         agents_cmd,
         tool_cmd,
         mcp_cmd,

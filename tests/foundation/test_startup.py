@@ -34,6 +34,8 @@ JOURNAL = """# Learning Journal
         ["journal", "list"],
         ["estimate", "--help"],
         ["trace", "--help"],
+        ["gpu"],  # no NVIDIA driver here: NVML answers without torch
+        ["profile", "--help"],
         ["tool", "--help"],
         ["run", "--help"],
         ["learn", "--help"],
