@@ -299,7 +299,6 @@ def test_cuda_out_of_memory_is_a_result(fake_gpu) -> None:
 
 def test_cuda_timer_is_not_perf_counter(fake_gpu) -> None:
     """On CUDA the host clock is not the GPU's: the time must come from the events."""
-    _, cuda = fake_gpu
     prof = MemoryProfiler(warmup=0)
     prof.start()
     with prof.phase("forward"):
