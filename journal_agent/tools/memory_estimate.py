@@ -80,4 +80,4 @@ class MemoryEstimate(Tool):
             raise ToolError(str(exc)) from None
         record = estimate_record(est)
         RecordStore(measurements_dir(ctx.root)).save(record)
-        return ToolResult(f"{render_text(est)}\nrecord: {record.id}  (cite as [m:{record.id}])")
+        return ToolResult(f"{render_text(est)}\nrecord: {record.id}  (cite as {record.citation()})")

@@ -108,7 +108,7 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
     parts = [render_trace_text(result)]
     if params.gpu_mem:
         parts.append(trace_verdict(result, params.gpu_mem)["verdict"])
-    parts.append(f"record: {record.id}  (cite as [m:{record.id}])")
+    parts.append(f"record: {record.id}  (cite as {record.citation()})")
     if params.compare_estimate and ":" not in params.model:
         from profiling.estimate import estimate, render_text
         from profiling.report import (
@@ -124,9 +124,9 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
         parts += [
             "",
             render_text(est),
-            f"record: {est_rec.id}  (cite as [m:{est_rec.id}])",
+            f"record: {est_rec.id}  (cite as {est_rec.citation()})",
             "",
-            f"Estimate [m:{est_rec.id}] beside trace [m:{record.id}]:",
+            f"Estimate {est_rec.citation()} beside trace {record.citation()}:",
             render_compare_text(compare(est, result)),
         ]
     return "\n".join(parts)
