@@ -77,11 +77,9 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
             (result.new_size, result.new_mtime_ns),
             store.path.read_bytes(),
         )
-    except Exception:
-        # The next search rebuilds the index from the markdown; say why with --verbose.
-        logger.debug(
-            "search index not updated after the append of %s", result.entry_id, exc_info=True
-        )
+    except Exception as exc:
+        # The next search rebuilds the index from the markdown; `--verbose` says why.
+        logger.debug("search index not updated after appending %s: %r", result.entry_id, exc)
     return outcome
 
 

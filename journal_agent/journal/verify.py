@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from journal_agent.errors import JournalAgentError
 from journal_agent.journal import numbers
 from journal_agent.journal._text import bare, split_lines
 from journal_agent.journal.encoding import scan, scan_text
@@ -511,7 +512,7 @@ def _owner(journal: Journal, line: int) -> str:
     return owner
 
 
-class DraftError(ValueError):
+class DraftError(JournalAgentError, ValueError):
     """The text is not one entry (no dated heading, or several entries)."""
 
 
