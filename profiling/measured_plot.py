@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from profiling._units import GB
 from profiling.plot import _pyplot, _save
+from profiling.units import GB
 
 
 def plot_profile(summary: Any, snapshots: list[Any], path: Path) -> Path:

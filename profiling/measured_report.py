@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling._units import fmt_bytes
 from profiling.records import MeasurementRecord, Quantity, new_record_id
+from profiling.units import fmt_bytes
 
 
 def fmt_time(seconds: float | None) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from profiling._units import GB, GiB
 from profiling.devices import Backend, Reading, pick_backend
+from profiling.units import GB, GiB
 
 Unit = Literal["B", "KB", "MB", "GB", "KiB", "MiB", "GiB"]
 _SCALE: dict[str, float] = {

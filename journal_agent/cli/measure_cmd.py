@@ -18,7 +18,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts a
 
 
 def _fmt(n: int | None) -> str:
-    from profiling._units import fmt_bytes
+    from profiling.units import fmt_bytes
 
     return "—" if n is None else fmt_bytes(n)
 
