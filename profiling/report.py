@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling._units import fmt_bytes, fmt_count
 from profiling.estimate import Estimate, EstimateInput, describe_setup, render_text
 from profiling.records import (
     MeasurementRecord,
@@ -17,6 +16,7 @@ from profiling.records import (
     new_record_id,
     software_versions,
 )
+from profiling.units import fmt_bytes, fmt_count
 
 TRACE_CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries")
 
