@@ -22,8 +22,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from profiling._units import parse_count
 from profiling.errors import ProfilingError
+from profiling.units import parse_count
 
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"]
 Checkpointing = Literal["none", "selective", "full"]
@@ -157,7 +157,7 @@ class TrainingConfig(BaseModel):
     seq: int | None = _positive_int(MAX_SEQ, "Sequence length (default: the model's, ≤ 2048).")
     # ---- how
     precision: Precision = Field(
-        "mixed",
+        "fp32",
         description="fp32 | amp-bf16 / amp-fp16 (torch.autocast over fp32 parameters) | mixed "
         "(16-bit weights and gradients + fp32 master and optimizer state) | bf16 (pure).",
     )
@@ -328,9 +328,17 @@ class TrainingConfig(BaseModel):
         return {"fp32": "fp32", "amp-fp16": "fp16"}.get(self.precision, "bf16")  # type: ignore[return-value]
 
     @property
+    def dtype(self) -> Literal["fp32", "bf16", "fp16"]:
+        """The compute dtype (the older ``--dtype`` name of it)."""
+        return self.compute_dtype
+
+    @property
     def param_dtype(self) -> Literal["fp32", "bf16", "fp16"]:
-        """The dtype of the parameters the model holds (mixed: the 16-bit working copy)."""
-        return "bf16" if self.precision in ("mixed", "bf16") else "fp32"
+        """The dtype the model's parameters are built in: 16-bit for bf16 and mixed (whose fp32
+        master copy lives in the optimizer), fp32 for FSDP mixed (fp32 shards, 16-bit gathers)."""
+        if self.precision == "bf16" or (self.precision == "mixed" and not self.fsdp):
+            return "bf16"
+        return "fp32"
 
     @property
     def autocast(self) -> bool:

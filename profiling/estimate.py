@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from profiling._units import GiB, fmt_bytes, fmt_count
 from profiling.config import OPTIMIZERS, Precision, TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.records import Step
+from profiling.units import GiB, fmt_bytes, fmt_count
 from profiling.workloads import WORKLOADS
 
 # Below this share of the GPU an estimate is ✅; up to 100 % it is ⚠️ (allocator fragmentation,

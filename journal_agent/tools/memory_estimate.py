@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from journal_agent.paths import measurements_dir
 from journal_agent.tools._config_input import config_input_model
-from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.base import Tool, ToolContext, ToolResult
 
 # The schema is the shared training configuration's (profiling.config.TrainingConfig).
 MemoryEstimateInput = config_input_model("MemoryEstimateInput")
@@ -25,15 +25,12 @@ class MemoryEstimate(Tool):
 
     def run(self, ctx: ToolContext, params: MemoryEstimateInput) -> ToolResult:  # type: ignore[override,valid-type]
         from profiling.config import TrainingConfig
-        from profiling.errors import ProfilingError
         from profiling.estimate import estimate, render_text
         from profiling.records import RecordStore
         from profiling.report import estimate_record
 
-        try:
-            est = estimate(TrainingConfig.parse(style="field", **params.config_values()))
-        except ProfilingError as exc:
-            raise ToolError(str(exc)) from None
+        # A ProfilingError (bad sizes, an unknown model) becomes an error result in Tool.call.
+        est = estimate(TrainingConfig.parse(style="field", **params.config_values()))
         record = estimate_record(est)
         RecordStore(measurements_dir(ctx.root)).save(record)
-        return ToolResult(f"{render_text(est)}\nrecord: {record.id}  (cite as [m:{record.id}])")
+        return ToolResult(f"{render_text(est)}\nrecord: {record.id}  (cite as {record.citation()})")

@@ -6,7 +6,7 @@ from pydantic import Field
 
 from journal_agent.paths import measurements_dir
 from journal_agent.tools._config_input import config_input_model
-from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.base import Tool, ToolContext, ToolResult
 
 # The schema is the shared training configuration's, plus the comparison switch.
 MemoryTraceInput = config_input_model(
@@ -40,30 +40,29 @@ class MemoryTrace(Tool):
     Input = MemoryTraceInput
 
     def run(self, ctx: ToolContext, params: MemoryTraceInput) -> ToolResult:  # type: ignore[override,valid-type]
-        from profiling.errors import ProfilingError
         from profiling.records import RecordStore
 
         if ":" in (params.model or "") and ctx.policy is not None:
             # Importing a workspace module runs its code: the same approval as running it.
             ctx.policy.ensure("Bash", command=f"journal-agent trace --model {params.model}")
         store = RecordStore(measurements_dir(ctx.root))
-        try:
-            text = _trace(params, ctx, store)
-        except ProfilingError as exc:
-            raise ToolError(str(exc)) from None
-        return ToolResult(text)
+        # A ProfilingError (a model that will not trace) becomes an error result in Tool.call.
+        return ToolResult(_trace(params, ctx, store))
 
 
 def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  # type: ignore[valid-type]
     import sys
 
     from profiling.config import TrainingConfig
+    from profiling.errors import ProfilingError
     from profiling.report import render_trace_text, trace_record, trace_verdict
     from profiling.trace import trace_step
 
     cfg = TrainingConfig.parse(style="field", **params.config_values())
     if cfg.model is None:
-        raise ToolError("MemoryTrace needs model: a reference model or 'package.module:function'")
+        raise ProfilingError(
+            "MemoryTrace needs model: a reference model or 'package.module:function'"
+        )
     if params.compare_estimate:
         from profiling.report import estimate_input_for_trace
 
@@ -84,7 +83,7 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  #
     parts = [render_trace_text(result)]
     if gpu_mem_gb:
         parts.append(trace_verdict(result, gpu_mem_gb)["verdict"])
-    parts.append(f"record: {record.id}  (cite as [m:{record.id}])")
+    parts.append(f"record: {record.id}  (cite as {record.citation()})")
     if params.compare_estimate:
         from profiling.estimate import estimate, render_text
         from profiling.report import (
@@ -100,9 +99,9 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  #
         parts += [
             "",
             render_text(est),
-            f"record: {est_rec.id}  (cite as [m:{est_rec.id}])",
+            f"record: {est_rec.id}  (cite as {est_rec.citation()})",
             "",
-            f"Estimate [m:{est_rec.id}] beside trace [m:{record.id}]:",
+            f"Estimate {est_rec.citation()} beside trace {record.citation()}:",
             render_compare_text(compare(est, result)),
         ]
     return "\n".join(parts)

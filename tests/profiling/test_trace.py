@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from profiling.errors import ProfilingError  # noqa: E402
-from profiling.trace import TraceConfig, _dtypes, make_optimizer, trace_step  # noqa: E402
+from profiling.trace import TraceConfig, make_optimizer, trace_step  # noqa: E402
 from profiling.workloads import build_model  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -26,8 +26,7 @@ def _real_step(cfg: TraceConfig) -> dict[str, int]:
     """The same step with real tensors on the CPU; what stays allocated afterwards."""
     torch.manual_seed(0)
     previous = torch.get_default_dtype()
-    dtype, param_dtype = _dtypes(cfg)  # (autocast dtype, parameter dtype) of the precision
-    torch.set_default_dtype(DTYPES[param_dtype])
+    torch.set_default_dtype(DTYPES[cfg.param_dtype])
     try:
         model = build_model(cfg.model)
     finally:
@@ -35,8 +34,8 @@ def _real_step(cfg: TraceConfig) -> dict[str, int]:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(cfg.optimizer, params, bool(cfg.foreach))
     inputs = model.example_inputs(cfg.batch, cfg.seq)
-    if dtype != "fp32":
-        with torch.autocast("cpu", dtype=DTYPES[dtype]):
+    if cfg.dtype != "fp32":
+        with torch.autocast("cpu", dtype=DTYPES[cfg.dtype]):
             loss = model(*inputs)
     else:
         loss = model(*inputs)
@@ -53,12 +52,8 @@ def _real_step(cfg: TraceConfig) -> dict[str, int]:
 @pytest.mark.parametrize(
     "cfg",
     [
-        TraceConfig(
-            model="tiny-llama", batch=2, seq=16, precision="fp32", optimizer="adamw", foreach=False
-        ),
-        TraceConfig(
-            model="tiny-gpt2", batch=2, seq=16, precision="fp32", optimizer="sgd", foreach=True
-        ),
+        TraceConfig(model="tiny-llama", batch=2, seq=16, optimizer="adamw", foreach=False),
+        TraceConfig(model="tiny-gpt2", batch=2, seq=16, optimizer="sgd", foreach=True),
         TraceConfig(model="tiny-llama", batch=1, seq=32, dtype="bf16", optimizer="adam"),
         TraceConfig(model="tiny-gpt2", batch=1, seq=8, param_dtype="bf16", optimizer="adamw"),
     ],
