@@ -11,7 +11,7 @@ The structure it recognises is the one the user's example ledger uses::
 
     # <Course> Learning Ledger
     **Last Updated:** YYYY-MM-DD
-    ## 🧠 Knowledge Graph (Mastery Levels)   ### 🟢 Mastered / ### 🟡 Developing / ### 🔴 Blind Spots
+    ## 🧠 Knowledge Graph (Mastery Levels)   ### 🟢 Mastered / 🟡 Developing / 🔴 Blind Spots
     ## 📉 Action Items & Review Queue        ### <horizon>, then "- [ ] item" checkboxes
     ## 📚 Session History                    | Date | Topic | Key Outcome |  (newest row bold)
     ## 🎯 Course Goals                       "- [x] goal" checkboxes
@@ -401,9 +401,12 @@ def reindex(ledger: Ledger) -> None:
             heads.append((i, len(heading.group(1)), heading.group(2)))
             if len(heading.group(1)) == 1 and ledger.title_index is None:
                 ledger.title_index = i
-        elif ledger.updated_index is None and _LAST_UPDATED.match(text):
-            if not heads or all(level == 1 for _, level, _ in heads):
-                ledger.updated_index = i
+        elif (
+            ledger.updated_index is None
+            and _LAST_UPDATED.match(text)
+            and all(level == 1 for _, level, _ in heads)
+        ):
+            ledger.updated_index = i
     top = [(i, t) for i, level, t in heads if level <= 2 and i != ledger.title_index]
     for n, (i, title) in enumerate(top):
         end = top[n + 1][0] if n + 1 < len(top) else len(lines)
