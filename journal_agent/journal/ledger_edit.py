@@ -13,6 +13,7 @@ import re
 from datetime import date as _date
 
 from journal_agent.errors import UserError
+from journal_agent.journal._text import open_fence
 from journal_agent.journal.ledger import (
     FOOTER,
     HORIZON_HEADINGS,
@@ -67,12 +68,18 @@ def new_ledger(title: str = "Learning Ledger", day: str | None = None, newline: 
 # -- line helpers ---------------------------------------------------------------------------
 
 
-def _insert(ledger: Ledger, at: int, texts: list[str]) -> None:
+def _insert(ledger: Ledger, at: int, texts: list[str]) -> int:
+    """Insert lines before line index ``at``; returns where the first of them went."""
     nl = ledger.newline
     if at > 0 and not ledger.lines[at - 1].endswith("\n"):
         ledger.lines[at - 1] += nl  # the file did not end with a newline
+    unclosed = open_fence(ledger.lines[:at])
+    if unclosed:
+        # A code block left open to the end would swallow what we add: close it first.
+        texts = [unclosed, *texts]
     ledger.lines[at:at] = [t + nl for t in texts]
     reindex(ledger)
+    return at + (1 if unclosed else 0)
 
 
 def _replace(ledger: Ledger, index: int, text: str) -> None:
@@ -243,8 +250,12 @@ def add_item(ledger: Ledger, level: str, text: str) -> Item:
             f"the knowledge graph already has {text!r} (under {where}, line "
             f"{existing[0].lineno}); move it instead of adding it twice."
         )
-    at = content_end(ledger, sub)
-    _insert(ledger, at, [f"- {text}"])
+    line = f"- {text}"
+    if is_rule(line) or checkbox_match(line):
+        raise LedgerError(
+            f"the item {text!r} would read as a rule or a checkbox in markdown; reword it."
+        )
+    at = _insert(ledger, content_end(ledger, sub), [line])
     return next(i for i in ledger.items(key) if i.start == at)
 
 
@@ -275,24 +286,26 @@ def move_item(ledger: Ledger, match: str, level: str, text: str | None = None) -
     at = content_end(ledger, sub)
     if at > 0 and not ledger.lines[at - 1].endswith("\n"):
         ledger.lines[at - 1] += ledger.newline
+    unclosed = open_fence(ledger.lines[:at])
+    if unclosed:  # as in _insert: an open code block would swallow the item
+        block = [unclosed + ledger.newline, *block]
     ledger.lines[at:at] = block
     reindex(ledger)
+    at += 1 if unclosed else 0
     return next(i for i in ledger.items(key) if i.start == at)
 
 
 def add_action(ledger: Ledger, horizon: str, text: str) -> Checkbox:
     text = _clean(text, "action item")
     span = find_horizon(ledger, horizon)
-    at = content_end(ledger, span)
-    _insert(ledger, at, [f"- [ ] {text}"])
+    at = _insert(ledger, content_end(ledger, span), [f"- [ ] {text}"])
     return next(c for c in ledger.checkboxes("actions") if c.index == at)
 
 
 def add_goal(ledger: Ledger, text: str) -> Checkbox:
     text = _clean(text, "goal")
     span = ensure_section(ledger, "goals")
-    at = content_end(ledger, span)
-    _insert(ledger, at, [f"- [ ] {text}"])
+    at = _insert(ledger, content_end(ledger, span), [f"- [ ] {text}"])
     return next(c for c in ledger.checkboxes("goals") if c.index == at)
 
 
@@ -318,8 +331,9 @@ def _cell(text: str, what: str) -> str:
 
 
 def add_session(ledger: Ledger, day: str | None, topic: str, outcome: str) -> int:
-    """A session-history row, in date order; the newest row is bold and no other is.
-    Returns the row's line number."""
+    """A session-history row, in date order. When it is the newest, it is bold and the rows
+    bold before it are made plain (the example's convention); a row for an earlier date goes
+    in its place, plain, and no other row changes. Returns the row's line number."""
     day = _day(day)
     cells = [day, _cell(topic, "session topic"), _cell(outcome, "session's key outcome")]
     span = ensure_section(ledger, "sessions")
@@ -330,6 +344,7 @@ def add_session(ledger: Ledger, day: str | None, topic: str, outcome: str) -> in
         _insert(ledger, content_end(ledger, span), ["", *SESSION_HEADER])
         span = ledger.section("sessions")
         assert span is not None
+        rows = ledger.sessions()
     table = [i for i in range(span.start + 1, span.end) if ledger.lines[i].lstrip().startswith("|")]
     after = [r for r in rows if not is_date(r.date) or r.date <= day]
     if after:
@@ -338,25 +353,13 @@ def add_session(ledger: Ledger, day: str | None, topic: str, outcome: str) -> in
         at = rows[0].index  # older than every row: it goes first
     else:
         at = table[-1] + 1
-    _insert(ledger, at, ["| " + " | ".join(cells) + " |"])
-    _bold_newest(ledger)
-    return at + 1
-
-
-def _bold_newest(ledger: Ledger) -> None:
-    rows = ledger.sessions()
-    dated = [r for r in rows if is_date(r.date)]
-    if not dated:
-        return
-    newest = max(dated, key=lambda r: (r.date, r.index))
-    for row in rows:
-        if row is not newest and row.bold:
-            _replace(ledger, row.index, unbold_row(ledger.lines[row.index]).rstrip("\r\n"))
-    if not newest.bold:
-        line = ledger.lines[newest.index]
-        cells = [f"**{c.strip()}**" if c.strip() else c for c in newest.cells]
-        indent = line[: len(line) - len(line.lstrip())]
-        _replace(ledger, newest.index, indent + "| " + " | ".join(cells) + " |")
+    newest = all(not is_date(r.date) or r.date <= day for r in rows)
+    if newest:
+        for row in rows:
+            if row.bold:
+                _replace(ledger, row.index, unbold_row(ledger.lines[row.index]).rstrip("\r\n"))
+        cells = [f"**{c}**" for c in cells]
+    return _insert(ledger, at, ["| " + " | ".join(cells) + " |"]) + 1
 
 
 def entry_ref(entry_id: str) -> str:
@@ -403,7 +406,7 @@ def archive_insight(
     span = ensure_section(ledger, "insights")
     archived = ledger.insights()
     at = archived[-1].end if archived else content_end(ledger, span)
-    _insert(ledger, at, ["", f"### {day}: {title}", *(f"> {line}" for line in lines)])
+    at = _insert(ledger, at, ["", f"### {day}: {title}", *(f"> {line}" for line in lines)])
     return at + 2
 
 
