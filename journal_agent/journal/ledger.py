@@ -109,6 +109,14 @@ def normalize(text: str) -> str:
     return " ".join(_MARKUP.sub("", text).split())
 
 
+def key_term(text: str) -> str:
+    """The item's key term: its leading bold words ("**NVTX annotation**: …"), else the words
+    before a trailing marker such as "*(新增)*"."""
+    if text.startswith("**") and "**" in text[2:]:
+        return text[2 : text.index("**", 2)].strip().rstrip(":").strip()
+    return text.split(" *(")[0].strip()
+
+
 def level_key(name: str) -> str | None:
     """``mastered`` / ``developing`` / ``blind_spots`` from what a user or model may write."""
     key = normalize(name).replace(" ", "-")

@@ -30,6 +30,7 @@ from journal_agent.journal.ledger import (
     content_end,
     is_date,
     is_rule,
+    key_term,
     last_updated_match,
     level_key,
     normalize,
@@ -201,9 +202,14 @@ def _pick(candidates: list, text_of, match: str, what: str, listing: str):
     wanted = normalize(match)
     if not wanted:
         raise LedgerError(f"give some words of the {what} to find it.")
-    exact = [c for c in candidates if normalize(text_of(c)) == wanted]
-    if len(exact) == 1:
-        return exact[0]
+    # Best first: the whole text, then the key term ("**Term**: …"), then a part of the text.
+    for tier in (
+        lambda c: normalize(text_of(c)) == wanted,
+        lambda c: normalize(key_term(text_of(c))) == wanted,
+    ):
+        exact = [c for c in candidates if tier(c)]
+        if len(exact) == 1:
+            return exact[0]
     hits = [c for c in candidates if wanted in normalize(text_of(c))]
     if len(hits) == 1:
         return hits[0]

@@ -136,10 +136,9 @@ def item_id_for_ledger_text(text: str) -> str:
 
 
 def _term(text: str) -> str:
-    """The bold key term of an item ("**NVTX annotation**: …" → "NVTX annotation")."""
-    if text.startswith("**") and "**" in text[2:]:
-        return text[2 : text.index("**", 2)].strip().rstrip(":")
-    return text.split(" *(")[0].strip()
+    from journal_agent.journal.ledger import key_term
+
+    return key_term(text)
 
 
 def _strip_label(section: str) -> str:
