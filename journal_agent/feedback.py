@@ -144,12 +144,12 @@ class FeedbackLog:
             os.close(fd)
 
     def store(self, data: bytes) -> str:
-        from journal_agent.journal._atomic import atomic_write_bytes
+        from journal_agent.atomic import atomic_write
 
         digest = hashlib.sha256(data).hexdigest()[:16]
         path = self.versions / f"{digest}.md"
         if not path.exists():
-            atomic_write_bytes(path, data)
+            atomic_write(path, data)
         return digest
 
     def version(self, digest: str) -> bytes:
@@ -233,7 +233,7 @@ class FeedbackLog:
 
     def revert(self, n: int) -> FeedbackRecord:
         """Put the file back as it was before change ``n`` (kept in history as a record)."""
-        from journal_agent.journal._atomic import atomic_write_bytes
+        from journal_agent.atomic import atomic_write
         from journal_agent.tools._history import keep_previous
         from journal_agent.tools.base import ToolError
         from journal_agent.tools.write import writer_lock
@@ -254,7 +254,7 @@ class FeedbackLog:
                             "to revert."
                         )
                     keep_previous(self.root, path, current or None)
-                    atomic_write_bytes(path, wanted)
+                    atomic_write(path, wanted)
             except ToolError as exc:
                 raise UserError(str(exc)) from None
             records = self.records()

@@ -142,7 +142,7 @@ def check_ledger(root: Path, ledger: Ledger) -> LedgerReport:
 
 
 def _references(ledger: Ledger, sources: SourceChecker) -> list[LedgerProblem]:
-    from journal_agent.journal.model import CITATION
+    from profiling.records import CITATION
 
     problems = []
     fences = ledger.fences()

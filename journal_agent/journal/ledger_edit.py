@@ -384,11 +384,9 @@ def source_ref(source: str) -> str:
             f"{source!r} is not a source; give a measurement as m:<id> or a journal entry's id."
         )
     if match.group("m"):
-        from journal_agent.journal.model import CITATION
+        from profiling.records import cite
 
-        cited = f"[m:{match.group('mid')}]"
-        assert CITATION.fullmatch(cited)
-        return cited
+        return cite(match.group("mid"))
     return entry_ref(match.group("eid"))
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import date as _date
 from pathlib import Path
 
+from journal_agent.atomic import atomic_write, remove_stale_temps
 from journal_agent.errors import UserError
-from journal_agent.journal._atomic import atomic_write_bytes, remove_stale_temps
 from journal_agent.journal.ledger import Ledger, parse_ledger
 from journal_agent.journal.ledger_edit import new_ledger, set_updated
 from journal_agent.journal.ledger_ops import LedgerOperation, apply
@@ -149,7 +149,7 @@ class LedgerStore:
                     before_write(new_text)
                 if st is not None and _changed(self.path, st):
                     continue  # saved by an editor meanwhile: redo on its content
-                atomic_write_bytes(self.path, new_text.encode("utf-8"))
+                atomic_write(self.path, new_text)
                 return UpdateResult(self.path, created, changes)
         raise UserError(
             f"{self.path} kept changing while updating it; close the editor that is saving it "

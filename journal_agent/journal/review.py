@@ -223,10 +223,10 @@ class ReviewState:
         return aside
 
     def save(self, data: dict[str, Any]) -> None:
-        from journal_agent.journal._atomic import atomic_write_bytes
+        from journal_agent.atomic import atomic_write
 
         text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-        atomic_write_bytes(self.path, text.encode("utf-8"))
+        atomic_write(self.path, text)
 
 
 def _short(exc: Exception) -> str:
