@@ -78,11 +78,14 @@ from journal_agent.tools._rules import (
 )
 from journal_agent.tools._shell import (
     ShellParseError,
+    SimpleCommand,
     is_own_safe_command,
+    is_plain_read_only,
     is_read_only,
     split_commands,
 )
 from journal_agent.tools.base import ToolError
+from journal_agent.tools.sandbox.config import SandboxSettings
 
 __all__ = [
     "EDIT_TOOLS", "MODES", "READ_TOOLS", "RULE_FAMILY", "SECRET_EXCEPTIONS", "SECRET_PATTERNS",
@@ -100,6 +103,12 @@ class Decision:
     behavior: Literal["allow", "deny"]
     reason: str
     rule: str | None = None
+    # For Bash: may the command write the workspace (inside the sandbox)? True when the mode
+    # lets it edit, an allow rule names it, or the user approved it; a read-only command let
+    # through by default mode runs with the whole filesystem read-only.
+    writes: bool = False
+    # journal-agent's own journal/estimate commands: they keep their state under .journal/.
+    own_journal: bool = False
 
     @property
     def allowed(self) -> bool:
@@ -114,6 +123,8 @@ class _Verdict:
     behavior: Literal["allow", "ask", "deny"]
     reason: str
     rule: str | None = None
+    writes: bool = False
+    own_journal: bool = False
 
 
 class PermissionPolicy(BashChecks):
@@ -128,6 +139,7 @@ class PermissionPolicy(BashChecks):
         deny: Iterable[str] = (),
         ask: Iterable[str] = (),
         prompt: Prompt | None = None,
+        sandbox: SandboxSettings | None = None,
     ) -> None:
         if mode not in MODES:
             raise UserError(f"unknown permission mode {mode!r}; use one of {', '.join(MODES)}.")
@@ -140,6 +152,7 @@ class PermissionPolicy(BashChecks):
             except ValueError as exc:
                 raise UserError(f"{exc}; fix it in your settings or on the command line.") from None
         self.prompt = prompt
+        self.sandbox = sandbox or SandboxSettings()
         self._allow_named_first = sorted(self.allow, key=lambda r: parse_rule(r)[1] is None)
 
     @classmethod
@@ -156,7 +169,8 @@ class PermissionPolicy(BashChecks):
         """Rules from the settings files plus command-line ``allow`` / ``deny`` and ``mode``."""
         from journal_agent.settings import load_settings
 
-        perms = load_settings(root, home).permissions
+        settings = load_settings(root, home)
+        perms = settings.permissions
         return cls(
             root,
             mode=mode or perms.default_mode or "default",
@@ -164,17 +178,29 @@ class PermissionPolicy(BashChecks):
             deny=[*perms.deny, *deny],
             ask=perms.ask,
             prompt=prompt,
+            sandbox=settings.sandbox,
         )
 
     # -- public API -------------------------------------------------------------------------
 
     def check(
-        self, tool_name: str, *, path: Path | None = None, command: str | None = None
+        self,
+        tool_name: str,
+        *,
+        path: Path | None = None,
+        command: str | None = None,
+        confined: bool = True,
     ) -> Decision:
-        """Allow or deny one call; an "ask" goes to the prompt callback (deny without one)."""
-        verdict = self.evaluate(tool_name, path=path, command=command)
+        """Allow or deny one call; an "ask" goes to the prompt callback (deny without one).
+
+        ``confined``: whether a Bash command will run in the OS sandbox. Without one, every
+        command that is not a plain read-only one needs approval.
+        """
+        verdict = self.evaluate(tool_name, path=path, command=command, confined=confined)
         if verdict.behavior != "ask":
-            return Decision(verdict.behavior, verdict.reason, verdict.rule)
+            return Decision(
+                verdict.behavior, verdict.reason, verdict.rule, verdict.writes, verdict.own_journal
+            )
         subject = command if command is not None else str(path) if path is not None else ""
         if self.prompt is not None:
             try:
@@ -182,28 +208,40 @@ class PermissionPolicy(BashChecks):
             except (EOFError, KeyboardInterrupt):
                 approved = False
             if approved:
-                return Decision("allow", "approved at the prompt", verdict.rule)
+                writes = self.mode != "plan"
+                return Decision("allow", "approved at the prompt", verdict.rule, writes)
             return Decision(
                 "deny", f"Permission to use {tool_name} was refused by the user.", verdict.rule
             )
         return Decision("deny", self._ask_denied(tool_name, path, command, verdict), verdict.rule)
 
     def ensure(
-        self, tool_name: str, *, path: Path | None = None, command: str | None = None
-    ) -> None:
+        self,
+        tool_name: str,
+        *,
+        path: Path | None = None,
+        command: str | None = None,
+        confined: bool = True,
+    ) -> Decision:
         """:meth:`check`, raising :class:`ToolError` (an error result for the model) on deny."""
-        decision = self.check(tool_name, path=path, command=command)
+        decision = self.check(tool_name, path=path, command=command, confined=confined)
         if not decision.allowed:
             raise ToolError(decision.reason)
+        return decision
 
     def evaluate(
-        self, tool_name: str, *, path: Path | None = None, command: str | None = None
+        self,
+        tool_name: str,
+        *,
+        path: Path | None = None,
+        command: str | None = None,
+        confined: bool = True,
     ) -> _Verdict:
         """The decision before any prompting: allow, ask or deny."""
         if path is not None:
             path = Path(os.path.realpath(path))
         if tool_name == "Bash":
-            return self._evaluate_bash(command or "")
+            return self._evaluate_bash(command or "", confined)
         return self._evaluate_tool(tool_name, path)
 
     # -- tools other than Bash ----------------------------------------------------------------
@@ -267,7 +305,7 @@ class PermissionPolicy(BashChecks):
         return any(path == self.root / rel for rel in SETTINGS_FILES)
 
     # -- Bash -----------------------------------------------------------------------------------
-    def _evaluate_bash(self, command: str) -> _Verdict:
+    def _evaluate_bash(self, command: str, confined: bool = True) -> _Verdict:
         if not command.strip():
             return _Verdict("deny", "The command is empty.")
         try:
@@ -277,7 +315,16 @@ class PermissionPolicy(BashChecks):
         if not parts:
             return _Verdict("deny", "The command is empty.")
         texts = [" ".join([*p.assignments, *p.words]) or p.text for p in parts]
+        verdict = self._bash_rules_verdict(parts, texts)
+        if verdict is not None:
+            return verdict
+        allowed_by = [self._bash_rule(self.allow, text) for text in texts]
+        if problem := self._bash_default_denial(parts, allowed_by):
+            return _Verdict("deny", problem)
+        return self._bash_mode_verdict(parts, texts, allowed_by, confined)
 
+    def _bash_rules_verdict(self, parts: list[SimpleCommand], texts: list[str]) -> _Verdict | None:
+        """Deny and ask rules, which come before everything else."""
         for text in texts:
             if rule := self._bash_rule(self.deny, text):
                 return _Verdict("deny", f"`{text}` is denied by the rule {rule}.", rule)
@@ -290,28 +337,63 @@ class PermissionPolicy(BashChecks):
         for text in texts:
             if rule := self._bash_rule(self.ask, text):
                 if self.mode == "bypassPermissions":
-                    return _Verdict("allow", "bypassPermissions mode", rule)
+                    return _Verdict("allow", "bypassPermissions mode", rule, writes=True)
                 return _Verdict("ask", f"the rule {rule} asks for approval", rule)
-        allowed_by = [self._bash_rule(self.allow, text) for text in texts]
-        if problem := self._bash_default_denial(parts, allowed_by):
-            return _Verdict("deny", problem)
+        return None
+
+    def _bash_mode_verdict(
+        self,
+        parts: list[SimpleCommand],
+        texts: list[str],
+        allowed_by: list[str | None],
+        confined: bool,
+    ) -> _Verdict:
+        """What the mode says once no rule decided: allow (writing or read-only), ask, deny."""
         if all(allowed_by):
-            return _Verdict("allow", f"allowed by the rule {allowed_by[0]}", allowed_by[0])
+            writes = self.mode != "plan"
+            return _Verdict("allow", f"allowed by the rule {allowed_by[0]}", allowed_by[0], writes)
         if self.mode == "bypassPermissions":
-            return _Verdict("allow", "bypassPermissions mode")
+            return _Verdict("allow", "bypassPermissions mode", writes=True)
         if self.mode in ("plan", "dontAsk"):
             return _Verdict(
                 "deny",
                 f"Bash is not available in {self.mode} mode unless an allow rule such as "
                 f"Bash({rule_hint(texts)}) permits the command.",
             )
-        auto = {"acceptEdits": ACCEPT_EDITS_COMMANDS}.get(self.mode, set())
-        if all(
-            ok or is_read_only(p) or is_own_safe_command(p) or p.name in auto
-            for ok, p in zip(allowed_by, parts, strict=True)
-        ):
-            return _Verdict("allow", "read-only command, or journal-agent's own journal/estimate")
+        pending = [p for ok, p in zip(allowed_by, parts, strict=True) if not ok]
+        own = any(is_own_safe_command(p) for p in pending)
+        if not confined:
+            # No sandbox: the reading of the command line is the only line, and it cannot win
+            # against shells, git or python. Only a plain read-only command goes unasked.
+            if all(is_plain_read_only(p) or is_own_safe_command(p) for p in pending):
+                return _Verdict("allow", "a plain read-only command", own_journal=own, writes=own)
+            return _Verdict(
+                "ask",
+                "without a sandbox, every command that is not a plain read-only one needs approval",
+            )
+        auto = ACCEPT_EDITS_COMMANDS if self.mode == "acceptEdits" else set()
+        if all(is_read_only(p) or is_own_safe_command(p) or p.name in auto for p in pending):
+            return _Verdict(
+                "allow",
+                "read-only command, or journal-agent's own journal/estimate",
+                writes=self.mode == "acceptEdits" or own,
+                own_journal=own,
+            )
         return _Verdict("ask", "the command may change files or run programs")
+
+    def read_deny_paths(self) -> tuple[str, ...]:
+        """The paths ``Read(...)`` deny rules name, in the sandbox's path syntax (where
+        ``/x`` is absolute, while a rule's ``/x`` is relative to the workspace)."""
+        out = []
+        for rule in self.deny:
+            name, spec = parse_rule(rule)
+            if name != "Read" or spec is None:
+                continue
+            spec = spec.strip()
+            if spec.startswith("/") and not spec.startswith("//"):
+                spec = "." + spec
+            out.append(spec)
+        return tuple(out)
 
     def search_filter(
         self, tool_name: str = "Grep", *, secrets: bool = True
