@@ -100,15 +100,20 @@ class Bash(Tool):
         root = Path(workspace_root(ctx.root))
         settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
         conf = confinement(settings, root)
-        writes, own_journal, read_deny = True, False, ()  # no policy: everything is allowed
+        writes, own_journal, read_deny, home = True, False, (), None  # no policy: all allowed
         if ctx.policy is not None:
             decision = ctx.policy.ensure("Bash", command=params.command, confined=conf.active)
             writes, own_journal = decision.writes, decision.own_journal
-            read_deny = ctx.policy.read_deny_paths()
+            read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home
         view = None
         if conf.active:
             view = build_view(
-                root, settings, writes=writes, own_journal=own_journal, read_deny=read_deny
+                root,
+                settings,
+                writes=writes,
+                own_journal=own_journal,
+                read_deny=read_deny,
+                home=home,
             )
         timeout_s = (params.timeout or DEFAULT_TIMEOUT_MS) / 1000
         try:

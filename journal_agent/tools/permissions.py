@@ -140,6 +140,7 @@ class PermissionPolicy(BashChecks):
         ask: Iterable[str] = (),
         prompt: Prompt | None = None,
         sandbox: SandboxSettings | None = None,
+        home: Path | None = None,
     ) -> None:
         if mode not in MODES:
             raise UserError(f"unknown permission mode {mode!r}; use one of {', '.join(MODES)}.")
@@ -153,6 +154,7 @@ class PermissionPolicy(BashChecks):
                 raise UserError(f"{exc}; fix it in your settings or on the command line.") from None
         self.prompt = prompt
         self.sandbox = sandbox or SandboxSettings()
+        self.home = home  # None: the real home directory (where ~/.ssh and friends are)
         self._allow_named_first = sorted(self.allow, key=lambda r: parse_rule(r)[1] is None)
 
     @classmethod
@@ -179,6 +181,7 @@ class PermissionPolicy(BashChecks):
             ask=perms.ask,
             prompt=prompt,
             sandbox=settings.sandbox,
+            home=home,
         )
 
     # -- public API -------------------------------------------------------------------------
