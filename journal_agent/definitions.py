@@ -16,7 +16,7 @@ from typing import Any, Generic, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from journal_agent.errors import UserError
+from journal_agent.errors import JournalAgentError, UserError
 from journal_agent.paths import plugin_root
 
 Origin = Literal["project", "user", "plugin"]
@@ -26,7 +26,7 @@ _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _MODEL_ID = re.compile(r"^claude-[a-z0-9][a-z0-9.\-]*$")
 
 
-class DefinitionError(Exception):
+class DefinitionError(JournalAgentError):
     """A malformed definition file: names the file and the line."""
 
     def __init__(self, path: Path, line: int | None, message: str) -> None:

@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from profiling._units import GB, GiB, fmt_bytes, fmt_count
 from profiling.errors import ProfilingError
 from profiling.records import Step
+from profiling.units import GB, GiB, fmt_bytes, fmt_count
 from profiling.workloads import WORKLOADS
 
 Precision = Literal["fp32", "mixed", "bf16"]

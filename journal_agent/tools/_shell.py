@@ -20,6 +20,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from journal_agent.errors import JournalAgentError
+
 SEPARATORS = {";", "&&", "||", "|", "&", "\n", "(", ")", "|&", ";;"}
 REDIRECTS = {">", ">>", "<", "<<", "<<<", ">|", "&>", "&>>", ">&", "<&", "<>"}
 OUTPUT_REDIRECTS = {">", ">>", ">|", "&>", "&>>", "<>"}
@@ -78,8 +80,8 @@ class SimpleCommand:
         return self.words[0] if self.words else ""
 
 
-class ShellParseError(ValueError):
-    pass
+class ShellParseError(JournalAgentError, ValueError):
+    """A command line the analysis cannot read (an unclosed quote, a lone operator)."""
 
 
 def _lexer(command: str) -> shlex.shlex:

@@ -10,18 +10,17 @@ bounded buffers, so a command printing gigabytes costs at most a few hundred kil
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
+from journal_agent.processes import group_alive, stop_groups
 from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, fit_to_budget
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
@@ -275,15 +274,15 @@ def run_command(
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = timeout_s
-        _kill_group(proc)
+        _stop(proc)
     except BaseException:
-        _kill_group(proc)
+        _stop(proc)
         raise
     # Children left in the group may hold the pipe open; give them a moment, then stop them.
     reader.join(DRAIN_GRACE_S)
     # Stopped too: children that detached their output ("cmd >/dev/null 2>&1 &").
-    if timed_out is None and (reader.is_alive() or _group_alive(proc.pid)):
-        reaped = _kill_group(proc)
+    if timed_out is None and (reader.is_alive() or group_alive(proc.pid)):
+        reaped = _stop(proc)
     reader.join(KILL_GRACE_S + 1)
     stream.close()
     returncode = proc.returncode
@@ -313,51 +312,6 @@ def _sandbox_status(
     return returncode, 0
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
-    """SIGTERM the process group, then SIGKILL what is left. True if anything was there."""
-    pgid = proc.pid  # start_new_session: the group id is the leader's pid
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + KILL_GRACE_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None and not _group_alive(pgid):
-            break
-        time.sleep(0.02)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-    if proc.poll() is None:
-        proc.wait()
-    return True
-
-
-def _group_alive(pgid: int) -> bool:
-    """Is any live (non-zombie) process left in the group?
-
-    ``killpg(pgid, 0)`` also succeeds for zombies, which linger when the container's init
-    does not reap orphans; /proc tells them apart.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # Fields after the parenthesised command name: state, ppid, pgrp, ...
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+def _stop(proc: subprocess.Popen[bytes]) -> bool:
+    """Stop the command's whole group (start_new_session: its id is the leader's pid)."""
+    return bool(stop_groups([proc.pid], KILL_GRACE_S, leaders=[proc]))

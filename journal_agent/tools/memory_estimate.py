@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.paths import measurements_dir
 from journal_agent.tools._schema import tidy_schema
-from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.base import Tool, ToolContext, ToolResult
 
 
 class MemoryEstimateInput(BaseModel):
@@ -64,20 +64,17 @@ class MemoryEstimate(Tool):
     Input = MemoryEstimateInput
 
     def run(self, ctx: ToolContext, params: MemoryEstimateInput) -> ToolResult:  # type: ignore[override]
-        from profiling._units import parse_count
-        from profiling.errors import ProfilingError
         from profiling.estimate import EstimateInput, estimate, render_text
         from profiling.records import RecordStore
         from profiling.report import estimate_record
+        from profiling.units import parse_count
 
         values = params.model_dump()
         values["gpu_mem_gb"] = values.pop("gpu_mem")
-        try:
-            if values["params"] is not None:
-                values["params"] = parse_count(values["params"])
-            est = estimate(EstimateInput.parse(**values))
-        except (ProfilingError, ValueError) as exc:
-            raise ToolError(str(exc)) from None
+        # A ProfilingError (bad sizes, an unknown model) becomes an error result in Tool.call.
+        if values["params"] is not None:
+            values["params"] = parse_count(values["params"])
+        est = estimate(EstimateInput.parse(**values))
         record = estimate_record(est)
         RecordStore(measurements_dir(ctx.root)).save(record)
-        return ToolResult(f"{render_text(est)}\nrecord: {record.id}  (cite as [m:{record.id}])")
+        return ToolResult(f"{render_text(est)}\nrecord: {record.id}  (cite as {record.citation()})")

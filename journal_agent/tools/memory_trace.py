@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.paths import measurements_dir
 from journal_agent.tools._schema import tidy_schema
-from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.base import Tool, ToolContext, ToolResult
 
 
 class MemoryTraceInput(BaseModel):
@@ -56,18 +56,14 @@ class MemoryTrace(Tool):
     Input = MemoryTraceInput
 
     def run(self, ctx: ToolContext, params: MemoryTraceInput) -> ToolResult:  # type: ignore[override]
-        from profiling.errors import ProfilingError
         from profiling.records import RecordStore
 
         if ":" in params.model and ctx.policy is not None:
             # Importing a workspace module runs its code: the same approval as running it.
             ctx.policy.ensure("Bash", command=f"journal-agent trace --model {params.model}")
         store = RecordStore(measurements_dir(ctx.root))
-        try:
-            text = _trace(params, ctx, store)
-        except ProfilingError as exc:
-            raise ToolError(str(exc)) from None
-        return ToolResult(text)
+        # A ProfilingError (a model that will not trace) becomes an error result in Tool.call.
+        return ToolResult(_trace(params, ctx, store))
 
 
 def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
@@ -108,7 +104,7 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
     parts = [render_trace_text(result)]
     if params.gpu_mem:
         parts.append(trace_verdict(result, params.gpu_mem)["verdict"])
-    parts.append(f"record: {record.id}  (cite as [m:{record.id}])")
+    parts.append(f"record: {record.id}  (cite as {record.citation()})")
     if params.compare_estimate and ":" not in params.model:
         from profiling.estimate import estimate, render_text
         from profiling.report import (
@@ -124,9 +120,9 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
         parts += [
             "",
             render_text(est),
-            f"record: {est_rec.id}  (cite as [m:{est_rec.id}])",
+            f"record: {est_rec.id}  (cite as {est_rec.citation()})",
             "",
-            f"Estimate [m:{est_rec.id}] beside trace [m:{record.id}]:",
+            f"Estimate {est_rec.citation()} beside trace {record.citation()}:",
             render_compare_text(compare(est, result)),
         ]
     return "\n".join(parts)
