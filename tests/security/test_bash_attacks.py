@@ -96,7 +96,7 @@ ESCALATIONS = {
     "journal-settings": "mkdir -p .journal && cp evil.json .journal/settings.json",
     "mv-claude": "mv .claude .claude-old; mkdir .claude; cp evil.json .claude/settings.json",
     "git-config": "printf '[core]\\n\\tfsmonitor = id\\n' >> .git/config",
-    "git-hook": "printf '#!/bin/sh\\nid\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit",
+    "git-hook": "printf '#!/bin/sh\\nid\\n' > .git/hooks/pre-commit; chmod +x .git/hooks/p*",
 }
 
 
