@@ -68,6 +68,9 @@ def _register() -> None:
     from journal_agent.cli import (  # noqa: F401, I001
         run_cmd,
         journal_cmd,
+        ledger_cmd,
+        review_cmd,
+        feedback_cmd,
         profiling_cmd,
         measure_cmd,
         agents_cmd,
