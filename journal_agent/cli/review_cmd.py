@@ -44,6 +44,10 @@ def review_command(
             show_default=False,
         ),
     ] = None,
+    new: Annotated[
+        int,
+        typer.Option("--new", help="At most this many never-reviewed items per session.", min=0),
+    ] = 20,
     suggest: Annotated[
         bool,
         typer.Option("--suggest", help="Mastery moves the review history supports (🔴 / 🟢)."),
@@ -81,7 +85,7 @@ def review_command(
         if not found:
             typer.echo("no suggestions: the review history supports no mastery move yet")
         return
-    cards = review.queue(workspace, now, everything=all_)
+    cards = review.queue(workspace, now, everything=all_, new_limit=new)
     if list_ or json_out:
         if json_out:
             print_json([c.to_dict() for c in cards])

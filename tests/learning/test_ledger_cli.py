@@ -27,7 +27,8 @@ def test_show_counts_due_and_last_sessions(ws, cli):
     assert "2026-01-31  Nsys Profiling & Kernel Analysis" in r.stdout
     data = json.loads(cli("ledger", "--json").stdout)
     assert data["counts"] == {"mastered": 12, "developing": 10, "blind_spots": 7}
-    assert len(data["due"]) == 12 + 10 + 7 + 3  # every item and insight, never reviewed
+    assert data["due"] == []
+    assert len(data["new"]) == 12 + 10 + 7 + 3  # every item and insight, never reviewed
     assert data["suggestions"] == []
 
 
