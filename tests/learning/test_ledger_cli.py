@@ -145,3 +145,29 @@ def test_two_processes_updating_at_once_lose_nothing(ws):
         if line.startswith("| **2026-01-31**"):
             line = line.replace("**", "")
         assert "Last Updated" in line or line in kept, line
+
+
+def test_an_insight_quoting_a_number_its_record_does_not_hold_is_refused(ws, cli):
+    from journal_agent.paths import measurements_dir
+    from profiling.records import MeasurementRecord, Quantity, RecordStore
+
+    RecordStore(measurements_dir(ws)).save(
+        MeasurementRecord(
+            id="est-0000beef",
+            kind="estimated",
+            title="7B on two GPUs",
+            results=[Quantity(name="total per GPU", value=91.64e9, unit="B")],
+        )
+    )
+    assert cli("ledger", "init").returncode == 0
+    ok = cli("ledger", "insight", "Too big", "It needs 91.64 GB per GPU.", "-s", "m:est-0000beef")
+    assert ok.returncode == 0, ok.stderr
+    r = cli("ledger", "insight", "Too big", "It needs 85 GB per GPU.", "-s", "m:est-0000beef")
+    assert r.returncode == 1
+    assert "'85 GB' is not a value of [m:est-0000beef]" in r.stderr
+    # Written by hand, the same mistake is what `ledger check` reports.
+    path = ws / "learning_ledger.md"
+    path.write_text(path.read_text().replace("91.64 GB", "85 GB"))
+    r = cli("ledger", "check", "--json")
+    problems = json.loads(r.stdout)["problems"]
+    assert r.returncode == 1 and [p["kind"] for p in problems] == ["bad_citation"]
