@@ -91,8 +91,11 @@ def review_command(
             print_json([c.to_dict() for c in cards])
             return
         for c in cards:
-            when = c.due or "new"
-            typer.echo(f"{c.id}  {c.title}  ({c.state}, due {when}, {c.reviews} reviews)")
+            if c.due is None:
+                typer.echo(f"{c.id}  {c.title}  (never reviewed)")
+            else:
+                when = c.due[:16].replace("T", " ")
+                typer.echo(f"{c.id}  {c.title}  ({c.state}, due {when} UTC, {c.reviews} reviews)")
         if not cards:
             typer.echo("nothing is due")
         return
@@ -132,7 +135,8 @@ def _interactive(workspace, cards, now) -> None:
                 typer.echo(exc.message)
                 continue
             done += 1
-            typer.echo(f"→ {outcome['rating']}; next review {outcome['due'][:16]} UTC\n")
+            when = outcome["due"][:16].replace("T", " ")
+            typer.echo(f"→ {outcome['rating']}; next review {when} UTC\n")
             break
     typer.echo(f"Reviewed {done}.")
 

@@ -88,11 +88,11 @@ def collect_items(root: Path) -> list[ReviewItem]:
     if journal.exists():
         for entry in journal.load().entries:
             question = _strip_label(entry.section_text("key_question")) or entry.title
-            answer = "\n".join(
-                part
+            answer = "\n\n".join(
+                part.strip()
                 for part in (entry.section_text("intuition"), entry.section_text("key_insights"))
                 if part.strip()
-            ).strip() or _excerpt(entry.raw)
+            ) or _excerpt(entry.raw)
             items.append(ReviewItem(f"entry:{entry.id}", "entry", entry.title, question, answer))
     ledger_store = LedgerStore(root)
     if ledger_store.exists():
