@@ -116,7 +116,13 @@ def insight_problems(sources: SourceChecker, quote: str, refs: list[str]) -> lis
         return []
     cited = ", ".join(refs)
     shown = ", ".join(f"'{q.text}'" for q in wrong[:4])
-    return [("bad_citation", f"{shown} is not a value of {cited}; fix the number or its source")]
+    return [
+        (
+            "bad_citation",
+            f"quotes {shown}, which {'is' if len(wrong) == 1 else 'are'} not a value of "
+            f"{cited}; fix the number or its source",
+        )
+    ]
 
 
 class SourceChecker:

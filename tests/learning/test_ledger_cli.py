@@ -164,7 +164,7 @@ def test_an_insight_quoting_a_number_its_record_does_not_hold_is_refused(ws, cli
     assert ok.returncode == 0, ok.stderr
     r = cli("ledger", "insight", "Too big", "It needs 85 GB per GPU.", "-s", "m:est-0000beef")
     assert r.returncode == 1
-    assert "'85 GB' is not a value of [m:est-0000beef]" in r.stderr
+    assert "it quotes '85 GB', which is not a value of [m:est-0000beef]" in r.stderr
     # Written by hand, the same mistake is what `ledger check` reports.
     path = ws / "learning_ledger.md"
     path.write_text(path.read_text().replace("91.64 GB", "85 GB"))
