@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import SEED_LEDGER
 
@@ -171,3 +174,27 @@ def test_an_insight_quoting_a_number_its_record_does_not_hold_is_refused(ws, cli
     r = cli("ledger", "check", "--json")
     problems = json.loads(r.stdout)["problems"]
     assert r.returncode == 1 and [p["kind"] for p in problems] == ["bad_citation"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ledger"], ["ledger", "check"], ["review", "--list"], ["feedback", "--history"]],
+)
+def test_learning_commands_import_no_heavy_module(ws, home, args):
+    """They call neither a model nor torch: start-up stays light (see test_startup.py)."""
+    (ws / "learning_ledger.md").write_bytes(SEED_LEDGER.read_bytes())
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "journal_agent", *args],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(home)},
+        timeout=60,
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    loaded = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert not loaded & {"anthropic", "torch", "mcp", "matplotlib"}, args
