@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import SEED_LEDGER
 
 from journal_agent.journal.ledger import parse_ledger
