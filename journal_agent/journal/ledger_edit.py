@@ -34,7 +34,6 @@ from journal_agent.journal.ledger import (
     last_updated_match,
     level_key,
     normalize,
-    parse_ledger,
     reindex,
     unbold_row,
 )
@@ -426,6 +425,3 @@ def _level(level: str) -> str:
         )
     return key
 
-
-def reparse(ledger: Ledger) -> Ledger:
-    return parse_ledger(ledger.render())
