@@ -424,4 +424,3 @@ def _level(level: str) -> str:
             f"{level!r} is not a mastery level; use mastered (🟢), developing (🟡) or blind (🔴)."
         )
     return key
-
