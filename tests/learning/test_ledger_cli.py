@@ -197,3 +197,13 @@ def test_learning_commands_import_no_heavy_module(ws, home, args):
         if line.startswith("import time:")
     }
     assert not loaded & {"anthropic", "torch", "mcp", "matplotlib"}, args
+
+
+def test_root_may_come_before_the_subcommand(ws, cli, tmp_path):
+    _seed(ws)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = cli("ledger", "--root", str(ws), "add-goal", "Ship the report", cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
+    assert "Ship the report" in (ws / "learning_ledger.md").read_text(encoding="utf-8")
+    assert not (elsewhere / "learning_ledger.md").exists()
