@@ -232,7 +232,8 @@ class Ledger:
     def title(self) -> str | None:
         if self.title_index is None:
             return None
-        return _HEADING.match(bare(self.lines[self.title_index])).group(2)  # type: ignore[union-attr]
+        line = bare(self.lines[self.title_index]).lstrip("\ufeff")
+        return _HEADING.match(line).group(2)  # type: ignore[union-attr]
 
     @property
     def last_updated(self) -> str | None:
@@ -405,6 +406,8 @@ def reindex(ledger: Ledger) -> None:
     seen: set[str] = set()
     heads: list[tuple[int, int, str]] = []  # (index, level, title)
     for i, line in enumerate(lines):
+        if i == 0:
+            line = line.lstrip("\ufeff")  # a byte-order mark does not hide the title
         if fences[i] or not line.lstrip(" ").startswith(("#", "*")):
             continue
         text = bare(line)

@@ -207,3 +207,12 @@ def test_root_may_come_before_the_subcommand(ws, cli, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Ship the report" in (ws / "learning_ledger.md").read_text(encoding="utf-8")
     assert not (elsewhere / "learning_ledger.md").exists()
+
+
+def test_write_and_edit_of_the_ledger_take_the_journals_lock(ws):
+    """So an agent's Edit of the ledger and a ledger update never interleave."""
+    from journal_agent.journal.store import JournalStore
+    from journal_agent.tools.write import lock_file_for
+
+    assert lock_file_for(ws, ws / "learning_ledger.md") == JournalStore(ws).lock_path
+    assert lock_file_for(ws, ws / "notes" / "learning_ledger.md") != JournalStore(ws).lock_path
