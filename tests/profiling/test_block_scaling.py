@@ -49,9 +49,9 @@ CASES = {
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_block_scaled_trace_equals_full_trace(deep_models, name: str) -> None:
-    cfg = TraceConfig(**{"batch": 2, "seq": 16, "module_depth": 3, **CASES[name]})
-    scaled = trace_step(cfg, block_scaling=True)
-    full = trace_step(cfg, block_scaling=False)
+    cfg = TraceConfig(**{"batch": 2, "seq": 16, **CASES[name]})
+    scaled = trace_step(cfg, module_depth=3, block_scaling=True)
+    full = trace_step(cfg, module_depth=3, block_scaling=False)
     assert any("block-scaled" in n for n in scaled.notes), scaled.notes
     assert not any("block-scaled" in n for n in full.notes)
     assert len([m for m in full.by_module if ".layers." in m or ".h." in m]) >= 7 * 3

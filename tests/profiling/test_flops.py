@@ -88,7 +88,7 @@ def test_flops_do_not_depend_on_precision_or_sharding() -> None:
             {},
             {"precision": "mixed"},
             {"precision": "bf16"},
-            {"fsdp": True, "world_size": 2},
+            {"fsdp": True, "gpus": 2, "zero": 3},
         )
     }
     assert len(counts) == 1
