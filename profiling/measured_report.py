@@ -297,3 +297,71 @@ def measured_record(
             **(extra or {}),
         },
     )
+
+
+# --------------------------------------------------------------------- a measured run
+
+
+def render_comparison(rows: list[dict[str, Any]], trace_id: str | None = None) -> str:
+    """Measured beside traced, ratio per phase (and what the ratio means)."""
+    if not rows:
+        return ""
+    cite = f" [m:{trace_id}]" if trace_id else ""
+    lines = [f"Measured ÷ traced (the same step under fake tensors{cite}), step {rows[0]['step']}:"]
+    lines.append(f"{'':<18}{'measured':>12}{'traced':>12}{'ratio':>9}{'difference':>16}")
+    for r in rows:
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.4f}"
+        diff = r["measured_bytes"] - r["traced_bytes"]
+        lines.append(
+            f"{r['what']:<18}{fmt_bytes(r['measured_bytes']):>12}"
+            f"{fmt_bytes(r['traced_bytes']):>12}{ratio:>9}{diff:>+14,} B"
+        )
+    return "\n".join(lines)
+
+
+def run_setup(run: Any) -> str:
+    from profiling.report import _setup
+
+    return _setup(run.config)
+
+
+def run_record(run: Any, trace_id: str | None = None) -> MeasurementRecord:
+    """The ``measured`` record of a ``profile`` run: summary, configuration, comparison."""
+    s = run.summary
+    extra_q = [
+        Quantity(
+            name=f"measured_over_traced_{r['what'].replace(' ', '_')}", value=r["ratio"], unit=""
+        )
+        for r in run.comparison
+        if r["ratio"] is not None
+    ]
+    extra_q.append(Quantity(name="params", value=run.params, unit=""))
+    table = render_summary(s)
+    if run.comparison:
+        table += "\n\n" + render_comparison(run.comparison, trace_id)
+    record = measured_record(
+        s,
+        title=f"Measured: {run_setup(run)} on {s.device.get('label', 'device')}",
+        config={
+            **run.config.model_dump(),
+            "model_info": run.model_info,
+            "steps": run.options.steps,
+        },
+        extra={"comparison": run.comparison, "trace_record": trace_id},
+        quantities=extra_q,
+    )
+    record.extra["table"] = table
+    return record
+
+
+def run_json(run: Any, record_id: str, trace_id: str | None = None) -> dict[str, Any]:
+    out = summary_json(run.summary, record_id)
+    out["config"] = run.config.model_dump()
+    out["params"] = run.params
+    out["trace"] = (
+        {"record_id": trace_id, "peak_bytes": run.trace.peak_bytes}
+        if run.trace is not None
+        else None
+    )
+    out["measured_over_traced"] = run.comparison
+    return out
