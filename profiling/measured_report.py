@@ -365,3 +365,69 @@ def run_json(run: Any, record_id: str, trace_id: str | None = None) -> dict[str,
     )
     out["measured_over_traced"] = run.comparison
     return out
+
+
+# --------------------------------------------------------------------- devices
+
+
+def _fmt(n: int | None) -> str:
+    return "—" if n is None else fmt_bytes(n)
+
+
+def render_gpu_info(info: Any) -> str:
+    """The text of ``journal-agent gpu`` (also what the DeviceInfo tool returns)."""
+    host = info.host
+    cpu = f"CPU: {host.get('cpu')}, {host.get('cpus')} CPUs, {_fmt(host.get('ram_bytes'))} RAM"
+    torch = f"torch {info.torch or 'not installed'}"
+    if not info.available:
+        return f"{info.reason}.\n{cpu}; {torch}"
+    lines = [
+        f"NVIDIA driver {info.driver}, CUDA driver API {info.cuda_driver}, NVML {info.nvml}; "
+        f"{torch} (built for CUDA {info.torch_cuda or 'none'}; "
+        f"{'sees' if info.torch_sees_cuda else 'does NOT see'} the GPUs)"
+    ]
+    for d in info.devices:
+        util = "—" if d.utilization_gpu_pct is None else f"{d.utilization_gpu_pct:.0f}%"
+        lines.append(
+            f"GPU {d.index}: {d.name} — {_fmt(d.used_bytes)} used of {_fmt(d.total_bytes)} "
+            f"(driver-reserved {_fmt(d.reserved_bytes)}, free {_fmt(d.free_bytes)}), "
+            f"utilization {util}"
+        )
+        for p in d.processes:
+            lines.append(f"  pid {p.pid} {p.name}: {_fmt(p.used_bytes)}")
+        if not d.processes:
+            lines.append("  no compute processes")
+    lines.append(cpu)
+    return "\n".join(lines)
+
+
+def device_record(info: Any) -> MeasurementRecord:
+    """What ``gpu`` / DeviceInfo saw, as a ``measured`` record (memory in use per GPU)."""
+    from profiling.devices import software_versions
+
+    results = [Quantity(name="ram", value=info.host.get("ram_bytes") or 0, unit="B")]
+    for d in info.devices:
+        for name in ("total", "used", "reserved", "free"):
+            value = getattr(d, f"{name}_bytes")
+            if value is not None:
+                results.append(Quantity(name=f"gpu{d.index}_{name}", value=value, unit="B"))
+        for p in d.processes:
+            if p.used_bytes is not None:
+                results.append(
+                    Quantity(name=f"gpu{d.index}_pid{p.pid}_used", value=p.used_bytes, unit="B")
+                )
+    title = (
+        f"Devices: {len(info.devices)} × {info.devices[0].name}"
+        if info.devices
+        else "Devices: no NVIDIA GPU (CPU only)"
+    )
+    return MeasurementRecord(
+        id=new_record_id("measured"),
+        kind="measured",
+        title=title,
+        device=info.model_dump(mode="json"),
+        software=software_versions(),
+        results=results,
+        notes=info.reason or "",
+        extra={"table": render_gpu_info(info)},
+    )

@@ -8,6 +8,7 @@ commands that need it; ``gpu`` on a machine without an NVIDIA driver never impor
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,39 +23,6 @@ from journal_agent.paths import measurements_dir
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
 
 
-def _fmt(n: int | None) -> str:
-    from profiling.units import fmt_bytes
-
-    return "—" if n is None else fmt_bytes(n)
-
-
-def render_gpu_info(info: Any) -> str:
-    """The text of ``journal-agent gpu`` (also what the DeviceInfo tool returns)."""
-    host = info.host
-    cpu = f"CPU: {host.get('cpu')}, {host.get('cpus')} CPUs, {_fmt(host.get('ram_bytes'))} RAM"
-    torch = f"torch {info.torch or 'not installed'}"
-    if not info.available:
-        return f"{info.reason}.\n{cpu}; {torch}"
-    lines = [
-        f"NVIDIA driver {info.driver}, CUDA driver API {info.cuda_driver}, NVML {info.nvml}; "
-        f"{torch} (built for CUDA {info.torch_cuda or 'none'}; "
-        f"{'sees' if info.torch_sees_cuda else 'does NOT see'} the GPUs)"
-    ]
-    for d in info.devices:
-        util = "—" if d.utilization_gpu_pct is None else f"{d.utilization_gpu_pct:.0f}%"
-        lines.append(
-            f"GPU {d.index}: {d.name} — {_fmt(d.used_bytes)} used of {_fmt(d.total_bytes)} "
-            f"(driver-reserved {_fmt(d.reserved_bytes)}, free {_fmt(d.free_bytes)}), "
-            f"utilization {util}"
-        )
-        for p in d.processes:
-            lines.append(f"  pid {p.pid} {p.name}: {_fmt(p.used_bytes)}")
-        if not d.processes:
-            lines.append("  no compute processes")
-    lines.append(cpu)
-    return "\n".join(lines)
-
-
 @app.command("gpu")
 def gpu_command(as_json: JsonFlag = False) -> None:
     """The NVIDIA GPUs here: driver, CUDA and torch versions, memory in use and by whom.
@@ -62,6 +30,7 @@ def gpu_command(as_json: JsonFlag = False) -> None:
     Without a GPU or driver: one sentence saying so (and the CPU), exit code 0.
     """
     from profiling.devices import gpu_info
+    from profiling.measured_report import render_gpu_info
 
     info = gpu_info()
     if as_json:
@@ -73,10 +42,22 @@ def gpu_command(as_json: JsonFlag = False) -> None:
 # --------------------------------------------------------------------- profile
 
 
+class _LineProgress:
+    """Progress as ``progress: DONE/TOTAL what`` lines on stderr, for a parent that reads them."""
+
+    def add_task(self, _description: str, total: int) -> int:
+        return 0
+
+    def update(self, _task: int, completed: int, total: int, description: str) -> None:
+        print(f"progress: {completed}/{total} {description}", file=sys.stderr, flush=True)
+
+
 def _progress_runner(model: str, quiet: bool):
     """A rich progress bar on a terminal (stderr); nothing in pipes, logs and --json."""
     from rich.console import Console
 
+    if os.environ.get("JOURNAL_AGENT_PROGRESS") == "lines":
+        return contextlib.nullcontext(_LineProgress())  # for the MemoryProfile tool
     console = Console(stderr=True)
     if quiet or not console.is_terminal:
         return contextlib.nullcontext(None)

@@ -30,9 +30,17 @@ def product_tools() -> dict[str, Tool]:
     from journal_agent.tools.journal_append import JournalAppend
     from journal_agent.tools.journal_search import JournalSearch
     from journal_agent.tools.memory_estimate import MemoryEstimate
+    from journal_agent.tools.memory_profile import DeviceInfo, MemoryProfile
     from journal_agent.tools.memory_trace import MemoryTrace
 
-    tools: list[Tool] = [JournalAppend(), JournalSearch(), MemoryEstimate(), MemoryTrace()]
+    tools: list[Tool] = [
+        JournalAppend(),
+        JournalSearch(),
+        MemoryEstimate(),
+        MemoryTrace(),
+        MemoryProfile(),
+        DeviceInfo(),
+    ]
     return {tool.name: tool for tool in tools}
 
 
