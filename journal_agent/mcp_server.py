@@ -60,9 +60,10 @@ def build_server(root: Path):
         SERVER_NAME,
         version=__version__,
         instructions=(
-            "journal-agent: append validated entries to learning_journal.md, search it, and "
-            "estimate, trace or measure training memory and time (DeviceInfo, MemoryProfile "
-            "measure this machine). Cite the record id each profiling tool returns "
+            "journal-agent: append validated entries to learning_journal.md, search it, read "
+            "and update learning_ledger.md (LedgerShow, LedgerUpdate), and estimate, trace or "
+            "measure training memory and time (DeviceInfo and MemoryProfile measure this "
+            "machine). Cite the record id each profiling tool returns "
             "as [m:<id>] beside the numbers you quote."
         ),
         on_list_tools=list_tools,

@@ -29,6 +29,7 @@ def product_tools() -> dict[str, Tool]:
     exactly these to Claude Code, which has its own file and shell tools."""
     from journal_agent.tools.journal_append import JournalAppend
     from journal_agent.tools.journal_search import JournalSearch
+    from journal_agent.tools.ledger import LedgerShow, LedgerUpdate
     from journal_agent.tools.memory_estimate import MemoryEstimate
     from journal_agent.tools.memory_profile import DeviceInfo, MemoryProfile
     from journal_agent.tools.memory_trace import MemoryTrace
@@ -36,6 +37,8 @@ def product_tools() -> dict[str, Tool]:
     tools: list[Tool] = [
         JournalAppend(),
         JournalSearch(),
+        LedgerShow(),
+        LedgerUpdate(),
         MemoryEstimate(),
         MemoryTrace(),
         MemoryProfile(),
