@@ -109,17 +109,27 @@ def _run_child(args: list[str], ctx: ToolContext, timeout: float) -> tuple[dict 
             elif line.strip():
                 errors.append(line)
 
-    reader = threading.Thread(target=read_stderr, daemon=True)
-    reader.start()
+    chunks: list[str] = []
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        chunks.append(proc.stdout.read())
+
+    # Both pipes drained by threads (never communicate(): it would race the stderr reader).
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_stderr, read_stdout)]
+    for reader in readers:
+        reader.start()
     try:
-        out, _ = proc.communicate(timeout=timeout + _GRACE_S)
+        proc.wait(timeout=timeout + _GRACE_S)
     except subprocess.TimeoutExpired:
         stop_groups([proc.pid], grace_s=2.0, leaders=[proc])
         return None, (
             f"the measured run did not end within {timeout:g} s (+{_GRACE_S:g} s); it was "
             "stopped — use fewer steps, a smaller batch/seq, or a longer timeout"
         )
-    reader.join(timeout=5)
+    for reader in readers:
+        reader.join(timeout=5)
+    out = "".join(chunks)
     message = " ".join(e.removeprefix("error: ") for e in errors if e.startswith("error:"))
     try:
         return json.loads(out), message
