@@ -216,3 +216,12 @@ def test_write_and_edit_of_the_ledger_take_the_journals_lock(ws):
 
     assert lock_file_for(ws, ws / "learning_ledger.md") == JournalStore(ws).lock_path
     assert lock_file_for(ws, ws / "notes" / "learning_ledger.md") != JournalStore(ws).lock_path
+
+
+def test_an_update_holding_a_secret_is_refused(ws, cli):
+    path = _seed(ws)
+    before = path.read_bytes()
+    key = "sk-ant-api03-" + "Q7xv9LmZ2pR4tY8wK1nB6cD3fH5jS0aE"
+    r = cli("ledger", "add-action", "immediate", f"Use api_key={key} for the eval run")
+    assert r.returncode == 1 and "Anthropic API key" in r.stderr and "line" in r.stderr
+    assert key not in r.stderr and path.read_bytes() == before
