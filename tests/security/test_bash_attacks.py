@@ -28,7 +28,7 @@ SETUPS = [
 IDS = [f"{m}{'+allow-Bash' if a else ''}" for m, a in SETUPS]
 
 WRITE_OUTSIDE = {
-    "git-fsmonitor": 'GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor '
+    "git-fsmonitor": "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor "
     'GIT_CONFIG_VALUE_0="id >{out}; false" git status --short',
     "python-execvp": "python3 -c \"import os; os.execvp('sh', ['sh', '-c', 'id > {out}'])\"",
     "python-spawnlp": "python3 -c \"import os; os.spawnlp(os.P_WAIT, 'sh', 'sh', '-c', "
@@ -112,8 +112,7 @@ def test_no_command_grants_itself_permissions(lab, mode, allow, attack):
 
 OUTLIVERS = {
     "setsid": "setsid sleep 999.{n} &",
-    "fork-setsid": "python3 -c \"import os, time; os.fork() or (os.setsid(), "
-    "time.sleep(999.{n}))\"",
+    "fork-setsid": 'python3 -c "import os, time; os.fork() or (os.setsid(), time.sleep(999.{n}))"',
     "nohup-disown": "nohup sleep 999.{n} >/dev/null 2>&1 & disown",
     "double-fork": "( ( sleep 999.{n} & ) & )",
 }
