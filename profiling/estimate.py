@@ -358,7 +358,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         fits, status = status_for(peak.bytes, gpu_mem)
     timing = time_estimate(inp, shape)
     if timing is not None:
-        ledger.steps += timing.steps
+        ledger.steps += timing.steps + (timing.time.steps if timing.time else [])
     ds = _deepspeed(inp, shape, ledger)
     components = [
         Component(

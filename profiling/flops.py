@@ -8,8 +8,9 @@ Per step of T = b·s tokens (the same ops the trace counts under ``FlopCounterMo
 - attention per layer: 4·b·s²·h forward (QKᵀ and AV; causal masking not discounted, as torch
   and PaLM count) and 10·b·s²·h backward for fused attention (flash's backward recomputes QKᵀ:
   five matmuls) or 8·b·s²·h for eager attention;
-- full checkpointing runs every block's forward again in backward: + 2·M_blocks·T + 4·b·s²·h·L
-  (≈ ×4/3).
+- full checkpointing runs every block's forward again in backward (≈ ×4/3), except the block's
+  last matmul: PyTorch's non-reentrant checkpoint stops recomputing once backward has every
+  tensor it needs — + 2·(M_blocks − L·h·f)·T + 4·b·s²·h·L.
 
 Time = FLOPs per GPU / (peak FLOP/s × MFU); peak from ``profiling.gpus`` (16-bit tensor cores,
 or plain fp32 for fp32 training). No torch here.
@@ -22,34 +23,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from profiling.records import Step
+from profiling.step_time import StepTime, step_time
 from profiling.units import fmt_count
 
 
 class TimeEstimate(BaseModel):
-    flops_per_step: float
+    flops_per_step: float  # one micro-batch, all tensor-parallel ranks together
     flops_forward: float
     flops_backward: float
     flops_per_gpu: float
-    gpu: str | None
-    peak_flops: float | None
-    mfu: float
-    step_seconds: float | None
-    tokens_per_second: float | None
-    tokens: int | None
-    total_seconds: float | None
-    steps: list[Step]
-
-
-def _fmt_seconds(seconds: float) -> str:
-    if seconds >= 86400:
-        return f"{seconds / 86400:.1f} days"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    return f"{seconds * 1e3:.1f} ms"
+    steps: list[Step]  # the FLOPs calculation
+    time: StepTime | None  # with --gpu: step time, tokens/s, time for --tokens
 
 
 def step_flops(cfg: Any, shape: dict[str, Any]) -> tuple[float, float, list[Step]] | None:
@@ -81,12 +65,16 @@ def step_flops(cfg: Any, shape: dict[str, Any]) -> tuple[float, float, list[Step
     forward = 2 * m * tokens + 4 * b * s * s * h * L
     backward = 4 * m * tokens + back_attn * b * s * s * h * L
     if cfg.checkpointing == "full":
-        again = 2 * m_blocks * tokens + 4 * b * s * s * h * L
+        # Non-reentrant checkpointing stops recomputing once backward has every tensor it needs:
+        # each block's last matmul (the MLP's down projection, h·f) is not run again.
+        last = int(L) * int(h) * int(shape.get("ffn") or 4 * h)
+        again = 2 * (m_blocks - last) * tokens + 4 * b * s * s * h * L
         steps.append(
             Step(
-                name="FLOPs: forward of every block again (full checkpointing)",
-                formula="2 · M_blocks · b·s + 4 · b·s²·h · L",
-                substituted=f"2 · {fmt_count(m_blocks)} · {tokens} + 4 · {b}·{s}²·{h} · {L}",
+                name="FLOPs: every block's forward again, but its last matmul (full checkpointing)",
+                formula="2 · (M_blocks − L·h·f) · b·s + 4 · b·s²·h · L",
+                substituted=f"2 · ({fmt_count(m_blocks)} − {L}·{h}·{shape.get('ffn') or 4 * h})"
+                f" · {tokens} + 4 · {b}·{s}²·{h} · {L}",
                 value=again,
                 unit="FLOP",
             )
@@ -112,70 +100,48 @@ def time_estimate(cfg: Any, shape: dict[str, Any]) -> TimeEstimate | None:
     total = forward + backward
     per_gpu = total / cfg.tp  # tensor parallelism splits every matmul t ways
     if cfg.tp > 1:
-        steps.append(Step(name="FLOPs per GPU", formula="FLOPs / t",
-                          substituted=f"{fmt_count(total)} / {cfg.tp}", value=per_gpu,
-                          unit="FLOP"))  # fmt: skip
+        steps.append(
+            Step(
+                name="FLOPs per GPU",
+                formula="FLOPs / t",
+                substituted=f"{fmt_count(total)} / {cfg.tp}",
+                value=per_gpu,
+                unit="FLOP",
+            )
+        )
     spec = cfg.gpu_spec()
-    result = TimeEstimate(
+    timed = None
+    if spec is not None:
+        timed = step_time(
+            round(per_gpu),
+            cfg.seq_or_default() * cfg.batch,
+            spec,
+            cfg.mfu,
+            sixteen_bit=cfg.precision != "fp32",
+            gpus=cfg.gpus,
+            tokens=cfg.tokens,
+        )
+    return TimeEstimate(
         flops_per_step=total,
         flops_forward=forward,
         flops_backward=backward,
         flops_per_gpu=per_gpu,
-        gpu=spec.key if spec else None,
-        peak_flops=None,
-        mfu=cfg.mfu,
-        step_seconds=None,
-        tokens_per_second=None,
-        tokens=cfg.tokens,
-        total_seconds=None,
         steps=steps,
+        time=timed,
     )
-    if spec is None:
-        return result
-    sixteen = cfg.precision != "fp32"
-    peak = spec.peak_flops(sixteen)
-    step_s = per_gpu / (peak * cfg.mfu)
-    tokens_step = cfg.seq_or_default() * cfg.batch * cfg.gpus
-    tps = tokens_step / step_s
-    rate = f"{spec.bf16_tflops:g}" if sixteen else f"{spec.fp32_tflops:g}"
-    steps += [
-        Step(
-            name=f"Step time on {spec.name}",
-            formula=f"FLOPs per GPU / ({'16-bit' if sixteen else 'fp32'} peak · MFU)",
-            substituted=f"{fmt_count(per_gpu)} / ({rate}e12 · {cfg.mfu:g}) = "
-            f"{_fmt_seconds(step_s)}",
-            value=step_s,
-            unit="s",
-        ),
-        Step(
-            name="Tokens per second (all GPUs)",
-            formula="N · b · s / step time",
-            substituted=f"{cfg.gpus} · {cfg.batch} · {cfg.seq_or_default()} / {step_s:.4g} s",
-            value=tps,
-            unit="tokens/s",
-        ),
-    ]
-    update: dict[str, Any] = {"peak_flops": peak, "step_seconds": step_s, "tokens_per_second": tps}
-    if cfg.tokens:
-        total_s = cfg.tokens / tps
-        steps.append(
-            Step(
-                name=f"Time for {fmt_count(cfg.tokens)} tokens",
-                formula="tokens / tokens per second",
-                substituted=f"{fmt_count(cfg.tokens)} / {tps:,.0f} = {_fmt_seconds(total_s)}",
-                value=total_s,
-                unit="s",
-            )
-        )
-        update["total_seconds"] = total_s
-    return result.model_copy(update={**update, "steps": steps})
 
 
 def render_time(te: TimeEstimate) -> list[str]:
-    """The time lines under the memory table."""
-    lines = [f"{st.name}: {st.formula} = {st.substituted}" for st in te.steps if st.unit == "FLOP"]
-    lines += [f"{st.name}: {st.formula} = {st.substituted}" for st in te.steps if st.unit != "FLOP"]
-    if te.gpu is None:
+    """The FLOPs and time lines under the memory table."""
+    lines = [f"{st.name}: {st.formula} = {st.substituted}" for st in te.steps]
+    if te.time is not None:
+        from profiling.step_time import render_time as render_step_time
+
+        lines += [
+            line.replace("(from the counted FLOPs)", "(from the closed-form FLOPs above)")
+            for line in render_step_time(te.time)
+        ]
+    else:
         lines.append("(give --gpu NAME for step time and tokens/s at --mfu, default 0.4)")
     return lines
 

@@ -37,14 +37,15 @@ def estimate_record(est: Estimate) -> MeasurementRecord:
     if est.gpu_mem_bytes is not None:
         results.append(Quantity(name="gpu_mem", value=est.gpu_mem_bytes, unit="B"))
     if est.time is not None:
-        t = est.time
-        results.append(Quantity(name="flops_per_step", value=t.flops_per_step, unit="FLOP"))
-        if t.step_seconds is not None:
-            results.append(Quantity(name="step_time", value=t.step_seconds, unit="s"))
-            results.append(Quantity(name="tokens_per_second", value=t.tokens_per_second or 0,
-                                    unit="tokens/s"))  # fmt: skip
-        if t.total_seconds is not None:
-            results.append(Quantity(name="time_for_tokens", value=t.total_seconds, unit="s"))
+        results.append(Quantity(name="flops_per_step", value=est.time.flops_per_step, unit="FLOP"))
+        t = est.time.time
+        if t is not None:
+            results += [
+                Quantity(name="step_time", value=t.step_seconds, unit="s"),
+                Quantity(name="tokens_per_second", value=t.tokens_per_second, unit="tokens/s"),
+            ]
+            if t.total_seconds is not None:
+                results.append(Quantity(name="time_for_tokens", value=t.total_seconds, unit="s"))
     return MeasurementRecord(
         id=new_record_id("estimated"),
         kind="estimated",
