@@ -148,7 +148,7 @@ def full_training(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh
     """Weights, gradients, master copy and optimizer state of all Ψ parameters."""
     psi = int(shape["params"])
     w = weight_bytes(cfg.precision)
-    wname = {"mixed": "16-bit", "bf16": "bf16"}.get(cfg.precision, "fp32")
+    wname = {"mixed": "fp16/bf16", "bf16": "bf16"}.get(cfg.precision, "fp32")
     _state(ledger, sh, 3, f"Weights ({wname})", psi, w, f"{w} B", "parameters")
     _state(ledger, sh, 2, f"Gradients ({wname})", psi, w, f"{w} B", "gradients")
     if cfg.fp32_grads:
@@ -220,7 +220,7 @@ def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Shardin
             )
     else:
         w = weight_bytes(cfg.precision) if cfg.precision != "fp32" else 4
-        wname = "fp32" if w == 4 else "16-bit"
+        wname = "fp32" if w == 4 else "fp16/bf16"
         _state(ledger, sh, 3, f"Base weights ({wname}, frozen)", psi, w, f"{w} B", "parameters")
     ledger.steps.append(
         Step(
@@ -320,8 +320,10 @@ def step_temporaries(
             f"{k} · largest tensor · {m} B{sym}",
         )
         value, numbers = k * largest * m / div, f"{k} · {fmt_count(largest)} · {m}{num}"
-    if not value and k and not largest:
-        ledger.note("optimizer step temporaries need the model's shape (0 counted)")
+    if not value:
+        if k:
+            ledger.note("optimizer step temporaries need the model's shape (none counted)")
+        return
     ledger.add(
         Line(
             name=name,

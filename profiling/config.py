@@ -383,7 +383,10 @@ class TrainingConfig(BaseModel):
 
     def describe(self) -> str:
         """A short human description: 'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × 1'."""
-        parts = [self.model or f"{self.params:,} parameters", f"{self.precision} {self.optimizer}"]
+        from profiling.units import fmt_count
+
+        name = self.model or f"{fmt_count(self.params or 0)} parameters"
+        parts = [name, f"{self.precision} {self.optimizer}"]
         if self.lora_rank:
             parts.append(f"{'QLoRA' if self.qlora else 'LoRA'} r={self.lora_rank}")
         parts.append(f"{self.gpus} GPU" + ("s" if self.gpus > 1 else ""))

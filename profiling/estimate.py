@@ -185,7 +185,9 @@ def _shape(inp: EstimateInput) -> dict[str, Any]:
 def _tp_split(name: str, t: int, sp: bool) -> int:
     """Korthikanti's rule: tensor parallelism splits attention and MLP; norms, their outputs and
     dropout masks only with sequence parallelism."""
-    replicated = name.startswith(("norms", "matmul inputs", "dropout masks", "block inputs"))
+    replicated = name.startswith(
+        ("norms", "matmul inputs", "dropout masks", "block inputs", "final")
+    )
     return (t if sp else 1) if replicated else t
 
 
@@ -486,9 +488,9 @@ def render_text(est: Estimate) -> str:
     """The table in the user's journal format: component, memory per GPU, calculation."""
     rows = [(c.name, fmt_bytes(c.bytes, "GB"), c.calculation) for c in est.components]
     total = (
-        f"Peak per GPU ({est.peak_moment})",
+        "Total per GPU",
         fmt_bytes(est.per_gpu_bytes, "GB"),
-        verdict(est) or "the largest moment below",
+        f"the peak, at the {est.peak_moment}" + (f"; {verdict(est)}" if verdict(est) else ""),
     )
     w0 = max(len(r[0]) for r in [*rows, total]) + 2
     w1 = max(len(r[1]) for r in [*rows, total]) + 2
@@ -502,7 +504,11 @@ def render_text(est: Estimate) -> str:
     ]
     lines += [f"{a:<{w0}}{b_:<{w1}}{c}" for a, b_, c in rows]
     lines += [rule, f"{total[0]:<{w0}}{total[1]:<{w1}}{total[2]}"]
-    lines += ["", "Moments of the step (what is alive at each):", *moment_lines(est)]
+    lines += [
+        "",
+        "Moments of the step (not every row is alive at once; the total is the largest):",
+        *moment_lines(est),
+    ]
     if est.inputs.zero or est.inputs.gpus > 1:
         lines.append(
             f"Without ZeRO: {fmt_bytes(est.unsharded_bytes, 'GB')} (the same step on one GPU, "

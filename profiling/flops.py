@@ -64,6 +64,18 @@ def step_flops(cfg: Any, shape: dict[str, Any]) -> tuple[float, float, list[Step
     ]
     forward = 2 * m * tokens + 4 * b * s * s * h * L
     backward = 4 * m * tokens + back_attn * b * s * s * h * L
+    if cfg.lora_rank is not None:
+        # Frozen base weights need no weight gradients: backward is 2·M·T for the inputs only
+        # (the rank-r adapters add 6·r·(in + out)·T, a rounding error at ranks ≤ 64).
+        backward -= 2 * m * tokens
+        steps[0] = steps[0].model_copy(
+            update={
+                "name": "FLOPs: matmuls (forward 2, backward 2: frozen weights get no gradient)",
+                "formula": "4 · M · b·s",
+                "substituted": f"4 · {fmt_count(m)} · {tokens}",
+                "value": 4 * m * tokens,
+            }
+        )
     if cfg.checkpointing == "full":
         # Non-reentrant checkpointing stops recomputing once backward has every tensor it needs:
         # each block's last matmul (the MLP's down projection, h·f) is not run again.

@@ -71,7 +71,8 @@ def _estimate_table(est: Any) -> Any:
     )
     table.add_column("Component", footer="Total per GPU")
     table.add_column("Per GPU", justify="right", footer=fmt_bytes(est.per_gpu_bytes, "GB"))
-    table.add_column("Calculation", footer=verdict(est) or "Σ above")
+    peak = f"the peak, at the {est.peak_moment}"
+    table.add_column("Calculation", footer=f"{peak}; {verdict(est)}" if verdict(est) else peak)
     group = None
     for c in est.components:
         if c.group != group:
@@ -83,9 +84,17 @@ def _estimate_table(est: Any) -> Any:
 
 def _print_estimate(est: Any) -> None:
     from profiling._units import fmt_bytes
+    from profiling.estimate import moment_lines, time_lines
 
     console = _console()
     console.print(_estimate_table(est))
+    console.print("Moments of the step (not every row is alive at once; the total is the largest):")
+    for line in moment_lines(est):
+        console.print(line, soft_wrap=True, markup=False)
+    if est.time is not None:
+        console.print("Time:")
+        for line in time_lines(est):
+            console.print(f"  {line}", soft_wrap=True, markup=False)
     if est.inputs.zero or est.inputs.gpus > 1:
         console.print(
             f"Without ZeRO (one GPU, nothing sharded): {fmt_bytes(est.unsharded_bytes, 'GB')}"
@@ -271,6 +280,51 @@ def trace_command(
         _print_comparison(cmp, est_record.id, record.id)
     if plot is not None:
         typer.echo(f"plot: {payload['plot']}")
+
+
+# --------------------------------------------------------------------- fit
+
+_FIT_FLAGS = (
+    "model", "params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch", "seq",
+    "optimizer", "gpus", "gpu", "gpu_mem", "mfu", "attention",
+)  # fmt: skip
+
+
+@app.command("fit")
+@config_flags(include=_FIT_FLAGS)
+def fit_command(
+    config: dict[str, Any],
+    confirm: Annotated[
+        int, typer.Option("--confirm", min=0, help="Trace the best N fitting configurations.")
+    ] = 2,
+    top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
+    as_json: JsonFlag = False,
+) -> None:
+    """What fits a GPU: precision, ZeRO, checkpointing, LoRA/QLoRA, offload and micro-batch
+    searched, ranked by estimated throughput, the best traced to confirm.
+
+    Example: journal-agent fit --model llama-7b --gpu-mem 24 --gpu rtx-4090
+    """
+    from profiling.config import TrainingConfig
+    from profiling.fit import fit, fit_json, render_fit
+
+    with _user_errors():
+        base = TrainingConfig.parse(**config)
+        res = fit(base, confirm=confirm, progress=None if as_json else _stderr_progress)
+    if as_json:
+        print_json(fit_json(res))
+    else:
+        typer.echo(render_fit(res, top=top))
+    if not res.fitting:
+        need = res.smallest.peak_bytes / 1e9
+        raise UserError(
+            f"nothing fits in {res.gpu_mem_bytes / 1e9:.2f} GB: the smallest need is "
+            f"{need:.2f} GB per GPU ({res.smallest.label()}); use a larger GPU or more GPUs"
+        )
+
+
+def _stderr_progress(stage: str) -> None:
+    typer.echo(stage, err=True)
 
 
 # --------------------------------------------------------------------- measurements
