@@ -27,7 +27,8 @@ from profiling.estimate import HEADROOM, estimate
 from profiling.units import fmt_bytes
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
-PRECISIONS = ("bf16", "mixed", "amp-bf16", "fp32")
+# On equal throughput the order decides: the standard recipes before pure bf16.
+PRECISIONS = ("mixed", "amp-bf16", "bf16", "fp32")
 LORA_RANK = 16
 _TIERS = {"full": 0, "lora": 1, "qlora": 2}
 
@@ -145,6 +146,11 @@ def fit(
         "ranked: full training, then LoRA, then QLoRA (they train different things); within "
         "each by estimated tokens/s" + ("" if base.gpu else " per step FLOP (no --gpu given)"),
     ]
+    if fitting and fitting[0].config.precision == "bf16":
+        notes.append(
+            "pure bf16 keeps no fp32 master weights: small updates can round away "
+            "(use stochastic rounding or Kahan summation), which is why mixed is preferred"
+        )
     if any(c.config.offload_optimizer for c in fitting):
         notes.append("offloaded optimizer steps run on the CPU: slower than the tokens/s shown")
     _confirm(fitting, confirm, avail, progress, notes)

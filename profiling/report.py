@@ -382,7 +382,7 @@ def render_compare_text(cmp: dict[str, Any]) -> str:
         f"{'peak':<14}{fmt_bytes(cmp['estimated_total']):>12}"
         f"{fmt_bytes(cmp['traced_peak']):>12}{ratio:>11}",
         "",
-        "Why they differ:",
+        "Why they differ (where they do), and what each row counts:",
     ]
     for row in cmp["rows"]:
         if row["why"]:
