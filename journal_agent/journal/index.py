@@ -21,6 +21,7 @@ import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from journal_agent.errors import UserError
 from journal_agent.journal._text import open_fence, split_lines
@@ -588,41 +589,51 @@ class SearchIndex:
         self, draft: str, limit: int = 5, exclude: set[str] | None = None, semantic: bool = True
     ) -> list[Hit]:
         """Entries a draft should link to: its most telling terms by BM25, fused with meaning."""
-        from journal_agent.journal import fusion
-
-        exclude = exclude or set()
         conn = self.connect()
         try:
             self.ensure_fresh(conn)
-            terms = self.salient_terms(conn, draft)
-            plan = QueryPlan([Term(t, [phrase(t)]) for t in terms])
-            depth = limit + len(exclude) + 20
-            lexical: list[Lexical] = []
-            if terms:
-                found = self._match(conn, plan.any_of(), [], depth)
-                lexical = [Lexical(r, s) for r, s in sorted(found.items(), key=lambda x: x[1])]
-            nearest: list[tuple[int, float]] = []
-            if semantic:
-                nearest, self.semantic_note = fusion.nearest(
-                    self, conn, draft, [], depth, as_entry=True
-                )
-            excluded = {
-                r[0]
-                for r in conn.execute(
-                    f"SELECT rowid FROM entries WHERE id IN ({','.join('?' * len(exclude))})",
-                    list(exclude),
-                )
-            }
-            lexical = [h for h in lexical if h.rowid not in excluded]
-            nearest = [(r, s) for r, s in nearest if r not in excluded]
-            ranked = fusion.fuse(lexical, nearest, limit, floor=fusion.RELATED_FLOOR)
-            return self._hits(conn, ranked, plan, {h.rowid: h for h in lexical}, dict(nearest))
+            return self.related_in(conn, draft, limit, exclude or set(), semantic)
         finally:
             conn.close()
 
+    def related_in(
+        self,
+        conn: sqlite3.Connection,
+        draft: str,
+        limit: int,
+        exclude: set[str],
+        semantic: bool = True,
+        vector: Any = None,
+    ) -> list[Hit]:
+        from journal_agent.journal import fusion
+
+        terms = self.salient_terms(conn, draft)
+        plan = QueryPlan([Term(t, [phrase(t)]) for t in terms])
+        depth = limit + len(exclude) + 20
+        lexical: list[Lexical] = []
+        if terms:
+            found = self._match(conn, plan.any_of(), [], depth)
+            lexical = [Lexical(r, s) for r, s in sorted(found.items(), key=lambda x: x[1])]
+        nearest: list[tuple[int, float]] = []
+        if semantic:
+            nearest, self.semantic_note = fusion.nearest(
+                self, conn, draft, [], depth, as_entry=True, vector=vector
+            )
+        excluded = {
+            r[0]
+            for r in conn.execute(
+                f"SELECT rowid FROM entries WHERE id IN ({','.join('?' * len(exclude))})",
+                list(exclude),
+            )
+        }
+        lexical = [h for h in lexical if h.rowid not in excluded]
+        nearest = [(r, s) for r, s in nearest if r not in excluded]
+        ranked = fusion.fuse(lexical, nearest, limit, floor=fusion.RELATED_FLOOR)
+        return self._hits(conn, ranked, plan, {h.rowid: h for h in lexical}, dict(nearest))
+
     def salient_terms(self, conn: sqlite3.Connection, draft: str, count: int = 16) -> list[str]:
         """A draft's most telling stems: frequent in it, rare in the journal."""
-        words = [w for w in stems(CJK_RUN.sub(" ", draft)) if _useful(w)]
+        words = [w for w in stems(CJK_RUN.sub(" ", draft)) if useful(w)]
         if not words:
             return []
         tf = Counter(words)
@@ -670,7 +681,7 @@ def _cjk_chars(*texts: str) -> str:
     return "\n".join(" ".join(run) for text in texts for run in CJK_RUN.findall(text))
 
 
-def _useful(word: str) -> bool:
+def useful(word: str) -> bool:
     global _TEMPLATE_STEMS
     if _TEMPLATE_STEMS is None:
         _TEMPLATE_STEMS = frozenset(stems(" ".join(_TEMPLATE_WORDS)))

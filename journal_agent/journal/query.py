@@ -227,6 +227,26 @@ def analyse(
     return QueryPlan(_dedupe(terms))
 
 
+def concepts(text: str, synonyms: Synonyms) -> set[str]:
+    """The concepts a title names: its telling stems, with synonyms folded to one name."""
+    words = [w.lower() for w in _WORD.findall(CJK_RUN.sub(" ", text))]
+    word_stems = [stem(w) for w in words]
+    out: set[str] = set()
+    i = 0
+    while i < len(words):
+        matched = _synonym_at(word_stems, i, synonyms)
+        if matched is not None:
+            out.add(f"={matched[1]}")
+            i += matched[0]
+            continue
+        if words[i] not in STOPWORDS and not words[i].isdigit() and len(words[i]) > 1:
+            out.add(word_stems[i])
+        i += 1
+    for run in CJK_RUN.findall(text):
+        out.update(t.label for t in _cjk_terms(run, synonyms))
+    return out
+
+
 def _synonym_at(word_stems: list[str], i: int, synonyms: Synonyms) -> tuple[int, int] | None:
     for length in range(min(synonyms.longest, len(word_stems) - i), 0, -1):
         group = synonyms.by_stems.get(tuple(word_stems[i : i + length]))
