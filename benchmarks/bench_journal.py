@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from journal_agent.atomic import atomic_write
 from journal_agent.journal import api
-from journal_agent.journal._atomic import atomic_write_bytes
 from journal_agent.journal.index import SearchIndex
 from journal_agent.journal.model import parse_journal
 from journal_agent.journal.store import HEADER
@@ -228,7 +228,7 @@ def bench(entries: int, queries: int, appends: int, seed: int = 0) -> dict[str, 
         floor = []
         for _ in range(5):
             t = time.perf_counter()
-            atomic_write_bytes(root / "copy.md", data)
+            atomic_write(root / "copy.md", data)
             floor.append(time.perf_counter() - t)
 
         t = time.perf_counter()

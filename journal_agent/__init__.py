@@ -4,4 +4,6 @@ Heavy dependencies (anthropic, torch, mcp, matplotlib) are imported only where u
 importing this package stays cheap.
 """
 
-__version__ = "0.1.0"
+from profiling._version import __version__
+
+__all__ = ["__version__"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -17,7 +16,7 @@ from typing import Any, Generic, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from journal_agent.errors import UserError
+from journal_agent.errors import JournalAgentError, UserError
 from journal_agent.paths import plugin_root
 
 Origin = Literal["project", "user", "plugin"]
@@ -27,7 +26,7 @@ _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _MODEL_ID = re.compile(r"^claude-[a-z0-9][a-z0-9.\-]*$")
 
 
-class DefinitionError(Exception):
+class DefinitionError(JournalAgentError):
     """A malformed definition file: names the file and the line."""
 
     def __init__(self, path: Path, line: int | None, message: str) -> None:
@@ -376,20 +375,23 @@ def _run_bash(cmd: CommandDefinition, command: str, root: Path, timeout: float) 
             f"'allowed-tools: Bash({command.split()[0]}:*)' to its frontmatter "
             "(or remove the line)."
         )
+    from journal_agent.settings import load_settings
+    from journal_agent.tools.base import ToolError
+    from journal_agent.tools.bash import run_command
+    from journal_agent.tools.sandbox import build_view, confinement
+
+    # In the sandbox like any Bash call, with the whole filesystem read-only: these commands
+    # gather context for the prompt (git status, a diff), they have no business writing.
+    settings = load_settings(root).sandbox
+    conf = confinement(settings, root)
+    view = build_view(root, settings, writes=False) if conf.active else None
     try:
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            start_new_session=True,
-        )
-    except subprocess.TimeoutExpired:
-        raise UserError(
-            f"!`{command}` in {cmd.source} did not finish within {timeout:.0f} s."
-        ) from None
-    out = (done.stdout + done.stderr).rstrip("\n")
+        done = run_command(command, root, timeout, conf=conf, view=view)
+    except ToolError as exc:
+        raise UserError(f"!`{command}` in {cmd.source} could not run: {exc}") from None
+    if done.timed_out is not None:
+        raise UserError(f"!`{command}` in {cmd.source} did not finish within {timeout:.0f} s.")
+    out = done.output.text().rstrip("\n")
     return out if done.returncode == 0 else f"{out}\n[exit code {done.returncode}]"
 
 

@@ -1,13 +1,28 @@
-"""The one path for expected, user-facing failures.
+"""Expected failures: the one error root of journal_agent, and the one translation of profiling's.
 
-Raise :class:`UserError` with a sentence that says what is wrong and what to do; the CLI
-prints it without a traceback and exits with ``exit_code``.
+Every failure journal_agent expects (bad input, a malformed agent file, a tool mistake the model
+can fix) is a :class:`JournalAgentError` carrying a sentence that says what is wrong and what to
+do. :class:`UserError` is the one to raise for the user: the CLI prints it without a traceback
+and exits with ``exit_code``. The others keep their own meaning where they are defined:
+
+- ``journal_agent.definitions.DefinitionError`` — a malformed agent/command file (file:line);
+- ``journal_agent.tools.base.ToolError`` — becomes an ``is_error`` tool result for the model;
+- ``journal_agent.journal.verify.DraftError`` — the text is not one journal entry;
+- ``journal_agent.tools._shell.ShellParseError`` — a command line that cannot be read.
+
+``profiling`` is standalone and keeps its own root, ``profiling.errors.ProfilingError``;
+:func:`as_user_error` is the one place it is translated, used at the two boundaries (the CLI's
+``main`` and ``Tool.call``).
 """
 
 from __future__ import annotations
 
 
-class UserError(Exception):
+class JournalAgentError(Exception):
+    """Root of journal_agent's expected failures; ``str(exc)`` is the sentence to show."""
+
+
+class UserError(JournalAgentError):
     """An expected failure the user can act on (bad input, missing key, no GPU, ...)."""
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
@@ -17,3 +32,20 @@ class UserError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+def as_user_error(exc: BaseException) -> UserError | None:
+    """``exc`` as the UserError to show, if it is an expected failure of ours or of profiling.
+
+    None for anything else (a bug: let it raise with its traceback).
+    """
+    if isinstance(exc, UserError):
+        return exc
+    if isinstance(exc, JournalAgentError):
+        return UserError(str(exc))
+    # Imported here, not at the top: the CLI's start-up stays free of profiling.
+    from profiling.errors import ProfilingError
+
+    if isinstance(exc, ProfilingError):
+        return UserError(str(exc))
+    return None

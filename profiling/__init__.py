@@ -8,12 +8,10 @@ Light at import time: ``torch`` is imported only when a trace runs, so ``import 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from profiling._lazy import lazy_exports
+from profiling._version import __version__
 
-__version__ = "0.1.0"
-
-# public name -> (module, attribute); imported on first use (PEP 562).
+# public name -> (module, attribute); imported on first use.
 _EXPORTS: dict[str, tuple[str, str]] = {
     # one call each
     "estimate_memory": ("profiling.api", "estimate_memory"),
@@ -27,12 +25,20 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "plot_trace": ("profiling.plot", "plot_trace"),
     # the models behind them
     "Estimate": ("profiling.estimate", "Estimate"),
-    "EstimateInput": ("profiling.estimate", "EstimateInput"),
-    "TraceConfig": ("profiling.trace", "TraceConfig"),  # imports torch
+    "TrainingConfig": ("profiling.config", "TrainingConfig"),
+    "EstimateInput": ("profiling.config", "TrainingConfig"),  # older name, the same class
+    "TraceConfig": ("profiling.config", "TrainingConfig"),  # older name, the same class
+    "OPTIMIZERS": ("profiling.config", "OPTIMIZERS"),
+    "GPUS": ("profiling.gpus", "GPUS"),
     "TraceResult": ("profiling.trace", "TraceResult"),  # imports torch
     "trace_step": ("profiling.trace", "trace_step"),  # imports torch
     "WORKLOADS": ("profiling.workloads", "WORKLOADS"),
     "build_model": ("profiling.workloads", "build_model"),
+    # measured: a real run on this machine's device
+    "MemoryProfiler": ("profiling.profiler", "MemoryProfiler"),
+    "MemorySnapshot": ("profiling.snapshot", "MemorySnapshot"),
+    "ProfileSummary": ("profiling.profiler", "ProfileSummary"),
+    "gpu_info": ("profiling.devices", "gpu_info"),
     # records
     "MeasurementRecord": ("profiling.records", "MeasurementRecord"),
     "Quantity": ("profiling.records", "Quantity"),
@@ -43,17 +49,4 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 }
 
 __all__ = ["__version__", *_EXPORTS]
-
-
-def __getattr__(name: str) -> Any:
-    try:
-        module, attr = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'profiling' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from profiling._units import GB
 from profiling.errors import ProfilingError
+from profiling.units import GB
 
 
 def _pyplot() -> Any:

@@ -82,7 +82,17 @@ class MeasurementRecord(BaseModel):
         raise KeyError(name)
 
     def citation(self) -> str:
-        return f"[m:{self.id}]"
+        """How a journal entry cites this record: ``[m:<id>]``."""
+        return cite(self.id)
+
+
+def cite(record_id: str) -> str:
+    """The citation of a measurement record, ``[m:<id>]`` — the one place that spells it."""
+    return f"[m:{record_id}]"
+
+
+# A citation as written in an entry; the id may be empty or malformed (the checker says so).
+CITATION = re.compile(r"\[m:(?P<id>[^\]\s]*)\]")
 
 
 def new_record_id(kind: Kind | str) -> str:

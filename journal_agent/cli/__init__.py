@@ -7,12 +7,13 @@ imported inside the commands that need them, so ``--help`` and the journal comma
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import typer
 
 from journal_agent import __version__
-from journal_agent.errors import UserError
+from journal_agent.errors import as_user_error
 
 app = typer.Typer(
     name="journal-agent",
@@ -35,8 +36,30 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        help="Also print, on stderr, the failures that were tolerated (e.g. a search index "
+        "that could not be updated after an append).",
+    ),
 ) -> None:
     """journal-agent: learn ML training systems while you code."""
+    if verbose:
+        configure_logging(logging.DEBUG)
+
+
+def configure_logging(level: int) -> None:
+    """Send journal_agent's and profiling's log records at ``level`` and above to stderr.
+
+    Only the CLI configures logging (never on import); without ``--verbose`` Python's
+    last-resort handler still shows warnings.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    for name in ("journal_agent", "profiling"):
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        logger.addHandler(handler)
 
 
 def _register() -> None:
@@ -45,10 +68,15 @@ def _register() -> None:
     from journal_agent.cli import (  # noqa: F401, I001
         run_cmd,
         journal_cmd,
+        ledger_cmd,
+        review_cmd,
+        feedback_cmd,
         profiling_cmd,
+        measure_cmd,
         agents_cmd,
         tool_cmd,
         mcp_cmd,
+        doctor_cmd,
     )
 
 
@@ -60,9 +88,13 @@ def main() -> None:
     try:
         # Standalone: click reports usage errors itself and exits with their codes.
         app(prog_name="journal-agent")
-    except UserError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+    except Exception as exc:
+        # Ours and profiling's expected failures: one sentence, no traceback. A bug re-raises.
+        error = as_user_error(exc)
+        if error is None:
+            raise
+        print(f"error: {error.message}", file=sys.stderr)
+        sys.exit(error.exit_code)
     except KeyboardInterrupt:
         print("interrupted.", file=sys.stderr)
         sys.exit(130)

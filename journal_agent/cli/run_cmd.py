@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import RootOption, print_json, resolve_root, sandbox_notice
 
 ModelOpt = Annotated[
     str | None,
@@ -205,6 +205,8 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
 
     console = Console(stderr=True, highlight=False)
     renderer = Renderer(console)
+    if not opts.dry_run:
+        sandbox_notice(root)
     interactive = not opts.yes and opts.run_id is None and sys.stdin.isatty()
     permission_prompt = None
     if interactive:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
 from journal_agent.journal.index import Hit, SearchIndex
 from journal_agent.journal.model import Journal, parse_journal
@@ -25,6 +27,8 @@ from journal_agent.journal.verify import (
     validate_draft,
 )
 from journal_agent.paths import JOURNAL_FILE
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -80,8 +84,9 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
             store.path.read_bytes(),
         )
         _remember_vector(root, appended, similar)
-    except Exception:
-        pass
+    except Exception as exc:
+        # The next search rebuilds the index from the markdown; `--verbose` says why.
+        logger.debug("search index not updated after appending %s: %r", result.entry_id, exc)
     return outcome
 
 
@@ -251,10 +256,8 @@ def repair(root: Path, dry_run: bool = False) -> RepairOutcome:
         while backup.exists():
             n += 1
             backup = store.path.with_name(f"{store.path.name}.bak-{stamp}-{n}")
-        from journal_agent.journal._atomic import atomic_write_bytes
-
-        atomic_write_bytes(backup, data)
-        atomic_write_bytes(store.path, result.data)
+        atomic_write(backup, data)
+        atomic_write(store.path, result.data)
     return RepairOutcome(
         True, str(backup), result.fixed_lines, result.unrepaired_lines, result.guessed_lines
     )

@@ -19,13 +19,13 @@ from functools import cached_property
 from journal_agent.journal._text import bare, fence_mask, slugify, split_lines
 from journal_agent.journal.refs import CodeRef, find_refs
 from journal_agent.journal.sections import SectionSpec, identify
+from profiling.records import CITATION
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _DATE = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")
 _DATE_IN_TITLE = re.compile(r"\s*[(\[]?\s*\d{4}-\d{2}-\d{2}\s*[)\]]?\s*")
 _ID_COMMENT = re.compile(r"^\s*<!--\s*entry:\s*(?P<id>[^\s>]+)\s*-->\s*$")
 _BOLD_LABEL = re.compile(r"^\s{0,3}\*\*(?P<label>[^*]+?)\*\*\s*(?P<colon>:)?")
-CITATION = re.compile(r"\[m:(?P<id>[^\]\s]*)\]")  # verify.py uses it too
 _TAG = re.compile(r"(?<![\w#&/(\[=:'\"`])#(?P<tag>[^\W\d][\w-]*)")
 
 

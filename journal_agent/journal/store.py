@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -19,8 +20,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from journal_agent.atomic import atomic_write, remove_stale_temps
 from journal_agent.errors import UserError
-from journal_agent.journal._atomic import atomic_write_bytes, remove_stale_temps
 from journal_agent.journal._text import open_fence, split_lines
 from journal_agent.journal.model import (
     Journal,
@@ -30,6 +31,8 @@ from journal_agent.journal.model import (
     parse_journal,
 )
 from journal_agent.paths import JOURNAL_FILE, state_dir
+
+logger = logging.getLogger(__name__)
 
 # The user's own header, from their learning-journal agent and /learn command.
 HEADER = (
@@ -116,7 +119,7 @@ class JournalStore:
                     continue
                 if before_write is not None:
                     before_write(entry_id)  # e.g. record reference hashes, still under the lock
-                atomic_write_bytes(self.path, new_data)
+                atomic_write(self.path, new_data)
                 new_st = self.path.stat()
                 self._remember(new_st, line - 1 + entry_bytes.count(b"\n"))
                 return AppendResult(
@@ -156,18 +159,19 @@ class JournalStore:
 
     def _remember(self, st: os.stat_result, lines: int) -> None:
         state = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "lines": lines}
-        tmp = self._state_path.with_name(f".{self._state_path.name}.{os.getpid()}")
         try:
-            tmp.write_text(json.dumps(state), encoding="utf-8")
-            os.replace(tmp, self._state_path)  # a cache: no fsync; a stale one never matches
-        except OSError:
-            pass
+            # A cache: no fsync; a stale one never matches.
+            atomic_write(self._state_path, json.dumps(state), durable=False)
+        except OSError as exc:
+            logger.debug(
+                "could not cache the journal's line count in %s: %s", self._state_path, exc
+            )
 
     def replace_all(self, data: bytes) -> None:
         """Write the whole journal (used by repair), under the lock."""
         with self._locked():
             remove_stale_temps(self.path)
-            atomic_write_bytes(self.path, data)
+            atomic_write(self.path, data)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

@@ -29,13 +29,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from journal_agent.errors import JournalAgentError
 from journal_agent.journal import numbers
 from journal_agent.journal._text import bare, split_lines
 from journal_agent.journal.encoding import scan, scan_text
-from journal_agent.journal.model import CITATION, Citation, Entry, Journal, parse_journal
+from journal_agent.journal.model import Citation, Entry, Journal, parse_journal
 from journal_agent.journal.refs import FileCache, RefStore, content_hash, resolve_problem
 from journal_agent.journal.sections import REQUIRED
 from journal_agent.paths import JOURNAL_FILE, measurements_dir, state_dir
+from profiling.records import CITATION, cite
 
 KINDS = (
     "missing_ref",
@@ -156,11 +158,11 @@ class Records:
                 ]
             except KeyError:
                 self._cache[record_id] = (
-                    f"[m:{record_id}] does not resolve to a measurement record in "
+                    f"{cite(record_id)} does not resolve to a measurement record in "
                     f"{self.store.directory}"
                 )
             except ValueError as exc:
-                self._cache[record_id] = f"[m:{record_id}]: {exc}"
+                self._cache[record_id] = f"{cite(record_id)}: {exc}"
         return self._cache[record_id]
 
 
@@ -255,7 +257,7 @@ class Checker:
                         Problem(
                             entry.id,
                             "bad_citation",
-                            f"{quoted.text} beside {', '.join(f'[m:{i}]' for i in ids)} is "
+                            f"{quoted.text} beside {', '.join(map(cite, ids))} is "
                             f"not a value of the cited record{'s' if len(ids) > 1 else ''}"
                             f"{_closest(quoted, values)}",
                             lineno,
@@ -319,7 +321,7 @@ class Checker:
             ]
             if not wrong:
                 continue
-            cited = ", ".join(f"[m:{rid}]" for rid in ids)
+            cited = ", ".join(map(cite, ids))
             shown = ", ".join(f"'{q.text}'" for q in wrong[:4])
             if is_table:
                 closest = _closest(wrong[0], values)
@@ -510,7 +512,7 @@ def _owner(journal: Journal, line: int) -> str:
     return owner
 
 
-class DraftError(ValueError):
+class DraftError(JournalAgentError, ValueError):
     """The text is not one entry (no dated heading, or several entries)."""
 
 

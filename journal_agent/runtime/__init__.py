@@ -9,7 +9,7 @@ See docs/runtime.md. The Anthropic SDK is imported only when a model is called.
 
 from __future__ import annotations
 
-from typing import Any
+from profiling._lazy import lazy_exports
 
 _EXPORTS = {
     "run_agent": "journal_agent.runtime.runner",
@@ -26,11 +26,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'journal_agent.runtime' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -10,9 +10,9 @@ anything the calling program started before.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
+
+from journal_agent.processes import stop_groups
 
 GRACE_S = 2.0
 
@@ -38,14 +38,4 @@ def stop_started(before: set[int]) -> list[int]:
         ]
     except (psutil.Error, OSError):
         return []
-    for p in procs:
-        _signal_group(p.pid, signal.SIGTERM)
-    _, alive = psutil.wait_procs(procs, timeout=GRACE_S)
-    for p in alive:
-        _signal_group(p.pid, signal.SIGKILL)
-    return [p.pid for p in procs]
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+    return stop_groups([p.pid for p in procs], GRACE_S)

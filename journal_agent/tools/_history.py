@@ -8,11 +8,10 @@ file under ``.claude/commands/`` or ``.claude/agents/``, the old bytes are copie
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from journal_agent.atomic import atomic_write
 from journal_agent.paths import state_dir
 
 _KEPT = ((".claude", "commands"), (".claude", "agents"))
@@ -35,11 +34,6 @@ def keep_previous(root: Path, path: Path, old: bytes | None) -> Path | None:
     folder = history_dir(root) / rel
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(old)
-        f.flush()
-        os.fsync(f.fileno())
     target = folder / f"{stamp}.md"
-    os.replace(tmp, target)
+    atomic_write(target, old)
     return target

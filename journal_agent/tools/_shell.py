@@ -20,6 +20,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from journal_agent.errors import JournalAgentError
+
 SEPARATORS = {";", "&&", "||", "|", "&", "\n", "(", ")", "|&", ";;"}
 REDIRECTS = {">", ">>", "<", "<<", "<<<", ">|", "&>", "&>>", ">&", "<&", "<>"}
 OUTPUT_REDIRECTS = {">", ">>", ">|", "&>", "&>>", "<>"}
@@ -78,8 +80,8 @@ class SimpleCommand:
         return self.words[0] if self.words else ""
 
 
-class ShellParseError(ValueError):
-    pass
+class ShellParseError(JournalAgentError, ValueError):
+    """A command line the analysis cannot read (an unclosed quote, a lone operator)."""
 
 
 def _lexer(command: str) -> shlex.shlex:
@@ -210,32 +212,67 @@ def is_read_only(cmd: SimpleCommand) -> bool:
     if name == "sort":
         return not any(a == "-o" or a.startswith(("--output", "--compress-program")) for a in args)
     if name == "git":
-        while args and args[0] in ("--no-pager", "--no-optional-locks", "-P"):
-            args = args[1:]
-        if not args or args[0].startswith("-"):
-            return False  # global options such as -C / -c change what runs
-        sub, rest = args[0], args[1:]
-        if any(a.startswith("--output") or a == "--ext-diff" for a in rest):
-            return False
-        if sub == "grep" and any(re.match(r"-[A-Za-z]*O|--open-files-in-pager", a) for a in rest):
-            return False  # -O runs a pager program on the matching files
-        if sub in GIT_READ_ONLY:
-            return True
-        if sub == "branch":
-            return all(a in ("-a", "-r", "-v", "-vv", "--list", "--all", "--show-current")
-                       for a in rest)  # fmt: skip
-        if sub in ("remote", "tag", "stash"):
-            return rest in ([], ["-v"], ["list"], ["-l"])
-        return False
+        return _git_read_only(args)
     if name in ("pip", "pip3"):
         return bool(args) and args[0] in PIP_READ_ONLY
     if re.fullmatch(r"python(3(\.\d+)?)?", name):
-        if args in (["--version"], ["-V"]):
-            return True
-        if len(args) >= 2 and args[0] == "-c":
-            return not PYTHON_SIDE_EFFECTS.search(args[1])
-        return False
+        return _python_read_only(args)
     return False
+
+
+def _git_read_only(args: list[str]) -> bool:
+    while args and args[0] in ("--no-pager", "--no-optional-locks", "-P"):
+        args = args[1:]
+    if not args or args[0].startswith("-"):
+        return False  # global options such as -C / -c change what runs
+    sub, rest = args[0], args[1:]
+    if any(a.startswith("--output") or a == "--ext-diff" for a in rest):
+        return False
+    if sub == "grep" and any(re.match(r"-[A-Za-z]*O|--open-files-in-pager", a) for a in rest):
+        return False  # -O runs a pager program on the matching files
+    if sub in GIT_READ_ONLY:
+        return True
+    if sub == "branch":
+        return all(a in ("-a", "-r", "-v", "-vv", "--list", "--all", "--show-current")
+                   for a in rest)  # fmt: skip
+    if sub in ("remote", "tag", "stash"):
+        return rest in ([], ["-v"], ["list"], ["-l"])
+    return False
+
+
+def _python_read_only(args: list[str]) -> bool:
+    if args in (["--version"], ["-V"]):
+        return True
+    if len(args) >= 2 and args[0] == "-c":
+        return not PYTHON_SIDE_EFFECTS.search(args[1])
+    return False
+
+
+# Without a sandbox, the commands that may run unasked: programs that only read and print,
+# whose options cannot name a program to run or a file to write. Not git (hooks, fsmonitor,
+# textconv and pagers come from files a command could have written), not python, not find.
+PLAIN_READ_ONLY = {
+    "ls", "cat", "head", "tail", "wc", "pwd", "echo", "printf", "grep", "egrep", "fgrep", "rg",
+    "file", "stat", "du", "df", "tree", "which", "whoami", "date", "uname", "true", "false",
+    "uniq", "cut", "diff", "cmp", "basename", "dirname", "realpath", "readlink", "nl",
+    "sha256sum", "sha1sum", "md5sum", "seq", "nproc", "free", "id", "hostname", "comm",
+}  # fmt: skip
+# Characters that make the shell expand a word into something the text does not show.
+_EXPANSIONS = re.compile(r"[$`*?\[\]{}~\\!]")
+
+
+def is_plain_read_only(cmd: SimpleCommand) -> bool:
+    """A known read-only program, called by its bare name as written, with no variables,
+    redirections or expansions, and no option that carries a path (``grep -f/etc/x``)."""
+    if cmd.assignments or cmd.redirects or not cmd.words:
+        return False
+    first = cmd.text.split(None, 1)[0] if cmd.text.strip() else ""
+    if cmd.words[0] not in PLAIN_READ_ONLY or first != cmd.words[0]:
+        return False  # a path (tools/ls) or a wrapper (env ls, nohup ls)
+    for word in cmd.words[1:]:
+        if _EXPANSIONS.search(word) or (word.startswith("-") and "/" in word):
+            return False
+    return is_read_only(cmd)
 
 
 # Options that make a listed "read-only" command run a program or write a file. We run as

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
+from journal_agent.errors import JournalAgentError, as_user_error
+
 
 @dataclass(frozen=True)
 class ToolResult:
@@ -21,7 +23,7 @@ class ToolResult:
     is_error: bool = False
 
 
-class ToolError(Exception):
+class ToolError(JournalAgentError):
     """Raised inside a tool for a failure the model should see as an ``is_error`` result."""
 
 
@@ -78,3 +80,10 @@ class Tool(ABC):
             return self.run(ctx, params)
         except ToolError as exc:
             return ToolResult(str(exc), is_error=True)
+        except Exception as exc:
+            # profiling's expected failures (a model that will not trace, bad sizes) are the
+            # model's to fix too; anything else is a bug and propagates.
+            error = None if isinstance(exc, JournalAgentError) else as_user_error(exc)
+            if error is None:
+                raise
+            return ToolResult(error.message, is_error=True)

@@ -6,8 +6,8 @@ The machinery here is shared with Edit:
   ``filelock`` under ``.journal/locks/``, so the user's tree gets no ``*.lock`` litter);
 - :func:`ensure_unchanged` is the optimistic-concurrency check, done under that lock: the
   file on disk must still be the one this run read, else "modified since read";
-- :func:`atomic_write` writes a temp file in the same directory, fsyncs it, keeps the file
-  mode and renames it over the target, so readers see the old or the new file, never half.
+- :func:`atomic_write` replaces the file through :mod:`journal_agent.atomic` (temp file, fsync,
+  rename, mode kept), so readers see the old or the new file, never half.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from journal_agent.paths import JOURNAL_FILE, state_dir
+from journal_agent.atomic import atomic_write as write_atomically
+from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, state_dir
 from journal_agent.tools._history import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.reads import Fingerprint, ReadTracker, tracker_for
@@ -124,10 +124,11 @@ def writer_lock(root: Path, path: Path) -> Iterator[None]:
 def lock_file_for(root: Path, path: Path) -> Path:
     """The lock file guarding writes to ``path``: one per file, under ``.journal/``.
 
-    The journal is also appended to by the journal store (JournalAppend, ``journal append``);
-    Write and Edit of it take the store's lock, so an append and an edit never interleave.
+    The journal is also appended to by the journal store (JournalAppend, ``journal append``)
+    and the ledger updated by LedgerUpdate / ``ledger …``; Write and Edit of either take the
+    journal's lock, so an append or a ledger update and an edit never interleave.
     """
-    if path.name == JOURNAL_FILE and path == Path(workspace_root(root)) / JOURNAL_FILE:
+    if path.name in (JOURNAL_FILE, LEDGER_FILE) and path.parent == Path(workspace_root(root)):
         from journal_agent.journal.store import JournalStore
 
         return JournalStore(root).lock_path
@@ -192,43 +193,19 @@ def remember_written(tracker: ReadTracker, path: Path, data: bytes, st: os.stat_
 
 
 def atomic_write(root: Path, path: Path, data: bytes) -> os.stat_result:
-    """Temp file in the same directory, fsync, rename over ``path``, fsync the directory.
+    """Write ``path`` atomically (:func:`journal_agent.atomic.atomic_write`), inside the workspace.
 
-    Everything goes through a descriptor of the directory reached without following symlinks
-    (:func:`open_dir_beneath`). Returns the stat of the file as written.
+    The directory is reached without following symlinks (:func:`open_dir_beneath`) and the
+    write goes through its descriptor. Returns the stat of the file as written.
     """
     try:
         dir_fd = open_dir_beneath(root, path.parent)
     except OSError as exc:
         raise _os_error("write in", path.parent, exc) from None
     try:
-        try:
-            mode = stat.S_IMODE(os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-        except FileNotFoundError:
-            mode = 0o666 & ~_umask()
-        # Short enough for NAME_MAX whatever the file's name; random, so writers never collide.
-        tmp = f".{path.name[:64]}.{secrets.token_hex(6)}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
-        except OSError as exc:
-            raise _os_error("write in", path.parent, exc) from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fchmod(f.fileno(), mode)
-                os.fsync(f.fileno())
-            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            if isinstance(exc, OSError):
-                raise _os_error("write", path, exc) from None
-            raise
-        with contextlib.suppress(OSError):
-            os.fsync(dir_fd)  # the rename is durable only once the directory entry is on disk
-        return os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
+        return write_atomically(path, data, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _os_error("write", path, exc) from None
     finally:
         os.close(dir_fd)
 
@@ -255,18 +232,6 @@ def _os_error(action: str, path: Path, exc: OSError) -> ToolError:
             "still be changed."
         )
     return ToolError(f"Cannot {action} {path}: {exc.strerror or exc}.")
-
-
-def _umask() -> int:
-    # Reading it from /proc avoids os.umask(), which changes it process-wide for a moment.
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
 
 
 def _size(data: bytes) -> str:

@@ -148,3 +148,24 @@ def test_an_unclosed_code_block_cannot_swallow_appended_entries(ws):
     assert titles == ["Open Fence", "After"]
     text = ws.journal.read_text(encoding="utf-8")
     assert "print('left open by hand')\n````\n" in text and "too\n~~~\n" in text
+
+
+def test_a_tolerated_index_failure_is_shown_with_verbose(ws) -> None:
+    """The append succeeds when the search index cannot be updated; --verbose says why."""
+    entry = ws.write("entry.md", make_entry())
+    (ws.root / ".journal" / "index.sqlite").mkdir(parents=True)  # cannot be opened as a database
+    env = {**os.environ, "JOURNAL_AGENT_ROOT": str(ws.root), "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "journal_agent"]
+    args = ["journal", "append", "--file", str(entry)]
+    quiet = subprocess.run(
+        [*command, *args, "--force"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    assert "search index" not in quiet.stderr
+    ws.write("entry.md", make_entry(title="FSDP"))
+    loud = subprocess.run(
+        [*command, "--verbose", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert loud.returncode == 0, loud.stderr
+    assert "search index not updated after appending fsdp-2026-11-21" in loud.stderr
+    assert "appended fsdp-2026-11-21" in loud.stdout

@@ -1,0 +1,44 @@
+"""Units: byte and count formatting and parsing, shared by the estimate, the trace, the reports,
+the plots and journal-agent's CLI and tools (public: ``from profiling.units import fmt_bytes``)."""
+
+from __future__ import annotations
+
+import re
+
+from profiling.errors import ProfilingError
+
+GB = 10**9
+GiB = 2**30
+
+_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def parse_count(text: str | float | int) -> int:
+    """'7e9', '7B', '1.1b', '124M', 6738415616 -> a parameter count."""
+    if isinstance(text, int | float):
+        return int(text)
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbgt]?)\s*", text.lower())
+    if not match:
+        raise ProfilingError(f"cannot read {text!r} as a count; write e.g. 7e9, 7B or 124M")
+    return round(float(match.group(1)) * _SUFFIX[match.group(2)])
+
+
+def fmt_bytes(n: float, unit: str = "auto") -> str:
+    """Decimal units by default (the way GPU sizes are quoted): 14.00 GB, 512.0 MB."""
+    if unit == "GiB":
+        return f"{n / GiB:,.2f} GiB"
+    if unit == "GB" or (unit == "auto" and abs(n) >= GB):
+        return f"{n / GB:,.2f} GB"
+    if abs(n) >= 10**6:
+        return f"{n / 10**6:,.1f} MB"
+    if abs(n) >= 10**3:
+        return f"{n / 10**3:,.1f} KB"
+    return f"{n:,.0f} B"
+
+
+def fmt_count(n: float) -> str:
+    """6738415616 -> '6.74B' (parameters, elements)."""
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= size:
+            return f"{n / size:.3g}{suffix}"
+    return f"{n:g}"
