@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "journal"))
 
-import relevance  # noqa: E402
+import relevance
 
-from journal_agent.journal import fusion  # noqa: E402
-from journal_agent.journal.index import SearchIndex  # noqa: E402
+from journal_agent.journal import fusion
+from journal_agent.journal.index import SearchIndex
 
 FLOORS = {"recall@5": 0.9, "mrr@5": 0.8}
 
@@ -54,7 +54,7 @@ def main() -> None:
         root = Path(tmp)
         relevance.write_journal(root)
         t = time.perf_counter()
-        embedded, total = fusion.embed_missing(SearchIndex(root))
+        embedded, _ = fusion.embed_missing(SearchIndex(root))
         embed_s = time.perf_counter() - t
         ranked = rankings(root)
     results = {name: relevance.score(lists) for name, lists in ranked.items()}

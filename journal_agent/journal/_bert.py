@@ -35,7 +35,9 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         start, end = info["data_offsets"]
         dtype = _DTYPES.get(info["dtype"])
         if info["dtype"] == "BF16":
-            raw = np.frombuffer(mapped, dtype=np.uint16, count=(end - start) // 2, offset=base + start)
+            raw = np.frombuffer(
+                mapped, dtype=np.uint16, count=(end - start) // 2, offset=base + start
+            )
             array = (raw.astype(np.uint32) << 16).view(np.float32)
         elif dtype is None:
             raise ValueError(f"unsupported tensor type {info['dtype']} for {name}")
@@ -145,7 +147,9 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     sign = np.sign(z)
     a = np.abs(z)
     t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
     erf = sign * (1.0 - poly * np.exp(-a * a))
     return 0.5 * x * (1.0 + erf)
 

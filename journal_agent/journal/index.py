@@ -113,13 +113,13 @@ MIGRATIONS: list[tuple[str, str]] = [
 # never "telling" terms of a draft.
 _TEMPLATE_WORDS = frozenset(
     """the and for with that this from are was were has have had not but you your can will
-    into its than then them they their there what when which who why how all any each more
-    most other some such only own same very just also use used using one two per via like about
-    after before over under between does did doing been being would could should example
-    examples section sections key question context intuition insights mathematical explanation
-    code analogy toy diagrams communication flow works well limitations pitfalls comparisons
-    performance trade offs extension ideas practical tips related concepts follow questions
-    tags entry header had""".split()
+    into its than then them they their there what when which who why how all any each
+    more most other some such only own same very just also use used using one two per
+    via like about after before over under between does did doing been being would could
+    should example examples section sections key question context intuition insights mathematical
+    explanation code analogy toy diagrams communication flow works well limitations pitfalls
+    comparisons performance trade offs extension ideas practical tips related concepts
+    follow questions tags entry header had""".split(),  # noqa: SIM905
 )
 _SNIPPET_WORDS = 14
 
@@ -332,8 +332,7 @@ class SearchIndex:
         text = decode_journal(data, self.store.path) if data else ""
         journal = parse_journal(text)
         known = {
-            row[0]: (row[1], row[2])
-            for row in conn.execute("SELECT id, rowid, hash FROM entries")
+            row[0]: (row[1], row[2]) for row in conn.execute("SELECT id, rowid, hash FROM entries")
         }
         seen: set[str] = set()
         offset = len(journal.preamble.encode("utf-8", "surrogatepass"))

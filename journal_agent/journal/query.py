@@ -13,6 +13,7 @@ same tokenizer, run on an in-memory table, stems query words and synonym lists.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import threading
@@ -29,18 +30,20 @@ _WORD = re.compile(r"[^\W_]+")
 
 # Words that carry no topic in a learner's question ("how does zero split the adam state").
 STOPWORDS = frozenset(
-    """a an the and or but if of to in on at by for with from into onto as is are was were be
-    been being am do does did doing done have has had having i me my we our you your it its they
-    them their this that these those there here what which who whom whose when where why how
-    can could should would will shall may might must not no so than then too very just also
-    about over under again more most some any each both all such only own same other vs versus
-    explain explained tell show give get got make makes made use used using work works working
-    mean means meaning way ways thing things really actually please need needs want know""".split()
+    """a an the and or but if of to in on at by for with from into onto as is are was were
+    be been being am do does did doing done have has had having i me my we our you your
+    it its they them their this that these those there here what which who whom whose
+    when where why how can could should would will shall may might must not no so than
+    then too very just also about over under again more most some any each both all such
+    only own same other vs versus explain explained tell show give get got make makes
+    made use used using work works working mean means meaning way ways thing things really
+    actually please need needs want know""".split(),  # noqa: SIM905
 )
 # Question words and particles in Chinese queries (为什么 ZeRO 要切分优化器状态?).
 CJK_STOPWORDS = sorted(
-    "为什么 怎么样 怎么办 怎么 什么 如何 怎样 哪些 哪个 是否 可以 能否 一下 多少 为何 的 了 吗 呢 "
-    "是 在 和 与 把 被 要 会 有 吧 啊 我 你 他 它 这 那 个 时 对 到 用 做 么 就 都 也 还 很".split(),
+    """为什么 怎么样 怎么办 怎么 什么 如何 怎样 哪些 哪个 是否 可以 能否 一下 多少 为何
+    的 了 吗 呢 是 在 和 与 把 被 要 会 有 吧 啊 我 你 他 它 这 那
+    个 时 对 到 用 做 么 就 都 也 还 很""".split(),  # noqa: SIM905
     key=len,
     reverse=True,
 )
@@ -149,10 +152,8 @@ def load_synonyms(root: Path | None = None) -> Synonyms:
     texts = [resources.files("journal_agent.journal").joinpath("synonyms.txt").read_text("utf-8")]
     if root is not None:
         extra = Path(root) / ".journal" / "synonyms.txt"
-        try:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
             texts.append(extra.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
-            pass
     return _build_synonyms(tuple(texts))
 
 
@@ -278,7 +279,10 @@ def _cjk_terms(run: str, synonyms: Synonyms) -> list[Term]:
             group = synonyms.by_cjk.get(run[i : i + length])
             if group is not None:
                 terms.append(
-                    Term(run[i : i + length], [phrase(run[i : i + length]), *synonyms.alternatives(group)])
+                    Term(
+                        run[i : i + length],
+                        [phrase(run[i : i + length]), *synonyms.alternatives(group)],
+                    )
                 )
                 rest.append(" ")
                 i += length
@@ -294,7 +298,9 @@ def _cjk_terms(run: str, synonyms: Synonyms) -> list[Term]:
             if len(piece) >= 2 or len(run) == 1:
                 terms.append(Term(piece, [phrase(piece)]))
         else:  # an unknown long run: its overlapping character pairs, each a term
-            terms += [Term(piece[k : k + 2], [phrase(piece[k : k + 2])]) for k in range(len(piece) - 1)]
+            terms += [
+                Term(piece[k : k + 2], [phrase(piece[k : k + 2])]) for k in range(len(piece) - 1)
+            ]
     return terms
 
 
