@@ -13,12 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.tools._budget import fit_to_budget
 from journal_agent.tools._rg import (
-    COMMON_FLAGS,
     RG_TIMEOUT_S,
     UnignoredFiles,
     decode,
     reject_nul,
-    rg_binary,
+    rg_command,
     rg_paths_by_mtime,
     run_rg,
 )
@@ -291,7 +290,7 @@ def _stream_content(
 ) -> tuple[list[str], bool]:
     """Read rg's content output only as far as the page needs, then stop rg."""
     proc = subprocess.Popen(
-        [rg_binary(), *COMMON_FLAGS, *args],
+        rg_command(args, root),
         cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
