@@ -101,6 +101,9 @@ def _check_duplicate(root: Path, entry: Any) -> Any:
         return check_draft(root, entry)
     except UserError:
         return None
+    except Exception as exc:  # a broken cache under .journal/ must not block an append
+        logger.debug("duplicate check skipped for %s: %r", entry.id, exc)
+        return None
 
 
 def _duplicate_problem(entry_id: str, dup: Any) -> Problem:
