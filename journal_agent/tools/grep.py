@@ -29,8 +29,9 @@ from journal_agent.tools.workspace import resolve_path, workspace_root
 Visible = Callable[[str], bool] | None
 
 DEFAULT_HEAD_LIMIT = 250
-# Content lines kept per call even with head_limit 0: about Claude Code's 25,000-token limit.
-MAX_CONTENT_CHARS = 100_000
+# Content kept per call even with head_limit 0: within Claude Code's 25,000-token limit for
+# any text (dense text runs at 2-3 characters a token), so the paging note survives.
+MAX_CONTENT_CHARS = 60_000
 MAX_COLUMNS = 500  # minified files would otherwise flood the result with one line
 NARROW_HINT = (
     "Narrow the search with a more specific pattern, path, glob or type, or page with "
