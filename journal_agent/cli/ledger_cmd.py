@@ -7,6 +7,7 @@ under the journal's lock, every other line kept). Module level stays light (type
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -52,6 +53,10 @@ def ledger_command(
 ) -> None:
     """Show the ledger: mastery counts, what is due for review, the last sessions."""
     if ctx.invoked_subcommand is not None:
+        if root is not None:
+            # `ledger --root DIR check`: the subcommand's --root reads this variable (click
+            # parses the subcommand's options after this callback has run).
+            os.environ["JOURNAL_AGENT_ROOT"] = str(root)
         return
     from journal_agent.journal import ledger_api
 
