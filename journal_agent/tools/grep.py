@@ -152,6 +152,12 @@ class Grep(Tool):
             entries = entries[offset : offset + limit] if limit else entries[offset:]
 
         text = self._render(params, entries, total, offset, more, limit, all_rows)
+        if params.output_mode == "content" and more and (params.head_limit == 0):
+            text = text.rsplit("\n\n[Showing", 1)[0] + (
+                f"\n\n[Result truncated at the tool-result limit (about 25,000 tokens) after "
+                f"lines {offset + 1}-{offset + limit}; more exist. Use offset={offset + limit} "
+                f"for the next page, or narrow the search: {NARROW_HINT}]"
+            )
         return ToolResult(fit_to_budget(text, narrow_hint=NARROW_HINT))
 
     @staticmethod
