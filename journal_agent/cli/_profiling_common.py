@@ -15,7 +15,12 @@ from journal_agent.paths import measurements_dir
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
 PlotOption = Annotated[
-    Path | None, typer.Option("--plot", help="Write a breakdown chart (PNG) to this path.")
+    Path | None,
+    typer.Option(
+        "--plot",
+        help="Write a breakdown chart to this new file (.png, .svg, .pdf, …; --force to "
+        "overwrite).",
+    ),
 ]
 
 

@@ -15,6 +15,7 @@ import typer
 from journal_agent.cli import app
 from journal_agent.cli._common import RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
+from journal_agent.cli._plot import ForceOption, check_plot
 from journal_agent.cli._profiling_common import (
     JsonFlag,
     PlotOption,
@@ -80,6 +81,7 @@ def estimate_command(
     ] = False,
     as_json: JsonFlag = False,
     plot: PlotOption = None,
+    force: ForceOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """Estimate training memory in closed form, every step of the calculation shown.
@@ -87,6 +89,7 @@ def estimate_command(
     Example: journal-agent estimate --model llama-7b --precision mixed --optimizer adamw
     --gpus 2 --zero 2 --gpu-mem 40
     """
+    check_plot(plot, force)
     from profiling.config import TrainingConfig
     from profiling.estimate import estimate
     from profiling.report import estimate_json, estimate_record

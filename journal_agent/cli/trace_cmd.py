@@ -13,6 +13,7 @@ import typer
 from journal_agent.cli import app
 from journal_agent.cli._common import RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
+from journal_agent.cli._plot import ForceOption, check_plot
 from journal_agent.cli._profiling_common import (
     JsonFlag,
     PlotOption,
@@ -36,6 +37,7 @@ def trace_command(
     ] = False,
     as_json: JsonFlag = False,
     plot: PlotOption = None,
+    force: ForceOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """Trace a steady-state training step under fake tensors: exact bytes by category and
@@ -43,6 +45,7 @@ def trace_command(
 
     Example: journal-agent trace --model llama-7b --seq 2048 --precision amp-bf16 --gpu h100-sxm
     """
+    check_plot(plot, force)
     from profiling.config import TrainingConfig
     from profiling.trace_run import trace_and_record
 
