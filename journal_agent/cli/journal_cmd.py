@@ -221,10 +221,12 @@ def search_cmd(
 ) -> None:
     """Search by words (stems, synonyms, typos, Chinese) and meaning; `#tag` words filter."""
     from journal_agent.journal import api
+    from journal_agent.journal.limits import check_query
 
     workspace = resolve_root(root)
     tags = [w for w in query if w.startswith("#") and len(w) > 1]
     words = " ".join(w for w in query if w not in tags)
+    check_query(words)
     hits, note = api.search_with_note(workspace, words, tags, limit)
     if note:
         typer.echo(f"note: {note}", err=True)
@@ -270,8 +272,10 @@ def related_cmd(
 ) -> None:
     """Existing entries a draft should link to (words and meaning), for its 🔗 section."""
     from journal_agent.journal import api
+    from journal_agent.journal.limits import check_draft
 
     text = _read_source(file, source)
+    check_draft(text)
     hits = api.related(resolve_root(root), text, limit)
     if json_out:
         print_json([h.to_dict() for h in hits])
