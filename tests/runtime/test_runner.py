@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from runtime_helpers import API_KEY, Rendezvous, WriteNote, write_agent, write_command
 
 from journal_agent.errors import UserError
 from journal_agent.runtime import RunOptions, run_agent, run_command
 from journal_agent.runtime.events import ToolCalled
 from journal_agent.runtime.transcript import read_transcript
 from journal_agent.testing import ScriptedModel, http_error, reply, tool_use
+from tests.runtime.runtime_helpers import API_KEY, Rendezvous, WriteNote, write_agent, write_command
 
 
 @pytest.fixture
