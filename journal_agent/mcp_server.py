@@ -51,8 +51,9 @@ def build_server(root: Path):
         SERVER_NAME,
         version=__version__,
         instructions=(
-            "journal-agent: append validated entries to learning_journal.md, search it, and "
-            "estimate or trace training memory. Cite the record id each profiling tool returns "
+            "journal-agent: append validated entries to learning_journal.md, search it, read "
+            "and update learning_ledger.md (LedgerShow, LedgerUpdate), and estimate or trace "
+            "training memory. Cite the record id each profiling tool returns "
             "as [m:<id>] beside the numbers you quote."
         ),
         on_list_tools=list_tools,

@@ -31,6 +31,11 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "trace_step": ("profiling.trace", "trace_step"),  # imports torch
     "WORKLOADS": ("profiling.workloads", "WORKLOADS"),
     "build_model": ("profiling.workloads", "build_model"),
+    # measured: a real run on this machine's device
+    "MemoryProfiler": ("profiling.profiler", "MemoryProfiler"),
+    "MemorySnapshot": ("profiling.snapshot", "MemorySnapshot"),
+    "ProfileSummary": ("profiling.profiler", "ProfileSummary"),
+    "gpu_info": ("profiling.devices", "gpu_info"),
     # records
     "MeasurementRecord": ("profiling.records", "MeasurementRecord"),
     "Quantity": ("profiling.records", "Quantity"),

@@ -129,16 +129,17 @@ class Llama(_LM):
         self.norm = _RMSNorm(config.hidden, device)
         self.lm_head = nn.Linear(config.hidden, config.vocab, bias=False, device=device)
 
-    def _rope(self, t: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def _rope(self, t: int, device: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         hd = self.config.head_dim
         inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, device=device).float() / hd))
         freqs = torch.outer(torch.arange(t, device=device).float(), inv)
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos(), emb.sin()
+        # In the activations' dtype (as Hugging Face's Llama does): 16-bit models stay 16-bit.
+        return emb.cos().to(dtype), emb.sin().to(dtype)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
         x = self.embed_tokens(idx)
-        cos, sin = self._rope(idx.size(1), idx.device)
+        cos, sin = self._rope(idx.size(1), idx.device, x.dtype)
         for layer in self.layers:
             x = layer(x, cos, sin)
         logits = self.lm_head(self.norm(x))

@@ -1,4 +1,18 @@
-"""PyTorch's memory trackers, wrapped: categories, phase snapshots, module table, fast peaks."""
+"""PyTorch's memory trackers, wrapped: categories, phase snapshots, module table, fast peaks.
+
+Two things are added to torch's ``MemTracker`` / ``FSDPMemTracker`` for every trace
+(``_StepMixin``), whichever peak bookkeeping is used:
+
+- Categories that mean one thing. Upstream tags everything the optimizer step allocates as
+  optimizer state; we tag it ``temporaries`` while the step runs, and the states the optimizer
+  keeps are re-tagged ``optimizer`` by the step's post-hook (upstream's own re-tagging). So in a
+  steady-state step ``optimizer`` is exactly the optimizer's state and ``temporaries`` holds the
+  foreach / DTensor / fp32-master scratch that the step allocates and frees.
+- FLOPs, counted per op with ``torch.utils.flop_counter``'s formulas and attributed to the
+  modules the memory tracker sees active, forward and backward apart.
+- Segment maxima (for the block-scaled trace): the highest total, with its categories, of each
+  stretch of the step — before the repeated blocks, inside block *i*, after them — per phase.
+"""
 
 from __future__ import annotations
 
@@ -108,6 +122,136 @@ def module_table(tracker: Any, depth: int) -> dict[str, ModuleMemory]:
     return table
 
 
+class _StepMixin:
+    """Categories, nested optimizer steps, FLOPs and segment maxima (see the module docstring)."""
+
+    _opt_depth: int = 0
+    phase: str = "setup"  # set by the trace: forward, backward, optimizer_step, ...
+    count_flops: bool = False
+    flops: dict[str, dict[str, int]]  # module fqn -> {"forward": n, "backward": n}
+    block_prefix: str | None = None  # e.g. "Llama.layers." : segment maxima per block
+    segments: dict[tuple[str, Any], dict[str, int]]
+    _blocks_seen: bool = False
+
+    def _track(self, reftype: Any, t: torch.Tensor) -> None:
+        if self._in_opt and reftype == self._ref_class.OPT:  # type: ignore[attr-defined]
+            reftype = self._ref_class.TEMP  # type: ignore[attr-defined]
+        super()._track(reftype, t)  # type: ignore[misc]
+
+    def _track_optimizer_states(self, reftype: Any, optimizer: Any) -> None:
+        super()._track_optimizer_states(reftype, optimizer)  # type: ignore[misc]
+        # An fp32 gradient copy kept by the optimizer (DeepSpeed's) is a gradient, not state.
+        keys = getattr(optimizer, "gradient_state_keys", ())
+        grad = getattr(self._ref_class, "GRAD", None)  # type: ignore[attr-defined]
+        if keys and grad is not None:
+            for state in optimizer.state.values():
+                for key in keys:
+                    if isinstance(state.get(key), torch.Tensor):
+                        self._update_and_maybe_create_winfos(state[key], grad)  # type: ignore[attr-defined]
+
+    def _register_global_optimizer_hook(self) -> None:
+        # Upstream's hooks clear ``_in_opt`` when any step ends; an optimizer that steps an
+        # inner one (the fp32-master wrapper) must stay "in the step" until the outer one ends.
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        def pre(optimizer: Any, args: Any, kwargs: Any) -> None:
+            self._opt_depth += 1
+            self._in_opt = True
+
+        def post(optimizer: Any, args: Any, kwargs: Any) -> None:
+            self._track_optimizer_states(self._ref_class.OPT, optimizer)  # type: ignore[attr-defined]
+            self._opt_depth -= 1
+            self._in_opt = self._opt_depth > 0
+
+        self._optimizer_hook_handles = (
+            register_optimizer_step_pre_hook(pre),
+            register_optimizer_step_post_hook(post),
+        )
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        res = super().__torch_dispatch__(func, types, args, kwargs)  # type: ignore[misc]
+        if res is NotImplemented or not (self.count_flops or self.block_prefix):
+            return res
+        if _active_fake_mode() is not self._fake_mode_on_entry:  # type: ignore[attr-defined]
+            return res  # DTensor's shape propagation, not an op that runs
+        if self.count_flops:
+            formula = flop_formulas().get(func._overloadpacket)
+            if formula is not None:
+                n = int(formula(*args, **(kwargs or {}), out_val=res))
+                side = "backward" if self._mod_tracker.is_bw else "forward"  # type: ignore[attr-defined]
+                for fqn in set(self._mod_tracker.parents):  # type: ignore[attr-defined]
+                    row = self.flops.setdefault(fqn, {"forward": 0, "backward": 0})
+                    row[side] += n
+        if self.block_prefix:
+            self._note_segment()
+        return res
+
+    def _note_segment(self) -> None:
+        prefix = self.block_prefix
+        block: Any = None
+        for fqn in self._mod_tracker.parents:  # type: ignore[attr-defined]
+            if fqn.startswith(prefix):  # type: ignore[arg-type]
+                block = int(fqn[len(prefix) :].split(".", 1)[0])  # type: ignore[arg-type]
+                break
+        if block is None:
+            block = "after" if self._blocks_seen else "before"
+        else:
+            self._blocks_seen = True
+        snap = self._curr_mem_snap  # type: ignore[attr-defined]
+        total = sum(d["Total"] for d in snap.values())
+        key = (self.phase, block)
+        best = self.segments.get(key)
+        if best is None or best["Total"] < total:
+            self.segments[key] = merge_snapshots(snap)
+
+    def begin_phase(self, phase: str) -> None:
+        """Start a new stretch of the step: its own peak (and segment maxima)."""
+        self.phase = phase
+        self._blocks_seen = False
+        reset_peak(self)
+
+
+def _active_fake_mode() -> Any:
+    from torch._guards import active_fake_mode
+
+    return active_fake_mode()
+
+
+def reset_peak(tracker: Any) -> None:
+    """Start a new peak from what is allocated now (the tracker's own state, as on entry)."""
+    snap = tracker.get_tracker_snapshot()
+    tracker._peak_mem_snap = deepcopy(snap)
+    tracker._peak_mem = {dev: dev_snap["Total"] for dev, dev_snap in snap.items()}
+
+
+@functools.cache
+def flop_formulas() -> dict[Any, Any]:
+    """torch's FLOP formulas, plus the CPU flash-attention kernels fake tensors run here.
+
+    torch counts SDPA only for its CUDA kernels; on the cpu device attention dispatches to
+    ``_scaled_dot_product_flash_attention_for_cpu`` (and its backward), same arguments, same
+    matmuls. Like torch's formula, causal masking is not discounted (PaLM's convention).
+    """
+    from torch.utils.flop_counter import flop_registry  # formulas, already shape-wrapped
+
+    aten = torch.ops.aten
+    extra = {}
+    pairs = (
+        ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention"),
+        (
+            "_scaled_dot_product_flash_attention_for_cpu_backward",
+            "_scaled_dot_product_flash_attention_backward",
+        ),
+    )
+    for cpu_op, cuda_op in pairs:
+        if hasattr(aten, cpu_op) and getattr(aten, cuda_op) in flop_registry:
+            extra[getattr(aten, cpu_op)] = flop_registry[getattr(aten, cuda_op)]
+    return {**flop_registry, **extra}
+
+
 class _FastPeakMixin:
     """The same peak bookkeeping as ``MemTracker._update_peak_stats``, without its hot loop.
 
@@ -198,13 +342,19 @@ def make_tracker(
 
         # An FSDP-specific override would be shadowed by the mixin: keep upstream's then.
         fast = fast and FSDPMemTracker._update_peak_stats is MemTracker._update_peak_stats
-        cls = type("_FastFSDPMemTracker", (_FastPeakMixin, FSDPMemTracker), {})
-        tracker = (cls if fast else FSDPMemTracker)(model, optimizer)
+        bases = (
+            (_FastPeakMixin, _StepMixin, FSDPMemTracker) if fast else (_StepMixin, FSDPMemTracker)
+        )
+        tracker = type("_StepFSDPMemTracker", bases, {})(model, optimizer)
         tracker.track_inputs(inputs)
-        return tracker
-    from torch.distributed._tools.mem_tracker import MemTracker
+    else:
+        from torch.distributed._tools.mem_tracker import MemTracker
 
-    cls = type("_FastMemTracker", (_FastPeakMixin, MemTracker), {})
-    tracker = cls() if fast else MemTracker()
-    tracker.track_external(model, optimizer, *[t for t in inputs if isinstance(t, torch.Tensor)])
+        bases = (_FastPeakMixin, _StepMixin, MemTracker) if fast else (_StepMixin, MemTracker)
+        tracker = type("_StepMemTracker", bases, {})()
+        tracker.track_external(
+            model, optimizer, *[t for t in inputs if isinstance(t, torch.Tensor)]
+        )
+    tracker.flops = {}
+    tracker.segments = {}
     return tracker

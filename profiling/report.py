@@ -89,24 +89,28 @@ def estimate_categories(est: Estimate) -> dict[str, int]:
 def _setup(cfg: Any) -> str:
     # A factory makes its own inputs: only the batch (if it takes one) means anything.
     shape = f"batch {cfg.batch}" if ":" in cfg.model else f"seq {cfg.seq} × batch {cfg.batch}"
-    parts = [cfg.model, shape]
-    if cfg.dtype != "fp32":
-        parts.append(f"{cfg.dtype} " + ("mixed precision" if cfg.fsdp else "autocast"))
-    if cfg.param_dtype != "fp32":
-        parts.append(f"{cfg.param_dtype} parameters")
+    parts = [cfg.model, shape, cfg.precision + (" + fp32 grads" if cfg.fp32_grads else "")]
     parts.append(cfg.optimizer)
     if cfg.fsdp:
         style = "FSDP2" + ("" if cfg.reshard_after_forward else " (no reshard: ZeRO-2 style)")
         parts.append(f"{style} × {cfg.world_size} ranks")
     if cfg.checkpointing:
         parts.append("activation checkpointing")
+    if cfg.grads_kept:
+        parts.append("gradients zeroed in place")
     return ", ".join(parts)
 
 
 def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRecord:
     cfg = result.config
     verdict = trace_verdict(result, gpu_mem_gb)
-    results = [Quantity(name="peak", value=result.peak_bytes, unit="B")]
+    results = [
+        Quantity(name="peak", value=result.peak_bytes, unit="B"),
+        Quantity(name="first_step_peak", value=result.first_step_peak_bytes, unit="B"),
+    ]
+    results += [
+        Quantity(name=f"peak_in_{k}", value=v, unit="B") for k, v in result.phase_peaks.items()
+    ]
     results += [
         Quantity(name=f"peak_{k}", value=v, unit="B") for k, v in result.by_category.items()
     ]
@@ -114,6 +118,11 @@ def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRec
         Quantity(name=f"after_step_{k}", value=v, unit="B") for k, v in result.after_step.items()
     ]
     results.append(Quantity(name="params", value=result.params, unit=""))
+    results += [
+        Quantity(name="flops", value=result.flops.total, unit="FLOP"),
+        Quantity(name="flops_forward", value=result.flops.forward, unit="FLOP"),
+        Quantity(name="flops_backward", value=result.flops.backward, unit="FLOP"),
+    ]
     results.append(Quantity(name="wall", value=result.wall_seconds, unit="s"))
     return MeasurementRecord(
         id=new_record_id("traced"),
@@ -126,7 +135,10 @@ def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRec
         notes="\n".join(result.notes),
         extra={
             "phases": result.phases,
+            "peak_phase": result.peak_phase,
+            "first_step_peak_phase": result.first_step_peak_phase,
             "by_module": {k: v.model_dump() for k, v in result.by_module.items()},
+            "flops_by_module": result.flops.by_module,
             "table": render_trace_text(result) + (f"\n{verdict['verdict']}" if verdict else ""),
             **({"fits": verdict["fits"], "status": verdict["status"]} if verdict else {}),
         },
@@ -155,7 +167,12 @@ def trace_json(result: Any, record_id: str) -> dict[str, Any]:
     return {
         "record_id": record_id,
         "peak_bytes": result.peak_bytes,
+        "peak_phase": result.peak_phase,
         "by_category": result.by_category,
+        "phase_peaks": result.phase_peaks,
+        "first_step_peak_bytes": result.first_step_peak_bytes,
+        "first_step_peak_phase": result.first_step_peak_phase,
+        "flops": result.flops.model_dump(),
         "after_step": result.after_step,
         "phases": result.phases,
         "by_module": {k: v.model_dump() for k, v in result.by_module.items()},
@@ -188,11 +205,21 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
         lines.append(
             f"{cat:<14}{fmt_bytes(value):>12}{fmt_bytes(after):>14}{fmt_bytes(fwd.get(cat, 0)):>16}"
         )
+    phase = result.peak_phase.replace("_", " ")
+    first_phase = result.first_step_peak_phase.replace("_", " ")
     lines += [
         "─" * 56,
         f"{'peak':<14}{fmt_bytes(result.peak_bytes):>12}"
         f"{fmt_bytes(result.phases.get('after_optimizer_step', {}).get('total', 0)):>14}"
         f"{fmt_bytes(fwd.get('total', 0)):>16}   ({fmt_bytes(result.peak_bytes, 'GiB')}, {scope})",
+        "",
+        f"Steady-state peak {fmt_bytes(result.peak_bytes)} in the {phase} (every step after "
+        f"the first); first step {fmt_bytes(result.first_step_peak_bytes)} in the "
+        f"{first_phase} (its optimizer states are created only inside its optimizer step).",
+        "Peak by phase: "
+        + ", ".join(f"{k.replace('_', ' ')} {fmt_bytes(v)}" for k, v in result.phase_peaks.items()),
+        f"FLOPs of the step: {fmt_count(result.flops.total)} "
+        f"(forward {fmt_count(result.flops.forward)}, backward {fmt_count(result.flops.backward)})",
     ]
     top = sorted(
         result.by_module.items(),
@@ -243,8 +270,10 @@ def trace_config_for_estimate(est: Estimate) -> Any:
         model=inp.model,
         batch=inp.batch,
         seq=inp.seq,
-        dtype="bf16" if inp.precision in ("mixed", "bf16") else "fp32",
-        param_dtype="bf16" if inp.precision == "bf16" else "fp32",
+        # The same convention on both sides: "mixed" is traced with fp32 master weights (or
+        # FSDP2's MixedPrecisionPolicy when sharded), "bf16" as pure bf16.
+        precision=inp.precision,
+        fp32_grads=bool(inp.fp32_grads) and inp.precision == "mixed",
         optimizer=inp.optimizer,
         world_size=inp.gpus if sharded else 1,
         fsdp=sharded,
@@ -257,12 +286,8 @@ def trace_config_for_estimate(est: Estimate) -> Any:
 
 def estimate_input_for_trace(cfg: Any, gpu_mem_gb: float | None = None) -> EstimateInput:
     """The estimate that describes the same step as a trace configuration."""
-    if cfg.param_dtype != "fp32":
-        precision = "bf16"
-    elif cfg.dtype != "fp32":
-        precision = "mixed"
-    else:
-        precision = "fp32"
+    # The estimate's vocabulary: autocast over fp32 parameters is its nearest, "mixed".
+    precision = {"amp-bf16": "mixed", "amp-fp16": "mixed"}.get(cfg.precision, cfg.precision)
     if cfg.optimizer not in TRACEABLE_OPTIMIZERS:
         from profiling.errors import ProfilingError
 
@@ -291,8 +316,9 @@ def compare(est: Estimate, result: Any) -> dict[str, Any]:
     e = estimate_categories(est)
     traced = dict(result.after_step)
     traced["activations"] = result.phases.get("after_forward", {}).get("activations", 0)
-    mixed = cfg.dtype != "fp32" and cfg.param_dtype == "fp32"
-    autocast = mixed and not cfg.fsdp  # with FSDP we trace its MixedPrecisionPolicy instead
+    # fp32 parameters under 16-bit compute: autocast, or FSDP's MixedPrecisionPolicy
+    mixed = cfg.autocast or (cfg.precision == "mixed" and cfg.fsdp)
+    autocast = cfg.autocast
     psi = result.params
     why: dict[str, str] = {}
     if mixed and est.inputs.precision == "mixed":

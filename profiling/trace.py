@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from torch import nn
 
 from profiling._factory import call_factory
@@ -37,7 +37,15 @@ from profiling._tracker import (
 from profiling.errors import ProfilingError
 from profiling.workloads import WORKLOADS, build_model, describe
 
-DType = Literal["fp32", "bf16", "fp16"]
+Precision = Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"]
+PRECISIONS: dict[str, str] = {
+    "fp32": "fp32 parameters, gradients and optimizer states; no autocast",
+    "amp-bf16": "torch.autocast(bf16) over fp32 parameters (what a PyTorch user runs)",
+    "amp-fp16": "torch.autocast(fp16) over fp32 parameters",
+    "mixed": "16-bit parameters and gradients, fp32 master weights and optimizer states "
+    "(Megatron, DeepSpeed; FSDP2's MixedPrecisionPolicy with --fsdp)",
+    "bf16": "pure bf16: parameters, gradients and optimizer states all bf16",
+}
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop")
 MIN_TORCH = (2, 5)
@@ -48,14 +56,29 @@ Progress = Callable[[str], None]
 _TRACE_LOCK = threading.Lock()
 
 
+def legacy_precision(dtype: str | None, param_dtype: str | None, fsdp: bool = False) -> str:
+    """The precision the old ``--dtype`` / ``--param-dtype`` spellings traced."""
+    if param_dtype not in (None, "fp32"):
+        return "bf16"  # pure 16-bit training
+    if dtype in (None, "fp32"):
+        return "fp32"
+    if fsdp:  # FSDP traced --dtype bf16 with its MixedPrecisionPolicy: that is "mixed"
+        return "mixed"
+    return f"amp-{dtype}"
+
+
 class TraceConfig(BaseModel):
     model: str = Field(description="a reference workload name or 'package.module:factory'")
     batch: int = Field(1, ge=1)
     seq: int | None = Field(
         None, ge=1, description="default: the reference model's context (≤ 2048), else 512"
     )
-    dtype: DType = Field("fp32", description="autocast compute dtype (fp32 = no autocast)")
-    param_dtype: DType = Field("fp32", description="parameter dtype (bf16 = pure bf16 training)")
+    precision: Precision = Field(
+        "fp32", description="; ".join(f"{k}: {v}" for k, v in PRECISIONS.items())
+    )
+    fp32_grads: bool = Field(
+        False, description="mixed: keep an fp32 gradient copy across steps (DeepSpeed's 18 B)"
+    )
     optimizer: str = "adamw"
     foreach: bool | None = Field(
         None,
@@ -68,18 +91,70 @@ class TraceConfig(BaseModel):
     reshard_after_forward: bool = Field(
         True, description="FSDP: free gathered parameters after forward (ZeRO-3); False = ZeRO-2"
     )
+    grads_kept: bool = Field(
+        False,
+        description="the loop zeroes gradients in place (zero_grad(set_to_none=False)), so "
+        "they stay allocated through forward; default: set to None, PyTorch's default",
+    )
     module_depth: int = Field(2, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_dtypes(cls, data: Any) -> Any:
+        # The old spellings keep working: --dtype (autocast dtype), --param-dtype (pure 16-bit).
+        if isinstance(data, dict) and ("dtype" in data or "param_dtype" in data):
+            data = dict(data)
+            dtype, param_dtype = data.pop("dtype", None), data.pop("param_dtype", None)
+            if dtype is not None and dtype not in _DTYPES:
+                raise ValueError(f"dtype {dtype!r} is not one of fp32, bf16, fp16")
+            if param_dtype is not None and param_dtype not in _DTYPES:
+                raise ValueError(f"param_dtype {param_dtype!r} is not one of fp32, bf16, fp16")
+            data.setdefault(
+                "precision", legacy_precision(dtype, param_dtype, bool(data.get("fsdp")))
+            )
+        return data
+
+    @property
+    def dtype(self) -> str:
+        """The compute dtype: autocast's for amp, the parameters' otherwise."""
+        return {"fp32": "fp32", "amp-bf16": "bf16", "amp-fp16": "fp16"}.get(self.precision, "bf16")
+
+    @property
+    def param_dtype(self) -> str:
+        """The dtype the model's parameters are built in (FSDP mixed: fp32 shards)."""
+        if self.precision == "bf16" or (self.precision == "mixed" and not self.fsdp):
+            return "bf16"
+        return "fp32"
+
+    @property
+    def autocast(self) -> bool:
+        return self.precision.startswith("amp-")
+
+
+class FlopCount(BaseModel):
+    """FLOPs of the steady-state step's forward and backward (matmuls, attention, convolutions;
+    elementwise ops and the optimizer step are not counted, as in torch's FlopCounterMode)."""
+
+    total: int
+    forward: int
+    backward: int
+    by_module: dict[str, dict[str, int]]  # fqn -> {"forward": n, "backward": n}
 
 
 class TraceResult(BaseModel):
     config: TraceConfig
     model_info: dict[str, Any]
     params: int
-    peak_bytes: int
+    peak_bytes: int  # the steady-state peak: what a long run reaches
+    peak_phase: str  # forward | backward | optimizer_step
     by_category: dict[str, int]  # breakdown at the moment of the peak (sums to peak_bytes)
-    after_step: dict[str, int]  # what stays allocated after the step: the steady state
+    phase_peaks: dict[str, int]  # the steady step's peak within each phase
+    first_step_peak_bytes: int  # step 1: optimizer states are created inside its step
+    first_step_peak_phase: str
+    after_step: dict[str, int]  # what stays allocated after the step
     phases: dict[str, dict[str, int]]  # by category (+ "total") after forward/backward/step
     by_module: dict[str, ModuleMemory]
+    flops: FlopCount
     wall_seconds: float
     torch_version: str
     notes: list[str] = Field(default_factory=list)
@@ -209,12 +284,17 @@ def trace_step(
     upstream_tracker: bool = False,
     factory: Callable[..., Any] | None = None,
 ) -> TraceResult:
-    """Trace one training step of ``config.model`` and return exact bytes by category.
+    """Trace a steady-state training step of ``config.model``: exact bytes by category.
+
+    The loop is a real one, on one model and one optimizer: a first step (forward, loss,
+    backward, ``optimizer.step()`` — which creates the optimizer's states), ``zero_grad`` (set
+    to None, PyTorch's default, unless ``grads_kept``), then the traced step. Its peak is the
+    one every later step repeats; the first step's peak is reported beside it.
 
     ``factory`` (from Python) is a function returning ``(model, inputs)`` like a
     ``module:function`` factory; it is called under fake tensors and ``config.model`` only
-    names it. ``upstream_tracker=True`` uses torch's trackers unchanged (several times slower); the
-    default adds only a faster peak bookkeeping with the same results (tests check both).
+    names it. ``upstream_tracker=True`` uses torch's peak bookkeeping unchanged (several times
+    slower); the default replaces only that with a faster one (tests check both agree).
     """
     _require_tracing_apis()
     if config.optimizer not in OPTIMIZERS:
@@ -223,6 +303,11 @@ def trace_step(
         raise ProfilingError(
             "--world-size > 1 needs --fsdp (plain data parallelism replicates everything: "
             "the per-rank result equals world size 1)"
+        )
+    if config.fp32_grads and config.precision != "mixed":
+        raise ProfilingError(
+            "--fp32-grads is the fp32 gradient copy of --precision mixed; add --precision mixed "
+            "or drop --fp32-grads"
         )
     say = progress or (lambda _stage: None)
     if config.seq is None:
@@ -235,15 +320,140 @@ def trace_step(
         mesh = stack.enter_context(_fake_process_group(config.world_size)) if config.fsdp else None
         if mesh is not None:
             # DTensor derives each op's output metadata by running it on fake tensors of the
-            # *global* shape, once per op signature (then cached). The tracker would count those
-            # phantom tensors in the first step only (a cold-process FSDP peak was 13–24 %
-            # high on a toy model); a real run allocates nothing for them. One discarded step
-            # fills the caches, so the traced step is the steady state in every process.
-            say("warm-up step (fills DTensor's caches)")
-            _trace_in_fake_mode(config, mesh, lambda _stage: None, not upstream_tracker, factory)
+            # *global* shape, once per op signature (then cached). Under our fake mode the
+            # tracker counts those phantom tensors the first time only (a cold-process FSDP
+            # first step was 13 % high on a toy model); a real run allocates nothing for them.
+            # One untracked step on a throwaway model fills the caches first.
+            say("warming DTensor's caches")
+            _fill_dtensor_caches(config, mesh, factory)
         result = _trace_in_fake_mode(config, mesh, say, not upstream_tracker, factory)
     result.wall_seconds = round(time.perf_counter() - start, 3)
     return result
+
+
+PHASES = ("forward", "backward", "optimizer_step")
+
+
+def _run_step(
+    tracker: Any,
+    model: nn.Module,
+    inputs: tuple[Any, ...],
+    optimizer: Any,
+    autocast: Any,
+    say: Progress,
+    label: str,
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """One training step; the state after each phase and each phase's own peak snapshot."""
+    phases: dict[str, dict[str, int]] = {}
+    peaks: dict[str, dict[str, int]] = {}
+    say(f"{label}: forward")
+    tracker.begin_phase(f"{label}/forward")
+    with autocast():
+        loss = _loss_of(model(*inputs))
+    peaks["forward"] = merge_snapshots(tracker.get_tracker_snapshot("peak"))
+    phases["after_forward"] = phase_snapshot(tracker)
+    say(f"{label}: backward")
+    tracker.begin_phase(f"{label}/backward")
+    loss.backward()
+    del loss
+    peaks["backward"] = merge_snapshots(tracker.get_tracker_snapshot("peak"))
+    phases["after_backward"] = phase_snapshot(tracker)
+    say(f"{label}: optimizer step")
+    tracker.begin_phase(f"{label}/optimizer_step")
+    optimizer.step()
+    peaks["optimizer_step"] = merge_snapshots(tracker.get_tracker_snapshot("peak"))
+    phases["after_optimizer_step"] = phase_snapshot(tracker)
+    return phases, peaks
+
+
+def _highest(peaks: dict[str, dict[str, int]]) -> str:
+    """The phase whose peak is highest (the earliest on a tie, as a running maximum keeps)."""
+    return max(PHASES, key=lambda ph: (int(peaks[ph].get("Total", 0)), -PHASES.index(ph)))
+
+
+def _build(
+    config: TraceConfig, mesh: Any, factory: Callable[..., Any] | None, notes: list[str]
+) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any], Any]:
+    """Model (built in the parameter dtype, checkpointed, sharded), inputs, info, optimizer."""
+    # 16-bit parameters: build in that dtype (``module.to`` cannot swap tied fake
+    # parameters), so factories' floating inputs follow too.
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(_DTYPES[config.param_dtype])
+    try:
+        model, inputs, info = _make_model(config, factory)
+    finally:
+        torch.set_default_dtype(previous)
+    if config.checkpointing:
+        n = _apply_checkpointing(model)
+        notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
+    if mesh is not None:
+        mp = torch.bfloat16 if config.precision == "mixed" else None
+        _shard(model, mesh, config.reshard_after_forward, mp)
+        notes.append(f"FSDP2 fully_shard per block and root over {config.world_size} ranks")
+        if mp is not None:
+            notes.append(
+                "mixed precision by FSDP2's MixedPrecisionPolicy(param_dtype=bf16, "
+                "reduce_dtype=fp32): fp32 sharded parameters are the master weights (counted "
+                "as parameters), bf16 gathered copies, fp32 sharded gradients"
+            )
+            if config.fp32_grads:
+                notes.append("--fp32-grads: FSDP2 already reduces gradients into fp32 shards")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise ProfilingError("the model has no trainable parameters; nothing to train")
+    foreach = config.foreach if config.foreach is not None else mesh is None
+    if mesh is not None and foreach:
+        notes.append(
+            "foreach optimizer under FSDP: DTensor foreach temporaries are counted several "
+            "times over by the tracker; prefer the default (for-loop) for FSDP peaks"
+        )
+    if config.precision == "mixed" and mesh is None:
+        from profiling.master_weights import MasterWeightOptimizer
+
+        optimizer: Any = MasterWeightOptimizer(
+            trainable,
+            lambda masters: make_optimizer(config.optimizer, masters, foreach),
+            fp32_grads=config.fp32_grads,
+        )
+        notes.append(
+            "mixed precision: bf16 parameters and gradients; the optimizer keeps fp32 master "
+            "weights (counted as optimizer state) and steps them"
+            + (
+                ", with an fp32 gradient copy kept across steps (counted as gradients)"
+                if config.fp32_grads
+                else ", converting one gradient to fp32 at a time (a temporary)"
+            )
+        )
+    else:
+        optimizer = make_optimizer(config.optimizer, trainable, foreach)
+    notes.append(f"optimizer {config.optimizer} ({'foreach' if foreach else 'for-loop'})")
+    if config.precision == "amp-fp16":
+        notes.append("amp-fp16: GradScaler's few bytes (a scale and an inf flag) are not traced")
+    return model, inputs, info, optimizer
+
+
+def _fill_dtensor_caches(
+    config: TraceConfig, mesh: Any, factory: Callable[..., Any] | None
+) -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        model, inputs, _, optimizer = _build(config, mesh, factory, [])
+        try:
+            with _autocast(config):
+                loss = _loss_of(model(*inputs))
+            loss.backward()
+            optimizer.step()
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            raise ProfilingError(_fake_failure(config.model, exc)) from None
+
+
+def _autocast(config: TraceConfig) -> Any:
+    if config.autocast:
+        return torch.autocast("cpu", dtype=_DTYPES[config.dtype])
+    return contextlib.nullcontext()
 
 
 def _trace_in_fake_mode(
@@ -260,85 +470,77 @@ def _trace_in_fake_mode(
     # byte counts do not depend on the device (attention kernels and allocator rounding do).
     with FakeTensorMode(allow_non_fake_inputs=False):
         say("building model")
-        # Pure 16-bit training: build in that dtype (``module.to`` cannot swap tied fake
-        # parameters), so factories' floating inputs follow too.
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(_DTYPES[config.param_dtype])
-        try:
-            model, inputs, info = _make_model(config, factory)
-        finally:
-            torch.set_default_dtype(previous)
-        if config.checkpointing:
-            n = _apply_checkpointing(model)
-            notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
-        if mesh is not None:
-            mp = _DTYPES[config.dtype] if config.dtype != "fp32" else None
-            _shard(model, mesh, config.reshard_after_forward, mp)
-            notes.append(f"FSDP2 fully_shard per block and root over {config.world_size} ranks")
-            if mp is not None:
-                notes.append(
-                    f"FSDP2 mixed precision: parameters gathered in {config.dtype}, fp32 sharded "
-                    "master weights and gradients (MixedPrecisionPolicy instead of autocast)"
-                )
-        params = sum(p.numel() for p in model.parameters())
-        if mesh is not None:
-            params = sum(_global_numel(p) for p in model.parameters())
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        if not trainable:
-            raise ProfilingError("the model has no trainable parameters; nothing to train")
-        foreach = config.foreach if config.foreach is not None else mesh is None
-        if mesh is not None and foreach:
-            notes.append(
-                "foreach optimizer under FSDP: DTensor foreach temporaries are counted several "
-                "times over by the tracker; prefer the default (for-loop) for FSDP peaks"
-            )
-        optimizer = make_optimizer(config.optimizer, trainable, foreach)
-        notes.append(f"optimizer {config.optimizer} ({'foreach' if foreach else 'for-loop'})")
+        model, inputs, info, optimizer = _build(config, mesh, factory, notes)
+        params = sum(_global_numel(p) for p in model.parameters())
         tracker = make_tracker(model, optimizer, inputs, mesh, fast)
         if fast and not is_fast_tracker(tracker):
             notes.append(
                 f"torch {torch.__version__}: PyTorch's memory tracker used unchanged (the "
                 "faster peak bookkeeping is checked only against known torch versions)"
             )
-        phases: dict[str, int] = {}
+        autocast = functools.partial(_autocast, config)
+
         with tracker:
             try:
-                say("forward")
-                ctx = (
-                    torch.autocast("cpu", dtype=_DTYPES[config.dtype])
-                    if config.dtype != "fp32" and mesh is None
-                    else contextlib.nullcontext()
+                _, first_peaks = _run_step(
+                    tracker, model, inputs, optimizer, autocast, say, "first step"
                 )
-                with ctx:
-                    loss = _loss_of(model(*inputs))
-                phases["after_forward"] = phase_snapshot(tracker)
-                say("backward")
-                loss.backward()
-                del loss
-                phases["after_backward"] = phase_snapshot(tracker)
-                say("optimizer step")
-                optimizer.step()
+                # What the loop does between steps. PyTorch's default frees the gradients.
+                optimizer.zero_grad(set_to_none=not config.grads_kept)
+                tracker.reset_mod_stats()  # MemTracker's way to trace another iteration
+                tracker.count_flops = True
+                phases, peaks = _run_step(
+                    tracker, model, inputs, optimizer, autocast, say, "steady-state step"
+                )
+                tracker.count_flops = False
             except ProfilingError:
                 raise
             except Exception as exc:
                 raise ProfilingError(_fake_failure(config.model, exc)) from None
             after = merge_snapshots(tracker.get_tracker_snapshot())
-            phases["after_optimizer_step"] = phase_snapshot(tracker)
         say("summarizing")
-        peak_snap = merge_snapshots(tracker.get_tracker_snapshot("peak"))
         by_module = module_table(tracker, config.module_depth)
+        flops = _flop_count(tracker.flops, config.module_depth)
+    notes.append(
+        "steady state: the traced step is the second of a loop on the same model and optimizer "
+        + (
+            "(gradients zeroed in place, so they stay allocated through forward)"
+            if config.grads_kept
+            else "(zero_grad(set_to_none=True), PyTorch's default: gradients freed between steps)"
+        )
+    )
+    top, first_top = _highest(peaks), _highest(first_peaks)
     return TraceResult(
         config=config,
         model_info=info,
         params=params,
-        peak_bytes=int(peak_snap.get("Total", 0)),
-        by_category=to_categories(peak_snap),
+        peak_bytes=int(peaks[top].get("Total", 0)),
+        peak_phase=top,
+        by_category=to_categories(peaks[top]),
+        phase_peaks={ph: int(peaks[ph].get("Total", 0)) for ph in PHASES},
+        first_step_peak_bytes=int(first_peaks[first_top].get("Total", 0)),
+        first_step_peak_phase=first_top,
         after_step=to_categories(after),
         phases=phases,
         by_module=by_module,
+        flops=flops,
         wall_seconds=0.0,
         torch_version=torch.__version__,
         notes=notes,
+    )
+
+
+def _flop_count(counts: dict[str, dict[str, int]], depth: int) -> FlopCount:
+    total = counts.get("Global", {"forward": 0, "backward": 0})
+    return FlopCount(
+        total=total["forward"] + total["backward"],
+        forward=total["forward"],
+        backward=total["backward"],
+        by_module={
+            fqn: dict(row)
+            for fqn, row in counts.items()
+            if fqn != "Global" and fqn.count(".") <= depth
+        },
     )
 
 

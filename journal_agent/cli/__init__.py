@@ -73,7 +73,11 @@ def _register() -> None:
     from journal_agent.cli import (  # noqa: F401, I001
         run_cmd,
         journal_cmd,
+        ledger_cmd,
+        review_cmd,
+        feedback_cmd,
         profiling_cmd,
+        measure_cmd,
         agents_cmd,
         tool_cmd,
         mcp_cmd,

@@ -29,10 +29,18 @@ def product_tools() -> dict[str, Tool]:
     exactly these to Claude Code, which has its own file and shell tools."""
     from journal_agent.tools.journal_append import JournalAppend
     from journal_agent.tools.journal_search import JournalSearch
+    from journal_agent.tools.ledger import LedgerShow, LedgerUpdate
     from journal_agent.tools.memory_estimate import MemoryEstimate
     from journal_agent.tools.memory_trace import MemoryTrace
 
-    tools: list[Tool] = [JournalAppend(), JournalSearch(), MemoryEstimate(), MemoryTrace()]
+    tools: list[Tool] = [
+        JournalAppend(),
+        JournalSearch(),
+        LedgerShow(),
+        LedgerUpdate(),
+        MemoryEstimate(),
+        MemoryTrace(),
+    ]
     return {tool.name: tool for tool in tools}
 
 

@@ -24,7 +24,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.atomic import atomic_write as write_atomically
-from journal_agent.paths import JOURNAL_FILE, state_dir
+from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, state_dir
 from journal_agent.tools._history import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.reads import Fingerprint, ReadTracker, tracker_for
@@ -124,10 +124,11 @@ def writer_lock(root: Path, path: Path) -> Iterator[None]:
 def lock_file_for(root: Path, path: Path) -> Path:
     """The lock file guarding writes to ``path``: one per file, under ``.journal/``.
 
-    The journal is also appended to by the journal store (JournalAppend, ``journal append``);
-    Write and Edit of it take the store's lock, so an append and an edit never interleave.
+    The journal is also appended to by the journal store (JournalAppend, ``journal append``)
+    and the ledger updated by LedgerUpdate / ``ledger …``; Write and Edit of either take the
+    journal's lock, so an append or a ledger update and an edit never interleave.
     """
-    if path.name == JOURNAL_FILE and path == Path(workspace_root(root)) / JOURNAL_FILE:
+    if path.name in (JOURNAL_FILE, LEDGER_FILE) and path.parent == Path(workspace_root(root)):
         from journal_agent.journal.store import JournalStore
 
         return JournalStore(root).lock_path

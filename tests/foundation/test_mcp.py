@@ -44,7 +44,16 @@ def test_mcp_lists_our_tools_and_runs_them(project, home):
         return tools, estimate, bad, unknown
 
     tools, estimate, bad, unknown = anyio.run(_session, project, home, work)
-    assert set(tools) == {"JournalAppend", "JournalSearch", "MemoryEstimate", "MemoryTrace"}
+    assert set(tools) == {
+        "JournalAppend",
+        "JournalSearch",
+        "LedgerShow",
+        "LedgerUpdate",
+        "MemoryEstimate",
+        "MemoryTrace",
+    }
+    # The operations reach MCP hosts as one flat schema (no $ref to resolve).
+    assert "$defs" not in str(tools["LedgerUpdate"].input_schema)
     assert tools["MemoryEstimate"].input_schema["properties"]["zero"]["maximum"] == 3
     assert not estimate.is_error
     text = estimate.content[0].text

@@ -34,6 +34,7 @@ JOURNAL = """# Learning Journal
         ["journal", "list"],
         ["estimate", "--help"],
         ["trace", "--help"],
+        ["gpu"],  # no NVIDIA driver here: NVML answers without torch
         ["tool", "--help"],
         ["run", "--help"],
         ["learn", "--help"],

@@ -92,7 +92,8 @@ def test_list_tools(cli, ws: Path, home: Path) -> None:
     defs = json.loads(r.stdout)
     assert [d["name"] for d in defs] == [
         "Read", "Write", "Edit", "Grep", "Glob", "Bash",
-        "JournalAppend", "JournalSearch", "MemoryEstimate", "MemoryTrace",
+        "JournalAppend", "JournalSearch", "LedgerShow", "LedgerUpdate",
+        "MemoryEstimate", "MemoryTrace",
     ]  # fmt: skip
     grep = next(d for d in defs if d["name"] == "Grep")
     assert {"-i", "-n", "-A", "-B", "-C", "head_limit"} <= set(grep["input_schema"]["properties"])

@@ -1,0 +1,95 @@
+"""``journal-agent feedback``: record feedback with the change it led to; see, diff, revert."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from journal_agent.cli import app
+from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.errors import UserError
+
+
+@app.command("feedback")
+def feedback_command(
+    text: Annotated[
+        str | None,
+        typer.Argument(help="The user's feedback on the last entry.", show_default=False),
+    ] = None,
+    file: Annotated[
+        str,
+        typer.Option(
+            "--file", "-f", help="The ejected command or agent it changed (name or path)."
+        ),
+    ] = "learn",
+    history: Annotated[
+        bool, typer.Option("--history", help="Every record: when, the feedback, the change.")
+    ] = False,
+    diff: Annotated[
+        int | None,
+        typer.Option("--diff", help="The diff of change N.", show_default=False, min=1),
+    ] = None,
+    revert: Annotated[
+        int | None,
+        typer.Option(
+            "--revert",
+            help="Put the file back as it was before change N.",
+            show_default=False,
+            min=1,
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Record the user's feedback with the change it led to in an ejected command or agent."""
+    from journal_agent.feedback import FeedbackLog
+
+    log = FeedbackLog(resolve_root(root))
+    chosen = [x for x in (text is not None, history, diff is not None, revert is not None) if x]
+    if len(chosen) != 1:
+        raise UserError(
+            "give exactly one of: the feedback text, --history, --diff N or --revert N "
+            '(e.g. journal-agent feedback "more toy examples" --file learn).'
+        )
+    if history:
+        records = log.records()
+        if json_out:
+            print_json([r.to_dict() for r in records])
+            return
+        for r in records:
+            typer.echo(f"#{r.n}  {r.time[:19]}Z  {r.file}  +{r.added} -{r.removed}  {r.feedback}")
+        if not records:
+            typer.echo("no feedback recorded yet")
+        return
+    if diff is not None:
+        patch = log.diff(diff)
+        if json_out:
+            print_json({**log.get(diff).to_dict(), "diff": patch})
+        else:
+            typer.echo(patch or f"change #{diff} changed nothing", nl=not patch)
+        return
+    if revert is not None:
+        record = log.revert(revert)
+        if json_out:
+            print_json(record.to_dict())
+        else:
+            typer.echo(
+                f"#{record.n}: {record.file} is back as it was before change #{revert} "
+                f"(+{record.added} -{record.removed}); undo with `journal-agent feedback "
+                f"--revert {record.n}`"
+            )
+        return
+    assert text is not None
+    record = log.record(text, file)
+    if json_out:
+        print_json(record.to_dict())
+    elif record.added or record.removed:
+        typer.echo(
+            f"#{record.n}: feedback recorded with its change to {record.file} "
+            f"(+{record.added} -{record.removed}; `journal-agent feedback --diff {record.n}`)"
+        )
+    else:
+        typer.echo(
+            f"#{record.n}: feedback recorded; {record.file} has not changed since the last record"
+        )

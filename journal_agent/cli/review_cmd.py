@@ -1,0 +1,141 @@
+"""``journal-agent review``: spaced review (FSRS) of journal entries and ledger items.
+
+On a terminal it asks the key question, shows the answer when asked, takes a rating and
+schedules the next review; ``--list`` and ``--rate`` are for scripts and agents.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Annotated
+
+import typer
+
+from journal_agent.cli import app
+from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.errors import UserError
+
+_KEYS = "[1] again  [2] hard  [3] good  [4] easy  [q] quit"
+
+
+def _moment(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UserError(
+            f"--at {value!r} is not a date and time; write it like 2026-11-23T09:00:00Z."
+        ) from None
+
+
+@app.command("review")
+def review_command(
+    list_: Annotated[bool, typer.Option("--list", help="List what is due; do not ask.")] = False,
+    all_: Annotated[
+        bool, typer.Option("--all", help="With --list: every item, due or not.")
+    ] = False,
+    rate: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            "--rate",
+            help="Rate one item without asking: ID RATING (again, hard, good, easy or 1-4).",
+            show_default=False,
+        ),
+    ] = None,
+    suggest: Annotated[
+        bool,
+        typer.Option("--suggest", help="Mastery moves the review history supports (🔴 / 🟢)."),
+    ] = False,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="The review's time in UTC (default: now), e.g. to record a review done on paper.",
+            show_default=False,
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Review what is due: the key question first, the answer on request, then your rating."""
+    from journal_agent.journal import review
+
+    workspace = resolve_root(root)
+    now = _moment(at)
+    if rate is not None:
+        outcome = review.rate(workspace, rate[0], rate[1], now)
+        if json_out:
+            print_json(outcome)
+        else:
+            typer.echo(f"{outcome['id']}: {outcome['rating']} — next review {outcome['due']}")
+        return
+    if suggest:
+        found = review.suggestions(workspace)
+        if json_out:
+            print_json(found)
+            return
+        for s in found:
+            typer.echo(f"{s['reason']}  → {s['command']}")
+        if not found:
+            typer.echo("no suggestions: the review history supports no mastery move yet")
+        return
+    cards = review.queue(workspace, now, everything=all_)
+    if list_ or json_out:
+        if json_out:
+            print_json([c.to_dict() for c in cards])
+            return
+        for c in cards:
+            when = c.due or "new"
+            typer.echo(f"{c.id}  {c.title}  ({c.state}, due {when}, {c.reviews} reviews)")
+        if not cards:
+            typer.echo("nothing is due")
+        return
+    if not sys.stdin.isatty():
+        raise UserError(
+            "review asks questions on a terminal; run it in one, or use `review --list` and "
+            "`review --rate ID RATING` from a script."
+        )
+    _interactive(workspace, cards, now)
+
+
+def _interactive(workspace, cards, now) -> None:
+    from journal_agent.journal import review
+
+    if not cards:
+        typer.echo("Nothing is due. Well done.")
+        return
+    typer.echo(f"{len(cards)} due. Answer in your head (or on paper), then rate your recall.\n")
+    done = 0
+    for n, card in enumerate(cards, start=1):
+        typer.echo(f"── {n}/{len(cards)}  {card.title}  ({card.id})")
+        typer.echo(card.question)
+        choice = _ask("\n[Enter] show the answer  [s] skip  [q] quit: ")
+        if choice in ("q", None):
+            break
+        if choice == "s":
+            continue
+        typer.echo("\n" + card.answer + "\n")
+        while True:
+            answer = _ask(f"{_KEYS}: ")
+            if answer in ("q", None):
+                typer.echo(f"Reviewed {done}.")
+                return
+            try:
+                outcome = review.rate(workspace, card.id, answer, now)
+            except UserError as exc:
+                typer.echo(exc.message)
+                continue
+            done += 1
+            typer.echo(f"→ {outcome['rating']}; next review {outcome['due'][:16]} UTC\n")
+            break
+    typer.echo(f"Reviewed {done}.")
+
+
+def _ask(prompt: str) -> str | None:
+    """The answer typed, lowercased; None at end of input (Ctrl-D)."""
+    try:
+        return input(prompt).strip().lower()
+    except EOFError:
+        return None

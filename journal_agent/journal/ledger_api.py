@@ -1,0 +1,37 @@
+"""What the CLI, the agent tools and the MCP server call for the ledger. No printing here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from journal_agent.journal.ledger_check import LedgerProblem, LedgerReport, check_ledger
+from journal_agent.journal.ledger_store import LedgerStore
+
+
+def overview(root: Path) -> dict[str, Any]:
+    """The ledger's summary, what is due for review, and the review history's suggestions."""
+    from journal_agent.journal import review
+
+    summary = LedgerStore(root).load().summary()
+    due = [
+        {"id": c.id, "title": c.title, "kind": c.kind, "due": c.due, "state": c.state}
+        for c in review.queue(root)
+    ]
+    return {**summary, "due": due, "suggestions": review.suggestions(root)}
+
+
+def check(root: Path) -> LedgerReport:
+    store = LedgerStore(root)
+    if not store.exists():
+        return LedgerReport(
+            ok=False,
+            problems=[
+                LedgerProblem(
+                    "structure",
+                    "there is no learning_ledger.md yet; create it with `journal-agent ledger "
+                    "init` or run /end-session",
+                )
+            ],
+        )
+    return check_ledger(root, store.load())

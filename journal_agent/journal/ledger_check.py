@@ -1,0 +1,254 @@
+"""``ledger check``: what ``journal check`` finds for entries, for the ledger, plus structure.
+
+Problem kinds (exactly these):
+
+* ``unsourced_number`` — an archived insight quotes a number with a memory or time unit (by
+  the journal's number rules: not a calculation shown, not a device size or a setting) and
+  names no source: neither a measurement ``[m:<id>]`` nor a journal entry ``[entry:<id>]``.
+* ``bad_citation`` — a ``[m:<id>]`` anywhere in the ledger that names no measurement record.
+* ``missing_entry`` — an ``[entry:<id>]`` anywhere in the ledger that names no journal entry.
+* ``structure`` — what makes the ledger unreadable to the updates and the review: no title or
+  no ``**Last Updated:**`` date, a section of the example ledger missing or twice, a session
+  row that is not ``| YYYY-MM-DD | topic | outcome |``, the bold row not the newest, a
+  malformed checkbox, an insight heading without its date or quotation, an item listed at two
+  mastery levels, a date in the future of ``Last Updated``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from journal_agent.journal._text import bare
+from journal_agent.journal.ledger import (
+    SECTIONS,
+    Ledger,
+    bad_checkbox,
+    is_date,
+    normalize,
+)
+
+KINDS = ("unsourced_number", "bad_citation", "missing_entry", "structure")
+ENTRY_REF = re.compile(r"\[entry:(?P<id>[^\]\s]*)\]")
+_CODE_SPAN = re.compile(r"(`+).+?\1")
+_SECTION_NAMES = {
+    "knowledge": "🧠 Knowledge Graph",
+    "actions": "📉 Action Items & Review Queue",
+    "sessions": "📚 Session History",
+    "goals": "🎯 Course Goals",
+    "insights": "💡 Key Insights Archive",
+}
+
+
+@dataclass
+class LedgerProblem:
+    kind: str
+    detail: str
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LedgerReport:
+    ok: bool
+    problems: list[LedgerProblem] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "problems": [p.to_dict() for p in self.problems],
+            "counts": self.summary.get("counts", {}),
+        }
+
+
+def unsourced_numbers(text: str) -> list[str]:
+    """The numbers with a memory or time unit a text claims without showing their calculation."""
+    from journal_agent.journal import numbers
+    from journal_agent.journal.verify import is_device_spec, is_setting, shows_calculation
+
+    found: list[str] = []
+    for raw in text.splitlines():
+        line = _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), raw)
+        if shows_calculation(line):
+            continue
+        found += [
+            q.text
+            for q in numbers.find_quantities(line)
+            if not is_device_spec(line, q) and not is_setting(line, q)
+        ]
+    return found
+
+
+class SourceChecker:
+    """Resolves ``[m:<id>]`` against the measurement records and ``[entry:<id>]`` against the
+    journal, each loaded once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._records: Any = None
+        self._entries: set[str] | None = None
+
+    def record_problem(self, record_id: str) -> str | None:
+        if self._records is None:
+            from journal_agent.journal.verify import Records
+
+            self._records = Records(self.root)
+        if not record_id:
+            return "[m:] has no record id; cite a record as [m:<id>]"
+        values = self._records.values(record_id)
+        return values if isinstance(values, str) else None
+
+    def entry_problem(self, entry_id: str) -> str | None:
+        if self._entries is None:
+            from journal_agent.journal.store import JournalStore
+
+            store = JournalStore(self.root)
+            self._entries = store.load().ids() if store.exists() else set()
+        if entry_id in self._entries:
+            return None
+        return (
+            f"[entry:{entry_id}] names no entry of learning_journal.md; use an id from "
+            "`journal-agent journal list --json`"
+        )
+
+
+def check_ledger(root: Path, ledger: Ledger) -> LedgerReport:
+    problems: list[LedgerProblem] = []
+    sources = SourceChecker(root)
+    problems += _structure(ledger)
+    problems += _references(ledger, sources)
+    for insight in ledger.insights():
+        text = insight.text
+        if "[m:" in text or ENTRY_REF.search(text):
+            continue
+        found = unsourced_numbers(insight.quote)
+        if found:
+            shown = ", ".join(f"'{q}'" for q in found[:4])
+            problems.append(
+                LedgerProblem(
+                    "unsourced_number",
+                    f"insight '{insight.title}' quotes {shown} with no source; add the "
+                    "measurement [m:<id>] or the journal entry [entry:<id>] it came from",
+                    insight.lineno,
+                )
+            )
+    problems.sort(key=lambda p: (p.line or 0, p.kind))
+    return LedgerReport(ok=not problems, problems=problems, summary=ledger.summary())
+
+
+def _references(ledger: Ledger, sources: SourceChecker) -> list[LedgerProblem]:
+    from profiling.records import CITATION
+
+    problems = []
+    fences = ledger.fences()
+    for i, line in enumerate(ledger.lines):
+        if fences[i] or "[" not in line:
+            continue
+        for m in CITATION.finditer(line):
+            why = sources.record_problem(m.group("id"))
+            if why:
+                problems.append(LedgerProblem("bad_citation", why, i + 1))
+        for m in ENTRY_REF.finditer(line):
+            why = sources.entry_problem(m.group("id"))
+            if why:
+                problems.append(LedgerProblem("missing_entry", why, i + 1))
+    return problems
+
+
+def _structure(ledger: Ledger) -> list[LedgerProblem]:
+    out: list[LedgerProblem] = []
+
+    def problem(detail: str, line: int | None = None) -> None:
+        out.append(LedgerProblem("structure", detail, line))
+
+    if ledger.title_index is None:
+        problem("the ledger has no '# <Course> Learning Ledger' title line", 1)
+    updated = ledger.last_updated
+    if updated is None:
+        problem(
+            "no '**Last Updated:** YYYY-MM-DD' line under the title; add one",
+            (ledger.updated_index or ledger.title_index or 0) + 1,
+        )
+    for key in SECTIONS:
+        found = [s for s in ledger.sections if s.key == key]
+        if not found:
+            problem(
+                f"no {_SECTION_NAMES[key]} section; `journal-agent ledger` updates create it, "
+                "or add the heading by hand"
+            )
+    # A second section with a known name is kept but never edited: say so.
+    known = {s.start for s in ledger.sections if s.key}
+    from journal_agent.journal.ledger import _SECTION_SIGNS, _identify
+
+    for span in ledger.sections:
+        if span.start not in known and _identify(span.title, _SECTION_SIGNS) is not None:
+            first = ledger.section(_identify(span.title, _SECTION_SIGNS) or "")
+            if first is not None and first.start < span.start:
+                problem(
+                    f"section '{span.title}' repeats '{first.title}' (line {first.lineno}); "
+                    "updates only go to the first — merge them",
+                    span.lineno,
+                )
+    fences = ledger.fences()
+    for i, line in enumerate(ledger.lines):
+        if not fences[i] and bad_checkbox(line):
+            problem(
+                f"'{bare(line).strip()[:40]}' is not a checkbox markdown renders; write "
+                "'- [ ] text' or '- [x] text'",
+                i + 1,
+            )
+    rows = ledger.sessions()
+    for row in rows:
+        if len(row.cells) != 3:
+            problem(
+                f"session row has {len(row.cells)} cells; write '| YYYY-MM-DD | topic | "
+                "key outcome |'",
+                row.lineno,
+            )
+        elif not is_date(row.date):
+            problem(f"session date {row.date!r} is not YYYY-MM-DD", row.lineno)
+    dated = [r for r in rows if is_date(r.date)]
+    if dated:
+        newest = max(dated, key=lambda r: (r.date, r.index))
+        bold = [r for r in rows if r.bold]
+        if bold and (len(bold) > 1 or bold[0] is not newest):
+            problem(
+                f"the bold session row should be the newest one only ({newest.date}, line "
+                f"{newest.lineno}); bold rows are at line(s) "
+                + ", ".join(str(r.lineno) for r in bold),
+                bold[0].lineno,
+            )
+        if updated and newest.date > updated:
+            problem(
+                f"Last Updated ({updated}) is older than the newest session ({newest.date})",
+                (ledger.updated_index or 0) + 1,
+            )
+    for insight in ledger.insights():
+        if insight.date is None:
+            problem(
+                f"insight heading '{insight.title}' has no date; write '### YYYY-MM-DD: <title>'",
+                insight.lineno,
+            )
+        if not insight.quote.strip():
+            problem(f"insight '{insight.title}' has no '> ' quotation under it", insight.lineno)
+    seen: dict[str, tuple[str, int]] = {}
+    for item in ledger.items():
+        key = normalize(item.text)
+        if key in seen and seen[key][0] != item.level:
+            level, line = seen[key]
+            problem(
+                f"'{item.text[:50]}' is listed under {_level(item.level)} and under "
+                f"{_level(level)} (line {line}); keep one",
+                item.lineno,
+            )
+        seen.setdefault(key, (item.level, item.lineno))
+    return out
+
+
+def _level(key: str) -> str:
+    return {"mastered": "🟢 Mastered", "developing": "🟡 Developing"}.get(key, "🔴 Blind Spots")
