@@ -21,7 +21,6 @@ from journal_agent.errors import JournalAgentError, UserError
 from journal_agent.paths import plugin_root
 
 Origin = Literal["project", "user", "plugin"]
-ORIGINS: tuple[Origin, ...] = ("project", "user", "plugin")
 MODEL_ALIASES = ("inherit", "haiku", "sonnet", "opus", "fable")
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _MODEL_ID = re.compile(r"^claude-[a-z0-9][a-z0-9.\-]*$")

@@ -186,7 +186,12 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
     from journal_agent.runtime.loop import RunOptions
     from journal_agent.runtime.render import Renderer, print_summary
     from journal_agent.runtime.result import INTERRUPTED
-    from journal_agent.runtime.runner import RunConfig, execute, prepare_agent, prepare_command
+    from journal_agent.runtime.runner import (
+        RunConfig,
+        execute,
+        prepare_agent,
+        prepare_slash_command,
+    )
     from journal_agent.runtime.transcript import Scrubber, new_run_id
 
     root = resolve_root(opts.root)
@@ -231,7 +236,7 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
         max_retries=opts.max_retries,
         run_id=opts.run_id,
     )
-    prepare = prepare_agent if kind == "agent" else prepare_command
+    prepare = prepare_agent if kind == "agent" else prepare_slash_command
     prepared = prepare(target, text, config)
     if opts.dry_run:
         _print_dry_run(prepared)
@@ -338,7 +343,7 @@ def _opts(values: dict[str, Any]) -> _Opts:
 
 
 @app.command("run")
-def run(
+def run_command(
     agent: Annotated[str, typer.Argument(help="Agent name (see `journal-agent agents`).")],
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
     root: RootOption = None,  # type: ignore[assignment]
@@ -363,7 +368,7 @@ def run(
 
 
 @app.command("command")
-def command(
+def command_command(
     name: Annotated[str, typer.Argument(help="Slash command name, with or without '/'.")],
     args: Annotated[list[str] | None, typer.Argument(help="Its arguments ($ARGUMENTS).")] = None,
     root: RootOption = None,  # type: ignore[assignment]
@@ -390,7 +395,7 @@ def command(
 
 
 @app.command("learn")
-def learn(
+def learn_command(
     topic: Annotated[
         list[str] | None, typer.Argument(help="What to record (the /learn command's arguments).")
     ] = None,
@@ -416,7 +421,7 @@ def learn(
 
 
 @app.command("runs")
-def runs(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ignore[assignment]
+def runs_command(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ignore[assignment]
     """List background runs, oldest first."""
     from journal_agent.runtime import background
 
@@ -450,7 +455,7 @@ def runs(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ig
 
 
 @app.command("wait")
-def wait(
+def wait_command(
     run_ids: Annotated[
         list[str], typer.Argument(help="Run ids `run --background` printed (one or more).")
     ],

@@ -108,7 +108,7 @@ def _context(config: RunConfig, mode: str | None, allow: tuple[str, ...] = ()) -
         )
     # make_context reads ~/.claude/settings.json from the real home; honour ``home`` instead.
     from journal_agent.tools.permissions import PermissionPolicy
-    from journal_agent.tools.reads import ReadTracker
+    from journal_agent.tools.read_tracking import ReadTracker
 
     root = config.root.expanduser().resolve()
     policy = PermissionPolicy.from_settings(
@@ -181,7 +181,7 @@ def prepare_agent(name: str, prompt: str, config: RunConfig) -> Prepared:
     return prepared
 
 
-def prepare_command(name: str, arguments: str, config: RunConfig) -> Prepared:
+def prepare_slash_command(name: str, arguments: str, config: RunConfig) -> Prepared:
     """``journal-agent command NAME ARGS`` / ``learn TOPIC``: the expanded command text is the
     first user message; the system prompt is the general one."""
     from journal_agent.definitions import expand_command, load_command
@@ -366,9 +366,9 @@ def run_agent(name: str, prompt: str, *, root: Path, **kwargs: Any) -> RunResult
     return execute(prepare_agent(name, prompt, RunConfig(root=Path(root), **kwargs)))
 
 
-def run_command(name: str, arguments: str = "", *, root: Path, **kwargs: Any) -> RunResult:
+def run_slash_command(name: str, arguments: str = "", *, root: Path, **kwargs: Any) -> RunResult:
     """Run slash command ``name`` with ``arguments``; keyword arguments are RunConfig fields."""
-    return execute(prepare_command(name, arguments, RunConfig(root=Path(root), **kwargs)))
+    return execute(prepare_slash_command(name, arguments, RunConfig(root=Path(root), **kwargs)))
 
 
 __all__ = [
@@ -377,7 +377,7 @@ __all__ = [
     "UserError",
     "execute",
     "prepare_agent",
-    "prepare_command",
+    "prepare_slash_command",
     "run_agent",
-    "run_command",
+    "run_slash_command",
 ]

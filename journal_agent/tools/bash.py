@@ -93,7 +93,7 @@ class Bash(Tool):
             ctx.policy.ensure("Bash", command=params.command)
         root = Path(workspace_root(ctx.root))
         timeout_s = (params.timeout or DEFAULT_TIMEOUT_MS) / 1000
-        outcome = run_command(params.command, root, timeout_s)
+        outcome = run_shell(params.command, root, timeout_s)
         return outcome.result()
 
 
@@ -178,7 +178,7 @@ def _signal_name(returncode: int) -> str:
 _CREDENTIALS = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"})
 
 
-def run_command(command: str, cwd: Path, timeout_s: float) -> _Outcome:
+def run_shell(command: str, cwd: Path, timeout_s: float) -> _Outcome:
     # The model's commands never see our API credentials: `env` or `printenv` would otherwise
     # put the key into the conversation and the transcript.
     env = {k: v for k, v in os.environ.items() if k not in _CREDENTIALS}

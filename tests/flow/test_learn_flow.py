@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from journal_agent.runtime import run_command
+from journal_agent.runtime import run_slash_command
 from journal_agent.testing import ScriptedModel, reply, tool_use
 
 TRAIN_PY = """import torch
@@ -90,7 +90,7 @@ def test_learn_studies_code_estimates_and_appends_a_verified_entry(tmp_path, cli
             reply("Recorded the entry in learning_journal.md."),
         ]
     )
-    result = run_command(
+    result = run_slash_command(
         "learn", "ZeRO stage 2", root=project, client=model.client(), home=tmp_path / "home"
     )
 
@@ -140,7 +140,7 @@ The optimizer needs 56 GB for a 7B model.
             reply("I could not append it."),
         ]
     )
-    run_command(
+    run_slash_command(
         "learn", "AdamW memory", root=project, client=model.client(), home=tmp_path / "home"
     )
     result = model.requests[1].body["messages"][-1]["content"][0]

@@ -9,7 +9,7 @@ import sys
 
 from learning_helpers import write_journal
 
-from journal_agent.runtime import run_command
+from journal_agent.runtime import run_slash_command
 from journal_agent.testing import ScriptedModel, reply, tool_use
 
 USER_LEDGER = """# Systems Course Learning Ledger
@@ -104,7 +104,7 @@ def test_end_session_updates_the_ledger_through_the_tools(tmp_path, ws):
             after_update,
         ]
     )
-    result = run_command(
+    result = run_slash_command(
         "end-session", "ZeRO-2", root=ws, client=model.client(), home=tmp_path / "home"
     )
     assert result.final_text.startswith("Session closed")
