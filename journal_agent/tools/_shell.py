@@ -195,9 +195,7 @@ def inner_scripts(cmd: SimpleCommand) -> list[str]:
 
 def is_read_only(cmd: SimpleCommand) -> bool:
     """True only for commands we know do nothing but read (and print)."""
-    if any(op in OUTPUT_REDIRECTS and target not in SAFE_DEVICES for op, target in cmd.redirects):
-        return False
-    if any(op == ">&" and not target.isdigit() and target != "-" for op, target in cmd.redirects):
+    if _redirects_to_a_file(cmd):
         return False
     if not cmd.words:
         return not cmd.assignments  # a bare "X=1" changes shell state only
@@ -212,31 +210,47 @@ def is_read_only(cmd: SimpleCommand) -> bool:
     if name == "sort":
         return not any(a == "-o" or a.startswith(("--output", "--compress-program")) for a in args)
     if name == "git":
-        while args and args[0] in ("--no-pager", "--no-optional-locks", "-P"):
-            args = args[1:]
-        if not args or args[0].startswith("-"):
-            return False  # global options such as -C / -c change what runs
-        sub, rest = args[0], args[1:]
-        if any(a.startswith("--output") or a == "--ext-diff" for a in rest):
-            return False
-        if sub == "grep" and any(re.match(r"-[A-Za-z]*O|--open-files-in-pager", a) for a in rest):
-            return False  # -O runs a pager program on the matching files
-        if sub in GIT_READ_ONLY:
-            return True
-        if sub == "branch":
-            return all(a in ("-a", "-r", "-v", "-vv", "--list", "--all", "--show-current")
-                       for a in rest)  # fmt: skip
-        if sub in ("remote", "tag", "stash"):
-            return rest in ([], ["-v"], ["list"], ["-l"])
-        return False
+        return _git_read_only(args)
     if name in ("pip", "pip3"):
         return bool(args) and args[0] in PIP_READ_ONLY
     if re.fullmatch(r"python(3(\.\d+)?)?", name):
-        if args in (["--version"], ["-V"]):
-            return True
-        if len(args) >= 2 and args[0] == "-c":
-            return not PYTHON_SIDE_EFFECTS.search(args[1])
+        return _python_read_only(args)
+    return False
+
+
+def _redirects_to_a_file(cmd: SimpleCommand) -> bool:
+    if any(op in OUTPUT_REDIRECTS and target not in SAFE_DEVICES for op, target in cmd.redirects):
+        return True
+    return any(
+        op == ">&" and not target.isdigit() and target != "-" for op, target in cmd.redirects
+    )
+
+
+def _git_read_only(args: list[str]) -> bool:
+    while args and args[0] in ("--no-pager", "--no-optional-locks", "-P"):
+        args = args[1:]
+    if not args or args[0].startswith("-"):
+        return False  # global options such as -C / -c change what runs
+    sub, rest = args[0], args[1:]
+    if any(a.startswith("--output") or a == "--ext-diff" for a in rest):
         return False
+    if sub == "grep" and any(re.match(r"-[A-Za-z]*O|--open-files-in-pager", a) for a in rest):
+        return False  # -O runs a pager program on the matching files
+    if sub in GIT_READ_ONLY:
+        return True
+    if sub == "branch":
+        return all(a in ("-a", "-r", "-v", "-vv", "--list", "--all", "--show-current")
+                   for a in rest)  # fmt: skip
+    if sub in ("remote", "tag", "stash"):
+        return rest in ([], ["-v"], ["list"], ["-l"])
+    return False
+
+
+def _python_read_only(args: list[str]) -> bool:
+    if args in (["--version"], ["-V"]):
+        return True
+    if len(args) >= 2 and args[0] == "-c":
+        return not PYTHON_SIDE_EFFECTS.search(args[1])
     return False
 
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 @dataclass(frozen=True)
 class Fingerprint:
     sha256: str | None
