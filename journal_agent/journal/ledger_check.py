@@ -17,6 +17,7 @@ Problem kinds (exactly these):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,16 +161,25 @@ def _references(ledger: Ledger, sources: SourceChecker) -> list[LedgerProblem]:
     return problems
 
 
+Problem = Callable[..., None]
+
+
 def _structure(ledger: Ledger) -> list[LedgerProblem]:
     out: list[LedgerProblem] = []
 
     def problem(detail: str, line: int | None = None) -> None:
         out.append(LedgerProblem("structure", detail, line))
 
+    for check in (_headings, _checkboxes, _sessions, _insights, _items):
+        check(ledger, problem)
+    return out
+
+
+def _headings(ledger: Ledger, problem: Problem) -> None:
+    """The title, the Last Updated line, every section once."""
     if ledger.title_index is None:
         problem("the ledger has no '# <Course> Learning Ledger' title line", 1)
-    updated = ledger.last_updated
-    if updated is None:
+    if ledger.last_updated is None:
         problem(
             "no '**Last Updated:** YYYY-MM-DD' line under the title; add one",
             (ledger.updated_index or ledger.title_index or 0) + 1,
@@ -194,6 +204,9 @@ def _structure(ledger: Ledger) -> list[LedgerProblem]:
                     "updates only go to the first — merge them",
                     span.lineno,
                 )
+
+
+def _checkboxes(ledger: Ledger, problem: Problem) -> None:
     fences = ledger.fences()
     for i, line in enumerate(ledger.lines):
         if not fences[i] and bad_checkbox(line):
@@ -202,6 +215,10 @@ def _structure(ledger: Ledger) -> list[LedgerProblem]:
                 "'- [ ] text' or '- [x] text'",
                 i + 1,
             )
+
+
+def _sessions(ledger: Ledger, problem: Problem) -> None:
+    """Session rows: three cells, a date, the newest one bold, not newer than Last Updated."""
     rows = ledger.sessions()
     for row in rows:
         if len(row.cells) != 3:
@@ -223,11 +240,15 @@ def _structure(ledger: Ledger) -> list[LedgerProblem]:
                 + ", ".join(str(r.lineno) for r in bold),
                 bold[0].lineno,
             )
+        updated = ledger.last_updated
         if updated and newest.date > updated:
             problem(
                 f"Last Updated ({updated}) is older than the newest session ({newest.date})",
                 (ledger.updated_index or 0) + 1,
             )
+
+
+def _insights(ledger: Ledger, problem: Problem) -> None:
     for insight in ledger.insights():
         if insight.date is None:
             problem(
@@ -236,6 +257,10 @@ def _structure(ledger: Ledger) -> list[LedgerProblem]:
             )
         if not insight.quote.strip():
             problem(f"insight '{insight.title}' has no '> ' quotation under it", insight.lineno)
+
+
+def _items(ledger: Ledger, problem: Problem) -> None:
+    """An item listed at two levels."""
     seen: dict[str, tuple[str, int]] = {}
     for item in ledger.items():
         key = normalize(item.text)
@@ -247,7 +272,6 @@ def _structure(ledger: Ledger) -> list[LedgerProblem]:
                 item.lineno,
             )
         seen.setdefault(key, (item.level, item.lineno))
-    return out
 
 
 def _level(key: str) -> str:
