@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import SEED_LEDGER
-
 from journal_agent.journal.ledger import parse_ledger
+from tests.learning.learning_helpers import SEED_LEDGER
 
 
 def _seed(ws: Path) -> Path:
