@@ -9,6 +9,8 @@ _.log_message  # http.server.BaseHTTPRequestHandler
 _.whitespace  # shlex.shlex settings (journal_agent/tools/_shell.py)
 _.whitespace_split
 _.commenters
+_.__signature__  # inspect / typer read them (journal_agent/cli/_config_flags.py)
+_.__annotations__
 pytestmark  # pytest
 fresh_support_check  # a pytest fixture requested by name (tests/profiling/test_tracker.py)
 sensor  # the parameter name nvidia-ml-py's nvmlDeviceGetTemperature is called with
@@ -19,6 +21,8 @@ Mode  # the permission modes' type (journal_agent/tools/permissions.py)
 SnapshotKind  # profiling/snapshot.py
 closure  # torch.optim.Optimizer.step(closure) signature (profiling/master_weights.py)
 outputs  # profiling/_tracker.py
+mfu  # profiling/config.py: a configuration field (the time estimate reads it)
+scan_truncated  # journal_agent/tools/sandbox/view.py: a field of the sandbox view
 utilization_memory_pct  # profiling/devices.py: fields of DeviceInfo / readings, in --json
 peak_active
 nvml_reserved
@@ -55,3 +59,6 @@ _.peak_gb
 # The learning work (#12), same status: its owner confirms or deletes.
 reparse  # journal_agent/journal/ledger_edit.py
 item_id_for_ledger_text  # journal_agent/journal/review.py
+
+# The numbers work (#11), same status: its owner confirms or deletes.
+_.peak_flops  # profiling/gpus.py

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -375,20 +374,23 @@ def _run_bash(cmd: CommandDefinition, command: str, root: Path, timeout: float) 
             f"'allowed-tools: Bash({command.split()[0]}:*)' to its frontmatter "
             "(or remove the line)."
         )
+    from journal_agent.settings import load_settings
+    from journal_agent.tools.base import ToolError
+    from journal_agent.tools.bash import run_shell
+    from journal_agent.tools.sandbox import build_view, confinement
+
+    # In the sandbox like any Bash call, with the whole filesystem read-only: these commands
+    # gather context for the prompt (git status, a diff), they have no business writing.
+    settings = load_settings(root).sandbox
+    conf = confinement(settings, root)
+    view = build_view(root, settings, writes=False) if conf.active else None
     try:
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            start_new_session=True,
-        )
-    except subprocess.TimeoutExpired:
-        raise UserError(
-            f"!`{command}` in {cmd.source} did not finish within {timeout:.0f} s."
-        ) from None
-    out = (done.stdout + done.stderr).rstrip("\n")
+        done = run_shell(command, root, timeout, conf=conf, view=view)
+    except ToolError as exc:
+        raise UserError(f"!`{command}` in {cmd.source} could not run: {exc}") from None
+    if done.timed_out is not None:
+        raise UserError(f"!`{command}` in {cmd.source} did not finish within {timeout:.0f} s.")
+    out = done.output.text().rstrip("\n")
     return out if done.returncode == 0 else f"{out}\n[exit code {done.returncode}]"
 
 

@@ -9,6 +9,7 @@ tracing a model takes seconds and must not stall the protocol loop.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from journal_agent import __version__
@@ -41,7 +42,15 @@ def build_server(root: Path):
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=text)], is_error=True
             )
-        result = await anyio.to_thread.run_sync(tool.call, ctx, dict(params.arguments or {}))
+        # Long tools (MemoryProfile) report progress; the client sees it when it asked for it.
+        session = getattr(_ctx, "session", None)
+
+        def progress(done: float, total: float | None, message: str) -> None:
+            if session is not None:
+                anyio.from_thread.run(session.report_progress, done, total, message)
+
+        call_ctx = dataclasses.replace(ctx, extras={**ctx.extras, "progress": progress})
+        result = await anyio.to_thread.run_sync(tool.call, call_ctx, dict(params.arguments or {}))
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.content)],
             is_error=result.is_error,
@@ -52,8 +61,9 @@ def build_server(root: Path):
         version=__version__,
         instructions=(
             "journal-agent: append validated entries to learning_journal.md, search it, read "
-            "and update learning_ledger.md (LedgerShow, LedgerUpdate), and estimate or trace "
-            "training memory. Cite the record id each profiling tool returns "
+            "and update learning_ledger.md (LedgerShow, LedgerUpdate), and estimate, trace or "
+            "measure training memory and time (DeviceInfo and MemoryProfile measure this "
+            "machine). Cite the record id each profiling tool returns "
             "as [m:<id>] beside the numbers you quote."
         ),
         on_list_tools=list_tools,

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from journal_agent.errors import UserError
+from journal_agent.tools.sandbox.config import SandboxSettings
 
 
 class PermissionSettings(BaseModel):
@@ -31,6 +32,8 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
+    # Claude Code's shape; see journal_agent/tools/sandbox/config.py and docs/security.md.
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     # Model aliases (haiku/sonnet/opus → model id) and prices live in the runtime's data
     # tables; these override them per project.
     models: dict[str, str] = Field(default_factory=dict)

@@ -25,8 +25,11 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "plot_trace": ("profiling.plot", "plot_trace"),
     # the models behind them
     "Estimate": ("profiling.estimate", "Estimate"),
-    "EstimateInput": ("profiling.estimate", "EstimateInput"),
-    "TraceConfig": ("profiling.trace", "TraceConfig"),  # imports torch
+    "TrainingConfig": ("profiling.config", "TrainingConfig"),
+    "EstimateInput": ("profiling.config", "TrainingConfig"),  # older name, the same class
+    "TraceConfig": ("profiling.config", "TrainingConfig"),  # older name, the same class
+    "OPTIMIZERS": ("profiling.config", "OPTIMIZERS"),
+    "GPUS": ("profiling.gpus", "GPUS"),
     "TraceResult": ("profiling.trace", "TraceResult"),  # imports torch
     "trace_step": ("profiling.trace", "trace_step"),  # imports torch
     "WORKLOADS": ("profiling.workloads", "WORKLOADS"),

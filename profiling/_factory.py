@@ -52,15 +52,20 @@ def _cwd_importable():
 
 
 def call_factory(
-    spec: str, batch: int, seq: int, factory: Callable[..., Any] | None = None
+    spec: str,
+    batch: int,
+    seq: int,
+    factory: Callable[..., Any] | None = None,
+    fake: bool = True,
 ) -> tuple[nn.Module, tuple[Any, ...]]:
-    """Call ``factory`` (or the one ``spec`` names) under the active fake mode."""
+    """Call ``factory`` (or the one ``spec`` names) under the active fake mode, or for real
+    (``fake=False``: a measured run on this machine)."""
     with _cwd_importable():
-        return _call_factory_here(spec, batch, seq, factory)
+        return _call_factory_here(spec, batch, seq, factory, fake)
 
 
 def _call_factory_here(
-    spec: str, batch: int, seq: int, factory: Callable[..., Any] | None
+    spec: str, batch: int, seq: int, factory: Callable[..., Any] | None, fake: bool = True
 ) -> tuple[nn.Module, tuple[Any, ...]]:
     factory = factory if factory is not None else load_factory(spec)
     kwargs: dict[str, Any] = {}
@@ -70,9 +75,13 @@ def _call_factory_here(
     try:
         made = factory(**kwargs)
     except Exception as exc:
+        where = (
+            "it runs under fake tensors: no data-dependent Python values"
+            if fake
+            else "it ran for real"
+        )
         raise ProfilingError(
-            f"model factory {spec!r} failed: {type(exc).__name__}: {exc}; "
-            "fix the factory (it runs under fake tensors: no data-dependent Python values)"
+            f"model factory {spec!r} failed: {type(exc).__name__}: {exc}; fix the factory ({where})"
         ) from None
     model, inputs = made if isinstance(made, tuple) and len(made) == 2 else (made, None)
     if isinstance(made, dict):
@@ -84,7 +93,7 @@ def _call_factory_here(
         )
     from torch._subclasses.fake_tensor import FakeTensor
 
-    if any(not isinstance(t, FakeTensor) for t in (*model.parameters(), *model.buffers())):
+    if fake and any(not isinstance(t, FakeTensor) for t in (*model.parameters(), *model.buffers())):
         raise ProfilingError(
             f"model factory {spec!r} returned a model with real tensors (built before the "
             "trace, e.g. at import time); construct the model inside the factory"

@@ -13,6 +13,8 @@ class Spread(BaseModel):
 
     n: int
     median: float
+    q1: float
+    q3: float
     iqr: float
     min: float
     max: float
@@ -31,6 +33,8 @@ class Spread(BaseModel):
         return cls(
             n=len(v),
             median=statistics.median(v),
+            q1=q1,
+            q3=q3,
             iqr=q3 - q1,
             min=v[0],
             max=v[-1],

@@ -2,9 +2,9 @@
 
     from profiling import estimate_memory, render_estimate, render_trace, save_record, trace_memory
 
-    est = estimate_memory(model="llama-7b", gpus=2, zero=2, gpu_mem_gb=40)
+    est = estimate_memory(model="llama-7b", gpus=2, zero=2, gpu_mem=40)
     print(render_estimate(est))
-    r = trace_memory(make_model, batch=8, dtype="bf16")  # your factory, under fake tensors
+    r = trace_memory(make_model, batch=8, precision="amp-bf16")  # your factory, under fake tensors
     print(render_trace(r), save_record(r, ".journal/measurements"))
 
 torch is imported only when a trace runs.
@@ -16,20 +16,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate import Estimate, EstimateInput, estimate
+from profiling.config import TrainingConfig
+from profiling.estimate import Estimate, estimate
 
 if TYPE_CHECKING:
     from profiling.trace import TraceResult
 
 
 def estimate_memory(**inputs: Any) -> Estimate:
-    """Closed-form memory of a training step; keywords as :class:`EstimateInput`
+    """Closed-form memory of a training step; keywords as :class:`TrainingConfig`
     (``model`` or ``params``, ``seq``, ``batch``, ``precision``, ``optimizer``, ``gpus``,
-    ``zero``, ``tp``, ``lora_rank``, ``recompute``, ``flash_attention``, ``gpu_mem_gb`` …).
+    ``zero``, ``tp``, ``lora_rank``, ``checkpointing``, ``attention``, ``gpu``, ``gpu_mem`` …).
 
     Raises :class:`~profiling.errors.ProfilingError` with one sentence on bad input.
     """
-    return estimate(EstimateInput.parse(**inputs))
+    return estimate(TrainingConfig.parse(style="field", **inputs))
 
 
 def trace_memory(
@@ -41,25 +42,19 @@ def trace_memory(
 
     ``model`` is a reference workload name (``"llama-7b"``), ``"package.module:function"``,
     or a function returning ``(module, inputs)`` (it may take ``batch`` and ``seq``); it runs
-    under fake tensors, so build the model inside it. Options as :class:`TraceConfig`
-    (``batch``, ``seq``, ``dtype``, ``param_dtype``, ``optimizer``, ``world_size``, ``fsdp``,
-    ``checkpointing`` …).
+    under fake tensors, so build the model inside it. Options as :class:`TrainingConfig`
+    (``batch``, ``seq``, ``precision``, ``optimizer``, ``gpus``, ``zero``, ``fsdp``,
+    ``checkpointing`` …); ``module_depth`` sets the depth of the per-module table.
     """
-    from pydantic import ValidationError
-
-    from profiling.errors import ProfilingError
-    from profiling.trace import TraceConfig, trace_step
+    from profiling.trace import trace_step
 
     factory = None
     if callable(model):
         factory = model
         model = f"{getattr(model, '__module__', '?')}:{getattr(model, '__qualname__', 'factory')}"
-    try:
-        config = TraceConfig(model=model, **options)
-    except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise ProfilingError("; ".join(problems)) from None
-    return trace_step(config, progress=progress, factory=factory)
+    depth = options.pop("module_depth", 2)
+    config = TrainingConfig.parse(style="field", model=model, **options)
+    return trace_step(config, progress=progress, factory=factory, module_depth=depth)
 
 
 def save_record(result: Any, directory: str | Path, gpu_mem_gb: float | None = None) -> str:

@@ -288,6 +288,11 @@ def _torch_built_cuda() -> str | None:
     return getattr(torch.version, "cuda", None)
 
 
+def set_cuda_device(index: int) -> None:
+    """Make GPU ``index`` this process's current device (one rank per GPU)."""
+    _torch_cuda().set_device(index)
+
+
 def cuda_available() -> bool:
     try:
         return bool(_torch_cuda().is_available())

@@ -14,75 +14,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel
 
+from profiling.config import OPTIMIZERS, Precision, TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.records import Step
-from profiling.units import GB, GiB, fmt_bytes, fmt_count
+from profiling.units import GiB, fmt_bytes, fmt_count
 from profiling.workloads import WORKLOADS
 
-Precision = Literal["fp32", "mixed", "bf16"]
-Recompute = Literal["none", "selective", "full"]
-OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-nomomentum", "adam8bit", "adafactor", "lion")
 # Below this share of the GPU an estimate is ✅; up to 100 % it is ⚠️ (allocator fragmentation,
 # the CUDA context and NCCL buffers take the rest); above, ❌.
 HEADROOM = 0.90
 QLORA_BITS = 4 + 0.127  # NF4 + double-quantized block constants (QLoRA paper, §3)
 
-
-class EstimateInput(BaseModel):
-    model: str | None = Field(None, description="a reference workload name, e.g. llama-7b")
-    params: int | None = Field(None, ge=1, description="parameter count Ψ when no --model")
-    layers: int | None = Field(None, ge=1)
-    hidden: int | None = Field(None, ge=1)
-    heads: int | None = Field(None, ge=1)
-    vocab: int | None = Field(None, ge=1)
-    seq: int | None = Field(None, ge=1, description="sequence length; default: the model's")
-    batch: int = Field(1, ge=1, description="micro-batch per GPU")
-    precision: Precision = "mixed"
-    optimizer: str = "adamw"
-    gpus: int = Field(1, ge=1)
-    zero: int = Field(0, ge=0, le=3)
-    tp: int = Field(1, ge=1, description="tensor-parallel degree")
-    sequence_parallel: bool = False
-    lora_rank: int | None = Field(None, ge=1)
-    qlora: bool = False
-    recompute: Recompute = "none"
-    flash_attention: bool = False
-    fp32_grads: bool = Field(
-        False, description="count an fp32 gradient copy too (DeepSpeed's 18 B/param convention)"
-    )
-    gpu_mem_gb: float | None = Field(None, gt=0, description="GPU memory in GB (10^9 bytes)")
-
-    @model_validator(mode="after")
-    def _check(self) -> EstimateInput:
-        if self.optimizer not in OPTIMIZERS:
-            raise ProfilingError(
-                f"unknown optimizer {self.optimizer!r}; use one of {', '.join(OPTIMIZERS)}"
-            )
-        if self.model is None and self.params is None:
-            raise ProfilingError("give --model NAME or --params N (e.g. --params 7e9)")
-        if self.model is not None and self.model not in WORKLOADS:
-            raise ProfilingError(
-                f"unknown model {self.model!r}; use one of {', '.join(WORKLOADS)} "
-                "or --params N --layers L --hidden H --heads A --vocab V"
-            )
-        if self.qlora and self.lora_rank is None:
-            raise ProfilingError("--qlora needs --lora-rank R")
-        return self
-
-    @classmethod
-    def parse(cls, **values: Any) -> EstimateInput:
-        """Validate, turning pydantic's report into one ProfilingError sentence."""
-        try:
-            return cls(**values)
-        except ValidationError as exc:
-            problems = []
-            for err in exc.errors():
-                msg = str(err["msg"]).removeprefix("Value error, ")
-                loc = ".".join(str(p) for p in err["loc"])
-                problems.append(f"{loc}: {msg}" if loc else msg)
-            raise ProfilingError("; ".join(problems)) from None
+# The estimate reads the one configuration model every tool shares (an alias kept for callers).
+EstimateInput = TrainingConfig
 
 
 class Component(BaseModel):
@@ -177,26 +123,22 @@ def _shape(inp: EstimateInput) -> dict[str, Any]:
 
 def _bytes_per_param(precision: Precision, optimizer: str, hidden: int | None) -> dict[str, Any]:
     """Weights, gradients, master copy and optimizer-state bytes per trainable parameter."""
-    weight = 4 if precision == "fp32" else 2
+    weight = 2 if precision in ("mixed", "bf16") else 4  # autocast keeps fp32 parameters
     grad = weight
     master = 4 if precision == "mixed" else 0
     state = 2 if precision == "bf16" else 4  # bytes of one optimizer-state element
     states: list[tuple[str, float, str]]
-    if optimizer in ("adamw", "adam"):
-        states = [("momentum", state, f"{state} B"), ("variance", state, f"{state} B")]
-    elif optimizer in ("sgd", "lion"):
-        states = [("momentum", state, f"{state} B")]
-    elif optimizer == "sgd-nomomentum":
-        states = []
-    elif optimizer == "adam8bit":
+    if optimizer == "adam8bit":
         # bitsandbytes: both moments in 8 bits (block-wise constants are < 1 % more).
-        states = [("momentum (8-bit)", 1, "1 B"), ("variance (8-bit)", 1, "1 B")]
-    else:  # adafactor, β1 = None: one row and one column vector per matrix
+        states = [(name, 1, "1 B") for name in OPTIMIZERS[optimizer].states]
+    elif optimizer == "adafactor":  # β1 = None: one row and one column vector per matrix
         if hidden is None:
             states = [("factored variance", 0, "≈ 0 (needs --hidden)")]
         else:
             per = 2 / hidden * state
             states = [("factored variance", per, f"(2/h)·{state} B = 2/{hidden}·{state} B")]
+    else:
+        states = [(name, state, f"{state} B") for name in OPTIMIZERS[optimizer].states]
     return {"weight": weight, "grad": grad, "master": master, "states": states}
 
 
@@ -207,7 +149,7 @@ def _activation_per_layer(inp: EstimateInput, s: int, b: int, h: int, a: int) ->
     """Korthikanti et al. per-layer bytes (16-bit activations) and the formula with numbers."""
     t = inp.tp
     sp = inp.sequence_parallel
-    no_scores = inp.flash_attention or inp.recompute == "selective"
+    no_scores = inp.attention == "flash" or inp.checkpointing == "selective"
     if t == 1:
         if no_scores:
             return 34 * s * b * h, f"34·s·b·h = 34·{s}·{b}·{h}"
@@ -231,6 +173,10 @@ def _activation_per_layer(inp: EstimateInput, s: int, b: int, h: int, a: int) ->
 
 
 def estimate(inp: EstimateInput) -> Estimate:
+    if inp.is_factory:
+        raise ProfilingError(
+            f"the estimate needs a reference model or --params, not the factory {inp.model!r}"
+        )
     shape = _shape(inp)
     psi = int(shape["params"])
     n = inp.gpus
@@ -240,7 +186,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     L = shape.get("layers")
     a = shape.get("heads")
     V = shape.get("vocab")
-    s, b = inp.seq or shape.get("max_seq", 2048), inp.batch
+    s, b = inp.seq_or_default(), inp.batch
     notes: list[str] = []
     components: list[Component] = []
     steps: list[Step] = []
@@ -278,7 +224,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         return n * t, " / (N·t)", f" / ({n}·{t})"
 
     bpp = _bytes_per_param(inp.precision, inp.optimizer, h)
-    wname = {"fp32": "fp32", "mixed": "fp16/bf16", "bf16": "bf16"}[inp.precision]
+    wname = {"mixed": "fp16/bf16", "bf16": "bf16"}.get(inp.precision, "fp32")
 
     # ---- LoRA / QLoRA: a frozen base and small trainable adapters
     if inp.lora_rank is not None:
@@ -437,7 +383,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         )
     else:
         per_layer, formula = _activation_per_layer(inp, s, b, h, a)
-        if inp.recompute == "full":
+        if inp.checkpointing == "full":
             sp_div = t if inp.sequence_parallel else 1
             ckpt = 2 * s * b * h // sp_div
             add(
@@ -460,9 +406,9 @@ def estimate(inp: EstimateInput) -> Estimate:
             )
         else:
             label = "Activations"
-            if inp.recompute == "selective":
+            if inp.checkpointing == "selective":
                 label += " (selective recompute)"
-            elif inp.flash_attention:
+            elif inp.attention == "flash":
                 label += " (flash attention)"
             add(
                 label,
@@ -497,7 +443,7 @@ def estimate(inp: EstimateInput) -> Estimate:
             unit="B",
         )
     )
-    gpu_mem = int(inp.gpu_mem_gb * GB) if inp.gpu_mem_gb else None
+    gpu_mem = inp.gpu_mem_bytes()
     fits = status = None
     if gpu_mem:
         fits, status = status_for(per_gpu, gpu_mem)
@@ -559,10 +505,10 @@ def describe_setup(inp: EstimateInput, shape: dict[str, Any]) -> str:
         parts.append(f"ZeRO-{inp.zero}")
     if inp.tp > 1:
         parts.append(f"TP={inp.tp}" + (" + SP" if inp.sequence_parallel else ""))
-    parts.append(f"seq {inp.seq or shape.get('max_seq', 2048)} × batch {inp.batch}")
-    if inp.recompute != "none":
-        parts.append(f"{inp.recompute} recompute")
-    if inp.flash_attention:
+    parts.append(f"seq {inp.seq_or_default()} × batch {inp.batch}")
+    if inp.checkpointing != "none":
+        parts.append(f"{inp.checkpointing} recompute")
+    if inp.attention == "flash":
         parts.append("flash attention")
     return ", ".join(parts)
 

@@ -297,3 +297,137 @@ def measured_record(
             **(extra or {}),
         },
     )
+
+
+# --------------------------------------------------------------------- a measured run
+
+
+def render_comparison(rows: list[dict[str, Any]], trace_id: str | None = None) -> str:
+    """Measured beside traced, ratio per phase (and what the ratio means)."""
+    if not rows:
+        return ""
+    cite = f" [m:{trace_id}]" if trace_id else ""
+    lines = [f"Measured ÷ traced (the same step under fake tensors{cite}), step {rows[0]['step']}:"]
+    lines.append(f"{'':<18}{'measured':>12}{'traced':>12}{'ratio':>9}{'difference':>16}")
+    for r in rows:
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.4f}"
+        diff = r["measured_bytes"] - r["traced_bytes"]
+        lines.append(
+            f"{r['what']:<18}{fmt_bytes(r['measured_bytes']):>12}"
+            f"{fmt_bytes(r['traced_bytes']):>12}{ratio:>9}{diff:>+14,} B"
+        )
+    return "\n".join(lines)
+
+
+def run_setup(run: Any) -> str:
+    from profiling.report import _setup
+
+    return _setup(run.config)
+
+
+def run_record(run: Any, trace_id: str | None = None) -> MeasurementRecord:
+    """The ``measured`` record of a ``profile`` run: summary, configuration, comparison."""
+    s = run.summary
+    extra_q = [
+        Quantity(
+            name=f"measured_over_traced_{r['what'].replace(' ', '_')}", value=r["ratio"], unit=""
+        )
+        for r in run.comparison
+        if r["ratio"] is not None
+    ]
+    extra_q.append(Quantity(name="params", value=run.params, unit=""))
+    table = render_summary(s)
+    if run.comparison:
+        table += "\n\n" + render_comparison(run.comparison, trace_id)
+    record = measured_record(
+        s,
+        title=f"Measured: {run_setup(run)} on {s.device.get('label', 'device')}",
+        config={
+            **run.config.model_dump(),
+            "model_info": run.model_info,
+            "steps": run.options.steps,
+        },
+        extra={"comparison": run.comparison, "trace_record": trace_id},
+        quantities=extra_q,
+    )
+    record.extra["table"] = table
+    return record
+
+
+def run_json(run: Any, record_id: str, trace_id: str | None = None) -> dict[str, Any]:
+    out = summary_json(run.summary, record_id)
+    out["config"] = run.config.model_dump()
+    out["params"] = run.params
+    out["trace"] = (
+        {"record_id": trace_id, "peak_bytes": run.trace.peak_bytes}
+        if run.trace is not None
+        else None
+    )
+    out["measured_over_traced"] = run.comparison
+    return out
+
+
+# --------------------------------------------------------------------- devices
+
+
+def _fmt(n: int | None) -> str:
+    return "—" if n is None else fmt_bytes(n)
+
+
+def render_gpu_info(info: Any) -> str:
+    """The text of ``journal-agent gpu`` (also what the DeviceInfo tool returns)."""
+    host = info.host
+    cpu = f"CPU: {host.get('cpu')}, {host.get('cpus')} CPUs, {_fmt(host.get('ram_bytes'))} RAM"
+    torch = f"torch {info.torch or 'not installed'}"
+    if not info.available:
+        return f"{info.reason}.\n{cpu}; {torch}"
+    lines = [
+        f"NVIDIA driver {info.driver}, CUDA driver API {info.cuda_driver}, NVML {info.nvml}; "
+        f"{torch} (built for CUDA {info.torch_cuda or 'none'}; "
+        f"{'sees' if info.torch_sees_cuda else 'does NOT see'} the GPUs)"
+    ]
+    for d in info.devices:
+        util = "—" if d.utilization_gpu_pct is None else f"{d.utilization_gpu_pct:.0f}%"
+        lines.append(
+            f"GPU {d.index}: {d.name} — {_fmt(d.used_bytes)} used of {_fmt(d.total_bytes)} "
+            f"(driver-reserved {_fmt(d.reserved_bytes)}, free {_fmt(d.free_bytes)}), "
+            f"utilization {util}"
+        )
+        for p in d.processes:
+            lines.append(f"  pid {p.pid} {p.name}: {_fmt(p.used_bytes)}")
+        if not d.processes:
+            lines.append("  no compute processes")
+    lines.append(cpu)
+    return "\n".join(lines)
+
+
+def device_record(info: Any) -> MeasurementRecord:
+    """What ``gpu`` / DeviceInfo saw, as a ``measured`` record (memory in use per GPU)."""
+    from profiling.devices import software_versions
+
+    results = [Quantity(name="ram", value=info.host.get("ram_bytes") or 0, unit="B")]
+    for d in info.devices:
+        for name in ("total", "used", "reserved", "free"):
+            value = getattr(d, f"{name}_bytes")
+            if value is not None:
+                results.append(Quantity(name=f"gpu{d.index}_{name}", value=value, unit="B"))
+        for p in d.processes:
+            if p.used_bytes is not None:
+                results.append(
+                    Quantity(name=f"gpu{d.index}_pid{p.pid}_used", value=p.used_bytes, unit="B")
+                )
+    title = (
+        f"Devices: {len(info.devices)} × {info.devices[0].name}"
+        if info.devices
+        else "Devices: no NVIDIA GPU (CPU only)"
+    )
+    return MeasurementRecord(
+        id=new_record_id("measured"),
+        kind="measured",
+        title=title,
+        device=info.model_dump(mode="json"),
+        software=software_versions(),
+        results=results,
+        notes=info.reason or "",
+        extra={"table": render_gpu_info(info)},
+    )

@@ -91,8 +91,8 @@ def _setup(cfg: Any) -> str:
     if cfg.fsdp:
         style = "FSDP2" + ("" if cfg.reshard_after_forward else " (no reshard: ZeRO-2 style)")
         parts.append(f"{style} × {cfg.world_size} ranks")
-    if cfg.checkpointing:
-        parts.append("activation checkpointing")
+    if cfg.checkpointing != "none":
+        parts.append(f"{cfg.checkpointing} activation checkpointing")
     if cfg.grads_kept:
         parts.append("gradients zeroed in place")
     return ", ".join(parts)
@@ -238,73 +238,32 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
 # --------------------------------------------------------------------- side by side
 
 
-TRACEABLE_OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-nomomentum")
-
-
 def trace_config_for_estimate(est: Estimate) -> Any:
-    """The traced twin of an estimate: autocast for mixed precision, FSDP2 for ZeRO over N > 1.
+    """The traced twin of an estimate: the same configuration, checked for what a trace runs.
 
     Raises ProfilingError for what a trace cannot reproduce (LoRA, tensor parallelism, 8-bit or
     factored optimizers, a parameter count without a model).
     """
     from profiling.errors import ProfilingError
-    from profiling.trace import TraceConfig
+    from profiling.trace import OPTIMIZERS, untraceable
 
-    inp = est.inputs
-    problems = []
-    if inp.model is None:
-        problems.append("a reference --model (not --params)")
-    if inp.lora_rank is not None:
-        problems.append("full training (no --lora-rank)")
-    if inp.tp > 1:
-        problems.append("no tensor parallelism (--tp 1)")
-    if inp.optimizer not in TRACEABLE_OPTIMIZERS:
-        problems.append(f"an optimizer among {', '.join(TRACEABLE_OPTIMIZERS)}")
+    problems = untraceable(est.inputs)
+    if est.inputs.optimizer not in OPTIMIZERS:
+        problems.append(f"an optimizer among {', '.join(OPTIMIZERS)}")
     if problems:
         raise ProfilingError("the trace beside an estimate needs " + "; ".join(problems))
-    sharded = bool(inp.zero and inp.gpus > 1)
-    return TraceConfig(
-        model=inp.model,
-        batch=inp.batch,
-        seq=inp.seq,
-        # The same convention on both sides: "mixed" is traced with fp32 master weights (or
-        # FSDP2's MixedPrecisionPolicy when sharded), "bf16" as pure bf16.
-        precision=inp.precision,
-        fp32_grads=bool(inp.fp32_grads) and inp.precision == "mixed",
-        optimizer=inp.optimizer,
-        world_size=inp.gpus if sharded else 1,
-        fsdp=sharded,
-        # FSDP2 always shards parameters; not resharding after forward is ZeRO-2's behaviour
-        # (ZeRO-1 has no FSDP2 twin: it is traced the same way).
-        reshard_after_forward=inp.zero == 3,
-        checkpointing=inp.recompute == "full",
-    )
+    return est.inputs
 
 
 def estimate_input_for_trace(cfg: Any, gpu_mem_gb: float | None = None) -> EstimateInput:
-    """The estimate that describes the same step as a trace configuration."""
-    # The estimate's vocabulary: autocast over fp32 parameters is its nearest, "mixed".
-    precision = {"amp-bf16": "mixed", "amp-fp16": "mixed"}.get(cfg.precision, cfg.precision)
-    if cfg.optimizer not in TRACEABLE_OPTIMIZERS:
-        from profiling.errors import ProfilingError
+    """The estimate that describes the same step as a trace configuration: the same one."""
+    from profiling.errors import ProfilingError
 
-        raise ProfilingError(
-            f"no estimate matches optimizer {cfg.optimizer!r}; compare with "
-            f"{', '.join(TRACEABLE_OPTIMIZERS)}"
-        )
-    optimizer = cfg.optimizer
-    zero = (3 if cfg.reshard_after_forward else 2) if cfg.fsdp else 0
-    return EstimateInput(
-        model=cfg.model,
-        seq=cfg.seq,
-        batch=cfg.batch,
-        precision=precision,
-        optimizer=optimizer,
-        gpus=cfg.world_size,
-        zero=zero,
-        recompute="full" if cfg.checkpointing else "none",
-        gpu_mem_gb=gpu_mem_gb,
-    )
+    if cfg.is_factory:
+        raise ProfilingError("--compare-estimate needs a reference model, not a factory")
+    if gpu_mem_gb is not None:
+        cfg = cfg.model_copy(update={"gpu_mem": gpu_mem_gb})
+    return cfg
 
 
 def compare(est: Estimate, result: Any) -> dict[str, Any]:

@@ -18,10 +18,10 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 from torch import nn
 
 from profiling._factory import call_factory
@@ -34,20 +34,14 @@ from profiling._tracker import (
     phase_snapshot,
     to_categories,
 )
+from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
+from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.workloads import WORKLOADS, build_model, describe
 
-Precision = Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"]
-PRECISIONS: dict[str, str] = {
-    "fp32": "fp32 parameters, gradients and optimizer states; no autocast",
-    "amp-bf16": "torch.autocast(bf16) over fp32 parameters (what a PyTorch user runs)",
-    "amp-fp16": "torch.autocast(fp16) over fp32 parameters",
-    "mixed": "16-bit parameters and gradients, fp32 master weights and optimizer states "
-    "(Megatron, DeepSpeed; FSDP2's MixedPrecisionPolicy with --fsdp)",
-    "bf16": "pure bf16: parameters, gradients and optimizer states all bf16",
-}
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-OPTIMIZERS = ("adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop")
+# The optimizers torch ships: the ones a trace can run (the one list lives in profiling.config).
+OPTIMIZERS = tuple(name for name, spec in CONFIG_OPTIMIZERS.items() if spec.in_torch)
 MIN_TORCH = (2, 5)
 
 Progress = Callable[[str], None]
@@ -55,80 +49,26 @@ Progress = Callable[[str], None]
 # hosts that run tools on threads get one trace at a time.
 _TRACE_LOCK = threading.Lock()
 
-
-def legacy_precision(dtype: str | None, param_dtype: str | None, fsdp: bool = False) -> str:
-    """The precision the old ``--dtype`` / ``--param-dtype`` spellings traced."""
-    if param_dtype not in (None, "fp32"):
-        return "bf16"  # pure 16-bit training
-    if dtype in (None, "fp32"):
-        return "fp32"
-    if fsdp:  # FSDP traced --dtype bf16 with its MixedPrecisionPolicy: that is "mixed"
-        return "mixed"
-    return f"amp-{dtype}"
+# A trace is configured by the one model every tool shares (the older name kept for callers).
+TraceConfig = TrainingConfig
 
 
-class TraceConfig(BaseModel):
-    model: str = Field(description="a reference workload name or 'package.module:factory'")
-    batch: int = Field(1, ge=1)
-    seq: int | None = Field(
-        None, ge=1, description="default: the reference model's context (≤ 2048), else 512"
-    )
-    precision: Precision = Field(
-        "fp32", description="; ".join(f"{k}: {v}" for k, v in PRECISIONS.items())
-    )
-    fp32_grads: bool = Field(
-        False, description="mixed: keep an fp32 gradient copy across steps (DeepSpeed's 18 B)"
-    )
-    optimizer: str = "adamw"
-    foreach: bool | None = Field(
-        None,
-        description="multi-tensor optimizer kernels (PyTorch's CUDA default); None = on "
-        "without FSDP, off with it",
-    )
-    world_size: int = Field(1, ge=1)
-    fsdp: bool = False
-    checkpointing: bool = False
-    reshard_after_forward: bool = Field(
-        True, description="FSDP: free gathered parameters after forward (ZeRO-3); False = ZeRO-2"
-    )
-    grads_kept: bool = Field(
-        False,
-        description="the loop zeroes gradients in place (zero_grad(set_to_none=False)), so "
-        "they stay allocated through forward; default: set to None, PyTorch's default",
-    )
-    module_depth: int = Field(2, ge=0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_dtypes(cls, data: Any) -> Any:
-        # The old spellings keep working: --dtype (autocast dtype), --param-dtype (pure 16-bit).
-        if isinstance(data, dict) and ("dtype" in data or "param_dtype" in data):
-            data = dict(data)
-            dtype, param_dtype = data.pop("dtype", None), data.pop("param_dtype", None)
-            if dtype is not None and dtype not in _DTYPES:
-                raise ValueError(f"dtype {dtype!r} is not one of fp32, bf16, fp16")
-            if param_dtype is not None and param_dtype not in _DTYPES:
-                raise ValueError(f"param_dtype {param_dtype!r} is not one of fp32, bf16, fp16")
-            data.setdefault(
-                "precision", legacy_precision(dtype, param_dtype, bool(data.get("fsdp")))
-            )
-        return data
-
-    @property
-    def dtype(self) -> str:
-        """The compute dtype: autocast's for amp, the parameters' otherwise."""
-        return {"fp32": "fp32", "amp-bf16": "bf16", "amp-fp16": "fp16"}.get(self.precision, "bf16")
-
-    @property
-    def param_dtype(self) -> str:
-        """The dtype the model's parameters are built in (FSDP mixed: fp32 shards)."""
-        if self.precision == "bf16" or (self.precision == "mixed" and not self.fsdp):
-            return "bf16"
-        return "fp32"
-
-    @property
-    def autocast(self) -> bool:
-        return self.precision.startswith("amp-")
+def untraceable(config: TrainingConfig) -> list[str]:
+    """What of the configuration a trace cannot reproduce (each says what to use instead)."""
+    problems = []
+    if config.model is None:
+        problems.append("a --model (a reference name or package.module:factory), not --params")
+    if config.lora_rank is not None:
+        problems.append("full training (no --lora-rank)")
+    if config.tp > 1:
+        problems.append("no tensor parallelism (--tp 1)")
+    if config.offload_optimizer:
+        problems.append("optimizer state on the GPU (no --offload-optimizer)")
+    if config.checkpointing == "selective":
+        problems.append("--checkpointing none or full (selective is estimated only)")
+    if config.attention == "eager" or config.dropout:
+        problems.append("--attention sdpa or flash and no --dropout (what the models run)")
+    return problems
 
 
 class FlopCount(BaseModel):
@@ -283,6 +223,7 @@ def trace_step(
     progress: Progress | None = None,
     upstream_tracker: bool = False,
     factory: Callable[..., Any] | None = None,
+    module_depth: int = 2,
 ) -> TraceResult:
     """Trace a steady-state training step of ``config.model``: exact bytes by category.
 
@@ -299,11 +240,16 @@ def trace_step(
     _require_tracing_apis()
     if config.optimizer not in OPTIMIZERS:
         make_optimizer(config.optimizer, [])  # raises the clear error
-    if config.world_size > 1 and not config.fsdp:
+    problems = untraceable(config)
+    if problems:
+        raise ProfilingError("the trace needs " + "; ".join(problems))
+    if config.world_size > 1 and not (config.fsdp or config.sharded):
         raise ProfilingError(
-            "--world-size > 1 needs --fsdp (plain data parallelism replicates everything: "
-            "the per-rank result equals world size 1)"
+            "--world-size > 1 needs --fsdp or --zero 2/3 (plain data parallelism replicates "
+            "everything: the per-rank result equals world size 1)"
         )
+    if config.sharded and not config.fsdp:
+        config = config.model_copy(update={"fsdp": True})  # ZeRO over N GPUs: FSDP2 shards it
     if config.fp32_grads and config.precision != "mixed":
         raise ProfilingError(
             "--fp32-grads is the fp32 gradient copy of --precision mixed; add --precision mixed "
@@ -311,8 +257,7 @@ def trace_step(
         )
     say = progress or (lambda _stage: None)
     if config.seq is None:
-        workload = None if factory is not None else WORKLOADS.get(config.model)
-        config = config.model_copy(update={"seq": min(workload.max_seq, 2048) if workload else 512})
+        config = config.model_copy(update={"seq": config.seq_or_default()})
     start = time.perf_counter()
     with _TRACE_LOCK, contextlib.ExitStack() as stack:
         stack.enter_context(warnings.catch_warnings())
@@ -326,7 +271,7 @@ def trace_step(
             # One untracked step on a throwaway model fills the caches first.
             say("warming DTensor's caches")
             _fill_dtensor_caches(config, mesh, factory)
-        result = _trace_in_fake_mode(config, mesh, say, not upstream_tracker, factory)
+        result = _trace_in_fake_mode(config, mesh, say, not upstream_tracker, factory, module_depth)
     result.wall_seconds = round(time.perf_counter() - start, 3)
     return result
 
@@ -383,7 +328,7 @@ def _build(
         model, inputs, info = _make_model(config, factory)
     finally:
         torch.set_default_dtype(previous)
-    if config.checkpointing:
+    if config.checkpointing == "full":
         n = _apply_checkpointing(model)
         notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
     if mesh is not None:
@@ -462,6 +407,7 @@ def _trace_in_fake_mode(
     say: Progress,
     fast: bool,
     factory: Callable[..., Any] | None = None,
+    module_depth: int = 2,
 ) -> TraceResult:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -499,8 +445,8 @@ def _trace_in_fake_mode(
                 raise ProfilingError(_fake_failure(config.model, exc)) from None
             after = merge_snapshots(tracker.get_tracker_snapshot())
         say("summarizing")
-        by_module = module_table(tracker, config.module_depth)
-        flops = _flop_count(tracker.flops, config.module_depth)
+        by_module = module_table(tracker, module_depth)
+        flops = _flop_count(tracker.flops, module_depth)
     notes.append(
         "steady state: the traced step is the second of a loop on the same model and optimizer "
         + (

@@ -81,6 +81,7 @@ def _register() -> None:
         agents_cmd,
         tool_cmd,
         mcp_cmd,
+        doctor_cmd,
     )
 
 

@@ -30,3 +30,17 @@ def resolve_root(root: Path | None) -> Path:
 
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def sandbox_notice(root: Path) -> None:
+    """Say once, on stderr, when Bash commands will run without the OS sandbox (and what that
+    means), or when the settings ask for something the sandbox cannot enforce."""
+    import sys
+
+    from journal_agent.settings import load_settings
+    from journal_agent.tools.sandbox import confinement, notice
+
+    settings = load_settings(root).sandbox
+    message = notice(confinement(settings, root), settings)
+    if message:
+        print(message, file=sys.stderr)

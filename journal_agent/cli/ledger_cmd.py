@@ -69,8 +69,11 @@ def ledger_command(
     typer.echo(f"open action items: {len(open_actions)}")
     for action in open_actions[:5]:
         typer.echo(f"  - [ ] {action['text']}  ({action['horizon'] or 'no horizon'})")
-    due = overview["due"]
-    typer.echo(f"due for review: {len(due)}" + ("  (journal-agent review)" if due else ""))
+    due, new = overview["due"], overview["new"]
+    typer.echo(
+        f"due for review: {len(due)}, never reviewed: {len(new)}"
+        + ("  (journal-agent review)" if due or new else "")
+    )
     for card in due[:5]:
         typer.echo(f"  {card['id']}  {card['title']}")
     sessions = overview["sessions"][-3:]

@@ -7,47 +7,20 @@ commands that need it; ``gpu`` on a machine without an NVIDIA driver never impor
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from journal_agent.cli import app
-from journal_agent.cli._common import print_json
+from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.errors import UserError
+from journal_agent.paths import measurements_dir
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
-
-
-def _fmt(n: int | None) -> str:
-    from profiling.units import fmt_bytes
-
-    return "—" if n is None else fmt_bytes(n)
-
-
-def render_gpu_info(info: Any) -> str:
-    """The text of ``journal-agent gpu`` (also what the DeviceInfo tool returns)."""
-    host = info.host
-    cpu = f"CPU: {host.get('cpu')}, {host.get('cpus')} CPUs, {_fmt(host.get('ram_bytes'))} RAM"
-    torch = f"torch {info.torch or 'not installed'}"
-    if not info.available:
-        return f"{info.reason}.\n{cpu}; {torch}"
-    lines = [
-        f"NVIDIA driver {info.driver}, CUDA driver API {info.cuda_driver}, NVML {info.nvml}; "
-        f"{torch} (built for CUDA {info.torch_cuda or 'none'}; "
-        f"{'sees' if info.torch_sees_cuda else 'does NOT see'} the GPUs)"
-    ]
-    for d in info.devices:
-        util = "—" if d.utilization_gpu_pct is None else f"{d.utilization_gpu_pct:.0f}%"
-        lines.append(
-            f"GPU {d.index}: {d.name} — {_fmt(d.used_bytes)} used of {_fmt(d.total_bytes)} "
-            f"(driver-reserved {_fmt(d.reserved_bytes)}, free {_fmt(d.free_bytes)}), "
-            f"utilization {util}"
-        )
-        for p in d.processes:
-            lines.append(f"  pid {p.pid} {p.name}: {_fmt(p.used_bytes)}")
-        if not d.processes:
-            lines.append("  no compute processes")
-    lines.append(cpu)
-    return "\n".join(lines)
 
 
 @app.command("gpu")
@@ -57,9 +30,221 @@ def gpu_command(as_json: JsonFlag = False) -> None:
     Without a GPU or driver: one sentence saying so (and the CPU), exit code 0.
     """
     from profiling.devices import gpu_info
+    from profiling.measured_report import render_gpu_info
 
     info = gpu_info()
     if as_json:
         print_json(info.model_dump(mode="json"))
         return
     typer.echo(render_gpu_info(info))
+
+
+# --------------------------------------------------------------------- profile
+
+
+class _LineProgress:
+    """Progress as ``progress: DONE/TOTAL what`` lines on stderr, for a parent that reads them."""
+
+    def add_task(self, _description: str, total: int) -> int:
+        return 0
+
+    def update(self, _task: int, completed: int, total: int, description: str) -> None:
+        print(f"progress: {completed}/{total} {description}", file=sys.stderr, flush=True)
+
+
+def _progress_runner(model: str, quiet: bool):
+    """A rich progress bar on a terminal (stderr); nothing in pipes, logs and --json."""
+    from rich.console import Console
+
+    if os.environ.get("JOURNAL_AGENT_PROGRESS") == "lines":
+        return contextlib.nullcontext(_LineProgress())  # for the MemoryProfile tool
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
+        return contextlib.nullcontext(None)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(f"profiling {model}: " + "{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} steps"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+@app.command("profile")
+def profile_command(
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", help="A reference model (tiny-gpt2 … llama-7b) or package.module:factory."
+        ),
+    ],
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Timed steps.")] = 10,
+    warmup: Annotated[
+        int, typer.Option("--warmup", min=0, help="Steps run first and left out of the times.")
+    ] = 2,
+    batch: Annotated[int, typer.Option("--batch", min=1)] = 1,
+    seq: Annotated[
+        int | None,
+        typer.Option("--seq", min=1, help="Sequence length (default: the model's, ≤ 2048; 512)."),
+    ] = None,
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="Autocast compute dtype: bf16 | fp16 | fp32 (none).")
+    ] = "fp32",
+    param_dtype: Annotated[
+        str, typer.Option("--param-dtype", help="Parameter dtype: fp32 | bf16 (pure bf16).")
+    ] = "fp32",
+    optimizer: Annotated[
+        str,
+        typer.Option(
+            "--optimizer", help="adamw | adam | sgd | sgd-nomomentum | adagrad | rmsprop."
+        ),
+    ] = "adamw",
+    checkpointing: Annotated[
+        bool, typer.Option("--checkpointing", help="Activation checkpointing on every block.")
+    ] = False,
+    device: Annotated[
+        str | None, typer.Option("--device", help="cpu | cuda | cuda:N (default: CUDA if any).")
+    ] = None,
+    nproc: Annotated[
+        int,
+        typer.Option("--nproc", min=1, help="Ranks on this machine, one process each (torchrun)."),
+    ] = 1,
+    fsdp: Annotated[
+        bool, typer.Option("--fsdp", help="With --nproc: shard with FSDP2 instead of DDP.")
+    ] = False,
+    spike_threshold: Annotated[
+        float,
+        typer.Option(
+            "--spike-threshold", min=0.001, help="A spike: peak > running median × (1 + this)."
+        ),
+    ] = 0.2,
+    count_tensors: Annotated[
+        bool,
+        typer.Option(
+            "--count-tensors/--no-count-tensors",
+            help="CPU: count live tensor bytes exactly (a few µs per operator).",
+        ),
+    ] = True,
+    trace: Annotated[
+        bool,
+        typer.Option("--trace/--no-trace", help="Trace the same step beside the measurement."),
+    ] = True,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", min=0.001, help="Give up after this many seconds."),
+    ] = None,
+    csv_path: Annotated[
+        Path | None, typer.Option("--csv", help="Write every phase and step as CSV rows.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write the memory and time chart (PNG).")
+    ] = None,
+    as_json: JsonFlag = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Measure real training steps on this machine's device: memory and time per phase.
+
+    Example: journal-agent profile --model gpt2-small --batch 2 --seq 256 --steps 10
+    """
+    from profiling.distributed import launched_by_torchrun, run_under_torchrun
+
+    if nproc > 1 and not launched_by_torchrun():
+        # torchrun's own launcher starts one process per rank; each runs this very command.
+        raise typer.Exit(run_under_torchrun(nproc, sys.argv[1:]))
+    from pydantic import ValidationError
+
+    from profiling.measure import RunOptions
+    from profiling.measured_report import render_comparison, render_summary, run_json, run_record
+    from profiling.records import RecordStore, cite
+    from profiling.report import trace_record
+    from profiling.trace import TraceConfig
+
+    try:
+        cfg = TraceConfig(
+            model=model,
+            batch=batch,
+            seq=seq,
+            dtype=dtype,
+            param_dtype=param_dtype,
+            optimizer=optimizer,
+            checkpointing=checkpointing,
+            fsdp=fsdp,
+        )
+        options = RunOptions(
+            steps=steps,
+            warmup=warmup,
+            timeout=timeout,
+            device=device,
+            track_tensors=count_tensors,
+            spike_threshold=spike_threshold,
+            compare_trace=trace and not launched_by_torchrun(),
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UserError(f"--{err['loc'][0]}: {err['msg']}".replace("_", "-")) from None
+    store = RecordStore(measurements_dir(resolve_root(root)))
+    if launched_by_torchrun():
+        from profiling.distributed import profile_rank
+
+        gathered = profile_rank(cfg, options)
+        if gathered is None:  # not rank 0: rank 0 reports for everyone
+            return
+        _finish_ranks(gathered, store, as_json)
+        return
+    with _progress_runner(model, as_json) as bar:
+        task = bar.add_task("starting", total=steps + warmup) if bar is not None else None
+
+        def progress(done: int, total: int, what: str) -> None:
+            if bar is not None:
+                bar.update(task, completed=done, total=total, description=what)
+
+        from profiling.measure import measure_step
+
+        run = measure_step(cfg, options, progress=progress)
+    trace_id = None
+    if run.trace is not None:
+        trace_id = store.save(trace_record(run.trace))
+    record = run_record(run, trace_id)
+    store.save(record)
+    payload = run_json(run, record.id, trace_id)
+    if csv_path is not None:
+        payload["csv"] = str(run.profiler.to_csv(csv_path))
+    if plot is not None:
+        payload["plot"] = str(run.profiler.plot(plot))
+    if as_json:
+        print_json(payload)
+    else:
+        typer.echo(render_summary(run.summary))
+        if run.comparison:
+            typer.echo("")
+            typer.echo(render_comparison(run.comparison, trace_id))
+        typer.echo(f"record: {record.id}  (cite as {cite(record.id)})")
+        for key in ("csv", "plot"):
+            if key in payload:
+                typer.echo(f"{key}: {payload[key]}")
+    if run.oom:
+        o = run.summary.oom
+        print(
+            f"error: out of memory at step {o.step}, {o.phase}; the measurement up to there is "
+            f"saved as {cite(record.id)} — try a smaller --batch/--seq or --checkpointing",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+
+
+def _finish_ranks(gathered: Any, store: Any, as_json: bool) -> None:
+    from profiling.distributed import ranks_record, render_ranks
+    from profiling.records import cite
+
+    record = ranks_record(gathered)
+    store.save(record)
+    if as_json:
+        print_json({"record_id": record.id, **gathered.model_dump(mode="json")})
+    else:
+        typer.echo(render_ranks(gathered))
+        typer.echo(f"record: {record.id}  (cite as {cite(record.id)})")
+    if any(r.oom for r in gathered.ranks):
+        raise typer.Exit(1)

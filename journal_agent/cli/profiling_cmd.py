@@ -16,6 +16,7 @@ import typer
 
 from journal_agent.cli import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._config_flags import config_flags
 from journal_agent.errors import UserError
 from journal_agent.paths import measurements_dir
 
@@ -95,55 +96,9 @@ def _print_estimate(est: Any) -> None:
 
 
 @app.command("estimate")
+@config_flags()
 def estimate_command(
-    model: Annotated[
-        str | None, typer.Option("--model", help="A reference model, e.g. llama-7b, gpt2-small.")
-    ] = None,
-    params: Annotated[
-        str | None, typer.Option("--params", help="Parameter count instead: 7e9, 7B, 124M.")
-    ] = None,
-    layers: Annotated[int | None, typer.Option("--layers", min=1)] = None,
-    hidden: Annotated[int | None, typer.Option("--hidden", min=1)] = None,
-    heads: Annotated[int | None, typer.Option("--heads", min=1)] = None,
-    vocab: Annotated[int | None, typer.Option("--vocab", min=1)] = None,
-    seq: Annotated[
-        int | None, typer.Option("--seq", min=1, help="Sequence length (default: the model's).")
-    ] = None,
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Micro-batch per GPU.")] = 1,
-    precision: Annotated[
-        str, typer.Option("--precision", help="fp32 | mixed (16-bit + fp32 master) | bf16.")
-    ] = "mixed",
-    optimizer: Annotated[
-        str,
-        typer.Option(
-            "--optimizer", help="adamw | adam | sgd | sgd-nomomentum | adam8bit | adafactor | lion."
-        ),
-    ] = "adamw",
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="Data-parallel GPUs N.")] = 1,
-    zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage 0-3.")] = 0,
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel t (N·t GPUs).")] = 1,
-    sequence_parallel: Annotated[
-        bool, typer.Option("--sequence-parallel", help="Sequence parallelism (with --tp).")
-    ] = False,
-    lora_rank: Annotated[
-        int | None, typer.Option("--lora-rank", min=1, help="Train LoRA adapters of rank R.")
-    ] = None,
-    qlora: Annotated[bool, typer.Option("--qlora", help="4-bit NF4 base (with --lora-rank).")] = (
-        False
-    ),
-    recompute: Annotated[
-        str, typer.Option("--recompute", help="Activation recomputation: none | selective | full.")
-    ] = "none",
-    flash_attention: Annotated[
-        bool, typer.Option("--flash-attention", help="No s² attention scores stored.")
-    ] = False,
-    fp32_grads: Annotated[
-        bool,
-        typer.Option("--fp32-grads", help="Also count an fp32 gradient copy (DeepSpeed's 18 B)."),
-    ] = False,
-    gpu_mem: Annotated[
-        float | None, typer.Option("--gpu-mem", help="GPU memory in GB, for ✅ / ⚠️ / ❌.")
-    ] = None,
+    config: dict[str, Any],
     compare_trace: Annotated[
         bool,
         typer.Option(
@@ -160,37 +115,12 @@ def estimate_command(
     Example: journal-agent estimate --model llama-7b --precision mixed --optimizer adamw
     --gpus 2 --zero 2 --gpu-mem 40
     """
-    from profiling._units import parse_count
-    from profiling.estimate import EstimateInput, estimate
+    from profiling.config import TrainingConfig
+    from profiling.estimate import estimate
     from profiling.report import estimate_json, estimate_record
 
     with _user_errors():
-        try:
-            n_params = parse_count(params) if params is not None else None
-        except ValueError as exc:
-            raise UserError(f"--params: {exc}") from None
-        inp = EstimateInput.parse(
-            model=model,
-            params=n_params,
-            layers=layers,
-            hidden=hidden,
-            heads=heads,
-            vocab=vocab,
-            seq=seq,
-            batch=batch,
-            precision=precision,
-            optimizer=optimizer,
-            gpus=gpus,
-            zero=zero,
-            tp=tp,
-            sequence_parallel=sequence_parallel,
-            lora_rank=lora_rank,
-            qlora=qlora,
-            recompute=recompute,
-            flash_attention=flash_attention,
-            fp32_grads=fp32_grads,
-            gpu_mem_gb=gpu_mem,
-        )
+        inp = TrainingConfig.parse(**config)
         store = _store(root)
         est = estimate(inp)
         record = estimate_record(est)
@@ -198,8 +128,6 @@ def estimate_command(
         payload = estimate_json(est, record.id)
         result = cmp = trace_rec = None
         if compare_trace:
-            if model is None:
-                raise UserError("--compare-trace needs --model NAME (a reference model to trace)")
             from profiling.report import (
                 compare,
                 trace_config_for_estimate,
@@ -246,14 +174,14 @@ def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
 # --------------------------------------------------------------------- trace
 
 
-def _run_trace(cfg: Any, quiet: bool) -> Any:
+def _run_trace(cfg: Any, quiet: bool, depth: int = 2) -> Any:
     from rich.console import Console
 
     from profiling.trace import trace_step
 
     console = Console(stderr=True)
     if quiet or not console.is_terminal:  # no spinner residue in pipes and logs
-        return trace_step(cfg)
+        return trace_step(cfg, module_depth=depth)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     with Progress(
@@ -264,53 +192,17 @@ def _run_trace(cfg: Any, quiet: bool) -> Any:
         transient=True,
     ) as progress:
         task = progress.add_task("starting", total=None)
-        return trace_step(cfg, progress=lambda stage: progress.update(task, description=stage))
+        return trace_step(
+            cfg,
+            progress=lambda stage: progress.update(task, description=stage),
+            module_depth=depth,
+        )
 
 
 @app.command("trace")
+@config_flags()
 def trace_command(
-    model: Annotated[
-        str,
-        typer.Option(
-            "--model", help="A reference model (gpt2-small … llama-7b) or package.module:factory."
-        ),
-    ],
-    batch: Annotated[int, typer.Option("--batch", min=1)] = 1,
-    seq: Annotated[
-        int | None,
-        typer.Option("--seq", min=1, help="Sequence length (default: the model's, ≤ 2048; 512)."),
-    ] = None,
-    dtype: Annotated[
-        str, typer.Option("--dtype", help="Autocast compute dtype: bf16 | fp16 | fp32 (none).")
-    ] = "fp32",
-    param_dtype: Annotated[
-        str, typer.Option("--param-dtype", help="Parameter dtype: fp32 | bf16 (pure bf16).")
-    ] = "fp32",
-    optimizer: Annotated[
-        str,
-        typer.Option(
-            "--optimizer", help="adamw | adam | sgd | sgd-nomomentum | adagrad | rmsprop."
-        ),
-    ] = "adamw",
-    world_size: Annotated[
-        int, typer.Option("--world-size", min=1, help="Ranks of the fake process group.")
-    ] = 1,
-    fsdp: Annotated[bool, typer.Option("--fsdp", help="Shard with FSDP2 fully_shard.")] = False,
-    no_reshard: Annotated[
-        bool,
-        typer.Option("--no-reshard", help="FSDP: keep gathered parameters (ZeRO-2 style)."),
-    ] = False,
-    checkpointing: Annotated[
-        bool, typer.Option("--checkpointing", help="Activation checkpointing on every block.")
-    ] = False,
-    foreach: Annotated[
-        bool | None,
-        typer.Option(
-            "--foreach/--no-foreach",
-            help="Multi-tensor optimizer (default: on, off with FSDP).",
-            show_default=False,
-        ),
-    ] = None,
+    config: dict[str, Any],
     depth: Annotated[int, typer.Option("--depth", min=0, help="Module depth in by_module.")] = 2,
     compare_estimate: Annotated[
         bool,
@@ -318,63 +210,41 @@ def trace_command(
             "--compare-estimate", help="Show the closed-form estimate of the same step beside it."
         ),
     ] = False,
-    gpu_mem: Annotated[
-        float | None,
-        typer.Option("--gpu-mem", help="GPU memory in GB: ✅ / ⚠️ / ❌ for the traced peak."),
-    ] = None,
     as_json: JsonFlag = False,
     plot: PlotOption = None,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """Trace one training step under fake tensors: exact bytes by category, no GPU needed.
 
-    Example: journal-agent trace --model llama-7b --seq 2048 --dtype bf16 --optimizer adamw
+    Example: journal-agent trace --model llama-7b --seq 2048 --precision amp-bf16
     """
-    from pydantic import ValidationError
-
-    from profiling.report import trace_json, trace_record
+    from profiling.config import TrainingConfig
+    from profiling.report import trace_json, trace_record, trace_verdict
 
     with _user_errors():
-        from profiling.trace import TraceConfig
-
-        try:
-            cfg = TraceConfig(
-                model=model,
-                batch=batch,
-                seq=seq,
-                dtype=dtype,
-                param_dtype=param_dtype,
-                optimizer=optimizer,
-                foreach=foreach,
-                world_size=world_size,
-                fsdp=fsdp,
-                reshard_after_forward=not no_reshard,
-                checkpointing=checkpointing,
-                module_depth=depth,
+        if "model" not in config:
+            raise UserError(
+                "trace needs --model NAME (a reference model or package.module:factory)"
             )
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise UserError(f"--{err['loc'][0]}: {err['msg']}".replace("_", "-")) from None
+        cfg = TrainingConfig.parse(**config)
         store = _store(root)
         if compare_estimate:  # fail before a long trace, not after it
-            if ":" in model:
-                raise UserError("--compare-estimate needs a reference model, not a factory")
             from profiling.report import estimate_input_for_trace
 
-            estimate_input_for_trace(cfg, gpu_mem)
-        result = _run_trace(cfg, quiet=as_json)
-        record = trace_record(result, gpu_mem)
+            estimate_input_for_trace(cfg)
+        result = _run_trace(cfg, quiet=as_json, depth=depth)
+        gpu_mem = cfg.gpu_mem_bytes()
+        gpu_mem_gb = gpu_mem / 1e9 if gpu_mem else None
+        record = trace_record(result, gpu_mem_gb)
         store.save(record)
         payload = trace_json(result, record.id)
-        from profiling.report import trace_verdict
-
-        payload.update(trace_verdict(result, gpu_mem))
+        payload.update(trace_verdict(result, gpu_mem_gb))
         cmp = est_record = None
         if compare_estimate:
             from profiling.estimate import estimate
-            from profiling.report import compare, estimate_record
+            from profiling.report import compare, estimate_input_for_trace, estimate_record
 
-            est = estimate(estimate_input_for_trace(result.config, gpu_mem))
+            est = estimate(estimate_input_for_trace(result.config))
             est_record = estimate_record(est)
             store.save(est_record)
             cmp = compare(est, result)

@@ -44,6 +44,10 @@ def review_command(
             show_default=False,
         ),
     ] = None,
+    new: Annotated[
+        int,
+        typer.Option("--new", help="At most this many never-reviewed items per session.", min=0),
+    ] = 20,
     suggest: Annotated[
         bool,
         typer.Option("--suggest", help="Mastery moves the review history supports (🔴 / 🟢)."),
@@ -81,14 +85,17 @@ def review_command(
         if not found:
             typer.echo("no suggestions: the review history supports no mastery move yet")
         return
-    cards = review.queue(workspace, now, everything=all_)
+    cards = review.queue(workspace, now, everything=all_, new_limit=new)
     if list_ or json_out:
         if json_out:
             print_json([c.to_dict() for c in cards])
             return
         for c in cards:
-            when = c.due or "new"
-            typer.echo(f"{c.id}  {c.title}  ({c.state}, due {when}, {c.reviews} reviews)")
+            if c.due is None:
+                typer.echo(f"{c.id}  {c.title}  (never reviewed)")
+            else:
+                when = c.due[:16].replace("T", " ")
+                typer.echo(f"{c.id}  {c.title}  ({c.state}, due {when} UTC, {c.reviews} reviews)")
         if not cards:
             typer.echo("nothing is due")
         return
@@ -128,7 +135,8 @@ def _interactive(workspace, cards, now) -> None:
                 typer.echo(exc.message)
                 continue
             done += 1
-            typer.echo(f"→ {outcome['rating']}; next review {outcome['due'][:16]} UTC\n")
+            when = outcome["due"][:16].replace("T", " ")
+            typer.echo(f"→ {outcome['rating']}; next review {when} UTC\n")
             break
     typer.echo(f"Reviewed {done}.")
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import RootOption, print_json, resolve_root, sandbox_notice
 
 ModelOpt = Annotated[
     str | None,
@@ -190,6 +190,8 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
         return
     console = Console(stderr=True, highlight=False)
     renderer = Renderer(console)
+    if not opts.dry_run:
+        sandbox_notice(root)
     config = _run_config(opts, root, renderer, console)
     prepare = prepare_agent if kind == "agent" else prepare_slash_command
     prepared = prepare(target, text, config)

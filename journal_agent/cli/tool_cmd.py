@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import RootOption, print_json, resolve_root, sandbox_notice
 from journal_agent.errors import UserError
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the tool definitions as JSON.")]
@@ -72,6 +72,8 @@ def tool_command(
     if tool is None:
         raise UserError(f"unknown tool {name!r}; the tools are {', '.join(tools)}.")
     params = _parse_input(input_json, tool.name)
+    if tool.name == "Bash":
+        sandbox_notice(resolve_root(root))
     ctx = make_context(
         resolve_root(root),
         mode=mode,

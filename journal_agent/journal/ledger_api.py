@@ -14,11 +14,14 @@ def overview(root: Path) -> dict[str, Any]:
     from journal_agent.journal import review
 
     summary = LedgerStore(root).load().summary()
+    cards = review.queue(root)
     due = [
         {"id": c.id, "title": c.title, "kind": c.kind, "due": c.due, "state": c.state}
-        for c in review.queue(root)
+        for c in cards
+        if c.state != "new"
     ]
-    return {**summary, "due": due, "suggestions": review.suggestions(root)}
+    new = [{"id": c.id, "title": c.title, "kind": c.kind} for c in cards if c.state == "new"]
+    return {**summary, "due": due, "new": new, "suggestions": review.suggestions(root)}
 
 
 def check(root: Path) -> LedgerReport:

@@ -33,6 +33,7 @@ from journal_agent.journal.ledger import (
 
 KINDS = ("unsourced_number", "bad_citation", "missing_entry", "structure")
 ENTRY_REF = re.compile(r"\[entry:(?P<id>[^\]\s]*)\]")
+CITATION_TEXT = re.compile(r"\[(?:m|entry):[^\]\s]*\]")  # blanked before finding numbers
 _CODE_SPAN = re.compile(r"(`+).+?\1")
 _SECTION_NAMES = {
     "knowledge": "🧠 Knowledge Graph",
@@ -67,22 +68,62 @@ class LedgerReport:
         }
 
 
-def unsourced_numbers(text: str) -> list[str]:
-    """The numbers with a memory or time unit a text claims without showing their calculation."""
+def claimed_quantities(text: str) -> list:
+    """The numbers with a memory or time unit a text claims (``numbers.Quoted``), by the
+    journal's rules: not in code, not on a line that shows its calculation, not a device size
+    or a setting."""
     from journal_agent.journal import numbers
     from journal_agent.journal.verify import is_device_spec, is_setting, shows_calculation
 
-    found: list[str] = []
+    found = []
     for raw in text.splitlines():
-        line = _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), raw)
+        line = _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), CITATION_TEXT.sub("", raw))
         if shows_calculation(line):
             continue
         found += [
-            q.text
+            q
             for q in numbers.find_quantities(line)
             if not is_device_spec(line, q) and not is_setting(line, q)
         ]
     return found
+
+
+def insight_problems(sources: SourceChecker, quote: str, refs: list[str]) -> list[tuple[str, str]]:
+    """``(kind, detail)`` for an insight's numbers: no source at all, or — when it cites only
+    measurement records — a number that is not a value of any of them (unit-aware, rounded as
+    written, as ``journal check`` does beside a citation)."""
+    from journal_agent.journal import numbers
+
+    claimed = claimed_quantities(quote)
+    if not claimed:
+        return []
+    if not refs:
+        shown = ", ".join(f"'{q.text}'" for q in claimed[:4])
+        return [
+            (
+                "unsourced_number",
+                f"quotes {shown} with no source; add the measurement [m:<id>] or the journal "
+                "entry [entry:<id>] it came from",
+            )
+        ]
+    records = [r[3:-1] for r in refs if r.startswith("[m:")]
+    if len(records) < len(refs):
+        return []  # a journal entry is cited: its numbers are checked by `journal check`
+    values = [v for rid in records for v in sources.record_values(rid)]
+    if not values:
+        return []  # the citation itself is reported as bad_citation
+    wrong = [q for q in claimed if not any(numbers.matches(q, v, u) for _, v, u in values)]
+    if not wrong:
+        return []
+    cited = ", ".join(refs)
+    shown = ", ".join(f"'{q.text}'" for q in wrong[:4])
+    return [
+        (
+            "bad_citation",
+            f"quotes {shown}, which {'is' if len(wrong) == 1 else 'are'} not a value of "
+            f"{cited}; fix the number or its source",
+        )
+    ]
 
 
 class SourceChecker:
@@ -104,6 +145,11 @@ class SourceChecker:
         values = self._records.values(record_id)
         return values if isinstance(values, str) else None
 
+    def record_values(self, record_id: str) -> list[tuple[str, float, str]]:
+        if self.record_problem(record_id):
+            return []
+        return self._records.values(record_id)
+
     def entry_problem(self, entry_id: str) -> str | None:
         if self._entries is None:
             from journal_agent.journal.store import JournalStore
@@ -124,19 +170,10 @@ def check_ledger(root: Path, ledger: Ledger) -> LedgerReport:
     problems += _structure(ledger)
     problems += _references(ledger, sources)
     for insight in ledger.insights():
-        text = insight.text
-        if "[m:" in text or ENTRY_REF.search(text):
-            continue
-        found = unsourced_numbers(insight.quote)
-        if found:
-            shown = ", ".join(f"'{q}'" for q in found[:4])
+        refs = CITATION_TEXT.findall(insight.text)
+        for kind, detail in insight_problems(sources, insight.quote, refs):
             problems.append(
-                LedgerProblem(
-                    "unsourced_number",
-                    f"insight '{insight.title}' quotes {shown} with no source; add the "
-                    "measurement [m:<id>] or the journal entry [entry:<id>] it came from",
-                    insight.lineno,
-                )
+                LedgerProblem(kind, f"insight '{insight.title}' {detail}", insight.lineno)
             )
     problems.sort(key=lambda p: (p.line or 0, p.kind))
     return LedgerReport(ok=not problems, problems=problems, summary=ledger.summary())

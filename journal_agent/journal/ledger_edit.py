@@ -39,7 +39,11 @@ from journal_agent.journal.ledger import (
     unbold_row,
 )
 
-LEVEL_NAMES = {"mastered": "🟢 Mastered", "developing": "🟡 Developing", "blind_spots": "🔴 Blind"}
+LEVEL_NAMES = {
+    "mastered": "🟢 Mastered",
+    "developing": "🟡 Developing",
+    "blind_spots": "🔴 Blind Spots",
+}
 
 
 class LedgerError(UserError):

@@ -131,7 +131,7 @@ def apply(ledger: Ledger, op: LedgerOperation) -> str:
 def validate(root, operations: list[LedgerOperation]) -> None:
     """Refuse an insight whose numbers have no source, or whose sources do not resolve —
     before anything is written, so the ledger never gains what ``ledger check`` rejects."""
-    from journal_agent.journal.ledger_check import SourceChecker, unsourced_numbers
+    from journal_agent.journal.ledger_check import SourceChecker, insight_problems
 
     checker = SourceChecker(root)
     for op in operations:
@@ -143,10 +143,5 @@ def validate(root, operations: list[LedgerOperation]) -> None:
             why = checker.record_problem(ident) if kind == "m" else checker.entry_problem(ident)
             if why:
                 raise edit.LedgerError(f"the insight was not archived: {why}.")
-        found = unsourced_numbers(op.text or "")
-        if found and not refs:
-            shown = ", ".join(f"'{q}'" for q in found[:4])
-            raise edit.LedgerError(
-                f"the insight quotes {shown} with no source; give the measurement (m:<id>) or "
-                "the journal entry it came from as a source."
-            )
+        for _, detail in insight_problems(checker, op.text or "", refs):
+            raise edit.LedgerError(f"the insight was not archived: it {detail}.")

@@ -88,11 +88,11 @@ def collect_items(root: Path) -> list[ReviewItem]:
     if journal.exists():
         for entry in journal.load().entries:
             question = _strip_label(entry.section_text("key_question")) or entry.title
-            answer = "\n".join(
-                part
+            answer = "\n\n".join(
+                part.strip()
                 for part in (entry.section_text("intuition"), entry.section_text("key_insights"))
                 if part.strip()
-            ).strip() or _excerpt(entry.raw)
+            ) or _excerpt(entry.raw)
             items.append(ReviewItem(f"entry:{entry.id}", "entry", entry.title, question, answer))
     ledger_store = LedgerStore(root)
     if ledger_store.exists():
@@ -252,9 +252,17 @@ class DueCard:
         return asdict(self)
 
 
-def queue(root: Path, now: datetime | None = None, *, everything: bool = False) -> list[DueCard]:
+def queue(
+    root: Path,
+    now: datetime | None = None,
+    *,
+    everything: bool = False,
+    new_limit: int | None = None,
+) -> list[DueCard]:
     """What is due at ``now``: reviewed cards whose due date has come (most overdue first),
-    then items never reviewed. ``everything`` lists every item with its due date."""
+    then items never reviewed (at most ``new_limit`` of them, oldest first: a journal of a
+    thousand entries should not arrive as a thousand questions on day one). ``everything``
+    lists every item with its due date."""
     from fsrs import Card
 
     now = utc(now)
@@ -288,6 +296,8 @@ def queue(root: Path, now: datetime | None = None, *, everything: bool = False) 
                 )
             )
     reviewed.sort(key=lambda pair: pair[0])
+    if new_limit is not None and not everything:
+        fresh = fresh[:new_limit]
     return [card for _, card in reviewed] + fresh
 
 

@@ -35,9 +35,7 @@ MAX_PARALLEL = 8
 TOOL_ALIASES = {"Agent": "Task"}
 # Tools whose calls may run at the same time as other such calls of the turn: they only read,
 # or (Task) work in a context of their own; MemoryEstimate only adds a record with a new id.
-CONCURRENCY_SAFE = frozenset(
-    {"Read", "Grep", "Glob", "Task", "JournalSearch", "LedgerShow", "MemoryEstimate"}
-)
+CONCURRENCY_SAFE = frozenset({"Read", "Grep", "Glob", "Task", "JournalSearch", "MemoryEstimate"})
 # Lone surrogates (bytes decoded with surrogateescape, say) cannot be encoded as UTF-8: they
 # would break the request and the transcript.
 _SURROGATES = re.compile("[\ud800-\udfff]")

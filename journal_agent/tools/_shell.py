@@ -195,7 +195,9 @@ def inner_scripts(cmd: SimpleCommand) -> list[str]:
 
 def is_read_only(cmd: SimpleCommand) -> bool:
     """True only for commands we know do nothing but read (and print)."""
-    if _redirects_to_a_file(cmd):
+    if any(op in OUTPUT_REDIRECTS and target not in SAFE_DEVICES for op, target in cmd.redirects):
+        return False
+    if any(op == ">&" and not target.isdigit() and target != "-" for op, target in cmd.redirects):
         return False
     if not cmd.words:
         return not cmd.assignments  # a bare "X=1" changes shell state only
@@ -216,14 +218,6 @@ def is_read_only(cmd: SimpleCommand) -> bool:
     if re.fullmatch(r"python(3(\.\d+)?)?", name):
         return _python_read_only(args)
     return False
-
-
-def _redirects_to_a_file(cmd: SimpleCommand) -> bool:
-    if any(op in OUTPUT_REDIRECTS and target not in SAFE_DEVICES for op, target in cmd.redirects):
-        return True
-    return any(
-        op == ">&" and not target.isdigit() and target != "-" for op, target in cmd.redirects
-    )
 
 
 def _git_read_only(args: list[str]) -> bool:
@@ -252,6 +246,33 @@ def _python_read_only(args: list[str]) -> bool:
     if len(args) >= 2 and args[0] == "-c":
         return not PYTHON_SIDE_EFFECTS.search(args[1])
     return False
+
+
+# Without a sandbox, the commands that may run unasked: programs that only read and print,
+# whose options cannot name a program to run or a file to write. Not git (hooks, fsmonitor,
+# textconv and pagers come from files a command could have written), not python, not find.
+PLAIN_READ_ONLY = {
+    "ls", "cat", "head", "tail", "wc", "pwd", "echo", "printf", "grep", "egrep", "fgrep", "rg",
+    "file", "stat", "du", "df", "tree", "which", "whoami", "date", "uname", "true", "false",
+    "uniq", "cut", "diff", "cmp", "basename", "dirname", "realpath", "readlink", "nl",
+    "sha256sum", "sha1sum", "md5sum", "seq", "nproc", "free", "id", "hostname", "comm",
+}  # fmt: skip
+# Characters that make the shell expand a word into something the text does not show.
+_EXPANSIONS = re.compile(r"[$`*?\[\]{}~\\!]")
+
+
+def is_plain_read_only(cmd: SimpleCommand) -> bool:
+    """A known read-only program, called by its bare name as written, with no variables,
+    redirections or expansions, and no option that carries a path (``grep -f/etc/x``)."""
+    if cmd.assignments or cmd.redirects or not cmd.words:
+        return False
+    first = cmd.text.split(None, 1)[0] if cmd.text.strip() else ""
+    if cmd.words[0] not in PLAIN_READ_ONLY or first != cmd.words[0]:
+        return False  # a path (tools/ls) or a wrapper (env ls, nohup ls)
+    for word in cmd.words[1:]:
+        if _EXPANSIONS.search(word) or (word.startswith("-") and "/" in word):
+            return False
+    return is_read_only(cmd)
 
 
 # Options that make a listed "read-only" command run a program or write a file. We run as

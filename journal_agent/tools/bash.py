@@ -1,9 +1,11 @@
-"""Bash: run a command in the workspace root, in its own process group, with a timeout.
+"""Bash: run a command in the workspace root, inside the OS sandbox, with a timeout.
 
-The command runs as ``bash -c`` in a new session (so a new process group): on timeout the
-whole group is killed, background children (``sleep 100 &``) included. Output (stdout and
-stderr interleaved, as a terminal shows them) is read by a thread into bounded buffers, so a
-command printing gigabytes costs at most a few hundred kilobytes of memory.
+The command runs as ``bash -c`` inside bubblewrap (see :mod:`journal_agent.tools.sandbox`):
+its own PID namespace, so every process it starts dies with it (timeout, interrupt, or our own
+exit); what it may write follows the permission mode and the decision of the permission
+policy. Without a sandbox it runs in a new session, whose process group is killed at the end.
+Output (stdout and stderr interleaved, as a terminal shows them) is read by a thread into
+bounded buffers, so a command printing gigabytes costs at most a few hundred kilobytes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from journal_agent.processes import group_alive, stop_groups
 from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, fit_to_budget
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.sandbox import Confinement, SandboxSettings, View, build_view, confine
+from journal_agent.tools.sandbox import confinement as confinement
+from journal_agent.tools.sandbox.view import remove_precreated
 from journal_agent.tools.workspace import workspace_root
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -69,8 +74,10 @@ class Bash(Tool):
         f"- Output longer than {MAX_OUTPUT_CHARS} characters is cut in the middle.\n"
         "- Every call starts in the workspace root (a `cd` does not carry over); quote paths "
         'with spaces ("my dir/file").\n'
-        "- Commands may only touch paths inside the workspace; `sudo` is refused. Commands that "
-        "change files may need the user's permission.\n"
+        "- Commands run in a sandbox: the filesystem is read-only except the workspace (and only "
+        "when the permission mode or the user allows writing), /tmp is private, secrets "
+        "(.env, keys, ~/.ssh) are hidden, and there is no network unless settings allow it. "
+        "`sudo` is refused; commands that change files may need the user's permission.\n"
         "- Prefer the Read, Grep, Glob, Edit and Write tools over cat, grep, find, sed and echo "
         "redirection. Chain dependent commands with &&.\n"
         "- Processes still running in the background when the command finishes are stopped."
@@ -89,11 +96,30 @@ class Bash(Tool):
                 "Background commands are not supported here; run the command in the foreground "
                 "with a timeout (up to 600000 ms)."
             )
-        if ctx.policy is not None:
-            ctx.policy.ensure("Bash", command=params.command)
         root = Path(workspace_root(ctx.root))
+        settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
+        conf = confinement(settings, root)
+        writes, own_journal, read_deny, home = True, False, (), None  # no policy: all allowed
+        if ctx.policy is not None:
+            decision = ctx.policy.ensure("Bash", command=params.command, confined=conf.active)
+            writes, own_journal = decision.writes, decision.own_journal
+            read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home
+        view = None
+        if conf.active:
+            view = build_view(
+                root,
+                settings,
+                writes=writes,
+                own_journal=own_journal,
+                read_deny=read_deny,
+                home=home,
+            )
         timeout_s = (params.timeout or DEFAULT_TIMEOUT_MS) / 1000
-        outcome = run_shell(params.command, root, timeout_s)
+        try:
+            outcome = run_shell(params.command, root, timeout_s, conf=conf, view=view)
+        finally:
+            if view is not None:
+                remove_precreated(view)
         return outcome.result()
 
 
@@ -178,7 +204,27 @@ def _signal_name(returncode: int) -> str:
 _CREDENTIALS = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"})
 
 
-def run_shell(command: str, cwd: Path, timeout_s: float) -> _Outcome:
+# Run inside the sandbox around the model's command: reports on a private pipe the command's
+# exit status and how many of its processes were still running when it ended (they die with
+# the PID namespace as soon as this script exits). The command itself cannot write to that
+# pipe: it is closed for it.
+_SANDBOX_WRAPPER = """bash -c "$1" {fd}>&-
+rc=$?
+n=0
+for d in /proc/[0-9]*; do case ${{d#/proc/}} in 1|$$) ;; *) n=$((n+1)) ;; esac; done
+echo "$rc $n" >&{fd}
+exit $rc
+"""
+
+
+def run_shell(
+    command: str,
+    cwd: Path,
+    timeout_s: float,
+    *,
+    conf: Confinement | None = None,
+    view: View | None = None,
+) -> _Outcome:
     # The model's commands never see our API credentials: `env` or `printenv` would otherwise
     # put the key into the conversation and the transcript.
     env = {k: v for k, v in os.environ.items() if k not in _CREDENTIALS}
@@ -188,18 +234,29 @@ def run_shell(command: str, cwd: Path, timeout_s: float) -> _Outcome:
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in env.get("PATH", "").split(os.pathsep):
         env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
+    argv = ["bash", "-c", command]
+    status_r = status_w = -1
+    if conf is not None and conf.active and view is not None:
+        status_r, status_w = os.pipe()
+        wrapper = _SANDBOX_WRAPPER.format(fd=status_w)
+        argv = confine(conf, view, ["bash", "-c", wrapper, "bash", command])
+        env["TMPDIR"] = "/tmp"
     try:
         proc = subprocess.Popen(
-            ["bash", "-c", command],
+            argv,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, so we can kill all of it
             env=env,
+            pass_fds=(status_w,) if status_w >= 0 else (),
         )
     except OSError as exc:
         raise ToolError(f"Could not start bash: {exc.strerror}.") from None
+    finally:
+        if status_w >= 0:
+            os.close(status_w)
     assert proc.stdout is not None
     output = _Output()
     stream = proc.stdout
@@ -228,7 +285,31 @@ def run_shell(command: str, cwd: Path, timeout_s: float) -> _Outcome:
         reaped = _stop(proc)
     reader.join(KILL_GRACE_S + 1)
     stream.close()
-    return _Outcome(output, proc.returncode, timed_out, reaped)
+    returncode = proc.returncode
+    if status_r >= 0:
+        returncode, left = _sandbox_status(status_r, returncode, output, timed_out)
+        reaped = reaped or left > 0
+    return _Outcome(output, returncode, timed_out, reaped)
+
+
+def _sandbox_status(
+    fd: int, returncode: int | None, output: _Output, timed_out: float | None
+) -> tuple[int | None, int]:
+    """(the command's exit status, processes it left running) from the wrapper's report."""
+    with os.fdopen(fd, "rb") as f:
+        report = f.read(64).split()
+    if len(report) == 2 and all(x.isdigit() for x in report):
+        code, left = int(report[0]), int(report[1])
+        # bash reports death by signal N as 128 + N, as the shell the user knows does.
+        if 128 < code < 128 + 65:
+            code = -(code - 128)
+        return code, left
+    if timed_out is None and output.head.startswith(b"bwrap:"):
+        problem = output.head.decode("utf-8", "replace").strip().splitlines()[0]
+        raise ToolError(
+            f"The sandbox could not start ({problem}); run `journal-agent doctor` to see why."
+        )
+    return returncode, 0
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> bool:

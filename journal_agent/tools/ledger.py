@@ -57,6 +57,7 @@ class LedgerShow(Tool):
         "(each with the LedgerUpdate operation that applies it). Use it before LedgerUpdate."
     )
     Input: ClassVar[type[BaseModel]] = LedgerShowInput
+    concurrency_safe: ClassVar[bool] = True  # it only reads
 
     def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult:
         assert isinstance(params, LedgerShowInput)

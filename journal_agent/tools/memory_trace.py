@@ -2,44 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from journal_agent.paths import measurements_dir
-from journal_agent.tools._schema import tidy_schema
+from journal_agent.tools._config_input import config_input_model
 from journal_agent.tools.base import Tool, ToolContext, ToolResult
 
-
-class MemoryTraceInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra=tidy_schema)
-
-    model: str = Field(
-        description="A reference model (gpt2-small, gpt2-medium, gpt2-large, gpt2-xl, llama-1b, "
-        "llama-7b) or a factory in the workspace, 'package.module:function', returning a module "
-        "and its inputs."
-    )
-    batch: int = Field(default=1, ge=1)
-    seq: int | None = Field(default=None, ge=1, description="Sequence length (default: model's).")
-    dtype: Literal["fp32", "bf16", "fp16"] = Field(
-        default="fp32", description="Autocast compute dtype (fp32 = no autocast)."
-    )
-    param_dtype: Literal["fp32", "bf16", "fp16"] = Field(
-        default="fp32", description="Parameter dtype (bf16 = pure bf16 training)."
-    )
-    optimizer: Literal["adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop"] = "adamw"
-    world_size: int = Field(default=1, ge=1, description="Ranks of the fake process group.")
-    fsdp: bool = Field(default=False, description="Shard with FSDP2 (needed for world_size > 1).")
-    no_reshard: bool = Field(
-        default=False, description="FSDP: keep gathered parameters after forward (ZeRO-2 style)."
-    )
-    checkpointing: bool = Field(default=False, description="Activation checkpointing per block.")
-    compare_estimate: bool = Field(
-        default=False, description="Also show the closed-form estimate of the same step beside it."
-    )
-    gpu_mem: float | None = Field(
-        default=None, gt=0, description="GPU memory in GB, for ✅ / ⚠️ / ❌ against the peak."
-    )
+# The schema is the shared training configuration's, plus the comparison switch.
+MemoryTraceInput = config_input_model(
+    "MemoryTraceInput",
+    model=(
+        str,
+        Field(
+            description="A reference model (gpt2-small, gpt2-medium, gpt2-large, gpt2-xl, "
+            "llama-1b, llama-7b) or a factory in the workspace, 'package.module:function', "
+            "returning a module and its inputs."
+        ),
+    ),
+    compare_estimate=(
+        bool,
+        Field(False, description="Also show the closed-form estimate of the same step beside it."),
+    ),
+)
 
 
 class MemoryTrace(Tool):
@@ -55,10 +39,10 @@ class MemoryTrace(Tool):
     )
     Input = MemoryTraceInput
 
-    def run(self, ctx: ToolContext, params: MemoryTraceInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: MemoryTraceInput) -> ToolResult:  # type: ignore[override,valid-type]
         from profiling.records import RecordStore
 
-        if ":" in params.model and ctx.policy is not None:
+        if ":" in (params.model or "") and ctx.policy is not None:
             # Importing a workspace module runs its code: the same approval as running it.
             ctx.policy.ensure("Bash", command=f"journal-agent trace --model {params.model}")
         store = RecordStore(measurements_dir(ctx.root))
@@ -66,30 +50,25 @@ class MemoryTrace(Tool):
         return ToolResult(_trace(params, ctx, store))
 
 
-def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
+def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  # type: ignore[valid-type]
     import sys
 
-    from profiling.report import render_trace_text, trace_record
-    from profiling.trace import TraceConfig, trace_step
+    from profiling.config import TrainingConfig
+    from profiling.errors import ProfilingError
+    from profiling.report import render_trace_text, trace_record, trace_verdict
+    from profiling.trace import trace_step
 
-    cfg = TraceConfig(
-        model=params.model,
-        batch=params.batch,
-        seq=params.seq,
-        dtype=params.dtype,
-        param_dtype=params.param_dtype,
-        optimizer=params.optimizer,
-        world_size=params.world_size,
-        fsdp=params.fsdp,
-        reshard_after_forward=not params.no_reshard,
-        checkpointing=params.checkpointing,
-    )
-    if params.compare_estimate and ":" not in params.model:
+    cfg = TrainingConfig.parse(style="field", **params.config_values())
+    if cfg.model is None:
+        raise ProfilingError(
+            "MemoryTrace needs model: a reference model or 'package.module:function'"
+        )
+    if params.compare_estimate:
         from profiling.report import estimate_input_for_trace
 
-        estimate_input_for_trace(cfg, params.gpu_mem)  # fail before a long trace
+        estimate_input_for_trace(cfg)  # fail before a long trace
     root = str(ctx.root)
-    added = ":" in params.model and root not in sys.path
+    added = cfg.is_factory and root not in sys.path
     if added:  # the factory lives in the workspace
         sys.path.insert(0, root)
     try:
@@ -97,15 +76,15 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
     finally:
         if added:
             sys.path.remove(root)
-    from profiling.report import trace_verdict
-
-    record = trace_record(result, params.gpu_mem)
+    gpu_mem = cfg.gpu_mem_bytes()
+    gpu_mem_gb = gpu_mem / 1e9 if gpu_mem else None
+    record = trace_record(result, gpu_mem_gb)
     store.save(record)  # type: ignore[attr-defined]
     parts = [render_trace_text(result)]
-    if params.gpu_mem:
-        parts.append(trace_verdict(result, params.gpu_mem)["verdict"])
+    if gpu_mem_gb:
+        parts.append(trace_verdict(result, gpu_mem_gb)["verdict"])
     parts.append(f"record: {record.id}  (cite as {record.citation()})")
-    if params.compare_estimate and ":" not in params.model:
+    if params.compare_estimate:
         from profiling.estimate import estimate, render_text
         from profiling.report import (
             compare,
@@ -114,7 +93,7 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:
             render_compare_text,
         )
 
-        est = estimate(estimate_input_for_trace(result.config, params.gpu_mem))
+        est = estimate(estimate_input_for_trace(result.config))
         est_rec = estimate_record(est)
         store.save(est_rec)  # type: ignore[attr-defined]
         parts += [

@@ -51,70 +51,48 @@ redirection other than to ``/dev/null`` and no ``$`` expansions; see :mod:`._she
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from journal_agent.errors import UserError
-from journal_agent.tools._pathrules import path_matches, translate_glob
+from journal_agent.tools._bash_policy import BashChecks, rule_hint
+from journal_agent.tools._pathrules import path_matches
+from journal_agent.tools._rules import (
+    EDIT_TOOLS,
+    MODES,
+    READ_TOOLS,
+    RULE_FAMILY,
+    SECRET_EXCEPTIONS,
+    SECRET_PATTERNS,
+    SETTINGS_FILES,
+    Mode,
+    is_secret,
+    is_secret_rel,
+    name_matches,
+    parse_rule,
+    rule_matches,
+    rules_permit,
+)
 from journal_agent.tools._shell import (
-    PRIVILEGE,
     ShellParseError,
     SimpleCommand,
-    candidate_paths,
-    cd_target,
-    escapes,
-    inner_scripts,
     is_own_safe_command,
+    is_plain_read_only,
     is_read_only,
-    is_safe_device,
-    recursive_search,
     split_commands,
 )
 from journal_agent.tools.base import ToolError
+from journal_agent.tools.sandbox.config import SandboxSettings
 
-Mode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
-# Claude Code's "auto" mode approves through a model classifier; we have none, so it behaves as
-# "default" here. It must still parse: the settings files are shared with Claude Code.
-MODES: tuple[str, ...] = ("default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto")
+__all__ = [
+    "EDIT_TOOLS", "MODES", "READ_TOOLS", "RULE_FAMILY", "SECRET_EXCEPTIONS", "SECRET_PATTERNS",
+    "SETTINGS_FILES", "Decision", "Mode", "PermissionPolicy", "Prompt", "parse_rule",
+    "rule_matches", "rules_permit", "tty_prompt",
+]  # fmt: skip
 
-READ_TOOLS = {"Read", "Grep", "Glob", "LS", "NotebookRead"}
-EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}
-# Which rule name governs a tool: Edit rules cover every editing tool, Read rules the searches.
-RULE_FAMILY = {**{t: "Edit" for t in EDIT_TOOLS}, **{t: "Read" for t in READ_TOOLS}}
-
-SECRET_PATTERNS: tuple[str, ...] = (
-    ".env",
-    ".env.*",
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "id_rsa*",
-    "id_dsa*",
-    "id_ecdsa*",
-    "id_ed25519*",
-    ".aws/credentials",
-    ".ssh",
-    ".netrc",
-    ".pgpass",
-    ".npmrc",
-    ".pypirc",
-    "credentials.json",
-    "secrets.json",
-    ".git-credentials",
-)
-# Example files are meant to be read.
-SECRET_EXCEPTIONS = (".env.example", ".env.sample", ".env.template", ".env.dist")
-SETTINGS_FILES = (
-    ".claude/settings.json",
-    ".claude/settings.local.json",
-    ".journal/settings.json",
-)
 ACCEPT_EDITS_COMMANDS = {"mkdir", "touch", "cp", "mv"}
 
 Prompt = Callable[[str, str], bool]  # (tool name, what it wants to do) -> approved?
@@ -125,6 +103,12 @@ class Decision:
     behavior: Literal["allow", "deny"]
     reason: str
     rule: str | None = None
+    # For Bash: may the command write the workspace (inside the sandbox)? True when the mode
+    # lets it edit, an allow rule names it, or the user approved it; a read-only command let
+    # through by default mode runs with the whole filesystem read-only.
+    writes: bool = False
+    # journal-agent's own journal/estimate commands: they keep their state under .journal/.
+    own_journal: bool = False
 
     @property
     def allowed(self) -> bool:
@@ -139,116 +123,11 @@ class _Verdict:
     behavior: Literal["allow", "ask", "deny"]
     reason: str
     rule: str | None = None
+    writes: bool = False
+    own_journal: bool = False
 
 
-# A `*` in the name only as Claude Code's MCP wildcard (`mcp__server__*`; see parse_rule).
-_RULE_RE = re.compile(r"^\s*([A-Za-z0-9_.:*-]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
-
-
-def _name_matches(rule_name: str, tool_name: str) -> bool:
-    if "*" in rule_name:
-        return fnmatch.fnmatchcase(tool_name, rule_name)
-    return rule_name in (tool_name, RULE_FAMILY.get(tool_name, tool_name))
-
-
-def parse_rule(rule: str) -> tuple[str, str | None]:
-    """``"Bash(git diff:*)"`` → ``("Bash", "git diff:*")``; ``"Edit"`` → ``("Edit", None)``."""
-    m = _RULE_RE.match(rule)
-    if not m or ("*" in m.group(1) and not m.group(1).startswith("mcp__")):
-        raise ValueError(
-            f"permission rule {rule!r} is not of the form Tool or Tool(specifier), "
-            "e.g. Bash(git diff:*) or Read(./secrets/**)"
-        )
-    spec = m.group(2)
-    if spec is not None and spec.strip() in ("", "*", "**"):
-        spec = None  # Bash() / Bash(*) mean the whole tool
-    return m.group(1), spec
-
-
-def _bash_pattern_matches(spec: str, command: str) -> bool:
-    command = " ".join(command.split())
-    spec = " ".join(spec.split())
-    if spec.endswith(":*"):
-        prefix = spec[:-2].rstrip()
-        return command == prefix or command.startswith(prefix + " ")
-    if "*" not in spec:
-        return command == spec
-    # "ls *" also matches a bare "ls" (as the legacy "ls:*" did).
-    if spec.endswith(" *") and command == spec[:-2]:
-        return True
-    regex = ".*".join(re.escape(part) for part in spec.split("*"))
-    return re.fullmatch(regex, command, re.DOTALL) is not None
-
-
-def _bash_parts(command: str) -> list[str]:
-    try:
-        parts = split_commands(command)
-    except ShellParseError:
-        return [command]
-    texts = [" ".join([*p.assignments, *p.words]) for p in parts]
-    return [t for t in texts if t] or [command]
-
-
-def rule_matches(rule: str, tool_name: str, content: str, root: Path | None = None) -> bool:
-    """Does ``rule`` cover calling ``tool_name`` with ``content``?
-
-    ``content`` is the command for Bash (every part of a compound command must match) and the
-    path for file tools (relative paths are taken against ``root``, default the current
-    directory). A bare rule (``Bash``) covers any content. Used for the ``allowed-tools`` of
-    a slash command as well as by the policy.
-    """
-    name, spec = parse_rule(rule)
-    if not _name_matches(name, tool_name):
-        return False
-    if spec is None:
-        return True
-    if tool_name == "Bash":
-        return all(_bash_pattern_matches(spec, part) for part in _bash_parts(content))
-    if tool_name in RULE_FAMILY:
-        base = Path(os.path.realpath(root or Path.cwd()))
-        path = Path(content).expanduser()
-        path = Path(os.path.realpath(path if path.is_absolute() else base / path))
-        return path_matches(spec, path, base)
-    return spec == content
-
-
-def rules_permit(rules: Iterable[str], tool_name: str, content: str) -> bool:
-    """True if each part of ``content`` is covered by at least one of ``rules``.
-
-    ``allowed-tools: Bash(git status:*), Bash(git diff:*)`` permits
-    ``git status && git diff``, which no single rule covers.
-    """
-    rules = list(rules)
-    if tool_name != "Bash":
-        return any(rule_matches(r, tool_name, content) for r in rules)
-    return all(any(rule_matches(r, "Bash", part) for r in rules) for part in _bash_parts(content))
-
-
-def _secret_regex() -> re.Pattern[str]:
-    alternatives = "|".join(translate_glob(p) for p in SECRET_PATTERNS)
-    return re.compile(rf"(?:^|/)(?:{alternatives})(?:/|$)")
-
-
-_SECRET_RE = _secret_regex()
-
-
-def _is_secret_rel(rel: str) -> bool:
-    """Secret by name, for a path relative to the workspace (or absolute), in posix form."""
-    name = rel.rsplit("/", 1)[-1]
-    if name in SECRET_EXCEPTIONS or name.endswith(".pub"):
-        return False
-    return _SECRET_RE.search(rel) is not None
-
-
-def _is_secret(path: Path, root: Path) -> bool:
-    try:
-        rel = path.relative_to(root).as_posix()
-    except ValueError:
-        rel = path.as_posix()
-    return _is_secret_rel(rel)
-
-
-class PermissionPolicy:
+class PermissionPolicy(BashChecks):
     """Decides whether a tool call may run. Build with :meth:`from_settings` in practice."""
 
     def __init__(
@@ -260,6 +139,8 @@ class PermissionPolicy:
         deny: Iterable[str] = (),
         ask: Iterable[str] = (),
         prompt: Prompt | None = None,
+        sandbox: SandboxSettings | None = None,
+        home: Path | None = None,
     ) -> None:
         if mode not in MODES:
             raise UserError(f"unknown permission mode {mode!r}; use one of {', '.join(MODES)}.")
@@ -272,6 +153,8 @@ class PermissionPolicy:
             except ValueError as exc:
                 raise UserError(f"{exc}; fix it in your settings or on the command line.") from None
         self.prompt = prompt
+        self.sandbox = sandbox or SandboxSettings()
+        self.home = home  # None: the real home directory (where ~/.ssh and friends are)
         self._allow_named_first = sorted(self.allow, key=lambda r: parse_rule(r)[1] is None)
 
     @classmethod
@@ -288,7 +171,8 @@ class PermissionPolicy:
         """Rules from the settings files plus command-line ``allow`` / ``deny`` and ``mode``."""
         from journal_agent.settings import load_settings
 
-        perms = load_settings(root, home).permissions
+        settings = load_settings(root, home)
+        perms = settings.permissions
         return cls(
             root,
             mode=mode or perms.default_mode or "default",
@@ -296,17 +180,30 @@ class PermissionPolicy:
             deny=[*perms.deny, *deny],
             ask=perms.ask,
             prompt=prompt,
+            sandbox=settings.sandbox,
+            home=home,
         )
 
     # -- public API -------------------------------------------------------------------------
 
     def check(
-        self, tool_name: str, *, path: Path | None = None, command: str | None = None
+        self,
+        tool_name: str,
+        *,
+        path: Path | None = None,
+        command: str | None = None,
+        confined: bool = True,
     ) -> Decision:
-        """Allow or deny one call; an "ask" goes to the prompt callback (deny without one)."""
-        verdict = self.evaluate(tool_name, path=path, command=command)
+        """Allow or deny one call; an "ask" goes to the prompt callback (deny without one).
+
+        ``confined``: whether a Bash command will run in the OS sandbox. Without one, every
+        command that is not a plain read-only one needs approval.
+        """
+        verdict = self.evaluate(tool_name, path=path, command=command, confined=confined)
         if verdict.behavior != "ask":
-            return Decision(verdict.behavior, verdict.reason, verdict.rule)
+            return Decision(
+                verdict.behavior, verdict.reason, verdict.rule, verdict.writes, verdict.own_journal
+            )
         subject = command if command is not None else str(path) if path is not None else ""
         if self.prompt is not None:
             try:
@@ -314,28 +211,40 @@ class PermissionPolicy:
             except (EOFError, KeyboardInterrupt):
                 approved = False
             if approved:
-                return Decision("allow", "approved at the prompt", verdict.rule)
+                writes = self.mode != "plan"
+                return Decision("allow", "approved at the prompt", verdict.rule, writes)
             return Decision(
                 "deny", f"Permission to use {tool_name} was refused by the user.", verdict.rule
             )
         return Decision("deny", self._ask_denied(tool_name, path, command, verdict), verdict.rule)
 
     def ensure(
-        self, tool_name: str, *, path: Path | None = None, command: str | None = None
-    ) -> None:
+        self,
+        tool_name: str,
+        *,
+        path: Path | None = None,
+        command: str | None = None,
+        confined: bool = True,
+    ) -> Decision:
         """:meth:`check`, raising :class:`ToolError` (an error result for the model) on deny."""
-        decision = self.check(tool_name, path=path, command=command)
+        decision = self.check(tool_name, path=path, command=command, confined=confined)
         if not decision.allowed:
             raise ToolError(decision.reason)
+        return decision
 
     def evaluate(
-        self, tool_name: str, *, path: Path | None = None, command: str | None = None
+        self,
+        tool_name: str,
+        *,
+        path: Path | None = None,
+        command: str | None = None,
+        confined: bool = True,
     ) -> _Verdict:
         """The decision before any prompting: allow, ask or deny."""
         if path is not None:
             path = Path(os.path.realpath(path))
         if tool_name == "Bash":
-            return self._evaluate_bash(command or "")
+            return self._evaluate_bash(command or "", confined)
         return self._evaluate_tool(tool_name, path)
 
     # -- tools other than Bash ----------------------------------------------------------------
@@ -343,7 +252,7 @@ class PermissionPolicy:
     def _match(self, rules: list[str], tool_name: str, path: Path | None) -> str | None:
         for rule in rules:
             name, spec = parse_rule(rule)
-            if not _name_matches(name, tool_name):
+            if not name_matches(name, tool_name):
                 continue
             if spec is None:
                 return rule
@@ -365,7 +274,7 @@ class PermissionPolicy:
             return _Verdict("ask", f"the rule {rule} asks for approval", rule)
         # Rules naming a path first: only they lift the secret default.
         rule = self._match(self._allow_named_first, tool_name, path)
-        if rule and parse_rule(rule)[1] is None and path and _is_secret(path, self.root):
+        if rule and parse_rule(rule)[1] is None and path and is_secret(path, self.root):
             rule = None  # a bare "Read" does not name the secret: the default below stands
         if rule:
             if tool_name in EDIT_TOOLS and self.mode == "plan":
@@ -374,7 +283,7 @@ class PermissionPolicy:
 
         family = RULE_FAMILY.get(tool_name)
         if family == "Read":
-            if path is not None and _is_secret(path, self.root):
+            if path is not None and is_secret(path, self.root):
                 return _Verdict(
                     "deny",
                     f"{shown} looks like a secret (keys, credentials, .env) and is not readable "
@@ -399,17 +308,7 @@ class PermissionPolicy:
         return any(path == self.root / rel for rel in SETTINGS_FILES)
 
     # -- Bash -----------------------------------------------------------------------------------
-
-    def _bash_rule(self, rules: list[str], part: str) -> str | None:
-        for rule in rules:
-            name, spec = parse_rule(rule)
-            if name != "Bash":
-                continue
-            if spec is None or _bash_pattern_matches(spec, part):
-                return rule
-        return None
-
-    def _evaluate_bash(self, command: str) -> _Verdict:
+    def _evaluate_bash(self, command: str, confined: bool = True) -> _Verdict:
         if not command.strip():
             return _Verdict("deny", "The command is empty.")
         try:
@@ -419,7 +318,16 @@ class PermissionPolicy:
         if not parts:
             return _Verdict("deny", "The command is empty.")
         texts = [" ".join([*p.assignments, *p.words]) or p.text for p in parts]
+        verdict = self._bash_rules_verdict(parts, texts)
+        if verdict is not None:
+            return verdict
+        allowed_by = [self._bash_rule(self.allow, text) for text in texts]
+        if problem := self._bash_default_denial(parts, allowed_by):
+            return _Verdict("deny", problem)
+        return self._bash_mode_verdict(parts, texts, allowed_by, confined)
 
+    def _bash_rules_verdict(self, parts: list[SimpleCommand], texts: list[str]) -> _Verdict | None:
+        """Deny and ask rules, which come before everything else."""
         for text in texts:
             if rule := self._bash_rule(self.deny, text):
                 return _Verdict("deny", f"`{text}` is denied by the rule {rule}.", rule)
@@ -432,180 +340,63 @@ class PermissionPolicy:
         for text in texts:
             if rule := self._bash_rule(self.ask, text):
                 if self.mode == "bypassPermissions":
-                    return _Verdict("allow", "bypassPermissions mode", rule)
+                    return _Verdict("allow", "bypassPermissions mode", rule, writes=True)
                 return _Verdict("ask", f"the rule {rule} asks for approval", rule)
-        allowed_by = [self._bash_rule(self.allow, text) for text in texts]
-        if problem := self._bash_default_denial(parts, allowed_by):
-            return _Verdict("deny", problem)
+        return None
+
+    def _bash_mode_verdict(
+        self,
+        parts: list[SimpleCommand],
+        texts: list[str],
+        allowed_by: list[str | None],
+        confined: bool,
+    ) -> _Verdict:
+        """What the mode says once no rule decided: allow (writing or read-only), ask, deny."""
         if all(allowed_by):
-            return _Verdict("allow", f"allowed by the rule {allowed_by[0]}", allowed_by[0])
+            writes = self.mode != "plan"
+            return _Verdict("allow", f"allowed by the rule {allowed_by[0]}", allowed_by[0], writes)
         if self.mode == "bypassPermissions":
-            return _Verdict("allow", "bypassPermissions mode")
+            return _Verdict("allow", "bypassPermissions mode", writes=True)
         if self.mode in ("plan", "dontAsk"):
             return _Verdict(
                 "deny",
                 f"Bash is not available in {self.mode} mode unless an allow rule such as "
-                f"Bash({_rule_hint(texts)}) permits the command.",
+                f"Bash({rule_hint(texts)}) permits the command.",
             )
-        auto = {"acceptEdits": ACCEPT_EDITS_COMMANDS}.get(self.mode, set())
-        if all(
-            ok or is_read_only(p) or is_own_safe_command(p) or p.name in auto
-            for ok, p in zip(allowed_by, parts, strict=True)
-        ):
-            return _Verdict("allow", "read-only command, or journal-agent's own journal/estimate")
+        pending = [p for ok, p in zip(allowed_by, parts, strict=True) if not ok]
+        own = any(is_own_safe_command(p) for p in pending)
+        if not confined:
+            # No sandbox: the reading of the command line is the only line, and it cannot win
+            # against shells, git or python. Only a plain read-only command goes unasked.
+            if all(is_plain_read_only(p) or is_own_safe_command(p) for p in pending):
+                return _Verdict("allow", "a plain read-only command", own_journal=own, writes=own)
+            return _Verdict(
+                "ask",
+                "without a sandbox, every command that is not a plain read-only one needs approval",
+            )
+        auto = ACCEPT_EDITS_COMMANDS if self.mode == "acceptEdits" else set()
+        if all(is_read_only(p) or is_own_safe_command(p) or p.name in auto for p in pending):
+            return _Verdict(
+                "allow",
+                "read-only command, or journal-agent's own journal/estimate",
+                writes=self.mode == "acceptEdits" or own,
+                own_journal=own,
+            )
         return _Verdict("ask", "the command may change files or run programs")
 
-    def _flatten(self, parts: list[SimpleCommand], depth: int) -> list[SimpleCommand]:
-        """Add the commands inside ``bash -c '...'`` / ``eval`` so they are checked too."""
-        out: list[SimpleCommand] = []
-        for part in parts:
-            out.append(part)
-            if depth < 3:
-                for script in inner_scripts(part):
-                    out.extend(self._flatten(split_commands(script), depth + 1))
-        return out
-
-    def _walk_paths(self, parts: list[SimpleCommand]) -> Iterable[tuple[int, str, Path]]:
-        """(part index, word, resolved path) for each path-like word.
-
-        A ``cd`` may or may not carry over to later commands (not across ``|`` or ``&``,
-        which run in subshells), so each word is resolved against the root *and* every
-        directory a ``cd`` so far could have moved to; any resolution may be the real one.
-        """
-        cwds = [self.root]
-        for i, part in enumerate(parts):
-            for word in candidate_paths(part):
-                if is_safe_device(word):
-                    continue
-                for cwd in cwds:
-                    outside = escapes(word, cwd, self.root)
-                    if outside is not None:
-                        yield i, word, outside
-                    else:
-                        yield i, word, Path(os.path.realpath(cwd / os.path.expanduser(word)))
-                        # The shell expands `.e*` to `.env`: check what a pattern names too
-                        # (not for commands that only look at names and metadata: `ls *`).
-                        if os.path.basename(part.name) in _NAMES_ONLY:
-                            continue
-                        for name, match in _glob_matches(word, cwd):
-                            yield i, os.path.relpath(cwd / name, self.root), match
-            target = cd_target(part)
-            if target not in (None, "-"):
-                for cwd in list(cwds):
-                    if escapes(target, cwd, self.root) is None:
-                        new = Path(os.path.realpath(cwd / target))
-                        if new not in cwds:
-                            cwds.append(new)
-
-    def _bash_read_denied(self, parts: list[SimpleCommand]) -> str | None:
-        read_denies = [r for r in self.deny if parse_rule(r)[0] == "Read" and parse_rule(r)[1]]
-        if not read_denies:
-            return None
-        for _, word, path in self._walk_paths(parts):
-            for rule in read_denies:
-                if path_matches(parse_rule(rule)[1] or "", path, self.root):
-                    return f"`{word}` is denied by the rule {rule}."
-        return None
-
-    def _read_allowed(self, path: Path) -> bool:
-        """Whether an allow rule names ``path`` for Read (what lifts the secrets default)."""
-        return any(
-            parse_rule(r)[0] == "Read"
-            and parse_rule(r)[1] is not None
-            and path_matches(parse_rule(r)[1] or "", path, self.root)
-            for r in self.allow
-        )
-
-    def _bash_tree_reads_denied(self, parts: list[SimpleCommand]) -> str | None:
-        """A recursive search (``grep -r``, ``rg``) over a tree holding a file Read may not
-        show (a secret, a ``Read`` deny rule): which file, or None."""
-        visible: Callable[[str], bool] | None = None
-        cwds = [self.root]  # as in _walk_paths: every directory a `cd` may have led to
-        for part in parts:
-            found = recursive_search(part)
-            if found is not None:
-                flags, operands = found
-                dirs: set[str] = set()
-                for cwd in cwds:
-                    for word in operands or ["."]:
-                        if escapes(word, cwd, self.root) is not None:
-                            continue  # outside: the workspace default refuses it
-                        path = Path(os.path.realpath(cwd / word))
-                        if path.is_dir():
-                            dirs.add(os.path.relpath(path, self.root))
-                if dirs:  # (files named one by one were checked by name already)
-                    if visible is None:
-                        visible = self.search_filter("Grep")
-                    hidden = _first_hidden_file(self.root, flags, sorted(dirs), visible)
-                    if hidden is not None:
-                        return (
-                            f"`{part.text}` would read {hidden}, which looks like a secret or "
-                            "is under a Read deny rule. Use the Grep tool, which leaves such "
-                            "files out, or search narrower paths."
-                        )
-            target = cd_target(part)
-            if target not in (None, "-"):
-                for cwd in list(cwds):
-                    if escapes(target, cwd, self.root) is None:
-                        new = Path(os.path.realpath(cwd / target))
-                        if new not in cwds:
-                            cwds.append(new)
-        return None
-
-    def _bash_default_denial(
-        self, parts: list[SimpleCommand], allowed_by: list[str | None]
-    ) -> str | None:
-        """The built-in defaults. An allow rule lifts one only by naming it: ``Bash(sudo
-        apt update)`` allows that sudo, ``Bash(cat /etc/hostname)`` that path; a prefix rule
-        like ``Bash(git diff:*)`` does not let ``git diff /etc/passwd`` out of the workspace."""
-
-        def named(i: int, word: str) -> bool:
-            rule = allowed_by[i]
-            spec = parse_rule(rule)[1] if rule else None
-            return spec is not None and word in spec
-
-        for i, part in enumerate(parts):
-            if part.words and os.path.basename(part.name) in PRIVILEGE and not named(i, part.name):
-                return f"`{part.name}` is not allowed: commands run without elevated privileges."
-            # `git show HEAD:.env` prints a committed secret as surely as `cat .env`.
-            if part.words and os.path.basename(part.name) == "git":
-                for word in part.words[1:]:
-                    _, colon, spec = word.partition(":")
-                    secret = colon and spec and not word.startswith("-") and _is_secret_rel(spec)
-                    if secret and not named(i, word) and not self._read_allowed(self.root / spec):
-                        return (
-                            f"`{word}` names {spec}, which looks like a secret (keys, "
-                            "credentials, .env) and is not readable by default."
-                        )
-            # `… | xargs sudo rm`: xargs runs the rest (not unwrapped: its input names files).
-            if part.words and os.path.basename(part.name) in ("xargs", "find"):
-                escalate = next(
-                    (w for w in part.words[1:] if os.path.basename(w) in PRIVILEGE), None
-                )
-                if escalate is not None and not named(i, escalate):
-                    return f"`{escalate}` is not allowed: commands run without elevated privileges."
-            if cd_target(part) == "-":
-                return "`cd -` goes to an unknown directory; cd to a path inside the workspace."
-        for i, word, path in self._walk_paths(parts):
-            if named(i, word):
+    def read_deny_paths(self) -> tuple[str, ...]:
+        """The paths ``Read(...)`` deny rules name, in the sandbox's path syntax (where
+        ``/x`` is absolute, while a rule's ``/x`` is relative to the workspace)."""
+        out = []
+        for rule in self.deny:
+            name, spec = parse_rule(rule)
+            if name != "Read" or spec is None:
                 continue
-            if not (path == self.root or self.root in path.parents):
-                return (
-                    f"`{word}` refers to {path}, outside the workspace {self.root}; commands "
-                    f"may only touch files inside it (an allow rule naming this exact command "
-                    f"lifts this)."
-                )
-            if _is_secret(path, self.root) and not any(
-                parse_rule(r)[0] == "Read"
-                and parse_rule(r)[1] is not None
-                and path_matches(parse_rule(r)[1] or "", path, self.root)
-                for r in self.allow
-            ):
-                return (
-                    f"`{word}` looks like a secret (keys, credentials, .env) and is not readable "
-                    f"by default; add an allow rule such as Read(./{self._show(path)}) if needed."
-                )
-        return None
+            spec = spec.strip()
+            if spec.startswith("/") and not spec.startswith("//"):
+                spec = "." + spec
+            out.append(spec)
+        return tuple(out)
 
     def search_filter(
         self, tool_name: str = "Grep", *, secrets: bool = True
@@ -625,7 +416,7 @@ class PermissionPolicy:
         if not path_rules:
             if not secrets:
                 return None
-            return lambda rel: not _is_secret_rel(rel)
+            return lambda rel: not is_secret_rel(rel)
 
         def visible(rel: str) -> bool:
             path = self.root / rel
@@ -643,27 +434,12 @@ class PermissionPolicy:
         except ValueError:
             return str(path)
 
-    def _needing_approval(self, command: str) -> list[str]:
-        """The parts of ``command`` that no allow rule covers and that are not read-only:
-        the ones a suggested rule must name (not ``ls`` in ``ls && rm x``)."""
-        try:
-            parts = split_commands(command)
-        except ShellParseError:
-            return _bash_parts(command)
-        texts = [
-            " ".join([*p.assignments, *p.words])
-            for p in parts
-            if not is_read_only(p)
-            and not self._bash_rule(self.allow, " ".join([*p.assignments, *p.words]))
-        ]
-        return [t for t in texts if t] or _bash_parts(command)
-
     def _ask_denied(
         self, tool_name: str, path: Path | None, command: str | None, verdict: _Verdict
     ) -> str:
         if tool_name == "Bash":
             texts = self._needing_approval(command or "")
-            hint = f"Bash({_rule_hint(texts)})"
+            hint = f"Bash({rule_hint(texts)})"
             what = f"`{command}`"
         elif path is not None:
             hint = f"{RULE_FAMILY.get(tool_name, tool_name)}(./{self._show(path)})"
@@ -681,61 +457,6 @@ class PermissionPolicy:
             f"asked here. To permit it, add the allow rule {hint} (settings or --allow), "
             f"or choose a mode with --mode (acceptEdits, bypassPermissions)."
         )
-
-
-_NAMES_ONLY = {"ls", "stat", "du", "tree", "realpath", "readlink", "basename", "dirname", "test",
-               "[", "echo", "printf"}  # fmt: skip
-_GLOB_CHARS = re.compile(r"[*?\[]")
-_MAX_GLOB_MATCHES = 1000
-
-
-def _glob_matches(word: str, cwd: Path) -> list[tuple[str, Path]]:
-    """The paths the shell would expand ``word`` to (as bash: no dotfiles for ``*``)."""
-    if not _GLOB_CHARS.search(word):
-        return []
-    import glob
-    import itertools
-
-    try:
-        names = itertools.islice(glob.iglob(word, root_dir=cwd), _MAX_GLOB_MATCHES)
-        return [(name, Path(os.path.realpath(cwd / name))) for name in names]
-    except (OSError, ValueError):
-        return []
-
-
-def _first_hidden_file(
-    root: Path, flags: list[str], dirs: list[str], visible: Callable[[str], bool]
-) -> str | None:
-    """The first file a recursive search of ``dirs`` would read that ``visible`` rejects."""
-    from journal_agent.tools._rg import run_rg
-
-    try:
-        proc = run_rg(["--files", "--null", *flags, "--", *dirs], root)
-    except ToolError:
-        return None  # no rg: the other checks still stand
-    for raw in proc.stdout.split(b"\0"):
-        if not raw:
-            continue
-        rel = os.path.normpath(raw.decode("utf-8", "replace"))
-        if not visible(rel):
-            return rel
-    return None
-
-
-DESTRUCTIVE = {"rm", "rmdir", "dd", "chmod", "chown", "shred", "truncate", "mkfs", "kill", "pkill"}
-DESTRUCTIVE_GIT = {"git push", "git reset", "git clean", "git checkout", "git rebase"}
-
-
-def _rule_hint(texts: list[str]) -> str:
-    """The allow rule to suggest: a prefix rule, or the exact command for destructive ones."""
-    first = texts[0].split() if texts else []
-    if not first:
-        return "*"
-    if first[0] in DESTRUCTIVE or " ".join(first[:2]) in DESTRUCTIVE_GIT:
-        return texts[0]
-    if len(first) >= 2 and first[0] in ("git", "npm", "pip", "uv", "cargo", "make", "python"):
-        return f"{first[0]} {first[1]}:*"
-    return f"{first[0]}:*"
 
 
 def tty_prompt() -> Prompt | None:

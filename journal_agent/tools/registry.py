@@ -31,6 +31,7 @@ def product_tools() -> dict[str, Tool]:
     from journal_agent.tools.journal_search import JournalSearch
     from journal_agent.tools.ledger import LedgerShow, LedgerUpdate
     from journal_agent.tools.memory_estimate import MemoryEstimate
+    from journal_agent.tools.memory_profile import DeviceInfo, MemoryProfile
     from journal_agent.tools.memory_trace import MemoryTrace
 
     tools: list[Tool] = [
@@ -40,6 +41,8 @@ def product_tools() -> dict[str, Tool]:
         LedgerUpdate(),
         MemoryEstimate(),
         MemoryTrace(),
+        MemoryProfile(),
+        DeviceInfo(),
     ]
     return {tool.name: tool for tool in tools}
 

@@ -51,6 +51,8 @@ def test_mcp_lists_our_tools_and_runs_them(project, home):
         "LedgerUpdate",
         "MemoryEstimate",
         "MemoryTrace",
+        "MemoryProfile",
+        "DeviceInfo",
     }
     # The operations reach MCP hosts as one flat schema (no $ref to resolve).
     assert "$defs" not in str(tools["LedgerUpdate"].input_schema)

@@ -35,6 +35,7 @@ JOURNAL = """# Learning Journal
         ["estimate", "--help"],
         ["trace", "--help"],
         ["gpu"],  # no NVIDIA driver here: NVML answers without torch
+        ["profile", "--help"],
         ["tool", "--help"],
         ["run", "--help"],
         ["learn", "--help"],

@@ -111,7 +111,7 @@ def test_end_session_updates_the_ledger_through_the_tools(tmp_path, ws, cli):
     assert "LedgerUpdate" in json.dumps(first["messages"][0]["content"], ensure_ascii=False)
     shown = json.loads(seen["show"])
     assert shown["counts"] == {"mastered": 1, "developing": 1, "blind_spots": 1}
-    assert {d["id"] for d in shown["due"]} >= {"entry:zero-stage-2-2026-11-20", "item:zero"}
+    assert {d["id"] for d in shown["new"]} >= {"entry:zero-stage-2-2026-11-20", "item:zero"}
 
     assert "Nothing was written" in seen["refusal"] and "no-such-entry" in seen["refusal"]
     assert seen["ledger_after_refusal"] == USER_LEDGER

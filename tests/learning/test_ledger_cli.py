@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from journal_agent.journal.ledger import parse_ledger
 from tests.learning.learning_helpers import SEED_LEDGER
@@ -26,7 +29,8 @@ def test_show_counts_due_and_last_sessions(ws, cli):
     assert "2026-01-31  Nsys Profiling & Kernel Analysis" in r.stdout
     data = json.loads(cli("ledger", "--json").stdout)
     assert data["counts"] == {"mastered": 12, "developing": 10, "blind_spots": 7}
-    assert len(data["due"]) == 12 + 10 + 7 + 3  # every item and insight, never reviewed
+    assert data["due"] == []
+    assert len(data["new"]) == 12 + 10 + 7 + 3  # every item and insight, never reviewed
     assert data["suggestions"] == []
 
 
@@ -143,3 +147,53 @@ def test_two_processes_updating_at_once_lose_nothing(ws):
         if line.startswith("| **2026-01-31**"):
             line = line.replace("**", "")
         assert "Last Updated" in line or line in kept, line
+
+
+def test_an_insight_quoting_a_number_its_record_does_not_hold_is_refused(ws, cli):
+    from journal_agent.paths import measurements_dir
+    from profiling.records import MeasurementRecord, Quantity, RecordStore
+
+    RecordStore(measurements_dir(ws)).save(
+        MeasurementRecord(
+            id="est-0000beef",
+            kind="estimated",
+            title="7B on two GPUs",
+            results=[Quantity(name="total per GPU", value=91.64e9, unit="B")],
+        )
+    )
+    assert cli("ledger", "init").returncode == 0
+    ok = cli("ledger", "insight", "Too big", "It needs 91.64 GB per GPU.", "-s", "m:est-0000beef")
+    assert ok.returncode == 0, ok.stderr
+    r = cli("ledger", "insight", "Too big", "It needs 85 GB per GPU.", "-s", "m:est-0000beef")
+    assert r.returncode == 1
+    assert "it quotes '85 GB', which is not a value of [m:est-0000beef]" in r.stderr
+    # Written by hand, the same mistake is what `ledger check` reports.
+    path = ws / "learning_ledger.md"
+    path.write_text(path.read_text().replace("91.64 GB", "85 GB"))
+    r = cli("ledger", "check", "--json")
+    problems = json.loads(r.stdout)["problems"]
+    assert r.returncode == 1 and [p["kind"] for p in problems] == ["bad_citation"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ledger"], ["ledger", "check"], ["review", "--list"], ["feedback", "--history"]],
+)
+def test_learning_commands_import_no_heavy_module(ws, home, args):
+    """They call neither a model nor torch: start-up stays light (see test_startup.py)."""
+    (ws / "learning_ledger.md").write_bytes(SEED_LEDGER.read_bytes())
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "journal_agent", *args],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(home)},
+        timeout=60,
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    loaded = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert not loaded & {"anthropic", "torch", "mcp", "matplotlib"}, args

@@ -63,6 +63,12 @@ def test_the_queue_holds_entries_items_and_insights_due_first(ws):
     later = review.queue(ws, now + timedelta(days=30))
     assert later[0].id == "item:nvtx-annotation" and later[0].state == "learning"
     assert "item:nvtx-annotation" not in {c.id for c in review.queue(ws, now)}
+    # Never-reviewed items come after due ones, at most new_limit of them.
+    assert [c.state for c in review.queue(ws, now + timedelta(days=30), new_limit=2)] == [
+        "learning",
+        "new",
+        "new",
+    ]
 
 
 def test_a_corrupt_state_file_is_kept_aside_and_said_in_one_sentence(ws, cli):

@@ -36,7 +36,7 @@ def test_import_is_light_and_standalone() -> None:
 def test_estimate_memory_and_its_errors() -> None:
     from profiling import estimate_memory, render_estimate
 
-    est = estimate_memory(params=7e9, gpus=2, zero=2, gpu_mem_gb=40)
+    est = estimate_memory(params=7e9, precision="mixed", gpus=2, zero=2, gpu_mem_gb=40)
     assert est.per_gpu_bytes == 63_000_000_000 and est.status == "❌"
     assert "Total per GPU" in render_estimate(est)
     with pytest.raises(ProfilingError, match="unknown optimizer 'adamax'"):

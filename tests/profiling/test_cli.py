@@ -11,7 +11,8 @@ from profiling.records import RecordStore
 
 def test_estimate_json_shape_and_record(tmp_path, run_json) -> None:
     data = run_json(
-        "estimate", "--params", "7e9", "--gpus", "2", "--zero", "2", "--gpu-mem", "40",
+        "estimate", "--params", "7e9", "--precision", "mixed", "--gpus", "2", "--zero", "2",
+        "--gpu-mem", "40",
         "--plot", str(tmp_path / "est.png"), "--root", str(tmp_path), cwd=tmp_path,
     )  # fmt: skip
     assert (tmp_path / "est.png").read_bytes()[:4] == b"\x89PNG"
@@ -89,10 +90,12 @@ def test_trace_compare_estimate(tmp_path, run_json) -> None:
     assert data["fits"] is False and data["status"] == "❌"
     assert data["verdict"].startswith("❌ Exceeds 2.00 GB")
     rows = {r["category"]: r for r in data["comparison"]["rows"]}
-    # Autocast keeps fp32 parameters: 4 B against the estimate's 2 B.
+    # --dtype bf16 is --precision amp-bf16 for both sides now: autocast keeps fp32 parameters
+    # (4 B/param), in the trace and in the estimate alike.
+    assert data["config"]["precision"] == "amp-bf16"
     assert rows["parameters"]["traced_bytes"] == 4 * 124_439_808
-    assert rows["parameters"]["estimated_bytes"] == 2 * 124_439_808
-    assert rows["parameters"]["ratio"] == 0.5 and "master weights" in rows["parameters"]["why"]
+    assert rows["parameters"]["estimated_bytes"] == 4 * 124_439_808
+    assert rows["parameters"]["ratio"] == 1.0
     store = RecordStore(tmp_path / ".journal" / "measurements")
     assert store.exists(data["estimate"]["record_id"]) and store.exists(data["record_id"])
 
@@ -112,9 +115,25 @@ def test_trace_compare_estimate(tmp_path, run_json) -> None:
             "needs full training (no --lora-rank)",
         ),
         (
-            ["trace", "--model", "llama-7b", "--optimizer", "rmsprop", "--compare-estimate"],
-            "no estimate matches optimizer 'rmsprop'",
+            ["trace", "--model", "user_models:make_mlp", "--compare-estimate"],
+            "--compare-estimate needs a reference model, not a factory",
         ),
+        (["estimate", "--model", "llama-7b", "--gpus", "-2"], "--gpus must be at least 1 (got -2)"),
+        (["estimate", "--model", "llama-7b", "--seq", "0"], "--seq must be at least 1 (got 0)"),
+        (
+            ["estimate", "--model", "llama-7b", "--gpu", "tpu-v9"],
+            "--gpu 'tpu-v9' is not a GPU we know; use one of a100-40gb, a100-80gb",
+        ),
+        (
+            ["estimate", "--model", "llama-7b", "--precision", "fp16"],
+            "unknown precision 'fp16'; --precision takes fp32, amp-bf16, amp-fp16, mixed, bf16",
+        ),
+        (
+            ["trace", "--model", "tiny-gpt2", "--optimizer", "adam8bit"],
+            "optimizer 'adam8bit' cannot be traced; use one of adamw, adam, sgd",
+        ),
+        (["estimate", "--params", "nan"], "--params"),
+        (["estimate", "--model", "llama-7b", "--gpu-mem", "inf"], "--gpu-mem must be a finite"),
     ],
 )
 def test_errors_are_one_sentence(user_models, run_cli, args: list[str], message: str) -> None:

@@ -22,7 +22,7 @@ def _by_name(est) -> dict[str, int]:
 
 def _states(**kw) -> int:
     """Model-state bytes per GPU (no shape given, so no activations)."""
-    est = estimate(EstimateInput(**kw))
+    est = estimate(EstimateInput(**{"precision": "mixed", **kw}))
     assert all(c.group != "activations" for c in est.components)
     return est.per_gpu_bytes
 
@@ -54,7 +54,7 @@ def test_fp32_grads_reproduces_deepspeed_zero2() -> None:
 
 
 def test_zero2_note_names_the_convention() -> None:
-    est = estimate(EstimateInput(params=7_000_000_000, gpus=2, zero=2))
+    est = estimate(EstimateInput(params=7_000_000_000, gpus=2, zero=2, precision="mixed"))
     (note,) = [n for n in est.notes if "DeepSpeed" in n]
     assert "71.71 GiB" in note and "18 B/param" in note
     assert est.deepspeed["zero2_gpu_bytes"] == 77_000_000_000
@@ -105,7 +105,9 @@ def test_zero_stages(zero: int, expected: float) -> None:
 
 
 def test_seed_case_7b_zero2_two_gpus() -> None:
-    est = estimate(EstimateInput(params=7_000_000_000, gpus=2, zero=2, gpu_mem_gb=40))
+    est = estimate(
+        EstimateInput(params=7_000_000_000, gpus=2, zero=2, gpu_mem_gb=40, precision="mixed")
+    )
     assert _by_name(est) == {
         "Weights (fp16/bf16)": 14_000_000_000,  # 7B × 2 B
         "Gradients (fp16/bf16)": 7_000_000_000,  # 7B × 2 B / 2
@@ -133,7 +135,7 @@ def test_seed_case_prints_whole_table() -> None:
 # ----------------------------------------------------------------- activations and logits
 
 # A toy shape small enough to do by hand: s=4, b=1, h=8, a=2, L=2 → s·b·h = 32.
-TOY = dict(params=1000, layers=2, hidden=8, heads=2, seq=4, batch=1)
+TOY = dict(params=1000, layers=2, hidden=8, heads=2, seq=4, batch=1, precision="mixed")
 
 
 def _acts(**kw) -> int:
@@ -173,7 +175,7 @@ def test_fp32_doubles_activations_and_logits_upcast() -> None:
 
 
 def test_no_shape_means_no_activations_and_a_note() -> None:
-    est = estimate(EstimateInput(params=7e9))
+    est = estimate(EstimateInput(params=7e9, precision="mixed"))
     assert not [c for c in est.components if c.group == "activations"]
     assert any("activations not counted" in n for n in est.notes)
 
@@ -183,7 +185,9 @@ def test_no_shape_means_no_activations_and_a_note() -> None:
 
 def test_lora() -> None:
     # adapters on q, k, v, o: 8·L·h·r = 8·2·8·2 = 256 trainable parameters (fp32)
-    est = estimate(EstimateInput(params=10_000, layers=2, hidden=8, heads=2, lora_rank=2))
+    est = estimate(
+        EstimateInput(params=10_000, layers=2, hidden=8, heads=2, lora_rank=2, precision="mixed")
+    )
     c = _by_name(est)
     assert est.trainable_params == 256
     assert c["Base weights (fp16/bf16, frozen)"] == 10_000 * 2
@@ -195,7 +199,15 @@ def test_lora() -> None:
 
 def test_qlora_base_is_nf4_with_double_quant() -> None:
     est = estimate(
-        EstimateInput(params=8_000_000, layers=2, hidden=8, heads=2, lora_rank=2, qlora=True)
+        EstimateInput(
+            params=8_000_000,
+            layers=2,
+            hidden=8,
+            heads=2,
+            lora_rank=2,
+            qlora=True,
+            precision="mixed",
+        )
     )
     assert _by_name(est)["Base weights (NF4, frozen)"] == 8_000_000 * 4.127 / 8
 
@@ -205,19 +217,22 @@ def test_qlora_base_is_nf4_with_double_quant() -> None:
 
 def test_status_thresholds() -> None:
     need = _states(params=1_000_000_000)  # 16 GB
-    assert estimate(EstimateInput(params=1e9, gpu_mem_gb=need / 1e9 / 0.85)).status == "✅"
-    tight = estimate(EstimateInput(params=1e9, gpu_mem_gb=need / 1e9 / 0.95))
+    assert (
+        estimate(EstimateInput(params=1e9, gpu_mem_gb=need / 1e9 / 0.85, precision="mixed")).status
+        == "✅"
+    )
+    tight = estimate(EstimateInput(params=1e9, gpu_mem_gb=need / 1e9 / 0.95, precision="mixed"))
     assert (tight.status, tight.fits) == ("⚠️", True)
-    over = estimate(EstimateInput(params=1e9, gpu_mem_gb=15))
+    over = estimate(EstimateInput(params=1e9, gpu_mem_gb=15, precision="mixed"))
     assert (over.status, over.fits) == ("❌", False)
-    assert estimate(EstimateInput(params=1e9)).fits is None
+    assert estimate(EstimateInput(params=1e9, precision="mixed")).fits is None
 
 
 def test_reference_model_shapes() -> None:
-    est = estimate(EstimateInput(model="llama-7b"))
+    est = estimate(EstimateInput(model="llama-7b", precision="mixed"))
     assert est.params == 6_738_415_616
     assert est.shape["layers"] == 32 and est.shape["hidden"] == 4096 and est.shape["vocab"] == 32000
-    assert estimate(EstimateInput(model="gpt2-small")).params == 124_439_808
+    assert estimate(EstimateInput(model="gpt2-small", precision="mixed")).params == 124_439_808
 
 
 @pytest.mark.parametrize(
@@ -237,7 +252,7 @@ def test_clear_errors(kwargs: dict, message: str) -> None:
 
 def test_lora_without_shape_is_a_clear_error() -> None:
     with pytest.raises(ProfilingError, match="LoRA needs the model's shape"):
-        estimate(EstimateInput(params=1e9, lora_rank=8))
+        estimate(EstimateInput(params=1e9, lora_rank=8, precision="mixed"))
 
 
 @pytest.mark.parametrize("name", ["gpt2-small", "gpt2-xl", "llama-1b", "llama-7b"])
@@ -250,21 +265,21 @@ def test_deepspeed_largest_layer_is_its_definition_on_the_real_model(name: str) 
     model = build_model(name, device=torch.device("meta"))
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     assert WORKLOADS[name].largest_module_params() == largest
-    est = estimate(EstimateInput(model=name, gpus=8, zero=3))
+    est = estimate(EstimateInput(model=name, gpus=8, zero=3, precision="mixed"))
     psi = est.params
     assert est.deepspeed["zero3_gpu_bytes"] == 4 * largest + 18 * psi // 8
 
 
 def test_deepspeed_zero3_for_llama_7b_by_hand() -> None:
     # The embedding (and the untied lm_head), 32000 × 4096, is Llama-7B's largest module.
-    est = estimate(EstimateInput(model="llama-7b", gpus=8, zero=3))
+    est = estimate(EstimateInput(model="llama-7b", gpus=8, zero=3, precision="mixed"))
     assert est.deepspeed["zero3_gpu_bytes"] == 4 * 32000 * 4096 + 18 * 6_738_415_616 // 8
 
 
 def test_qlora_keeps_embeddings_and_lm_head_in_16_bit() -> None:
     # bitsandbytes quantizes the Linear layers only. Llama-7B: Ψ = 6,738,415,616, of which the
     # embedding and the untied LM head are 2 × 32000 × 4096 = 262,144,000 (bf16, 2 B).
-    est = estimate(EstimateInput(model="llama-7b", lora_rank=16, qlora=True))
+    est = estimate(EstimateInput(model="llama-7b", lora_rank=16, qlora=True, precision="mixed"))
     c = _by_name(est)
     assert c["Base weights (NF4, frozen)"] == round((6_738_415_616 - 262_144_000) * 4.127 / 8)
     assert c["Embeddings + LM head (16-bit, frozen)"] == 262_144_000 * 2
@@ -276,12 +291,12 @@ def test_qlora_keeps_embeddings_and_lm_head_in_16_bit() -> None:
 def test_lora_adapters_follow_grouped_query_attention() -> None:
     # llama-1b: h = 2048, 4 KV heads × 64 = 256 wide k and v. Per layer r·(in + out) each:
     # q, o: 2·r·(2048 + 2048); k, v: 2·r·(2048 + 256) → 22 layers · 8 · 12800 = 2,252,800.
-    est = estimate(EstimateInput(model="llama-1b", lora_rank=8))
+    est = estimate(EstimateInput(model="llama-1b", lora_rank=8, precision="mixed"))
     assert est.trainable_params == 2_252_800
 
 
 def test_total_counts_every_tensor_parallel_rank() -> None:
     # 4 data-parallel × 2 tensor-parallel = 8 GPUs, each with Ψ·16 B / (4·2) under ZeRO-3.
-    est = estimate(EstimateInput(params=1_000_000_000, gpus=4, tp=2, zero=3))
+    est = estimate(EstimateInput(params=1_000_000_000, gpus=4, tp=2, zero=3, precision="mixed"))
     assert est.per_gpu_bytes == 16_000_000_000 // 8
     assert est.total_bytes == 16_000_000_000

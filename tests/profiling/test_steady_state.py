@@ -45,7 +45,7 @@ def _real_model(cfg: TraceConfig, mesh):
     finally:
         torch.set_default_dtype(previous)
     blocks = model.layers if hasattr(model, "layers") else model.h
-    if cfg.checkpointing:
+    if cfg.checkpointing == "full":
         from torch.utils.checkpoint import checkpoint
 
         for block in blocks:

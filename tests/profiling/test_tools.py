@@ -20,7 +20,7 @@ def _record_id(text: str) -> str:
 def test_memory_estimate_tool(tmp_path) -> None:
     result = MemoryEstimate().call(
         ToolContext(root=tmp_path),
-        {"params": "7e9", "gpus": 2, "zero": 2, "gpu_mem": 40},
+        {"params": "7e9", "precision": "mixed", "gpus": 2, "zero": 2, "gpu_mem": 40},
     )
     assert not result.is_error, result.content
     assert "63.00 GB" in result.content and "❌" in result.content

@@ -96,7 +96,7 @@ def test_fast_tracker_matches_upstream(checkpointing: bool) -> None:
 def test_checkpointing_keeps_fewer_activations() -> None:
     base = TraceConfig(model="tiny-llama", batch=4, seq=64)
     plain = trace_step(base)
-    ckpt = trace_step(base.model_copy(update={"checkpointing": True}))
+    ckpt = trace_step(base.model_copy(update={"checkpointing": "full"}))
     assert ckpt.after_step == plain.after_step  # same model states
     assert (
         ckpt.phases["after_forward"]["activations"] < plain.phases["after_forward"]["activations"]

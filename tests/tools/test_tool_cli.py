@@ -93,7 +93,7 @@ def test_list_tools(cli, ws: Path, home: Path) -> None:
     assert [d["name"] for d in defs] == [
         "Read", "Write", "Edit", "Grep", "Glob", "Bash",
         "JournalAppend", "JournalSearch", "LedgerShow", "LedgerUpdate",
-        "MemoryEstimate", "MemoryTrace",
+        "MemoryEstimate", "MemoryTrace", "MemoryProfile", "DeviceInfo",
     ]  # fmt: skip
     grep = next(d for d in defs if d["name"] == "Grep")
     assert {"-i", "-n", "-A", "-B", "-C", "head_limit"} <= set(grep["input_schema"]["properties"])

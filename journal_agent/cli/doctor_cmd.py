@@ -1,0 +1,27 @@
+"""``journal-agent doctor``: which confinement is active, and the rest of the environment."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from journal_agent.cli import app
+from journal_agent.cli._common import RootOption, print_json, resolve_root
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@app.command("doctor")
+def doctor_command(root: RootOption = None, as_json: JsonOption = False) -> None:
+    """Check the environment: the sandbox for Bash, ripgrep, the API key, torch, NVML, extras."""
+    from journal_agent.doctor import run_checks
+
+    checks = run_checks(resolve_root(root))
+    if as_json:
+        print_json([c.as_dict() for c in checks])
+        return
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        mark = "ok " if c.ok else "-- "
+        typer.echo(f"{mark}{c.name.ljust(width)}  {c.detail}")

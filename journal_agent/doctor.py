@@ -1,0 +1,116 @@
+"""``journal-agent doctor``: what this environment offers, checked for real.
+
+Each check returns a :class:`Check` (name, ok, one line of detail); nothing here prints. The
+heavy ones (torch, NVML) import inside their function.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# Optional packages and what each one adds.
+OPTIONAL = {
+    "sentence_transformers": "semantic journal search (embeddings)",
+    "fsrs": "spaced-repetition review of the ledger",
+    "matplotlib": "--plot for estimate and trace",
+    "mcp": "the MCP server for Claude Code",
+    "hypothesis": "the property-based tests",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def run_checks(root: Path) -> list[Check]:
+    return [
+        check_confinement(root),
+        check_ripgrep(),
+        check_api_key(),
+        check_torch(),
+        check_nvml(),
+        *check_optional(),
+    ]
+
+
+def check_confinement(root: Path) -> Check:
+    from journal_agent.settings import load_settings
+    from journal_agent.tools.sandbox import confinement
+
+    settings = load_settings(root).sandbox
+    conf = confinement(settings, root)
+    if not conf.active:
+        return Check(
+            "sandbox",
+            False,
+            f"none — {conf.reason}; Bash asks before every command that is not a plain "
+            "read-only one",
+        )
+    net = "all network" if settings.network.all_allowed else "no network"
+    return Check("sandbox", True, f"{conf.reason}; {net}")
+
+
+def check_ripgrep() -> Check:
+    from journal_agent.tools._rg import rg_binary
+    from journal_agent.tools.base import ToolError
+
+    try:
+        return Check("ripgrep", True, rg_binary())
+    except ToolError as exc:
+        return Check("ripgrep", False, str(exc))
+
+
+def check_api_key() -> Check:
+    if os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+        return Check("api key", True, "ANTHROPIC_API_KEY is set")
+    return Check("api key", False, "ANTHROPIC_API_KEY is not set: agent runs cannot call the model")
+
+
+def check_torch() -> Check:
+    if importlib.util.find_spec("torch") is None:
+        return Check("torch", False, "not installed (pip install torch)")
+    try:
+        import torch
+    except Exception as exc:  # a broken install must not stop the other checks
+        return Check("torch", False, f"fails to import: {exc}")
+    cuda = torch.version.cuda
+    build = f"CUDA {cuda} build" if cuda else "CPU-only build"
+    if cuda and torch.cuda.is_available():
+        gpus = torch.cuda.device_count()
+        return Check("torch", True, f"{torch.__version__}, {build}, {gpus} GPU(s)")
+    return Check("torch", True, f"{torch.__version__}, {build}, no GPU visible")
+
+
+def check_nvml() -> Check:
+    try:
+        import pynvml
+    except ImportError:
+        return Check("NVML", False, "nvidia-ml-py is not installed")
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+        return Check("NVML", False, f"not available ({exc}): measured GPU numbers need a driver")
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        count = pynvml.nvmlDeviceGetCount()
+    finally:
+        pynvml.nvmlShutdown()
+    return Check("NVML", True, f"driver {driver}, {count} device(s)")
+
+
+def check_optional() -> list[Check]:
+    out = []
+    for module, what in OPTIONAL.items():
+        present = importlib.util.find_spec(module) is not None
+        state = "installed" if present else "not installed"
+        out.append(Check(f"optional: {module}", present, f"{state} — {what}"))
+    return out

@@ -1,0 +1,212 @@
+"""MemoryProfile and DeviceInfo: measured numbers from this machine, saved as records.
+
+MemoryProfile runs ``journal-agent profile`` in a child process of its own session: a model
+that hangs or eats the machine is stopped by the timeout (the whole process group), never the
+host's loop. Progress lines from the child go to ``ctx.extras["progress"](done, total, what)``
+when the host gives one (the MCP server turns them into progress notifications).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from journal_agent.tools._schema import tidy_schema
+from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+
+_GRACE_S = 15.0  # beyond the child's own --timeout: building, tracing, writing the record
+
+
+class MemoryProfileInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=tidy_schema)
+
+    model: str = Field(
+        description="A reference model (tiny-gpt2, tiny-llama, gpt2-small … llama-7b) or a "
+        "factory in the workspace, 'package.module:function', returning a module and inputs."
+    )
+    batch: int = Field(default=1, ge=1)
+    seq: int | None = Field(default=None, ge=1, description="Sequence length (default: model's).")
+    dtype: Literal["fp32", "bf16", "fp16"] = Field(
+        default="fp32", description="Autocast compute dtype (fp32 = no autocast)."
+    )
+    param_dtype: Literal["fp32", "bf16"] = Field(
+        default="fp32", description="Parameter dtype (bf16 = pure bf16 training)."
+    )
+    optimizer: Literal["adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop"] = "adamw"
+    checkpointing: bool = Field(default=False, description="Activation checkpointing per block.")
+    steps: int = Field(default=5, ge=1, le=50, description="Timed steps (kept short).")
+    warmup: int = Field(default=1, ge=0, le=10, description="Untimed steps first.")
+    timeout: float = Field(default=120, gt=0, le=600, description="Seconds before giving up.")
+    device: str | None = Field(default=None, description="cpu, cuda or cuda:N (default: auto).")
+
+
+class MemoryProfile(Tool):
+    name = "MemoryProfile"
+    description = (
+        "Measure a short real training run on THIS machine's device (GPU if present, else "
+        "CPU): peak memory per phase (forward, backward, optimizer) and per step, spikes, "
+        "median time per phase and step (warm-up excluded), tokens/s, achieved FLOP/s, and "
+        "beside it the trace of the same step with the ratio measured ÷ traced.\n"
+        "- Use it for questions about this hardware; use MemoryTrace/MemoryEstimate for "
+        "hardware you do not have.\n"
+        "- Returns a compact summary and a record id; cite the numbers as [m:<id>].\n"
+        "- Bounded by timeout; an out-of-memory is reported as a result."
+    )
+    Input = MemoryProfileInput
+
+    def run(self, ctx: ToolContext, params: MemoryProfileInput) -> ToolResult:  # type: ignore[override]
+        args = ["profile", "--model", params.model, "--batch", str(params.batch)]
+        if params.seq is not None:
+            args += ["--seq", str(params.seq)]
+        args += ["--dtype", params.dtype, "--param-dtype", params.param_dtype]
+        args += ["--optimizer", params.optimizer, "--steps", str(params.steps)]
+        args += ["--warmup", str(params.warmup), "--timeout", f"{params.timeout:g}"]
+        if params.checkpointing:
+            args.append("--checkpointing")
+        if params.device:
+            args += ["--device", params.device]
+        if ctx.policy is not None:
+            # It runs a training loop (and a workspace factory's code): approved like Bash.
+            ctx.policy.ensure("Bash", command="journal-agent " + " ".join(args))
+        data, err = _run_child([*args, "--json", "--root", str(ctx.root)], ctx, params.timeout)
+        if data is None:
+            raise ToolError(err or "the measured run failed without a message")
+        # An out-of-memory is a measured result (saved, cited), not a tool failure.
+        return ToolResult(render_compact(data, err))
+
+
+def _run_child(args: list[str], ctx: ToolContext, timeout: float) -> tuple[dict | None, str]:
+    from journal_agent.processes import stop_groups
+
+    env = {**os.environ, "JOURNAL_AGENT_PROGRESS": "lines", "NO_COLOR": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "journal_agent", *args],
+        cwd=ctx.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    report = ctx.extras.get("progress")
+    errors: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            line = line.rstrip("\n")
+            if line.startswith("progress: "):
+                done, _, what = line.removeprefix("progress: ").partition(" ")
+                n, _, total = done.partition("/")
+                if callable(report) and n.isdigit() and total.isdigit():
+                    report(int(n), int(total), what)
+            elif line.strip():
+                errors.append(line)
+
+    chunks: list[str] = []
+
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        chunks.append(proc.stdout.read())
+
+    # Both pipes drained by threads (never communicate(): it would race the stderr reader).
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_stderr, read_stdout)]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout=timeout + _GRACE_S)
+    except subprocess.TimeoutExpired:
+        stop_groups([proc.pid], grace_s=2.0, leaders=[proc])
+        return None, (
+            f"the measured run did not end within {timeout:g} s (+{_GRACE_S:g} s); it was "
+            "stopped — use fewer steps, a smaller batch/seq, or a longer timeout"
+        )
+    for reader in readers:
+        reader.join(timeout=5)
+    out = "".join(chunks)
+    message = " ".join(e.removeprefix("error: ") for e in errors if e.startswith("error:"))
+    try:
+        return json.loads(out), message
+    except json.JSONDecodeError:
+        return None, message or "\n".join(errors[-5:])
+
+
+def render_compact(d: dict, err: str = "") -> str:
+    from profiling.measured_report import fmt_time
+    from profiling.records import cite
+    from profiling.units import fmt_bytes
+
+    dev = d["device"]
+    lines = [
+        f"Measured on {dev.get('label')} ({dev.get('name')}): {len(d['steps'])} steps, "
+        f"{d['warmup_steps']} warm-up excluded from times. Memory = {d['memory_kind']}."
+    ]
+    where = f" (step {d['peak_step']}, {d['peak_phase']})" if d.get("peak_phase") else ""
+    lines.append(f"Peak {fmt_bytes(d['peak_bytes'])}{where}.")
+    for p in d["phases"]:
+        lines.append(
+            f"  {p['name']}: peak {fmt_bytes(p['peak_bytes'])}, median "
+            f"{fmt_time(p['median_time_s'])} (IQR {fmt_time(p['iqr_time_s'])})"
+        )
+    t = d.get("time_per_step")
+    if t:
+        lines.append(
+            f"Step: median {fmt_time(t['median'])}, IQR {fmt_time(t['iqr'])}, min "
+            f"{fmt_time(t['min'])} over {t['n']} steps"
+            + (f"; {d['tokens_per_s']:,.0f} tokens/s" if d.get("tokens_per_s") else "")
+        )
+    if d.get("backward_forward_ratio"):
+        lines.append(f"backward ÷ forward = {d['backward_forward_ratio']:.2f}")
+    if d.get("spikes"):
+        lines.append(
+            "Spikes: "
+            + "; ".join(
+                f"step {s['step']} {s['phase']} {fmt_bytes(s['peak_bytes'])}" for s in d["spikes"]
+            )
+        )
+    for r in d.get("measured_over_traced") or []:
+        if r["what"] == "step peak":
+            lines.append(
+                f"Measured ÷ traced step peak: {r['ratio']:.4f} (trace "
+                f"{cite(d['trace']['record_id'])})"
+            )
+    if d.get("oom"):
+        o = d["oom"]
+        lines.append(f"OUT OF MEMORY at step {o['step']}, {o['phase']}: {err or o['message']}")
+    lines.append(f"record: {d['record_id']}  (cite as {cite(d['record_id'])})")
+    return "\n".join(lines)
+
+
+class DeviceInfoInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=tidy_schema)
+
+
+class DeviceInfo(Tool):
+    name = "DeviceInfo"
+    description = (
+        "The hardware at hand: NVIDIA GPUs (name, memory used/total/driver-reserved, "
+        "utilization, processes and their memory), driver, CUDA and torch versions, CPU and "
+        "RAM; or one sentence that there is no NVIDIA GPU here.\n"
+        "- Call it before measuring, to know whether MemoryProfile runs on a GPU or the CPU.\n"
+        "- Returns the facts and a record id; cite them as [m:<id>]."
+    )
+    Input = DeviceInfoInput
+
+    def run(self, ctx: ToolContext, params: DeviceInfoInput) -> ToolResult:  # type: ignore[override]
+        from journal_agent.paths import measurements_dir
+        from profiling.devices import gpu_info
+        from profiling.measured_report import device_record, render_gpu_info
+        from profiling.records import RecordStore, cite
+
+        info = gpu_info()
+        record = device_record(info)
+        RecordStore(measurements_dir(ctx.root)).save(record)
+        return ToolResult(
+            f"{render_gpu_info(info)}\nrecord: {record.id}  (cite as {cite(record.id)})"
+        )

@@ -1,0 +1,39 @@
+"""The operating system's confinement of the commands the Bash tool runs (and of ripgrep for
+Grep and Glob): bubblewrap on Linux, sandbox-exec on macOS. See docs/security.md.
+
+- :mod:`.config`: the ``sandbox`` section of settings.json (Claude Code's shape);
+- :mod:`.confinement`: which confinement this machine offers (found once per process);
+- :mod:`.view`: what one command may write, what stays read-only inside that, what is hidden;
+- :mod:`.linux` / :mod:`.macos`: the bubblewrap command line / the Seatbelt profile.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from journal_agent.tools.sandbox.config import SandboxSettings
+from journal_agent.tools.sandbox.confinement import Confinement, confinement, notice
+from journal_agent.tools.sandbox.view import View, build_view
+
+__all__ = [
+    "Confinement",
+    "SandboxSettings",
+    "View",
+    "build_view",
+    "confine",
+    "confinement",
+    "notice",
+]
+
+
+def confine(conf: Confinement, view: View, argv: list[str]) -> list[str]:
+    """``argv`` wrapped to run inside ``view`` under ``conf`` (which must be active)."""
+    if conf.kind == "sandbox-exec":
+        from journal_agent.tools.sandbox.macos import sandbox_exec_argv
+
+        return sandbox_exec_argv(conf.program or "sandbox-exec", view, argv)
+    from journal_agent.tools.sandbox.linux import bwrap_argv
+
+    keep = (Path(sys.prefix), Path(sys.executable).parent)
+    return bwrap_argv(conf.program or "bwrap", view, argv, keep=keep)

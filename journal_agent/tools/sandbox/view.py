@@ -1,0 +1,198 @@
+"""What a sandboxed command sees: which paths it may write, which stay read-only inside
+them, which are hidden, and whether it has a network.
+
+=====================  ============================================================
+the call               what is writable
+=====================  ============================================================
+read-only (``default``  nothing but a private ``/tmp`` (the whole filesystem is read-only)
+and ``plan`` modes)
+writing (``acceptEdits``, the workspace and ``sandbox.filesystem.allowWrite``, **except** the
+``bypassPermissions``,  protected paths, which stay read-only inside it
+a command the user
+approved or an allow
+rule names)
+=====================  ============================================================
+
+Protected inside the workspace: ``.claude/`` (settings, agents, commands, hooks),
+``.journal/`` (our state and ``.journal/settings*.json``; ``.journal/drafts/`` stays
+writable), ``.git/config``, ``.git/hooks``, ``.mcp.json``, ``.claude-plugin/``, the installed
+journal-agent package itself when it lies inside the workspace, and
+``sandbox.filesystem.denyWrite``. journal-agent's own journal commands
+(``journal-agent journal append`` …) get ``.journal/`` writable, since they keep their state
+there; settings files in it stay read-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob as _glob
+import itertools
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from journal_agent.tools.sandbox._secrets import SecretScan, home_secrets, name_regex
+from journal_agent.tools.sandbox.config import SandboxSettings
+
+PROTECTED = (".claude", ".journal", ".git/config", ".git/hooks", ".mcp.json", ".claude-plugin")
+# Pre-created (empty directories) so that they can be kept read-only even before they exist:
+# otherwise `mkdir .claude && cp evil.json .claude/settings.local.json` would work.
+PRECREATE = (".claude", ".journal", ".journal/drafts")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_MAX_GLOB = 10_000
+
+
+@dataclass(frozen=True)
+class View:
+    root: Path
+    writable: tuple[Path, ...]  # bound read-write, in this order
+    read_only: tuple[Path, ...]  # bound read-only again, after the writable ones
+    rewritable: tuple[Path, ...]  # writable again inside a protected path (.journal/drafts)
+    masked: tuple[Path, ...]  # hidden: reading fails
+    network: bool
+    scan_truncated: bool = False
+    created: tuple[Path, ...] = ()  # directories made only to be mount points
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.writable)
+
+
+def build_view(
+    root: Path,
+    settings: SandboxSettings,
+    *,
+    writes: bool,
+    own_journal: bool = False,
+    read_deny: tuple[str, ...] = (),
+    home: Path | None = None,
+) -> View:
+    root = Path(os.path.realpath(root))
+    home = Path(os.path.realpath(home or Path.home()))
+    fs = settings.filesystem
+    writable: list[Path] = []
+    read_only: list[Path] = []
+    rewritable: list[Path] = []
+    created: list[Path] = []
+    if writes:
+        created = [p for rel in PRECREATE if (p := _precreate(root / rel)) is not None]
+        writable.append(root)
+        writable += [p for e in fs.allow_write for p in _concrete(e, root, home) if p.exists()]
+        protected = [root / rel for rel in PROTECTED]
+        if own_journal:
+            protected.remove(root / ".journal")
+            protected += sorted((root / ".journal").glob("settings*.json"))
+        else:
+            rewritable.append(root / ".journal" / "drafts")
+        protected += _plugin_files(root)
+        protected += [p for e in fs.deny_write for p in _expand(e, root, home)]
+        read_only = [p for p in protected if os.path.lexists(p) and _inside_any(p, writable)]
+        rewritable = [p for p in rewritable if p.is_dir()]
+    scan = _scan(root, tuple(p for p in (*fs.deny_read, *read_deny) if _bare(p)))
+    masked = [*scan.paths(), *home_secrets(home)]
+    for entry in (*fs.deny_read, *read_deny):
+        if not _bare(entry):
+            masked += _expand(entry, root, home)
+    masked = _with_real_paths(masked)
+    return View(
+        root=root,
+        writable=tuple(writable),
+        read_only=tuple(read_only),
+        rewritable=tuple(rewritable),
+        masked=tuple(masked),
+        network=settings.network.all_allowed,
+        scan_truncated=scan.truncated,
+        created=tuple(created),
+    )
+
+
+def _precreate(path: Path) -> Path | None:
+    """Make the directory (to be kept read-only or writable); return it if we made it."""
+    if os.path.lexists(path):
+        return None
+    try:
+        path.mkdir()
+    except OSError:
+        return None  # a read-only workspace, a missing parent: nothing to protect then
+    return path
+
+
+def remove_precreated(view: View) -> None:
+    """Remove the directories :func:`build_view` made, if the command left them empty."""
+    for path in reversed(view.created):
+        with contextlib.suppress(OSError):
+            path.rmdir()
+
+
+def _inside_any(path: Path, roots: list[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def _plugin_files(root: Path) -> list[Path]:
+    """journal-agent's own code, when it lies inside the workspace (a development checkout):
+    a command must not change what runs outside the sandbox next time."""
+    import journal_agent
+
+    package = Path(os.path.realpath(Path(journal_agent.__file__).parent))
+    return [package] if root in package.parents else []
+
+
+def _bare(entry: str) -> bool:
+    """A name without a slash (``*.pem``, ``secrets.txt``): matched at any depth."""
+    e = entry.strip().rstrip("/")
+    return "/" not in e and not e.startswith("~")
+
+
+def _anchor(entry: str, root: Path, home: Path) -> tuple[Path, str]:
+    e = entry.strip()
+    if e.startswith("//"):
+        return Path("/"), e[2:]
+    if e == "~" or e.startswith("~/"):
+        return home, e[2:]
+    if e.startswith("./"):
+        return root, e[2:]
+    if e.startswith("/"):
+        # Claude Code's sandbox paths: "/x" is absolute (unlike a Read rule's "/x").
+        return Path("/"), e[1:]
+    return root, e
+
+
+def _concrete(entry: str, root: Path, home: Path) -> list[Path]:
+    base, rel = _anchor(entry, root, home)
+    rel = rel.rstrip("/")
+    if rel.endswith("/**"):
+        rel = rel[:-3]
+    if _GLOB_CHARS.search(rel):
+        return []
+    return [Path(os.path.normpath(base / rel))]
+
+
+def _expand(entry: str, root: Path, home: Path) -> list[Path]:
+    """The existing paths an anchored entry names (globs expanded, bounded)."""
+    concrete = _concrete(entry, root, home)
+    if concrete:
+        return [p for p in concrete if os.path.lexists(p)]
+    base, rel = _anchor(entry, root, home)
+    it = _glob.iglob(str(base / rel), recursive=True, include_hidden=True)
+    return [Path(p) for p in itertools.islice(it, _MAX_GLOB)]
+
+
+def _with_real_paths(paths: list[Path]) -> list[Path]:
+    """Each path and, when it is a symlink, what it leads to: a bind mount follows the link."""
+    out: dict[Path, None] = {}
+    for p in paths:
+        out[p] = None
+        real = Path(os.path.realpath(p))
+        if real != p and real.exists():
+            out[real] = None
+    return list(out)
+
+
+@lru_cache(maxsize=16)
+def _scan(root: Path, extra_names: tuple[str, ...]) -> SecretScan:
+    from journal_agent.tools._rules import SECRET_EXCEPTIONS, SECRET_PATTERNS
+
+    patterns = (*SECRET_PATTERNS, *(e.strip().rstrip("/") for e in extra_names))
+    return SecretScan(root, name_regex(patterns, SECRET_EXCEPTIONS))

@@ -1,0 +1,132 @@
+"""The one training configuration: error sentences, older spellings, generated flags and schemas."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from profiling.config import OPTIMIZERS, ConfigError, TrainingConfig
+from profiling.gpus import GPUS, find_gpu
+
+
+@pytest.mark.parametrize(
+    ("values", "flag_message", "field_message"),
+    [
+        ({"model": "llama-7b", "gpus": -2}, "--gpus must be at least 1 (got -2)", "gpus must"),
+        ({"model": "llama-7b", "seq": 0}, "--seq must be at least 1 (got 0)", "seq must"),
+        ({"model": "llama-7b", "seq": 10**12}, "--seq must be at most 100,000,000", "seq must"),
+        (
+            {"model": "llama-7b", "gpu": "a100"},
+            "--gpu 'a100' is ambiguous; say a100-40gb or",
+            "gpu ",
+        ),
+        (
+            {"model": "llama-7b", "gpu": "tpu"},
+            "--gpu 'tpu' is not a GPU we know; use one of",
+            "gpu ",
+        ),
+        ({"params": math.nan}, "--params must be a finite number", "params must"),
+        ({"params": "lots"}, "--params: cannot read 'lots' as a count", "params:"),
+        (
+            {"model": "llama-7b", "gpu_mem": math.inf},
+            "--gpu-mem must be a finite number",
+            "gpu_mem",
+        ),
+        ({"model": "llama-7b", "mfu": 1.5}, "--mfu must be at most 1", "mfu must"),
+        (
+            {"model": "llama-7b", "precision": "fp16"},
+            "unknown precision 'fp16'; --precision takes fp32, amp-bf16, amp-fp16, mixed, bf16",
+            "precision takes",
+        ),
+        (
+            {"model": "llama-7b", "optimizer": "adamax"},
+            "unknown optimizer 'adamax'; --optimizer takes adamw, adam, sgd",
+            "optimizer takes",
+        ),
+        (
+            {"params": 7e9, "precision": "fp32", "fp32_grads": True},
+            "--fp32-grads is DeepSpeed's extra gradient copy under --precision mixed",
+            "fp32_grads is",
+        ),
+        ({"params": 7e9, "fsdp": True, "zero": 1}, "FSDP2 has no ZeRO-1 mode", "zero 2"),
+        ({"params": 7e9, "sequence_parallel": True}, "--sequence-parallel needs --tp > 1", "tp"),
+        ({"model": "gpt2-small", "seq": 4096}, "--seq 4096 exceeds gpt2-small's maximum", "seq"),
+        ({"model": "llama-7b", "foo": 1}, "unknown setting 'foo'; the settings are model", "foo"),
+    ],
+)
+def test_bad_values_are_one_sentence_naming_flag_or_field(
+    values: dict, flag_message: str, field_message: str
+) -> None:
+    with pytest.raises(ConfigError) as flag_err:
+        TrainingConfig.parse(**values)
+    assert flag_message in str(flag_err.value)
+    assert "\n" not in str(flag_err.value)
+    with pytest.raises(ConfigError) as field_err:
+        TrainingConfig(**values)  # library callers: the same sentence with field names
+    assert field_message in str(field_err.value) and "--" not in str(field_err.value).split()[0]
+
+
+def test_counts_accept_numbers_and_suffixes() -> None:
+    for value in (7_000_000_000, 7e9, "7B", "7e9", "7000M"):
+        assert TrainingConfig(params=value).params == 7_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("legacy", "expected"),
+    [
+        ({"dtype": "bf16"}, {"precision": "amp-bf16"}),
+        ({"dtype": "fp16"}, {"precision": "amp-fp16"}),
+        ({"dtype": "fp32"}, {"precision": "fp32"}),
+        ({"param_dtype": "bf16"}, {"precision": "bf16"}),
+        ({"dtype": "bf16", "fsdp": True, "world_size": 4}, {"precision": "mixed", "gpus": 4}),
+        ({"recompute": "selective"}, {"checkpointing": "selective"}),
+        ({"checkpointing": True}, {"checkpointing": "full"}),
+        ({"flash_attention": True}, {"attention": "flash"}),
+        ({"world_size": 2, "fsdp": True, "no_reshard": True}, {"zero": 2, "fsdp": True}),
+        ({"fsdp": True, "world_size": 2}, {"zero": 3}),
+        ({"gpu_mem_gb": 40}, {"gpu_mem": 40}),
+    ],
+)
+def test_older_spellings_map_to_the_vocabulary(legacy: dict, expected: dict) -> None:
+    cfg = TrainingConfig(model="llama-7b", **legacy)
+    assert cfg.model_dump(include=set(expected)) == expected
+
+
+def test_older_and_newer_spelling_that_disagree_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--dtype bf16 means --precision amp-bf16, but"):
+        TrainingConfig.parse(model="llama-7b", dtype="bf16", precision="mixed")
+
+
+def test_gpu_table_and_names() -> None:
+    assert find_gpu("H100 SXM").key == "h100-sxm" and find_gpu("RTX 4090").key == "rtx-4090"
+    assert find_gpu("A100_80GB").memory_gb == 80
+    # Datasheet dense 16-bit peaks (no sparsity), bandwidth in TB/s.
+    table = {k: (g.bf16_tflops, g.bandwidth_tbs) for k, g in GPUS.items()}
+    assert table["a100-40gb"] == (312, 1.555) and table["h100-sxm"] == (989, 3.35)
+    assert table["h100-pcie"] == (756, 2.0) and table["h200"] == (989, 4.8)
+    assert table["l4"] == (121, 0.3) and table["rtx-3090"] == (71, 0.936)
+    cfg = TrainingConfig(model="llama-7b", gpu="l40s")
+    assert cfg.gpu_mem_bytes() == 48 * 10**9  # the datasheet's memory unless --gpu-mem says
+    assert TrainingConfig(model="llama-7b", gpu="l40s", gpu_mem=40).gpu_mem_bytes() == 40 * 10**9
+
+
+def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monkeypatch) -> None:
+    from journal_agent.tools.memory_estimate import MemoryEstimate
+    from journal_agent.tools.memory_trace import MemoryTrace
+
+    fields = set(TrainingConfig.model_fields)
+    for tool in (MemoryEstimate, MemoryTrace):
+        schema = tool.definition()["input_schema"]
+        assert fields <= set(schema["properties"])
+        assert schema["properties"]["optimizer"]["enum"] == list(OPTIMIZERS)
+        assert schema["properties"]["precision"]["enum"] == [
+            "fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"
+        ]  # fmt: skip
+    for command in ("estimate", "trace"):
+        monkeypatch.setenv("COLUMNS", "200")  # one option per line in the rich help
+        help_text = run_cli(command, "--help", cwd=tmp_path).stdout
+        for flag in ("--precision", "--checkpointing", "--attention", "--gpu ", "--mfu", "--zero"):
+            assert flag in help_text, (command, flag)
+        assert "amp-bf16" in help_text and "sgd-nomomentum" in help_text
+        assert "--dtype" not in help_text  # older spellings work but are not advertised
