@@ -130,6 +130,18 @@ def ends_with_question(text: str) -> bool:
 
 
 class AgentLoop:
+    """One agent's conversation with the model: the request/tool-result loop of a run.
+
+    Takes the ``session`` shared by a run and its sub-agents (model client, options and
+    budgets, event sink, transcript, the user's ``ask``), the agent's ``spec`` (system prompt,
+    tools, model) and the ``ctx`` its tools run in. :meth:`run` sends the prompt and keeps
+    going — model request, the tool calls it asked for (through
+    :func:`journal_agent.runtime.dispatch.run_tool_calls`), their results back — until the model
+    ends its turn, a limit stops it (turns, budget, max_tokens at the ceiling) or the run is
+    interrupted. It emits typed events (``TurnStarted``, ``ToolCalled`` …, ``Done``) and
+    returns a :class:`~journal_agent.runtime.result.RunResult`; it never prints.
+    """
+
     def __init__(
         self,
         session: Session,
@@ -289,6 +301,12 @@ class AgentLoop:
         return min(limits) if limits else None
 
     def run(self, prompt: str | list[dict[str, Any]]) -> RunResult:
+        """Run the conversation from ``prompt`` (text, or content blocks) to its end.
+
+        Returns the :class:`RunResult`: ``status`` (completed, max_turns, budget, …), the final
+        text, turns, usage, cost, tools used and files changed. Raises only what must end the
+        whole run: a failed model call (``ModelCallError``) or ``KeyboardInterrupt``.
+        """
         if isinstance(prompt, str):
             prompt = valid_unicode(prompt)  # argv or a file in another encoding
         self.messages.append({"role": "user", "content": prompt})

@@ -305,6 +305,17 @@ def _serialized(prompt: Callable[[str, str], bool] | None) -> Callable[[str, str
 
 
 def execute(prepared: Prepared) -> RunResult:
+    """Run a prepared agent or slash command to its end.
+
+    Takes what :func:`prepare_agent` / :func:`prepare_slash_command` return (the agent's spec,
+    its expanded prompt, the :class:`RunConfig`). Builds the model client, the permission
+    policy, the transcript and the Task tool's sub-agent launcher, runs the
+    :class:`~journal_agent.runtime.loop.AgentLoop`, and stops the commands it started if it is
+    interrupted. Returns the :class:`RunResult` with the files changed and the run-wide usage
+    (sub-agents included); its ``exit_code`` is the CLI's. Raises
+    :class:`~journal_agent.errors.UserError` when the run cannot start or the model cannot be
+    called (no API key, a cost budget without a price, a rejected request).
+    """
     config = prepared.config
     if config.options.budget_usd is not None and prepared.table.price(prepared.spec.model) is None:
         # Its cost would count as nothing: the budget could never stop the run.
