@@ -74,16 +74,12 @@ class CLI:
         input: str | None = None,
         check: bool = False,
         timeout: float = 120,
-        base: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """``python -m journal_agent ARGS`` in a real subprocess, stdin closed unless ``input``.
-
-        ``base`` replaces ``os.environ`` as the environment the ``env`` overrides apply to.
-        """
+        """``python -m journal_agent ARGS`` in a real subprocess, stdin closed unless ``input``."""
         done = subprocess.run(
             self.command(*args),
             cwd=cwd,
-            env=self.environment(_home(home) | dict(env or {}), base=base),
+            env=self.environment(_home(home) | dict(env or {})),
             capture_output=True,
             text=True,
             input=input,
@@ -98,17 +94,16 @@ class CLI:
 
     @staticmethod
     def command(*args: str) -> list[str]:
+        """The argv of ``python -m journal_agent ARGS`` (for Popen and pty tests)."""
         return [sys.executable, "-m", "journal_agent", *args]
 
     @staticmethod
-    def environment(
-        env: Mapping[str, str | None] | None = None, *, base: Mapping[str, str] | None = None
-    ) -> dict[str, str]:
-        """The subprocess environment: ``base`` (default ``os.environ``), scrubbed, overridden.
+    def environment(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
+        """The subprocess environment: ours, scrubbed, with ``env`` applied (None removes).
 
         This checkout goes first on ``PYTHONPATH``, so the subprocess runs the code under test.
         """
-        out = dict(os.environ if base is None else base)
+        out = dict(os.environ)
         for name in _SCRUBBED:
             out.pop(name, None)
         for key, value in (env or {}).items():
