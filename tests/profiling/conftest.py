@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -91,20 +92,22 @@ def user_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def run_cli(cli):
-    """``run_cli(*args, cwd=, check=True)``: the root ``cli`` fixture (in-process), failing the
-    test on a non-zero exit unless ``check=False``."""
+    """``run_cli(*args, cwd=, check=True)``: the root ``cli`` fixture's real subprocess (a
+    profile counts the process's live tensors and starts ranks: the process matters), with
+    ``cwd`` importable for ``--model module:function``; a non-zero exit fails the test unless
+    ``check=False``."""
 
     def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return cli(*args, cwd=cwd, check=check)
+        return cli.process(*args, cwd=cwd, env={"PYTHONPATH": str(cwd)}, check=check, timeout=300)
 
     return run
 
 
 @pytest.fixture
-def run_json(cli):
+def run_json(run_cli):
     """``run_json(*args, cwd=)``: the command with ``--json``, its output parsed."""
 
     def run(*args: str, cwd: Path) -> dict:
-        return cli.json(*args, cwd=cwd)
+        return json.loads(run_cli(*args, "--json", cwd=cwd).stdout)
 
     return run
