@@ -212,9 +212,11 @@ def journal_search_command(
 ) -> None:
     """Full-text search (BM25 ranking) with entry, date and snippet; `#tag` words filter."""
     from journal_agent.journal import api
+    from journal_agent.journal.limits import check_query
 
     tags = [w for w in query if w.startswith("#") and len(w) > 1]
     words = " ".join(w for w in query if w not in tags)
+    check_query(words)
     hits = api.search(resolve_root(root), words, tags, limit)
     if json_out:
         print_json([h.to_dict() for h in hits])
@@ -237,8 +239,10 @@ def journal_related_command(
 ) -> None:
     """Existing entries most similar to a draft, for its 🔗 Related Concepts section."""
     from journal_agent.journal import api
+    from journal_agent.journal.limits import check_draft
 
     text = _read_source(file, source)
+    check_draft(text)
     hits = api.related(resolve_root(root), text, limit)
     if json_out:
         print_json([h.to_dict() for h in hits])

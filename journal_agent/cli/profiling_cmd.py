@@ -17,12 +17,18 @@ import typer
 from journal_agent.cli import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root
 from journal_agent.cli._config_flags import config_flags
+from journal_agent.cli._plot import ForceOption, check_plot
 from journal_agent.errors import UserError
 from journal_agent.paths import measurements_dir
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
 PlotOption = Annotated[
-    Path | None, typer.Option("--plot", help="Write a breakdown chart (PNG) to this path.")
+    Path | None,
+    typer.Option(
+        "--plot",
+        help="Write a breakdown chart to this new file (.png, .svg, .pdf, …; --force to "
+        "overwrite).",
+    ),
 ]
 
 
@@ -108,6 +114,7 @@ def estimate_command(
     ] = False,
     as_json: JsonFlag = False,
     plot: PlotOption = None,
+    force: ForceOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """Estimate training memory in closed form, every step of the calculation shown.
@@ -115,6 +122,7 @@ def estimate_command(
     Example: journal-agent estimate --model llama-7b --precision mixed --optimizer adamw
     --gpus 2 --zero 2 --gpu-mem 40
     """
+    check_plot(plot, force)
     from profiling.config import TrainingConfig
     from profiling.estimate import estimate
     from profiling.report import estimate_json, estimate_record
@@ -212,12 +220,14 @@ def trace_command(
     ] = False,
     as_json: JsonFlag = False,
     plot: PlotOption = None,
+    force: ForceOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """Trace one training step under fake tensors: exact bytes by category, no GPU needed.
 
     Example: journal-agent trace --model llama-7b --seq 2048 --precision amp-bf16
     """
+    check_plot(plot, force)
     from profiling.config import TrainingConfig
     from profiling.report import trace_json, trace_record, trace_verdict
 

@@ -27,6 +27,7 @@ from journal_agent.journal.verify import (
     validate_draft,
 )
 from journal_agent.paths import JOURNAL_FILE
+from journal_agent.secrets import refuse_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
     """
     root = Path(root)
     text = text.removeprefix("\ufeff")  # editors on Windows save drafts with a BOM
+    # Not even with force: a key in the journal would be copied into every backup and share.
+    refuse_secrets(text, JOURNAL_FILE)
     try:
         entry, problems = validate_draft(root, text)
     except DraftError as exc:

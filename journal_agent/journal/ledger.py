@@ -65,9 +65,9 @@ _SECTION_SIGNS = {
     "insights": ("💡", ("key insights", "insights", "insight", "洞见", "心得")),
 }
 _LEVEL_SIGNS = {
-    "mastered": ("🟢", ("mastered", "mastery", "known", "掌握")),
-    "developing": ("🟡", ("developing", "in progress", "learning", "进行中", "发展")),
-    "blind_spots": ("🔴", ("blind spot", "blind spots", "unknown", "gaps", "盲点", "盲区")),
+    "mastered": ("🟢", ("mastered", "掌握")),
+    "developing": ("🟡", ("developing", "in progress", "进行中", "发展")),
+    "blind_spots": ("🔴", ("blind spot", "blind spots", "unknowns", "gaps", "盲点", "盲区")),
 }
 _LEVEL_WORDS = {
     "mastered": "mastered",
@@ -131,9 +131,16 @@ def _identify(title: str, signs: dict[str, tuple[str, tuple[str, ...]]]) -> str 
             return key
     words = normalize(title)
     for key, (_, names) in signs.items():
-        if any(name in words for name in names):
+        if any(_has_words(words, name) for name in names):
             return key
     return None
+
+
+def _has_words(text: str, name: str) -> bool:
+    """``name`` as whole words ("unknown" is not "known"); Chinese has no spaces: a substring."""
+    if not name.isascii():
+        return name in text
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
 
 
 # -- views ------------------------------------------------------------------------------------
@@ -217,6 +224,7 @@ class Ledger:
     updated_index: int | None = None
     sections: list[Span] = field(default_factory=list)
     subsections: dict[int, list[Span]] = field(default_factory=dict)  # by section start
+    _fences: list[bool] | None = field(default=None, repr=False, compare=False)
 
     # -- whole document ----------------------------------------------------------------
     def render(self) -> str:
@@ -231,7 +239,8 @@ class Ledger:
     def title(self) -> str | None:
         if self.title_index is None:
             return None
-        return _HEADING.match(bare(self.lines[self.title_index])).group(2)  # type: ignore[union-attr]
+        line = bare(self.lines[self.title_index]).lstrip("\ufeff")
+        return _HEADING.match(line).group(2)  # type: ignore[union-attr]
 
     @property
     def last_updated(self) -> str | None:
@@ -250,7 +259,10 @@ class Ledger:
         return next((s for s in self.subsections.get(span.start, []) if s.key == key), None)
 
     def fences(self) -> list[bool]:
-        return fence_mask(self.lines)
+        """For each line, whether it is inside a code block (computed once per reindex)."""
+        if self._fences is None or len(self._fences) != len(self.lines):
+            self._fences = fence_mask(self.lines)
+        return self._fences
 
     # -- knowledge graph ---------------------------------------------------------------
     def items(self, level: str | None = None) -> list[Item]:
@@ -395,12 +407,14 @@ def parse_ledger(text: str) -> Ledger:
 def reindex(ledger: Ledger) -> None:
     """Recompute where the parts are (after an edit changed the lines)."""
     lines = ledger.lines
-    fences = fence_mask(lines)
+    fences = ledger._fences = fence_mask(lines)
     ledger.title_index = ledger.updated_index = None
     ledger.sections, ledger.subsections = [], {}
     seen: set[str] = set()
     heads: list[tuple[int, int, str]] = []  # (index, level, title)
     for i, line in enumerate(lines):
+        if i == 0:
+            line = line.lstrip("\ufeff")  # a byte-order mark does not hide the title
         if fences[i] or not line.lstrip(" ").startswith(("#", "*")):
             continue
         text = bare(line)

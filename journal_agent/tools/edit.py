@@ -21,6 +21,7 @@ from journal_agent.tools.write import (
     encode_text,
     ensure_unchanged,
     make_parents,
+    refuse_secrets_in_user_docs,
     remember_written,
     writer_lock,
 )
@@ -73,6 +74,7 @@ class Edit(Tool):
                 "new text in new_string."
             )
         tracker = tracker_for(ctx)
+        refuse_secrets_in_user_docs(ctx.root, path, params.new_string, params.old_string)
 
         with writer_lock(ctx.root, path):
             current = ensure_unchanged(ctx.root, tracker, path, action="editing")

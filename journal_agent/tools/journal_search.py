@@ -48,8 +48,11 @@ class JournalSearch(Tool):
 
     def run(self, ctx: ToolContext, params: JournalSearchInput) -> ToolResult:  # type: ignore[override]
         from journal_agent.journal import api
+        from journal_agent.journal.limits import check_draft, check_query
 
         try:
+            check_query(params.query or "")
+            check_draft(params.related_to or "")
             if params.related_to:
                 hits = api.related(ctx.root, params.related_to, params.limit)
                 if not hits:

@@ -76,3 +76,4 @@ def test_a_hand_edited_ledger_round_trips_and_unknown_parts_stay_unknown():
     items = ledger.items()
     assert [(i.text, i.end - i.start) for i in items] == [("**A**: explained", 2)]
     assert ledger.newline == "\r\n"
+    assert ledger.title == "My Ledger" and ledger.last_updated == "2026-03-01"  # after a BOM
