@@ -12,7 +12,8 @@ _.commenters
 _.__signature__  # inspect / typer read them (journal_agent/cli/_config_flags.py)
 _.__annotations__
 pytestmark  # pytest
-fresh_support_check  # a pytest fixture requested by name (tests/profiling/test_tracker.py)
+fresh_support_check  # pytest fixtures requested by name (tests/profiling/test_tracker.py,
+deep_models  # tests/profiling/test_block_scaling.py)
 sensor  # the parameter name nvidia-ml-py's nvmlDeviceGetTemperature is called with
 
 # Fields of models read from files or written to JSON (pydantic / dataclasses / Literal types).
