@@ -17,7 +17,7 @@ Problem kinds (exactly these):
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,112 +198,108 @@ def _references(ledger: Ledger, sources: SourceChecker) -> list[LedgerProblem]:
     return problems
 
 
-Problem = Callable[..., None]
-
-
 def _structure(ledger: Ledger) -> list[LedgerProblem]:
-    out: list[LedgerProblem] = []
-
-    def problem(detail: str, line: int | None = None) -> None:
-        out.append(LedgerProblem("structure", detail, line))
-
-    for check in (_headings, _checkboxes, _sessions, _insights, _items):
-        check(ledger, problem)
-    return out
+    """Each structural rule is a small function yielding ``(detail, line)``."""
+    rules = (_header, _sections, _checkboxes, _session_rows, _insight_blocks, _items_twice)
+    return [
+        LedgerProblem("structure", detail, line) for rule in rules for detail, line in rule(ledger)
+    ]
 
 
-def _headings(ledger: Ledger, problem: Problem) -> None:
-    """The title, the Last Updated line, every section once."""
+Found = Iterator[tuple[str, int | None]]
+
+
+def _header(ledger: Ledger) -> Found:
     if ledger.title_index is None:
-        problem("the ledger has no '# <Course> Learning Ledger' title line", 1)
+        yield "the ledger has no '# <Course> Learning Ledger' title line", 1
     if ledger.last_updated is None:
-        problem(
+        yield (
             "no '**Last Updated:** YYYY-MM-DD' line under the title; add one",
             (ledger.updated_index or ledger.title_index or 0) + 1,
         )
-    for key in SECTIONS:
-        found = [s for s in ledger.sections if s.key == key]
-        if not found:
-            problem(
-                f"no {_SECTION_NAMES[key]} section; `journal-agent ledger` updates create it, "
-                "or add the heading by hand"
-            )
-    # A second section with a known name is kept but never edited: say so.
-    known = {s.start for s in ledger.sections if s.key}
+
+
+def _sections(ledger: Ledger) -> Found:
     from journal_agent.journal.ledger import _SECTION_SIGNS, _identify
 
+    for key in SECTIONS:
+        if ledger.section(key) is None:
+            yield (
+                f"no {_SECTION_NAMES[key]} section; `journal-agent ledger` updates create it, "
+                "or add the heading by hand",
+                None,
+            )
+    # A second section with a known name is kept but never edited: say so.
     for span in ledger.sections:
-        if span.start not in known and _identify(span.title, _SECTION_SIGNS) is not None:
-            first = ledger.section(_identify(span.title, _SECTION_SIGNS) or "")
-            if first is not None and first.start < span.start:
-                problem(
-                    f"section '{span.title}' repeats '{first.title}' (line {first.lineno}); "
-                    "updates only go to the first — merge them",
-                    span.lineno,
-                )
+        key = _identify(span.title, _SECTION_SIGNS) if span.key is None else None
+        first = ledger.section(key) if key else None
+        if first is not None and first.start < span.start:
+            yield (
+                f"section '{span.title}' repeats '{first.title}' (line {first.lineno}); "
+                "updates only go to the first — merge them",
+                span.lineno,
+            )
 
 
-def _checkboxes(ledger: Ledger, problem: Problem) -> None:
+def _checkboxes(ledger: Ledger) -> Found:
     fences = ledger.fences()
     for i, line in enumerate(ledger.lines):
         if not fences[i] and bad_checkbox(line):
-            problem(
+            yield (
                 f"'{bare(line).strip()[:40]}' is not a checkbox markdown renders; write "
                 "'- [ ] text' or '- [x] text'",
                 i + 1,
             )
 
 
-def _sessions(ledger: Ledger, problem: Problem) -> None:
-    """Session rows: three cells, a date, the newest one bold, not newer than Last Updated."""
+def _session_rows(ledger: Ledger) -> Found:
     rows = ledger.sessions()
     for row in rows:
         if len(row.cells) != 3:
-            problem(
+            yield (
                 f"session row has {len(row.cells)} cells; write '| YYYY-MM-DD | topic | "
                 "key outcome |'",
                 row.lineno,
             )
         elif not is_date(row.date):
-            problem(f"session date {row.date!r} is not YYYY-MM-DD", row.lineno)
+            yield f"session date {row.date!r} is not YYYY-MM-DD", row.lineno
     dated = [r for r in rows if is_date(r.date)]
-    if dated:
-        newest = max(dated, key=lambda r: (r.date, r.index))
-        bold = [r for r in rows if r.bold]
-        if bold and (len(bold) > 1 or bold[0] is not newest):
-            problem(
-                f"the bold session row should be the newest one only ({newest.date}, line "
-                f"{newest.lineno}); bold rows are at line(s) "
-                + ", ".join(str(r.lineno) for r in bold),
-                bold[0].lineno,
-            )
-        updated = ledger.last_updated
-        if updated and newest.date > updated:
-            problem(
-                f"Last Updated ({updated}) is older than the newest session ({newest.date})",
-                (ledger.updated_index or 0) + 1,
-            )
+    if not dated:
+        return
+    newest = max(dated, key=lambda r: (r.date, r.index))
+    bold = [r for r in rows if r.bold]
+    if bold and (len(bold) > 1 or bold[0] is not newest):
+        yield (
+            f"the bold session row should be the newest one only ({newest.date}, line "
+            f"{newest.lineno}); bold rows are at line(s) " + ", ".join(str(r.lineno) for r in bold),
+            bold[0].lineno,
+        )
+    updated = ledger.last_updated
+    if updated and newest.date > updated:
+        yield (
+            f"Last Updated ({updated}) is older than the newest session ({newest.date})",
+            (ledger.updated_index or 0) + 1,
+        )
 
 
-def _insights(ledger: Ledger, problem: Problem) -> None:
+def _insight_blocks(ledger: Ledger) -> Found:
     for insight in ledger.insights():
         if insight.date is None:
-            problem(
+            yield (
                 f"insight heading '{insight.title}' has no date; write '### YYYY-MM-DD: <title>'",
                 insight.lineno,
             )
         if not insight.quote.strip():
-            problem(f"insight '{insight.title}' has no '> ' quotation under it", insight.lineno)
+            yield f"insight '{insight.title}' has no '> ' quotation under it", insight.lineno
 
 
-def _items(ledger: Ledger, problem: Problem) -> None:
-    """An item listed at two levels."""
+def _items_twice(ledger: Ledger) -> Found:
     seen: dict[str, tuple[str, int]] = {}
     for item in ledger.items():
         key = normalize(item.text)
         if key in seen and seen[key][0] != item.level:
             level, line = seen[key]
-            problem(
+            yield (
                 f"'{item.text[:50]}' is listed under {_level(item.level)} and under "
                 f"{_level(level)} (line {line}); keep one",
                 item.lineno,
