@@ -65,9 +65,9 @@ _SECTION_SIGNS = {
     "insights": ("💡", ("key insights", "insights", "insight", "洞见", "心得")),
 }
 _LEVEL_SIGNS = {
-    "mastered": ("🟢", ("mastered", "mastery", "known", "掌握")),
-    "developing": ("🟡", ("developing", "in progress", "learning", "进行中", "发展")),
-    "blind_spots": ("🔴", ("blind spot", "blind spots", "unknown", "gaps", "盲点", "盲区")),
+    "mastered": ("🟢", ("mastered", "掌握")),
+    "developing": ("🟡", ("developing", "in progress", "进行中", "发展")),
+    "blind_spots": ("🔴", ("blind spot", "blind spots", "unknowns", "gaps", "盲点", "盲区")),
 }
 _LEVEL_WORDS = {
     "mastered": "mastered",
@@ -131,9 +131,16 @@ def _identify(title: str, signs: dict[str, tuple[str, tuple[str, ...]]]) -> str 
             return key
     words = normalize(title)
     for key, (_, names) in signs.items():
-        if any(name in words for name in names):
+        if any(_has_words(words, name) for name in names):
             return key
     return None
+
+
+def _has_words(text: str, name: str) -> bool:
+    """``name`` as whole words ("unknown" is not "known"); Chinese has no spaces: a substring."""
+    if not name.isascii():
+        return name in text
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
 
 
 # -- views ------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ def test_show_counts_due_and_last_sessions(ws, cli):
     data = json.loads(cli("ledger", "--json").stdout)
     assert data["counts"] == {"mastered": 12, "developing": 10, "blind_spots": 7}
     assert data["due"] == []
-    assert len(data["new"]) == 12 + 10 + 7 + 3  # every item and insight, never reviewed
+    assert data["new_count"] == 12 + 10 + 7 + 3  # every item and insight, never reviewed
+    assert len(data["new"]) == 20  # the first ones, not a journal's worth
     assert data["suggestions"] == []
 
 
