@@ -38,6 +38,7 @@ from profiling._tracker import (
 from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.step_time import StepTime, step_time
 from profiling.workloads import WORKLOADS, build_model, describe
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -96,6 +97,7 @@ class TraceResult(BaseModel):
     phases: dict[str, dict[str, int]]  # by category (+ "total") after forward/backward/step
     by_module: dict[str, ModuleMemory]
     flops: FlopCount
+    time: StepTime | None = None  # with config.gpu: the step's time at config.mfu
     wall_seconds: float
     torch_version: str
     notes: list[str] = Field(default_factory=list)
@@ -529,6 +531,18 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
     )
     peaks, first_peaks = raw.peaks[STEADY], raw.peaks[FIRST]
     top, first_top = _highest(peaks), _highest(first_peaks)
+    flops = _flop_count(raw.flops, module_depth)
+    timed = None
+    if config.gpu is not None:
+        timed = step_time(
+            flops.total,
+            config.batch * config.seq_or_default(),
+            config.gpu_spec(),
+            config.mfu,
+            sixteen_bit=config.compute_dtype != "fp32",
+            gpus=config.world_size,
+            tokens=config.tokens,
+        )
     return TraceResult(
         config=config,
         model_info=raw.info,
@@ -542,7 +556,8 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
         after_step=to_categories(raw.after),
         phases=raw.phases,
         by_module=raw.modules,
-        flops=_flop_count(raw.flops, module_depth),
+        flops=flops,
+        time=timed,
         wall_seconds=0.0,
         torch_version=torch.__version__,
         notes=notes,

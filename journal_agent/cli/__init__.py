@@ -72,6 +72,7 @@ def _register() -> None:
         review_cmd,
         feedback_cmd,
         profiling_cmd,
+        trace_cmd,
         measure_cmd,
         agents_cmd,
         tool_cmd,

@@ -92,3 +92,30 @@ def test_flops_do_not_depend_on_precision_or_sharding() -> None:
         )
     }
     assert len(counts) == 1
+
+
+def test_time_on_a_gpu_from_the_counted_flops() -> None:
+    from profiling.gpus import GPUS
+
+    cfg = TraceConfig(
+        model="tiny-gpt2", batch=4, seq=64, precision="amp-bf16", gpu="a100-80gb", mfu=0.5,
+        tokens=10**9,
+    )  # fmt: skip
+    r = trace_step(cfg)
+    t = r.time
+    assert t is not None and t.gpu == "a100-80gb" and t.sixteen_bit
+    assert t.flops_per_step == r.flops.total and t.tokens_per_step == 4 * 64
+    assert t.step_seconds == pytest.approx(r.flops.total / (312e12 * 0.5), rel=1e-12)
+    assert t.tokens_per_second == pytest.approx(256 / t.step_seconds, rel=1e-12)
+    assert t.total_seconds == pytest.approx(10**9 / t.tokens_per_second, rel=1e-12)
+    assert [s.name for s in t.steps][:2] == [
+        f"peak 16-bit tensor-core FLOP/s of one {GPUS['a100-80gb'].name}",
+        "step time",
+    ]
+    # fp32 matmuls run at the plain fp32 peak; FSDP ranks each run their own micro-batch.
+    fp32 = trace_step(cfg.model_copy(update={"precision": "fp32"})).time
+    assert fp32.step_seconds == pytest.approx(r.flops.total / (19.5e12 * 0.5), rel=1e-12)
+    sharded = trace_step(
+        TraceConfig(model="tiny-gpt2", batch=4, seq=64, gpu="h100-sxm", fsdp=True, gpus=4)
+    ).time
+    assert sharded.tokens_per_second == pytest.approx(4 * 256 / sharded.step_seconds, rel=1e-12)
