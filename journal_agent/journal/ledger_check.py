@@ -89,9 +89,9 @@ def claimed_quantities(text: str) -> list:
 
 
 def insight_problems(sources: SourceChecker, quote: str, refs: list[str]) -> list[tuple[str, str]]:
-    """``(kind, detail)`` for an insight's numbers: no source at all, or — when it cites only
-    measurement records — a number that is not a value of any of them (unit-aware, rounded as
-    written, as ``journal check`` does beside a citation)."""
+    """``(kind, detail)`` for an insight's numbers: no source at all, or a number found in none
+    of its sources — a value of a cited record, or a number written in a cited journal entry
+    (unit-aware and rounded as written, as ``journal check`` does beside a citation)."""
     from journal_agent.journal import numbers
 
     claimed = claimed_quantities(quote)
@@ -106,12 +106,17 @@ def insight_problems(sources: SourceChecker, quote: str, refs: list[str]) -> lis
                 "entry [entry:<id>] it came from",
             )
         ]
-    records = [r[3:-1] for r in refs if r.startswith("[m:")]
-    if len(records) < len(refs):
-        return []  # a journal entry is cited: its numbers are checked by `journal check`
-    values = [v for rid in records for v in sources.record_values(rid)]
-    if not values:
-        return []  # the citation itself is reported as bad_citation
+    values: list[tuple[str, float, str]] = []
+    for ref in refs:
+        kind, _, ident = ref[1:-1].partition(":")
+        if kind == "m":
+            if sources.record_problem(ident):
+                return []  # the citation itself is reported as bad_citation
+            values += sources.record_values(ident)
+        else:
+            if sources.entry_problem(ident):
+                return []  # reported as missing_entry
+            values += sources.entry_values(ident)
     wrong = [q for q in claimed if not any(numbers.matches(q, v, u) for _, v, u in values)]
     if not wrong:
         return []
@@ -120,8 +125,8 @@ def insight_problems(sources: SourceChecker, quote: str, refs: list[str]) -> lis
     return [
         (
             "bad_citation",
-            f"quotes {shown}, which {'is' if len(wrong) == 1 else 'are'} not a value of "
-            f"{cited}; fix the number or its source",
+            f"quotes {shown}, which {'is' if len(wrong) == 1 else 'are'} in none of its "
+            f"sources ({cited}); fix the number or its source",
         )
     ]
 
@@ -133,7 +138,7 @@ class SourceChecker:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._records: Any = None
-        self._entries: set[str] | None = None
+        self._entries: dict[str, Any] | None = None
 
     def record_problem(self, record_id: str) -> str | None:
         if self._records is None:
@@ -150,13 +155,24 @@ class SourceChecker:
             return []
         return self._records.values(record_id)
 
-    def entry_problem(self, entry_id: str) -> str | None:
+    def _journal(self) -> dict[str, Any]:
         if self._entries is None:
             from journal_agent.journal.store import JournalStore
 
             store = JournalStore(self.root)
-            self._entries = store.load().ids() if store.exists() else set()
-        if entry_id in self._entries:
+            entries = store.load().entries if store.exists() else []
+            self._entries = {e.id: e for e in entries}
+        return self._entries
+
+    def entry_values(self, entry_id: str) -> list[tuple[str, float, str]]:
+        """The numbers with a unit written in an entry (its own text, code included)."""
+        from journal_agent.journal import numbers
+
+        entry = self._journal()[entry_id]
+        return [(q.text, q.value, q.unit) for q in numbers.find_quantities(entry.raw)]
+
+    def entry_problem(self, entry_id: str) -> str | None:
+        if entry_id in self._journal():
             return None
         return (
             f"[entry:{entry_id}] names no entry of learning_journal.md; use an id from "
