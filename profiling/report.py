@@ -18,9 +18,6 @@ from profiling.records import (
 )
 from profiling.units import fmt_bytes, fmt_count
 
-TRACE_CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries")
-
-
 # --------------------------------------------------------------------- estimates
 
 
@@ -37,7 +34,11 @@ def estimate_record(est: Estimate) -> MeasurementRecord:
     if est.gpu_mem_bytes is not None:
         results.append(Quantity(name="gpu_mem", value=est.gpu_mem_bytes, unit="B"))
     if est.time is not None:
-        results.append(Quantity(name="flops_per_step", value=est.time.flops_per_step, unit="FLOP"))
+        results += [
+            Quantity(name="flops_per_step", value=est.time.flops_per_step, unit="FLOP"),
+            Quantity(name="flops_forward", value=est.time.flops_forward, unit="FLOP"),
+            Quantity(name="flops_backward", value=est.time.flops_backward, unit="FLOP"),
+        ]
         t = est.time.time
         if t is not None:
             results += [

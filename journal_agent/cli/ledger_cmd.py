@@ -74,9 +74,9 @@ def ledger_command(
     typer.echo(f"open action items: {len(open_actions)}")
     for action in open_actions[:5]:
         typer.echo(f"  - [ ] {action['text']}  ({action['horizon'] or 'no horizon'})")
-    due, new = overview["due"], overview["new"]
+    due, new = overview["due"], overview["new_count"]
     typer.echo(
-        f"due for review: {len(due)}, never reviewed: {len(new)}"
+        f"due for review: {len(due)}, never reviewed: {new}"
         + ("  (journal-agent review)" if due or new else "")
     )
     for card in due[:5]:

@@ -92,7 +92,6 @@ class LedgerStore:
         *,
         title: str | None = None,
         today: str | None = None,
-        before_write: Callable[[str], None] | None = None,
     ) -> UpdateResult:
         """Apply the operations together (all or none) and stamp ``Last Updated``."""
         from journal_agent.journal.ledger_ops import validate
@@ -109,7 +108,6 @@ class LedgerStore:
             title=title,
             today=today,
             stamp=not any(op.op == "set_updated" for op in operations),
-            before_write=before_write,
         )
 
     def edit(
@@ -119,7 +117,6 @@ class LedgerStore:
         title: str | None = None,
         today: str | None = None,
         stamp: bool = True,
-        before_write: Callable[[str], None] | None = None,
     ) -> UpdateResult:
         with self.locked():
             remove_stale_temps(self.path)
@@ -134,14 +131,13 @@ class LedgerStore:
                     text = new_ledger(title or "Learning Ledger", today)
                 ledger = parse_ledger(text)
                 changes = change(ledger)
-                if stamp and (changes or created):
+                # A tick of a ticked box changes nothing: no new date either.
+                if stamp and (created or ledger.render() != text):
                     set_updated(ledger, today or _date.today().isoformat())
                 new_text = ledger.render()
                 if new_text == text and not created:
                     return UpdateResult(self.path, False, changes)
                 refuse_new_secrets("" if created else text, new_text)
-                if before_write is not None:
-                    before_write(new_text)
                 if st is not None and _changed(self.path, st):
                     continue  # saved by an editor meanwhile: redo on its content
                 atomic_write(self.path, new_text)
