@@ -225,7 +225,7 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: Any) -> list[T
     if d.V is not None:
         terms.append(
             Term(
-                "log-probabilities the loss keeps (fp32)",
+                "Logits: the fp32 log-probabilities the loss keeps",
                 sb * d.V * 4,
                 "s·b·V·4 B",
                 f"{d.s}·{d.b}·{d.V}·4",

@@ -199,7 +199,7 @@ def _add_activation(ledger: Ledger, term: acts.Term, times: int, t: int, sp: boo
     suffix = f" / {div}" if div > 1 else ""
     ledger.add(
         Line(
-            name=f"Activations: {term.name}",
+            name=term.name if term.name[0].isupper() else f"Activations: {term.name}",
             bytes=value,
             unsharded=value,
             formula=prefix_f + term.formula + (" / t" if div > 1 else ""),
@@ -235,6 +235,15 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
     for term in acts.once_per_model(d, e, shape, inp):
         _add_activation(ledger, term, 1, t, sp)
     return 0.0
+
+
+def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
+    """With full checkpointing the blocks' weight copies are not saved for backward, but
+    autocast's cache holds them until the autocast region ends: a forward-time moment."""
+    if not (inp.autocast and inp.checkpointing == "full" and inp.lora_rank is None):
+        return 0.0
+    blocks = int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)
+    return 2 * blocks / inp.tp
 
 
 def _head_copy_only(term: acts.Term, shape: dict[str, Any]) -> acts.Term:
@@ -281,6 +290,28 @@ def _moments(
                 name="loss backward",
                 bytes=round(fwd + value),
                 calculation=f"end of forward + {head.formula} = {f(fwd)} + {head.substituted}",
+            )
+        )
+    cache = _autocast_cache(inp, shape)
+    if d is not None and d.V is not None:
+        # The loss: the logits (compute dtype) and their fp32 copy live beside the log-softmax
+        # output for a moment; under autocast with checkpointing, so does autocast's cache.
+        c = acts.Bytes.of(inp.precision).c
+        per = c + (4 if c != 4 else 0)
+        logits = d.s * d.b * d.V * per / inp.tp
+        moments.append(
+            Moment(
+                name="loss forward",
+                bytes=round(fwd + cache + logits),
+                calculation=f"end of forward + logits and their fp32 copy s·b·V·({c}"
+                + (" + 4" if c != 4 else "")
+                + f") B {f(logits)}"
+                + (
+                    f" + autocast's cached 16-bit copies of the blocks' weights {f(cache)} (held "
+                    "until autocast exits, though the checkpointed blocks save nothing)"
+                    if cache
+                    else ""
+                ),
             )
         )
     if recompute:
