@@ -41,6 +41,7 @@ WRITE_OUTSIDE = {
     "sort-overwrite": "sort -o{existing} pat.txt",
     "tee-home": "echo evil | tee -a ~/.bashrc",
     "redirect-brace": "echo pwned > {{{out},/dev/null}}",
+    "chmod-dev-null": "chmod 000 {{{out},/dev/null}}; chown 1 /dev/zero",
 }
 
 
