@@ -123,7 +123,7 @@ import psutil
 from pathlib import Path
 from journal_agent.tools.base import ToolContext
 from journal_agent.tools.read import Read
-from journal_agent.tools.reads import ReadTracker
+from journal_agent.tools.read_tracking import ReadTracker
 
 root, name, offset = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 ctx = ToolContext(root=root, reads=ReadTracker())

@@ -117,7 +117,7 @@ class Bash(Tool):
             )
         timeout_s = (params.timeout or DEFAULT_TIMEOUT_MS) / 1000
         try:
-            outcome = run_command(params.command, root, timeout_s, conf=conf, view=view)
+            outcome = run_shell(params.command, root, timeout_s, conf=conf, view=view)
         finally:
             if view is not None:
                 remove_precreated(view)
@@ -219,7 +219,7 @@ _SANDBOX_WRAPPER = (
 )
 
 
-def run_command(
+def run_shell(
     command: str,
     cwd: Path,
     timeout_s: float,
