@@ -1,10 +1,12 @@
 """Trace benchmarks; prints JSON.
 
-1. The 7B Llama-shaped step (seq 2048, batch 1, bf16 autocast, AdamW) traced in a fresh
-   subprocess: wall time and peak RSS, against targets (< 30 s, < 1 GB). Baselines measured in
-   the same run: a subprocess that only imports torch and the tracer (the RSS/time floor), and
-   the same trace with torch's MemTracker unchanged (``upstream_tracker=True``), which our
-   faster peak bookkeeping must equal byte for byte.
+1. The 7B Llama-shaped steady-state step (seq 2048, batch 1, amp-bf16, AdamW) traced in a
+   fresh subprocess: wall and CPU time and peak RSS, against targets (≤ 9 s, ≤ 500 MB). CPU
+   time (user + system of the child) is the number to judge on a shared machine: wall time
+   there includes waiting for a core. Baselines measured in the same run: a subprocess that
+   only imports torch and the tracer (the floor), the same trace with every block traced
+   (``block_scaling=False``) and with torch's peak bookkeeping unchanged
+   (``upstream_tracker=True``) — both must equal the default byte for byte.
 2. Estimate-to-trace ratios per reference workload and category (parameters, gradients,
    optimizer, activations, total/peak) for the matching mixed-precision AdamW step.
 
@@ -19,7 +21,7 @@ import subprocess
 import sys
 import time
 
-TARGETS = {"trace_7b_wall_s": 30.0, "trace_7b_peak_rss_mb": 1024.0}
+TARGETS = {"trace_7b_cpu_s": 9.0, "trace_7b_peak_rss_mb": 500.0}
 
 CHILD = """
 import json, resource, sys, time
@@ -29,18 +31,23 @@ import_s = time.perf_counter() - t0
 out = {"import_s": round(import_s, 3)}
 mode = sys.argv[1]
 if mode != "import-only":
-    cfg = TraceConfig(model="llama-7b", seq=2048, batch=1, dtype="bf16", optimizer="adamw")
+    cfg = TraceConfig(model="llama-7b", seq=2048, batch=1, precision="amp-bf16", optimizer="adamw")
     t1 = time.perf_counter()
-    r = trace_step(cfg, upstream_tracker=(mode == "upstream"))
+    r = trace_step(cfg, upstream_tracker=(mode == "upstream"), block_scaling=(mode != "full"))
     out.update(
         trace_s=round(time.perf_counter() - t1, 3),
         peak_bytes=r.peak_bytes,
+        first_step_peak_bytes=r.first_step_peak_bytes,
         by_category=r.by_category,
         after_step=r.after_step,
+        flops=r.flops.total,
         params=r.params,
+        result=r.model_dump(mode="json", exclude={"wall_seconds", "notes"}),
     )
+usage = resource.getrusage(resource.RUSAGE_SELF)
 out["wall_s"] = round(time.perf_counter() - t0, 3)
-out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+out["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
+out["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)
 print(json.dumps(out))
 """
 
@@ -58,23 +65,26 @@ def _child(mode: str) -> dict:
 def bench_7b(skip_upstream: bool) -> dict:
     floor = _child("import-only")
     ours = _child("fast")
+    full = _child("full")
     result = {
-        "case": "llama-7b, seq 2048, batch 1, bf16 autocast, AdamW (foreach)",
+        "case": "llama-7b, seq 2048, batch 1, amp-bf16, AdamW (foreach), steady-state step",
         "import_only_baseline": floor,
-        "trace": ours,
+        "trace": {k: v for k, v in ours.items() if k != "result"},
         "peak_gib": round(ours["peak_bytes"] / 2**30, 2),
+        "first_step_peak_gib": round(ours["first_step_peak_bytes"] / 2**30, 2),
         "targets": TARGETS,
-        "meets_targets": ours["process_wall_s"] < TARGETS["trace_7b_wall_s"]
-        and ours["peak_rss_mb"] < TARGETS["trace_7b_peak_rss_mb"],
+        "meets_targets": ours["cpu_s"] <= TARGETS["trace_7b_cpu_s"]
+        and ours["peak_rss_mb"] <= TARGETS["trace_7b_peak_rss_mb"],
+        "every_block_baseline": {k: v for k, v in full.items() if k != "result"},
+        # Every number the trace reports, not only the peak.
+        "block_scaled_equals_every_block": ours["result"] == full["result"],
+        "speedup_vs_every_block": round(full["cpu_s"] / ours["cpu_s"], 2),
     }
     if not skip_upstream:
         upstream = _child("upstream")
-        result["upstream_tracker_baseline"] = upstream
-        result["same_bytes_as_upstream"] = (
-            upstream["peak_bytes"] == ours["peak_bytes"]
-            and upstream["by_category"] == ours["by_category"]
-        )
-        result["speedup_vs_upstream"] = round(upstream["trace_s"] / ours["trace_s"], 2)
+        result["upstream_tracker_baseline"] = {k: v for k, v in upstream.items() if k != "result"}
+        result["same_bytes_as_upstream"] = ours["result"] == upstream["result"]
+        result["speedup_vs_upstream"] = round(upstream["cpu_s"] / ours["cpu_s"], 2)
     return result
 
 

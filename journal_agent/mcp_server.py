@@ -74,11 +74,49 @@ def build_server(root: Path):
 def serve_stdio(root: Path) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
 
     server = build_server(root)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            # The transport hands a line it cannot parse to the session as an exception, which
+            # the session drops: the client would wait forever. Answer it as JSON-RPC says.
+            ours_writer, ours = create_context_streams[SessionMessage | Exception](0)
+
+            async def forward() -> None:
+                async with ours_writer:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            await write_stream.send(SessionMessage(_parse_error(item)))
+                        else:
+                            await ours_writer.send(item)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(forward)
+                await server.run(ours, write_stream, server.create_initialization_options())
+                tg.cancel_scope.cancel()
 
     anyio.run(main)
+
+
+def _parse_error(exc: Exception):
+    """The JSON-RPC error for a line that is not JSON (-32700) or not a JSON-RPC message
+    (-32600); ``id`` is null, since the request's id could not be read."""
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    not_json = isinstance(exc, ValidationError) and any(
+        e.get("type") == "json_invalid" for e in exc.errors()
+    )
+    code, what = (
+        (-32700, "Parse error: the line is not valid JSON")
+        if not_json
+        else (-32600, "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message")
+    )
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=None,
+        error=types.ErrorData(code=code, message=f"{what}; send one JSON-RPC object per line."),
+    )

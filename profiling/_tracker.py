@@ -190,19 +190,19 @@ class _StepMixin:
         return res
 
     def _note_segment(self) -> None:
-        prefix = self.block_prefix
-        block: Any = None
+        prefix = self.block_prefix or ""
+        role = None
         for fqn in self._mod_tracker.parents:  # type: ignore[attr-defined]
-            if fqn.startswith(prefix):  # type: ignore[arg-type]
-                block = int(fqn[len(prefix) :].split(".", 1)[0])  # type: ignore[arg-type]
+            if fqn.startswith(prefix):
+                role = prefix + fqn[len(prefix) :].split(".", 1)[0]
                 break
-        if block is None:
-            block = "after" if self._blocks_seen else "before"
+        if role is None:
+            role = "after" if self._blocks_seen else "before"
         else:
             self._blocks_seen = True
         snap = self._curr_mem_snap  # type: ignore[attr-defined]
         total = sum(d["Total"] for d in snap.values())
-        key = (self.phase, block)
+        key = f"{self.phase}|{role}"
         best = self.segments.get(key)
         if best is None or best["Total"] < total:
             self.segments[key] = merge_snapshots(snap)
@@ -212,6 +212,10 @@ class _StepMixin:
         self.phase = phase
         self._blocks_seen = False
         reset_peak(self)
+        if self.block_prefix:
+            start = merge_snapshots(self.get_tracker_snapshot())  # type: ignore[attr-defined]
+            start.setdefault("Total", 0)
+            self.segments[f"{phase}|start"] = start
 
 
 def _active_fake_mode() -> Any:

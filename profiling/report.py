@@ -18,9 +18,6 @@ from profiling.records import (
 )
 from profiling.units import fmt_bytes, fmt_count
 
-TRACE_CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries")
-
-
 # --------------------------------------------------------------------- estimates
 
 
@@ -123,6 +120,14 @@ def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRec
         Quantity(name="flops_forward", value=result.flops.forward, unit="FLOP"),
         Quantity(name="flops_backward", value=result.flops.backward, unit="FLOP"),
     ]
+    if getattr(result, "time", None) is not None:
+        t = result.time
+        results += [
+            Quantity(name="step_time", value=t.step_seconds, unit="s"),
+            Quantity(name="tokens_per_second", value=t.tokens_per_second, unit="tokens/s"),
+        ]
+        if t.total_seconds is not None:
+            results.append(Quantity(name="time_for_tokens", value=t.total_seconds, unit="s"))
     results.append(Quantity(name="wall", value=result.wall_seconds, unit="s"))
     return MeasurementRecord(
         id=new_record_id("traced"),
@@ -132,6 +137,7 @@ def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRec
         software=software_versions(torch=result.torch_version),
         config={**cfg.model_dump(), "model_info": result.model_info},
         results=results,
+        steps=result.time.steps if getattr(result, "time", None) is not None else [],
         notes="\n".join(result.notes),
         extra={
             "phases": result.phases,
@@ -173,6 +179,7 @@ def trace_json(result: Any, record_id: str) -> dict[str, Any]:
         "first_step_peak_bytes": result.first_step_peak_bytes,
         "first_step_peak_phase": result.first_step_peak_phase,
         "flops": result.flops.model_dump(),
+        "time": result.time.model_dump() if getattr(result, "time", None) is not None else None,
         "after_step": result.after_step,
         "phases": result.phases,
         "by_module": {k: v.model_dump() for k, v in result.by_module.items()},
@@ -221,6 +228,10 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
         f"FLOPs of the step: {fmt_count(result.flops.total)} "
         f"(forward {fmt_count(result.flops.forward)}, backward {fmt_count(result.flops.backward)})",
     ]
+    if getattr(result, "time", None) is not None:
+        from profiling.step_time import render_time
+
+        lines += render_time(result.time)
     top = sorted(
         result.by_module.items(),
         key=lambda kv: max(kv[1].peak_forward, kv[1].peak_backward),

@@ -13,6 +13,7 @@ a missing one into a clear :class:`ProfilingError`. Import this module lazily: i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import threading
 import time
@@ -37,6 +38,7 @@ from profiling._tracker import (
 from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.step_time import StepTime, step_time
 from profiling.workloads import WORKLOADS, build_model, describe
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -95,6 +97,7 @@ class TraceResult(BaseModel):
     phases: dict[str, dict[str, int]]  # by category (+ "total") after forward/backward/step
     by_module: dict[str, ModuleMemory]
     flops: FlopCount
+    time: StepTime | None = None  # with config.gpu: the step's time at config.mfu
     wall_seconds: float
     torch_version: str
     notes: list[str] = Field(default_factory=list)
@@ -121,7 +124,7 @@ def _require_tracing_apis() -> None:
 
 
 def _make_model(
-    config: TraceConfig, factory: Callable[..., Any] | None = None
+    config: TraceConfig, factory: Callable[..., Any] | None = None, layers: int | None = None
 ) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
     if factory is not None or ":" in config.model:
         model, inputs = call_factory(config.model, config.batch, config.seq, factory)
@@ -136,6 +139,8 @@ def _make_model(
         raise ProfilingError(
             f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
         )
+    if layers is not None:  # the block-scaled trace: the same model with fewer blocks
+        workload = workload.model_copy(update={"layers": layers})
     model = build_model(workload)
     return model, model.example_inputs(config.batch, config.seq), describe(workload)
 
@@ -224,6 +229,7 @@ def trace_step(
     upstream_tracker: bool = False,
     factory: Callable[..., Any] | None = None,
     module_depth: int = 2,
+    block_scaling: bool | None = None,
 ) -> TraceResult:
     """Trace a steady-state training step of ``config.model``: exact bytes by category.
 
@@ -236,6 +242,10 @@ def trace_step(
     ``module:function`` factory; it is called under fake tensors and ``config.model`` only
     names it. ``upstream_tracker=True`` uses torch's peak bookkeeping unchanged (several times
     slower); the default replaces only that with a faster one (tests check both agree).
+
+    ``block_scaling`` (default: for reference models of more than 12 blocks) traces the loop
+    with 3, 4 and 5 of the model's identical blocks and extrapolates every number exactly
+    (``profiling._scaling``); ``False`` traces every block.
     """
     _require_tracing_apis()
     if config.optimizer not in OPTIMIZERS:
@@ -271,7 +281,22 @@ def trace_step(
             # One untracked step on a throwaway model fills the caches first.
             say("warming DTensor's caches")
             _fill_dtensor_caches(config, mesh, factory)
-        result = _trace_in_fake_mode(config, mesh, say, not upstream_tracker, factory, module_depth)
+        blocks = _scaled_layers(config, factory)
+        if block_scaling is None:
+            block_scaling = blocks is not None and blocks > SCALE_ABOVE_BLOCKS
+        raw = missed = None
+        if block_scaling and blocks is not None and blocks > 5:
+            raw = _trace_scaled(config, mesh, say, not upstream_tracker, blocks, module_depth)
+            missed = raw is None
+        if raw is None:
+            raw = _trace_in_fake_mode(
+                config, mesh, say, not upstream_tracker, factory, module_depth=module_depth
+            )
+        if missed:
+            raw.notes.append(
+                "block scaling did not reproduce the 5-block trace exactly: every block traced"
+            )
+        result = _finish(config, raw, module_depth)
     result.wall_seconds = round(time.perf_counter() - start, 3)
     return result
 
@@ -317,7 +342,11 @@ def _highest(peaks: dict[str, dict[str, int]]) -> str:
 
 
 def _build(
-    config: TraceConfig, mesh: Any, factory: Callable[..., Any] | None, notes: list[str]
+    config: TraceConfig,
+    mesh: Any,
+    factory: Callable[..., Any] | None,
+    notes: list[str],
+    layers: int | None = None,
 ) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any], Any]:
     """Model (built in the parameter dtype, checkpointed, sharded), inputs, info, optimizer."""
     # 16-bit parameters: build in that dtype (``module.to`` cannot swap tied fake
@@ -325,7 +354,7 @@ def _build(
     previous = torch.get_default_dtype()
     torch.set_default_dtype(_DTYPES[config.param_dtype])
     try:
-        model, inputs, info = _make_model(config, factory)
+        model, inputs, info = _make_model(config, factory, layers)
     finally:
         torch.set_default_dtype(previous)
     if config.checkpointing == "full":
@@ -401,14 +430,43 @@ def _autocast(config: TraceConfig) -> Any:
     return contextlib.nullcontext()
 
 
+@dataclasses.dataclass
+class _Raw:
+    """What one traced loop saw, before it becomes a :class:`TraceResult`."""
+
+    info: dict[str, Any]
+    params: int
+    root: str  # the model's fqn in the trackers (its class name)
+    block_prefix: str | None  # "Llama.layers." — the repeated blocks, if any
+    peaks: dict[str, dict[str, dict[str, int]]]  # step label -> phase -> peak snapshot
+    phases: dict[str, dict[str, int]]
+    after: dict[str, int]
+    modules: dict[str, ModuleMemory]
+    flops: dict[str, dict[str, int]]
+    segments: dict[str, dict[str, int]]
+    notes: list[str]
+
+
+FIRST, STEADY = "first step", "steady-state step"
+
+
+def _block_prefix(model: nn.Module) -> str | None:
+    blocks = _block_list(model)
+    if blocks is None:
+        return None
+    name = next(n for n, m in model.named_modules() if m is blocks)
+    return f"{type(model).__name__}.{name}."
+
+
 def _trace_in_fake_mode(
     config: TraceConfig,
     mesh: Any,
     say: Progress,
     fast: bool,
     factory: Callable[..., Any] | None = None,
+    layers: int | None = None,
     module_depth: int = 2,
-) -> TraceResult:
+) -> _Raw:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     notes: list[str] = []
@@ -416,7 +474,7 @@ def _trace_in_fake_mode(
     # byte counts do not depend on the device (attention kernels and allocator rounding do).
     with FakeTensorMode(allow_non_fake_inputs=False):
         say("building model")
-        model, inputs, info, optimizer = _build(config, mesh, factory, notes)
+        model, inputs, info, optimizer = _build(config, mesh, factory, notes, layers)
         params = sum(_global_numel(p) for p in model.parameters())
         tracker = make_tracker(model, optimizer, inputs, mesh, fast)
         if fast and not is_fast_tracker(tracker):
@@ -424,19 +482,20 @@ def _trace_in_fake_mode(
                 f"torch {torch.__version__}: PyTorch's memory tracker used unchanged (the "
                 "faster peak bookkeeping is checked only against known torch versions)"
             )
+        prefix = _block_prefix(model)
+        if layers is not None:  # the block-scaled trace needs each stretch's maximum
+            tracker.block_prefix = prefix
         autocast = functools.partial(_autocast, config)
-
+        peaks = {}
         with tracker:
             try:
-                _, first_peaks = _run_step(
-                    tracker, model, inputs, optimizer, autocast, say, "first step"
-                )
+                _, peaks[FIRST] = _run_step(tracker, model, inputs, optimizer, autocast, say, FIRST)
                 # What the loop does between steps. PyTorch's default frees the gradients.
                 optimizer.zero_grad(set_to_none=not config.grads_kept)
                 tracker.reset_mod_stats()  # MemTracker's way to trace another iteration
                 tracker.count_flops = True
-                phases, peaks = _run_step(
-                    tracker, model, inputs, optimizer, autocast, say, "steady-state step"
+                phases, peaks[STEADY] = _run_step(
+                    tracker, model, inputs, optimizer, autocast, say, STEADY
                 )
                 tracker.count_flops = False
             except ProfilingError:
@@ -445,8 +504,23 @@ def _trace_in_fake_mode(
                 raise ProfilingError(_fake_failure(config.model, exc)) from None
             after = merge_snapshots(tracker.get_tracker_snapshot())
         say("summarizing")
-        by_module = module_table(tracker, module_depth)
-        flops = _flop_count(tracker.flops, module_depth)
+        return _Raw(
+            info=info,
+            params=params,
+            root=type(model).__name__,
+            block_prefix=prefix,
+            peaks=peaks,
+            phases=phases,
+            after=after,
+            modules=module_table(tracker, module_depth),
+            flops=tracker.flops,
+            segments=tracker.segments,
+            notes=notes,
+        )
+
+
+def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
+    notes = list(raw.notes)
     notes.append(
         "steady state: the traced step is the second of a loop on the same model and optimizer "
         + (
@@ -455,24 +529,127 @@ def _trace_in_fake_mode(
             else "(zero_grad(set_to_none=True), PyTorch's default: gradients freed between steps)"
         )
     )
+    peaks, first_peaks = raw.peaks[STEADY], raw.peaks[FIRST]
     top, first_top = _highest(peaks), _highest(first_peaks)
+    flops = _flop_count(raw.flops, module_depth)
+    timed = None
+    if config.gpu is not None:
+        timed = step_time(
+            flops.total,
+            config.batch * config.seq_or_default(),
+            config.gpu_spec(),
+            config.mfu,
+            sixteen_bit=config.compute_dtype != "fp32",
+            gpus=config.world_size,
+            tokens=config.tokens,
+        )
     return TraceResult(
         config=config,
-        model_info=info,
-        params=params,
+        model_info=raw.info,
+        params=raw.params,
         peak_bytes=int(peaks[top].get("Total", 0)),
         peak_phase=top,
         by_category=to_categories(peaks[top]),
         phase_peaks={ph: int(peaks[ph].get("Total", 0)) for ph in PHASES},
         first_step_peak_bytes=int(first_peaks[first_top].get("Total", 0)),
         first_step_peak_phase=first_top,
-        after_step=to_categories(after),
-        phases=phases,
-        by_module=by_module,
+        after_step=to_categories(raw.after),
+        phases=raw.phases,
+        by_module=raw.modules,
         flops=flops,
+        time=timed,
         wall_seconds=0.0,
         torch_version=torch.__version__,
         notes=notes,
+    )
+
+
+# The full model is traced when it has at most this many blocks (cheaper than 3 + 4 + 5).
+SCALE_ABOVE_BLOCKS = 12
+
+
+def _scaled_layers(config: TraceConfig, factory: Callable[..., Any] | None) -> int | None:
+    """The reference model's block count when the block-scaled trace applies, else None."""
+    if factory is not None or ":" in config.model or config.model not in WORKLOADS:
+        return None
+    return WORKLOADS[config.model].layers
+
+
+def _trace_scaled(
+    config: TraceConfig, mesh: Any, say: Progress, fast: bool, blocks: int, module_depth: int
+) -> _Raw | None:
+    """The loop traced at 3, 4 and 5 blocks and extrapolated to ``blocks``; None if a
+    prediction misses (see ``profiling._scaling``)."""
+    from profiling._scaling import SAMPLE_BLOCKS, NotAffine, extrapolate, phase_peak
+
+    raws = {}
+    for n in SAMPLE_BLOCKS:
+        raws[n] = _trace_in_fake_mode(
+            config,
+            mesh,
+            lambda stage, n=n: say(f"{n} blocks: {stage}"),
+            fast,
+            None,
+            layers=n,
+            module_depth=module_depth,
+        )
+    prefix = raws[SAMPLE_BLOCKS[0]].block_prefix
+    if prefix is None:
+        return None
+    samples = {}
+    for n, raw in raws.items():
+        named: dict[str, dict[str, int]] = {"params": {"n": raw.params}, "after": raw.after}
+        named.update({f"phase|{k}": v for k, v in raw.phases.items()})
+        named.update({f"module|{k}": v.model_dump() for k, v in raw.modules.items()})
+        named.update({f"flops|{k}": v for k, v in raw.flops.items()})
+        named.update({f"segment|{k}": v for k, v in raw.segments.items()})
+        samples[n] = named
+        # The stretches must account for each phase's peak exactly, in every sample.
+        for label, by_phase in raw.peaks.items():
+            for ph, snap in by_phase.items():
+                got = phase_peak(raw.segments, f"{label}/{ph}", prefix, ph == "backward")
+                if to_categories(got) != to_categories(snap) or got["Total"] != snap["Total"]:
+                    return None
+    try:
+        full = extrapolate(samples, blocks, prefix)
+    except NotAffine:
+        return None
+    segments = {k.split("|", 1)[1]: v for k, v in full.items() if k.startswith("segment|")}
+    peaks = {
+        label: {
+            ph: phase_peak(segments, f"{label}/{ph}", prefix, ph == "backward") for ph in PHASES
+        }
+        for label in (FIRST, STEADY)
+    }
+    modules = {
+        k.split("|", 1)[1]: ModuleMemory(**v) for k, v in full.items() if k.startswith("module|")
+    }
+    root = raws[SAMPLE_BLOCKS[0]].root
+    if root in modules:  # the whole model's peaks: its highest stretches, not an affine sum
+        modules[root] = modules[root].model_copy(
+            update={
+                "peak_forward": peaks[STEADY]["forward"]["Total"],
+                "peak_backward": peaks[STEADY]["backward"]["Total"],
+            }
+        )
+    base = raws[SAMPLE_BLOCKS[0]]
+    return _Raw(
+        info=describe(WORKLOADS[config.model]),
+        params=full["params"]["n"],
+        root=root,
+        block_prefix=prefix,
+        peaks=peaks,
+        phases={k.split("|", 1)[1]: v for k, v in full.items() if k.startswith("phase|")},
+        after=full["after"],
+        modules=modules,
+        flops={k.split("|", 1)[1]: v for k, v in full.items() if k.startswith("flops|")},
+        segments=segments,
+        notes=[
+            *base.notes,
+            f"block-scaled: the loop was traced with 3, 4 and 5 of the {blocks} identical "
+            "blocks and every number extrapolated exactly (each is affine in the block count; "
+            "the 5-block trace checked every prediction to the byte)",
+        ],
     )
 
 

@@ -7,6 +7,7 @@ under the journal's lock, every other line kept). Module level stays light (type
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -52,6 +53,10 @@ def ledger_command(
 ) -> None:
     """Show the ledger: mastery counts, what is due for review, the last sessions."""
     if ctx.invoked_subcommand is not None:
+        if root is not None:
+            # `ledger --root DIR check`: the subcommand's --root reads this variable (click
+            # parses the subcommand's options after this callback has run).
+            os.environ["JOURNAL_AGENT_ROOT"] = str(root)
         return
     from journal_agent.journal import ledger_api
 
@@ -69,9 +74,9 @@ def ledger_command(
     typer.echo(f"open action items: {len(open_actions)}")
     for action in open_actions[:5]:
         typer.echo(f"  - [ ] {action['text']}  ({action['horizon'] or 'no horizon'})")
-    due, new = overview["due"], overview["new"]
+    due, new = overview["due"], overview["new_count"]
     typer.echo(
-        f"due for review: {len(due)}, never reviewed: {len(new)}"
+        f"due for review: {len(due)}, never reviewed: {new}"
         + ("  (journal-agent review)" if due or new else "")
     )
     for card in due[:5]:

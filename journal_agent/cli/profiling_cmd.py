@@ -1,4 +1,4 @@
-"""``journal-agent estimate``, ``trace`` and ``measurements``: memory without the hardware.
+"""``journal-agent estimate`` and ``measurements`` (``trace`` lives in ``trace_cmd``).
 
 Every run saves a measurement record under ``<root>/.journal/measurements/`` and prints its
 id, so a journal entry can cite the number as ``[m:<id>]``. torch and matplotlib are imported
@@ -8,52 +8,25 @@ inside the commands (``profiling.trace`` imports torch); the modules imported he
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from journal_agent.cli import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
+from journal_agent.cli._plot import ForceOption, check_plot
+from journal_agent.cli._profiling_common import (
+    JsonFlag,
+    PlotOption,
+    _console,
+    _print_comparison,
+    _print_record_line,
+    _run_trace,
+    _store,
+    _user_errors,
+)
 from journal_agent.errors import UserError
-from journal_agent.paths import measurements_dir
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
-PlotOption = Annotated[
-    Path | None, typer.Option("--plot", help="Write a breakdown chart (PNG) to this path.")
-]
-
-
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    """ProfilingError (and a corrupt record) become the CLI's one-sentence UserError."""
-    from profiling.errors import ProfilingError
-
-    try:
-        yield
-    except ProfilingError as exc:
-        raise UserError(str(exc)) from None
-
-
-def _store(root: Path | None) -> Any:
-    from profiling.records import RecordStore
-
-    return RecordStore(measurements_dir(resolve_root(root)))
-
-
-def _console() -> Any:
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    # Piped into a file or an agent: wide enough that the calculation column stays on one line.
-    return console if console.is_terminal else Console(highlight=False, width=150)
-
-
-def _print_record_line(record_id: str) -> None:
-    typer.echo(f"record: {record_id}  (cite as [m:{record_id}])")
-
 
 # --------------------------------------------------------------------- estimate
 
@@ -108,6 +81,7 @@ def estimate_command(
     ] = False,
     as_json: JsonFlag = False,
     plot: PlotOption = None,
+    force: ForceOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """Estimate training memory in closed form, every step of the calculation shown.
@@ -115,6 +89,7 @@ def estimate_command(
     Example: journal-agent estimate --model llama-7b --precision mixed --optimizer adamw
     --gpus 2 --zero 2 --gpu-mem 40
     """
+    check_plot(plot, force)
     from profiling.config import TrainingConfig
     from profiling.estimate import estimate
     from profiling.report import estimate_json, estimate_record
@@ -159,116 +134,6 @@ def estimate_command(
         typer.echo(render_trace_text(result))
         _print_record_line(trace_rec.id)
         _print_comparison(cmp, record.id, trace_rec.id)
-    if plot is not None:
-        typer.echo(f"plot: {payload['plot']}")
-
-
-def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
-    from profiling.report import render_compare_text
-
-    typer.echo("")
-    typer.echo(f"Estimate [m:{est_id}] beside trace [m:{trace_id}] (per GPU / per rank):")
-    typer.echo(render_compare_text(cmp))
-
-
-# --------------------------------------------------------------------- trace
-
-
-def _run_trace(cfg: Any, quiet: bool, depth: int = 2) -> Any:
-    from rich.console import Console
-
-    from profiling.trace import trace_step
-
-    console = Console(stderr=True)
-    if quiet or not console.is_terminal:  # no spinner residue in pipes and logs
-        return trace_step(cfg, module_depth=depth)
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        SpinnerColumn(),
-        TextColumn(f"tracing {cfg.model}: " + "{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("starting", total=None)
-        return trace_step(
-            cfg,
-            progress=lambda stage: progress.update(task, description=stage),
-            module_depth=depth,
-        )
-
-
-@app.command("trace")
-@config_flags()
-def trace_command(
-    config: dict[str, Any],
-    depth: Annotated[int, typer.Option("--depth", min=0, help="Module depth in by_module.")] = 2,
-    compare_estimate: Annotated[
-        bool,
-        typer.Option(
-            "--compare-estimate", help="Show the closed-form estimate of the same step beside it."
-        ),
-    ] = False,
-    as_json: JsonFlag = False,
-    plot: PlotOption = None,
-    root: RootOption = None,  # type: ignore[assignment]
-) -> None:
-    """Trace one training step under fake tensors: exact bytes by category, no GPU needed.
-
-    Example: journal-agent trace --model llama-7b --seq 2048 --precision amp-bf16
-    """
-    from profiling.config import TrainingConfig
-    from profiling.report import trace_json, trace_record, trace_verdict
-
-    with _user_errors():
-        if "model" not in config:
-            raise UserError(
-                "trace needs --model NAME (a reference model or package.module:factory)"
-            )
-        cfg = TrainingConfig.parse(**config)
-        store = _store(root)
-        if compare_estimate:  # fail before a long trace, not after it
-            from profiling.report import estimate_input_for_trace
-
-            estimate_input_for_trace(cfg)
-        result = _run_trace(cfg, quiet=as_json, depth=depth)
-        gpu_mem = cfg.gpu_mem_bytes()
-        gpu_mem_gb = gpu_mem / 1e9 if gpu_mem else None
-        record = trace_record(result, gpu_mem_gb)
-        store.save(record)
-        payload = trace_json(result, record.id)
-        payload.update(trace_verdict(result, gpu_mem_gb))
-        cmp = est_record = None
-        if compare_estimate:
-            from profiling.estimate import estimate
-            from profiling.report import compare, estimate_input_for_trace, estimate_record
-
-            est = estimate(estimate_input_for_trace(result.config))
-            est_record = estimate_record(est)
-            store.save(est_record)
-            cmp = compare(est, result)
-            payload["estimate"] = {"record_id": est_record.id, "per_gpu_bytes": est.per_gpu_bytes}
-            payload["comparison"] = cmp
-        if plot is not None:
-            from profiling.plot import plot_compare, plot_trace
-
-            made = plot_compare(cmp, plot) if cmp is not None else plot_trace(result, plot)
-            payload["plot"] = str(made)
-    if as_json:
-        print_json(payload)
-        return
-    from profiling.report import render_trace_text
-
-    typer.echo(render_trace_text(result))
-    if payload.get("verdict"):
-        typer.echo(payload["verdict"])
-    _print_record_line(record.id)
-    if cmp is not None and est_record is not None:
-        typer.echo("")
-        typer.echo(est_record.extra["table"])
-        _print_record_line(est_record.id)
-        _print_comparison(cmp, est_record.id, record.id)
     if plot is not None:
         typer.echo(f"plot: {payload['plot']}")
 

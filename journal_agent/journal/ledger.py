@@ -65,9 +65,9 @@ _SECTION_SIGNS = {
     "insights": ("💡", ("key insights", "insights", "insight", "洞见", "心得")),
 }
 _LEVEL_SIGNS = {
-    "mastered": ("🟢", ("mastered", "mastery", "known", "掌握")),
-    "developing": ("🟡", ("developing", "in progress", "learning", "进行中", "发展")),
-    "blind_spots": ("🔴", ("blind spot", "blind spots", "unknown", "gaps", "盲点", "盲区")),
+    "mastered": ("🟢", ("mastered", "掌握")),
+    "developing": ("🟡", ("developing", "in progress", "进行中", "发展")),
+    "blind_spots": ("🔴", ("blind spot", "blind spots", "unknowns", "gaps", "盲点", "盲区")),
 }
 _LEVEL_WORDS = {
     "mastered": "mastered",
@@ -131,9 +131,16 @@ def _identify(title: str, signs: dict[str, tuple[str, tuple[str, ...]]]) -> str 
             return key
     words = normalize(title)
     for key, (_, names) in signs.items():
-        if any(name in words for name in names):
+        if any(_has_words(words, name) for name in names):
             return key
     return None
+
+
+def _has_words(text: str, name: str) -> bool:
+    """``name`` as whole words ("unknown" is not "known"); Chinese has no spaces: a substring."""
+    if not name.isascii():
+        return name in text
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
 
 
 # -- views ------------------------------------------------------------------------------------
@@ -217,6 +224,7 @@ class Ledger:
     updated_index: int | None = None
     sections: list[Span] = field(default_factory=list)
     subsections: dict[int, list[Span]] = field(default_factory=dict)  # by section start
+    _fences: list[bool] | None = field(default=None, repr=False, compare=False)
 
     # -- whole document ----------------------------------------------------------------
     def render(self) -> str:
@@ -231,7 +239,8 @@ class Ledger:
     def title(self) -> str | None:
         if self.title_index is None:
             return None
-        return _HEADING.match(bare(self.lines[self.title_index])).group(2)  # type: ignore[union-attr]
+        line = bare(self.lines[self.title_index]).lstrip("\ufeff")
+        return _HEADING.match(line).group(2)  # type: ignore[union-attr]
 
     @property
     def last_updated(self) -> str | None:
@@ -250,7 +259,10 @@ class Ledger:
         return next((s for s in self.subsections.get(span.start, []) if s.key == key), None)
 
     def fences(self) -> list[bool]:
-        return fence_mask(self.lines)
+        """For each line, whether it is inside a code block (computed once per reindex)."""
+        if self._fences is None or len(self._fences) != len(self.lines):
+            self._fences = fence_mask(self.lines)
+        return self._fences
 
     # -- knowledge graph ---------------------------------------------------------------
     def items(self, level: str | None = None) -> list[Item]:
@@ -395,12 +407,32 @@ def parse_ledger(text: str) -> Ledger:
 def reindex(ledger: Ledger) -> None:
     """Recompute where the parts are (after an edit changed the lines)."""
     lines = ledger.lines
-    fences = fence_mask(lines)
-    ledger.title_index = ledger.updated_index = None
+    ledger._fences = fence_mask(lines)
+    heads = _headings(ledger)
     ledger.sections, ledger.subsections = [], {}
     seen: set[str] = set()
-    heads: list[tuple[int, int, str]] = []  # (index, level, title)
-    for i, line in enumerate(lines):
+    top = [(i, t) for i, level, t in heads if level <= 2 and i != ledger.title_index]
+    for n, (i, title) in enumerate(top):
+        end = top[n + 1][0] if n + 1 < len(top) else len(lines)
+        key = _identify(title, _SECTION_SIGNS) if _level(lines[i]) == 2 else None
+        if key in seen:
+            key = None  # a second "Goals" section is the user's own: kept, not edited
+        if key is not None:
+            seen.add(key)
+        ledger.sections.append(Span(key, title, i, end))
+        subs = [(j, t) for j, level, t in heads if level == 3 and i < j < end]
+        ledger.subsections[i] = _subsections(key, subs, end)
+
+
+def _headings(ledger: Ledger) -> list[tuple[int, int, str]]:
+    """``(index, level, title)`` of every heading outside code; sets the title and the
+    last-updated line (before any section) on the way."""
+    ledger.title_index = ledger.updated_index = None
+    fences = ledger.fences()
+    heads: list[tuple[int, int, str]] = []
+    for i, line in enumerate(ledger.lines):
+        if i == 0:
+            line = line.lstrip("\ufeff")  # a byte-order mark does not hide the title
         if fences[i] or not line.lstrip(" ").startswith(("#", "*")):
             continue
         text = bare(line)
@@ -415,32 +447,27 @@ def reindex(ledger: Ledger) -> None:
             and all(level == 1 for _, level, _ in heads)
         ):
             ledger.updated_index = i
-    top = [(i, t) for i, level, t in heads if level <= 2 and i != ledger.title_index]
-    for n, (i, title) in enumerate(top):
-        end = top[n + 1][0] if n + 1 < len(top) else len(lines)
-        key = _identify(title, _SECTION_SIGNS) if _level(lines[i]) == 2 else None
-        if key in seen:
-            key = None  # a second "Goals" section is the user's own: kept, not edited
-        if key is not None:
-            seen.add(key)
-        span = Span(key, title, i, end)
-        ledger.sections.append(span)
-        subs = [(j, t) for j, level, t in heads if level == 3 and i < j < end]
-        spans = []
-        sub_seen: set[str] = set()
-        for m, (j, sub_title) in enumerate(subs):
-            sub_end = subs[m + 1][0] if m + 1 < len(subs) else end
-            sub_key: str | None = None
-            if key == "knowledge":
-                sub_key = _identify(sub_title, _LEVEL_SIGNS)
-                if sub_key in sub_seen:
-                    sub_key = None
-                if sub_key:
-                    sub_seen.add(sub_key)
-            elif key in ("actions", "insights"):
-                sub_key = "horizon" if key == "actions" else "insight"
-            spans.append(Span(sub_key, sub_title, j, sub_end))
-        ledger.subsections[i] = spans
+    return heads
+
+
+def _subsections(key: str | None, subs: list[tuple[int, str]], end: int) -> list[Span]:
+    """The ``###`` parts of a section: mastery levels (the first of each), action horizons,
+    archived insights; in other sections they are the user's own (no key)."""
+    spans = []
+    seen: set[str] = set()
+    for m, (j, title) in enumerate(subs):
+        sub_end = subs[m + 1][0] if m + 1 < len(subs) else end
+        sub_key: str | None = None
+        if key == "knowledge":
+            sub_key = _identify(title, _LEVEL_SIGNS)
+            if sub_key in seen:
+                sub_key = None
+            if sub_key:
+                seen.add(sub_key)
+        elif key in ("actions", "insights"):
+            sub_key = "horizon" if key == "actions" else "insight"
+        spans.append(Span(sub_key, title, j, sub_end))
+    return spans
 
 
 def _level(line: str) -> int:

@@ -8,6 +8,8 @@ from typing import Any
 from journal_agent.journal.ledger_check import LedgerProblem, LedgerReport, check_ledger
 from journal_agent.journal.ledger_store import LedgerStore
 
+NEW_SHOWN = 20
+
 
 def overview(root: Path) -> dict[str, Any]:
     """The ledger's summary, what is due for review, and the review history's suggestions."""
@@ -21,7 +23,13 @@ def overview(root: Path) -> dict[str, Any]:
         if c.state != "new"
     ]
     new = [{"id": c.id, "title": c.title, "kind": c.kind} for c in cards if c.state == "new"]
-    return {**summary, "due": due, "new": new, "suggestions": review.suggestions(root)}
+    return {
+        **summary,
+        "due": due,
+        "new_count": len(new),
+        "new": new[:NEW_SHOWN],  # a journal of 1,000 entries is not listed whole
+        "suggestions": review.suggestions(root),
+    }
 
 
 def check(root: Path) -> LedgerReport:

@@ -34,7 +34,6 @@ from journal_agent.journal.ledger import (
     last_updated_match,
     level_key,
     normalize,
-    parse_ledger,
     reindex,
     unbold_row,
 )
@@ -245,6 +244,8 @@ def set_updated(ledger: Ledger, day: str | None = None) -> None:
             _replace(ledger, ledger.updated_index, new)
         return
     at = ledger.title_index + 1 if ledger.title_index is not None else 0
+    if at == 0 and ledger.lines and ledger.lines[0].startswith("\ufeff"):
+        at = 1  # never push the byte-order mark off the first line
     _insert(ledger, at, [f"**Last Updated:** {day}"])
 
 
@@ -425,7 +426,3 @@ def _level(level: str) -> str:
             f"{level!r} is not a mastery level; use mastered (🟢), developing (🟡) or blind (🔴)."
         )
     return key
-
-
-def reparse(ledger: Ledger) -> Ledger:
-    return parse_ledger(ledger.render())

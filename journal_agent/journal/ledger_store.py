@@ -34,19 +34,14 @@ class UpdateResult:
         return {"path": str(self.path), "created": self.created, "changes": self.changes}
 
 
-def check_secrets(text: str) -> None:
-    """Hook: refuse a ledger that would hold a secret (an API key, a token).
+def refuse_new_secrets(old: str, new: str) -> None:
+    """The ledger never receives a secret (an API key, a token, a password): refuse an update
+    whose new lines hold one. Lines already there, put by the user, do not block an unrelated
+    update (as for Write/Edit into the ledger)."""
+    from journal_agent.secrets import refuse_secrets
 
-    The secrets detector (journal_agent.tools.secrets, issue #14) plugs in here; until it
-    exists this accepts everything.
-    """
-    try:
-        from journal_agent.tools import secrets as detector  # type: ignore[attr-defined]
-    except ImportError:
-        return
-    refuse = getattr(detector, "refuse_secrets", None)
-    if refuse is not None:
-        refuse(text, LEDGER_FILE)
+    before = set(old.splitlines())
+    refuse_secrets("\n".join(line for line in new.splitlines() if line not in before), LEDGER_FILE)
 
 
 class LedgerStore:
@@ -97,7 +92,6 @@ class LedgerStore:
         *,
         title: str | None = None,
         today: str | None = None,
-        before_write: Callable[[str], None] | None = None,
     ) -> UpdateResult:
         """Apply the operations together (all or none) and stamp ``Last Updated``."""
         from journal_agent.journal.ledger_ops import validate
@@ -114,7 +108,6 @@ class LedgerStore:
             title=title,
             today=today,
             stamp=not any(op.op == "set_updated" for op in operations),
-            before_write=before_write,
         )
 
     def edit(
@@ -124,7 +117,6 @@ class LedgerStore:
         title: str | None = None,
         today: str | None = None,
         stamp: bool = True,
-        before_write: Callable[[str], None] | None = None,
     ) -> UpdateResult:
         with self.locked():
             remove_stale_temps(self.path)
@@ -139,14 +131,13 @@ class LedgerStore:
                     text = new_ledger(title or "Learning Ledger", today)
                 ledger = parse_ledger(text)
                 changes = change(ledger)
-                if stamp and (changes or created):
+                # A tick of a ticked box changes nothing: no new date either.
+                if stamp and (created or ledger.render() != text):
                     set_updated(ledger, today or _date.today().isoformat())
                 new_text = ledger.render()
                 if new_text == text and not created:
                     return UpdateResult(self.path, False, changes)
-                check_secrets(new_text)
-                if before_write is not None:
-                    before_write(new_text)
+                refuse_new_secrets("" if created else text, new_text)
                 if st is not None and _changed(self.path, st):
                     continue  # saved by an editor meanwhile: redo on its content
                 atomic_write(self.path, new_text)

@@ -131,10 +131,6 @@ def collect_items(root: Path) -> list[ReviewItem]:
     return items
 
 
-def item_id_for_ledger_text(text: str) -> str:
-    return f"item:{slugify(_term(text))}"
-
-
 def _term(text: str) -> str:
     from journal_agent.journal.ledger import key_term
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from journal_agent.errors import JournalAgentError
 from journal_agent.journal import numbers
-from journal_agent.journal._text import bare, split_lines
+from journal_agent.journal._text import bare
 from journal_agent.journal.encoding import scan, scan_text
 from journal_agent.journal.model import Citation, Entry, Journal, parse_journal
 from journal_agent.journal.refs import FileCache, RefStore, content_hash, resolve_problem
@@ -183,6 +184,7 @@ class Checker:
         problems += self._refs(entry)
         problems += self._citations(entry)
         problems += self._unquoted(entry)
+        problems += _integrity(entry)
         return problems
 
     def _sections(self, entry: Entry) -> list[Problem]:
@@ -479,6 +481,39 @@ def _closest(quoted: numbers.Quoted, values: list[tuple[str, float, str]]) -> st
 # -- whole journal / drafts ------------------------------------------------------------------
 
 
+# Control characters no one types: NUL and friends (tab, newline, carriage return and form feed
+# are ordinary). A NUL truncates the text in many tools and breaks the search index.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+
+
+def _integrity(entry: Entry) -> list[Problem]:
+    """A date that is not a calendar date (2026-13-45) and control characters (a NUL byte)."""
+    problems = []
+    try:
+        date.fromisoformat(entry.date)
+    except ValueError:
+        problems.append(
+            Problem(
+                entry.id,
+                "bad_date",
+                f"{entry.date} in the heading is not a calendar date; write it as YYYY-MM-DD",
+                entry.start_line,
+            )
+        )
+    for n, line in enumerate(entry.raw.splitlines()):
+        if m := _CONTROL.search(line):
+            problems.append(
+                Problem(
+                    entry.id,
+                    "control_char",
+                    f"the line holds the control character U+{ord(m.group()):04X}"
+                    f"{' (NUL)' if m.group() == chr(0) else ''}; delete it",
+                    entry.start_line + n,
+                )
+            )
+    return problems
+
+
 def check_journal(root: Path) -> CheckReport:
     path = Path(root) / JOURNAL_FILE
     if not path.is_file():
@@ -553,7 +588,3 @@ def ref_hashes(root: Path, entry: Entry) -> dict[str, str]:
         if digest is not None and resolve_problem(ref, files) is None:
             out[ref.key] = digest
     return out
-
-
-def count_lines(text: str) -> int:
-    return len(split_lines(text))

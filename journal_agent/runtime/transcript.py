@@ -6,8 +6,10 @@ ended by an exception). Secrets never reach the file, wherever they come from (t
 tool's output such as ``cat .env``, the model's reply): the API key's value, the values of
 environment variables named like secrets (``*TOKEN*``, ``*KEY*``, ``*SECRET*``,
 ``*PASSWORD*``), common token shapes (Anthropic, OpenAI, GitHub, Hugging Face, Slack, AWS,
-Google, GitLab), the values of ``NAME=value`` lines whose NAME says secret, and header-like
-fields (authorization, x-api-key, api_key) are replaced before writing.
+Google, GitLab), the values of ``NAME=value`` lines whose NAME says secret, header-like
+fields (authorization, x-api-key, api_key), and everything :mod:`journal_agent.secrets` finds
+(``password = "…"``, ``*_pw: …``, private-key blocks, AWS key pairs, random-looking values of
+key- or token-named settings) are replaced before writing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from journal_agent.paths import transcripts_dir
+from journal_agent.secrets import redact_secrets
 
 REDACTED = "[REDACTED]"
 # Token shapes: Anthropic and OpenAI-style keys, GitHub, Hugging Face, Slack, AWS access key
@@ -109,7 +112,8 @@ class Scrubber:
                 value = value.replace(secret, REDACTED)
         if any(prefix in value for prefix in _KEY_PREFIXES):
             value = _KEY_PATTERN.sub(REDACTED, value)
-        return value
+        # The detector the journal uses to refuse secrets: passwords, key blocks, AWS pairs...
+        return redact_secrets(value, REDACTED)
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -44,10 +44,18 @@ def rg_binary() -> str:
     )
 
 
+def rg_command(args: list[str], cwd: Path, root: Path | None = None) -> list[str]:
+    """The command line running rg with ``args`` in ``cwd``, inside a view of the filesystem
+    that holds only the workspace ``root`` (default: ``cwd``)."""
+    from journal_agent.tools.sandbox.search import search_argv
+
+    return search_argv([rg_binary(), *COMMON_FLAGS, *args], root or cwd, cwd)
+
+
 def run_rg(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            [rg_binary(), *COMMON_FLAGS, *args],
+            rg_command(args, cwd),
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -79,6 +87,7 @@ def rg_paths_by_mtime(
     cwd: Path,
     prefix: str = "",
     visible: Callable[[str], bool] | None = None,
+    root: Path | None = None,
 ) -> tuple[list[str], int, str]:
     """Run rg printing NUL-separated paths; return them newest first, rg's code and stderr.
 
@@ -90,7 +99,7 @@ def rg_paths_by_mtime(
     base = str(cwd) + os.sep
     try:
         proc = subprocess.Popen(
-            [rg_binary(), *COMMON_FLAGS, "--null", *args],
+            rg_command(["--null", *args], cwd, root),
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -153,7 +162,7 @@ class UnignoredFiles:
         self._out = b""
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                [rg_binary(), *COMMON_FLAGS, "--null", "--files", *(paths or [])],
+                rg_command(["--null", "--files", *(paths or [])], cwd),
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

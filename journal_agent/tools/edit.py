@@ -14,13 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.tools._history import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.reads import tracker_for
+from journal_agent.tools.read_tracking import tracker_for
 from journal_agent.tools.workspace import confine
 from journal_agent.tools.write import (
     atomic_write,
     encode_text,
     ensure_unchanged,
     make_parents,
+    refuse_secrets_in_user_docs,
     remember_written,
     writer_lock,
 )
@@ -73,6 +74,7 @@ class Edit(Tool):
                 "new text in new_string."
             )
         tracker = tracker_for(ctx)
+        refuse_secrets_in_user_docs(ctx.root, path, params.new_string, params.old_string)
 
         with writer_lock(ctx.root, path):
             current = ensure_unchanged(ctx.root, tracker, path, action="editing")

@@ -71,7 +71,7 @@ class Glob(Tool):
         args = ["--files"]
         if name is not None:
             args += ["--type-add", f"{_TYPE}:{name}", "--type", _TYPE]
-        rels, code, err = rg_paths_by_mtime(args, base, prefix=prefix, visible=wanted)
+        rels, code, err = rg_paths_by_mtime(args, base, prefix=prefix, visible=wanted, root=root)
         if code not in (0, 1):
             first = err.strip().splitlines()
             raise ToolError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -13,12 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.tools._budget import fit_to_budget
 from journal_agent.tools._rg import (
-    COMMON_FLAGS,
     RG_TIMEOUT_S,
     UnignoredFiles,
     decode,
     reject_nul,
-    rg_binary,
+    rg_command,
     rg_paths_by_mtime,
     run_rg,
 )
@@ -29,6 +29,9 @@ from journal_agent.tools.workspace import resolve_path, workspace_root
 Visible = Callable[[str], bool] | None
 
 DEFAULT_HEAD_LIMIT = 250
+# Content kept per call even with head_limit 0: within Claude Code's 25,000-token limit for
+# any text (dense text runs at 2-3 characters a token), so the paging note survives.
+MAX_CONTENT_CHARS = 60_000
 MAX_COLUMNS = 500  # minified files would otherwise flood the result with one line
 NARROW_HINT = (
     "Narrow the search with a more specific pattern, path, glob or type, or page with "
@@ -115,6 +118,12 @@ class Grep(Tool):
         target = resolve_path(root, params.path) if params.path else root
         if not target.exists():
             raise ToolError(f"{params.path} does not exist; give a file or directory to search.")
+        if not (target.is_dir() or target.is_file()):
+            # A FIFO would block rg forever, a device could stream without end.
+            raise ToolError(
+                f"{params.path} is not a regular file or a directory (a FIFO, socket or device); "
+                "Grep searches files and directories."
+            )
         if ctx.policy is not None:
             ctx.policy.ensure("Grep", path=target)
         rel = os.path.relpath(target, root)
@@ -130,10 +139,12 @@ class Grep(Tool):
             visible = UnignoredFiles(root, [rel] if rel != "." else None).filter(visible)
 
         if params.output_mode == "content":
-            entries, more = _stream_content(
+            entries, more, shown = _stream_content(
                 args, root, offset, limit, visible, numbers=params.line_numbers
             )
             total, all_rows = None, []
+            if limit == 0 and more:
+                limit = shown  # stopped at the size limit: the next page starts after it
         else:
             all_rows = entries = self._collect(args, root, params.output_mode, visible)
             total = len(entries)
@@ -141,6 +152,12 @@ class Grep(Tool):
             entries = entries[offset : offset + limit] if limit else entries[offset:]
 
         text = self._render(params, entries, total, offset, more, limit, all_rows)
+        if params.output_mode == "content" and more and (params.head_limit == 0):
+            text = text.rsplit("\n\n[Showing", 1)[0] + (
+                f"\n\n[Result truncated at the tool-result limit (about 25,000 tokens) after "
+                f"lines {offset + 1}-{offset + limit}; more exist. Use offset={offset + limit} "
+                f"for the next page, or narrow the search: {NARROW_HINT}]"
+            )
         return ToolResult(fit_to_budget(text, narrow_hint=NARROW_HINT))
 
     @staticmethod
@@ -288,18 +305,26 @@ def _first_lines(text: str, n: int) -> str:
 
 def _stream_content(
     args: list[str], root: Path, offset: int, limit: int, visible: Visible, *, numbers: bool = True
-) -> tuple[list[str], bool]:
-    """Read rg's content output only as far as the page needs, then stop rg."""
+) -> tuple[list[str], bool, int]:
+    """Read rg's content output only as far as the page needs, then stop rg.
+
+    ``limit`` 0 ("no limit") still stops at :data:`MAX_CONTENT_CHARS`, about Claude Code's
+    tool-result limit: a pattern matching millions of lines costs the first page's worth of
+    memory, not gigabytes. Returns the lines, whether more exist, and how many were shown.
+    """
     proc = subprocess.Popen(
-        [rg_binary(), *COMMON_FLAGS, *args],
+        rg_command(args, root),
         cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None
+    # However slow rg is (a pathological pattern on a large file), the call ends in time.
+    watchdog = threading.Timer(RG_TIMEOUT_S, proc.kill)
+    watchdog.start()
     entries: list[str] = []
-    seen = shown = 0
+    seen = shown = chars = 0
     more = False
     try:
         for raw in proc.stdout:
@@ -314,7 +339,7 @@ def _stream_content(
             seen += 1
             if seen <= offset:
                 continue
-            if limit and shown >= limit:
+            if (limit and shown >= limit) or chars > MAX_CONTENT_CHARS:
                 more = True
                 break
             # "12:text" is a match, "12-text" a context line: keep rg's usual separators.
@@ -322,26 +347,32 @@ def _stream_content(
             if m and not numbers:
                 rest = rest[m.end() :]
             entries.append(f"{path}{m.group(2)}{rest}" if m else f"{path}:{rest}")
+            chars += len(entries[-1]) + 1
             shown += 1
         if more:
             proc.kill()
         try:
             _, err = proc.communicate(timeout=RG_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise ToolError(
-                f"The search took longer than {RG_TIMEOUT_S} s and was stopped; narrow it."
-            ) from None
+            err = b""
     finally:
+        timed_out = not watchdog.is_alive() and not more
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    if timed_out and proc.returncode is not None and proc.returncode < 0:
+        raise ToolError(
+            f"The search took longer than {RG_TIMEOUT_S} s and was stopped; simplify the pattern "
+            "or narrow the search with path, glob or type."
+        )
     if not more:
         _raise_for_rg(proc.returncode, decode(err or b""), args)
     while entries and entries[-1] == "--":
         entries.pop()
     if entries and entries[0] == "--":
         entries.pop(0)
-    return entries, more
+    return entries, more, shown
 
 
 _LINE_NO = re.compile(r"^(\d+)([:-])")

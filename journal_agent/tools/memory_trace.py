@@ -29,10 +29,12 @@ MemoryTraceInput = config_input_model(
 class MemoryTrace(Tool):
     name = "MemoryTrace"
     description = (
-        "Trace one training step (forward, loss, backward, optimizer step) under fake tensors "
-        "with PyTorch's memory tracker: exact peak bytes by category (parameters, gradients, "
-        "optimizer state, activations, temporaries) and by module, with no GPU and nothing "
-        "allocated. FSDP2 sharding at any world size gives the per-rank peak.\n"
+        "Trace a steady-state training step (a first step creates the optimizer's state, then "
+        "the traced forward, loss, backward and optimizer step) under fake tensors with "
+        "PyTorch's memory tracker: exact peak bytes by category (parameters, gradients, "
+        "optimizer state, activations, temporaries) and by module, the first step's peak "
+        "beside it, and the step's FLOPs, with no GPU and nothing allocated. FSDP2 sharding at "
+        "any world size gives the per-rank peak; gpu adds the step time at mfu.\n"
         "- Returns the breakdown and a record id; cite the numbers as [m:<id>].\n"
         "- A 7B model takes several seconds; small models well under one.\n"
         "- A workspace factory runs the user's code, so it is permission-checked like Bash."
@@ -55,53 +57,20 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  #
 
     from profiling.config import TrainingConfig
     from profiling.errors import ProfilingError
-    from profiling.report import render_trace_text, trace_record, trace_verdict
-    from profiling.trace import trace_step
+    from profiling.trace_run import trace_and_record
 
     cfg = TrainingConfig.parse(style="field", **params.config_values())
     if cfg.model is None:
         raise ProfilingError(
             "MemoryTrace needs model: a reference model or 'package.module:function'"
         )
-    if params.compare_estimate:
-        from profiling.report import estimate_input_for_trace
-
-        estimate_input_for_trace(cfg)  # fail before a long trace
     root = str(ctx.root)
     added = cfg.is_factory and root not in sys.path
     if added:  # the factory lives in the workspace
         sys.path.insert(0, root)
     try:
-        result = trace_step(cfg)
+        run = trace_and_record(cfg, store, compare_estimate=params.compare_estimate)
     finally:
         if added:
             sys.path.remove(root)
-    gpu_mem = cfg.gpu_mem_bytes()
-    gpu_mem_gb = gpu_mem / 1e9 if gpu_mem else None
-    record = trace_record(result, gpu_mem_gb)
-    store.save(record)  # type: ignore[attr-defined]
-    parts = [render_trace_text(result)]
-    if gpu_mem_gb:
-        parts.append(trace_verdict(result, gpu_mem_gb)["verdict"])
-    parts.append(f"record: {record.id}  (cite as {record.citation()})")
-    if params.compare_estimate:
-        from profiling.estimate import estimate, render_text
-        from profiling.report import (
-            compare,
-            estimate_input_for_trace,
-            estimate_record,
-            render_compare_text,
-        )
-
-        est = estimate(estimate_input_for_trace(result.config))
-        est_rec = estimate_record(est)
-        store.save(est_rec)  # type: ignore[attr-defined]
-        parts += [
-            "",
-            render_text(est),
-            f"record: {est_rec.id}  (cite as {est_rec.citation()})",
-            "",
-            f"Estimate {est_rec.citation()} beside trace {record.citation()}:",
-            render_compare_text(compare(est, result)),
-        ]
-    return "\n".join(parts)
+    return run.text()

@@ -27,7 +27,7 @@ from journal_agent.atomic import atomic_write as write_atomically
 from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, state_dir
 from journal_agent.tools._history import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.reads import Fingerprint, ReadTracker, tracker_for
+from journal_agent.tools.read_tracking import Fingerprint, ReadTracker, tracker_for
 from journal_agent.tools.workspace import (
     confine,
     open_beneath,
@@ -71,6 +71,7 @@ class Write(Tool):
 
         with writer_lock(ctx.root, path):
             previous = ensure_unchanged(ctx.root, tracker, path, action="writing to")
+            refuse_secrets_in_user_docs(ctx.root, path, params.content, previous)
             existed = previous is not None
             keep_previous(ctx.root, path, previous)
             if not existed:
@@ -80,6 +81,23 @@ class Write(Tool):
         if existed:
             return ToolResult(f"The file {path} has been updated ({_size(data)}).")
         return ToolResult(f"File created successfully at: {path} ({_size(data)}).")
+
+
+def refuse_secrets_in_user_docs(root: Path, path: Path, new: str, old: bytes | str | None) -> None:
+    """The journal and the ledger never receive a secret: refuse text that adds one (lines
+    already there, put by the user, do not block an unrelated change)."""
+    if path.name not in (JOURNAL_FILE, LEDGER_FILE) or path.parent != Path(workspace_root(root)):
+        return
+    from journal_agent.secrets import SecretInText, refuse_secrets
+
+    if isinstance(old, bytes):
+        old = old.decode("utf-8", "replace")
+    before = set((old or "").splitlines())
+    added = "\n".join(line for line in new.splitlines() if line not in before)
+    try:
+        refuse_secrets(added, path.name)
+    except SecretInText as exc:
+        raise ToolError(exc.message) from None
 
 
 def encode_text(text: str, path: Path) -> bytes:

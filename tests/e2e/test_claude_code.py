@@ -12,7 +12,9 @@ import re
 from typing import Any
 
 import pytest
-from claude_helpers import (
+
+from journal_agent.testing import reply, tool_use
+from tests.e2e.claude_helpers import (
     REPO,
     VENV_BIN,
     called,
@@ -22,8 +24,6 @@ from claude_helpers import (
     tool_names,
     tool_results,
 )
-
-from journal_agent.testing import reply, tool_use
 
 pytestmark = [needs_claude, pytest.mark.slow]
 
@@ -108,20 +108,13 @@ def test_model_sees_our_agents_commands_and_mcp_tools_and_claude_code_runs_our_s
     assert "- journal-agent:learn: Record a learning insight" in skills
     assert "- journal-agent:end-session: End the study session" in skills
 
-    # Our MCP server's four tools, under Claude Code's naming.
+    # Our MCP server's tools — exactly the registry's product tools — under Claude Code's naming.
+    from journal_agent.tools.registry import product_tools
+
     last = run.main_requests[-1]
     ours = sorted(n for n in tool_names(last) if n.startswith(MCP_PREFIX))
-    assert ours == [
-        MCP_PREFIX + name
-        for name in (
-            "DeviceInfo",
-            "JournalAppend",
-            "JournalSearch",
-            "MemoryEstimate",
-            "MemoryProfile",
-            "MemoryTrace",
-        )
-    ]
+    assert ours == sorted(MCP_PREFIX + name for name in product_tools())
+    assert MCP_PREFIX + "LedgerUpdate" in ours and MCP_PREFIX + "MemoryProfile" in ours
     schema = next(t for t in last.body["tools"] if t["name"] == ESTIMATE)["input_schema"]
     assert schema["properties"]["zero"]["maximum"] == 3
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SEED_LEDGER
 
 from journal_agent.journal.ledger import parse_ledger
+from tests.learning.learning_helpers import SEED_LEDGER
 
 
 def _seed(ws: Path) -> Path:
@@ -30,7 +30,8 @@ def test_show_counts_due_and_last_sessions(ws, cli):
     data = json.loads(cli("ledger", "--json").stdout)
     assert data["counts"] == {"mastered": 12, "developing": 10, "blind_spots": 7}
     assert data["due"] == []
-    assert len(data["new"]) == 12 + 10 + 7 + 3  # every item and insight, never reviewed
+    assert data["new_count"] == 12 + 10 + 7 + 3  # every item and insight, never reviewed
+    assert len(data["new"]) == 20  # the first ones, not a journal's worth
     assert data["suggestions"] == []
 
 
@@ -166,7 +167,7 @@ def test_an_insight_quoting_a_number_its_record_does_not_hold_is_refused(ws, cli
     assert ok.returncode == 0, ok.stderr
     r = cli("ledger", "insight", "Too big", "It needs 85 GB per GPU.", "-s", "m:est-0000beef")
     assert r.returncode == 1
-    assert "it quotes '85 GB', which is not a value of [m:est-0000beef]" in r.stderr
+    assert "it quotes '85 GB', which is in none of its sources ([m:est-0000beef])" in r.stderr
     # Written by hand, the same mistake is what `ledger check` reports.
     path = ws / "learning_ledger.md"
     path.write_text(path.read_text().replace("91.64 GB", "85 GB"))
@@ -197,3 +198,51 @@ def test_learning_commands_import_no_heavy_module(ws, home, args):
         if line.startswith("import time:")
     }
     assert not loaded & {"anthropic", "torch", "mcp", "matplotlib"}, args
+
+
+def test_root_may_come_before_the_subcommand(ws, cli, tmp_path):
+    _seed(ws)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = cli("ledger", "--root", str(ws), "add-goal", "Ship the report", cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
+    assert "Ship the report" in (ws / "learning_ledger.md").read_text(encoding="utf-8")
+    assert not (elsewhere / "learning_ledger.md").exists()
+
+
+def test_write_and_edit_of_the_ledger_take_the_journals_lock(ws):
+    """So an agent's Edit of the ledger and a ledger update never interleave."""
+    from journal_agent.journal.store import JournalStore
+    from journal_agent.tools.write import lock_file_for
+
+    assert lock_file_for(ws, ws / "learning_ledger.md") == JournalStore(ws).lock_path
+    assert lock_file_for(ws, ws / "notes" / "learning_ledger.md") != JournalStore(ws).lock_path
+
+
+def test_an_update_holding_a_secret_is_refused(ws, cli):
+    path = _seed(ws)
+    before = path.read_bytes()
+    key = "sk-ant-api03-" + "Q7xv9LmZ2pR4tY8wK1nB6cD3fH5jS0aE"
+    r = cli("ledger", "add-action", "immediate", f"Use api_key={key} for the eval run")
+    assert r.returncode == 1 and "Anthropic API key" in r.stderr and "line" in r.stderr
+    assert key not in r.stderr and path.read_bytes() == before
+
+
+def test_an_insight_citing_an_entry_quotes_numbers_the_entry_has(ws, cli):
+    from learning_helpers import entry
+
+    text = entry(
+        "Checkpointing Cost",
+        "2026-11-22",
+        "What does recomputation cost?",
+        "The step went from 412 ms to 538 ms with checkpointing on.",
+    )
+    (ws / "learning_journal.md").write_text("# Learning Journal\n\n" + text, encoding="utf-8")
+    assert cli("ledger", "init").returncode == 0
+    source = "checkpointing-cost-2026-11-22"
+    ok = cli("ledger", "insight", "Recompute", "It costs 0.538 s a step.", "-s", source)
+    assert ok.returncode == 0, ok.stderr  # 538 ms, in other units
+    bad = cli("ledger", "insight", "Recompute", "It costs 600 ms a step.", "-s", source)
+    assert bad.returncode == 1
+    assert f"'600 ms', which is in none of its sources ([entry:{source}])" in bad.stderr
+    assert cli("ledger", "check").returncode == 0

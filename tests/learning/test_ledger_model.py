@@ -3,9 +3,8 @@ for byte, and the views read what the user wrote."""
 
 from __future__ import annotations
 
-from conftest import SEED_LEDGER
-
 from journal_agent.journal.ledger import parse_ledger
+from tests.learning.learning_helpers import SEED_LEDGER
 
 
 def test_the_seed_ledger_round_trips_byte_for_byte():
@@ -77,3 +76,4 @@ def test_a_hand_edited_ledger_round_trips_and_unknown_parts_stay_unknown():
     items = ledger.items()
     assert [(i.text, i.end - i.start) for i in items] == [("**A**: explained", 2)]
     assert ledger.newline == "\r\n"
+    assert ledger.title == "My Ledger" and ledger.last_updated == "2026-03-01"  # after a BOM

@@ -152,3 +152,18 @@ def test_check_reports_structure_and_dangling_references(tmp_path):
     assert ("structure", 17) in kinds  # undated insight
     assert ("missing_entry", 18) in kinds and ("bad_citation", 18) in kinds
     assert not report.ok
+
+
+def test_an_update_that_changes_nothing_writes_nothing(tmp_path):
+    from journal_agent.journal.ledger_ops import LedgerOperation
+    from journal_agent.journal.ledger_store import LedgerStore
+    from tests.learning.learning_helpers import SEED_LEDGER
+
+    path = tmp_path / "learning_ledger.md"
+    path.write_bytes(SEED_LEDGER.read_bytes())
+    stat = path.stat()
+    result = LedgerStore(tmp_path).update(
+        [LedgerOperation(op="tick_action", match="Verify the concurrency fix")]
+    )
+    assert result.changes and path.read_bytes() == SEED_LEDGER.read_bytes()
+    assert path.stat().st_mtime_ns == stat.st_mtime_ns  # not even the date was rewritten

@@ -1,0 +1,36 @@
+"""``--plot FILE`` for the profiling commands: a chart format matplotlib can write, and never
+over a file that exists unless ``--force`` says so (an agent could otherwise overwrite any
+file in the workspace by naming it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from journal_agent.errors import UserError
+
+# What matplotlib's savefig writes (checked without importing matplotlib).
+PLOT_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "eps", "ps", "tif", "tiff")
+
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Let --plot overwrite a file that already exists.")
+]
+
+
+def check_plot(plot: Path | None, force: bool) -> None:
+    """Raise :class:`UserError` for an unknown chart format or an existing file without force."""
+    if plot is None:
+        return
+    ext = plot.suffix.lower().lstrip(".")
+    if ext not in PLOT_FORMATS:
+        shown = f"'.{ext}'" if ext else "no extension"
+        raise UserError(
+            f"--plot {plot} has {shown}; give a chart file ending in "
+            f"{', '.join('.' + f for f in PLOT_FORMATS[:4])} (or .{', .'.join(PLOT_FORMATS[4:])})."
+        )
+    if plot.exists() and not force:
+        raise UserError(f"--plot {plot} already exists; pass --force to overwrite it.")
+    if plot.exists() and not plot.is_file():
+        raise UserError(f"--plot {plot} is not a regular file; give a new file name.")

@@ -1,0 +1,90 @@
+"""Helpers shared by the profiling commands (``estimate``, ``trace``, ``measurements``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from journal_agent.cli._common import resolve_root
+from journal_agent.errors import UserError
+from journal_agent.paths import measurements_dir
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
+PlotOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--plot",
+        help="Write a breakdown chart to this new file (.png, .svg, .pdf, …; --force to "
+        "overwrite).",
+    ),
+]
+
+
+@contextlib.contextmanager
+def _user_errors() -> Iterator[None]:
+    """ProfilingError (and a corrupt record) become the CLI's one-sentence UserError."""
+    from profiling.errors import ProfilingError
+
+    try:
+        yield
+    except ProfilingError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _store(root: Path | None) -> Any:
+    from profiling.records import RecordStore
+
+    return RecordStore(measurements_dir(resolve_root(root)))
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    # Piped into a file or an agent: wide enough that the calculation column stays on one line.
+    return console if console.is_terminal else Console(highlight=False, width=150)
+
+
+def _print_record_line(record_id: str) -> None:
+    typer.echo(f"record: {record_id}  (cite as [m:{record_id}])")
+
+
+def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
+    from profiling.report import render_compare_text
+
+    typer.echo("")
+    typer.echo(f"Estimate [m:{est_id}] beside trace [m:{trace_id}] (per GPU / per rank):")
+    typer.echo(render_compare_text(cmp))
+
+
+@contextlib.contextmanager
+def _trace_progress(cfg: Any, quiet: bool) -> Iterator[Callable[[str], None] | None]:
+    """A spinner with the trace's stage on a terminal; nothing in pipes and logs."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:  # no spinner residue in pipes and logs
+        yield None
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn(f"tracing {cfg.model}: " + "{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("starting", total=None)
+        yield lambda stage: progress.update(task, description=stage)
+
+
+def _run_trace(cfg: Any, quiet: bool, depth: int = 2) -> Any:
+    from profiling.trace import trace_step
+
+    with _trace_progress(cfg, quiet) as progress:
+        return trace_step(cfg, progress=progress, module_depth=depth)

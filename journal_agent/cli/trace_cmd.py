@@ -1,0 +1,70 @@
+"""``journal-agent trace``: one steady-state training step under fake tensors, no GPU needed.
+
+The flags come from the shared configuration (``profiling.config.TrainingConfig``); the work is
+``profiling.trace_run.trace_and_record`` (the ``MemoryTrace`` tool runs the same).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from journal_agent.cli import app
+from journal_agent.cli._common import RootOption, print_json
+from journal_agent.cli._config_flags import config_flags
+from journal_agent.cli._plot import ForceOption, check_plot
+from journal_agent.cli._profiling_common import (
+    JsonFlag,
+    PlotOption,
+    _store,
+    _trace_progress,
+    _user_errors,
+)
+from journal_agent.errors import UserError
+
+
+@app.command("trace")
+@config_flags()
+def trace_command(
+    config: dict[str, Any],
+    depth: Annotated[int, typer.Option("--depth", min=0, help="Module depth in by_module.")] = 2,
+    compare_estimate: Annotated[
+        bool,
+        typer.Option(
+            "--compare-estimate", help="Show the closed-form estimate of the same step beside it."
+        ),
+    ] = False,
+    as_json: JsonFlag = False,
+    plot: PlotOption = None,
+    force: ForceOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Trace a steady-state training step under fake tensors: exact bytes by category and
+    FLOPs, no GPU needed (--gpu NAME adds the step time at --mfu).
+
+    Example: journal-agent trace --model llama-7b --seq 2048 --precision amp-bf16 --gpu h100-sxm
+    """
+    check_plot(plot, force)
+    from profiling.config import TrainingConfig
+    from profiling.trace_run import trace_and_record
+
+    with _user_errors():
+        if "model" not in config:
+            raise UserError(
+                "trace needs --model NAME (a reference model or package.module:factory)"
+            )
+        cfg = TrainingConfig.parse(**config)
+        with _trace_progress(cfg, quiet=as_json) as progress:
+            run = trace_and_record(
+                cfg,
+                _store(root),
+                compare_estimate=compare_estimate,
+                module_depth=depth,
+                plot=plot,
+                progress=progress,
+            )
+    if as_json:
+        print_json(run.payload)
+    else:
+        typer.echo(run.text())
