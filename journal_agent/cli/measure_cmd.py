@@ -146,9 +146,7 @@ def profile_command(
 
     from profiling.config import TrainingConfig
     from profiling.measure import RunOptions
-    from profiling.measured_report import render_comparison, render_summary, run_json, run_record
-    from profiling.records import RecordStore, cite
-    from profiling.report import trace_record
+    from profiling.records import RecordStore
 
     if "model" not in config:
         raise UserError("profile needs --model NAME (a reference model or package.module:factory)")
@@ -175,19 +173,32 @@ def profile_command(
             return
         _finish_ranks(gathered, store, as_json)
         return
-    with _progress_runner(cfg.model, as_json) as bar:
-        task = bar.add_task("starting", total=steps + warmup) if bar is not None else None
+    _profile_here(cfg, options, store, csv_path, plot, as_json)
+
+
+def _measure_with_progress(cfg: Any, options: Any, quiet: bool) -> Any:
+    from profiling.measure import measure_step
+
+    with _progress_runner(cfg.model, quiet) as bar:
+        task = bar.add_task("starting", total=options.steps + options.warmup) if bar else None
 
         def progress(done: int, total: int, what: str) -> None:
             if bar is not None:
                 bar.update(task, completed=done, total=total, description=what)
 
-        from profiling.measure import measure_step
+        return measure_step(cfg, options, progress=progress)
 
-        run = measure_step(cfg, options, progress=progress)
-    trace_id = None
-    if run.trace is not None:
-        trace_id = store.save(trace_record(run.trace))
+
+def _profile_here(
+    cfg: Any, options: Any, store: Any, csv_path: Path | None, plot: Path | None, as_json: bool
+) -> None:
+    """One process on this machine's device: measure, save, print; exit 1 on out-of-memory."""
+    from profiling.measured_report import render_comparison, render_summary, run_json, run_record
+    from profiling.records import cite
+    from profiling.report import trace_record
+
+    run = _measure_with_progress(cfg, options, as_json)
+    trace_id = store.save(trace_record(run.trace)) if run.trace is not None else None
     record = run_record(run, trace_id)
     store.save(record)
     payload = run_json(run, record.id, trace_id)
