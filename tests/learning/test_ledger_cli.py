@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SEED_LEDGER
 
 from journal_agent.journal.ledger import parse_ledger
+from tests.learning.learning_helpers import SEED_LEDGER
 
 
 def _seed(ws: Path) -> Path:

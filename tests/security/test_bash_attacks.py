@@ -11,6 +11,7 @@ stops it. (``plan`` with that rule is the read-only view; ``acceptEdits`` and
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -40,6 +41,7 @@ WRITE_OUTSIDE = {
     "sort-overwrite": "sort -o{existing} pat.txt",
     "tee-home": "echo evil | tee -a ~/.bashrc",
     "redirect-brace": "echo pwned > {{{out},/dev/null}}",
+    "chmod-dev-null": "chmod 000 {{{out},/dev/null}}; chown 1 /dev/zero",
 }
 
 
@@ -164,3 +166,56 @@ def test_outliving_processes_through_the_cli(lab):
     for i, attack in enumerate(OUTLIVERS.values()):
         lab.bash(attack.format(n=300 + i), "bypassPermissions", cli=True)
     assert all(lab.none_left(f"999.{300 + i}") for i in range(len(OUTLIVERS)))
+
+
+@pytest.mark.parametrize(
+    "rel", [".claude/settings.local.json", ".journal/settings.json", ".git/config",
+            ".git/hooks/pre-commit", ".mcp.json"],
+)  # fmt: skip
+def test_the_file_tools_cannot_plant_settings_or_hooks_in_accept_edits(lab, rel):
+    """Write/Edit run outside the sandbox: the policy asks for the same protected paths."""
+    from journal_agent.tools import builtin_tools, make_context
+
+    ctx = make_context(lab.ws, mode="acceptEdits")
+    content = json.dumps(lab.EVIL_SETTINGS)
+    res = builtin_tools()["Write"].call(ctx, {"file_path": rel, "content": content})
+    assert res.is_error and "needs approval" in res.content
+    lab.assert_settings_unchanged()
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"], ids=["runtime-killed", "interrupted"])
+def test_nothing_outlives_journal_agent_itself(lab, how):
+    """The command dies with journal-agent: killed outright (no chance to clean up: bwrap's
+    --die-with-parent does it) or interrupted (Ctrl-C: the process group is stopped)."""
+    import os
+    import signal
+    import sys
+    import time
+
+    marker = "999.501" if how == "SIGKILL" else "999.502"
+    args = [sys.executable, "-m", "journal_agent", "tool", "Bash",
+            json.dumps({"command": f"setsid sleep {marker} & sleep {marker}"}),
+            "--root", str(lab.ws), "--mode", "bypassPermissions"]  # fmt: skip
+    proc = subprocess.Popen(args, env=lab.env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while len(_sleepers(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_sleepers(marker)) == 2, "the command did not start"
+    os.kill(proc.pid, getattr(signal, how))
+    proc.wait(timeout=30)
+    assert lab.none_left(marker)
+
+
+def _sleepers(marker: str) -> list[int]:
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read() == f"sleep\0{marker}\0".encode():
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
