@@ -85,11 +85,16 @@ def nearest(
         vector = embedder.encode([draft_text(text)], ENTRY_TOKENS)[0]
     elif vector is None:
         vector = embedder.encode([text])[0]
-    sims = matrix.vectors @ vector
+    from journal_agent.journal._bert import one_blas_thread
+
+    with one_blas_thread():  # one matrix-vector product: BLAS threads only contend
+        sims = matrix.vectors @ vector  # (entries,)
     if tags:
         allowed = _tagged(conn, tags)
         sims = np.where(np.isin(np.asarray(matrix.rowids), list(allowed)), sims, -2.0)
-    order = np.argsort(-sims)[:depth]
+    top = min(depth, len(sims))
+    best = np.argpartition(-sims, top - 1)[:top]
+    order = best[np.argsort(-sims[best])]
     return [(matrix.rowids[i], float(sims[i])) for i in order if sims[i] > -2.0], note
 
 
