@@ -85,7 +85,7 @@ def ws(tmp_path: Path, cli: CLI) -> Workspace:
 
 @pytest.fixture(scope="module")
 def relevance_journal(tmp_path_factory) -> Workspace:
-    """The relevance set's 42 entries, indexed and embedded once per test module (its ``cli``
+    """The relevance set's 43 entries, indexed and embedded once per test module (its ``cli``
     is unset: the ``cli`` fixture is per test)."""
     from journal_agent.journal import api
 
