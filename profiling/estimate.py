@@ -345,7 +345,8 @@ def _moments(
             + f" + step temporaries {f(temps)}",
         )
     )
-    return moments
+    order = ["end of forward", "loss forward", "loss backward"]  # then the rest, in step order
+    return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
 
 
 # --------------------------------------------------------------------- the estimate
