@@ -46,8 +46,10 @@ class LiveTensors(TorchDispatchMode):
             self.current -= entry[1]
 
     def _add_tensor(self, t: torch.Tensor) -> None:
-        if type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
-            # A wrapper subclass (DTensor, …) holds its data in inner tensors.
+        if type(t) not in (torch.Tensor, torch.nn.Parameter):
+            # A wrapper subclass (DTensor, …) holds its data in inner tensors; its own storage
+            # is a placeholder of the global size. FSDP2's parameters are DTensors that are also
+            # ``nn.Parameter`` instances, so the test is on the exact type, not isinstance.
             flatten = getattr(t, "__tensor_flatten__", None)
             if flatten is not None:
                 names, _ = flatten()

@@ -228,7 +228,7 @@ class TrainingConfig(BaseModel):
         data = {k: v for k, v in data.items() if not (k in LEGACY and v is None)}
         return _map_legacy(data)
 
-    @field_validator("params", mode="before")
+    @field_validator("params", "tokens", mode="before")
     @classmethod
     def _count(cls, value: Any) -> Any:
         if value is None or isinstance(value, bool):

@@ -70,6 +70,8 @@ def test_bad_values_are_one_sentence_naming_flag_or_field(
 def test_counts_accept_numbers_and_suffixes() -> None:
     for value in (7_000_000_000, 7e9, "7B", "7e9", "7000M"):
         assert TrainingConfig(params=value).params == 7_000_000_000
+    for value in (1_000_000_000, 1e9, "1e9", "1B"):  # --tokens 1e9 as people write it
+        assert TrainingConfig(model="gpt2-small", tokens=value).tokens == 1_000_000_000
 
 
 @pytest.mark.parametrize(
