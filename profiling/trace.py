@@ -223,6 +223,29 @@ def _fake_process_group(world_size: int):
         dist.destroy_process_group()
 
 
+def _traceable(config: TraceConfig) -> TraceConfig:
+    """The configuration as the trace runs it, or a ProfilingError saying what cannot be."""
+    _require_tracing_apis()
+    if config.optimizer not in OPTIMIZERS:
+        make_optimizer(config.optimizer, [])  # raises the clear error
+    problems = untraceable(config)
+    if problems:
+        raise ProfilingError("the trace needs " + "; ".join(problems))
+    if config.world_size > 1 and not (config.fsdp or config.sharded):
+        raise ProfilingError(
+            "--world-size > 1 needs --fsdp or --zero 2/3 (plain data parallelism replicates "
+            "everything: the per-rank result equals world size 1)"
+        )
+    if config.sharded and not config.fsdp:
+        config = config.model_copy(update={"fsdp": True})  # ZeRO over N GPUs: FSDP2 shards it
+    if config.fp32_grads and config.precision != "mixed":
+        raise ProfilingError(
+            "--fp32-grads is the fp32 gradient copy of --precision mixed; add --precision mixed "
+            "or drop --fp32-grads"
+        )
+    return config
+
+
 def trace_step(
     config: TraceConfig,
     progress: Progress | None = None,
@@ -247,24 +270,7 @@ def trace_step(
     with 3, 4 and 5 of the model's identical blocks and extrapolates every number exactly
     (``profiling._scaling``); ``False`` traces every block.
     """
-    _require_tracing_apis()
-    if config.optimizer not in OPTIMIZERS:
-        make_optimizer(config.optimizer, [])  # raises the clear error
-    problems = untraceable(config)
-    if problems:
-        raise ProfilingError("the trace needs " + "; ".join(problems))
-    if config.world_size > 1 and not (config.fsdp or config.sharded):
-        raise ProfilingError(
-            "--world-size > 1 needs --fsdp or --zero 2/3 (plain data parallelism replicates "
-            "everything: the per-rank result equals world size 1)"
-        )
-    if config.sharded and not config.fsdp:
-        config = config.model_copy(update={"fsdp": True})  # ZeRO over N GPUs: FSDP2 shards it
-    if config.fp32_grads and config.precision != "mixed":
-        raise ProfilingError(
-            "--fp32-grads is the fp32 gradient copy of --precision mixed; add --precision mixed "
-            "or drop --fp32-grads"
-        )
+    config = _traceable(config)
     say = progress or (lambda _stage: None)
     if config.seq is None:
         config = config.model_copy(update={"seq": config.seq_or_default()})
