@@ -68,8 +68,11 @@ def untraceable(config: TrainingConfig) -> list[str]:
         problems.append("optimizer state on the GPU (no --offload-optimizer)")
     if config.checkpointing == "selective":
         problems.append("--checkpointing none or full (selective is estimated only)")
-    if config.attention == "eager" or config.dropout:
-        problems.append("--attention sdpa or flash and no --dropout (what the models run)")
+    if (config.attention == "eager" or config.dropout) and config.is_factory:
+        problems.append(
+            "--attention sdpa and no --dropout with a factory (your model runs its own "
+            "attention and dropout; the flags set the reference models')"
+        )
     return problems
 
 
@@ -139,9 +142,14 @@ def _make_model(
         raise ProfilingError(
             f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
         )
+    # flash is sdpa here: on the cpu device SDPA runs the flash kernel (no s² tensor kept).
+    update: dict[str, Any] = {
+        "attention": "eager" if config.attention == "eager" else "sdpa",
+        "dropout": config.dropout,
+    }
     if layers is not None:  # the block-scaled trace: the same model with fewer blocks
-        workload = workload.model_copy(update={"layers": layers})
-    model = build_model(workload)
+        update["layers"] = layers
+    model = build_model(workload.model_copy(update=update))
     return model, model.example_inputs(config.batch, config.seq), describe(workload)
 
 

@@ -44,6 +44,7 @@ CASES = {
         "grads_kept": True,
     },
     "llama-forward-peak": {"model": "deep-tiny-llama", "batch": 16, "seq": 128},
+    "gpt2-eager-dropout": {"model": "deep-tiny-gpt2", "attention": "eager", "dropout": 0.1},
 }
 
 
