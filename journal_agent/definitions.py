@@ -20,7 +20,6 @@ from journal_agent.errors import JournalAgentError, UserError
 from journal_agent.paths import plugin_root
 
 Origin = Literal["project", "user", "plugin"]
-ORIGINS: tuple[Origin, ...] = ("project", "user", "plugin")
 MODEL_ALIASES = ("inherit", "haiku", "sonnet", "opus", "fable")
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _MODEL_ID = re.compile(r"^claude-[a-z0-9][a-z0-9.\-]*$")
@@ -377,7 +376,7 @@ def _run_bash(cmd: CommandDefinition, command: str, root: Path, timeout: float) 
         )
     from journal_agent.settings import load_settings
     from journal_agent.tools.base import ToolError
-    from journal_agent.tools.bash import run_command
+    from journal_agent.tools.bash import run_shell
     from journal_agent.tools.sandbox import build_view, confinement
 
     # In the sandbox like any Bash call, with the whole filesystem read-only: these commands
@@ -386,7 +385,7 @@ def _run_bash(cmd: CommandDefinition, command: str, root: Path, timeout: float) 
     conf = confinement(settings, root)
     view = build_view(root, settings, writes=False) if conf.active else None
     try:
-        done = run_command(command, root, timeout, conf=conf, view=view)
+        done = run_shell(command, root, timeout, conf=conf, view=view)
     except ToolError as exc:
         raise UserError(f"!`{command}` in {cmd.source} could not run: {exc}") from None
     if done.timed_out is not None:

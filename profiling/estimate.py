@@ -173,6 +173,14 @@ def _activation_per_layer(inp: EstimateInput, s: int, b: int, h: int, a: int) ->
 
 
 def estimate(inp: EstimateInput) -> Estimate:
+    """Closed-form memory of one training step, per GPU and in total, every step shown.
+
+    Takes the validated configuration (a reference model or a parameter count, sequence and
+    batch, precision, optimizer, GPUs, ZeRO stage, tensor parallelism, LoRA/QLoRA, activation
+    checkpointing, GPU memory). Returns an :class:`Estimate`: the components (model states,
+    activations, logits …) with the formula and substituted numbers of each step, and the
+    per-GPU and total bytes. Needs no torch. Raises ``ProfilingError`` for a factory model.
+    """
     if inp.is_factory:
         raise ProfilingError(
             f"the estimate needs a reference model or --params, not the factory {inp.model!r}"

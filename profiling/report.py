@@ -18,9 +18,6 @@ from profiling.records import (
 )
 from profiling.units import fmt_bytes, fmt_count
 
-TRACE_CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "temporaries")
-
-
 # --------------------------------------------------------------------- estimates
 
 

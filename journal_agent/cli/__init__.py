@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 
 import typer
 
@@ -59,6 +60,10 @@ def configure_logging(level: int) -> None:
     for name in ("journal_agent", "profiling"):
         logger = logging.getLogger(name)
         logger.setLevel(level)
+        # One handler, on the current stderr, however often this runs in one process.
+        for old in [h for h in logger.handlers if getattr(h, "_journal_agent", False)]:
+            logger.removeHandler(old)
+        handler._journal_agent = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
 
 
@@ -84,11 +89,14 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:
-    """Entry point: expected failures become one sentence on stderr and a non-zero exit code."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: expected failures become one sentence on stderr and a non-zero exit code.
+
+    ``argv`` defaults to ``sys.argv[1:]``; tests pass it to run the CLI in-process.
+    """
     try:
         # Standalone: click reports usage errors itself and exits with their codes.
-        app(prog_name="journal-agent")
+        app(args=None if argv is None else list(argv), prog_name="journal-agent")
     except Exception as exc:
         # Ours and profiling's expected failures: one sentence, no traceback. A bug re-raises.
         error = as_user_error(exc)

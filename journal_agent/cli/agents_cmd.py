@@ -69,7 +69,7 @@ def _report(
 
 
 @app.command("agents")
-def agents(
+def agents_command(
     root: RootOption = None,
     verbose: VerboseOption = False,
     as_json: JsonOption = False,
@@ -104,7 +104,7 @@ def agents(
 
 
 @app.command("commands")
-def commands(
+def commands_command(
     root: RootOption = None,
     verbose: VerboseOption = False,
     as_json: JsonOption = False,

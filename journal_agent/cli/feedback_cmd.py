@@ -53,34 +53,48 @@ def feedback_command(
             '(e.g. journal-agent feedback "more toy examples" --file learn).'
         )
     if history:
-        records = log.records()
-        if json_out:
-            print_json([r.to_dict() for r in records])
-            return
-        for r in records:
-            typer.echo(f"#{r.n}  {r.time[:19]}Z  {r.file}  +{r.added} -{r.removed}  {r.feedback}")
-        if not records:
-            typer.echo("no feedback recorded yet")
+        _history(log, json_out)
+    elif diff is not None:
+        _diff(log, diff, json_out)
+    elif revert is not None:
+        _revert(log, revert, json_out)
+    else:
+        assert text is not None
+        _record(log, text, file, json_out)
+
+
+def _history(log, json_out: bool) -> None:
+    records = log.records()
+    if json_out:
+        print_json([r.to_dict() for r in records])
         return
-    if diff is not None:
-        patch = log.diff(diff)
-        if json_out:
-            print_json({**log.get(diff).to_dict(), "diff": patch})
-        else:
-            typer.echo(patch or f"change #{diff} changed nothing", nl=not patch)
-        return
-    if revert is not None:
-        record = log.revert(revert)
-        if json_out:
-            print_json(record.to_dict())
-        else:
-            typer.echo(
-                f"#{record.n}: {record.file} is back as it was before change #{revert} "
-                f"(+{record.added} -{record.removed}); undo with `journal-agent feedback "
-                f"--revert {record.n}`"
-            )
-        return
-    assert text is not None
+    for r in records:
+        typer.echo(f"#{r.n}  {r.time[:19]}Z  {r.file}  +{r.added} -{r.removed}  {r.feedback}")
+    if not records:
+        typer.echo("no feedback recorded yet")
+
+
+def _diff(log, n: int, json_out: bool) -> None:
+    patch = log.diff(n)
+    if json_out:
+        print_json({**log.get(n).to_dict(), "diff": patch})
+    else:
+        typer.echo(patch or f"change #{n} changed nothing", nl=not patch)
+
+
+def _revert(log, n: int, json_out: bool) -> None:
+    record = log.revert(n)
+    if json_out:
+        print_json(record.to_dict())
+    else:
+        typer.echo(
+            f"#{record.n}: {record.file} is back as it was before change #{n} "
+            f"(+{record.added} -{record.removed}); undo with `journal-agent feedback "
+            f"--revert {record.n}`"
+        )
+
+
+def _record(log, text: str, file: str, json_out: bool) -> None:
     record = log.record(text, file)
     if json_out:
         print_json(record.to_dict())

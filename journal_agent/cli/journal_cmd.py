@@ -64,7 +64,7 @@ def _problem_lines(problems: list, where: str) -> list[str]:
 
 
 @journal_app.command("append")
-def append_cmd(
+def journal_append_command(
     source: StdinArg = None,
     file: FileOption = None,
     force: Annotated[
@@ -102,7 +102,7 @@ def append_cmd(
 
 
 @journal_app.command("check")
-def check_cmd(json_out: JsonOption = False, root: RootOption = None) -> None:  # type: ignore[assignment]
+def journal_check_command(json_out: JsonOption = False, root: RootOption = None) -> None:  # type: ignore[assignment]
     """Verify references, citations, numbers, required sections and encoding of every entry."""
     from journal_agent.journal import api
 
@@ -137,7 +137,7 @@ def check_cmd(json_out: JsonOption = False, root: RootOption = None) -> None:  #
 
 
 @journal_app.command("list")
-def list_cmd(
+def journal_list_command(
     tag: Annotated[
         list[str] | None, typer.Option("--tag", "-t", help="Only entries with this tag.")
     ] = None,
@@ -161,7 +161,7 @@ def list_cmd(
 
 
 @journal_app.command("show")
-def show_cmd(
+def journal_show_command(
     entry: Annotated[str, typer.Argument(help="Entry id, number (from `list`) or title words.")],
     json_out: JsonOption = False,
     root: RootOption = None,  # type: ignore[assignment]
@@ -183,7 +183,7 @@ def show_cmd(
 
 
 @journal_app.command("refresh")
-def refresh_cmd(
+def journal_refresh_command(
     entry: Annotated[str, typer.Argument(help="Entry id, number (from `list`) or title words.")],
     json_out: JsonOption = False,
     root: RootOption = None,  # type: ignore[assignment]
@@ -202,7 +202,7 @@ def refresh_cmd(
 
 
 @journal_app.command("search")
-def search_cmd(
+def journal_search_command(
     query: Annotated[
         list[str], typer.Argument(help="Words (FTS5 syntax allowed) and #tags to filter by.")
     ],
@@ -230,7 +230,7 @@ def search_cmd(
 
 
 @journal_app.command("related")
-def related_cmd(
+def journal_related_command(
     source: StdinArg = None,
     file: FileOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many entries.")] = 5,
@@ -254,7 +254,7 @@ def related_cmd(
 
 
 @journal_app.command("repair")
-def repair_cmd(
+def journal_repair_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Report what would change; write nothing.")
     ] = False,

@@ -7,7 +7,7 @@ from journal_agent.cli._common import RootOption, resolve_root
 
 
 @app.command("mcp")
-def mcp(root: RootOption = None) -> None:
+def mcp_command(root: RootOption = None) -> None:
     """Serve the journal and profiling tools over MCP on stdin/stdout (for Claude Code)."""
     from journal_agent.mcp_server import serve_stdio
 

@@ -69,42 +69,55 @@ def review_command(
     workspace = resolve_root(root)
     now = _moment(at)
     if rate is not None:
-        outcome = review.rate(workspace, rate[0], rate[1], now)
-        if json_out:
-            print_json(outcome)
-        else:
-            typer.echo(f"{outcome['id']}: {outcome['rating']} — next review {outcome['due']}")
-        return
-    if suggest:
-        found = review.suggestions(workspace)
-        if json_out:
-            print_json(found)
-            return
-        for s in found:
-            typer.echo(f"{s['reason']}  → {s['command']}")
-        if not found:
-            typer.echo("no suggestions: the review history supports no mastery move yet")
-        return
-    cards = review.queue(workspace, now, everything=all_, new_limit=new)
-    if list_ or json_out:
-        if json_out:
-            print_json([c.to_dict() for c in cards])
-            return
-        for c in cards:
-            if c.due is None:
-                typer.echo(f"{c.id}  {c.title}  (never reviewed)")
-            else:
-                when = c.due[:16].replace("T", " ")
-                typer.echo(f"{c.id}  {c.title}  ({c.state}, due {when} UTC, {c.reviews} reviews)")
-        if not cards:
-            typer.echo("nothing is due")
-        return
-    if not sys.stdin.isatty():
+        _rate(workspace, rate, now, json_out)
+    elif suggest:
+        _suggest(workspace, json_out)
+    elif list_ or json_out:
+        _list(review.queue(workspace, now, everything=all_, new_limit=new), json_out)
+    elif not sys.stdin.isatty():
         raise UserError(
             "review asks questions on a terminal; run it in one, or use `review --list` and "
             "`review --rate ID RATING` from a script."
         )
-    _interactive(workspace, cards, now)
+    else:
+        _interactive(workspace, review.queue(workspace, now, new_limit=new), now)
+
+
+def _rate(workspace, rate: tuple[str, str], now, json_out: bool) -> None:
+    from journal_agent.journal import review
+
+    outcome = review.rate(workspace, rate[0], rate[1], now)
+    if json_out:
+        print_json(outcome)
+    else:
+        typer.echo(f"{outcome['id']}: {outcome['rating']} — next review {outcome['due']}")
+
+
+def _suggest(workspace, json_out: bool) -> None:
+    from journal_agent.journal import review
+
+    found = review.suggestions(workspace)
+    if json_out:
+        print_json(found)
+        return
+    for s in found:
+        typer.echo(f"{s['reason']}  → {s['command']}")
+    if not found:
+        typer.echo("no suggestions: the review history supports no mastery move yet")
+
+
+def _list(cards, json_out: bool) -> None:
+    if json_out:
+        print_json([c.to_dict() for c in cards])
+        return
+    for c in cards:
+        if c.due is None:
+            typer.echo(f"{c.id}  {c.title}  (never reviewed)")
+        else:
+            when = c.due[:16].replace("T", " ")
+            typer.echo(f"{c.id}  {c.title}  ({c.state}, due {when} UTC, {c.reviews} reviews)")
+    if not cards:
+        typer.echo("nothing is due")
 
 
 def _interactive(workspace, cards, now) -> None:

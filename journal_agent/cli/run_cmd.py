@@ -177,43 +177,61 @@ def _paused(renderer: Any, fn: Any) -> Any:
 
 
 def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None:
+    """The body of run / command / learn: parse the flags, run (or detach, or dry-run), render."""
     from rich.console import Console
 
-    from journal_agent.errors import UserError
-    from journal_agent.paths import transcripts_dir
-    from journal_agent.runtime import background
-    from journal_agent.runtime.limits import parse_budget
-    from journal_agent.runtime.loop import RunOptions
-    from journal_agent.runtime.render import Renderer, print_summary
-    from journal_agent.runtime.result import INTERRUPTED
-    from journal_agent.runtime.runner import RunConfig, execute, prepare_agent, prepare_command
-    from journal_agent.runtime.transcript import Scrubber, new_run_id
+    from journal_agent.runtime.render import Renderer
+    from journal_agent.runtime.runner import prepare_agent, prepare_slash_command
+    from journal_agent.runtime.transcript import new_run_id
 
     root = resolve_root(opts.root)
-    usd, tokens = parse_budget(opts.budget or [])
     if opts.background and not opts.dry_run:
-        _check_before_detaching(kind, target, root)
-        status = background.start(
-            root, argv, kind=kind, target=target, prompt=text, flags=opts.child_flags()
-        )
-        if opts.as_json:
-            print_json(status)
-        else:
-            typer.echo(f"started background run {status['id']} (pid {status['pid']})")
-            typer.echo(f"  wait for it:  journal-agent wait {status['id']}")
+        _detach(opts, kind, target, text, argv, root)
         return
-
     console = Console(stderr=True, highlight=False)
     renderer = Renderer(console)
     if not opts.dry_run:
         sandbox_notice(root)
+    config = _run_config(opts, root, renderer, console)
+    prepare = prepare_agent if kind == "agent" else prepare_slash_command
+    prepared = prepare(target, text, config)
+    if opts.dry_run:
+        _print_dry_run(prepared)
+        return
+    if config.run_id is None:  # known up front, so an interrupted run can name its transcript
+        config.run_id = new_run_id()
+    result = _execute(prepared, opts, root, config.run_id, renderer)
+    _render_result(result, opts, root, console)
+
+
+def _detach(opts: _Opts, kind: str, target: str, text: str, argv: list[str], root: Path) -> None:
+    from journal_agent.runtime import background
+
+    _check_before_detaching(kind, target, root)
+    status = background.start(
+        root, argv, kind=kind, target=target, prompt=text, flags=opts.child_flags()
+    )
+    if opts.as_json:
+        print_json(status)
+    else:
+        typer.echo(f"started background run {status['id']} (pid {status['pid']})")
+        typer.echo(f"  wait for it:  journal-agent wait {status['id']}")
+
+
+def _run_config(opts: _Opts, root: Path, renderer: Any, console: Any) -> Any:
+    """The flags as the runtime's RunConfig; on a terminal, questions and asks go to the user."""
+    from journal_agent.runtime.limits import parse_budget
+    from journal_agent.runtime.loop import RunOptions
+    from journal_agent.runtime.runner import RunConfig
+
+    usd, tokens = parse_budget(opts.budget or [])
     interactive = not opts.yes and opts.run_id is None and sys.stdin.isatty()
     permission_prompt = None
     if interactive:
         from journal_agent.tools.permissions import tty_prompt
 
         permission_prompt = _paused(renderer, tty_prompt())
-    config = RunConfig(
+    return RunConfig(
         root=root,
         model=opts.model,
         options=RunOptions(
@@ -233,61 +251,52 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
         max_retries=opts.max_retries,
         run_id=opts.run_id,
     )
-    prepare = prepare_agent if kind == "agent" else prepare_command
-    prepared = prepare(target, text, config)
-    if opts.dry_run:
-        _print_dry_run(prepared)
-        return
 
-    if opts.run_id:
-        background.write_status(
-            root,
-            opts.run_id,
-            status=background.RUNNING,
-            pid=os.getpid(),
-            pid_started=background.process_started(os.getpid()),
-        )
-    if config.run_id is None:  # known up front, so an interrupted run can name its transcript
-        config.run_id = new_run_id()
+
+def _execute(prepared: Any, opts: _Opts, root: Path, run_id: str, renderer: Any) -> Any:
+    """Run it; a background run (``--run-id``) records running / interrupted / failed."""
+    from journal_agent.errors import UserError
+    from journal_agent.paths import transcripts_dir
+    from journal_agent.runtime import background
+    from journal_agent.runtime.result import INTERRUPTED
+    from journal_agent.runtime.runner import execute
+
+    def record(**fields: Any) -> None:
+        if opts.run_id:
+            background.write_status(root, opts.run_id, **fields)
+
+    pid = os.getpid()
+    record(status=background.RUNNING, pid=pid, pid_started=background.process_started(pid))
     try:
         result = execute(prepared)
         renderer.close()
     except KeyboardInterrupt:
         # typer would turn this into a silent exit 130: say what happened and what is kept.
         renderer.close()
-        transcript = transcripts_dir(root) / f"{config.run_id}.jsonl"
+        transcript = transcripts_dir(root) / f"{run_id}.jsonl"
         message = "the run was interrupted (Ctrl-C); what it did so far is in " + str(transcript)
-        if opts.run_id:
-            background.write_status(
-                root, opts.run_id, status=INTERRUPTED, exit_code=130, message=message + "."
-            )
+        record(status=INTERRUPTED, exit_code=130, message=message + ".")
         typer.echo(f"interrupted: {message}.", err=True)
         raise typer.Exit(130) from None
     except UserError as exc:
         renderer.close()
-        if opts.run_id:
-            background.write_status(
-                root,
-                opts.run_id,
-                status=background.FAILED,
-                exit_code=exc.exit_code,
-                message=exc.message,
-            )
+        record(status=background.FAILED, exit_code=exc.exit_code, message=exc.message)
         raise
     except BaseException as exc:
         renderer.close()
-        if opts.run_id:
-            background.write_status(
-                root,
-                opts.run_id,
-                status=background.FAILED,
-                exit_code=1,
-                message=f"{type(exc).__name__}: {exc}",
-            )
+        record(status=background.FAILED, exit_code=1, message=f"{type(exc).__name__}: {exc}")
         raise
+    return result
+
+
+def _render_result(result: Any, opts: _Opts, root: Path, console: Any) -> None:
+    """Print the answer (or the JSON summary) and the usage line; record a background result."""
+    from journal_agent.runtime import background
+    from journal_agent.runtime.render import print_summary
+    from journal_agent.runtime.transcript import Scrubber
+
     # Nothing we print or record holds a secret a tool or the model came across (.env, env).
-    scrub = Scrubber()
-    summary = scrub(result.summary())
+    summary = Scrubber()(result.summary())
     if opts.run_id:
         background.write_status(
             root,
@@ -340,7 +349,7 @@ def _opts(values: dict[str, Any]) -> _Opts:
 
 
 @app.command("run")
-def run(
+def run_command(
     agent: Annotated[str, typer.Argument(help="Agent name (see `journal-agent agents`).")],
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
     root: RootOption = None,  # type: ignore[assignment]
@@ -365,7 +374,7 @@ def run(
 
 
 @app.command("command")
-def command(
+def command_command(
     name: Annotated[str, typer.Argument(help="Slash command name, with or without '/'.")],
     args: Annotated[list[str] | None, typer.Argument(help="Its arguments ($ARGUMENTS).")] = None,
     root: RootOption = None,  # type: ignore[assignment]
@@ -392,7 +401,7 @@ def command(
 
 
 @app.command("learn")
-def learn(
+def learn_command(
     topic: Annotated[
         list[str] | None, typer.Argument(help="What to record (the /learn command's arguments).")
     ] = None,
@@ -418,7 +427,7 @@ def learn(
 
 
 @app.command("runs")
-def runs(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ignore[assignment]
+def runs_command(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ignore[assignment]
     """List background runs, oldest first."""
     from journal_agent.runtime import background
 
@@ -452,7 +461,7 @@ def runs(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ig
 
 
 @app.command("wait")
-def wait(
+def wait_command(
     run_ids: Annotated[
         list[str], typer.Argument(help="Run ids `run --background` printed (one or more).")
     ],

@@ -71,10 +71,3 @@ def slugify(text: str, limit: int = 60) -> str:
     if len(slug) > limit:
         slug = slug[:limit].rstrip("-")
     return slug or "entry"
-
-
-def github_anchor(heading: str) -> str:
-    """The anchor GitHub gives a heading: lowercase, punctuation dropped, spaces to ``-``."""
-    text = heading.strip().lower()
-    text = re.sub(r"[^\w\- ]", "", text)
-    return text.replace(" ", "-")

@@ -407,12 +407,30 @@ def parse_ledger(text: str) -> Ledger:
 def reindex(ledger: Ledger) -> None:
     """Recompute where the parts are (after an edit changed the lines)."""
     lines = ledger.lines
-    fences = ledger._fences = fence_mask(lines)
-    ledger.title_index = ledger.updated_index = None
+    ledger._fences = fence_mask(lines)
+    heads = _headings(ledger)
     ledger.sections, ledger.subsections = [], {}
     seen: set[str] = set()
-    heads: list[tuple[int, int, str]] = []  # (index, level, title)
-    for i, line in enumerate(lines):
+    top = [(i, t) for i, level, t in heads if level <= 2 and i != ledger.title_index]
+    for n, (i, title) in enumerate(top):
+        end = top[n + 1][0] if n + 1 < len(top) else len(lines)
+        key = _identify(title, _SECTION_SIGNS) if _level(lines[i]) == 2 else None
+        if key in seen:
+            key = None  # a second "Goals" section is the user's own: kept, not edited
+        if key is not None:
+            seen.add(key)
+        ledger.sections.append(Span(key, title, i, end))
+        subs = [(j, t) for j, level, t in heads if level == 3 and i < j < end]
+        ledger.subsections[i] = _subsections(key, subs, end)
+
+
+def _headings(ledger: Ledger) -> list[tuple[int, int, str]]:
+    """``(index, level, title)`` of every heading outside code; sets the title and the
+    last-updated line (before any section) on the way."""
+    ledger.title_index = ledger.updated_index = None
+    fences = ledger.fences()
+    heads: list[tuple[int, int, str]] = []
+    for i, line in enumerate(ledger.lines):
         if i == 0:
             line = line.lstrip("\ufeff")  # a byte-order mark does not hide the title
         if fences[i] or not line.lstrip(" ").startswith(("#", "*")):
@@ -429,32 +447,27 @@ def reindex(ledger: Ledger) -> None:
             and all(level == 1 for _, level, _ in heads)
         ):
             ledger.updated_index = i
-    top = [(i, t) for i, level, t in heads if level <= 2 and i != ledger.title_index]
-    for n, (i, title) in enumerate(top):
-        end = top[n + 1][0] if n + 1 < len(top) else len(lines)
-        key = _identify(title, _SECTION_SIGNS) if _level(lines[i]) == 2 else None
-        if key in seen:
-            key = None  # a second "Goals" section is the user's own: kept, not edited
-        if key is not None:
-            seen.add(key)
-        span = Span(key, title, i, end)
-        ledger.sections.append(span)
-        subs = [(j, t) for j, level, t in heads if level == 3 and i < j < end]
-        spans = []
-        sub_seen: set[str] = set()
-        for m, (j, sub_title) in enumerate(subs):
-            sub_end = subs[m + 1][0] if m + 1 < len(subs) else end
-            sub_key: str | None = None
-            if key == "knowledge":
-                sub_key = _identify(sub_title, _LEVEL_SIGNS)
-                if sub_key in sub_seen:
-                    sub_key = None
-                if sub_key:
-                    sub_seen.add(sub_key)
-            elif key in ("actions", "insights"):
-                sub_key = "horizon" if key == "actions" else "insight"
-            spans.append(Span(sub_key, sub_title, j, sub_end))
-        ledger.subsections[i] = spans
+    return heads
+
+
+def _subsections(key: str | None, subs: list[tuple[int, str]], end: int) -> list[Span]:
+    """The ``###`` parts of a section: mastery levels (the first of each), action horizons,
+    archived insights; in other sections they are the user's own (no key)."""
+    spans = []
+    seen: set[str] = set()
+    for m, (j, title) in enumerate(subs):
+        sub_end = subs[m + 1][0] if m + 1 < len(subs) else end
+        sub_key: str | None = None
+        if key == "knowledge":
+            sub_key = _identify(title, _LEVEL_SIGNS)
+            if sub_key in seen:
+                sub_key = None
+            if sub_key:
+                seen.add(sub_key)
+        elif key in ("actions", "insights"):
+            sub_key = "horizon" if key == "actions" else "insight"
+        spans.append(Span(sub_key, title, j, sub_end))
+    return spans
 
 
 def _level(line: str) -> int:

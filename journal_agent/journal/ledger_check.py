@@ -17,6 +17,7 @@ Problem kinds (exactly these):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,9 +89,9 @@ def claimed_quantities(text: str) -> list:
 
 
 def insight_problems(sources: SourceChecker, quote: str, refs: list[str]) -> list[tuple[str, str]]:
-    """``(kind, detail)`` for an insight's numbers: no source at all, or — when it cites only
-    measurement records — a number that is not a value of any of them (unit-aware, rounded as
-    written, as ``journal check`` does beside a citation)."""
+    """``(kind, detail)`` for an insight's numbers: no source at all, or a number found in none
+    of its sources — a value of a cited record, or a number written in a cited journal entry
+    (unit-aware and rounded as written, as ``journal check`` does beside a citation)."""
     from journal_agent.journal import numbers
 
     claimed = claimed_quantities(quote)
@@ -105,12 +106,17 @@ def insight_problems(sources: SourceChecker, quote: str, refs: list[str]) -> lis
                 "entry [entry:<id>] it came from",
             )
         ]
-    records = [r[3:-1] for r in refs if r.startswith("[m:")]
-    if len(records) < len(refs):
-        return []  # a journal entry is cited: its numbers are checked by `journal check`
-    values = [v for rid in records for v in sources.record_values(rid)]
-    if not values:
-        return []  # the citation itself is reported as bad_citation
+    values: list[tuple[str, float, str]] = []
+    for ref in refs:
+        kind, _, ident = ref[1:-1].partition(":")
+        if kind == "m":
+            if sources.record_problem(ident):
+                return []  # the citation itself is reported as bad_citation
+            values += sources.record_values(ident)
+        else:
+            if sources.entry_problem(ident):
+                return []  # reported as missing_entry
+            values += sources.entry_values(ident)
     wrong = [q for q in claimed if not any(numbers.matches(q, v, u) for _, v, u in values)]
     if not wrong:
         return []
@@ -119,8 +125,8 @@ def insight_problems(sources: SourceChecker, quote: str, refs: list[str]) -> lis
     return [
         (
             "bad_citation",
-            f"quotes {shown}, which {'is' if len(wrong) == 1 else 'are'} not a value of "
-            f"{cited}; fix the number or its source",
+            f"quotes {shown}, which {'is' if len(wrong) == 1 else 'are'} in none of its "
+            f"sources ({cited}); fix the number or its source",
         )
     ]
 
@@ -132,7 +138,7 @@ class SourceChecker:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._records: Any = None
-        self._entries: set[str] | None = None
+        self._entries: dict[str, Any] | None = None
 
     def record_problem(self, record_id: str) -> str | None:
         if self._records is None:
@@ -149,13 +155,24 @@ class SourceChecker:
             return []
         return self._records.values(record_id)
 
-    def entry_problem(self, entry_id: str) -> str | None:
+    def _journal(self) -> dict[str, Any]:
         if self._entries is None:
             from journal_agent.journal.store import JournalStore
 
             store = JournalStore(self.root)
-            self._entries = store.load().ids() if store.exists() else set()
-        if entry_id in self._entries:
+            entries = store.load().entries if store.exists() else []
+            self._entries = {e.id: e for e in entries}
+        return self._entries
+
+    def entry_values(self, entry_id: str) -> list[tuple[str, float, str]]:
+        """The numbers with a unit written in an entry (its own text, code included)."""
+        from journal_agent.journal import numbers
+
+        entry = self._journal()[entry_id]
+        return [(q.text, q.value, q.unit) for q in numbers.find_quantities(entry.raw)]
+
+    def entry_problem(self, entry_id: str) -> str | None:
+        if entry_id in self._journal():
             return None
         return (
             f"[entry:{entry_id}] names no entry of learning_journal.md; use an id from "
@@ -198,93 +215,112 @@ def _references(ledger: Ledger, sources: SourceChecker) -> list[LedgerProblem]:
 
 
 def _structure(ledger: Ledger) -> list[LedgerProblem]:
-    out: list[LedgerProblem] = []
+    """Each structural rule is a small function yielding ``(detail, line)``."""
+    rules = (_header, _sections, _checkboxes, _session_rows, _insight_blocks, _items_twice)
+    return [
+        LedgerProblem("structure", detail, line) for rule in rules for detail, line in rule(ledger)
+    ]
 
-    def problem(detail: str, line: int | None = None) -> None:
-        out.append(LedgerProblem("structure", detail, line))
 
+Found = Iterator[tuple[str, int | None]]
+
+
+def _header(ledger: Ledger) -> Found:
     if ledger.title_index is None:
-        problem("the ledger has no '# <Course> Learning Ledger' title line", 1)
-    updated = ledger.last_updated
-    if updated is None:
-        problem(
+        yield "the ledger has no '# <Course> Learning Ledger' title line", 1
+    if ledger.last_updated is None:
+        yield (
             "no '**Last Updated:** YYYY-MM-DD' line under the title; add one",
             (ledger.updated_index or ledger.title_index or 0) + 1,
         )
-    for key in SECTIONS:
-        found = [s for s in ledger.sections if s.key == key]
-        if not found:
-            problem(
-                f"no {_SECTION_NAMES[key]} section; `journal-agent ledger` updates create it, "
-                "or add the heading by hand"
-            )
-    # A second section with a known name is kept but never edited: say so.
-    known = {s.start for s in ledger.sections if s.key}
+
+
+def _sections(ledger: Ledger) -> Found:
     from journal_agent.journal.ledger import _SECTION_SIGNS, _identify
 
+    for key in SECTIONS:
+        if ledger.section(key) is None:
+            yield (
+                f"no {_SECTION_NAMES[key]} section; `journal-agent ledger` updates create it, "
+                "or add the heading by hand",
+                None,
+            )
+    # A second section with a known name is kept but never edited: say so.
     for span in ledger.sections:
-        if span.start not in known and _identify(span.title, _SECTION_SIGNS) is not None:
-            first = ledger.section(_identify(span.title, _SECTION_SIGNS) or "")
-            if first is not None and first.start < span.start:
-                problem(
-                    f"section '{span.title}' repeats '{first.title}' (line {first.lineno}); "
-                    "updates only go to the first — merge them",
-                    span.lineno,
-                )
+        key = _identify(span.title, _SECTION_SIGNS) if span.key is None else None
+        first = ledger.section(key) if key else None
+        if first is not None and first.start < span.start:
+            yield (
+                f"section '{span.title}' repeats '{first.title}' (line {first.lineno}); "
+                "updates only go to the first — merge them",
+                span.lineno,
+            )
+
+
+def _checkboxes(ledger: Ledger) -> Found:
     fences = ledger.fences()
     for i, line in enumerate(ledger.lines):
         if not fences[i] and bad_checkbox(line):
-            problem(
+            yield (
                 f"'{bare(line).strip()[:40]}' is not a checkbox markdown renders; write "
                 "'- [ ] text' or '- [x] text'",
                 i + 1,
             )
+
+
+def _session_rows(ledger: Ledger) -> Found:
     rows = ledger.sessions()
     for row in rows:
         if len(row.cells) != 3:
-            problem(
+            yield (
                 f"session row has {len(row.cells)} cells; write '| YYYY-MM-DD | topic | "
                 "key outcome |'",
                 row.lineno,
             )
         elif not is_date(row.date):
-            problem(f"session date {row.date!r} is not YYYY-MM-DD", row.lineno)
+            yield f"session date {row.date!r} is not YYYY-MM-DD", row.lineno
     dated = [r for r in rows if is_date(r.date)]
-    if dated:
-        newest = max(dated, key=lambda r: (r.date, r.index))
-        bold = [r for r in rows if r.bold]
-        if bold and (len(bold) > 1 or bold[0] is not newest):
-            problem(
-                f"the bold session row should be the newest one only ({newest.date}, line "
-                f"{newest.lineno}); bold rows are at line(s) "
-                + ", ".join(str(r.lineno) for r in bold),
-                bold[0].lineno,
-            )
-        if updated and newest.date > updated:
-            problem(
-                f"Last Updated ({updated}) is older than the newest session ({newest.date})",
-                (ledger.updated_index or 0) + 1,
-            )
+    if not dated:
+        return
+    newest = max(dated, key=lambda r: (r.date, r.index))
+    bold = [r for r in rows if r.bold]
+    if bold and (len(bold) > 1 or bold[0] is not newest):
+        yield (
+            f"the bold session row should be the newest one only ({newest.date}, line "
+            f"{newest.lineno}); bold rows are at line(s) " + ", ".join(str(r.lineno) for r in bold),
+            bold[0].lineno,
+        )
+    updated = ledger.last_updated
+    if updated and newest.date > updated:
+        yield (
+            f"Last Updated ({updated}) is older than the newest session ({newest.date})",
+            (ledger.updated_index or 0) + 1,
+        )
+
+
+def _insight_blocks(ledger: Ledger) -> Found:
     for insight in ledger.insights():
         if insight.date is None:
-            problem(
+            yield (
                 f"insight heading '{insight.title}' has no date; write '### YYYY-MM-DD: <title>'",
                 insight.lineno,
             )
         if not insight.quote.strip():
-            problem(f"insight '{insight.title}' has no '> ' quotation under it", insight.lineno)
+            yield f"insight '{insight.title}' has no '> ' quotation under it", insight.lineno
+
+
+def _items_twice(ledger: Ledger) -> Found:
     seen: dict[str, tuple[str, int]] = {}
     for item in ledger.items():
         key = normalize(item.text)
         if key in seen and seen[key][0] != item.level:
             level, line = seen[key]
-            problem(
+            yield (
                 f"'{item.text[:50]}' is listed under {_level(item.level)} and under "
                 f"{_level(level)} (line {line}); keep one",
                 item.lineno,
             )
         seen.setdefault(key, (item.level, item.lineno))
-    return out
 
 
 def _level(key: str) -> str:

@@ -87,7 +87,6 @@ SECTIONS: tuple[SectionSpec, ...] = (
     SectionSpec(20, "tags", "Tags", "🏷️", ("tags",)),
 )
 
-BY_KEY: dict[str, SectionSpec] = {s.key: s for s in SECTIONS}
 REQUIRED: tuple[SectionSpec, ...] = tuple(s for s in SECTIONS if s.required)
 
 _VS = "\ufe0f\ufe0e"  # variation selectors: "🏷️" and "🏷" are the same emoji to a reader

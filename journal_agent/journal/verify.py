@@ -32,7 +32,7 @@ from typing import Any
 
 from journal_agent.errors import JournalAgentError
 from journal_agent.journal import numbers
-from journal_agent.journal._text import bare, split_lines
+from journal_agent.journal._text import bare
 from journal_agent.journal.encoding import scan, scan_text
 from journal_agent.journal.model import Citation, Entry, Journal, parse_journal
 from journal_agent.journal.refs import FileCache, RefStore, content_hash, resolve_problem
@@ -588,7 +588,3 @@ def ref_hashes(root: Path, entry: Entry) -> dict[str, str]:
         if digest is not None and resolve_problem(ref, files) is None:
             out[ref.key] = digest
     return out
-
-
-def count_lines(text: str) -> int:
-    return len(split_lines(text))

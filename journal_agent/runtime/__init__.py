@@ -2,7 +2,7 @@
 
 Public API (imported lazily, so ``import journal_agent.runtime`` stays cheap)::
 
-    from journal_agent.runtime import run_agent, run_command, RunConfig, RunOptions
+    from journal_agent.runtime import run_agent, run_slash_command, RunConfig, RunOptions
 
 See docs/runtime.md. The Anthropic SDK is imported only when a model is called.
 """
@@ -13,9 +13,9 @@ from profiling._lazy import lazy_exports
 
 _EXPORTS = {
     "run_agent": "journal_agent.runtime.runner",
-    "run_command": "journal_agent.runtime.runner",
+    "run_slash_command": "journal_agent.runtime.runner",
     "prepare_agent": "journal_agent.runtime.runner",
-    "prepare_command": "journal_agent.runtime.runner",
+    "prepare_slash_command": "journal_agent.runtime.runner",
     "execute": "journal_agent.runtime.runner",
     "RunConfig": "journal_agent.runtime.runner",
     "RunOptions": "journal_agent.runtime.loop",

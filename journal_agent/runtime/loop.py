@@ -130,6 +130,18 @@ def ends_with_question(text: str) -> bool:
 
 
 class AgentLoop:
+    """One agent's conversation with the model: the request/tool-result loop of a run.
+
+    Takes the ``session`` shared by a run and its sub-agents (model client, options and
+    budgets, event sink, transcript, the user's ``ask``), the agent's ``spec`` (system prompt,
+    tools, model) and the ``ctx`` its tools run in. :meth:`run` sends the prompt and keeps
+    going — model request, the tool calls it asked for (through
+    :func:`journal_agent.runtime.dispatch.run_tool_calls`), their results back — until the model
+    ends its turn, a limit stops it (turns, budget, max_tokens at the ceiling) or the run is
+    interrupted. It emits typed events (``TurnStarted``, ``ToolCalled`` …, ``Done``) and
+    returns a :class:`~journal_agent.runtime.result.RunResult`; it never prints.
+    """
+
     def __init__(
         self,
         session: Session,
@@ -289,6 +301,12 @@ class AgentLoop:
         return min(limits) if limits else None
 
     def run(self, prompt: str | list[dict[str, Any]]) -> RunResult:
+        """Run the conversation from ``prompt`` (text, or content blocks) to its end.
+
+        Returns the :class:`RunResult`: ``status`` (completed, max_turns, budget, …), the final
+        text, turns, usage, cost, tools used and files changed. Raises only what must end the
+        whole run: a failed model call (``ModelCallError``) or ``KeyboardInterrupt``.
+        """
         if isinstance(prompt, str):
             prompt = valid_unicode(prompt)  # argv or a file in another encoding
         self.messages.append({"role": "user", "content": prompt})
@@ -337,14 +355,8 @@ class AgentLoop:
         last_text = ""
         limit = self._turn_limit()
         while True:
-            if limit is not None and self.turns >= limit:
-                return self._finish(
-                    R.MAX_TURNS, last_text, f"stopped after {self.turns} turns (the turn limit)."
-                )
-            if self.session.cancelled.is_set():
-                return self._finish(R.INTERRUPTED, last_text, "the run was interrupted.")
-            if (why := self.session.budget_exceeded()) is not None:
-                return self._finish(R.BUDGET, last_text, f"stopped: {why}.")
+            if (stopped := self._stopped_before_turn(limit, last_text)) is not None:
+                return stopped
             self.turns += 1
             self.session.emit(TurnStarted(self.label, self.turns, self.spec.model))
             response = self._call_model()
@@ -353,60 +365,80 @@ class AgentLoop:
             if text:
                 last_text = text
                 self.session.emit(AssistantText(self.label, self.turns, text))
-            has_tool_use = any(b.get("type") == "tool_use" for b in content)
-            stop = response.stop_reason
+            result = self._after_response(response.stop_reason, content, text, last_text)
+            if result is not None:
+                return result
 
-            if stop == "max_tokens":
-                if has_tool_use or not content:
-                    # The tool_use input may be cut mid-JSON: never run it. Ask again with room.
-                    if self._max_tokens >= self.session.options.max_tokens_ceiling:
-                        return self._finish(
-                            R.MAX_TOKENS,
-                            last_text,
-                            f"the response was cut off at {self._max_tokens} output tokens "
-                            "in the middle of a tool call, even at the ceiling.",
-                        )
-                    self._max_tokens = min(
-                        self._max_tokens * 2, self.session.options.max_tokens_ceiling
-                    )
-                    self._notice(
-                        f"response cut off mid tool call; retrying the turn with "
-                        f"max_tokens={self._max_tokens}"
-                    )
-                    continue
-                self.messages.append({"role": "assistant", "content": content})
-                self.messages.append({"role": "user", "content": CONTINUE_PROMPT})
-                self._notice("response cut off by max_tokens; asking the model to continue")
-                continue
-            if stop == "pause_turn":
-                self.messages.append({"role": "assistant", "content": content})
-                continue
-            # A complete response with tool calls gets their results, whatever it says it
-            # stopped for: an assistant turn with unanswered tool_use blocks is a dead end.
-            if has_tool_use and stop in ("tool_use", "end_turn", "stop_sequence"):
-                self.messages.append({"role": "assistant", "content": content})
-                self.messages.append({"role": "user", "content": self._run_tools(content)})
-                continue
-            if stop in ("end_turn", "stop_sequence", "tool_use"):
-                self.messages.append({"role": "assistant", "content": content})
-                if self.interactive and self.session.ask and ends_with_question(text):
-                    reply = self.session.ask(text)
-                    if reply and reply.strip():
-                        reply = valid_unicode(reply.strip())
-                        self.messages.append({"role": "user", "content": reply})
-                        continue
-                return self._finish(R.COMPLETED, last_text)
-            if stop == "refusal":
-                return self._finish(
-                    R.REFUSAL, last_text, "the model declined to continue (refusal)."
-                )
-            if stop == "model_context_window_exceeded":
-                return self._finish(
-                    R.CONTEXT_WINDOW,
-                    last_text,
-                    "the conversation no longer fits the model's context window; start a new "
-                    "run with a narrower prompt.",
-                )
+    def _stopped_before_turn(self, limit: int | None, last_text: str) -> RunResult | None:
+        """The result if the turn limit, an interrupt or the budget ends the run now."""
+        if limit is not None and self.turns >= limit:
             return self._finish(
-                R.UNKNOWN_STOP, last_text, f"stopped on an unknown stop reason '{stop}'."
+                R.MAX_TURNS, last_text, f"stopped after {self.turns} turns (the turn limit)."
             )
+        if self.session.cancelled.is_set():
+            return self._finish(R.INTERRUPTED, last_text, "the run was interrupted.")
+        if (why := self.session.budget_exceeded()) is not None:
+            return self._finish(R.BUDGET, last_text, f"stopped: {why}.")
+        return None
+
+    def _after_response(
+        self, stop: str | None, content: list[dict[str, Any]], text: str, last_text: str
+    ) -> RunResult | None:
+        """Act on a response by its stop reason: None to take another turn, else the result."""
+        has_tool_use = any(b.get("type") == "tool_use" for b in content)
+        if stop == "max_tokens":
+            return self._cut_off(has_tool_use, content, last_text)
+        if stop == "pause_turn":
+            self.messages.append({"role": "assistant", "content": content})
+            return None
+        # A complete response with tool calls gets their results, whatever it says it
+        # stopped for: an assistant turn with unanswered tool_use blocks is a dead end.
+        if has_tool_use and stop in ("tool_use", "end_turn", "stop_sequence"):
+            self.messages.append({"role": "assistant", "content": content})
+            self.messages.append({"role": "user", "content": self._run_tools(content)})
+            return None
+        if stop in ("end_turn", "stop_sequence", "tool_use"):
+            self.messages.append({"role": "assistant", "content": content})
+            if self.interactive and self.session.ask and ends_with_question(text):
+                reply = self.session.ask(text)
+                if reply and reply.strip():
+                    reply = valid_unicode(reply.strip())
+                    self.messages.append({"role": "user", "content": reply})
+                    return None
+            return self._finish(R.COMPLETED, last_text)
+        if stop == "refusal":
+            return self._finish(R.REFUSAL, last_text, "the model declined to continue (refusal).")
+        if stop == "model_context_window_exceeded":
+            return self._finish(
+                R.CONTEXT_WINDOW,
+                last_text,
+                "the conversation no longer fits the model's context window; start a new "
+                "run with a narrower prompt.",
+            )
+        return self._finish(
+            R.UNKNOWN_STOP, last_text, f"stopped on an unknown stop reason '{stop}'."
+        )
+
+    def _cut_off(
+        self, has_tool_use: bool, content: list[dict[str, Any]], last_text: str
+    ) -> RunResult | None:
+        """A response cut off by max_tokens: retry with more room, or ask to continue."""
+        if has_tool_use or not content:
+            # The tool_use input may be cut mid-JSON: never run it. Ask again with room.
+            if self._max_tokens >= self.session.options.max_tokens_ceiling:
+                return self._finish(
+                    R.MAX_TOKENS,
+                    last_text,
+                    f"the response was cut off at {self._max_tokens} output tokens "
+                    "in the middle of a tool call, even at the ceiling.",
+                )
+            self._max_tokens = min(self._max_tokens * 2, self.session.options.max_tokens_ceiling)
+            self._notice(
+                f"response cut off mid tool call; retrying the turn with "
+                f"max_tokens={self._max_tokens}"
+            )
+            return None
+        self.messages.append({"role": "assistant", "content": content})
+        self.messages.append({"role": "user", "content": CONTINUE_PROMPT})
+        self._notice("response cut off by max_tokens; asking the model to continue")
+        return None

@@ -108,7 +108,7 @@ def _context(config: RunConfig, mode: str | None, allow: tuple[str, ...] = ()) -
         )
     # make_context reads ~/.claude/settings.json from the real home; honour ``home`` instead.
     from journal_agent.tools.permissions import PermissionPolicy
-    from journal_agent.tools.reads import ReadTracker
+    from journal_agent.tools.read_tracking import ReadTracker
 
     root = config.root.expanduser().resolve()
     policy = PermissionPolicy.from_settings(
@@ -181,7 +181,7 @@ def prepare_agent(name: str, prompt: str, config: RunConfig) -> Prepared:
     return prepared
 
 
-def prepare_command(name: str, arguments: str, config: RunConfig) -> Prepared:
+def prepare_slash_command(name: str, arguments: str, config: RunConfig) -> Prepared:
     """``journal-agent command NAME ARGS`` / ``learn TOPIC``: the expanded command text is the
     first user message; the system prompt is the general one."""
     from journal_agent.definitions import expand_command, load_command
@@ -305,6 +305,17 @@ def _serialized(prompt: Callable[[str, str], bool] | None) -> Callable[[str, str
 
 
 def execute(prepared: Prepared) -> RunResult:
+    """Run a prepared agent or slash command to its end.
+
+    Takes what :func:`prepare_agent` / :func:`prepare_slash_command` return (the agent's spec,
+    its expanded prompt, the :class:`RunConfig`). Builds the model client, the permission
+    policy, the transcript and the Task tool's sub-agent launcher, runs the
+    :class:`~journal_agent.runtime.loop.AgentLoop`, and stops the commands it started if it is
+    interrupted. Returns the :class:`RunResult` with the files changed and the run-wide usage
+    (sub-agents included); its ``exit_code`` is the CLI's. Raises
+    :class:`~journal_agent.errors.UserError` when the run cannot start or the model cannot be
+    called (no API key, a cost budget without a price, a rejected request).
+    """
     config = prepared.config
     if config.options.budget_usd is not None and prepared.table.price(prepared.spec.model) is None:
         # Its cost would count as nothing: the budget could never stop the run.
@@ -366,9 +377,9 @@ def run_agent(name: str, prompt: str, *, root: Path, **kwargs: Any) -> RunResult
     return execute(prepare_agent(name, prompt, RunConfig(root=Path(root), **kwargs)))
 
 
-def run_command(name: str, arguments: str = "", *, root: Path, **kwargs: Any) -> RunResult:
+def run_slash_command(name: str, arguments: str = "", *, root: Path, **kwargs: Any) -> RunResult:
     """Run slash command ``name`` with ``arguments``; keyword arguments are RunConfig fields."""
-    return execute(prepare_command(name, arguments, RunConfig(root=Path(root), **kwargs)))
+    return execute(prepare_slash_command(name, arguments, RunConfig(root=Path(root), **kwargs)))
 
 
 __all__ = [
@@ -377,7 +388,7 @@ __all__ = [
     "UserError",
     "execute",
     "prepare_agent",
-    "prepare_command",
+    "prepare_slash_command",
     "run_agent",
-    "run_command",
+    "run_slash_command",
 ]

@@ -31,42 +31,14 @@ def compile_glob(pattern: str, shown: str | None = None) -> re.Pattern[str]:
     while i < n:
         c = pattern[i]
         if c == "*":
-            j = i
-            while j < n and pattern[j] == "*":
-                j += 1
-            whole = (i == 0 or pattern[i - 1] == "/") and (j == n or pattern[j] == "/")
-            if j - i >= 2 and whole:
-                if j == n:
-                    out.append("[^\\0]*")  # "dir/**": everything below
-                    i = j
-                else:
-                    out.append("(?:[^/\\0]*/)*")  # "**/": any number of directories, even none
-                    i = j + 1
-                continue
-            out.append("[^/\\0]*")
-            i = j
+            piece, i = _stars(pattern, i)
+            out.append(piece)
         elif c == "?":
             out.append("[^/\\0]")
             i += 1
         elif c == "[":
-            j = i + 1
-            if j < n and pattern[j] in "!^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1  # a leading "]" is literal
-            while j < n and pattern[j] != "]":
-                j += 1
-            if j >= n:
-                raise ToolError(
-                    f"Invalid glob pattern {shown!r}: unclosed character class; missing ']'."
-                )
-            body = pattern[i + 1 : j]
-            negate = body[:1] in ("!", "^")
-            if negate:
-                body = body[1:]
-            body = body.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
-            out.append(f"[^{body}\\0]" if negate else f"[{body}]")
-            i = j + 1
+            piece, i = _char_class(pattern, i, shown)
+            out.append(piece)
         elif c == "{":
             if in_braces:
                 raise ToolError(
@@ -97,3 +69,37 @@ def compile_glob(pattern: str, shown: str | None = None) -> re.Pattern[str]:
         return re.compile("".join(out))
     except re.error as exc:
         raise ToolError(f"Invalid glob pattern {shown!r}: {exc}.") from None
+
+
+def _stars(pattern: str, i: int) -> tuple[str, int]:
+    """The regex for the run of ``*`` at ``i``, and the index after what it consumed."""
+    n = len(pattern)
+    j = i
+    while j < n and pattern[j] == "*":
+        j += 1
+    whole = (i == 0 or pattern[i - 1] == "/") and (j == n or pattern[j] == "/")
+    if j - i >= 2 and whole:
+        if j == n:
+            return "[^\\0]*", j  # "dir/**": everything below
+        return "(?:[^/\\0]*/)*", j + 1  # "**/": any number of directories, even none
+    return "[^/\\0]*", j
+
+
+def _char_class(pattern: str, i: int, shown: str) -> tuple[str, int]:
+    """The regex for the ``[...]`` class at ``i``, and the index after its ``]``."""
+    n = len(pattern)
+    j = i + 1
+    if j < n and pattern[j] in "!^":
+        j += 1
+    if j < n and pattern[j] == "]":
+        j += 1  # a leading "]" is literal
+    while j < n and pattern[j] != "]":
+        j += 1
+    if j >= n:
+        raise ToolError(f"Invalid glob pattern {shown!r}: unclosed character class; missing ']'.")
+    body = pattern[i + 1 : j]
+    negate = body[:1] in ("!", "^")
+    if negate:
+        body = body[1:]
+    body = body.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    return (f"[^{body}\\0]" if negate else f"[{body}]"), j + 1

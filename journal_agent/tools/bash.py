@@ -11,6 +11,7 @@ bounded buffers, so a command printing gigabytes costs at most a few hundred kil
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -116,7 +117,7 @@ class Bash(Tool):
             )
         timeout_s = (params.timeout or DEFAULT_TIMEOUT_MS) / 1000
         try:
-            outcome = run_command(params.command, root, timeout_s, conf=conf, view=view)
+            outcome = run_shell(params.command, root, timeout_s, conf=conf, view=view)
         finally:
             if view is not None:
                 remove_precreated(view)
@@ -204,20 +205,21 @@ def _signal_name(returncode: int) -> str:
 _CREDENTIALS = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"})
 
 
-# Run inside the sandbox around the model's command: reports on a private pipe the command's
-# exit status and how many of its processes were still running when it ended (they die with
-# the PID namespace as soon as this script exits). The command itself cannot write to that
-# pipe: it is closed for it.
-_SANDBOX_WRAPPER = """bash -c "$1" {fd}>&-
-rc=$?
-n=0
-for d in /proc/[0-9]*; do case ${{d#/proc/}} in 1|$$) ;; *) n=$((n+1)) ;; esac; done
-echo "$rc $n" >&{fd}
-exit $rc
-"""
+# Run inside the sandbox as the shell of the model's command (one bash, not two: each costs
+# milliseconds): on exit it reports on a private pipe the command's exit status and how many
+# of its processes were still running (they die with the PID namespace as soon as this shell
+# exits). A command that replaces the EXIT trap or is killed by a signal gets no report; its
+# status then comes from bwrap (128 + signal, as bash itself reports it).
+_SANDBOX_WRAPPER = (
+    "__ja_report() {{ __ja_rc=$?; __ja_n=0; for __ja_d in /proc/[0-9]*; do "
+    "case ${{__ja_d#/proc/}} in 1|$$) ;; *) __ja_n=$((__ja_n + 1)) ;; esac; done; "
+    'echo "$__ja_rc $__ja_n" >&{fd}; }}; '
+    # On one line, so that bash's messages about the command say "line 1" as usual.
+    'trap __ja_report EXIT; __ja_cmd=$1; shift; eval "$__ja_cmd"'
+)
 
 
-def run_command(
+def run_shell(
     command: str,
     cwd: Path,
     timeout_s: float,
@@ -271,7 +273,7 @@ def run_command(
     timed_out: float | None = None
     reaped = False
     try:
-        proc.wait(timeout=timeout_s)
+        _wait(proc, timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = timeout_s
         _stop(proc)
@@ -281,7 +283,8 @@ def run_command(
     # Children left in the group may hold the pipe open; give them a moment, then stop them.
     reader.join(DRAIN_GRACE_S)
     # Stopped too: children that detached their output ("cmd >/dev/null 2>&1 &").
-    if timed_out is None and (reader.is_alive() or group_alive(proc.pid)):
+    # (In the sandbox nothing is left: its PID namespace ended with it.)
+    if timed_out is None and (reader.is_alive() or (status_r < 0 and group_alive(proc.pid))):
         reaped = _stop(proc)
     reader.join(KILL_GRACE_S + 1)
     stream.close()
@@ -298,18 +301,35 @@ def _sandbox_status(
     """(the command's exit status, processes it left running) from the wrapper's report."""
     with os.fdopen(fd, "rb") as f:
         report = f.read(64).split()
+    left = 0
     if len(report) == 2 and all(x.isdigit() for x in report):
-        code, left = int(report[0]), int(report[1])
-        # bash reports death by signal N as 128 + N, as the shell the user knows does.
-        if 128 < code < 128 + 65:
-            code = -(code - 128)
-        return code, left
-    if timed_out is None and output.head.startswith(b"bwrap:"):
+        returncode, left = int(report[0]), int(report[1])
+    elif timed_out is None and output.head.startswith(b"bwrap:"):
         problem = output.head.decode("utf-8", "replace").strip().splitlines()[0]
         raise ToolError(
             f"The sandbox could not start ({problem}); run `journal-agent doctor` to see why."
         )
-    return returncode, 0
+    # Death by signal N arrives as 128 + N (from bash, or from bwrap for its child), as the
+    # shell the user knows reports it.
+    if returncode is not None and 128 < returncode < 128 + 65:
+        returncode = -(returncode - 128)
+    return returncode, left
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """``proc.wait(timeout)`` without its polling loop, whose sleeps (up to 50 ms each) would
+    add tens of milliseconds to every short command: wait on a pidfd where there is one."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return proc.wait(timeout=timeout_s)
+    try:
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+    finally:
+        os.close(fd)
+    if not ready:
+        raise subprocess.TimeoutExpired(proc.args, timeout_s)
+    return proc.wait()
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> bool:

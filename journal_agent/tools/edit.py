@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.tools._history import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.reads import tracker_for
+from journal_agent.tools.read_tracking import tracker_for
 from journal_agent.tools.workspace import confine
 from journal_agent.tools.write import (
     atomic_write,

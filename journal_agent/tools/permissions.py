@@ -292,20 +292,39 @@ class PermissionPolicy(BashChecks):
                 )
             return _Verdict("allow", "reading is allowed")
         if family == "Edit":
-            if self.mode in ("plan", "dontAsk"):
-                why = " (read-only)" if self.mode == "plan" else ""
-                return _Verdict("deny", f"{tool_name} is not available in {self.mode} mode{why}.")
-            if path is not None and self._is_settings_file(path):
-                if self.mode == "bypassPermissions":
-                    return _Verdict("allow", "bypassPermissions mode")
-                return _Verdict("ask", "it changes permission settings")
-            if self.mode in ("acceptEdits", "bypassPermissions"):
-                return _Verdict("allow", f"{self.mode} mode")
-            return _Verdict("ask", "editing files needs approval in default mode")
+            return self._evaluate_edit(tool_name, path)
         return _Verdict("allow", "no rule restricts this tool")
 
+    def _evaluate_edit(self, tool_name: str, path: Path | None) -> _Verdict:
+        """Write/Edit once no rule decided: the mode, and the paths that always ask."""
+        if self.mode in ("plan", "dontAsk"):
+            why = " (read-only)" if self.mode == "plan" else ""
+            return _Verdict("deny", f"{tool_name} is not available in {self.mode} mode{why}.")
+        protected = None
+        if path is not None and self._is_settings_file(path):
+            protected = "it changes permission settings"
+        elif path is not None and self._runs_code_later(path):
+            protected = "it changes what git or Claude Code runs later"
+        if protected and self.mode != "bypassPermissions":
+            return _Verdict("ask", protected)
+        if self.mode in ("acceptEdits", "bypassPermissions"):
+            return _Verdict("allow", f"{self.mode} mode")
+        return _Verdict("ask", "editing files needs approval in default mode")
+
     def _is_settings_file(self, path: Path) -> bool:
+        if path.parent == self.root / ".journal" and path.name.startswith("settings"):
+            return True  # .journal/settings*.json, as the sandbox keeps them read-only
         return any(path == self.root / rel for rel in SETTINGS_FILES)
+
+    def _runs_code_later(self, path: Path) -> bool:
+        """The paths the sandbox keeps read-only because a program runs what they say: git's
+        config (core.fsmonitor, aliases) and hooks, a project's MCP servers."""
+        git = self.root / ".git"
+        return (
+            path == git / "config"
+            or git / "hooks" in path.parents
+            or path == self.root / ".mcp.json"
+        )
 
     # -- Bash -----------------------------------------------------------------------------------
     def _evaluate_bash(self, command: str, confined: bool = True) -> _Verdict:

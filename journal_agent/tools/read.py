@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, count_tokens, fit_to_budget, fits
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.reads import Fingerprint, tracker_for
+from journal_agent.tools.read_tracking import Fingerprint, tracker_for
 from journal_agent.tools.workspace import confine, open_beneath, workspace_root
 
 DEFAULT_LIMIT = 2000

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from journal_agent.tools.base import Tool, ToolContext
 from journal_agent.tools.permissions import PermissionPolicy, Prompt
-from journal_agent.tools.reads import ReadTracker
+from journal_agent.tools.read_tracking import ReadTracker
 
 
 def builtin_tools() -> dict[str, Tool]:

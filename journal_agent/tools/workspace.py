@@ -66,11 +66,6 @@ def workspace_root(root: Path) -> str:
     return _real_path(os.path.abspath(root), str(root))
 
 
-def is_inside(root: Path, path: Path) -> bool:
-    """Whether the already resolved ``path`` lies inside ``root``."""
-    return _is_inside(str(path), workspace_root(root))
-
-
 def _is_inside(path: str, root_real: str) -> bool:
     if root_real == os.sep:
         return path.startswith(os.sep)

@@ -27,7 +27,7 @@ from journal_agent.atomic import atomic_write as write_atomically
 from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, state_dir
 from journal_agent.tools._history import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.reads import Fingerprint, ReadTracker, tracker_for
+from journal_agent.tools.read_tracking import Fingerprint, ReadTracker, tracker_for
 from journal_agent.tools.workspace import (
     confine,
     open_beneath,

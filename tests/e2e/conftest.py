@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# Tests import their helpers as ``claude_helpers`` (importlib mode does not add this dir).
-sys.path.insert(0, str(Path(__file__).parent))
-
-from claude_helpers import REPO, ClaudeRun, run_claude
-
 from journal_agent.testing import ScriptedModel
+from tests.e2e.claude_helpers import REPO, ClaudeRun, run_claude
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,9 @@ import re
 from typing import Any
 
 import pytest
-from claude_helpers import (
+
+from journal_agent.testing import reply, tool_use
+from tests.e2e.claude_helpers import (
     REPO,
     VENV_BIN,
     called,
@@ -22,8 +24,6 @@ from claude_helpers import (
     tool_names,
     tool_results,
 )
-
-from journal_agent.testing import reply, tool_use
 
 pytestmark = [needs_claude, pytest.mark.slow]
 

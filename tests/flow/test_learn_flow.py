@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
-from journal_agent.runtime import run_command
+from journal_agent.runtime import run_slash_command
 from journal_agent.testing import ScriptedModel, reply, tool_use
 
 TRAIN_PY = """import torch
@@ -67,7 +65,7 @@ def _after_estimate(body: dict) -> dict:
     )
 
 
-def test_learn_studies_code_estimates_and_appends_a_verified_entry(tmp_path):
+def test_learn_studies_code_estimates_and_appends_a_verified_entry(tmp_path, cli):
     project = tmp_path / "project"
     project.mkdir()
     (project / "train.py").write_text(TRAIN_PY)
@@ -92,7 +90,7 @@ def test_learn_studies_code_estimates_and_appends_a_verified_entry(tmp_path):
             reply("Recorded the entry in learning_journal.md."),
         ]
     )
-    result = run_command(
+    result = run_slash_command(
         "learn", "ZeRO stage 2", root=project, client=model.client(), home=tmp_path / "home"
     )
 
@@ -113,26 +111,14 @@ def test_learn_studies_code_estimates_and_appends_a_verified_entry(tmp_path):
     assert journal.startswith("# Learning Journal")
     assert "## ZeRO Stage 2 Memory for a 7B Model (2026-11-22)" in journal
 
-    check = subprocess.run(
-        [sys.executable, "-m", "journal_agent", "journal", "check", "--json"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    check = cli("journal", "check", "--json", cwd=project)
     report = json.loads(check.stdout)
     assert check.returncode == 0 and report["ok"], report
     assert [e["title"] for e in report["entries"]] == ["ZeRO Stage 2 Memory for a 7B Model"]
 
     # The code moves on: the reference the entry made is now stale, and check says so.
     (project / "train.py").write_text(TRAIN_PY.replace("lr=3e-4", "lr=1e-4"))
-    stale = subprocess.run(
-        [sys.executable, "-m", "journal_agent", "journal", "check", "--json"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    stale = cli("journal", "check", "--json", cwd=project)
     kinds = {p["kind"] for p in json.loads(stale.stdout)["problems"]}
     assert stale.returncode == 1 and kinds == {"stale_ref"}
 
@@ -154,7 +140,7 @@ The optimizer needs 56 GB for a 7B model.
             reply("I could not append it."),
         ]
     )
-    run_command(
+    run_slash_command(
         "learn", "AdamW memory", root=project, client=model.client(), home=tmp_path / "home"
     )
     result = model.requests[1].body["messages"][-1]["content"][0]

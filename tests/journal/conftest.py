@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from journal_agent.paths import measurements_dir
 from profiling.records import MeasurementRecord, Quantity, RecordStore, Step
+
+if TYPE_CHECKING:
+    from tests.conftest import CLI
 
 GIB = 2.0**30
 
@@ -38,9 +40,10 @@ def make_entry(
 
 
 class Workspace:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cli: CLI) -> None:
         self.root = root
         self.records = RecordStore(measurements_dir(root))
+        self._cli = cli
 
     @property
     def journal(self) -> Path:
@@ -68,20 +71,13 @@ class Workspace:
         return record_id
 
     def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "JOURNAL_AGENT_ROOT": str(self.root), "NO_COLOR": "1"}
-        return subprocess.run(
-            [sys.executable, "-m", "journal_agent", "journal", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=self.root,
-            timeout=120,
-        )
+        """``journal-agent journal ARGS`` on this workspace (in-process, see tests/conftest.py)."""
+        env = {"JOURNAL_AGENT_ROOT": str(self.root), "NO_COLOR": "1"}
+        return self._cli("journal", *args, input=stdin, env=env, cwd=self.root)
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    w = Workspace(tmp_path)
+def ws(tmp_path: Path, cli: CLI) -> Workspace:
+    w = Workspace(tmp_path, cli)
     w.write("src/train.py", "".join(f"line {i}\n" for i in range(1, 101)))
     return w

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 
 import pytest
 
@@ -146,12 +144,12 @@ def test_cjk_words_are_found_inside_longer_runs(ws):
 
 
 @pytest.mark.slow
-def test_parallel_searches_and_appends_share_the_index(journal):
-    env = {**os.environ, "JOURNAL_AGENT_ROOT": str(journal.root)}
+def test_parallel_searches_and_appends_share_the_index(journal, cli):
+    env = cli.environment({"JOURNAL_AGENT_ROOT": str(journal.root)})
     (journal.root / ".journal/index.sqlite").unlink()  # everyone races to build it
     procs = []
     for n in range(3):
-        cmd = [sys.executable, "-m", "journal_agent", "journal"]
+        cmd = cli.command("journal")
         procs.append(
             subprocess.Popen(
                 [*cmd, "search", "shards"],

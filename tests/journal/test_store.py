@@ -6,7 +6,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -50,13 +49,13 @@ def test_same_title_and_date_get_distinct_ids(ws):
 
 
 @pytest.mark.slow
-def test_sixteen_processes_appending_at_once_lose_nothing(ws):
+def test_sixteen_processes_appending_at_once_lose_nothing(ws, cli):
     procs = []
-    env = {**os.environ, "JOURNAL_AGENT_ROOT": str(ws.root)}
+    env = cli.environment({"JOURNAL_AGENT_ROOT": str(ws.root)})
     for _ in range(16):
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "journal_agent", "journal", "append", "-"],
+                cli.command("journal", "append", "-"),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -86,7 +85,6 @@ def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
     api.append_entry(ws.root, _crash_entry(0))
     previous = ws.journal.read_text()
     appended = 1
-    kills_during_write = 0
     killed_mid_write = 0  # the temp file was left behind: killed between write and rename
     for _ in range(200):
         pid = os.fork()
@@ -113,7 +111,6 @@ def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
             # Each new entry is complete: its last body line and the closing rule are there.
             assert f"END-{entry.title.split()[1]}\n" in entry.raw
             assert entry.raw.rstrip("\n").endswith("\n---")
-        kills_during_write += len(journal.entries) == appended
         appended = len(journal.entries)
         previous = text
     assert appended > 1
@@ -148,22 +145,20 @@ def test_an_unclosed_code_block_cannot_swallow_appended_entries(ws):
     assert "print('left open by hand')\n````\n" in text and "too\n~~~\n" in text
 
 
-def test_a_tolerated_index_failure_is_shown_with_verbose(ws) -> None:
-    """The append succeeds when the search index cannot be updated; --verbose says why."""
+def test_a_tolerated_index_failure_is_shown_with_verbose(ws, cli) -> None:
+    """The append succeeds when the search index cannot be updated; --verbose says why.
+
+    A real process: --verbose configures the process's logging.
+    """
     entry = ws.write("entry.md", make_entry())
     (ws.root / ".journal" / "index.sqlite").mkdir(parents=True)  # cannot be opened as a database
-    env = {**os.environ, "JOURNAL_AGENT_ROOT": str(ws.root), "NO_COLOR": "1"}
-    command = [sys.executable, "-m", "journal_agent"]
+    env = {"JOURNAL_AGENT_ROOT": str(ws.root)}
     args = ["journal", "append", "--file", str(entry)]
-    quiet = subprocess.run(
-        [*command, *args, "--force"], capture_output=True, text=True, env=env, timeout=120
-    )
+    quiet = cli.process(*args, "--force", env=env)
     assert quiet.returncode == 0, quiet.stderr
     assert "search index" not in quiet.stderr
     ws.write("entry.md", make_entry(title="FSDP"))
-    loud = subprocess.run(
-        [*command, "--verbose", *args], capture_output=True, text=True, env=env, timeout=120
-    )
+    loud = cli.process("--verbose", *args, env=env)
     assert loud.returncode == 0, loud.stderr
     assert "search index not updated after appending fsdp-2026-11-21" in loud.stderr
     assert "appended fsdp-2026-11-21" in loud.stdout

@@ -1,19 +1,13 @@
-"""Fixtures for the learning tests: a workspace, a home, the CLI as a subprocess, the seed."""
+"""Fixtures for the learning tests: a workspace, a home, the CLI in that workspace, the seed."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
-SEED_LEDGER = FIXTURES / "seed_ledger.md"  # the user's example ledger (seed 002), verbatim
-
-# Tests import their helpers as ``learning_helpers`` (importlib mode does not add this dir).
-sys.path.insert(0, str(Path(__file__).parent))
+from tests.learning.learning_helpers import SEED_LEDGER
 
 
 @pytest.fixture
@@ -36,21 +30,11 @@ def seed_text() -> str:
 
 
 @pytest.fixture
-def cli(ws: Path, home: Path):
-    """``cli("ledger", "check")``: the real command line in the workspace, as a user runs it."""
+def cli(cli, ws: Path, home: Path):
+    """``cli("ledger", "check")``: the root ``cli`` fixture (in-process) in the workspace, with
+    its own HOME."""
 
     def run(*args: str, stdin: str | None = None, cwd: Path | None = None):
-        env = {**os.environ, "HOME": str(home)}
-        env.pop("JOURNAL_AGENT_ROOT", None)
-        return subprocess.run(
-            [sys.executable, "-m", "journal_agent", *args],
-            cwd=cwd or ws,
-            env=env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return cli(*args, cwd=cwd or ws, home=home, input=stdin)
 
     return run

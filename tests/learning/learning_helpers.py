@@ -1,4 +1,4 @@
-"""Helpers for the learning tests: a small journal, and the CLI on a pseudo-terminal."""
+"""Helpers for the learning tests: the seed ledger, a journal, the CLI on a pseudo-terminal."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import os
 import select
 import sys
 from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SEED_LEDGER = FIXTURES / "seed_ledger.md"  # the user's example ledger (seed 002), verbatim
 
 
 def entry(title: str, date: str, question: str, intuition: str, tags: str = "#zero") -> str:

@@ -4,13 +4,10 @@ model, the real LedgerShow/LedgerUpdate tools on real files — then `ledger che
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from learning_helpers import write_journal
-
-from journal_agent.runtime import run_command
+from journal_agent.runtime import run_slash_command
 from journal_agent.testing import ScriptedModel, reply, tool_use
+from tests.learning.learning_helpers import write_journal
 
 USER_LEDGER = """# Systems Course Learning Ledger
 **Last Updated:** 2026-11-19
@@ -76,7 +73,7 @@ def _tool_text(body: dict) -> str:
     )
 
 
-def test_end_session_updates_the_ledger_through_the_tools(tmp_path, ws):
+def test_end_session_updates_the_ledger_through_the_tools(tmp_path, ws, cli):
     write_journal(ws)
     (ws / "learning_ledger.md").write_text(USER_LEDGER, encoding="utf-8")
     seen: dict[str, str] = {}
@@ -104,7 +101,7 @@ def test_end_session_updates_the_ledger_through_the_tools(tmp_path, ws):
             after_update,
         ]
     )
-    result = run_command(
+    result = run_slash_command(
         "end-session", "ZeRO-2", root=ws, client=model.client(), home=tmp_path / "home"
     )
     assert result.final_text.startswith("Session closed")
@@ -135,12 +132,6 @@ def test_end_session_updates_the_ledger_through_the_tools(tmp_path, ws):
         "[entry:zero-stage-2-2026-11-20]" in text
     )
 
-    check = subprocess.run(
-        [sys.executable, "-m", "journal_agent", "ledger", "check", "--json"],
-        cwd=ws,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    check = cli("ledger", "check", "--json")
     assert check.returncode == 0, check.stdout + check.stderr
     assert json.loads(check.stdout)["ok"] is True

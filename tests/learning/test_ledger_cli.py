@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SEED_LEDGER
 
 from journal_agent.journal.ledger import parse_ledger
+from tests.learning.learning_helpers import SEED_LEDGER
 
 
 def _seed(ws: Path) -> Path:
@@ -167,7 +167,7 @@ def test_an_insight_quoting_a_number_its_record_does_not_hold_is_refused(ws, cli
     assert ok.returncode == 0, ok.stderr
     r = cli("ledger", "insight", "Too big", "It needs 85 GB per GPU.", "-s", "m:est-0000beef")
     assert r.returncode == 1
-    assert "it quotes '85 GB', which is not a value of [m:est-0000beef]" in r.stderr
+    assert "it quotes '85 GB', which is in none of its sources ([m:est-0000beef])" in r.stderr
     # Written by hand, the same mistake is what `ledger check` reports.
     path = ws / "learning_ledger.md"
     path.write_text(path.read_text().replace("91.64 GB", "85 GB"))
@@ -226,3 +226,23 @@ def test_an_update_holding_a_secret_is_refused(ws, cli):
     r = cli("ledger", "add-action", "immediate", f"Use api_key={key} for the eval run")
     assert r.returncode == 1 and "Anthropic API key" in r.stderr and "line" in r.stderr
     assert key not in r.stderr and path.read_bytes() == before
+
+
+def test_an_insight_citing_an_entry_quotes_numbers_the_entry_has(ws, cli):
+    from learning_helpers import entry
+
+    text = entry(
+        "Checkpointing Cost",
+        "2026-11-22",
+        "What does recomputation cost?",
+        "The step went from 412 ms to 538 ms with checkpointing on.",
+    )
+    (ws / "learning_journal.md").write_text("# Learning Journal\n\n" + text, encoding="utf-8")
+    assert cli("ledger", "init").returncode == 0
+    source = "checkpointing-cost-2026-11-22"
+    ok = cli("ledger", "insight", "Recompute", "It costs 0.538 s a step.", "-s", source)
+    assert ok.returncode == 0, ok.stderr  # 538 ms, in other units
+    bad = cli("ledger", "insight", "Recompute", "It costs 600 ms a step.", "-s", source)
+    assert bad.returncode == 1
+    assert f"'600 ms', which is in none of its sources ([entry:{source}])" in bad.stderr
+    assert cli("ledger", "check").returncode == 0

@@ -3,9 +3,8 @@ for byte, and the views read what the user wrote."""
 
 from __future__ import annotations
 
-from conftest import SEED_LEDGER
-
 from journal_agent.journal.ledger import parse_ledger
+from tests.learning.learning_helpers import SEED_LEDGER
 
 
 def test_the_seed_ledger_round_trips_byte_for_byte():

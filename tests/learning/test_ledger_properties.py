@@ -124,13 +124,13 @@ def _canon(text: str) -> Counter:
 
 
 @given(st.text())
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_any_text_round_trips(text):
     assert parse_ledger(text).render() == text
 
 
 @given(ledgers())
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 def test_random_ledgers_round_trip(text):
     assert parse_ledger(text).render() == text
 

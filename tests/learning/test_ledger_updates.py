@@ -155,10 +155,9 @@ def test_check_reports_structure_and_dangling_references(tmp_path):
 
 
 def test_an_update_that_changes_nothing_writes_nothing(tmp_path):
-    from conftest import SEED_LEDGER
-
     from journal_agent.journal.ledger_ops import LedgerOperation
     from journal_agent.journal.ledger_store import LedgerStore
+    from tests.learning.learning_helpers import SEED_LEDGER
 
     path = tmp_path / "learning_ledger.md"
     path.write_bytes(SEED_LEDGER.read_bytes())

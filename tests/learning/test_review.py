@@ -7,11 +7,10 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import SEED_LEDGER
-from learning_helpers import run_on_a_terminal, write_journal
 
 from journal_agent.errors import UserError
 from journal_agent.journal import review
+from tests.learning.learning_helpers import SEED_LEDGER, run_on_a_terminal, write_journal
 
 
 def test_scheduling_equals_the_fsrs_package_for_a_scripted_sequence(ws, cli):

@@ -1,17 +1,14 @@
-"""Fixtures for the profiling tests: a user model module on disk, a CLI runner."""
+"""Fixtures for the profiling tests: a user model module on disk, the CLI with checks."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
 
 USER_MODELS = textwrap.dedent(
     '''
@@ -93,35 +90,24 @@ def user_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _run_cli(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(cwd), str(REPO)])}
-    env.pop("JOURNAL_AGENT_ROOT", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "journal_agent", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-        )
-    return proc
+@pytest.fixture
+def run_cli(cli):
+    """``run_cli(*args, cwd=, check=True)``: the root ``cli`` fixture's real subprocess (a
+    profile counts the process's live tensors and starts ranks: the process matters), with
+    ``cwd`` importable for ``--model module:function``; a non-zero exit fails the test unless
+    ``check=False``."""
 
+    def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return cli.process(*args, cwd=cwd, env={"PYTHONPATH": str(cwd)}, check=check, timeout=300)
 
-def _run_json(*args: str, cwd: Path) -> dict:
-    return json.loads(_run_cli(*args, "--json", cwd=cwd).stdout)
+    return run
 
 
 @pytest.fixture
-def run_cli():
-    """Run `python -m journal_agent ARGS` in a subprocess (the real CLI, real files)."""
-    return _run_cli
+def run_json(run_cli):
+    """``run_json(*args, cwd=)``: the command with ``--json``, its output parsed."""
 
+    def run(*args: str, cwd: Path) -> dict:
+        return json.loads(run_cli(*args, "--json", cwd=cwd).stdout)
 
-@pytest.fixture
-def run_json():
-    """Run the CLI with --json and parse its output."""
-    return _run_json
+    return run

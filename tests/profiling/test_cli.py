@@ -11,7 +11,8 @@ from profiling.records import RecordStore
 
 def test_estimate_json_shape_and_record(tmp_path, run_json) -> None:
     data = run_json(
-        "estimate", "--params", "7e9", "--precision", "mixed", "--gpus", "2", "--zero", "2", "--gpu-mem", "40",
+        "estimate", "--params", "7e9", "--precision", "mixed", "--gpus", "2", "--zero", "2",
+        "--gpu-mem", "40",
         "--plot", str(tmp_path / "est.png"), "--root", str(tmp_path), cwd=tmp_path,
     )  # fmt: skip
     assert (tmp_path / "est.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,12 +1,8 @@
+"""Runtime tests: no test may reach a real endpoint with a real key."""
+
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-# Tests import their helpers as ``runtime_helpers`` (importlib mode does not add this dir).
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(autouse=True)

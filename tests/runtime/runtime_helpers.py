@@ -1,6 +1,7 @@
 """Small real tools and a loop factory for the runtime tests (the real tools live elsewhere).
 
-Imported by the tests as ``runtime_helpers`` (conftest.py puts this directory on sys.path).
+Imported by the tests as ``tests.runtime.runtime_helpers`` (pytest puts the repository root on
+the path: ``pythonpath`` in pyproject.toml).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The CLI as a user runs it: real subprocesses against a scripted model served on 127.0.0.1."""
+"""The CLI as a user runs it against a scripted model served on 127.0.0.1: in-process, and in a
+real subprocess where the process matters (a terminal, Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from runtime_helpers import write_agent, write_command
 
 from journal_agent.testing import ScriptedModel, http_error, reply, tool_use
+from tests.runtime.runtime_helpers import write_agent, write_command
 
 KEY = "sk-ant-cli-test-key-0123456789abcdef"
 
@@ -29,21 +30,26 @@ def project(tmp_path):
     return root
 
 
-def cli(root, *args, base_url=None, key=KEY, timeout=120, after_dashes=()):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+def _env(root, key=KEY, base_url=None):
+    """The run's environment: a throw-away HOME, no ANTHROPIC_* but the key and URL given."""
+    env = {k: None for k in os.environ if k.startswith("ANTHROPIC_")}
     env["HOME"] = str(root.parent / "home")
     if key:
         env["ANTHROPIC_API_KEY"] = key
     if base_url:
         env["ANTHROPIC_BASE_URL"] = base_url
-    return subprocess.run(
-        [sys.executable, "-m", "journal_agent", *args, "--root", str(root), "--", *after_dashes],
-        capture_output=True,
-        text=True,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        timeout=timeout,
-    )
+    return env
+
+
+@pytest.fixture
+def run(cli):
+    """``run(root, *args, base_url=, key=)``: ``journal-agent ARGS --root ROOT --`` in-process."""
+
+    def go(root, *args, base_url=None, key=KEY, after_dashes=()):
+        env = _env(root, key, base_url)
+        return cli(*args, "--root", str(root), "--", *after_dashes, env=env)
+
+    return go
 
 
 def _scribe_script(name: str = "notes.md") -> list:
@@ -60,10 +66,10 @@ def _scribe_script(name: str = "notes.md") -> list:
     ]
 
 
-def test_run_writes_files_prints_answer_and_summary(project):
+def test_run_writes_files_prints_answer_and_summary(project, run):
     model = ScriptedModel(_scribe_script())
     with model.serve() as url:
-        done = cli(
+        done = run(
             project, "run", "scribe", "write notes", "--yes", "--mode", "acceptEdits", base_url=url
         )
     assert done.returncode == 0, done.stderr
@@ -85,10 +91,10 @@ def test_run_writes_files_prints_answer_and_summary(project):
     assert len(transcripts) == 1 and KEY not in transcripts[0].read_text()
 
 
-def test_json_output_and_permission_denial_without_a_terminal(project):
+def test_json_output_and_permission_denial_without_a_terminal(project, run):
     model = ScriptedModel(_scribe_script())
     with model.serve() as url:
-        done = cli(project, "run", "scribe", "write notes", "--json", base_url=url)
+        done = run(project, "run", "scribe", "write notes", "--json", base_url=url)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["status"] == "completed" and summary["tools_used"] == {"Write": 1}
@@ -104,19 +110,19 @@ def test_json_output_and_permission_denial_without_a_terminal(project):
     assert not (project / "notes.md").exists() and summary["files_changed"] == []
 
 
-def test_401_is_one_sentence_and_exit_code_2(project):
+def test_401_is_one_sentence_and_exit_code_2(project, run):
     model = ScriptedModel([http_error(401, "invalid x-api-key")])
     with model.serve() as url:
-        done = cli(project, "run", "scribe", "hi", "--yes", base_url=url)
+        done = run(project, "run", "scribe", "hi", "--yes", base_url=url)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("error: the Anthropic API rejected")
     assert "Traceback" not in done.stderr
 
 
-def test_missing_key_exit_code_2_but_dry_run_needs_none(project):
-    done = cli(project, "run", "scribe", "hi", "--yes", key=None)
+def test_missing_key_exit_code_2_but_dry_run_needs_none(project, run):
+    done = run(project, "run", "scribe", "hi", "--yes", key=None)
     assert done.returncode == 2 and "ANTHROPIC_API_KEY is not set" in done.stderr
-    done = cli(project, "run", "scribe", "hi there", "--dry-run", "--thinking", "4096", key=None)
+    done = run(project, "run", "scribe", "hi there", "--dry-run", "--thinking", "4096", key=None)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     req = out["request"]
@@ -127,8 +133,8 @@ def test_missing_key_exit_code_2_but_dry_run_needs_none(project):
     assert out["estimated_input_tokens"]["total"] > 0 and "estimate" in out["note"]
 
 
-def test_learn_dry_run_expands_the_plugin_command(project):
-    done = cli(project, "learn", "ZeRO", "stage", "2", "--dry-run", key=None)
+def test_learn_dry_run_expands_the_plugin_command(project, run):
+    done = run(project, "learn", "ZeRO", "stage", "2", "--dry-run", key=None)
     assert done.returncode == 0, done.stderr
     req = json.loads(done.stdout)["request"]
     first = req["messages"][0]["content"][0]["text"]
@@ -137,10 +143,10 @@ def test_learn_dry_run_expands_the_plugin_command(project):
 
 
 @pytest.mark.slow
-def test_background_run_detaches_records_and_can_be_waited_for(project):
+def test_background_run_detaches_records_and_can_be_waited_for(project, run):
     model = ScriptedModel(_scribe_script("bg.md"))
     with model.serve() as url:
-        started = cli(
+        started = run(
             project,
             "run",
             "--background",
@@ -152,11 +158,11 @@ def test_background_run_detaches_records_and_can_be_waited_for(project):
         )
         assert started.returncode == 0, started.stderr
         run_id = json.loads(started.stdout)["id"]
-        waited = cli(project, "wait", run_id, "--timeout", "90", base_url=url)
+        waited = run(project, "wait", run_id, "--timeout", "90", base_url=url)
     assert waited.returncode == 0, waited.stderr + waited.stdout
     assert waited.stdout.strip() == "Wrote notes.md."
     assert (project / "bg.md").read_text() == "# Notes\n"
-    listed = cli(project, "runs", "--json")
+    listed = run(project, "runs", "--json")
     (status,) = json.loads(listed.stdout)
     assert status["id"] == run_id and status["status"] == "completed"
     assert status["result"]["files_changed"] == ["bg.md"]
@@ -166,7 +172,7 @@ def test_background_run_detaches_records_and_can_be_waited_for(project):
     assert "files changed: bg.md" in log.read_text()
 
 
-def test_on_a_terminal_the_models_question_is_put_to_the_user(project):
+def test_on_a_terminal_the_models_question_is_put_to_the_user(project, cli):
     import pty
 
     model = ScriptedModel(
@@ -176,13 +182,12 @@ def test_on_a_terminal_the_models_question_is_put_to_the_user(project):
         ]
     )
     master, slave = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update(HOME=str(project.parent / "home"), ANTHROPIC_API_KEY=KEY)
+    env = cli.environment(_env(project))
     os.write(master, b"ZeRO stage 2\n\n")  # the reply, then an empty line: done
     with model.serve() as url:
         env["ANTHROPIC_BASE_URL"] = url
         done = subprocess.run(
-            [sys.executable, "-m", "journal_agent", "run", "scribe", "hi", "--root", str(project)],
+            cli.command("run", "scribe", "hi", "--root", str(project)),
             stdin=slave,
             capture_output=True,
             text=True,
@@ -198,16 +203,16 @@ def test_on_a_terminal_the_models_question_is_put_to_the_user(project):
     assert done.stdout.strip() == "Recorded ZeRO stage 2. Was this entry helpful?"
 
 
-def test_background_run_fails_fast_without_key_or_agent(project):
-    done = cli(project, "run", "scribe", "hi", "--background", key=None)
+def test_background_run_fails_fast_without_key_or_agent(project, run):
+    done = run(project, "run", "scribe", "hi", "--background", key=None)
     assert done.returncode == 2 and "ANTHROPIC_API_KEY is not set" in done.stderr
-    done = cli(project, "run", "nobody", "hi", "--background")
+    done = run(project, "run", "nobody", "hi", "--background")
     assert done.returncode == 1 and "no agent named 'nobody'" in done.stderr
     assert not (project / ".journal" / "runs").exists()
 
 
 @pytest.mark.slow
-def test_a_background_run_that_dies_is_reported_failed(project):
+def test_a_background_run_that_dies_is_reported_failed(project, run):
     import signal
     import threading
     import time
@@ -220,13 +225,13 @@ def test_a_background_run_that_dies_is_reported_failed(project):
 
     model = ScriptedModel([hang])
     with model.serve() as url:
-        started = cli(project, "run", "scribe", "hang", "-b", "--json", base_url=url)
+        started = run(project, "run", "scribe", "hang", "-b", "--json", base_url=url)
         status = json.loads(started.stdout)
         deadline = time.monotonic() + 60
         while not model.requests and time.monotonic() < deadline:  # it reached the model
             time.sleep(0.1)
         os.kill(status["pid"], signal.SIGKILL)
-        waited = cli(project, "wait", status["id"], "--timeout", "30")
+        waited = run(project, "wait", status["id"], "--timeout", "30")
         release.set()
     assert waited.returncode == 1
     assert "failed" in waited.stderr and "exited without recording a result" in waited.stderr
@@ -250,7 +255,7 @@ def _entry(title: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _has_journal_tool(), reason="JournalAppend is not in the registry yet")
-def test_parallel_background_runs_appending_to_the_journal_lose_nothing(project):
+def test_parallel_background_runs_appending_to_the_journal_lose_nothing(project, run):
     write_agent(project, "journalist", "You are the journalist.", tools="JournalAppend")
 
     def respond(body):  # the same script for every process; requests interleave
@@ -265,10 +270,10 @@ def test_parallel_background_runs_appending_to_the_journal_lose_nothing(project)
     with model.serve() as url:
         ids = []
         for title in titles:
-            started = cli(project, "run", "journalist", title, "-b", "--json", base_url=url)
+            started = run(project, "run", "journalist", title, "-b", "--json", base_url=url)
             assert started.returncode == 0, started.stderr
             ids.append(json.loads(started.stdout)["id"])
-        waited = cli(project, "wait", *ids, "--timeout", "120")
+        waited = run(project, "wait", *ids, "--timeout", "120")
         assert waited.returncode == 0, waited.stderr
     journal = (project / "learning_journal.md").read_text(encoding="utf-8")
     for title in titles:
@@ -276,7 +281,7 @@ def test_parallel_background_runs_appending_to_the_journal_lose_nothing(project)
 
 
 @pytest.mark.slow
-def test_ctrl_c_with_parallel_subagents_waiting_ends_the_run_at_once(project):
+def test_ctrl_c_with_parallel_subagents_waiting_ends_the_run_at_once(project, cli):
     import signal
     import threading
     import time
@@ -294,22 +299,12 @@ def test_ctrl_c_with_parallel_subagents_waiting_ends_the_run_at_once(project):
         for i in range(2)
     ]
     model = ScriptedModel([reply(*tasks)], routes={"You are sub.": [hang, hang]})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update(HOME=str(project.parent / "home"), ANTHROPIC_API_KEY=KEY)
+    env = cli.environment(_env(project))
     try:
         with model.serve() as url:
             env["ANTHROPIC_BASE_URL"] = url
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "journal_agent",
-                    "run",
-                    "lead",
-                    "go",
-                    "--root",
-                    str(project),
-                ],
+                cli.command("run", "lead", "go", "--root", str(project)),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -335,13 +330,13 @@ def test_ctrl_c_with_parallel_subagents_waiting_ends_the_run_at_once(project):
 
 
 @pytest.mark.slow
-def test_a_background_run_keeps_secrets_out_of_its_status_and_log(project):
+def test_a_background_run_keeps_secrets_out_of_its_status_and_log(project, run):
     (project / "setup.sh").write_text(f"export ANTHROPIC_API_KEY={KEY}\n")
     model = ScriptedModel(
         [reply(tool_use("Read", {"file_path": "setup.sh"})), reply(f"The key is {KEY}.")]
     )
     with model.serve() as url:
-        started = cli(
+        started = run(
             project,
             "run",
             "scribe",
@@ -353,7 +348,7 @@ def test_a_background_run_keeps_secrets_out_of_its_status_and_log(project):
             base_url=url,
         )
         run_id = json.loads(started.stdout)["id"]
-        waited = cli(project, "wait", run_id, "--timeout", "90", "--json")
+        waited = run(project, "wait", run_id, "--timeout", "90", "--json")
     assert waited.returncode == 0, waited.stderr
     assert json.loads(waited.stdout)["result"]["final_text"] == "The key is [REDACTED]."
     for path in (project / ".journal").rglob("*"):
@@ -361,20 +356,20 @@ def test_a_background_run_keeps_secrets_out_of_its_status_and_log(project):
             assert KEY not in path.read_text(errors="replace"), path
 
 
-def test_max_retries_is_configurable(project):
+def test_max_retries_is_configurable(project, run):
     model = ScriptedModel([http_error(529, "Overloaded"), reply("fine")])
     with model.serve() as url:
-        done = cli(project, "run", "scribe", "hi", "--yes", "--max-retries", "0", base_url=url)
+        done = run(project, "run", "scribe", "hi", "--yes", "--max-retries", "0", base_url=url)
     assert done.returncode == 1 and len(model.requests) == 1
     assert "kept failing (529: Overloaded) after 0 retries" in done.stderr
     model = ScriptedModel([http_error(529), http_error(529), http_error(529), reply("fine")])
     with model.serve() as url:
-        done = cli(project, "run", "scribe", "hi", "--yes", "--max-retries", "3", base_url=url)
+        done = run(project, "run", "scribe", "hi", "--yes", "--max-retries", "3", base_url=url)
     assert done.returncode == 0 and done.stdout.strip() == "fine" and len(model.requests) == 4
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_commands_subagents_started(project):
+def test_ctrl_c_stops_the_commands_subagents_started(project, cli):
     import signal
     import time
     import uuid
@@ -395,14 +390,13 @@ def test_ctrl_c_stops_the_commands_subagents_started(project):
     ]
     sub = [reply(tool_use("Bash", {"command": sleeper})) for _ in range(2)]
     model = ScriptedModel([reply(*tasks)], routes={"You are sub.": sub})
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update(HOME=str(project.parent / "home"), ANTHROPIC_API_KEY=KEY)
+    env = cli.environment(_env(project))
     flags = ["--root", str(project), "--mode", "bypassPermissions"]
     try:
         with model.serve() as url:
             env["ANTHROPIC_BASE_URL"] = url
             proc = subprocess.Popen(
-                [sys.executable, "-m", "journal_agent", "run", "lead", "go", *flags],
+                cli.command("run", "lead", "go", *flags),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -422,13 +416,13 @@ def test_ctrl_c_stops_the_commands_subagents_started(project):
             p.kill()
 
 
-def test_command_runs_any_slash_command_with_its_arguments(project):
+def test_command_runs_any_slash_command_with_its_arguments(project, run):
     write_command(project, "note", "Note $ARGUMENTS now.", **{"allowed-tools": "Read"})
-    done = cli(project, "command", "/note", "ZeRO", "stage 2", "--dry-run", key=None)
+    done = run(project, "command", "/note", "ZeRO", "stage 2", "--dry-run", key=None)
     assert done.returncode == 0, done.stderr
     req = json.loads(done.stdout)["request"]
     assert req["messages"][0]["content"][0]["text"].rstrip() == "Note ZeRO stage 2 now."
     assert [t["name"] for t in req["tools"]] == ["Read"]
-    missing = cli(project, "command", "nope", key=None)
+    missing = run(project, "command", "nope", key=None)
     assert missing.returncode == 1
     assert missing.stderr.strip().startswith("error: no command named 'nope'")

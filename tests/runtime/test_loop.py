@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from runtime_helpers import API_KEY, Fail, Rendezvous, WriteNote, make_loop
 
 from journal_agent.runtime.caching import MAX_BREAKPOINTS, count_breakpoints
 from journal_agent.runtime.client import ModelCallError, make_client
@@ -13,6 +12,7 @@ from journal_agent.runtime.events import Done, ToolCalled, ToolFinished, UsageRe
 from journal_agent.runtime.loop import CONTINUE_PROMPT, RunOptions
 from journal_agent.runtime.transcript import read_transcript, replay_requests
 from journal_agent.testing import ScriptedModel, http_error, reply, thinking, tool_use
+from tests.runtime.runtime_helpers import API_KEY, Fail, Rendezvous, WriteNote, make_loop
 
 
 def test_parallel_tool_calls_run_concurrently_and_return_in_one_message(tmp_path):

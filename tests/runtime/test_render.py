@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 
 from rich.console import Console
-from runtime_helpers import Rendezvous, WriteNote, make_loop
 
 from journal_agent.runtime.render import Renderer, summary_lines
 from journal_agent.testing import ScriptedModel, reply, tool_use
+from tests.runtime.runtime_helpers import Rendezvous, WriteNote, make_loop
 
 
 def _run(tmp_path, terminal: bool) -> tuple[str, object]:

@@ -9,13 +9,13 @@ import time
 
 import pytest
 from pydantic import BaseModel
-from runtime_helpers import API_KEY, WriteNote, make_loop, write_agent
 
 from journal_agent.errors import UserError
 from journal_agent.runtime import RunOptions, run_agent
 from journal_agent.runtime.limits import parse_budget
 from journal_agent.testing import ScriptedModel, reply, tool_use
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from tests.runtime.runtime_helpers import API_KEY, WriteNote, make_loop, write_agent
 
 
 class _Empty(BaseModel):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from runtime_helpers import API_KEY, Rendezvous, WriteNote, write_agent, write_command
 
 from journal_agent.errors import UserError
-from journal_agent.runtime import RunOptions, run_agent, run_command
+from journal_agent.runtime import RunOptions, run_agent, run_slash_command
 from journal_agent.runtime.events import ToolCalled
 from journal_agent.runtime.transcript import read_transcript
 from journal_agent.testing import ScriptedModel, http_error, reply, tool_use
+from tests.runtime.runtime_helpers import API_KEY, Rendezvous, WriteNote, write_agent, write_command
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def test_command_text_is_the_first_message_under_the_general_prompt(project, tmp
     model = ScriptedModel(
         [reply(tool_use("WriteNote", {"path": "notes.md", "text": "zero"})), reply("Noted.")]
     )
-    r = run_command(
+    r = run_slash_command(
         "note",
         "ZeRO stage 2",
         root=project,
@@ -285,7 +285,7 @@ def test_a_commands_allowed_tools_run_without_asking(project, tmp_path):
     write_agent(project, "plain", "Body.", tools="Write")
     script = [reply(tool_use("Write", {"file_path": "jot.md", "content": "hi\n"})), reply("ok")]
     model = ScriptedModel(list(script))
-    r = run_command("jot", "hi", root=project, client=model.client(), home=tmp_path / "home")
+    r = run_slash_command("jot", "hi", root=project, client=model.client(), home=tmp_path / "home")
     assert (project / "jot.md").read_text() == "hi\n" and r.files_changed == ["jot.md"]
     # the same call from an agent in the default mode, with nobody to ask: denied
     (project / "jot.md").unlink()

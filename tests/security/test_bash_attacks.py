@@ -11,6 +11,7 @@ stops it. (``plan`` with that rule is the read-only view; ``acceptEdits`` and
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -164,3 +165,18 @@ def test_outliving_processes_through_the_cli(lab):
     for i, attack in enumerate(OUTLIVERS.values()):
         lab.bash(attack.format(n=300 + i), "bypassPermissions", cli=True)
     assert all(lab.none_left(f"999.{300 + i}") for i in range(len(OUTLIVERS)))
+
+
+@pytest.mark.parametrize(
+    "rel", [".claude/settings.local.json", ".journal/settings.json", ".git/config",
+            ".git/hooks/pre-commit", ".mcp.json"],
+)  # fmt: skip
+def test_the_file_tools_cannot_plant_settings_or_hooks_in_accept_edits(lab, rel):
+    """Write/Edit run outside the sandbox: the policy asks for the same protected paths."""
+    from journal_agent.tools import builtin_tools, make_context
+
+    ctx = make_context(lab.ws, mode="acceptEdits")
+    content = json.dumps(lab.EVIL_SETTINGS)
+    res = builtin_tools()["Write"].call(ctx, {"file_path": rel, "content": content})
+    assert res.is_error and "needs approval" in res.content
+    lab.assert_settings_unchanged()

@@ -12,7 +12,7 @@ import pytest
 from journal_agent.secrets import find_secrets, redact_secrets, refuse_secrets
 from journal_agent.tools.base import ToolContext
 from journal_agent.tools.permissions import PermissionPolicy
-from journal_agent.tools.reads import ReadTracker
+from journal_agent.tools.read_tracking import ReadTracker
 from journal_agent.tools.registry import builtin_tools
 
 SECRETS = {

@@ -12,7 +12,7 @@ import pytest
 from journal_agent.tools.base import ToolContext, ToolResult
 from journal_agent.tools.edit import Edit
 from journal_agent.tools.read import Read
-from journal_agent.tools.reads import ReadTracker
+from journal_agent.tools.read_tracking import ReadTracker
 from journal_agent.tools.write import Write
 
 SECRET = "TOPSECRET-outside-the-workspace"

@@ -17,7 +17,7 @@ from pathlib import Path
 from journal_agent.tools.base import ToolContext
 from journal_agent.tools.edit import Edit
 from journal_agent.tools.read import Read
-from journal_agent.tools.reads import ReadTracker
+from journal_agent.tools.read_tracking import ReadTracker
 from journal_agent.tools.write import Write
 
 MARKER = "<!-- end of journal -->"
@@ -29,7 +29,7 @@ WORKER = textwrap.dedent(
     from journal_agent.tools.base import ToolContext
     from journal_agent.tools.edit import Edit
     from journal_agent.tools.read import Read
-    from journal_agent.tools.reads import ReadTracker
+    from journal_agent.tools.read_tracking import ReadTracker
 
     root, name, index, workers = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     marker = sys.argv[5]

@@ -23,7 +23,7 @@ from journal_agent.tools.glob import Glob
 from journal_agent.tools.grep import Grep
 from journal_agent.tools.permissions import PermissionPolicy
 from journal_agent.tools.read import Read
-from journal_agent.tools.reads import ReadTracker
+from journal_agent.tools.read_tracking import ReadTracker
 from journal_agent.tools.workspace import resolve_path
 from journal_agent.tools.write import Write
 

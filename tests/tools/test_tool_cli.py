@@ -1,11 +1,9 @@
-"""``journal-agent tool`` / ``tools`` through a real subprocess, as a user runs them."""
+"""``journal-agent tool`` / ``tools`` as a user runs them."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,22 +16,7 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-def cli(*args: str, cwd: Path, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HOME": str(home)}
-    env.pop("JOURNAL_AGENT_ROOT", None)
-    return subprocess.run(
-        [sys.executable, "-m", "journal_agent", *args],
-        cwd=cwd,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def test_runs_a_tool_and_prints_what_the_model_sees(ws: Path, home: Path) -> None:
+def test_runs_a_tool_and_prints_what_the_model_sees(cli, ws: Path, home: Path) -> None:
     (ws / "notes.md").write_text("alpha\nbeta\n")
     r = cli("tool", "Read", '{"file_path": "notes.md"}', cwd=ws, home=home)
     assert r.returncode == 0, r.stderr
@@ -42,13 +25,13 @@ def test_runs_a_tool_and_prints_what_the_model_sees(ws: Path, home: Path) -> Non
     assert (r.returncode, r.stdout) == (0, "notes.md:2:beta\n")
 
 
-def test_a_tool_error_exits_1_with_the_message_on_stdout(ws: Path, home: Path) -> None:
+def test_a_tool_error_exits_1_with_the_message_on_stdout(cli, ws: Path, home: Path) -> None:
     r = cli("tool", "Read", '{"file_path": "/etc/passwd"}', cwd=ws, home=home)
     assert r.returncode == 1
     assert "outside the workspace" in r.stdout
 
 
-def test_root_allow_deny_and_mode(tmp_path: Path, ws: Path, home: Path) -> None:
+def test_root_allow_deny_and_mode(cli, tmp_path: Path, ws: Path, home: Path) -> None:
     r = cli("tool", "Bash", '{"command": "touch made"}', "--root", str(ws), cwd=tmp_path, home=home)
     assert r.returncode == 1 and "needs approval" in r.stdout
     assert not (ws / "made").exists()
@@ -66,7 +49,7 @@ def test_root_allow_deny_and_mode(tmp_path: Path, ws: Path, home: Path) -> None:
     assert r.returncode == 0 and (ws / "n.txt").read_text() == "x"
 
 
-def test_settings_file_rules_apply(ws: Path, home: Path) -> None:
+def test_settings_file_rules_apply(cli, ws: Path, home: Path) -> None:
     (ws / ".claude").mkdir()
     (ws / ".claude" / "settings.json").write_text(
         json.dumps({"permissions": {"allow": ["Bash(touch:*)"]}})
@@ -75,8 +58,8 @@ def test_settings_file_rules_apply(ws: Path, home: Path) -> None:
     assert r.returncode == 0 and (ws / "ok").exists()
 
 
-def test_input_from_stdin(ws: Path, home: Path) -> None:
-    r = cli("tool", "Bash", "-", cwd=ws, home=home, stdin='{"command": "echo piped"}')
+def test_input_from_stdin(cli, ws: Path, home: Path) -> None:
+    r = cli("tool", "Bash", "-", cwd=ws, home=home, input='{"command": "echo piped"}')
     assert r.returncode == 0 and r.stdout.startswith("piped\n")
 
 
@@ -91,19 +74,19 @@ def test_input_from_stdin(ws: Path, home: Path) -> None:
         (("tool", "Grep", '{"pattern": "x"}', "--mode", "yolo"), "unknown permission mode"),
     ],
 )
-def test_user_errors_are_one_sentence(ws: Path, home: Path, args: tuple, message: str) -> None:
+def test_user_errors_are_one_sentence(cli, ws: Path, home: Path, args: tuple, message: str) -> None:
     r = cli(*args, cwd=ws, home=home)
     assert r.returncode == 1
     assert r.stderr.startswith("error: ") and message in r.stderr
     assert "Traceback" not in r.stderr
 
 
-def test_invalid_fields_are_a_tool_error(ws: Path, home: Path) -> None:
+def test_invalid_fields_are_a_tool_error(cli, ws: Path, home: Path) -> None:
     r = cli("tool", "Grep", '{"patern": "x"}', cwd=ws, home=home)
     assert r.returncode == 1 and "Invalid input for Grep" in r.stdout
 
 
-def test_list_tools(ws: Path, home: Path) -> None:
+def test_list_tools(cli, ws: Path, home: Path) -> None:
     r = cli("tools", "--json", cwd=ws, home=home)
     assert r.returncode == 0
     defs = json.loads(r.stdout)
@@ -118,7 +101,9 @@ def test_list_tools(ws: Path, home: Path) -> None:
     assert r.returncode == 0 and "Grep" in r.stdout and "head_limit?" in r.stdout
 
 
-def _run_on_a_terminal(args: list[str], cwd: Path, home: Path, answer: bytes) -> tuple[str, int]:
+def _run_on_a_terminal(
+    cli, args: list[str], cwd: Path, home: Path, answer: bytes
+) -> tuple[str, int]:
     """Run the CLI on a pseudo-terminal, answer its prompt, return (output, exit code)."""
     import pty
     import select
@@ -126,8 +111,8 @@ def _run_on_a_terminal(args: list[str], cwd: Path, home: Path, answer: bytes) ->
     pid, fd = pty.fork()
     if pid == 0:  # the child: become the CLI
         os.chdir(cwd)
-        os.environ["HOME"] = str(home)
-        os.execv(sys.executable, [sys.executable, "-m", "journal_agent", *args])
+        command = cli.command(*args)
+        os.execve(command[0], command, cli.environment({"HOME": str(home)}))
     out = b""
     answered = False
     while True:
@@ -151,9 +136,11 @@ def _run_on_a_terminal(args: list[str], cwd: Path, home: Path, answer: bytes) ->
 
 @pytest.mark.parametrize(("answer", "made", "code"), [(b"y\n", True, 0), (b"n\n", False, 1)])
 def test_on_a_terminal_ask_means_a_prompt(
-    ws: Path, home: Path, answer: bytes, made: bool, code: int
+    cli, ws: Path, home: Path, answer: bytes, made: bool, code: int
 ) -> None:
-    out, rc = _run_on_a_terminal(["tool", "Bash", '{"command": "touch made"}'], ws, home, answer)
+    out, rc = _run_on_a_terminal(
+        cli, ["tool", "Bash", '{"command": "touch made"}'], ws, home, answer
+    )
     assert "Allow Bash: touch made? [y/N]" in out
     assert (ws / "made").exists() is made and rc == code
     if not made:

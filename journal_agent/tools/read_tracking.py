@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HASH_CHUNK = 1 << 20
-
 
 @dataclass(frozen=True)
 class Fingerprint:
@@ -95,13 +93,3 @@ def tracker_for(ctx: Any) -> ReadTracker:
             if ctx.reads is None:
                 ctx.reads = ReadTracker()
     return ctx.reads
-
-
-def fingerprint_file(path: Path) -> Fingerprint:
-    """Hash the whole file in chunks (memory stays flat) together with its stat identity."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
-        while chunk := f.read(HASH_CHUNK):
-            digest.update(chunk)
-    return Fingerprint.from_stat(st, digest.hexdigest())
