@@ -17,6 +17,11 @@ def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
 
 
+def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    # Only when it drops something: F.dropout(p=0) still makes a copy and a mask.
+    return F.dropout(x, p, training) if p and training else x
+
+
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c: WorkloadConfig, training: bool
 ) -> torch.Tensor:
@@ -34,7 +39,7 @@ def _attend(
     scores = (q @ k.transpose(-2, -1)) * (q.size(-1) ** -0.5)
     causal = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
     probs = F.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
-    return F.dropout(probs, c.dropout, training) @ v
+    return _dropout(probs, c.dropout, training) @ v
 
 
 class _LM(nn.Module):
@@ -68,9 +73,9 @@ class _GPT2Block(nn.Module):
         q, k, v = (z.view(b, t, self.heads, h // self.heads).transpose(1, 2) for z in (q, k, v))
         y = _attend(q, k, v, self.config, self.training)
         p = self.config.dropout
-        x = x + F.dropout(self.c_proj(y.transpose(1, 2).reshape(b, t, h)), p, self.training)
+        x = x + _dropout(self.c_proj(y.transpose(1, 2).reshape(b, t, h)), p, self.training)
         mlp = self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-        return x + F.dropout(mlp, p, self.training)
+        return x + _dropout(mlp, p, self.training)
 
 
 class GPT2(_LM):
@@ -90,7 +95,7 @@ class GPT2(_LM):
         if t > self.config.max_seq:
             raise ValueError(f"sequence length {t} exceeds the model's {self.config.max_seq}")
         pos = torch.arange(t, device=idx.device)
-        x = F.dropout(self.wte(idx) + self.wpe(pos), self.config.dropout, self.training)
+        x = _dropout(self.wte(idx) + self.wpe(pos), self.config.dropout, self.training)
         for block in self.h:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))

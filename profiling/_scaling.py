@@ -17,7 +17,7 @@ and blocks 1, 2 of 4), then trace 5 blocks and require every prediction to hold 
 if one does not, the caller traces the full model instead. A phase's peak is the highest of its
 stretches at L blocks (over *i*, a middle block's ``C·i`` is highest at an end: i = 1 or
 L − 2), taking the earliest stretch on a tie, as a running maximum keeps the first moment it
-reaches. ``tests/profiling/test_block_scaling.py`` proves the result equal to the full trace.
+reaches. ``tests/profiling/test_trace_block_scaling.py`` proves the result equal to the full trace.
 
 Pure Python: numbers only, no torch.
 """
