@@ -56,6 +56,16 @@ def check_confinement(root: Path) -> Check:
             "read-only one",
         )
     net = "all network" if settings.network.all_allowed else "no network"
+    if conf.kind == "bubblewrap":
+        from journal_agent.tools.sandbox.linux import device_nodes_protected
+
+        if not device_nodes_protected():
+            return Check(
+                "sandbox",
+                False,
+                f"{conf.reason}; {net}; but running as root without the right to make device "
+                "nodes, so a command could change /dev/null's permissions for the machine",
+            )
     return Check("sandbox", True, f"{conf.reason}; {net}")
 
 

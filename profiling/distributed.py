@@ -96,12 +96,15 @@ class RanksSummary(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def _wrap(fsdp: bool, device: Any, mesh: Any):
+def _wrap(config: Any, device: Any, mesh: Any):
     def wrap(model: Any, _prof: Any) -> Any:
-        if fsdp:
+        if config.fsdp:
+            import torch
+
             from profiling.trace import _shard
 
-            _shard(model, mesh, True, None)
+            mp = torch.bfloat16 if config.precision == "mixed" else None
+            _shard(model, mesh, config.reshard_after_forward, mp)
             return model
         from torch.nn.parallel import DistributedDataParallel
 
@@ -137,7 +140,7 @@ def profile_rank(config: Any, options: Any) -> RanksSummary | None:
             mesh = init_device_mesh(device.type, (world,))
         opts = options.model_copy(update={"device": str(device), "compare_trace": False})
         torch.manual_seed(rank)  # each rank its own batch, as a data-parallel loader gives
-        run = measure_step(config, opts, wrap=_wrap(config.fsdp, device, mesh))
+        run = measure_step(config, opts, wrap=_wrap(config, device, mesh))
         s = run.summary
         mine = RankResult(
             rank=rank,
@@ -170,13 +173,14 @@ def profile_rank(config: Any, options: Any) -> RanksSummary | None:
     notes = []
     if not on_gpu and config.fsdp:
         notes.append(
-            "FSDP2 on CPU: parameters gathered by resizing storages outside operators are not "
-            "seen by the live-tensor count; compare RSS, or trace with --fsdp --world-size N"
+            "FSDP2 on CPU: the live-tensor count over-counts — FSDP2 frees gathered parameters "
+            "by resizing their storage to 0 outside any operator, which it does not see; for "
+            "FSDP2 peaks use a GPU (allocator statistics are exact) or trace with --fsdp --gpus N"
         )
     return RanksSummary(
         world_size=world,
         backend=backend,
-        strategy="FSDP2 (fully_shard per block and root)" if config.fsdp else "DDP",
+        strategy="FSDP2" if config.fsdp else "DDP",
         config=config.model_dump(),
         steps=options.steps,
         warmup=options.warmup,

@@ -31,6 +31,7 @@ from profiling.trace import (
     _apply_checkpointing,
     _loss_of,
     make_optimizer,
+    untraceable,
 )
 from profiling.workloads import WORKLOADS, build_model, describe
 
@@ -134,8 +135,25 @@ def _build(config: Any, device: torch.device, factory: Callable[..., Any] | None
 def _with_seq(config: Any, factory: Callable[..., Any] | None) -> Any:
     if config.seq is not None:
         return config
-    workload = None if factory is not None else WORKLOADS.get(config.model)
-    return config.model_copy(update={"seq": min(workload.max_seq, 2048) if workload else 512})
+    seq = 512 if factory is not None else config.seq_or_default()
+    return config.model_copy(update={"seq": seq})
+
+
+def _optimizer(config: Any, trainable: list[Any], notes: list[str]) -> Any:
+    """The trace's optimizer for the same configuration (mixed: fp32 master weights)."""
+    foreach = config.foreach if config.foreach is not None else not config.fsdp
+    if config.precision == "mixed" and not config.fsdp:
+        from profiling.master_weights import MasterWeightOptimizer
+
+        notes.append(
+            "mixed precision: bf16 parameters and gradients, fp32 master weights in the optimizer"
+        )
+        return MasterWeightOptimizer(
+            trainable,
+            lambda masters: make_optimizer(config.optimizer, masters, foreach),
+            fp32_grads=config.fp32_grads,
+        )
+    return make_optimizer(config.optimizer, trainable, foreach)
 
 
 def _who(config: Any) -> str:
@@ -151,10 +169,16 @@ def measure_step(
 ) -> MeasuredRun:
     """Measure ``options.warmup + options.steps`` real training steps of ``config``.
 
-    ``config`` is the trace's configuration (model, batch, seq, dtype, param_dtype, optimizer,
-    checkpointing, foreach). ``wrap`` (many ranks) wraps the built model, e.g. in DDP.
+    ``config`` is the shared :class:`~profiling.config.TrainingConfig` (model, batch, seq,
+    precision, optimizer, checkpointing, foreach, grads_kept, fsdp/zero). ``wrap`` (many
+    ranks) wraps the built model, e.g. in DDP or FSDP2.
     """
     options = options or RunOptions()
+    if config.model is None:
+        raise ProfilingError("a measured run needs --model (a reference name or a factory)")
+    problems = untraceable(config)
+    if problems:
+        raise ProfilingError("a measured run needs " + "; ".join(problems))
     config = _with_seq(config, factory)
     say = progress or (lambda _done, _total, _what: None)
     prof = MemoryProfiler(
@@ -176,7 +200,7 @@ def measure_step(
                 model, inputs, info = _build(config, device, factory)
             finally:
                 torch.set_default_dtype(previous)
-            if config.checkpointing:
+            if config.checkpointing == "full":
                 notes.append(
                     f"activation checkpointing on {_apply_checkpointing(model)} blocks "
                     "(non-reentrant)"
@@ -190,8 +214,7 @@ def measure_step(
             trainable = [p for p in model.parameters() if p.requires_grad]
             if not trainable:
                 raise ProfilingError(f"{who} has no trainable parameters; nothing to train")
-            foreach = config.foreach if config.foreach is not None else not config.fsdp
-            optimizer = make_optimizer(config.optimizer, trainable, foreach)
+            optimizer = _optimizer(config, trainable, notes)
             tokens = config.batch * config.seq if ":" not in config.model else None
             prof.tokens_per_step = tokens
             run = MeasuredRun(
@@ -234,8 +257,8 @@ def _loop(
 
     config, prof = run.config, run.profiler
     autocast = (
-        (lambda: torch.autocast(device.type, dtype=_DTYPES[config.dtype]))
-        if config.dtype != "fp32"
+        (lambda: torch.autocast(device.type, dtype=_DTYPES[config.compute_dtype]))
+        if config.autocast
         else contextlib.nullcontext
     )
     model.train()
@@ -257,7 +280,7 @@ def _loop(
                     optimizer.step()
                 # Between phases (still in the step's peak), as the trace does: "after
                 # optimizer" then holds the gradients in both.
-                optimizer.zero_grad(set_to_none=True)
+                optimizer.zero_grad(set_to_none=not config.grads_kept)
         except ProfilingError as exc:
             raise ProfilingError(f"{who}: {exc}") from None
         except Exception as exc:

@@ -73,7 +73,10 @@ def journal_append_command(
     json_out: JsonOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
-    """Validate an entry and append it to learning_journal.md (atomically, under a lock)."""
+    """Validate an entry and append it to learning_journal.md (atomically, under a lock).
+
+    An entry that repeats one already in the journal (same concept, near-identical content)
+    is refused with that entry's title; update it instead, or --force to keep both."""
     from journal_agent.journal import api
 
     workspace = resolve_root(root)
@@ -166,20 +169,26 @@ def journal_show_command(
     json_out: JsonOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
-    """Print one entry exactly as it is in the journal."""
+    """Print one entry exactly as it is in the journal, then the entries that link to it."""
     from journal_agent.journal import api
 
-    journal = api.load(resolve_root(root))
+    workspace = resolve_root(root)
+    journal = api.load(workspace)
     found = journal.get(entry)
     if found is None:
         raise UserError(
             f"no single entry matches {entry!r}; use an id or number from "
             "`journal-agent journal list`."
         )
+    links = api.backlinks(workspace, found.id)
     if json_out:
-        print_json({**found.summary(), "text": found.raw})
-    else:
-        typer.echo(found.raw, nl=False)
+        print_json({**found.summary(), "text": found.raw, "backlinks": links})
+        return
+    typer.echo(found.raw, nl=False)
+    if links:
+        typer.echo("\n← linked from (🔗 Related Concepts of):")
+        for link in links:
+            typer.echo(f"- **{link['title']}** ({link['date']}) — entry `{link['id']}`")
 
 
 @journal_app.command("refresh")
@@ -210,23 +219,47 @@ def journal_search_command(
     json_out: JsonOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
-    """Full-text search (BM25 ranking) with entry, date and snippet; `#tag` words filter."""
+    """Search by words (stems, synonyms, typos, Chinese) and meaning; `#tag` words filter."""
     from journal_agent.journal import api
     from journal_agent.journal.limits import check_query
 
+    workspace = resolve_root(root)
     tags = [w for w in query if w.startswith("#") and len(w) > 1]
     words = " ".join(w for w in query if w not in tags)
     check_query(words)
-    hits = api.search(resolve_root(root), words, tags, limit)
+    hits, note = api.search_with_note(workspace, words, tags, limit)
+    if note:
+        typer.echo(f"note: {note}", err=True)
     if json_out:
         print_json([h.to_dict() for h in hits])
         return
     for h in hits:
         typer.echo(f"{h.date}  {h.title}  [{h.id}]  line {h.line}")
+        why = []
+        if h.matched:
+            why.append("words: " + ", ".join(h.matched))
+        if h.meaning is not None and (not h.matched or h.meaning >= 0.45):
+            why.append(f"meaning {h.meaning:.2f}")
+        if why:
+            typer.echo(f"    ({'; '.join(why)})")
         if h.snippet:
             typer.echo(f"    {h.snippet}")
     if not hits:
         typer.echo("no matches")
+
+
+@journal_app.command("index")
+def index_cmd(root: RootOption = None) -> None:  # type: ignore[assignment]
+    """Embed every entry that has no vector yet (for search by meaning); prints progress."""
+    from journal_agent.journal import api
+
+    def progress(done: int, total: int) -> None:
+        typer.echo(f"\rembedded {done}/{total}", nl=False, err=True)
+
+    embedded, total = api.index(resolve_root(root), progress)
+    if embedded:
+        typer.echo("", err=True)
+    typer.echo(f"{total} entries indexed; {embedded} embedded now, the rest were cached")
 
 
 @journal_app.command("related")
@@ -237,7 +270,7 @@ def journal_related_command(
     json_out: JsonOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
-    """Existing entries most similar to a draft, for its 🔗 Related Concepts section."""
+    """Existing entries a draft should link to (words and meaning), for its 🔗 section."""
     from journal_agent.journal import api
     from journal_agent.journal.limits import check_draft
 

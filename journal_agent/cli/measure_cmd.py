@@ -17,10 +17,25 @@ import typer
 
 from journal_agent.cli import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._config_flags import config_flags
 from journal_agent.errors import UserError
 from journal_agent.paths import measurements_dir
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
+# The shared configuration's settings a real run on this machine can honour.
+PROFILE_FIELDS = (
+    "model",
+    "batch",
+    "seq",
+    "precision",
+    "fp32_grads",
+    "optimizer",
+    "foreach",
+    "grads_kept",
+    "zero",
+    "fsdp",
+    "checkpointing",
+)
 
 
 @app.command("gpu")
@@ -74,37 +89,13 @@ def _progress_runner(model: str, quiet: bool):
 
 
 @app.command("profile")
+@config_flags(include=PROFILE_FIELDS, exclude=("world_size", "flash_attention"))
 def profile_command(
-    model: Annotated[
-        str,
-        typer.Option(
-            "--model", help="A reference model (tiny-gpt2 … llama-7b) or package.module:factory."
-        ),
-    ],
+    config: dict[str, Any],
     steps: Annotated[int, typer.Option("--steps", min=1, help="Timed steps.")] = 10,
     warmup: Annotated[
         int, typer.Option("--warmup", min=0, help="Steps run first and left out of the times.")
     ] = 2,
-    batch: Annotated[int, typer.Option("--batch", min=1)] = 1,
-    seq: Annotated[
-        int | None,
-        typer.Option("--seq", min=1, help="Sequence length (default: the model's, ≤ 2048; 512)."),
-    ] = None,
-    dtype: Annotated[
-        str, typer.Option("--dtype", help="Autocast compute dtype: bf16 | fp16 | fp32 (none).")
-    ] = "fp32",
-    param_dtype: Annotated[
-        str, typer.Option("--param-dtype", help="Parameter dtype: fp32 | bf16 (pure bf16).")
-    ] = "fp32",
-    optimizer: Annotated[
-        str,
-        typer.Option(
-            "--optimizer", help="adamw | adam | sgd | sgd-nomomentum | adagrad | rmsprop."
-        ),
-    ] = "adamw",
-    checkpointing: Annotated[
-        bool, typer.Option("--checkpointing", help="Activation checkpointing on every block.")
-    ] = False,
     device: Annotated[
         str | None, typer.Option("--device", help="cpu | cuda | cuda:N (default: CUDA if any).")
     ] = None,
@@ -112,9 +103,6 @@ def profile_command(
         int,
         typer.Option("--nproc", min=1, help="Ranks on this machine, one process each (torchrun)."),
     ] = 1,
-    fsdp: Annotated[
-        bool, typer.Option("--fsdp", help="With --nproc: shard with FSDP2 instead of DDP.")
-    ] = False,
     spike_threshold: Annotated[
         float,
         typer.Option(
@@ -156,23 +144,14 @@ def profile_command(
         raise typer.Exit(run_under_torchrun(nproc, sys.argv[1:]))
     from pydantic import ValidationError
 
+    from profiling.config import TrainingConfig
     from profiling.measure import RunOptions
-    from profiling.measured_report import render_comparison, render_summary, run_json, run_record
-    from profiling.records import RecordStore, cite
-    from profiling.report import trace_record
-    from profiling.trace import TraceConfig
+    from profiling.records import RecordStore
 
+    if "model" not in config:
+        raise UserError("profile needs --model NAME (a reference model or package.module:factory)")
+    cfg = TrainingConfig.parse(**config)
     try:
-        cfg = TraceConfig(
-            model=model,
-            batch=batch,
-            seq=seq,
-            dtype=dtype,
-            param_dtype=param_dtype,
-            optimizer=optimizer,
-            checkpointing=checkpointing,
-            fsdp=fsdp,
-        )
         options = RunOptions(
             steps=steps,
             warmup=warmup,
@@ -194,19 +173,32 @@ def profile_command(
             return
         _finish_ranks(gathered, store, as_json)
         return
-    with _progress_runner(model, as_json) as bar:
-        task = bar.add_task("starting", total=steps + warmup) if bar is not None else None
+    _profile_here(cfg, options, store, csv_path, plot, as_json)
+
+
+def _measure_with_progress(cfg: Any, options: Any, quiet: bool) -> Any:
+    from profiling.measure import measure_step
+
+    with _progress_runner(cfg.model, quiet) as bar:
+        task = bar.add_task("starting", total=options.steps + options.warmup) if bar else None
 
         def progress(done: int, total: int, what: str) -> None:
             if bar is not None:
                 bar.update(task, completed=done, total=total, description=what)
 
-        from profiling.measure import measure_step
+        return measure_step(cfg, options, progress=progress)
 
-        run = measure_step(cfg, options, progress=progress)
-    trace_id = None
-    if run.trace is not None:
-        trace_id = store.save(trace_record(run.trace))
+
+def _profile_here(
+    cfg: Any, options: Any, store: Any, csv_path: Path | None, plot: Path | None, as_json: bool
+) -> None:
+    """One process on this machine's device: measure, save, print; exit 1 on out-of-memory."""
+    from profiling.measured_report import render_comparison, render_summary, run_json, run_record
+    from profiling.records import cite
+    from profiling.report import trace_record
+
+    run = _measure_with_progress(cfg, options, as_json)
+    trace_id = store.save(trace_record(run.trace)) if run.trace is not None else None
     record = run_record(run, trace_id)
     store.save(record)
     payload = run_json(run, record.id, trace_id)

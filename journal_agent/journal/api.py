@@ -63,9 +63,15 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
         entry, problems = validate_draft(root, text)
     except DraftError as exc:
         raise UserError(f"the entry was not appended: {exc}.") from None
+    store = JournalStore(root)
+    # The duplicate check comes last: a draft with problems is fixed first (and the check
+    # embeds the draft, which is wasted on one that changes); --force means keep both anyway.
+    checked = store.exists() and not problems and not force
+    similar = _check_duplicate(root, entry) if checked else None
+    if similar is not None and similar.duplicate is not None:
+        problems = [*problems, _duplicate_problem(entry.id, similar.duplicate)]
     if problems and not force:
         return AppendOutcome(appended=False, entry_id=entry.id, problems=problems)
-    store = JournalStore(root)
     result = _append_with_hashes(store, text, entry)
     outcome = AppendOutcome(True, result.entry_id, result.line, problems, forced=bool(problems))
     _log_append(store, outcome)
@@ -80,10 +86,50 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
             (result.new_size, result.new_mtime_ns),
             store.path.read_bytes(),
         )
+        _remember_vector(root, appended, similar)
     except Exception as exc:
         # The next search rebuilds the index from the markdown; `--verbose` says why.
         logger.debug("search index not updated after appending %s: %r", result.entry_id, exc)
     return outcome
+
+
+def _check_duplicate(root: Path, entry: Any) -> Any:
+    """The duplicate check; a journal it cannot read is reported by the append itself."""
+    from journal_agent.journal.duplicates import check_draft
+
+    try:
+        return check_draft(root, entry)
+    except UserError:
+        return None
+    except Exception as exc:  # a broken cache under .journal/ must not block an append
+        logger.debug("duplicate check skipped for %s: %r", entry.id, exc)
+        return None
+
+
+def _duplicate_problem(entry_id: str, dup: Any) -> Problem:
+    return Problem(
+        entry_id,
+        "duplicate",
+        f"this entry repeats {dup.describe()}; update that entry instead (journal-agent "
+        f"journal show {dup.id}, then edit it), or append with --force to keep both",
+    )
+
+
+def _remember_vector(root: Path, entry: Any, similar: Any) -> None:
+    """Cache the vector computed for the duplicate check as the new entry's embedding; with
+    no check made (first entry) compute it now, so search never embeds at query time."""
+    from journal_agent.journal import fusion
+    from journal_agent.journal.embeddings import Unavailable, embed_text, get_embedder
+
+    text = embed_text(entry.title, " ".join(entry.tags), entry.body)
+    if similar is not None and similar.vector is not None:
+        fusion.remember(root, text, similar.vector, similar.embedder)
+        return
+    try:
+        embedder = get_embedder(root)
+    except Unavailable:
+        return
+    fusion.remember(root, text, embedder.encode([text], fusion.ENTRY_TOKENS)[0], embedder)
 
 
 def _append_with_hashes(store: JournalStore, text: str, entry: Any) -> Any:
@@ -116,8 +162,54 @@ def load(root: Path) -> Journal:
 
 
 def search(root: Path, query: str, tags: list[str] | None = None, limit: int = 10) -> list[Hit]:
+    return search_with_note(root, query, tags, limit)[0]
+
+
+def search_with_note(
+    root: Path, query: str, tags: list[str] | None = None, limit: int = 10
+) -> tuple[list[Hit], str | None]:
+    """Hits, and one sentence when meaning was not (fully) used: why, and what to do. A user
+    who turned meaning off in the settings is not told again."""
     _require_journal(root)
-    return SearchIndex(Path(root)).search(query, tags, limit)
+    index = SearchIndex(Path(root))
+    hits = index.search(query, tags, limit)
+    note = index.semantic_note
+    if note and "turned off" in note:
+        note = None
+    return hits, note
+
+
+def semantic_status(root: Path) -> str | None:
+    """None when search uses meaning, else one sentence on why not (and how to turn it on)."""
+    from journal_agent.journal.embeddings import status
+
+    return status(Path(root))
+
+
+def index(root: Path, progress: Any = None) -> tuple[int, int]:
+    """Embed every entry that has no vector yet; returns (embedded now, entries)."""
+    from journal_agent.journal import fusion
+    from journal_agent.journal.embeddings import Unavailable
+
+    _require_journal(root)
+    try:
+        return fusion.embed_missing(SearchIndex(Path(root)), progress)
+    except Unavailable as exc:
+        raise UserError(f"{exc}.") from None
+
+
+def backlinks(root: Path, key: str) -> list[dict[str, Any]]:
+    """Entries whose 🔗 Related Concepts section links to the entry ``key``."""
+    from journal_agent.journal.links import backlinks as find
+
+    journal = load(root)
+    entry = journal.get(key)
+    if entry is None:
+        raise UserError(
+            f"no single entry matches {key!r}; use an id or number from "
+            "`journal-agent journal list`."
+        )
+    return [e.summary() for e in find(journal, entry)]
 
 
 def related(root: Path, draft: str, limit: int = 5) -> list[Hit]:

@@ -172,10 +172,12 @@ class SourceChecker:
         return [(q.text, q.value, q.unit) for q in numbers.find_quantities(entry.raw)]
 
     def entry_problem(self, entry_id: str) -> str | None:
+        from journal_agent.journal.ledger_edit import entry_ref
+
         if entry_id in self._journal():
             return None
         return (
-            f"[entry:{entry_id}] names no entry of learning_journal.md; use an id from "
+            f"{entry_ref(entry_id)} names no entry of learning_journal.md; use an id from "
             "`journal-agent journal list --json`"
         )
 

@@ -384,7 +384,9 @@ def suggestions(root: Path) -> list[dict[str, Any]]:
             if f"item:{slugify(item.title)}" in ledger_terms:
                 continue
             entry = item_id.removeprefix("entry:")
-            text = f"**{item.title}** [entry:{entry}]"
+            from journal_agent.journal.ledger_edit import entry_ref
+
+            text = f"**{item.title}** {entry_ref(entry)}"
             op = {"op": "add_item", "level": to, "text": text}
             command = f"journal-agent ledger add-item {_short_level(to)} '{text}'"
         out.append({"id": item_id, "to": to, "reason": reason, "operation": op, "command": command})

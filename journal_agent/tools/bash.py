@@ -243,6 +243,9 @@ def run_shell(
         wrapper = _SANDBOX_WRAPPER.format(fd=status_w)
         argv = confine(conf, view, ["bash", "-c", wrapper, "bash", command])
         env["TMPDIR"] = "/tmp"
+        # The home directory is read-only in there: matplotlib's cache goes to the private /tmp
+        # instead of a warning on every plot.
+        env.setdefault("MPLCONFIGDIR", "/tmp/matplotlib")
     try:
         proc = subprocess.Popen(
             argv,

@@ -36,6 +36,9 @@ class JournalAppend(Tool):
         "- every citation [m:<id>] names an existing measurement record, and the numbers in its "
         "sentence, paragraph or table are values of that record, in any unit (GiB/GB/MiB/ms/s), "
         "or results of a calculation shown ('3 × 13.48 GB = 40.44 GB');\n"
+        "- it does not repeat an entry already in the journal (same concept, near-identical "
+        "content): a duplicate is refused with the existing entry's id — update that entry "
+        "with Edit instead, unless the user wants both;\n"
         "- every other number with a memory or time unit either cites a record, or sits on a line "
         "that shows its calculation (numbers with an operator between them: '7B × 2 bytes = "
         "14 GB'; '4× larger' is not one), or inside a code block.\n"
@@ -62,6 +65,12 @@ class JournalAppend(Tool):
                 f"- line {p.line}: {p.kind}: {p.detail}" if p.line else f"- {p.kind}: {p.detail}"
                 for p in outcome.problems
             ]
+            if any(p.kind == "duplicate" for p in outcome.problems):
+                lines.append(
+                    "A duplicate is not fixed by rewording: add what is new to the existing "
+                    "entry with Edit (read learning_journal.md first), or set force only if the "
+                    "user asked to keep both."
+                )
             return ToolResult("\n".join(lines), is_error=True)
         text = f"Appended entry {outcome.entry_id} at learning_journal.md line {outcome.line}."
         if outcome.forced:

@@ -37,12 +37,14 @@ class JournalSearch(Tool):
     name = "JournalSearch"
     description = (
         "Search the learning journal (learning_journal.md) for existing entries.\n"
-        "- query: full-text search with BM25 ranking; returns entry id, title, date, line and a "
-        "snippet.\n"
+        "- query: words or a whole question; finds entries by their words (stems, synonyms and "
+        "abbreviations such as ZeRO/FSDP/bf16, typos, Chinese) and by meaning, best first, with "
+        "entry id, title, date, line, which words matched and a snippet.\n"
         "- tags: filter by tags such as #zero.\n"
         "- related_to: pass your draft before appending it to get the most similar existing "
         "entries; cross-reference them in the 🔗 Related Concepts section as "
-        "'**Title** (YYYY-MM-DD)'."
+        "'**Title** (YYYY-MM-DD)'. If one of them already covers the concept, extend that entry "
+        "instead of writing a new one (JournalAppend refuses near-duplicates)."
     )
     Input = JournalSearchInput
 
@@ -74,6 +76,11 @@ class JournalSearch(Tool):
         out = []
         for h in hits:
             out.append(f"- {h.date} **{h.title}** — id {h.id}, learning_journal.md line {h.line}")
+            why = [f"words: {', '.join(h.matched)}"] if h.matched else []
+            if h.meaning is not None and not h.matched:
+                why.append(f"meaning {h.meaning:.2f}")
+            if why:
+                out.append(f"  ({'; '.join(why)})")
             if h.snippet:
                 out.append(f"  {h.snippet}")
         return ToolResult("\n".join(out))

@@ -32,14 +32,15 @@ class MemoryProfileInput(BaseModel):
     )
     batch: int = Field(default=1, ge=1)
     seq: int | None = Field(default=None, ge=1, description="Sequence length (default: model's).")
-    dtype: Literal["fp32", "bf16", "fp16"] = Field(
-        default="fp32", description="Autocast compute dtype (fp32 = no autocast)."
-    )
-    param_dtype: Literal["fp32", "bf16"] = Field(
-        default="fp32", description="Parameter dtype (bf16 = pure bf16 training)."
+    precision: Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"] = Field(
+        default="mixed",
+        description="fp32 | amp-bf16 / amp-fp16 (autocast over fp32 parameters) | mixed (16-bit "
+        "weights and gradients, fp32 master weights in the optimizer) | bf16 (pure).",
     )
     optimizer: Literal["adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop"] = "adamw"
-    checkpointing: bool = Field(default=False, description="Activation checkpointing per block.")
+    checkpointing: Literal["none", "full"] = Field(
+        default="none", description="full: every block recomputed in backward."
+    )
     steps: int = Field(default=5, ge=1, le=50, description="Timed steps (kept short).")
     warmup: int = Field(default=1, ge=0, le=10, description="Untimed steps first.")
     timeout: float = Field(default=120, gt=0, le=600, description="Seconds before giving up.")
@@ -64,11 +65,9 @@ class MemoryProfile(Tool):
         args = ["profile", "--model", params.model, "--batch", str(params.batch)]
         if params.seq is not None:
             args += ["--seq", str(params.seq)]
-        args += ["--dtype", params.dtype, "--param-dtype", params.param_dtype]
-        args += ["--optimizer", params.optimizer, "--steps", str(params.steps)]
+        args += ["--precision", params.precision, "--optimizer", params.optimizer]
+        args += ["--checkpointing", params.checkpointing, "--steps", str(params.steps)]
         args += ["--warmup", str(params.warmup), "--timeout", f"{params.timeout:g}"]
-        if params.checkpointing:
-            args.append("--checkpointing")
         if params.device:
             args += ["--device", params.device]
         if ctx.policy is not None:

@@ -114,7 +114,7 @@ def test_model_sees_our_agents_commands_and_mcp_tools_and_claude_code_runs_our_s
     last = run.main_requests[-1]
     ours = sorted(n for n in tool_names(last) if n.startswith(MCP_PREFIX))
     assert ours == sorted(MCP_PREFIX + name for name in product_tools())
-    assert MCP_PREFIX + "LedgerUpdate" in ours
+    assert MCP_PREFIX + "LedgerUpdate" in ours and MCP_PREFIX + "MemoryProfile" in ours
     schema = next(t for t in last.body["tools"] if t["name"] == ESTIMATE)["input_schema"]
     assert schema["properties"]["zero"]["maximum"] == 3
 
@@ -184,7 +184,14 @@ def test_learning_journal_agent_runs_as_a_claude_code_subagent(claude_print):
     assert "haiku" in sub[0].body["model"]
     ours = {
         f"mcp__plugin_journal-agent_journal__{n}"
-        for n in ("JournalAppend", "JournalSearch", "MemoryEstimate", "MemoryTrace")
+        for n in (
+            "JournalAppend",
+            "JournalSearch",
+            "MemoryEstimate",
+            "MemoryTrace",
+            "MemoryProfile",
+            "DeviceInfo",
+        )
     }
     assert set(tool_names(sub[0])) <= {"Read", "Write", "Edit", "Bash", "Grep", "Glob"} | ours
     assert {"Read", "Write", "Edit", "Bash"} <= set(tool_names(sub[0]))

@@ -120,6 +120,8 @@ def test_bundled_agents_and_commands_load_faithfully():
         f"{mcp}JournalSearch",
         f"{mcp}MemoryEstimate",
         f"{mcp}MemoryTrace",
+        f"{mcp}MemoryProfile",
+        f"{mcp}DeviceInfo",
     ]
     assert lj.model == "haiku"
     assert "## 🎓 Core Teaching Philosophy" in lj.system_prompt

@@ -81,3 +81,16 @@ def ws(tmp_path: Path, cli: CLI) -> Workspace:
     w = Workspace(tmp_path, cli)
     w.write("src/train.py", "".join(f"line {i}\n" for i in range(1, 101)))
     return w
+
+
+@pytest.fixture(scope="module")
+def relevance_journal(tmp_path_factory) -> Workspace:
+    """The relevance set's 42 entries, indexed and embedded once per test module."""
+    from journal_agent.journal import api
+
+    from . import relevance
+
+    w = Workspace(tmp_path_factory.mktemp("relevance"))
+    relevance.write_journal(w.root)
+    api.index(w.root)
+    return w

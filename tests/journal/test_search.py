@@ -159,8 +159,10 @@ def test_parallel_searches_and_appends_share_the_index(journal, cli):
                 stderr=subprocess.PIPE,
             )
         )
+        # Near-identical entries on purpose (the race is under test, not the content): --force
+        # keeps the duplicate check from refusing them.
         app = subprocess.Popen(
-            [*cmd, "append", "-"],
+            [*cmd, "append", "--force", "-"],
             env=env,
             text=True,
             stdin=subprocess.PIPE,

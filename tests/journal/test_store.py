@@ -40,7 +40,8 @@ def test_append_keeps_every_existing_byte_and_the_files_line_endings(ws):
 
 def test_same_title_and_date_get_distinct_ids(ws):
     first = api.append_entry(ws.root, make_entry())
-    second = api.append_entry(ws.root, make_entry())
+    # The same entry twice is a duplicate: forced, to test the ids.
+    second = api.append_entry(ws.root, make_entry(), force=True)
     assert (first.entry_id, second.entry_id) == (
         "zero-stage-2-2026-11-21",
         "zero-stage-2-2026-11-21-2",
@@ -55,7 +56,8 @@ def test_sixteen_processes_appending_at_once_lose_nothing(ws, cli):
     for _ in range(16):
         procs.append(
             subprocess.Popen(
-                cli.command("journal", "append", "-"),
+                # --force: the sixteen entries are alike on purpose (see test_search's race).
+                cli.command("journal", "append", "--force", "-"),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -82,7 +84,7 @@ def _crash_entry(n: int) -> str:
 @pytest.mark.slow
 def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
     rng = random.Random(1234)
-    api.append_entry(ws.root, _crash_entry(0))
+    api.append_entry(ws.root, _crash_entry(0), force=True)
     previous = ws.journal.read_text()
     appended = 1
     killed_mid_write = 0  # the temp file was left behind: killed between write and rename
@@ -92,7 +94,7 @@ def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
             try:
                 n = appended
                 while True:
-                    api.append_entry(ws.root, _crash_entry(n))
+                    api.append_entry(ws.root, _crash_entry(n), force=True)
                     n += 1
             finally:
                 os._exit(1)
@@ -116,7 +118,7 @@ def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
     assert appended > 1
     assert killed_mid_write > 0  # the test did hit the window it is about (about 1 kill in 3)
     # The lock is free again and the journal still takes appends; stale temp files are gone.
-    api.append_entry(ws.root, _crash_entry(appended))
+    api.append_entry(ws.root, _crash_entry(appended), force=True)
     assert not list(ws.root.glob(".learning_journal.md.tmp-*"))
     assert api.check(ws.root).ok
 

@@ -229,7 +229,7 @@ def test_an_update_holding_a_secret_is_refused(ws, cli):
 
 
 def test_an_insight_citing_an_entry_quotes_numbers_the_entry_has(ws, cli):
-    from learning_helpers import entry
+    from tests.learning.learning_helpers import entry
 
     text = entry(
         "Checkpointing Cost",

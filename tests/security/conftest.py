@@ -10,6 +10,7 @@ command can see but must not change.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -111,6 +112,9 @@ class Lab:
     # -- what must hold after every attack ---------------------------------------------------
 
     def assert_nothing_outside(self) -> None:
+        # The machine's device nodes too: as root, the sandbox's /dev/null could be the host's
+        # (a fuzz run once made it mode 000 for everyone).
+        assert _device_modes() == DEVICE_MODES
         assert sorted(p.name for p in self.outside.iterdir()) == ["existing.txt"]
         assert self.existing.read_text() == ORIGINAL
         assert sorted(p.name for p in self.home.iterdir()) == [".aws", ".ssh"]
@@ -137,6 +141,21 @@ class Lab:
 
     git_config: str = ""
     git_hooks: list[str] | None = None
+
+
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+
+def _device_modes() -> dict[str, tuple[int, int, int]]:
+    out = {}
+    for d in DEVICES:
+        with contextlib.suppress(OSError):
+            st = os.stat(d)
+            out[d] = (st.st_mode, st.st_uid, st.st_gid)
+    return out
+
+
+DEVICE_MODES = _device_modes()
 
 
 def _git(ws: Path, *args: str) -> None:
@@ -177,6 +196,11 @@ def lab() -> Lab:
     lab.git_hooks = sorted(os.listdir(ws / ".git/hooks"))
     yield lab
     shutil.rmtree(base, ignore_errors=True)
+    # A failed test must not leave the machine broken for everyone else.
+    for dev, (mode, uid, gid) in DEVICE_MODES.items():
+        with contextlib.suppress(OSError):
+            os.chmod(dev, mode & 0o7777)
+            os.chown(dev, uid, gid)
 
 
 def running(marker: str) -> list[int]:

@@ -41,6 +41,7 @@ WRITE_OUTSIDE = {
     "sort-overwrite": "sort -o{existing} pat.txt",
     "tee-home": "echo evil | tee -a ~/.bashrc",
     "redirect-brace": "echo pwned > {{{out},/dev/null}}",
+    "chmod-dev-null": "chmod 000 {{{out},/dev/null}}; chown 1 /dev/zero",
 }
 
 
@@ -180,3 +181,41 @@ def test_the_file_tools_cannot_plant_settings_or_hooks_in_accept_edits(lab, rel)
     res = builtin_tools()["Write"].call(ctx, {"file_path": rel, "content": content})
     assert res.is_error and "needs approval" in res.content
     lab.assert_settings_unchanged()
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"], ids=["runtime-killed", "interrupted"])
+def test_nothing_outlives_journal_agent_itself(lab, how):
+    """The command dies with journal-agent: killed outright (no chance to clean up: bwrap's
+    --die-with-parent does it) or interrupted (Ctrl-C: the process group is stopped)."""
+    import os
+    import signal
+    import sys
+    import time
+
+    marker = "999.501" if how == "SIGKILL" else "999.502"
+    args = [sys.executable, "-m", "journal_agent", "tool", "Bash",
+            json.dumps({"command": f"setsid sleep {marker} & sleep {marker}"}),
+            "--root", str(lab.ws), "--mode", "bypassPermissions"]  # fmt: skip
+    proc = subprocess.Popen(args, env=lab.env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while len(_sleepers(marker)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_sleepers(marker)) == 2, "the command did not start"
+    os.kill(proc.pid, getattr(signal, how))
+    proc.wait(timeout=30)
+    assert lab.none_left(marker)
+
+
+def _sleepers(marker: str) -> list[int]:
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read() == f"sleep\0{marker}\0".encode():
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found

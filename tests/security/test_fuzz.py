@@ -59,6 +59,7 @@ def write_targets(lab) -> list[str]:
         str(lab.ws / ".journal" / "settings.json"),
         str(lab.ws / ".git" / "config"),
         str(lab.ws / ".git" / "hooks" / "post-checkout"),
+        "/dev/null",  # the fuzz found chmod 000 /dev/null changing the host's node (fixed)
         "/etc/ja-fuzz-pwned",
         "/usr/ja-fuzz-pwned",
     ]

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 
 from journal_agent.tools.sandbox.view import View
 
 # Every command: its own user namespace that cannot create more (so no mount tricks to undo
-# the read-only binds), no capabilities even when run as root, its own PID, IPC and UTS
-# namespaces (it sees only its own processes, and cannot signal ours), killed when we die,
-# and a new session (no TIOCSTI into a terminal). bwrap sets no_new_privs itself.
+# the read-only binds), no capabilities even when run as root, its own PID and IPC namespaces
+# (it sees only its own processes and shared memory, and cannot signal ours), killed when we
+# die, and a new session (no TIOCSTI into a terminal). bwrap sets no_new_privs itself. Not
+# unshared, each costing milliseconds per call for little: UTS (without capabilities the
+# hostname cannot be changed anyway) and the cgroup namespace (it only hides the cgroup path).
 BASE_FLAGS = (
     "--unshare-user",
     "--disable-userns",
     "--cap-drop", "ALL",
     "--unshare-pid",
     "--unshare-ipc",
-    "--unshare-uts",
-    "--unshare-cgroup-try",
     "--die-with-parent",
     "--new-session",
 )  # fmt: skip
@@ -31,7 +32,7 @@ def bwrap_argv(bwrap: str, view: View, argv: list[str], keep: tuple[Path, ...] =
     ``keep``: paths under the private temp directories that must stay visible (the Python
     environment running us, should it live in /tmp).
     """
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", *_own_device_nodes(), "--proc", "/proc"]
     for tmp in PRIVATE_TMP:
         args += ["--tmpfs", tmp]
     hidden_by_tmp = [p for p in (view.root, *keep) if _under_tmp(p) and p.exists()]
@@ -57,3 +58,41 @@ def bwrap_argv(bwrap: str, view: View, argv: list[str], keep: tuple[Path, ...] =
 
 def _under_tmp(p: Path) -> bool:
     return any(p == Path(t) or Path(t) in p.parents for t in PRIVATE_TMP)
+
+
+_DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8), "urandom": (1, 9),
+            "tty": (5, 0)}  # fmt: skip
+_NOBODY = 65534
+
+
+@lru_cache(maxsize=1)
+def _own_device_nodes() -> tuple[str, ...]:
+    """When we run as root, bwrap's /dev/null is the host's node, which the sandboxed root owns:
+    ``chmod 000 /dev/null`` inside would change it for the whole machine (a fuzz test did).
+    Nodes of our own, owned by nobody, cannot be changed by a process without capabilities.
+    Not needed for other users (they do not own the host's nodes); without the right to make
+    device nodes (some containers), bwrap's own stay — ``journal-agent doctor`` says so."""
+    if os.geteuid() != 0:
+        return ()
+    import atexit
+    import shutil
+    import stat
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="journal-agent-dev-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    args: list[str] = []
+    try:
+        for name, (major, minor) in _DEVICES.items():
+            node = base / name
+            os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+            os.chmod(node, 0o666)
+            os.chown(node, _NOBODY, _NOBODY)
+            args += ["--dev-bind", str(node), f"/dev/{name}"]
+    except OSError:
+        return ()
+    return tuple(args)
+
+
+def device_nodes_protected() -> bool:
+    return os.geteuid() != 0 or bool(_own_device_nodes())
