@@ -7,10 +7,13 @@
    only imports torch and the tracer (the floor), the same trace with every block traced
    (``block_scaling=False``) and with torch's peak bookkeeping unchanged
    (``upstream_tracker=True``) — both must equal the default byte for byte.
-2. Estimate-to-trace ratios per reference workload and category (parameters, gradients,
-   optimizer, activations, total/peak) for the matching mixed-precision AdamW step.
+2. The agreement table: estimate ÷ trace of the same configuration for parameters,
+   gradients, optimizer state, activations at the end of forward and the peak (and the FLOPs),
+   for every reference workload at two (batch, seq) points, with and without full
+   checkpointing, for amp-bf16 and mixed. Floor: every ratio within ±5 %.
 
-    python benchmarks/bench_trace.py [--skip-upstream] [--workloads gpt2-small llama-1b ...]
+    python benchmarks/bench_trace.py [--skip-upstream] [--skip-7b] [--markdown]
+        [--workloads gpt2-small llama-1b ...]
 """
 
 from __future__ import annotations
@@ -88,50 +91,112 @@ def bench_7b(skip_upstream: bool) -> dict:
     return result
 
 
-def bench_ratios(workloads: list[str]) -> dict:
-    from profiling.estimate import estimate
-    from profiling.report import compare, estimate_input_for_trace
-    from profiling.trace import TraceConfig, trace_step
+# Two (batch, seq) points per workload: a short and a long sequence.
+POINTS = {"gpt2": ((1, 512), (4, 1024)), "llama": ((1, 1024), (2, 2048))}
+PRECISIONS = ("amp-bf16", "mixed")
+CHECKPOINTING = ("none", "full")
+CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "peak")
+FLOOR = 0.05  # every ratio within ±5 %
 
-    out = {}
+
+def agreement_row(name: str, batch: int, seq: int, precision: str, ckpt: str) -> dict:
+    """Estimate ÷ trace for one configuration: model states, activations at the end of forward,
+    the peak, and the FLOPs."""
+    from profiling.config import TrainingConfig
+    from profiling.estimate import estimate
+    from profiling.report import compare
+    from profiling.trace import trace_step
+
+    cfg = TrainingConfig(model=name, batch=batch, seq=seq, precision=precision, checkpointing=ckpt)
+    t0 = time.perf_counter()
+    result = trace_step(cfg)
+    trace_s = time.perf_counter() - t0
+    est = estimate(cfg)
+    cmp = compare(est, result)
+    ratios = {row["category"]: row["ratio"] for row in cmp["rows"]}
+    ratios["peak"] = cmp["ratio"]
+    flops = est.time.flops_per_step / result.flops.total if est.time else None
+    return {
+        "model": name,
+        "batch": batch,
+        "seq": seq,
+        "precision": precision,
+        "checkpointing": ckpt,
+        "ratios": ratios,
+        "flops_ratio": round(flops, 4) if flops else None,
+        "estimated_peak_gb": round(est.per_gpu_bytes / 1e9, 3),
+        "traced_peak_gb": round(result.peak_bytes / 1e9, 3),
+        "estimated_peak_moment": est.peak_moment,
+        "traced_peak_phase": result.peak_phase,
+        "trace_s": round(trace_s, 2),
+    }
+
+
+def bench_agreement(workloads: list[str]) -> dict:
+    """The agreement table: estimate ÷ trace for every workload, point, precision, checkpointing."""
+    from profiling.workloads import WORKLOADS
+
+    rows = []
     for name in workloads:
-        cfg = TraceConfig(model=name, batch=1, dtype="bf16", optimizer="adamw")
-        t0 = time.perf_counter()
-        result = trace_step(cfg)
-        est = estimate(estimate_input_for_trace(result.config))
-        cmp = compare(est, result)
-        out[name] = {
-            "seq": result.config.seq,
-            "params": result.params,
-            "trace_s": round(time.perf_counter() - t0, 2),
-            "ratios": {row["category"]: row["ratio"] for row in cmp["rows"]},
-            "model_states": cmp["model_states"]["ratio"],
-            "total_over_peak": cmp["ratio"],
-            "estimated_gb": round(est.per_gpu_bytes / 1e9, 2),
-            "traced_peak_gb": round(result.peak_bytes / 1e9, 2),
-        }
-    return out
+        for batch, seq in POINTS[WORKLOADS[name].arch]:
+            for precision in PRECISIONS:
+                for ckpt in CHECKPOINTING:
+                    rows.append(agreement_row(name, batch, seq, precision, ckpt))
+    worst = {
+        cat: max((abs(r["ratios"][cat] - 1) for r in rows if r["ratios"][cat]), default=0)
+        for cat in CATEGORIES
+    }
+    worst_flops = max((abs(r["flops_ratio"] - 1) for r in rows if r["flops_ratio"]), default=0)
+    return {
+        "rows": rows,
+        "worst_deviation": {k: round(v, 4) for k, v in worst.items()},
+        "worst_flops_deviation": round(worst_flops, 4),
+        "floor": FLOOR,
+        "meets_floor": all(v <= FLOOR for v in worst.values()),
+        "flops_within_2_percent": worst_flops <= 0.02,
+    }
+
+
+def agreement_markdown(table: dict) -> str:
+    """The table as markdown, for docs/profiling.md."""
+    lines = [
+        "| model | batch × seq | precision | checkpointing | parameters | gradients | "
+        "optimizer | activations | peak | FLOPs |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in table["rows"]:
+        cells = " | ".join(f"{r['ratios'][c]:.3f}" for c in CATEGORIES)
+        lines.append(
+            f"| {r['model']} | {r['batch']} × {r['seq']} | {r['precision']} | "
+            f"{r['checkpointing']} | {cells} | {r['flops_ratio']:.3f} |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-upstream", action="store_true", help="skip the slow baseline")
+    parser.add_argument("--skip-7b", action="store_true", help="only the agreement table")
+    parser.add_argument("--markdown", action="store_true", help="also print the table as markdown")
     parser.add_argument(
         "--workloads",
         nargs="*",
         default=["gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-1b", "llama-7b"],
     )
     args = parser.parse_args()
-    report = {
-        "trace_7b": bench_7b(args.skip_upstream),
-        "estimate_over_trace": bench_ratios(args.workloads),
-        "notes": (
-            "ratios are estimate/trace per category: the estimate assumes mixed precision "
-            "(2 B weights + 2 B grads + 12 B optimizer), the trace runs bf16 autocast over fp32 "
-            "parameters (4 + 4 + 8); traced activations are those alive when forward ends"
-        ),
-    }
+    report: dict = {}
+    if not args.skip_7b:
+        report["trace_7b"] = bench_7b(args.skip_upstream)
+    table = bench_agreement(args.workloads)
+    report["estimate_over_trace"] = table
+    report["notes"] = (
+        "estimate ÷ trace of the same configuration (TrainingConfig): parameters, gradients and "
+        "optimizer state after the step, activations alive when forward ends, the step's peak; "
+        "FLOPs: closed form ÷ FlopCounterMode's count"
+    )
     print(json.dumps(report, indent=2))
+    if args.markdown:
+        print(agreement_markdown(table))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ SERVER_NAME = "journal"
 
 def build_server(root: Path):
     import anyio
+    import anyio.lowlevel
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
@@ -43,11 +44,13 @@ def build_server(root: Path):
                 content=[types.TextContent(type="text", text=text)], is_error=True
             )
         # Long tools (MemoryProfile) report progress; the client sees it when it asked for it.
+        # The tool reports from threads of its own: hand them this loop's token.
         session = getattr(_ctx, "session", None)
+        token = anyio.lowlevel.current_token()
 
         def progress(done: float, total: float | None, message: str) -> None:
             if session is not None:
-                anyio.from_thread.run(session.report_progress, done, total, message)
+                anyio.from_thread.run(session.report_progress, done, total, message, token=token)
 
         call_ctx = dataclasses.replace(ctx, extras={**ctx.extras, "progress": progress})
         result = await anyio.to_thread.run_sync(tool.call, call_ctx, dict(params.arguments or {}))

@@ -383,7 +383,10 @@ class TrainingConfig(BaseModel):
 
     def describe(self) -> str:
         """A short human description: 'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × 1'."""
-        parts = [self.model or f"{self.params:,} parameters", f"{self.precision} {self.optimizer}"]
+        from profiling.units import fmt_count
+
+        name = self.model or f"{fmt_count(self.params or 0)} parameters"
+        parts = [name, f"{self.precision} {self.optimizer}"]
         if self.lora_rank:
             parts.append(f"{'QLoRA' if self.qlora else 'LoRA'} r={self.lora_rank}")
         parts.append(f"{self.gpus} GPU" + ("s" if self.gpus > 1 else ""))
@@ -404,21 +407,8 @@ class TrainingConfig(BaseModel):
 # --------------------------------------------------------------------- legacy spellings
 
 
-def _map_legacy(data: dict[str, Any]) -> dict[str, Any]:
-    """Rewrite older keywords (see ``LEGACY``) into today's fields, refusing contradictions."""
-    out = dict(data)
-
-    def take(old: str, new: str, value: Any) -> None:
-        if new in data and data[new] != value:
-            raise ConfigError(
-                f"{_flag(old)} {data[old]} means {_flag(new)} {value}, but {_flag(new)} "
-                f"{data[new]} was given too; give {_flag(new)} only",
-                new,
-            )
-        out[new] = value
-
-    dtype = out.pop("dtype", None)
-    param_dtype = out.pop("param_dtype", None)
+def _legacy_precision(dtype: Any, param_dtype: Any, fsdp: bool) -> str | None:
+    """The precision the trace's old ``--dtype`` / ``--param-dtype`` pair meant."""
     if param_dtype not in (None, "fp32"):
         if param_dtype != "bf16":
             raise ConfigError(
@@ -426,39 +416,59 @@ def _map_legacy(data: dict[str, Any]) -> dict[str, Any]:
                 "--precision bf16 or --precision amp-fp16",
                 "precision",
             )
-        take("param_dtype", "precision", "bf16")
-    elif dtype is not None:
-        mapping = {"fp32": "fp32", "bf16": "amp-bf16", "fp16": "amp-fp16"}
-        if dtype not in mapping:
-            raise ConfigError(f"--dtype must be one of fp32, bf16, fp16 (got {dtype!r})", "dtype")
-        value = mapping[dtype]
-        if out.get("fsdp") and dtype != "fp32":
-            value = "mixed"  # FSDP's MixedPrecisionPolicy: 16-bit gathers over fp32 shards
-        take("dtype", "precision", value)
-    elif param_dtype == "fp32" and "precision" not in out:
-        out["precision"] = "fp32"
-    if "recompute" in out:
-        take("recompute", "checkpointing", out.pop("recompute"))
-    if out.get("checkpointing") is True:
-        out["checkpointing"] = "full"  # the trace's old boolean flag
-    elif out.get("checkpointing") is False:
-        out["checkpointing"] = "none"
-    if "flash_attention" in out and out.pop("flash_attention"):
-        take("flash_attention", "attention", "flash")
-    if "world_size" in out:
-        take("world_size", "gpus", out.pop("world_size"))
-    if "gpu_mem_gb" in out:
-        take("gpu_mem_gb", "gpu_mem", out.pop("gpu_mem_gb"))
-    reshard = out.pop("reshard_after_forward", None)
-    if out.pop("no_reshard", False):
-        reshard = False
-    if reshard is not None and (out.get("fsdp") or not reshard):
-        out["fsdp"] = True
-        take(
-            "no_reshard" if reshard is False else "reshard_after_forward",
-            "zero",
-            3 if reshard else 2,
-        )
+        return "bf16"
+    if dtype is None:
+        return "fp32" if param_dtype == "fp32" else None
+    mapping = {"fp32": "fp32", "bf16": "amp-bf16", "fp16": "amp-fp16"}
+    if dtype not in mapping:
+        raise ConfigError(f"--dtype must be one of fp32, bf16, fp16 (got {dtype!r})", "dtype")
+    # With FSDP, --dtype bf16 meant FSDP's MixedPrecisionPolicy: 16-bit gathers, fp32 shards.
+    return "mixed" if fsdp and dtype != "fp32" else mapping[dtype]
+
+
+# Older keyword -> (today's field, how its value maps).
+_RENAMES: dict[str, tuple[str, Any]] = {
+    "recompute": ("checkpointing", lambda v: v),
+    "flash_attention": ("attention", lambda v: "flash" if v else None),
+    "world_size": ("gpus", lambda v: v),
+    "gpu_mem_gb": ("gpu_mem", lambda v: v),
+    "no_reshard": ("zero", lambda v: 2 if v else None),
+    "reshard_after_forward": ("zero", lambda v: 3 if v else 2),
+}
+
+
+def _map_legacy(data: dict[str, Any]) -> dict[str, Any]:
+    """Rewrite older keywords (see ``LEGACY``) into today's fields, refusing contradictions."""
+    out = dict(data)
+
+    def take(old: str, new: str, value: Any) -> None:
+        if new in data and data[new] != value:
+            raise ConfigError(
+                f"{_flag(old)} {data.get(old)} means {_flag(new)} {value}, but {_flag(new)} "
+                f"{data[new]} was given too; give {_flag(new)} only",
+                new,
+            )
+        out[new] = value
+
+    dtype, param_dtype = out.pop("dtype", None), out.pop("param_dtype", None)
+    precision = _legacy_precision(dtype, param_dtype, bool(out.get("fsdp")))
+    if precision is not None:
+        old = "param_dtype" if param_dtype not in (None, "fp32") else "dtype"
+        if old in data:
+            take(old, "precision", precision)
+        else:  # only --param-dtype fp32: the default precision, unless one was given
+            out.setdefault("precision", precision)
+    if isinstance(out.get("checkpointing"), bool):  # the trace's old boolean flag
+        out["checkpointing"] = "full" if out["checkpointing"] else "none"
+    for old, (new, convert) in _RENAMES.items():
+        if old not in out:
+            continue
+        value = convert(out.pop(old))
+        if value is None:
+            continue
+        if new == "zero":
+            out["fsdp"] = True  # resharding is FSDP's switch
+        take(old, new, value)
     return out
 
 

@@ -23,7 +23,6 @@ import os
 import platform
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -472,9 +471,11 @@ class Backend:
     def synchronize(self) -> None:
         pass
 
-    @contextlib.contextmanager
-    def range(self, name: str) -> Iterator[None]:  # NVTX on CUDA; nothing to mark on CPU
-        yield
+    def range_push(self, name: str) -> None:  # NVTX on CUDA; nothing to mark on the CPU
+        pass
+
+    def range_pop(self) -> None:
+        pass
 
     def describe(self) -> dict[str, Any]:
         host = host_info()
@@ -571,14 +572,12 @@ class CudaBackend(Backend):
     def synchronize(self) -> None:
         self.cuda.synchronize(self.index)
 
-    @contextlib.contextmanager
-    def range(self, name: str) -> Iterator[None]:
+    def range_push(self, name: str) -> None:
         # NVTX ranges show the phases on Nsight Systems' timeline.
         self.cuda.nvtx.range_push(name)
-        try:
-            yield
-        finally:
-            self.cuda.nvtx.range_pop()
+
+    def range_pop(self) -> None:
+        self.cuda.nvtx.range_pop()
 
     def describe(self) -> dict[str, Any]:
         props = self.cuda.get_device_properties(self.index)

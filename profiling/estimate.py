@@ -1,11 +1,13 @@
 """Estimated memory: closed-form bytes for a training step, every step of the sum shown.
 
-Model states (Ψ = parameters) by precision and optimizer, sharded by ZeRO stage over N GPUs;
-activations by Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
-Transformer Models") with tensor/sequence parallelism, recomputation and flash attention;
-logits with the fp32 upcast for the loss; LoRA and QLoRA. DeepSpeed's own model-state
-estimators are reproduced (``deepspeed_zero2_gpu_bytes`` / ``deepspeed_zero3_gpu_bytes``) so
-the difference of convention (18 B/param against 16) is shown, not hidden.
+Model states (Ψ = parameters) by precision and optimizer, sharded by ZeRO stage over N GPUs
+(``_estimate_states``); activations op by op for GPT-2 and Llama blocks, derived from what the
+trace shows each op saving (``_estimate_activations``); the loss's fp32 log-probabilities; LoRA
+and QLoRA; the optimizer step's temporaries. The peak is the largest of the step's moments
+(end of forward, the loss's backward, the end of backward, the optimizer step), each summed from
+the components alive then. DeepSpeed's own model-state estimators are reproduced
+(``deepspeed_zero2_gpu_bytes`` / ``deepspeed_zero3_gpu_bytes``) so the difference of convention
+(18 B/param against 16) is shown, not hidden. FLOPs and time: ``profiling.flops``.
 
 No torch here: an estimate runs anywhere in milliseconds.
 """
@@ -16,27 +18,49 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from profiling.config import OPTIMIZERS, Precision, TrainingConfig
+from profiling import _estimate_activations as acts
+from profiling._estimate_states import (
+    Ledger,
+    Line,
+    Sharding,
+    full_training,
+    lora,
+    offload,
+    step_temporaries,
+    zero3_gathered,
+)
+from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.flops import TimeEstimate, time_estimate
 from profiling.records import Step
 from profiling.units import GiB, fmt_bytes, fmt_count
-from profiling.workloads import WORKLOADS
+from profiling.workloads import WORKLOADS, WorkloadConfig
 
 # Below this share of the GPU an estimate is ✅; up to 100 % it is ⚠️ (allocator fragmentation,
 # the CUDA context and NCCL buffers take the rest); above, ❌.
 HEADROOM = 0.90
-QLORA_BITS = 4 + 0.127  # NF4 + double-quantized block constants (QLoRA paper, §3)
 
 # The estimate reads the one configuration model every tool shares (an alias kept for callers).
 EstimateInput = TrainingConfig
+
+Group = Literal["model states", "activations", "overhead", "temporaries"]
 
 
 class Component(BaseModel):
     name: str
     bytes: int  # per GPU
     calculation: str
-    group: Literal["model states", "activations", "overhead"]
+    group: Group
     unsharded_bytes: int  # the same component on one GPU without ZeRO
+    category: str = "other"  # the trace's category: parameters, gradients, optimizer, …
+
+
+class Moment(BaseModel):
+    """One moment of the step and what is alive then."""
+
+    name: str
+    bytes: int
+    calculation: str
 
 
 class Estimate(BaseModel):
@@ -45,15 +69,21 @@ class Estimate(BaseModel):
     params: int
     trainable_params: int
     components: list[Component]
+    moments: list[Moment]
+    peak_moment: str
     steps: list[Step]
-    per_gpu_bytes: int
+    per_gpu_bytes: int  # the peak: the largest moment
     total_bytes: int  # summed over all N·t GPUs (data-parallel × tensor-parallel)
     unsharded_bytes: int  # one GPU, no ZeRO: what data parallelism alone would need
     gpu_mem_bytes: int | None
     fits: bool | None
     status: str | None  # ✅ / ⚠️ / ❌
     deepspeed: dict[str, Any] | None
+    time: TimeEstimate | None
     notes: list[str]
+
+    def category_bytes(self, category: str) -> int:
+        return sum(c.bytes for c in self.components if c.category == category)
 
 
 # --------------------------------------------------------------------- DeepSpeed's formulas
@@ -88,85 +118,235 @@ def deepspeed_zero3_gpu_bytes(
 # --------------------------------------------------------------------- the model's shape
 
 
-def _shape(inp: EstimateInput) -> dict[str, Any]:
-    if inp.model is not None:
-        w = WORKLOADS[inp.model]
-        shape = {
-            "name": w.name,
-            "params": w.param_count(),
-            "layers": w.layers,
-            "hidden": w.hidden,
-            "heads": w.heads,
-            "vocab": w.vocab,
-            "largest_layer_params": w.largest_layer_params(),
-            "largest_module_params": w.largest_module_params(),
-            "max_seq": w.max_seq,
-            "kv_dim": w.n_kv_heads * w.head_dim,
-            # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
-            "unquantized_params": w.embedding_params()
-            + (0 if w.tied_embeddings else w.vocab * w.hidden),
-        }
+def _workload_shape(w: WorkloadConfig) -> dict[str, Any]:
+    h, f, kv = w.hidden, w.ffn, w.n_kv_heads * w.head_dim
+    head = w.vocab * h  # the LM head's matmul weight (tied or not, it is multiplied)
+    if w.arch == "gpt2":
+        block_matmuls, tensors = 4 * h * h + 2 * h * f, 2 + 12 * w.layers + 2
+        largest = max(w.vocab * h, h * f, 3 * h * h)
     else:
-        shape = {"name": f"{fmt_count(inp.params or 0)} parameters", "params": inp.params}
-    for key in ("layers", "hidden", "heads", "vocab"):
-        value = getattr(inp, key)
-        if value is not None:
-            shape[key] = value
-    if inp.params is not None:
-        shape["params"] = inp.params
-    if "largest_layer_params" not in shape and shape.get("hidden") and shape.get("vocab"):
-        h = shape["hidden"]
-        shape["largest_layer_params"] = max(shape["vocab"] * h, 12 * h * h)
-        shape["largest_module_params"] = max(shape["vocab"] * h, 4 * h * h)  # GPT's FFN h×4h
+        block_matmuls, tensors = 2 * h * h + 2 * h * kv + 3 * h * f, 1 + 9 * w.layers + 2
+        largest = max(w.vocab * h, h * f, h * h)
+    return {
+        "name": w.name,
+        "arch": w.arch,
+        "params": w.param_count(),
+        "layers": w.layers,
+        "hidden": h,
+        "heads": w.heads,
+        "ffn": f,
+        "vocab": w.vocab,
+        "kv_dim": kv,
+        "tied": w.tied_embeddings,
+        "largest_layer_params": w.largest_layer_params(),
+        "largest_module_params": w.largest_module_params(),
+        "largest_tensor": largest,
+        "param_tensors": tensors,
+        "matmul_weights": w.layers * block_matmuls + head,
+        "head_params": head,
+        "max_seq": w.max_seq,
+        # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
+        "unquantized_params": w.embedding_params() + (0 if w.tied_embeddings else head),
+    }
+
+
+def _hand_shape(inp: EstimateInput) -> dict[str, Any]:
+    shape: dict[str, Any] = {"name": f"{fmt_count(inp.params or 0)} parameters"}
+    for key in ("layers", "hidden", "heads", "vocab", "ffn", "arch"):
+        if getattr(inp, key) is not None:
+            shape[key] = getattr(inp, key)
+    h, L, V = inp.hidden, inp.layers, inp.vocab
+    if h is not None and inp.heads is not None:
+        shape["kv_dim"] = (inp.kv_heads or inp.heads) * (h // inp.heads)
+    if h is not None and V is not None:
+        arch = inp.arch or "gpt2"
+        f = inp.ffn or (4 * h if arch == "gpt2" else acts._llama_ffn(h))
+        kv = shape.get("kv_dim", h)
+        block = 4 * h * h + 2 * h * f if arch == "gpt2" else 2 * h * h + 2 * h * kv + 3 * h * f
+        shape["largest_layer_params"] = max(V * h, block)
+        shape["largest_module_params"] = max(V * h, h * f)
+        shape["largest_tensor"] = max(V * h, h * f)
+        if L is not None:
+            shape["matmul_weights"] = L * block + V * h
+            shape["head_params"] = V * h
     return shape
 
 
-def _bytes_per_param(precision: Precision, optimizer: str, hidden: int | None) -> dict[str, Any]:
-    """Weights, gradients, master copy and optimizer-state bytes per trainable parameter."""
-    weight = 2 if precision in ("mixed", "bf16") else 4  # autocast keeps fp32 parameters
-    grad = weight
-    master = 4 if precision == "mixed" else 0
-    state = 2 if precision == "bf16" else 4  # bytes of one optimizer-state element
-    states: list[tuple[str, float, str]]
-    if optimizer == "adam8bit":
-        # bitsandbytes: both moments in 8 bits (block-wise constants are < 1 % more).
-        states = [(name, 1, "1 B") for name in OPTIMIZERS[optimizer].states]
-    elif optimizer == "adafactor":  # β1 = None: one row and one column vector per matrix
-        if hidden is None:
-            states = [("factored variance", 0, "≈ 0 (needs --hidden)")]
-        else:
-            per = 2 / hidden * state
-            states = [("factored variance", per, f"(2/h)·{state} B = 2/{hidden}·{state} B")]
-    else:
-        states = [(name, state, f"{state} B") for name in OPTIMIZERS[optimizer].states]
-    return {"weight": weight, "grad": grad, "master": master, "states": states}
+def _shape(inp: EstimateInput) -> dict[str, Any]:
+    shape = _workload_shape(WORKLOADS[inp.model]) if inp.model is not None else _hand_shape(inp)
+    if inp.params is not None:
+        shape["params"] = inp.params
+    return shape
 
 
 # --------------------------------------------------------------------- activations
 
 
-def _activation_per_layer(inp: EstimateInput, s: int, b: int, h: int, a: int) -> tuple[int, str]:
-    """Korthikanti et al. per-layer bytes (16-bit activations) and the formula with numbers."""
-    t = inp.tp
-    sp = inp.sequence_parallel
-    no_scores = inp.attention == "flash" or inp.checkpointing == "selective"
-    if t == 1:
-        if no_scores:
-            return 34 * s * b * h, f"34·s·b·h = 34·{s}·{b}·{h}"
-        val = s * b * h * 34 + 5 * a * s * s * b
-        return val, f"s·b·h·(34 + 5·a·s/h) = {s}·{b}·{h}·(34 + 5·{a}·{s}/{h})"
-    if sp:
-        if no_scores:
-            return 34 * s * b * h // t, f"s·b·h·34/t = {s}·{b}·{h}·34/{t}"
-        val = (s * b * h * 34 + 5 * a * s * s * b) // t
-        return val, f"(s·b·h/t)·(34 + 5·a·s/h) = ({s}·{b}·{h}/{t})·(34 + 5·{a}·{s}/{h})"
-    if no_scores:
-        val = s * b * h * 10 + 24 * s * b * h // t
-        return val, f"s·b·h·(10 + 24/t) = {s}·{b}·{h}·(10 + 24/{t})"
-    val = s * b * h * 10 + (24 * s * b * h + 5 * a * s * s * b) // t
-    return val, (
-        f"s·b·h·(10 + 24/t + 5·a·s/(h·t)) = {s}·{b}·{h}·(10 + 24/{t} + 5·{a}·{s}/({h}·{t}))"
+def _tp_split(name: str, t: int, sp: bool) -> int:
+    """Korthikanti's rule: tensor parallelism splits attention and MLP; norms, their outputs and
+    dropout masks only with sequence parallelism."""
+    replicated = name.startswith(
+        ("norms", "matmul inputs", "dropout masks", "block inputs", "final")
     )
+    return (t if sp else 1) if replicated else t
+
+
+def _add_activation(ledger: Ledger, term: acts.Term, times: int, t: int, sp: bool) -> None:
+    div = _tp_split(term.name, t, sp)
+    value = term.bytes * times / div
+    prefix_f = "L · " if times > 1 else ""
+    prefix_s = f"{times} · " if times > 1 else ""
+    suffix = f" / {div}" if div > 1 else ""
+    ledger.add(
+        Line(
+            name=term.name if term.name[0].isupper() else f"Activations: {term.name}",
+            bytes=value,
+            unsharded=value,
+            formula=prefix_f + term.formula + (" / t" if div > 1 else ""),
+            substituted=prefix_s + term.substituted + suffix,
+            group="activations",
+            category="activations",
+        )
+    )
+
+
+def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> float:
+    """Adds the activation components; returns what backward recomputes (full checkpointing)."""
+    d = acts.dims_of(shape, inp.seq_or_default(), inp.batch)
+    if d is None:
+        ledger.note(
+            "activations not counted: give --model, or --layers, --hidden and --heads "
+            "(and --vocab for logits)"
+        )
+        return 0.0
+    e = acts.Bytes.of(inp.precision)
+    t, sp = inp.tp, inp.sequence_parallel
+    layer = acts.per_layer(d, e, inp)
+    if inp.checkpointing == "full":
+        _add_activation(ledger, acts.checkpointed_layer(d, e), 1, t, sp)
+        once = acts.once_per_model(d, e, shape, inp)
+        if e.amp:  # the blocks' weight copies die with the checkpointed region
+            once = [_head_copy_only(term, shape) for term in once]
+        for term in once:
+            _add_activation(ledger, term, 1, t, sp)
+        return sum(term.bytes / _tp_split(term.name, t, sp) for term in layer)
+    for term in layer:
+        _add_activation(ledger, term, d.L, t, sp)
+    for term in acts.once_per_model(d, e, shape, inp):
+        _add_activation(ledger, term, 1, t, sp)
+    return 0.0
+
+
+def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
+    """With full checkpointing the blocks' weight copies are not saved for backward, but
+    autocast's cache holds them until the autocast region ends: a forward-time moment."""
+    if not (inp.autocast and inp.checkpointing == "full" and inp.lora_rank is None):
+        return 0.0
+    blocks = int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)
+    return 2 * blocks / inp.tp
+
+
+def _head_copy_only(term: acts.Term, shape: dict[str, Any]) -> acts.Term:
+    if not term.name.startswith("autocast"):
+        return term
+    head = int(shape.get("head_params") or 0)
+    return acts.Term(
+        "autocast's 16-bit LM-head weight copy (outside the checkpointed blocks)",
+        head * 2,
+        "V·h · 2 B",
+        f"{fmt_count(head)} · 2",
+    )
+
+
+# --------------------------------------------------------------------- the moments of a step
+
+
+def _moments(
+    est_lines: list[Line], inp: EstimateInput, shape: dict[str, Any], recompute: float
+) -> list[Moment]:
+    def total(*categories: str) -> float:
+        return sum(ln.bytes for ln in est_lines if ln.category in categories)
+
+    weights, grads = total("parameters"), total("gradients")
+    states, act = total("optimizer"), total("activations")
+    kept = grads if inp.grads_kept else 0.0
+    d = acts.dims_of(shape, inp.seq_or_default(), inp.batch)
+    head = acts.head_transient(d) if d is not None else None
+    f = fmt_bytes
+    fwd = weights + states + kept + act
+    moments = [
+        Moment(
+            name="end of forward",
+            bytes=round(fwd),
+            calculation=f"weights {f(weights)} + optimizer {f(states)}"
+            + (f" + gradients kept {f(kept)}" if kept else "")
+            + f" + activations {f(act)}",
+        )
+    ]
+    if head is not None:
+        value = head.bytes / inp.tp
+        moments.append(
+            Moment(
+                name="loss backward",
+                bytes=round(fwd + value),
+                calculation=f"end of forward + {head.formula} = {f(fwd)} + {head.substituted}",
+            )
+        )
+    cache = _autocast_cache(inp, shape)
+    if d is not None and d.V is not None:
+        # The loss: the logits (compute dtype) and their fp32 copy live beside the log-softmax
+        # output for a moment; under autocast with checkpointing, so does autocast's cache.
+        c = acts.Bytes.of(inp.precision).c
+        per = c + (4 if c != 4 else 0)
+        logits = d.s * d.b * d.V * per / inp.tp
+        moments.append(
+            Moment(
+                name="loss forward",
+                bytes=round(fwd + cache + logits),
+                calculation=f"end of forward + logits and their fp32 copy s·b·V·({c}"
+                + (" + 4" if c != 4 else "")
+                + f") B {f(logits)}"
+                + (
+                    f" + autocast's cached 16-bit copies of the blocks' weights {f(cache)} (held "
+                    "until autocast exits, though the checkpointed blocks save nothing)"
+                    if cache
+                    else ""
+                ),
+            )
+        )
+    if recompute:
+        moments.append(
+            Moment(
+                name="backward, a block recomputed",
+                bytes=round(fwd + recompute),
+                calculation=f"end of forward + one layer's activations {f(recompute)}",
+            )
+        )
+    tied = shape.get("tied") and inp.lora_rank is None and not inp.sharded
+    if tied and shape.get("vocab") and shape.get("hidden"):
+        # GPT-2 ties the LM head to the token embedding: at the end of backward the embedding's
+        # dense gradient (V·h) is added to the head's, briefly holding two more V·h tensors.
+        g = 2 if inp.precision in ("mixed", "bf16") else 4
+        extra = 2 * shape["vocab"] * shape["hidden"] * g / inp.tp
+        moments.append(
+            Moment(
+                name="end of backward",
+                bytes=round(weights + grads + states + extra),
+                calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer "
+                f"{f(states)} + tied embedding's gradient added: 2·V·h·{g} B {f(extra)}",
+            )
+        )
+    temps = total("temporaries")
+    moments.append(
+        Moment(
+            name="optimizer step",
+            bytes=round(weights + grads + states + temps),
+            calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer {f(states)}"
+            + f" + step temporaries {f(temps)}",
+        )
+    )
+    order = ["end of forward", "loss forward", "loss backward"]  # then the rest, in step order
+    return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
 
 
 # --------------------------------------------------------------------- the estimate
@@ -187,338 +367,122 @@ def estimate(inp: EstimateInput) -> Estimate:
         )
     shape = _shape(inp)
     psi = int(shape["params"])
-    n = inp.gpus
-    t = inp.tp
-    z = inp.zero
-    h = shape.get("hidden")
-    L = shape.get("layers")
-    a = shape.get("heads")
-    V = shape.get("vocab")
-    s, b = inp.seq_or_default(), inp.batch
-    notes: list[str] = []
-    components: list[Component] = []
-    steps: list[Step] = []
-
-    def add(
-        name: str,
-        per_gpu: float,
-        unsharded: float,
-        formula: str,
-        substituted: str,
-        group: str = "model states",
-    ) -> None:
-        components.append(
-            Component(
-                name=name,
-                bytes=round(per_gpu),
-                calculation=substituted,
-                group=group,  # type: ignore[arg-type]
-                unsharded_bytes=round(unsharded),
-            )
-        )
-        steps.append(
-            Step(name=name, formula=formula, substituted=substituted, value=per_gpu, unit="B")
-        )
-
-    def sharded(stage: int) -> tuple[int, str, str]:
-        """Divisor, symbol and numbers for a state ZeRO shards from ``stage`` on (TP always)."""
-        by_n = z >= stage and n > 1
-        sym_parts = (["N"] if by_n else []) + (["t"] if t > 1 else [])
-        num_parts = ([str(n)] if by_n else []) + ([str(t)] if t > 1 else [])
-        if not sym_parts:
-            return 1, "", ""
-        if len(sym_parts) == 1:
-            return (n if by_n else 1) * t, f" / {sym_parts[0]}", f" / {num_parts[0]}"
-        return n * t, " / (N·t)", f" / ({n}·{t})"
-
-    bpp = _bytes_per_param(inp.precision, inp.optimizer, h)
-    wname = {"mixed": "fp16/bf16", "bf16": "bf16"}.get(inp.precision, "fp32")
-
-    # ---- LoRA / QLoRA: a frozen base and small trainable adapters
+    sh = Sharding(n=inp.gpus, t=inp.tp, z=inp.zero)
+    ledger = Ledger()
     if inp.lora_rank is not None:
-        if h is None or L is None:
-            raise ProfilingError(
-                "LoRA needs the model's shape: give --model or --layers and --hidden"
-            )
-        r = inp.lora_rank
-        kv = int(shape.get("kv_dim") or h)
-        # q, o (h×h) and k, v (h×kv) each get A (in×r) and B (r×out): r·(in + out) apiece.
-        adapters = L * r * (6 * h + 2 * kv)
-        if kv == h:
-            a_formula, a_numbers = "8·L·h·r (A and B on q, k, v, o)", f"8·{L}·{h}·{r}"
-        else:
-            a_formula = "L·r·(6h + 2·kv) (A and B on q, o: h×h and k, v: h×kv)"
-            a_numbers = f"{L}·{r}·(6·{h} + 2·{kv})"
-        trainable = adapters
-        div, sym, num = sharded(3)
-        if inp.qlora:
-            # bitsandbytes quantizes the Linear layers; the embeddings and LM head stay 16-bit.
-            keep = int(shape.get("unquantized_params") or 0)
-            if not keep and V is not None:
-                keep = 2 * V * h  # untied embedding + LM head (Llama-style) assumed
-            base_b = QLORA_BITS / 8
-            add(
-                "Base weights (NF4, frozen)",
-                (psi - keep) * base_b / div,
-                (psi - keep) * base_b / t,
-                ("(Ψ − embeddings)" if keep else "Ψ") + " · (4 + 0.127)/8 B" + sym,
-                f"{fmt_count(psi - keep)} · 4.127/8 B" + num,
-            )
-            if keep:
-                add(
-                    "Embeddings + LM head (16-bit, frozen)",
-                    keep * 2 / div,
-                    keep * 2 / t,
-                    "embeddings · 2 B" + sym,
-                    f"{fmt_count(keep)} · 2 B" + num,
-                )
-        else:
-            base_b = bpp["weight"]
-            add(
-                f"Base weights ({wname}, frozen)",
-                psi * base_b / div,
-                psi * base_b / t,
-                f"Ψ · {base_b} B" + sym,
-                f"{fmt_count(psi)} · {base_b} B" + num,
-            )
-        steps.append(
-            Step(
-                name="LoRA adapter parameters",
-                formula=a_formula,
-                substituted=a_numbers,
-                value=adapters,
-                unit="",
-            )
-        )
-        # Adapters train in fp32 unless everything is bf16 (PEFT's default for mixed).
-        ab = 2 if inp.precision == "bf16" else 4
-        abpp = _bytes_per_param("bf16" if ab == 2 else "fp32", inp.optimizer, h)
-        div, sym, num = sharded(3)
-        add(
-            "LoRA adapter weights",
-            adapters * ab / div,
-            adapters * ab / t,
-            f"A · {ab} B" + sym,
-            f"{fmt_count(adapters)} · {ab} B" + num,
-        )
-        div, sym, num = sharded(2)
-        add(
-            "LoRA adapter gradients",
-            adapters * ab / div,
-            adapters * ab / t,
-            f"A · {ab} B" + sym,
-            f"{fmt_count(adapters)} · {ab} B" + num,
-        )
-        div, sym, num = sharded(1)
-        for state_name, nbytes, label in abpp["states"]:
-            add(
-                f"Optimizer: {state_name}",
-                adapters * nbytes / div,
-                adapters * nbytes / t,
-                f"A · {label}" + sym,
-                f"{fmt_count(adapters)} · {label}" + num,
-            )
-        notes.append(
-            "LoRA: base weights frozen (no gradients, no optimizer state); adapters on the "
-            "attention projections q, k, v, o; activations still flow through the whole model"
-        )
+        trainable = lora(ledger, inp, shape, sh)
     else:
         trainable = psi
-        div, sym, num = sharded(3)
-        add(
-            f"Weights ({wname})",
-            psi * bpp["weight"] / div,
-            psi * bpp["weight"] / t,
-            f"Ψ · {bpp['weight']} B" + sym,
-            f"{fmt_count(psi)} · {bpp['weight']} B" + num,
-        )
-        div, sym, num = sharded(2)
-        add(
-            f"Gradients ({wname})",
-            psi * bpp["grad"] / div,
-            psi * bpp["grad"] / t,
-            f"Ψ · {bpp['grad']} B" + sym,
-            f"{fmt_count(psi)} · {bpp['grad']} B" + num,
-        )
-        if inp.fp32_grads and inp.precision != "fp32":
-            add(
-                "Gradients (fp32 copy)",
-                psi * 4 / div,
-                psi * 4 / t,
-                "Ψ · 4 B" + sym,
-                f"{fmt_count(psi)} · 4 B" + num,
-            )
-        div, sym, num = sharded(1)
-        if bpp["master"]:
-            add(
-                "Optimizer: fp32 master weights",
-                psi * 4 / div,
-                psi * 4 / t,
-                "Ψ · 4 B" + sym,
-                f"{fmt_count(psi)} · 4 B" + num,
-            )
-        for state_name, nbytes, label in bpp["states"]:
-            add(
-                f"Optimizer: {state_name}",
-                psi * nbytes / div,
-                psi * nbytes / t,
-                f"Ψ · {label}" + sym,
-                f"{fmt_count(psi)} · {label}" + num,
-            )
-
-    # ---- ZeRO-3 gathers each layer's full parameters while it runs
-    if z == 3 and inp.lora_rank is None:
-        big = shape.get("largest_layer_params")
-        if big:
-            wb = bpp["weight"]
-            add(
-                "ZeRO-3 gathered parameters",
-                2 * big * wb / t,
-                0,
-                f"2 · largest block · {wb} B (current + prefetched)" + (" / t" if t > 1 else ""),
-                f"2 · {fmt_count(big)} · {wb} B" + (f" / {t}" if t > 1 else ""),
-                group="overhead",
-            )
-        else:
-            notes.append("ZeRO-3 gathered parameters not counted: give the model's shape")
-
-    # ---- activations and logits
-    act_scale = 2 if inp.precision == "fp32" else 1
-    if None in (h, L, a):
-        notes.append(
-            "activations not counted: give --model, or --layers, --hidden and --heads "
-            "(and --vocab for logits)"
-        )
-    else:
-        per_layer, formula = _activation_per_layer(inp, s, b, h, a)
-        if inp.checkpointing == "full":
-            sp_div = t if inp.sequence_parallel else 1
-            ckpt = 2 * s * b * h // sp_div
-            add(
-                "Activations: checkpoints (full recompute)",
-                L * ckpt * act_scale,
-                L * ckpt * act_scale,
-                "L · 2·s·b·h" + (" / t" if sp_div > 1 else ""),
-                f"{L} · 2·{s}·{b}·{h}"
-                + (f" / {t}" if sp_div > 1 else "")
-                + (" ·2 (fp32)" if act_scale == 2 else ""),
-                group="activations",
-            )
-            add(
-                "Activations: one layer recomputed",
-                per_layer * act_scale,
-                per_layer * act_scale,
-                "one layer of Korthikanti's formula",
-                formula + (" ·2 (fp32)" if act_scale == 2 else ""),
-                group="activations",
-            )
-        else:
-            label = "Activations"
-            if inp.checkpointing == "selective":
-                label += " (selective recompute)"
-            elif inp.attention == "flash":
-                label += " (flash attention)"
-            add(
-                label,
-                L * per_layer * act_scale,
-                L * per_layer * act_scale,
-                "L · " + formula.split(" = ")[0],
-                f"{L} · " + formula.split(" = ")[1] + (" ·2 (fp32)" if act_scale == 2 else ""),
-                group="activations",
-            )
-        if act_scale == 2:
-            notes.append("fp32 activations: Korthikanti's 16-bit formula doubled (approximate)")
-        if V is not None:
-            e = 4 if inp.precision == "fp32" else 2
-            per = e + 4
-            add(
-                "Logits + fp32 log-probs",
-                s * b * V * per / t,
-                s * b * V * per / t,
-                f"s·b·V · ({e} + 4) B" + (" / t" if t > 1 else ""),
-                f"{s}·{b}·{V} · {per} B" + (f" / {t}" if t > 1 else ""),
-                group="activations",
-            )
-
-    per_gpu = sum(c.bytes for c in components)
-    unsharded = sum(c.unsharded_bytes for c in components)
-    steps.append(
+        full_training(ledger, inp, shape, sh)
+    zero3_gathered(ledger, inp, shape, inp.tp)
+    offload(ledger, inp)
+    recompute = _activations(ledger, inp, shape)
+    step_temporaries(ledger, inp, shape, sh, trainable)
+    moments = _moments(ledger.lines, inp, shape, recompute)
+    peak = max(moments, key=lambda m: m.bytes)
+    ledger.steps += [
+        Step(name=f"Moment: {m.name}", formula=m.calculation, substituted=fmt_bytes(m.bytes),
+             value=m.bytes, unit="B")
+        for m in moments
+    ]  # fmt: skip
+    ledger.steps.append(
         Step(
-            name="Total per GPU",
-            formula="Σ components",
-            substituted=" + ".join(fmt_bytes(c.bytes) for c in components),
-            value=per_gpu,
+            name="Peak per GPU",
+            formula="max over the moments",
+            substituted=" , ".join(f"{m.name} {fmt_bytes(m.bytes)}" for m in moments),
+            value=peak.bytes,
             unit="B",
         )
     )
     gpu_mem = inp.gpu_mem_bytes()
     fits = status = None
     if gpu_mem:
-        fits, status = status_for(per_gpu, gpu_mem)
-
-    ds = None
-    if inp.precision == "mixed" and inp.optimizer in ("adam", "adamw") and inp.lora_rank is None:
-        big = int(shape.get("largest_module_params") or 0)
-        ds = {
-            "zero2_gpu_bytes": deepspeed_zero2_gpu_bytes(psi, n),
-            "zero2_formula": f"2Ψ + 18Ψ/N = 2·{fmt_count(psi)} + 18·{fmt_count(psi)}/{n}",
-        }
-        if big:
-            ds["zero3_gpu_bytes"] = deepspeed_zero3_gpu_bytes(psi, big, n)
-            ds["zero3_formula"] = (
-                f"4·largest module + 18Ψ/N = 4·{fmt_count(big)} + 18·{fmt_count(psi)}/{n}"
-            )
-        if z in (2, 3) and f"zero{z}_gpu_bytes" in ds and t == 1:
-            ours = sum(c.bytes for c in components if c.group != "activations")
-            why = (
-                "DeepSpeed also keeps an fp32 gradient copy (18 B/param where the ZeRO paper "
-                "counts 16); --fp32-grads reproduces its number"
-                if z == 2
-                else "DeepSpeed counts 18Ψ/N (fp16 and fp32 gradients, fp32 weights, two "
-                "states) plus 4 B per parameter of the largest single module; we count "
-                "16Ψ/N plus the largest block gathered twice (current + prefetch)"
-            )
-            notes.append(
-                f"DeepSpeed's ZeRO-{z} estimator gives "
-                f"{fmt_bytes(ds[f'zero{z}_gpu_bytes'], 'GiB')} per GPU for model states "
-                f"({ds[f'zero{z}_formula']}); ours is {fmt_bytes(ours, 'GiB')}: {why}"
-            )
+        fits, status = status_for(peak.bytes, gpu_mem)
+    timing = time_estimate(inp, shape)
+    if timing is not None:
+        ledger.steps += timing.steps + (timing.time.steps if timing.time else [])
+    ds = _deepspeed(inp, shape, ledger)
+    components = [
+        Component(
+            name=ln.name,
+            bytes=round(ln.bytes),
+            calculation=ln.substituted,
+            group=ln.group,  # type: ignore[arg-type]
+            unsharded_bytes=round(ln.unsharded),
+            category=ln.category,
+        )
+        for ln in ledger.lines
+    ]
+    unsharded = _unsharded_peak(ledger.lines, inp, shape, recompute)
     return Estimate(
         inputs=inp,
         shape=shape,
         params=psi,
         trainable_params=trainable,
         components=components,
-        steps=steps,
-        per_gpu_bytes=per_gpu,
-        total_bytes=per_gpu * n * t,  # every tensor-parallel rank holds its own share
+        moments=moments,
+        peak_moment=peak.name,
+        steps=ledger.steps,
+        per_gpu_bytes=peak.bytes,
+        total_bytes=peak.bytes * inp.gpus * inp.tp,  # every tensor-parallel rank holds its share
         unsharded_bytes=unsharded,
         gpu_mem_bytes=gpu_mem,
         fits=fits,
         status=status,
         deepspeed=ds,
-        notes=notes,
+        time=timing,
+        notes=ledger.notes,
     )
+
+
+def _unsharded_peak(
+    lines: list[Line], inp: EstimateInput, shape: dict[str, Any], rec: float
+) -> int:
+    same = [
+        Line(ln.name, ln.unsharded, ln.unsharded, ln.formula, ln.substituted, ln.group, ln.category)
+        for ln in lines
+    ]
+    return max(m.bytes for m in _moments(same, inp, shape, rec))
+
+
+def _deepspeed(inp: EstimateInput, shape: dict[str, Any], ledger: Ledger) -> dict[str, Any] | None:
+    """DeepSpeed's own model-state estimators beside ours, with why they differ."""
+    if inp.precision != "mixed" or inp.optimizer not in ("adam", "adamw") or inp.lora_rank:
+        return None
+    psi, n, z = int(shape["params"]), inp.gpus, inp.zero
+    big = int(shape.get("largest_module_params") or 0)
+    ds: dict[str, Any] = {
+        "zero2_gpu_bytes": deepspeed_zero2_gpu_bytes(psi, n),
+        "zero2_formula": f"2Ψ + 18Ψ/N = 2·{fmt_count(psi)} + 18·{fmt_count(psi)}/{n}",
+    }
+    if big:
+        ds["zero3_gpu_bytes"] = deepspeed_zero3_gpu_bytes(psi, big, n)
+        ds["zero3_formula"] = (
+            f"4·largest module + 18Ψ/N = 4·{fmt_count(big)} + 18·{fmt_count(psi)}/{n}"
+        )
+    if z in (2, 3) and f"zero{z}_gpu_bytes" in ds and inp.tp == 1:
+        ours = sum(ln.bytes for ln in ledger.lines if ln.group in ("model states", "overhead"))
+        why = (
+            "DeepSpeed also keeps an fp32 gradient copy (18 B/param where the ZeRO paper "
+            "counts 16); --fp32-grads reproduces its number"
+            if z == 2
+            else "DeepSpeed counts 18Ψ/N (fp16 and fp32 gradients, fp32 weights, two "
+            "states) plus 4 B per parameter of the largest single module; we count "
+            "16Ψ/N plus the largest block gathered twice (current + prefetch)"
+        )
+        ledger.note(
+            f"DeepSpeed's ZeRO-{z} estimator gives "
+            f"{fmt_bytes(ds[f'zero{z}_gpu_bytes'], 'GiB')} per GPU for model states "
+            f"({ds[f'zero{z}_formula']}); ours is {fmt_bytes(ours, 'GiB')}: {why}"
+        )
+    return ds
 
 
 # --------------------------------------------------------------------- plain-text rendering
 
 
 def describe_setup(inp: EstimateInput, shape: dict[str, Any]) -> str:
-    parts = [shape["name"], f"{inp.precision} {inp.optimizer}"]
-    if inp.lora_rank:
-        parts.append(f"{'QLoRA' if inp.qlora else 'LoRA'} r={inp.lora_rank}")
-    parts.append(f"{inp.gpus} GPU" + ("s" if inp.gpus > 1 else ""))
-    if inp.zero:
-        parts.append(f"ZeRO-{inp.zero}")
-    if inp.tp > 1:
-        parts.append(f"TP={inp.tp}" + (" + SP" if inp.sequence_parallel else ""))
-    parts.append(f"seq {inp.seq_or_default()} × batch {inp.batch}")
-    if inp.checkpointing != "none":
-        parts.append(f"{inp.checkpointing} recompute")
-    if inp.attention == "flash":
-        parts.append("flash attention")
-    return ", ".join(parts)
+    return inp.describe().replace(inp.model or "\0", shape["name"], 1)
 
 
 def status_for(need: int, available: int) -> tuple[bool, str]:
@@ -543,10 +507,31 @@ def verdict(est: Estimate) -> str:
     return verdict_text(est.per_gpu_bytes, est.gpu_mem_bytes)
 
 
+def moment_lines(est: Estimate) -> list[str]:
+    """The moments of the step, the peak marked, as plain lines."""
+    lines = []
+    for m in est.moments:
+        mark = "  ← peak" if m.name == est.peak_moment else ""
+        lines.append(f"  {m.name}: {fmt_bytes(m.bytes, 'GB')} = {m.calculation}{mark}")
+    return lines
+
+
+def time_lines(est: Estimate) -> list[str]:
+    if est.time is None:
+        return []
+    from profiling.flops import render_time
+
+    return render_time(est.time)
+
+
 def render_text(est: Estimate) -> str:
     """The table in the user's journal format: component, memory per GPU, calculation."""
     rows = [(c.name, fmt_bytes(c.bytes, "GB"), c.calculation) for c in est.components]
-    total = ("Total per GPU", fmt_bytes(est.per_gpu_bytes, "GB"), verdict(est) or "Σ above")
+    total = (
+        "Total per GPU",
+        fmt_bytes(est.per_gpu_bytes, "GB"),
+        f"the peak, at the {est.peak_moment}" + (f"; {verdict(est)}" if verdict(est) else ""),
+    )
     w0 = max(len(r[0]) for r in [*rows, total]) + 2
     w1 = max(len(r[1]) for r in [*rows, total]) + 2
     width = w0 + w1 + max(len(r[2]) for r in [*rows, total])
@@ -559,19 +544,25 @@ def render_text(est: Estimate) -> str:
     ]
     lines += [f"{a:<{w0}}{b_:<{w1}}{c}" for a, b_, c in rows]
     lines += [rule, f"{total[0]:<{w0}}{total[1]:<{w1}}{total[2]}"]
+    lines += [
+        "",
+        "Moments of the step (not every row is alive at once; the total is the largest):",
+        *moment_lines(est),
+    ]
     if est.inputs.zero or est.inputs.gpus > 1:
         lines.append(
-            f"{'Without ZeRO':<{w0}}{fmt_bytes(est.unsharded_bytes, 'GB'):<{w1}}"
-            "the same step on one GPU, nothing sharded"
+            f"Without ZeRO: {fmt_bytes(est.unsharded_bytes, 'GB')} (the same step on one GPU, "
+            "nothing sharded)"
         )
     lines.append(f"({fmt_bytes(est.per_gpu_bytes, 'GiB')} per GPU; 1 GB = 10^9 B, 1 GiB = 2^30 B)")
+    if est.time is not None:
+        lines += ["", "Time:", *(f"  {line}" for line in time_lines(est))]
     for note in est.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
 
 
 __all__ = [
-    "OPTIMIZERS",
     "Component",
     "Estimate",
     "EstimateInput",

@@ -21,10 +21,8 @@ report says so): they pay for lazy optimizer state, allocator growth and kernel 
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,22 @@ from profiling._stats import Spread, running_median_spikes
 from profiling.devices import Backend, RawReading, pick_backend, rss_high_water_bytes, uss_bytes
 from profiling.errors import ProfilingError
 from profiling.snapshot import MemorySnapshot
+
+
+class _Phase:
+    """``with prof.phase(name)``: a plain class, not a generator (it runs three times a step)."""
+
+    __slots__ = ("_name", "_prof")
+
+    def __init__(self, prof: MemoryProfiler, name: str) -> None:
+        self._prof, self._name = prof, name
+
+    def __enter__(self) -> None:
+        self._prof._enter_phase(self._name)
+
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> bool:
+        self._prof._exit_phase(self._name, exc)
+        return False  # never swallow the exception
 
 
 @dataclass(slots=True)
@@ -256,13 +270,15 @@ class MemoryProfiler:
         self._mark = end
         return row
 
-    @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[None]:
+    def phase(self, name: str) -> _Phase:
         """Measure the block as phase ``name``: its peak memory, the memory at its end, its time.
 
-        An out-of-memory error inside it is recorded (step, phase, memory at that moment) in
-        :attr:`oom` and re-raised.
+        Use it as ``with prof.phase("forward"): ...``. An out-of-memory error inside it is
+        recorded (step, phase, memory at that moment) in :attr:`oom` and re-raised.
         """
+        return _Phase(self, name)
+
+    def _enter_phase(self, name: str) -> None:
         began = time.perf_counter()
         self._require_running()
         if self._phase is not None:
@@ -272,24 +288,20 @@ class MemoryProfiler:
         # The stretch since the last boundary (code between phases) still counts for the step.
         self._close_interval(None, "point")
         self._phase = name
-        rng = self.backend.range(name) if self.nvtx else contextlib.nullcontext()
-        rng.__enter__()
+        if self.nvtx:
+            self.backend.range_push(name)
         self._own += time.perf_counter() - began
-        failed = False
-        try:
-            yield
-        except BaseException as exc:
-            failed = True
-            if self.backend.is_oom(exc):
-                self._record_oom(name, exc)
-            raise
-        finally:
-            ended = time.perf_counter()
-            rng.__exit__(None, None, None)
-            self._phase = None
-            if not failed:
-                self._close_interval(name, "phase")
-            self._own += time.perf_counter() - ended
+
+    def _exit_phase(self, name: str, exc: BaseException | None) -> None:
+        ended = time.perf_counter()
+        if self.nvtx:
+            self.backend.range_pop()
+        self._phase = None
+        if exc is None:
+            self._close_interval(name, "phase")
+        elif self.backend.is_oom(exc):
+            self._record_oom(name, exc)
+        self._own += time.perf_counter() - ended
 
     def _record_oom(self, phase: str | None, exc: BaseException) -> None:
         row = self._read("oom", self._next_step(), phase, reset=False, process=True)

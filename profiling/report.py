@@ -24,13 +24,29 @@ from profiling.units import fmt_bytes, fmt_count
 def estimate_record(est: Estimate) -> MeasurementRecord:
     results = [
         Quantity(name="per_gpu_total", value=est.per_gpu_bytes, unit="B"),
+        Quantity(name="peak", value=est.per_gpu_bytes, unit="B"),
         Quantity(name="total_all_gpus", value=est.total_bytes, unit="B"),
         Quantity(name="unsharded_total", value=est.unsharded_bytes, unit="B"),
         Quantity(name="params", value=est.params, unit=""),
     ]
     results += [Quantity(name=c.name, value=c.bytes, unit="B") for c in est.components]
+    results += [Quantity(name=f"moment: {m.name}", value=m.bytes, unit="B") for m in est.moments]
     if est.gpu_mem_bytes is not None:
         results.append(Quantity(name="gpu_mem", value=est.gpu_mem_bytes, unit="B"))
+    if est.time is not None:
+        results += [
+            Quantity(name="flops_per_step", value=est.time.flops_per_step, unit="FLOP"),
+            Quantity(name="flops_forward", value=est.time.flops_forward, unit="FLOP"),
+            Quantity(name="flops_backward", value=est.time.flops_backward, unit="FLOP"),
+        ]
+        t = est.time.time
+        if t is not None:
+            results += [
+                Quantity(name="step_time", value=t.step_seconds, unit="s"),
+                Quantity(name="tokens_per_second", value=t.tokens_per_second, unit="tokens/s"),
+            ]
+            if t.total_seconds is not None:
+                results.append(Quantity(name="time_for_tokens", value=t.total_seconds, unit="s"))
     return MeasurementRecord(
         id=new_record_id("estimated"),
         kind="estimated",
@@ -57,9 +73,18 @@ def estimate_json(est: Estimate, record_id: str) -> dict[str, Any]:
         "params": est.params,
         "trainable_params": est.trainable_params,
         "components": [
-            {"name": c.name, "bytes": c.bytes, "calculation": c.calculation, "group": c.group}
+            {
+                "name": c.name,
+                "bytes": c.bytes,
+                "calculation": c.calculation,
+                "group": c.group,
+                "category": c.category,
+            }
             for c in est.components
         ],
+        "moments": [m.model_dump() for m in est.moments],
+        "peak_moment": est.peak_moment,
+        "time": est.time.model_dump() if est.time is not None else None,
         "deepspeed": est.deepspeed,
         "notes": est.notes,
     }
@@ -67,17 +92,8 @@ def estimate_json(est: Estimate, record_id: str) -> dict[str, Any]:
 
 def estimate_categories(est: Estimate) -> dict[str, int]:
     """The estimate folded into the trace's categories, for a side-by-side comparison."""
-    out = dict.fromkeys(("parameters", "gradients", "optimizer", "activations"), 0)
-    for c in est.components:
-        if c.group == "activations":
-            out["activations"] += c.bytes
-        elif c.name.startswith("Optimizer"):
-            out["optimizer"] += c.bytes
-        elif "Gradients" in c.name or "gradients" in c.name:
-            out["gradients"] += c.bytes
-        else:
-            out["parameters"] += c.bytes
-    return out
+    cats = ("parameters", "gradients", "optimizer", "activations", "temporaries")
+    return {cat: est.category_bytes(cat) for cat in cats}
 
 
 # --------------------------------------------------------------------- traces
@@ -280,50 +296,39 @@ def estimate_input_for_trace(cfg: Any, gpu_mem_gb: float | None = None) -> Estim
     return cfg
 
 
+def _why(est: Estimate, cfg: Any) -> dict[str, str]:
+    """What still differs between estimate and trace of the same configuration, and why."""
+    why = {
+        "parameters": "the same weights in the same dtype on both sides",
+        "gradients": "gradients after the step (the steady state: freed before forward unless "
+        "--grads-kept)",
+        "optimizer": "optimizer state only: moments, master weights under mixed, step counters",
+        "activations": "what is alive when forward ends: the op-by-op model (GPT-2 / Llama "
+        "blocks) against every storage the trace saw",
+    }
+    if cfg.precision == "mixed" and cfg.fsdp:
+        why["parameters"] = (
+            "FSDP2's MixedPrecisionPolicy keeps fp32 sharded parameters (they are the master "
+            "weights) where the estimate counts 16-bit weights and an fp32 master copy under "
+            "optimizer; the 16-bit copies FSDP gathers are transient"
+        )
+        why["gradients"] = "FSDP2 reduce-scatters into fp32 gradient shards; the estimate: 16-bit"
+        why["optimizer"] = (
+            "the trace's fp32 shards are the master weights, so its optimizer holds only the "
+            "moments"
+        )
+    if est.inputs.zero and est.inputs.gpus > 1 and not cfg.fsdp:
+        why["parameters"] += "; the trace shards with FSDP2 (all stages shard the parameters)"
+    return why
+
+
 def compare(est: Estimate, result: Any) -> dict[str, Any]:
-    """Rows of (category, estimated, traced, ratio, why they differ)."""
+    """Rows of (category, estimated, traced, ratio, why), model states, and the two peaks."""
     cfg = result.config
     e = estimate_categories(est)
     traced = dict(result.after_step)
     traced["activations"] = result.phases.get("after_forward", {}).get("activations", 0)
-    # fp32 parameters under 16-bit compute: autocast, or FSDP's MixedPrecisionPolicy
-    mixed = cfg.autocast or (cfg.precision == "mixed" and cfg.fsdp)
-    autocast = cfg.autocast
-    psi = result.params
-    why: dict[str, str] = {}
-    if mixed and est.inputs.precision == "mixed":
-        why["parameters"] = (
-            "the trace's parameters are fp32 (4 B/param): they are the master weights; the "
-            "mixed-precision estimate counts 16-bit weights (2 B) and the fp32 master copy "
-            "under optimizer"
-        )
-        if cfg.fsdp:
-            why["parameters"] += (
-                f"; FSDP shards those fp32 parameters over {cfg.world_size} ranks even in "
-                "ZeRO-2 style (ZeRO-2 replicates the 16-bit weights); the 16-bit copies FSDP "
-                "gathers are transient: they show after forward and in the peak, not after the "
-                "step"
-            )
-        why["gradients"] = (
-            "the trace keeps fp32 gradients (the parameters' dtype"
-            + ("; FSDP reduce-scatters into the fp32 shard" if cfg.fsdp else "")
-            + "); the estimate counts 16-bit gradients (2 B/param)"
-        )
-        why["optimizer"] = (
-            "the trace's fp32 parameters are the master weights, so its optimizer holds only "
-            "the two moments (8 B/param) against the estimate's 12"
-        )
-    why.setdefault("optimizer", "same states; Adam's per-parameter step counters add bytes")
-    act = ["trace: what is alive when forward ends; estimate: Korthikanti's formula + logits"]
-    if autocast:
-        act.append(
-            f"autocast caches 16-bit copies of the weights for backward (≈ 2 B × {fmt_count(psi)})"
-        )
-    arch = (result.model_info or {}).get("arch")
-    if arch == "llama":
-        act.append("Llama's SwiGLU MLP and RMSNorm are not the GPT block the formula assumes")
-    act.append("PyTorch's CPU attention kernel saves no s² score matrix (like flash attention)")
-    why["activations"] = "; ".join(act)
+    why = _why(est, cfg)
     rows = []
     for cat in ("parameters", "gradients", "optimizer", "activations"):
         est_b, tr_b = e.get(cat, 0), traced.get(cat, 0)
@@ -339,9 +344,9 @@ def compare(est: Estimate, result: Any) -> dict[str, Any]:
     states = ("parameters", "gradients", "optimizer")
     est_states = sum(e.get(c, 0) for c in states)
     tr_states = sum(traced.get(c, 0) for c in states)
+    phase = getattr(result, "peak_phase", "?").replace("_", " ")
     return {
         "rows": rows,
-        # Split differently (see the rows), the model states should nearly agree in sum.
         "model_states": {
             "estimated_bytes": est_states,
             "traced_bytes": tr_states,
@@ -351,8 +356,8 @@ def compare(est: Estimate, result: Any) -> dict[str, Any]:
         "traced_peak": result.peak_bytes,
         "ratio": round(est.per_gpu_bytes / result.peak_bytes, 3) if result.peak_bytes else None,
         "why_total": (
-            "the estimate sums every component as if all were alive at once; the trace's peak "
-            "is one moment (usually the optimizer step, with its temporaries)"
+            f"both are the step's highest moment: the estimate's is the {est.peak_moment}, the "
+            f"trace's is in the {phase}"
         ),
     }
 
@@ -375,15 +380,15 @@ def render_compare_text(cmp: dict[str, Any]) -> str:
         "─" * 49,
         f"{'model states':<14}{fmt_bytes(ms['estimated_bytes']):>12}"
         f"{fmt_bytes(ms['traced_bytes']):>12}{ms_ratio:>11}",
-        f"{'total / peak':<14}{fmt_bytes(cmp['estimated_total']):>12}"
+        f"{'peak':<14}{fmt_bytes(cmp['estimated_total']):>12}"
         f"{fmt_bytes(cmp['traced_peak']):>12}{ratio:>11}",
         "",
-        "Why they differ:",
+        "Why they differ (where they do), and what each row counts:",
     ]
     for row in cmp["rows"]:
         if row["why"]:
             lines.append(f"- {row['category']}: {row['why']}")
-    lines.append(f"- total / peak: {cmp['why_total']}")
+    lines.append(f"- peak: {cmp['why_total']}")
     lines.append(
         "(traced parameters/gradients/optimizer: what stays after the step; traced "
         "activations: what is alive when forward ends)"

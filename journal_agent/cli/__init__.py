@@ -78,6 +78,7 @@ def _register() -> None:
         feedback_cmd,
         profiling_cmd,
         trace_cmd,
+        fit_cmd,
         measure_cmd,
         agents_cmd,
         tool_cmd,

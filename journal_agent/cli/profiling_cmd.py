@@ -1,4 +1,5 @@
-"""``journal-agent estimate`` and ``measurements`` (``trace`` lives in ``trace_cmd``).
+"""``journal-agent estimate`` and ``measurements`` (``trace`` lives in ``trace_cmd``, ``fit`` in
+``fit_cmd``).
 
 Every run saves a measurement record under ``<root>/.journal/measurements/`` and prints its
 id, so a journal entry can cite the number as ``[m:<id>]``. torch and matplotlib are imported
@@ -44,7 +45,8 @@ def _estimate_table(est: Any) -> Any:
     )
     table.add_column("Component", footer="Total per GPU")
     table.add_column("Per GPU", justify="right", footer=fmt_bytes(est.per_gpu_bytes, "GB"))
-    table.add_column("Calculation", footer=verdict(est) or "Σ above")
+    peak = f"the peak, at the {est.peak_moment}"
+    table.add_column("Calculation", footer=f"{peak}; {verdict(est)}" if verdict(est) else peak)
     group = None
     for c in est.components:
         if c.group != group:
@@ -56,9 +58,17 @@ def _estimate_table(est: Any) -> Any:
 
 def _print_estimate(est: Any) -> None:
     from profiling._units import fmt_bytes
+    from profiling.estimate import moment_lines, time_lines
 
     console = _console()
     console.print(_estimate_table(est))
+    console.print("Moments of the step (not every row is alive at once; the total is the largest):")
+    for line in moment_lines(est):
+        console.print(line, soft_wrap=True, markup=False)
+    if est.time is not None:
+        console.print("Time:")
+        for line in time_lines(est):
+            console.print(f"  {line}", soft_wrap=True, markup=False)
     if est.inputs.zero or est.inputs.gpus > 1:
         console.print(
             f"Without ZeRO (one GPU, nothing sharded): {fmt_bytes(est.unsharded_bytes, 'GB')}"

@@ -88,11 +88,26 @@ def check_draft(root: Path, entry: Entry) -> Check:
         texts = index.entry_texts(conn, list(rowids.values()))
         total = conn.execute("SELECT count(*) FROM entries").fetchone()[0] or 1
 
-        def df(term: str) -> int:
-            row = conn.execute("SELECT doc FROM entries_vocab WHERE term = ?", (term,)).fetchone()
-            return int(row[0]) if row else 0
+        bags = {rowid: _bag(embed_text(*texts[rowid])) for rowid in texts}
+        draft_bag = _bag(text)
+        # Document frequencies of every word involved, in one pass over the vocabulary rows
+        # that matter (one query per word cost 130 ms at 10,000 entries).
+        words = sorted(set(draft_bag).union(*bags.values()))
+        counts: dict[str, int] = {}
+        for start in range(0, len(words), 500):
+            chunk = words[start : start + 500]
+            counts.update(
+                conn.execute(
+                    "SELECT term, doc FROM entries_vocab WHERE term IN "
+                    f"({','.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+            )
 
-        draft_words = _weights(_bag(text), df, total)
+        def df(term: str) -> int:
+            return counts.get(term, 0)
+
+        draft_words = _weights(draft_bag, df, total)
         synonyms = load_synonyms(index.root)
         draft_concepts = concepts(entry.title, synonyms)
         closest = []
@@ -100,11 +115,10 @@ def check_draft(root: Path, entry: Entry) -> Check:
             rowid = rowids.get(hit.id)
             if rowid is None or rowid not in texts:
                 continue
-            other = embed_text(*texts[rowid])
-            words = _cosine(draft_words, _weights(_bag(other), df, total))
+            similarity = _cosine(draft_words, _weights(bags[rowid], df, total))
             shared = bool(draft_concepts & concepts(hit.title, synonyms))
             closest.append(
-                Duplicate(hit.id, hit.title, hit.date, hit.line, hit.meaning, words, shared)
+                Duplicate(hit.id, hit.title, hit.date, hit.line, hit.meaning, similarity, shared)
             )
     finally:
         conn.close()

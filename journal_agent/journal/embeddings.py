@@ -186,12 +186,36 @@ class Embedder:
 
 
 _EMBEDDERS: dict[str, Embedder] = {}
+_FOUND: dict[tuple[str, str | None], tuple[ModelInfo, tuple[int, ...]]] = {}
+
+
+def _found_model(root: Path) -> ModelInfo:
+    """``find_model``, remembered per process while the model's files are unchanged (finding
+    the package walks sys.path, which a search should not pay for every time)."""
+    key = (str(root), configured_model(root))
+    found = _FOUND.get(key)
+    if found is not None:
+        try:
+            if _stamp(found[0]) == found[1]:
+                return found[0]
+        except OSError:
+            pass
+    info = find_model(root)
+    _FOUND[key] = (info, _stamp(info))
+    return info
+
+
+def _stamp(info: ModelInfo) -> tuple[int, ...]:
+    weights, config = info.weights.stat(), (info.path / "config.json").stat()
+    return (weights.st_size, weights.st_mtime_ns, config.st_mtime_ns, config.st_ino)
+
+
 _FAILURES: dict[str, str] = {}
 
 
 def get_embedder(root: Path) -> Embedder:
     """The project's embedder; raises :class:`Unavailable` (with the reason) when there is none."""
-    info = find_model(Path(root))
+    info = _found_model(Path(root))
     key = f"{info.path}:{info.sha256}"
     if key in _FAILURES:
         raise Unavailable(_FAILURES[key])

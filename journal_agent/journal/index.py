@@ -235,11 +235,9 @@ class SearchIndex:
         meta = self._meta(conn)
         if meta.get("size") == str(st.st_size) and meta.get("mtime_ns") == str(st.st_mtime_ns):
             return
-        data = self.store.path.read_bytes()
-        if meta.get("sha1") == hashlib.sha1(data).hexdigest():  # touched, not changed
-            self._set_meta(conn, size=st.st_size, mtime_ns=st.st_mtime_ns)
-            return
-        self._update(conn, data, st.st_size, st.st_mtime_ns)
+        # A file only touched re-parses its last entry: hashing all 14 MB to notice would cost
+        # more than that.
+        self._update(conn, self.store.path.read_bytes(), st.st_size, st.st_mtime_ns)
 
     def _update(self, conn: sqlite3.Connection, data: bytes, size: int, mtime_ns: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -257,7 +255,6 @@ class SearchIndex:
                 conn,
                 size=size,
                 mtime_ns=mtime_ns,
-                sha1=hashlib.sha1(data).hexdigest(),
                 preamble=hashlib.sha1(data[: first or 0]).hexdigest(),
             )
             self._bump(conn)
@@ -421,7 +418,6 @@ class SearchIndex:
                     conn,
                     size=new[0],
                     mtime_ns=new[1],
-                    sha1=hashlib.sha1(data).hexdigest(),
                     preamble=hashlib.sha1(data[: first or 0]).hexdigest(),
                 )
                 self._bump(conn)
@@ -479,12 +475,20 @@ class SearchIndex:
     def lexical(
         self, conn: sqlite3.Connection, plan: QueryPlan, tags: list[str], depth: int
     ) -> list[Lexical]:
-        """Entries matching every term, then entries matching some, each by BM25."""
+        """Entries matching every term, then entries matching some (more terms first), each
+        group by BM25."""
         try:
-            found = self._match(conn, plan.all_of(), tags, depth)
-            if plan.raw is None and len(plan.terms) > 1:
-                for rowid, score in self._match(conn, plan.any_of(), tags, depth).items():
-                    found.setdefault(rowid, score)
+            every = self._match(conn, plan.all_of(), tags, depth)
+            some: dict[int, float] = {}
+            # Partial matches rank after every full match: look for them only when there are
+            # fewer full matches than the ranking needs (BM25 over thousands of rows is the
+            # cost of a search).
+            if plan.raw is None and len(plan.terms) > 1 and len(every) < depth:
+                some = {
+                    r: s
+                    for r, s in self._match(conn, plan.any_of(), tags, depth).items()
+                    if r not in every
+                }
         except sqlite3.OperationalError as exc:
             if plan.raw is None:
                 raise
@@ -494,18 +498,21 @@ class SearchIndex:
                 'words, put phrases in double quotes ("zero stage 2"), and balance '
                 "quotes and parentheses."
             ) from None
-        hits = [Lexical(rowid, score) for rowid, score in found.items()]
-        if plan.raw is None and hits:
-            ids = ",".join(str(h.rowid) for h in hits)
-            by_row = {h.rowid: h for h in hits}
+        labels = [t.label for t in plan.terms]
+        hits = [Lexical(rowid, score, list(labels)) for rowid, score in every.items()]
+        partial = [Lexical(rowid, score) for rowid, score in some.items()]
+        if partial:
+            ids = ",".join(str(h.rowid) for h in partial)
+            by_row = {h.rowid: h for h in partial}
             for term in plan.terms:
                 for (rowid,) in conn.execute(
                     f"SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? AND rowid IN ({ids})",
                     (term.fts(),),
                 ):
                     by_row[rowid].matched.append(term.label)
-        hits.sort(key=lambda h: (-len(h.matched), h.bm25))
-        return hits
+            partial.sort(key=lambda h: (-len(h.matched), h.bm25))
+        hits.sort(key=lambda h: h.bm25)
+        return hits + partial
 
     def _match(
         self, conn: sqlite3.Connection, query: str, tags: list[str], depth: int

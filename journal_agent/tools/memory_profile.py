@@ -57,7 +57,8 @@ class MemoryProfile(Tool):
         "- Use it for questions about this hardware; use MemoryTrace/MemoryEstimate for "
         "hardware you do not have.\n"
         "- Returns a compact summary and a record id; cite the numbers as [m:<id>].\n"
-        "- Bounded by timeout; an out-of-memory is reported as a result."
+        "- Bounded by timeout; an out-of-memory is reported as a result.\n"
+        "- A workspace factory runs the user's code, so it is permission-checked like Bash."
     )
     Input = MemoryProfileInput
 
@@ -70,8 +71,8 @@ class MemoryProfile(Tool):
         args += ["--warmup", str(params.warmup), "--timeout", f"{params.timeout:g}"]
         if params.device:
             args += ["--device", params.device]
-        if ctx.policy is not None:
-            # It runs a training loop (and a workspace factory's code): approved like Bash.
+        if ":" in params.model and ctx.policy is not None:
+            # Importing a workspace factory runs the user's code: the same approval as Bash.
             ctx.policy.ensure("Bash", command="journal-agent " + " ".join(args))
         data, err = _run_child([*args, "--json", "--root", str(ctx.root)], ctx, params.timeout)
         if data is None:
@@ -93,7 +94,7 @@ def _run_child(args: list[str], ctx: ToolContext, timeout: float) -> tuple[dict 
         text=True,
         start_new_session=True,
     )
-    report = ctx.extras.get("progress")
+    sink: list = [ctx.extras.get("progress")]  # emptied if the host's progress sink fails
     errors: list[str] = []
 
     def read_stderr() -> None:
@@ -103,8 +104,11 @@ def _run_child(args: list[str], ctx: ToolContext, timeout: float) -> tuple[dict 
             if line.startswith("progress: "):
                 done, _, what = line.removeprefix("progress: ").partition(" ")
                 n, _, total = done.partition("/")
-                if callable(report) and n.isdigit() and total.isdigit():
-                    report(int(n), int(total), what)
+                if callable(sink[0]) and n.isdigit() and total.isdigit():
+                    try:
+                        sink[0](int(n), int(total), what)
+                    except Exception:  # a host's progress sink failing must not lose the run
+                        sink[0] = None
             elif line.strip():
                 errors.append(line)
 

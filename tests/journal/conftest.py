@@ -85,12 +85,13 @@ def ws(tmp_path: Path, cli: CLI) -> Workspace:
 
 @pytest.fixture(scope="module")
 def relevance_journal(tmp_path_factory) -> Workspace:
-    """The relevance set's 42 entries, indexed and embedded once per test module."""
+    """The relevance set's 43 entries, indexed and embedded once per test module (its ``cli``
+    is unset: the ``cli`` fixture is per test)."""
     from journal_agent.journal import api
 
     from . import relevance
 
-    w = Workspace(tmp_path_factory.mktemp("relevance"))
+    w = Workspace(tmp_path_factory.mktemp("relevance"), None)  # type: ignore[arg-type]
     relevance.write_journal(w.root)
     api.index(w.root)
     return w

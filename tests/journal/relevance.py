@@ -1,4 +1,4 @@
-"""A relevance set for journal search: 42 entries on training systems, 64 queries as learners
+"""A relevance set for journal search: 43 entries on training systems, 72 queries as learners
 ask them, each with the entries it should find; plus near-duplicate pairs.
 
 Used by tests/journal/test_relevance.py (which asserts the floors) and

@@ -114,12 +114,14 @@ def test_project_synonyms_extend_the_packaged_list(ws):
     assert [h.title for h in api.search(ws.root, "newton schulz")] == ["Muon Optimizer"]
 
 
-def test_search_json_says_why_each_entry_matched(relevance_journal):
-    proc = relevance_journal.cli("search", "how does zero split the adam state", "--json")
+def test_search_json_says_why_each_entry_matched(relevance_journal, cli):
+    env = {"JOURNAL_AGENT_ROOT": str(relevance_journal.root), "NO_COLOR": "1"}
+    question = "how does zero split the adam state"
+    proc = cli("journal", "search", question, "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     hits = json.loads(proc.stdout)
     zero1 = next(h for h in hits if h["id"] == "rel-zero1")
     assert "adam state" in zero1["matched"] and zero1["meaning"] > 0.3
-    text = relevance_journal.cli("search", "why does my loss suddenly jump")
+    text = cli("journal", "search", "why does my loss suddenly jump", env=env)
     assert text.stdout.startswith("2026-11-")
     assert "(words: loss" in text.stdout and "meaning 0." in text.stdout

@@ -25,6 +25,7 @@ def test_estimate_json_shape_and_record(tmp_path, run_json) -> None:
         "bytes": 14_000_000_000,
         "calculation": "7B · 2 B",
         "group": "model states",
+        "category": "parameters",
     }
     for component in data["components"]:
         assert set(component) >= {"name", "bytes", "calculation"}

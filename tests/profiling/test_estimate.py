@@ -24,7 +24,7 @@ def _states(**kw) -> int:
     """Model-state bytes per GPU (no shape given, so no activations)."""
     est = estimate(EstimateInput(**{"precision": "mixed", **kw}))
     assert all(c.group != "activations" for c in est.components)
-    return est.per_gpu_bytes
+    return sum(c.bytes for c in est.components if c.group == "model states")
 
 
 # ----------------------------------------------------------------- DeepSpeed's estimators
@@ -134,7 +134,8 @@ def test_seed_case_prints_whole_table() -> None:
 
 # ----------------------------------------------------------------- activations and logits
 
-# A toy shape small enough to do by hand: s=4, b=1, h=8, a=2, L=2 → s·b·h = 32.
+# A toy shape small enough to do by hand: GPT-2 blocks (the default for a hand-given shape),
+# s=4, b=1, h=8, a=2, f=4h=32, L=2 → s·b = 4 tokens. Mixed precision: 16-bit everywhere (r = c = 2).
 TOY = dict(params=1000, layers=2, hidden=8, heads=2, seq=4, batch=1, precision="mixed")
 
 
@@ -143,35 +144,62 @@ def _acts(**kw) -> int:
     return sum(c.bytes for c in est.components if c.group == "activations")
 
 
-def test_korthikanti_no_parallelism() -> None:
-    # per layer s·b·h·(34 + 5·a·s/h) = 32·(34 + 5) = 1248
-    assert _acts() == 2 * 1248
+# Per layer, by hand (bytes): LayerNorm inputs + mean/rstd s·b·(2h + 4)·2 = 4·20·2 = 160;
+# their outputs the matmuls keep s·b·2h·2 = 128; qkv + attention output + fp32 logsumexp
+# s·b·(4h·2 + 4a) = 4·72 = 288; fc output and GELU output s·b·2f·2 = 512. Layer: 1088.
+# Once: final LayerNorm s·b·((h + 2)·2 + h·2) + int64 positions 8·s = 4·36 + 32 = 176.
+LAYER, FINAL = 160 + 128 + 288 + 512, 176
 
 
-def test_flash_attention_and_selective_drop_the_scores() -> None:
-    assert _acts(flash_attention=True) == 2 * 34 * 32
-    assert _acts(recompute="selective") == 2 * 34 * 32
+def test_gpt2_block_by_hand() -> None:
+    assert _acts() == 2 * LAYER + FINAL
+
+
+def test_eager_attention_keeps_the_probabilities_and_selective_drops_them() -> None:
+    # softmax probabilities a·s²·b, 16-bit: 2·16·1·2 = 64 per layer
+    assert _acts(attention="eager") == 2 * (LAYER + 64) + FINAL
+    assert _acts(attention="eager", checkpointing="selective") == 2 * LAYER + FINAL
+    assert _acts(attention="flash") == _acts(attention="sdpa") == 2 * LAYER + FINAL
+
+
+def test_dropout_masks() -> None:
+    # one byte per element after attention and after the MLP: s·b·2h = 64 per layer
+    assert _acts(dropout=0.1) == 2 * (LAYER + 64) + FINAL
 
 
 def test_tensor_and_sequence_parallel() -> None:
-    # t=2: s·b·h·(10 + 24/t + 5·a·s/(h·t)) = 32·(10 + 12 + 2.5) = 784
-    assert _acts(tp=2) == 2 * 784
-    # + sequence parallel: s·b·h·(34 + 5·a·s/h)/t = 1248/2
-    assert _acts(tp=2, sequence_parallel=True) == 2 * 624
-    # selective with t=2: s·b·h·(10 + 24/t) = 32·22
-    assert _acts(tp=2, recompute="selective") == 2 * 704
+    # t=2 splits attention and MLP; norms, their outputs and the final norm only with SP.
+    assert _acts(tp=2) == 2 * (160 + 128 + 144 + 256) + FINAL
+    assert _acts(tp=2, sequence_parallel=True) == (2 * LAYER + FINAL) // 2
 
 
-def test_full_recompute() -> None:
-    # checkpoints 2·s·b·h per layer + one layer recomputed during backward
-    assert _acts(recompute="full") == 2 * 64 + 1248
+def test_full_checkpointing_keeps_block_inputs_and_recomputes_one_layer() -> None:
+    # checkpoints L·s·b·h·2 = 2·32·2 = 128; backward rebuilds one layer (1088) on top
+    assert _acts(checkpointing="full") == 128 + FINAL
+    est = estimate(EstimateInput(**{**TOY, "checkpointing": "full"}))
+    moments = {m.name: m.bytes for m in est.moments}
+    assert moments["backward, a block recomputed"] - moments["end of forward"] == LAYER
 
 
-def test_fp32_doubles_activations_and_logits_upcast() -> None:
-    assert _acts(precision="fp32") == 2 * 2 * 1248
-    # logits: s·b·V values, 16-bit + the fp32 log-probs = 6 B each
-    assert _acts(vocab=10) == 2 * 1248 + 4 * 10 * 6
-    assert _acts(vocab=10, precision="fp32") == 2 * 2 * 1248 + 4 * 10 * 8
+def test_fp32_and_autocast_and_the_loss_log_probs() -> None:
+    # fp32: everything 4 B: layer 4·20·4 + 4·16·4 + 4·(32·4 + 8) + 4·64·4 = 2144;
+    # final 4·(10·4 + 8·4) + 32 = 320
+    assert _acts(precision="fp32") == 2 * 2144 + 320
+    # the loss keeps fp32 log-probabilities: s·b·V·4 = 4·10·4 = 160
+    assert _acts(vocab=10) == 2 * LAYER + FINAL + 160
+    # autocast: fp32 residual (r = 4), 16-bit matmul inputs (c = 2), and the 16-bit copies of
+    # every matmul weight, 2 B each: L·(4h² + 2hf) + V·h = 2·(256 + 512) + 80 = 1616 weights
+    amp = 2 * (4 * 20 * 4 + 128 + 288 + 512) + 4 * (10 * 4 + 16) + 32 + 160 + 1616 * 2
+    assert _acts(vocab=10, precision="amp-bf16") == amp
+
+
+def test_llama_block_by_hand() -> None:
+    # s=4, b=1, h=8, a=2, kv heads 1 → k = 4, f = 16, mixed. Per layer: RMSNorm ×2 in fp32
+    # s·b·(4h + 2)·4 = 4·34·4 = 544; outputs s·b·2h·2 = 128; q, k, v, output, logsumexp
+    # s·b·((2h + 2k)·2 + 4a) = 4·(48 + 8) = 224; SwiGLU s·b·4f·2 = 512 → 1408.
+    # Once: final RMSNorm s·b·((2h + 1)·4 + h·2) + RoPE cos/sin 2·s·(h/a)·2 = 4·84 + 64 = 400.
+    llama = dict(TOY, arch="llama", kv_heads=1, ffn=16)
+    assert _acts(**llama) == 2 * 1408 + 400
 
 
 def test_no_shape_means_no_activations_and_a_note() -> None:

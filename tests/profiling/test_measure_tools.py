@@ -39,7 +39,7 @@ def test_memory_profile_needs_bash_approval_and_fails_as_a_result(tmp_path) -> N
     )
     args = {"model": "slow:model", "steps": 1, "timeout": 2}
     denied = MemoryProfile().call(make_context(tmp_path), args)
-    assert denied.is_error
+    assert denied.is_error and "Permission denied" in denied.content
     allowed = MemoryProfile().call(ToolContext(root=tmp_path), args)
     assert allowed.is_error
     assert "model factory 'slow:model' did not finish" in allowed.content
@@ -52,3 +52,46 @@ def test_device_info_without_a_gpu_saves_a_record(tmp_path) -> None:
     assert result.content.startswith("no NVIDIA GPU here")
     record = RecordStore(tmp_path / ".journal" / "measurements").load(_record(result.content))
     assert record.kind == "measured" and record.result("ram").value > 0
+
+
+def test_memory_profile_over_mcp_sends_progress(tmp_path) -> None:
+    """The plugin's MCP server, driven by the real MCP client: progress notifications arrive
+    while the measured run goes, then the compact result with the record id."""
+    import os
+    import sys
+    from pathlib import Path
+
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    repo = Path(__file__).resolve().parents[2]
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append((done, total, message))
+
+    async def main():
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "journal_agent", "mcp"],
+            cwd=str(tmp_path),
+            env={
+                "HOME": str(tmp_path),
+                "PATH": os.environ.get("PATH", ""),
+                "PYTHONPATH": str(repo),
+            },
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await session.call_tool(
+                "MemoryProfile",
+                {"model": "tiny-gpt2", "batch": 2, "seq": 32, "steps": 2, "warmup": 1},
+                progress_callback=progress,
+            )
+
+    result = anyio.run(main)
+    assert not result.is_error, result.content
+    text = result.content[0].text
+    assert (tmp_path / ".journal" / "measurements" / f"{_record(text)}.json").is_file()
+    assert seen and seen[-1][:2] == (3, 3), seen

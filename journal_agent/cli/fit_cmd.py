@@ -1,0 +1,59 @@
+"""``journal-agent fit``: the ways to train a model that fit a GPU, ranked by throughput.
+
+The search and the ranking live in ``profiling.fit``; this parses the shared configuration's
+flags, calls it, and renders the table (or JSON).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from journal_agent.cli import app
+from journal_agent.cli._common import print_json
+from journal_agent.cli._config_flags import config_flags
+from journal_agent.cli._profiling_common import JsonFlag, _user_errors
+from journal_agent.errors import UserError
+
+_FIT_FLAGS = (
+    "model", "params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch", "seq",
+    "optimizer", "gpus", "gpu", "gpu_mem", "mfu", "attention",
+)  # fmt: skip
+
+
+@app.command("fit")
+@config_flags(include=_FIT_FLAGS)
+def fit_command(
+    config: dict[str, Any],
+    confirm: Annotated[
+        int, typer.Option("--confirm", min=0, help="Trace the best N fitting configurations.")
+    ] = 2,
+    top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
+    as_json: JsonFlag = False,
+) -> None:
+    """What fits a GPU: precision, ZeRO, checkpointing, LoRA/QLoRA, offload and micro-batch
+    searched, ranked by estimated throughput, the best traced to confirm.
+
+    Example: journal-agent fit --model llama-7b --gpu-mem 24 --gpu rtx-4090
+    """
+    from profiling.config import TrainingConfig
+    from profiling.fit import fit, fit_json, render_fit
+
+    with _user_errors():
+        base = TrainingConfig.parse(**config)
+        res = fit(base, confirm=confirm, progress=None if as_json else _progress)
+    if as_json:
+        print_json(fit_json(res))
+    else:
+        typer.echo(render_fit(res, top=top))
+    if not res.fitting:
+        raise UserError(
+            f"nothing fits in {res.gpu_mem_bytes / 1e9:.2f} GB: the smallest need is "
+            f"{res.smallest.peak_bytes / 1e9:.2f} GB per GPU ({res.smallest.label()}); use a "
+            "larger GPU or more GPUs"
+        )
+
+
+def _progress(stage: str) -> None:
+    typer.echo(stage, err=True)

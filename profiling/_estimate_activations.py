@@ -1,0 +1,279 @@
+"""The activation model: what each op of a GPT-2 or Llama block keeps for backward, in bytes.
+
+Derived from what the trace shows autograd saving (``torch.autograd.graph.saved_tensors_hooks``
+on the reference models, real and fake tensors alike), op by op. Per layer, with s·b tokens,
+hidden h, heads a, key/value width k (grouped-query attention), MLP width f:
+
+GPT-2 block (LayerNorm, fused qkv, GELU MLP)
+  LayerNorm ×2: its input x (residual dtype) + mean and rstd (s·b each, residual dtype)
+  the LayerNorm outputs the qkv and fc matmuls keep (compute dtype)
+  qkv: 3h (SDPA keeps q, k, v as views of it); attention output h; logsumexp a·s·b fp32
+  MLP: the fc output (GELU's input) f and GELU's output f
+Llama block (RMSNorm, q/k/v/o, RoPE, SwiGLU)
+  RMSNorm ×2: computed in fp32 whatever the dtype — its fp32 input and normalized output 2h·4 B,
+  rstd s·b·4 B; its output as the matmul input (one copy; under autocast each of q, k, v — and
+  gate, up — casts its own 16-bit copy: 3 + 2 copies)
+  q h, k and v k each (after RoPE, as SDPA keeps them); attention output h; logsumexp a·s·b fp32
+  SwiGLU: gate output, SiLU output, up output, their product: 4f
+
+Eager attention adds the softmax probabilities a·s²·b (fp32 under autocast, then the 16-bit
+copy the next matmul keeps); dropout adds a 1-byte mask per dropped element. Full
+checkpointing keeps only each block's input; the block being recomputed in backward holds one
+layer's activations again. Once per model: the final norm, the fp32 log-probabilities the loss
+keeps (s·b·V·4 B), RoPE's cos/sin tables, and under autocast the 16-bit copies of every matmul
+weight (autocast casts each weight once per forward; the matmuls keep the copies for backward).
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from profiling.units import fmt_count
+
+
+@dataclass
+class Term:
+    name: str
+    bytes: float
+    formula: str
+    substituted: str
+
+
+@dataclass
+class Dims:
+    arch: str
+    L: int
+    h: int
+    a: int
+    k: int  # key/value width: kv_heads × head_dim
+    f: int
+    V: int | None
+    s: int
+    b: int
+    hd: int
+
+
+def dims_of(shape: dict[str, Any], s: int, b: int) -> Dims | None:
+    h, L, a = shape.get("hidden"), shape.get("layers"), shape.get("heads")
+    if None in (h, L, a):
+        return None
+    arch = shape.get("arch") or "gpt2"
+    k = int(shape.get("kv_dim") or h)
+    f = int(shape.get("ffn") or (4 * h if arch == "gpt2" else _llama_ffn(h)))
+    return Dims(arch, int(L), int(h), int(a), k, f, shape.get("vocab"), s, b, int(h) // int(a))
+
+
+def _llama_ffn(h: int) -> int:
+    # Llama's default: 2/3 of 4h rounded up to a multiple of 256.
+    return -(-(8 * h // 3) // 256) * 256
+
+
+@dataclass
+class Bytes:
+    """Element sizes of one precision: residual stream r, matmul inputs c, autocast or not."""
+
+    r: int
+    c: int
+    amp: bool
+    rope: int
+
+    @classmethod
+    def of(cls, precision: str) -> Bytes:
+        amp = precision.startswith("amp-")
+        r = 4 if precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+        c = 4 if precision == "fp32" else 2
+        # RoPE tables follow the dtype the model is built in (16-bit for mixed and bf16).
+        return cls(r=r, c=c, amp=amp, rope=2 if precision in ("mixed", "bf16") else 4)
+
+
+def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+    """One transformer block's saved activations, by op family (tensor-parallel split: TP=1)."""
+    sb, h, k, f, a = d.s * d.b, d.h, d.k, d.f, d.a
+    terms: list[Term] = []
+    tok = f"{d.s}·{d.b}"
+    if d.arch == "gpt2":
+        terms.append(
+            Term(
+                "norms (LayerNorm ×2: input, mean, rstd)",
+                sb * (2 * h + 4) * e.r,
+                f"s·b·(2h + 4)·{e.r} B",
+                f"{tok}·(2·{h} + 4)·{e.r}",
+            )
+        )
+        terms.append(
+            Term(
+                "matmul inputs (LayerNorm outputs)",
+                sb * 2 * h * e.c,
+                f"s·b·2h·{e.c} B",
+                f"{tok}·2·{h}·{e.c}",
+            )
+        )
+        terms.append(
+            Term(
+                "attention (qkv, output, logsumexp)",
+                sb * (4 * h * e.c + 4 * a),
+                f"s·b·(4h·{e.c} + 4a) B",
+                f"{tok}·(4·{h}·{e.c} + 4·{a})",
+            )
+        )
+        terms.append(
+            Term(
+                "MLP (fc output, GELU output)",
+                sb * 2 * f * e.c,
+                f"s·b·2f·{e.c} B",
+                f"{tok}·2·{f}·{e.c}",
+            )
+        )
+    else:
+        copies = 5 if e.amp else 2  # autocast: q, k, v and gate, up each cast their own copy
+        terms.append(
+            Term(
+                "norms (RMSNorm ×2 in fp32: input, normalized, rstd)",
+                sb * (2 * 2 * h * 4 + 2 * 4),
+                "s·b·(4h + 2)·4 B",
+                f"{tok}·(4·{h} + 2)·4",
+            )
+        )
+        terms.append(
+            Term(
+                "matmul inputs (RMSNorm outputs"
+                + (", one copy per q, k, v, gate, up)" if e.amp else ")"),
+                sb * copies * h * e.c,
+                f"s·b·{copies}h·{e.c} B",
+                f"{tok}·{copies}·{h}·{e.c}",
+            )
+        )
+        terms.append(
+            Term(
+                "attention (q, k, v after RoPE, output, logsumexp)",
+                sb * ((2 * h + 2 * k) * e.c + 4 * a),
+                f"s·b·((2h + 2k)·{e.c} + 4a) B",
+                f"{tok}·((2·{h} + 2·{k})·{e.c} + 4·{a})",
+            )
+        )
+        terms.append(
+            Term(
+                "MLP (SwiGLU: gate, SiLU, up, product)",
+                sb * 4 * f * e.c,
+                f"s·b·4f·{e.c} B",
+                f"{tok}·4·{f}·{e.c}",
+            )
+        )
+    terms += _attention_extras(d, e, cfg)
+    return terms
+
+
+def _attention_extras(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+    terms: list[Term] = []
+    sb = d.s * d.b
+    if cfg.attention == "eager" and cfg.checkpointing != "selective":
+        probs = (4 + 2) if e.amp else e.c  # softmax in fp32 under autocast, then a 16-bit copy
+        terms.append(
+            Term(
+                "eager attention probabilities (a·s²·b)",
+                d.a * d.s * sb * probs,
+                f"a·s²·b·{probs} B",
+                f"{d.a}·{d.s}²·{d.b}·{probs}",
+            )
+        )
+        if cfg.dropout:
+            terms.append(
+                Term(
+                    "attention dropout (mask + output)",
+                    d.a * d.s * sb * (1 + e.c),
+                    f"a·s²·b·(1 + {e.c}) B",
+                    f"{d.a}·{d.s}²·{d.b}·(1 + {e.c})",
+                )
+            )
+    if cfg.dropout:
+        terms.append(
+            Term(
+                "dropout masks (after attention and MLP)",
+                sb * 2 * d.h,
+                "s·b·2h·1 B",
+                f"{d.s}·{d.b}·2·{d.h}",
+            )
+        )
+    return terms
+
+
+def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: Any) -> list[Term]:
+    """The final norm, the loss's fp32 log-probabilities, RoPE tables, autocast weight copies."""
+    sb, h = d.s * d.b, d.h
+    terms: list[Term] = []
+    if d.arch == "gpt2":
+        terms.append(
+            Term(
+                "final LayerNorm (input, mean, rstd, output) + positions",
+                sb * ((h + 2) * e.r + h * e.c) + 8 * d.s,
+                f"s·b·((h + 2)·{e.r} + h·{e.c}) + 8·s B",
+                f"{d.s}·{d.b}·(({h} + 2)·{e.r} + {h}·{e.c}) + 8·{d.s}",
+            )
+        )
+    else:
+        terms.append(
+            Term(
+                "final RMSNorm (fp32 input, normalized, rstd; output) + RoPE cos/sin",
+                sb * ((2 * h + 1) * 4 + h * e.c) + 2 * d.s * d.hd * e.rope,
+                f"s·b·((2h + 1)·4 + h·{e.c}) + 2·s·(h/a)·{e.rope} B",
+                f"{d.s}·{d.b}·((2·{h} + 1)·4 + {h}·{e.c}) + 2·{d.s}·{d.hd}·{e.rope}",
+            )
+        )
+    if d.V is not None:
+        terms.append(
+            Term(
+                "Logits: the fp32 log-probabilities the loss keeps",
+                sb * d.V * 4,
+                "s·b·V·4 B",
+                f"{d.s}·{d.b}·{d.V}·4",
+            )
+        )
+    if e.amp:
+        w = int(shape.get("matmul_weights") or 0)
+        if w:
+            terms.append(
+                Term(
+                    "autocast's 16-bit weight copies (kept for backward)",
+                    w * 2,
+                    "matmul weights · 2 B",
+                    f"{fmt_count(w)} · 2",
+                )
+            )
+    return terms
+
+
+def checkpointed_layer(d: Dims, e: Bytes) -> Term:
+    """What full checkpointing keeps per block: its input, in the residual dtype."""
+    return Term(
+        "block inputs (checkpoints)",
+        d.L * d.s * d.b * d.h * e.r,
+        f"L·s·b·h·{e.r} B",
+        f"{d.L}·{d.s}·{d.b}·{d.h}·{e.r}",
+    )
+
+
+def head_transient(d: Dims) -> Term | None:
+    """Backward's first moments: the loss gradient and log-softmax's gradient, both fp32."""
+    if d.V is None:
+        return None
+    return Term(
+        "loss backward: log-softmax gradients (fp32)",
+        2 * d.s * d.b * d.V * 4,
+        "2·s·b·V·4 B",
+        f"2·{d.s}·{d.b}·{d.V}·4",
+    )
+
+
+__all__ = [
+    "Bytes",
+    "Dims",
+    "Term",
+    "checkpointed_layer",
+    "dims_of",
+    "head_transient",
+    "once_per_model",
+    "per_layer",
+]

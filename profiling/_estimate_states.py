@@ -1,0 +1,352 @@
+"""Model states in closed form: weights, gradients, optimizer state by precision and optimizer,
+sharded by ZeRO stage and tensor parallelism, for full training or LoRA/QLoRA; the optimizer
+step's temporaries. Each function appends components to a :class:`Ledger`.
+
+Bytes per trainable parameter (Ψ), Adam-family optimizer:
+
+    precision   weights  gradients  master  two moments   total
+    fp32           4         4         —        8          16
+    amp-*          4         4         —        8          16   (autocast: 16-bit copies are
+                                                                  activations, not states)
+    mixed          2         2         4        8          16   (+4 with --fp32-grads: 20)
+    bf16           2         2         —        4           8
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiling.config import OPTIMIZERS, TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.records import Step
+from profiling.units import fmt_count
+
+QLORA_BITS = 4 + 0.127  # NF4 + double-quantized block constants (QLoRA paper, §3)
+
+# Optimizer-step temporaries of PyTorch's implementations, measured by the trace: how many
+# parameter-sized fp32 (master-dtype) lists a foreach step allocates at once, and how many
+# tensor-sized temporaries the for-loop step makes for its largest tensor.
+_TEMP_LISTS = {
+    "adamw": (1, 2),
+    "adam": (1, 2),
+    "sgd": (0, 0),
+    "sgd-nomomentum": (0, 0),
+    "adagrad": (2, 1),
+    "rmsprop": (1, 1),
+}
+
+
+@dataclass
+class Line:
+    name: str
+    bytes: float
+    unsharded: float
+    formula: str
+    substituted: str
+    group: str  # model states | activations | overhead | temporaries
+    category: str  # parameters | gradients | optimizer | activations | temporaries
+
+
+@dataclass
+class Ledger:
+    """The components of an estimate, in order, each with its formula and its numbers."""
+
+    lines: list[Line] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, line: Line) -> None:
+        self.lines.append(line)
+        self.steps.append(
+            Step(
+                name=line.name,
+                formula=line.formula,
+                substituted=line.substituted,
+                value=line.bytes,
+                unit="B",
+            )
+        )
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+@dataclass
+class Sharding:
+    """Divisors of ZeRO stage z over N GPUs and tensor parallelism t, with their symbols."""
+
+    n: int
+    t: int
+    z: int
+
+    def of(self, stage: int) -> tuple[int, str, str]:
+        """(divisor, symbol, numbers) for a state ZeRO shards from ``stage`` on (TP always)."""
+        by_n = self.z >= stage and self.n > 1
+        syms = (["N"] if by_n else []) + (["t"] if self.t > 1 else [])
+        nums = ([str(self.n)] if by_n else []) + ([str(self.t)] if self.t > 1 else [])
+        if not syms:
+            return 1, "", ""
+        div = (self.n if by_n else 1) * self.t
+        if len(syms) == 1:
+            return div, f" / {syms[0]}", f" / {nums[0]}"
+        return div, " / (N·t)", f" / ({self.n}·{self.t})"
+
+
+def _state(
+    ledger: Ledger,
+    sharding: Sharding,
+    stage: int,
+    name: str,
+    count: int,
+    per: float,
+    label: str,
+    category: str,
+    symbol: str = "Ψ",
+) -> None:
+    div, sym, num = sharding.of(stage)
+    ledger.add(
+        Line(
+            name=name,
+            bytes=count * per / div,
+            unsharded=count * per / sharding.t,
+            formula=f"{symbol} · {label}{sym}",
+            substituted=f"{fmt_count(count)} · {label}{num}",
+            group="model states",
+            category=category,
+        )
+    )
+
+
+def state_bytes(precision: str) -> float:
+    """Bytes of one optimizer-state element: 16-bit only in pure bf16 training."""
+    return 2 if precision == "bf16" else 4
+
+
+def optimizer_states(
+    optimizer: str, precision: str, hidden: int | None
+) -> list[tuple[str, float, str]]:
+    """(name, bytes per trainable parameter, label) for each optimizer state."""
+    e = state_bytes(precision)
+    if optimizer == "adam8bit":  # bitsandbytes: block-wise constants are < 1 % more
+        return [(name, 1, "1 B") for name in OPTIMIZERS[optimizer].states]
+    if optimizer == "adafactor":  # β1 = None: one row and one column vector per matrix
+        if hidden is None:
+            return [("factored variance", 0, "≈ 0 (needs --hidden)")]
+        return [("factored variance", 2 / hidden * e, f"(2/h)·{e} B = 2/{hidden}·{e} B")]
+    return [(name, e, f"{e} B") for name in OPTIMIZERS[optimizer].states]
+
+
+def weight_bytes(precision: str) -> int:
+    """Bytes per parameter of the weights (and gradients) the model holds."""
+    return 2 if precision in ("mixed", "bf16") else 4
+
+
+def full_training(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> None:
+    """Weights, gradients, master copy and optimizer state of all Ψ parameters."""
+    psi = int(shape["params"])
+    w = weight_bytes(cfg.precision)
+    wname = {"mixed": "fp16/bf16", "bf16": "bf16"}.get(cfg.precision, "fp32")
+    _state(ledger, sh, 3, f"Weights ({wname})", psi, w, f"{w} B", "parameters")
+    _state(ledger, sh, 2, f"Gradients ({wname})", psi, w, f"{w} B", "gradients")
+    if cfg.fp32_grads:
+        _state(ledger, sh, 2, "Gradients (fp32 copy)", psi, 4, "4 B", "gradients")
+    if cfg.precision == "mixed":
+        _state(ledger, sh, 1, "Optimizer: fp32 master weights", psi, 4, "4 B", "optimizer")
+    for name, per, label in optimizer_states(cfg.optimizer, cfg.precision, shape.get("hidden")):
+        _state(ledger, sh, 1, f"Optimizer: {name}", psi, per, label, "optimizer")
+    _step_counters(ledger, cfg, shape)
+
+
+def _step_counters(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
+    # torch's Adam-family optimizers keep one fp32 scalar `step` per parameter tensor.
+    tensors = shape.get("param_tensors")
+    if cfg.optimizer in ("adam", "adamw", "adagrad") and tensors and cfg.lora_rank is None:
+        ledger.add(
+            Line(
+                name="Optimizer: step counters",
+                bytes=4 * tensors,
+                unsharded=4 * tensors,
+                formula="parameter tensors · 4 B",
+                substituted=f"{tensors} · 4",
+                group="model states",
+                category="optimizer",
+            )
+        )
+
+
+def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> int:
+    """A frozen base (16-bit, or NF4 with QLoRA) and trainable adapters on q, k, v, o."""
+    h, L, V = shape.get("hidden"), shape.get("layers"), shape.get("vocab")
+    if h is None or L is None:
+        raise ProfilingError("LoRA needs the model's shape: give --model or --layers and --hidden")
+    psi, r = int(shape["params"]), int(cfg.lora_rank or 0)
+    kv = int(shape.get("kv_dim") or h)
+    # q, o (h×h) and k, v (h×kv) each get A (in×r) and B (r×out): r·(in + out) apiece.
+    adapters = L * r * (6 * h + 2 * kv)
+    if kv == h:
+        formula, numbers = "8·L·h·r (A and B on q, k, v, o)", f"8·{L}·{h}·{r}"
+    else:
+        formula = "L·r·(6h + 2·kv) (A and B on q, o: h×h and k, v: h×kv)"
+        numbers = f"{L}·{r}·(6·{h} + 2·{kv})"
+    if cfg.qlora:
+        # bitsandbytes quantizes the Linear layers; the embeddings and LM head stay 16-bit.
+        keep = int(shape.get("unquantized_params") or 0) or (2 * V * h if V else 0)
+        base = "(Ψ − embeddings)" if keep else "Ψ"
+        _state(
+            ledger,
+            sh,
+            3,
+            "Base weights (NF4, frozen)",
+            psi - keep,
+            QLORA_BITS / 8,
+            "(4 + 0.127)/8 B",
+            "parameters",
+            base,
+        )
+        if keep:
+            _state(
+                ledger,
+                sh,
+                3,
+                "Embeddings + LM head (16-bit, frozen)",
+                keep,
+                2,
+                "2 B",
+                "parameters",
+                "embeddings",
+            )
+    else:
+        w = weight_bytes(cfg.precision) if cfg.precision != "fp32" else 4
+        wname = "fp32" if w == 4 else "fp16/bf16"
+        _state(ledger, sh, 3, f"Base weights ({wname}, frozen)", psi, w, f"{w} B", "parameters")
+    ledger.steps.append(
+        Step(
+            name="LoRA adapter parameters",
+            formula=formula,
+            substituted=numbers,
+            value=adapters,
+            unit="",
+        )
+    )
+    # Adapters train in fp32 unless everything is bf16 (PEFT's default for mixed precision).
+    ab = 2 if cfg.precision == "bf16" else 4
+    _state(ledger, sh, 3, "LoRA adapter weights", adapters, ab, f"{ab} B", "parameters", "A")
+    _state(ledger, sh, 2, "LoRA adapter gradients", adapters, ab, f"{ab} B", "gradients", "A")
+    precision = "bf16" if ab == 2 else "fp32"
+    for name, per, label in optimizer_states(cfg.optimizer, precision, h):
+        _state(ledger, sh, 1, f"Optimizer: {name}", adapters, per, label, "optimizer", "A")
+    ledger.note(
+        "LoRA: base weights frozen (no gradients, no optimizer state); adapters on the "
+        "attention projections q, k, v, o; activations still flow through the whole model"
+    )
+    return adapters
+
+
+def zero3_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: int) -> None:
+    """ZeRO-3 / FSDP gathers each block's full parameters while it runs (and prefetches one)."""
+    if cfg.zero != 3 or cfg.gpus == 1 or cfg.lora_rank is not None:
+        return
+    big = shape.get("largest_layer_params")
+    if not big:
+        ledger.note("ZeRO-3 gathered parameters not counted: give the model's shape")
+        return
+    wb = 2 if cfg.precision != "fp32" else 4
+    ledger.add(
+        Line(
+            name="ZeRO-3 gathered parameters",
+            bytes=2 * big * wb / t,
+            unsharded=0,
+            formula=f"2 · largest block · {wb} B (current + prefetched)"
+            + (" / t" if t > 1 else ""),
+            substituted=f"2 · {fmt_count(big)} · {wb}" + (f" / {t}" if t > 1 else ""),
+            group="overhead",
+            category="parameters",
+        )
+    )
+
+
+def offload(ledger: Ledger, cfg: TrainingConfig) -> None:
+    """ZeRO-Offload: optimizer state and master weights live in CPU memory, not on the GPU."""
+    if not cfg.offload_optimizer:
+        return
+    moved = [ln for ln in ledger.lines if ln.category == "optimizer"]
+    cpu = sum(ln.bytes for ln in moved)
+    for ln in moved:
+        ln.name += " (CPU)"
+        ln.bytes = 0
+        ln.substituted += " → CPU memory"
+    ledger.note(
+        f"optimizer state offloaded: {cpu / 1e9:.2f} GB per GPU rank moved to CPU memory "
+        "(ZeRO-Offload); the optimizer step runs on the CPU, so it is slower"
+    )
+
+
+def step_temporaries(
+    ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding, trainable: int
+) -> None:
+    """What the optimizer step allocates and frees: foreach lists, per-tensor scratch."""
+    if cfg.offload_optimizer:
+        return
+    lists = _TEMP_LISTS.get(cfg.optimizer)
+    if lists is None:
+        ledger.note(f"optimizer step temporaries of {cfg.optimizer} not modelled (0 counted)")
+        return
+    foreach = cfg.foreach if cfg.foreach is not None else not (cfg.fsdp or cfg.sharded)
+    m = 2 if cfg.precision == "bf16" else 4  # the dtype the optimizer steps in
+    largest = int(shape.get("largest_tensor") or 0)
+    div, sym, num = sh.of(1)
+    if cfg.lora_rank is not None:
+        largest = int(shape.get("hidden") or 0) * int(cfg.lora_rank)
+    per_tensor = cfg.precision == "mixed" and not cfg.fp32_grads and not (cfg.fsdp or cfg.sharded)
+    if per_tensor:
+        # MasterWeightOptimizer: one tensor at a time, its gradient converted to fp32.
+        k = 1 + (lists[0] if foreach else lists[1])
+        name, formula = (
+            "Optimizer step temporaries (largest tensor)",
+            f"largest tensor · (4 B fp32 gradient + {k - 1} · 4 B scratch)",
+        )
+        value, numbers = largest * 4 * k, f"{fmt_count(largest)} · 4 · {k}"
+    elif foreach:
+        k = lists[0]
+        name, formula = "Optimizer step temporaries (foreach)", f"{k} · Ψ_trained · {m} B{sym}"
+        value, numbers = k * trainable * m / div, f"{k} · {fmt_count(trainable)} · {m}{num}"
+    else:
+        k = lists[1]
+        name, formula = (
+            "Optimizer step temporaries (for-loop)",
+            f"{k} · largest tensor · {m} B{sym}",
+        )
+        value, numbers = k * largest * m / div, f"{k} · {fmt_count(largest)} · {m}{num}"
+    if not value:
+        if k:
+            ledger.note("optimizer step temporaries need the model's shape (none counted)")
+        return
+    ledger.add(
+        Line(
+            name=name,
+            bytes=value,
+            unsharded=value,
+            formula=formula,
+            substituted=numbers,
+            group="temporaries",
+            category="temporaries",
+        )
+    )
+
+
+__all__ = [
+    "QLORA_BITS",
+    "Ledger",
+    "Line",
+    "Sharding",
+    "full_training",
+    "lora",
+    "offload",
+    "optimizer_states",
+    "step_temporaries",
+    "weight_bytes",
+    "zero3_gathered",
+]
