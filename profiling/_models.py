@@ -17,6 +17,31 @@ def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
 
 
+def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    # Only when it drops something: F.dropout(p=0) still makes a copy and a mask.
+    return F.dropout(x, p, training) if p and training else x
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c: WorkloadConfig, training: bool
+) -> torch.Tensor:
+    """Causal attention over (B, heads, T, hd) queries and (B, kv_heads, T, hd) keys/values."""
+    gqa = k.size(1) != q.size(1)
+    if c.attention == "sdpa":
+        # Fused attention. With dropout, CUDA's flash kernel regenerates the mask from the RNG
+        # state in backward (nothing s²-sized is kept), so the kernel runs without it here: on
+        # the CPU, SDPA with dropout would fall back to the math path and keep the scores.
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    if gqa:  # eager attention repeats the key/value heads, as Hugging Face's repeat_kv does
+        k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
+        v = v.repeat_interleave(q.size(1) // v.size(1), dim=1)
+    t = q.size(-2)
+    scores = (q @ k.transpose(-2, -1)) * (q.size(-1) ** -0.5)
+    causal = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
+    probs = F.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
+    return _dropout(probs, c.dropout, training) @ v
+
+
 class _LM(nn.Module):
     config: WorkloadConfig
 
@@ -32,6 +57,7 @@ class _GPT2Block(nn.Module):
     def __init__(self, c: WorkloadConfig, device: Any) -> None:
         super().__init__()
         h = c.hidden
+        self.config = c
         self.heads = c.heads
         self.ln_1 = nn.LayerNorm(h, device=device)
         self.c_attn = nn.Linear(h, 3 * h, device=device)
@@ -45,9 +71,11 @@ class _GPT2Block(nn.Module):
         q, k, v = self.c_attn(self.ln_1(x)).split(h, dim=2)
         # (B, nh, T, hs)
         q, k, v = (z.view(b, t, self.heads, h // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, h))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        y = _attend(q, k, v, self.config, self.training)
+        p = self.config.dropout
+        x = x + _dropout(self.c_proj(y.transpose(1, 2).reshape(b, t, h)), p, self.training)
+        mlp = self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + _dropout(mlp, p, self.training)
 
 
 class GPT2(_LM):
@@ -67,7 +95,7 @@ class GPT2(_LM):
         if t > self.config.max_seq:
             raise ValueError(f"sequence length {t} exceeds the model's {self.config.max_seq}")
         pos = torch.arange(t, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
+        x = _dropout(self.wte(idx) + self.wpe(pos), self.config.dropout, self.training)
         for block in self.h:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
@@ -93,6 +121,7 @@ class _LlamaBlock(nn.Module):
     def __init__(self, c: WorkloadConfig, device: Any) -> None:
         super().__init__()
         h, hd = c.hidden, c.head_dim
+        self.config = c
         self.heads, self.kv_heads, self.head_dim = c.heads, c.n_kv_heads, hd
         self.input_layernorm = _RMSNorm(h, device)
         self.q_proj = nn.Linear(h, c.heads * hd, bias=False, device=device)
@@ -112,9 +141,7 @@ class _LlamaBlock(nn.Module):
         k = self.k_proj(y).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(y).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        a = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.heads
-        )
+        a = _attend(q, k, v, self.config, self.training)
         x = x + self.o_proj(a.transpose(1, 2).reshape(b, t, -1))
         y = self.post_attention_layernorm(x)
         return x + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))

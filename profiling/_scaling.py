@@ -17,14 +17,14 @@ and blocks 1, 2 of 4), then trace 5 blocks and require every prediction to hold 
 if one does not, the caller traces the full model instead. A phase's peak is the highest of its
 stretches at L blocks (over *i*, a middle block's ``C·i`` is highest at an end: i = 1 or
 L − 2), taking the earliest stretch on a tie, as a running maximum keeps the first moment it
-reaches. ``tests/profiling/test_block_scaling.py`` proves the result equal to the full trace.
+reaches. ``tests/profiling/test_trace_block_scaling.py`` proves the result equal to the full trace.
 
 Pure Python: numbers only, no torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 Vec = dict[str, int]
 SAMPLE_BLOCKS = (3, 4, 5)
@@ -68,6 +68,53 @@ def _same(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
     return all(a.get(k, 0) == b.get(k, 0) for k in {*a, *b})
 
 
+class _Samples:
+    """The three samples, keyed by (template, block index or None)."""
+
+    def __init__(self, samples: Mapping[int, Mapping[str, Mapping[str, int]]], prefix: str):
+        self.split = {
+            n: {split_block(name, prefix): vec for name, vec in samples[n].items()}
+            for n in SAMPLE_BLOCKS
+        }
+        self.templates = {t for t, _ in self.split[SAMPLE_BLOCKS[0]]}
+        if any({t for t, _ in self.split[n]} != self.templates for n in SAMPLE_BLOCKS):
+            raise NotAffine("the traces of 3, 4 and 5 blocks name different quantities")
+
+    def at(self, n: int, t: str, i: int | None) -> Mapping[str, int]:
+        try:
+            return self.split[n][(t, i)]
+        except KeyError:
+            raise NotAffine(f"{t.format(i)} is missing from the {n}-block trace") from None
+
+    def line(self, t: str, i_at: Callable[[int], int | None]) -> tuple[Vec, Vec]:
+        """A quantity affine in n (a + b·n), checked on the third sample: (value at n1, at n2)."""
+        n1, n2, n3 = SAMPLE_BLOCKS
+        v1, v2 = self.at(n1, t, i_at(n1)), self.at(n2, t, i_at(n2))
+        if not _same(_affine(v1, v2, n3 - n1), self.at(n3, t, i_at(n3))):
+            raise NotAffine(t)
+        return dict(v1), dict(v2)
+
+
+def _blocks_of(s: _Samples, t: str, blocks: int) -> dict[str, Vec]:
+    """Every block's value at ``blocks`` blocks for one per-block quantity."""
+    n1, n2, n3 = SAMPLE_BLOCKS
+    first = s.line(t, lambda n: 0)  # a + b·n
+    last = s.line(t, lambda n: n - 1)  # a + b·n
+    # middle blocks: A + B·n + C·i, from (3, 1), (4, 1), (4, 2); checked on 5 blocks
+    base, along_n = s.at(n1, t, 1), s.at(n2, t, 1)
+    along_i = _affine(along_n, s.at(n2, t, 2), 1)
+    for i in range(1, n3 - 1):
+        if not _same(_middle(base, along_n, along_i, n3 - n1, i - 1), s.at(n3, t, i)):
+            raise NotAffine(t.format(i))
+    out = {}
+    for i in range(blocks):
+        if i in (0, blocks - 1):
+            out[t.format(i)] = _affine(*(first if i == 0 else last), blocks - n1)
+        else:
+            out[t.format(i)] = _middle(base, along_n, along_i, blocks - n1, i - 1)
+    return out
+
+
 def extrapolate(
     samples: Mapping[int, Mapping[str, Mapping[str, int]]], blocks: int, prefix: str
 ) -> dict[str, Vec]:
@@ -77,54 +124,13 @@ def extrapolate(
     that contain ``prefix`` + an index belong to that block. Raises :class:`NotAffine` when a
     prediction for the 5-block sample misses by a single byte.
     """
-    n1, n2, n3 = SAMPLE_BLOCKS
-    split = {
-        n: {split_block(name, prefix): vec for name, vec in samples[n].items()}
-        for n in SAMPLE_BLOCKS
-    }
-    templates = {t for t, _ in split[n1]}
-    if any({t for t, _ in split[n]} != templates for n in SAMPLE_BLOCKS):
-        raise NotAffine("the traces of 3, 4 and 5 blocks name different quantities")
-
-    def at(n: int, t: str, i: int | None) -> Mapping[str, int]:
-        try:
-            return split[n][(t, i)]
-        except KeyError:
-            raise NotAffine(f"{t.format(i)} is missing from the {n}-block trace") from None
-
+    s = _Samples(samples, prefix)
     out: dict[str, Vec] = {}
-    for t in sorted(templates):
-        if "{}" not in t:
-            predicted = _affine(at(n1, t, None), at(n2, t, None), n3 - n1)
-            if not _same(predicted, at(n3, t, None)):
-                raise NotAffine(t)
-            out[t] = _affine(at(n1, t, None), at(n2, t, None), blocks - n1)
-            continue
-        # first and last block: a + b·n each
-        first = (at(n1, t, 0), at(n2, t, 0))
-        last = (at(n1, t, n1 - 1), at(n2, t, n2 - 1))
-        if not _same(_affine(*first, n3 - n1), at(n3, t, 0)) or not _same(
-            _affine(*last, n3 - n1), at(n3, t, n3 - 1)
-        ):
-            raise NotAffine(t)
-        # middle blocks: A + B·n + C·i, from (3, 1), (4, 1), (4, 2)
-        base, along_n = at(n1, t, 1), at(n2, t, 1)
-        along_i = _affine(at(n2, t, 1), at(n2, t, 2), 1)
-
-        def middle(n: int, i: int, base=base, along_n=along_n, along_i=along_i) -> Vec:
-            return _middle(base, along_n, along_i, n - n1, i - 1)
-
-        for i in range(1, n3 - 1):
-            if not _same(middle(n3, i), at(n3, t, i)):
-                raise NotAffine(t.format(i))
-        for i in range(blocks):
-            if i == 0:
-                vec = _affine(*first, blocks - n1)
-            elif i == blocks - 1:
-                vec = _affine(*last, blocks - n1)
-            else:
-                vec = middle(blocks, i)
-            out[t.format(i)] = vec
+    for t in sorted(s.templates):
+        if "{}" in t:
+            out.update(_blocks_of(s, t, blocks))
+        else:
+            out[t] = _affine(*s.line(t, lambda n: None), blocks - SAMPLE_BLOCKS[0])
     return out
 
 

@@ -48,7 +48,11 @@ class MasterWeightOptimizer(torch.optim.Optimizer):
             self.state[p].update(self.inner.state.get(master, {}))
 
     @torch.no_grad()
-    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        loss = None
+        if closure is not None:  # torch's contract: re-evaluate the loss, then step
+            with torch.enable_grad():
+                loss = closure()
         if self.fp32_grads:
             # The fp32 buffer persists across steps; the inner step sees every gradient at once.
             for p, master in self._pairs:
@@ -74,3 +78,4 @@ class MasterWeightOptimizer(torch.optim.Optimizer):
                 master.grad = None
                 p.copy_(master)
         self._refresh_state()
+        return loss

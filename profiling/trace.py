@@ -68,8 +68,11 @@ def untraceable(config: TrainingConfig) -> list[str]:
         problems.append("optimizer state on the GPU (no --offload-optimizer)")
     if config.checkpointing == "selective":
         problems.append("--checkpointing none or full (selective is estimated only)")
-    if config.attention == "eager" or config.dropout:
-        problems.append("--attention sdpa or flash and no --dropout (what the models run)")
+    if (config.attention == "eager" or config.dropout) and config.is_factory:
+        problems.append(
+            "--attention sdpa and no --dropout with a factory (your model runs its own "
+            "attention and dropout; the flags set the reference models')"
+        )
     return problems
 
 
@@ -139,9 +142,14 @@ def _make_model(
         raise ProfilingError(
             f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
         )
+    # flash is sdpa here: on the cpu device SDPA runs the flash kernel (no s² tensor kept).
+    update: dict[str, Any] = {
+        "attention": "eager" if config.attention == "eager" else "sdpa",
+        "dropout": config.dropout,
+    }
     if layers is not None:  # the block-scaled trace: the same model with fewer blocks
-        workload = workload.model_copy(update={"layers": layers})
-    model = build_model(workload)
+        update["layers"] = layers
+    model = build_model(workload.model_copy(update=update))
     return model, model.example_inputs(config.batch, config.seq), describe(workload)
 
 
@@ -223,6 +231,29 @@ def _fake_process_group(world_size: int):
         dist.destroy_process_group()
 
 
+def _traceable(config: TraceConfig) -> TraceConfig:
+    """The configuration as the trace runs it, or a ProfilingError saying what cannot be."""
+    _require_tracing_apis()
+    if config.optimizer not in OPTIMIZERS:
+        make_optimizer(config.optimizer, [])  # raises the clear error
+    problems = untraceable(config)
+    if problems:
+        raise ProfilingError("the trace needs " + "; ".join(problems))
+    if config.world_size > 1 and not (config.fsdp or config.sharded):
+        raise ProfilingError(
+            "--world-size > 1 needs --fsdp or --zero 2/3 (plain data parallelism replicates "
+            "everything: the per-rank result equals world size 1)"
+        )
+    if config.sharded and not config.fsdp:
+        config = config.model_copy(update={"fsdp": True})  # ZeRO over N GPUs: FSDP2 shards it
+    if config.fp32_grads and config.precision != "mixed":
+        raise ProfilingError(
+            "--fp32-grads is the fp32 gradient copy of --precision mixed; add --precision mixed "
+            "or drop --fp32-grads"
+        )
+    return config
+
+
 def trace_step(
     config: TraceConfig,
     progress: Progress | None = None,
@@ -247,24 +278,7 @@ def trace_step(
     with 3, 4 and 5 of the model's identical blocks and extrapolates every number exactly
     (``profiling._scaling``); ``False`` traces every block.
     """
-    _require_tracing_apis()
-    if config.optimizer not in OPTIMIZERS:
-        make_optimizer(config.optimizer, [])  # raises the clear error
-    problems = untraceable(config)
-    if problems:
-        raise ProfilingError("the trace needs " + "; ".join(problems))
-    if config.world_size > 1 and not (config.fsdp or config.sharded):
-        raise ProfilingError(
-            "--world-size > 1 needs --fsdp or --zero 2/3 (plain data parallelism replicates "
-            "everything: the per-rank result equals world size 1)"
-        )
-    if config.sharded and not config.fsdp:
-        config = config.model_copy(update={"fsdp": True})  # ZeRO over N GPUs: FSDP2 shards it
-    if config.fp32_grads and config.precision != "mixed":
-        raise ProfilingError(
-            "--fp32-grads is the fp32 gradient copy of --precision mixed; add --precision mixed "
-            "or drop --fp32-grads"
-        )
+    config = _traceable(config)
     say = progress or (lambda _stage: None)
     if config.seq is None:
         config = config.model_copy(update={"seq": config.seq_or_default()})

@@ -30,6 +30,11 @@ class WorkloadConfig(BaseModel):
     max_seq: int = 2048
     tied_embeddings: bool = False
     description: str = ""
+    # How the built model runs (the trace sets them from the training configuration):
+    # "eager" attention materializes the s² scores and probabilities (saved for backward);
+    # "sdpa" is PyTorch's fused kernel (flash on GPUs: no s² tensor kept).
+    attention: Literal["eager", "sdpa"] = "sdpa"
+    dropout: float = 0.0  # GPT-2: embeddings, attention probabilities, both residual branches
 
     @property
     def n_kv_heads(self) -> int:

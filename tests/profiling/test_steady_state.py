@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 from profiling._tracker import make_tracker, merge_snapshots, to_categories  # noqa: E402
 from profiling.master_weights import MasterWeightOptimizer  # noqa: E402
 from profiling.trace import TraceConfig, make_optimizer, trace_step  # noqa: E402
-from profiling.workloads import build_model  # noqa: E402
+from profiling.workloads import WORKLOADS, build_model  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -41,7 +41,13 @@ def _real_model(cfg: TraceConfig, mesh):
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16 if cfg.param_dtype == "bf16" else torch.float32)
     try:
-        model = build_model(cfg.model)
+        workload = WORKLOADS[cfg.model].model_copy(
+            update={
+                "attention": "eager" if cfg.attention == "eager" else "sdpa",
+                "dropout": cfg.dropout,
+            }
+        )
+        model = build_model(workload)
     finally:
         torch.set_default_dtype(previous)
     blocks = model.layers if hasattr(model, "layers") else model.h
@@ -107,6 +113,12 @@ CASES = {
         model="tiny-gpt2", batch=2, seq=16, precision="mixed", fp32_grads=True, foreach=False
     ),
     "pure-bf16": TraceConfig(model="tiny-llama", batch=2, seq=16, precision="bf16"),
+    "gpt2-eager-dropout": TraceConfig(
+        model="tiny-gpt2", batch=2, seq=32, attention="eager", dropout=0.1
+    ),
+    "llama-eager-gqa-amp": TraceConfig(
+        model="tiny-llama", batch=2, seq=32, attention="eager", precision="amp-bf16"
+    ),
     "checkpointed": TraceConfig(model="tiny-llama", batch=4, seq=32, checkpointing=True),
     "grads-kept-sgd": TraceConfig(
         model="tiny-gpt2", batch=2, seq=16, optimizer="sgd", grads_kept=True

@@ -66,3 +66,17 @@ def test_memory_trace_failure_is_a_result(user_models) -> None:
     ctx = make_context(user_models, mode="bypassPermissions")
     result = MemoryTrace().call(ctx, {"model": "user_models:broken"})
     assert result.is_error and "RuntimeError: no checkpoint" in result.content
+
+
+def test_memory_trace_tool_reports_the_cli_run(tmp_path) -> None:
+    # The tool runs what `journal-agent trace` runs (profiling.trace_run): the steady-state
+    # peak beside the first step's, the FLOPs, the time on a GPU, and a record holding them.
+    args = {"model": "tiny-gpt2", "batch": 4, "seq": 64, "precision": "mixed", "gpu": "l4"}
+    result = MemoryTrace().call(ToolContext(root=tmp_path), args)
+    assert not result.is_error, result.content
+    assert "Steady-state peak" in result.content and "first step" in result.content
+    assert "FLOPs of the step" in result.content and "Time on l4 at 40% MFU" in result.content
+    record = RecordStore(tmp_path / ".journal" / "measurements").load(_record_id(result.content))
+    assert record.config["precision"] == "mixed"
+    assert record.result("first_step_peak").value <= record.result("peak").value
+    assert record.result("step_time").value > 0 and record.steps

