@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.records import MeasurementRecord, Quantity, new_record_id
+from profiling.records import MeasurementRecord, Quantity, cite, new_record_id
 from profiling.units import fmt_bytes
 
 
@@ -69,6 +69,26 @@ def render_summary(s: Any) -> str:
         )
     lines.append("(peak, mean, min, max: of each step's peak in that phase; at end: last step)")
     lines.append("")
+    lines.extend(_step_lines(s))
+    lines.append("")
+    lines.extend(_time_lines(s))
+    lines.extend(_spike_lines(s))
+    proc = _process_line(s)
+    if proc:
+        lines.append(proc)
+    if s.oom is not None:
+        o = s.oom
+        lines.append(
+            f"OUT OF MEMORY at step {o.step}, phase {o.phase}: {fmt_bytes(o.snapshot.current)} "
+            f"held, peak {fmt_bytes(o.snapshot.peak)} ({o.message})"
+        )
+    lines.extend(_overhead_lines(s))
+    lines.extend(f"note: {note}" for note in s.notes)
+    return "\n".join(lines)
+
+
+def _step_lines(s: Any) -> list[str]:
+    lines = []
     lines.append("step  peak        at end      time" + ("        RSS" if _any_rss(s) else ""))
     for st in _elide(s.steps):
         if st is None:
@@ -80,7 +100,11 @@ def render_summary(s: Any) -> str:
             f"{st.step:<5} {fmt_bytes(st.peak_bytes):>10}  {fmt_bytes(st.end_bytes):>10}  "
             f"{fmt_time(st.time_s):>10}{rss}{mark}"
         )
-    lines.append("")
+    return lines
+
+
+def _time_lines(s: Any) -> list[str]:
+    lines = []
     if s.step_time:
         t = s.step_time
         lines.append(
@@ -98,6 +122,11 @@ def render_summary(s: Any) -> str:
         extras.append(f"{fmt_rate(s.flops_per_s, 'FLOP/s')} achieved")
     if extras:
         lines.append("; ".join(extras))
+    return lines
+
+
+def _spike_lines(s: Any) -> list[str]:
+    lines = []
     if s.spikes:
         lines.append(f"Spikes (peak > running median of earlier steps + {s.spike_threshold:.0%}):")
         for sp in s.spikes:
@@ -107,15 +136,11 @@ def render_summary(s: Any) -> str:
             )
     else:
         lines.append(f"Spikes: none above the running median + {s.spike_threshold:.0%}")
-    proc = _process_line(s)
-    if proc:
-        lines.append(proc)
-    if s.oom is not None:
-        o = s.oom
-        lines.append(
-            f"OUT OF MEMORY at step {o.step}, phase {o.phase}: {fmt_bytes(o.snapshot.current)} "
-            f"held, peak {fmt_bytes(o.snapshot.peak)} ({o.message})"
-        )
+    return lines
+
+
+def _overhead_lines(s: Any) -> list[str]:
+    lines = []
     if s.overhead_s_per_step is not None and s.step_time:
         share = 100 * s.overhead_s_per_step / s.step_time.median if s.step_time.median else 0
         lines.append(
@@ -127,9 +152,7 @@ def render_summary(s: Any) -> str:
                 else ""
             )
         )
-    for note in s.notes:
-        lines.append(f"note: {note}")
-    return "\n".join(lines)
+    return lines
 
 
 def _any_rss(s: Any) -> bool:
@@ -306,8 +329,8 @@ def render_comparison(rows: list[dict[str, Any]], trace_id: str | None = None) -
     """Measured beside traced, ratio per phase (and what the ratio means)."""
     if not rows:
         return ""
-    cite = f" [m:{trace_id}]" if trace_id else ""
-    lines = [f"Measured ÷ traced (the same step under fake tensors{cite}), step {rows[0]['step']}:"]
+    where = "the same step under fake tensors" + (f" {cite(trace_id)}" if trace_id else "")
+    lines = [f"Measured ÷ traced ({where}), step {rows[0]['step']}:"]
     lines.append(f"{'':<18}{'measured':>12}{'traced':>12}{'ratio':>9}{'difference':>16}")
     for r in rows:
         ratio = "—" if r["ratio"] is None else f"{r['ratio']:.4f}"

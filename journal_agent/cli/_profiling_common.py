@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli._common import resolve_root
-from journal_agent.errors import UserError
 from journal_agent.paths import measurements_dir
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
@@ -22,17 +21,6 @@ PlotOption = Annotated[
         "overwrite).",
     ),
 ]
-
-
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    """ProfilingError (and a corrupt record) become the CLI's one-sentence UserError."""
-    from profiling.errors import ProfilingError
-
-    try:
-        yield
-    except ProfilingError as exc:
-        raise UserError(str(exc)) from None
 
 
 def _store(root: Path | None) -> Any:
@@ -50,14 +38,17 @@ def _console() -> Any:
 
 
 def _print_record_line(record_id: str) -> None:
-    typer.echo(f"record: {record_id}  (cite as [m:{record_id}])")
+    from profiling.records import cite
+
+    typer.echo(f"record: {record_id}  (cite as {cite(record_id)})")
 
 
 def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
+    from profiling.records import cite
     from profiling.report import render_compare_text
 
     typer.echo("")
-    typer.echo(f"Estimate [m:{est_id}] beside trace [m:{trace_id}] (per GPU / per rank):")
+    typer.echo(f"Estimate {cite(est_id)} beside trace {cite(trace_id)} (per GPU / per rank):")
     typer.echo(render_compare_text(cmp))
 
 

@@ -13,7 +13,7 @@ import typer
 from journal_agent.cli import app
 from journal_agent.cli._common import print_json
 from journal_agent.cli._config_flags import config_flags
-from journal_agent.cli._profiling_common import JsonFlag, _user_errors
+from journal_agent.cli._profiling_common import JsonFlag
 from journal_agent.errors import UserError
 
 _FIT_FLAGS = (
@@ -40,9 +40,8 @@ def fit_command(
     from profiling.config import TrainingConfig
     from profiling.fit import fit, fit_json, render_fit
 
-    with _user_errors():
-        base = TrainingConfig.parse(**config)
-        res = fit(base, confirm=confirm, progress=None if as_json else _progress)
+    base = TrainingConfig.parse(**config)
+    res = fit(base, confirm=confirm, progress=None if as_json else _progress)
     if as_json:
         print_json(fit_json(res))
     else:

@@ -25,7 +25,6 @@ from journal_agent.cli._profiling_common import (
     _print_record_line,
     _run_trace,
     _store,
-    _user_errors,
 )
 from journal_agent.errors import UserError
 
@@ -35,8 +34,8 @@ from journal_agent.errors import UserError
 def _estimate_table(est: Any) -> Any:
     from rich.table import Table
 
-    from profiling._units import fmt_bytes
     from profiling.estimate import describe_setup, verdict
+    from profiling.units import fmt_bytes
 
     table = Table(
         title=f"Memory for training {describe_setup(est.inputs, est.shape)}",
@@ -57,8 +56,8 @@ def _estimate_table(est: Any) -> Any:
 
 
 def _print_estimate(est: Any) -> None:
-    from profiling._units import fmt_bytes
     from profiling.estimate import moment_lines, time_lines
+    from profiling.units import fmt_bytes
 
     console = _console()
     console.print(_estimate_table(est))
@@ -104,34 +103,33 @@ def estimate_command(
     from profiling.estimate import estimate
     from profiling.report import estimate_json, estimate_record
 
-    with _user_errors():
-        inp = TrainingConfig.parse(**config)
-        store = _store(root)
-        est = estimate(inp)
-        record = estimate_record(est)
-        store.save(record)
-        payload = estimate_json(est, record.id)
-        result = cmp = trace_rec = None
-        if compare_trace:
-            from profiling.report import (
-                compare,
-                trace_config_for_estimate,
-                trace_json,
-                trace_record,
-            )
+    inp = TrainingConfig.parse(**config)
+    store = _store(root)
+    est = estimate(inp)
+    record = estimate_record(est)
+    store.save(record)
+    payload = estimate_json(est, record.id)
+    result = cmp = trace_rec = None
+    if compare_trace:
+        from profiling.report import (
+            compare,
+            trace_config_for_estimate,
+            trace_json,
+            trace_record,
+        )
 
-            result = _run_trace(trace_config_for_estimate(est), quiet=as_json)
-            trace_rec = trace_record(result)
-            store.save(trace_rec)
-            cmp = compare(est, result)
-            payload["trace"] = trace_json(result, trace_rec.id)
-            payload["comparison"] = cmp
-        if plot is not None:
-            from profiling.plot import plot_compare, plot_estimate
+        result = _run_trace(trace_config_for_estimate(est), quiet=as_json)
+        trace_rec = trace_record(result)
+        store.save(trace_rec)
+        cmp = compare(est, result)
+        payload["trace"] = trace_json(result, trace_rec.id)
+        payload["comparison"] = cmp
+    if plot is not None:
+        from profiling.plot import plot_compare, plot_estimate
 
-            # With a trace beside it, the chart shows both (estimate and trace per category).
-            made = plot_compare(cmp, plot) if cmp is not None else plot_estimate(est, plot)
-            payload["plot"] = str(made)
+        # With a trace beside it, the chart shows both (estimate and trace per category).
+        made = plot_compare(cmp, plot) if cmp is not None else plot_estimate(est, plot)
+        payload["plot"] = str(made)
     if as_json:
         print_json(payload)
         return
@@ -159,7 +157,7 @@ app.add_typer(measurements_app, name="measurements")
 
 
 def _headline(record: Any) -> str:
-    from profiling._units import fmt_bytes
+    from profiling.units import fmt_bytes
 
     for name in ("per_gpu_total", "peak"):
         with contextlib.suppress(KeyError):
@@ -223,7 +221,8 @@ def measurements_show(
     if as_json:
         print_json(record.model_dump(mode="json"))
         return
-    from profiling._units import fmt_bytes
+    from profiling.records import cite
+    from profiling.units import fmt_bytes
 
     typer.echo(f"{record.id} ({record.kind}, {record.created.isoformat()}): {record.title}")
     if record.extra.get("table"):
@@ -237,4 +236,4 @@ def measurements_show(
         typer.echo("")
         for step in record.steps:
             typer.echo(f"  {step.name}: {step.formula} = {step.substituted} = {step.value:g}")
-    typer.echo(f"cite as [m:{record.id}]")
+    typer.echo(f"cite as {cite(record.id)}")

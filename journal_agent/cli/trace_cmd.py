@@ -19,7 +19,6 @@ from journal_agent.cli._profiling_common import (
     PlotOption,
     _store,
     _trace_progress,
-    _user_errors,
 )
 from journal_agent.errors import UserError
 
@@ -49,21 +48,18 @@ def trace_command(
     from profiling.config import TrainingConfig
     from profiling.trace_run import trace_and_record
 
-    with _user_errors():
-        if "model" not in config:
-            raise UserError(
-                "trace needs --model NAME (a reference model or package.module:factory)"
-            )
-        cfg = TrainingConfig.parse(**config)
-        with _trace_progress(cfg, quiet=as_json) as progress:
-            run = trace_and_record(
-                cfg,
-                _store(root),
-                compare_estimate=compare_estimate,
-                module_depth=depth,
-                plot=plot,
-                progress=progress,
-            )
+    if "model" not in config:
+        raise UserError("trace needs --model NAME (a reference model or package.module:factory)")
+    cfg = TrainingConfig.parse(**config)
+    with _trace_progress(cfg, quiet=as_json) as progress:
+        run = trace_and_record(
+            cfg,
+            _store(root),
+            compare_estimate=compare_estimate,
+            module_depth=depth,
+            plot=plot,
+            progress=progress,
+        )
     if as_json:
         print_json(run.payload)
     else:

@@ -36,7 +36,10 @@ def _train(prof: MemoryProfiler, steps: int, inject: dict[int, int] | None = Non
     model = MLP()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x, y = torch.randn(32, WIDTH), torch.randint(0, 10, (32,))
-    prof.start()
+    base = prof.start()
+    # Tensors the process held before this loop (e.g. a DeviceMesh's left by an earlier test):
+    # real, counted, and not the loop's.
+    prof.test_elsewhere = base.current - _bytes(model.parameters()) - _bytes((x, y))
     for step in range(steps):
         with prof.phase("forward"):
             loss = model(x, y)
@@ -83,7 +86,7 @@ def test_cpu_loop_counts_live_tensor_bytes_exactly() -> None:
     # After the optimizer phase what is alive is exactly: parameters, AdamW's state (exp_avg,
     # exp_avg_sq, step), the batch and the last loss (grads were set to None).
     state = [t for st in opt.state.values() for t in st.values() if isinstance(t, torch.Tensor)]
-    held = _bytes(model.parameters()) + _bytes(state) + _bytes(inputs)
+    held = _bytes(model.parameters()) + _bytes(state) + _bytes(inputs) + prof.test_elsewhere
     optimizer = next(p for p in s.phases if p.name == "optimizer")
     assert optimizer.end_bytes == held
     assert all(st.end_bytes == held for st in s.steps)  # the state exists from step 0's end
