@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,7 @@ class Lab:
     ws: Path
     outside: Path
     home: Path
+    cli: Any  # the root conftest's CLI runner: ``cli.process`` for the real subprocess path
 
     @property
     def out(self) -> Path:
@@ -75,20 +77,16 @@ class Lab:
         (the same code path, without paying for a Python start-up per attack)."""
         if not cli:
             return self._tool(command, mode, allow, timeout)
-        args = [sys.executable, "-m", "journal_agent", "tool", "Bash"]
-        args += [json.dumps({"command": command, "timeout": timeout * 1000})]
+        args = ["tool", "Bash", json.dumps({"command": command, "timeout": timeout * 1000})]
         args += ["--root", str(self.ws), "--mode", mode]
         for rule in allow:
             args += ["--allow", rule]
-        return subprocess.run(
-            args,
+        return self.cli.process(
+            *args,
             cwd=self.ws,
-            env=self.env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
+            home=self.home,
+            env={"ANTHROPIC_API_KEY": SECRET_API, "PATH": self.env()["PATH"]},
             timeout=timeout + 30,
-            check=False,
         )
 
     def _tool(
@@ -168,7 +166,7 @@ def _git(ws: Path, *args: str) -> None:
 
 
 @pytest.fixture
-def lab() -> Lab:
+def lab(cli: Any) -> Lab:
     conf = confinement()
     if not conf.active:
         pytest.skip(f"no OS sandbox on this machine: {conf.reason}")
@@ -191,7 +189,7 @@ def lab() -> Lab:
     _git(ws, "init", "-q")
     _git(ws, "add", "pat.txt")
     _git(ws, "commit", "-qm", "init")
-    lab = Lab(base, ws, outside, home)
+    lab = Lab(base, ws, outside, home, cli)
     lab.git_config = (ws / ".git/config").read_text()
     lab.git_hooks = sorted(os.listdir(ws / ".git/hooks"))
     yield lab
