@@ -98,6 +98,27 @@ def nearest(
     return [(matrix.rowids[i], float(sims[i])) for i in order if sims[i] > -2.0], note
 
 
+_POOL: Any = None
+
+
+def embed_query_soon(index: SearchIndex, text: str) -> Any:
+    """A future of the query's vector, computed on a worker thread while the caller runs the
+    word search; None where meaning will not be used (no model, a Chinese query on an
+    English-only model), so :func:`nearest` says why as before."""
+    global _POOL
+    try:
+        embedder = get_embedder(index.root)
+    except Unavailable:
+        return None
+    if embedder.english_only and _mostly_cjk(text):
+        return None
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-query")
+    return _POOL.submit(lambda: embedder.encode([text])[0])
+
+
 def fuse(
     lexical: list[Lexical],
     nearest: list[tuple[int, float]],

@@ -443,10 +443,15 @@ class SearchIndex:
                 return self._by_tags(conn, tags, limit)
             plan = self.plan(conn, query)
             depth = max(limit * 3, 30)
+            meaning = semantic and plan.raw is None
+            # The query is embedded on the other core while BM25 runs (both release the GIL).
+            vector = fusion.embed_query_soon(self, query) if meaning else None
             lexical = self.lexical(conn, plan, tags, depth)
             nearest: list[tuple[int, float]] = []
-            if semantic and plan.raw is None:
-                nearest, self.semantic_note = fusion.nearest(self, conn, query, tags, depth)
+            if meaning:
+                nearest, self.semantic_note = fusion.nearest(
+                    self, conn, query, tags, depth, vector=vector.result() if vector else None
+                )
             ranked = fusion.fuse(lexical, nearest, limit)
             return self._hits(conn, ranked, plan, {r.rowid: r for r in lexical}, dict(nearest))
         finally:
