@@ -10,7 +10,6 @@ other's change; an editor that saved the file without the lock while we worked i
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date as _date
@@ -21,6 +20,7 @@ from journal_agent.errors import UserError
 from journal_agent.journal.ledger import Ledger, parse_ledger
 from journal_agent.journal.ledger_edit import new_ledger, set_updated
 from journal_agent.journal.ledger_ops import LedgerOperation, apply
+from journal_agent.journal.store import changed_since
 from journal_agent.paths import LEDGER_FILE
 
 
@@ -138,7 +138,7 @@ class LedgerStore:
                 if new_text == text and not created:
                     return UpdateResult(self.path, False, changes)
                 refuse_new_secrets("" if created else text, new_text)
-                if st is not None and _changed(self.path, st):
+                if st is not None and changed_since(self.path, st):
                     continue  # saved by an editor meanwhile: redo on its content
                 atomic_write(self.path, new_text)
                 return UpdateResult(self.path, created, changes)
@@ -146,18 +146,6 @@ class LedgerStore:
             f"{self.path} kept changing while updating it; close the editor that is saving it "
             "and try again."
         )
-
-
-def _changed(path: Path, before: os.stat_result) -> bool:
-    try:
-        now = path.stat()
-    except FileNotFoundError:
-        return True
-    return (now.st_size, now.st_mtime_ns, now.st_ino) != (
-        before.st_size,
-        before.st_mtime_ns,
-        before.st_ino,
-    )
 
 
 def _decode(data: bytes, path: Path) -> str:

@@ -115,7 +115,7 @@ class JournalStore:
                 new_data = b"".join((data, sep, entry_bytes))
                 line = lines + sep.count(b"\n") + 1
                 # Someone saved the file without the lock since we read it: redo on their content.
-                if st is not None and _changed(self.path, st):
+                if st is not None and changed_since(self.path, st):
                     continue
                 if before_write is not None:
                     before_write(entry_id)  # e.g. record reference hashes, still under the lock
@@ -189,7 +189,8 @@ class JournalStore:
             lock.release()
 
 
-def _changed(path: Path, before: os.stat_result) -> bool:
+def changed_since(path: Path, before: os.stat_result) -> bool:
+    """Whether ``path`` was replaced or rewritten since ``before`` was taken (an editor saved)."""
     try:
         now = path.stat()
     except FileNotFoundError:
