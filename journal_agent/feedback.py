@@ -22,13 +22,13 @@ import difflib
 import hashlib
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from journal_agent.errors import UserError
+from journal_agent.locks import held
 from journal_agent.paths import state_dir
 from journal_agent.tools._history import history_dir
 
@@ -96,23 +96,12 @@ class FeedbackLog:
         self.path = self.dir / "feedback.jsonl"
         self.versions = self.dir / "versions"
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        from filelock import FileLock, Timeout
-
-        locks = state_dir(self.root) / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(locks / "feedback.lock"), timeout=60, preserve_lock_file=True)
-        try:
-            lock.acquire()
-        except Timeout:
-            raise UserError(
-                "another process has held the feedback lock for 60 s; try again."
-            ) from None
-        try:
-            yield
-        finally:
-            lock.release()
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        return held(
+            state_dir(self.root) / "locks" / "feedback.lock",
+            60,
+            "another process has held the feedback lock for 60 s; try again.",
+        )
 
     # -- storage ----------------------------------------------------------------------------
     def records(self) -> list[FeedbackRecord]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 from journal_agent.errors import UserError
 from journal_agent.journal._text import slugify
+from journal_agent.locks import held
 from journal_agent.paths import state_dir
 
 RATINGS = {"again": 1, "hard": 2, "good": 3, "easy": 4}
@@ -164,24 +164,13 @@ class ReviewState:
         self.root = Path(root)
         self.path = state_dir(self.root) / "review.json"
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        from filelock import FileLock, Timeout
-
-        locks = state_dir(self.root) / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(locks / "review.lock"), timeout=60, preserve_lock_file=True)
-        try:
-            lock.acquire()
-        except Timeout:
-            raise UserError(
-                "another journal-agent review has held the review lock for over 60 s; finish "
-                "it and try again."
-            ) from None
-        try:
-            yield
-        finally:
-            lock.release()
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        return held(
+            state_dir(self.root) / "locks" / "review.lock",
+            60,
+            "another journal-agent review has held the review lock for over 60 s; finish "
+            "it and try again.",
+        )
 
     def load(self) -> dict[str, Any]:
         try:

@@ -14,11 +14,11 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
 from journal_agent.atomic import atomic_write, remove_stale_temps
 from journal_agent.errors import UserError
@@ -30,6 +30,7 @@ from journal_agent.journal.model import (
     id_comment,
     parse_journal,
 )
+from journal_agent.locks import held
 from journal_agent.paths import JOURNAL_FILE, state_dir
 
 logger = logging.getLogger(__name__)
@@ -173,20 +174,13 @@ class JournalStore:
             remove_stale_temps(self.path)
             atomic_write(self.path, data)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        lock = self.lock()
-        try:
-            lock.acquire()
-        except Timeout:
-            raise UserError(
-                f"another journal-agent process has held {self.lock_path} for over "
-                f"{LOCK_TIMEOUT:.0f} s; wait for it to finish and try again."
-            ) from None
-        try:
-            yield
-        finally:
-            lock.release()
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return held(
+            self.lock_path,
+            LOCK_TIMEOUT,
+            f"another journal-agent process has held {self.lock_path} for over "
+            f"{LOCK_TIMEOUT:.0f} s; wait for it to finish and try again.",
+        )
 
 
 def changed_since(path: Path, before: os.stat_result) -> bool:

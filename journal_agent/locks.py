@@ -1,0 +1,28 @@
+"""The one way journal-agent holds a file lock under ``.journal/locks``: wait up to a timeout,
+then fail with a sentence that says who holds it and what to do."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from journal_agent.errors import UserError
+
+
+@contextlib.contextmanager
+def held(lock_file: Path, timeout: float, busy: str) -> Iterator[None]:
+    """Hold ``lock_file`` (created with its directory; kept on release, so it is reused rather
+    than churned); raise :class:`UserError` ``busy`` if it stays taken for ``timeout`` s."""
+    from filelock import FileLock, Timeout
+
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_file), timeout=timeout, preserve_lock_file=True)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UserError(busy) from None
+    try:
+        yield
+    finally:
+        lock.release()
