@@ -34,6 +34,7 @@ class Check:
 def run_checks(root: Path) -> list[Check]:
     return [
         check_confinement(root),
+        check_secret_history(root),
         check_ripgrep(),
         check_api_key(),
         check_torch(),
@@ -67,6 +68,35 @@ def check_confinement(root: Path) -> Check:
                 "nodes, so a command could change /dev/null's permissions for the machine",
             )
     return Check("sandbox", True, f"{conf.reason}; {net}")
+
+
+def check_secret_history(root: Path) -> Check:
+    """Files the sandbox hides (``.env``, keys …) that a commit holds: still readable from
+    git's object store (``git show HEAD:.env``)."""
+    from journal_agent.settings import load_settings
+    from journal_agent.tools.sandbox.history import secrets_in_history
+    from journal_agent.tools.sandbox.view import bare_names
+
+    name = "secrets in git history"
+    extra = bare_names(load_settings(root).sandbox.filesystem.deny_read)
+    found = secrets_in_history(root, extra)
+    if not found.repository:
+        return Check(name, True, "not a git repository: no history to check")
+    if found.problem:
+        return Check(name, False, f"could not check ({found.problem})")
+    if not found.paths:
+        return Check(name, True, "no file the sandbox hides appears in any commit")
+    n = len(found.paths)
+    shown = ", ".join(found.paths[:5]) + (f" and {n - 5} more" if n > 5 else "")
+    is_, it, s = ("is", "it", "") if n == 1 else ("are", "them", "s")
+    return Check(
+        name,
+        False,
+        f"{shown} {is_} in this repository's history, so a command can still read {it} "
+        "(`git show <commit>:<path>`) — the sandbox hides the file, not its history; remove "
+        f"{it} from every commit (e.g. `git filter-repo --invert-paths --path <path>`, then "
+        f"force-push) and rotate the secret{s}",
+    )
 
 
 def check_ripgrep() -> Check:

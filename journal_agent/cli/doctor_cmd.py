@@ -14,7 +14,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 
 @app.command("doctor")
 def doctor_command(root: RootOption = None, as_json: JsonOption = False) -> None:
-    """Check the environment: the sandbox for Bash, ripgrep, the API key, torch, NVML, extras."""
+    """Check the environment: the sandbox for Bash, secrets committed to git, ripgrep, the API
+    key, torch, NVML, extras."""
     from journal_agent.doctor import run_checks
 
     checks = run_checks(resolve_root(root))

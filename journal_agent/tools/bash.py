@@ -3,7 +3,9 @@
 The command runs as ``bash -c`` inside bubblewrap (see :mod:`journal_agent.tools.sandbox`):
 its own PID namespace, so every process it starts dies with it (timeout, interrupt, or our own
 exit); what it may write follows the permission mode and the decision of the permission
-policy. Without a sandbox it runs in a new session, whose process group is killed at the end.
+policy; a protected path it creates (``.mcp.json``, a git hook …) is moved into quarantine
+once it has ended. Without a sandbox it runs in a new session, whose process group is killed
+at the end.
 Output (stdout and stderr interleaved, as a terminal shows them) is read by a thread into
 bounded buffers, so a command printing gigabytes costs at most a few hundred kilobytes.
 """
@@ -25,7 +27,14 @@ from journal_agent.processes import group_alive, stop_groups
 from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, fit_to_budget
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.sandbox import Confinement, SandboxSettings, View, build_view, confine
+from journal_agent.tools.sandbox import (
+    Confinement,
+    SandboxSettings,
+    View,
+    build_view,
+    confine,
+    guard,
+)
 from journal_agent.tools.sandbox import confinement as confinement
 from journal_agent.tools.sandbox.view import remove_precreated
 from journal_agent.tools.workspace import workspace_root
@@ -116,12 +125,17 @@ class Bash(Tool):
                 home=home,
             )
         timeout_s = (params.timeout or DEFAULT_TIMEOUT_MS) / 1000
+        # Protected paths that do not exist yet cannot be mounted read-only: what the command
+        # creates of them is moved into quarantine once it has ended (see sandbox/guard.py).
+        absent = guard.absent(view) if view is not None and view.writes else []
+        moved: list[str] = []
         try:
             outcome = run_shell(params.command, root, timeout_s, conf=conf, view=view)
         finally:
             if view is not None:
+                moved = guard.settle(view, absent) if absent else []
                 remove_precreated(view)
-        return outcome.result()
+        return outcome.result(moved)
 
 
 class _Output:
@@ -170,7 +184,9 @@ class _Outcome:
         self.timed_out = timed_out
         self.reaped = reaped
 
-    def result(self) -> ToolResult:
+    def result(self, moved: list[str] | None = None) -> ToolResult:
+        """The output and the notes: exit code, timeout, stopped processes, and ``moved``
+        (one sentence per protected path the command created and we moved aside)."""
         text = self.output.text().rstrip("\n")
         notes = []
         if self.timed_out is not None:
@@ -188,6 +204,7 @@ class _Outcome:
             notes.append(
                 "Background processes still running when the command finished were stopped."
             )
+        notes += moved or []
         body = text if text else "(no output)"
         # Budget the output, not the notes: the exit code must survive any cut.
         body = fit_to_budget(body, DEFAULT_MAX_TOKENS - NOTES_RESERVE, narrow_hint=NARROW_HINT)

@@ -4,7 +4,9 @@ Grep and Glob): bubblewrap on Linux, sandbox-exec on macOS. See docs/security.md
 - :mod:`.config`: the ``sandbox`` section of settings.json (Claude Code's shape);
 - :mod:`.confinement`: which confinement this machine offers (found once per process);
 - :mod:`.view`: what one command may write, what stays read-only inside that, what is hidden;
-- :mod:`.linux` / :mod:`.macos`: the bubblewrap command line / the Seatbelt profile.
+- :mod:`.linux` / :mod:`.macos`: the bubblewrap command line / the Seatbelt profile;
+- :mod:`.guard`: protected paths a writing command created, moved into quarantine after it;
+- :mod:`.history`: hidden paths committed to git (for ``journal-agent doctor``).
 """
 
 from __future__ import annotations

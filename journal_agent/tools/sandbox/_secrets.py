@@ -33,8 +33,8 @@ HOME_SECRETS = (
     ".config/gh/hosts.yml",
 )
 # Never walked: version control internals and caches, large and never secret by name.
-_SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".ruff_cache"}
-_MAX_ENTRIES = 200_000  # a walk that would exceed this stops (and says so in the view)
+SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".ruff_cache"}
+MAX_ENTRIES = 200_000  # a walk that would exceed this stops (and says so in the view)
 
 
 @dataclass
@@ -68,7 +68,7 @@ class SecretScan:
                 if entry is None:
                     continue
                 seen += len(entry.subdirs) + len(entry.secrets)
-                if seen > _MAX_ENTRIES:
+                if seen > MAX_ENTRIES:
                     self.truncated = True
                     break
                 out.extend(Path(d, name) for name in entry.secrets)
@@ -91,7 +91,7 @@ class SecretScan:
                 for e in it:
                     if self.name_re.fullmatch(e.name):
                         secrets.append(e.name)
-                    elif e.name not in _SKIP_DIRS and e.is_dir(follow_symlinks=False):
+                    elif e.name not in SKIP_DIRS and e.is_dir(follow_symlinks=False):
                         subdirs.append(e.name)
         except OSError:
             return None

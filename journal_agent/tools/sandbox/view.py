@@ -15,11 +15,17 @@ rule names)
 
 Protected inside the workspace: ``.claude/`` (settings, agents, commands, hooks),
 ``.journal/`` (our state and ``.journal/settings*.json``; ``.journal/drafts/`` stays
-writable), ``.git/config``, ``.git/hooks``, ``.mcp.json``, ``.claude-plugin/``, the installed
+writable), ``.git/config``, ``.git/hooks``, ``.git/commondir``, ``.git`` itself when it is a
+gitfile, ``.mcp.json``, ``.claude-plugin/``, the installed
 journal-agent package itself when it lies inside the workspace, and
 ``sandbox.filesystem.denyWrite``. journal-agent's own journal commands
 (``journal-agent journal append`` …) get ``.journal/`` writable, since they keep their state
 there; settings files in it stay read-only.
+
+A protected path that does not exist cannot be mounted read-only: :attr:`View.guarded` lists
+them all, and :mod:`.guard` moves whatever a command created of them into quarantine.
+A masked file's other names in the workspace (hard links made before the call) are masked too
+(:mod:`._hardlinks`).
 """
 
 from __future__ import annotations
@@ -33,10 +39,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from journal_agent.tools.sandbox._hardlinks import other_links
 from journal_agent.tools.sandbox._secrets import SecretScan, home_secrets, name_regex
 from journal_agent.tools.sandbox.config import SandboxSettings
 
-PROTECTED = (".claude", ".journal", ".git/config", ".git/hooks", ".mcp.json", ".claude-plugin")
+# .git/commondir: git takes config and hooks from the directory it names (a plain repository
+# honours it too, not only a linked worktree), so writing it would bypass the two above.
+PROTECTED = (".claude", ".journal", ".git/config", ".git/hooks", ".git/commondir", ".mcp.json",
+             ".claude-plugin")  # fmt: skip
+# Guarded while own journal commands have .journal/ writable: the settings journal-agent reads.
+OWN_JOURNAL_PROTECTED = (".journal/settings.json",)
 # Pre-created (empty directories) so that they can be kept read-only even before they exist:
 # otherwise `mkdir .claude && cp evil.json .claude/settings.local.json` would work.
 PRECREATE = (".claude", ".journal", ".journal/drafts")
@@ -54,6 +66,8 @@ class View:
     network: bool
     scan_truncated: bool = False
     created: tuple[Path, ...] = ()  # directories made only to be mount points
+    # Every protected path a writing command might create (existing or not), for .guard.
+    guarded: tuple[Path, ...] = ()
 
     @property
     def writes(self) -> bool:
@@ -76,6 +90,7 @@ def build_view(
     read_only: list[Path] = []
     rewritable: list[Path] = []
     created: list[Path] = []
+    guarded: list[Path] = []
     if writes:
         created = [p for rel in PRECREATE if (p := _precreate(root / rel)) is not None]
         writable.append(root)
@@ -84,18 +99,26 @@ def build_view(
         if own_journal:
             protected.remove(root / ".journal")
             protected += sorted((root / ".journal").glob("settings*.json"))
+            protected += [root / rel for rel in OWN_JOURNAL_PROTECTED]
         else:
             rewritable.append(root / ".journal" / "drafts")
+        if (root / ".git").is_file() and not (root / ".git").is_symlink():
+            protected.append(root / ".git")  # a gitfile: rewritten, it would pick the git dir
         protected += _plugin_files(root)
         protected += [p for e in fs.deny_write for p in _expand(e, root, home)]
         read_only = [p for p in protected if os.path.lexists(p) and _inside_any(p, writable)]
         rewritable = [p for p in rewritable if p.is_dir()]
+        concrete = [p for e in fs.deny_write for p in _concrete(e, root, home)]
+        guarded = [p for p in dict.fromkeys([*protected, *concrete]) if _inside_any(p, writable)]
     scan = _scan(root, tuple(p for p in (*fs.deny_read, *read_deny) if _bare(p)))
     masked = [*scan.paths(), *home_secrets(home)]
     for entry in (*fs.deny_read, *read_deny):
         if not _bare(entry):
             masked += _expand(entry, root, home)
     masked = _with_real_paths(masked)
+    # Another name of a masked file (a hard link made before the call) must not show it.
+    links, links_truncated = other_links(masked, root)
+    masked += links
     return View(
         root=root,
         writable=tuple(writable),
@@ -103,8 +126,9 @@ def build_view(
         rewritable=tuple(rewritable),
         masked=tuple(masked),
         network=settings.network.all_allowed,
-        scan_truncated=scan.truncated,
+        scan_truncated=scan.truncated or links_truncated,
         created=tuple(created),
+        guarded=tuple(guarded),
     )
 
 
@@ -137,6 +161,11 @@ def _plugin_files(root: Path) -> list[Path]:
 
     package = Path(os.path.realpath(Path(journal_agent.__file__).parent))
     return [package] if root in package.parents else []
+
+
+def bare_names(entries: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The entries that are names (matched at any depth in the workspace), without a "/"."""
+    return tuple(e.strip().rstrip("/") for e in entries if _bare(e))
 
 
 def _bare(entry: str) -> bool:
@@ -194,5 +223,5 @@ def _with_real_paths(paths: list[Path]) -> list[Path]:
 def _scan(root: Path, extra_names: tuple[str, ...]) -> SecretScan:
     from journal_agent.tools._rules import SECRET_EXCEPTIONS, SECRET_PATTERNS
 
-    patterns = (*SECRET_PATTERNS, *(e.strip().rstrip("/") for e in extra_names))
+    patterns = (*SECRET_PATTERNS, *bare_names(extra_names))
     return SecretScan(root, name_regex(patterns, SECRET_EXCEPTIONS))

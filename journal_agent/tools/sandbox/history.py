@@ -1,0 +1,76 @@
+"""Secrets committed to git: the sandbox hides a file, not its history.
+
+``git show HEAD:.env`` reads the object store, which a sandbox cannot hide without breaking
+git. What it can do is say so: :func:`secrets_in_history` lists the paths the sandbox masks
+in the workspace (the same secret-name patterns) that appear in any commit of any ref, for
+``journal-agent doctor``.
+
+git runs on the user's own repository here, as the user would run it, with nothing that could
+start a program: no system config, no pager, no signature checks (``gpg.program``), no lazy
+fetch of a partial clone's missing objects, no external diff or textconv.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from journal_agent.tools.sandbox._secrets import name_regex
+
+_TIMEOUT_S = 60
+_SAFE = ("-c", "log.showSignature=false", "-c", "core.fsmonitor=", "--no-pager")
+
+
+@dataclass(frozen=True)
+class History:
+    repository: bool  # False: not in a git repository (or git is missing); nothing to check
+    paths: tuple[str, ...] = ()  # masked paths found in history, relative to the workspace
+    problem: str = ""  # why the check could not finish ("" when it did)
+
+
+def secrets_in_history(root: Path, extra_names: tuple[str, ...] = ()) -> History:
+    from journal_agent.tools._rules import SECRET_EXCEPTIONS, SECRET_PATTERNS, is_secret_rel
+
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "PAGER": "cat",
+           "GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}  # fmt: skip
+    inside = _git(root, env, "rev-parse", "--is-inside-work-tree")
+    if inside is None or inside.returncode != 0:
+        return History(repository=False)
+    names = (*SECRET_PATTERNS, *extra_names)
+    pathspecs = [f":(glob)**/{n}{tail}" for n in names for tail in ("", "/**")]
+    done = _git(root, env, "log", "--all", "--format=", "--name-only", "-z", "--no-renames",
+                "--no-textconv", "--no-ext-diff", "--", *pathspecs)  # fmt: skip
+    if done is None:
+        return History(repository=True, problem=f"git log did not finish within {_TIMEOUT_S} s")
+    if done.returncode != 0:
+        first = done.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+        return History(repository=True, problem=first[0] if first else "git log failed")
+    extra = name_regex(extra_names, SECRET_EXCEPTIONS) if extra_names else None
+    found: dict[str, None] = {}
+    for path in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        path = path.strip("\n")
+        if path and (is_secret_rel(path) or _any_part(extra, path)):
+            found[path] = None
+    return History(repository=True, paths=tuple(sorted(found)))
+
+
+def _any_part(regex: re.Pattern[str] | None, path: str) -> bool:
+    return regex is not None and any(regex.fullmatch(part) for part in path.split("/"))
+
+
+def _git(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes] | None:
+    try:
+        return subprocess.run(
+            ["git", *_SAFE, *args],
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
