@@ -274,7 +274,8 @@ class PermissionPolicy(BashChecks):
             return _Verdict("ask", f"the rule {rule} asks for approval", rule)
         # Rules naming a path first: only they lift the secret default.
         rule = self._match(self._allow_named_first, tool_name, path)
-        if rule and parse_rule(rule)[1] is None and path and is_secret(path, self.root):
+        secret = RULE_FAMILY.get(tool_name) == "Read" and path is not None and self._secret(path)
+        if rule and parse_rule(rule)[1] is None and secret:
             rule = None  # a bare "Read" does not name the secret: the default below stands
         if rule:
             if tool_name in EDIT_TOOLS and self.mode == "plan":
@@ -283,12 +284,14 @@ class PermissionPolicy(BashChecks):
 
         family = RULE_FAMILY.get(tool_name)
         if family == "Read":
-            if path is not None and is_secret(path, self.root):
+            if path is not None and secret:
+                what = "looks like a secret (keys, credentials, .env)"
+                if not is_secret(path, self.root):
+                    what = "is a hard link to a file hidden as a secret"
                 return _Verdict(
                     "deny",
-                    f"{shown} looks like a secret (keys, credentials, .env) and is not readable "
-                    f"by default; if it is needed, add an allow rule such as "
-                    f"Read(./{self._show(path)}).",
+                    f"{shown} {what} and is not readable by default; if it is needed, add an "
+                    f"allow rule such as Read(./{self._show(path)}).",
                 )
             return _Verdict("allow", "reading is allowed")
         if family == "Edit":
@@ -403,6 +406,24 @@ class PermissionPolicy(BashChecks):
             )
         return _Verdict("ask", "the command may change files or run programs")
 
+    def _secret(self, path: Path) -> bool:
+        """Secret by name, or another name (a hard link) of a file the sandbox hides: a
+        ``notes.txt`` linked to ``.env`` before the session holds the same bytes."""
+        if is_secret(path, self.root):
+            return True
+        try:
+            if os.stat(path).st_nlink < 2:  # the common case: one name, nothing to look for
+                return False
+        except OSError:
+            return False
+        real = Path(os.path.realpath(path))
+        return real in self._hidden_links()
+
+    def _hidden_links(self) -> set[Path]:
+        from journal_agent.tools.sandbox.view import hidden_links
+
+        return hidden_links(self.root, self.sandbox, self.read_deny_paths(), self.home)
+
     def read_deny_paths(self) -> tuple[str, ...]:
         """The paths ``Read(...)`` deny rules name, in the sandbox's path syntax (where
         ``/x`` is absolute, while a rule's ``/x`` is relative to the workspace)."""
@@ -432,12 +453,17 @@ class PermissionPolicy(BashChecks):
             for r in (*self.deny, *self.ask, *self.allow)
             if parse_rule(r)[0] in ("Read", tool_name) and parse_rule(r)[1] is not None
         ]
+        # Hard links to hidden files (found only when a hidden file has more than one name).
+        links = {p.relative_to(self.root).as_posix() for p in self._hidden_links()
+                 if self.root in p.parents} if secrets else set()  # fmt: skip
         if not path_rules:
             if not secrets:
                 return None
-            return lambda rel: not is_secret_rel(rel)
+            return lambda rel: not is_secret_rel(rel) and os.path.normpath(rel) not in links
 
         def visible(rel: str) -> bool:
+            if os.path.normpath(rel) in links:
+                return False
             path = self.root / rel
             if not secrets and not self._match(self.deny, tool_name, path):
                 return True

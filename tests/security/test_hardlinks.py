@@ -9,7 +9,10 @@ import pytest
 
 from tests.security.test_bash_attacks import IDS, SETUPS
 
-READS = "cat notes.txt; cat docs/deep/key-backup.txt; grep -r . docs notes.txt; cat pat.txt"
+# Files named one by one: the permission rules judge those by name and let them through, so it
+# is the sandbox that must hide them. (`grep -r . docs` is refused before it runs: the rules'
+# search filter knows the hard links too.)
+READS = "cat notes.txt; cat docs/deep/key-backup.txt; grep -h . notes.txt docs/deep/*; cat pat.txt"
 
 
 def link_secrets(lab) -> None:
@@ -44,3 +47,35 @@ def test_a_link_made_after_an_earlier_call_is_masked_at_the_next(lab):
     done = lab.bash("cat later.txt pat.txt", "bypassPermissions")
     assert "hello" in done.stdout
     lab.assert_no_secret(done.stdout)
+
+
+def file_tool(lab, tool: str, params: dict[str, object]):
+    """Read or Grep as the model calls them (bypassPermissions: no rule asks first)."""
+    from journal_agent.tools import builtin_tools, make_context
+
+    return builtin_tools()[tool].call(make_context(lab.ws, mode="bypassPermissions"), params)
+
+
+@pytest.mark.parametrize("rel", ["notes.txt", "docs/deep/key-backup.txt"])
+def test_read_refuses_a_hard_link_to_a_hidden_file(lab, rel, monkeypatch):
+    """Read runs outside the sandbox and judges by name: an innocent name of a hidden inode
+    is refused too, with one sentence saying why and how to allow it."""
+    monkeypatch.setenv("HOME", str(lab.home))  # where ~/.ssh/id_rsa lives
+    link_secrets(lab)
+    res = file_tool(lab, "Read", {"file_path": str(lab.ws / rel)})
+    assert res.is_error and "hard link to a file hidden as a secret" in res.content
+    assert f"Read(./{rel})" in res.content
+    lab.assert_no_secret(res.content)
+    assert "hello" in file_tool(lab, "Read", {"file_path": str(lab.ws / "pat.txt")}).content
+
+
+@pytest.mark.parametrize("mode", ["content", "files_with_matches", "count"])
+def test_grep_leaves_out_hard_links_to_hidden_files(lab, mode, monkeypatch):
+    monkeypatch.setenv("HOME", str(lab.home))
+    link_secrets(lab)
+    (lab.ws / "ok.txt").write_text("ENVSECRET and PLUGH are words\n")
+    for pattern in ("ENVSECRET", "PLUGH"):
+        res = file_tool(lab, "Grep", {"pattern": pattern, "output_mode": mode})
+        assert "ok.txt" in res.content, res.content
+        assert "notes.txt" not in res.content and "key-backup" not in res.content
+        lab.assert_no_secret(res.content)

@@ -110,15 +110,7 @@ def build_view(
         rewritable = [p for p in rewritable if p.is_dir()]
         concrete = [p for e in fs.deny_write for p in _concrete(e, root, home)]
         guarded = [p for p in dict.fromkeys([*protected, *concrete]) if _inside_any(p, writable)]
-    scan = _scan(root, tuple(p for p in (*fs.deny_read, *read_deny) if _bare(p)))
-    masked = [*scan.paths(), *home_secrets(home)]
-    for entry in (*fs.deny_read, *read_deny):
-        if not _bare(entry):
-            masked += _expand(entry, root, home)
-    masked = _with_real_paths(masked)
-    # Another name of a masked file (a hard link made before the call) must not show it.
-    links, links_truncated = other_links(masked, root)
-    masked += links
+    masked, truncated = masked_paths(root, settings, read_deny, home)
     return View(
         root=root,
         writable=tuple(writable),
@@ -126,10 +118,42 @@ def build_view(
         rewritable=tuple(rewritable),
         masked=tuple(masked),
         network=settings.network.all_allowed,
-        scan_truncated=scan.truncated or links_truncated,
+        scan_truncated=truncated,
         created=tuple(created),
         guarded=tuple(guarded),
     )
+
+
+def masked_paths(
+    root: Path, settings: SandboxSettings, read_deny: tuple[str, ...], home: Path
+) -> tuple[list[Path], bool]:
+    """(every path hidden from a command, the workspace scan stopped early?)"""
+    masked, truncated = _masked_by_name(root, settings, read_deny, home)
+    # Another name of a masked file (a hard link made before the call) must not show it.
+    links, links_truncated = other_links(masked, root)
+    return masked + links, truncated or links_truncated
+
+
+def _masked_by_name(
+    root: Path, settings: SandboxSettings, read_deny: tuple[str, ...], home: Path
+) -> tuple[list[Path], bool]:
+    fs = settings.filesystem
+    scan = _scan(root, tuple(p for p in (*fs.deny_read, *read_deny) if _bare(p)))
+    masked = [*scan.paths(), *home_secrets(home)]
+    for entry in (*fs.deny_read, *read_deny):
+        if not _bare(entry):
+            masked += _expand(entry, root, home)
+    return _with_real_paths(masked), scan.truncated
+
+
+def hidden_links(
+    root: Path, settings: SandboxSettings, read_deny: tuple[str, ...], home: Path | None
+) -> set[Path]:
+    """The names in ``root`` that are hard links to a hidden file, for the file tools (Read,
+    Grep), which run outside the sandbox and judge a path by its name."""
+    root = Path(os.path.realpath(root))
+    home = Path(os.path.realpath(home or Path.home()))
+    return set(other_links(_masked_by_name(root, settings, read_deny, home)[0], root)[0])
 
 
 def _precreate(path: Path) -> Path | None:
