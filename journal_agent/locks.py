@@ -4,10 +4,13 @@ then fail with a sentence that says who holds it and what to do."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 from journal_agent.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -19,9 +22,14 @@ def held(lock_file: Path, timeout: float, busy: str) -> Iterator[None]:
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_file), timeout=timeout, preserve_lock_file=True)
     try:
-        lock.acquire()
+        lock.acquire(blocking=False)
     except Timeout:
-        raise UserError(busy) from None
+        # `--verbose` shows why a command seems to hang.
+        logger.debug("waiting for %s, held by another process", lock_file)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise UserError(busy) from None
     try:
         yield
     finally:

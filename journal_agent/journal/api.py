@@ -66,13 +66,20 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
     store = JournalStore(root)
     # The duplicate check comes last: a draft with problems is fixed first (and the check
     # embeds the draft, which is wasted on one that changes); --force means keep both anyway.
-    checked = store.exists() and not problems and not force
-    similar = _check_duplicate(root, entry) if checked else None
+    guarded = not problems and not force
+    seen = _journal_state(store)
+    similar = _check_duplicate(root, entry) if guarded and seen is not None else None
     if similar is not None and similar.duplicate is not None:
         problems = [*problems, _duplicate_problem(entry.id, similar.duplicate)]
     if problems and not force:
         return AppendOutcome(appended=False, entry_id=entry.id, problems=problems)
-    result = _append_with_hashes(store, text, entry)
+    guard = _DuplicateGuard(store, entry, seen, similar) if guarded else None
+    try:
+        result = _append_with_hashes(store, text, entry, guard)
+    except _Repeated as refused:
+        problems = [_duplicate_problem(entry.id, refused.duplicate)]
+        return AppendOutcome(appended=False, entry_id=entry.id, problems=problems)
+    similar = guard.similar if guard is not None else similar
     outcome = AppendOutcome(True, result.entry_id, result.line, problems, forced=bool(problems))
     _log_append(store, outcome)
     # Keep search current without a rebuild; failures here must not undo the append.
@@ -93,12 +100,43 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
     return outcome
 
 
-def _check_duplicate(root: Path, entry: Any) -> Any:
+def _journal_state(store: JournalStore) -> tuple[int, int, int] | None:
+    try:
+        st = store.path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+class _Repeated(Exception):
+    def __init__(self, duplicate: Any) -> None:
+        self.duplicate = duplicate
+
+
+class _DuplicateGuard:
+    """Run under the journal lock just before the write: when another process appended (or the
+    journal was edited) since the duplicate check, check again against what is there now, so
+    two sessions writing the same entry at once cannot both land it. The draft's vector is
+    reused: the second check costs one search."""
+
+    def __init__(self, store: JournalStore, entry: Any, seen: Any, similar: Any) -> None:
+        self.store, self.entry, self.seen, self.similar = store, entry, seen, similar
+
+    def __call__(self) -> None:
+        if _journal_state(self.store) == self.seen:
+            return
+        vector = self.similar.vector if self.similar is not None else None
+        self.similar = _check_duplicate(self.store.root, self.entry, vector)
+        if self.similar is not None and self.similar.duplicate is not None:
+            raise _Repeated(self.similar.duplicate)
+
+
+def _check_duplicate(root: Path, entry: Any, vector: Any = None) -> Any:
     """The duplicate check; a journal it cannot read is reported by the append itself."""
     from journal_agent.journal.duplicates import check_draft
 
     try:
-        return check_draft(root, entry)
+        return check_draft(root, entry, vector)
     except UserError:
         return None
     except Exception as exc:  # a broken cache under .journal/ must not block an append
@@ -132,14 +170,21 @@ def _remember_vector(root: Path, entry: Any, similar: Any) -> None:
     fusion.remember(root, text, embedder.encode([text], fusion.ENTRY_TOKENS)[0], embedder)
 
 
-def _append_with_hashes(store: JournalStore, text: str, entry: Any) -> Any:
+def _append_with_hashes(
+    store: JournalStore, text: str, entry: Any, guard: _DuplicateGuard | None
+) -> Any:
     hashes = ref_hashes(store.root, entry)
     refs = RefStore(store.state / "refs.jsonl")
-    # Recorded under the journal lock, before the journal is replaced: a crash in between
-    # leaves an unused key, never an entry whose hashes are missing.
-    return store.append(
-        text, before_write=(lambda eid: refs.record(eid, hashes)) if hashes else None
-    )
+
+    def before_write(entry_id: str) -> None:
+        # Under the journal lock, before the journal is replaced: a crash in between leaves
+        # an unused key, never an entry whose hashes are missing.
+        if guard is not None:
+            guard()
+        if hashes:
+            refs.record(entry_id, hashes)
+
+    return store.append(text, before_write=before_write)
 
 
 def _log_append(store: JournalStore, outcome: AppendOutcome) -> None:

@@ -60,8 +60,9 @@ class Check:
     embedder: Any = None
 
 
-def check_draft(root: Path, entry: Entry) -> Check:
-    """Compare a parsed draft with the journal; ``duplicate`` is set when it repeats an entry."""
+def check_draft(root: Path, entry: Entry, vector: Any = None) -> Check:
+    """Compare a parsed draft with the journal; ``duplicate`` is set when it repeats an entry.
+    ``vector``: the draft's, when an earlier check computed it."""
     from journal_agent.journal import fusion
     from journal_agent.journal.embeddings import Unavailable, embed_text, get_embedder
     from journal_agent.journal.index import SearchIndex
@@ -69,12 +70,13 @@ def check_draft(root: Path, entry: Entry) -> Check:
 
     index = SearchIndex(Path(root))
     text = embed_text(entry.title, " ".join(entry.tags), entry.body)
-    embedder = vector = None
+    embedder = None
     try:
         embedder = get_embedder(index.root)
-        vector = embedder.encode([text], fusion.ENTRY_TOKENS)[0]
+        if vector is None:
+            vector = embedder.encode([text], fusion.ENTRY_TOKENS)[0]
     except Unavailable:
-        pass
+        vector = None
     conn = index.connect()
     try:
         index.ensure_fresh(conn)

@@ -62,7 +62,8 @@ def nearest(
     vector: Any = None,
 ) -> tuple[list[tuple[int, float]], str | None]:
     """``([(rowid, cosine)], note)``: the entries nearest in meaning, best first; ``note`` says
-    why meaning was not (fully) used, or is None."""
+    why meaning was not (fully) used, or is None. ``vector``: the text's, or a future of it
+    (:func:`embed_query_soon`), waited for only once the entries' vectors are loaded."""
     import numpy as np
 
     try:
@@ -81,6 +82,8 @@ def nearest(
         )
     if not matrix.rowids:
         return [], note
+    if hasattr(vector, "result"):
+        vector = vector.result()
     if vector is None and as_entry:
         vector = embedder.encode([draft_text(text)], ENTRY_TOKENS)[0]
     elif vector is None:

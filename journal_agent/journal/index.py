@@ -33,6 +33,7 @@ from journal_agent.journal.query import (
     Term,
     analyse,
     edit_distance,
+    is_fts_syntax,
     load_synonyms,
     phrase,
     stems,
@@ -436,6 +437,10 @@ class SearchIndex:
         from journal_agent.journal import fusion
 
         tags = [t.lstrip("#").lower() for t in (tags or []) if t.strip("#")]
+        meaning = semantic and bool(query.strip()) and not is_fts_syntax(query)
+        # The query is embedded on the other core while the index is opened and BM25 runs
+        # (both release the GIL); started first, as it is the longer of the two.
+        vector = fusion.embed_query_soon(self, query) if meaning else None
         conn = self.connect()
         try:
             self.ensure_fresh(conn)
@@ -443,17 +448,22 @@ class SearchIndex:
                 return self._by_tags(conn, tags, limit)
             plan = self.plan(conn, query)
             depth = max(limit * 3, 30)
-            meaning = semantic and plan.raw is None
-            # The query is embedded on the other core while BM25 runs (both release the GIL).
-            vector = fusion.embed_query_soon(self, query) if meaning else None
             lexical = self.lexical(conn, plan, tags, depth)
+            snippets: dict[int, str] = {}
             nearest: list[tuple[int, float]] = []
             if meaning:
+                if vector is not None and not vector.done():
+                    # While the vector is still coming: the snippets of the best word matches,
+                    # which are most of what fusion shows.
+                    snippets = self._snippets(conn, plan, [h.rowid for h in lexical[:limit]])
                 nearest, self.semantic_note = fusion.nearest(
-                    self, conn, query, tags, depth, vector=vector.result() if vector else None
+                    self, conn, query, tags, depth, vector=vector
                 )
             ranked = fusion.fuse(lexical, nearest, limit)
-            return self._hits(conn, ranked, plan, {r.rowid: r for r in lexical}, dict(nearest))
+            by_row = {r.rowid: r for r in lexical}
+            todo = [rowid for rowid, _ in ranked if rowid in by_row and rowid not in snippets]
+            snippets.update(self._snippets(conn, plan, todo))
+            return self._hits(conn, ranked, snippets, by_row, dict(nearest))
         finally:
             conn.close()
 
@@ -527,18 +537,37 @@ class SearchIndex:
             "WHERE entries_fts MATCH ?"
         )
         params: list[object] = [query]
+        # "+rowid": a bare rowid constraint would be handed to FTS5, which then runs the whole
+        # MATCH once per tagged entry (a tag on 225 of 10,000 entries: 250 ms instead of 4).
         for tag in tags:
-            sql += " AND rowid IN (SELECT entry FROM tags WHERE tag = ?)"
+            sql += " AND +rowid IN (SELECT entry FROM tags WHERE tag = ?)"
             params.append(tag)
         sql += " ORDER BY score LIMIT ?"
         params.append(depth)
         return {int(r[0]): float(r[1]) for r in conn.execute(sql, params)}
 
+    def _snippets(
+        self, conn: sqlite3.Connection, plan: QueryPlan, rowids: list[int]
+    ) -> dict[int, str]:
+        """The matched words in context, per entry (one statement for all: one per entry cost
+        a third more)."""
+        if not rowids:
+            return {}
+        ids = ",".join(str(rowid) for rowid in rowids)
+        return {
+            rowid: _one_line(text)
+            for rowid, text in conn.execute(
+                "SELECT rowid, snippet(entries_fts, -1, '[', ']', ' … ', ?) FROM entries_fts "
+                f"WHERE entries_fts MATCH ? AND rowid IN ({ids})",
+                (_SNIPPET_WORDS, plan.any_of()),
+            )
+        }
+
     def _hits(
         self,
         conn: sqlite3.Connection,
         ranked: list[tuple[int, float]],
-        plan: QueryPlan,
+        snippets: dict[int, str],
         lexical: dict[int, Lexical],
         meaning: dict[int, float],
     ) -> list[Hit]:
@@ -549,14 +578,7 @@ class SearchIndex:
             ).fetchone()
             if row is None:
                 continue
-            snippet = ""
-            if rowid in lexical:
-                found = conn.execute(
-                    "SELECT snippet(entries_fts, -1, '[', ']', ' … ', ?) FROM entries_fts "
-                    "WHERE entries_fts MATCH ? AND rowid = ?",
-                    (_SNIPPET_WORDS, plan.any_of(), rowid),
-                ).fetchone()
-                snippet = _one_line(found[0]) if found else ""
+            snippet = snippets.get(rowid, "")
             if not snippet:
                 snippet = self._opening(conn, rowid)
             out.append(
@@ -640,7 +662,9 @@ class SearchIndex:
         lexical = [h for h in lexical if h.rowid not in excluded]
         nearest = [(r, s) for r, s in nearest if r not in excluded]
         ranked = fusion.fuse(lexical, nearest, limit, floor=fusion.RELATED_FLOOR)
-        return self._hits(conn, ranked, plan, {h.rowid: h for h in lexical}, dict(nearest))
+        by_row = {h.rowid: h for h in lexical}
+        snippets = self._snippets(conn, plan, [r for r, _ in ranked if r in by_row])
+        return self._hits(conn, ranked, snippets, by_row, dict(nearest))
 
     def salient_terms(self, conn: sqlite3.Connection, draft: str, count: int = 16) -> list[str]:
         """A draft's most telling stems: frequent in it, rare in the journal."""

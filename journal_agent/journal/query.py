@@ -180,6 +180,11 @@ def cjk_query(query: str) -> str:
     return "".join(out)
 
 
+def is_fts_syntax(query: str) -> bool:
+    """Whether the user wrote FTS5 syntax (quotes, operators, ``col:``), passed through as is."""
+    return OPERATORS.search(query) is not None
+
+
 def analyse(
     query: str,
     synonyms: Synonyms,
@@ -188,7 +193,7 @@ def analyse(
 ) -> QueryPlan:
     """Plain words → terms. ``df(stem)`` says how many entries contain a stem (for compounds
     and typos); ``near(stem)`` lists indexed stems one or two edits away."""
-    if OPERATORS.search(query):
+    if is_fts_syntax(query):
         return QueryPlan([], raw=cjk_query(query))
     terms: list[Term] = []
     for run in CJK_RUN.findall(query):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -86,3 +87,52 @@ def test_the_first_entry_and_distinct_entries_go_in(ws):
     ):
         outcome = api.append_entry(ws.root, make_entry(title=title, body=body))
         assert outcome.appended and outcome.problems == []
+
+
+def test_two_sessions_appending_the_same_entry_at_once_land_it_once(ws, cli):
+    # Two real processes check the same paraphrase against the same journal, then both wait
+    # on the journal lock (held here until both say so): the second to write must check again.
+    from journal_agent.journal.store import JournalStore
+    from journal_agent.locks import held
+
+    assert api.append_entry(ws.root, make_entry(title="Pipeline Bubble")).appended
+    lora = make_entry(
+        title="LoRA Adapters",
+        body="LoRA freezes the weight and trains a low-rank update B·A of rank r.\n",
+        tags="#lora",
+    )
+    drafts = (lora, lora.replace("LoRA Adapters", "LoRA: Low-Rank Adapters"))
+    env = cli.environment({"JOURNAL_AGENT_ROOT": str(ws.root), "NO_COLOR": "1"})
+    store = JournalStore(ws.root)
+    with held(store.lock_path, 60, "the test could not take the journal lock"):
+        procs = [
+            subprocess.Popen(
+                cli.command("--verbose", "journal", "append", "-"),
+                cwd=ws.root,
+                env=env,
+                stdin=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                text=True,
+            )
+            for _ in drafts
+        ]
+        waiting = []
+        for proc, draft in zip(procs, drafts, strict=True):
+            proc.stdin.write(draft)
+            proc.stdin.close()
+        for proc in procs:
+            line = ""
+            while "waiting for" not in line:  # the duplicate check is done, the write is next
+                line = proc.stderr.readline()
+                assert line, f"exited before waiting for the lock (exit {proc.wait()})"
+            waiting.append(line)
+    codes = sorted(proc.wait(timeout=120) for proc in procs)
+    errors = "".join(proc.stderr.read() for proc in procs)
+    assert codes == [0, 1], errors
+    titles = [e.title for e in api.load(ws.root).entries]
+    assert sorted(titles) in (
+        ["LoRA Adapters", "Pipeline Bubble"],
+        ["LoRA: Low-Rank Adapters", "Pipeline Bubble"],
+    )
+    assert "duplicate" in errors and "this entry repeats **LoRA" in errors and "--force" in errors
