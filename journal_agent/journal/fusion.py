@@ -62,8 +62,7 @@ def nearest(
     vector: Any = None,
 ) -> tuple[list[tuple[int, float]], str | None]:
     """``([(rowid, cosine)], note)``: the entries nearest in meaning, best first; ``note`` says
-    why meaning was not (fully) used, or is None. ``vector``: the text's, or a future of it
-    (:func:`embed_query_soon`), waited for only once the entries' vectors are loaded."""
+    why meaning was not (fully) used, or is None. ``vector``: the text's, when known."""
     import numpy as np
 
     try:
@@ -82,8 +81,6 @@ def nearest(
         )
     if not matrix.rowids:
         return [], note
-    if hasattr(vector, "result"):
-        vector = vector.result()
     if vector is None and as_entry:
         vector = embedder.encode([draft_text(text)], ENTRY_TOKENS)[0]
     elif vector is None:
@@ -104,10 +101,15 @@ def nearest(
 _POOL: Any = None
 
 
-def embed_query_soon(index: SearchIndex, text: str) -> Any:
-    """A future of the query's vector, computed on a worker thread while the caller runs the
-    word search; None where meaning will not be used (no model, a Chinese query on an
-    English-only model), so :func:`nearest` says why as before."""
+def nearest_soon(
+    index: SearchIndex, text: str, tags: list[str], depth: int, index_ready: Any
+) -> Any:
+    """A future of :func:`nearest`'s answer, worked out on a worker thread while the caller
+    searches by words: the query embedded, then — once ``index_ready`` (a
+    ``threading.Event``) says the caller has brought the index up to date — ranked against
+    the entries' vectors over the worker's own connection. None where meaning will not be
+    used (no model, a Chinese query on an English-only model): :func:`nearest` then says why.
+    """
     global _POOL
     try:
         embedder = get_embedder(index.root)
@@ -118,8 +120,20 @@ def embed_query_soon(index: SearchIndex, text: str) -> Any:
     if _POOL is None:
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed-query")
-    return _POOL.submit(lambda: embedder.encode([text])[0])
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search-meaning")
+
+    def work() -> tuple[list[tuple[int, float]], str | None]:
+        vector = embedder.encode([text])[0]
+        # The caller sets the event even when it fails, so this never waits for long; a
+        # bounded wait all the same, as the worker serves every later search too.
+        index_ready.wait(timeout=60)
+        conn = index.connect()
+        try:
+            return nearest(index, conn, text, tags, depth, vector=vector)
+        finally:
+            conn.close()
+
+    return _POOL.submit(work)
 
 
 def fuse(

@@ -18,6 +18,7 @@ import hashlib
 import math
 import re
 import sqlite3
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +194,21 @@ def _open(path: Path, migrations: list[tuple[str, str]]) -> sqlite3.Connection:
 
 class _FullRebuild(Exception):
     """The edit cannot be re-indexed locally (ids could shift, a code block left open …)."""
+
+
+# Document frequencies of the stems queries asked about, for the index built from one state of
+# the journal (its size and mtime): a long-lived process (the MCP server, the runtime) analyses
+# the same words again and again, and each fts5vocab lookup costs about 0.2 ms.
+_VOCABULARY: dict[Path, tuple[tuple[str, str], dict[str, int]]] = {}
+_VOCABULARY_MAX = 50_000
+
+
+def _vocabulary_cache(path: Path, size: str, mtime_ns: str) -> dict[str, int]:
+    state, known = _VOCABULARY.get(path, (None, {}))
+    if state != (size, mtime_ns) or len(known) > _VOCABULARY_MAX:
+        known = {}
+        _VOCABULARY[path] = ((size, mtime_ns), known)
+    return known
 
 
 class SearchIndex:
@@ -438,27 +454,31 @@ class SearchIndex:
 
         tags = [t.lstrip("#").lower() for t in (tags or []) if t.strip("#")]
         meaning = semantic and bool(query.strip()) and not is_fts_syntax(query)
-        # The query is embedded on the other core while the index is opened and BM25 runs
-        # (both release the GIL); started first, as it is the longer of the two.
-        vector = fusion.embed_query_soon(self, query) if meaning else None
+        depth = max(limit * 3, 30)
+        # Meaning is worked out on the other core while this thread searches by words (numpy
+        # and SQLite both release the GIL); started first, as embedding is the longer part.
+        fresh = threading.Event()
+        by_meaning = fusion.nearest_soon(self, query, tags, depth, fresh) if meaning else None
         conn = self.connect()
         try:
-            self.ensure_fresh(conn)
+            try:
+                self.ensure_fresh(conn)
+            finally:
+                fresh.set()
             if not query.strip():
                 return self._by_tags(conn, tags, limit)
             plan = self.plan(conn, query)
-            depth = max(limit * 3, 30)
             lexical = self.lexical(conn, plan, tags, depth)
             snippets: dict[int, str] = {}
             nearest: list[tuple[int, float]] = []
-            if meaning:
-                if vector is not None and not vector.done():
-                    # While the vector is still coming: the snippets of the best word matches,
+            if by_meaning is not None:
+                if not by_meaning.done():
+                    # While meaning is still coming: the snippets of the best word matches,
                     # which are most of what fusion shows.
                     snippets = self._snippets(conn, plan, [h.rowid for h in lexical[:limit]])
-                nearest, self.semantic_note = fusion.nearest(
-                    self, conn, query, tags, depth, vector=vector
-                )
+                nearest, self.semantic_note = by_meaning.result()
+            elif meaning:
+                nearest, self.semantic_note = fusion.nearest(self, conn, query, tags, depth)
             ranked = fusion.fuse(lexical, nearest, limit)
             by_row = {r.rowid: r for r in lexical}
             todo = [rowid for rowid, _ in ranked if rowid in by_row and rowid not in snippets]
@@ -468,9 +488,17 @@ class SearchIndex:
             conn.close()
 
     def plan(self, conn: sqlite3.Connection, query: str) -> QueryPlan:
+        meta = self._meta(conn)
+        known = _vocabulary_cache(self.path, meta.get("size", ""), meta.get("mtime_ns", ""))
+
         def df(stem: str) -> int:
-            row = conn.execute("SELECT doc FROM entries_vocab WHERE term = ?", (stem,)).fetchone()
-            return int(row[0]) if row else 0
+            count = known.get(stem)
+            if count is None:
+                row = conn.execute(
+                    "SELECT doc FROM entries_vocab WHERE term = ?", (stem,)
+                ).fetchone()
+                count = known[stem] = int(row[0]) if row else 0
+            return count
 
         def near(stem: str) -> list[str]:
             limit = 1 if len(stem) <= 5 else 2

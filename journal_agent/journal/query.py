@@ -99,6 +99,7 @@ def stems(text: str) -> list[str]:
     return _STEMMER.tokens(text)
 
 
+@lru_cache(maxsize=8192)
 def stem(word: str) -> str:
     out = stems(word)
     return out[0] if len(out) == 1 else word.lower()
@@ -149,12 +150,24 @@ def _build_synonyms(texts: tuple[str, ...]) -> Synonyms:
 
 def load_synonyms(root: Path | None = None) -> Synonyms:
     """The packaged list, plus ``.journal/synonyms.txt`` of the project when there is one."""
-    texts = [resources.files("journal_agent.journal").joinpath("synonyms.txt").read_text("utf-8")]
+    texts = [_packaged_synonyms()]
     if root is not None:
         extra = Path(root) / ".journal" / "synonyms.txt"
         with contextlib.suppress(OSError, UnicodeDecodeError):
-            texts.append(extra.read_text(encoding="utf-8"))
+            st = extra.stat()
+            texts.append(_read_synonyms(str(extra), st.st_size, st.st_mtime_ns))
     return _build_synonyms(tuple(texts))
+
+
+@lru_cache(maxsize=1)
+def _packaged_synonyms() -> str:
+    return resources.files("journal_agent.journal").joinpath("synonyms.txt").read_text("utf-8")
+
+
+@lru_cache(maxsize=8)
+def _read_synonyms(path: str, size: int, mtime_ns: int) -> str:
+    """A project's list, read again only when the file changes (every search analyses)."""
+    return Path(path).read_text(encoding="utf-8")
 
 
 # -- analysis -------------------------------------------------------------------------------

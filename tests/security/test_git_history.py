@@ -76,3 +76,17 @@ def test_outside_a_repository_there_is_nothing_to_check(cli, tmp_path):
     checks = cli.json("doctor", "--root", str(tmp_path / "ws"), env=env)
     check = next(c for c in checks if c["name"] == NAME)
     assert check["ok"] is True and "not a git repository" in check["detail"]
+
+
+def test_a_secret_added_only_by_a_merge_commit_counts_too(cli, repo):
+    git(repo, "checkout", "-qb", "side")
+    (repo / "notes.md").write_text("side\n")
+    git(repo, "add", "notes.md")
+    git(repo, "commit", "-qm", "side")
+    git(repo, "checkout", "-q", "-")
+    git(repo, "merge", "-q", "--no-ff", "--no-commit", "side")
+    (repo / ".env").write_text("API_KEY=sk-ant-api03-merged\n")
+    git(repo, "add", "-f", ".env")
+    git(repo, "commit", "-qm", "merge side")  # .env is in no parent: only the merge adds it
+    check = history_check(cli, repo, repo.parent / "home")
+    assert check["ok"] is False and str(check["detail"]).startswith(".env is in")

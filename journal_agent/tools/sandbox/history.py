@@ -41,7 +41,8 @@ def secrets_in_history(root: Path, extra_names: tuple[str, ...] = ()) -> History
         return History(repository=False)
     names = (*SECRET_PATTERNS, *extra_names)
     pathspecs = [f":(glob)**/{n}{tail}" for n in names for tail in ("", "/**")]
-    done = _git(root, env, "log", "--all", "--format=", "--name-only", "-z", "--no-renames",
+    # -m: a file a merge commit adds (resolving a conflict) is in no other commit's diff.
+    done = _git(root, env, "log", "--all", "-m", "--format=", "--name-only", "-z", "--no-renames",
                 "--no-textconv", "--no-ext-diff", "--", *pathspecs)  # fmt: skip
     if done is None:
         return History(repository=True, problem=f"git log did not finish within {_TIMEOUT_S} s")
