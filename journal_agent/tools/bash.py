@@ -133,7 +133,7 @@ class Bash(Tool):
             outcome = run_shell(params.command, root, timeout_s, conf=conf, view=view)
         finally:
             if view is not None:
-                moved = guard.settle(view, absent) if absent else []
+                moved = guard.settle(view, absent) if view.writes else []
                 remove_precreated(view)
         return outcome.result(moved)
 

@@ -16,6 +16,11 @@ repository may keep it.
   when it picks a remote helper (``ext::sh -c …``, ``fd::``: the ``::`` form) or starts with
   ``-`` (an option to ssh).
 
+- ``core.worktree`` only where ``git submodule`` puts it: in a git directory, leading to a
+  checkout whose ``.git`` leads back to that git directory.
+- a linked worktree's ``commondir`` naming the repository that holds its ``worktrees/``, and
+  its ``gitdir`` naming a gitfile that leads back (what ``git worktree add`` writes).
+
 The file is parsed by git itself (``git config --file F --list -z --no-includes``), which
 reads it without acting on any of it; whatever git cannot parse is refused.
 """
@@ -27,6 +32,8 @@ import re
 import stat
 import subprocess
 from pathlib import Path
+
+from journal_agent.tools.sandbox._gitdirs import first_line, pointer, resolve
 
 _SAFE_KEY = re.compile(
     r"core\.(?:repositoryformatversion|filemode|bare|logallrefupdates|ignorecase"
@@ -52,8 +59,38 @@ def only_sample_hooks(hooks: Path) -> bool:
         return False
 
 
-def unsafe_config_keys(config: Path) -> list[str]:
-    """The keys of ``config`` that git does not write on its own (``[]``: all harmless)."""
+def leads_back(dot_git: Path, gitdir: Path) -> bool:
+    """``dot_git`` is a gitfile whose ``gitdir:`` is ``gitdir``."""
+    found = pointer(dot_git)
+    return found is not None and found.kind == "gitfile" and resolve(dot_git) == _real(gitdir)
+
+
+def harmless_commondir(commondir: Path) -> bool:
+    """A linked worktree's ``commondir``, naming the repository that holds it
+    (``<repo>/worktrees/<name>/commondir`` → ``<repo>``)."""
+    admin = commondir.parent
+    target = first_line(commondir)
+    return (
+        target is not None
+        and admin.parent.name == "worktrees"
+        and _real(admin / target) == _real(admin.parent.parent)
+    )
+
+
+def harmless_gitdir(gitdir_file: Path) -> bool:
+    """A linked worktree's ``gitdir``, naming the worktree's gitfile that leads back."""
+    target = first_line(gitdir_file)
+    admin = gitdir_file.parent
+    return target is not None and leads_back(admin / target, admin)
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def unsafe_config_keys(config: Path, gitdir: Path | None = None) -> list[str]:
+    """The keys of ``config`` that git does not write on its own (``[]``: all harmless).
+    ``gitdir``: the git directory holding it, where ``git submodule`` sets core.worktree."""
     try:
         if not stat.S_ISREG(os.lstat(config).st_mode):
             return ["(not a regular file)"]
@@ -79,7 +116,10 @@ def unsafe_config_keys(config: Path) -> list[str]:
         if not item:
             continue
         key, _, value = item.partition("\n")
-        if not _SAFE_KEY.fullmatch(key) or (_URL_KEY.fullmatch(key) and _unsafe_url(value)):
+        if key == "core.worktree" and gitdir is not None:
+            if not leads_back(gitdir / value / ".git", gitdir):
+                bad.append(key)
+        elif not _SAFE_KEY.fullmatch(key) or (_URL_KEY.fullmatch(key) and _unsafe_url(value)):
             bad.append(key)
     return list(dict.fromkeys(bad))
 

@@ -6,6 +6,9 @@ The workspace is walked at every call (a ``.env`` created a minute ago is hidden
 command), but a directory whose modification time has not changed is not listed again: its
 mtime changes exactly when a name inside it is added, removed or renamed, which is all that
 matters here. The cost of an unchanged tree is one ``stat`` per directory.
+
+The same walk notes the directories that hold a ``.git`` (nested repositories, submodule and
+worktree checkouts), for :mod:`._gitdirs`; it does not go into ``.git`` itself.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class _Dir:
     mtime_ns: int
     secrets: list[str]  # names of secret-looking files and directories in it
     subdirs: list[str]  # names of real (not symlinked) subdirectories
+    git: bool = False  # holds a ``.git`` (of any kind: directory, gitfile, symlink)
 
 
 @dataclass
@@ -53,10 +57,12 @@ class SecretScan:
     _cache: dict[str, _Dir] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     truncated: bool = False
+    repos: list[Path] = field(default_factory=list)  # directories holding a .git, last walk
 
     def paths(self) -> list[Path]:
         with self._lock:
             out: list[Path] = []
+            repos: list[Path] = []
             seen = 0
             self.truncated = False
             stack = [str(self.root)]
@@ -72,9 +78,12 @@ class SecretScan:
                     self.truncated = True
                     break
                 out.extend(Path(d, name) for name in entry.secrets)
+                if entry.git:
+                    repos.append(Path(d))
                 stack.extend(os.path.join(d, name) for name in entry.subdirs)
             for gone in set(self._cache) - live:
                 del self._cache[gone]
+            self.repos = repos
             return out
 
     def _entry(self, d: str) -> _Dir | None:
@@ -86,16 +95,19 @@ class SecretScan:
         if cached is not None and cached.mtime_ns == mtime:
             return cached
         secrets, subdirs = [], []
+        git = False
         try:
             with os.scandir(d) as it:
                 for e in it:
-                    if self.name_re.fullmatch(e.name):
+                    if e.name == ".git":
+                        git = True
+                    elif self.name_re.fullmatch(e.name):
                         secrets.append(e.name)
                     elif e.name not in SKIP_DIRS and e.is_dir(follow_symlinks=False):
                         subdirs.append(e.name)
         except OSError:
             return None
-        entry = _Dir(mtime, secrets, subdirs)
+        entry = _Dir(mtime, secrets, subdirs, git)
         self._cache[d] = entry
         return entry
 

@@ -15,6 +15,14 @@ the call — its PID namespace has ended with it, so nothing of it is left to ra
 
 ``git init`` stays useful: a new ``.git/hooks`` holding only ``*.sample`` files and a new
 ``.git/config`` holding only keys git writes itself stay where they are (see :mod:`._gitfiles`).
+
+The same verdicts apply to every git directory (:mod:`._gitdirs`): the missing files of those
+that existed before the call, and all of those the call made — a submodule's
+``.git/modules/<name>`` (``git submodule update``), a linked worktree's
+``.git/worktrees/<name>`` (``git worktree add``), a repository cloned or initialised in a
+subdirectory (found by walking the workspace again; an unchanged directory costs a ``stat``).
+The new repository itself stays; only what would run a command outside the sandbox goes.
+A ``.git`` symlink the call replaced is moved aside and the original link put back.
 """
 
 from __future__ import annotations
@@ -26,8 +34,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from journal_agent.tools.sandbox._gitfiles import only_sample_hooks, unsafe_config_keys
-from journal_agent.tools.sandbox.view import View
+from journal_agent.tools.sandbox import _gitdirs
+from journal_agent.tools.sandbox._gitfiles import (
+    harmless_commondir,
+    harmless_gitdir,
+    only_sample_hooks,
+    unsafe_config_keys,
+)
+from journal_agent.tools.sandbox.view import View, dot_gits_of
 
 QUARANTINE = Path(".journal/quarantine")
 
@@ -42,6 +56,8 @@ _WHY = {
     "outside the sandbox",
     ".git": "it points git at a repository of the command's choosing, whose config and hooks "
     "git would use outside the sandbox",
+    "gitdir": "`git worktree repair` and `prune` would write to or delete the place it names, "
+    "outside the sandbox",
     ".claude": "Claude Code reads settings, hooks and agents from it",
     ".journal": "journal-agent reads its settings from it",
     ".journal/settings.json": "journal-agent would read permissions from it",
@@ -70,7 +86,8 @@ def absent(view: View) -> list[Absent]:
 
 
 def settle(view: View, before: list[Absent]) -> list[str]:
-    """Move what the call created of ``before`` into quarantine; one sentence per path."""
+    """Move what the call created of ``before``, and what would run a command in the git
+    directories it made, into quarantine; one sentence per path."""
     moves: dict[Path, str] = {}
     for a in before:
         if not os.path.lexists(a.first):
@@ -80,6 +97,9 @@ def settle(view: View, before: list[Absent]) -> list[str]:
                                       "to a place of the command's choosing")  # fmt: skip
         elif os.path.lexists(a.path) and (why := _verdict(view, a.path)) is not None:
             moves[a.path] = why
+    restore = _replaced_symlink(view, moves)
+    _replaced_read_only(view, moves)
+    _judge_new_git_dirs(view, moves)
     # A moved directory takes what it holds with it.
     moves = {p: w for p, w in moves.items() if not any(q in moves for q in p.parents)}
     if not moves:
@@ -89,7 +109,63 @@ def settle(view: View, before: list[Absent]) -> list[str]:
         dest_dir = _quarantine_dir(view.root, stamp)
     except OSError as exc:
         return [_unmoved(view, p, why, exc) for p, why in moves.items()]
-    return [_move(view, p, why, dest_dir) for p, why in moves.items()]
+    said = [_move(view, p, why, dest_dir) for p, why in moves.items()]
+    if restore is not None and not os.path.lexists(restore.path):
+        with contextlib.suppress(OSError):
+            os.symlink(restore.target, restore.path)
+            said.append(f"Put back {_rel(view, restore.path)} as the symlink to "
+                        f"{restore.target} it was before the command.")  # fmt: skip
+    return said
+
+
+def _replaced_symlink(view: View, moves: dict[Path, str]) -> _gitdirs.Pointer | None:
+    """The workspace's ``.git`` symlink, when the call replaced it by another symlink or a
+    gitfile (a git directory of its own is judged as a new one): noted in ``moves``."""
+    dot_git = view.root / ".git"
+    old = next((p for p in view.git.pointers if p.path == dot_git), None) if view.git else None
+    if old is None or old.kind != "symlink":
+        return None
+    new = _gitdirs.pointer(dot_git)
+    if new is None or new == old:
+        return None
+    moves[dot_git] = _WHY[".git"]
+    return old
+
+
+def _replaced_read_only(view: View, moves: dict[Path, str]) -> None:
+    """Read-only paths that are another file now: the call renamed a directory above one
+    (``mv .git old``, the mount goes with it) and made a new one in its place."""
+    for path, before in zip(view.read_only, view.read_only_ids, strict=True):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue  # renamed away, nothing in its place
+        if (st.st_dev, st.st_ino) == before or path in moves:
+            continue
+        rel = _rel(view, path)
+        if path in view.git_files or rel in _TOP_GIT_FILES:
+            why = _git_verdict(path)
+        else:
+            why = f"it took the place of the read-only {rel} (the directory above was renamed)"
+        if why is not None:
+            moves[path] = why
+
+
+def _judge_new_git_dirs(view: View, moves: dict[Path, str]) -> None:
+    """The files of every git directory the call made that would run a command, into
+    ``moves``: the repository stays, usable."""
+    if view.git is None or view.scan is None:
+        return
+    view.scan.paths()  # again: nested repositories made by the call (changed directories only)
+    dot_gits = [p for p in dot_gits_of(view.root, view.scan.repos) if p not in moves]
+    dirs = _gitdirs.find(dot_gits, view.writable).dirs
+    for g in sorted(dirs - view.git.dirs):
+        for name in _gitdirs.GIT_FILES:
+            path = g / name
+            if path not in moves and os.path.lexists(path):
+                why = _git_verdict(path)
+                if why is not None:
+                    moves[path] = why
 
 
 def _redirects(component: Path) -> bool:
@@ -101,18 +177,31 @@ def _redirects(component: Path) -> bool:
 def _verdict(view: View, path: Path) -> str | None:
     """Why ``path`` (created by the call) must go, or None when it is harmless."""
     rel = _rel(view, path)
-    if rel == ".git/hooks":
-        return None if only_sample_hooks(path) else _WHY[rel]
-    if rel == ".git/config":
-        keys = unsafe_config_keys(path)
-        if not keys:
-            return None
-        more = " …" if len(keys) > 4 else ""
-        return (
-            f"it sets {', '.join(keys[:4])}{more}, which git never writes on its own and which "
-            "could make git run a command outside the sandbox"
-        )
+    if path in view.git_files or rel in _TOP_GIT_FILES:
+        return _git_verdict(path)
     return _WHY.get(rel, _DENY_WRITE)
+
+
+_TOP_GIT_FILES = {f".git/{name}" for name in _gitdirs.GIT_FILES}
+
+
+def _git_verdict(path: Path) -> str | None:
+    """Why a file of a git directory (created by the call) must go, or None."""
+    name = path.name
+    if name == "hooks":
+        return None if only_sample_hooks(path) else _WHY[".git/hooks"]
+    if name == "commondir":
+        return None if harmless_commondir(path) else _WHY[".git/commondir"]
+    if name == "gitdir":
+        return None if harmless_gitdir(path) else _WHY["gitdir"]
+    keys = unsafe_config_keys(path, Path(os.path.realpath(path.parent)))
+    if not keys:
+        return None
+    more = " …" if len(keys) > 4 else ""
+    return (
+        f"it sets {', '.join(keys[:4])}{more}, which git never writes on its own and which "
+        "could make git run a command outside the sandbox"
+    )
 
 
 def _quarantine_dir(root: Path, stamp: str) -> Path:

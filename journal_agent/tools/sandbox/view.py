@@ -16,7 +16,9 @@ rule names)
 Protected inside the workspace: ``.claude/`` (settings, agents, commands, hooks),
 ``.journal/`` (our state and ``.journal/settings*.json``; ``.journal/drafts/`` stays
 writable), ``.git/config``, ``.git/hooks``, ``.git/commondir``, ``.git`` itself when it is a
-gitfile, ``.mcp.json``, ``.claude-plugin/``, the installed
+gitfile, the same files of every other git directory in the workspace (submodules',
+linked worktrees', nested repositories', the one a ``.git`` symlink leads to: :mod:`._gitdirs`)
+and nested gitfiles, ``.mcp.json``, ``.claude-plugin/``, the installed
 journal-agent package itself when it lies inside the workspace, and
 ``sandbox.filesystem.denyWrite``. journal-agent's own journal commands
 (``journal-agent journal append`` …) get ``.journal/`` writable, since they keep their state
@@ -31,6 +33,7 @@ A masked file's other names in the workspace (hard links made before the call) a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob as _glob
 import itertools
 import os
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from journal_agent.tools.sandbox import _gitdirs
 from journal_agent.tools.sandbox._hardlinks import other_links
 from journal_agent.tools.sandbox._secrets import SecretScan, home_secrets, name_regex
 from journal_agent.tools.sandbox.config import SandboxSettings
@@ -68,6 +72,15 @@ class View:
     created: tuple[Path, ...] = ()  # directories made only to be mount points
     # Every protected path a writing command might create (existing or not), for .guard.
     guarded: tuple[Path, ...] = ()
+    # The git directories inside the writable roots before the call (see ._gitdirs), the
+    # files of theirs among ``guarded`` (judged by ._gitfiles when created), and the workspace
+    # scan that finds nested repositories again after the call.
+    git: _gitdirs.GitDirs | None = None
+    git_files: frozenset[Path] = frozenset()
+    # (st_dev, st_ino) of each read_only path before the call: a command can rename a
+    # directory that holds a read-only file (`mv .git old`) and put a new file in its place.
+    read_only_ids: tuple[tuple[int, int], ...] = ()
+    scan: SecretScan | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def writes(self) -> bool:
@@ -91,6 +104,11 @@ def build_view(
     rewritable: list[Path] = []
     created: list[Path] = []
     guarded: list[Path] = []
+    git: _gitdirs.GitDirs | None = None
+    git_files: list[Path] = []
+    masked, truncated = masked_paths(root, settings, read_deny, home)
+    scan = workspace_scan(root, settings, read_deny)
+    read_only_ids: list[tuple[int, int]] = []
     if writes:
         created = [p for rel in PRECREATE if (p := _precreate(root / rel)) is not None]
         writable.append(root)
@@ -102,15 +120,23 @@ def build_view(
             protected += [root / rel for rel in OWN_JOURNAL_PROTECTED]
         else:
             rewritable.append(root / ".journal" / "drafts")
+        git = _gitdirs.find(dot_gits_of(root, scan.repos), writable)
+        git_files = [g / name for g in sorted(git.dirs) for name in _gitdirs.GIT_FILES]
+        # A gitfile, rewritten, would pick the git directory: the workspace's and nested ones.
+        protected += [p.path for p in git.pointers if p.kind == "gitfile"]
         if (root / ".git").is_file() and not (root / ".git").is_symlink():
-            protected.append(root / ".git")  # a gitfile: rewritten, it would pick the git dir
+            protected.append(root / ".git")  # a gitfile that leads nowhere valid, too
+        protected += git_files
         protected += _plugin_files(root)
         protected += [p for e in fs.deny_write for p in _expand(e, root, home)]
-        read_only = [p for p in protected if os.path.lexists(p) and _inside_any(p, writable)]
+        protected = _one_name_each(protected)
+        for p in protected:
+            if _inside_any(p, writable) and (st := _lstat(p)) is not None:
+                read_only.append(p)
+                read_only_ids.append((st.st_dev, st.st_ino))
         rewritable = [p for p in rewritable if p.is_dir()]
         concrete = [p for e in fs.deny_write for p in _concrete(e, root, home)]
         guarded = [p for p in dict.fromkeys([*protected, *concrete]) if _inside_any(p, writable)]
-    masked, truncated = masked_paths(root, settings, read_deny, home)
     return View(
         root=root,
         writable=tuple(writable),
@@ -121,7 +147,36 @@ def build_view(
         scan_truncated=truncated,
         created=tuple(created),
         guarded=tuple(guarded),
+        git=git,
+        git_files=frozenset(git_files),
+        read_only_ids=tuple(read_only_ids),
+        scan=scan,
     )
+
+
+def dot_gits_of(root: Path, repos: list[Path]) -> list[Path]:
+    """The ``.git`` of the workspace and of the nested repositories ``repos``."""
+    return [d / ".git" for d in dict.fromkeys([root, *repos])]
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _one_name_each(paths: list[Path]) -> list[Path]:
+    """One name per file (the first): ``.git/config`` through a ``.git`` symlink and the same
+    file by its real path must be mounted, and moved aside, once."""
+    seen: set[str] = set()
+    out = []
+    for p in paths:
+        key = os.path.join(os.path.realpath(p.parent), p.name)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
 
 
 def masked_paths(
@@ -138,7 +193,7 @@ def _masked_by_name(
     root: Path, settings: SandboxSettings, read_deny: tuple[str, ...], home: Path
 ) -> tuple[list[Path], bool]:
     fs = settings.filesystem
-    scan = _scan(root, tuple(p for p in (*fs.deny_read, *read_deny) if _bare(p)))
+    scan = workspace_scan(root, settings, read_deny)
     masked = [*scan.paths(), *home_secrets(home)]
     for entry in (*fs.deny_read, *read_deny):
         if not _bare(entry):
@@ -241,6 +296,12 @@ def _with_real_paths(paths: list[Path]) -> list[Path]:
         if real != p and real.exists():
             out[real] = None
     return list(out)
+
+
+def workspace_scan(root: Path, settings: SandboxSettings, read_deny: tuple[str, ...]) -> SecretScan:
+    """The (cached) walk of the workspace for secret names, which notes nested repositories."""
+    fs = settings.filesystem
+    return _scan(root, tuple(p for p in (*fs.deny_read, *read_deny) if _bare(p)))
 
 
 @lru_cache(maxsize=16)
