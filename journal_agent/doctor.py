@@ -13,7 +13,6 @@ from pathlib import Path
 
 # Optional packages and what each one adds.
 OPTIONAL = {
-    "sentence_transformers": "semantic journal search (embeddings)",
     "fsrs": "spaced-repetition review of the ledger",
     "matplotlib": "--plot for estimate and trace",
     "mcp": "the MCP server for Claude Code",
@@ -39,6 +38,7 @@ def run_checks(root: Path) -> list[Check]:
         check_api_key(),
         check_torch(),
         check_nvml(),
+        check_search_by_meaning(root),
         *check_optional(),
     ]
 
@@ -145,6 +145,21 @@ def check_nvml() -> Check:
     finally:
         pynvml.nvmlShutdown()
     return Check("NVML", True, f"driver {driver}, {count} device(s)")
+
+
+def check_search_by_meaning(root: Path) -> Check:
+    """The model journal search embeds with, loaded and hash-checked as a search would."""
+    from journal_agent.errors import UserError
+    from journal_agent.journal.embeddings import Unavailable, get_embedder
+
+    try:
+        embedder = get_embedder(root)
+    except (Unavailable, UserError) as exc:
+        why = exc.message if isinstance(exc, UserError) else str(exc)
+        return Check("search by meaning", False, f"off — {why}; search works by words only")
+    info = embedder.info
+    source = "packaged all-MiniLM-L6-v2" if info.packaged else str(info.path)
+    return Check("search by meaning", True, f"{source}, weights {info.sha256[:12]}… checked")
 
 
 def check_optional() -> list[Check]:

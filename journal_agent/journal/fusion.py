@@ -37,6 +37,7 @@ K = 60  # the constant of Cormack et al.; rank 1 scores 1/61, rank 10 scores 1/7
 # the set's MRR and recall are the same at 0.3 and 0.45.)
 SEMANTIC_FLOOR = 0.45
 RELATED_FLOOR = 0.35  # a draft against entries: whole texts share more background
+READY_TIMEOUT_S = 60  # how long meaning waits for the words side to bring the index up to date
 FILL_BUDGET = 8  # entries embedded during one search when the cache lacks them (≈ 0.1 s each)
 
 
@@ -124,9 +125,11 @@ def nearest_soon(
 
     def work() -> tuple[list[tuple[int, float]], str | None]:
         vector = embedder.encode([text])[0]
-        # The caller sets the event even when it fails, so this never waits for long; a
-        # bounded wait all the same, as the worker serves every later search too.
-        index_ready.wait(timeout=60)
+        # The caller sets the event even when it fails; bounded all the same, as this worker
+        # serves every later search too. Rows of an index still being rebuilt could name
+        # other entries afterwards: no meaning then rather than wrong hits.
+        if not index_ready.wait(timeout=READY_TIMEOUT_S):
+            return [], "meaning was left out while the search index was being rebuilt"
         conn = index.connect()
         try:
             return nearest(index, conn, text, tags, depth, vector=vector)

@@ -143,3 +143,23 @@ def test_journal_index_embeds_entries_written_by_hand(ws):
     proc = ws.cli("index")
     assert proc.returncode == 0 and "13 entries indexed" in proc.stdout, proc.stderr
     assert api.search_with_note(ws.root, "note number")[1] is None
+
+
+def test_doctor_says_whether_search_uses_meaning_and_why_not(ws, cli):
+    def meaning(checks: list[dict[str, object]]) -> dict[str, object]:
+        return next(c for c in checks if c["name"] == "search by meaning")
+
+    on = meaning(cli.json("doctor", "--root", str(ws.root)))
+    assert on["ok"] is True and "packaged all-MiniLM-L6-v2" in str(on["detail"])
+    import os
+
+    bare = subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRA, "doctor", "--json", "--root", str(ws.root)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+    )
+    off = meaning(json.loads(bare.stdout))
+    assert off["ok"] is False and "pip install 'journal-agent[embeddings]'" in str(off["detail"])
+    assert "search works by words only" in str(off["detail"])
