@@ -30,9 +30,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-import subprocess
 from pathlib import Path
 
+from journal_agent.tools.sandbox._git import run_git
 from journal_agent.tools.sandbox._gitdirs import first_line, pointer, resolve
 
 _SAFE_KEY = re.compile(
@@ -96,18 +96,11 @@ def unsafe_config_keys(config: Path, gitdir: Path | None = None) -> list[str]:
             return ["(not a regular file)"]
     except OSError:
         return ["(unreadable)"]
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
-    try:
-        done = subprocess.run(
-            ["git", "config", "--file", str(config), "--list", "-z", "--no-includes"],
-            cwd="/",
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    done = run_git(
+        "config", "--file", str(config), "--list", "-z", "--no-includes",
+        cwd="/", timeout=_TIMEOUT_S, no_global=True,
+    )  # fmt: skip
+    if done is None:
         return ["(git could not read it)"]
     if done.returncode != 0:
         return ["(not a config file git can parse)"]

@@ -5,23 +5,21 @@ git. What it can do is say so: :func:`secrets_in_history` lists the paths the sa
 in the workspace (the same secret-name patterns) that appear in any commit of any ref, for
 ``journal-agent doctor``.
 
-git runs on the user's own repository here, as the user would run it, with nothing that could
-start a program: no system config, no pager, no signature checks (``gpg.program``), no lazy
-fetch of a partial clone's missing objects, no external diff or textconv.
+git runs on the user's own repository here, as the user would run it, through
+:func:`._git.run_git` (nothing that could start a program), and with no external diff or
+textconv.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from journal_agent.tools.sandbox._git import run_git
 from journal_agent.tools.sandbox._secrets import name_regex
 
 _TIMEOUT_S = 60
-_SAFE = ("-c", "log.showSignature=false", "-c", "core.fsmonitor=", "--no-pager")
 
 
 @dataclass(frozen=True)
@@ -34,16 +32,15 @@ class History:
 def secrets_in_history(root: Path, extra_names: tuple[str, ...] = ()) -> History:
     from journal_agent.tools._rules import SECRET_EXCEPTIONS, SECRET_PATTERNS, is_secret_rel
 
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "PAGER": "cat",
-           "GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}  # fmt: skip
-    inside = _git(root, env, "rev-parse", "--is-inside-work-tree")
+    inside = run_git("rev-parse", "--is-inside-work-tree", cwd=root, timeout=_TIMEOUT_S)
     if inside is None or inside.returncode != 0:
         return History(repository=False)
     names = (*SECRET_PATTERNS, *extra_names)
     pathspecs = [f":(glob)**/{n}{tail}" for n in names for tail in ("", "/**")]
     # -m: a file a merge commit adds (resolving a conflict) is in no other commit's diff.
-    done = _git(root, env, "log", "--all", "-m", "--format=", "--name-only", "-z", "--no-renames",
-                "--no-textconv", "--no-ext-diff", "--", *pathspecs)  # fmt: skip
+    done = run_git("log", "--all", "-m", "--format=", "--name-only", "-z", "--no-renames",
+                   "--no-textconv", "--no-ext-diff", "--", *pathspecs,
+                   cwd=root, timeout=_TIMEOUT_S)  # fmt: skip
     if done is None:
         return History(repository=True, problem=f"git log did not finish within {_TIMEOUT_S} s")
     if done.returncode != 0:
@@ -60,18 +57,3 @@ def secrets_in_history(root: Path, extra_names: tuple[str, ...] = ()) -> History
 
 def _any_part(regex: re.Pattern[str] | None, path: str) -> bool:
     return regex is not None and any(regex.fullmatch(part) for part in path.split("/"))
-
-
-def _git(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes] | None:
-    try:
-        return subprocess.run(
-            ["git", *_SAFE, *args],
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
