@@ -18,12 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "journal"))
-
-import relevance
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the relevance set, in tests/
 
 from journal_agent.journal import fusion
 from journal_agent.journal.index import SearchIndex
+from tests.journal import relevance
 
 FLOORS = {"recall@5": 0.9, "mrr@5": 0.8}
 

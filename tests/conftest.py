@@ -88,6 +88,42 @@ class CLI:
         )
         return _checked(done) if check else done
 
+    def terminal(
+        self, *args: str, cwd: Path, home: Path, script: list[tuple[bytes, bytes]]
+    ) -> tuple[str, int]:
+        """``python -m journal_agent ARGS`` on a pseudo-terminal; each time the output shows
+        the next trigger of ``script``, its answer is typed. Returns (everything it printed,
+        exit code); a child silent for 30 s is killed."""
+        import pty
+        import select
+
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: become the CLI
+            os.chdir(cwd)
+            command = self.command(*args)
+            os.execve(command[0], command, self.environment(_home(home)))
+        out = b""
+        seen = 0  # output already matched against earlier triggers
+        steps = list(script)
+        while True:
+            ready, _, _ = select.select([fd], [], [], 30)
+            if not ready:
+                os.kill(pid, 9)
+                break
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+            while steps and steps[0][0] in out[seen:]:
+                trigger, answer = steps.pop(0)
+                seen = out.index(trigger, seen) + len(trigger)
+                os.write(fd, answer)
+        _, status = os.waitpid(pid, 0)
+        return out.decode(errors="replace"), os.waitstatus_to_exitcode(status)
+
     def json(self, *args: str, **kwargs: Any) -> Any:
         """In-process with ``--json`` added; the parsed output (the command must succeed)."""
         return json.loads(self(*args, "--json", check=True, **kwargs).stdout)

@@ -481,9 +481,7 @@ class SearchIndex:
                 nearest, self.semantic_note = fusion.nearest(self, conn, query, tags, depth)
             ranked = fusion.fuse(lexical, nearest, limit)
             by_row = {r.rowid: r for r in lexical}
-            todo = [rowid for rowid, _ in ranked if rowid in by_row and rowid not in snippets]
-            snippets.update(self._snippets(conn, plan, todo))
-            return self._hits(conn, ranked, snippets, by_row, dict(nearest))
+            return self._hits(conn, ranked, plan, by_row, dict(nearest), snippets)
         finally:
             conn.close()
 
@@ -595,10 +593,16 @@ class SearchIndex:
         self,
         conn: sqlite3.Connection,
         ranked: list[tuple[int, float]],
-        snippets: dict[int, str],
+        plan: QueryPlan,
         lexical: dict[int, Lexical],
         meaning: dict[int, float],
+        snippets: dict[int, str] | None = None,
     ) -> list[Hit]:
+        """The ranked entries as hits; ``snippets``: those already made (the rest are made
+        here, an entry found by meaning alone showing its opening instead)."""
+        snippets = dict(snippets or {})
+        todo = [rowid for rowid, _ in ranked if rowid in lexical and rowid not in snippets]
+        snippets.update(self._snippets(conn, plan, todo))
         out = []
         for rowid, score in ranked:
             row = conn.execute(
@@ -690,9 +694,7 @@ class SearchIndex:
         lexical = [h for h in lexical if h.rowid not in excluded]
         nearest = [(r, s) for r, s in nearest if r not in excluded]
         ranked = fusion.fuse(lexical, nearest, limit, floor=fusion.RELATED_FLOOR)
-        by_row = {h.rowid: h for h in lexical}
-        snippets = self._snippets(conn, plan, [r for r, _ in ranked if r in by_row])
-        return self._hits(conn, ranked, snippets, by_row, dict(nearest))
+        return self._hits(conn, ranked, plan, {h.rowid: h for h in lexical}, dict(nearest))
 
     def salient_terms(self, conn: sqlite3.Connection, draft: str, count: int = 16) -> list[str]:
         """A draft's most telling stems: frequent in it, rare in the journal."""

@@ -89,13 +89,18 @@ class BashChecks:
                             continue
                         for name, match in _glob_matches(word, cwd):
                             yield i, os.path.relpath(cwd / name, self.root), match
-            target = cd_target(part)
-            if target not in (None, "-"):
-                for cwd in list(cwds):
-                    if escapes(target, cwd, self.root) is None:
-                        new = Path(os.path.realpath(cwd / target))
-                        if new not in cwds:
-                            cwds.append(new)
+            self._follow_cd(part, cwds)
+
+    def _follow_cd(self, part: SimpleCommand, cwds: list[Path]) -> None:
+        """After ``cd DIR``, later commands may run in DIR too (inside the workspace only)."""
+        target = cd_target(part)
+        if target in (None, "-"):
+            return
+        for cwd in list(cwds):
+            if escapes(target, cwd, self.root) is None:
+                new = Path(os.path.realpath(cwd / target))
+                if new not in cwds:
+                    cwds.append(new)
 
     def _bash_read_denied(self, parts: list[SimpleCommand]) -> str | None:
         read_denies = [r for r in self.deny if parse_rule(r)[0] == "Read" and parse_rule(r)[1]]
@@ -143,13 +148,7 @@ class BashChecks:
                             "is under a Read deny rule. Use the Grep tool, which leaves such "
                             "files out, or search narrower paths."
                         )
-            target = cd_target(part)
-            if target not in (None, "-"):
-                for cwd in list(cwds):
-                    if escapes(target, cwd, self.root) is None:
-                        new = Path(os.path.realpath(cwd / target))
-                        if new not in cwds:
-                            cwds.append(new)
+            self._follow_cd(part, cwds)
         return None
 
     def _bash_default_denial(

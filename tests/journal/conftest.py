@@ -10,6 +10,7 @@ import pytest
 
 from journal_agent.paths import measurements_dir
 from profiling.records import MeasurementRecord, Quantity, RecordStore, Step
+from tests.entries import render_entry
 
 if TYPE_CHECKING:
     from tests.conftest import CLI
@@ -23,19 +24,14 @@ def make_entry(
     body: str = "",
     tags: str = "#zero #deepspeed",
 ) -> str:
-    return (
-        f"## {title} ({date})\n"
-        "\n"
-        "**Context**: Studying the training configuration and encountering DeepSpeed.\n"
-        "\n"
-        "**The Key Question I Had**: *Why do we need DeepSpeed?*\n"
-        "\n"
-        "### 🎯 Intuition\n"
-        "DeepSpeed splits optimizer states across GPUs instead of duplicating them.\n"
-        f"{body}"
-        "\n"
-        "### 🏷️ Tags\n"
-        f"{tags}\n"
+    return render_entry(
+        title,
+        date,
+        context="Studying the training configuration and encountering DeepSpeed.",
+        question="Why do we need DeepSpeed?",
+        intuition="DeepSpeed splits optimizer states across GPUs instead of duplicating them.",
+        tags=tags,
+        body=body,
     )
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.entries import render_entry
+
 # key: (title, tags, context, key question, intuition + insights)
 ENTRIES: dict[str, tuple[str, str, str, str, str]] = {
     "zero1": (
@@ -685,18 +687,13 @@ DATE = "2026-11-{:02d}"
 
 def render(key: str, fields: tuple[str, str, str, str, str], day: int = 1) -> str:
     title, tags, context, question, intuition = fields
-    return (
-        f"## {title} ({DATE.format(day)})\n"
-        "\n"
-        f"**Context**: {context}\n"
-        "\n"
-        f"**The Key Question I Had**: *{question}*\n"
-        "\n"
-        "### 🎯 Intuition\n"
-        f"{intuition}\n"
-        "\n"
-        "### 🏷️ Tags\n"
-        f"{tags}\n"
+    return render_entry(
+        title,
+        DATE.format(day),
+        context=context,
+        question=question,
+        intuition=intuition,
+        tags=tags,
     )
 
 

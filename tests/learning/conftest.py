@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -32,9 +33,10 @@ def seed_text() -> str:
 @pytest.fixture
 def cli(cli, ws: Path, home: Path):
     """``cli("ledger", "check")``: the root ``cli`` fixture (in-process) in the workspace, with
-    its own HOME."""
+    its own HOME; ``cli.terminal("review", script=…)`` the same on a pseudo-terminal."""
 
     def run(*args: str, stdin: str | None = None, cwd: Path | None = None):
         return cli(*args, cwd=cwd or ws, home=home, input=stdin)
 
+    run.terminal = functools.partial(cli.terminal, cwd=ws, home=home)  # type: ignore[attr-defined]
     return run

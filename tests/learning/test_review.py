@@ -10,7 +10,7 @@ import pytest
 
 from journal_agent.errors import UserError
 from journal_agent.journal import review
-from tests.learning.learning_helpers import SEED_LEDGER, run_on_a_terminal, write_journal
+from tests.learning.learning_helpers import SEED_LEDGER, write_journal
 
 
 def test_scheduling_equals_the_fsrs_package_for_a_scripted_sequence(ws, cli):
@@ -95,13 +95,11 @@ def test_bad_ratings_and_ids_are_one_sentence(ws, cli):
     assert r.returncode == 1 and "review --list" in r.stderr
 
 
-def test_interactive_review_on_a_terminal(ws, home):
+def test_interactive_review_on_a_terminal(cli, ws):
     write_journal(ws)
-    out, code = run_on_a_terminal(
-        ["review"],
-        ws,
-        home,
-        [
+    out, code = cli.terminal(
+        "review",
+        script=[
             (b"[Enter] show the answer", b"\n"),
             (b"[4] easy", b"3\n"),
             (b"[Enter] show the answer", b"q\n"),

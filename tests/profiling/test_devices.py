@@ -305,3 +305,12 @@ def test_cuda_timer_is_not_perf_counter(fake_gpu) -> None:
         time.sleep(0.02)  # the host waits; the GPU clock does not move
     prof.record_step(0)
     assert prof.summary().phases[0].time.median == 0.0
+
+
+def test_every_field_a_backend_reads_reaches_the_reading():
+    # The hot path builds a slotted RawReading (about 1 µs) that becomes a pydantic Reading
+    # only when shown: a field one of them lacks would be dropped from every profile.
+    values = {name: n + 1 for n, name in enumerate(devices.Reading.model_fields)}
+    values["kind"] = "cuda"
+    raw = devices.RawReading(**values)
+    assert devices.Reading(**raw.fields()).model_dump() == values

@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 
 from journal_agent.tools.sandbox import confinement
+from tests.processes import none_left
 
 SECRET_ENV = "sk-ant-api03-ENVSECRETxyzzy"
 SECRET_SSH = "SSH-PRIVATE-KEY-MATERIAL-plugh"
@@ -199,28 +199,3 @@ def lab(cli: Any) -> Lab:
         with contextlib.suppress(OSError):
             os.chmod(dev, mode & 0o7777)
             os.chown(dev, uid, gid)
-
-
-def running(marker: str) -> list[int]:
-    """Host pids of live processes whose command line holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
-
-
-def none_left(marker: str, wait_s: float = 3.0) -> bool:
-    deadline = time.monotonic() + wait_s
-    while running(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not running(marker)

@@ -11,44 +11,12 @@ import pytest
 from journal_agent.tools.base import ToolContext, ToolResult
 from journal_agent.tools.bash import MAX_OUTPUT_CHARS, Bash
 from journal_agent.tools.permissions import PermissionPolicy
+from tests.processes import none_left
 
 
 def bash(ws: Path, mode: str = "bypassPermissions", **params: object) -> ToolResult:
     policy = PermissionPolicy(ws, mode=mode)
     return Bash().call(ToolContext(root=ws, policy=policy), params)
-
-
-def _alive(pid: int) -> bool:
-    """Running and not a zombie (an orphan's zombie may linger if init does not reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _running(marker: str) -> list[int]:
-    """Host pids of live processes whose command line holds ``marker``. (Inside the sandbox a
-    command sees its own PID namespace, so the pids it prints mean nothing out here.)"""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        if marker.encode() in cmdline and _alive(int(entry)):
-            found.append(int(entry))
-    return found
-
-
-def _gone(marker: str) -> bool:
-    deadline = time.monotonic() + 5
-    while _running(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not _running(marker)
 
 
 def test_schema() -> None:
@@ -81,21 +49,21 @@ def test_timeout_kills_the_whole_process_group(ws: Path) -> None:
     elapsed = time.monotonic() - start
     assert res.is_error and "timed out after 0.7 s" in res.content
     assert "started" in res.content
-    assert _gone("100.101"), "the background child survived the timeout"
+    assert none_left("100.101", wait_s=5), "the background child survived the timeout"
     assert elapsed < 60  # sanity: far below the 100 s sleep
 
 
 def test_a_process_ignoring_sigterm_is_killed(ws: Path) -> None:
     res = bash(ws, command="trap '' TERM; sleep 100.102", timeout=500)
     assert res.is_error and "timed out" in res.content
-    assert _gone("100.102")  # the shell that ignored SIGTERM included
+    assert none_left("100.102", wait_s=5)  # the shell that ignored SIGTERM included
 
 
 def test_background_children_left_behind_are_stopped(ws: Path) -> None:
     res = bash(ws, command="sleep 100.103 & echo done")
     assert not res.is_error
     assert "done" in res.content and "were stopped" in res.content
-    assert _gone("100.103")
+    assert none_left("100.103", wait_s=5)
 
 
 def test_long_output_is_cut_in_the_middle_with_a_note(ws: Path) -> None:
@@ -179,4 +147,4 @@ def test_a_background_child_with_its_output_redirected_is_stopped_too(ws: Path) 
     # Orphaned (its subshell exits) and not holding the output pipe: still in the group.
     res = bash(ws, command="(sleep 300.104 >/dev/null 2>&1 & echo $!)")
     assert not res.is_error and "Background processes" in res.content
-    assert _gone("300.104")
+    assert none_left("300.104", wait_s=5)

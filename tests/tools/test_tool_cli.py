@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -101,45 +100,12 @@ def test_list_tools(cli, ws: Path, home: Path) -> None:
     assert r.returncode == 0 and "Grep" in r.stdout and "head_limit?" in r.stdout
 
 
-def _run_on_a_terminal(
-    cli, args: list[str], cwd: Path, home: Path, answer: bytes
-) -> tuple[str, int]:
-    """Run the CLI on a pseudo-terminal, answer its prompt, return (output, exit code)."""
-    import pty
-    import select
-
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: become the CLI
-        os.chdir(cwd)
-        command = cli.command(*args)
-        os.execve(command[0], command, cli.environment({"HOME": str(home)}))
-    out = b""
-    answered = False
-    while True:
-        ready, _, _ = select.select([fd], [], [], 30)
-        if not ready:
-            os.kill(pid, 9)
-            break
-        try:
-            chunk = os.read(fd, 1024)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-        if not answered and b"[y/N]" in out:
-            os.write(fd, answer)
-            answered = True
-    _, status = os.waitpid(pid, 0)
-    return out.decode(errors="replace"), os.waitstatus_to_exitcode(status)
-
-
 @pytest.mark.parametrize(("answer", "made", "code"), [(b"y\n", True, 0), (b"n\n", False, 1)])
 def test_on_a_terminal_ask_means_a_prompt(
     cli, ws: Path, home: Path, answer: bytes, made: bool, code: int
 ) -> None:
-    out, rc = _run_on_a_terminal(
-        cli, ["tool", "Bash", '{"command": "touch made"}'], ws, home, answer
+    out, rc = cli.terminal(
+        "tool", "Bash", '{"command": "touch made"}', cwd=ws, home=home, script=[(b"[y/N]", answer)]
     )
     assert "Allow Bash: touch made? [y/N]" in out
     assert (ws / "made").exists() is made and rc == code
