@@ -163,6 +163,9 @@ def profile_rank(config: Any, options: Any) -> RanksSummary | None:
         )
         gathered: list[Any] | None = [None] * world if rank == 0 else None
         dist.gather_object(mine.model_dump(), gathered, dst=0)
+        # A rank that tears gloo down while rank 0 is still receiving can abort ("terminate
+        # called without an active exception", seen once in CI): all leave together.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     if rank != 0:
