@@ -75,6 +75,7 @@ def _register() -> None:
         journal_cmd,
         ledger_cmd,
         review_cmd,
+        inbox_cmd,
         feedback_cmd,
         profiling_cmd,
         trace_cmd,

@@ -28,6 +28,7 @@ def product_tools() -> dict[str, Tool]:
     """journal-agent's own tools: the journal and the profiling toolkit. The MCP server offers
     exactly these to Claude Code, which has its own file and shell tools."""
     from journal_agent.tools.journal_append import JournalAppend
+    from journal_agent.tools.journal_inbox import JournalInbox
     from journal_agent.tools.journal_search import JournalSearch
     from journal_agent.tools.ledger import LedgerShow, LedgerUpdate
     from journal_agent.tools.memory_estimate import MemoryEstimate
@@ -37,6 +38,7 @@ def product_tools() -> dict[str, Tool]:
     tools: list[Tool] = [
         JournalAppend(),
         JournalSearch(),
+        JournalInbox(),
         LedgerShow(),
         LedgerUpdate(),
         MemoryEstimate(),

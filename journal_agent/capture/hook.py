@@ -1,0 +1,205 @@
+"""The Claude Code hooks: one entry (``hooks/capture.py EVENT``) for every event we register.
+
+Rules every handler keeps (docs/plugin.md, "Hooks"):
+
+- no model call, no ``claude`` child, nothing heavy: stdlib only, run as ``python3 -I -S``;
+- fail open and quiet: whatever goes wrong (garbage on stdin, a missing transcript, a read-only
+  or full disk), the hook exits 0, prints nothing, and leaves one line in ``.journal/hooks.log``;
+- what it prints reaches the model, so only SessionStart (one line when something is due) and
+  UserPromptSubmit (related entries, when the user turned that on) print at all;
+- anything the hooks start carries ``JOURNAL_AGENT_HOOK=1``, and a hook that sees it does
+  nothing: no hook of ours can fire another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from journal_agent.capture.settings import GUARD, capture_settings
+
+MAX_STDIN = 8 << 20  # bytes: a last_assistant_message is rarely over a few hundred KB
+LOG_LIMIT = 64 << 10  # bytes of hooks.log before it is rotated to hooks.log.1
+OUR_AGENT = "learning-journal"  # its output is the journal itself, not a moment
+
+
+def main(argv: list[str]) -> int:
+    """Run the handler for ``argv[0]``; always 0."""
+    event = argv[0] if argv else ""
+    if os.environ.get(GUARD) and event != "refresh":
+        return 0  # started, directly or not, by one of our hooks
+    root = Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+    try:
+        if event == "refresh":  # the detached child SessionEnd/SessionStart start
+            _refresh(root)
+            return 0
+        payload = _read_payload()
+        if not os.environ.get("CLAUDE_PROJECT_DIR") and isinstance(payload.get("cwd"), str):
+            root = Path(payload["cwd"])
+        handler = HANDLERS.get(event)
+        if handler is None:
+            raise ValueError(f"unknown hook event {event!r}")
+        out = handler(root, payload)
+        if out:
+            sys.stdout.write(out + "\n")
+    except Exception as exc:  # fail open: the session goes on whatever happened here
+        log(root, event, f"{type(exc).__name__}: {exc}")
+    return 0
+
+
+def _read_payload() -> dict[str, Any]:
+    raw = sys.stdin.buffer.read(MAX_STDIN + 1)
+    if len(raw) > MAX_STDIN:
+        raise ValueError(f"stdin is over {MAX_STDIN >> 20} MB; ignored")
+    payload = json.loads(raw.decode("utf-8", "replace"))
+    if not isinstance(payload, dict):
+        raise ValueError("stdin is not a JSON object")
+    return payload
+
+
+def log(root: Path, event: str, message: str) -> None:
+    """One line in ``.journal/hooks.log`` (rotated at LOG_LIMIT); never raises."""
+    try:
+        path = root / ".journal" / "hooks.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size > LOG_LIMIT:
+            os.replace(path, path.with_name("hooks.log.1"))
+        now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        line = " ".join(f"{now} {event or '-'} {message}".split())[:400]
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    except Exception:
+        pass  # a read-only or full disk: there is nowhere to say it
+
+
+# -- handlers ----------------------------------------------------------------------------------
+
+
+def on_stop(root: Path, payload: dict[str, Any]) -> str:
+    if not capture_settings(root)["enabled"]:
+        return ""
+    from journal_agent.capture.moments import capture_turn
+
+    capture_turn(root, payload, subagent=False, log=lambda m: log(root, "Stop", m))
+    return ""
+
+
+def on_subagent_stop(root: Path, payload: dict[str, Any]) -> str:
+    if str(payload.get("agent_type") or "").endswith(OUR_AGENT):
+        return ""
+    if not capture_settings(root)["enabled"]:
+        return ""
+    from journal_agent.capture.moments import capture_turn
+
+    capture_turn(root, payload, subagent=True, log=lambda m: log(root, "SubagentStop", m))
+    return ""
+
+
+def on_session_start(root: Path, payload: dict[str, Any]) -> str:
+    if payload.get("agent_id") or payload.get("agent_type"):
+        return ""  # a sub-agent: the main thread already has the line
+    settings = capture_settings(root)
+    if not settings["session_start"]:
+        return ""
+    from journal_agent.capture import status
+
+    if status.needs_refresh(root):
+        spawn_detached(root, "refresh")
+    return status.session_start_line(root)
+
+
+def on_prompt(root: Path, payload: dict[str, Any]) -> str:
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, str) or prompt.lstrip().startswith("<task-notification>"):
+        return ""  # a background agent reporting back is not the user asking
+    settings = capture_settings(root)
+    if not settings["recall"] or not (root / ".journal" / "index.sqlite").exists():
+        return ""
+    from journal_agent.capture.recall import context_line, related
+
+    hits = related(root, prompt)
+    _log_recall(root, payload, hits)
+    return context_line(hits) if hits and settings["recall_inject"] else ""
+
+
+def on_session_end(root: Path, payload: dict[str, Any]) -> str:
+    # Claude Code gives every SessionEnd hook about 1.5 s in all; this takes milliseconds,
+    # and the slow part (hashing referenced code) goes to a detached child.
+    if capture_settings(root)["session_row"] and isinstance(payload.get("session_id"), str):
+        from journal_agent.capture.session import propose_row
+
+        propose_row(root, payload["session_id"])
+    if (root / ".journal" / "refs.jsonl").exists():
+        spawn_detached(root, "refresh")
+    return ""
+
+
+HANDLERS = {
+    "Stop": on_stop,
+    "SubagentStop": on_subagent_stop,
+    "SessionStart": on_session_start,
+    "UserPromptSubmit": on_prompt,
+    "SessionEnd": on_session_end,
+}
+
+
+def _log_recall(root: Path, payload: dict[str, Any], hits: list[dict[str, object]]) -> None:
+    path = root / ".journal" / "capture" / "recall.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.stat().st_size > LOG_LIMIT * 16:
+        os.replace(path, path.with_name("recall.jsonl.1"))
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    line = {
+        "time": now,
+        "session_id": payload.get("session_id"),
+        "prompt_id": payload.get("prompt_id"),
+        "hits": hits,
+    }
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+# -- the detached child -------------------------------------------------------------------------
+
+
+def spawn_detached(root: Path, task: str) -> None:
+    """Start ``capture.py TASK`` in its own session with stdio on /dev/null and return at once;
+    the hook does not wait for it. It carries the recursion guard."""
+    script = os.path.abspath(sys.argv[0])
+    if not hasattr(os, "fork") or not script.endswith(".py"):
+        return
+    pid = os.fork()
+    if pid:
+        return  # the parent exits soon; init reaps the child
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        env = {**os.environ, GUARD: "1", "CLAUDE_PROJECT_DIR": str(root)}
+        os.execve(sys.executable, [sys.executable, "-I", "-S", script, task], env)
+    finally:
+        os._exit(0)
+
+
+def _refresh(root: Path) -> None:
+    """The detached child: recompute the cached status unless another child is at it."""
+    from journal_agent.capture import status
+
+    lock = status.capture_dir(root) / "refresh.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        try:
+            import fcntl
+
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:
+            pass
+        except OSError:
+            return  # another refresh is running: one is enough
+        if status.needs_refresh(root):
+            status.refresh(root)

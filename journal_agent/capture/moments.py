@@ -1,0 +1,96 @@
+"""Stop and SubagentStop: the turn's learning moments, appended to the inbox.
+
+A moment per ``★ Insight`` block (from ``last_assistant_message`` and the turn's other
+assistant text), each with the files the turn edited (and their new lines) and the measurement
+records it created; a turn that only measured gives one ``measurement`` moment. Private spans
+are dropped before anything is looked at, secrets redacted before anything is written, and a
+moment already in the inbox (same text) is not written again.
+
+Stdlib only (the hooks import it under ``python3 -I -S``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from journal_agent.capture import extract
+from journal_agent.capture.inbox import (
+    FileEdit,
+    Moment,
+    append_moments,
+    known_hashes,
+    new_moment,
+)
+from journal_agent.capture.transcript import Turn, read_turn
+
+
+def capture_turn(
+    root: Path, payload: dict[str, Any], *, subagent: bool, log: Callable[[str], None]
+) -> list[Moment]:
+    """Capture one turn; returns the moments written (none when nothing was new)."""
+    from journal_agent.capture import session
+
+    session_id = str(payload.get("session_id") or "")
+    transcript = payload.get("agent_transcript_path" if subagent else "transcript_path")
+    state = None if subagent else session.load_state(root, session_id)
+    since = 0
+    if state is not None and state.get("transcript") == transcript:
+        since = int(state.get("offset") or 0)
+    turn = Turn()
+    if isinstance(transcript, str) and transcript:
+        try:
+            turn = read_turn(transcript, since=since, sidechain=subagent)
+        except OSError as exc:  # not written yet, or gone: the final message still counts
+            log(f"transcript unreadable ({type(exc).__name__}: {exc.strerror or exc})")
+    last = payload.get("last_assistant_message")
+    texts = [*turn.texts, last] if isinstance(last, str) else turn.texts
+    files = _relative(root, turn.edits)
+    records = extract.records_created(turn.tool_results, root / ".journal" / "measurements")
+    common = {
+        "session_id": session_id,
+        "prompt_id": str(payload.get("prompt_id") or turn.prompt_id),
+        "agent": str(payload.get("agent_type") or "") if subagent else "",
+        "files": files,
+        "records": records,
+    }
+    moments = _moments(texts, common)
+    if moments:
+        seen = known_hashes(root)
+        moments = [m for m in moments if m.hash not in seen]
+        append_moments(root, moments)
+    if state is not None and (moments or files or state.get("offset") != turn.end):
+        state["transcript"] = transcript
+        state["offset"] = turn.end
+        state["files"] = sorted({*state.get("files", []), *(f.path for f in files)})
+        state["moments"] = int(state.get("moments") or 0) + len(moments)
+        session.save_state(root, state)
+    return moments
+
+
+def _moments(texts: list[str], common: dict[str, Any]) -> list[Moment]:
+    bodies: list[str] = []
+    for text in texts:
+        for body in extract.insights(text):
+            if body not in bodies:
+                bodies.append(body)
+    out = [new_moment("insight", extract.redact(b), **common) for b in bodies]
+    if not out and common["records"]:
+        cited = ", ".join(f"[m:{r}]" for r in common["records"])
+        out.append(new_moment("measurement", f"Measured this turn: {cited}", **common))
+    return out
+
+
+def _relative(root: Path, edits: dict[str, list[tuple[int, int]]]) -> tuple[FileEdit, ...]:
+    """Edits inside the project, with paths relative to it; files elsewhere are left out."""
+    base = os.path.realpath(root)
+    out = []
+    for path, ranges in edits.items():
+        full = os.path.realpath(path if os.path.isabs(path) else os.path.join(root, path))
+        rel = os.path.relpath(full, base)
+        if rel.startswith(".."):
+            continue
+        out.append(FileEdit(rel.replace(os.sep, "/"), tuple(ranges)))
+    return tuple(out)

@@ -1,0 +1,78 @@
+"""The 📚 session rows SessionEnd proposed: listed, applied to the ledger on request, or dropped.
+
+A proposal is ``.journal/capture/proposals/<date>-<session>.json``: ``{"session_id", "operations":
+[{"op": "add_session", "date", "topic", "outcome"}]}``, the shape ``journal-agent ledger apply``
+takes. Applying one goes through the ledger store (atomic, under the journal's lock, every other
+line kept) and then moves the file to ``proposals/done/``; nothing applies one unasked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from journal_agent.capture.status import proposals_dir
+from journal_agent.errors import UserError
+
+
+@dataclass(frozen=True)
+class Proposal:
+    path: Path
+    session_id: str
+    operations: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": str(self.path),
+            "session_id": self.session_id,
+            "operations": self.operations,
+        }
+
+
+def proposals(root: Path) -> list[Proposal]:
+    """The proposals waiting, oldest first; unreadable files are skipped."""
+    out = []
+    folder = proposals_dir(root)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            ops = [op for op in data["operations"] if isinstance(op, dict)]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out.append(Proposal(path, str(data.get("session_id") or ""), ops))
+    return out
+
+
+def pick(root: Path, which: str | None) -> list[Proposal]:
+    """All proposals (``which`` None) or the one whose 1-based number or file name is given."""
+    found = proposals(root)
+    if which is None:
+        if not found:
+            raise UserError("no session row is proposed; SessionEnd proposes one after a session.")
+        return found
+    for n, proposal in enumerate(found, 1):
+        if which in (str(n), proposal.path.name, proposal.path.stem):
+            return [proposal]
+    raise UserError(f"no proposed session row {which!r}; `journal-agent inbox session` lists them.")
+
+
+def apply(root: Path, chosen: list[Proposal]) -> list[str]:
+    """Add the chosen rows to learning_ledger.md (all or none), then file the proposals away."""
+    from journal_agent.journal.ledger_ops import LedgerOperation
+    from journal_agent.journal.ledger_store import LedgerStore
+
+    ops = [LedgerOperation(**op) for p in chosen for op in p.operations]
+    result = LedgerStore(root).update(ops)
+    done(chosen)
+    return list(result.changes)
+
+
+def done(chosen: list[Proposal]) -> None:
+    """Move the chosen proposals to ``proposals/done/`` (kept, never deleted)."""
+    for proposal in chosen:
+        target = proposal.path.parent / "done" / proposal.path.name
+        target.parent.mkdir(exist_ok=True)
+        os.replace(proposal.path, target)

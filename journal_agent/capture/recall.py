@@ -1,0 +1,71 @@
+"""Entries related to a prompt, looked up by UserPromptSubmit in the search index.
+
+Cheap by construction: each telling word of the prompt is one FTS5 lookup capped at
+``COMMON`` rows (a word in more entries than that says nothing of the topic and is dropped),
+and an entry is related when it holds at least two of the prompt's telling words. The result is
+logged to ``.journal/capture/recall.jsonl`` (entry ids and titles, never the prompt) and given
+to the model only when ``capture.recall_inject`` is on: its precision is not measured yet.
+
+Stdlib only (the hooks import it under ``python3 -I -S``); the index is opened read-only.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+COMMON = 200
+WORDS = 10  # telling words looked up per prompt
+SHOWN = 3
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{3,}")
+# fmt: off
+_STOP = frozenset(
+    """that this with from have what when which where there their about would could should
+    into than then them they does doing done been being were will your yours just also like
+    some more most much many very only over under after before because while here make made
+    want need know think please help look file files code line lines work works using used
+    show tell give explain write read change changes run runs""".split()  # noqa: SIM905
+)
+# fmt: on
+
+
+def related(root: Path, prompt: str) -> list[dict[str, object]]:
+    """Up to ``SHOWN`` entries sharing two or more telling words with ``prompt``, best first."""
+    words = []
+    for word in _WORD.findall(prompt):
+        word = word.lower()
+        if word not in _STOP and word not in words:
+            words.append(word)
+    if len(words) < 2:
+        return []
+    path = Path(root) / ".journal" / "index.sqlite"
+    if not path.exists():
+        return []
+    matched: dict[int, int] = {}
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.2) as conn:
+        for word in words[:WORDS]:
+            rows = conn.execute(
+                "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?",
+                (f'"{word}"', COMMON),
+            ).fetchall()
+            if len(rows) >= COMMON:
+                continue
+            for (rowid,) in rows:
+                matched[rowid] = matched.get(rowid, 0) + 1
+        best = sorted((r for r in matched.items() if r[1] >= 2), key=lambda r: (-r[1], r[0]))
+        out = []
+        for rowid, count in best[:SHOWN]:
+            row = conn.execute("SELECT id, title FROM entries WHERE rowid = ?", (rowid,)).fetchone()
+            if row:
+                out.append({"id": row[0], "title": row[1], "matched": count})
+    return out
+
+
+def context_line(hits: list[dict[str, object]]) -> str:
+    """The sentence injected when ``recall_inject`` is on."""
+    named = "; ".join(f"{h['title']} (id {h['id']})" for h in hits)
+    return (
+        f"journal-agent: related entries in learning_journal.md: {named} "
+        "(`journal-agent journal show ID`)."
+    )

@@ -1,0 +1,133 @@
+"""SessionStart (one line when something is due), UserPromptSubmit (recall, logged; injected only
+when asked) and SessionEnd (a proposed 📚 row, applied only on request)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from tests.capture.hook_helpers import inbox_lines, insight, run_hook
+from tests.entries import render_entry
+
+
+def _journal(root, *entries: tuple[str, str, str]) -> None:
+    text = "# Learning Journal\n\n" + "\n".join(
+        render_entry(
+            title,
+            "2026-11-20",
+            context="Studying the trainer.",
+            question=f"What about {title}?",
+            intuition=body,
+            tags="#memory",
+        )
+        for title, body, _ in entries
+    )
+    (root / "learning_journal.md").write_text(text)
+
+
+def _capture_one(root, text: str) -> None:
+    payload = {"session_id": "s1", "last_assistant_message": insight(text)}
+    assert run_hook("Stop", payload, root).returncode == 0
+
+
+def test_session_start_prints_nothing_when_nothing_is_due(project):
+    done = run_hook("SessionStart", {"session_id": "s1", "source": "startup"}, project)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert not (project / ".journal").exists()  # an unrelated project is left as it was
+
+
+def test_session_start_says_what_is_due_in_one_short_line(project):
+    from journal_agent.journal import review
+    from journal_agent.tokenizer import encoding
+
+    _journal(project, ("ZeRO stage 2", "Gradients are sharded.", ""))
+    [item] = [i.id for i in review.collect_items(project)]
+    review.rate(project, item, "again", now=datetime.now(UTC) - timedelta(days=3))
+    _capture_one(project, "Optimizer states dominate AdamW memory.")
+    _capture_one(project, "bf16 keeps the exponent range of fp32.")
+
+    done = run_hook("SessionStart", {"session_id": "s2", "source": "startup"}, project)
+
+    line = done.stdout.decode()
+    assert done.returncode == 0 and line.count("\n") == 1
+    assert line.startswith("journal-agent: 1 review due (`journal-agent review`); ")
+    assert "2 captured learning moments waiting in the inbox" in line
+    assert len(encoding().encode(line)) <= 60
+
+
+def test_session_start_prints_nothing_inside_a_subagent_or_when_turned_off(project):
+    _capture_one(project, "Something waiting.")
+    sub = {"session_id": "s1", "source": "startup", "agent_id": "a1", "agent_type": "Explore"}
+    assert run_hook("SessionStart", sub, project).stdout == b""
+    (project / ".journal" / "settings.json").write_text('{"capture": {"session_start": false}}')
+    assert run_hook("SessionStart", {"session_id": "s1"}, project).stdout == b""
+
+
+def test_a_task_notification_prompt_is_dropped(project, cli):
+    _journal(project, ("Activation checkpointing", "Recompute activations in backward.", ""))
+    cli("journal", "index", "--root", str(project), check=True)
+    note = (
+        "<task-notification><result>activation checkpointing recompute</result></task-notification>"
+    )
+    done = run_hook("UserPromptSubmit", {"session_id": "s1", "prompt": note}, project)
+    assert done.stdout == b""
+    assert not (project / ".journal" / "capture" / "recall.jsonl").exists()
+
+
+def test_recall_is_logged_and_injected_only_when_turned_on(project, cli):
+    _journal(
+        project,
+        ("Activation checkpointing", "Recompute activations during backward to save memory.", ""),
+        ("Learning rate warmup", "Warmup keeps early Adam steps small.", ""),
+    )
+    cli("journal", "index", "--root", str(project), check=True)
+    prompt = {"session_id": "s1", "prompt_id": "p1", "prompt": "Should I recompute activations?"}
+
+    done = run_hook("UserPromptSubmit", prompt, project)
+    assert (done.returncode, done.stdout) == (0, b"")
+    [logged] = [
+        json.loads(x) for x in (project / ".journal/capture/recall.jsonl").read_text().splitlines()
+    ]
+    assert [h["title"] for h in logged["hits"]] == ["Activation checkpointing"]
+    assert logged["prompt_id"] == "p1" and "recompute" not in json.dumps(logged).lower()
+
+    (project / ".journal" / "settings.json").write_text('{"capture": {"recall_inject": true}}')
+    injected = run_hook("UserPromptSubmit", prompt, project).stdout.decode()
+    assert injected.startswith("journal-agent: related entries in learning_journal.md: ")
+    assert "Activation checkpointing (id " in injected
+
+    unrelated = {**prompt, "prompt": "Rename the variable in the parser please"}
+    assert run_hook("UserPromptSubmit", unrelated, project).stdout == b""
+
+
+def test_session_end_proposes_a_session_row_that_ledger_apply_applies(project, transcript, cli):
+    transcript.prompt("tune warmup")
+    transcript.edit("train.py", "line 3", "line 3 warmup=500")
+    final = insight("Warmup steps are counted before the schedule starts.")
+    transcript.say(final)
+    stop = {
+        "session_id": "s1",
+        "transcript_path": str(transcript.path),
+        "last_assistant_message": final,
+    }
+    run_hook("Stop", stop, project)
+
+    done = run_hook("SessionEnd", {"session_id": "s1", "reason": "other"}, project)
+    assert (done.returncode, done.stdout) == (0, b"")
+    [proposal] = (project / ".journal" / "capture" / "proposals").glob("*.json")
+    [op] = json.loads(proposal.read_text())["operations"]
+    assert op["op"] == "add_session" and op["topic"] == "worked on train.py"
+    assert op["outcome"].endswith("1 learning moment captured; files: train.py")
+    assert not (project / "learning_ledger.md").exists()  # proposed, never applied silently
+
+    applied = cli("ledger", "apply", str(proposal), "--root", str(project))
+    assert applied.returncode == 0, applied.stderr
+    assert "worked on train.py" in (project / "learning_ledger.md").read_text()
+    line = run_hook("SessionStart", {"session_id": "s2"}, project).stdout.decode()
+    assert "1 session row proposed for the ledger" in line
+
+
+def test_session_end_of_an_idle_session_proposes_nothing(project):
+    run_hook("SessionEnd", {"session_id": "s9", "reason": "other"}, project)
+    assert not (project / ".journal").exists()
+    assert inbox_lines(project) == []
