@@ -63,3 +63,6 @@ item_id_for_ledger_text  # journal_agent/journal/review.py
 
 # The numbers work (#11), same status: its owner confirms or deletes.
 _.peak_flops  # profiling/gpus.py
+
+# markdown-it calls the link check we set on the parser (journal_agent/view/markdown.py).
+_.validateLink  # journal_agent/view/markdown.py

@@ -76,6 +76,7 @@ def _register() -> None:
         ledger_cmd,
         review_cmd,
         inbox_cmd,
+        view_cmd,
         feedback_cmd,
         profiling_cmd,
         trace_cmd,

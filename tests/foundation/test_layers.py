@@ -42,7 +42,9 @@ def test_profiling_never_imports_journal_agent() -> None:
     assert _offenders("profiling", ("journal_agent",)) == []
 
 
-@pytest.mark.parametrize("room", ["journal_agent/tools", "journal_agent/journal"])
+@pytest.mark.parametrize(
+    "room", ["journal_agent/tools", "journal_agent/journal", "journal_agent/view"]
+)
 def test_tools_and_the_journal_never_reach_up_to_the_runtime_or_the_cli(room: str) -> None:
     assert _offenders(room, ("journal_agent.runtime", "journal_agent.cli")) == []
 
@@ -56,3 +58,10 @@ def test_only_the_entry_point_imports_the_cli() -> None:
 
 def test_the_runtime_never_imports_the_cli() -> None:
     assert _offenders("journal_agent/runtime", ("journal_agent.cli",)) == []
+
+
+def test_only_the_view_imports_the_web_stack() -> None:
+    # starlette, uvicorn, jinja2 and genanki serve `journal-agent view` and its exports only.
+    web = ("starlette", "uvicorn", "jinja2", "genanki")
+    outside = _offenders("journal_agent", web)
+    assert [o for o in outside if not o.startswith("journal_agent/view/")] == []

@@ -1,0 +1,118 @@
+"""``journal-agent view`` (the local web view) and ``journal-agent export html|anki|json``.
+
+The web stack (starlette, uvicorn, jinja2) is imported inside the commands only.
+"""
+
+from __future__ import annotations
+
+import sys
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from journal_agent.cli import app
+from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.errors import UserError
+
+export_app = typer.Typer(
+    help="The journal, its records and review cards as files to take elsewhere.",
+    no_args_is_help=True,
+)
+app.add_typer(export_app, name="export")
+
+
+def _require_web() -> None:
+    import importlib.util
+
+    missing = [m for m in ("starlette", "uvicorn", "jinja2") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UserError(f"the view needs {', '.join(missing)}: pip install 'journal-agent[view]'.")
+
+
+@app.command("view")
+def view_command(
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port (default: a free one).")
+    ] = 0,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            help="Listen on this address instead of 127.0.0.1 (others could reach it: a "
+            "warning is printed).",
+            show_default=False,
+        ),
+    ] = None,
+    no_open: Annotated[
+        bool, typer.Option("--no-open", help="Print the address; do not open a browser.")
+    ] = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """See the journal in your browser: entries with their code and numbers, the ledger,
+    today's review. Local only, behind a random token; Ctrl-C stops it."""
+    _require_web()
+    from journal_agent.view.serve import LOOPBACK, Served, serve
+
+    workspace = resolve_root(root)
+
+    def ready(served: Served) -> None:
+        if served.warning:
+            typer.echo(f"warning: {served.warning}", err=True)
+        typer.echo(f"journal-agent view of {workspace}: {served.url}")
+        typer.echo("Ctrl-C stops it.")
+        sys.stdout.flush()
+        if not no_open:
+            webbrowser.open(served.url)
+
+    serve(workspace, host=host or LOOPBACK, port=port, on_ready=ready)
+
+
+@export_app.command("html")
+def export_html_command(
+    directory: Annotated[Path, typer.Argument(help="A new (or empty) directory.")],
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Every page of the view as static files, linked relatively: open index.html, no server."""
+    _require_web()
+    from journal_agent.view.export import export_html
+
+    done = export_html(resolve_root(root), directory)
+    typer.echo(f"wrote {done.pages} pages to {directory} (open {directory / 'index.html'})")
+
+
+@export_app.command("anki")
+def export_anki_command(
+    file: Annotated[Path, typer.Argument(help="The deck file to write (.apkg).")],
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """The review cards as an Anki deck: the question in front, the answer and the cited code
+    on the back."""
+    from journal_agent.view.export import export_anki
+
+    count = export_anki(resolve_root(root), file)
+    typer.echo(f"wrote {count} cards to {file}")
+
+
+@export_app.command("json")
+def export_json_command(
+    file: Annotated[
+        Path | None, typer.Argument(help="Write here instead of standard output.")
+    ] = None,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
+    """Entries (with their references' states and citations), records, ledger and review
+    cards as one JSON document."""
+    from journal_agent.view.export import export_json
+
+    data = export_json(resolve_root(root))
+    if file is None:
+        print_json(data)
+        return
+    import json
+
+    from journal_agent.atomic import atomic_write
+
+    atomic_write(file, json.dumps(data, indent=2, ensure_ascii=False, default=str).encode())
+    typer.echo(f"wrote {len(data['entries'])} entries to {file}")

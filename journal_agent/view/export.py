@@ -1,0 +1,205 @@
+"""Exports: the view's pages as static files (``file://``, relative links), the review cards
+as an Anki deck (the cited code on the back), everything as one JSON document.
+
+An export never writes over anything: the HTML goes into a new or empty directory, the deck
+and the JSON replace only the file named (atomically).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from journal_agent.atomic import atomic_write
+from journal_agent.errors import UserError
+from journal_agent.journal.refs import FileCache
+from journal_agent.view import records
+from journal_agent.view.files import Refused
+from journal_agent.view.pages import Mode, NotFound, Pages, journal_page
+from journal_agent.view.site import Site, code_path, entry_name, entry_path, record_path, tag_path
+
+STATIC = Path(__file__).parent / "static"
+# Anki identifies a deck and a note type by number: fixed, so a re-import updates the notes.
+ANKI_DECK_ID = 1_743_026_026
+ANKI_MODEL_ID = 1_743_026_027
+
+
+@dataclass
+class Exported:
+    pages: int
+
+
+def export_html(root: Path, directory: Path) -> Exported:
+    directory = Path(directory)
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise UserError(f"{directory} is not an empty directory; give a new one to export into.")
+    site = Site(root)
+    pages = Pages(site, Mode(live=False))
+    writer = _Writer(directory)
+    _, count = site.page_of_entries(1)
+    for n in range(1, count + 1):
+        writer.write(journal_page(n), pages.journal(n))
+    for tag in site.parsed().tags:
+        writer.write(tag_path(tag), pages.tag(tag))
+    files = FileCache(site.root)
+    targets: set[str] = set()
+    for entry in site.parsed().journal.entries:
+        writer.write(entry_path(entry.id), pages.entry(entry_name(entry.id), True, files))
+        targets.update(t for ref in entry.refs if (t := site.ref_target(ref)) is not None)
+    for rel in sorted(targets):
+        try:
+            writer.write(code_path(rel), pages.code(rel))
+        except Refused:
+            continue  # changed since it was checked: the link shows no page
+    for record in records.store(site.root).list():
+        try:
+            writer.write(record_path(record.id), pages.record(record.id))
+        except NotFound:
+            continue
+    writer.write("ledger.html", pages.ledger())
+    writer.write("review.html", pages.review())
+    writer.write("search-index.js", _search_index(site))
+    shutil.copytree(STATIC, directory / "static", dirs_exist_ok=True)
+    return Exported(writer.count)
+
+
+class _Writer:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.count = 0
+        self._made: set[Path] = set()
+
+    def write(self, site_path: str, text: str) -> None:
+        from urllib.parse import unquote
+
+        path = self.directory / unquote(site_path)
+        if path.parent not in self._made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(path.parent)
+        path.write_text(text, encoding="utf-8")
+        self.count += site_path.endswith(".html")
+
+
+def _search_index(site: Site) -> str:
+    """Titles, dates and tags for the exported journal page's search (a script, since a
+    ``file://`` page may not fetch a JSON file)."""
+    rows = [
+        {"title": e.title, "date": e.date, "tags": e.tags, "href": entry_path(e.id)}
+        for e in site.parsed().newest_first
+    ]
+    return "window.JOURNAL_INDEX = " + json.dumps(rows, ensure_ascii=True) + ";\n"
+
+
+# -- JSON -----------------------------------------------------------------------------------
+
+
+def export_json(root: Path) -> dict[str, Any]:
+    from journal_agent.journal import review
+
+    site = Site(root)
+    recorded = site.recorded_hashes()
+    files = FileCache(site.root)
+    entries = []
+    for entry in site.parsed().journal.entries:
+        states = site.ref_states(entry, recorded, files)
+        entries.append(
+            {
+                **entry.summary(),
+                "refs": [
+                    {"ref": s.ref.key, "state": s.state, "detail": s.detail, "line": s.ref.line}
+                    for s in states
+                ],
+                "citations": sorted({c.record_id for c in entry.citations}),
+                "backlinks": [e.id for e in site.backlinks(entry)],
+                "markdown": entry.raw,
+            }
+        )
+    return {
+        "entries": entries,
+        "records": [r.model_dump(mode="json") for r in records.store(site.root).list()],
+        "ledger": _ledger(site),
+        "review": [c.to_dict() for c in review.queue(site.root, everything=True)],
+    }
+
+
+def _ledger(site: Site) -> dict[str, Any] | None:
+    from journal_agent.journal.ledger_store import LedgerStore
+
+    store = LedgerStore(site.root)
+    return store.load().summary() if store.exists() else None
+
+
+# -- Anki -----------------------------------------------------------------------------------
+
+
+def export_anki(root: Path, file: Path) -> int:
+    """Every review item as a note; an entry's back holds the code its references cite."""
+    try:
+        import genanki
+    except ImportError:
+        raise UserError("export anki needs genanki: pip install 'journal-agent[view]'.") from None
+    from journal_agent.journal import review
+    from journal_agent.view.markdown import render
+
+    site = Site(root)
+    model = genanki.Model(
+        ANKI_MODEL_ID,
+        "journal-agent card",
+        fields=[{"name": "Question"}, {"name": "Answer"}, {"name": "Code"}],
+        templates=[
+            {
+                "name": "Card",
+                "qfmt": "{{Question}}",
+                "afmt": "{{FrontSide}}<hr id=answer>{{Answer}}{{Code}}",
+            }
+        ],
+        css="pre { text-align: left; font-size: 12px; background: #f6f8fa; padding: 6px; }",
+    )
+    deck = genanki.Deck(ANKI_DECK_ID, "journal-agent")
+    count = 0
+    for item in review.collect_items(site.root):
+        fields = [_plain(render, item.question), _plain(render, item.answer), _code(site, item)]
+        deck.add_note(genanki.Note(model=model, fields=fields, guid=genanki.guid_for(item.id)))
+        count += 1
+    file = Path(file)
+    tmp = file.with_name(f".{file.name}.tmp")
+    try:
+        genanki.Package(deck).write_to_file(str(tmp))
+        atomic_write(file, tmp.read_bytes())
+    finally:
+        tmp.unlink(missing_ok=True)
+    return count
+
+
+def _plain(render: Any, text: str) -> str:
+    return render(text, lambda _: None, lambda _: None)
+
+
+def _code(site: Site, item: Any) -> str:
+    """The lines an entry's references cite, where they are now (a moved reference's new
+    lines), from readable files only, at most 40 lines each."""
+    from markupsafe import escape
+
+    if item.kind != "entry":
+        return ""
+    entry = site.entry(item.id.removeprefix("entry:"))
+    if entry is None:
+        return ""
+    parts = []
+    for state in site.ref_states(entry, site.recorded_hashes())[:6]:
+        if state.state == "gone":
+            continue
+        try:
+            shown = site.files.read(state.ref.path)
+        except Refused:
+            continue
+        lines = shown.text.splitlines()[state.start - 1 : min(state.end, state.start + 39)]
+        note = "" if state.state in ("fresh", "unrecorded") else f" ({state.detail})"
+        parts.append(
+            f"<p><code>{escape(state.ref.key)}</code>{escape(note)}</p>"
+            f"<pre>{escape(chr(10).join(lines))}</pre>"
+        )
+    return "".join(parts)

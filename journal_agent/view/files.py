@@ -1,0 +1,86 @@
+"""The only way the view reads a workspace file to show it: confined and never a secret.
+
+The path a request names goes through the tools' confinement (:func:`resolve_path`: ``..``,
+absolute paths and symlinks that leave the workspace are refused), then the permission
+policy's ``Read`` decision (the sandbox's secret rules, the user's ``Read(...)`` deny rules,
+hard links to hidden files), and is opened with :func:`open_beneath`, so a symlink swapped in
+after the check makes the read fail instead of leaving the workspace.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from journal_agent.tools.base import ToolError
+from journal_agent.tools.workspace import open_beneath, resolve_path, workspace_root
+
+MAX_BYTES = 2_000_000  # a larger file is shown as "too large", not streamed into a page
+
+
+class Refused(Exception):
+    """A path the view will not show; the message says why, in one sentence."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    rel: str  # posix path relative to the workspace root
+    text: str
+
+
+class WorkspaceFiles:
+    """Reads files of one workspace for display; every refusal is a :class:`Refused`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.real_root = Path(workspace_root(self.root))
+
+    @cached_property
+    def _policy(self):  # built once: it reads the settings files
+        from journal_agent.tools.permissions import PermissionPolicy
+
+        return PermissionPolicy.from_settings(self.root)
+
+    def resolve(self, rel: str) -> Path:
+        """The real path of ``rel`` inside the workspace, allowed to be read, or Refused."""
+        try:
+            path = resolve_path(self.root, rel)
+        except ToolError as exc:
+            raise Refused(str(exc)) from None
+        verdict = self._policy.evaluate("Read", path=path)
+        if verdict.behavior != "allow":
+            raise Refused(f"{rel} is not shown: {verdict.reason}")
+        return path
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.real_root).as_posix()
+
+    def readable(self, rel: str) -> str | None:
+        """The workspace-relative path when ``rel`` is a file the view may show, else None."""
+        try:
+            path = self.resolve(rel)
+        except Refused:
+            return None
+        return self.relative(path) if path.is_file() else None
+
+    def read(self, rel: str) -> Shown:
+        path = self.resolve(rel)
+        try:
+            fd = open_beneath(self.root, path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            raise Refused(f"{rel}: no such file in the workspace") from None
+        except (OSError, ToolError) as exc:
+            raise Refused(f"{rel} cannot be opened: {getattr(exc, 'strerror', exc)}") from None
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise Refused(f"{rel} is not a regular file")
+            if info.st_size > MAX_BYTES:
+                raise Refused(f"{rel} is {info.st_size:,} bytes; the view shows files up to 2 MB")
+            data = handle.read(MAX_BYTES + 1)
+        if b"\x00" in data[:8192]:
+            raise Refused(f"{rel} is a binary file")
+        return Shown(self.relative(path), data.decode("utf-8", errors="replace"))

@@ -1,0 +1,191 @@
+"""Every page of the view as HTML, from Jinja2 templates (autoescaped), for a site path.
+
+The server and the static export call the same methods; ``live`` says which (a live page
+polls for changes and can post ratings; an exported one is read-only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from journal_agent.journal.model import Entry
+from journal_agent.journal.refs import CodeRef, FileCache
+from journal_agent.view import markdown, records
+from journal_agent.view.files import Refused
+from journal_agent.view.site import (
+    Site,
+    code_path,
+    entry_path,
+    record_path,
+    relative,
+    tag_path,
+)
+
+_TEMPLATES = Path(__file__).parent / "templates"
+
+
+class NotFound(Exception):
+    """No such page; the message says what was asked for."""
+
+
+@dataclass
+class Mode:
+    live: bool  # served (polls for changes, posts ratings) or exported (read-only files)
+    csrf: str = ""
+
+
+def environment() -> Any:
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+    env = Environment(
+        loader=FileSystemLoader(_TEMPLATES),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(entry_path=entry_path, record_path=record_path, tag_path=tag_path)
+    env.filters["md"] = lambda text: Markup(markdown.inline(text))
+    return env
+
+
+class Pages:
+    def __init__(self, site: Site, mode: Mode) -> None:
+        self.site = site
+        self.mode = mode
+        self.env = environment()
+
+    def _render(self, template: str, path: str, **context: Any) -> str:
+        base = relative(path, "")
+        return self.env.get_template(template).render(
+            base=base, live=self.mode.live, csrf=self.mode.csrf, page=path, **context
+        )
+
+    # -- the journal ----------------------------------------------------------------------
+
+    def journal(self, page: int = 1) -> str:
+        entries, pages = self.site.page_of_entries(page)
+        if page > pages:
+            raise NotFound(f"the journal has {pages} page(s), not {page}")
+        path = journal_page(page)
+        return self._render(
+            "journal.html",
+            path,
+            groups=_by_date(entries),
+            tags=self.site.parsed().tags.most_common(60),
+            number=page,
+            pages=[(n, relative(path, journal_page(n))) for n in range(1, pages + 1)],
+            total=len(self.site.parsed().journal.entries),
+        )
+
+    def tag(self, tag: str) -> str:
+        entries = self.site.tagged(tag)
+        if not entries:
+            raise NotFound(f"no entry has the tag #{tag}")
+        return self._render("tag.html", tag_path(tag), tag=tag, groups=_by_date(entries))
+
+    # -- an entry -------------------------------------------------------------------------
+
+    def entry(self, name: str, related: bool = True, files: FileCache | None = None) -> str:
+        """The page ``entries/<name>.html``; ``files``: a cache shared by an export."""
+        entry = self.site.entry_named(name)
+        if entry is None:
+            raise NotFound(f"no entry has the id {name!r}")
+        path = entry_path(entry.id)
+        states = self.site.ref_states(entry, self.site.recorded_hashes(), files)
+        # The renderer's line numbers are the text's, the entry's the journal's: match by spec.
+        by_spec = {_spec(s.ref): s for s in states}
+        targets = {_spec(s.ref): self.site.ref_target(s.ref) for s in states}
+
+        def ref_link(ref: CodeRef) -> markdown.Link | None:
+            state, target = by_spec.get(_spec(ref)), targets.get(_spec(ref))
+            if state is None or target is None:
+                return None
+            href = f"{relative(path, code_path(target))}#{state.fragment}"
+            return markdown.Link(href, f"ref ref-{state.state}", f"{state.state}: {state.detail}")
+
+        def cite_link(record_id: str) -> markdown.Link | None:
+            if not records.store(self.site.root).exists(record_id):
+                return None
+            return markdown.Link(relative(path, record_path(record_id)), "cite")
+
+        html = markdown.render(entry.raw, ref_link, cite_link)
+        return self._render(
+            "entry.html",
+            path,
+            entry=entry,
+            html=html,
+            refs=[(s, targets[_spec(s.ref)]) for s in states],
+            citations=self._citations(entry),
+            backlinks=self.site.backlinks(entry),
+            related=self.site.related(entry) if related else [],
+            code_path=code_path,
+        )
+
+    def _citations(self, entry: Entry) -> list[tuple[str, Any]]:
+        seen: dict[str, Any] = {}
+        for cit in entry.citations:
+            if cit.record_id not in seen:
+                seen[cit.record_id] = records.load(self.site.root, cit.record_id)
+        return list(seen.items())
+
+    # -- code, records --------------------------------------------------------------------
+
+    def code(self, rel: str) -> str:
+        """A workspace file with line numbers; the references into it with their states."""
+        shown = self.site.files.read(rel)  # Refused: outside the workspace, a secret, …
+        path = code_path(shown.rel)
+        return self._render(
+            "code.html",
+            path,
+            rel=shown.rel,
+            lines=shown.text.splitlines(),
+            citing=self.site.citing(shown.rel),
+        )
+
+    def record(self, record_id: str) -> str:
+        record = records.load(self.site.root, record_id)
+        if record is None:
+            raise NotFound(f"no readable measurement record has the id {record_id!r}")
+        return self._render("record.html", record_path(record_id), **records.page(record))
+
+    # -- learning -------------------------------------------------------------------------
+
+    def ledger(self) -> str:
+        from journal_agent.view import learning
+
+        return self._render(
+            "ledger.html", "ledger.html", **learning.ledger_page(self, "ledger.html")
+        )
+
+    def review(self) -> str:
+        from journal_agent.view import learning
+
+        return self._render("review.html", "review.html", **learning.review_page(self.site))
+
+    def error(self, status: int, message: str) -> str:
+        return self._render("error.html", "error.html", status=status, message=message)
+
+
+def journal_page(number: int) -> str:
+    return "index.html" if number == 1 else f"pages/{number}.html"
+
+
+def _by_date(entries: list[Entry]) -> list[tuple[str, list[Entry]]]:
+    groups: list[tuple[str, list[Entry]]] = []
+    for entry in entries:
+        if groups and groups[-1][0] == entry.date:
+            groups[-1][1].append(entry)
+        else:
+            groups.append((entry.date, [entry]))
+    return groups
+
+
+def _spec(ref: CodeRef) -> tuple[str, int, int]:
+    return (ref.path, ref.start, ref.end)
+
+
+__all__ = ["Mode", "NotFound", "Pages", "Refused", "journal_page"]

@@ -1,0 +1,147 @@
+"""A measurement record as a page: configuration, the calculation step by step, results,
+tables and charts (breakdown by category, per-module table, memory over the run with its
+peak) and provenance. Reads ``profiling.records``; draws with :mod:`journal_agent.view.charts`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from journal_agent.paths import measurements_dir
+from journal_agent.view import charts
+from profiling.records import MeasurementRecord, RecordStore
+from profiling.units import fmt_bytes, fmt_count
+
+# An estimate's results that are totals, not components of the breakdown.
+_TOTALS = {"per_gpu_total", "peak", "total_all_gpus", "unsharded_total", "gpu_mem"}
+_TRACE_PHASES = (
+    ("start", None, None),
+    ("forward", "after_forward", "peak_in_forward"),
+    ("backward", "after_backward", "peak_in_backward"),
+    ("optimizer step", "after_optimizer_step", "peak_in_optimizer_step"),
+)
+
+
+def store(root: Path) -> RecordStore:
+    return RecordStore(measurements_dir(root))
+
+
+def load(root: Path, record_id: str) -> MeasurementRecord | None:
+    """The record, or None when there is none or its file is corrupt (the page says which)."""
+    try:
+        return store(root).load(record_id)
+    except (KeyError, ValueError):
+        return None
+
+
+def fmt_value(value: float, unit: str) -> str:
+    if unit == "B":
+        return f"{fmt_bytes(value)} ({value:,.0f} B)"
+    if unit in ("", "FLOP", "tokens/s"):
+        return f"{fmt_count(value)} {unit}".strip()
+    if unit == "s":
+        return f"{value * 1e3:.3f} ms" if value < 1 else f"{value:.3f} s"
+    return f"{value:g} {unit}"
+
+
+def page(record: MeasurementRecord) -> dict[str, Any]:
+    """Everything the record template shows."""
+    extra = record.extra
+    return {
+        "record": record,
+        "created": record.created.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "config": _flat(record.config),
+        "results": [(q.name, fmt_value(q.value, q.unit)) for q in record.results],
+        "steps": [(s, fmt_value(s.value, s.unit)) for s in record.steps],
+        "table": extra.get("table") if isinstance(extra.get("table"), str) else None,
+        "modules": _modules(extra.get("by_module")),
+        "breakdown": charts.bars(_breakdown(record), "Memory by category"),
+        "timeline": _timeline(record),
+        "command": extra.get("command") if isinstance(extra.get("command"), str) else None,
+        "device": _flat(record.device),
+        "software": _flat(record.software),
+    }
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and len(out) < 200:
+            out += _flat(value, name + ".")
+        elif isinstance(value, list | tuple):
+            out.append((name, json.dumps(value, default=str)[:300]))
+        else:
+            out.append((name, str(value)))
+    return out
+
+
+def _breakdown(record: MeasurementRecord) -> list[tuple[str, float]]:
+    results = {q.name: q for q in record.results}
+    if record.kind == "traced":
+        return [
+            (name.removeprefix("peak_"), q.value)
+            for name, q in results.items()
+            if name.startswith("peak_") and not name.startswith("peak_in_") and q.unit == "B"
+        ]
+    if record.kind == "estimated":
+        return [
+            (name, q.value)
+            for name, q in results.items()
+            if q.unit == "B" and name not in _TOTALS and not name.startswith("moment:")
+        ]
+    summary = record.extra.get("summary") or {}
+    return [(p["name"], p["peak_bytes"]) for p in summary.get("phases", []) if "name" in p]
+
+
+def _modules(by_module: Any) -> list[dict[str, Any]]:
+    """The per-module table of a trace, largest peak first (at most 200 rows)."""
+    if not isinstance(by_module, dict):
+        return []
+    rows = []
+    for name, m in by_module.items():
+        if not isinstance(m, dict):
+            continue
+        peak = max(m.get("peak_forward", 0), m.get("peak_backward", 0))
+        rows.append(
+            {
+                "name": name or "(model)",
+                "parameters": fmt_bytes(m.get("parameters", 0)),
+                "buffers": fmt_bytes(m.get("buffers", 0)),
+                "inputs": fmt_bytes(m.get("inputs", 0)),
+                "outputs": fmt_bytes(m.get("outputs", 0)),
+                "peak_forward": fmt_bytes(m.get("peak_forward", 0)),
+                "peak_backward": fmt_bytes(m.get("peak_backward", 0)),
+                "peak": peak,
+            }
+        )
+    rows.sort(key=lambda r: -r["peak"])
+    return rows[:200]
+
+
+def _timeline(record: MeasurementRecord) -> Any:
+    results = {q.name: q.value for q in record.results}
+    if record.kind == "traced":
+        phases = record.extra.get("phases") or {}
+        points = []
+        for label, after, peak in _TRACE_PHASES:
+            held = (phases.get(after) or {}).get("total", 0) if after else 0
+            if label == "start":
+                held = (phases.get("after_optimizer_step") or {}).get("total", 0)
+            points.append((label, float(held), results.get(peak) if peak else None))
+        return charts.timeline(points, "Memory through the traced step, by phase")
+    if record.kind == "measured":
+        steps = (record.extra.get("summary") or {}).get("steps") or []
+        points = [
+            (
+                f"step {s['step']}" + (" (warm-up)" if s.get("warmup") else ""),
+                s["end_bytes"],
+                s["peak_bytes"],
+            )
+            for s in steps
+            if "step" in s
+        ]
+        return charts.timeline(points, "Memory over the measured steps")
+    return charts.Markup("")

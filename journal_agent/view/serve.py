@@ -1,0 +1,88 @@
+"""``journal-agent view``: bind, print the address with its token, open the browser, serve.
+
+The socket is bound here (port 0: the system picks a free one) and handed to uvicorn, so the
+address printed, the ``Host`` values accepted and the port listened on cannot disagree.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from journal_agent.errors import UserError
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass
+class Served:
+    url: str  # with the token: the one address that lets a browser in
+    host: str
+    port: int
+    warning: str | None
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(
+            f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port or leave "
+            "it out for a free one."
+        ) from None
+    sock.listen(128)
+    return sock
+
+
+def accepted_hosts(host: str, port: int) -> set[str]:
+    shown = f"[{host}]" if ":" in host else host
+    hosts = {f"{shown}:{port}"}
+    if _is_loopback(host):
+        hosts |= {f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"}
+    return hosts
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def serve(
+    root: Path,
+    *,
+    host: str = LOOPBACK,
+    port: int = 0,
+    on_ready: Callable[[Served], None] | None = None,
+) -> None:
+    """Serve the view until interrupted; ``on_ready`` gets the address once it listens."""
+    import uvicorn
+
+    from journal_agent.view.server import create_app
+
+    sock = bind(host, port)
+    port = sock.getsockname()[1]
+    token = secrets.token_urlsafe(24)
+    app = create_app(root, token=token, hosts=accepted_hosts(host, port), port=port)
+    shown = f"[{host}]" if ":" in host else host
+    warning = None
+    if not _is_loopback(host):
+        warning = (
+            f"listening on {host}, not only this machine: anyone who can reach it and learns "
+            "the token can read the journal and the workspace's files."
+        )
+    served = Served(f"http://{shown}:{port}/index.html?token={token}", host, port, warning)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    if on_ready is not None:
+        on_ready(served)
+    server.run(sockets=[sock])

@@ -1,0 +1,143 @@
+"""The view's web app: Starlette routes over :class:`Pages`, behind :class:`Guard`.
+
+Endpoints are plain functions: Starlette runs them in its thread pool, so reading the journal
+or the index never blocks the event loop. The routes mirror the exported site's file names
+(``index.html``, ``entries/<id>.html`` …) so one set of relative links serves both.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from journal_agent.errors import UserError
+from journal_agent.view.files import Refused
+from journal_agent.view.guard import Guard
+from journal_agent.view.pages import Mode, NotFound, Pages
+from journal_agent.view.site import Site, entry_path
+
+STATIC = Path(__file__).parent / "static"
+SEARCH_LIMIT = 30
+
+
+def create_app(root: Path, *, token: str, hosts: set[str], port: int) -> Any:
+    """The ASGI app for one workspace; ``hosts`` are the ``Host`` values it answers to."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    csrf = secrets.token_urlsafe(24)
+    pages = Pages(Site(root), Mode(live=True, csrf=csrf))
+    views = _Views(pages)
+    routes = [
+        Route("/", views.home),
+        Route("/index.html", views.journal),
+        Route("/pages/{number:int}.html", views.journal),
+        Route("/tags/{tag}.html", views.tag),
+        Route("/entries/{entry:path}", views.entry),
+        Route("/records/{record}.html", views.record),
+        Route("/code/{path:path}", views.code),
+        Route("/ledger.html", views.ledger),
+        Route("/review.html", views.review),
+        Route("/api/search", views.search),
+        Route("/api/stamp", views.stamp),
+        Route("/api/review", views.rate, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    return Guard(app, token=token, csrf=csrf, hosts=hosts, port=port)
+
+
+class _Views:
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+        self.site = pages.site
+
+    def _page(self, make: Any, *args: Any) -> Any:
+        from starlette.responses import HTMLResponse
+
+        try:
+            return HTMLResponse(make(*args))
+        except NotFound as exc:
+            return HTMLResponse(self.pages.error(404, _sentence(exc)), status_code=404)
+        except Refused as exc:
+            return HTMLResponse(self.pages.error(403, _sentence(exc)), status_code=403)
+        except UserError as exc:
+            return HTMLResponse(self.pages.error(400, exc.message), status_code=400)
+
+    def home(self, request: Any) -> Any:
+        from starlette.responses import RedirectResponse
+
+        return RedirectResponse("/index.html", status_code=303)
+
+    def journal(self, request: Any) -> Any:
+        return self._page(self.pages.journal, request.path_params.get("number", 1))
+
+    def tag(self, request: Any) -> Any:
+        return self._page(self.pages.tag, request.path_params["tag"])
+
+    def entry(self, request: Any) -> Any:
+        name = request.path_params["entry"]
+        return self._page(self.pages.entry, name.removesuffix(".html"))
+
+    def record(self, request: Any) -> Any:
+        return self._page(self.pages.record, request.path_params["record"])
+
+    def code(self, request: Any) -> Any:
+        rel = request.path_params["path"].removesuffix(".html")
+        return self._page(self.pages.code, rel)
+
+    def ledger(self, request: Any) -> Any:
+        return self._page(self.pages.ledger)
+
+    def review(self, request: Any) -> Any:
+        return self._page(self.pages.review)
+
+    def stamp(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"stamp": self.site.stamp()})
+
+    def search(self, request: Any) -> Any:
+        """The CLI's search (words and meaning; ``#tag`` words filter) as JSON hits."""
+        from starlette.responses import JSONResponse
+
+        from journal_agent.journal import api
+        from journal_agent.journal.limits import check_query
+
+        words = request.query_params.get("q", "").split()
+        tags = [w for w in words if w.startswith("#") and len(w) > 1]
+        text = " ".join(w for w in words if w not in tags)
+        try:
+            check_query(text)
+            hits, note = api.search_with_note(self.site.root, text, tags, SEARCH_LIMIT)
+        except UserError as exc:
+            return JSONResponse({"error": exc.message}, status_code=400)
+        return JSONResponse(
+            {
+                "hits": [{**h.to_dict(), "href": entry_path(h.id)} for h in hits],
+                "note": note,
+            }
+        )
+
+    async def rate(self, request: Any) -> Any:
+        """A rating from the review page into the same FSRS store as `journal-agent review`."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        from journal_agent.journal import review
+
+        form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+        try:
+            done = await run_in_threadpool(
+                review.rate, self.site.root, form.get("id", ""), form.get("rating", "")
+            )
+        except UserError as exc:
+            return JSONResponse({"error": exc.message}, status_code=400)
+        return JSONResponse({k: done[k] for k in ("id", "rating", "due", "state")})
+
+
+def _sentence(exc: Exception) -> str:
+    return str(exc).rstrip(".") + "."

@@ -1,0 +1,133 @@
+// journal-agent view: search as you type, highlighted code lines, review cards, live reload.
+// No framework and no build step; every text from the server is set with textContent.
+"use strict";
+(function () {
+  const live = document.querySelector('meta[name="live"]') !== null;
+  const csrfMeta = document.querySelector('meta[name="csrf-token"]');
+  const base = document.body.dataset.base || "";
+
+  // -- search as you type (the journal page) ---------------------------------------------
+  const box = document.getElementById("search");
+  if (box) {
+    const results = document.getElementById("results");
+    const listing = document.getElementById("listing");
+    const note = document.getElementById("search-note");
+    let timer = null;
+    let asked = 0;
+    const show = (hits, message) => {
+      results.replaceChildren();
+      for (const hit of hits) {
+        const li = document.createElement("li");
+        const a = document.createElement("a");
+        a.href = base + hit.href;
+        a.className = "hit";
+        a.textContent = hit.title;
+        const date = document.createElement("small");
+        date.textContent = " " + hit.date;
+        li.append(a, date);
+        if (hit.snippet) {
+          const p = document.createElement("p");
+          p.className = "snippet";
+          p.textContent = hit.snippet;
+          li.append(p);
+        }
+        results.append(li);
+      }
+      note.textContent = message || (hits.length ? "" : "No entry matches.");
+      note.hidden = !note.textContent;
+      results.hidden = false;
+      listing.hidden = true;
+    };
+    const offline = (query) => {
+      const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+      const hits = (window.JOURNAL_INDEX || []).filter((e) => {
+        const text = (e.title + " " + e.tags.map((t) => "#" + t).join(" ")).toLowerCase();
+        return words.every((w) => text.includes(w));
+      });
+      show(hits.slice(0, 50), "Exported page: titles and tags are searched here; `journal-agent view` searches by words and meaning.");
+    };
+    const ask = async (query) => {
+      const n = ++asked;
+      const response = await fetch(base + "api/search?q=" + encodeURIComponent(query), {credentials: "same-origin"});
+      if (n !== asked) return; // a later keystroke already asked again
+      const data = await response.json();
+      if (!response.ok) { show([], data.error || "Search failed."); return; }
+      show(data.hits, data.note);
+    };
+    box.addEventListener("input", () => {
+      clearTimeout(timer);
+      const query = box.value.trim();
+      if (!query) { results.hidden = true; note.hidden = true; listing.hidden = false; return; }
+      timer = setTimeout(() => (live ? ask(query) : offline(query)), 120);
+    });
+  }
+
+  // -- the cited lines of a code page ------------------------------------------------------
+  const highlight = () => {
+    for (const row of document.querySelectorAll("tr.hl")) row.classList.remove("hl");
+    const m = /^#L(\d+)(?:-L?(\d+))?$/.exec(location.hash);
+    if (!m) return;
+    const start = Number(m[1]);
+    const end = Number(m[2] || m[1]);
+    for (let n = start; n <= end; n++) {
+      const row = document.getElementById("L" + n);
+      if (row) row.classList.add("hl");
+    }
+    for (const row of document.querySelectorAll("tr[data-lines]")) {
+      row.classList.toggle("hl", "#" + row.dataset.lines === location.hash);
+    }
+    const first = document.getElementById("L" + start);
+    if (first) first.scrollIntoView({block: "center"});
+  };
+  if (document.querySelector("table.code")) {
+    window.addEventListener("hashchange", highlight);
+    highlight();
+  }
+
+  // -- review cards ------------------------------------------------------------------------
+  for (const card of document.querySelectorAll("section.card")) {
+    const answer = card.querySelector(".answer");
+    const button = card.querySelector("button.show");
+    button.addEventListener("click", () => { answer.hidden = false; button.hidden = true; });
+    const form = card.querySelector("form.rate");
+    if (!form) continue;
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const rating = event.submitter ? event.submitter.value : "good";
+      const body = new URLSearchParams({id: card.dataset.id, rating: rating});
+      const response = await fetch(form.action, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: {"X-CSRF-Token": csrfMeta ? csrfMeta.content : ""},
+        body: body,
+      });
+      const data = await response.json();
+      const rated = card.querySelector(".rated");
+      rated.hidden = false;
+      if (!response.ok) { rated.textContent = data.error || "The rating was not saved."; return; }
+      answer.hidden = true;
+      card.classList.add("done");
+      rated.textContent = "Rated " + data.rating + "; next review " + data.due.slice(0, 10) + ".";
+    });
+  }
+
+  // -- follow the files: reload when what the page shows changed ----------------------------
+  if (live) {
+    let stamp = null;
+    const poll = async () => {
+      try {
+        const response = await fetch(base + "api/stamp", {credentials: "same-origin", cache: "no-store"});
+        if (response.ok) {
+          const data = await response.json();
+          if (stamp !== null && data.stamp !== stamp && !document.querySelector("section.card.done")) {
+            location.reload();
+            return;
+          }
+          stamp = data.stamp;
+        }
+      } catch (e) { /* the server stopped: keep the page as it is */ }
+      setTimeout(poll, 1500);
+    };
+    poll();
+  }
+})();

@@ -1,0 +1,139 @@
+"""The view in a real browser (headless Chromium): click through, search as you type, review a
+card, hostile entries, live reload. The screenshots in docs/img/ are made here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import CLI
+from tests.entries import render_entry
+from tests.view.conftest import HOSTILE_TITLE, screenshot
+
+pytestmark = pytest.mark.slow
+
+
+def test_journal_entry_code_record_plot(page, server, workspace):
+    page.goto(server.url)
+    assert page.url == f"{server.origin}/index.html"  # the token left the address bar
+    page.wait_for_selector("text=Gradient Accumulation")
+    screenshot(page, "journal")
+
+    page.click("a.entry-link:has-text('ZeRO Stage 2')")
+    page.wait_for_selector("article.entry h2:has-text('ZeRO Stage 2')")
+    states = [s.lower() for s in page.locator("ul.refs li").all_inner_texts()]
+    assert any(s.startswith("moved") and "src/train.py:5-6" in s for s in states), states
+    assert any(s.startswith("changed") and "src/optim.py:2" in s for s in states), states
+    assert any(s.startswith("gone") and "src/gone.py:1" in s for s in states), states
+    # A secret file's reference is listed but never linked.
+    assert page.locator("ul.refs a:has-text('conf/.env')").count() == 0
+    assert page.locator("text=Gradient Accumulation").count() >= 1  # linked from
+    screenshot(page, "entry")
+
+    # The moved reference opens the lines where they are now, highlighted.
+    page.click("article.entry a.ref-moved")
+    page.wait_for_selector("table.code")
+    highlighted = page.locator("table.code tr.hl td.src").all_inner_texts()
+    assert [line.strip() for line in highlighted] == ["loss = model(batch)", "loss.backward()"]
+    assert page.locator("table.citing tr.hl").count() == 1
+    screenshot(page, "code")
+
+    page.go_back()
+    page.click(f"article.entry a.cite:has-text('m:{workspace.trace_id}')")
+    page.wait_for_selector("svg.chart")
+    assert page.locator("svg.chart").count() == 2  # breakdown by category, memory by phase
+    assert page.locator("svg.chart .peak").count() == 1  # the peak is marked
+    assert "peak" in page.locator("svg.chart .peaklbl").text_content()
+    assert page.locator("table.modules tbody tr").count() > 0
+    assert "torch" in page.locator("table.kv").last.inner_text()  # provenance: versions
+    screenshot(page, "record")
+
+    page.goto(f"{server.origin}/records/{workspace.estimate_id}.html")
+    assert page.locator("table.steps tbody tr").count() > 3  # the calculation, step by step
+    screenshot(page, "estimate")
+
+
+def test_search_as_you_type(page, server):
+    page.goto(server.url)
+    page.fill("#search", "")
+    page.type("#search", "accumulate micro", delay=20)
+    page.wait_for_selector("#results a.hit")
+    assert page.locator("#results a.hit").first.inner_text() == "Gradient Accumulation"
+    assert page.locator("#listing").is_hidden()
+    screenshot(page, "search")
+    page.fill("#search", "#security")
+    page.wait_for_selector(f"#results a.hit:has-text('{HOSTILE_TITLE}')")
+    page.fill("#search", "")
+    page.wait_for_selector("#listing", state="visible")
+
+
+def test_review_a_card_reaches_the_fsrs_store(page, server, workspace):
+    page.goto(server.url)
+    page.click("nav a:has-text('Review')")
+    card = page.locator(f"section.card[data-id='entry:{workspace.ids['accum']}']")
+    card.locator("button.show").click()
+    screenshot(page, "review")
+    card.locator("button.rating-good").click()
+    page.wait_for_selector(f"section.card.done[data-id='entry:{workspace.ids['accum']}']")
+    assert "Rated good" in card.locator(".rated").inner_text()
+    listed = CLI().json("review", "--list", "--all", "--root", str(workspace.root))
+    mine = next(c for c in listed if c["id"] == f"entry:{workspace.ids['accum']}")
+    assert mine["reviews"] == 1 and mine["state"] != "new"
+
+
+def test_ledger_page(page, server):
+    page.goto(server.url)
+    page.click("nav a:has-text('Ledger')")
+    page.wait_for_selector("h1:has-text('CS336 Learning Ledger')")
+    assert page.locator(".level").count() == 3
+    assert page.locator("table.sessions tbody tr").count() >= 3
+    screenshot(page, "ledger")
+
+
+def test_hostile_entry_shows_text_and_runs_nothing(page, server, workspace):
+    page.goto(server.url)
+    page.goto(f"{server.origin}/entries/{workspace.ids['hostile']}.html")
+    article = page.locator("article.entry")
+    text = article.inner_text()
+    assert "<script>window.pwned = 'script'</script>" in text
+    assert "onerror" in text
+    assert page.evaluate("window.pwned === undefined")
+    assert page.dialogs == []
+    hrefs = article.locator("a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert not [h for h in hrefs if h and h.split(":")[0].lower() in ("javascript", "data")]
+    assert article.locator("script, img").count() == 0
+
+
+def test_the_page_follows_the_journal(page, server, workspace):
+    page.goto(server.url)
+    page.wait_for_selector("text=Gradient Accumulation")
+    entry = render_entry(
+        "Activation Checkpointing",
+        "2026-11-23",
+        context="Reading `src/train.py:6`.",
+        question="What does recomputation cost?",
+        intuition="One more forward.",
+        tags="#memory",
+    )
+    done = CLI()("journal", "append", "-", "--root", str(workspace.root), input=entry)
+    assert done.returncode == 0, done.stderr
+    page.wait_for_selector("text=Activation Checkpointing", timeout=10_000)  # no reload by us
+
+
+def test_exported_site_works_from_file_urls(page, workspace, tmp_path):
+    out = tmp_path / "site"
+    CLI()("export", "html", str(out), "--root", str(workspace.root), check=True)
+    page.goto((out / "index.html").as_uri())
+    page.click("a.entry-link:has-text('ZeRO Stage 2')")
+    page.wait_for_selector("article.entry")
+    page.click("article.entry a.ref-moved")
+    page.wait_for_selector("table.code tr.hl")
+    page.go_back()
+    page.click(f"article.entry a.cite:has-text('m:{workspace.trace_id}')")
+    page.wait_for_selector("svg.chart .peak")
+    page.goto((out / "index.html").as_uri())
+    page.type("#search", "gradient", delay=20)
+    page.wait_for_selector("#results a.hit:has-text('Gradient Accumulation')")
+    assert not (out / "code" / "conf" / ".env.html").exists()
+    assert json.dumps(page.dialogs) == "[]"

@@ -1,0 +1,55 @@
+"""`export html|anki|json`: what lands in the files, read back the way their users read them
+(the Anki package as Anki opens it: a zip holding a SQLite collection)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zipfile
+
+from tests.view.conftest import SECRET
+
+
+def test_export_json_holds_entries_states_records_ledger_and_cards(cli, workspace, tmp_path):
+    out = tmp_path / "journal.json"
+    cli("export", "json", str(out), "--root", str(workspace.root), check=True)
+    data = json.loads(out.read_text())
+    zero = next(e for e in data["entries"] if e["id"] == workspace.ids["zero"])
+    states = {r["ref"]: r["state"] for r in zero["refs"]}
+    assert states["src/train.py:5-6"] == "moved"
+    assert states["src/optim.py:2"] == "changed"
+    assert states["src/gone.py:1"] == "gone"
+    assert workspace.trace_id in zero["citations"]
+    assert zero["backlinks"] == [workspace.ids["accum"]]
+    assert {r["id"] for r in data["records"]} >= {workspace.trace_id, workspace.estimate_id}
+    assert data["ledger"]["title"] == "CS336 Learning Ledger"
+    assert any(c["id"] == f"entry:{workspace.ids['zero']}" for c in data["review"])
+
+
+def test_export_anki_puts_the_cited_code_on_the_back(cli, workspace, tmp_path):
+    deck = tmp_path / "journal.apkg"
+    done = cli("export", "anki", str(deck), "--root", str(workspace.root), check=True)
+    count = int(done.stdout.split()[1])
+    with zipfile.ZipFile(deck) as package:
+        (tmp_path / "collection.anki2").write_bytes(package.read("collection.anki2"))
+    conn = sqlite3.connect(tmp_path / "collection.anki2")
+    notes = [row[0].split("\x1f") for row in conn.execute("SELECT flds FROM notes")]
+    conn.close()
+    assert len(notes) == count > 3
+    zero = next(n for n in notes if "sharding gradients" in n[0])
+    assert "loss.backward()" in zero[2]  # the moved lines' file, at the cited lines
+    assert "src/train.py:5-6" in zero[2]
+    assert all(SECRET.strip() not in "".join(n) for n in notes)  # conf/.env is never read
+    hostile = next(n for n in notes if "javascript:" in n[0])
+    assert "<a " not in hostile[0] and "<script" not in "".join(hostile)
+
+
+def test_export_html_refuses_a_directory_that_holds_files(cli, workspace, tmp_path):
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me")
+    done = cli("export", "html", str(target), "--root", str(workspace.root))
+    assert done.returncode == 1
+    assert "not an empty directory" in done.stderr and "Traceback" not in done.stderr
+    assert (target / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]

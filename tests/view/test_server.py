@@ -1,0 +1,141 @@
+"""The server's guard, tried with the attacks it exists for: a wrong token, a foreign Host
+(DNS rebinding), a cross-origin or token-less write, paths out of the workspace and secrets.
+Each attack is checked for having had no effect, not only for its status code."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import socket
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.view.conftest import SECRET, start_server, stop_server
+
+
+def request(server, path, *, host=None, cookie=True, method="GET", headers=None, body=None):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    sent = {"Host": host or f"127.0.0.1:{server.port}", **(headers or {})}
+    if cookie:
+        sent["Cookie"] = f"journal_agent_view_{server.port}={server.token}"
+    conn.request(method, path, body=body, headers=sent)
+    response = conn.getresponse()
+    data = response.read().decode("utf-8", "replace")
+    conn.close()
+    return response, data
+
+
+def csrf_of(server) -> str:
+    _, page = request(server, "/review.html")
+    return re.search(r'name="csrf-token" content="([^"]+)"', page).group(1)
+
+
+def test_the_opening_address_sets_a_cookie_and_drops_the_token(server):
+    response, _ = request(server, f"/index.html?token={server.token}", cookie=False)
+    assert response.status == 303
+    assert response.getheader("location") == "/index.html"
+    cookie = response.getheader("set-cookie")
+    assert f"={server.token}" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+
+
+@pytest.mark.parametrize("path", ["/index.html", "/index.html?token=wrong", "/api/search?q=zero"])
+def test_a_wrong_or_missing_token_is_refused(server, path):
+    response, body = request(server, path, cookie=False)
+    assert response.status == 403
+    assert "Gradient Accumulation" not in body and "token" in body
+
+
+def test_a_foreign_host_is_refused_even_with_the_token(server):
+    for host in ("evil.example", f"evil.example:{server.port}", "127.0.0.1:1"):
+        response, body = request(server, "/index.html", host=host)
+        assert response.status == 403, host
+        assert "Gradient Accumulation" not in body
+
+
+def test_pages_carry_a_strict_content_security_policy(server):
+    response, _ = request(server, "/index.html")
+    assert response.status == 200
+    csp = response.getheader("content-security-policy")
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert response.getheader("x-content-type-options") == "nosniff"
+
+
+def _reviews(workspace) -> bytes:
+    path = workspace.root / ".journal" / "review.json"
+    return path.read_bytes() if path.exists() else b""
+
+
+def test_writes_need_our_origin_and_the_csrf_token(server, workspace):
+    body = f"id=entry:{workspace.ids['zero']}&rating=easy"
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    ours = {"Origin": server.origin, "X-CSRF-Token": csrf_of(server)}
+    before = _reviews(workspace)
+    attacks = [
+        {**form, "Origin": "http://evil.example", "X-CSRF-Token": ours["X-CSRF-Token"]},
+        {**form, "X-CSRF-Token": ours["X-CSRF-Token"]},  # no Origin at all
+        {**form, "Origin": server.origin},  # no CSRF token
+        {**form, "Origin": server.origin, "X-CSRF-Token": "guessed"},
+    ]
+    for headers in attacks:
+        response, _ = request(server, "/api/review", method="POST", headers=headers, body=body)
+        assert response.status == 403, headers
+    assert _reviews(workspace) == before  # nothing was rated
+    response, data = request(
+        server, "/api/review", method="POST", headers={**form, **ours}, body=body
+    )
+    assert response.status == 200, data
+    assert _reviews(workspace) != before
+
+
+def test_paths_outside_the_workspace_and_secrets_are_never_served(server, workspace, tmp_path):
+    outside = workspace.root.parent / "outside.txt"
+    outside.write_text("the neighbour's diary\n")
+    link = workspace.root / "src" / "innocent.py"
+    if not link.exists():
+        os.symlink(outside, link)
+    paths = [
+        "/code/..%2Foutside.txt.html",
+        "/code/%2Fetc%2Fpasswd.html",
+        "/code/src/..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd.html",
+        "/code/src/innocent.py.html",  # a symlink inside that leads out
+        "/code/conf/.env.html",  # a secret by the sandbox's rules
+        "/static/..%2F..%2F..%2F..%2Fetc%2Fpasswd",
+        "/entries/..%2F..%2Flearning_journal.md",
+    ]
+    for path in paths:
+        response, body = request(server, path)
+        assert response.status in (403, 404), path
+        assert "diary" not in body and "root:" not in body and SECRET.strip() not in body, path
+    response, body = request(server, "/code/src/train.py.html")
+    assert response.status == 200 and "loss.backward()" in body
+
+
+def test_search_speaks_json_and_says_what_is_wrong(server):
+    response, body = request(server, "/api/search?q=%22unbalanced")
+    assert response.status in (200, 400)
+    response, body = request(server, "/api/search?q=gradient")
+    assert response.status == 200 and "Gradient Accumulation" in body
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_port_and_host_options(workspace):
+    port = _free_port()
+    chosen = start_server(workspace.root, "--port", str(port))
+    try:
+        assert urlsplit(chosen.url).port == port
+        assert urlsplit(chosen.url).hostname == "127.0.0.1"
+    finally:
+        stop_server(chosen)
+    wide = start_server(workspace.root, "--host", "0.0.0.0")
+    try:
+        stop_server(wide)
+        assert "warning: listening on 0.0.0.0" in wide.process.stderr.read()
+    finally:
+        stop_server(wide)
