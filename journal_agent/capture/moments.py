@@ -61,7 +61,8 @@ def capture_turn(
         seen = known_hashes(root)
         moments = [m for m in moments if m.hash not in seen]
         append_moments(root, moments)
-    if state is not None and (moments or files or state.get("offset") != turn.end):
+    # A session that captured nothing leaves no trace in the project (no state file).
+    if state is not None and (moments or files or "transcript" in state):
         state["transcript"] = transcript
         state["offset"] = turn.end
         state["files"] = sorted({*state.get("files", []), *(f.path for f in files)})

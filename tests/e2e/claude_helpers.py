@@ -19,6 +19,24 @@ CLAUDE = shutil.which("claude")
 # Claude Code starts the plugin's MCP server as `journal-agent mcp` (.mcp.json), found on PATH.
 VENV_BIN = Path(sys.executable).parent
 
+
+def claude_clis() -> list[tuple[str, str]]:
+    """(version, path) of every Claude Code CLI at hand: the one on PATH and those .ci/run
+    installs (2.1.197, the oldest we support, in .ci/node; the latest in .ci/node-latest)."""
+    found: dict[str, str] = {}
+    candidates = [CLAUDE] + [
+        str(REPO / ".ci" / d / "node_modules" / ".bin" / "claude") for d in ("node", "node-latest")
+    ]
+    for path in candidates:
+        if not path or not os.access(path, os.X_OK):
+            continue
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        version = done.stdout.split(" ")[0].strip()
+        if done.returncode == 0 and version:
+            found.setdefault(version, path)
+    return sorted(found.items())
+
+
 needs_claude = pytest.mark.skipif(
     CLAUDE is None,
     reason="Claude Code CLI `claude` not on PATH (npm install -g @anthropic-ai/claude-code)",
@@ -101,13 +119,21 @@ def claude_env(home: Path, base_url: str | None = None) -> dict[str, str]:
 
 
 def run_claude(
-    args: list[str], *, cwd: Path, home: Path, base_url: str | None = None, timeout: float = 40
+    args: list[str],
+    *,
+    cwd: Path,
+    home: Path,
+    base_url: str | None = None,
+    timeout: float = 40,
+    binary: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    assert CLAUDE is not None
+    binary = binary or CLAUDE
+    assert binary is not None
     return subprocess.run(
-        [CLAUDE, *args],
+        [binary, *args],
         cwd=cwd,
-        env=claude_env(home, base_url),
+        env={**claude_env(home, base_url), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
