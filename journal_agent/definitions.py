@@ -377,15 +377,14 @@ def _run_bash(cmd: CommandDefinition, command: str, root: Path, timeout: float) 
     from journal_agent.settings import load_settings
     from journal_agent.tools.base import ToolError
     from journal_agent.tools.bash import run_shell
-    from journal_agent.tools.sandbox import build_view, confinement
+    from journal_agent.tools.sandbox.call import sandboxed
 
     # In the sandbox like any Bash call, with the whole filesystem read-only: these commands
     # gather context for the prompt (git status, a diff), they have no business writing.
     settings = load_settings(root).sandbox
-    conf = confinement(settings, root)
-    view = build_view(root, settings, writes=False) if conf.active else None
     try:
-        done = run_shell(command, root, timeout, conf=conf, view=view)
+        with sandboxed(root, settings, writes=False) as box:
+            done = run_shell(command, root, timeout, box=box)
     except ToolError as exc:
         raise UserError(f"!`{command}` in {cmd.source} could not run: {exc}") from None
     if done.timed_out is not None:

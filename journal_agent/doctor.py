@@ -67,6 +67,12 @@ def check_confinement(root: Path) -> Check:
                 f"{conf.reason}; {net}; but running as root without the right to make device "
                 "nodes, so a command could change /dev/null's permissions for the machine",
             )
+    if conf.kind == "bubblewrap":
+        from journal_agent.tools.sandbox.limits import describe
+
+        bounds = describe(settings.limits)
+        ok = "NOT bounded" not in bounds
+        return Check("sandbox", ok, f"{conf.reason}; {net}; limits: {bounds}")
     return Check("sandbox", True, f"{conf.reason}; {net}")
 
 

@@ -18,6 +18,18 @@ def measurements_dir(root: Path) -> Path:
     return state_dir(root) / "measurements"
 
 
+def records_dir_for_saving(root: Path) -> Path:
+    """Where a new measurement record goes: inside the sandbox (where ``.journal/`` is
+    read-only) the call's outbox, which the host saves from after the call
+    (:mod:`journal_agent.tools.sandbox.call`); elsewhere :func:`measurements_dir`."""
+    import os
+
+    outbox = os.environ.get("JOURNAL_AGENT_OUTBOX")
+    if outbox and Path(outbox).is_dir() and os.access(outbox, os.W_OK):
+        return Path(outbox)
+    return measurements_dir(root)
+
+
 def transcripts_dir(root: Path) -> Path:
     return state_dir(root) / "transcripts"
 

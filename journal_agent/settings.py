@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from journal_agent.errors import UserError
 from journal_agent.tools.sandbox.config import SandboxSettings
@@ -38,6 +38,13 @@ class Settings(BaseModel):
     # tables; these override them per project.
     models: dict[str, str] = Field(default_factory=dict)
     model: str | None = None
+    # Claude Code's ``env``: variables set for every command the model runs.
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _env_to_commands(self) -> Settings:
+        self.sandbox.values = {**self.env, **self.sandbox.values}
+        return self
 
 
 def settings_files(root: Path, home: Path | None = None) -> list[Path]:

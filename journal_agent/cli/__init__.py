@@ -92,6 +92,16 @@ def _register() -> None:
 _register()
 
 
+def _read_only_in_sandbox(exc: BaseException) -> bool:
+    """A write refused by the sandbox's read-only view (we run inside it when it gave us an
+    outbox for records)."""
+    import errno
+    import os
+
+    sandboxed = "JOURNAL_AGENT_OUTBOX" in os.environ
+    return sandboxed and isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: expected failures become one sentence on stderr and a non-zero exit code.
 
@@ -103,6 +113,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as exc:
         # Ours and profiling's expected failures: one sentence, no traceback. A bug re-raises.
         error = as_user_error(exc)
+        if error is None and _read_only_in_sandbox(exc):
+            print(
+                "error: journal-agent cannot write its journal, ledger or state from inside "
+                "the sandbox, where they are read-only; run this journal-agent command alone "
+                "on its Bash line (nothing before or after it), and the host runs it, or use "
+                "the JournalAppend / LedgerUpdate tool.",
+                file=sys.stderr,
+            )
+            sys.exit(1)
         if error is None:
             raise
         print(f"error: {error.message}", file=sys.stderr)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli._common import resolve_root
-from journal_agent.paths import measurements_dir
+from journal_agent.paths import measurements_dir, records_dir_for_saving
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
 PlotOption = Annotated[
@@ -27,6 +27,13 @@ def _store(root: Path | None) -> Any:
     from profiling.records import RecordStore
 
     return RecordStore(measurements_dir(resolve_root(root)))
+
+
+def _saving_store(root: Path | None) -> Any:
+    """The store new records go to (the sandbox's outbox when run inside it)."""
+    from profiling.records import RecordStore
+
+    return RecordStore(records_dir_for_saving(resolve_root(root)))
 
 
 def _console() -> Any:

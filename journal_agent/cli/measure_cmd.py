@@ -19,7 +19,7 @@ from journal_agent.cli import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.errors import UserError
-from journal_agent.paths import measurements_dir
+from journal_agent.paths import records_dir_for_saving
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
 # The shared configuration's settings a real run on this machine can honour.
@@ -164,7 +164,7 @@ def profile_command(
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserError(f"--{err['loc'][0]}: {err['msg']}".replace("_", "-")) from None
-    store = RecordStore(measurements_dir(resolve_root(root)))
+    store = RecordStore(records_dir_for_saving(resolve_root(root)))
     if launched_by_torchrun():
         from profiling.distributed import profile_rank
 

@@ -24,6 +24,7 @@ from journal_agent.cli._profiling_common import (
     _print_comparison,
     _print_record_line,
     _run_trace,
+    _saving_store,
     _store,
 )
 from journal_agent.errors import UserError
@@ -104,7 +105,7 @@ def estimate_command(
     from profiling.report import estimate_json, estimate_record
 
     inp = TrainingConfig.parse(**config)
-    store = _store(root)
+    store = _saving_store(root)
     est = estimate(inp)
     record = estimate_record(est)
     store.save(record)

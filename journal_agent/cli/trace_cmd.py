@@ -17,7 +17,7 @@ from journal_agent.cli._plot import ForceOption, check_plot
 from journal_agent.cli._profiling_common import (
     JsonFlag,
     PlotOption,
-    _store,
+    _saving_store,
     _trace_progress,
 )
 from journal_agent.errors import UserError
@@ -54,7 +54,7 @@ def trace_command(
     with _trace_progress(cfg, quiet=as_json) as progress:
         run = trace_and_record(
             cfg,
-            _store(root),
+            _saving_store(root),
             compare_estimate=compare_estimate,
             module_depth=depth,
             plot=plot,

@@ -389,7 +389,10 @@ def recursive_search(cmd: SimpleCommand) -> tuple[list[str], list[str]] | None:
 OWN_SAFE_SUBCOMMANDS = {
     ("journal", "append"), ("journal", "check"), ("journal", "list"), ("journal", "show"),
     ("journal", "search"), ("journal", "related"), ("journal", "refresh"), ("estimate",),
-    ("measurements",), ("agents",), ("commands",),
+    ("measurements",), ("agents",), ("commands",), ("ledger",), ("ledger", "check"),
+    ("ledger", "session"), ("ledger", "insight"), ("ledger", "add-item"), ("ledger", "move"),
+    ("ledger", "add-action"), ("ledger", "tick"), ("ledger", "add-goal"),
+    ("ledger", "tick-goal"), ("ledger", "updated"), ("ledger", "apply"),
 }  # fmt: skip
 
 
@@ -412,6 +415,8 @@ def is_own_safe_command(cmd: SimpleCommand) -> bool:
         return False
     if "--eject" in args or any(a.startswith("--eject=") for a in args):
         return False
+    if args[:1] == ["ledger"] and len(args) > 1 and not args[1].startswith("-"):
+        return tuple(args[:2]) in OWN_SAFE_SUBCOMMANDS  # not `ledger init`
     return tuple(args[:1]) in OWN_SAFE_SUBCOMMANDS or tuple(args[:2]) in OWN_SAFE_SUBCOMMANDS
 
 

@@ -16,7 +16,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -27,16 +26,11 @@ from journal_agent.processes import group_alive, stop_groups
 from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, fit_to_budget
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.sandbox import (
-    Confinement,
-    SandboxSettings,
-    View,
-    build_view,
-    confine,
-    guard,
-)
+from journal_agent.tools.own_commands import host_argv
+from journal_agent.tools.sandbox import SandboxSettings
 from journal_agent.tools.sandbox import confinement as confinement
-from journal_agent.tools.sandbox.view import remove_precreated
+from journal_agent.tools.sandbox.call import Sandboxed, sandboxed
+from journal_agent.tools.sandbox.environment import command_env
 from journal_agent.tools.workspace import workspace_root
 
 DEFAULT_TIMEOUT_MS = 120_000
@@ -109,33 +103,20 @@ class Bash(Tool):
         root = Path(workspace_root(ctx.root))
         settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
         conf = confinement(settings, root)
-        writes, own_journal, read_deny, home = True, False, (), None  # no policy: all allowed
+        writes, read_deny, home = True, (), None  # no policy: all allowed
         if ctx.policy is not None:
             decision = ctx.policy.ensure("Bash", command=params.command, confined=conf.active)
-            writes, own_journal = decision.writes, decision.own_journal
+            writes = decision.writes
             read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home
-        view = None
-        if conf.active:
-            view = build_view(
-                root,
-                settings,
-                writes=writes,
-                own_journal=own_journal,
-                read_deny=read_deny,
-                home=home,
-            )
         timeout_s = (params.timeout or DEFAULT_TIMEOUT_MS) / 1000
-        # Protected paths that do not exist yet cannot be mounted read-only: what the command
-        # creates of them is moved into quarantine once it has ended (see sandbox/guard.py).
-        absent = guard.absent(view) if view is not None and view.writes else []
-        moved: list[str] = []
-        try:
-            outcome = run_shell(params.command, root, timeout_s, conf=conf, view=view)
-        finally:
-            if view is not None:
-                moved = guard.settle(view, absent) if view.writes else []
-                remove_precreated(view)
-        return outcome.result(moved)
+        # One of our own journal/ledger commands alone on its line: the host runs it, through
+        # its own locked code paths (see own_commands); never by widening the sandbox.
+        host = host_argv(params.command, ctx.policy, root) if ctx.policy is not None else None
+        if host is not None:
+            return run_shell(params.command, root, timeout_s, settings=settings, argv=host).result()
+        with sandboxed(root, settings, writes=writes, read_deny=read_deny, home=home) as box:
+            outcome = run_shell(params.command, root, timeout_s, box=box)
+        return outcome.result(box.notes)
 
 
 class _Output:
@@ -219,9 +200,6 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-_CREDENTIALS = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"})
-
-
 # Run inside the sandbox as the shell of the model's command (one bash, not two: each costs
 # milliseconds): on exit it reports on a private pipe the command's exit status and how many
 # of its processes were still running (they die with the PID namespace as soon as this shell
@@ -241,28 +219,23 @@ def run_shell(
     cwd: Path,
     timeout_s: float,
     *,
-    conf: Confinement | None = None,
-    view: View | None = None,
+    box: Sandboxed | None = None,
+    settings: SandboxSettings | None = None,
+    argv: list[str] | None = None,
 ) -> _Outcome:
-    # The model's commands never see our API credentials: `env` or `printenv` would otherwise
-    # put the key into the conversation and the transcript.
-    env = {k: v for k, v in os.environ.items() if k not in _CREDENTIALS}
-    # Never wait on a pager or an editor: nobody is at the keyboard.
-    env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_EDITOR": "true", "EDITOR": "true"})
-    # `journal-agent ...` resolves to this installation even when its venv is not activated.
-    bin_dir = str(Path(sys.executable).parent)
-    if bin_dir not in env.get("PATH", "").split(os.pathsep):
-        env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
-    argv = ["bash", "-c", command]
+    """Run ``command`` with bash in ``box`` (unconfined without one, or when it is inactive);
+    or, given ``argv``, that program on the host (journal-agent's own commands)."""
+    # Built from an allow-list: `env` or `printenv` would otherwise put the parent's keys,
+    # tokens and database passwords into the conversation and the transcript.
+    env = box.env() if box is not None else command_env(settings)
     status_r = status_w = -1
-    if conf is not None and conf.active and view is not None:
+    if argv is None and box is not None and box.active:
         status_r, status_w = os.pipe()
-        wrapper = _SANDBOX_WRAPPER.format(fd=status_w)
-        argv = confine(conf, view, ["bash", "-c", wrapper, "bash", command])
-        env["TMPDIR"] = "/tmp"
-        # The home directory is read-only in there: matplotlib's cache goes to the private /tmp
-        # instead of a warning on every plot.
-        env.setdefault("MPLCONFIGDIR", "/tmp/matplotlib")
+        limits = box.tree.inner if box.tree is not None else ""
+        wrapper = limits + _SANDBOX_WRAPPER.format(fd=status_w)
+        argv = box.argv(["bash", "-c", wrapper, "bash", command], inner_limits=False)
+    elif argv is None:
+        argv = ["bash", "-c", command]
     try:
         proc = subprocess.Popen(
             argv,

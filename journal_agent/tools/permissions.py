@@ -107,8 +107,6 @@ class Decision:
     # lets it edit, an allow rule names it, or the user approved it; a read-only command let
     # through by default mode runs with the whole filesystem read-only.
     writes: bool = False
-    # journal-agent's own journal/estimate commands: they keep their state under .journal/.
-    own_journal: bool = False
 
     @property
     def allowed(self) -> bool:
@@ -124,7 +122,6 @@ class _Verdict:
     reason: str
     rule: str | None = None
     writes: bool = False
-    own_journal: bool = False
 
 
 class PermissionPolicy(BashChecks):
@@ -201,9 +198,7 @@ class PermissionPolicy(BashChecks):
         """
         verdict = self.evaluate(tool_name, path=path, command=command, confined=confined)
         if verdict.behavior != "ask":
-            return Decision(
-                verdict.behavior, verdict.reason, verdict.rule, verdict.writes, verdict.own_journal
-            )
+            return Decision(verdict.behavior, verdict.reason, verdict.rule, verdict.writes)
         subject = command if command is not None else str(path) if path is not None else ""
         if self.prompt is not None:
             try:
@@ -386,23 +381,23 @@ class PermissionPolicy(BashChecks):
                 f"Bash({rule_hint(texts)}) permits the command.",
             )
         pending = [p for ok, p in zip(allowed_by, parts, strict=True) if not ok]
-        own = any(is_own_safe_command(p) for p in pending)
         if not confined:
             # No sandbox: the reading of the command line is the only line, and it cannot win
             # against shells, git or python. Only a plain read-only command goes unasked.
             if all(is_plain_read_only(p) or is_own_safe_command(p) for p in pending):
-                return _Verdict("allow", "a plain read-only command", own_journal=own, writes=own)
+                return _Verdict("allow", "a plain read-only command")
             return _Verdict(
                 "ask",
                 "without a sandbox, every command that is not a plain read-only one needs approval",
             )
         auto = ACCEPT_EDITS_COMMANDS if self.mode == "acceptEdits" else set()
         if all(is_read_only(p) or is_own_safe_command(p) or p.name in auto for p in pending):
+            # An own command never widens the view of the line it is on: alone on its line the
+            # host runs it (see .own_commands); beside others it gets what they get.
             return _Verdict(
                 "allow",
                 "read-only command, or journal-agent's own journal/estimate",
-                writes=self.mode == "acceptEdits" or own,
-                own_journal=own,
+                writes=self.mode == "acceptEdits",
             )
         return _Verdict("ask", "the command may change files or run programs")
 

@@ -29,8 +29,18 @@ __all__ = [
 ]
 
 
-def confine(conf: Confinement, view: View, argv: list[str]) -> list[str]:
-    """``argv`` wrapped to run inside ``view`` under ``conf`` (which must be active)."""
+def confine(
+    conf: Confinement,
+    view: View,
+    argv: list[str],
+    *,
+    tmp_size: int | None = None,
+    binds: tuple[tuple[Path, Path], ...] = (),
+) -> list[str]:
+    """``argv`` wrapped to run inside ``view`` under ``conf`` (which must be active).
+
+    ``tmp_size``: the bytes of each private temporary directory; ``binds``: (host directory,
+    path inside) made writable on top (the call's outbox, see .call)."""
     if conf.kind == "sandbox-exec":
         from journal_agent.tools.sandbox.macos import sandbox_exec_argv
 
@@ -38,4 +48,6 @@ def confine(conf: Confinement, view: View, argv: list[str]) -> list[str]:
     from journal_agent.tools.sandbox.linux import bwrap_argv
 
     keep = (Path(sys.prefix), Path(sys.executable).parent)
-    return bwrap_argv(conf.program or "bwrap", view, argv, keep=keep)
+    return bwrap_argv(
+        conf.program or "bwrap", view, argv, keep=keep, tmp_size=tmp_size, binds=binds
+    )

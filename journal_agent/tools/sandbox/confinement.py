@@ -24,7 +24,9 @@ from journal_agent.tools.sandbox.config import SandboxSettings
 
 Kind = Literal["bubblewrap", "sandbox-exec", "none"]
 PROBE_TIMEOUT_S = 10
-PROBE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+# --size (bubblewrap 0.10): an older bwrap cannot bound the private /tmp, so it is not used.
+PROBE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--size", "1048576",
+                "--tmpfs", "/tmp")  # fmt: skip
 
 
 @dataclass(frozen=True)

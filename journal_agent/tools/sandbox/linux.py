@@ -26,15 +26,29 @@ BASE_FLAGS = (
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 
 
-def bwrap_argv(bwrap: str, view: View, argv: list[str], keep: tuple[Path, ...] = ()) -> list[str]:
+def bwrap_argv(
+    bwrap: str,
+    view: View,
+    argv: list[str],
+    keep: tuple[Path, ...] = (),
+    *,
+    tmp_size: int | None = None,
+    binds: tuple[tuple[Path, Path], ...] = (),
+) -> list[str]:
     """``bwrap … -- argv``: the filesystem read-only, a private /tmp, then ``view`` on top.
 
     ``keep``: paths under the private temp directories that must stay visible (the Python
-    environment running us, should it live in /tmp).
+    environment running us, should it live in /tmp). ``tmp_size``: bytes of each private temp
+    directory (a tmpfs, held in memory). ``binds``: writable (host, inside) pairs on top.
     """
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", *_own_device_nodes(), "--proc", "/proc"]
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", *_own_device_nodes(), *_gpu_nodes(),
+            "--proc", "/proc"]  # fmt: skip
     for tmp in PRIVATE_TMP:
+        if tmp_size is not None:
+            args += ["--size", str(tmp_size)]
         args += ["--tmpfs", tmp]
+    for host, inside in binds:
+        args += ["--bind", str(host), str(inside)]
     hidden_by_tmp = [p for p in (view.root, *keep) if _under_tmp(p) and p.exists()]
     for p in hidden_by_tmp:
         args += ["--ro-bind", str(p), str(p)]
@@ -54,6 +68,16 @@ def bwrap_argv(bwrap: str, view: View, argv: list[str], keep: tuple[Path, ...] =
         args.append("--unshare-net")
     args += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(view.root), "--", *argv]
     return args
+
+
+def _gpu_nodes() -> tuple[str, ...]:
+    """NVIDIA's device nodes, so that a measured run (and ``nvidia-smi``) sees the GPU: the
+    sandbox's own /dev holds only the basic nodes. Changing a GPU's settings needs
+    capabilities the sandbox does not have."""
+    import glob
+
+    nodes = sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/nvidia-caps/*"))
+    return tuple(a for n in nodes if not os.path.isdir(n) for a in ("--dev-bind-try", n, n))
 
 
 def _under_tmp(p: Path) -> bool:

@@ -20,9 +20,9 @@ gitfile, the same files of every other git directory in the workspace (submodule
 linked worktrees', nested repositories', the one a ``.git`` symlink leads to: :mod:`._gitdirs`)
 and nested gitfiles, ``.mcp.json``, ``.claude-plugin/``, the installed
 journal-agent package itself when it lies inside the workspace, and
-``sandbox.filesystem.denyWrite``. journal-agent's own journal commands
-(``journal-agent journal append`` …) get ``.journal/`` writable, since they keep their state
-there; settings files in it stay read-only.
+``sandbox.filesystem.denyWrite``. ``.journal/`` is never writable inside (only
+``.journal/drafts/``): journal-agent's own commands write their state through the host
+(:mod:`journal_agent.tools.own_commands`, :mod:`.call`).
 
 A protected path that does not exist cannot be mounted read-only: :attr:`View.guarded` lists
 them all, and :mod:`.guard` moves whatever a command created of them into quarantine.
@@ -51,8 +51,6 @@ from journal_agent.tools.sandbox.config import SandboxSettings
 # honours it too, not only a linked worktree), so writing it would bypass the two above.
 PROTECTED = (".claude", ".journal", ".git/config", ".git/hooks", ".git/commondir", ".mcp.json",
              ".claude-plugin")  # fmt: skip
-# Guarded while own journal commands have .journal/ writable: the settings journal-agent reads.
-OWN_JOURNAL_PROTECTED = (".journal/settings.json",)
 # Pre-created (empty directories) so that they can be kept read-only even before they exist:
 # otherwise `mkdir .claude && cp evil.json .claude/settings.local.json` would work.
 PRECREATE = (".claude", ".journal", ".journal/drafts")
@@ -92,7 +90,6 @@ def build_view(
     settings: SandboxSettings,
     *,
     writes: bool,
-    own_journal: bool = False,
     read_deny: tuple[str, ...] = (),
     home: Path | None = None,
 ) -> View:
@@ -114,12 +111,7 @@ def build_view(
         writable.append(root)
         writable += [p for e in fs.allow_write for p in _concrete(e, root, home) if p.exists()]
         protected = [root / rel for rel in PROTECTED]
-        if own_journal:
-            protected.remove(root / ".journal")
-            protected += sorted((root / ".journal").glob("settings*.json"))
-            protected += [root / rel for rel in OWN_JOURNAL_PROTECTED]
-        else:
-            rewritable.append(root / ".journal" / "drafts")
+        rewritable.append(root / ".journal" / "drafts")
         git = _gitdirs.find(dot_gits_of(root, scan.repos), writable)
         git_files = [g / name for g in sorted(git.dirs) for name in _gitdirs.GIT_FILES]
         # A gitfile, rewritten, would pick the git directory: the workspace's and nested ones.
