@@ -12,26 +12,26 @@ _.commenters
 _.__signature__  # inspect / typer read them (journal_agent/cli/_config_flags.py)
 _.__annotations__
 pytestmark  # pytest
-fresh_support_check  # pytest fixtures requested by name (tests/profiling/test_tracker.py,
+fresh_support_check  # pytest fixtures requested by name (tests/profiling/trace/test_tracker.py,
 deep_models  # tests/profiling/test_block_scaling.py)
 sensor  # the parameter name nvidia-ml-py's nvmlDeviceGetTemperature is called with
 
 # Fields of models read from files or written to JSON (pydantic / dataclasses / Literal types).
 disable_model_invocation  # Claude Code command frontmatter (journal_agent/definitions.py)
 Mode  # the permission modes' type (journal_agent/tools/permissions.py)
-SnapshotKind  # profiling/snapshot.py
-closure  # torch.optim.Optimizer.step(closure) signature (profiling/master_weights.py)
-outputs  # profiling/_tracker.py
+SnapshotKind  # profiling/measure/snapshot.py
+closure  # torch.optim.Optimizer.step(closure) signature (profiling/trace/master_weights.py)
+outputs  # profiling/trace/tracker.py
 mfu  # profiling/config.py: a configuration field (the time estimate reads it)
 scan_truncated  # journal_agent/tools/sandbox/view.py: a field of the sandbox view
-utilization_memory_pct  # profiling/devices.py: fields of DeviceInfo / readings, in --json
+utilization_memory_pct  # profiling/measure/devices.py: fields of DeviceInfo / readings, in --json
 peak_active
 nvml_reserved
 gpu_util_pct
 _.nvml_reserved
 _.gpu_util_pct
 
-# The fake NVML of tests/profiling/test_devices.py (nvidia-ml-py's names).
+# The fake NVML of tests/profiling/measure/test_devices.py (nvidia-ml-py's names).
 _.nvmlDeviceGetCount
 _.nvmlDeviceGetHandleByIndex
 _.nvmlDeviceGetName
@@ -45,21 +45,21 @@ _.nvmlSystemGetDriverVersion
 _.nvmlSystemGetCudaDriverVersion_v2
 _.nvmlSystemGetNVMLVersion
 _.resets
-_.BUILT_AT_IMPORT  # tests/profiling/test_trace.py: a user module's global, set by the test
+_.BUILT_AT_IMPORT  # tests/profiling/trace/test_trace.py: a user module's global, set by the test
 
 # Public API of the measured work (#10), not yet called inside the repository: its owner
 # confirms each or deletes it (listed here so CI can run vulture while #10 lands).
-_.storages  # profiling/_live_tensors.py
-_._register_global_optimizer_hook  # profiling/_tracker.py
+_.storages  # profiling/measure/live_tensors.py
+_._register_global_optimizer_hook  # profiling/trace/tracker.py
 _._optimizer_hook_handles
-summary_json  # profiling/measured_report.py
-_.current_gib  # profiling/snapshot.py
+summary_json  # profiling/measure/report.py
+_.current_gib  # profiling/measure/snapshot.py
 _.peak_mb
 _.peak_gb
 
 # The learning work (#12), same status: its owner confirms or deletes.
-reparse  # journal_agent/journal/ledger_edit.py
-item_id_for_ledger_text  # journal_agent/journal/review.py
+reparse  # journal_agent/learning/ledger_edit.py
+item_id_for_ledger_text  # journal_agent/learning/review.py
 
 # The numbers work (#11), same status: its owner confirms or deletes.
 _.peak_flops  # profiling/gpus.py

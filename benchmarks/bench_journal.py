@@ -28,8 +28,9 @@ from pathlib import Path
 
 from journal_agent.atomic import atomic_write
 from journal_agent.journal import api
-from journal_agent.journal.index import SearchIndex
 from journal_agent.journal.model import parse_journal
+from journal_agent.journal.search import ranking
+from journal_agent.journal.search.index import SearchIndex
 from journal_agent.journal.store import HEADER
 from journal_agent.journal.verify import check_journal
 from journal_agent.paths import measurements_dir
@@ -215,8 +216,8 @@ def _fill_vectors(root: Path, rng: random.Random) -> bool:
     get random unit vectors under the real model's id. Queries and appends embed for real.
     Returns whether meaning is on (the embeddings extra installed).
     """
-    from journal_agent.journal import fusion
-    from journal_agent.journal.embeddings import Unavailable, VectorStore, get_embedder
+    from journal_agent.journal.search import fusion
+    from journal_agent.journal.search.embeddings import Unavailable, VectorStore, get_embedder
 
     try:
         embedder = get_embedder(root)
@@ -282,7 +283,7 @@ def bench(entries: int, queries: int, appends: int, seed: int = 0) -> dict[str, 
             search_cpu.append(time.process_time() - c)
             # Baseline in the same run: the same query, by words only.
             t, c = time.perf_counter(), time.process_time()
-            SearchIndex(root).search(" ".join(words), tags, limit=10, semantic=False)
+            ranking.search(SearchIndex(root), " ".join(words), tags, limit=10, semantic=False)
             words_only.append(time.perf_counter() - t)
             words_only_cpu.append(time.process_time() - c)
 

@@ -20,11 +20,11 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from journal_agent.atomic import atomic_write
-from journal_agent.journal import ledger_api, review
-from journal_agent.journal.ledger import parse_ledger
-from journal_agent.journal.ledger_edit import new_ledger
-from journal_agent.journal.ledger_ops import LedgerOperation
-from journal_agent.journal.ledger_store import LedgerStore
+from journal_agent.learning import ledger_api, review
+from journal_agent.learning.ledger import parse_ledger
+from journal_agent.learning.ledger_edit import new_ledger
+from journal_agent.learning.ledger_ops import LedgerOperation
+from journal_agent.learning.ledger_store import LedgerStore
 
 
 def make_ledger(n: int) -> str:

@@ -35,7 +35,7 @@ def _busy(seconds: float) -> None:
 
 
 def bench_overhead(steps: int = 3000) -> dict:
-    from profiling.profiler import MemoryProfiler
+    from profiling.measure.profiler import MemoryProfiler
 
     out: dict = {"step_s": STEP_S, "floor": FLOOR_OVERHEAD}
     for track in (False, True):
@@ -93,7 +93,7 @@ def bench_overhead(steps: int = 3000) -> dict:
 def _workload(name: str, seq: int, batch: int):
     import torch
 
-    from profiling.workloads import build_model
+    from profiling.models.workloads import build_model
 
     torch.manual_seed(0)
     model = build_model(name)
@@ -140,7 +140,7 @@ def bench_timer(workloads: list[tuple[str, int, int]], pairs: int = 21) -> dict:
 
     from torch.utils.benchmark import Timer
 
-    from profiling.profiler import MemoryProfiler
+    from profiling.measure.profiler import MemoryProfiler
 
     out: dict = {"floor": FLOOR_TIMER, "load_average_1min": os.getloadavg()[0], "workloads": {}}
     for name, seq, batch in workloads:
@@ -185,8 +185,8 @@ def _threads() -> int:
 
 
 def bench_measured_over_traced(workloads: list[tuple[str, int, int]]) -> dict:
-    from profiling.measure import RunOptions, measure_step
-    from profiling.trace import TraceConfig
+    from profiling.measure.run import RunOptions, measure_step
+    from profiling.trace.step import TraceConfig
 
     out = {}
     for name, seq, batch in workloads:

@@ -1,10 +1,10 @@
-"""Search relevance on the relevance set in tests/journal/relevance.py; prints JSON.
+"""Search relevance on the relevance set in tests/journal/search/relevance.py; prints JSON.
 
 MRR@5 and recall@5 (a query counts as found when one of its expected entries is in the top 5)
 for BM25 alone (words: stems, synonyms, compounds, typos), embeddings alone (meaning), and the
 two fused by reciprocal rank — the ranking `journal search` uses. Per-query ranks are listed
 with --verbose. The floors (fused recall@5 ≥ 0.9, MRR@5 ≥ 0.8) are asserted by
-tests/journal/test_relevance.py.
+tests/journal/search/test_relevance.py.
 
     python benchmarks/bench_search.py [--verbose]
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the relevance set, in tests/
 
-from journal_agent.journal import fusion
-from journal_agent.journal.index import SearchIndex
-from tests.journal import relevance
+from journal_agent.journal.search import fusion, ranking
+from journal_agent.journal.search.index import SearchIndex
+from tests.journal.search import relevance
 
 FLOORS = {"recall@5": 0.9, "mrr@5": 0.8}
 
@@ -41,7 +41,8 @@ def rankings(root: Path) -> dict[str, list[list[str]]]:
             out["embeddings"].append([ids[r] for r, _ in nearest])
     finally:
         conn.close()
-    out["fused"] = [[h.id for h in index.search(q, limit=10)] for q, _ in relevance.QUERIES]
+    queries = [q for q, _ in relevance.QUERIES]
+    out["fused"] = [[h.id for h in ranking.search(index, q, limit=10)] for q in queries]
     return out
 
 

@@ -29,7 +29,7 @@ TARGETS = {"trace_7b_cpu_s": 9.0, "trace_7b_peak_rss_mb": 500.0}
 CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
-from profiling.trace import TraceConfig, trace_step
+from profiling.trace.step import TraceConfig, trace_step
 import_s = time.perf_counter() - t0
 out = {"import_s": round(import_s, 3)}
 mode = sys.argv[1]
@@ -103,9 +103,9 @@ def agreement_row(name: str, batch: int, seq: int, precision: str, ckpt: str) ->
     """Estimate ÷ trace for one configuration: model states, activations at the end of forward,
     the peak, and the FLOPs."""
     from profiling.config import TrainingConfig
-    from profiling.estimate import estimate
-    from profiling.report import compare
-    from profiling.trace import trace_step
+    from profiling.estimate.memory import estimate
+    from profiling.trace.report import compare
+    from profiling.trace.step import trace_step
 
     cfg = TrainingConfig(model=name, batch=batch, seq=seq, precision=precision, checkpointing=ckpt)
     t0 = time.perf_counter()
@@ -134,7 +134,7 @@ def agreement_row(name: str, batch: int, seq: int, precision: str, ckpt: str) ->
 
 def bench_agreement(workloads: list[str]) -> dict:
     """The agreement table: estimate ÷ trace for every workload, point, precision, checkpointing."""
-    from profiling.workloads import WORKLOADS
+    from profiling.models.workloads import WORKLOADS
 
     rows = []
     for name in workloads:

@@ -156,7 +156,7 @@ def check_nvml() -> Check:
 def check_search_by_meaning(root: Path) -> Check:
     """The model journal search embeds with, loaded and hash-checked as a search would."""
     from journal_agent.errors import UserError
-    from journal_agent.journal.embeddings import Unavailable, get_embedder
+    from journal_agent.journal.search.embeddings import Unavailable, get_embedder
 
     try:
         embedder = get_embedder(root)

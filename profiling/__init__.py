@@ -3,7 +3,7 @@
     from profiling import estimate_memory, trace_memory, render_estimate, render_trace
 
 Light at import time: ``torch`` is imported only when a trace runs, so ``import profiling``
-(and ``profiling.records`` / ``profiling.estimate``) stays fast. Names are resolved lazily.
+(and ``profiling.records`` / ``profiling.estimate.memory``) stays fast. Names are resolved lazily.
 """
 
 from __future__ import annotations
@@ -17,28 +17,28 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "estimate_memory": ("profiling.api", "estimate_memory"),
     "trace_memory": ("profiling.api", "trace_memory"),
     "save_record": ("profiling.api", "save_record"),
-    "render_estimate": ("profiling.estimate", "render_text"),
-    "render_trace": ("profiling.report", "render_trace_text"),
-    "compare": ("profiling.report", "compare"),
-    "render_comparison": ("profiling.report", "render_compare_text"),
+    "render_estimate": ("profiling.estimate.memory", "render_text"),
+    "render_trace": ("profiling.trace.report", "render_trace_text"),
+    "compare": ("profiling.trace.report", "compare"),
+    "render_comparison": ("profiling.trace.report", "render_compare_text"),
     "plot_estimate": ("profiling.plot", "plot_estimate"),
     "plot_trace": ("profiling.plot", "plot_trace"),
     # the models behind them
-    "Estimate": ("profiling.estimate", "Estimate"),
+    "Estimate": ("profiling.estimate.memory", "Estimate"),
     "TrainingConfig": ("profiling.config", "TrainingConfig"),
     "EstimateInput": ("profiling.config", "TrainingConfig"),  # older name, the same class
     "TraceConfig": ("profiling.config", "TrainingConfig"),  # older name, the same class
     "OPTIMIZERS": ("profiling.config", "OPTIMIZERS"),
     "GPUS": ("profiling.gpus", "GPUS"),
-    "TraceResult": ("profiling.trace", "TraceResult"),  # imports torch
-    "trace_step": ("profiling.trace", "trace_step"),  # imports torch
-    "WORKLOADS": ("profiling.workloads", "WORKLOADS"),
-    "build_model": ("profiling.workloads", "build_model"),
+    "TraceResult": ("profiling.trace.step", "TraceResult"),  # imports torch
+    "trace_step": ("profiling.trace.step", "trace_step"),  # imports torch
+    "WORKLOADS": ("profiling.models.workloads", "WORKLOADS"),
+    "build_model": ("profiling.models.workloads", "build_model"),
     # measured: a real run on this machine's device
-    "MemoryProfiler": ("profiling.profiler", "MemoryProfiler"),
-    "MemorySnapshot": ("profiling.snapshot", "MemorySnapshot"),
-    "ProfileSummary": ("profiling.profiler", "ProfileSummary"),
-    "gpu_info": ("profiling.devices", "gpu_info"),
+    "MemoryProfiler": ("profiling.measure.profiler", "MemoryProfiler"),
+    "MemorySnapshot": ("profiling.measure.snapshot", "MemorySnapshot"),
+    "ProfileSummary": ("profiling.measure.profiler", "ProfileSummary"),
+    "gpu_info": ("profiling.measure.devices", "gpu_info"),
     # records
     "MeasurementRecord": ("profiling.records", "MeasurementRecord"),
     "Quantity": ("profiling.records", "Quantity"),

@@ -1,6 +1,6 @@
 """Lazy public names for a package's ``__init__`` (PEP 562), so importing it stays cheap.
 
-    __getattr__, __dir__ = lazy_exports(__name__, {"trace_step": "profiling.trace", ...})
+    __getattr__, __dir__ = lazy_exports(__name__, {"trace_step": "profiling.trace.step", ...})
 
 A value is ``"module"`` (the same name there) or ``("module", "attribute")`` (exported under
 another name). The module is imported on first access and the value cached in the package's

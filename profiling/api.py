@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from profiling.config import TrainingConfig
-from profiling.estimate import Estimate, estimate
+from profiling.estimate.memory import Estimate, estimate
 
 if TYPE_CHECKING:
-    from profiling.trace import TraceResult
+    from profiling.trace.step import TraceResult
 
 
 def estimate_memory(**inputs: Any) -> Estimate:
@@ -46,7 +46,7 @@ def trace_memory(
     (``batch``, ``seq``, ``precision``, ``optimizer``, ``gpus``, ``zero``, ``fsdp``,
     ``checkpointing`` …); ``module_depth`` sets the depth of the per-module table.
     """
-    from profiling.trace import trace_step
+    from profiling.trace.step import trace_step
 
     factory = None
     if callable(model):
@@ -63,8 +63,9 @@ def save_record(result: Any, directory: str | Path, gpu_mem_gb: float | None = N
     journal-agent keeps records in ``<project>/.journal/measurements``; cite one as
     ``[m:<id>]``.
     """
+    from profiling.estimate.record import estimate_record
     from profiling.records import RecordStore
-    from profiling.report import estimate_record, trace_record
+    from profiling.trace.report import trace_record
 
     if isinstance(result, Estimate):
         record = estimate_record(result)

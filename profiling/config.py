@@ -251,7 +251,7 @@ class TrainingConfig(BaseModel):
 
     @model_validator(mode="after")
     def _coherent(self) -> TrainingConfig:
-        from profiling.workloads import WORKLOADS
+        from profiling.models.workloads import WORKLOADS
 
         if self.model is None and self.params is None:
             raise ConfigError("give --model NAME or --params N (e.g. --params 7e9)", "model")
@@ -292,7 +292,7 @@ class TrainingConfig(BaseModel):
         return self
 
     def _check_seq(self) -> None:
-        from profiling.workloads import WORKLOADS
+        from profiling.models.workloads import WORKLOADS
 
         w = WORKLOADS.get(self.model or "")
         if w is not None and self.seq is not None and self.seq > w.max_seq:
@@ -362,7 +362,7 @@ class TrainingConfig(BaseModel):
         """The sequence length: given, else the reference model's (≤ 2048), else 512."""
         if self.seq is not None:
             return self.seq
-        from profiling.workloads import WORKLOADS
+        from profiling.models.workloads import WORKLOADS
 
         w = WORKLOADS.get(self.model or "")
         return min(w.max_seq, 2048) if w is not None else 512 if self.is_factory else 2048

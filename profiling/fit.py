@@ -4,8 +4,8 @@
 precision (bf16, mixed, amp-bf16, fp32), ZeRO stage (with more than one GPU), activation
 checkpointing (none, full), what is trained (everything, LoRA r=16, QLoRA r=16), optimizer-state
 CPU offload, and the micro-batch (1, 2, 4 … 64). Every candidate is estimated in closed form
-(``profiling.estimate``); those whose peak fits the GPU are ranked — full training first, then
-LoRA, then QLoRA (they train different things), and within each by estimated tokens per second
+(``profiling.estimate.memory``); those whose peak fits the GPU are ranked — full training first,
+then LoRA, then QLoRA (they train different things), and within each by estimated tokens per second
 (FLOPs per GPU at the GPU's peak × MFU; offloaded optimizer steps run on the CPU and are slower
 than shown). The best few are traced under fake tensors to confirm the peak. When nothing fits,
 the smallest need is reported.
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
-from profiling.estimate import HEADROOM, estimate
+from profiling.estimate.memory import HEADROOM, estimate
 from profiling.units import fmt_bytes
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -183,7 +183,7 @@ def _confirm(
 ) -> None:
     if confirm <= 0:
         return
-    from profiling.trace import OPTIMIZERS, trace_step, untraceable
+    from profiling.trace.step import OPTIMIZERS, trace_step, untraceable
 
     done = 0
     for cand in fitting:

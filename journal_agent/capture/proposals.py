@@ -61,8 +61,8 @@ def pick(root: Path, which: str | None) -> list[Proposal]:
 
 def apply(root: Path, chosen: list[Proposal]) -> list[str]:
     """Add the chosen rows to learning_ledger.md (all or none), then file the proposals away."""
-    from journal_agent.journal.ledger_ops import LedgerOperation
-    from journal_agent.journal.ledger_store import LedgerStore
+    from journal_agent.learning.ledger_ops import LedgerOperation
+    from journal_agent.learning.ledger_store import LedgerStore
 
     ops = [LedgerOperation(**op) for p in chosen for op in p.operations]
     result = LedgerStore(root).update(ops)

@@ -51,8 +51,9 @@ def _print_record_line(record_id: str) -> None:
 
 
 def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
+    from profiling.trace.step.report import render_compare_text
+
     from profiling.records import cite
-    from profiling.report import render_compare_text
 
     typer.echo("")
     typer.echo(f"Estimate {cite(est_id)} beside trace {cite(trace_id)} (per GPU / per rank):")
@@ -82,7 +83,7 @@ def _trace_progress(cfg: Any, quiet: bool) -> Iterator[Callable[[str], None] | N
 
 
 def _run_trace(cfg: Any, quiet: bool, depth: int = 2) -> Any:
-    from profiling.trace import trace_step
+    from profiling.trace.step import trace_step
 
     with _trace_progress(cfg, quiet) as progress:
         return trace_step(cfg, progress=progress, module_depth=depth)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from journal_agent.cli import app
+from journal_agent.cli._app import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
@@ -43,7 +43,7 @@ def feedback_command(
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """Record the user's feedback with the change it led to in an ejected command or agent."""
-    from journal_agent.feedback import FeedbackLog
+    from journal_agent.learning.feedback import FeedbackLog
 
     log = FeedbackLog(resolve_root(root))
     chosen = [x for x in (text is not None, history, diff is not None, revert is not None) if x]

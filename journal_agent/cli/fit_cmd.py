@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from journal_agent.cli import app
+from journal_agent.cli._app import app
 from journal_agent.cli._common import print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._profiling_common import JsonFlag

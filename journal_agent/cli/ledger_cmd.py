@@ -1,6 +1,6 @@
 """``journal-agent ledger …``: show, check and update learning_ledger.md.
 
-Every update goes through :class:`journal_agent.journal.ledger_store.LedgerStore` (atomic,
+Every update goes through :class:`journal_agent.learning.ledger_store.LedgerStore` (atomic,
 under the journal's lock, every other line kept). Module level stays light (typer only).
 """
 
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from journal_agent.cli import app
+from journal_agent.cli._app import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
@@ -29,8 +29,8 @@ DateOption = Annotated[
 
 
 def _update(root: Path | None, json_out: bool, *ops: dict, title: str | None = None) -> None:
-    from journal_agent.journal.ledger_ops import LedgerOperation
-    from journal_agent.journal.ledger_store import LedgerStore
+    from journal_agent.learning.ledger_ops import LedgerOperation
+    from journal_agent.learning.ledger_store import LedgerStore
 
     store = LedgerStore(resolve_root(root))
     result = store.update([LedgerOperation(**op) for op in ops], title=title)
@@ -58,7 +58,7 @@ def ledger_command(
             # parses the subcommand's options after this callback has run).
             os.environ["JOURNAL_AGENT_ROOT"] = str(root)
         return
-    from journal_agent.journal import ledger_api
+    from journal_agent.learning import ledger_api
 
     overview = ledger_api.overview(resolve_root(root))
     if json_out:
@@ -93,7 +93,7 @@ def ledger_command(
 @ledger_app.command("check")
 def ledger_check_command(json_out: JsonOption = False, root: RootOption = None) -> None:  # type: ignore[assignment]
     """Sources of insights' numbers, references to entries and records, and structure."""
-    from journal_agent.journal import ledger_api
+    from journal_agent.learning import ledger_api
 
     workspace = resolve_root(root)
     report = ledger_api.check(workspace)
@@ -121,7 +121,7 @@ def ledger_init_command(
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """Create learning_ledger.md with every section, empty."""
-    from journal_agent.journal.ledger_store import LedgerStore
+    from journal_agent.learning.ledger_store import LedgerStore
 
     store = LedgerStore(resolve_root(root))
     if store.exists():

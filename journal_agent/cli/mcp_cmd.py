@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from journal_agent.cli import app
+from journal_agent.cli._app import app
 from journal_agent.cli._common import RootOption, resolve_root
 
 

@@ -3,7 +3,7 @@
 
 Every run saves a measurement record under ``<root>/.journal/measurements/`` and prints its
 id, so a journal entry can cite the number as ``[m:<id>]``. torch and matplotlib are imported
-inside the commands (``profiling.trace`` imports torch); the modules imported here are light.
+inside the commands (``profiling.trace.step`` imports torch); the modules imported here are light.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from journal_agent.cli import app
+from journal_agent.cli._app import app
 from journal_agent.cli._common import RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import ForceOption, check_plot
@@ -35,7 +35,7 @@ from journal_agent.errors import UserError
 def _estimate_table(est: Any) -> Any:
     from rich.table import Table
 
-    from profiling.estimate import describe_setup, verdict
+    from profiling.estimate.memory import describe_setup, verdict
     from profiling.units import fmt_bytes
 
     table = Table(
@@ -57,7 +57,7 @@ def _estimate_table(est: Any) -> Any:
 
 
 def _print_estimate(est: Any) -> None:
-    from profiling.estimate import moment_lines, time_lines
+    from profiling.estimate.memory import moment_lines, time_lines
     from profiling.units import fmt_bytes
 
     console = _console()
@@ -100,9 +100,10 @@ def estimate_command(
     --gpus 2 --zero 2 --gpu-mem 40
     """
     check_plot(plot, force)
+    from profiling.estimate.memory.record import estimate_json, estimate_record
+
     from profiling.config import TrainingConfig
-    from profiling.estimate import estimate
-    from profiling.report import estimate_json, estimate_record
+    from profiling.estimate.memory import estimate
 
     inp = TrainingConfig.parse(**config)
     store = _saving_store(root)
@@ -112,7 +113,7 @@ def estimate_command(
     payload = estimate_json(est, record.id)
     result = cmp = trace_rec = None
     if compare_trace:
-        from profiling.report import (
+        from profiling.trace.step.report import (
             compare,
             trace_config_for_estimate,
             trace_json,
@@ -137,7 +138,7 @@ def estimate_command(
     _print_estimate(est)
     _print_record_line(record.id)
     if cmp is not None and trace_rec is not None:
-        from profiling.report import render_trace_text
+        from profiling.trace.step.report import render_trace_text
 
         typer.echo("")
         typer.echo(render_trace_text(result))

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from journal_agent.cli import app
+from journal_agent.cli._app import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
@@ -64,7 +64,7 @@ def review_command(
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """Review what is due: the key question first, the answer on request, then your rating."""
-    from journal_agent.journal import review
+    from journal_agent.learning import review
 
     workspace = resolve_root(root)
     now = _moment(at)
@@ -84,7 +84,7 @@ def review_command(
 
 
 def _rate(workspace, rate: tuple[str, str], now, json_out: bool) -> None:
-    from journal_agent.journal import review
+    from journal_agent.learning import review
 
     outcome = review.rate(workspace, rate[0], rate[1], now)
     if json_out:
@@ -94,7 +94,7 @@ def _rate(workspace, rate: tuple[str, str], now, json_out: bool) -> None:
 
 
 def _suggest(workspace, json_out: bool) -> None:
-    from journal_agent.journal import review
+    from journal_agent.learning import review
 
     found = review.suggestions(workspace)
     if json_out:
@@ -121,7 +121,7 @@ def _list(cards, json_out: bool) -> None:
 
 
 def _interactive(workspace, cards, now) -> None:
-    from journal_agent.journal import review
+    from journal_agent.learning import review
 
     if not cards:
         typer.echo("Nothing is due. Well done.")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from journal_agent.cli import app
+from journal_agent.cli._app import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root, sandbox_notice
 from journal_agent.errors import UserError
 

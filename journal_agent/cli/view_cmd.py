@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from journal_agent.cli import app
+from journal_agent.cli._app import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 

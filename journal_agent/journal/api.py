@@ -14,9 +14,10 @@ from typing import Any
 
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
-from journal_agent.journal.index import Hit, SearchIndex
 from journal_agent.journal.model import Journal, parse_journal
 from journal_agent.journal.refs import RefStore
+from journal_agent.journal.search.hits import Hit
+from journal_agent.journal.search.index import SearchIndex
 from journal_agent.journal.store import JournalStore
 from journal_agent.journal.verify import (
     CheckReport,
@@ -133,7 +134,7 @@ class _DuplicateGuard:
 
 def _check_duplicate(root: Path, entry: Any, vector: Any = None) -> Any:
     """The duplicate check; a journal it cannot read is reported by the append itself."""
-    from journal_agent.journal.duplicates import check_draft
+    from journal_agent.journal.search.duplicates import check_draft
 
     try:
         return check_draft(root, entry, vector)
@@ -156,8 +157,8 @@ def _duplicate_problem(entry_id: str, dup: Any) -> Problem:
 def _remember_vector(root: Path, entry: Any, similar: Any) -> None:
     """Cache the vector computed for the duplicate check as the new entry's embedding; with
     no check made (first entry) compute it now, so search never embeds at query time."""
-    from journal_agent.journal import fusion
-    from journal_agent.journal.embeddings import Unavailable, embed_text, get_embedder
+    from journal_agent.journal.search import fusion
+    from journal_agent.journal.search.embeddings import Unavailable, embed_text, get_embedder
 
     text = embed_text(entry.title, " ".join(entry.tags), entry.body)
     if similar is not None and similar.vector is not None:
@@ -217,7 +218,9 @@ def search_with_note(
     who turned meaning off in the settings is not told again."""
     _require_journal(root)
     index = SearchIndex(Path(root))
-    hits = index.search(query, tags, limit)
+    from journal_agent.journal.search import ranking
+
+    hits = ranking.search(index, query, tags, limit)
     note = index.semantic_note
     if note and "turned off" in note:
         note = None
@@ -226,15 +229,15 @@ def search_with_note(
 
 def semantic_status(root: Path) -> str | None:
     """None when search uses meaning, else one sentence on why not (and how to turn it on)."""
-    from journal_agent.journal.embeddings import status
+    from journal_agent.journal.search.embeddings import status
 
     return status(Path(root))
 
 
 def index(root: Path, progress: Any = None) -> tuple[int, int]:
     """Embed every entry that has no vector yet; returns (embedded now, entries)."""
-    from journal_agent.journal import fusion
-    from journal_agent.journal.embeddings import Unavailable
+    from journal_agent.journal.search import fusion
+    from journal_agent.journal.search.embeddings import Unavailable
 
     _require_journal(root)
     try:
@@ -265,7 +268,9 @@ def related(root: Path, draft: str, limit: int = 5) -> list[Hit]:
     with contextlib.suppress(IndexError):
         exclude.add(parse_journal(draft).entries[0].id)
     JournalStore(Path(root)).read_text()  # fail clearly on a broken encoding
-    return SearchIndex(Path(root)).related(draft, limit, exclude)
+    from journal_agent.journal.search import ranking
+
+    return ranking.related(SearchIndex(Path(root)), draft, limit, exclude)
 
 
 def _require_journal(root: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.errors import UserError
-from journal_agent.journal.ledger_ops import LedgerOperation
+from journal_agent.learning.ledger_ops import LedgerOperation
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 
@@ -61,8 +61,8 @@ class LedgerShow(Tool):
 
     def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult:
         assert isinstance(params, LedgerShowInput)
-        from journal_agent.journal import ledger_api
-        from journal_agent.journal.ledger_store import LedgerStore
+        from journal_agent.learning import ledger_api
+        from journal_agent.learning.ledger_store import LedgerStore
 
         if ctx.policy is not None:
             ctx.policy.ensure(self.name)
@@ -117,8 +117,8 @@ class LedgerUpdate(Tool):
 
     def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult:
         assert isinstance(params, LedgerUpdateInput)
-        from journal_agent.journal import ledger_api
-        from journal_agent.journal.ledger_store import LedgerStore
+        from journal_agent.learning import ledger_api
+        from journal_agent.learning.ledger_store import LedgerStore
 
         if ctx.policy is not None:
             ctx.policy.ensure(self.name)

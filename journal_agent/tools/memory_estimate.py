@@ -25,9 +25,9 @@ class MemoryEstimate(Tool):
 
     def run(self, ctx: ToolContext, params: MemoryEstimateInput) -> ToolResult:  # type: ignore[override,valid-type]
         from profiling.config import TrainingConfig
-        from profiling.estimate import estimate, render_text
+        from profiling.estimate.memory import estimate, render_text
+        from profiling.estimate.record import estimate_record
         from profiling.records import RecordStore
-        from profiling.report import estimate_record
 
         # A ProfilingError (bad sizes, an unknown model) becomes an error result in Tool.call.
         est = estimate(TrainingConfig.parse(style="field", **params.config_values()))

@@ -141,7 +141,7 @@ def _run_child(args: list[str], ctx: ToolContext, timeout: float) -> tuple[dict 
 
 
 def render_compact(d: dict, err: str = "") -> str:
-    from profiling.measured_report import fmt_time
+    from profiling.measure.report import fmt_time
     from profiling.records import cite
     from profiling.units import fmt_bytes
 
@@ -203,8 +203,8 @@ class DeviceInfo(Tool):
 
     def run(self, ctx: ToolContext, params: DeviceInfoInput) -> ToolResult:  # type: ignore[override]
         from journal_agent.paths import measurements_dir
-        from profiling.devices import gpu_info
-        from profiling.measured_report import device_record, render_gpu_info
+        from profiling.measure.devices import gpu_info
+        from profiling.measure.report import device_record, render_gpu_info
         from profiling.records import RecordStore, cite
 
         info = gpu_info()

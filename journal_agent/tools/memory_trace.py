@@ -57,7 +57,7 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  #
 
     from profiling.config import TrainingConfig
     from profiling.errors import ProfilingError
-    from profiling.trace_run import trace_and_record
+    from profiling.trace.run import trace_and_record
 
     cfg = TrainingConfig.parse(style="field", **params.config_values())
     if cfg.model is None:

@@ -97,7 +97,7 @@ def _search_index(site: Site) -> str:
 
 
 def export_json(root: Path) -> dict[str, Any]:
-    from journal_agent.journal import review
+    from journal_agent.learning import review
 
     site = Site(root)
     recorded = site.recorded_hashes()
@@ -126,7 +126,7 @@ def export_json(root: Path) -> dict[str, Any]:
 
 
 def _ledger(site: Site) -> dict[str, Any] | None:
-    from journal_agent.journal.ledger_store import LedgerStore
+    from journal_agent.learning.ledger_store import LedgerStore
 
     store = LedgerStore(site.root)
     return store.load().summary() if store.exists() else None
@@ -141,7 +141,7 @@ def export_anki(root: Path, file: Path) -> int:
         import genanki
     except ImportError:
         raise UserError("export anki needs genanki: pip install 'journal-agent[view]'.") from None
-    from journal_agent.journal import review
+    from journal_agent.learning import review
     from journal_agent.view.markdown import render
 
     site = Site(root)

@@ -14,7 +14,7 @@ NEW_PER_DAY = 20  # never-reviewed items per session, as `journal-agent review`'
 
 
 def ledger_page(pages: Any, path: str) -> dict[str, Any]:
-    from journal_agent.journal.ledger_store import LedgerStore
+    from journal_agent.learning.ledger_store import LedgerStore
 
     site: Site = pages.site
     store = LedgerStore(site.root)
@@ -46,7 +46,7 @@ def _source_text(site: Site, path: str, text: str) -> Markup:
 
 
 def review_page(site: Site) -> dict[str, Any]:
-    from journal_agent.journal import review
+    from journal_agent.learning import review
 
     cards = review.queue(site.root, new_limit=NEW_PER_DAY)
     return {

@@ -127,7 +127,7 @@ class _Views:
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import JSONResponse
 
-        from journal_agent.journal import review
+        from journal_agent.learning import review
 
         form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
         try:

@@ -186,7 +186,7 @@ class Site:
 
     def related(self, entry: Entry, limit: int = 5) -> list[Any]:
         """Entries like this one (the search index's ``related``); [] when it cannot say."""
-        from journal_agent.journal.index import SearchIndex
+        from journal_agent.journal.search.index import SearchIndex
 
         try:
             return SearchIndex(self.root).related(entry.raw, limit, {entry.id})

@@ -37,7 +37,7 @@ def test_session_start_prints_nothing_when_nothing_is_due(project):
 
 
 def test_session_start_says_what_is_due_in_one_short_line(project):
-    from journal_agent.journal import review
+    from journal_agent.learning import review
     from journal_agent.tokenizer import encoding
 
     _journal(project, ("ZeRO stage 2", "Gradients are sharded.", ""))

@@ -85,7 +85,7 @@ def relevance_journal(tmp_path_factory) -> Workspace:
     is unset: the ``cli`` fixture is per test)."""
     from journal_agent.journal import api
 
-    from . import relevance
+    from .search import relevance
 
     w = Workspace(tmp_path_factory.mktemp("relevance"), None)  # type: ignore[arg-type]
     relevance.write_journal(w.root)

@@ -9,7 +9,7 @@ from torch import nn
 from journal_agent.journal import api
 from journal_agent.paths import measurements_dir
 from profiling import MemoryProfiler
-from profiling.measured_report import fmt_time
+from profiling.measure.report import fmt_time
 
 from .conftest import make_entry
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from journal_agent.journal.ledger import parse_ledger
+from journal_agent.learning.ledger import parse_ledger
 from tests.learning.learning_helpers import SEED_LEDGER
 
 
@@ -113,8 +113,8 @@ def test_init_then_check_passes_and_apply_takes_a_batch(ws, cli, tmp_path):
 WORKER = """
 import sys
 from pathlib import Path
-from journal_agent.journal.ledger_store import LedgerStore
-from journal_agent.journal.ledger_ops import LedgerOperation
+from journal_agent.learning.ledger_store import LedgerStore
+from journal_agent.learning.ledger_ops import LedgerOperation
 
 root, name, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 store = LedgerStore(root)

@@ -3,7 +3,7 @@ for byte, and the views read what the user wrote."""
 
 from __future__ import annotations
 
-from journal_agent.journal.ledger import parse_ledger
+from journal_agent.learning.ledger import parse_ledger
 from tests.learning.learning_helpers import SEED_LEDGER
 
 

@@ -10,8 +10,8 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from journal_agent.journal import ledger_edit as edit
-from journal_agent.journal.ledger import parse_ledger
+from journal_agent.learning import ledger_edit as edit
+from journal_agent.learning.ledger import parse_ledger
 
 WORDS = st.text(
     alphabet=st.characters(

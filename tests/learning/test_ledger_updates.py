@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from journal_agent.journal import ledger_edit as edit
-from journal_agent.journal.ledger import parse_ledger
-from journal_agent.journal.ledger_check import check_ledger
+from journal_agent.learning import ledger_edit as edit
+from journal_agent.learning.ledger import parse_ledger
+from journal_agent.learning.ledger_check import check_ledger
 
 
 def _diff(before: str, after: str) -> tuple[list[str], list[str]]:
@@ -155,8 +155,8 @@ def test_check_reports_structure_and_dangling_references(tmp_path):
 
 
 def test_an_update_that_changes_nothing_writes_nothing(tmp_path):
-    from journal_agent.journal.ledger_ops import LedgerOperation
-    from journal_agent.journal.ledger_store import LedgerStore
+    from journal_agent.learning.ledger_ops import LedgerOperation
+    from journal_agent.learning.ledger_store import LedgerStore
     from tests.learning.learning_helpers import SEED_LEDGER
 
     path = tmp_path / "learning_ledger.md"

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from journal_agent.errors import UserError
-from journal_agent.journal import review
+from journal_agent.learning import review
 from tests.learning.learning_helpers import SEED_LEDGER, write_journal
 
 

@@ -106,8 +106,8 @@ def test_json_is_plain_and_readable(tmp_path) -> None:
 
 def test_light_imports() -> None:
     code = (
-        "import sys, profiling, profiling.records, profiling.estimate, profiling.report, "
-        "profiling.workloads; "
+        "import sys, profiling, profiling.records, profiling.estimate.memory, "
+        "profiling.estimate.record, profiling.trace.report, profiling.models.workloads; "
         "bad = [m for m in ('torch', 'journal_agent', 'matplotlib') if m in sys.modules]; "
         "print(bad)"
     )

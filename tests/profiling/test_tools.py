@@ -69,7 +69,7 @@ def test_memory_trace_failure_is_a_result(user_models) -> None:
 
 
 def test_memory_trace_tool_reports_the_cli_run(tmp_path) -> None:
-    # The tool runs what `journal-agent trace` runs (profiling.trace_run): the steady-state
+    # The tool runs what `journal-agent trace` runs (profiling.trace.run): the steady-state
     # peak beside the first step's, the FLOPs, the time on a GPU, and a record holding them.
     args = {"model": "tiny-gpt2", "batch": 4, "seq": 64, "precision": "mixed", "gpu": "l4"}
     result = MemoryTrace().call(ToolContext(root=tmp_path), args)

@@ -1,0 +1,1 @@
+"""Finding entries: the index and its schema, query analysis, meaning, fusion, duplicates."""

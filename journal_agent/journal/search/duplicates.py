@@ -1,0 +1,156 @@
+"""No entry written twice: how close a draft is to the entries already in the journal.
+
+Two measures, each compared with its own threshold (set on the paraphrase and same-topic pairs
+of tests/journal/search/relevance.py, see test_duplicates.py):
+
+- **meaning**: cosine similarity of the all-MiniLM-L6-v2 vectors of the draft and the entry
+  (the text ``embeddings.embed_text`` makes of each), when the embeddings extra is installed;
+- **words**: cosine similarity of their TF-IDF vectors over stemmed words, which
+  needs nothing but SQLite, so the check works without the extra too.
+
+Candidates are the entries ``related`` finds for the draft, so the check costs one search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from journal_agent.journal.model import Entry
+
+# A draft repeats an entry when it says the same thing (meaning) in largely the same terms
+# (words). On the pairs in tests/journal/search/relevance.py, paraphrases of an entry score
+# 0.77–0.93 by meaning and 0.58–0.75 by words; a different concept on the same topic scores
+# up to 0.79 by meaning (warmup-stable-decay next to cosine decay: both LR schedules) but at
+# most 0.49 by words (DoRA next to LoRA), and up to 0.70 by meaning with 0.49 by words.
+# Requiring both keeps every same-topic entry in; peers refuse at 0.85 by meaning alone
+# (robinslange/learning-loop).
+# Without the embeddings extra the words decide alone. And the two titles must name a common
+# concept (a word, or spellings of one synonym): entries sharing a template but titled
+# "Gradient Accumulation" and "FSDP Sharding" are two entries, however alike their text.
+MEANING_THRESHOLD = 0.75
+WORDS_THRESHOLD = 0.55
+CANDIDATES = 5
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    id: str
+    title: str
+    date: str
+    line: int
+    meaning: float | None
+    words: float
+    same_concept: bool = True
+
+    def describe(self) -> str:
+        scores = f"words {self.words:.2f}"
+        if self.meaning is not None:
+            scores = f"meaning {self.meaning:.2f}, " + scores
+        return f"**{self.title}** ({self.date}, id {self.id}, line {self.line}; {scores})"
+
+
+@dataclass
+class Check:
+    duplicate: Duplicate | None
+    closest: list[Duplicate]  # the candidates with their scores, closest first
+    vector: Any = None  # the draft's vector, to cache for the appended entry
+    embedder: Any = None
+
+
+def check_draft(root: Path, entry: Entry, vector: Any = None) -> Check:
+    """Compare a parsed draft with the journal; ``duplicate`` is set when it repeats an entry.
+    ``vector``: the draft's, when an earlier check computed it."""
+    from journal_agent.journal.search import fusion, ranking
+    from journal_agent.journal.search.embeddings import Unavailable, embed_text, get_embedder
+    from journal_agent.journal.search.index import SearchIndex
+    from journal_agent.journal.search.query import concepts, load_synonyms
+
+    index = SearchIndex(Path(root))
+    text = embed_text(entry.title, " ".join(entry.tags), entry.body)
+    embedder = None
+    try:
+        embedder = get_embedder(index.root)
+        if vector is None:
+            vector = embedder.encode([text], fusion.ENTRY_TOKENS)[0]
+    except Unavailable:
+        vector = None
+    conn = index.connect()
+    try:
+        index.ensure_fresh(conn)
+        hits = ranking.related_in(
+            index, conn, entry.raw, CANDIDATES, set(), vector is not None, vector
+        )
+        rowids = dict(
+            conn.execute(
+                f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(hits))})",
+                [h.id for h in hits],
+            )
+        )
+        texts = index.entry_texts(conn, list(rowids.values()))
+        total = conn.execute("SELECT count(*) FROM entries").fetchone()[0] or 1
+
+        bags = {rowid: _bag(embed_text(*texts[rowid])) for rowid in texts}
+        draft_bag = _bag(text)
+        # Document frequencies of every word involved, in one pass over the vocabulary rows
+        # that matter (one query per word cost 130 ms at 10,000 entries).
+        words = sorted(set(draft_bag).union(*bags.values()))
+        counts: dict[str, int] = {}
+        for start in range(0, len(words), 500):
+            chunk = words[start : start + 500]
+            counts.update(
+                conn.execute(
+                    "SELECT term, doc FROM entries_vocab WHERE term IN "
+                    f"({','.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+            )
+
+        def df(term: str) -> int:
+            return counts.get(term, 0)
+
+        draft_words = _weights(draft_bag, df, total)
+        synonyms = load_synonyms(index.root)
+        draft_concepts = concepts(entry.title, synonyms)
+        closest = []
+        for hit in hits:
+            rowid = rowids.get(hit.id)
+            if rowid is None or rowid not in texts:
+                continue
+            similarity = _cosine(draft_words, _weights(bags[rowid], df, total))
+            shared = bool(draft_concepts & concepts(hit.title, synonyms))
+            closest.append(
+                Duplicate(hit.id, hit.title, hit.date, hit.line, hit.meaning, similarity, shared)
+            )
+    finally:
+        conn.close()
+    closest.sort(key=lambda d: -(d.meaning if d.meaning is not None else d.words))
+    duplicate = next((d for d in closest if _is_duplicate(d)), None)
+    return Check(duplicate, closest, vector, embedder)
+
+
+def _is_duplicate(d: Duplicate) -> bool:
+    if not d.same_concept or d.words < WORDS_THRESHOLD:
+        return False
+    return d.meaning is None or d.meaning >= MEANING_THRESHOLD
+
+
+def _bag(text: str) -> Counter[str]:
+    from journal_agent.journal.search.hits import useful
+    from journal_agent.journal.search.query import stems
+
+    return Counter(w for w in stems(text) if useful(w))
+
+
+def _weights(bag: Counter[str], df: Any, total: int) -> dict[str, float]:
+    return {w: (1 + math.log(n)) * math.log(1 + total / (1 + df(w))) for w, n in bag.items()}
+
+
+def _cosine(a: dict[str, float], b: dict[str, float]) -> float:
+    dot = sum(v * b.get(k, 0.0) for k, v in a.items())
+    na = math.sqrt(sum(v * v for v in a.values()))
+    nb = math.sqrt(sum(v * v for v in b.values()))
+    return dot / (na * nb) if na and nb else 0.0

@@ -1,0 +1,136 @@
+"""Ranking: a query's entries (``search``) and the entries a draft should link to
+(``related``) — words by BM25 from the index, fused by reciprocal rank with meaning when the
+embeddings extra is there (``fusion``). Kept out of ``index.py`` so the index, which fusion
+reads, never imports fusion: no import circle.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections import Counter
+from typing import Any
+
+from journal_agent.journal.search import fusion
+from journal_agent.journal.search.hits import Hit, Lexical, useful
+from journal_agent.journal.search.index import SearchIndex
+from journal_agent.journal.search.query import (
+    CJK_RUN,
+    QueryPlan,
+    Term,
+    is_fts_syntax,
+    phrase,
+    stems,
+)
+
+
+def search(
+    index: SearchIndex,
+    query: str,
+    tags: list[str] | None = None,
+    limit: int = 10,
+    semantic: bool = True,
+) -> list[Hit]:
+    """Entries for a query: by words (all, then some) and, when available, by meaning."""
+    tags = [t.lstrip("#").lower() for t in (tags or []) if t.strip("#")]
+    meaning = semantic and bool(query.strip()) and not is_fts_syntax(query)
+    depth = max(limit * 3, 30)
+    # Meaning is worked out on the other core while this thread searches by words (numpy
+    # and SQLite both release the GIL); started first, as embedding is the longer part.
+    fresh = threading.Event()
+    by_meaning = fusion.nearest_soon(index, query, tags, depth, fresh) if meaning else None
+    conn = index.connect()
+    try:
+        try:
+            index.ensure_fresh(conn)
+        finally:
+            fresh.set()
+        if not query.strip():
+            return index.by_tags(conn, tags, limit)
+        plan = index.plan(conn, query)
+        lexical = index.lexical(conn, plan, tags, depth)
+        snippets: dict[int, str] = {}
+        nearest: list[tuple[int, float]] = []
+        if by_meaning is not None:
+            if not by_meaning.done():
+                # While meaning is still coming: the snippets of the best word matches,
+                # which are most of what fusion shows.
+                snippets = index.snippets(conn, plan, [h.rowid for h in lexical[:limit]])
+            nearest, index.semantic_note = by_meaning.result()
+        elif meaning:
+            nearest, index.semantic_note = fusion.nearest(index, conn, query, tags, depth)
+        ranked = fusion.fuse(lexical, nearest, limit)
+        by_row = {r.rowid: r for r in lexical}
+        return index.make_hits(conn, ranked, plan, by_row, dict(nearest), snippets)
+    finally:
+        conn.close()
+
+
+def related(
+    index: SearchIndex,
+    draft: str,
+    limit: int = 5,
+    exclude: set[str] | None = None,
+    semantic: bool = True,
+) -> list[Hit]:
+    """Entries a draft should link to: its most telling terms by BM25, fused with meaning."""
+    conn = index.connect()
+    try:
+        index.ensure_fresh(conn)
+        return related_in(index, conn, draft, limit, exclude or set(), semantic)
+    finally:
+        conn.close()
+
+
+def related_in(
+    index: SearchIndex,
+    conn: sqlite3.Connection,
+    draft: str,
+    limit: int,
+    exclude: set[str],
+    semantic: bool = True,
+    vector: Any = None,
+) -> list[Hit]:
+    terms = salient_terms(conn, draft)
+    plan = QueryPlan([Term(t, [phrase(t)]) for t in terms])
+    depth = limit + len(exclude) + 20
+    lexical: list[Lexical] = []
+    if terms:
+        found = index.match(conn, plan.any_of(), [], depth)
+        lexical = [Lexical(r, s) for r, s in sorted(found.items(), key=lambda x: x[1])]
+    nearest: list[tuple[int, float]] = []
+    if semantic:
+        nearest, index.semantic_note = fusion.nearest(
+            index, conn, draft, [], depth, as_entry=True, vector=vector
+        )
+    excluded = {
+        r[0]
+        for r in conn.execute(
+            f"SELECT rowid FROM entries WHERE id IN ({','.join('?' * len(exclude))})",
+            list(exclude),
+        )
+    }
+    lexical = [h for h in lexical if h.rowid not in excluded]
+    nearest = [(r, s) for r, s in nearest if r not in excluded]
+    ranked = fusion.fuse(lexical, nearest, limit, floor=fusion.RELATED_FLOOR)
+    return index.make_hits(conn, ranked, plan, {h.rowid: h for h in lexical}, dict(nearest))
+
+
+def salient_terms(conn: sqlite3.Connection, draft: str, count: int = 16) -> list[str]:
+    """A draft's most telling stems: frequent in it, rare in the journal."""
+    words = [w for w in stems(CJK_RUN.sub(" ", draft)) if useful(w)]
+    if not words:
+        return []
+    tf = Counter(words)
+    total = conn.execute("SELECT count(*) FROM entries").fetchone()[0] or 1
+    df = {}
+    for word in tf:
+        row = conn.execute("SELECT doc FROM entries_vocab WHERE term = ?", (word,)).fetchone()
+        df[word] = row[0] if row else 0
+    # Terms no entry contains cannot match; very common ones do not discriminate.
+    scored = [
+        (tf[w] * math.log(1 + total / df[w]), w) for w in tf if 0 < df[w] <= max(1, total * 0.6)
+    ]
+    scored.sort(reverse=True)
+    return [w for _, w in scored[:count]]

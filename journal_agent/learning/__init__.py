@@ -1,0 +1,1 @@
+"""What the learner knows over time: the ledger, spaced review (FSRS), /learn's feedback."""

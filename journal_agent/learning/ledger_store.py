@@ -1,0 +1,159 @@
+"""``learning_ledger.md`` on disk: read it, and update it atomically under the journal's lock.
+
+Updates take the same lock as journal appends (and as Write/Edit of the ledger), re-read the
+file under it, apply the operations to what is on disk *now*, and replace the file with a temp
+file + fsync + rename. Two processes updating at once are serialized and neither loses the
+other's change; an editor that saved the file without the lock while we worked is detected
+(size/mtime/inode changed) and the update is redone on its content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date as _date
+from pathlib import Path
+
+from journal_agent.atomic import atomic_write, remove_stale_temps
+from journal_agent.errors import UserError
+from journal_agent.journal.store import changed_since
+from journal_agent.learning.ledger import Ledger, parse_ledger
+from journal_agent.learning.ledger_edit import new_ledger, set_updated
+from journal_agent.learning.ledger_ops import LedgerOperation, apply
+from journal_agent.paths import LEDGER_FILE
+
+
+@dataclass
+class UpdateResult:
+    path: Path
+    created: bool
+    changes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"path": str(self.path), "created": self.created, "changes": self.changes}
+
+
+def refuse_new_secrets(old: str, new: str) -> None:
+    """The ledger never receives a secret (an API key, a token, a password): refuse an update
+    whose new lines hold one. Lines already there, put by the user, do not block an unrelated
+    update (as for Write/Edit into the ledger)."""
+    from journal_agent.secrets import refuse_secrets
+
+    before = set(old.splitlines())
+    refuse_secrets("\n".join(line for line in new.splitlines() if line not in before), LEDGER_FILE)
+
+
+class LedgerStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.path = self.root / LEDGER_FILE
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    def read_text(self) -> str:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            raise UserError(
+                f"there is no {LEDGER_FILE} in {self.root} yet; create it with "
+                "`journal-agent ledger init` or run /end-session."
+            ) from None
+        return _decode(data, self.path)
+
+    def load(self) -> Ledger:
+        return parse_ledger(self.read_text())
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The journal's lock: journal appends, ledger updates and Write/Edit of either."""
+        from filelock import Timeout
+
+        from journal_agent.journal.store import LOCK_TIMEOUT, JournalStore
+
+        journal = JournalStore(self.root)
+        lock = journal.lock()
+        try:
+            lock.acquire()
+        except Timeout:
+            raise UserError(
+                f"another journal-agent process has held {journal.lock_path} for over "
+                f"{LOCK_TIMEOUT:.0f} s; wait for it to finish and try again."
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def update(
+        self,
+        operations: list[LedgerOperation],
+        *,
+        title: str | None = None,
+        today: str | None = None,
+    ) -> UpdateResult:
+        """Apply the operations together (all or none) and stamp ``Last Updated``."""
+        from journal_agent.learning.ledger_ops import validate
+
+        day = today or _date.today().isoformat()
+        dated = ("add_session", "archive_insight", "set_updated")
+        operations = [
+            op.model_copy(update={"date": day}) if op.op in dated and op.date is None else op
+            for op in operations
+        ]
+        validate(self.root, operations)
+        return self.edit(
+            lambda ledger: [apply(ledger, op) for op in operations],
+            title=title,
+            today=today,
+            stamp=not any(op.op == "set_updated" for op in operations),
+        )
+
+    def edit(
+        self,
+        change: Callable[[Ledger], list[str]],
+        *,
+        title: str | None = None,
+        today: str | None = None,
+        stamp: bool = True,
+    ) -> UpdateResult:
+        with self.locked():
+            remove_stale_temps(self.path)
+            for _ in range(5):
+                try:
+                    st = self.path.stat()
+                    data = self.path.read_bytes()
+                    text = _decode(data, self.path)
+                    created = False
+                except FileNotFoundError:
+                    st, created = None, True
+                    text = new_ledger(title or "Learning Ledger", today)
+                ledger = parse_ledger(text)
+                changes = change(ledger)
+                # A tick of a ticked box changes nothing: no new date either.
+                if stamp and (created or ledger.render() != text):
+                    set_updated(ledger, today or _date.today().isoformat())
+                new_text = ledger.render()
+                if new_text == text and not created:
+                    return UpdateResult(self.path, False, changes)
+                refuse_new_secrets("" if created else text, new_text)
+                if st is not None and changed_since(self.path, st):
+                    continue  # saved by an editor meanwhile: redo on its content
+                atomic_write(self.path, new_text)
+                return UpdateResult(self.path, created, changes)
+        raise UserError(
+            f"{self.path} kept changing while updating it; close the editor that is saving it "
+            "and try again."
+        )
+
+
+def _decode(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(
+            f"{path.name} is not valid UTF-8 (line {line}); save it as UTF-8 in your editor "
+            "and try again."
+        ) from None

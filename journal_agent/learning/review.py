@@ -1,0 +1,386 @@
+"""Spaced review of what the journal and the ledger hold, scheduled by FSRS (the ``fsrs`` package).
+
+What can be reviewed (each with a stable id):
+
+* ``entry:<entry id>`` — a journal entry: its key question first, its intuition and key insights
+  as the answer;
+* ``item:<slug>`` — a knowledge-graph item of the ledger (the slug of its bold term, or of its
+  words): "what do you know about …", then the item as the ledger states it;
+* ``insight:<date>-<slug>`` — an archived insight: its title, then the quotation.
+
+State lives in ``.journal/review.json`` (one FSRS card per reviewed id, and every review as a
+log line), replaced atomically under ``.journal/locks/review.lock``. A corrupt state file is
+moved aside (nothing is deleted) and the user is told in one sentence. Scheduling is the
+package's own ``Scheduler.review_card`` with its default parameters and fuzzing off, so a
+schedule can be replayed and checked; datetimes are UTC, as fsrs requires.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from journal_agent.errors import UserError
+from journal_agent.journal._text import slugify
+from journal_agent.locks import held
+from journal_agent.paths import state_dir
+
+RATINGS = {"again": 1, "hard": 2, "good": 3, "easy": 4}
+RATING_NAMES = {v: k for k, v in RATINGS.items()}
+STATE_VERSION = 1
+# Review history → ledger suggestions (never applied silently; /end-session asks or applies).
+FAILED_RECENT = 4  # of the last this many ratings …
+FAILED_AGAIN = 2  # … this many "again" → suggest 🔴
+EASY_STREAK = 3  # this many good/easy ratings in a row …
+EASY_SPAN = timedelta(days=14)  # … spread over at least two weeks → suggest 🟢
+
+
+@dataclass
+class ReviewItem:
+    id: str
+    kind: str  # entry | item | insight
+    title: str
+    question: str
+    answer: str
+    level: str | None = None  # for ledger items: mastered / developing / blind_spots
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def scheduler():
+    from fsrs import Scheduler
+
+    return Scheduler(enable_fuzzing=False)
+
+
+def parse_rating(value: str | int) -> int:
+    text = str(value).strip().lower()
+    if text in RATINGS:
+        return RATINGS[text]
+    if text in ("1", "2", "3", "4"):
+        return int(text)
+    raise UserError(f"{value!r} is not a rating; use again, hard, good or easy (or 1-4).")
+
+
+def utc(moment: datetime | None = None) -> datetime:
+    if moment is None:
+        return datetime.now(UTC)
+    if moment.tzinfo is None:
+        raise UserError(f"{moment.isoformat()} has no time zone; give it in UTC, e.g. …Z.")
+    return moment.astimezone(UTC)
+
+
+# -- what can be reviewed ------------------------------------------------------------------
+
+
+def collect_items(root: Path) -> list[ReviewItem]:
+    """Every journal entry, ledger item and archived insight, in document order."""
+    from journal_agent.journal.store import JournalStore
+    from journal_agent.learning.ledger_store import LedgerStore
+
+    items: list[ReviewItem] = []
+    journal = JournalStore(root)
+    if journal.exists():
+        for entry in journal.load().entries:
+            question = _strip_label(entry.section_text("key_question")) or entry.title
+            answer = "\n\n".join(
+                part.strip()
+                for part in (entry.section_text("intuition"), entry.section_text("key_insights"))
+                if part.strip()
+            ) or _excerpt(entry.raw)
+            items.append(ReviewItem(f"entry:{entry.id}", "entry", entry.title, question, answer))
+    ledger_store = LedgerStore(root)
+    if ledger_store.exists():
+        ledger = ledger_store.load()
+        seen: set[str] = set()
+        for item in ledger.items():
+            term = _term(item.text)
+            ident = f"item:{slugify(term)}"
+            if ident in seen:
+                continue
+            seen.add(ident)
+            items.append(
+                ReviewItem(
+                    ident,
+                    "item",
+                    term,
+                    f"What do you know about {term}? Explain it, then check.",
+                    item.text,
+                    item.level,
+                )
+            )
+        for insight in ledger.insights():
+            ident = f"insight:{insight.date or 'undated'}-{slugify(insight.title)}"
+            if ident in seen:
+                continue
+            seen.add(ident)
+            items.append(
+                ReviewItem(
+                    ident,
+                    "insight",
+                    insight.title,
+                    f"Insight: {insight.title} — what is it, and why?",
+                    insight.quote,
+                )
+            )
+    return items
+
+
+def _term(text: str) -> str:
+    from journal_agent.learning.ledger import key_term
+
+    return key_term(text)
+
+
+def _strip_label(section: str) -> str:
+    lines = section.strip().splitlines()
+    if not lines:
+        return ""
+    first = lines[0]
+    if first.lstrip().startswith("#"):
+        lines = lines[1:]
+    elif first.lstrip().startswith("**") and "**" in first.lstrip()[2:]:
+        rest = first.lstrip()[2:]
+        lines[0] = rest[rest.index("**") + 2 :].lstrip(" :")
+    return "\n".join(line for line in lines).strip().strip("*").strip()
+
+
+def _excerpt(raw: str, lines: int = 12) -> str:
+    return "".join(raw.splitlines(keepends=True)[1 : lines + 1]).strip()
+
+
+# -- state -----------------------------------------------------------------------------------
+
+
+class ReviewState:
+    """``.journal/review.json``: FSRS cards by item id, plus the review log."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.path = state_dir(self.root) / "review.json"
+
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        return held(
+            state_dir(self.root) / "locks" / "review.lock",
+            60,
+            "another journal-agent review has held the review lock for over 60 s; finish "
+            "it and try again.",
+        )
+
+    def load(self) -> dict[str, Any]:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {"version": STATE_VERSION, "cards": {}, "log": []}
+        try:
+            data = json.loads(raw.decode("utf-8"))
+            if not isinstance(data, dict) or not isinstance(data.get("cards"), dict):
+                raise ValueError("not a review state")
+            if not isinstance(data.get("log", []), list):
+                raise ValueError("its log is not a list")
+            from fsrs import Card
+
+            for value in data["cards"].values():
+                Card.from_dict(value["card"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            aside = self._set_aside()
+            raise UserError(
+                f"the review state {self.path} was unreadable ({_short(exc)}); it was kept as "
+                f"{aside.name} and the next review starts a fresh schedule — restore that file "
+                "if you fixed it."
+            ) from None
+        data.setdefault("log", [])
+        return data
+
+    def _set_aside(self) -> Path:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        self.path.rename(aside)
+        return aside
+
+    def save(self, data: dict[str, Any]) -> None:
+        from journal_agent.atomic import atomic_write
+
+        text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+        atomic_write(self.path, text)
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:80]
+
+
+# -- scheduling ------------------------------------------------------------------------------
+
+
+@dataclass
+class DueCard:
+    id: str
+    title: str
+    kind: str
+    due: str | None  # ISO UTC; None for an item never reviewed (due now)
+    state: str  # new | learning | review | relearning
+    reviews: int
+    question: str
+    answer: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def queue(
+    root: Path,
+    now: datetime | None = None,
+    *,
+    everything: bool = False,
+    new_limit: int | None = None,
+) -> list[DueCard]:
+    """What is due at ``now``: reviewed cards whose due date has come (most overdue first),
+    then items never reviewed (at most ``new_limit`` of them, oldest first: a journal of a
+    thousand entries should not arrive as a thousand questions on day one). ``everything``
+    lists every item with its due date."""
+    from fsrs import Card
+
+    now = utc(now)
+    state = ReviewState(root).load()
+    counts: dict[str, int] = {}
+    for line in state["log"]:
+        counts[line["item"]] = counts.get(line["item"], 0) + 1
+    reviewed, fresh = [], []
+    for item in collect_items(root):
+        saved = state["cards"].get(item.id)
+        if saved is None:
+            fresh.append(
+                DueCard(item.id, item.title, item.kind, None, "new", 0, item.question, item.answer)
+            )
+            continue
+        card = Card.from_dict(saved["card"])
+        if everything or card.due <= now:
+            reviewed.append(
+                (
+                    card.due,
+                    DueCard(
+                        item.id,
+                        item.title,
+                        item.kind,
+                        card.due.isoformat(),
+                        card.state.name.lower(),
+                        counts.get(item.id, 0),
+                        item.question,
+                        item.answer,
+                    ),
+                )
+            )
+    reviewed.sort(key=lambda pair: pair[0])
+    if new_limit is not None and not everything:
+        fresh = fresh[:new_limit]
+    return [card for _, card in reviewed] + fresh
+
+
+def rate(root: Path, item_id: str, rating: str | int, now: datetime | None = None) -> dict:
+    """Record one review and schedule the next; returns the new due date and state."""
+    from fsrs import Card, Rating
+
+    value = parse_rating(rating)
+    now = utc(now)
+    items = {i.id: i for i in collect_items(root)}
+    if item_id not in items:
+        raise UserError(
+            f"nothing to review has the id {item_id!r}; `journal-agent review --list --all` "
+            "shows the ids."
+        )
+    store = ReviewState(root)
+    with store.locked():
+        state = store.load()
+        saved = state["cards"].get(item_id)
+        card = Card.from_dict(saved["card"]) if saved else Card(due=now)
+        card, log = scheduler().review_card(card, Rating(value), review_datetime=now)
+        state["cards"][item_id] = {"card": card.to_dict(), "title": items[item_id].title}
+        state["log"].append(
+            {
+                "item": item_id,
+                "rating": value,
+                "at": now.isoformat(),
+                "due": card.due.isoformat(),
+                "stability": card.stability,
+            }
+        )
+        state["version"] = STATE_VERSION
+        store.save(state)
+    return {
+        "id": item_id,
+        "rating": RATING_NAMES[value],
+        "reviewed": now.isoformat(),
+        "due": card.due.isoformat(),
+        "state": card.state.name.lower(),
+        "stability": card.stability,
+        "log": log.to_dict(),
+    }
+
+
+# -- history → ledger suggestions ------------------------------------------------------------
+
+
+def suggestions(root: Path) -> list[dict[str, Any]]:
+    """Mastery moves the review history supports: an item failed repeatedly → 🔴, one recalled
+    well over weeks → 🟢. Suggestions only; /end-session (or the user) applies them."""
+    state = ReviewState(root).load()
+    history: dict[str, list[tuple[datetime, int]]] = {}
+    for line in state["log"]:
+        history.setdefault(line["item"], []).append(
+            (datetime.fromisoformat(line["at"]), int(line["rating"]))
+        )
+    out: list[dict[str, Any]] = []
+    items = {i.id: i for i in collect_items(root)}
+    ledger_terms = {i.id for i in items.values() if i.kind == "item"}
+    for item_id, reviews in history.items():
+        item = items.get(item_id)
+        if item is None or item.kind == "insight":
+            continue
+        reviews.sort()
+        ratings = [r for _, r in reviews]
+        recent = ratings[-FAILED_RECENT:]
+        streak = reviews[-EASY_STREAK:]
+        to = None
+        if recent.count(RATINGS["again"]) >= FAILED_AGAIN:
+            to = "blind_spots"
+            reason = (
+                f"'{item.title}' was forgotten {recent.count(1)} of the last {len(recent)} reviews"
+            )
+        elif (
+            len(streak) == EASY_STREAK
+            and all(r >= RATINGS["good"] for _, r in streak)
+            and streak[-1][0] - streak[0][0] >= EASY_SPAN
+        ):
+            to = "mastered"
+            days = (streak[-1][0] - streak[0][0]).days
+            reason = f"'{item.title}' was recalled well {EASY_STREAK} times over {days} days"
+        if to is None or item.level == to:
+            continue
+        if item.kind == "item":
+            op = {"op": "move_item", "match": item.title, "level": to}
+            command = f'journal-agent ledger move "{item.title}" {_short_level(to)}'
+        else:
+            if f"item:{slugify(item.title)}" in ledger_terms:
+                continue
+            entry = item_id.removeprefix("entry:")
+            from journal_agent.learning.ledger_edit import entry_ref
+
+            text = f"**{item.title}** {entry_ref(entry)}"
+            op = {"op": "add_item", "level": to, "text": text}
+            command = f"journal-agent ledger add-item {_short_level(to)} '{text}'"
+        out.append({"id": item_id, "to": to, "reason": reason, "operation": op, "command": command})
+    return out
+
+
+def _short_level(level: str) -> str:
+    return "blind" if level == "blind_spots" else level

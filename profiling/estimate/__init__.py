@@ -1,0 +1,1 @@
+"""Closed-form estimates: memory by category, activations, optimizer states, step time."""

@@ -1,0 +1,575 @@
+"""Estimated memory: closed-form bytes for a training step, every step of the sum shown.
+
+Model states (Ψ = parameters) by precision and optimizer, sharded by ZeRO stage over N GPUs
+(``_estimate_states``); activations op by op for GPT-2 and Llama blocks, derived from what the
+trace shows each op saving (``_estimate_activations``); the loss's fp32 log-probabilities; LoRA
+and QLoRA; the optimizer step's temporaries. The peak is the largest of the step's moments
+(end of forward, the loss's backward, the end of backward, the optimizer step), each summed from
+the components alive then. DeepSpeed's own model-state estimators are reproduced
+(``deepspeed_zero2_gpu_bytes`` / ``deepspeed_zero3_gpu_bytes``) so the difference of convention
+(18 B/param against 16) is shown, not hidden. FLOPs and time: ``profiling.estimate.time``.
+
+No torch here: an estimate runs anywhere in milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.estimate import activations as acts
+from profiling.estimate.states import (
+    Ledger,
+    Line,
+    Sharding,
+    full_training,
+    lora,
+    offload,
+    step_temporaries,
+    zero3_gathered,
+)
+from profiling.estimate.time import TimeEstimate, time_estimate
+from profiling.models.config import WorkloadConfig
+from profiling.models.workloads import WORKLOADS
+from profiling.records import Step
+from profiling.units import GiB, fmt_bytes, fmt_count
+
+# Below this share of the GPU an estimate is ✅; up to 100 % it is ⚠️ (allocator fragmentation,
+# the CUDA context and NCCL buffers take the rest); above, ❌.
+HEADROOM = 0.90
+
+# The estimate reads the one configuration model every tool shares (an alias kept for callers).
+EstimateInput = TrainingConfig
+
+Group = Literal["model states", "activations", "overhead", "temporaries"]
+
+
+class Component(BaseModel):
+    name: str
+    bytes: int  # per GPU
+    calculation: str
+    group: Group
+    unsharded_bytes: int  # the same component on one GPU without ZeRO
+    category: str = "other"  # the trace's category: parameters, gradients, optimizer, …
+
+
+class Moment(BaseModel):
+    """One moment of the step and what is alive then."""
+
+    name: str
+    bytes: int
+    calculation: str
+
+
+class Estimate(BaseModel):
+    inputs: EstimateInput
+    shape: dict[str, Any]
+    params: int
+    trainable_params: int
+    components: list[Component]
+    moments: list[Moment]
+    peak_moment: str
+    steps: list[Step]
+    per_gpu_bytes: int  # the peak: the largest moment
+    total_bytes: int  # summed over all N·t GPUs (data-parallel × tensor-parallel)
+    unsharded_bytes: int  # one GPU, no ZeRO: what data parallelism alone would need
+    gpu_mem_bytes: int | None
+    fits: bool | None
+    status: str | None  # ✅ / ⚠️ / ❌
+    deepspeed: dict[str, Any] | None
+    time: TimeEstimate | None
+    notes: list[str]
+
+    def category_bytes(self, category: str) -> int:
+        return sum(c.bytes for c in self.components if c.category == category)
+
+
+# --------------------------------------------------------------------- DeepSpeed's formulas
+
+
+def deepspeed_zero2_gpu_bytes(total_params: int, gpus: int, cpu_offload: bool = False) -> int:
+    """DeepSpeed 0.19.8 ``estimate_zero2_model_states_mem_needs`` GPU bytes.
+
+    Its multipliers: 2 = fp16 params (replicated); 18 = 2 fp16 grads + 4 fp32 grads + 4 fp32
+    params + 8 optimizer states, partitioned over all GPUs. With CPU offload only the fp16
+    params stay on the GPU.
+    """
+    if cpu_offload:
+        return 2 * total_params
+    return 2 * total_params + int(18 * total_params / gpus)
+
+
+def deepspeed_zero3_gpu_bytes(
+    total_params: int,
+    largest_layer_params: int,
+    gpus: int,
+    cpu_offload: bool = False,
+    cpu_offload_params: bool = False,
+) -> int:
+    """DeepSpeed 0.19.8 ``estimate_zero3_model_states_mem_needs`` GPU bytes."""
+    largest = 4 * largest_layer_params
+    if cpu_offload:
+        return largest if cpu_offload_params else largest + int(2 * total_params / gpus)
+    return largest + int(18 * total_params / gpus)
+
+
+# --------------------------------------------------------------------- the model's shape
+
+
+def _workload_shape(w: WorkloadConfig) -> dict[str, Any]:
+    h, f, kv = w.hidden, w.ffn, w.n_kv_heads * w.head_dim
+    head = w.vocab * h  # the LM head's matmul weight (tied or not, it is multiplied)
+    if w.arch == "gpt2":
+        block_matmuls, tensors = 4 * h * h + 2 * h * f, 2 + 12 * w.layers + 2
+        largest = max(w.vocab * h, h * f, 3 * h * h)
+    else:
+        block_matmuls, tensors = 2 * h * h + 2 * h * kv + 3 * h * f, 1 + 9 * w.layers + 2
+        largest = max(w.vocab * h, h * f, h * h)
+    return {
+        "name": w.name,
+        "arch": w.arch,
+        "params": w.param_count(),
+        "layers": w.layers,
+        "hidden": h,
+        "heads": w.heads,
+        "ffn": f,
+        "vocab": w.vocab,
+        "kv_dim": kv,
+        "tied": w.tied_embeddings,
+        "largest_layer_params": w.largest_layer_params(),
+        "largest_module_params": w.largest_module_params(),
+        "largest_tensor": largest,
+        "param_tensors": tensors,
+        "matmul_weights": w.layers * block_matmuls + head,
+        "head_params": head,
+        "max_seq": w.max_seq,
+        # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
+        "unquantized_params": w.embedding_params() + (0 if w.tied_embeddings else head),
+    }
+
+
+def _hand_shape(inp: EstimateInput) -> dict[str, Any]:
+    shape: dict[str, Any] = {"name": f"{fmt_count(inp.params or 0)} parameters"}
+    for key in ("layers", "hidden", "heads", "vocab", "ffn", "arch"):
+        if getattr(inp, key) is not None:
+            shape[key] = getattr(inp, key)
+    h, L, V = inp.hidden, inp.layers, inp.vocab
+    if h is not None and inp.heads is not None:
+        shape["kv_dim"] = (inp.kv_heads or inp.heads) * (h // inp.heads)
+    if h is not None and V is not None:
+        arch = inp.arch or "gpt2"
+        f = inp.ffn or (4 * h if arch == "gpt2" else acts._llama_ffn(h))
+        kv = shape.get("kv_dim", h)
+        block = 4 * h * h + 2 * h * f if arch == "gpt2" else 2 * h * h + 2 * h * kv + 3 * h * f
+        shape["largest_layer_params"] = max(V * h, block)
+        shape["largest_module_params"] = max(V * h, h * f)
+        shape["largest_tensor"] = max(V * h, h * f)
+        if L is not None:
+            shape["matmul_weights"] = L * block + V * h
+            shape["head_params"] = V * h
+    return shape
+
+
+def _shape(inp: EstimateInput) -> dict[str, Any]:
+    shape = _workload_shape(WORKLOADS[inp.model]) if inp.model is not None else _hand_shape(inp)
+    if inp.params is not None:
+        shape["params"] = inp.params
+    return shape
+
+
+# --------------------------------------------------------------------- activations
+
+
+def _tp_split(name: str, t: int, sp: bool) -> int:
+    """Korthikanti's rule: tensor parallelism splits attention and MLP; norms, their outputs and
+    dropout masks only with sequence parallelism."""
+    replicated = name.startswith(
+        ("norms", "matmul inputs", "dropout masks", "block inputs", "final")
+    )
+    return (t if sp else 1) if replicated else t
+
+
+def _add_activation(ledger: Ledger, term: acts.Term, times: int, t: int, sp: bool) -> None:
+    div = _tp_split(term.name, t, sp)
+    value = term.bytes * times / div
+    prefix_f = "L · " if times > 1 else ""
+    prefix_s = f"{times} · " if times > 1 else ""
+    suffix = f" / {div}" if div > 1 else ""
+    ledger.add(
+        Line(
+            name=term.name if term.name[0].isupper() else f"Activations: {term.name}",
+            bytes=value,
+            unsharded=value,
+            formula=prefix_f + term.formula + (" / t" if div > 1 else ""),
+            substituted=prefix_s + term.substituted + suffix,
+            group="activations",
+            category="activations",
+        )
+    )
+
+
+def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> float:
+    """Adds the activation components; returns what backward recomputes (full checkpointing)."""
+    d = acts.dims_of(shape, inp.seq_or_default(), inp.batch)
+    if d is None:
+        ledger.note(
+            "activations not counted: give --model, or --layers, --hidden and --heads "
+            "(and --vocab for logits)"
+        )
+        return 0.0
+    e = acts.Bytes.of(inp.precision)
+    t, sp = inp.tp, inp.sequence_parallel
+    layer = acts.per_layer(d, e, inp)
+    if inp.checkpointing == "full":
+        _add_activation(ledger, acts.checkpointed_layer(d, e), 1, t, sp)
+        once = acts.once_per_model(d, e, shape, inp)
+        if e.amp:  # the blocks' weight copies die with the checkpointed region
+            once = [_head_copy_only(term, shape) for term in once]
+        for term in once:
+            _add_activation(ledger, term, 1, t, sp)
+        return sum(term.bytes / _tp_split(term.name, t, sp) for term in layer)
+    for term in layer:
+        _add_activation(ledger, term, d.L, t, sp)
+    for term in acts.once_per_model(d, e, shape, inp):
+        _add_activation(ledger, term, 1, t, sp)
+    return 0.0
+
+
+def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
+    """With full checkpointing the blocks' weight copies are not saved for backward, but
+    autocast's cache holds them until the autocast region ends: a forward-time moment."""
+    if not (inp.autocast and inp.checkpointing == "full" and inp.lora_rank is None):
+        return 0.0
+    blocks = int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)
+    return 2 * blocks / inp.tp
+
+
+def _head_copy_only(term: acts.Term, shape: dict[str, Any]) -> acts.Term:
+    if not term.name.startswith("autocast"):
+        return term
+    head = int(shape.get("head_params") or 0)
+    return acts.Term(
+        "autocast's 16-bit LM-head weight copy (outside the checkpointed blocks)",
+        head * 2,
+        "V·h · 2 B",
+        f"{fmt_count(head)} · 2",
+    )
+
+
+# --------------------------------------------------------------------- the moments of a step
+
+
+def _moments(
+    est_lines: list[Line], inp: EstimateInput, shape: dict[str, Any], recompute: float
+) -> list[Moment]:
+    def total(*categories: str) -> float:
+        return sum(ln.bytes for ln in est_lines if ln.category in categories)
+
+    weights, grads = total("parameters"), total("gradients")
+    states, act = total("optimizer"), total("activations")
+    kept = grads if inp.grads_kept else 0.0
+    d = acts.dims_of(shape, inp.seq_or_default(), inp.batch)
+    head = acts.head_transient(d) if d is not None else None
+    f = fmt_bytes
+    fwd = weights + states + kept + act
+    moments = [
+        Moment(
+            name="end of forward",
+            bytes=round(fwd),
+            calculation=f"weights {f(weights)} + optimizer {f(states)}"
+            + (f" + gradients kept {f(kept)}" if kept else "")
+            + f" + activations {f(act)}",
+        )
+    ]
+    if head is not None:
+        value = head.bytes / inp.tp
+        moments.append(
+            Moment(
+                name="loss backward",
+                bytes=round(fwd + value),
+                calculation=f"end of forward + {head.formula} = {f(fwd)} + {head.substituted}",
+            )
+        )
+    cache = _autocast_cache(inp, shape)
+    if d is not None and d.V is not None:
+        # The loss: the logits (compute dtype) and their fp32 copy live beside the log-softmax
+        # output for a moment; under autocast with checkpointing, so does autocast's cache.
+        c = acts.Bytes.of(inp.precision).c
+        per = c + (4 if c != 4 else 0)
+        logits = d.s * d.b * d.V * per / inp.tp
+        moments.append(
+            Moment(
+                name="loss forward",
+                bytes=round(fwd + cache + logits),
+                calculation=f"end of forward + logits and their fp32 copy s·b·V·({c}"
+                + (" + 4" if c != 4 else "")
+                + f") B {f(logits)}"
+                + (
+                    f" + autocast's cached 16-bit copies of the blocks' weights {f(cache)} (held "
+                    "until autocast exits, though the checkpointed blocks save nothing)"
+                    if cache
+                    else ""
+                ),
+            )
+        )
+    if recompute:
+        moments.append(
+            Moment(
+                name="backward, a block recomputed",
+                bytes=round(fwd + recompute),
+                calculation=f"end of forward + one layer's activations {f(recompute)}",
+            )
+        )
+    tied = shape.get("tied") and inp.lora_rank is None and not inp.sharded
+    if tied and shape.get("vocab") and shape.get("hidden"):
+        # GPT-2 ties the LM head to the token embedding: at the end of backward the embedding's
+        # dense gradient (V·h) is added to the head's, briefly holding two more V·h tensors.
+        g = 2 if inp.precision in ("mixed", "bf16") else 4
+        extra = 2 * shape["vocab"] * shape["hidden"] * g / inp.tp
+        moments.append(
+            Moment(
+                name="end of backward",
+                bytes=round(weights + grads + states + extra),
+                calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer "
+                f"{f(states)} + tied embedding's gradient added: 2·V·h·{g} B {f(extra)}",
+            )
+        )
+    temps = total("temporaries")
+    moments.append(
+        Moment(
+            name="optimizer step",
+            bytes=round(weights + grads + states + temps),
+            calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer {f(states)}"
+            + f" + step temporaries {f(temps)}",
+        )
+    )
+    order = ["end of forward", "loss forward", "loss backward"]  # then the rest, in step order
+    return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
+
+
+# --------------------------------------------------------------------- the estimate
+
+
+def estimate(inp: EstimateInput) -> Estimate:
+    """Closed-form memory of one training step, per GPU and in total, every step shown.
+
+    Takes the validated configuration (a reference model or a parameter count, sequence and
+    batch, precision, optimizer, GPUs, ZeRO stage, tensor parallelism, LoRA/QLoRA, activation
+    checkpointing, GPU memory). Returns an :class:`Estimate`: the components (model states,
+    activations, logits …) with the formula and substituted numbers of each step, and the
+    per-GPU and total bytes. Needs no torch. Raises ``ProfilingError`` for a factory model.
+    """
+    if inp.is_factory:
+        raise ProfilingError(
+            f"the estimate needs a reference model or --params, not the factory {inp.model!r}"
+        )
+    shape = _shape(inp)
+    psi = int(shape["params"])
+    sh = Sharding(n=inp.gpus, t=inp.tp, z=inp.zero)
+    ledger = Ledger()
+    if inp.lora_rank is not None:
+        trainable = lora(ledger, inp, shape, sh)
+    else:
+        trainable = psi
+        full_training(ledger, inp, shape, sh)
+    zero3_gathered(ledger, inp, shape, inp.tp)
+    offload(ledger, inp)
+    recompute = _activations(ledger, inp, shape)
+    step_temporaries(ledger, inp, shape, sh, trainable)
+    moments = _moments(ledger.lines, inp, shape, recompute)
+    peak = max(moments, key=lambda m: m.bytes)
+    ledger.steps += [
+        Step(name=f"Moment: {m.name}", formula=m.calculation, substituted=fmt_bytes(m.bytes),
+             value=m.bytes, unit="B")
+        for m in moments
+    ]  # fmt: skip
+    ledger.steps.append(
+        Step(
+            name="Peak per GPU",
+            formula="max over the moments",
+            substituted=" , ".join(f"{m.name} {fmt_bytes(m.bytes)}" for m in moments),
+            value=peak.bytes,
+            unit="B",
+        )
+    )
+    gpu_mem = inp.gpu_mem_bytes()
+    fits = status = None
+    if gpu_mem:
+        fits, status = status_for(peak.bytes, gpu_mem)
+    timing = time_estimate(inp, shape)
+    if timing is not None:
+        ledger.steps += timing.steps + (timing.time.steps if timing.time else [])
+    ds = _deepspeed(inp, shape, ledger)
+    components = [
+        Component(
+            name=ln.name,
+            bytes=round(ln.bytes),
+            calculation=ln.substituted,
+            group=ln.group,  # type: ignore[arg-type]
+            unsharded_bytes=round(ln.unsharded),
+            category=ln.category,
+        )
+        for ln in ledger.lines
+    ]
+    unsharded = _unsharded_peak(ledger.lines, inp, shape, recompute)
+    return Estimate(
+        inputs=inp,
+        shape=shape,
+        params=psi,
+        trainable_params=trainable,
+        components=components,
+        moments=moments,
+        peak_moment=peak.name,
+        steps=ledger.steps,
+        per_gpu_bytes=peak.bytes,
+        total_bytes=peak.bytes * inp.gpus * inp.tp,  # every tensor-parallel rank holds its share
+        unsharded_bytes=unsharded,
+        gpu_mem_bytes=gpu_mem,
+        fits=fits,
+        status=status,
+        deepspeed=ds,
+        time=timing,
+        notes=ledger.notes,
+    )
+
+
+def _unsharded_peak(
+    lines: list[Line], inp: EstimateInput, shape: dict[str, Any], rec: float
+) -> int:
+    same = [
+        Line(ln.name, ln.unsharded, ln.unsharded, ln.formula, ln.substituted, ln.group, ln.category)
+        for ln in lines
+    ]
+    return max(m.bytes for m in _moments(same, inp, shape, rec))
+
+
+def _deepspeed(inp: EstimateInput, shape: dict[str, Any], ledger: Ledger) -> dict[str, Any] | None:
+    """DeepSpeed's own model-state estimators beside ours, with why they differ."""
+    if inp.precision != "mixed" or inp.optimizer not in ("adam", "adamw") or inp.lora_rank:
+        return None
+    psi, n, z = int(shape["params"]), inp.gpus, inp.zero
+    big = int(shape.get("largest_module_params") or 0)
+    ds: dict[str, Any] = {
+        "zero2_gpu_bytes": deepspeed_zero2_gpu_bytes(psi, n),
+        "zero2_formula": f"2Ψ + 18Ψ/N = 2·{fmt_count(psi)} + 18·{fmt_count(psi)}/{n}",
+    }
+    if big:
+        ds["zero3_gpu_bytes"] = deepspeed_zero3_gpu_bytes(psi, big, n)
+        ds["zero3_formula"] = (
+            f"4·largest module + 18Ψ/N = 4·{fmt_count(big)} + 18·{fmt_count(psi)}/{n}"
+        )
+    if z in (2, 3) and f"zero{z}_gpu_bytes" in ds and inp.tp == 1:
+        ours = sum(ln.bytes for ln in ledger.lines if ln.group in ("model states", "overhead"))
+        why = (
+            "DeepSpeed also keeps an fp32 gradient copy (18 B/param where the ZeRO paper "
+            "counts 16); --fp32-grads reproduces its number"
+            if z == 2
+            else "DeepSpeed counts 18Ψ/N (fp16 and fp32 gradients, fp32 weights, two "
+            "states) plus 4 B per parameter of the largest single module; we count "
+            "16Ψ/N plus the largest block gathered twice (current + prefetch)"
+        )
+        ledger.note(
+            f"DeepSpeed's ZeRO-{z} estimator gives "
+            f"{fmt_bytes(ds[f'zero{z}_gpu_bytes'], 'GiB')} per GPU for model states "
+            f"({ds[f'zero{z}_formula']}); ours is {fmt_bytes(ours, 'GiB')}: {why}"
+        )
+    return ds
+
+
+# --------------------------------------------------------------------- plain-text rendering
+
+
+def describe_setup(inp: EstimateInput, shape: dict[str, Any]) -> str:
+    return inp.describe().replace(inp.model or "\0", shape["name"], 1)
+
+
+def status_for(need: int, available: int) -> tuple[bool, str]:
+    """(fits, ✅ / ⚠️ / ❌): ✅ up to HEADROOM of the GPU, ⚠️ up to all of it, ❌ beyond."""
+    fits = need <= available
+    return fits, "✅" if need <= HEADROOM * available else ("⚠️" if fits else "❌")
+
+
+def verdict_text(need: int, available: int, per: str = "per GPU") -> str:
+    _, status = status_for(need, available)
+    avail, needed = fmt_bytes(available, "GB"), fmt_bytes(need, "GB")
+    if status == "✅":
+        return f"✅ Fits: {needed} of {avail} {per}"
+    if status == "⚠️":
+        return f"⚠️ Tight: {needed} of {avail} {per} (over {HEADROOM:.0%}: little headroom)"
+    return f"❌ Exceeds {avail}: {needed} needed {per}"
+
+
+def verdict(est: Estimate) -> str:
+    if est.gpu_mem_bytes is None:
+        return ""
+    return verdict_text(est.per_gpu_bytes, est.gpu_mem_bytes)
+
+
+def moment_lines(est: Estimate) -> list[str]:
+    """The moments of the step, the peak marked, as plain lines."""
+    lines = []
+    for m in est.moments:
+        mark = "  ← peak" if m.name == est.peak_moment else ""
+        lines.append(f"  {m.name}: {fmt_bytes(m.bytes, 'GB')} = {m.calculation}{mark}")
+    return lines
+
+
+def time_lines(est: Estimate) -> list[str]:
+    if est.time is None:
+        return []
+    from profiling.estimate.time import render_time
+
+    return render_time(est.time)
+
+
+def render_text(est: Estimate) -> str:
+    """The table in the user's journal format: component, memory per GPU, calculation."""
+    rows = [(c.name, fmt_bytes(c.bytes, "GB"), c.calculation) for c in est.components]
+    total = (
+        "Total per GPU",
+        fmt_bytes(est.per_gpu_bytes, "GB"),
+        f"the peak, at the {est.peak_moment}" + (f"; {verdict(est)}" if verdict(est) else ""),
+    )
+    w0 = max(len(r[0]) for r in [*rows, total]) + 2
+    w1 = max(len(r[1]) for r in [*rows, total]) + 2
+    width = w0 + w1 + max(len(r[2]) for r in [*rows, total])
+    rule = "─" * width
+    lines = [
+        f"Memory for training {describe_setup(est.inputs, est.shape)}",
+        "",
+        f"{'Component':<{w0}}{'Per GPU':<{w1}}Calculation",
+        rule,
+    ]
+    lines += [f"{a:<{w0}}{b_:<{w1}}{c}" for a, b_, c in rows]
+    lines += [rule, f"{total[0]:<{w0}}{total[1]:<{w1}}{total[2]}"]
+    lines += [
+        "",
+        "Moments of the step (not every row is alive at once; the total is the largest):",
+        *moment_lines(est),
+    ]
+    if est.inputs.zero or est.inputs.gpus > 1:
+        lines.append(
+            f"Without ZeRO: {fmt_bytes(est.unsharded_bytes, 'GB')} (the same step on one GPU, "
+            "nothing sharded)"
+        )
+    lines.append(f"({fmt_bytes(est.per_gpu_bytes, 'GiB')} per GPU; 1 GB = 10^9 B, 1 GiB = 2^30 B)")
+    if est.time is not None:
+        lines += ["", "Time:", *(f"  {line}" for line in time_lines(est))]
+    for note in est.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "Component",
+    "Estimate",
+    "EstimateInput",
+    "GiB",
+    "deepspeed_zero2_gpu_bytes",
+    "deepspeed_zero3_gpu_bytes",
+    "estimate",
+    "render_text",
+]

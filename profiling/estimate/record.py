@@ -1,0 +1,96 @@
+"""An estimate's record, JSON and categories: what ``estimate`` saves and prints.
+
+Light: no torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.estimate.memory import Estimate, describe_setup, render_text
+from profiling.records import (
+    MeasurementRecord,
+    Quantity,
+    new_record_id,
+    software_versions,
+)
+
+# --------------------------------------------------------------------- estimates
+
+
+def estimate_record(est: Estimate) -> MeasurementRecord:
+    results = [
+        Quantity(name="per_gpu_total", value=est.per_gpu_bytes, unit="B"),
+        Quantity(name="peak", value=est.per_gpu_bytes, unit="B"),
+        Quantity(name="total_all_gpus", value=est.total_bytes, unit="B"),
+        Quantity(name="unsharded_total", value=est.unsharded_bytes, unit="B"),
+        Quantity(name="params", value=est.params, unit=""),
+    ]
+    results += [Quantity(name=c.name, value=c.bytes, unit="B") for c in est.components]
+    results += [Quantity(name=f"moment: {m.name}", value=m.bytes, unit="B") for m in est.moments]
+    if est.gpu_mem_bytes is not None:
+        results.append(Quantity(name="gpu_mem", value=est.gpu_mem_bytes, unit="B"))
+    if est.time is not None:
+        results += [
+            Quantity(name="flops_per_step", value=est.time.flops_per_step, unit="FLOP"),
+            Quantity(name="flops_forward", value=est.time.flops_forward, unit="FLOP"),
+            Quantity(name="flops_backward", value=est.time.flops_backward, unit="FLOP"),
+        ]
+        t = est.time.time
+        if t is not None:
+            results += [
+                Quantity(name="step_time", value=t.step_seconds, unit="s"),
+                Quantity(name="tokens_per_second", value=t.tokens_per_second, unit="tokens/s"),
+            ]
+            if t.total_seconds is not None:
+                results.append(Quantity(name="time_for_tokens", value=t.total_seconds, unit="s"))
+    return MeasurementRecord(
+        id=new_record_id("estimated"),
+        kind="estimated",
+        title=f"Estimate: {describe_setup(est.inputs, est.shape)}",
+        device={"gpu_mem_bytes": est.gpu_mem_bytes, "gpus": est.inputs.gpus},
+        software=software_versions(),
+        config={**est.inputs.model_dump(), "shape": est.shape},
+        results=results,
+        steps=est.steps,
+        notes="\n".join(est.notes),
+        extra={"status": est.status, "fits": est.fits, "table": render_text(est)},
+    )
+
+
+def estimate_json(est: Estimate, record_id: str) -> dict[str, Any]:
+    return {
+        "record_id": record_id,
+        "per_gpu_bytes": est.per_gpu_bytes,
+        "total_bytes": est.total_bytes,
+        "unsharded_bytes": est.unsharded_bytes,
+        "gpu_mem_bytes": est.gpu_mem_bytes,
+        "fits": est.fits,
+        "status": est.status,
+        "params": est.params,
+        "trainable_params": est.trainable_params,
+        "components": [
+            {
+                "name": c.name,
+                "bytes": c.bytes,
+                "calculation": c.calculation,
+                "group": c.group,
+                "category": c.category,
+            }
+            for c in est.components
+        ],
+        "moments": [m.model_dump() for m in est.moments],
+        "peak_moment": est.peak_moment,
+        "time": est.time.model_dump() if est.time is not None else None,
+        "deepspeed": est.deepspeed,
+        "notes": est.notes,
+    }
+
+
+def estimate_categories(est: Estimate) -> dict[str, int]:
+    """The estimate folded into the trace's categories, for a side-by-side comparison."""
+    cats = ("parameters", "gradients", "optimizer", "activations", "temporaries")
+    return {cat: est.category_bytes(cat) for cat in cats}
+
+
+# --------------------------------------------------------------------- traces

@@ -1,0 +1,161 @@
+"""FLOPs of a training step in closed form, and time on a GPU at a stated MFU.
+
+Per step of T = b·s tokens (the same ops the trace counts under ``FlopCounterMode``):
+
+- every matmul weight W (all linear layers and the LM head; not the embedding lookup):
+  2·T·|W| forward, 4·T·|W| backward — 6·M·T for M matmul weights (≈ the classic 6·N·T, with
+  N counting the embeddings too);
+- attention per layer: 4·b·s²·h forward (QKᵀ and AV; causal masking not discounted, as torch
+  and PaLM count) and 10·b·s²·h backward for fused attention (flash's backward recomputes QKᵀ:
+  five matmuls) or 8·b·s²·h for eager attention;
+- full checkpointing runs every block's forward again in backward (≈ ×4/3), except the block's
+  last matmul: PyTorch's non-reentrant checkpoint stops recomputing once backward has every
+  tensor it needs — + 2·(M_blocks − L·h·f)·T + 4·b·s²·h·L.
+
+Time = FLOPs per GPU / (peak FLOP/s × MFU); peak from ``profiling.gpus`` (16-bit tensor cores,
+or plain fp32 for fp32 training). No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from profiling.estimate.step_time import StepTime, step_time
+from profiling.records import Step
+from profiling.units import fmt_count
+
+
+class TimeEstimate(BaseModel):
+    flops_per_step: float  # one micro-batch, all tensor-parallel ranks together
+    flops_forward: float
+    flops_backward: float
+    flops_per_gpu: float
+    steps: list[Step]  # the FLOPs calculation
+    time: StepTime | None  # with --gpu: step time, tokens/s, time for --tokens
+
+
+def step_flops(cfg: Any, shape: dict[str, Any]) -> tuple[float, float, list[Step]] | None:
+    """(forward, backward, steps) FLOPs of one step on one micro-batch, or None without a shape."""
+    m, L, h = shape.get("matmul_weights"), shape.get("layers"), shape.get("hidden")
+    if not (m and L and h):
+        return None
+    s, b = cfg.seq_or_default(), cfg.batch
+    tokens = s * b
+    m_blocks = int(m) - int(shape.get("head_params") or 0)
+    fused = cfg.attention != "eager"
+    back_attn = 10 if fused else 8
+    steps = [
+        Step(
+            name="FLOPs: matmuls (forward 2, backward 4 per weight per token)",
+            formula="6 · M · b·s  (M = matmul weights, no embedding lookup)",
+            substituted=f"6 · {fmt_count(m)} · {tokens}",
+            value=6 * m * tokens,
+            unit="FLOP",
+        ),
+        Step(
+            name="FLOPs: attention scores and values",
+            formula=f"(4 + {back_attn}) · b·s²·h · L",
+            substituted=f"{4 + back_attn} · {b}·{s}²·{h} · {L}",
+            value=(4 + back_attn) * b * s * s * h * L,
+            unit="FLOP",
+        ),
+    ]
+    forward = 2 * m * tokens + 4 * b * s * s * h * L
+    backward = 4 * m * tokens + back_attn * b * s * s * h * L
+    if cfg.lora_rank is not None:
+        # Frozen base weights need no weight gradients: backward is 2·M·T for the inputs only
+        # (the rank-r adapters add 6·r·(in + out)·T, a rounding error at ranks ≤ 64).
+        backward -= 2 * m * tokens
+        steps[0] = steps[0].model_copy(
+            update={
+                "name": "FLOPs: matmuls (forward 2, backward 2: frozen weights get no gradient)",
+                "formula": "4 · M · b·s",
+                "substituted": f"4 · {fmt_count(m)} · {tokens}",
+                "value": 4 * m * tokens,
+            }
+        )
+    if cfg.checkpointing == "full":
+        # Non-reentrant checkpointing stops recomputing once backward has every tensor it needs:
+        # each block's last matmul (the MLP's down projection, h·f) is not run again.
+        last = int(L) * int(h) * int(shape.get("ffn") or 4 * h)
+        again = 2 * (m_blocks - last) * tokens + 4 * b * s * s * h * L
+        steps.append(
+            Step(
+                name="FLOPs: every block's forward again, but its last matmul (full checkpointing)",
+                formula="2 · (M_blocks − L·h·f) · b·s + 4 · b·s²·h · L",
+                substituted=f"2 · ({fmt_count(m_blocks)} − {L}·{h}·{shape.get('ffn') or 4 * h})"
+                f" · {tokens} + 4 · {b}·{s}²·{h} · {L}",
+                value=again,
+                unit="FLOP",
+            )
+        )
+        backward += again
+    steps.append(
+        Step(
+            name="FLOPs per step",
+            formula="forward + backward",
+            substituted=f"{fmt_count(forward)} + {fmt_count(backward)}",
+            value=forward + backward,
+            unit="FLOP",
+        )
+    )
+    return forward, backward, steps
+
+
+def time_estimate(cfg: Any, shape: dict[str, Any]) -> TimeEstimate | None:
+    counted = step_flops(cfg, shape)
+    if counted is None:
+        return None
+    forward, backward, steps = counted
+    total = forward + backward
+    per_gpu = total / cfg.tp  # tensor parallelism splits every matmul t ways
+    if cfg.tp > 1:
+        steps.append(
+            Step(
+                name="FLOPs per GPU",
+                formula="FLOPs / t",
+                substituted=f"{fmt_count(total)} / {cfg.tp}",
+                value=per_gpu,
+                unit="FLOP",
+            )
+        )
+    spec = cfg.gpu_spec()
+    timed = None
+    if spec is not None:
+        timed = step_time(
+            round(per_gpu),
+            cfg.seq_or_default() * cfg.batch,
+            spec,
+            cfg.mfu,
+            sixteen_bit=cfg.precision != "fp32",
+            gpus=cfg.gpus,
+            tokens=cfg.tokens,
+        )
+    return TimeEstimate(
+        flops_per_step=total,
+        flops_forward=forward,
+        flops_backward=backward,
+        flops_per_gpu=per_gpu,
+        steps=steps,
+        time=timed,
+    )
+
+
+def render_time(te: TimeEstimate) -> list[str]:
+    """The FLOPs and time lines under the memory table."""
+    lines = [f"{st.name}: {st.formula} = {st.substituted}" for st in te.steps]
+    if te.time is not None:
+        from profiling.estimate.step_time import render_time as render_step_time
+
+        lines += [
+            line.replace("(from the counted FLOPs)", "(from the closed-form FLOPs above)")
+            for line in render_step_time(te.time)
+        ]
+    else:
+        lines.append("(give --gpu NAME for step time and tokens/s at --mfu, default 0.4)")
+    return lines
+
+
+__all__ = ["TimeEstimate", "render_time", "step_flops", "time_estimate"]

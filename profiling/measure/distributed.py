@@ -1,0 +1,268 @@
+"""Many ranks: ``profile --nproc N`` (or the same command under ``torchrun``).
+
+One process per rank through ``torch.distributed`` (gloo on CPU, NCCL on GPU), the model in
+DDP or FSDP2 (``fully_shard`` per block and at the root). Each rank measures itself with its
+own :class:`~profiling.measure.profiler.MemoryProfiler`; rank 0 gathers the summaries
+(``gather_object``) into one report — per-rank peaks and times side by side, the slowest rank
+named. ``--nproc N`` is torchrun's own launcher (``torch.distributed.run --standalone``);
+several machines use torchrun's multi-node flags with the same command, nothing home-made.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from profiling.records import MeasurementRecord, Quantity, new_record_id
+from profiling.units import fmt_bytes
+
+
+def launched_by_torchrun() -> bool:
+    """True inside a rank started by torchrun (it sets these for every rank)."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"))
+
+
+def run_under_torchrun(nproc: int, argv: list[str]) -> int:
+    """Start ``nproc`` ranks of this command with torchrun on this machine; their exit code.
+
+    The ranks print (rank 0 the report); torchrun's own chatter is dropped unless a rank
+    failed without saying why in one ``error:`` line.
+    """
+    # The ranks learn the world size from torchrun; and torchrun's own parser would take
+    # "--nproc" for an abbreviation of its "--nproc-per-node".
+    argv = _without_option(argv, "--nproc")
+    env = dict(os.environ)
+    # torchrun sets 1 thread per rank with a warning when unset; say it ourselves, fairly.
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "journal_agent",
+        *argv,
+    ]
+    proc = subprocess.run(cmd, env=env, stderr=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        said = []
+        for line in proc.stderr.splitlines():
+            if line.startswith("error:") and line not in said:
+                said.append(line)
+        print("\n".join(said) or proc.stderr[-3000:], file=sys.stderr)
+    return proc.returncode
+
+
+def _without_option(argv: list[str], name: str) -> list[str]:
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(name + "="):
+            out.append(arg)
+    return out
+
+
+class RankResult(BaseModel):
+    rank: int
+    host: str
+    device: str
+    peak_bytes: int
+    peak_phase: str | None
+    phases: dict[str, dict[str, float | None]]  # name -> peak_bytes, median_time_s
+    time_per_step_s: float | None
+    time_per_step_iqr_s: float | None
+    tokens_per_s: float | None
+    rss_end: int | None
+    oom: str | None = None
+
+
+class RanksSummary(BaseModel):
+    world_size: int
+    backend: str
+    strategy: str
+    config: dict[str, Any]
+    steps: int
+    warmup: int
+    ranks: list[RankResult]
+    slowest_rank: int | None
+    notes: list[str] = Field(default_factory=list)
+
+
+def _wrap(config: Any, device: Any, mesh: Any):
+    def wrap(model: Any, _prof: Any) -> Any:
+        if config.fsdp:
+            import torch
+
+            from profiling.trace.step import _shard
+
+            mp = torch.bfloat16 if config.precision == "mixed" else None
+            _shard(model, mesh, config.reshard_after_forward, mp)
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids)
+
+    return wrap
+
+
+def profile_rank(config: Any, options: Any) -> RanksSummary | None:
+    """Measure this rank; gather every rank's result on rank 0 (None on the other ranks)."""
+    import torch
+    import torch.distributed as dist
+
+    from profiling.measure.devices import cuda_available, set_cuda_device
+    from profiling.measure.run import measure_step
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ["LOCAL_RANK"])
+    on_gpu = cuda_available() and options.device != "cpu"
+    backend = "nccl" if on_gpu else "gloo"
+    if on_gpu:
+        set_cuda_device(local)
+        device = torch.device("cuda", local)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(backend)
+    try:
+        mesh = None
+        if config.fsdp:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            mesh = init_device_mesh(device.type, (world,))
+        opts = options.model_copy(update={"device": str(device), "compare_trace": False})
+        torch.manual_seed(rank)  # each rank its own batch, as a data-parallel loader gives
+        run = measure_step(config, opts, wrap=_wrap(config, device, mesh))
+        s = run.summary
+        mine = RankResult(
+            rank=rank,
+            host=s.device.get("host", "?"),
+            device=str(device),
+            peak_bytes=s.peak_bytes,
+            peak_phase=s.peak_phase,
+            phases={
+                p.name: {
+                    "peak_bytes": p.peak_bytes,
+                    "median_time_s": p.time.median if p.time else None,
+                }
+                for p in s.phases
+            },
+            time_per_step_s=s.step_time.median if s.step_time else None,
+            time_per_step_iqr_s=s.step_time.iqr if s.step_time else None,
+            tokens_per_s=s.tokens_per_s,
+            rss_end=s.rss_end,
+            oom=s.oom.message if s.oom else None,
+        )
+        gathered: list[Any] | None = [None] * world if rank == 0 else None
+        dist.gather_object(mine.model_dump(), gathered, dst=0)
+        # A rank that tears gloo down while rank 0 is still receiving can abort ("terminate
+        # called without an active exception", seen once in CI): all leave together.
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    if rank != 0:
+        return None
+    ranks = [RankResult.model_validate(g) for g in gathered or []]
+    timed = [r for r in ranks if r.time_per_step_s is not None]
+    slowest = max(timed, key=lambda r: r.time_per_step_s or 0).rank if timed else None
+    notes = []
+    if not on_gpu and config.fsdp:
+        notes.append(
+            "FSDP2 on CPU: the live-tensor count over-counts — FSDP2 frees gathered parameters "
+            "by resizing their storage to 0 outside any operator, which it does not see; for "
+            "FSDP2 peaks use a GPU (allocator statistics are exact) or trace with --fsdp --gpus N"
+        )
+    return RanksSummary(
+        world_size=world,
+        backend=backend,
+        strategy="FSDP2" if config.fsdp else "DDP",
+        config=config.model_dump(),
+        steps=options.steps,
+        warmup=options.warmup,
+        ranks=ranks,
+        slowest_rank=slowest,
+        notes=notes,
+    )
+
+
+def render_ranks(g: RanksSummary) -> str:
+    from profiling.measure.report import fmt_time
+
+    names = list(g.ranks[0].phases) if g.ranks else []
+    lines = [
+        f"Measured on {g.world_size} ranks ({g.strategy}, {g.backend}): {g.steps} timed steps "
+        f"after {g.warmup} warm-up, each rank measuring itself",
+        "",
+        f"{'rank':<6}{'device':<9}{'peak':>11}"
+        + "".join(f"{n + ' time':>16}" for n in names)
+        + f"{'step (median)':>15}{'IQR':>11}",
+    ]
+    for r in g.ranks:
+        phase_times = "".join(f"{fmt_time(r.phases[n]['median_time_s']):>16}" for n in names)
+        lines.append(
+            f"{r.rank:<6}{r.device:<9}{fmt_bytes(r.peak_bytes):>11}{phase_times}"
+            f"{fmt_time(r.time_per_step_s):>15}{fmt_time(r.time_per_step_iqr_s):>11}"
+            + (f"  OOM: {r.oom}" if r.oom else "")
+        )
+    timed = [r for r in g.ranks if r.time_per_step_s]
+    if g.slowest_rank is not None and timed:
+        slow = next(r for r in g.ranks if r.rank == g.slowest_rank)
+        fast = min(timed, key=lambda r: r.time_per_step_s or 0)
+        gap = 100 * (slow.time_per_step_s / fast.time_per_step_s - 1)
+        lines.append("")
+        lines.append(
+            f"Slowest: rank {slow.rank} ({fmt_time(slow.time_per_step_s)} per step, "
+            f"+{gap:.1f}% over the fastest, rank {fast.rank}); every rank waits for it at "
+            "each gradient all-reduce"
+        )
+    peak = max(g.ranks, key=lambda r: r.peak_bytes)
+    lines.append(f"Highest peak: rank {peak.rank}, {fmt_bytes(peak.peak_bytes)}")
+    for note in g.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def ranks_record(g: RanksSummary) -> MeasurementRecord:
+    from profiling.measure.devices import software_versions
+
+    results = []
+    for r in g.ranks:
+        results.append(Quantity(name=f"rank{r.rank}_peak", value=r.peak_bytes, unit="B"))
+        if r.time_per_step_s is not None:
+            results.append(
+                Quantity(name=f"rank{r.rank}_time_per_step", value=r.time_per_step_s, unit="s")
+            )
+        for name, p in r.phases.items():
+            if p.get("peak_bytes") is not None:
+                results.append(
+                    Quantity(name=f"rank{r.rank}_peak_{name}", value=p["peak_bytes"], unit="B")
+                )
+            if p.get("median_time_s") is not None:
+                results.append(
+                    Quantity(
+                        name=f"rank{r.rank}_median_time_{name}", value=p["median_time_s"], unit="s"
+                    )
+                )
+    if g.ranks:
+        results.append(Quantity(name="peak", value=max(r.peak_bytes for r in g.ranks), unit="B"))
+    if g.slowest_rank is not None:
+        results.append(Quantity(name="slowest_rank", value=g.slowest_rank, unit=""))
+    return MeasurementRecord(
+        id=new_record_id("measured"),
+        kind="measured",
+        title=f"Measured: {g.config.get('model')} on {g.world_size} ranks ({g.strategy})",
+        device={"ranks": [{"rank": r.rank, "host": r.host, "device": r.device} for r in g.ranks]},
+        software=software_versions(),
+        config={**g.config, "world_size": g.world_size, "backend": g.backend},
+        results=results,
+        notes="\n".join(g.notes),
+        extra={"table": render_ranks(g), "ranks": g.model_dump(mode="json")},
+    )

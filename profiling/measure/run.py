@@ -1,0 +1,363 @@
+"""A measured training run: the reference workloads and user factories of ``trace``, for real.
+
+``measure_step`` builds the model on this machine's device (CUDA if torch sees one, else CPU),
+runs ``warmup + steps`` training steps (forward with the loss, backward, optimizer step;
+``zero_grad(set_to_none=True)`` between steps) under a
+:class:`~profiling.measure.profiler.MemoryProfiler`, and returns the profiler, its summary and
+— beside it — the trace of the same configuration with the ratio measured ÷ traced per phase.
+On CPU the live-tensor count and the trace see the same tensors, so the ratios must be close
+to 1: the measurement is the trace's self-check.
+
+An out-of-memory error is a result (the step, the phase, the memory at that moment). A
+factory that raises, returns the wrong thing or runs past ``timeout`` is one sentence naming
+it. Imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from pydantic import BaseModel, Field
+
+from profiling.errors import ProfilingError
+from profiling.measure.profiler import MemoryProfiler, ProfileSummary
+from profiling.models.workloads import WORKLOADS, build_model, describe
+from profiling.trace.step import (
+    _DTYPES,
+    _apply_checkpointing,
+    _loss_of,
+    make_optimizer,
+    untraceable,
+)
+
+# progress(steps done, steps in all, what is happening)
+Progress = Callable[[int, int, str], None]
+PHASES = ("forward", "backward", "optimizer")
+# The trace's names for the same phases.
+_TRACE_PHASE = {"forward": "forward", "backward": "backward", "optimizer": "optimizer_step"}
+_TRACE_END = {
+    "forward": "after_forward",
+    "backward": "after_backward",
+    "optimizer": "after_optimizer_step",
+}
+
+
+class RunOptions(BaseModel):
+    """How long and how to measure (the workload itself is the trace's configuration)."""
+
+    steps: int = Field(10, ge=1, le=1_000_000, description="timed steps after the warm-up")
+    warmup: int = Field(2, ge=0, le=1_000_000, description="steps run first, not timed")
+    timeout: float | None = Field(None, gt=0, description="seconds for the whole run")
+    device: str | None = Field(None, description="cpu, cuda, cuda:N; default: CUDA if present")
+    track_tensors: bool = Field(True, description="CPU: count live tensor bytes exactly")
+    spike_threshold: float = Field(0.2, gt=0)
+    compare_trace: bool = Field(True, description="also trace the same step under fake tensors")
+    count_flops: bool = Field(True, description="count FLOPs in the first warm-up step")
+
+
+@dataclass
+class MeasuredRun:
+    config: Any  # the TraceConfig measured
+    options: RunOptions
+    profiler: MemoryProfiler
+    summary: ProfileSummary
+    model_info: dict[str, Any]
+    params: int
+    trace: Any = None  # TraceResult of the same configuration, when compared
+    comparison: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def oom(self) -> bool:
+        return self.summary.oom is not None
+
+
+class _TimedOut(BaseException):
+    """Raised by the alarm; a BaseException so the user's ``except Exception`` cannot eat it."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (SIGALRM, main thread only; elsewhere the caller
+    runs the work in a subprocess it can kill, as the MemoryProfile tool does)."""
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    def _alarm(_signum: int, _frame: Any) -> None:
+        raise _TimedOut()
+
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _device_of(prof: MemoryProfiler) -> torch.device:
+    return torch.device(prof.device)
+
+
+def _build(config: Any, device: torch.device, factory: Callable[..., Any] | None) -> tuple:
+    if factory is not None or ":" in config.model:
+        from profiling.models.factory import call_factory
+
+        model, inputs = call_factory(config.model, config.batch, config.seq, factory, fake=False)
+        model = model.to(device)
+        inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
+        return model, inputs, {"name": config.model, "factory": True}
+    if config.model not in WORKLOADS:
+        raise ProfilingError(
+            f"unknown model {config.model!r}; use one of {', '.join(WORKLOADS)} "
+            "or 'package.module:factory'"
+        )
+    workload = WORKLOADS[config.model]
+    if config.seq > workload.max_seq:
+        raise ProfilingError(
+            f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
+        )
+    model = build_model(workload, device=device)
+    return model, model.example_inputs(config.batch, config.seq, device=device), describe(workload)
+
+
+def _with_seq(config: Any, factory: Callable[..., Any] | None) -> Any:
+    if config.seq is not None:
+        return config
+    seq = 512 if factory is not None else config.seq_or_default()
+    return config.model_copy(update={"seq": seq})
+
+
+def _optimizer(config: Any, trainable: list[Any], notes: list[str]) -> Any:
+    """The trace's optimizer for the same configuration (mixed: fp32 master weights)."""
+    foreach = config.foreach if config.foreach is not None else not config.fsdp
+    if config.precision == "mixed" and not config.fsdp:
+        from profiling.trace.master_weights import MasterWeightOptimizer
+
+        notes.append(
+            "mixed precision: bf16 parameters and gradients, fp32 master weights in the optimizer"
+        )
+        return MasterWeightOptimizer(
+            trainable,
+            lambda masters: make_optimizer(config.optimizer, masters, foreach),
+            fp32_grads=config.fp32_grads,
+        )
+    return make_optimizer(config.optimizer, trainable, foreach)
+
+
+def _who(config: Any) -> str:
+    return f"model factory {config.model!r}" if ":" in config.model else f"model {config.model!r}"
+
+
+def measure_step(
+    config: Any,
+    options: RunOptions | None = None,
+    progress: Progress | None = None,
+    factory: Callable[..., Any] | None = None,
+    wrap: Callable[[torch.nn.Module, MemoryProfiler], torch.nn.Module] | None = None,
+) -> MeasuredRun:
+    """Measure ``options.warmup + options.steps`` real training steps of ``config``.
+
+    ``config`` is the shared :class:`~profiling.config.TrainingConfig` (model, batch, seq,
+    precision, optimizer, checkpointing, foreach, grads_kept, fsdp/zero). ``wrap`` (many
+    ranks) wraps the built model, e.g. in DDP or FSDP2.
+    """
+    options = options or RunOptions()
+    if config.model is None:
+        raise ProfilingError("a measured run needs --model (a reference name or a factory)")
+    problems = untraceable(config)
+    if problems:
+        raise ProfilingError("a measured run needs " + "; ".join(problems))
+    config = _with_seq(config, factory)
+    say = progress or (lambda _done, _total, _what: None)
+    prof = MemoryProfiler(
+        device=options.device,
+        warmup=options.warmup,
+        spike_threshold=options.spike_threshold,
+        track_tensors=options.track_tensors,
+    )
+    device = _device_of(prof)
+    total = options.warmup + options.steps
+    notes: list[str] = []
+    who = _who(config)
+    try:
+        with time_limit(options.timeout):
+            say(0, total, "building the model")
+            previous = torch.get_default_dtype()
+            torch.set_default_dtype(_DTYPES[config.param_dtype])
+            try:
+                model, inputs, info = _build(config, device, factory)
+            finally:
+                torch.set_default_dtype(previous)
+            if config.checkpointing == "full":
+                notes.append(
+                    f"activation checkpointing on {_apply_checkpointing(model)} blocks "
+                    "(non-reentrant)"
+                )
+            params = sum(p.numel() for p in model.parameters())
+            # Start before wrapping: DDP's gradient buckets (allocated in C++ when it wraps)
+            # are then seen being made; tensors made earlier are found by the start's scan.
+            prof.start()
+            if wrap is not None:
+                model = wrap(model, prof)
+            trainable = [p for p in model.parameters() if p.requires_grad]
+            if not trainable:
+                raise ProfilingError(f"{who} has no trainable parameters; nothing to train")
+            optimizer = _optimizer(config, trainable, notes)
+            tokens = config.batch * config.seq if ":" not in config.model else None
+            prof.tokens_per_step = tokens
+            run = MeasuredRun(
+                config=config,
+                options=options,
+                profiler=prof,
+                summary=None,  # type: ignore[arg-type]
+                model_info=info,
+                params=params,
+                notes=notes,
+            )
+            _loop(run, model, inputs, optimizer, device, total, say, who)
+    except BaseException as exc:
+        prof.stop()  # leave no tensor-accounting mode behind in the caller's process
+        if not isinstance(exc, _TimedOut):
+            raise
+        raise ProfilingError(
+            f"{who} did not finish {total} steps within --timeout {options.timeout:g} s; "
+            "give it more time, fewer --steps, or a smaller --batch/--seq"
+        ) from None
+    run.summary = prof.summary()
+    run.summary.notes.extend(notes)
+    if options.compare_trace and not run.oom:
+        say(total, total, "tracing the same step under fake tensors")
+        _compare_with_trace(run, factory)
+    return run
+
+
+def _loop(
+    run: MeasuredRun,
+    model: torch.nn.Module,
+    inputs: tuple[Any, ...],
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+    total: int,
+    say: Progress,
+    who: str,
+) -> None:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config, prof = run.config, run.profiler
+    autocast = (
+        (lambda: torch.autocast(device.type, dtype=_DTYPES[config.compute_dtype]))
+        if config.autocast
+        else contextlib.nullcontext
+    )
+    model.train()
+    phase = "forward"
+    for step in range(total):
+        counting = step == 0 and run.options.warmup > 0 and run.options.count_flops
+        counter = FlopCounterMode(display=False) if counting else contextlib.nullcontext()
+        try:
+            with counter:
+                phase = "forward"
+                with prof.phase("forward"), autocast():
+                    loss = _loss_of(model(*inputs))
+                phase = "backward"
+                with prof.phase("backward"):
+                    loss.backward()
+                    del loss  # as the trace does: the loss is not held into the next phase
+                phase = "optimizer"
+                with prof.phase("optimizer"):
+                    optimizer.step()
+                # Between phases (still in the step's peak), as the trace does: "after
+                # optimizer" then holds the gradients in both.
+                optimizer.zero_grad(set_to_none=not config.grads_kept)
+        except ProfilingError as exc:
+            raise ProfilingError(f"{who}: {exc}") from None
+        except Exception as exc:
+            if prof.oom is not None:  # a result, not a crash
+                say(step, total, f"out of memory in step {step}, {phase}")
+                return
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ProfilingError(
+                f"{who} failed in step {step}, {phase}: {type(exc).__name__}: {text[:300]}; "
+                "fix the model or its inputs (it runs for real here)"
+            ) from None
+        if counting:
+            prof.flops_per_step = float(counter.get_total_flops())
+            run.notes.append(
+                "FLOPs counted by torch's FlopCounterMode in warm-up step 0 (matmuls, attention, "
+                "convolutions; forward and backward)"
+            )
+        prof.record_step(step)
+        say(step + 1, total, f"step {step + 1}/{total}")
+
+
+def _compare_with_trace(run: MeasuredRun, factory: Callable[..., Any] | None) -> None:
+    """The trace of the same configuration beside the measurement, ratio per phase."""
+    from profiling.trace.step import trace_step
+
+    try:
+        trace = trace_step(run.config, factory=factory)
+    except ProfilingError as exc:
+        run.summary.notes.append(f"no trace beside the measurement: {exc}")
+        return
+    run.trace = trace
+    run.comparison = compare_rows(run, trace)
+    if run.summary.device.get("kind") == "cuda":
+        run.summary.notes.append(
+            "measured ÷ traced on a GPU: the allocator rounds every block up (512 B; 2 MB "
+            "segments), cuBLAS/cuDNN keep workspaces, and kernels differ from the CPU trace "
+            "(e.g. fused attention); the CUDA context is in NVML's 'used', not in either number"
+        )
+
+
+def compare_rows(run: MeasuredRun, trace: Any) -> list[dict[str, Any]]:
+    """Measured beside traced: each phase's peak (and memory at its end) and the step's peak.
+
+    A steady-state trace is compared with the last measured step; a first-step trace (older
+    traces) with step 0.
+    """
+    steady = hasattr(trace, "phase_peaks")
+    snaps = run.profiler.snapshots
+    steps = [s.step for s in snaps if s.at == "step"]
+    if not steps:
+        return []
+    step = steps[-1] if steady else steps[0]
+    mine = {s.phase: s for s in snaps if s.at == "phase" and s.step == step}
+    rows = []
+    for name in PHASES:
+        m = mine.get(name)
+        if m is None:
+            continue
+        if steady:
+            traced_peak = trace.phase_peaks.get(_TRACE_PHASE[name])
+            if traced_peak is not None:
+                rows.append(_row(f"{name} peak", m.peak, traced_peak))
+        end = trace.phases.get(_TRACE_END[name], {}).get("total")
+        if end is not None:
+            rows.append(_row(f"after {name}", m.current, end))
+    step_snap = next(s for s in snaps if s.at == "step" and s.step == step)
+    rows.append(_row("step peak", step_snap.peak, trace.peak_bytes))
+    for r in rows:
+        r["step"] = step
+    return rows
+
+
+def _row(what: str, measured: int, traced: int) -> dict[str, Any]:
+    return {
+        "what": what,
+        "measured_bytes": int(measured),
+        "traced_bytes": int(traced),
+        "ratio": (measured / traced) if traced else None,
+    }

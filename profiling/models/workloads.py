@@ -1,0 +1,136 @@
+"""Reference workloads: GPT-2 small/medium/large/XL and Llama-shaped 1B/7B in pure torch.
+
+Configurations are plain data (``WORKLOADS``) so ``estimate --model NAME`` gets layers, hidden
+size, heads, vocabulary and the exact parameter count without importing torch or building
+anything. ``build_model`` imports torch; nothing is downloaded.
+
+The models follow nanoGPT's convention: ``model(idx, targets)`` returns the scalar
+cross-entropy loss (logits upcast to fp32 first, as real training code does), and
+``model.example_inputs(batch, seq)`` makes token ids and targets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.errors import ProfilingError
+from profiling.models.config import WorkloadConfig
+
+
+def _gpt2(name: str, layers: int, hidden: int, heads: int) -> WorkloadConfig:
+    return WorkloadConfig(
+        name=name,
+        arch="gpt2",
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        vocab=50257,
+        ffn=4 * hidden,
+        max_seq=1024,
+        tied_embeddings=True,
+        description=f"GPT-2 {name.split('-')[1]} ({layers} layers, hidden {hidden})",
+    )
+
+
+WORKLOADS: dict[str, WorkloadConfig] = {
+    "gpt2-small": _gpt2("gpt2-small", 12, 768, 12),
+    "gpt2-medium": _gpt2("gpt2-medium", 24, 1024, 16),
+    "gpt2-large": _gpt2("gpt2-large", 36, 1280, 20),
+    "gpt2-xl": _gpt2("gpt2-xl", 48, 1600, 25),
+    # TinyLlama-1.1B's shape: a Llama-2 architecture with grouped-query attention.
+    "llama-1b": WorkloadConfig(
+        name="llama-1b",
+        arch="llama",
+        layers=22,
+        hidden=2048,
+        heads=32,
+        kv_heads=4,
+        vocab=32000,
+        ffn=5632,
+        description="Llama-shaped 1.1B (TinyLlama shape: 22 layers, hidden 2048, GQA 32/4)",
+    ),
+    # Llama-2-7B's shape.
+    "llama-7b": WorkloadConfig(
+        name="llama-7b",
+        arch="llama",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        vocab=32000,
+        ffn=11008,
+        description="Llama-shaped 7B (Llama-2-7B shape: 32 layers, hidden 4096, FFN 11008)",
+    ),
+    # Small shapes for tests and quick looks.
+    "tiny-gpt2": WorkloadConfig(
+        name="tiny-gpt2",
+        arch="gpt2",
+        layers=2,
+        hidden=64,
+        heads=4,
+        vocab=512,
+        ffn=256,
+        max_seq=128,
+        tied_embeddings=True,
+        description="a 2-layer GPT-2-shaped toy for tests",
+    ),
+    "tiny-llama": WorkloadConfig(
+        name="tiny-llama",
+        arch="llama",
+        layers=2,
+        hidden=64,
+        heads=4,
+        kv_heads=2,
+        vocab=512,
+        ffn=172,
+        max_seq=128,
+        description="a 2-layer Llama-shaped toy for tests",
+    ),
+}
+
+REFERENCE_NAMES = ["gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-1b", "llama-7b"]
+
+
+def get_workload(name: str) -> WorkloadConfig:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        known = ", ".join(WORKLOADS)
+        raise ProfilingError(
+            f"unknown model {name!r}; use one of {known} or a factory 'package.module:function'"
+        ) from None
+
+
+def build_model(config: WorkloadConfig | str, device: Any = None) -> Any:
+    """Build the model for ``config`` (a name or a config). Imports torch."""
+    if isinstance(config, str):
+        config = get_workload(config)
+    from profiling.models import blocks as _models
+
+    cls = _models.GPT2 if config.arch == "gpt2" else _models.Llama
+    return cls(config, device=device)
+
+
+def describe(config: WorkloadConfig) -> dict[str, Any]:
+    return {
+        "name": config.name,
+        "arch": config.arch,
+        "layers": config.layers,
+        "hidden": config.hidden,
+        "heads": config.heads,
+        "kv_heads": config.n_kv_heads,
+        "ffn": config.ffn,
+        "vocab": config.vocab,
+        "params": config.param_count(),
+        "params_b": round(config.param_count() / 1e9, 3),
+        "description": config.description,
+    }
+
+
+__all__ = [
+    "REFERENCE_NAMES",
+    "WORKLOADS",
+    "WorkloadConfig",
+    "build_model",
+    "describe",
+    "get_workload",
+]

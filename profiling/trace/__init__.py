@@ -1,0 +1,1 @@
+"""Fake-tensor traces of a training step: the tracker, block scaling, reports of a run."""

@@ -1,0 +1,111 @@
+"""A trace as the CLI and the agents' tool run it: trace, save the record, compare, render.
+
+One function for both (``journal-agent trace`` and the ``MemoryTrace`` tool), so they report
+the same thing the same way: :func:`trace_and_record`. Light to import; the trace itself
+imports torch when it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class TraceRun(BaseModel):
+    """What one run produced: the result, its saved record, and the JSON / text views."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    result: Any  # profiling.trace.step.TraceResult
+    record: Any  # profiling.records.MeasurementRecord
+    payload: dict[str, Any]  # the --json output
+    estimate_record: Any = None
+    comparison: dict[str, Any] | None = None
+
+    def text(self) -> str:
+        """The report: the trace's table, the verdict, the record to cite, the comparison."""
+        from profiling.trace.report import render_compare_text, render_trace_text
+
+        lines = [render_trace_text(self.result)]
+        if self.payload.get("verdict"):
+            lines.append(self.payload["verdict"])
+        lines.append(_cite_line(self.record))
+        if self.comparison is not None and self.estimate_record is not None:
+            est = self.estimate_record
+            lines += [
+                "",
+                est.extra["table"],
+                _cite_line(est),
+                "",
+                f"Estimate {est.citation()} beside trace {self.record.citation()} "
+                "(per GPU / per rank):",
+                render_compare_text(self.comparison),
+            ]
+        if self.payload.get("plot"):
+            lines.append(f"plot: {self.payload['plot']}")
+        return "\n".join(lines)
+
+
+def _cite_line(record: Any) -> str:
+    return f"record: {record.id}  (cite as {record.citation()})"
+
+
+def trace_and_record(
+    config: Any,
+    store: Any,
+    *,
+    compare_estimate: bool = False,
+    module_depth: int = 2,
+    plot: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> TraceRun:
+    """Trace ``config`` (a :class:`~profiling.config.TrainingConfig`), save the record in
+    ``store`` (a :class:`~profiling.records.RecordStore`), and with ``compare_estimate`` save
+    the closed-form estimate of the same step beside it. Raises ProfilingError on bad input —
+    an impossible comparison before the (possibly long) trace, not after it."""
+    from profiling.trace.report import (
+        estimate_input_for_trace,
+        trace_json,
+        trace_record,
+        trace_verdict,
+    )
+    from profiling.trace.step import trace_step
+
+    if compare_estimate:
+        estimate_input_for_trace(config)
+    result = trace_step(config, progress=progress, module_depth=module_depth)
+    gpu_mem = config.gpu_mem_bytes()
+    gpu_mem_gb = gpu_mem / 1e9 if gpu_mem else None
+    record = trace_record(result, gpu_mem_gb)
+    store.save(record)
+    payload = trace_json(result, record.id)
+    payload.update(trace_verdict(result, gpu_mem_gb))
+    run = TraceRun(result=result, record=record, payload=payload)
+    payload = run.payload  # the model holds its own copy: add to that one
+    if compare_estimate:
+        from profiling.estimate.memory import estimate
+        from profiling.estimate.record import estimate_record
+        from profiling.trace.report import compare
+
+        est = estimate(estimate_input_for_trace(result.config))
+        run.estimate_record = estimate_record(est)
+        store.save(run.estimate_record)
+        run.comparison = compare(est, result)
+        payload["estimate"] = {
+            "record_id": run.estimate_record.id,
+            "per_gpu_bytes": est.per_gpu_bytes,
+        }
+        payload["comparison"] = run.comparison
+    if plot is not None:
+        from profiling.plot import plot_compare, plot_trace
+
+        made = (
+            plot_compare(run.comparison, plot)
+            if run.comparison is not None
+            else plot_trace(result, plot)
+        )
+        payload["plot"] = str(made)
+    return run

@@ -1,0 +1,722 @@
+"""Traced memory: one training step under fake tensors with PyTorch's memory tracker.
+
+``trace_step`` builds the model inside ``FakeTensorMode`` (tensors carry shapes and dtypes but
+no storage), then runs forward, loss, backward and the optimizer step inside
+``torch.distributed._tools.mem_tracker.MemTracker``. The tracker sees every storage that is
+created and freed, so the per-category peak is exact for the ops that ran — with nothing
+allocated and no GPU. FSDP2 sharding is traced under a fake process group at any world size.
+
+Everything here uses private torch APIs; ``_require_tracing_apis`` checks them once and turns
+a missing one into a clear :class:`ProfilingError`. Import this module lazily: it imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from pydantic import BaseModel, Field
+from torch import nn
+
+from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.estimate.step_time import StepTime, step_time
+from profiling.models.factory import call_factory
+from profiling.models.workloads import WORKLOADS, build_model, describe
+from profiling.trace.tracker import (
+    ModuleMemory,
+    is_fast_tracker,
+    make_tracker,
+    merge_snapshots,
+    module_table,
+    phase_snapshot,
+    to_categories,
+)
+
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# The optimizers torch ships: the ones a trace can run (the one list lives in profiling.config).
+OPTIMIZERS = tuple(name for name, spec in CONFIG_OPTIMIZERS.items() if spec.in_torch)
+MIN_TORCH = (2, 5)
+
+Progress = Callable[[str], None]
+# Tracing touches process-global state (default dtype, the process group, dispatch modes);
+# hosts that run tools on threads get one trace at a time.
+_TRACE_LOCK = threading.Lock()
+
+# A trace is configured by the one model every tool shares (the older name kept for callers).
+TraceConfig = TrainingConfig
+
+
+def untraceable(config: TrainingConfig) -> list[str]:
+    """What of the configuration a trace cannot reproduce (each says what to use instead)."""
+    problems = []
+    if config.model is None:
+        problems.append("a --model (a reference name or package.module:factory), not --params")
+    if config.lora_rank is not None:
+        problems.append("full training (no --lora-rank)")
+    if config.tp > 1:
+        problems.append("no tensor parallelism (--tp 1)")
+    if config.offload_optimizer:
+        problems.append("optimizer state on the GPU (no --offload-optimizer)")
+    if config.checkpointing == "selective":
+        problems.append("--checkpointing none or full (selective is estimated only)")
+    if (config.attention == "eager" or config.dropout) and config.is_factory:
+        problems.append(
+            "--attention sdpa and no --dropout with a factory (your model runs its own "
+            "attention and dropout; the flags set the reference models')"
+        )
+    return problems
+
+
+class FlopCount(BaseModel):
+    """FLOPs of the steady-state step's forward and backward (matmuls, attention, convolutions;
+    elementwise ops and the optimizer step are not counted, as in torch's FlopCounterMode)."""
+
+    total: int
+    forward: int
+    backward: int
+    by_module: dict[str, dict[str, int]]  # fqn -> {"forward": n, "backward": n}
+
+
+class TraceResult(BaseModel):
+    config: TraceConfig
+    model_info: dict[str, Any]
+    params: int
+    peak_bytes: int  # the steady-state peak: what a long run reaches
+    peak_phase: str  # forward | backward | optimizer_step
+    by_category: dict[str, int]  # breakdown at the moment of the peak (sums to peak_bytes)
+    phase_peaks: dict[str, int]  # the steady step's peak within each phase
+    first_step_peak_bytes: int  # step 1: optimizer states are created inside its step
+    first_step_peak_phase: str
+    after_step: dict[str, int]  # what stays allocated after the step
+    phases: dict[str, dict[str, int]]  # by category (+ "total") after forward/backward/step
+    by_module: dict[str, ModuleMemory]
+    flops: FlopCount
+    time: StepTime | None = None  # with config.gpu: the step's time at config.mfu
+    wall_seconds: float
+    torch_version: str
+    notes: list[str] = Field(default_factory=list)
+
+
+def _require_tracing_apis() -> None:
+    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    if version < MIN_TORCH:
+        raise ProfilingError(
+            f"tracing needs torch >= {'.'.join(map(str, MIN_TORCH))} "
+            f"(found {torch.__version__}); upgrade torch or use 'estimate' instead"
+        )
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: F401
+        from torch.distributed._tools.mem_tracker import MemTracker  # noqa: F401
+    except ImportError as exc:
+        raise ProfilingError(
+            f"this torch ({torch.__version__}) lacks the private tracing APIs ({exc}); "
+            "install a torch with FakeTensorMode and MemTracker, or use 'estimate' instead"
+        ) from None
+
+
+# ---------------------------------------------------------------- models and inputs
+
+
+def _make_model(
+    config: TraceConfig, factory: Callable[..., Any] | None = None, layers: int | None = None
+) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
+    if factory is not None or ":" in config.model:
+        model, inputs = call_factory(config.model, config.batch, config.seq, factory)
+        return model, inputs, {"name": config.model, "factory": True}
+    if config.model not in WORKLOADS:
+        known = ", ".join(WORKLOADS)
+        raise ProfilingError(
+            f"unknown model {config.model!r}; use one of {known} or 'package.module:factory'"
+        )
+    workload = WORKLOADS[config.model]
+    if config.seq > workload.max_seq:
+        raise ProfilingError(
+            f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
+        )
+    # flash is sdpa here: on the cpu device SDPA runs the flash kernel (no s² tensor kept).
+    update: dict[str, Any] = {
+        "attention": "eager" if config.attention == "eager" else "sdpa",
+        "dropout": config.dropout,
+    }
+    if layers is not None:  # the block-scaled trace: the same model with fewer blocks
+        update["layers"] = layers
+    model = build_model(workload.model_copy(update=update))
+    return model, model.example_inputs(config.batch, config.seq), describe(workload)
+
+
+def _loss_of(output: Any) -> torch.Tensor:
+    if isinstance(output, dict) and "loss" in output:
+        output = output["loss"]
+    elif isinstance(output, tuple | list) and output:
+        output = output[0]
+    if not isinstance(output, torch.Tensor):
+        raise ProfilingError(
+            f"the model returned {type(output).__name__}; return a loss or a tensor to reduce"
+        )
+    # A scalar is the loss; anything else is reduced so backward covers the whole graph.
+    return output if output.dim() == 0 else output.float().mean()
+
+
+def _block_list(model: nn.Module) -> nn.ModuleList | None:
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m)]
+    return max(lists, key=lambda m: sum(p.numel() for p in m.parameters()), default=None)
+
+
+def _apply_checkpointing(model: nn.Module) -> int:
+    from torch.utils.checkpoint import checkpoint
+
+    blocks = _block_list(model)
+    if blocks is None:
+        raise ProfilingError(
+            "--checkpointing wraps the model's repeated blocks, but it has no nn.ModuleList"
+        )
+    for block in blocks:
+        block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False)
+    return len(blocks)
+
+
+def make_optimizer(name: str, params: Any, foreach: bool = True) -> torch.optim.Optimizer:
+    opts = {"foreach": foreach}
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, **opts)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, **opts)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-2, momentum=0.9, **opts)
+    if name == "sgd-nomomentum":
+        return torch.optim.SGD(params, lr=1e-2, **opts)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=1e-2, **opts)
+    if name == "rmsprop":
+        return torch.optim.RMSprop(params, lr=1e-3, **opts)
+    raise ProfilingError(
+        f"optimizer {name!r} cannot be traced; use one of {', '.join(OPTIMIZERS)} "
+        "(8-bit Adam and friends need bitsandbytes and a GPU: use 'estimate')"
+    )
+
+
+# ---------------------------------------------------------------- the traced step
+
+
+@contextlib.contextmanager
+def _fake_process_group(world_size: int):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    try:
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+    except ImportError as exc:
+        raise ProfilingError(
+            f"this torch lacks the fake process group ({exc}); FSDP tracing is unavailable"
+        ) from None
+    if dist.is_initialized():
+        raise ProfilingError(
+            "a torch.distributed process group is already initialized; trace FSDP in a "
+            "fresh process"
+        )
+    dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
+    try:
+        # The mesh must exist before FakeTensorMode is entered (it allocates real tensors).
+        yield init_device_mesh("cpu", (world_size,))
+    finally:
+        dist.destroy_process_group()
+
+
+def _traceable(config: TraceConfig) -> TraceConfig:
+    """The configuration as the trace runs it, or a ProfilingError saying what cannot be."""
+    _require_tracing_apis()
+    if config.optimizer not in OPTIMIZERS:
+        make_optimizer(config.optimizer, [])  # raises the clear error
+    problems = untraceable(config)
+    if problems:
+        raise ProfilingError("the trace needs " + "; ".join(problems))
+    if config.world_size > 1 and not (config.fsdp or config.sharded):
+        raise ProfilingError(
+            "--world-size > 1 needs --fsdp or --zero 2/3 (plain data parallelism replicates "
+            "everything: the per-rank result equals world size 1)"
+        )
+    if config.sharded and not config.fsdp:
+        config = config.model_copy(update={"fsdp": True})  # ZeRO over N GPUs: FSDP2 shards it
+    if config.fp32_grads and config.precision != "mixed":
+        raise ProfilingError(
+            "--fp32-grads is the fp32 gradient copy of --precision mixed; add --precision mixed "
+            "or drop --fp32-grads"
+        )
+    return config
+
+
+def trace_step(
+    config: TraceConfig,
+    progress: Progress | None = None,
+    upstream_tracker: bool = False,
+    factory: Callable[..., Any] | None = None,
+    module_depth: int = 2,
+    block_scaling: bool | None = None,
+) -> TraceResult:
+    """Trace a steady-state training step of ``config.model``: exact bytes by category.
+
+    The loop is a real one, on one model and one optimizer: a first step (forward, loss,
+    backward, ``optimizer.step()`` — which creates the optimizer's states), ``zero_grad`` (set
+    to None, PyTorch's default, unless ``grads_kept``), then the traced step. Its peak is the
+    one every later step repeats; the first step's peak is reported beside it.
+
+    ``factory`` (from Python) is a function returning ``(model, inputs)`` like a
+    ``module:function`` factory; it is called under fake tensors and ``config.model`` only
+    names it. ``upstream_tracker=True`` uses torch's peak bookkeeping unchanged (several times
+    slower); the default replaces only that with a faster one (tests check both agree).
+
+    ``block_scaling`` (default: for reference models of more than 12 blocks) traces the loop
+    with 3, 4 and 5 of the model's identical blocks and extrapolates every number exactly
+    (``profiling.trace.scaling``); ``False`` traces every block.
+    """
+    config = _traceable(config)
+    say = progress or (lambda _stage: None)
+    if config.seq is None:
+        config = config.model_copy(update={"seq": config.seq_or_default()})
+    start = time.perf_counter()
+    with _TRACE_LOCK, contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")
+        mesh = stack.enter_context(_fake_process_group(config.world_size)) if config.fsdp else None
+        if mesh is not None:
+            # DTensor derives each op's output metadata by running it on fake tensors of the
+            # *global* shape, once per op signature (then cached). Under our fake mode the
+            # tracker counts those phantom tensors the first time only (a cold-process FSDP
+            # first step was 13 % high on a toy model); a real run allocates nothing for them.
+            # One untracked step on a throwaway model fills the caches first.
+            say("warming DTensor's caches")
+            _fill_dtensor_caches(config, mesh, factory)
+        blocks = _scaled_layers(config, factory)
+        if block_scaling is None:
+            block_scaling = blocks is not None and blocks > SCALE_ABOVE_BLOCKS
+        raw = missed = None
+        if block_scaling and blocks is not None and blocks > 5:
+            raw = _trace_scaled(config, mesh, say, not upstream_tracker, blocks, module_depth)
+            missed = raw is None
+        if raw is None:
+            raw = _trace_in_fake_mode(
+                config, mesh, say, not upstream_tracker, factory, module_depth=module_depth
+            )
+        if missed:
+            raw.notes.append(
+                "block scaling did not reproduce the 5-block trace exactly: every block traced"
+            )
+        result = _finish(config, raw, module_depth)
+    result.wall_seconds = round(time.perf_counter() - start, 3)
+    return result
+
+
+PHASES = ("forward", "backward", "optimizer_step")
+
+
+def _run_step(
+    tracker: Any,
+    model: nn.Module,
+    inputs: tuple[Any, ...],
+    optimizer: Any,
+    autocast: Any,
+    say: Progress,
+    label: str,
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """One training step; the state after each phase and each phase's own peak snapshot."""
+    phases: dict[str, dict[str, int]] = {}
+    peaks: dict[str, dict[str, int]] = {}
+    say(f"{label}: forward")
+    tracker.begin_phase(f"{label}/forward")
+    with autocast():
+        loss = _loss_of(model(*inputs))
+    peaks["forward"] = merge_snapshots(tracker.get_tracker_snapshot("peak"))
+    phases["after_forward"] = phase_snapshot(tracker)
+    say(f"{label}: backward")
+    tracker.begin_phase(f"{label}/backward")
+    loss.backward()
+    del loss
+    peaks["backward"] = merge_snapshots(tracker.get_tracker_snapshot("peak"))
+    phases["after_backward"] = phase_snapshot(tracker)
+    say(f"{label}: optimizer step")
+    tracker.begin_phase(f"{label}/optimizer_step")
+    optimizer.step()
+    peaks["optimizer_step"] = merge_snapshots(tracker.get_tracker_snapshot("peak"))
+    phases["after_optimizer_step"] = phase_snapshot(tracker)
+    return phases, peaks
+
+
+def _highest(peaks: dict[str, dict[str, int]]) -> str:
+    """The phase whose peak is highest (the earliest on a tie, as a running maximum keeps)."""
+    return max(PHASES, key=lambda ph: (int(peaks[ph].get("Total", 0)), -PHASES.index(ph)))
+
+
+def _build(
+    config: TraceConfig,
+    mesh: Any,
+    factory: Callable[..., Any] | None,
+    notes: list[str],
+    layers: int | None = None,
+) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any], Any]:
+    """Model (built in the parameter dtype, checkpointed, sharded), inputs, info, optimizer."""
+    # 16-bit parameters: build in that dtype (``module.to`` cannot swap tied fake
+    # parameters), so factories' floating inputs follow too.
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(_DTYPES[config.param_dtype])
+    try:
+        model, inputs, info = _make_model(config, factory, layers)
+    finally:
+        torch.set_default_dtype(previous)
+    if config.checkpointing == "full":
+        n = _apply_checkpointing(model)
+        notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
+    if mesh is not None:
+        mp = torch.bfloat16 if config.precision == "mixed" else None
+        _shard(model, mesh, config.reshard_after_forward, mp)
+        notes.append(f"FSDP2 fully_shard per block and root over {config.world_size} ranks")
+        if mp is not None:
+            notes.append(
+                "mixed precision by FSDP2's MixedPrecisionPolicy(param_dtype=bf16, "
+                "reduce_dtype=fp32): fp32 sharded parameters are the master weights (counted "
+                "as parameters), bf16 gathered copies, fp32 sharded gradients"
+            )
+            if config.fp32_grads:
+                notes.append("--fp32-grads: FSDP2 already reduces gradients into fp32 shards")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise ProfilingError("the model has no trainable parameters; nothing to train")
+    foreach = config.foreach if config.foreach is not None else mesh is None
+    if mesh is not None and foreach:
+        notes.append(
+            "foreach optimizer under FSDP: DTensor foreach temporaries are counted several "
+            "times over by the tracker; prefer the default (for-loop) for FSDP peaks"
+        )
+    if config.precision == "mixed" and mesh is None:
+        from profiling.trace.master_weights import MasterWeightOptimizer
+
+        optimizer: Any = MasterWeightOptimizer(
+            trainable,
+            lambda masters: make_optimizer(config.optimizer, masters, foreach),
+            fp32_grads=config.fp32_grads,
+        )
+        notes.append(
+            "mixed precision: bf16 parameters and gradients; the optimizer keeps fp32 master "
+            "weights (counted as optimizer state) and steps them"
+            + (
+                ", with an fp32 gradient copy kept across steps (counted as gradients)"
+                if config.fp32_grads
+                else ", converting one gradient to fp32 at a time (a temporary)"
+            )
+        )
+    else:
+        optimizer = make_optimizer(config.optimizer, trainable, foreach)
+    notes.append(f"optimizer {config.optimizer} ({'foreach' if foreach else 'for-loop'})")
+    if config.precision == "amp-fp16":
+        notes.append("amp-fp16: GradScaler's few bytes (a scale and an inf flag) are not traced")
+    return model, inputs, info, optimizer
+
+
+def _fill_dtensor_caches(
+    config: TraceConfig, mesh: Any, factory: Callable[..., Any] | None
+) -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        model, inputs, _, optimizer = _build(config, mesh, factory, [])
+        try:
+            with _autocast(config):
+                loss = _loss_of(model(*inputs))
+            loss.backward()
+            optimizer.step()
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            raise ProfilingError(_fake_failure(config.model, exc)) from None
+
+
+def _autocast(config: TraceConfig) -> Any:
+    if config.autocast:
+        return torch.autocast("cpu", dtype=_DTYPES[config.dtype])
+    return contextlib.nullcontext()
+
+
+@dataclasses.dataclass
+class _Raw:
+    """What one traced loop saw, before it becomes a :class:`TraceResult`."""
+
+    info: dict[str, Any]
+    params: int
+    root: str  # the model's fqn in the trackers (its class name)
+    block_prefix: str | None  # "Llama.layers." — the repeated blocks, if any
+    peaks: dict[str, dict[str, dict[str, int]]]  # step label -> phase -> peak snapshot
+    phases: dict[str, dict[str, int]]
+    after: dict[str, int]
+    modules: dict[str, ModuleMemory]
+    flops: dict[str, dict[str, int]]
+    segments: dict[str, dict[str, int]]
+    notes: list[str]
+
+
+FIRST, STEADY = "first step", "steady-state step"
+
+
+def _block_prefix(model: nn.Module) -> str | None:
+    blocks = _block_list(model)
+    if blocks is None:
+        return None
+    name = next(n for n, m in model.named_modules() if m is blocks)
+    return f"{type(model).__name__}.{name}."
+
+
+def _trace_in_fake_mode(
+    config: TraceConfig,
+    mesh: Any,
+    say: Progress,
+    fast: bool,
+    factory: Callable[..., Any] | None = None,
+    layers: int | None = None,
+    module_depth: int = 2,
+) -> _Raw:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    notes: list[str] = []
+    # Fake tensors live on the cpu device: a fake cuda device fails on CPU-only builds, and
+    # byte counts do not depend on the device (attention kernels and allocator rounding do).
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        say("building model")
+        model, inputs, info, optimizer = _build(config, mesh, factory, notes, layers)
+        params = sum(_global_numel(p) for p in model.parameters())
+        tracker = make_tracker(model, optimizer, inputs, mesh, fast)
+        if fast and not is_fast_tracker(tracker):
+            notes.append(
+                f"torch {torch.__version__}: PyTorch's memory tracker used unchanged (the "
+                "faster peak bookkeeping is checked only against known torch versions)"
+            )
+        prefix = _block_prefix(model)
+        if layers is not None:  # the block-scaled trace needs each stretch's maximum
+            tracker.block_prefix = prefix
+        autocast = functools.partial(_autocast, config)
+        peaks = {}
+        with tracker:
+            try:
+                _, peaks[FIRST] = _run_step(tracker, model, inputs, optimizer, autocast, say, FIRST)
+                # What the loop does between steps. PyTorch's default frees the gradients.
+                optimizer.zero_grad(set_to_none=not config.grads_kept)
+                tracker.reset_mod_stats()  # MemTracker's way to trace another iteration
+                tracker.count_flops = True
+                phases, peaks[STEADY] = _run_step(
+                    tracker, model, inputs, optimizer, autocast, say, STEADY
+                )
+                tracker.count_flops = False
+            except ProfilingError:
+                raise
+            except Exception as exc:
+                raise ProfilingError(_fake_failure(config.model, exc)) from None
+            after = merge_snapshots(tracker.get_tracker_snapshot())
+        say("summarizing")
+        return _Raw(
+            info=info,
+            params=params,
+            root=type(model).__name__,
+            block_prefix=prefix,
+            peaks=peaks,
+            phases=phases,
+            after=after,
+            modules=module_table(tracker, module_depth),
+            flops=tracker.flops,
+            segments=tracker.segments,
+            notes=notes,
+        )
+
+
+def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
+    notes = list(raw.notes)
+    notes.append(
+        "steady state: the traced step is the second of a loop on the same model and optimizer "
+        + (
+            "(gradients zeroed in place, so they stay allocated through forward)"
+            if config.grads_kept
+            else "(zero_grad(set_to_none=True), PyTorch's default: gradients freed between steps)"
+        )
+    )
+    peaks, first_peaks = raw.peaks[STEADY], raw.peaks[FIRST]
+    top, first_top = _highest(peaks), _highest(first_peaks)
+    flops = _flop_count(raw.flops, module_depth)
+    timed = None
+    if config.gpu is not None:
+        timed = step_time(
+            flops.total,
+            config.batch * config.seq_or_default(),
+            config.gpu_spec(),
+            config.mfu,
+            sixteen_bit=config.compute_dtype != "fp32",
+            gpus=config.world_size,
+            tokens=config.tokens,
+        )
+    return TraceResult(
+        config=config,
+        model_info=raw.info,
+        params=raw.params,
+        peak_bytes=int(peaks[top].get("Total", 0)),
+        peak_phase=top,
+        by_category=to_categories(peaks[top]),
+        phase_peaks={ph: int(peaks[ph].get("Total", 0)) for ph in PHASES},
+        first_step_peak_bytes=int(first_peaks[first_top].get("Total", 0)),
+        first_step_peak_phase=first_top,
+        after_step=to_categories(raw.after),
+        phases=raw.phases,
+        by_module=raw.modules,
+        flops=flops,
+        time=timed,
+        wall_seconds=0.0,
+        torch_version=torch.__version__,
+        notes=notes,
+    )
+
+
+# The full model is traced when it has at most this many blocks (cheaper than 3 + 4 + 5).
+SCALE_ABOVE_BLOCKS = 12
+
+
+def _scaled_layers(config: TraceConfig, factory: Callable[..., Any] | None) -> int | None:
+    """The reference model's block count when the block-scaled trace applies, else None."""
+    if factory is not None or ":" in config.model or config.model not in WORKLOADS:
+        return None
+    return WORKLOADS[config.model].layers
+
+
+def _trace_scaled(
+    config: TraceConfig, mesh: Any, say: Progress, fast: bool, blocks: int, module_depth: int
+) -> _Raw | None:
+    """The loop traced at 3, 4 and 5 blocks and extrapolated to ``blocks``; None if a
+    prediction misses (see ``profiling.trace.scaling``)."""
+    from profiling.trace.scaling import SAMPLE_BLOCKS, NotAffine, extrapolate, phase_peak
+
+    raws = {}
+    for n in SAMPLE_BLOCKS:
+        raws[n] = _trace_in_fake_mode(
+            config,
+            mesh,
+            lambda stage, n=n: say(f"{n} blocks: {stage}"),
+            fast,
+            None,
+            layers=n,
+            module_depth=module_depth,
+        )
+    prefix = raws[SAMPLE_BLOCKS[0]].block_prefix
+    if prefix is None:
+        return None
+    samples = {}
+    for n, raw in raws.items():
+        named: dict[str, dict[str, int]] = {"params": {"n": raw.params}, "after": raw.after}
+        named.update({f"phase|{k}": v for k, v in raw.phases.items()})
+        named.update({f"module|{k}": v.model_dump() for k, v in raw.modules.items()})
+        named.update({f"flops|{k}": v for k, v in raw.flops.items()})
+        named.update({f"segment|{k}": v for k, v in raw.segments.items()})
+        samples[n] = named
+        # The stretches must account for each phase's peak exactly, in every sample.
+        for label, by_phase in raw.peaks.items():
+            for ph, snap in by_phase.items():
+                got = phase_peak(raw.segments, f"{label}/{ph}", prefix, ph == "backward")
+                if to_categories(got) != to_categories(snap) or got["Total"] != snap["Total"]:
+                    return None
+    try:
+        full = extrapolate(samples, blocks, prefix)
+    except NotAffine:
+        return None
+    segments = {k.split("|", 1)[1]: v for k, v in full.items() if k.startswith("segment|")}
+    peaks = {
+        label: {
+            ph: phase_peak(segments, f"{label}/{ph}", prefix, ph == "backward") for ph in PHASES
+        }
+        for label in (FIRST, STEADY)
+    }
+    modules = {
+        k.split("|", 1)[1]: ModuleMemory(**v) for k, v in full.items() if k.startswith("module|")
+    }
+    root = raws[SAMPLE_BLOCKS[0]].root
+    if root in modules:  # the whole model's peaks: its highest stretches, not an affine sum
+        modules[root] = modules[root].model_copy(
+            update={
+                "peak_forward": peaks[STEADY]["forward"]["Total"],
+                "peak_backward": peaks[STEADY]["backward"]["Total"],
+            }
+        )
+    base = raws[SAMPLE_BLOCKS[0]]
+    return _Raw(
+        info=describe(WORKLOADS[config.model]),
+        params=full["params"]["n"],
+        root=root,
+        block_prefix=prefix,
+        peaks=peaks,
+        phases={k.split("|", 1)[1]: v for k, v in full.items() if k.startswith("phase|")},
+        after=full["after"],
+        modules=modules,
+        flops={k.split("|", 1)[1]: v for k, v in full.items() if k.startswith("flops|")},
+        segments=segments,
+        notes=[
+            *base.notes,
+            f"block-scaled: the loop was traced with 3, 4 and 5 of the {blocks} identical "
+            "blocks and every number extrapolated exactly (each is affine in the block count; "
+            "the 5-block trace checked every prediction to the byte)",
+        ],
+    )
+
+
+def _flop_count(counts: dict[str, dict[str, int]], depth: int) -> FlopCount:
+    total = counts.get("Global", {"forward": 0, "backward": 0})
+    return FlopCount(
+        total=total["forward"] + total["backward"],
+        forward=total["forward"],
+        backward=total["backward"],
+        by_module={
+            fqn: dict(row)
+            for fqn, row in counts.items()
+            if fqn != "Global" and fqn.count(".") <= depth
+        },
+    )
+
+
+def _fake_failure(model: str, exc: Exception) -> str:
+    kind = type(exc).__name__
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    hint = (
+        "it reads tensor data in Python (.item(), .tolist(), .numpy(), bool(tensor), "
+        "data-dependent shapes), which fake tensors cannot provide"
+        if any(k in kind for k in ("DataDependent", "DynamicOutputShape"))
+        or "data-dependent" in text
+        or "numpy" in text.lower()
+        else "a fake tensor has shapes and dtypes but no values"
+    )
+    return (
+        f"model {model!r} cannot run under fake tensors ({kind}: {text[:300]}); {hint}. "
+        "Make the forward depend only on shapes, or measure it on real hardware instead"
+    )
+
+
+def _global_numel(p: torch.Tensor) -> int:
+    full = getattr(p, "full_tensor", None)
+    shape = getattr(p, "shape", None)
+    if full is not None and shape is not None:  # a DTensor reports its global shape
+        n = 1
+        for d in shape:
+            n *= int(d)
+        return n
+    return p.numel()
+
+
+def _shard(model: nn.Module, mesh: Any, reshard_after_forward: bool, mp: Any) -> None:
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except ImportError:  # torch < 2.6
+        from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
+    kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
+    if mp is not None:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=mp, reduce_dtype=torch.float32)
+    for block in _block_list(model) or []:
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
