@@ -51,9 +51,8 @@ def _print_record_line(record_id: str) -> None:
 
 
 def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
-    from profiling.trace.step.report import render_compare_text
-
     from profiling.records import cite
+    from profiling.trace.report import render_compare_text
 
     typer.echo("")
     typer.echo(f"Estimate {cite(est_id)} beside trace {cite(trace_id)} (per GPU / per rank):")

@@ -1,6 +1,6 @@
 """``journal-agent gpu`` and ``profile``: what this machine has, and a measured training run.
 
-Measured numbers come from the device at hand (``profiling.measure.run.devices``): NVML and the CUDA
+Measured numbers come from the device at hand (``profiling.measure.devices``): NVML and the CUDA
 allocator on a GPU, live tensor bytes and RSS on the CPU. torch is imported only inside the
 commands that need it; ``gpu`` on a machine without an NVIDIA driver never imports it.
 """
@@ -44,8 +44,8 @@ def gpu_command(as_json: JsonFlag = False) -> None:
 
     Without a GPU or driver: one sentence saying so (and the CPU), exit code 0.
     """
-    from profiling.measure.run.devices import gpu_info
-    from profiling.measure.run.report import render_gpu_info
+    from profiling.measure.devices import gpu_info
+    from profiling.measure.report import render_gpu_info
 
     info = gpu_info()
     if as_json:
@@ -137,7 +137,7 @@ def profile_command(
 
     Example: journal-agent profile --model gpt2-small --batch 2 --seq 256 --steps 10
     """
-    from profiling.measure.run.distributed import launched_by_torchrun, run_under_torchrun
+    from profiling.measure.distributed import launched_by_torchrun, run_under_torchrun
 
     if nproc > 1 and not launched_by_torchrun():
         # torchrun's own launcher starts one process per rank; each runs this very command.
@@ -166,7 +166,7 @@ def profile_command(
         raise UserError(f"--{err['loc'][0]}: {err['msg']}".replace("_", "-")) from None
     store = RecordStore(records_dir_for_saving(resolve_root(root)))
     if launched_by_torchrun():
-        from profiling.measure.run.distributed import profile_rank
+        from profiling.measure.distributed import profile_rank
 
         gathered = profile_rank(cfg, options)
         if gathered is None:  # not rank 0: rank 0 reports for everyone
@@ -193,10 +193,9 @@ def _profile_here(
     cfg: Any, options: Any, store: Any, csv_path: Path | None, plot: Path | None, as_json: bool
 ) -> None:
     """One process on this machine's device: measure, save, print; exit 1 on out-of-memory."""
-    from profiling.measure.run.report import render_comparison, render_summary, run_json, run_record
-    from profiling.trace.step.report import trace_record
-
+    from profiling.measure.report import render_comparison, render_summary, run_json, run_record
     from profiling.records import cite
+    from profiling.trace.report import trace_record
 
     run = _measure_with_progress(cfg, options, as_json)
     trace_id = store.save(trace_record(run.trace)) if run.trace is not None else None
@@ -229,8 +228,7 @@ def _profile_here(
 
 
 def _finish_ranks(gathered: Any, store: Any, as_json: bool) -> None:
-    from profiling.measure.run.distributed import ranks_record, render_ranks
-
+    from profiling.measure.distributed import ranks_record, render_ranks
     from profiling.records import cite
 
     record = ranks_record(gathered)

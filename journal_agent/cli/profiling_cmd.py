@@ -100,10 +100,9 @@ def estimate_command(
     --gpus 2 --zero 2 --gpu-mem 40
     """
     check_plot(plot, force)
-    from profiling.estimate.memory.record import estimate_json, estimate_record
-
     from profiling.config import TrainingConfig
     from profiling.estimate.memory import estimate
+    from profiling.estimate.record import estimate_json, estimate_record
 
     inp = TrainingConfig.parse(**config)
     store = _saving_store(root)
@@ -113,7 +112,7 @@ def estimate_command(
     payload = estimate_json(est, record.id)
     result = cmp = trace_rec = None
     if compare_trace:
-        from profiling.trace.step.report import (
+        from profiling.trace.report import (
             compare,
             trace_config_for_estimate,
             trace_json,
@@ -138,7 +137,7 @@ def estimate_command(
     _print_estimate(est)
     _print_record_line(record.id)
     if cmp is not None and trace_rec is not None:
-        from profiling.trace.step.report import render_trace_text
+        from profiling.trace.report import render_trace_text
 
         typer.echo("")
         typer.echo(render_trace_text(result))

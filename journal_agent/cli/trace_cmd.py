@@ -1,7 +1,7 @@
 """``journal-agent trace``: one steady-state training step under fake tensors, no GPU needed.
 
 The flags come from the shared configuration (``profiling.config.TrainingConfig``); the work is
-``profiling.trace.step.run.trace_and_record`` (the ``MemoryTrace`` tool runs the same).
+``profiling.trace.run.trace_and_record`` (the ``MemoryTrace`` tool runs the same).
 """
 
 from __future__ import annotations
@@ -45,9 +45,8 @@ def trace_command(
     Example: journal-agent trace --model llama-7b --seq 2048 --precision amp-bf16 --gpu h100-sxm
     """
     check_plot(plot, force)
-    from profiling.trace.step.run import trace_and_record
-
     from profiling.config import TrainingConfig
+    from profiling.trace.run import trace_and_record
 
     if "model" not in config:
         raise UserError("trace needs --model NAME (a reference model or package.module:factory)")
