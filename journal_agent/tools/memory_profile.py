@@ -9,10 +9,10 @@ when the host gives one (the MCP server turns them into progress notifications).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -58,7 +58,8 @@ class MemoryProfile(Tool):
         "hardware you do not have.\n"
         "- Returns a compact summary and a record id; cite the numbers as [m:<id>].\n"
         "- Bounded by timeout; an out-of-memory is reported as a result.\n"
-        "- A workspace factory runs the user's code, so it is permission-checked like Bash."
+        "- It runs in the sandbox, like Bash; a workspace factory runs the user's code, so it "
+        "is permission-checked like Bash."
     )
     Input = MemoryProfileInput
 
@@ -71,24 +72,55 @@ class MemoryProfile(Tool):
         args += ["--warmup", str(params.warmup), "--timeout", f"{params.timeout:g}"]
         if params.device:
             args += ["--device", params.device]
-        if ":" in params.model and ctx.policy is not None:
-            # Importing a workspace factory runs the user's code: the same approval as Bash.
-            ctx.policy.ensure("Bash", command="journal-agent " + " ".join(args))
-        data, err = _run_child([*args, "--json", "--root", str(ctx.root)], ctx, params.timeout)
+        data, err = _profile_in_sandbox(ctx, params.model, args, params.timeout)
         if data is None:
             raise ToolError(err or "the measured run failed without a message")
         # An out-of-memory is a measured result (saved, cited), not a tool failure.
         return ToolResult(render_compact(data, err))
 
 
-def _run_child(args: list[str], ctx: ToolContext, timeout: float) -> tuple[dict | None, str]:
+def _profile_in_sandbox(
+    ctx: ToolContext, model: str, args: list[str], timeout: float
+) -> tuple[dict | None, str]:
+    """Run ``journal-agent profile`` as Bash would run it: in the sandbox, by the mode's rules,
+    with the allow-listed environment, and as ``python -I`` (nothing of the workspace on
+    ``sys.path``: a planted ``typer.py`` is never imported; a factory's module is found from
+    the working directory, inside the sandbox only). Its records come back through the
+    call's outbox."""
+    from journal_agent.tools.sandbox import SandboxSettings, confinement
+    from journal_agent.tools.sandbox.call import sandboxed
+    from journal_agent.tools.workspace import workspace_root
+
+    root = Path(workspace_root(ctx.root))
+    settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
+    writes, read_deny, home = False, (), None
+    if ctx.policy is not None:
+        if ":" in model:
+            # Importing a workspace factory runs the user's code: the same approval as Bash,
+            # and what Bash would be allowed to write.
+            conf = confinement(settings, root)
+            command = "journal-agent " + " ".join(args)
+            writes = ctx.policy.ensure("Bash", command=command, confined=conf.active).writes
+        else:
+            ctx.policy.ensure("MemoryProfile")  # a rule naming the tool still decides
+        read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home
+    with sandboxed(root, settings, writes=writes, read_deny=read_deny, home=home) as box:
+        argv = box.argv([sys.executable, "-I", "-m", "journal_agent", *args, "--json",
+                         "--root", str(root)])  # fmt: skip
+        env = box.env({"JOURNAL_AGENT_PROGRESS": "lines", "NO_COLOR": "1"})
+        return _run_child(argv, env, ctx, timeout)
+
+
+def _run_child(
+    argv: list[str], env: dict[str, str], ctx: ToolContext, timeout: float
+) -> tuple[dict | None, str]:
     from journal_agent.processes import stop_groups
 
-    env = {**os.environ, "JOURNAL_AGENT_PROGRESS": "lines", "NO_COLOR": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "journal_agent", *args],
+        argv,
         cwd=ctx.root,
         env=env,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

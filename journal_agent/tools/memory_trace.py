@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
 from journal_agent.paths import measurements_dir
 from journal_agent.tools._config_input import config_input_model
-from journal_agent.tools.base import Tool, ToolContext, ToolResult
+from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.workspace import workspace_root
+
+TRACE_TIMEOUT_S = 600
 
 # The schema is the shared training configuration's, plus the comparison switch.
 MemoryTraceInput = config_input_model(
@@ -37,24 +42,24 @@ class MemoryTrace(Tool):
         "any world size gives the per-rank peak; gpu adds the step time at mfu.\n"
         "- Returns the breakdown and a record id; cite the numbers as [m:<id>].\n"
         "- A 7B model takes several seconds; small models well under one.\n"
-        "- A workspace factory runs the user's code, so it is permission-checked like Bash."
+        "- A workspace factory runs the user's code: it is permission-checked like Bash and "
+        "runs in the sandbox, like Bash."
     )
     Input = MemoryTraceInput
 
     def run(self, ctx: ToolContext, params: MemoryTraceInput) -> ToolResult:  # type: ignore[override,valid-type]
         from profiling.records import RecordStore
 
-        if ":" in (params.model or "") and ctx.policy is not None:
-            # Importing a workspace module runs its code: the same approval as running it.
-            ctx.policy.ensure("Bash", command=f"journal-agent trace --model {params.model}")
+        if ":" in (params.model or ""):
+            # A workspace factory runs the user's code: in the sandbox, as Bash would run it.
+            return ToolResult(_trace_factory_in_sandbox(params, ctx))
         store = RecordStore(measurements_dir(ctx.root))
         # A ProfilingError (a model that will not trace) becomes an error result in Tool.call.
         return ToolResult(_trace(params, ctx, store))
 
 
 def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  # type: ignore[valid-type]
-    import sys
-
+    """A reference model, in this process: our own code only, under fake tensors."""
     from profiling.config import TrainingConfig
     from profiling.errors import ProfilingError
     from profiling.trace.run import trace_and_record
@@ -64,13 +69,48 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  #
         raise ProfilingError(
             "MemoryTrace needs model: a reference model or 'package.module:function'"
         )
-    root = str(ctx.root)
-    added = cfg.is_factory and root not in sys.path
-    if added:  # the factory lives in the workspace
-        sys.path.insert(0, root)
-    try:
-        run = trace_and_record(cfg, store, compare_estimate=params.compare_estimate)
-    finally:
-        if added:
-            sys.path.remove(root)
-    return run.text()
+    return trace_and_record(cfg, store, compare_estimate=params.compare_estimate).text()
+
+
+def _trace_factory_in_sandbox(params: MemoryTraceInput, ctx: ToolContext) -> str:  # type: ignore[valid-type]
+    """The same approval as Bash, in every mode (bypassPermissions too), the same sandbox,
+    environment and limits; the report comes back on stdout, the records through the
+    outbox."""
+    import json
+    import subprocess
+    import sys
+
+    from journal_agent.processes import stop_groups
+    from journal_agent.tools.sandbox import SandboxSettings, confinement
+    from journal_agent.tools.sandbox.call import sandboxed
+
+    root = Path(workspace_root(ctx.root))
+    settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
+    writes, read_deny, home = True, (), None
+    if ctx.policy is not None:
+        conf = confinement(settings, root)
+        command = f"journal-agent trace --model {params.model}"
+        writes = ctx.policy.ensure("Bash", command=command, confined=conf.active).writes
+        read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home
+    request = json.dumps(
+        {"config": params.config_values(), "compare_estimate": params.compare_estimate}
+    )
+    with sandboxed(root, settings, writes=writes, read_deny=read_deny, home=home) as box:
+        argv = box.argv([sys.executable, "-I", "-m", "journal_agent.tools._trace_child", request])
+        proc = subprocess.Popen(argv, cwd=root, env=box.env(), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=TRACE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            stop_groups([proc.pid], grace_s=2.0, leaders=[proc])
+            raise ToolError(
+                f"the trace of {params.model} did not end within {TRACE_TIMEOUT_S} s; it was "
+                "stopped — use a smaller model, batch or sequence"
+            ) from None
+    if proc.returncode != 0:
+        said = [
+            line.removeprefix("error: ") for line in err.splitlines() if line.startswith("error:")
+        ]
+        raise ToolError(" ".join(said) or err.strip()[-2000:] or "the trace failed")
+    return out.rstrip("\n")
