@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     from journal_agent.paths import records_dir_for_saving
     from profiling.config import TrainingConfig
     from profiling.records import RecordStore
-    from profiling.trace_run import trace_and_record
+    from profiling.trace.run import trace_and_record
 
     request = json.loads(argv[0])
     try:

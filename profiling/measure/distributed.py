@@ -40,7 +40,7 @@ def run_under_torchrun(nproc: int, argv: list[str]) -> int:
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     # Every rank runs isolated (-I): nothing of the working directory on sys.path, so a
     # typer.py or profiling.py there is never imported in place of the library (a user's
-    # factory is made importable from it by profiling._factory, for that import only).
+    # factory is made importable from it by profiling.models.factory, for that import only).
     cmd = [
         sys.executable,
         "-I",
