@@ -142,8 +142,11 @@ def start(
     run_id = new_run_id()
     directory = run_dir(root, run_id)
     directory.mkdir(parents=True, exist_ok=True)
+    # -P: the workspace (our working directory) is not put on sys.path, so a typer.py or
+    # rich.py a command left there is never imported by the run in place of the library.
     cmd = [
         sys.executable,
+        "-P",
         "-m",
         "journal_agent",
         argv[0],

@@ -40,6 +40,9 @@ class SandboxNetwork(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     allowed_domains: list[str] = Field(default_factory=list, alias="allowedDomains")
+    # Without network, every Unix-domain socket bound outside the workspace is unreachable
+    # except these (Claude Code's name).
+    allow_unix_sockets: list[str] = Field(default_factory=list, alias="allowUnixSockets")
 
     @property
     def all_allowed(self) -> bool:

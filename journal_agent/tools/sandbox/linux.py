@@ -58,6 +58,9 @@ def bwrap_argv(
         args += ["--ro-bind", str(p), str(p)]
     for p in view.rewritable:
         args += ["--bind", str(p), str(p)]
+    if not view.network:
+        for p in host_sockets(view.root, view.allowed_sockets):
+            args += ["--ro-bind", "/dev/null", str(p)]
     for p in view.masked:
         if p.is_dir() and not p.is_symlink():
             args += ["--tmpfs", str(p), "--remount-ro", str(p)]
@@ -78,6 +81,39 @@ def _gpu_nodes() -> tuple[str, ...]:
 
     nodes = sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/nvidia-caps/*"))
     return tuple(a for n in nodes if not os.path.isdir(n) for a in ("--dev-bind-try", n, n))
+
+
+def host_sockets(root: Path, allowed: tuple[Path, ...] = ()) -> list[Path]:
+    """The Unix-domain sockets bound on this machine outside the workspace, which a command
+    without network must not reach: a socket file is connectable through a read-only mount,
+    and ``--unshare-net`` only separates the abstract ones. (``/run/docker.sock``, the user's
+    D-Bus and ``$XDG_RUNTIME_DIR`` are where they usually live; /proc/net/unix lists every
+    bound one of this network namespace.) Each is covered by /dev/null: a connect is refused.
+    Those under the private temporary directories are hidden already; ``allowed``
+    (``sandbox.network.allowUnixSockets``) stay reachable."""
+    import stat
+
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()[1:]
+    except OSError:
+        return []
+    out: dict[Path, None] = {}
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) < 8 or not fields[7].startswith("/"):
+            continue  # unnamed, or abstract ("@…": separated by the network namespace)
+        path = Path(fields[7])
+        if path in out or path in allowed or path == root or root in path.parents:
+            continue
+        if _under_tmp(path):
+            continue
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                out[path] = None
+        except OSError:
+            continue
+    return list(out)
 
 
 def _under_tmp(p: Path) -> bool:

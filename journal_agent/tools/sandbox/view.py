@@ -79,6 +79,8 @@ class View:
     # directory that holds a read-only file (`mv .git old`) and put a new file in its place.
     read_only_ids: tuple[tuple[int, int], ...] = ()
     scan: SecretScan | None = dataclasses.field(default=None, compare=False, repr=False)
+    # Unix-domain sockets left reachable without network (sandbox.network.allowUnixSockets).
+    allowed_sockets: tuple[Path, ...] = ()
 
     @property
     def writes(self) -> bool:
@@ -136,6 +138,9 @@ def build_view(
         rewritable=tuple(rewritable),
         masked=tuple(masked),
         network=settings.network.all_allowed,
+        allowed_sockets=tuple(
+            p for e in settings.network.allow_unix_sockets for p in _concrete(e, root, home)
+        ),
         scan_truncated=truncated,
         created=tuple(created),
         guarded=tuple(guarded),
