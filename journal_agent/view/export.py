@@ -61,6 +61,7 @@ def export_html(root: Path, directory: Path) -> Exported:
             continue
     writer.write("ledger.html", pages.ledger())
     writer.write("review.html", pages.review())
+    writer.write("inbox.html", pages.inbox())
     writer.write("search-index.js", _search_index(site))
     shutil.copytree(STATIC, directory / "static", dirs_exist_ok=True)
     return Exported(writer.count)

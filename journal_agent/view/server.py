@@ -41,9 +41,11 @@ def create_app(root: Path, *, token: str, hosts: set[str], port: int) -> Any:
         Route("/code/{path:path}", views.code),
         Route("/ledger.html", views.ledger),
         Route("/review.html", views.review),
+        Route("/inbox.html", views.inbox),
         Route("/api/search", views.search),
         Route("/api/stamp", views.stamp),
         Route("/api/review", views.rate, methods=["POST"]),
+        Route("/api/inbox", views.moment, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes)
@@ -95,6 +97,9 @@ class _Views:
     def review(self, request: Any) -> Any:
         return self._page(self.pages.review)
 
+    def inbox(self, request: Any) -> Any:
+        return self._page(self.pages.inbox)
+
     def stamp(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
 
@@ -129,7 +134,7 @@ class _Views:
 
         from journal_agent.learning import review
 
-        form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+        form = await _form(request)
         try:
             done = await run_in_threadpool(
                 review.rate, self.site.root, form.get("id", ""), form.get("rating", "")
@@ -138,6 +143,27 @@ class _Views:
             return JSONResponse({"error": exc.message}, status_code=400)
         return JSONResponse({k: done[k] for k in ("id", "rating", "due", "state")})
 
+    async def moment(self, request: Any) -> Any:
+        """Accept (start /learn on it) or dismiss a captured moment."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        from journal_agent.view import inbox
+
+        form = await _form(request)
+        act = {"accept": inbox.accept, "dismiss": inbox.dismiss}.get(form.get("action", ""))
+        if act is None:
+            return JSONResponse({"error": "the action must be accept or dismiss."}, 400)
+        try:
+            done = await run_in_threadpool(act, self.site, form.get("id", ""))
+        except UserError as exc:
+            return JSONResponse({"error": exc.message}, status_code=400)
+        return JSONResponse(done)
+
 
 def _sentence(exc: Exception) -> str:
     return str(exc).rstrip(".") + "."
+
+
+async def _form(request: Any) -> dict[str, str]:
+    return dict(parse_qsl((await request.body()).decode("utf-8", "replace")))

@@ -93,7 +93,7 @@ class Site:
             state / "refs.jsonl",
             state / "review.json",
             measurements_dir(self.root),
-            state / "inbox",
+            state / "inbox.jsonl",
         ]
 
     def stamp(self) -> str:

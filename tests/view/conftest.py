@@ -105,7 +105,29 @@ def build_workspace(root: Path, cli: CLI) -> Workspace:
     shutil.copy(
         REPO / "tests" / "learning" / "fixtures" / "seed_ledger.md", root / "learning_ledger.md"
     )
+    _capture(root, trace["record_id"])
     return Workspace(root, trace["record_id"], est["record_id"], ids)
+
+
+MOMENTS = (
+    "Warm-up length is in steps, not epochs (src/train.py:6).",
+    "set_to_none=True frees the gradients between steps.",
+    "<script>window.pwned = 'moment'</script> is only text here.",
+)
+
+
+def _capture(root: Path, record_id: str) -> None:
+    """Three moments in the inbox, as the Stop hook writes them."""
+    from journal_agent.capture.inbox import FileEdit, append_moments, new_moment
+
+    append_moments(
+        root,
+        [
+            new_moment("insight", MOMENTS[0], files=(FileEdit("src/train.py", ((6, 7),)),)),
+            new_moment("measurement", MOMENTS[1], records=(record_id,)),
+            new_moment("insight", MOMENTS[2]),
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -123,14 +145,14 @@ class Server:
     process: subprocess.Popen[str]
 
 
-def start_server(root: Path, *args: str) -> Server:
+def start_server(root: Path, *args: str, env: dict[str, str | None] | None = None) -> Server:
     proc = subprocess.Popen(
         CLI.command("view", "--no-open", "--root", str(root), *args),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
-        env=CLI.environment({"HOME": str(root.parent)}),
+        env=CLI.environment({"HOME": str(root.parent), **(env or {})}),
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -157,7 +179,9 @@ def stop_server(server: Server) -> None:
 
 @pytest.fixture(scope="module")
 def server(workspace: Workspace) -> Iterator[Server]:
-    running = start_server(workspace.root)
+    running = start_server(
+        workspace.root, env={"ANTHROPIC_API_KEY": None, "ANTHROPIC_AUTH_TOKEN": None}
+    )
     yield running
     stop_server(running)
 

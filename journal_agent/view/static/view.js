@@ -95,7 +95,8 @@
       event.preventDefault();
       const rating = event.submitter ? event.submitter.value : "good";
       const body = new URLSearchParams({id: card.dataset.id, rating: rating});
-      const response = await fetch(form.action, {
+      card.classList.add("pending"); // no live reload while the answer is on its way
+      const response = await fetch(form.getAttribute("action"), {
         method: "POST",
         credentials: "same-origin",
         headers: {"X-CSRF-Token": csrfMeta ? csrfMeta.content : ""},
@@ -104,10 +105,43 @@
       const data = await response.json();
       const rated = card.querySelector(".rated");
       rated.hidden = false;
+      card.classList.remove("pending");
       if (!response.ok) { rated.textContent = data.error || "The rating was not saved."; return; }
       answer.hidden = true;
       card.classList.add("done");
       rated.textContent = "Rated " + data.rating + "; next review " + data.due.slice(0, 10) + ".";
+    });
+  }
+
+  // -- inbox: accept (start /learn) or dismiss a captured moment ----------------------------
+  for (const moment of document.querySelectorAll("section.moment")) {
+    const form = moment.querySelector("form.act");
+    if (!form) continue;
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const action = event.submitter ? event.submitter.value : "dismiss";
+      for (const b of form.querySelectorAll("button")) b.disabled = true;
+      moment.classList.add("pending"); // no live reload while the answer is on its way
+      const response = await fetch(form.getAttribute("action"), {
+        method: "POST",
+        credentials: "same-origin",
+        headers: {"X-CSRF-Token": csrfMeta ? csrfMeta.content : ""},
+        body: new URLSearchParams({id: moment.dataset.id, action: action}),
+      });
+      const data = await response.json();
+      const outcome = moment.querySelector(".outcome");
+      outcome.hidden = false;
+      moment.classList.remove("pending");
+      if (!response.ok) {
+        outcome.textContent = data.error || "Nothing was done.";
+        for (const b of form.querySelectorAll("button")) b.disabled = false;
+        return;
+      }
+      moment.classList.add("done");
+      form.hidden = true;
+      outcome.textContent = data.run
+        ? "Started /learn as background run " + data.run + " (journal-agent wait " + data.run + ")."
+        : "Dismissed.";
     });
   }
 
@@ -119,7 +153,7 @@
         const response = await fetch(base + "api/stamp", {credentials: "same-origin", cache: "no-store"});
         if (response.ok) {
           const data = await response.json();
-          if (stamp !== null && data.stamp !== stamp && !document.querySelector("section.card.done")) {
+          if (stamp !== null && data.stamp !== stamp && !document.querySelector(".pending, section.card.done, section.moment.done")) {
             location.reload();
             return;
           }
