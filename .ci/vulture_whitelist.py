@@ -66,3 +66,6 @@ _.peak_flops  # profiling/gpus.py
 
 # markdown-it calls the link check we set on the parser (journal_agent/view/markdown.py).
 _.validateLink  # journal_agent/view/markdown.py
+
+# The inbox API (journal_agent/capture/inbox.py): a moment's content hash, read by other views.
+_.hash  # journal_agent/capture/inbox.py

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -22,6 +21,8 @@ from pathlib import Path
 # :func:`remove_stale_temps`. The name is cut so the temp name fits NAME_MAX.
 TEMP_MARK = ".tmp-"
 _NAME_KEPT = 64
+# (The random part comes from os.urandom, as secrets.token_hex would give it: the Claude Code
+# hooks write through this module, and importing secrets costs each of them milliseconds.)
 
 
 def atomic_write(
@@ -51,7 +52,7 @@ def _write_in(dir_fd: int, name: str, data: bytes, durable: bool) -> os.stat_res
         mode = stat.S_IMODE(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
-    tmp = f".{name[:_NAME_KEPT]}{TEMP_MARK}{secrets.token_hex(6)}"
+    tmp = f".{name[:_NAME_KEPT]}{TEMP_MARK}{os.urandom(6).hex()}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
     try:

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from dataclasses import dataclass
+from collections import Counter, namedtuple
 
 from journal_agent.errors import UserError
 
@@ -76,12 +75,15 @@ _MIN_ENTROPY = 3.0  # bits per character: random keys are well above, words and 
 _MIN_RANDOM_LEN = 16
 
 
-@dataclass(frozen=True)
-class SecretFinding:
-    kind: str  # "Anthropic API key", "password assignment", ...
-    line: int  # 1-based line of the text where it starts
-    start: int  # offsets of the secret value in the text (the name stays)
-    end: int
+class SecretFinding(namedtuple("SecretFinding", "kind line start end")):
+    """A secret in a text: its kind ("Anthropic API key", "password assignment", ...), the
+    1-based line where it starts, and the offsets of its value (the name stays).
+
+    A named tuple rather than a dataclass: the Claude Code hooks redact with this module, and
+    importing dataclasses (inspect, ast) would cost every captured turn milliseconds.
+    """
+
+    __slots__ = ()
 
 
 class SecretInText(UserError):

@@ -1,19 +1,26 @@
 """Capture: the learning moments Claude Code's hooks catch, and the inbox they wait in.
 
-The library side of ``hooks/capture.py`` (stdlib only, like everything this package's hook
-modules import) and what the CLI, the MCP tool and the web view read::
+The library side of ``hooks/capture.py`` and what the CLI, the MCP tool and the web view read::
 
     from journal_agent.capture import read_inbox, dismiss, Moment
+
+Names resolve on first use: the hooks import modules of this package on every turn and must
+not pay for the dataclasses of :mod:`journal_agent.capture.inbox` (nor for the typing module
+``profiling._lazy.lazy_exports`` imports).
 """
 
-from journal_agent.capture.inbox import (
-    FileEdit,
-    Moment,
-    dismiss,
-    find,
-    inbox_path,
-    read_inbox,
-    waiting_count,
-)
+from __future__ import annotations
+
+import importlib
 
 __all__ = ["FileEdit", "Moment", "dismiss", "find", "inbox_path", "read_inbox", "waiting_count"]
+
+
+def __getattr__(name: str) -> object:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module("journal_agent.capture.inbox"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -18,7 +18,6 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from journal_agent.capture.settings import GUARD, capture_settings
 
@@ -51,7 +50,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _read_payload() -> dict[str, Any]:
+def _read_payload() -> dict[str, object]:
     raw = sys.stdin.buffer.read(MAX_STDIN + 1)
     if len(raw) > MAX_STDIN:
         raise ValueError(f"stdin is over {MAX_STDIN >> 20} MB; ignored")
@@ -79,7 +78,7 @@ def log(root: Path, event: str, message: str) -> None:
 # -- handlers ----------------------------------------------------------------------------------
 
 
-def on_stop(root: Path, payload: dict[str, Any]) -> str:
+def on_stop(root: Path, payload: dict[str, object]) -> str:
     if not capture_settings(root)["enabled"]:
         return ""
     from journal_agent.capture.moments import capture_turn
@@ -88,7 +87,7 @@ def on_stop(root: Path, payload: dict[str, Any]) -> str:
     return ""
 
 
-def on_subagent_stop(root: Path, payload: dict[str, Any]) -> str:
+def on_subagent_stop(root: Path, payload: dict[str, object]) -> str:
     if str(payload.get("agent_type") or "").endswith(OUR_AGENT):
         return ""
     if not capture_settings(root)["enabled"]:
@@ -99,7 +98,7 @@ def on_subagent_stop(root: Path, payload: dict[str, Any]) -> str:
     return ""
 
 
-def on_session_start(root: Path, payload: dict[str, Any]) -> str:
+def on_session_start(root: Path, payload: dict[str, object]) -> str:
     if payload.get("agent_id") or payload.get("agent_type"):
         return ""  # a sub-agent: the main thread already has the line
     settings = capture_settings(root)
@@ -112,7 +111,7 @@ def on_session_start(root: Path, payload: dict[str, Any]) -> str:
     return status.session_start_line(root)
 
 
-def on_prompt(root: Path, payload: dict[str, Any]) -> str:
+def on_prompt(root: Path, payload: dict[str, object]) -> str:
     prompt = payload.get("prompt")
     if not isinstance(prompt, str) or prompt.lstrip().startswith("<task-notification>"):
         return ""  # a background agent reporting back is not the user asking
@@ -126,7 +125,7 @@ def on_prompt(root: Path, payload: dict[str, Any]) -> str:
     return context_line(hits) if hits and settings["recall_inject"] else ""
 
 
-def on_session_end(root: Path, payload: dict[str, Any]) -> str:
+def on_session_end(root: Path, payload: dict[str, object]) -> str:
     # Claude Code gives every SessionEnd hook about 1.5 s in all; this takes milliseconds,
     # and the slow part (hashing referenced code) goes to a detached child.
     if capture_settings(root)["session_row"] and isinstance(payload.get("session_id"), str):
@@ -147,7 +146,7 @@ HANDLERS = {
 }
 
 
-def _log_recall(root: Path, payload: dict[str, Any], hits: list[dict[str, object]]) -> None:
+def _log_recall(root: Path, payload: dict[str, object], hits: list[dict[str, object]]) -> None:
     path = root / ".journal" / "capture" / "recall.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and path.stat().st_size > LOG_LIMIT * 16:

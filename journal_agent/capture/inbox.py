@@ -1,32 +1,25 @@
-"""The capture inbox: ``.journal/inbox.jsonl``, the learning moments the hooks caught.
-
-One JSON object per line, append-only. A moment is written once by a hook (one ``write`` on an
-``O_APPEND`` descriptor, so concurrent sessions never interleave or lose lines) and never
-rewritten; dismissing one appends a tombstone ``{"dismissed": "<id>", ...}``. Nothing here
-takes a lock or rewrites the file, so a hook never waits for a CLI command and vice versa.
-
-Stdlib only: the Stop hook imports this module under ``python3 -I -S`` (no site-packages), so
-the record is a dataclass checked by hand rather than a pydantic model.
+"""The capture inbox as other code reads it: moments waiting to become journal entries.
 
     from journal_agent.capture import read_inbox, dismiss
     for moment in read_inbox(root):          # waiting moments, oldest first
-        print(moment.id, moment.text, moment.files)
-    dismiss(root, moment.id)
+        print(moment.id, moment.text, [f.spec() for f in moment.files])
+    dismiss(root, moment.id)                 # or dismiss(root, moment.id, "written")
+
+The file and its format are :mod:`journal_agent.capture.store` (what the hooks write). The
+records are dataclasses rather than pydantic models because the hooks' side is stdlib only;
+:meth:`Moment.from_dict` checks each line by hand and a line that is not a moment is skipped.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-INBOX = "inbox.jsonl"
-TEXT_LIMIT = 8000  # characters of one moment's text; an Insight block is a few hundred
-_TAIL = 4 << 20  # bytes of the inbox read for dedupe hashes: years of moments
+from journal_agent.capture import store
+from journal_agent.capture.store import inbox_path, waiting_count
+
+__all__ = ["FileEdit", "Moment", "dismiss", "find", "inbox_path", "read_inbox", "waiting_count"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +50,7 @@ class Moment:
     agent: str = ""  # the sub-agent's type for SubagentStop moments, "" for the main thread
     files: tuple[FileEdit, ...] = ()
     records: tuple[str, ...] = ()  # measurement record ids created this turn, cite as [m:id]
-    hash: str = ""  # sha256 of kind, text and records: the same moment is captured once
+    hash: str = ""
     dismissed: str = ""  # "" while waiting; else the tombstone's reason ("dismissed", "written")
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,9 +62,7 @@ class Moment:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Moment:
         """A moment from one inbox line; ValueError when the line is not one."""
-        if not isinstance(data, dict) or not all(
-            isinstance(data.get(k), str) for k in ("id", "kind", "text", "time")
-        ):
+        if not all(isinstance(data.get(k), str) for k in ("id", "kind", "text", "time")):
             raise ValueError("not a moment")
         files = []
         for item in data.get("files") or []:
@@ -95,54 +86,30 @@ class Moment:
         )
 
 
-def inbox_path(root: Path) -> Path:
-    return Path(root) / ".journal" / INBOX
+def read_inbox(root: Path, *, include_dismissed: bool = False) -> list[Moment]:
+    """The moments in the inbox, oldest first: those waiting, or all with ``dismissed`` set.
 
-
-def content_hash(kind: str, text: str, records: tuple[str, ...] | list[str]) -> str:
-    """What makes two moments the same: their kind, their whitespace-normalised text, records."""
-    norm = " ".join(text.split())
-    return hashlib.sha256(f"{kind}\0{norm}\0{','.join(records)}".encode()).hexdigest()
-
-
-def new_moment(kind: str, text: str, **fields: Any) -> Moment:
-    text = text[:TEXT_LIMIT]
-    records = tuple(fields.pop("records", ()))
-    digest = content_hash(kind, text, records)
-    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    return Moment(digest[:12], kind, text, now, records=records, hash=digest, **fields)
-
-
-def known_hashes(root: Path) -> set[str]:
-    """The hashes of moments already in the inbox (its last few MB), waiting or dismissed."""
-    path = inbox_path(root)
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - _TAIL))
-            data = f.read()
-    except FileNotFoundError:
-        return set()
-    out: set[str] = set()
-    for raw in data.splitlines():
-        start = raw.find(b'"hash": "')
-        if start >= 0:
-            out.add(raw[start + 9 : start + 73].decode("ascii", "replace"))
+    Lines that are not moments (torn by a crash, edited by hand) are skipped; a moment that
+    appears twice (two sessions caught the same text at once) is listed once.
+    """
+    moments: dict[str, Moment] = {}
+    done: dict[str, str] = {}
+    for item in store.lines(root):
+        if isinstance(item.get("dismissed"), str):
+            done[item["dismissed"]] = str(item.get("reason") or "dismissed")
+            continue
+        try:
+            moment = Moment.from_dict(item)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+        moments.setdefault(moment.id, moment)
+    out = []
+    for moment in moments.values():
+        if moment.id not in done:
+            out.append(moment)
+        elif include_dismissed:
+            out.append(replace(moment, dismissed=done[moment.id]))
     return out
-
-
-def append_moments(root: Path, moments: list[Moment]) -> None:
-    """Append ``moments`` in one write (O_APPEND: concurrent writers never interleave)."""
-    if moments:  # ``dismissed`` is derived from the tombstones, never stored on the moment
-        _append(root, [{k: v for k, v in m.to_dict().items() if k != "dismissed"} for m in moments])
-
-
-def dismiss(root: Path, moment_id: str, reason: str = "dismissed") -> Moment:
-    """Mark a waiting moment (by id or unique id prefix) done; returns it. KeyError if none."""
-    moment = find(root, moment_id)
-    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    _append(root, [{"dismissed": moment.id, "reason": reason, "time": now}])
-    return moment
 
 
 def find(root: Path, key: str) -> Moment:
@@ -162,61 +129,8 @@ def find(root: Path, key: str) -> Moment:
     raise KeyError(f"{len(found)} waiting moments have ids starting with {key!r}; give more")
 
 
-def read_inbox(root: Path, *, include_dismissed: bool = False) -> list[Moment]:
-    """The moments in the inbox, oldest first: those waiting, or all with ``dismissed`` set.
-
-    Lines that are not moments (torn by a crash, edited by hand) are skipped; a moment that
-    appears twice (two sessions caught the same text at once) is listed once.
-    """
-    try:
-        data = inbox_path(root).read_bytes()
-    except FileNotFoundError:
-        return []
-    moments: dict[str, Moment] = {}
-    done: dict[str, str] = {}
-    for raw in data.splitlines():
-        try:
-            item = json.loads(raw)
-            if isinstance(item, dict) and isinstance(item.get("dismissed"), str):
-                done[item["dismissed"]] = str(item.get("reason") or "dismissed")
-                continue
-            moment = Moment.from_dict(item)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue
-        moments.setdefault(moment.id, moment)
-    out = []
-    for moment in moments.values():
-        if moment.id in done:
-            if include_dismissed:
-                out.append(_with(moment, dismissed=done[moment.id]))
-        else:
-            out.append(moment)
-    return out
-
-
-def waiting_count(root: Path) -> int:
-    return len(read_inbox(root))
-
-
-def _with(moment: Moment, **changes: Any) -> Moment:
-    from dataclasses import replace
-
-    return replace(moment, **changes)
-
-
-def _append(root: Path, items: list[dict[str, Any]]) -> None:
-    path = inbox_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = b"".join(
-        json.dumps(item, ensure_ascii=False, sort_keys=True).encode() + b"\n" for item in items
-    )
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data  # a crash tore the previous line: keep ours whole
-        written = os.write(fd, data)
-        if written != len(data):  # a full disk mid-write: say so rather than leave half a line
-            raise OSError(28, "short write to the inbox (disk full?)")
-    finally:
-        os.close(fd)
+def dismiss(root: Path, moment_id: str, reason: str = "dismissed") -> Moment:
+    """Mark a waiting moment (by id or unique id prefix) done; returns it. KeyError if none."""
+    moment = find(root, moment_id)
+    store.append(root, [{"dismissed": moment.id, "reason": reason, "time": store.now_utc()}])
+    return moment

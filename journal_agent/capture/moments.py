@@ -6,7 +6,7 @@ records it created; a turn that only measured gives one ``measurement`` moment. 
 are dropped before anything is looked at, secrets redacted before anything is written, and a
 moment already in the inbox (same text) is not written again.
 
-Stdlib only (the hooks import it under ``python3 -I -S``).
+Light: the hooks import this under ``python3 -I -S`` (journal_agent/capture/store.py).
 """
 
 from __future__ import annotations
@@ -14,22 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from journal_agent.capture import extract
-from journal_agent.capture.inbox import (
-    FileEdit,
-    Moment,
-    append_moments,
-    known_hashes,
-    new_moment,
-)
+from journal_agent.capture import extract, store
 from journal_agent.capture.transcript import Turn, read_turn
 
 
 def capture_turn(
-    root: Path, payload: dict[str, Any], *, subagent: bool, log: Callable[[str], None]
-) -> list[Moment]:
+    root: Path, payload: dict[str, object], *, subagent: bool, log: Callable[[str], None]
+) -> list[dict[str, object]]:
     """Capture one turn; returns the moments written (none when nothing was new)."""
     from journal_agent.capture import session
 
@@ -38,7 +30,7 @@ def capture_turn(
     state = None if subagent else session.load_state(root, session_id)
     since = 0
     if state is not None and state.get("transcript") == transcript:
-        since = int(state.get("offset") or 0)
+        since = int(str(state.get("offset") or 0))
     turn = Turn()
     if isinstance(transcript, str) and transcript:
         try:
@@ -56,42 +48,45 @@ def capture_turn(
         "files": files,
         "records": records,
     }
-    moments = _moments(texts, common)
+    moments = _moments(texts, records, common)
     if moments:
-        seen = known_hashes(root)
-        moments = [m for m in moments if m.hash not in seen]
-        append_moments(root, moments)
+        seen = store.known_hashes(root)
+        moments = [m for m in moments if m["hash"] not in seen]
+        store.append(root, moments)
     # A session that captured nothing leaves no trace in the project (no state file).
     if state is not None and (moments or files or "transcript" in state):
         state["transcript"] = transcript
         state["offset"] = turn.end
-        state["files"] = sorted({*state.get("files", []), *(f.path for f in files)})
-        state["moments"] = int(state.get("moments") or 0) + len(moments)
+        known = [str(f) for f in state.get("files") or []]  # type: ignore[attr-defined]
+        state["files"] = sorted({*known, *(str(f["path"]) for f in files)})
+        state["moments"] = int(str(state.get("moments") or 0)) + len(moments)
         session.save_state(root, state)
     return moments
 
 
-def _moments(texts: list[str], common: dict[str, Any]) -> list[Moment]:
+def _moments(
+    texts: list[str], records: list[str], common: dict[str, object]
+) -> list[dict[str, object]]:
     bodies: list[str] = []
     for text in texts:
         for body in extract.insights(text):
             if body not in bodies:
                 bodies.append(body)
-    out = [new_moment("insight", extract.redact(b), **common) for b in bodies]
-    if not out and common["records"]:
-        cited = ", ".join(f"[m:{r}]" for r in common["records"])
-        out.append(new_moment("measurement", f"Measured this turn: {cited}", **common))
+    out = [store.new_moment("insight", extract.redact(b), **common) for b in bodies]
+    if not out and records:
+        cited = ", ".join(f"[m:{r}]" for r in records)
+        out.append(store.new_moment("measurement", f"Measured this turn: {cited}", **common))
     return out
 
 
-def _relative(root: Path, edits: dict[str, list[tuple[int, int]]]) -> tuple[FileEdit, ...]:
+def _relative(root: Path, edits: dict[str, list[tuple[int, int]]]) -> list[dict[str, object]]:
     """Edits inside the project, with paths relative to it; files elsewhere are left out."""
     base = os.path.realpath(root)
-    out = []
+    out: list[dict[str, object]] = []
     for path, ranges in edits.items():
         full = os.path.realpath(path if os.path.isabs(path) else os.path.join(root, path))
         rel = os.path.relpath(full, base)
         if rel.startswith(".."):
             continue
-        out.append(FileEdit(rel.replace(os.sep, "/"), tuple(ranges)))
-    return tuple(out)
+        out.append({"path": rel.replace(os.sep, "/"), "lines": [list(r) for r in ranges]})
+    return out

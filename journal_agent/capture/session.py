@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from journal_agent.capture.status import capture_dir, proposals_dir, write_json
 
@@ -31,7 +29,7 @@ def state_path(root: Path, session_id: str) -> Path:
     return capture_dir(root) / "sessions" / f"{_name(session_id)}.json"
 
 
-def load_state(root: Path, session_id: str) -> dict[str, Any]:
+def load_state(root: Path, session_id: str) -> dict[str, object]:
     try:
         data = json.loads(state_path(root, session_id).read_bytes())
         if isinstance(data, dict):
@@ -42,7 +40,7 @@ def load_state(root: Path, session_id: str) -> dict[str, Any]:
     return {"session_id": session_id, "started": now, "offset": 0, "files": [], "moments": 0}
 
 
-def save_state(root: Path, state: dict[str, Any]) -> None:
+def save_state(root: Path, state: dict[str, object]) -> None:
     write_json(state_path(root, str(state.get("session_id", ""))), state)
 
 
@@ -79,6 +77,8 @@ def propose_row(root: Path, session_id: str) -> Path | None:
 
 def _entries_dated(root: Path, date: str) -> list[str]:
     """Titles of the journal entries the search index has for ``date`` (none without one)."""
+    import sqlite3
+
     path = Path(root) / ".journal" / "index.sqlite"
     if not path.exists():
         return []

@@ -11,12 +11,12 @@ Stdlib only (the hooks import it under ``python3 -I -S``).
 
 from __future__ import annotations
 
+import bisect
 import json
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-from journal_agent.capture.inbox import waiting_count
+from journal_agent.capture.store import waiting_count
 
 REFRESH_EVERY = 600  # seconds: a status younger than this is not recomputed
 
@@ -30,22 +30,49 @@ def proposals_dir(root: Path) -> Path:
 
 
 def due_reviews(root: Path, now: datetime | None = None) -> int:
-    """Reviewed cards whose due date has come (new, never-reviewed items are not counted)."""
+    """Reviewed cards whose due date has come (new, never-reviewed items are not counted).
+
+    review.json keeps every review ever made and grows for years; its cards' due dates are
+    cached in ``.journal/capture/due.json`` (keyed by review.json's size and mtime), so a
+    session start parses the big file only after a review changed it.
+    """
+    path = Path(root) / ".journal" / "review.json"
     try:
-        data = json.loads((Path(root) / ".journal" / "review.json").read_bytes())
-        cards = data["cards"].values()
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        st = path.stat()
+    except OSError:
         return 0
-    now = now or datetime.now(UTC)
-    due = 0
+    key = f"{st.st_size}:{st.st_mtime_ns}"
+    cache = capture_dir(root) / "due.json"
+    try:
+        cached = json.loads(cache.read_bytes())
+        dues = cached["due"] if cached["key"] == key else None
+    except (OSError, ValueError, KeyError, TypeError):
+        dues = None
+    if dues is None:
+        dues = _due_dates(path)
+        try:  # noqa: SIM105 (contextlib is one more import for every session start)
+            write_json(cache, {"key": key, "due": dues})
+        except OSError:
+            pass  # a read-only project: count from the file every time
+    moment = (now or datetime.now(UTC)).timestamp()
+    return bisect.bisect_right(dues, moment)
+
+
+def _due_dates(path: Path) -> list[float]:
+    """The due dates (POSIX seconds, sorted) of every card in review.json."""
+    try:
+        cards = json.loads(path.read_bytes())["cards"].values()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    out = []
     for saved in cards:
         try:
             when = datetime.fromisoformat(saved["card"]["due"])
         except (KeyError, TypeError, ValueError):
             continue
-        if when.tzinfo is not None and when <= now:
-            due += 1
-    return due
+        if when.tzinfo is not None:
+            out.append(when.timestamp())
+    return sorted(out)
 
 
 def stale_references(root: Path) -> int:
@@ -127,6 +154,8 @@ def refresh(root: Path) -> None:
 
 def _entry_ids(root: Path) -> set[str] | None:
     """The ids of the entries the search index knows, or None without an index."""
+    import sqlite3
+
     path = root / ".journal" / "index.sqlite"
     if not path.exists():
         return None

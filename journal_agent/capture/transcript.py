@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 
 BLOCK = 64 << 10
 LIMIT = 16 << 20  # bytes read back at most: a turn larger than this is captured in part
@@ -21,16 +20,17 @@ _ASSISTANT = b'"type":"assistant"'
 _USER = b'"type":"user"'
 
 
-@dataclass
 class Turn:
-    """What one turn holds, oldest first."""
+    """What one turn holds, oldest first. (A plain class: importing dataclasses costs a hook
+    several milliseconds.)"""
 
-    texts: list[str] = field(default_factory=list)  # assistant text blocks
-    tool_results: list[str] = field(default_factory=list)  # the text of each tool result
-    # file path (as the tool reported it) → [(start, end)] lines of the new content
-    edits: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    prompt_id: str = ""
-    end: int = 0  # the transcript's size when read: the next capture starts here
+    def __init__(self, end: int = 0) -> None:
+        self.texts: list[str] = []  # assistant text blocks
+        self.tool_results: list[str] = []  # the text of each tool result
+        # file path (as the tool reported it) → [(start, end)] lines of the new content
+        self.edits: dict[str, list[tuple[int, int]]] = {}
+        self.prompt_id = ""
+        self.end = end  # the transcript's size when read: the next capture starts here
 
 
 def read_turn(path: str, *, since: int = 0, sidechain: bool = False, limit: int = LIMIT) -> Turn:

@@ -9,6 +9,9 @@ from datetime import UTC, datetime, timedelta
 from tests.capture.hook_helpers import inbox_lines, insight, run_hook
 from tests.entries import render_entry
 
+# A search builds the words index, which is what recall reads (meaning off: no model).
+NO_MEANING = {"JOURNAL_AGENT_EMBEDDING_MODEL": "off"}
+
 
 def _journal(root, *entries: tuple[str, str, str]) -> None:
     text = "# Learning Journal\n\n" + "\n".join(
@@ -65,7 +68,7 @@ def test_session_start_prints_nothing_inside_a_subagent_or_when_turned_off(proje
 
 def test_a_task_notification_prompt_is_dropped(project, cli):
     _journal(project, ("Activation checkpointing", "Recompute activations in backward.", ""))
-    cli("journal", "index", "--root", str(project), check=True)
+    cli("journal", "search", "x", "--root", str(project), env=NO_MEANING)
     note = (
         "<task-notification><result>activation checkpointing recompute</result></task-notification>"
     )
@@ -80,7 +83,7 @@ def test_recall_is_logged_and_injected_only_when_turned_on(project, cli):
         ("Activation checkpointing", "Recompute activations during backward to save memory.", ""),
         ("Learning rate warmup", "Warmup keeps early Adam steps small.", ""),
     )
-    cli("journal", "index", "--root", str(project), check=True)
+    cli("journal", "search", "x", "--root", str(project), env=NO_MEANING)
     prompt = {"session_id": "s1", "prompt_id": "p1", "prompt": "Should I recompute activations?"}
 
     done = run_hook("UserPromptSubmit", prompt, project)

@@ -104,9 +104,9 @@ def test_session_start_tells_the_model_what_is_due_and_nothing_otherwise(cli_bin
     assert _our_lines(requests) == set()
     assert not (project / ".journal").exists()
 
-    from journal_agent.capture.inbox import append_moments, new_moment
+    from journal_agent.capture.store import append, new_moment
 
-    append_moments(project, [new_moment("insight", "Waiting to be written.")])
+    append(project, [new_moment("insight", "Waiting to be written.")])
     _, requests = _session(cli_binary, project, lambda body: reply("Hello."), prompt="hi")
     line = (
         "journal-agent: 1 captured learning moment waiting in the inbox "
@@ -140,9 +140,9 @@ def test_garbage_sent_to_the_hooks_leaves_the_session_working(cli_binary, projec
 def test_a_child_started_from_a_hook_does_not_fire_the_hooks_again(cli_binary, project):
     """What our hooks start carries JOURNAL_AGENT_HOOK=1; a `claude` run under it (as a child of
     a hook would be) captures nothing and says nothing."""
-    from journal_agent.capture.inbox import append_moments, new_moment
+    from journal_agent.capture.store import append, new_moment
 
-    append_moments(project, [new_moment("insight", "Waiting.")])
+    append(project, [new_moment("insight", "Waiting.")])
     before = (project / ".journal" / "inbox.jsonl").read_bytes()
     result, requests = _session(
         cli_binary, project, _edit_flow(project), env={"JOURNAL_AGENT_HOOK": "1"}

@@ -1,0 +1,242 @@
+"""The Claude Code hooks as processes, on a big project; prints JSON.
+
+Each hook (hooks/capture.py EVENT, run as Claude Code runs it: ``python3 -I -S``) is started
+as a process with its stdin payload, ``--runs`` times, interleaved with the bare interpreter
+(``python3 -I -S -c pass``, the same binary) so both see the same machine load. The project: a
+journal of 10,000 entries (indexed; 20,000 code references), 500 review cards (half due), and
+a 100 MB transcript whose last turn holds an ``★ Insight`` block and an Edit.
+
+Reported per hook: wall p50/p95, and its own work (its time minus the bare interpreter's, at
+the same percentile). Floors: own work ≤ 20 ms p95 for every hook, the whole Stop ≤ 150 ms p95,
+SessionStart's line ≤ 300 tokens (the typical line ≤ 60). Also measured: the detached refresh
+(stale references over all 20,000) that SessionEnd starts and nobody waits for.
+
+    python benchmarks/bench_hooks.py [--runs 40] [--entries 10000] [--transcript-mb 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_journal import _build  # the generated journal of the search bench
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "hooks" / "capture.py"
+FLOORS = {"own_p95_ms": 20.0, "stop_p95_ms": 150.0, "session_start_tokens": 300}
+INSIGHT = (
+    "`★ Insight ─────────────────────────────────────`\n"
+    "Warm-up is counted in optimizer steps (src/mod1.py:5).\n"
+    "`─────────────────────────────────────────────────`"
+)
+
+
+def _line(item: dict) -> str:
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def make_transcript(path: Path, root: Path, megabytes: int) -> None:
+    """Turns of prompt, text, tool call and result of a few KB each up to ``megabytes``, then
+    a last turn with an Insight and an Edit of src/mod1.py."""
+    rng = random.Random(1)
+    turn = "".join(
+        [
+            _line({"type": "user", "promptId": "old", "message": {"content": "look at it"}}),
+            _line({"type": "attachment", "attachment": {"type": "date", "x": "y" * 1500}}),
+            _line(
+                {"type": "assistant", "message": {"content": [{"type": "text", "text": "t" * 900}]}}
+            ),
+            _line(
+                {
+                    "type": "user",
+                    "message": {"content": [{"type": "tool_result", "content": "r" * 1500}]},
+                    "toolUseResult": {"stdout": "r" * 200},
+                }
+            ),
+        ]
+    )
+    with path.open("w", encoding="utf-8") as f:
+        target = megabytes << 20
+        while f.tell() < target:
+            f.write(turn * 64 + _line({"type": "system", "n": rng.random()}))
+        f.write(_line({"type": "user", "promptId": "p-last", "message": {"content": "tune"}}))
+        f.write(
+            _line(
+                {"type": "assistant", "message": {"content": [{"type": "text", "text": INSIGHT}]}}
+            )
+        )
+        patch = [{"oldStart": 3, "oldLines": 5, "newStart": 3, "newLines": 5,
+                  "lines": [" a", " b", "-c", "+c2", " d", " e"]}]  # fmt: skip
+        result = {"filePath": str(root / "src/mod1.py"), "structuredPatch": patch}
+        f.write(
+            _line(
+                {
+                    "type": "user",
+                    "message": {"content": [{"type": "tool_result", "content": "updated"}]},
+                    "toolUseResult": result,
+                }
+            )
+        )
+        f.write(
+            _line(
+                {"type": "assistant", "message": {"content": [{"type": "text", "text": "Done."}]}}
+            )
+        )
+
+
+def make_reviews(root: Path, count: int) -> None:
+    from fsrs import Card
+
+    now = datetime.now(UTC)
+    cards = {}
+    for i in range(count):
+        card = Card(due=now + timedelta(days=(i % 2) * 5 - 2))
+        cards[f"entry:e{i}"] = {"card": card.to_dict(), "title": f"entry {i}"}
+    log = [{"item": f"entry:e{i}", "rating": 3, "at": now.isoformat()} for i in range(count * 4)]
+    data = {"version": 1, "cards": cards, "log": log}
+    (root / ".journal" / "review.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def _run(args: list[str], payload: bytes, root: Path) -> tuple[float, bytes]:
+    env = {"PATH": os.environ.get("PATH", ""), "CLAUDE_PROJECT_DIR": str(root)}
+    start = time.perf_counter()
+    done = subprocess.run(args, input=payload, capture_output=True, env=env, cwd=root, check=True)
+    return time.perf_counter() - start, done.stdout
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000, 2)
+
+
+def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
+    py = [sys.executable, "-I", "-S"]
+    payloads = {
+        "SessionStart": lambda i: {"session_id": f"b{i}", "source": "startup"},
+        "UserPromptSubmit": lambda i: {
+            "session_id": "b",
+            "prompt": "why does zero stage 2 shard gradients and optimizer states across ranks?",
+        },
+        "Stop": lambda i: {
+            "session_id": f"stop{i}",
+            "prompt_id": "p-last",
+            "transcript_path": str(transcript),
+            "last_assistant_message": "Done.",
+        },
+        "SessionEnd": lambda i: {"session_id": f"stop{i}", "reason": "other"},
+    }
+    times: dict[str, list[float]] = {name: [] for name in ["bare", *payloads]}
+    outputs: dict[str, bytes] = {}
+    for i in range(runs):
+        times["bare"].append(_run([*py, "-c", "pass"], b"", root)[0])
+        for name, payload in payloads.items():
+            wall, out = _run([*py, str(SCRIPT), name], json.dumps(payload(i)).encode(), root)
+            times[name].append(wall)
+            outputs[name] = out
+    bare50, bare95 = _pct(times["bare"], 0.5), _pct(times["bare"], 0.95)
+    hooks = {}
+    for name in payloads:
+        p50, p95 = _pct(times[name], 0.5), _pct(times[name], 0.95)
+        hooks[name] = {
+            "p50_ms": p50,
+            "p95_ms": p95,
+            "own_p50_ms": round(p50 - bare50, 2),
+            "own_p95_ms": round(p95 - bare95, 2),
+        }
+    return {
+        "bare_interpreter": {"p50_ms": bare50, "p95_ms": bare95},
+        "hooks": hooks,
+        "session_start_line": outputs["SessionStart"].decode().strip(),
+    }
+
+
+def worst_line_tokens(root: Path) -> int:
+    """Tokens of the longest line SessionStart can print: every part present, large counts."""
+    from journal_agent.capture import status
+    from journal_agent.tokenizer import encoding
+
+    (status.capture_dir(root) / "status.json").write_text('{"stale_refs": 123456}')
+    for n in range(3):
+        (status.proposals_dir(root) / f"2026-01-0{n + 1}-x.json").write_text("{}")
+    line = status.session_start_line(root)
+    return len(encoding().encode(line))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--reviews", type=int, default=500)
+    parser.add_argument("--transcript-mb", type=int, default=100)
+    args = parser.parse_args()
+    from journal_agent.tokenizer import encoding
+
+    with tempfile.TemporaryDirectory(prefix="bench-hooks-") as tmp:
+        root = Path(tmp) / "project"
+        root.mkdir()
+        refs = _build(root, args.entries, random.Random(0))
+        # The words index only (a search builds it): recall reads FTS5, and embedding 10,000
+        # entries would take half an hour.
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "journal_agent",
+                "journal",
+                "search",
+                "zero",
+                "--root",
+                str(root),
+            ],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "JOURNAL_AGENT_EMBEDDING_MODEL": "off"},
+        )
+        make_reviews(root, args.reviews)
+        transcript = Path(tmp) / "session.jsonl"
+        make_transcript(transcript, root, args.transcript_mb)
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-I", "-S", str(SCRIPT), "refresh"], check=True,
+                       env={"CLAUDE_PROJECT_DIR": str(root)})  # fmt: skip
+        refresh_s = time.perf_counter() - start
+        result = bench(root, transcript, args.runs)
+        typical = len(encoding().encode(result["session_start_line"]))
+        worst = worst_line_tokens(root)
+        moments = (root / ".journal" / "inbox.jsonl").read_text().count("\n")
+    hooks = result["hooks"]
+    out = {
+        "benchmark": "hooks",
+        "python": sys.executable,
+        "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "project": {
+            "entries": args.entries,
+            "code_references": refs,
+            "review_cards": args.reviews,
+            "transcript_mb": args.transcript_mb,
+        },
+        **result,
+        "session_start_tokens": {"typical": typical, "worst": worst},
+        "moments_captured": moments,  # the Stop runs found the one Insight, once
+        "detached_refresh_s": round(refresh_s, 2),
+        "floors": FLOORS,
+        "meets_floors": {
+            "own_p95_ms": all(h["own_p95_ms"] <= FLOORS["own_p95_ms"] for h in hooks.values()),
+            "stop_p95_ms": hooks["Stop"]["p95_ms"] <= FLOORS["stop_p95_ms"],
+            "session_start_tokens": max(typical, worst) <= FLOORS["session_start_tokens"],
+        },
+    }
+    print(json.dumps(out, indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""The inbox file itself, as the hooks write it: ``.journal/inbox.jsonl``.
+
+One JSON object per line, append-only. A moment is written once by a hook (one ``write`` on an
+``O_APPEND`` descriptor, so concurrent sessions never interleave or lose lines) and never
+rewritten; dismissing one appends a tombstone ``{"dismissed": "<id>", "reason", "time"}``.
+Nothing takes a lock or rewrites the file, so a hook never waits for a CLI command.
+
+A moment's fields (``journal_agent.capture.inbox.Moment`` reads them):
+``id`` (first 12 hex digits of ``hash``), ``kind`` (insight | measurement), ``text``, ``time``
+(ISO 8601 UTC), ``session_id``, ``prompt_id``, ``agent`` (the sub-agent's type, "" for the main
+thread), ``files`` ([{"path", "lines": [[start, end], ...]}]), ``records`` (record ids),
+``hash`` (sha256 of kind, text and records: the same moment is written once).
+
+Light on purpose: the hooks import this under ``python3 -I -S`` on every turn, so it uses
+plain dicts (no dataclasses, no typing: each costs milliseconds to import).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+INBOX = "inbox.jsonl"
+TEXT_LIMIT = 8000  # characters of one moment's text; an Insight block is a few hundred
+_TAIL = 4 << 20  # bytes of the inbox read for dedupe hashes: years of moments
+
+
+def inbox_path(root: Path) -> Path:
+    return Path(root) / ".journal" / INBOX
+
+
+def now_utc() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def content_hash(kind: str, text: str, records: list[str]) -> str:
+    """What makes two moments the same: their kind, their whitespace-normalised text, records."""
+    import hashlib  # here: only Stop hashes, and the import costs a SessionStart milliseconds
+
+    norm = " ".join(text.split())
+    return hashlib.sha256(f"{kind}\0{norm}\0{','.join(records)}".encode()).hexdigest()
+
+
+def new_moment(kind: str, text: str, **fields: object) -> dict[str, object]:
+    """A moment as stored; ``fields``: session_id, prompt_id, agent, files, records."""
+    text = text[:TEXT_LIMIT]
+    records = [str(r) for r in fields.pop("records", None) or []]  # type: ignore[union-attr]
+    digest = content_hash(kind, text, records)
+    moment: dict[str, object] = {
+        "id": digest[:12],
+        "kind": kind,
+        "text": text,
+        "time": now_utc(),
+        "session_id": "",
+        "prompt_id": "",
+        "agent": "",
+        "files": [],
+        "records": records,
+        "hash": digest,
+    }
+    moment.update(fields)
+    return moment
+
+
+def known_hashes(root: Path) -> set[str]:
+    """The hashes of moments already in the inbox (its last few MB), waiting or dismissed."""
+    try:
+        with open(inbox_path(root), "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - _TAIL))
+            data = f.read()
+    except FileNotFoundError:
+        return set()
+    out: set[str] = set()
+    for raw in data.splitlines():
+        start = raw.find(b'"hash": "')
+        if start >= 0:
+            out.add(raw[start + 9 : start + 73].decode("ascii", "replace"))
+    return out
+
+
+def lines(root: Path) -> list[dict[str, object]]:
+    """Every object in the inbox, in order; lines that are not JSON objects are skipped."""
+    try:
+        data = inbox_path(root).read_bytes()
+    except FileNotFoundError:
+        return []
+    out = []
+    for raw in data.splitlines():
+        try:
+            item = json.loads(raw)
+        except ValueError:
+            continue  # torn by a crash, or edited by hand
+        if isinstance(item, dict):
+            out.append(item)
+    return out
+
+
+def waiting_count(root: Path) -> int:
+    """How many moments wait (not dismissed)."""
+    ids, done = set(), set()
+    for item in lines(root):
+        if isinstance(item.get("dismissed"), str):
+            done.add(item["dismissed"])
+        elif isinstance(item.get("id"), str) and isinstance(item.get("text"), str):
+            ids.add(item["id"])
+    return len(ids - done)
+
+
+def append(root: Path, items: list[dict[str, object]]) -> None:
+    """Append ``items`` in one write (O_APPEND: concurrent writers never interleave)."""
+    if not items:
+        return
+    path = inbox_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = b"".join(
+        json.dumps(item, ensure_ascii=False, sort_keys=True).encode() + b"\n" for item in items
+    )
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data  # a crash tore the previous line: keep ours whole
+        written = os.write(fd, data)
+        if written != len(data):  # a full disk mid-write: say so rather than pretend
+            raise OSError(28, "short write to the inbox (disk full?)")
+    finally:
+        os.close(fd)
