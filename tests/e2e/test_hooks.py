@@ -163,3 +163,16 @@ def test_claude_code_validates_the_plugin_strictly(cli_binary, tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Validation passed" in done.stdout
+
+
+def test_the_learning_journal_output_style_keeps_the_coding_instructions(cli_binary, project):
+    """`/output-style journal-agent:Learning journal` (here: the setting it writes)."""
+    settings = project / ".claude" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"outputStyle": "journal-agent:Learning journal"}))
+    _, requests = _session(cli_binary, project, lambda body: reply("ok"), prompt="hi")
+    main = json.dumps([r.body for r in requests if r.body.get("tools")], ensure_ascii=False)
+    assert "# Output Style: journal-agent:Learning journal" in main
+    assert "`★ Insight ─────────────────────────────────────`" in main
+    assert "Every number carries its source" in main
+    assert "# Environment" in main  # Claude Code's own instructions are still there
