@@ -169,7 +169,14 @@ def _run_child(
     try:
         return json.loads(out), message
     except json.JSONDecodeError:
-        return None, message or "\n".join(errors[-5:])
+        pass
+    if proc.returncode in (-9, 137) and not message:
+        # The kernel's OOM killer inside the sandbox's memory bound (or a SIGKILL from outside).
+        message = (
+            "the measured run was killed (SIGKILL), most likely at the sandbox's memory limit; "
+            "use a smaller model, batch or sequence, or raise sandbox.limits.memory in settings"
+        )
+    return None, message or "\n".join(errors[-5:])
 
 
 def render_compact(d: dict, err: str = "") -> str:

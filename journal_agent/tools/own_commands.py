@@ -49,8 +49,11 @@ _IN_DOUBLE_QUOTES = set("$`\\!")
 
 
 def host_argv(command: str, policy: Any, root: Path) -> list[str] | None:
-    """The argv the host runs for ``command``, or None when it is not one own command alone."""
-    if not _literal(command):
+    """The argv the host runs for ``command``, or None when it is not one own command alone.
+
+    Never in ``plan`` mode, which writes nothing: there the command runs in the read-only
+    sandbox like any other."""
+    if not _literal(command) or (policy is not None and policy.mode == "plan"):
         return None
     try:
         parts = split_commands(command)

@@ -85,3 +85,11 @@ def test_finding_02_only_our_own_code_is_run_by_the_host(lab, command):
     lab.bash(command, "bypassPermissions")
     lab.assert_nothing_outside()
     assert not (lab.ws / ".claude/x.png").exists()
+
+
+def test_finding_02_plan_mode_writes_nothing_through_an_own_command(lab):
+    lab.cli.process("ledger", "init", "--root", str(lab.ws), cwd=lab.ws, home=lab.home)
+    before = (lab.ws / "learning_ledger.md").read_text()
+    res = lab.bash('journal-agent ledger add-item developing "**X**: y"', "plan", ("Bash",))
+    assert "Traceback" not in res.stdout
+    assert (lab.ws / "learning_ledger.md").read_text() == before

@@ -103,3 +103,19 @@ def test_finding_03_trace_factory_in_plan_mode_writes_nothing(lab):
     assert not res.is_error, res.content  # it traced, in a read-only view
     assert not (lab.ws / "env-seen.txt").exists()
     lab.assert_nothing_outside()
+
+
+def test_finding_10_a_profile_beyond_the_memory_bound_is_killed_and_said_in_one_sentence(lab):
+    from journal_agent.tools.sandbox.config import SandboxLimits
+    from journal_agent.tools.sandbox.limits import prepare
+
+    tree = prepare(SandboxLimits())
+    tree.close()
+    if not tree.memory_bounded:
+        pytest.skip("no memory cgroup here: memory is bounded per process only")
+    (lab.ws / ".claude").mkdir()
+    (lab.ws / ".claude/settings.json").write_text('{"sandbox": {"limits": {"memory": "200M"}}}')
+    args = {"model": "gpt2-small", "batch": 8, "seq": 512, "steps": 1, "warmup": 0}
+    res = MemoryProfile().call(make_context(lab.ws), args)
+    assert res.is_error
+    assert "sandbox.limits.memory" in res.content and "Traceback" not in res.content

@@ -5,6 +5,9 @@ Grep and Glob): bubblewrap on Linux, sandbox-exec on macOS. See docs/security.md
 - :mod:`.confinement`: which confinement this machine offers (found once per process);
 - :mod:`.view`: what one command may write, what stays read-only inside that, what is hidden;
 - :mod:`.linux` / :mod:`.macos`: the bubblewrap command line / the Seatbelt profile;
+- :mod:`.call`: one sandboxed call from start to end (view, limits, outbox, quarantine);
+- :mod:`.environment`: the allow-listed environment of every sandboxed process;
+- :mod:`.limits`: bounds on the process tree (cgroups, resource limits, sized /tmp);
 - :mod:`.guard`: protected paths a writing command created, moved into quarantine after it;
 - :mod:`.history`: hidden paths committed to git (for ``journal-agent doctor``).
 """
