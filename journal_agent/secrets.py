@@ -6,6 +6,7 @@ It looks for:
 - API keys of the major providers by their shape (Anthropic, OpenAI, GitHub, GitLab, Hugging
   Face, Slack, Google, Stripe, npm, PyPI, SendGrid), AWS access key ids, bearer tokens;
 - private-key blocks (``-----BEGIN … PRIVATE KEY-----``);
+- the password in a URL (``postgres://user:PASSWORD@host/db``);
 - assignments to a password-like name (``password = "…"``, ``db_pass: …``, ``my_db_pw: …``,
   ``PGPASSWORD=…``), whatever the value;
 - assignments to a token- or key-like name (``api_key``, ``aws_secret_access_key``,
@@ -65,6 +66,11 @@ _ASSIGN_RE = re.compile(
     r"(?:(?P<q>[\"'])(?P<qval>[^\"'\n]{4,200})(?P=q)|(?P<val>[^\s\"',;)\]}]{6,200}))",
     re.IGNORECASE,
 )
+# The password in a URL's user information: postgres://user:PASSWORD@host/db,
+# https://:TOKEN@host. Only the password is secret; scheme, user and host stay readable.
+_URL_CREDENTIAL_RE = re.compile(
+    r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^/\s:@'\"]*:(?P<pw>[^/\s@'\"]{1,200})@[^\s/@'\"]"
+)
 _PLACEHOLDER = re.compile(
     r"^(?:<.*>|\[.*\]|\{.*\}|\$.*|%.*%|\*+|x+|\.+|-+|_+|your[_\- ].*|.*example.*|changeme|"
     r"none|null|nil|true|false|undefined|redacted|secret|password|token|env|"
@@ -100,6 +106,9 @@ def find_secrets(text: str) -> list[SecretFinding]:
     for m in _SHAPE_RE.finditer(text):
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
         found.append(_finding(text, _SHAPES[i][0], m.start(), m.end()))
+    for m in _URL_CREDENTIAL_RE.finditer(text):
+        if not _PLACEHOLDER.match(m.group("pw")):
+            found.append(_finding(text, "password in a URL", m.start("pw"), m.end("pw")))
     for m in _ASSIGN_RE.finditer(text):
         group = "qval" if m.group("qval") is not None else "val"
         value = m.group(group)

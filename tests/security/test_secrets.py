@@ -30,6 +30,8 @@ SECRETS = {
     "random-api-key": "api_key: a8f5f167f44f4964e6c998dee827110c",
     "bearer": "curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln'",
     "stripe": "STRIPE=sk_live_51HqLyjWDarjtT1zdp7dc",
+    "url-password": "DATABASE_URL=postgres://user:EnvDbPw99@db.internal/prod",
+    "url-token": "git clone https://oauth2:glsecretvalue42@gitlab.example.org/x.git",
 }
 NOT_SECRETS = [
     "max_tokens = 4096",
@@ -44,6 +46,8 @@ NOT_SECRETS = [
     "Adam keeps m and v: 8 bytes/param; the key: 16 bytes/param in total",
     "aws_secret_access_key = [REDACTED]",
     "See `src/train.py:10-12` for the optimizer (checkpoint_path: runs/exp1/ckpt.pt).",
+    "https://example.com:8080/path and git@github.com:org/repo.git",
+    "postgres://user:${DB_PASSWORD}@db/x",
 ]
 
 
@@ -143,5 +147,15 @@ def test_transcripts_redact_the_same_secrets(tmp_path):
     text = "".join(p.read_text() for p in transcripts)
     json.loads(text.splitlines()[0])
     for leaked in ("Tr0ub4dor", "hunter2", "s3cretpass", "b3BlbnNzaC1rZXkt", "a8f5f167f44f",
-                   "q8Zk3P1vR7xN2mL5", "AKIAZ7Q3LPXW5R2N8K4M"):  # fmt: skip
+                   "q8Zk3P1vR7xN2mL5", "AKIAZ7Q3LPXW5R2N8K4M", "EnvDbPw99",
+                   "glsecretvalue42"):  # fmt: skip
         assert leaked not in text, leaked
+
+
+def test_finding_09_credentials_in_urls_are_redacted_in_transcripts_and_refused(tmp_path):
+    """The review found the transcript redacted an sk-ant- key but kept
+    postgres://u:EnvDbPw99@h/db: the password in a URL is a secret too."""
+    text = SECRETS["url-password"]
+    assert redact_secrets(text) == "DATABASE_URL=postgres://user:[REDACTED]@db.internal/prod"
+    with pytest.raises(Exception, match="password in a URL"):
+        refuse_secrets(text, "learning_journal.md")
