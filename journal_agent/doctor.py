@@ -39,6 +39,8 @@ def run_checks(root: Path) -> list[Check]:
         check_torch(),
         check_nvml(),
         check_search_by_meaning(root),
+        check_capture(root),
+        check_hook_failures(root),
         *check_optional(),
     ]
 
@@ -166,6 +168,54 @@ def check_search_by_meaning(root: Path) -> Check:
     info = embedder.info
     source = "packaged all-MiniLM-L6-v2" if info.packaged else str(info.path)
     return Check("search by meaning", True, f"{source}, weights {info.sha256[:12]}… checked")
+
+
+def check_capture(root: Path) -> Check:
+    """The Claude Code hooks the plugin registers and what the settings let them do."""
+    import json
+
+    from journal_agent.capture.settings import ENV_SWITCH, capture_settings
+    from journal_agent.capture.store import waiting_count
+    from journal_agent.paths import plugin_root
+
+    try:
+        hooks = json.loads((plugin_root() / "hooks" / "hooks.json").read_text(encoding="utf-8"))
+        events = ", ".join(hooks["hooks"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return Check("capture hooks", False, f"the plugin's hooks/hooks.json is unreadable ({exc})")
+    on = capture_settings(root)
+    if not any(on.values()):
+        return Check("capture hooks", False, f"{events}: all off ({ENV_SWITCH}=0)")
+    recall = "off"
+    if on["recall"]:
+        recall = "logged and injected" if on["recall_inject"] else "logged, not injected"
+    parts = [
+        f"capture {'on' if on['enabled'] else 'off'}",
+        f"session-start line {'on' if on['session_start'] else 'off'}",
+        f"recall {recall}",
+        f"session rows {'proposed' if on['session_row'] else 'off'}",
+        f"{waiting_count(root)} moment(s) waiting",
+    ]
+    return Check("capture hooks", on["enabled"], f"{events}; {'; '.join(parts)}")
+
+
+def check_hook_failures(root: Path) -> Check:
+    """The failures the hooks recorded in .journal/hooks.log (they fail open and quietly)."""
+    from datetime import UTC, datetime, timedelta
+
+    try:
+        lines = (root / ".journal" / "hooks.log").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return Check("hook failures", True, "none recorded (.journal/hooks.log)")
+    since = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    recent = [line for line in lines if line[:20] >= since]
+    if not recent:
+        return Check("hook failures", True, f"none in the last day ({len(lines)} older)")
+    return Check(
+        "hook failures",
+        False,
+        f"{len(recent)} in the last day (.journal/hooks.log); the last: {recent[-1][:160]}",
+    )
 
 
 def check_optional() -> list[Check]:

@@ -15,7 +15,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 @app.command("doctor")
 def doctor_command(root: RootOption = None, as_json: JsonOption = False) -> None:
     """Check the environment: the sandbox for Bash, secrets committed to git, ripgrep, the API
-    key, torch, NVML, extras."""
+    key, torch, NVML, the Claude Code hooks and their recent failures, extras."""
     from journal_agent.doctor import run_checks
 
     checks = run_checks(resolve_root(root))

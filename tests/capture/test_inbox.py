@@ -108,3 +108,26 @@ def test_session_rows_are_applied_only_on_request_and_then_filed(project, transc
     assert list((project / ".journal/capture/proposals/done").glob("*.json"))
     nothing = cli("inbox", "session", "--apply", *root)
     assert nothing.returncode == 1 and "no session row is proposed" in nothing.stderr
+
+
+def test_doctor_reports_the_hooks_and_their_recent_failures(project, cli):
+    root = ["--root", str(project)]
+    checks = {c["name"]: c for c in json.loads(cli("doctor", "--json", *root).stdout)}
+    hooks = checks["capture hooks"]
+    assert hooks["ok"] and hooks["detail"].startswith(
+        "SessionStart, UserPromptSubmit, Stop, SubagentStop, SessionEnd; capture on"
+    )
+    assert "recall logged, not injected" in hooks["detail"]
+    assert checks["hook failures"] == {
+        "name": "hook failures",
+        "ok": True,
+        "detail": "none recorded (.journal/hooks.log)",
+    }
+
+    run_hook("Stop", b"not json", project)
+    off = {"JOURNAL_AGENT_CAPTURE": "0"}
+    checks = {c["name"]: c for c in json.loads(cli("doctor", "--json", *root, env=off).stdout)}
+    failures = checks["hook failures"]
+    assert not failures["ok"] and failures["detail"].startswith("1 in the last day")
+    assert "Stop JSONDecodeError" in failures["detail"]
+    assert checks["capture hooks"]["detail"].endswith("all off (JOURNAL_AGENT_CAPTURE=0)")
