@@ -27,6 +27,14 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from journal_agent.journal._text import bare, fence_mask, split_lines
+from journal_agent.learning.ledger_lines import (
+    checkbox_match,
+    is_bold_cell,
+    is_rule,
+    last_updated_match,
+    split_row,
+    unbold_cell,
+)
 
 # -- vocabulary -------------------------------------------------------------------------------
 
@@ -86,20 +94,9 @@ _LEVEL_WORDS = {
 }
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*$")
-_RULE = re.compile(r"^ {0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
-_LAST_UPDATED = re.compile(
-    r"^\s*\*\*\s*(?:last[ \t]+updated|updated|最后更新|更新)\s*:?\s*\*\*\s*:?\s*"
-    r"(?P<date>\d{4}-\d{2}-\d{2})?",
-    re.IGNORECASE,
-)
 _BULLET = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<mark>[-*+])[ \t]+(?P<text>.*)$")
-_CHECKBOX = re.compile(r"^(?P<head>[ \t]{0,3}[-*+][ \t]+\[)(?P<state>[ xX])\][ \t]+(?P<text>.*)$")
 # "- []", "- [ x]", "- [v]": meant as a checkbox, not one markdown renders.
-_BAD_CHECKBOX = re.compile(r"^[ \t]{0,3}[-*+][ \t]+\[(?![ xX]\][ \t])[^\]]{0,3}\]")
 _INSIGHT_HEADING = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})\s*[:：—–-]?\s*(?P<title>.*)$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_CELL_SPLIT = re.compile(r"(?<!\\)\|")
-_BOLD_CELL = re.compile(r"^(?P<lead>\s*)\*\*(?P<text>.*\S.*?)\*\*(?P<trail>\s*)$")
 _MARKUP = re.compile(r"\*\*|__|`")
 
 
@@ -246,7 +243,7 @@ class Ledger:
     def last_updated(self) -> str | None:
         if self.updated_index is None:
             return None
-        match = _LAST_UPDATED.match(bare(self.lines[self.updated_index]))
+        match = last_updated_match(self.lines[self.updated_index])
         return match.group("date") if match else None
 
     def section(self, key: str) -> Span | None:
@@ -277,7 +274,7 @@ class Ledger:
             i, stop = sub.start + 1, content_end(self, sub)
             while i < stop:
                 match = _BULLET.match(bare(self.lines[i]))
-                if match and not fences[i] and not _CHECKBOX.match(bare(self.lines[i])):
+                if match and not fences[i] and not checkbox_match(self.lines[i]):
                     end = i + 1
                     while end < stop and _continues(self.lines[end]) and not fences[end]:
                         end += 1
@@ -302,7 +299,7 @@ class Ledger:
                 continue
             if fences[i]:
                 continue
-            match = _CHECKBOX.match(bare(self.lines[i]))
+            match = checkbox_match(self.lines[i])
             if match:
                 done = match.group("state") != " "
                 out.append(Checkbox(section, horizon, match.group("text").strip(), done, i))
@@ -326,10 +323,10 @@ class Ledger:
             cells = split_row(line)
             if not cells or all(set(c.strip()) <= set("-: ") for c in cells):
                 continue  # the separator row
-            plain = [_unbold(c).strip() for c in cells]
+            plain = [unbold_cell(c).strip() for c in cells]
             if normalize(plain[0]) in ("date", "日期"):
                 continue  # the header row
-            bold = all(_BOLD_CELL.match(c) for c in cells if c.strip())
+            bold = all(is_bold_cell(c) for c in cells if c.strip())
             rows.append(
                 SessionRow(
                     date=plain[0],
@@ -443,7 +440,7 @@ def _headings(ledger: Ledger) -> list[tuple[int, int, str]]:
                 ledger.title_index = i
         elif (
             ledger.updated_index is None
-            and _LAST_UPDATED.match(text)
+            and last_updated_match(text)
             and all(level == 1 for _, level, _ in heads)
         ):
             ledger.updated_index = i
@@ -487,57 +484,9 @@ def content_end(ledger: Ledger, span: Span) -> int:
     end = span.end
     fences = ledger.fences()
     for i in range(span.start + 1, span.end):
-        if not fences[i] and _RULE.match(bare(ledger.lines[i])):
+        if not fences[i] and is_rule(ledger.lines[i]):
             end = i
             break
     while end > span.start + 1 and not ledger.lines[end - 1].strip():
         end -= 1
     return end
-
-
-def is_rule(line: str) -> bool:
-    return bool(_RULE.match(bare(line)))
-
-
-def split_row(line: str) -> list[str]:
-    """The cells of a table row (``\\|`` is a pipe inside a cell)."""
-    line = line.strip()
-    if line.startswith("|"):
-        line = line[1:]
-    if line.endswith("|") and not line.endswith("\\|"):
-        line = line[:-1]
-    return _CELL_SPLIT.split(line)
-
-
-def _unbold(cell: str) -> str:
-    match = _BOLD_CELL.match(cell)
-    return match.group("lead") + match.group("text") + match.group("trail") if match else cell
-
-
-def unbold_row(line: str) -> str:
-    """The row with each wholly bold cell made plain, spacing kept."""
-    text = bare(line)
-    ending = line[len(text) :]
-    indent = text[: len(text) - len(text.lstrip())]
-    body = text.strip()
-    lead = body.startswith("|")
-    trail = body.endswith("|") and not body.endswith("\\|")
-    inner = body[1 if lead else 0 : len(body) - 1 if trail else len(body)]
-    cells = [_unbold(c) for c in _CELL_SPLIT.split(inner)]
-    return indent + ("|" if lead else "") + "|".join(cells) + ("|" if trail else "") + ending
-
-
-def is_date(text: str) -> bool:
-    return bool(_DATE.match(text))
-
-
-def bad_checkbox(line: str) -> bool:
-    return bool(_BAD_CHECKBOX.match(bare(line)))
-
-
-def checkbox_match(line: str) -> re.Match[str] | None:
-    return _CHECKBOX.match(bare(line))
-
-
-def last_updated_match(line: str) -> re.Match[str] | None:
-    return _LAST_UPDATED.match(bare(line))

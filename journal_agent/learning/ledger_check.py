@@ -26,10 +26,9 @@ from journal_agent.journal._text import bare
 from journal_agent.learning.ledger import (
     SECTIONS,
     Ledger,
-    bad_checkbox,
-    is_date,
     normalize,
 )
+from journal_agent.learning.ledger_lines import bad_checkbox, is_date
 
 KINDS = ("unsourced_number", "bad_citation", "missing_entry", "structure")
 ENTRY_REF = re.compile(r"\[entry:(?P<id>[^\]\s]*)\]")

@@ -26,15 +26,17 @@ from journal_agent.learning.ledger import (
     Item,
     Ledger,
     Span,
-    checkbox_match,
     content_end,
-    is_date,
-    is_rule,
     key_term,
-    last_updated_match,
     level_key,
     normalize,
     reindex,
+)
+from journal_agent.learning.ledger_lines import (
+    checkbox_match,
+    is_date,
+    is_rule,
+    last_updated_match,
     unbold_row,
 )
 
