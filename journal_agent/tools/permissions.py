@@ -22,31 +22,22 @@ Order of evaluation (first that applies wins):
    one only by naming it (``Read(./.env)``, ``Bash(cat /etc/hostname)``); a bare ``Read``
    or a prefix rule like ``Bash(git diff:*)`` does not;
 4. an ``allow`` rule matches → allow;
-5. the mode:
+5. the mode (the table in docs/tools.md: ``default`` asks before edits and commands that are
+   not read-only; ``acceptEdits`` allows edits and mkdir/touch/cp/mv; ``plan`` and
+   ``dontAsk`` deny what no rule allows; ``bypassPermissions`` allows).
 
-   =====================  ==============  ==============  ================================
-   mode                   Read/Grep/Glob  Write/Edit      Bash
-   =====================  ==============  ==============  ================================
-   ``default``            allow           ask             read-only commands allow, else ask
-   ``acceptEdits``        allow           allow           read-only + mkdir/touch/cp/mv
-                                                          allow, else ask
-   ``plan``               allow           deny            deny
-   ``dontAsk``            allow           deny            deny
-   ``bypassPermissions``  allow           allow           allow
-   =====================  ==============  ==============  ================================
-
-   Writing our own settings files (``.claude/settings*.json``, ``.journal/settings.json``)
-   always asks unless an allow rule names them: an agent must not grant itself permissions.
+   Writing a protected path (:mod:`journal_agent.tools.protected`: ``.claude/``, ``.journal/``
+   but drafts, ``.mcp.json``, ``.claude-plugin/``, git's config, hooks and pointers — the list
+   the sandbox keeps read-only for Bash) asks even in ``acceptEdits`` unless an allow rule
+   names the path: an agent must not grant itself permissions or plant what runs later.
    Other tools (journal, profiling, MCP) are allowed unless a rule says otherwise, except in
    ``plan`` mode where an ``allow`` rule is not needed for them either.
 
 6. "ask" is put to the ``prompt`` callback (the CLI passes one when stdin is a terminal);
    without one, ask means deny, and the reason says which rule to add.
 
-"Read-only" Bash commands are a fixed list (``ls``, ``cat``, ``head``, ``rg``, ``grep``,
-``find`` without ``-exec``/``-delete``, ``git status/diff/log/show/...``, ``pip list``,
-``python -c CODE`` when CODE has no write/exec/network-looking names, ...) with no output
-redirection other than to ``/dev/null`` and no ``$`` expansions; see :mod:`._shell`.
+"Read-only" Bash commands are a fixed list (``ls``, ``cat``, ``git status``, …) with no
+output redirection other than to ``/dev/null`` and no ``$`` expansions; see :mod:`._shell`.
 """
 
 from __future__ import annotations
@@ -85,6 +76,7 @@ from journal_agent.tools._shell import (
     split_commands,
 )
 from journal_agent.tools.base import ToolError
+from journal_agent.tools.protected import why_protected
 from journal_agent.tools.sandbox.config import SandboxSettings
 
 __all__ = [
@@ -267,17 +259,18 @@ class PermissionPolicy(BashChecks):
             if self.mode == "bypassPermissions":
                 return _Verdict("allow", "bypassPermissions mode", rule)
             return _Verdict("ask", f"the rule {rule} asks for approval", rule)
-        # Rules naming a path first: only they lift the secret default.
+        # Rules naming a path first: only they lift the secret default and the protected paths.
         rule = self._match(self._allow_named_first, tool_name, path)
-        secret = RULE_FAMILY.get(tool_name) == "Read" and path is not None and self._secret(path)
-        if rule and parse_rule(rule)[1] is None and secret:
-            rule = None  # a bare "Read" does not name the secret: the default below stands
+        family = RULE_FAMILY.get(tool_name)
+        secret = family == "Read" and path is not None and self._secret(path)
+        guarded = family == "Edit" and path is not None and self._protected(path) is not None
+        if rule and parse_rule(rule)[1] is None and (secret or guarded):
+            rule = None  # a bare "Read"/"Edit" does not name it: the default below stands
         if rule:
             if tool_name in EDIT_TOOLS and self.mode == "plan":
                 return _Verdict("deny", f"{tool_name} is not available in plan mode (read-only).")
             return _Verdict("allow", f"allowed by the rule {rule}", rule)
 
-        family = RULE_FAMILY.get(tool_name)
         if family == "Read":
             if path is not None and secret:
                 what = "looks like a secret (keys, credentials, .env)"
@@ -298,31 +291,18 @@ class PermissionPolicy(BashChecks):
         if self.mode in ("plan", "dontAsk"):
             why = " (read-only)" if self.mode == "plan" else ""
             return _Verdict("deny", f"{tool_name} is not available in {self.mode} mode{why}.")
-        protected = None
-        if path is not None and self._is_settings_file(path):
-            protected = "it changes permission settings"
-        elif path is not None and self._runs_code_later(path):
-            protected = "it changes what git or Claude Code runs later"
+        protected = self._protected(path) if path is not None else None
         if protected and self.mode != "bypassPermissions":
             return _Verdict("ask", protected)
         if self.mode in ("acceptEdits", "bypassPermissions"):
             return _Verdict("allow", f"{self.mode} mode")
         return _Verdict("ask", "editing files needs approval in default mode")
 
-    def _is_settings_file(self, path: Path) -> bool:
-        if path.parent == self.root / ".journal" and path.name.startswith("settings"):
-            return True  # .journal/settings*.json, as the sandbox keeps them read-only
-        return any(path == self.root / rel for rel in SETTINGS_FILES)
-
-    def _runs_code_later(self, path: Path) -> bool:
-        """The paths the sandbox keeps read-only because a program runs what they say: git's
-        config (core.fsmonitor, aliases) and hooks, a project's MCP servers."""
-        git = self.root / ".git"
-        return (
-            path == git / "config"
-            or git / "hooks" in path.parents
-            or path == self.root / ".mcp.json"
-        )
+    def _protected(self, path: Path) -> str | None:
+        """Why Write/Edit must ask before changing ``path``: the one protected list the
+        sandbox keeps read-only for Bash (:mod:`journal_agent.tools.protected`)."""
+        why = why_protected(self.root, path, settings=self.sandbox, home=self.home)
+        return f"it is a protected path: {why}" if why else None
 
     # -- Bash -----------------------------------------------------------------------------------
     def _evaluate_bash(self, command: str, confined: bool = True) -> _Verdict:

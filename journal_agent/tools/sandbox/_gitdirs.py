@@ -25,10 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-# config (and config.worktree, read when extensions.worktreeConfig is on) can name commands;
-# hooks run; commondir sends git to another directory's config and hooks; a worktree's gitdir
-# names where `git worktree repair/prune` write or delete.
-GIT_FILES = ("config", "config.worktree", "hooks", "commondir", "gitdir")
+from journal_agent.tools.protected import GIT_FILES
+
+__all__ = ["GIT_FILES", "GitDirs", "Pointer", "find", "first_line", "pointer", "resolve"]
 MAX_GIT_DIRS = 256  # git directories protected per call; more are left as they are (documented)
 _MAX_VISITS = 4096  # directories looked at under modules/ and worktrees/, per call
 _MAX_POINTER = 4096  # bytes of a gitfile or commondir read

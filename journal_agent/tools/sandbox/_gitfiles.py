@@ -59,8 +59,11 @@ def only_sample_hooks(hooks: Path) -> bool:
         return False
 
 
-def leads_back(dot_git: Path, gitdir: Path) -> bool:
-    """``dot_git`` is a gitfile whose ``gitdir:`` is ``gitdir``."""
+def leads_back(dot_git: Path, gitdir: Path, roots: tuple[Path, ...] = ()) -> bool:
+    """``dot_git`` is a gitfile whose ``gitdir:`` is ``gitdir``. With ``roots``, a
+    ``dot_git`` whose directory lies outside them is not looked at (and so not harmless)."""
+    if roots and not _inside(_real(dot_git.parent), roots):
+        return False
     found = pointer(dot_git)
     return found is not None and found.kind == "gitfile" and resolve(dot_git) == _real(gitdir)
 
@@ -77,20 +80,27 @@ def harmless_commondir(commondir: Path) -> bool:
     )
 
 
-def harmless_gitdir(gitdir_file: Path) -> bool:
+def harmless_gitdir(gitdir_file: Path, roots: tuple[Path, ...] = ()) -> bool:
     """A linked worktree's ``gitdir``, naming the worktree's gitfile that leads back."""
     target = first_line(gitdir_file)
     admin = gitdir_file.parent
-    return target is not None and leads_back(admin / target, admin)
+    return target is not None and leads_back(admin / target, admin, roots)
 
 
 def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def unsafe_config_keys(config: Path, gitdir: Path | None = None) -> list[str]:
+def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def unsafe_config_keys(
+    config: Path, gitdir: Path | None = None, roots: tuple[Path, ...] = ()
+) -> list[str]:
     """The keys of ``config`` that git does not write on its own (``[]``: all harmless).
-    ``gitdir``: the git directory holding it, where ``git submodule`` sets core.worktree."""
+    ``gitdir``: the git directory holding it, where ``git submodule`` sets core.worktree;
+    ``roots``: where the checkout core.worktree names may be looked at."""
     try:
         if not stat.S_ISREG(os.lstat(config).st_mode):
             return ["(not a regular file)"]
@@ -110,7 +120,7 @@ def unsafe_config_keys(config: Path, gitdir: Path | None = None) -> list[str]:
             continue
         key, _, value = item.partition("\n")
         if key == "core.worktree" and gitdir is not None:
-            if not leads_back(gitdir / value / ".git", gitdir):
+            if not leads_back(gitdir / value / ".git", gitdir, roots):
                 bad.append(key)
         elif not _SAFE_KEY.fullmatch(key) or (_URL_KEY.fullmatch(key) and _unsafe_url(value)):
             bad.append(key)

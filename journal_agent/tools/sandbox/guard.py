@@ -23,17 +23,27 @@ that existed before the call, and all of those the call made — a submodule's
 subdirectory (found by walking the workspace again; an unchanged directory costs a ``stat``).
 The new repository itself stays; only what would run a command outside the sandbox goes.
 A ``.git`` symlink the call replaced is moved aside and the original link put back.
+
+The quarantine never follows a link the call made: a directory above a protected path that
+the call turned into a symlink (``mv .git .git_old && ln -s ~/.kube .git``) or a ``.git``
+directory it replaced by a gitfile is itself the protected change, and *it* is moved — the
+link, never what it leads to, which is neither read nor touched. Every move is a
+``rename`` between directory descriptors opened from the writable root with ``O_NOFOLLOW``
+(:func:`journal_agent.tools.workspace.open_dir_beneath`), so nothing outside the writable
+roots is ever moved. The reasons given are those of the one protected list
+(:mod:`journal_agent.tools.protected`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from journal_agent.tools import protected
 from journal_agent.tools.sandbox import _gitdirs
 from journal_agent.tools.sandbox._gitfiles import (
     harmless_commondir,
@@ -41,28 +51,10 @@ from journal_agent.tools.sandbox._gitfiles import (
     only_sample_hooks,
     unsafe_config_keys,
 )
-from journal_agent.tools.sandbox.view import View, dot_gits_of
+from journal_agent.tools.sandbox.view import View, dot_gits_of, kind_of, writable_base
+from journal_agent.tools.workspace import open_dir_beneath
 
 QUARANTINE = Path(".journal/quarantine")
-
-# What each protected path would have done outside the sandbox.
-_WHY = {
-    ".mcp.json": "Claude Code would start the MCP servers it lists, outside the sandbox",
-    ".claude-plugin": "Claude Code would load it as a plugin, whose hooks and MCP servers run "
-    "outside the sandbox",
-    ".git/hooks": "git would run the hooks in it outside the sandbox (at a commit, checkout "
-    "or merge)",
-    ".git/commondir": "git would take its config and hooks from the directory it names, "
-    "outside the sandbox",
-    ".git": "it points git at a repository of the command's choosing, whose config and hooks "
-    "git would use outside the sandbox",
-    "gitdir": "`git worktree repair` and `prune` would write to or delete the place it names, "
-    "outside the sandbox",
-    ".claude": "Claude Code reads settings, hooks and agents from it",
-    ".journal": "journal-agent reads its settings from it",
-    ".journal/settings.json": "journal-agent would read permissions from it",
-}
-_DENY_WRITE = "sandbox.filesystem.denyWrite keeps it read-only"
 
 
 @dataclass(frozen=True)
@@ -71,11 +63,20 @@ class Absent:
     first: Path  # its first component that did not exist (the path itself, or e.g. .git)
 
 
+@dataclass(frozen=True)
+class _Place:
+    """Where a path is after the call, judged without following any link the call made."""
+
+    parent: Path | None  # the real directory holding it, inside a writable root; None: gone
+    redirect: Path | None = None  # a directory above it that the call made a symlink/gitfile
+
+
 def absent(view: View) -> list[Absent]:
     """The guarded paths that do not exist now (before the call), component by component."""
     out = []
     for path in view.guarded:
-        base = max((w for w in view.writable if w == path or w in path.parents), key=_depth)
+        base = writable_base(path, view.writable)
+        assert base is not None  # guarded paths lie in the writable roots
         cur = base
         for part in path.relative_to(base).parts:
             cur = cur / part
@@ -90,12 +91,21 @@ def settle(view: View, before: list[Absent]) -> list[str]:
     directories it made, into quarantine; one sentence per path."""
     moves: dict[Path, str] = {}
     for a in before:
-        if not os.path.lexists(a.first):
+        place = _place(view, a.first)
+        if _redirected(view, place, moves) or place.parent is None:
             continue
-        if a.first != a.path and _redirects(a.first):
-            moves[a.first] = _WHY.get(_rel(view, a.first), f"it leads {_rel(view, a.path)} "
-                                      "to a place of the command's choosing")  # fmt: skip
-        elif os.path.lexists(a.path) and (why := _verdict(view, a.path)) is not None:
+        first = place.parent / a.first.name
+        if kind_of(first) is None:
+            continue
+        if a.first != a.path and _redirects(first):
+            moves[a.first] = protected.GIT_WHY[".git"] if a.first.name == ".git" else (
+                f"it leads {_rel(view, a.path)} to a place of the command's choosing")  # fmt: skip
+            continue
+        at = _place(view, a.path)
+        if _redirected(view, at, moves) or at.parent is None:
+            continue
+        real = at.parent / a.path.name
+        if kind_of(real) is not None and (why := _verdict(view, a.path, real)) is not None:
             moves[a.path] = why
     restore = _replaced_symlink(view, moves)
     _replaced_read_only(view, moves)
@@ -118,6 +128,48 @@ def settle(view: View, before: list[Absent]) -> list[str]:
     return said
 
 
+def _place(view: View, path: Path) -> _Place:
+    """The real directory ``path`` lies in now, walking down from its writable root: a
+    symlink that was there before the call, unchanged, is followed (it must stay inside the
+    writable roots); one the call made or changed — or a ``.git`` directory the call replaced
+    by a gitfile — redirects the path, and nothing beyond it is looked at."""
+    base = writable_base(path, view.writable)
+    if base is None:
+        return _Place(None)
+    real, lexical = base, base
+    for part in path.parent.relative_to(base).parts:
+        lexical, nxt = lexical / part, real / part
+        now, was = kind_of(nxt), view.ancestors.get(lexical)
+        if now is None:
+            return _Place(None)
+        if now.startswith("l:"):
+            if now != was:
+                return _Place(None, lexical)
+            real = Path(os.path.realpath(nxt))
+            if writable_base(real, view.writable) is None:
+                return _Place(None)  # it led outside before the call too: not ours to judge
+        elif now == "f":
+            return _Place(None, lexical if part == ".git" and was in (None, "d") else None)
+        else:
+            real = nxt
+    return _Place(real)
+
+
+def _redirected(view: View, place: _Place, moves: dict[Path, str]) -> bool:
+    """Note a redirecting directory in ``moves`` (the link or gitfile itself is moved, never
+    what it leads to); True when there was one."""
+    if place.redirect is None:
+        return False
+    if place.redirect not in moves:
+        moves[place.redirect] = (
+            protected.GIT_WHY[".git"]
+            if place.redirect.name == ".git"
+            else f"it leads the protected paths below {_rel(view, place.redirect)} to a place "
+            "of the command's choosing"
+        )
+    return True
+
+
 def _replaced_symlink(view: View, moves: dict[Path, str]) -> _gitdirs.Pointer | None:
     """The workspace's ``.git`` symlink, when the call replaced it by another symlink or a
     gitfile (a git directory of its own is judged as a new one): noted in ``moves``."""
@@ -128,24 +180,29 @@ def _replaced_symlink(view: View, moves: dict[Path, str]) -> _gitdirs.Pointer | 
     new = _gitdirs.pointer(dot_git)
     if new is None or new == old:
         return None
-    moves[dot_git] = _WHY[".git"]
+    moves[dot_git] = protected.GIT_WHY[".git"]
     return old
 
 
 def _replaced_read_only(view: View, moves: dict[Path, str]) -> None:
     """Read-only paths that are another file now: the call renamed a directory above one
-    (``mv .git old``, the mount goes with it) and made a new one in its place."""
+    (``mv .git old``, the mount goes with it) and made a new one in its place — or a link
+    that leads the path elsewhere, which is moved itself (never what it leads to)."""
     for path, before in zip(view.read_only, view.read_only_ids, strict=True):
+        place = _place(view, path)
+        if _redirected(view, place, moves) or place.parent is None or path in moves:
+            continue
+        real = place.parent / path.name
         try:
-            st = os.lstat(path)
+            st = os.lstat(real)
         except OSError:
             continue  # renamed away, nothing in its place
-        if (st.st_dev, st.st_ino) == before or path in moves:
+        if (st.st_dev, st.st_ino) == before:
             continue
-        rel = _rel(view, path)
-        if path in view.git_files or rel in _TOP_GIT_FILES:
-            why = _git_verdict(path)
+        if _is_git_file(view, path):
+            why = _git_verdict(view, real)
         else:
+            rel = _rel(view, path)
             why = f"it took the place of the read-only {rel} (the directory above was renamed)"
         if why is not None:
             moves[path] = why
@@ -153,17 +210,20 @@ def _replaced_read_only(view: View, moves: dict[Path, str]) -> None:
 
 def _judge_new_git_dirs(view: View, moves: dict[Path, str]) -> None:
     """The files of every git directory the call made that would run a command, into
-    ``moves``: the repository stays, usable."""
+    ``moves``: the repository stays, usable. (They are real paths inside the writable roots:
+    :func:`_gitdirs.find` keeps no other.)"""
     if view.git is None or view.scan is None:
         return
     view.scan.paths()  # again: nested repositories made by the call (changed directories only)
     dot_gits = [p for p in dot_gits_of(view.root, view.scan.repos) if p not in moves]
     dirs = _gitdirs.find(dot_gits, view.writable).dirs
     for g in sorted(dirs - view.git.dirs):
-        for name in _gitdirs.GIT_FILES:
+        if any(m == g or m in g.parents for m in moves):
+            continue
+        for name in protected.GIT_FILES:
             path = g / name
             if path not in moves and os.path.lexists(path):
-                why = _git_verdict(path)
+                why = _git_verdict(view, path)
                 if why is not None:
                     moves[path] = why
 
@@ -174,27 +234,32 @@ def _redirects(component: Path) -> bool:
     return component.is_symlink() or (component.name == ".git" and not component.is_dir())
 
 
-def _verdict(view: View, path: Path) -> str | None:
-    """Why ``path`` (created by the call) must go, or None when it is harmless."""
-    rel = _rel(view, path)
-    if path in view.git_files or rel in _TOP_GIT_FILES:
-        return _git_verdict(path)
-    return _WHY.get(rel, _DENY_WRITE)
+def _is_git_file(view: View, path: Path) -> bool:
+    return path in view.git_files or _rel(view, path) in _TOP_GIT_FILES
 
 
-_TOP_GIT_FILES = {f".git/{name}" for name in _gitdirs.GIT_FILES}
+def _verdict(view: View, path: Path, real: Path) -> str | None:
+    """Why ``path`` (created by the call; ``real`` where it lies) must go, or None when it is
+    harmless."""
+    if _is_git_file(view, path):
+        return _git_verdict(view, real)
+    return protected.reason(view.root, path)
 
 
-def _git_verdict(path: Path) -> str | None:
-    """Why a file of a git directory (created by the call) must go, or None."""
-    name = path.name
+_TOP_GIT_FILES = {f".git/{name}" for name in protected.GIT_FILES}
+
+
+def _git_verdict(view: View, path: Path) -> str | None:
+    """Why a file of a git directory (created by the call) must go, or None. ``path`` is a
+    real path inside the writable roots; what it names elsewhere is never read."""
+    name, roots = path.name, view.writable
     if name == "hooks":
-        return None if only_sample_hooks(path) else _WHY[".git/hooks"]
+        return None if only_sample_hooks(path) else protected.GIT_WHY["hooks"]
     if name == "commondir":
-        return None if harmless_commondir(path) else _WHY[".git/commondir"]
+        return None if harmless_commondir(path) else protected.GIT_WHY["commondir"]
     if name == "gitdir":
-        return None if harmless_gitdir(path) else _WHY["gitdir"]
-    keys = unsafe_config_keys(path, Path(os.path.realpath(path.parent)))
+        return None if harmless_gitdir(path, roots) else protected.GIT_WHY["gitdir"]
+    keys = unsafe_config_keys(path, Path(os.path.realpath(path.parent)), roots)
     if not keys:
         return None
     more = " …" if len(keys) > 4 else ""
@@ -205,29 +270,41 @@ def _git_verdict(path: Path) -> str | None:
 
 
 def _quarantine_dir(root: Path, stamp: str) -> Path:
-    """A new ``.journal/quarantine/<stamp>[-n]``, every component a real directory."""
-    parent = root / QUARANTINE
-    parent.mkdir(parents=True, exist_ok=True)
-    for p in (root / ".journal", parent):
-        if p.is_symlink() or not p.is_dir():
-            raise NotADirectoryError(f"{p} is not a directory")
+    """A new ``.journal/quarantine/<stamp>[-n]``, every component a real directory (made and
+    opened from the workspace root without following a link)."""
+    os.close(open_dir_beneath(root, root / QUARANTINE, create=True))
     for n in range(1, 1000):
-        dest = parent / (stamp if n == 1 else f"{stamp}-{n}")
-        with contextlib.suppress(FileExistsError):
-            dest.mkdir()
+        dest = root / QUARANTINE / (stamp if n == 1 else f"{stamp}-{n}")
+        fd = open_dir_beneath(root, dest.parent)
+        try:
+            os.mkdir(dest.name, 0o700, dir_fd=fd)
             return dest
-    raise FileExistsError(f"{parent / stamp} exists")
+        except FileExistsError:
+            continue
+        finally:
+            os.close(fd)
+    raise FileExistsError(f"{root / QUARANTINE / stamp} exists")
 
 
 def _move(view: View, path: Path, why: str, dest_dir: Path) -> str:
+    """Rename ``path`` (the link itself, when it is one) into ``dest_dir``, relative to
+    directory descriptors reached without following any link: nothing outside the writable
+    roots is ever moved."""
     dest = dest_dir / _rel(view, path)
+    place = _place(view, path)
+    if place.parent is None:
+        return _unmoved(view, path, why, OSError(errno.ENOENT, "it is no longer there"))
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        src_fd = open_dir_beneath(writable_base(place.parent, view.writable), place.parent)
         try:
-            os.rename(path, dest)
-        except OSError:  # another file system (an allowWrite path): copy, then remove
-            shutil.move(path, dest)
-    except OSError as exc:
+            dst_fd = open_dir_beneath(view.root, dest.parent, create=True)
+            try:
+                os.rename(path.name, dest.name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+            finally:
+                os.close(dst_fd)
+        finally:
+            os.close(src_fd)
+    except OSError as exc:  # EXDEV: an allowWrite path on another file system
         return _unmoved(view, path, why, exc)
     return (
         f"Moved {_rel(view, path)}, which this command created, to "
@@ -251,7 +328,3 @@ def _rel(view: View, path: Path) -> str:
         return path.relative_to(view.root).as_posix()
     except ValueError:
         return "_outside" + path.as_posix()
-
-
-def _depth(p: Path) -> int:
-    return len(p.parts)

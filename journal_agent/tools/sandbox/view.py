@@ -13,16 +13,12 @@ approved or an allow
 rule names)
 =====================  ============================================================
 
-Protected inside the workspace: ``.claude/`` (settings, agents, commands, hooks),
-``.journal/`` (our state and ``.journal/settings*.json``; ``.journal/drafts/`` stays
-writable), ``.git/config``, ``.git/hooks``, ``.git/commondir``, ``.git`` itself when it is a
-gitfile, the same files of every other git directory in the workspace (submodules',
-linked worktrees', nested repositories', the one a ``.git`` symlink leads to: :mod:`._gitdirs`)
-and nested gitfiles, ``.mcp.json``, ``.claude-plugin/``, the installed
-journal-agent package itself when it lies inside the workspace, and
-``sandbox.filesystem.denyWrite``. ``.journal/`` is never writable inside (only
-``.journal/drafts/``): journal-agent's own commands write their state through the host
-(:mod:`journal_agent.tools.own_commands`, :mod:`.call`).
+Protected inside the writable roots: the one list of :mod:`journal_agent.tools.protected`
+(``.claude/``, ``.claude-plugin/``, ``.mcp.json``, ``.journal/`` but ``drafts/``, the files of
+every git directory (:mod:`._gitdirs`), gitfiles, journal-agent's own package in a checkout,
+``sandbox.filesystem.denyWrite``), which Write and Edit also ask about. ``.journal/`` is never
+writable inside (only ``.journal/drafts/``): journal-agent's own commands write their state
+through the host (:mod:`journal_agent.tools.own_commands`, :mod:`.call`).
 
 A protected path that does not exist cannot be mounted read-only: :attr:`View.guarded` lists
 them all, and :mod:`.guard` moves whatever a command created of them into quarantine.
@@ -38,22 +34,18 @@ import glob as _glob
 import itertools
 import os
 import re
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from journal_agent.tools import protected as _protected
+from journal_agent.tools.protected import PRECREATE
 from journal_agent.tools.sandbox import _gitdirs
 from journal_agent.tools.sandbox._hardlinks import other_links
 from journal_agent.tools.sandbox._secrets import SecretScan, home_secrets, name_regex
 from journal_agent.tools.sandbox.config import SandboxSettings
 
-# .git/commondir: git takes config and hooks from the directory it names (a plain repository
-# honours it too, not only a linked worktree), so writing it would bypass the two above.
-PROTECTED = (".claude", ".journal", ".git/config", ".git/hooks", ".git/commondir", ".mcp.json",
-             ".claude-plugin")  # fmt: skip
-# Pre-created (empty directories) so that they can be kept read-only even before they exist:
-# otherwise `mkdir .claude && cp evil.json .claude/settings.local.json` would work.
-PRECREATE = (".claude", ".journal", ".journal/drafts")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _MAX_GLOB = 10_000
 
@@ -78,6 +70,9 @@ class View:
     # (st_dev, st_ino) of each read_only path before the call: a command can rename a
     # directory that holds a read-only file (`mv .git old`) and put a new file in its place.
     read_only_ids: tuple[tuple[int, int], ...] = ()
+    # What each directory on the way to a guarded path was before the call: "d" a directory,
+    # "f" something else, "l:<target>" a symlink. The quarantine follows no link the call made.
+    ancestors: dict[Path, str] = dataclasses.field(default_factory=dict, compare=False)
     scan: SecretScan | None = dataclasses.field(default=None, compare=False, repr=False)
     # Unix-domain sockets left reachable without network (sandbox.network.allowUnixSockets).
     allowed_sockets: tuple[Path, ...] = ()
@@ -108,22 +103,15 @@ def build_view(
     masked, truncated = masked_paths(root, settings, read_deny, home)
     scan = workspace_scan(root, settings, read_deny)
     read_only_ids: list[tuple[int, int]] = []
+    ancestors: dict[Path, str] = {}
     if writes:
         created = [p for rel in PRECREATE if (p := _precreate(root / rel)) is not None]
         writable.append(root)
         writable += [p for e in fs.allow_write for p in _concrete(e, root, home) if p.exists()]
-        protected = [root / rel for rel in PROTECTED]
         rewritable.append(root / ".journal" / "drafts")
         git = _gitdirs.find(dot_gits_of(root, scan.repos), writable)
-        git_files = [g / name for g in sorted(git.dirs) for name in _gitdirs.GIT_FILES]
-        # A gitfile, rewritten, would pick the git directory: the workspace's and nested ones.
-        protected += [p.path for p in git.pointers if p.kind == "gitfile"]
-        if (root / ".git").is_file() and not (root / ".git").is_symlink():
-            protected.append(root / ".git")  # a gitfile that leads nowhere valid, too
-        protected += git_files
-        protected += _plugin_files(root)
-        protected += [p for e in fs.deny_write for p in _expand(e, root, home)]
-        protected = _one_name_each(protected)
+        git_files = [g / name for g in sorted(git.dirs) for name in _protected.GIT_FILES]
+        protected = protected_paths(root, settings, home, git)
         for p in protected:
             if _inside_any(p, writable) and (st := _lstat(p)) is not None:
                 read_only.append(p)
@@ -131,6 +119,7 @@ def build_view(
         rewritable = [p for p in rewritable if p.is_dir()]
         concrete = [p for e in fs.deny_write for p in _concrete(e, root, home)]
         guarded = [p for p in dict.fromkeys([*protected, *concrete]) if _inside_any(p, writable)]
+        ancestors = _ancestors(guarded, writable)
     return View(
         root=root,
         writable=tuple(writable),
@@ -147,8 +136,59 @@ def build_view(
         git=git,
         git_files=frozenset(git_files),
         read_only_ids=tuple(read_only_ids),
+        ancestors=ancestors,
         scan=scan,
     )
+
+
+def protected_paths(
+    root: Path,
+    settings: SandboxSettings,
+    home: Path,
+    git: _gitdirs.GitDirs,
+) -> list[Path]:
+    """The one list (:mod:`journal_agent.tools.protected`) as concrete paths for one call:
+    read-only where they exist, guarded where they do not."""
+    protected = _protected.workspace_paths(root)
+    protected += _protected.top_git_paths(root)
+    # A gitfile, rewritten, would pick the git directory: the workspace's and nested ones.
+    protected += _protected.git_paths(git)
+    if (root / ".git").is_file() and not (root / ".git").is_symlink():
+        protected.append(root / ".git")  # a gitfile that leads nowhere valid, too
+    protected += _protected.package_paths(root)
+    protected += [p for e in settings.filesystem.deny_write for p in _expand(e, root, home)]
+    return _one_name_each(protected)
+
+
+def writable_base(path: Path, writable: tuple[Path, ...] | list[Path]) -> Path | None:
+    """The (deepest) writable root ``path`` lies in, or None."""
+    inside = [w for w in writable if w == path or w in path.parents]
+    return max(inside, key=lambda w: len(w.parts)) if inside else None
+
+
+def kind_of(path: Path) -> str | None:
+    """ "d" a directory, "l:<target>" a symlink, "f" anything else; None if nothing is there."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            return "l:" + os.readlink(path)
+    except OSError:
+        return None
+    return "d" if stat.S_ISDIR(mode) else "f"
+
+
+def _ancestors(guarded: list[Path], writable: list[Path]) -> dict[Path, str]:
+    out: dict[Path, str] = {}
+    for path in guarded:
+        base = writable_base(path, writable)
+        if base is None:
+            continue
+        cur = base
+        for part in path.parent.relative_to(base).parts:
+            cur = cur / part
+            if cur not in out and (kind := kind_of(cur)) is not None:
+                out[cur] = kind
+    return out
 
 
 def dot_gits_of(root: Path, repos: list[Path]) -> list[Path]:
@@ -230,15 +270,6 @@ def _inside_any(path: Path, roots: list[Path]) -> bool:
     return any(path == r or r in path.parents for r in roots)
 
 
-def _plugin_files(root: Path) -> list[Path]:
-    """journal-agent's own code, when it lies inside the workspace (a development checkout):
-    a command must not change what runs outside the sandbox next time."""
-    import journal_agent
-
-    package = Path(os.path.realpath(Path(journal_agent.__file__).parent))
-    return [package] if root in package.parents else []
-
-
 def bare_names(entries: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """The entries that are names (matched at any depth in the workspace), without a "/"."""
     return tuple(e.strip().rstrip("/") for e in entries if _bare(e))
@@ -250,7 +281,7 @@ def _bare(entry: str) -> bool:
     return "/" not in e and not e.startswith("~")
 
 
-def _anchor(entry: str, root: Path, home: Path) -> tuple[Path, str]:
+def anchor(entry: str, root: Path, home: Path) -> tuple[Path, str]:
     e = entry.strip()
     if e.startswith("//"):
         return Path("/"), e[2:]
@@ -265,7 +296,7 @@ def _anchor(entry: str, root: Path, home: Path) -> tuple[Path, str]:
 
 
 def _concrete(entry: str, root: Path, home: Path) -> list[Path]:
-    base, rel = _anchor(entry, root, home)
+    base, rel = anchor(entry, root, home)
     rel = rel.rstrip("/")
     if rel.endswith("/**"):
         rel = rel[:-3]
@@ -279,7 +310,7 @@ def _expand(entry: str, root: Path, home: Path) -> list[Path]:
     concrete = _concrete(entry, root, home)
     if concrete:
         return [p for p in concrete if os.path.lexists(p)]
-    base, rel = _anchor(entry, root, home)
+    base, rel = anchor(entry, root, home)
     it = _glob.iglob(str(base / rel), recursive=True, include_hidden=True)
     return [Path(p) for p in itertools.islice(it, _MAX_GLOB)]
 
