@@ -76,7 +76,6 @@ from journal_agent.tools._shell import (
     split_commands,
 )
 from journal_agent.tools.base import ToolError
-from journal_agent.tools.protected import why_protected
 from journal_agent.tools.sandbox.config import SandboxSettings
 
 __all__ = [
@@ -301,7 +300,9 @@ class PermissionPolicy(BashChecks):
     def _protected(self, path: Path) -> str | None:
         """Why Write/Edit must ask before changing ``path``: the one protected list the
         sandbox keeps read-only for Bash (:mod:`journal_agent.tools.protected`)."""
-        why = why_protected(self.root, path, settings=self.sandbox, home=self.home)
+        from journal_agent.tools.sandbox.view import why_protected
+
+        why = why_protected(self.root, path, self.sandbox, self.home)
         return f"it is a protected path: {why}" if why else None
 
     # -- Bash -----------------------------------------------------------------------------------

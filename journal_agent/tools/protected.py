@@ -21,10 +21,14 @@ Three consumers, one list:
 
 - the sandbox (:func:`journal_agent.tools.sandbox.view.build_view`) mounts
   :func:`protected_paths` read-only for Bash and guards the absent ones;
-- the quarantine (:mod:`journal_agent.tools.sandbox.guard`) says :func:`reason` when it moves
-  one a command created;
+- the quarantine (:mod:`journal_agent.tools.sandbox.guard`) gives the reason
+  :func:`~journal_agent.tools.sandbox.view.why_protected` gives when it moves one aside;
 - Write and Edit (:mod:`journal_agent.tools.permissions`) ask before changing a path
-  :func:`why_protected` names, even in ``acceptEdits``, unless an allow rule names the path.
+  ``why_protected`` names, even in ``acceptEdits``, unless an allow rule names the path.
+
+This module is the list and the checks that need nothing but the path; the git directories
+found on disk and ``denyWrite`` are added by :mod:`journal_agent.tools.sandbox.view`, which
+finds them for the sandbox anyway (this module imports nothing of the sandbox).
 
 ``tests/security/test_protected_paths.py`` checks that every path of the list is refused to
 all three.
@@ -35,11 +39,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from journal_agent.tools.sandbox._gitdirs import GitDirs
-    from journal_agent.tools.sandbox.config import SandboxSettings
 
 
 @dataclass(frozen=True)
@@ -100,13 +99,6 @@ def workspace_paths(root: Path) -> list[Path]:
     return [root / r for r in outer]
 
 
-def git_paths(git: GitDirs) -> list[Path]:
-    """The files of every git directory found (see :mod:`~.sandbox._gitdirs`) and the gitfiles
-    leading to them."""
-    files = [g / name for g in sorted(git.dirs) for name in GIT_FILES]
-    return files + [p.path for p in git.pointers if p.kind == "gitfile"]
-
-
 def top_git_paths(root: Path) -> list[Path]:
     """The workspace's own ``.git`` files, guarded even where there is no repository yet."""
     return [root / ".git" / name for name in GIT_FILES]
@@ -121,33 +113,26 @@ def package_paths(root: Path) -> list[Path]:
     return [package] if root in package.parents else []
 
 
-def why_protected(
-    root: Path,
-    path: Path,
-    *,
-    settings: SandboxSettings | None = None,
-    home: Path | None = None,
-) -> str | None:
-    """Why ``path`` (absolute, resolved) is protected, or None when it is not."""
-    root = Path(os.path.realpath(root))
+def why_by_name(root: Path, path: Path) -> str | None:
+    """Why ``path`` (absolute, resolved) is protected by its name alone — a listed entry, a
+    ``.git`` or a git file inside one, the package — or None."""
     try:
         parts = path.relative_to(root).parts
     except ValueError:
-        parts = None
+        parts = ()
     if parts:
-        why = _entry_why(parts) or _git_why(root, path, parts, settings)
+        why = _entry_why(parts)
+        if why is None and ".git" in parts:
+            rest = parts[parts.index(".git") + 1 :]
+            if not rest:
+                return GIT_WHY[".git"]  # a gitfile or a symlink would pick the repository
+            hit = next((p for p in rest if p in GIT_FILES), None)
+            why = GIT_WHY[hit] if hit is not None else None  # objects, refs, HEAD: git's data
         if why is not None:
             return why
     if any(p == path or p in path.parents for p in package_paths(root)):
         return PACKAGE_WHY
-    if settings is not None and _denied_write(root, path, settings, home):
-        return DENY_WRITE_WHY
     return None
-
-
-def reason(root: Path, path: Path, settings: SandboxSettings | None = None) -> str:
-    """The sentence the quarantine gives for moving ``path`` aside."""
-    return why_protected(root, path, settings=settings) or DENY_WRITE_WHY
 
 
 def _entry_why(parts: tuple[str, ...]) -> str | None:
@@ -156,46 +141,3 @@ def _entry_why(parts: tuple[str, ...]) -> str | None:
         return None
     inside = [e for e in ENTRIES if rel == e.rel or rel.startswith(e.rel + "/")]
     return max(inside, key=lambda e: len(e.rel)).why if inside else None
-
-
-def _git_why(
-    root: Path, path: Path, parts: tuple[str, ...], settings: SandboxSettings | None
-) -> str | None:
-    if ".git" in parts:
-        rest = parts[parts.index(".git") + 1 :]
-        if not rest:
-            return GIT_WHY[".git"]  # a gitfile or a symlink would pick the repository
-        hit = next((p for p in rest if p in GIT_FILES), None)
-        return GIT_WHY[hit] if hit is not None else None  # objects, refs, HEAD: git's data
-    if not any(p in GIT_FILES for p in parts):
-        return None
-    # A git directory not named .git: a .git symlink's target, a commondir's, a submodule's.
-    dirs = _git_dirs(root, settings)
-    for p in (path, *path.parents):
-        if p.name in GIT_FILES and p.parent in dirs:
-            return GIT_WHY[p.name]
-        if p == root:
-            break
-    return None
-
-
-def _git_dirs(root: Path, settings: SandboxSettings | None) -> frozenset[Path]:
-    from journal_agent.tools.sandbox import _gitdirs
-    from journal_agent.tools.sandbox.config import SandboxSettings
-    from journal_agent.tools.sandbox.view import dot_gits_of, workspace_scan
-
-    scan = workspace_scan(root, settings or SandboxSettings(), ())
-    scan.paths()  # nested repositories as they are now
-    return _gitdirs.find(dot_gits_of(root, scan.repos), [root]).dirs
-
-
-def _denied_write(root: Path, path: Path, settings: SandboxSettings, home: Path | None) -> bool:
-    from journal_agent.tools._pathrules import path_matches
-    from journal_agent.tools.sandbox.view import anchor
-
-    home = Path(os.path.realpath(home or Path.home()))
-    for entry in settings.filesystem.deny_write:
-        base, rel = anchor(entry, root, home)
-        if path_matches("/" + os.path.join(str(base), rel.rstrip("/")), path, root):
-            return True
-    return False

@@ -213,7 +213,6 @@ MAX_MODULE_LINES = 500
 OVERSIZED = {
     "journal_agent/cli/run_cmd.py",  # 21
     "journal_agent/journal/verify.py",  # 24
-    "journal_agent/tools/permissions.py",  # 20
     "profiling/config.py",  # 21
     "profiling/estimate/memory.py",  # 25
     "profiling/measure/devices.py",  # 23

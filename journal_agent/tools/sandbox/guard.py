@@ -51,7 +51,13 @@ from journal_agent.tools.sandbox._gitfiles import (
     only_sample_hooks,
     unsafe_config_keys,
 )
-from journal_agent.tools.sandbox.view import View, dot_gits_of, kind_of, writable_base
+from journal_agent.tools.sandbox.view import (
+    View,
+    dot_gits_of,
+    kind_of,
+    why_protected,
+    writable_base,
+)
 from journal_agent.tools.workspace import open_dir_beneath
 
 QUARANTINE = Path(".journal/quarantine")
@@ -243,7 +249,7 @@ def _verdict(view: View, path: Path, real: Path) -> str | None:
     harmless."""
     if _is_git_file(view, path):
         return _git_verdict(view, real)
-    return protected.reason(view.root, path)
+    return why_protected(view.root, path) or protected.DENY_WRITE_WHY
 
 
 _TOP_GIT_FILES = {f".git/{name}" for name in protected.GIT_FILES}

@@ -151,13 +151,46 @@ def protected_paths(
     read-only where they exist, guarded where they do not."""
     protected = _protected.workspace_paths(root)
     protected += _protected.top_git_paths(root)
+    protected += [g / name for g in sorted(git.dirs) for name in _protected.GIT_FILES]
     # A gitfile, rewritten, would pick the git directory: the workspace's and nested ones.
-    protected += _protected.git_paths(git)
+    protected += [p.path for p in git.pointers if p.kind == "gitfile"]
     if (root / ".git").is_file() and not (root / ".git").is_symlink():
         protected.append(root / ".git")  # a gitfile that leads nowhere valid, too
     protected += _protected.package_paths(root)
     protected += [p for e in settings.filesystem.deny_write for p in _expand(e, root, home)]
     return _one_name_each(protected)
+
+
+def why_protected(
+    root: Path, path: Path, settings: SandboxSettings | None = None, home: Path | None = None
+) -> str | None:
+    """Why ``path`` (absolute, resolved) is on the one protected list, or None: by its name
+    (:func:`journal_agent.tools.protected.why_by_name`), as a file of a git directory found
+    on disk (a ``.git`` symlink's target, a ``commondir``'s), or by ``denyWrite``."""
+    root = Path(os.path.realpath(root))
+    settings = settings or SandboxSettings()
+    why = _protected.why_by_name(root, path)
+    if why is None and root in path.parents and any(p in _protected.GIT_FILES for p in path.parts):
+        scan = workspace_scan(root, settings, ())
+        scan.paths()  # nested repositories as they are now
+        dirs = _gitdirs.find(dot_gits_of(root, scan.repos), [root]).dirs
+        hit = next((p for p in (path, *path.parents) if p.name in _protected.GIT_FILES
+                    and p.parent in dirs and root in p.parents), None)  # fmt: skip
+        why = _protected.GIT_WHY[hit.name] if hit is not None else None
+    if why is None and _denied_write(root, path, settings, home):
+        why = _protected.DENY_WRITE_WHY
+    return why
+
+
+def _denied_write(root: Path, path: Path, settings: SandboxSettings, home: Path | None) -> bool:
+    from journal_agent.tools._pathrules import path_matches
+
+    home = Path(os.path.realpath(home or Path.home()))
+    for entry in settings.filesystem.deny_write:
+        base, rel = anchor(entry, root, home)
+        if path_matches("/" + os.path.join(str(base), rel.rstrip("/")), path, root):
+            return True
+    return False
 
 
 def writable_base(path: Path, writable: tuple[Path, ...] | list[Path]) -> Path | None:
