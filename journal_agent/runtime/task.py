@@ -41,7 +41,7 @@ class TaskInput(BaseModel):
 Launcher = Callable[[str, str, str, str | None], "RunResult"]
 
 
-class TaskTool(Tool):
+class TaskTool(Tool[TaskInput]):
     name = "Task"
     description = "Launch a sub-agent."  # replaced per run by task_tool(): it lists the agents
     Input = TaskInput
@@ -49,7 +49,7 @@ class TaskTool(Tool):
     def __init__(self, launch: Launcher) -> None:
         self.launch = launch
 
-    def run(self, ctx: ToolContext, params: TaskInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: TaskInput) -> ToolResult:
         result = self.launch(params.subagent_type, params.prompt, params.description, params.model)
         text = result.final_text or "(the agent returned no text)"
         if result.ok:

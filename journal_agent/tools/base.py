@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -42,10 +42,17 @@ class ToolContext:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-class Tool(ABC):
+InputT = TypeVar("InputT", bound=BaseModel)
+
+
+class Tool(ABC, Generic[InputT]):
+    """``Tool[XInput]``: ``run`` receives an ``XInput``, validated by ``call`` from the model's
+    JSON. ``Input`` is a plain class attribute, not a ``ClassVar``: a ClassVar cannot hold a
+    type variable."""
+
     name: ClassVar[str]
     description: ClassVar[str]
-    Input: ClassVar[type[BaseModel]]
+    Input: type[InputT]
 
     @classmethod
     def input_schema(cls) -> dict[str, Any]:
@@ -65,7 +72,7 @@ class Tool(ABC):
         }
 
     @abstractmethod
-    def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult: ...
+    def run(self, ctx: ToolContext, params: InputT) -> ToolResult: ...
 
     def call(self, ctx: ToolContext, raw: dict[str, Any]) -> ToolResult:
         """Validate raw model input and run; every failure becomes an error result."""

@@ -67,7 +67,7 @@ class BashInput(BaseModel):
     run_in_background: SkipJsonSchema[bool | None] = None
 
 
-class Bash(Tool):
+class Bash(Tool[BashInput]):
     name = "Bash"
     description = (
         "Executes a bash command in the workspace root and returns its output (stdout and "
@@ -88,7 +88,7 @@ class Bash(Tool):
     )
     Input = BashInput
 
-    def run(self, ctx: ToolContext, params: BashInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: BashInput) -> ToolResult:
         if not params.command.strip():
             raise ToolError("The command is empty.")
         if "\x00" in params.command:

@@ -46,7 +46,7 @@ class EditInput(BaseModel):
     )
 
 
-class Edit(Tool):
+class Edit(Tool[EditInput]):
     name: ClassVar[str] = "Edit"
     description: ClassVar[str] = (
         "Performs exact string replacements in files (inside the workspace).\n\n"
@@ -63,10 +63,9 @@ class Edit(Tool):
         "- With an empty old_string, Edit creates a file that does not exist yet (or fills an "
         "empty one) with new_string."
     )
-    Input: ClassVar[type[BaseModel]] = EditInput
+    Input = EditInput
 
-    def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult:
-        assert isinstance(params, EditInput)
+    def run(self, ctx: ToolContext, params: EditInput) -> ToolResult:
         path = confine(ctx, self.name, params.file_path)
         if params.old_string == params.new_string:
             raise ToolError(

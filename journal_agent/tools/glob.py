@@ -32,7 +32,7 @@ class GlobInput(BaseModel):
     )
 
 
-class Glob(Tool):
+class Glob(Tool[GlobInput]):
     name = "Glob"
     description = (
         "Fast file pattern matching over the workspace.\n"
@@ -44,7 +44,7 @@ class Glob(Tool):
     )
     Input = GlobInput
 
-    def run(self, ctx: ToolContext, params: GlobInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: GlobInput) -> ToolResult:
         reject_nul(params)
         root = Path(workspace_root(ctx.root))
         base = resolve_path(root, params.path) if params.path else root

@@ -96,7 +96,7 @@ class GrepInput(BaseModel):
     )
 
 
-class Grep(Tool):
+class Grep(Tool[GrepInput]):
     name = "Grep"
     description = (
         "Search file contents in the workspace with ripgrep (regular expressions, .gitignore "
@@ -112,7 +112,7 @@ class Grep(Tool):
     )
     Input = GrepInput
 
-    def run(self, ctx: ToolContext, params: GrepInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: GrepInput) -> ToolResult:
         reject_nul(params)
         root = Path(workspace_root(ctx.root))
         target = resolve_path(root, params.path) if params.path else root

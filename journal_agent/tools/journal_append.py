@@ -24,7 +24,7 @@ class JournalAppendInput(BaseModel):
     )
 
 
-class JournalAppend(Tool):
+class JournalAppend(Tool[JournalAppendInput]):
     name = "JournalAppend"
     description = (
         "Append one entry to learning_journal.md after checking it. Use this instead of Write or "
@@ -47,7 +47,7 @@ class JournalAppend(Tool):
     )
     Input = JournalAppendInput
 
-    def run(self, ctx: ToolContext, params: JournalAppendInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: JournalAppendInput) -> ToolResult:
         from journal_agent.journal import api
 
         if ctx.policy is not None:

@@ -27,7 +27,7 @@ class JournalInboxInput(BaseModel):
     )
 
 
-class JournalInbox(Tool):
+class JournalInbox(Tool[JournalInboxInput]):
     name = "JournalInbox"
     description = (
         "The inbox of learning moments captured while the user worked in Claude Code: the "
@@ -38,7 +38,7 @@ class JournalInbox(Tool):
     )
     Input = JournalInboxInput
 
-    def run(self, ctx: ToolContext, params: JournalInboxInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: JournalInboxInput) -> ToolResult:
         from journal_agent.capture import dismiss, read_inbox
 
         if params.action == "list":

@@ -33,7 +33,7 @@ class JournalSearchInput(BaseModel):
         return self
 
 
-class JournalSearch(Tool):
+class JournalSearch(Tool[JournalSearchInput]):
     name = "JournalSearch"
     description = (
         "Search the learning journal (learning_journal.md) for existing entries.\n"
@@ -48,7 +48,7 @@ class JournalSearch(Tool):
     )
     Input = JournalSearchInput
 
-    def run(self, ctx: ToolContext, params: JournalSearchInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: JournalSearchInput) -> ToolResult:
         from journal_agent.journal import api
         from journal_agent.journal.limits import check_draft, check_query
 

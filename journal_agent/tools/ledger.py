@@ -47,7 +47,7 @@ class LedgerShowInput(BaseModel):
     )
 
 
-class LedgerShow(Tool):
+class LedgerShow(Tool[LedgerShowInput]):
     name: ClassVar[str] = "LedgerShow"
     description: ClassVar[str] = (
         "Read learning_ledger.md as data (JSON): title, last-updated date, the knowledge graph "
@@ -56,11 +56,10 @@ class LedgerShow(Tool):
         "for spaced review, and 'suggestions': mastery moves the review history supports "
         "(each with the LedgerUpdate operation that applies it). Use it before LedgerUpdate."
     )
-    Input: ClassVar[type[BaseModel]] = LedgerShowInput
+    Input = LedgerShowInput
     concurrency_safe: ClassVar[bool] = True  # it only reads
 
-    def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult:
-        assert isinstance(params, LedgerShowInput)
+    def run(self, ctx: ToolContext, params: LedgerShowInput) -> ToolResult:
         from journal_agent.learning import ledger_api
         from journal_agent.learning.ledger_store import LedgerStore
 
@@ -95,7 +94,7 @@ class LedgerUpdateInput(BaseModel):
     )
 
 
-class LedgerUpdate(Tool):
+class LedgerUpdate(Tool[LedgerUpdateInput]):
     name: ClassVar[str] = "LedgerUpdate"
     description: ClassVar[str] = (
         "Update learning_ledger.md safely — use this instead of Write or Edit on the ledger. "
@@ -109,14 +108,13 @@ class LedgerUpdate(Tool):
         "two items match, a source that does not exist) nothing is written and the result "
         "says what to fix."
     )
-    Input: ClassVar[type[BaseModel]] = LedgerUpdateInput
+    Input = LedgerUpdateInput
 
     @classmethod
     def input_schema(cls) -> dict[str, Any]:
         return _inline_refs(super().input_schema())
 
-    def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult:
-        assert isinstance(params, LedgerUpdateInput)
+    def run(self, ctx: ToolContext, params: LedgerUpdateInput) -> ToolResult:
         from journal_agent.learning import ledger_api
         from journal_agent.learning.ledger_store import LedgerStore
 

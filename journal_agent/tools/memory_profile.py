@@ -47,7 +47,7 @@ class MemoryProfileInput(BaseModel):
     device: str | None = Field(default=None, description="cpu, cuda or cuda:N (default: auto).")
 
 
-class MemoryProfile(Tool):
+class MemoryProfile(Tool[MemoryProfileInput]):
     name = "MemoryProfile"
     description = (
         "Measure a short real training run on THIS machine's device (GPU if present, else "
@@ -63,7 +63,7 @@ class MemoryProfile(Tool):
     )
     Input = MemoryProfileInput
 
-    def run(self, ctx: ToolContext, params: MemoryProfileInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: MemoryProfileInput) -> ToolResult:
         args = ["profile", "--model", params.model, "--batch", str(params.batch)]
         if params.seq is not None:
             args += ["--seq", str(params.seq)]
@@ -229,7 +229,7 @@ class DeviceInfoInput(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=tidy_schema)
 
 
-class DeviceInfo(Tool):
+class DeviceInfo(Tool[DeviceInfoInput]):
     name = "DeviceInfo"
     description = (
         "The hardware at hand: NVIDIA GPUs (name, memory used/total/driver-reserved, "
@@ -240,7 +240,7 @@ class DeviceInfo(Tool):
     )
     Input = DeviceInfoInput
 
-    def run(self, ctx: ToolContext, params: DeviceInfoInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: DeviceInfoInput) -> ToolResult:
         from journal_agent.paths import measurements_dir
         from profiling.measure.devices import gpu_info
         from profiling.measure.report import device_record, render_gpu_info

@@ -97,7 +97,7 @@ class _Scan:
     sha256: str | None = None
 
 
-class Read(Tool):
+class Read(Tool[ReadInput]):
     name: ClassVar[str] = "Read"
     description: ClassVar[str] = (
         "Reads a file from the local filesystem (inside the workspace).\n\n"
@@ -116,10 +116,9 @@ class Read(Tool):
         "- You must Read a file before you Write or Edit it. If the file changes on disk after "
         "you read it, Write and Edit fail and ask you to Read it again."
     )
-    Input: ClassVar[type[BaseModel]] = ReadInput
+    Input = ReadInput
 
-    def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult:
-        assert isinstance(params, ReadInput)
+    def run(self, ctx: ToolContext, params: ReadInput) -> ToolResult:
         path = confine(ctx, self.name, params.file_path)
         tracker = tracker_for(ctx)
         start = max(params.offset or 1, 1)  # Claude Code treats offset 0 like 1

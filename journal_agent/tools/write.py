@@ -48,7 +48,7 @@ class WriteInput(BaseModel):
     content: str = Field(description="The content to write to the file.")
 
 
-class Write(Tool):
+class Write(Tool[WriteInput]):
     name: ClassVar[str] = "Write"
     description: ClassVar[str] = (
         "Writes a file to the local filesystem (inside the workspace).\n\n"
@@ -61,10 +61,9 @@ class Write(Tool):
         "- Prefer Edit for changing part of an existing file; use Write for new files or full "
         "rewrites."
     )
-    Input: ClassVar[type[BaseModel]] = WriteInput
+    Input = WriteInput
 
-    def run(self, ctx: ToolContext, params: BaseModel) -> ToolResult:
-        assert isinstance(params, WriteInput)
+    def run(self, ctx: ToolContext, params: WriteInput) -> ToolResult:
         path = confine(ctx, self.name, params.file_path)
         tracker = tracker_for(ctx)
         data = encode_text(params.content, path)
