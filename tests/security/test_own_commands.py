@@ -93,3 +93,13 @@ def test_finding_02_plan_mode_writes_nothing_through_an_own_command(lab):
     res = lab.bash('journal-agent ledger add-item developing "**X**: y"', "plan", ("Bash",))
     assert "Traceback" not in res.stdout
     assert (lab.ws / "learning_ledger.md").read_text() == before
+
+
+def test_finding_02_feedback_through_bash_is_recorded_by_the_host(lab):
+    """`/learn`'s documented way to record feedback: `journal-agent feedback …` through Bash
+    (it failed with a traceback: the lock was on a read-only mount)."""
+    lab.cli.process("commands", "--eject", "learn", "--root", str(lab.ws), cwd=lab.ws,
+                    home=lab.home)  # fmt: skip
+    res = lab.bash('journal-agent feedback "be shorter" --file learn', "bypassPermissions")
+    assert "feedback recorded" in res.stdout, res.stdout
+    assert (lab.ws / ".journal/history/feedback.jsonl").read_text().count("be shorter") == 1
