@@ -69,3 +69,6 @@ _.validateLink  # journal_agent/view/markdown.py
 
 # The inbox API (journal_agent/capture/inbox.py): a moment's content hash, read by other views.
 _.hash  # journal_agent/capture/inbox.py
+
+# click calls the lazy group's listing (journal_agent/cli/_app.py).
+_.list_commands  # journal_agent/cli/_app.py

@@ -1,8 +1,9 @@
 """The ``journal-agent`` command line.
 
-Each submodule registers its commands on ``app``. Module level imports here and in the
-submodules stay light (typer, rich, pydantic): anthropic, torch, mcp and matplotlib are
-imported inside the commands that need them, so ``--help`` and the journal commands start fast.
+Each submodule registers its commands on ``app``; a submodule is imported only when one of its
+commands runs (``cli/_commands.py`` is the table). Module level imports in the submodules stay
+light (typer, rich, pydantic): anthropic, torch, mcp and matplotlib are imported inside the
+commands that need them, so ``--help`` and the journal commands start fast.
 """
 
 from __future__ import annotations
@@ -10,33 +11,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from journal_agent.cli._app import app
+from journal_agent.cli._app import app, load_all
 from journal_agent.errors import as_user_error
 
-
-def _register() -> None:
-    # Imported for their side effect of adding commands to ``app``; each is light to import.
-    # The order is the order of `--help`: the daily commands first.
-    from journal_agent.cli import (  # noqa: F401, I001
-        run_cmd,
-        journal_cmd,
-        ledger_cmd,
-        review_cmd,
-        inbox_cmd,
-        view_cmd,
-        feedback_cmd,
-        profiling_cmd,
-        trace_cmd,
-        fit_cmd,
-        measure_cmd,
-        agents_cmd,
-        tool_cmd,
-        mcp_cmd,
-        doctor_cmd,
-    )
-
-
-_register()
+__all__ = ["app", "load_all", "main"]
 
 
 def _read_only_in_sandbox(exc: BaseException) -> bool:

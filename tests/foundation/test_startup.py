@@ -78,3 +78,38 @@ def test_python_dash_m_matches_console_script(project, home):
     )
     assert a.returncode == b.returncode == 0
     assert a.stdout == b.stdout
+
+
+def test_the_command_table_says_what_the_modules_say():
+    """`--help` lists commands from cli/_commands.py without importing their modules: every
+    command must have its row, in the module that defines it, with its own first paragraph."""
+    import typer.main
+
+    from journal_agent.cli import app, load_all
+    from journal_agent.cli._commands import COMMANDS
+
+    load_all()
+    built = typer.main.get_command(app).commands  # every module is imported now: the truth
+    assert sorted(COMMANDS) == sorted(built), "add or remove rows in cli/_commands.py"
+    for name, command in built.items():
+        module, line = COMMANDS[name]
+        first = (command.help or "").split("\n\n")[0].strip()
+        assert line == first, f"cli/_commands.py's row {name!r} should read {first!r}"
+        mod = sys.modules[f"journal_agent.cli.{module}"]
+        defined_here = getattr(command.callback, "__module__", None) == mod.__name__ or any(
+            group.name == name and group.typer_instance in vars(mod).values()
+            for group in app.registered_groups
+        )
+        assert defined_here, f"{name} is not defined in journal_agent.cli.{module}"
+
+
+def test_a_command_runs_with_only_its_own_module_imported(project, home):
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from journal_agent.cli import main\n"
+         "try: main(['gpu', '--json'])\nexcept SystemExit: pass\n"
+         "print(sorted(m for m in sys.modules if m.endswith('_cmd')))"],
+        cwd=project, capture_output=True, text=True,
+        env={"HOME": str(home), "PATH": ""}, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "['journal_agent.cli.measure_cmd']"
