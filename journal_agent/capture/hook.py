@@ -108,7 +108,35 @@ def on_session_start(root: Path, payload: dict[str, object]) -> str:
 
     if status.needs_refresh(root):
         spawn_detached(root, "refresh")
-    return status.session_start_line(root)
+    return " ".join(part for part in (tools_status(), status.session_start_line(root)) if part)
+
+
+def tools_status() -> str:
+    """The launcher's sentence while the plugin's journal-agent cannot run yet ("" when it can).
+
+    Cheap when it can: ``journal-agent`` on PATH, or the private environment marked ready.
+    Only otherwise is the launcher asked (a process), which also starts preparing it."""
+    data = os.environ.get("CLAUDE_PLUGIN_DATA")
+    if not data:
+        return ""  # not a plugin Claude Code runs: nothing to prepare
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if folder and os.access(os.path.join(folder, "journal-agent"), os.X_OK):
+            return ""
+    if os.path.exists(os.path.join(data, "venv", ".journal-agent-ready")):
+        return ""
+    plugin = os.environ.get("CLAUDE_PLUGIN_ROOT") or os.path.dirname(
+        os.path.dirname(os.path.abspath(sys.argv[0]))
+    )
+    import subprocess
+
+    launcher = os.path.join(plugin, "bin", "journal-agent-launch")
+    done = subprocess.run(
+        [sys.executable, "-I", launcher, "--status"],
+        capture_output=True,
+        timeout=8,
+        stdin=subprocess.DEVNULL,
+    )
+    return done.stdout.decode("utf-8", "replace").strip()
 
 
 def on_prompt(root: Path, payload: dict[str, object]) -> str:

@@ -31,7 +31,8 @@ def test_manifests_follow_claude_code_rules():
     assert market["owner"]["name"]
     assert {"name": "journal-agent", "source": "./"}.items() <= market["plugins"][0].items()
     servers = json.loads((REPO / ".mcp.json").read_text())
-    assert servers["journal"]["command"] == "journal-agent"
+    # The launcher finds journal-agent, or prepares the plugin's own environment (docs/plugin.md).
+    assert servers["journal"]["command"] == "${CLAUDE_PLUGIN_ROOT}/bin/journal-agent-launch"
     assert servers["journal"]["args"] == ["mcp"]
     from journal_agent import __version__
 

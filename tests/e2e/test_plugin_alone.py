@@ -1,0 +1,105 @@
+"""`claude plugin install` is all a user needs: with no `journal-agent` on PATH, the plugin's
+launcher (bin/journal-agent-launch) runs the MCP server, or says at SessionStart what is
+happening — in the real Claude Code CLI, 2.1.197 and the latest, with a fresh home."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from journal_agent.testing import ScriptedModel, reply
+from tests.e2e.claude_helpers import REPO, claude_clis, run_claude, texts, tool_results
+from tests.e2e.test_claude_code import ESTIMATE, _estimate_flow
+
+CLIS = claude_clis()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not CLIS, reason="no Claude Code CLI (.ci/run installs two)"),
+]
+
+
+@pytest.fixture(params=CLIS, ids=[version for version, _ in CLIS])
+def cli(request) -> tuple[str, str]:
+    """(version, path) of a Claude Code CLI."""
+    return request.param
+
+
+def _user_machine(tmp_path: Path, python: str) -> tuple[Path, Path, dict[str, str]]:
+    """A fresh home with the plugin installed from its marketplace, and a PATH whose only
+    `python3` is ``python`` and which holds no `journal-agent`."""
+    home, project, folder = tmp_path / "home", tmp_path / "project", tmp_path / "bin"
+    for d in (home, project, folder):
+        d.mkdir()
+    (folder / "python3").write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
+    (folder / "python3").chmod(0o755)
+    env = {"PATH": os.pathsep.join([str(folder), "/usr/bin", "/bin"])}
+    return home, Path(os.path.realpath(project)), env
+
+
+def _install(binary: str, home: Path, project: Path, env: dict[str, str]) -> None:
+    for args in (["marketplace", "add", str(REPO)], ["install", "journal-agent@journal-agent"]):
+        # Claude Code copies the whole plugin directory (in a checkout: .venv and .ci/node too).
+        done = run_claude(
+            ["plugin", *args], cwd=project, home=home, binary=binary, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_installed_plugin_runs_its_mcp_tools_without_journal_agent_on_path(cli, tmp_path):
+    version, cli_binary = cli
+    home, project, env = _user_machine(tmp_path, sys.executable)  # a Python with the package
+    _install(cli_binary, home, project, env)
+    # Claude Code starts every server for its health check: ours, through the launcher.
+    listed = run_claude(["mcp", "list"], cwd=project, home=home, binary=cli_binary, env=env)
+    assert "bin/journal-agent-launch mcp - ✔ Connected" in listed.stdout, listed.stdout
+    if version != "2.1.197":
+        return  # later versions defer MCP tools behind a tool search the script does not drive
+    model = ScriptedModel([_estimate_flow] * 40)
+    with model.serve() as url:
+        done = run_claude(
+            [
+                *("-p", "Estimate llama-7b memory.", "--output-format", "json"),
+                *("--allowedTools", ESTIMATE),
+            ],
+            cwd=project,
+            home=home,
+            base_url=url,
+            binary=cli_binary,
+            env=env,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    main = [r for r in model.requests if "Agent" in [t["name"] for t in r.body.get("tools", [])]]
+    assert "[m:est-" in tool_results(main[-1])[ESTIMATE]
+    assert list((project / ".journal" / "measurements").glob("est-*.json"))
+
+
+def test_with_nothing_installed_session_start_says_what_is_happening(cli, tmp_path):
+    cli_binary = cli[1]
+    home, project, env = _user_machine(tmp_path, "/usr/bin/python3")  # no journal_agent there
+    _install(cli_binary, home, project, env)
+    data = next((home / ".claude" / "plugins" / "data").glob("journal-agent*"), None)
+    if data is None:  # created by Claude Code before the first hook runs
+        data = home / ".claude" / "plugins" / "data" / "journal-agent-journal-agent"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "prepare.failed").write_text("a failed attempt: nothing is downloaded in a test\n")
+    model = ScriptedModel([lambda body: reply("Hello.")] * 40)
+    with model.serve() as url:
+        done = run_claude(
+            ["-p", "hi", "--output-format", "json"],
+            cwd=project,
+            home=home,
+            base_url=url,
+            binary=cli_binary,
+            env=env,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["result"] == "Hello."
+    every = "\n".join(t for r in model.requests for t in texts(r))
+    assert "journal-agent: its tools are unavailable — preparing the plugin's environment" in every
+    assert "`pip install journal-agent`" in every
