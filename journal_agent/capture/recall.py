@@ -2,7 +2,8 @@
 
 Cheap by construction: each telling word of the prompt is one FTS5 lookup capped at
 ``COMMON`` rows (a word in more entries than that says nothing of the topic and is dropped),
-and an entry is related when it holds at least two of the prompt's telling words. The result is
+and an entry is related when it holds at least two of the prompt's telling words and no other
+entry holds more. The result is
 logged to ``.journal/capture/recall.jsonl`` (entry ids and titles, never the prompt) and given
 to the model only when ``capture.recall_inject`` is on: its precision is not measured yet.
 
@@ -54,8 +55,11 @@ def related(root: Path, prompt: str) -> list[dict[str, object]]:
             for (rowid,) in rows:
                 matched[rowid] = matched.get(rowid, 0) + 1
         best = sorted((r for r in matched.items() if r[1] >= 2), key=lambda r: (-r[1], r[0]))
+        # Only the entries sharing the most words: a runner-up sharing fewer is usually a
+        # neighbouring topic, and naming it costs precision (benchmarks/bench_recall.py).
+        top = best[0][1] if best else 0
         out = []
-        for rowid, count in best[:SHOWN]:
+        for rowid, count in [r for r in best if r[1] == top][:SHOWN]:
             row = conn.execute("SELECT id, title FROM entries WHERE rowid = ?", (rowid,)).fetchone()
             if row:
                 out.append({"id": row[0], "title": row[1], "matched": count})
