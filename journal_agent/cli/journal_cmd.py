@@ -57,10 +57,12 @@ def _read_source(file: Path | None, source: str | None) -> str:
 
 
 def _problem_lines(problems: list, where: str) -> list[str]:
-    return [
-        f"  {where}:{p.line}  {p.kind:<16} {p.detail}" if p.line else f"  {p.kind:<16} {p.detail}"
-        for p in problems
-    ]
+    out = []
+    for p in problems:
+        at = f"{where}:{p.line}  " if p.line else ""
+        out.append(f"  {at}{p.kind:<16} {p.detail}")
+        out += [f"      {line}" for line in getattr(p, "diff", None) or []]
+    return out
 
 
 @journal_app.command("append")
@@ -105,38 +107,56 @@ def journal_append_command(
 
 
 @journal_app.command("check")
-def journal_check_command(json_out: JsonOption = False, root: RootOption = None) -> None:  # type: ignore[assignment]
+def journal_check_command(
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--fix",
+            help="First rewrite the references whose lines moved to where they are now "
+            "(never those whose lines changed).",
+        ),
+    ] = False,
+    json_out: JsonOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
+) -> None:
     """Verify references, citations, numbers, required sections and encoding of every entry."""
     from journal_agent.journal import api
 
     workspace = resolve_root(root)
+    fixed = api.fix_refs(workspace).fixed if fix else []
     report = api.check(workspace)
     if not json_out and not (workspace / "learning_journal.md").is_file():
         typer.echo("no learning_journal.md here yet: nothing to check")
         return
     if json_out:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), **({"fixed": [f.to_dict() for f in fixed]} if fix else {})})
     else:
-        by_entry: dict[str, list] = {}
-        for p in report.problems:
-            by_entry.setdefault(p.entry, []).append(p)
-        for p_entry in [e for e in by_entry if e not in {x["id"] for x in report.entries}]:
-            typer.echo(f"✗ {p_entry}")
-            for line in _problem_lines(by_entry[p_entry], "learning_journal.md"):
-                typer.echo(line)
-        for entry in report.entries:
-            problems = by_entry.get(entry["id"], [])
-            mark = "✓" if not problems else "✗"
-            typer.echo(f"{mark} {entry['id']}  ({entry['date']}, line {entry['line']})")
-            for line in _problem_lines(problems, "learning_journal.md"):
-                typer.echo(line)
-        n = len(report.problems)
-        typer.echo(
-            f"{len(report.entries)} entries, {n} problem{'s' if n != 1 else ''}"
-            + ("" if n else " — all references, citations and sections check out")
-        )
+        for f in fixed:
+            typer.echo(f"fixed learning_journal.md:{f.line}  {f.old} → {f.new}  ({f.entry})")
+        _print_report(report)
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _print_report(report) -> None:
+    by_entry: dict[str, list] = {}
+    for p in report.problems:
+        by_entry.setdefault(p.entry, []).append(p)
+    for p_entry in [e for e in by_entry if e not in {x["id"] for x in report.entries}]:
+        typer.echo(f"✗ {p_entry}")
+        for line in _problem_lines(by_entry[p_entry], "learning_journal.md"):
+            typer.echo(line)
+    for entry in report.entries:
+        problems = by_entry.get(entry["id"], [])
+        mark = "✓" if not problems else "✗"
+        typer.echo(f"{mark} {entry['id']}  ({entry['date']}, line {entry['line']})")
+        for line in _problem_lines(problems, "learning_journal.md"):
+            typer.echo(line)
+    n = len(report.problems)
+    typer.echo(
+        f"{len(report.entries)} entries, {n} problem{'s' if n != 1 else ''}"
+        + ("" if n else " — all references, citations and sections check out")
+    )
 
 
 @journal_app.command("list")
@@ -194,19 +214,27 @@ def journal_show_command(
 @journal_app.command("refresh")
 def journal_refresh_command(
     entry: Annotated[str, typer.Argument(help="Entry id, number (from `list`) or title words.")],
+    accept: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--accept",
+            help="A reference (path:N-M, as written in the entry) whose lines changed and that "
+            "the entry now describes as they are; repeat for each.",
+        ),
+    ] = None,
     json_out: JsonOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """After updating an entry for changed code: record its references' current content."""
     from journal_agent.journal import api
 
-    entry_id, hashes = api.refresh_refs(resolve_root(root), entry)
+    entry_id, anchors = api.refresh_refs(resolve_root(root), entry, accept or [])
     if json_out:
-        print_json({"entry": entry_id, "refs": sorted(hashes)})
+        print_json({"entry": entry_id, "refs": sorted(anchors)})
     else:
-        refs = ", ".join(sorted(hashes)) or "none"
+        refs = ", ".join(sorted(anchors)) or "none"
         typer.echo(
-            f"recorded the current content of {len(hashes)} reference(s) of {entry_id}: {refs}"
+            f"recorded the current content of {len(anchors)} reference(s) of {entry_id}: {refs}"
         )
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
 from journal_agent.journal.model import Journal, parse_journal
-from journal_agent.journal.refs import RefStore
+from journal_agent.journal.refcheck import anchors_for
+from journal_agent.journal.refs import FileCache, RefStore
 from journal_agent.journal.search.hits import Hit
 from journal_agent.journal.search.index import SearchIndex
 from journal_agent.journal.store import JournalStore
@@ -24,7 +25,6 @@ from journal_agent.journal.verify import (
     DraftError,
     Problem,
     check_journal,
-    ref_hashes,
     validate_draft,
 )
 from journal_agent.paths import JOURNAL_FILE
@@ -174,7 +174,7 @@ def _remember_vector(root: Path, entry: Any, similar: Any) -> None:
 def _append_with_hashes(
     store: JournalStore, text: str, entry: Any, guard: _DuplicateGuard | None
 ) -> Any:
-    hashes = ref_hashes(store.root, entry)
+    hashes = anchors_for(store.root, entry.refs, FileCache(store.root))
     refs = RefStore(store.state / "refs.jsonl")
 
     def before_write(entry_id: str) -> None:
@@ -319,21 +319,22 @@ def repair(root: Path, dry_run: bool = False) -> RepairOutcome:
     )
 
 
-def refresh_refs(root: Path, key: str) -> tuple[str, dict[str, str]]:
-    """Record the current content hashes of an entry's code references.
+def refresh_refs(
+    root: Path, key: str, accept: list[str] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Record the current content of an entry's code references as its new baseline.
 
     For after a ``stale_ref``: once the entry has been brought up to date with the code, this
-    makes the code as it is now the new baseline. Returns the entry id and the hashes.
+    makes the code as it is now the new baseline — for a reference whose lines changed only
+    when it is named in ``accept``. Returns the entry id and the anchors recorded.
     """
-    store = JournalStore(Path(root))
-    with store._locked():
-        journal = store.load()
-        entry = journal.get(key)
-        if entry is None:
-            raise UserError(
-                f"no single entry matches {key!r}; use an id or number from "
-                "`journal-agent journal list`."
-            )
-        hashes = ref_hashes(store.root, entry)
-        RefStore(store.state / "refs.jsonl").record(entry.id, hashes)
-    return entry.id, hashes
+    from journal_agent.journal.reffix import refresh
+
+    return refresh(Path(root), key, accept)
+
+
+def fix_refs(root: Path) -> Any:
+    """Rewrite the references whose lines moved to where they are now (``check --fix``)."""
+    from journal_agent.journal.reffix import fix_moved
+
+    return fix_moved(Path(root))

@@ -1,8 +1,10 @@
 """Code references (``path:line``, ``path:start-end``): extraction, resolution, content hashes.
 
-When an entry is appended we record, per reference, a hash of the referenced lines in
-``.journal/refs.json`` (keyed by entry id and reference), so ``journal check`` can tell a
-reference that still resolves but points at code that changed since (``stale_ref``).
+When an entry is appended we record, per reference, an :class:`Anchor` in
+``.journal/refs.jsonl`` (keyed by entry id and reference): a hash of the referenced lines, the
+lines themselves and a little context around them, and the commit when the file is in git. So
+``journal check`` can tell a reference whose lines only moved (found again elsewhere, by
+:mod:`journal_agent.journal.relocate`) from one whose lines changed, and show the change.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # A path with a slash, or a file name whose extension starts with a letter; then :N or :N-M.
@@ -98,6 +100,8 @@ class CodeRef:
     start: int
     end: int
     line: int  # 1-based line in the document where the reference appears
+    # Where the reference is written in that line (``path:N-M`` as typed), for rewriting it.
+    span: tuple[int, int] = field(default=(-1, -1), compare=False)
 
     @property
     def key(self) -> str:
@@ -120,7 +124,7 @@ def find_refs(text: str, lineno: int) -> list[CodeRef]:
             continue
         start = int(match.group("start"))
         end = int(match.group("end") or start)
-        refs.append(CodeRef(path=path, start=start, end=end, line=lineno))
+        refs.append(CodeRef(path, start, end, lineno, (match.start(), match.end())))
     return refs
 
 
@@ -204,41 +208,149 @@ def resolve_problem(ref: CodeRef, files: FileCache) -> str | None:
     return None
 
 
+def window_hash(lines: list[bytes]) -> str:
+    """The hash of consecutive lines, as recorded for a reference."""
+    return hashlib.sha256(b"\n".join(lines)).hexdigest()[:16]
+
+
 def content_hash(ref: CodeRef, files: FileCache) -> str | None:
     lines = files.lines(ref.path)
     if lines is None or ref.end > len(lines) or ref.start < 1:
         return None
-    return hashlib.sha256(b"\n".join(lines[ref.start - 1 : ref.end])).hexdigest()[:16]
+    return window_hash(lines[ref.start - 1 : ref.end])
+
+
+CONTEXT_LINES = 3  # lines kept above and below a reference, to tell repeated code apart
+MAX_KEPT_LINES = 200  # a longer reference keeps its hash and context, not its text
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """What a reference needs to be found again: the hash of its lines, the lines themselves
+    (for the diff when they change; secrets redacted), a few lines of context on each side,
+    and the commit the file was at when it is in git and unmodified (for git's renames)."""
+
+    hash: str
+    count: int = 0  # lines referenced (0: an old record that kept only the hash)
+    text: tuple[str, ...] = ()
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    commit: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"hash": self.hash, "count": self.count}
+        for name in ("text", "before", "after"):
+            if getattr(self, name):
+                out[name] = list(getattr(self, name))
+        if self.commit:
+            out["commit"] = self.commit
+        return out
+
+    @classmethod
+    def from_dict(cls, data: object) -> Anchor:
+        if isinstance(data, str):  # written before anchors: the hash alone
+            return cls(hash=data)
+        if not isinstance(data, dict):
+            raise TypeError("an anchor is an object")
+
+        def lines(name: str) -> tuple[str, ...]:
+            return tuple(str(x) for x in data.get(name) or ())
+
+        commit = data.get("commit")
+        return cls(
+            hash=str(data["hash"]),
+            count=int(data.get("count") or 0),
+            text=lines("text"),
+            before=lines("before"),
+            after=lines("after"),
+            commit=str(commit) if commit else None,
+        )
+
+
+def decode_line(line: bytes) -> str:
+    return line.decode("utf-8", errors="replace")
+
+
+def make_anchor(ref: CodeRef, files: FileCache, commit: str | None = None) -> Anchor | None:
+    """The anchor of a reference that resolves, else None."""
+    from journal_agent.secrets import redact_secrets
+
+    lines = files.lines(ref.path)
+    if lines is None or ref.start < 1 or ref.end < ref.start or ref.end > len(lines):
+        return None
+    cited = lines[ref.start - 1 : ref.end]
+
+    def kept(part: list[bytes]) -> tuple[str, ...]:
+        return tuple(redact_secrets(decode_line(x)) for x in part)
+
+    first = max(0, ref.start - 1 - CONTEXT_LINES)
+    return Anchor(
+        hash=window_hash(cited),
+        count=len(cited),
+        text=kept(cited) if len(cited) <= MAX_KEPT_LINES else (),
+        before=kept(lines[first : ref.start - 1]),
+        after=kept(lines[ref.end : ref.end + CONTEXT_LINES]),
+        commit=commit,
+    )
 
 
 class RefStore:
-    """``.journal/refs.jsonl``: one ``{"entry": id, "refs": {ref: hash}}`` line per append.
+    """``.journal/refs.jsonl``: one ``{"entry": id, "refs": {ref: hash}, "anchors": {ref:
+    anchor}}`` line per append, refresh or fix.
 
     Append-only (O(1) per append on a journal of any size); a later line for the same entry
-    wins. A line torn by a crash is skipped when reading and fenced off when writing.
+    wins. A line torn by a crash is skipped when reading and fenced off when writing. ``refs``
+    keeps the plain hashes that readers of the first format (the hooks) understand.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def load(self) -> dict[str, dict[str, str]]:
+    def _items(self) -> list[dict]:
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return {}
-        out: dict[str, dict[str, str]] = {}
+            return []
+        out = []
         for raw in data.splitlines():
             try:
                 item = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(item, dict) and "entry" in item:
+                out.append(item)
+        return out
+
+    def load(self) -> dict[str, dict[str, str]]:
+        """``{entry: {ref: hash}}``."""
+        out: dict[str, dict[str, str]] = {}
+        for item in self._items():
+            try:
                 out[str(item["entry"])] = {str(k): str(v) for k, v in item["refs"].items()}
-            except (ValueError, KeyError, TypeError, AttributeError):
+            except (KeyError, TypeError, AttributeError):
                 continue
         return out
 
-    def record(self, entry_id: str, hashes: dict[str, str]) -> None:
-        """Store the hashes of one entry (call under the journal lock)."""
+    def anchors(self) -> dict[str, dict[str, Anchor]]:
+        """``{entry: {ref: anchor}}`` (an anchor of the first format has only its hash)."""
+        out: dict[str, dict[str, Anchor]] = {}
+        for item in self._items():
+            try:
+                saved = item.get("anchors") or item["refs"]
+                out[str(item["entry"])] = {str(k): Anchor.from_dict(v) for k, v in saved.items()}
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+        return out
+
+    def record(self, entry_id: str, anchors: dict[str, Anchor]) -> None:
+        """Store the anchors of one entry (call under the journal lock)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"entry": entry_id, "refs": hashes}, sort_keys=True).encode() + b"\n"
+        item = {
+            "entry": entry_id,
+            "refs": {k: a.hash for k, a in anchors.items()},
+            "anchors": {k: a.to_dict() for k, a in anchors.items()},
+        }
+        line = json.dumps(item, sort_keys=True, ensure_ascii=False).encode() + b"\n"
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             size = os.fstat(fd).st_size

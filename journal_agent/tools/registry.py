@@ -28,6 +28,7 @@ def product_tools() -> dict[str, Tool]:
     """journal-agent's own tools: the journal and the profiling toolkit. The MCP server offers
     exactly these to Claude Code, which has its own file and shell tools."""
     from journal_agent.tools.journal_append import JournalAppend
+    from journal_agent.tools.journal_check import JournalCheck
     from journal_agent.tools.journal_inbox import JournalInbox
     from journal_agent.tools.journal_search import JournalSearch
     from journal_agent.tools.ledger import LedgerShow, LedgerUpdate
@@ -38,6 +39,7 @@ def product_tools() -> dict[str, Tool]:
     tools: list[Tool] = [
         JournalAppend(),
         JournalSearch(),
+        JournalCheck(),
         JournalInbox(),
         LedgerShow(),
         LedgerUpdate(),

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from journal_agent.journal.links import links_to
 from journal_agent.journal.model import Entry, Journal
-from journal_agent.journal.refs import CodeRef, FileCache, RefStore
+from journal_agent.journal.refs import Anchor, CodeRef, FileCache, RefStore
 from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, measurements_dir, state_dir
 from journal_agent.view.files import WorkspaceFiles
 from journal_agent.view.refstate import RefState, ref_state
@@ -81,7 +81,7 @@ class Site:
         self._lock = threading.Lock()
         self._key: tuple[int, int] | None = None
         self._parsed: _Parsed | None = None
-        self._hashes: tuple[tuple[int, int], dict[str, dict[str, str]]] | None = None
+        self._hashes: tuple[tuple[int, int], dict[str, dict[str, Anchor]]] | None = None
 
     # -- what changed ---------------------------------------------------------------------
 
@@ -196,8 +196,8 @@ class Site:
 
     # -- references -----------------------------------------------------------------------
 
-    def recorded_hashes(self) -> dict[str, dict[str, str]]:
-        """``.journal/refs.jsonl``, read again only when it changed."""
+    def recorded_hashes(self) -> dict[str, dict[str, Anchor]]:
+        """``.journal/refs.jsonl``'s anchors, read again only when it changed."""
         path = state_dir(self.root) / "refs.jsonl"
         try:
             st = path.stat()
@@ -206,11 +206,11 @@ class Site:
             key = (-1, 0)
         with self._lock:
             if self._hashes is None or self._hashes[0] != key:
-                self._hashes = (key, RefStore(path).load())
+                self._hashes = (key, RefStore(path).anchors())
             return self._hashes[1]
 
     def ref_states(
-        self, entry: Entry, recorded: dict[str, dict[str, str]], files: FileCache | None = None
+        self, entry: Entry, recorded: dict[str, dict[str, Anchor]], files: FileCache | None = None
     ) -> list[RefState]:
         """Each reference's state; ``files`` may be shared by calls that see the same files
         (an export), else the files are read afresh."""

@@ -212,7 +212,6 @@ MAX_MODULE_LINES = 500
 # goes when the split lands (this list only ever shrinks).
 OVERSIZED = {
     "journal_agent/cli/run_cmd.py",  # 21
-    "journal_agent/journal/verify.py",  # 24
     "profiling/config.py",  # 21
     "profiling/estimate/memory.py",  # 25
     "profiling/measure/devices.py",  # 23

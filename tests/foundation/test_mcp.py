@@ -47,6 +47,7 @@ def test_mcp_lists_our_tools_and_runs_them(project, home):
     assert set(tools) == {
         "JournalAppend",
         "JournalSearch",
+        "JournalCheck",
         "JournalInbox",
         "LedgerShow",
         "LedgerUpdate",

@@ -283,7 +283,10 @@ def test_refresh_makes_the_current_code_the_baseline_after_a_stale_ref(ws):
     assert proc.returncode == 1 and "journal-agent journal refresh zero-stage-2-2026-11-21" in (
         proc.stdout
     )
+    # Changed lines are blessed only when accepted by name (issue #24).
     proc = ws.cli("refresh", "1")
+    assert proc.returncode == 1 and "--accept src/train.py:10-12" in proc.stderr
+    proc = ws.cli("refresh", "1", "--accept", "src/train.py:10-12")
     assert proc.returncode == 0 and "src/train.py:10-12" in proc.stdout, proc.stderr
     assert api.check(ws.root).ok
     (ws.root / "src/train.py").write_text("moved again\n" * 100)

@@ -91,7 +91,8 @@ def test_list_tools(cli, ws: Path, home: Path) -> None:
     defs = json.loads(r.stdout)
     assert [d["name"] for d in defs] == [
         "Read", "Write", "Edit", "Grep", "Glob", "Bash",
-        "JournalAppend", "JournalSearch", "JournalInbox", "LedgerShow", "LedgerUpdate",
+        "JournalAppend", "JournalSearch", "JournalCheck", "JournalInbox",
+        "LedgerShow", "LedgerUpdate",
         "MemoryEstimate", "MemoryTrace", "MemoryProfile", "DeviceInfo",
     ]  # fmt: skip
     grep = next(d for d in defs if d["name"] == "Grep")

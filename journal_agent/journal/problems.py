@@ -1,0 +1,45 @@
+"""What ``journal check`` reports: a :class:`Problem` per rule broken, in a :class:`CheckReport`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Problem:
+    entry: str
+    kind: str
+    detail: str
+    line: int | None = None
+    # A moved reference: where its lines are now (``path:N-M``), what `check --fix` writes.
+    moved_to: str | None = None
+    # A changed reference: the recorded lines against those there now (unified diff lines).
+    diff: list[str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "entry": self.entry,
+            "kind": self.kind,
+            "detail": self.detail,
+            "line": self.line,
+        }
+        if self.moved_to is not None:
+            out["moved_to"] = self.moved_to
+        if self.diff:
+            out["diff"] = self.diff
+        return out
+
+
+@dataclass
+class CheckReport:
+    ok: bool
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "entries": self.entries,
+            "problems": [p.to_dict() for p in self.problems],
+        }

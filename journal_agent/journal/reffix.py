@@ -1,0 +1,168 @@
+"""Writing references back: ``journal check --fix`` (moved references follow their lines) and
+``journal refresh`` (the code as it is now becomes an entry's baseline).
+
+Both run under the journal lock and replace files atomically. ``--fix`` rewrites only
+references whose recorded lines were found, unchanged, elsewhere (``moved_ref``); a reference
+whose lines changed is the entry's author's to judge, so ``refresh`` records it only when
+asked for that reference by name (``--accept path:N-M``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from journal_agent.atomic import atomic_write, remove_stale_temps
+from journal_agent.errors import UserError
+from journal_agent.journal._text import split_lines
+from journal_agent.journal.model import Entry, parse_journal
+from journal_agent.journal.refcheck import anchors_for, new_spec
+from journal_agent.journal.refs import Anchor, CodeRef, FileCache, RefStore
+from journal_agent.journal.relocate import Relocator
+from journal_agent.journal.store import JournalStore, changed_since, decode_journal
+
+
+@dataclass
+class Fixed:
+    entry: str
+    line: int  # the journal line of the reference
+    old: str
+    new: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class FixOutcome:
+    fixed: list[Fixed] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fixed": [f.to_dict() for f in self.fixed]}
+
+
+def fix_moved(root: Path) -> FixOutcome:
+    """Rewrite every moved reference to where its lines are now; nothing else changes."""
+    store = JournalStore(Path(root))
+    refstore = RefStore(store.state / "refs.jsonl")
+    with store._locked():
+        remove_stale_temps(store.path)
+        for _ in range(5):
+            try:
+                st = store.path.stat()
+            except FileNotFoundError:
+                return FixOutcome()
+            text = decode_journal(store.path.read_bytes(), store.path)
+            files = FileCache(store.root)
+            relocator = Relocator(store.root, files)
+            recorded = refstore.anchors()
+            lines = split_lines(text)
+            outcome, anchors = FixOutcome(), {}
+            for entry in parse_journal(text).entries:
+                moved = _moved(entry, recorded.get(entry.id, {}), relocator)
+                if not moved:
+                    continue
+                anchors[entry.id] = _rewrite(store.root, entry, recorded[entry.id], moved, files)
+                for ref, spec in sorted(moved, key=lambda m: -m[0].span[0]):
+                    a, b = ref.span
+                    line = lines[ref.line - 1]
+                    lines[ref.line - 1] = line[:a] + spec + line[b:]
+                    outcome.fixed.append(Fixed(entry.id, ref.line, line[a:b], spec))
+            if not outcome.fixed:
+                return outcome
+            if changed_since(store.path, st):
+                continue  # an editor saved meanwhile: start again from its content
+            for entry_id, kept in anchors.items():
+                # Before the journal: a crash in between leaves unused anchors, never an entry
+                # whose new references have none.
+                refstore.record(entry_id, kept)
+            atomic_write(store.path, "".join(lines).encode("utf-8"))
+            outcome.fixed.sort(key=lambda f: f.line)
+            return outcome
+    raise UserError(
+        f"{store.path} kept changing while fixing references; close the editor that is saving "
+        "it and try again."
+    )
+
+
+def _moved(
+    entry: Entry, anchors: dict[str, Anchor], relocator: Relocator
+) -> list[tuple[CodeRef, str]]:
+    out = []
+    for ref in entry.refs:
+        anchor = anchors.get(ref.key)
+        if anchor is None or ref.span[0] < 0:
+            continue
+        found = relocator.locate(ref, anchor)
+        if found.state == "moved":
+            out.append((ref, new_spec(ref, found)))
+    return out
+
+
+def _rewrite(
+    root: Path,
+    entry: Entry,
+    anchors: dict[str, Anchor],
+    moved: list[tuple[CodeRef, str]],
+    files: FileCache,
+) -> dict[str, Anchor]:
+    """The entry's anchors with each moved reference under its new key, recorded afresh there
+    (its lines hash as before; the context and commit are those of the new place)."""
+    kept = dict(anchors)
+    new_refs = []
+    for ref, spec in moved:
+        kept.pop(ref.key, None)
+        path, _, span = spec.rpartition(":")
+        start, _, end = span.partition("-")
+        new_refs.append(CodeRef(path, int(start), int(end or start), ref.line))
+    for key, anchor in anchors_for(root, new_refs, files).items():
+        kept[key] = anchor
+    return kept
+
+
+def refresh(root: Path, key: str, accept: list[str] | None = None) -> tuple[str, dict[str, Anchor]]:
+    """Record the current content of an entry's references as its new baseline.
+
+    A reference whose lines changed is recorded only when named in ``accept`` (the entry was
+    brought up to date with the code); a moved one is left to ``check --fix``. Either refuses
+    the whole refresh, with what to do for each.
+    """
+    store = JournalStore(Path(root))
+    accepted = set(accept or [])
+    with store._locked():
+        journal = store.load()
+        entry = journal.get(key)
+        if entry is None:
+            raise UserError(
+                f"no single entry matches {key!r}; use an id or number from "
+                "`journal-agent journal list`."
+            )
+        unknown = accepted - {ref.key for ref in entry.refs}
+        if unknown:
+            raise UserError(
+                f"{', '.join(sorted(unknown))} is not a reference of {entry.id}; accept one of "
+                f"its references: {', '.join(sorted({r.key for r in entry.refs})) or 'none'}."
+            )
+        refstore = RefStore(store.state / "refs.jsonl")
+        recorded = refstore.anchors().get(entry.id, {})
+        files = FileCache(store.root)
+        relocator = Relocator(store.root, files)
+        refused = []
+        for ref in entry.refs:
+            found = relocator.locate(ref, recorded.get(ref.key))
+            if found.state == "moved":
+                refused.append(
+                    f"{ref.key} points at lines that moved to {new_spec(ref, found)} (run "
+                    "`journal-agent journal check --fix`)"
+                )
+            elif found.state == "changed" and ref.key not in accepted:
+                refused.append(
+                    f"{ref.key} changed since the entry was written (see `journal-agent journal "
+                    f"check`; once the entry says what the code says now, add --accept {ref.key})"
+                )
+        if refused:
+            raise UserError(f"nothing recorded for {entry.id}: {'; '.join(refused)}.")
+        anchors = anchors_for(store.root, entry.refs, files)
+        refstore.record(entry.id, anchors)
+    return entry.id, anchors
