@@ -6,10 +6,12 @@ as a process with its stdin payload, ``--runs`` times, interleaved with the bare
 journal of 10,000 entries (indexed; 20,000 code references), 500 review cards (half due), and
 a 100 MB transcript whose last turn holds an ``★ Insight`` block and an Edit.
 
-Reported per hook: wall p50/p95, and its own work (its time minus the bare interpreter's, at
-the same percentile). Floors: own work ≤ 20 ms p95 for every hook, the whole Stop ≤ 150 ms p95,
-SessionStart's line ≤ 300 tokens (the typical line ≤ 60). Also measured: the detached refresh
-(stale references over all 20,000) that SessionEnd starts and nobody waits for.
+Reported per hook: wall and CPU (user + system) p50/p95, and its own work (its time minus the
+bare interpreter's, at the same percentile). On a shared machine wall time mostly measures the
+queue for a core; CPU time is what the hook itself costs. Floors: own work ≤ 20 ms p95 for
+every hook, the whole Stop ≤ 150 ms p95, SessionStart's line ≤ 300 tokens (typically ≤ 60).
+Also measured: the detached refresh (stale references over all 20,000) that SessionEnd starts
+and nobody waits for.
 
     python benchmarks/bench_hooks.py [--runs 40] [--entries 10000] [--transcript-mb 100]
 """
@@ -20,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -106,11 +109,25 @@ def make_reviews(root: Path, count: int) -> None:
     (root / ".journal" / "review.json").write_text(json.dumps(data), encoding="utf-8")
 
 
-def _run(args: list[str], payload: bytes, root: Path) -> tuple[float, bytes]:
+def _run(args: list[str], payload: bytes, root: Path) -> tuple[float, float, bytes]:
+    """Wall seconds, CPU seconds (user + system, of the process itself) and its stdout."""
     env = {"PATH": os.environ.get("PATH", ""), "CLAUDE_PROJECT_DIR": str(root)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(args, input=payload, capture_output=True, env=env, cwd=root, check=True)
-    return time.perf_counter() - start, done.stdout
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, done.stdout
+
+
+def _stats(walls: list[float], cpus: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": _pct(walls, 0.5),
+        "p95_ms": _pct(walls, 0.95),
+        "cpu_p50_ms": _pct(cpus, 0.5),
+        "cpu_p95_ms": _pct(cpus, 0.95),
+    }
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -134,26 +151,27 @@ def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
         },
         "SessionEnd": lambda i: {"session_id": f"stop{i}", "reason": "other"},
     }
-    times: dict[str, list[float]] = {name: [] for name in ["bare", *payloads]}
+    names = ["bare", *payloads]
+    times: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
     outputs: dict[str, bytes] = {}
     for i in range(runs):
-        times["bare"].append(_run([*py, "-c", "pass"], b"", root)[0])
+        wall, cpu, _ = _run([*py, "-c", "pass"], b"", root)
+        times["bare"].append(wall)
+        cpus["bare"].append(cpu)
         for name, payload in payloads.items():
-            wall, out = _run([*py, str(SCRIPT), name], json.dumps(payload(i)).encode(), root)
+            wall, cpu, out = _run([*py, str(SCRIPT), name], json.dumps(payload(i)).encode(), root)
             times[name].append(wall)
+            cpus[name].append(cpu)
             outputs[name] = out
-    bare50, bare95 = _pct(times["bare"], 0.5), _pct(times["bare"], 0.95)
+    bare = _stats(times["bare"], cpus["bare"])
     hooks = {}
     for name in payloads:
-        p50, p95 = _pct(times[name], 0.5), _pct(times[name], 0.95)
-        hooks[name] = {
-            "p50_ms": p50,
-            "p95_ms": p95,
-            "own_p50_ms": round(p50 - bare50, 2),
-            "own_p95_ms": round(p95 - bare95, 2),
-        }
+        hooks[name] = _stats(times[name], cpus[name])
+        for key in ("p50_ms", "p95_ms", "cpu_p50_ms", "cpu_p95_ms"):
+            hooks[name][f"own_{key}"] = round(hooks[name][key] - bare[key], 2)
     return {
-        "bare_interpreter": {"p50_ms": bare50, "p95_ms": bare95},
+        "bare_interpreter": bare,
         "hooks": hooks,
         "session_start_line": outputs["SessionStart"].decode().strip(),
     }
@@ -229,6 +247,11 @@ def main() -> None:
         "moments_captured": moments,  # the Stop runs found the one Insight, once
         "detached_refresh_s": round(refresh_s, 2),
         "floors": FLOORS,
+        # Floors on wall time as specified, and the same floor on CPU time (load-independent).
+        "meets_floors_cpu": {
+            "own_p95_ms": all(h["own_cpu_p95_ms"] <= FLOORS["own_p95_ms"] for h in hooks.values()),
+            "stop_p95_ms": hooks["Stop"]["cpu_p95_ms"] <= FLOORS["stop_p95_ms"],
+        },
         "meets_floors": {
             "own_p95_ms": all(h["own_p95_ms"] <= FLOORS["own_p95_ms"] for h in hooks.values()),
             "stop_p95_ms": hooks["Stop"]["p95_ms"] <= FLOORS["stop_p95_ms"],

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 from journal_agent.capture.settings import GUARD, capture_settings
+from journal_agent.capture.store import now_utc
 
 MAX_STDIN = 8 << 20  # bytes: a last_assistant_message is rarely over a few hundred KB
 LOG_LIMIT = 64 << 10  # bytes of hooks.log before it is rotated to hooks.log.1
@@ -67,7 +67,7 @@ def log(root: Path, event: str, message: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and path.stat().st_size > LOG_LIMIT:
             os.replace(path, path.with_name("hooks.log.1"))
-        now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        now = now_utc()
         line = " ".join(f"{now} {event or '-'} {message}".split())[:400]
         with open(path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
@@ -179,7 +179,7 @@ def _log_recall(root: Path, payload: dict[str, object], hits: list[dict[str, obj
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and path.stat().st_size > LOG_LIMIT * 16:
         os.replace(path, path.with_name("recall.jsonl.1"))
-    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    now = now_utc()
     line = {
         "time": now,
         "session_id": payload.get("session_id"),

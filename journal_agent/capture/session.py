@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+import time
 from pathlib import Path
 
 from journal_agent.capture.status import capture_dir, proposals_dir, write_json
@@ -36,7 +36,7 @@ def load_state(root: Path, session_id: str) -> dict[str, object]:
             return data
     except (OSError, ValueError):
         pass
-    now = datetime.now(UTC).isoformat(timespec="seconds")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return {"session_id": session_id, "started": now, "offset": 0, "files": [], "moments": 0}
 
 
@@ -52,7 +52,7 @@ def propose_row(root: Path, session_id: str) -> Path | None:
     state_path(root, session_id).unlink(missing_ok=True)
     if not files and not moments:
         return None
-    date = str(state.get("started", ""))[:10] or datetime.now(UTC).date().isoformat()
+    date = str(state.get("started", ""))[:10] or time.strftime("%Y-%m-%d", time.gmtime())
     titles = _entries_dated(root, date)
     named = ", ".join(files[:FILES_NAMED]) + (
         f" (+{len(files) - FILES_NAMED} more)" if len(files) > FILES_NAMED else ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from datetime import UTC, datetime
+import time
 from pathlib import Path
 
 from journal_agent.capture.store import waiting_count
@@ -29,8 +29,9 @@ def proposals_dir(root: Path) -> Path:
     return capture_dir(root) / "proposals"
 
 
-def due_reviews(root: Path, now: datetime | None = None) -> int:
-    """Reviewed cards whose due date has come (new, never-reviewed items are not counted).
+def due_reviews(root: Path, now: float | None = None) -> int:
+    """Reviewed cards due by ``now`` (POSIX seconds; default now). Items never reviewed are not
+    counted.
 
     review.json keeps every review ever made and grows for years; its cards' due dates are
     cached in ``.journal/capture/due.json`` (keyed by review.json's size and mtime), so a
@@ -54,12 +55,13 @@ def due_reviews(root: Path, now: datetime | None = None) -> int:
             write_json(cache, {"key": key, "due": dues})
         except OSError:
             pass  # a read-only project: count from the file every time
-    moment = (now or datetime.now(UTC)).timestamp()
-    return bisect.bisect_right(dues, moment)
+    return bisect.bisect_right(dues, time.time() if now is None else now)
 
 
 def _due_dates(path: Path) -> list[float]:
     """The due dates (POSIX seconds, sorted) of every card in review.json."""
+    from datetime import datetime  # only when review.json changed since the cache
+
     try:
         cards = json.loads(path.read_bytes())["cards"].values()
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -122,7 +124,7 @@ def _n(count: int, noun: str) -> str:
 
 def needs_refresh(root: Path) -> bool:
     try:
-        age = datetime.now(UTC).timestamp() - (capture_dir(root) / "status.json").stat().st_mtime
+        age = time.time() - (capture_dir(root) / "status.json").stat().st_mtime
     except OSError:
         return (Path(root) / ".journal" / "refs.jsonl").exists()
     return age > REFRESH_EVERY
@@ -148,7 +150,7 @@ def refresh(root: Path) -> None:
                 continue
             if content_hash(ref, files) != recorded:
                 stale += 1
-    now = datetime.now(UTC).isoformat(timespec="seconds")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     write_json(capture_dir(root) / "status.json", {"stale_refs": stale, "computed": now})
 
 
