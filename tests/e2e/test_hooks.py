@@ -91,6 +91,11 @@ def test_a_turn_with_an_insight_and_an_edit_ends_as_one_moment(cli_binary, proje
     assert (project / "a.py").read_text().splitlines()[1:3] == ["y = 20", "w = 4"]
     assert moment.session_id == result["session_id"] and moment.prompt_id
     assert not (project / ".journal" / "hooks.log").exists()
+    # SessionEnd ran within Claude Code's budget: the 📚 row is proposed, not applied.
+    [proposal] = (project / ".journal" / "capture" / "proposals").glob("*.json")
+    [op] = json.loads(proposal.read_text())["operations"]
+    assert op["topic"] == "worked on a.py" and "1 learning moment captured" in op["outcome"]
+    assert not (project / "learning_ledger.md").exists()
 
 
 def _our_lines(requests) -> set[str]:
