@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from journal_agent.capture import dismiss, find, read_inbox
@@ -27,6 +28,8 @@ def _capture(root, transcript, *texts: str) -> None:
 def test_read_inbox_and_dismiss_are_the_api_other_views_use(project, transcript):
     _capture(project, transcript, "First point.", "Second point.")
     first, second = read_inbox(project)
+    # The content hash is plain SHA-256 (of kind, text and records), whichever module made it.
+    assert first.hash == hashlib.sha256(b"insight\0First point.\0").hexdigest()
     assert (first.text, first.files[0].spec(), first.kind) == (
         "First point.",
         "train.py:5",
