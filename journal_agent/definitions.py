@@ -361,14 +361,22 @@ def substitute_arguments(body: str, arguments: str) -> str:
     return _INDEXED.sub(indexed, body).replace("$ARGUMENTS", arguments)
 
 
-def _bash_allowed(cmd: CommandDefinition, command: str) -> bool:
+def _bash_allowed(rules: list[str], command: str) -> bool:
     from journal_agent.tools.permissions import rule_matches
 
-    return any(rule_matches(rule, "Bash", command) for rule in cmd.allowed_tools or [])
+    return any(rule_matches(rule, "Bash", command) for rule in rules)
 
 
-def _run_bash(cmd: CommandDefinition, command: str, root: Path, timeout: float) -> str:
-    if not _bash_allowed(cmd, command):
+def _run_bash(
+    cmd: CommandDefinition, command: str, root: Path, timeout: float, allowed: list[str]
+) -> str:
+    if not _bash_allowed(allowed, command):
+        if _bash_allowed(cmd.allowed_tools or [], command):
+            raise UserError(
+                f"{cmd.source} runs !`{command}`, which its allowed-tools grants but you have "
+                f"not approved; read the file and run `journal-agent commands --approve "
+                f"{cmd.name}` if you trust it."
+            )
         raise UserError(
             f"{cmd.source} runs !`{command}` but its allowed-tools does not permit it; add "
             f"'allowed-tools: Bash({command.split()[0]}:*)' to its frontmatter "
@@ -403,6 +411,13 @@ def _inline_file(root: Path, ref: str) -> str | None:
         raise UserError(f"@{ref}: {exc}") from None
     if not path.is_file():
         return None  # not a file reference (an @mention, a decorator): leave the text alone
+    # The rules Read follows: a secret (.env, keys, a hard link to one) or a path a Read deny
+    # rule names is not sent to the model unless an allow rule names it.
+    from journal_agent.tools.permissions import PermissionPolicy
+
+    decision = PermissionPolicy.from_settings(root).check("Read", path=path)
+    if not decision.allowed:
+        raise UserError(f"@{ref} was not inlined: {decision.reason}")
     try:
         content = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -411,11 +426,17 @@ def _inline_file(root: Path, ref: str) -> str | None:
 
 
 def expand_command(
-    cmd: CommandDefinition, arguments: str, root: Path, bash_timeout: float = 120.0
+    cmd: CommandDefinition,
+    arguments: str,
+    root: Path,
+    bash_timeout: float = 120.0,
+    allowed: list[str] | None = None,
 ) -> str:
-    """The prompt Claude Code would send for ``/name arguments``."""
+    """The prompt Claude Code would send for ``/name arguments``. ``allowed``: the grants of
+    ``cmd`` that count (:func:`journal_agent.approvals.command_grants`); default all of them."""
+    rules = list(cmd.allowed_tools or []) if allowed is None else allowed
     text = substitute_arguments(cmd.body, arguments)
-    text = _BASH.sub(lambda m: _run_bash(cmd, m.group(1), root, bash_timeout), text)
+    text = _BASH.sub(lambda m: _run_bash(cmd, m.group(1), root, bash_timeout, rules), text)
 
     def inline(m: re.Match[str]) -> str:
         return _inline_file(root, m.group(1)) or m.group(0)

@@ -35,7 +35,7 @@ REDACTED = "[REDACTED]"
 _SHAPES: tuple[tuple[str, str], ...] = (
     ("private key block", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?"
      r"(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)"),
-    ("Anthropic API key", r"\bsk-ant-[A-Za-z0-9_\-]{16,}"),
+    ("Anthropic API key", r"\bsk-ant-[A-Za-z0-9_\-]{8,}"),
     ("OpenAI API key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
     ("GitHub token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),
     ("GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),

@@ -20,6 +20,26 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 StrictOption = Annotated[
     bool, typer.Option("--strict", help="Exit non-zero when any definition file is malformed.")
 ]
+ApproveOption = Annotated[
+    str | None,
+    typer.Option(
+        "--approve",
+        metavar="NAME",
+        help="Approve what the project's file NAME grants as it is now (allowed-tools of a "
+        "command, permissionMode of an agent); read it first.",
+    ),
+]
+
+
+def _approve(kind, definition, root: Path) -> None:
+    from journal_agent.approvals import approve
+
+    granted = approve(kind, definition, root)
+    what = ", ".join(granted) if granted else "nothing"
+    typer.echo(
+        f"approved {_rel(definition.source, root)}: {what}; a later change that grants more "
+        f"needs `journal-agent {kind} --approve {definition.name}` again."
+    )
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -74,11 +94,16 @@ def agents_command(
     verbose: VerboseOption = False,
     as_json: JsonOption = False,
     strict: StrictOption = False,
+    approve: ApproveOption = None,
 ) -> None:
-    """List agent definitions: name, source, model, tools."""
-    from journal_agent.definitions import discover_agents
+    """List agent definitions: name, source, model, tools, an unapproved permissionMode."""
+    from journal_agent.approvals import agent_mode
+    from journal_agent.definitions import discover_agents, load_agent
 
     root = resolve_root(root)
+    if approve:
+        _approve("agents", load_agent(approve, root), root)
+        return
     found = discover_agents(root)
     rows = [
         {
@@ -87,6 +112,7 @@ def agents_command(
             "source": _rel(a.source, root),
             "model": a.model,
             "tools": ", ".join(a.tools) if a.tools is not None else "all",
+            "not approved": ", ".join(agent_mode(a, root).ignored) or None,
             "description": a.description.splitlines()[0][:80],
         }
         for a in found.found.values()
@@ -96,7 +122,7 @@ def agents_command(
         found,
         root,
         rows,
-        ["name", "origin", "model", "tools", "source"],
+        ["name", "origin", "model", "tools", "not approved", "source"],
         verbose,
         as_json,
         strict,
@@ -117,11 +143,16 @@ def commands_command(
             help="Copy command NAME into .claude/commands/ to customise it.",
         ),
     ] = None,
+    approve: ApproveOption = None,
 ) -> None:
-    """List slash-command definitions: name, source, model, allowed tools."""
+    """List slash-command definitions: name, source, model, allowed tools, unapproved ones."""
+    from journal_agent.approvals import command_grants
     from journal_agent.definitions import discover_commands, load_command
 
     root = resolve_root(root)
+    if approve:
+        _approve("commands", load_command(approve, root), root)
+        return
     if eject:
         cmd = load_command(eject, root)
         target = root / ".claude" / "commands" / Path(*cmd.name.split(":")).with_suffix(".md")
@@ -139,6 +170,7 @@ def commands_command(
             "source": _rel(c.source, root),
             "model": c.model or "inherit",
             "tools": ", ".join(c.allowed_tools) if c.allowed_tools else "—",
+            "not approved": ", ".join(command_grants(c, root).ignored) or None,
             "argument_hint": c.argument_hint,
             "description": c.description[:80],
         }
@@ -149,7 +181,7 @@ def commands_command(
         found,
         root,
         rows,
-        ["name", "origin", "model", "tools", "source"],
+        ["name", "origin", "model", "tools", "not approved", "source"],
         verbose,
         as_json,
         strict,

@@ -62,6 +62,7 @@ class Prepared:
     table: ModelTable
     agents: dict[str, Any]  # name → AgentDefinition, for the Task tool
     missing_tools: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # said once the run starts
     permission_mode: str | None = None
     allow: tuple[str, ...] = ()  # a command's allowed-tools: permitted without asking
     _launcher: _Launcher | None = None
@@ -155,9 +156,11 @@ def _with_task(
 
 def prepare_agent(name: str, prompt: str, config: RunConfig) -> Prepared:
     """``journal-agent run NAME PROMPT``: the agent's body is the system prompt."""
+    from journal_agent.approvals import agent_mode
     from journal_agent.definitions import load_agent
 
     definition = load_agent(name, config.root, config.home)
+    mode = agent_mode(definition, config.root)
     table = model_table(_settings(config.root, config.home))
     model = table.resolve(config.model or definition.model)
     agents = _discover(config)
@@ -175,7 +178,8 @@ def prepare_agent(name: str, prompt: str, config: RunConfig) -> Prepared:
         table=table,
         agents=agents,
         missing_tools=missing,
-        permission_mode=definition.permission_mode,
+        notices=[mode.notice] if mode.notice else [],
+        permission_mode=mode.allowed[0] if mode.allowed else None,
     )
     _attach_task(prepared, definition.tools, definition.disallowed_tools)
     return prepared
@@ -184,10 +188,13 @@ def prepare_agent(name: str, prompt: str, config: RunConfig) -> Prepared:
 def prepare_slash_command(name: str, arguments: str, config: RunConfig) -> Prepared:
     """``journal-agent command NAME ARGS`` / ``learn TOPIC``: the expanded command text is the
     first user message; the system prompt is the general one."""
+    from journal_agent.approvals import command_grants
     from journal_agent.definitions import expand_command, load_command
 
     command = load_command(name, config.root, config.home)
-    text = expand_command(command, arguments, config.root)
+    # A project file's grants beyond the plugin's and what the user approved are ignored.
+    grants = command_grants(command, config.root)
+    text = expand_command(command, arguments, config.root, allowed=list(grants.allowed))
     table = model_table(_settings(config.root, config.home))
     model = table.resolve(config.model or command.model)
     agents = _discover(config)
@@ -204,8 +211,9 @@ def prepare_slash_command(name: str, arguments: str, config: RunConfig) -> Prepa
         table=table,
         agents=agents,
         missing_tools=missing,
+        notices=[grants.notice] if grants.notice else [],
         # As in Claude Code, a command's allowed-tools run without asking while it runs.
-        allow=tuple(command.allowed_tools or ()),
+        allow=grants.allowed,
     )
     _attach_task(prepared, command.allowed_tools)
     return prepared
@@ -243,12 +251,17 @@ class _Launcher:
         definition = _find_agent(p.agents, subagent_type)
         requested = model
         if definition is not None:
+            from journal_agent.approvals import agent_mode
+
             model = p.table.resolve(definition.model, inherit=p.spec.model)
             tools, _ = select_tools(registry, definition.tools, definition.disallowed_tools)
+            granted = agent_mode(definition, config.root)
+            if granted.notice:
+                self.session.emit(Notice("main", granted.notice))
             body, max_turns, mode = (
                 definition.system_prompt,
                 definition.max_turns,
-                definition.permission_mode,
+                granted.allowed[0] if granted.allowed else None,
             )
         elif subagent_type in (GENERAL_PURPOSE, ""):
             model, tools, body, max_turns, mode = (
@@ -346,6 +359,8 @@ def execute(prepared: Prepared) -> RunResult:
         prepared._launcher.session = session
     for name in prepared.missing_tools:
         session.emit(Notice("main", f"tool '{name}' is not available here; skipped"))
+    for notice in prepared.notices:
+        session.emit(Notice("main", notice))
     before = _files.snapshot(config.root)
     processes_before = _children.children()
     try:

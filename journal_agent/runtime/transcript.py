@@ -5,11 +5,12 @@ Each line is a record: ``run_start``, ``request`` (the exact body sent), ``respo
 ended by an exception). Secrets never reach the file, wherever they come from (the prompt, a
 tool's output such as ``cat .env``, the model's reply): the API key's value, the values of
 environment variables named like secrets (``*TOKEN*``, ``*KEY*``, ``*SECRET*``,
-``*PASSWORD*``), common token shapes (Anthropic, OpenAI, GitHub, Hugging Face, Slack, AWS,
-Google, GitLab), the values of ``NAME=value`` lines whose NAME says secret, header-like
-fields (authorization, x-api-key, api_key), and everything :mod:`journal_agent.secrets` finds
-(``password = "…"``, ``*_pw: …``, private-key blocks, AWS key pairs, random-looking values of
-key- or token-named settings) are replaced before writing.
+``*PASSWORD*``), the values of ``NAME=value`` lines whose NAME says secret (redacted here
+however they look: a transcript may lose a harmless value, never a key), header-like fields
+(authorization, x-api-key, api_key), and everything the one detector,
+:mod:`journal_agent.secrets`, finds (token shapes of the major providers, ``password = "…"``,
+``PASSWORD: …``, ``*_pw: …``, the password in a URL, private-key blocks, AWS key pairs,
+random-looking values of key- or token-named settings) are replaced before writing.
 """
 
 from __future__ import annotations
@@ -26,35 +27,12 @@ from journal_agent.paths import transcripts_dir
 from journal_agent.secrets import redact_secrets
 
 REDACTED = "[REDACTED]"
-# Token shapes: Anthropic and OpenAI-style keys, GitHub, Hugging Face, Slack, AWS access key
-# ids, Google API keys, GitLab tokens.
-_KEY_PATTERN = re.compile(
-    r"sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{20,}"
-    r"|\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"
-    r"|\bhf_[A-Za-z0-9]{20,}|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b"
-    r"|\bAIza[0-9A-Za-z_\-]{35}|\bglpat-[A-Za-z0-9_\-]{20,}"
-)
 # ``NAME=value`` lines of .env files and shell profiles (as Read shows them, line numbers
 # included) whose NAME says it holds a secret: the value goes, the name stays.
 _ASSIGNMENT = re.compile(
     r"(?m)^([ \t]*(?:\d+\t)?(?:export[ \t]+)?[A-Z0-9_]*"
     r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*=)"
     r"([\"']?)([^\s\"'#()\[\]{}$]{4,})\2(?=\s|$)"
-)
-# Substrings every token shape starts with: a cheap test before the (slow) regex.
-_KEY_PREFIXES = (
-    "sk-",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "hf_",
-    "xox",
-    "AKIA",
-    "AIza",
-    "glpat-",
 )
 _SECRET_FIELDS = {"authorization", "x-api-key", "api_key", "api-key", "auth_token", "apikey"}
 _SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -110,9 +88,8 @@ class Scrubber:
         for secret in (*self._secrets, *learned):
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        if any(prefix in value for prefix in _KEY_PREFIXES):
-            value = _KEY_PATTERN.sub(REDACTED, value)
-        # The detector the journal uses to refuse secrets: passwords, key blocks, AWS pairs...
+        # The one detector (token shapes, passwords and URL passwords, key blocks, AWS pairs…),
+        # which the journal and the ledger refuse by.
         return redact_secrets(value, REDACTED)
 
     def __call__(self, value: Any) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from journal_agent.approvals import approve
+from journal_agent.definitions import load_command
 from journal_agent.errors import UserError
 from journal_agent.runtime import RunOptions, run_agent, run_slash_command
 from journal_agent.runtime.events import ToolCalled
@@ -284,6 +286,11 @@ def test_a_commands_allowed_tools_run_without_asking(project, tmp_path):
     write_command(project, "jot", "Write $ARGUMENTS to jot.md.", **{"allowed-tools": "Write"})
     write_agent(project, "plain", "Body.", tools="Write")
     script = [reply(tool_use("Write", {"file_path": "jot.md", "content": "hi\n"})), reply("ok")]
+    # A project file's grants count once approved (docs/definitions.md); before, they ask.
+    model = ScriptedModel(list(script))
+    run_slash_command("jot", "hi", root=project, client=model.client(), home=tmp_path / "home")
+    assert not (project / "jot.md").exists()
+    approve("commands", load_command("jot", project), project)
     model = ScriptedModel(list(script))
     r = run_slash_command("jot", "hi", root=project, client=model.client(), home=tmp_path / "home")
     assert (project / "jot.md").read_text() == "hi\n" and r.files_changed == ["jot.md"]
