@@ -64,14 +64,20 @@ def feedback_command(
 
 
 def _history(log, json_out: bool) -> None:
-    records = log.records()
+    records, tampered = log.read()
     if json_out:
         print_json([r.to_dict() for r in records])
-        return
-    for r in records:
-        typer.echo(f"#{r.n}  {r.time[:19]}Z  {r.file}  +{r.added} -{r.removed}  {r.feedback}")
-    if not records:
-        typer.echo("no feedback recorded yet")
+    else:
+        for r in records:
+            typer.echo(f"#{r.n}  {r.time[:19]}Z  {r.file}  +{r.added} -{r.removed}  {r.feedback}")
+        if not records and not tampered:
+            typer.echo("no feedback recorded yet")
+    # Reported, never listed as an ordinary record: someone wrote it by hand (.journal/ is out
+    # of the model's reach) — or a tool call before that was closed.
+    for bad in tampered:
+        typer.echo(f"warning: {bad.sentence(log.path)}", err=True)
+    if tampered:
+        raise typer.Exit(1)
 
 
 def _diff(log, n: int, json_out: bool) -> None:

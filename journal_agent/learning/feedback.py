@@ -13,6 +13,14 @@ file); Write and Edit keep each replaced version under ``.journal/history/<file>
   can be reverted too) and the replaced text is kept like any other version.
 
 Records are lines of ``.journal/history/feedback.jsonl``, appended under a lock and fsynced.
+Every line is validated when read (:class:`FeedbackRecord`): a record must name a command or
+agent file under ``.claude/commands`` or ``.claude/agents`` (a relative ``.md`` path, no
+``..``) and versions by their hash. ``.journal/`` is protected from the model's tools, but a
+line that fails — ``"file": "../victim/pwned.txt"``, ``".claude/settings.local.json"``, a
+number where text belongs — is reported as tampered with (``--history`` names it, exit 1) and
+never applied (``--revert`` refuses it). A revert writes only through the workspace's
+no-follow walk (:func:`journal_agent.tools.write.atomic_write`), so a command file that became
+a symlink leading out is not followed either.
 """
 
 from __future__ import annotations
@@ -22,10 +30,13 @@ import difflib
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from journal_agent.errors import UserError
 from journal_agent.locks import held
@@ -36,21 +47,91 @@ _KINDS = (("commands", ".claude/commands"), ("agents", ".claude/agents"))
 _STAMP = "%Y%m%dT%H%M%S.%fZ"
 
 
-@dataclass
-class FeedbackRecord:
-    n: int
+_DIGEST = re.compile(r"[0-9a-f]{16}")
+
+
+class FeedbackRecord(BaseModel):
+    """One line of ``feedback.jsonl``, validated: nothing in it may point outside the files
+    the loop tracks."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    n: int = Field(ge=1)
     time: str  # ISO UTC
-    kind: str  # feedback | revert
-    file: str  # relative to the workspace root
-    feedback: str
+    kind: Literal["feedback", "revert"]
+    file: str  # relative to the workspace root: .claude/commands/… or .claude/agents/….md
+    feedback: str = Field(max_length=100_000)
     before: str  # content hash of the version before
     after: str  # content hash of the version after
-    added: int
-    removed: int
+    added: int = Field(ge=0)
+    removed: int = Field(ge=0)
     reverts: int | None = None
 
+    @field_validator("file")
+    @classmethod
+    def _tracked(cls, v: str) -> str:
+        rel = PurePosixPath(v)
+        if (
+            rel.is_absolute()
+            or "\\" in v
+            or any(p in ("", ".", "..") for p in v.split("/"))
+            or rel.parts[:2] not in _TRACKED
+            or rel.suffix != ".md"
+        ):
+            raise ValueError(f"it names {v}, not a command or agent file under .claude/")
+        return v
+
+    @field_validator("before", "after")
+    @classmethod
+    def _digest(cls, v: str) -> str:
+        if not _DIGEST.fullmatch(v):
+            raise ValueError(f"{v!r} is not a version's hash")
+        return v
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, v: str) -> str:
+        datetime.fromisoformat(v)  # ValueError: not a time
+        return v
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
+
+
+@dataclass(frozen=True)
+class Tampered:
+    """A line of ``feedback.jsonl`` that is not a valid record: reported, never applied."""
+
+    line: int
+    n: int | None  # the record number it claims, when it claims one
+    why: str
+
+    def sentence(self, path: Path) -> str:
+        which = f"record #{self.n}" if self.n is not None else "a record"
+        return (
+            f"line {self.line} of {path} ({which}) was tampered with: {self.why}; it is not "
+            "applied — remove that line."
+        )
+
+
+_TRACKED = ((".claude", "commands"), (".claude", "agents"))
+
+
+def _tampered(number: int, line: str) -> FeedbackRecord | Tampered:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return Tampered(number, None, "it is not JSON")
+    if not isinstance(data, dict):
+        return Tampered(number, None, "it is not a JSON object")
+    claimed = data.get("n") if type(data.get("n")) is int else None
+    try:
+        return FeedbackRecord.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        return Tampered(number, claimed, f"{where}: {msg}" if where else msg)
 
 
 def resolve_file(root: Path, name: str) -> Path:
@@ -104,23 +185,27 @@ class FeedbackLog:
         )
 
     # -- storage ----------------------------------------------------------------------------
-    def records(self) -> list[FeedbackRecord]:
+    def read(self) -> tuple[list[FeedbackRecord], list[Tampered]]:
+        """The valid records, and the lines that are not (see :class:`Tampered`)."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return []
-        out = []
+            return [], []
+        except IsADirectoryError:
+            raise UserError(
+                f"{self.path} is a directory, not the feedback log; move it aside and try again."
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"cannot read {self.path} ({exc}); fix or move it aside.") from None
+        records, tampered = [], []
         for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                out.append(FeedbackRecord(**json.loads(line)))
-            except (ValueError, TypeError):
-                raise UserError(
-                    f"{self.path} line {number} is not a feedback record; fix or remove that "
-                    "line (the versions it names are still under .journal/history/versions)."
-                ) from None
-        return out
+            if line.strip():
+                item = _tampered(number, line)
+                (records if isinstance(item, FeedbackRecord) else tampered).append(item)
+        return records, tampered
+
+    def records(self) -> list[FeedbackRecord]:
+        return self.read()[0]
 
     def _append(self, record: FeedbackRecord) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -151,7 +236,11 @@ class FeedbackLog:
             ) from None
 
     def get(self, n: int) -> FeedbackRecord:
-        for record in self.records():
+        records, tampered = self.read()
+        for bad in tampered:
+            if bad.n == n:
+                raise UserError(f"feedback {bad.sentence(self.path)}")
+        for record in records:
             if record.n == n:
                 return record
         raise UserError(f"there is no feedback record #{n}; `journal-agent feedback --history`.")
@@ -203,8 +292,9 @@ class FeedbackLog:
         reverts: int | None = None,
     ) -> FeedbackRecord:
         added, removed = _counts(before, after)
+        claimed = [t.n for t in self.read()[1] if t.n is not None]
         return FeedbackRecord(
-            n=max((r.n for r in records), default=0) + 1,
+            n=max([*(r.n for r in records), *claimed], default=0) + 1,
             time=now.isoformat(timespec="microseconds"),
             kind=kind,
             file=rel,
@@ -222,28 +312,39 @@ class FeedbackLog:
 
     def revert(self, n: int) -> FeedbackRecord:
         """Put the file back as it was before change ``n`` (kept in history as a record)."""
-        from journal_agent.atomic import atomic_write
         from journal_agent.tools._history import keep_previous
         from journal_agent.tools.base import ToolError
-        from journal_agent.tools.write import writer_lock
+        from journal_agent.tools.workspace import resolve_path
+        from journal_agent.tools.write import (
+            atomic_write,
+            current_fingerprint,
+            make_parents,
+            writer_lock,
+        )
 
         target = self.get(n)
-        path = self.root / target.file
         wanted = self.version(target.before)
         with self.locked():
             try:
+                # Resolved inside the workspace (a symlink leading out is refused) and written
+                # through a no-follow walk from the root.
+                path = resolve_path(self.root, target.file)
+                if path.relative_to(self.root).parts[:2] not in _TRACKED:
+                    raise ToolError(
+                        f"{target.file} leads to {path}, not a command or agent file under "
+                        ".claude/; it is not reverted."
+                    )
                 with writer_lock(self.root, path):
-                    try:
-                        current = path.read_bytes()
-                    except FileNotFoundError:
-                        current = b""
+                    now = current_fingerprint(self.root, path)
+                    current = now[1] if now is not None else b""
                     if current == wanted:
                         raise UserError(
                             f"{target.file} is already as it was before change #{n}; nothing "
                             "to revert."
                         )
                     keep_previous(self.root, path, current or None)
-                    atomic_write(path, wanted)
+                    make_parents(self.root, path)
+                    atomic_write(self.root, path, wanted)
             except ToolError as exc:
                 raise UserError(str(exc)) from None
             records = self.records()
