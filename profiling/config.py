@@ -29,6 +29,7 @@ Precision = Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"]
 Checkpointing = Literal["none", "selective", "full"]
 Attention = Literal["eager", "sdpa", "flash"]
 Arch = Literal["gpt2", "llama"]
+Target = Literal["cuda", "cpu"]
 
 PRECISIONS: dict[str, str] = {
     "fp32": "fp32 everything (4 B weights, 4 B gradients, fp32 optimizer state)",
@@ -200,6 +201,12 @@ class TrainingConfig(BaseModel):
     lora_rank: int | None = _positive_int(10**5, "Train LoRA adapters of rank R (q, k, v, o).")
     qlora: bool = Field(False, description="4-bit NF4 base weights (needs lora_rank).")
     # ---- the GPU
+    target: Target = Field(
+        "cuda",
+        description="The device whose kernels decide what is kept for backward: cuda (fused "
+        "RMSNorm, fp32 LayerNorm statistics, 1-byte dropout masks, flash / memory-efficient "
+        "attention as an H100/H200 picks them) or cpu.",
+    )
     gpu: str | None = Field(
         None,
         description="A GPU from the table (a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200, "
@@ -401,6 +408,7 @@ class TrainingConfig(BaseModel):
             parts.append(f"{self.attention} attention")
         if self.offload_optimizer:
             parts.append("optimizer offloaded to CPU")
+        parts.append(f"target {self.target}")
         return ", ".join(parts)
 
 
@@ -572,6 +580,7 @@ __all__ = [
     "ConfigError",
     "OptimizerSpec",
     "Precision",
+    "Target",
     "TrainingConfig",
     "flag_name",
     "parse_config",

@@ -210,7 +210,7 @@ def render_fit(res: FitResult, top: int = 10) -> str:
         + ("s" if b.gpus > 1 else "")
         + f" of {fmt_bytes(res.gpu_mem_bytes, 'GB')}"
         + (f" ({b.gpu})" if b.gpu else "")
-        + f" — {res.searched} configurations estimated"
+        + f", target {b.target} — {res.searched} configurations estimated"
     )
     lines = [head, ""]
     if not res.fitting:

@@ -16,6 +16,13 @@ Llama block (RMSNorm, q/k/v/o, RoPE, SwiGLU)
   q h, k and v k each (after RoPE, as SDPA keeps them); attention output h; logsumexp a·s·b fp32
   SwiGLU: gate output, SiLU output, up output, their product: 4f
 
+On the CUDA target (``--target cuda``, the default) the ops CUDA runs differently keep what
+CUDA's kernels keep (``profiling.trace.target`` has the evidence): RMSNorm (fused) keeps its
+input and one fp32 rstd per row, h·r + 4 B per token; LayerNorm's mean and rstd are fp32,
+h·r + 8 B; dropout masks are 1 B per element (on the CPU: the dropped tensor's dtype); fp32
+attention runs the memory-efficient kernel, whose logsumexp is padded to 32 queries (and
+grouped-query keys/values are expanded to every head first).
+
 Eager attention adds the softmax probabilities a·s²·b (fp32 under autocast, then the 16-bit
 copy the next matmul keeps); dropout adds a 1-byte mask per dropped element. Full
 checkpointing keeps only each block's input; the block being recomputed in backward holds one
@@ -89,20 +96,58 @@ class Bytes:
         return cls(r=r, c=c, amp=amp, rope=2 if precision in ("mixed", "bf16") else 4)
 
 
+def _cuda(cfg: Any) -> bool:
+    return getattr(cfg, "target", "cuda") == "cuda"
+
+
+def _norms(d: Dims, e: Bytes, cfg: Any) -> Term:
+    """The block's two norms: what each keeps for backward on the target device."""
+    sb, h, tok = d.s * d.b, d.h, f"{d.s}·{d.b}"
+    if d.arch == "gpt2" and _cuda(cfg):
+        return Term(
+            "norms (LayerNorm ×2: input, fp32 mean and rstd)",
+            sb * 2 * (h * e.r + 8),
+            f"s·b·2·(h·{e.r} + 8) B",
+            f"{tok}·2·({h}·{e.r} + 8)",
+        )
+    if d.arch == "gpt2":
+        return Term(
+            "norms (LayerNorm ×2: input, mean, rstd)",
+            sb * (2 * h + 4) * e.r,
+            f"s·b·(2h + 4)·{e.r} B",
+            f"{tok}·(2·{h} + 4)·{e.r}",
+        )
+    if _cuda(cfg):
+        return Term(
+            "norms (RMSNorm ×2, fused: input, fp32 rstd)",
+            sb * 2 * (h * e.r + 4),
+            f"s·b·2·(h·{e.r} + 4) B",
+            f"{tok}·2·({h}·{e.r} + 4)",
+        )
+    return Term(
+        "norms (RMSNorm ×2 in fp32: input, normalized, rstd)",
+        sb * (2 * 2 * h * 4 + 2 * 4),
+        "s·b·(4h + 2)·4 B",
+        f"{tok}·(4·{h} + 2)·4",
+    )
+
+
+def _lse(d: Dims, e: Bytes, cfg: Any) -> tuple[int, str]:
+    """Bytes of the attention's fp32 logsumexp, and its formula: b·a·s, or on CUDA in fp32
+    (the memory-efficient kernel) b·a·⌈s/32⌉·32."""
+    if _cuda(cfg) and e.c == 4:
+        padded = -(-d.s // 32) * 32
+        return 4 * d.a * d.b * padded, f"4·{d.a}·{d.b}·{padded}"
+    return 4 * d.a * d.s * d.b, f"4·{d.a}·{d.s}·{d.b}"
+
+
 def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     """One transformer block's saved activations, by op family (tensor-parallel split: TP=1)."""
-    sb, h, k, f, a = d.s * d.b, d.h, d.k, d.f, d.a
-    terms: list[Term] = []
+    sb, h, k, f = d.s * d.b, d.h, d.k, d.f
+    terms: list[Term] = [_norms(d, e, cfg)]
     tok = f"{d.s}·{d.b}"
+    lse, lse_sub = _lse(d, e, cfg)
     if d.arch == "gpt2":
-        terms.append(
-            Term(
-                "norms (LayerNorm ×2: input, mean, rstd)",
-                sb * (2 * h + 4) * e.r,
-                f"s·b·(2h + 4)·{e.r} B",
-                f"{tok}·(2·{h} + 4)·{e.r}",
-            )
-        )
         terms.append(
             Term(
                 "matmul inputs (LayerNorm outputs)",
@@ -114,9 +159,9 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
         terms.append(
             Term(
                 "attention (qkv, output, logsumexp)",
-                sb * (4 * h * e.c + 4 * a),
-                f"s·b·(4h·{e.c} + 4a) B",
-                f"{tok}·(4·{h}·{e.c} + 4·{a})",
+                sb * 4 * h * e.c + lse,
+                f"s·b·4h·{e.c} + 4·a·b·s B",
+                f"{tok}·4·{h}·{e.c} + {lse_sub}",
             )
         )
         terms.append(
@@ -129,14 +174,8 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
         )
     else:
         copies = 5 if e.amp else 2  # autocast: q, k, v and gate, up each cast their own copy
-        terms.append(
-            Term(
-                "norms (RMSNorm ×2 in fp32: input, normalized, rstd)",
-                sb * (2 * 2 * h * 4 + 2 * 4),
-                "s·b·(4h + 2)·4 B",
-                f"{tok}·(4·{h} + 2)·4",
-            )
-        )
+        # CUDA's fp32 attention (memory-efficient) gets grouped-query keys/values expanded.
+        kv = h if _cuda(cfg) and e.c == 4 else k
         terms.append(
             Term(
                 "matmul inputs (RMSNorm outputs"
@@ -149,9 +188,9 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
         terms.append(
             Term(
                 "attention (q, k, v after RoPE, output, logsumexp)",
-                sb * ((2 * h + 2 * k) * e.c + 4 * a),
-                f"s·b·((2h + 2k)·{e.c} + 4a) B",
-                f"{tok}·((2·{h} + 2·{k})·{e.c} + 4·{a})",
+                sb * (2 * h + 2 * kv) * e.c + lse,
+                f"s·b·(2h + 2k)·{e.c} + 4·a·b·s B",
+                f"{tok}·(2·{h} + 2·{kv})·{e.c} + {lse_sub}",
             )
         )
         terms.append(
@@ -180,21 +219,23 @@ def _attention_extras(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
             )
         )
         if cfg.dropout:
+            mask = 1 if _cuda(cfg) else (4 if e.amp else e.c)  # the probabilities' dtype
             terms.append(
                 Term(
                     "attention dropout (mask + output)",
-                    d.a * d.s * sb * (1 + e.c),
-                    f"a·s²·b·(1 + {e.c}) B",
-                    f"{d.a}·{d.s}²·{d.b}·(1 + {e.c})",
+                    d.a * d.s * sb * (mask + e.c),
+                    f"a·s²·b·({mask} + {e.c}) B",
+                    f"{d.a}·{d.s}²·{d.b}·({mask} + {e.c})",
                 )
             )
     if cfg.dropout:
+        mask = 1 if _cuda(cfg) else e.c  # CUDA: bool masks; CPU: noise in the output's dtype
         terms.append(
             Term(
                 "dropout masks (after attention and MLP)",
-                sb * 2 * d.h,
-                "s·b·2h·1 B",
-                f"{d.s}·{d.b}·2·{d.h}",
+                sb * 2 * d.h * mask,
+                f"s·b·2h·{mask} B",
+                f"{d.s}·{d.b}·2·{d.h}·{mask}",
             )
         )
     return terms
@@ -204,13 +245,31 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: Any) -> list[T
     """The final norm, the loss's fp32 log-probabilities, RoPE tables, autocast weight copies."""
     sb, h = d.s * d.b, d.h
     terms: list[Term] = []
-    if d.arch == "gpt2":
+    if d.arch == "gpt2" and _cuda(cfg):
+        terms.append(
+            Term(
+                "final LayerNorm (input, fp32 mean and rstd, output) + positions",
+                sb * (h * e.r + 8 + h * e.c) + 8 * d.s,
+                f"s·b·(h·{e.r} + 8 + h·{e.c}) + 8·s B",
+                f"{d.s}·{d.b}·({h}·{e.r} + 8 + {h}·{e.c}) + 8·{d.s}",
+            )
+        )
+    elif d.arch == "gpt2":
         terms.append(
             Term(
                 "final LayerNorm (input, mean, rstd, output) + positions",
                 sb * ((h + 2) * e.r + h * e.c) + 8 * d.s,
                 f"s·b·((h + 2)·{e.r} + h·{e.c}) + 8·s B",
                 f"{d.s}·{d.b}·(({h} + 2)·{e.r} + {h}·{e.c}) + 8·{d.s}",
+            )
+        )
+    elif _cuda(cfg):
+        terms.append(
+            Term(
+                "final RMSNorm (fused: input, fp32 rstd; output) + RoPE cos/sin",
+                sb * (h * e.r + 4 + h * e.c) + 2 * d.s * d.hd * e.rope,
+                f"s·b·(h·{e.r} + 4 + h·{e.c}) + 2·s·(h/a)·{e.rope} B",
+                f"{d.s}·{d.b}·({h}·{e.r} + 4 + {h}·{e.c}) + 2·{d.s}·{d.hd}·{e.rope}",
             )
         )
     else:

@@ -108,7 +108,7 @@ def _wrap(config: Any, device: Any, mesh: Any):
         if config.fsdp:
             import torch
 
-            from profiling.trace.step import _shard
+            from profiling.trace.build import _shard
 
             mp = torch.bfloat16 if config.precision == "mixed" else None
             _shard(model, mesh, config.reshard_after_forward, mp)

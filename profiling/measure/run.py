@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from profiling.errors import ProfilingError
 from profiling.measure.profiler import MemoryProfiler, ProfileSummary
 from profiling.models.workloads import WORKLOADS, build_model, describe
-from profiling.trace.step import (
+from profiling.trace.build import (
     _DTYPES,
     _apply_checkpointing,
     _loss_of,
@@ -307,8 +307,10 @@ def _compare_with_trace(run: MeasuredRun, factory: Callable[..., Any] | None) ->
     """The trace of the same configuration beside the measurement, ratio per phase."""
     from profiling.trace.step import trace_step
 
+    # The trace keeps tensors as the measured device's kernels do.
+    target = "cuda" if run.summary.device.get("kind") == "cuda" else "cpu"
     try:
-        trace = trace_step(run.config, factory=factory)
+        trace = trace_step(run.config.model_copy(update={"target": target}), factory=factory)
     except ProfilingError as exc:
         run.summary.notes.append(f"no trace beside the measurement: {exc}")
         return

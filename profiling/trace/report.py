@@ -32,6 +32,7 @@ def describe_trace_setup(cfg: Any) -> str:
         parts.append(f"{cfg.checkpointing} activation checkpointing")
     if cfg.grads_kept:
         parts.append("gradients zeroed in place")
+    parts.append(f"target {getattr(cfg, 'target', 'cpu')}")
     return ", ".join(parts)
 
 
@@ -135,8 +136,9 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
     scope = "per rank" if cfg.fsdp else "one device"
     lines = [
         head,
-        f"{fmt_count(result.params)} parameters; fake tensors on cpu, nothing allocated "
-        f"({result.wall_seconds:.1f} s)",
+        f"{fmt_count(result.params)} parameters; tensors kept as "
+        f"{getattr(cfg, 'target', 'cpu')} kernels keep them (fake tensors: nothing allocated, "
+        f"{result.wall_seconds:.1f} s)",
         "",
         f"{'Category':<14}{'At peak':>12}{'After step':>14}{'After forward':>16}",
         "─" * 56,

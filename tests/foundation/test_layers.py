@@ -216,7 +216,6 @@ OVERSIZED = {
     "profiling/estimate/memory.py",  # 25
     "profiling/measure/devices.py",  # 23
     "profiling/measure/profiler.py",  # 23
-    "profiling/trace/step.py",  # 23
 }
 
 

@@ -136,7 +136,10 @@ def test_seed_case_prints_whole_table() -> None:
 
 # A toy shape small enough to do by hand: GPT-2 blocks (the default for a hand-given shape),
 # s=4, b=1, h=8, a=2, f=4h=32, L=2 → s·b = 4 tokens. Mixed precision: 16-bit everywhere (r = c = 2).
-TOY = dict(params=1000, layers=2, hidden=8, heads=2, seq=4, batch=1, precision="mixed")
+# The CPU target's kernels; what CUDA's keep differently is worked out by hand further down.
+TOY = dict(
+    params=1000, layers=2, hidden=8, heads=2, seq=4, batch=1, precision="mixed", target="cpu"
+)
 
 
 def _acts(**kw) -> int:
@@ -163,8 +166,22 @@ def test_eager_attention_keeps_the_probabilities_and_selective_drops_them() -> N
 
 
 def test_dropout_masks() -> None:
-    # one byte per element after attention and after the MLP: s·b·2h = 64 per layer
-    assert _acts(dropout=0.1) == 2 * (LAYER + 64) + FINAL
+    # CUDA: one byte per element after attention and after the MLP: s·b·2h = 64 per layer;
+    # the CPU keeps its noise in the output's dtype (2 B here): 128 per layer
+    assert _acts(dropout=0.1, target="cuda") - _acts(target="cuda") == 2 * 64
+    assert _acts(dropout=0.1) == 2 * (LAYER + 128) + FINAL
+
+
+def test_cuda_norms_by_hand() -> None:
+    # GPT-2 on CUDA: LayerNorm keeps its 16-bit input and fp32 mean and rstd,
+    # s·b·2·(h·2 + 8) = 4·2·24 = 192 per layer (CPU: 160); the final LayerNorm
+    # s·b·(h·2 + 8 + h·2) + 8·s = 4·40 + 32 = 192 (CPU: 176).
+    assert _acts(target="cuda") == 2 * (LAYER - 160 + 192) + 192
+    # Llama on CUDA: the fused RMSNorm keeps its 16-bit input and one fp32 rstd per row,
+    # s·b·2·(h·2 + 4) = 4·2·20 = 160 per layer (CPU: 544); the final one
+    # s·b·(h·2 + 4 + h·2) + RoPE 64 = 4·36 + 64 = 208 (CPU: 400).
+    llama = dict(TOY, arch="llama", kv_heads=1, ffn=16, target="cuda")
+    assert _acts(**llama) == 2 * (1408 - 544 + 160) + 208
 
 
 def test_tensor_and_sequence_parallel() -> None:

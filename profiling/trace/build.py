@@ -1,0 +1,282 @@
+"""The step the trace runs: the model, its inputs, the optimizer, checkpointing, FSDP sharding.
+
+Everything a traced (or measured) training step is made of before it runs: the reference model
+or a user's factory built in the parameter dtype, activation checkpointing on its repeated
+blocks, FSDP2 ``fully_shard`` under a fake process group, the optimizer (fp32 master weights for
+``mixed``) and autocast. Imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.models.factory import call_factory
+from profiling.models.workloads import WORKLOADS, build_model, describe
+
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# The optimizers torch ships: the ones a trace can run (the one list lives in profiling.config).
+OPTIMIZERS = tuple(name for name, spec in CONFIG_OPTIMIZERS.items() if spec.in_torch)
+TraceConfig = TrainingConfig
+
+
+def untraceable(config: TrainingConfig) -> list[str]:
+    """What of the configuration a trace cannot reproduce (each says what to use instead)."""
+    problems = []
+    if config.model is None:
+        problems.append("a --model (a reference name or package.module:factory), not --params")
+    if config.lora_rank is not None:
+        problems.append("full training (no --lora-rank)")
+    if config.tp > 1:
+        problems.append("no tensor parallelism (--tp 1)")
+    if config.offload_optimizer:
+        problems.append("optimizer state on the GPU (no --offload-optimizer)")
+    if config.checkpointing == "selective":
+        problems.append("--checkpointing none or full (selective is estimated only)")
+    if (config.attention == "eager" or config.dropout) and config.is_factory:
+        problems.append(
+            "--attention sdpa and no --dropout with a factory (your model runs its own "
+            "attention and dropout; the flags set the reference models')"
+        )
+    return problems
+
+
+# ---------------------------------------------------------------- models and inputs
+
+
+def _make_model(
+    config: TraceConfig, factory: Callable[..., Any] | None = None, layers: int | None = None
+) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
+    if factory is not None or ":" in config.model:
+        model, inputs = call_factory(config.model, config.batch, config.seq, factory)
+        return model, inputs, {"name": config.model, "factory": True}
+    if config.model not in WORKLOADS:
+        known = ", ".join(WORKLOADS)
+        raise ProfilingError(
+            f"unknown model {config.model!r}; use one of {known} or 'package.module:factory'"
+        )
+    workload = WORKLOADS[config.model]
+    if config.seq > workload.max_seq:
+        raise ProfilingError(
+            f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
+        )
+    # flash is sdpa here: on the cpu device SDPA runs the flash kernel (no s² tensor kept).
+    update: dict[str, Any] = {
+        "attention": "eager" if config.attention == "eager" else "sdpa",
+        "dropout": config.dropout,
+    }
+    if layers is not None:  # the block-scaled trace: the same model with fewer blocks
+        update["layers"] = layers
+    model = build_model(workload.model_copy(update=update))
+    return model, model.example_inputs(config.batch, config.seq), describe(workload)
+
+
+def _loss_of(output: Any) -> torch.Tensor:
+    if isinstance(output, dict) and "loss" in output:
+        output = output["loss"]
+    elif isinstance(output, tuple | list) and output:
+        output = output[0]
+    if not isinstance(output, torch.Tensor):
+        raise ProfilingError(
+            f"the model returned {type(output).__name__}; return a loss or a tensor to reduce"
+        )
+    # A scalar is the loss; anything else is reduced so backward covers the whole graph.
+    return output if output.dim() == 0 else output.float().mean()
+
+
+def _block_list(model: nn.Module) -> nn.ModuleList | None:
+    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m)]
+    return max(lists, key=lambda m: sum(p.numel() for p in m.parameters()), default=None)
+
+
+def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
+    """Checkpoint each repeated block (non-reentrant). ``target`` (a trace): the recomputation
+    in backward runs under that device's kernel rules too (autograd does not carry torch
+    function modes into backward)."""
+    from torch.utils.checkpoint import checkpoint
+
+    blocks = _block_list(model)
+    if blocks is None:
+        raise ProfilingError(
+            "--checkpointing wraps the model's repeated blocks, but it has no nn.ModuleList"
+        )
+    extra: dict[str, Any] = {}
+    if target is not None:
+        from profiling.trace.target import kernels
+
+        extra["context_fn"] = lambda: (contextlib.nullcontext(), kernels(target))
+    for block in blocks:
+        block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False, **extra)
+    return len(blocks)
+
+
+def make_optimizer(name: str, params: Any, foreach: bool = True) -> torch.optim.Optimizer:
+    opts = {"foreach": foreach}
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, **opts)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-4, **opts)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-2, momentum=0.9, **opts)
+    if name == "sgd-nomomentum":
+        return torch.optim.SGD(params, lr=1e-2, **opts)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=1e-2, **opts)
+    if name == "rmsprop":
+        return torch.optim.RMSprop(params, lr=1e-3, **opts)
+    raise ProfilingError(
+        f"optimizer {name!r} cannot be traced; use one of {', '.join(OPTIMIZERS)} "
+        "(8-bit Adam and friends need bitsandbytes and a GPU: use 'estimate')"
+    )
+
+
+@contextlib.contextmanager
+def _fake_process_group(world_size: int):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    try:
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+    except ImportError as exc:
+        raise ProfilingError(
+            f"this torch lacks the fake process group ({exc}); FSDP tracing is unavailable"
+        ) from None
+    if dist.is_initialized():
+        raise ProfilingError(
+            "a torch.distributed process group is already initialized; trace FSDP in a "
+            "fresh process"
+        )
+    dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
+    try:
+        # The mesh must exist before FakeTensorMode is entered (it allocates real tensors).
+        yield init_device_mesh("cpu", (world_size,))
+    finally:
+        dist.destroy_process_group()
+
+
+def _build(
+    config: TraceConfig,
+    mesh: Any,
+    factory: Callable[..., Any] | None,
+    notes: list[str],
+    layers: int | None = None,
+) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any], Any]:
+    """Model (built in the parameter dtype, checkpointed, sharded), inputs, info, optimizer."""
+    # 16-bit parameters: build in that dtype (``module.to`` cannot swap tied fake
+    # parameters), so factories' floating inputs follow too.
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(_DTYPES[config.param_dtype])
+    try:
+        model, inputs, info = _make_model(config, factory, layers)
+    finally:
+        torch.set_default_dtype(previous)
+    if config.checkpointing == "full":
+        n = _apply_checkpointing(model, config.target)
+        notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
+    if mesh is not None:
+        mp = torch.bfloat16 if config.precision == "mixed" else None
+        _shard(model, mesh, config.reshard_after_forward, mp)
+        notes.append(f"FSDP2 fully_shard per block and root over {config.world_size} ranks")
+        if mp is not None:
+            notes.append(
+                "mixed precision by FSDP2's MixedPrecisionPolicy(param_dtype=bf16, "
+                "reduce_dtype=fp32): fp32 sharded parameters are the master weights (counted "
+                "as parameters), bf16 gathered copies, fp32 sharded gradients"
+            )
+            if config.fp32_grads:
+                notes.append("--fp32-grads: FSDP2 already reduces gradients into fp32 shards")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        raise ProfilingError("the model has no trainable parameters; nothing to train")
+    foreach = config.foreach if config.foreach is not None else mesh is None
+    if mesh is not None and foreach:
+        notes.append(
+            "foreach optimizer under FSDP: DTensor foreach temporaries are counted several "
+            "times over by the tracker; prefer the default (for-loop) for FSDP peaks"
+        )
+    if config.precision == "mixed" and mesh is None:
+        from profiling.trace.master_weights import MasterWeightOptimizer
+
+        optimizer: Any = MasterWeightOptimizer(
+            trainable,
+            lambda masters: make_optimizer(config.optimizer, masters, foreach),
+            fp32_grads=config.fp32_grads,
+        )
+        notes.append(
+            "mixed precision: bf16 parameters and gradients; the optimizer keeps fp32 master "
+            "weights (counted as optimizer state) and steps them"
+            + (
+                ", with an fp32 gradient copy kept across steps (counted as gradients)"
+                if config.fp32_grads
+                else ", converting one gradient to fp32 at a time (a temporary)"
+            )
+        )
+    else:
+        optimizer = make_optimizer(config.optimizer, trainable, foreach)
+    notes.append(f"optimizer {config.optimizer} ({'foreach' if foreach else 'for-loop'})")
+    if config.precision == "amp-fp16":
+        notes.append("amp-fp16: GradScaler's few bytes (a scale and an inf flag) are not traced")
+    return model, inputs, info, optimizer
+
+
+def _autocast(config: TraceConfig) -> Any:
+    if config.autocast:
+        return torch.autocast("cpu", dtype=_DTYPES[config.dtype])
+    return contextlib.nullcontext()
+
+
+def _block_prefix(model: nn.Module) -> str | None:
+    blocks = _block_list(model)
+    if blocks is None:
+        return None
+    name = next(n for n, m in model.named_modules() if m is blocks)
+    return f"{type(model).__name__}.{name}."
+
+
+def _fake_failure(model: str, exc: Exception) -> str:
+    kind = type(exc).__name__
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    hint = (
+        "it reads tensor data in Python (.item(), .tolist(), .numpy(), bool(tensor), "
+        "data-dependent shapes), which fake tensors cannot provide"
+        if any(k in kind for k in ("DataDependent", "DynamicOutputShape"))
+        or "data-dependent" in text
+        or "numpy" in text.lower()
+        else "a fake tensor has shapes and dtypes but no values"
+    )
+    return (
+        f"model {model!r} cannot run under fake tensors ({kind}: {text[:300]}); {hint}. "
+        "Make the forward depend only on shapes, or measure it on real hardware instead"
+    )
+
+
+def _global_numel(p: torch.Tensor) -> int:
+    full = getattr(p, "full_tensor", None)
+    shape = getattr(p, "shape", None)
+    if full is not None and shape is not None:  # a DTensor reports its global shape
+        n = 1
+        for d in shape:
+            n *= int(d)
+        return n
+    return p.numel()
+
+
+def _shard(model: nn.Module, mesh: Any, reshard_after_forward: bool, mp: Any) -> None:
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    except ImportError:  # torch < 2.6
+        from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
+    kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
+    if mp is not None:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=mp, reduce_dtype=torch.float32)
+    for block in _block_list(model) or []:
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
