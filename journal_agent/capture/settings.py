@@ -1,7 +1,7 @@
 """What the hooks may do: the ``capture`` object of ``.journal/settings.json`` and one switch.
 
     {"capture": {"enabled": true, "session_start": true, "recall": true,
-                 "recall_inject": false, "drafting": false}}
+                 "recall_inject": false, "session_row": true}}
 
 ``JOURNAL_AGENT_CAPTURE=0`` in the environment Claude Code runs in turns every hook off
 (``=1`` turns a disabled project back on). Stdlib only: the hooks read this under
@@ -25,7 +25,6 @@ DEFAULTS: dict[str, bool] = {
     "recall": True,  # UserPromptSubmit looks up related entries and logs them
     "recall_inject": False,  # … and gives them to the model (precision not yet measured)
     "session_row": True,  # SessionEnd proposes a 📚 session row for the ledger
-    "drafting": False,  # `journal-agent inbox draft` may call the Messages API
 }
 
 

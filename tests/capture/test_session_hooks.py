@@ -134,3 +134,14 @@ def test_session_end_of_an_idle_session_proposes_nothing(project):
     run_hook("SessionEnd", {"session_id": "s9", "reason": "other"}, project)
     assert not (project / ".journal").exists()
     assert inbox_lines(project) == []
+
+
+def test_the_documented_defaults_are_the_hooks_defaults():
+    import re
+    from pathlib import Path
+
+    from journal_agent.capture.settings import DEFAULTS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "plugin.md").read_text()
+    block = re.search(r"\(defaults shown\):\n\n```json\n(.*?)```", doc, re.S).group(1)
+    assert json.loads(block) == {"capture": DEFAULTS}
