@@ -93,6 +93,8 @@ def journal_append_command(
             else ""
         )
         typer.echo(f"appended {outcome.entry_id} at learning_journal.md:{outcome.line}{suffix}")
+        for warning in outcome.warnings:
+            typer.echo(f"warning: {warning}", err=True)
     else:
         where = str(file) if file else "entry"
         typer.echo(

@@ -40,6 +40,8 @@ class AppendOutcome:
     line: int | None = None
     problems: list[Problem] = field(default_factory=list)
     forced: bool = False
+    # Appended, but it may repeat an entry (weak evidence): one sentence each.
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class AppendOutcome:
             "line": self.line,
             "forced": self.forced,
             "problems": [p.to_dict() for p in self.problems],
+            "warnings": self.warnings,
         }
 
 
@@ -82,6 +85,12 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
         return AppendOutcome(appended=False, entry_id=entry.id, problems=problems)
     similar = guard.similar if guard is not None else similar
     outcome = AppendOutcome(True, result.entry_id, result.line, problems, forced=bool(problems))
+    if similar is not None and similar.similar is not None:
+        near = similar.similar
+        outcome.warnings.append(
+            f"this entry may repeat {near.describe()}; if it does, merge the two (journal-agent "
+            f"journal show {near.id}, then edit it)"
+        )
     _log_append(store, outcome)
     # Keep search current without a rebuild; failures here must not undo the append.
     try:

@@ -78,4 +78,6 @@ class JournalAppend(Tool[JournalAppendInput]):
                 f" It was forced with {len(outcome.problems)} problem(s) recorded:\n"
                 + "\n".join(f"- {p.kind}: {p.detail}" for p in outcome.problems)
             )
+        for warning in outcome.warnings:
+            text += f"\nWarning: {warning}. Read that entry: if it says the same, tell the user."
         return ToolResult(text)
