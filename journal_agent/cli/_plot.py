@@ -34,3 +34,26 @@ def check_plot(plot: Path | None, force: bool) -> None:
         raise UserError(f"--plot {plot} already exists; pass --force to overwrite it.")
     if plot.exists() and not plot.is_file():
         raise UserError(f"--plot {plot} is not a regular file; give a new file name.")
+
+
+SnapshotOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--snapshot",
+        help="Also write a memory snapshot (the pickle torch.cuda.memory._dump_snapshot writes) "
+        "for https://pytorch.org/memory_viz.",
+        show_default=False,
+    ),
+]
+
+
+def check_snapshot(path: Path | None, force: bool) -> None:
+    """Raise :class:`UserError` for a snapshot file that exists (without ``--force``)."""
+    if path is None:
+        return
+    if path.exists() and not force:
+        raise UserError(f"--snapshot {path} already exists; pass --force to overwrite it.")
+    if path.exists() and not path.is_file():
+        raise UserError(f"--snapshot {path} is not a regular file; give a new file name.")
+    if not path.parent.is_dir():
+        raise UserError(f"--snapshot {path}: the directory {path.parent} does not exist.")

@@ -18,6 +18,7 @@ import typer
 from journal_agent.cli._app import app
 from journal_agent.cli._common import RootOption, print_json, resolve_root
 from journal_agent.cli._config_flags import config_flags
+from journal_agent.cli._plot import SnapshotOption, check_snapshot
 from journal_agent.errors import UserError
 from journal_agent.paths import records_dir_for_saving
 
@@ -130,6 +131,7 @@ def profile_command(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write the memory and time chart (PNG).")
     ] = None,
+    snapshot: SnapshotOption = None,
     as_json: JsonFlag = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
@@ -139,6 +141,9 @@ def profile_command(
     """
     from profiling.measure.distributed import launched_by_torchrun, run_under_torchrun
 
+    check_snapshot(snapshot, force=False)
+    if snapshot is not None and nproc > 1:
+        raise UserError("--snapshot records one process; leave out --nproc (or --snapshot).")
     if nproc > 1 and not launched_by_torchrun():
         # torchrun's own launcher starts one process per rank; each runs this very command.
         raise typer.Exit(run_under_torchrun(nproc, sys.argv[1:]))
@@ -173,7 +178,7 @@ def profile_command(
             return
         _finish_ranks(gathered, store, as_json)
         return
-    _profile_here(cfg, options, store, csv_path, plot, as_json)
+    _profile_here(cfg, options, store, csv_path, plot, as_json, snapshot)
 
 
 def _measure_with_progress(cfg: Any, options: Any, quiet: bool) -> Any:
@@ -189,15 +194,56 @@ def _measure_with_progress(cfg: Any, options: Any, quiet: bool) -> Any:
         return measure_step(cfg, options, progress=progress)
 
 
+def _snapshot_during(options: Any, path: Path | None) -> Any:
+    """On CUDA, the real allocator's history recorded around the run (dumped after it)."""
+    import contextlib
+
+    if path is None or not _on_cuda(options.device):
+        return contextlib.nullcontext()
+    from profiling.trace.snapshot_export import cuda_history
+
+    return cuda_history(path)
+
+
+def _on_cuda(device: str | None) -> bool:
+    import torch
+
+    return (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
+
+
+def _snapshot_after(cfg: Any, options: Any, path: Path | None, payload: dict[str, Any]) -> None:
+    """Without CUDA there is no allocator to record: the snapshot holds the traced
+    allocations of the same step (``profiling.trace.snapshot_export``)."""
+    if path is None:
+        return
+    if _on_cuda(options.device):
+        payload["snapshot"], payload["snapshot_of"] = str(path), "the CUDA caching allocator"
+        return
+    from profiling.trace.snapshot_export import SnapshotRecorder, write_snapshot
+    from profiling.trace.step import trace_step
+
+    recorder = SnapshotRecorder()
+    trace_step(cfg, observe=recorder.attach)
+    write_snapshot(recorder.snapshot(), path)
+    payload["snapshot"], payload["snapshot_of"] = str(path), "the traced step (no CUDA here)"
+
+
 def _profile_here(
-    cfg: Any, options: Any, store: Any, csv_path: Path | None, plot: Path | None, as_json: bool
+    cfg: Any,
+    options: Any,
+    store: Any,
+    csv_path: Path | None,
+    plot: Path | None,
+    as_json: bool,
+    snapshot: Path | None = None,
 ) -> None:
     """One process on this machine's device: measure, save, print; exit 1 on out-of-memory."""
     from profiling.measure.report import render_comparison, render_summary, run_json, run_record
     from profiling.records import cite
     from profiling.trace.report import trace_record
 
-    run = _measure_with_progress(cfg, options, as_json)
+    with _snapshot_during(options, snapshot):
+        run = _measure_with_progress(cfg, options, as_json)
     trace_id = store.save(trace_record(run.trace)) if run.trace is not None else None
     record = run_record(run, trace_id)
     store.save(record)
@@ -206,6 +252,7 @@ def _profile_here(
         payload["csv"] = str(run.profiler.to_csv(csv_path))
     if plot is not None:
         payload["plot"] = str(run.profiler.plot(plot))
+    _snapshot_after(cfg, options, snapshot, payload)
     if as_json:
         print_json(payload)
     else:
@@ -217,6 +264,11 @@ def _profile_here(
         for key in ("csv", "plot"):
             if key in payload:
                 typer.echo(f"{key}: {payload[key]}")
+        if "snapshot" in payload:
+            typer.echo(
+                f"memory snapshot of {payload['snapshot_of']}: {payload['snapshot']} (drop it "
+                "on https://pytorch.org/memory_viz)"
+            )
     if run.oom:
         o = run.summary.oom
         print(

@@ -13,7 +13,7 @@ import typer
 from journal_agent.cli._app import app
 from journal_agent.cli._common import RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
-from journal_agent.cli._plot import ForceOption, check_plot
+from journal_agent.cli._plot import ForceOption, SnapshotOption, check_plot, check_snapshot
 from journal_agent.cli._profiling_common import (
     JsonFlag,
     PlotOption,
@@ -36,6 +36,7 @@ def trace_command(
     ] = False,
     as_json: JsonFlag = False,
     plot: PlotOption = None,
+    snapshot: SnapshotOption = None,
     force: ForceOption = False,
     root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
@@ -45,6 +46,7 @@ def trace_command(
     Example: journal-agent trace --model llama-7b --seq 2048 --precision amp-bf16 --gpu h100-sxm
     """
     check_plot(plot, force)
+    check_snapshot(snapshot, force)
     from profiling.config import TrainingConfig
     from profiling.trace.run import trace_and_record
 
@@ -58,6 +60,7 @@ def trace_command(
             compare_estimate=compare_estimate,
             module_depth=depth,
             plot=plot,
+            snapshot=snapshot,
             progress=progress,
         )
     if as_json:

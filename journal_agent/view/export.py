@@ -8,7 +8,10 @@ and the JSON replace only the file named (atomically).
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import shutil
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +21,8 @@ from journal_agent.errors import UserError
 from journal_agent.journal.refs import FileCache
 from journal_agent.view import records
 from journal_agent.view.files import Refused
-from journal_agent.view.pages import Mode, NotFound, Pages, journal_page
-from journal_agent.view.site import Site, code_path, entry_name, entry_path, record_path, tag_path
+from journal_agent.view.pages import EntryLinks, Mode, NotFound, Pages, journal_page
+from journal_agent.view.site import Site, Stub, code_path, entry_path, record_path, tag_path
 
 STATIC = Path(__file__).parent / "static"
 # Anki identifies a deck and a note type by number: fixed, so a re-import updates the notes.
@@ -42,16 +45,13 @@ def export_html(root: Path, directory: Path) -> Exported:
     _, count = site.page_of_entries(1)
     for n in range(1, count + 1):
         writer.write(journal_page(n), pages.journal(n))
-    for tag in site.parsed().tags:
+    for tag, _ in site.tag_counts():
         writer.write(tag_path(tag), pages.tag(tag))
-    files = FileCache(site.root)
-    targets: set[str] = set()
-    for entry in site.parsed().journal.entries:
-        writer.write(entry_path(entry.id), pages.entry(entry_name(entry.id), True, files))
-        targets.update(t for ref in entry.refs if (t := site.ref_target(ref)) is not None)
-    for rel in sorted(targets):
+    site.targets = {}  # each path decided once for the whole export
+    citing = _write_entries(site, pages, _links(site), writer)
+    for rel in sorted(citing):
         try:
-            writer.write(code_path(rel), pages.code(rel))
+            writer.write(code_path(rel), pages.code(rel, citing[rel]))
         except Refused:
             continue  # changed since it was checked: the link shows no page
     for record in records.store(site.root).list():
@@ -65,6 +65,62 @@ def export_html(root: Path, directory: Path) -> Exported:
     writer.write("search-index.js", _search_index(site))
     shutil.copytree(STATIC, directory / "static", dirs_exist_ok=True)
     return Exported(writer.count)
+
+
+# What the entry pages' workers share (fork): set by _write_entries, read by _entry_pages.
+_JOB: dict[str, Any] = {}
+PARALLEL_FROM = 1000  # entries: below this, one process is faster than starting workers
+CHUNK = 250
+
+
+def _write_entries(site: Site, pages: Pages, links: EntryLinks, writer: _Writer) -> dict:
+    """Every entry page, in parallel on a large journal; the references into each file (for
+    the code pages). Pages are independent files, so workers write their own."""
+    rows = site.entry_rows()
+    workers = min(os.cpu_count() or 1, 8) if len(rows) >= PARALLEL_FROM else 1
+    if workers > 1 and "fork" not in multiprocessing.get_all_start_methods():
+        workers = 1
+    _JOB.update(site=site, pages=pages, links=links, directory=writer.directory)
+    try:
+        chunks = [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
+        if workers == 1:
+            results = [_entry_pages(chunk) for chunk in chunks]
+        else:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                results = pool.map(_entry_pages, chunks)
+    finally:
+        _JOB.clear()
+    citing: dict[str, list[Any]] = defaultdict(list)
+    for count, found in results:
+        writer.count += count
+        for target, who, state in found:
+            citing[target].append((who, state))
+    return citing
+
+
+def _entry_pages(rows: list[tuple[str, int, int, int]]) -> tuple[int, list[tuple]]:
+    site, pages, links = _JOB["site"], _JOB["pages"], _JOB["links"]
+    writer = _Writer(_JOB["directory"])
+    recorded = site.recorded_hashes()
+    found = []
+    for entry in site.entries(rows):
+        writer.write(entry_path(entry.id), pages.entry_page(entry, links))
+        for state in site.ref_states(entry, recorded, links.files):
+            target = site.ref_target(state.ref)
+            if target is not None:
+                found.append((target, Stub(entry.id, entry.title), state))
+    return writer.count, found
+
+
+def _links(site: Site) -> EntryLinks:
+    """Backlinks for all entries, in one pass over the journal."""
+    summaries = {s.id: s for s in site.summaries()}
+    backlinks = site.backlink_map()
+
+    def linked(entry: Any) -> list[Any]:
+        return [summaries[i] for i in backlinks.get(entry.id, []) if i in summaries]
+
+    return EntryLinks(FileCache(site.root), linked)
 
 
 class _Writer:
@@ -88,8 +144,8 @@ def _search_index(site: Site) -> str:
     """Titles, dates and tags for the exported journal page's search (a script, since a
     ``file://`` page may not fetch a JSON file)."""
     rows = [
-        {"title": e.title, "date": e.date, "tags": e.tags, "href": entry_path(e.id)}
-        for e in site.parsed().newest_first
+        {"title": e.title, "date": e.date, "tags": list(e.tags), "href": entry_path(e.id)}
+        for e in site.summaries()
     ]
     return "window.JOURNAL_INDEX = " + json.dumps(rows, ensure_ascii=True) + ";\n"
 
@@ -104,7 +160,8 @@ def export_json(root: Path) -> dict[str, Any]:
     recorded = site.recorded_hashes()
     files = FileCache(site.root)
     entries = []
-    for entry in site.parsed().journal.entries:
+    backlinks = site.backlink_map()
+    for entry in site.entries():
         states = site.ref_states(entry, recorded, files)
         entries.append(
             {
@@ -114,7 +171,7 @@ def export_json(root: Path) -> dict[str, Any]:
                     for s in states
                 ],
                 "citations": sorted({c.record_id for c in entry.citations}),
-                "backlinks": [e.id for e in site.backlinks(entry)],
+                "backlinks": backlinks.get(entry.id, []),
                 "markdown": entry.raw,
             }
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from markupsafe import Markup
 
@@ -26,6 +27,14 @@ from journal_agent.view.site import (
 )
 
 _TEMPLATES = Path(__file__).parent / "templates"
+
+
+@dataclass
+class EntryLinks:
+    """What an export computes once for all entries: backlinks, and one file cache."""
+
+    files: FileCache
+    backlinks: Any  # Entry -> list of entries (with .id, .title, .date)
 
 
 class NotFound(Exception):
@@ -75,10 +84,10 @@ class Pages:
             "journal.html",
             path,
             groups=_by_date(entries),
-            tags=self.site.parsed().tags.most_common(60),
+            tags=self.site.tag_counts(60),
             number=page,
             pages=[(n, relative(path, journal_page(n))) for n in range(1, pages + 1)],
-            total=len(self.site.parsed().journal.entries),
+            total=self.site.count(),
         )
 
     def tag(self, tag: str) -> str:
@@ -89,16 +98,21 @@ class Pages:
 
     # -- an entry -------------------------------------------------------------------------
 
-    def entry(self, name: str, related: bool = True, files: FileCache | None = None) -> str:
-        """The page ``entries/<name>.html``; ``files``: a cache shared by an export."""
+    def entry(self, name: str, links: EntryLinks | None = None) -> str:
+        """The page ``entries/<name>.html``; an export passes what it computed for all."""
         entry = self.site.entry_named(name)
         if entry is None:
             raise NotFound(f"no entry has the id {name!r}")
+        return self.entry_page(entry, links)
+
+    def entry_page(self, entry: Entry, links: EntryLinks | None = None) -> str:
+        files = links.files if links else None
         path = entry_path(entry.id)
         states = self.site.ref_states(entry, self.site.recorded_hashes(), files)
         # The renderer's line numbers are the text's, the entry's the journal's: match by spec.
-        by_spec = {_spec(s.ref): s for s in states}
-        targets = {_spec(s.ref): self.site.ref_target(s.ref) for s in states}
+        # A reference moved to another file has its new path in its state: key by the written one.
+        by_spec = {_spec(r): s for r, s in zip(entry.refs, states, strict=True)}
+        targets = {key: self.site.ref_target(s.ref) for key, s in by_spec.items()}
 
         def ref_link(ref: CodeRef) -> markdown.Link | None:
             state, target = by_spec.get(_spec(ref)), targets.get(_spec(ref))
@@ -118,10 +132,12 @@ class Pages:
             path,
             entry=entry,
             html=html,
-            refs=[(s, targets[_spec(s.ref)]) for s in states],
+            refs=[(s, targets[_spec(r)]) for r, s in zip(entry.refs, states, strict=True)],
             citations=self._citations(entry),
-            backlinks=self.site.backlinks(entry),
-            related=self.site.related(entry) if related else [],
+            backlinks=links.backlinks(entry) if links else self.site.backlinks(entry),
+            # Related entries take the index a tenth of a second to rank: the live page asks
+            # for them after it has loaded (api/related); an export lists none.
+            related_api=None if links else f"api/related?id={quote(entry.id, safe='')}",
             code_path=code_path,
         )
 
@@ -134,8 +150,9 @@ class Pages:
 
     # -- code, records --------------------------------------------------------------------
 
-    def code(self, rel: str) -> str:
-        """A workspace file with line numbers; the references into it with their states."""
+    def code(self, rel: str, citing: list[Any] | None = None) -> str:
+        """A workspace file with line numbers; the references into it with their states
+        (an export passes those it collected)."""
         shown = self.site.files.read(rel)  # Refused: outside the workspace, a secret, …
         path = code_path(shown.rel)
         return self._render(
@@ -143,7 +160,7 @@ class Pages:
             path,
             rel=shown.rel,
             lines=shown.text.splitlines(),
-            citing=self.site.citing(shown.rel),
+            citing=self.site.citing(shown.rel) if citing is None else citing,
         )
 
     def record(self, record_id: str) -> str:

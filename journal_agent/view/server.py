@@ -44,6 +44,7 @@ def create_app(root: Path, *, token: str, hosts: set[str], port: int) -> Any:
         Route("/inbox.html", views.inbox),
         Route("/api/search", views.search),
         Route("/api/stamp", views.stamp),
+        Route("/api/related", views.related),
         Route("/api/review", views.rate, methods=["POST"]),
         Route("/api/inbox", views.moment, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
@@ -104,6 +105,16 @@ class _Views:
         from starlette.responses import JSONResponse
 
         return JSONResponse({"stamp": self.site.stamp()})
+
+    def related(self, request: Any) -> Any:
+        """The entries like this one (the journal's ``related``), for the entry page."""
+        from starlette.responses import JSONResponse
+
+        entry = self.site.entry(request.query_params.get("id", ""))
+        if entry is None:
+            return JSONResponse({"error": "no such entry."}, status_code=404)
+        hits = self.site.related(entry)
+        return JSONResponse({"hits": [{**h.to_dict(), "href": entry_path(h.id)} for h in hits]})
 
     def search(self, request: Any) -> Any:
         """The CLI's search (words and meaning; ``#tag`` words filter) as JSON hits."""

@@ -9,18 +9,21 @@ them, so the same pages work from the server and from ``file://``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
+import sqlite3
 import threading
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from journal_agent.journal.links import links_to
-from journal_agent.journal.model import Entry, Journal
+from journal_agent.journal.model import Entry
 from journal_agent.journal.refs import Anchor, CodeRef, FileCache, RefStore
 from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, measurements_dir, state_dir
 from journal_agent.view.files import WorkspaceFiles
@@ -62,26 +65,35 @@ def relative(from_page: str, target: str) -> str:
     return "../" * from_page.count("/") + target
 
 
-@dataclass
-class _Parsed:
-    journal: Journal
-    by_id: dict[str, Entry]
-    by_name: dict[str, Entry]
-    newest_first: list[Entry]
-    tags: Counter[str]
-    derived: dict[str, Any] = field(default_factory=dict)
+@dataclass(frozen=True)
+class Summary:
+    """One entry as lists show it, from the search index (no markdown parsed)."""
+
+    id: str
+    title: str
+    date: str
+    line: int
+    tags: tuple[str, ...] = ()
+
+
+_ROWS = "SELECT e.rowid, e.id, e.title, e.date, e.line FROM entries e"
 
 
 class Site:
-    """One workspace's pages' data; safe to share between the server's threads."""
+    """One workspace's pages' data; safe to share between the server's threads.
+
+    Lists come from the journal's search index (``journal.search.index``: kept in line with
+    the markdown incrementally, one row per entry with its byte range); an entry page parses
+    only that entry's bytes. So a 10,000-entry journal is never held in memory.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
         self.files = WorkspaceFiles(self.root)
         self._lock = threading.Lock()
-        self._key: tuple[int, int] | None = None
-        self._parsed: _Parsed | None = None
         self._hashes: tuple[tuple[int, int], dict[str, dict[str, Anchor]]] | None = None
+        # An export decides each path once (a snapshot); the server decides at every request.
+        self.targets: dict[str, str | None] | None = None
 
     # -- what changed ---------------------------------------------------------------------
 
@@ -107,89 +119,195 @@ class Site:
                 parts.append("-")
         return "/".join(parts)
 
-    # -- the journal ----------------------------------------------------------------------
+    # -- the journal, through its index ---------------------------------------------------
 
-    def parsed(self) -> _Parsed:
+    @contextlib.contextmanager
+    def _index(self) -> Iterator[sqlite3.Connection]:
+        """A connection to the search index, brought up to date with the markdown."""
+        from journal_agent.journal.search.index import SearchIndex
         from journal_agent.journal.store import JournalStore
 
-        path = self.root / JOURNAL_FILE
+        if not JournalStore(self.root).exists():
+            yield sqlite3.connect(":memory:")  # no journal: every list is empty
+            return
+        index = SearchIndex(self.root)
+        conn = index.connect()
         try:
-            st = path.stat()
-            key = (st.st_size, st.st_mtime_ns)
-        except FileNotFoundError:
-            key = (-1, 0)
-        with self._lock:
-            if self._parsed is None or key != self._key:
-                journal = JournalStore(self.root).load() if key[0] >= 0 else Journal("")
-                entries = journal.entries
-                newest = sorted(entries, key=lambda e: e.date, reverse=True)
-                self._parsed = _Parsed(
-                    journal,
-                    {e.id: e for e in entries},
-                    {entry_name(e.id): e for e in entries},
-                    newest,
-                    Counter(t for e in entries for t in e.tags),
-                )
-                self._key = key
-            return self._parsed
+            index.ensure_fresh(conn)
+            yield conn
+        finally:
+            conn.close()
+
+    def _summaries(self, conn: sqlite3.Connection, sql: str, params: tuple = ()) -> list[Summary]:
+        try:
+            rows = conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError:  # the empty stand-in of a workspace without a journal
+            return []
+        tags: dict[int, list[str]] = defaultdict(list)
+        for start in range(0, len(rows), 500):
+            chunk = [r[0] for r in rows[start : start + 500]]
+            marks = ",".join("?" * len(chunk))
+            for entry, tag in conn.execute(
+                f"SELECT entry, tag FROM tags WHERE entry IN ({marks}) ORDER BY rowid", chunk
+            ):
+                tags[entry].append(tag)
+        return [Summary(r[1], r[2], r[3], r[4], tuple(tags[r[0]])) for r in rows]
+
+    def count(self) -> int:
+        with self._index() as conn:
+            try:
+                return int(conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+            except sqlite3.OperationalError:
+                return 0
+
+    def tag_counts(self, limit: int | None = None) -> list[tuple[str, int]]:
+        with self._index() as conn:
+            try:
+                sql = "SELECT tag, COUNT(*) AS n FROM tags GROUP BY tag ORDER BY n DESC, tag"
+                rows = conn.execute(sql + ("" if limit is None else f" LIMIT {int(limit)}"))
+                return [(str(t), int(n)) for t, n in rows]
+            except sqlite3.OperationalError:
+                return []
+
+    def page_of_entries(self, page: int) -> tuple[list[Summary], int]:
+        """The entries of one journal page, newest first, and the number of pages."""
+        with self._index() as conn:
+            try:
+                total = int(conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+            except sqlite3.OperationalError:
+                total = 0
+            sql = f"{_ROWS} ORDER BY e.date DESC, e.line DESC LIMIT ? OFFSET ?"
+            rows = self._summaries(conn, sql, (PAGE_SIZE, (page - 1) * PAGE_SIZE))
+        return rows, max(1, -(-total // PAGE_SIZE))
+
+    def tagged(self, tag: str) -> list[Summary]:
+        sql = (
+            f"{_ROWS} WHERE e.rowid IN (SELECT entry FROM tags WHERE tag = ?) "
+            "ORDER BY e.date DESC, e.line DESC"
+        )
+        with self._index() as conn:
+            return self._summaries(conn, sql, (tag,))
+
+    def summaries(self) -> list[Summary]:
+        """Every entry, newest first."""
+        with self._index() as conn:
+            return self._summaries(conn, f"{_ROWS} ORDER BY e.date DESC, e.line DESC")
+
+    def _parse(self, data: bytes, row: tuple) -> Entry | None:
+        """The entry of an index row ``(id, line, start, size)``, parsed from its bytes."""
+        from journal_agent.journal.model import parse_journal
+
+        entry_id, line, start, size = row
+        text = data[start : start + size].decode("utf-8", errors="replace")
+        entries = parse_journal(text).entries
+        if not entries:
+            return None
+        entry = entries[0]
+        entry.id, entry.start_line = entry_id, line
+        return entry
+
+    def _journal_bytes(self) -> bytes:
+        return (self.root / JOURNAL_FILE).read_bytes()
 
     def entry(self, entry_id: str) -> Entry | None:
-        return self.parsed().by_id.get(entry_id)
+        with self._index() as conn:
+            try:
+                row = conn.execute(
+                    "SELECT id, line, start, size FROM entries WHERE id = ?", (entry_id,)
+                ).fetchone()
+            except sqlite3.OperationalError:
+                return None
+            return None if row is None else self._parse(self._journal_bytes(), row)
 
     def entry_named(self, name: str) -> Entry | None:
         """The entry whose page is ``entries/<name>.html``."""
-        return self.parsed().by_name.get(name)
+        if _SAFE_NAME.match(name):
+            return self.entry(name)
+        with self._index() as conn:
+            try:
+                ids = [i for (i,) in conn.execute("SELECT id FROM entries")]
+            except sqlite3.OperationalError:
+                return None
+        found = [i for i in ids if entry_name(i) == name]
+        return self.entry(found[0]) if found else None
 
-    def page_of_entries(self, page: int) -> tuple[list[Entry], int]:
-        """The entries of one journal page, newest first, and the number of pages."""
-        newest = self.parsed().newest_first
-        pages = max(1, -(-len(newest) // PAGE_SIZE))
-        return newest[(page - 1) * PAGE_SIZE : page * PAGE_SIZE], pages
+    def entry_rows(self) -> list[tuple[str, int, int, int]]:
+        """``(id, line, start, size)`` of every entry, in journal order."""
+        with self._index() as conn:
+            try:
+                sql = "SELECT id, line, start, size FROM entries ORDER BY start"
+                return [tuple(r) for r in conn.execute(sql)]
+            except sqlite3.OperationalError:
+                return []
 
-    def tagged(self, tag: str) -> list[Entry]:
-        return [e for e in self.parsed().newest_first if tag in e.tags]
+    def entries(self, rows: list[tuple[str, int, int, int]] | None = None) -> Iterator[Entry]:
+        """Every entry (or those of ``rows``), parsed one at a time: an export walks them all."""
+        rows = self.entry_rows() if rows is None else rows
+        if not rows:
+            return
+        data = self._journal_bytes()
+        for row in rows:
+            entry = self._parse(data, row)
+            if entry is not None:
+                yield entry
+
+    def _candidates(self, words: list[str], limit: int = 300) -> list[Entry]:
+        """Entries whose text holds these words as a phrase (a superset; callers decide)."""
+        if not words:
+            return []
+        phrase = '"' + " ".join(words) + '"'
+        sql = (
+            "SELECT e.id, e.line, e.start, e.size FROM entries e WHERE e.rowid IN "
+            "(SELECT rowid FROM entries_fts WHERE entries_fts MATCH ?) LIMIT ?"
+        )
+        with self._index() as conn:
+            try:
+                rows = conn.execute(sql, (f"body : {phrase}", limit)).fetchall()
+            except sqlite3.OperationalError:
+                return []
+        data = self._journal_bytes()
+        return [e for row in rows if (e := self._parse(data, row)) is not None]
 
     def backlinks(self, entry: Entry) -> list[Entry]:
-        """Entries whose 🔗 section links to ``entry`` (the journal's own ``links_to``)."""
-        links = self._derived("backlinks", self._backlink_map)
-        return links.get(entry.id, [])
+        """Entries whose 🔗 section links to ``entry`` (the journal's own ``links_to``), found
+        among those whose text holds its title or its id (the index's full-text search)."""
+        found: dict[str, Entry] = {}
+        for text in (entry.title, entry.id):
+            for source in self._candidates(_ALNUM.findall(text)):
+                if source.id != entry.id and links_to(source, entry):
+                    found[source.id] = source
+        return sorted(found.values(), key=lambda e: e.start_line)
 
-    def _backlink_map(self, parsed: _Parsed) -> dict[str, list[Entry]]:
-        """All backlinks at once: a target is a candidate for a source only when the first
-        word of its title or id is a word of the source's 🔗 section; ``links_to`` decides."""
-        by_word: dict[str, list[Entry]] = defaultdict(list)
-        for target in parsed.journal.entries:
+    def backlink_map(self) -> dict[str, list[str]]:
+        """Every entry's backlinks at once (for an export): a target is a candidate for a
+        source only when the first word of its title or id is a word of the source's 🔗
+        section; ``links_to`` decides."""
+        targets = [Stub(s.id, s.title) for s in self.summaries()]
+        by_word: dict[str, list[Any]] = defaultdict(list)
+        for target in targets:
             for text in {target.title, target.id}:
                 first = _ALNUM.search(text)
                 if first:
                     by_word[first.group().lower()].append(target)
-        out: dict[str, list[Entry]] = defaultdict(list)
-        for source in parsed.journal.entries:
+        out: dict[str, list[str]] = defaultdict(list)
+        for source in self.entries():
             section = source.section_text("related")
-            if not section:
-                continue
-            words = {w.lower() for w in _ALNUM.findall(section)}
-            seen: set[int] = set()
+            words = {w.lower() for w in _ALNUM.findall(section)} if section else set()
+            seen: set[str] = set()
             for word in words:
                 for target in by_word.get(word, ()):
-                    if id(target) not in seen and links_to(source, target):
-                        seen.add(id(target))
-                        out[target.id].append(source)
+                    if target.id not in seen and links_to(source, target):
+                        seen.add(target.id)
+                        out[target.id].append(source.id)
         return out
-
-    def _derived(self, name: str, build: Any) -> Any:
-        parsed = self.parsed()
-        with self._lock:
-            if name not in parsed.derived:
-                parsed.derived[name] = build(parsed)
-            return parsed.derived[name]
 
     def related(self, entry: Entry, limit: int = 5) -> list[Any]:
         """Entries like this one (the search index's ``related``); [] when it cannot say."""
+        from journal_agent.journal.search import ranking
         from journal_agent.journal.search.index import SearchIndex
 
         try:
-            return SearchIndex(self.root).related(entry.raw, limit, {entry.id})
+            return ranking.related(SearchIndex(self.root), entry.raw, limit, {entry.id})
         except Exception as exc:  # a broken index must not break the page
             logger.debug("related entries of %s not shown: %r", entry.id, exc)
             return []
@@ -220,16 +338,31 @@ class Site:
 
     def ref_target(self, ref: CodeRef) -> str | None:
         """The workspace-relative path a reference's link opens, or None (refused, missing)."""
-        return self.files.readable(ref.path)
+        if self.targets is None:
+            return self.files.readable(ref.path)
+        if ref.path not in self.targets:
+            self.targets[ref.path] = self.files.readable(ref.path)
+        return self.targets[ref.path]
 
     def citing(self, rel: str) -> list[tuple[Entry, RefState]]:
-        """Every entry's references into the file ``rel``, with their states."""
+        """The references into the file ``rel`` of every entry that cites it, with states."""
         recorded = self.recorded_hashes()
+        files = FileCache(self.root)
+        targets: dict[str, str | None] = {}
         out = []
-        for entry in self.parsed().journal.entries:
-            if not any(rel in ref.path for ref in entry.refs):
-                continue
-            for state in self.ref_states(entry, recorded):
-                if self.files.readable(state.ref.path) == rel:
+        for entry in sorted(self._candidates(_ALNUM.findall(rel)), key=lambda e: e.start_line):
+            for state in self.ref_states(entry, recorded, files):
+                path = state.ref.path
+                if path not in targets:
+                    targets[path] = self.files.readable(path)
+                if targets[path] == rel:
                     out.append((entry, state))
         return out
+
+
+@dataclass(frozen=True)
+class Stub:
+    """What ``links_to`` reads of a target: its id and title."""
+
+    id: str
+    title: str

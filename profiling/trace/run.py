@@ -46,6 +46,11 @@ class TraceRun(BaseModel):
             ]
         if self.payload.get("plot"):
             lines.append(f"plot: {self.payload['plot']}")
+        if self.payload.get("snapshot"):
+            lines.append(
+                f"memory snapshot: {self.payload['snapshot']} (drop it on "
+                "https://pytorch.org/memory_viz)"
+            )
         return "\n".join(lines)
 
 
@@ -61,11 +66,14 @@ def trace_and_record(
     module_depth: int = 2,
     plot: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    snapshot: str | Path | None = None,
 ) -> TraceRun:
     """Trace ``config`` (a :class:`~profiling.config.TrainingConfig`), save the record in
     ``store`` (a :class:`~profiling.records.RecordStore`), and with ``compare_estimate`` save
-    the closed-form estimate of the same step beside it. Raises ProfilingError on bad input —
-    an impossible comparison before the (possibly long) trace, not after it."""
+    the closed-form estimate of the same step beside it; with ``snapshot``, write the traced
+    allocations as a memory snapshot for PyTorch's memory viewer
+    (``profiling.trace.snapshot_export``). Raises ProfilingError on bad input — an
+    impossible comparison before the (possibly long) trace, not after it."""
     from profiling.trace.report import (
         estimate_input_for_trace,
         trace_json,
@@ -76,7 +84,17 @@ def trace_and_record(
 
     if compare_estimate:
         estimate_input_for_trace(config)
-    result = trace_step(config, progress=progress, module_depth=module_depth)
+    recorder = None
+    if snapshot is not None:
+        from profiling.trace.snapshot_export import SnapshotRecorder
+
+        recorder = SnapshotRecorder()
+    observe = recorder.attach if recorder is not None else None
+    result = trace_step(config, progress=progress, module_depth=module_depth, observe=observe)
+    if recorder is not None and snapshot is not None:
+        from profiling.trace.snapshot_export import write_snapshot
+
+        write_snapshot(recorder.snapshot(), Path(snapshot))
     gpu_mem = config.gpu_mem_bytes()
     gpu_mem_gb = gpu_mem / 1e9 if gpu_mem else None
     record = trace_record(result, gpu_mem_gb)
@@ -108,4 +126,6 @@ def trace_and_record(
             else plot_trace(result, plot)
         )
         payload["plot"] = str(made)
+    if snapshot is not None:
+        payload["snapshot"] = str(snapshot)
     return run

@@ -143,6 +143,7 @@ def trace_step(
     factory: Callable[..., Any] | None = None,
     module_depth: int = 2,
     block_scaling: bool | None = None,
+    observe: Callable[[Any], None] | None = None,
 ) -> TraceResult:
     """Trace a steady-state training step of ``config.model``: exact bytes by category.
 
@@ -159,6 +160,9 @@ def trace_step(
     ``block_scaling`` (default: for reference models of more than 12 blocks) traces the loop
     with 3, 4 and 5 of the model's identical blocks and extrapolates every number exactly
     (``profiling.trace.scaling``); ``False`` traces every block.
+
+    ``observe`` is called with the memory tracker before the loop runs (a memory snapshot's
+    recorder, ``profiling.trace.snapshot_export``); it implies tracing every block.
     """
     config = _traceable(config)
     say = progress or (lambda _stage: None)
@@ -180,13 +184,20 @@ def trace_step(
         blocks = _scaled_layers(config, factory)
         if block_scaling is None:
             block_scaling = blocks is not None and blocks > SCALE_ABOVE_BLOCKS
+        block_scaling = block_scaling and observe is None
         raw = missed = None
         if block_scaling and blocks is not None and blocks > 5:
             raw = _trace_scaled(config, mesh, say, not upstream_tracker, blocks, module_depth)
             missed = raw is None
         if raw is None:
             raw = _trace_in_fake_mode(
-                config, mesh, say, not upstream_tracker, factory, module_depth=module_depth
+                config,
+                mesh,
+                say,
+                not upstream_tracker,
+                factory,
+                module_depth=module_depth,
+                observe=observe,
             )
         if missed:
             raw.notes.append(
@@ -283,6 +294,7 @@ def _trace_in_fake_mode(
     factory: Callable[..., Any] | None = None,
     layers: int | None = None,
     module_depth: int = 2,
+    observe: Callable[[Any], None] | None = None,
 ) -> _Raw:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -294,6 +306,8 @@ def _trace_in_fake_mode(
         model, inputs, info, optimizer = _build(config, mesh, factory, notes, layers)
         params = sum(_global_numel(p) for p in model.parameters())
         tracker = make_tracker(model, optimizer, inputs, mesh, fast)
+        if observe is not None:
+            observe(tracker)
         if fast and not is_fast_tracker(tracker):
             notes.append(
                 f"torch {torch.__version__}: PyTorch's memory tracker used unchanged (the "

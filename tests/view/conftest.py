@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,13 @@ from tests.conftest import CLI
 from tests.entries import render_entry
 
 REPO = Path(__file__).resolve().parents[2]
-IMG = REPO / "docs" / "img"
+# The screenshots land in docs/img/ when asked (JOURNAL_AGENT_SCREENSHOTS=1), else in a
+# temporary folder: a test run must not rewrite tracked files of the checkout it runs in.
+IMG = (
+    REPO / "docs" / "img"
+    if os.environ.get("JOURNAL_AGENT_SCREENSHOTS")
+    else Path(tempfile.gettempdir()) / "journal-agent-view-screenshots"
+)
 CHROMIUM = os.environ.get("JOURNAL_AGENT_CHROMIUM", "/usr/bin/chromium")
 
 TRAIN = (
@@ -118,13 +125,13 @@ MOMENTS = (
 
 def _capture(root: Path, record_id: str) -> None:
     """Three moments in the inbox, as the Stop hook writes them."""
-    from journal_agent.capture.inbox import FileEdit, append_moments, new_moment
+    from journal_agent.capture.store import append, new_moment
 
-    append_moments(
+    append(
         root,
         [
-            new_moment("insight", MOMENTS[0], files=(FileEdit("src/train.py", ((6, 7),)),)),
-            new_moment("measurement", MOMENTS[1], records=(record_id,)),
+            new_moment("insight", MOMENTS[0], files=[{"path": "src/train.py", "lines": [[6, 7]]}]),
+            new_moment("measurement", MOMENTS[1], records=[record_id]),
             new_moment("insight", MOMENTS[2]),
         ],
     )
@@ -209,6 +216,7 @@ def page(browser: object) -> Iterator[object]:
 
 
 def screenshot(page: object, name: str) -> None:
-    """docs/img/view-<name>.png: the pages as the user sees them, made by these tests."""
+    """view-<name>.png: the pages as the user sees them, made by these tests (in docs/img/
+    with JOURNAL_AGENT_SCREENSHOTS=1)."""
     IMG.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(IMG / f"view-{name}.png"), full_page=False)  # type: ignore[attr-defined]

@@ -28,7 +28,10 @@ def test_journal_entry_code_record_plot(page, server, workspace):
     assert any(s.startswith("gone") and "src/gone.py:1" in s for s in states), states
     # A secret file's reference is listed but never linked.
     assert page.locator("ul.refs a:has-text('conf/.env')").count() == 0
-    assert page.locator("text=Gradient Accumulation").count() >= 1  # linked from
+    aside = page.locator("aside")
+    assert "Gradient Accumulation" in aside.locator("h2:has-text('Linked from') + ul").inner_text()
+    page.wait_for_selector("#related li")  # asked for once the page is shown
+    assert "Gradient Accumulation" in aside.locator("#related").inner_text()
     screenshot(page, "entry")
 
     # The moved reference opens the lines where they are now, highlighted.

@@ -53,3 +53,27 @@ def test_export_html_refuses_a_directory_that_holds_files(cli, workspace, tmp_pa
     assert "not an empty directory" in done.stderr and "Traceback" not in done.stderr
     assert (target / "notes.txt").read_text() == "keep me"
     assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
+
+
+def test_parallel_export_writes_the_same_pages(workspace, tmp_path, monkeypatch):
+    # A large journal's entry pages are written by several processes: same files, same bytes.
+    from journal_agent.view import export
+
+    serial = tmp_path / "serial"
+    export.export_html(workspace.root, serial)
+    monkeypatch.setattr(export, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(export, "CHUNK", 1)
+    monkeypatch.setattr(export.os, "cpu_count", lambda: 3)
+    parallel = tmp_path / "parallel"
+    done = export.export_html(workspace.root, parallel)
+
+    def pages(root):
+        return {
+            p.relative_to(root).as_posix(): p.read_bytes()
+            for p in root.rglob("*.html")
+            if p.parts[len(root.parts)] in ("entries", "code")
+        }
+
+    assert pages(parallel) == pages(serial)
+    assert len([p for p in pages(parallel) if p.startswith("entries/")]) >= 3
+    assert done.pages == len(list(parallel.rglob("*.html")))

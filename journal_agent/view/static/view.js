@@ -62,6 +62,28 @@
     });
   }
 
+  // -- related entries, asked for once the entry page is shown ---------------------------------
+  const related = document.getElementById("related");
+  if (related && live) {
+    (async () => {
+      const note = document.getElementById("related-note");
+      const response = await fetch(related.dataset.api, {credentials: "same-origin"});
+      const data = await response.json();
+      for (const hit of data.hits || []) {
+        const li = document.createElement("li");
+        const a = document.createElement("a");
+        a.href = base + hit.href;
+        a.textContent = hit.title;
+        const date = document.createElement("small");
+        date.textContent = " " + hit.date;
+        li.append(a, date);
+        related.append(li);
+      }
+      note.textContent = related.children.length ? "" : "none found";
+      note.hidden = related.children.length > 0;
+    })();
+  }
+
   // -- the cited lines of a code page ------------------------------------------------------
   const highlight = () => {
     for (const row of document.querySelectorAll("tr.hl")) row.classList.remove("hl");

@@ -1,0 +1,185 @@
+"""Memory snapshots in the format ``torch.cuda.memory._dump_snapshot`` writes, for PyTorch's
+memory viewer (https://pytorch.org/memory_viz) and ``torch.cuda._memory_viz``.
+
+A snapshot is a pickled dict: ``segments`` (the allocator's state at the end: each segment's
+blocks, allocated or free) and ``device_traces`` (per device, every ``alloc`` /
+``free_requested`` / ``free_completed`` in order, with its address, size and stack).
+
+- **For a trace** no allocator runs (fake tensors), so the snapshot is built from the traced
+  allocations: :class:`SnapshotRecorder` watches the trace's memory tracker at its one choke
+  point (``_update_snap``: every storage added, freed, resized), gives each storage an address
+  of its own (512-byte aligned, never reused), and keeps its category and the modules it was
+  made in as its "stack". Sizes are the tracker's own bytes, so the viewer's peak is the
+  trace's peak to the byte.
+- **On CUDA** (``profile``), :func:`cuda_history` records the real allocator's history and
+  dumps the real snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from profiling.errors import ProfilingError
+
+ALIGN = 512  # the caching allocator's smallest block: addresses stay aligned like real ones
+BASE_ADDRESS = 0x7F0000000000
+HISTORY_ENTRIES = 1_000_000
+
+
+class SnapshotRecorder:
+    """Records a trace's allocations as a snapshot; ``attach`` it to the memory tracker."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._live: dict[int, dict[str, Any]] = {}  # id(winfo) -> its alloc event
+        self._next = BASE_ADDRESS
+        self._tracker: Any = None
+        self._entered = False
+
+    def attach(self, tracker: Any) -> None:
+        """Wrap ``tracker._update_snap`` (MemTracker's one place where memory changes)."""
+        self._tracker = tracker
+        original = tracker._update_snap
+
+        def update_snap(u_type: Any, winfo: Any, *args: Any, **kwargs: Any) -> None:
+            kind = getattr(u_type, "name", str(u_type))
+            depth = getattr(tracker, "_depth", 1)
+            self._entered = self._entered or depth > 0
+            if self._entered and depth == 0:  # the loop is over: the model being torn down
+                original(u_type, winfo, *args, **kwargs)
+                return
+            if kind in ("DEL", "SIZE") and id(winfo) in self._live:
+                self._free(id(winfo))
+            original(u_type, winfo, *args, **kwargs)
+            if kind in ("ADD", "SIZE") and winfo.mem_consumed > 0:
+                self._alloc(winfo)
+
+        tracker._update_snap = update_snap
+        # What the tracker already holds (the model's parameters and buffers, tracked when
+        # it was made) is allocated at the start of the timeline.
+        for winfo, _ in list(getattr(tracker, "_WINFO", {}).values()):
+            if winfo.mem_consumed > 0 and id(winfo) not in self._live:
+                self._alloc(winfo)
+
+    def _frames(self, winfo: Any) -> list[dict[str, Any]]:
+        """The modules the storage was made in (innermost first) and the step's phase."""
+        parents = sorted(getattr(self._tracker._mod_tracker, "parents", ()), key=len)
+        phase = getattr(self._tracker, "phase", "")
+        category = str(getattr(winfo.reftype, "name", winfo.reftype)).lower()
+        frames = [{"filename": fqn, "line": 0, "name": category} for fqn in reversed(parents)]
+        return [*frames, {"filename": f"phase {phase}", "line": 0, "name": "trace_step"}]
+
+    def _alloc(self, winfo: Any) -> None:
+        size = int(winfo.mem_consumed)
+        event = {
+            "action": "alloc",
+            "addr": self._next,
+            "size": size,
+            "requested_size": size,
+            "stream": 0,
+            "frames": self._frames(winfo),
+            "category": str(getattr(winfo.reftype, "name", winfo.reftype)).lower(),
+        }
+        self._next += _rounded(size)
+        self._live[id(winfo)] = event
+        self.events.append(event)
+
+    def _free(self, key: int) -> None:
+        alloc = self._live.pop(key)
+        for action in ("free_requested", "free_completed"):
+            self.events.append(
+                {
+                    "action": action,
+                    "addr": alloc["addr"],
+                    "size": alloc["size"],
+                    "stream": 0,
+                    "frames": alloc["frames"],
+                }
+            )
+
+    def snapshot(self) -> dict[str, Any]:
+        """The snapshot: one segment holding what was allocated when the traced loop ended
+        (the model, its gradients and optimizer states as they stay), and the whole trace."""
+        blocks: list[dict[str, Any]] = []
+        live = sorted(self._live.values(), key=lambda e: e["addr"])
+        start = live[0]["addr"] if live else BASE_ADDRESS
+        at = start
+        for event in live:
+            if event["addr"] > at:
+                blocks.append(
+                    {
+                        "address": at,
+                        "size": event["addr"] - at,
+                        "state": "inactive",
+                        "requested_size": 0,
+                        "frames": [],
+                    }
+                )
+            blocks.append(
+                {
+                    "address": event["addr"],
+                    "size": event["size"],
+                    "requested_size": event["requested_size"],
+                    "state": "active_allocated",
+                    "frames": event["frames"],
+                }
+            )
+            at = event["addr"] + event["size"]
+        total = at - start
+        segment = {
+            "device": 0,
+            "address": start,
+            "total_size": total,
+            "allocated_size": sum(e["size"] for e in live),
+            "active_size": sum(e["size"] for e in live),
+            "requested_size": sum(e["requested_size"] for e in live),
+            "stream": 0,
+            "segment_type": "large",
+            "segment_pool_id": (0, 0),
+            "is_expandable": False,
+            "frames": [],
+            "blocks": blocks,
+        }
+        trace = [{k: v for k, v in e.items() if k != "requested_size"} for e in self.events]
+        return {"segments": [segment] if blocks else [], "device_traces": [trace]}
+
+
+def _rounded(size: int) -> int:
+    return max(ALIGN, -(-size // ALIGN) * ALIGN)
+
+
+def write_snapshot(data: dict[str, Any], path: Path) -> Path:
+    """Pickle ``data`` to ``path`` as ``_dump_snapshot`` does (temp file, then rename)."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ProfilingError(f"cannot write {path}: directory {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            pickle.dump(data, handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+@contextlib.contextmanager
+def cuda_history(path: Path) -> Iterator[None]:
+    """Record the CUDA caching allocator's history inside the block, then dump the real
+    snapshot to ``path`` (and stop recording)."""
+    import torch
+
+    memory = torch.cuda.memory
+    memory._record_memory_history(max_entries=HISTORY_ENTRIES)
+    try:
+        yield
+        memory._dump_snapshot(str(path))
+    finally:
+        memory._record_memory_history(enabled=None)
