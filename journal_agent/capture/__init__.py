@@ -13,6 +13,20 @@ from __future__ import annotations
 
 import importlib
 
+# Type checkers read the imports below as if true (what __getattr__ returns); at run time they
+# never run, and the flag is a plain False so that the hooks do not import typing for it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from journal_agent.capture.inbox import (
+        FileEdit,
+        Moment,
+        dismiss,
+        find,
+        inbox_path,
+        read_inbox,
+        waiting_count,
+    )
+
 __all__ = ["FileEdit", "Moment", "dismiss", "find", "inbox_path", "read_inbox", "waiting_count"]
 
 

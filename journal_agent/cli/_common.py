@@ -10,8 +10,9 @@ import typer
 
 from journal_agent.errors import UserError
 
+# Optional: None means the current directory (resolve_root), so commands can default to it.
 RootOption = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         "--root",
         envvar="JOURNAL_AGENT_ROOT",

@@ -92,7 +92,7 @@ def estimate_command(
     as_json: JsonFlag = False,
     plot: PlotOption = None,
     force: ForceOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Estimate training memory in closed form, every step of the calculation shown.
 
@@ -170,7 +170,7 @@ def _headline(record: Any) -> str:
 def measurements_list(
     ctx: typer.Context,
     as_json: JsonFlag = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """List the records under .journal/measurements/, oldest first."""
     if ctx.invoked_subcommand is not None:
@@ -205,7 +205,7 @@ def measurements_list(
 def measurements_show(
     record_id: Annotated[str, typer.Argument(metavar="ID", help="A record id, e.g. est-1a2b3c4d.")],
     as_json: JsonFlag = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Show one record: its table, results and calculation steps."""
     store = _store(root)

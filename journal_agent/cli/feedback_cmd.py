@@ -40,7 +40,7 @@ def feedback_command(
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Record the user's feedback with the change it led to in an ejected command or agent."""
     from journal_agent.learning.feedback import FeedbackLog

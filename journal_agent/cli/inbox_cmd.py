@@ -30,7 +30,7 @@ def inbox_command(
         bool, typer.Option("--all", help="Also list the moments dismissed or written.")
     ] = False,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """List the moments waiting to become journal entries (numbered for show/dismiss)."""
     if ctx.invoked_subcommand is not None:
@@ -64,7 +64,7 @@ def _first_line(text: str, width: int = 96) -> str:
 def inbox_show_command(
     key: Annotated[str, typer.Argument(help="The moment's number in the list, or its id.")],
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Print one moment whole: its text, the files and lines edited, the records created."""
     moment = _find(resolve_root(root), key)
@@ -88,7 +88,7 @@ def inbox_dismiss_command(
     written: Annotated[
         bool, typer.Option("--written", help="Mark them written into the journal.")
     ] = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Take moments off the waiting list (kept in the file, marked dismissed or written)."""
     from journal_agent.capture import dismiss
@@ -120,7 +120,7 @@ def inbox_session_command(
     ] = False,
     discard: Annotated[bool, typer.Option("--discard", help="Drop the proposal(s).")] = False,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """The 📚 session rows proposed at the end of Claude Code sessions; --apply or --discard."""
     from journal_agent.capture import proposals

@@ -73,7 +73,7 @@ def journal_append_command(
         bool, typer.Option("--force", help="Append even with problems (they are recorded).")
     ] = False,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Validate an entry and append it to learning_journal.md (atomically, under a lock).
 
@@ -119,7 +119,7 @@ def journal_check_command(
         ),
     ] = False,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Verify references, citations, numbers, required sections and encoding of every entry."""
     from journal_agent.journal import api
@@ -167,7 +167,7 @@ def journal_list_command(
         list[str] | None, typer.Option("--tag", "-t", help="Only entries with this tag.")
     ] = None,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """List the entries: number, date, id, title and tags."""
     from journal_agent.journal import api
@@ -189,7 +189,7 @@ def journal_list_command(
 def journal_show_command(
     entry: Annotated[str, typer.Argument(help="Entry id, number (from `list`) or title words.")],
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Print one entry exactly as it is in the journal, then the entries that link to it."""
     from journal_agent.journal import api
@@ -225,7 +225,7 @@ def journal_refresh_command(
         ),
     ] = None,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """After updating an entry for changed code: record its references' current content."""
     from journal_agent.journal import api
@@ -247,7 +247,7 @@ def journal_search_command(
     ],
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many hits.")] = 10,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Search by words (stems, synonyms, typos, Chinese) and meaning; `#tag` words filter."""
     from journal_agent.journal import api
@@ -279,7 +279,7 @@ def journal_search_command(
 
 
 @journal_app.command("index")
-def index_cmd(root: RootOption = None) -> None:  # type: ignore[assignment]
+def index_cmd(root: RootOption = None) -> None:
     """Embed every entry that has no vector yet (for search by meaning); prints progress."""
     from journal_agent.journal import api
 
@@ -298,7 +298,7 @@ def journal_related_command(
     file: FileOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many entries.")] = 5,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Existing entries a draft should link to (words and meaning), for its 🔗 section."""
     from journal_agent.journal import api
@@ -322,7 +322,7 @@ def journal_repair_command(
         bool, typer.Option("--dry-run", help="Report what would change; write nothing.")
     ] = False,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Fix invalid UTF-8 and double-encoded text (mojibake), after writing a backup."""
     from journal_agent.journal import api

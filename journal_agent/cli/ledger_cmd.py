@@ -49,7 +49,7 @@ def _update(root: Path | None, json_out: bool, *ops: dict, title: str | None = N
 def ledger_command(
     ctx: typer.Context,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Show the ledger: mastery counts, what is due for review, the last sessions."""
     if ctx.invoked_subcommand is not None:
@@ -91,7 +91,7 @@ def ledger_command(
 
 
 @ledger_app.command("check")
-def ledger_check_command(json_out: JsonOption = False, root: RootOption = None) -> None:  # type: ignore[assignment]
+def ledger_check_command(json_out: JsonOption = False, root: RootOption = None) -> None:
     """Sources of insights' numbers, references to entries and records, and structure."""
     from journal_agent.learning import ledger_api
 
@@ -118,7 +118,7 @@ def ledger_init_command(
         str, typer.Option("--title", help="The course or topic, e.g. 'CS336'.")
     ] = "Learning Ledger",
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Create learning_ledger.md with every section, empty."""
     from journal_agent.learning.ledger_store import LedgerStore
@@ -139,7 +139,7 @@ def ledger_session_command(
     outcome: Annotated[str, typer.Argument(help="Its key outcome, one sentence.")],
     date: DateOption = None,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Add a 📚 session-history row (the newest row is bold)."""
     _update(root, json_out, {"op": "add_session", "topic": topic, "outcome": outcome, "date": date})
@@ -160,7 +160,7 @@ def ledger_insight_command(
     ] = None,
     date: DateOption = None,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Archive a 💡 insight, quoted, with the sources of its numbers."""
     op = {"op": "archive_insight", "title": title, "text": text, "sources": source or []}
@@ -172,7 +172,7 @@ def ledger_add_item_command(
     level: Annotated[str, typer.Argument(help="mastered, developing or blind.")],
     text: Annotated[str, typer.Argument(help="The item, e.g. '**Term**: what you know'.")],
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Add a 🧠 knowledge-graph item at a mastery level."""
     _update(root, json_out, {"op": "add_item", "level": level, "text": text})
@@ -186,7 +186,7 @@ def ledger_move_command(
         str | None, typer.Option("--text", help="Rewrite the item's words too.", show_default=False)
     ] = None,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Move a knowledge-graph item to another mastery level."""
     _update(root, json_out, {"op": "move_item", "match": match, "level": level, "text": text})
@@ -197,7 +197,7 @@ def ledger_add_action_command(
     horizon: Annotated[str, typer.Argument(help="immediate, short-term, long-term, or a heading.")],
     text: Annotated[str, typer.Argument(help="The action item.")],
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Add a '- [ ]' action item under a horizon."""
     _update(root, json_out, {"op": "add_action", "horizon": horizon, "text": text})
@@ -214,7 +214,7 @@ def ledger_tick_command(
     match: Annotated[str, typer.Argument(help="Words of the action item (unique).")],
     note: NoteOption = None,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Tick an action item."""
     _update(root, json_out, {"op": "tick_action", "match": match, "note": note})
@@ -224,7 +224,7 @@ def ledger_tick_command(
 def ledger_add_goal_command(
     text: Annotated[str, typer.Argument(help="The course goal.")],
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Add a 🎯 course goal."""
     _update(root, json_out, {"op": "add_goal", "text": text})
@@ -235,7 +235,7 @@ def ledger_tick_goal_command(
     match: Annotated[str, typer.Argument(help="Words of the goal (unique).")],
     note: NoteOption = None,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Tick a course goal."""
     _update(root, json_out, {"op": "tick_goal", "match": match, "note": note})
@@ -245,7 +245,7 @@ def ledger_tick_goal_command(
 def ledger_updated_command(
     date: DateOption = None,
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Set the **Last Updated:** date."""
     _update(root, json_out, {"op": "set_updated", "date": date})
@@ -257,7 +257,7 @@ def ledger_apply_command(
         Path, typer.Argument(help="A JSON list of operations (as the LedgerUpdate tool takes).")
     ],
     json_out: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Apply several updates at once, all or none ('-' reads standard input)."""
     import sys

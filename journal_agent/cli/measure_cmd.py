@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,9 @@ from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import SnapshotOption, check_snapshot
 from journal_agent.errors import UserError
 from journal_agent.paths import records_dir_for_saving
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
 # The shared configuration's settings a real run on this machine can honour.
@@ -61,10 +64,12 @@ def gpu_command(as_json: JsonFlag = False) -> None:
 class _LineProgress:
     """Progress as ``progress: DONE/TOTAL what`` lines on stderr, for a parent that reads them."""
 
-    def add_task(self, _description: str, total: int) -> int:
-        return 0
+    def add_task(self, _description: str, total: int) -> TaskID:
+        from rich.progress import TaskID
 
-    def update(self, _task: int, completed: int, total: int, description: str) -> None:
+        return TaskID(0)
+
+    def update(self, _task: TaskID, completed: int, total: int, description: str) -> None:
         print(f"progress: {completed}/{total} {description}", file=sys.stderr, flush=True)
 
 
@@ -133,7 +138,7 @@ def profile_command(
     ] = None,
     snapshot: SnapshotOption = None,
     as_json: JsonFlag = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Measure real training steps on this machine's device: memory and time per phase.
 
@@ -188,7 +193,7 @@ def _measure_with_progress(cfg: Any, options: Any, quiet: bool) -> Any:
         task = bar.add_task("starting", total=options.steps + options.warmup) if bar else None
 
         def progress(done: int, total: int, what: str) -> None:
-            if bar is not None:
+            if bar is not None and task is not None:  # task is None only when bar is
                 bar.update(task, completed=done, total=total, description=what)
 
         return measure_step(cfg, options, progress=progress)

@@ -61,7 +61,7 @@ def review_command(
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Review what is due: the key question first, the answer on request, then your rating."""
     from journal_agent.learning import review

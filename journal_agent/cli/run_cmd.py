@@ -352,7 +352,7 @@ def _opts(values: dict[str, Any]) -> _Opts:
 def run_command(
     agent: Annotated[str, typer.Argument(help="Agent name (see `journal-agent agents`).")],
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
     model: ModelOpt = None,
     max_turns: MaxTurnsOpt = None,
     budget: BudgetOpt = None,
@@ -377,7 +377,7 @@ def run_command(
 def command_command(
     name: Annotated[str, typer.Argument(help="Slash command name, with or without '/'.")],
     args: Annotated[list[str] | None, typer.Argument(help="Its arguments ($ARGUMENTS).")] = None,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
     model: ModelOpt = None,
     max_turns: MaxTurnsOpt = None,
     budget: BudgetOpt = None,
@@ -405,7 +405,7 @@ def learn_command(
     topic: Annotated[
         list[str] | None, typer.Argument(help="What to record (the /learn command's arguments).")
     ] = None,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
     model: ModelOpt = None,
     max_turns: MaxTurnsOpt = None,
     budget: BudgetOpt = None,
@@ -427,7 +427,7 @@ def learn_command(
 
 
 @app.command("runs")
-def runs_command(root: RootOption = None, as_json: JsonOpt = False) -> None:  # type: ignore[assignment]
+def runs_command(root: RootOption = None, as_json: JsonOpt = False) -> None:
     """List background runs, oldest first."""
     from journal_agent.runtime import background
 
@@ -465,7 +465,7 @@ def wait_command(
     run_ids: Annotated[
         list[str], typer.Argument(help="Run ids `run --background` printed (one or more).")
     ],
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="Give up after this many seconds.")
     ] = None,

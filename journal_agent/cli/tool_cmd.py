@@ -28,7 +28,7 @@ def tool_command(
             "'-' reads it from stdin.",
         ),
     ] = None,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
     allow: Annotated[
         list[str] | None,
         typer.Option("--allow", help="An extra allow rule, e.g. 'Bash(git diff:*)' (repeatable)."),
@@ -99,10 +99,9 @@ def _parse_input(raw: str | None, tool_name: str) -> dict[str, Any]:
             f"give {tool_name}'s input as a JSON object, e.g. journal-agent tool {tool_name} "
             f"'{_example(tool_name)}'."
         )
-    if raw == "-":
-        raw = sys.stdin.read()
+    text = sys.stdin.read() if raw == "-" else raw
     try:
-        data = json.loads(raw)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(
             f"the input is not valid JSON ({exc.msg} at column {exc.colno}); give one object, "

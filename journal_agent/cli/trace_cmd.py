@@ -38,7 +38,7 @@ def trace_command(
     plot: PlotOption = None,
     snapshot: SnapshotOption = None,
     force: ForceOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Trace a steady-state training step under fake tensors: exact bytes by category and
     FLOPs, no GPU needed (--gpu NAME adds the step time at --mfu).

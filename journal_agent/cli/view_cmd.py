@@ -48,7 +48,7 @@ def view_command(
     no_open: Annotated[
         bool, typer.Option("--no-open", help="Print the address; do not open a browser.")
     ] = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """See the journal in your browser: entries with their code and numbers, the ledger,
     today's review. Local only, behind a random token; Ctrl-C stops it."""
@@ -72,7 +72,7 @@ def view_command(
 @export_app.command("html")
 def export_html_command(
     directory: Annotated[Path, typer.Argument(help="A new (or empty) directory.")],
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Every page of the view as static files, linked relatively: open index.html, no server."""
     _require_web()
@@ -85,7 +85,7 @@ def export_html_command(
 @export_app.command("anki")
 def export_anki_command(
     file: Annotated[Path, typer.Argument(help="The deck file to write (.apkg).")],
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """The review cards as an Anki deck: the question in front, the answer and the cited code
     on the back."""
@@ -100,7 +100,7 @@ def export_json_command(
     file: Annotated[
         Path | None, typer.Argument(help="Write here instead of standard output.")
     ] = None,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """Entries (with their references' states and citations), records, ledger and review
     cards as one JSON document."""

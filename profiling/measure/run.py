@@ -51,14 +51,18 @@ _TRACE_END = {
 class RunOptions(BaseModel):
     """How long and how to measure (the workload itself is the trace's configuration)."""
 
-    steps: int = Field(10, ge=1, le=1_000_000, description="timed steps after the warm-up")
-    warmup: int = Field(2, ge=0, le=1_000_000, description="steps run first, not timed")
-    timeout: float | None = Field(None, gt=0, description="seconds for the whole run")
-    device: str | None = Field(None, description="cpu, cuda, cuda:N; default: CUDA if present")
-    track_tensors: bool = Field(True, description="CPU: count live tensor bytes exactly")
-    spike_threshold: float = Field(0.2, gt=0)
-    compare_trace: bool = Field(True, description="also trace the same step under fake tensors")
-    count_flops: bool = Field(True, description="count FLOPs in the first warm-up step")
+    steps: int = Field(default=10, ge=1, le=1_000_000, description="timed steps after the warm-up")
+    warmup: int = Field(default=2, ge=0, le=1_000_000, description="steps run first, not timed")
+    timeout: float | None = Field(default=None, gt=0, description="seconds for the whole run")
+    device: str | None = Field(
+        default=None, description="cpu, cuda, cuda:N; default: CUDA if present"
+    )
+    track_tensors: bool = Field(default=True, description="CPU: count live tensor bytes exactly")
+    spike_threshold: float = Field(default=0.2, gt=0)
+    compare_trace: bool = Field(
+        default=True, description="also trace the same step under fake tensors"
+    )
+    count_flops: bool = Field(default=True, description="count FLOPs in the first warm-up step")
 
 
 @dataclass
@@ -86,12 +90,10 @@ class _TimedOut(BaseException):
 def time_limit(seconds: float | None) -> Iterator[None]:
     """Interrupt the block after ``seconds`` (SIGALRM, main thread only; elsewhere the caller
     runs the work in a subprocess it can kill, as the MemoryProfile tool does)."""
-    usable = (
-        seconds is not None
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
+    usable = hasattr(signal, "setitimer") and (
+        threading.current_thread() is threading.main_thread()
     )
-    if not usable:
+    if seconds is None or not usable:
         yield
         return
 
@@ -266,9 +268,9 @@ def _loop(
     phase = "forward"
     for step in range(total):
         counting = step == 0 and run.options.warmup > 0 and run.options.count_flops
-        counter = FlopCounterMode(display=False) if counting else contextlib.nullcontext()
+        counter = FlopCounterMode(display=False) if counting else None
         try:
-            with counter:
+            with counter if counter is not None else contextlib.nullcontext():
                 phase = "forward"
                 with prof.phase("forward"), autocast():
                     loss = _loss_of(model(*inputs))
@@ -293,7 +295,7 @@ def _loop(
                 f"{who} failed in step {step}, {phase}: {type(exc).__name__}: {text[:300]}; "
                 "fix the model or its inputs (it runs for real here)"
             ) from None
-        if counting:
+        if counter is not None:
             prof.flops_per_step = float(counter.get_total_flops())
             run.notes.append(
                 "FLOPs counted by torch's FlopCounterMode in warm-up step 0 (matmuls, attention, "
