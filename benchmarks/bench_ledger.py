@@ -6,6 +6,11 @@ check``, and building the review queue. Baselines measured in the same run: rewr
 the ledger's size atomically (temp + fsync + rename — the floor for any update that never
 truncates) and reading + decoding it. Wall and CPU times are both reported.
 
+A batch case (finding 11 of the third review): one ``LedgerUpdate`` of the most operations a
+call may carry against a single-operation update of the same ledger, in the same run (work per
+operation), the longest a concurrent journal writer waited for the journal's lock meanwhile
+(the lock is held only to write), and how fast a 3,000-operation request is refused.
+
     python benchmarks/bench_ledger.py [--sizes 300 3000] [--repeats 20]
 """
 
@@ -15,6 +20,7 @@ import argparse
 import json
 import statistics
 import tempfile
+import threading
 import time
 from datetime import date, timedelta
 from pathlib import Path
@@ -96,6 +102,54 @@ def bench(n: int, repeats: int) -> dict[str, object]:
         }
 
 
+def bench_batch(n: int, repeats: int) -> dict[str, object]:
+    """A batch of MAX_OPERATIONS against one operation, on a ledger of ``n`` items per level."""
+    from filelock import FileLock
+
+    from journal_agent.learning.ledger_ops import MAX_OPERATIONS
+    from journal_agent.tools.registry import make_context, product_tools
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "learning_ledger.md").write_text(make_ledger(n))
+        store = LedgerStore(root)
+        counter = iter(range(10**9))
+
+        def ops(k: int) -> list[LedgerOperation]:
+            return [
+                LedgerOperation(op="add_item", level="developing", text=f"batch {next(counter)}")
+                for _ in range(k)
+            ]
+
+        one = timed(lambda: store.update(ops(1)), repeats)
+        batch = timed(lambda: store.update(ops(MAX_OPERATIONS)), max(3, repeats // 4))
+        # The longest a journal writer waits for the lock while a batch computes and writes.
+        waits: list[float] = []
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (store.update(ops(MAX_OPERATIONS)), done.set()))
+        lock = FileLock(str(root / ".journal" / "journal.lock"))
+        worker.start()
+        while not done.is_set():
+            t = time.perf_counter()
+            with lock:
+                waits.append(time.perf_counter() - t)
+            time.sleep(0.001)
+        worker.join()
+        tool, ctx = product_tools()["LedgerUpdate"], make_context(root)
+        many = {"operations": [{"op": "add_item", "level": "blind", "text": "x"}] * 3000}
+        refused = timed(lambda: tool.call(ctx, many), repeats)
+        per_op = batch["wall_ms_median"] / MAX_OPERATIONS
+        return {
+            "items_per_level": n,
+            "baseline_one_operation": one,
+            f"update_{MAX_OPERATIONS}_operations": batch,
+            "ms_per_operation_in_a_batch": round(per_op, 3),
+            "batch_per_operation_over_one": round(per_op / one["wall_ms_median"], 3),
+            "journal_lock_longest_wait_ms": round(max(waits) * 1000, 3) if waits else None,
+            "refuse_3000_operations": refused,
+        }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[300, 3000])
@@ -106,7 +160,8 @@ def main() -> None:
         update = r["update"]["wall_ms_median"]  # type: ignore[index]
         floor = r["baseline_atomic_rewrite"]["wall_ms_median"]  # type: ignore[index]
         r["update_over_atomic_rewrite"] = round(update / floor, 2) if floor else None
-    print(json.dumps({"benchmark": "ledger", "results": results}, indent=2))
+    batches = [bench_batch(n, args.repeats) for n in args.sizes]
+    print(json.dumps({"benchmark": "ledger", "results": results, "batch": batches}, indent=2))
 
 
 if __name__ == "__main__":

@@ -29,11 +29,19 @@ DateOption = Annotated[
 
 
 def _update(root: Path | None, json_out: bool, *ops: dict, title: str | None = None) -> None:
+    from pydantic import ValidationError
+
     from journal_agent.learning.ledger_ops import LedgerOperation
     from journal_agent.learning.ledger_store import LedgerStore
 
     store = LedgerStore(resolve_root(root))
-    result = store.update([LedgerOperation(**op) for op in ops], title=title)
+    try:
+        operations = [LedgerOperation(**op) for op in ops]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise UserError(f"{field}: {err['msg']}; fix it and try again.") from None
+    result = store.update(operations, title=title)
     if json_out:
         print_json(result.to_dict())
         return

@@ -222,6 +222,9 @@ class Ledger:
     sections: list[Span] = field(default_factory=list)
     subsections: dict[int, list[Span]] = field(default_factory=dict)  # by section start
     _fences: list[bool] | None = field(default=None, repr=False, compare=False)
+    # Kept by the edits of one batch (ledger_edit): the file's line ending, the items' words.
+    _newline: str | None = field(default=None, repr=False, compare=False)
+    _item_words: set[str] | None = field(default=None, repr=False, compare=False)
 
     # -- whole document ----------------------------------------------------------------
     def render(self) -> str:
@@ -229,8 +232,10 @@ class Ledger:
 
     @property
     def newline(self) -> str:
-        crlf = sum(1 for line in self.lines if line.endswith("\r\n"))
-        return "\r\n" if crlf and crlf * 2 >= len(self.lines) else "\n"
+        if self._newline is None:  # edits add lines in this style: it never changes
+            crlf = sum(1 for line in self.lines if line.endswith("\r\n"))
+            self._newline = "\r\n" if crlf and crlf * 2 >= len(self.lines) else "\n"
+        return self._newline
 
     @property
     def title(self) -> str | None:

@@ -79,20 +79,52 @@ def _insert(ledger: Ledger, at: int, texts: list[str]) -> int:
     nl = ledger.newline
     if at > 0 and not ledger.lines[at - 1].endswith("\n"):
         ledger.lines[at - 1] += nl  # the file did not end with a newline
-    unclosed = open_fence(ledger.lines[:at])
+    fences = ledger.fences()
+    # Outside code (the line before is not in a block, fence lines included) nothing is open.
+    unclosed = open_fence(ledger.lines[:at]) if at > 0 and fences[at - 1] else None
     if unclosed:
         # A code block left open to the end would swallow what we add: close it first.
         texts = [unclosed, *texts]
     ledger.lines[at:at] = [t + nl for t in texts]
-    reindex(ledger)
+    if unclosed or any(t.lstrip(" ").startswith(_STRUCTURE) for t in texts):
+        reindex(ledger)  # a heading or a fence: where the parts are changes
+    else:
+        _shift(ledger, at, len(texts))
     return at + (1 if unclosed else 0)
+
+
+# A line that starts with one of these may be a heading, the Last Updated line or a fence.
+_STRUCTURE = ("#", "*", "`", "~", "\ufeff")
+
+
+def _shift(ledger: Ledger, at: int, k: int) -> None:
+    """The index after inserting ``k`` plain lines (no heading, no fence) before ``at``, in
+    time linear in the sections rather than the lines: a batch of operations stays linear."""
+
+    def moved(span: Span) -> Span:
+        if span.start >= at:
+            return Span(span.key, span.title, span.start + k, span.end + k)
+        return Span(span.key, span.title, span.start, span.end + (k if span.end >= at else 0))
+
+    ledger.sections = [moved(s) for s in ledger.sections]
+    ledger.subsections = {
+        (start + k if start >= at else start): [moved(s) for s in subs]
+        for start, subs in ledger.subsections.items()
+    }
+    for name in ("title_index", "updated_index"):
+        index = getattr(ledger, name)
+        if index is not None and index >= at:
+            setattr(ledger, name, index + k)
+    if ledger._fences is not None:
+        ledger._fences[at:at] = [False] * k
 
 
 def _replace(ledger: Ledger, index: int, text: str) -> None:
     old = ledger.lines[index]
     ending = old[len(old.rstrip("\r\n")) :]
     ledger.lines[index] = text + ending
-    reindex(ledger)
+    if old.lstrip(" ").startswith(_STRUCTURE) or text.lstrip(" ").startswith(_STRUCTURE):
+        reindex(ledger)  # a plain line for a plain line changes where nothing is
 
 
 def _clean(text: str, what: str) -> str:
@@ -256,7 +288,12 @@ def add_item(ledger: Ledger, level: str, text: str) -> Item:
     key = _level(level)
     text = _clean(text, "item")
     sub = ensure_level(ledger, key)
-    existing = [i for i in ledger.items() if normalize(i.text) == normalize(text)]
+    if ledger._item_words is None:  # once per batch; kept current below
+        ledger._item_words = {normalize(i.text) for i in ledger.items()}
+    words = normalize(text)
+    existing = []
+    if words in ledger._item_words:
+        existing = [i for i in ledger.items() if normalize(i.text) == words]
     if existing:
         where = LEVEL_NAMES[existing[0].level]
         raise LedgerError(
@@ -269,13 +306,15 @@ def add_item(ledger: Ledger, level: str, text: str) -> Item:
             f"the item {text!r} would read as a rule or a checkbox in markdown; reword it."
         )
     at = _insert(ledger, content_end(ledger, sub), [line])
-    return next(i for i in ledger.items(key) if i.start == at)
+    ledger._item_words.add(words)
+    return Item(key, text, at, at + 1)
 
 
 def move_item(ledger: Ledger, match: str, level: str, text: str | None = None) -> Item:
     """Move an item (its line and indented continuation lines) to the end of another level;
     ``text`` rewrites the item's words (the bullet and continuation lines are kept)."""
     key = _level(level)
+    ledger._item_words = None  # the words may change: add_item gathers them again
     item = _pick(
         ledger.items(), lambda i: i.text, match, "knowledge item", "`journal-agent ledger`"
     )

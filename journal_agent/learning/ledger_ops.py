@@ -7,12 +7,20 @@ schema is what the model sees in the ``LedgerUpdate`` tool, and a flat schema wi
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.learning import ledger_edit as edit
 from journal_agent.learning.ledger import Ledger
+
+# Bounds on one update: a model's batch is a session's worth of changes, not a bulk import.
+# Each operation costs time in the ledger's size (it is re-read after every line it adds), so
+# the count is what keeps one update within a second of work; the lengths keep a line a line.
+MAX_OPERATIONS = 200
+MAX_TEXT = 4_000  # an item's, action's, goal's or insight's text
+MAX_SHORT = 500  # a match, level, horizon, date, topic, title, note
+MAX_SOURCES = 20
 
 Op = Literal[
     "add_session",
@@ -47,38 +55,53 @@ class LedgerOperation(BaseModel):
     )
     text: str | None = Field(
         default=None,
+        max_length=MAX_TEXT,
         description="The item's, action's, goal's or insight's text, in the ledger's "
         "language(s) and style, e.g. '**NVTX annotation**: Using `nvtx.range()` … *(新增)*'.",
     )
     match: str | None = Field(
         default=None,
+        max_length=MAX_SHORT,
         description="For move_item / tick_action / tick_goal: words of the existing line "
         "(unique; case and ** markup ignored).",
     )
     level: str | None = Field(
-        default=None, description="For add_item / move_item: mastered, developing or blind."
+        default=None,
+        max_length=MAX_SHORT,
+        description="For add_item / move_item: mastered, developing or blind.",
     )
     horizon: str | None = Field(
         default=None,
+        max_length=MAX_SHORT,
         description="For add_action: the horizon heading's words, e.g. 'Immediate', "
         "'Short-term', 'Long-term' (created if the ledger lacks it).",
     )
     date: str | None = Field(
         default=None,
+        max_length=MAX_SHORT,
         description="YYYY-MM-DD for add_session / archive_insight / set_updated (default: today).",
     )
-    topic: str | None = Field(default=None, description="For add_session: the session's topic.")
-    outcome: str | None = Field(
-        default=None, description="For add_session: the session's key outcome, one sentence."
+    topic: str | None = Field(
+        default=None, max_length=MAX_SHORT, description="For add_session: the session's topic."
     )
-    title: str | None = Field(default=None, description="For archive_insight: a short title.")
-    sources: list[str] = Field(
+    outcome: str | None = Field(
+        default=None,
+        max_length=MAX_TEXT,
+        description="For add_session: the session's key outcome, one sentence.",
+    )
+    title: str | None = Field(
+        default=None, max_length=MAX_SHORT, description="For archive_insight: a short title."
+    )
+    sources: list[Annotated[str, Field(max_length=MAX_SHORT)]] = Field(
         default_factory=list,
+        max_length=MAX_SOURCES,
         description="For archive_insight: where each number in it comes from — 'm:<id>' for a "
         "measurement record, or a journal entry id (from `journal-agent journal list`).",
     )
     note: str | None = Field(
-        default=None, description="For tick_action / tick_goal: a marker appended on ticking."
+        default=None,
+        max_length=MAX_SHORT,
+        description="For tick_action / tick_goal: a marker appended on ticking.",
     )
 
 

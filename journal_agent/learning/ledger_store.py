@@ -1,15 +1,17 @@
 """``learning_ledger.md`` on disk: read it, and update it atomically under the journal's lock.
 
-Updates take the same lock as journal appends (and as Write/Edit of the ledger), re-read the
-file under it, apply the operations to what is on disk *now*, and replace the file with a temp
-file + fsync + rename. Two processes updating at once are serialized and neither loses the
-other's change; an editor that saved the file without the lock while we worked is detected
-(size/mtime/inode changed) and the update is redone on its content.
+An update reads the file, applies the operations and checks the result *outside* the lock —
+a batch of operations must not hold journal appends up — then takes the same lock as journal
+appends (and as Write/Edit of the ledger) only to check that the file is still what it read
+(size, mtime, inode) and replace it with a temp file + fsync + rename. If another writer or an
+editor changed it meanwhile, the update is redone on the new content (up to five times), so
+neither loses the other's change.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date as _date
@@ -118,34 +120,51 @@ class LedgerStore:
         today: str | None = None,
         stamp: bool = True,
     ) -> UpdateResult:
-        with self.locked():
-            remove_stale_temps(self.path)
-            for _ in range(5):
-                try:
-                    st = self.path.stat()
-                    data = self.path.read_bytes()
-                    text = _decode(data, self.path)
-                    created = False
-                except FileNotFoundError:
-                    st, created = None, True
-                    text = new_ledger(title or "Learning Ledger", today)
-                ledger = parse_ledger(text)
-                changes = change(ledger)
-                # A tick of a ticked box changes nothing: no new date either.
-                if stamp and (created or ledger.render() != text):
-                    set_updated(ledger, today or _date.today().isoformat())
-                new_text = ledger.render()
-                if new_text == text and not created:
-                    return UpdateResult(self.path, False, changes)
-                refuse_new_secrets("" if created else text, new_text)
-                if st is not None and changed_since(self.path, st):
-                    continue  # saved by an editor meanwhile: redo on its content
+        for _ in range(5):
+            st, text = self._snapshot()
+            created = st is None
+            if created:
+                text = new_ledger(title or "Learning Ledger", today)
+            # The work, without the lock: parse, apply, stamp, render, refuse secrets.
+            ledger = parse_ledger(text)
+            changes = change(ledger)
+            # A tick of a ticked box changes nothing: no new date either.
+            if stamp and (created or ledger.render() != text):
+                set_updated(ledger, today or _date.today().isoformat())
+            new_text = ledger.render()
+            if new_text == text and not created:
+                return UpdateResult(self.path, False, changes)
+            refuse_new_secrets("" if created else text, new_text)
+            with self.locked():  # held only to re-check and write
+                if self._changed(st, text):
+                    continue  # written meanwhile: redo on its content
+                remove_stale_temps(self.path)
                 atomic_write(self.path, new_text)
                 return UpdateResult(self.path, created, changes)
         raise UserError(
             f"{self.path} kept changing while updating it; close the editor that is saving it "
             "and try again."
         )
+
+    def _snapshot(self) -> tuple[os.stat_result | None, str]:
+        """The file's stat and text now; (None, "") when there is none yet."""
+        try:
+            st = self.path.stat()
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None, ""
+        except IsADirectoryError:
+            raise UserError(
+                f"{self.path} is a directory, not the ledger; move it aside and try again."
+            ) from None
+        return st, _decode(data, self.path)
+
+    def _changed(self, st: os.stat_result | None, text: str) -> bool:
+        """Whether the file is no longer what the update was computed from (a stat identity
+        can repeat after a rename frees an inode: the bytes decide)."""
+        if st is None:
+            return os.path.lexists(self.path)
+        return changed_since(self.path, st) or self._snapshot()[1] != text
 
 
 def _decode(data: bytes, path: Path) -> str:

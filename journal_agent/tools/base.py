@@ -16,6 +16,11 @@ from pydantic import BaseModel, ValidationError
 
 from journal_agent.errors import JournalAgentError, as_user_error
 
+# No tool input is this large in honest use (a Write of 4 MB of text is a lot); a larger one is
+# refused before validation, whose work grows with the input.
+MAX_INPUT_CHARS = 4_000_000
+_SHOWN_PROBLEMS = 3
+
 
 @dataclass(frozen=True)
 class ToolResult:
@@ -76,12 +81,23 @@ class Tool(ABC, Generic[InputT]):
 
     def call(self, ctx: ToolContext, raw: dict[str, Any]) -> ToolResult:
         """Validate raw model input and run; every failure becomes an error result."""
+        size = _size(raw)
+        if size > MAX_INPUT_CHARS:
+            return ToolResult(
+                f"The input for {self.name} is {size:,} characters, over the limit of "
+                f"{MAX_INPUT_CHARS:,}; split the work into smaller calls.",
+                is_error=True,
+            )
         try:
             params = self.Input.model_validate(raw)
         except ValidationError as exc:
+            errors = exc.errors()
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
+                for e in errors[:_SHOWN_PROBLEMS]
             )
+            if len(errors) > _SHOWN_PROBLEMS:
+                problems += f" (and {len(errors) - _SHOWN_PROBLEMS} more)"
             return ToolResult(f"Invalid input for {self.name}: {problems}", is_error=True)
         try:
             return self.run(ctx, params)
@@ -94,3 +110,23 @@ class Tool(ABC, Generic[InputT]):
             if error is None:
                 raise
             return ToolResult(error.message, is_error=True)
+
+
+def _size(raw: Any) -> int:
+    """About how many characters ``raw`` holds (strings and keys), stopping once over the
+    limit: the check costs no more than the input itself."""
+    total, stack = 0, [raw]
+    while stack and total <= MAX_INPUT_CHARS:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            total += len(item)
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            total += len(item)
+            stack.extend(item)
+        else:
+            total += 1
+    return total

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.errors import UserError
-from journal_agent.learning.ledger_ops import LedgerOperation
+from journal_agent.learning.ledger_ops import MAX_OPERATIONS, MAX_SHORT, LedgerOperation
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 
@@ -84,11 +84,13 @@ class LedgerUpdateInput(BaseModel):
 
     operations: list[LedgerOperation] = Field(
         min_length=1,
+        max_length=MAX_OPERATIONS,
         description="The updates, applied in order and all together (if one fails, none is "
-        "written).",
+        f"written); at most {MAX_OPERATIONS} in one call.",
     )
     title: str | None = Field(
         default=None,
+        max_length=MAX_SHORT,
         description="Only when the ledger does not exist yet: the course or topic for its "
         "title, e.g. 'CS336'.",
     )
