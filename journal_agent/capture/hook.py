@@ -45,8 +45,13 @@ def main(argv: list[str]) -> int:
         out = handler(root, payload)
         if out:
             sys.stdout.write(out + "\n")
+            sys.stdout.flush()
     except Exception as exc:  # fail open: the session goes on whatever happened here
         log(root, event, f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, BrokenPipeError):
+            # Claude Code stopped reading (a timeout): the flush at exit would fail again and
+            # make the exit status 120; send what is left to /dev/null instead.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
@@ -112,10 +117,11 @@ def on_session_start(root: Path, payload: dict[str, object]) -> str:
 
 
 def tools_status() -> str:
-    """The launcher's sentence while the plugin's journal-agent cannot run yet ("" when it can).
+    """bin/journal-agent-setup's sentence while the plugin's journal-agent cannot run yet
+    ("" when it can).
 
     Cheap when it can: ``journal-agent`` on PATH, or the private environment marked ready.
-    Only otherwise is the launcher asked (a process), which also starts preparing it."""
+    Only otherwise is the setup script asked (a process), which also starts preparing it."""
     data = os.environ.get("CLAUDE_PLUGIN_DATA")
     if not data:
         return ""  # not a plugin Claude Code runs: nothing to prepare
@@ -129,9 +135,9 @@ def tools_status() -> str:
     )
     import subprocess
 
-    launcher = os.path.join(plugin, "bin", "journal-agent-launch")
+    setup = os.path.join(plugin, "bin", "journal-agent-setup")
     done = subprocess.run(
-        [sys.executable, "-I", launcher, "--status"],
+        [sys.executable, "-I", setup, "--status"],
         capture_output=True,
         timeout=8,
         stdin=subprocess.DEVNULL,

@@ -42,6 +42,8 @@ def read_turn(path: str, *, since: int = 0, sidechain: bool = False, limit: int 
     lines: list[dict] = []
     with open(path, "rb") as f:
         size = f.seek(0, os.SEEK_END)
+        if since > size:
+            since = 0  # the file was replaced by a shorter one: what is there now is all new
         turn = Turn(end=size)
         for raw in _backwards(f, size, max(since, size - limit)):
             if _ASSISTANT not in raw and _USER not in raw:

@@ -1,4 +1,5 @@
-"""bin/journal-agent-launch: the plugin runs journal-agent without a separate install step."""
+"""bin/journal-agent-launch (and -setup): the plugin runs journal-agent without a separate
+install step."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _path_with(tmp_path: Path, **links: Path) -> str:
 def _launch(*args: str, path: str, data: Path) -> subprocess.CompletedProcess[str]:
     env = {"PATH": path, "HOME": str(data.parent), "CLAUDE_PLUGIN_DATA": str(data)}
     return subprocess.run(
-        [sys.executable, str(LAUNCHER), *args],
+        [str(LAUNCHER), *args],
         env=env,
         cwd=data.parent,  # not the repository: its journal_agent/ must not count as installed
         capture_output=True,

@@ -266,3 +266,35 @@ def test_the_plugin_registers_only_events_the_oldest_cli_knows_in_exec_form():
             for hook in group["hooks"]:
                 assert hook["type"] == "command" and hook["command"] == "python3"
                 assert hook["args"][:3] == ["-I", "-S", "${CLAUDE_PLUGIN_ROOT}/hooks/capture.py"]
+
+
+def test_a_transcript_replaced_by_a_shorter_one_is_read_again_from_its_start(project, transcript):
+    transcript.prompt("one")
+    transcript.say("x" * 5000 + "\n" + insight("First."))
+    run_hook("Stop", stop_payload(transcript, None), project)
+    transcript.path.write_text("")  # replaced (the same path, a new and shorter file)
+    transcript.prompt("two", prompt_id="p2")
+    transcript.say(insight("Second, in the new file."))
+    run_hook("Stop", stop_payload(transcript, None, prompt_id="p2"), project)
+    assert [m["text"] for m in inbox_lines(project)] == ["First.", "Second, in the new file."]
+
+
+def test_the_hook_exits_0_when_claude_code_stops_reading_its_output(project):
+    """SessionStart's reader goes away (a timeout): no exit status 120 from the failed flush."""
+    (project / ".journal").mkdir()
+    from journal_agent.capture.store import append, new_moment
+
+    append(project, [new_moment("insight", "Waiting.")])
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", str(SCRIPT), "SessionStart"],
+        input=b'{"session_id": "s1"}',
+        stdout=write,
+        stderr=subprocess.PIPE,
+        env={"CLAUDE_PROJECT_DIR": str(project), "PATH": os.environ["PATH"]},
+        timeout=30,
+    )
+    os.close(write)
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    assert "BrokenPipeError" in (project / ".journal" / "hooks.log").read_text()

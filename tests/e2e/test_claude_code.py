@@ -53,8 +53,9 @@ def test_marketplace_install_and_details_list_our_components(claude_print):
     assert added.returncode == 0, added.stdout + added.stderr
     assert "Successfully added marketplace: journal-agent" in added.stdout
 
+    # Claude Code copies the whole plugin directory (in a checkout: .venv and .ci/node too).
     installed = run_claude(
-        ["plugin", "install", "journal-agent@journal-agent"], cwd=project, home=home
+        ["plugin", "install", "journal-agent@journal-agent"], cwd=project, home=home, timeout=300
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "Successfully installed plugin: journal-agent@journal-agent" in installed.stdout
