@@ -17,12 +17,13 @@ No torch here: configurations are validated in microseconds anywhere.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from profiling.errors import ProfilingError
+from profiling._config_legacy import LEGACY, map_legacy
+from profiling._config_sentences import flag_name, one_sentence
+from profiling.errors import ConfigError
 from profiling.units import parse_count
 
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"]
@@ -30,6 +31,12 @@ Checkpointing = Literal["none", "selective", "full"]
 Attention = Literal["eager", "sdpa", "flash"]
 Arch = Literal["gpt2", "llama"]
 Target = Literal["cuda", "cpu"]
+
+# The one default precision: the CLI, the Python API, the agent tools and the docs all take it
+# from here. fp32, because it is what PyTorch trains in when the code asks for nothing else: a
+# trace or a measurement of the user's own model runs that code as written, and an estimate
+# with no --precision must describe the same step (docs/profiling.md, "The default precision").
+DEFAULT_PRECISION = "fp32"
 
 PRECISIONS: dict[str, str] = {
     "fp32": "fp32 everything (4 B weights, 4 B gradients, fp32 optimizer state)",
@@ -82,6 +89,18 @@ Optimizer = Literal[
 ]
 assert set(get_args(Optimizer)) == set(OPTIMIZERS)  # one list: the Literal mirrors the table
 
+# The settings each command honours, where it is not all of them (the CLI's flags and the
+# tools' fields are generated from these lists alike).
+FIT_FIELDS = (
+    "model", "params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch", "seq",
+    "optimizer", "gpus", "gpu", "gpu_mem", "mfu", "attention",
+)  # fmt: skip
+# What a real run on this machine can honour (profile, MemoryProfile).
+PROFILE_FIELDS = (
+    "model", "batch", "seq", "precision", "fp32_grads", "optimizer", "foreach", "grads_kept",
+    "zero", "fsdp", "checkpointing",
+)  # fmt: skip
+
 # Upper bounds that catch typos (a seq of 10^12) before they become nonsense arithmetic.
 MAX_PARAMS = 10**15
 MAX_SEQ = 10**8
@@ -89,28 +108,6 @@ MAX_BATCH = 10**7
 MAX_GPUS = 10**6
 MAX_GPU_MEM_GB = 10**5
 MAX_TOKENS = 10**18
-
-# Older spellings -> what they mean now (CLI flags and keyword arguments alike).
-LEGACY: dict[str, str] = {
-    "dtype": "--dtype fp32|bf16|fp16 (autocast dtype) -> --precision fp32|amp-bf16|amp-fp16 "
-    "(with --fsdp, --dtype bf16 was FSDP's MixedPrecisionPolicy: --precision mixed)",
-    "param_dtype": "--param-dtype bf16 (pure bf16 parameters) -> --precision bf16",
-    "recompute": "--recompute none|selective|full -> --checkpointing none|selective|full",
-    "flash_attention": "--flash-attention -> --attention flash",
-    "world_size": "--world-size N -> --gpus N",
-    "no_reshard": "--no-reshard (FSDP keeps gathered parameters) -> --zero 2",
-    "reshard_after_forward": "reshard_after_forward=False -> zero=2 (True -> zero=3)",
-    "gpu_mem_gb": "gpu_mem_gb=G (keyword) -> gpu_mem=G",
-}
-
-
-class ConfigError(ProfilingError):
-    """A configuration the tools cannot run; ``field`` names the offending setting."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-        self.validation: ValidationError | None = None
 
 
 def _positive_int(maximum: int, description: str, default: int | None = None) -> Any:
@@ -127,7 +124,7 @@ class TrainingConfig(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            error = _one_sentence(exc, "field")
+            error = one_sentence(exc, "field", type(self).model_fields)
             error.validation = exc  # parse() re-words it with CLI flags
             raise error from None
 
@@ -158,7 +155,7 @@ class TrainingConfig(BaseModel):
     seq: int | None = _positive_int(MAX_SEQ, "Sequence length (default: the model's, ≤ 2048).")
     # ---- how
     precision: Precision = Field(
-        "fp32",
+        DEFAULT_PRECISION,
         description="fp32 | amp-bf16 / amp-fp16 (torch.autocast over fp32 parameters) | mixed "
         "(16-bit weights and gradients + fp32 master and optimizer state) | bf16 (pure).",
     )
@@ -233,7 +230,7 @@ class TrainingConfig(BaseModel):
         if not isinstance(data, dict):
             return data
         data = {k: v for k, v in data.items() if not (k in LEGACY and v is None)}
-        return _map_legacy(data)
+        return map_legacy(data)
 
     @field_validator("params", "tokens", mode="before")
     @classmethod
@@ -321,7 +318,7 @@ class TrainingConfig(BaseModel):
         except ConfigError as exc:
             if exc.validation is None:
                 raise
-            raise _one_sentence(exc.validation, style) from None
+            raise one_sentence(exc.validation, style, cls.model_fields) from None
 
     # ------------------------------------------------------------------ derived
 
@@ -412,169 +409,18 @@ class TrainingConfig(BaseModel):
         return ", ".join(parts)
 
 
-# --------------------------------------------------------------------- legacy spellings
-
-
-def _legacy_precision(dtype: Any, param_dtype: Any, fsdp: bool) -> str | None:
-    """The precision the trace's old ``--dtype`` / ``--param-dtype`` pair meant."""
-    if param_dtype not in (None, "fp32"):
-        if param_dtype != "bf16":
-            raise ConfigError(
-                f"--param-dtype {param_dtype} (pure {param_dtype} training) is not offered; use "
-                "--precision bf16 or --precision amp-fp16",
-                "precision",
-            )
-        return "bf16"
-    if dtype is None:
-        return "fp32" if param_dtype == "fp32" else None
-    mapping = {"fp32": "fp32", "bf16": "amp-bf16", "fp16": "amp-fp16"}
-    if dtype not in mapping:
-        raise ConfigError(f"--dtype must be one of fp32, bf16, fp16 (got {dtype!r})", "dtype")
-    # With FSDP, --dtype bf16 meant FSDP's MixedPrecisionPolicy: 16-bit gathers, fp32 shards.
-    return "mixed" if fsdp and dtype != "fp32" else mapping[dtype]
-
-
-# Older keyword -> (today's field, how its value maps).
-_RENAMES: dict[str, tuple[str, Any]] = {
-    "recompute": ("checkpointing", lambda v: v),
-    "flash_attention": ("attention", lambda v: "flash" if v else None),
-    "world_size": ("gpus", lambda v: v),
-    "gpu_mem_gb": ("gpu_mem", lambda v: v),
-    "no_reshard": ("zero", lambda v: 2 if v else None),
-    "reshard_after_forward": ("zero", lambda v: 3 if v else 2),
-}
-
-
-def _map_legacy(data: dict[str, Any]) -> dict[str, Any]:
-    """Rewrite older keywords (see ``LEGACY``) into today's fields, refusing contradictions."""
-    out = dict(data)
-
-    def take(old: str, new: str, value: Any) -> None:
-        if new in data and data[new] != value:
-            raise ConfigError(
-                f"{_flag(old)} {data.get(old)} means {_flag(new)} {value}, but {_flag(new)} "
-                f"{data[new]} was given too; give {_flag(new)} only",
-                new,
-            )
-        out[new] = value
-
-    dtype, param_dtype = out.pop("dtype", None), out.pop("param_dtype", None)
-    precision = _legacy_precision(dtype, param_dtype, bool(out.get("fsdp")))
-    if precision is not None:
-        old = "param_dtype" if param_dtype not in (None, "fp32") else "dtype"
-        if old in data:
-            take(old, "precision", precision)
-        else:  # only --param-dtype fp32: the default precision, unless one was given
-            out.setdefault("precision", precision)
-    if isinstance(out.get("checkpointing"), bool):  # the trace's old boolean flag
-        out["checkpointing"] = "full" if out["checkpointing"] else "none"
-    for old, (new, convert) in _RENAMES.items():
-        if old not in out:
-            continue
-        value = convert(out.pop(old))
-        if value is None:
-            continue
-        if new == "zero":
-            out["fsdp"] = True  # resharding is FSDP's switch
-        take(old, new, value)
-    return out
-
-
-# --------------------------------------------------------------------- error sentences
-
-
-def flag_name(field: str) -> str:
-    return "--" + field.replace("_", "-")
-
-
-def _flag(field: str) -> str:
-    return flag_name(field)
-
-
-def _choices(field: str) -> str | None:
-    info = TrainingConfig.model_fields.get(field)
-    if info is None:
-        return None
-    args = [a for a in get_args(info.annotation) if a is not type(None)]
-    for arg in args:
-        literals = get_args(arg)
-        if literals and all(isinstance(v, str) for v in literals):
-            return ", ".join(literals)
-    literals = get_args(info.annotation)
-    if literals and all(isinstance(v, str) for v in literals):
-        return ", ".join(literals)
-    return None
-
-
-def _one_sentence(exc: ValidationError, style: str) -> ConfigError:
-    problems: list[str] = []
-    first_field = None
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"] if not isinstance(p, int)]
-        field = loc[0] if loc else None
-        original = (err.get("ctx") or {}).get("error")
-        if isinstance(original, ConfigError) and original.field:
-            field = original.field
-        first_field = first_field or field
-        name = (flag_name(field) if style == "flag" else field) if field else None
-        problems.append(_problem(err, field, name))
-    return _restyle(ConfigError("; ".join(problems), first_field), style)
-
-
-def _problem(err: Any, field: str | None, name: str | None) -> str:
-    kind = err["type"]
-    ctx = err.get("ctx") or {}
-    got = err.get("input")
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    original = ctx.get("error")
-    if isinstance(original, ProfilingError):  # our own sentence, raised in a validator
-        return str(original)
-    if name is None:
-        return msg
-    if kind == "extra_forbidden":
-        known = ", ".join(TrainingConfig.model_fields)
-        return f"unknown setting {field!r}; the settings are {known}"
-    if kind in ("literal_error", "enum"):
-        choices = _choices(field or "") or ctx.get("expected")
-        return f"unknown {(field or '').replace('_', ' ')} {got!r}; {name} takes {choices}"
-    if kind == "greater_than_equal":
-        return f"{name} must be at least {ctx['ge']} (got {got})"
-    if kind == "greater_than":
-        return f"{name} must be greater than {ctx['gt']} (got {got})"
-    if kind == "less_than_equal":
-        return f"{name} must be at most {ctx['le']:,} (got {got}); is it a typo?"
-    if kind == "less_than":
-        return f"{name} must be below {ctx['lt']} (got {got})"
-    if kind == "finite_number":
-        return f"{name} must be a finite number (got {got})"
-    if kind in ("int_parsing", "int_type", "int_from_float"):
-        return f"{name} must be a whole number (got {got!r})"
-    if kind in ("float_parsing", "float_type"):
-        return f"{name} must be a number (got {got!r})"
-    if kind in ("bool_parsing", "bool_type"):
-        return f"{name} must be true or false (got {got!r})"
-    return f"{name} {msg}" if msg.startswith("must") else f"{name}: {msg}"
-
-
-def _restyle(exc: ConfigError, style: str) -> ConfigError:
-    if style == "flag" or exc.field is None:
-        return exc
-    text = str(exc)
-    # Longest first, so --gpus is not read as --gpu + s.
-    for field in sorted([*TrainingConfig.model_fields, *LEGACY], key=lambda f: -len(flag_name(f))):
-        text = re.sub(re.escape(flag_name(field)) + r"(?![\w-])", field, text)
-    return ConfigError(text, exc.field)
-
-
 def parse_config(style: Literal["flag", "field"] = "flag", **values: Any) -> TrainingConfig:
     """:meth:`TrainingConfig.parse` as a function."""
     return TrainingConfig.parse(style=style, **values)
 
 
 __all__ = [
+    "DEFAULT_PRECISION",
+    "FIT_FIELDS",
     "LEGACY",
     "OPTIMIZERS",
     "PRECISIONS",
+    "PROFILE_FIELDS",
     "Attention",
     "Checkpointing",
     "ConfigError",

@@ -19,9 +19,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Run a slash command: its expanded text is the first message of a new conversation.",
     ),
     "learn": ("run_cmd", "Record a learning insight in the journal: the /learn command."),
-    "runs": ("run_cmd", "List background runs, oldest first."),
+    "runs": ("runs_cmd", "List background runs, oldest first."),
     "wait": (
-        "run_cmd",
+        "runs_cmd",
         "Wait for background runs; print their results; exit with the worst exit code.",
     ),
     "review": (

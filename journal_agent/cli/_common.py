@@ -22,6 +22,12 @@ RootOption = Annotated[
 ]
 
 
+# One --json for every command that has one.
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON instead of text (for scripts and agents).")
+]
+
+
 def resolve_root(root: Path | None) -> Path:
     path = (root or Path.cwd()).expanduser()
     if not path.is_dir():

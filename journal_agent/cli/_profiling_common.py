@@ -12,7 +12,6 @@ import typer
 from journal_agent.cli._common import resolve_root
 from journal_agent.paths import measurements_dir, records_dir_for_saving
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
 PlotOption = Annotated[
     Path | None,
     typer.Option(
@@ -79,10 +78,3 @@ def _trace_progress(cfg: Any, quiet: bool) -> Iterator[Callable[[str], None] | N
     ) as progress:
         task = progress.add_task("starting", total=None)
         yield lambda stage: progress.update(task, description=stage)
-
-
-def _run_trace(cfg: Any, quiet: bool, depth: int = 2) -> Any:
-    from profiling.trace.step import trace_step
-
-    with _trace_progress(cfg, quiet) as progress:
-        return trace_step(cfg, progress=progress, module_depth=depth)

@@ -9,14 +9,13 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
 VerboseOption = Annotated[
     bool,
     typer.Option("--verbose", "-v", help="Also show definitions that higher-precedence ones hide."),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 StrictOption = Annotated[
     bool, typer.Option("--strict", help="Exit non-zero when any definition file is malformed.")
 ]

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
 
 
 @app.command("doctor")

@@ -14,18 +14,17 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json
+from journal_agent.cli._common import JsonOption, RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import ForceOption, check_plot
 from journal_agent.cli._profiling_common import (
-    JsonFlag,
     PlotOption,
     _console,
     _print_comparison,
     _print_record_line,
-    _run_trace,
     _saving_store,
     _store,
+    _trace_progress,
 )
 from journal_agent.errors import UserError
 
@@ -89,7 +88,7 @@ def estimate_command(
             help="Also trace the same step under fake tensors and show both side by side.",
         ),
     ] = False,
-    as_json: JsonFlag = False,
+    as_json: JsonOption = False,
     plot: PlotOption = None,
     force: ForceOption = False,
     root: RootOption = None,
@@ -101,50 +100,41 @@ def estimate_command(
     """
     check_plot(plot, force)
     from profiling.config import TrainingConfig
-    from profiling.estimate.memory import estimate
-    from profiling.estimate.record import estimate_json, estimate_record
+    from profiling.estimate.run import estimate_and_record
 
-    inp = TrainingConfig.parse(**config)
     store = _saving_store(root)
-    est = estimate(inp)
-    record = estimate_record(est)
-    store.save(record)
-    payload = estimate_json(est, record.id)
-    result = cmp = trace_rec = None
+    run = estimate_and_record(TrainingConfig.parse(**config), store)
     if compare_trace:
-        from profiling.trace.report import (
-            compare,
-            trace_config_for_estimate,
-            trace_json,
-            trace_record,
-        )
+        from profiling.trace.report import trace_config_for_estimate
+        from profiling.trace.run import trace_beside_estimate
 
-        result = _run_trace(trace_config_for_estimate(est), quiet=as_json)
-        trace_rec = trace_record(result)
-        store.save(trace_rec)
-        cmp = compare(est, result)
-        payload["trace"] = trace_json(result, trace_rec.id)
-        payload["comparison"] = cmp
+        with _trace_progress(trace_config_for_estimate(run.estimate), quiet=as_json) as progress:
+            trace_beside_estimate(run, store, progress=progress)
     if plot is not None:
         from profiling.plot import plot_compare, plot_estimate
 
         # With a trace beside it, the chart shows both (estimate and trace per category).
-        made = plot_compare(cmp, plot) if cmp is not None else plot_estimate(est, plot)
-        payload["plot"] = str(made)
+        cmp = run.comparison
+        made = plot_compare(cmp, plot) if cmp is not None else plot_estimate(run.estimate, plot)
+        run.payload["plot"] = str(made)
     if as_json:
-        print_json(payload)
+        print_json(run.payload)
         return
-    _print_estimate(est)
-    _print_record_line(record.id)
-    if cmp is not None and trace_rec is not None:
+    _print_run(run)
+
+
+def _print_run(run: Any) -> None:
+    _print_estimate(run.estimate)
+    _print_record_line(run.record.id)
+    if run.comparison is not None:
         from profiling.trace.report import render_trace_text
 
         typer.echo("")
-        typer.echo(render_trace_text(result))
-        _print_record_line(trace_rec.id)
-        _print_comparison(cmp, record.id, trace_rec.id)
-    if plot is not None:
-        typer.echo(f"plot: {payload['plot']}")
+        typer.echo(render_trace_text(run.trace))
+        _print_record_line(run.trace_record.id)
+        _print_comparison(run.comparison, run.record.id, run.trace_record.id)
+    if "plot" in run.payload:
+        typer.echo(f"plot: {run.payload['plot']}")
 
 
 # --------------------------------------------------------------------- measurements
@@ -169,7 +159,7 @@ def _headline(record: Any) -> str:
 @measurements_app.callback()
 def measurements_list(
     ctx: typer.Context,
-    as_json: JsonFlag = False,
+    as_json: JsonOption = False,
     root: RootOption = None,
 ) -> None:
     """List the records under .journal/measurements/, oldest first."""
@@ -204,7 +194,7 @@ def measurements_list(
 @measurements_app.command("show")
 def measurements_show(
     record_id: Annotated[str, typer.Argument(metavar="ID", help="A record id, e.g. est-1a2b3c4d.")],
-    as_json: JsonFlag = False,
+    as_json: JsonOption = False,
     root: RootOption = None,
 ) -> None:
     """Show one record: its table, results and calculation steps."""

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
 
@@ -39,7 +39,7 @@ def feedback_command(
             min=1,
         ),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    json_out: JsonOption = False,
     root: RootOption = None,
 ) -> None:
     """Record the user's feedback with the change it led to in an ejected command or agent."""

@@ -11,26 +11,21 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import print_json
+from journal_agent.cli._common import JsonOption, print_json
 from journal_agent.cli._config_flags import config_flags
-from journal_agent.cli._profiling_common import JsonFlag
 from journal_agent.errors import UserError
-
-_FIT_FLAGS = (
-    "model", "params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch", "seq",
-    "optimizer", "gpus", "gpu", "gpu_mem", "mfu", "attention",
-)  # fmt: skip
+from profiling.config import FIT_FIELDS
 
 
 @app.command("fit")
-@config_flags(include=_FIT_FLAGS)
+@config_flags(include=FIT_FIELDS)
 def fit_command(
     config: dict[str, Any],
     confirm: Annotated[
         int, typer.Option("--confirm", min=0, help="Trace the best N fitting configurations.")
     ] = 2,
     top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
-    as_json: JsonFlag = False,
+    as_json: JsonOption = False,
 ) -> None:
     """What fits a GPU: precision, ZeRO, checkpointing, LoRA/QLoRA, offload and micro-batch
     searched, ranked by estimated throughput, the best traced to confirm.

@@ -12,15 +12,13 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
 inbox_app = typer.Typer(
     help="Learning moments captured in Claude Code (★ Insight blocks, edits, measurements)."
 )
 app.add_typer(inbox_app, name="inbox")
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
 @inbox_app.callback(invoke_without_command=True)

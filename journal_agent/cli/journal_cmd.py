@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
 journal_app = typer.Typer(
@@ -21,7 +21,6 @@ journal_app = typer.Typer(
 )
 app.add_typer(journal_app, name="journal")
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 FileOption = Annotated[
     Path | None,
     typer.Option(

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
 ledger_app = typer.Typer(
@@ -22,7 +22,6 @@ ledger_app = typer.Typer(
 )
 app.add_typer(ledger_app, name="ledger")
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 DateOption = Annotated[
     str | None, typer.Option("--date", help="YYYY-MM-DD (default: today).", show_default=False)
 ]

@@ -16,34 +16,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import SnapshotOption, check_snapshot
 from journal_agent.errors import UserError
 from journal_agent.paths import records_dir_for_saving
+from profiling.config import PROFILE_FIELDS
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for scripts and agents.")]
-# The shared configuration's settings a real run on this machine can honour.
-PROFILE_FIELDS = (
-    "model",
-    "batch",
-    "seq",
-    "precision",
-    "fp32_grads",
-    "optimizer",
-    "foreach",
-    "grads_kept",
-    "zero",
-    "fsdp",
-    "checkpointing",
-)
-
 
 @app.command("gpu")
-def gpu_command(as_json: JsonFlag = False) -> None:
+def gpu_command(as_json: JsonOption = False) -> None:
     """The NVIDIA GPUs here: driver, CUDA and torch versions, memory in use and by whom.
 
     Without a GPU or driver: one sentence saying so (and the CPU), exit code 0.
@@ -137,7 +122,7 @@ def profile_command(
         Path | None, typer.Option("--plot", help="Write the memory and time chart (PNG).")
     ] = None,
     snapshot: SnapshotOption = None,
-    as_json: JsonFlag = False,
+    as_json: JsonOption = False,
     root: RootOption = None,
 ) -> None:
     """Measure real training steps on this machine's device: memory and time per phase.

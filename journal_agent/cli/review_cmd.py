@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
 from journal_agent.errors import UserError
 
 _KEYS = "[1] again  [2] hard  [3] good  [4] easy  [q] quit"
@@ -60,7 +60,7 @@ def review_command(
             show_default=False,
         ),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    json_out: JsonOption = False,
     root: RootOption = None,
 ) -> None:
     """Review what is due: the key question first, the answer on request, then your rating."""

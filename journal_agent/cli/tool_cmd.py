@@ -9,10 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root, sandbox_notice
+from journal_agent.cli._common import (
+    JsonOption,
+    RootOption,
+    print_json,
+    resolve_root,
+    sandbox_notice,
+)
 from journal_agent.errors import UserError
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print the tool definitions as JSON.")]
 
 
 @app.command("tool")

@@ -11,11 +11,10 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json
+from journal_agent.cli._common import JsonOption, RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import ForceOption, SnapshotOption, check_plot, check_snapshot
 from journal_agent.cli._profiling_common import (
-    JsonFlag,
     PlotOption,
     _saving_store,
     _trace_progress,
@@ -34,7 +33,7 @@ def trace_command(
             "--compare-estimate", help="Show the closed-form estimate of the same step beside it."
         ),
     ] = False,
-    as_json: JsonFlag = False,
+    as_json: JsonOption = False,
     plot: PlotOption = None,
     snapshot: SnapshotOption = None,
     force: ForceOption = False,

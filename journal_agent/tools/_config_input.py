@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from journal_agent.tools._schema import tidy_schema
-from profiling.config import LEGACY, TrainingConfig
+from profiling.config import LEGACY, TrainingConfig, flag_name
 
 
 class _ConfigInput(BaseModel):
@@ -23,9 +23,9 @@ class _ConfigInput(BaseModel):
     def _legacy(cls, data: Any) -> Any:
         # Older field names (dtype, world_size, recompute …) are accepted, not advertised.
         if isinstance(data, dict) and set(data) & set(LEGACY):
-            from profiling.config import _map_legacy
+            from profiling._config_legacy import map_legacy
 
-            return _map_legacy({k: v for k, v in data.items() if v is not None})
+            return map_legacy({k: v for k, v in data.items() if v is not None})
         return data
 
     def config_values(self) -> dict[str, Any]:
@@ -37,21 +37,46 @@ class _ConfigInput(BaseModel):
 
 
 def config_input_model(
-    name: str, exclude: tuple[str, ...] = (), **extra: tuple[Any, Any]
+    name: str,
+    include: tuple[str, ...] | None = None,
+    exclude: tuple[str, ...] = (),
+    **extra: tuple[Any, Any],
 ) -> type[_ConfigInput]:
-    """A tool input model: the configuration's fields (less ``exclude``) plus ``extra``."""
+    """A tool input model: the configuration's fields (``include``, less ``exclude``), with
+    their descriptions, choices and defaults, plus the tool's own ``extra`` fields."""
     fields: dict[str, Any] = {}
     for field, info in TrainingConfig.model_fields.items():
-        if field in exclude or field in extra:
+        if (include is not None and field not in include) or field in exclude:
+            continue
+        if field in extra:  # the tool's own spelling of a field, in the configuration's place
+            fields[field] = extra[field]
             continue
         annotation = info.annotation
         if field == "params":  # counts as text too: "7B", "124M"
             annotation = int | str | None
             info = Field(None, description=info.description)
         fields[field] = (annotation, info)
-    model = create_model(name, __base__=_ConfigInput, **fields, **extra)
+    fields.update({k: v for k, v in extra.items() if k not in fields})
+    model = create_model(name, __base__=_ConfigInput, **fields)
     model.extra_fields = tuple(extra)  # type: ignore[attr-defined]
     return model
 
 
-__all__ = ["config_input_model"]
+def as_flags(values: dict[str, Any]) -> list[str]:
+    """Configuration values as the CLI's flags (``{"seq": 128}`` -> ``--seq 128``): how a tool
+    that runs ``journal-agent`` in a child process passes them on."""
+    args: list[str] = []
+    for field, value in values.items():
+        flag = flag_name(field)
+        if isinstance(value, bool):
+            default = TrainingConfig.model_fields[field].default
+            if value:
+                args.append(flag)
+            elif default is None:  # a tri-state switch: --foreach / --no-foreach
+                args.append(f"--no-{flag[2:]}")
+        elif value is not None:
+            args += [flag, str(value)]
+    return args
+
+
+__all__ = ["as_flags", "config_input_model"]

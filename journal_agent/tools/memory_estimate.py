@@ -25,12 +25,11 @@ class MemoryEstimate(Tool):
 
     def run(self, ctx: ToolContext, params: MemoryEstimateInput) -> ToolResult:  # type: ignore[override,valid-type]
         from profiling.config import TrainingConfig
-        from profiling.estimate.memory import estimate, render_text
-        from profiling.estimate.record import estimate_record
+        from profiling.estimate.run import estimate_and_record
         from profiling.records import RecordStore
 
         # A ProfilingError (bad sizes, an unknown model) becomes an error result in Tool.call.
-        est = estimate(TrainingConfig.parse(style="field", **params.config_values()))
-        record = estimate_record(est)
-        RecordStore(measurements_dir(ctx.root)).save(record)
-        return ToolResult(f"{render_text(est)}\nrecord: {record.id}  (cite as {record.citation()})")
+        config = TrainingConfig.parse(style="field", **params.config_values())
+        return ToolResult(
+            estimate_and_record(config, RecordStore(measurements_dir(ctx.root))).text()
+        )

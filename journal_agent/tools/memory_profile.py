@@ -13,41 +13,44 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from journal_agent.tools._config_input import as_flags, config_input_model
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from profiling.config import PROFILE_FIELDS
 
 _GRACE_S = 15.0  # beyond the child's own --timeout: building, tracing, writing the record
 
 
-class MemoryProfileInput(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra=tidy_schema)
+# The workload's fields are the shared configuration's (profiling.config.TrainingConfig): those
+# a real run honours, with the same choices and defaults as `journal-agent profile`. The run's
+# own length is the tool's, shorter than the CLI's: an agent's call is bounded.
+MemoryProfileInput = config_input_model(
+    "MemoryProfileInput",
+    include=PROFILE_FIELDS,
+    model=(
+        str,
+        Field(
+            description="A reference model (tiny-gpt2, tiny-llama, gpt2-small … llama-7b) or a "
+            "factory in the workspace, 'package.module:function', returning a module and inputs."
+        ),
+    ),
+    steps=(int, Field(default=5, ge=1, le=50, description="Timed steps (kept short).")),
+    warmup=(int, Field(default=1, ge=0, le=10, description="Untimed steps first.")),
+    timeout=(
+        float,
+        Field(default=120, gt=0, le=600, description="Seconds before giving up."),
+    ),
+    device=(
+        str | None,
+        Field(default=None, description="cpu, cuda or cuda:N (default: auto)."),
+    ),
+)
 
-    model: str = Field(
-        description="A reference model (tiny-gpt2, tiny-llama, gpt2-small … llama-7b) or a "
-        "factory in the workspace, 'package.module:function', returning a module and inputs."
-    )
-    batch: int = Field(default=1, ge=1)
-    seq: int | None = Field(default=None, ge=1, description="Sequence length (default: model's).")
-    precision: Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"] = Field(
-        default="mixed",
-        description="fp32 | amp-bf16 / amp-fp16 (autocast over fp32 parameters) | mixed (16-bit "
-        "weights and gradients, fp32 master weights in the optimizer) | bf16 (pure).",
-    )
-    optimizer: Literal["adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop"] = "adamw"
-    checkpointing: Literal["none", "full"] = Field(
-        default="none", description="full: every block recomputed in backward."
-    )
-    steps: int = Field(default=5, ge=1, le=50, description="Timed steps (kept short).")
-    warmup: int = Field(default=1, ge=0, le=10, description="Untimed steps first.")
-    timeout: float = Field(default=120, gt=0, le=600, description="Seconds before giving up.")
-    device: str | None = Field(default=None, description="cpu, cuda or cuda:N (default: auto).")
 
-
-class MemoryProfile(Tool[MemoryProfileInput]):
+class MemoryProfile(Tool):
     name = "MemoryProfile"
     description = (
         "Measure a short real training run on THIS machine's device (GPU if present, else "
@@ -63,13 +66,10 @@ class MemoryProfile(Tool[MemoryProfileInput]):
     )
     Input = MemoryProfileInput
 
-    def run(self, ctx: ToolContext, params: MemoryProfileInput) -> ToolResult:
-        args = ["profile", "--model", params.model, "--batch", str(params.batch)]
-        if params.seq is not None:
-            args += ["--seq", str(params.seq)]
-        args += ["--precision", params.precision, "--optimizer", params.optimizer]
-        args += ["--checkpointing", params.checkpointing, "--steps", str(params.steps)]
-        args += ["--warmup", str(params.warmup), "--timeout", f"{params.timeout:g}"]
+    def run(self, ctx: ToolContext, params: MemoryProfileInput) -> ToolResult:  # type: ignore[override,valid-type]
+        args = ["profile", *as_flags(params.config_values())]
+        args += ["--steps", str(params.steps), "--warmup", str(params.warmup)]
+        args += ["--timeout", f"{params.timeout:g}"]
         if params.device:
             args += ["--device", params.device]
         data, err = _profile_in_sandbox(ctx, params.model, args, params.timeout)

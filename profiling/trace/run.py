@@ -129,3 +129,22 @@ def trace_and_record(
     if snapshot is not None:
         payload["snapshot"] = str(snapshot)
     return run
+
+
+def trace_beside_estimate(
+    run: Any, store: Any, *, progress: Callable[[str], None] | None = None
+) -> Any:
+    """Trace the step an :class:`~profiling.estimate.run.EstimateRun` estimated, save the
+    trace's record in ``store``, and put the trace and the comparison in ``run`` (its payload
+    too). Raises ProfilingError for what a trace cannot reproduce, before tracing."""
+    from profiling.trace.report import compare, trace_config_for_estimate, trace_json, trace_record
+    from profiling.trace.step import trace_step
+
+    result = trace_step(trace_config_for_estimate(run.estimate), progress=progress)
+    run.trace = result
+    run.trace_record = trace_record(result)
+    store.save(run.trace_record)
+    run.comparison = compare(run.estimate, result)
+    run.payload["trace"] = trace_json(result, run.trace_record.id)
+    run.payload["comparison"] = run.comparison
+    return run

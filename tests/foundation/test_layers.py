@@ -211,8 +211,6 @@ MAX_MODULE_LINES = 500
 # Modules still over the limit, each being split by the issue that owns its area; the entry
 # goes when the split lands (this list only ever shrinks).
 OVERSIZED = {
-    "journal_agent/cli/run_cmd.py",  # 21
-    "profiling/config.py",  # 21
     "profiling/estimate/memory.py",  # 25
     "profiling/measure/devices.py",  # 23
     "profiling/measure/profiler.py",  # 23

@@ -132,3 +132,30 @@ def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monk
             assert flag in help_text, (command, flag)
         assert "amp-bf16" in help_text and "sgd-nomomentum" in help_text
         assert "--dtype" not in help_text  # older spellings work but are not advertised
+
+
+def test_every_door_takes_the_configurations_defaults(run_cli, tmp_path, monkeypatch) -> None:
+    """One default each, stated once (profiling.config): the tools' schemas, the CLI's help and
+    the library all say the configuration's, precision included (it was `mixed` in one tool)."""
+    from journal_agent.tools.memory_estimate import MemoryEstimate
+    from journal_agent.tools.memory_profile import MemoryProfile
+    from journal_agent.tools.memory_trace import MemoryTrace
+    from profiling import estimate_memory
+    from profiling.config import DEFAULT_PRECISION
+
+    assert TrainingConfig.model_fields["precision"].default == DEFAULT_PRECISION
+    for tool in (MemoryEstimate, MemoryTrace, MemoryProfile):
+        props = tool.definition()["input_schema"]["properties"]
+        assert props["precision"]["default"] == DEFAULT_PRECISION, tool.name
+        for field, info in TrainingConfig.model_fields.items():
+            if field in props and field != "model":
+                assert props[field].get("default", info.default) == info.default, (tool, field)
+                assert props[field].get("description") == info.description, (tool, field)
+    assert estimate_memory(model="gpt2-small").inputs.precision == DEFAULT_PRECISION
+    monkeypatch.setenv("COLUMNS", "200")
+    for command in ("estimate", "trace", "profile"):
+        help_text = run_cli(command, "--help", cwd=tmp_path).stdout
+        lines = help_text.splitlines()
+        at = next(i for i, x in enumerate(lines) if x.lstrip("│ ").startswith("--precision"))
+        option = " ".join(lines[at : at + 4])  # its help may wrap onto the next lines
+        assert f"Default: {DEFAULT_PRECISION}." in option, (command, option)
