@@ -59,10 +59,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "measure_cmd",
         "Measure real training steps on this machine's device: memory and time per phase.",
     ),
-    "agents": ("agents_cmd", "List agent definitions: name, source, model, tools."),
+    "agents": (
+        "agents_cmd",
+        "List agent definitions: name, source, model, tools, an unapproved permissionMode.",
+    ),
     "commands": (
         "agents_cmd",
-        "List slash-command definitions: name, source, model, allowed tools.",
+        "List slash-command definitions: name, source, model, allowed tools, unapproved ones.",
     ),
     "tool": ("tool_cmd", "Run one tool and print its result exactly as the model would see it."),
     "tools": (

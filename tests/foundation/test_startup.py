@@ -91,10 +91,14 @@ def test_the_command_table_says_what_the_modules_say():
     load_all()
     built = typer.main.get_command(app).commands  # every module is imported now: the truth
     assert sorted(COMMANDS) == sorted(built), "add or remove rows in cli/_commands.py"
+    wrong = {
+        name: first
+        for name, command in built.items()
+        if COMMANDS[name][1] != (first := (command.help or "").split("\n\n")[0].strip())
+    }
+    assert not wrong, f"cli/_commands.py's rows should read (the commands' docstrings): {wrong}"
     for name, command in built.items():
-        module, line = COMMANDS[name]
-        first = (command.help or "").split("\n\n")[0].strip()
-        assert line == first, f"cli/_commands.py's row {name!r} should read {first!r}"
+        module = COMMANDS[name][0]
         mod = sys.modules[f"journal_agent.cli.{module}"]
         defined_here = getattr(command.callback, "__module__", None) == mod.__name__ or any(
             group.name == name and group.typer_instance in vars(mod).values()
