@@ -181,3 +181,54 @@ def test_the_learning_journal_output_style_keeps_the_coding_instructions(cli_bin
     assert "`★ Insight ─────────────────────────────────────`" in main
     assert "Every number carries its source" in main
     assert "# Environment" in main  # Claude Code's own instructions are still there
+
+
+def _agent_flow(subagent_type: str, marker: str):
+    """The main thread delegates to ``subagent_type``, whose answer carries an Insight."""
+
+    def flow(body: dict[str, Any]) -> Any:
+        system = body.get("system", "")
+        if isinstance(system, list):
+            system = "\n".join(b.get("text", "") for b in system)
+        names = [t["name"] for t in body.get("tools", [])]
+        if "Agent" not in names:
+            if marker in json.dumps(body.get("messages", [])):
+                return reply("Found it.\n\n" + INSIGHT.replace("Raising y", f"Sub-agent {marker}"))
+            return reply("Side request.")
+        if "Agent" in [
+            b.get("name")
+            for m in body["messages"]
+            if m["role"] == "assistant" and isinstance(m["content"], list)
+            for b in m["content"]
+        ]:
+            return reply("Done.")
+        task = {
+            "description": "Look",
+            "prompt": f"Look into {marker}.",
+            "subagent_type": subagent_type,
+        }
+        return reply(tool_use("Agent", task))
+
+    return flow
+
+
+@pytest.mark.parametrize(
+    ("subagent_type", "captured"),
+    [("journal-agent:learning-journal", False), ("general-purpose", True)],
+    ids=["our-learning-journal", "another-agent"],
+)
+def test_a_subagents_insight_is_captured_unless_it_is_our_own_agent(
+    cli_binary, project, subagent_type, captured
+):
+    _, requests = _session(
+        cli_binary, project, _agent_flow(subagent_type, "zz-marker"), prompt="look"
+    )
+    # The sub-agent ran (its own requests, without the Agent tool) and answered with an Insight.
+    sub = [r for r in requests if "zz-marker" in json.dumps(r.body.get("messages", []))]
+    assert any("Agent" not in [t["name"] for t in r.body.get("tools", [])] for r in sub)
+    moments = read_inbox(project)
+    if not captured:
+        assert moments == []
+        return
+    [moment] = moments
+    assert moment.agent == subagent_type and moment.text.startswith("Sub-agent zz-marker")
