@@ -11,6 +11,7 @@ from sending the request to the last byte, after a warm-up request of each kind:
   cost of HTTP, the token check and the event loop); the targets are on the server's own time,
   each route's time minus the baseline's p50;
 - the server's memory (RSS) after all requests;
+- the same with search by meaning turned off in the settings (no embedding model loaded);
 - `export html` of the whole journal (in-process), against rendering the first page alone.
 
     python benchmarks/bench_view.py [--entries 10000] [--requests 200]
@@ -155,8 +156,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-view-") as tmp:
         root = Path(tmp)
         gen._build(root, args.entries, rng)
+        from journal_agent.journal.search.index import SearchIndex
+
+        SearchIndex(root).stats()  # first use builds the index (as after `journal index`)
         meaning = gen._fill_vectors(root, rng)
         served = serve_and_measure(root, args.requests, rng)
+        # The same server with search by meaning turned off (words only): no model in memory.
+        (root / ".journal" / "settings.json").write_text('{"search": {"embedding_model": "off"}}')
+        words_only = serve_and_measure(root, args.requests, rng)
         exported = export_and_measure(root)
     base = served["baseline_stamp"]["p50_ms"]  # type: ignore[index]
     measured = {
@@ -172,6 +179,7 @@ def main() -> None:
                 "entries": args.entries,
                 "search_by_meaning": meaning,
                 "served": served,
+                "served_words_only": words_only,
                 "export": exported,
                 "server_time_minus_baseline": {k: round(v, 2) for k, v in measured.items()},  # type: ignore[arg-type]
                 "targets": TARGETS,

@@ -94,6 +94,7 @@ class Site:
         self._hashes: tuple[tuple[int, int], dict[str, dict[str, Anchor]]] | None = None
         # An export decides each path once (a snapshot); the server decides at every request.
         self.targets: dict[str, str | None] | None = None
+        self._sums: tuple[tuple[int, int], tuple[int, list[tuple[str, int]]]] | None = None
 
     # -- what changed ---------------------------------------------------------------------
 
@@ -153,29 +154,42 @@ class Site:
                 tags[entry].append(tag)
         return [Summary(r[1], r[2], r[3], r[4], tuple(tags[r[0]])) for r in rows]
 
-    def count(self) -> int:
+    def _journal_key(self) -> tuple[int, int]:
+        try:
+            st = (self.root / JOURNAL_FILE).stat()
+            return (st.st_size, st.st_mtime_ns)
+        except OSError:
+            return (-1, 0)
+
+    def _aggregates(self) -> tuple[int, list[tuple[str, int]]]:
+        """The number of entries and every tag's count: whole-journal sums, so computed once
+        per version of the journal file (its size and mtime), not per page."""
+        key = self._journal_key()
+        with self._lock:
+            if self._sums is not None and self._sums[0] == key:
+                return self._sums[1]
         with self._index() as conn:
             try:
-                return int(conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+                count = int(conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+                sql = "SELECT tag, COUNT(*) AS n FROM tags GROUP BY tag ORDER BY n DESC, tag"
+                tags = [(str(t), int(n)) for t, n in conn.execute(sql)]
             except sqlite3.OperationalError:
-                return 0
+                count, tags = 0, []
+        with self._lock:
+            self._sums = (key, (count, tags))
+        return count, tags
+
+    def count(self) -> int:
+        return self._aggregates()[0]
 
     def tag_counts(self, limit: int | None = None) -> list[tuple[str, int]]:
-        with self._index() as conn:
-            try:
-                sql = "SELECT tag, COUNT(*) AS n FROM tags GROUP BY tag ORDER BY n DESC, tag"
-                rows = conn.execute(sql + ("" if limit is None else f" LIMIT {int(limit)}"))
-                return [(str(t), int(n)) for t, n in rows]
-            except sqlite3.OperationalError:
-                return []
+        tags = self._aggregates()[1]
+        return tags if limit is None else tags[:limit]
 
     def page_of_entries(self, page: int) -> tuple[list[Summary], int]:
         """The entries of one journal page, newest first, and the number of pages."""
+        total = self.count()
         with self._index() as conn:
-            try:
-                total = int(conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
-            except sqlite3.OperationalError:
-                total = 0
             sql = f"{_ROWS} ORDER BY e.date DESC, e.line DESC LIMIT ? OFFSET ?"
             rows = self._summaries(conn, sql, (PAGE_SIZE, (page - 1) * PAGE_SIZE))
         return rows, max(1, -(-total // PAGE_SIZE))

@@ -28,6 +28,7 @@ def test_journal_entry_code_record_plot(page, server, workspace):
     assert any(s.startswith("gone") and "src/gone.py:1" in s for s in states), states
     # A secret file's reference is listed but never linked.
     assert page.locator("ul.refs a:has-text('conf/.env')").count() == 0
+    assert "not shown" in page.locator("ul.refs li", has_text="conf/.env").inner_text()
     aside = page.locator("aside")
     assert "Gradient Accumulation" in aside.locator("h2:has-text('Linked from') + ul").inner_text()
     page.wait_for_selector("#related li")  # asked for once the page is shown
