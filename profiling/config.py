@@ -362,10 +362,18 @@ class TrainingConfig(BaseModel):
     def world_size(self) -> int:
         return self.gpus
 
-    def seq_or_default(self) -> int:
-        """The sequence length: given, else the reference model's (≤ 2048), else 512."""
+    def seq_or_default(self, factory: Any = None) -> int:
+        """The sequence length: given; else the reference model's (≤ 2048); for a model factory
+        (``package.module:function``, or ``factory`` from Python) the default of its own
+        ``seq`` parameter; else 512."""
         if self.seq is not None:
             return self.seq
+        if factory is not None or self.is_factory:
+            from profiling.models.signature import default_seq
+
+            own = default_seq(self.model or "", factory)
+            if own is not None:
+                return own
         from profiling.models.workloads import WORKLOADS
 
         w = WORKLOADS.get(self.model or "")

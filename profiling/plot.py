@@ -24,27 +24,50 @@ def _save(fig: Any, path: Path) -> Path:
     path = Path(path)
     if not path.parent.is_dir():
         raise ProfilingError(f"cannot write {path}: directory {path.parent} does not exist")
+    import matplotlib
+
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    # SVG keeps its words as text (searchable, readable by a screen reader or a test), not as
+    # glyph outlines.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(path, dpi=120)
     return path
 
 
 def plot_estimate(est: Any, path: Path) -> Path:
-    """One stacked bar per GPU (components) against the GPU size."""
+    """The step's moments per GPU (what is alive at each), the peak marked, against the GPU.
+
+    The headline is the peak — the largest moment, what the table and the record give — not the
+    sum of the table's rows: activations are freed before the optimizer step allocates its
+    temporaries, so the rows never all coexist."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    left = 0.0
-    cmap = plt.get_cmap("tab20")
-    for i, c in enumerate(est.components):
-        ax.barh(["per GPU"], [c.bytes / GB], left=left, color=cmap(i % 20), label=c.name)
-        left += c.bytes / GB
+    names = [m.name for m in est.moments]
+    values = [m.bytes / GB for m in est.moments]
+    colors = ["tab:red" if m.name == est.peak_moment else "tab:blue" for m in est.moments]
+    bars = ax.barh(names, values, color=colors)
+    # The step's order, top to bottom, and a free row at the bottom for the legend.
+    ax.set_ylim(len(names) + 0.3, -0.6)
+    for bar, value in zip(bars, values, strict=True):
+        ax.text(value, bar.get_y() + bar.get_height() / 2, f" {value:.2f} GB", va="center")
+    bars[names.index(est.peak_moment)].set_label(f"peak: {est.peak_moment}")
     if est.gpu_mem_bytes:
-        ax.axvline(est.gpu_mem_bytes / GB, color="black", linestyle="--", label="GPU memory")
-    ax.set_xlabel("GB (10^9 bytes)")
+        ax.axvline(
+            est.gpu_mem_bytes / GB,
+            color="black",
+            linestyle="--",
+            label=f"GPU memory {est.gpu_mem_bytes / GB:.0f} GB",
+        )
+    ax.set_xlim(0, max([*values, (est.gpu_mem_bytes or 0) / GB]) * 1.25)
+    ax.set_xlabel("GB (10^9 bytes) per GPU")
     # Words, not the ✅/❌ glyphs: matplotlib's default font has none of them.
     verdict = {True: " (fits)", False: " (does not fit)", None: ""}[est.fits]
-    ax.set_title(f"Estimated memory per GPU: {left:.2f} GB{verdict}")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+    ax.set_title(
+        f"Estimated peak per GPU: {est.per_gpu_bytes / GB:.2f} GB{verdict}\n"
+        f"{est.inputs.describe()}",
+        fontsize=9,
+    )
+    ax.legend(fontsize=8, loc="lower right", ncol=2)  # inside the axes: never cut off
     return _save(fig, path)
 
 
@@ -65,8 +88,15 @@ def plot_trace(result: Any, path: Path) -> Path:
         ax.bar(list(columns), vals, bottom=bottoms, label=cat)
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     ax.set_ylabel("GB (10^9 bytes)")
-    ax.set_title(f"Traced memory: {result.config.model} (peak {result.peak_bytes / GB:.2f} GB)")
-    ax.legend(fontsize=8)
+    from profiling.trace.report import describe_trace_setup
+
+    ax.set_title(
+        f"Traced memory: peak {result.peak_bytes / GB:.2f} GB\n"
+        f"{describe_trace_setup(result.config)}",
+        fontsize=9,
+    )
+    ax.set_ylim(0, max(bottoms) * 1.4)  # headroom: the legend sits inside, above the bars
+    ax.legend(fontsize=8, loc="upper left", ncol=3)
     return _save(fig, path)
 
 

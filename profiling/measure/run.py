@@ -138,7 +138,7 @@ def _build(config: Any, device: torch.device, factory: Callable[..., Any] | None
 def _with_seq(config: Any, factory: Callable[..., Any] | None) -> Any:
     if config.seq is not None:
         return config
-    seq = 512 if factory is not None else config.seq_or_default()
+    seq = config.seq_or_default(factory)
     return config.model_copy(update={"seq": seq})
 
 

@@ -21,8 +21,14 @@ from profiling.units import fmt_bytes, fmt_count
 
 
 def describe_trace_setup(cfg: Any) -> str:
-    # A factory makes its own inputs: only the batch (if it takes one) means anything.
-    shape = f"batch {cfg.batch}" if ":" in cfg.model else f"seq {cfg.seq} × batch {cfg.batch}"
+    # A factory makes its own inputs: the length it was given (its own default, unless --seq),
+    # or, when it takes none, the length it chose itself.
+    shape = f"seq {cfg.seq} × batch {cfg.batch}"
+    if ":" in cfg.model:
+        from profiling.models.signature import takes_seq
+
+        if not takes_seq(cfg.model):
+            shape = f"seq (the factory's own) × batch {cfg.batch}"
     parts = [cfg.model, shape, cfg.precision + (" + fp32 grads" if cfg.fp32_grads else "")]
     parts.append(cfg.optimizer)
     if cfg.fsdp:

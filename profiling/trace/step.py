@@ -167,7 +167,7 @@ def trace_step(
     config = _traceable(config)
     say = progress or (lambda _stage: None)
     if config.seq is None:
-        config = config.model_copy(update={"seq": config.seq_or_default()})
+        config = config.model_copy(update={"seq": config.seq_or_default(factory)})
     start = time.perf_counter()
     with _TRACE_LOCK, contextlib.ExitStack() as stack:
         stack.enter_context(warnings.catch_warnings())
