@@ -3,10 +3,11 @@
 Every failure journal_agent expects (bad input, a malformed agent file, a tool mistake the model
 can fix) is a :class:`JournalAgentError` carrying a sentence that says what is wrong and what to
 do. :class:`UserError` is the one to raise for the user: the CLI prints it without a traceback
-and exits with ``exit_code``. The others keep their own meaning where they are defined:
+and exits with ``exit_code``. :class:`ToolError` (re-exported by ``journal_agent.tools.base``,
+the tool contract) becomes an ``is_error`` tool result for the model. The others keep their own
+meaning where they are defined:
 
 - ``journal_agent.definitions.DefinitionError`` — a malformed agent/command file (file:line);
-- ``journal_agent.tools.base.ToolError`` — becomes an ``is_error`` tool result for the model;
 - ``journal_agent.journal.verify.DraftError`` — the text is not one journal entry;
 - ``journal_agent.tools._shell.ShellParseError`` — a command line that cannot be read.
 
@@ -32,6 +33,14 @@ class UserError(JournalAgentError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class ToolError(JournalAgentError):
+    """Raised inside a tool for a failure the model should see as an ``is_error`` result.
+
+    Defined here rather than in ``tools/base.py`` so that the permission rules can raise it
+    without importing the tool contract, which names their class in ``ToolContext``.
+    """
 
 
 def as_user_error(exc: BaseException) -> UserError | None:

@@ -19,7 +19,10 @@ _POLL_S = 0.02
 
 
 def stop_groups(
-    pgids: Iterable[int], grace_s: float, *, leaders: Iterable[subprocess.Popen[bytes]] = ()
+    pgids: Iterable[int],
+    grace_s: float,
+    *,
+    leaders: Iterable[subprocess.Popen[bytes] | subprocess.Popen[str]] = (),
 ) -> list[int]:
     """SIGTERM each process group, SIGKILL what is left after ``grace_s``; return the groups hit.
 

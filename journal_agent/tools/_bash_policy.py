@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from journal_agent.errors import ToolError
 from journal_agent.tools._pathrules import path_matches
 from journal_agent.tools._rules import (
     bash_parts,
@@ -33,7 +34,6 @@ from journal_agent.tools._shell import (
     recursive_search,
     split_commands,
 )
-from journal_agent.tools.base import ToolError
 
 
 class BashChecks:
@@ -45,6 +45,7 @@ class BashChecks:
     deny: list[str]
 
     search_filter: Callable[..., Callable[[str], bool] | None]
+    _show: Callable[[Path], str]
 
     def _bash_rule(self, rules: list[str], part: str) -> str | None:
         for rule in rules:
@@ -141,7 +142,11 @@ class BashChecks:
                 if dirs:  # (files named one by one were checked by name already)
                     if visible is None:
                         visible = self.search_filter("Grep")
-                    hidden = _first_hidden_file(self.root, flags, sorted(dirs), visible)
+                    hidden = (  # None from search_filter: every file is visible
+                        _first_hidden_file(self.root, flags, sorted(dirs), visible)
+                        if visible is not None
+                        else None
+                    )
                     if hidden is not None:
                         return (
                             f"`{part.text}` would read {hidden}, which looks like a secret or "

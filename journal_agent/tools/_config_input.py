@@ -58,7 +58,7 @@ def config_input_model(
         fields[field] = (annotation, info)
     fields.update({k: v for k, v in extra.items() if k not in fields})
     model = create_model(name, __base__=_ConfigInput, **fields)
-    model.extra_fields = tuple(extra)  # type: ignore[attr-defined]
+    model.extra_fields = tuple(extra)
     return model
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
-from journal_agent.tools.base import ToolError
+from journal_agent.errors import ToolError
 
 # Flags every search shares: .gitignore honoured even outside a git repository, hidden files
 # searched (configs like .github/ matter) but never the VCS directory, no colour, no config file.

@@ -10,11 +10,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from journal_agent.errors import JournalAgentError, as_user_error
+from journal_agent.errors import JournalAgentError, ToolError, as_user_error
+
+if TYPE_CHECKING:
+    from journal_agent.tools.permissions import PermissionPolicy
+    from journal_agent.tools.read_tracking import ReadTracker
+
+__all__ = ["InputT", "Tool", "ToolContext", "ToolError", "ToolResult"]
 
 # No tool input is this large in honest use (a Write of 4 MB of text is a lot); a larger one is
 # refused before validation, whose work grows with the input.
@@ -28,22 +34,19 @@ class ToolResult:
     is_error: bool = False
 
 
-class ToolError(JournalAgentError):
-    """Raised inside a tool for a failure the model should see as an ``is_error`` result."""
-
-
 @dataclass
 class ToolContext:
     """Everything a tool may touch, passed in rather than global.
 
-    ``policy`` is a :class:`journal_agent.tools.permissions.PermissionPolicy`; ``reads`` is the
-    read-tracking state (which files this run read, at which content hash) that Write and Edit
-    consult for optimistic concurrency.
+    ``policy`` decides what each call may do (None: no rules, as in tests and trusted hosts);
+    ``reads`` is the read-tracking state (which files this run read, at which content hash) that
+    Write and Edit consult for optimistic concurrency (None: attached on first use by
+    :func:`journal_agent.tools.read_tracking.tracker_for`).
     """
 
     root: Path
-    policy: Any = None
-    reads: Any = None
+    policy: PermissionPolicy | None = None
+    reads: ReadTracker | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 

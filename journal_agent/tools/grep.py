@@ -361,13 +361,14 @@ def _stream_content(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    if timed_out and proc.returncode is not None and proc.returncode < 0:
+    returncode = proc.wait()  # rg has ended (the finally made sure): its exit status
+    if timed_out and returncode < 0:
         raise ToolError(
             f"The search took longer than {RG_TIMEOUT_S} s and was stopped; simplify the pattern "
             "or narrow the search with path, glob or type."
         )
     if not more:
-        _raise_for_rg(proc.returncode, decode(err or b""), args)
+        _raise_for_rg(returncode, decode(err or b""), args)
     while entries and entries[-1] == "--":
         entries.pop()
     if entries and entries[0] == "--":

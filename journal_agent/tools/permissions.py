@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from journal_agent.errors import UserError
+from journal_agent.errors import ToolError, UserError
 from journal_agent.tools._bash_policy import BashChecks, rule_hint
 from journal_agent.tools._pathrules import path_matches
 from journal_agent.tools._rules import (
@@ -75,7 +75,6 @@ from journal_agent.tools._shell import (
     is_read_only,
     split_commands,
 )
-from journal_agent.tools.base import ToolError
 from journal_agent.tools.sandbox.config import SandboxSettings
 
 __all__ = [

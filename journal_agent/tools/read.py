@@ -165,9 +165,11 @@ class Read(Tool[ReadInput]):
         if scan.total_lines == 0:
             return ToolResult(f"The file {path} exists but is empty (0 lines).")
         if not scan.lines:
+            total = scan.total_lines
+            assert total is not None, "a scan stops early only once it holds lines"
             return ToolResult(
-                f"The file {path} has {_lines(scan.total_lines)}, fewer than the requested offset "
-                f"{start}; use an offset between 1 and {scan.total_lines}."
+                f"The file {path} has {_lines(total)}, fewer than the requested offset "
+                f"{start}; use an offset between 1 and {total}."
             )
         lines = [_format_line(n, prefix, size) for n, prefix, size in scan.lines]
         body = "\n".join(lines)

@@ -17,7 +17,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,14 @@ class ReadTracker:
 _attach_lock = threading.Lock()
 
 
-def tracker_for(ctx: Any) -> ReadTracker:
+class _HasReads(Protocol):
+    """What :func:`tracker_for` needs of a ``ToolContext`` (named structurally: the tool
+    contract names this module's class, so importing it here would be a circle)."""
+
+    reads: ReadTracker | None
+
+
+def tracker_for(ctx: _HasReads) -> ReadTracker:
     """The context's tracker, attaching a fresh one if the host gave none.
 
     A context without a tracker would make every existing file unwritable (nothing could

@@ -87,7 +87,7 @@ class SandboxLimits(BaseModel):
     @field_validator("memory", "file_size", "tmp", mode="before")
     @classmethod
     def _size(cls, value: object) -> int | str | None:
-        return value if value == "auto" else parse_size(value)
+        return "auto" if value == "auto" else parse_size(value)
 
     def memory_bytes(self) -> int | None:
         if self.memory != "auto":

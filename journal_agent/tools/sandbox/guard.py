@@ -300,8 +300,10 @@ def _move(view: View, path: Path, why: str, dest_dir: Path) -> str:
     place = _place(view, path)
     if place.parent is None:
         return _unmoved(view, path, why, OSError(errno.ENOENT, "it is no longer there"))
+    base = writable_base(place.parent, view.writable)
+    assert base is not None, "_place walks down from a writable root and stays within them"
     try:
-        src_fd = open_dir_beneath(writable_base(place.parent, view.writable), place.parent)
+        src_fd = open_dir_beneath(base, place.parent)
         try:
             dst_fd = open_dir_beneath(view.root, dest.parent, create=True)
             try:

@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -117,7 +118,7 @@ def _ulimits(limits: SandboxLimits, memory: int | None, memory_in_cgroup: bool) 
 
 
 def _make(
-    parent: Path | None, name: str, values: dict[str, int], reuse: list[Path] = ()
+    parent: Path | None, name: str, values: dict[str, int], reuse: Sequence[Path] = ()
 ) -> Path | None:
     """A new cgroup ``name`` under ``parent`` with ``values`` written; None if not allowed."""
     if parent is None:
