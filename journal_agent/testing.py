@@ -137,7 +137,10 @@ class CapturedRequest:
         return system or ""
 
 
-Script = list[dict[str, Any] | ScriptedError | Callable[[dict[str, Any]], Any]]
+# A reply: a Messages API response body, or an error. A script step may also be a function of
+# the request body that returns the reply.
+Reply = dict[str, Any] | ScriptedError
+Script = list[Reply | Callable[[dict[str, Any]], Reply]]
 
 
 @dataclass
@@ -150,7 +153,9 @@ class ScriptedModel:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._queues: dict[str | None, list[Any]] = {None: list(self.responses)}
+        self._queues: dict[str | None, list[Reply | Callable[[dict[str, Any]], Reply]]] = {
+            None: list(self.responses)
+        }
         for key, script in self.routes.items():
             self._queues[key] = list(script)
 
@@ -158,7 +163,7 @@ class ScriptedModel:
     def remaining(self) -> int:
         return sum(len(q) for q in self._queues.values())
 
-    def _next(self, captured: CapturedRequest) -> Any:
+    def _next(self, captured: CapturedRequest) -> Reply | Callable[[dict[str, Any]], Reply]:
         with self._lock:
             self.requests.append(captured)
             key = next((k for k in self.routes if k in captured.system_text), None)

@@ -58,8 +58,12 @@ def _fences(lines: list[str]) -> tuple[list[bool], str]:
                 mask.append(False)
         else:
             mask.append(True)
-            closes = match and match.group(1)[0] == open_char and len(match.group(1)) >= open_len
-            if closes and not match.group(2).strip():
+            if (
+                match
+                and match.group(1)[0] == open_char
+                and len(match.group(1)) >= open_len
+                and not match.group(2).strip()
+            ):  # the fence that closes the open block
                 open_char = marker = ""
     return mask, marker
 

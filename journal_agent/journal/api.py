@@ -10,16 +10,16 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
-from journal_agent.journal.model import Journal, parse_journal
+from journal_agent.journal.model import EntrySummary, Journal, parse_journal
 from journal_agent.journal.refcheck import anchors_for
 from journal_agent.journal.refs import FileCache, RefStore
 from journal_agent.journal.search.hits import Hit
 from journal_agent.journal.search.index import SearchIndex
-from journal_agent.journal.store import JournalStore
+from journal_agent.journal.store import AppendResult, JournalStore
 from journal_agent.journal.verify import (
     CheckReport,
     DraftError,
@@ -30,7 +30,18 @@ from journal_agent.journal.verify import (
 from journal_agent.paths import JOURNAL_FILE
 from journal_agent.secrets import refuse_secrets
 
+if TYPE_CHECKING:  # imported where used, inside the functions: search by meaning is heavy
+    from collections.abc import Callable
+
+    from journal_agent.journal.model import Entry
+    from journal_agent.journal.reffix import FixOutcome
+    from journal_agent.journal.refs import Anchor
+    from journal_agent.journal.search.duplicates import Check, Duplicate
+
 logger = logging.getLogger(__name__)
+
+# The journal's state as the duplicate check saw it: (size, mtime_ns, inode).
+_State = tuple[int, int, int]
 
 
 @dataclass
@@ -110,7 +121,7 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
     return outcome
 
 
-def _journal_state(store: JournalStore) -> tuple[int, int, int] | None:
+def _journal_state(store: JournalStore) -> _State | None:
     try:
         st = store.path.stat()
     except FileNotFoundError:
@@ -119,7 +130,7 @@ def _journal_state(store: JournalStore) -> tuple[int, int, int] | None:
 
 
 class _Repeated(Exception):
-    def __init__(self, duplicate: Any) -> None:
+    def __init__(self, duplicate: Duplicate) -> None:
         self.duplicate = duplicate
 
 
@@ -129,7 +140,9 @@ class _DuplicateGuard:
     two sessions writing the same entry at once cannot both land it. The draft's vector is
     reused: the second check costs one search."""
 
-    def __init__(self, store: JournalStore, entry: Any, seen: Any, similar: Any) -> None:
+    def __init__(
+        self, store: JournalStore, entry: Entry, seen: _State | None, similar: Check | None
+    ) -> None:
         self.store, self.entry, self.seen, self.similar = store, entry, seen, similar
 
     def __call__(self) -> None:
@@ -141,7 +154,7 @@ class _DuplicateGuard:
             raise _Repeated(self.similar.duplicate)
 
 
-def _check_duplicate(root: Path, entry: Any, vector: Any = None) -> Any:
+def _check_duplicate(root: Path, entry: Entry, vector: Any = None) -> Check | None:
     """The duplicate check; a journal it cannot read is reported by the append itself."""
     from journal_agent.journal.search.duplicates import check_draft
 
@@ -154,7 +167,7 @@ def _check_duplicate(root: Path, entry: Any, vector: Any = None) -> Any:
         return None
 
 
-def _duplicate_problem(entry_id: str, dup: Any) -> Problem:
+def _duplicate_problem(entry_id: str, dup: Duplicate) -> Problem:
     return Problem(
         entry_id,
         "duplicate",
@@ -163,7 +176,7 @@ def _duplicate_problem(entry_id: str, dup: Any) -> Problem:
     )
 
 
-def _remember_vector(root: Path, entry: Any, similar: Any) -> None:
+def _remember_vector(root: Path, entry: Entry, similar: Check | None) -> None:
     """Cache the vector computed for the duplicate check as the new entry's embedding; with
     no check made (first entry) compute it now, so search never embeds at query time."""
     from journal_agent.journal.search import fusion
@@ -181,8 +194,8 @@ def _remember_vector(root: Path, entry: Any, similar: Any) -> None:
 
 
 def _append_with_hashes(
-    store: JournalStore, text: str, entry: Any, guard: _DuplicateGuard | None
-) -> Any:
+    store: JournalStore, text: str, entry: Entry, guard: _DuplicateGuard | None
+) -> AppendResult:
     hashes = anchors_for(store.root, entry.refs, FileCache(store.root))
     refs = RefStore(store.state / "refs.jsonl")
 
@@ -243,7 +256,7 @@ def semantic_status(root: Path) -> str | None:
     return status(Path(root))
 
 
-def index(root: Path, progress: Any = None) -> tuple[int, int]:
+def index(root: Path, progress: Callable[[int, int], object] | None = None) -> tuple[int, int]:
     """Embed every entry that has no vector yet; returns (embedded now, entries)."""
     from journal_agent.journal.search import fusion
     from journal_agent.journal.search.embeddings import Unavailable
@@ -255,7 +268,7 @@ def index(root: Path, progress: Any = None) -> tuple[int, int]:
         raise UserError(f"{exc}.") from None
 
 
-def backlinks(root: Path, key: str) -> list[dict[str, Any]]:
+def backlinks(root: Path, key: str) -> list[EntrySummary]:
     """Entries whose 🔗 Related Concepts section links to the entry ``key``."""
     from journal_agent.journal.links import backlinks as find
 
@@ -296,7 +309,7 @@ class RepairOutcome:
     unrepaired_lines: list[int]
     guessed_lines: list[int] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return self.__dict__.copy()
 
 
@@ -330,7 +343,7 @@ def repair(root: Path, dry_run: bool = False) -> RepairOutcome:
 
 def refresh_refs(
     root: Path, key: str, accept: list[str] | None = None
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, Anchor]]:
     """Record the current content of an entry's code references as its new baseline.
 
     For after a ``stale_ref``: once the entry has been brought up to date with the code, this
@@ -342,7 +355,7 @@ def refresh_refs(
     return refresh(Path(root), key, accept)
 
 
-def fix_refs(root: Path) -> Any:
+def fix_refs(root: Path) -> FixOutcome:
     """Rewrite the references whose lines moved to where they are now (``check --fix``)."""
     from journal_agent.journal.reffix import fix_moved
 

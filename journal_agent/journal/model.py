@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypedDict
 
 from journal_agent.journal._text import bare, fence_mask, slugify, split_lines
 from journal_agent.journal.refs import CodeRef, find_refs
@@ -170,7 +171,7 @@ class Entry:
         """The text for search: everything but the id comment."""
         return "".join(line for line in self.lines if not _ID_COMMENT.match(line))
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> EntrySummary:
         return {
             "id": self.id,
             "title": self.title,
@@ -178,6 +179,16 @@ class Entry:
             "line": self.start_line,
             "tags": self.tags,
         }
+
+
+class EntrySummary(TypedDict):
+    """One entry in a listing (``journal list --json``, backlinks, the view)."""
+
+    id: str
+    title: str
+    date: str
+    line: int  # 1-based line of the heading in the journal
+    tags: list[str]
 
 
 @dataclass

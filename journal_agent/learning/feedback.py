@@ -284,7 +284,7 @@ class FeedbackLog:
         self,
         records: list[FeedbackRecord],
         now: datetime,
-        kind: str,
+        kind: Literal["feedback", "revert"],
         rel: str,
         feedback: str,
         before: bytes,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from journal_agent.journal._text import bare, fence_mask, split_lines
 from journal_agent.learning.ledger_lines import (
@@ -35,6 +36,9 @@ from journal_agent.learning.ledger_lines import (
     split_row,
     unbold_cell,
 )
+
+if TYPE_CHECKING:
+    from journal_agent.learning.ledger_summary import LedgerSummary
 
 # -- vocabulary -------------------------------------------------------------------------------
 
@@ -369,7 +373,7 @@ class Ledger:
             out.append(Insight(date, title, quote, sub.start, end, text))
         return out
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> LedgerSummary:
         """What ``journal-agent ledger --json`` shows (without review data)."""
         items = self.items()
         actions = self.checkboxes("actions")

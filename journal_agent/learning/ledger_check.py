@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.journal._text import bare
 from journal_agent.learning.ledger import (
@@ -29,6 +29,9 @@ from journal_agent.learning.ledger import (
     normalize,
 )
 from journal_agent.learning.ledger_lines import bad_checkbox, is_date
+
+if TYPE_CHECKING:
+    from journal_agent.learning.ledger_summary import LedgerSummary
 
 KINDS = ("unsourced_number", "bad_citation", "missing_entry", "structure")
 ENTRY_REF = re.compile(r"\[entry:(?P<id>[^\]\s]*)\]")
@@ -57,13 +60,13 @@ class LedgerProblem:
 class LedgerReport:
     ok: bool
     problems: list[LedgerProblem] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: LedgerSummary | None = None  # None: no ledger to summarise
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "problems": [p.to_dict() for p in self.problems],
-            "counts": self.summary.get("counts", {}),
+            "counts": self.summary["counts"] if self.summary is not None else {},
         }
 
 

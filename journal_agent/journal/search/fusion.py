@@ -25,6 +25,9 @@ from journal_agent.journal.search.embeddings import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
     import numpy as np
 
     from journal_agent.journal.search.hits import Lexical
@@ -168,7 +171,7 @@ def draft_text(draft: str) -> str:
     return embed_text(entry.title, " ".join(entry.tags), entry.body)
 
 
-def remember(root: Any, text: str, vector: np.ndarray, embedder: Embedder) -> None:
+def remember(root: Path, text: str, vector: np.ndarray, embedder: Embedder) -> None:
     """Cache a vector computed elsewhere (the draft's, at append) under its text."""
     conn = VectorStore(root).connect()
     try:
@@ -177,7 +180,9 @@ def remember(root: Any, text: str, vector: np.ndarray, embedder: Embedder) -> No
         conn.close()
 
 
-def embed_missing(index: SearchIndex, progress: Any = None) -> tuple[int, int]:
+def embed_missing(
+    index: SearchIndex, progress: Callable[[int, int], object] | None = None
+) -> tuple[int, int]:
     """Embed every entry that has no vector yet (``journal index``); returns (done, total)."""
     embedder = get_embedder(index.root)
     conn = index.connect()
