@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from journal_agent.journal._text import bare, fence_mask, split_lines
 from journal_agent.learning.ledger_lines import (
@@ -36,9 +35,7 @@ from journal_agent.learning.ledger_lines import (
     split_row,
     unbold_cell,
 )
-
-if TYPE_CHECKING:
-    from journal_agent.learning.ledger_summary import LedgerSummary
+from journal_agent.learning.ledger_summary import LedgerSummary  # types only: cheap to import
 
 # -- vocabulary -------------------------------------------------------------------------------
 
