@@ -19,7 +19,7 @@ from journal_agent.view.pages import Mode, NotFound, Pages
 from journal_agent.view.site import Site, entry_path
 
 STATIC = Path(__file__).parent / "static"
-SEARCH_LIMIT = 30
+SEARCH_LIMIT = 10  # as `journal search` shows by default: the list a keystroke replaces
 
 
 def create_app(root: Path, *, token: str, hosts: set[str], port: int) -> Any:
