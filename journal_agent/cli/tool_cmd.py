@@ -85,10 +85,19 @@ def tool_command(
         deny=deny or (),
         prompt=tty_prompt() if input_json != "-" else None,
     )
+    if tool.name in _TRACKED:
+        # Each `tool` call is a run of its own: what `tool Read` read is kept beside the
+        # journal, so a later `tool Edit`/`tool Write` of the same file can go through.
+        from journal_agent.tools.read_state import PersistentReadTracker
+
+        ctx.reads = PersistentReadTracker(ctx.root)
     result = tool.call(ctx, params)
     typer.echo(result.content)
     if result.is_error:
         raise typer.Exit(1)
+
+
+_TRACKED = frozenset({"Read", "Write", "Edit"})
 
 
 @app.command("tools")
