@@ -46,11 +46,21 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def accepted_hosts(host: str, port: int) -> set[str]:
-    shown = f"[{host}]" if ":" in host else host
-    hosts = {f"{shown}:{port}"}
-    if _is_loopback(host):
-        hosts |= {f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"}
-    return hosts
+    """The ``Host`` values a request may carry: the address we listen on; for a wildcard or
+    another address given with ``--host``, also this machine's own addresses and names (a
+    rebinding page sends its own domain name, never one of these)."""
+    names = {host, "localhost", "127.0.0.1", "::1"}
+    if not _is_loopback(host):
+        import psutil
+
+        names |= {socket.gethostname(), socket.getfqdn()}
+        names |= {
+            a.address.split("%")[0]
+            for addrs in psutil.net_if_addrs().values()
+            for a in addrs
+            if a.family in (socket.AF_INET, socket.AF_INET6)
+        }
+    return {f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names if n}
 
 
 def _is_loopback(host: str) -> bool:

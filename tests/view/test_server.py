@@ -135,7 +135,26 @@ def test_port_and_host_options(workspace):
         stop_server(chosen)
     wide = start_server(workspace.root, "--host", "0.0.0.0")
     try:
-        stop_server(wide)
-        assert "warning: listening on 0.0.0.0" in wide.process.stderr.read()
+        # Reached by one of this machine's own addresses: served; by a domain name: refused.
+        own = next(a for a in _own_ipv4() if not a.startswith("127."))
+        response, _ = request(wide, "/index.html", host=f"{own}:{wide.port}")
+        assert response.status == 200
+        response, _ = request(wide, "/index.html", host=f"rebound.example:{wide.port}")
+        assert response.status == 403
     finally:
         stop_server(wide)
+    assert "warning: listening on 0.0.0.0" in wide.process.stderr.read()
+
+
+def _own_ipv4() -> list[str]:
+    import psutil
+
+    found = [
+        a.address
+        for addrs in psutil.net_if_addrs().values()
+        for a in addrs
+        if a.family == socket.AF_INET
+    ]
+    if not any(not a.startswith("127.") for a in found):
+        pytest.skip("this machine has no address but loopback")
+    return found
