@@ -112,6 +112,9 @@ def claude_env(home: Path, base_url: str | None = None) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        # Claude Code gives an MCP server 30 s to connect by default; with the suite running in
+        # parallel on two busy cores our server (a Python start plus imports) can take longer.
+        "MCP_TIMEOUT": "120000",
     }
     if base_url:
         env |= {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": "sk-ant-scripted-0000"}
