@@ -32,6 +32,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     ``argv`` defaults to ``sys.argv[1:]``; tests pass it to run the CLI in-process.
     """
+    from journal_agent.cli import _app
+
+    _app.INVOCATION[:] = sys.argv[1:] if argv is None else list(argv)
     try:
         # Standalone: click reports usage errors itself and exits with their codes.
         app(args=None if argv is None else list(argv), prog_name="journal-agent")

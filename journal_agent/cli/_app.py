@@ -18,6 +18,10 @@ from typer.core import TyperCommand, TyperGroup
 from journal_agent import __version__
 from journal_agent.cli._commands import COMMANDS
 
+# The arguments of the command being run (``main`` sets them): a record says which command
+# made it (``cli._profiling_common.invocation``).
+INVOCATION: list[str] = []
+
 
 class LazyGroup(TyperGroup):
     """The top-level group: every command of the table, its module imported when it is used.

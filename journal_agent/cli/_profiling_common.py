@@ -29,10 +29,26 @@ def _store(root: Path | None) -> Any:
 
 
 def _saving_store(root: Path | None) -> Any:
-    """The store new records go to (the sandbox's outbox when run inside it)."""
+    """The store new records go to (the sandbox's outbox when run inside it); each record it
+    saves says which command made it (``extra.command``, shown by the view's provenance)."""
     from profiling.records import RecordStore
 
-    return RecordStore(records_dir_for_saving(resolve_root(root)))
+    class _Store(RecordStore):
+        def save(self, record: Any) -> str:
+            record.extra.setdefault("command", invocation())
+            return super().save(record)
+
+    return _Store(records_dir_for_saving(resolve_root(root)))
+
+
+def invocation() -> str:
+    """``journal-agent ARGS`` as it was run, secrets redacted."""
+    import shlex
+
+    from journal_agent.cli._app import INVOCATION
+    from journal_agent.secrets import redact_secrets
+
+    return redact_secrets("journal-agent " + shlex.join(INVOCATION))
 
 
 def _console() -> Any:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import SnapshotOption, check_snapshot
+from journal_agent.cli._profiling_common import _saving_store
 from journal_agent.errors import UserError
-from journal_agent.paths import records_dir_for_saving
 from profiling.config import PROFILE_FIELDS
 
 if TYPE_CHECKING:
@@ -141,7 +141,6 @@ def profile_command(
 
     from profiling.config import TrainingConfig
     from profiling.measure.run import RunOptions
-    from profiling.records import RecordStore
 
     if "model" not in config:
         raise UserError("profile needs --model NAME (a reference model or package.module:factory)")
@@ -159,7 +158,7 @@ def profile_command(
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserError(f"--{err['loc'][0]}: {err['msg']}".replace("_", "-")) from None
-    store = RecordStore(records_dir_for_saving(resolve_root(root)))
+    store = _saving_store(root)
     if launched_by_torchrun():
         from profiling.measure.distributed import profile_rank
 

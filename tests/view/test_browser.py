@@ -50,7 +50,9 @@ def test_journal_entry_code_record_plot(page, server, workspace):
     assert page.locator("svg.chart .peak").count() == 1  # the peak is marked
     assert "peak" in page.locator("svg.chart .peaklbl").text_content()
     assert page.locator("table.modules tbody tr").count() > 0
-    assert "torch" in page.locator("table.kv").last.inner_text()  # provenance: versions
+    provenance = page.locator("table.kv").last.inner_text()
+    assert "torch" in provenance  # the versions
+    assert "journal-agent trace --model tiny-gpt2 --batch 2 --seq 32" in provenance  # command
     screenshot(page, "record")
 
     page.goto(f"{server.origin}/records/{workspace.estimate_id}.html")
