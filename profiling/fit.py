@@ -262,3 +262,37 @@ def fit_json(res: FitResult) -> dict[str, Any]:
 
 
 __all__ = ["Candidate", "FitResult", "fit", "fit_json", "render_fit"]
+
+
+def fit_record(res: FitResult, top: int = 10) -> Any:
+    """What ``fit`` prints, as a record to cite: each shown row's estimated peak, traced peak
+    and tokens/s, the GPU's memory and the part of it counted as usable."""
+    from profiling.records import MeasurementRecord, Quantity, new_record_id, software_versions
+
+    results = [
+        Quantity(name="gpu_mem", value=res.gpu_mem_bytes, unit="B"),
+        Quantity(name="usable", value=res.gpu_mem_bytes * HEADROOM, unit="B"),
+        Quantity(name="smallest_peak", value=res.smallest.peak_bytes, unit="B"),
+    ]
+    for i, c in enumerate(res.fitting[:top], 1):
+        name = f"#{i} {c.label()}"
+        results.append(Quantity(name=f"{name}: peak", value=c.peak_bytes, unit="B"))
+        if c.traced_peak_bytes:
+            results.append(
+                Quantity(name=f"{name}: traced peak", value=c.traced_peak_bytes, unit="B")
+            )
+        if c.tokens_per_second:
+            results.append(
+                Quantity(name=f"{name}: tokens/s", value=c.tokens_per_second, unit="tokens/s")
+            )
+    return MeasurementRecord(
+        id=new_record_id("estimated"),
+        kind="estimated",
+        title=f"What fits: {render_fit(res, top).splitlines()[0].removeprefix('What fits: ')}",
+        device={"gpu_mem_bytes": res.gpu_mem_bytes, "gpus": res.base.gpus},
+        software=software_versions(),
+        config=res.base.model_dump(),
+        results=results,
+        notes="\n".join(res.notes),
+        extra={"table": render_fit(res, top)},
+    )

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, print_json
+from journal_agent.cli._common import JsonOption, RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.errors import UserError
 from profiling.config import FIT_FIELDS
@@ -26,21 +26,26 @@ def fit_command(
     ] = 2,
     top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
     as_json: JsonOption = False,
+    root: RootOption = None,  # type: ignore[assignment]
 ) -> None:
     """What fits a GPU: precision, ZeRO, checkpointing, LoRA/QLoRA, offload and micro-batch
     searched, ranked by estimated throughput, the best traced to confirm.
 
     Example: journal-agent fit --model llama-7b --gpu-mem 24 --gpu rtx-4090
     """
+    from journal_agent.cli._profiling_common import _print_record_line, _saving_store
     from profiling.config import TrainingConfig
-    from profiling.fit import fit, fit_json, render_fit
+    from profiling.fit import fit, fit_json, fit_record, render_fit
 
     base = TrainingConfig.parse(**config)
     res = fit(base, confirm=confirm, progress=None if as_json else _progress)
+    # Every number the table shows is in the record, so an entry can cite it.
+    record_id = _saving_store(root).save(fit_record(res, top))
     if as_json:
-        print_json(fit_json(res))
+        print_json({"record_id": record_id, **fit_json(res)})
     else:
         typer.echo(render_fit(res, top=top))
+        _print_record_line(record_id)
     if not res.fitting:
         raise UserError(
             f"nothing fits in {res.gpu_mem_bytes / 1e9:.2f} GB: the smallest need is "

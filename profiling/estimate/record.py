@@ -5,6 +5,7 @@ Light: no torch.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from profiling.estimate.memory import Estimate, describe_setup, render_text
@@ -17,6 +18,28 @@ from profiling.records import (
 
 # --------------------------------------------------------------------- estimates
 
+# "weights 13.48 GB", "step temporaries 524.3 MB" in a moment's sum, as the text prints them.
+_TERM = re.compile(r"(?<![\w.·])(\d+(?:\.\d+)?) (B|KB|MB|GB|TB)\b")
+_SCALE = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def _printed_quantities(est: Estimate) -> list[Quantity]:
+    """The other numbers the text shows, so that each can be cited: the terms of each moment's
+    sum (category totals, the logits and their copy), the model states and DeepSpeed's own
+    estimator, which the notes compare."""
+    out = []
+    for m in est.moments:
+        for n, term in enumerate(_TERM.finditer(m.calculation), start=1):
+            value = float(term.group(1)) * _SCALE[term.group(2)]
+            out.append(Quantity(name=f"moment: {m.name}: term {n}", value=value, unit="B"))
+    states = sum(c.bytes for c in est.components if c.group == "model states")
+    out.append(Quantity(name="model_states", value=states, unit="B"))
+    for key in ("zero2_gpu_bytes", "zero3_gpu_bytes"):
+        if est.deepspeed and est.deepspeed.get(key):
+            name = f"deepspeed_{key.removesuffix('_gpu_bytes')}_model_states"
+            out.append(Quantity(name=name, value=est.deepspeed[key], unit="B"))
+    return out
+
 
 def estimate_record(est: Estimate) -> MeasurementRecord:
     results = [
@@ -28,6 +51,7 @@ def estimate_record(est: Estimate) -> MeasurementRecord:
     ]
     results += [Quantity(name=c.name, value=c.bytes, unit="B") for c in est.components]
     results += [Quantity(name=f"moment: {m.name}", value=m.bytes, unit="B") for m in est.moments]
+    results += _printed_quantities(est)
     if est.gpu_mem_bytes is not None:
         results.append(Quantity(name="gpu_mem", value=est.gpu_mem_bytes, unit="B"))
     if est.time is not None:

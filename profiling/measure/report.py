@@ -266,6 +266,8 @@ def summary_quantities(s: Any) -> list[Quantity]:
         q.append(Quantity(name=f"peak_{p.name}", value=p.peak_bytes, unit="B"))
         q.append(Quantity(name=f"mean_{p.name}", value=p.mean_bytes, unit="B"))
         q.append(Quantity(name=f"end_{p.name}", value=p.end_bytes, unit="B"))
+        q.append(Quantity(name=f"min_{p.name}", value=p.min_bytes, unit="B"))
+        q.append(Quantity(name=f"max_{p.name}", value=p.max_bytes, unit="B"))
         if p.time:
             q.append(Quantity(name=f"median_time_{p.name}", value=p.time.median, unit="s"))
             q.append(Quantity(name=f"iqr_time_{p.name}", value=p.time.iqr, unit="s"))
@@ -280,6 +282,7 @@ def summary_quantities(s: Any) -> list[Quantity]:
         ("flops_per_step", s.flops_per_step, "FLOP"),
         ("backward_forward_ratio", s.backward_forward_ratio, ""),
         ("rss_end", s.rss_end, "B"),
+        ("rss_start", s.rss_start, "B"),
         ("uss_end", s.uss_end, "B"),
         ("rss_high_water", s.rss_high_water, "B"),
         ("profiler_overhead_per_step", s.overhead_s_per_step, "s"),
@@ -288,6 +291,9 @@ def summary_quantities(s: Any) -> list[Quantity]:
             q.append(Quantity(name=name, value=value, unit=unit))
     for st in s.steps:
         q.append(Quantity(name=f"step_{st.step}_peak", value=st.peak_bytes, unit="B"))
+        q.append(Quantity(name=f"step_{st.step}_end", value=st.end_bytes, unit="B"))
+        if st.rss is not None:
+            q.append(Quantity(name=f"step_{st.step}_rss", value=st.rss, unit="B"))
         if st.time_s is not None:
             q.append(Quantity(name=f"step_{st.step}_time", value=st.time_s, unit="s"))
     if s.oom is not None:

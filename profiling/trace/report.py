@@ -58,6 +58,9 @@ def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRec
     results += [
         Quantity(name=f"after_step_{k}", value=v, unit="B") for k, v in result.after_step.items()
     ]
+    results += _printed_quantities(result)
+    if verdict:
+        results.append(Quantity(name="gpu_memory", value=verdict["gpu_mem_bytes"], unit="B"))
     results.append(Quantity(name="params", value=result.params, unit=""))
     results += [
         Quantity(name="flops", value=result.flops.total, unit="FLOP"),
@@ -93,6 +96,32 @@ def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRec
             **({"fits": verdict["fits"], "status": verdict["status"]} if verdict else {}),
         },
     )
+
+
+def _printed_quantities(result: Any) -> list[Quantity]:
+    """The other numbers the text shows, so that each can be cited: the "After forward"
+    column, the totals after forward and after the step, and the module table's rows."""
+    fwd = result.phases.get("after_forward", {})
+    out = [Quantity(name=f"after_forward_{k}", value=v, unit="B") for k, v in fwd.items()]
+    step_total = result.phases.get("after_optimizer_step", {}).get("total")
+    if step_total is not None:
+        out.append(Quantity(name="after_step_total", value=step_total, unit="B"))
+    for name, m in top_modules(result):
+        out += [
+            Quantity(name=f"module {name}: params", value=m.parameters, unit="B"),
+            Quantity(name=f"module {name}: peak forward", value=m.peak_forward, unit="B"),
+            Quantity(name=f"module {name}: peak backward", value=m.peak_backward, unit="B"),
+        ]
+    return out
+
+
+def top_modules(result: Any, modules: int = 12) -> list[tuple[str, Any]]:
+    """The modules the text shows: the highest peaks first."""
+    return sorted(
+        result.by_module.items(),
+        key=lambda kv: max(kv[1].peak_forward, kv[1].peak_backward),
+        reverse=True,
+    )[:modules]
 
 
 def trace_verdict(result: Any, gpu_mem_gb: float | None) -> dict[str, Any]:
@@ -177,11 +206,7 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
         from profiling.estimate.step_time import render_time
 
         lines += render_time(result.time)
-    top = sorted(
-        result.by_module.items(),
-        key=lambda kv: max(kv[1].peak_forward, kv[1].peak_backward),
-        reverse=True,
-    )[:modules]
+    top = top_modules(result, modules)
     if top:
         lines += ["", f"{'Module':<40}{'Params':>12}{'Peak fwd':>12}{'Peak bwd':>12}"]
         for name, m in top:
