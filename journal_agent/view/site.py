@@ -304,7 +304,7 @@ class Site:
                 if first:
                     by_word[first.group().lower()].append(target)
         out: dict[str, list[str]] = defaultdict(list)
-        for source in self.entries():
+        for source in self.entries(self._rows_with_links()):
             section = source.section_text("related")
             words = {w.lower() for w in _ALNUM.findall(section)} if section else set()
             seen: set[str] = set()
@@ -314,6 +314,20 @@ class Site:
                         seen.add(target.id)
                         out[target.id].append(source.id)
         return out
+
+    def _rows_with_links(self) -> list[tuple[str, int, int, int]]:
+        """The rows of entries that can have a 🔗 Related Concepts section: its heading holds
+        the emoji or the word "related" (``journal.sections``); the rest need no parsing."""
+        rows = self.entry_rows()
+        if not rows:
+            return rows
+        data = self._journal_bytes()
+        link = "🔗".encode()
+        return [
+            r
+            for r in rows
+            if link in (chunk := data[r[2] : r[2] + r[3]]) or b"related" in chunk.lower()
+        ]
 
     def related(self, entry: Entry, limit: int = 5) -> list[Any]:
         """Entries like this one (the search index's ``related``); [] when it cannot say."""
