@@ -77,3 +77,8 @@ _.list_commands  # journal_agent/cli/_app.py
 # does not follow.
 _.mastery  # journal_agent/learning/ledger_summary.py
 _.other_sections
+# Hugging Face configs (profiling/models/hf_config.py, hf_module.py): a config.json field read by
+# pydantic; transformers reads the attributes set on its config.
+model_type
+_._attn_implementation
+_.use_cache

@@ -132,8 +132,10 @@ class TrainingConfig(BaseModel):
     model: str | None = Field(
         None,
         description="A reference model (gpt2-small, gpt2-medium, gpt2-large, gpt2-xl, "
-        "llama-1b, llama-7b; tiny-gpt2, tiny-llama for tests) or a factory "
-        "'package.module:function' returning (module, inputs).",
+        "llama-1b, llama-7b; tiny-gpt2, tiny-llama for tests), a Hugging Face config "
+        "(hf:NAME from the shipped catalogue, e.g. hf:llama-3.1-8b, or hf:PATH to a "
+        "config.json or model folder) or a factory 'package.module:function' returning "
+        "(module, inputs).",
     )
     params: int | None = Field(
         None,
@@ -259,9 +261,10 @@ class TrainingConfig(BaseModel):
 
         if self.model is None and self.params is None:
             raise ConfigError("give --model NAME or --params N (e.g. --params 7e9)", "model")
-        if self.model is not None and ":" not in self.model and self.model not in WORKLOADS:
+        if self.model is not None and not self.is_factory and self._workload() is None:
             raise ConfigError(
                 f"unknown model {self.model!r}; use one of {', '.join(WORKLOADS)}, "
+                "hf:NAME (a shipped Hugging Face config) or hf:PATH (a config.json), "
                 "'package.module:function', or --params N --layers L --hidden H --heads A "
                 "--vocab V",
                 "model",
@@ -295,10 +298,21 @@ class TrainingConfig(BaseModel):
         self._check_seq()
         return self
 
-    def _check_seq(self) -> None:
-        from profiling.models.workloads import WORKLOADS
+    def _workload(self) -> Any:
+        """The model's shape (a reference model or a Hugging Face config), None for a factory."""
+        from profiling.models.workloads import find_workload
 
-        w = WORKLOADS.get(self.model or "")
+        if self.is_factory:
+            return None
+        try:
+            return find_workload(self.model)
+        except ConfigError:
+            raise
+        except ProfilingError as exc:  # a Hugging Face config that cannot be read
+            raise ConfigError(str(exc), "model") from None
+
+    def _check_seq(self) -> None:
+        w = self._workload()
         if w is not None and self.seq is not None and self.seq > w.max_seq:
             raise ConfigError(
                 f"--seq {self.seq} exceeds {w.name}'s maximum of {w.max_seq}; use --seq ≤ "
@@ -324,7 +338,12 @@ class TrainingConfig(BaseModel):
 
     @property
     def is_factory(self) -> bool:
-        return self.model is not None and ":" in self.model
+        return self.model is not None and ":" in self.model and not self.is_hf
+
+    @property
+    def is_hf(self) -> bool:
+        """A Hugging Face config: ``hf:NAME`` (shipped) or ``hf:PATH`` (a config.json)."""
+        return self.model is not None and self.model.startswith("hf:")
 
     @property
     def compute_dtype(self) -> Literal["fp32", "bf16", "fp16"]:
@@ -374,9 +393,7 @@ class TrainingConfig(BaseModel):
             own = default_seq(self.model or "", factory)
             if own is not None:
                 return own
-        from profiling.models.workloads import WORKLOADS
-
-        w = WORKLOADS.get(self.model or "")
+        w = self._workload()
         return min(w.max_seq, 2048) if w is not None else 512 if self.is_factory else 2048
 
     def gpu_spec(self) -> Any:

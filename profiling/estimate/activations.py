@@ -35,7 +35,7 @@ No torch here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from profiling.units import fmt_count
@@ -61,6 +61,15 @@ class Dims:
     s: int
     b: int
     hd: int
+    # The Llama family's variations (Hugging Face configs): ``estimate.variants`` reads them.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# The shape keys that make a block a variation of Llama's (see ``estimate.shape``).
+VARIANT_KEYS = (
+    "q_dim", "kv_heads", "qk_norm", "norms", "mlp", "qkv_bias", "experts", "experts_per_token",
+    "expert_ffn", "capacity_factor", "sliding_window", "sliding_layers", "logit_softcap",
+)  # fmt: skip
 
 
 def dims_of(shape: dict[str, Any], s: int, b: int) -> Dims | None:
@@ -70,7 +79,9 @@ def dims_of(shape: dict[str, Any], s: int, b: int) -> Dims | None:
     arch = shape.get("arch") or "gpt2"
     k = int(shape.get("kv_dim") or h)
     f = int(shape.get("ffn") or (4 * h if arch == "gpt2" else _llama_ffn(h)))
-    return Dims(arch, int(L), int(h), int(a), k, f, shape.get("vocab"), s, b, int(h) // int(a))
+    hd = int(shape.get("q_dim") or h) // int(a)
+    extra = {key: shape[key] for key in VARIANT_KEYS if key in shape}
+    return Dims(arch, int(L), int(h), int(a), k, f, shape.get("vocab"), s, b, hd, extra)
 
 
 def _llama_ffn(h: int) -> int:
@@ -201,11 +212,11 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
                 f"{tok}·4·{f}·{e.c}",
             )
         )
-    terms += _attention_extras(d, e, cfg)
+    terms += attention_extras(d, e, cfg)
     return terms
 
 
-def _attention_extras(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def attention_extras(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     terms: list[Term] = []
     sb = d.s * d.b
     if cfg.attention == "eager" and cfg.checkpointing != "selective":
@@ -330,6 +341,7 @@ __all__ = [
     "Bytes",
     "Dims",
     "Term",
+    "attention_extras",
     "checkpointed_layer",
     "dims_of",
     "head_transient",

@@ -21,6 +21,18 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
+from profiling.estimate import variants
+from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
+    HEADROOM,
+    describe_setup,
+    moment_lines,
+    render_text,
+    status_for,
+    time_lines,
+    verdict,
+    verdict_text,
+)
+from profiling.estimate.shape import shape_of
 from profiling.estimate.states import (
     Ledger,
     Line,
@@ -32,14 +44,8 @@ from profiling.estimate.states import (
     zero3_gathered,
 )
 from profiling.estimate.time import TimeEstimate, time_estimate
-from profiling.models.config import WorkloadConfig
-from profiling.models.workloads import WORKLOADS
 from profiling.records import Step
 from profiling.units import GiB, fmt_bytes, fmt_count
-
-# Below this share of the GPU an estimate is ✅; up to 100 % it is ⚠️ (allocator fragmentation,
-# the CUDA context and NCCL buffers take the rest); above, ❌.
-HEADROOM = 0.90
 
 # The estimate reads the one configuration model every tool shares (an alias kept for callers).
 EstimateInput = TrainingConfig
@@ -116,70 +122,6 @@ def deepspeed_zero3_gpu_bytes(
     return largest + int(18 * total_params / gpus)
 
 
-# --------------------------------------------------------------------- the model's shape
-
-
-def _workload_shape(w: WorkloadConfig) -> dict[str, Any]:
-    h, f, kv = w.hidden, w.ffn, w.n_kv_heads * w.head_dim
-    head = w.vocab * h  # the LM head's matmul weight (tied or not, it is multiplied)
-    if w.arch == "gpt2":
-        block_matmuls, tensors = 4 * h * h + 2 * h * f, 2 + 12 * w.layers + 2
-        largest = max(w.vocab * h, h * f, 3 * h * h)
-    else:
-        block_matmuls, tensors = 2 * h * h + 2 * h * kv + 3 * h * f, 1 + 9 * w.layers + 2
-        largest = max(w.vocab * h, h * f, h * h)
-    return {
-        "name": w.name,
-        "arch": w.arch,
-        "params": w.param_count(),
-        "layers": w.layers,
-        "hidden": h,
-        "heads": w.heads,
-        "ffn": f,
-        "vocab": w.vocab,
-        "kv_dim": kv,
-        "tied": w.tied_embeddings,
-        "largest_layer_params": w.largest_layer_params(),
-        "largest_module_params": w.largest_module_params(),
-        "largest_tensor": largest,
-        "param_tensors": tensors,
-        "matmul_weights": w.layers * block_matmuls + head,
-        "head_params": head,
-        "max_seq": w.max_seq,
-        # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
-        "unquantized_params": w.embedding_params() + (0 if w.tied_embeddings else head),
-    }
-
-
-def _hand_shape(inp: EstimateInput) -> dict[str, Any]:
-    shape: dict[str, Any] = {"name": f"{fmt_count(inp.params or 0)} parameters"}
-    for key in ("layers", "hidden", "heads", "vocab", "ffn", "arch"):
-        if getattr(inp, key) is not None:
-            shape[key] = getattr(inp, key)
-    h, L, V = inp.hidden, inp.layers, inp.vocab
-    if h is not None and inp.heads is not None:
-        shape["kv_dim"] = (inp.kv_heads or inp.heads) * (h // inp.heads)
-    if h is not None and V is not None:
-        arch = inp.arch or "gpt2"
-        f = inp.ffn or (4 * h if arch == "gpt2" else acts._llama_ffn(h))
-        kv = shape.get("kv_dim", h)
-        block = 4 * h * h + 2 * h * f if arch == "gpt2" else 2 * h * h + 2 * h * kv + 3 * h * f
-        shape["largest_layer_params"] = max(V * h, block)
-        shape["largest_module_params"] = max(V * h, h * f)
-        shape["largest_tensor"] = max(V * h, h * f)
-        if L is not None:
-            shape["matmul_weights"] = L * block + V * h
-            shape["head_params"] = V * h
-    return shape
-
-
-def _shape(inp: EstimateInput) -> dict[str, Any]:
-    shape = _workload_shape(WORKLOADS[inp.model]) if inp.model is not None else _hand_shape(inp)
-    if inp.params is not None:
-        shape["params"] = inp.params
-    return shape
-
-
 # --------------------------------------------------------------------- activations
 
 
@@ -222,10 +164,10 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
         return 0.0
     e = acts.Bytes.of(inp.precision)
     t, sp = inp.tp, inp.sequence_parallel
-    layer = acts.per_layer(d, e, inp)
+    layer = _per_layer(d, e, inp)
     if inp.checkpointing == "full":
         _add_activation(ledger, acts.checkpointed_layer(d, e), 1, t, sp)
-        once = acts.once_per_model(d, e, shape, inp)
+        once = _once(d, e, shape, inp)
         if e.amp:  # the blocks' weight copies die with the checkpointed region
             once = [_head_copy_only(term, shape) for term in once]
         for term in once:
@@ -233,9 +175,21 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
         return sum(term.bytes / _tp_split(term.name, t, sp) for term in layer)
     for term in layer:
         _add_activation(ledger, term, d.L, t, sp)
-    for term in acts.once_per_model(d, e, shape, inp):
+    for term in _once(d, e, shape, inp):
         _add_activation(ledger, term, 1, t, sp)
     return 0.0
+
+
+def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Term]:
+    if not d.extra:
+        return acts.per_layer(d, e, inp)
+    return variants.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)
+
+
+def _once(
+    d: acts.Dims, e: acts.Bytes, shape: dict[str, Any], inp: EstimateInput
+) -> list[acts.Term]:
+    return acts.once_per_model(d, e, shape, inp) + variants.once_per_model(d, e)
 
 
 def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
@@ -366,7 +320,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         raise ProfilingError(
             f"the estimate needs a reference model or --params, not the factory {inp.model!r}"
         )
-    shape = _shape(inp)
+    shape = shape_of(inp)
     psi = int(shape["params"])
     sh = Sharding(n=inp.gpus, t=inp.tp, z=inp.zero)
     ledger = Ledger()
@@ -477,90 +431,6 @@ def _deepspeed(inp: EstimateInput, shape: dict[str, Any], ledger: Ledger) -> dic
             f"({ds[f'zero{z}_formula']}); ours is {fmt_bytes(ours, 'GiB')}: {why}"
         )
     return ds
-
-
-# --------------------------------------------------------------------- plain-text rendering
-
-
-def describe_setup(inp: EstimateInput, shape: dict[str, Any]) -> str:
-    return inp.describe().replace(inp.model or "\0", shape["name"], 1)
-
-
-def status_for(need: int, available: int) -> tuple[bool, str]:
-    """(fits, ✅ / ⚠️ / ❌): ✅ up to HEADROOM of the GPU, ⚠️ up to all of it, ❌ beyond."""
-    fits = need <= available
-    return fits, "✅" if need <= HEADROOM * available else ("⚠️" if fits else "❌")
-
-
-def verdict_text(need: int, available: int, per: str = "per GPU") -> str:
-    _, status = status_for(need, available)
-    avail, needed = fmt_bytes(available, "GB"), fmt_bytes(need, "GB")
-    if status == "✅":
-        return f"✅ Fits: {needed} of {avail} {per}"
-    if status == "⚠️":
-        return f"⚠️ Tight: {needed} of {avail} {per} (over {HEADROOM:.0%}: little headroom)"
-    return f"❌ Exceeds {avail}: {needed} needed {per}"
-
-
-def verdict(est: Estimate) -> str:
-    if est.gpu_mem_bytes is None:
-        return ""
-    return verdict_text(est.per_gpu_bytes, est.gpu_mem_bytes)
-
-
-def moment_lines(est: Estimate) -> list[str]:
-    """The moments of the step, the peak marked, as plain lines."""
-    lines = []
-    for m in est.moments:
-        mark = "  ← peak" if m.name == est.peak_moment else ""
-        lines.append(f"  {m.name}: {fmt_bytes(m.bytes, 'GB')} = {m.calculation}{mark}")
-    return lines
-
-
-def time_lines(est: Estimate) -> list[str]:
-    if est.time is None:
-        return []
-    from profiling.estimate.time import render_time
-
-    return render_time(est.time)
-
-
-def render_text(est: Estimate) -> str:
-    """The table in the user's journal format: component, memory per GPU, calculation."""
-    rows = [(c.name, fmt_bytes(c.bytes, "GB"), c.calculation) for c in est.components]
-    total = (
-        "Total per GPU",
-        fmt_bytes(est.per_gpu_bytes, "GB"),
-        f"the peak, at the {est.peak_moment}" + (f"; {verdict(est)}" if verdict(est) else ""),
-    )
-    w0 = max(len(r[0]) for r in [*rows, total]) + 2
-    w1 = max(len(r[1]) for r in [*rows, total]) + 2
-    width = w0 + w1 + max(len(r[2]) for r in [*rows, total])
-    rule = "─" * width
-    lines = [
-        f"Memory for training {describe_setup(est.inputs, est.shape)}",
-        "",
-        f"{'Component':<{w0}}{'Per GPU':<{w1}}Calculation",
-        rule,
-    ]
-    lines += [f"{a:<{w0}}{b_:<{w1}}{c}" for a, b_, c in rows]
-    lines += [rule, f"{total[0]:<{w0}}{total[1]:<{w1}}{total[2]}"]
-    lines += [
-        "",
-        "Moments of the step (not every row is alive at once; the total is the largest):",
-        *moment_lines(est),
-    ]
-    if est.inputs.zero or est.inputs.gpus > 1:
-        lines.append(
-            f"Without ZeRO: {fmt_bytes(est.unsharded_bytes, 'GB')} (the same step on one GPU, "
-            "nothing sharded)"
-        )
-    lines.append(f"({fmt_bytes(est.per_gpu_bytes, 'GiB')} per GPU; 1 GB = 10^9 B, 1 GiB = 2^30 B)")
-    if est.time is not None:
-        lines += ["", "Time:", *(f"  {line}" for line in time_lines(est))]
-    for note in est.notes:
-        lines.append(f"note: {note}")
-    return "\n".join(lines)
 
 
 __all__ = [

@@ -41,6 +41,10 @@ def step_flops(cfg: Any, shape: dict[str, Any]) -> tuple[float, float, list[Step
     m, L, h = shape.get("matmul_weights"), shape.get("layers"), shape.get("hidden")
     if not (m and L and h):
         return None
+    # A mixture of experts multiplies each token by the router and its k experts only; the
+    # attention FLOPs scale with the query width (heads × head size, not always h).
+    m = shape.get("active_matmul_weights") or m
+    hq = shape.get("q_dim") or h
     s, b = cfg.seq_or_default(), cfg.batch
     tokens = s * b
     m_blocks = int(m) - int(shape.get("head_params") or 0)
@@ -57,13 +61,13 @@ def step_flops(cfg: Any, shape: dict[str, Any]) -> tuple[float, float, list[Step
         Step(
             name="FLOPs: attention scores and values",
             formula=f"(4 + {back_attn}) · b·s²·h · L",
-            substituted=f"{4 + back_attn} · {b}·{s}²·{h} · {L}",
-            value=(4 + back_attn) * b * s * s * h * L,
+            substituted=f"{4 + back_attn} · {b}·{s}²·{hq} · {L}",
+            value=(4 + back_attn) * b * s * s * hq * L,
             unit="FLOP",
         ),
     ]
-    forward = 2 * m * tokens + 4 * b * s * s * h * L
-    backward = 4 * m * tokens + back_attn * b * s * s * h * L
+    forward = 2 * m * tokens + 4 * b * s * s * hq * L
+    backward = 4 * m * tokens + back_attn * b * s * s * hq * L
     if cfg.lora_rank is not None:
         # Frozen base weights need no weight gradients: backward is 2·M·T for the inputs only
         # (the rank-r adapters add 6·r·(in + out)·T, a rounding error at ranks ≤ 64).
@@ -79,14 +83,14 @@ def step_flops(cfg: Any, shape: dict[str, Any]) -> tuple[float, float, list[Step
     if cfg.checkpointing == "full":
         # Non-reentrant checkpointing stops recomputing once backward has every tensor it needs:
         # each block's last matmul (the MLP's down projection, h·f) is not run again.
-        last = int(L) * int(h) * int(shape.get("ffn") or 4 * h)
-        again = 2 * (m_blocks - last) * tokens + 4 * b * s * s * h * L
+        last = int(L) * int(h) * _last_width(shape)
+        again = 2 * (m_blocks - last) * tokens + 4 * b * s * s * hq * L
         steps.append(
             Step(
                 name="FLOPs: every block's forward again, but its last matmul (full checkpointing)",
                 formula="2 · (M_blocks − L·h·f) · b·s + 4 · b·s²·h · L",
-                substituted=f"2 · ({fmt_count(m_blocks)} − {L}·{h}·{shape.get('ffn') or 4 * h})"
-                f" · {tokens} + 4 · {b}·{s}²·{h} · {L}",
+                substituted=f"2 · ({fmt_count(m_blocks)} − {L}·{h}·{_last_width(shape)})"
+                f" · {tokens} + 4 · {b}·{s}²·{hq} · {L}",
                 value=again,
                 unit="FLOP",
             )
@@ -102,6 +106,13 @@ def step_flops(cfg: Any, shape: dict[str, Any]) -> tuple[float, float, list[Step
         )
     )
     return forward, backward, steps
+
+
+def _last_width(shape: dict[str, Any]) -> int:
+    """The inner width of a block's last matmul: the MLP's, or k experts' with MoE."""
+    if shape.get("experts"):
+        return int(shape["expert_ffn"]) * int(shape["experts_per_token"])
+    return int(shape.get("ffn") or 4 * shape["hidden"])
 
 
 def time_estimate(cfg: Any, shape: dict[str, Any]) -> TimeEstimate | None:

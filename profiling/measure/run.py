@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from profiling.errors import ProfilingError
 from profiling.measure.profiler import MemoryProfiler, ProfileSummary
-from profiling.models.workloads import WORKLOADS, build_model, describe
+from profiling.models.workloads import WORKLOADS, build_model, describe, find_workload
 from profiling.trace.build import (
     _DTYPES,
     _apply_checkpointing,
@@ -114,19 +114,19 @@ def _device_of(prof: MemoryProfiler) -> torch.device:
 
 
 def _build(config: Any, device: torch.device, factory: Callable[..., Any] | None) -> tuple:
-    if factory is not None or ":" in config.model:
+    if factory is not None or config.is_factory:
         from profiling.models.factory import call_factory
 
         model, inputs = call_factory(config.model, config.batch, config.seq, factory, fake=False)
         model = model.to(device)
         inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
         return model, inputs, {"name": config.model, "factory": True}
-    if config.model not in WORKLOADS:
+    workload = find_workload(config.model)
+    if workload is None:
         raise ProfilingError(
-            f"unknown model {config.model!r}; use one of {', '.join(WORKLOADS)} "
-            "or 'package.module:factory'"
+            f"unknown model {config.model!r}; use one of {', '.join(WORKLOADS)}, hf:NAME, "
+            "hf:PATH or 'package.module:factory'"
         )
-    workload = WORKLOADS[config.model]
     if config.seq > workload.max_seq:
         raise ProfilingError(
             f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
@@ -160,7 +160,7 @@ def _optimizer(config: Any, trainable: list[Any], notes: list[str]) -> Any:
 
 
 def _who(config: Any) -> str:
-    return f"model factory {config.model!r}" if ":" in config.model else f"model {config.model!r}"
+    return f"model factory {config.model!r}" if config.is_factory else f"model {config.model!r}"
 
 
 def measure_step(

@@ -1,4 +1,10 @@
-"""A reference model's shape as plain data: layers, widths, heads, and its exact parameter count.
+"""A model's shape as plain data: layers, widths, heads, and its exact parameter count.
+
+The reference models and every Hugging Face config (``profiling.models.hf_config``) become one
+of these. The Llama family's variations are fields: an explicit head size (Qwen3, Gemma 2),
+q/k/v biases (Qwen2), q/k norms (Qwen3 per head, OLMo 2 over the whole projection), where the
+norms sit (OLMo 2 after each sublayer, Gemma 2 before and after), GeGLU (Gemma), mixture of
+experts with top-k routing (Mixtral, Qwen3-MoE, OLMoE), sliding-window attention.
 
 No torch here: ``estimate --model NAME`` reads these without building anything.
 """
@@ -27,6 +33,26 @@ class WorkloadConfig(BaseModel):
     # "sdpa" is PyTorch's fused kernel (flash on GPUs: no s² tensor kept).
     attention: Literal["eager", "sdpa"] = "sdpa"
     dropout: float = 0.0  # GPT-2: embeddings, attention probabilities, both residual branches
+    # ---- the Llama family's variations (Hugging Face configs)
+    head_size: int | None = None  # None = hidden // heads
+    qkv_bias: bool = False  # Qwen2: biases on q, k, v
+    qk_norm: Literal["none", "head", "full"] = "none"  # Qwen3: per head; OLMo 2: whole width
+    norms: Literal["pre", "post", "sandwich"] = "pre"  # OLMo 2: post; Gemma 2: both sides
+    mlp: Literal["swiglu", "geglu"] = "swiglu"  # Gemma: GELU (tanh) gate
+    experts: int = 0  # mixture of experts: routed experts per layer (0 = a dense MLP)
+    experts_per_token: int = 0  # top-k
+    expert_ffn: int | None = None  # each expert's inner size (None = ffn)
+    # Tokens an expert takes: capacity_factor · k·T/E. Our blocks assume balanced routing
+    # (factor 1: each expert gets exactly k·T/E tokens); the data decides on a real run.
+    capacity_factor: float = 1.0
+    sliding_window: int | None = None  # tokens each query sees (None = all)
+    sliding_layers: Literal["all", "alternate"] = "all"  # Gemma 2: every other layer
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    embed_scale: bool = False  # Gemma: embeddings multiplied by sqrt(hidden)
+    logit_softcap: float | None = None  # Gemma 2: cap · tanh(logits / cap)
+    hf_model_type: str | None = None  # the config's model_type, for configs from Hugging Face
+    source: str = ""  # where the config came from (a catalogue entry's public location)
 
     @property
     def n_kv_heads(self) -> int:
@@ -34,7 +60,44 @@ class WorkloadConfig(BaseModel):
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the queries (and of the attention output): heads × head size."""
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def mlp_ffn(self) -> int:
+        """The inner size of one MLP: an expert's with MoE, else the dense one."""
+        return (self.expert_ffn or self.ffn) if self.moe else self.ffn
+
+    def attention_params(self) -> int:
+        """q, k, v, o (+ biases, + q/k norms) of one Llama-family block."""
+        h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        n = 2 * h * q + 2 * h * kv
+        if self.qkv_bias:
+            n += q + 2 * kv
+        if self.qk_norm == "head":
+            n += 2 * self.head_dim
+        elif self.qk_norm == "full":
+            n += q + kv
+        return n
+
+    def mlp_params(self) -> int:
+        """The MLP of one block: three h·f matrices, or the router and every expert's three."""
+        h = self.hidden
+        if self.moe:
+            return h * self.experts + self.experts * 3 * h * self.mlp_ffn
+        return 3 * h * self.ffn
 
     def layer_params(self) -> int:
         """Parameters of one transformer block."""
@@ -42,9 +105,8 @@ class WorkloadConfig(BaseModel):
         if self.arch == "gpt2":
             # qkv (3h² + 3h), proj (h² + h), fc (h·f + f), fc_proj (f·h + h), two LayerNorms (4h)
             return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
-        kv = self.n_kv_heads * self.head_dim
-        # q, o: h²; k, v: h·kv; SwiGLU: three h·f matrices; two RMSNorm weights
-        return 2 * h * h + 2 * h * kv + 3 * h * f + 2 * h
+        norms = 4 if self.norms == "sandwich" else 2
+        return self.attention_params() + self.mlp_params() + norms * h
 
     def embedding_params(self) -> int:
         n = self.vocab * self.hidden
@@ -73,4 +135,5 @@ class WorkloadConfig(BaseModel):
         h, f = self.hidden, self.ffn
         if self.arch == "gpt2":  # Linear layers carry a bias; positions are an Embedding
             return max(self.vocab * h, self.max_seq * h, 3 * h * h + 3 * h, h * f + f)
-        return max(self.vocab * h, h * f, h * h)
+        experts = 3 * h * self.mlp_ffn * self.experts  # our blocks hold them stacked in one module
+        return max(self.vocab * h, h * self.mlp_ffn, h * self.q_dim, experts)

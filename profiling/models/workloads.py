@@ -100,10 +100,37 @@ def get_workload(name: str) -> WorkloadConfig:
         ) from None
 
 
+def find_workload(name: str | None) -> WorkloadConfig | None:
+    """The shape ``name`` means: a reference model, ``hf:NAME`` / ``hf:PATH`` (a Hugging Face
+    config; its problems raise one ProfilingError sentence), or None (a factory, no model)."""
+    if not name:
+        return None
+    if name.startswith("hf:"):
+        from profiling.models.hf_config import load_hf
+
+        return load_hf(name)
+    return WORKLOADS.get(name)
+
+
+def is_variant(config: WorkloadConfig) -> bool:
+    """Whether the shape needs the Llama family's variations (``hf_blocks``): every Hugging
+    Face config does (tied embeddings, its RoPE base), so the blocks follow the config."""
+    if config.hf_model_type is not None:
+        return True
+    defaults = WorkloadConfig.model_fields
+    fields = ("head_size", "qkv_bias", "qk_norm", "norms", "mlp", "experts", "sliding_window")
+    fields += ("embed_scale", "logit_softcap")
+    return any(getattr(config, f) != defaults[f].default for f in fields)
+
+
 def build_model(config: WorkloadConfig | str, device: Any = None) -> Any:
-    """Build the model for ``config`` (a name or a config). Imports torch."""
+    """Build the model for ``config`` (a name or a config) from our own blocks. Imports torch."""
     if isinstance(config, str):
-        config = get_workload(config)
+        config = find_workload(config) or get_workload(config)
+    if config.arch == "llama" and is_variant(config):
+        from profiling.models import hf_blocks
+
+        return hf_blocks.HFLlama(config, device=device)
     from profiling.models import blocks as _models
 
     cls = _models.GPT2 if config.arch == "gpt2" else _models.Llama
@@ -111,7 +138,7 @@ def build_model(config: WorkloadConfig | str, device: Any = None) -> Any:
 
 
 def describe(config: WorkloadConfig) -> dict[str, Any]:
-    return {
+    info = {
         "name": config.name,
         "arch": config.arch,
         "layers": config.layers,
@@ -124,6 +151,27 @@ def describe(config: WorkloadConfig) -> dict[str, Any]:
         "params_b": round(config.param_count() / 1e9, 3),
         "description": config.description,
     }
+    if config.moe:
+        info.update(
+            experts=config.experts,
+            experts_per_token=config.experts_per_token,
+            expert_ffn=config.mlp_ffn,
+            routing=routing_assumption(config),
+        )
+    if config.source:
+        info["source"] = config.source
+    return info
+
+
+def routing_assumption(config: WorkloadConfig) -> str:
+    """The stated assumption behind a mixture of experts' activations."""
+    k, e = config.experts_per_token, config.experts
+    return (
+        f"top-{k} of {e} experts; balanced routing (capacity factor "
+        f"{config.capacity_factor:g}): each expert takes k·T/E = {k}/{e} of the tokens, so "
+        f"the experts' activations total those of {k} dense MLPs of width {config.mlp_ffn}; "
+        "all experts' parameters, gradients and optimizer state are counted"
+    )
 
 
 __all__ = [
@@ -132,5 +180,7 @@ __all__ = [
     "WorkloadConfig",
     "build_model",
     "describe",
+    "find_workload",
     "get_workload",
+    "routing_assumption",
 ]

@@ -20,7 +20,7 @@ from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.models.factory import call_factory
-from profiling.models.workloads import WORKLOADS, build_model, describe
+from profiling.models.workloads import build_model, describe, find_workload
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # The optimizers torch ships: the ones a trace can run (the one list lives in profiling.config).
@@ -55,15 +55,15 @@ def untraceable(config: TrainingConfig) -> list[str]:
 def _make_model(
     config: TraceConfig, factory: Callable[..., Any] | None = None, layers: int | None = None
 ) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
-    if factory is not None or ":" in config.model:
+    if factory is not None or config.is_factory:
         model, inputs = call_factory(config.model, config.batch, config.seq, factory)
         return model, inputs, {"name": config.model, "factory": True}
-    if config.model not in WORKLOADS:
-        known = ", ".join(WORKLOADS)
+    workload = find_workload(config.model)
+    if workload is None:
         raise ProfilingError(
-            f"unknown model {config.model!r}; use one of {known} or 'package.module:factory'"
+            f"unknown model {config.model!r}; use a reference model, hf:NAME or hf:PATH, or "
+            "'package.module:factory'"
         )
-    workload = WORKLOADS[config.model]
     if config.seq > workload.max_seq:
         raise ProfilingError(
             f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
@@ -75,7 +75,13 @@ def _make_model(
     }
     if layers is not None:  # the block-scaled trace: the same model with fewer blocks
         update["layers"] = layers
-    model = build_model(workload.model_copy(update=update))
+    shape = workload.model_copy(update=update)
+    if config.is_hf:
+        from profiling.models.hf_module import build_hf
+
+        model, how = build_hf(shape, config)
+        return model, model.example_inputs(config.batch, config.seq), {**describe(workload), **how}
+    model = build_model(shape)
     return model, model.example_inputs(config.batch, config.seq), describe(workload)
 
 

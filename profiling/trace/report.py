@@ -24,7 +24,7 @@ def describe_trace_setup(cfg: Any) -> str:
     # A factory makes its own inputs: the length it was given (its own default, unless --seq),
     # or, when it takes none, the length it chose itself.
     shape = f"seq {cfg.seq} × batch {cfg.batch}"
-    if ":" in cfg.model:
+    if cfg.is_factory:
         from profiling.models.signature import takes_seq
 
         if not takes_seq(cfg.model):
@@ -165,6 +165,18 @@ def trace_json(result: Any, record_id: str) -> dict[str, Any]:
     }
 
 
+def _model_lines(info: dict[str, Any]) -> list[str]:
+    """For a Hugging Face config: which module was traced, its source, the routing assumption."""
+    lines = []
+    if info.get("implementation"):
+        lines.append(f"traced: {info['implementation']}")
+    if info.get("source"):
+        lines.append(f"config: {info['source']}")
+    if info.get("routing"):
+        lines.append(f"routing: {info['routing']}")
+    return lines
+
+
 def render_trace_text(result: Any, modules: int = 12) -> str:
     cfg = result.config
     head = f"Traced training step: {describe_trace_setup(cfg)}"
@@ -174,6 +186,7 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
         f"{fmt_count(result.params)} parameters; tensors kept as "
         f"{getattr(cfg, 'target', 'cpu')} kernels keep them (fake tensors: nothing allocated, "
         f"{result.wall_seconds:.1f} s)",
+        *_model_lines(result.model_info),
         "",
         f"{'Category':<14}{'At peak':>12}{'After step':>14}{'After forward':>16}",
         "─" * 56,

@@ -28,7 +28,7 @@ from torch import nn
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.step_time import StepTime, step_time
-from profiling.models.workloads import WORKLOADS, describe
+from profiling.models.workloads import describe, find_workload
 from profiling.trace.build import (
     OPTIMIZERS,
     _autocast,
@@ -401,9 +401,10 @@ SCALE_ABOVE_BLOCKS = 12
 
 def _scaled_layers(config: TraceConfig, factory: Callable[..., Any] | None) -> int | None:
     """The reference model's block count when the block-scaled trace applies, else None."""
-    if factory is not None or ":" in config.model or config.model not in WORKLOADS:
+    if factory is not None or config.is_factory:
         return None
-    return WORKLOADS[config.model].layers
+    workload = find_workload(config.model)
+    return workload.layers if workload is not None else None
 
 
 def _trace_scaled(
@@ -467,7 +468,7 @@ def _trace_scaled(
         )
     base = raws[SAMPLE_BLOCKS[0]]
     return _Raw(
-        info=describe(WORKLOADS[config.model]),
+        info={**base.info, **describe(find_workload(config.model))},
         params=full["params"]["n"],
         root=root,
         block_prefix=prefix,

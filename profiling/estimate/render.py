@@ -1,0 +1,111 @@
+"""An estimate as text: the verdict against a GPU (✅ / ⚠️ / ❌), the moments of the step, the
+table in the user's journal format.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.units import fmt_bytes
+
+# ``est`` below is a ``profiling.estimate.memory.Estimate`` (not imported: memory imports this).
+Estimate = Any
+
+# Below this share of the GPU an estimate is ✅; up to 100 % it is ⚠️ (allocator fragmentation,
+# the CUDA context and NCCL buffers take the rest); above, ❌.
+HEADROOM = 0.90
+
+
+def describe_setup(inp: Any, shape: dict[str, Any]) -> str:
+    return inp.describe().replace(inp.model or "\0", shape["name"], 1)
+
+
+def status_for(need: int, available: int) -> tuple[bool, str]:
+    """(fits, ✅ / ⚠️ / ❌): ✅ up to HEADROOM of the GPU, ⚠️ up to all of it, ❌ beyond."""
+    fits = need <= available
+    return fits, "✅" if need <= HEADROOM * available else ("⚠️" if fits else "❌")
+
+
+def verdict_text(need: int, available: int, per: str = "per GPU") -> str:
+    _, status = status_for(need, available)
+    avail, needed = fmt_bytes(available, "GB"), fmt_bytes(need, "GB")
+    if status == "✅":
+        return f"✅ Fits: {needed} of {avail} {per}"
+    if status == "⚠️":
+        return f"⚠️ Tight: {needed} of {avail} {per} (over {HEADROOM:.0%}: little headroom)"
+    return f"❌ Exceeds {avail}: {needed} needed {per}"
+
+
+def verdict(est: Estimate) -> str:
+    if est.gpu_mem_bytes is None:
+        return ""
+    return verdict_text(est.per_gpu_bytes, est.gpu_mem_bytes)
+
+
+def moment_lines(est: Estimate) -> list[str]:
+    """The moments of the step, the peak marked, as plain lines."""
+    lines = []
+    for m in est.moments:
+        mark = "  ← peak" if m.name == est.peak_moment else ""
+        lines.append(f"  {m.name}: {fmt_bytes(m.bytes, 'GB')} = {m.calculation}{mark}")
+    return lines
+
+
+def time_lines(est: Estimate) -> list[str]:
+    if est.time is None:
+        return []
+    from profiling.estimate.time import render_time
+
+    return render_time(est.time)
+
+
+def render_text(est: Estimate) -> str:
+    """The table in the user's journal format: component, memory per GPU, calculation."""
+    rows = [(c.name, fmt_bytes(c.bytes, "GB"), c.calculation) for c in est.components]
+    total = (
+        "Total per GPU",
+        fmt_bytes(est.per_gpu_bytes, "GB"),
+        f"the peak, at the {est.peak_moment}" + (f"; {verdict(est)}" if verdict(est) else ""),
+    )
+    w0 = max(len(r[0]) for r in [*rows, total]) + 2
+    w1 = max(len(r[1]) for r in [*rows, total]) + 2
+    width = w0 + w1 + max(len(r[2]) for r in [*rows, total])
+    rule = "─" * width
+    lines = [
+        f"Memory for training {describe_setup(est.inputs, est.shape)}",
+        "",
+        f"{'Component':<{w0}}{'Per GPU':<{w1}}Calculation",
+        rule,
+    ]
+    lines += [f"{a:<{w0}}{b_:<{w1}}{c}" for a, b_, c in rows]
+    lines += [rule, f"{total[0]:<{w0}}{total[1]:<{w1}}{total[2]}"]
+    lines += [
+        "",
+        "Moments of the step (not every row is alive at once; the total is the largest):",
+        *moment_lines(est),
+    ]
+    if est.inputs.zero or est.inputs.gpus > 1:
+        lines.append(
+            f"Without ZeRO: {fmt_bytes(est.unsharded_bytes, 'GB')} (the same step on one GPU, "
+            "nothing sharded)"
+        )
+    lines.append(f"({fmt_bytes(est.per_gpu_bytes, 'GiB')} per GPU; 1 GB = 10^9 B, 1 GiB = 2^30 B)")
+    if est.time is not None:
+        lines += ["", "Time:", *(f"  {line}" for line in time_lines(est))]
+    for note in est.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "HEADROOM",
+    "describe_setup",
+    "moment_lines",
+    "render_text",
+    "status_for",
+    "time_lines",
+    "verdict",
+    "verdict_text",
+]

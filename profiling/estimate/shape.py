@@ -1,0 +1,120 @@
+"""The shape an estimate works from: a reference model's or a Hugging Face config's
+(``WorkloadConfig``), or what ``--params --layers --hidden …`` give by hand. A plain dict, so
+the activation and time formulas read the same keys whichever it came from.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.config import TrainingConfig
+from profiling.estimate import activations as acts
+from profiling.models.config import WorkloadConfig
+from profiling.models.workloads import find_workload
+from profiling.units import fmt_count
+
+
+def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
+    h, f, kv = w.hidden, w.ffn, w.kv_dim
+    head = w.vocab * h  # the LM head's matmul weight (tied or not, it is multiplied)
+    active = None
+    if w.arch == "gpt2":
+        block_matmuls, tensors = 4 * h * h + 2 * h * f, 2 + 12 * w.layers + 2
+        largest = max(w.vocab * h, h * f, 3 * h * h)
+    else:
+        attn = 2 * h * w.q_dim + 2 * h * kv
+        block_matmuls = attn + w.mlp_params()
+        per_layer = 4 + (3 if w.qkv_bias else 0) + (2 if w.qk_norm != "none" else 0)
+        per_layer += (4 if w.norms == "sandwich" else 2) + (4 if w.moe else 3)
+        tensors = 1 + per_layer * w.layers + 1 + (0 if w.tied_embeddings else 1)
+        largest = max(w.vocab * h, h * w.mlp_ffn * max(w.experts, 1), h * w.q_dim)
+        if w.moe:  # FLOPs: each token runs the router and k experts
+            active = w.layers * (attn + h * w.experts + 3 * h * w.mlp_ffn * w.experts_per_token)
+    shape = {
+        "name": w.name,
+        "arch": w.arch,
+        "params": w.param_count(),
+        "layers": w.layers,
+        "hidden": h,
+        "heads": w.heads,
+        "ffn": f,
+        "vocab": w.vocab,
+        "kv_dim": kv,
+        "tied": w.tied_embeddings,
+        "largest_layer_params": w.largest_layer_params(),
+        "largest_module_params": w.largest_module_params(),
+        "largest_tensor": largest,
+        "param_tensors": tensors,
+        "matmul_weights": w.layers * block_matmuls + head,
+        "head_params": head,
+        "max_seq": w.max_seq,
+        # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
+        "unquantized_params": w.embedding_params() + (0 if w.tied_embeddings else head),
+    }
+    if w.arch == "llama":
+        shape.update(_variations(w))
+    if active is not None:
+        shape["active_matmul_weights"] = active + head
+    return shape
+
+
+def _variations(w: WorkloadConfig) -> dict[str, Any]:
+    """The Llama family's variations the activation and time formulas read."""
+    out: dict[str, Any] = {}
+    if w.q_dim != w.hidden:
+        out["q_dim"] = w.q_dim
+    if w.qk_norm != "none":
+        out.update(qk_norm=w.qk_norm, kv_heads=w.n_kv_heads)
+    if w.norms != "pre":
+        out["norms"] = w.norms
+    if w.mlp != "swiglu":
+        out["mlp"] = w.mlp
+    if w.qkv_bias:
+        out["qkv_bias"] = True
+    if w.moe:
+        out.update(
+            experts=w.experts,
+            experts_per_token=w.experts_per_token,
+            expert_ffn=w.mlp_ffn,
+            capacity_factor=w.capacity_factor,
+        )
+    if w.sliding_window is not None:
+        out.update(sliding_window=w.sliding_window, sliding_layers=w.sliding_layers)
+    if w.logit_softcap:
+        out["logit_softcap"] = w.logit_softcap
+    return out
+
+
+def hand_shape(inp: TrainingConfig) -> dict[str, Any]:
+    shape: dict[str, Any] = {"name": f"{fmt_count(inp.params or 0)} parameters"}
+    for key in ("layers", "hidden", "heads", "vocab", "ffn", "arch"):
+        if getattr(inp, key) is not None:
+            shape[key] = getattr(inp, key)
+    h, L, V = inp.hidden, inp.layers, inp.vocab
+    if h is not None and inp.heads is not None:
+        shape["kv_dim"] = (inp.kv_heads or inp.heads) * (h // inp.heads)
+    if h is not None and V is not None:
+        arch = inp.arch or "gpt2"
+        f = inp.ffn or (4 * h if arch == "gpt2" else acts._llama_ffn(h))
+        kv = shape.get("kv_dim", h)
+        block = 4 * h * h + 2 * h * f if arch == "gpt2" else 2 * h * h + 2 * h * kv + 3 * h * f
+        shape["largest_layer_params"] = max(V * h, block)
+        shape["largest_module_params"] = max(V * h, h * f)
+        shape["largest_tensor"] = max(V * h, h * f)
+        if L is not None:
+            shape["matmul_weights"] = L * block + V * h
+            shape["head_params"] = V * h
+    return shape
+
+
+def shape_of(inp: TrainingConfig) -> dict[str, Any]:
+    w = find_workload(inp.model)
+    shape = workload_shape(w) if w is not None else hand_shape(inp)
+    if inp.params is not None:
+        shape["params"] = inp.params
+    return shape
+
+
+__all__ = ["hand_shape", "shape_of", "workload_shape"]

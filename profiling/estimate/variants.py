@@ -1,0 +1,158 @@
+"""Activations of the Llama family's variations (Hugging Face configs), op by op, in bytes.
+
+Derived, like ``activations``, from what the trace shows autograd saving in our own blocks
+(``profiling.models.hf_blocks``). Per layer, with T = s·b tokens, q the query width (heads ×
+head size, which Qwen3 and Gemma 2 set apart from h), k the key/value width:
+
+- norms: 2 RMSNorms (Llama pre-norm, OLMo 2 post-norm) or 4 (Gemma 2 on both sides), each its
+  fp32 input, normalized output and rstd: T·(2h + 1)·4 B
+- q/k norms: per head (Qwen3: one rstd per head) or over the whole projection (OLMo 2, OLMoE):
+  T·(2q + 2k + rows)·4 B
+- matmul inputs: the norm outputs (under autocast, one copy per q, k, v, gate, up — and router)
+- attention: q, k, v after RoPE, the output, logsumexp: T·((2q + 2k)·c + 4a) B
+- MLP: SwiGLU or GeGLU, both four f-wide tensors (gate, activation, up, product): T·4f·c B
+- mixture of experts, P = E·⌈k·T/E⌉ routed slots (balanced routing, capacity factor 1): the
+  router's fp32 probabilities T·E·4, the top-k weights and their sum, three index tensors of the
+  k·T choices (8 B each), the routed tokens (one copy, or one per expert matmul under autocast),
+  the experts' gated MLP P·4f·c, their outputs and the weighted outputs 2·k·T·h·c (the
+  combining ``index_add`` keeps its source) and the per-slot weights k·T·c
+
+Once per model: Gemma 2's soft-capped logits keep tanh's output (T·V·c); a sliding window
+shorter than the sequence: SDPA keeps, in each windowed layer, the boolean mask turned into an
+additive s×s one in the activations' dtype (a CUDA flash kernel with a window keeps none).
+Under autocast the weighted expert outputs are fp32 (the slot weights are). No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from profiling.estimate.activations import Bytes, Dims, Term
+
+
+def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+    """One variant block's saved activations (tensor-parallel split: TP=1)."""
+    x = d.extra
+    T, h, k, a = d.s * d.b, d.h, d.k, d.a
+    q = int(x.get("q_dim") or h)
+    tok = f"{d.s}·{d.b}"
+    n = 4 if x.get("norms") == "sandwich" else 2
+    terms = [
+        Term(
+            f"norms (RMSNorm ×{n} in fp32: input, normalized, rstd)",
+            T * n * (2 * h + 1) * 4,
+            f"s·b·{n}·(2h + 1)·4 B",
+            f"{tok}·{n}·(2·{h} + 1)·4",
+        )
+    ]
+    qk = x.get("qk_norm")
+    if qk:
+        rows = a + int(x.get("kv_heads") or a) if qk == "head" else 2
+        terms.append(
+            Term(
+                f"q/k norms ({'per head' if qk == 'head' else 'whole width'}, fp32)",
+                T * (2 * q + 2 * k + rows) * 4,
+                f"s·b·(2q + 2k + {rows})·4 B",
+                f"{tok}·(2·{q} + 2·{k} + {rows})·4",
+            )
+        )
+    moe = bool(x.get("experts"))
+    # Under autocast each matmul casts its own copy: q, k, v and gate, up (or the router).
+    copies = (4 if moe else 5) if e.amp else 2
+    terms.append(
+        Term(
+            "matmul inputs (norm outputs" + (", one copy per matmul)" if e.amp else ")"),
+            T * copies * h * e.c,
+            f"s·b·{copies}h·{e.c} B",
+            f"{tok}·{copies}·{h}·{e.c}",
+        )
+    )
+    terms.append(
+        Term(
+            "attention (q, k, v after RoPE, output, logsumexp)",
+            T * ((2 * q + 2 * k) * e.c + 4 * a),
+            f"s·b·((2q + 2k)·{e.c} + 4a) B",
+            f"{tok}·((2·{q} + 2·{k})·{e.c} + 4·{a})",
+        )
+    )
+    if moe:
+        terms += _experts(d, e)
+    else:
+        name = "GeGLU" if x.get("mlp") == "geglu" else "SwiGLU"
+        terms.append(
+            Term(
+                f"MLP ({name}: gate, activation, up, product)",
+                T * 4 * d.f * e.c,
+                f"s·b·4f·{e.c} B",
+                f"{tok}·4·{d.f}·{e.c}",
+            )
+        )
+    return terms
+
+
+def routed_slots(d: Dims) -> int:
+    """P: the experts' slots under balanced routing, E·⌈capacity · k·T/E⌉."""
+    x = d.extra
+    E, K = int(x["experts"]), int(x["experts_per_token"])
+    cf = float(x.get("capacity_factor") or 1.0)
+    return E * math.ceil(d.s * d.b * K * cf / E)
+
+
+def _experts(d: Dims, e: Bytes) -> list[Term]:
+    x = d.extra
+    T, h = d.s * d.b, d.h
+    E, K, fe = int(x["experts"]), int(x["experts_per_token"]), int(x["expert_ffn"])
+    P = routed_slots(d)
+    routed = 2 if e.amp else 1
+    return [
+        Term(
+            f"router (fp32 probabilities over {E} experts, top-{K} weights, choices)",
+            T * (E * 4 + K * 4 + 4 + 3 * K * 8),
+            "s·b·(4E + 4k + 4 + 3·8k) B",
+            f"{d.s}·{d.b}·(4·{E} + 4·{K} + 4 + 24·{K})",
+        ),
+        Term(
+            f"experts (balanced: P = E·⌈k·T/E⌉ = {P} slots; routed tokens, gated MLP)",
+            P * (routed * h + 4 * fe) * e.c,
+            f"P·({routed}h + 4f_e)·{e.c} B",
+            f"{P}·({routed}·{h} + 4·{fe})·{e.c}",
+        ),
+        Term(
+            "experts' outputs, weighted outputs (kept by the combining index_add), slot weights",
+            T * K * (h * e.c + (h + 1) * e.r),
+            f"s·b·k·(h·{e.c} + (h + 1)·{e.r}) B",
+            f"{d.s}·{d.b}·{K}·({h}·{e.c} + ({h} + 1)·{e.r})",
+        ),
+    ]
+
+
+def once_per_model(d: Dims, e: Bytes) -> list[Term]:
+    """Gemma 2's soft-capped logits; a sliding window's mask."""
+    x = d.extra
+    terms = []
+    if x.get("logit_softcap") and d.V is not None:
+        terms.append(
+            Term(
+                "Logits: soft-capping's tanh output (Gemma 2)",
+                d.s * d.b * d.V * e.c,
+                f"s·b·V·{e.c} B",
+                f"{d.s}·{d.b}·{d.V}·{e.c}",
+            )
+        )
+    w = x.get("sliding_window")
+    if w is not None and w < d.s:
+        # SDPA turns the boolean mask into an additive one in the activations' dtype, per call.
+        n = d.L if x.get("sliding_layers") != "alternate" else (d.L + 1) // 2
+        terms.append(
+            Term(
+                f"sliding-window masks (window {w} < seq {d.s}; {n} windowed layers)",
+                n * d.s * d.s * e.c,
+                f"layers with a window · s²·{e.c} B",
+                f"{n} · {d.s}²·{e.c}",
+            )
+        )
+    return terms
+
+
+__all__ = ["once_per_model", "per_layer", "routed_slots"]

@@ -1,0 +1,332 @@
+"""Hugging Face ``config.json`` files as model shapes: ``--model hf:PATH`` and ``hf:NAME``.
+
+``hf:PATH`` reads a ``config.json`` (or a model folder holding one); ``hf:NAME`` reads one of
+the configs shipped in ``profiling/models/catalogue/`` (each with its public source, date and
+published parameter count). The config's fields are validated with their types, its
+``model_type`` decides the block (the Llama family's variations are fields of
+:class:`WorkloadConfig`), and the result is the same plain shape the reference models have: the
+estimate, the trace (``profiling.models.hf_blocks`` or the real ``transformers`` module) and fit
+read it alike. Bad input is one :class:`ProfilingError` sentence.
+
+No torch here, and no network: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from profiling.errors import ProfilingError
+from profiling.models.config import WorkloadConfig
+
+PREFIX = "hf:"
+CATALOGUE = Path(__file__).with_name("catalogue")
+# The largest published models have about 2·10¹² parameters; a config far beyond is a typo
+# (a width with three zeros too many) and its arithmetic would describe no real model.
+MAX_PARAMS = 3 * 10**12
+MAX_BYTES = 1 << 20  # a config.json is a few KB; anything larger is not one
+
+
+class _Fields(BaseModel):
+    """The ``config.json`` fields the shape needs, with their types (strict: "4096" is wrong)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    model_type: str
+    vocab_size: int = Field(ge=1, le=10**8)
+    hidden_size: int = Field(ge=1, le=10**7)
+    num_hidden_layers: int = Field(ge=1, le=10**5)
+    num_attention_heads: int = Field(ge=1, le=10**5)
+    intermediate_size: int | None = Field(None, ge=1, le=10**8)
+    num_key_value_heads: int | None = Field(None, ge=1, le=10**5)
+    head_dim: int | None = Field(None, ge=1, le=10**5)
+    max_position_embeddings: int = Field(2048, ge=1, le=10**8)
+    tie_word_embeddings: bool | None = None
+    attention_bias: bool = False
+    sliding_window: int | None = Field(None, ge=1)
+    use_sliding_window: bool | None = None
+    rope_theta: float = 10000.0
+    rms_norm_eps: float | None = None
+    layer_norm_epsilon: float | None = None
+    # mixture of experts
+    num_local_experts: int | None = Field(None, ge=1, le=10**5)
+    num_experts: int | None = Field(None, ge=1, le=10**5)
+    num_experts_per_tok: int | None = Field(None, ge=1, le=10**5)
+    moe_intermediate_size: int | None = Field(None, ge=1, le=10**8)
+    decoder_sparse_step: int = Field(1, ge=1)
+    mlp_only_layers: list[int] = Field(default_factory=list)
+    # Gemma 2
+    final_logit_softcapping: float | None = None
+
+
+_GPT2_KEYS = {
+    "n_embd": "hidden_size",
+    "n_layer": "num_hidden_layers",
+    "n_head": "num_attention_heads",
+    "n_positions": "max_position_embeddings",
+    "n_inner": "intermediate_size",
+}
+
+
+def _llama(f: _Fields) -> dict[str, Any]:
+    return {"qkv_bias": f.attention_bias}
+
+
+def _mistral(f: _Fields) -> dict[str, Any]:
+    return {"sliding_window": f.sliding_window}
+
+
+def _mixtral(f: _Fields) -> dict[str, Any]:
+    return {
+        "sliding_window": f.sliding_window,
+        "experts": f.num_local_experts or 8,
+        "experts_per_token": f.num_experts_per_tok or 2,
+    }
+
+
+def _qwen2(f: _Fields) -> dict[str, Any]:
+    # Qwen2's sliding window is off unless use_sliding_window says otherwise.
+    return {"qkv_bias": True, "sliding_window": f.sliding_window if f.use_sliding_window else None}
+
+
+def _qwen3(f: _Fields) -> dict[str, Any]:
+    return {
+        "qkv_bias": f.attention_bias,
+        "qk_norm": "head",
+        "sliding_window": f.sliding_window if f.use_sliding_window else None,
+    }
+
+
+def _qwen3_moe(f: _Fields) -> dict[str, Any]:
+    if f.mlp_only_layers or f.decoder_sparse_step != 1:
+        raise ProfilingError(
+            "this qwen3_moe config mixes dense and expert layers (mlp_only_layers or "
+            "decoder_sparse_step), which is not modelled; give a config whose every layer is MoE"
+        )
+    return {
+        **_qwen3(f),
+        "experts": f.num_experts or 128,
+        "experts_per_token": f.num_experts_per_tok or 8,
+        "expert_ffn": f.moe_intermediate_size,
+    }
+
+
+def _gemma(f: _Fields) -> dict[str, Any]:
+    return {"mlp": "geglu", "embed_scale": True, "tied_embeddings": _tied(f, True)}
+
+
+def _gemma2(f: _Fields) -> dict[str, Any]:
+    return {
+        **_gemma(f),
+        "norms": "sandwich",
+        "sliding_window": f.sliding_window,
+        "sliding_layers": "alternate",
+        "logit_softcap": f.final_logit_softcapping,
+    }
+
+
+def _phi3(f: _Fields) -> dict[str, Any]:
+    return {"sliding_window": f.sliding_window}
+
+
+def _olmo2(f: _Fields) -> dict[str, Any]:
+    return {"norms": "post", "qk_norm": "full", "qkv_bias": f.attention_bias}
+
+
+def _olmoe(f: _Fields) -> dict[str, Any]:
+    return {
+        "qk_norm": "full",
+        "qkv_bias": f.attention_bias,
+        "experts": f.num_experts or 64,
+        "experts_per_token": f.num_experts_per_tok or 8,
+    }
+
+
+def _gpt2(f: _Fields) -> dict[str, Any]:
+    return {"arch": "gpt2", "tied_embeddings": _tied(f, True)}
+
+
+FAMILIES = {
+    "gemma": _gemma,
+    "gemma2": _gemma2,
+    "gpt2": _gpt2,
+    "llama": _llama,
+    "mistral": _mistral,
+    "mixtral": _mixtral,
+    "olmo2": _olmo2,
+    "olmoe": _olmoe,
+    "phi3": _phi3,
+    "qwen2": _qwen2,
+    "qwen3": _qwen3,
+    "qwen3_moe": _qwen3_moe,
+}
+
+
+def _tied(f: _Fields, default: bool) -> bool:
+    return default if f.tie_word_embeddings is None else f.tie_word_embeddings
+
+
+def workload_from_config(data: Any, name: str, source: str = "") -> WorkloadConfig:
+    """The shape a ``config.json`` (already parsed) describes; one sentence if it cannot."""
+    if not isinstance(data, dict):
+        raise ProfilingError(f"{name}: a config.json holds a JSON object, not {_kind(data)}")
+    kind = data.get("model_type")
+    if kind not in FAMILIES:
+        raise ProfilingError(
+            f"{name}: model_type {kind!r} is not supported; supported types are "
+            f"{', '.join(sorted(FAMILIES))}"
+        )
+    if kind == "gpt2":
+        data = {_GPT2_KEYS.get(k, k): v for k, v in data.items()}
+    try:
+        f = _Fields.model_validate(data)
+    except ValidationError as exc:
+        raise ProfilingError(f"{name}: {_field_problem(exc)}") from None
+    shape = _shape(f, kind, name, source)
+    n = shape.param_count()
+    if n > MAX_PARAMS:
+        raise ProfilingError(
+            f"{name}: this config describes {n / 1e12:.1f} trillion parameters, more than the "
+            f"{MAX_PARAMS // 10**12} trillion of the largest published models; check its sizes "
+            "(hidden_size, intermediate_size, num_hidden_layers, vocab_size)"
+        )
+    return shape
+
+
+def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
+    h, heads = f.hidden_size, f.num_attention_heads
+    kv = f.num_key_value_heads or heads
+    if heads % kv:
+        raise ProfilingError(
+            f"{name}: num_key_value_heads {kv} must divide num_attention_heads {heads}"
+        )
+    if f.head_dim is None and h % heads:
+        raise ProfilingError(
+            f"{name}: hidden_size {h} does not divide by num_attention_heads {heads} and no "
+            "head_dim is given"
+        )
+    ffn = f.intermediate_size or (4 * h if kind == "gpt2" else None)
+    if ffn is None:
+        raise ProfilingError(f"{name}: the config lacks intermediate_size")
+    fields: dict[str, Any] = {
+        "name": name,
+        "arch": "llama",
+        "layers": f.num_hidden_layers,
+        "hidden": h,
+        "heads": heads,
+        "kv_heads": kv,
+        "vocab": f.vocab_size,
+        "ffn": ffn,
+        "max_seq": f.max_position_embeddings,
+        "tied_embeddings": _tied(f, False),
+        "head_size": f.head_dim if f.head_dim and f.head_dim != h // heads else None,
+        "rope_theta": f.rope_theta,
+        "norm_eps": f.rms_norm_eps or f.layer_norm_epsilon or 1e-5,
+        "hf_model_type": kind,
+        "source": source,
+    }
+    fields.update(FAMILIES[kind](f))
+    if fields.get("experts") and fields.get("expert_ffn") is None:
+        fields["expert_ffn"] = ffn
+    if fields.get("experts_per_token", 0) > fields.get("experts", 0):
+        raise ProfilingError(
+            f"{name}: num_experts_per_tok {fields['experts_per_token']} exceeds the "
+            f"{fields['experts']} experts"
+        )
+    w = WorkloadConfig(**fields)
+    kinds = {"gpt2": "GPT-2", "llama": "Llama"}
+    w.description = (
+        f"{kinds.get(kind, kind)}-family config: {w.layers} layers, hidden {h}, "
+        f"{heads}/{kv} heads"
+        + (f", {w.experts} experts top-{w.experts_per_token}" if w.moe else "")
+    )
+    return w
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _field_problem(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "missing":
+        return f"the config lacks {field}"
+    got = err.get("input")
+    return f"{field} is {got!r}, but {err['msg'].lower()}"
+
+
+# --------------------------------------------------------------------- catalogue and files
+
+
+def catalogue_names() -> list[str]:
+    return sorted(p.stem for p in CATALOGUE.glob("*.json"))
+
+
+@functools.cache
+def catalogue_entry(name: str) -> dict[str, Any]:
+    """A shipped entry: name, repo, source {url, date}, published_params, config."""
+    return json.loads((CATALOGUE / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def load_hf(spec: str) -> WorkloadConfig:
+    """``hf:NAME`` (the catalogue) or ``hf:PATH`` (a config.json or a folder holding one)."""
+    rest = spec.removeprefix(PREFIX)
+    if rest in catalogue_names():
+        return _catalogue_workload(rest, spec)
+    path = Path(rest).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    if not rest or not path.is_file():
+        raise ProfilingError(
+            f"{spec}: no catalogue model or config file of that name; give "
+            "hf:PATH/TO/config.json (or a model folder), or one of "
+            + ", ".join(f"hf:{n}" for n in catalogue_names())
+        )
+    stat = path.stat()
+    return _file_workload(str(path.resolve()), stat.st_mtime_ns, stat.st_size, spec)
+
+
+@functools.cache
+def _catalogue_workload(name: str, spec: str) -> WorkloadConfig:
+    entry = catalogue_entry(name)
+    source = f"{entry['source']['url']} ({entry['source']['date']})"
+    w = workload_from_config(entry["config"], spec, source)
+    w.description = f"{entry['repo']}: " + w.description
+    return w
+
+
+@functools.lru_cache(maxsize=32)
+def _file_workload(path: str, _mtime: int, size: int, spec: str) -> WorkloadConfig:
+    if size > MAX_BYTES:
+        raise ProfilingError(
+            f"{spec}: {size:,} bytes is not a config.json (a few KB); check the path"
+        )
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfilingError(f"{spec}: cannot read {path} ({exc}); check the file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProfilingError(
+            f"{spec}: {path} is not JSON ({exc.msg} at line {exc.lineno}); give a config.json"
+        ) from None
+    return workload_from_config(data, spec, source=path)
+
+
+__all__ = [
+    "CATALOGUE",
+    "FAMILIES",
+    "PREFIX",
+    "catalogue_entry",
+    "catalogue_names",
+    "load_hf",
+    "workload_from_config",
+]

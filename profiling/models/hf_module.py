@@ -1,0 +1,161 @@
+"""The model a Hugging Face config describes, built for the trace: the real ``transformers``
+module when it is installed (``pip install 'journal-agent[hf]'``), else our own blocks.
+
+``build_hf`` runs inside the trace's ``FakeTensorMode`` (with the parameter dtype as torch's
+default), so ``AutoModelForCausalLM.from_config`` allocates nothing, even for a 70B. The module
+is wrapped so ``model(idx, targets)`` returns Hugging Face's own loss (``labels=``), and the
+returned dict says which of the two was built and under which assumptions: the attention
+implementation (``sdpa``, or ``eager`` with ``--attention eager``; ``flash_attention_2`` needs a
+GPU and its kernels, so ``--attention flash`` is traced as ``sdpa``, which on the CPU device runs
+a flash kernel too) and the dropout (``--dropout``, applied to every dropout field of the config).
+
+Mixtures of experts keep our own blocks even with transformers: Hugging Face's expert dispatch
+reads which experts the router chose (``nonzero`` over the routing mask), a value fake tensors do
+not have. Imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from profiling.models.config import WorkloadConfig
+from profiling.models.hf_config import catalogue_entry, catalogue_names
+
+# Every dropout field a supported config may carry.
+_DROPOUTS = (
+    "attention_dropout",
+    "hidden_dropout",
+    "resid_pdrop",
+    "embd_pdrop",
+    "attn_pdrop",
+    "summary_first_dropout",
+)
+
+
+_PROJECT_BLOCKS: contextvars.ContextVar[bool] = contextvars.ContextVar("project", default=False)
+
+
+@contextlib.contextmanager
+def project_blocks() -> Iterator[None]:
+    """Within it, Hugging Face configs are traced with our own blocks even with transformers."""
+    token = _PROJECT_BLOCKS.set(True)
+    try:
+        yield
+    finally:
+        _PROJECT_BLOCKS.reset(token)
+
+
+class HFCausalLM(nn.Module):
+    """``model(idx, targets)`` over a transformers ``...ForCausalLM``: its own loss."""
+
+    def __init__(self, model: nn.Module, shape: WorkloadConfig) -> None:
+        super().__init__()
+        self.model = model
+        self.config = shape
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> Any:
+        out = self.model(input_ids=idx, labels=targets, use_cache=False)
+        return out.logits if targets is None else out.loss
+
+    def example_inputs(self, batch: int, seq: int, device: Any = None) -> tuple[torch.Tensor, ...]:
+        vocab = self.config.vocab
+        idx = torch.randint(0, vocab, (batch, seq), device=device)
+        return idx, torch.randint(0, vocab, (batch, seq), device=device)
+
+
+def transformers_version() -> str | None:
+    try:
+        import transformers
+    except ImportError:
+        return None
+    return str(transformers.__version__)
+
+
+def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, Any]:
+    name = spec.removeprefix("hf:")
+    if name in catalogue_names():
+        return dict(catalogue_entry(name)["config"])
+    import json
+    from pathlib import Path
+
+    return json.loads(Path(shape.source).read_text(encoding="utf-8"))
+
+
+def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[nn.Module, dict[str, Any]]:
+    """(model, what was built) for the config ``cfg.model`` names, ``shape`` its (possibly
+    block-reduced) shape. Called under the trace's fake mode."""
+    version = transformers_version()
+    reason = None
+    if _PROJECT_BLOCKS.get():
+        reason = "asked for"
+    elif version is None:
+        reason = "transformers is not installed (pip install 'journal-agent[hf]')"
+    elif shape.moe:
+        reason = (
+            "transformers' expert dispatch reads the router's choices (nonzero), which fake "
+            "tensors cannot give"
+        )
+    if reason is not None:
+        return _own(shape, reason)
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    raw = _raw_config(shape, cfg.model)
+    raw.pop("architectures", None)
+    raw.pop("torch_dtype", None)
+    raw.pop("dtype", None)
+    kind = raw.pop("model_type")
+    raw["num_hidden_layers" if kind != "gpt2" else "n_layer"] = shape.layers
+    for key in _DROPOUTS:
+        if key in raw or key in ("attention_dropout",):
+            raw[key] = float(cfg.dropout)
+    attention = "eager" if cfg.attention == "eager" else "sdpa"
+    note = ""
+    try:
+        model = _from_config(AutoConfig, AutoModelForCausalLM, kind, raw, attention)
+    except ValueError as exc:
+        if attention != "sdpa" or "scaled_dot_product_attention" not in str(exc):
+            return _own(shape, f"transformers could not build it: {_first_line(exc)}")
+        # Gemma 2 refuses SDPA (its attention logits are soft-capped): eager, as HF loads it.
+        attention, note = "eager", "; this model class refuses sdpa"
+        model = _from_config(AutoConfig, AutoModelForCausalLM, kind, raw, attention)
+    except Exception as exc:  # a config transformers rejects: our blocks, and why
+        return _own(shape, f"transformers could not build it: {_first_line(exc)}")
+    model.train()
+    return HFCausalLM(model, shape), {
+        "traced": "transformers",
+        "implementation": f"transformers {version} {type(model).__name__} "
+        f"(attn_implementation={attention}{note}, dropout {cfg.dropout:g})",
+        "attention": attention,
+    }
+
+
+def _from_config(auto_config: Any, auto_model: Any, kind: str, raw: dict, attention: str) -> Any:
+    with contextlib.redirect_stderr(io.StringIO()):  # its warnings are not our output
+        config = auto_config.for_model(kind, **raw)
+        config._attn_implementation = attention
+        config.use_cache = False
+        return auto_model.from_config(config, dtype=torch.get_default_dtype())
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+
+
+def _own(shape: WorkloadConfig, reason: str) -> tuple[nn.Module, dict[str, Any]]:
+    from profiling.models.workloads import build_model
+
+    return build_model(shape), {
+        "traced": "project blocks",
+        "implementation": f"the project's own blocks built from the config ({reason})",
+    }
+
+
+__all__ = ["HFCausalLM", "build_hf", "project_blocks", "transformers_version"]
