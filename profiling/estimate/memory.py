@@ -189,7 +189,7 @@ def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Ter
 def _once(
     d: acts.Dims, e: acts.Bytes, shape: dict[str, Any], inp: EstimateInput
 ) -> list[acts.Term]:
-    return acts.once_per_model(d, e, shape, inp) + variants.once_per_model(d, e)
+    return acts.once_per_model(d, e, shape, inp) + variants.once_per_model(d, e, inp)
 
 
 def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:

@@ -1,11 +1,14 @@
 """Activations of the Llama family's variations (Hugging Face configs), op by op, in bytes.
 
 Derived, like ``activations``, from what the trace shows autograd saving in our own blocks
-(``profiling.models.hf_blocks``). Per layer, with T = s·b tokens, q the query width (heads ×
-head size, which Qwen3 and Gemma 2 set apart from h), k the key/value width:
+(``profiling.models.hf_blocks``), on either target (``--target cuda``: what CUDA's kernels keep,
+``profiling.trace.target``; ``cpu``: the CPU's). Per layer, with T = s·b tokens, q the query
+width (heads × head size, which Qwen3 and Gemma 2 set apart from h), k the key/value width:
 
-- norms: 2 RMSNorms (Llama pre-norm, OLMo 2 post-norm) or 4 (Gemma 2 on both sides), each its
-  fp32 input, normalized output and rstd: T·(2h + 1)·4 B
+- norms: 2 RMSNorms (Llama pre-norm, OLMo 2 post-norm) or 4 (Gemma 2 on both sides); on the
+  CPU each keeps its fp32 input, normalized output and rstd, T·(2h + 1)·4 B; CUDA's fused kernel
+  its input (the residual stream's dtype, or the sublayer output's for a norm after a sublayer)
+  and an fp32 rstd
 - q/k norms: per head (Qwen3: one rstd per head) or over the whole projection (OLMo 2, OLMoE):
   T·(2q + 2k + rows)·4 B
 - matmul inputs: the norm outputs (under autocast, one copy per q, k, v, gate, up — and router)
@@ -28,35 +31,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from profiling.estimate.activations import Bytes, Dims, Term
+from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
 
 
 def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     """One variant block's saved activations (tensor-parallel split: TP=1)."""
     x = d.extra
-    T, h, k, a = d.s * d.b, d.h, d.k, d.a
+    T, h, k, _a = d.s * d.b, d.h, d.k, d.a
     q = int(x.get("q_dim") or h)
     tok = f"{d.s}·{d.b}"
     n = 4 if x.get("norms") == "sandwich" else 2
-    terms = [
-        Term(
-            f"norms (RMSNorm ×{n} in fp32: input, normalized, rstd)",
-            T * n * (2 * h + 1) * 4,
-            f"s·b·{n}·(2h + 1)·4 B",
-            f"{tok}·{n}·(2·{h} + 1)·4",
-        )
-    ]
+    terms = [_norms(d, e, cfg, n)]
     qk = x.get("qk_norm")
     if qk:
-        rows = a + int(x.get("kv_heads") or a) if qk == "head" else 2
-        terms.append(
-            Term(
-                f"q/k norms ({'per head' if qk == 'head' else 'whole width'}, fp32)",
-                T * (2 * q + 2 * k + rows) * 4,
-                f"s·b·(2q + 2k + {rows})·4 B",
-                f"{tok}·(2·{q} + 2·{k} + {rows})·4",
-            )
-        )
+        terms.append(_qk_norms(d, e, cfg, q, qk))
     moe = bool(x.get("experts"))
     # Under autocast each matmul casts its own copy: q, k, v and gate, up (or the router).
     copies = (4 if moe else 5) if e.amp else 2
@@ -68,12 +56,15 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
             f"{tok}·{copies}·{h}·{e.c}",
         )
     )
+    lse, lse_sub = _lse(d, e, cfg)
+    # CUDA's fp32 attention (memory-efficient) gets grouped-query keys/values expanded.
+    kv = q if _cuda(cfg) and e.c == 4 else k
     terms.append(
         Term(
             "attention (q, k, v after RoPE, output, logsumexp)",
-            T * ((2 * q + 2 * k) * e.c + 4 * a),
-            f"s·b·((2q + 2k)·{e.c} + 4a) B",
-            f"{tok}·((2·{q} + 2·{k})·{e.c} + 4·{a})",
+            T * (2 * q + 2 * kv) * e.c + lse,
+            f"s·b·(2q + 2k)·{e.c} + 4·a·b·s B",
+            f"{tok}·(2·{q} + 2·{kv})·{e.c} + {lse_sub}",
         )
     )
     if moe:
@@ -89,6 +80,47 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
             )
         )
     return terms
+
+
+def _norms(d: Dims, e: Bytes, cfg: Any, n: int) -> Term:
+    h, tok = d.h, f"{d.s}·{d.b}"
+    if _cuda(cfg):
+        # Norms of the residual stream keep it (residual dtype); norms after a sublayer (OLMo 2,
+        # Gemma 2) keep the sublayer's output (compute dtype).
+        post = {"post": 2, "sandwich": 2}.get(str(d.extra.get("norms")), 0)
+        pre = n - post
+        return Term(
+            f"norms (RMSNorm ×{n}, fused: input, fp32 rstd)",
+            d.s * d.b * (pre * h * e.r + post * h * e.c + 4 * n),
+            f"s·b·({pre}·h·{e.r} + {post}·h·{e.c} + 4·{n}) B",
+            f"{tok}·({pre}·{h}·{e.r} + {post}·{h}·{e.c} + 4·{n})",
+        )
+    return Term(
+        f"norms (RMSNorm ×{n} in fp32: input, normalized, rstd)",
+        d.s * d.b * n * (2 * h + 1) * 4,
+        f"s·b·{n}·(2h + 1)·4 B",
+        f"{tok}·{n}·(2·{h} + 1)·4",
+    )
+
+
+def _qk_norms(d: Dims, e: Bytes, cfg: Any, q: int, qk: str) -> Term:
+    """q and k normalized per head (rows: the heads) or over their whole width (one row)."""
+    k, tok = d.k, f"{d.s}·{d.b}"
+    rows = d.a + int(d.extra.get("kv_heads") or d.a) if qk == "head" else 2
+    where = "per head" if qk == "head" else "whole width"
+    if _cuda(cfg):  # fused: its input (the projection's output, compute dtype) and fp32 rstd
+        return Term(
+            f"q/k norms ({where}, fused: input, fp32 rstd)",
+            d.s * d.b * ((q + k) * e.c + 4 * rows),
+            f"s·b·((q + k)·{e.c} + 4·{rows}) B",
+            f"{tok}·(({q} + {k})·{e.c} + 4·{rows})",
+        )
+    return Term(
+        f"q/k norms ({where}, fp32)",
+        d.s * d.b * (2 * q + 2 * k + rows) * 4,
+        f"s·b·(2q + 2k + {rows})·4 B",
+        f"{tok}·(2·{q} + 2·{k} + {rows})·4",
+    )
 
 
 def routed_slots(d: Dims) -> int:
@@ -127,7 +159,25 @@ def _experts(d: Dims, e: Bytes) -> list[Term]:
     ]
 
 
-def once_per_model(d: Dims, e: Bytes) -> list[Term]:
+def _window_cuda(d: Dims, e: Bytes, n: int, w: int) -> list[Term]:
+    """A mask rules flash attention out on CUDA: the memory-efficient kernel keeps the boolean
+    mask (once: every windowed layer gets the same one) and, in 16 bits, grouped-query keys and
+    values expanded to every head (fp32 attention expands them anyway)."""
+    terms = [Term(f"sliding-window mask (window {w} < seq {d.s})", d.s * d.s, "s²·1 B", f"{d.s}²")]
+    q = int(d.extra.get("q_dim") or d.h)
+    if e.c == 2 and q != d.k:
+        terms.append(
+            Term(
+                f"windowed layers' keys/values expanded to every head ({n} layers)",
+                n * d.s * d.b * 2 * (q - d.k) * e.c,
+                f"layers with a window · s·b·2·(q − k)·{e.c} B",
+                f"{n} · {d.s}·{d.b}·2·({q} − {d.k})·{e.c}",
+            )
+        )
+    return terms
+
+
+def once_per_model(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     """Gemma 2's soft-capped logits; a sliding window's mask."""
     x = d.extra
     terms = []
@@ -142,8 +192,12 @@ def once_per_model(d: Dims, e: Bytes) -> list[Term]:
         )
     w = x.get("sliding_window")
     if w is not None and w < d.s:
-        # SDPA turns the boolean mask into an additive one in the activations' dtype, per call.
         n = d.L if x.get("sliding_layers") != "alternate" else (d.L + 1) // 2
+        if _cuda(cfg):
+            terms += _window_cuda(d, e, n, w)
+            return terms
+        # The CPU's SDPA turns the boolean mask into an additive one in the activations' dtype,
+        # per call.
         terms.append(
             Term(
                 f"sliding-window masks (window {w} < seq {d.s}; {n} windowed layers)",

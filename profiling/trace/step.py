@@ -401,9 +401,7 @@ SCALE_ABOVE_BLOCKS = 12
 
 def _scaled_layers(config: TraceConfig, factory: Callable[..., Any] | None) -> int | None:
     """The reference model's block count when the block-scaled trace applies, else None."""
-    if factory is not None or config.is_factory:
-        return None
-    workload = find_workload(config.model)
+    workload = None if factory is not None or config.is_factory else find_workload(config.model)
     return workload.layers if workload is not None else None
 
 
