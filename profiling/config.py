@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_sentences import flag_name, one_sentence
-from profiling.errors import ConfigError
+from profiling.errors import ConfigError, ProfilingError
 from profiling.units import parse_count
 
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"]
