@@ -194,9 +194,9 @@ def bench_sandbox(root: Path, repeats: int) -> dict[str, object]:
     from journal_agent.tools.base import ToolContext
     from journal_agent.tools.bash import Bash
     from journal_agent.tools.permissions import PermissionPolicy
-    from journal_agent.tools.sandbox import SandboxSettings, confinement
+    from journal_agent.tools.sandbox import SandboxSettings, available_confinement
 
-    conf = confinement(SandboxSettings(), root)
+    conf = available_confinement(SandboxSettings(), root)
     if not conf.active:
         return {"skipped": f"no sandbox here: {conf.reason}", "met": True}
     bash = Bash()

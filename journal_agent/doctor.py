@@ -47,10 +47,10 @@ def run_checks(root: Path) -> list[Check]:
 
 def check_confinement(root: Path) -> Check:
     from journal_agent.settings import load_settings
-    from journal_agent.tools.sandbox import confinement
+    from journal_agent.tools.sandbox import available_confinement
 
     settings = load_settings(root).sandbox
-    conf = confinement(settings, root)
+    conf = available_confinement(settings, root)
     if not conf.active:
         return Check(
             "sandbox",
@@ -82,7 +82,7 @@ def check_secret_history(root: Path) -> Check:
     """Files the sandbox hides (``.env``, keys …) that a commit holds: still readable from
     git's object store (``git show HEAD:.env``)."""
     from journal_agent.settings import load_settings
-    from journal_agent.tools.sandbox.history import secrets_in_history
+    from journal_agent.tools.sandbox.committed_secrets import secrets_in_history
     from journal_agent.tools.sandbox.view import bare_names
 
     name = "secrets in git history"

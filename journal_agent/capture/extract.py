@@ -11,7 +11,7 @@ as
 closing rule runs to the end of the message.
 
 Stdlib only (imported by the hook under ``python3 -I -S``), apart from the project's one secret
-detector, :mod:`journal_agent.secrets`, which is stdlib only too.
+detector, :mod:`journal_agent.secret_text`, which is stdlib only too.
 """
 
 from __future__ import annotations
@@ -56,6 +56,6 @@ def records_created(texts: list[str], measurements: Path) -> list[str]:
 
 def redact(text: str) -> str:
     """``text`` with secrets replaced by ``[REDACTED]``, by the project's one detector."""
-    from journal_agent.secrets import redact_secrets
+    from journal_agent.secret_text import redact_secrets
 
     return redact_secrets(text)

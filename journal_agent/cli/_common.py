@@ -45,9 +45,9 @@ def sandbox_notice(root: Path) -> None:
     import sys
 
     from journal_agent.settings import load_settings
-    from journal_agent.tools.sandbox import confinement, notice
+    from journal_agent.tools.sandbox import available_confinement, notice
 
     settings = load_settings(root).sandbox
-    message = notice(confinement(settings, root), settings)
+    message = notice(available_confinement(settings, root), settings)
     if message:
         print(message, file=sys.stderr)

@@ -28,7 +28,7 @@ from journal_agent.journal.verify import (
     validate_draft,
 )
 from journal_agent.paths import JOURNAL_FILE
-from journal_agent.secrets import refuse_secrets
+from journal_agent.secret_text import refuse_secrets
 
 if TYPE_CHECKING:  # imported where used, inside the functions: search by meaning is heavy
     from collections.abc import Callable

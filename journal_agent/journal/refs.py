@@ -273,7 +273,7 @@ def decode_line(line: bytes) -> str:
 
 def make_anchor(ref: CodeRef, files: FileCache, commit: str | None = None) -> Anchor | None:
     """The anchor of a reference that resolves, else None."""
-    from journal_agent.secrets import redact_secrets
+    from journal_agent.secret_text import redact_secrets
 
     lines = files.lines(ref.path)
     if lines is None or ref.start < 1 or ref.end < ref.start or ref.end > len(lines):

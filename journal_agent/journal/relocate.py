@@ -250,7 +250,7 @@ def _git_renames(root: Path, commit: str) -> dict[str, list[str]]:
 def _first_line(anchor: Anchor) -> bytes | None:
     """The first recorded line as bytes, to skip places cheaply (None: it was altered when
     recorded — redacted or not UTF-8 — so every place is hashed)."""
-    from journal_agent.secrets import REDACTED
+    from journal_agent.secret_text import REDACTED
 
     if not anchor.text or "\ufffd" in anchor.text[0] or REDACTED in anchor.text[0]:
         return None

@@ -3,7 +3,7 @@
 /learn improves its own file from the user's feedback (the user's "Meta-Learning" loop). The
 agent edits the project's copy (``.claude/commands/learn.md``, or any ejected command or agent
 file); Write and Edit keep each replaced version under ``.journal/history/<file>/``
-(:mod:`journal_agent.tools._history`). This module ties those versions to the feedback:
+(:mod:`journal_agent.tools._file_versions`). This module ties those versions to the feedback:
 
 * ``record`` — one numbered record: when, which file, the feedback, and the file's version
   before the change (the earliest version kept since the previous record) and after it (the
@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from journal_agent.errors import UserError
 from journal_agent.locks import held
 from journal_agent.paths import state_dir
-from journal_agent.tools._history import history_dir
+from journal_agent.tools._file_versions import history_dir
 
 _KINDS = (("commands", ".claude/commands"), ("agents", ".claude/agents"))
 _STAMP = "%Y%m%dT%H%M%S.%fZ"
@@ -312,7 +312,7 @@ class FeedbackLog:
 
     def revert(self, n: int) -> FeedbackRecord:
         """Put the file back as it was before change ``n`` (kept in history as a record)."""
-        from journal_agent.tools._history import keep_previous
+        from journal_agent.tools._file_versions import keep_previous
         from journal_agent.tools.base import ToolError
         from journal_agent.tools.workspace import resolve_path
         from journal_agent.tools.write import (

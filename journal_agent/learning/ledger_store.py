@@ -40,7 +40,7 @@ def refuse_new_secrets(old: str, new: str) -> None:
     """The ledger never receives a secret (an API key, a token, a password): refuse an update
     whose new lines hold one. Lines already there, put by the user, do not block an unrelated
     update (as for Write/Edit into the ledger)."""
-    from journal_agent.secrets import refuse_secrets
+    from journal_agent.secret_text import refuse_secrets
 
     before = set(old.splitlines())
     refuse_secrets("\n".join(line for line in new.splitlines() if line not in before), LEDGER_FILE)

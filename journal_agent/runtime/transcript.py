@@ -8,7 +8,7 @@ environment variables named like secrets (``*TOKEN*``, ``*KEY*``, ``*SECRET*``,
 ``*PASSWORD*``), the values of ``NAME=value`` lines whose NAME says secret (redacted here
 however they look: a transcript may lose a harmless value, never a key), header-like fields
 (authorization, x-api-key, api_key), and everything the one detector,
-:mod:`journal_agent.secrets`, finds (token shapes of the major providers, ``password = "…"``,
+:mod:`journal_agent.secret_text`, finds (token shapes of the major providers, ``password = "…"``,
 ``PASSWORD: …``, ``*_pw: …``, the password in a URL, private-key blocks, AWS key pairs,
 random-looking values of key- or token-named settings) are replaced before writing.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from journal_agent.paths import transcripts_dir
-from journal_agent.secrets import redact_secrets
+from journal_agent.secret_text import redact_secrets
 
 REDACTED = "[REDACTED]"
 # ``NAME=value`` lines of .env files and shell profiles (as Read shows them, line numbers

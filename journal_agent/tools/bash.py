@@ -28,7 +28,7 @@ from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.own_commands import host_argv
 from journal_agent.tools.sandbox import SandboxSettings
-from journal_agent.tools.sandbox import confinement as confinement
+from journal_agent.tools.sandbox import available_confinement as available_confinement
 from journal_agent.tools.sandbox.call import Sandboxed, sandboxed
 from journal_agent.tools.sandbox.environment import command_env
 from journal_agent.tools.workspace import workspace_root
@@ -102,7 +102,7 @@ class Bash(Tool[BashInput]):
             )
         root = Path(workspace_root(ctx.root))
         settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
-        conf = confinement(settings, root)
+        conf = available_confinement(settings, root)
         writes, read_deny, home = True, (), None  # no policy: all allowed
         if ctx.policy is not None:
             decision = ctx.policy.ensure("Bash", command=params.command, confined=conf.active)

@@ -12,10 +12,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from journal_agent.tools._history import keep_previous
+from journal_agent.tools._file_versions import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.read_tracking import tracker_for
-from journal_agent.tools.workspace import confine
+from journal_agent.tools.workspace import permitted_path
 from journal_agent.tools.write import (
     atomic_write,
     encode_text,
@@ -66,7 +66,7 @@ class Edit(Tool[EditInput]):
     Input = EditInput
 
     def run(self, ctx: ToolContext, params: EditInput) -> ToolResult:
-        path = confine(ctx, self.name, params.file_path)
+        path = permitted_path(ctx, self.name, params.file_path)
         if params.old_string == params.new_string:
             raise ToolError(
                 "No changes to make: old_string and new_string are exactly the same; give the "

@@ -87,7 +87,7 @@ def _profile_in_sandbox(
     ``sys.path``: a planted ``typer.py`` is never imported; a factory's module is found from
     the working directory, inside the sandbox only). Its records come back through the
     call's outbox."""
-    from journal_agent.tools.sandbox import SandboxSettings, confinement
+    from journal_agent.tools.sandbox import SandboxSettings, available_confinement
     from journal_agent.tools.sandbox.call import sandboxed
     from journal_agent.tools.workspace import workspace_root
 
@@ -98,7 +98,7 @@ def _profile_in_sandbox(
         if ":" in model:
             # Importing a workspace factory runs the user's code: the same approval as Bash,
             # and what Bash would be allowed to write.
-            conf = confinement(settings, root)
+            conf = available_confinement(settings, root)
             command = "journal-agent " + " ".join(args)
             writes = ctx.policy.ensure("Bash", command=command, confined=conf.active).writes
         else:

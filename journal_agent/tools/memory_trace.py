@@ -81,14 +81,14 @@ def _trace_factory_in_sandbox(params: MemoryTraceInput, ctx: ToolContext) -> str
     import sys
 
     from journal_agent.processes import stop_groups
-    from journal_agent.tools.sandbox import SandboxSettings, confinement
+    from journal_agent.tools.sandbox import SandboxSettings, available_confinement
     from journal_agent.tools.sandbox.call import sandboxed
 
     root = Path(workspace_root(ctx.root))
     settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
     writes, read_deny, home = True, (), None
     if ctx.policy is not None:
-        conf = confinement(settings, root)
+        conf = available_confinement(settings, root)
         command = f"journal-agent trace --model {params.model}"
         writes = ctx.policy.ensure("Bash", command=command, confined=conf.active).writes
         read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, count_tokens, fit_to_budget, fits
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.read_tracking import Fingerprint, tracker_for
-from journal_agent.tools.workspace import confine, open_beneath, workspace_root
+from journal_agent.tools.workspace import open_beneath, permitted_path, workspace_root
 
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
@@ -119,7 +119,7 @@ class Read(Tool[ReadInput]):
     Input = ReadInput
 
     def run(self, ctx: ToolContext, params: ReadInput) -> ToolResult:
-        path = confine(ctx, self.name, params.file_path)
+        path = permitted_path(ctx, self.name, params.file_path)
         tracker = tracker_for(ctx)
         start = max(params.offset or 1, 1)  # Claude Code treats offset 0 like 1
         limit = params.limit or DEFAULT_LIMIT

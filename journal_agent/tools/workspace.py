@@ -116,7 +116,7 @@ def _real_path(absolute: str, shown: str) -> str:
     return resolved
 
 
-def confine(ctx: Any, tool_name: str, file_path: str) -> Path:
+def permitted_path(ctx: Any, tool_name: str, file_path: str) -> Path:
     """Resolve ``file_path`` inside ``ctx.root`` and check ``ctx.policy`` for ``tool_name``.
 
     The one entry point file tools use: a path outside the workspace or a denied call raises

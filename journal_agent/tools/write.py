@@ -25,13 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.atomic import atomic_write as write_atomically
 from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, state_dir
-from journal_agent.tools._history import keep_previous
+from journal_agent.tools._file_versions import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.read_tracking import Fingerprint, ReadTracker, tracker_for
 from journal_agent.tools.workspace import (
-    confine,
     open_beneath,
     open_dir_beneath,
+    permitted_path,
     workspace_root,
 )
 
@@ -64,7 +64,7 @@ class Write(Tool[WriteInput]):
     Input = WriteInput
 
     def run(self, ctx: ToolContext, params: WriteInput) -> ToolResult:
-        path = confine(ctx, self.name, params.file_path)
+        path = permitted_path(ctx, self.name, params.file_path)
         tracker = tracker_for(ctx)
         data = encode_text(params.content, path)
 
@@ -87,7 +87,7 @@ def refuse_secrets_in_user_docs(root: Path, path: Path, new: str, old: bytes | s
     already there, put by the user, do not block an unrelated change)."""
     if path.name not in (JOURNAL_FILE, LEDGER_FILE) or path.parent != Path(workspace_root(root)):
         return
-    from journal_agent.secrets import SecretInText, refuse_secrets
+    from journal_agent.secret_text import SecretInText, refuse_secrets
 
     if isinstance(old, bytes):
         old = old.decode("utf-8", "replace")

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from journal_agent.tools.sandbox import confinement
+from journal_agent.tools.sandbox import available_confinement
 from tests.processes import none_left
 
 SECRET_ENV = "sk-ant-api03-ENVSECRETxyzzy"
@@ -167,7 +167,7 @@ def _git(ws: Path, *args: str) -> None:
 
 @pytest.fixture
 def lab(cli: Any) -> Lab:
-    conf = confinement()
+    conf = available_confinement()
     if not conf.active:
         pytest.skip(f"no OS sandbox on this machine: {conf.reason}")
     cache = Path.home() / ".cache"

@@ -170,9 +170,9 @@ def test_finding_10_limits_can_be_raised_in_settings(lab):
 def test_finding_10_as_a_normal_user_the_process_limit_counts_the_sandbox_only(tmp_path):
     """Unprivileged, RLIMIT_NPROC is set inside the sandbox's user namespace: it bounds the
     sandbox's processes, and the user's processes outside do not count against it."""
-    from journal_agent.tools.sandbox import confinement
+    from journal_agent.tools.sandbox import available_confinement
 
-    conf = confinement()
+    conf = available_confinement()
     if not conf.active:
         pytest.skip("no sandbox")
     tree = prepare(SandboxLimits(processes=20))

@@ -15,15 +15,15 @@ from journal_agent.tools.base import ToolContext
 from journal_agent.tools.glob import Glob
 from journal_agent.tools.grep import Grep
 from journal_agent.tools.permissions import PermissionPolicy
-from journal_agent.tools.sandbox import confinement
+from journal_agent.tools.sandbox import available_confinement
 
 CALLS = 1000
 
 
 @pytest.fixture
 def racing(tmp_path: Path):
-    if not confinement().active:
-        pytest.skip(f"no OS sandbox on this machine: {confinement().reason}")
+    if not available_confinement().active:
+        pytest.skip(f"no OS sandbox on this machine: {available_confinement().reason}")
     ws, outside = tmp_path / "ws", tmp_path / "outside"
     (ws / "d").mkdir(parents=True)
     outside.mkdir()

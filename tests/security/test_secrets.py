@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from journal_agent.secrets import find_secrets, redact_secrets, refuse_secrets
+from journal_agent.secret_text import find_secrets, redact_secrets, refuse_secrets
 from journal_agent.tools.base import ToolContext
 from journal_agent.tools.permissions import PermissionPolicy
 from journal_agent.tools.read_tracking import ReadTracker

@@ -9,7 +9,7 @@ import pytest
 
 from journal_agent.tools.base import ToolError
 from journal_agent.tools.permissions import PermissionPolicy
-from journal_agent.tools.workspace import confine, resolve_path
+from journal_agent.tools.workspace import permitted_path, resolve_path
 
 
 def refused(root: Path, file_path: str) -> str:
@@ -125,13 +125,13 @@ def test_confine_consults_the_permission_policy(make_ctx, ws: Path) -> None:
     (ws / "private").mkdir()
     ctx = make_ctx(policy=PermissionPolicy(ws, deny=["Read(./private/**)"]))
     with pytest.raises(ToolError, match=r"Read\(./private/\*\*\)"):
-        confine(ctx, "Read", "private/notes.md")
-    assert confine(ctx, "Read", "public.md") == ws / "public.md"
+        permitted_path(ctx, "Read", "private/notes.md")
+    assert permitted_path(ctx, "Read", "public.md") == ws / "public.md"
     # Without a policy (a library caller) the call is allowed, confinement still holds.
     bare = make_ctx()
-    assert confine(bare, "Read", "private/notes.md") == ws / "private" / "notes.md"
+    assert permitted_path(bare, "Read", "private/notes.md") == ws / "private" / "notes.md"
     with pytest.raises(ToolError, match="outside the workspace"):
-        confine(bare, "Read", "/etc/passwd")
+        permitted_path(bare, "Read", "/etc/passwd")
 
 
 def test_a_directory_swapped_for_a_symlink_after_resolving_is_not_followed(

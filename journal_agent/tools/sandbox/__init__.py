@@ -18,21 +18,21 @@ import sys
 from pathlib import Path
 
 from journal_agent.tools.sandbox.config import SandboxSettings
-from journal_agent.tools.sandbox.confinement import Confinement, confinement, notice
+from journal_agent.tools.sandbox.confinement import Confinement, available_confinement, notice
 from journal_agent.tools.sandbox.view import View, build_view
 
 __all__ = [
     "Confinement",
     "SandboxSettings",
     "View",
+    "available_confinement",
     "build_view",
-    "confine",
-    "confinement",
+    "confined_argv",
     "notice",
 ]
 
 
-def confine(
+def confined_argv(
     conf: Confinement,
     view: View,
     argv: list[str],

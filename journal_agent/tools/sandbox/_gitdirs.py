@@ -3,7 +3,7 @@ sandbox, found before a writing call (to keep their files read-only) and again a
 judge what the call made of new ones).
 
 From each ``.git`` — the workspace's own and those of nested repositories, which the secret
-scan (:mod:`._secrets`) notes on its walk — the git directory it leads to (a directory, a
+scan (:mod:`._hidden_files`) notes on its walk — the git directory it leads to (a directory, a
 symlink resolved, a gitfile's ``gitdir:`` read) and, inside each, bounded:
 
 - submodules' git directories, ``modules/<name>`` (a name may hold slashes, so ``modules`` is

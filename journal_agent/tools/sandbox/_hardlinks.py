@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-from journal_agent.tools.sandbox._secrets import MAX_ENTRIES, SKIP_DIRS
+from journal_agent.tools.sandbox._hidden_files import MAX_ENTRIES, SKIP_DIRS
 
 # Files looked at inside masked directories (~/.ssh, ~/.aws, ~/.config/gcloud …), per call.
 _MAX_IN_MASKED = 2_000

@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from journal_agent.tools.sandbox import confine, guard
+from journal_agent.tools.sandbox import confined_argv, guard
 from journal_agent.tools.sandbox.config import SandboxSettings
-from journal_agent.tools.sandbox.confinement import Confinement, confinement
+from journal_agent.tools.sandbox.confinement import Confinement, available_confinement
 from journal_agent.tools.sandbox.environment import command_env
 from journal_agent.tools.sandbox.limits import TreeLimits, prepare
 from journal_agent.tools.sandbox.view import View, build_view, remove_precreated
@@ -62,7 +62,7 @@ class Sandboxed:
         tree = self.tree or TreeLimits()
         inner = tree.wrap_inner(argv) if inner_limits else argv
         binds = ((self.outbox, Path(OUTBOX_INSIDE)),) if self.outbox is not None else ()
-        wrapped = confine(
+        wrapped = confined_argv(
             self.conf, self.view, inner, tmp_size=self.settings.limits.tmp, binds=binds
         )
         return tree.outer(wrapped)
@@ -90,7 +90,7 @@ def sandboxed(
 ) -> Iterator[Sandboxed]:
     """Prepare one call; afterwards move what it created of the protected paths into
     quarantine, save the records it left in the outbox, remove its cgroups."""
-    conf = confinement(settings, root)
+    conf = available_confinement(settings, root)
     box = Sandboxed(root, settings, conf)
     if not conf.active:
         yield box

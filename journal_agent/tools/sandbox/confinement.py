@@ -40,7 +40,9 @@ class Confinement:
         return self.kind != "none"
 
 
-def confinement(settings: SandboxSettings | None = None, root: Path | None = None) -> Confinement:
+def available_confinement(
+    settings: SandboxSettings | None = None, root: Path | None = None
+) -> Confinement:
     """The confinement Bash commands get under these settings in workspace ``root``."""
     settings = settings or SandboxSettings()
     if not settings.enabled:

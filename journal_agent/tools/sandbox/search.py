@@ -17,7 +17,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from journal_agent.tools.sandbox.confinement import confinement
+from journal_agent.tools.sandbox.confinement import available_confinement
 
 _SYSTEM = ("usr", "lib", "lib64", "lib32", "bin", "sbin")
 
@@ -25,7 +25,7 @@ _SYSTEM = ("usr", "lib", "lib64", "lib32", "bin", "sbin")
 def search_argv(argv: list[str], root: Path, cwd: Path) -> list[str]:
     """``argv`` (rg and its arguments) to run with only ``root`` visible; unchanged when
     bubblewrap is not available (the path checks of Grep and Glob still stand then)."""
-    conf = confinement(None, root)
+    conf = available_confinement(None, root)
     if conf.kind != "bubblewrap" or conf.program is None:
         return argv
     exe = os.path.realpath(argv[0])

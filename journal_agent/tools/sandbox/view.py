@@ -43,7 +43,7 @@ from journal_agent.tools import protected as _protected
 from journal_agent.tools.protected import PRECREATE
 from journal_agent.tools.sandbox import _gitdirs
 from journal_agent.tools.sandbox._hardlinks import other_links
-from journal_agent.tools.sandbox._secrets import SecretScan, home_secrets, name_regex
+from journal_agent.tools.sandbox._hidden_files import SecretScan, home_secrets, name_regex
 from journal_agent.tools.sandbox.config import SandboxSettings
 
 _GLOB_CHARS = re.compile(r"[*?\[]")

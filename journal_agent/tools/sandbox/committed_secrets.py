@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from journal_agent.tools.sandbox._git import run_git
-from journal_agent.tools.sandbox._secrets import name_regex
+from journal_agent.tools.sandbox._hidden_files import name_regex
 
 _TIMEOUT_S = 60
 

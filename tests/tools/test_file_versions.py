@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from journal_agent.tools._history import history_dir
+from journal_agent.tools._file_versions import history_dir
 
 
 def test_edit_and_write_of_a_command_file_keep_the_previous_version(ws, call):
