@@ -128,6 +128,10 @@ def agents_command(
     )
 
 
+def _run_hint(name: str) -> str:
+    return 'learn "…"' if name == "learn" else f'command {name} "…"'
+
+
 @app.command("commands")
 def commands_command(
     root: RootOption = None,
@@ -159,7 +163,18 @@ def commands_command(
             raise UserError(f"{_rel(target, root)} already exists; edit it directly.")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cmd.source, target)
-        typer.echo(f"copied {cmd.source} → {_rel(target, root)}; it now takes precedence.")
+        # The baseline of the feedback loop: whatever hand edits the copy next (an agent's
+        # Edit, Claude Code's, the user's editor), `feedback` diffs against this.
+        from journal_agent.tools._history import keep_previous
+
+        keep_previous(root, target, target.read_bytes())
+        name = cmd.name.split(":")[-1] if cmd.origin == "plugin" else cmd.name
+        typer.echo(
+            f"copied {cmd.source} → {_rel(target, root)}; it now takes precedence: run it as "
+            f"`journal-agent {_run_hint(name)}` here and /{name} in Claude Code "
+            f"(/{cmd.name if ':' in cmd.name else 'journal-agent:' + name} stays the plugin's "
+            "original)."
+        )
         return
     found = discover_commands(root)
     rows = [

@@ -170,6 +170,17 @@ def resolve_file(root: Path, name: str) -> Path:
     return path
 
 
+def _bundled(rel: Path) -> bytes | None:
+    """The plugin's own version of an ejected file (``.claude/commands/learn.md`` →
+    ``commands/learn.md`` of the plugin)."""
+    from journal_agent.paths import plugin_root
+
+    try:
+        return (plugin_root() / Path(*rel.parts[1:])).read_bytes()
+    except OSError:
+        return None
+
+
 class FeedbackLog:
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
@@ -278,7 +289,9 @@ class FeedbackLog:
                 return snapshot.read_bytes()
         if mine:
             return self.version(mine[-1].after)
-        return current
+        # Ejected before eject kept a baseline: the plugin's own file of that name, if any.
+        original = _bundled(path.relative_to(self.root))
+        return original if original is not None else current
 
     def _new(
         self,

@@ -217,6 +217,24 @@ def test_learn_command_expands_our_text_with_the_arguments(claude_print):
     assert source.split("---", 2)[2].strip()[:200] in body
 
 
+def test_an_ejected_command_is_what_slash_learn_runs(claude_print, cli):
+    """After `commands --eject learn` and an edit of the copy, Claude Code's /learn runs the
+    improved project file; /journal-agent:learn stays the plugin's original (issue #24)."""
+    project = claude_print.project
+    assert cli("commands", "--eject", "learn", cwd=project, home=claude_print.home).returncode == 0
+    learn = project / ".claude" / "commands" / "learn.md"
+    marker = "Always end with one practice exercise (the user asked for it)."
+    learn.write_text(learn.read_text(encoding="utf-8") + f"\n{marker}\n", encoding="utf-8")
+    run = claude_print("/learn why ZeRO-2 shards gradients", lambda body: reply("Noted."))
+    user = "\n".join(texts(run.main_requests[0], "user"))
+    assert "<command-name>/learn</command-name>" in user and marker in user
+    plugin = claude_print(
+        "/journal-agent:learn why ZeRO-2 shards gradients", lambda body: reply("Noted.")
+    )
+    original = "\n".join(texts(plugin.main_requests[0], "user"))
+    assert "maintain a comprehensive learning journal" in original and marker not in original
+
+
 @pytest.mark.parametrize(
     ("body", "arguments"),
     [
