@@ -12,8 +12,14 @@
    for every reference workload at two (batch, seq) points, with and without full
    checkpointing, for amp-bf16 and mixed. Floor: every ratio within ±5 %.
 
+3. Hugging Face catalogue models (``--model hf:NAME``): an 8B (Llama-3.1-8B) and a mixture of
+   experts (Qwen3-30B-A3B), seq 2048, batch 1, amp-bf16, AdamW, traced in a fresh subprocess
+   with the project's blocks (block-scaled): wall and CPU time, peak RSS, against targets
+   (8B: ≤ 15 s, ≤ 600 MB), and estimate ÷ trace per category. ``--hf-module`` also traces the
+   8B as transformers' own LlamaForCausalLM (every block: slower), the baseline beside it.
+
     python benchmarks/bench_trace.py [--skip-upstream] [--skip-7b] [--markdown]
-        [--workloads gpt2-small llama-1b ...]
+        [--workloads gpt2-small llama-1b ...] [--skip-hf] [--hf-module]
 """
 
 from __future__ import annotations
@@ -25,6 +31,60 @@ import sys
 import time
 
 TARGETS = {"trace_7b_cpu_s": 9.0, "trace_7b_peak_rss_mb": 500.0}
+HF_TARGETS = {"trace_8b_s": 15.0, "trace_8b_peak_rss_mb": 600.0}
+
+HF_CHILD = """
+import contextlib, json, resource, sys, time
+t0 = time.perf_counter()
+from profiling.config import TrainingConfig
+from profiling.estimate.memory import estimate
+from profiling.models.hf_module import project_blocks
+from profiling.trace.step import trace_step
+name, module = sys.argv[1], sys.argv[2]
+cfg = TrainingConfig(model=name, seq=2048, batch=1, precision="amp-bf16", optimizer="adamw")
+t1 = time.perf_counter()
+with project_blocks() if module == "project" else contextlib.nullcontext():
+    r = trace_step(cfg)
+trace_s = time.perf_counter() - t1
+est = estimate(cfg)
+seen = {**r.phases["after_forward"], "gradients": r.after_step["gradients"]}
+cats = ("parameters", "gradients", "optimizer", "activations")
+ratios = {c: round(est.category_bytes(c) / seen[c], 4) for c in cats if seen.get(c)}
+ratios["peak"] = round(est.per_gpu_bytes / r.peak_bytes, 4)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({
+    "model": name, "traced": r.model_info.get("implementation"), "params": r.params,
+    "trace_s": round(trace_s, 3), "wall_s": round(time.perf_counter() - t0, 3),
+    "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+    "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "peak_gib": round(r.peak_bytes / 2**30, 2),
+    "estimate_over_trace": ratios,
+}))
+"""
+
+
+def _hf_child(name: str, module: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", HF_CHILD, name, module], capture_output=True, text=True, check=True
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_hf(hf_module: bool) -> dict:
+    """The 8B and the MoE from the catalogue, traced in fresh processes."""
+    eight = _hf_child("hf:llama-3.1-8b", "project")
+    moe = _hf_child("hf:qwen3-30b-a3b", "project")
+    out = {
+        "case": "seq 2048, batch 1, amp-bf16, AdamW (foreach), steady-state step, project blocks",
+        "8b": eight,
+        "moe": moe,
+        "targets": HF_TARGETS,
+        "meets_targets": eight["trace_s"] <= HF_TARGETS["trace_8b_s"]
+        and eight["peak_rss_mb"] <= HF_TARGETS["trace_8b_peak_rss_mb"],
+    }
+    if hf_module:
+        out["8b_transformers_module"] = _hf_child("hf:llama-3.1-8b", "transformers")
+    return out
+
 
 CHILD = """
 import json, resource, sys, time
@@ -178,6 +238,10 @@ def main() -> None:
     parser.add_argument("--skip-upstream", action="store_true", help="skip the slow baseline")
     parser.add_argument("--skip-7b", action="store_true", help="only the agreement table")
     parser.add_argument("--markdown", action="store_true", help="also print the table as markdown")
+    parser.add_argument("--skip-hf", action="store_true", help="skip the catalogue models")
+    parser.add_argument(
+        "--hf-module", action="store_true", help="also trace the 8B as transformers' module"
+    )
     parser.add_argument(
         "--workloads",
         nargs="*",
@@ -187,6 +251,8 @@ def main() -> None:
     report: dict = {}
     if not args.skip_7b:
         report["trace_7b"] = bench_7b(args.skip_upstream)
+    if not args.skip_hf:
+        report["hf_catalogue"] = bench_hf(args.hf_module)
     table = bench_agreement(args.workloads)
     report["estimate_over_trace"] = table
     report["notes"] = (

@@ -1,14 +1,14 @@
 """What fits: search the ways to train a model on a GPU size, rank those that fit by throughput.
 
-``fit(base)`` varies, around the user's configuration (model, sequence, optimizer, GPUs):
-precision (bf16, mixed, amp-bf16, fp32), ZeRO stage (with more than one GPU), activation
-checkpointing (none, full), what is trained (everything, LoRA r=16, QLoRA r=16), optimizer-state
-CPU offload, and the micro-batch (1, 2, 4 … 64). Every candidate is estimated in closed form
+``fit(base)`` varies, around the user's configuration (model, sequence, optimizer, GPUs): precision
+(bf16, mixed, amp-bf16, fp32), ZeRO stage (with more than one GPU), activation checkpointing (none,
+selective, full), what is trained (everything, LoRA r=16, QLoRA r=16), optimizer-state CPU offload,
+and the micro-batch (1, 2, 4 … 64). Every candidate is estimated in closed form
 (``profiling.estimate.memory``); those whose peak fits the GPU are ranked — full training first,
 then LoRA, then QLoRA (they train different things), and within each by estimated tokens per second
 (FLOPs per GPU at the GPU's peak × MFU; offloaded optimizer steps run on the CPU and are slower
-than shown). The best few are traced under fake tensors to confirm the peak. When nothing fits,
-the smallest need is reported.
+than shown). The best few are traced under fake tensors to confirm the peak. When nothing fits, the
+smallest need is reported.
 
 No torch unless a candidate is traced.
 """
@@ -71,7 +71,7 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
     trains = ("full", "lora", "qlora") if base.lora_rank is None else ("lora",)
     out = []
     for precision, zero, ckpt, kind, offload in itertools.product(
-        PRECISIONS, zeros, ("none", "full"), trains, (False, True)
+        PRECISIONS, zeros, ("none", "selective", "full"), trains, (False, True)
     ):
         if kind != "full" and (offload or zero == 3):
             continue  # adapters are tiny: offloading or sharding them buys nothing

@@ -185,8 +185,12 @@ def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Shardin
     psi, r = int(shape["params"]), int(cfg.lora_rank or 0)
     kv = int(shape.get("kv_dim") or h)
     # q, o (h×h) and k, v (h×kv) each get A (in×r) and B (r×out): r·(in + out) apiece.
-    adapters = L * r * (6 * h + 2 * kv)
-    if kv == h:
+    q = int(shape.get("q_dim") or h)  # Qwen3, Gemma 2: heads × head size apart from h
+    adapters = L * r * (4 * h + 2 * q + 2 * kv)
+    if q != h:
+        formula = "L·r·(4h + 2q + 2·kv) (A and B on q: h×q, o: q×h, k, v: h×kv)"
+        numbers = f"{L}·{r}·(4·{h} + 2·{q} + 2·{kv})"
+    elif kv == h:
         formula, numbers = "8·L·h·r (A and B on q, k, v, o)", f"8·{L}·{h}·{r}"
     else:
         formula = "L·r·(6h + 2·kv) (A and B on q, o: h×h and k, v: h×kv)"

@@ -1,0 +1,35 @@
+"""Estimates and fit over the shipped Hugging Face configs: what learners ask about."""
+
+from __future__ import annotations
+
+from profiling.config import TrainingConfig
+from profiling.estimate.memory import estimate
+from profiling.fit import fit
+
+
+def test_fit_ranks_what_fits_a_24_gb_card_for_llama_3_1_8b() -> None:
+    res = fit(TrainingConfig.parse(model="hf:llama-3.1-8b", gpu_mem=24), confirm=0)
+    assert res.fitting, "LoRA/QLoRA with checkpointing fit an 8B in 24 GB"
+    assert all(c.peak_bytes <= 0.9 * 24e9 for c in res.fitting)
+    tiers = [c.trains for c in res.fitting]
+    assert tiers == sorted(tiers, key=["full", "lora", "qlora"].index)
+    assert "full" not in tiers  # 8B × 16 B of model states cannot fit 24 GB
+    # Selective checkpointing is among the searched ways.
+    assert res.searched > 40
+
+
+def test_lora_adapters_follow_the_query_width() -> None:
+    # Qwen3-0.6B: 16 heads × 128 = 2048-wide queries on a 1024-wide model, 8 × 128 keys/values.
+    est = estimate(TrainingConfig(model="hf:qwen3-0.6b", lora_rank=16, precision="mixed"))
+    assert est.trainable_params == 28 * 16 * (4 * 1024 + 2 * 2048 + 2 * 1024)
+
+
+def test_moe_counts_every_expert_but_computes_k() -> None:
+    est = estimate(TrainingConfig(model="hf:mixtral-8x7b", precision="mixed", seq=1024))
+    assert est.params == 46_702_792_704
+    # Weights, gradients, master, two moments: all 46.7B parameters.
+    assert est.category_bytes("parameters") == 2 * 46_702_792_704
+    # FLOPs: 2 of 8 experts per token (about 12.9B active weights), not all 46.7B.
+    active = est.shape["active_matmul_weights"]
+    assert 12.5e9 < active < 13.5e9
+    assert est.time is not None and est.time.flops_per_step < 6 * 14e9 * 1024 * 1.2
