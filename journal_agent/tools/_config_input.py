@@ -80,3 +80,19 @@ def as_flags(values: dict[str, Any]) -> list[str]:
 
 
 __all__ = ["as_flags", "config_input_model"]
+
+
+def confined_hf_model(ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """``model: hf:PATH`` read by a tool: the path resolved inside the workspace (``..``, an
+    absolute path elsewhere or a symlink out is refused) and checked against the permission
+    rules as a Read would be; a shipped ``hf:NAME`` passes unchanged."""
+    model = values.get("model")
+    if not (isinstance(model, str) and model.startswith("hf:")):
+        return values
+    from journal_agent.tools.workspace import permitted_path
+    from profiling.models.hf_config import catalogue_names
+
+    rest = model.removeprefix("hf:")
+    if rest in catalogue_names():
+        return values
+    return {**values, "model": f"hf:{permitted_path(ctx, 'Read', rest)}"}

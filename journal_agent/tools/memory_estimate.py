@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from journal_agent.paths import measurements_dir
-from journal_agent.tools._config_input import config_input_model
+from journal_agent.tools._config_input import config_input_model, confined_hf_model
 from journal_agent.tools.base import Tool, ToolContext, ToolResult
 
 # The schema is the shared training configuration's (profiling.config.TrainingConfig).
@@ -29,7 +29,9 @@ class MemoryEstimate(Tool):
         from profiling.records import RecordStore
 
         # A ProfilingError (bad sizes, an unknown model) becomes an error result in Tool.call.
-        config = TrainingConfig.parse(style="field", **params.config_values())
+        # hf:PATH is a file the tool reads: inside the workspace only.
+        values = confined_hf_model(ctx, params.config_values())
+        config = TrainingConfig.parse(style="field", **values)
         return ToolResult(
             estimate_and_record(config, RecordStore(measurements_dir(ctx.root))).text()
         )

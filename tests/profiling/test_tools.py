@@ -80,3 +80,33 @@ def test_memory_trace_tool_reports_the_cli_run(tmp_path) -> None:
     assert record.config["precision"] == "mixed"
     assert record.result("first_step_peak").value <= record.result("peak").value
     assert record.result("step_time").value > 0 and record.steps
+
+
+def test_memory_estimate_reads_hf_configs_inside_the_workspace_only(tmp_path) -> None:
+    import json
+
+    workspace, outside = tmp_path / "ws", tmp_path / "elsewhere"
+    workspace.mkdir()
+    outside.mkdir()
+    config = {
+        "model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160,
+        "num_hidden_layers": 2, "num_attention_heads": 4,
+    }  # fmt: skip
+    (workspace / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (outside / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (workspace / "escape").symlink_to(outside)
+    ctx = make_context(workspace)
+    inside = MemoryEstimate().call(ctx, {"model": "hf:config.json", "seq": 64})
+    assert not inside.is_error, inside.content
+    shipped = MemoryEstimate().call(ctx, {"model": "hf:llama-3.1-8b", "seq": 64})
+    assert not shipped.is_error and "8.03B" in shipped.content
+    for attack in (
+        f"hf:{outside}/config.json",
+        "hf:../elsewhere/config.json",
+        "hf:escape/config.json",
+    ):
+        result = MemoryEstimate().call(ctx, {"model": attack, "seq": 64})
+        assert result.is_error and "outside" in result.content.lower(), (attack, result.content)
+    # Nothing was estimated (no record) for the refused paths.
+    records = list((workspace / ".journal" / "measurements").glob("*.json"))
+    assert len(records) == 2
