@@ -165,7 +165,7 @@ def commands_command(
         shutil.copyfile(cmd.source, target)
         # The baseline of the feedback loop: whatever hand edits the copy next (an agent's
         # Edit, Claude Code's, the user's editor), `feedback` diffs against this.
-        from journal_agent.tools._history import keep_previous
+        from journal_agent.tools._file_versions import keep_previous
 
         keep_previous(root, target, target.read_bytes())
         name = cmd.name.split(":")[-1] if cmd.origin == "plugin" else cmd.name
