@@ -93,6 +93,8 @@ def serve_stdio(root: Path) -> None:
                     async for item in read_stream:
                         if isinstance(item, Exception):
                             await write_stream.send(SessionMessage(_parse_error(item)))
+                        elif _id_dropped(item.message):
+                            await write_stream.send(SessionMessage(_bad_id()))
                         else:
                             await ours_writer.send(item)
 
@@ -102,6 +104,32 @@ def serve_stdio(root: Path) -> None:
                 tg.cancel_scope.cancel()
 
     anyio.run(main)
+
+
+def _id_dropped(message) -> bool:
+    """A request whose ``id`` was neither a string nor an integer (``true``, ``1.5``) parses as
+    a *notification* — the id is dropped — and would get no answer at all. Every MCP
+    notification's method starts with ``notifications/``; any other method without an id was
+    meant as a request."""
+    import mcp_types as types
+
+    return isinstance(message, types.JSONRPCNotification) and not message.method.startswith(
+        "notifications/"
+    )
+
+
+def _bad_id():
+    import mcp_types as types
+
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=None,
+        error=types.ErrorData(
+            code=-32600,
+            message="Invalid Request: a request's id must be a string or an integer (not true, "
+            "1.5 or null); send it again with one.",
+        ),
+    )
 
 
 def _parse_error(exc: Exception):

@@ -182,14 +182,21 @@ class RecordStore:
         return record
 
     def list(self) -> list[MeasurementRecord]:
-        """All readable records, oldest first (corrupt files are skipped; ``load`` reports them)."""
+        """All readable records, oldest first (corrupt files are left out: :meth:`scan`)."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[MeasurementRecord], list[str]]:
+        """All readable records, oldest first, and one sentence per file that is not one."""
         records: list[MeasurementRecord] = []
+        problems: list[str] = []
         if not self.directory.is_dir():
-            return records
+            return records, problems
         for path in sorted(self.directory.glob("*.json")):
             try:
                 records.append(self.load(path.stem))
-            except (KeyError, ValueError):
+            except KeyError:
                 continue
+            except (ValueError, OSError) as exc:
+                problems.append(str(exc))
         records.sort(key=lambda r: (r.created, r.id))
-        return records
+        return records, problems

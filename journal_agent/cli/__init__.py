@@ -27,6 +27,21 @@ def _read_only_in_sandbox(exc: BaseException) -> bool:
     return sandboxed and isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES)
 
 
+def _path_problem(exc: OSError) -> str:
+    """One sentence for a path the file system refused: a directory where a file belongs (or
+    the reverse: `.journal` as a file), no permission, a place that cannot hold files."""
+    import os
+
+    path = str(exc.filename)
+    if isinstance(exc, FileExistsError | NotADirectoryError) and not os.path.isdir(path):
+        what = f"{path} is a file where journal-agent needs a directory"
+    elif isinstance(exc, IsADirectoryError):
+        what = f"{path} is a directory where journal-agent needs a file"
+    else:
+        what = f"cannot use {path} ({exc.strerror or exc})"
+    return f"{what}; move it aside (or fix the path) and try again."
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: expected failures become one sentence on stderr and a non-zero exit code.
 
@@ -49,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "the JournalAppend / LedgerUpdate tool.",
                 file=sys.stderr,
             )
+            sys.exit(1)
+        if error is None and isinstance(exc, OSError) and exc.filename:
+            print(f"error: {_path_problem(exc)}", file=sys.stderr)
             sys.exit(1)
         if error is None:
             raise

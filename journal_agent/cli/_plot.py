@@ -30,10 +30,24 @@ def check_plot(plot: Path | None, force: bool) -> None:
             f"--plot {plot} has {shown}; give a chart file ending in "
             f"{', '.join('.' + f for f in PLOT_FORMATS[:4])} (or .{', .'.join(PLOT_FORMATS[4:])})."
         )
-    if plot.exists() and not force:
-        raise UserError(f"--plot {plot} already exists; pass --force to overwrite it.")
-    if plot.exists() and not plot.is_file():
-        raise UserError(f"--plot {plot} is not a regular file; give a new file name.")
+    check_new_file("--plot", plot, force)
+
+
+# A profile that runs longer than a week is a mistake (and `inf` overflows the timer).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def check_new_file(flag: str, path: Path | None, force: bool) -> None:
+    """Raise :class:`UserError` for a file to write that exists (without ``force``), is not
+    a regular file, or lies in a directory that is not there."""
+    if path is None:
+        return
+    if path.exists() and not force:
+        raise UserError(f"{flag} {path} already exists; pass --force to overwrite it.")
+    if path.exists() and not path.is_file():
+        raise UserError(f"{flag} {path} is not a regular file; give a new file name.")
+    if not path.parent.is_dir():
+        raise UserError(f"{flag} {path}: the directory {path.parent} does not exist.")
 
 
 SnapshotOption = Annotated[

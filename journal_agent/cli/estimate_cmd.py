@@ -165,7 +165,16 @@ def measurements_list(
     """List the records under .journal/measurements/, oldest first."""
     if ctx.invoked_subcommand is not None:
         return
-    records = _store(root).list()
+    records, corrupt = _store(root).scan()
+    # A record that cannot be read is reported, never silently left out (exit 1 below).
+    for problem in corrupt:
+        typer.echo(f"warning: {problem}", err=True)
+    _list_records(records, as_json)
+    if corrupt:
+        raise typer.Exit(1)
+
+
+def _list_records(records: list[Any], as_json: bool) -> None:
     if as_json:
         print_json(
             [

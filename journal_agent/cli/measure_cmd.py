@@ -18,7 +18,13 @@ import typer
 from journal_agent.cli._app import app
 from journal_agent.cli._common import JsonOption, RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
-from journal_agent.cli._plot import SnapshotOption, check_snapshot
+from journal_agent.cli._plot import (
+    MAX_TIMEOUT_S,
+    SnapshotOption,
+    check_new_file,
+    check_plot,
+    check_snapshot,
+)
 from journal_agent.cli._profiling_common import _saving_store
 from journal_agent.errors import UserError
 from profiling.config import PROFILE_FIELDS
@@ -113,7 +119,9 @@ def profile_command(
     ] = True,
     timeout: Annotated[
         float | None,
-        typer.Option("--timeout", min=0.001, help="Give up after this many seconds."),
+        typer.Option(
+            "--timeout", min=0.001, max=MAX_TIMEOUT_S, help="Give up after this many seconds."
+        ),
     ] = None,
     csv_path: Annotated[
         Path | None, typer.Option("--csv", help="Write every phase and step as CSV rows.")
@@ -122,6 +130,9 @@ def profile_command(
         Path | None, typer.Option("--plot", help="Write the memory and time chart (PNG).")
     ] = None,
     snapshot: SnapshotOption = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Let --csv, --plot and --snapshot overwrite files.")
+    ] = False,
     as_json: JsonOption = False,
     root: RootOption = None,
 ) -> None:
@@ -131,7 +142,9 @@ def profile_command(
     """
     from profiling.measure.distributed import launched_by_torchrun, run_under_torchrun
 
-    check_snapshot(snapshot, force=False)
+    check_snapshot(snapshot, force)
+    check_plot(plot, force)
+    check_new_file("--csv", csv_path, force)
     if snapshot is not None and nproc > 1:
         raise UserError("--snapshot records one process; leave out --nproc (or --snapshot).")
     if nproc > 1 and not launched_by_torchrun():

@@ -140,8 +140,9 @@ def rules_permit(rules: Iterable[str], tool_name: str, content: str) -> bool:
 
 
 def _secret_regex() -> re.Pattern[str]:
+    # Case-insensitive: `.ENV` is another file than `.env` on Linux, and as secret.
     alternatives = "|".join(translate_glob(p) for p in SECRET_PATTERNS)
-    return re.compile(rf"(?:^|/)(?:{alternatives})(?:/|$)")
+    return re.compile(rf"(?:^|/)(?:{alternatives})(?:/|$)", re.IGNORECASE)
 
 
 _SECRET_RE = _secret_regex()
@@ -149,7 +150,7 @@ _SECRET_RE = _secret_regex()
 
 def is_secret_rel(rel: str) -> bool:
     """Secret by name, for a path relative to the workspace (or absolute), in posix form."""
-    name = rel.rsplit("/", 1)[-1]
+    name = rel.rsplit("/", 1)[-1].lower()
     if name in SECRET_EXCEPTIONS or name.endswith(".pub"):
         return False
     return _SECRET_RE.search(rel) is not None

@@ -106,6 +106,15 @@ class Tool(ABC, Generic[InputT]):
             return self.run(ctx, params)
         except ToolError as exc:
             return ToolResult(str(exc), is_error=True)
+        except OSError as exc:
+            # A path checked a moment ago is gone or is something else now (a directory
+            # swapped for a symlink while Grep or Glob ran): the model can simply try again.
+            where = f" ({exc.filename})" if exc.filename else ""
+            return ToolResult(
+                f"{self.name} could not finish: {exc.strerror or exc}{where}; the files changed "
+                "while it ran — try again.",
+                is_error=True,
+            )
         except Exception as exc:
             # profiling's expected failures (a model that will not trace, bad sizes) are the
             # model's to fix too; anything else is a bug and propagates.

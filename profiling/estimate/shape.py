@@ -114,6 +114,15 @@ def shape_of(inp: TrainingConfig) -> dict[str, Any]:
     shape = workload_shape(w) if w is not None else hand_shape(inp)
     if inp.params is not None:
         shape["params"] = inp.params
+    heads = shape.get("heads")
+    if inp.tp > 1 and heads and heads % inp.tp:
+        from profiling.errors import ProfilingError
+
+        fits = ", ".join(str(t) for t in range(2, min(heads, 64) + 1) if heads % t == 0)
+        raise ProfilingError(
+            f"--tp {inp.tp} does not divide the model's {heads} attention heads, which tensor "
+            f"parallelism splits evenly across the GPUs; use a degree that does ({fits})"
+        )
     return shape
 
 

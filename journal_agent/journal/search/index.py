@@ -321,6 +321,12 @@ class SearchIndex:
     ) -> list[Lexical]:
         """Entries matching every term, then entries matching some (more terms first), each
         group by BM25."""
+        if plan.raw is None and not plan.all_of().strip():
+            # Only stop words or punctuation ("the", "\u0000"): FTS5 has nothing to match.
+            raise UserError(
+                "the search query has no word to look for (only common words such as 'the', "
+                "or punctuation); add a word that says what you are looking for."
+            )
         try:
             every = self.match(conn, plan.all_of(), tags, depth)
             some: dict[int, float] = {}
@@ -334,12 +340,12 @@ class SearchIndex:
                     if r not in every
                 }
         except sqlite3.OperationalError as exc:
-            if plan.raw is None:
+            if plan.raw is None and "fts5" not in str(exc):
                 raise
             # Every error of a MATCH is about the query (syntax, unknown column, ...).
             raise UserError(
-                f"search query {plan.raw!r} is not valid FTS5 syntax ({exc}); use plain "
-                'words, put phrases in double quotes ("zero stage 2"), and balance '
+                f"search query {plan.raw or plan.all_of()!r} is not valid FTS5 syntax ({exc}); "
+                'use plain words, put phrases in double quotes ("zero stage 2"), and balance '
                 "quotes and parentheses."
             ) from None
         labels = [t.label for t in plan.terms]

@@ -4,6 +4,7 @@ migrated SQLite cache (the index and the vectors store both use it).
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -79,13 +80,38 @@ MIGRATIONS: list[tuple[str, str]] = [
 
 
 def open_migrated(path: Path, migrations: list[tuple[str, str]]) -> sqlite3.Connection:
-    """A connection with every migration applied once; a corrupt cache file is started over."""
+    """A connection with every migration applied once; a corrupt cache file — or one missing
+    a table its migrations made (dropped by hand, a half-copied file) — is started over: it
+    is rebuilt from the markdown."""
     try:
-        return _open(path, migrations)
+        conn = _open(path, migrations)
+        missing = _tables(migrations) - {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if not missing:
+            return conn
+        conn.close()
     except sqlite3.DatabaseError:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-        return _open(path, migrations)
+        pass
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return _open(path, migrations)
+
+
+_CREATE = re.compile(r"CREATE\s+(?:VIRTUAL\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
+_DROP = re.compile(r"DROP\s+TABLE\s+(?:IF\s+EXISTS\s+)?(\w+)", re.I)
+
+
+def _tables(migrations: list[tuple[str, str]]) -> set[str]:
+    """The tables the migrations leave, in order: made, and not dropped after."""
+    tables: set[str] = set()
+    for _, sql in migrations:
+        for statement in sql.split(";"):
+            if made := _CREATE.search(statement):
+                tables.add(made.group(1))
+            elif dropped := _DROP.search(statement):
+                tables.discard(dropped.group(1))
+    return tables
 
 
 def _open(path: Path, migrations: list[tuple[str, str]]) -> sqlite3.Connection:

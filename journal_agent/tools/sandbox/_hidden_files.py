@@ -119,7 +119,8 @@ def name_regex(patterns: tuple[str, ...], exceptions: tuple[str, ...]) -> re.Pat
     names = [p for p in patterns if "/" not in p]
     allowed = "|".join(re.escape(e) for e in exceptions)
     body = "|".join(translate_glob(p) for p in names)
-    return re.compile(rf"(?!(?:{allowed}|.*\.pub)$)(?:{body})", re.DOTALL)
+    # Case-insensitive, as the file tools' check: `.ENV` is a secret too.
+    return re.compile(rf"(?!(?:{allowed}|.*\.pub)$)(?:{body})", re.DOTALL | re.IGNORECASE)
 
 
 def home_secrets(home: Path) -> list[Path]:
