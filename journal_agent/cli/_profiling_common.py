@@ -46,7 +46,7 @@ def invocation() -> str:
     import shlex
 
     from journal_agent.cli._app import INVOCATION
-    from journal_agent.secrets import redact_secrets
+    from journal_agent.secret_text import redact_secrets
 
     return redact_secrets("journal-agent " + shlex.join(INVOCATION))
 

@@ -215,12 +215,12 @@ def test_finding_12_grep_and_glob_under_a_directory_swap_answer_without_a_traceb
 
 @pytest.mark.parametrize("name", [".ENV", ".Env.Local", "ID_RSA", "Server.PEM"])
 def test_finding_12_secret_names_in_any_case_are_secrets(ws, name):
-    from journal_agent.tools.sandbox import confinement
+    from journal_agent.tools.sandbox import available_confinement
 
     (ws / name).write_text("TOKEN=upper-case-secret-xyzzy\n")
     read = builtin_tools()["Read"].call(make_context(ws), {"file_path": name})
     assert read.is_error and "looks like a secret" in read.content
-    if not confinement().active:
+    if not available_confinement().active:
         return
     # Through the sandbox too, by a name the rules cannot see.
     sneaky = f"f={name[:-1]}; cat ${{f}}{name[-1]}"
