@@ -3,7 +3,9 @@
 1. Overhead: ``record_step`` plus three ``phase`` blocks, per step, against a 10 ms step
    (floor: < 1 %). Measured directly (steps whose phases are empty, so all the time is ours),
    with and without the CPU live-tensor accounting; and end to end on a 10 ms busy step with
-   and without the profiler (noisy on a shared machine: reported, not judged).
+   and without the profiler (noisy on a shared machine: reported, not judged). On a machine
+   with a GPU also ``overhead_cuda``: real steps of gpt2-small and llama-1b with and without
+   the profiler, blocks interleaved, the baseline in the same run (floor: < 1 %).
 2. Our step timer against ``torch.utils.benchmark.Timer`` on the same training steps of the
    reference workloads (floor: medians within 5 %). Single steps alternate (ours, Timer, Timer,
    ours, …) so a shared machine's load swings affect both alike. The live-tensor accounting's
@@ -210,6 +212,101 @@ def bench_measured_over_traced(workloads: list[tuple[str, int, int]]) -> dict:
     return out
 
 
+def cuda_step(config, device: str = "cuda"):
+    """One training step of ``config`` on ``device`` as ``profile`` runs it, as a function
+    ``step(prof=None, i=0)`` (phases and ``record_step`` when ``prof`` is given)."""
+    import contextlib
+
+    import torch
+
+    from profiling.measure.run import _build, _optimizer
+    from profiling.trace.build import _DTYPES, _loss_of
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(_DTYPES[config.param_dtype])
+    try:
+        model, inputs, _ = _build(config, torch.device(device), None)
+    finally:
+        torch.set_default_dtype(previous)
+    opt = _optimizer(config, [p for p in model.parameters() if p.requires_grad], [])
+    dtype = _DTYPES[config.compute_dtype]
+    amp = (
+        (lambda: torch.autocast("cuda", dtype=dtype)) if config.autocast else contextlib.nullcontext
+    )
+
+    def step(prof=None, i: int = 0) -> None:
+        phase = prof.phase if prof is not None else (lambda _name: contextlib.nullcontext())
+        with phase("forward"), amp():
+            loss = _loss_of(model(*inputs))
+        with phase("backward"):
+            loss.backward()
+            del loss
+        with phase("optimizer"):
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        if prof is not None:
+            prof.record_step(i)
+
+    return step
+
+
+def cuda_overhead(config, steps: int = 10, blocks: int = 3) -> dict:
+    """Steps with and without the profiler on the GPU, blocks interleaved, each block timed
+    with a synchronize at both ends (the baseline is measured in the same run)."""
+    import torch
+
+    from profiling.measure.profiler import MemoryProfiler
+
+    step = cuda_step(config)
+    for _ in range(3):
+        step()  # warm-up: optimizer state, allocator, kernel selection
+    plain, profiled, own = [], [], []
+    for _ in range(blocks):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        plain.append((time.perf_counter() - t0) / steps)
+        prof = MemoryProfiler(device="cuda", warmup=0)
+        prof.start()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(steps):
+            step(prof, i)
+        torch.cuda.synchronize()
+        profiled.append((time.perf_counter() - t0) / steps)
+        prof.stop()
+        own.append(prof.summary().overhead_s_per_step)
+    base, with_prof = statistics.median(plain), statistics.median(profiled)
+    return {
+        "step_s": round(base, 6),
+        "profiled_step_s": round(with_prof, 6),
+        "overhead_fraction": round(with_prof / base - 1, 5),
+        "self_reported_s_per_step": round(statistics.median(own), 7),
+        "self_reported_fraction": round(statistics.median(own) / base, 5),
+        "floor": FLOOR_OVERHEAD,
+    }
+
+
+CUDA_WORKLOADS = [("gpt2-small", "amp-bf16", 8, 1024), ("llama-1b", "bf16", 4, 2048)]
+
+
+def bench_cuda_overhead() -> dict:
+    """The profiler's cost on a GPU, where there is one."""
+    import torch
+
+    from profiling.config import TrainingConfig
+
+    if not torch.cuda.is_available():
+        return {"skipped": "no CUDA device here: run this on a GPU machine"}
+    out: dict = {"device": torch.cuda.get_device_name(0)}
+    for model, precision, batch, seq in CUDA_WORKLOADS:
+        cfg = TrainingConfig(model=model, precision=precision, batch=batch, seq=seq)
+        out[f"{model} {precision} b{batch} s{seq}"] = cuda_overhead(cfg)
+    return out
+
+
 SHAPES = {"tiny-gpt2": (128, 4), "tiny-llama": (128, 4), "gpt2-small": (128, 1)}
 
 
@@ -224,7 +321,7 @@ def main() -> None:
     args = parser.parse_args()
     work = [(w, *SHAPES.get(w, (128, 1))) for w in args.workloads]
     timer_work = [(w, *SHAPES.get(w, (128, 1))) for w in args.timer_workloads]
-    result: dict = {"overhead": bench_overhead()}
+    result: dict = {"overhead": bench_overhead(), "overhead_cuda": bench_cuda_overhead()}
     if not args.skip_timer:
         result["timer_vs_torch_benchmark"] = bench_timer(timer_work)
     result["measured_over_traced_cpu"] = bench_measured_over_traced(work)

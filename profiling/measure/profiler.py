@@ -12,8 +12,9 @@
 Every boundary (a phase entered or left, a ``record_step``) closes an *interval*: its peak
 memory (the allocator's peak, reset at each boundary on CUDA; the live-tensor peak on CPU) and
 its time. A phase is the interval inside its ``with``; memory between phases still counts
-toward the step's peak. Times: ``perf_counter`` on CPU; CUDA events on GPU, resolved after one
-``synchronize`` per step (no sync per phase); NVTX ranges name the phases for Nsight.
+toward the step's peak. Times: ``perf_counter`` on CPU; CUDA events on GPU, resolved once the
+GPU has passed them (``Event.query``) — the loop never waits for the GPU; one ``synchronize``
+when the profiler stops. NVTX ranges name the phases for Nsight.
 
 The first ``warmup`` steps are measured but left out of the timing statistics (and the
 report says so): they pay for lazy optimizer state, allocator growth and kernel selection.
@@ -21,24 +22,24 @@ report says so): they pay for lazy optimizer state, allocator growth and kernel 
 
 from __future__ import annotations
 
-import csv
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from profiling.errors import ProfilingError
-from profiling.measure.devices import (
-    Backend,
-    RawReading,
-    pick_backend,
-    rss_high_water_bytes,
-    uss_bytes,
-)
+from profiling.measure.backends import Backend, RawReading, pick_backend
+from profiling.measure.devices import rss_high_water_bytes, uss_bytes
 from profiling.measure.snapshot import MemorySnapshot
 from profiling.measure.stats import Spread, running_median_spikes
+from profiling.measure.summary import (
+    OomEvent,
+    PhaseStats,
+    ProfileSummary,
+    Spike,
+    StepStats,
+    write_csv,
+)
 
 
 class _Phase:
@@ -79,77 +80,6 @@ class _Row:
             duration_s=self.duration_s,
             warmup=self.warmup,
         )
-
-
-class PhaseStats(BaseModel):
-    name: str
-    steps: int
-    peak_bytes: int  # the highest peak of this phase over all steps
-    peak_step: int | None
-    mean_bytes: float  # of the per-step peaks
-    min_bytes: int
-    max_bytes: int
-    end_bytes: int  # memory held when the phase ended, last step
-    time: Spread | None = None  # seconds, warm-up steps excluded
-
-
-class StepStats(BaseModel):
-    step: int
-    peak_bytes: int
-    end_bytes: int
-    time_s: float | None
-    warmup: bool
-    rss: int | None = None
-    reserved: int | None = None
-    nvml_used: int | None = None
-
-
-class Spike(BaseModel):
-    step: int
-    phase: str  # a phase name, or "(step)" for the whole step's peak
-    peak_bytes: int
-    median_bytes: float
-    excess_pct: float
-
-
-class OomEvent(BaseModel):
-    step: int | None
-    phase: str | None
-    message: str
-    snapshot: MemorySnapshot
-
-
-class ProfileSummary(BaseModel):
-    """Everything the report, the JSON and the record are made from."""
-
-    device: dict[str, Any]
-    memory_kind: str  # what 'bytes' means on this device
-    warmup: int
-    steps_recorded: int
-    peak_bytes: int
-    peak_step: int | None
-    peak_phase: str | None
-    phases: list[PhaseStats]
-    steps: list[StepStats]
-    spikes: list[Spike]
-    spike_threshold: float
-    step_time: Spread | None
-    backward_forward_ratio: float | None = None
-    tokens_per_step: int | None = None
-    tokens_per_s: float | None = None
-    flops_per_step: float | None = None
-    flops_per_s: float | None = None
-    rss_start: int | None = None
-    rss_end: int | None = None
-    uss_start: int | None = None
-    uss_end: int | None = None
-    rss_high_water: int | None = None
-    overhead_s_per_step: float | None = None  # the profiler's own time per step
-    ops_per_step: float | None = None  # CPU live-tensor accounting: operators seen per step
-    oom: OomEvent | None = None
-    last: MemorySnapshot | None = None  # the device's full reading at the last step
-    peak_reserved: int | None = None  # CUDA: the allocator's reserved peak over the run
-    notes: list[str] = Field(default_factory=list)
 
 
 class MemoryProfiler:
@@ -199,7 +129,9 @@ class MemoryProfiler:
         self._mark: Any = None  # time mark of the last boundary
         self._step_mark: Any = None  # time mark where the current step began
         self._step_peak = 0
-        self._pending: list[tuple[_Row, Any, Any]] = []  # time marks to resolve (CUDA events)
+        self._pending: list[tuple[_Row, Any, Any]] = []  # this step's intervals and marks
+        # Closed intervals whose time marks the GPU may not have reached yet (CUDA events).
+        self._unresolved: list[tuple[_Row, Any, Any]] = []
         self._own = 0.0  # seconds spent inside the profiler's own calls
         self._ops_at_start = 0
         self._steps = 0
@@ -238,7 +170,7 @@ class MemoryProfiler:
     def stop(self) -> None:
         """Stop watching (CPU: leaves the tensor-accounting mode). ``report`` calls it."""
         if self._started and not self._stopped:
-            self._resolve()
+            self._resolve(wait=True)  # the one synchronize of the run
             self.backend.stop()
             self._uss_end = uss_bytes() if self.backend.kind == "cpu" else None
             self._stopped = True
@@ -346,18 +278,26 @@ class MemoryProfiler:
         self._steps += 1
         self._own += time.perf_counter() - began
 
-    def _resolve(self, step: int | None = None) -> None:
-        """Give pending intervals their step number and time (one sync per step on CUDA)."""
-        if not self._pending:
-            return
-        self.backend.synchronize()
+    def _resolve(self, step: int | None = None, wait: bool = False) -> None:
+        """Give this step's intervals their step number, and every interval whose time marks
+        the device has passed its duration. Never waits for the GPU unless ``wait`` (at the
+        end): a synchronize per step would stall the loop (issue 23: 48 % of a step)."""
         for row, a, b in self._pending:
             if step is not None:
                 row.step = step
-            row.duration_s = self.backend.elapsed(a, b)
             if row.at in ("phase", "step"):
                 self._rows.append(row)
+                self._unresolved.append((row, a, b))
         self._pending.clear()
+        if wait and self._unresolved:
+            self.backend.synchronize()
+        done = 0
+        for row, a, b in self._unresolved:
+            if not (wait or self.backend.ready(b)):
+                break  # events complete in order: the rest are later still
+            row.duration_s = self.backend.elapsed(a, b)
+            done += 1
+        del self._unresolved[:done]
 
     # ------------------------------------------------------------------ results
 
@@ -499,45 +439,7 @@ class MemoryProfiler:
         if not path.parent.is_dir():
             raise ProfilingError(f"cannot write {path}: directory {path.parent} does not exist")
         self.stop()
-        columns = [
-            "step",
-            "phase",
-            "row",
-            "warmup",
-            "t_s",
-            "duration_s",
-            "current_bytes",
-            "peak_bytes",
-            "reserved_bytes",
-            "peak_reserved_bytes",
-            "active_bytes",
-            "alloc_retries",
-            "ooms",
-            "nvml_used_bytes",
-            "rss_bytes",
-        ]
-        with path.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(columns)
-            for s in self.snapshots:
-                row = [
-                    s.step,
-                    s.phase or ("(step)" if s.at == "step" else ""),
-                    s.at,
-                    int(s.warmup),
-                    f"{s.t:.6f}",
-                    "" if s.duration_s is None else f"{s.duration_s:.9f}",
-                    s.current,
-                    s.peak,
-                    s.reserved,
-                    s.peak_reserved,
-                    s.active,
-                    s.alloc_retries,
-                    s.ooms,
-                    s.nvml_used,
-                    s.rss,
-                ]
-                writer.writerow(["" if v is None else v for v in row])
+        write_csv(self.snapshots, path)
         return path
 
     def plot(self, path: str | Path) -> Path:

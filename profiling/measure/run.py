@@ -131,7 +131,9 @@ def _build(config: Any, device: torch.device, factory: Callable[..., Any] | None
         raise ProfilingError(
             f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
         )
-    model = build_model(workload, device=device)
+    # The attention kernel and dropout the configuration names, as the trace builds them.
+    update = {"attention": "eager" if config.attention == "eager" else "sdpa"}
+    model = build_model(workload.model_copy(update={**update, "dropout": config.dropout}), device)
     return model, model.example_inputs(config.batch, config.seq, device=device), describe(workload)
 
 
@@ -258,7 +260,11 @@ def _loop(
 ) -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
+    from profiling.trace._torch_compat import cpu_flash_formulas, safe_flop_formulas
+
     config, prof = run.config, run.profiler
+    failures: dict[str, str] = {}  # FLOP formulas that failed: a note, never a lost step
+    formulas = safe_flop_formulas(failures, {**_flop_registry(), **cpu_flash_formulas()})
     autocast = (
         (lambda: torch.autocast(device.type, dtype=_DTYPES[config.compute_dtype]))
         if config.autocast
@@ -268,7 +274,7 @@ def _loop(
     phase = "forward"
     for step in range(total):
         counting = step == 0 and run.options.warmup > 0 and run.options.count_flops
-        counter = FlopCounterMode(display=False) if counting else None
+        counter = FlopCounterMode(display=False, custom_mapping=formulas) if counting else None
         try:
             with counter if counter is not None else contextlib.nullcontext():
                 phase = "forward"
@@ -301,20 +307,39 @@ def _loop(
                 "FLOPs counted by torch's FlopCounterMode in warm-up step 0 (matmuls, attention, "
                 "convolutions; forward and backward)"
             )
+            run.notes += [
+                f"FLOPs of {op} not counted (its formula failed: {why})"
+                for op, why in failures.items()
+            ]
         prof.record_step(step)
         say(step + 1, total, f"step {step + 1}/{total}")
 
 
+def _flop_registry() -> dict[Any, Any]:
+    from torch.utils.flop_counter import flop_registry
+
+    return flop_registry
+
+
 def _compare_with_trace(run: MeasuredRun, factory: Callable[..., Any] | None) -> None:
     """The trace of the same configuration beside the measurement, ratio per phase."""
-    from profiling.trace.step import trace_step
-
-    # The trace keeps tensors as the measured device's kernels do.
+    # The trace keeps tensors as the measured device's kernels do. It runs in a process of its
+    # own (a factory function from Python: in this one), so that not even a C++ abort in
+    # torch can take the measurement with it: a trace that fails is a note.
     target = "cuda" if run.summary.device.get("kind") == "cuda" else "cpu"
+    config = run.config.model_copy(update={"target": target})
     try:
-        trace = trace_step(run.config.model_copy(update={"target": target}), factory=factory)
-    except ProfilingError as exc:
-        run.summary.notes.append(f"no trace beside the measurement: {exc}")
+        if factory is None:
+            from profiling.trace.child import trace_in_child
+
+            trace = trace_in_child(config, run.options.timeout)
+        else:
+            from profiling.trace.step import trace_step
+
+            trace = trace_step(config, factory=factory)
+    except Exception as exc:  # the measurement is kept whatever the trace does
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        run.summary.notes.append(f"no trace beside the measurement: {text}")
         return
     run.trace = trace
     run.comparison = compare_rows(run, trace)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from profiling.measure.devices import Backend, Reading, pick_backend
+from profiling.measure.backends import Backend, Reading, pick_backend
 from profiling.units import GB, GiB
 
 Unit = Literal["B", "KB", "MB", "GB", "KiB", "MiB", "GiB"]

@@ -29,6 +29,7 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.step_time import StepTime, step_time
 from profiling.models.workloads import describe, find_workload
+from profiling.trace._torch_compat import missing_memtracker_internals
 from profiling.trace.build import (
     OPTIMIZERS,
     _autocast,
@@ -102,12 +103,18 @@ def _require_tracing_apis() -> None:
         )
     try:
         from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: F401
-        from torch.distributed._tools.mem_tracker import MemTracker  # noqa: F401
+        from torch.distributed._tools.mem_tracker import MemTracker
     except ImportError as exc:
         raise ProfilingError(
             f"this torch ({torch.__version__}) lacks the private tracing APIs ({exc}); "
             "install a torch with FakeTensorMode and MemTracker, or use 'estimate' instead"
         ) from None
+    missing = missing_memtracker_internals(MemTracker)
+    if missing:
+        raise ProfilingError(
+            f"this torch ({torch.__version__}) has a MemTracker without {', '.join(missing)}, "
+            "which the trace extends; use torch 2.11-2.15, or 'estimate' instead"
+        )
 
 
 # ---------------------------------------------------------------- the traced step
@@ -334,6 +341,10 @@ def _trace_in_fake_mode(
             except Exception as exc:
                 raise ProfilingError(_fake_failure(config.model, exc)) from None
             after = merge_snapshots(tracker.get_tracker_snapshot())
+        notes += [
+            f"FLOPs of {op} not counted (its formula failed: {why})"
+            for op, why in tracker.flop_failures.items()
+        ]
         say("summarizing")
         return _Raw(
             info=info,

@@ -28,6 +28,13 @@ import torch
 from pydantic import BaseModel
 from torch import nn
 
+from profiling.trace._torch_compat import (
+    active_fake_mode,
+    cpu_flash_formulas,
+    safe_flop_formulas,
+    torch_version,
+)
+
 # MemTracker's category names -> ours. FSDPMemTracker adds the sharded/unsharded split.
 _CATEGORY = {
     "Parameter": "parameters",
@@ -132,6 +139,9 @@ class _StepMixin:
     block_prefix: str | None = None  # e.g. "Llama.layers." : segment maxima per block
     segments: dict[tuple[str, Any], dict[str, int]]
     _blocks_seen: bool = False
+    entry_fake_mode: Any = None
+    formulas: dict[Any, Any]
+    flop_failures: dict[str, str]
 
     def _track(self, reftype: Any, t: torch.Tensor) -> None:
         if self._in_opt and reftype == self._ref_class.OPT:  # type: ignore[attr-defined]
@@ -175,12 +185,12 @@ class _StepMixin:
         res = super().__torch_dispatch__(func, types, args, kwargs)  # type: ignore[misc]
         if res is NotImplemented or not (self.count_flops or self.block_prefix):
             return res
-        if _active_fake_mode() is not self._fake_mode_on_entry:  # type: ignore[attr-defined]
+        if active_fake_mode() is not self.entry_fake_mode:
             return res  # DTensor's shape propagation, not an op that runs
         if self.count_flops:
-            formula = flop_formulas().get(func._overloadpacket)
+            formula = self.formulas.get(func._overloadpacket)
             if formula is not None:
-                n = int(formula(*args, **(kwargs or {}), out_val=res))
+                n = formula(*args, **(kwargs or {}), out_val=res)
                 side = "backward" if self._mod_tracker.is_bw else "forward"  # type: ignore[attr-defined]
                 for fqn in set(self._mod_tracker.parents):  # type: ignore[attr-defined]
                     row = self.flops.setdefault(fqn, {"forward": 0, "backward": 0})
@@ -207,6 +217,12 @@ class _StepMixin:
         if best is None or best["Total"] < total:
             self.segments[key] = merge_snapshots(snap)
 
+    def __enter__(self) -> Any:
+        # The fake mode active at entry, recorded here on every torch (upstream records it
+        # only from 2.12 on): ops under another fake mode are DTensor's shape propagation.
+        self.entry_fake_mode = active_fake_mode()
+        return super().__enter__()  # type: ignore[misc]
+
     def begin_phase(self, phase: str) -> None:
         """Start a new stretch of the step: its own peak (and segment maxima)."""
         self.phase = phase
@@ -218,12 +234,6 @@ class _StepMixin:
             self.segments[f"{phase}|start"] = start
 
 
-def _active_fake_mode() -> Any:
-    from torch._guards import active_fake_mode
-
-    return active_fake_mode()
-
-
 def reset_peak(tracker: Any) -> None:
     """Start a new peak from what is allocated now (the tracker's own state, as on entry)."""
     snap = tracker.get_tracker_snapshot()
@@ -231,29 +241,17 @@ def reset_peak(tracker: Any) -> None:
     tracker._peak_mem = {dev: dev_snap["Total"] for dev, dev_snap in snap.items()}
 
 
-@functools.cache
-def flop_formulas() -> dict[Any, Any]:
-    """torch's FLOP formulas, plus the CPU flash-attention kernels fake tensors run here.
+def flop_formulas(failures: dict[str, str]) -> dict[Any, Any]:
+    """torch's FLOP formulas, plus the CPU flash-attention kernels fake tensors run here, each
+    safe (a failing formula counts 0 and is named in ``failures``; see ``_torch_compat``).
 
     torch counts SDPA only for its CUDA kernels; on the cpu device attention dispatches to
     ``_scaled_dot_product_flash_attention_for_cpu`` (and its backward), same arguments, same
     matmuls. Like torch's formula, causal masking is not discounted (PaLM's convention).
     """
-    from torch.utils.flop_counter import flop_registry  # formulas, already shape-wrapped
+    from torch.utils.flop_counter import flop_registry
 
-    aten = torch.ops.aten
-    extra = {}
-    pairs = (
-        ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention"),
-        (
-            "_scaled_dot_product_flash_attention_for_cpu_backward",
-            "_scaled_dot_product_flash_attention_backward",
-        ),
-    )
-    for cpu_op, cuda_op in pairs:
-        if hasattr(aten, cpu_op) and getattr(aten, cuda_op) in flop_registry:
-            extra[getattr(aten, cpu_op)] = flop_registry[getattr(aten, cuda_op)]
-    return {**flop_registry, **extra}
+    return safe_flop_formulas(failures, {**flop_registry, **cpu_flash_formulas()})
 
 
 class _FastPeakMixin:
@@ -295,14 +293,10 @@ class _FastPeakMixin:
 # different. Add a fingerprint only after ``test_fast_tracker_matches_upstream`` passes on it.
 FAST_TRACKER_MIN_TORCH = (2, 5)
 _KNOWN_PEAK_STATS_FINGERPRINTS = frozenset(
-    {"91cba7ae5e40d02bca77607ff1d7c560a2f008fac8f38c07d95fc59f305e09ee"}  # torch 2.13
+    # torch 2.11 and 2.13 (2.11 checked from its wheel: the same syntax tree)
+    {"91cba7ae5e40d02bca77607ff1d7c560a2f008fac8f38c07d95fc59f305e09ee"}
 )
 _FAST_STATE_ATTRS = ("memory_tracking", "_curr_mem_snap", "_peak_mem", "_peak_mem_snap")
-
-
-def _torch_version() -> tuple[int, int]:
-    major, minor = torch.__version__.split("+")[0].split(".")[:2]
-    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
 def _fingerprint(method: Any) -> str | None:
@@ -316,7 +310,7 @@ def _fingerprint(method: Any) -> str | None:
 @functools.cache
 def fast_tracker_supported() -> bool:
     """True when this torch's MemTracker is the one ``_FastPeakMixin`` was checked against."""
-    if _torch_version() < FAST_TRACKER_MIN_TORCH:
+    if torch_version() < FAST_TRACKER_MIN_TORCH:
         return False
     try:
         from torch.distributed._tools.mem_tracker import MemTracker
@@ -361,4 +355,6 @@ def make_tracker(
         )
     tracker.flops = {}
     tracker.segments = {}
+    tracker.flop_failures = {}
+    tracker.formulas = flop_formulas(tracker.flop_failures)
     return tracker

@@ -12,20 +12,55 @@ report, the record) is the real code.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from profiling.measure import devices
+from profiling.measure import backends, devices
 from profiling.measure.devices import NoGpu, gpu_info, nvml
 from profiling.measure.profiler import MemoryProfiler
 
 # ------------------------------------------------------------------ the real NVML library
 
 
-def test_gpu_info_without_a_driver_is_one_sentence_with_the_cpu() -> None:
+def _nvml_sees_a_gpu() -> bool:
     devices.nvml_reset()
+    try:
+        return bool(nvml("nvmlDeviceGetCount", default=0))
+    except NoGpu:
+        return False
+    finally:
+        devices.nvml_reset()
+
+
+def _without_a_driver(monkeypatch) -> None:
+    """The real NVML library where it finds no driver (here); on a machine with a GPU, its
+    absence faked at the edge: nvidia-ml-py answering as it does without a driver."""
+    if _nvml_sees_a_gpu():
+        monkeypatch.setattr(devices, "_pynvml", lambda: fake_pynvml(init_error="LibraryNotFound"))
+    devices.nvml_reset()
+
+
+@pytest.fixture
+def no_driver(monkeypatch):
+    _without_a_driver(monkeypatch)
+    yield
+    devices.nvml_reset()
+
+
+def test_the_no_driver_tests_hold_on_a_machine_with_a_gpu(monkeypatch) -> None:
+    monkeypatch.setattr(devices, "_pynvml", lambda: fake_pynvml())  # a machine with a GPU
+    assert _nvml_sees_a_gpu()
+    _without_a_driver(monkeypatch)
+    info = gpu_info()
+    assert info.available is False and info.reason.startswith("no NVIDIA GPU here")
+    devices.nvml_reset()
+
+
+@pytest.mark.usefixtures("no_driver")
+def test_gpu_info_without_a_driver_is_one_sentence_with_the_cpu() -> None:
     info = gpu_info()
     assert info.available is False and info.devices == []
     assert info.reason.startswith("no NVIDIA GPU here")
@@ -36,6 +71,9 @@ def test_gpu_info_without_a_driver_is_one_sentence_with_the_cpu() -> None:
         nvml("nvmlDeviceGetCount")
 
 
+@pytest.mark.skipif(
+    _nvml_sees_a_gpu(), reason="this machine has an NVIDIA GPU: the command lists it"
+)
 def test_gpu_command_without_a_gpu_exits_zero(tmp_path, run_cli) -> None:
     out = run_cli("gpu", cwd=tmp_path)
     assert out.returncode == 0
@@ -77,6 +115,16 @@ def fake_pynvml(*, init_error: str | None = None, used: int = 3_000_000_000) -> 
     def not_supported(*_a, **_k):
         raise m.NVMLError_NotSupported()
 
+    m.threads = []  # the thread of every device query: the hot path must make none
+
+    def on_thread(fn):
+        def call(*args, **kwargs):
+            m.threads.append(threading.current_thread().name)
+            return fn(*args, **kwargs)
+
+        return call
+
+    memory = on_thread(memory)
     m.nvmlInit = init
     m.nvmlShutdown = lambda: m.calls.append("shutdown")
     m.nvmlDeviceGetCount = lambda: 1
@@ -87,10 +135,12 @@ def fake_pynvml(*, init_error: str | None = None, used: int = 3_000_000_000) -> 
     m.nvmlDeviceGetUtilizationRates = not_supported
     m.nvmlDeviceGetTemperature = lambda h, sensor: 41
     m.nvmlDeviceGetPowerUsage = lambda h: 251_500
-    m.nvmlDeviceGetComputeRunningProcesses = lambda h: [
-        SimpleNamespace(pid=os.getpid(), usedGpuMemory=2_100_000_000),
-        SimpleNamespace(pid=999_999_999, usedGpuMemory=None),
-    ]
+    m.nvmlDeviceGetComputeRunningProcesses = on_thread(
+        lambda h: [
+            SimpleNamespace(pid=os.getpid(), usedGpuMemory=2_100_000_000),
+            SimpleNamespace(pid=999_999_999, usedGpuMemory=None),
+        ]
+    )
     m.nvmlSystemGetDriverVersion = lambda: "550.54.15"
     m.nvmlSystemGetCudaDriverVersion_v2 = lambda: 12040
     m.nvmlSystemGetNVMLVersion = lambda: "12.550.54.15"
@@ -107,7 +157,8 @@ class FakeCuda:
         self.allocated = self.peak = 0
         self.reserved = self.peak_reserved = 0
         self.clock_ms = 0.0
-        self.resets = self.syncs = 0
+        self.gpu_ms: float | None = None  # how far the GPU has got (None: it keeps up)
+        self.resets = self.syncs = self.stats_reads = 0
         self.ranges: list[str] = []
         self.open_ranges = 0
         self.nvtx = SimpleNamespace(range_push=self._push, range_pop=self._pop)
@@ -122,7 +173,11 @@ class FakeCuda:
                 self.t = cuda.clock_ms
 
             def elapsed_time(self, other: Event) -> float:
+                assert cuda.gpu_ms is None or max(self.t, other.t) <= cuda.gpu_ms, "not done"
                 return other.t - self.t
+
+            def query(self) -> bool:
+                return cuda.gpu_ms is None or self.t <= cuda.gpu_ms
 
         self.Event = Event
 
@@ -157,7 +212,17 @@ class FakeCuda:
             uuid="5f2e",
         )  # fmt: skip
 
+    def memory_allocated(self, i: int) -> int:
+        return self.allocated
+
+    def max_memory_allocated(self, i: int) -> int:
+        return self.peak
+
+    def max_memory_reserved(self, i: int) -> int:
+        return self.peak_reserved
+
     def memory_stats(self, i: int) -> dict[str, int]:
+        self.stats_reads += 1
         return {
             "allocated_bytes.all.current": self.allocated,
             "allocated_bytes.all.peak": self.peak,
@@ -175,6 +240,7 @@ class FakeCuda:
 
     def synchronize(self, i: int) -> None:
         self.syncs += 1
+        self.gpu_ms = None  # the GPU has caught up
 
 
 @pytest.fixture
@@ -258,14 +324,15 @@ def test_profiler_on_cuda_peaks_per_phase_events_nvtx_and_the_nvml_gap(fake_gpu,
     assert phases["optimizer"].peak_bytes == 600_000_000
     assert phases["forward"].min_bytes == 800_000_000  # step 0, before the state existed
     assert s.steps[0].peak_bytes == 1_000_000_000  # backward, step 0
-    # Times from CUDA events: exact; one synchronize per step, not per phase.
+    # Times from CUDA events: exact; no synchronize per step or phase (the GPU kept up here:
+    # every event was resolved as it passed, so stopping had nothing to wait for).
     assert phases["forward"].time.median == pytest.approx(0.010)
     assert phases["backward"].time.median == pytest.approx(0.020)
     assert s.backward_forward_ratio == pytest.approx(2.0)
     assert s.step_time.median == pytest.approx(0.035) and s.step_time.n == 3
     assert s.tokens_per_s == pytest.approx(1000 / 0.035)
     assert s.flops_per_s == pytest.approx(2e12 / 0.035)
-    assert cuda.syncs == 4 and cuda.ranges[:3] == ["forward", "backward", "optimizer"]
+    assert cuda.syncs == 0 and cuda.ranges[:3] == ["forward", "backward", "optimizer"]
     assert cuda.open_ranges == 0
     # NVML beside the allocator: the gap is shown, not hidden.
     last = s.last
@@ -310,7 +377,43 @@ def test_cuda_timer_is_not_perf_counter(fake_gpu) -> None:
 def test_every_field_a_backend_reads_reaches_the_reading():
     # The hot path builds a slotted RawReading (about 1 µs) that becomes a pydantic Reading
     # only when shown: a field one of them lacks would be dropped from every profile.
-    values = {name: n + 1 for n, name in enumerate(devices.Reading.model_fields)}
+    values = {name: n + 1 for n, name in enumerate(backends.Reading.model_fields)}
     values["kind"] = "cuda"
-    raw = devices.RawReading(**values)
-    assert devices.Reading(**raw.fields()).model_dump() == values
+    raw = backends.RawReading(**values)
+    assert backends.Reading(**raw.fields()).model_dump() == values
+
+
+def test_measuring_on_cuda_never_waits_for_the_gpu(fake_gpu) -> None:
+    """The loop runs ahead of the GPU: no synchronize, no NVML call, one full statistics read
+    per step; the events are resolved once the GPU has passed them, or at the end."""
+    nv, cuda = fake_gpu
+    prof = MemoryProfiler(warmup=0)
+    prof.start()
+    on_loop = threading.current_thread().name
+    cuda.gpu_ms = 0.0  # the GPU lags: nothing queued so far has run
+    nv.threads.clear()
+    cuda.stats_reads = 0
+    for step in range(3):
+        for phase, ms in (("forward", 10), ("backward", 20)):
+            with prof.phase(phase):
+                cuda.alloc(1000)
+                cuda.clock_ms += ms
+                cuda.free(1000)
+        prof.record_step(step)
+        assert [r.duration_s for r in prof._rows] == [None] * len(prof._rows)  # not yet run
+    assert cuda.syncs == 0 and cuda.stats_reads == 3  # one memory_stats() per step
+    assert on_loop not in nv.threads  # NVML is read by the sampler thread only
+    cuda.gpu_ms = 40.0  # the GPU has finished step 0 and step 1's forward
+    with prof.phase("forward"):
+        cuda.clock_ms += 10
+    prof.record_step(3)
+    resolved = [r for r in prof._rows if r.duration_s is not None]
+    assert [r.phase for r in resolved] == ["forward", "backward", None, "forward"]
+    assert cuda.syncs == 0
+    s = prof.summary()  # stopping waits once for the rest
+    assert cuda.syncs == 1
+    assert {p.name: p.time.median for p in s.phases} == pytest.approx(
+        {"forward": 0.010, "backward": 0.020}
+    )
+    assert [st.time_s for st in s.steps] == pytest.approx([0.030, 0.030, 0.030, 0.010])
+    assert s.last.nvml_used == 3_000_000_000  # the sampler's sample
