@@ -183,7 +183,8 @@ def _confirm(
 ) -> None:
     if confirm <= 0:
         return
-    from profiling.trace.step import OPTIMIZERS, trace_step, untraceable
+    from profiling.trace.build import OPTIMIZERS, untraceable
+    from profiling.trace.step import trace_step
 
     done = 0
     for cand in fitting:

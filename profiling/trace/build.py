@@ -21,11 +21,13 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.models.factory import call_factory
 from profiling.models.workloads import build_model, describe, find_workload
+from profiling.trace._torch_compat import missing_memtracker_internals
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # The optimizers torch ships: the ones a trace can run (the one list lives in profiling.config).
 OPTIMIZERS = tuple(name for name, spec in CONFIG_OPTIMIZERS.items() if spec.in_torch)
 TraceConfig = TrainingConfig
+MIN_TORCH = (2, 5)
 
 
 def untraceable(config: TrainingConfig) -> list[str]:
@@ -286,3 +288,49 @@ def _shard(model: nn.Module, mesh: Any, reshard_after_forward: bool, mp: Any) ->
     for block in _block_list(model) or []:
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
+
+
+def _require_tracing_apis() -> None:
+    version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    if version < MIN_TORCH:
+        raise ProfilingError(
+            f"tracing needs torch >= {'.'.join(map(str, MIN_TORCH))} "
+            f"(found {torch.__version__}); upgrade torch or use 'estimate' instead"
+        )
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: F401
+        from torch.distributed._tools.mem_tracker import MemTracker
+    except ImportError as exc:
+        raise ProfilingError(
+            f"this torch ({torch.__version__}) lacks the private tracing APIs ({exc}); "
+            "install a torch with FakeTensorMode and MemTracker, or use 'estimate' instead"
+        ) from None
+    missing = missing_memtracker_internals(MemTracker)
+    if missing:
+        raise ProfilingError(
+            f"this torch ({torch.__version__}) has a MemTracker without {', '.join(missing)}, "
+            "which the trace extends; use torch 2.11-2.15, or 'estimate' instead"
+        )
+
+
+def _traceable(config: TraceConfig) -> TraceConfig:
+    """The configuration as the trace runs it, or a ProfilingError saying what cannot be."""
+    _require_tracing_apis()
+    if config.optimizer not in OPTIMIZERS:
+        make_optimizer(config.optimizer, [])  # raises the clear error
+    problems = untraceable(config)
+    if problems:
+        raise ProfilingError("the trace needs " + "; ".join(problems))
+    if config.world_size > 1 and not (config.fsdp or config.sharded):
+        raise ProfilingError(
+            "--world-size > 1 needs --fsdp or --zero 2/3 (plain data parallelism replicates "
+            "everything: the per-rank result equals world size 1)"
+        )
+    if config.sharded and not config.fsdp:
+        config = config.model_copy(update={"fsdp": True})  # ZeRO over N GPUs: FSDP2 shards it
+    if config.fp32_grads and config.precision != "mixed":
+        raise ProfilingError(
+            "--fp32-grads is the fp32 gradient copy of --precision mixed; add --precision mixed "
+            "or drop --fp32-grads"
+        )
+    return config

@@ -242,7 +242,7 @@ def trace_config_for_estimate(est: Estimate) -> Any:
     factored optimizers, a parameter count without a model).
     """
     from profiling.errors import ProfilingError
-    from profiling.trace.step import OPTIMIZERS, untraceable
+    from profiling.trace.build import OPTIMIZERS, untraceable
 
     problems = untraceable(est.inputs)
     if est.inputs.optimizer not in OPTIMIZERS:
