@@ -203,8 +203,10 @@ def check_hook_failures(root: Path) -> Check:
     """The failures the hooks recorded in .journal/hooks.log (they fail open and quietly)."""
     from datetime import UTC, datetime, timedelta
 
+    from journal_agent.paths import state_dir
+
     try:
-        lines = (root / ".journal" / "hooks.log").read_text(encoding="utf-8").splitlines()
+        lines = (state_dir(root) / "hooks.log").read_text(encoding="utf-8").splitlines()
     except OSError:
         return Check("hook failures", True, "none recorded (.journal/hooks.log)")
     since = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")

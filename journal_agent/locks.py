@@ -14,9 +14,12 @@ logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def held(lock_file: Path, timeout: float, busy: str) -> Iterator[None]:
+def held(
+    lock_file: Path, timeout: float, busy: str, error: type[Exception] = UserError
+) -> Iterator[None]:
     """Hold ``lock_file`` (created with its directory; kept on release, so it is reused rather
-    than churned); raise :class:`UserError` ``busy`` if it stays taken for ``timeout`` s."""
+    than churned); raise ``error(busy)`` if it stays taken for ``timeout`` s (a tool passes
+    ``ToolError``, so the model gets the sentence as an error result)."""
     from filelock import FileLock, Timeout
 
     lock_file.parent.mkdir(parents=True, exist_ok=True)
@@ -29,7 +32,7 @@ def held(lock_file: Path, timeout: float, busy: str) -> Iterator[None]:
         try:
             lock.acquire()
         except Timeout:
-            raise UserError(busy) from None
+            raise error(busy) from None
     try:
         yield
     finally:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from journal_agent.errors import UserError
+from journal_agent.paths import state_dir
 from journal_agent.tools.sandbox.config import SandboxSettings
 
 
@@ -53,7 +54,7 @@ def settings_files(root: Path, home: Path | None = None) -> list[Path]:
         home / ".claude" / "settings.json",
         root / ".claude" / "settings.json",
         root / ".claude" / "settings.local.json",
-        root / ".journal" / "settings.json",
+        state_dir(root) / "settings.json",
     ]
 
 

@@ -93,7 +93,7 @@ assert set(get_args(Optimizer)) == set(OPTIMIZERS)  # one list: the Literal mirr
 # tools' fields are generated from these lists alike).
 FIT_FIELDS = (
     "model", "params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch", "seq",
-    "optimizer", "gpus", "gpu", "gpu_mem", "mfu", "attention",
+    "optimizer", "gpus", "gpu", "gpu_mem", "mfu", "attention", "target",
 )  # fmt: skip
 # What a real run on this machine can honour (profile, MemoryProfile).
 PROFILE_FIELDS = (

@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
 from journal_agent.atomic import atomic_write, remove_stale_temps
 from journal_agent.errors import UserError
 from journal_agent.journal._text import open_fence, split_lines
@@ -70,9 +68,10 @@ class JournalStore:
     def lock_path(self) -> Path:
         return self.state / "journal.lock"
 
-    def lock(self) -> FileLock:
-        self.state.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT, preserve_lock_file=True)
+    def lock(self) -> contextlib.AbstractContextManager[None]:
+        """The journal's lock (journal appends, ledger updates, Write/Edit of either), through
+        :func:`journal_agent.locks.held`: one sentence when another process keeps it."""
+        return self._locked()
 
     def exists(self) -> bool:
         return self.path.is_file()

@@ -70,23 +70,10 @@ class LedgerStore:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """The journal's lock: journal appends, ledger updates and Write/Edit of either."""
-        from filelock import Timeout
+        from journal_agent.journal.store import JournalStore
 
-        from journal_agent.journal.store import LOCK_TIMEOUT, JournalStore
-
-        journal = JournalStore(self.root)
-        lock = journal.lock()
-        try:
-            lock.acquire()
-        except Timeout:
-            raise UserError(
-                f"another journal-agent process has held {journal.lock_path} for over "
-                f"{LOCK_TIMEOUT:.0f} s; wait for it to finish and try again."
-            ) from None
-        try:
+        with JournalStore(self.root).lock():
             yield
-        finally:
-            lock.release()
 
     def update(
         self,

@@ -36,13 +36,14 @@ def _now() -> str:
 
 def write_status(root: Path, run_id: str, **fields: Any) -> dict[str, Any]:
     """Merge ``fields`` into the run's status file, atomically."""
-    from filelock import FileLock
+    from journal_agent.locks import held
 
     directory = run_dir(root, run_id)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "status.json"
     # The launcher and the run itself both write here: read-modify-write under a lock.
-    with FileLock(str(directory / "status.lock"), timeout=30):
+    busy = f"the status of background run {run_id} stayed locked for 30 s; try again"
+    with held(directory / "status.lock", 30, busy):
         status = read_status(root, run_id) if path.exists() else {"id": run_id}
         status.update(fields, updated=_now())
         atomic_write(path, json.dumps(status, indent=2, ensure_ascii=False, default=str))

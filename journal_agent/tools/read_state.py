@@ -19,6 +19,7 @@ import json
 import os
 from pathlib import Path
 
+from journal_agent.paths import state_dir
 from journal_agent.tools.read_tracking import Fingerprint, ReadTracker
 
 FILE = "tool-reads.json"
@@ -32,7 +33,7 @@ class PersistentReadTracker(ReadTracker):
     def __init__(self, root: Path) -> None:
         super().__init__()
         self.root = Path(root).resolve()
-        self.path = self.root / ".journal" / FILE
+        self.path = state_dir(self.root) / FILE
         for path, fingerprint in self._load().items():
             super().record(path, fingerprint)
 
@@ -79,7 +80,7 @@ class PersistentReadTracker(ReadTracker):
         from journal_agent.atomic import atomic_write
         from journal_agent.locks import held
 
-        lock = self.root / ".journal" / "locks" / "tool-reads.lock"
+        lock = state_dir(self.root) / "locks" / "tool-reads.lock"
         with held(lock, _LOCK_TIMEOUT_S, f"{lock} stayed locked; try again."):
             current = self._load()
             current.pop(path, None)

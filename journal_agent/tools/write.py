@@ -113,29 +113,21 @@ def encode_text(text: str, path: Path) -> bytes:
 @contextlib.contextmanager
 def writer_lock(root: Path, path: Path) -> Iterator[None]:
     """Hold the lock that every writer of ``path`` (in any thread or process) takes."""
-    from filelock import FileLock, Timeout
+    from journal_agent.locks import held
 
     lock_file = lock_file_for(root, path)
-    locks = lock_file.parent
-    try:
-        locks.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ToolError(f"Cannot create the lock directory {locks}: {exc.strerror}.") from None
-    # Kept on release: lock files live in .journal/, and reusing one avoids create/unlink churn.
-    lock = FileLock(lock_file, timeout=LOCK_TIMEOUT_S, preserve_lock_file=True)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise ToolError(
-            f"Another writer has held the lock on {path} for over {LOCK_TIMEOUT_S:.0f} s; "
-            "try again later."
-        ) from None
-    except OSError as exc:
-        raise ToolError(f"Cannot take the writer lock in {locks}: {exc.strerror}.") from None
-    try:
+    busy = (
+        f"Another writer has held the lock on {path} for over {LOCK_TIMEOUT_S:.0f} s; "
+        "try again later."
+    )
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(held(lock_file, LOCK_TIMEOUT_S, busy, error=ToolError))
+        except OSError as exc:
+            raise ToolError(
+                f"Cannot take the writer lock in {lock_file.parent}: {exc.strerror}."
+            ) from None
         yield
-    finally:
-        lock.release()
 
 
 def lock_file_for(root: Path, path: Path) -> Path:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from journal_agent.errors import UserError
+from journal_agent.paths import state_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -291,7 +292,7 @@ class VectorStore:
     """``.journal/vectors.sqlite``: vectors by (model, text hash). A cache; delete at will."""
 
     def __init__(self, root: Path) -> None:
-        self.path = Path(root) / ".journal" / "vectors.sqlite"
+        self.path = state_dir(Path(root)) / "vectors.sqlite"
 
     def connect(self) -> sqlite3.Connection:
         from journal_agent.journal.search.schema import open_migrated

@@ -23,6 +23,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from journal_agent.paths import state_dir
+
 TOKENIZE = "porter unicode61 remove_diacritics 2"
 OPERATORS = re.compile(r'["()*:^+]|\b(?:AND|OR|NOT|NEAR)\b')
 CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
@@ -152,7 +154,7 @@ def load_synonyms(root: Path | None = None) -> Synonyms:
     """The packaged list, plus ``.journal/synonyms.txt`` of the project when there is one."""
     texts = [_packaged_synonyms()]
     if root is not None:
-        extra = Path(root) / ".journal" / "synonyms.txt"
+        extra = state_dir(Path(root)) / "synonyms.txt"
         with contextlib.suppress(OSError, UnicodeDecodeError):
             st = extra.stat()
             texts.append(_read_synonyms(str(extra), st.st_size, st.st_mtime_ns))
