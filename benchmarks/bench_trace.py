@@ -17,9 +17,11 @@
    with the project's blocks (block-scaled): wall and CPU time, peak RSS, against targets
    (8B: ≤ 15 s, ≤ 600 MB), and estimate ÷ trace per category. ``--hf-module`` also traces the
    8B as transformers' own LlamaForCausalLM (every block: slower), the baseline beside it.
+   ``--catalogue`` traces every shipped config the same way (our blocks, seq 1024 here) and
+   reports each one's time, RSS and estimate ÷ trace per category (floor: within ±2 %).
 
     python benchmarks/bench_trace.py [--skip-upstream] [--skip-7b] [--markdown]
-        [--workloads gpt2-small llama-1b ...] [--skip-hf] [--hf-module]
+        [--workloads gpt2-small llama-1b ...] [--skip-hf] [--hf-module] [--catalogue]
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from profiling.estimate.memory import estimate
 from profiling.models.hf_module import project_blocks
 from profiling.trace.step import trace_step
 name, module = sys.argv[1], sys.argv[2]
-cfg = TrainingConfig(model=name, seq=2048, batch=1, precision="amp-bf16", optimizer="adamw")
+seq = int(sys.argv[3]) if len(sys.argv) > 3 else 2048
+cfg = TrainingConfig(model=name, seq=seq, batch=1, precision="amp-bf16", optimizer="adamw")
 t1 = time.perf_counter()
 with project_blocks() if module == "project" else contextlib.nullcontext():
     r = trace_step(cfg)
@@ -62,11 +65,23 @@ print(json.dumps({
 """
 
 
-def _hf_child(name: str, module: str) -> dict:
+def _hf_child(name: str, module: str, seq: int = 2048) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-c", HF_CHILD, name, module], capture_output=True, text=True, check=True
+        [sys.executable, "-c", HF_CHILD, name, module, str(seq)],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_catalogue() -> dict:
+    """Every shipped config traced with our blocks: time, RSS, estimate ÷ trace."""
+    from profiling.models.hf_config import catalogue_names
+
+    rows = [_hf_child(f"hf:{name}", "project", 1024) for name in catalogue_names()]
+    worst = max(abs(r - 1) for row in rows for r in row["estimate_over_trace"].values())
+    return {"rows": rows, "worst_deviation": round(worst, 4), "within_2_percent": worst <= 0.02}
 
 
 def bench_hf(hf_module: bool) -> dict:
@@ -239,6 +254,7 @@ def main() -> None:
     parser.add_argument("--skip-7b", action="store_true", help="only the agreement table")
     parser.add_argument("--markdown", action="store_true", help="also print the table as markdown")
     parser.add_argument("--skip-hf", action="store_true", help="skip the catalogue models")
+    parser.add_argument("--catalogue", action="store_true", help="trace every shipped config")
     parser.add_argument(
         "--hf-module", action="store_true", help="also trace the 8B as transformers' module"
     )
@@ -253,6 +269,8 @@ def main() -> None:
         report["trace_7b"] = bench_7b(args.skip_upstream)
     if not args.skip_hf:
         report["hf_catalogue"] = bench_hf(args.hf_module)
+    if args.catalogue:
+        report["catalogue"] = bench_catalogue()
     table = bench_agreement(args.workloads)
     report["estimate_over_trace"] = table
     report["notes"] = (
