@@ -348,7 +348,8 @@ class TrainingConfig(BaseModel):
     @property
     def compute_dtype(self) -> Literal["fp32", "bf16", "fp16"]:
         """The dtype the matmuls run in."""
-        return {"fp32": "fp32", "amp-fp16": "fp16"}.get(self.precision, "bf16")  # type: ignore[return-value]
+        names: dict[str, Literal["fp32", "bf16", "fp16"]] = {"fp32": "fp32", "amp-fp16": "fp16"}
+        return names.get(self.precision, "bf16")
 
     @property
     def dtype(self) -> Literal["fp32", "bf16", "fp16"]:

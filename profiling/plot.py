@@ -20,7 +20,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _save(fig: Any, path: str | Path) -> Path:
     path = Path(path)
     if not path.parent.is_dir():
         raise ProfilingError(f"cannot write {path}: directory {path.parent} does not exist")
@@ -34,7 +34,7 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def plot_estimate(est: Any, path: Path) -> Path:
+def plot_estimate(est: Any, path: str | Path) -> Path:
     """The step's moments per GPU (what is alive at each), the peak marked, against the GPU.
 
     The headline is the peak — the largest moment, what the table and the record give — not the
@@ -71,7 +71,7 @@ def plot_estimate(est: Any, path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_trace(result: Any, path: Path) -> Path:
+def plot_trace(result: Any, path: str | Path) -> Path:
     """Stacked bars by category after forward, after backward, after the step, and at peak."""
     plt = _pyplot()
     columns = {
@@ -100,7 +100,7 @@ def plot_trace(result: Any, path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_compare(cmp: dict[str, Any], path: Path) -> Path:
+def plot_compare(cmp: dict[str, Any], path: str | Path) -> Path:
     """Estimated and traced bytes side by side per category, then the total against the peak."""
     plt = _pyplot()
     rows = [

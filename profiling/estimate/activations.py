@@ -74,7 +74,7 @@ VARIANT_KEYS = (
 
 def dims_of(shape: dict[str, Any], s: int, b: int) -> Dims | None:
     h, L, a = shape.get("hidden"), shape.get("layers"), shape.get("heads")
-    if None in (h, L, a):
+    if h is None or L is None or a is None:
         return None
     arch = shape.get("arch") or "gpt2"
     k = int(shape.get("kv_dim") or h)

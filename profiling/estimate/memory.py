@@ -14,7 +14,7 @@ No torch here: an estimate runs anywhere in milliseconds.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -34,6 +34,7 @@ from profiling.estimate.render import (  # noqa: F401  (re-exported: callers imp
 )
 from profiling.estimate.shape import shape_of
 from profiling.estimate.states import (
+    Group,
     Ledger,
     Line,
     Sharding,
@@ -49,8 +50,6 @@ from profiling.units import GiB, fmt_bytes, fmt_count
 
 # The estimate reads the one configuration model every tool shares (an alias kept for callers).
 EstimateInput = TrainingConfig
-
-Group = Literal["model states", "activations", "overhead", "temporaries"]
 
 
 class Component(BaseModel):
@@ -362,7 +361,7 @@ def estimate(inp: EstimateInput) -> Estimate:
             name=ln.name,
             bytes=round(ln.bytes),
             calculation=ln.substituted,
-            group=ln.group,  # type: ignore[arg-type]
+            group=ln.group,
             unsharded_bytes=round(ln.unsharded),
             category=ln.category,
         )

@@ -17,12 +17,14 @@ No torch here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from profiling.config import OPTIMIZERS, TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.records import Step
 from profiling.units import fmt_count
+
+Group = Literal["model states", "activations", "overhead", "temporaries"]
 
 QLORA_BITS = 4 + 0.127  # NF4 + double-quantized block constants (QLoRA paper, §3)
 
@@ -46,7 +48,7 @@ class Line:
     unsharded: float
     formula: str
     substituted: str
-    group: str  # model states | activations | overhead | temporaries
+    group: Group
     category: str  # parameters | gradients | optimizer | activations | temporaries
 
 

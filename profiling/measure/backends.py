@@ -17,6 +17,7 @@ once the GPU has passed them (``Event.query``), and synchronizes once, when it s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -78,7 +79,7 @@ class RawReading:
     total: int | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 class Backend:

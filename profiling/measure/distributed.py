@@ -223,7 +223,9 @@ def render_ranks(g: RanksSummary) -> str:
     if g.slowest_rank is not None and timed:
         slow = next(r for r in g.ranks if r.rank == g.slowest_rank)
         fast = min(timed, key=lambda r: r.time_per_step_s or 0)
-        gap = 100 * (slow.time_per_step_s / fast.time_per_step_s - 1)
+        slow_s, fast_s = slow.time_per_step_s, fast.time_per_step_s
+        assert slow_s is not None and fast_s, "the slowest rank is timed; timed ones have a time"
+        gap = 100 * (slow_s / fast_s - 1)
         lines.append("")
         lines.append(
             f"Slowest: rank {slow.rank} ({fmt_time(slow.time_per_step_s)} per step, "
@@ -248,15 +250,12 @@ def ranks_record(g: RanksSummary) -> MeasurementRecord:
                 Quantity(name=f"rank{r.rank}_time_per_step", value=r.time_per_step_s, unit="s")
             )
         for name, p in r.phases.items():
-            if p.get("peak_bytes") is not None:
+            peak, median = p.get("peak_bytes"), p.get("median_time_s")
+            if peak is not None:
+                results.append(Quantity(name=f"rank{r.rank}_peak_{name}", value=peak, unit="B"))
+            if median is not None:
                 results.append(
-                    Quantity(name=f"rank{r.rank}_peak_{name}", value=p["peak_bytes"], unit="B")
-                )
-            if p.get("median_time_s") is not None:
-                results.append(
-                    Quantity(
-                        name=f"rank{r.rank}_median_time_{name}", value=p["median_time_s"], unit="s"
-                    )
+                    Quantity(name=f"rank{r.rank}_median_time_{name}", value=median, unit="s")
                 )
     if g.ranks:
         results.append(Quantity(name="peak", value=max(r.peak_bytes for r in g.ranks), unit="B"))

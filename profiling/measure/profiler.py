@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from profiling.errors import ProfilingError
 from profiling.measure.backends import Backend, RawReading, pick_backend
@@ -58,12 +58,16 @@ class _Phase:
         return False  # never swallow the exception
 
 
+# What closed an interval (MemorySnapshot.at).
+At = Literal["phase", "step", "point", "oom"]
+
+
 @dataclass(slots=True)
 class _Row:
     """One closed interval, kept as plain data while the loop runs (pydantic only at the end)."""
 
     reading: RawReading
-    at: str
+    at: At
     step: int | None
     phase: str | None
     t: float
@@ -75,7 +79,7 @@ class _Row:
             **self.reading.fields(),
             step=self.step,
             phase=self.phase,
-            at=self.at,  # type: ignore[arg-type]
+            at=self.at,
             t=self.t,
             duration_s=self.duration_s,
             warmup=self.warmup,
@@ -191,14 +195,14 @@ class MemoryProfiler:
     # ------------------------------------------------------------------ measuring
 
     def _read(
-        self, at: str, step: int | None, phase: str | None, reset: bool, process: bool = False
+        self, at: At, step: int | None, phase: str | None, reset: bool, process: bool = False
     ) -> _Row:
         reading = self.backend.read(reset_peak=reset, with_process=process)
         return _Row(
             reading, at, step, phase, time.perf_counter() - self._t0, self._steps < self.warmup
         )
 
-    def _close_interval(self, phase: str | None, at: str, process: bool = False) -> _Row:
+    def _close_interval(self, phase: str | None, at: At, process: bool = False) -> _Row:
         """Read memory (resetting its peak) and the time mark for the interval now ending."""
         row = self._read(at, None, phase, reset=True, process=process)
         reading = row.reading
@@ -416,9 +420,10 @@ class MemoryProfiler:
         for name, snaps in series:
             peaks = [s.peak for s in snaps]
             for i, value, med in running_median_spikes(peaks, self.spike_threshold):
+                step = snaps[i].step
                 out.append(
                     Spike(
-                        step=snaps[i].step if snaps[i].step is not None else i,
+                        step=step if step is not None else i,
                         phase=name,
                         peak_bytes=int(value),
                         median_bytes=med,

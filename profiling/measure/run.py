@@ -226,7 +226,7 @@ def measure_step(
                 config=config,
                 options=options,
                 profiler=prof,
-                summary=None,  # type: ignore[arg-type]
+                summary=None,  # type: ignore[arg-type]  # the profiler's, set once the loop ends
                 model_info=info,
                 params=params,
                 notes=notes,

@@ -54,22 +54,29 @@ def untraceable(config: TrainingConfig) -> list[str]:
 # ---------------------------------------------------------------- models and inputs
 
 
+def traced_model(config: TraceConfig) -> str:
+    """``config.model`` of a configuration the trace accepted (``untraceable`` refuses one
+    without a model, so trace_step never gets this far without it)."""
+    assert config.model is not None, "trace_step checks untraceable(config) first"
+    return config.model
+
+
 def _make_model(
     config: TraceConfig, factory: Callable[..., Any] | None = None, layers: int | None = None
 ) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
+    name, seq = traced_model(config), config.seq
+    assert seq is not None, "trace_step fills seq (seq_or_default) before building"
     if factory is not None or config.is_factory:
-        model, inputs = call_factory(config.model, config.batch, config.seq, factory)
-        return model, inputs, {"name": config.model, "factory": True}
-    workload = find_workload(config.model)
+        model, inputs = call_factory(name, config.batch, seq, factory)
+        return model, inputs, {"name": name, "factory": True}
+    workload = find_workload(name)
     if workload is None:
         raise ProfilingError(
-            f"unknown model {config.model!r}; use a reference model, hf:NAME or hf:PATH, or "
+            f"unknown model {name!r}; use a reference model, hf:NAME or hf:PATH, or "
             "'package.module:factory'"
         )
-    if config.seq > workload.max_seq:
-        raise ProfilingError(
-            f"--seq {config.seq} exceeds {workload.name}'s maximum of {workload.max_seq}"
-        )
+    if seq > workload.max_seq:
+        raise ProfilingError(f"--seq {seq} exceeds {workload.name}'s maximum of {workload.max_seq}")
     # flash is sdpa here: on the cpu device SDPA runs the flash kernel (no s² tensor kept).
     update: dict[str, Any] = {
         "attention": "eager" if config.attention == "eager" else "sdpa",
@@ -82,9 +89,9 @@ def _make_model(
         from profiling.models.hf_module import build_hf
 
         model, how = build_hf(shape, config)
-        return model, model.example_inputs(config.batch, config.seq), {**describe(workload), **how}
+        return model, model.example_inputs(config.batch, seq), {**describe(workload), **how}
     model = build_model(shape)
-    return model, model.example_inputs(config.batch, config.seq), describe(workload)
+    return model, model.example_inputs(config.batch, seq), describe(workload)
 
 
 def _loss_of(output: Any) -> torch.Tensor:
@@ -127,19 +134,18 @@ def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
 
 
 def make_optimizer(name: str, params: Any, foreach: bool = True) -> torch.optim.Optimizer:
-    opts = {"foreach": foreach}
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=1e-4, **opts)
+        return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
     if name == "adam":
-        return torch.optim.Adam(params, lr=1e-4, **opts)
+        return torch.optim.Adam(params, lr=1e-4, foreach=foreach)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=1e-2, momentum=0.9, **opts)
+        return torch.optim.SGD(params, lr=1e-2, momentum=0.9, foreach=foreach)
     if name == "sgd-nomomentum":
-        return torch.optim.SGD(params, lr=1e-2, **opts)
+        return torch.optim.SGD(params, lr=1e-2, foreach=foreach)
     if name == "adagrad":
-        return torch.optim.Adagrad(params, lr=1e-2, **opts)
+        return torch.optim.Adagrad(params, lr=1e-2, foreach=foreach)
     if name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=1e-3, **opts)
+        return torch.optim.RMSprop(params, lr=1e-3, foreach=foreach)
     raise ProfilingError(
         f"optimizer {name!r} cannot be traced; use one of {', '.join(OPTIMIZERS)} "
         "(8-bit Adam and friends need bitsandbytes and a GPU: use 'estimate')"
@@ -249,7 +255,7 @@ def _block_prefix(model: nn.Module) -> str | None:
     return f"{type(model).__name__}.{name}."
 
 
-def _fake_failure(model: str, exc: Exception) -> str:
+def _fake_failure(model: str | None, exc: Exception) -> str:
     kind = type(exc).__name__
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     hint = (
@@ -278,10 +284,8 @@ def _global_numel(p: torch.Tensor) -> int:
 
 
 def _shard(model: nn.Module, mesh: Any, reshard_after_forward: bool, mp: Any) -> None:
-    try:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    except ImportError:  # torch < 2.6
-        from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # torch >= 2.6
+
     kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
     if mp is not None:
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=mp, reduce_dtype=torch.float32)

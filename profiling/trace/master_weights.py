@@ -48,7 +48,7 @@ class MasterWeightOptimizer(torch.optim.Optimizer):
             self.state[p].update(self.inner.state.get(master, {}))
 
     @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]  # Optimizer.step's overloads, one body
         loss = None
         if closure is not None:  # torch's contract: re-evaluate the loss, then step
             with torch.enable_grad():

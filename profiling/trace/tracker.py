@@ -22,7 +22,7 @@ import hashlib
 import inspect
 import textwrap
 from copy import deepcopy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from pydantic import BaseModel
@@ -34,6 +34,11 @@ from profiling.trace._torch_compat import (
     safe_flop_formulas,
     torch_version,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from torch.distributed._tools.mod_tracker import ModTracker
 
 # MemTracker's category names -> ours. FSDPMemTracker adds the sharded/unsharded split.
 _CATEGORY = {
@@ -76,7 +81,7 @@ class ModuleMemory(BaseModel):
 
 
 def to_categories(snapshot: dict[str, int]) -> dict[str, int]:
-    out = dict.fromkeys(CATEGORIES, 0)
+    out: dict[str, int] = dict.fromkeys(CATEGORIES, 0)
     for key, value in snapshot.items():
         if key == "Total":
             continue
@@ -137,27 +142,34 @@ class _StepMixin:
     count_flops: bool = False
     flops: dict[str, dict[str, int]]  # module fqn -> {"forward": n, "backward": n}
     block_prefix: str | None = None  # e.g. "Llama.layers." : segment maxima per block
-    segments: dict[tuple[str, Any], dict[str, int]]
+    segments: dict[str, dict[str, int]]  # "phase|role" -> the largest snapshot seen there
     _blocks_seen: bool = False
     entry_fake_mode: Any = None
     formulas: dict[Any, Any]
     flop_failures: dict[str, str]
+    # What this mixin uses of torch's MemTracker (private API), which it is mixed into.
+    _in_opt: bool
+    _ref_class: Any  # MemTracker's _MemRefType or FSDP's _FSDPRefType: enums with OPT, TEMP
+    _mod_tracker: ModTracker
+    _curr_mem_snap: dict[torch.device, dict[str, int]]
+    get_tracker_snapshot: Callable[..., dict[torch.device, dict[str, int]]]
+    _update_and_maybe_create_winfos: Callable[..., object]
 
     def _track(self, reftype: Any, t: torch.Tensor) -> None:
-        if self._in_opt and reftype == self._ref_class.OPT:  # type: ignore[attr-defined]
-            reftype = self._ref_class.TEMP  # type: ignore[attr-defined]
-        super()._track(reftype, t)  # type: ignore[misc]
+        if self._in_opt and reftype == self._ref_class.OPT:
+            reftype = self._ref_class.TEMP
+        super()._track(reftype, t)  # type: ignore[misc]  # MemTracker's, next in the MRO
 
     def _track_optimizer_states(self, reftype: Any, optimizer: Any) -> None:
-        super()._track_optimizer_states(reftype, optimizer)  # type: ignore[misc]
+        super()._track_optimizer_states(reftype, optimizer)  # type: ignore[misc]  # MemTracker's, next in the MRO
         # An fp32 gradient copy kept by the optimizer (DeepSpeed's) is a gradient, not state.
         keys = getattr(optimizer, "gradient_state_keys", ())
-        grad = getattr(self._ref_class, "GRAD", None)  # type: ignore[attr-defined]
+        grad = getattr(self._ref_class, "GRAD", None)
         if keys and grad is not None:
             for state in optimizer.state.values():
                 for key in keys:
                     if isinstance(state.get(key), torch.Tensor):
-                        self._update_and_maybe_create_winfos(state[key], grad)  # type: ignore[attr-defined]
+                        self._update_and_maybe_create_winfos(state[key], grad)
 
     def _register_global_optimizer_hook(self) -> None:
         # Upstream's hooks clear ``_in_opt`` when any step ends; an optimizer that steps an
@@ -172,7 +184,7 @@ class _StepMixin:
             self._in_opt = True
 
         def post(optimizer: Any, args: Any, kwargs: Any) -> None:
-            self._track_optimizer_states(self._ref_class.OPT, optimizer)  # type: ignore[attr-defined]
+            self._track_optimizer_states(self._ref_class.OPT, optimizer)
             self._opt_depth -= 1
             self._in_opt = self._opt_depth > 0
 
@@ -182,7 +194,7 @@ class _StepMixin:
         )
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        res = super().__torch_dispatch__(func, types, args, kwargs)  # type: ignore[misc]
+        res = super().__torch_dispatch__(func, types, args, kwargs)  # type: ignore[misc]  # MemTracker's, next in the MRO
         if res is NotImplemented or not (self.count_flops or self.block_prefix):
             return res
         if active_fake_mode() is not self.entry_fake_mode:
@@ -191,8 +203,8 @@ class _StepMixin:
             formula = self.formulas.get(func._overloadpacket)
             if formula is not None:
                 n = formula(*args, **(kwargs or {}), out_val=res)
-                side = "backward" if self._mod_tracker.is_bw else "forward"  # type: ignore[attr-defined]
-                for fqn in set(self._mod_tracker.parents):  # type: ignore[attr-defined]
+                side = "backward" if self._mod_tracker.is_bw else "forward"
+                for fqn in set(self._mod_tracker.parents):
                     row = self.flops.setdefault(fqn, {"forward": 0, "backward": 0})
                     row[side] += n
         if self.block_prefix:
@@ -202,7 +214,7 @@ class _StepMixin:
     def _note_segment(self) -> None:
         prefix = self.block_prefix or ""
         role = None
-        for fqn in self._mod_tracker.parents:  # type: ignore[attr-defined]
+        for fqn in self._mod_tracker.parents:
             if fqn.startswith(prefix):
                 role = prefix + fqn[len(prefix) :].split(".", 1)[0]
                 break
@@ -210,7 +222,7 @@ class _StepMixin:
             role = "after" if self._blocks_seen else "before"
         else:
             self._blocks_seen = True
-        snap = self._curr_mem_snap  # type: ignore[attr-defined]
+        snap = self._curr_mem_snap
         total = sum(d["Total"] for d in snap.values())
         key = f"{self.phase}|{role}"
         best = self.segments.get(key)
@@ -221,7 +233,7 @@ class _StepMixin:
         # The fake mode active at entry, recorded here on every torch (upstream records it
         # only from 2.12 on): ops under another fake mode are DTensor's shape propagation.
         self.entry_fake_mode = active_fake_mode()
-        return super().__enter__()  # type: ignore[misc]
+        return super().__enter__()  # type: ignore[misc]  # MemTracker's, next in the MRO
 
     def begin_phase(self, phase: str) -> None:
         """Start a new stretch of the step: its own peak (and segment maxima)."""
@@ -229,7 +241,7 @@ class _StepMixin:
         self._blocks_seen = False
         reset_peak(self)
         if self.block_prefix:
-            start = merge_snapshots(self.get_tracker_snapshot())  # type: ignore[attr-defined]
+            start = merge_snapshots(self.get_tracker_snapshot())
             start.setdefault("Total", 0)
             self.segments[f"{phase}|start"] = start
 
@@ -264,16 +276,22 @@ class _FastPeakMixin:
 
     _fast_index: dict[str, list[Any]]
     _fast_index_len: int = -1
+    # What this mixin uses of torch's MemTracker (private API), which it is mixed into.
+    memory_tracking: Any  # a WeakIdKeyDictionary: module -> its _ModMemStats
+    _mod_tracker: ModTracker
+    _curr_mem_snap: dict[torch.device, dict[str, int]]
+    _peak_mem: dict[torch.device, int]
+    _peak_mem_snap: dict[torch.device, dict[str, int]]
 
     def _update_peak_stats(self, peak_state: Any) -> None:
-        tracking = self.memory_tracking  # type: ignore[attr-defined]
+        tracking = self.memory_tracking
         if len(tracking) != self._fast_index_len:
             self._fast_index = {}
             for stats in tracking.values():
                 self._fast_index.setdefault(stats.mod_fqn, []).append(stats)
             self._fast_index_len = len(tracking)
-        curr_snap = self._curr_mem_snap  # type: ignore[attr-defined]
-        for fqn in self._mod_tracker.parents:  # type: ignore[attr-defined]
+        curr_snap = self._curr_mem_snap
+        for fqn in self._mod_tracker.parents:
             for stats in self._fast_index.get(fqn, ()):
                 if stats.mod_fqn != fqn or peak_state not in stats.snapshots:
                     continue
@@ -282,9 +300,9 @@ class _FastPeakMixin:
                         stats.local_peak[dev] = dev_snap["Total"]
                         stats.snapshots[peak_state][-1][dev] = deepcopy(dev_snap)
         for dev, dev_snap in curr_snap.items():
-            if self._peak_mem.get(dev, 0) < dev_snap["Total"]:  # type: ignore[attr-defined]
-                self._peak_mem[dev] = dev_snap["Total"]  # type: ignore[attr-defined]
-                self._peak_mem_snap[dev] = deepcopy(dev_snap)  # type: ignore[attr-defined]
+            if self._peak_mem.get(dev, 0) < dev_snap["Total"]:
+                self._peak_mem[dev] = dev_snap["Total"]
+                self._peak_mem_snap[dev] = deepcopy(dev_snap)
 
 
 # The fast bookkeeping replays upstream's ``_update_peak_stats`` exactly as written in these
