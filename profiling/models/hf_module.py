@@ -88,7 +88,7 @@ def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, Any]:
     return json.loads(Path(shape.source).read_text(encoding="utf-8"))
 
 
-def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[nn.Module, dict[str, Any]]:
+def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[HFCausalLM | Any, dict[str, Any]]:
     """(model, what was built) for the config ``cfg.model`` names, ``shape`` its (possibly
     block-reduced) shape. Called under the trace's fake mode."""
     version = transformers_version()
@@ -149,7 +149,7 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
-def _own(shape: WorkloadConfig, reason: str) -> tuple[nn.Module, dict[str, Any]]:
+def _own(shape: WorkloadConfig, reason: str) -> tuple[Any, dict[str, Any]]:  # build_model's
     from profiling.models.workloads import build_model
 
     return build_model(shape), {

@@ -426,7 +426,7 @@ def _trace_scaled(
         )
     base = raws[SAMPLE_BLOCKS[0]]
     return _Raw(
-        info={**base.info, **describe(find_workload(config.model))},
+        info={**base.info, **(describe(w) if (w := find_workload(config.model)) else {})},
         params=full["params"]["n"],
         root=root,
         block_prefix=prefix,
