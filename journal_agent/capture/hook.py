@@ -37,8 +37,9 @@ def main(argv: list[str]) -> int:
             _refresh(root)
             return 0
         payload = _read_payload()
-        if not os.environ.get("CLAUDE_PROJECT_DIR") and isinstance(payload.get("cwd"), str):
-            root = Path(payload["cwd"])
+        cwd = payload.get("cwd")
+        if not os.environ.get("CLAUDE_PROJECT_DIR") and isinstance(cwd, str):
+            root = Path(cwd)
         handler = HANDLERS.get(event)
         if handler is None:
             raise ValueError(f"unknown hook event {event!r}")
@@ -162,10 +163,11 @@ def on_prompt(root: Path, payload: dict[str, object]) -> str:
 def on_session_end(root: Path, payload: dict[str, object]) -> str:
     # Claude Code gives every SessionEnd hook about 1.5 s in all; this takes milliseconds,
     # and the slow part (hashing referenced code) goes to a detached child.
-    if capture_settings(root)["session_row"] and isinstance(payload.get("session_id"), str):
+    session_id = payload.get("session_id")
+    if capture_settings(root)["session_row"] and isinstance(session_id, str):
         from journal_agent.capture.session import propose_row
 
-        propose_row(root, payload["session_id"])
+        propose_row(root, session_id)
     if (root / ".journal" / "refs.jsonl").exists():
         spawn_detached(root, "refresh")
     return ""

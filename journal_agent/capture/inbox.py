@@ -95,8 +95,9 @@ def read_inbox(root: Path, *, include_dismissed: bool = False) -> list[Moment]:
     moments: dict[str, Moment] = {}
     done: dict[str, str] = {}
     for item in store.lines(root):
-        if isinstance(item.get("dismissed"), str):
-            done[item["dismissed"]] = str(item.get("reason") or "dismissed")
+        dismissed = item.get("dismissed")
+        if isinstance(dismissed, str):
+            done[dismissed] = str(item.get("reason") or "dismissed")
             continue
         try:
             moment = Moment.from_dict(item)

@@ -57,7 +57,8 @@ def capture_turn(
     if state is not None and (moments or files or "transcript" in state):
         state["transcript"] = transcript
         state["offset"] = turn.end
-        known = [str(f) for f in state.get("files") or []]  # type: ignore[attr-defined]
+        named = state.get("files")
+        known = [str(f) for f in named] if isinstance(named, list) else []
         state["files"] = sorted({*known, *(str(f["path"]) for f in files)})
         state["moments"] = int(str(state.get("moments") or 0)) + len(moments)
         session.save_state(root, state)

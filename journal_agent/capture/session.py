@@ -47,8 +47,9 @@ def save_state(root: Path, state: dict[str, object]) -> None:
 def propose_row(root: Path, session_id: str) -> Path | None:
     """Turn the session's state into a proposed 📚 row; None when the session did nothing."""
     state = load_state(root, session_id)
-    files = [str(f) for f in state.get("files") or []]
-    moments = int(state.get("moments") or 0)
+    named = state.get("files")
+    files = [str(f) for f in named] if isinstance(named, list) else []  # JSON: a list we wrote
+    moments = int(str(state.get("moments") or 0))
     state_path(root, session_id).unlink(missing_ok=True)
     if not files and not moments:
         return None

@@ -45,10 +45,10 @@ def _sha256():
     """SHA-256 from CPython's built-in module when there is one: hashlib loads OpenSSL, about
     3 ms of CPU on each captured turn. The digests are the same."""
     try:
-        from _sha2 import sha256  # CPython 3.12+
+        from _sha2 import sha256  # type: ignore[import-not-found]  # CPython 3.12+, no stub
     except ImportError:
         try:
-            from _sha256 import sha256  # CPython 3.11
+            from _sha256 import sha256  # type: ignore[import-not-found]  # CPython 3.11, no stub
         except ImportError:
             from hashlib import sha256
     return sha256
@@ -57,7 +57,7 @@ def _sha256():
 def new_moment(kind: str, text: str, **fields: object) -> dict[str, object]:
     """A moment as stored; ``fields``: session_id, prompt_id, agent, files, records."""
     text = text[:TEXT_LIMIT]
-    records = [str(r) for r in fields.pop("records", None) or []]  # type: ignore[union-attr]
+    records = [str(r) for r in fields.pop("records", None) or []]  # type: ignore[union-attr]  # a list of ids
     digest = content_hash(kind, text, records)
     moment: dict[str, object] = {
         "id": digest[:12],

@@ -125,5 +125,5 @@ def configure_logging(level: int) -> None:
         # One handler, on the current stderr, however often this runs in one process.
         for old in [h for h in logger.handlers if getattr(h, "_journal_agent", False)]:
             logger.removeHandler(old)
-        handler._journal_agent = True  # type: ignore[attr-defined]
+        handler._journal_agent = True  # type: ignore[attr-defined]  # our mark, read by getattr
         logger.addHandler(handler)

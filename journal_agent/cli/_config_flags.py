@@ -121,7 +121,7 @@ def config_flags(
 
         params = [_option(f) for f in fields] + [_legacy_option(n) for n in legacy]
         params += [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
-        wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # typer reads it
         wrapper.__annotations__ = {p.name: p.annotation for p in params}
         return wrapper
 

@@ -254,11 +254,12 @@ def prepare_entry(draft: str, journal: bytes, newline: str = "\n") -> tuple[str,
         lines.pop(0)
     while lines and not lines[-1].strip():
         lines.pop()
-    if not lines or entry_heading(lines[0]) is None:
+    heading = entry_heading(lines[0]) if lines else None
+    if heading is None:
         raise ValueError("the entry must start with its heading, e.g. '## Title (YYYY-MM-DD)'")
     from journal_agent.journal.model import _explicit_id
 
-    title, date = entry_heading(lines[0])  # type: ignore[misc]
+    title, date = heading
     explicit = _explicit_id([line + "\n" for line in lines])
     if explicit is not None:
         body_start = next(i for i in range(1, len(lines)) if lines[i].strip())

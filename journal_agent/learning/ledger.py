@@ -243,7 +243,7 @@ class Ledger:
         if self.title_index is None:
             return None
         line = bare(self.lines[self.title_index]).lstrip("\ufeff")
-        return _HEADING.match(line).group(2)  # type: ignore[union-attr]
+        return m.group(2) if (m := _HEADING.match(line)) else None  # title_index: a heading
 
     @property
     def last_updated(self) -> str | None:

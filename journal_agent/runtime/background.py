@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,7 @@ def start(
     kind: str,
     target: str,
     prompt: str,
-    flags: list[str] = (),  # type: ignore[assignment]
+    flags: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Spawn ``python -m journal_agent <command> <flags> --run-id ID -- <arguments>`` detached
     (``argv`` is the command then its arguments); return its status.

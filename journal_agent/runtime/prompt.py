@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def tool_names(entries: list[str] | None) -> list[str] | None:
 def select_tools(
     available: dict[str, Tool],
     allowed: list[str] | None,
-    disallowed: list[str] = (),  # type: ignore[assignment]
+    disallowed: Sequence[str] = (),
 ) -> tuple[dict[str, Tool], list[str]]:
     """The agent's tools (all when ``allowed`` is None) minus ``disallowed``, in a stable
     order; and the names it asked for that this host does not have (reported, not fatal:

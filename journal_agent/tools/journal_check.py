@@ -20,7 +20,7 @@ class JournalCheckInput(BaseModel):
     )
 
 
-class JournalCheck(Tool):
+class JournalCheck(Tool[JournalCheckInput]):
     name = "JournalCheck"
     description = (
         "Check every entry of learning_journal.md as `journal-agent journal check` does: code "
@@ -32,7 +32,7 @@ class JournalCheck(Tool):
     )
     Input = JournalCheckInput
 
-    def run(self, ctx: ToolContext, params: JournalCheckInput) -> ToolResult:  # type: ignore[override]
+    def run(self, ctx: ToolContext, params: JournalCheckInput) -> ToolResult:
         from journal_agent.journal import api
 
         if ctx.policy is not None:

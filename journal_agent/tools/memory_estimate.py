@@ -23,7 +23,7 @@ class MemoryEstimate(Tool):
     )
     Input = MemoryEstimateInput
 
-    def run(self, ctx: ToolContext, params: MemoryEstimateInput) -> ToolResult:  # type: ignore[override,valid-type]
+    def run(self, ctx: ToolContext, params: MemoryEstimateInput) -> ToolResult:  # type: ignore[override,valid-type]  # Input is a model generated at import (config_input_model), not a class statement
         from profiling.config import TrainingConfig
         from profiling.estimate.run import estimate_and_record
         from profiling.records import RecordStore

@@ -66,7 +66,7 @@ class MemoryProfile(Tool):
     )
     Input = MemoryProfileInput
 
-    def run(self, ctx: ToolContext, params: MemoryProfileInput) -> ToolResult:  # type: ignore[override,valid-type]
+    def run(self, ctx: ToolContext, params: MemoryProfileInput) -> ToolResult:  # type: ignore[override,valid-type]  # Input is a model generated at import (config_input_model), not a class statement
         args = ["profile", *as_flags(params.config_values())]
         args += ["--steps", str(params.steps), "--warmup", str(params.warmup)]
         args += ["--timeout", f"{params.timeout:g}"]
