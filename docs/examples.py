@@ -101,11 +101,13 @@ def run(example: Example) -> str:
         for command in _commands(example.body):
             done = subprocess.run(
                 ["bash", "-c", command], cwd=tmp, env=_env(), text=True,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1800, check=False,
+                capture_output=True, timeout=1800, check=False,
             )  # fmt: skip
             out.append(f"$ {command}\n")
-            if done.stdout.strip():
-                out.append(_tidy(done.stdout))
+            # stderr is progress unless the command failed: then it is the sentence to show.
+            shown = done.stdout + (done.stderr if done.returncode else "")
+            if shown.strip():
+                out.append(_tidy(shown))
         return "".join(out)
 
 
