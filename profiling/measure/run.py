@@ -315,6 +315,10 @@ def _loop(
         say(step + 1, total, f"step {step + 1}/{total}")
 
 
+# The trace beside a measurement: minutes for a big model on a busy machine, never a hang.
+TRACE_TIMEOUT_S = 900.0
+
+
 def _flop_registry() -> dict[Any, Any]:
     from torch.utils.flop_counter import flop_registry
 
@@ -332,7 +336,7 @@ def _compare_with_trace(run: MeasuredRun, factory: Callable[..., Any] | None) ->
         if factory is None:
             from profiling.trace.child import trace_in_child
 
-            trace = trace_in_child(config, run.options.timeout)
+            trace = trace_in_child(config, TRACE_TIMEOUT_S)
         else:
             from profiling.trace.step import trace_step
 

@@ -81,7 +81,8 @@ def test_a_trace_that_fails_is_a_note_and_the_measurement_stays(factories) -> No
 
 def test_the_trace_beside_a_measurement_runs_in_a_child_and_agrees() -> None:
     run = _measure("tiny-gpt2")
-    assert run.trace is not None and run.trace.config.target == "cpu"
+    assert run.trace is not None, run.summary.notes
+    assert run.trace.config.target == "cpu"
     assert {r["what"]: r["ratio"] for r in run.comparison}["step peak"] == 1.0
 
 
