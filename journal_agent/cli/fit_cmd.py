@@ -26,7 +26,7 @@ def fit_command(
     ] = 2,
     top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
     as_json: JsonOption = False,
-    root: RootOption = None,  # type: ignore[assignment]
+    root: RootOption = None,
 ) -> None:
     """What fits a GPU: precision, ZeRO, checkpointing, LoRA/QLoRA, offload and micro-batch
     searched, ranked by estimated throughput, the best traced to confirm.

@@ -14,7 +14,7 @@ import shutil
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
@@ -23,6 +23,9 @@ from journal_agent.view import records
 from journal_agent.view.files import Refused
 from journal_agent.view.pages import EntryLinks, Mode, NotFound, Pages, journal_page
 from journal_agent.view.site import Site, Stub, code_path, entry_path, record_path, tag_path
+
+if TYPE_CHECKING:
+    from journal_agent.learning.ledger_summary import LedgerSummary
 
 STATIC = Path(__file__).parent / "static"
 # Anki identifies a deck and a note type by number: fixed, so a re-import updates the notes.
@@ -183,7 +186,7 @@ def export_json(root: Path) -> dict[str, Any]:
     }
 
 
-def _ledger(site: Site) -> dict[str, Any] | None:
+def _ledger(site: Site) -> LedgerSummary | None:
     from journal_agent.learning.ledger_store import LedgerStore
 
     store = LedgerStore(site.root)

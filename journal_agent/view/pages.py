@@ -19,6 +19,7 @@ from journal_agent.view import markdown, records
 from journal_agent.view.files import Refused
 from journal_agent.view.site import (
     Site,
+    Summary,
     code_path,
     entry_path,
     record_path,
@@ -196,8 +197,8 @@ def journal_page(number: int) -> str:
     return "index.html" if number == 1 else f"pages/{number}.html"
 
 
-def _by_date(entries: list[Entry]) -> list[tuple[str, list[Entry]]]:
-    groups: list[tuple[str, list[Entry]]] = []
+def _by_date(entries: list[Summary]) -> list[tuple[str, list[Summary]]]:
+    groups: list[tuple[str, list[Summary]]] = []
     for entry in entries:
         if groups and groups[-1][0] == entry.date:
             groups[-1][1].append(entry)
