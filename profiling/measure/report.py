@@ -335,7 +335,9 @@ def render_comparison(rows: list[dict[str, Any]], trace_id: str | None = None) -
     """Measured beside traced, ratio per phase (and what the ratio means)."""
     if not rows:
         return ""
-    where = "the same step under fake tensors" + (f" {cite(trace_id)}" if trace_id else "")
+    target = rows[0].get("target")
+    where = "the same step under fake tensors" + (f", target {target}" if target else "")
+    where += f" {cite(trace_id)}" if trace_id else ""
     lines = [f"Measured ÷ traced ({where}), step {rows[0]['step']}:"]
     lines.append(f"{'':<18}{'measured':>12}{'traced':>12}{'ratio':>9}{'difference':>16}")
     for r in rows:

@@ -384,6 +384,7 @@ def compare_rows(run: MeasuredRun, trace: Any) -> list[dict[str, Any]]:
     rows.append(_row("step peak", step_snap.peak, trace.peak_bytes))
     for r in rows:
         r["step"] = step
+        r["target"] = getattr(trace.config, "target", "cpu")  # whose kernels the trace kept
     return rows
 
 

@@ -84,6 +84,9 @@ def test_the_trace_beside_a_measurement_runs_in_a_child_and_agrees() -> None:
     assert run.trace is not None, run.summary.notes
     assert run.trace.config.target == "cpu"
     assert {r["what"]: r["ratio"] for r in run.comparison}["step peak"] == 1.0
+    from profiling.measure.report import render_comparison
+
+    assert "under fake tensors, target cpu" in render_comparison(run.comparison)
 
 
 def test_a_failing_flop_formula_is_a_note_and_the_measurement_goes_on(monkeypatch) -> None:
