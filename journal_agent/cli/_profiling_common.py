@@ -5,12 +5,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from journal_agent.cli._common import resolve_root
 from journal_agent.paths import measurements_dir, records_dir_for_saving
+
+if TYPE_CHECKING:
+    from profiling.records import MeasurementRecord, RecordStore
 
 PlotOption = Annotated[
     Path | None,
@@ -22,19 +25,19 @@ PlotOption = Annotated[
 ]
 
 
-def _store(root: Path | None) -> Any:
+def _store(root: Path | None) -> RecordStore:
     from profiling.records import RecordStore
 
     return RecordStore(measurements_dir(resolve_root(root)))
 
 
-def _saving_store(root: Path | None) -> Any:
+def _saving_store(root: Path | None) -> RecordStore:
     """The store new records go to (the sandbox's outbox when run inside it); each record it
     saves says which command made it (``extra.command``, shown by the view's provenance)."""
     from profiling.records import RecordStore
 
     class _Store(RecordStore):
-        def save(self, record: Any) -> str:
+        def save(self, record: MeasurementRecord) -> str:
             record.extra.setdefault("command", invocation())
             return super().save(record)
 

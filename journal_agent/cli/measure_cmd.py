@@ -32,6 +32,11 @@ from profiling.config import PROFILE_FIELDS
 if TYPE_CHECKING:
     from rich.progress import TaskID
 
+    from profiling.config import TrainingConfig
+    from profiling.measure.distributed import RanksSummary
+    from profiling.measure.run import MeasuredRun, RunOptions
+    from profiling.records import RecordStore
+
 
 @app.command("gpu")
 def gpu_command(as_json: JsonOption = False) -> None:
@@ -64,7 +69,7 @@ class _LineProgress:
         print(f"progress: {completed}/{total} {description}", file=sys.stderr, flush=True)
 
 
-def _progress_runner(model: str, quiet: bool):
+def _progress_runner(model: str | None, quiet: bool):
     """A rich progress bar on a terminal (stderr); nothing in pipes, logs and --json."""
     from rich.console import Console
 
@@ -183,7 +188,7 @@ def profile_command(
     _profile_here(cfg, options, store, csv_path, plot, as_json, snapshot)
 
 
-def _measure_with_progress(cfg: Any, options: Any, quiet: bool) -> Any:
+def _measure_with_progress(cfg: TrainingConfig, options: RunOptions, quiet: bool) -> MeasuredRun:
     from profiling.measure.run import measure_step
 
     with _progress_runner(cfg.model, quiet) as bar:
@@ -196,7 +201,7 @@ def _measure_with_progress(cfg: Any, options: Any, quiet: bool) -> Any:
         return measure_step(cfg, options, progress=progress)
 
 
-def _snapshot_during(options: Any, path: Path | None) -> Any:
+def _snapshot_during(options: RunOptions, path: Path | None) -> Any:
     """On CUDA, the real allocator's history recorded around the run (dumped after it)."""
     import contextlib
 
@@ -213,7 +218,9 @@ def _on_cuda(device: str | None) -> bool:
     return (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
 
 
-def _snapshot_after(cfg: Any, options: Any, path: Path | None, payload: dict[str, Any]) -> None:
+def _snapshot_after(
+    cfg: TrainingConfig, options: RunOptions, path: Path | None, payload: dict[str, Any]
+) -> None:
     """Without CUDA there is no allocator to record: the snapshot holds the traced
     allocations of the same step (``profiling.trace.snapshot_export``)."""
     if path is None:
@@ -231,9 +238,9 @@ def _snapshot_after(cfg: Any, options: Any, path: Path | None, payload: dict[str
 
 
 def _profile_here(
-    cfg: Any,
-    options: Any,
-    store: Any,
+    cfg: TrainingConfig,
+    options: RunOptions,
+    store: RecordStore,
     csv_path: Path | None,
     plot: Path | None,
     as_json: bool,
@@ -271,8 +278,8 @@ def _profile_here(
                 f"memory snapshot of {payload['snapshot_of']}: {payload['snapshot']} (drop it "
                 "on https://pytorch.org/memory_viz)"
             )
-    if run.oom:
-        o = run.summary.oom
+    o = run.summary.oom  # run.oom
+    if o is not None:
         print(
             f"error: out of memory at step {o.step}, {o.phase}; the measurement up to there is "
             f"saved as {cite(record.id)} — try a smaller --batch/--seq or --checkpointing",
@@ -281,7 +288,7 @@ def _profile_here(
         raise typer.Exit(1)
 
 
-def _finish_ranks(gathered: Any, store: Any, as_json: bool) -> None:
+def _finish_ranks(gathered: RanksSummary, store: RecordStore, as_json: bool) -> None:
     from profiling.measure.distributed import ranks_record, render_ranks
     from profiling.records import cite
 
