@@ -133,19 +133,33 @@ def _tp_split(name: str, t: int, sp: bool) -> int:
     return (t if sp else 1) if replicated else t
 
 
+def _bracketed(text: str) -> str:
+    """``a + b B`` as ``(a + b) B`` when the sum is not bracketed already; the unit stays
+    outside the brackets."""
+    body, unit = (text[:-2], " B") if text.endswith(" B") else (text, "")
+    depth, top_level_sum = 0, False
+    for i, ch in enumerate(body):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        top_level_sum |= depth == 0 and body.startswith(" + ", i)
+    return f"({body}){unit}" if top_level_sum else text
+
+
 def _add_activation(ledger: Ledger, term: acts.Term, times: int, t: int, sp: bool) -> None:
     div = _tp_split(term.name, t, sp)
     value = term.bytes * times / div
     prefix_f = "L · " if times > 1 else ""
     prefix_s = f"{times} · " if times > 1 else ""
     suffix = f" / {div}" if div > 1 else ""
+    formula, substituted = term.formula, term.substituted
+    if prefix_f or suffix:  # a sum multiplied or divided needs its brackets: L · (a + b)
+        formula, substituted = _bracketed(formula), _bracketed(substituted)
     ledger.add(
         Line(
             name=term.name if term.name[0].isupper() else f"Activations: {term.name}",
             bytes=value,
             unsharded=value,
-            formula=prefix_f + term.formula + (" / t" if div > 1 else ""),
-            substituted=prefix_s + term.substituted + suffix,
+            formula=prefix_f + formula + (" / t" if div > 1 else ""),
+            substituted=prefix_s + substituted + suffix,
             group="activations",
             category="activations",
         )
