@@ -34,7 +34,7 @@ def capture_turn(
     turn = Turn()
     if isinstance(transcript, str) and transcript:
         try:
-            turn = read_turn(transcript, since=since, sidechain=subagent)
+            turn = _read_when_written(transcript, since, subagent)
         except OSError as exc:  # not written yet, or gone: the final message still counts
             log(f"transcript unreadable ({type(exc).__name__}: {exc.strerror or exc})")
     last = payload.get("last_assistant_message")
@@ -91,3 +91,16 @@ def _relative(root: Path, edits: dict[str, list[tuple[int, int]]]) -> list[dict[
             continue
         out.append({"path": rel.replace(os.sep, "/"), "lines": [list(r) for r in ranges]})
     return out
+
+
+def _read_when_written(transcript: str, since: int, subagent: bool) -> Turn:
+    """The turn, waiting a moment for a transcript not on disk yet: Claude Code 2.1.197 can run
+    the Stop hook before it has flushed the session's first lines (seen on an idle machine)."""
+    import time
+
+    for _ in range(10):
+        try:
+            return read_turn(transcript, since=since, sidechain=subagent)
+        except FileNotFoundError:
+            time.sleep(0.03)
+    return read_turn(transcript, since=since, sidechain=subagent)

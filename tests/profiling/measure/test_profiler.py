@@ -110,16 +110,23 @@ def test_cpu_loop_counts_live_tensor_bytes_exactly() -> None:
 
 
 def test_an_injected_allocation_is_a_spike_where_it_happened() -> None:
+    # On the CPU every live tensor of the process counts, tensors earlier tests in this worker
+    # left alive too: the spike is made large beside whatever the process already holds.
+    probe = MemoryProfiler(device="cpu")
+    held = probe.start().current
+    probe.stop()
+    injected = 4_000_000 + 2 * held
     prof = MemoryProfiler(device="cpu", spike_threshold=0.5)
-    model, opt, (x, y, _) = _train(prof, steps=8, inject={5: 4_000_000})
+    model, opt, (x, y, _) = _train(prof, steps=8, inject={5: injected})
     s = prof.summary()
     spikes = {(sp.step, sp.phase) for sp in s.spikes}
     assert spikes == {(5, "forward"), (5, "(step)")}
     forward = next(sp for sp in s.spikes if sp.phase == "forward")
     state = [t for st in opt.state.values() for t in st.values() if isinstance(t, torch.Tensor)]
     # At that moment at least the model, its optimizer state and the batch were held too.
-    assert forward.peak_bytes >= 4_000_000 + _bytes([*model.parameters(), *state, x, y])
-    assert forward.median_bytes < 1_000_000
+    assert forward.peak_bytes >= injected + _bytes([*model.parameters(), *state, x, y])
+    # The usual forward peak is the spike's less the injection: the other steps held the same.
+    assert 0.97 * injected <= forward.peak_bytes - forward.median_bytes < injected + 500_000
     assert s.peak_step == 5 and s.peak_phase == "forward"
     assert "step 5, forward" in prof.report()
 
