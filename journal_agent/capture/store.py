@@ -94,19 +94,9 @@ def known_hashes(root: Path) -> set[str]:
 
 def lines(root: Path) -> list[dict[str, object]]:
     """Every object in the inbox, in order; lines that are not JSON objects are skipped."""
-    try:
-        data = inbox_path(root).read_bytes()
-    except FileNotFoundError:
-        return []
-    out = []
-    for raw in data.splitlines():
-        try:
-            item = json.loads(raw)
-        except ValueError:
-            continue  # torn by a crash, or edited by hand
-        if isinstance(item, dict):
-            out.append(item)
-    return out
+    from journal_agent.jsonl import read_objects
+
+    return read_objects(inbox_path(root))
 
 
 def waiting_count(root: Path) -> int:

@@ -35,6 +35,19 @@ def resolve_root(root: Path | None) -> Path:
     return path.resolve()
 
 
+def forward_root(ctx: typer.Context, root: Path | None) -> bool:
+    """In a command group's callback: whether a subcommand follows, after handing it the
+    group's ``--root`` (``ledger --root DIR check``: click parses the subcommand's options
+    after the callback has run, and its --root reads this variable)."""
+    if ctx.invoked_subcommand is None:
+        return False
+    if root is not None:
+        import os
+
+        os.environ["JOURNAL_AGENT_ROOT"] = str(root)
+    return True
+
+
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 

@@ -12,7 +12,13 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import (
+    JsonOption,
+    RootOption,
+    forward_root,
+    print_json,
+    resolve_root,
+)
 from journal_agent.errors import UserError
 
 inbox_app = typer.Typer(
@@ -31,11 +37,7 @@ def inbox_command(
     root: RootOption = None,
 ) -> None:
     """List the moments waiting to become journal entries (numbered for show/dismiss)."""
-    if ctx.invoked_subcommand is not None:
-        if root is not None:
-            import os
-
-            os.environ["JOURNAL_AGENT_ROOT"] = str(root)
+    if forward_root(ctx, root):
         return
     from journal_agent.capture import read_inbox
 

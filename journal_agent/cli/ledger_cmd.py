@@ -7,14 +7,19 @@ under the journal's lock, every other line kept). Module level stays light (type
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import (
+    JsonOption,
+    RootOption,
+    forward_root,
+    print_json,
+    resolve_root,
+)
 from journal_agent.errors import UserError
 
 ledger_app = typer.Typer(
@@ -59,11 +64,7 @@ def ledger_command(
     root: RootOption = None,
 ) -> None:
     """Show the ledger: mastery counts, what is due for review, the last sessions."""
-    if ctx.invoked_subcommand is not None:
-        if root is not None:
-            # `ledger --root DIR check`: the subcommand's --root reads this variable (click
-            # parses the subcommand's options after this callback has run).
-            os.environ["JOURNAL_AGENT_ROOT"] = str(root)
+    if forward_root(ctx, root):
         return
     from journal_agent.learning import ledger_api
 

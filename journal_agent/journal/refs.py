@@ -94,14 +94,13 @@ _PLAIN_EXTENSIONS = frozenset(
 _SKIP_DIRS = frozenset(["node_modules", "__pycache__", "venv", "build", "dist", "site-packages"])
 
 
-@dataclass(frozen=True)
-class CodeRef:
+class LineSpan:
+    """``path:start-end`` of a reference's lines: ``key`` as written (``path:N`` for one
+    line), ``spec`` always as a range."""
+
     path: str
     start: int
     end: int
-    line: int  # 1-based line in the document where the reference appears
-    # Where the reference is written in that line (``path:N-M`` as typed), for rewriting it.
-    span: tuple[int, int] = field(default=(-1, -1), compare=False)
 
     @property
     def key(self) -> str:
@@ -110,6 +109,16 @@ class CodeRef:
     @property
     def spec(self) -> str:
         return f"{self.path}:{self.start}-{self.end}"
+
+
+@dataclass(frozen=True)
+class CodeRef(LineSpan):
+    path: str
+    start: int
+    end: int
+    line: int  # 1-based line in the document where the reference appears
+    # Where the reference is written in that line (``path:N-M`` as typed), for rewriting it.
+    span: tuple[int, int] = field(default=(-1, -1), compare=False)
 
 
 def find_refs(text: str, lineno: int) -> list[CodeRef]:
@@ -307,19 +316,9 @@ class RefStore:
         self.path = path
 
     def _items(self) -> list[dict]:
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return []
-        out = []
-        for raw in data.splitlines():
-            try:
-                item = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(item, dict) and "entry" in item:
-                out.append(item)
-        return out
+        from journal_agent.jsonl import read_objects
+
+        return [item for item in read_objects(self.path) if "entry" in item]
 
     def load(self) -> dict[str, dict[str, str]]:
         """``{entry: {ref: hash}}``."""

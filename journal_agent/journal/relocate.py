@@ -29,6 +29,7 @@ from journal_agent.journal.refs import (
     Anchor,
     CodeRef,
     FileCache,
+    LineSpan,
     content_hash,
     decode_line,
     resolve_problem,
@@ -47,21 +48,13 @@ CHANGED = "the lines changed since the entry was written"
 
 
 @dataclass(frozen=True)
-class Located:
+class Located(LineSpan):
     state: str  # fresh | moved | changed | gone | unrecorded
     path: str  # where the lines are now (moved), else the reference's own path
     start: int
     end: int
     detail: str
     diff: tuple[str, ...] = field(default=())
-
-    @property
-    def key(self) -> str:
-        return f"{self.path}:{self.start}" if self.start == self.end else self.spec
-
-    @property
-    def spec(self) -> str:
-        return f"{self.path}:{self.start}-{self.end}"
 
 
 def _span(start: int, end: int) -> str:
