@@ -178,13 +178,16 @@ def profile_command(
         raise UserError(f"--{err['loc'][0]}: {err['msg']}".replace("_", "-")) from None
     store = _saving_store(root)
     if launched_by_torchrun():
-        from profiling.measure.distributed import profile_rank
+        from profiling.measure.distributed import leave_rank, profile_rank
 
         gathered = profile_rank(cfg, options)
-        if gathered is None:  # not rank 0: rank 0 reports for everyone
-            return
-        _finish_ranks(gathered, store, as_json)
-        return
+        code = 0
+        if gathered is not None:  # rank 0 reports for everyone
+            try:
+                _finish_ranks(gathered, store, as_json)
+            except typer.Exit as done:
+                code = done.exit_code
+        leave_rank(code)
     _profile_here(cfg, options, store, csv_path, plot, as_json, snapshot)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, Field
 
@@ -119,6 +119,20 @@ def _wrap(config: Any, device: Any, mesh: Any):
         return DistributedDataParallel(model, device_ids=ids)
 
     return wrap
+
+
+def leave_rank(code: int) -> NoReturn:
+    """End a torchrun rank now, its output flushed, without the interpreter's finalisation.
+
+    Even after ``destroy_process_group``, gloo's worker threads can still hold finished work
+    whose tensors are released while the interpreter is being torn down; that aborts the
+    process (SIGABRT, "terminate called without an active exception", pytorch#179291), and
+    torchrun then reports the whole run as failed although every rank finished. Our results
+    are saved and printed by now, so nothing is lost by skipping finalisation.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def profile_rank(config: Any, options: Any) -> RanksSummary | None:

@@ -37,7 +37,7 @@ def test_journal_entry_code_record_plot(page, server, workspace):
 
     # The moved reference opens the lines where they are now, highlighted.
     page.click("article.entry a.ref-moved")
-    page.wait_for_selector("table.code")
+    page.wait_for_selector("table.code tr.hl")  # the script marks the cited lines once loaded
     highlighted = page.locator("table.code tr.hl td.src").all_inner_texts()
     assert [line.strip() for line in highlighted] == ["loss = model(batch)", "loss.backward()"]
     assert page.locator("table.citing tr.hl").count() == 1
