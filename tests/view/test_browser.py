@@ -124,7 +124,7 @@ def test_the_page_follows_the_journal(page, server, workspace):
     )
     done = CLI()("journal", "append", "-", "--root", str(workspace.root), input=entry)
     assert done.returncode == 0, done.stderr
-    page.wait_for_selector("text=Activation Checkpointing", timeout=10_000)  # no reload by us
+    page.wait_for_selector("text=Activation Checkpointing", timeout=30_000)  # no reload by us
 
 
 def test_exported_site_works_from_file_urls(page, workspace, tmp_path):
