@@ -2,9 +2,11 @@
 
 Counting what is due must cost milliseconds: reviews due are read from ``.journal/review.json``
 (the FSRS cards' due dates), waiting moments from the inbox, proposed session rows from
-``.journal/capture/proposals/``. Stale code references need every referenced file hashed, so a
-detached child (``refresh``) computes them after a session ends and leaves the count in
-``.journal/capture/status.json``; SessionStart only reads it.
+``.journal/capture/proposals/``. Code references need every referenced file hashed (and the
+lines of the ones that no longer match looked for elsewhere), so a detached child (``refresh``)
+counts them after a session ends and leaves the counts in ``.journal/capture/status.json``;
+SessionStart only reads it. Changed and gone references are stale (the entry needs reading
+again); moved ones are not: ``journal check --fix`` updates them, so they are named apart.
 
 Stdlib only (the hooks import it under ``python3 -I -S``).
 """
@@ -77,11 +79,20 @@ def _due_dates(path: Path) -> list[float]:
     return sorted(out)
 
 
-def stale_references(root: Path) -> int:
-    """The count the last refresh left, 0 when there is none yet."""
+def reference_counts(root: Path) -> tuple[int, int]:
+    """``(stale, moved)`` as the last refresh left them, ``(0, 0)`` when there is none yet."""
     try:
-        return int(json.loads((capture_dir(root) / "status.json").read_bytes())["stale_refs"])
-    except (OSError, ValueError, KeyError, TypeError):
+        saved = json.loads((capture_dir(root) / "status.json").read_bytes())
+    except (OSError, ValueError):
+        return 0, 0
+    return _count(saved, "stale_refs"), _count(saved, "moved_refs")
+
+
+def _count(saved: object, key: str) -> int:
+    value = saved.get(key, 0) if isinstance(saved, dict) else 0
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
         return 0
 
 
@@ -104,12 +115,15 @@ def session_start_line(root: Path) -> str:
             f"{_n(waiting, 'captured learning moment')} waiting in the inbox "
             "(/journal-agent:learn or `journal-agent inbox`)"
         )
-    stale = stale_references(root)
+    stale, moved = reference_counts(root)
     if stale:
         parts.append(
             f"{_n(stale, 'code reference')} in the journal now pointing at changed lines "
             "(`journal-agent journal check`)"
         )
+    if moved:
+        noun = "reference" if stale else "code reference"
+        parts.append(f"{_n(moved, noun)} moved (`journal-agent journal check --fix`)")
     rows = proposed_rows(root)
     if rows:
         parts.append(
@@ -123,48 +137,69 @@ def _n(count: int, noun: str) -> str:
 
 
 def needs_refresh(root: Path) -> bool:
+    """No status yet, one older than REFRESH_EVERY, or one older than the last change to the
+    recorded references (an append, a refresh, `check --fix`)."""
+    refs = Path(root) / ".journal" / "refs.jsonl"
     try:
-        age = time.time() - (capture_dir(root) / "status.json").stat().st_mtime
+        computed = (capture_dir(root) / "status.json").stat().st_mtime
     except OSError:
-        return (Path(root) / ".journal" / "refs.jsonl").exists()
-    return age > REFRESH_EVERY
+        return refs.exists()
+    try:
+        recorded = refs.stat().st_mtime
+    except OSError:
+        recorded = 0.0
+    return time.time() - computed > REFRESH_EVERY or recorded > computed
 
 
 def refresh(root: Path) -> None:
-    """Recompute the cached facts (stale references) and replace ``status.json``."""
-    from journal_agent.journal.refs import CodeRef, FileCache, RefStore, content_hash
+    """Recompute the cached facts (stale and moved references) and replace ``status.json``.
+
+    Each recorded reference is located as ``journal check`` locates it: changed or gone lines
+    are stale, lines found unchanged elsewhere are moved."""
+    from journal_agent.journal.refs import CodeRef, FileCache, RefStore
+    from journal_agent.journal.relocate import Relocator
 
     root = Path(root)
     live = _entry_ids(root)
-    files = FileCache(root)
-    stale = 0
-    for entry, refs in RefStore(root / ".journal" / "refs.jsonl").load().items():
+    relocator = Relocator(root, FileCache(root))
+    counts = {"changed": 0, "gone": 0, "moved": 0}
+    for entry, anchors in RefStore(root / ".journal" / "refs.jsonl").anchors().items():
         if live is not None and entry not in live:
             continue
-        for key, recorded in refs.items():
+        for key, anchor in anchors.items():
             path, _, span = key.rpartition(":")
             start, _, end = span.partition("-")
             try:
                 ref = CodeRef(path, int(start), int(end or start), 0)
             except ValueError:
                 continue
-            if content_hash(ref, files) != recorded:
-                stale += 1
+            state = relocator.locate(ref, anchor).state
+            if state in counts:
+                counts[state] += 1
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    write_json(capture_dir(root) / "status.json", {"stale_refs": stale, "computed": now})
+    facts = {
+        "stale_refs": counts["changed"] + counts["gone"],
+        "moved_refs": counts["moved"],
+        "computed": now,
+    }
+    write_json(capture_dir(root) / "status.json", facts)
 
 
 def _entry_ids(root: Path) -> set[str] | None:
-    """The ids of the entries the search index knows, or None without an index."""
+    """The ids of the journal's entries as the search index knows them, or None when there is
+    no index or it is behind the journal (then every recorded entry counts: an index built
+    before the last append would otherwise hide that entry's references)."""
     import sqlite3
 
     path = root / ".journal" / "index.sqlite"
-    if not path.exists():
-        return None
     try:
+        st = (root / "learning_journal.md").stat()
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if (meta.get("size"), meta.get("mtime_ns")) != (str(st.st_size), str(st.st_mtime_ns)):
+                return None
             return {row[0] for row in conn.execute("SELECT id FROM entries")}
-    except sqlite3.Error:
+    except (OSError, sqlite3.Error):
         return None
 
 

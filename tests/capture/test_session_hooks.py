@@ -58,6 +58,43 @@ def test_session_start_says_what_is_due_in_one_short_line(project):
     assert len(encoding().encode(line)) <= 60
 
 
+def test_session_start_names_moved_references_apart_from_changed_ones(project):
+    """A line inserted at the top of a file moves the references below it: `check --fix`
+    updates those, so they are not stale. Only lines that changed are (issue #24)."""
+    from journal_agent.capture import status
+    from journal_agent.journal import api
+    from journal_agent.tokenizer import encoding
+
+    (project / "ds.json").write_text('{\n  "stage": 2,\n  "overlap_comm": true\n}\n')
+    entry = render_entry(
+        "ZeRO stage 2",
+        "2026-11-20",
+        context="Reading `train.py:4-6`, `train.py:10-12` and `ds.json:2-3`.",
+        question="Why shard gradients?",
+        intuition="Each rank keeps only its shard.",
+        tags="#zero",
+    )
+    assert api.append_entry(project, entry).appended
+    train = project / "train.py"
+    train.write_text("# a new first line\n" + train.read_text())
+    (project / "ds.json").write_text('{\n  "stage": 3,\n  "overlap_comm": true\n}\n')
+
+    assert run_hook("refresh", b"", project).returncode == 0  # the detached child's work
+    line = run_hook("SessionStart", {"session_id": "s1"}, project).stdout.decode()
+    assert line == (
+        "journal-agent: 1 code reference in the journal now pointing at changed lines "
+        "(`journal-agent journal check`); 2 references moved "
+        "(`journal-agent journal check --fix`).\n"
+    )
+    assert len(encoding().encode(line)) <= 60
+
+    api.fix_refs(project)  # rewrites refs.jsonl: the next refresh recounts at once
+    assert status.needs_refresh(project)
+    run_hook("refresh", b"", project)
+    line = run_hook("SessionStart", {"session_id": "s2"}, project).stdout.decode()
+    assert "moved" not in line and "1 code reference in the journal now pointing" in line
+
+
 def test_session_start_prints_nothing_inside_a_subagent_or_when_turned_off(project):
     _capture_one(project, "Something waiting.")
     sub = {"session_id": "s1", "source": "startup", "agent_id": "a1", "agent_type": "Explore"}
