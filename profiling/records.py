@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from profiling.citations import cite
+
 Kind = Literal["measured", "traced", "estimated"]
 
 _PREFIX: dict[str, str] = {"measured": "meas", "traced": "trace", "estimated": "est"}
@@ -84,15 +86,6 @@ class MeasurementRecord(BaseModel):
     def citation(self) -> str:
         """How a journal entry cites this record: ``[m:<id>]``."""
         return cite(self.id)
-
-
-def cite(record_id: str) -> str:
-    """The citation of a measurement record, ``[m:<id>]`` — the one place that spells it."""
-    return f"[m:{record_id}]"
-
-
-# A citation as written in an entry; the id may be empty or malformed (the checker says so).
-CITATION = re.compile(r"\[m:(?P<id>[^\]\s]*)\]")
 
 
 def new_record_id(kind: Kind | str) -> str:

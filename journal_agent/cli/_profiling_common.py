@@ -63,13 +63,13 @@ def _console() -> Any:
 
 
 def _print_record_line(record_id: str) -> None:
-    from profiling.records import cite
+    from profiling.citations import cite
 
     typer.echo(f"record: {record_id}  (cite as {cite(record_id)})")
 
 
 def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
-    from profiling.records import cite
+    from profiling.citations import cite
     from profiling.trace.report import render_compare_text
 
     typer.echo("")

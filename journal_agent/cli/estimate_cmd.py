@@ -221,7 +221,7 @@ def measurements_show(
     if as_json:
         print_json(record.model_dump(mode="json"))
         return
-    from profiling.records import cite
+    from profiling.citations import cite
     from profiling.units import fmt_bytes
 
     typer.echo(f"{record.id} ({record.kind}, {record.created.isoformat()}): {record.title}")

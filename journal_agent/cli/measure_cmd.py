@@ -250,8 +250,8 @@ def _profile_here(
     snapshot: Path | None = None,
 ) -> None:
     """One process on this machine's device: measure, save, print; exit 1 on out-of-memory."""
+    from profiling.citations import cite
     from profiling.measure.report import render_comparison, render_summary, run_json, run_record
-    from profiling.records import cite
     from profiling.trace.report import trace_record
 
     with _snapshot_during(options, snapshot):
@@ -292,8 +292,8 @@ def _profile_here(
 
 
 def _finish_ranks(gathered: RanksSummary, store: RecordStore, as_json: bool) -> None:
+    from profiling.citations import cite
     from profiling.measure.distributed import ranks_record, render_ranks
-    from profiling.records import cite
 
     record = ranks_record(gathered)
     store.save(record)

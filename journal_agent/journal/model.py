@@ -20,7 +20,7 @@ from typing import TypedDict
 from journal_agent.journal._text import bare, fence_mask, slugify, split_lines
 from journal_agent.journal.refs import CodeRef, find_refs
 from journal_agent.journal.sections import SectionSpec, identify
-from profiling.records import CITATION
+from profiling.citations import CITATION
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _DATE = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2})(?!\d)")

@@ -9,7 +9,7 @@ import re
 from journal_agent.journal import numbers
 from journal_agent.journal._text import bare
 from journal_agent.journal.model import Citation, Entry
-from profiling.records import CITATION
+from profiling.citations import CITATION
 
 # A calculation is an operator between two numeric operands ("7B × 2 bytes", "56 GB / 2",
 # "(28 GB) + (28 GB)"); "4× larger" or "→ IMPOSSIBLE" are not calculations.

@@ -51,7 +51,7 @@ from journal_agent.journal.refs import FileCache, RefStore
 from journal_agent.journal.relocate import Relocator
 from journal_agent.journal.sections import REQUIRED
 from journal_agent.paths import JOURNAL_FILE, measurements_dir, state_dir
-from profiling.records import cite
+from profiling.citations import cite
 
 KINDS = (
     "missing_ref",

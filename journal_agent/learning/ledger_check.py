@@ -200,7 +200,7 @@ def check_ledger(root: Path, ledger: Ledger) -> LedgerReport:
 
 
 def _references(ledger: Ledger, sources: SourceChecker) -> list[LedgerProblem]:
-    from profiling.records import CITATION
+    from profiling.citations import CITATION
 
     problems = []
     fences = ledger.fences()

@@ -430,7 +430,7 @@ def source_ref(source: str) -> str:
             f"{source!r} is not a source; give a measurement as m:<id> or a journal entry's id."
         )
     if match.group("m"):
-        from profiling.records import cite
+        from profiling.citations import cite
 
         return cite(match.group("mid"))
     return entry_ref(match.group("eid"))

@@ -180,8 +180,8 @@ def _run_child(
 
 
 def render_compact(d: dict, err: str = "") -> str:
+    from profiling.citations import cite
     from profiling.measure.report import fmt_time
-    from profiling.records import cite
     from profiling.units import fmt_bytes
 
     dev = d["device"]
@@ -242,9 +242,10 @@ class DeviceInfo(Tool[DeviceInfoInput]):
 
     def run(self, ctx: ToolContext, params: DeviceInfoInput) -> ToolResult:
         from journal_agent.paths import measurements_dir
+        from profiling.citations import cite
         from profiling.measure.devices import gpu_info
         from profiling.measure.report import device_record, render_gpu_info
-        from profiling.records import RecordStore, cite
+        from profiling.records import RecordStore
 
         info = gpu_info()
         record = device_record(info)

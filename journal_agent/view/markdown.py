@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from journal_agent.journal.refs import CodeRef, find_refs
-from profiling.records import CITATION
+from profiling.citations import CITATION
 
 _ID_COMMENT = re.compile(r"^\s*<!--\s*entry:\s*[^\s>]+\s*-->\s*$")
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*):", re.IGNORECASE)

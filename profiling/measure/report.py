@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.records import MeasurementRecord, Quantity, cite, new_record_id
+from profiling.citations import cite
+from profiling.records import MeasurementRecord, Quantity, new_record_id
 from profiling.units import fmt_bytes
 
 
