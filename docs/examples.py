@@ -1,17 +1,31 @@
 """Regenerate the docs' examples from real runs, or check that they still match.
 
-A fenced block after ``<!-- example -->`` holds ``$ journal-agent …`` lines, each followed by
-what it prints; ``python docs/examples.py`` runs every such command (in a fresh temporary
-workspace per block, through bash, with this interpreter's ``journal-agent`` first on PATH) and
-rewrites its output in place. ``<!-- example: python -->`` before a ```` ```python ```` block
-runs the code with this interpreter and rewrites the fenced block right after it with what it
-printed. ``checked`` in a marker (``<!-- example: checked -->``) puts the example in the
-cheap set that ``tests/docs/test_examples.py`` reruns and compares, so a change to what a
-command prints fails a test until the docs are regenerated.
+A fenced block after ``<!-- example -->`` holds ``$ COMMAND`` lines, each followed by what it
+prints; ``python docs/examples.py`` runs every such command (through bash, with this
+interpreter's ``journal-agent`` first on PATH, ``HOME`` a fresh empty directory) and rewrites
+its output in place. ``<!-- example: python -->`` before a ```` ```python ```` block runs the
+code with this interpreter and rewrites the fenced block right after it with what it printed.
 
-Record ids and the trace's own duration differ from run to run: :func:`normalize` blanks them
-before comparing. Every other character is compared, except where the docs cut a long output
-short with a line ``…``: :func:`elide` cuts the new output at the same place.
+Where a block runs: in a fresh empty temporary directory, or, with ``in=SCENE`` in its marker
+(``<!-- example: checked in=journal -->``), in a fresh copy of a prepared workspace from
+docs/example_scenes.py (a training script, entries citing its code and real records, a ledger,
+review history …; each scene is built once per process). The copy is at a temporary path: in
+what the commands print it is shown as ``/tmp/demo`` (its parent as ``/tmp``, ``HOME`` as
+``/home/me``), which is where the docs say the examples ran.
+
+``stderr`` in a marker shows what the commands write to stderr, in order with their output
+(otherwise stderr is shown only for a command that failed: progress is not the example).
+
+``checked`` in a marker puts the example in the set that tests/foundation/test_doc_examples.py
+reruns and compares, so a change to what a command prints fails a test until the docs are
+regenerated. Before comparing, :func:`normalize` replaces what differs from run to run and
+nothing else: record ids (``est-<id>``), the trace's own duration, a tool call's seconds in a
+run's progress lines, timestamps of the moment the command ran (``2026-11-23T13:20:18Z``,
+``2026-11-23 13:29 UTC``, backup and run names made of them, the ledger's ``Last Updated``
+date, which every update sets to today), process ids and the view's token. Sizes, counts,
+line numbers, scores and dates the examples wrote themselves are compared as printed. Where the
+docs cut a long output short with a line ``…``, :func:`elide` cuts the new output at the same
+place.
 
     python docs/examples.py [--check] [--only checked] [FILE.md …]
 """
@@ -21,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,10 +43,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import example_scenes  # noqa: E402  (docs/ is no package: found beside this file)
+
 MARKER = re.compile(r"^<!-- example(?::\s*(?P<opts>[^>]*?))?\s*-->\n", re.M)
 FENCE = re.compile(r"```[\w-]*\n(?P<body>.*?)^```\n", re.M | re.S)
 _IDS = re.compile(r"\b(est|trace|meas|fit|dev)-[0-9a-f]{8}\b")
 _DURATION = re.compile(r"\(\d+(?:\.\d+)? (?:s|ms)\)")
+# What depends on the moment a command ran (see the module's docstring), each with its stand-in.
+_MOMENTS = [
+    (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?"), "<time>"),
+    (re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d UTC\b"), "<time> UTC"),
+    (re.compile(r"\b\d{8}-\d{6}(?=-[0-9a-f]{6}\b)"), "<time>"),  # a run's id
+    (re.compile(r"\.bak-\d{8}-\d{6}\b"), ".bak-<time>"),
+    (re.compile(r"(Last Updated:\*\* |last updated )\d{4}-\d\d-\d\d"), r"\1<today>"),
+    (re.compile(r"(✓ \w+ )\d+\.\ds\b"), r"\1<t>s"),  # a tool call's time in a run's progress
+    (re.compile(r"\bpid \d+"), "pid <pid>"),
+    (re.compile(r"token=[\w-]+"), "token=<token>"),
+]
 
 
 @dataclass
@@ -42,6 +71,14 @@ class Example:
     body: str  # the block's text between the fences
     opts: set[str]
     code: str = ""  # a python example's code
+
+    @property
+    def scene(self) -> str | None:
+        """The prepared workspace the example runs in (``in=NAME``), if any."""
+        for opt in self.opts:
+            if opt.startswith("in="):
+                return opt[3:]
+        return None
 
     @property
     def where(self) -> str:
@@ -76,39 +113,58 @@ def _skip_blank_and_prose(text: str, at: int) -> int:
     return nxt if nxt >= 0 else at
 
 
-def _env() -> dict[str, str]:
+def _env(home: Path) -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)
     return {
         **os.environ,
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        "HOME": str(home),
         "NO_COLOR": "1",
         "TERM": "dumb",
         "COLUMNS": "150",
         "JOURNAL_AGENT_ROOT": "",
+        "CLAUDE_PLUGIN_ROOT": str(REPO),
     }
 
 
 def run(example: Example) -> str:
     """The example's block as it reads after running it now."""
     with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "demo"
+        if example.scene is None:
+            work.mkdir()
+        else:
+            shutil.copytree(example_scenes.prepare(example.scene), work, symlinks=True)
+        home = Path(tmp) / "home"
+        home.mkdir()
+        env = _env(home)
         if example.code:
             done = subprocess.run(
-                [sys.executable, "-c", example.code], cwd=tmp, env=_env(), text=True,
+                [sys.executable, "-c", example.code], cwd=work, env=env, text=True,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1800, check=False,
             )  # fmt: skip
-            return _tidy(done.stdout)
+            return _shown(_tidy(done.stdout), work)
         out: list[str] = []
         for command in _commands(example.body):
+            merged = "stderr" in example.opts  # warnings and notes on stderr are the point
             done = subprocess.run(
-                ["bash", "-c", command], cwd=tmp, env=_env(), text=True,
-                capture_output=True, timeout=1800, check=False,
+                ["bash", "-c", command], cwd=work, env=env, text=True, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT if merged else subprocess.PIPE, timeout=1800, check=False,
             )  # fmt: skip
             out.append(f"$ {command}\n")
             # stderr is progress unless the command failed: then it is the sentence to show.
-            shown = done.stdout + (done.stderr if done.returncode else "")
+            shown = done.stdout + (done.stderr if done.returncode and not merged else "")
             if shown.strip():
                 out.append(_tidy(shown))
-        return "".join(out)
+        return _shown("".join(out), work)
+
+
+def _shown(output: str, work: Path) -> str:
+    """The output with the temporary paths written as the docs show them."""
+    shown_as = ((work.parent / "home", "/home/me"), (work, "/tmp/demo"), (work.parent, "/tmp"))
+    for path, shown in shown_as:
+        output = output.replace(str(path.resolve()), shown).replace(str(path), shown)
+    return output
 
 
 def _tidy(output: str) -> str:
@@ -121,15 +177,19 @@ def _commands(body: str) -> list[str]:
 
 
 def normalize(text: str) -> str:
-    """What may differ between two runs of the same command: record ids, the trace's time."""
+    """What may differ between two runs of the same command (see the module's docstring)."""
     text = _IDS.sub(lambda m: f"{m.group(1)}-<id>", text)
-    return _DURATION.sub("(<time>)", text)
+    text = _DURATION.sub("(<time>)", text)
+    for pattern, stand_in in _MOMENTS:
+        text = pattern.sub(stand_in, text)
+    return text
 
 
 def elide(old_body: str, new_body: str) -> str:
     """``new_body`` with the stretches the docs cut (a line ``…``) cut the same way: from the
-    line before the ``…`` to the line after it, both found again in the new output. Where an
-    anchor is not found the output stays whole, to be cut again by hand."""
+    line before the ``…`` to the next line after it that is not blank, both found again in the
+    new output (blank lines between stay). Where an anchor is not found the output stays whole,
+    to be cut again by hand."""
     old, new = old_body.split("\n"), new_body.split("\n")
     for i, line in enumerate(old):
         if line.strip() != "…":
@@ -140,15 +200,19 @@ def elide(old_body: str, new_body: str) -> str:
             if normalize(old[i - 1]) not in norm:
                 continue
             start = norm.index(normalize(old[i - 1]))
-        stop = len(new)
-        following = old[i + 1] if i + 1 < len(old) else ""
+        after = i + 1
+        while after < len(old) and not old[after].strip() and after + 1 < len(old):
+            after += 1
+        blanks = after - i - 1
+        following = old[after] if after < len(old) else ""
+        stop = len(new) - 1  # the last element is the "" after the final newline
         if following and not following.startswith("$ "):
             later = [j for j in range(start + 1, len(new)) if norm[j] == normalize(following)]
             if not later:
                 continue
-            stop = later[0]
+            stop = later[0] - blanks
         elif following.startswith("$ ") and following in new[start + 1 :]:
-            stop = new.index(following, start + 1)
+            stop = new.index(following, start + 1) - blanks
         new = [*new[: start + 1], line, *new[stop:]]
     return "\n".join(new)
 
@@ -165,7 +229,7 @@ def rewrite(path: Path, examples: list[Example], bodies: list[str]) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 on drift")
     parser.add_argument("--only", help="only the examples whose marker has this word")
@@ -187,6 +251,7 @@ def main() -> None:
                 print(f"{'drifted' if opts.check else 'updated'}: {example.where}", file=sys.stderr)
         if not opts.check and examples:
             rewrite(path, examples, bodies)
+    example_scenes.cleanup()
     if opts.check and drift:
         sys.exit(1)
 

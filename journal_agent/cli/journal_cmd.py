@@ -340,7 +340,7 @@ def journal_repair_command(
             typer.echo("nothing to repair: the journal is clean UTF-8")
         if outcome.guessed_lines:
             typer.echo(
-                "lines "
+                ("line " if len(outcome.guessed_lines) == 1 else "lines ")
                 + ", ".join(map(str, outcome.guessed_lines))
                 + " had a byte lost in the double encoding; it was restored as the only "
                 "character the journal format uses that fits there — check them"

@@ -1,0 +1,251 @@
+"""The workspaces the docs' examples run in (``<!-- example: in=NAME -->``, docs/examples.py).
+
+Each scene is a small, realistic project built once per process: a training script and its
+DeepSpeed config, entries appended through the real journal API (so their references have
+anchors and their numbers cite real records), a ledger, review history. An example runs its
+commands in a fresh copy of its scene, so examples never see each other's changes.
+
+The entries are written with the tests' own template (tests/entries.py) and the search examples
+use the relevance journal of tests/journal/search/relevance.py, so the docs show what the tests
+check.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # tests.* (the entry template, the relevance journal)
+
+# What the examples' files hold before the code moves on (docs/journal.md, "Checking").
+TRAIN = (
+    "import torch\n"
+    "\n"
+    "\n"
+    "def train_step(model, batch, optimizer):\n"
+    "    loss = model(batch).mean()\n"
+    "    loss.backward()\n"
+    "    optimizer.step()\n"
+    "    optimizer.zero_grad(set_to_none=True)\n"
+    "    return loss\n"
+)
+DS_CONFIG = (
+    "{\n"
+    '  "zero_optimization": {\n'
+    '    "stage": 2,\n'
+    '    "overlap_comm": true\n'
+    "  },\n"
+    '  "bf16": {"enabled": true},\n'
+    '  "train_micro_batch_size_per_gpu": 4\n'
+    "}\n"
+)
+# The estimate the entries cite: the README's quickstart question.
+ESTIMATE = {
+    "model": "llama-7b",
+    "precision": "mixed",
+    "optimizer": "adamw",
+    "gpus": 2,
+    "zero": 2,
+    "gpu_mem": 40,
+}
+ESTIMATE_CMD = (
+    "journal-agent estimate --model llama-7b --precision mixed --optimizer adamw "
+    "--gpus 2 --zero 2 --gpu-mem 40"
+)
+
+
+@dataclass(frozen=True)
+class Scene:
+    build: Callable[[Path], None]
+    base: str | None = None  # built on a copy of this scene
+
+
+def _write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _estimate_id(root: Path) -> str:
+    from journal_agent.paths import measurements_dir
+    from profiling import estimate_memory, save_record
+
+    return save_record(estimate_memory(**ESTIMATE), measurements_dir(root))
+
+
+def _record_id(root: Path, prefix: str) -> str:
+    """The id of the one record of this kind the scene made."""
+    from journal_agent.paths import measurements_dir
+
+    [found] = [p.stem for p in measurements_dir(root).glob(f"{prefix}-*.json")]
+    return found
+
+
+def zero_entry(record: str) -> str:
+    from tests.entries import render_entry
+
+    return render_entry(
+        "ZeRO Stage 2 for Llama-2-7B",
+        "2026-11-21",
+        context="Reading our training step (`src/train.py:4-6`) and the DeepSpeed config "
+        "that shards it (`src/ds_config.json:2-5`).",
+        question="Why does Llama-2-7B still not fit two 40 GB GPUs under ZeRO-2?",
+        intuition="ZeRO-2 shards the gradients and the optimizer states across the two GPUs, "
+        "but each GPU still holds all the weights and its own activations: "
+        f"64.80 GB per GPU in mixed precision [m:{record}].",
+        tags="#deepspeed #zero #memory-optimization",
+        body="\n### 🔍 Key Insights\n- The all-reduce of plain data parallelism becomes a "
+        "reduce-scatter: each GPU receives only the gradients of the shard it updates.\n",
+    )
+
+
+def accumulation_entry() -> str:
+    from tests.entries import render_entry
+
+    return render_entry(
+        "Gradient Accumulation",
+        "2026-11-22",
+        context="Our micro-batch of 4 is too small for stable training.",
+        question="How do eight small batches act like one big batch?",
+        intuition="Gradients add up across backward passes until `optimizer.step()`; dividing "
+        "the loss by the number of micro-batches makes the sum an average.",
+        tags="#training #memory-optimization",
+        body="\n### 🔗 Related Concepts\n- **ZeRO Stage 2 for Llama-2-7B** (2026-11-21)\n",
+    )
+
+
+def build_project(root: Path) -> None:
+    """A training project before any entry: the code, one estimate record, drafts to append."""
+    _write(root, "src/train.py", TRAIN)
+    _write(root, "src/ds_config.json", DS_CONFIG)
+    record = _estimate_id(root)
+    _write(root, "entry.md", zero_entry(record))
+    from tests.entries import render_entry
+
+    _write(
+        root,
+        "bad.md",
+        render_entry(
+            "ZeRO Offload",
+            "2026-11-23",
+            context="Reading `src/optim.py:12`, where the optimizer is built.",
+            question="What does offloading the optimizer states save?",
+            intuition="Offloading the Adam states to the CPU saves 28 GB on each GPU.\n\n"
+            f"Without offload the estimate needs 95 GB per GPU [m:{record}].",
+            tags="#zero #offload",
+        ),
+    )
+
+
+def build_entries(root: Path) -> None:
+    """The project with its two entries appended (the code as they cite it)."""
+    from journal_agent.journal import api
+
+    record = _record_id(root, "est")
+    for text in (zero_entry(record), accumulation_entry()):
+        outcome = api.append_entry(root, text)
+        assert outcome.appended, outcome.problems
+    (root / "entry.md").unlink()
+    (root / "bad.md").unlink()
+
+
+def build_journal(root: Path) -> None:
+    """The entries after the code moved on: a docstring added at the top of train.py (its
+    cited lines moved down one) and ZeRO's stage changed in the config; a draft to link."""
+    _write(root, "src/train.py", '"""One optimizer step of our training loop."""\n' + TRAIN)
+    _write(root, "src/ds_config.json", DS_CONFIG.replace('"stage": 2', '"stage": 3'))
+    from tests.entries import render_entry
+
+    _write(
+        root,
+        "draft.md",
+        render_entry(
+            "ZeRO Stage 3",
+            "2026-11-24",
+            context="The 13B model does not fit even with ZeRO-2.",
+            question="What does sharding the weights too cost?",
+            intuition="ZeRO-3 shards the parameters as well as the gradients and optimizer "
+            "states; each layer's weights are gathered just before they are used.",
+            tags="#zero #deepspeed",
+        ),
+    )
+
+
+def build_mojibake(root: Path) -> None:
+    """The entries after an editor read the journal as cp1252 and saved it again: the first
+    entry's 🔍 and the second's 🏷️ double-encoded, losing the bytes cp1252 does not define."""
+    journal = root / "learning_journal.md"
+    text = journal.read_text(encoding="utf-8")
+    for heading, nth in (("### 🔍 Key Insights", 0), ("### 🏷️ Tags", 1)):
+        broken = heading.encode("utf-8").decode("cp1252", errors="ignore")
+        at = -1
+        for _ in range(nth + 1):
+            at = text.index(heading, at + 1)
+        text = text[:at] + broken + text[at + len(heading) :]
+    journal.write_text(text, encoding="utf-8")
+
+
+def build_relevance(root: Path) -> None:
+    """The relevance set's 43 entries (tests/journal/search/relevance.py), indexed and embedded,
+    and drafts from the duplicate calibration set (tests/journal/search/duplicate_pairs.py)."""
+    from journal_agent.journal import api
+    from tests.journal.search import duplicate_pairs, relevance
+
+    relevance.write_journal(root)
+    api.index(root)
+    pairs = dict(duplicate_pairs.PARAPHRASE_PAIRS)
+    _write(root, "zero2-again.md", relevance.render("zero2", pairs["zero2"], 28))
+    _write(root, "lora-again.md", relevance.render("lora", pairs["lora"], 28))
+
+
+SCENES: dict[str, Scene] = {
+    "project": Scene(build_project),
+    "entries": Scene(build_entries, base="project"),
+    "journal": Scene(build_journal, base="entries"),
+    "mojibake": Scene(build_mojibake, base="entries"),
+    "relevance": Scene(build_relevance),
+}
+
+_built: dict[str, Path] = {}
+_tmp: list[str] = []
+
+
+def prepare(name: str) -> Path:
+    """The scene's directory, built on first use (with the scenes it is based on)."""
+    if name in _built:
+        return _built[name]
+    scene = SCENES.get(name)
+    if scene is None:
+        raise SystemExit(f"no example scene {name!r}; the scenes are {', '.join(SCENES)}")
+    if not _tmp:
+        _tmp.append(tempfile.mkdtemp(prefix="doc-scenes-"))
+    root = Path(_tmp[0]) / name / "demo"
+    if scene.base is not None:
+        shutil.copytree(prepare(scene.base), root, symlinks=True)
+    else:
+        root.mkdir(parents=True)
+    env = {"NO_COLOR": "1", "JOURNAL_AGENT_ROOT": "", "HOME": str(root.parent / "home")}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        scene.build(root)
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    _built[name] = root
+    return root
+
+
+def cleanup() -> None:
+    for path in _tmp:
+        shutil.rmtree(path, ignore_errors=True)
+    _tmp.clear()
+    _built.clear()
