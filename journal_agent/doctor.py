@@ -194,6 +194,7 @@ def check_capture(root: Path) -> Check:
         f"session-start line {'on' if on['session_start'] else 'off'}",
         f"recall {recall}",
         f"session rows {'proposed' if on['session_row'] else 'off'}",
+        f"inbox draft {'on' if on['draft'] else 'off'}",
         f"{waiting_count(root)} moment(s) waiting",
     ]
     return Check("capture hooks", on["enabled"], f"{events}; {'; '.join(parts)}")

@@ -38,6 +38,16 @@ def runs_dir(root: Path) -> Path:
     return state_dir(root) / "runs"
 
 
+def drafts_dir(root: Path) -> Path:
+    """Entry drafts: the agents' own, and those ``inbox draft`` writes for the user to accept."""
+    return state_dir(root) / "drafts"
+
+
+def draft_usage_path(root: Path) -> Path:
+    """The tokens ``inbox draft`` spent each day: outside ``drafts/``, which agents may write."""
+    return state_dir(root) / "draft-usage.json"
+
+
 def plugin_root() -> Path:
     """The directory holding the bundled ``agents/``, ``commands/`` and ``.claude-plugin/``.
 

@@ -1,10 +1,12 @@
 """What the hooks may do: the ``capture`` object of ``.journal/settings.json`` and one switch.
 
     {"capture": {"enabled": true, "session_start": true, "recall": true,
-                 "recall_inject": false, "session_row": true}}
+                 "recall_inject": false, "session_row": true,
+                 "draft": false, "draft_max_tokens": 100000, "draft_daily_tokens": 500000}}
 
-``JOURNAL_AGENT_CAPTURE=0`` in the environment Claude Code runs in turns every hook off
-(``=1`` turns a disabled project back on). Stdlib only: the hooks read this under
+``JOURNAL_AGENT_CAPTURE=0`` in the environment Claude Code runs in turns every hook off, and
+``inbox draft`` too (``=1`` turns a disabled project's capture back on, never drafting: that
+spends API tokens, so only the settings file turns it on). Stdlib only: the hooks read this under
 ``python3 -I -S``; a broken settings file means the defaults, never a failed hook.
 """
 
@@ -25,17 +27,17 @@ DEFAULTS: dict[str, bool] = {
     "recall": True,  # UserPromptSubmit looks up related entries and logs them
     "recall_inject": False,  # … and gives them to the model (precision not yet measured)
     "session_row": True,  # SessionEnd proposes a 📚 session row for the ledger
+    "draft": False,  # `inbox draft` may call the Messages API (no hook ever does)
 }
+# Token caps of `inbox draft`, counted from the API's usage (input, output, cache writes and
+# reads): one draft's run, and every draft of a day together (journal_agent/drafts/caps.py).
+LIMITS: dict[str, int] = {"draft_max_tokens": 100_000, "draft_daily_tokens": 500_000}
 
 
 def capture_settings(root: Path) -> dict[str, bool]:
     """The effective switches for ``root``: defaults, the project's file, then the env switch."""
     out = dict(DEFAULTS)
-    try:
-        data = json.loads((Path(root) / ".journal" / "settings.json").read_text(encoding="utf-8"))
-        section = data.get("capture") if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        section = None
+    section = capture_section(root)
     if isinstance(section, dict):
         out.update({k: v for k, v in section.items() if k in DEFAULTS and isinstance(v, bool)})
     switch = os.environ.get(ENV_SWITCH, "").strip().lower()
@@ -44,3 +46,12 @@ def capture_settings(root: Path) -> dict[str, bool]:
     elif switch in ("1", "true", "on", "yes"):
         out["enabled"] = True
     return out
+
+
+def capture_section(root: Path) -> object:
+    """The ``capture`` object of the project's settings (None when unreadable)."""
+    try:
+        data = json.loads((Path(root) / ".journal" / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("capture") if isinstance(data, dict) else None

@@ -145,3 +145,156 @@ def inbox_session_command(
         return
     for change in proposals.apply(workspace, chosen):
         typer.echo(change)
+
+
+# -- drafts: the learning-journal agent over the Messages API (off by default) ---------------
+
+
+@inbox_app.command("draft")
+def inbox_draft_command(
+    keys: Annotated[
+        list[str] | None,
+        typer.Argument(help="Numbers or ids of the moments (default: every waiting one)."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model or alias instead of the agent's own.")
+    ] = None,
+    root: RootOption = None,
+) -> None:
+    """Draft entries from moments with the learning-journal agent, into .journal/drafts/.
+
+    Off by default: it calls the Anthropic API (an API key, not a subscription login) and
+    spends tokens, within the per-draft and daily caps of .journal/settings.json. Nothing is
+    written to the journal until you accept a draft."""
+    from journal_agent.capture import read_inbox
+    from journal_agent.drafts import caps
+    from journal_agent.drafts.run import draft_moments, ensure_ready, pending
+
+    workspace = resolve_root(root)
+    caps.ensure_enabled(workspace)
+    chosen = [_find(workspace, key) for key in keys] if keys else read_inbox(workspace)
+    if not chosen:
+        typer.echo("the inbox is empty: there is nothing to draft")
+        return
+    todo, skipped = pending(workspace, chosen)
+    for moment_id, draft_id in skipped.items():
+        typer.echo(
+            f"skipped moment {moment_id}: already drafted as {draft_id} "
+            f"(`journal-agent inbox reject-draft {draft_id}` to draft it again)"
+        )
+    if not todo:
+        return
+    ensure_ready(workspace)  # the key and the caps: one sentence before anything is said
+    typer.echo(f"drafting {len(todo)} moment(s) with the learning-journal agent…", err=True)
+    failed = 0
+    for done in draft_moments(workspace, todo, model=model):
+        spent = f"({done.tokens:,} tokens)"
+        for draft in done.drafts:
+            rel = draft.path.relative_to(workspace)
+            typer.echo(f"drafted {draft.id} from moment {done.moment.id} → {rel} {spent}")
+        if not done.ok:
+            failed += 1
+            why = done.stopped or _first_line(done.final_text) or "the agent saved no entry"
+            typer.echo(f"no draft from moment {done.moment.id} {spent}: {why}", err=True)
+        elif done.stopped:
+            typer.echo(f"note: {done.stopped}", err=True)
+    limits = caps.drafting_caps(workspace)
+    typer.echo(
+        f"today: {caps.used_today(workspace):,} of {limits.daily:,} drafting tokens spent. "
+        "`journal-agent inbox drafts` lists the drafts; accept-draft ID appends one to the "
+        "journal, reject-draft ID deletes it."
+    )
+    if failed:
+        raise typer.Exit(1)
+
+
+@inbox_app.command("drafts")
+def inbox_drafts_command(
+    key: Annotated[
+        str | None, typer.Argument(help="A draft's number or id: print it whole.")
+    ] = None,
+    json_out: JsonOption = False,
+    root: RootOption = None,
+) -> None:
+    """List the drafts `inbox draft` wrote (numbered for accept-draft / reject-draft)."""
+    from journal_agent.drafts.store import find_draft, list_drafts
+
+    workspace = resolve_root(root)
+    if key is not None:
+        draft = find_draft(workspace, key)
+        if json_out:
+            print_json(draft.to_dict())
+            return
+        moments = ", ".join(draft.moments) or "none"
+        typer.echo(f"draft {draft.id} · {draft.created} · {draft.model} · moments {moments}")
+        typer.echo(f"{draft.path}\n")
+        typer.echo(draft.text, nl=False)
+        return
+    drafts = list_drafts(workspace)
+    if json_out:
+        print_json([d.to_dict() for d in drafts])
+        return
+    if not drafts:
+        typer.echo("no drafts: `journal-agent inbox draft` writes them from waiting moments")
+        return
+    for n, draft in enumerate(drafts, 1):
+        moments = ", ".join(draft.moments) or "no moment"
+        when = draft.created[:16].replace("T", " ")
+        typer.echo(f"{n:>3}. {draft.id}  {when}  from {moments}")
+        typer.echo(f"     {_first_line(draft.title)}")
+
+
+@inbox_app.command("accept-draft")
+def inbox_accept_draft_command(
+    key: Annotated[str, typer.Argument(help="The draft's number or id.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Append even with problems (they are recorded).")
+    ] = False,
+    root: RootOption = None,
+) -> None:
+    """Append a draft to learning_journal.md (checked, locked, atomic) and mark its moments
+    written; a draft with problems is kept and each problem listed."""
+    from journal_agent.drafts.store import accept
+
+    workspace = resolve_root(root)
+    done = accept(workspace, key, force=force)
+    outcome, draft = done.outcome, done.draft
+    if not outcome.appended:
+        typer.echo(
+            f"draft {draft.id} not appended: {len(outcome.problems)} problem(s); fix "
+            f"{draft.path} and accept it again (or --force):",
+            err=True,
+        )
+        for p in outcome.problems:
+            at = f"{draft.path.name}:{p.line + 1}  " if p.line else ""  # +1: the header line
+            typer.echo(f"  {at}{p.kind:<16} {p.detail}", err=True)
+        raise typer.Exit(1)
+    forced = f" with {len(outcome.problems)} problem(s) recorded" if outcome.forced else ""
+    typer.echo(f"appended {outcome.entry_id} at learning_journal.md:{outcome.line}{forced}")
+    if done.marked:
+        typer.echo(f"marked written: {', '.join(done.marked)}")
+    for warning in outcome.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+
+
+@inbox_app.command("reject-draft")
+def inbox_reject_draft_command(
+    key: Annotated[str, typer.Argument(help="The draft's number or id.")],
+    dismiss_: Annotated[
+        bool, typer.Option("--dismiss", help="Also dismiss the moments it came from.")
+    ] = False,
+    root: RootOption = None,
+) -> None:
+    """Delete a draft; its moments stay waiting (or go too, with --dismiss)."""
+    from journal_agent.capture import dismiss
+    from journal_agent.drafts.store import reject
+
+    workspace = resolve_root(root)
+    draft = reject(workspace, key)
+    typer.echo(f"deleted draft {draft.id}")
+    for moment in draft.moments if dismiss_ else ():
+        try:
+            dismiss(workspace, moment)
+            typer.echo(f"dismissed: {moment}")
+        except KeyError:
+            continue

@@ -121,6 +121,7 @@ def test_doctor_reports_the_hooks_and_their_recent_failures(project, cli):
         "SessionStart, UserPromptSubmit, Stop, SubagentStop, SessionEnd; capture on"
     )
     assert "recall logged, not injected" in hooks["detail"]
+    assert "inbox draft off" in hooks["detail"]  # it spends API tokens: off until turned on
     assert checks["hook failures"] == {
         "name": "hook failures",
         "ok": True,

@@ -177,8 +177,8 @@ def test_the_documented_defaults_are_the_hooks_defaults():
     import re
     from pathlib import Path
 
-    from journal_agent.capture.settings import DEFAULTS
+    from journal_agent.capture.settings import DEFAULTS, LIMITS
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "plugin.md").read_text()
     block = re.search(r"\(defaults shown\):\n\n```json\n(.*?)```", doc, re.S).group(1)
-    assert json.loads(block) == {"capture": DEFAULTS}
+    assert json.loads(block) == {"capture": {**DEFAULTS, **LIMITS}}

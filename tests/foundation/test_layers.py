@@ -56,6 +56,15 @@ def test_only_the_entry_point_imports_the_cli() -> None:
     assert [o for o in outside if not o.startswith("journal_agent/cli/")] == []
 
 
+def test_only_the_cli_imports_the_drafting_room() -> None:
+    # `inbox draft` sits above the runtime: nothing below the CLI may start a drafting run.
+    outside = _offenders("journal_agent", ("journal_agent.drafts",))
+    assert [
+        o for o in outside if not o.startswith(("journal_agent/cli/", "journal_agent/drafts/"))
+    ] == []
+    assert _offenders("journal_agent/drafts", ("journal_agent.cli",)) == []
+
+
 def test_the_runtime_never_imports_the_cli() -> None:
     assert _offenders("journal_agent/runtime", ("journal_agent.cli",)) == []
 

@@ -1,0 +1,238 @@
+"""Drafts on disk: ``.journal/drafts/<id>.md``, one entry each, waiting for the user.
+
+A draft is the entry's markdown after one header line that says where it came from::
+
+    <!-- journal-agent draft {"created": "…", "model": "…", "moments": ["9a88b80a0c97"], …} -->
+    ## Warm-up Is Counted in Steps (2026-11-26)
+    …
+
+``<id>`` is the entry's own id (``warm-up-is-counted-in-steps-2026-11-26``, with ``-2``… when
+taken). The user may edit the file before accepting it; :func:`accept` sends the entry (header
+removed) through the journal's one append path (:func:`journal_agent.journal.api.append_entry`:
+locked, atomic, every ``path:line`` and ``[m:id]`` checked), then marks its moments written and
+removes the draft. Other files under ``drafts/`` (the agents' own scratch drafts in Claude Code)
+carry no header and are not listed here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from journal_agent.atomic import atomic_write
+from journal_agent.errors import UserError
+from journal_agent.paths import drafts_dir, state_dir
+
+if TYPE_CHECKING:
+    from journal_agent.journal.api import AppendOutcome
+    from journal_agent.journal.model import Entry
+    from journal_agent.journal.verify import Problem
+
+_HEADER = re.compile(r"\A<!-- journal-agent draft (\{.*?\}) -->\r?\n")
+_MAX_BYTES = 1 << 20  # a draft is one entry: a few KB; anything larger is not ours
+_LOCK_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One draft: its entry text (header removed) and where it came from."""
+
+    id: str
+    path: Path
+    text: str
+    moments: tuple[str, ...] = ()
+    created: str = ""
+    model: str = ""
+    run: str = ""
+    title: str = field(default="", compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "path": str(self.path),
+            "title": self.title,
+            "moments": list(self.moments),
+            "created": self.created,
+            "model": self.model,
+            "run": self.run,
+            "text": self.text,
+        }
+
+
+def check_entry(root: Path, text: str) -> tuple[Entry, list[Problem]]:
+    """The checks an append runs (one entry, required sections, ``path:line``, ``[m:id]``,
+    no secret), so a draft that would be refused is not saved. Raises :class:`UserError` when
+    the text is not one entry or holds a secret."""
+    from journal_agent.journal.verify import DraftError, validate_draft
+    from journal_agent.paths import JOURNAL_FILE
+    from journal_agent.secret_text import refuse_secrets
+
+    refuse_secrets(text, JOURNAL_FILE)
+    try:
+        return validate_draft(root, text)
+    except DraftError as exc:
+        raise UserError(f"this is not one journal entry: {exc}.") from None
+
+
+def save(
+    root: Path,
+    text: str,
+    *,
+    moments: list[str],
+    model: str = "",
+    run: str = "",
+    replace: str | None = None,
+) -> Draft:
+    """Write ``text`` (one checked entry) as a new draft, or over this run's draft ``replace``."""
+    entry, _ = check_entry(root, text)
+    folder = _folder(root)
+    draft_id = replace or _free_id(folder, entry.id)
+    meta = {"created": _now(), "model": model, "moments": list(moments), "run": run}
+    body = text.removeprefix("\ufeff").rstrip("\n") + "\n"
+    header = f"<!-- journal-agent draft {json.dumps(meta, sort_keys=True)} -->\n"
+    path = folder / f"{draft_id}.md"
+    atomic_write(path, header + body)
+    return Draft(draft_id, path, body, tuple(moments), meta["created"], model, run, entry.title)
+
+
+def list_drafts(root: Path) -> list[Draft]:
+    """The drafts ``inbox draft`` wrote that wait for the user, oldest first."""
+    folder = drafts_dir(root)
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = [d for d in (_read(folder / n) for n in names if n.endswith(".md")) if d is not None]
+    return sorted(found, key=lambda d: (d.created, d.id))
+
+
+def find_draft(root: Path, key: str) -> Draft:
+    """The draft ``key`` names: its number in :func:`list_drafts`, its id, or a unique prefix."""
+    drafts = list_drafts(root)
+    hint = "`journal-agent inbox drafts` lists them"
+    if key.isdigit() and len(key) < 6:
+        n = int(key)
+        if 1 <= n <= len(drafts):
+            return drafts[n - 1]
+        raise UserError(f"there are {len(drafts)} drafts, so no number {n}; {hint}.")
+    exact = [d for d in drafts if d.id == key.removesuffix(".md")]
+    found = exact or [d for d in drafts if d.id.startswith(key)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise UserError(f"no draft has the id {key!r}; {hint}.")
+    raise UserError(f"{len(found)} drafts have ids starting with {key!r}; give more of it.")
+
+
+def drafted_moments(root: Path) -> dict[str, str]:
+    """Moment id → the id of a draft waiting that was made from it."""
+    return {m: d.id for d in list_drafts(root) for m in d.moments}
+
+
+@dataclass
+class Accepted:
+    draft: Draft
+    outcome: AppendOutcome
+    marked: list[str] = field(default_factory=list)  # moments marked written
+
+
+def accept(root: Path, key: str, *, force: bool = False) -> Accepted:
+    """Append draft ``key`` to the journal through the one append path; when it lands, mark its
+    moments written and remove the draft. Refused (problems listed, draft kept) otherwise."""
+    from journal_agent.journal.api import append_entry
+    from journal_agent.locks import held
+
+    draft = find_draft(root, key)
+    busy = f"another command is accepting or rejecting drafts; try again in a moment ({draft.id})."
+    with held(state_dir(root) / "locks" / "drafts.lock", _LOCK_TIMEOUT_S, busy):
+        # Read again under the lock: a concurrent accept may have taken it, or the user edited it.
+        current = _read(draft.path)
+        if current is None:
+            raise UserError(f"the draft {draft.id} is gone (accepted or rejected meanwhile).")
+        outcome = append_entry(root, current.text, force=force)
+        if not outcome.appended:
+            return Accepted(current, outcome)
+        marked = _mark_written(root, current.moments)
+        draft.path.unlink(missing_ok=True)
+    return Accepted(current, outcome, marked)
+
+
+def reject(root: Path, key: str) -> Draft:
+    """Delete draft ``key``; its moments stay in the inbox."""
+    draft = find_draft(root, key)
+    draft.path.unlink(missing_ok=True)
+    return draft
+
+
+def _mark_written(root: Path, moments: tuple[str, ...]) -> list[str]:
+    from journal_agent.capture import dismiss
+
+    marked = []
+    for moment in moments:
+        try:
+            marked.append(dismiss(root, moment, "written").id)
+        except KeyError:  # dismissed meanwhile, or the inbox was cleared: nothing to mark
+            continue
+    return marked
+
+
+def _folder(root: Path) -> Path:
+    folder = drafts_dir(root)
+    if folder.is_symlink():
+        raise UserError(f"{folder} is a symlink; drafts are kept only in a real directory there.")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _free_id(folder: Path, entry_id: str) -> str:
+    candidate, n = entry_id, 1
+    while (folder / f"{candidate}.md").exists() or (folder / f"{candidate}.md").is_symlink():
+        n += 1
+        candidate = f"{entry_id}-{n}"
+    return candidate
+
+
+def _read(path: Path) -> Draft | None:
+    """The draft in ``path``, or None: not ours (no header), a symlink, not a file, too large."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
+            return None
+        raw = f.read(_MAX_BYTES)
+    text = raw.decode("utf-8", "replace")
+    match = _HEADER.match(text)
+    if match is None:
+        return None
+    try:
+        meta = json.loads(match.group(1))
+    except ValueError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    body = text[match.end() :]
+    heading = next((ln for ln in body.splitlines() if ln.startswith("## ")), "")
+    moments = meta.get("moments")
+    return Draft(
+        id=path.stem,
+        path=path,
+        text=body,
+        moments=tuple(str(m) for m in moments) if isinstance(moments, list) else (),
+        created=str(meta.get("created") or ""),
+        model=str(meta.get("model") or ""),
+        run=str(meta.get("run") or ""),
+        title=heading.removeprefix("## ").strip(),
+    )
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
