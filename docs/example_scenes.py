@@ -12,6 +12,7 @@ check.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -74,11 +75,18 @@ def _write(root: Path, rel: str, text: str) -> Path:
     return path
 
 
-def _estimate_id(root: Path) -> str:
-    from journal_agent.paths import measurements_dir
-    from profiling import estimate_memory, save_record
+ESTIMATE_ID = "est-13d7dbbf"  # a fixed name, so a command line in the docs can cite it
 
-    return save_record(estimate_memory(**ESTIMATE), measurements_dir(root))
+
+def _estimate_id(root: Path) -> str:
+    """The estimate ESTIMATE_CMD makes, saved under ESTIMATE_ID."""
+    from journal_agent.paths import measurements_dir
+    from profiling import estimate_memory
+    from profiling.estimate.record import estimate_record
+    from profiling.records import RecordStore
+
+    record = estimate_record(estimate_memory(**ESTIMATE)).model_copy(update={"id": ESTIMATE_ID})
+    return RecordStore(measurements_dir(root)).save(record)
 
 
 def _record_id(root: Path, prefix: str) -> str:
@@ -206,16 +214,110 @@ def build_relevance(root: Path) -> None:
     _write(root, "lora-again.md", relevance.render("lora", pairs["lora"], 28))
 
 
+def build_learning(root: Path) -> None:
+    """Three entries studied over three days (the second cites the estimate), no ledger yet."""
+    from journal_agent.journal import api
+    from tests.entries import render_entry
+
+    record = _estimate_id(root)
+    entries = [
+        render_entry(
+            "Gradient Accumulation",
+            "2026-11-20",
+            context="Our micro-batch of one sample is too small for stable training.",
+            question="How can eight small batches act like one big batch?",
+            intuition="Gradients add up across backward passes until `optimizer.step()`; "
+            "dividing the loss by the number of micro-batches makes the sum an average, so "
+            "eight micro-batches of one sample update the weights like one batch of eight.",
+            tags="#gradient-accumulation #training-loop",
+        ),
+        render_entry(
+            "ZeRO Stage 2",
+            "2026-11-21",
+            context="Fitting Llama-7B on two 40 GB GPUs.",
+            question="Why shard gradients as well as optimizer state?",
+            intuition="Each GPU updates only its shard of the parameters, so it needs only "
+            "that shard's gradients; still 64.80 GB per GPU in mixed precision "
+            f"[m:{record}].",
+            tags="#zero #deepspeed #memory",
+        ),
+        render_entry(
+            "Activation Checkpointing",
+            "2026-11-22",
+            context="The activations are what is left after ZeRO-2.",
+            question="What does recomputation trade for memory?",
+            intuition="Keep the inputs of a few layers and recompute the rest in the "
+            "backward pass: about one more forward pass of compute.",
+            tags="#checkpointing #memory",
+        ),
+    ]
+    for text in entries:
+        outcome = api.append_entry(root, text)
+        assert outcome.appended, outcome.problems
+
+
+def build_feedback(root: Path) -> None:
+    """/learn ejected, Claude Code's Edit changed it, the feedback recorded, and then someone
+    rewrote the history's second line to name a file outside .claude/."""
+    import subprocess
+
+    learn = ".claude/commands/learn.md"
+    run = [sys.executable, "-m", "journal_agent"]
+    subprocess.run(
+        [*run, "commands", "--eject", "learn"], cwd=root, check=True, capture_output=True
+    )
+    path = root / learn
+    path.write_text(path.read_text().replace(*LEARN_EDIT), encoding="utf-8")
+    subprocess.run(
+        [*run, "feedback", "Practice problems, please", "--file", "learn"],
+        cwd=root, check=True, capture_output=True,
+    )  # fmt: skip
+    history = root / ".journal" / "history" / "feedback.jsonl"
+    first = json.loads(history.read_text().splitlines()[0])
+    forged = {**first, "n": 2, "file": "../victim/pwned.txt", "feedback": "x"}
+    with history.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(forged) + "\n")
+
+
+# What Claude Code's Edit changes in the ejected /learn when the user asks for practice problems.
+LEARN_EDIT = (
+    '**Action**: Add "🎯 Practice Exercise" section with verification steps\n',
+    '**Action**: Add "🎯 Practice Exercise" section with verification steps '
+    "(this user asked for it: always add one)\n",
+)
+
+
 SCENES: dict[str, Scene] = {
     "project": Scene(build_project),
     "entries": Scene(build_entries, base="project"),
     "journal": Scene(build_journal, base="entries"),
     "mojibake": Scene(build_mojibake, base="entries"),
     "relevance": Scene(build_relevance),
+    "learning": Scene(build_learning),
+    "feedback": Scene(build_feedback),
 }
 
 _built: dict[str, Path] = {}
 _tmp: list[str] = []
+
+
+def scenes_dir() -> Path:
+    if not _tmp:
+        _tmp.append(tempfile.mkdtemp(prefix="doc-scenes-"))
+    return Path(_tmp[0])
+
+
+def keep(name: str, work: Path) -> None:
+    """Keep a block's workspace, after its commands ran, as the scene ``name`` (``keep=NAME``
+    in its marker): later blocks can run ``in=NAME``."""
+    root = scenes_dir() / name / "demo"
+    shutil.rmtree(root.parent, ignore_errors=True)
+    shutil.copytree(work, root, symlinks=True)
+    _built[name] = root
+
+
+def known(name: str) -> bool:
+    return name in _built or name in SCENES
 
 
 def prepare(name: str) -> Path:
@@ -225,9 +327,7 @@ def prepare(name: str) -> Path:
     scene = SCENES.get(name)
     if scene is None:
         raise SystemExit(f"no example scene {name!r}; the scenes are {', '.join(SCENES)}")
-    if not _tmp:
-        _tmp.append(tempfile.mkdtemp(prefix="doc-scenes-"))
-    root = Path(_tmp[0]) / name / "demo"
+    root = scenes_dir() / name / "demo"
     if scene.base is not None:
         shutil.copytree(prepare(scene.base), root, symlinks=True)
     else:

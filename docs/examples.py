@@ -9,9 +9,12 @@ code with this interpreter and rewrites the fenced block right after it with wha
 Where a block runs: in a fresh empty temporary directory, or, with ``in=SCENE`` in its marker
 (``<!-- example: checked in=journal -->``), in a fresh copy of a prepared workspace from
 docs/example_scenes.py (a training script, entries citing its code and real records, a ledger,
-review history …; each scene is built once per process). The copy is at a temporary path: in
+review history …; each scene is built once per process). ``keep=NAME`` keeps a block's
+workspace after its commands ran as the scene NAME for later blocks (``in=NAME``), so a page can
+show a sequence of commands and then what they left behind. The copy is at a temporary path: in
 what the commands print it is shown as ``/tmp/demo`` (its parent as ``/tmp``, ``HOME`` as
-``/home/me``), which is where the docs say the examples ran.
+``/home/me``, this checkout as ``/path/to/journal-agent``), which is where the docs say the
+examples ran.
 
 ``stderr`` in a marker shows what the commands write to stderr, in order with their output
 (otherwise stderr is shown only for a command that failed: progress is not the example).
@@ -75,9 +78,12 @@ class Example:
     @property
     def scene(self) -> str | None:
         """The prepared workspace the example runs in (``in=NAME``), if any."""
+        return self.option("in")
+
+    def option(self, key: str) -> str | None:
         for opt in self.opts:
-            if opt.startswith("in="):
-                return opt[3:]
+            if opt.startswith(f"{key}="):
+                return opt[len(key) + 1 :]
         return None
 
     @property
@@ -134,7 +140,7 @@ def run(example: Example) -> str:
         if example.scene is None:
             work.mkdir()
         else:
-            shutil.copytree(example_scenes.prepare(example.scene), work, symlinks=True)
+            shutil.copytree(_scene(example.scene), work, symlinks=True)
         home = Path(tmp) / "home"
         home.mkdir()
         env = _env(home)
@@ -156,12 +162,35 @@ def run(example: Example) -> str:
             shown = done.stdout + (done.stderr if done.returncode and not merged else "")
             if shown.strip():
                 out.append(_tidy(shown))
+        kept = example.option("keep")
+        if kept:
+            example_scenes.keep(kept, work)
         return _shown("".join(out), work)
+
+
+def _scene(name: str) -> Path:
+    """A scene of docs/example_scenes.py, or the workspace a block kept (``keep=NAME``): that
+    block runs first if it has not run in this process."""
+    if not example_scenes.known(name):
+        for path in _pages():
+            for example in find(path):
+                if example.option("keep") == name:
+                    run(example)
+    return example_scenes.prepare(name)
+
+
+def _pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
 def _shown(output: str, work: Path) -> str:
     """The output with the temporary paths written as the docs show them."""
-    shown_as = ((work.parent / "home", "/home/me"), (work, "/tmp/demo"), (work.parent, "/tmp"))
+    shown_as = (
+        (REPO, "/path/to/journal-agent"),
+        (work.parent / "home", "/home/me"),
+        (work, "/tmp/demo"),
+        (work.parent, "/tmp"),
+    )
     for path, shown in shown_as:
         output = output.replace(str(path.resolve()), shown).replace(str(path), shown)
     return output
@@ -234,7 +263,7 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 on drift")
     parser.add_argument("--only", help="only the examples whose marker has this word")
     opts = parser.parse_args()
-    files = opts.files or [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    files = opts.files or _pages()
     drift = 0
     for path in files:
         path = path.resolve()

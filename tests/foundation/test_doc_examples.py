@@ -34,7 +34,8 @@ CHECKED = [
 ]
 
 
-PAGES = ["journal.md"]  # the pages whose every command example is generated and checked
+# The pages whose every command example is generated and checked.
+PAGES = ["journal.md", "learning.md"]
 
 
 @pytest.fixture(scope="module", autouse=True)
