@@ -2,7 +2,7 @@
 
 The library side of ``hooks/capture.py`` and what the CLI, the MCP tool and the web view read::
 
-    from journal_agent.capture import read_inbox, dismiss, Moment
+    from journal_agent.capture import read_inbox, accept, dismiss, Moment
 
 Names resolve on first use: the hooks import modules of this package on every turn and must
 not pay for the dataclasses of :mod:`journal_agent.capture.inbox` (nor for the typing module
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from journal_agent.capture.inbox import (
         FileEdit,
         Moment,
+        accept,
         dismiss,
         find,
         inbox_path,
@@ -27,7 +28,16 @@ if TYPE_CHECKING:
         waiting_count,
     )
 
-__all__ = ["FileEdit", "Moment", "dismiss", "find", "inbox_path", "read_inbox", "waiting_count"]
+__all__ = [
+    "FileEdit",
+    "Moment",
+    "accept",
+    "dismiss",
+    "find",
+    "inbox_path",
+    "read_inbox",
+    "waiting_count",
+]
 
 
 def __getattr__(name: str) -> object:

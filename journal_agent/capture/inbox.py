@@ -4,6 +4,7 @@
     for moment in read_inbox(root):          # waiting moments, oldest first
         print(moment.id, moment.text, [f.spec() for f in moment.files])
     dismiss(root, moment.id)                 # or dismiss(root, moment.id, "written")
+    accept(root, moment.id)                  # queue it: /learn offers accepted moments first
 
 The file and its format are :mod:`journal_agent.capture.store` (what the hooks write). The
 records are dataclasses rather than pydantic models because the hooks' side is stdlib only;
@@ -19,7 +20,16 @@ from typing import Any
 from journal_agent.capture import store
 from journal_agent.capture.store import inbox_path, waiting_count
 
-__all__ = ["FileEdit", "Moment", "dismiss", "find", "inbox_path", "read_inbox", "waiting_count"]
+__all__ = [
+    "FileEdit",
+    "Moment",
+    "accept",
+    "dismiss",
+    "find",
+    "inbox_path",
+    "read_inbox",
+    "waiting_count",
+]
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class Moment:
     records: tuple[str, ...] = ()  # measurement record ids created this turn, cite as [m:id]
     hash: str = ""
     dismissed: str = ""  # "" while waiting; else the tombstone's reason ("dismissed", "written")
+    accepted: str = ""  # when the user accepted it for /learn (ISO 8601 UTC); "" if not
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -87,17 +98,24 @@ class Moment:
 
 
 def read_inbox(root: Path, *, include_dismissed: bool = False) -> list[Moment]:
-    """The moments in the inbox, oldest first: those waiting, or all with ``dismissed`` set.
+    """The moments in the inbox: those waiting, or all with ``dismissed`` set. The moments
+    the user accepted (in the view) come first, in the order accepted — ``/learn`` offers
+    them first —, then the others, oldest first.
 
     Lines that are not moments (torn by a crash, edited by hand) are skipped; a moment that
     appears twice (two sessions caught the same text at once) is listed once.
     """
     moments: dict[str, Moment] = {}
     done: dict[str, str] = {}
+    accepted: dict[str, str] = {}
     for item in store.lines(root):
         dismissed = item.get("dismissed")
         if isinstance(dismissed, str):
             done[dismissed] = str(item.get("reason") or "dismissed")
+            continue
+        chosen = item.get("accepted")
+        if isinstance(chosen, str):
+            accepted.setdefault(chosen, str(item.get("time") or ""))
             continue
         try:
             moment = Moment.from_dict(item)
@@ -106,10 +124,14 @@ def read_inbox(root: Path, *, include_dismissed: bool = False) -> list[Moment]:
         moments.setdefault(moment.id, moment)
     out = []
     for moment in moments.values():
+        if moment.id in accepted:
+            moment = replace(moment, accepted=accepted[moment.id])
         if moment.id not in done:
             out.append(moment)
         elif include_dismissed:
             out.append(replace(moment, dismissed=done[moment.id]))
+    order = list(accepted)
+    out.sort(key=lambda m: order.index(m.id) if m.accepted else len(order))  # stable
     return out
 
 
@@ -128,6 +150,19 @@ def find(root: Path, key: str) -> Moment:
     if not found:
         raise KeyError(f"no waiting moment has the id {key!r}")
     raise KeyError(f"{len(found)} waiting moments have ids starting with {key!r}; give more")
+
+
+def accept(root: Path, moment_id: str) -> Moment:
+    """Queue a waiting moment for ``/learn`` (by id or unique id prefix): an appended marker
+    ``{"accepted": id, "time"}``; nothing is written to the journal. ``/learn`` with no
+    topic offers accepted moments first and marks each written once its entry is in.
+    Accepting a moment twice changes nothing. KeyError if no waiting moment matches."""
+    moment = find(root, moment_id)
+    if not moment.accepted:
+        when = store.now_utc()
+        store.append(root, [{"accepted": moment.id, "time": when}])
+        moment = replace(moment, accepted=when)
+    return moment
 
 
 def dismiss(root: Path, moment_id: str, reason: str = "dismissed") -> Moment:

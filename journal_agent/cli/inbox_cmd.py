@@ -50,7 +50,9 @@ def inbox_command(
         return
     for n, moment in enumerate(moments, 1):
         files = ", ".join(f.spec() for f in moment.files) or "no files"
-        status = f"  ({moment.dismissed})" if moment.dismissed else ""
+        status = (
+            f"  ({moment.dismissed or 'accepted'})" if moment.dismissed or moment.accepted else ""
+        )
         typer.echo(f"{n:>3}. {moment.id}  {moment.time[:16].replace('T', ' ')}  {files}{status}")
         typer.echo(f"     {_first_line(moment.text)}")
 

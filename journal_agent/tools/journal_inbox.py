@@ -62,8 +62,10 @@ def _listing(moments) -> str:
     for moment in moments[:SHOWN]:
         files = ", ".join(f.spec() for f in moment.files) or "none"
         records = ", ".join(f"[m:{r}]" for r in moment.records) or "none"
+        # Accepted ones come first (read_inbox's order): the user already chose them.
+        chosen = ", accepted by the user: offer it first" if moment.accepted else ""
         out.append(
-            f"\n## {moment.id} ({moment.kind}, {moment.time})\n{moment.text}\n"
+            f"\n## {moment.id} ({moment.kind}, {moment.time}{chosen})\n{moment.text}\n"
             f"files edited: {files}\nrecords: {records}"
         )
     if len(moments) > SHOWN:

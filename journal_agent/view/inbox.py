@@ -1,16 +1,14 @@
 """The inbox of captured moments as a page (``journal_agent.capture``), and what its two
-buttons do: accept (start ``/learn`` on the moment, as a background run) or dismiss.
+buttons do: accept (queue the moment for ``/learn``) or dismiss.
 
-Accepting runs ``journal-agent learn --background`` in a subprocess, exactly as the user would
-type it: the run is the CLI's own (its checks, its permissions, its sandbox, its transcript),
-the view only asks for it. The moment stays waiting until ``/learn`` marks it written.
+Accepting writes nothing to the journal and starts nothing: it appends a marker to the inbox
+(``capture.accept``), and ``/learn`` with no topic — in Claude Code or ``journal-agent
+learn`` — offers accepted moments first, writes the entry with the user there to see it, and
+marks the moment written. The moment stays in the inbox until then.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from typing import Any
 
 from markupsafe import Markup
@@ -45,36 +43,14 @@ def page(site: Site) -> dict[str, Any]:
     return {"moments": moments}
 
 
-def topic(moment: Any) -> str:
-    """What ``/learn`` is asked: the moment, and to mark it written when the entry is in."""
-    where = ", ".join(f.spec() for f in moment.files)
-    cited = " ".join(f"[m:{r}]" for r in moment.records)
-    return (
-        f"the captured moment {moment.id} from the inbox (mark it written when the entry is "
-        f"appended): {moment.text}" + (f" (files: {where})" if where else "") + f" {cited}"
-    ).strip()
-
-
 def accept(site: Site, moment_id: str) -> dict[str, Any]:
-    """Start ``/learn`` on a waiting moment in the background; the run's status."""
+    """Queue a waiting moment for ``/learn``: marked accepted, offered first."""
+    from journal_agent.capture import accept as queue
     from journal_agent.capture import find
 
     moment = _find(find, site, moment_id)
-    command = [sys.executable, "-m", "journal_agent", "learn", "--background", "--json"]
-    command += ["--root", str(site.root), "--", topic(moment)]
-    done = subprocess.run(
-        command,
-        cwd=site.root,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if done.returncode != 0:
-        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
-        raise UserError(message.removeprefix("error: ") or "/learn could not be started.")
-    status = json.loads(done.stdout)
-    return {"id": moment.id, "run": status.get("id"), "status": status.get("status")}
+    queue(site.root, moment.id)
+    return {"id": moment.id, "accepted": True}
 
 
 def dismiss(site: Site, moment_id: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from journal_agent.capture import dismiss, find, read_inbox
+from journal_agent.capture import accept, dismiss, find, read_inbox
 from journal_agent.tools.journal_inbox import JournalInbox
 from journal_agent.tools.registry import make_context
 from tests.capture.hook_helpers import insight, run_hook
@@ -93,6 +93,30 @@ def test_the_tool_lists_moments_and_marks_them_written(project, transcript):
     done = tool.call(ctx, {"action": "written", "ids": [moment.id]})
     assert done.content == f"marked written: {moment.id}"
     assert "inbox is empty" in tool.call(ctx, {"action": "list"}).content
+
+
+def test_an_accepted_moment_is_offered_first_until_written(project, transcript, cli):
+    _capture(project, transcript, "First point.", "Second point.", "Third point.")
+    first, second, third = read_inbox(project)
+    assert accept(project, third.id).accepted
+    accept(project, third.id)  # twice: still one marker, the same place
+    accept(project, second.id[:6])
+    ordered = read_inbox(project)
+    assert [m.id for m in ordered] == [third.id, second.id, first.id]
+    assert ordered[0].accepted and ordered[1].accepted and not ordered[2].accepted
+    assert find(project, "1") == ordered[0]  # numbers follow the order listed
+
+    listed = cli("inbox", "--root", str(project)).stdout.splitlines()
+    assert listed[0].startswith(f"  1. {third.id}") and listed[0].endswith("(accepted)")
+    listing = JournalInbox().call(make_context(project), {}).content
+    assert listing.index(third.id) < listing.index(second.id) < listing.index(first.id)
+    assert f"## {third.id} (insight, {third.time}, accepted by the user: offer it first)" in listing
+    assert f"## {first.id} (insight, {first.time})" in listing
+
+    dismiss(project, third.id, "written")
+    assert [m.id for m in read_inbox(project)] == [second.id, first.id]
+    done = read_inbox(project, include_dismissed=True)
+    assert {m.id: m.dismissed for m in done}[third.id] == "written"
 
 
 def test_session_rows_are_applied_only_on_request_and_then_filed(project, transcript, cli):

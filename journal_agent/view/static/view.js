@@ -135,7 +135,7 @@
     });
   }
 
-  // -- inbox: accept (start /learn) or dismiss a captured moment ----------------------------
+  // -- inbox: accept (queue for /learn) or dismiss a captured moment ----------------------------
   for (const moment of document.querySelectorAll("section.moment")) {
     const form = moment.querySelector("form.act");
     if (!form) continue;
@@ -161,8 +161,8 @@
       }
       moment.classList.add("done");
       form.hidden = true;
-      outcome.textContent = data.run
-        ? "Started /learn as background run " + data.run + " (journal-agent wait " + data.run + ")."
+      outcome.textContent = data.accepted
+        ? "Queued for /learn: run /learn with no topic to write it (nothing is written until then)."
         : "Dismissed.";
     });
   }
