@@ -137,14 +137,15 @@ def _draft_one(
         f"the {allowance:,} tokens this draft may spend (per-draft cap {limits.per_draft:,}; "
         f"today {spent:,} of {limits.daily:,} spent)"
     )
-    output = min(_MAX_OUTPUT, max(1, allowance // 4))
     config = RunConfig(
         root=root,
         model=model,
         options=RunOptions(
             budget_tokens=allowance,
-            max_tokens=output,
-            max_tokens_ceiling=output,
+            # A response cut off inside its JournalAppend call is retried with twice the room,
+            # once; the cap check counts the larger max_tokens before that request too.
+            max_tokens=max(1, min(_MAX_OUTPUT, allowance // 4)),
+            max_tokens_ceiling=max(1, min(2 * _MAX_OUTPUT, allowance // 2)),
             max_turns=_MAX_TURNS,
         ),
         tools=drafting_tools(log),

@@ -70,10 +70,9 @@ def check_entry(root: Path, text: str) -> tuple[Entry, list[Problem]]:
     no secret), so a draft that would be refused is not saved. Raises :class:`UserError` when
     the text is not one entry or holds a secret."""
     from journal_agent.journal.verify import DraftError, validate_draft
-    from journal_agent.paths import JOURNAL_FILE
     from journal_agent.secret_text import refuse_secrets
 
-    refuse_secrets(text, JOURNAL_FILE)
+    refuse_secrets(text, "a journal draft")
     try:
         return validate_draft(root, text)
     except DraftError as exc:

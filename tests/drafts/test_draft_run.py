@@ -166,3 +166,66 @@ def test_a_cap_that_is_not_a_number_is_a_sentence(project):
 
 def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
     return {"input_tokens": input_tokens, "output_tokens": output_tokens}
+
+
+def test_drafts_folder_writes_are_drafts_and_its_parent_stays_out_of_reach(project):
+    settings_file = project / ".journal" / "settings.json"
+    settings_before = settings_file.read_text()
+    journal = project / "learning_journal.md"
+    journal.write_text("# Learning Journal\n\n" + entry("An Older Entry"))
+    before = journal.read_text()
+    model = ScriptedModel(
+        [
+            reply(
+                # Out of drafts/ by `..`: our settings (the switch, the caps) are not writable.
+                tool_use(
+                    "Write",
+                    {"file_path": ".journal/drafts/../settings.json", "content": "{}"},
+                ),
+                # An Edit that keeps the journal's last line and adds an entry after it: a draft.
+                tool_use(
+                    "Edit",
+                    {
+                        "file_path": "learning_journal.md",
+                        "old_string": "#warmup #scheduler\n",
+                        "new_string": "#warmup #scheduler\n\n" + entry(),
+                    },
+                ),
+                # What the agent's own file calls a draft: checked and saved as one.
+                tool_use(
+                    "Write",
+                    {"file_path": ".journal/drafts/zero.md", "content": entry("Second Entry")},
+                ),
+            ),
+            reply("Done."),
+        ]
+    )
+    (done,) = _draft(project, model)
+    escape, edit, scratch = _results(model.requests[1])
+    assert escape["is_error"] and settings_file.read_text() == settings_before
+    assert not edit.get("is_error") and not scratch.get("is_error")
+    assert journal.read_text() == before
+    assert sorted(d.text for d in list_drafts(project)) == sorted([entry(), entry("Second Entry")])
+    assert not (project / ".journal" / "drafts" / "zero.md").exists()  # saved by the entry's id
+    assert len(done.drafts) == 2
+
+
+def test_a_secret_never_reaches_a_draft(project):
+    leaked = entry().replace("warm-up is in steps", "key sk-ant-api03-" + "A" * 93 + "AA")
+    model = ScriptedModel([reply(tool_use("JournalAppend", {"entry": leaked})), reply("Done.")])
+    (done,) = _draft(project, model)
+    (refused,) = _results(model.requests[1])
+    assert refused["is_error"] and "NOT saved" in refused["content"]
+    assert "sk-ant-api03" not in refused["content"]
+    assert list_drafts(project) == [] and not done.ok
+
+
+def test_one_drafting_run_at_a_time(project):
+    from journal_agent.locks import held
+
+    model = ScriptedModel([reply("never")])
+    busy = "another `journal-agent inbox draft` is running"
+    lock = project / ".journal" / "locks" / "drafting.lock"
+    with held(lock, 1, "busy"), pytest.raises(UserError, match=busy):
+        _draft(project, model)
+    assert model.requests == []
