@@ -1,4 +1,5 @@
-"""The MemoryTrace of a user's model factory, run as a child in the sandbox.
+"""The MemoryTrace of a user's model factory or a Hugging Face config, run as a child in the
+sandbox.
 
 ``python -I -m journal_agent.tools._trace_child '<json>'`` with the configuration's fields and
 ``compare_estimate``: traces, saves the records (into the call's outbox, see

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from journal_agent.tools._config_input import as_flags, config_input_model
+from journal_agent.tools._config_input import as_flags, config_input_model, confined_hf_model
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from profiling.config import PROFILE_FIELDS
@@ -33,8 +33,10 @@ MemoryProfileInput = config_input_model(
     model=(
         str,
         Field(
-            description="A reference model (tiny-gpt2, tiny-llama, gpt2-small … llama-7b) or a "
-            "factory in the workspace, 'package.module:function', returning a module and inputs."
+            description="A reference model (tiny-gpt2, tiny-llama, gpt2-small … llama-7b), a "
+            "Hugging Face config (hf:NAME from the shipped catalogue, or hf:PATH to a "
+            "config.json in the workspace), or a factory in the workspace, "
+            "'package.module:function', returning a module and inputs."
         ),
     ),
     steps=(int, Field(default=5, ge=1, le=50, description="Timed steps (kept short).")),
@@ -62,17 +64,20 @@ class MemoryProfile(Tool):
         "- Returns a compact summary and a record id; cite the numbers as [m:<id>].\n"
         "- Bounded by timeout; an out-of-memory is reported as a result.\n"
         "- It runs in the sandbox, like Bash; a workspace factory runs the user's code, so it "
-        "is permission-checked like Bash."
+        "is permission-checked like Bash (a Hugging Face config, hf:NAME or hf:PATH, is data "
+        "and needs no approval)."
     )
     Input = MemoryProfileInput
 
     def run(self, ctx: ToolContext, params: MemoryProfileInput) -> ToolResult:  # type: ignore[override,valid-type]  # Input is a model generated at import (config_input_model), not a class statement
-        args = ["profile", *as_flags(params.config_values())]
+        # hf:PATH is a file the tool reads: inside the workspace only, as a Read.
+        values = confined_hf_model(ctx, params.config_values())
+        args = ["profile", *as_flags(values)]
         args += ["--steps", str(params.steps), "--warmup", str(params.warmup)]
         args += ["--timeout", f"{params.timeout:g}"]
         if params.device:
             args += ["--device", params.device]
-        data, err = _profile_in_sandbox(ctx, params.model, args, params.timeout)
+        data, err = _profile_in_sandbox(ctx, values["model"], args, params.timeout)
         if data is None:
             raise ToolError(err or "the measured run failed without a message")
         # An out-of-memory is a measured result (saved, cited), not a tool failure.
@@ -95,9 +100,9 @@ def _profile_in_sandbox(
     settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
     writes, read_deny, home = False, (), None
     if ctx.policy is not None:
-        if ":" in model:
+        if ":" in model and not model.startswith("hf:"):
             # Importing a workspace factory runs the user's code: the same approval as Bash,
-            # and what Bash would be allowed to write.
+            # and what Bash would be allowed to write. A Hugging Face config is data.
             conf = available_confinement(settings, root)
             command = "journal-agent " + " ".join(args)
             writes = ctx.policy.ensure("Bash", command=command, confined=conf.active).writes

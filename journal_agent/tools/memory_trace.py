@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 
 from journal_agent.paths import measurements_dir
-from journal_agent.tools._config_input import config_input_model
+from journal_agent.tools._config_input import config_input_model, confined_hf_model
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.workspace import workspace_root
 
@@ -20,8 +20,9 @@ MemoryTraceInput = config_input_model(
         str,
         Field(
             description="A reference model (gpt2-small, gpt2-medium, gpt2-large, gpt2-xl, "
-            "llama-1b, llama-7b) or a factory in the workspace, 'package.module:function', "
-            "returning a module and its inputs."
+            "llama-1b, llama-7b), a Hugging Face config (hf:NAME from the shipped catalogue, "
+            "e.g. hf:llama-3.1-8b, or hf:PATH to a config.json in the workspace), or a factory "
+            "in the workspace, 'package.module:function', returning a module and its inputs."
         ),
     ),
     compare_estimate=(
@@ -43,16 +44,25 @@ class MemoryTrace(Tool):
         "- Returns the breakdown and a record id; cite the numbers as [m:<id>].\n"
         "- A 7B model takes several seconds; small models well under one.\n"
         "- A workspace factory runs the user's code: it is permission-checked like Bash and "
-        "runs in the sandbox, like Bash."
+        "runs in the sandbox, like Bash. A Hugging Face config (hf:NAME, hf:PATH) is data: it "
+        "needs no approval and is traced in the sandbox too."
     )
     Input = MemoryTraceInput
 
     def run(self, ctx: ToolContext, params: MemoryTraceInput) -> ToolResult:  # type: ignore[override,valid-type]  # Input is a model generated at import (config_input_model), not a class statement
         from profiling.records import RecordStore
 
-        if ":" in (params.model or ""):
+        model = params.model or ""
+        if model.startswith("hf:"):
+            # A config is data, not code: no Bash approval (a rule naming the tool still
+            # decides), the file read inside the workspace only, the trace in the sandbox.
+            if ctx.policy is not None:
+                ctx.policy.ensure(self.name)
+            values = confined_hf_model(ctx, params.config_values())
+            return ToolResult(_trace_in_sandbox(params, ctx, values, factory=False))
+        if ":" in model:
             # A workspace factory runs the user's code: in the sandbox, as Bash would run it.
-            return ToolResult(_trace_factory_in_sandbox(params, ctx))
+            return ToolResult(_trace_in_sandbox(params, ctx, params.config_values()))
         store = RecordStore(measurements_dir(ctx.root))
         # A ProfilingError (a model that will not trace) becomes an error result in Tool.call.
         return ToolResult(_trace(params, ctx, store))
@@ -72,10 +82,16 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  #
     return trace_and_record(cfg, store, compare_estimate=params.compare_estimate).text()
 
 
-def _trace_factory_in_sandbox(params: MemoryTraceInput, ctx: ToolContext) -> str:  # type: ignore[valid-type]  # Input is a model generated at import (config_input_model), not a class statement
-    """The same approval as Bash, in every mode (bypassPermissions too), the same sandbox,
-    environment and limits; the report comes back on stdout, the records through the
-    outbox."""
+def _trace_in_sandbox(
+    params: MemoryTraceInput,  # type: ignore[valid-type]  # Input is a model generated at import (config_input_model), not a class statement
+    ctx: ToolContext,
+    values: dict,
+    factory: bool = True,
+) -> str:
+    """A child in the sandbox, with Bash's environment and limits; the report comes back on
+    stdout, the records through the outbox. A factory (the user's code) needs the same
+    approval as Bash, in every mode (bypassPermissions too), and may write what Bash may; a
+    Hugging Face config needs none and writes nothing but its records."""
     import json
     import subprocess
     import sys
@@ -86,15 +102,14 @@ def _trace_factory_in_sandbox(params: MemoryTraceInput, ctx: ToolContext) -> str
 
     root = Path(workspace_root(ctx.root))
     settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
-    writes, read_deny, home = True, (), None
+    writes, read_deny, home = factory, (), None
     if ctx.policy is not None:
-        conf = available_confinement(settings, root)
-        command = f"journal-agent trace --model {params.model}"
-        writes = ctx.policy.ensure("Bash", command=command, confined=conf.active).writes
+        if factory:
+            conf = available_confinement(settings, root)
+            command = f"journal-agent trace --model {params.model}"
+            writes = ctx.policy.ensure("Bash", command=command, confined=conf.active).writes
         read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home
-    request = json.dumps(
-        {"config": params.config_values(), "compare_estimate": params.compare_estimate}
-    )
+    request = json.dumps({"config": values, "compare_estimate": params.compare_estimate})
     with sandboxed(root, settings, writes=writes, read_deny=read_deny, home=home) as box:
         argv = box.argv([sys.executable, "-I", "-m", "journal_agent.tools._trace_child", request])
         proc = subprocess.Popen(argv, cwd=root, env=box.env(), stdin=subprocess.DEVNULL,

@@ -110,3 +110,43 @@ def test_memory_estimate_reads_hf_configs_inside_the_workspace_only(tmp_path) ->
     # Nothing was estimated (no record) for the refused paths.
     records = list((workspace / ".journal" / "measurements").glob("*.json"))
     assert len(records) == 2
+
+
+_TINY_HF = {
+    "model_type": "llama", "vocab_size": 256, "hidden_size": 32, "intermediate_size": 64,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64,
+}  # fmt: skip
+
+
+def test_memory_trace_runs_hf_configs_without_a_factory_approval(tmp_path) -> None:
+    """A Hugging Face config is data: traced (in the sandbox) with no Bash approval, in the
+    default mode; its file is read inside the workspace only; a factory still asks."""
+    import json
+
+    workspace, outside = tmp_path / "ws", tmp_path / "elsewhere"
+    workspace.mkdir()
+    outside.mkdir()
+    (workspace / "config.json").write_text(json.dumps(_TINY_HF), encoding="utf-8")
+    (outside / "config.json").write_text(json.dumps(_TINY_HF), encoding="utf-8")
+    (workspace / "escape").symlink_to(outside)
+    (workspace / "user_model.py").write_text(
+        "def build():\n    raise SystemExit('a factory must not run unapproved')\n",
+        encoding="utf-8",
+    )
+    ctx = make_context(workspace)  # default mode, no allow rules, nobody to ask
+    traced = MemoryTrace().call(ctx, {"model": "hf:config.json", "seq": 16, "batch": 1})
+    assert not traced.is_error, traced.content
+    assert "Traced training step: hf:" in traced.content
+    store = RecordStore(workspace / ".journal" / "measurements")
+    assert store.exists(_record_id(traced.content))
+    for attack in (f"hf:{outside}/config.json", "hf:../elsewhere/config.json", "hf:escape/x.json"):
+        refused = MemoryTrace().call(ctx, {"model": attack, "seq": 16})
+        assert refused.is_error and "outside" in refused.content.lower(), (attack, refused)
+    factory = MemoryTrace().call(ctx, {"model": "user_model:build"})
+    assert factory.is_error and "Permission denied" in factory.content
+    # A rule naming the tool still decides.
+    denied = MemoryTrace().call(
+        make_context(workspace, deny=["MemoryTrace"]), {"model": "hf:config.json", "seq": 16}
+    )
+    assert denied.is_error and "MemoryTrace" in denied.content
+    assert len(list((workspace / ".journal" / "measurements").glob("*.json"))) == 1

@@ -95,3 +95,27 @@ def test_memory_profile_over_mcp_sends_progress(tmp_path) -> None:
     text = result.content[0].text
     assert (tmp_path / ".journal" / "measurements" / f"{_record(text)}.json").is_file()
     assert seen and seen[-1][:2] == (3, 3), seen
+
+
+def test_memory_profile_runs_hf_configs_without_a_factory_approval(tmp_path) -> None:
+    """hf:PATH is data: measured in the default mode with no Bash approval; a path outside the
+    workspace is refused before anything runs."""
+    import json
+
+    config = {
+        "model_type": "llama", "vocab_size": 256, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 64,
+    }  # fmt: skip
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    ctx = make_context(tmp_path / "ws")
+    args = {"batch": 1, "seq": 16, "steps": 1, "warmup": 0}
+    result = MemoryProfile().call(ctx, {"model": "hf:config.json", **args})
+    assert not result.is_error, result.content
+    record = RecordStore(tmp_path / "ws" / ".journal" / "measurements").load(
+        _record(result.content)
+    )
+    assert record.kind == "measured"
+    outside = MemoryProfile().call(ctx, {"model": "hf:../config.json", **args})
+    assert outside.is_error and "outside" in outside.content.lower()
