@@ -287,6 +287,56 @@ LEARN_EDIT = (
 )
 
 
+TOOLS_TRAIN = (
+    "import torch\n"
+    "\n"
+    "from model import TinyGPT\n"
+    "\n"
+    "\n"
+    "def train_step(model, batch, optimizer):\n"
+    "    loss = model(batch).mean()\n"
+    "    loss.backward()\n"
+    "    optimizer.step()\n"
+    "    optimizer.zero_grad(set_to_none=True)\n"
+    "    return loss\n"
+)
+
+
+def build_tools(root: Path) -> None:
+    """A small project for the tools (docs/tools.md): a five-line journal, a 5,000-line
+    training log, code under src/, an ignored build/, a secret .env, a binary and an empty
+    file, private data that a deny rule hides; a git repository."""
+    import subprocess
+
+    _write(
+        root,
+        "learning_journal.md",
+        "# Learning journal\n\n## ZeRO stages\nZeRO-1 shards optimizer state.\n"
+        "TODO: measure stage 2\n",
+    )
+    log = "".join(f"step {n} loss {2.5 - n / 10_000:.4f}\n" for n in range(1, 5001))
+    _write(root, "train.log", log)
+    _write(root, "src/model.py", "from torch import nn\n\n\nclass TinyGPT(nn.Module):\n    pass\n")
+    _write(root, "src/train.py", TOOLS_TRAIN)
+    _write(root, "build/gen.py", "# generated: optimizer tables\n")
+    _write(root, ".gitignore", "build/\n")
+    _write(root, ".env", "# the optimizer service\nAPI_TOKEN=tok-0123456789abcdef\n")
+    (root / "blob.bin").write_bytes(bytes(range(100)))
+    _write(root, "empty.md", "")
+    _write(root, "data/private/p.csv", "patient,age\nA,41\n")
+    settings = {
+        "permissions": {"deny": ["Read(./data/private/**)", "Bash(git push:*)"]},
+    }
+    _write(root, ".claude/settings.json", json.dumps(settings, indent=2) + "\n")
+    # Glob and Grep list the newest first: fix the order (model.py is the older file).
+    for n, rel in enumerate(["src/model.py", "src/train.py", "learning_journal.md"]):
+        os.utime(root / rel, (1_790_000_000 + n * 60, 1_790_000_000 + n * 60))
+    git = ["git", "-c", "user.name=Demo", "-c", "user.email=demo@example.com"]
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "src", "train.log", ".claude"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "the training code"], cwd=root, check=True)
+
+
 SCENES: dict[str, Scene] = {
     "project": Scene(build_project),
     "entries": Scene(build_entries, base="project"),
@@ -295,6 +345,7 @@ SCENES: dict[str, Scene] = {
     "relevance": Scene(build_relevance),
     "learning": Scene(build_learning),
     "feedback": Scene(build_feedback),
+    "tools": Scene(build_tools),
 }
 
 _built: dict[str, Path] = {}

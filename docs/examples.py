@@ -197,8 +197,9 @@ def _shown(output: str, work: Path) -> str:
 
 
 def _tidy(output: str) -> str:
-    """Lines without the padding rich leaves at their ends (markdown would keep it)."""
-    return "\n".join(line.rstrip() for line in output.rstrip("\n").split("\n")) + "\n"
+    """Lines without the spaces rich pads them with (markdown would keep them); a tab at the
+    end of a line (Read's number of an empty line) stays."""
+    return "\n".join(line.rstrip(" ") for line in output.rstrip("\n").split("\n")) + "\n"
 
 
 def _commands(body: str) -> list[str]:
