@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from journal_agent import __version__
+from journal_agent.cli import _typer_values
 from journal_agent.cli._commands import COMMANDS
 
 # The arguments of the command being run (``main`` sets them): a record says which command
@@ -77,6 +78,8 @@ def _load(name: str) -> Any:
     raise LookupError(f"journal_agent.cli.{COMMANDS[name][0]} defines no command {name!r}")
 
 
+# Options left out, str and Path values converted without pydantic (cli/_typer_values.py).
+_typer_values.install()
 app = typer.Typer(
     cls=LazyGroup,
     name="journal-agent",

@@ -51,9 +51,6 @@ def _rel(path: Path, root: Path) -> str:
 def _report(
     kind: str, discovery, root: Path, rows, columns, verbose: bool, as_json: bool, strict: bool
 ) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     errors = [{"file": str(e.path), "line": e.line, "message": e.message} for e in discovery.errors]
     shadowed = [
         {
@@ -64,9 +61,12 @@ def _report(
         }
         for hidden, winner in discovery.shadowed
     ]
-    if as_json:
+    if as_json:  # plain JSON: rich is imported for the table only
         print_json({kind: rows, "shadowed": shadowed, "errors": errors})
     else:
+        from rich.console import Console
+        from rich.table import Table
+
         out = Console()
         table = Table(title=f"{kind} ({len(rows)})", title_justify="left")
         for col in columns:

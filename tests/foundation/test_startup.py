@@ -25,6 +25,25 @@ JOURNAL = """# Learning Journal
 """
 
 
+def _loaded(args: list[str], project, home, env: dict[str, str] | None = None) -> set[str]:
+    """The top-level packages ``journal-agent ARGS`` imported (it must succeed)."""
+    (project / "learning_journal.md").write_text(JOURNAL, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "journal_agent", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"HOME": str(home), "PATH": "", **(env or {})},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -45,22 +64,26 @@ JOURNAL = """# Learning Journal
     ],
 )
 def test_light_commands_import_no_heavy_module(args, project, home):
-    (project / "learning_journal.md").write_text(JOURNAL, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "journal_agent", *args],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env={"HOME": str(home), "PATH": ""},
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded = {
-        line.split("|")[-1].strip().split(".")[0]
-        for line in done.stderr.splitlines()
-        if line.startswith("import time:")
-    }
+    loaded = _loaded(args, project, home)
     assert not loaded & HEAVY, f"{args} imported {sorted(loaded & HEAVY)}"
+
+
+# What a command's own work does not need must not be imported for it: typer's option parsing
+# used pydantic for every option (cli/_typer_values.py), reading a journal used it for the
+# citation regex (profiling.citations), `--json` rendered nothing with rich but imported it.
+@pytest.mark.parametrize(
+    ("args", "env", "unneeded"),
+    [
+        (["journal", "list"], {}, {"pydantic", "rich"}),
+        (["journal", "list", "--tag", "zero", "--json"], {}, {"pydantic", "rich"}),
+        (["journal", "list"], {"JOURNAL_AGENT_ROOT": "."}, {"pydantic", "rich"}),
+        (["agents", "--json"], {}, {"rich"}),  # definitions are pydantic models: it needs that
+        (["commands", "--json"], {}, {"rich"}),
+    ],
+)
+def test_plain_commands_import_no_pydantic_or_rich(args, env, unneeded, project, home):
+    loaded = _loaded(args, project, home, env)
+    assert not loaded & unneeded, f"{args} imported {sorted(loaded & unneeded)}"
 
 
 def test_python_dash_m_matches_console_script(project, home):
