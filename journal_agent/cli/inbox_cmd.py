@@ -40,19 +40,24 @@ def inbox_command(
     if forward_root(ctx, root):
         return
     from journal_agent.capture import read_inbox
+    from journal_agent.drafts.store import drafted_moments
 
-    moments = read_inbox(resolve_root(root), include_dismissed=all_)
+    workspace = resolve_root(root)
+    moments = read_inbox(workspace, include_dismissed=all_)
     if json_out:
         print_json([m.to_dict() for m in moments])
         return
     if not moments:
         typer.echo("the inbox is empty: moments appear when Claude Code writes ★ Insight blocks")
         return
+    drafted = drafted_moments(workspace)
     for n, moment in enumerate(moments, 1):
         files = ", ".join(f.spec() for f in moment.files) or "no files"
         status = (
             f"  ({moment.dismissed or 'accepted'})" if moment.dismissed or moment.accepted else ""
         )
+        if moment.id in drafted and not moment.dismissed:
+            status += f"  (draft {drafted[moment.id]} waiting: `inbox drafts`)"
         typer.echo(f"{n:>3}. {moment.id}  {moment.time[:16].replace('T', ' ')}  {files}{status}")
         typer.echo(f"     {_first_line(moment.text)}")
 

@@ -82,6 +82,8 @@ def test_draft_list_show_and_accept_into_the_journal(project, inbox):
     assert again.returncode == 0 and f"already drafted as {DRAFT_ID}" in again.stdout
     assert len(model.requests) == 3
 
+    waiting = inbox()
+    assert f"(draft {DRAFT_ID} waiting: `inbox drafts`)" in waiting.stdout
     listed = inbox("drafts")
     assert f"  1. {DRAFT_ID}" in listed.stdout and moment.id in listed.stdout
     shown = inbox("drafts", "1")
