@@ -66,6 +66,9 @@ ESTIMATE_CMD = (
 class Scene:
     build: Callable[[Path], None]
     base: str | None = None  # built on a copy of this scene
+    # The model's answers, for the commands that call one: journal_agent.testing's scripted
+    # /v1/messages endpoint serves them (a fresh script per example) while the example runs.
+    script: Callable[[], list] | None = None
 
 
 def _write(root: Path, rel: str, text: str) -> Path:
@@ -337,6 +340,55 @@ def build_tools(root: Path) -> None:
     subprocess.run([*git, "commit", "-qm", "the training code"], cwd=root, check=True)
 
 
+def build_runtime(root: Path) -> None:
+    """A project with a small agent of its own, `scribe` (Glob, Read, Write; haiku)."""
+    _write(root, "README.md", "# Demo project\n")
+    _write(
+        root,
+        ".claude/agents/scribe.md",
+        "---\nname: scribe\ndescription: Keeps short notes on what the user studies.\n"
+        "tools: Glob, Read, Write\nmodel: haiku\n---\n"
+        "You are the scribe: you keep short notes on what the user studies, in notes.md.\n",
+    )
+
+
+def _usage(uncached: int, cached: int, out: int) -> dict[str, int]:
+    return {
+        "input_tokens": uncached,
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": out,
+    }
+
+
+def scribe_script() -> list:
+    """What the model answers `run scribe "Note what ZeRO-2 shards"`: look, read, write, say."""
+    from journal_agent.testing import reply, tool_use
+
+    note = "# ZeRO-2\nShards gradients and optimizer state across data-parallel ranks.\n"
+    said = "Wrote notes.md: ZeRO-2 shards gradients and optimizer state across data-parallel ranks."
+    return [
+        reply(
+            "Let me look at the project first.",
+            tool_use("Glob", {"pattern": "*.md"}),
+            usage=_usage(5500, 0, 90),
+        ),
+        reply(tool_use("Read", {"file_path": "README.md"}), usage=_usage(40, 5500, 60)),
+        reply(
+            tool_use("Write", {"file_path": "notes.md", "content": note}),
+            usage=_usage(60, 5540, 150),
+        ),
+        reply(said, usage=_usage(60, 5600, 40)),
+    ]
+
+
+def journal_agent_script() -> list:
+    """What the model answers a background run of the learning-journal agent."""
+    from journal_agent.testing import reply
+
+    return [reply("Recorded the ZeRO-2 memory math.", usage=_usage(6200, 0, 80))]
+
+
 SCENES: dict[str, Scene] = {
     "project": Scene(build_project),
     "entries": Scene(build_entries, base="project"),
@@ -346,6 +398,8 @@ SCENES: dict[str, Scene] = {
     "learning": Scene(build_learning),
     "feedback": Scene(build_feedback),
     "tools": Scene(build_tools),
+    "runtime": Scene(build_runtime, script=scribe_script),
+    "background": Scene(lambda root: None, base="runtime", script=journal_agent_script),
 }
 
 _built: dict[str, Path] = {}

@@ -11,10 +11,13 @@ Where a block runs: in a fresh empty temporary directory, or, with ``in=SCENE`` 
 docs/example_scenes.py (a training script, entries citing its code and real records, a ledger,
 review history …; each scene is built once per process). ``keep=NAME`` keeps a block's
 workspace after its commands ran as the scene NAME for later blocks (``in=NAME``), so a page can
-show a sequence of commands and then what they left behind. The copy is at a temporary path: in
-what the commands print it is shown as ``/tmp/demo`` (its parent as ``/tmp``, ``HOME`` as
-``/home/me``, this checkout as ``/path/to/journal-agent``), which is where the docs say the
-examples ran.
+show a sequence of commands and then what they left behind. A scene with a ``script`` serves it
+as the model (journal_agent/testing.py's scripted ``/v1/messages`` endpoint, through the real
+SDK) while its examples run, so ``run``/``learn`` print what they print against the API.
+
+A block's directory is a temporary one (named by digits: see :func:`_workdir`); in what the
+commands print it is shown as ``/tmp/demo`` (its parent as ``/tmp``, ``HOME`` as ``/home/me``,
+this checkout as ``/path/to/journal-agent``), which is where the docs say the examples ran.
 
 ``stderr`` in a marker shows what the commands write to stderr, in order with their output
 (otherwise stderr is shown only for a command that failed: progress is not the example).
@@ -25,10 +28,10 @@ regenerated. Before comparing, :func:`normalize` replaces what differs from run 
 nothing else: record ids (``est-<id>``), the trace's own duration, a tool call's seconds in a
 run's progress lines, timestamps of the moment the command ran (``2026-11-23T13:20:18Z``,
 ``2026-11-23 13:29 UTC``, backup and run names made of them, the ledger's ``Last Updated``
-date, which every update sets to today), process ids and the view's token. Sizes, counts,
-line numbers, scores and dates the examples wrote themselves are compared as printed. Where the
-docs cut a long output short with a line ``…``, :func:`elide` cuts the new output at the same
-place.
+date, which every update sets to today), a run's id, process ids and the view's token.
+Sizes, counts, line numbers, scores, costs, token counts and dates the examples wrote themselves
+are compared as printed. Where the docs cut a long output short with a line ``…``,
+:func:`elide` cuts the new output at the same place.
 
     python docs/examples.py [--check] [--only checked] [FILE.md …]
 """
@@ -36,12 +39,15 @@ place.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import random
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +63,7 @@ _DURATION = re.compile(r"\(\d+(?:\.\d+)? (?:s|ms)\)")
 _MOMENTS = [
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?"), "<time>"),
     (re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d UTC\b"), "<time> UTC"),
-    (re.compile(r"\b\d{8}-\d{6}(?=-[0-9a-f]{6}\b)"), "<time>"),  # a run's id
+    (re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b"), "<run>"),  # a run's id: its start, random
     (re.compile(r"\.bak-\d{8}-\d{6}\b"), ".bak-<time>"),
     (re.compile(r"(Last Updated:\*\* |last updated )\d{4}-\d\d-\d\d"), r"\1<today>"),
     (re.compile(r"(✓ \w+ )\d+\.\ds\b"), r"\1<t>s"),  # a tool call's time in a run's progress
@@ -135,37 +141,71 @@ def _env(home: Path) -> dict[str, str]:
 
 def run(example: Example) -> str:
     """The example's block as it reads after running it now."""
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp) / "demo"
+    tmp = _workdir()
+    try:
+        work = tmp / "demo"
         if example.scene is None:
             work.mkdir()
         else:
             shutil.copytree(_scene(example.scene), work, symlinks=True)
-        home = Path(tmp) / "home"
+        home = tmp / "home"
         home.mkdir()
-        env = _env(home)
-        if example.code:
-            done = subprocess.run(
-                [sys.executable, "-c", example.code], cwd=work, env=env, text=True,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1800, check=False,
-            )  # fmt: skip
-            return _shown(_tidy(done.stdout), work)
-        out: list[str] = []
-        for command in _commands(example.body):
-            merged = "stderr" in example.opts  # warnings and notes on stderr are the point
-            done = subprocess.run(
-                ["bash", "-c", command], cwd=work, env=env, text=True, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT if merged else subprocess.PIPE, timeout=1800, check=False,
-            )  # fmt: skip
-            out.append(f"$ {command}\n")
-            # stderr is progress unless the command failed: then it is the sentence to show.
-            shown = done.stdout + (done.stderr if done.returncode and not merged else "")
-            if shown.strip():
-                out.append(_tidy(shown))
+        with _model(example.scene) as api:
+            out = _run_in(example, work, {**_env(home), **api})
         kept = example.option("keep")
         if kept:
             example_scenes.keep(kept, work)
-        return _shown("".join(out), work)
+        return _shown(out, work)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_in(example: Example, work: Path, env: dict[str, str]) -> str:
+    if example.code:
+        done = subprocess.run(
+            [sys.executable, "-c", example.code], cwd=work, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1800, check=False,
+        )  # fmt: skip
+        return _tidy(done.stdout)
+    out: list[str] = []
+    for command in _commands(example.body):
+        merged = "stderr" in example.opts  # warnings and notes on stderr are the point
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=work, env=env, text=True, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merged else subprocess.PIPE, timeout=1800, check=False,
+        )  # fmt: skip
+        out.append(f"$ {command}\n")
+        # stderr is progress unless the command failed: then it is the sentence to show.
+        shown = done.stdout + (done.stderr if done.returncode and not merged else "")
+        if shown.strip():
+            out.append(_tidy(shown))
+    return "".join(out)
+
+
+def _workdir() -> Path:
+    """A new temporary directory named by digits alone: a path the model's prompt holds (the
+    workspace root) then has the same number of tokens in every run, so the token counts a
+    ``--dry-run`` prints do not change with the directory's random name."""
+    while True:
+        path = Path(tempfile.gettempdir()) / f"doc-example-{random.randrange(10**9):09d}"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+
+
+@contextlib.contextmanager
+def _model(scene: str | None) -> Iterator[dict[str, str]]:
+    """The scripted model a scene's commands talk to (a fresh script each time), if it has one."""
+    found = example_scenes.SCENES.get(scene or "")
+    if found is None or found.script is None:
+        yield {}
+        return
+    from journal_agent.testing import ScriptedModel
+
+    with ScriptedModel(found.script()).serve() as url:
+        yield {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-ant-scripted-0000000000"}
 
 
 def _scene(name: str) -> Path:

@@ -35,7 +35,7 @@ CHECKED = [
 
 
 # The pages whose every command example is generated and checked.
-PAGES = ["journal.md", "learning.md", "tools.md"]
+PAGES = ["journal.md", "learning.md", "tools.md", "runtime.md"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -50,13 +50,14 @@ def test_there_are_checked_examples():
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_command_example_of_a_page_is_checked(page):
-    """A ```console block on these pages is output someone can compare: each one runs."""
+    """A block of commands and what they print (```console, or a bare ``` starting with
+    ``$ ``) on these pages is output someone can compare: each one runs."""
     text = (REPO / "docs" / page).read_text(encoding="utf-8")
     checked = {e.start for e in examples.find(REPO / "docs" / page) if "checked" in e.opts}
     unchecked = [
         text[: m.start()].count("\n") + 1
         for m in examples.FENCE.finditer(text)
-        if m.group(0).startswith("```console\n$ ") and m.start() not in checked
+        if m.group(0).startswith(("```console\n$ ", "```\n$ ")) and m.start() not in checked
     ]
     assert not unchecked, f"docs/{page}: console examples not generated at lines {unchecked}"
 
