@@ -389,6 +389,50 @@ def journal_agent_script() -> list:
     return [reply("Recorded the ZeRO-2 memory math.", usage=_usage(6200, 0, 80))]
 
 
+WARMUP = "Warm-up length is in steps, not epochs (train.py:8)."
+
+
+def build_drafting(root: Path) -> None:
+    """A moment the real Stop hook captured from a Claude Code turn (an Edit of train.py and a
+    ★ Insight), drafting turned on (docs/plugin.md, `inbox draft`)."""
+    from tests.capture.hook_helpers import Transcript, insight, run_hook
+
+    _write(root, "train.py", "".join(f"line {i}\n" for i in range(1, 21)))
+    transcript = Transcript(root.parent / "home" / ".claude" / "projects" / "p" / "s1.jsonl", root)
+    transcript.prompt("make warm-up 500 steps")
+    transcript.edit("train.py", "line 8", "line 8 = warmup steps")
+    final = insight(WARMUP)
+    transcript.say(final)
+    payload = {
+        "session_id": "s1",
+        "prompt_id": "p1",
+        "transcript_path": str(transcript.path),
+        "last_assistant_message": final,
+    }
+    assert run_hook("Stop", payload, root).returncode == 0
+    _write(root, ".journal/settings.json", json.dumps({"capture": {"draft": True}}) + "\n")
+
+
+def drafting_script() -> list:
+    """The learning-journal agent drafting an entry from the warm-up moment."""
+    from journal_agent.testing import reply, tool_use
+    from tests.entries import render_entry
+
+    entry = render_entry(
+        "Warm-up Is Counted in Steps",
+        "2026-11-26",
+        context="Changing the warm-up in `train.py:8`.",
+        question="Is warm-up counted in epochs or in steps?",
+        intuition="The scheduler counts optimizer steps, so warm-up is in steps (train.py:8).",
+        tags="#warmup #scheduler",
+    )
+    return [
+        reply(tool_use("Read", {"file_path": "train.py"}), usage=_usage(9800, 0, 60)),
+        reply(tool_use("JournalAppend", {"entry": entry}), usage=_usage(120, 9800, 420)),
+        reply("Drafted one entry.", usage=_usage(90, 9920, 25)),
+    ]
+
+
 SCENES: dict[str, Scene] = {
     "project": Scene(build_project),
     "entries": Scene(build_entries, base="project"),
@@ -400,6 +444,7 @@ SCENES: dict[str, Scene] = {
     "tools": Scene(build_tools),
     "runtime": Scene(build_runtime, script=scribe_script),
     "background": Scene(lambda root: None, base="runtime", script=journal_agent_script),
+    "drafting": Scene(build_drafting, script=drafting_script),
 }
 
 _built: dict[str, Path] = {}

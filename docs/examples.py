@@ -19,6 +19,10 @@ A block's directory is a temporary one (named by digits: see :func:`_workdir`); 
 commands print it is shown as ``/tmp/demo`` (its parent as ``/tmp``, ``HOME`` as ``/home/me``,
 this checkout as ``/path/to/journal-agent``), which is where the docs say the examples ran.
 
+``manual`` in a marker (``<!-- example: manual (needs the claude CLI) -->``) says why a block
+of commands is not run here: it is copied from a run elsewhere, and the test accepts it only
+with that word.
+
 ``stderr`` in a marker shows what the commands write to stderr, in order with their output
 (otherwise stderr is shown only for a command that failed: progress is not the example).
 
@@ -27,7 +31,7 @@ reruns and compares, so a change to what a command prints fails a test until the
 regenerated. Before comparing, :func:`normalize` replaces what differs from run to run and
 nothing else: record ids (``est-<id>``), the trace's own duration, a tool call's seconds in a
 run's progress lines, timestamps of the moment the command ran (``2026-11-23T13:20:18Z``,
-``2026-11-23 13:29 UTC``, backup and run names made of them, the ledger's ``Last Updated``
+``2026-11-23 13:29``, backup and run names made of them, the ledger's ``Last Updated``
 date, which every update sets to today), a run's id, process ids and the view's token.
 Sizes, counts, line numbers, scores, costs, token counts and dates the examples wrote themselves
 are compared as printed. Where the docs cut a long output short with a line ``…``,
@@ -62,7 +66,7 @@ _DURATION = re.compile(r"\(\d+(?:\.\d+)? (?:s|ms)\)")
 # What depends on the moment a command ran (see the module's docstring), each with its stand-in.
 _MOMENTS = [
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?"), "<time>"),
-    (re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d UTC\b"), "<time> UTC"),
+    (re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d\b"), "<time>"),
     (re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b"), "<run>"),  # a run's id: its start, random
     (re.compile(r"\.bak-\d{8}-\d{6}\b"), ".bak-<time>"),
     (re.compile(r"(Last Updated:\*\* |last updated )\d{4}-\d\d-\d\d"), r"\1<today>"),
@@ -103,7 +107,8 @@ def find(path: Path) -> list[Example]:
     text = path.read_text(encoding="utf-8")
     found = []
     for marker in MARKER.finditer(text):
-        opts = set((marker.group("opts") or "").split())
+        # Words before a "(": the options; in parentheses, a reason for people (manual).
+        opts = set((marker.group("opts") or "").split("(")[0].split())
         block = FENCE.match(text, marker.end())
         if block is None:
             raise SystemExit(f"{path}: an example marker must be followed by a fenced block")
@@ -308,7 +313,11 @@ def main() -> None:
     drift = 0
     for path in files:
         path = path.resolve()
-        examples = [e for e in find(path) if opts.only is None or opts.only in e.opts]
+        examples = [
+            e
+            for e in find(path)
+            if "manual" not in e.opts and (opts.only is None or opts.only in e.opts)
+        ]
         bodies = []
         for example in examples:
             print(f"running {example.where}", file=sys.stderr)
