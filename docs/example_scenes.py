@@ -433,6 +433,33 @@ def drafting_script() -> list:
     ]
 
 
+def build_definitions(root: Path) -> None:
+    """Definitions of the project's own (docs/definitions.md): /learn ejected and granted more,
+    an agent that asks for acceptEdits, and one whose description is not valid YAML."""
+    learn = (REPO / "commands" / "learn.md").read_text(encoding="utf-8")
+    _write(
+        root,
+        ".claude/commands/learn.md",
+        learn.replace("---\n", "---\nallowed-tools: Write(notes/*.md), Bash(git log:*)\n", 1),
+    )
+    _write(
+        root,
+        ".claude/agents/helper.md",
+        "---\nname: helper\ndescription: Tidies notes.\npermissionMode: acceptEdits\n---\n"
+        "You tidy the notes in notes/.\n",
+    )
+
+
+def build_bad_definition(root: Path) -> None:
+    """An agent whose multi-line description is neither a block scalar nor quoted."""
+    _write(
+        root,
+        ".claude/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews changes.\n"
+        "  Context: the user asks for a review\n---\nYou review changes.\n",
+    )
+
+
 SCENES: dict[str, Scene] = {
     "project": Scene(build_project),
     "entries": Scene(build_entries, base="project"),
@@ -445,6 +472,8 @@ SCENES: dict[str, Scene] = {
     "runtime": Scene(build_runtime, script=scribe_script),
     "background": Scene(lambda root: None, base="runtime", script=journal_agent_script),
     "drafting": Scene(build_drafting, script=drafting_script),
+    "definitions": Scene(build_definitions),
+    "bad-definition": Scene(build_bad_definition),
 }
 
 _built: dict[str, Path] = {}

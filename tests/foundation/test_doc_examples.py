@@ -35,7 +35,16 @@ CHECKED = [
 
 
 # The pages whose every command example is generated and checked.
-PAGES = ["journal.md", "learning.md", "tools.md", "runtime.md", "plugin.md", "view.md"]
+PAGES = [
+    "journal.md",
+    "learning.md",
+    "tools.md",
+    "runtime.md",
+    "plugin.md",
+    "view.md",
+    "definitions.md",
+    "security.md",
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
