@@ -166,6 +166,13 @@ def inbox_draft_command(
     model: Annotated[
         str | None, typer.Option("--model", help="Model or alias instead of the agent's own.")
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Show each first request's estimated size against the caps; send nothing.",
+        ),
+    ] = False,
     root: RootOption = None,
 ) -> None:
     """Draft entries from moments with the learning-journal agent, into .journal/drafts/.
@@ -175,10 +182,11 @@ def inbox_draft_command(
     written to the journal until you accept a draft."""
     from journal_agent.capture import read_inbox
     from journal_agent.drafts import caps
-    from journal_agent.drafts.run import draft_moments, ensure_ready, pending
+    from journal_agent.drafts.run import ensure_ready, pending
 
     workspace = resolve_root(root)
-    caps.ensure_enabled(workspace)
+    if not dry_run:
+        caps.ensure_enabled(workspace)
     chosen = [_find(workspace, key) for key in keys] if keys else read_inbox(workspace)
     if not chosen:
         typer.echo("the inbox is empty: there is nothing to draft")
@@ -191,10 +199,28 @@ def inbox_draft_command(
         )
     if not todo:
         return
+    if dry_run:
+        _draft_preview(workspace, todo, model)
+        return
     ensure_ready(workspace)  # the key and the caps: one sentence before anything is said
+    if _draft(workspace, todo, model):
+        raise typer.Exit(1)
+
+
+def _draft(workspace, todo: list, model: str | None) -> int:
+    """Run the drafts, printing each as it lands; how many moments gave none."""
+    from rich.console import Console
+
+    from journal_agent.drafts import caps
+    from journal_agent.drafts.run import draft_moments
+    from journal_agent.runtime.render import Renderer
+
     typer.echo(f"drafting {len(todo)} moment(s) with the learning-journal agent…", err=True)
     failed = 0
-    for done in draft_moments(workspace, todo, model=model):
+    console = Console(stderr=True, highlight=False)
+    # Each turn and tool call, live, on a terminal; in a pipe or a log the lines below suffice.
+    renderer = Renderer(console) if console.is_terminal else None
+    for done in draft_moments(workspace, todo, model=model, on_event=renderer):
         spent = f"({done.tokens:,} tokens)"
         for draft in done.drafts:
             rel = draft.path.relative_to(workspace)
@@ -211,8 +237,27 @@ def inbox_draft_command(
         "`journal-agent inbox drafts` lists the drafts; accept-draft ID appends one to the "
         "journal, reject-draft ID deletes it."
     )
-    if failed:
-        raise typer.Exit(1)
+    return failed
+
+
+def _draft_preview(workspace, todo: list, model: str | None) -> None:
+    from journal_agent.drafts import caps
+    from journal_agent.drafts.run import preview
+
+    for item in preview(workspace, todo, model=model):
+        parts = item["estimate"]
+        verdict = "fits" if item["fits"] else "does NOT fit: it would not be sent"
+        typer.echo(
+            f"moment {item['moment']}: {item['model']}, first request ≈ {parts['total']:,} "
+            f"input tokens (tools {parts['tools']:,}, system {parts['system']:,}, messages "
+            f"{parts['messages']:,}) + up to {item['max_tokens']:,} output; with the 20 % margin "
+            f"{item['need']:,} of the {item['allowance']:,} this draft may spend: {verdict}"
+        )
+    try:
+        caps.ensure_enabled(workspace)
+    except UserError as off:
+        typer.echo(f"note: {off.message}")
+    typer.echo("nothing was sent (--dry-run)")
 
 
 @inbox_app.command("drafts")

@@ -27,7 +27,9 @@ from journal_agent.runtime.client import ModelCallError
 
 if TYPE_CHECKING:
     from journal_agent.capture.inbox import Moment
+    from journal_agent.drafts.tools import DraftLog
     from journal_agent.runtime.events import Event
+    from journal_agent.runtime.runner import Prepared
 
 AGENT = "learning-journal"
 _MARGIN = 1.2  # the offline count is within some 10-20 % of Claude's (runtime/tokens.py)
@@ -101,61 +103,75 @@ def draft_moments(
     # One drafting run at a time: two would each see the same tokens left today.
     with held(state_dir(root) / "locks" / "drafting.lock", 2.0, busy):
         for moment in moments:
-            allowance, spent = caps.remaining(root, limits)
-            yield _draft_one(root, moment, client, allowance, spent, limits, model, home, on_event)
+            tokens, spent = caps.remaining(root, limits)
+            allowance = Allowance(tokens, spent, limits)
+            yield _draft_one(root, moment, client, allowance, model, home, on_event)
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What one draft may spend: the smaller of its cap and what is left of the day's."""
+
+    tokens: int
+    spent_today: int  # before this draft
+    caps: caps.Caps
+
+    def why(self) -> str:
+        return (
+            f"the {self.tokens:,} tokens this draft may spend (per-draft cap "
+            f"{self.caps.per_draft:,}; today {self.spent_today:,} of {self.caps.daily:,} spent)"
+        )
+
+
+def preview(
+    root: Path, moments: list[Moment], *, model: str | None = None, home: Path | None = None
+) -> list[dict[str, Any]]:
+    """``inbox draft --dry-run``: each moment's first request as it would be sent, estimated
+    offline, beside what the draft may spend. Sends nothing; needs no key."""
+    from journal_agent.drafts.tools import DraftLog
+    from journal_agent.runtime.tokens import estimate_request
+
+    limits = caps.drafting_caps(root)
+    spent = caps.used_today(root)
+    allowance = Allowance(min(limits.per_draft, max(0, limits.daily - spent)), spent, limits)
+    out = []
+    for moment in moments:
+        done = DraftRun(moment)
+        log = DraftLog(root, [moment.id])
+        prepared = _prepare(root, moment, allowance, None, done, log, model, home, None)
+        request = prepared.first_request()
+        estimate = estimate_request(request)
+        need = int(estimate["total"] * _MARGIN) + int(request["max_tokens"])
+        out.append(
+            {
+                "moment": moment.id,
+                "model": request["model"],
+                "estimate": estimate,
+                "max_tokens": request["max_tokens"],
+                "need": need,
+                "allowance": allowance.tokens,
+                "fits": need <= allowance.tokens,
+                "request": request,
+            }
+        )
+    return out
 
 
 def _draft_one(
     root: Path,
     moment: Moment,
     client: Any,
-    allowance: int,
-    spent: int,
-    limits: caps.Caps,
+    allowance: Allowance,
     model: str | None,
     home: Path | None,
     on_event: Callable[[Event], None] | None,
 ) -> DraftRun:
-    from journal_agent.drafts.tools import DraftLog, drafting_tools
-    from journal_agent.runtime.events import UsageReported
-    from journal_agent.runtime.loop import RunOptions
-    from journal_agent.runtime.runner import RunConfig, execute, prepare_agent
-    from journal_agent.runtime.transcript import new_run_id
+    from journal_agent.drafts.tools import DraftLog
+    from journal_agent.runtime.runner import execute
 
     done = DraftRun(moment)
-    run_id = new_run_id()
-    log = DraftLog(root, [moment.id], run=run_id)
-
-    def emit(event: Event) -> None:
-        if isinstance(event, UsageReported):
-            done.tokens += event.usage.total
-            caps.add_usage(root, event.usage.total)
-        if on_event is not None:
-            on_event(event)
-
-    why = (
-        f"the {allowance:,} tokens this draft may spend (per-draft cap {limits.per_draft:,}; "
-        f"today {spent:,} of {limits.daily:,} spent)"
-    )
-    config = RunConfig(
-        root=root,
-        model=model,
-        options=RunOptions(
-            budget_tokens=allowance,
-            # A response cut off inside its JournalAppend call is retried with twice the room,
-            # once; the cap check counts the larger max_tokens before that request too.
-            max_tokens=max(1, min(_MAX_OUTPUT, allowance // 4)),
-            max_tokens_ceiling=max(1, min(2 * _MAX_OUTPUT, allowance // 2)),
-            max_turns=_MAX_TURNS,
-        ),
-        tools=drafting_tools(log),
-        client=_Capped(client, done, allowance, why),
-        emit=emit,
-        home=home,
-        run_id=run_id,
-    )
-    prepared = prepare_agent(AGENT, drafting_prompt(moment), config)
-    log.model = prepared.spec.model
+    log = DraftLog(root, [moment.id])
+    prepared = _prepare(root, moment, allowance, client, done, log, model, home, on_event)
     try:
         result = execute(prepared)
     except CapReached as exc:
@@ -166,6 +182,57 @@ def _draft_one(
             done.stopped = result.message
     done.drafts = list(log.drafts)
     return done
+
+
+def _prepare(
+    root: Path,
+    moment: Moment,
+    allowance: Allowance,
+    client: Any,
+    done: DraftRun,
+    log: DraftLog,
+    model: str | None,
+    home: Path | None,
+    on_event: Callable[[Event], None] | None,
+) -> Prepared:
+    """The agent's run for one moment: its definition, the drafting tools, the caps."""
+    from journal_agent.drafts.tools import drafting_tools
+    from journal_agent.runtime.events import UsageReported
+    from journal_agent.runtime.loop import RunOptions
+    from journal_agent.runtime.runner import RunConfig, prepare_agent
+    from journal_agent.runtime.transcript import new_run_id
+
+    def emit(event: Event) -> None:
+        if isinstance(event, UsageReported):
+            done.tokens += event.usage.total
+            caps.add_usage(root, event.usage.total)
+        if on_event is not None:
+            on_event(event)
+
+    log.run = new_run_id()
+    config = RunConfig(
+        root=root,
+        model=model,
+        options=RunOptions(
+            budget_tokens=allowance.tokens,
+            # A response cut off inside its JournalAppend call is retried with twice the room,
+            # once; the cap check counts the larger max_tokens before that request too.
+            max_tokens=max(1, min(_MAX_OUTPUT, allowance.tokens // 4)),
+            max_tokens_ceiling=max(1, min(2 * _MAX_OUTPUT, allowance.tokens // 2)),
+            max_turns=_MAX_TURNS,
+        ),
+        tools=drafting_tools(log),
+        client=None if client is None else _Capped(client, done, allowance.tokens, allowance.why()),
+        emit=emit,
+        home=home,
+        run_id=log.run,
+    )
+    prepared = prepare_agent(AGENT, drafting_prompt(moment), config)
+    # The tools the agent's file names that a drafting run leaves out (Bash, MemoryProfile)
+    # are left out on purpose: no notice that they are "not available here".
+    prepared.missing_tools = []
+    log.model = prepared.spec.model
+    return prepared
 
 
 def drafting_prompt(moment: Moment) -> str:

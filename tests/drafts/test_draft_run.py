@@ -10,7 +10,7 @@ import pytest
 
 from journal_agent.capture import read_inbox
 from journal_agent.drafts import caps
-from journal_agent.drafts.run import draft_moments
+from journal_agent.drafts.run import draft_moments, preview
 from journal_agent.drafts.store import list_drafts
 from journal_agent.errors import UserError
 from journal_agent.testing import ScriptedModel, reply, tool_use
@@ -229,3 +229,14 @@ def test_one_drafting_run_at_a_time(project):
     with held(lock, 1, "busy"), pytest.raises(UserError, match=busy):
         _draft(project, model)
     assert model.requests == []
+
+
+def test_the_dry_run_shows_the_very_request_a_draft_sends_first(project):
+    moment = read_inbox(project)[0]
+    (shown,) = preview(project, [moment], home=project.parent / "home")
+    model = ScriptedModel([reply(tool_use("JournalAppend", {"entry": entry()})), reply("Done.")])
+    _draft(project, model)
+    sent = model.requests[0].body
+    assert {k: shown["request"][k] for k in sent} == sent
+    assert shown["fits"] and shown["need"] > shown["estimate"]["total"] > 1000
+    assert shown["allowance"] == 100_000 and shown["moment"] == moment.id

@@ -157,3 +157,17 @@ def test_over_the_per_draft_cap_nothing_sent_and_a_non_zero_exit(project, inbox)
     assert done.returncode == 1 and model.requests == []
     assert "was not started" in done.stderr and "nothing was sent" in done.stderr
     assert [m.text for m in read_inbox(project)] == [INSIGHT]
+
+
+def test_dry_run_needs_no_key_and_sends_nothing(project, inbox):
+    (project / ".journal" / "settings.json").unlink()  # even while drafting is off
+    moment = read_inbox(project)[0]
+    model = ScriptedModel([reply("never")])
+    with model.serve() as url:
+        done = inbox("draft", "--dry-run", key=None, base_url=url)
+    assert done.returncode == 0, done.stderr
+    assert model.requests == []
+    assert f"moment {moment.id}: claude-haiku" in done.stdout and "fits" in done.stdout
+    assert "note: inbox draft is off by default" in done.stdout
+    assert done.stdout.endswith("nothing was sent (--dry-run)\n")
+    assert not (project / ".journal" / "draft-usage.json").exists()
