@@ -234,15 +234,22 @@ def search(root: Path, query: str, tags: list[str] | None = None, limit: int = 1
 
 
 def search_with_note(
-    root: Path, query: str, tags: list[str] | None = None, limit: int = 10
+    root: Path,
+    query: str,
+    tags: list[str] | None = None,
+    limit: int = 10,
+    cached: bool = False,
+    meaning: bool = True,
 ) -> tuple[list[Hit], str | None]:
     """Hits, and one sentence when meaning was not (fully) used: why, and what to do. A user
-    who turned meaning off in the settings is not told again."""
+    who turned meaning off in the settings is not told again. ``cached``: a long-lived
+    process keeps the phrases it looked up (the same hits, sooner the next time);
+    ``meaning=False``: words only (the view's first answer to a keystroke)."""
     _require_journal(root)
-    index = SearchIndex(Path(root))
+    index = SearchIndex(Path(root), cached=cached)
     from journal_agent.journal.search import ranking
 
-    hits = ranking.search(index, query, tags, limit)
+    hits = ranking.search(index, query, tags, limit, semantic=meaning)
     note = index.semantic_note
     if note and "turned off" in note:
         note = None

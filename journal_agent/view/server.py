@@ -117,7 +117,8 @@ class _Views:
         return JSONResponse({"hits": [{**h.to_dict(), "href": entry_path(h.id)} for h in hits]})
 
     def search(self, request: Any) -> Any:
-        """The CLI's search (words and meaning; ``#tag`` words filter) as JSON hits."""
+        """The CLI's search (words and meaning; ``#tag`` words filter) as JSON hits; with
+        ``words=1``, by words alone: the page shows those at once, then the CLI's list."""
         from starlette.responses import JSONResponse
 
         from journal_agent.journal import api
@@ -128,7 +129,7 @@ class _Views:
         text = " ".join(w for w in words if w not in tags)
         try:
             check_query(text)
-            hits, note = api.search_with_note(self.site.root, text, tags, SEARCH_LIMIT)
+            hits, note = api.search_with_note(self.site.root, text, tags, SEARCH_LIMIT, cached=True)
         except UserError as exc:
             return JSONResponse({"error": exc.message}, status_code=400)
         return JSONResponse(

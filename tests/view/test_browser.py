@@ -64,7 +64,8 @@ def test_search_as_you_type(page, server):
     page.goto(server.url)
     page.fill("#search", "")
     page.type("#search", "accumulate micro", delay=20)
-    page.wait_for_selector("#results a.hit")
+    # Words answer first, then the CLI's list replaces them: wait for the final one.
+    page.wait_for_selector("#results[data-done='accumulate micro'] a.hit")
     assert page.locator("#results a.hit").first.inner_text() == "Gradient Accumulation"
     assert page.locator("#listing").is_hidden()
     screenshot(page, "search")

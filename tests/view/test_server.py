@@ -8,10 +8,11 @@ import http.client
 import os
 import re
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 
+from tests.conftest import CLI
 from tests.view.conftest import SECRET, start_server, stop_server
 
 
@@ -117,6 +118,27 @@ def test_search_speaks_json_and_says_what_is_wrong(server):
     assert response.status in (200, 400)
     response, body = request(server, "/api/search?q=gradient")
     assert response.status == 200 and "Gradient Accumulation" in body
+
+
+def test_search_gives_the_clis_list_and_words_first(server, workspace):
+    """The list the page ends with is `journal search`'s; the first answer, by words alone."""
+    import json
+
+    from journal_agent.journal.search import ranking
+    from journal_agent.journal.search.index import SearchIndex
+
+    for query in ("gradient", "accumulate micro", "memory per gpu", "#security"):
+        words = [w for w in query.split() if not w.startswith("#")]
+        tags = [w[1:] for w in query.split() if w.startswith("#")]
+        path = f"/api/search?q={quote(query)}"
+        response, body = request(server, path)
+        assert response.status == 200
+        served = [h["id"] for h in json.loads(body)["hits"]]
+        expected = CLI().json("journal", "search", *query.split(), "--root", str(workspace.root))
+        assert served == [h["id"] for h in expected], query
+        response, body = request(server, path + "&words=1")
+        by_words = ranking.search(SearchIndex(workspace.root), " ".join(words), tags, 10, False)
+        assert [h["id"] for h in json.loads(body)["hits"]] == [h.id for h in by_words], query
 
 
 def _free_port() -> int:

@@ -20,6 +20,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ NO_EXTRA = f"searching by words only: search by meaning needs the embeddings ext
 # Entries are embedded from their first 128 word pieces (title, tags, context, question,
 # intuition): the concept lives there, and 256 would double the cost of every append on CPU.
 ENTRY_TOKENS = 128
+QUERIES_KEPT = 512  # query vectors remembered per model (1.5 kB each)
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,7 @@ class Embedder:
         self.english_only = info.packaged
         config = (info.path / "config.json").read_text(encoding="utf-8")
         self._lock = threading.Lock()
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         if '"bert"' in config and info.weights.suffix == ".safetensors":
             from journal_agent.journal.search._bert import BertEncoder
 
@@ -173,6 +176,22 @@ class Embedder:
                 ) from None
             self._bert = None
             self._st = SentenceTransformer(str(info.path), device="cpu")
+
+    def query(self, text: str) -> np.ndarray:
+        """A query's vector, remembered (the last ``QUERIES_KEPT``): search as you type sends
+        the same query again after a backspace, and a long-lived process (the view, the MCP
+        server) sees the same questions again."""
+        with self._lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+                return vector
+        vector = self.encode([text])[0]
+        with self._lock:
+            self._queries[text] = vector
+            if len(self._queries) > QUERIES_KEPT:
+                self._queries.popitem(last=False)
+        return vector
 
     def encode(self, texts: list[str], max_tokens: int | None = None) -> np.ndarray:
         import numpy as np

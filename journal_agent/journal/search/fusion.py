@@ -89,7 +89,7 @@ def nearest(
     if vector is None and as_entry:
         vector = embedder.encode([draft_text(text)], ENTRY_TOKENS)[0]
     elif vector is None:
-        vector = embedder.encode([text])[0]
+        vector = embedder.query(text)
     from journal_agent.journal.search._bert import one_blas_thread
 
     with one_blas_thread():  # one matrix-vector product: BLAS threads only contend
@@ -128,7 +128,7 @@ def nearest_soon(
         _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="search-meaning")
 
     def work() -> tuple[list[tuple[int, float]], str | None]:
-        vector = embedder.encode([text])[0]
+        vector = embedder.query(text)
         # The caller sets the event even when it fails; bounded all the same, as this worker
         # serves every later search too. Rows of an index still being rebuilt could name
         # other entries afterwards: no meaning then rather than wrong hits.

@@ -14,6 +14,7 @@ in meaning are fused by reciprocal rank (``fusion.py``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 from pathlib import Path
@@ -54,15 +55,16 @@ def _vocabulary_cache(path: Path, size: str, mtime_ns: str) -> dict[str, int]:
 
 
 class SearchIndex:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cached: bool = False) -> None:
         self.root = Path(root)
         self.store = JournalStore(self.root)
         self.path = self.store.state / "index.sqlite"
         self.semantic_note: str | None = None  # why meaning was not used, after a search
+        self.cached = cached  # rank words from phrases kept in memory (postings.py), not SQL
 
-    # -- connection and schema -------------------------------------------------------------
     def connect(self) -> sqlite3.Connection:
-        self.store.state.mkdir(parents=True, exist_ok=True)
+        if not self.store.state.is_dir():  # one stat: a search opens it each time
+            self.store.state.mkdir(parents=True, exist_ok=True)
         return open_migrated(self.path, MIGRATIONS)
 
     def _meta(self, conn: sqlite3.Connection) -> dict[str, str]:
@@ -327,6 +329,11 @@ class SearchIndex:
                 "the search query has no word to look for (only common words such as 'the', "
                 "or punctuation); add a word that says what you are looking for."
             )
+        if self.cached and plan.raw is None:
+            from journal_agent.journal.search import postings
+
+            with contextlib.suppress(sqlite3.OperationalError):  # then as below, which says why
+                return postings.lexical(self.path, conn, plan, tags, depth)
         try:
             every = self.match(conn, plan.all_of(), tags, depth)
             some: dict[int, float] = {}
@@ -384,8 +391,7 @@ class SearchIndex:
     def snippets(
         self, conn: sqlite3.Connection, plan: QueryPlan, rowids: list[int]
     ) -> dict[int, str]:
-        """The matched words in context, per entry (one statement for all: one per entry cost
-        a third more)."""
+        """The matched words in context, per entry (one statement for all)."""
         if not rowids:
             return {}
         ids = ",".join(str(rowid) for rowid in rowids)

@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from journal_agent.journal.search import fusion
+from journal_agent.journal.search import fusion, postings
 from journal_agent.journal.search.hits import Hit, Lexical, useful
 from journal_agent.journal.search.index import SearchIndex
 from journal_agent.journal.search.query import (
@@ -97,7 +97,10 @@ def related_in(
     depth = limit + len(exclude) + 20
     lexical: list[Lexical] = []
     if terms:
-        found = index.match(conn, plan.any_of(), [], depth)
+        if index.cached:
+            found = postings.match(index.path, conn, plan, False, None, depth)
+        else:
+            found = index.match(conn, plan.any_of(), [], depth)
         lexical = [Lexical(r, s) for r, s in sorted(found.items(), key=lambda x: x[1])]
     nearest: list[tuple[int, float]] = []
     if semantic:

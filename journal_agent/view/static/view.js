@@ -46,13 +46,23 @@
       });
       show(hits.slice(0, 50), "Exported page: titles and tags are searched here; `journal-agent view` searches by words and meaning.");
     };
+    // Words first (the index alone answers at once), then the CLI's own list (words and
+    // meaning fused), asked for only while the query is still the latest one.
     const ask = async (query) => {
       const n = ++asked;
-      const response = await fetch(base + "api/search?q=" + encodeURIComponent(query), {credentials: "same-origin"});
+      results.removeAttribute("data-done");
+      const url = base + "api/search?q=" + encodeURIComponent(query);
+      const words = await fetch(url + "&words=1", {credentials: "same-origin"});
       if (n !== asked) return; // a later keystroke already asked again
+      const first = await words.json();
+      if (!words.ok) { show([], first.error || "Search failed."); results.dataset.done = query; return; }
+      show(first.hits, first.note);
+      const response = await fetch(url, {credentials: "same-origin"});
+      if (n !== asked) return;
       const data = await response.json();
-      if (!response.ok) { show([], data.error || "Search failed."); return; }
+      if (!response.ok) { show([], data.error || "Search failed."); results.dataset.done = query; return; }
       show(data.hits, data.note);
+      results.dataset.done = query; // the final list: the same as `journal-agent journal search`
     };
     box.addEventListener("input", () => {
       clearTimeout(timer);
