@@ -12,13 +12,10 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from profiling._config_legacy import LEGACY
+from profiling.config_table import flag_name
 from profiling.errors import ConfigError, ProfilingError
 
 Fields = Mapping[str, FieldInfo]  # TrainingConfig.model_fields, handed in: no import circle
-
-
-def flag_name(field: str) -> str:
-    return "--" + field.replace("_", "-")
 
 
 def _choices(fields: Fields, field: str) -> str | None:

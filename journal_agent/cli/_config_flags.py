@@ -5,6 +5,10 @@ and default taken from the field), plus the older spellings as hidden flags, and
 command a dict of the values the user actually gave. Values reach the configuration as typed
 text, so a bad number or choice gets the configuration's own one-sentence error (naming the
 flag and the valid choices) instead of a usage dump.
+
+The fields are read from ``profiling.config_table`` (the model's fields as plain data, generated
+from it and held to it by a test): describing the flags (``estimate --help``) never imports
+pydantic; validating the values (``TrainingConfig.parse``) does, in the command.
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
-from profiling.config import LEGACY, TrainingConfig, flag_name
+from profiling import config_table
+from profiling._config_legacy import LEGACY
 
 PANEL = "Workload (shared by estimate, trace, profile and fit)"
 # Older flags, hidden from --help but still accepted (profiling.config.LEGACY maps them).
@@ -28,35 +33,15 @@ _LEGACY_FLAGS: dict[str, tuple[Any, dict[str, Any]]] = {
     "world_size": (str | None, {"param_decls": ["--world-size"]}),
     "no_reshard": (bool | None, {"param_decls": ["--no-reshard"], "is_flag": True}),
 }
-
-
-def _choices(annotation: Any) -> tuple[str, ...]:
-    for arg in (annotation, *get_args(annotation)):
-        values = get_args(arg) if get_origin(arg) is not None else ()
-        if values and all(isinstance(v, str) for v in values):
-            return values
-    return ()
-
-
-def _is_bool(annotation: Any) -> bool:
-    return annotation is bool or bool in get_args(annotation)
-
-
-def _metavar(annotation: Any) -> str:
-    kinds = {a for a in (annotation, *get_args(annotation)) if isinstance(a, type)}
-    if int in kinds:
-        return "INT"
-    if float in kinds:
-        return "FLOAT"
-    return "TEXT"
+_METAVARS = {"int": "INT", "float": "FLOAT", "text": "TEXT"}
 
 
 def _option(field: str) -> inspect.Parameter:
-    info = TrainingConfig.model_fields[field]
-    help_text = info.description or ""
-    flag = flag_name(field)
-    if _is_bool(info.annotation):
-        decls = [f"{flag}/--no-{flag[2:]}"] if info.default is None else [flag]
+    spec = config_table.fields()[field]
+    help_text = spec["description"]
+    flag = config_table.flag_name(field)
+    if spec["kind"] == "bool":
+        decls = [f"{flag}/--no-{flag[2:]}"] if spec["default"] is None else [flag]
         option = typer.Option(*decls, help=help_text, rich_help_panel=PANEL, show_default=False)
         return inspect.Parameter(
             field,
@@ -64,15 +49,15 @@ def _option(field: str) -> inspect.Parameter:
             default=None,
             annotation=Annotated[bool | None, option],
         )
-    choices = _choices(info.annotation)
+    choices = spec["choices"]
     if choices:
         help_text = f"{help_text} One of: {', '.join(choices)}."
-    if info.default is not None:  # (rich would read square brackets as markup)
-        help_text += f" Default: {info.default}."
+    if spec["default"] is not None:  # (rich would read square brackets as markup)
+        help_text += f" Default: {spec['default']}."
     option = typer.Option(
         flag,
         help=help_text,
-        metavar="CHOICE" if choices else _metavar(info.annotation),
+        metavar="CHOICE" if choices else _METAVARS[spec["kind"]],
         rich_help_panel=PANEL,
         show_default=False,
     )
@@ -102,7 +87,7 @@ def config_flags(
     ``config_values`` holds only what the user gave (legacy spellings included), ready for
     ``TrainingConfig.parse(**config_values)``.
     """
-    fields = [f for f in (include or TrainingConfig.model_fields) if f not in set(exclude)]
+    fields = [f for f in (include or config_table.fields()) if f not in set(exclude)]
     legacy = [name for name in _LEGACY_FLAGS if name not in set(exclude)]
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -14,11 +14,11 @@ from journal_agent.cli._app import app
 from journal_agent.cli._common import JsonOption, RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.errors import UserError
-from profiling.config import FIT_FIELDS
+from profiling import config_table
 
 
 @app.command("fit")
-@config_flags(include=FIT_FIELDS)
+@config_flags(include=config_table.fit_fields())
 def fit_command(
     config: dict[str, Any],
     confirm: Annotated[

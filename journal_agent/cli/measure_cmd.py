@@ -27,7 +27,7 @@ from journal_agent.cli._plot import (
 )
 from journal_agent.cli._profiling_common import _saving_store
 from journal_agent.errors import UserError
-from profiling.config import PROFILE_FIELDS
+from profiling import config_table
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -91,7 +91,7 @@ def _progress_runner(model: str | None, quiet: bool):
 
 
 @app.command("profile")
-@config_flags(include=PROFILE_FIELDS, exclude=("world_size", "flash_attention"))
+@config_flags(include=config_table.profile_fields(), exclude=("world_size", "flash_attention"))
 def profile_command(
     config: dict[str, Any],
     steps: Annotated[int, typer.Option("--steps", min=1, help="Timed steps.")] = 10,
