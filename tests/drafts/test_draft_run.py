@@ -72,6 +72,7 @@ def test_writing_the_journal_directly_is_redirected_or_refused(project):
     before = "# Learning Journal\n\n" + entry("An Older Entry")
     journal.write_text(before)
     os.symlink("learning_journal.md", project / "notes.md")
+    os.link(journal, project / "copy.md")  # a hard link is the journal too
     added = entry()
     model = ScriptedModel(
         [
@@ -89,6 +90,8 @@ def test_writing_the_journal_directly_is_redirected_or_refused(project):
                 tool_use("Write", {"file_path": "notes.md", "content": added}),
                 # The user's code: refused.
                 tool_use("Write", {"file_path": "train.py", "content": "gone\n"}),
+                # Through a hard link, emptied: refused.
+                tool_use("Write", {"file_path": "copy.md", "content": ""}),
                 # The journal by its absolute path, kept and appended to: a draft.
                 tool_use("Write", {"file_path": str(journal), "content": before + "\n" + added}),
             ),
@@ -99,7 +102,9 @@ def test_writing_the_journal_directly_is_redirected_or_refused(project):
 
     assert journal.read_text() == before
     assert (project / "train.py").read_text().startswith("line 1\n")
-    edit, symlinked, code, appended = _results(model.requests[1])
+    edit, symlinked, code, linked, appended = _results(model.requests[1])
+    assert linked["is_error"] and "read-only" in linked["content"]
+    assert (project / "copy.md").read_text() == before
     assert edit["is_error"] and "read-only" in edit["content"]
     assert symlinked["is_error"] and "read-only" in symlinked["content"]
     assert code["is_error"] and "nothing but entry drafts" in code["content"]

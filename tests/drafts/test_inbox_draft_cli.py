@@ -54,6 +54,9 @@ def test_off_by_default_says_how_to_turn_it_on(project, inbox):
     done = inbox("draft")
     assert done.returncode == 1
     assert '"capture": {"draft": true} in .journal/settings.json' in _one_line(done)
+    # The switch that turns capture back on does not turn on what spends tokens.
+    still_off = inbox("draft", env={"JOURNAL_AGENT_CAPTURE": "1"})
+    assert still_off.returncode == 1 and "off by default" in _one_line(still_off)
     settings(project, draft=True)
     off = inbox("draft", env={"JOURNAL_AGENT_CAPTURE": "0"})
     assert off.returncode == 1 and "JOURNAL_AGENT_CAPTURE=0" in _one_line(off)
