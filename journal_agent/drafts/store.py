@@ -164,8 +164,12 @@ def accept(root: Path, key: str, *, force: bool = False) -> Accepted:
 
 def reject(root: Path, key: str) -> Draft:
     """Delete draft ``key``; its moments stay in the inbox."""
+    from journal_agent.locks import held
+
     draft = find_draft(root, key)
-    draft.path.unlink(missing_ok=True)
+    busy = f"another command is accepting or rejecting drafts; try again in a moment ({draft.id})."
+    with held(state_dir(root) / "locks" / "drafts.lock", _LOCK_TIMEOUT_S, busy):
+        draft.path.unlink(missing_ok=True)  # not while an accept of it is appending it
     return draft
 
 
