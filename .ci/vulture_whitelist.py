@@ -11,6 +11,7 @@ _.whitespace_split
 _.commenters
 _.__signature__  # inspect / typer read them (journal_agent/cli/_config_flags.py)
 _.__annotations__
+_.__instancecheck__  # isinstance() calls it (journal_agent/cli/_help_render.py)
 pytestmark  # pytest
 fresh_support_check  # pytest fixtures requested by name (tests/profiling/trace/test_tracker.py,
 deep_models  # tests/profiling/test_block_scaling.py)

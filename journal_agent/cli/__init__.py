@@ -47,9 +47,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     ``argv`` defaults to ``sys.argv[1:]``; tests pass it to run the CLI in-process.
     """
-    from journal_agent.cli import _app
+    from journal_agent.cli import _app, _help_render
 
     _app.INVOCATION[:] = sys.argv[1:] if argv is None else list(argv)
+    if not _app.INVOCATION or "--help" in _app.INVOCATION:
+        _help_render.import_renderer()  # help will be rendered: without the rich it never uses
     try:
         # Standalone: click reports usage errors itself and exits with their codes.
         app(args=None if argv is None else list(argv), prog_name="journal-agent")

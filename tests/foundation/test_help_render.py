@@ -1,0 +1,60 @@
+"""typer's help renderer imported without rich.markdown and rich.traceback (cli/_help_render.py):
+help looks the same, the two are not imported for it, and whatever uses them later gets the real
+classes. Each case runs in a fresh interpreter: the test process may have typer's renderer
+imported already."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CHECK = """
+import sys
+from journal_agent.cli._help_render import import_renderer
+import_renderer()
+import typer.rich_utils as ru
+assert "rich.markdown" not in sys.modules and "rich.traceback" not in sys.modules
+md = ru.Markdown("# Title")  # typer's markdown mode still gets the real class
+import rich.markdown, rich.traceback
+assert type(md) is rich.markdown.Markdown and isinstance(md, ru.Markdown)
+assert rich.markdown.Markdown is not ru.Markdown  # the real module, not the stand-in
+try:
+    raise ValueError("boom")
+except ValueError as exc:
+    tb = ru.Traceback.from_exception(type(exc), exc, exc.__traceback__)
+assert type(tb) is rich.traceback.Traceback
+print("ok")
+"""
+
+
+def _run(code: str, *args: str, env: dict[str, str] | None = None):
+    return subprocess.run(
+        [sys.executable, *(["-c", code] if code else []), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def test_the_stand_ins_give_the_real_classes():
+    done = _run(CHECK)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["estimate", "--help"], ["journal", "--help"]])
+def test_help_is_the_same_and_imports_neither(args, tmp_path):
+    env = {"COLUMNS": "100", "PATH": "", "HOME": str(tmp_path)}
+    typer_own = _run(
+        "import sys, typer.rich_utils; from journal_agent.cli import main; main(sys.argv[1:])",
+        *args,
+        env=env,
+    )
+    ours = _run("", "-X", "importtime", "-m", "journal_agent", *args, env=env)
+    assert ours.returncode == typer_own.returncode == 0, ours.stderr[-2000:]
+    assert ours.stdout == typer_own.stdout
+    imported = {line.split("|")[-1].strip() for line in ours.stderr.splitlines()}
+    assert not imported & {"rich.markdown", "rich.traceback", "markdown_it"}
