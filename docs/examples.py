@@ -23,6 +23,9 @@ this checkout as ``/path/to/journal-agent``), which is where the docs say the ex
 of commands is not run here: it is copied from a run elsewhere, and the test accepts it only
 with that word.
 
+``keys=A,B,…`` runs each command on a terminal (a pseudo-terminal, echo on) and types A at the
+first prompt, B at the next (``⏎``: Enter alone), as someone at the keyboard would.
+
 ``stderr`` in a marker shows what the commands write to stderr, in order with their output
 (otherwise stderr is shown only for a command that failed: progress is not the example).
 
@@ -173,18 +176,54 @@ def _run_in(example: Example, work: Path, env: dict[str, str]) -> str:
         )  # fmt: skip
         return _tidy(done.stdout)
     out: list[str] = []
+    keys = example.option("keys")
     for command in _commands(example.body):
+        out.append(f"$ {command}\n")
+        if keys is not None:
+            out.append(_tidy(_on_a_terminal(command, work, env, keys.split(","))))
+            continue
         merged = "stderr" in example.opts  # warnings and notes on stderr are the point
         done = subprocess.run(
             ["bash", "-c", command], cwd=work, env=env, text=True, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT if merged else subprocess.PIPE, timeout=1800, check=False,
         )  # fmt: skip
-        out.append(f"$ {command}\n")
         # stderr is progress unless the command failed: then it is the sentence to show.
         shown = done.stdout + (done.stderr if done.returncode and not merged else "")
         if shown.strip():
             out.append(_tidy(shown))
     return "".join(out)
+
+
+def _on_a_terminal(command: str, work: Path, env: dict[str, str], keys: list[str]) -> str:
+    """What a terminal shows while ``command`` runs on it and someone types ``keys``, one
+    answer at each prompt (a line ending in "quit: "; "⏎" is Enter alone), echo included."""
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the command, on the terminal
+        os.chdir(work)
+        os.execvpe("bash", ["bash", "-c", command], env)
+    shown = b""
+    pending = [("" if k == "⏎" else k) for k in keys]
+    try:
+        while True:
+            ready, _, _ = select.select([fd], [], [], 60)
+            if not ready:
+                raise SystemExit(f"{command!r} waited a minute for input it was not given")
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the command ended: the terminal is gone
+                break
+            if not chunk:
+                break
+            shown += chunk
+            if shown.endswith(b"quit: ") and pending:
+                os.write(fd, pending.pop(0).encode() + b"\n")
+    finally:
+        os.close(fd)
+        os.waitpid(pid, 0)
+    return shown.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
 def _workdir() -> Path:
@@ -272,9 +311,13 @@ def elide(old_body: str, new_body: str) -> str:
         norm = [normalize(x) for x in new]
         start = -1
         if i > 0:
-            if normalize(old[i - 1]) not in norm:
+            # The line before the cut, as many times over as it occurs up to there in the docs.
+            anchor = normalize(old[i - 1])
+            nth = [normalize(x) for x in old[:i]].count(anchor)
+            found = [j for j, x in enumerate(norm) if x == anchor]
+            if len(found) < nth:
                 continue
-            start = norm.index(normalize(old[i - 1]))
+            start = found[nth - 1]
         after = i + 1
         while after < len(old) and not old[after].strip() and after + 1 < len(old):
             after += 1
