@@ -48,8 +48,8 @@ cfg = TrainingConfig(model=name, seq=seq, batch=1, precision="amp-bf16", optimiz
 t1 = time.perf_counter()
 with project_blocks() if module == "project" else contextlib.nullcontext():
     r = trace_step(cfg)
-trace_s = time.perf_counter() - t1
-est = estimate(cfg)
+    trace_s = time.perf_counter() - t1
+    est = estimate(cfg)  # the same module: ours, or transformers'
 seen = {**r.phases["after_forward"], "gradients": r.after_step["gradients"]}
 cats = ("parameters", "gradients", "optimizer", "activations")
 ratios = {c: round(est.category_bytes(c) / seen[c], 4) for c in cats if seen.get(c)}

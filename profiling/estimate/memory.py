@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import variants
+from profiling.estimate import hf_ops, variants
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
     HEADROOM,
     describe_setup,
@@ -177,6 +177,13 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
         return 0.0
     e = acts.Bytes.of(inp.precision)
     t, sp = inp.tp, inp.sequence_parallel
+    if d.extra.get("hf_module"):
+        ledger.note(hf_ops.assumption(d, inp))
+    elif shape.get("hf_model_type"):
+        ledger.note(
+            "activations of the project's own blocks built from the config (what the trace "
+            "builds without transformers, or for a mixture of experts)"
+        )
     layer = _per_layer(d, e, inp)
     if inp.checkpointing == "full":
         _add_activation(ledger, acts.checkpointed_layer(d, e), 1, t, sp)
@@ -194,6 +201,8 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
 
 
 def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Term]:
+    if d.extra.get("hf_module"):  # transformers' own module (models.implementation)
+        return hf_ops.per_layer(d, e, inp)
     if not d.extra:
         return acts.per_layer(d, e, inp)
     return variants.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)
@@ -202,6 +211,8 @@ def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Ter
 def _once(
     d: acts.Dims, e: acts.Bytes, shape: dict[str, Any], inp: EstimateInput
 ) -> list[acts.Term]:
+    if d.extra.get("hf_module"):
+        return hf_ops.once_per_model(d, e, shape, inp)
     return acts.once_per_model(d, e, shape, inp) + variants.once_per_model(d, e, inp)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from profiling.config import TrainingConfig
 from profiling.estimate import activations as acts
 from profiling.models.config import WorkloadConfig
+from profiling.models.implementation import TRANSFORMERS, implementation
 from profiling.models.workloads import find_workload
 from profiling.units import fmt_count
 
@@ -55,6 +56,12 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     }
     if w.arch == "llama":
         shape.update(_variations(w))
+    if w.hf_model_type:
+        shape["hf_model_type"] = w.hf_model_type
+    if implementation(w) == TRANSFORMERS:  # the activations are transformers' module's
+        shape["hf_module"] = w.hf_model_type
+        if w.attn_softcap:
+            shape["attn_softcap"] = w.attn_softcap
     if active is not None:
         shape["active_matmul_weights"] = active + head
     return shape

@@ -51,6 +51,7 @@ class WorkloadConfig(BaseModel):
     norm_eps: float = 1e-5
     embed_scale: bool = False  # Gemma: embeddings multiplied by sqrt(hidden)
     logit_softcap: float | None = None  # Gemma 2: cap · tanh(logits / cap)
+    attn_softcap: float | None = None  # Gemma 2's attention scores, as transformers caps them
     hf_model_type: str | None = None  # the config's model_type, for configs from Hugging Face
     source: str = ""  # where the config came from (a catalogue entry's public location)
 

@@ -59,8 +59,9 @@ class _Fields(BaseModel):
     moe_intermediate_size: int | None = Field(None, ge=1, le=10**8)
     decoder_sparse_step: int = Field(1, ge=1)
     mlp_only_layers: list[int] = Field(default_factory=list)
-    # Gemma 2
+    # Gemma 2 (its attention logits are soft-capped at 50 unless the config says otherwise)
     final_logit_softcapping: float | None = None
+    attn_logit_softcapping: float | None = 50.0
 
 
 _GPT2_KEYS = {
@@ -126,6 +127,7 @@ def _gemma2(f: _Fields) -> dict[str, Any]:
         "sliding_window": f.sliding_window,
         "sliding_layers": "alternate",
         "logit_softcap": f.final_logit_softcapping,
+        "attn_softcap": f.attn_logit_softcapping,
     }
 
 

@@ -17,7 +17,6 @@ not have. Imports torch.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import io
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +26,7 @@ from torch import nn
 
 from profiling.models.config import WorkloadConfig
 from profiling.models.hf_config import catalogue_entry, catalogue_names
+from profiling.models.implementation import project_blocks, project_blocks_asked
 
 # Every dropout field a supported config may carry.
 _DROPOUTS = (
@@ -39,19 +39,6 @@ _DROPOUTS = (
 )
 
 
-_PROJECT_BLOCKS: contextvars.ContextVar[bool] = contextvars.ContextVar("project", default=False)
-
-
-@contextlib.contextmanager
-def project_blocks() -> Iterator[None]:
-    """Within it, Hugging Face configs are traced with our own blocks even with transformers."""
-    token = _PROJECT_BLOCKS.set(True)
-    try:
-        yield
-    finally:
-        _PROJECT_BLOCKS.reset(token)
-
-
 class HFCausalLM(nn.Module):
     """``model(idx, targets)`` over a transformers ``...ForCausalLM``: its own loss."""
 
@@ -61,13 +48,41 @@ class HFCausalLM(nn.Module):
         self.config = shape
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> Any:
-        out = self.model(input_ids=idx, labels=targets, use_cache=False)
+        with _one_sequence_per_row():
+            out = self.model(input_ids=idx, labels=targets, use_cache=False)
         return out.logits if targets is None else out.loss
 
     def example_inputs(self, batch: int, seq: int, device: Any = None) -> tuple[torch.Tensor, ...]:
         vocab = self.config.vocab
         idx = torch.randint(0, vocab, (batch, seq), device=device)
         return idx, torch.randint(0, vocab, (batch, seq), device=device)
+
+
+@contextlib.contextmanager
+def _one_sequence_per_row() -> Iterator[None]:
+    """Hugging Face's mask as a real batch of unpacked sequences gets it.
+
+    Without an attention mask, transformers looks at the position ids for packed sequences
+    (``find_packed_sequence_indices``): on real data it finds none and drops the mask, so SDPA
+    runs ``is_causal`` (flash on a GPU, grouped-query heads unexpanded). A fake tensor has no
+    values, so transformers takes it for a traced graph and keeps a packed-sequence mask: SDPA
+    would get an s×s mask, which rules flash out and expands the key/value heads. Our inputs
+    are one sequence per row (positions 0…s−1), so the answer on real data is known: none.
+    """
+    try:
+        from transformers import masking_utils
+    except ImportError:
+        yield
+        return
+    find = getattr(masking_utils, "find_packed_sequence_indices", None)
+    if find is None:
+        yield
+        return
+    masking_utils.find_packed_sequence_indices = lambda *_a, **_k: None
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = find
 
 
 def transformers_version() -> str | None:
@@ -93,7 +108,7 @@ def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[HFCausalLM | Any, dict[st
     block-reduced) shape. Called under the trace's fake mode."""
     version = transformers_version()
     reason = None
-    if _PROJECT_BLOCKS.get():
+    if project_blocks_asked():
         reason = "asked for"
     elif version is None:
         reason = "transformers is not installed (pip install 'journal-agent[hf]')"
@@ -112,19 +127,17 @@ def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[HFCausalLM | Any, dict[st
     raw.pop("dtype", None)
     kind = raw.pop("model_type")
     raw["num_hidden_layers" if kind != "gpt2" else "n_layer"] = shape.layers
-    for key in _DROPOUTS:
-        if key in raw or key in ("attention_dropout",):
-            raw[key] = float(cfg.dropout)
     attention = "eager" if cfg.attention == "eager" else "sdpa"
     note = ""
+    dropout = float(cfg.dropout)
     try:
-        model = _from_config(AutoConfig, AutoModelForCausalLM, kind, raw, attention)
+        model = _from_config(AutoConfig, AutoModelForCausalLM, kind, raw, attention, dropout)
     except ValueError as exc:
         if attention != "sdpa" or "scaled_dot_product_attention" not in str(exc):
             return _own(shape, f"transformers could not build it: {_first_line(exc)}")
         # Gemma 2 refuses SDPA (its attention logits are soft-capped): eager, as HF loads it.
         attention, note = "eager", "; this model class refuses sdpa"
-        model = _from_config(AutoConfig, AutoModelForCausalLM, kind, raw, attention)
+        model = _from_config(AutoConfig, AutoModelForCausalLM, kind, raw, attention, dropout)
     except Exception as exc:  # a config transformers rejects: our blocks, and why
         return _own(shape, f"transformers could not build it: {_first_line(exc)}")
     model.train()
@@ -136,9 +149,16 @@ def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[HFCausalLM | Any, dict[st
     }
 
 
-def _from_config(auto_config: Any, auto_model: Any, kind: str, raw: dict, attention: str) -> Any:
+def _from_config(
+    auto_config: Any, auto_model: Any, kind: str, raw: dict, attention: str, dropout: float = 0.0
+) -> Any:
     with contextlib.redirect_stderr(io.StringIO()):  # its warnings are not our output
         config = auto_config.for_model(kind, **raw)
+        # --dropout replaces every dropout the config class has, the JSON's and its defaults
+        # (GPT2Config defaults to 0.1 where a config.json leaves them out).
+        for key in _DROPOUTS:
+            if hasattr(config, key):
+                setattr(config, key, dropout)
         config._attn_implementation = attention
         config.use_cache = False
         return auto_model.from_config(config, dtype=torch.get_default_dtype())

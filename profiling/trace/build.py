@@ -338,3 +338,23 @@ def _traceable(config: TraceConfig) -> TraceConfig:
             "or drop --fp32-grads"
         )
     return config
+
+
+def _fill_dtensor_caches(
+    config: TraceConfig, mesh: Any, factory: Callable[..., Any] | None
+) -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from profiling.trace.target import kernels
+
+    with FakeTensorMode(allow_non_fake_inputs=False), kernels(config.target):
+        model, inputs, _, optimizer = _build(config, mesh, factory, [])
+        try:
+            with _autocast(config):
+                loss = _loss_of(model(*inputs))
+            loss.backward()
+            optimizer.step()
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            raise ProfilingError(_fake_failure(config.model, exc)) from None

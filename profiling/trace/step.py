@@ -35,13 +35,16 @@ from profiling.trace.build import (
     _build,
     _fake_failure,
     _fake_process_group,
+    _fill_dtensor_caches,
     _global_numel,
     _loss_of,
     _traceable,
 )
 from profiling.trace.target import describe_rules, kernels
 from profiling.trace.tracker import (
+    FlopCount,
     ModuleMemory,
+    flop_count,
     is_fast_tracker,
     make_tracker,
     merge_snapshots,
@@ -57,16 +60,6 @@ _TRACE_LOCK = threading.Lock()
 
 # A trace is configured by the one model every tool shares (the older name kept for callers).
 TraceConfig = TrainingConfig
-
-
-class FlopCount(BaseModel):
-    """FLOPs of the steady-state step's forward and backward (matmuls, attention, convolutions;
-    elementwise ops and the optimizer step are not counted, as in torch's FlopCounterMode)."""
-
-    total: int
-    forward: int
-    backward: int
-    by_module: dict[str, dict[str, int]]  # fqn -> {"forward": n, "backward": n}
 
 
 class TraceResult(BaseModel):
@@ -142,8 +135,10 @@ def trace_step(
             block_scaling = blocks is not None and blocks > SCALE_ABOVE_BLOCKS
         block_scaling = block_scaling and observe is None
         raw = missed = None
-        if block_scaling and blocks is not None and blocks > 5:
-            raw = _trace_scaled(config, mesh, say, not upstream_tracker, blocks, module_depth)
+        layered = _hf_module(config, factory)  # transformers' module: 1, 2, 3 layers
+        if block_scaling and blocks is not None and blocks > (3 if layered else 5):
+            scale = _trace_layer_scaled if layered else _trace_scaled
+            raw = scale(config, mesh, say, not upstream_tracker, blocks, module_depth)
             missed = raw is None
         if raw is None:
             raw = _trace_in_fake_mode(
@@ -204,24 +199,6 @@ def _highest(peaks: dict[str, dict[str, int]]) -> str:
     return max(PHASES, key=lambda ph: (int(peaks[ph].get("Total", 0)), -PHASES.index(ph)))
 
 
-def _fill_dtensor_caches(
-    config: TraceConfig, mesh: Any, factory: Callable[..., Any] | None
-) -> None:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with FakeTensorMode(allow_non_fake_inputs=False), kernels(config.target):
-        model, inputs, _, optimizer = _build(config, mesh, factory, [])
-        try:
-            with _autocast(config):
-                loss = _loss_of(model(*inputs))
-            loss.backward()
-            optimizer.step()
-        except ProfilingError:
-            raise
-        except Exception as exc:
-            raise ProfilingError(_fake_failure(config.model, exc)) from None
-
-
 @dataclasses.dataclass
 class _Raw:
     """What one traced loop saw, before it becomes a :class:`TraceResult`."""
@@ -251,6 +228,7 @@ def _trace_in_fake_mode(
     layers: int | None = None,
     module_depth: int = 2,
     observe: Callable[[Any], None] | None = None,
+    stretches: bool = True,
 ) -> _Raw:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -270,7 +248,7 @@ def _trace_in_fake_mode(
                 "faster peak bookkeeping is checked only against known torch versions)"
             )
         prefix = _block_prefix(model)
-        if layers is not None:  # the block-scaled trace needs each stretch's maximum
+        if layers is not None and stretches:  # the block-scaled trace: each stretch's maximum
             tracker.block_prefix = prefix
         autocast = functools.partial(_autocast, config)
         peaks = {}
@@ -322,7 +300,7 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
     )
     peaks, first_peaks = raw.peaks[STEADY], raw.peaks[FIRST]
     top, first_top = _highest(peaks), _highest(first_peaks)
-    flops = _flop_count(raw.flops, module_depth)
+    flops = flop_count(raw.flops, module_depth)
     timed = None
     if config.gpu is not None:
         timed = step_time(
@@ -388,14 +366,9 @@ def _trace_scaled(
         return None
     samples = {}
     for n, raw in raws.items():
-        named: dict[str, dict[str, int]] = {"params": {"n": raw.params}, "after": raw.after}
-        named.update({f"phase|{k}": v for k, v in raw.phases.items()})
-        named.update({f"module|{k}": v.model_dump() for k, v in raw.modules.items()})
+        samples[n] = named = _named(raw)
         if f"module|{raw.root}" in named:  # the root's peaks come from the stretches below
             named[f"module|{raw.root}"].update(peak_forward=0, peak_backward=0)
-        named.update({f"flops|{k}": v for k, v in raw.flops.items()})
-        named.update({f"segment|{k}": v for k, v in raw.segments.items()})
-        samples[n] = named
         # The stretches must account for each phase's peak exactly, in every sample.
         for label, by_phase in raw.peaks.items():
             for ph, snap in by_phase.items():
@@ -445,15 +418,68 @@ def _trace_scaled(
     )
 
 
-def _flop_count(counts: dict[str, dict[str, int]], depth: int) -> FlopCount:
-    total = counts.get("Global", {"forward": 0, "backward": 0})
-    return FlopCount(
-        total=total["forward"] + total["backward"],
-        forward=total["forward"],
-        backward=total["backward"],
-        by_module={
-            fqn: dict(row)
-            for fqn, row in counts.items()
-            if fqn != "Global" and fqn.count(".") <= depth
-        },
+def _named(raw: _Raw, peaks: bool = False) -> dict[str, dict[str, int]]:
+    """Every number a traced loop reports, by name (the block-scaled traces extrapolate them);
+    ``peaks``: each phase's peak too (the block-scaled trace finds them from the stretches)."""
+    named: dict[str, dict[str, int]] = {"params": {"n": raw.params}, "after": raw.after}
+    named.update({f"phase|{k}": v for k, v in raw.phases.items()})
+    named.update({f"module|{k}": v.model_dump() for k, v in raw.modules.items()})
+    named.update({f"flops|{k}": v for k, v in raw.flops.items()})
+    named.update({f"segment|{k}": v for k, v in raw.segments.items()})
+    for label, by_phase in raw.peaks.items() if peaks else ():
+        named.update({f"peak|{label}|{ph}": snap for ph, snap in by_phase.items()})
+    return named
+
+
+def _hf_module(config: TraceConfig, factory: Callable[..., Any] | None) -> bool:
+    from profiling.models.implementation import TRANSFORMERS, implementation
+
+    w = None if factory is not None or config.is_factory else find_workload(config.model)
+    return w is not None and implementation(w) == TRANSFORMERS
+
+
+def _trace_layer_scaled(
+    config: TraceConfig, mesh: Any, say: Progress, fast: bool, blocks: int, module_depth: int
+) -> _Raw | None:
+    """transformers' module traced with 1, 2 and 3 layers and extrapolated to ``blocks``; None
+    if a prediction misses or a per-layer row was asked for (``profiling.trace.scaling``)."""
+    from profiling.trace.scaling import LAYER_SAMPLES, NotAffine, extrapolate_layers, split_block
+
+    raws = {}
+    for n in LAYER_SAMPLES:
+        say_n = functools.partial(lambda n, stage: say(f"{n} layers: {stage}"), n)
+        raws[n] = _trace_in_fake_mode(
+            config, mesh, say_n, fast, layers=n, module_depth=module_depth, stretches=False
+        )
+    base, prefix = raws[LAYER_SAMPLES[0]], raws[LAYER_SAMPLES[0]].block_prefix
+    if prefix is None or base.info.get("traced") != "transformers":
+        return None
+    if any(split_block(k, prefix)[1] is not None for r in raws.values() for k in r.modules):
+        return None  # a module table as deep as the layers: only a full trace has each row
+    try:
+        full = extrapolate_layers({n: _named(r, True) for n, r in raws.items()}, blocks, prefix)
+    except NotAffine:
+        return None
+
+    def part(kind: str) -> dict[str, Any]:
+        return {k.split("|", 1)[1]: v for k, v in full.items() if k.startswith(kind + "|")}
+
+    peaks = part("peak")
+    return _Raw(
+        info={**base.info, **(describe(w) if (w := find_workload(config.model)) else {})},
+        params=full["params"]["n"],
+        root=base.root,
+        block_prefix=prefix,
+        peaks={lb: {ph: peaks[f"{lb}|{ph}"] for ph in PHASES} for lb in (FIRST, STEADY)},
+        phases=part("phase"),
+        after=full["after"],
+        modules={k: ModuleMemory(**v) for k, v in part("module").items()},
+        flops=part("flops"),
+        segments={},
+        notes=[
+            *base.notes,
+            f"layer-scaled: transformers' module was traced with 1, 2 and 3 of its {blocks} "
+            "identical layers and every number extrapolated exactly (each is affine in the "
+            "layer count; the 3-layer trace checked every prediction to the byte)",
+        ],
     )

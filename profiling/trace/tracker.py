@@ -376,3 +376,27 @@ def make_tracker(
     tracker.flop_failures = {}
     tracker.formulas = flop_formulas(tracker.flop_failures)
     return tracker
+
+
+class FlopCount(BaseModel):
+    """FLOPs of the steady-state step's forward and backward (matmuls, attention, convolutions;
+    elementwise ops and the optimizer step are not counted, as in torch's FlopCounterMode)."""
+
+    total: int
+    forward: int
+    backward: int
+    by_module: dict[str, dict[str, int]]  # fqn -> {"forward": n, "backward": n}
+
+
+def flop_count(counts: dict[str, dict[str, int]], depth: int) -> FlopCount:
+    total = counts.get("Global", {"forward": 0, "backward": 0})
+    return FlopCount(
+        total=total["forward"] + total["backward"],
+        forward=total["forward"],
+        backward=total["backward"],
+        by_module={
+            fqn: dict(row)
+            for fqn, row in counts.items()
+            if fqn != "Global" and fqn.count(".") <= depth
+        },
+    )

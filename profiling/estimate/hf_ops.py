@@ -1,0 +1,325 @@
+"""Activations of transformers' own modules (``--model hf:…`` traced as the real module), op by op.
+
+Derived, like ``activations`` and ``variants``, from what the trace shows autograd saving — here
+in transformers' ``…ForCausalLM`` classes (5.x) built from the config, on either target. Where
+transformers writes an op as several eager ops, each keeps what its backward needs:
+
+- RMSNorm, Llama's way (Llama, Mistral, Qwen2, Qwen3, Phi-3): the input cast to fp32, squared,
+  averaged, ``rsqrt``, multiplied, cast back to the input's dtype, times the weight — it keeps
+  the fp32 input (4 B/element), rstd (4 B/row) and the normalized values in the input's dtype
+  (the weight's multiplication keeps them): ``(4 + in)·w + 4`` B per row. The same on both
+  targets: it never calls ``rms_norm``, so CUDA's fused kernel does not apply.
+- RMSNorm, OLMo 2's way (the weight multiplies the fp32 values) and Gemma's (``1 + weight`` in
+  fp32): ``8·w + 4`` B per row; Gemma's also keeps ``1 + weight`` (4 B per element of the
+  weight, per call).
+- q/k norms: Qwen3 per head (Llama's way over the head size: its input is the projection's
+  output, in the compute dtype; one rstd per head), OLMo 2 over the whole projection.
+- GPT-2's ``gelu_new``, ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``: ``pow`` keeps its input,
+  ``tanh`` its output, the last product both factors — with the MLP's second matmul input,
+  five f-wide tensors where a fused GELU keeps two.
+- Phi-3 fuses q, k, v into one projection and gate, up into another: under autocast two
+  matmul-input copies per block (not five); the value heads SDPA keeps are a view of the fused
+  q/k/v output, which therefore stays alive whole, and the attention output's contiguous copy
+  (the output projection's input) is a tensor of its own: ``T·(2q + k)·c`` B more per block.
+- Eager attention (Gemma 2, whose class refuses SDPA; any model with ``--attention eager``):
+  ``q`` and the keys and values repeated to every head (``repeat_kv``), the softmax's fp32
+  output and its copy in the compute dtype, the output: ``T·4q·c + a·s²·b·(4 + c)`` B (fp32:
+  one s² tensor); Gemma 2's soft-capped scores keep ``tanh``'s output too (``a·s²·b·c``).
+- A sliding window shorter than the sequence: transformers builds a mask, so SDPA runs without
+  grouped-query heads (``repeat_kv`` expands keys and values: ``2·(q − k)`` more per token); on
+  the CPU each windowed layer keeps the mask as an additive ``b·s²`` tensor in the compute
+  dtype, on CUDA the memory-efficient kernel keeps the boolean mask once.
+- The loss (``ForCausalLMLoss``): the labels shifted by one (``pad`` then a contiguous slice),
+  int64 ``s·b·8`` B beside the fp32 log-probabilities.
+
+Mixtures of experts are traced with our blocks (``models.implementation``), so ``variants``
+estimates them. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
+from profiling.estimate.activations import _norms as _layer_norms
+
+_LLAMA_NORM = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3"})
+_FP32_NORM = frozenset({"olmo2", "gemma", "gemma2"})
+
+
+def _module(d: Dims) -> str:
+    return str(d.extra["hf_module"])
+
+
+def eager(d: Dims, cfg: Any) -> bool:
+    from profiling.models.implementation import EAGER_ONLY
+
+    return cfg.attention == "eager" or _module(d) in EAGER_ONLY
+
+
+def _norm_row(d: Dims, e: Bytes, width: int, in_bytes: int) -> tuple[int, str]:
+    """Bytes per row one RMSNorm keeps, and its formula, for a ``width``-wide input."""
+    if _module(d) in _FP32_NORM:
+        return 8 * width + 4, f"(8·{width} + 4)"
+    return (4 + in_bytes) * width + 4, f"((4 + {in_bytes})·{width} + 4)"
+
+
+def _rms_norms(d: Dims, e: Bytes) -> list[Term]:
+    n = 4 if d.extra.get("norms") == "sandwich" else 2
+    row, sub = _norm_row(d, e, d.h, e.r)
+    tok = f"{d.s}·{d.b}"
+    how = (
+        "fp32 input, rstd, fp32 normalized"
+        if _module(d) in _FP32_NORM
+        else f"fp32 input, rstd, normalized in {e.r}-byte"
+    )
+    terms = [
+        Term(
+            f"norms (RMSNorm ×{n} as transformers' eager ops: {how})",
+            d.s * d.b * n * row,
+            f"s·b·{n}·{'(8h + 4)' if _module(d) in _FP32_NORM else f'((4 + {e.r})·h + 4)'} B",
+            f"{tok}·{n}·{sub}",
+        )
+    ]
+    if _module(d) in ("gemma", "gemma2"):
+        terms.append(_gemma_weights(d, n))
+    return terms
+
+
+def _gemma_weights(d: Dims, n: int) -> Term:
+    return Term(
+        f"norms: Gemma's 1 + weight in fp32 (×{n})",
+        n * d.h * 4,
+        f"{n}·h·4 B",
+        f"{n}·{d.h}·4",
+    )
+
+
+def _qk_norms(d: Dims, e: Bytes, q: int, qk: str) -> Term:
+    """Qwen3 per head (one rstd per head), OLMo 2 over the whole projection (one per row)."""
+    k, tok = d.k, f"{d.s}·{d.b}"
+    rows = d.a + int(d.extra.get("kv_heads") or d.a) if qk == "head" else 2
+    where = "per head" if qk == "head" else "whole width"
+    if _module(d) in _FP32_NORM:
+        per, formula = 8 * (q + k) + 4 * rows, f"s·b·(8·(q + k) + 4·{rows}) B"
+        sub = f"{tok}·(8·({q} + {k}) + 4·{rows})"
+    else:
+        per = (4 + e.c) * (q + k) + 4 * rows
+        formula = f"s·b·((4 + {e.c})·(q + k) + 4·{rows}) B"
+        sub = f"{tok}·((4 + {e.c})·({q} + {k}) + 4·{rows})"
+    return Term(f"q/k norms ({where}, eager ops)", d.s * d.b * per, formula, sub)
+
+
+def _windowed(d: Dims) -> int:
+    """How many layers attend through a window shorter than the sequence (0: none)."""
+    w = d.extra.get("sliding_window")
+    if w is None or w >= d.s:
+        return 0
+    return d.L if d.extra.get("sliding_layers") != "alternate" else (d.L + 1) // 2
+
+
+def _attention(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
+    T, tok, c = d.s * d.b, f"{d.s}·{d.b}", e.c
+    if eager(d, cfg):
+        tanh = c if d.extra.get("attn_softcap") else 0
+        probs = 4 + (c if c != 4 else 0) + tanh
+        return [
+            Term(
+                "attention, eager (q, keys and values repeated to every head, output)",
+                T * 4 * q * c,
+                f"s·b·4q·{c} B",
+                f"{tok}·4·{q}·{c}",
+            ),
+            Term(
+                "eager attention probabilities (a·s²·b: fp32 softmax"
+                + (f", its {c}-byte copy" if c != 4 else "")
+                + (", soft-capping's tanh" if tanh else "")
+                + ")",
+                d.a * d.s * T * probs,
+                f"a·s²·b·{probs} B",
+                f"{d.a}·{d.s}²·{d.b}·{probs}",
+            ),
+        ]
+    lse, lse_sub = _lse(d, e, cfg)
+    kv = q if _cuda(cfg) and c == 4 else d.k  # CUDA's fp32 attention expands grouped heads
+    terms = [
+        Term(
+            "attention (q, k, v after RoPE, output, logsumexp)",
+            T * (2 * q + 2 * kv) * c + lse,
+            f"s·b·(2q + 2k)·{c} + 4·a·b·s B",
+            f"{tok}·(2·{q} + 2·{kv})·{c} + {lse_sub}",
+        )
+    ]
+    if _module(d) == "phi3":
+        terms.append(
+            Term(
+                "attention: Phi-3's fused q/k/v output (v is a view of it), output copy",
+                T * (2 * q + d.k) * c,
+                f"s·b·(2q + k)·{c} B",
+                f"{tok}·(2·{q} + {d.k})·{c}",
+            )
+        )
+    return terms
+
+
+def _window(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
+    """transformers' mask for windowed layers: grouped heads expanded, the mask kept."""
+    n = _windowed(d)
+    if not n or eager(d, cfg):
+        return []
+    terms = []
+    kv = q if _cuda(cfg) and e.c == 4 else d.k  # already expanded there
+    if q != kv:
+        terms.append(
+            Term(
+                f"windowed layers' keys/values repeated to every head ({n} layers)",
+                n * d.s * d.b * 2 * (q - kv) * e.c,
+                f"layers with a window · s·b·2·(q − k)·{e.c} B",
+                f"{n} · {d.s}·{d.b}·2·({q} − {kv})·{e.c}",
+            )
+        )
+    w = d.extra["sliding_window"]
+    if _cuda(cfg):
+        terms.append(
+            Term(f"sliding-window mask (window {w} < seq {d.s})", d.s * d.s, "s²·1 B", f"{d.s}²")
+        )
+    else:
+        terms.append(
+            Term(
+                f"sliding-window masks (window {w} < seq {d.s}; {n} windowed layers, per row)",
+                n * d.b * d.s * d.s * e.c,
+                f"layers with a window · b·s²·{e.c} B",
+                f"{n} · {d.b}·{d.s}²·{e.c}",
+            )
+        )
+    return terms
+
+
+def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+    """One block of transformers' module: what it keeps for backward (TP=1)."""
+    if d.arch == "gpt2":
+        return _gpt2_layer(d, e, cfg)
+    x, tok, T = d.extra, f"{d.s}·{d.b}", d.s * d.b
+    q = int(x.get("q_dim") or d.h)
+    terms = _rms_norms(d, e)
+    if x.get("qk_norm"):
+        terms.append(_qk_norms(d, e, q, str(x["qk_norm"])))
+    fused = _module(d) == "phi3"
+    copies = (2 if fused else 5) if e.amp else 2
+    terms.append(
+        Term(
+            "matmul inputs (norm outputs" + (", one copy per matmul)" if e.amp else ")"),
+            T * copies * d.h * e.c,
+            f"s·b·{copies}h·{e.c} B",
+            f"{tok}·{copies}·{d.h}·{e.c}",
+        )
+    )
+    terms += _attention(d, e, cfg, q)
+    name = "GeGLU" if x.get("mlp") == "geglu" else "SwiGLU"
+    terms.append(
+        Term(
+            f"MLP ({name}: gate, activation, up, product)",
+            T * 4 * d.f * e.c,
+            f"s·b·4f·{e.c} B",
+            f"{tok}·4·{d.f}·{e.c}",
+        )
+    )
+    return terms
+
+
+def _gpt2_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+    T, tok, h, c = d.s * d.b, f"{d.s}·{d.b}", d.h, e.c
+    lse, lse_sub = _lse(d, e, cfg)
+    terms = [_layer_norms(d, e, cfg)]  # nn.LayerNorm: the kernels our blocks' run
+    terms.append(
+        Term(
+            "matmul inputs (LayerNorm outputs)", T * 2 * h * c, f"s·b·2h·{c} B", f"{tok}·2·{h}·{c}"
+        )
+    )
+    if eager(d, cfg):
+        terms += _attention(d, e, cfg, h)
+    else:
+        terms.append(
+            Term(
+                "attention (qkv, output, logsumexp)",
+                T * 4 * h * c + lse,
+                f"s·b·4h·{c} + 4·a·b·s B",
+                f"{tok}·4·{h}·{c} + {lse_sub}",
+            )
+        )
+    terms.append(
+        Term(
+            "MLP (fc output; gelu_new as eager ops: pow's input, tanh, 0.5·x, 1 + tanh; "
+            "the product)",
+            T * 5 * d.f * c,
+            f"s·b·5f·{c} B",
+            f"{tok}·5·{d.f}·{c}",
+        )
+    )
+    return terms
+
+
+def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: Any) -> list[Term]:
+    """The final norm, RoPE's tables, the loss's log-probabilities and shifted labels, Gemma 2's
+    soft-capped logits, windowed layers' masks, autocast's weight copies."""
+    from profiling.estimate.activations import once_per_model as reference_once
+
+    tok, T = f"{d.s}·{d.b}", d.s * d.b
+    terms = reference_once(d, e, shape, cfg)
+    if d.arch != "gpt2":
+        row, sub = _norm_row(d, e, d.h, e.r)
+        rope = 4 if _module(d) == "olmo2" else e.rope  # OLMo 2 keeps its tables in fp32
+        final = Term(
+            "final RMSNorm (eager ops; output) + RoPE cos/sin",
+            T * (row + d.h * e.c) + 2 * d.s * d.hd * rope,
+            f"s·b·({sub} + h·{e.c}) + 2·s·(h/a)·{rope} B",
+            f"{tok}·({sub} + {d.h}·{e.c}) + 2·{d.s}·{d.hd}·{rope}",
+        )
+        terms = [final, *terms[1:]]
+        if _module(d) in ("gemma", "gemma2"):
+            terms.append(_gemma_weights(d, 1))
+    q = int(d.extra.get("q_dim") or d.h)
+    terms += _window(d, e, cfg, q)
+    if d.extra.get("logit_softcap") and d.V is not None:
+        terms.append(
+            Term(
+                "Logits: soft-capping's tanh output (Gemma 2)",
+                T * d.V * e.c,
+                f"s·b·V·{e.c} B",
+                f"{tok}·{d.V}·{e.c}",
+            )
+        )
+    if d.V is not None:
+        terms.append(_shifted_labels(d))
+    return terms
+
+
+def _shifted_labels(d: Dims) -> Term:
+    """``pad(labels, (0, 1))[..., 1:].contiguous()``: one row is contiguous already, so the
+    loss keeps the padded labels; several rows are copied."""
+    if d.b == 1:
+        return Term(
+            "Logits: the labels padded by one (int64, transformers' loss)",
+            (d.s + 1) * 8,
+            "(s + 1)·8 B",
+            f"({d.s} + 1)·8",
+        )
+    return Term(
+        "Logits: the labels shifted by one (int64, transformers' loss)",
+        d.s * d.b * 8,
+        "s·b·8 B",
+        f"{d.s}·{d.b}·8",
+    )
+
+
+def assumption(d: Dims, cfg: Any) -> str:
+    """The implementation the activations describe, for the record's notes."""
+    attention = "eager" if eager(d, cfg) else "sdpa"
+    return (
+        f"activations of transformers' own {_module(d)} module (attn_implementation="
+        f"{attention}; its norms, activations and loss as its eager ops keep them: "
+        "profiling/estimate/hf_ops.py), the module the trace builds with transformers installed"
+    )
+
+
+__all__ = ["assumption", "eager", "once_per_model", "per_layer"]
