@@ -1,31 +1,18 @@
 """The docs' examples print what the commands print today (docs/examples.py wrote them from
-real runs). The ones marked ``checked`` are rerun here — the closed-form estimates, and every
-page's commands in the prepared workspaces of docs/example_scenes.py (built once for this file:
-pytest-xdist's ``--dist loadfile`` keeps the file on one worker); a change to what a command
-prints fails until ``python docs/examples.py`` regenerates the docs."""
+real runs). The ones marked ``checked`` are rerun — the closed-form estimates of profiling.md
+and the README here, every other page's commands in the prepared workspaces of
+docs/example_scenes.py in test_doc_examples_{journal,learning,tools}.py — and a change to what a
+command prints fails until ``python docs/examples.py`` regenerates the docs. This file also
+checks that the user-guide pages have no block of commands that is not generated."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.foundation.doc_examples import REPO, check, checked, examples, scenes
 
-
-def _examples_module():
-    spec = importlib.util.spec_from_file_location("doc_examples", REPO / "docs" / "examples.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["doc_examples"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-examples = _examples_module()
 CHECKED = [
     e
     for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -34,7 +21,11 @@ CHECKED = [
 ]
 
 
-# The pages whose every command example is generated and checked.
+# The pages of each test_doc_examples_*.py file.
+JOURNAL = ["journal.md", "plugin.md"]
+LEARNING = ["learning.md"]
+TOOLS = ["tools.md", "runtime.md", "definitions.md", "security.md", "view.md"]
+# The pages whose every block of commands is generated and checked (or manual, saying why).
 PAGES = [
     "journal.md",
     "learning.md",
@@ -49,8 +40,7 @@ PAGES = [
 
 @pytest.fixture(scope="module", autouse=True)
 def _scenes() -> Iterator[None]:
-    yield
-    examples.example_scenes.cleanup()
+    yield from scenes()
 
 
 def test_there_are_checked_examples():
@@ -62,7 +52,7 @@ def test_every_command_example_of_a_page_is_checked(page):
     """A block of commands and what they print (```console, or a bare ``` starting with
     ``$ ``) on these pages is output someone can compare: each one runs."""
     text = (REPO / "docs" / page).read_text(encoding="utf-8")
-    checked = {
+    generated = {
         e.start
         for e in examples.find(REPO / "docs" / page)
         if "checked" in e.opts or "manual" in e.opts  # manual: the marker says why not
@@ -70,29 +60,21 @@ def test_every_command_example_of_a_page_is_checked(page):
     unchecked = [
         text[: m.start()].count("\n") + 1
         for m in examples.FENCE.finditer(text)
-        if m.group(0).startswith(("```console\n$ ", "```\n$ ")) and m.start() not in checked
+        if m.group(0).startswith(("```console\n$ ", "```\n$ ")) and m.start() not in generated
     ]
     assert not unchecked, f"docs/{page}: console examples not generated at lines {unchecked}"
 
 
-def _params() -> list:
-    return [
-        pytest.param(e, id=e.where, marks=[pytest.mark.slow] if e.scene else []) for e in CHECKED
-    ]
-
-
-@pytest.mark.parametrize("example", _params())
+@pytest.mark.parametrize("example", checked("README.md", "profiling.md"))
 def test_a_documented_example_prints_what_the_docs_say(example):
-    if "tool Bash" in example.body:
-        from journal_agent.tools.sandbox import available_confinement
+    """The other pages' examples: test_doc_examples_*.py (spread over workers)."""
+    check(example)
 
-        conf = available_confinement()
-        if not conf.active:  # the examples show what Bash prints inside the sandbox
-            pytest.skip(f"no OS sandbox on this machine: {conf.reason}")
-    now = examples.elide(example.body, examples.run(example))
-    assert examples.normalize(now) == examples.normalize(example.body), (
-        f"{example.where} drifted from what the command prints; run python docs/examples.py"
-    )
+
+def test_every_checked_example_has_a_test_file():
+    covered = {"README.md", "profiling.md", *JOURNAL, *LEARNING, *TOOLS}
+    pages = {e.path.name for e in CHECKED}
+    assert pages <= covered, pages - covered
 
 
 def test_a_drifted_example_is_caught(tmp_path):
