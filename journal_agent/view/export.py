@@ -116,14 +116,20 @@ def _entry_pages(rows: list[tuple[str, int, int, int]]) -> tuple[int, list[tuple
 
 
 def _links(site: Site) -> EntryLinks:
-    """Backlinks for all entries, in one pass over the journal."""
+    """Backlinks for all entries, in one pass over the journal; related entries, ranked with
+    what every entry shares worked out once (``journal.search.related_all``)."""
+    from journal_agent.journal.search.related_all import RelatedAll
+
     summaries = {s.id: s for s in site.summaries()}
     backlinks = site.backlink_map()
 
     def linked(entry: Any) -> list[Any]:
         return [summaries[i] for i in backlinks.get(entry.id, []) if i in summaries]
 
-    return EntryLinks(FileCache(site.root), linked)
+    if not summaries:
+        return EntryLinks(FileCache(site.root), linked)
+    ranked = RelatedAll(site.root)
+    return EntryLinks(FileCache(site.root), linked, lambda e: ranked.of(e.id, e.raw))
 
 
 class _Writer:

@@ -32,10 +32,12 @@ _TEMPLATES = Path(__file__).parent / "templates"
 
 @dataclass
 class EntryLinks:
-    """What an export computes once for all entries: backlinks, and one file cache."""
+    """What an export computes once for all entries: backlinks, related entries (each a
+    function of the entry giving entries with .id, .title, .date), and one file cache."""
 
     files: FileCache
-    backlinks: Any  # Entry -> list of entries (with .id, .title, .date)
+    backlinks: Any
+    related: Any = None
 
 
 class NotFound(Exception):
@@ -67,6 +69,18 @@ class Pages:
         self.site = site
         self.mode = mode
         self.env = environment()
+        # An export reads each record once (a snapshot); the server at every request.
+        self._records: dict[str, tuple[bool, Any]] | None = None if mode.live else {}
+
+    def _record(self, record_id: str) -> tuple[bool, Any]:
+        """Whether the record exists, and its parsed contents (None when unreadable)."""
+        if self._records is not None and record_id in self._records:
+            return self._records[record_id]
+        found = records.store(self.site.root).exists(record_id)
+        held = (found, records.load(self.site.root, record_id) if found else None)
+        if self._records is not None:
+            self._records[record_id] = held
+        return held
 
     def _render(self, template: str, path: str, **context: Any) -> str:
         base = relative(path, "")
@@ -123,7 +137,7 @@ class Pages:
             return markdown.Link(href, f"ref ref-{state.state}", f"{state.state}: {state.detail}")
 
         def cite_link(record_id: str) -> markdown.Link | None:
-            if not records.store(self.site.root).exists(record_id):
+            if not self._record(record_id)[0]:
                 return None
             return markdown.Link(relative(path, record_path(record_id)), "cite")
 
@@ -136,8 +150,9 @@ class Pages:
             refs=[(s, targets[_spec(r)]) for r, s in zip(entry.refs, states, strict=True)],
             citations=self._citations(entry),
             backlinks=links.backlinks(entry) if links else self.site.backlinks(entry),
-            # Related entries take the index a tenth of a second to rank: the live page asks
-            # for them after it has loaded (api/related); an export lists none.
+            # The live page asks for its related entries once it has loaded (api/related); an
+            # export ranked every entry's at once.
+            related=links.related(entry) if links and links.related else None,
             related_api=None if links else f"api/related?id={quote(entry.id, safe='')}",
             code_path=code_path,
         )
@@ -146,7 +161,7 @@ class Pages:
         seen: dict[str, Any] = {}
         for cit in entry.citations:
             if cit.record_id not in seen:
-                seen[cit.record_id] = records.load(self.site.root, cit.record_id)
+                seen[cit.record_id] = self._record(cit.record_id)[1]
         return list(seen.items())
 
     # -- code, records --------------------------------------------------------------------

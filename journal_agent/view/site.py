@@ -330,12 +330,12 @@ class Site:
         ]
 
     def related(self, entry: Entry, limit: int = 5) -> list[Any]:
-        """Entries like this one (the search index's ``related``); [] when it cannot say."""
-        from journal_agent.journal.search import ranking
-        from journal_agent.journal.search.index import SearchIndex
+        """Entries like this one (the search index's ``related``, the entry's vector from the
+        cache: what an export lists too); [] when it cannot say."""
+        from journal_agent.journal.search.related_all import related
 
         try:
-            return ranking.related(SearchIndex(self.root), entry.raw, limit, {entry.id})
+            return related(self.root, entry.id, entry.raw, limit)
         except Exception as exc:  # a broken index must not break the page
             logger.debug("related entries of %s not shown: %r", entry.id, exc)
             return []

@@ -77,3 +77,26 @@ def test_parallel_export_writes_the_same_pages(workspace, tmp_path, monkeypatch)
     assert pages(parallel) == pages(serial)
     assert len([p for p in pages(parallel) if p.startswith("entries/")]) >= 3
     assert done.pages == len(list(parallel.rglob("*.html")))
+
+
+def test_exported_entries_list_the_related_entries_the_live_view_lists(workspace, tmp_path):
+    import re
+
+    from journal_agent.view import export
+    from journal_agent.view.site import Site, entry_path
+
+    out = tmp_path / "site"
+    export.export_html(workspace.root, out)
+    site = Site(workspace.root)
+    listed = 0
+    for entry in site.entries():
+        page = (out / entry_path(entry.id)).read_text(encoding="utf-8")
+        block = re.search(r'<ul class="related">(.*?)</ul>', page, re.S)
+        assert block is not None, entry.id
+        exported = re.findall(r'href="([^"]+)"', block.group(1))
+        live = [f"../{entry_path(h.id)}" for h in site.related(entry)]  # what api/related gives
+        assert exported == live, entry.id
+        listed += len(exported)
+    assert listed > 0
+    zero = (out / entry_path(workspace.ids["zero"])).read_text(encoding="utf-8")
+    assert "Gradient Accumulation" in zero.split('<ul class="related">')[1].split("</ul>")[0]

@@ -59,12 +59,15 @@ def _phrases(path: Path, conn: sqlite3.Connection) -> _Phrases:
         return held
 
 
-def part(path: Path, conn: sqlite3.Connection, phrase: str) -> tuple[Any, Any]:
+def part(
+    path: Path, conn: sqlite3.Connection, phrase: str, phrases: _Phrases | None = None
+) -> tuple[Any, Any]:
     """``(rowids, parts)`` of one FTS5 phrase: the rows holding it, ascending, and its part of
-    any query's BM25 score in each (positive: ``bm25()`` is minus the sum of parts)."""
+    any query's BM25 score in each (positive: ``bm25()`` is minus the sum of parts).
+    ``phrases``: the index's kept phrases, when the caller already checked their state."""
     import numpy as np
 
-    phrases = _phrases(path, conn)
+    phrases = phrases or _phrases(path, conn)
     with phrases.lock:
         if phrase in phrases.found:
             phrases.found.move_to_end(phrase)
@@ -102,8 +105,9 @@ def match(
     # The phrases in the order the query text writes them (each term's alternatives, deduped
     # as Term.fts() writes them): the order FTS5 adds their parts in.
     terms = [list(dict.fromkeys(t.alternatives)) for t in plan.terms]
-    looked = {p: part(path, conn, p) for alternatives in terms for p in alternatives}
-    rows_of_term = [rows_matching(path, conn, alternatives) for alternatives in terms]
+    kept = _phrases(path, conn)
+    looked = {p: part(path, conn, p, kept) for alternatives in terms for p in alternatives}
+    rows_of_term = [rows_matching(path, conn, alternatives, kept) for alternatives in terms]
     if not rows_of_term:
         return {}
     if every:
@@ -129,18 +133,20 @@ def match(
     return {int(rows[i]): float(scores[i]) for i in order}
 
 
-def rows_matching(path: Path, conn: sqlite3.Connection, alternatives: list[str]) -> Any:
+def rows_matching(
+    path: Path, conn: sqlite3.Connection, alternatives: list[str], phrases: _Phrases | None = None
+) -> Any:
     """The rowids holding any of these phrases (one term of a plan), ascending; kept too, as
     a term typed stays in the query for the keystrokes after it."""
     unique = list(dict.fromkeys(alternatives))
+    phrases = phrases or _phrases(path, conn)
     if len(unique) == 1:
-        return part(path, conn, unique[0])[0]
-    phrases = _phrases(path, conn)
+        return part(path, conn, unique[0], phrases)[0]
     key = "\0".join(unique)
     with phrases.lock:
         if key in phrases.unions:
             return phrases.unions[key]
-    rows = _union([part(path, conn, p)[0] for p in unique])
+    rows = _union([part(path, conn, p, phrases)[0] for p in unique])
     with phrases.lock:
         if len(phrases.unions) >= UNIONS:
             phrases.unions.clear()

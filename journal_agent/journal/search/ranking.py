@@ -92,7 +92,26 @@ def related_in(
     semantic: bool = True,
     vector: Any = None,
 ) -> list[Hit]:
-    terms = salient_terms(conn, draft)
+    plan, lexical, nearest = related_parts(index, conn, draft, limit, exclude, semantic, vector)
+    ranked = fusion.fuse(lexical, nearest, limit, floor=fusion.RELATED_FLOOR)
+    return index.make_hits(conn, ranked, plan, {h.rowid: h for h in lexical}, dict(nearest))
+
+
+def related_parts(
+    index: SearchIndex,
+    conn: sqlite3.Connection,
+    draft: str,
+    limit: int,
+    exclude: set[str],
+    semantic: bool = True,
+    vector: Any = None,
+    nearest: list[tuple[int, float]] | None = None,
+    df: Any = None,
+) -> tuple[QueryPlan, list[Lexical], list[tuple[int, float]]]:
+    """What ``related_in`` fuses: the draft's telling terms, the entries matching them by
+    BM25, and the entries nearest in meaning (``nearest`` when the caller ranked them
+    already: the export, for every entry at once), without the ``exclude``d ones."""
+    terms = salient_terms(conn, draft, df=df)
     plan = QueryPlan([Term(t, [phrase(t)]) for t in terms])
     depth = limit + len(exclude) + 20
     lexical: list[Lexical] = []
@@ -102,11 +121,12 @@ def related_in(
         else:
             found = index.match(conn, plan.any_of(), [], depth)
         lexical = [Lexical(r, s) for r, s in sorted(found.items(), key=lambda x: x[1])]
-    nearest: list[tuple[int, float]] = []
-    if semantic:
-        nearest, index.semantic_note = fusion.nearest(
-            index, conn, draft, [], depth, as_entry=True, vector=vector
-        )
+    if nearest is None:
+        nearest = []
+        if semantic:
+            nearest, index.semantic_note = fusion.nearest(
+                index, conn, draft, [], depth, as_entry=True, vector=vector
+            )
     excluded = {
         r[0]
         for r in conn.execute(
@@ -116,24 +136,28 @@ def related_in(
     }
     lexical = [h for h in lexical if h.rowid not in excluded]
     nearest = [(r, s) for r, s in nearest if r not in excluded]
-    ranked = fusion.fuse(lexical, nearest, limit, floor=fusion.RELATED_FLOOR)
-    return index.make_hits(conn, ranked, plan, {h.rowid: h for h in lexical}, dict(nearest))
+    return plan, lexical, nearest
 
 
-def salient_terms(conn: sqlite3.Connection, draft: str, count: int = 16) -> list[str]:
-    """A draft's most telling stems: frequent in it, rare in the journal."""
+def salient_terms(
+    conn: sqlite3.Connection, draft: str, count: int = 16, df: Any = None
+) -> list[str]:
+    """A draft's most telling stems: frequent in it, rare in the journal. ``df``: a dict the
+    caller keeps of the stems' document counts (the export asks for every entry's), with the
+    number of entries as its ``total`` when it knows it."""
     words = [w for w in stems(CJK_RUN.sub(" ", draft)) if useful(w)]
     if not words:
         return []
     tf = Counter(words)
-    total = conn.execute("SELECT count(*) FROM entries").fetchone()[0] or 1
-    df = {}
+    total = getattr(df, "total", 0) or conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+    total = total or 1
+    df = {} if df is None else df
     for word in tf:
-        row = conn.execute("SELECT doc FROM entries_vocab WHERE term = ?", (word,)).fetchone()
-        df[word] = row[0] if row else 0
+        if word not in df:
+            row = conn.execute("SELECT doc FROM entries_vocab WHERE term = ?", (word,)).fetchone()
+            df[word] = row[0] if row else 0
     # Terms no entry contains cannot match; very common ones do not discriminate.
-    scored = [
-        (tf[w] * math.log(1 + total / df[w]), w) for w in tf if 0 < df[w] <= max(1, total * 0.6)
-    ]
+    ceiling = max(1, total * 0.6)
+    scored = [(tf[w] * math.log(1 + total / df[w]), w) for w in tf if 0 < df[w] <= ceiling]
     scored.sort(reverse=True)
     return [w for _, w in scored[:count]]
