@@ -24,6 +24,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # tests.* (the entry template, the relevance journal)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from example_agents import (  # noqa: E402  (docs/ is no package: found beside this file)
+    build_bad_definition,
+    build_definitions,
+    build_drafting,
+    build_runtime,
+    build_tools,
+    drafting_script,
+    journal_agent_script,
+    scribe_script,
+    write,
+)
 
 # What the examples' files hold before the code moves on (docs/journal.md, "Checking").
 TRAIN = (
@@ -69,13 +81,6 @@ class Scene:
     # The model's answers, for the commands that call one: journal_agent.testing's scripted
     # /v1/messages endpoint serves them (a fresh script per example) while the example runs.
     script: Callable[[], list] | None = None
-
-
-def _write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 ESTIMATE_ID = "est-13d7dbbf"  # a fixed name, so a command line in the docs can cite it
@@ -135,13 +140,13 @@ def accumulation_entry() -> str:
 
 def build_project(root: Path) -> None:
     """A training project before any entry: the code, one estimate record, drafts to append."""
-    _write(root, "src/train.py", TRAIN)
-    _write(root, "src/ds_config.json", DS_CONFIG)
+    write(root, "src/train.py", TRAIN)
+    write(root, "src/ds_config.json", DS_CONFIG)
     record = _estimate_id(root)
-    _write(root, "entry.md", zero_entry(record))
+    write(root, "entry.md", zero_entry(record))
     from tests.entries import render_entry
 
-    _write(
+    write(
         root,
         "bad.md",
         render_entry(
@@ -171,11 +176,11 @@ def build_entries(root: Path) -> None:
 def build_journal(root: Path) -> None:
     """The entries after the code moved on: a docstring added at the top of train.py (its
     cited lines moved down one) and ZeRO's stage changed in the config; a draft to link."""
-    _write(root, "src/train.py", '"""One optimizer step of our training loop."""\n' + TRAIN)
-    _write(root, "src/ds_config.json", DS_CONFIG.replace('"stage": 2', '"stage": 3'))
+    write(root, "src/train.py", '"""One optimizer step of our training loop."""\n' + TRAIN)
+    write(root, "src/ds_config.json", DS_CONFIG.replace('"stage": 2', '"stage": 3'))
     from tests.entries import render_entry
 
-    _write(
+    write(
         root,
         "draft.md",
         render_entry(
@@ -213,8 +218,8 @@ def build_relevance(root: Path) -> None:
     relevance.write_journal(root)
     api.index(root)
     pairs = dict(duplicate_pairs.PARAPHRASE_PAIRS)
-    _write(root, "zero2-again.md", relevance.render("zero2", pairs["zero2"], 28))
-    _write(root, "lora-again.md", relevance.render("lora", pairs["lora"], 28))
+    write(root, "zero2-again.md", relevance.render("zero2", pairs["zero2"], 28))
+    write(root, "lora-again.md", relevance.render("lora", pairs["lora"], 28))
 
 
 def build_learning(root: Path) -> None:
@@ -288,176 +293,6 @@ LEARN_EDIT = (
     '**Action**: Add "🎯 Practice Exercise" section with verification steps '
     "(this user asked for it: always add one)\n",
 )
-
-
-TOOLS_TRAIN = (
-    "import torch\n"
-    "\n"
-    "from model import TinyGPT\n"
-    "\n"
-    "\n"
-    "def train_step(model, batch, optimizer):\n"
-    "    loss = model(batch).mean()\n"
-    "    loss.backward()\n"
-    "    optimizer.step()\n"
-    "    optimizer.zero_grad(set_to_none=True)\n"
-    "    return loss\n"
-)
-
-
-def build_tools(root: Path) -> None:
-    """A small project for the tools (docs/tools.md): a five-line journal, a 5,000-line
-    training log, code under src/, an ignored build/, a secret .env, a binary and an empty
-    file, private data that a deny rule hides; a git repository."""
-    import subprocess
-
-    _write(
-        root,
-        "learning_journal.md",
-        "# Learning journal\n\n## ZeRO stages\nZeRO-1 shards optimizer state.\n"
-        "TODO: measure stage 2\n",
-    )
-    log = "".join(f"step {n} loss {2.5 - n / 10_000:.4f}\n" for n in range(1, 5001))
-    _write(root, "train.log", log)
-    _write(root, "src/model.py", "from torch import nn\n\n\nclass TinyGPT(nn.Module):\n    pass\n")
-    _write(root, "src/train.py", TOOLS_TRAIN)
-    _write(root, "build/gen.py", "# generated: optimizer tables\n")
-    _write(root, ".gitignore", "build/\n")
-    _write(root, ".env", "# the optimizer service\nAPI_TOKEN=tok-0123456789abcdef\n")
-    (root / "blob.bin").write_bytes(bytes(range(100)))
-    _write(root, "empty.md", "")
-    _write(root, "data/private/p.csv", "patient,age\nA,41\n")
-    settings = {
-        "permissions": {"deny": ["Read(./data/private/**)", "Bash(git push:*)"]},
-    }
-    _write(root, ".claude/settings.json", json.dumps(settings, indent=2) + "\n")
-    # Glob and Grep list the newest first: fix the order (model.py is the older file).
-    for n, rel in enumerate(["src/model.py", "src/train.py", "learning_journal.md"]):
-        os.utime(root / rel, (1_790_000_000 + n * 60, 1_790_000_000 + n * 60))
-    git = ["git", "-c", "user.name=Demo", "-c", "user.email=demo@example.com"]
-    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    subprocess.run([*git, "add", "src", "train.log", ".claude"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "the training code"], cwd=root, check=True)
-
-
-def build_runtime(root: Path) -> None:
-    """A project with a small agent of its own, `scribe` (Glob, Read, Write; haiku)."""
-    _write(root, "README.md", "# Demo project\n")
-    _write(
-        root,
-        ".claude/agents/scribe.md",
-        "---\nname: scribe\ndescription: Keeps short notes on what the user studies.\n"
-        "tools: Glob, Read, Write\nmodel: haiku\n---\n"
-        "You are the scribe: you keep short notes on what the user studies, in notes.md.\n",
-    )
-
-
-def _usage(uncached: int, cached: int, out: int) -> dict[str, int]:
-    return {
-        "input_tokens": uncached,
-        "cache_read_input_tokens": cached,
-        "cache_creation_input_tokens": 0,
-        "output_tokens": out,
-    }
-
-
-def scribe_script() -> list:
-    """What the model answers `run scribe "Note what ZeRO-2 shards"`: look, read, write, say."""
-    from journal_agent.testing import reply, tool_use
-
-    note = "# ZeRO-2\nShards gradients and optimizer state across data-parallel ranks.\n"
-    said = "Wrote notes.md: ZeRO-2 shards gradients and optimizer state across data-parallel ranks."
-    return [
-        reply(
-            "Let me look at the project first.",
-            tool_use("Glob", {"pattern": "*.md"}),
-            usage=_usage(5500, 0, 90),
-        ),
-        reply(tool_use("Read", {"file_path": "README.md"}), usage=_usage(40, 5500, 60)),
-        reply(
-            tool_use("Write", {"file_path": "notes.md", "content": note}),
-            usage=_usage(60, 5540, 150),
-        ),
-        reply(said, usage=_usage(60, 5600, 40)),
-    ]
-
-
-def journal_agent_script() -> list:
-    """What the model answers a background run of the learning-journal agent."""
-    from journal_agent.testing import reply
-
-    return [reply("Recorded the ZeRO-2 memory math.", usage=_usage(6200, 0, 80))]
-
-
-WARMUP = "Warm-up length is in steps, not epochs (train.py:8)."
-
-
-def build_drafting(root: Path) -> None:
-    """A moment the real Stop hook captured from a Claude Code turn (an Edit of train.py and a
-    ★ Insight), drafting turned on (docs/plugin.md, `inbox draft`)."""
-    from tests.capture.hook_helpers import Transcript, insight, run_hook
-
-    _write(root, "train.py", "".join(f"line {i}\n" for i in range(1, 21)))
-    transcript = Transcript(root.parent / "home" / ".claude" / "projects" / "p" / "s1.jsonl", root)
-    transcript.prompt("make warm-up 500 steps")
-    transcript.edit("train.py", "line 8", "line 8 = warmup steps")
-    final = insight(WARMUP)
-    transcript.say(final)
-    payload = {
-        "session_id": "s1",
-        "prompt_id": "p1",
-        "transcript_path": str(transcript.path),
-        "last_assistant_message": final,
-    }
-    assert run_hook("Stop", payload, root).returncode == 0
-    _write(root, ".journal/settings.json", json.dumps({"capture": {"draft": True}}) + "\n")
-
-
-def drafting_script() -> list:
-    """The learning-journal agent drafting an entry from the warm-up moment."""
-    from journal_agent.testing import reply, tool_use
-    from tests.entries import render_entry
-
-    entry = render_entry(
-        "Warm-up Is Counted in Steps",
-        "2026-11-26",
-        context="Changing the warm-up in `train.py:8`.",
-        question="Is warm-up counted in epochs or in steps?",
-        intuition="The scheduler counts optimizer steps, so warm-up is in steps (train.py:8).",
-        tags="#warmup #scheduler",
-    )
-    return [
-        reply(tool_use("Read", {"file_path": "train.py"}), usage=_usage(9800, 0, 60)),
-        reply(tool_use("JournalAppend", {"entry": entry}), usage=_usage(120, 9800, 420)),
-        reply("Drafted one entry.", usage=_usage(90, 9920, 25)),
-    ]
-
-
-def build_definitions(root: Path) -> None:
-    """Definitions of the project's own (docs/definitions.md): /learn ejected and granted more,
-    an agent that asks for acceptEdits, and one whose description is not valid YAML."""
-    learn = (REPO / "commands" / "learn.md").read_text(encoding="utf-8")
-    _write(
-        root,
-        ".claude/commands/learn.md",
-        learn.replace("---\n", "---\nallowed-tools: Write(notes/*.md), Bash(git log:*)\n", 1),
-    )
-    _write(
-        root,
-        ".claude/agents/helper.md",
-        "---\nname: helper\ndescription: Tidies notes.\npermissionMode: acceptEdits\n---\n"
-        "You tidy the notes in notes/.\n",
-    )
-
-
-def build_bad_definition(root: Path) -> None:
-    """An agent whose multi-line description is neither a block scalar nor quoted."""
-    _write(
-        root,
-        ".claude/agents/reviewer.md",
-        "---\nname: reviewer\ndescription: Reviews changes.\n"
-        "  Context: the user asks for a review\n---\nYou review changes.\n",
-    )
 
 
 SCENES: dict[str, Scene] = {
