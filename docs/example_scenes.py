@@ -346,14 +346,17 @@ def prepare(name: str) -> Path:
         shutil.copytree(prepare(scene.base), root, symlinks=True)
     else:
         root.mkdir(parents=True)
-    env = {"NO_COLOR": "1", "JOURNAL_AGENT_ROOT": "", "HOME": str(root.parent / "home")}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+    # Built in this process, in the environment the examples run in (docs/examples.py _env):
+    # no API key or gateway, none of journal-agent's own switches, a HOME of its own.
+    saved = dict(os.environ)
+    for key in [k for k in os.environ if k.startswith(("ANTHROPIC_", "JOURNAL_AGENT_", "CLAUDE_"))]:
+        del os.environ[key]
+    os.environ.update({"NO_COLOR": "1", "HOME": str(root.parent / "home")})
     try:
         scene.build(root)
     finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        os.environ.clear()
+        os.environ.update(saved)
     _built[name] = root
     return root
 

@@ -134,9 +134,16 @@ def _skip_blank_and_prose(text: str, at: int) -> int:
 
 
 def _env(home: Path) -> dict[str, str]:
+    """The environment of the commands: this one without the settings that would change what
+    they print (a key or gateway of the API, journal-agent's own switches)."""
     bin_dir = str(Path(sys.executable).parent)
+    kept = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "JOURNAL_AGENT_", "CLAUDE_"))
+    }
     return {
-        **os.environ,
+        **kept,
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         "HOME": str(home),
         "NO_COLOR": "1",
