@@ -66,7 +66,9 @@ def _check_model(value: str | None) -> str | None:
 
 
 class AgentDefinition(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    # defer_build: the schema is built on first use, so `agents` does not build the command's
+    # model nor `commands` the agent's (start-up, docs/architecture.md)
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     name: str
     description: str
@@ -107,7 +109,7 @@ class AgentDefinition(BaseModel):
 
 
 class CommandDefinition(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", defer_build=True)
 
     name: str
     description: str
