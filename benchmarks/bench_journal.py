@@ -34,6 +34,7 @@ from journal_agent.journal.search.index import SearchIndex
 from journal_agent.journal.store import HEADER
 from journal_agent.journal.verify import check_journal
 from journal_agent.paths import measurements_dir
+from journal_agent.workspace import Workspace
 from profiling.records import MeasurementRecord, Quantity, RecordStore
 
 TARGETS = {
@@ -250,6 +251,7 @@ def bench(entries: int, queries: int, appends: int, seed: int = 0) -> dict[str, 
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="bench-journal-") as tmp:
         root = Path(tmp)
+        ws = Workspace(root)
         n_refs = _build(root, entries, rng)
         journal_path = root / "learning_journal.md"
         size = journal_path.stat().st_size
@@ -278,7 +280,7 @@ def bench(entries: int, queries: int, appends: int, seed: int = 0) -> dict[str, 
             words = rng.sample(TERMS, rng.choice((1, 2)))
             tags = [f"#{rng.choice(TERMS)}"] if rng.random() < 0.2 else []
             t, c = time.perf_counter(), time.process_time()
-            api.search(root, " ".join(words), tags, limit=10)
+            api.search(ws, " ".join(words), tags, limit=10)
             search_times.append(time.perf_counter() - t)
             search_cpu.append(time.process_time() - c)
             # Baseline in the same run: the same query, by words only.
@@ -294,13 +296,13 @@ def bench(entries: int, queries: int, appends: int, seed: int = 0) -> dict[str, 
             text = text.replace(text.splitlines()[1] + "\n", "")  # let append assign the id
             text = "\n".join(x for x in text.splitlines() if "Peak is" not in x) + "\n"
             t, c = time.perf_counter(), time.process_time()
-            outcome = api.append_entry(root, text)
+            outcome = api.append_entry(ws, text)
             append_times.append(time.perf_counter() - t)
             append_cpu.append(time.process_time() - c)
             assert outcome.appended, outcome.problems
         # The appended entries were indexed in place: searching needs no rebuild.
         t = time.perf_counter()
-        api.search(root, "zero")
+        api.search(ws, "zero")
         search_after_append = time.perf_counter() - t
 
         # A hand edit in the middle: re-indexing parses and re-indexes only the edited stretch;
@@ -313,7 +315,7 @@ def bench(entries: int, queries: int, appends: int, seed: int = 0) -> dict[str, 
         reindex_after_edit = time.perf_counter() - t
         reindex_cpu = time.process_time() - c
         t = time.perf_counter()
-        assert api.search(root, "edited hand")
+        assert api.search(ws, "edited hand")
         search_after_edit = time.perf_counter() - t
 
         t, c = time.perf_counter(), time.process_time()

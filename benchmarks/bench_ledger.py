@@ -30,7 +30,7 @@ from journal_agent.learning import ledger_api, review
 from journal_agent.learning.ledger import parse_ledger
 from journal_agent.learning.ledger_edit import new_ledger
 from journal_agent.learning.ledger_ops import LedgerOperation
-from journal_agent.learning.ledger_store import LedgerStore
+from journal_agent.workspace import Workspace
 
 
 def make_ledger(n: int) -> str:
@@ -80,7 +80,8 @@ def bench(n: int, repeats: int) -> dict[str, object]:
         data = text.encode("utf-8")
         path = root / "learning_ledger.md"
         path.write_bytes(data)
-        store = LedgerStore(root)
+        ws = Workspace(root)
+        store = ws.ledger
         counter = iter(range(10**9))
 
         def update() -> None:
@@ -97,8 +98,8 @@ def bench(n: int, repeats: int) -> dict[str, object]:
             "baseline_read_decode": timed(lambda: path.read_bytes().decode("utf-8"), repeats),
             "parse_render": timed(lambda: parse_ledger(path.read_text()).render(), repeats),
             "update": timed(update, repeats),
-            "check": timed(lambda: ledger_api.check(root), max(3, repeats // 4)),
-            "review_queue": timed(lambda: review.queue(root), max(3, repeats // 4)),
+            "check": timed(lambda: ledger_api.check(ws), max(3, repeats // 4)),
+            "review_queue": timed(lambda: review.queue(ws), max(3, repeats // 4)),
         }
 
 
@@ -112,7 +113,8 @@ def bench_batch(n: int, repeats: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "learning_ledger.md").write_text(make_ledger(n))
-        store = LedgerStore(root)
+        ws = Workspace(root)
+        store = ws.ledger
         counter = iter(range(10**9))
 
         def ops(k: int) -> list[LedgerOperation]:

@@ -146,13 +146,14 @@ def export_and_measure(root: Path) -> dict[str, float]:
     from journal_agent.view.export import export_html
     from journal_agent.view.pages import Mode, Pages
     from journal_agent.view.site import Site
+    from journal_agent.workspace import Workspace
 
     t = time.perf_counter()
-    Pages(Site(root), Mode(live=False)).journal(1)
+    Pages(Site(Workspace(root)), Mode(live=False)).journal(1)
     baseline = time.perf_counter() - t
     with tempfile.TemporaryDirectory(prefix="bench-view-export-") as out:
         t = time.perf_counter()
-        done = export_html(root, Path(out) / "site")
+        done = export_html(Workspace(root), Path(out) / "site")
         elapsed = time.perf_counter() - t
     return {
         "export_html_s": round(elapsed, 2),

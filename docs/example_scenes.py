@@ -164,10 +164,11 @@ def build_project(root: Path) -> None:
 def build_entries(root: Path) -> None:
     """The project with its two entries appended (the code as they cite it)."""
     from journal_agent.journal import api
+    from journal_agent.workspace import Workspace
 
     record = _record_id(root, "est")
     for text in (zero_entry(record), accumulation_entry()):
-        outcome = api.append_entry(root, text)
+        outcome = api.append_entry(Workspace(root), text)
         assert outcome.appended, outcome.problems
     (root / "entry.md").unlink()
     (root / "bad.md").unlink()
@@ -213,10 +214,11 @@ def build_relevance(root: Path) -> None:
     """The relevance set's 43 entries (tests/journal/search/relevance.py), indexed and embedded,
     and drafts from the duplicate calibration set (tests/journal/search/duplicate_pairs.py)."""
     from journal_agent.journal import api
+    from journal_agent.workspace import Workspace
     from tests.journal.search import duplicate_pairs, relevance
 
     relevance.write_journal(root)
-    api.index(root)
+    api.index(Workspace(root))
     pairs = dict(duplicate_pairs.PARAPHRASE_PAIRS)
     write(root, "zero2-again.md", relevance.render("zero2", pairs["zero2"], 28))
     write(root, "lora-again.md", relevance.render("lora", pairs["lora"], 28))
@@ -225,6 +227,7 @@ def build_relevance(root: Path) -> None:
 def build_learning(root: Path) -> None:
     """Three entries studied over three days (the second cites the estimate), no ledger yet."""
     from journal_agent.journal import api
+    from journal_agent.workspace import Workspace
     from tests.entries import render_entry
 
     record = _estimate_id(root)
@@ -260,7 +263,7 @@ def build_learning(root: Path) -> None:
         ),
     ]
     for text in entries:
-        outcome = api.append_entry(root, text)
+        outcome = api.append_entry(Workspace(root), text)
         assert outcome.appended, outcome.problems
 
 

@@ -9,24 +9,27 @@ tracing a model takes seconds and must not stall the protocol loop.
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from journal_agent import __version__
+
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
 
 SERVER_NAME = "journal"
 
 
-def build_server(root: Path):
+def build_server(ws: Workspace):
     import anyio
     import anyio.lowlevel
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
+    from journal_agent.tools.base import ToolContext
     from journal_agent.tools.registry import make_context, product_tools
 
     tools = product_tools()
-    ctx = make_context(root)
+    ctx = make_context(ws)  # one workspace for the session: every call shares its stores
 
     async def list_tools(_ctx, _params) -> types.ListToolsResult:
         return types.ListToolsResult(
@@ -52,7 +55,8 @@ def build_server(root: Path):
             if session is not None:
                 anyio.from_thread.run(session.report_progress, done, total, message, token=token)
 
-        call_ctx = dataclasses.replace(ctx, extras={**ctx.extras, "progress": progress})
+        call_ctx = ToolContext.of(ws, ctx.policy, ctx.reads)
+        call_ctx.extras.update(ctx.extras, progress=progress)
         result = await anyio.to_thread.run_sync(tool.call, call_ctx, dict(params.arguments or {}))
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.content)],
@@ -74,13 +78,13 @@ def build_server(root: Path):
     )
 
 
-def serve_stdio(root: Path) -> None:
+def serve_stdio(ws: Workspace) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
     from mcp.shared._context_streams import create_context_streams
     from mcp.shared.message import SessionMessage
 
-    server = build_server(root)
+    server = build_server(ws)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

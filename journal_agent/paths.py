@@ -48,6 +48,21 @@ def draft_usage_path(root: Path) -> Path:
     return state_dir(root) / "draft-usage.json"
 
 
+def refs_file(root: Path) -> Path:
+    """The anchors of the journal's code references (append-only JSON lines)."""
+    return state_dir(root) / "refs.jsonl"
+
+
+def index_file(root: Path) -> Path:
+    """The search index (SQLite), rebuilt from the markdown whenever it is missing."""
+    return state_dir(root) / "index.sqlite"
+
+
+def review_file(root: Path) -> Path:
+    """Spaced review's cards and log."""
+    return state_dir(root) / "review.json"
+
+
 def plugin_root() -> Path:
     """The directory holding the bundled ``agents/``, ``commands/`` and ``.claude-plugin/``.
 

@@ -19,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from journal_agent.capture.inbox import (
         FileEdit,
+        Inbox,
         Moment,
         accept,
         dismiss,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FileEdit",
+    "Inbox",
     "Moment",
     "accept",
     "dismiss",

@@ -22,6 +22,7 @@ from journal_agent.capture.store import inbox_path, waiting_count
 
 __all__ = [
     "FileEdit",
+    "Inbox",
     "Moment",
     "accept",
     "dismiss",
@@ -170,3 +171,25 @@ def dismiss(root: Path, moment_id: str, reason: str = "dismissed") -> Moment:
     moment = find(root, moment_id)
     store.append(root, [{"dismissed": moment.id, "reason": reason, "time": store.now_utc()}])
     return moment
+
+
+class Inbox:
+    """``.journal/inbox.jsonl`` of one workspace, for those holding a workspace rather than a
+    path (:attr:`journal_agent.workspace.Workspace.inbox`: the CLI, the tool, the view). Light:
+    a path; each call reads the file, through the functions above."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.path = inbox_path(self.root)
+
+    def read(self, *, include_dismissed: bool = False) -> list[Moment]:
+        return read_inbox(self.root, include_dismissed=include_dismissed)
+
+    def find(self, key: str) -> Moment:
+        return find(self.root, key)
+
+    def accept(self, moment_id: str) -> Moment:
+        return accept(self.root, moment_id)
+
+    def dismiss(self, moment_id: str, reason: str = "dismissed") -> Moment:
+        return dismiss(self.root, moment_id, reason)

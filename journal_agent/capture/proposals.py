@@ -12,10 +12,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.capture.status import proposals_dir
 from journal_agent.errors import UserError
+
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,10 @@ class Proposal:
         }
 
 
-def proposals(root: Path) -> list[Proposal]:
+def proposals(ws: Workspace) -> list[Proposal]:
     """The proposals waiting, oldest first; unreadable files are skipped."""
     out = []
-    folder = proposals_dir(root)
+    folder = proposals_dir(ws.root)
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -46,9 +49,9 @@ def proposals(root: Path) -> list[Proposal]:
     return out
 
 
-def pick(root: Path, which: str | None) -> list[Proposal]:
+def pick(ws: Workspace, which: str | None) -> list[Proposal]:
     """All proposals (``which`` None) or the one whose 1-based number or file name is given."""
-    found = proposals(root)
+    found = proposals(ws)
     if which is None:
         if not found:
             raise UserError("no session row is proposed; SessionEnd proposes one after a session.")
@@ -59,13 +62,12 @@ def pick(root: Path, which: str | None) -> list[Proposal]:
     raise UserError(f"no proposed session row {which!r}; `journal-agent inbox session` lists them.")
 
 
-def apply(root: Path, chosen: list[Proposal]) -> list[str]:
+def apply(ws: Workspace, chosen: list[Proposal]) -> list[str]:
     """Add the chosen rows to learning_ledger.md (all or none), then file the proposals away."""
     from journal_agent.learning.ledger_ops import LedgerOperation
-    from journal_agent.learning.ledger_store import LedgerStore
 
     ops = [LedgerOperation(**op) for p in chosen for op in p.operations]
-    result = LedgerStore(root).update(ops)
+    result = ws.ledger.update(ops)
     done(chosen)
     return list(result.changes)
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from journal_agent.errors import UserError
+
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
 
 # Optional: None means the current directory (resolve_root), so commands can default to it.
 RootOption = Annotated[
@@ -33,6 +36,14 @@ def resolve_root(root: Path | None) -> Path:
     if not path.is_dir():
         raise UserError(f"workspace root {path} is not a directory; pass an existing --root.")
     return path.resolve()
+
+
+def open_workspace(root: Path | None) -> Workspace:
+    """The workspace a command works in, built once from its --root: it carries the root and
+    hands out the stores (journal, ledger, review, inbox, index, records) to what it calls."""
+    from journal_agent.workspace import Workspace
+
+    return Workspace(resolve_root(root))
 
 
 def forward_root(ctx: typer.Context, root: Path | None) -> bool:

@@ -7,7 +7,7 @@ proposed for the ledger. Module level stays light (typer only).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,10 +16,15 @@ from journal_agent.cli._common import (
     JsonOption,
     RootOption,
     forward_root,
+    open_workspace,
     print_json,
     resolve_root,
 )
 from journal_agent.errors import UserError
+
+if TYPE_CHECKING:
+    from journal_agent.capture.inbox import Moment
+    from journal_agent.workspace import Workspace
 
 inbox_app = typer.Typer(
     help="Learning moments captured in Claude Code (★ Insight blocks, edits, measurements)."
@@ -39,18 +44,17 @@ def inbox_command(
     """List the moments waiting to become journal entries (numbered for show/dismiss)."""
     if forward_root(ctx, root):
         return
-    from journal_agent.capture import read_inbox
     from journal_agent.drafts.store import drafted_moments
 
-    workspace = resolve_root(root)
-    moments = read_inbox(workspace, include_dismissed=all_)
+    ws = open_workspace(root)
+    moments = ws.inbox.read(include_dismissed=all_)
     if json_out:
         print_json([m.to_dict() for m in moments])
         return
     if not moments:
         typer.echo("the inbox is empty: moments appear when Claude Code writes ★ Insight blocks")
         return
-    drafted = drafted_moments(workspace)
+    drafted = drafted_moments(ws.root)
     for n, moment in enumerate(moments, 1):
         files = ", ".join(f.spec() for f in moment.files) or "no files"
         status = (
@@ -74,7 +78,7 @@ def inbox_show_command(
     root: RootOption = None,
 ) -> None:
     """Print one moment whole: its text, the files and lines edited, the records created."""
-    moment = _find(resolve_root(root), key)
+    moment = _find(open_workspace(root), key)
     if json_out:
         print_json(moment.to_dict())
         return
@@ -98,21 +102,17 @@ def inbox_dismiss_command(
     root: RootOption = None,
 ) -> None:
     """Take moments off the waiting list (kept in the file, marked dismissed or written)."""
-    from journal_agent.capture import dismiss
-
-    workspace = resolve_root(root)
+    ws = open_workspace(root)
     # Resolve every key against the list as it is now: dismissing 1 must not renumber 2.
-    chosen = [_find(workspace, key) for key in keys]
+    chosen = [_find(ws, key) for key in keys]
     for moment in chosen:
-        dismiss(workspace, moment.id, "written" if written else "dismissed")
+        ws.inbox.dismiss(moment.id, "written" if written else "dismissed")
         typer.echo(f"{'written' if written else 'dismissed'}: {moment.id}")
 
 
-def _find(root, key: str):
-    from journal_agent.capture import find
-
+def _find(ws: Workspace, key: str) -> Moment:
     try:
-        return find(root, key)
+        return ws.inbox.find(key)
     except KeyError as exc:
         raise UserError(f"{exc.args[0]}; `journal-agent inbox` lists them.") from None
 
@@ -132,11 +132,11 @@ def inbox_session_command(
     """The 📚 session rows proposed at the end of Claude Code sessions; --apply or --discard."""
     from journal_agent.capture import proposals
 
-    workspace = resolve_root(root)
+    ws = open_workspace(root)
     if apply_ and discard:
         raise UserError("give --apply or --discard, not both.")
     if not (apply_ or discard):
-        found = proposals.proposals(workspace)
+        found = proposals.proposals(ws)
         if json_out:
             print_json([p.to_dict() for p in found])
         for n, p in enumerate([] if json_out else found, 1):
@@ -145,12 +145,12 @@ def inbox_session_command(
         if not found and not json_out:
             typer.echo("no session row is proposed")
         return
-    chosen = proposals.pick(workspace, which)
+    chosen = proposals.pick(ws, which)
     if discard:
         proposals.done(chosen)
         typer.echo(f"discarded {len(chosen)} proposed row{'s' if len(chosen) != 1 else ''}")
         return
-    for change in proposals.apply(workspace, chosen):
+    for change in proposals.apply(ws, chosen):
         typer.echo(change)
 
 
@@ -180,14 +180,14 @@ def inbox_draft_command(
     Off by default: it calls the Anthropic API (an API key, not a subscription login) and
     spends tokens, within the per-draft and daily caps of .journal/settings.json. Nothing is
     written to the journal until you accept a draft."""
-    from journal_agent.capture import read_inbox
     from journal_agent.drafts import caps
     from journal_agent.drafts.run import ensure_ready, pending
 
-    workspace = resolve_root(root)
+    ws = open_workspace(root)
+    workspace = ws.root
     if not dry_run:
         caps.ensure_enabled(workspace)
-    chosen = [_find(workspace, key) for key in keys] if keys else read_inbox(workspace)
+    chosen = [_find(ws, key) for key in keys] if keys else ws.inbox.read()
     if not chosen:
         typer.echo("the inbox is empty: there is nothing to draft")
         return

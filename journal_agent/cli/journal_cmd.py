@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, open_workspace, print_json
 from journal_agent.errors import UserError
 
 journal_app = typer.Typer(
@@ -80,9 +80,9 @@ def journal_append_command(
     is refused with that entry's title; update it instead, or --force to keep both."""
     from journal_agent.journal import api
 
-    workspace = resolve_root(root)
+    ws = open_workspace(root)
     text = _read_source(file, source)
-    outcome = api.append_entry(workspace, text, force=force)
+    outcome = api.append_entry(ws, text, force=force)
     if json_out:
         print_json(outcome.to_dict())
     elif outcome.appended:
@@ -123,10 +123,10 @@ def journal_check_command(
     """Verify references, citations, numbers, required sections and encoding of every entry."""
     from journal_agent.journal import api
 
-    workspace = resolve_root(root)
-    fixed = api.fix_refs(workspace).fixed if fix else []
-    report = api.check(workspace)
-    if not json_out and not (workspace / "learning_journal.md").is_file():
+    ws = open_workspace(root)
+    fixed = api.fix_refs(ws).fixed if fix else []
+    report = api.check(ws)
+    if not json_out and not ws.journal.exists():
         typer.echo("no learning_journal.md here yet: nothing to check")
         return
     if json_out:
@@ -171,7 +171,7 @@ def journal_list_command(
     """List the entries: number, date, id, title and tags."""
     from journal_agent.journal import api
 
-    journal = api.load(resolve_root(root))
+    journal = api.load(open_workspace(root))
     wanted = {t.lstrip("#").lower() for t in tag or []}
     rows = [(n, e) for n, e in enumerate(journal.entries, start=1) if wanted <= set(e.tags)]
     if json_out:
@@ -193,15 +193,15 @@ def journal_show_command(
     """Print one entry exactly as it is in the journal, then the entries that link to it."""
     from journal_agent.journal import api
 
-    workspace = resolve_root(root)
-    journal = api.load(workspace)
+    ws = open_workspace(root)
+    journal = api.load(ws)
     found = journal.get(entry)
     if found is None:
         raise UserError(
             f"no single entry matches {entry!r}; use an id or number from "
             "`journal-agent journal list`."
         )
-    links = api.backlinks(workspace, found.id)
+    links = api.backlinks(ws, found.id)
     if json_out:
         print_json({**found.summary(), "text": found.raw, "backlinks": links})
         return
@@ -229,7 +229,7 @@ def journal_refresh_command(
     """After updating an entry for changed code: record its references' current content."""
     from journal_agent.journal import api
 
-    entry_id, anchors = api.refresh_refs(resolve_root(root), entry, accept or [])
+    entry_id, anchors = api.refresh_refs(open_workspace(root), entry, accept or [])
     if json_out:
         print_json({"entry": entry_id, "refs": sorted(anchors)})
     else:
@@ -252,11 +252,11 @@ def journal_search_command(
     from journal_agent.journal import api
     from journal_agent.journal.limits import check_query
 
-    workspace = resolve_root(root)
+    ws = open_workspace(root)
     tags = [w for w in query if w.startswith("#") and len(w) > 1]
     words = " ".join(w for w in query if w not in tags)
     check_query(words)
-    hits, note = api.search_with_note(workspace, words, tags, limit)
+    hits, note = api.search_with_note(ws, words, tags, limit)
     if note:
         typer.echo(f"note: {note}", err=True)
     if json_out:
@@ -285,7 +285,7 @@ def index_cmd(root: RootOption = None) -> None:
     def progress(done: int, total: int) -> None:
         typer.echo(f"\rembedded {done}/{total}", nl=False, err=True)
 
-    embedded, total = api.index(resolve_root(root), progress)
+    embedded, total = api.index(open_workspace(root), progress)
     if embedded:
         typer.echo("", err=True)
     typer.echo(f"{total} entries indexed; {embedded} embedded now, the rest were cached")
@@ -305,7 +305,7 @@ def journal_related_command(
 
     text = _read_source(file, source)
     check_draft(text)
-    hits = api.related(resolve_root(root), text, limit)
+    hits = api.related(open_workspace(root), text, limit)
     if json_out:
         print_json([h.to_dict() for h in hits])
         return
@@ -326,7 +326,7 @@ def journal_repair_command(
     """Fix invalid UTF-8 and double-encoded text (mojibake), after writing a backup."""
     from journal_agent.journal import api
 
-    outcome = api.repair(resolve_root(root), dry_run=dry_run)
+    outcome = api.repair(open_workspace(root), dry_run=dry_run)
     if json_out:
         print_json(outcome.to_dict())
     else:

@@ -17,8 +17,8 @@ from journal_agent.cli._common import (
     JsonOption,
     RootOption,
     forward_root,
+    open_workspace,
     print_json,
-    resolve_root,
 )
 from journal_agent.errors import UserError
 
@@ -36,9 +36,8 @@ def _update(root: Path | None, json_out: bool, *ops: dict, title: str | None = N
     from pydantic import ValidationError
 
     from journal_agent.learning.ledger_ops import LedgerOperation
-    from journal_agent.learning.ledger_store import LedgerStore
 
-    store = LedgerStore(resolve_root(root))
+    store = open_workspace(root).ledger
     try:
         operations = [LedgerOperation(**op) for op in ops]
     except ValidationError as exc:
@@ -68,7 +67,7 @@ def ledger_command(
         return
     from journal_agent.learning import ledger_api
 
-    overview = ledger_api.overview(resolve_root(root))
+    overview = ledger_api.overview(open_workspace(root))
     if json_out:
         print_json(overview)
         return
@@ -103,8 +102,8 @@ def ledger_check_command(json_out: JsonOption = False, root: RootOption = None) 
     """Sources of insights' numbers, references to entries and records, and structure."""
     from journal_agent.learning import ledger_api
 
-    workspace = resolve_root(root)
-    report = ledger_api.check(workspace)
+    ws = open_workspace(root)
+    report = ledger_api.check(ws)
     if json_out:
         print_json(report.to_dict())
     else:
@@ -129,9 +128,7 @@ def ledger_init_command(
     root: RootOption = None,
 ) -> None:
     """Create learning_ledger.md with every section, empty."""
-    from journal_agent.learning.ledger_store import LedgerStore
-
-    store = LedgerStore(resolve_root(root))
+    store = open_workspace(root).ledger
     if store.exists():
         raise UserError(f"{store.path} already exists; update it with the ledger subcommands.")
     result = store.edit(lambda ledger: [], title=title)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, resolve_root
+from journal_agent.cli._common import RootOption, open_workspace
 
 
 @app.command("mcp")
@@ -11,4 +11,4 @@ def mcp_command(root: RootOption = None) -> None:
     """Serve the journal and profiling tools over MCP on stdin/stdout (for Claude Code)."""
     from journal_agent.mcp_server import serve_stdio
 
-    serve_stdio(resolve_root(root))
+    serve_stdio(open_workspace(root))

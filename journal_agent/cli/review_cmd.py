@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, open_workspace, print_json
 from journal_agent.errors import UserError
+
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
 
 _KEYS = "[1] again  [2] hard  [3] good  [4] easy  [q] quit"
 
@@ -66,37 +69,37 @@ def review_command(
     """Review what is due: the key question first, the answer on request, then your rating."""
     from journal_agent.learning import review
 
-    workspace = resolve_root(root)
+    ws = open_workspace(root)
     now = _moment(at)
     if rate is not None:
-        _rate(workspace, rate, now, json_out)
+        _rate(ws, rate, now, json_out)
     elif suggest:
-        _suggest(workspace, json_out)
+        _suggest(ws, json_out)
     elif list_ or json_out:
-        _list(review.queue(workspace, now, everything=all_, new_limit=new), json_out)
+        _list(review.queue(ws, now, everything=all_, new_limit=new), json_out)
     elif not sys.stdin.isatty():
         raise UserError(
             "review asks questions on a terminal; run it in one, or use `review --list` and "
             "`review --rate ID RATING` from a script."
         )
     else:
-        _interactive(workspace, review.queue(workspace, now, new_limit=new), now)
+        _interactive(ws, review.queue(ws, now, new_limit=new), now)
 
 
-def _rate(workspace, rate: tuple[str, str], now, json_out: bool) -> None:
+def _rate(ws: Workspace, rate: tuple[str, str], now, json_out: bool) -> None:
     from journal_agent.learning import review
 
-    outcome = review.rate(workspace, rate[0], rate[1], now)
+    outcome = review.rate(ws, rate[0], rate[1], now)
     if json_out:
         print_json(outcome)
     else:
         typer.echo(f"{outcome['id']}: {outcome['rating']} — next review {outcome['due']}")
 
 
-def _suggest(workspace, json_out: bool) -> None:
+def _suggest(ws: Workspace, json_out: bool) -> None:
     from journal_agent.learning import review
 
-    found = review.suggestions(workspace)
+    found = review.suggestions(ws)
     if json_out:
         print_json(found)
         return
@@ -120,7 +123,7 @@ def _list(cards, json_out: bool) -> None:
         typer.echo("nothing is due")
 
 
-def _interactive(workspace, cards, now) -> None:
+def _interactive(ws: Workspace, cards, now) -> None:
     from journal_agent.learning import review
 
     if not cards:
@@ -143,7 +146,7 @@ def _interactive(workspace, cards, now) -> None:
                 typer.echo(f"Reviewed {done}.")
                 return
             try:
-                outcome = review.rate(workspace, card.id, answer, now)
+                outcome = review.rate(ws, card.id, answer, now)
             except UserError as exc:
                 typer.echo(exc.message)
                 continue

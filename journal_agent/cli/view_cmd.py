@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, print_json, resolve_root
+from journal_agent.cli._common import RootOption, open_workspace, print_json
 from journal_agent.errors import UserError
 
 export_app = typer.Typer(
@@ -55,18 +55,18 @@ def view_command(
     _require_web()
     from journal_agent.view.serve import LOOPBACK, Served, serve
 
-    workspace = resolve_root(root)
+    ws = open_workspace(root)
 
     def ready(served: Served) -> None:
         if served.warning:
             typer.echo(f"warning: {served.warning}", err=True)
-        typer.echo(f"journal-agent view of {workspace}: {served.url}")
+        typer.echo(f"journal-agent view of {ws.root}: {served.url}")
         typer.echo("Ctrl-C stops it.")
         sys.stdout.flush()
         if not no_open:
             webbrowser.open(served.url)
 
-    serve(workspace, host=host or LOOPBACK, port=port, on_ready=ready)
+    serve(ws, host=host or LOOPBACK, port=port, on_ready=ready)
 
 
 @export_app.command("html")
@@ -78,7 +78,7 @@ def export_html_command(
     _require_web()
     from journal_agent.view.export import export_html
 
-    done = export_html(resolve_root(root), directory)
+    done = export_html(open_workspace(root), directory)
     typer.echo(f"wrote {done.pages} pages to {directory} (open {directory / 'index.html'})")
 
 
@@ -91,7 +91,7 @@ def export_anki_command(
     on the back."""
     from journal_agent.view.export import export_anki
 
-    count = export_anki(resolve_root(root), file)
+    count = export_anki(open_workspace(root), file)
     typer.echo(f"wrote {count} cards to {file}")
 
 
@@ -106,7 +106,7 @@ def export_json_command(
     cards as one JSON document."""
     from journal_agent.view.export import export_json
 
-    data = export_json(resolve_root(root))
+    data = export_json(open_workspace(root))
     if file is None:
         print_json(data)
         return

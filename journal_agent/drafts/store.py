@@ -146,6 +146,7 @@ def accept(root: Path, key: str, *, force: bool = False) -> Accepted:
     moments written and remove the draft. Refused (problems listed, draft kept) otherwise."""
     from journal_agent.journal.api import append_entry
     from journal_agent.locks import held
+    from journal_agent.workspace import Workspace
 
     draft = find_draft(root, key)
     busy = f"another command is accepting or rejecting drafts; try again in a moment ({draft.id})."
@@ -154,7 +155,7 @@ def accept(root: Path, key: str, *, force: bool = False) -> Accepted:
         current = _read(draft.path)
         if current is None:
             raise UserError(f"the draft {draft.id} is gone (accepted or rejected meanwhile).")
-        outcome = append_entry(root, current.text, force=force)
+        outcome = append_entry(Workspace(root), current.text, force=force)
         if not outcome.appended:
             return Accepted(current, outcome)
         marked = _mark_written(root, current.moments)

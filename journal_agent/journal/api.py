@@ -9,16 +9,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
 from journal_agent.journal.model import EntrySummary, Journal, parse_journal
 from journal_agent.journal.refcheck import anchors_for
-from journal_agent.journal.refs import FileCache, RefStore
+from journal_agent.journal.refs import FileCache
 from journal_agent.journal.search.hits import Hit
-from journal_agent.journal.search.index import SearchIndex
 from journal_agent.journal.store import AppendResult, JournalStore
 from journal_agent.journal.verify import (
     CheckReport,
@@ -37,6 +35,8 @@ if TYPE_CHECKING:  # imported where used, inside the functions: search by meanin
     from journal_agent.journal.reffix import FixOutcome
     from journal_agent.journal.refs import Anchor
     from journal_agent.journal.search.duplicates import Check, Duplicate
+    from journal_agent.journal.search.index import SearchIndex
+    from journal_agent.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -65,32 +65,31 @@ class AppendOutcome:
         }
 
 
-def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
+def append_entry(ws: Workspace, text: str, force: bool = False) -> AppendOutcome:
     """Validate a draft entry and append it; problems reject it unless ``force``.
 
     Raises :class:`UserError` when the text is not one entry at all (nothing to force).
     """
-    root = Path(root)
     text = text.removeprefix("\ufeff")  # editors on Windows save drafts with a BOM
     # Not even with force: a key in the journal would be copied into every backup and share.
     refuse_secrets(text, JOURNAL_FILE)
     try:
-        entry, problems = validate_draft(root, text)
+        entry, problems = validate_draft(ws.root, text)
     except DraftError as exc:
         raise UserError(f"the entry was not appended: {exc}.") from None
-    store = JournalStore(root)
+    store = ws.journal
     # The duplicate check comes last: a draft with problems is fixed first (and the check
     # embeds the draft, which is wasted on one that changes); --force means keep both anyway.
     guarded = not problems and not force
     seen = _journal_state(store)
-    similar = _check_duplicate(root, entry) if guarded and seen is not None else None
+    similar = _check_duplicate(ws.index, entry) if guarded and seen is not None else None
     if similar is not None and similar.duplicate is not None:
         problems = [*problems, _duplicate_problem(entry.id, similar.duplicate)]
     if problems and not force:
         return AppendOutcome(appended=False, entry_id=entry.id, problems=problems)
-    guard = _DuplicateGuard(store, entry, seen, similar) if guarded else None
+    guard = _DuplicateGuard(ws, entry, seen, similar) if guarded else None
     try:
-        result = _append_with_hashes(store, text, entry, guard)
+        result = _append_with_hashes(ws, text, entry, guard)
     except _Repeated as refused:
         problems = [_duplicate_problem(entry.id, refused.duplicate)]
         return AppendOutcome(appended=False, entry_id=entry.id, problems=problems)
@@ -108,13 +107,13 @@ def append_entry(root: Path, text: str, force: bool = False) -> AppendOutcome:
         appended = parse_journal(result.text).entries[0]
         appended.id = result.entry_id
         appended.start_line = result.line
-        SearchIndex(root).note_append(
+        ws.index.note_append(
             appended,
             (result.old_size, result.old_mtime_ns),
             (result.new_size, result.new_mtime_ns),
             store.path.read_bytes(),
         )
-        _remember_vector(root, appended, similar)
+        _remember_vector(ws.index, appended, similar)
     except Exception as exc:
         # The next search rebuilds the index from the markdown; `--verbose` says why.
         logger.debug("search index not updated after appending %s: %r", result.entry_id, exc)
@@ -141,25 +140,25 @@ class _DuplicateGuard:
     reused: the second check costs one search."""
 
     def __init__(
-        self, store: JournalStore, entry: Entry, seen: _State | None, similar: Check | None
+        self, ws: Workspace, entry: Entry, seen: _State | None, similar: Check | None
     ) -> None:
-        self.store, self.entry, self.seen, self.similar = store, entry, seen, similar
+        self.ws, self.entry, self.seen, self.similar = ws, entry, seen, similar
 
     def __call__(self) -> None:
-        if _journal_state(self.store) == self.seen:
+        if _journal_state(self.ws.journal) == self.seen:
             return
         vector = self.similar.vector if self.similar is not None else None
-        self.similar = _check_duplicate(self.store.root, self.entry, vector)
+        self.similar = _check_duplicate(self.ws.index, self.entry, vector)
         if self.similar is not None and self.similar.duplicate is not None:
             raise _Repeated(self.similar.duplicate)
 
 
-def _check_duplicate(root: Path, entry: Entry, vector: Any = None) -> Check | None:
+def _check_duplicate(index: SearchIndex, entry: Entry, vector: Any = None) -> Check | None:
     """The duplicate check; a journal it cannot read is reported by the append itself."""
     from journal_agent.journal.search.duplicates import check_draft
 
     try:
-        return check_draft(root, entry, vector)
+        return check_draft(index, entry, vector)
     except UserError:
         return None
     except Exception as exc:  # a broken cache under .journal/ must not block an append
@@ -176,7 +175,7 @@ def _duplicate_problem(entry_id: str, dup: Duplicate) -> Problem:
     )
 
 
-def _remember_vector(root: Path, entry: Entry, similar: Check | None) -> None:
+def _remember_vector(index: SearchIndex, entry: Entry, similar: Check | None) -> None:
     """Cache the vector computed for the duplicate check as the new entry's embedding; with
     no check made (first entry) compute it now, so search never embeds at query time."""
     from journal_agent.journal.search import fusion
@@ -184,20 +183,19 @@ def _remember_vector(root: Path, entry: Entry, similar: Check | None) -> None:
 
     text = embed_text(entry.title, " ".join(entry.tags), entry.body)
     if similar is not None and similar.vector is not None:
-        fusion.remember(root, text, similar.vector, similar.embedder)
+        fusion.remember(index.root, text, similar.vector, similar.embedder)
         return
     try:
-        embedder = get_embedder(root)
+        embedder = get_embedder(index.root)
     except Unavailable:
         return
-    fusion.remember(root, text, embedder.encode([text], fusion.ENTRY_TOKENS)[0], embedder)
+    fusion.remember(index.root, text, embedder.encode([text], fusion.ENTRY_TOKENS)[0], embedder)
 
 
 def _append_with_hashes(
-    store: JournalStore, text: str, entry: Entry, guard: _DuplicateGuard | None
+    ws: Workspace, text: str, entry: Entry, guard: _DuplicateGuard | None
 ) -> AppendResult:
-    hashes = anchors_for(store.root, entry.refs, FileCache(store.root))
-    refs = RefStore(store.state / "refs.jsonl")
+    hashes = anchors_for(ws.root, entry.refs, FileCache(ws.root))
 
     def before_write(entry_id: str) -> None:
         # Under the journal lock, before the journal is replaced: a crash in between leaves
@@ -205,9 +203,9 @@ def _append_with_hashes(
         if guard is not None:
             guard()
         if hashes:
-            refs.record(entry_id, hashes)
+            ws.refs.record(entry_id, hashes)
 
-    return store.append(text, before_write=before_write)
+    return ws.journal.append(text, before_write=before_write)
 
 
 def _log_append(store: JournalStore, outcome: AppendOutcome) -> None:
@@ -221,20 +219,20 @@ def _log_append(store: JournalStore, outcome: AppendOutcome) -> None:
         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def check(root: Path) -> CheckReport:
-    return check_journal(Path(root))
+def check(ws: Workspace) -> CheckReport:
+    return check_journal(ws.root)
 
 
-def load(root: Path) -> Journal:
-    return JournalStore(Path(root)).load()
+def load(ws: Workspace) -> Journal:
+    return ws.journal.load()
 
 
-def search(root: Path, query: str, tags: list[str] | None = None, limit: int = 10) -> list[Hit]:
-    return search_with_note(root, query, tags, limit)[0]
+def search(ws: Workspace, query: str, tags: list[str] | None = None, limit: int = 10) -> list[Hit]:
+    return search_with_note(ws, query, tags, limit)[0]
 
 
 def search_with_note(
-    root: Path,
+    ws: Workspace,
     query: str,
     tags: list[str] | None = None,
     limit: int = 10,
@@ -245,10 +243,14 @@ def search_with_note(
     who turned meaning off in the settings is not told again. ``cached``: a long-lived
     process keeps the phrases it looked up (the same hits, sooner the next time);
     ``meaning=False``: words only (the view's first answer to a keystroke)."""
-    _require_journal(root)
-    index = SearchIndex(Path(root), cached=cached)
+    _require_journal(ws.journal)
     from journal_agent.journal.search import ranking
 
+    index = ws.index
+    if cached:  # the same index, ranking words from the phrases kept in memory (postings.py)
+        from journal_agent.journal.search.index import SearchIndex
+
+        index = SearchIndex(ws.root, cached=True)
     hits = ranking.search(index, query, tags, limit, semantic=meaning)
     note = index.semantic_note
     if note and "turned off" in note:
@@ -256,30 +258,30 @@ def search_with_note(
     return hits, note
 
 
-def semantic_status(root: Path) -> str | None:
+def semantic_status(ws: Workspace) -> str | None:
     """None when search uses meaning, else one sentence on why not (and how to turn it on)."""
     from journal_agent.journal.search.embeddings import status
 
-    return status(Path(root))
+    return status(ws.root)
 
 
-def index(root: Path, progress: Callable[[int, int], object] | None = None) -> tuple[int, int]:
+def index(ws: Workspace, progress: Callable[[int, int], object] | None = None) -> tuple[int, int]:
     """Embed every entry that has no vector yet; returns (embedded now, entries)."""
     from journal_agent.journal.search import fusion
     from journal_agent.journal.search.embeddings import Unavailable
 
-    _require_journal(root)
+    _require_journal(ws.journal)
     try:
-        return fusion.embed_missing(SearchIndex(Path(root)), progress)
+        return fusion.embed_missing(ws.index, progress)
     except Unavailable as exc:
         raise UserError(f"{exc}.") from None
 
 
-def backlinks(root: Path, key: str) -> list[EntrySummary]:
+def backlinks(ws: Workspace, key: str) -> list[EntrySummary]:
     """Entries whose 🔗 Related Concepts section links to the entry ``key``."""
     from journal_agent.journal.links import backlinks as find
 
-    journal = load(root)
+    journal = load(ws)
     entry = journal.get(key)
     if entry is None:
         raise UserError(
@@ -289,21 +291,20 @@ def backlinks(root: Path, key: str) -> list[EntrySummary]:
     return [e.summary() for e in find(journal, entry)]
 
 
-def related(root: Path, draft: str, limit: int = 5) -> list[Hit]:
+def related(ws: Workspace, draft: str, limit: int = 5) -> list[Hit]:
     """Existing entries most similar to a draft (for its 🔗 Related Concepts section)."""
-    if not (Path(root) / JOURNAL_FILE).is_file():
+    if not ws.journal.exists():
         return []
     exclude: set[str] = set()
     with contextlib.suppress(IndexError):
         exclude.add(parse_journal(draft).entries[0].id)
-    JournalStore(Path(root)).read_text()  # fail clearly on a broken encoding
+    ws.journal.read_text()  # fail clearly on a broken encoding
     from journal_agent.journal.search import ranking
 
-    return ranking.related(SearchIndex(Path(root)), draft, limit, exclude)
+    return ranking.related(ws.index, draft, limit, exclude)
 
 
-def _require_journal(root: Path) -> None:
-    store = JournalStore(Path(root))
+def _require_journal(store: JournalStore) -> None:
     if not store.exists():
         store.read_bytes()  # raises the "no journal yet" UserError
 
@@ -320,11 +321,11 @@ class RepairOutcome:
         return self.__dict__.copy()
 
 
-def repair(root: Path, dry_run: bool = False) -> RepairOutcome:
+def repair(ws: Workspace, dry_run: bool = False) -> RepairOutcome:
     """Fix invalid UTF-8 and double-encoded text, after writing ``<journal>.bak-<timestamp>``."""
     from journal_agent.journal.encoding import repair as repair_bytes
 
-    store = JournalStore(Path(root))
+    store = ws.journal
     data = store.read_bytes()
     result = repair_bytes(data)
     if not result.changed or dry_run:
@@ -349,7 +350,7 @@ def repair(root: Path, dry_run: bool = False) -> RepairOutcome:
 
 
 def refresh_refs(
-    root: Path, key: str, accept: list[str] | None = None
+    ws: Workspace, key: str, accept: list[str] | None = None
 ) -> tuple[str, dict[str, Anchor]]:
     """Record the current content of an entry's code references as its new baseline.
 
@@ -359,11 +360,11 @@ def refresh_refs(
     """
     from journal_agent.journal.reffix import refresh
 
-    return refresh(Path(root), key, accept)
+    return refresh(ws.root, key, accept)
 
 
-def fix_refs(root: Path) -> FixOutcome:
+def fix_refs(ws: Workspace) -> FixOutcome:
     """Rewrite the references whose lines moved to where they are now (``check --fix``)."""
     from journal_agent.journal.reffix import fix_moved
 
-    return fix_moved(Path(root))
+    return fix_moved(ws.root)

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.learning.ledger_check import LedgerProblem, LedgerReport, check_ledger
-from journal_agent.learning.ledger_store import LedgerStore
+
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
 
 NEW_SHOWN = 20
 
 
-def overview(root: Path) -> dict[str, Any]:
+def overview(ws: Workspace) -> dict[str, Any]:
     """The ledger's summary, what is due for review, and the review history's suggestions."""
     from journal_agent.learning import review
 
-    summary = LedgerStore(root).load().summary()
-    cards = review.queue(root)
+    summary = ws.ledger.load().summary()
+    cards = review.queue(ws)
     due = [
         {"id": c.id, "title": c.title, "kind": c.kind, "due": c.due, "state": c.state}
         for c in cards
@@ -28,12 +29,12 @@ def overview(root: Path) -> dict[str, Any]:
         "due": due,
         "new_count": len(new),
         "new": new[:NEW_SHOWN],  # a journal of 1,000 entries is not listed whole
-        "suggestions": review.suggestions(root),
+        "suggestions": review.suggestions(ws),
     }
 
 
-def check(root: Path) -> LedgerReport:
-    store = LedgerStore(root)
+def check(ws: Workspace) -> LedgerReport:
+    store = ws.ledger
     if not store.exists():
         return LedgerReport(
             ok=False,
@@ -45,4 +46,4 @@ def check(root: Path) -> LedgerReport:
                 )
             ],
         )
-    return check_ledger(root, store.load())
+    return check_ledger(ws.root, store.load())

@@ -17,21 +17,19 @@ schedule can be replayed and checked; datetimes are UTC, as fsrs requires.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.errors import UserError
 from journal_agent.journal._text import slugify
-from journal_agent.locks import held
-from journal_agent.paths import state_dir
+from journal_agent.learning.review_state import STATE_VERSION
+
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
 
 RATINGS = {"again": 1, "hard": 2, "good": 3, "easy": 4}
 RATING_NAMES = {v: k for k, v in RATINGS.items()}
-STATE_VERSION = 1
 # Review history → ledger suggestions (never applied silently; /end-session asks or applies).
 FAILED_RECENT = 4  # of the last this many ratings …
 FAILED_AGAIN = 2  # … this many "again" → suggest 🔴
@@ -78,13 +76,10 @@ def utc(moment: datetime | None = None) -> datetime:
 # -- what can be reviewed ------------------------------------------------------------------
 
 
-def collect_items(root: Path) -> list[ReviewItem]:
+def collect_items(ws: Workspace) -> list[ReviewItem]:
     """Every journal entry, ledger item and archived insight, in document order."""
-    from journal_agent.journal.store import JournalStore
-    from journal_agent.learning.ledger_store import LedgerStore
-
     items: list[ReviewItem] = []
-    journal = JournalStore(root)
+    journal = ws.journal
     if journal.exists():
         for entry in journal.load().entries:
             question = _strip_label(entry.section_text("key_question")) or entry.title
@@ -94,7 +89,7 @@ def collect_items(root: Path) -> list[ReviewItem]:
                 if part.strip()
             ) or _excerpt(entry.raw)
             items.append(ReviewItem(f"entry:{entry.id}", "entry", entry.title, question, answer))
-    ledger_store = LedgerStore(root)
+    ledger_store = ws.ledger
     if ledger_store.exists():
         ledger = ledger_store.load()
         seen: set[str] = set()
@@ -154,71 +149,6 @@ def _excerpt(raw: str, lines: int = 12) -> str:
     return "".join(raw.splitlines(keepends=True)[1 : lines + 1]).strip()
 
 
-# -- state -----------------------------------------------------------------------------------
-
-
-class ReviewState:
-    """``.journal/review.json``: FSRS cards by item id, plus the review log."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        self.path = state_dir(self.root) / "review.json"
-
-    def locked(self) -> contextlib.AbstractContextManager[None]:
-        return held(
-            state_dir(self.root) / "locks" / "review.lock",
-            60,
-            "another journal-agent review has held the review lock for over 60 s; finish "
-            "it and try again.",
-        )
-
-    def load(self) -> dict[str, Any]:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return {"version": STATE_VERSION, "cards": {}, "log": []}
-        try:
-            data = json.loads(raw.decode("utf-8"))
-            if not isinstance(data, dict) or not isinstance(data.get("cards"), dict):
-                raise ValueError("not a review state")
-            if not isinstance(data.get("log", []), list):
-                raise ValueError("its log is not a list")
-            from fsrs import Card
-
-            for value in data["cards"].values():
-                Card.from_dict(value["card"])
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            aside = self._set_aside()
-            raise UserError(
-                f"the review state {self.path} was unreadable ({_short(exc)}); it was kept as "
-                f"{aside.name} and the next review starts a fresh schedule — restore that file "
-                "if you fixed it."
-            ) from None
-        data.setdefault("log", [])
-        return data
-
-    def _set_aside(self) -> Path:
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        n = 1
-        while aside.exists():
-            n += 1
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
-        self.path.rename(aside)
-        return aside
-
-    def save(self, data: dict[str, Any]) -> None:
-        from journal_agent.atomic import atomic_write
-
-        text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-        atomic_write(self.path, text)
-
-
-def _short(exc: Exception) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:80]
-
-
 # -- scheduling ------------------------------------------------------------------------------
 
 
@@ -238,7 +168,7 @@ class DueCard:
 
 
 def queue(
-    root: Path,
+    ws: Workspace,
     now: datetime | None = None,
     *,
     everything: bool = False,
@@ -251,12 +181,12 @@ def queue(
     from fsrs import Card
 
     now = utc(now)
-    state = ReviewState(root).load()
+    state = ws.review.load()
     counts: dict[str, int] = {}
     for line in state["log"]:
         counts[line["item"]] = counts.get(line["item"], 0) + 1
     reviewed, fresh = [], []
-    for item in collect_items(root):
+    for item in collect_items(ws):
         saved = state["cards"].get(item.id)
         if saved is None:
             fresh.append(
@@ -286,19 +216,19 @@ def queue(
     return [card for _, card in reviewed] + fresh
 
 
-def rate(root: Path, item_id: str, rating: str | int, now: datetime | None = None) -> dict:
+def rate(ws: Workspace, item_id: str, rating: str | int, now: datetime | None = None) -> dict:
     """Record one review and schedule the next; returns the new due date and state."""
     from fsrs import Card, Rating
 
     value = parse_rating(rating)
     now = utc(now)
-    items = {i.id: i for i in collect_items(root)}
+    items = {i.id: i for i in collect_items(ws)}
     if item_id not in items:
         raise UserError(
             f"nothing to review has the id {item_id!r}; `journal-agent review --list --all` "
             "shows the ids."
         )
-    store = ReviewState(root)
+    store = ws.review
     with store.locked():
         state = store.load()
         saved = state["cards"].get(item_id)
@@ -330,17 +260,17 @@ def rate(root: Path, item_id: str, rating: str | int, now: datetime | None = Non
 # -- history → ledger suggestions ------------------------------------------------------------
 
 
-def suggestions(root: Path) -> list[dict[str, Any]]:
+def suggestions(ws: Workspace) -> list[dict[str, Any]]:
     """Mastery moves the review history supports: an item failed repeatedly → 🔴, one recalled
     well over weeks → 🟢. Suggestions only; /end-session (or the user) applies them."""
-    state = ReviewState(root).load()
+    state = ws.review.load()
     history: dict[str, list[tuple[datetime, int]]] = {}
     for line in state["log"]:
         history.setdefault(line["item"], []).append(
             (datetime.fromisoformat(line["at"]), int(line["rating"]))
         )
     out: list[dict[str, Any]] = []
-    items = {i.id: i for i in collect_items(root)}
+    items = {i.id: i for i in collect_items(ws)}
     ledger_terms = {i.id for i in items.values() if i.kind == "item"}
     for item_id, reviews in history.items():
         item = items.get(item_id)

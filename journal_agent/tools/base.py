@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -19,6 +20,7 @@ from journal_agent.errors import JournalAgentError, ToolError, as_user_error
 if TYPE_CHECKING:
     from journal_agent.tools.permissions import PermissionPolicy
     from journal_agent.tools.read_tracking import ReadTracker
+    from journal_agent.workspace import Workspace
 
 __all__ = ["InputT", "Tool", "ToolContext", "ToolError", "ToolResult"]
 
@@ -41,13 +43,33 @@ class ToolContext:
     ``policy`` decides what each call may do (None: no rules, as in tests and trusted hosts);
     ``reads`` is the read-tracking state (which files this run read, at which content hash) that
     Write and Edit consult for optimistic concurrency (None: attached on first use by
-    :func:`journal_agent.tools.read_tracking.tracker_for`).
+    :func:`journal_agent.tools.read_tracking.tracker_for`). ``workspace`` hands out the
+    stores under ``root`` (the journal, the ledger, the records …); a host that has one
+    already passes it to :meth:`of`.
     """
 
     root: Path
     policy: PermissionPolicy | None = None
     reads: ReadTracker | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        workspace: Workspace,
+        policy: PermissionPolicy | None = None,
+        reads: ReadTracker | None = None,
+    ) -> ToolContext:
+        """The context of a host that built its workspace already (its stores are shared)."""
+        ctx = cls(workspace.root, policy, reads)
+        ctx.__dict__["workspace"] = workspace  # what the cached_property below would build
+        return ctx
+
+    @cached_property
+    def workspace(self) -> Workspace:
+        from journal_agent.workspace import Workspace
+
+        return Workspace(self.root)
 
 
 InputT = TypeVar("InputT", bound=BaseModel)

@@ -53,7 +53,7 @@ class JournalAppend(Tool[JournalAppendInput]):
         if ctx.policy is not None:
             ctx.policy.ensure(self.name)
         try:
-            outcome = api.append_entry(ctx.root, params.entry, force=params.force)
+            outcome = api.append_entry(ctx.workspace, params.entry, force=params.force)
         except UserError as exc:
             raise ToolError(exc.message) from None
         if not outcome.appended:

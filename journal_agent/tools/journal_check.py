@@ -38,8 +38,8 @@ class JournalCheck(Tool[JournalCheckInput]):
         if ctx.policy is not None:
             ctx.policy.ensure(self.name)
         try:
-            fixed = api.fix_refs(ctx.root).fixed if params.fix else []
-            report = api.check(ctx.root)
+            fixed = api.fix_refs(ctx.workspace).fixed if params.fix else []
+            report = api.check(ctx.workspace)
         except UserError as exc:
             raise ToolError(exc.message) from None
         lines = [f"Fixed line {f.line}: {f.old} → {f.new} ({f.entry})." for f in fixed]

@@ -39,17 +39,16 @@ class JournalInbox(Tool[JournalInboxInput]):
     Input = JournalInboxInput
 
     def run(self, ctx: ToolContext, params: JournalInboxInput) -> ToolResult:
-        from journal_agent.capture import dismiss, read_inbox
-
+        inbox = ctx.workspace.inbox
         if params.action == "list":
-            return ToolResult(_listing(read_inbox(ctx.root)))
+            return ToolResult(_listing(inbox.read()))
         if not params.ids:
             raise ToolError(f"{params.action} needs `ids`: the ids that action=list shows.")
         reason = "written" if params.action == "written" else "dismissed"
         done = []
         for ident in params.ids:
             try:
-                done.append(dismiss(ctx.root, ident, reason).id)
+                done.append(inbox.dismiss(ident, reason).id)
             except KeyError as exc:
                 raise ToolError(f"{exc.args[0]}; call action=list for the ids.") from None
         return ToolResult(f"marked {reason}: {', '.join(done)}")

@@ -56,7 +56,7 @@ class JournalSearch(Tool[JournalSearchInput]):
             check_query(params.query or "")
             check_draft(params.related_to or "")
             if params.related_to:
-                hits = api.related(ctx.root, params.related_to, params.limit)
+                hits = api.related(ctx.workspace, params.related_to, params.limit)
                 if not hits:
                     return ToolResult("No related entries in the journal yet.")
                 return ToolResult(
@@ -66,9 +66,9 @@ class JournalSearch(Tool[JournalSearchInput]):
                         for h in hits
                     )
                 )
-            if not (ctx.root / "learning_journal.md").is_file():
+            if not ctx.workspace.journal.exists():
                 return ToolResult("The journal is empty: learning_journal.md does not exist yet.")
-            hits = api.search(ctx.root, params.query or "", params.tags, params.limit)
+            hits = api.search(ctx.workspace, params.query or "", params.tags, params.limit)
         except UserError as exc:
             raise ToolError(exc.message) from None
         if not hits:

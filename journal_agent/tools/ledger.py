@@ -61,19 +61,18 @@ class LedgerShow(Tool[LedgerShowInput]):
 
     def run(self, ctx: ToolContext, params: LedgerShowInput) -> ToolResult:
         from journal_agent.learning import ledger_api
-        from journal_agent.learning.ledger_store import LedgerStore
 
         if ctx.policy is not None:
             ctx.policy.ensure(self.name)
-        if not LedgerStore(ctx.root).exists():
+        if not ctx.workspace.ledger.exists():
             return ToolResult(
                 "There is no learning_ledger.md yet. LedgerUpdate creates it (with every "
                 "section, empty) on its first operation."
             )
         try:
-            data = ledger_api.overview(ctx.root)
+            data = ledger_api.overview(ctx.workspace)
             if params.check:
-                data["check"] = ledger_api.check(ctx.root).to_dict()
+                data["check"] = ledger_api.check(ctx.workspace).to_dict()
         except UserError as exc:
             raise ToolError(exc.message) from None
         return ToolResult(json.dumps(data, ensure_ascii=False, indent=1))
@@ -118,13 +117,12 @@ class LedgerUpdate(Tool[LedgerUpdateInput]):
 
     def run(self, ctx: ToolContext, params: LedgerUpdateInput) -> ToolResult:
         from journal_agent.learning import ledger_api
-        from journal_agent.learning.ledger_store import LedgerStore
 
         if ctx.policy is not None:
             ctx.policy.ensure(self.name)
         try:
-            result = LedgerStore(ctx.root).update(params.operations, title=params.title)
-            report = ledger_api.check(ctx.root)
+            result = ctx.workspace.ledger.update(params.operations, title=params.title)
+            report = ledger_api.check(ctx.workspace)
         except UserError as exc:
             raise ToolError(f"Nothing was written: {exc.message}") from None
         lines = ["Created learning_ledger.md." if result.created else "Updated learning_ledger.md."]

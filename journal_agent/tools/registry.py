@@ -8,6 +8,7 @@ from pathlib import Path
 from journal_agent.tools.base import Tool, ToolContext
 from journal_agent.tools.permissions import PermissionPolicy, Prompt
 from journal_agent.tools.read_tracking import ReadTracker
+from journal_agent.workspace import Workspace
 
 
 def builtin_tools() -> dict[str, Tool]:
@@ -52,7 +53,7 @@ def product_tools() -> dict[str, Tool]:
 
 
 def make_context(
-    root: Path,
+    where: Workspace | Path,
     *,
     mode: str | None = None,
     allow: Iterable[str] = (),
@@ -65,6 +66,8 @@ def make_context(
     ``prompt`` answers "ask" decisions (see :func:`journal_agent.tools.permissions.tty_prompt`);
     without it they are denied.
     """
-    root = Path(root).expanduser().resolve()
-    policy = PermissionPolicy.from_settings(root, mode=mode, allow=allow, deny=deny, prompt=prompt)
-    return ToolContext(root=root, policy=policy, reads=ReadTracker())
+    ws = where if isinstance(where, Workspace) else Workspace.at(where)
+    policy = PermissionPolicy.from_settings(
+        ws.root, mode=mode, allow=allow, deny=deny, prompt=prompt
+    )
+    return ToolContext.of(ws, policy, ReadTracker())

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
 from journal_agent.journal.refs import FileCache
-from journal_agent.view import records
 from journal_agent.view.files import Refused
 from journal_agent.view.pages import EntryLinks, Mode, NotFound, Pages, journal_page
 from journal_agent.view.site import Site, Stub, code_path, entry_path, record_path, tag_path
 
 if TYPE_CHECKING:
     from journal_agent.learning.ledger_summary import LedgerSummary
+    from journal_agent.workspace import Workspace
 
 STATIC = Path(__file__).parent / "static"
 # Anki identifies a deck and a note type by number: fixed, so a re-import updates the notes.
@@ -38,11 +38,11 @@ class Exported:
     pages: int
 
 
-def export_html(root: Path, directory: Path) -> Exported:
+def export_html(ws: Workspace, directory: Path) -> Exported:
     directory = Path(directory)
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise UserError(f"{directory} is not an empty directory; give a new one to export into.")
-    site = Site(root)
+    site = Site(ws)
     pages = Pages(site, Mode(live=False))
     writer = _Writer(directory)
     _, count = site.page_of_entries(1)
@@ -57,7 +57,7 @@ def export_html(root: Path, directory: Path) -> Exported:
             writer.write(code_path(rel), pages.code(rel, citing[rel]))
         except Refused:
             continue  # changed since it was checked: the link shows no page
-    for record in records.store(site.root).list():
+    for record in site.ws.records.list():
         try:
             writer.write(record_path(record.id), pages.record(record.id))
         except NotFound:
@@ -162,10 +162,10 @@ def _search_index(site: Site) -> str:
 # -- JSON -----------------------------------------------------------------------------------
 
 
-def export_json(root: Path) -> dict[str, Any]:
+def export_json(ws: Workspace) -> dict[str, Any]:
     from journal_agent.learning import review
 
-    site = Site(root)
+    site = Site(ws)
     recorded = site.recorded_hashes()
     files = FileCache(site.root)
     entries = []
@@ -186,23 +186,21 @@ def export_json(root: Path) -> dict[str, Any]:
         )
     return {
         "entries": entries,
-        "records": [r.model_dump(mode="json") for r in records.store(site.root).list()],
+        "records": [r.model_dump(mode="json") for r in site.ws.records.list()],
         "ledger": _ledger(site),
-        "review": [c.to_dict() for c in review.queue(site.root, everything=True)],
+        "review": [c.to_dict() for c in review.queue(site.ws, everything=True)],
     }
 
 
 def _ledger(site: Site) -> LedgerSummary | None:
-    from journal_agent.learning.ledger_store import LedgerStore
-
-    store = LedgerStore(site.root)
+    store = site.ws.ledger
     return store.load().summary() if store.exists() else None
 
 
 # -- Anki -----------------------------------------------------------------------------------
 
 
-def export_anki(root: Path, file: Path) -> int:
+def export_anki(ws: Workspace, file: Path) -> int:
     """Every review item as a note; an entry's back holds the code its references cite."""
     try:
         import genanki
@@ -211,7 +209,7 @@ def export_anki(root: Path, file: Path) -> int:
     from journal_agent.learning import review
     from journal_agent.view.markdown import render
 
-    site = Site(root)
+    site = Site(ws)
     model = genanki.Model(
         ANKI_MODEL_ID,
         "journal-agent card",
@@ -227,7 +225,7 @@ def export_anki(root: Path, file: Path) -> int:
     )
     deck = genanki.Deck(ANKI_DECK_ID, "journal-agent")
     count = 0
-    for item in review.collect_items(site.root):
+    for item in review.collect_items(site.ws):
         fields = [_plain(render, item.question), _plain(render, item.answer), _code(site, item)]
         deck.add_note(genanki.Note(model=model, fields=fields, guid=genanki.guid_for(item.id)))
         count += 1

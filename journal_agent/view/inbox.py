@@ -9,7 +9,7 @@ marks the moment written. The moment stays in the inbox until then.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
@@ -17,14 +17,15 @@ from journal_agent.errors import UserError
 from journal_agent.view import markdown
 from journal_agent.view.site import Site, code_path, record_path, relative
 
+if TYPE_CHECKING:
+    from journal_agent.capture.inbox import Moment
+
 PAGE = "inbox.html"
 
 
 def page(site: Site) -> dict[str, Any]:
-    from journal_agent.capture import read_inbox
-
     moments = []
-    for moment in read_inbox(site.root):
+    for moment in site.ws.inbox.read():
         files = []
         for edit in moment.files:
             target = site.files.readable(edit.path)
@@ -45,27 +46,21 @@ def page(site: Site) -> dict[str, Any]:
 
 def accept(site: Site, moment_id: str) -> dict[str, Any]:
     """Queue a waiting moment for ``/learn``: marked accepted, offered first."""
-    from journal_agent.capture import accept as queue
-    from journal_agent.capture import find
-
-    moment = _find(find, site, moment_id)
-    queue(site.root, moment.id)
+    moment = _find(site, moment_id)
+    site.ws.inbox.accept(moment.id)
     return {"id": moment.id, "accepted": True}
 
 
 def dismiss(site: Site, moment_id: str) -> dict[str, Any]:
-    from journal_agent.capture import dismiss as drop
-    from journal_agent.capture import find
-
-    moment = _find(find, site, moment_id)
-    drop(site.root, moment.id)
+    moment = _find(site, moment_id)
+    site.ws.inbox.dismiss(moment.id)
     return {"id": moment.id, "dismissed": True}
 
 
-def _find(find: Any, site: Site, moment_id: str) -> Any:
+def _find(site: Site, moment_id: str) -> Moment:
     # Only a full id: a position or a prefix could name another moment by the time it acts.
     try:
-        moment = find(site.root, moment_id)
+        moment = site.ws.inbox.find(moment_id)
     except KeyError as exc:
         raise UserError(f"{exc.args[0]}; reload the inbox.") from None
     if moment.id != moment_id:

@@ -7,17 +7,15 @@ from typing import Any
 
 from markupsafe import Markup
 
-from journal_agent.view import markdown, records
+from journal_agent.view import markdown
 from journal_agent.view.site import Site, code_path, record_path, relative
 
 NEW_PER_DAY = 20  # never-reviewed items per session, as `journal-agent review`'s default
 
 
 def ledger_page(pages: Any, path: str) -> dict[str, Any]:
-    from journal_agent.learning.ledger_store import LedgerStore
-
     site: Site = pages.site
-    store = LedgerStore(site.root)
+    store = site.ws.ledger
     if not store.exists():
         return {"summary": None}
     summary = store.load().summary()
@@ -38,7 +36,7 @@ def _source_text(site: Site, path: str, text: str) -> Markup:
         return markdown.Link(f"{relative(path, code_path(target))}#{lines}", "ref")
 
     def cite_link(record_id: str) -> markdown.Link | None:
-        if not records.store(site.root).exists(record_id):
+        if not site.ws.records.exists(record_id):
             return None
         return markdown.Link(relative(path, record_path(record_id)), "cite")
 
@@ -48,7 +46,7 @@ def _source_text(site: Site, path: str, text: str) -> Markup:
 def review_page(site: Site) -> dict[str, Any]:
     from journal_agent.learning import review
 
-    cards = review.queue(site.root, new_limit=NEW_PER_DAY)
+    cards = review.queue(site.ws, new_limit=NEW_PER_DAY)
     return {
         "cards": [
             {

@@ -76,8 +76,8 @@ class Pages:
         """Whether the record exists, and its parsed contents (None when unreadable)."""
         if self._records is not None and record_id in self._records:
             return self._records[record_id]
-        found = records.store(self.site.root).exists(record_id)
-        held = (found, records.load(self.site.root, record_id) if found else None)
+        found = self.site.ws.records.exists(record_id)
+        held = (found, records.load(self.site.ws.records, record_id) if found else None)
         if self._records is not None:
             self._records[record_id] = held
         return held
@@ -180,7 +180,7 @@ class Pages:
         )
 
     def record(self, record_id: str) -> str:
-        record = records.load(self.site.root, record_id)
+        record = records.load(self.site.ws.records, record_id)
         if record is None:
             raise NotFound(f"no readable measurement record has the id {record_id!r}")
         return self._render("record.html", record_path(record_id), **records.page(record))

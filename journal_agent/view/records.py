@@ -6,10 +6,8 @@ peak) and provenance. Reads ``profiling.records``; draws with :mod:`journal_agen
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from journal_agent.paths import measurements_dir
 from journal_agent.view import charts
 from profiling.records import MeasurementRecord, RecordStore
 from profiling.units import fmt_bytes, fmt_count
@@ -24,14 +22,10 @@ _TRACE_PHASES = (
 )
 
 
-def store(root: Path) -> RecordStore:
-    return RecordStore(measurements_dir(root))
-
-
-def load(root: Path, record_id: str) -> MeasurementRecord | None:
+def load(store: RecordStore, record_id: str) -> MeasurementRecord | None:
     """The record, or None when there is none or its file is corrupt (the page says which)."""
     try:
-        return store(root).load(record_id)
+        return store.load(record_id)
     except (KeyError, ValueError):
         return None
 

@@ -11,9 +11,12 @@ import secrets
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from journal_agent.errors import UserError
+
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
 
 LOOPBACK = "127.0.0.1"
 
@@ -71,7 +74,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def serve(
-    root: Path,
+    ws: Workspace,
     *,
     host: str = LOOPBACK,
     port: int = 0,
@@ -85,7 +88,7 @@ def serve(
     sock = bind(host, port)
     port = sock.getsockname()[1]
     token = secrets.token_urlsafe(24)
-    app = create_app(root, token=token, hosts=accepted_hosts(host, port), port=port)
+    app = create_app(ws, token=token, hosts=accepted_hosts(host, port), port=port)
     shown = f"[{host}]" if ":" in host else host
     warning = None
     if not _is_loopback(host):

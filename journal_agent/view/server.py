@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from journal_agent.errors import UserError
@@ -18,18 +18,21 @@ from journal_agent.view.guard import Guard
 from journal_agent.view.pages import Mode, NotFound, Pages
 from journal_agent.view.site import Site, entry_path
 
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
+
 STATIC = Path(__file__).parent / "static"
 SEARCH_LIMIT = 10  # as `journal search` shows by default: the list a keystroke replaces
 
 
-def create_app(root: Path, *, token: str, hosts: set[str], port: int) -> Any:
+def create_app(ws: Workspace, *, token: str, hosts: set[str], port: int) -> Any:
     """The ASGI app for one workspace; ``hosts`` are the ``Host`` values it answers to."""
     from starlette.applications import Starlette
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
     csrf = secrets.token_urlsafe(24)
-    pages = Pages(Site(root), Mode(live=True, csrf=csrf))
+    pages = Pages(Site(ws), Mode(live=True, csrf=csrf))
     views = _Views(pages)
     routes = [
         Route("/", views.home),
@@ -129,7 +132,7 @@ class _Views:
         text = " ".join(w for w in words if w not in tags)
         try:
             check_query(text)
-            hits, note = api.search_with_note(self.site.root, text, tags, SEARCH_LIMIT, cached=True)
+            hits, note = api.search_with_note(self.site.ws, text, tags, SEARCH_LIMIT, cached=True)
         except UserError as exc:
             return JSONResponse({"error": exc.message}, status_code=400)
         return JSONResponse(
@@ -149,7 +152,7 @@ class _Views:
         form = await _form(request)
         try:
             done = await run_in_threadpool(
-                review.rate, self.site.root, form.get("id", ""), form.get("rating", "")
+                review.rate, self.site.ws, form.get("id", ""), form.get("rating", "")
             )
         except UserError as exc:
             return JSONResponse({"error": exc.message}, status_code=400)

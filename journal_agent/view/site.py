@@ -19,15 +19,17 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from journal_agent.journal.links import links_to
 from journal_agent.journal.model import Entry
-from journal_agent.journal.refs import Anchor, CodeRef, FileCache, RefStore
-from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, measurements_dir, state_dir
+from journal_agent.journal.refs import Anchor, CodeRef, FileCache
 from journal_agent.view.files import WorkspaceFiles
 from journal_agent.view.refstate import RefState, ref_state
+
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +89,9 @@ class Site:
     only that entry's bytes. So a 10,000-entry journal is never held in memory.
     """
 
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root).resolve()
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws  # the stores: journal, index, ledger, review, inbox, records, refs
+        self.root = ws.root
         self.files = WorkspaceFiles(self.root)
         self._lock = threading.Lock()
         self._hashes: tuple[tuple[int, int], dict[str, dict[str, Anchor]]] | None = None
@@ -99,14 +102,14 @@ class Site:
     # -- what changed ---------------------------------------------------------------------
 
     def watched(self) -> list[Path]:
-        state = state_dir(self.root)
+        ws = self.ws
         return [
-            self.root / JOURNAL_FILE,
-            self.root / LEDGER_FILE,
-            state / "refs.jsonl",
-            state / "review.json",
-            measurements_dir(self.root),
-            state / "inbox.jsonl",
+            ws.journal.path,
+            ws.ledger.path,
+            ws.refs.path,
+            ws.review.path,
+            ws.measurements,
+            ws.inbox.path,
         ]
 
     def stamp(self) -> str:
@@ -125,13 +128,10 @@ class Site:
     @contextlib.contextmanager
     def _index(self) -> Iterator[sqlite3.Connection]:
         """A connection to the search index, brought up to date with the markdown."""
-        from journal_agent.journal.search.index import SearchIndex
-        from journal_agent.journal.store import JournalStore
-
-        if not JournalStore(self.root).exists():
+        if not self.ws.journal.exists():
             yield sqlite3.connect(":memory:")  # no journal: every list is empty
             return
-        index = SearchIndex(self.root)
+        index = self.ws.index
         conn = index.connect()
         try:
             index.ensure_fresh(conn)
@@ -156,7 +156,7 @@ class Site:
 
     def _journal_key(self) -> tuple[int, int]:
         try:
-            st = (self.root / JOURNAL_FILE).stat()
+            st = self.ws.journal.path.stat()
             return (st.st_size, st.st_mtime_ns)
         except OSError:
             return (-1, 0)
@@ -221,7 +221,7 @@ class Site:
         return entry
 
     def _journal_bytes(self) -> bytes:
-        return (self.root / JOURNAL_FILE).read_bytes()
+        return self.ws.journal.path.read_bytes()
 
     def entry(self, entry_id: str) -> Entry | None:
         with self._index() as conn:
@@ -344,7 +344,7 @@ class Site:
 
     def recorded_hashes(self) -> dict[str, dict[str, Anchor]]:
         """``.journal/refs.jsonl``'s anchors, read again only when it changed."""
-        path = state_dir(self.root) / "refs.jsonl"
+        path = self.ws.refs.path
         try:
             st = path.stat()
             key: tuple[int, int] = (st.st_size, st.st_mtime_ns)
@@ -352,7 +352,7 @@ class Site:
             key = (-1, 0)
         with self._lock:
             if self._hashes is None or self._hashes[0] != key:
-                self._hashes = (key, RefStore(path).anchors())
+                self._hashes = (key, self.ws.refs.anchors())
             return self._hashes[1]
 
     def ref_states(

@@ -42,10 +42,11 @@ def test_session_start_prints_nothing_when_nothing_is_due(project):
 def test_session_start_says_what_is_due_in_one_short_line(project):
     from journal_agent.learning import review
     from journal_agent.tokenizer import encoding
+    from journal_agent.workspace import Workspace
 
     _journal(project, ("ZeRO stage 2", "Gradients are sharded.", ""))
-    [item] = [i.id for i in review.collect_items(project)]
-    review.rate(project, item, "again", now=datetime.now(UTC) - timedelta(days=3))
+    [item] = [i.id for i in review.collect_items(Workspace(project))]
+    review.rate(Workspace(project), item, "again", now=datetime.now(UTC) - timedelta(days=3))
     _capture_one(project, "Optimizer states dominate AdamW memory.")
     _capture_one(project, "bf16 keeps the exponent range of fp32.")
 
@@ -64,6 +65,7 @@ def test_session_start_names_moved_references_apart_from_changed_ones(project):
     from journal_agent.capture import status
     from journal_agent.journal import api
     from journal_agent.tokenizer import encoding
+    from journal_agent.workspace import Workspace
 
     (project / "ds.json").write_text('{\n  "stage": 2,\n  "overlap_comm": true\n}\n')
     entry = render_entry(
@@ -74,7 +76,7 @@ def test_session_start_names_moved_references_apart_from_changed_ones(project):
         intuition="Each rank keeps only its shard.",
         tags="#zero",
     )
-    assert api.append_entry(project, entry).appended
+    assert api.append_entry(Workspace(project), entry).appended
     train = project / "train.py"
     train.write_text("# a new first line\n" + train.read_text())
     (project / "ds.json").write_text('{\n  "stage": 3,\n  "overlap_comm": true\n}\n')
@@ -88,7 +90,7 @@ def test_session_start_names_moved_references_apart_from_changed_ones(project):
     )
     assert len(encoding().encode(line)) <= 60
 
-    api.fix_refs(project)  # rewrites refs.jsonl: the next refresh recounts at once
+    api.fix_refs(Workspace(project))  # rewrites refs.jsonl: the next refresh recounts at once
     assert status.needs_refresh(project)
     run_hook("refresh", b"", project)
     line = run_hook("SessionStart", {"session_id": "s2"}, project).stdout.decode()

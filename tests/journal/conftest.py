@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from journal_agent import workspace
 from journal_agent.paths import measurements_dir
 from profiling.records import MeasurementRecord, Quantity, RecordStore, Step
 from tests.entries import render_entry
@@ -38,6 +39,7 @@ def make_entry(
 class Workspace:
     def __init__(self, root: Path, cli: CLI) -> None:
         self.root = root
+        self.workspace = workspace.Workspace(root)  # what the journal's front door takes
         self.records = RecordStore(measurements_dir(root))
         self._cli = cli
 
@@ -89,5 +91,5 @@ def relevance_journal(tmp_path_factory) -> Workspace:
 
     w = Workspace(tmp_path_factory.mktemp("relevance"), None)  # type: ignore[arg-type]
     relevance.write_journal(w.root)
-    api.index(w.root)
+    api.index(w.workspace)
     return w

@@ -18,10 +18,10 @@ def double_encode(text: str) -> str:
 
 def test_emoji_and_cjk_round_trip_through_append_search_and_show(ws):
     entry = make_entry(title="显存 机制 🔍", body="梯度累积 🧮 节省显存。\n")
-    outcome = api.append_entry(ws.root, entry)
+    outcome = api.append_entry(ws.workspace, entry)
     assert outcome.appended, outcome.problems
-    assert api.check(ws.root).ok
-    assert [h.title for h in api.search(ws.root, "梯度累积")] == ["显存 机制 🔍"]
+    assert api.check(ws.workspace).ok
+    assert [h.title for h in api.search(ws.workspace, "梯度累积")] == ["显存 机制 🔍"]
     proc = ws.cli("show", outcome.entry_id)
     assert proc.returncode == 0 and "梯度累积 🧮 节省显存。" in proc.stdout
 
@@ -34,7 +34,7 @@ def test_mojibake_is_reported_by_line_and_repaired_with_a_backup(ws):
     ws.journal.write_text(bad, encoding="utf-8")
     line = bad.splitlines().index(double_encode(broken_line)) + 1
 
-    report = api.check(ws.root)
+    report = api.check(ws.workspace)
     encoding = [p for p in report.problems if p.kind == "encoding"]
     assert [p.line for p in encoding] == [line]
     assert encoding[0].entry == "zero-stage-2-2026-11-21"
@@ -46,7 +46,7 @@ def test_mojibake_is_reported_by_line_and_repaired_with_a_backup(ws):
     assert ws.journal.read_text(encoding="utf-8") == good
     backups = list(ws.root.glob("learning_journal.md.bak-*"))
     assert len(backups) == 1 and backups[0].read_text(encoding="utf-8") == bad
-    assert api.check(ws.root).ok
+    assert api.check(ws.workspace).ok
 
 
 def test_lost_bytes_are_restored_only_when_unambiguous():
@@ -106,7 +106,7 @@ def test_a_letter_before_closing_punctuation_is_not_mojibake(ws):
     text = "He said “café” twice; the résumé’s point, café… done.\n"
     assert scan(text.encode()) == []
     entry = make_entry(body=text)
-    assert api.append_entry(ws.root, entry).problems == []
+    assert api.append_entry(ws.workspace, entry).problems == []
     # ... while real damage next to the same punctuation is still found and repaired.
     broken = double_encode("┌───┐ and “quoted”\n")
     assert [i.kind for i in scan(broken.encode())] == ["mojibake"]

@@ -38,11 +38,11 @@ def test_numbers_quoted_from_a_measured_record_check_and_wrong_ones_do_not(ws):
     peak_kb = f"{s.peak_bytes / 1e3:.1f} KB"
     step = fmt_time(s.step_time.median)  # e.g. "1.23 ms", as the report prints it
     good = f"On this CPU the step peaked at {peak_kb} and took {step} (median) [m:{rid}].\n"
-    outcome = api.append_entry(ws.root, make_entry(body=good))
+    outcome = api.append_entry(ws.workspace, make_entry(body=good))
     assert outcome.problems == [], outcome.problems
-    assert api.check(ws.root).ok
+    assert api.check(ws.workspace).ok
     wrong = f"{s.peak_bytes * 3 / 1e3:.1f} KB"
     bad = f"The step peaked at {wrong} [m:{rid}].\n"
-    problems = api.append_entry(ws.root, make_entry(title="Other", body=bad)).problems
+    problems = api.append_entry(ws.workspace, make_entry(title="Other", body=bad)).problems
     assert [p.kind for p in problems] == ["bad_citation"]
     assert wrong in problems[0].detail

@@ -44,16 +44,16 @@ def kinds(report) -> list[str]:
 @pytest.fixture
 def appended(ws):
     ws.write("src/train.py", TRAIN)
-    outcome = api.append_entry(ws.root, make_entry(body=ENTRY_BODY))
+    outcome = api.append_entry(ws.workspace, make_entry(body=ENTRY_BODY))
     assert outcome.appended and outcome.problems == [], outcome.problems
-    assert api.check(ws.root).ok
+    assert api.check(ws.workspace).ok
     return ws
 
 
 def test_a_line_inserted_above_moves_every_reference_and_fix_follows_them(appended):
     ws = appended
     ws.write("src/train.py", '"""Training."""\n' + TRAIN)
-    report = api.check(ws.root)
+    report = api.check(ws.workspace)
     assert kinds(report) == ["moved_ref", "moved_ref"]
     moved = sorted(p.moved_to for p in report.problems)
     assert moved == ["src/train.py:13-16", "src/train.py:6-9"]
@@ -70,17 +70,17 @@ def test_a_line_inserted_above_moves_every_reference_and_fix_follows_them(append
     assert after == journal_before.replace("src/train.py:5-8", "src/train.py:6-9").replace(
         "src/train.py:12-15", "src/train.py:13-16"
     )
-    assert api.check(ws.root).ok
+    assert api.check(ws.workspace).ok
     # ... and the new place is recorded: a change there is caught again.
     edited = TRAIN.replace("loss.backward()", "loss.mean().backward()")
     ws.write("src/train.py", '"""Training."""\n' + edited)
-    assert kinds(api.check(ws.root)) == ["stale_ref"]
+    assert kinds(api.check(ws.workspace)) == ["stale_ref"]
 
 
 def test_changed_lines_get_a_diff_are_never_fixed_and_refresh_needs_accept(appended):
     ws = appended
     ws.write("src/train.py", TRAIN.replace("betas=(0.9, 0.95)", "betas=(0.9, 0.999)"))
-    report = api.check(ws.root)
+    report = api.check(ws.workspace)
     assert kinds(report) == ["stale_ref"]
     problem = report.problems[0]
     assert "src/train.py lines 5-8 changed" in problem.detail
@@ -99,14 +99,14 @@ def test_changed_lines_get_a_diff_are_never_fixed_and_refresh_needs_accept(appen
     assert ws.cli("refresh", "1", "--accept", "src/nope.py:1").returncode == 1
     ok = ws.cli("refresh", "1", "--accept", "src/train.py:5-8")
     assert ok.returncode == 0, ok.stderr
-    assert api.check(ws.root).ok
+    assert api.check(ws.workspace).ok
 
 
 def test_lines_that_moved_and_changed_are_changed_with_their_likely_place(appended):
     ws = appended
     text = "# header\n# more\n" + TRAIN.replace("loss.backward()", "(loss / 4).backward()")
     ws.write("src/train.py", text)
-    report = api.check(ws.root)
+    report = api.check(ws.workspace)
     assert kinds(report) == ["moved_ref", "stale_ref"]
     stale = next(p for p in report.problems if p.kind == "stale_ref")
     assert "probably lines 14-17 now" in stale.detail
@@ -118,18 +118,18 @@ def test_a_function_moved_to_another_file_is_found_by_content_without_git(append
     head, _, step = TRAIN.partition("def train_step")
     ws.write("src/train.py", head)
     ws.write("src/loop.py", "import torch\n\n\ndef train_step" + step)
-    report = api.check(ws.root)
+    report = api.check(ws.workspace)
     assert [(p.kind, p.moved_to) for p in report.problems] == [("moved_ref", "src/loop.py:5-8")]
-    outcome = api.fix_refs(ws.root)
+    outcome = api.fix_refs(ws.workspace)
     assert [(f.old, f.new) for f in outcome.fixed] == [("src/train.py:12-15", "src/loop.py:5-8")]
     assert "`src/loop.py:5-8`" in ws.journal.read_text()
-    assert api.check(ws.root).ok
+    assert api.check(ws.workspace).ok
 
 
 def test_deleted_code_is_gone(appended):
     ws = appended
     (ws.root / "src/train.py").unlink()
-    report = api.check(ws.root)
+    report = api.check(ws.workspace)
     assert kinds(report) == ["missing_ref", "missing_ref"]
     assert "nowhere else in the workspace" in report.problems[0].detail
 
@@ -137,9 +137,9 @@ def test_deleted_code_is_gone(appended):
 def test_repeated_lines_without_telling_context_are_never_moved(ws):
     block = "    x = x + 1\n    y = y + 1\n"
     ws.write("src/loop.py", "def f(x, y):\n" + block + "    return x\n")
-    api.append_entry(ws.root, make_entry(body="The update is `src/loop.py:2-3`.\n"))
+    api.append_entry(ws.workspace, make_entry(body="The update is `src/loop.py:2-3`.\n"))
     ws.write("src/loop.py", "def g(x, y):\n    z = 0\n" + block + "\n" + block + "    return y\n")
-    report = api.check(ws.root)
+    report = api.check(ws.workspace)
     assert kinds(report) == ["stale_ref"]
     assert "occur 2 times" in report.problems[0].detail
 
@@ -150,15 +150,15 @@ def test_references_recorded_before_anchors_still_check(appended):
     item = json.loads(path.read_text().splitlines()[-1])
     path.write_text(json.dumps({"entry": item["entry"], "refs": item["refs"]}) + "\n")
     ws.write("src/train.py", "# one more line\n" + TRAIN)
-    assert kinds(api.check(ws.root)) == ["moved_ref", "moved_ref"]
+    assert kinds(api.check(ws.workspace)) == ["moved_ref", "moved_ref"]
     ws.write("src/train.py", TRAIN.replace("lr=lr", "lr=lr * 2"))
-    assert kinds(api.check(ws.root)) == ["stale_ref"]
+    assert kinds(api.check(ws.workspace)) == ["stale_ref"]
 
 
 def test_fix_keeps_every_other_byte_and_the_entry_ids(appended):
     ws = appended
     api.append_entry(
-        ws.root,
+        ws.workspace,
         make_entry(
             title="Second",
             date="2026-11-22",
@@ -167,8 +167,8 @@ def test_fix_keeps_every_other_byte_and_the_entry_ids(appended):
     )
     ws.write("src/train.py", "\n\n" + TRAIN)
     before = ws.journal.read_text()
-    ids = [e.id for e in api.load(ws.root).entries]
-    fixed = api.fix_refs(ws.root).fixed
+    ids = [e.id for e in api.load(ws.workspace).entries]
+    fixed = api.fix_refs(ws.workspace).fixed
     assert sorted(f.new for f in fixed) == [
         "src/train.py:14-17",
         "src/train.py:14-17",
@@ -182,8 +182,8 @@ def test_fix_keeps_every_other_byte_and_the_entry_ids(appended):
         .replace("src/train.py:4.", "src/train.py:6.")
     )
     assert after == expected
-    assert [e.id for e in api.load(ws.root).entries] == ids
-    assert api.check(ws.root).ok
+    assert [e.id for e in api.load(ws.workspace).entries] == ids
+    assert api.check(ws.workspace).ok
 
 
 def test_the_mcp_tool_fixes_moved_references(appended):
@@ -212,19 +212,19 @@ def test_a_git_rename_to_another_kind_of_file_is_followed(ws):
     git("init", "-q")
     git("add", "src/train.py")
     git("commit", "-qm", "train")
-    api.append_entry(ws.root, make_entry(body="The step in `src/train.py:12-15`.\n"))
+    api.append_entry(ws.workspace, make_entry(body="The step in `src/train.py:12-15`.\n"))
     line = json.loads((ws.root / ".journal/refs.jsonl").read_text().splitlines()[-1])
     assert line["anchors"]["src/train.py:12-15"]["commit"]
     # Renamed to another extension (the content search looks at files of the same kind only),
     # with a line added above.
     git("mv", "src/train.py", "src/train_loop.pyx")
     (ws.root / "src/train_loop.pyx").write_text("# cython: language_level=3\n" + TRAIN)
-    report = api.check(ws.root)
+    report = api.check(ws.workspace)
     assert [(p.kind, p.moved_to) for p in report.problems] == [
         ("moved_ref", "src/train_loop.pyx:13-16")
     ]
-    assert api.fix_refs(ws.root).fixed[0].new == "src/train_loop.pyx:13-16"
-    assert api.check(ws.root).ok
+    assert api.fix_refs(ws.workspace).fixed[0].new == "src/train_loop.pyx:13-16"
+    assert api.check(ws.workspace).ok
 
 
 def test_fix_waits_for_the_journal_lock(appended):
@@ -238,7 +238,7 @@ def test_fix_waits_for_the_journal_lock(appended):
     store = JournalStore(ws.root)
     done = threading.Event()
     with store.lock():
-        worker = threading.Thread(target=lambda: (api.fix_refs(ws.root), done.set()))
+        worker = threading.Thread(target=lambda: (api.fix_refs(ws.workspace), done.set()))
         worker.start()
         assert not done.wait(0.5)  # an append in progress: the fix waits for it
         assert ws.journal.read_bytes() == before

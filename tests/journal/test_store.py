@@ -19,7 +19,7 @@ from .conftest import make_entry
 
 
 def test_first_append_creates_the_journal_with_the_users_header(ws):
-    outcome = api.append_entry(ws.root, make_entry())
+    outcome = api.append_entry(ws.workspace, make_entry())
     text = ws.journal.read_text(encoding="utf-8")
     assert text.startswith(HEADER + "\n## ZeRO Stage 2 (2026-11-21)\n")
     assert "<!-- entry: zero-stage-2-2026-11-21 -->" in text
@@ -30,7 +30,7 @@ def test_first_append_creates_the_journal_with_the_users_header(ws):
 def test_append_keeps_every_existing_byte_and_the_files_line_endings(ws):
     original = HEADER.replace("\n", "\r\n") + "\r\nhand-written note  \r\nno final newline"
     ws.journal.write_bytes(original.encode("utf-8"))
-    api.append_entry(ws.root, make_entry())
+    api.append_entry(ws.workspace, make_entry())
     data = ws.journal.read_bytes()
     assert data.startswith(original.encode("utf-8") + b"\r\n")
     tail = data[len(original) :]
@@ -39,14 +39,14 @@ def test_append_keeps_every_existing_byte_and_the_files_line_endings(ws):
 
 
 def test_same_title_and_date_get_distinct_ids(ws):
-    first = api.append_entry(ws.root, make_entry())
+    first = api.append_entry(ws.workspace, make_entry())
     # The same entry twice is a duplicate: forced, to test the ids.
-    second = api.append_entry(ws.root, make_entry(), force=True)
+    second = api.append_entry(ws.workspace, make_entry(), force=True)
     assert (first.entry_id, second.entry_id) == (
         "zero-stage-2-2026-11-21",
         "zero-stage-2-2026-11-21-2",
     )
-    assert [e.id for e in api.load(ws.root).entries] == [first.entry_id, second.entry_id]
+    assert [e.id for e in api.load(ws.workspace).entries] == [first.entry_id, second.entry_id]
 
 
 @pytest.mark.slow
@@ -70,10 +70,10 @@ def test_sixteen_processes_appending_at_once_lose_nothing(ws, cli):
         proc.stdin.close()
     for proc in procs:
         assert proc.wait(timeout=120) == 0, proc.stderr.read()
-    journal = api.load(ws.root)
+    journal = api.load(ws.workspace)
     assert sorted(e.title for e in journal.entries) == sorted(f"Writer {n}" for n in range(16))
     assert all(f"Marker {e.title.split()[1]}." in e.raw for e in journal.entries)
-    assert api.check(ws.root).ok
+    assert api.check(ws.workspace).ok
     assert ws.journal.read_text().startswith(HEADER)
 
 
@@ -84,7 +84,7 @@ def _crash_entry(n: int) -> str:
 @pytest.mark.slow
 def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
     rng = random.Random(1234)
-    api.append_entry(ws.root, _crash_entry(0), force=True)
+    api.append_entry(ws.workspace, _crash_entry(0), force=True)
     previous = ws.journal.read_text()
     appended = 1
     killed_mid_write = 0  # the temp file was left behind: killed between write and rename
@@ -94,7 +94,7 @@ def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
             try:
                 n = appended
                 while True:
-                    api.append_entry(ws.root, _crash_entry(n), force=True)
+                    api.append_entry(ws.workspace, _crash_entry(n), force=True)
                     n += 1
             finally:
                 os._exit(1)
@@ -118,30 +118,30 @@ def test_writer_killed_at_random_points_leaves_old_or_new_journal(ws):
     assert appended > 1
     assert killed_mid_write > 0  # the test did hit the window it is about (about 1 kill in 3)
     # The lock is free again and the journal still takes appends; stale temp files are gone.
-    api.append_entry(ws.root, _crash_entry(appended), force=True)
+    api.append_entry(ws.workspace, _crash_entry(appended), force=True)
     assert not list(ws.root.glob(".learning_journal.md.tmp-*"))
-    assert api.check(ws.root).ok
+    assert api.check(ws.workspace).ok
 
 
 def test_line_numbers_stay_right_and_hand_edits_between_appends_are_seen(ws):
-    api.append_entry(ws.root, make_entry())
+    api.append_entry(ws.workspace, make_entry())
     ws.journal.write_bytes(ws.journal.read_bytes() + b"\nhand note\n")
-    second = api.append_entry(ws.root, make_entry(title="Second"))
-    third = api.append_entry(ws.root, make_entry(title="Third"))
+    second = api.append_entry(ws.workspace, make_entry(title="Second"))
+    third = api.append_entry(ws.workspace, make_entry(title="Third"))
     lines = ws.journal.read_text(encoding="utf-8").splitlines()
     assert lines[second.line - 1] == "## Second (2026-11-21)"
     assert lines[third.line - 1] == "## Third (2026-11-21)"
     ws.journal.write_bytes(ws.journal.read_bytes() + b"caf\xe9\n")
     with pytest.raises(UserError, match="not valid UTF-8"):
-        api.append_entry(ws.root, make_entry(title="Fourth"))
+        api.append_entry(ws.workspace, make_entry(title="Fourth"))
 
 
 def test_an_unclosed_code_block_cannot_swallow_appended_entries(ws):
     ws.journal.write_text(HEADER + "\n````python\nprint('left open by hand')\n", encoding="utf-8")
     draft = make_entry(title="Open Fence") + "\n~~~\nunclosed in the draft too\n"
-    assert api.append_entry(ws.root, draft).appended
-    assert api.append_entry(ws.root, make_entry(title="After")).appended
-    titles = [e.title for e in api.load(ws.root).entries]
+    assert api.append_entry(ws.workspace, draft).appended
+    assert api.append_entry(ws.workspace, make_entry(title="After")).appended
+    titles = [e.title for e in api.load(ws.workspace).entries]
     assert titles == ["Open Fence", "After"]
     text = ws.journal.read_text(encoding="utf-8")
     assert "print('left open by hand')\n````\n" in text and "too\n~~~\n" in text

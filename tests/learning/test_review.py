@@ -10,6 +10,7 @@ import pytest
 
 from journal_agent.errors import UserError
 from journal_agent.learning import review
+from journal_agent.workspace import Workspace
 from tests.learning.learning_helpers import SEED_LEDGER, write_journal
 
 
@@ -50,7 +51,7 @@ def test_scheduling_equals_the_fsrs_package_for_a_scripted_sequence(ws, cli):
 def test_the_queue_holds_entries_items_and_insights_due_first(ws):
     write_journal(ws)
     (ws / "learning_ledger.md").write_bytes(SEED_LEDGER.read_bytes())
-    cards = review.queue(ws)
+    cards = review.queue(Workspace(ws))
     kinds = {c.kind for c in cards}
     assert kinds == {"entry", "item", "insight"}
     zero = next(c for c in cards if c.id == "entry:zero-stage-2-2026-11-20")
@@ -59,12 +60,14 @@ def test_the_queue_holds_entries_items_and_insights_due_first(ws):
     nvtx = next(c for c in cards if c.id == "item:nvtx-annotation")
     assert nvtx.question.startswith("What do you know about NVTX annotation?")
     now = datetime(2026, 11, 20, 9, tzinfo=UTC)
-    review.rate(ws, "item:nvtx-annotation", "good", now)
-    later = review.queue(ws, now + timedelta(days=30))
+    review.rate(Workspace(ws), "item:nvtx-annotation", "good", now)
+    later = review.queue(Workspace(ws), now + timedelta(days=30))
     assert later[0].id == "item:nvtx-annotation" and later[0].state == "learning"
-    assert "item:nvtx-annotation" not in {c.id for c in review.queue(ws, now)}
+    assert "item:nvtx-annotation" not in {c.id for c in review.queue(Workspace(ws), now)}
     # Never-reviewed items come after due ones, at most new_limit of them.
-    assert [c.state for c in review.queue(ws, now + timedelta(days=30), new_limit=2)] == [
+    assert [
+        c.state for c in review.queue(Workspace(ws), now + timedelta(days=30), new_limit=2)
+    ] == [
         "learning",
         "new",
         "new",
@@ -121,10 +124,10 @@ def test_review_history_suggests_mastery_moves_never_applies_them(ws, cli):
     before = (ws / "learning_ledger.md").read_bytes()
     t0 = datetime(2026, 2, 1, 9, tzinfo=UTC)
     for days, rating in [(0, "good"), (1, "again"), (2, "again")]:
-        review.rate(ws, "item:nvtx-annotation", rating, t0 + timedelta(days=days))
+        review.rate(Workspace(ws), "item:nvtx-annotation", rating, t0 + timedelta(days=days))
     for days, rating in [(0, "good"), (9, "good"), (20, "easy")]:
-        review.rate(ws, "item:arithmetic-intensity", rating, t0 + timedelta(days=days))
-    found = {s["id"]: s for s in review.suggestions(ws)}
+        review.rate(Workspace(ws), "item:arithmetic-intensity", rating, t0 + timedelta(days=days))
+    found = {s["id"]: s for s in review.suggestions(Workspace(ws))}
     assert found["item:nvtx-annotation"]["to"] == "blind_spots"
     assert found["item:arithmetic-intensity"]["to"] == "mastered"
     assert (ws / "learning_ledger.md").read_bytes() == before  # suggestions only
@@ -132,7 +135,7 @@ def test_review_history_suggests_mastery_moves_never_applies_them(ws, cli):
     r = cli("ledger", "apply", "-", stdin=json.dumps([found["item:nvtx-annotation"]["operation"]]))
     assert r.returncode == 0, r.stderr
     assert "moved to 🔴" in r.stdout
-    assert "item:nvtx-annotation" not in {s["id"] for s in review.suggestions(ws)}
+    assert "item:nvtx-annotation" not in {s["id"] for s in review.suggestions(Workspace(ws))}
 
 
 def test_a_naive_datetime_is_refused():

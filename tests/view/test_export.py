@@ -58,14 +58,15 @@ def test_export_html_refuses_a_directory_that_holds_files(cli, workspace, tmp_pa
 def test_parallel_export_writes_the_same_pages(workspace, tmp_path, monkeypatch):
     # A large journal's entry pages are written by several processes: same files, same bytes.
     from journal_agent.view import export
+    from journal_agent.workspace import Workspace
 
     serial = tmp_path / "serial"
-    export.export_html(workspace.root, serial)
+    export.export_html(Workspace(workspace.root), serial)
     monkeypatch.setattr(export, "PARALLEL_FROM", 1)
     monkeypatch.setattr(export, "CHUNK", 1)
     monkeypatch.setattr(export.os, "cpu_count", lambda: 3)
     parallel = tmp_path / "parallel"
-    done = export.export_html(workspace.root, parallel)
+    done = export.export_html(Workspace(workspace.root), parallel)
 
     def pages(root):
         return {

@@ -16,10 +16,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.journal.model import Entry
+
+if TYPE_CHECKING:
+    from journal_agent.journal.search.index import SearchIndex
 
 # The rule is chosen on the calibration set in tests/journal/search/duplicate_pairs.py: 43
 # paraphrases of entries of the relevance journal, written in other words, and 43 distinct
@@ -71,15 +73,13 @@ class Check:
     similar: Duplicate | None = None  # warned: the draft may repeat this entry
 
 
-def check_draft(root: Path, entry: Entry, vector: Any = None) -> Check:
-    """Compare a parsed draft with the journal; ``duplicate`` is set when it repeats an entry.
-    ``vector``: the draft's, when an earlier check computed it."""
+def check_draft(index: SearchIndex, entry: Entry, vector: Any = None) -> Check:
+    """Compare a parsed draft with the journal ``index`` covers; ``duplicate`` is set when it
+    repeats an entry. ``vector``: the draft's, when an earlier check computed it."""
     from journal_agent.journal.search import fusion, ranking
     from journal_agent.journal.search.embeddings import Unavailable, embed_text, get_embedder
-    from journal_agent.journal.search.index import SearchIndex
     from journal_agent.journal.search.query import concepts, load_synonyms
 
-    index = SearchIndex(Path(root))
     text = embed_text(entry.title, " ".join(entry.tags), entry.body)
     embedder = None
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import sqlite3
+import threading
 from pathlib import Path
 
 from journal_agent.errors import UserError
@@ -30,37 +31,35 @@ from journal_agent.journal.search.query import (
     analyse,
     edit_distance,
     load_synonyms,
+    vocabulary_cache,
 )
 from journal_agent.journal.search.schema import MIGRATIONS, open_migrated
 from journal_agent.journal.store import JournalStore, decode_journal
+from journal_agent.paths import index_file
 
 
 class _FullRebuild(Exception):
     """The edit cannot be re-indexed locally (ids could shift, a code block left open …)."""
 
 
-# Document frequencies of the stems queries asked about, for the index built from one state of
-# the journal (its size and mtime): a long-lived process (the MCP server, the runtime) analyses
-# the same words again and again, and each fts5vocab lookup costs about 0.2 ms.
-_VOCABULARY: dict[Path, tuple[tuple[str, str], dict[str, int]]] = {}
-_VOCABULARY_MAX = 50_000
-
-
-def _vocabulary_cache(path: Path, size: str, mtime_ns: str) -> dict[str, int]:
-    state, known = _VOCABULARY.get(path, (None, {}))
-    if state != (size, mtime_ns) or len(known) > _VOCABULARY_MAX:
-        known = {}
-        _VOCABULARY[path] = ((size, mtime_ns), known)
-    return known
-
-
 class SearchIndex:
     def __init__(self, root: Path, cached: bool = False) -> None:
         self.root = Path(root)
         self.store = JournalStore(self.root)
-        self.path = self.store.state / "index.sqlite"
-        self.semantic_note: str | None = None  # why meaning was not used, after a search
+        self.path = index_file(self.root)
         self.cached = cached  # rank words from phrases kept in memory (postings.py), not SQL
+        # Why meaning was not used, after a search: per thread, since one index (a workspace's)
+        # serves the MCP server's tool calls, which run in threads of their own.
+        self._notes = threading.local()
+
+    @property
+    def semantic_note(self) -> str | None:
+        """Why the last search in this thread did not (fully) use meaning; None when it did."""
+        return getattr(self._notes, "note", None)
+
+    @semantic_note.setter
+    def semantic_note(self, note: str | None) -> None:
+        self._notes.note = note
 
     def connect(self) -> sqlite3.Connection:
         if not self.store.state.is_dir():  # one stat: a search opens it each time
@@ -292,7 +291,7 @@ class SearchIndex:
     # -- queries -----------------------------------------------------------------------------
     def plan(self, conn: sqlite3.Connection, query: str) -> QueryPlan:
         meta = self._meta(conn)
-        known = _vocabulary_cache(self.path, meta.get("size", ""), meta.get("mtime_ns", ""))
+        known = vocabulary_cache(self.path, meta.get("size", ""), meta.get("mtime_ns", ""))
 
         def df(stem: str) -> int:
             count = known.get(stem)

@@ -681,12 +681,13 @@ def score(root) -> dict[str, dict[str, float]]:
     wrong entry for a paraphrase, is a false positive."""
     from journal_agent.journal.model import parse_journal
     from journal_agent.journal.search.duplicates import check_draft
+    from journal_agent.workspace import Workspace
 
     counts = {"refused": [0, 0, 0], "flagged": [0, 0, 0]}  # true pos., false pos., false neg.
     for paraphrase, pairs in ((True, PARAPHRASE_PAIRS), (False, DISTINCT_PAIRS)):
         for key, fields in pairs:
             entry = parse_journal(relevance.render(key, fields, 28)).entries[0]
-            check = check_draft(root, entry)
+            check = check_draft(Workspace(root).index, entry)
             for verdict, named in (
                 ("refused", check.duplicate),
                 ("flagged", check.duplicate or check.similar),

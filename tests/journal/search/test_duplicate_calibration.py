@@ -46,7 +46,7 @@ def test_the_paraphrase_of_issue_24_is_at_least_warned_about(ws):
         "ranks: a reduce-scatter leaves each rank the gradient slice it updates.\n",
         tags="#zero #deepspeed",
     )
-    assert api.append_entry(ws.root, first).appended
+    assert api.append_entry(ws.workspace, first).appended
     again = make_entry(
         title="How ZeRO-2 partitions gradients",
         body="The second ZeRO stage partitions gradient memory: instead of all-reducing, each "

@@ -25,14 +25,14 @@ def _draft(key: str, fields: tuple[str, str, str, str, str]) -> str:
 @pytest.mark.parametrize("key", sorted(relevance.PARAPHRASES))
 def test_a_paraphrase_of_an_entry_is_refused_naming_it(relevance_journal, key):
     draft = _draft(key, relevance.PARAPHRASES[key])
-    check = check_draft(relevance_journal.root, parse_journal(draft).entries[0])
+    check = check_draft(relevance_journal.workspace.index, parse_journal(draft).entries[0])
     assert check.duplicate is not None and check.duplicate.id == relevance.entry_id(key)
 
 
 @pytest.mark.parametrize("key", sorted(relevance.DISTINCT))
 def test_a_distinct_entry_on_the_same_topic_is_accepted(relevance_journal, key):
     draft = _draft(key, relevance.DISTINCT[key])
-    check = check_draft(relevance_journal.root, parse_journal(draft).entries[0])
+    check = check_draft(relevance_journal.workspace.index, parse_journal(draft).entries[0])
     assert check.duplicate is None, check.closest[:2]
 
 
@@ -43,7 +43,7 @@ def test_words_alone_refuse_paraphrases_and_accept_distinct_entries(relevance_jo
         for pairs, refused in ((relevance.PARAPHRASES, True), (relevance.DISTINCT, False)):
             for key, fields in pairs.items():
                 entry = parse_journal(_draft(key, fields)).entries[0]
-                check = check_draft(relevance_journal.root, entry)
+                check = check_draft(relevance_journal.workspace.index, entry)
                 assert all(d.meaning is None for d in check.closest)
                 assert (check.duplicate is not None) is refused, (key, check.closest[:1])
     finally:
@@ -56,16 +56,16 @@ def test_append_refuses_a_duplicate_with_how_to_proceed_and_force_keeps_both(ws)
         body="LoRA freezes the weight and trains a low-rank update B·A of rank r.\n",
         tags="#lora",
     )
-    assert api.append_entry(ws.root, first).appended
+    assert api.append_entry(ws.workspace, first).appended
     again = first.replace("LoRA Adapters", "LoRA: Low-Rank Adapters")
     proc = ws.cli("append", "-", stdin=again)
     assert proc.returncode == 1
     assert "duplicate" in proc.stderr and "**LoRA Adapters** (2026-11-21" in proc.stderr
     assert "journal show lora-adapters-2026-11-21" in proc.stderr and "--force" in proc.stderr
-    assert len(api.load(ws.root).entries) == 1
+    assert len(api.load(ws.workspace).entries) == 1
     forced = ws.cli("append", "--force", "-", "--json", stdin=again)
     assert forced.returncode == 0 and json.loads(forced.stdout)["appended"]
-    assert len(api.load(ws.root).entries) == 2
+    assert len(api.load(ws.workspace).entries) == 2
 
 
 def test_journal_append_tool_refuses_a_duplicate_and_says_to_edit_instead(ws):
@@ -85,7 +85,7 @@ def test_the_first_entry_and_distinct_entries_go_in(ws):
         ("ZeRO Stage 2", "Shards gradients and optimizer states.\n"),
         ("Pipeline Bubble", "Stages idle while the pipeline fills and drains.\n"),
     ):
-        outcome = api.append_entry(ws.root, make_entry(title=title, body=body))
+        outcome = api.append_entry(ws.workspace, make_entry(title=title, body=body))
         assert outcome.appended and outcome.problems == []
 
 
@@ -95,7 +95,7 @@ def test_two_sessions_appending_the_same_entry_at_once_land_it_once(ws, cli):
     from journal_agent.journal.store import JournalStore
     from journal_agent.locks import held
 
-    assert api.append_entry(ws.root, make_entry(title="Pipeline Bubble")).appended
+    assert api.append_entry(ws.workspace, make_entry(title="Pipeline Bubble")).appended
     lora = make_entry(
         title="LoRA Adapters",
         body="LoRA freezes the weight and trains a low-rank update B·A of rank r.\n",
@@ -130,7 +130,7 @@ def test_two_sessions_appending_the_same_entry_at_once_land_it_once(ws, cli):
     codes = sorted(proc.wait(timeout=120) for proc in procs)
     errors = "".join(proc.stderr.read() for proc in procs)
     assert codes == [0, 1], errors
-    titles = [e.title for e in api.load(ws.root).entries]
+    titles = [e.title for e in api.load(ws.workspace).entries]
     assert sorted(titles) in (
         ["LoRA Adapters", "Pipeline Bubble"],
         ["LoRA: Low-Rank Adapters", "Pipeline Bubble"],

@@ -19,7 +19,9 @@ TITLES = ["Alpha Sharding", "Beta Pipelines", "Gamma Kernels", "Delta Allocators
 def journal(ws):
     for n, title in enumerate(TITLES):
         body = f"Marker{n} topic words for {title.split()[1].lower()}.\n"
-        assert api.append_entry(ws.root, make_entry(title=title, body=body, tags=f"#t{n}")).appended
+        assert api.append_entry(
+            ws.workspace, make_entry(title=title, body=body, tags=f"#t{n}")
+        ).appended
     return ws
 
 
@@ -72,18 +74,18 @@ EDITS = {
 
 @pytest.mark.parametrize("what", list(EDITS))
 def test_a_hand_edit_leaves_the_index_as_a_full_rebuild_would(journal, what):
-    api.search(journal.root, "topic")
+    api.search(journal.workspace, "topic")
     _edit(journal, *EDITS[what])
-    api.search(journal.root, "topic")
+    api.search(journal.workspace, "topic")
     assert _indexed(journal) == _expected(journal)
 
 
 def test_an_edit_reindexes_only_the_edited_entries(journal):
-    api.search(journal.root, "topic")
+    api.search(journal.workspace, "topic")
     conn = sqlite3.connect(journal.root / ".journal/index.sqlite")
     before = dict(conn.execute("SELECT id, rowid FROM entries"))
     _edit(journal, "Marker2 topic", "Marker2 edited topic")
-    assert [h.title for h in api.search(journal.root, "edited")] == ["Gamma Kernels"]
+    assert [h.title for h in api.search(journal.workspace, "edited")] == ["Gamma Kernels"]
     after = dict(conn.execute("SELECT id, rowid FROM entries"))
     changed = {k for k in before if before[k] != after.get(k)}
     # Gamma was edited; Beta is re-read too (text added at its end would belong to it).
@@ -96,29 +98,29 @@ def test_hand_written_entries_sharing_a_title_keep_their_ids_in_order(ws):
         make_entry(title="Same", body=f"Copy{n}.\n") + "\n" for n in range(3)
     )
     ws.journal.write_text(text, encoding="utf-8")
-    api.search(ws.root, "copy0")
+    api.search(ws.workspace, "copy0")
     _edit(ws, "Copy0.", "Copy0 edited.")
-    assert [h.id for h in api.search(ws.root, "edited")] == ["same-2026-11-21"]
+    assert [h.id for h in api.search(ws.workspace, "edited")] == ["same-2026-11-21"]
     _edit(ws, "## Same (2026-11-21)\n\n**Context**", "### gone\n\n**Context**")
-    api.search(ws.root, "copy1")
+    api.search(ws.workspace, "copy1")
     assert _indexed(ws) == _expected(ws)
-    assert [h.id for h in api.search(ws.root, "copy1")] == ["same-2026-11-21"]
+    assert [h.id for h in api.search(ws.workspace, "copy1")] == ["same-2026-11-21"]
 
 
 def test_backlinks_come_from_related_concepts_sections(ws):
-    assert api.append_entry(ws.root, make_entry(title="ZeRO Stage 2", tags="#zero")).appended
+    assert api.append_entry(ws.workspace, make_entry(title="ZeRO Stage 2", tags="#zero")).appended
     linking = make_entry(
         title="FSDP Sharding",
         body="FSDP shards parameters per unit.\n\n### 🔗 Related Concepts\n"
         "- **ZeRO Stage 2** (2026-11-21) — the DeepSpeed version\n",
         tags="#fsdp",
     )
-    assert api.append_entry(ws.root, linking).appended
+    assert api.append_entry(ws.workspace, linking).appended
     mentions = make_entry(
         title="Pipeline Bubble", body="ZeRO Stage 2 is mentioned but not linked.\n", tags="#pp"
     )
-    assert api.append_entry(ws.root, mentions).appended
-    links = api.backlinks(ws.root, "zero-stage-2-2026-11-21")
+    assert api.append_entry(ws.workspace, mentions).appended
+    links = api.backlinks(ws.workspace, "zero-stage-2-2026-11-21")
     assert [link["id"] for link in links] == ["fsdp-sharding-2026-11-21"]
     proc = ws.cli("show", "zero-stage-2-2026-11-21")
     assert proc.stdout.startswith("## ZeRO Stage 2 (2026-11-21)\n")
@@ -137,14 +139,14 @@ def test_related_suggests_the_entries_a_draft_should_link_to(relevance_journal):
         "before the reduce-scatter, cutting cross-node traffic.\n",
         tags="#zero",
     )
-    ids = [h.id for h in api.related(relevance_journal.root, draft, limit=5)]
+    ids = [h.id for h in api.related(relevance_journal.workspace, draft, limit=5)]
     zero = {"rel-zero1", "rel-zero2", "rel-zero3", "rel-zero-offload"}
     assert set(ids[:3]) <= zero and "rel-allreduce" in ids  # reduce-scatter, all-gather
 
 
 def test_index_survives_deletion_and_a_missing_journal(journal):
-    api.search(journal.root, "topic")
+    api.search(journal.workspace, "topic")
     (journal.root / ".journal/index.sqlite").unlink()
-    assert len(api.search(journal.root, "marker0")) >= 1
+    assert len(api.search(journal.workspace, "marker0")) >= 1
     assert _indexed(journal) == _expected(journal)
     SearchIndex(journal.root).stats()

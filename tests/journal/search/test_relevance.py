@@ -14,7 +14,7 @@ from . import relevance
 
 def test_fused_search_meets_the_floors_on_the_relevance_set(relevance_journal):
     ranked = [
-        [h.id for h in api.search(relevance_journal.root, query, limit=5)]
+        [h.id for h in api.search(relevance_journal.workspace, query, limit=5)]
         for query, _ in relevance.QUERIES
     ]
     score = relevance.score(ranked)
@@ -50,16 +50,16 @@ def test_the_four_queries_of_the_issue(ws):
         tags="#memory",
     )
     for text in (zero, warmup, other):
-        assert api.append_entry(ws.root, text).appended
+        assert api.append_entry(ws.workspace, text).appended
     for query in (
         "optimizer states partition",
         "sharding optimizer",
         "how does zero split the adam state",
     ):
-        hits = api.search(ws.root, query)
+        hits = api.search(ws.workspace, query)
         assert hits and hits[0].title == "ZeRO stage 2 shards optimizer state", query
     for query in ("warm up", "warm-up", "warmup", "WARM-UP"):
-        hits = api.search(ws.root, query)
+        hits = api.search(ws.workspace, query)
         assert hits and hits[0].title == "Warmup", query
 
 
@@ -69,8 +69,10 @@ def test_all_terms_first_then_ranked_partial_matches_with_the_words_that_matched
         ("Gradient Clipping", "Clip the global norm of the gradients.\n"),
         ("Pipeline Bubble", "Stages idle at the start of the schedule.\n"),
     ):
-        assert api.append_entry(ws.root, make_entry(title=title, body=body, tags="#x")).appended
-    hits = api.search(ws.root, "gradients norm clip bubble")
+        assert api.append_entry(
+            ws.workspace, make_entry(title=title, body=body, tags="#x")
+        ).appended
+    hits = api.search(ws.workspace, "gradients norm clip bubble")
     by_title = {h.title: h for h in hits}
     # No entry has all four words: the one with three comes first, then those with one.
     assert hits[0].title == "Gradient Clipping"
@@ -89,7 +91,9 @@ def test_synonyms_abbreviations_typos_and_chinese(ws):
         "混合精度 Mixed Precision": "Autocast runs matmuls in half precision.\n",
     }
     for title, body in entries.items():
-        assert api.append_entry(ws.root, make_entry(title=title, body=body, tags="#t")).appended
+        assert api.append_entry(
+            ws.workspace, make_entry(title=title, body=body, tags="#t")
+        ).appended
     expectations = {
         "bf16": "BFloat16 Training",
         "kv cache": "Key-Value Cache",
@@ -102,17 +106,18 @@ def test_synonyms_abbreviations_typos_and_chinese(ws):
         "bfloat": "BFloat16 Training",  # a typo: one letter short of an indexed word
     }
     for query, title in expectations.items():
-        hits = api.search(ws.root, query)
+        hits = api.search(ws.workspace, query)
         assert hits and hits[0].title == title, (query, [h.title for h in hits])
 
 
 def test_project_synonyms_extend_the_packaged_list(ws):
     assert api.append_entry(
-        ws.root, make_entry(title="Muon Optimizer", body="Orthogonalized momentum.\n", tags="#t")
+        ws.workspace,
+        make_entry(title="Muon Optimizer", body="Orthogonalized momentum.\n", tags="#t"),
     ).appended
-    assert api.search(ws.root, "newton schulz") == []
+    assert api.search(ws.workspace, "newton schulz") == []
     ws.write(".journal/synonyms.txt", "# ours\nmuon | newton schulz\n")
-    assert [h.title for h in api.search(ws.root, "newton schulz")] == ["Muon Optimizer"]
+    assert [h.title for h in api.search(ws.workspace, "newton schulz")] == ["Muon Optimizer"]
 
 
 def test_search_json_says_why_each_entry_matched(relevance_journal, cli):

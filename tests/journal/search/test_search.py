@@ -28,13 +28,13 @@ TOPICS = [
 @pytest.fixture
 def journal(ws):
     for title, body, tags in TOPICS:
-        assert api.append_entry(ws.root, make_entry(title=title, body=body + "\n", tags=tags))
+        assert api.append_entry(ws.workspace, make_entry(title=title, body=body + "\n", tags=tags))
     return ws
 
 
 def test_search_ranks_with_bm25_and_shows_entry_date_snippet(journal):
     # Title, tags and body all say ZeRO for the first; only a tag does for the second.
-    hits = api.search(journal.root, "zero")
+    hits = api.search(journal.workspace, "zero")
     assert [h.title for h in hits] == ["ZeRO Stage 2", "FSDP Sharding"]
     assert hits[0].date == "2026-11-21" and "[ZeRO] shards" in hits[0].snippet
     assert hits[0].score > hits[1].score
@@ -42,46 +42,50 @@ def test_search_ranks_with_bm25_and_shows_entry_date_snippet(journal):
 
 
 def test_tag_filters(journal):
-    assert {h.title for h in api.search(journal.root, "shards", ["#zero"])} == {
+    assert {h.title for h in api.search(journal.workspace, "shards", ["#zero"])} == {
         "ZeRO Stage 2",
         "FSDP Sharding",
     }
-    assert api.search(journal.root, "shards", ["#training"]) == []
-    assert [h.title for h in api.search(journal.root, "", ["#zero", "#fsdp"])] == ["FSDP Sharding"]
+    assert api.search(journal.workspace, "shards", ["#training"]) == []
+    assert [h.title for h in api.search(journal.workspace, "", ["#zero", "#fsdp"])] == [
+        "FSDP Sharding"
+    ]
     proc = journal.cli("search", "gradients", "#training", "--json")
     assert [h["title"] for h in json.loads(proc.stdout)] == ["Gradient Accumulation"]
 
 
 def test_index_rebuilds_itself_after_a_hand_edit(journal):
-    assert api.search(journal.root, "pipeline") == []
+    assert api.search(journal.workspace, "pipeline") == []
     text = journal.journal.read_text(encoding="utf-8")
     journal.journal.write_text(
         text + "\n## Pipeline Parallelism (2026-11-22)\nBubbles in the pipeline schedule.\n",
         encoding="utf-8",
     )
-    assert [h.title for h in api.search(journal.root, "pipeline")] == ["Pipeline Parallelism"]
+    assert [h.title for h in api.search(journal.workspace, "pipeline")] == ["Pipeline Parallelism"]
     journal.journal.write_text(text, encoding="utf-8")
-    assert api.search(journal.root, "pipeline") == []
+    assert api.search(journal.workspace, "pipeline") == []
     # Edits elsewhere move entries: only changed entries are re-indexed, lines stay right.
-    line = api.search(journal.root, "recompute")[0].line
+    line = api.search(journal.workspace, "recompute")[0].line
     edited = text.replace("# Learning Journal\n", "# Learning Journal\n\nA note.\n", 1)
     edited = edited.replace("Accumulate gradients", "Accumulate gradients (bucketed)")
     journal.journal.write_text(edited, encoding="utf-8")
-    assert api.search(journal.root, "recompute")[0].line == line + 2
-    assert [h.title for h in api.search(journal.root, "bucketed")] == ["Gradient Accumulation"]
+    assert api.search(journal.workspace, "recompute")[0].line == line + 2
+    assert [h.title for h in api.search(journal.workspace, "bucketed")] == ["Gradient Accumulation"]
 
 
 def test_fts_syntax_errors_get_a_friendly_message(journal):
     with pytest.raises(UserError, match=r"not valid FTS5 syntax.*double quotes"):
-        api.search(journal.root, '"unbalanced AND')
+        api.search(journal.workspace, '"unbalanced AND')
     # Plain words with punctuation are searched as phrases instead of failing.
-    assert [h.title for h in api.search(journal.root, "micro-batches")] == ["Gradient Accumulation"]
+    assert [h.title for h in api.search(journal.workspace, "micro-batches")] == [
+        "Gradient Accumulation"
+    ]
     proc = journal.cli("search", "(zero")
     assert proc.returncode == 1 and proc.stderr.startswith("error: search query")
 
 
 def test_migrations_are_recorded_once_in_order(journal):
-    api.search(journal.root, "zero")
+    api.search(journal.workspace, "zero")
     conn = sqlite3.connect(journal.root / ".journal/index.sqlite")
     names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY rowid")]
     assert names == [name for name, _ in MIGRATIONS]
@@ -89,7 +93,9 @@ def test_migrations_are_recorded_once_in_order(journal):
 
 def test_a_corrupt_index_is_rebuilt(journal):
     (journal.root / ".journal/index.sqlite").write_bytes(b"not a database" * 100)
-    assert [h.title for h in api.search(journal.root, "recompute")] == ["Activation Checkpointing"]
+    assert [h.title for h in api.search(journal.workspace, "recompute")] == [
+        "Activation Checkpointing"
+    ]
 
 
 def test_related_entries_for_a_draft(journal):
@@ -99,7 +105,7 @@ def test_related_entries_for_a_draft(journal):
         body="Stage 3 also shards parameters; like FSDP it gathers them per layer. Optimizer "
         "states and gradients are sharded as in stage 2.\n",
     )
-    titles = [h.title for h in api.related(journal.root, draft, limit=2)]
+    titles = [h.title for h in api.related(journal.workspace, draft, limit=2)]
     assert set(titles) == {"ZeRO Stage 2", "FSDP Sharding"}
     entry = journal.write("draft.md", draft)
     proc = journal.cli("related", "--file", str(entry))
@@ -136,11 +142,11 @@ def test_agent_tools_validate_append_and_search(ws):
 
 def test_cjk_words_are_found_inside_longer_runs(ws):
     body = "梯度累积可以节省显存。机制 explained.\n"
-    assert api.append_entry(ws.root, make_entry(title="显存 机制", body=body)).appended
-    assert api.append_entry(ws.root, make_entry(title="Other", body="no CJK here\n")).appended
+    assert api.append_entry(ws.workspace, make_entry(title="显存 机制", body=body)).appended
+    assert api.append_entry(ws.workspace, make_entry(title="Other", body="no CJK here\n")).appended
     for query in ("显存", "节省", "梯度累积", '"节省显存"', "显存 explained"):
-        assert [h.title for h in api.search(ws.root, query)] == ["显存 机制"], query
-    assert api.search(ws.root, "显卡") == []
+        assert [h.title for h in api.search(ws.workspace, query)] == ["显存 机制"], query
+    assert api.search(ws.workspace, "显卡") == []
 
 
 @pytest.mark.slow
@@ -174,5 +180,5 @@ def test_parallel_searches_and_appends_share_the_index(journal, cli):
         procs.append(app)
     for proc in procs:
         assert proc.wait(timeout=120) == 0, proc.stderr.read()
-    titles = {h.title for h in api.search(journal.root, "pipelined")}
+    titles = {h.title for h in api.search(journal.workspace, "pipelined")}
     assert titles == {"Parallel 0", "Parallel 1", "Parallel 2"}

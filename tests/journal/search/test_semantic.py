@@ -60,20 +60,20 @@ def test_a_local_model_chosen_in_the_settings_is_used_and_a_broken_one_explained
     model = ws.root / "models/minilm"
     shutil.copytree(PACKAGED / "model", model)
     ws.write(".journal/settings.json", json.dumps({"search": {"embedding_model": "models/minilm"}}))
-    assert api.append_entry(ws.root, make_entry()).appended
-    assert api.semantic_status(ws.root) is None
+    assert api.append_entry(ws.workspace, make_entry()).appended
+    assert api.semantic_status(ws.workspace) is None
     assert find_model(ws.root).path == model and not find_model(ws.root).packaged
     # A weights file that is not the model: search by words goes on, and says why.
     (model / "config.json").unlink()
-    hits, note = api.search_with_note(ws.root, "deepspeed")
+    hits, note = api.search_with_note(ws.workspace, "deepspeed")
     assert [h.title for h in hits] == ["ZeRO Stage 2"]
     assert note is not None and "not a sentence-transformers model directory" in note
 
 
 def test_meaning_turned_off_in_the_settings_is_silent(ws):
     ws.write(".journal/settings.json", json.dumps({"search": {"embedding_model": "off"}}))
-    assert api.append_entry(ws.root, make_entry()).appended
-    hits, note = api.search_with_note(ws.root, "deepspeed")
+    assert api.append_entry(ws.workspace, make_entry()).appended
+    hits, note = api.search_with_note(ws.workspace, "deepspeed")
     assert [h.title for h in hits] == ["ZeRO Stage 2"] and hits[0].meaning is None
     assert note is None
 
@@ -120,29 +120,29 @@ def test_without_the_extra_everything_works_and_search_says_what_it_lacks(ws):
 
 
 def test_vectors_are_computed_at_append_and_cached_by_text(ws):
-    assert api.append_entry(ws.root, make_entry()).appended
+    assert api.append_entry(ws.workspace, make_entry()).appended
     db = ws.root / ".journal/vectors.sqlite"
     count = sqlite3.connect(db).execute("SELECT count(*) FROM vectors").fetchone()[0]
     assert count == 1  # the draft's vector, kept for the appended entry
     # A rebuilt index (the cache deleted) re-embeds nothing: vectors are keyed by text.
     (ws.root / ".journal/index.sqlite").unlink()
-    hits, note = api.search_with_note(ws.root, "why shard optimizer states")
+    hits, note = api.search_with_note(ws.workspace, "why shard optimizer states")
     assert hits[0].title == "ZeRO Stage 2" and hits[0].meaning is not None and note is None
     assert sqlite3.connect(db).execute("SELECT count(*) FROM vectors").fetchone()[0] == 1
 
 
 def test_journal_index_embeds_entries_written_by_hand(ws):
-    assert api.append_entry(ws.root, make_entry()).appended
+    assert api.append_entry(ws.workspace, make_entry()).appended
     text = ws.journal.read_text(encoding="utf-8")
     extra = "".join(
         make_entry(title=f"Topic {n}", body=f"Hand-written note number {n}.\n") for n in range(12)
     )
     ws.journal.write_text(text + "\n" + extra, encoding="utf-8")
-    note = api.search_with_note(ws.root, "note number")[1]
+    note = api.search_with_note(ws.workspace, "note number")[1]
     assert note is not None and "journal-agent journal index" in note  # a search embeds 8 at most
     proc = ws.cli("index")
     assert proc.returncode == 0 and "13 entries indexed" in proc.stdout, proc.stderr
-    assert api.search_with_note(ws.root, "note number")[1] is None
+    assert api.search_with_note(ws.workspace, "note number")[1] is None
 
 
 def test_doctor_says_whether_search_uses_meaning_and_why_not(ws, cli):

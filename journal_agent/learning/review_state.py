@@ -1,0 +1,84 @@
+"""Spaced review's state on disk: ``.journal/review.json``, one FSRS card per reviewed id and
+every review as a log line, replaced atomically under ``.journal/locks/review.lock``.
+
+A store in its own module (not beside the scheduling in :mod:`journal_agent.learning.review`):
+:class:`journal_agent.workspace.Workspace` hands it out, and the review's functions take the
+workspace, so the two may not share a module (the layer test finds every import circle).
+A corrupt state file is moved aside (nothing is deleted) and the user is told in one sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from journal_agent.errors import UserError
+from journal_agent.locks import held
+from journal_agent.paths import review_file, state_dir
+
+STATE_VERSION = 1
+
+
+class ReviewState:
+    """``.journal/review.json``: FSRS cards by item id, plus the review log."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.path = review_file(self.root)
+
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        return held(
+            state_dir(self.root) / "locks" / "review.lock",
+            60,
+            "another journal-agent review has held the review lock for over 60 s; finish "
+            "it and try again.",
+        )
+
+    def load(self) -> dict[str, Any]:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {"version": STATE_VERSION, "cards": {}, "log": []}
+        try:
+            data = json.loads(raw.decode("utf-8"))
+            if not isinstance(data, dict) or not isinstance(data.get("cards"), dict):
+                raise ValueError("not a review state")
+            if not isinstance(data.get("log", []), list):
+                raise ValueError("its log is not a list")
+            from fsrs import Card
+
+            for value in data["cards"].values():
+                Card.from_dict(value["card"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            aside = self._set_aside()
+            raise UserError(
+                f"the review state {self.path} was unreadable ({_short(exc)}); it was kept as "
+                f"{aside.name} and the next review starts a fresh schedule — restore that file "
+                "if you fixed it."
+            ) from None
+        data.setdefault("log", [])
+        return data
+
+    def _set_aside(self) -> Path:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        self.path.rename(aside)
+        return aside
+
+    def save(self, data: dict[str, Any]) -> None:
+        from journal_agent.atomic import atomic_write
+
+        text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+        atomic_write(self.path, text)
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:80]
