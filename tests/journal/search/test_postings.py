@@ -45,7 +45,7 @@ def test_cached_phrases_rank_words_exactly_as_sqlite(relevance_journal):
             body="Optimizer states sharded across ranks, optimizer states sharded again.\n",
             tags="#zero",
         )
-        assert api.append_entry(root, entry, force=True).appended
+        assert api.append_entry(relevance_journal.workspace, entry, force=True).appended
         sql.ensure_fresh(conn)
         plan = sql.plan(conn, "optimizer states sharded")
         after = cached.lexical(conn, plan, [], 30)
