@@ -85,10 +85,11 @@ def test_exported_entries_list_the_related_entries_the_live_view_lists(workspace
 
     from journal_agent.view import export
     from journal_agent.view.site import Site, entry_path
+    from journal_agent.workspace import Workspace
 
     out = tmp_path / "site"
-    export.export_html(workspace.root, out)
-    site = Site(workspace.root)
+    export.export_html(Workspace(workspace.root), out)
+    site = Site(Workspace(workspace.root))
     listed = 0
     for entry in site.entries():
         page = (out / entry_path(entry.id)).read_text(encoding="utf-8")
