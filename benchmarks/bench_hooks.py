@@ -182,11 +182,11 @@ def worst_line_tokens(root: Path) -> int:
     from journal_agent.capture import status
     from journal_agent.tokenizer import encoding
 
-    (status.capture_dir(root) / "status.json").write_text(
+    (Path(status.capture_dir(root)) / "status.json").write_text(
         '{"stale_refs": 123456, "moved_refs": 654321}'
     )
     for n in range(3):
-        (status.proposals_dir(root) / f"2026-01-0{n + 1}-x.json").write_text("{}")
+        (Path(status.proposals_dir(root)) / f"2026-01-0{n + 1}-x.json").write_text("{}")
     line = status.session_start_line(root)
     return len(encoding().encode(line))
 

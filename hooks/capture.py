@@ -8,7 +8,6 @@ happens, it exits 0 and prints only what is meant for the model (journal_agent/c
 
 import os
 import sys
-import types
 
 
 def _package_dir():
@@ -26,7 +25,7 @@ def _run():
     if package is None:
         return 0  # a broken copy of the plugin: stay out of the way
     if "journal_agent" not in sys.modules:
-        stub = types.ModuleType("journal_agent")
+        stub = type(sys)("journal_agent")  # a bare module (importing types costs a hook time)
         stub.__path__ = [package]
         sys.modules["journal_agent"] = stub
     from journal_agent.capture.hook import main

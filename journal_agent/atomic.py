@@ -12,10 +12,14 @@ file and nothing beside it. Callers that must not follow symlinks on the way to 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-from pathlib import Path
+
+# Neither pathlib nor contextlib at import time: the Claude Code hooks write through this module
+# under ``python3 -I -S``, and the two cost each hook several milliseconds (docs/plugin.md).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Temp files are ``.<name>.tmp-<random>``: hidden, next to the target, findable by
 # :func:`remove_stale_temps`. The name is cut so the temp name fits NAME_MAX.
@@ -26,23 +30,25 @@ _NAME_KEPT = 64
 
 
 def atomic_write(
-    path: Path, data: bytes | str, *, dir_fd: int | None = None, durable: bool = True
+    path: Path | str, data: bytes | str, *, dir_fd: int | None = None, durable: bool = True
 ) -> os.stat_result:
     """Replace ``path`` with ``data``; return the stat of the file as written.
 
     ``data`` as ``str`` is written as UTF-8. With ``dir_fd`` (a descriptor of ``path``'s
-    directory) only ``path.name`` is used and no directory is created; without it the missing
-    parent directories are created. ``durable=False`` skips the fsyncs, for caches that may be
-    lost. Raises ``OSError``; the temp file is gone by then.
+    directory) only the file name of ``path`` is used and no directory is created; without it
+    the missing parent directories are created. ``durable=False`` skips the fsyncs, for caches
+    that may be lost. Raises ``OSError``; the temp file is gone by then.
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
+    folder, name = os.path.split(os.fspath(path))
     if dir_fd is not None:
-        return _write_in(dir_fd, path.name, data, durable)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return _write_in(dir_fd, name, data, durable)
+    folder = folder or "."
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return _write_in(fd, path.name, data, durable)
+        return _write_in(fd, name, data, durable)
     finally:
         os.close(fd)
 
@@ -67,12 +73,16 @@ def _write_in(dir_fd: int, name: str, data: bytes, durable: bool) -> os.stat_res
             os.close(fd)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 (contextlib costs the hooks an import)
             os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
         raise
     if durable:
-        with contextlib.suppress(OSError):  # some file systems refuse fsync on a directory
+        try:  # noqa: SIM105
             os.fsync(dir_fd)
+        except OSError:
+            pass  # some file systems refuse fsync on a directory
     return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
 
 
@@ -82,8 +92,10 @@ def remove_stale_temps(path: Path) -> None:
     Call it only under the lock that serializes the writers of ``path``.
     """
     for stale in path.parent.glob(f".{path.name[:_NAME_KEPT]}{TEMP_MARK}*"):
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105
             stale.unlink()
+        except OSError:
+            pass
 
 
 def _umask() -> int:

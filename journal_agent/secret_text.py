@@ -23,34 +23,37 @@ the line and showing it redacted).
 
 from __future__ import annotations
 
-import math
-import re
-from collections import Counter, namedtuple
-
 from journal_agent.errors import UserError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
 
 REDACTED = "[REDACTED]"
 
-# (kind, pattern) for secrets recognisable by their shape alone; the whole match is secret.
-_SHAPES: tuple[tuple[str, str], ...] = (
-    ("private key block", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?"
-     r"(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)"),
-    ("Anthropic API key", r"\bsk-ant-[A-Za-z0-9_\-]{8,}"),
-    ("OpenAI API key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
-    ("GitHub token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    ("GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
-    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{20,}"),
-    ("Slack token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-    ("AWS access key id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
-    ("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-    ("Google OAuth token", r"\bya29\.[0-9A-Za-z_\-]{20,}"),
-    ("Stripe key", r"\b[rsp]k_(?:live|test)_[0-9A-Za-z]{16,}"),
-    ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b"),
-    ("PyPI token", r"\bpypi-AgE[A-Za-z0-9_\-]{40,}"),
-    ("SendGrid key", r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
-    ("bearer token", r"(?<=Bearer )[A-Za-z0-9._~+/\-]{20,}=*"),
+# (kind, hints, pattern) for secrets recognisable by their shape alone; the whole match is
+# secret. Every match contains one of its hints (lower-cased): a text holding no hint of any
+# pattern holds no secret, which is decided without compiling a pattern (see _may_hold).
+_SHAPES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("private key block", ("-----begin",), r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"
+     r"[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)"),
+    ("Anthropic API key", ("sk-",), r"\bsk-ant-[A-Za-z0-9_\-]{8,}"),
+    ("OpenAI API key", ("sk-",), r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
+    ("GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+     r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    ("GitLab token", ("glpat-",), r"\bglpat-[A-Za-z0-9_\-]{20,}"),
+    ("Hugging Face token", ("hf_",), r"\bhf_[A-Za-z0-9]{20,}"),
+    ("Slack token", ("xox",), r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    ("AWS access key id", ("akia", "asia", "agpa", "aida", "aroa"),
+     r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
+    ("Google API key", ("aiza",), r"\bAIza[0-9A-Za-z_\-]{35}"),
+    ("Google OAuth token", ("ya29.",), r"\bya29\.[0-9A-Za-z_\-]{20,}"),
+    ("Stripe key", ("k_live_", "k_test_"), r"\b[rsp]k_(?:live|test)_[0-9A-Za-z]{16,}"),
+    ("npm token", ("npm_",), r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("PyPI token", ("pypi-",), r"\bpypi-AgE[A-Za-z0-9_\-]{40,}"),
+    ("SendGrid key", ("sg.",), r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
+    ("bearer token", ("bearer ",), r"(?<=Bearer )[A-Za-z0-9._~+/\-]{20,}=*"),
 )  # fmt: skip
-_SHAPE_RE = re.compile("|".join(f"(?P<s{i}>{p})" for i, (_, p) in enumerate(_SHAPES)))
 
 # "pw" / "pass" only as a suffix (db_pw, DB_PASS) or "pw" alone: "bypass:" is prose.
 _PASSWORD_NAME = r"(?:password|passwd|passphrase|pwd|(?<=[_.\-])(?:pw|pass)|(?<![A-Za-z0-9_.\-])pw)"
@@ -60,36 +63,57 @@ _KEY_NAME = (
 )
 # NAME <sep> VALUE, NAME ending in a secret-like word (``my_db_pw``, ``AWS_SECRET_ACCESS_KEY``),
 # the separator "=", ":" or ":=", the value quoted (spaces allowed) or a bare word.
-_ASSIGN_RE = re.compile(
+_ASSIGN = (
     r"(?P<name>\b[A-Za-z0-9_.\-]*?(?:(?P<pw>" + _PASSWORD_NAME + r")|" + _KEY_NAME + r")s?)"
     r"[\"']?[ \t]*(?::=|=|:)[ \t]*"
-    r"(?:(?P<q>[\"'])(?P<qval>[^\"'\n]{4,200})(?P=q)|(?P<val>[^\s\"',;)\]}]{6,200}))",
-    re.IGNORECASE,
+    r"(?:(?P<q>[\"'])(?P<qval>[^\"'\n]{4,200})(?P=q)|(?P<val>[^\s\"',;)\]}]{6,200}))"
 )
+_ASSIGN_HINTS = ("pass", "pw", "secret", "token", "key", "auth", "credential")  # of both names
 # The password in a URL's user information: postgres://user:PASSWORD@host/db,
 # https://:TOKEN@host. Only the password is secret; scheme, user and host stay readable.
-_URL_CREDENTIAL_RE = re.compile(
+_URL_CREDENTIAL = (
     r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^/\s:@'\"]*:(?P<pw>[^/\s@'\"]{1,200})@[^\s/@'\"]"
 )
-_PLACEHOLDER = re.compile(
+_URL_HINTS = ("://",)
+_PLACEHOLDER = (
     r"^(?:<.*>|\[.*\]|\{.*\}|\$.*|%.*%|\*+|x+|\.+|-+|_+|your[_\- ].*|.*example.*|changeme|"
     r"none|null|nil|true|false|undefined|redacted|secret|password|token|env|"
-    r"os\.environ.*|os\.getenv.*|getenv.*|process\.env.*|settings\..*|config\..*)$",
-    re.IGNORECASE,
+    r"os\.environ.*|os\.getenv.*|getenv.*|process\.env.*|settings\..*|config\..*)$"
 )
+_HINTS = tuple(
+    sorted({h for _, hints, _ in _SHAPES for h in hints} | {*_ASSIGN_HINTS, *_URL_HINTS})
+)
+# Characters that IGNORECASE matching takes for an ASCII letter although str.lower() does not
+# give that letter (or gives it with a combining mark): folded first, so _may_hold sees them.
+_FOLD = {ord("\u0130"): "i", ord("\u0131"): "i", ord("\u017f"): "s", ord("\u212a"): "k"}
 _MIN_ENTROPY = 3.0  # bits per character: random keys are well above, words and code below
 _MIN_RANDOM_LEN = 16
 
 
-class SecretFinding(namedtuple("SecretFinding", "kind line start end")):
+class SecretFinding:
     """A secret in a text: its kind ("Anthropic API key", "password assignment", ...), the
     1-based line where it starts, and the offsets of its value (the name stays).
 
-    A named tuple rather than a dataclass: the Claude Code hooks redact with this module, and
-    importing dataclasses (inspect, ast) would cost every captured turn milliseconds.
+    A plain class rather than a dataclass or a named tuple: the Claude Code hooks redact with
+    this module, and importing dataclasses or collections costs every captured turn time.
     """
 
-    __slots__ = ()
+    __slots__ = ("end", "kind", "line", "start")
+
+    def __init__(self, kind: str, line: int, start: int, end: int) -> None:
+        self.kind, self.line, self.start, self.end = kind, line, start, end
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SecretFinding) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"SecretFinding{self._key()!r}"
+
+    def _key(self) -> tuple[str, int, int, int]:
+        return (self.kind, self.line, self.start, self.end)
 
 
 class SecretInText(UserError):
@@ -102,14 +126,44 @@ class SecretInText(UserError):
 
 def find_secrets(text: str) -> list[SecretFinding]:
     """Every secret in ``text``, in order of position."""
+    return _find(text) if _may_hold(text) else []
+
+
+def _may_hold(text: str) -> bool:
+    """False when ``text`` holds no hint of any pattern, so that none can match: most texts
+    are decided without compiling the patterns (and importing ``re``), which a hook would pay
+    for on every captured turn. True says nothing: the patterns decide."""
+    folded = text.translate(_FOLD).lower()
+    return any(hint in folded for hint in _HINTS)
+
+
+_compiled: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    """The compiled pattern ``name`` (on first use; most processes never need one)."""
+    if not _compiled:
+        import re
+
+        shapes = "|".join(f"(?P<s{i}>{p})" for i, (_, _, p) in enumerate(_SHAPES))
+        _compiled["shape"] = re.compile(shapes)
+        _compiled["assign"] = re.compile(_ASSIGN, re.IGNORECASE)
+        _compiled["url"] = re.compile(_URL_CREDENTIAL)
+        _compiled["placeholder"] = re.compile(_PLACEHOLDER, re.IGNORECASE)
+        _compiled["number"] = re.compile(r"[\d.,_eE+\-]+")
+        _compiled["identifier"] = re.compile(r"[a-z_]+(?:\.[a-z_]+)*")
+    return _compiled[name]
+
+
+def _find(text: str) -> list[SecretFinding]:
     found: list[SecretFinding] = []
-    for m in _SHAPE_RE.finditer(text):
+    for m in _pattern("shape").finditer(text):
         i = int(next(k for k, v in m.groupdict().items() if v is not None)[1:])
         found.append(_finding(text, _SHAPES[i][0], m.start(), m.end()))
-    for m in _URL_CREDENTIAL_RE.finditer(text):
-        if not _PLACEHOLDER.match(m.group("pw")):
+    for m in _pattern("url").finditer(text):
+        if not _pattern("placeholder").match(m.group("pw")):
             found.append(_finding(text, "password in a URL", m.start("pw"), m.end("pw")))
-    for m in _ASSIGN_RE.finditer(text):
+    for m in _pattern("assign").finditer(text):
         group = "qval" if m.group("qval") is not None else "val"
         value = m.group(group)
         if _is_secret_value(value, password=m.group("pw") is not None):
@@ -149,9 +203,9 @@ def _finding(text: str, kind: str, start: int, end: int) -> SecretFinding:
 
 def _is_secret_value(value: str, *, password: bool) -> bool:
     v = value.strip()
-    if not v or _PLACEHOLDER.match(v) or "REDACTED" in v.upper():
+    if not v or _pattern("placeholder").match(v) or "REDACTED" in v.upper():
         return False
-    if re.fullmatch(r"[\d.,_eE+\-]+", v):  # a number: max_tokens = 4096
+    if _pattern("number").fullmatch(v):  # a number: max_tokens = 4096
         return False
     if password:
         return len(v) >= 6
@@ -160,13 +214,17 @@ def _is_secret_value(value: str, *, password: bool) -> bool:
 
 def _mixed(v: str) -> bool:
     """Random-looking: letters and digits together, no spaces, not a dotted/snake identifier."""
-    if " " in v or re.fullmatch(r"[a-z_]+(?:\.[a-z_]+)*", v):
+    if " " in v or _pattern("identifier").fullmatch(v):
         return False
     return any(c.isdigit() for c in v) and any(c.isalpha() for c in v)
 
 
 def _entropy(v: str) -> float:
-    counts = Counter(v)
+    import math
+
+    counts: dict[str, int] = {}
+    for c in v:
+        counts[c] = counts.get(c, 0) + 1
     return -sum(n / len(v) * math.log2(n / len(v)) for n in counts.values())
 
 

@@ -11,8 +11,6 @@ not pay for the dataclasses of :mod:`journal_agent.capture.inbox` (nor for the t
 
 from __future__ import annotations
 
-import importlib
-
 # Type checkers read the imports below as if true (what __getattr__ returns); at run time they
 # never run, and the flag is a plain False so that the hooks do not import typing for it.
 TYPE_CHECKING = False
@@ -45,7 +43,9 @@ __all__ = [
 def __getattr__(name: str) -> object:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module("journal_agent.capture.inbox"), name)
+    from journal_agent.capture import inbox  # (not importlib: one more import for the hooks)
+
+    return getattr(inbox, name)
 
 
 def __dir__() -> list[str]:

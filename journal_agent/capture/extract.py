@@ -11,45 +11,67 @@ as
 closing rule runs to the end of the message.
 
 Stdlib only (imported by the hook under ``python3 -I -S``), apart from the project's one secret
-detector, :mod:`journal_agent.secret_text`, which is stdlib only too.
+detector, :mod:`journal_agent.secret_text`, which is stdlib only too. ``re`` (with ``enum`` and
+the regex compiler, about 7 ms of CPU) is imported only for a text that holds an Insight marker
+or a record id: most turns have neither, and their Stop hook never pays for it.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
+import os
 
-INSIGHT = re.compile(
-    r"`?[★✶] Insight[ ─\-]*`?[ \t]*\r?\n(?P<body>.*?)(?:\r?\n[ \t]*`?─{3,}`?[ \t]*(?=\r?\n|\Z)|\Z)",
-    re.S,
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+
+_MARKERS = ("★ Insight", "✶ Insight")  # what every match of INSIGHT contains
+_RECORD_MARK = "[m:"  # … and of RECORD
+_INSIGHT = (
+    r"`?[★✶] Insight[ ─\-]*`?[ \t]*\r?\n(?P<body>.*?)(?:\r?\n[ \t]*`?─{3,}`?[ \t]*(?=\r?\n|\Z)|\Z)"
 )
-_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S | re.I)
+_PRIVATE = r"<private>.*?(?:</private>|\Z)"
 # The id grammar of profiling.records (letters, digits, '.', '_', '-'), as [m:<id>].
-RECORD = re.compile(r"\[m:([A-Za-z0-9][A-Za-z0-9._\-]{0,80})\]")
+_RECORD = r"\[m:([A-Za-z0-9][A-Za-z0-9._\-]{0,80})\]"
+_compiled: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    """The compiled pattern ``name`` (compiled, and ``re`` imported, on first use)."""
+    if name not in _compiled:
+        import re
+
+        flags = {"insight": re.S, "private": re.S | re.I, "record": 0}[name]
+        source = {"insight": _INSIGHT, "private": _PRIVATE, "record": _RECORD}[name]
+        _compiled[name] = re.compile(source, flags)
+    return _compiled[name]
 
 
 def without_private(text: str) -> str:
     """``text`` with every ``<private>…</private>`` span removed (an unclosed one runs to the
     end): what the user marked private is never captured, not even redacted."""
-    return _PRIVATE.sub("", text)
+    return _pattern("private").sub("", text)
 
 
 def insights(text: str) -> list[str]:
     """The bodies of the Insight blocks in ``text`` (private spans already removed), trimmed."""
+    if not any(marker in text for marker in _MARKERS):
+        return []
     out = []
-    for match in INSIGHT.finditer(without_private(text)):
+    for match in _pattern("insight").finditer(without_private(text)):
         body = match.group("body").strip().strip("`").strip()
         if body:
             out.append(body)
     return out
 
 
-def records_created(texts: list[str], measurements: Path) -> list[str]:
+def records_created(texts: list[str], measurements: str | os.PathLike[str]) -> list[str]:
     """Record ids the turn's tool results name that exist under ``measurements``, in order."""
     out: list[str] = []
     for text in texts:
-        for ident in RECORD.findall(text):
-            if ident not in out and (measurements / f"{ident}.json").is_file():
+        if _RECORD_MARK not in text:
+            continue
+        for ident in _pattern("record").findall(text):
+            if ident not in out and os.path.isfile(os.path.join(measurements, f"{ident}.json")):
                 out.append(ident)
     return out
 

@@ -8,18 +8,24 @@ Rules every handler keeps (docs/plugin.md, "Hooks"):
 - what it prints reaches the model, so only SessionStart (one line when something is due) and
   UserPromptSubmit (related entries, when the user turned that on) print at all;
 - anything the hooks start carries ``JOURNAL_AGENT_HOOK=1``, and a hook that sees it does
-  nothing: no hook of ours can fire another.
+  nothing: no hook of ours can fire another;
+- each event imports only what it needs, and none imports ``json``, ``re`` or ``pathlib``
+  unless its input calls for it (docs/plugin.md, "What it costs"): the project root is a
+  ``str``, JSON goes through :mod:`journal_agent.lightjson`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
 
 from journal_agent.capture.settings import GUARD, capture_settings
 from journal_agent.capture.store import now_utc
+from journal_agent.lightjson import dumps, loads
+
+TYPE_CHECKING = False  # (typing is one more import for every hook)
+if TYPE_CHECKING:
+    from typing import IO
 
 MAX_STDIN = 8 << 20  # bytes: a last_assistant_message is rarely over a few hundred KB
 LOG_LIMIT = 64 << 10  # bytes of hooks.log before it is rotated to hooks.log.1
@@ -31,7 +37,7 @@ def main(argv: list[str]) -> int:
     event = argv[0] if argv else ""
     if os.environ.get(GUARD) and event != "refresh":
         return 0  # started, directly or not, by one of our hooks
-    root = Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+    root = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     try:
         if event == "refresh":  # the detached child SessionEnd/SessionStart start
             _refresh(root)
@@ -39,7 +45,7 @@ def main(argv: list[str]) -> int:
         payload = _read_payload()
         cwd = payload.get("cwd")
         if not os.environ.get("CLAUDE_PROJECT_DIR") and isinstance(cwd, str):
-            root = Path(cwd)
+            root = cwd
         handler = HANDLERS.get(event)
         if handler is None:
             raise ValueError(f"unknown hook event {event!r}")
@@ -60,19 +66,19 @@ def _read_payload() -> dict[str, object]:
     raw = sys.stdin.buffer.read(MAX_STDIN + 1)
     if len(raw) > MAX_STDIN:
         raise ValueError(f"stdin is over {MAX_STDIN >> 20} MB; ignored")
-    payload = json.loads(raw.decode("utf-8", "replace"))
+    payload = loads(raw.decode("utf-8", "replace"))
     if not isinstance(payload, dict):
         raise ValueError("stdin is not a JSON object")
     return payload
 
 
-def log(root: Path, event: str, message: str) -> None:
+def log(root: str, event: str, message: str) -> None:
     """One line in ``.journal/hooks.log`` (rotated at LOG_LIMIT); never raises."""
     try:
-        path = root / ".journal" / "hooks.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists() and path.stat().st_size > LOG_LIMIT:
-            os.replace(path, path.with_name("hooks.log.1"))
+        path = os.path.join(root, ".journal", "hooks.log")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.exists(path) and os.stat(path).st_size > LOG_LIMIT:
+            os.replace(path, path + ".1")
         now = now_utc()
         line = " ".join(f"{now} {event or '-'} {message}".split())[:400]
         with open(path, "a", encoding="utf-8") as f:
@@ -84,7 +90,7 @@ def log(root: Path, event: str, message: str) -> None:
 # -- handlers ----------------------------------------------------------------------------------
 
 
-def on_stop(root: Path, payload: dict[str, object]) -> str:
+def on_stop(root: str, payload: dict[str, object]) -> str:
     if not capture_settings(root)["enabled"]:
         return ""
     from journal_agent.capture.moments import capture_turn
@@ -93,7 +99,7 @@ def on_stop(root: Path, payload: dict[str, object]) -> str:
     return ""
 
 
-def on_subagent_stop(root: Path, payload: dict[str, object]) -> str:
+def on_subagent_stop(root: str, payload: dict[str, object]) -> str:
     if str(payload.get("agent_type") or "").endswith(OUR_AGENT):
         return ""
     if not capture_settings(root)["enabled"]:
@@ -104,7 +110,7 @@ def on_subagent_stop(root: Path, payload: dict[str, object]) -> str:
     return ""
 
 
-def on_session_start(root: Path, payload: dict[str, object]) -> str:
+def on_session_start(root: str, payload: dict[str, object]) -> str:
     if payload.get("agent_id") or payload.get("agent_type"):
         return ""  # a sub-agent: the main thread already has the line
     settings = capture_settings(root)
@@ -112,9 +118,19 @@ def on_session_start(root: Path, payload: dict[str, object]) -> str:
         return ""
     from journal_agent.capture import status
 
-    if status.needs_refresh(root):
+    if status.needs_refresh(root) or _sessions_ended(root):
         spawn_detached(root, "refresh")
     return " ".join(part for part in (tools_status(), status.session_start_line(root)) if part)
+
+
+def _sessions_ended(root: str) -> bool:
+    """Whether a session ended without its detached child having proposed its row yet."""
+    from journal_agent.capture.session import ended_dir
+
+    try:
+        return bool(os.listdir(ended_dir(root)))
+    except OSError:
+        return False
 
 
 def tools_status() -> str:
@@ -146,12 +162,12 @@ def tools_status() -> str:
     return done.stdout.decode("utf-8", "replace").strip()
 
 
-def on_prompt(root: Path, payload: dict[str, object]) -> str:
+def on_prompt(root: str, payload: dict[str, object]) -> str:
     prompt = payload.get("prompt")
     if not isinstance(prompt, str) or prompt.lstrip().startswith("<task-notification>"):
         return ""  # a background agent reporting back is not the user asking
     settings = capture_settings(root)
-    if not settings["recall"] or not (root / ".journal" / "index.sqlite").exists():
+    if not settings["recall"] or not os.path.exists(os.path.join(root, ".journal", "index.sqlite")):
         return ""
     from journal_agent.capture.recall import context_line, related
 
@@ -160,15 +176,17 @@ def on_prompt(root: Path, payload: dict[str, object]) -> str:
     return context_line(hits) if hits and settings["recall_inject"] else ""
 
 
-def on_session_end(root: Path, payload: dict[str, object]) -> str:
-    # Claude Code gives every SessionEnd hook about 1.5 s in all; this takes milliseconds,
-    # and the slow part (hashing referenced code) goes to a detached child.
+def on_session_end(root: str, payload: dict[str, object]) -> str:
+    # Claude Code gives every SessionEnd hook about 1.5 s in all. Inline, only a rename marks
+    # the session ended; the row's proposal (it reads the search index) and the stale
+    # references (it hashes the referenced code) are the detached child's.
     session_id = payload.get("session_id")
+    ended = False
     if capture_settings(root)["session_row"] and isinstance(session_id, str):
-        from journal_agent.capture.session import propose_row
+        from journal_agent.capture.session import end
 
-        propose_row(root, session_id)
-    if (root / ".journal" / "refs.jsonl").exists():
+        ended = end(root, session_id)
+    if ended or os.path.exists(os.path.join(root, ".journal", "refs.jsonl")):
         spawn_detached(root, "refresh")
     return ""
 
@@ -182,11 +200,11 @@ HANDLERS = {
 }
 
 
-def _log_recall(root: Path, payload: dict[str, object], hits: list[dict[str, object]]) -> None:
-    path = root / ".journal" / "capture" / "recall.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and path.stat().st_size > LOG_LIMIT * 16:
-        os.replace(path, path.with_name("recall.jsonl.1"))
+def _log_recall(root: str, payload: dict[str, object], hits: list[dict[str, object]]) -> None:
+    path = os.path.join(root, ".journal", "capture", "recall.jsonl")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.exists(path) and os.stat(path).st_size > LOG_LIMIT * 16:
+        os.replace(path, path + ".1")
     now = now_utc()
     line = {
         "time": now,
@@ -195,46 +213,75 @@ def _log_recall(root: Path, payload: dict[str, object], hits: list[dict[str, obj
         "hits": hits,
     }
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        f.write(dumps(line) + "\n")
 
 
 # -- the detached child -------------------------------------------------------------------------
 
 
-def spawn_detached(root: Path, task: str) -> None:
+def spawn_detached(root: str, task: str) -> None:
     """Start ``capture.py TASK`` in its own session with stdio on /dev/null and return at once;
     the hook does not wait for it. It carries the recursion guard."""
     script = os.path.abspath(sys.argv[0])
-    if not hasattr(os, "fork") or not script.endswith(".py"):
+    if not script.endswith(".py"):
         return
-    pid = os.fork()
-    if pid:
+    argv = [sys.executable, "-I", "-S", script, task]
+    env = {**os.environ, GUARD: "1", "CLAUDE_PROJECT_DIR": str(root)}
+    null = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0)] + [
+        (os.POSIX_SPAWN_DUP2, 0, fd) for fd in (1, 2)
+    ]
+    try:
+        # posix_spawn (vfork and exec) rather than fork: the hook does not copy itself first.
+        os.posix_spawn(sys.executable, argv, env, file_actions=null, setsid=True)
         return  # the parent exits soon; init reaps the child
+    except (AttributeError, NotImplementedError):
+        pass  # no posix_spawn, or no setsid in it: fork
+    if not hasattr(os, "fork"):
+        return
+    if os.fork():
+        return
     try:
         os.setsid()
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        env = {**os.environ, GUARD: "1", "CLAUDE_PROJECT_DIR": str(root)}
-        os.execve(sys.executable, [sys.executable, "-I", "-S", script, task], env)
+        fd = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(fd, target)
+        os.execve(sys.executable, argv, env)
     finally:
         os._exit(0)
 
 
-def _refresh(root: Path) -> None:
-    """The detached child: recompute the cached status unless another child is at it."""
-    from journal_agent.capture import status
+def _refresh(root: str) -> None:
+    """The detached child: propose the 📚 rows of the sessions that ended (after any other
+    child at it, so that none is missed), then recompute the cached status unless another
+    child is at that already."""
+    from journal_agent.capture import session, status
 
-    lock = status.capture_dir(root) / "refresh.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as f:
-        try:
-            import fcntl
+    folder = status.capture_dir(root)
+    if os.path.isdir(session.ended_dir(root)):
+        lock = _flock(os.path.join(folder, "propose.lock"), wait=True)
+        if lock is not None:
+            with lock:
+                session.propose_ended(root)
+    if not status.needs_refresh(root):
+        return
+    lock = _flock(os.path.join(folder, "refresh.lock"), wait=False)
+    if lock is not None:
+        with lock:
+            if status.needs_refresh(root):
+                status.refresh(root)
 
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:
-            pass
-        except OSError:
-            return  # another refresh is running: one is enough
-        if status.needs_refresh(root):
-            status.refresh(root)
+
+def _flock(path: str, *, wait: bool) -> IO[str] | None:
+    """``path`` (created) opened and exclusively locked, or None when ``wait`` is False and
+    another process holds it. (Not journal_agent.locks: it needs ``filelock``, and the detached
+    child runs on the standard library alone, as the hooks do.)"""
+    import fcntl
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    f = open(path, "a")  # noqa: SIM115 (returned, closed by the caller's with)
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except OSError:
+        f.close()
+        return None
+    return f

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from journal_agent.capture import store
-from journal_agent.capture.store import inbox_path, waiting_count
+from journal_agent.capture.store import waiting_count
 
 __all__ = [
     "FileEdit",
@@ -31,6 +31,11 @@ __all__ = [
     "read_inbox",
     "waiting_count",
 ]
+
+
+def inbox_path(root: Path) -> Path:
+    """``.journal/inbox.jsonl`` of the project at ``root``."""
+    return Path(store.inbox_file(root))
 
 
 @dataclass(frozen=True)

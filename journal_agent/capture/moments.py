@@ -12,15 +12,17 @@ Light: the hooks import this under ``python3 -I -S`` (journal_agent/capture/stor
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from pathlib import Path
 
 from journal_agent.capture import extract, store
 from journal_agent.capture.transcript import Turn, read_turn
 
+TYPE_CHECKING = False  # (collections.abc is one more import for every turn)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 def capture_turn(
-    root: Path, payload: dict[str, object], *, subagent: bool, log: Callable[[str], None]
+    root: str, payload: dict[str, object], *, subagent: bool, log: Callable[[str], None]
 ) -> list[dict[str, object]]:
     """Capture one turn; returns the moments written (none when nothing was new)."""
     from journal_agent.capture import session
@@ -31,16 +33,20 @@ def capture_turn(
     since = 0
     if state is not None and state.get("transcript") == transcript:
         since = int(str(state.get("offset") or 0))
+    last = payload.get("last_assistant_message")
     turn = Turn()
     if isinstance(transcript, str) and transcript:
         try:
-            turn = _read_when_written(transcript, since, subagent)
+            turn = _read_when_written(transcript, since, subagent, last)
         except OSError as exc:  # not written yet, or gone: the final message still counts
             log(f"transcript unreadable ({type(exc).__name__}: {exc.strerror or exc})")
-    last = payload.get("last_assistant_message")
+        else:
+            if not _holds_final(turn, last):
+                log("the transcript lags the final message; captured the turn as far as written")
     texts = [*turn.texts, last] if isinstance(last, str) else turn.texts
     files = _relative(root, turn.edits)
-    records = extract.records_created(turn.tool_results, root / ".journal" / "measurements")
+    measurements = os.path.join(root, ".journal", "measurements")
+    records = extract.records_created(turn.tool_results, measurements)
     common = {
         "session_id": session_id,
         "prompt_id": str(payload.get("prompt_id") or turn.prompt_id),
@@ -80,7 +86,7 @@ def _moments(
     return out
 
 
-def _relative(root: Path, edits: dict[str, list[tuple[int, int]]]) -> list[dict[str, object]]:
+def _relative(root: str, edits: dict[str, list[tuple[int, int]]]) -> list[dict[str, object]]:
     """Edits inside the project, with paths relative to it; files elsewhere are left out."""
     base = os.path.realpath(root)
     out: list[dict[str, object]] = []
@@ -93,14 +99,35 @@ def _relative(root: Path, edits: dict[str, list[tuple[int, int]]]) -> list[dict[
     return out
 
 
-def _read_when_written(transcript: str, since: int, subagent: bool) -> Turn:
-    """The turn, waiting a moment for a transcript not on disk yet: Claude Code 2.1.197 can run
-    the Stop hook before it has flushed the session's first lines (seen on an idle machine)."""
+FLUSH_WAIT = 0.6  # seconds the hook waits at most for Claude Code to flush the turn
+
+
+def _read_when_written(transcript: str, since: int, subagent: bool, last: object) -> Turn:
+    """The turn, waiting a moment for a transcript that Claude Code has not flushed yet.
+
+    Claude Code 2.1.197 can run the Stop hook before it has written the turn's last lines to
+    the transcript (seen in tests/e2e: the turn's Edit and its result missing), or the file at
+    all (an idle machine). The final message is written last, so the transcript holds the whole
+    turn once it holds ``last`` (the payload's ``last_assistant_message``); until then, or
+    until FLUSH_WAIT has passed, the hook reads again. A transcript that already has it costs
+    no wait."""
     import time
 
-    for _ in range(10):
+    deadline = time.monotonic() + FLUSH_WAIT
+    while True:
         try:
-            return read_turn(transcript, since=since, sidechain=subagent)
+            turn = read_turn(transcript, since=since, sidechain=subagent)
         except FileNotFoundError:
-            time.sleep(0.03)
-    return read_turn(transcript, since=since, sidechain=subagent)
+            if time.monotonic() > deadline:
+                raise
+        else:
+            if _holds_final(turn, last) or time.monotonic() > deadline:
+                return turn
+        time.sleep(0.02)
+
+
+def _holds_final(turn: Turn, last: object) -> bool:
+    """Whether the turn read ends with the final message (always, when the payload has none)."""
+    if not isinstance(last, str) or not last.strip():
+        return True
+    return bool(turn.texts) and last.rstrip().endswith(turn.texts[-1].rstrip())

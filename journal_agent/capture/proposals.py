@@ -38,7 +38,7 @@ class Proposal:
 def proposals(ws: Workspace) -> list[Proposal]:
     """The proposals waiting, oldest first; unreadable files are skipped."""
     out = []
-    folder = proposals_dir(ws.root)
+    folder = Path(proposals_dir(ws.root))
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

@@ -8,18 +8,21 @@ logged to ``.journal/capture/recall.jsonl`` (entry ids and titles, never the pro
 to the model only when ``capture.recall_inject`` is on: its precision is not measured yet.
 
 Stdlib only (the hooks import it under ``python3 -I -S``); the index is opened read-only.
+No ``re``: a prompt is split into words by one ``bytes.translate`` (see :func:`words`), which
+spares every prompt the regex machinery's import (about 7 ms of CPU).
 """
 
 from __future__ import annotations
 
-import re
+import os
 import sqlite3
-from pathlib import Path
 
 COMMON = 200
 WORDS = 10  # telling words looked up per prompt
 SHOWN = 3
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]{3,}")
+_ALNUM = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+# Every byte but an ASCII letter or digit becomes a space.
+_SPACES = bytes(c if c in _ALNUM else 32 for c in range(256))
 # fmt: off
 _STOP = frozenset(
     """that this with from have what when which where there their about would could should
@@ -31,21 +34,31 @@ _STOP = frozenset(
 # fmt: on
 
 
-def related(root: Path, prompt: str) -> list[dict[str, object]]:
+def words(prompt: str) -> list[str]:
+    """The words the regex ``[A-Za-z][A-Za-z0-9]{3,}`` finds in ``prompt``, lower-cased: runs of
+    ASCII letters and digits, leading digits dropped, four characters or more."""
+    out = []
+    for run in prompt.encode("ascii", "replace").translate(_SPACES).split():
+        run = run.lstrip(b"0123456789")
+        if len(run) >= 4:
+            out.append(run.decode("ascii").lower())
+    return out
+
+
+def related(root: str | os.PathLike[str], prompt: str) -> list[dict[str, object]]:
     """Up to ``SHOWN`` entries sharing two or more telling words with ``prompt``, best first."""
-    words = []
-    for word in _WORD.findall(prompt):
-        word = word.lower()
-        if word not in _STOP and word not in words:
-            words.append(word)
-    if len(words) < 2:
+    telling: list[str] = []
+    for word in words(prompt):
+        if word not in _STOP and word not in telling:
+            telling.append(word)
+    if len(telling) < 2:
         return []
-    path = Path(root) / ".journal" / "index.sqlite"
-    if not path.exists():
+    path = os.path.join(root, ".journal", "index.sqlite")
+    if not os.path.exists(path):
         return []
     matched: dict[int, int] = {}
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.2) as conn:
-        for word in words[:WORDS]:
+        for word in telling[:WORDS]:
             rows = conn.execute(
                 "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?",
                 (f'"{word}"', COMMON),

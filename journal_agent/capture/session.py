@@ -2,36 +2,42 @@
 
 Each Stop updates ``.journal/capture/sessions/<session id>.json``: how far into the transcript
 the capture has read (so the next turn starts there), the files edited, the moments captured.
-SessionEnd turns it into a proposal, ``.journal/capture/proposals/<date>-<id>.json`` — ledger
-operations that ``journal-agent ledger apply FILE`` (or /end-session, or
+SessionEnd only moves that file to ``.journal/capture/ended/`` (a rename: the session can end
+once, and nothing is parsed inside Claude Code's 1.5 s budget) and starts the detached child,
+which turns each ended session into a proposal, ``.journal/capture/proposals/<date>-<id>.json``
+— ledger operations that ``journal-agent ledger apply FILE`` (or /end-session, or
 ``journal-agent inbox session --apply``) applies. Nothing here writes the ledger itself.
 
-Stdlib only (the hooks import it under ``python3 -I -S``).
+Stdlib only and light (the hooks import it under ``python3 -I -S``; see status.py).
 """
 
 from __future__ import annotations
 
-import json
-import re
+import os
 import time
-from pathlib import Path
 
-from journal_agent.capture.status import capture_dir, proposals_dir, write_json
+from journal_agent.capture.status import capture_dir, proposals_dir, read_json, write_json
 
 FILES_NAMED = 4  # files named in a proposed row; the rest are counted
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 def _name(session_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "", session_id)[:64] or "unknown"
+    """``session_id`` as a file name: its letters, digits, ``_`` and ``-`` (at most 64)."""
+    return "".join(c for c in session_id if c in _SAFE)[:64] or "unknown"
 
 
-def state_path(root: Path, session_id: str) -> Path:
-    return capture_dir(root) / "sessions" / f"{_name(session_id)}.json"
+def state_path(root: str | os.PathLike[str], session_id: str) -> str:
+    return os.path.join(capture_dir(root), "sessions", f"{_name(session_id)}.json")
 
 
-def load_state(root: Path, session_id: str) -> dict[str, object]:
+def ended_dir(root: str | os.PathLike[str]) -> str:
+    return os.path.join(capture_dir(root), "ended")
+
+
+def load_state(root: str | os.PathLike[str], session_id: str) -> dict[str, object]:
     try:
-        data = json.loads(state_path(root, session_id).read_bytes())
+        data = read_json(state_path(root, session_id))
         if isinstance(data, dict):
             return data
     except (OSError, ValueError):
@@ -40,17 +46,52 @@ def load_state(root: Path, session_id: str) -> dict[str, object]:
     return {"session_id": session_id, "started": now, "offset": 0, "files": [], "moments": 0}
 
 
-def save_state(root: Path, state: dict[str, object]) -> None:
+def save_state(root: str | os.PathLike[str], state: dict[str, object]) -> None:
     write_json(state_path(root, str(state.get("session_id", ""))), state)
 
 
-def propose_row(root: Path, session_id: str) -> Path | None:
-    """Turn the session's state into a proposed 📚 row; None when the session did nothing."""
-    state = load_state(root, session_id)
+def end(root: str | os.PathLike[str], session_id: str) -> bool:
+    """SessionEnd's part: move the session's state to ``ended/`` for the detached child; False
+    when the session left none (it captured nothing and edited nothing)."""
+    source = state_path(root, session_id)
+    if not os.path.exists(source):
+        return False  # (and a project the session never touched stays untouched)
+    target = os.path.join(ended_dir(root), f"{_name(session_id)}.{time.time_ns()}.json")
+    os.makedirs(ended_dir(root), exist_ok=True)
+    try:
+        os.rename(source, target)
+    except FileNotFoundError:
+        return False  # a second SessionEnd of the session got there first
+    return True
+
+
+def propose_ended(root: str | os.PathLike[str]) -> list[str]:
+    """The detached child's part: a proposal for every ended session, each state file removed
+    once its proposal is written; returns the proposals' paths. Callers hold a lock."""
+    folder = ended_dir(root)
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            state = read_json(path)
+        except (OSError, ValueError):
+            state = None
+        proposal = propose_row(root, state) if isinstance(state, dict) else None
+        if proposal:
+            out.append(proposal)
+        os.unlink(path)
+    return out
+
+
+def propose_row(root: str | os.PathLike[str], state: dict[str, object]) -> str | None:
+    """Turn a session's state into a proposed 📚 row; None when the session did nothing."""
     named = state.get("files")
     files = [str(f) for f in named] if isinstance(named, list) else []  # JSON: a list we wrote
     moments = int(str(state.get("moments") or 0))
-    state_path(root, session_id).unlink(missing_ok=True)
     if not files and not moments:
         return None
     date = str(state.get("started", ""))[:10] or time.strftime("%Y-%m-%d", time.gmtime())
@@ -64,24 +105,19 @@ def propose_row(root: Path, session_id: str) -> Path | None:
         f"{moments} learning moment{'' if moments == 1 else 's'} captured"
         + (f"; files: {named}" if files else "")
     )
-    path = proposals_dir(root) / f"{date}-{_name(session_id)[:8]}.json"
-    write_json(
-        path,
-        {
-            "session_id": session_id,
-            "operations": [{"op": "add_session", "date": date, "topic": topic, "outcome": outcome}],
-        },
-        durable=True,
-    )
+    session_id = str(state.get("session_id") or "")
+    path = os.path.join(proposals_dir(root), f"{date}-{_name(session_id)[:8]}.json")
+    operation = {"op": "add_session", "date": date, "topic": topic, "outcome": outcome}
+    write_json(path, {"session_id": session_id, "operations": [operation]}, durable=True)
     return path
 
 
-def _entries_dated(root: Path, date: str) -> list[str]:
+def _entries_dated(root: str | os.PathLike[str], date: str) -> list[str]:
     """Titles of the journal entries the search index has for ``date`` (none without one)."""
     import sqlite3
 
-    path = Path(root) / ".journal" / "index.sqlite"
-    if not path.exists():
+    path = os.path.join(root, ".journal", "index.sqlite")
+    if not os.path.exists(path):
         return []
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:

@@ -12,9 +12,9 @@ spends API tokens, so only the settings file turns it on). Stdlib only: the hook
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
+
+from journal_agent.lightjson import loads
 
 ENV_SWITCH = "JOURNAL_AGENT_CAPTURE"
 # Set in the environment of anything the hooks start, and by nothing else: a hook that sees it
@@ -34,7 +34,7 @@ DEFAULTS: dict[str, bool] = {
 LIMITS: dict[str, int] = {"draft_max_tokens": 100_000, "draft_daily_tokens": 500_000}
 
 
-def capture_settings(root: Path) -> dict[str, bool]:
+def capture_settings(root: str | os.PathLike[str]) -> dict[str, bool]:
     """The effective switches for ``root``: defaults, the project's file, then the env switch."""
     out = dict(DEFAULTS)
     section = capture_section(root)
@@ -48,10 +48,11 @@ def capture_settings(root: Path) -> dict[str, bool]:
     return out
 
 
-def capture_section(root: Path) -> object:
+def capture_section(root: str | os.PathLike[str]) -> object:
     """The ``capture`` object of the project's settings (None when unreadable)."""
     try:
-        data = json.loads((Path(root) / ".journal" / "settings.json").read_text(encoding="utf-8"))
+        with open(os.path.join(root, ".journal", "settings.json"), "rb") as f:
+            data = loads(f.read())
     except (OSError, ValueError):
         return None
     return data.get("capture") if isinstance(data, dict) else None

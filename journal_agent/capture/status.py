@@ -8,30 +8,42 @@ counts them after a session ends and leaves the counts in ``.journal/capture/sta
 SessionStart only reads it. Changed and gone references are stale (the entry needs reading
 again); moved ones are not: ``journal check --fix`` updates them, so they are named apart.
 
-Stdlib only (the hooks import it under ``python3 -I -S``).
+Stdlib only and light (the hooks import it under ``python3 -I -S``: paths are ``os.path``
+strings, JSON is :mod:`journal_agent.lightjson`).
 """
 
 from __future__ import annotations
 
 import bisect
-import json
+import os
 import time
-from pathlib import Path
 
 from journal_agent.capture.store import waiting_count
+from journal_agent.lightjson import dumps, loads
+
+TYPE_CHECKING = False  # (typing itself is one more import for every hook)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 REFRESH_EVERY = 600  # seconds: a status younger than this is not recomputed
 
 
-def capture_dir(root: Path) -> Path:
-    return Path(root) / ".journal" / "capture"
+def capture_dir(root: str | os.PathLike[str]) -> str:
+    return os.path.join(root, ".journal", "capture")
 
 
-def proposals_dir(root: Path) -> Path:
-    return capture_dir(root) / "proposals"
+def proposals_dir(root: str | os.PathLike[str]) -> str:
+    return os.path.join(capture_dir(root), "proposals")
 
 
-def due_reviews(root: Path, now: float | None = None) -> int:
+def read_json(path: str) -> Any:
+    """The JSON value in the file at ``path``; OSError or ValueError."""
+    with open(path, "rb") as f:
+        return loads(f.read())
+
+
+def due_reviews(root: str | os.PathLike[str], now: float | None = None) -> int:
     """Reviewed cards due by ``now`` (POSIX seconds; default now). Items never reviewed are not
     counted.
 
@@ -39,15 +51,15 @@ def due_reviews(root: Path, now: float | None = None) -> int:
     cached in ``.journal/capture/due.json`` (keyed by review.json's size and mtime), so a
     session start parses the big file only after a review changed it.
     """
-    path = Path(root) / ".journal" / "review.json"
+    path = os.path.join(root, ".journal", "review.json")
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return 0
     key = f"{st.st_size}:{st.st_mtime_ns}"
-    cache = capture_dir(root) / "due.json"
+    cache = os.path.join(capture_dir(root), "due.json")
     try:
-        cached = json.loads(cache.read_bytes())
+        cached = read_json(cache)
         dues = cached["due"] if cached["key"] == key else None
     except (OSError, ValueError, KeyError, TypeError):
         dues = None
@@ -60,12 +72,12 @@ def due_reviews(root: Path, now: float | None = None) -> int:
     return bisect.bisect_right(dues, time.time() if now is None else now)
 
 
-def _due_dates(path: Path) -> list[float]:
+def _due_dates(path: str) -> list[float]:
     """The due dates (POSIX seconds, sorted) of every card in review.json."""
     from datetime import datetime  # only when review.json changed since the cache
 
     try:
-        cards = json.loads(path.read_bytes())["cards"].values()
+        cards = read_json(path)["cards"].values()
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return []
     out = []
@@ -79,10 +91,10 @@ def _due_dates(path: Path) -> list[float]:
     return sorted(out)
 
 
-def reference_counts(root: Path) -> tuple[int, int]:
+def reference_counts(root: str | os.PathLike[str]) -> tuple[int, int]:
     """``(stale, moved)`` as the last refresh left them, ``(0, 0)`` when there is none yet."""
     try:
-        saved = json.loads((capture_dir(root) / "status.json").read_bytes())
+        saved = read_json(os.path.join(capture_dir(root), "status.json"))
     except (OSError, ValueError):
         return 0, 0
     return _count(saved, "stale_refs"), _count(saved, "moved_refs")
@@ -96,14 +108,14 @@ def _count(saved: object, key: str) -> int:
         return 0
 
 
-def proposed_rows(root: Path) -> int:
+def proposed_rows(root: str | os.PathLike[str]) -> int:
     try:
-        return sum(1 for p in proposals_dir(root).iterdir() if p.suffix == ".json")
+        return sum(1 for name in os.listdir(proposals_dir(root)) if name.endswith(".json"))
     except OSError:
         return 0
 
 
-def session_start_line(root: Path) -> str:
+def session_start_line(root: str | os.PathLike[str]) -> str:
     """One sentence of facts for the model, "" when nothing is due."""
     parts = []
     due = due_reviews(root)
@@ -136,26 +148,28 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def needs_refresh(root: Path) -> bool:
+def needs_refresh(root: str | os.PathLike[str]) -> bool:
     """No status yet, one older than REFRESH_EVERY, or one older than the last change to the
     recorded references (an append, a refresh, `check --fix`)."""
-    refs = Path(root) / ".journal" / "refs.jsonl"
+    refs = os.path.join(root, ".journal", "refs.jsonl")
     try:
-        computed = (capture_dir(root) / "status.json").stat().st_mtime
+        computed = os.stat(os.path.join(capture_dir(root), "status.json")).st_mtime
     except OSError:
-        return refs.exists()
+        return os.path.exists(refs)
     try:
-        recorded = refs.stat().st_mtime
+        recorded = os.stat(refs).st_mtime
     except OSError:
         recorded = 0.0
     return time.time() - computed > REFRESH_EVERY or recorded > computed
 
 
-def refresh(root: Path) -> None:
+def refresh(root: str | os.PathLike[str]) -> None:
     """Recompute the cached facts (stale and moved references) and replace ``status.json``.
 
     Each recorded reference is located as ``journal check`` locates it: changed or gone lines
     are stale, lines found unchanged elsewhere are moved."""
+    from pathlib import Path  # the detached child's: nobody waits for it
+
     from journal_agent.journal.refs import CodeRef, FileCache, RefStore
     from journal_agent.journal.relocate import Relocator
 
@@ -182,7 +196,7 @@ def refresh(root: Path) -> None:
         "moved_refs": counts["moved"],
         "computed": now,
     }
-    write_json(capture_dir(root) / "status.json", facts)
+    write_json(os.path.join(capture_dir(root), "status.json"), facts)
 
 
 def _entry_ids(root: Path) -> set[str] | None:
@@ -203,8 +217,13 @@ def _entry_ids(root: Path) -> set[str] | None:
         return None
 
 
-def write_json(path: Path, data: object, *, durable: bool = False) -> None:
-    """Replace ``path`` whole (journal_agent.atomic): a reader never sees half of it."""
+def write_json(path: str, data: object, *, durable: bool = False) -> None:
+    """Replace ``path`` whole (journal_agent.atomic): a reader never sees half of it. A dict is
+    written one key a line, for whoever opens the file."""
     from journal_agent.atomic import atomic_write
 
-    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n", durable=durable)
+    if isinstance(data, dict) and data:
+        text = "{\n" + ",\n".join(f" {dumps(str(k))}: {dumps(v)}" for k, v in data.items()) + "\n}"
+    else:
+        text = dumps(data)
+    atomic_write(path, text + "\n", durable=durable)

@@ -12,23 +12,24 @@ thread), ``files`` ([{"path", "lines": [[start, end], ...]}]), ``records`` (reco
 ``hash`` (sha256 of kind, text and records: the same moment is written once).
 
 Light on purpose: the hooks import this under ``python3 -I -S`` on every turn, so it uses
-plain dicts (no dataclasses, no typing: each costs milliseconds to import).
+plain dicts and ``os.path`` (no dataclasses, typing, pathlib or json: each costs milliseconds to
+import; JSON goes through :mod:`journal_agent.lightjson`). A root is a ``str`` or a ``Path``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from pathlib import Path
+
+from journal_agent.lightjson import dumps
 
 INBOX = "inbox.jsonl"
 TEXT_LIMIT = 8000  # characters of one moment's text; an Insight block is a few hundred
 _TAIL = 4 << 20  # bytes of the inbox read for dedupe hashes: years of moments
 
 
-def inbox_path(root: Path) -> Path:
-    return Path(root) / ".journal" / INBOX
+def inbox_file(root: str | os.PathLike[str]) -> str:
+    return os.path.join(root, ".journal", INBOX)
 
 
 def now_utc() -> str:
@@ -75,10 +76,10 @@ def new_moment(kind: str, text: str, **fields: object) -> dict[str, object]:
     return moment
 
 
-def known_hashes(root: Path) -> set[str]:
+def known_hashes(root: str | os.PathLike[str]) -> set[str]:
     """The hashes of moments already in the inbox (its last few MB), waiting or dismissed."""
     try:
-        with open(inbox_path(root), "rb") as f:
+        with open(inbox_file(root), "rb") as f:
             size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - _TAIL))
             data = f.read()
@@ -92,14 +93,14 @@ def known_hashes(root: Path) -> set[str]:
     return out
 
 
-def lines(root: Path) -> list[dict[str, object]]:
+def lines(root: str | os.PathLike[str]) -> list[dict[str, object]]:
     """Every object in the inbox, in order; lines that are not JSON objects are skipped."""
     from journal_agent.jsonl import read_objects
 
-    return read_objects(inbox_path(root))
+    return read_objects(inbox_file(root))
 
 
-def waiting_count(root: Path) -> int:
+def waiting_count(root: str | os.PathLike[str]) -> int:
     """How many moments wait (not dismissed)."""
     ids, done = set(), set()
     for item in lines(root):
@@ -110,15 +111,13 @@ def waiting_count(root: Path) -> int:
     return len(ids - done)
 
 
-def append(root: Path, items: list[dict[str, object]]) -> None:
+def append(root: str | os.PathLike[str], items: list[dict[str, object]]) -> None:
     """Append ``items`` in one write (O_APPEND: concurrent writers never interleave)."""
     if not items:
         return
-    path = inbox_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = b"".join(
-        json.dumps(item, ensure_ascii=False, sort_keys=True).encode() + b"\n" for item in items
-    )
+    path = inbox_file(root)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = b"".join(dumps(item, sort_keys=True).encode() + b"\n" for item in items)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         size = os.fstat(fd).st_size

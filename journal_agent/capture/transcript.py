@@ -6,13 +6,15 @@ prompt (a string, or a list with a text block; not ``isMeta``, not a tool result
 the end in 64 KB blocks and parsing only ``user``/``assistant`` lines costs well under a
 millisecond on a 100 MB transcript, where parsing every line takes most of a second.
 
-Stdlib only: the Stop hook imports this under ``python3 -I -S``.
+Stdlib only: the Stop hook imports this under ``python3 -I -S`` (JSON through
+:mod:`journal_agent.lightjson`).
 """
 
 from __future__ import annotations
 
-import json
 import os
+
+from journal_agent.lightjson import loads
 
 BLOCK = 64 << 10
 LIMIT = 16 << 20  # bytes read back at most: a turn larger than this is captured in part
@@ -49,7 +51,7 @@ def read_turn(path: str, *, since: int = 0, sidechain: bool = False, limit: int 
             if _ASSISTANT not in raw and _USER not in raw:
                 continue
             try:
-                item = json.loads(raw)
+                item = loads(raw)
             except ValueError:
                 continue  # a line still being written, or torn
             if not isinstance(item, dict) or item.get("isMeta"):

@@ -31,8 +31,9 @@ def run_hook(
     *,
     env: dict[str, str] | None = None,
     timeout: float = 30,
+    flags: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[bytes]:
-    """``python -I -S hooks/capture.py EVENT`` with ``payload`` on stdin, in ``root``.
+    """``python -I -S [FLAGS] hooks/capture.py EVENT`` with ``payload`` on stdin, in ``root``.
 
     ``-S``: no site-packages at all, so the script proves it needs the standard library only.
     """
@@ -46,7 +47,7 @@ def run_hook(
         "LANG": "C.UTF-8",
     }
     return subprocess.run(
-        [sys.executable, "-I", "-S", str(SCRIPT), event],
+        [sys.executable, "-I", "-S", *flags, str(SCRIPT), event],
         input=data,
         cwd=root,
         env={**base, **(env or {})},
@@ -160,6 +161,18 @@ def _patch(path: str, before: str, old: str, new: str) -> dict[str, Any]:
         "userModified": False,
         "replaceAll": False,
     }
+
+
+def proposals_after_session_end(root: Path, timeout: float = 60) -> list[Path]:
+    """The proposed 📚 rows, once SessionEnd's detached child has written them: it has when
+    ``ended/`` holds no session any more (the child removes each after its proposal)."""
+    import time
+
+    capture = root / ".journal" / "capture"
+    deadline = time.monotonic() + timeout
+    while any((capture / "ended").glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return sorted((capture / "proposals").glob("*.json"))
 
 
 def inbox_lines(root: Path) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import json
 from journal_agent.capture import accept, dismiss, find, read_inbox
 from journal_agent.tools.journal_inbox import JournalInbox
 from journal_agent.tools.registry import make_context
-from tests.capture.hook_helpers import insight, run_hook
+from tests.capture.hook_helpers import insight, proposals_after_session_end, run_hook
 
 
 def _capture(root, transcript, *texts: str) -> None:
@@ -122,6 +122,7 @@ def test_an_accepted_moment_is_offered_first_until_written(project, transcript, 
 def test_session_rows_are_applied_only_on_request_and_then_filed(project, transcript, cli):
     _capture(project, transcript, "A point.")
     run_hook("SessionEnd", {"session_id": "s1", "reason": "other"}, project)
+    assert len(proposals_after_session_end(project)) == 1
     root = ["--root", str(project)]
     listed = cli("inbox", "session", *root)
     assert "worked on train.py — 0 journal entries dated" in listed.stdout

@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from tests.capture.hook_helpers import inbox_lines, insight, run_hook
+from tests.capture.hook_helpers import (
+    inbox_lines,
+    insight,
+    proposals_after_session_end,
+    run_hook,
+)
 from tests.entries import render_entry
 
 # A search builds the words index, which is what recall reads (meaning off: no model).
@@ -156,7 +161,7 @@ def test_session_end_proposes_a_session_row_that_ledger_apply_applies(project, t
 
     done = run_hook("SessionEnd", {"session_id": "s1", "reason": "other"}, project)
     assert (done.returncode, done.stdout) == (0, b"")
-    [proposal] = (project / ".journal" / "capture" / "proposals").glob("*.json")
+    [proposal] = proposals_after_session_end(project)  # the detached child's work
     [op] = json.loads(proposal.read_text())["operations"]
     assert op["op"] == "add_session" and op["topic"] == "worked on train.py"
     assert op["outcome"].endswith("1 learning moment captured; files: train.py")
@@ -184,3 +189,20 @@ def test_the_documented_defaults_are_the_hooks_defaults():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "plugin.md").read_text()
     block = re.search(r"\(defaults shown\):\n\n```json\n(.*?)```", doc, re.S).group(1)
     assert json.loads(block) == {"capture": {**DEFAULTS, **LIMITS}}
+
+
+def test_recall_finds_the_words_its_former_regex_found():
+    """recall.words splits without ``re`` (an import every prompt would pay); it must find the
+    same words as ``[A-Za-z][A-Za-z0-9]{3,}`` did, whatever the text."""
+    import random
+    import re
+
+    from journal_agent.capture.recall import words
+
+    rng = random.Random(3)
+    alphabet = "aZ9_ -.é中İıſK\u212a\n\t'\"0x" + "abcdefXYZ12345"
+    texts = ["Why does ZeRO-2 shard fp16 grads? 3rd try, x86_64, naïve café1234 ĳk"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
+    for text in texts:
+        want = [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]{3,}", text)]
+        assert words(text) == want, text

@@ -15,6 +15,7 @@ import pytest
 
 from journal_agent.capture import read_inbox
 from journal_agent.testing import ScriptedModel, reply, tool_use
+from tests.capture.hook_helpers import proposals_after_session_end
 from tests.e2e.claude_helpers import REPO, claude_clis, run_claude, texts
 
 CLIS = claude_clis()
@@ -91,8 +92,9 @@ def test_a_turn_with_an_insight_and_an_edit_ends_as_one_moment(cli_binary, proje
     assert (project / "a.py").read_text().splitlines()[1:3] == ["y = 20", "w = 4"]
     assert moment.session_id == result["session_id"] and moment.prompt_id
     assert not (project / ".journal" / "hooks.log").exists()
-    # SessionEnd ran within Claude Code's budget: the 📚 row is proposed, not applied.
-    [proposal] = (project / ".journal" / "capture" / "proposals").glob("*.json")
+    # SessionEnd ran within Claude Code's budget and its detached child outlived `claude -p`:
+    # the 📚 row is proposed, not applied.
+    [proposal] = proposals_after_session_end(project)
     [op] = json.loads(proposal.read_text())["operations"]
     assert op["topic"] == "worked on a.py" and "1 learning moment captured" in op["outcome"]
     assert not (project / "learning_ledger.md").exists()

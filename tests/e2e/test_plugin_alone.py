@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import sysconfig
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +106,78 @@ def test_with_nothing_installed_session_start_says_what_is_happening(cli, tmp_pa
     every = "\n".join(t for r in model.requests for t in texts(r))
     assert "journal-agent: its tools are unavailable — preparing the plugin's environment" in every
     assert "`pip install journal-agent`" in every
+
+
+def _python_with_torch_but_not_the_package(tmp_path: Path) -> Path:
+    """A user's `python3`: a venv of the base interpreter that has torch (and our other
+    dependencies, lent by a .pth from the test's own environment) but not journal_agent."""
+    folder = tmp_path / "user-python"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=300)
+    ours = sysconfig.get_paths()["purelib"]  # this environment's site-packages: torch is there
+    [site] = (folder / "lib").glob("python3*/site-packages")
+    (site / "torch-of-the-user.pth").write_text(ours + "\n")
+    python = folder / "bin" / "python3"
+    # (At most a namespace package: the wheel's plugin files lie in site-packages/journal_agent.)
+    probe = (
+        "import torch, importlib.util as u; "
+        "print(getattr(u.find_spec('journal_agent'), 'origin', None))"
+    )
+    found = subprocess.run([python, "-P", "-c", probe], capture_output=True, text=True, timeout=300)
+    assert (found.returncode, found.stdout) == (0, "None\n"), found.stderr
+    return python
+
+
+def test_the_plugin_prepares_its_own_environment_reusing_torch_and_then_runs_from_it(tmp_path):
+    """The whole first-use path, as a user meets it: no `journal-agent` anywhere, a `python3`
+    with torch. The first session is told the tools are being installed; meanwhile the plugin's
+    launcher builds `${CLAUDE_PLUGIN_DATA}/venv` in the background (pip from the registry, the
+    plugin's own copy of the package, torch lent rather than downloaded); the next session's
+    MCP server runs from that venv, and SessionStart says nothing any more. On the oldest CLI
+    only: the launcher is ours, and the build takes minutes."""
+    cli_binary = CLIS[0][1]
+    python = _python_with_torch_but_not_the_package(tmp_path)
+    home, project, env = _user_machine(tmp_path, str(python))
+    _install(cli_binary, home, project, env)
+    told = "journal-agent: its tools are being installed into the plugin's own environment"
+
+    first = _say_hi(cli_binary, home, project, env)
+    assert told in first
+    data = next((home / ".claude" / "plugins" / "data").glob("journal-agent*"))
+    ready, failed = data / "venv" / ".journal-agent-ready", data / "prepare.failed"
+    deadline = time.monotonic() + 1200
+    while not (ready.exists() or failed.exists()) and time.monotonic() < deadline:
+        time.sleep(1)
+    log = (data / "prepare.log").read_text()
+    assert ready.exists(), log
+    # torch came from the user's Python: lent by a .pth, not installed into the venv again.
+    assert f"(torch lent from {sysconfig.get_paths()['purelib']})" in log
+    assert not list((data / "venv").glob("lib/python3*/site-packages/torch"))
+    private = data / "venv" / "bin" / "python"
+    origin = subprocess.run(
+        [private, "-P", "-c", "import journal_agent, torch; print(journal_agent.__file__)"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert origin.stdout.startswith(str(data / "venv")), origin.stdout + origin.stderr
+
+    listed = run_claude(["mcp", "list"], cwd=project, home=home, binary=cli_binary, env=env)
+    assert "bin/journal-agent-launch mcp - ✔ Connected" in listed.stdout, listed.stdout
+    assert "journal-agent: its tools" not in _say_hi(cli_binary, home, project, env)
+
+
+def _say_hi(cli_binary: str, home: Path, project: Path, env: dict[str, str]) -> str:
+    """Every text the model was sent in a one-prompt session."""
+    model = ScriptedModel([lambda body: reply("Hello.")] * 40)
+    with model.serve() as url:
+        done = run_claude(
+            ["-p", "hi", "--output-format", "json"],
+            cwd=project,
+            home=home,
+            base_url=url,
+            binary=cli_binary,
+            env=env,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["result"] == "Hello."
+    return "\n".join(t for r in model.requests for t in texts(r))

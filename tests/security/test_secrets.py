@@ -159,3 +159,45 @@ def test_finding_09_credentials_in_urls_are_redacted_in_transcripts_and_refused(
     assert redact_secrets(text) == "DATABASE_URL=postgres://user:[REDACTED]@db.internal/prod"
     with pytest.raises(Exception, match="password in a URL"):
         refuse_secrets(text, "learning_journal.md")
+
+
+# One example of every kind the detector knows by its shape (SECRETS above has the rest).
+SHAPES = {
+    "GitLab token": "glpat-Ab3dEf6hIj9kLm2nOp5q",
+    "Slack token": "xoxb-1234567890-abcdefghij",
+    "Google API key": "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "Google OAuth token": "ya29.a0AfH6SMBx1y2z3w4v5u6t7s8r",
+    "npm token": "npm_" + "a1B2c3D4e5" * 3 + "f6G7h8",
+    "PyPI token": "pypi-AgEIcHlwaS5vcmcCJGE" + "x1" * 20,
+    "SendGrid key": "SG.abcdefghij123456.ABCDEFGHIJ123456klm",
+}
+
+
+def test_every_kind_of_secret_is_decided_by_its_patterns_not_by_the_quick_hints():
+    """find_secrets skips the patterns (and the import of ``re``, which the hooks would pay) for
+    a text holding none of their hints. That must never hide a secret: on every example, and
+    on random texts built from the hints in odd cases and Unicode look-alikes, it finds exactly
+    what the patterns alone find."""
+    import random
+
+    from journal_agent import secret_text
+
+    examples = {**SHAPES, **SECRETS}
+    kinds = {f.kind for text in examples.values() for f in find_secrets(text)}
+    assert {kind for kind, _, _ in secret_text._SHAPES} <= kinds  # an example of every shape
+    rng = random.Random(11)
+    look_alike = {"i": "ıİI", "s": "ſS", "k": "\u212aK", "e": "E", "t": "T", "p": "P", "a": "A"}
+
+    def odd(word: str) -> str:
+        return "".join(rng.choice(look_alike.get(c, c) + c) for c in word)
+
+    pieces = [*examples.values(), *secret_text._HINTS, "://", "@", "=", ": ", '"', "'", " ", "\n"]
+    pieces += ["x9Fq2LmZ81vT0pWc", "hunter2hunter2", "db", "_", "My", "postgres", "user"]
+    for _ in range(1500):
+        text = "".join(
+            odd(p) if rng.random() < 0.5 else p for p in rng.choices(pieces, k=rng.randint(1, 8))
+        )
+        assert find_secrets(text) == secret_text._find(text), text
+    for text in examples.values():
+        assert find_secrets(text) == secret_text._find(text) != []
+    assert secret_text._may_hold("Warm-up is counted in optimizer steps (train.py:8).") is False
