@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # Column weights of bm25(): title ×10, tags ×5, body, cjk (the index's ranking everywhere).
 BM25 = "bm25(entries_fts, 10.0, 5.0, 1.0, 1.0)"
-BUDGET_BYTES = 16 << 20  # phrases kept per index: a common phrase of 10,000 entries is ~110 kB
+BUDGET_BYTES = 8 << 20  # phrases kept per index: a common phrase of 10,000 entries is ~110 kB
 UNIONS = 64  # terms' row sets kept (each at most 80 kB for 10,000 entries)
 
 

@@ -145,10 +145,11 @@ def salient_terms(
     """A draft's most telling stems: frequent in it, rare in the journal. ``df``: a dict the
     caller keeps of the stems' document counts (the export asks for every entry's), with the
     number of entries as its ``total`` when it knows it."""
-    words = [w for w in stems(CJK_RUN.sub(" ", draft)) if useful(w)]
-    if not words:
+    # Counted first, then each distinct stem judged once (the same order of first use).
+    tf = Counter(stems(CJK_RUN.sub(" ", draft)))
+    tf = Counter({w: n for w, n in tf.items() if useful(w)})
+    if not tf:
         return []
-    tf = Counter(words)
     total = getattr(df, "total", 0) or conn.execute("SELECT count(*) FROM entries").fetchone()[0]
     total = total or 1
     df = {} if df is None else df
