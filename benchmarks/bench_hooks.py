@@ -3,8 +3,9 @@
 Each hook (hooks/capture.py EVENT, run as Claude Code runs it: ``python3 -I -S``) is started
 as a process with its stdin payload, ``--runs`` times, interleaved with the bare interpreter
 (``python3 -I -S -c pass``, the same binary) so both see the same machine load. The project: a
-journal of 10,000 entries (indexed; 20,000 code references), 500 review cards (half due), and
-a 100 MB transcript whose last turn holds an ``★ Insight`` block and an Edit.
+journal of 10,000 entries (indexed; 20,000 code references), 500 review cards (half due), 2
+drafts waiting to be accepted (and an agent's scratch draft), and a 100 MB transcript whose last
+turn holds an ``★ Insight`` block and an Edit.
 
 Reported per hook: wall and CPU (user + system) p50/p95, and its own work (its time minus the
 bare interpreter's, at the same percentile). On a shared machine wall time mostly measures the
@@ -177,6 +178,21 @@ def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
     }
 
 
+def make_drafts(root: Path, count: int = 2) -> None:
+    """``count`` drafts waiting to be accepted (as `inbox draft` saves them) and an agent's own
+    scratch draft beside them, which SessionStart must not count."""
+    from journal_agent.capture import drafts
+
+    for n in range(count):
+        entry = (
+            f"## Draft Number {n} (2026-11-26)\n\n**Context**: Bench.\n\n"
+            f"**The Key Question I Had**: *Why {n}?*\n\n### 🎯 Intuition\n\nBecause.\n\n"
+            "### 🏷️ Tags\n\n#bench\n"
+        )
+        drafts.save(root, entry, moments=[f"m{n}"], model="haiku")
+    (root / ".journal" / "drafts" / "scratch.md").write_text("## An agent's own draft\n")
+
+
 def worst_line_tokens(root: Path) -> int:
     """Tokens of the longest line SessionStart can print: every part present, large counts."""
     from journal_agent.capture import status
@@ -222,6 +238,7 @@ def main() -> None:
             env={**os.environ, "JOURNAL_AGENT_EMBEDDING_MODEL": "off"},
         )
         make_reviews(root, args.reviews)
+        make_drafts(root)
         transcript = Path(tmp) / "session.jsonl"
         make_transcript(transcript, root, args.transcript_mb)
         start = time.perf_counter()

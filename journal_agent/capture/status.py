@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 REFRESH_EVERY = 600  # seconds: a status younger than this is not recomputed
+# How a draft `inbox draft` wrote begins (its header line: journal_agent/capture/drafts.py);
+# the agents' own scratch drafts in the same folder carry none.
+DRAFT_HEADER = b"<!-- journal-agent draft {"
 
 
 def capture_dir(root: str | os.PathLike[str]) -> str:
@@ -115,6 +118,30 @@ def proposed_rows(root: str | os.PathLike[str]) -> int:
         return 0
 
 
+def waiting_drafts(root: str | os.PathLike[str]) -> int:
+    """Drafts waiting to be accepted: a listing of ``.journal/drafts/`` (paths.drafts_dir) and
+    the first bytes of each ``.md`` there. Symlinks and anything but a regular file are not
+    drafts (as drafts.store reads them), and a FIFO there cannot block the session's start."""
+    folder = os.path.join(root, ".journal", "drafts")
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".md")]
+    except OSError:
+        return 0
+    count = 0
+    for name in names:
+        try:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            count += os.read(fd, len(DRAFT_HEADER)) == DRAFT_HEADER
+        except OSError:  # a directory named *.md
+            pass
+        finally:
+            os.close(fd)
+    return count
+
+
 def session_start_line(root: str | os.PathLike[str]) -> str:
     """One sentence of facts for the model, "" when nothing is due."""
     parts = []
@@ -127,6 +154,9 @@ def session_start_line(root: str | os.PathLike[str]) -> str:
             f"{_n(waiting, 'captured learning moment')} waiting in the inbox "
             "(/journal-agent:learn or `journal-agent inbox`)"
         )
+    drafts = waiting_drafts(root)
+    if drafts:
+        parts.append(f"{_n(drafts, 'draft')} to accept (`journal-agent inbox drafts`)")
     stale, moved = reference_counts(root)
     if stale:
         parts.append(

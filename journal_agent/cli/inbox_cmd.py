@@ -44,7 +44,7 @@ def inbox_command(
     """List the moments waiting to become journal entries (numbered for show/dismiss)."""
     if forward_root(ctx, root):
         return
-    from journal_agent.drafts.store import drafted_moments
+    from journal_agent.capture.drafts import drafted_moments
 
     ws = open_workspace(root)
     moments = ws.inbox.read(include_dismissed=all_)
@@ -269,7 +269,7 @@ def inbox_drafts_command(
     root: RootOption = None,
 ) -> None:
     """List the drafts `inbox draft` wrote (numbered for accept-draft / reject-draft)."""
-    from journal_agent.drafts.store import find_draft, list_drafts
+    from journal_agent.capture.drafts import find_draft, list_drafts
 
     workspace = resolve_root(root)
     if key is not None:
@@ -306,7 +306,7 @@ def inbox_accept_draft_command(
 ) -> None:
     """Append a draft to learning_journal.md (checked, locked, atomic) and mark its moments
     written; a draft with problems is kept and each problem listed."""
-    from journal_agent.drafts.store import accept
+    from journal_agent.capture.drafts import accept
 
     workspace = resolve_root(root)
     done = accept(workspace, key, force=force)
@@ -339,7 +339,7 @@ def inbox_reject_draft_command(
 ) -> None:
     """Delete a draft; its moments stay waiting (or go too, with --dismiss)."""
     from journal_agent.capture import dismiss
-    from journal_agent.drafts.store import reject
+    from journal_agent.capture.drafts import reject
 
     workspace = resolve_root(root)
     draft = reject(workspace, key)

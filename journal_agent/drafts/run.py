@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from journal_agent.capture.drafts import Draft, drafted_moments
 from journal_agent.drafts import caps
-from journal_agent.drafts.store import Draft, drafted_moments
 from journal_agent.errors import UserError
 from journal_agent.runtime.client import ModelCallError
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from journal_agent.drafts import store
+from journal_agent.capture import drafts as store
 from journal_agent.errors import UserError
 from journal_agent.paths import JOURNAL_FILE, drafts_dir
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult

@@ -200,9 +200,10 @@ class Pages:
         return self._render("review.html", "review.html", **learning.review_page(self.site))
 
     def inbox(self) -> str:
-        from journal_agent.view import inbox
+        from journal_agent.view import drafts, inbox
 
-        return self._render("inbox.html", inbox.PAGE, **inbox.page(self.site))
+        context = {**inbox.page(self.site), **drafts.page(self.site)}
+        return self._render("inbox.html", inbox.PAGE, **context)
 
     def error(self, status: int, message: str) -> str:
         return self._render("error.html", "error.html", status=status, message=message)

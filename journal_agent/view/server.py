@@ -50,6 +50,7 @@ def create_app(ws: Workspace, *, token: str, hosts: set[str], port: int) -> Any:
         Route("/api/related", views.related),
         Route("/api/review", views.rate, methods=["POST"]),
         Route("/api/inbox", views.moment, methods=["POST"]),
+        Route("/api/drafts", views.draft, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes)
@@ -174,6 +175,24 @@ class _Views:
         except UserError as exc:
             return JSONResponse({"error": exc.message}, status_code=400)
         return JSONResponse(done)
+
+    async def draft(self, request: Any) -> Any:
+        """Accept (append to the journal, checked) or reject (delete) a draft, as
+        `inbox accept-draft` / `reject-draft` do."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        from journal_agent.view import drafts
+
+        form = await _form(request)
+        act = {"accept": drafts.accept, "reject": drafts.reject}.get(form.get("action", ""))
+        if act is None:
+            return JSONResponse({"error": "the action must be accept or reject."}, 400)
+        try:
+            status, done = await run_in_threadpool(act, self.site, form.get("id", ""))
+        except UserError as exc:
+            return JSONResponse({"error": exc.message}, status_code=400)
+        return JSONResponse(done, status_code=status)
 
 
 def _sentence(exc: Exception) -> str:

@@ -25,6 +25,7 @@ from urllib.parse import quote
 from journal_agent.journal.links import links_to
 from journal_agent.journal.model import Entry
 from journal_agent.journal.refs import Anchor, CodeRef, FileCache
+from journal_agent.paths import drafts_dir
 from journal_agent.view.files import WorkspaceFiles
 from journal_agent.view.refstate import RefState, ref_state
 
@@ -110,6 +111,7 @@ class Site:
             ws.review.path,
             ws.measurements,
             ws.inbox.path,
+            drafts_dir(self.root),  # a draft written, accepted or rejected (each a rename)
         ]
 
     def stamp(self) -> str:

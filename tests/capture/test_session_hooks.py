@@ -206,3 +206,43 @@ def test_recall_finds_the_words_its_former_regex_found():
     for text in texts:
         want = [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]{3,}", text)]
         assert words(text) == want, text
+
+
+def test_session_start_counts_the_drafts_waiting_to_be_accepted(project):
+    """Drafts `inbox draft` wrote are named with the command that lists them; the agents' own
+    scratch drafts (no header), symlinks and a FIFO in the folder are not drafts, and a FIFO
+    does not hold the session's start."""
+    import os
+
+    from journal_agent.capture import drafts, status
+    from journal_agent.tokenizer import encoding
+
+    _capture_one(project, "Warm-up is counted in optimizer steps.")
+    for n, title in enumerate(("Warm-up Steps", "Loss Scaling")):
+        text = render_entry(
+            title,
+            "2026-11-26",
+            context="Studying the trainer.",
+            question=f"What about {title}?",
+            intuition="Counted per optimizer step.",
+            tags="#training",
+        )
+        drafts.save(project, text, moments=[f"m{n}"], model="haiku")
+    folder = project / ".journal" / "drafts"
+    (folder / "scratch.md").write_text("## An agent's own draft\n")
+    (folder / "linked.md").symlink_to(folder / f"{drafts.list_drafts(project)[0].id}.md")
+    os.mkfifo(folder / "pipe.md")
+    assert status.waiting_drafts(project) == len(drafts.list_drafts(project)) == 2
+
+    done = run_hook("SessionStart", {"session_id": "s1", "source": "startup"}, project)
+
+    line = done.stdout.decode()
+    assert done.returncode == 0 and line.count("\n") == 1
+    assert "1 captured learning moment waiting in the inbox" in line
+    assert line.endswith("; 2 drafts to accept (`journal-agent inbox drafts`).\n")
+    assert len(encoding().encode(line)) <= 60
+
+    for draft in drafts.list_drafts(project):
+        drafts.reject(project, draft.id)
+    line = run_hook("SessionStart", {"session_id": "s2"}, project).stdout.decode()
+    assert "draft" not in line and "1 captured learning moment" in line

@@ -9,9 +9,9 @@ import os
 import pytest
 
 from journal_agent.capture import read_inbox
+from journal_agent.capture.drafts import list_drafts
 from journal_agent.drafts import caps
 from journal_agent.drafts.run import draft_moments, preview
-from journal_agent.drafts.store import list_drafts
 from journal_agent.errors import UserError
 from journal_agent.testing import ScriptedModel, reply, tool_use
 from tests.drafts.conftest import KEY, entry, settings

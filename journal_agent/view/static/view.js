@@ -177,6 +177,54 @@
     });
   }
 
+  // -- inbox: accept a draft into the journal (checked, as `inbox accept-draft`) or reject it --
+  for (const draft of document.querySelectorAll("section.draft")) {
+    const form = draft.querySelector("form.act");
+    if (!form) continue;
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const action = event.submitter ? event.submitter.value : "reject";
+      for (const b of form.querySelectorAll("button")) b.disabled = true;
+      draft.classList.add("pending"); // no live reload while the answer is on its way
+      const outcome = draft.querySelector(".outcome");
+      const problems = draft.querySelector("ul.problems");
+      let response = null;
+      let data = {};
+      try {
+        response = await fetch(form.getAttribute("action"), {
+          method: "POST",
+          credentials: "same-origin",
+          headers: {"X-CSRF-Token": csrfMeta ? csrfMeta.content : ""},
+          body: new URLSearchParams({id: draft.dataset.id, action: action}),
+        });
+        data = await response.json();
+      } catch (e) { data = {error: "The server did not answer; nothing was done."}; }
+      problems.replaceChildren();
+      for (const p of data.problems || []) {
+        const item = document.createElement("li");
+        item.textContent = (p.line ? draft.dataset.id + ".md:" + p.line + "  " : "") + p.kind + ": " + p.detail;
+        problems.append(item);
+      }
+      problems.hidden = !problems.children.length;
+      outcome.hidden = false;
+      if (!response || !response.ok) {
+        outcome.textContent = data.error || "Nothing was done.";
+        for (const b of form.querySelectorAll("button")) b.disabled = false;
+        draft.classList.remove("pending");
+        draft.classList.add("refused");
+        return;
+      }
+      draft.classList.remove("pending", "refused");
+      draft.classList.add("done");
+      form.hidden = true;
+      outcome.textContent = data.appended
+        ? "Appended " + data.entry + " at learning_journal.md:" + data.line + "."
+          + (data.marked.length ? " Marked written: " + data.marked.join(", ") + "." : "")
+          + (data.warnings.length ? " " + data.warnings.join(" ") : "")
+        : "Rejected: the draft is deleted; its moments still wait below.";
+    });
+  }
+
   // -- follow the files: reload when what the page shows changed ----------------------------
   if (live) {
     let stamp = null;
@@ -185,7 +233,7 @@
         const response = await fetch(base + "api/stamp", {credentials: "same-origin", cache: "no-store"});
         if (response.ok) {
           const data = await response.json();
-          if (stamp !== null && data.stamp !== stamp && !document.querySelector(".pending, section.card.done, section.moment.done")) {
+          if (stamp !== null && data.stamp !== stamp && !document.querySelector(".pending, section.card.done, section.moment.done, section.draft.done")) {
             location.reload();
             return;
           }

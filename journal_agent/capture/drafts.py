@@ -12,6 +12,11 @@ removed) through the journal's one append path (:func:`journal_agent.journal.api
 locked, atomic, every ``path:line`` and ``[m:id]`` checked), then marks its moments written and
 removes the draft. Other files under ``drafts/`` (the agents' own scratch drafts in Claude Code)
 carry no header and are not listed here.
+
+The drafting run (:mod:`journal_agent.drafts`) saves them; the CLI's ``inbox drafts`` /
+``accept-draft`` / ``reject-draft`` and the web view's inbox page list, accept and reject them
+through this module, which never starts a run. SessionStart counts them
+(:func:`journal_agent.capture.status.waiting_drafts`) by the header's first bytes.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ if TYPE_CHECKING:
     from journal_agent.journal.model import Entry
     from journal_agent.journal.verify import Problem
 
+# SessionStart counts drafts by this line's first bytes (capture.status.DRAFT_HEADER).
 _HEADER = re.compile(r"\A<!-- journal-agent draft (\{.*?\}) -->\r?\n")
 _MAX_BYTES = 1 << 20  # a draft is one entry: a few KB; anything larger is not ours
 _LOCK_TIMEOUT_S = 30.0
@@ -175,7 +181,7 @@ def reject(root: Path, key: str) -> Draft:
 
 
 def _mark_written(root: Path, moments: tuple[str, ...]) -> list[str]:
-    from journal_agent.capture import dismiss
+    from journal_agent.capture.inbox import dismiss
 
     marked = []
     for moment in moments:
