@@ -29,6 +29,10 @@ transformers writes an op as several eager ops, each keeps what its backward nee
   grouped-query heads (``repeat_kv`` expands keys and values: ``2·(q − k)`` more per token); on
   the CPU each windowed layer keeps the mask as an additive ``b·s²`` tensor in the compute
   dtype, on CUDA the memory-efficient kernel keeps the boolean mask once.
+- ``--dropout``: GPT-2's and Phi-3's residual branches keep a mask each (1 B on CUDA, the
+  output's dtype on the CPU), GPT-2's embeddings one more; eager attention keeps the
+  probabilities' mask. SDPA drops inside its kernel: on CUDA nothing s²-sized is kept (on the
+  CPU it falls back to its math path, which is not counted here; the notes say so).
 - The loss (``ForCausalLMLoss``): the labels shifted by one (``pad`` then a contiguous slice),
   int64 ``s·b·8`` B beside the fp32 log-probabilities.
 
@@ -122,7 +126,9 @@ def _attention(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
     T, tok, c = d.s * d.b, f"{d.s}·{d.b}", e.c
     if eager(d, cfg):
         tanh = c if d.extra.get("attn_softcap") else 0
-        probs = 4 + (c if c != 4 else 0) + tanh
+        probs = 4 + (c if c != 4 else 0) + tanh  # softmax(dtype=float32), then .to(q.dtype)
+        if _module(d) == "gpt2":  # softmax in the scores' dtype (fp32 under autocast)
+            probs = 4 + c if e.amp else c
         return [
             Term(
                 "attention, eager (q, keys and values repeated to every head, output)",
@@ -131,8 +137,8 @@ def _attention(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
                 f"{tok}·4·{q}·{c}",
             ),
             Term(
-                "eager attention probabilities (a·s²·b: fp32 softmax"
-                + (f", its {c}-byte copy" if c != 4 else "")
+                "eager attention probabilities (a·s²·b: softmax"
+                + (f", its {c}-byte copy" if probs - tanh > 4 else "")
                 + (", soft-capping's tanh" if tanh else "")
                 + ")",
                 d.a * d.s * T * probs,
@@ -195,8 +201,53 @@ def _window(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
     return terms
 
 
+# transformers' blocks that drop their sublayers' outputs (resid_pdrop): two per block
+_RESIDUAL_DROPOUT = frozenset({"gpt2", "phi3"})
+
+
+def _dropout(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+    """Masks of ``--dropout``: the two residual branches (GPT-2, Phi-3) and, in eager attention,
+    the probabilities (whose dropped copy then replaces the 16-bit copy as the matmul's input:
+    only the mask is more). SDPA drops inside its kernel: on CUDA only an RNG state is kept."""
+    if not cfg.dropout:
+        return []
+    terms = []
+    if _module(d) in _RESIDUAL_DROPOUT:
+        mask = 1 if _cuda(cfg) else e.c  # CUDA: bool masks; CPU: noise in the output's dtype
+        terms.append(
+            Term(
+                "dropout masks (after attention and MLP)",
+                d.s * d.b * 2 * d.h * mask,
+                f"s·b·2h·{mask} B",
+                f"{d.s}·{d.b}·2·{d.h}·{mask}",
+            )
+        )
+    if eager(d, cfg):
+        # The CPU's noise has the probabilities' dtype: the queries' (fp32 under autocast after
+        # RoPE with fp32 tables; GPT-2 casts to the values' dtype, OLMo 2 back to q's).
+        fp32_q = e.amp and _module(d) not in ("gpt2", "olmo2")
+        mask = 1 if _cuda(cfg) else (4 if fp32_q else e.c)
+        # Where no cast sits between the softmax and the dropout (GPT-2 outside autocast, fp32
+        # elsewhere), the softmax keeps its output and the matmul the dropped one: one more.
+        copy = not e.amp if _module(d) == "gpt2" else e.c == 4
+        out = e.c if copy else 0
+        terms.append(
+            Term(
+                "attention dropout (a·s²·b: masks" + (", dropped probabilities)" if out else ")"),
+                d.a * d.s * d.s * d.b * (mask + out),
+                f"a·s²·b·({mask} + {out}) B",
+                f"{d.a}·{d.s}²·{d.b}·({mask} + {out})",
+            )
+        )
+    return terms
+
+
 def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     """One block of transformers' module: what it keeps for backward (TP=1)."""
+    return _block(d, e, cfg) + _dropout(d, e, cfg)
+
+
+def _block(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     if d.arch == "gpt2":
         return _gpt2_layer(d, e, cfg)
     x, tok, T = d.extra, f"{d.s}·{d.b}", d.s * d.b
@@ -291,6 +342,16 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: Any) -> list[T
         )
     if d.V is not None:
         terms.append(_shifted_labels(d))
+    if cfg.dropout and d.arch == "gpt2":  # embd_pdrop: the embeddings' sum (residual dtype)
+        mask = 1 if _cuda(cfg) else e.r
+        terms.append(
+            Term(
+                "dropout mask of the embeddings",
+                T * d.h * mask,
+                f"s·b·h·{mask} B",
+                f"{tok}·{d.h}·{mask}",
+            )
+        )
     return terms
 
 
@@ -315,11 +376,17 @@ def _shifted_labels(d: Dims) -> Term:
 def assumption(d: Dims, cfg: Any) -> str:
     """The implementation the activations describe, for the record's notes."""
     attention = "eager" if eager(d, cfg) else "sdpa"
-    return (
+    text = (
         f"activations of transformers' own {_module(d)} module (attn_implementation="
         f"{attention}; its norms, activations and loss as its eager ops keep them: "
         "profiling/estimate/hf_ops.py), the module the trace builds with transformers installed"
     )
+    if cfg.dropout and attention == "sdpa" and not _cuda(cfg):
+        text += (
+            "; not counted: with dropout the CPU's SDPA falls back to its math path, which keeps "
+            "the s² probabilities (a GPU's kernels drop inside and keep none: --target cuda)"
+        )
+    return text
 
 
 __all__ = ["assumption", "eager", "once_per_model", "per_layer"]

@@ -87,6 +87,36 @@ def test_estimate_agrees_with_the_real_module(
     assert ratios["activations"] == pytest.approx(1.0, abs=0.001), (family, ratios)
 
 
+DROPOUT = {
+    "gpt2 sdpa cuda amp-bf16": ("gpt2 (gelu_new, Conv1D)", "sdpa", "cuda", "amp-bf16"),
+    "phi3 sdpa cuda mixed": ("phi3 (fused qkv and gate/up)", "sdpa", "cuda", "mixed"),
+    "gpt2 eager cuda mixed": ("gpt2 (gelu_new, Conv1D)", "eager", "cuda", "mixed"),
+    "llama eager cpu amp-bf16": ("llama (tied)", "eager", "cpu", "amp-bf16"),
+    "gemma2 eager cpu fp32": (
+        "gemma2 (GeGLU, tied, eager soft-capped attention, window)",
+        "eager",
+        "cpu",
+        "fp32",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DROPOUT))
+def test_dropout_masks_are_the_modules_own(tmp_path: Path, case: str) -> None:
+    """``--dropout 0.1`` in every dropout field: residual masks (GPT-2, Phi-3), the embeddings'
+    (GPT-2), eager attention's masks; SDPA drops inside its kernel on CUDA."""
+    family, attention, target, precision = DROPOUT[case]
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, FAMILIES[family]), seq=64, batch=2, precision=precision,
+        target=target, attention=attention, dropout=0.1,
+    )  # fmt: skip
+    traced = trace_step(cfg)
+    assert "dropout 0.1" in traced.model_info["implementation"]
+    est = estimate(cfg)
+    ratio = est.category_bytes("activations") / traced.phases["after_forward"]["activations"]
+    assert ratio == pytest.approx(1.0, abs=0.001), case
+
+
 def test_eager_attention_is_the_modules_own(tmp_path: Path) -> None:
     """``--attention eager`` traces transformers' eager attention (s² probabilities kept)."""
     cfg = TrainingConfig(
