@@ -8,7 +8,6 @@ them): start-up pays for the command that runs, not for all of them.
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
 from typing import Any
 
@@ -111,15 +110,18 @@ def _root(
 ) -> None:
     """journal-agent: learn ML training systems while you code."""
     if verbose:
-        configure_logging(logging.DEBUG)
+        configure_logging("DEBUG")
 
 
-def configure_logging(level: int) -> None:
-    """Send journal_agent's and profiling's log records at ``level`` and above to stderr.
+def configure_logging(level: int | str) -> None:
+    """Send journal_agent's and profiling's log records at ``level`` (a number or a name such
+    as ``"DEBUG"``) and above to stderr.
 
     Only the CLI configures logging (never on import); without ``--verbose`` Python's
-    last-resort handler still shows warnings.
+    last-resort handler still shows warnings. ``logging`` is imported here, not at start-up.
     """
+    import logging
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     for name in ("journal_agent", "profiling"):
