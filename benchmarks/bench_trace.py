@@ -18,7 +18,8 @@
    1, 2 and 3 layers), with the project's blocks (block-scaled) as the baseline beside it; the
    MoE with our blocks. Wall and CPU time, peak RSS, against targets (8B: ≤ 15 s, ≤ 600 MB),
    and estimate ÷ trace per category. ``--project-only`` traces the 8B with our blocks only.
-   ``--catalogue`` traces every shipped config the same way (our blocks, seq 1024 here) and
+   ``--catalogue [NAME ...]`` traces every shipped config (or those named) as the CLI does
+   (transformers' module when installed, our blocks for mixtures of experts; seq 1024 here) and
    reports each one's time, RSS and estimate ÷ trace per category (floor: within ±2 %).
 
     python benchmarks/bench_trace.py [--skip-upstream] [--skip-7b] [--markdown]
@@ -76,11 +77,12 @@ def _hf_child(name: str, module: str, seq: int = 2048) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def bench_catalogue() -> dict:
-    """Every shipped config traced with our blocks: time, RSS, estimate ÷ trace."""
+def bench_catalogue(names: list[str] | None = None) -> dict:
+    """Every shipped config (or ``names``) traced as the CLI traces it — transformers' module
+    when it is installed, else our blocks: time, RSS, estimate ÷ trace."""
     from profiling.models.hf_config import catalogue_names
 
-    rows = [_hf_child(f"hf:{name}", "project", 1024) for name in catalogue_names()]
+    rows = [_hf_child(f"hf:{name}", "hf", 1024) for name in names or catalogue_names()]
     worst = max(abs(r - 1) for row in rows for r in row["estimate_over_trace"].values())
     return {"rows": rows, "worst_deviation": round(worst, 4), "within_2_percent": worst <= 0.02}
 
@@ -259,7 +261,9 @@ def main() -> None:
     parser.add_argument("--skip-7b", action="store_true", help="only the agreement table")
     parser.add_argument("--markdown", action="store_true", help="also print the table as markdown")
     parser.add_argument("--skip-hf", action="store_true", help="skip the catalogue models")
-    parser.add_argument("--catalogue", action="store_true", help="trace every shipped config")
+    parser.add_argument(
+        "--catalogue", nargs="*", default=None, help="trace every shipped config (or these)"
+    )
     parser.add_argument(
         "--project-only", action="store_true", help="trace the 8B with our blocks only"
     )
@@ -274,8 +278,8 @@ def main() -> None:
         report["trace_7b"] = bench_7b(args.skip_upstream)
     if not args.skip_hf:
         report["hf_catalogue"] = bench_hf(args.project_only)
-    if args.catalogue:
-        report["catalogue"] = bench_catalogue()
+    if args.catalogue is not None:
+        report["catalogue"] = bench_catalogue(args.catalogue)
     table = bench_agreement(args.workloads)
     report["estimate_over_trace"] = table
     report["notes"] = (

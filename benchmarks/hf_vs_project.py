@@ -3,12 +3,14 @@ shape, traced here under fake tensors; prints JSON, and with ``--markdown`` the 
 docs/profiling.md ("Project module ÷ real Hugging Face module"), which is pasted from here.
 
 Each row: the project's model and transformers' module traced with the same settings (batch 1,
-amp-bf16, AdamW, ``--target cpu``, the steady-state step); activations alive at the end of
+amp-bf16, AdamW, ``--target cuda`` — what a GPU's kernels keep — or ``cpu``, the steady-state
+step); activations alive at the end of
 forward and the step's peak, ours ÷ Hugging Face's; and the estimate of transformers' module ÷
 its trace (the closed forms of ``profiling/estimate/hf_ops.py``). Needs transformers (the hf
 extra). Slow (each 7B-shaped trace takes minutes here):
 
-    python benchmarks/hf_vs_project.py [--markdown] [--rows gpt2-small llama-1b llama-7b]
+    python benchmarks/hf_vs_project.py [--markdown] [--target cuda|cpu]
+        [--rows gpt2-small llama-1b llama-7b]
 """
 
 from __future__ import annotations
@@ -43,12 +45,12 @@ def _llama_config(name: str, folder: Path) -> str:
     return f"hf:{path}"
 
 
-def row(project: str, hf: str, seq: int, dropout: float) -> dict:
+def row(project: str, hf: str, seq: int, dropout: float, target: str) -> dict:
     from profiling.config import TrainingConfig
     from profiling.estimate.memory import estimate
     from profiling.trace.step import trace_step
 
-    common = {"seq": seq, "batch": 1, "precision": "amp-bf16", "target": "cpu"}
+    common = {"seq": seq, "batch": 1, "precision": "amp-bf16", "target": target}
     ours = trace_step(TrainingConfig(model=project, dropout=dropout, **common))
     cfg = TrainingConfig(model=hf, dropout=dropout, **common)
     theirs = trace_step(cfg)
@@ -60,6 +62,7 @@ def row(project: str, hf: str, seq: int, dropout: float) -> dict:
         "implementation": theirs.model_info.get("implementation"),
         "seq": seq,
         "dropout": dropout,
+        "target": target,
         "activations": {"ours": act[0], "hf": act[1], "ratio": round(act[0] / act[1], 3)},
         "peak": {
             "ours": ours.peak_bytes,
@@ -99,13 +102,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="also print the docs table")
     parser.add_argument("--rows", nargs="*", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--target", default="cuda", choices=("cuda", "cpu"))
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for project in args.rows:
             name, seq, dropouts = ROWS[project]
             hf = f"hf:{name}" if name else _llama_config(project, Path(tmp))
-            rows += [row(project, hf, seq, p) for p in dropouts]
+            rows += [row(project, hf, seq, p, args.target) for p in dropouts]
     print(json.dumps({"rows": rows}, indent=2))
     if args.markdown:
         print(markdown(rows))
