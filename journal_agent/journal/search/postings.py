@@ -37,8 +37,9 @@ UNIONS = 64  # terms' row sets kept (each at most 80 kB for 10,000 entries)
 class _Phrases:
     """One index's phrases in one state of it: phrase → (rowids ascending, parts)."""
 
-    def __init__(self, state: tuple[str, ...]) -> None:
+    def __init__(self, state: tuple[str, ...], budget: int) -> None:
         self.state = state
+        self.budget = budget
         self.found: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
         self.unions: dict[str, Any] = {}  # a term's alternatives → the rows holding any
         self.size = 0
@@ -47,6 +48,13 @@ class _Phrases:
 
 _CACHE: dict[Path, _Phrases] = {}
 _CACHE_LOCK = threading.Lock()
+_BUDGETS: dict[Path, int] = {}
+
+
+def keep_up_to(path: Path, budget: int) -> None:
+    """Keep up to ``budget`` bytes of phrases for this index in this process (an export ranks
+    every entry's related entries: their rare words come back a few entries later)."""
+    _BUDGETS[path] = budget
 
 
 def _phrases(path: Path, conn: sqlite3.Connection) -> _Phrases:
@@ -55,7 +63,7 @@ def _phrases(path: Path, conn: sqlite3.Connection) -> _Phrases:
     with _CACHE_LOCK:
         held = _CACHE.get(path)
         if held is None or held.state != state:
-            held = _CACHE[path] = _Phrases(state)
+            held = _CACHE[path] = _Phrases(state, _BUDGETS.get(path, BUDGET_BYTES))
         return held
 
 
@@ -83,7 +91,7 @@ def part(
         if phrase not in phrases.found:
             phrases.found[phrase] = (rowids, parts)
             phrases.size += rowids.nbytes + parts.nbytes
-            while phrases.size > BUDGET_BYTES and len(phrases.found) > 1:
+            while phrases.size > phrases.budget and len(phrases.found) > 1:
                 _, (r, p) = phrases.found.popitem(last=False)
                 phrases.size -= r.nbytes + p.nbytes
     return rowids, parts
@@ -110,27 +118,53 @@ def match(
     rows_of_term = [rows_matching(path, conn, alternatives, kept) for alternatives in terms]
     if not rows_of_term:
         return {}
-    if every:
+    if not every:
+        total, rows = _any(terms, looked, rows_of_term, allowed)
+        if rows.size == 0:
+            return {}
+    else:
         rows = rows_of_term[0]
         for more in rows_of_term[1:]:
             rows = np.intersect1d(rows, more, assume_unique=True)
-    else:
-        rows = _union(rows_of_term)
-    if allowed is not None:
-        rows = rows[np.isin(rows, allowed, assume_unique=True)]
-    if rows.size == 0:
-        return {}
-    total = np.zeros(rows.size, dtype=np.float64)
-    for alternatives in terms:
-        for p in alternatives:
-            rowids, parts = looked[p]
-            at = np.searchsorted(rows, rowids)
-            inside = at < rows.size
-            inside[inside] = rows[at[inside]] == rowids[inside]
-            total[at[inside]] += parts[inside]
+        if allowed is not None:
+            rows = rows[np.isin(rows, allowed, assume_unique=True)]
+        if rows.size == 0:
+            return {}
+        total = np.zeros(rows.size, dtype=np.float64)
+        for alternatives in terms:
+            for p in alternatives:
+                rowids, parts = looked[p]
+                at = np.searchsorted(rows, rowids)
+                inside = at < rows.size
+                inside[inside] = rows[at[inside]] == rowids[inside]
+                total[at[inside]] += parts[inside]
     scores = -total
     order = np.lexsort((rows, scores))[:depth]
     return {int(rows[i]): float(scores[i]) for i in order}
+
+
+def _any(
+    terms: list[list[str]], looked: dict[str, Any], rows_of_term: list[Any], allowed: Any
+) -> tuple[Any, Any]:
+    """Rows holding any term, ascending, and their sums of parts: over arrays as long as the
+    table (an export ranks 10,000 entries' related ones this way: no merging of row lists)."""
+    import numpy as np
+
+    size = 1 + max((int(r[-1]) for r in rows_of_term if r.size), default=-1)
+    hit = np.zeros(max(size, 0), dtype=bool)
+    for r in rows_of_term:
+        hit[r] = True
+    if allowed is not None:
+        keep = np.zeros(hit.size, dtype=bool)
+        keep[allowed[allowed < hit.size]] = True
+        hit &= keep
+    dense = np.zeros(hit.size, dtype=np.float64)
+    for alternatives in terms:
+        for p in alternatives:  # in the query's order: FTS5's own order of addition
+            rowids, parts = looked[p]
+            dense[rowids] += parts
+    rows = np.flatnonzero(hit)
+    return dense[rows], rows
 
 
 def rows_matching(

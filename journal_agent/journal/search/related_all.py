@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from journal_agent.journal.search import fusion, ranking
+from journal_agent.journal.search import fusion, postings, ranking
 from journal_agent.journal.search.embeddings import Unavailable, get_embedder
 from journal_agent.journal.search.index import SearchIndex
 
 BLOCK = 512  # entries whose similarities to all are computed at once (512 × 10,000 floats)
+KEPT_BYTES = 256 << 20  # phrases kept while ranking all (most are rare words: a few rows each)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class RelatedAll:
         self.root = Path(root)
         self.limit = limit
         self.index = SearchIndex(self.root, cached=True)
+        postings.keep_up_to(self.index.path, KEPT_BYTES)
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         conn = self.connection()
