@@ -78,6 +78,8 @@ _.list_commands  # journal_agent/cli/_app.py
 # does not follow.
 _.mastery  # journal_agent/learning/ledger_summary.py
 _.other_sections
+_.new_count  # journal_agent/learning/ledger_api.py: Overview
+_.operation  # journal_agent/learning/review.py: Suggestion
 # Hugging Face configs (profiling/models/hf_config.py, hf_module.py): a config.json field read by
 # pydantic; transformers reads the attributes set on its config.
 model_type

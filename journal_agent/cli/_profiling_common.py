@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from journal_agent.cli._common import resolve_root
-from journal_agent.paths import measurements_dir, records_dir_for_saving
+from journal_agent.cli._common import open_workspace, resolve_root
+from journal_agent.paths import records_dir_for_saving
 
 if TYPE_CHECKING:
     from profiling.records import MeasurementRecord, RecordStore
@@ -26,9 +26,7 @@ PlotOption = Annotated[
 
 
 def _store(root: Path | None) -> RecordStore:
-    from profiling.records import RecordStore
-
-    return RecordStore(measurements_dir(resolve_root(root)))
+    return open_workspace(root).records
 
 
 def _saving_store(root: Path | None) -> RecordStore:

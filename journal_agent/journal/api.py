@@ -9,7 +9,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
@@ -30,6 +30,8 @@ from journal_agent.secret_text import refuse_secrets
 
 if TYPE_CHECKING:  # imported where used, inside the functions: search by meaning is heavy
     from collections.abc import Callable
+
+    import numpy as np
 
     from journal_agent.journal.model import Entry
     from journal_agent.journal.reffix import FixOutcome
@@ -54,7 +56,7 @@ class AppendOutcome:
     # Appended, but it may repeat an entry (weak evidence): one sentence each.
     warnings: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "appended": self.appended,
             "entry": self.entry_id,
@@ -153,7 +155,9 @@ class _DuplicateGuard:
             raise _Repeated(self.similar.duplicate)
 
 
-def _check_duplicate(index: SearchIndex, entry: Entry, vector: Any = None) -> Check | None:
+def _check_duplicate(
+    index: SearchIndex, entry: Entry, vector: np.ndarray | None = None
+) -> Check | None:
     """The duplicate check; a journal it cannot read is reported by the append itself."""
     from journal_agent.journal.search.duplicates import check_draft
 
@@ -182,7 +186,7 @@ def _remember_vector(index: SearchIndex, entry: Entry, similar: Check | None) ->
     from journal_agent.journal.search.embeddings import Unavailable, embed_text, get_embedder
 
     text = embed_text(entry.title, " ".join(entry.tags), entry.body)
-    if similar is not None and similar.vector is not None:
+    if similar is not None and similar.vector is not None and similar.embedder is not None:
         fusion.remember(index.root, text, similar.vector, similar.embedder)
         return
     try:

@@ -21,6 +21,7 @@ from journal_agent.journal.refcheck import anchors_for, new_spec
 from journal_agent.journal.refs import Anchor, CodeRef, FileCache, RefStore
 from journal_agent.journal.relocate import Relocator
 from journal_agent.journal.store import JournalStore, changed_since, decode_journal
+from journal_agent.paths import refs_file
 
 
 @dataclass
@@ -45,7 +46,7 @@ class FixOutcome:
 def fix_moved(root: Path) -> FixOutcome:
     """Rewrite every moved reference to where its lines are now; nothing else changes."""
     store = JournalStore(Path(root))
-    refstore = RefStore(store.state / "refs.jsonl")
+    refstore = RefStore(refs_file(store.root))
     with store._locked():
         remove_stale_temps(store.path)
         for _ in range(5):
@@ -144,7 +145,7 @@ def refresh(root: Path, key: str, accept: list[str] | None = None) -> tuple[str,
                 f"{', '.join(sorted(unknown))} is not a reference of {entry.id}; accept one of "
                 f"its references: {', '.join(sorted({r.key for r in entry.refs})) or 'none'}."
             )
-        refstore = RefStore(store.state / "refs.jsonl")
+        refstore = RefStore(refs_file(store.root))
         recorded = refstore.anchors().get(entry.id, {})
         files = FileCache(store.root)
         relocator = Relocator(store.root, files)

@@ -50,7 +50,7 @@ from journal_agent.journal.refcheck import ref_problems
 from journal_agent.journal.refs import FileCache, RefStore
 from journal_agent.journal.relocate import Relocator
 from journal_agent.journal.sections import REQUIRED
-from journal_agent.paths import JOURNAL_FILE, measurements_dir, state_dir
+from journal_agent.paths import JOURNAL_FILE, measurements_dir, refs_file
 from profiling.citations import cite
 
 KINDS = (
@@ -102,9 +102,7 @@ class Checker:
         self.relocator = Relocator(self.root, self.files)
         self.records = Records(self.root)
         # A draft has no recorded anchors (and may share a derived id with an old entry).
-        self.anchors = (
-            RefStore(state_dir(self.root) / "refs.jsonl").anchors() if recorded_hashes else {}
-        )
+        self.anchors = RefStore(refs_file(self.root)).anchors() if recorded_hashes else {}
 
     # -- one entry ---------------------------------------------------------------------------
     def check_entry(self, entry: Entry) -> list[Problem]:

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from journal_agent.errors import UserError
 from journal_agent.journal._text import slugify
 from journal_agent.learning.review_state import STATE_VERSION
 
 if TYPE_CHECKING:
+    from fsrs.review_log import ReviewLogDict
+
     from journal_agent.workspace import Workspace
 
 RATINGS = {"again": 1, "hard": 2, "good": 3, "easy": 4}
@@ -216,7 +218,17 @@ def queue(
     return [card for _, card in reviewed] + fresh
 
 
-def rate(ws: Workspace, item_id: str, rating: str | int, now: datetime | None = None) -> dict:
+class Rated(TypedDict):
+    id: str
+    rating: str  # again | hard | good | easy
+    reviewed: str  # ISO UTC
+    due: str
+    state: str  # learning | review | relearning
+    stability: float | None
+    log: ReviewLogDict  # fsrs's ReviewLog.to_dict()
+
+
+def rate(ws: Workspace, item_id: str, rating: str | int, now: datetime | None = None) -> Rated:
     """Record one review and schedule the next; returns the new due date and state."""
     from fsrs import Card, Rating
 
@@ -260,7 +272,15 @@ def rate(ws: Workspace, item_id: str, rating: str | int, now: datetime | None = 
 # -- history → ledger suggestions ------------------------------------------------------------
 
 
-def suggestions(ws: Workspace) -> list[dict[str, Any]]:
+class Suggestion(TypedDict):
+    id: str  # the reviewed item
+    to: str  # the mastery level the history supports: mastered | blind_spots
+    reason: str  # one sentence
+    operation: dict[str, str]  # the ledger operation (move_item / add_item) that applies it
+    command: str  # the same as a journal-agent command
+
+
+def suggestions(ws: Workspace) -> list[Suggestion]:
     """Mastery moves the review history supports: an item failed repeatedly → 🔴, one recalled
     well over weeks → 🟢. Suggestions only; /end-session (or the user) applies them."""
     state = ws.review.load()
@@ -269,7 +289,7 @@ def suggestions(ws: Workspace) -> list[dict[str, Any]]:
         history.setdefault(line["item"], []).append(
             (datetime.fromisoformat(line["at"]), int(line["rating"]))
         )
-    out: list[dict[str, Any]] = []
+    out: list[Suggestion] = []
     items = {i.id: i for i in collect_items(ws)}
     ledger_terms = {i.id for i in items.values() if i.kind == "item"}
     for item_id, reviews in history.items():

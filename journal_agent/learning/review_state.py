@@ -13,13 +13,37 @@ import contextlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from journal_agent.errors import UserError
 from journal_agent.locks import held
 from journal_agent.paths import review_file, state_dir
 
+if TYPE_CHECKING:
+    from fsrs.card import CardDict
+
 STATE_VERSION = 1
+
+
+class SavedCard(TypedDict):
+    card: CardDict  # fsrs's Card.to_dict()
+    title: str
+
+
+class LogLine(TypedDict):
+    item: str
+    rating: int  # 1-4: again, hard, good, easy
+    at: str  # ISO UTC
+    due: str
+    stability: float | None
+
+
+class State(TypedDict):
+    """What ``review.json`` holds."""
+
+    version: int
+    cards: dict[str, SavedCard]
+    log: list[LogLine]
 
 
 class ReviewState:
@@ -37,7 +61,7 @@ class ReviewState:
             "it and try again.",
         )
 
-    def load(self) -> dict[str, Any]:
+    def load(self) -> State:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -60,7 +84,7 @@ class ReviewState:
                 "if you fixed it."
             ) from None
         data.setdefault("log", [])
-        return data
+        return cast("State", data)  # its cards and log were checked above
 
     def _set_aside(self) -> Path:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -72,7 +96,7 @@ class ReviewState:
         self.path.rename(aside)
         return aside
 
-    def save(self, data: dict[str, Any]) -> None:
+    def save(self, data: State) -> None:
         from journal_agent.atomic import atomic_write
 
         text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from journal_agent.paths import measurements_dir
 from journal_agent.tools._config_input import config_input_model, confined_hf_model
 from journal_agent.tools.base import Tool, ToolContext, ToolResult
 
@@ -26,12 +25,9 @@ class MemoryEstimate(Tool):
     def run(self, ctx: ToolContext, params: MemoryEstimateInput) -> ToolResult:  # type: ignore[override,valid-type]  # Input is a model generated at import (config_input_model), not a class statement
         from profiling.config import TrainingConfig
         from profiling.estimate.run import estimate_and_record
-        from profiling.records import RecordStore
 
         # A ProfilingError (bad sizes, an unknown model) becomes an error result in Tool.call.
         # hf:PATH is a file the tool reads: inside the workspace only.
         values = confined_hf_model(ctx, params.config_values())
         config = TrainingConfig.parse(style="field", **values)
-        return ToolResult(
-            estimate_and_record(config, RecordStore(measurements_dir(ctx.root))).text()
-        )
+        return ToolResult(estimate_and_record(config, ctx.workspace.records).text())

@@ -246,15 +246,13 @@ class DeviceInfo(Tool[DeviceInfoInput]):
     Input = DeviceInfoInput
 
     def run(self, ctx: ToolContext, params: DeviceInfoInput) -> ToolResult:
-        from journal_agent.paths import measurements_dir
         from profiling.citations import cite
         from profiling.measure.devices import gpu_info
         from profiling.measure.report import device_record, render_gpu_info
-        from profiling.records import RecordStore
 
         info = gpu_info()
         record = device_record(info)
-        RecordStore(measurements_dir(ctx.root)).save(record)
+        ctx.workspace.records.save(record)
         return ToolResult(
             f"{render_gpu_info(info)}\nrecord: {record.id}  (cite as {cite(record.id)})"
         )

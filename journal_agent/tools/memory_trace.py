@@ -6,7 +6,6 @@ from pathlib import Path
 
 from pydantic import Field
 
-from journal_agent.paths import measurements_dir
 from journal_agent.tools._config_input import config_input_model, confined_hf_model
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.workspace import workspace_root
@@ -50,7 +49,6 @@ class MemoryTrace(Tool):
     Input = MemoryTraceInput
 
     def run(self, ctx: ToolContext, params: MemoryTraceInput) -> ToolResult:  # type: ignore[override,valid-type]  # Input is a model generated at import (config_input_model), not a class statement
-        from profiling.records import RecordStore
 
         model = params.model or ""
         if model.startswith("hf:"):
@@ -63,7 +61,7 @@ class MemoryTrace(Tool):
         if ":" in model:
             # A workspace factory runs the user's code: in the sandbox, as Bash would run it.
             return ToolResult(_trace_in_sandbox(params, ctx, params.config_values()))
-        store = RecordStore(measurements_dir(ctx.root))
+        store = ctx.workspace.records
         # A ProfilingError (a model that will not trace) becomes an error result in Tool.call.
         return ToolResult(_trace(params, ctx, store))
 

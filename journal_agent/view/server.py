@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from journal_agent.errors import UserError
@@ -19,13 +19,18 @@ from journal_agent.view.pages import Mode, NotFound, Pages
 from journal_agent.view.site import Site, entry_path
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+
     from journal_agent.workspace import Workspace
 
 STATIC = Path(__file__).parent / "static"
 SEARCH_LIMIT = 10  # as `journal search` shows by default: the list a keystroke replaces
 
 
-def create_app(ws: Workspace, *, token: str, hosts: set[str], port: int) -> Any:
+def create_app(ws: Workspace, *, token: str, hosts: set[str], port: int) -> Guard:
     """The ASGI app for one workspace; ``hosts`` are the ``Host`` values it answers to."""
     from starlette.applications import Starlette
     from starlette.routing import Mount, Route
@@ -62,7 +67,7 @@ class _Views:
         self.pages = pages
         self.site = pages.site
 
-    def _page(self, make: Any, *args: Any) -> Any:
+    def _page(self, make: Callable[..., str], *args: object) -> Response:
         from starlette.responses import HTMLResponse
 
         try:
@@ -74,43 +79,43 @@ class _Views:
         except UserError as exc:
             return HTMLResponse(self.pages.error(400, exc.message), status_code=400)
 
-    def home(self, request: Any) -> Any:
+    def home(self, request: Request) -> Response:
         from starlette.responses import RedirectResponse
 
         return RedirectResponse("/index.html", status_code=303)
 
-    def journal(self, request: Any) -> Any:
+    def journal(self, request: Request) -> Response:
         return self._page(self.pages.journal, request.path_params.get("number", 1))
 
-    def tag(self, request: Any) -> Any:
+    def tag(self, request: Request) -> Response:
         return self._page(self.pages.tag, request.path_params["tag"])
 
-    def entry(self, request: Any) -> Any:
+    def entry(self, request: Request) -> Response:
         name = request.path_params["entry"]
         return self._page(self.pages.entry, name.removesuffix(".html"))
 
-    def record(self, request: Any) -> Any:
+    def record(self, request: Request) -> Response:
         return self._page(self.pages.record, request.path_params["record"])
 
-    def code(self, request: Any) -> Any:
+    def code(self, request: Request) -> Response:
         rel = request.path_params["path"].removesuffix(".html")
         return self._page(self.pages.code, rel)
 
-    def ledger(self, request: Any) -> Any:
+    def ledger(self, request: Request) -> Response:
         return self._page(self.pages.ledger)
 
-    def review(self, request: Any) -> Any:
+    def review(self, request: Request) -> Response:
         return self._page(self.pages.review)
 
-    def inbox(self, request: Any) -> Any:
+    def inbox(self, request: Request) -> Response:
         return self._page(self.pages.inbox)
 
-    def stamp(self, request: Any) -> Any:
+    def stamp(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
         return JSONResponse({"stamp": self.site.stamp()})
 
-    def related(self, request: Any) -> Any:
+    def related(self, request: Request) -> Response:
         """The entries like this one (the journal's ``related``), for the entry page."""
         from starlette.responses import JSONResponse
 
@@ -120,7 +125,7 @@ class _Views:
         hits = self.site.related(entry)
         return JSONResponse({"hits": [{**h.to_dict(), "href": entry_path(h.id)} for h in hits]})
 
-    def search(self, request: Any) -> Any:
+    def search(self, request: Request) -> Response:
         """The CLI's search (words and meaning; ``#tag`` words filter) as JSON hits; with
         ``words=1``, by words alone: the page shows those at once, then the CLI's list."""
         from starlette.responses import JSONResponse
@@ -143,7 +148,7 @@ class _Views:
             }
         )
 
-    async def rate(self, request: Any) -> Any:
+    async def rate(self, request: Request) -> Response:
         """A rating from the review page into the same FSRS store as `journal-agent review`."""
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import JSONResponse
@@ -159,7 +164,7 @@ class _Views:
             return JSONResponse({"error": exc.message}, status_code=400)
         return JSONResponse({k: done[k] for k in ("id", "rating", "due", "state")})
 
-    async def moment(self, request: Any) -> Any:
+    async def moment(self, request: Request) -> Response:
         """Accept (start /learn on it) or dismiss a captured moment."""
         from starlette.concurrency import run_in_threadpool
         from starlette.responses import JSONResponse
@@ -176,7 +181,7 @@ class _Views:
             return JSONResponse({"error": exc.message}, status_code=400)
         return JSONResponse(done)
 
-    async def draft(self, request: Any) -> Any:
+    async def draft(self, request: Request) -> Response:
         """Accept (append to the journal, checked) or reject (delete) a draft, as
         `inbox accept-draft` / `reject-draft` do."""
         from starlette.concurrency import run_in_threadpool
@@ -199,5 +204,5 @@ def _sentence(exc: Exception) -> str:
     return str(exc).rstrip(".") + "."
 
 
-async def _form(request: Any) -> dict[str, str]:
+async def _form(request: Request) -> dict[str, str]:
     return dict(parse_qsl((await request.body()).decode("utf-8", "replace")))

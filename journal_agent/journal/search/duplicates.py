@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 from journal_agent.journal.model import Entry
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from journal_agent.journal.search.embeddings import Embedder
     from journal_agent.journal.search.index import SearchIndex
 
 # The rule is chosen on the calibration set in tests/journal/search/duplicate_pairs.py: 43
@@ -68,12 +71,12 @@ class Duplicate:
 class Check:
     duplicate: Duplicate | None  # refused: the draft repeats this entry
     closest: list[Duplicate]  # the candidates with their scores, closest first
-    vector: Any = None  # the draft's vector, to cache for the appended entry
-    embedder: Any = None
+    vector: np.ndarray | None = None  # the draft's vector, to cache for the appended entry
+    embedder: Embedder | None = None
     similar: Duplicate | None = None  # warned: the draft may repeat this entry
 
 
-def check_draft(index: SearchIndex, entry: Entry, vector: Any = None) -> Check:
+def check_draft(index: SearchIndex, entry: Entry, vector: np.ndarray | None = None) -> Check:
     """Compare a parsed draft with the journal ``index`` covers; ``duplicate`` is set when it
     repeats an entry. ``vector``: the draft's, when an earlier check computed it."""
     from journal_agent.journal.search import fusion, ranking
