@@ -10,6 +10,10 @@ import importlib.util
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from journal_agent.workspace import Workspace
 
 # Optional packages and what each one adds.
 OPTIONAL = {
@@ -30,10 +34,11 @@ class Check:
         return asdict(self)
 
 
-def run_checks(root: Path) -> list[Check]:
+def run_checks(ws: Workspace) -> list[Check]:
+    root = ws.root
     return [
-        check_confinement(root),
-        check_secret_history(root),
+        check_confinement(ws),
+        check_secret_history(ws),
         check_ripgrep(),
         check_api_key(),
         check_torch(),
@@ -45,12 +50,11 @@ def run_checks(root: Path) -> list[Check]:
     ]
 
 
-def check_confinement(root: Path) -> Check:
-    from journal_agent.settings import load_settings
+def check_confinement(ws: Workspace) -> Check:
     from journal_agent.tools.sandbox import available_confinement
 
-    settings = load_settings(root).sandbox
-    conf = available_confinement(settings, root)
+    settings = ws.settings().sandbox
+    conf = available_confinement(settings, ws.root)
     if not conf.active:
         return Check(
             "sandbox",
@@ -78,16 +82,15 @@ def check_confinement(root: Path) -> Check:
     return Check("sandbox", True, f"{conf.reason}; {net}")
 
 
-def check_secret_history(root: Path) -> Check:
+def check_secret_history(ws: Workspace) -> Check:
     """Files the sandbox hides (``.env``, keys …) that a commit holds: still readable from
     git's object store (``git show HEAD:.env``)."""
-    from journal_agent.settings import load_settings
     from journal_agent.tools.sandbox.committed_secrets import secrets_in_history
     from journal_agent.tools.sandbox.view import bare_names
 
     name = "secrets in git history"
-    extra = bare_names(load_settings(root).sandbox.filesystem.deny_read)
-    found = secrets_in_history(root, extra)
+    extra = bare_names(ws.settings().sandbox.filesystem.deny_read)
+    found = secrets_in_history(ws.root, extra)
     if not found.repository:
         return Check(name, True, "not a git repository: no history to check")
     if found.problem:

@@ -63,15 +63,14 @@ def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def sandbox_notice(root: Path) -> None:
+def sandbox_notice(ws: Workspace) -> None:
     """Say once, on stderr, when Bash commands will run without the OS sandbox (and what that
     means), or when the settings ask for something the sandbox cannot enforce."""
     import sys
 
-    from journal_agent.settings import load_settings
     from journal_agent.tools.sandbox import available_confinement, notice
 
-    settings = load_settings(root).sandbox
-    message = notice(available_confinement(settings, root), settings)
+    settings = ws.settings().sandbox
+    message = notice(available_confinement(settings, ws.root), settings)
     if message:
         print(message, file=sys.stderr)

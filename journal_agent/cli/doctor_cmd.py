@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, open_workspace, print_json
 
 
 @app.command("doctor")
@@ -14,7 +14,7 @@ def doctor_command(root: RootOption = None, as_json: JsonOption = False) -> None
     key, torch, NVML, the Claude Code hooks and their recent failures, extras."""
     from journal_agent.doctor import run_checks
 
-    checks = run_checks(resolve_root(root))
+    checks = run_checks(open_workspace(root))
     if as_json:
         print_json([c.as_dict() for c in checks])
         return

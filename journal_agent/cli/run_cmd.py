@@ -19,8 +19,8 @@ from journal_agent.cli._app import app
 from journal_agent.cli._common import (
     JsonOption,
     RootOption,
+    open_workspace,
     print_json,
-    resolve_root,
     sandbox_notice,
 )
 
@@ -190,14 +190,15 @@ def _go(opts: _Opts, kind: str, target: str, text: str, argv: list[str]) -> None
     from journal_agent.runtime.runner import prepare_agent, prepare_slash_command
     from journal_agent.runtime.transcript import new_run_id
 
-    root = resolve_root(opts.root)
+    ws = open_workspace(opts.root)
+    root = ws.root
     if opts.background and not opts.dry_run:
         _detach(opts, kind, target, text, argv, root)
         return
     console = Console(stderr=True, highlight=False)
     renderer = Renderer(console)
     if not opts.dry_run:
-        sandbox_notice(root)
+        sandbox_notice(ws)
     config = _run_config(opts, root, renderer, console)
     prepare = prepare_agent if kind == "agent" else prepare_slash_command
     prepared = prepare(target, text, config)

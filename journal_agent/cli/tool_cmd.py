@@ -12,8 +12,8 @@ from journal_agent.cli._app import app
 from journal_agent.cli._common import (
     JsonOption,
     RootOption,
+    open_workspace,
     print_json,
-    resolve_root,
     sandbox_notice,
 )
 from journal_agent.errors import UserError
@@ -76,10 +76,11 @@ def tool_command(
     if tool is None:
         raise UserError(f"unknown tool {name!r}; the tools are {', '.join(tools)}.")
     params = _parse_input(input_json, tool.name)
+    ws = open_workspace(root)
     if tool.name == "Bash":
-        sandbox_notice(resolve_root(root))
+        sandbox_notice(ws)
     ctx = make_context(
-        resolve_root(root),
+        ws,
         mode=mode,
         allow=allow or (),
         deny=deny or (),
