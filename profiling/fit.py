@@ -200,7 +200,10 @@ def _confirm(
         cand.traced_fits = result.peak_bytes <= avail * HEADROOM
         done += 1
     if done == 0 and fitting:
-        notes.append("no fitting candidate can be traced (LoRA, offload): estimates only")
+        notes.append(
+            "no fitting candidate can be traced (selective checkpointing, offload, QLoRA under "
+            "autocast, or LoRA without peft): estimates only"
+        )
 
 
 def render_fit(res: FitResult, top: int = 10) -> str:

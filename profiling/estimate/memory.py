@@ -22,6 +22,7 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
 from profiling.estimate import hf_ops, variants
+from profiling.estimate import lora as lora_acts
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
     HEADROOM,
     describe_setup,
@@ -185,11 +186,16 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
             "builds without transformers, or for a mixture of experts)"
         )
     layer = _per_layer(d, e, inp)
+    lora = inp.lora_rank is not None and d.arch == "llama"
+    if lora:
+        layer += lora_acts.per_layer(d, e, inp)
     if inp.checkpointing == "full":
         _add_activation(ledger, acts.checkpointed_layer(d, e), 1, t, sp)
         once = _once(d, e, shape, inp)
         if e.amp:  # the blocks' weight copies die with the checkpointed region
             once = [_head_copy_only(term, shape) for term in once]
+        if lora:
+            once += lora_acts.once_per_model(d, e, inp, 0)
         for term in once:
             _add_activation(ledger, term, 1, t, sp)
         return sum(term.bytes / _tp_split(term.name, t, sp) for term in layer)
@@ -197,6 +203,10 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
         _add_activation(ledger, term, d.L, t, sp)
     for term in _once(d, e, shape, inp):
         _add_activation(ledger, term, 1, t, sp)
+    if lora:
+        adapters = int(shape.get("lora_adapters") or 0)
+        for term in lora_acts.once_per_model(d, e, inp, adapters):
+            _add_activation(ledger, term, 1, t, sp)
     return 0.0
 
 
@@ -350,6 +360,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     ledger = Ledger()
     if inp.lora_rank is not None:
         trainable = lora(ledger, inp, shape, sh)
+        shape["lora_adapters"] = trainable
     else:
         trainable = psi
         full_training(ledger, inp, shape, sh)

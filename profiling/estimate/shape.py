@@ -53,6 +53,8 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         "max_seq": w.max_seq,
         # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
         "unquantized_params": w.embedding_params() + (0 if w.tied_embeddings else head),
+        # The Linear weights of one block, which QLoRA quantizes (MoE experts are not Linear).
+        "block_linear_numels": _block_linears(w),
     }
     if w.arch == "llama":
         shape.update(_variations(w))
@@ -65,6 +67,14 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     if active is not None:
         shape["active_matmul_weights"] = active + head
     return shape
+
+
+def _block_linears(w: WorkloadConfig) -> list[int]:
+    h, q, kv = w.hidden, w.q_dim, w.kv_dim
+    if w.arch == "gpt2":
+        return [3 * h * h, h * h, h * w.ffn, w.ffn * h]
+    mlp = [h * w.experts] if w.moe else [h * w.ffn] * 3  # the router, or gate, up, down
+    return [h * q, h * kv, h * kv, q * h, *mlp]
 
 
 def _variations(w: WorkloadConfig) -> dict[str, Any]:

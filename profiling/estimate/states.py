@@ -165,7 +165,9 @@ def full_training(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh
 def _step_counters(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
     # torch's Adam-family optimizers keep one fp32 scalar `step` per parameter tensor.
     tensors = shape.get("param_tensors")
-    if cfg.optimizer in ("adam", "adamw", "adagrad") and tensors and cfg.lora_rank is None:
+    if cfg.lora_rank is not None:  # LoRA: A and B of q, k, v, o in every block
+        tensors = 8 * int(shape.get("layers") or 0)
+    if cfg.optimizer in ("adam", "adamw", "adagrad") and tensors:
         ledger.add(
             Line(
                 name="Optimizer: step counters",
@@ -181,7 +183,7 @@ def _step_counters(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -
 
 def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> int:
     """A frozen base (16-bit, or NF4 with QLoRA) and trainable adapters on q, k, v, o."""
-    h, L, V = shape.get("hidden"), shape.get("layers"), shape.get("vocab")
+    h, L = shape.get("hidden"), shape.get("layers")
     if h is None or L is None:
         raise ProfilingError("LoRA needs the model's shape: give --model or --layers and --hidden")
     psi, r = int(shape["params"]), int(cfg.lora_rank or 0)
@@ -198,32 +200,7 @@ def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Shardin
         formula = "L·r·(6h + 2·kv) (A and B on q, o: h×h and k, v: h×kv)"
         numbers = f"{L}·{r}·(6·{h} + 2·{kv})"
     if cfg.qlora:
-        # bitsandbytes quantizes the Linear layers; the embeddings and LM head stay 16-bit.
-        keep = int(shape.get("unquantized_params") or 0) or (2 * V * h if V else 0)
-        base = "(Ψ − embeddings)" if keep else "Ψ"
-        _state(
-            ledger,
-            sh,
-            3,
-            "Base weights (NF4, frozen)",
-            psi - keep,
-            QLORA_BITS / 8,
-            "(4 + 0.127)/8 B",
-            "parameters",
-            base,
-        )
-        if keep:
-            _state(
-                ledger,
-                sh,
-                3,
-                "Embeddings + LM head (16-bit, frozen)",
-                keep,
-                2,
-                "2 B",
-                "parameters",
-                "embeddings",
-            )
+        _qlora_base(ledger, cfg, shape, sh)
     else:
         w = weight_bytes(cfg.precision) if cfg.precision != "fp32" else 4
         wname = "fp32" if w == 4 else "fp16/bf16"
@@ -244,11 +221,53 @@ def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Shardin
     precision = "bf16" if ab == 2 else "fp32"
     for name, per, label in optimizer_states(cfg.optimizer, precision, h):
         _state(ledger, sh, 1, f"Optimizer: {name}", adapters, per, label, "optimizer", "A")
+    _step_counters(ledger, cfg, shape)
     ledger.note(
         "LoRA: base weights frozen (no gradients, no optimizer state); adapters on the "
         "attention projections q, k, v, o; activations still flow through the whole model"
     )
     return adapters
+
+
+def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> None:
+    """bitsandbytes quantizes the blocks' Linear layers; the rest (embeddings, LM head, norms)
+    stays in the model's dtype (16-bit; fp32 under autocast, as peft's
+    ``prepare_model_for_kbit_training`` casts it)."""
+    from profiling.estimate.lora import SHARED_MAP_BYTES, nf4_base_bytes, nf4_bytes
+
+    psi, h, L = int(shape["params"]), shape.get("hidden"), shape.get("layers")
+    V = shape.get("vocab")
+    linears = shape.get("block_linear_numels")
+    if linears and L:
+        quantized = int(L) * sum(linears)
+        div, sym, num = sh.of(3)
+        sizes = [nf4_bytes(n) for n in linears]
+        each = " + ".join(
+            f"{sizes.count(b)}·{b}" if sizes.count(b) > 1 else str(b) for b in dict.fromkeys(sizes)
+        )
+        ledger.add(
+            Line(
+                name="Base weights (NF4, frozen)",
+                bytes=nf4_base_bytes(list(linears), int(L)) / div,
+                unsharded=nf4_base_bytes(list(linears), int(L)) / sh.t,
+                formula="L · Σ over a block's Linear weights of n values (n/2 packed + n/64 "
+                f"absmax + 4·⌈n/16384⌉ + 68) + shared map B{sym}",
+                substituted=f"{L} · ({each}) + {SHARED_MAP_BYTES}{num}",
+                group="model states",
+                category="parameters",
+            )
+        )
+        keep, kb = psi - quantized, 4 if cfg.autocast or cfg.precision == "fp32" else 2
+        _state(ledger, sh, 3, f"Embeddings, LM head, norms ({kb * 8}-bit, frozen)", keep, kb,
+               f"{kb} B", "parameters", "the rest")  # fmt: skip
+        return
+    # A shape given by hand: the Linear layers are all but the embeddings.
+    keep = int(shape.get("unquantized_params") or 0) or (2 * V * h if V and h else 0)
+    _state(ledger, sh, 3, "Base weights (NF4, frozen)", psi - keep, QLORA_BITS / 8,
+           "(4 + 0.127)/8 B", "parameters", "(Ψ − embeddings)" if keep else "Ψ")  # fmt: skip
+    if keep:
+        _state(ledger, sh, 3, "Embeddings + LM head (16-bit, frozen)", keep, 2, "2 B",
+               "parameters", "embeddings")  # fmt: skip
 
 
 def zero3_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: int) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 MEMTRACKER_INTERNALS = (
     "_track",
+    "_track_module_params_and_buffers",
     "_track_optimizer_states",
     "_update_and_maybe_create_winfos",
     "_register_global_optimizer_hook",
@@ -42,6 +43,7 @@ MEMTRACKER_STATE = (
     "_in_opt",
     "_ref_class",
     "_optimizer_hook_handles",
+    "_param_to_grad_hook_handles",
 )
 
 # The attention ops whose formulas take (query, key, value, ...) first.

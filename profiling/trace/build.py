@@ -36,7 +36,12 @@ def untraceable(config: TrainingConfig) -> list[str]:
     if config.model is None:
         problems.append("a --model (a reference name or package.module:factory), not --params")
     if config.lora_rank is not None:
-        problems.append("full training (no --lora-rank)")
+        from profiling.trace.lora import lora_problem
+
+        workload = None if config.is_factory else find_workload(config.model)
+        problem = lora_problem(config, workload.arch if workload is not None else None)
+        if problem:
+            problems.append(problem)
     if config.tp > 1:
         problems.append("no tensor parallelism (--tp 1)")
     if config.offload_optimizer:
@@ -192,6 +197,12 @@ def _build(
         model, inputs, info = _make_model(config, factory, layers)
     finally:
         torch.set_default_dtype(previous)
+    if config.lora_rank is not None:
+        from profiling.trace.lora import apply_lora
+
+        added, lora_notes = apply_lora(model, config)
+        info = {**info, **added}
+        notes += lora_notes
     if config.checkpointing == "full":
         n = _apply_checkpointing(model, config.target)
         notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
@@ -216,7 +227,7 @@ def _build(
             "foreach optimizer under FSDP: DTensor foreach temporaries are counted several "
             "times over by the tracker; prefer the default (for-loop) for FSDP peaks"
         )
-    if config.precision == "mixed" and mesh is None:
+    if config.precision == "mixed" and mesh is None and config.lora_rank is None:
         from profiling.trace.master_weights import MasterWeightOptimizer
 
         optimizer: Any = MasterWeightOptimizer(

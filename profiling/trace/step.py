@@ -238,7 +238,10 @@ def _trace_in_fake_mode(
     with FakeTensorMode(allow_non_fake_inputs=False):
         say("building model")
         model, inputs, info, optimizer = _build(config, mesh, factory, notes, layers)
-        params = sum(_global_numel(p) for p in model.parameters())
+        # QLoRA's packed 4-bit storage is not its parameter count: the model's own, unpacked.
+        params = info.pop("traced_params", None) or sum(
+            _global_numel(p) for p in model.parameters()
+        )
         tracker = make_tracker(model, optimizer, inputs, mesh, fast)
         if observe is not None:
             observe(tracker)

@@ -134,6 +134,16 @@ def module_table(tracker: Any, depth: int) -> dict[str, ModuleMemory]:
     return table
 
 
+class _NoHook:
+    """A hook handle for a parameter that has no hook (a frozen one): nothing to remove."""
+
+    def remove(self) -> None:
+        return None
+
+
+_NO_HOOK = _NoHook()
+
+
 class _StepMixin:
     """Categories, nested optimizer steps, FLOPs and segment maxima (see the module docstring)."""
 
@@ -154,6 +164,18 @@ class _StepMixin:
     _curr_mem_snap: dict[torch.device, dict[str, int]]
     get_tracker_snapshot: Callable[..., dict[torch.device, dict[str, int]]]
     _update_and_maybe_create_winfos: Callable[..., object]
+    _param_to_grad_hook_handles: Any
+
+    def _track_module_params_and_buffers(
+        self, module: nn.Module, install_grad_hooks: bool = True
+    ) -> tuple[int, int]:
+        # Upstream hooks every parameter's gradient, and register_hook refuses a frozen one
+        # (LoRA's base weights, QLoRA's packed storage): those get no hook, as they get no
+        # gradient. A placeholder in upstream's table makes it skip them.
+        for p in module.parameters():
+            if not p.requires_grad and self._param_to_grad_hook_handles.get(p) is None:
+                self._param_to_grad_hook_handles[p] = (_NO_HOOK, _NO_HOOK)
+        return super()._track_module_params_and_buffers(module, install_grad_hooks)  # type: ignore[misc]  # MemTracker's, next in the MRO
 
     def _track(self, reftype: Any, t: torch.Tensor) -> None:
         if self._in_opt and reftype == self._ref_class.OPT:

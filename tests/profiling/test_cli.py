@@ -112,8 +112,8 @@ def test_trace_compare_estimate(tmp_path, run_json) -> None:
         (["trace", "--model", "user_models:make_selects"], "data-dependent shapes"),
         (["measurements", "show", "est-00000000"], "no measurement record 'est-00000000'"),
         (
-            ["estimate", "--model", "llama-7b", "--lora-rank", "8", "--compare-trace"],
-            "needs full training (no --lora-rank)",
+            ["estimate", "--model", "gpt2-small", "--lora-rank", "8", "--compare-trace"],
+            "needs a Llama-family model for --lora-rank (GPT-2 fuses q, k and v in one c_attn)",
         ),
         (
             ["trace", "--model", "user_models:make_mlp", "--compare-estimate"],

@@ -322,12 +322,17 @@ def test_deepspeed_zero3_for_llama_7b_by_hand() -> None:
 
 
 def test_qlora_keeps_embeddings_and_lm_head_in_16_bit() -> None:
-    # bitsandbytes quantizes the Linear layers only. Llama-7B: Ψ = 6,738,415,616, of which the
-    # embedding and the untied LM head are 2 × 32000 × 4096 = 262,144,000 (bf16, 2 B).
+    # bitsandbytes quantizes the blocks' Linear layers only, each of n values as n/2 packed
+    # bytes, n/64 uint8 absmax, 4 B per 256 absmax blocks, a 16-value fp32 code and an fp32
+    # offset, plus one 256-value fp32 map. Llama-7B per block: four 4096² (16,777,216 values:
+    # 8,388,608 + 262,144 + 4,096 + 68 = 8,654,916 B) and three 4096 × 11008 (45,088,768:
+    # 22,544,384 + 704,512 + 11,008 + 68 = 23,259,972 B).
     est = estimate(EstimateInput(model="llama-7b", lora_rank=16, qlora=True, precision="mixed"))
     c = _by_name(est)
-    assert c["Base weights (NF4, frozen)"] == round((6_738_415_616 - 262_144_000) * 4.127 / 8)
-    assert c["Embeddings + LM head (16-bit, frozen)"] == 262_144_000 * 2
+    assert c["Base weights (NF4, frozen)"] == 32 * (4 * 8_654_916 + 3 * 23_259_972) + 1024
+    # The rest: embedding and untied LM head 2 × 32000 × 4096, 65 norms of 4096, in bf16.
+    rest = 2 * 32000 * 4096 + 65 * 4096
+    assert c["Embeddings, LM head, norms (16-bit, frozen)"] == rest * 2
     # adapters: 8·L·h·r = 8·32·4096·16 (q, k, v, o are all 4096 × 4096), fp32
     assert est.trainable_params == 16_777_216
     assert c["LoRA adapter weights"] == 16_777_216 * 4

@@ -14,7 +14,14 @@ def test_fit_ranks_what_fits_a_24_gb_card_for_llama_3_1_8b() -> None:
     tiers = [c.trains for c in res.fitting]
     assert tiers == sorted(tiers, key=["full", "lora", "qlora"].index)
     assert "full" not in tiers  # 8B × 16 B of model states cannot fit 24 GB
-    # Selective checkpointing is among the searched ways.
+    # "Will Llama-3.1-8B fit on my 24 GB card with LoRA?" Yes: LoRA on a 16-bit base with full
+    # checkpointing, and QLoRA — with no, selective or full checkpointing.
+    assert {"lora", "qlora"} <= set(tiers)
+    lora = [c for c in res.fitting if c.trains == "lora"]
+    assert all(c.config.checkpointing == "full" and c.config.lora_rank == 16 for c in lora)
+    ways = {c.config.checkpointing for c in res.fitting if c.trains == "qlora"}
+    assert {"none", "selective", "full"} <= ways, ways
+    # Every precision and checkpointing was searched, with and without adapters.
     assert res.searched > 40
 
 

@@ -1,0 +1,259 @@
+"""LoRA and QLoRA in the traced step: peft's own adapters on the model, the base frozen.
+
+With ``peft`` installed (``pip install 'journal-agent[lora]'``), ``--lora-rank R`` puts peft's
+``LoraConfig(r=R, lora_alpha=2R, lora_dropout=0, target_modules=q_proj, k_proj, v_proj,
+o_proj)`` on the model the trace built — the real Hugging Face module or our own blocks — with
+``inject_adapter_in_model``: peft's ``lora.Linear`` layers run their own forward, the base weights
+are frozen (no gradients, no optimizer state), and only the adapters train. The adapters are
+fp32, as ``PeftModel`` casts them (``autocast_adapter_dtype``), except under pure bf16.
+
+``--qlora``: bitsandbytes' 4-bit kernels need CUDA, and the trace runs on fake cpu tensors, so
+each Linear layer of the blocks (the LM head and embeddings stay 16-bit, as bitsandbytes leaves
+them) becomes :class:`NF4Linear`, which holds what bitsandbytes' ``Linear4bit`` holds after
+``quantize_4bit(quant_type="nf4", compress_statistics=True)``: the packed weight (uint8, n/2
+bytes), one uint8 absmax per 64-value block, the fp32 absmax of those per 256 blocks, the 16-value
+NF4 code and an fp32 offset per tensor, and one 256-value fp32 map shared by the model. Its
+forward dequantizes the whole weight to the compute dtype for the matmul and again for backward,
+saving no input (bitsandbytes' ``MatMul4Bit`` does the same when the weight needs no gradient).
+The record says which was traced.
+
+Imports torch; ``peft`` only inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.estimate.lora import NESTED_BLOCK, NF4_BLOCK
+
+TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def peft_version() -> str | None:
+    try:
+        import peft
+    except ImportError:
+        return None
+    return str(peft.__version__)
+
+
+# ---------------------------------------------------------------- QLoRA's 4-bit base
+
+
+class _DequantizedMatMul(torch.autograd.Function):
+    """``x @ dequantize(W)ᵀ`` that keeps nothing for backward but the (already held) quantized
+    weight: the 16-bit weight is rebuilt for the gradient of ``x``, as bitsandbytes does."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, layer: NF4Linear) -> torch.Tensor:  # type: ignore[override]  # autograd.Function's forward takes the layer as a plain argument
+        ctx.layer = layer
+        return torch.nn.functional.linear(x, layer.dequantize(x.dtype))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]  # autograd.Function's backward signature
+        return grad @ ctx.layer.dequantize(grad.dtype), None
+
+
+class NF4Linear(nn.Linear):
+    """What bitsandbytes' ``Linear4bit`` holds, for the trace's fake tensors (see the module
+    doc): a frozen packed weight and its quantization constants, all counted as parameters."""
+
+    def __init__(self, linear: nn.Linear, compute_dtype: torch.dtype) -> None:
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.compute_dtype = compute_dtype
+        n = linear.in_features * linear.out_features
+        blocks = -(-n // NF4_BLOCK)
+        device = linear.weight.device
+
+        def frozen(*shape: int, dtype: torch.dtype) -> nn.Parameter:
+            return nn.Parameter(torch.empty(shape, dtype=dtype, device=device), False)
+
+        self.weight = frozen((n + 1) // 2, 1, dtype=torch.uint8)  # two 4-bit codes a byte
+        # bitsandbytes' QuantState: absmax per block (uint8, double quantized), their fp32
+        # absmax per 256 blocks, the 16-value NF4 code, the offset.
+        for name, param in (
+            ("weight_absmax", frozen(blocks, dtype=torch.uint8)),
+            ("weight_absmax2", frozen(-(-blocks // NESTED_BLOCK), dtype=torch.float32)),
+            ("weight_code", frozen(16, dtype=torch.float32)),
+            ("weight_offset", frozen(dtype=torch.float32)),
+        ):
+            self.register_parameter(name, param)
+        self.bias = linear.bias
+        if self.bias is not None:
+            self.bias.requires_grad_(False)
+
+    def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
+        """The 16-bit weight bitsandbytes' kernel writes: one tensor of the full shape."""
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        if not isinstance(self.weight, FakeTensor):
+            raise ProfilingError(
+                "NF4Linear stands in for bitsandbytes' 4-bit kernels under the trace's fake "
+                "tensors only; train QLoRA for real with bitsandbytes on a GPU"
+            )
+        return torch.empty(self.out_features, self.in_features, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Linear4bit: the input in the compute dtype, the output back in the input's.
+        out = _DequantizedMatMul.apply(x.to(self.compute_dtype), self)
+        if self.bias is not None:
+            out = out + self.bias.to(out.dtype)
+        return out.to(x.dtype)
+
+
+def quantize_linears(model: nn.Module, compute_dtype: torch.dtype) -> int:
+    """Every Linear layer of the repeated blocks becomes an :class:`NF4Linear` (the LM head and
+    embeddings stay 16-bit, as bitsandbytes leaves ``lm_head``); returns how many."""
+    count = 0
+    for name, parent in list(model.named_modules()):
+        for child_name, child in list(parent.named_children()):
+            full = f"{name}.{child_name}" if name else child_name
+            if type(child) is nn.Linear and not full.endswith("lm_head"):
+                setattr(parent, child_name, NF4Linear(child, compute_dtype))
+                count += 1
+    # The 256-value fp32 map of the nested quantization, shared by every layer.
+    model.register_parameter(
+        "nf4_nested_code", nn.Parameter(torch.empty(NESTED_BLOCK, dtype=torch.float32), False)
+    )
+    return count
+
+
+# ---------------------------------------------------------------- peft's adapters
+
+
+@contextlib.contextmanager
+def _fake_safe_moves() -> Iterator[None]:
+    """``Module.to`` that replaces parameters instead of swapping them: torch swaps fake
+    parameters in place, which fails on the weak references the fake mode keeps; peft calls
+    ``.to`` on each adapter it just created (nothing else holds those yet)."""
+    original = nn.Module.to
+
+    def to(self: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
+        device, dtype = _parse_to(*args, **kwargs)
+        with torch.no_grad():
+            for module in self.modules():
+                for key, p in list(module._parameters.items()):
+                    if p is None:
+                        continue
+                    cast = dtype if dtype is not None and p.is_floating_point() else p.dtype
+                    moved = p.to(device=device or p.device, dtype=cast)
+                    if moved is not p:
+                        module._parameters[key] = nn.Parameter(moved, p.requires_grad)
+        return self
+
+    nn.Module.to = to  # type: ignore[method-assign]  # restored below
+    try:
+        yield
+    finally:
+        nn.Module.to = original  # type: ignore[method-assign]
+
+
+def _parse_to(*args: Any, **kwargs: Any) -> tuple[torch.device | None, torch.dtype | None]:
+    """``Module.to``'s device and dtype, however they were passed."""
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    for arg in args:
+        if isinstance(arg, torch.dtype):
+            dtype = arg
+        elif isinstance(arg, torch.Tensor):
+            device, dtype = arg.device, arg.dtype
+        elif arg is not None:
+            device = arg
+    return (torch.device(device) if device is not None else None), dtype
+
+
+def adapter_dtype(config: TrainingConfig) -> torch.dtype:
+    """fp32 adapters (``PeftModel``'s ``autocast_adapter_dtype``), bf16 under pure bf16."""
+    return torch.bfloat16 if config.precision == "bf16" else torch.float32
+
+
+def apply_lora(model: nn.Module, config: TrainingConfig) -> tuple[dict[str, Any], list[str]]:
+    """peft's LoRA adapters on ``model`` (QLoRA: on an NF4 base first); what the record says."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    r = int(config.lora_rank or 0)
+    unpacked = sum(p.numel() for p in model.parameters())
+    notes: list[str] = []
+    quantized = 0
+    if config.qlora:
+        quantized = quantize_linears(model, _DTYPES[config.compute_dtype])
+        notes.append(
+            f"QLoRA: bitsandbytes needs CUDA, so its 4-bit base is represented: {quantized} "
+            "Linear layers hold NF4 storage as bitsandbytes keeps it (packed uint8 n/2 bytes, "
+            "a uint8 absmax per 64 values, an fp32 absmax per 256 blocks, the NF4 code and an "
+            f"offset per tensor, one shared 256-value map) and dequantize to "
+            f"{config.compute_dtype} for each matmul; the LM head and embeddings stay 16-bit"
+        )
+    lora = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.0, target_modules=list(TARGETS))
+    with _fake_safe_moves():
+        inject_adapter_in_model(lora, model)
+        dtype = adapter_dtype(config)
+        for name, module in model.named_modules():
+            if name.endswith(("lora_A.default", "lora_B.default")):
+                module.to(dtype=dtype)
+    adapted = sum(1 for n, _ in model.named_modules() if n.endswith("lora_A.default"))
+    adapters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if not adapted:
+        raise ProfilingError(
+            f"this model has no layers named {', '.join(TARGETS)} for LoRA's adapters"
+        )
+    notes.append(
+        f"LoRA by peft: LoraConfig(r={r}, lora_alpha={2 * r}, lora_dropout=0) on "
+        f"{', '.join(TARGETS)} ({adapted} layers), base weights frozen (no gradients, no "
+        f"optimizer state); adapters in {str(dtype).removeprefix('torch.')}"
+    )
+    info = {
+        "lora": {
+            "rank": r,
+            "alpha": 2 * r,
+            "targets": list(TARGETS),
+            "adapted_layers": adapted,
+            "adapter_params": adapters,
+            "peft": peft_version(),
+            "base": "NF4 (represented: bitsandbytes needs CUDA)" if config.qlora else "frozen",
+            "quantized_layers": quantized,
+        },
+        "traced_params": unpacked + adapters,
+    }
+    return info, notes
+
+
+def lora_problem(config: TrainingConfig, arch: str | None) -> str | None:
+    """Why the trace cannot run this LoRA configuration (None: it can)."""
+    if config.lora_rank is None:
+        return None
+    if config.is_factory or arch is None:
+        return "a reference model or hf:… config for --lora-rank (a factory's layers are its own)"
+    if arch != "llama":
+        return "a Llama-family model for --lora-rank (GPT-2 fuses q, k and v in one c_attn)"
+    if config.qlora and config.precision not in ("mixed", "bf16"):
+        return (
+            "--precision mixed or bf16 for --qlora (the trace's 4-bit layers sit in a 16-bit "
+            "model; estimate the others)"
+        )
+    if config.fsdp or config.sharded:
+        return "one GPU for --lora-rank (no ZeRO/FSDP: estimate it instead)"
+    if peft_version() is None:
+        return (
+            "full training (no --lora-rank), or peft installed (pip install 'journal-agent[lora]')"
+        )
+    return None
+
+
+__all__ = [
+    "TARGETS",
+    "NF4Linear",
+    "adapter_dtype",
+    "apply_lora",
+    "lora_problem",
+    "peft_version",
+    "quantize_linears",
+]
