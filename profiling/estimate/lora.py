@@ -10,7 +10,7 @@ rank r):
   or where autocast casts it (``amp-*``: o's input too, since peft first casts it to fp32);
 - the frozen MLP keeps no matmul inputs (the norm's output for gate and up, the product for
   down); the norms keep no normalized output (it serves only the norm weight's gradient, on the
-  CPU's unfused norm);
+  CPU's unfused norm and in transformers' eager RMSNorm);
 - once per model: the first block's first norm keeps nothing (the frozen embedding's output
   needs no gradient), nor, under autocast, the first block's q, k, v weight copies and their A
   copies; the final norm's output is not kept for the frozen LM head; autocast keeps 16-bit
@@ -55,6 +55,18 @@ def _compute(cfg: Any, e: Bytes) -> int:
     return 2 if e.amp else adapter_bytes(cfg)
 
 
+def _unfused_norms(d: Dims, cfg: Any) -> bool:
+    """Whether the norms are ops that keep their normalized output for the weight's gradient:
+    the CPU's, and transformers' RMSNorm (eager ops in fp32) on either target."""
+    return getattr(cfg, "target", "cuda") == "cpu" or bool(d.extra.get("hf_module"))
+
+
+def _normalized_bytes(d: Dims, e: Bytes) -> int:
+    """The normalized output the norm weight's gradient needs: fp32 in our blocks' CPU norm,
+    cast back to the model's dtype in transformers' RMSNorm."""
+    return e.r if d.extra.get("hf_module") else 4
+
+
 def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     """What LoRA changes in one block's saved activations (added to full training's)."""
     sb, tok, h, f, r = d.s * d.b, f"{d.s}·{d.b}", d.h, d.f, int(cfg.lora_rank or 0)
@@ -81,9 +93,15 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
         f"−s·b·({'2h·2' if e.amp else f'h·{e.c}'} + f·{e.c}) B",
         f"−{tok}·({f'2·{h}·2' if e.amp else f'{h}·{e.c}'} + {f}·{e.c})",
     ))  # fmt: skip
-    if getattr(cfg, "target", "cuda") == "cpu":
-        terms.append(Term("frozen norms: no normalized outputs kept", -sb * 2 * h * 4,
-                          "−s·b·2h·4 B", f"−{tok}·2·{h}·4"))  # fmt: skip
+    if _unfused_norms(d, cfg):
+        n = _normalized_bytes(d, e)
+        terms.append(Term("frozen norms: no normalized outputs kept", -sb * 2 * h * n,
+                          f"−s·b·2h·{n} B", f"−{tok}·2·{h}·{n}"))  # fmt: skip
+        if d.extra.get("qk_norm"):  # q and k norms (Qwen3, OLMo 2): frozen too
+            n = e.c if d.extra.get("hf_module") else 4  # in the projections' dtype
+            terms.append(Term("frozen q/k norms: no normalized outputs kept",
+                              -sb * (q + d.k) * n, f"−s·b·(q + k)·{n} B",
+                              f"−{tok}·({q} + {d.k})·{n}"))  # fmt: skip
     return terms
 
 
@@ -93,7 +111,7 @@ def once_per_model(d: Dims, e: Bytes, cfg: Any, adapters: int) -> list[Term]:
     inputs, so only the LM head's changes."""
     sb, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
     q = d.a * d.hd
-    cpu = getattr(cfg, "target", "cuda") == "cpu"
+    cpu = _unfused_norms(d, cfg)
     norm = sb * (h * 4 + 4) if cpu else sb * (h * e.r + 4)
     first = Term(
         "first block's first norm keeps nothing (the frozen embedding needs no gradient)",
@@ -102,11 +120,12 @@ def once_per_model(d: Dims, e: Bytes, cfg: Any, adapters: int) -> list[Term]:
         f"−{tok}·({h}·{4 if cpu else e.r} + 4)",
     )
     head_in = 2 if e.amp else e.c
+    n = _normalized_bytes(d, e) if cpu else 0
     head = Term(
         "frozen LM head: final norm's output not kept" + (", nor its normalized" if cpu else ""),
-        -sb * h * (head_in + (4 if cpu else 0)),
-        f"−s·b·h·({head_in}" + (" + 4" if cpu else "") + ") B",
-        f"−{tok}·{h}·({head_in}" + (" + 4" if cpu else "") + ")",
+        -sb * h * (head_in + n),
+        f"−s·b·h·({head_in}" + (f" + {n}" if cpu else "") + ") B",
+        f"−{tok}·{h}·({head_in}" + (f" + {n}" if cpu else "") + ")",
     )
     if cfg.checkpointing == "full":
         return [head]

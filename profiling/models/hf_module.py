@@ -112,8 +112,6 @@ def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[HFCausalLM | Any, dict[st
         reason = "asked for"
     elif version is None:
         reason = "transformers is not installed (pip install 'journal-agent[hf]')"
-    elif cfg.lora_rank is not None and shape.hf_model_type == "phi3":
-        reason = "LoRA adapts q, k, v and o apart, and Phi-3's module fuses q, k, v in qkv_proj"
     elif shape.moe:
         reason = (
             "transformers' expert dispatch reads the router's choices (nonzero), which fake "

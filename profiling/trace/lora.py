@@ -201,9 +201,12 @@ def apply_lora(model: nn.Module, config: TrainingConfig) -> tuple[dict[str, Any]
                 module.to(dtype=dtype)
     adapted = sum(1 for n, _ in model.named_modules() if n.endswith("lora_A.default"))
     adapters = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    if not adapted:
+    blocks = sum(1 for n, _ in model.named_modules() if n.endswith(".o_proj.base_layer"))
+    if not adapted or adapted != 4 * blocks:
         raise ProfilingError(
-            f"this model has no layers named {', '.join(TARGETS)} for LoRA's adapters"
+            f"LoRA here adapts {', '.join(TARGETS)} apart, and this model has "
+            f"{adapted} such layers in {blocks} blocks (Phi-3's module fuses q, k, v in one "
+            "qkv_proj); estimate it instead"
         )
     notes.append(
         f"LoRA by peft: LoraConfig(r={r}, lora_alpha={2 * r}, lora_dropout=0) on "

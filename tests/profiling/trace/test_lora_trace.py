@@ -54,14 +54,15 @@ def test_estimate_agrees_with_the_lora_trace(tmp_path: Path, case: str) -> None:
     spec = model if isinstance(model, str) else _spec(tmp_path, model)
     cfg = TrainingConfig(model=spec, seq=64, batch=2, precision=precision, lora_rank=8,
                          qlora=qlora, target=target, checkpointing=checkpointing)  # fmt: skip
-    with project_blocks():
+    with project_blocks():  # the trace and the estimate of our blocks
         traced = trace_step(cfg)
-    for name, ratio in _ratios(cfg, traced).items():
+        ratios = _ratios(cfg, traced)
+        est = estimate(cfg)
+    for name, ratio in ratios.items():
         assert ratio == pytest.approx(1.0, abs=0.02), (case, name, ratio)
     lora = traced.model_info["lora"]
     # peft put A and B on q, k, v, o of both blocks; only they train.
     assert lora["adapted_layers"] == 8 and lora["peft"]
-    est = estimate(cfg)
     assert lora["adapter_params"] == est.trainable_params
     adapter_bytes = 2 if precision == "bf16" else 4
     assert traced.after_step["gradients"] == est.trainable_params * adapter_bytes
@@ -102,17 +103,22 @@ def test_what_the_lora_trace_refuses_is_one_sentence(kwargs: dict, message: str)
         trace_step(TrainingConfig(seq=16, batch=1, **kwargs))
 
 
-def test_real_module_under_peft_beside_our_blocks(tmp_path: Path) -> None:
-    """transformers' LlamaForCausalLM with peft's adapters: the same parameters, gradients and
-    optimizer state as our blocks with them, to the byte."""
+@pytest.mark.parametrize(
+    ("config", "precision", "qlora"), [(LLAMA, "amp-bf16", False), (QWEN3, "mixed", True)]
+)
+def test_real_module_under_peft(tmp_path: Path, config: dict, precision: str, qlora: bool) -> None:
+    """transformers' own module with peft's adapters: the estimate of that module agrees per
+    category; the model states equal our blocks' under the same adapters, to the byte."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
-    cfg = TrainingConfig(model=_spec(tmp_path, LLAMA), seq=32, batch=1, precision="mixed",
-                         lora_rank=8)  # fmt: skip
+    cfg = TrainingConfig(model=_spec(tmp_path, config), seq=64, batch=2, precision=precision,
+                         lora_rank=8, qlora=qlora)  # fmt: skip
     real = trace_step(cfg)
-    with project_blocks():
-        ours = trace_step(cfg)
     assert real.model_info["traced"] == "transformers"
     assert real.model_info["lora"]["adapted_layers"] == 8
+    for name, ratio in _ratios(cfg, real).items():
+        assert ratio == pytest.approx(1.0, abs=0.02), (name, ratio)
+    with project_blocks():
+        ours = trace_step(cfg)
     assert real.params == ours.params
     for category in ("parameters", "optimizer"):
         assert real.by_category[category] == ours.by_category[category]
