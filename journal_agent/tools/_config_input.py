@@ -85,7 +85,8 @@ __all__ = ["as_flags", "config_input_model"]
 def confined_hf_model(ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
     """``model: hf:PATH`` read by a tool: the path resolved inside the workspace (``..``, an
     absolute path elsewhere or a symlink out is refused) and checked against the permission
-    rules as a Read would be; a shipped ``hf:NAME`` passes unchanged."""
+    rules as a Read would be — a model folder's ``config.json`` too (a symlink out of the
+    workspace there is refused like the folder); a shipped ``hf:NAME`` passes unchanged."""
     model = values.get("model")
     if not (isinstance(model, str) and model.startswith("hf:")):
         return values
@@ -95,4 +96,7 @@ def confined_hf_model(ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
     rest = model.removeprefix("hf:")
     if rest in catalogue_names():
         return values
-    return {**values, "model": f"hf:{permitted_path(ctx, 'Read', rest)}"}
+    path = permitted_path(ctx, "Read", rest)
+    if path.is_dir():  # a model folder: its config.json is the file read, so it is checked
+        path = permitted_path(ctx, "Read", str(path / "config.json"))
+    return {**values, "model": f"hf:{path}"}

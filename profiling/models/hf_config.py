@@ -310,17 +310,36 @@ def _file_workload(path: str, _mtime: int, size: int, spec: str) -> WorkloadConf
         raise ProfilingError(
             f"{spec}: {size:,} bytes is not a config.json (a few KB); check the path"
         )
+    return workload_from_config(read_config_file(path, spec), spec, source=path)
+
+
+def read_config_file(path: str, spec: str) -> Any:
+    """The JSON of ``path``, read at most :data:`MAX_BYTES` (the file may have grown since it
+    was measured); one sentence for anything but a small JSON document — nesting too deep for
+    the parser or a number of thousands of digits included (a config never has either)."""
+    import os
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # O_NONBLOCK: a FIFO swapped in since the is_file() check cannot block the read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfilingError(f"{spec}: cannot read {path} ({exc}); check the file") from None
+    if len(raw) > MAX_BYTES:
+        raise ProfilingError(f"{spec}: {path} is over {MAX_BYTES:,} bytes, not a config.json")
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProfilingError(
             f"{spec}: {path} is not JSON ({exc.msg} at line {exc.lineno}); give a config.json"
         ) from None
-    return workload_from_config(data, spec, source=path)
+    except (RecursionError, ValueError):  # [[[[… 100,000 deep, or a 10,000-digit number
+        raise ProfilingError(
+            f"{spec}: {path} is not a config.json (its JSON nests too deep or holds a number "
+            "too long to be a size); give a model's config.json"
+        ) from None
 
 
 __all__ = [
@@ -330,5 +349,6 @@ __all__ = [
     "catalogue_entry",
     "catalogue_names",
     "load_hf",
+    "read_config_file",
     "workload_from_config",
 ]

@@ -24,8 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
-from profiling.models.hf_config import catalogue_entry, catalogue_names
+from profiling.models.hf_config import catalogue_entry, catalogue_names, read_config_file
 from profiling.models.implementation import project_blocks, project_blocks_asked
 
 # Every dropout field a supported config may carry.
@@ -97,10 +98,11 @@ def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, Any]:
     name = spec.removeprefix("hf:")
     if name in catalogue_names():
         return dict(catalogue_entry(name)["config"])
-    import json
-    from pathlib import Path
-
-    return json.loads(Path(shape.source).read_text(encoding="utf-8"))
+    # Read again, bounded as the shape's read was: the file may have changed since.
+    raw = read_config_file(shape.source, spec)
+    if not isinstance(raw, dict) or raw.get("model_type") != shape.hf_model_type:
+        raise ProfilingError(f"{spec}: {shape.source} changed while it was read; run it again")
+    return raw
 
 
 def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[HFCausalLM | Any, dict[str, Any]]:
