@@ -129,13 +129,16 @@ def _attention(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
         probs = 4 + (c if c != 4 else 0) + tanh  # softmax(dtype=float32), then .to(q.dtype)
         if _module(d) == "gpt2":  # softmax in the scores' dtype (fp32 under autocast)
             probs = 4 + c if e.amp else c
+        kept = Term(
+            "attention, eager (q, keys and values repeated to every head, output)",
+            T * 4 * q * c,
+            f"s·b·4q·{c} B",
+            f"{tok}·4·{q}·{c}",
+        )
+        if cfg.checkpointing == "selective":  # the s² tensors are recomputed in backward
+            return [kept]
         return [
-            Term(
-                "attention, eager (q, keys and values repeated to every head, output)",
-                T * 4 * q * c,
-                f"s·b·4q·{c} B",
-                f"{tok}·4·{q}·{c}",
-            ),
+            kept,
             Term(
                 "eager attention probabilities (a·s²·b: softmax"
                 + (f", its {c}-byte copy" if probs - tanh > 4 else "")
@@ -222,7 +225,7 @@ def _dropout(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
                 f"{d.s}·{d.b}·2·{d.h}·{mask}",
             )
         )
-    if eager(d, cfg):
+    if eager(d, cfg) and cfg.checkpointing != "selective":
         # The CPU's noise has the probabilities' dtype: the queries' (fp32 under autocast after
         # RoPE with fp32 tables; GPT-2 casts to the values' dtype, OLMo 2 back to q's).
         fp32_q = e.amp and _module(d) not in ("gpt2", "olmo2")

@@ -39,12 +39,17 @@ def _evaluate(shown: str) -> float:
         {"model": "llama-1b", "precision": "bf16", "batch": 4},
         {"model": "gpt2-large", "precision": "mixed", "tp": 2},
         {"model": "gpt2-small", "precision": "amp-bf16", "batch": 8, "seq": 1024},
+        # Hugging Face configs (transformers' modules' ops when it is installed)
+        {"model": "hf:gpt2", "precision": "mixed", "attention": "eager", "dropout": 0.1},
+        {"model": "hf:gemma-2-2b", "precision": "amp-bf16", "seq": 8192, "target": "cpu"},
+        {"model": "hf:phi-3-mini", "precision": "mixed", "dropout": 0.1, "batch": 2},
+        {"model": "hf:qwen3-0.6b", "precision": "fp32", "seq": 1024},
     ],
 )
 def test_each_activation_step_evaluates_to_its_bytes(config: dict) -> None:
     steps = [s for s in estimate(TrainingConfig(**config)).steps if s.name.startswith("Activ")]
     # A count shown rounded ("124M · 2") is read from its own line; the rest must be exact.
-    exact = [s for s in steps if not re.search(r"\d[KMGT]\b", s.substituted)]
+    exact = [s for s in steps if not re.search(r"\d[KMGTB]\b", s.substituted)]
     assert len(exact) >= 3
     for step in exact:
         assert _evaluate(step.substituted) == pytest.approx(step.value, rel=1e-9), step
