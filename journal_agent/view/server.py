@@ -138,7 +138,10 @@ class _Views:
         text = " ".join(w for w in words if w not in tags)
         try:
             check_query(text)
-            hits, note = api.search_with_note(self.site.ws, text, tags, SEARCH_LIMIT, cached=True)
+            meaning = request.query_params.get("words") != "1"
+            hits, note = api.search_with_note(
+                self.site.ws, text, tags, SEARCH_LIMIT, cached=True, meaning=meaning
+            )
         except UserError as exc:
             return JSONResponse({"error": exc.message}, status_code=400)
         return JSONResponse(
