@@ -27,7 +27,6 @@ from __future__ import annotations
 import re
 from datetime import date
 from pathlib import Path
-from typing import Any
 
 from journal_agent.errors import JournalAgentError
 from journal_agent.journal import numbers
@@ -75,7 +74,7 @@ class Records:
         from profiling.records import RecordStore
 
         self.store = RecordStore(measurements_dir(root))
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[str, list[tuple[str, float, str]] | str] = {}
 
     def values(self, record_id: str) -> list[tuple[str, float, str]] | str:
         """``[(name, value, unit)]`` of the record's results and steps, or why it is unusable."""

@@ -31,6 +31,8 @@ from journal_agent.learning.ledger import (
 from journal_agent.learning.ledger_lines import bad_checkbox, is_date
 
 if TYPE_CHECKING:
+    from journal_agent.journal.model import Entry
+    from journal_agent.journal.verify import Records
     from journal_agent.learning.ledger_summary import LedgerSummary
 
 KINDS = ("unsourced_number", "bad_citation", "missing_entry", "structure")
@@ -139,25 +141,27 @@ class SourceChecker:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self._records: Any = None
-        self._entries: dict[str, Any] | None = None
+        self._records: Records | None = None
+        self._entries: dict[str, Entry] | None = None
 
-    def record_problem(self, record_id: str) -> str | None:
+    def _record_values(self, record_id: str) -> list[tuple[str, float, str]] | str:
         if self._records is None:
             from journal_agent.journal.verify import Records
 
             self._records = Records(self.root)
+        return self._records.values(record_id)
+
+    def record_problem(self, record_id: str) -> str | None:
         if not record_id:
             return "[m:] has no record id; cite a record as [m:<id>]"
-        values = self._records.values(record_id)
+        values = self._record_values(record_id)
         return values if isinstance(values, str) else None
 
     def record_values(self, record_id: str) -> list[tuple[str, float, str]]:
-        if self.record_problem(record_id):
-            return []
-        return self._records.values(record_id)
+        values = self._record_values(record_id) if record_id else []
+        return [] if isinstance(values, str) else values
 
-    def _journal(self) -> dict[str, Any]:
+    def _journal(self) -> dict[str, Entry]:
         if self._entries is None:
             from journal_agent.journal.store import JournalStore
 
