@@ -57,6 +57,7 @@ class Draft:
     model: str = ""
     run: str = ""
     title: str = field(default="", compare=False)
+    utf8: bool = field(default=True, compare=False)  # False: shown with U+FFFD, never appended
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,6 +162,11 @@ def accept(root: Path, key: str, *, force: bool = False) -> Accepted:
         current = _read(draft.path)
         if current is None:
             raise UserError(f"the draft {draft.id} is gone (accepted or rejected meanwhile).")
+        if not current.utf8:  # appended, its bytes would become U+FFFD and the draft be deleted
+            raise UserError(
+                f"{draft.path} is not UTF-8 text (an editor saved it in another encoding); save "
+                "it as UTF-8 and accept it again. Nothing was appended."
+            )
         outcome = append_entry(Workspace(root), current.text, force=force)
         if not outcome.appended:
             return Accepted(current, outcome)
@@ -214,12 +220,22 @@ def _read(path: Path) -> Draft | None:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    try:
+        st = os.fstat(fd)
+        # A folder named x.md (a sandboxed `mkdir` can plant one) cannot even be fdopen'ed.
         if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
             return None
-        raw = f.read(_MAX_BYTES)
-    text = raw.decode("utf-8", "replace")
+        raw = os.read(fd, _MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) > _MAX_BYTES:  # grew since fstat
+        return None
+    try:
+        text, utf8 = raw.decode("utf-8"), True
+    except UnicodeDecodeError:  # listed and shown, but accept refuses it (see accept)
+        text, utf8 = raw.decode("utf-8", "replace"), False
     match = _HEADER.match(text)
     if match is None:
         return None
@@ -241,6 +257,7 @@ def _read(path: Path) -> Draft | None:
         model=str(meta.get("model") or ""),
         run=str(meta.get("run") or ""),
         title=heading.removeprefix("## ").strip(),
+        utf8=utf8,
     )
 
 
