@@ -298,3 +298,52 @@ def test_the_hook_exits_0_when_claude_code_stops_reading_its_output(project):
     os.close(write)
     assert (proc.returncode, proc.stderr) == (0, b"")
     assert "BrokenPipeError" in (project / ".journal" / "hooks.log").read_text()
+
+
+def test_stop_reads_again_until_claude_code_has_written_the_turn(project, transcript, monkeypatch):
+    """Claude Code 2.1.197 can run Stop before the turn's last lines are on disk (tests/e2e saw
+    the Edit and its result missing). The first read here finds only the prompt; the rest is
+    written after it, and the capture still gets the edit and the final message."""
+    import threading
+
+    from journal_agent.capture import moments
+
+    transcript.prompt("make the warm-up longer")
+    final = insight("Warm-up length is in steps, not epochs (train.py:8).")
+    first_read = threading.Event()
+    real_read = moments.read_turn
+
+    def read_and_tell(*args, **kwargs):  # the real read; the test only learns when it happened
+        try:
+            return real_read(*args, **kwargs)
+        finally:
+            first_read.set()
+
+    def claude_code_flushes_late():
+        first_read.wait(60)
+        transcript.edit("train.py", "line 8", "line 8 changed")
+        transcript.say(final)
+
+    monkeypatch.setattr(moments, "read_turn", read_and_tell)
+    monkeypatch.setattr(moments, "FLUSH_WAIT", 60)  # generous: only the final message ends it
+    writer = threading.Thread(target=claude_code_flushes_late)
+    writer.start()
+    turn = moments._read_when_written(str(transcript.path), 0, False, final)
+    writer.join()
+    assert turn.texts == [final]
+    assert list(turn.edits.values()) == [[(8, 8)]]
+
+
+def test_a_transcript_that_never_gets_the_final_message_is_captured_as_far_as_written(
+    project, transcript
+):
+    transcript.prompt("x")
+    transcript.edit("train.py", "line 3", "line 3 changed")
+    final = insight("Only in the hook's payload.")
+    done = run_hook("Stop", stop_payload(transcript, final), project)
+    assert (done.returncode, done.stdout) == (0, b"")
+    [moment] = inbox_lines(project)
+    assert moment["text"] == "Only in the hook's payload."
+    assert moment["files"] == [{"path": "train.py", "lines": [[3, 3]]}]
+    log = (project / ".journal" / "hooks.log").read_text()
+    assert "the transcript lags the final message" in log
