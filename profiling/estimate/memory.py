@@ -185,6 +185,12 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
             "activations of the project's own blocks built from the config (what the trace "
             "builds without transformers, or for a mixture of experts)"
         )
+    if shape.get("mla"):
+        ledger.note(
+            "activations of DeepSeek-V2's latent attention, shared experts and dense first "
+            "layers are approximated with grouped-query attention's and the routed experts' "
+            "formulas (not yet modelled op by op: trace it for the exact bytes)"
+        )
     layer = _per_layer(d, e, inp)
     lora = inp.lora_rank is not None and d.arch == "llama"
     if lora:

@@ -23,16 +23,22 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     active = None
     if w.arch == "gpt2":
         block_matmuls, tensors = 4 * h * h + 2 * h * f, 2 + 12 * w.layers + 2
+        block_matmuls_all = w.layers * block_matmuls
         largest = max(w.vocab * h, h * f, 3 * h * h)
     else:
-        attn = 2 * h * w.q_dim + 2 * h * kv
+        attn, attn_tensors = _attention_matmuls(w)
         block_matmuls = attn + w.mlp_params()
-        per_layer = 4 + (3 if w.qkv_bias else 0) + (2 if w.qk_norm != "none" else 0)
+        per_layer = attn_tensors + (3 if w.qkv_bias else 0) + (2 if w.qk_norm != "none" else 0)
         per_layer += (4 if w.norms == "sandwich" else 2) + (4 if w.moe else 3)
-        tensors = 1 + per_layer * w.layers + 1 + (0 if w.tied_embeddings else 1)
+        per_layer += 3 if w.shared_experts else 0
+        dense = min(w.dense_layers, w.layers)  # DeepSeek: the first layers' MLP is dense
+        tensors = 1 + per_layer * w.layers - dense * (4 + (3 if w.shared_experts else 0) - 3)
+        tensors += 1 + (0 if w.tied_embeddings else 1)
         largest = max(w.vocab * h, h * w.mlp_ffn * max(w.experts, 1), h * w.q_dim)
-        if w.moe:  # FLOPs: each token runs the router and k experts
-            active = w.layers * (attn + h * w.experts + 3 * h * w.mlp_ffn * w.experts_per_token)
+        if w.moe:  # FLOPs: each token runs the router, k experts and the shared ones
+            routed = h * w.experts + 3 * h * w.mlp_ffn * (w.experts_per_token + w.shared_experts)
+            active = (w.layers - dense) * (attn + routed) + dense * (attn + 3 * h * f)
+        block_matmuls_all = (w.layers - dense) * block_matmuls + dense * (attn + 3 * h * f)
     shape = {
         "name": w.name,
         "arch": w.arch,
@@ -48,7 +54,7 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         "largest_module_params": w.largest_module_params(),
         "largest_tensor": largest,
         "param_tensors": tensors,
-        "matmul_weights": w.layers * block_matmuls + head,
+        "matmul_weights": block_matmuls_all + head,
         "head_params": head,
         "max_seq": w.max_seq,
         # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
@@ -67,6 +73,15 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     if active is not None:
         shape["active_matmul_weights"] = active + head
     return shape
+
+
+def _attention_matmuls(w: WorkloadConfig) -> tuple[int, int]:
+    """One block's attention matmul weights and its parameter tensors (MLA: DeepSeek-V2's
+    projections through the latent, less its norms)."""
+    if w.mla:
+        norms = (w.kv_lora_rank or 0) + (w.q_lora_rank or 0)
+        return w.attention_params() - norms, 7 if w.q_lora_rank else 5
+    return 2 * w.hidden * w.q_dim + 2 * w.hidden * w.kv_dim, 4
 
 
 def _block_linears(w: WorkloadConfig) -> list[int]:
@@ -99,6 +114,8 @@ def _variations(w: WorkloadConfig) -> dict[str, Any]:
         )
     if w.sliding_window is not None:
         out.update(sliding_window=w.sliding_window, sliding_layers=w.sliding_layers)
+    if w.mla:  # DeepSeek-V2: the activation model does not follow it yet (a note says so)
+        out["mla"] = True
     if w.logit_softcap:
         out["logit_softcap"] = w.logit_softcap
     return out

@@ -52,6 +52,15 @@ class WorkloadConfig(BaseModel):
     embed_scale: bool = False  # Gemma: embeddings multiplied by sqrt(hidden)
     logit_softcap: float | None = None  # Gemma 2: cap · tanh(logits / cap)
     attn_softcap: float | None = None  # Gemma 2's attention scores, as transformers caps them
+    # DeepSeek-V2: multi-head latent attention (keys and values through a rank-r latent),
+    # experts every token runs beside the routed ones, dense MLPs in the first layers.
+    kv_lora_rank: int | None = None  # None: plain attention
+    q_lora_rank: int | None = None  # None: one q_proj
+    qk_nope_dim: int = 0
+    qk_rope_dim: int = 0
+    v_dim: int = 0
+    shared_experts: int = 0  # each an MLP of expert_ffn; together one of shared · expert_ffn
+    dense_layers: int = 0  # the first layers keep a dense MLP of width ffn
     hf_model_type: str | None = None  # the config's model_type, for configs from Hugging Face
     source: str = ""  # where the config came from (a catalogue entry's public location)
 
@@ -64,9 +73,14 @@ class WorkloadConfig(BaseModel):
         return self.head_size or self.hidden // self.heads
 
     @property
+    def mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
     def q_dim(self) -> int:
-        """Width of the queries (and of the attention output): heads × head size."""
-        return self.heads * self.head_dim
+        """Width of the queries (and of the attention output): heads × head size; with MLA the
+        attention output's, heads × v_head_dim."""
+        return self.heads * (self.v_dim if self.mla else self.head_dim)
 
     @property
     def kv_dim(self) -> int:
@@ -83,6 +97,8 @@ class WorkloadConfig(BaseModel):
 
     def attention_params(self) -> int:
         """q, k, v, o (+ biases, + q/k norms) of one Llama-family block."""
+        if self.mla:
+            return self._mla_params()
         h, q, kv = self.hidden, self.q_dim, self.kv_dim
         n = 2 * h * q + 2 * h * kv
         if self.qkv_bias:
@@ -93,12 +109,26 @@ class WorkloadConfig(BaseModel):
             n += q + kv
         return n
 
+    def _mla_params(self) -> int:
+        h, heads, rank = self.hidden, self.heads, self.kv_lora_rank or 0
+        qk = self.qk_nope_dim + self.qk_rope_dim
+        ql = self.q_lora_rank
+        q = h * ql + ql + ql * heads * qk if ql else h * heads * qk
+        kv = h * (rank + self.qk_rope_dim) + rank + rank * heads * (self.qk_nope_dim + self.v_dim)
+        return q + kv + heads * self.v_dim * h
+
     def mlp_params(self) -> int:
-        """The MLP of one block: three h·f matrices, or the router and every expert's three."""
+        """The MLP of one block: three h·f matrices, or the router and every expert's three
+        (and the shared experts', one MLP of shared · expert width)."""
         h = self.hidden
         if self.moe:
-            return h * self.experts + self.experts * 3 * h * self.mlp_ffn
+            shared = 3 * h * self.mlp_ffn * self.shared_experts
+            return h * self.experts + self.experts * 3 * h * self.mlp_ffn + shared
         return 3 * h * self.ffn
+
+    def dense_layer_params(self) -> int:
+        """One of the first ``dense_layers`` blocks: attention, a dense MLP of ffn, two norms."""
+        return self.attention_params() + 3 * self.hidden * self.ffn + 2 * self.hidden
 
     def layer_params(self) -> int:
         """Parameters of one transformer block."""
@@ -120,7 +150,9 @@ class WorkloadConfig(BaseModel):
         h = self.hidden
         final_norm = 2 * h if self.arch == "gpt2" else h
         head = 0 if self.tied_embeddings else self.vocab * h
-        return self.embedding_params() + self.layers * self.layer_params() + final_norm + head
+        dense = min(self.dense_layers, self.layers)
+        blocks = (self.layers - dense) * self.layer_params() + dense * self.dense_layer_params()
+        return self.embedding_params() + blocks + final_norm + head
 
     def largest_layer_params(self) -> int:
         """The largest unit ZeRO-3 / FSDP gathers at once: a transformer block or the embedding."""

@@ -35,9 +35,9 @@ def _act(c: WorkloadConfig, x: torch.Tensor) -> torch.Tensor:
 
 
 class _MLP(nn.Module):
-    def __init__(self, c: WorkloadConfig, device: Any) -> None:
+    def __init__(self, c: WorkloadConfig, device: Any, width: int | None = None) -> None:
         super().__init__()
-        h, f = c.hidden, c.ffn
+        h, f = c.hidden, width or c.ffn
         self.config = c
         self.gate_proj = nn.Linear(h, f, bias=False, device=device)
         self.up_proj = nn.Linear(h, f, bias=False, device=device)
@@ -59,6 +59,8 @@ class _Experts(nn.Module):
         self.gate = nn.Parameter(torch.empty(e, f, h, device=device).uniform_(-bound, bound))
         self.up = nn.Parameter(torch.empty(e, f, h, device=device).uniform_(-bound, bound))
         self.down = nn.Parameter(torch.empty(e, h, f, device=device).uniform_(-bound, bound))
+        if c.shared_experts:  # DeepSeek: experts every token runs, as one wider MLP
+            self.shared_experts = _MLP(c, device, f * c.shared_experts)
 
     def forward(self, y: torch.Tensor) -> torch.Tensor:
         c = self.config
@@ -81,7 +83,8 @@ class _Experts(nn.Module):
         )
         out = torch.bmm(hidden, self.down.transpose(1, 2)).reshape(-1, h)[:slots]
         out = out * weights.reshape(-1)[order].unsqueeze(-1)
-        return torch.zeros_like(x).index_add(0, token, out).view(shape)
+        routed = torch.zeros_like(x).index_add(0, token, out).view(shape)
+        return routed + self.shared_experts(y) if c.shared_experts else routed
 
 
 class _Attention(nn.Module):
@@ -143,13 +146,18 @@ def _attend_windowed(
 
 
 class _Block(nn.Module):
-    def __init__(self, c: WorkloadConfig, device: Any, windowed: bool) -> None:
+    def __init__(self, c: WorkloadConfig, device: Any, windowed: bool, dense: bool) -> None:
         super().__init__()
         h = c.hidden
         self.config = c
         self.windowed = windowed
-        self.self_attn = _Attention(c, device)
-        self.mlp = _Experts(c, device) if c.moe else _MLP(c, device)
+        if c.mla:
+            from profiling.models.mla import MLAttention
+
+            self.self_attn: nn.Module = MLAttention(c, device)
+        else:
+            self.self_attn = _Attention(c, device)
+        self.mlp = _Experts(c, device) if c.moe and not dense else _MLP(c, device)
         if c.norms != "post":
             self.input_layernorm = _RMSNorm(h, device, c.norm_eps)
         # Llama: the norm before the MLP; OLMo 2 and Gemma 2: after attention.
@@ -189,7 +197,10 @@ class HFLlama(_LM):
         self.config = config
         h = config.hidden
         self.embed_tokens = nn.Embedding(config.vocab, h, device=device)
-        self.layers = nn.ModuleList(_Block(config, device, w) for w in windowed_layers(config))
+        self.layers = nn.ModuleList(
+            _Block(config, device, w, i < config.dense_layers)
+            for i, w in enumerate(windowed_layers(config))
+        )
         self.norm = _RMSNorm(h, device, config.norm_eps)
         self.lm_head = nn.Linear(h, config.vocab, bias=False, device=device)
         if config.tied_embeddings:

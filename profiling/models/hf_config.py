@@ -62,6 +62,16 @@ class _Fields(BaseModel):
     # Gemma 2 (its attention logits are soft-capped at 50 unless the config says otherwise)
     final_logit_softcapping: float | None = None
     attn_logit_softcapping: float | None = 50.0
+    # DeepSeek-V2: latent attention, shared experts, dense first layers
+    n_routed_experts: int | None = Field(None, ge=1, le=10**5)
+    n_shared_experts: int | None = Field(None, ge=0, le=10**5)
+    first_k_dense_replace: int = Field(0, ge=0)
+    moe_layer_freq: int = Field(1, ge=1)
+    kv_lora_rank: int | None = Field(None, ge=1, le=10**6)
+    q_lora_rank: int | None = Field(None, ge=1, le=10**6)
+    qk_nope_head_dim: int = Field(0, ge=0, le=10**5)
+    qk_rope_head_dim: int = Field(0, ge=0, le=10**5)
+    v_head_dim: int = Field(0, ge=0, le=10**5)
 
 
 _GPT2_KEYS = {
@@ -148,11 +158,43 @@ def _olmoe(f: _Fields) -> dict[str, Any]:
     }
 
 
+def _deepseek_v2(f: _Fields) -> dict[str, Any]:
+    if f.moe_layer_freq != 1:
+        raise ProfilingError(
+            "this deepseek_v2 config interleaves dense and expert layers (moe_layer_freq "
+            f"{f.moe_layer_freq}), which is not modelled; give one whose layers after "
+            "first_k_dense_replace are all MoE"
+        )
+    if not (f.kv_lora_rank and f.qk_rope_head_dim and f.v_head_dim):
+        raise ProfilingError(
+            "this deepseek_v2 config lacks kv_lora_rank, qk_rope_head_dim or v_head_dim"
+        )
+    fields: dict[str, Any] = {
+        "qkv_bias": f.attention_bias,
+        "kv_lora_rank": f.kv_lora_rank,
+        "q_lora_rank": f.q_lora_rank,
+        "qk_nope_dim": f.qk_nope_head_dim,
+        "qk_rope_dim": f.qk_rope_head_dim,
+        "v_dim": f.v_head_dim,
+        "head_size": f.qk_rope_head_dim,  # the rotary part: RoPE's tables
+    }
+    if f.n_routed_experts:
+        fields.update(
+            experts=f.n_routed_experts,
+            experts_per_token=f.num_experts_per_tok or 6,
+            expert_ffn=f.moe_intermediate_size,
+            shared_experts=f.n_shared_experts or 0,
+            dense_layers=f.first_k_dense_replace,
+        )
+    return fields
+
+
 def _gpt2(f: _Fields) -> dict[str, Any]:
     return {"arch": "gpt2", "tied_embeddings": _tied(f, True)}
 
 
 FAMILIES = {
+    "deepseek_v2": _deepseek_v2,
     "gemma": _gemma,
     "gemma2": _gemma2,
     "gpt2": _gpt2,
@@ -245,6 +287,9 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
         f"{kinds.get(kind, kind)}-family config: {w.layers} layers, hidden {h}, "
         f"{heads}/{kv} heads"
         + (f", {w.experts} experts top-{w.experts_per_token}" if w.moe else "")
+        + (f" + {w.shared_experts} shared" if w.shared_experts else "")
+        + (f", first {w.dense_layers} dense" if w.dense_layers else "")
+        + (f", latent attention (kv rank {w.kv_lora_rank})" if w.mla else "")
     )
     return w
 

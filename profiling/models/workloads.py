@@ -171,6 +171,12 @@ def routing_assumption(config: WorkloadConfig) -> str:
         f"{config.capacity_factor:g}): each expert takes k·T/E = {k}/{e} of the tokens, so "
         f"the experts' activations total those of {k} dense MLPs of width {config.mlp_ffn}; "
         "all experts' parameters, gradients and optimizer state are counted"
+        + (
+            f"; {config.shared_experts} shared experts run every token"
+            if config.shared_experts
+            else ""
+        )
+        + (f"; the first {config.dense_layers} layers are dense" if config.dense_layers else "")
     )
 
 

@@ -26,7 +26,7 @@ REQUIRED = {
     "mistral-7b", "mixtral-8x7b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b",
     "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwen3-0.6b", "qwen3-8b", "qwen3-30b-a3b",
     "gemma-2-2b", "gemma-2-9b", "gemma-2-27b", "phi-3-mini", "phi-4", "gpt2", "olmo-2-7b",
-    "olmoe-1b-7b",
+    "olmoe-1b-7b", "deepseek-v2-lite",
 }  # fmt: skip
 
 
@@ -55,6 +55,9 @@ def test_published_counts_spelled_out() -> None:
         "mixtral-8x7b": 46_702_792_704,
         "gemma-2-2b": 2_614_341_888,
         "qwen3-30b-a3b": 30_532_122_624,
+        # 15.7B total (2.4B activated): 2·102400·2048 embeddings and head, 27 blocks of latent
+        # attention, the first with a dense MLP of 10944, 26 with 64 routed + 2 shared experts
+        "deepseek-v2-lite": 15_706_484_224,
     }
     for name, count in published.items():
         assert load_hf(f"hf:{name}").param_count() == count
@@ -130,7 +133,7 @@ def test_a_path_or_a_folder(tmp_path: Path) -> None:
         (json.dumps({k: v for k, v in TINY.items() if k != "vocab_size"}), "lacks vocab_size"),
         (
             json.dumps({**TINY, "model_type": "mamba"}),
-            "model_type 'mamba' is not supported; supported types are gemma, gemma2, gpt2, llama",
+            "model_type 'mamba' is not supported; supported types are deepseek_v2, gemma, gemma2",
         ),
         (
             # a 10-trillion-parameter config: three layers of width 500,000
