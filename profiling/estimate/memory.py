@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import hf_ops, variants
+from profiling.estimate import hf_ops, mla, variants
 from profiling.estimate import lora as lora_acts
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
     HEADROOM,
@@ -185,11 +185,11 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
             "activations of the project's own blocks built from the config (what the trace "
             "builds without transformers, or for a mixture of experts)"
         )
-    if shape.get("mla"):
+    if shape.get("mla") and not acts._cuda(inp):
         ledger.note(
-            "activations of DeepSeek-V2's latent attention, shared experts and dense first "
-            "layers are approximated with grouped-query attention's and the routed experts' "
-            "formulas (not yet modelled op by op: trace it for the exact bytes)"
+            "DeepSeek-V2's latent attention on the CPU target: SDPA with two head sizes falls "
+            "back to its math path (s² probabilities kept), which the estimate does not model "
+            "(it counts what CUDA's memory-efficient kernel keeps); trace it for the CPU's bytes"
         )
     layer = _per_layer(d, e, inp)
     lora = inp.lora_rank is not None and d.arch == "llama"
@@ -219,6 +219,8 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
 def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Term]:
     if d.extra.get("hf_module"):  # transformers' own module (models.implementation)
         return hf_ops.per_layer(d, e, inp)
+    if d.extra.get("mla"):  # DeepSeek-V2's blocks
+        return mla.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)
     if not d.extra:
         return acts.per_layer(d, e, inp)
     return variants.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)
@@ -229,7 +231,8 @@ def _once(
 ) -> list[acts.Term]:
     if d.extra.get("hf_module"):
         return hf_ops.once_per_model(d, e, shape, inp)
-    return acts.once_per_model(d, e, shape, inp) + variants.once_per_model(d, e, inp)
+    once = acts.once_per_model(d, e, shape, inp) + variants.once_per_model(d, e, inp)
+    return once + (mla.once_per_model(d, e, inp) if d.extra.get("mla") else [])
 
 
 def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:

@@ -114,8 +114,12 @@ def _variations(w: WorkloadConfig) -> dict[str, Any]:
         )
     if w.sliding_window is not None:
         out.update(sliding_window=w.sliding_window, sliding_layers=w.sliding_layers)
-    if w.mla:  # DeepSeek-V2: the activation model does not follow it yet (a note says so)
-        out["mla"] = True
+    if w.mla:  # DeepSeek-V2 (profiling.estimate.mla)
+        out["mla"] = {
+            "rank": w.kv_lora_rank, "q_rank": w.q_lora_rank, "nope": w.qk_nope_dim,
+            "rope": w.qk_rope_dim, "v": w.v_dim, "shared": w.shared_experts,
+            "dense": min(w.dense_layers, w.layers),
+        }  # fmt: skip
     if w.logit_softcap:
         out["logit_softcap"] = w.logit_softcap
     return out

@@ -40,19 +40,27 @@ def test_deepseek_v2_lite_is_counted_exactly() -> None:
     assert round(active / 1e9, 2) == 2.45
 
 
-@pytest.mark.parametrize("q_lora_rank", [None, 24])
-def test_latent_attention_traces_with_exact_model_states(
-    tmp_path: Path, q_lora_rank: int | None
+@pytest.mark.parametrize(
+    ("q_lora_rank", "precision"), [(None, "amp-bf16"), (24, "mixed"), (None, "fp32")]
+)
+def test_latent_attention_estimate_agrees_with_the_trace(
+    tmp_path: Path, q_lora_rank: int | None, precision: str
 ) -> None:
     spec = _spec(tmp_path, {**DEEPSEEK, "q_lora_rank": q_lora_rank})
-    cfg = TrainingConfig(model=spec, seq=32, batch=1, precision="amp-bf16")
+    cfg = TrainingConfig(model=spec, seq=64, batch=2, precision=precision)  # target cuda
     traced = trace_step(cfg)
     est = estimate(cfg)
     assert traced.model_info["traced"] == "project blocks"
     assert traced.params == est.params == load_hf(spec).param_count()
     seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
-    for category in ("parameters", "gradients", "optimizer"):
-        assert est.category_bytes(category) == seen[category], category
+    for category in ("parameters", "gradients", "optimizer", "activations"):
+        ratio = est.category_bytes(category) / seen[category]
+        assert ratio == pytest.approx(1.0, abs=0.02), (category, ratio)
+    assert est.per_gpu_bytes / traced.peak_bytes == pytest.approx(1.0, abs=0.02)
     routing = traced.model_info["routing"]
     assert "2 shared experts run every token" in routing and "first 1 layers are dense" in routing
-    assert any("DeepSeek-V2's latent attention" in n for n in est.notes)
+
+
+def test_the_cpu_targets_math_path_is_stated(tmp_path: Path) -> None:
+    cfg = TrainingConfig(model=_spec(tmp_path, DEEPSEEK), seq=32, precision="mixed", target="cpu")
+    assert any("falls back to its math path" in n for n in estimate(cfg).notes)
