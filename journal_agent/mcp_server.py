@@ -55,8 +55,7 @@ def build_server(ws: Workspace):
             if session is not None:
                 anyio.from_thread.run(session.report_progress, done, total, message, token=token)
 
-        call_ctx = ToolContext.of(ws, ctx.policy, ctx.reads)
-        call_ctx.extras.update(ctx.extras, progress=progress)
+        call_ctx = ToolContext.of(ws, ctx.policy, ctx.reads, progress)
         result = await anyio.to_thread.run_sync(tool.call, call_ctx, dict(params.arguments or {}))
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.content)],

@@ -8,7 +8,8 @@ an error flag. Mistakes the model can fix come back as error results; they never
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -30,6 +31,10 @@ MAX_INPUT_CHARS = 4_000_000
 _SHOWN_PROBLEMS = 3
 
 
+# A long tool's progress, for a host that shows it: (done, total or None, what it is doing).
+Progress = Callable[[float, float | None, str], None]
+
+
 @dataclass(frozen=True)
 class ToolResult:
     content: str
@@ -43,15 +48,16 @@ class ToolContext:
     ``policy`` decides what each call may do (None: no rules, as in tests and trusted hosts);
     ``reads`` is the read-tracking state (which files this run read, at which content hash) that
     Write and Edit consult for optimistic concurrency (None: attached on first use by
-    :func:`journal_agent.tools.read_tracking.tracker_for`). ``workspace`` hands out the
-    stores under ``root`` (the journal, the ledger, the records …); a host that has one
-    already passes it to :meth:`of`.
+    :func:`journal_agent.tools.read_tracking.tracker_for`). ``progress`` hears how a long tool
+    (MemoryProfile) is getting on: (done, total, what); None: nobody listens. ``workspace``
+    hands out the stores under ``root`` (the journal, the ledger, the records …); a host that
+    has one already passes it to :meth:`of`.
     """
 
     root: Path
     policy: PermissionPolicy | None = None
     reads: ReadTracker | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    progress: Progress | None = None
 
     @classmethod
     def of(
@@ -59,9 +65,10 @@ class ToolContext:
         workspace: Workspace,
         policy: PermissionPolicy | None = None,
         reads: ReadTracker | None = None,
+        progress: Progress | None = None,
     ) -> ToolContext:
         """The context of a host that built its workspace already (its stores are shared)."""
-        ctx = cls(workspace.root, policy, reads)
+        ctx = cls(workspace.root, policy, reads, progress)
         ctx.__dict__["workspace"] = workspace  # what the cached_property below would build
         return ctx
 

@@ -2,7 +2,7 @@
 
 MemoryProfile runs ``journal-agent profile`` in a child process of its own session: a model
 that hangs or eats the machine is stopped by the timeout (the whole process group), never the
-host's loop. Progress lines from the child go to ``ctx.extras["progress"](done, total, what)``
+host's loop. Progress lines from the child go to ``ctx.progress(done, total, what)``
 when the host gives one (the MCP server turns them into progress notifications).
 """
 
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.tools._config_input import as_flags, config_input_model, confined_hf_model
 from journal_agent.tools._schema import tidy_schema
-from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.base import Progress, Tool, ToolContext, ToolError, ToolResult
 from profiling.config import PROFILE_FIELDS
 
 _GRACE_S = 15.0  # beyond the child's own --timeout: building, tracing, writing the record
@@ -131,7 +131,7 @@ def _run_child(
         text=True,
         start_new_session=True,
     )
-    sink: list = [ctx.extras.get("progress")]  # emptied if the host's progress sink fails
+    sink: list[Progress | None] = [ctx.progress]  # emptied if the host's progress sink fails
     errors: list[str] = []
 
     def read_stderr() -> None:

@@ -18,7 +18,7 @@ def _record(text: str) -> str:
 
 def test_memory_profile_runs_bounded_reports_progress_and_saves_a_record(tmp_path) -> None:
     seen: list[tuple[int, int, str]] = []
-    ctx = ToolContext(root=tmp_path, extras={"progress": lambda d, t, w: seen.append((d, t, w))})
+    ctx = ToolContext(root=tmp_path, progress=lambda d, t, w: seen.append((d, t, w)))
     result = MemoryProfile().call(
         ctx, {"model": "tiny-gpt2", "batch": 2, "seq": 32, "steps": 2, "warmup": 1}
     )
