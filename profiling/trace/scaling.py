@@ -163,26 +163,30 @@ def phase_peak(segments: Mapping[str, Vec], label: str, prefix: str, backward: b
 # not extrapolated for them: every quantity the trace reports whole — each phase's peak and
 # its categories, the state after each phase, the model-level module rows, FLOPs — is affine
 # in the layer count as long as each phase's highest moment stays where it is (identical blocks
-# add the same bytes each): fitted from 1 and 2 layers and checked on 3 (a tied embedding's
-# backward can peak elsewhere with one layer: the check sees it, and every layer is traced).
-# What the check cannot see: a phase whose highest moment moves (its start overtaken by its
-# end) beyond 3 layers.
-LAYER_SAMPLES = (1, 2, 3)
+# add the same bytes each): fitted from 1 and 2 layers and checked on 3; where one layer is
+# special (it is both the first and the last: a tied embedding's backward, OLMo 2's forward
+# peak inside it), fitted from 2 and 3 and checked on 4. What the check cannot see: a phase
+# whose highest moment moves (its start overtaken by its end) beyond the checked count.
+LAYER_SAMPLES = ((1, 2, 3), (2, 3, 4))
 
 
 def extrapolate_layers(
-    samples: Mapping[int, Mapping[str, Mapping[str, int]]], blocks: int, prefix: str
+    samples: Mapping[int, Mapping[str, Mapping[str, int]]],
+    blocks: int,
+    prefix: str,
+    counts: tuple[int, int, int] = LAYER_SAMPLES[0],
 ) -> dict[str, Vec]:
-    """Every named quantity at ``blocks`` layers from samples at 1, 2 and 3 layers.
+    """Every named quantity at ``blocks`` layers from samples at ``counts`` layers (fitted on
+    the first two, checked on the third).
 
     Names that belong to one block (``prefix`` + an index) are left out: the caller keeps them
-    out of what it reports. Raises :class:`NotAffine` when the 3-layer prediction misses by a
-    byte, or the samples name different quantities.
+    out of what it reports. Raises :class:`NotAffine` when the check misses by a byte, or the
+    samples name different quantities.
     """
-    n1, n2, n3 = LAYER_SAMPLES
-    named = [{k for k in samples[n] if split_block(k, prefix)[1] is None} for n in LAYER_SAMPLES]
+    n1, n2, n3 = counts
+    named = [{k for k in samples[n] if split_block(k, prefix)[1] is None} for n in counts]
     if named[0] != named[1] or named[0] != named[2]:
-        raise NotAffine("the traces of 1, 2 and 3 layers name different quantities")
+        raise NotAffine(f"the traces of {counts} layers name different quantities")
     out: dict[str, Vec] = {}
     for name in sorted(named[0]):
         v1, v2 = samples[n1][name], samples[n2][name]

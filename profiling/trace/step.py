@@ -152,7 +152,7 @@ def trace_step(
             )
         if missed:
             raw.notes.append(
-                "block scaling did not reproduce the 5-block trace exactly: every block traced"
+                "block scaling did not reproduce its check trace exactly: every block traced"
             )
         result = _finish(config, raw, module_depth)
     result.wall_seconds = round(time.perf_counter() - start, 3)
@@ -444,25 +444,35 @@ def _hf_module(config: TraceConfig, factory: Callable[..., Any] | None) -> bool:
 def _trace_layer_scaled(
     config: TraceConfig, mesh: Any, say: Progress, fast: bool, blocks: int, module_depth: int
 ) -> _Raw | None:
-    """transformers' module traced with 1, 2 and 3 layers and extrapolated to ``blocks``; None
-    if a prediction misses or a per-layer row was asked for (``profiling.trace.scaling``)."""
+    """transformers' module traced with 1, 2 and 3 layers (and 4 when one layer is special) and
+    extrapolated to ``blocks``; None if a prediction misses or a per-layer row was asked for
+    (``profiling.trace.scaling``)."""
     from profiling.trace.scaling import LAYER_SAMPLES, NotAffine, extrapolate_layers, split_block
 
-    raws = {}
-    for n in LAYER_SAMPLES:
-        say_n = functools.partial(lambda n, stage: say(f"{n} layers: {stage}"), n)
-        raws[n] = _trace_in_fake_mode(
-            config, mesh, say_n, fast, layers=n, module_depth=module_depth, stretches=False
-        )
-    base, prefix = raws[LAYER_SAMPLES[0]], raws[LAYER_SAMPLES[0]].block_prefix
-    if prefix is None or base.info.get("traced") != "transformers":
+    raws: dict[int, _Raw] = {}
+    full = None
+    for counts in LAYER_SAMPLES:
+        for n in counts:
+            if n not in raws:
+                say_n = functools.partial(lambda n, stage: say(f"{n} layers: {stage}"), n)
+                raws[n] = _trace_in_fake_mode(
+                    config, mesh, say_n, fast, layers=n, module_depth=module_depth,
+                    stretches=False,
+                )  # fmt: skip
+        base, prefix = raws[1], raws[1].block_prefix
+        if prefix is None or base.info.get("traced") != "transformers":
+            return None
+        if any(split_block(k, prefix)[1] is not None for r in raws.values() for k in r.modules):
+            return None  # a module table as deep as the layers: only a full trace has each row
+        named = {n: _named(raws[n], True) for n in counts}
+        try:
+            full = extrapolate_layers(named, blocks, prefix, counts)
+            break
+        except NotAffine:
+            continue
+    if full is None:
         return None
-    if any(split_block(k, prefix)[1] is not None for r in raws.values() for k in r.modules):
-        return None  # a module table as deep as the layers: only a full trace has each row
-    try:
-        full = extrapolate_layers({n: _named(r, True) for n, r in raws.items()}, blocks, prefix)
-    except NotAffine:
-        return None
+    base = raws[counts[0]]
 
     def part(kind: str) -> dict[str, Any]:
         return {k.split("|", 1)[1]: v for k, v in full.items() if k.startswith(kind + "|")}
@@ -481,8 +491,9 @@ def _trace_layer_scaled(
         segments={},
         notes=[
             *base.notes,
-            f"layer-scaled: transformers' module was traced with 1, 2 and 3 of its {blocks} "
-            "identical layers and every number extrapolated exactly (each is affine in the "
-            "layer count; the 3-layer trace checked every prediction to the byte)",
+            f"layer-scaled: transformers' module was traced with {counts[0]}, {counts[1]} and "
+            f"{counts[2]} of its {blocks} identical layers and every number extrapolated exactly "
+            f"(each is affine in the layer count; the {counts[2]}-layer trace checked every "
+            "prediction to the byte)",
         ],
     )

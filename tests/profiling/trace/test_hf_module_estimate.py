@@ -138,6 +138,9 @@ LAYERED = {
         "gemma2 (GeGLU, tied, eager soft-capped attention, window)",
         {"precision": "amp-bf16"},
     ),
+    # one layer is special here (a tied embedding's backward; OLMo 2's forward peak): 2, 3, 4
+    "llama tied amp-bf16 cuda": ("llama (tied)", {"precision": "amp-bf16"}),
+    "olmo2 mixed cuda": ("olmo2 (post-norms, whole-width q/k norms)", {"precision": "mixed"}),
     "qwen3 fp32 checkpointed": (
         "qwen3 (head size 24, q/k norms per head)",
         {"precision": "fp32", "checkpointing": "full"},
@@ -147,8 +150,8 @@ LAYERED = {
 
 @pytest.mark.parametrize("case", list(LAYERED))
 def test_layer_scaled_trace_equals_full_trace(tmp_path: Path, case: str) -> None:
-    """transformers' module traced with 1, 2, 3 layers and extrapolated to 5: every number the
-    trace reports equals the trace of all 5 layers, byte for byte."""
+    """transformers' module traced with 1, 2, 3 layers (or 2, 3, 4) and extrapolated to 5: every
+    number the trace reports equals the trace of all 5 layers, byte for byte."""
     family, settings = LAYERED[case]
     config = dict(FAMILIES[family])
     config["n_layer" if config["model_type"] == "gpt2" else "num_hidden_layers"] = 5
