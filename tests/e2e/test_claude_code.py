@@ -83,8 +83,9 @@ def _estimate_flow(body: dict[str, Any]) -> Any:
         return reply("Done.")
     if ESTIMATE in offered:
         return reply(tool_use(ESTIMATE, ESTIMATE_ARGS))
-    if "WaitForMcpServers" in offered and "WaitForMcpServers" not in done:
-        # Claude Code connects MCP servers in the background; the first request may precede it.
+    if "WaitForMcpServers" in offered and done.count("WaitForMcpServers") < 6:
+        # Claude Code connects MCP servers in the background; the first request may precede it,
+        # and one wait can end before our server (a Python start) is up on a loaded machine.
         return reply(tool_use("WaitForMcpServers", {}))
     return reply("Side request.")
 
