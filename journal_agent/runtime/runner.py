@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from journal_agent.runtime.result import RunResult
 from journal_agent.runtime.task import GENERAL_PURPOSE, task_tool
 from journal_agent.runtime.transcript import Transcript, new_run_id
 from journal_agent.tools.base import Tool, ToolContext, ToolError
+from journal_agent.workspace import Workspace
 
 
 @dataclass
@@ -51,6 +53,11 @@ class RunConfig:
     run_id: str | None = None
     transcript: bool = True
 
+    @cached_property
+    def workspace(self) -> Workspace:
+        """The run's workspace: every agent of the run (sub-agents too) shares its stores."""
+        return Workspace.at(self.root)
+
 
 @dataclass
 class Prepared:
@@ -72,7 +79,7 @@ class Prepared:
         loop = AgentLoop(
             Session(client=None, options=self.config.options),
             self.spec,
-            ToolContext(root=self.config.root),
+            ToolContext.of(self.config.workspace),
         )
         loop.messages.append({"role": "user", "content": valid_unicode(self.prompt)})
         return loop.build_request()
@@ -101,7 +108,7 @@ def _context(config: RunConfig, mode: str | None, allow: tuple[str, ...] = ()) -
 
     if config.home is None:
         return make_context(
-            config.root,
+            config.workspace,
             mode=config.mode or mode,
             allow=(*config.allow, *allow),
             deny=config.deny,
@@ -111,16 +118,16 @@ def _context(config: RunConfig, mode: str | None, allow: tuple[str, ...] = ()) -
     from journal_agent.tools.permissions import PermissionPolicy
     from journal_agent.tools.read_tracking import ReadTracker
 
-    root = config.root.expanduser().resolve()
+    ws = config.workspace
     policy = PermissionPolicy.from_settings(
-        root,
+        ws.root,
         mode=config.mode or mode,
         allow=(*config.allow, *allow),
         deny=config.deny,
         prompt=config.permission_prompt,
         home=config.home,
     )
-    return ToolContext(root=root, policy=policy, reads=ReadTracker())
+    return ToolContext.of(ws, policy, ReadTracker())
 
 
 def _discover(config: RunConfig) -> dict[str, Any]:

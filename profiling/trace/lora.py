@@ -154,7 +154,7 @@ def _fake_safe_moves() -> Iterator[None]:
     try:
         yield
     finally:
-        nn.Module.to = original  # type: ignore[method-assign]
+        nn.Module.to = original  # type: ignore[method-assign]  # the real method, put back
 
 
 def _parse_to(*args: Any, **kwargs: Any) -> tuple[torch.device | None, torch.dtype | None]:
