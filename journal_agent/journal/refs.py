@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,12 +138,19 @@ def find_refs(text: str, lineno: int) -> list[CodeRef]:
     return refs
 
 
+# A referenced file larger than this is not source code: it is not read (the workspace is the
+# model's to write, and an 8 GiB file there would be read whole by every check and by each
+# SessionStart's detached refresh).
+MAX_SOURCE_BYTES = 32 << 20
+
+
 class FileCache:
     """Lines of referenced files, read once per check."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._lines: dict[str, list[bytes] | None] = {}
+        self.too_large: set[str] = set()
         self._resolved: dict[str, Path | None] = {}
         self._root = self.root.resolve()
         self._names: dict[str, list[str]] | None = None
@@ -182,10 +190,7 @@ class FileCache:
     def lines(self, path: str) -> list[bytes] | None:
         if path not in self._lines:
             full = self.resolve(path)
-            try:
-                data = full.read_bytes() if full is not None and full.is_file() else None
-            except OSError:
-                data = None
+            data = None if full is None else self._read(path, full)
             if data is None:
                 self._lines[path] = None
             else:
@@ -195,12 +200,36 @@ class FileCache:
                 self._lines[path] = [p.rstrip(b"\r") for p in parts]
         return self._lines[path]
 
+    def _read(self, path: str, full: Path) -> bytes | None:
+        """A regular file's bytes, at most :data:`MAX_SOURCE_BYTES`; None otherwise. Opened
+        without blocking: a FIFO swapped in after the path was resolved cannot hang a check."""
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            with os.fdopen(os.dup(fd), "rb") as f:
+                data = f.read(MAX_SOURCE_BYTES + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        if len(data) > MAX_SOURCE_BYTES:
+            self.too_large.add(path)
+            return None
+        return data
+
 
 def resolve_problem(ref: CodeRef, files: FileCache) -> str | None:
     """Why ``ref`` does not resolve to existing lines, or None when it does."""
     if files.resolve(ref.path) is None:
         return f"{ref.key}: the path is outside the workspace"
     lines = files.lines(ref.path)
+    if lines is None and ref.path in files.too_large:
+        return f"{ref.key}: the file is over {MAX_SOURCE_BYTES >> 20} MiB, too large to be source"
     if lines is None:
         hint = files.same_name(ref.path)
         if hint:
