@@ -96,8 +96,13 @@ def _hostile_model(workspace: Path, marker: Path) -> None:
     (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
     for name in ("modeling_evil.py", "configuration_evil.py", "modeling_llama.py", "__init__.py"):
         (folder / name).write_text(_EVIL.format(marker=str(marker)), encoding="utf-8")
-    # Modules a loader might import by name from the working directory.
-    for name in ("transformers.py", "modeling_evil.py", "configuration_evil.py", "llama.py"):
+    # Modules a loader might import by name from the working directory (transformers imports
+    # most of these lazily, after our code ran: the directory must never be on sys.path).
+    for name in (
+        "transformers.py", "modeling_evil.py", "configuration_evil.py", "llama.py",
+        "safetensors.py", "huggingface_hub.py", "tokenizers.py", "regex.py", "yaml.py",
+        "sitecustomize.py", "usercustomize.py",
+    ):  # fmt: skip
         (workspace / name).write_text(_EVIL.format(marker=str(marker)), encoding="utf-8")
 
 
