@@ -405,7 +405,7 @@ def _run_bash(
 
 def _inline_file(root: Path, ref: str) -> str | None:
     from journal_agent.tools.base import ToolError
-    from journal_agent.tools.workspace import resolve_path
+    from journal_agent.tools.confined_paths import resolve_path
 
     try:
         path = resolve_path(root, ref)

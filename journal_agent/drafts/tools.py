@@ -28,9 +28,9 @@ from journal_agent.capture import drafts as store
 from journal_agent.errors import UserError
 from journal_agent.paths import JOURNAL_FILE, drafts_dir
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.confined_paths import resolve_path, workspace_root
 from journal_agent.tools.edit import EditInput
 from journal_agent.tools.journal_append import JournalAppendInput
-from journal_agent.tools.workspace import resolve_path, workspace_root
 from journal_agent.tools.write import WriteInput
 
 # Offered as they are: they only read, or (MemoryEstimate, MemoryTrace) add a measurement record.

@@ -327,7 +327,7 @@ class FeedbackLog:
         """Put the file back as it was before change ``n`` (kept in history as a record)."""
         from journal_agent.tools._file_versions import keep_previous
         from journal_agent.tools.base import ToolError
-        from journal_agent.tools.workspace import resolve_path
+        from journal_agent.tools.confined_paths import resolve_path
         from journal_agent.tools.write import (
             atomic_write,
             current_fingerprint,

@@ -90,7 +90,7 @@ def confined_hf_model(ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
     model = values.get("model")
     if not (isinstance(model, str) and model.startswith("hf:")):
         return values
-    from journal_agent.tools.workspace import permitted_path
+    from journal_agent.tools.confined_paths import permitted_path
     from profiling.models.hf_config import catalogue_names
 
     rest = model.removeprefix("hf:")

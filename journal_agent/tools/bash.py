@@ -26,12 +26,12 @@ from journal_agent.processes import group_alive, stop_groups
 from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, fit_to_budget
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.confined_paths import workspace_root
 from journal_agent.tools.own_commands import host_argv
 from journal_agent.tools.sandbox import SandboxSettings
 from journal_agent.tools.sandbox import available_confinement as available_confinement
 from journal_agent.tools.sandbox.call import Sandboxed, sandboxed
 from journal_agent.tools.sandbox.environment import command_env
-from journal_agent.tools.workspace import workspace_root
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from journal_agent.tools._file_versions import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.confined_paths import permitted_path
 from journal_agent.tools.read_tracking import tracker_for
-from journal_agent.tools.workspace import permitted_path
 from journal_agent.tools.write import (
     atomic_write,
     encode_text,

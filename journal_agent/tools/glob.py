@@ -13,7 +13,7 @@ from journal_agent.tools._globmatch import compile_glob
 from journal_agent.tools._rg import reject_nul, rg_paths_by_mtime
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.workspace import resolve_path, workspace_root
+from journal_agent.tools.confined_paths import resolve_path, workspace_root
 
 MAX_RESULTS = 100
 NARROW_HINT = "Use a more specific path or pattern."

@@ -24,7 +24,7 @@ from journal_agent.tools._rg import (
 )
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.workspace import resolve_path, workspace_root
+from journal_agent.tools.confined_paths import resolve_path, workspace_root
 
 Visible = Callable[[str], bool] | None
 

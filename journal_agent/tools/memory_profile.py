@@ -92,9 +92,9 @@ def _profile_in_sandbox(
     ``sys.path``: a planted ``typer.py`` is never imported; a factory's module is found from
     the working directory, inside the sandbox only). Its records come back through the
     call's outbox."""
+    from journal_agent.tools.confined_paths import workspace_root
     from journal_agent.tools.sandbox import SandboxSettings, available_confinement
     from journal_agent.tools.sandbox.call import sandboxed
-    from journal_agent.tools.workspace import workspace_root
 
     root = Path(workspace_root(ctx.root))
     settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from journal_agent.tools._config_input import config_input_model, confined_hf_model
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.workspace import workspace_root
+from journal_agent.tools.confined_paths import workspace_root
 
 TRACE_TIMEOUT_S = 600
 

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, count_tokens, fit_to_budget, fits
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from journal_agent.tools.confined_paths import open_beneath, permitted_path, workspace_root
 from journal_agent.tools.read_tracking import Fingerprint, tracker_for
-from journal_agent.tools.workspace import open_beneath, permitted_path, workspace_root
 
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000

@@ -27,13 +27,13 @@ from journal_agent.atomic import atomic_write as write_atomically
 from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, state_dir
 from journal_agent.tools._file_versions import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
-from journal_agent.tools.read_tracking import Fingerprint, ReadTracker, tracker_for
-from journal_agent.tools.workspace import (
+from journal_agent.tools.confined_paths import (
     open_beneath,
     open_dir_beneath,
     permitted_path,
     workspace_root,
 )
+from journal_agent.tools.read_tracking import Fingerprint, ReadTracker, tracker_for
 
 LOCK_TIMEOUT_S = 60.0
 

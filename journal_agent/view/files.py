@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 
 from journal_agent.tools.base import ToolError
-from journal_agent.tools.workspace import open_beneath, resolve_path, workspace_root
+from journal_agent.tools.confined_paths import open_beneath, resolve_path, workspace_root
 
 MAX_BYTES = 2_000_000  # a larger file is shown as "too large", not streamed into a page
 

@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal_agent.tools.base import ToolContext, ToolError
+from journal_agent.tools.confined_paths import resolve_path
 from journal_agent.tools.edit import Edit
 from journal_agent.tools.glob import Glob
 from journal_agent.tools.grep import Grep
 from journal_agent.tools.permissions import PermissionPolicy
 from journal_agent.tools.read import Read
 from journal_agent.tools.read_tracking import ReadTracker
-from journal_agent.tools.workspace import resolve_path
 from journal_agent.tools.write import Write
 
 SECRET = "TOPSECRET-hostile"

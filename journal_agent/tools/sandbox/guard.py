@@ -29,7 +29,7 @@ the call turned into a symlink (``mv .git .git_old && ln -s ~/.kube .git``) or a
 directory it replaced by a gitfile is itself the protected change, and *it* is moved — the
 link, never what it leads to, which is neither read nor touched. Every move is a
 ``rename`` between directory descriptors opened from the writable root with ``O_NOFOLLOW``
-(:func:`journal_agent.tools.workspace.open_dir_beneath`), so nothing outside the writable
+(:func:`journal_agent.tools.confined_paths.open_dir_beneath`), so nothing outside the writable
 roots is ever moved. The reasons given are those of the one protected list
 (:mod:`journal_agent.tools.protected`).
 """
@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from journal_agent.tools import protected
+from journal_agent.tools.confined_paths import open_dir_beneath
 from journal_agent.tools.sandbox import _gitdirs
 from journal_agent.tools.sandbox._gitfiles import (
     harmless_commondir,
@@ -58,7 +59,6 @@ from journal_agent.tools.sandbox.view import (
     why_protected,
     writable_base,
 )
-from journal_agent.tools.workspace import open_dir_beneath
 
 QUARANTINE = Path(".journal/quarantine")
 

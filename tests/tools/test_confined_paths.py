@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from journal_agent.tools.base import ToolError
+from journal_agent.tools.confined_paths import permitted_path, resolve_path
 from journal_agent.tools.permissions import PermissionPolicy
-from journal_agent.tools.workspace import permitted_path, resolve_path
 
 
 def refused(root: Path, file_path: str) -> str:
@@ -137,7 +137,7 @@ def test_confine_consults_the_permission_policy(make_ctx, ws: Path) -> None:
 def test_a_directory_swapped_for_a_symlink_after_resolving_is_not_followed(
     ws: Path, outside: Path
 ) -> None:
-    from journal_agent.tools.workspace import open_beneath
+    from journal_agent.tools.confined_paths import open_beneath
     from journal_agent.tools.write import atomic_write
 
     (ws / "sub").mkdir()
