@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
 from journal_agent.paths import drafts_dir, state_dir
+from journal_agent.regular_file import read_regular
 
 if TYPE_CHECKING:
     from journal_agent.journal.api import AppendOutcome
@@ -216,21 +216,9 @@ def _free_id(folder: Path, entry_id: str) -> str:
 
 def _read(path: Path) -> Draft | None:
     """The draft in ``path``, or None: not ours (no header), a symlink, not a file, too large."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        # A folder named x.md (a sandboxed `mkdir` can plant one) cannot even be fdopen'ed.
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
-            return None
-        raw = os.read(fd, _MAX_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(raw) > _MAX_BYTES:  # grew since fstat
+    # A folder named x.md (a sandboxed `mkdir` can plant one) or a FIFO is None here too.
+    raw = read_regular(path, _MAX_BYTES)
+    if raw is None or len(raw) > _MAX_BYTES:  # not a plain file, or grew since it was opened
         return None
     try:
         text, utf8 = raw.decode("utf-8"), True

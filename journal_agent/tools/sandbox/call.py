@@ -18,12 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from journal_agent.regular_file import read_regular
 from journal_agent.tools.sandbox import confined_argv, guard
 from journal_agent.tools.sandbox.config import SandboxSettings
 from journal_agent.tools.sandbox.confinement import Confinement, available_confinement
@@ -130,11 +130,11 @@ def collect_records(outbox: Path, root: Path) -> list[str]:
         return notes
     store: RecordStore | None = None
     for name in names[:MAX_RECORDS]:
-        data = _read_plain(outbox / name)
+        data = read_regular(outbox / name, MAX_RECORD_BYTES)
         try:
             if data is None:
                 raise ValueError("not a plain file of at most 4 MiB")
-            record = MeasurementRecord.model_validate_json(data)
+            record = MeasurementRecord.model_validate_json(data[:MAX_RECORD_BYTES])
         except (ValidationError, ValueError) as exc:
             first = str(exc).splitlines()[0]
             notes.append(f"A measurement record the command left ({name}) was not saved: {first}.")
@@ -148,16 +148,3 @@ def collect_records(outbox: Path, root: Path) -> list[str]:
     if len(names) > MAX_RECORDS:
         notes.append(f"Only the first {MAX_RECORDS} measurement records of this call were saved.")
     return notes
-
-
-def _read_plain(path: Path) -> bytes | None:
-    """The bytes of a regular file, never through a symlink, or None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
-            return None
-        return f.read(MAX_RECORD_BYTES + 1)[:MAX_RECORD_BYTES]
