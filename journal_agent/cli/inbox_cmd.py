@@ -19,6 +19,7 @@ from journal_agent.cli._common import (
     open_workspace,
     print_json,
     resolve_root,
+    visible,
 )
 from journal_agent.errors import UserError
 
@@ -62,12 +63,13 @@ def inbox_command(
         )
         if moment.id in drafted and not moment.dismissed:
             status += f"  (draft {drafted[moment.id]} waiting: `inbox drafts`)"
-        typer.echo(f"{n:>3}. {moment.id}  {moment.time[:16].replace('T', ' ')}  {files}{status}")
+        line = f"{n:>3}. {moment.id}  {moment.time[:16].replace('T', ' ')}  {files}{status}"
+        typer.echo(visible(line))
         typer.echo(f"     {_first_line(moment.text)}")
 
 
 def _first_line(text: str, width: int = 96) -> str:
-    line = " ".join(text.split())
+    line = visible(" ".join(text.split()))
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -278,9 +280,10 @@ def inbox_drafts_command(
             print_json(draft.to_dict())
             return
         moments = ", ".join(draft.moments) or "none"
-        typer.echo(f"draft {draft.id} · {draft.created} · {draft.model} · moments {moments}")
-        typer.echo(f"{draft.path}\n")
-        typer.echo(draft.text, nl=False)
+        said = f"draft {draft.id} · {draft.created} · {draft.model} · moments {moments}"
+        typer.echo(visible(said))
+        typer.echo(visible(f"{draft.path}") + "\n")
+        typer.echo(visible(draft.text), nl=False)
         return
     drafts = list_drafts(workspace)
     if json_out:
@@ -292,7 +295,7 @@ def inbox_drafts_command(
     for n, draft in enumerate(drafts, 1):
         moments = ", ".join(draft.moments) or "no moment"
         when = draft.created[:16].replace("T", " ")
-        typer.echo(f"{n:>3}. {draft.id}  {when}  from {moments}")
+        typer.echo(visible(f"{n:>3}. {draft.id}  {when}  from {moments}"))
         typer.echo(f"     {_first_line(draft.title)}")
 
 

@@ -122,3 +122,31 @@ def test_a_drafting_write_through_planted_links_changes_nothing_outside_drafts(p
     assert list(outside.iterdir()) == []
     assert (folder / draft_name).read_bytes() == code_before  # the link itself, not written
     assert not (project / "learning_journal.md").exists()
+
+
+def test_a_planted_drafts_control_characters_never_reach_the_terminal(project):
+    """Escape sequences in a planted draft's title, text, id and header (a window title, a
+    cleared screen, colours, a bidi override hiding text) are written out, not sent to the
+    terminal, by `inbox drafts`, `inbox drafts N` and `inbox`."""
+    import subprocess
+    import sys
+
+    folder = drafts_dir(project)
+    folder.mkdir(parents=True)
+    meta = '{"created": "2026-11-26T10:00:00Z", "model": "m\\u001b[8m", "moments": ["\\u009b2J"]}'
+    text = entry("Title \x1b]0;pwned\x07 \x1b[2J").replace("Is warm-up", "Is \u202e warm-up \r")
+    (folder / "esc\x1b[31m.md").write_text(
+        f"<!-- journal-agent draft {meta} -->\n{text}", encoding="utf-8"
+    )
+    command = str(Path(sys.executable).with_name("journal-agent"))
+    shown = {}
+    for args in (("inbox", "drafts"), ("inbox", "drafts", "1"), ("inbox",)):
+        done = subprocess.run(
+            [command, *args, "--root", str(project)], capture_output=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        shown[args] = done.stdout.decode("utf-8")  # bytes: a \r is kept as it was sent
+        for control in ("\x1b", "\x07", "\x9b", "\u202e", "\r"):
+            assert control not in shown[args], (args, control, shown[args])
+    assert "Title \\x1b]0;pwned\\x07 \\x1b[2J" in shown[("inbox", "drafts")]
+    assert "esc\\x1b[31m" in shown[("inbox", "drafts", "1")]
