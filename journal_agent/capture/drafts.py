@@ -58,6 +58,8 @@ class Draft:
     run: str = ""
     title: str = field(default="", compare=False)
     utf8: bool = field(default=True, compare=False)  # False: shown with U+FFFD, never appended
+    # (inode, size, mtime) as read: the file is removed only while it is still that version.
+    stamp: tuple[int, int, int] = field(default=(0, 0, 0), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,7 +173,7 @@ def accept(root: Path, key: str, *, force: bool = False) -> Accepted:
         if not outcome.appended:
             return Accepted(current, outcome)
         marked = _mark_written(root, current.moments)
-        draft.path.unlink(missing_ok=True)
+        _remove_if_unchanged(current)
     return Accepted(current, outcome, marked)
 
 
@@ -184,6 +186,17 @@ def reject(root: Path, key: str) -> Draft:
     with held(state_dir(root) / "locks" / "drafts.lock", _LOCK_TIMEOUT_S, busy):
         draft.path.unlink(missing_ok=True)  # not while an accept of it is appending it
     return draft
+
+
+def _remove_if_unchanged(draft: Draft) -> None:
+    """Remove the draft just appended, unless it was written again while it was appended (the
+    user's editor, a command): that version was not appended, so it stays to be looked at."""
+    try:
+        st = os.lstat(draft.path)
+    except FileNotFoundError:
+        return
+    if (st.st_ino, st.st_size, st.st_mtime_ns) == draft.stamp:
+        draft.path.unlink(missing_ok=True)
 
 
 def _mark_written(root: Path, moments: tuple[str, ...]) -> list[str]:
@@ -217,6 +230,10 @@ def _free_id(folder: Path, entry_id: str) -> str:
 def _read(path: Path) -> Draft | None:
     """The draft in ``path``, or None: not ours (no header), a symlink, not a file, too large."""
     # A folder named x.md (a sandboxed `mkdir` can plant one) or a FIFO is None here too.
+    try:  # before the read: a version written in between is then kept, never removed unread
+        st = os.lstat(path)
+    except OSError:
+        return None
     raw = read_regular(path, _MAX_BYTES)
     if raw is None or len(raw) > _MAX_BYTES:  # not a plain file, or grew since it was opened
         return None
@@ -246,6 +263,7 @@ def _read(path: Path) -> Draft | None:
         run=str(meta.get("run") or ""),
         title=heading.removeprefix("## ").strip(),
         utf8=utf8,
+        stamp=(st.st_ino, st.st_size, st.st_mtime_ns),
     )
 
 

@@ -150,3 +150,36 @@ def test_a_planted_drafts_control_characters_never_reach_the_terminal(project):
             assert control not in shown[args], (args, control, shown[args])
     assert "Title \\x1b]0;pwned\\x07 \\x1b[2J" in shown[("inbox", "drafts")]
     assert "esc\\x1b[31m" in shown[("inbox", "drafts", "1")]
+
+
+def test_a_draft_written_again_while_it_is_appended_is_kept(project):
+    """The accept appends the version it read; a version written while that append waited for
+    the journal's lock (the user's editor, a command) was not appended and must not be removed.
+    The accept is held at the journal's lock (its --verbose line says it waits) while the draft
+    is replaced, so the order is certain."""
+    import subprocess
+    import sys
+
+    from journal_agent.atomic import atomic_write
+    from journal_agent.locks import held
+
+    first = store.save(project, entry("First Version"), moments=[])
+    journal_lock = project / ".journal" / "journal.lock"
+    command = str(Path(sys.executable).with_name("journal-agent"))
+    with held(journal_lock, 5.0, "held by the test"):
+        proc = subprocess.Popen(
+            [command, "--verbose", "inbox", "accept-draft", first.id, "--root", str(project)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        said = ""
+        while "waiting for" not in said or "journal.lock" not in said:
+            line = proc.stderr.readline()  # "" when it ended: it gives up on a lock it waits for
+            assert line, f"the accept never waited for the journal's lock: {said}"
+            said += line
+        second = first.path.read_text(encoding="utf-8").replace("First Version", "Second One")
+        atomic_write(first.path, second)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, said + err
+    journal = (project / "learning_journal.md").read_text(encoding="utf-8")
+    assert "## First Version" in journal and "Second One" not in journal
+    assert first.path.read_text(encoding="utf-8") == second  # kept: it was never appended
