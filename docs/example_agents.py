@@ -127,21 +127,12 @@ WARMUP = "Warm-up length is in steps, not epochs (train.py:8)."
 def build_drafting(root: Path) -> None:
     """A moment the real Stop hook captured from a Claude Code turn (an Edit of train.py and a
     ★ Insight), drafting turned on (docs/plugin.md, `inbox draft`)."""
-    from tests.capture.hook_helpers import Transcript, insight, run_hook
+    from tests.capture.hook_helpers import Transcript, capture_turn
 
     write(root, "train.py", "".join(f"line {i}\n" for i in range(1, 21)))
     transcript = Transcript(root.parent / "home" / ".claude" / "projects" / "p" / "s1.jsonl", root)
-    transcript.prompt("make warm-up 500 steps")
-    transcript.edit("train.py", "line 8", "line 8 = warmup steps")
-    final = insight(WARMUP)
-    transcript.say(final)
-    payload = {
-        "session_id": "s1",
-        "prompt_id": "p1",
-        "transcript_path": str(transcript.path),
-        "last_assistant_message": final,
-    }
-    assert run_hook("Stop", payload, root).returncode == 0
+    edit = ("train.py", "line 8", "line 8 = warmup steps")
+    capture_turn(root, transcript, "make warm-up 500 steps", edit, WARMUP)
     write(root, ".journal/settings.json", json.dumps({"capture": {"draft": True}}) + "\n")
 
 

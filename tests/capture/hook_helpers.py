@@ -132,6 +132,24 @@ class Transcript:
         self._write({"type": "user", "isMeta": True, "message": {"role": "user", "content": text}})
 
 
+def capture_turn(
+    root: Path, transcript: Transcript, prompt: str, edit: tuple[str, str, str], *texts: str
+) -> None:
+    """One turn the real Stop hook captures: ``prompt``, an Edit (file, old, new), then a final
+    message holding each of ``texts`` as a ★ Insight; the hook must succeed."""
+    transcript.prompt(prompt)
+    transcript.edit(*edit)
+    final = "\n".join(insight(t) for t in texts)
+    transcript.say(final)
+    payload = {
+        "session_id": "s1",
+        "prompt_id": "p1",
+        "transcript_path": str(transcript.path),
+        "last_assistant_message": final,
+    }
+    assert run_hook("Stop", payload, root).returncode == 0
+
+
 def _patch(path: str, before: str, old: str, new: str) -> dict[str, Any]:
     """Claude Code's Edit result: one hunk with up to 3 lines of context around the change."""
     lines = before.split("\n")

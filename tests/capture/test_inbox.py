@@ -8,21 +8,11 @@ import json
 from journal_agent.capture import accept, dismiss, find, read_inbox
 from journal_agent.tools.journal_inbox import JournalInbox
 from journal_agent.tools.registry import make_context
-from tests.capture.hook_helpers import insight, proposals_after_session_end, run_hook
+from tests.capture.hook_helpers import capture_turn, proposals_after_session_end, run_hook
 
 
 def _capture(root, transcript, *texts: str) -> None:
-    transcript.prompt("go")
-    transcript.edit("train.py", "line 5", "line 5 = warmup")
-    final = "\n".join(insight(t) for t in texts)
-    transcript.say(final)
-    payload = {
-        "session_id": "s1",
-        "prompt_id": "p1",
-        "transcript_path": str(transcript.path),
-        "last_assistant_message": final,
-    }
-    assert run_hook("Stop", payload, root).returncode == 0
+    capture_turn(root, transcript, "go", ("train.py", "line 5", "line 5 = warmup"), *texts)
 
 
 def test_read_inbox_and_dismiss_are_the_api_other_views_use(project, transcript):

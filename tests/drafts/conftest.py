@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from journal_agent.capture import read_inbox
-from tests.capture.hook_helpers import Transcript, insight, run_hook
+from tests.capture.hook_helpers import Transcript, capture_turn
 from tests.entries import render_entry
 
 KEY = "sk-ant-drafts-test-0123456789abcdef"
@@ -45,17 +45,8 @@ def project(tmp_path: Path) -> Path:
     (root / "train.py").write_text("".join(f"line {i}\n" for i in range(1, 21)))
     root = Path(os.path.realpath(root))
     transcript = Transcript(tmp_path / "home" / ".claude" / "projects" / "p" / "s1.jsonl", root)
-    transcript.prompt("make warm-up 500 steps")
-    transcript.edit("train.py", "line 8", "line 8 = warmup steps")
-    final = insight(INSIGHT)
-    transcript.say(final)
-    payload = {
-        "session_id": "s1",
-        "prompt_id": "p1",
-        "transcript_path": str(transcript.path),
-        "last_assistant_message": final,
-    }
-    assert run_hook("Stop", payload, root).returncode == 0
+    edit = ("train.py", "line 8", "line 8 = warmup steps")
+    capture_turn(root, transcript, "make warm-up 500 steps", edit, INSIGHT)
     assert [m.text for m in read_inbox(root)] == [INSIGHT]
     settings(root, draft=True)
     return root

@@ -90,20 +90,7 @@ def test_with_nothing_installed_session_start_says_what_is_happening(cli, tmp_pa
         data = home / ".claude" / "plugins" / "data" / "journal-agent-journal-agent"
     data.mkdir(parents=True, exist_ok=True)
     (data / "prepare.failed").write_text("a failed attempt: nothing is downloaded in a test\n")
-    model = ScriptedModel([lambda body: reply("Hello.")] * 40)
-    with model.serve() as url:
-        done = run_claude(
-            ["-p", "hi", "--output-format", "json"],
-            cwd=project,
-            home=home,
-            base_url=url,
-            binary=cli_binary,
-            env=env,
-            timeout=120,
-        )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert json.loads(done.stdout)["result"] == "Hello."
-    every = "\n".join(t for r in model.requests for t in texts(r))
+    every = _say_hi(cli_binary, home, project, env)
     assert "journal-agent: its tools are unavailable — preparing the plugin's environment" in every
     assert "`pip install journal-agent`" in every
 
