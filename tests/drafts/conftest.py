@@ -11,6 +11,7 @@ import pytest
 
 from journal_agent.capture import read_inbox
 from tests.capture.hook_helpers import Transcript, capture_turn
+from tests.credentials import scrub_api_settings
 from tests.entries import render_entry
 
 KEY = "sk-ant-drafts-test-0123456789abcdef"
@@ -20,15 +21,7 @@ INSIGHT = "Warm-up length is in steps, not epochs (train.py:8)."
 @pytest.fixture(autouse=True)
 def _no_real_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test may reach a real endpoint with a real key; no switch from the outside."""
-    for name in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_PROFILE",
-        "ANTHROPIC_CONFIG_DIR",
-        "JOURNAL_AGENT_CAPTURE",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    scrub_api_settings(monkeypatch, "JOURNAL_AGENT_CAPTURE")
 
 
 def settings(root: Path, **capture: object) -> None:
