@@ -5,6 +5,14 @@
   const live = document.querySelector('meta[name="live"]') !== null;
   const csrfMeta = document.querySelector('meta[name="csrf-token"]');
   const base = document.body.dataset.base || "";
+  // A button's POST (rating, inbox, drafts): same origin, with the page's CSRF token, which the
+  // server requires of every request that changes something.
+  const postForm = (form, fields) => fetch(form.getAttribute("action"), {
+    method: "POST",
+    credentials: "same-origin",
+    headers: {"X-CSRF-Token": csrfMeta ? csrfMeta.content : ""},
+    body: new URLSearchParams(fields),
+  });
 
   // -- search as you type (the journal page) ---------------------------------------------
   const box = document.getElementById("search");
@@ -126,14 +134,8 @@
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const rating = event.submitter ? event.submitter.value : "good";
-      const body = new URLSearchParams({id: card.dataset.id, rating: rating});
       card.classList.add("pending"); // no live reload while the answer is on its way
-      const response = await fetch(form.getAttribute("action"), {
-        method: "POST",
-        credentials: "same-origin",
-        headers: {"X-CSRF-Token": csrfMeta ? csrfMeta.content : ""},
-        body: body,
-      });
+      const response = await postForm(form, {id: card.dataset.id, rating: rating});
       const data = await response.json();
       const rated = card.querySelector(".rated");
       rated.hidden = false;
@@ -154,12 +156,7 @@
       const action = event.submitter ? event.submitter.value : "dismiss";
       for (const b of form.querySelectorAll("button")) b.disabled = true;
       moment.classList.add("pending"); // no live reload while the answer is on its way
-      const response = await fetch(form.getAttribute("action"), {
-        method: "POST",
-        credentials: "same-origin",
-        headers: {"X-CSRF-Token": csrfMeta ? csrfMeta.content : ""},
-        body: new URLSearchParams({id: moment.dataset.id, action: action}),
-      });
+      const response = await postForm(form, {id: moment.dataset.id, action: action});
       const data = await response.json();
       const outcome = moment.querySelector(".outcome");
       outcome.hidden = false;
@@ -191,12 +188,7 @@
       let response = null;
       let data = {};
       try {
-        response = await fetch(form.getAttribute("action"), {
-          method: "POST",
-          credentials: "same-origin",
-          headers: {"X-CSRF-Token": csrfMeta ? csrfMeta.content : ""},
-          body: new URLSearchParams({id: draft.dataset.id, action: action}),
-        });
+        response = await postForm(form, {id: draft.dataset.id, action: action});
         data = await response.json();
       } catch (e) { data = {error: "The server did not answer; nothing was done."}; }
       problems.replaceChildren();
