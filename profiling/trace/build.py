@@ -252,7 +252,7 @@ def _build(
     return model, inputs, info, optimizer
 
 
-def _autocast(config: TraceConfig) -> Any:
+def _autocast(config: TraceConfig) -> contextlib.AbstractContextManager[object]:
     if config.autocast:
         return torch.autocast("cpu", dtype=_DTYPES[config.dtype])
     return contextlib.nullcontext()

@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from pydantic import BaseModel, Field
@@ -52,6 +52,11 @@ from profiling.trace.tracker import (
     phase_snapshot,
     to_categories,
 )
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from profiling.trace.tracker import StepTracker
 
 Progress = Callable[[str], None]
 # Tracing touches process-global state (default dtype, the process group, dispatch modes);
@@ -92,7 +97,7 @@ def trace_step(
     factory: Callable[..., Any] | None = None,
     module_depth: int = 2,
     block_scaling: bool | None = None,
-    observe: Callable[[Any], None] | None = None,
+    observe: Callable[[StepTracker], None] | None = None,
 ) -> TraceResult:
     """Trace a steady-state training step of ``config.model``: exact bytes by category.
 
@@ -163,11 +168,11 @@ PHASES = ("forward", "backward", "optimizer_step")
 
 
 def _run_step(
-    tracker: Any,
+    tracker: StepTracker,
     model: nn.Module,
-    inputs: tuple[Any, ...],
-    optimizer: Any,
-    autocast: Any,
+    inputs: tuple[object, ...],
+    optimizer: torch.optim.Optimizer,
+    autocast: Callable[[], contextlib.AbstractContextManager[object]],
     say: Progress,
     label: str,
 ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
@@ -221,13 +226,13 @@ FIRST, STEADY = "first step", "steady-state step"
 
 def _trace_in_fake_mode(
     config: TraceConfig,
-    mesh: Any,
+    mesh: DeviceMesh | None,
     say: Progress,
     fast: bool,
     factory: Callable[..., Any] | None = None,
     layers: int | None = None,
     module_depth: int = 2,
-    observe: Callable[[Any], None] | None = None,
+    observe: Callable[[StepTracker], None] | None = None,
     stretches: bool = True,
 ) -> _Raw:
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -347,7 +352,12 @@ def _scaled_layers(config: TraceConfig, factory: Callable[..., Any] | None) -> i
 
 
 def _trace_scaled(
-    config: TraceConfig, mesh: Any, say: Progress, fast: bool, blocks: int, module_depth: int
+    config: TraceConfig,
+    mesh: DeviceMesh | None,
+    say: Progress,
+    fast: bool,
+    blocks: int,
+    module_depth: int,
 ) -> _Raw | None:
     """The loop traced at 3, 4 and 5 blocks and extrapolated to ``blocks``; None if a
     prediction misses (see ``profiling.trace.scaling``)."""
@@ -442,7 +452,12 @@ def _hf_module(config: TraceConfig, factory: Callable[..., Any] | None) -> bool:
 
 
 def _trace_layer_scaled(
-    config: TraceConfig, mesh: Any, say: Progress, fast: bool, blocks: int, module_depth: int
+    config: TraceConfig,
+    mesh: DeviceMesh | None,
+    say: Progress,
+    fast: bool,
+    blocks: int,
+    module_depth: int,
 ) -> _Raw | None:
     """transformers' module traced with 1, 2 and 3 layers (and 4 when one layer is special) and
     extrapolated to ``blocks``; None if a prediction misses or a per-layer row was asked for
@@ -474,7 +489,7 @@ def _trace_layer_scaled(
         return None
     base = raws[counts[0]]
 
-    def part(kind: str) -> dict[str, Any]:
+    def part(kind: str) -> dict[str, dict[str, int]]:
         return {k.split("|", 1)[1]: v for k, v in full.items() if k.startswith(kind + "|")}
 
     peaks = part("peak")

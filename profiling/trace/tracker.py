@@ -38,7 +38,13 @@ from profiling.trace._torch_compat import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from torch.distributed._tools.mem_tracker import MemTracker, _ModMemStats, _ModState, _RefType
     from torch.distributed._tools.mod_tracker import ModTracker
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.utils.weak import WeakIdKeyDictionary
+
+# A per-device memory snapshot, as MemTracker keeps them: device -> category -> bytes.
+Snapshot = dict["torch.device", dict[str, int]]
 
 # MemTracker's category names -> ours. FSDPMemTracker adds the sharded/unsharded split.
 _CATEGORY = {
@@ -89,11 +95,11 @@ def to_categories(snapshot: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def _total(snapshots: dict[Any, dict[str, int]]) -> int:
+def _total(snapshots: Snapshot) -> int:
     return sum(int(s.get("Total", 0)) for s in snapshots.values())
 
 
-def merge_snapshots(snapshots: dict[Any, dict[str, int]]) -> dict[str, int]:
+def merge_snapshots(snapshots: Snapshot) -> dict[str, int]:
     merged: dict[str, int] = {}
     for snap in snapshots.values():
         for key, value in snap.items():
@@ -101,19 +107,19 @@ def merge_snapshots(snapshots: dict[Any, dict[str, int]]) -> dict[str, int]:
     return merged
 
 
-def phase_snapshot(tracker: Any) -> dict[str, int]:
+def phase_snapshot(tracker: MemTracker) -> dict[str, int]:
     snap = merge_snapshots(tracker.get_tracker_snapshot())
     return {**to_categories(snap), "total": int(snap.get("Total", 0))}
 
 
-def module_table(tracker: Any, depth: int) -> dict[str, ModuleMemory]:
+def module_table(tracker: MemTracker, depth: int) -> dict[str, ModuleMemory]:
     table: dict[str, ModuleMemory] = {}
     for module, stats in tracker.memory_tracking.items():
         fqn = stats.mod_fqn
         if fqn.count(".") > depth:  # the root's fqn is its class name: depth 0
             continue
 
-        def peak(*states: str, stats: Any = stats) -> int:
+        def peak(*states: str, stats: _ModMemStats = stats) -> int:
             snaps = [s for key, v in stats.snapshots.items() if key.value in states for s in v]
             return max((_total(s) for s in snaps), default=0)
 
@@ -154,17 +160,21 @@ class _StepMixin:
     block_prefix: str | None = None  # e.g. "Llama.layers." : segment maxima per block
     segments: dict[str, dict[str, int]]  # "phase|role" -> the largest snapshot seen there
     _blocks_seen: bool = False
-    entry_fake_mode: Any = None
-    formulas: dict[Any, Any]
+    entry_fake_mode: object = None  # the FakeTensorMode active at entry, compared by identity
+    formulas: dict[object, Callable[..., int]]  # op overload packet -> its FLOP formula
     flop_failures: dict[str, str]
     # What this mixin uses of torch's MemTracker (private API), which it is mixed into.
     _in_opt: bool
-    _ref_class: Any  # MemTracker's _MemRefType or FSDP's _FSDPRefType: enums with OPT, TEMP
+    # MemTracker's _MemRefType or FSDP's _FSDPRefType: two enums (not one the other's subclass)
+    # that both have OPT and TEMP; no torch type names that.
+    _ref_class: Any
     _mod_tracker: ModTracker
-    _curr_mem_snap: dict[torch.device, dict[str, int]]
+    _curr_mem_snap: Snapshot
+    _peak_mem: dict[torch.device, int]
+    _peak_mem_snap: Snapshot
     get_tracker_snapshot: Callable[..., dict[torch.device, dict[str, int]]]
     _update_and_maybe_create_winfos: Callable[..., object]
-    _param_to_grad_hook_handles: Any
+    _param_to_grad_hook_handles: WeakIdKeyDictionary
 
     def _track_module_params_and_buffers(
         self, module: nn.Module, install_grad_hooks: bool = True
@@ -177,12 +187,12 @@ class _StepMixin:
                 self._param_to_grad_hook_handles[p] = (_NO_HOOK, _NO_HOOK)
         return super()._track_module_params_and_buffers(module, install_grad_hooks)  # type: ignore[misc]  # MemTracker's, next in the MRO
 
-    def _track(self, reftype: Any, t: torch.Tensor) -> None:
+    def _track(self, reftype: _RefType, t: torch.Tensor) -> None:
         if self._in_opt and reftype == self._ref_class.OPT:
             reftype = self._ref_class.TEMP
         super()._track(reftype, t)  # type: ignore[misc]  # MemTracker's, next in the MRO
 
-    def _track_optimizer_states(self, reftype: Any, optimizer: Any) -> None:
+    def _track_optimizer_states(self, reftype: _RefType, optimizer: torch.optim.Optimizer) -> None:
         super()._track_optimizer_states(reftype, optimizer)  # type: ignore[misc]  # MemTracker's, next in the MRO
         # An fp32 gradient copy kept by the optimizer (DeepSpeed's) is a gradient, not state.
         keys = getattr(optimizer, "gradient_state_keys", ())
@@ -201,11 +211,11 @@ class _StepMixin:
             register_optimizer_step_pre_hook,
         )
 
-        def pre(optimizer: Any, args: Any, kwargs: Any) -> None:
+        def pre(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
             self._opt_depth += 1
             self._in_opt = True
 
-        def post(optimizer: Any, args: Any, kwargs: Any) -> None:
+        def post(optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
             self._track_optimizer_states(self._ref_class.OPT, optimizer)
             self._opt_depth -= 1
             self._in_opt = self._opt_depth > 0
@@ -268,14 +278,20 @@ class _StepMixin:
             self.segments[f"{phase}|start"] = start
 
 
-def reset_peak(tracker: Any) -> None:
+if TYPE_CHECKING:
+
+    class StepTracker(_StepMixin, MemTracker):
+        """What ``make_tracker`` returns: torch's (FSDP)MemTracker with ``_StepMixin``."""
+
+
+def reset_peak(tracker: _StepMixin) -> None:
     """Start a new peak from what is allocated now (the tracker's own state, as on entry)."""
     snap = tracker.get_tracker_snapshot()
     tracker._peak_mem_snap = deepcopy(snap)
     tracker._peak_mem = {dev: dev_snap["Total"] for dev, dev_snap in snap.items()}
 
 
-def flop_formulas(failures: dict[str, str]) -> dict[Any, Any]:
+def flop_formulas(failures: dict[str, str]) -> dict[object, Callable[..., int]]:
     """torch's FLOP formulas, plus the CPU flash-attention kernels fake tensors run here, each
     safe (a failing formula counts 0 and is named in ``failures``; see ``_torch_compat``).
 
@@ -296,16 +312,16 @@ class _FastPeakMixin:
     rebuild the index when modules are added, and visit only the active parents.
     """
 
-    _fast_index: dict[str, list[Any]]
+    _fast_index: dict[str, list[_ModMemStats]]
     _fast_index_len: int = -1
     # What this mixin uses of torch's MemTracker (private API), which it is mixed into.
-    memory_tracking: Any  # a WeakIdKeyDictionary: module -> its _ModMemStats
+    memory_tracking: WeakIdKeyDictionary  # module -> its _ModMemStats
     _mod_tracker: ModTracker
     _curr_mem_snap: dict[torch.device, dict[str, int]]
     _peak_mem: dict[torch.device, int]
     _peak_mem_snap: dict[torch.device, dict[str, int]]
 
-    def _update_peak_stats(self, peak_state: Any) -> None:
+    def _update_peak_stats(self, peak_state: _ModState) -> None:
         tracking = self.memory_tracking
         if len(tracking) != self._fast_index_len:
             self._fast_index = {}
@@ -339,7 +355,7 @@ _KNOWN_PEAK_STATS_FINGERPRINTS = frozenset(
 _FAST_STATE_ATTRS = ("memory_tracking", "_curr_mem_snap", "_peak_mem", "_peak_mem_snap")
 
 
-def _fingerprint(method: Any) -> str | None:
+def _fingerprint(method: Callable[..., object]) -> str | None:
     try:
         source = textwrap.dedent(inspect.getsource(method))
     except (OSError, TypeError):  # no source shipped (frozen / stripped installs)
@@ -365,13 +381,17 @@ def fast_tracker_supported() -> bool:
     )
 
 
-def is_fast_tracker(tracker: Any) -> bool:
+def is_fast_tracker(tracker: object) -> bool:
     return isinstance(tracker, _FastPeakMixin)
 
 
 def make_tracker(
-    model: nn.Module, optimizer: Any, inputs: tuple[Any, ...], mesh: Any, fast: bool = True
-) -> Any:
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: tuple[object, ...],
+    mesh: DeviceMesh | None,
+    fast: bool = True,
+) -> StepTracker:
     """Torch's tracker, with the fast peak bookkeeping when ``fast`` and this torch allows it."""
     fast = fast and fast_tracker_supported()
     if mesh is not None:
