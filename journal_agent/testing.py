@@ -30,7 +30,11 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import anthropic
+    import httpx2
 
 __all__ = [
     "CapturedRequest",
@@ -54,24 +58,24 @@ def _next_id(prefix: str) -> str:
 # -- building responses -------------------------------------------------------------------
 
 
-def text(value: str) -> dict[str, Any]:
+def text(value: str) -> dict[str, object]:
     return {"type": "text", "text": value}
 
 
-def thinking(value: str, signature: str = "c2lnbmF0dXJl") -> dict[str, Any]:
+def thinking(value: str, signature: str = "c2lnbmF0dXJl") -> dict[str, object]:
     return {"type": "thinking", "thinking": value, "signature": signature}
 
 
-def tool_use(name: str, input: dict[str, Any], *, id: str | None = None) -> dict[str, Any]:
+def tool_use(name: str, input: dict[str, object], *, id: str | None = None) -> dict[str, object]:
     return {"type": "tool_use", "id": id or _next_id("toolu"), "name": name, "input": input}
 
 
 def reply(
-    *blocks: str | dict[str, Any],
+    *blocks: str | dict[str, object],
     stop_reason: str | None = None,
     usage: dict[str, int] | None = None,
     model: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A ``/v1/messages`` response. Strings become text blocks. ``stop_reason`` defaults to
     ``tool_use`` when a tool_use block is present, else ``end_turn``."""
     content = [text(b) if isinstance(b, str) else b for b in blocks]
@@ -92,7 +96,7 @@ def reply(
 @dataclass(frozen=True)
 class ScriptedError:
     status: int
-    body: dict[str, Any]
+    body: dict[str, object]
     headers: dict[str, str]
 
 
@@ -127,7 +131,7 @@ class CapturedRequest:
     method: str
     path: str
     headers: dict[str, str]
-    body: dict[str, Any]
+    body: dict[str, Any]  # the request's parsed JSON, for tests to dig into
 
     @property
     def system_text(self) -> str:
@@ -139,8 +143,9 @@ class CapturedRequest:
 
 # A reply: a Messages API response body, or an error. A script step may also be a function of
 # the request body that returns the reply.
-Reply = dict[str, Any] | ScriptedError
-Script = list[Reply | Callable[[dict[str, Any]], Reply]]
+Reply = dict[str, object] | ScriptedError
+Step = Callable[[dict[str, object]], Reply]
+Script = list[Reply | Step]
 
 
 @dataclass
@@ -153,9 +158,7 @@ class ScriptedModel:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._queues: dict[str | None, list[Reply | Callable[[dict[str, Any]], Reply]]] = {
-            None: list(self.responses)
-        }
+        self._queues: dict[str | None, list[Reply | Step]] = {None: list(self.responses)}
         for key, script in self.routes.items():
             self._queues[key] = list(script)
 
@@ -163,7 +166,7 @@ class ScriptedModel:
     def remaining(self) -> int:
         return sum(len(q) for q in self._queues.values())
 
-    def _next(self, captured: CapturedRequest) -> Reply | Callable[[dict[str, Any]], Reply]:
+    def _next(self, captured: CapturedRequest) -> Reply | Step:
         with self._lock:
             self.requests.append(captured)
             key = next((k for k in self.routes if k in captured.system_text), None)
@@ -196,7 +199,7 @@ class ScriptedModel:
             return 200, {"content-type": "text/event-stream"}, _sse(message).encode()
         return 200, {"content-type": "application/json"}, json.dumps(message).encode()
 
-    def handler(self, request: Any) -> Any:
+    def handler(self, request: httpx2.Request) -> httpx2.Response:
         """An ``httpx2.MockTransport`` handler."""
         import httpx2
 
@@ -211,7 +214,7 @@ class ScriptedModel:
         api_key: str = "sk-ant-test-0000000000000000",
         max_retries: int = 2,
         base_url: str = "http://scripted.invalid",
-    ) -> Any:
+    ) -> anthropic.Anthropic:
         """A real ``anthropic.Anthropic`` whose HTTP goes to this script."""
         import anthropic
         import httpx2
@@ -247,7 +250,7 @@ class ScriptedModel:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (an interrupted or killed run): nothing to report
 
-            def log_message(self, *args: Any) -> None:
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -23,6 +24,17 @@ from journal_agent.cli._common import (
     print_json,
     sandbox_notice,
 )
+
+if TYPE_CHECKING:
+    from anthropic.types import ThinkingConfigParam
+    from rich.console import Console
+
+    from journal_agent.runtime.render import Renderer
+    from journal_agent.runtime.result import RunResult
+    from journal_agent.runtime.runner import Prepared, RunConfig
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 ModelOpt = Annotated[
     str | None,
@@ -141,7 +153,7 @@ class _Opts:
         return out
 
 
-def _ask_on_terminal(console: Any) -> Any:
+def _ask_on_terminal(console: Console) -> Callable[[str], str | None]:
     from rich.markdown import Markdown
 
     def ask(question: str) -> str | None:
@@ -155,7 +167,7 @@ def _ask_on_terminal(console: Any) -> Any:
     return ask
 
 
-def _thinking(value: str | None, max_tokens: int) -> dict[str, Any] | None:
+def _thinking(value: str | None, max_tokens: int) -> ThinkingConfigParam | None:
     from journal_agent.errors import UserError
 
     if value is None:
@@ -170,14 +182,14 @@ def _thinking(value: str | None, max_tokens: int) -> dict[str, Any] | None:
     )
 
 
-def _paused(renderer: Any, fn: Any) -> Any:
+def _paused(renderer: Renderer, fn: Callable[_P, _R] | None) -> Callable[_P, _R] | None:
     """``fn`` with the live progress region paused while it talks to the user."""
     if fn is None:
         return None
 
-    def call(*args: Any) -> Any:
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with renderer.paused():
-            return fn(*args)
+            return fn(*args, **kwargs)
 
     return call
 
@@ -225,7 +237,7 @@ def _detach(opts: _Opts, kind: str, target: str, text: str, argv: list[str], roo
         typer.echo(f"  wait for it:  journal-agent wait {status['id']}")
 
 
-def _run_config(opts: _Opts, root: Path, renderer: Any, console: Any) -> Any:
+def _run_config(opts: _Opts, root: Path, renderer: Renderer, console: Console) -> RunConfig:
     """The flags as the runtime's RunConfig; on a terminal, questions and asks go to the user."""
     from journal_agent.runtime.limits import parse_budget
     from journal_agent.runtime.loop import RunOptions
@@ -260,7 +272,9 @@ def _run_config(opts: _Opts, root: Path, renderer: Any, console: Any) -> Any:
     )
 
 
-def _execute(prepared: Any, opts: _Opts, root: Path, run_id: str, renderer: Any) -> Any:
+def _execute(
+    prepared: Prepared, opts: _Opts, root: Path, run_id: str, renderer: Renderer
+) -> RunResult:
     """Run it; a background run (``--run-id``) records running / interrupted / failed."""
     from journal_agent.errors import UserError
     from journal_agent.paths import transcripts_dir
@@ -268,7 +282,7 @@ def _execute(prepared: Any, opts: _Opts, root: Path, run_id: str, renderer: Any)
     from journal_agent.runtime.result import INTERRUPTED
     from journal_agent.runtime.runner import execute
 
-    def record(**fields: Any) -> None:
+    def record(**fields: object) -> None:
         if opts.run_id:
             background.write_status(root, opts.run_id, **fields)
 
@@ -296,7 +310,7 @@ def _execute(prepared: Any, opts: _Opts, root: Path, run_id: str, renderer: Any)
     return result
 
 
-def _render_result(result: Any, opts: _Opts, root: Path, console: Any) -> None:
+def _render_result(result: RunResult, opts: _Opts, root: Path, console: Console) -> None:
     """Print the answer (or the JSON summary) and the usage line; record a background result."""
     from journal_agent.runtime import background
     from journal_agent.runtime.render import print_summary
@@ -336,7 +350,7 @@ def _check_before_detaching(kind: str, target: str, root: Path) -> None:
     (load_agent if kind == "agent" else load_command)(target, root)
 
 
-def _print_dry_run(prepared: Any) -> None:
+def _print_dry_run(prepared: Prepared) -> None:
     from journal_agent.runtime.tokens import ENCODING, estimate_request
 
     request = prepared.first_request()

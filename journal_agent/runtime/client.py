@@ -59,7 +59,9 @@ def make_client(
     return anthropic.Anthropic(**kwargs)
 
 
-def create_message(client: anthropic.Anthropic, request: dict[str, Any], timeout: float) -> Any:
+def create_message(
+    client: anthropic.Anthropic, request: dict[str, Any], timeout: float
+) -> anthropic.types.Message:
     """One ``messages.create`` call; failures the user must act on become ModelCallError."""
     import anthropic
 
@@ -98,7 +100,7 @@ def create_message(client: anthropic.Anthropic, request: dict[str, Any], timeout
         ) from exc
 
 
-def _detail(exc: Any) -> str:
+def _detail(exc: anthropic.APIStatusError) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.runtime import result as R
 from journal_agent.runtime.caching import cached_system, cached_tools, with_message_breakpoints
@@ -50,6 +50,9 @@ from journal_agent.runtime.transcript import Transcript
 from journal_agent.runtime.usage import Meter, TokenUsage
 from journal_agent.tools.base import Tool, ToolContext
 
+if TYPE_CHECKING:
+    from anthropic.types import Message, ThinkingConfigParam
+
 CONTINUE_PROMPT = (
     "Your previous response was cut off by the output limit. Continue exactly where it stopped."
 )
@@ -77,13 +80,15 @@ class RunOptions:
     max_tokens: int = 16_000
     max_tokens_ceiling: int = 64_000
     timeout: float = DEFAULT_TIMEOUT_S
-    thinking: dict[str, Any] | None = None
+    thinking: ThinkingConfigParam | None = None
 
 
 @dataclass
 class Session:
     """What a run's agents share: the client, prices, totals, event sink, transcript."""
 
+    # anthropic.Anthropic, or a wrapper of its messages.create (drafts/run.py caps tokens);
+    # None for a session that only builds requests (--dry-run).
     client: Any
     options: RunOptions = field(default_factory=RunOptions)
     table: ModelTable = field(default_factory=model_table)
@@ -107,7 +112,7 @@ class Session:
             if path:
                 self.written.add(path)
 
-    def log(self, kind: str, agent: str, **data: Any) -> None:
+    def log(self, kind: str, agent: str, **data: object) -> None:
         if self.transcript is not None:
             self.transcript.write(kind, agent, **data)
 
@@ -211,7 +216,7 @@ class AgentLoop:
         self._logged_messages = len(self.messages)
         self.session.log("request", self.label, turn=self.turns, **record)
 
-    def _call_model(self) -> Any:
+    def _call_model(self) -> Message:
         request = self.build_request()
         self._log_request(request)
         self._prev_last = len(self.messages) - 1
@@ -361,7 +366,7 @@ class AgentLoop:
             self.session.emit(TurnStarted(self.label, self.turns, self.spec.model))
             response = self._call_model()
             content = [block.to_dict() for block in response.content]
-            text = "\n".join(b["text"] for b in content if b.get("type") == "text").strip()
+            text = "\n".join(b.text for b in response.content if b.type == "text").strip()
             if text:
                 last_text = text
                 self.session.emit(AssistantText(self.label, self.turns, text))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.errors import UserError
 from journal_agent.runtime import _children, _files
@@ -31,6 +31,10 @@ from journal_agent.runtime.task import GENERAL_PURPOSE, task_tool
 from journal_agent.runtime.transcript import Transcript, new_run_id
 from journal_agent.tools.base import Tool, ToolContext, ToolError
 from journal_agent.workspace import Workspace
+
+if TYPE_CHECKING:
+    from journal_agent.definitions import AgentDefinition
+    from journal_agent.settings import Settings
 
 
 @dataclass
@@ -48,7 +52,7 @@ class RunConfig:
     emit: EventSink = ignore
     home: Path | None = None
     tools: dict[str, Tool] | None = None  # default: the built-in registry
-    client: Any = None  # default: from ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL
+    client: Any = None  # see Session.client; default: from ANTHROPIC_API_KEY / _BASE_URL
     max_retries: int = 2
     run_id: str | None = None
     transcript: bool = True
@@ -67,7 +71,7 @@ class Prepared:
     prompt: str
     config: RunConfig
     table: ModelTable
-    agents: dict[str, Any]  # name → AgentDefinition, for the Task tool
+    agents: dict[str, AgentDefinition]  # for the Task tool
     missing_tools: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # said once the run starts
     permission_mode: str | None = None
@@ -88,7 +92,7 @@ class Prepared:
 # -- building -------------------------------------------------------------------------------
 
 
-def _settings(root: Path, home: Path | None) -> Any:
+def _settings(root: Path, home: Path | None) -> Settings:
     from journal_agent.settings import load_settings
 
     return load_settings(root, home)
@@ -130,13 +134,13 @@ def _context(config: RunConfig, mode: str | None, allow: tuple[str, ...] = ()) -
     return ToolContext.of(ws, policy, ReadTracker())
 
 
-def _discover(config: RunConfig) -> dict[str, Any]:
+def _discover(config: RunConfig) -> dict[str, AgentDefinition]:
     from journal_agent.definitions import discover_agents
 
     return dict(discover_agents(config.root, config.home).found)
 
 
-def _find_agent(agents: dict[str, Any], name: str) -> Any | None:
+def _find_agent(agents: dict[str, AgentDefinition], name: str) -> AgentDefinition | None:
     if name in agents:
         return agents[name]
     # ``plugin:agent`` and bare ``agent`` address the same plugin agent
@@ -150,7 +154,7 @@ def _with_task(
     wanted: list[str] | None,
     disallowed: list[str],
     launcher: _Launcher,
-    agents: dict[str, Any],
+    agents: dict[str, AgentDefinition],
 ) -> dict[str, Tool]:
     from journal_agent.runtime.prompt import tool_names
 

@@ -92,7 +92,7 @@ class Scrubber:
         # which the journal and the ledger refuse by.
         return redact_secrets(value, REDACTED)
 
-    def __call__(self, value: Any) -> Any:
+    def __call__(self, value: Any) -> Any:  # JSON in, the same shape out
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
@@ -124,7 +124,7 @@ class Transcript:
     def for_run(cls, root: Path, run_id: str, *, secrets: list[str] | None = None) -> Transcript:
         return cls(transcripts_dir(root) / f"{run_id}.jsonl", secrets=secrets)
 
-    def write(self, kind: str, agent: str, **data: Any) -> None:
+    def write(self, kind: str, agent: str, **data: object) -> None:
         record = {"type": kind, "agent": agent, "time": datetime.now(UTC).isoformat(), **data}
         line = json.dumps(self._scrub(record), ensure_ascii=False, default=str)
         with self._lock:
