@@ -130,12 +130,18 @@ def test_the_plugin_prepares_its_own_environment_reusing_torch_and_then_runs_fro
 
     first = _say_hi(cli_binary, home, project, env)
     assert told in first
+    assert "`claude --continue` resumes this one with them once the log ends in 'ready'" in first
     data = next((home / ".claude" / "plugins" / "data").glob("journal-agent*"))
     ready, failed = data / "venv" / ".journal-agent-ready", data / "prepare.failed"
+    log_file = data / "prepare.log"
+
+    def finished() -> bool:  # what the sentence tells the user to watch for
+        return failed.exists() or (log_file.exists() and log_file.read_text().endswith("ready\n"))
+
     deadline = time.monotonic() + 1200
-    while not (ready.exists() or failed.exists()) and time.monotonic() < deadline:
+    while not finished() and time.monotonic() < deadline:
         time.sleep(1)
-    log = (data / "prepare.log").read_text()
+    log = log_file.read_text()
     assert ready.exists(), log
     # torch came from the user's Python: lent by a .pth, not installed into the venv again.
     assert f"(torch lent from {sysconfig.get_paths()['purelib']})" in log
