@@ -25,7 +25,9 @@ from journal_agent.journal.search.embeddings import (
 )
 
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable
+    from concurrent.futures import Future, ThreadPoolExecutor
     from pathlib import Path
 
     import numpy as np
@@ -50,7 +52,7 @@ class _Matrix:
     generation: int
     version: int
     rowids: list[int]
-    vectors: Any  # np.ndarray (n, dim)
+    vectors: np.ndarray  # (n, dim)
     missing: list[tuple[int, str]]  # (rowid, embed key) of entries without a vector yet
 
 
@@ -64,7 +66,7 @@ def nearest(
     tags: list[str],
     depth: int,
     as_entry: bool = False,
-    vector: Any = None,
+    vector: np.ndarray | None = None,
 ) -> tuple[list[tuple[int, float]], str | None]:
     """``([(rowid, cosine)], note)``: the entries nearest in meaning, best first; ``note`` says
     why meaning was not (fully) used, or is None. ``vector``: the text's, when known."""
@@ -103,12 +105,12 @@ def nearest(
     return [(matrix.rowids[i], float(sims[i])) for i in order if sims[i] > -2.0], note
 
 
-_POOL: Any = None
+_POOL: ThreadPoolExecutor | None = None
 
 
 def nearest_soon(
-    index: SearchIndex, text: str, tags: list[str], depth: int, index_ready: Any
-) -> Any:
+    index: SearchIndex, text: str, tags: list[str], depth: int, index_ready: threading.Event
+) -> Future[tuple[list[tuple[int, float]], str | None]] | None:
     """A future of :func:`nearest`'s answer, worked out on a worker thread while the caller
     searches by words: the query embedded, then — once ``index_ready`` (a
     ``threading.Event``) says the caller has brought the index up to date — ranked against
@@ -236,7 +238,7 @@ def _read(
     return _Matrix(generation, version, [r for r, _ in have], vectors, missing)
 
 
-def _share(stored: dict[str, Any], keys: list[str], vectors: Any) -> None:
+def _share(stored: dict[str, Any], keys: list[str], vectors: np.ndarray) -> None:
     """The vectors read so far become views of the matrix's rows: one copy of them in memory,
     not two (10,000 × 1.5 kB: 15 MB of a long-lived process). A vector no entry uses now is
     copied out, so that no view keeps an older matrix alive."""
@@ -265,6 +267,7 @@ def _trim() -> None:
 # Vectors read so far, per cache file and model: after an append only the new rows are read
 # (reading all 10,000 again cost 55 ms of every append).
 # Each vector is bytes as read, or a view of the matrix's row once a matrix holds it (_share).
+# Untyped values: numpy's stubs do not declare ndarray a buffer (memoryview, b"".join take one).
 _STORED: dict[tuple[str, str], tuple[int, int, dict[str, Any]]] = {}
 
 
@@ -304,7 +307,7 @@ def _embed(
             vconn.close()
 
 
-def _put(vconn: sqlite3.Connection, model: str, items: list[tuple[str, Any]]) -> None:
+def _put(vconn: sqlite3.Connection, model: str, items: list[tuple[str, np.ndarray]]) -> None:
     if not items:
         return
     vconn.execute("BEGIN IMMEDIATE")

@@ -10,7 +10,7 @@ import math
 import sqlite3
 import threading
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING
 
 from journal_agent.journal.search import fusion, postings
 from journal_agent.journal.search.hits import Hit, Lexical, useful
@@ -23,6 +23,9 @@ from journal_agent.journal.search.query import (
     phrase,
     stems,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def search(
@@ -90,7 +93,7 @@ def related_in(
     limit: int,
     exclude: set[str],
     semantic: bool = True,
-    vector: Any = None,
+    vector: np.ndarray | None = None,
 ) -> list[Hit]:
     plan, lexical, nearest = related_parts(index, conn, draft, limit, exclude, semantic, vector)
     ranked = fusion.fuse(lexical, nearest, limit, floor=fusion.RELATED_FLOOR)
@@ -104,9 +107,9 @@ def related_parts(
     limit: int,
     exclude: set[str],
     semantic: bool = True,
-    vector: Any = None,
+    vector: np.ndarray | None = None,
     nearest: list[tuple[int, float]] | None = None,
-    df: Any = None,
+    df: dict[str, int] | None = None,
 ) -> tuple[QueryPlan, list[Lexical], list[tuple[int, float]]]:
     """What ``related_in`` fuses: the draft's telling terms, the entries matching them by
     BM25, and the entries nearest in meaning (``nearest`` when the caller ranked them
@@ -140,7 +143,7 @@ def related_parts(
 
 
 def salient_terms(
-    conn: sqlite3.Connection, draft: str, count: int = 16, df: Any = None
+    conn: sqlite3.Connection, draft: str, count: int = 16, df: dict[str, int] | None = None
 ) -> list[str]:
     """A draft's most telling stems: frequent in it, rare in the journal. ``df``: a dict the
     caller keeps of the stems' document counts (the export asks for every entry's), with the
