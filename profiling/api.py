@@ -34,7 +34,7 @@ def estimate_memory(**inputs: Any) -> Estimate:
 
 
 def trace_memory(
-    model: str | Callable[..., Any],
+    model: str | Callable[..., object],
     progress: Callable[[str], None] | None = None,
     **options: Any,
 ) -> TraceResult:

@@ -113,7 +113,7 @@ def _device_of(prof: MemoryProfiler) -> torch.device:
     return torch.device(prof.device)
 
 
-def _build(config: Any, device: torch.device, factory: Callable[..., Any] | None) -> tuple:
+def _build(config: Any, device: torch.device, factory: Callable[..., object] | None) -> tuple:
     if factory is not None or config.is_factory:
         from profiling.models.factory import call_factory
 
@@ -137,7 +137,7 @@ def _build(config: Any, device: torch.device, factory: Callable[..., Any] | None
     return model, model.example_inputs(config.batch, config.seq, device=device), describe(workload)
 
 
-def _with_seq(config: Any, factory: Callable[..., Any] | None) -> Any:
+def _with_seq(config: Any, factory: Callable[..., object] | None) -> Any:
     if config.seq is not None:
         return config
     seq = config.seq_or_default(factory)
@@ -169,7 +169,7 @@ def measure_step(
     config: Any,
     options: RunOptions | None = None,
     progress: Progress | None = None,
-    factory: Callable[..., Any] | None = None,
+    factory: Callable[..., object] | None = None,
     wrap: Callable[[torch.nn.Module, MemoryProfiler], torch.nn.Module] | None = None,
 ) -> MeasuredRun:
     """Measure ``options.warmup + options.steps`` real training steps of ``config``.
@@ -325,7 +325,7 @@ def _flop_registry() -> dict[Any, Any]:
     return flop_registry
 
 
-def _compare_with_trace(run: MeasuredRun, factory: Callable[..., Any] | None) -> None:
+def _compare_with_trace(run: MeasuredRun, factory: Callable[..., object] | None) -> None:
     """The trace of the same configuration beside the measurement, ratio per phase."""
     # The trace keeps tensors as the measured device's kernels do. It runs in a process of its
     # own (a factory function from Python: in this one), so that not even a C++ abort in

@@ -7,7 +7,6 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
@@ -15,7 +14,7 @@ from torch import nn
 from profiling.errors import ProfilingError
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
+def load_factory(spec: str) -> Callable[..., object]:
     """Resolve ``package.module:function`` (the current directory is importable)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
@@ -55,9 +54,9 @@ def call_factory(
     spec: str,
     batch: int,
     seq: int,
-    factory: Callable[..., Any] | None = None,
+    factory: Callable[..., object] | None = None,
     fake: bool = True,
-) -> tuple[nn.Module, tuple[Any, ...]]:
+) -> tuple[nn.Module, tuple[object, ...]]:
     """Call ``factory`` (or the one ``spec`` names) under the active fake mode, or for real
     (``fake=False``: a measured run on this machine)."""
     with _cwd_importable():
@@ -65,10 +64,10 @@ def call_factory(
 
 
 def _call_factory_here(
-    spec: str, batch: int, seq: int, factory: Callable[..., Any] | None, fake: bool = True
-) -> tuple[nn.Module, tuple[Any, ...]]:
+    spec: str, batch: int, seq: int, factory: Callable[..., object] | None, fake: bool = True
+) -> tuple[nn.Module, tuple[object, ...]]:
     factory = factory if factory is not None else load_factory(spec)
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, int] = {}
     with contextlib.suppress(TypeError, ValueError):
         params = inspect.signature(factory).parameters
         kwargs = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in params}

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-def default_seq(spec: str, factory: Callable[..., Any] | None = None) -> int | None:
+def default_seq(spec: str, factory: Callable[..., object] | None = None) -> int | None:
     """The default of the factory's ``seq`` parameter (``def build(batch=8, seq=1024)``), or
     None: it has none, or the factory cannot be loaded (the trace then says why)."""
     if factory is None:
@@ -26,7 +26,7 @@ def default_seq(spec: str, factory: Callable[..., Any] | None = None) -> int | N
     return param.default if param.default > 0 else None
 
 
-def takes_seq(spec: str, factory: Callable[..., Any] | None = None) -> bool:
+def takes_seq(spec: str, factory: Callable[..., object] | None = None) -> bool:
     """Whether the factory is given the sequence length (it has a ``seq`` parameter)."""
     factory = factory if factory is not None else _load(spec)
     try:
@@ -35,7 +35,7 @@ def takes_seq(spec: str, factory: Callable[..., Any] | None = None) -> bool:
         return False
 
 
-def _load(spec: str) -> Callable[..., Any] | None:
+def _load(spec: str) -> Callable[..., object] | None:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -22,6 +22,12 @@ from profiling.errors import ProfilingError
 from profiling.models.factory import call_factory
 from profiling.models.workloads import build_model, describe, find_workload
 from profiling.trace._torch_compat import missing_memtracker_internals
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.optim.optimizer import ParamsT
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # The optimizers torch ships: the ones a trace can run (the one list lives in profiling.config).
@@ -67,8 +73,8 @@ def traced_model(config: TraceConfig) -> str:
 
 
 def _make_model(
-    config: TraceConfig, factory: Callable[..., Any] | None = None, layers: int | None = None
-) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
+    config: TraceConfig, factory: Callable[..., object] | None = None, layers: int | None = None
+) -> tuple[nn.Module, tuple[object, ...], dict[str, Any]]:
     name, seq = traced_model(config), config.seq
     assert seq is not None, "trace_step fills seq (seq_or_default) before building"
     if factory is not None or config.is_factory:
@@ -83,7 +89,7 @@ def _make_model(
     if seq > workload.max_seq:
         raise ProfilingError(f"--seq {seq} exceeds {workload.name}'s maximum of {workload.max_seq}")
     # flash is sdpa here: on the cpu device SDPA runs the flash kernel (no s² tensor kept).
-    update: dict[str, Any] = {
+    update: dict[str, object] = {
         "attention": "eager" if config.attention == "eager" else "sdpa",
         "dropout": config.dropout,
     }
@@ -99,7 +105,20 @@ def _make_model(
     return model, model.example_inputs(config.batch, seq), describe(workload)
 
 
-def _loss_of(output: Any) -> torch.Tensor:
+def _scaled_layers(config: TraceConfig, factory: Callable[..., object] | None) -> int | None:
+    """The reference model's block count when the block-scaled trace applies, else None."""
+    workload = None if factory is not None or config.is_factory else find_workload(config.model)
+    return workload.layers if workload is not None else None
+
+
+def _hf_module(config: TraceConfig, factory: Callable[..., object] | None) -> bool:
+    from profiling.models.implementation import TRANSFORMERS, implementation
+
+    w = None if factory is not None or config.is_factory else find_workload(config.model)
+    return w is not None and implementation(w) == TRANSFORMERS
+
+
+def _loss_of(output: object) -> torch.Tensor:
     if isinstance(output, dict) and "loss" in output:
         output = output["loss"]
     elif isinstance(output, tuple | list) and output:
@@ -128,7 +147,7 @@ def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
         raise ProfilingError(
             "--checkpointing wraps the model's repeated blocks, but it has no nn.ModuleList"
         )
-    extra: dict[str, Any] = {}
+    extra: dict[str, Callable[[], tuple[contextlib.AbstractContextManager[object], ...]]] = {}
     if target is not None:
         from profiling.trace.target import kernels
 
@@ -138,7 +157,7 @@ def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
     return len(blocks)
 
 
-def make_optimizer(name: str, params: Any, foreach: bool = True) -> torch.optim.Optimizer:
+def make_optimizer(name: str, params: ParamsT, foreach: bool = True) -> torch.optim.Optimizer:
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
     if name == "adam":
@@ -158,7 +177,7 @@ def make_optimizer(name: str, params: Any, foreach: bool = True) -> torch.optim.
 
 
 @contextlib.contextmanager
-def _fake_process_group(world_size: int):
+def _fake_process_group(world_size: int) -> Iterator[DeviceMesh]:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -183,11 +202,11 @@ def _fake_process_group(world_size: int):
 
 def _build(
     config: TraceConfig,
-    mesh: Any,
-    factory: Callable[..., Any] | None,
+    mesh: DeviceMesh | None,
+    factory: Callable[..., object] | None,
     notes: list[str],
     layers: int | None = None,
-) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any], Any]:
+) -> tuple[nn.Module, tuple[object, ...], dict[str, Any], torch.optim.Optimizer]:
     """Model (built in the parameter dtype, checkpointed, sharded), inputs, info, optimizer."""
     # 16-bit parameters: build in that dtype (``module.to`` cannot swap tied fake
     # parameters), so factories' floating inputs follow too.
@@ -230,7 +249,7 @@ def _build(
     if config.precision == "mixed" and mesh is None and config.lora_rank is None:
         from profiling.trace.master_weights import MasterWeightOptimizer
 
-        optimizer: Any = MasterWeightOptimizer(
+        optimizer: torch.optim.Optimizer = MasterWeightOptimizer(
             trainable,
             lambda masters: make_optimizer(config.optimizer, masters, foreach),
             fp32_grads=config.fp32_grads,
@@ -294,15 +313,19 @@ def _global_numel(p: torch.Tensor) -> int:
     return p.numel()
 
 
-def _shard(model: nn.Module, mesh: Any, reshard_after_forward: bool, mp: Any) -> None:
+def _shard(
+    model: nn.Module, mesh: DeviceMesh, reshard_after_forward: bool, mp: torch.dtype | None
+) -> None:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # torch >= 2.6
 
-    kwargs: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
-    if mp is not None:
-        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=mp, reduce_dtype=torch.float32)
-    for block in _block_list(model) or []:
-        fully_shard(block, **kwargs)
-    fully_shard(model, **kwargs)
+    # No ``mp``: fully_shard's own default policy (no casts).
+    policy = (
+        MixedPrecisionPolicy(param_dtype=mp, reduce_dtype=torch.float32)
+        if mp is not None
+        else MixedPrecisionPolicy()
+    )
+    for block in [*(_block_list(model) or []), model]:
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=policy)
 
 
 def _require_tracing_apis() -> None:
@@ -352,7 +375,7 @@ def _traceable(config: TraceConfig) -> TraceConfig:
 
 
 def _fill_dtensor_caches(
-    config: TraceConfig, mesh: Any, factory: Callable[..., Any] | None
+    config: TraceConfig, mesh: DeviceMesh | None, factory: Callable[..., object] | None
 ) -> None:
     from torch._subclasses.fake_tensor import FakeTensorMode
 

@@ -37,7 +37,9 @@ from profiling.trace.build import (
     _fake_process_group,
     _fill_dtensor_caches,
     _global_numel,
+    _hf_module,
     _loss_of,
+    _scaled_layers,
     _traceable,
 )
 from profiling.trace.target import describe_rules, kernels
@@ -94,7 +96,7 @@ def trace_step(
     config: TraceConfig,
     progress: Progress | None = None,
     upstream_tracker: bool = False,
-    factory: Callable[..., Any] | None = None,
+    factory: Callable[..., object] | None = None,
     module_depth: int = 2,
     block_scaling: bool | None = None,
     observe: Callable[[StepTracker], None] | None = None,
@@ -229,7 +231,7 @@ def _trace_in_fake_mode(
     mesh: DeviceMesh | None,
     say: Progress,
     fast: bool,
-    factory: Callable[..., Any] | None = None,
+    factory: Callable[..., object] | None = None,
     layers: int | None = None,
     module_depth: int = 2,
     observe: Callable[[StepTracker], None] | None = None,
@@ -345,19 +347,8 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
 SCALE_ABOVE_BLOCKS = 12
 
 
-def _scaled_layers(config: TraceConfig, factory: Callable[..., Any] | None) -> int | None:
-    """The reference model's block count when the block-scaled trace applies, else None."""
-    workload = None if factory is not None or config.is_factory else find_workload(config.model)
-    return workload.layers if workload is not None else None
-
-
 def _trace_scaled(
-    config: TraceConfig,
-    mesh: DeviceMesh | None,
-    say: Progress,
-    fast: bool,
-    blocks: int,
-    module_depth: int,
+    config: TraceConfig, mesh: DeviceMesh | None, say: Progress, fast: bool, blocks: int, depth: int
 ) -> _Raw | None:
     """The loop traced at 3, 4 and 5 blocks and extrapolated to ``blocks``; None if a
     prediction misses (see ``profiling.trace.scaling``)."""
@@ -372,7 +363,7 @@ def _trace_scaled(
             fast,
             None,
             layers=n,
-            module_depth=module_depth,
+            module_depth=depth,
         )
     prefix = raws[SAMPLE_BLOCKS[0]].block_prefix
     if prefix is None:
@@ -444,20 +435,8 @@ def _named(raw: _Raw, peaks: bool = False) -> dict[str, dict[str, int]]:
     return named
 
 
-def _hf_module(config: TraceConfig, factory: Callable[..., Any] | None) -> bool:
-    from profiling.models.implementation import TRANSFORMERS, implementation
-
-    w = None if factory is not None or config.is_factory else find_workload(config.model)
-    return w is not None and implementation(w) == TRANSFORMERS
-
-
 def _trace_layer_scaled(
-    config: TraceConfig,
-    mesh: DeviceMesh | None,
-    say: Progress,
-    fast: bool,
-    blocks: int,
-    module_depth: int,
+    config: TraceConfig, mesh: DeviceMesh | None, say: Progress, fast: bool, blocks: int, depth: int
 ) -> _Raw | None:
     """transformers' module traced with 1, 2 and 3 layers (and 4 when one layer is special) and
     extrapolated to ``blocks``; None if a prediction misses or a per-layer row was asked for
@@ -471,7 +450,7 @@ def _trace_layer_scaled(
             if n not in raws:
                 say_n = functools.partial(lambda n, stage: say(f"{n} layers: {stage}"), n)
                 raws[n] = _trace_in_fake_mode(
-                    config, mesh, say_n, fast, layers=n, module_depth=module_depth,
+                    config, mesh, say_n, fast, layers=n, module_depth=depth,
                     stretches=False,
                 )  # fmt: skip
         base, prefix = raws[1], raws[1].block_prefix

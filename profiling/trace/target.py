@@ -42,6 +42,7 @@ computed: nothing reads them). Imports torch.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -60,7 +61,7 @@ def _autocast_dtype() -> torch.dtype | None:
     return None
 
 
-def _no_autocast() -> Any:
+def _no_autocast() -> torch.autocast:
     return torch.autocast("cpu", enabled=False)
 
 
@@ -71,7 +72,13 @@ class _FusedRMSNorm(torch.autograd.Function):
     """CUDA's ``_fused_rms_norm``: keeps the input as it came and fp32 rstd per row."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, shape: tuple[int, ...], w: Any, eps: Any) -> Any:
+    def forward(
+        ctx: Any,  # torch's FunctionCtx, given attributes of our own (``shape``)
+        x: torch.Tensor,
+        shape: tuple[int, ...],
+        w: torch.Tensor | None,
+        eps: float | None,
+    ) -> torch.Tensor:
         rows = tuple(x.shape[: x.dim() - len(shape)]) + (1,) * len(shape)
         rstd = x.new_empty(rows, dtype=torch.float32)
         out = torch.empty_like(x) if w is None else torch.empty_like(x, dtype=_out_dtype(x, w))
@@ -80,7 +87,7 @@ class _FusedRMSNorm(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, rstd, w = ctx.saved_tensors
         mask = [ctx.needs_input_grad[0], w is not None and ctx.needs_input_grad[2]]
         gx, gw = torch.ops.aten._fused_rms_norm_backward(grad, x, list(ctx.shape), rstd, w, mask)
@@ -95,7 +102,14 @@ class _LayerNormFp32Stats(torch.autograd.Function):
     """CUDA's ``native_layer_norm``: mean and rstd in fp32 whatever the input's dtype."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, shape: tuple[int, ...], w: Any, b: Any, eps: float):
+    def forward(
+        ctx: Any,  # torch's FunctionCtx, given attributes of our own (``shape``)
+        x: torch.Tensor,
+        shape: tuple[int, ...],
+        w: torch.Tensor | None,
+        b: torch.Tensor | None,
+        eps: float,
+    ) -> torch.Tensor:
         rows = tuple(x.shape[: x.dim() - len(shape)]) + (1,) * len(shape)
         mean = x.new_empty(rows, dtype=torch.float32)
         rstd = x.new_empty(rows, dtype=torch.float32)
@@ -104,7 +118,7 @@ class _LayerNormFp32Stats(torch.autograd.Function):
         return torch.empty_like(x)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, mean, rstd, w, b = ctx.saved_tensors
         mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[2], ctx.needs_input_grad[3]]
         gx, gw, gb = torch.ops.aten.native_layer_norm_backward(
@@ -113,28 +127,34 @@ class _LayerNormFp32Stats(torch.autograd.Function):
         return gx, None, gw, gb, None
 
 
-def _shape(normalized_shape: Any) -> tuple[int, ...]:
+def _shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
     if isinstance(normalized_shape, int):
         return (normalized_shape,)
     return tuple(int(d) for d in normalized_shape)
 
 
-def _rms_norm(x: torch.Tensor, normalized_shape: Any, weight: Any = None, eps: Any = None):
+def _rms_norm(
+    x: torch.Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: torch.Tensor | None = None,
+    eps: float | None = None,
+) -> torch.Tensor:
     return _FusedRMSNorm.apply(x, _shape(normalized_shape), weight, eps)
 
 
 def _layer_norm(
     x: torch.Tensor,
-    normalized_shape: Any,
-    weight: Any = None,
-    bias: Any = None,
+    normalized_shape: int | Sequence[int],
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
     eps: float = 1e-5,
-    *_: Any,
-) -> Any:
+    *_: object,
+) -> torch.Tensor:
     if _autocast_dtype() is not None:  # CUDA's autocast: layer_norm in fp32
-        x, weight, bias = (
+        x = x.float() if x.dtype in _HALF else x
+        weight, bias = (
             t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF else t
-            for t in (x, weight, bias)
+            for t in (weight, bias)
         )
     with _no_autocast():
         return _LayerNormFp32Stats.apply(x, _shape(normalized_shape), weight, bias, eps)
@@ -153,12 +173,12 @@ def _dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bo
 
 
 def sdpa_backend(
-    q: Any,
-    k: Any,
-    v: Any,
-    attn_mask: Any = None,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    attn_mask: object = None,  # only whether there is one matters
     is_causal: bool = False,
-    dtype: Any = None,
+    dtype: torch.dtype | None = None,
 ) -> str:
     """The kernel CUDA's SDPA picks on sm80-sm90: "flash", "efficient" or "math".
 
@@ -187,10 +207,10 @@ def _sdpa(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    attn_mask: Any = None,
+    attn_mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
     is_causal: bool = False,
-    scale: Any = None,
+    scale: float | None = None,
     enable_gqa: bool = False,
 ) -> torch.Tensor:
     low = _autocast_dtype()
@@ -222,7 +242,7 @@ def _sdpa(
 
 # ----------------------------------------------------------------------------- the mode
 
-_RULES: dict[Any, Any] = {
+_RULES: dict[Callable[..., object], Callable[..., torch.Tensor]] = {
     F.rms_norm: _rms_norm,
     torch.rms_norm: _rms_norm,
     F.layer_norm: _layer_norm,
@@ -235,14 +255,20 @@ _RULES: dict[Any, Any] = {
 class CudaKernels(TorchFunctionMode):
     """While active, the ops above save what their CUDA kernels save (fake tensors only)."""
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+    def __torch_function__(
+        self,
+        func: Callable[..., object],
+        types: object,
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
         rule = _RULES.get(func)
         if rule is not None:
             return rule(*args, **(kwargs or {}))
         return func(*args, **(kwargs or {}))
 
 
-def kernels(target: str) -> Any:
+def kernels(target: str) -> contextlib.AbstractContextManager[object]:
     """The context a trace's steps run in for ``target``: CUDA's kernels, or nothing (cpu)."""
     return CudaKernels() if target == "cuda" else contextlib.nullcontext()
 
