@@ -22,9 +22,11 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from journal_agent.journal.search.hits import Lexical
     from journal_agent.journal.search.query import QueryPlan
 
@@ -40,8 +42,8 @@ class _Phrases:
     def __init__(self, state: tuple[str, ...], budget: int) -> None:
         self.state = state
         self.budget = budget
-        self.found: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
-        self.unions: dict[str, Any] = {}  # a term's alternatives → the rows holding any
+        self.found: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self.unions: dict[str, np.ndarray] = {}  # a term's alternatives → the rows holding any
         self.size = 0
         self.lock = threading.Lock()
 
@@ -69,7 +71,7 @@ def _phrases(path: Path, conn: sqlite3.Connection) -> _Phrases:
 
 def part(
     path: Path, conn: sqlite3.Connection, phrase: str, phrases: _Phrases | None = None
-) -> tuple[Any, Any]:
+) -> tuple[np.ndarray, np.ndarray]:
     """``(rowids, parts)`` of one FTS5 phrase: the rows holding it, ascending, and its part of
     any query's BM25 score in each (positive: ``bm25()`` is minus the sum of parts).
     ``phrases``: the index's kept phrases, when the caller already checked their state."""
@@ -102,7 +104,7 @@ def match(
     conn: sqlite3.Connection,
     plan: QueryPlan,
     every: bool,
-    allowed: Any,
+    allowed: np.ndarray | None,
     depth: int,
 ) -> dict[int, float]:
     """``{rowid: bm25}`` of the best ``depth`` rows matching every term of ``plan`` (``every``)
@@ -144,8 +146,11 @@ def match(
 
 
 def _any(
-    terms: list[list[str]], looked: dict[str, Any], rows_of_term: list[Any], allowed: Any
-) -> tuple[Any, Any]:
+    terms: list[list[str]],
+    looked: dict[str, tuple[np.ndarray, np.ndarray]],
+    rows_of_term: list[np.ndarray],
+    allowed: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows holding any term, ascending, and their sums of parts: over arrays as long as the
     table (an export ranks 10,000 entries' related ones this way: no merging of row lists)."""
     import numpy as np
@@ -169,7 +174,7 @@ def _any(
 
 def rows_matching(
     path: Path, conn: sqlite3.Connection, alternatives: list[str], phrases: _Phrases | None = None
-) -> Any:
+) -> np.ndarray:
     """The rowids holding any of these phrases (one term of a plan), ascending; kept too, as
     a term typed stays in the query for the keystrokes after it."""
     unique = list(dict.fromkeys(alternatives))
@@ -188,7 +193,7 @@ def rows_matching(
     return rows
 
 
-def _union(arrays: list[Any]) -> Any:
+def _union(arrays: list[np.ndarray]) -> np.ndarray:
     import numpy as np
 
     if not arrays:

@@ -17,11 +17,17 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from journal_agent.journal.search import fusion, postings, ranking
 from journal_agent.journal.search.embeddings import Unavailable, get_embedder
 from journal_agent.journal.search.index import SearchIndex
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from journal_agent.journal.search.embeddings import Embedder
+    from journal_agent.journal.search.hits import Hit
 
 BLOCK = 512  # entries whose similarities to all are computed at once (512 × 10,000 floats)
 KEPT_BYTES = 256 << 20  # phrases kept while ranking all (most are rare words: a few rows each)
@@ -34,7 +40,9 @@ class Related:
     date: str
 
 
-def _meaning(index: SearchIndex, conn: sqlite3.Connection) -> tuple[Any, Any]:
+def _meaning(
+    index: SearchIndex, conn: sqlite3.Connection
+) -> tuple[Embedder, fusion._Matrix] | tuple[None, None]:
     """The embedder and the entries' vectors (``fusion``'s cached matrix), or (None, None)
     when meaning is not available (no extra, turned off, no vectors yet)."""
     try:
@@ -45,12 +53,12 @@ def _meaning(index: SearchIndex, conn: sqlite3.Connection) -> tuple[Any, Any]:
     return (embedder, matrix) if matrix.rowids else (None, None)
 
 
-def _uses_meaning(embedder: Any, draft: str) -> bool:
+def _uses_meaning(embedder: Embedder | None, draft: str) -> bool:
     # As fusion.nearest decides for a draft: an English-only model gets no Chinese entries.
     return embedder is not None and not (embedder.english_only and fusion._mostly_cjk(draft))
 
 
-def related(root: Path, entry_id: str, draft: str, limit: int = 5) -> list[Any]:
+def related(root: Path, entry_id: str, draft: str, limit: int = 5) -> list[Hit]:
     """One entry's related entries (hits), its vector taken from the cache when it is there."""
     index = SearchIndex(Path(root), cached=True)
     conn = index.connect()
@@ -58,7 +66,7 @@ def related(root: Path, entry_id: str, draft: str, limit: int = 5) -> list[Any]:
         index.ensure_fresh(conn)
         embedder, matrix = _meaning(index, conn)
         vector = None
-        if embedder is not None and _uses_meaning(embedder, draft):
+        if matrix is not None and _uses_meaning(embedder, draft):
             row = conn.execute("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()
             at = _positions(matrix).get(row[0]) if row else None
             vector = None if at is None else matrix.vectors[at]
@@ -68,10 +76,10 @@ def related(root: Path, entry_id: str, draft: str, limit: int = 5) -> list[Any]:
         conn.close()
 
 
-_POSITIONS: dict[int, tuple[Any, dict[int, int]]] = {}
+_POSITIONS: dict[int, tuple[fusion._Matrix, dict[int, int]]] = {}
 
 
-def _positions(matrix: Any) -> dict[int, int]:
+def _positions(matrix: fusion._Matrix) -> dict[int, int]:
     held = _POSITIONS.get(id(matrix))
     if held is None or held[0] is not matrix:
         _POSITIONS.clear()
@@ -111,8 +119,8 @@ class RelatedAll:
         self.embedder, matrix = _meaning(self.index, conn)
         # Each entry's nearest by meaning: row n of ``near`` / ``sims`` for the entry at ``at``.
         self.at: dict[int, int] = {}
-        self.near: Any = None
-        self.sims: Any = None
+        self.near: np.ndarray | None = None
+        self.sims: np.ndarray | None = None
         if matrix is not None:
             self._rank_all(matrix, limit + 1 + 20)  # the depth related_in asks for
         conn.close()  # workers forked from here open their own
@@ -125,7 +133,7 @@ class RelatedAll:
             self.index.ensure_fresh(self._conn)
         return self._conn
 
-    def _rank_all(self, matrix: Any, depth: int) -> None:
+    def _rank_all(self, matrix: fusion._Matrix, depth: int) -> None:
         import numpy as np
 
         vectors, rowids = matrix.vectors, np.asarray(matrix.rowids, dtype=np.int64)
@@ -152,8 +160,14 @@ class RelatedAll:
             return []
         nearest: list[tuple[int, float]] = []
         n = self.at.get(rowid)
-        if n is not None and _uses_meaning(self.embedder, draft):
-            nearest = list(zip(self.near[n].tolist(), self.sims[n].tolist(), strict=True))
+        near, sims = self.near, self.sims  # set with ``at`` (by _rank_all)
+        if (
+            n is not None
+            and near is not None
+            and sims is not None
+            and _uses_meaning(self.embedder, draft)
+        ):
+            nearest = list(zip(near[n].tolist(), sims[n].tolist(), strict=True))
         _, lexical, nearest = ranking.related_parts(
             self.index, conn, draft, self.limit, {entry_id}, False, None, nearest, self.df
         )
