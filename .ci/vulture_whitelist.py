@@ -31,6 +31,8 @@ nvml_reserved
 gpu_util_pct
 _.nvml_reserved
 _.gpu_util_pct
+measured_bytes  # profiling/measure/report.py: ComparisonRow keys, read by string
+traced_bytes
 
 # The fake NVML of tests/profiling/measure/test_devices.py (nvidia-ml-py's names).
 _.nvmlDeviceGetCount

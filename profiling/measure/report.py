@@ -6,11 +6,26 @@ ms/µs where that reads better.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from profiling.citations import cite
 from profiling.records import MeasurementRecord, Quantity, new_record_id
 from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.measure.devices import GpuInfo
+    from profiling.measure.summary import ProfileSummary, StepStats
+
+
+class ComparisonRow(TypedDict):
+    """One row of measured ÷ traced (``profiling.measure.run.compare_rows``)."""
+
+    what: str  # "forward peak", "after backward", "step peak", ...
+    measured_bytes: int
+    traced_bytes: int
+    ratio: float | None  # None when the trace counted 0 bytes
+    step: int | None  # the measured step compared
+    target: str  # whose kernels the trace kept: "cuda" or "cpu"
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -41,7 +56,7 @@ def _device_line(device: dict[str, Any]) -> str:
     return f"cpu ({device.get('name') or 'CPU'}, {device.get('cpus')} CPUs)"
 
 
-def render_summary(s: Any) -> str:
+def render_summary(s: ProfileSummary) -> str:
     """The report a user reads: memory by phase and step, spikes, times, throughput."""
     lines: list[str] = []
     timed = s.steps_recorded - min(s.warmup, s.steps_recorded)
@@ -88,7 +103,7 @@ def render_summary(s: Any) -> str:
     return "\n".join(lines)
 
 
-def _step_lines(s: Any) -> list[str]:
+def _step_lines(s: ProfileSummary) -> list[str]:
     lines = []
     lines.append("step  peak        at end      time" + ("        RSS" if _any_rss(s) else ""))
     for st in _elide(s.steps):
@@ -104,7 +119,7 @@ def _step_lines(s: Any) -> list[str]:
     return lines
 
 
-def _time_lines(s: Any) -> list[str]:
+def _time_lines(s: ProfileSummary) -> list[str]:
     lines = []
     if s.step_time:
         t = s.step_time
@@ -126,7 +141,7 @@ def _time_lines(s: Any) -> list[str]:
     return lines
 
 
-def _spike_lines(s: Any) -> list[str]:
+def _spike_lines(s: ProfileSummary) -> list[str]:
     lines = []
     if s.spikes:
         lines.append(f"Spikes (peak > running median of earlier steps + {s.spike_threshold:.0%}):")
@@ -140,7 +155,7 @@ def _spike_lines(s: Any) -> list[str]:
     return lines
 
 
-def _overhead_lines(s: Any) -> list[str]:
+def _overhead_lines(s: ProfileSummary) -> list[str]:
     lines = []
     if s.overhead_s_per_step is not None and s.step_time:
         share = 100 * s.overhead_s_per_step / s.step_time.median if s.step_time.median else 0
@@ -156,17 +171,17 @@ def _overhead_lines(s: Any) -> list[str]:
     return lines
 
 
-def _any_rss(s: Any) -> bool:
+def _any_rss(s: ProfileSummary) -> bool:
     return any(st.rss is not None for st in s.steps)
 
 
-def _elide(steps: list[Any], keep: int = 12) -> list[Any]:
+def _elide(steps: list[StepStats], keep: int = 12) -> list[StepStats | None]:
     if len(steps) <= keep:
         return list(steps)
     return [*steps[: keep // 2], None, *steps[-keep // 2 :]]
 
 
-def _cuda_lines(s: Any) -> list[str]:
+def _cuda_lines(s: ProfileSummary) -> list[str]:
     last = s.last
     if last is None:
         return []
@@ -193,7 +208,7 @@ def _cuda_lines(s: Any) -> list[str]:
     return out
 
 
-def _process_line(s: Any) -> str:
+def _process_line(s: ProfileSummary) -> str:
     if s.device.get("kind") == "cuda":
         return "\n".join(_cuda_lines(s))
     parts = []
@@ -214,7 +229,7 @@ def _process_line(s: Any) -> str:
     )
 
 
-def summary_json(s: Any, record_id: str | None) -> dict[str, Any]:
+def summary_json(s: ProfileSummary, record_id: str | None) -> dict[str, object]:
     """The JSON of ``profile --json``: the issue's keys first, then the rest."""
     return {
         "record_id": record_id,
@@ -260,7 +275,7 @@ def summary_json(s: Any, record_id: str | None) -> dict[str, Any]:
     }
 
 
-def summary_quantities(s: Any) -> list[Quantity]:
+def summary_quantities(s: ProfileSummary) -> list[Quantity]:
     """The numbers an entry may quote, with units (``journal check`` matches against these)."""
     q = [Quantity(name="peak", value=s.peak_bytes, unit="B")]
     for p in s.phases:
@@ -303,10 +318,10 @@ def summary_quantities(s: Any) -> list[Quantity]:
 
 
 def measured_record(
-    s: Any,
+    s: ProfileSummary,
     title: str | None = None,
-    config: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
+    config: dict[str, object] | None = None,
+    extra: dict[str, object] | None = None,
     quantities: list[Quantity] | None = None,
 ) -> MeasurementRecord:
     from profiling.measure.devices import software_versions
@@ -332,7 +347,7 @@ def measured_record(
 # --------------------------------------------------------------------- a measured run
 
 
-def render_comparison(rows: list[dict[str, Any]], trace_id: str | None = None) -> str:
+def render_comparison(rows: list[ComparisonRow], trace_id: str | None = None) -> str:
     """Measured beside traced, ratio per phase (and what the ratio means)."""
     if not rows:
         return ""
@@ -386,7 +401,7 @@ def run_record(run: Any, trace_id: str | None = None) -> MeasurementRecord:
     return record
 
 
-def run_json(run: Any, record_id: str, trace_id: str | None = None) -> dict[str, Any]:
+def run_json(run: Any, record_id: str, trace_id: str | None = None) -> dict[str, object]:
     out = summary_json(run.summary, record_id)
     out["config"] = run.config.model_dump()
     out["params"] = run.params
@@ -406,7 +421,7 @@ def _fmt(n: int | None) -> str:
     return "—" if n is None else fmt_bytes(n)
 
 
-def render_gpu_info(info: Any) -> str:
+def render_gpu_info(info: GpuInfo) -> str:
     """The text of ``journal-agent gpu`` (also what the DeviceInfo tool returns)."""
     host = info.host
     cpu = f"CPU: {host.get('cpu')}, {host.get('cpus')} CPUs, {_fmt(host.get('ram_bytes'))} RAM"
@@ -433,7 +448,7 @@ def render_gpu_info(info: Any) -> str:
     return "\n".join(lines)
 
 
-def device_record(info: Any) -> MeasurementRecord:
+def device_record(info: GpuInfo) -> MeasurementRecord:
     """What ``gpu`` / DeviceInfo saw, as a ``measured`` record (memory in use per GPU)."""
     from profiling.measure.devices import software_versions
 

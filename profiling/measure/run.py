@@ -24,9 +24,12 @@ from typing import Any
 
 import torch
 from pydantic import BaseModel, Field
+from torch import nn
 
+from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.measure.profiler import MemoryProfiler, ProfileSummary
+from profiling.measure.report import ComparisonRow
 from profiling.models.workloads import WORKLOADS, build_model, describe, find_workload
 from profiling.trace.build import (
     _DTYPES,
@@ -67,14 +70,14 @@ class RunOptions(BaseModel):
 
 @dataclass
 class MeasuredRun:
-    config: Any  # the TraceConfig measured
+    config: TrainingConfig  # the configuration measured
     options: RunOptions
     profiler: MemoryProfiler
     summary: ProfileSummary
     model_info: dict[str, Any]
     params: int
     trace: Any = None  # TraceResult of the same configuration, when compared
-    comparison: list[dict[str, Any]] = field(default_factory=list)
+    comparison: list[ComparisonRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -97,7 +100,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         yield
         return
 
-    def _alarm(_signum: int, _frame: Any) -> None:
+    def _alarm(_signum: int, _frame: object) -> None:
         raise _TimedOut()
 
     previous = signal.signal(signal.SIGALRM, _alarm)
@@ -113,7 +116,10 @@ def _device_of(prof: MemoryProfiler) -> torch.device:
     return torch.device(prof.device)
 
 
-def _build(config: Any, device: torch.device, factory: Callable[..., object] | None) -> tuple:
+def _build(
+    config: TrainingConfig, device: torch.device, factory: Callable[..., object] | None
+) -> tuple:
+    assert config.model is not None and config.seq is not None, "measure_step fills both"
     if factory is not None or config.is_factory:
         from profiling.models.factory import call_factory
 
@@ -137,14 +143,16 @@ def _build(config: Any, device: torch.device, factory: Callable[..., object] | N
     return model, model.example_inputs(config.batch, config.seq, device=device), describe(workload)
 
 
-def _with_seq(config: Any, factory: Callable[..., object] | None) -> Any:
+def _with_seq(config: TrainingConfig, factory: Callable[..., object] | None) -> TrainingConfig:
     if config.seq is not None:
         return config
     seq = config.seq_or_default(factory)
     return config.model_copy(update={"seq": seq})
 
 
-def _optimizer(config: Any, trainable: list[Any], notes: list[str]) -> Any:
+def _optimizer(
+    config: TrainingConfig, trainable: list[nn.Parameter], notes: list[str]
+) -> torch.optim.Optimizer:
     """The trace's optimizer for the same configuration (mixed: fp32 master weights)."""
     foreach = config.foreach if config.foreach is not None else not config.fsdp
     if config.precision == "mixed" and not config.fsdp:
@@ -161,12 +169,12 @@ def _optimizer(config: Any, trainable: list[Any], notes: list[str]) -> Any:
     return make_optimizer(config.optimizer, trainable, foreach)
 
 
-def _who(config: Any) -> str:
+def _who(config: TrainingConfig) -> str:
     return f"model factory {config.model!r}" if config.is_factory else f"model {config.model!r}"
 
 
 def measure_step(
-    config: Any,
+    config: TrainingConfig,
     options: RunOptions | None = None,
     progress: Progress | None = None,
     factory: Callable[..., object] | None = None,
@@ -220,6 +228,7 @@ def measure_step(
             if not trainable:
                 raise ProfilingError(f"{who} has no trainable parameters; nothing to train")
             optimizer = _optimizer(config, trainable, notes)
+            assert config.model is not None and config.seq is not None  # checked, filled above
             tokens = config.batch * config.seq if ":" not in config.model else None
             prof.tokens_per_step = tokens
             run = MeasuredRun(
@@ -251,7 +260,7 @@ def measure_step(
 def _loop(
     run: MeasuredRun,
     model: torch.nn.Module,
-    inputs: tuple[Any, ...],
+    inputs: tuple[object, ...],
     optimizer: torch.optim.Optimizer,
     device: torch.device,
     total: int,
@@ -355,7 +364,7 @@ def _compare_with_trace(run: MeasuredRun, factory: Callable[..., object] | None)
         )
 
 
-def compare_rows(run: MeasuredRun, trace: Any) -> list[dict[str, Any]]:
+def compare_rows(run: MeasuredRun, trace: Any) -> list[ComparisonRow]:
     """Measured beside traced: each phase's peak (and memory at its end) and the step's peak.
 
     A steady-state trace is compared with the last measured step; a first-step trace (older
@@ -368,7 +377,8 @@ def compare_rows(run: MeasuredRun, trace: Any) -> list[dict[str, Any]]:
         return []
     step = steps[-1] if steady else steps[0]
     mine = {s.phase: s for s in snaps if s.at == "phase" and s.step == step}
-    rows = []
+    target = getattr(trace.config, "target", "cpu")  # whose kernels the trace kept
+    rows: list[ComparisonRow] = []
     for name in PHASES:
         m = mine.get(name)
         if m is None:
@@ -376,22 +386,21 @@ def compare_rows(run: MeasuredRun, trace: Any) -> list[dict[str, Any]]:
         if steady:
             traced_peak = trace.phase_peaks.get(_TRACE_PHASE[name])
             if traced_peak is not None:
-                rows.append(_row(f"{name} peak", m.peak, traced_peak))
+                rows.append(_row(f"{name} peak", m.peak, traced_peak, step, target))
         end = trace.phases.get(_TRACE_END[name], {}).get("total")
         if end is not None:
-            rows.append(_row(f"after {name}", m.current, end))
+            rows.append(_row(f"after {name}", m.current, end, step, target))
     step_snap = next(s for s in snaps if s.at == "step" and s.step == step)
-    rows.append(_row("step peak", step_snap.peak, trace.peak_bytes))
-    for r in rows:
-        r["step"] = step
-        r["target"] = getattr(trace.config, "target", "cpu")  # whose kernels the trace kept
+    rows.append(_row("step peak", step_snap.peak, trace.peak_bytes, step, target))
     return rows
 
 
-def _row(what: str, measured: int, traced: int) -> dict[str, Any]:
+def _row(what: str, measured: int, traced: int, step: int | None, target: str) -> ComparisonRow:
     return {
         "what": what,
         "measured_bytes": int(measured),
         "traced_bytes": int(traced),
         "ratio": (measured / traced) if traced else None,
+        "step": step,
+        "target": target,
     }
