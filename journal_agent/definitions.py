@@ -34,7 +34,7 @@ class DefinitionError(JournalAgentError):
         super().__init__(f"{where}: {message}")
 
 
-def _split_list(value: Any) -> list[str] | None:
+def _split_list(value: object) -> list[str] | None:
     """``"Read, Bash(git diff:*)"`` or a YAML list → names; commas inside ``(...)`` are kept."""
     if value is None:
         return None
@@ -53,7 +53,7 @@ def _split_list(value: Any) -> list[str] | None:
     return [i for i in items if i]
 
 
-def _check_model(value: str | None) -> str | None:
+def _check_model(value: object) -> str | None:
     if value is None:
         return None
     value = str(value).strip()
@@ -78,7 +78,7 @@ class AgentDefinition(BaseModel):
     color: str | None = None
     max_turns: int | None = Field(default=None, alias="maxTurns", ge=1)
     permission_mode: str | None = Field(default=None, alias="permissionMode")
-    extra: dict[str, Any] = Field(default_factory=dict)  # keys we do not use, kept as found
+    extra: dict[str, object] = Field(default_factory=dict)  # keys we do not use, kept as found
     system_prompt: str = ""
     source: Path
     origin: Origin = "project"
@@ -99,12 +99,12 @@ class AgentDefinition(BaseModel):
 
     @field_validator("tools", "disallowed_tools", mode="before")
     @classmethod
-    def _tools(cls, v: Any) -> Any:
+    def _tools(cls, v: object) -> list[str] | None:
         return _split_list(v)
 
     @field_validator("model", mode="before")
     @classmethod
-    def _model(cls, v: Any) -> str:
+    def _model(cls, v: object) -> str:
         return _check_model(v) or "inherit"
 
 
@@ -117,24 +117,24 @@ class CommandDefinition(BaseModel):
     allowed_tools: list[str] | None = Field(default=None, alias="allowed-tools")
     model: str | None = None
     disable_model_invocation: bool = Field(default=False, alias="disable-model-invocation")
-    extra: dict[str, Any] = Field(default_factory=dict)
+    extra: dict[str, object] = Field(default_factory=dict)
     body: str = ""
     source: Path
     origin: Origin = "project"
 
     @field_validator("allowed_tools", mode="before")
     @classmethod
-    def _tools(cls, v: Any) -> Any:
+    def _tools(cls, v: object) -> list[str] | None:
         return _split_list(v)
 
     @field_validator("model", mode="before")
     @classmethod
-    def _model(cls, v: Any) -> str | None:
+    def _model(cls, v: object) -> str | None:
         return _check_model(v)
 
     @field_validator("argument_hint", mode="before")
     @classmethod
-    def _hint(cls, v: Any) -> Any:
+    def _hint(cls, v: object) -> object:
         # An unquoted ``argument-hint: [topic]`` is a YAML list; Claude Code shows it as text.
         return " ".join(f"[{x}]" for x in v) if isinstance(v, list) else v
 
