@@ -12,10 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from journal_agent.journal.refs import CodeRef, find_refs
 from profiling.citations import CITATION
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 _ID_COMMENT = re.compile(r"^\s*<!--\s*entry:\s*[^\s>]+\s*-->\s*$")
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*):", re.IGNORECASE)
@@ -43,7 +47,7 @@ def safe_link(url: str) -> bool:
     return scheme is None or scheme.group(1).lower() in _SAFE_SCHEMES
 
 
-def _parser() -> Any:
+def _parser() -> MarkdownIt:
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
@@ -53,10 +57,10 @@ def _parser() -> Any:
     return md
 
 
-_MD: Any = None
+_MD: MarkdownIt | None = None
 
 
-def parser() -> Any:
+def parser() -> MarkdownIt:
     global _MD
     if _MD is None:
         _MD = _parser()
@@ -79,8 +83,8 @@ def inline(text: str) -> str:
     return parser().renderInline(text)
 
 
-def _link_children(children: list[Any], refs: RefLinker, cites: CiteLinker) -> list[Any]:
-    out: list[Any] = []
+def _link_children(children: list[Token], refs: RefLinker, cites: CiteLinker) -> list[Token]:
+    out: list[Token] = []
     inside_link = 0
     for child in children:
         if child.type == "link_open":
@@ -98,7 +102,7 @@ def _link_children(children: list[Any], refs: RefLinker, cites: CiteLinker) -> l
     return out
 
 
-def _wrap_code(token: Any, refs: RefLinker) -> list[Any]:
+def _wrap_code(token: Token, refs: RefLinker) -> list[Token]:
     if not _MAYBE_REF.search(token.content):
         return [token]
     found = find_refs(f"`{token.content}`", token.map[0] if token.map else 0)
@@ -108,7 +112,7 @@ def _wrap_code(token: Any, refs: RefLinker) -> list[Any]:
     return [token] if link is None else _wrapped(link, [token])
 
 
-def _split_text(token: Any, refs: RefLinker, cites: CiteLinker) -> list[Any]:
+def _split_text(token: Token, refs: RefLinker, cites: CiteLinker) -> list[Token]:
     content = token.content
     spans: list[tuple[int, int, Link]] = []
     for match in CITATION.finditer(content):
@@ -127,7 +131,7 @@ def _split_text(token: Any, refs: RefLinker, cites: CiteLinker) -> list[Any]:
     if not spans:
         return [token]
     spans.sort(key=lambda s: s[0])
-    out: list[Any] = []
+    out: list[Token] = []
     at = 0
     for start, end, link in spans:
         if start > at:
@@ -147,7 +151,7 @@ def _locate(content: str, ref: CodeRef, pos: int) -> tuple[int, int] | None:
     return None if match is None else (match.start(), match.end())
 
 
-def _text(content: str) -> Any:
+def _text(content: str) -> Token:
     from markdown_it.token import Token
 
     token = Token("text", "", 0)
@@ -155,7 +159,7 @@ def _text(content: str) -> Any:
     return token
 
 
-def _wrapped(link: Link, inner: list[Any]) -> list[Any]:
+def _wrapped(link: Link, inner: list[Token]) -> list[Token]:
     from markdown_it.token import Token
 
     opening = Token("link_open", "a", 1)
