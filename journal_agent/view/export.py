@@ -24,7 +24,10 @@ from journal_agent.view.pages import EntryLinks, Mode, NotFound, Pages, journal_
 from journal_agent.view.site import Site, Stub, code_path, entry_path, record_path, tag_path
 
 if TYPE_CHECKING:
+    from journal_agent.journal.model import Entry
     from journal_agent.learning.ledger_summary import LedgerSummary
+    from journal_agent.view.refstate import RefState
+    from journal_agent.view.site import Summary
     from journal_agent.workspace import Workspace
 
 STATIC = Path(__file__).parent / "static"
@@ -93,7 +96,7 @@ def _write_entries(site: Site, pages: Pages, links: EntryLinks, writer: _Writer)
                 results = pool.map(_entry_pages, chunks)
     finally:
         _JOB.clear()
-    citing: dict[str, list[Any]] = defaultdict(list)
+    citing: dict[str, list[tuple[Stub, RefState]]] = defaultdict(list)
     for count, found in results:
         writer.count += count
         for target, who, state in found:
@@ -123,7 +126,7 @@ def _links(site: Site) -> EntryLinks:
     summaries = {s.id: s for s in site.summaries()}
     backlinks = site.backlink_map()
 
-    def linked(entry: Any) -> list[Any]:
+    def linked(entry: Entry) -> list[Summary]:
         return [summaries[i] for i in backlinks.get(entry.id, []) if i in summaries]
 
     if not summaries:

@@ -6,9 +6,10 @@ polls for changes and can post ratings; an exported one is read-only).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from markupsafe import Markup
@@ -27,6 +28,14 @@ from journal_agent.view.site import (
     tag_path,
 )
 
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+    from journal_agent.journal.search.related_all import Related
+    from journal_agent.view.refstate import RefState
+    from journal_agent.view.site import Stub
+    from profiling.records import MeasurementRecord
+
 _TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -36,8 +45,8 @@ class EntryLinks:
     function of the entry giving entries with .id, .title, .date), and one file cache."""
 
     files: FileCache
-    backlinks: Any
-    related: Any = None
+    backlinks: Callable[[Entry], list[Summary]]
+    related: Callable[[Entry], list[Related]] | None = None
 
 
 class NotFound(Exception):
@@ -50,7 +59,7 @@ class Mode:
     csrf: str = ""
 
 
-def environment() -> Any:
+def environment() -> Environment:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
     env = Environment(
@@ -70,9 +79,11 @@ class Pages:
         self.mode = mode
         self.env = environment()
         # An export reads each record once (a snapshot); the server at every request.
-        self._records: dict[str, tuple[bool, Any]] | None = None if mode.live else {}
+        self._records: dict[str, tuple[bool, MeasurementRecord | None]] | None = (
+            None if mode.live else {}
+        )
 
-    def _record(self, record_id: str) -> tuple[bool, Any]:
+    def _record(self, record_id: str) -> tuple[bool, MeasurementRecord | None]:
         """Whether the record exists, and its parsed contents (None when unreadable)."""
         if self._records is not None and record_id in self._records:
             return self._records[record_id]
@@ -82,7 +93,7 @@ class Pages:
             self._records[record_id] = held
         return held
 
-    def _render(self, template: str, path: str, **context: Any) -> str:
+    def _render(self, template: str, path: str, **context: object) -> str:
         base = relative(path, "")
         return self.env.get_template(template).render(
             base=base, live=self.mode.live, csrf=self.mode.csrf, page=path, **context
@@ -157,8 +168,8 @@ class Pages:
             code_path=code_path,
         )
 
-    def _citations(self, entry: Entry) -> list[tuple[str, Any]]:
-        seen: dict[str, Any] = {}
+    def _citations(self, entry: Entry) -> list[tuple[str, MeasurementRecord | None]]:
+        seen: dict[str, MeasurementRecord | None] = {}
         for cit in entry.citations:
             if cit.record_id not in seen:
                 seen[cit.record_id] = self._record(cit.record_id)[1]
@@ -166,7 +177,7 @@ class Pages:
 
     # -- code, records --------------------------------------------------------------------
 
-    def code(self, rel: str, citing: list[Any] | None = None) -> str:
+    def code(self, rel: str, citing: Sequence[tuple[Entry | Stub, RefState]] | None = None) -> str:
         """A workspace file with line numbers; the references into it with their states
         (an export passes those it collected)."""
         shown = self.site.files.read(rel)  # Refused: outside the workspace, a secret, …
