@@ -45,7 +45,7 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 class ToolCall:
     id: str
     name: str
-    input: Any
+    input: object  # the model's JSON, validated by the tool's model before use
 
 
 @dataclass(frozen=True)
