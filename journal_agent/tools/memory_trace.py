@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from journal_agent.tools._config_input import config_input_model, confined_hf_model
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.confined_paths import workspace_root
+
+if TYPE_CHECKING:
+    from profiling.records import RecordStore
 
 TRACE_TIMEOUT_S = 600
 
@@ -66,7 +70,7 @@ class MemoryTrace(Tool):
         return ToolResult(_trace(params, ctx, store))
 
 
-def _trace(params: MemoryTraceInput, ctx: ToolContext, store: object) -> str:  # type: ignore[valid-type]  # Input is a model generated at import (config_input_model), not a class statement
+def _trace(params: MemoryTraceInput, ctx: ToolContext, store: RecordStore) -> str:  # type: ignore[valid-type]  # Input is a model generated at import (config_input_model), not a class statement
     """A reference model, in this process: our own code only, under fake tensors."""
     from profiling.config import TrainingConfig
     from profiling.errors import ProfilingError

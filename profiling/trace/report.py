@@ -1,13 +1,14 @@
 """A trace's record, JSON and text, and the trace beside the estimate of the same configuration.
 
-Light: no torch. ``TraceResult`` objects are duck-typed (anything with the same attributes),
-so this module can be imported without importing ``profiling.trace.step``.
+Light: no torch. ``TraceResult`` is imported for the type checker only, so this module can be
+imported without importing ``profiling.trace.step``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from profiling.config import TrainingConfig
 from profiling.estimate.memory import Estimate, EstimateInput
 from profiling.estimate.record import estimate_categories
 from profiling.records import (
@@ -19,12 +20,16 @@ from profiling.records import (
 )
 from profiling.units import fmt_bytes, fmt_count
 
+if TYPE_CHECKING:
+    from profiling.trace.step import TraceResult
+    from profiling.trace.tracker import ModuleMemory
 
-def describe_trace_setup(cfg: Any) -> str:
+
+def describe_trace_setup(cfg: TrainingConfig) -> str:
     # A factory makes its own inputs: the length it was given (its own default, unless --seq),
     # or, when it takes none, the length it chose itself.
     shape = f"seq {cfg.seq} × batch {cfg.batch}"
-    if cfg.is_factory:
+    if cfg.is_factory and cfg.model is not None:
         from profiling.models.signature import takes_seq
 
         if not takes_seq(cfg.model):
@@ -42,7 +47,7 @@ def describe_trace_setup(cfg: Any) -> str:
     return ", ".join(parts)
 
 
-def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRecord:
+def trace_record(result: TraceResult, gpu_mem_gb: float | None = None) -> MeasurementRecord:
     cfg = result.config
     verdict = trace_verdict(result, gpu_mem_gb)
     results = [
@@ -67,7 +72,7 @@ def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRec
         Quantity(name="flops_forward", value=result.flops.forward, unit="FLOP"),
         Quantity(name="flops_backward", value=result.flops.backward, unit="FLOP"),
     ]
-    if getattr(result, "time", None) is not None:
+    if result.time is not None:
         t = result.time
         results += [
             Quantity(name="step_time", value=t.step_seconds, unit="s"),
@@ -84,7 +89,7 @@ def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRec
         software=software_versions(torch=result.torch_version),
         config={**cfg.model_dump(), "model_info": result.model_info},
         results=results,
-        steps=result.time.steps if getattr(result, "time", None) is not None else [],
+        steps=result.time.steps if result.time is not None else [],
         notes="\n".join(result.notes),
         extra={
             "phases": result.phases,
@@ -98,7 +103,7 @@ def trace_record(result: Any, gpu_mem_gb: float | None = None) -> MeasurementRec
     )
 
 
-def _printed_quantities(result: Any) -> list[Quantity]:
+def _printed_quantities(result: TraceResult) -> list[Quantity]:
     """The other numbers the text shows, so that each can be cited: the "After forward"
     column, the totals after forward and after the step, and the module table's rows."""
     fwd = result.phases.get("after_forward", {})
@@ -115,7 +120,7 @@ def _printed_quantities(result: Any) -> list[Quantity]:
     return out
 
 
-def top_modules(result: Any, modules: int = 12) -> list[tuple[str, Any]]:
+def top_modules(result: TraceResult, modules: int = 12) -> list[tuple[str, ModuleMemory]]:
     """The modules the text shows: the highest peaks first."""
     return sorted(
         result.by_module.items(),
@@ -124,7 +129,7 @@ def top_modules(result: Any, modules: int = 12) -> list[tuple[str, Any]]:
     )[:modules]
 
 
-def trace_verdict(result: Any, gpu_mem_gb: float | None) -> dict[str, Any]:
+def trace_verdict(result: TraceResult, gpu_mem_gb: float | None) -> dict[str, Any]:
     """The traced peak against a GPU size: fits, ✅ / ⚠️ / ❌ and a sentence."""
     if not gpu_mem_gb:
         return {}
@@ -142,7 +147,7 @@ def trace_verdict(result: Any, gpu_mem_gb: float | None) -> dict[str, Any]:
     }
 
 
-def trace_json(result: Any, record_id: str) -> dict[str, Any]:
+def trace_json(result: TraceResult, record_id: str) -> dict[str, object]:
     return {
         "record_id": record_id,
         "peak_bytes": result.peak_bytes,
@@ -152,7 +157,7 @@ def trace_json(result: Any, record_id: str) -> dict[str, Any]:
         "first_step_peak_bytes": result.first_step_peak_bytes,
         "first_step_peak_phase": result.first_step_peak_phase,
         "flops": result.flops.model_dump(),
-        "time": result.time.model_dump() if getattr(result, "time", None) is not None else None,
+        "time": result.time.model_dump() if result.time is not None else None,
         "after_step": result.after_step,
         "phases": result.phases,
         "by_module": {k: v.model_dump() for k, v in result.by_module.items()},
@@ -177,7 +182,7 @@ def _model_lines(info: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_trace_text(result: Any, modules: int = 12) -> str:
+def render_trace_text(result: TraceResult, modules: int = 12) -> str:
     cfg = result.config
     head = f"Traced training step: {describe_trace_setup(cfg)}"
     scope = "per rank" if cfg.fsdp else "one device"
@@ -215,7 +220,7 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
         f"FLOPs of the step: {fmt_count(result.flops.total)} "
         f"(forward {fmt_count(result.flops.forward)}, backward {fmt_count(result.flops.backward)})",
     ]
-    if getattr(result, "time", None) is not None:
+    if result.time is not None:
         from profiling.estimate.step_time import render_time
 
         lines += render_time(result.time)
@@ -235,7 +240,7 @@ def render_trace_text(result: Any, modules: int = 12) -> str:
 # --------------------------------------------------------------------- side by side
 
 
-def trace_config_for_estimate(est: Estimate) -> Any:
+def trace_config_for_estimate(est: Estimate) -> TrainingConfig:
     """The traced twin of an estimate: the same configuration, checked for what a trace runs.
 
     Raises ProfilingError for what a trace cannot reproduce (LoRA, tensor parallelism, 8-bit or
@@ -252,7 +257,7 @@ def trace_config_for_estimate(est: Estimate) -> Any:
     return est.inputs
 
 
-def estimate_input_for_trace(cfg: Any, gpu_mem_gb: float | None = None) -> EstimateInput:
+def estimate_input_for_trace(cfg: TrainingConfig, gpu_mem_gb: float | None = None) -> EstimateInput:
     """The estimate that describes the same step as a trace configuration: the same one."""
     from profiling.errors import ProfilingError
 
@@ -263,7 +268,7 @@ def estimate_input_for_trace(cfg: Any, gpu_mem_gb: float | None = None) -> Estim
     return cfg
 
 
-def _why(est: Estimate, cfg: Any) -> dict[str, str]:
+def _why(est: Estimate, cfg: TrainingConfig) -> dict[str, str]:
     """What still differs between estimate and trace of the same configuration, and why."""
     why = {
         "parameters": "the same weights in the same dtype on both sides",
@@ -289,7 +294,7 @@ def _why(est: Estimate, cfg: Any) -> dict[str, str]:
     return why
 
 
-def compare(est: Estimate, result: Any) -> dict[str, Any]:
+def compare(est: Estimate, result: TraceResult) -> dict[str, Any]:
     """Rows of (category, estimated, traced, ratio, why), model states, and the two peaks."""
     cfg = result.config
     e = estimate_categories(est)
@@ -311,7 +316,7 @@ def compare(est: Estimate, result: Any) -> dict[str, Any]:
     states = ("parameters", "gradients", "optimizer")
     est_states = sum(e.get(c, 0) for c in states)
     tr_states = sum(traced.get(c, 0) for c in states)
-    phase = getattr(result, "peak_phase", "?").replace("_", " ")
+    phase = result.peak_phase.replace("_", " ")
     return {
         "rows": rows,
         "model_states": {

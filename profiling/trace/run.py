@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
+
+from profiling.records import MeasurementRecord, RecordStore
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+    from profiling.estimate.run import EstimateRun
 
 
 class TraceRun(BaseModel):
@@ -19,10 +25,12 @@ class TraceRun(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    result: Any  # profiling.trace.step.TraceResult
-    record: Any  # profiling.records.MeasurementRecord
+    # profiling.trace.step.TraceResult: pydantic needs the class at run time, and importing it
+    # here would import torch with this light module.
+    result: Any
+    record: MeasurementRecord
     payload: dict[str, Any]  # the --json output
-    estimate_record: Any = None
+    estimate_record: MeasurementRecord | None = None
     comparison: dict[str, Any] | None = None
 
     def text(self) -> str:
@@ -54,13 +62,13 @@ class TraceRun(BaseModel):
         return "\n".join(lines)
 
 
-def _cite_line(record: Any) -> str:
+def _cite_line(record: MeasurementRecord) -> str:
     return f"record: {record.id}  (cite as {record.citation()})"
 
 
 def trace_and_record(
-    config: Any,
-    store: Any,
+    config: TrainingConfig,
+    store: RecordStore,
     *,
     compare_estimate: bool = False,
     module_depth: int = 2,
@@ -132,8 +140,8 @@ def trace_and_record(
 
 
 def trace_beside_estimate(
-    run: Any, store: Any, *, progress: Callable[[str], None] | None = None
-) -> Any:
+    run: EstimateRun, store: RecordStore, *, progress: Callable[[str], None] | None = None
+) -> EstimateRun:
     """Trace the step an :class:`~profiling.estimate.run.EstimateRun` estimated, save the
     trace's record in ``store``, and put the trace and the comparison in ``run`` (its payload
     too). Raises ProfilingError for what a trace cannot reproduce, before tracing."""
