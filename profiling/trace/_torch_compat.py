@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
 MEMTRACKER_INTERNALS = (
     "_track",
@@ -71,14 +74,14 @@ def torch_version(version: str | None = None) -> tuple[int, int]:
     return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
-def active_fake_mode() -> Any:
+def active_fake_mode() -> FakeTensorMode | None:
     """The ``FakeTensorMode`` active now, or None (``torch._guards``, 2.1 and later)."""
     from torch._guards import active_fake_mode as active
 
     return active()
 
 
-def entry_fake_mode(tracker: Any) -> Any:
+def entry_fake_mode(tracker: object) -> object:
     """The fake mode recorded when ``tracker`` was entered (ours, set by the tracker's mixin;
     upstream's own attribute only where torch has it)."""
     mine = getattr(tracker, "entry_fake_mode", None)
@@ -87,7 +90,7 @@ def entry_fake_mode(tracker: Any) -> Any:
     return getattr(tracker, "_fake_mode_on_entry", None)
 
 
-def missing_memtracker_internals(cls: Any | None = None) -> list[str]:
+def missing_memtracker_internals(cls: type | None = None) -> list[str]:
     """The private ``MemTracker`` members the trace needs that ``cls`` (default: this torch's
     ``MemTracker``) lacks; [] when every one is there."""
     if cls is None:
