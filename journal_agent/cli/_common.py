@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -71,7 +71,7 @@ def visible(text: str) -> str:
     return _UNSHOWN.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
-def print_json(data: Any) -> None:
+def print_json(data: object) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 

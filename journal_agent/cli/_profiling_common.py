@@ -13,6 +13,8 @@ from journal_agent.cli._common import open_workspace, resolve_root
 from journal_agent.paths import records_dir_for_saving
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from profiling.records import MeasurementRecord, RecordStore
 
 PlotOption = Annotated[
@@ -52,7 +54,7 @@ def invocation() -> str:
     return redact_secrets("journal-agent " + shlex.join(INVOCATION))
 
 
-def _console() -> Any:
+def _console() -> Console:
     from rich.console import Console
 
     console = Console(highlight=False)

@@ -9,7 +9,7 @@ inside the commands (``profiling.trace.step`` imports torch); the modules import
 from __future__ import annotations
 
 import contextlib
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,10 +28,17 @@ from journal_agent.cli._profiling_common import (
 )
 from journal_agent.errors import UserError
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from profiling.estimate.memory import Estimate
+    from profiling.estimate.run import EstimateRun
+    from profiling.records import MeasurementRecord
+
 # --------------------------------------------------------------------- estimate
 
 
-def _estimate_table(est: Any) -> Any:
+def _estimate_table(est: Estimate) -> Table:
     from rich.table import Table
 
     from profiling.estimate.memory import describe_setup, verdict
@@ -55,7 +62,7 @@ def _estimate_table(est: Any) -> Any:
     return table
 
 
-def _print_estimate(est: Any) -> None:
+def _print_estimate(est: Estimate) -> None:
     from profiling.estimate.memory import moment_lines, time_lines
     from profiling.units import fmt_bytes
 
@@ -123,7 +130,7 @@ def estimate_command(
     _print_run(run)
 
 
-def _print_run(run: Any) -> None:
+def _print_run(run: EstimateRun) -> None:
     _print_estimate(run.estimate)
     _print_record_line(run.record.id)
     if run.comparison is not None:
@@ -147,7 +154,7 @@ measurements_app = typer.Typer(
 app.add_typer(measurements_app, name="measurements")
 
 
-def _headline(record: Any) -> str:
+def _headline(record: MeasurementRecord) -> str:
     from profiling.units import fmt_bytes
 
     for name in ("per_gpu_total", "peak"):
@@ -174,7 +181,7 @@ def measurements_list(
         raise typer.Exit(1)
 
 
-def _list_records(records: list[Any], as_json: bool) -> None:
+def _list_records(records: list[MeasurementRecord], as_json: bool) -> None:
     if as_json:
         print_json(
             [
