@@ -53,11 +53,14 @@ def test_a_referenced_file_grown_past_the_bound_is_not_read_whole(tmp_path):
     assert "too large to be source" in said, said
     with (root / "train.py").open("r+b") as f:
         f.truncate(1 << 30)
+    # The child's own peak, VmHWM of its address space: getrusage's ru_maxrss survives exec, so
+    # a child of a big pytest worker (torch and transformers loaded) would report the worker's.
     code = (
-        "import resource, sys\n"
+        "import re, sys\n"
         "from journal_agent.capture.status import refresh\n"
         "refresh(sys.argv[1])\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "status = open('/proc/self/status').read()\n"
+        "print(re.search(r'VmHWM:\\s+(\\d+) kB', status).group(1))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=300

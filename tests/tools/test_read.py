@@ -228,17 +228,20 @@ def test_schema_is_claude_codes_apart_from_descriptions(tool) -> None:
 
 BIG_FILE_SCRIPT = textwrap.dedent(
     """
-    import json, resource, sys
+    import json, re, sys
     from pathlib import Path
     from journal_agent.tools.base import ToolContext
     from journal_agent.tools.read import Read
 
+    def hwm_kb():  # this process's own peak (ru_maxrss survives exec: it holds the parent's)
+        return int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
+
     root, name, offset = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     ctx = ToolContext(root=root)
     Read().call(ctx, {"file_path": "warmup.txt"})  # imports and first-use costs
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = hwm_kb()
     result = Read().call(ctx, {"file_path": name, "offset": offset})
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = hwm_kb()
     print(json.dumps({"growth_kb": after - before, "head": result.content[:200],
                       "tail": result.content[-200:], "error": result.is_error}))
     """
