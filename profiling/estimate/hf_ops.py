@@ -46,6 +46,7 @@ from typing import Any
 
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
 from profiling.estimate.activations import _norms as _layer_norms
+from profiling.estimate.variants import gated_mlp
 
 _LLAMA_NORM = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3"})
 _FP32_NORM = frozenset({"olmo2", "gemma", "gemma2"})
@@ -269,15 +270,7 @@ def _block(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
         )
     )
     terms += _attention(d, e, cfg, q)
-    name = "GeGLU" if x.get("mlp") == "geglu" else "SwiGLU"
-    terms.append(
-        Term(
-            f"MLP ({name}: gate, activation, up, product)",
-            T * 4 * d.f * e.c,
-            f"s·b·4f·{e.c} B",
-            f"{tok}·4·{d.f}·{e.c}",
-        )
-    )
+    terms.append(gated_mlp(d, e))
     return terms
 
 

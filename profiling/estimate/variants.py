@@ -70,16 +70,20 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     if moe:
         terms += _experts(d, e)
     else:
-        name = "GeGLU" if x.get("mlp") == "geglu" else "SwiGLU"
-        terms.append(
-            Term(
-                f"MLP ({name}: gate, activation, up, product)",
-                T * 4 * d.f * e.c,
-                f"s·b·4f·{e.c} B",
-                f"{tok}·4·{d.f}·{e.c}",
-            )
-        )
+        terms.append(gated_mlp(d, e))
     return terms
+
+
+def gated_mlp(d: Dims, e: Bytes) -> Term:
+    """A gated MLP's saved tensors (SwiGLU, or GeGLU as Gemma has it): gate, activation, up and
+    their product, each s·b·f elements; the same in our blocks and in transformers' modules."""
+    name = "GeGLU" if d.extra.get("mlp") == "geglu" else "SwiGLU"
+    return Term(
+        f"MLP ({name}: gate, activation, up, product)",
+        d.s * d.b * 4 * d.f * e.c,
+        f"s·b·4f·{e.c} B",
+        f"{d.s}·{d.b}·4·{d.f}·{e.c}",
+    )
 
 
 def _norms(d: Dims, e: Bytes, cfg: Any, n: int) -> Term:
