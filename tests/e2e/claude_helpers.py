@@ -37,6 +37,28 @@ def claude_clis() -> list[tuple[str, str]]:
     return sorted(found.items())
 
 
+def user_clone(dest: Path) -> Path:
+    """A copy of the plugin as a user's clone holds it: the files git tracks (and new ones it
+    does not ignore), without this checkout's .venv, .ci/node* or caches. `claude plugin
+    install` copies the whole marketplace directory into the home; from the checkout itself
+    that is gigabytes per install (torch in .venv, two Claude Code binaries), which filled
+    CI's disk (ENOSPC)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = REPO / name
+        if not source.is_file():  # deleted in the work tree but not yet in the index
+            continue
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+    return dest
+
+
 needs_claude = pytest.mark.skipif(
     CLAUDE is None,
     reason="Claude Code CLI `claude` not on PATH (npm install -g @anthropic-ai/claude-code)",

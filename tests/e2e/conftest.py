@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from journal_agent.testing import ScriptedModel
-from tests.e2e.claude_helpers import REPO, ClaudeRun, run_claude
+from tests.e2e.claude_helpers import REPO, ClaudeRun, run_claude, user_clone
 
 
 @pytest.fixture(autouse=True)
@@ -18,6 +18,12 @@ def _no_real_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Claude Code gets only the scripted endpoint and a dummy key (see claude_env)."""
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def plugin_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The plugin as a user's clone holds it, to install from a marketplace (see user_clone)."""
+    return user_clone(tmp_path_factory.mktemp("clone") / "journal-agent")
 
 
 @pytest.fixture

@@ -46,14 +46,14 @@ def _journal_agent_installed() -> None:
         pytest.skip(f"the journal-agent console script is not installed in {VENV_BIN}")
 
 
-def test_marketplace_install_and_details_list_our_components(claude_print):
+def test_marketplace_install_and_details_list_our_components(claude_print, plugin_clone):
     home, project = claude_print.home, claude_print.project
 
-    added = run_claude(["plugin", "marketplace", "add", str(REPO)], cwd=project, home=home)
+    added = run_claude(["plugin", "marketplace", "add", str(plugin_clone)], cwd=project, home=home)
     assert added.returncode == 0, added.stdout + added.stderr
     assert "Successfully added marketplace: journal-agent" in added.stdout
 
-    # Claude Code copies the whole plugin directory (in a checkout: .venv and .ci/node too).
+    # Claude Code copies the whole marketplace directory into the home.
     installed = run_claude(
         ["plugin", "install", "journal-agent@journal-agent"], cwd=project, home=home, timeout=300
     )

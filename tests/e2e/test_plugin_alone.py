@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from journal_agent.testing import ScriptedModel, reply
-from tests.e2e.claude_helpers import REPO, claude_clis, run_claude, texts, tool_results
+from tests.e2e.claude_helpers import claude_clis, run_claude, texts, tool_results
 from tests.e2e.test_claude_code import ESTIMATE, _estimate_flow
 
 CLIS = claude_clis()
@@ -43,19 +43,21 @@ def _user_machine(tmp_path: Path, python: str) -> tuple[Path, Path, dict[str, st
     return home, Path(os.path.realpath(project)), env
 
 
-def _install(binary: str, home: Path, project: Path, env: dict[str, str]) -> None:
-    for args in (["marketplace", "add", str(REPO)], ["install", "journal-agent@journal-agent"]):
-        # Claude Code copies the whole plugin directory (in a checkout: .venv and .ci/node too).
+def _install(binary: str, home: Path, project: Path, env: dict[str, str], clone: Path) -> None:
+    for args in (["marketplace", "add", str(clone)], ["install", "journal-agent@journal-agent"]):
+        # Claude Code copies the whole marketplace directory into the home.
         done = run_claude(
             ["plugin", *args], cwd=project, home=home, binary=binary, env=env, timeout=300
         )
         assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_installed_plugin_runs_its_mcp_tools_without_journal_agent_on_path(cli, tmp_path):
+def test_the_installed_plugin_runs_its_mcp_tools_without_journal_agent_on_path(
+    cli, tmp_path, plugin_clone
+):
     version, cli_binary = cli
     home, project, env = _user_machine(tmp_path, sys.executable)  # a Python with the package
-    _install(cli_binary, home, project, env)
+    _install(cli_binary, home, project, env, plugin_clone)
     # Claude Code starts every server for its health check: ours, through the launcher.
     listed = run_claude(["mcp", "list"], cwd=project, home=home, binary=cli_binary, env=env)
     assert "bin/journal-agent-launch mcp - ✔ Connected" in listed.stdout, listed.stdout
@@ -81,10 +83,10 @@ def test_the_installed_plugin_runs_its_mcp_tools_without_journal_agent_on_path(c
     assert list((project / ".journal" / "measurements").glob("est-*.json"))
 
 
-def test_with_nothing_installed_session_start_says_what_is_happening(cli, tmp_path):
+def test_with_nothing_installed_session_start_says_what_is_happening(cli, tmp_path, plugin_clone):
     cli_binary = cli[1]
     home, project, env = _user_machine(tmp_path, "/usr/bin/python3")  # no journal_agent there
-    _install(cli_binary, home, project, env)
+    _install(cli_binary, home, project, env, plugin_clone)
     data = next((home / ".claude" / "plugins" / "data").glob("journal-agent*"), None)
     if data is None:  # created by Claude Code before the first hook runs
         data = home / ".claude" / "plugins" / "data" / "journal-agent-journal-agent"
@@ -115,7 +117,9 @@ def _python_with_torch_but_not_the_package(tmp_path: Path) -> Path:
     return python
 
 
-def test_the_plugin_prepares_its_own_environment_reusing_torch_and_then_runs_from_it(tmp_path):
+def test_the_plugin_prepares_its_own_environment_reusing_torch_and_then_runs_from_it(
+    tmp_path, plugin_clone
+):
     """The whole first-use path, as a user meets it: no `journal-agent` anywhere, a `python3`
     with torch. The first session is told the tools are being installed; meanwhile the plugin's
     launcher builds `${CLAUDE_PLUGIN_DATA}/venv` in the background (pip from the registry, the
@@ -125,7 +129,7 @@ def test_the_plugin_prepares_its_own_environment_reusing_torch_and_then_runs_fro
     cli_binary = CLIS[0][1]
     python = _python_with_torch_but_not_the_package(tmp_path)
     home, project, env = _user_machine(tmp_path, str(python))
-    _install(cli_binary, home, project, env)
+    _install(cli_binary, home, project, env, plugin_clone)
     told = "journal-agent: its tools are being installed into the plugin's own environment"
 
     first = _say_hi(cli_binary, home, project, env)
