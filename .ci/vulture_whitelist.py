@@ -25,6 +25,8 @@ closure  # torch.optim.Optimizer.step(closure) signature (profiling/trace/master
 outputs  # profiling/trace/tracker.py
 mfu  # profiling/config.py: a configuration field (the time estimate reads it)
 scan_truncated  # journal_agent/tools/sandbox/view.py: a field of the sandbox view
+ram_bytes  # profiling/measure/devices.py: a HostInfo key (read by name, shown by `gpu`)
+published_params  # profiling/models/hf_config.py: a catalogue entry's key (its tests read it)
 utilization_memory_pct  # profiling/measure/devices.py: fields of DeviceInfo / readings, in --json
 peak_active
 nvml_reserved

@@ -96,11 +96,14 @@ def new_record_id(kind: Kind | str) -> str:
     return f"{prefix}-{secrets.token_hex(4)}"
 
 
-def software_versions(**extra: str) -> dict[str, Any]:
+def software_versions(**extra: str) -> dict[str, str | None]:
     """Python and profiling versions, plus torch if it is already imported (never imports it)."""
     from profiling import __version__
 
-    versions: dict[str, Any] = {"python": platform.python_version(), "profiling": __version__}
+    versions: dict[str, str | None] = {
+        "python": platform.python_version(),
+        "profiling": __version__,
+    }
     torch = sys.modules.get("torch")
     if torch is not None:
         versions["torch"] = getattr(torch, "__version__", "unknown")
@@ -108,7 +111,7 @@ def software_versions(**extra: str) -> dict[str, Any]:
     return versions
 
 
-def host_device() -> dict[str, Any]:
+def host_device() -> dict[str, str | int | None]:
     """A description of the machine the record was made on (no GPU query: that is ``measured``)."""
     return {
         "host": platform.node(),

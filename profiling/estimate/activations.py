@@ -36,9 +36,12 @@ No torch here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profiling.units import fmt_count
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
 
 
 @dataclass
@@ -108,11 +111,11 @@ class Bytes:
         return cls(r=r, c=c, amp=amp, rope=2 if precision in ("mixed", "bf16") else 4)
 
 
-def _cuda(cfg: Any) -> bool:
+def _cuda(cfg: TrainingConfig) -> bool:
     return getattr(cfg, "target", "cuda") == "cuda"
 
 
-def _norms(d: Dims, e: Bytes, cfg: Any) -> Term:
+def _norms(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
     """The block's two norms: what each keeps for backward on the target device."""
     sb, h, tok = d.s * d.b, d.h, f"{d.s}·{d.b}"
     if d.arch == "gpt2" and _cuda(cfg):
@@ -144,7 +147,7 @@ def _norms(d: Dims, e: Bytes, cfg: Any) -> Term:
     )
 
 
-def _lse(d: Dims, e: Bytes, cfg: Any) -> tuple[int, str]:
+def _lse(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
     """Bytes of the attention's fp32 logsumexp, and its formula: b·a·s, or on CUDA in fp32
     (the memory-efficient kernel) b·a·⌈s/32⌉·32."""
     if _cuda(cfg) and e.c == 4:
@@ -153,7 +156,7 @@ def _lse(d: Dims, e: Bytes, cfg: Any) -> tuple[int, str]:
     return 4 * d.a * d.s * d.b, f"4·{d.a}·{d.s}·{d.b}"
 
 
-def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """One transformer block's saved activations, by op family (tensor-parallel split: TP=1)."""
     sb, h, k, f = d.s * d.b, d.h, d.k, d.f
     terms: list[Term] = [_norms(d, e, cfg)]
@@ -217,7 +220,7 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     return terms
 
 
-def attention_extras(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def attention_extras(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     terms: list[Term] = []
     sb = d.s * d.b
     if cfg.attention == "eager" and cfg.checkpointing != "selective":
@@ -253,7 +256,7 @@ def attention_extras(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     return terms
 
 
-def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: Any) -> list[Term]:
+def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
     """The final norm, the loss's fp32 log-probabilities, RoPE tables, autocast weight copies."""
     sb, h = d.s * d.b, d.h
     terms: list[Term] = []

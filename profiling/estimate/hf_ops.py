@@ -42,11 +42,14 @@ estimates them. No torch here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
 from profiling.estimate.activations import _norms as _layer_norms
 from profiling.estimate.variants import gated_mlp
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
 
 _LLAMA_NORM = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3"})
 _FP32_NORM = frozenset({"olmo2", "gemma", "gemma2"})
@@ -56,7 +59,7 @@ def _module(d: Dims) -> str:
     return str(d.extra["hf_module"])
 
 
-def eager(d: Dims, cfg: Any) -> bool:
+def eager(d: Dims, cfg: TrainingConfig) -> bool:
     from profiling.models.implementation import EAGER_ONLY
 
     return cfg.attention == "eager" or _module(d) in EAGER_ONLY
@@ -123,7 +126,7 @@ def _windowed(d: Dims) -> int:
     return d.L if d.extra.get("sliding_layers") != "alternate" else (d.L + 1) // 2
 
 
-def _attention(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
+def _attention(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> list[Term]:
     T, tok, c = d.s * d.b, f"{d.s}·{d.b}", e.c
     if eager(d, cfg):
         tanh = c if d.extra.get("attn_softcap") else 0
@@ -172,7 +175,7 @@ def _attention(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
     return terms
 
 
-def _window(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
+def _window(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> list[Term]:
     """transformers' mask for windowed layers: grouped heads expanded, the mask kept."""
     n = _windowed(d)
     if not n or eager(d, cfg):
@@ -209,7 +212,7 @@ def _window(d: Dims, e: Bytes, cfg: Any, q: int) -> list[Term]:
 _RESIDUAL_DROPOUT = frozenset({"gpt2", "phi3"})
 
 
-def _dropout(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def _dropout(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """Masks of ``--dropout``: the two residual branches (GPT-2, Phi-3) and, in eager attention,
     the probabilities (whose dropped copy then replaces the 16-bit copy as the matmul's input:
     only the mask is more). SDPA drops inside its kernel: on CUDA only an RNG state is kept."""
@@ -246,12 +249,12 @@ def _dropout(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     return terms
 
 
-def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """One block of transformers' module: what it keeps for backward (TP=1)."""
     return _block(d, e, cfg) + _dropout(d, e, cfg)
 
 
-def _block(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def _block(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     if d.arch == "gpt2":
         return _gpt2_layer(d, e, cfg)
     x, tok, T = d.extra, f"{d.s}·{d.b}", d.s * d.b
@@ -274,7 +277,7 @@ def _block(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     return terms
 
 
-def _gpt2_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def _gpt2_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     T, tok, h, c = d.s * d.b, f"{d.s}·{d.b}", d.h, e.c
     lse, lse_sub = _lse(d, e, cfg)
     terms = [_layer_norms(d, e, cfg)]  # nn.LayerNorm: the kernels our blocks' run
@@ -306,7 +309,7 @@ def _gpt2_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     return terms
 
 
-def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: Any) -> list[Term]:
+def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
     """The final norm, RoPE's tables, the loss's log-probabilities and shifted labels, Gemma 2's
     soft-capped logits, windowed layers' masks, autocast's weight copies."""
     from profiling.estimate.activations import once_per_model as reference_once
@@ -369,7 +372,7 @@ def _shifted_labels(d: Dims) -> Term:
     )
 
 
-def assumption(d: Dims, cfg: Any) -> str:
+def assumption(d: Dims, cfg: TrainingConfig) -> str:
     """The implementation the activations describe, for the record's notes."""
     attention = "eager" if eager(d, cfg) else "sdpa"
     text = (

@@ -25,9 +25,12 @@ No torch here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
 
 NF4_BLOCK = 64
 NESTED_BLOCK = 256
@@ -45,17 +48,17 @@ def nf4_base_bytes(layer_numels: list[int], layers: int) -> int:
     return layers * sum(nf4_bytes(n) for n in layer_numels) + SHARED_MAP_BYTES
 
 
-def adapter_bytes(cfg: Any) -> int:
+def adapter_bytes(cfg: TrainingConfig) -> int:
     """The adapters' element size: fp32 (PeftModel's cast), bf16 under pure bf16."""
     return 2 if cfg.precision == "bf16" else 4
 
 
-def _compute(cfg: Any, e: Bytes) -> int:
+def _compute(cfg: TrainingConfig, e: Bytes) -> int:
     """The dtype the adapters' matmuls run in: autocast's 16 bits, else their own."""
     return 2 if e.amp else adapter_bytes(cfg)
 
 
-def _unfused_norms(d: Dims, cfg: Any) -> bool:
+def _unfused_norms(d: Dims, cfg: TrainingConfig) -> bool:
     """Whether the norms are ops that keep their normalized output for the weight's gradient:
     the CPU's, and transformers' RMSNorm (eager ops in fp32) on either target."""
     return getattr(cfg, "target", "cuda") == "cpu" or bool(d.extra.get("hf_module"))
@@ -67,7 +70,7 @@ def _normalized_bytes(d: Dims, e: Bytes) -> int:
     return e.r if d.extra.get("hf_module") else 4
 
 
-def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """What LoRA changes in one block's saved activations (added to full training's)."""
     sb, tok, h, f, r = d.s * d.b, f"{d.s}·{d.b}", d.h, d.f, int(cfg.lora_rank or 0)
     q = d.a * d.hd
@@ -105,7 +108,7 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     return terms
 
 
-def once_per_model(d: Dims, e: Bytes, cfg: Any, adapters: int) -> list[Term]:
+def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> list[Term]:
     """What LoRA changes once per model: the first block's inputs, the frozen LM head's input,
     autocast's copies of the adapters. With full checkpointing the blocks keep only their
     inputs, so only the LM head's changes."""

@@ -24,10 +24,13 @@ which this does not model: the note says so. No torch here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda
 from profiling.estimate.variants import _experts, _norms
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
 
 
 def _dims(d: Dims) -> dict[str, int]:
@@ -53,7 +56,7 @@ def _mlp_inputs(d: Dims, e: Bytes, dense: bool) -> int:
     return 2 if dense else 1 + (2 if _dims(d)["shared"] else 0)
 
 
-def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     m = _dims(d)
     T, tok, H, h = d.s * d.b, f"{d.s}·{d.b}", d.a, d.h
     qk, r, p, ql = m["nope"] + m["rope"], m["rank"], m["rope"], m["q_rank"]
@@ -93,7 +96,7 @@ def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
     return terms + _moe_mlp(d, e)
 
 
-def once_per_model(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """The dense first layers' MLP in place of the experts; RoPE's tables of the rotary part."""
     m = _dims(d)
     T = d.s * d.b

@@ -18,13 +18,16 @@ or plain fp32 for fp32 training). No torch here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from profiling.estimate.step_time import StepTime, step_time
 from profiling.records import Step
 from profiling.units import fmt_count
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
 
 
 class TimeEstimate(BaseModel):
@@ -36,7 +39,9 @@ class TimeEstimate(BaseModel):
     time: StepTime | None  # with --gpu: step time, tokens/s, time for --tokens
 
 
-def step_flops(cfg: Any, shape: dict[str, Any]) -> tuple[float, float, list[Step]] | None:
+def step_flops(
+    cfg: TrainingConfig, shape: dict[str, Any]
+) -> tuple[float, float, list[Step]] | None:
     """(forward, backward, steps) FLOPs of one step on one micro-batch, or None without a shape."""
     m, L, h = shape.get("matmul_weights"), shape.get("layers"), shape.get("hidden")
     if not (m and L and h):
@@ -115,7 +120,7 @@ def _last_width(shape: dict[str, Any]) -> int:
     return int(shape.get("ffn") or 4 * shape["hidden"])
 
 
-def time_estimate(cfg: Any, shape: dict[str, Any]) -> TimeEstimate | None:
+def time_estimate(cfg: TrainingConfig, shape: dict[str, Any]) -> TimeEstimate | None:
     counted = step_flops(cfg, shape)
     if counted is None:
         return None

@@ -29,12 +29,15 @@ Under autocast the weighted expert outputs are fp32 (the slot weights are). No t
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
 
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
 
-def per_layer(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """One variant block's saved activations (tensor-parallel split: TP=1)."""
     x = d.extra
     T, h, k, _a = d.s * d.b, d.h, d.k, d.a
@@ -86,7 +89,7 @@ def gated_mlp(d: Dims, e: Bytes) -> Term:
     )
 
 
-def _norms(d: Dims, e: Bytes, cfg: Any, n: int) -> Term:
+def _norms(d: Dims, e: Bytes, cfg: TrainingConfig, n: int) -> Term:
     h, tok = d.h, f"{d.s}·{d.b}"
     if _cuda(cfg):
         # Norms of the residual stream keep it (residual dtype); norms after a sublayer (OLMo 2,
@@ -107,7 +110,7 @@ def _norms(d: Dims, e: Bytes, cfg: Any, n: int) -> Term:
     )
 
 
-def _qk_norms(d: Dims, e: Bytes, cfg: Any, q: int, qk: str) -> Term:
+def _qk_norms(d: Dims, e: Bytes, cfg: TrainingConfig, q: int, qk: str) -> Term:
     """q and k normalized per head (rows: the heads) or over their whole width (one row)."""
     k, tok = d.k, f"{d.s}·{d.b}"
     rows = d.a + int(d.extra.get("kv_heads") or d.a) if qk == "head" else 2
@@ -181,7 +184,7 @@ def _window_cuda(d: Dims, e: Bytes, n: int, w: int) -> list[Term]:
     return terms
 
 
-def once_per_model(d: Dims, e: Bytes, cfg: Any) -> list[Term]:
+def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """Gemma 2's soft-capped logits; a sliding window's mask."""
     x = d.extra
     terms = []

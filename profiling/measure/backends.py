@@ -22,12 +22,15 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
 from profiling.measure import devices
 from profiling.measure.devices import NoGpu, nvml
+
+if TYPE_CHECKING:
+    from profiling.measure.live_tensors import LiveTensors
 
 Kind = Literal["cpu", "cuda"]
 
@@ -78,7 +81,7 @@ class RawReading:
     rss: int | None = None
     total: int | None = None
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> dict[str, Any]:  # keyword arguments of Reading and its subclasses
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
@@ -89,7 +92,7 @@ class Backend:
 
     def __init__(self) -> None:
         self.label = "cpu"
-        self._live: Any = None
+        self._live: LiveTensors | None = None
         self._total: int | None = None
 
     # memory
@@ -147,15 +150,25 @@ class Backend:
     def range_pop(self) -> None:
         pass
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         host = devices.host_info()
-        return {"kind": "cpu", "label": self.label, "name": host["cpu"], **host}
+        return {"kind": "cpu", "label": self.label, "name": host.get("cpu"), **host}
 
     def is_oom(self, exc: BaseException) -> bool:
         # The CPU allocator raises a RuntimeError with this text (c10's DefaultCPUAllocator).
         return isinstance(exc, MemoryError) or (
             isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)
         )
+
+
+class NvmlSample(TypedDict):
+    """One NVML sample of a GPU; None where the device or driver does not say."""
+
+    used: int | None
+    total: int | None
+    reserved: int | None  # by the driver (memory info v2 only)
+    util: int | None  # percent of time a kernel ran
+    process_used: int | None  # this process's bytes (read every ``process_every``-th sample)
 
 
 class NvmlSampler:
@@ -167,11 +180,11 @@ class NvmlSampler:
     :meth:`start`, which takes the first sample itself so that a reading never lacks one.
     """
 
-    def __init__(self, handle: Any, interval: float = 0.05, process_every: int = 10) -> None:
+    def __init__(self, handle: object, interval: float = 0.05, process_every: int = 10) -> None:
         self.handle = handle
         self.interval = interval
         self.process_every = process_every
-        self.latest: dict[str, Any] = {}
+        self.latest: NvmlSample | None = None
         self.max_used = 0
         self.samples = 0
         self._stop = threading.Event()
@@ -180,12 +193,12 @@ class NvmlSampler:
     def sample(self) -> None:
         mem = devices._memory_v2(devices._pynvml(), self.handle)
         util = nvml("nvmlDeviceGetUtilizationRates", self.handle)
-        out = {
+        out: NvmlSample = {
             "used": getattr(mem, "used", None),
             "total": getattr(mem, "total", None),
             "reserved": getattr(mem, "reserved", None),
             "util": getattr(util, "gpu", None),
-            "process_used": self.latest.get("process_used"),
+            "process_used": self.latest["process_used"] if self.latest else None,
         }
         if self.samples % self.process_every == 0:
             pid = os.getpid()
@@ -289,11 +302,13 @@ class CudaBackend(Backend):
         if self.sampler is None:
             return
         latest = self.sampler.latest  # the sampler thread's newest: no NVML call here
-        reading.nvml_used = latest.get("used")
-        reading.nvml_total = reading.total = latest.get("total")
-        reading.nvml_reserved = latest.get("reserved")
-        reading.gpu_util_pct = latest.get("util")
-        reading.process_used = latest.get("process_used")
+        if latest is None:
+            return
+        reading.nvml_used = latest["used"]
+        reading.nvml_total = reading.total = latest["total"]
+        reading.nvml_reserved = latest["reserved"]
+        reading.gpu_util_pct = latest["util"]
+        reading.process_used = latest["process_used"]
 
     def mark(self) -> Any:
         event = self.cuda.Event(enable_timing=True)
@@ -316,9 +331,9 @@ class CudaBackend(Backend):
     def range_pop(self) -> None:
         self.cuda.nvtx.range_pop()
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         props = self.cuda.get_device_properties(self.index)
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "kind": "cuda",
             "label": self.label,
             "index": self.index,

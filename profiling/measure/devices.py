@@ -22,14 +22,26 @@ import importlib.metadata
 import os
 import platform
 import threading
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
+
+if TYPE_CHECKING:
+    import psutil
 
 # ----------------------------------------------------------------------------- NVML
 
 _NVML_LOCK = threading.Lock()
-_nvml_state: dict[str, Any] = {"ready": False, "error": None}
+
+
+class _NvmlState(TypedDict):
+    ready: bool  # initialised (and not shut down since)
+    error: str | None  # why NVML cannot be used here, once known
+
+
+_nvml_state: _NvmlState = {"ready": False, "error": None}
 
 
 class NoGpu(Exception):
@@ -46,14 +58,14 @@ _NO_DRIVER = (
 )
 
 
-def _pynvml() -> Any:
+def _pynvml() -> ModuleType:
     """The edge to nvidia-ml-py (tests replace what this returns)."""
     import pynvml
 
     return pynvml
 
 
-def _nvml_error_sentence(exc: BaseException, pynvml: Any) -> str:
+def _nvml_error_sentence(exc: BaseException, pynvml: ModuleType) -> str:
     if isinstance(exc, getattr(pynvml, "NVMLError_LibraryNotFound", ())):
         return _NO_LIBRARY
     if isinstance(exc, getattr(pynvml, "NVMLError_DriverNotLoaded", ())):
@@ -77,7 +89,7 @@ def nvml_reset() -> None:
     _nvml_state["error"] = None
 
 
-def _nvml_init() -> Any:
+def _nvml_init() -> ModuleType:
     """pynvml, initialised once; :class:`NoGpu` with the sentence when it cannot be."""
     with _NVML_LOCK:
         if _nvml_state["error"] is not None:
@@ -101,7 +113,7 @@ def _nvml_init() -> Any:
         return pynvml
 
 
-def nvml(name: str, *args: Any, default: Any = None, **kwargs: Any) -> Any:
+def nvml(name: str, *args: object, default: object = None, **kwargs: object) -> Any:
     """Call ``pynvml.<name>(*args)``; ``default`` for a field this device does not support.
 
     Raises :class:`NoGpu` when NVML is unusable on this machine. Other NVML errors on one
@@ -116,6 +128,16 @@ def nvml(name: str, *args: Any, default: Any = None, **kwargs: Any) -> Any:
     if isinstance(value, bytes):  # older nvidia-ml-py returns bytes for strings
         value = value.decode(errors="replace")
     return value
+
+
+class HostInfo(TypedDict, total=False):
+    """The machine beside the GPUs (empty when it was not read)."""
+
+    host: str
+    platform: str
+    cpu: str
+    cpus: int | None
+    ram_bytes: int
 
 
 class GpuProcess(BaseModel):
@@ -151,10 +173,10 @@ class GpuInfo(BaseModel):
     torch: str | None = None
     torch_cuda: str | None = Field(None, description="CUDA version torch was built with")
     torch_sees_cuda: bool | None = None
-    host: dict[str, Any] = Field(default_factory=dict)
+    host: HostInfo = Field(default_factory=HostInfo)
 
 
-def _cuda_version(v: Any) -> str | None:
+def _cuda_version(v: object) -> str | None:
     if not isinstance(v, int) or v <= 0:
         return None
     return f"{v // 1000}.{(v % 1000) // 10}"
@@ -169,7 +191,7 @@ def _process_name(pid: int) -> str:
         return "?"
 
 
-def _memory_v2(pynvml: Any, handle: Any) -> Any:
+def _memory_v2(pynvml: ModuleType, handle: object) -> object:
     version = getattr(pynvml, "nvmlMemory_v2", None)
     if version is not None:
         info = nvml("nvmlDeviceGetMemoryInfo", handle, version=version)
@@ -178,7 +200,7 @@ def _memory_v2(pynvml: Any, handle: Any) -> Any:
     return nvml("nvmlDeviceGetMemoryInfo", handle)  # v1: 'used' over-reports on new drivers
 
 
-def _temp_sensor(pynvml: Any) -> int:
+def _temp_sensor(pynvml: ModuleType) -> int:
     return int(getattr(pynvml, "NVML_TEMPERATURE_GPU", 0))
 
 
@@ -229,7 +251,7 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def host_info() -> dict[str, Any]:
+def host_info() -> HostInfo:
     import psutil
 
     return {
@@ -272,7 +294,7 @@ def gpu_info() -> GpuInfo:
 # ----------------------------------------------------------------------------- torch.cuda
 
 
-def _torch_cuda() -> Any:
+def _torch_cuda() -> ModuleType:
     """The edge to ``torch.cuda`` (tests replace what this returns)."""
     import torch
 
@@ -300,13 +322,13 @@ def cuda_available() -> bool:
 # ----------------------------------------------------------------------------- process memory
 
 
-def _process() -> Any:
+def _process() -> psutil.Process:
     import psutil
 
     return psutil.Process()
 
 
-_STATM: dict[str, Any] = {}
+_STATM: dict[str, int | None] = {}  # fd: statm kept open (None: unusable), page: its unit
 
 
 def rss_bytes() -> int:
@@ -322,9 +344,10 @@ def rss_bytes() -> int:
             _STATM["page"] = os.sysconf("SC_PAGE_SIZE")
         except (OSError, ValueError, AttributeError):
             _STATM["fd"] = None
-    if fd is not None:
+    page = _STATM.get("page")
+    if fd is not None and page is not None:
         try:
-            return int(os.pread(fd, 128, 0).split()[1]) * _STATM["page"]
+            return int(os.pread(fd, 128, 0).split()[1]) * page
         except (OSError, IndexError, ValueError):
             pass
     return int(_process().memory_info().rss)
@@ -359,7 +382,7 @@ def rss_high_water_bytes() -> int | None:
     return int(peak if platform.system() == "Darwin" else peak * 1024)  # Linux reports KiB
 
 
-def software_versions() -> dict[str, Any]:
+def software_versions() -> dict[str, str | None]:
     """Versions that change measured numbers: Python, torch (+ its CUDA), profiling, driver."""
     from profiling.records import software_versions as base
 

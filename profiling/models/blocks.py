@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.types import Device
 
 from profiling.models.config import WorkloadConfig
 
@@ -42,10 +41,14 @@ def _attend(
     return _dropout(probs, c.dropout, training) @ v
 
 
-class _LM(nn.Module):
+class BlocksLM(nn.Module):
+    """A model of our own blocks: ``model(idx, targets)`` and ``example_inputs``."""
+
     config: WorkloadConfig
 
-    def example_inputs(self, batch: int, seq: int, device: Any = None) -> tuple[torch.Tensor, ...]:
+    def example_inputs(
+        self, batch: int, seq: int, device: Device = None
+    ) -> tuple[torch.Tensor, ...]:
         """Token ids and next-token targets of shape (batch, seq)."""
         vocab = self.config.vocab
         idx = torch.randint(0, vocab, (batch, seq), device=device)
@@ -54,7 +57,7 @@ class _LM(nn.Module):
 
 
 class _GPT2Block(nn.Module):
-    def __init__(self, c: WorkloadConfig, device: Any) -> None:
+    def __init__(self, c: WorkloadConfig, device: Device) -> None:
         super().__init__()
         h = c.hidden
         self.config = c
@@ -78,8 +81,8 @@ class _GPT2Block(nn.Module):
         return x + _dropout(mlp, p, self.training)
 
 
-class GPT2(_LM):
-    def __init__(self, config: WorkloadConfig, device: Any = None) -> None:
+class GPT2(BlocksLM):
+    def __init__(self, config: WorkloadConfig, device: Device = None) -> None:
         super().__init__()
         self.config = config
         h = config.hidden
@@ -103,7 +106,7 @@ class GPT2(_LM):
 
 
 class _RMSNorm(nn.Module):
-    def __init__(self, dim: int, device: Any, eps: float = 1e-5) -> None:
+    def __init__(self, dim: int, device: Device, eps: float = 1e-5) -> None:
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim, device=device))
@@ -118,7 +121,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 class _LlamaBlock(nn.Module):
-    def __init__(self, c: WorkloadConfig, device: Any) -> None:
+    def __init__(self, c: WorkloadConfig, device: Device) -> None:
         super().__init__()
         h, hd = c.hidden, c.head_dim
         self.config = c
@@ -147,8 +150,8 @@ class _LlamaBlock(nn.Module):
         return x + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
 
 
-class Llama(_LM):
-    def __init__(self, config: WorkloadConfig, device: Any = None) -> None:
+class Llama(BlocksLM):
+    def __init__(self, config: WorkloadConfig, device: Device = None) -> None:
         super().__init__()
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab, config.hidden, device=device)
@@ -156,7 +159,9 @@ class Llama(_LM):
         self.norm = _RMSNorm(config.hidden, device)
         self.lm_head = nn.Linear(config.hidden, config.vocab, bias=False, device=device)
 
-    def _rope(self, t: int, device: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def _rope(
+        self, t: int, device: Device, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         hd = self.config.head_dim
         inv = 1.0 / (10000.0 ** (torch.arange(0, hd, 2, device=device).float() / hd))
         freqs = torch.outer(torch.arange(t, device=device).float(), inv)

@@ -20,13 +20,13 @@ Imported lazily by ``workloads.build_model``: imports torch.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.types import Device
 
-from profiling.models.blocks import _LM, _attend, _lm_loss, _RMSNorm, _rotate
+from profiling.models.blocks import BlocksLM, _attend, _lm_loss, _RMSNorm, _rotate
 from profiling.models.config import WorkloadConfig
 
 
@@ -35,7 +35,7 @@ def _act(c: WorkloadConfig, x: torch.Tensor) -> torch.Tensor:
 
 
 class _MLP(nn.Module):
-    def __init__(self, c: WorkloadConfig, device: Any, width: int | None = None) -> None:
+    def __init__(self, c: WorkloadConfig, device: Device, width: int | None = None) -> None:
         super().__init__()
         h, f = c.hidden, width or c.ffn
         self.config = c
@@ -50,7 +50,7 @@ class _MLP(nn.Module):
 class _Experts(nn.Module):
     """Top-k routing over E experts, each a gated MLP; balanced capacity (see the module doc)."""
 
-    def __init__(self, c: WorkloadConfig, device: Any) -> None:
+    def __init__(self, c: WorkloadConfig, device: Device) -> None:
         super().__init__()
         h, f, e = c.hidden, c.mlp_ffn, c.experts
         self.config = c
@@ -88,7 +88,7 @@ class _Experts(nn.Module):
 
 
 class _Attention(nn.Module):
-    def __init__(self, c: WorkloadConfig, device: Any) -> None:
+    def __init__(self, c: WorkloadConfig, device: Device) -> None:
         super().__init__()
         h, hd = c.hidden, c.head_dim
         self.config = c
@@ -146,7 +146,7 @@ def _attend_windowed(
 
 
 class _Block(nn.Module):
-    def __init__(self, c: WorkloadConfig, device: Any, windowed: bool, dense: bool) -> None:
+    def __init__(self, c: WorkloadConfig, device: Device, windowed: bool, dense: bool) -> None:
         super().__init__()
         h = c.hidden
         self.config = c
@@ -189,10 +189,10 @@ def windowed_layers(c: WorkloadConfig) -> list[bool]:
     return [c.sliding_layers == "all" or i % 2 == 0 for i in range(c.layers)]
 
 
-class HFLlama(_LM):
+class HFLlama(BlocksLM):
     """A Llama-family causal LM from a Hugging Face config's shape (``model(idx, targets)``)."""
 
-    def __init__(self, config: WorkloadConfig, device: Any = None) -> None:
+    def __init__(self, config: WorkloadConfig, device: Device = None) -> None:
         super().__init__()
         self.config = config
         h = config.hidden
@@ -206,7 +206,9 @@ class HFLlama(_LM):
         if config.tied_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
-    def _rope(self, t: int, device: Any, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def _rope(
+        self, t: int, device: Device, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         hd = self.config.head_dim
         base = self.config.rope_theta
         inv = 1.0 / (base ** (torch.arange(0, hd, 2, device=device).float() / hd))
@@ -214,7 +216,7 @@ class HFLlama(_LM):
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
-    def _window_mask(self, t: int, device: Any) -> torch.Tensor | None:
+    def _window_mask(self, t: int, device: Device) -> torch.Tensor | None:
         w = self.config.sliding_window
         if w is None or w >= t:
             return None  # the window covers the sequence: plain causal attention

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -83,15 +83,54 @@ _GPT2_KEYS = {
 }
 
 
-def _llama(f: _Fields) -> dict[str, Any]:
+class _Shape(TypedDict, total=False):
+    """Keyword arguments of :class:`WorkloadConfig` a config sets (each family some of them)."""
+
+    name: str
+    arch: Literal["gpt2", "llama"]
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    ffn: int
+    max_seq: int
+    tied_embeddings: bool
+    head_size: int | None
+    rope_theta: float
+    norm_eps: float
+    hf_model_type: str
+    source: str
+    qkv_bias: bool
+    qk_norm: Literal["none", "head", "full"]
+    norms: Literal["pre", "post", "sandwich"]
+    mlp: Literal["swiglu", "geglu"]
+    experts: int
+    experts_per_token: int
+    expert_ffn: int | None
+    sliding_window: int | None
+    sliding_layers: Literal["all", "alternate"]
+    embed_scale: bool
+    logit_softcap: float | None
+    attn_softcap: float | None
+    kv_lora_rank: int | None
+    q_lora_rank: int | None
+    qk_nope_dim: int
+    qk_rope_dim: int
+    v_dim: int
+    shared_experts: int
+    dense_layers: int
+
+
+def _llama(f: _Fields) -> _Shape:
     return {"qkv_bias": f.attention_bias}
 
 
-def _mistral(f: _Fields) -> dict[str, Any]:
+def _mistral(f: _Fields) -> _Shape:
     return {"sliding_window": f.sliding_window}
 
 
-def _mixtral(f: _Fields) -> dict[str, Any]:
+def _mixtral(f: _Fields) -> _Shape:
     return {
         "sliding_window": f.sliding_window,
         "experts": f.num_local_experts or 8,
@@ -99,12 +138,12 @@ def _mixtral(f: _Fields) -> dict[str, Any]:
     }
 
 
-def _qwen2(f: _Fields) -> dict[str, Any]:
+def _qwen2(f: _Fields) -> _Shape:
     # Qwen2's sliding window is off unless use_sliding_window says otherwise.
     return {"qkv_bias": True, "sliding_window": f.sliding_window if f.use_sliding_window else None}
 
 
-def _qwen3(f: _Fields) -> dict[str, Any]:
+def _qwen3(f: _Fields) -> _Shape:
     return {
         "qkv_bias": f.attention_bias,
         "qk_norm": "head",
@@ -112,7 +151,7 @@ def _qwen3(f: _Fields) -> dict[str, Any]:
     }
 
 
-def _qwen3_moe(f: _Fields) -> dict[str, Any]:
+def _qwen3_moe(f: _Fields) -> _Shape:
     if f.mlp_only_layers or f.decoder_sparse_step != 1:
         raise ProfilingError(
             "this qwen3_moe config mixes dense and expert layers (mlp_only_layers or "
@@ -126,11 +165,11 @@ def _qwen3_moe(f: _Fields) -> dict[str, Any]:
     }
 
 
-def _gemma(f: _Fields) -> dict[str, Any]:
+def _gemma(f: _Fields) -> _Shape:
     return {"mlp": "geglu", "embed_scale": True, "tied_embeddings": _tied(f, True)}
 
 
-def _gemma2(f: _Fields) -> dict[str, Any]:
+def _gemma2(f: _Fields) -> _Shape:
     return {
         **_gemma(f),
         "norms": "sandwich",
@@ -141,15 +180,15 @@ def _gemma2(f: _Fields) -> dict[str, Any]:
     }
 
 
-def _phi3(f: _Fields) -> dict[str, Any]:
+def _phi3(f: _Fields) -> _Shape:
     return {"sliding_window": f.sliding_window}
 
 
-def _olmo2(f: _Fields) -> dict[str, Any]:
+def _olmo2(f: _Fields) -> _Shape:
     return {"norms": "post", "qk_norm": "full", "qkv_bias": f.attention_bias}
 
 
-def _olmoe(f: _Fields) -> dict[str, Any]:
+def _olmoe(f: _Fields) -> _Shape:
     return {
         "qk_norm": "full",
         "qkv_bias": f.attention_bias,
@@ -158,7 +197,7 @@ def _olmoe(f: _Fields) -> dict[str, Any]:
     }
 
 
-def _deepseek_v2(f: _Fields) -> dict[str, Any]:
+def _deepseek_v2(f: _Fields) -> _Shape:
     if f.moe_layer_freq != 1:
         raise ProfilingError(
             "this deepseek_v2 config interleaves dense and expert layers (moe_layer_freq "
@@ -169,7 +208,7 @@ def _deepseek_v2(f: _Fields) -> dict[str, Any]:
         raise ProfilingError(
             "this deepseek_v2 config lacks kv_lora_rank, qk_rope_head_dim or v_head_dim"
         )
-    fields: dict[str, Any] = {
+    fields: _Shape = {
         "qkv_bias": f.attention_bias,
         "kv_lora_rank": f.kv_lora_rank,
         "q_lora_rank": f.q_lora_rank,
@@ -179,17 +218,15 @@ def _deepseek_v2(f: _Fields) -> dict[str, Any]:
         "head_size": f.qk_rope_head_dim,  # the rotary part: RoPE's tables
     }
     if f.n_routed_experts:
-        fields.update(
-            experts=f.n_routed_experts,
-            experts_per_token=f.num_experts_per_tok or 6,
-            expert_ffn=f.moe_intermediate_size,
-            shared_experts=f.n_shared_experts or 0,
-            dense_layers=f.first_k_dense_replace,
-        )
+        fields["experts"] = f.n_routed_experts
+        fields["experts_per_token"] = f.num_experts_per_tok or 6
+        fields["expert_ffn"] = f.moe_intermediate_size
+        fields["shared_experts"] = f.n_shared_experts or 0
+        fields["dense_layers"] = f.first_k_dense_replace
     return fields
 
 
-def _gpt2(f: _Fields) -> dict[str, Any]:
+def _gpt2(f: _Fields) -> _Shape:
     return {"arch": "gpt2", "tied_embeddings": _tied(f, True)}
 
 
@@ -214,7 +251,7 @@ def _tied(f: _Fields, default: bool) -> bool:
     return default if f.tie_word_embeddings is None else f.tie_word_embeddings
 
 
-def workload_from_config(data: Any, name: str, source: str = "") -> WorkloadConfig:
+def workload_from_config(data: object, name: str, source: str = "") -> WorkloadConfig:
     """The shape a ``config.json`` (already parsed) describes; one sentence if it cannot."""
     if not isinstance(data, dict):
         raise ProfilingError(f"{name}: a config.json holds a JSON object, not {_kind(data)}")
@@ -256,7 +293,7 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
     ffn = f.intermediate_size or (4 * h if kind == "gpt2" else None)
     if ffn is None:
         raise ProfilingError(f"{name}: the config lacks intermediate_size")
-    fields: dict[str, Any] = {
+    fields: _Shape = {
         "name": name,
         "arch": "llama",
         "layers": f.num_hidden_layers,
@@ -276,11 +313,9 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
     fields.update(FAMILIES[kind](f))
     if fields.get("experts") and fields.get("expert_ffn") is None:
         fields["expert_ffn"] = ffn
-    if fields.get("experts_per_token", 0) > fields.get("experts", 0):
-        raise ProfilingError(
-            f"{name}: num_experts_per_tok {fields['experts_per_token']} exceeds the "
-            f"{fields['experts']} experts"
-        )
+    top_k, experts = fields.get("experts_per_token", 0), fields.get("experts", 0)
+    if top_k > experts:
+        raise ProfilingError(f"{name}: num_experts_per_tok {top_k} exceeds the {experts} experts")
     w = WorkloadConfig(**fields)
     kinds = {"gpt2": "GPT-2", "llama": "Llama"}
     w.description = (
@@ -294,7 +329,7 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
     return w
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return {list: "a list", str: "a string", int: "a number", float: "a number"}.get(
         type(value), type(value).__name__
     )
@@ -316,8 +351,24 @@ def catalogue_names() -> list[str]:
     return sorted(p.stem for p in CATALOGUE.glob("*.json"))
 
 
+class CatalogueSource(TypedDict):
+    url: str
+    date: str  # the model's publication date, YYYY-MM-DD
+
+
+class CatalogueEntry(TypedDict):
+    """One shipped ``catalogue/NAME.json``."""
+
+    name: str
+    repo: str
+    source: CatalogueSource
+    published_params: int
+    published: str
+    config: dict[str, object]  # the model's config.json as published
+
+
 @functools.cache
-def catalogue_entry(name: str) -> dict[str, Any]:
+def catalogue_entry(name: str) -> CatalogueEntry:
     """A shipped entry: name, repo, source {url, date}, published_params, config."""
     return json.loads((CATALOGUE / f"{name}.json").read_text(encoding="utf-8"))
 
@@ -358,7 +409,7 @@ def _file_workload(path: str, _mtime: int, size: int, spec: str) -> WorkloadConf
     return workload_from_config(read_config_file(path, spec), spec, source=path)
 
 
-def read_config_file(path: str, spec: str) -> Any:
+def read_config_file(path: str, spec: str) -> object:
     """The JSON of ``path``, read at most :data:`MAX_BYTES` (the file may have grown since it
     was measured); one sentence for anything but a small JSON document — nesting too deep for
     the parser or a number of thousands of digits included (a config never has either)."""

@@ -19,15 +19,22 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+from torch.types import Device
 
 from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
 from profiling.models.hf_config import catalogue_entry, catalogue_names, read_config_file
 from profiling.models.implementation import project_blocks, project_blocks_asked
+
+if TYPE_CHECKING:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from profiling.config import TrainingConfig
+    from profiling.models.blocks import BlocksLM
 
 # Every dropout field a supported config may carry.
 _DROPOUTS = (
@@ -48,12 +55,14 @@ class HFCausalLM(nn.Module):
         self.model = model
         self.config = shape
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> Any:
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
         with _one_sequence_per_row():
             out = self.model(input_ids=idx, labels=targets, use_cache=False)
         return out.logits if targets is None else out.loss
 
-    def example_inputs(self, batch: int, seq: int, device: Any = None) -> tuple[torch.Tensor, ...]:
+    def example_inputs(
+        self, batch: int, seq: int, device: Device = None
+    ) -> tuple[torch.Tensor, ...]:
         vocab = self.config.vocab
         idx = torch.randint(0, vocab, (batch, seq), device=device)
         return idx, torch.randint(0, vocab, (batch, seq), device=device)
@@ -94,7 +103,7 @@ def transformers_version() -> str | None:
     return str(transformers.__version__)
 
 
-def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, Any]:
+def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, object]:
     name = spec.removeprefix("hf:")
     if name in catalogue_names():
         return dict(catalogue_entry(name)["config"])
@@ -105,7 +114,9 @@ def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, Any]:
     return raw
 
 
-def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[HFCausalLM | Any, dict[str, Any]]:
+def build_hf(
+    shape: WorkloadConfig, cfg: TrainingConfig
+) -> tuple[HFCausalLM | BlocksLM, dict[str, str]]:
     """(model, what was built) for the config ``cfg.model`` names, ``shape`` its (possibly
     block-reduced) shape. Called under the trace's fake mode."""
     version = transformers_version()
@@ -123,11 +134,12 @@ def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[HFCausalLM | Any, dict[st
         return _own(shape, reason)
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    assert cfg.model is not None, "the trace builds an hf: model only for --model hf:…"
     raw = _raw_config(shape, cfg.model)
     raw.pop("architectures", None)
     raw.pop("torch_dtype", None)
     raw.pop("dtype", None)
-    kind = raw.pop("model_type")
+    kind = str(raw.pop("model_type"))  # _raw_config checked it is the shape's
     raw["num_hidden_layers" if kind != "gpt2" else "n_layer"] = shape.layers
     attention = "eager" if cfg.attention == "eager" else "sdpa"
     note = ""
@@ -152,8 +164,13 @@ def build_hf(shape: WorkloadConfig, cfg: Any) -> tuple[HFCausalLM | Any, dict[st
 
 
 def _from_config(
-    auto_config: Any, auto_model: Any, kind: str, raw: dict, attention: str, dropout: float = 0.0
-) -> Any:
+    auto_config: type[AutoConfig],
+    auto_model: type[AutoModelForCausalLM],
+    kind: str,
+    raw: dict[str, object],
+    attention: str,
+    dropout: float = 0.0,
+) -> nn.Module:
     with contextlib.redirect_stderr(io.StringIO()):  # its warnings are not our output
         config = auto_config.for_model(kind, **raw)
         # --dropout replaces every dropout the config class has, the JSON's and its defaults
@@ -171,7 +188,7 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
-def _own(shape: WorkloadConfig, reason: str) -> tuple[Any, dict[str, Any]]:  # build_model's
+def _own(shape: WorkloadConfig, reason: str) -> tuple[BlocksLM, dict[str, str]]:
     from profiling.models.workloads import build_model
 
     return build_model(shape), {

@@ -11,10 +11,15 @@ cross-entropy loss (logits upcast to fp32 first, as real training code does), an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
+
+if TYPE_CHECKING:
+    from torch.types import Device
+
+    from profiling.models.blocks import BlocksLM
 
 
 def _gpt2(name: str, layers: int, hidden: int, heads: int) -> WorkloadConfig:
@@ -123,7 +128,7 @@ def is_variant(config: WorkloadConfig) -> bool:
     return any(getattr(config, f) != defaults[f].default for f in fields)
 
 
-def build_model(config: WorkloadConfig | str, device: Any = None) -> Any:
+def build_model(config: WorkloadConfig | str, device: Device = None) -> BlocksLM:
     """Build the model for ``config`` (a name or a config) from our own blocks. Imports torch."""
     if isinstance(config, str):
         config = find_workload(config) or get_workload(config)
@@ -137,8 +142,8 @@ def build_model(config: WorkloadConfig | str, device: Any = None) -> Any:
     return cls(config, device=device)
 
 
-def describe(config: WorkloadConfig) -> dict[str, Any]:
-    info = {
+def describe(config: WorkloadConfig) -> dict[str, str | int | float]:
+    info: dict[str, str | int | float] = {
         "name": config.name,
         "arch": config.arch,
         "layers": config.layers,
