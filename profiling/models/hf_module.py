@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import nn
@@ -33,8 +33,20 @@ from profiling.models.implementation import project_blocks, project_blocks_asked
 if TYPE_CHECKING:
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from profiling.config import TrainingConfig
     from profiling.models.blocks import BlocksLM
+
+
+class BuildChoices(Protocol):
+    """What the trace's configuration (``profiling.config.TrainingConfig``, a floor above this
+    wing) decides about the built model."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def attention(self) -> str: ...
+    @property
+    def dropout(self) -> float: ...
+
 
 # Every dropout field a supported config may carry.
 _DROPOUTS = (
@@ -115,7 +127,7 @@ def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, object]:
 
 
 def build_hf(
-    shape: WorkloadConfig, cfg: TrainingConfig
+    shape: WorkloadConfig, cfg: BuildChoices
 ) -> tuple[HFCausalLM | BlocksLM, dict[str, str]]:
     """(model, what was built) for the config ``cfg.model`` names, ``shape`` its (possibly
     block-reduced) shape. Called under the trace's fake mode."""
