@@ -17,7 +17,8 @@ No torch here: configurations are validated in microseconds anywhere.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, get_args
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -25,6 +26,10 @@ from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_sentences import flag_name, one_sentence
 from profiling.errors import ConfigError, ProfilingError
 from profiling.units import parse_count
+
+if TYPE_CHECKING:
+    from profiling.gpus import GpuSpec
+    from profiling.models.config import WorkloadConfig
 
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"]
 Checkpointing = Literal["none", "selective", "full"]
@@ -228,7 +233,7 @@ class TrainingConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _legacy(cls, data: Any) -> Any:
+    def _legacy(cls, data: object) -> object:
         if not isinstance(data, dict):
             return data
         data = {k: v for k, v in data.items() if not (k in LEGACY and v is None)}
@@ -298,7 +303,7 @@ class TrainingConfig(BaseModel):
         self._check_seq()
         return self
 
-    def _workload(self) -> Any:
+    def _workload(self) -> WorkloadConfig | None:
         """The model's shape (a reference model or a Hugging Face config), None for a factory."""
         from profiling.models.workloads import find_workload
 
@@ -382,7 +387,7 @@ class TrainingConfig(BaseModel):
     def world_size(self) -> int:
         return self.gpus
 
-    def seq_or_default(self, factory: Any = None) -> int:
+    def seq_or_default(self, factory: Callable[..., object] | None = None) -> int:
         """The sequence length: given; else the reference model's (≤ 2048); for a model factory
         (``package.module:function``, or ``factory`` from Python) the default of its own
         ``seq`` parameter; else 512."""
@@ -397,7 +402,7 @@ class TrainingConfig(BaseModel):
         w = self._workload()
         return min(w.max_seq, 2048) if w is not None else 512 if self.is_factory else 2048
 
-    def gpu_spec(self) -> Any:
+    def gpu_spec(self) -> GpuSpec | None:
         if self.gpu is None:
             return None
         from profiling.gpus import GPUS

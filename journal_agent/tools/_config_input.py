@@ -7,12 +7,16 @@ bad combination comes back as one sentence naming the field.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from journal_agent.tools._schema import tidy_schema
 from profiling.config import LEGACY, TrainingConfig, flag_name
+
+if TYPE_CHECKING:
+    from journal_agent.tools.base import ToolContext
 
 
 class _ConfigInput(BaseModel):
@@ -20,7 +24,7 @@ class _ConfigInput(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _legacy(cls, data: Any) -> Any:
+    def _legacy(cls, data: object) -> object:
         # Older field names (dtype, world_size, recompute …) are accepted, not advertised.
         if isinstance(data, dict) and set(data) & set(LEGACY):
             from profiling._config_legacy import map_legacy
@@ -28,7 +32,7 @@ class _ConfigInput(BaseModel):
             return map_legacy({k: v for k, v in data.items() if v is not None})
         return data
 
-    def config_values(self) -> dict[str, Any]:
+    def config_values(self) -> dict[str, object]:
         """What the caller set, for ``TrainingConfig.parse``."""
         own = set(type(self).extra_fields) - set(TrainingConfig.model_fields)
         return {k: v for k, v in self.model_dump(exclude_unset=True).items() if k not in own}
@@ -62,7 +66,7 @@ def config_input_model(
     return model
 
 
-def as_flags(values: dict[str, Any]) -> list[str]:
+def as_flags(values: Mapping[str, object]) -> list[str]:
     """Configuration values as the CLI's flags (``{"seq": 128}`` -> ``--seq 128``): how a tool
     that runs ``journal-agent`` in a child process passes them on."""
     args: list[str] = []
@@ -82,7 +86,7 @@ def as_flags(values: dict[str, Any]) -> list[str]:
 __all__ = ["as_flags", "config_input_model"]
 
 
-def confined_hf_model(ctx: Any, values: dict[str, Any]) -> dict[str, Any]:
+def confined_hf_model(ctx: ToolContext, values: dict[str, object]) -> dict[str, object]:
     """``model: hf:PATH`` read by a tool: the path resolved inside the workspace (``..``, an
     absolute path elsewhere or a symlink out is refused) and checked against the permission
     rules as a Read would be — a model folder's ``config.json`` too (a symlink out of the

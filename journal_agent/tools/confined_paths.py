@@ -19,9 +19,12 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from journal_agent.tools.base import ToolError
+
+if TYPE_CHECKING:
+    from journal_agent.tools.base import ToolContext
 
 # Linux gives up after 40 symlink hops (ELOOP); so do we.
 MAX_SYMLINK_HOPS = 40
@@ -116,7 +119,7 @@ def _real_path(absolute: str, shown: str) -> str:
     return resolved
 
 
-def permitted_path(ctx: Any, tool_name: str, file_path: str) -> Path:
+def permitted_path(ctx: ToolContext, tool_name: str, file_path: str) -> Path:
     """Resolve ``file_path`` inside ``ctx.root`` and check ``ctx.policy`` for ``tool_name``.
 
     The one entry point file tools use: a path outside the workspace or a denied call raises

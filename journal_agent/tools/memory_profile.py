@@ -77,7 +77,8 @@ class MemoryProfile(Tool):
         args += ["--timeout", f"{params.timeout:g}"]
         if params.device:
             args += ["--device", params.device]
-        data, err = _profile_in_sandbox(ctx, values["model"], args, params.timeout)
+        model = str(values["model"])  # a required str field of this input, confined above
+        data, err = _profile_in_sandbox(ctx, model, args, params.timeout)
         if data is None:
             raise ToolError(err or "the measured run failed without a message")
         # An out-of-memory is a measured result (saved, cited), not a tool failure.

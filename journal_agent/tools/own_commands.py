@@ -26,9 +26,12 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from journal_agent.tools._shell import ShellParseError, split_commands
+
+if TYPE_CHECKING:
+    from journal_agent.tools.permissions import PermissionPolicy
 
 # (group, subcommand) or (command,) run by the host.
 HOST_RUN = {
@@ -48,7 +51,7 @@ _SHELL_ACTIVE = set("$`*?[]{}~!()<>|;&\\\n#")
 _IN_DOUBLE_QUOTES = set("$`\\!")
 
 
-def host_argv(command: str, policy: Any, root: Path) -> list[str] | None:
+def host_argv(command: str, policy: PermissionPolicy | None, root: Path) -> list[str] | None:
     """The argv the host runs for ``command``, or None when it is not one own command alone.
 
     Never in ``plan`` mode, which writes nothing: there the command runs in the read-only
@@ -107,7 +110,7 @@ def _literal(command: str) -> bool:
     return quote == ""
 
 
-def _readable(word: str, policy: Any, root: Path) -> bool:
+def _readable(word: str, policy: PermissionPolicy | None, root: Path) -> bool:
     """A word that names an existing path must be one Read may read (inside the workspace,
     not a secret, not under a Read deny rule); other words are data."""
     if word.startswith("-") and "=" in word:

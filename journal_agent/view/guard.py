@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable
 from http.cookies import SimpleCookie
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode
 
-Scope = dict[str, Any]
-ASGI = Callable[[Scope, Any, Any], Awaitable[None]]
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SECURITY_HEADERS = [
     (
@@ -37,7 +36,7 @@ SECURITY_HEADERS = [
 
 
 class Guard:
-    def __init__(self, app: ASGI, *, token: str, csrf: str, hosts: set[str], port: int) -> None:
+    def __init__(self, app: ASGIApp, *, token: str, csrf: str, hosts: set[str], port: int) -> None:
         self.app = app
         self.token = token
         self.csrf = csrf
@@ -45,7 +44,7 @@ class Guard:
         self.origins = {f"http://{h}" for h in self.hosts}
         self.cookie = f"journal_agent_view_{port}"
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -59,7 +58,7 @@ class Guard:
             await self._enter(scope, send, query)
             return
 
-        async def secured(message: dict[str, Any]) -> None:
+        async def secured(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
             await send(message)
@@ -93,7 +92,7 @@ class Guard:
         morsel = cookie.get(self.cookie)
         return morsel is not None and hmac.compare_digest(morsel.value, self.token)
 
-    async def _enter(self, scope: Scope, send: Any, query: list[tuple[str, str]]) -> None:
+    async def _enter(self, scope: Scope, send: Send, query: list[tuple[str, str]]) -> None:
         """The opening URL: keep the token in a cookie and drop it from the address bar."""
         rest = urlencode([(k, v) for k, v in query if k != "token"])
         location = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
@@ -112,7 +111,7 @@ class Guard:
         await send({"type": "http.response.body", "body": b""})
 
 
-async def _respond(send: Any, status: int, body: dict[str, str]) -> None:
+async def _respond(send: Send, status: int, body: dict[str, str]) -> None:
     data = json.dumps(body).encode()
     await send(
         {

@@ -311,12 +311,12 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
     peaks, first_peaks = raw.peaks[STEADY], raw.peaks[FIRST]
     top, first_top = _highest(peaks), _highest(first_peaks)
     flops = flop_count(raw.flops, module_depth)
-    timed = None
-    if config.gpu is not None:
+    timed, gpu = None, config.gpu_spec()
+    if gpu is not None:
         timed = step_time(
             flops.total,
             config.batch * config.seq_or_default(),
-            config.gpu_spec(),
+            gpu,
             config.mfu,
             sixteen_bit=config.compute_dtype != "fp32",
             gpus=config.world_size,
