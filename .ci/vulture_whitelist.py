@@ -84,6 +84,22 @@ _.mastery  # journal_agent/learning/ledger_summary.py
 _.other_sections
 _.new_count  # journal_agent/learning/ledger_api.py: Overview
 _.operation  # journal_agent/learning/review.py: Suggestion
+# TypedDict keys of the memory snapshot format (profiling/trace/snapshot_export.py: PyTorch's
+# memory viewer reads them) and of the estimate-beside-trace comparison
+# (profiling/estimate/comparison.py: --json, the text and the chart read them by string).
+addr
+requested_size
+total_size
+allocated_size
+active_size
+segment_type
+segment_pool_id
+is_expandable
+device_traces
+estimated_bytes
+model_states
+estimated_total
+why_total
 # Hugging Face configs (profiling/models/hf_config.py, hf_module.py): a config.json field read by
 # pydantic; transformers reads the attributes set on its config.
 model_type

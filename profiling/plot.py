@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from profiling.errors import ProfilingError
 from profiling.units import GB
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def _pyplot() -> Any:
+    from profiling.estimate.comparison import CompareRow, Comparison
+    from profiling.estimate.memory import Estimate
+    from profiling.trace.step import TraceResult
+
+
+def _pyplot() -> ModuleType:  # matplotlib.pyplot
     try:
         import matplotlib
 
@@ -20,7 +28,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: str | Path) -> Path:
+def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
     if not path.parent.is_dir():
         raise ProfilingError(f"cannot write {path}: directory {path.parent} does not exist")
@@ -34,7 +42,7 @@ def _save(fig: Any, path: str | Path) -> Path:
     return path
 
 
-def plot_estimate(est: Any, path: str | Path) -> Path:
+def plot_estimate(est: Estimate, path: str | Path) -> Path:
     """The step's moments per GPU (what is alive at each), the peak marked, against the GPU.
 
     The headline is the peak — the largest moment, what the table and the record give — not the
@@ -71,7 +79,7 @@ def plot_estimate(est: Any, path: str | Path) -> Path:
     return _save(fig, path)
 
 
-def plot_trace(result: Any, path: str | Path) -> Path:
+def plot_trace(result: TraceResult, path: str | Path) -> Path:
     """Stacked bars by category after forward, after backward, after the step, and at peak."""
     plt = _pyplot()
     columns = {
@@ -100,15 +108,17 @@ def plot_trace(result: Any, path: str | Path) -> Path:
     return _save(fig, path)
 
 
-def plot_compare(cmp: dict[str, Any], path: str | Path) -> Path:
+def plot_compare(cmp: Comparison, path: str | Path) -> Path:
     """Estimated and traced bytes side by side per category, then the total against the peak."""
     plt = _pyplot()
-    rows = [
+    rows: list[CompareRow] = [
         *cmp["rows"],
         {
             "category": "total / peak",
             "estimated_bytes": cmp["estimated_total"],
             "traced_bytes": cmp["traced_peak"],
+            "ratio": cmp["ratio"],
+            "why": cmp["why_total"],
         },
     ]
     fig, ax = plt.subplots(figsize=(8, 4.5))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +15,8 @@ from journal_agent.paths import records_dir_for_saving
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from profiling.config import TrainingConfig
+    from profiling.estimate.comparison import Comparison
     from profiling.records import MeasurementRecord, RecordStore
 
 PlotOption = Annotated[
@@ -68,7 +70,7 @@ def _print_record_line(record_id: str) -> None:
     typer.echo(f"record: {record_id}  (cite as {cite(record_id)})")
 
 
-def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
+def _print_comparison(cmp: Comparison, est_id: str, trace_id: str) -> None:
     from profiling.citations import cite
     from profiling.trace.report import render_compare_text
 
@@ -78,7 +80,7 @@ def _print_comparison(cmp: dict[str, Any], est_id: str, trace_id: str) -> None:
 
 
 @contextlib.contextmanager
-def _trace_progress(cfg: Any, quiet: bool) -> Iterator[Callable[[str], None] | None]:
+def _trace_progress(cfg: TrainingConfig, quiet: bool) -> Iterator[Callable[[str], None] | None]:
     """A spinner with the trace's stage on a terminal; nothing in pipes and logs."""
     from rich.console import Console
 

@@ -14,8 +14,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from profiling.config import TrainingConfig
+from profiling.estimate.comparison import Comparison
 from profiling.estimate.memory import Estimate, estimate, render_text
 from profiling.estimate.record import estimate_json, estimate_record
+from profiling.records import MeasurementRecord, RecordStore
 
 
 class EstimateRun(BaseModel):
@@ -25,22 +27,22 @@ class EstimateRun(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     estimate: Estimate
-    record: Any  # profiling.records.MeasurementRecord
+    record: MeasurementRecord
     payload: dict[str, Any]  # the --json output
     trace: Any = None  # profiling.trace.step.TraceResult, with --compare-trace
     trace_record: Any = None
-    comparison: dict[str, Any] | None = None
+    comparison: Comparison | None = None
 
     def text(self) -> str:
         """The estimate's table as plain text and the record to cite (what the tool returns)."""
         return f"{render_text(self.estimate)}\n{_cite_line(self.record)}"
 
 
-def _cite_line(record: Any) -> str:
+def _cite_line(record: MeasurementRecord) -> str:
     return f"record: {record.id}  (cite as {record.citation()})"
 
 
-def estimate_and_record(config: TrainingConfig, store: Any) -> EstimateRun:
+def estimate_and_record(config: TrainingConfig, store: RecordStore) -> EstimateRun:
     """Estimate ``config`` and save its record in ``store`` (a
     :class:`~profiling.records.RecordStore`). Raises ProfilingError on bad input."""
     est = estimate(config)

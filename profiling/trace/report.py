@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from profiling.config import TrainingConfig
+from profiling.estimate.comparison import CompareRow, Comparison
 from profiling.estimate.memory import Estimate, EstimateInput
 from profiling.estimate.record import estimate_categories
 from profiling.records import (
@@ -294,14 +295,14 @@ def _why(est: Estimate, cfg: TrainingConfig) -> dict[str, str]:
     return why
 
 
-def compare(est: Estimate, result: TraceResult) -> dict[str, Any]:
+def compare(est: Estimate, result: TraceResult) -> Comparison:
     """Rows of (category, estimated, traced, ratio, why), model states, and the two peaks."""
     cfg = result.config
     e = estimate_categories(est)
     traced = dict(result.after_step)
     traced["activations"] = result.phases.get("after_forward", {}).get("activations", 0)
     why = _why(est, cfg)
-    rows = []
+    rows: list[CompareRow] = []
     for cat in ("parameters", "gradients", "optimizer", "activations"):
         est_b, tr_b = e.get(cat, 0), traced.get(cat, 0)
         rows.append(
@@ -334,7 +335,7 @@ def compare(est: Estimate, result: TraceResult) -> dict[str, Any]:
     }
 
 
-def render_compare_text(cmp: dict[str, Any]) -> str:
+def render_compare_text(cmp: Comparison) -> str:
     lines = [
         f"{'Category':<14}{'Estimated':>12}{'Traced':>12}{'Est/Trace':>11}",
         "─" * 49,

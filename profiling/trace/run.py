@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from profiling.estimate.comparison import Comparison
 from profiling.records import MeasurementRecord, RecordStore
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ class TraceRun(BaseModel):
     record: MeasurementRecord
     payload: dict[str, Any]  # the --json output
     estimate_record: MeasurementRecord | None = None
-    comparison: dict[str, Any] | None = None
+    comparison: Comparison | None = None
 
     def text(self) -> str:
         """The report: the trace's table, the verdict, the record to cite, the comparison."""

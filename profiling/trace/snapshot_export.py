@@ -23,31 +23,83 @@ import pickle
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from profiling.errors import ProfilingError
+
+if TYPE_CHECKING:
+    from torch.distributed._tools.mem_tracker import _UpdateType, _WeakRefInfo
+
+    from profiling.trace.tracker import StepTracker
 
 ALIGN = 512  # the caching allocator's smallest block: addresses stay aligned like real ones
 BASE_ADDRESS = 0x7F0000000000
 HISTORY_ENTRIES = 1_000_000
 
 
+# The snapshot's shapes, as torch.cuda.memory._snapshot() documents them (the fields we write).
+class Frame(TypedDict):
+    filename: str
+    line: int
+    name: str
+
+
+class TraceEntry(TypedDict):
+    action: Literal["alloc", "free_requested", "free_completed"]
+    addr: int
+    size: int
+    stream: int
+    frames: list[Frame]
+    category: NotRequired[str]  # on an alloc: the tracker's category of the storage
+
+
+class Block(TypedDict):
+    address: int
+    size: int
+    requested_size: int
+    state: Literal["active_allocated", "inactive"]
+    frames: list[Frame]
+
+
+class Segment(TypedDict):
+    device: int
+    address: int
+    total_size: int
+    allocated_size: int
+    active_size: int
+    requested_size: int
+    stream: int
+    segment_type: Literal["small", "large"]
+    segment_pool_id: tuple[int, int]
+    is_expandable: bool
+    frames: list[Frame]
+    blocks: list[Block]
+
+
+class Snapshot(TypedDict):
+    segments: list[Segment]
+    device_traces: list[list[TraceEntry]]
+
+
 class SnapshotRecorder:
     """Records a trace's allocations as a snapshot; ``attach`` it to the memory tracker."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self._live: dict[int, dict[str, Any]] = {}  # id(winfo) -> its alloc event
+        self.events: list[TraceEntry] = []
+        self._live: dict[int, TraceEntry] = {}  # id(winfo) -> its alloc event
         self._next = BASE_ADDRESS
-        self._tracker: Any = None
+        self._tracker: StepTracker | None = None
         self._entered = False
 
-    def attach(self, tracker: Any) -> None:
+    def attach(self, tracker: StepTracker) -> None:
         """Wrap ``tracker._update_snap`` (MemTracker's one place where memory changes)."""
         self._tracker = tracker
         original = tracker._update_snap
 
-        def update_snap(u_type: Any, winfo: Any, *args: Any, **kwargs: Any) -> None:
+        # torch's own signature: (u_type, winfo, old_mem_consumed=None, old_reftype=None)
+        def update_snap(
+            u_type: _UpdateType, winfo: _WeakRefInfo, *args: Any, **kwargs: Any
+        ) -> None:
             kind = getattr(u_type, "name", str(u_type))
             depth = getattr(tracker, "_depth", 1)
             self._entered = self._entered or depth > 0
@@ -67,21 +119,24 @@ class SnapshotRecorder:
             if winfo.mem_consumed > 0 and id(winfo) not in self._live:
                 self._alloc(winfo)
 
-    def _frames(self, winfo: Any) -> list[dict[str, Any]]:
+    def _frames(self, winfo: _WeakRefInfo) -> list[Frame]:
         """The modules the storage was made in (innermost first) and the step's phase."""
-        parents = sorted(getattr(self._tracker._mod_tracker, "parents", ()), key=len)
-        phase = getattr(self._tracker, "phase", "")
+        tracker = self._tracker
+        assert tracker is not None, "attach() comes first: it is what calls this"
+        parents = sorted(getattr(tracker._mod_tracker, "parents", ()), key=len)
+        phase = getattr(tracker, "phase", "")
         category = str(getattr(winfo.reftype, "name", winfo.reftype)).lower()
-        frames = [{"filename": fqn, "line": 0, "name": category} for fqn in reversed(parents)]
+        frames: list[Frame] = [
+            {"filename": fqn, "line": 0, "name": category} for fqn in reversed(parents)
+        ]
         return [*frames, {"filename": f"phase {phase}", "line": 0, "name": "trace_step"}]
 
-    def _alloc(self, winfo: Any) -> None:
+    def _alloc(self, winfo: _WeakRefInfo) -> None:
         size = int(winfo.mem_consumed)
-        event = {
+        event: TraceEntry = {
             "action": "alloc",
             "addr": self._next,
-            "size": size,
-            "requested_size": size,
+            "size": size,  # as requested: the tracker's bytes are the viewer's
             "stream": 0,
             "frames": self._frames(winfo),
             "category": str(getattr(winfo.reftype, "name", winfo.reftype)).lower(),
@@ -103,10 +158,10 @@ class SnapshotRecorder:
                 }
             )
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Snapshot:
         """The snapshot: one segment holding what was allocated when the traced loop ended
         (the model, its gradients and optimizer states as they stay), and the whole trace."""
-        blocks: list[dict[str, Any]] = []
+        blocks: list[Block] = []
         live = sorted(self._live.values(), key=lambda e: e["addr"])
         start = live[0]["addr"] if live else BASE_ADDRESS
         at = start
@@ -125,20 +180,20 @@ class SnapshotRecorder:
                 {
                     "address": event["addr"],
                     "size": event["size"],
-                    "requested_size": event["requested_size"],
+                    "requested_size": event["size"],
                     "state": "active_allocated",
                     "frames": event["frames"],
                 }
             )
             at = event["addr"] + event["size"]
         total = at - start
-        segment = {
+        segment: Segment = {
             "device": 0,
             "address": start,
             "total_size": total,
             "allocated_size": sum(e["size"] for e in live),
             "active_size": sum(e["size"] for e in live),
-            "requested_size": sum(e["requested_size"] for e in live),
+            "requested_size": sum(e["size"] for e in live),
             "stream": 0,
             "segment_type": "large",
             "segment_pool_id": (0, 0),
@@ -146,15 +201,14 @@ class SnapshotRecorder:
             "frames": [],
             "blocks": blocks,
         }
-        trace = [{k: v for k, v in e.items() if k != "requested_size"} for e in self.events]
-        return {"segments": [segment] if blocks else [], "device_traces": [trace]}
+        return {"segments": [segment] if blocks else [], "device_traces": [list(self.events)]}
 
 
 def _rounded(size: int) -> int:
     return max(ALIGN, -(-size // ALIGN) * ALIGN)
 
 
-def write_snapshot(data: dict[str, Any], path: Path) -> Path:
+def write_snapshot(data: Snapshot, path: Path) -> Path:
     """Pickle ``data`` to ``path`` as ``_dump_snapshot`` does (temp file, then rename)."""
     path = Path(path)
     if not path.parent.is_dir():
