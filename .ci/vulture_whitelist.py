@@ -100,6 +100,7 @@ estimated_bytes
 model_states
 estimated_total
 why_total
+pid_started  # journal_agent/runtime/background.py: a RunStatus key (written as a keyword)
 # Hugging Face configs (profiling/models/hf_config.py, hf_module.py): a config.json field read by
 # pydantic; transformers reads the attributes set on its config.
 model_type

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar, Unpack
 
 import typer
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from anthropic.types import ThinkingConfigParam
     from rich.console import Console
 
+    from journal_agent.runtime.background import RunFields
     from journal_agent.runtime.render import Renderer
     from journal_agent.runtime.result import RunResult
     from journal_agent.runtime.runner import Prepared, RunConfig
@@ -233,7 +234,7 @@ def _detach(opts: _Opts, kind: str, target: str, text: str, argv: list[str], roo
     if opts.as_json:
         print_json(status)
     else:
-        typer.echo(f"started background run {status['id']} (pid {status['pid']})")
+        typer.echo(f"started background run {status['id']} (pid {status.get('pid')})")
         typer.echo(f"  wait for it:  journal-agent wait {status['id']}")
 
 
@@ -282,7 +283,7 @@ def _execute(
     from journal_agent.runtime.result import INTERRUPTED
     from journal_agent.runtime.runner import execute
 
-    def record(**fields: object) -> None:
+    def record(**fields: Unpack[RunFields]) -> None:
         if opts.run_id:
             background.write_status(root, opts.run_id, **fields)
 

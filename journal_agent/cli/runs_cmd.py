@@ -5,12 +5,15 @@ Module level stays light (typer only): the runtime and rich are imported inside 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from journal_agent.cli._app import app
 from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+
+if TYPE_CHECKING:
+    from journal_agent.runtime.background import RunStatus
 
 
 @app.command("runs")
@@ -81,13 +84,13 @@ def wait_command(
         raise typer.Exit(code)
 
 
-def _print_waited(status: dict[str, Any]) -> None:
+def _print_waited(status: RunStatus) -> None:
     result = status.get("result") or {}
     if result.get("final_text"):
         typer.echo(result["final_text"])
     line = f"{status['id']}: {status.get('status')}"
-    if status.get("message"):
-        line += f" — {status['message']}"
+    if message := status.get("message"):
+        line += f" — {message}"
     if result.get("cost_usd") is not None:
         line += f" · cost ${result['cost_usd']:.4f}"
     if result.get("files_changed"):

@@ -16,15 +16,38 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Required, TypedDict, Unpack
 
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
 from journal_agent.paths import runs_dir
+from journal_agent.runtime.result import RunSummary
 from journal_agent.runtime.transcript import new_run_id
 
 RUNNING = "running"
 FAILED = "failed"
+
+
+class RunFields(TypedDict, total=False):
+    """What the launcher and the run write into a run's status."""
+
+    status: str  # running, then the result's status or failed / interrupted
+    kind: str
+    target: str
+    prompt: str
+    started: str  # ISO time, UTC
+    pid: int | None
+    pid_started: float | None  # tells the run's process from a later one with its pid
+    exit_code: int
+    message: str
+    result: RunSummary
+
+
+class RunStatus(RunFields, total=False):
+    """``status.json`` of a background run."""
+
+    id: Required[str]
+    updated: str  # ISO time, UTC, of the last write
 
 
 def run_dir(root: Path, run_id: str) -> Path:
@@ -35,7 +58,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def write_status(root: Path, run_id: str, **fields: Any) -> dict[str, Any]:
+def write_status(root: Path, run_id: str, **fields: Unpack[RunFields]) -> RunStatus:
     """Merge ``fields`` into the run's status file, atomically."""
     from journal_agent.locks import held
 
@@ -45,13 +68,13 @@ def write_status(root: Path, run_id: str, **fields: Any) -> dict[str, Any]:
     # The launcher and the run itself both write here: read-modify-write under a lock.
     busy = f"the status of background run {run_id} stayed locked for 30 s; try again"
     with held(directory / "status.lock", 30, busy):
-        status = read_status(root, run_id) if path.exists() else {"id": run_id}
-        status.update(fields, updated=_now())
+        old: RunStatus = read_status(root, run_id) if path.exists() else {"id": run_id}
+        status: RunStatus = {**old, **fields, "updated": _now()}
         atomic_write(path, json.dumps(status, indent=2, ensure_ascii=False, default=str))
     return status
 
 
-def read_status(root: Path, run_id: str) -> dict[str, Any]:
+def read_status(root: Path, run_id: str) -> RunStatus:
     path = run_dir(root, run_id) / "status.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -97,7 +120,7 @@ def _alive(pid: int, started: float | None = None) -> bool:
         return True
 
 
-def refresh(root: Path, status: dict[str, Any]) -> dict[str, Any]:
+def refresh(root: Path, status: RunStatus) -> RunStatus:
     """A running status whose process is gone becomes ``failed``."""
     pid, started = status.get("pid"), status.get("pid_started")
     if status.get("status") == RUNNING and pid and not _alive(int(pid), started):
@@ -115,11 +138,11 @@ def refresh(root: Path, status: dict[str, Any]) -> dict[str, Any]:
     return status
 
 
-def list_runs(root: Path) -> list[dict[str, Any]]:
+def list_runs(root: Path) -> list[RunStatus]:
     base = runs_dir(root)
     if not base.is_dir():
         return []
-    out = []
+    out: list[RunStatus] = []
     for path in base.glob("*/status.json"):
         try:
             out.append(json.loads(path.read_text(encoding="utf-8")))
@@ -136,7 +159,7 @@ def start(
     target: str,
     prompt: str,
     flags: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> RunStatus:
     """Spawn ``python -m journal_agent <command> <flags> --run-id ID -- <arguments>`` detached
     (``argv`` is the command then its arguments); return its status.
 
@@ -183,9 +206,7 @@ def start(
     return write_status(root, run_id, pid=proc.pid, pid_started=process_started(proc.pid))
 
 
-def wait(
-    root: Path, run_id: str, timeout: float | None = None, poll: float = 0.2
-) -> dict[str, Any]:
+def wait(root: Path, run_id: str, timeout: float | None = None, poll: float = 0.2) -> RunStatus:
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         status = refresh(root, read_status(root, run_id))

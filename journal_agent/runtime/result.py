@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from journal_agent.runtime.usage import TokenUsage
+from journal_agent.runtime.usage import TokenUsage, TurnUsage
 
 # Why a run stopped. ``completed`` is the only success; limits stop cleanly.
 COMPLETED = "completed"
@@ -19,6 +19,23 @@ UNKNOWN_STOP = "unknown_stop"
 INTERRUPTED = "interrupted"
 
 LIMIT_STOPS = {MAX_TURNS, BUDGET, MAX_TOKENS}
+
+
+class RunSummary(TypedDict):
+    """A run's result as ``--json`` prints it and a background run's status records it."""
+
+    agent: str
+    model: str
+    status: str
+    message: str
+    turns: int
+    tools_used: dict[str, int]
+    usage: dict[str, int]  # TokenUsage.as_dict()
+    cost_usd: float | None
+    files_changed: list[str]
+    per_turn: list[TurnUsage]
+    transcript: str | None
+    final_text: str
 
 
 @dataclass
@@ -36,7 +53,7 @@ class RunResult:
     messages: list[dict[str, Any]] = field(default_factory=list)
     transcript: str | None = None
     # Usage and cost of each model request of the run (sub-agents' included, tagged by agent).
-    per_turn: list[dict[str, Any]] = field(default_factory=list)
+    per_turn: list[TurnUsage] = field(default_factory=list)
 
     @property
     def transcript_path(self) -> Path | None:
@@ -53,7 +70,7 @@ class RunResult:
             return 0
         return 3 if self.status in LIMIT_STOPS else 1
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> RunSummary:
         return {
             "agent": self.agent,
             "model": self.model,

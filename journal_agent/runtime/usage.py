@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from journal_agent.runtime.models import Price
+
+if TYPE_CHECKING:
+    from anthropic.types import Usage
 
 
 @dataclass
@@ -17,7 +20,7 @@ class TokenUsage:
     cache_read: int = 0
 
     @classmethod
-    def from_api(cls, usage: Any) -> TokenUsage:
+    def from_api(cls, usage: Usage) -> TokenUsage:
         """From the SDK's ``Usage`` (cache fields may be None on gateways that omit them)."""
         return cls(
             input=usage.input_tokens or 0,
@@ -62,6 +65,18 @@ class TokenUsage:
         }
 
 
+class TurnUsage(TypedDict):
+    """One model request of a run: who made it, at which turn, its tokens and cost."""
+
+    agent: str
+    turn: int
+    input: int
+    output: int
+    cache_write: int
+    cache_read: int
+    cost_usd: float | None  # None when the model has no price
+
+
 class Meter:
     """Run-wide totals shared by the main agent and its sub-agents (threads), for budgets."""
 
@@ -71,7 +86,7 @@ class Meter:
         self.cost_usd = 0.0
         self.unpriced = False  # some model had no price: cost is a lower bound
         # One entry per model request, in the order they completed: who, which turn, usage.
-        self.per_turn: list[dict[str, Any]] = []
+        self.per_turn: list[TurnUsage] = []
 
     def add(
         self, usage: TokenUsage, cost: float | None, *, agent: str = "main", turn: int = 0
@@ -86,7 +101,10 @@ class Meter:
                 {
                     "agent": agent,
                     "turn": turn,
-                    **usage.as_dict(),
+                    "input": usage.input,
+                    "output": usage.output,
+                    "cache_write": usage.cache_write,
+                    "cache_read": usage.cache_read,
                     "cost_usd": None if cost is None else round(cost, 6),
                 }
             )
