@@ -10,21 +10,30 @@ import os
 
 from journal_agent.lightjson import loads
 
+TYPE_CHECKING = False  # (collections.abc is one more import for every hook)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 
 def read_objects(path: str | os.PathLike[str]) -> list[dict]:
     """The file's JSON objects; a missing file is empty, and a line that is not a JSON object
     (torn by a crash, or edited by hand) is skipped."""
+    return [item for _, item in read_lines(path)]
+
+
+def read_lines(path: str | os.PathLike[str]) -> Iterator[tuple[bytes, dict]]:
+    """``read_objects`` one at a time, with each object's line as read: for a reader that
+    keeps the lines and parses one again when it needs it (the parsed objects of a large
+    file, all alive at once, left their memory behind in a long-lived process)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        return []
-    out = []
+        return
     for raw in data.splitlines():
         try:
             item = loads(raw)
         except ValueError:
             continue
         if isinstance(item, dict):
-            out.append(item)
-    return out
+            yield raw, item

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -361,14 +362,25 @@ class RefStore:
 
     def anchors(self) -> dict[str, dict[str, Anchor]]:
         """``{entry: {ref: anchor}}`` (an anchor of the first format has only its hash)."""
-        out: dict[str, dict[str, Anchor]] = {}
-        for item in self._items():
+        return {entry: anchors for entry, anchors, _ in self._anchored()}
+
+    def anchors_kept(self) -> KeptAnchors:
+        """``anchors()`` for a long-lived process: each entry's line is kept as read and its
+        anchors made again when asked (at 10,000 entries the made anchors held 13 MB of the
+        view server's memory, the lines 2 MB)."""
+        return KeptAnchors({entry: raw for entry, _, raw in self._anchored()})
+
+    def _anchored(self) -> Iterator[tuple[str, dict[str, Anchor], bytes]]:
+        from journal_agent.jsonl import read_lines
+
+        for raw, item in read_lines(self.path):
+            if "entry" not in item:
+                continue
             try:
-                saved = item.get("anchors") or item["refs"]
-                out[str(item["entry"])] = {str(k): Anchor.from_dict(v) for k, v in saved.items()}
+                anchors = _anchors_of(item)
             except (KeyError, TypeError, ValueError, AttributeError):
                 continue
-        return out
+            yield str(item["entry"]), anchors, raw
 
     def record(self, entry_id: str, anchors: dict[str, Anchor]) -> None:
         """Store the anchors of one entry (call under the journal lock)."""
@@ -388,3 +400,30 @@ class RefStore:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _anchors_of(item: object) -> dict[str, Anchor]:
+    """One line's ``{ref: anchor}``; raises (KeyError, TypeError, ...) on a line without."""
+    if not isinstance(item, dict):
+        raise TypeError("a line of refs.jsonl is an object")
+    saved = item.get("anchors") or item["refs"]
+    return {str(k): Anchor.from_dict(v) for k, v in saved.items()}
+
+
+class KeptAnchors(Mapping[str, dict[str, Anchor]]):
+    """``{entry: {ref: anchor}}`` over the lines of ``refs.jsonl`` that hold them (the last
+    valid line of each entry), each parsed when asked."""
+
+    def __init__(self, lines: dict[str, bytes]) -> None:
+        self._lines = lines
+
+    def __getitem__(self, entry: str) -> dict[str, Anchor]:
+        from journal_agent.lightjson import loads
+
+        return _anchors_of(loads(self._lines[entry]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)

@@ -16,7 +16,7 @@ import re
 import sqlite3
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,7 +95,7 @@ class Site:
         self.root = ws.root
         self.files = WorkspaceFiles(self.root)
         self._lock = threading.Lock()
-        self._hashes: tuple[tuple[int, int], dict[str, dict[str, Anchor]]] | None = None
+        self._hashes: tuple[tuple[int, int], Mapping[str, dict[str, Anchor]]] | None = None
         # An export decides each path once (a snapshot); the server decides at every request.
         self.targets: dict[str, str | None] | None = None
         self._sums: tuple[tuple[int, int], tuple[int, list[tuple[str, int]]]] | None = None
@@ -209,11 +209,13 @@ class Site:
         with self._index() as conn:
             return self._summaries(conn, f"{_ROWS} ORDER BY e.date DESC, e.line DESC")
 
-    def _parse(self, data: bytes, row: tuple) -> Entry | None:
-        """The entry of an index row ``(id, line, start, size)``, parsed from its bytes."""
+    def _parse(self, data: bytes, row: tuple, offset: int = 0) -> Entry | None:
+        """The entry of an index row ``(id, line, start, size)``, parsed from its bytes
+        (``data`` holds the journal from byte ``offset`` on)."""
         from journal_agent.journal.model import parse_journal
 
         entry_id, line, start, size = row
+        start -= offset
         text = data[start : start + size].decode("utf-8", errors="replace")
         entries = parse_journal(text).entries
         if not entries:
@@ -225,6 +227,19 @@ class Site:
     def _journal_bytes(self) -> bytes:
         return self.ws.journal.path.read_bytes()
 
+    def _parse_rows(self, rows: list[tuple]) -> list[Entry]:
+        """The entries of a few index rows, reading only their bytes: a page shows one entry
+        and a few others, and reading the whole journal (14 MB at 10,000 entries) for each
+        page left that much freed heap in the server's memory after every page."""
+        out = []
+        with open(self.ws.journal.path, "rb") as handle:
+            for row in rows:
+                handle.seek(row[2])
+                entry = self._parse(handle.read(row[3]), row, offset=row[2])
+                if entry is not None:
+                    out.append(entry)
+        return out
+
     def entry(self, entry_id: str) -> Entry | None:
         with self._index() as conn:
             try:
@@ -233,7 +248,8 @@ class Site:
                 ).fetchone()
             except sqlite3.OperationalError:
                 return None
-            return None if row is None else self._parse(self._journal_bytes(), row)
+            found = [] if row is None else self._parse_rows([row])
+            return found[0] if found else None
 
     def entry_named(self, name: str) -> Entry | None:
         """The entry whose page is ``entries/<name>.html``."""
@@ -281,8 +297,7 @@ class Site:
                 rows = conn.execute(sql, (f"body : {phrase}", limit)).fetchall()
             except sqlite3.OperationalError:
                 return []
-        data = self._journal_bytes()
-        return [e for row in rows if (e := self._parse(data, row)) is not None]
+        return self._parse_rows(rows)
 
     def backlinks(self, entry: Entry) -> list[Entry]:
         """Entries whose 🔗 section links to ``entry`` (the journal's own ``links_to``), found
@@ -344,7 +359,7 @@ class Site:
 
     # -- references -----------------------------------------------------------------------
 
-    def recorded_hashes(self) -> dict[str, dict[str, Anchor]]:
+    def recorded_hashes(self) -> Mapping[str, dict[str, Anchor]]:
         """``.journal/refs.jsonl``'s anchors, read again only when it changed."""
         path = self.ws.refs.path
         try:
@@ -354,11 +369,14 @@ class Site:
             key = (-1, 0)
         with self._lock:
             if self._hashes is None or self._hashes[0] != key:
-                self._hashes = (key, self.ws.refs.anchors())
+                self._hashes = (key, self.ws.refs.anchors_kept())
             return self._hashes[1]
 
     def ref_states(
-        self, entry: Entry, recorded: dict[str, dict[str, Anchor]], files: FileCache | None = None
+        self,
+        entry: Entry,
+        recorded: Mapping[str, dict[str, Anchor]],
+        files: FileCache | None = None,
     ) -> list[RefState]:
         """Each reference's state; ``files`` may be shared by calls that see the same files
         (an export), else the files are read afresh."""

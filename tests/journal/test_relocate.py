@@ -244,3 +244,24 @@ def test_fix_waits_for_the_journal_lock(appended):
         assert ws.journal.read_bytes() == before
     worker.join(30)
     assert done.is_set() and "src/train.py:6-9" in ws.journal.read_text()
+
+
+def test_kept_anchors_read_as_the_anchors_torn_and_foreign_lines_skipped(tmp_path):
+    """What a long-lived process keeps (each entry's line, parsed when asked) says what
+    ``anchors()`` says: the last valid line of an entry wins, a torn line or a line of another
+    shape is skipped, an old hash-only line still gives its hash."""
+    from journal_agent.journal.refs import Anchor, RefStore
+
+    store = RefStore(tmp_path / "refs.jsonl")
+    store.record("a", {"x.py:1": Anchor("h1", 1, ("one",))})
+    store.record("b", {"y.py:2-3": Anchor("h2", 2, ("two", "three"), before=("zero",))})
+    store.record("a", {"x.py:1": Anchor("h3", 1, ("uno",))})
+    with store.path.open("a") as f:
+        f.write('{"entry": "b", "anchors": 7}\n')  # not anchors: b's earlier line stands
+        f.write('{"entry": "c", "refs": {"z.py:9": "h4"}}\n')  # before anchors existed
+        f.write('["not", "an", "object"]\n{"entry": "d", "anch')  # a torn last line
+    kept = store.anchors_kept()
+    assert dict(kept) == store.anchors()
+    assert sorted(kept) == ["a", "b", "c"] and len(kept) == 3
+    assert kept["a"]["x.py:1"].text == ("uno",) and kept["c"]["z.py:9"].hash == "h4"
+    assert kept.get("d") is None

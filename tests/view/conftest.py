@@ -152,11 +152,18 @@ class Server:
     process: subprocess.Popen[str]
 
 
-def start_server(root: Path, *args: str, env: dict[str, str | None] | None = None) -> Server:
+def start_server(
+    root: Path,
+    *args: str,
+    env: dict[str, str | None] | None = None,
+    stderr: Path | None = None,
+) -> Server:
+    """``journal-agent view`` as a process; its stderr to the file ``stderr`` when given (a
+    pipe nobody reads would stop a server that writes much there)."""
     proc = subprocess.Popen(
         CLI.command("view", "--no-open", "--root", str(root), *args),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr is None else stderr.open("w"),
         stdin=subprocess.DEVNULL,
         text=True,
         env=CLI.environment({"HOME": str(root.parent), **(env or {})}),

@@ -13,6 +13,7 @@ import json
 import math
 import mmap
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,34 +22,69 @@ import numpy as np
 _DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64}
 
 
-def _map(path: Path) -> mmap.mmap:
-    with open(path, "rb") as handle:
-        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def _tensors(mapped: mmap.mmap) -> dict[str, np.ndarray]:
-    """The tensors of a mapped ``.safetensors`` file, as views of it (no copy of the 90 MB)."""
+def _layout(mapped: mmap.mmap) -> tuple[int, dict[str, Any]]:
+    """A ``.safetensors`` file's data offset and header (name → dtype, shape, data_offsets)."""
     (size,) = struct.unpack("<Q", mapped[:8])
     header = json.loads(mapped[8 : 8 + size])
-    base = 8 + size
+    header.pop("__metadata__", None)
+    return 8 + size, header
+
+
+def _tensors(mapped: mmap.mmap, skip: str = "") -> dict[str, np.ndarray]:
+    """The tensors of a mapped ``.safetensors`` file but ``skip``, as views of it (no copy)."""
+    base, header = _layout(mapped)
     out: dict[str, np.ndarray] = {}
     for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = info["data_offsets"]
-        dtype = _DTYPES.get(info["dtype"])
-        if info["dtype"] == "BF16":
-            raw = np.frombuffer(
-                mapped, dtype=np.uint16, count=(end - start) // 2, offset=base + start
-            )
-            array = (raw.astype(np.uint32) << 16).view(np.float32)
-        elif dtype is None:
-            raise ValueError(f"unsupported tensor type {info['dtype']} for {name}")
-        else:
-            count = (end - start) // np.dtype(dtype).itemsize
-            array = np.frombuffer(mapped, dtype=dtype, count=count, offset=base + start)
-        out[name] = array.reshape(info["shape"])
+        if name != skip:
+            start, end = info["data_offsets"]
+            array = _as_array(mapped, info["dtype"], name, end - start, base + start)
+            out[name] = array.reshape(info["shape"])
     return out
+
+
+def _as_array(buffer: Any, dtype_name: str, name: str, nbytes: int, offset: int = 0) -> np.ndarray:
+    """``nbytes`` of ``buffer`` from ``offset`` as a flat array (BF16 widened to float32)."""
+    dtype = _DTYPES.get(dtype_name)
+    if dtype_name == "BF16":
+        raw = np.frombuffer(buffer, dtype=np.uint16, count=nbytes // 2, offset=offset)
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    if dtype is None:
+        raise ValueError(f"unsupported tensor type {dtype_name} for {name}")
+    count = nbytes // np.dtype(dtype).itemsize
+    return np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
+
+
+class _Vocabulary:
+    """The word embeddings, read from the weights file row by row as a text needs them.
+
+    A query reads a few of the 30,522 rows (1.5 kB each). Through a mapping of the file, each
+    row read mapped the whole page-cache folio around it into the process — up to 2 MB where
+    the kernel had cached the file in large folios (written or read sequentially on an
+    unfragmented machine) — so the view server's memory (RSS) after bench_view's searches
+    depended on the page cache: 215 MB, or 173 MB where the file was cached in small pages.
+    Reading the rows costs one small read each (≈ 2 µs; a text has ≤ 256 tokens)."""
+
+    def __init__(self, path: Path, offset: int, dtype_name: str, shape: list[int]) -> None:
+        self.handle = open(path, "rb", buffering=0)  # noqa: SIM115 (held for the encoder's life)
+        self.offset, self.dtype_name = offset, dtype_name
+        self.rows, self.dim = int(shape[0]), int(shape[1])
+        self.row_bytes = self.dim * (2 if dtype_name in ("F16", "BF16") else 4)
+        self.lock = threading.Lock()  # seek + read on the one handle
+
+    def __getitem__(self, ids: np.ndarray) -> np.ndarray:
+        """``(len(ids), dim)`` rows, as indexing the matrix would give them."""
+        chunks = []
+        with self.lock:
+            for i in ids.tolist():
+                if not 0 <= i < self.rows:
+                    raise IndexError(f"token id {i} is outside the vocabulary ({self.rows})")
+                self.handle.seek(self.offset + i * self.row_bytes)
+                chunks.append(self.handle.read(self.row_bytes))
+        data = b"".join(chunks)
+        if len(data) != len(chunks) * self.row_bytes:
+            raise ValueError("the weights file is shorter than its header says")
+        name = "embeddings.word_embeddings.weight"
+        return _as_array(data, self.dtype_name, name, len(data)).reshape(len(chunks), self.dim)
 
 
 class BertEncoder:
@@ -70,28 +106,45 @@ class BertEncoder:
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_tokens)
-        mapped = _map(weights)
-        w = _tensors(mapped)
-        prefix = "bert." if "bert.embeddings.word_embeddings.weight" in w else ""
-        self.w = {k.removeprefix(prefix): v for k, v in w.items()}
-        self.dim = int(self.w["embeddings.word_embeddings.weight"].shape[1])
+        with open(weights, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            self._load(weights, mapped)
+        finally:
+            self._unmap(mapped)
+
+    def _load(self, weights: Path, mapped: mmap.mmap) -> None:
+        """Our own copies of the weights the forward pass reads; the vocabulary's embeddings
+        stay in the file (``_Vocabulary``). Nothing keeps a view of the mapping afterwards, so
+        ``_unmap`` can drop it: its pages were a second copy of the layers' weights, counted
+        in the process's memory (RSS) — ≈ 90 MB of a long-lived server's."""
+        base, header = _layout(mapped)
+        words = "embeddings.word_embeddings.weight"
+        prefix = "bert." if "bert." + words in header else ""
+        info = header[prefix + words]
+        self.words = _Vocabulary(
+            weights, base + info["data_offsets"][0], info["dtype"], info["shape"]
+        )
+        w = {k.removeprefix(prefix): v for k, v in _tensors(mapped, prefix + words).items()}
+        self.dim = self.words.dim
+        self.w = w
         # Per layer, weights laid out for ``x @ W`` (contiguous, query/key/value fused): on
         # a short query the forward pass is bound by reading the weights, and a transposed
         # view halves the speed of the matmul.
         self.prepared = [self._prepare(f"encoder.layer.{n}.") for n in range(self.layers)]
-        self._release(mapped)
+        kept = {k for k in w if not k.startswith("encoder.layer.")}
+        kept |= {k for k in w if k.endswith(("LayerNorm.weight", "LayerNorm.bias"))}
+        self.w = {k: np.array(w[k]) for k in kept}
 
-    def _release(self, mapped: mmap.mmap) -> None:
-        """Keep our own copies of what the forward pass reads, except the vocabulary's
-        embeddings (a query reads a few of its 30,000 rows), and give the mapped pages that
-        preparing read back to the page cache: they were a second copy of the layers'
-        weights, counted in the process's memory (RSS) — ≈ 90 MB of a long-lived server's."""
-        words = "embeddings.word_embeddings.weight"
-        kept = {k for k in self.w if k == words or not k.startswith("encoder.layer.")}
-        kept |= {k for k in self.w if k.endswith(("LayerNorm.weight", "LayerNorm.bias"))}
-        self.w = {k: (v if k == words else np.array(v)) for k, v in self.w.items() if k in kept}
-        if hasattr(mmap, "MADV_DONTNEED"):  # Linux; elsewhere the pages stay mapped
-            mapped.madvise(mmap.MADV_DONTNEED)
+    @staticmethod
+    def _unmap(mapped: mmap.mmap) -> None:
+        """Unmap the weights file; where a view of it is still alive (it cannot close), give
+        its pages back to the page cache instead (Linux)."""
+        try:
+            mapped.close()
+        except BufferError:
+            if hasattr(mmap, "MADV_DONTNEED"):
+                mapped.madvise(mmap.MADV_DONTNEED)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """``(len(texts), dim)`` float32 vectors; unit length when the model normalizes."""
@@ -110,7 +163,7 @@ class BertEncoder:
         w = self.w
         n = ids.shape[0]
         x = (
-            w["embeddings.word_embeddings.weight"][ids]
+            self.words[ids]
             + w["embeddings.position_embeddings.weight"][:n]
             + w["embeddings.token_type_embeddings.weight"][0]
         )  # (T, H)
@@ -144,7 +197,7 @@ class BertEncoder:
         out = [np.ascontiguousarray(qkv_w, dtype=np.float32), qkv_b.astype(np.float32)]
         for name in ("attention.output.dense", "intermediate.dense", "output.dense"):
             out.append(np.ascontiguousarray(w[p + name + ".weight"].T, dtype=np.float32))
-            out.append(np.asarray(w[p + name + ".bias"], dtype=np.float32))
+            out.append(np.array(w[p + name + ".bias"], dtype=np.float32))  # a copy: no view
         return tuple(out)
 
     def _norm(self, x: np.ndarray, name: str) -> np.ndarray:

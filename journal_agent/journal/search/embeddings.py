@@ -242,6 +242,8 @@ def get_embedder(root: Path) -> Embedder:
     if key not in _EMBEDDERS:
         try:
             _EMBEDDERS[key] = Embedder(info)
+            # What preparing the weights used and freed: a long-lived process keeps it else.
+            release_freed_heap()
         except Unavailable as exc:
             _FAILURES[key] = str(exc)
             raise
@@ -249,6 +251,17 @@ def get_embedder(root: Path) -> Embedder:
             _FAILURES[key] = f"the model in {info.path} did not load ({exc})"
             raise Unavailable(_FAILURES[key]) from None
     return _EMBEDDERS[key]
+
+
+def release_freed_heap() -> None:
+    """Give the heap freed after a large one-off load back to the system: glibc keeps freed
+    memory in each thread's arena, where a long-lived process (the view, the MCP server) would
+    hold it for good. Elsewhere than glibc nothing is done."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def status(root: Path) -> str | None:

@@ -20,6 +20,7 @@ from journal_agent.journal.search.embeddings import (
     embed_text,
     from_blobs,
     get_embedder,
+    release_freed_heap,
     text_key,
     to_blob,
 )
@@ -203,22 +204,27 @@ def embed_missing(
 
 def _load(index: SearchIndex, conn: sqlite3.Connection, embedder: Embedder, fill: int) -> _Matrix:
     vconn = VectorStore(index.root).connect()
+    read = False
     try:
         key = (str(index.path), embedder.model_id)
         generation = index.generation(conn)
         version = vconn.execute("SELECT n FROM version").fetchone()[0]
         cached = _CACHE.get(key)
         if cached is None or (cached.generation, cached.version) != (generation, version):
-            cached = _read(conn, vconn, embedder, generation, version)
+            cached, read = _read(conn, vconn, embedder, generation, version), True
             _CACHE[key] = cached
         if fill and cached.missing:
             _embed(index, conn, embedder, cached.missing[:fill], vconn)
             version = vconn.execute("SELECT n FROM version").fetchone()[0]
-            cached = _read(conn, vconn, embedder, generation, version)
+            cached, read = _read(conn, vconn, embedder, generation, version), True
             _CACHE[key] = cached
         return cached
     finally:
         vconn.close()
+        if read:
+            # The bytes read (one object per vector) and SQLite's page cache are freed now;
+            # glibc would keep that heap (~20 MB at 10,000 entries) in a long-lived process.
+            release_freed_heap()
 
 
 def _read(
@@ -250,18 +256,6 @@ def _share(stored: dict[str, Any], keys: list[str], vectors: np.ndarray) -> None
             stored[key] = value.tobytes()
     for key, row in zip(keys, vectors, strict=True):
         stored[key] = row
-    _trim()
-
-
-def _trim() -> None:
-    """Give the heap freed by the bytes read (one object per vector) back to the system:
-    glibc keeps it otherwise, and a long-lived process (the view) would hold ~20 MB it does
-    not use. Elsewhere than glibc nothing is done."""
-    import contextlib
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 # Vectors read so far, per cache file and model: after an append only the new rows are read

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from journal_agent.journal import api
 from journal_agent.journal.search.embeddings import KNOWN_WEIGHTS, find_model, get_embedder
@@ -163,3 +164,53 @@ def test_doctor_says_whether_search_uses_meaning_and_why_not(ws, cli):
     off = meaning(json.loads(bare.stdout))
     assert off["ok"] is False and "pip install 'journal-agent[embeddings]'" in str(off["detail"])
     assert "search works by words only" in str(off["detail"])
+
+
+def _half_copy(model: Path, to: Path, dtype: str) -> Path:
+    """A copy of the model directory with its float32 weights stored as F16 or BF16."""
+    import struct
+
+    shutil.copytree(model, to, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+    data = (model / "model.safetensors").read_bytes()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + size])
+    base, out, parts, at = 8 + size, {}, [], 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            out[name] = info
+            continue
+        start, end = info["data_offsets"]
+        array = np.frombuffer(data, np.float32, (end - start) // 4, base + start)
+        if info["dtype"] != "F32":  # position ids (I64) stay as they are
+            raw = data[base + start : base + end]
+        elif dtype == "F16":
+            raw = array.astype(np.float16).tobytes()
+        else:  # BF16: the upper half of each float32
+            raw = (array.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+        kind = dtype if info["dtype"] == "F32" else info["dtype"]
+        out[name] = {**info, "dtype": kind, "data_offsets": [at, at + len(raw)]}
+        parts.append(raw)
+        at += len(raw)
+    head = json.dumps(out).encode()
+    (to / "model.safetensors").write_bytes(struct.pack("<Q", len(head)) + head + b"".join(parts))
+    return to
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc (Linux)")
+def test_the_encoder_reads_words_from_the_file_and_keeps_no_mapping_of_it(tmp_path):
+    """The vocabulary's rows are read from the weights file as a text needs them, whatever
+    their stored type, and the file is not left mapped: a mapped file's pages count in the
+    process's memory as the kernel cached them (a whole 2 MB folio per word looked up)."""
+    from journal_agent.journal.search._bert import BertEncoder
+
+    model = PACKAGED / "model"
+    full = BertEncoder(model, model / "model.safetensors").encode(TEXTS)
+    for dtype in ("F16", "BF16"):
+        copy = _half_copy(model, tmp_path / dtype, dtype)
+        half = BertEncoder(copy, copy / "model.safetensors").encode(TEXTS)
+        # The same sentences, from weights rounded to 11 (F16) or 8 (BF16) bits: a row read
+        # from the wrong place or as the wrong type would give another sentence's vector.
+        assert (half * full).sum(axis=1).min() > 0.99, dtype
+        # (The packaged file is not checked: sentence-transformers, in another test of this
+        # process, may still map it.)
+        assert str(copy / "model.safetensors") not in Path("/proc/self/maps").read_text()
