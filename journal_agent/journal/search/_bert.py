@@ -14,6 +14,7 @@ import math
 import mmap
 import struct
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ class _Vocabulary:
 
     def __init__(self, path: Path, offset: int, dtype_name: str, shape: list[int]) -> None:
         self.handle = open(path, "rb", buffering=0)  # noqa: SIM115 (held for the encoder's life)
+        weakref.finalize(self, self.handle.close)  # closed with the encoder, never left to GC
         self.offset, self.dtype_name = offset, dtype_name
         self.rows, self.dim = int(shape[0]), int(shape[1])
         self.row_bytes = self.dim * (2 if dtype_name in ("F16", "BF16") else 4)
