@@ -101,6 +101,7 @@ model_states
 estimated_total
 why_total
 pid_started  # journal_agent/runtime/background.py: a RunStatus key (written as a keyword)
+cache_control  # journal_agent/tools/base.py: a ToolDefinition key (runtime/caching.py sets it by string)
 # Hugging Face configs (profiling/models/hf_config.py, hf_module.py): a config.json field read by
 # pydantic; transformers reads the attributes set on its config.
 model_type

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from journal_agent.capture.drafts import Draft, drafted_moments
 from journal_agent.drafts import caps
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from journal_agent.drafts.tools import DraftLog
     from journal_agent.runtime.events import Event
     from journal_agent.runtime.runner import Prepared
+    from journal_agent.runtime.wire import RequestBody
 
 AGENT = "learning-journal"
 _MARGIN = 1.2  # the offline count is within some 10-20 % of Claude's (runtime/tokens.py)
@@ -123,9 +124,22 @@ class Allowance:
         )
 
 
+class DraftPreview(TypedDict):
+    """One moment's first request beside what its draft may spend (``--dry-run --json``)."""
+
+    moment: str
+    model: str
+    estimate: dict[str, int]  # tokens: tools, system, messages, total (offline)
+    max_tokens: int
+    need: int  # the estimate with its margin, plus max_tokens
+    allowance: int
+    fits: bool
+    request: RequestBody
+
+
 def preview(
     root: Path, moments: list[Moment], *, model: str | None = None, home: Path | None = None
-) -> list[dict[str, Any]]:
+) -> list[DraftPreview]:
     """``inbox draft --dry-run``: each moment's first request as it would be sent, estimated
     offline, beside what the draft may spend. Sends nothing; needs no key."""
     from journal_agent.drafts.tools import DraftLog
@@ -134,7 +148,7 @@ def preview(
     limits = caps.drafting_caps(root)
     spent = caps.used_today(root)
     allowance = Allowance(min(limits.per_draft, max(0, limits.daily - spent)), spent, limits)
-    out = []
+    out: list[DraftPreview] = []
     for moment in moments:
         done = DraftRun(moment)
         log = DraftLog(root, [moment.id])

@@ -10,7 +10,11 @@ The conversation history is never mutated: marked messages are shallow copies.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from journal_agent.runtime.wire import Block, ChatMessage, RequestBody
+    from journal_agent.tools.base import ToolDefinition
 
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 MAX_BREAKPOINTS = 4
@@ -18,7 +22,7 @@ MAX_BREAKPOINTS = 4
 _UNMARKABLE = {"thinking", "redacted_thinking"}
 
 
-def cached_tools(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def cached_tools(definitions: list[ToolDefinition]) -> list[ToolDefinition]:
     if not definitions:
         return []
     out = list(definitions)
@@ -26,14 +30,14 @@ def cached_tools(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def cached_system(text: str) -> list[dict[str, Any]]:
+def cached_system(text: str) -> list[Block]:
     return [{"type": "text", "text": text, "cache_control": EPHEMERAL}]
 
 
-def _mark(message: dict[str, Any]) -> dict[str, Any] | None:
+def _mark(message: ChatMessage) -> ChatMessage | None:
     content = message["content"]
     if isinstance(content, str):
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
+        blocks: list[Block] = [{"type": "text", "text": content}]
     else:
         blocks = list(content)
     for i in range(len(blocks) - 1, -1, -1):
@@ -43,9 +47,7 @@ def _mark(message: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def with_message_breakpoints(
-    messages: list[dict[str, Any]], marks: list[int]
-) -> list[dict[str, Any]]:
+def with_message_breakpoints(messages: list[ChatMessage], marks: list[int]) -> list[ChatMessage]:
     """A copy of ``messages`` with a breakpoint on the last markable block of each index."""
     out = list(messages)
     for index in sorted(set(marks)):
@@ -56,7 +58,7 @@ def with_message_breakpoints(
     return out
 
 
-def count_breakpoints(request: dict[str, Any]) -> int:
+def count_breakpoints(request: RequestBody) -> int:
     count = sum(1 for t in request.get("tools", []) if "cache_control" in t)
     system = request.get("system")
     if isinstance(system, list):

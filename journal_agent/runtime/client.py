@@ -12,6 +12,7 @@ honoured) are the SDK's own, ``max_retries`` times.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from journal_agent.errors import UserError
@@ -60,9 +61,13 @@ def make_client(
 
 
 def create_message(
-    client: anthropic.Anthropic, request: dict[str, Any], timeout: float
+    client: anthropic.Anthropic, request: Mapping[str, Any], timeout: float
 ) -> anthropic.types.Message:
-    """One ``messages.create`` call; failures the user must act on become ModelCallError."""
+    """One ``messages.create`` call; failures the user must act on become ModelCallError.
+
+    ``request`` is a :class:`~journal_agent.runtime.wire.RequestBody`, whose blocks are JSON
+    objects: the SDK's param types name each block's fields, so the body is passed as the
+    mapping it is, and the API checks the blocks."""
     import anthropic
 
     try:

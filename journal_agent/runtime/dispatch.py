@@ -23,10 +23,13 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from journal_agent.runtime.client import ModelCallError
-from journal_agent.tools.base import Tool, ToolContext, ToolResult
+from journal_agent.tools.base import Tool, ToolContext, ToolDefinition, ToolResult
+
+if TYPE_CHECKING:
+    from journal_agent.runtime.wire import Block
 
 # Claude Code caps a tool response at about 25,000 tokens; ~4 characters per token.
 MAX_RESULT_CHARS = 100_000
@@ -55,7 +58,7 @@ class ToolOutcome:
     seconds: float
 
 
-_DEFINITIONS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+_DEFINITIONS: weakref.WeakKeyDictionary[type, ToolDefinition] = weakref.WeakKeyDictionary()
 
 
 def valid_unicode(text: str) -> str:
@@ -64,7 +67,7 @@ def valid_unicode(text: str) -> str:
     return _SURROGATES.sub("\ufffd", text)
 
 
-def tool_definition(tool: Tool) -> dict[str, Any]:
+def tool_definition(tool: Tool) -> ToolDefinition:
     """``tool.definition()``, computed once per tool class (schemas are costly to build)."""
     cls = type(tool)
     definition = _DEFINITIONS.get(cls)
@@ -193,10 +196,10 @@ def _parallel(
     return out
 
 
-def tool_result_blocks(outcomes: list[ToolOutcome]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+def tool_result_blocks(outcomes: list[ToolOutcome]) -> list[Block]:
+    blocks: list[Block] = []
     for o in outcomes:
-        block: dict[str, Any] = {
+        block: Block = {
             "type": "tool_result",
             "tool_use_id": o.call.id,
             "content": o.result.content,

@@ -53,6 +53,8 @@ from journal_agent.tools.base import Tool, ToolContext
 if TYPE_CHECKING:
     from anthropic.types import Message, ThinkingConfigParam
 
+    from journal_agent.runtime.wire import Block, ChatMessage, RequestBody
+
 CONTINUE_PROMPT = (
     "Your previous response was cut off by the output limit. Continue exactly where it stopped."
 )
@@ -161,7 +163,7 @@ class AgentLoop:
         self.ctx = ctx
         self.label = label
         self.interactive = interactive
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[ChatMessage] = []
         self.usage = TokenUsage()
         self.cost: float | None = 0.0
         self.turns = 0
@@ -182,11 +184,11 @@ class AgentLoop:
         last = len(self.messages) - 1
         return [last] if self._prev_last in (None, last) else [self._prev_last, last]
 
-    def build_request(self) -> dict[str, Any]:
+    def build_request(self) -> RequestBody:
         """The exact body of the next request (cache breakpoints placed)."""
         marks = self._marks()
         # Keys in cache-prefix order (tools → system → messages), for readable dumps.
-        request: dict[str, Any] = {"model": self.spec.model, "max_tokens": self._max_tokens}
+        request: RequestBody = {"model": self.spec.model, "max_tokens": self._max_tokens}
         if self._tool_defs:
             request["tools"] = self._tool_defs
         request["system"] = self._system
@@ -195,7 +197,7 @@ class AgentLoop:
             request["thinking"] = self.session.options.thinking
         return request
 
-    def _log_request(self, request: dict[str, Any]) -> None:
+    def _log_request(self, request: RequestBody) -> None:
         """Log the request as a delta: tools/system once, then only the new messages.
 
         Logging whole requests would make a transcript quadratic in the conversation's
@@ -203,7 +205,7 @@ class AgentLoop:
         bodies from these records."""
         if self.session.transcript is None:
             return
-        record: dict[str, Any] = {
+        record: dict[str, object] = {
             "model": request["model"],
             "max_tokens": request["max_tokens"],
             "cache_breakpoints": self._marks(),
@@ -211,7 +213,9 @@ class AgentLoop:
             "new_messages": self.messages[self._logged_messages :],
         }
         if not self._logged_head:
-            record.update({k: request[k] for k in ("tools", "system", "thinking") if k in request})
+            record.update(
+                {k: v for k, v in request.items() if k in ("tools", "system", "thinking")}
+            )
             self._logged_head = True
         self._logged_messages = len(self.messages)
         self.session.log("request", self.label, turn=self.turns, **record)
@@ -271,12 +275,7 @@ class AgentLoop:
             )
         )
 
-    def _run_tools(self, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        calls = [
-            ToolCall(b["id"], b["name"], b.get("input"))
-            for b in content
-            if b.get("type") == "tool_use"
-        ]
+    def _run_tools(self, calls: list[ToolCall]) -> list[Block]:
         outcomes = run_tool_calls(
             calls,
             self.spec.tools,
@@ -305,7 +304,7 @@ class AgentLoop:
         limits = [x for x in (self.spec.max_turns, self.session.options.max_turns) if x]
         return min(limits) if limits else None
 
-    def run(self, prompt: str | list[dict[str, Any]]) -> RunResult:
+    def run(self, prompt: str | list[Block]) -> RunResult:
         """Run the conversation from ``prompt`` (text, or content blocks) to its end.
 
         Returns the :class:`RunResult`: ``status`` (completed, max_turns, budget, …), the final
@@ -366,11 +365,14 @@ class AgentLoop:
             self.session.emit(TurnStarted(self.label, self.turns, self.spec.model))
             response = self._call_model()
             content = [block.to_dict() for block in response.content]
+            calls = [
+                ToolCall(b.id, b.name, b.input) for b in response.content if b.type == "tool_use"
+            ]
             text = "\n".join(b.text for b in response.content if b.type == "text").strip()
             if text:
                 last_text = text
                 self.session.emit(AssistantText(self.label, self.turns, text))
-            result = self._after_response(response.stop_reason, content, text, last_text)
+            result = self._after_response(response.stop_reason, content, calls, text, last_text)
             if result is not None:
                 return result
 
@@ -387,10 +389,16 @@ class AgentLoop:
         return None
 
     def _after_response(
-        self, stop: str | None, content: list[dict[str, Any]], text: str, last_text: str
+        self,
+        stop: str | None,
+        content: list[Block],
+        calls: list[ToolCall],
+        text: str,
+        last_text: str,
     ) -> RunResult | None:
-        """Act on a response by its stop reason: None to take another turn, else the result."""
-        has_tool_use = any(b.get("type") == "tool_use" for b in content)
+        """Act on a response by its stop reason: None to take another turn, else the result.
+        ``content`` is the response's blocks as JSON, ``calls`` its tool_use blocks."""
+        has_tool_use = bool(calls)
         if stop == "max_tokens":
             return self._cut_off(has_tool_use, content, last_text)
         if stop == "pause_turn":
@@ -400,7 +408,7 @@ class AgentLoop:
         # stopped for: an assistant turn with unanswered tool_use blocks is a dead end.
         if has_tool_use and stop in ("tool_use", "end_turn", "stop_sequence"):
             self.messages.append({"role": "assistant", "content": content})
-            self.messages.append({"role": "user", "content": self._run_tools(content)})
+            self.messages.append({"role": "user", "content": self._run_tools(calls)})
             return None
         if stop in ("end_turn", "stop_sequence", "tool_use"):
             self.messages.append({"role": "assistant", "content": content})
@@ -425,7 +433,7 @@ class AgentLoop:
         )
 
     def _cut_off(
-        self, has_tool_use: bool, content: list[dict[str, Any]], last_text: str
+        self, has_tool_use: bool, content: list[Block], last_text: str
     ) -> RunResult | None:
         """A response cut off by max_tokens: retry with more room, or ask to continue."""
         if has_tool_use or not content:

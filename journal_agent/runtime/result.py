@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from journal_agent.runtime.usage import TokenUsage, TurnUsage
+
+if TYPE_CHECKING:
+    from journal_agent.runtime.wire import ChatMessage
 
 # Why a run stopped. ``completed`` is the only success; limits stop cleanly.
 COMPLETED = "completed"
@@ -50,7 +53,7 @@ class RunResult:
     cost_usd: float | None = 0.0
     tools_used: dict[str, int] = field(default_factory=dict)
     files_changed: list[str] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[ChatMessage] = field(default_factory=list)
     transcript: str | None = None
     # Usage and cost of each model request of the run (sub-agents' included, tagged by agent).
     per_turn: list[TurnUsage] = field(default_factory=list)

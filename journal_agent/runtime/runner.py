@@ -34,6 +34,7 @@ from journal_agent.workspace import Workspace
 
 if TYPE_CHECKING:
     from journal_agent.definitions import AgentDefinition
+    from journal_agent.runtime.wire import RequestBody
     from journal_agent.settings import Settings
 
 
@@ -78,7 +79,7 @@ class Prepared:
     allow: tuple[str, ...] = ()  # a command's allowed-tools: permitted without asking
     _launcher: _Launcher | None = None
 
-    def first_request(self) -> dict[str, Any]:
+    def first_request(self) -> RequestBody:
         """The exact body of the first request."""
         loop = AgentLoop(
             Session(client=None, options=self.config.options),

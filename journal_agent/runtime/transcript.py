@@ -21,10 +21,13 @@ import re
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from journal_agent.paths import transcripts_dir
 from journal_agent.secret_text import redact_secrets
+
+if TYPE_CHECKING:
+    from journal_agent.runtime.wire import ChatMessage, RequestBody
 
 REDACTED = "[REDACTED]"
 # ``NAME=value`` lines of .env files and shell profiles (as Read shows them, line numbers
@@ -142,19 +145,19 @@ def read_transcript(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def replay_requests(records: list[dict[str, Any]], agent: str = "main") -> list[dict[str, Any]]:
+def replay_requests(records: list[dict[str, Any]], agent: str = "main") -> list[RequestBody]:
     """The exact request bodies one agent sent, rebuilt from its delta ``request`` records."""
     from journal_agent.runtime.caching import with_message_breakpoints
 
-    head: dict[str, Any] = {}
-    history: list[dict[str, Any]] = []
-    out = []
+    head: dict[str, Any] = {}  # tools, system, thinking: logged once, by the first request
+    history: list[ChatMessage] = []
+    out: list[RequestBody] = []
     for r in records:
         if r.get("type") != "request" or r.get("agent") != agent:
             continue
         head.update({k: r[k] for k in ("tools", "system", "thinking") if k in r})
         history = history[: r["messages_before"]] + r["new_messages"]
-        body: dict[str, Any] = {"model": r["model"], "max_tokens": r["max_tokens"]}
+        body: RequestBody = {"model": r["model"], "max_tokens": r["max_tokens"]}
         if "tools" in head:
             body["tools"] = head["tools"]
         body["system"] = head["system"]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NotRequired, TypedDict, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -23,12 +23,21 @@ if TYPE_CHECKING:
     from journal_agent.tools.read_tracking import ReadTracker
     from journal_agent.workspace import Workspace
 
-__all__ = ["InputT", "Tool", "ToolContext", "ToolError", "ToolResult"]
+__all__ = ["InputT", "Tool", "ToolContext", "ToolDefinition", "ToolError", "ToolResult"]
 
 # No tool input is this large in honest use (a Write of 4 MB of text is a lot); a larger one is
 # refused before validation, whose work grows with the input.
 MAX_INPUT_CHARS = 4_000_000
 _SHOWN_PROBLEMS = 3
+
+
+class ToolDefinition(TypedDict):
+    """A tool as the Messages API expects it (``cache_control`` on the last one of a request)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, object]  # a JSON Schema, as pydantic writes it
+    cache_control: NotRequired[dict[str, str]]
 
 
 # A long tool's progress, for a host that shows it: (done, total or None, what it is doing).
@@ -100,7 +109,7 @@ class Tool(ABC, Generic[InputT]):
         return schema
 
     @classmethod
-    def definition(cls) -> dict[str, Any]:
+    def definition(cls) -> ToolDefinition:
         """The tool as the Messages API expects it."""
         return {
             "name": cls.name,
