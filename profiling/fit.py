@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -25,6 +25,9 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import HEADROOM, estimate
 from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.records import MeasurementRecord
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 # On equal throughput the order decides: the standard recipes before pure bf16.
@@ -105,7 +108,7 @@ def _candidate(cfg: TrainingConfig) -> Candidate:
     )
 
 
-def _rank_key(c: Candidate) -> tuple[Any, ...]:
+def _rank_key(c: Candidate) -> tuple[int, bool, bool, float]:
     speed = c.tokens_per_second if c.tokens_per_second is not None else c.tokens_per_step_flop
     # Without a GPU there is no peak to divide by: fp32 (8–16× slower matmuls) ranks last.
     slow = c.tokens_per_second is None and c.config.precision == "fp32"
@@ -268,7 +271,7 @@ def fit_json(res: FitResult) -> dict[str, Any]:
 __all__ = ["Candidate", "FitResult", "fit", "fit_json", "render_fit"]
 
 
-def fit_record(res: FitResult, top: int = 10) -> Any:
+def fit_record(res: FitResult, top: int = 10) -> MeasurementRecord:
     """What ``fit`` prints, as a record to cite: each shown row's estimated peak, traced peak
     and tokens/s, the GPU's memory and the part of it counted as usable."""
     from profiling.records import MeasurementRecord, Quantity, new_record_id, software_versions

@@ -13,12 +13,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, Field
 
 from profiling.records import MeasurementRecord, Quantity, new_record_id
 from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from profiling.config import TrainingConfig
+    from profiling.measure.profiler import MemoryProfiler
+    from profiling.measure.run import RunOptions
 
 
 def launched_by_torchrun() -> bool:
@@ -103,10 +113,14 @@ class RanksSummary(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def _wrap(config: Any, device: Any, mesh: Any):
-    def wrap(model: Any, _prof: Any) -> Any:
+def _wrap(
+    config: TrainingConfig, device: torch.device, mesh: DeviceMesh | None
+) -> Callable[[nn.Module, MemoryProfiler], nn.Module]:
+    def wrap(model: nn.Module, _prof: MemoryProfiler) -> nn.Module:
         if config.fsdp:
             import torch
+
+            assert mesh is not None, "profile_rank makes the mesh of an FSDP run"
 
             from profiling.trace.build import _shard
 
@@ -135,7 +149,7 @@ def leave_rank(code: int) -> NoReturn:
     os._exit(code)
 
 
-def profile_rank(config: Any, options: Any) -> RanksSummary | None:
+def profile_rank(config: TrainingConfig, options: RunOptions) -> RanksSummary | None:
     """Measure this rank; gather every rank's result on rank 0 (None on the other ranks)."""
     import torch
     import torch.distributed as dist
@@ -182,7 +196,8 @@ def profile_rank(config: Any, options: Any) -> RanksSummary | None:
             rss_end=s.rss_end,
             oom=s.oom.message if s.oom else None,
         )
-        gathered: list[Any] | None = [None] * world if rank == 0 else None
+        # rank 0 receives every rank's RankResult (as a dict) here
+        gathered: list[object] | None = [None for _ in range(world)] if rank == 0 else None
         dist.gather_object(mine.model_dump(), gathered, dst=0)
         # A rank that tears gloo down while rank 0 is still receiving can abort ("terminate
         # called without an active exception", seen once in CI): all leave together.

@@ -20,7 +20,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from pydantic import BaseModel, Field
@@ -38,6 +38,9 @@ from profiling.trace.build import (
     make_optimizer,
     untraceable,
 )
+
+if TYPE_CHECKING:
+    from profiling.trace.step import TraceResult
 
 # progress(steps done, steps in all, what is happening)
 Progress = Callable[[int, int, str], None]
@@ -76,7 +79,7 @@ class MeasuredRun:
     summary: ProfileSummary
     model_info: dict[str, Any]
     params: int
-    trace: Any = None  # TraceResult of the same configuration, when compared
+    trace: TraceResult | None = None  # of the same configuration, when compared
     comparison: list[ComparisonRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -364,7 +367,7 @@ def _compare_with_trace(run: MeasuredRun, factory: Callable[..., object] | None)
         )
 
 
-def compare_rows(run: MeasuredRun, trace: Any) -> list[ComparisonRow]:
+def compare_rows(run: MeasuredRun, trace: TraceResult) -> list[ComparisonRow]:
     """Measured beside traced: each phase's peak (and memory at its end) and the step's peak.
 
     A steady-state trace is compared with the last measured step; a first-step trace (older

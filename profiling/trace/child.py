@@ -15,16 +15,20 @@ import json
 import signal
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from profiling.errors import ProfilingError
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+    from profiling.trace.step import TraceResult
 
 _CHILD = "import sys; sys.path[:0] = __import__('json').loads(sys.stdin.readline()); " + (
     "from profiling.trace.child import main; main()"
 )
 
 
-def trace_in_child(config: Any, timeout: float | None = None) -> Any:
+def trace_in_child(config: TrainingConfig, timeout: float | None = None) -> TraceResult:
     """``trace_step(config)`` in a child process; its :class:`TraceResult`."""
     from profiling.trace.step import TraceResult
 
