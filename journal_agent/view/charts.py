@@ -11,14 +11,17 @@ _W = 720
 _PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d")
 
 
-def bars(items: list[tuple[str, float]], title: str) -> Markup:
-    """One bar per (label, bytes), largest first, each with its size written beside it."""
-    items = sorted([i for i in items if i[1] > 0], key=lambda i: -i[1])
+def bars(items: list[tuple[str, float]], title: str, limit: float | None = None) -> Markup:
+    """One bar per (label, bytes), each with its size written beside it: largest first, or
+    with a ``limit`` (the memory a fit may use) in the order given, the limit drawn across."""
+    items = [i for i in items if i[1] > 0]
+    if limit is None:
+        items.sort(key=lambda i: -i[1])
     if not items:
         return Markup("")
-    top = max(v for _, v in items)
+    top = max([v for _, v in items] + [limit or 0])
     row, left, right = 26, 200, 110
-    height = 34 + row * len(items)
+    height = 34 + row * len(items) + (18 if limit else 0)
     parts = [_open(height, title)]
     for n, (label, value) in enumerate(items):
         y = 30 + n * row
@@ -31,6 +34,13 @@ def bars(items: list[tuple[str, float]], title: str) -> Markup:
             f"{escape(fmt_bytes(value))}</title></rect>"
             f'<text x="{left + width + 6:.1f}" y="{y + 15}" class="val">'
             f"{escape(fmt_bytes(value))}</text>"
+        )
+    if limit:
+        x, bottom = left + (_W - left - right) * limit / top, 30 + row * len(items)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="26" x2="{x:.1f}" y2="{bottom}" class="limit"/>'
+            f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" class="limitlbl">'
+            f"usable {escape(fmt_bytes(limit))}</text>"
         )
     parts.append("</svg>")
     return Markup("".join(parts))

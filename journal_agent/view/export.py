@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import secrets
 import shutil
 from collections import defaultdict
 from dataclasses import dataclass
@@ -42,9 +43,30 @@ class Exported:
 
 
 def export_html(ws: Workspace, directory: Path) -> Exported:
+    """The site, written beside ``directory`` and renamed onto it once complete: an export
+    that fails (a ledger that is not UTF-8, a full disk) leaves no half site behind."""
     directory = Path(directory)
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise UserError(f"{directory} is not an empty directory; give a new one to export into.")
+    target = directory.resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = target.parent / f".{target.name}.export-{secrets.token_hex(4)}"
+    building.mkdir()  # with the user's umask, as the site will have it
+    try:
+        exported = _export_html(ws, building)
+        try:
+            os.replace(building, target)  # onto an empty directory, or none
+        except OSError as exc:
+            raise UserError(
+                f"{directory} could not take the export ({exc.strerror}); "
+                "give a new directory to export into."
+            ) from None
+    finally:
+        shutil.rmtree(building, ignore_errors=True)  # gone once renamed
+    return exported
+
+
+def _export_html(ws: Workspace, directory: Path) -> Exported:
     site = Site(ws)
     pages = Pages(site, Mode(live=False))
     writer = _Writer(directory)

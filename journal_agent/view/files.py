@@ -25,6 +25,10 @@ class Refused(Exception):
     """A path the view will not show; the message says why, in one sentence."""
 
 
+class Missing(Refused):
+    """A path inside the workspace that names no file to show (none there, or a directory)."""
+
+
 @dataclass(frozen=True)
 class Shown:
     rel: str  # posix path relative to the workspace root
@@ -71,15 +75,20 @@ class WorkspaceFiles:
         try:
             fd = open_beneath(self.root, path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
-            raise Refused(f"{rel}: no such file in the workspace") from None
+            raise Missing(f"{rel}: no such file in the workspace") from None
         except (OSError, ToolError) as exc:
             raise Refused(f"{rel} cannot be opened: {getattr(exc, 'strerror', exc)}") from None
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
+        # Checked on the descriptor before it becomes a file object: os.fdopen refuses a
+        # directory with an error of its own and leaves the descriptor open.
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
+            os.close(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise Missing(f"{rel} is a directory; the view shows files")
             if not stat.S_ISREG(info.st_mode):
                 raise Refused(f"{rel} is not a regular file")
-            if info.st_size > MAX_BYTES:
-                raise Refused(f"{rel} is {info.st_size:,} bytes; the view shows files up to 2 MB")
+            raise Refused(f"{rel} is {info.st_size:,} bytes; the view shows files up to 2 MB")
+        with os.fdopen(fd, "rb") as handle:
             data = handle.read(MAX_BYTES + 1)
         if b"\x00" in data[:8192]:
             raise Refused(f"{rel} is a binary file")

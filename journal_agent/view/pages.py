@@ -103,7 +103,7 @@ class Pages:
 
     def journal(self, page: int = 1) -> str:
         entries, pages = self.site.page_of_entries(page)
-        if page > pages:
+        if not 1 <= page <= pages:
             raise NotFound(f"the journal has {pages} page(s), not {page}")
         path = journal_page(page)
         return self._render(
@@ -166,6 +166,8 @@ class Pages:
             related=links.related(entry) if links and links.related else None,
             related_api=None if links else f"api/related?id={quote(entry.id, safe='')}",
             code_path=code_path,
+            # The code the states are read from: the live page reloads when it changes.
+            watch=sorted({r.path for r in entry.refs} | {s.ref.path for s in states}),
         )
 
     def _citations(self, entry: Entry) -> list[tuple[str, MeasurementRecord | None]]:
@@ -188,6 +190,7 @@ class Pages:
             rel=shown.rel,
             lines=shown.text.splitlines(),
             citing=self.site.citing(shown.rel) if citing is None else citing,
+            watch=[shown.rel],
         )
 
     def record(self, record_id: str) -> str:
@@ -216,8 +219,9 @@ class Pages:
         context = {**inbox.page(self.site), **drafts.page(self.site)}
         return self._render("inbox.html", inbox.PAGE, **context)
 
-    def error(self, status: int, message: str) -> str:
-        return self._render("error.html", "error.html", status=status, message=message)
+    def error(self, status: int, message: str, path: str = "error.html") -> str:
+        """The error page shown at ``path`` (its links are made relative to it)."""
+        return self._render("error.html", path, status=status, message=message)
 
 
 def journal_page(number: int) -> str:

@@ -6,14 +6,18 @@ peak) and provenance. Reads ``profiling.records``; draws with :mod:`journal_agen
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from journal_agent.view import charts
 from profiling.records import MeasurementRecord, RecordStore
 from profiling.units import fmt_bytes, fmt_count
 
-# An estimate's results that are totals, not components of the breakdown.
+# An estimate's results that are totals, not components of the breakdown (a record written
+# before estimates kept their steps: its components are told apart by name).
 _TOTALS = {"per_gpu_total", "peak", "total_all_gpus", "unsharded_total", "gpu_mem"}
+# What ``fit`` records of each configuration it shows: "#1 mixed, batch 32: peak".
+_FIT_ROW = re.compile(r"^#(\d+) (.+): peak$")
 _TRACE_PHASES = (
     ("start", None, None),
     ("forward", "after_forward", "peak_in_forward"),
@@ -51,7 +55,7 @@ def page(record: MeasurementRecord) -> dict[str, Any]:
         "steps": [(s, fmt_value(s.value, s.unit)) for s in record.steps],
         "table": extra.get("table") if isinstance(extra.get("table"), str) else None,
         "modules": _modules(extra.get("by_module")),
-        "breakdown": charts.bars(_breakdown(record), "Memory by category"),
+        "breakdown": _breakdown_chart(record),
         "timeline": _timeline(record),
         "command": extra.get("command") if isinstance(extra.get("command"), str) else None,
         "device": _flat(record.device),
@@ -72,6 +76,18 @@ def _flat(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
+def _breakdown_chart(record: MeasurementRecord) -> charts.Markup:
+    """Memory by category; for a ``fit`` record, each configuration's peak in its rank order
+    beside the part of the GPU counted as usable (its results are no categories)."""
+    results = {q.name: q.value for q in record.results if q.unit == "B"}
+    ranked = [(m, q) for q in record.results if q.unit == "B" and (m := _FIT_ROW.match(q.name))]
+    if record.kind == "estimated" and ranked:
+        rows = [(f"#{m.group(1)} {m.group(2)}", q.value) for m, q in ranked]
+        usable = results.get("usable")
+        return charts.bars(rows, "Estimated peak of each configuration, by rank", limit=usable)
+    return charts.bars(_breakdown(record), "Memory by category")
+
+
 def _breakdown(record: MeasurementRecord) -> list[tuple[str, float]]:
     results = {q.name: q for q in record.results}
     if record.kind == "traced":
@@ -81,10 +97,16 @@ def _breakdown(record: MeasurementRecord) -> list[tuple[str, float]]:
             if name.startswith("peak_") and not name.startswith("peak_in_") and q.unit == "B"
         ]
     if record.kind == "estimated":
+        # The components are the quantities the calculation computes step by step; the
+        # results also hold sums of them (model_states, each moment's terms) and DeepSpeed's
+        # own estimator, which would count the same bytes twice.
+        computed = {s.name for s in record.steps}
         return [
             (name, q.value)
             for name, q in results.items()
-            if q.unit == "B" and name not in _TOTALS and not name.startswith("moment:")
+            if q.unit == "B"
+            and (name in computed if computed else name not in _TOTALS)
+            and not name.startswith("moment:")
         ]
     summary = record.extra.get("summary") or {}
     return [(p["name"], p["peak_bytes"]) for p in summary.get("phases", []) if "name" in p]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from journal_agent.errors import UserError
-from journal_agent.view.files import Refused
+from journal_agent.view.files import Missing, Refused
 from journal_agent.view.guard import Guard
 from journal_agent.view.pages import Mode, NotFound, Pages
 from journal_agent.view.site import Site, entry_path
@@ -58,7 +58,8 @@ def create_app(ws: Workspace, *, token: str, hosts: set[str], port: int) -> Guar
         Route("/api/drafts", views.draft, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes)
+    handlers = {404: views.failed, 405: views.failed, 500: views.crashed}
+    app = Starlette(routes=routes, exception_handlers=handlers)  # type: ignore[arg-type]
     return Guard(app, token=token, csrf=csrf, hosts=hosts, port=port)
 
 
@@ -67,17 +68,43 @@ class _Views:
         self.pages = pages
         self.site = pages.site
 
-    def _page(self, make: Callable[..., str], *args: object) -> Response:
+    def _page(self, request: Request, make: Callable[..., str], *args: object) -> Response:
         from starlette.responses import HTMLResponse
 
         try:
             return HTMLResponse(make(*args))
-        except NotFound as exc:
-            return HTMLResponse(self.pages.error(404, _sentence(exc)), status_code=404)
+        except (NotFound, Missing) as exc:
+            return self._error(request, 404, _sentence(exc))
         except Refused as exc:
-            return HTMLResponse(self.pages.error(403, _sentence(exc)), status_code=403)
+            return self._error(request, 403, _sentence(exc))
         except UserError as exc:
-            return HTMLResponse(self.pages.error(400, exc.message), status_code=400)
+            return self._error(request, 400, exc.message)
+
+    def _error(self, request: Request, status: int, message: str) -> Response:
+        """The error page, its links relative to the address asked for (so that its style
+        sheet and menu work at any depth)."""
+        from starlette.responses import HTMLResponse
+
+        page = request.url.path.lstrip("/") or "index.html"
+        return HTMLResponse(self.pages.error(status, message, page), status_code=status)
+
+    def failed(self, request: Request, exc: Exception) -> Response:
+        """No such page, or a method the page does not take: the view's own error page."""
+        status = getattr(exc, "status_code", 404)
+        message = (
+            f"there is no page {request.url.path}; the journal's pages start at index.html."
+            if status == 404
+            else f"{request.url.path} does not take a {request.method} request."
+        )
+        return self._error(request, status, message)
+
+    def crashed(self, request: Request, exc: Exception) -> Response:
+        """A bug of ours: one sentence on the page, the traceback on the server's stderr."""
+        message = (
+            f"the view failed to show {request.url.path} ({type(exc).__name__}); the "
+            "terminal running journal-agent view shows the details."
+        )
+        return self._error(request, 500, message)
 
     def home(self, request: Request) -> Response:
         from starlette.responses import RedirectResponse
@@ -85,35 +112,36 @@ class _Views:
         return RedirectResponse("/index.html", status_code=303)
 
     def journal(self, request: Request) -> Response:
-        return self._page(self.pages.journal, request.path_params.get("number", 1))
+        return self._page(request, self.pages.journal, request.path_params.get("number", 1))
 
     def tag(self, request: Request) -> Response:
-        return self._page(self.pages.tag, request.path_params["tag"])
+        return self._page(request, self.pages.tag, request.path_params["tag"])
 
     def entry(self, request: Request) -> Response:
         name = request.path_params["entry"]
-        return self._page(self.pages.entry, name.removesuffix(".html"))
+        return self._page(request, self.pages.entry, name.removesuffix(".html"))
 
     def record(self, request: Request) -> Response:
-        return self._page(self.pages.record, request.path_params["record"])
+        return self._page(request, self.pages.record, request.path_params["record"])
 
     def code(self, request: Request) -> Response:
         rel = request.path_params["path"].removesuffix(".html")
-        return self._page(self.pages.code, rel)
+        return self._page(request, self.pages.code, rel)
 
     def ledger(self, request: Request) -> Response:
-        return self._page(self.pages.ledger)
+        return self._page(request, self.pages.ledger)
 
     def review(self, request: Request) -> Response:
-        return self._page(self.pages.review)
+        return self._page(request, self.pages.review)
 
     def inbox(self, request: Request) -> Response:
-        return self._page(self.pages.inbox)
+        return self._page(request, self.pages.inbox)
 
     def stamp(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"stamp": self.site.stamp()})
+        files = request.query_params.getlist("file")
+        return JSONResponse({"stamp": self.site.stamp(files)})
 
     def related(self, request: Request) -> Response:
         """The entries like this one (the journal's ``related``), for the entry page."""

@@ -16,7 +16,7 @@ import re
 import sqlite3
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from journal_agent.journal.links import links_to
 from journal_agent.journal.model import Entry
 from journal_agent.journal.refs import Anchor, CodeRef, FileCache
 from journal_agent.paths import drafts_dir
-from journal_agent.view.files import WorkspaceFiles
+from journal_agent.view.files import Refused, WorkspaceFiles
 from journal_agent.view.refstate import RefState, ref_state
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 200  # entries per journal page
+MAX_WATCHED = 100  # workspace files one page's poll asks about
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,150}$")
 _ALNUM = re.compile(r"[^\W_]+")
 
@@ -114,15 +115,23 @@ class Site:
             drafts_dir(self.root),  # a draft written, accepted or rejected (each a rename)
         ]
 
-    def stamp(self) -> str:
-        """Changes whenever a file a page shows changes (size and mtime, no reading)."""
-        parts = []
-        for path in self.watched():
+    def stamp(self, files: Iterable[str] = ()) -> str:
+        """Changes whenever a file a page shows changes (size and mtime, no reading): the
+        stores, and ``files``, the workspace files the page shows (an entry's cited code, a
+        code page's file; those the view may not show count as absent)."""
+        paths: list[Path | None] = [*self.watched()]
+        for rel in list(files)[:MAX_WATCHED]:
             try:
-                st = path.stat()
-                parts.append(f"{st.st_size}.{st.st_mtime_ns}")
+                paths.append(self.files.resolve(rel))
+            except Refused:
+                paths.append(None)
+        parts = []
+        for path in paths:
+            try:
+                st = path.stat() if path is not None else None
             except OSError:
-                parts.append("-")
+                st = None
+            parts.append(f"{st.st_size}.{st.st_mtime_ns}" if st else "-")
         return "/".join(parts)
 
     # -- the journal, through its index ---------------------------------------------------

@@ -144,3 +144,37 @@ def test_exported_site_works_from_file_urls(page, workspace, tmp_path):
     page.wait_for_selector("#results a.hit:has-text('Gradient Accumulation')")
     assert not (out / "code" / "conf" / ".env.html").exists()
     assert json.dumps(page.dialogs) == "[]"
+
+
+def test_the_page_follows_the_code_it_cites(page, tmp_path):
+    """An entry's reference states and a code page's lines are read from the workspace's
+    files: editing a cited file reloads the page open on it, as appending an entry does."""
+    from tests.view.conftest import start_server, stop_server
+
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    code = root / "src" / "step.py"
+    code.write_text("def step(opt):\n    opt.step()\n")
+    entry = render_entry(
+        "Optimizer Step",
+        "2026-11-24",
+        context="Reading `src/step.py:2`.",
+        question="When are the weights updated?",
+        intuition="At opt.step().",
+        tags="#optim",
+    )
+    CLI()("journal", "append", "-", "--root", str(root), input=entry, check=True)
+    server = start_server(root)
+    try:
+        page.goto(server.url)
+        page.click("a.entry-link:has-text('Optimizer Step')")
+        page.wait_for_selector("ul.refs .state-fresh")
+        code.write_text("# the step\ndef step(opt):\n    opt.step()\n")
+        page.wait_for_selector("ul.refs .state-moved", timeout=30_000)  # no reload by us
+        assert "now at line 3" in page.locator("ul.refs li").inner_text()
+        page.click("article.entry a.ref-moved")
+        page.wait_for_selector("table.code tr.hl")
+        code.write_text("# the step\ndef step(opt):\n    opt.step()\n    opt.zero_grad()\n")
+        page.wait_for_selector("td.src:has-text('opt.zero_grad()')", timeout=30_000)
+    finally:
+        stop_server(server)

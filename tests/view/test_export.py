@@ -55,6 +55,35 @@ def test_export_html_refuses_a_directory_that_holds_files(cli, workspace, tmp_pa
     assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
 
 
+def test_a_failed_export_leaves_no_half_site(cli, tmp_path):
+    """The ledger is read after the entry pages are written: when it cannot be, the export
+    says why in one sentence and leaves nothing behind — a new DIR is not made, an empty DIR
+    stays empty — so running it again once fixed just works."""
+    from tests.entries import render_entry
+
+    root = tmp_path / "project"
+    root.mkdir()
+    entry = render_entry(
+        "Loss Scaling", "2026-11-24", context="c", question="q?", intuition="i", tags="#amp"
+    )
+    cli("journal", "append", "-", "--root", str(root), input=entry, check=True)
+    ledger = root / "learning_ledger.md"
+    ledger.write_bytes(b"# Ledger\n\n## Mastery\n- caf\xe9\n")  # Latin-1, not UTF-8
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for target in (tmp_path / "new", empty):
+        done = cli("export", "html", str(target), "--root", str(root))
+        assert done.returncode == 1
+        assert "learning_ledger.md is not valid UTF-8" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "new").exists()
+    assert list(empty.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "project"]  # no leftovers
+    ledger.write_text("# Ledger\n\n## Mastery\n- café\n")
+    cli("export", "html", str(empty), "--root", str(root), check=True)
+    assert (empty / "index.html").is_file() and (empty / "ledger.html").is_file()
+
+
 def test_parallel_export_writes_the_same_pages(workspace, tmp_path, monkeypatch):
     # A large journal's entry pages are written by several processes: same files, same bytes.
     from journal_agent.view import export

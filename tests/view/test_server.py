@@ -4,6 +4,7 @@ Each attack is checked for having had no effect, not only for its status code.""
 
 from __future__ import annotations
 
+import html
 import http.client
 import os
 import re
@@ -240,3 +241,69 @@ def _own_ipv4() -> list[str]:
     if not any(not a.startswith("127.") for a in found):
         pytest.skip("this machine has no address but loopback")
     return found
+
+
+def test_the_stamp_tells_nothing_of_files_outside_or_secret(server, workspace):
+    """A page asks whether the files it shows changed (api/stamp?file=…): for a path out of
+    the workspace or a secret the answer never changes, whatever happens to that file."""
+    outside = workspace.root.parent / "watched-outside.txt"
+    secret = workspace.root / "conf" / ".env"
+    asked = "/api/stamp?file=..%2Fwatched-outside.txt&file=conf%2F.env&file=%2Fetc%2Fhostname"
+
+    def stamp() -> str:
+        response, body = request(server, asked)
+        assert response.status == 200
+        return body
+
+    before = stamp()
+    outside.write_text("now it exists\n")
+    secret.write_text(SECRET + "MORE=1\n")
+    try:
+        assert stamp() == before
+    finally:
+        outside.unlink()
+        secret.write_text(SECRET)
+    # A workspace file is watched: touched, its stamp changes.
+    train = workspace.root / "src" / "train.py"
+    _, shown = request(server, "/api/stamp?file=src%2Ftrain.py")
+    st = train.stat()
+    os.utime(train, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    _, touched = request(server, "/api/stamp?file=src%2Ftrain.py")
+    assert touched != shown
+
+
+def _open_files(server) -> list[str]:
+    fds = Path("/proc") / str(server.process.pid) / "fd"
+    out = []
+    for fd in fds.iterdir():
+        try:
+            out.append(os.readlink(fd))
+        except OSError:  # closed meanwhile
+            continue
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads /proc (Linux)")
+def test_what_is_no_page_gets_the_views_error_page(server, workspace):
+    """A directory, a missing file, an unknown address, a page number out of range, a wrong
+    method: each answers the view's own page (styled at any depth, one sentence), never a
+    crash, and a directory asked for leaves no descriptor open."""
+    cases = {
+        "/code/src.html": (404, "src is a directory"),
+        "/code/src/.html": (404, "is a directory"),
+        "/code/src/nothing-here.py.html": (404, "no such file in the workspace"),
+        "/no/such/page": (404, "there is no page /no/such/page"),
+        "/records/nothing.json": (404, "there is no page"),
+        "/pages/0.html": (404, "the journal has 1 page(s), not 0"),
+        "/api/review": (405, "does not take a GET request"),
+    }
+    for path, (status, said) in cases.items():
+        response, body = request(server, path)
+        assert response.status == status, (path, body)
+        assert response.getheader("content-type", "").startswith("text/html"), path
+        assert said in html.unescape(body), (path, body)
+        depth = path.count("/") - 1
+        assert f'href="{"../" * depth}static/view.css"' in body, path  # the page is styled
+        assert "script-src 'self'" in response.getheader("content-security-policy", "")
+    src = str((workspace.root / "src").resolve())
+    assert src not in _open_files(server)  # fdopen refused the directory: closed by us

@@ -220,9 +220,14 @@
   // -- follow the files: reload when what the page shows changed ----------------------------
   if (live) {
     let stamp = null;
+    // The workspace files this page shows (an entry's cited code, a code page's file): their
+    // changes reload it too, so a reference's state and the lines shown follow your edits.
+    const watched = new URLSearchParams();
+    for (const file of JSON.parse(document.body.dataset.watch || "[]")) watched.append("file", file);
+    const stampUrl = base + "api/stamp" + (watched.toString() ? "?" + watched : "");
     const poll = async () => {
       try {
-        const response = await fetch(base + "api/stamp", {credentials: "same-origin", cache: "no-store"});
+        const response = await fetch(stampUrl, {credentials: "same-origin", cache: "no-store"});
         if (response.ok) {
           const data = await response.json();
           if (stamp !== null && data.stamp !== stamp && !document.querySelector(".pending, section.card.done, section.moment.done, section.draft.done")) {
