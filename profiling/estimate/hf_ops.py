@@ -16,7 +16,13 @@ transformers writes an op as several eager ops, each keeps what its backward nee
   output, in the compute dtype; one rstd per head), OLMo 2 over the whole projection.
 - GPT-2's ``gelu_new``, ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``: ``pow`` keeps its input,
   ``tanh`` its output, the last product both factors — with the MLP's second matmul input,
-  five f-wide tensors where a fused GELU keeps two.
+  five f-wide tensors where a fused GELU keeps two: 5·c B per f-wide element (10 B under
+  autocast on the CPU). Under autocast on CUDA ``pow`` is on the fp32 list
+  (``profiling/trace/cuda_autocast.py``): it keeps an fp32 copy of the fc output (4 B), its
+  output and everything after it is fp32 — ``tanh``'s output (4 B), ``1 + tanh`` (4 B) — except
+  ``0.5·x`` (x's dtype, c B), and the product, fp32, is cast to c bytes for the second matmul
+  (c B): 4 + 4 + c + 4 + c = 16 B per element in bf16/fp16, where the fc output itself (c B)
+  is no longer kept. The trace's tests pin it (``tests/profiling/trace/test_cuda_autocast.py``).
 - Phi-3 fuses q, k, v into one projection and gate, up into another: under autocast two
   matmul-input copies per block (not five); the value heads SDPA keeps are a view of the fused
   q/k/v output, which therefore stays alive whole, and the attention output's contiguous copy
@@ -297,16 +303,27 @@ def _gpt2_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                 f"{tok}·4·{h}·{c} + {lse_sub}",
             )
         )
-    terms.append(
-        Term(
-            "MLP (fc output; gelu_new as eager ops: pow's input, tanh, 0.5·x, 1 + tanh; "
-            "the product)",
-            T * 5 * d.f * c,
-            f"s·b·5f·{c} B",
-            f"{tok}·5·{d.f}·{c}",
-        )
-    )
+    terms.append(_gelu_new(d, e, cfg))
     return terms
+
+
+def _gelu_new(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
+    """GPT-2's MLP: the fc output and ``gelu_new`` as eager ops (see the module docstring)."""
+    T, tok, f, c = d.s * d.b, f"{d.s}·{d.b}", d.f, e.c
+    if e.amp and _cuda(cfg):  # CUDA's autocast runs pow in fp32: all after it is fp32
+        return Term(
+            "MLP (gelu_new as eager ops, fp32 from pow on: pow's fp32 input, tanh, 0.5·x, "
+            f"1 + tanh; the product's {c}-byte copy)",
+            T * f * (4 + 4 + c + 4 + c),
+            f"s·b·f·(4 + 4 + {c} + 4 + {c}) B",
+            f"{tok}·{f}·(4 + 4 + {c} + 4 + {c})",
+        )
+    return Term(
+        "MLP (fc output; gelu_new as eager ops: pow's input, tanh, 0.5·x, 1 + tanh; the product)",
+        T * 5 * f * c,
+        f"s·b·5f·{c} B",
+        f"{tok}·5·{f}·{c}",
+    )
 
 
 def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:

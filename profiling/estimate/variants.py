@@ -7,8 +7,8 @@ width (heads × head size, which Qwen3 and Gemma 2 set apart from h), k the key/
 
 - norms: 2 RMSNorms (Llama pre-norm, OLMo 2 post-norm) or 4 (Gemma 2 on both sides); on the
   CPU each keeps its fp32 input, normalized output and rstd, T·(2h + 1)·4 B; CUDA's fused kernel
-  its input (the residual stream's dtype, or the sublayer output's for a norm after a sublayer)
-  and an fp32 rstd
+  its input (the residual stream's dtype, or the sublayer output's for a norm after a sublayer;
+  fp32 under autocast, which casts ``rms_norm``'s input to fp32 on CUDA) and an fp32 rstd
 - q/k norms: per head (Qwen3: one rstd per head) or over the whole projection (OLMo 2, OLMoE):
   T·(2q + 2k + rows)·4 B
 - matmul inputs: the norm outputs (under autocast, one copy per q, k, v, gate, up — and router)
@@ -93,14 +93,15 @@ def _norms(d: Dims, e: Bytes, cfg: TrainingConfig, n: int) -> Term:
     h, tok = d.h, f"{d.s}·{d.b}"
     if _cuda(cfg):
         # Norms of the residual stream keep it (residual dtype); norms after a sublayer (OLMo 2,
-        # Gemma 2) keep the sublayer's output (compute dtype).
+        # Gemma 2) keep the sublayer's output (compute dtype; fp32 under autocast, which runs
+        # rms_norm in fp32 on CUDA).
         post = {"post": 2, "sandwich": 2}.get(str(d.extra.get("norms")), 0)
-        pre = n - post
+        pre, pc = n - post, _fp32_under_amp(e)
         return Term(
             f"norms (RMSNorm ×{n}, fused: input, fp32 rstd)",
-            d.s * d.b * (pre * h * e.r + post * h * e.c + 4 * n),
-            f"s·b·({pre}·h·{e.r} + {post}·h·{e.c} + 4·{n}) B",
-            f"{tok}·({pre}·{h}·{e.r} + {post}·{h}·{e.c} + 4·{n})",
+            d.s * d.b * (pre * h * e.r + post * h * pc + 4 * n),
+            f"s·b·({pre}·h·{e.r} + {post}·h·{pc} + 4·{n}) B",
+            f"{tok}·({pre}·{h}·{e.r} + {post}·{h}·{pc} + 4·{n})",
         )
     return Term(
         f"norms (RMSNorm ×{n} in fp32: input, normalized, rstd)",
@@ -110,17 +111,23 @@ def _norms(d: Dims, e: Bytes, cfg: TrainingConfig, n: int) -> Term:
     )
 
 
+def _fp32_under_amp(e: Bytes) -> int:
+    """Bytes per element of a compute-dtype input that CUDA's autocast casts to fp32 (rms_norm)."""
+    return 4 if e.amp else e.c
+
+
 def _qk_norms(d: Dims, e: Bytes, cfg: TrainingConfig, q: int, qk: str) -> Term:
     """q and k normalized per head (rows: the heads) or over their whole width (one row)."""
     k, tok = d.k, f"{d.s}·{d.b}"
     rows = d.a + int(d.extra.get("kv_heads") or d.a) if qk == "head" else 2
     where = "per head" if qk == "head" else "whole width"
-    if _cuda(cfg):  # fused: its input (the projection's output, compute dtype) and fp32 rstd
+    if _cuda(cfg):  # fused: its input (the projection's output, fp32 under autocast), fp32 rstd
+        c = _fp32_under_amp(e)
         return Term(
             f"q/k norms ({where}, fused: input, fp32 rstd)",
-            d.s * d.b * ((q + k) * e.c + 4 * rows),
-            f"s·b·((q + k)·{e.c} + 4·{rows}) B",
-            f"{tok}·(({q} + {k})·{e.c} + 4·{rows})",
+            d.s * d.b * ((q + k) * c + 4 * rows),
+            f"s·b·((q + k)·{c} + 4·{rows}) B",
+            f"{tok}·(({q} + {k})·{c} + 4·{rows})",
         )
     return Term(
         f"q/k norms ({where}, fp32)",

@@ -16,6 +16,13 @@ saves. Each rule cites the ATen source it follows (torch 2.11-2.13):
   the CPU the composite upcasts: an fp32 copy of the input, the fp32 normalized values and
   rstd (8 B/element + 4 B/row for a bf16 input). Measured on an H200 (issue 23): llama-1b bf16,
   batch 4, seq 2048 peaked 4.46 GB below the CPU trace, 6 B × 2 norms × 2048 × 8192 × 22.
+  ``rms_norm_symint`` (pytorch/pytorch at 3de78ed, the 2.11-era source) falls back to
+  ``rms_norm_composite`` when the weight's dtype differs from the input's ("Can not dispatch to
+  fused implementation"; torch 2.13 warns "Mismatch dtype between input and weight" and does the
+  same): then CUDA keeps what the CPU keeps. Under autocast ``rms_norm`` is on CUDA's fp32 list
+  (``AT_FORALL_FP32``): input and weight are cast to fp32 first, so the fused kernel keeps the
+  fp32 input (4 B/element: a 16-bit q/k projection's output, or a norm after a sublayer) and
+  fp32 rstd; an fp32 residual stream is kept as it is.
 - ``layer_norm`` — ``aten/src/ATen/native/cuda/layer_norm_kernel.cu``: CUDA's
   ``native_layer_norm`` makes ``mean`` and ``rstd`` in the accumulation type (fp32 for 16-bit
   inputs); the CPU kernel makes them in the input's dtype. Autocast runs ``layer_norm`` in fp32
@@ -34,6 +41,11 @@ saves. Each rule cites the ATen source it follows (torch 2.11-2.13):
   else the math path, which on CUDA upcasts 16-bit q, k, v to fp32 first
   (``_scaled_dot_product_attention_math`` without ``allow_fp16_bf16_reduction_math_sdp``).
   Autocast casts SDPA's inputs to 16 bits on CUDA (``AT_FORALL_LOWER_PRECISION_FP``).
+- autocast — ``ATen/autocast_mode.h``: CUDA's autocast runs more ops in fp32 than the CPU's
+  (``pow``, ``exp``, ``log``, ``rsqrt``, losses…; ``softmax``, ``sum``, ``cumsum`` with
+  ``dtype=float32``): under autocast every other op follows CUDA's lists, cast above autograd
+  so the fp32 copies are the ones saved (``profiling/trace/cuda_autocast.py``). HF GPT-2's
+  ``gelu_new`` then keeps 16 B per f-wide element where the CPU keeps 10.
 
 Only the trace uses this, under fake tensors; gradients are then shapes only (values are not
 computed: nothing reads them). Imports torch.
@@ -48,6 +60,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
+
+from profiling.trace import cuda_autocast
 
 Target = str  # "cuda" | "cpu"
 TARGETS = ("cuda", "cpu")
@@ -139,7 +153,13 @@ def _rms_norm(
     weight: torch.Tensor | None = None,
     eps: float | None = None,
 ) -> torch.Tensor:
-    return _FusedRMSNorm.apply(x, _shape(normalized_shape), weight, eps)
+    if _autocast_dtype() is not None:  # CUDA's autocast: rms_norm in fp32 (AT_FORALL_FP32)
+        x, weight = cuda_autocast.to_fp32(x), cuda_autocast.to_fp32(weight)
+    if weight is not None and weight.dtype != x.dtype:  # CUDA falls back to the composite too
+        with _no_autocast():
+            return F.rms_norm(x, _shape(normalized_shape), weight, eps)
+    with _no_autocast():
+        return _FusedRMSNorm.apply(x, _shape(normalized_shape), weight, eps)
 
 
 def _layer_norm(
@@ -150,12 +170,9 @@ def _layer_norm(
     eps: float = 1e-5,
     *_: object,
 ) -> torch.Tensor:
-    if _autocast_dtype() is not None:  # CUDA's autocast: layer_norm in fp32
-        x = x.float() if x.dtype in _HALF else x
-        weight, bias = (
-            t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF else t
-            for t in (weight, bias)
-        )
+    if _autocast_dtype() is not None:  # CUDA's autocast: layer_norm in fp32 (AT_FORALL_FP32)
+        to_fp32 = cuda_autocast.to_fp32
+        x, weight, bias = to_fp32(x), to_fp32(weight), to_fp32(bias)
     with _no_autocast():
         return _LayerNormFp32Stats.apply(x, _shape(normalized_shape), weight, bias, eps)
 
@@ -262,10 +279,15 @@ class CudaKernels(TorchFunctionMode):
         args: tuple[object, ...] = (),
         kwargs: dict[str, object] | None = None,
     ) -> object:
+        kwargs = kwargs or {}
         rule = _RULES.get(func)
         if rule is not None:
-            return rule(*args, **(kwargs or {}))
-        return func(*args, **(kwargs or {}))
+            return rule(*args, **kwargs)
+        if _autocast_dtype() is not None:  # CUDA's autocast lists, not the CPU's
+            how = cuda_autocast.policy(func, args, kwargs)
+            if how:
+                return cuda_autocast.run(func, args, kwargs, how)
+        return func(*args, **kwargs)
 
 
 def kernels(target: str) -> contextlib.AbstractContextManager[object]:
@@ -279,7 +301,9 @@ def describe_rules(target: str) -> str:
     return (
         "target cuda: RMSNorm keeps its input and fp32 rstd (fused kernel), LayerNorm fp32 "
         "mean/rstd, dropout 1-byte masks, SDPA as CUDA picks it (flash / memory-efficient / "
-        "math) — as an H100/H200 keeps them"
+        "math); under autocast CUDA's autocast lists (pow, exp, log, rsqrt, norms, losses … in "
+        "fp32; softmax, log_softmax, sum, cumsum, prod with dtype=float32) — as an H100/H200 "
+        "keeps them"
     )
 
 

@@ -64,7 +64,11 @@ def _spec(tmp_path: Path, config: dict) -> str:
     return f"hf:{path}"
 
 
-@pytest.mark.parametrize(("target", "precision"), [("cuda", "amp-bf16"), ("cpu", "mixed")])
+# both targets under both: CUDA's autocast lists (fp32 gelu_new, q/k norms) apply to cuda + amp
+@pytest.mark.parametrize(
+    ("target", "precision"),
+    [("cuda", "amp-bf16"), ("cpu", "mixed"), ("cuda", "mixed"), ("cpu", "amp-bf16")],
+)
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_estimate_agrees_with_the_real_module(
     tmp_path: Path, family: str, target: str, precision: str
