@@ -23,8 +23,9 @@ h·r + 8 B; dropout masks are 1 B per element (on the CPU: the dropped tensor's 
 attention runs the memory-efficient kernel, whose logsumexp is padded to 32 queries (and
 grouped-query keys/values are expanded to every head first).
 
-Eager attention adds the softmax probabilities a·s²·b (fp32 under autocast, then the 16-bit
-copy the next matmul keeps); dropout adds a 1-byte mask per dropped element. Full
+Eager attention adds the softmax probabilities a·s²·b (fp32 under autocast on CUDA, whose
+autocast runs softmax in fp32, then the 16-bit copy the next matmul keeps; 16-bit under CPU
+autocast); dropout adds a 1-byte mask per dropped element. Full
 checkpointing keeps only each block's input; the block being recomputed in backward holds one
 layer's activations again. Once per model: the final norm, the fp32 log-probabilities the loss
 keeps (s·b·V·4 B), RoPE's cos/sin tables, and under autocast the 16-bit copies of every matmul
@@ -224,7 +225,10 @@ def attention_extras(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     terms: list[Term] = []
     sb = d.s * d.b
     if cfg.attention == "eager" and cfg.checkpointing != "selective":
-        probs = (4 + 2) if e.amp else e.c  # softmax in fp32 under autocast, then a 16-bit copy
+        # CUDA's autocast runs softmax in fp32 (AT_FORALL_FP32_SET_OPT_DTYPE), then the next
+        # matmul keeps its 16-bit copy; CPU autocast runs it in the scores' 16 bits
+        fp32_probs = e.amp and _cuda(cfg)
+        probs = (4 + 2) if fp32_probs else e.c
         terms.append(
             Term(
                 "eager attention probabilities (a·s²·b)",
@@ -234,13 +238,16 @@ def attention_extras(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
             )
         )
         if cfg.dropout:
-            mask = 1 if _cuda(cfg) else (4 if e.amp else e.c)  # the probabilities' dtype
+            mask = 1 if _cuda(cfg) else e.c  # CUDA: bool; the CPU: noise in the probabilities'
+            # dtype. The dropped probabilities are the matmul's input; with fp32 probabilities
+            # its 16-bit copy is the one counted above.
+            out = 0 if fp32_probs else e.c
             terms.append(
                 Term(
-                    "attention dropout (mask + output)",
-                    d.a * d.s * sb * (mask + e.c),
-                    f"a·s²·b·({mask} + {e.c}) B",
-                    f"{d.a}·{d.s}²·{d.b}·({mask} + {e.c})",
+                    "attention dropout (mask" + (" + output)" if out else ")"),
+                    d.a * d.s * sb * (mask + out),
+                    f"a·s²·b·({mask} + {out}) B",
+                    f"{d.a}·{d.s}²·{d.b}·({mask} + {out})",
                 )
             )
     if cfg.dropout:

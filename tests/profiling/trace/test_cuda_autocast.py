@@ -160,3 +160,25 @@ def test_the_record_states_the_rule() -> None:
 
 def test_no_rule_without_a_target() -> None:
     assert isinstance(kernels("cpu"), contextlib.nullcontext)
+
+
+def test_our_eager_softmax_is_fp32_on_cuda_under_autocast_and_the_estimate_agrees() -> None:
+    """Our blocks' eager attention calls softmax without a dtype: under autocast CUDA runs it
+    in fp32 (4 B per probability) and the next matmul keeps its bf16 copy (2 B); the CPU keeps
+    the bf16 probabilities (2 B). tiny-gpt2 (4 heads, 2 layers), batch 2, seq 64: the targets
+    differ by 4 B × a·s²·b·L, in the trace and in the estimate alike."""
+    from profiling.config import TrainingConfig
+    from profiling.estimate.memory import estimate
+    from profiling.trace.step import trace_step
+
+    acts = {}
+    for target in ("cuda", "cpu"):
+        cfg = TrainingConfig(
+            model="tiny-gpt2", seq=64, batch=2, precision="amp-bf16", attention="eager",
+            target=target,
+        )  # fmt: skip
+        traced = trace_step(cfg).phases["after_forward"]["activations"]
+        acts[target] = (traced, estimate(cfg).category_bytes("activations"))
+    by_hand = 4 * (4 * 64 * 64 * 2 * 2)
+    assert acts["cuda"][0] - acts["cpu"][0] == by_hand
+    assert acts["cuda"][1] - acts["cpu"][1] == by_hand
