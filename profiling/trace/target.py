@@ -16,13 +16,14 @@ saves. Each rule cites the ATen source it follows (torch 2.11-2.13):
   the CPU the composite upcasts: an fp32 copy of the input, the fp32 normalized values and
   rstd (8 B/element + 4 B/row for a bf16 input). Measured on an H200 (issue 23): llama-1b bf16,
   batch 4, seq 2048 peaked 4.46 GB below the CPU trace, 6 B × 2 norms × 2048 × 8192 × 22.
-  ``rms_norm_symint`` (pytorch/pytorch at 3de78ed, the 2.11-era source) falls back to
-  ``rms_norm_composite`` when the weight's dtype differs from the input's ("Can not dispatch to
-  fused implementation"; torch 2.13 warns "Mismatch dtype between input and weight" and does the
-  same): then CUDA keeps what the CPU keeps. Under autocast ``rms_norm`` is on CUDA's fp32 list
-  (``AT_FORALL_FP32``): input and weight are cast to fp32 first, so the fused kernel keeps the
-  fp32 input (4 B/element: a 16-bit q/k projection's output, or a norm after a sublayer) and
-  fp32 rstd; an fp32 residual stream is kept as it is.
+  ``rms_norm_symint`` (pytorch/pytorch at commit 3de78ed — the one version of the file the
+  code index holds; which release it is was not established, the 2.11 tag itself was not found)
+  falls back to ``rms_norm_composite`` when the weight's dtype differs from the input's ("Can not
+  dispatch to fused implementation"); torch 2.13 here warns "Mismatch dtype between input and
+  weight" and does the same. Then CUDA keeps what the CPU keeps. Under autocast ``rms_norm`` is
+  on CUDA's fp32 list (``AT_FORALL_FP32``): input and weight are cast to fp32 first, so the
+  fused kernel keeps the fp32 input (4 B/element: a 16-bit q/k projection's output, or a norm
+  after a sublayer) and fp32 rstd; an fp32 residual stream is kept as it is.
 - ``layer_norm`` — ``aten/src/ATen/native/cuda/layer_norm_kernel.cu``: CUDA's
   ``native_layer_norm`` makes ``mean`` and ``rstd`` in the accumulation type (fp32 for 16-bit
   inputs); the CPU kernel makes them in the input's dtype. Autocast runs ``layer_norm`` in fp32
