@@ -204,7 +204,9 @@ def _measure_with_progress(cfg: TrainingConfig, options: RunOptions, quiet: bool
         return measure_step(cfg, options, progress=progress)
 
 
-def _snapshot_during(options: RunOptions, path: Path | None) -> Any:
+def _snapshot_during(
+    options: RunOptions, path: Path | None
+) -> contextlib.AbstractContextManager[None]:
     """On CUDA, the real allocator's history recorded around the run (dumped after it)."""
     import contextlib
 

@@ -3,7 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
+
+from journal_agent.journal.model import EntrySummary
+
+
+class ProblemJson(TypedDict):
+    entry: str
+    kind: str
+    detail: str
+    line: int | None
+    moved_to: NotRequired[str]
+    diff: NotRequired[list[str]]
+
+
+class CheckedEntry(EntrySummary):
+    problems: int  # how many of the report's problems are this entry's
+
+
+class CheckReportJson(TypedDict):
+    """``journal check --json``."""
+
+    ok: bool
+    entries: list[CheckedEntry]
+    problems: list[ProblemJson]
 
 
 @dataclass
@@ -17,8 +40,8 @@ class Problem:
     # A changed reference: the recorded lines against those there now (unified diff lines).
     diff: list[str] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> ProblemJson:
+        out: ProblemJson = {
             "entry": self.entry,
             "kind": self.kind,
             "detail": self.detail,
@@ -34,10 +57,10 @@ class Problem:
 @dataclass
 class CheckReport:
     ok: bool
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[CheckedEntry] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CheckReportJson:
         return {
             "ok": self.ok,
             "entries": self.entries,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from journal_agent.atomic import atomic_write, remove_stale_temps
 from journal_agent.errors import UserError
@@ -24,6 +24,13 @@ from journal_agent.journal.store import JournalStore, changed_since, decode_jour
 from journal_agent.paths import refs_file
 
 
+class FixedJson(TypedDict):
+    entry: str
+    line: int
+    old: str  # the reference as it was
+    new: str  # as `check --fix` rewrote it
+
+
 @dataclass
 class Fixed:
     entry: str
@@ -31,15 +38,15 @@ class Fixed:
     old: str
     new: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+    def to_dict(self) -> FixedJson:
+        return {"entry": self.entry, "line": self.line, "old": self.old, "new": self.new}
 
 
 @dataclass
 class FixOutcome:
     fixed: list[Fixed] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, list[FixedJson]]:
         return {"fixed": [f.to_dict() for f in self.fixed]}
 
 

@@ -33,7 +33,7 @@ from journal_agent.journal import numbers
 from journal_agent.journal._text import bare
 from journal_agent.journal.encoding import scan, scan_text
 from journal_agent.journal.model import Citation, Entry, Journal, parse_journal
-from journal_agent.journal.problems import CheckReport, Problem
+from journal_agent.journal.problems import CheckedEntry, CheckReport, Problem
 from journal_agent.journal.quoting import (
     blank_citations,
     checked_quantities,
@@ -301,7 +301,9 @@ def check_journal(root: Path) -> CheckReport:
         problems += checker.check_entry(entry)
     for p in problems:
         entry_problems[p.entry] = entry_problems.get(p.entry, 0) + 1
-    entries = [{**e.summary(), "problems": entry_problems.get(e.id, 0)} for e in journal.entries]
+    entries: list[CheckedEntry] = [
+        {**e.summary(), "problems": entry_problems.get(e.id, 0)} for e in journal.entries
+    ]
     problems.sort(key=lambda p: (p.line or 0, p.kind))
     return CheckReport(ok=not problems, entries=entries, problems=problems)
 
