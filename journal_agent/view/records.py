@@ -149,7 +149,8 @@ def _timeline(record: MeasurementRecord) -> Any:
             points.append((label, float(held), results.get(peak) if peak else None))
         return charts.timeline(points, "Memory through the traced step, by phase")
     if record.kind == "measured":
-        steps = (record.extra.get("summary") or {}).get("steps") or []
+        summary = record.extra.get("summary") or {}
+        steps = summary.get("steps") or []
         points = [
             (
                 f"step {s['step']}" + (" (warm-up)" if s.get("warmup") else ""),
@@ -159,5 +160,24 @@ def _timeline(record: MeasurementRecord) -> Any:
             for s in steps
             if "step" in s
         ]
-        return charts.timeline(points, "Memory over the measured steps")
+        return _measured_phases(summary.get("phases") or []) + charts.timeline(
+            points, "Memory over the measured steps"
+        )
     return charts.Markup("")
+
+
+def _measured_phases(phases: list[dict[str, Any]]) -> charts.Markup:
+    """A measured step by phase, as the trace's chart draws a traced one: what the last step
+    held at the end of each phase, and each phase's highest peak over the steps."""
+    by_name = {p.get("name"): p for p in phases if isinstance(p, dict)}
+    order = [n for n in ("forward", "backward", "optimizer") if n in by_name]
+    if not order:
+        return charts.Markup("")
+    points: list[tuple[str, float, float | None]] = [
+        ("start", float(by_name[order[-1]].get("end_bytes", 0)), None)
+    ]
+    points += [
+        (name, float(by_name[name].get("end_bytes", 0)), by_name[name].get("peak_bytes"))
+        for name in order
+    ]
+    return charts.timeline(points, "Memory through a measured step, by phase")

@@ -178,3 +178,24 @@ def test_the_page_follows_the_code_it_cites(page, tmp_path):
         page.wait_for_selector("td.src:has-text('opt.zero_grad()')", timeout=30_000)
     finally:
         stop_server(server)
+
+
+def test_no_page_asks_for_what_the_server_lacks(page, server, workspace):
+    """Every request a page makes (its style sheet, script, icon, API calls) is answered:
+    a browser asks for /favicon.ico unless the page names its icon."""
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    # The icon's request is the browser's own: Playwright reports it only as a console error.
+    page.on("console", lambda m: failed.append(m.text) if m.type == "error" else None)
+    page.goto(server.url)
+    for path in (
+        "index.html",
+        f"entries/{workspace.ids['zero']}.html",
+        f"records/{workspace.trace_id}.html",
+        "ledger.html",
+        "review.html",
+        "inbox.html",
+    ):
+        page.goto(f"{server.origin}/{path}")
+        page.wait_for_load_state("networkidle")
+    assert failed == []

@@ -42,3 +42,21 @@ def test_a_fits_chart_ranks_the_configurations_against_the_usable_memory(tmp_pat
     assert _bars(chart) == [f"#{c['rank']} {c['label']}" for c in fit["fitting"][:4]]
     assert "Memory by category" not in chart  # configurations are no categories
     assert re.search(r'class="limitlbl">usable 900\.0 MB<', chart)  # 90% of 1 GB
+
+
+def test_a_measured_run_is_drawn_by_phase_with_its_peak_marked(tmp_path):
+    """A CPU profile: memory through a step by phase (what the last step held after each
+    phase, each phase's highest peak), the peak marked in the phase the profile names."""
+    run = CLI().json(
+        "profile", "--model", "tiny-gpt2", "--batch", "1", "--seq", "16", "--steps", "2",
+        "--warmup", "0", "--device", "cpu", "--no-trace", "--root", str(tmp_path),
+    )  # fmt: skip
+    chart = str(_page(tmp_path, run["record_id"])["timeline"])
+    by_phase = chart[: chart.index("Memory over the measured steps")]
+    assert "Memory through a measured step, by phase" in by_phase
+    ticks = re.findall(r'class="tick">([^<]*)</text>', by_phase)
+    assert [t for t in ticks if not t[0].isdigit()] == ["start", "forward", "backward", "optimizer"]
+    peak = max(run["phases"], key=lambda p: p["peak_bytes"])
+    assert peak["name"] == run["peak_phase"]
+    label = re.search(r'class="peaklbl">peak ([^<]*)</text>', by_phase)
+    assert label is not None and label.group(1).endswith(f"({run['peak_phase']})")
