@@ -8,7 +8,7 @@ an old and a new spelling that disagree.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from profiling.errors import ConfigError
 
@@ -26,7 +26,7 @@ LEGACY: dict[str, str] = {
 }
 
 
-def _legacy_precision(dtype: Any, param_dtype: Any, fsdp: bool) -> str | None:
+def _legacy_precision(dtype: object, param_dtype: object, fsdp: bool) -> str | None:
     """The precision the trace's old ``--dtype`` / ``--param-dtype`` pair meant."""
     if param_dtype not in (None, "fp32"):
         if param_dtype != "bf16":
@@ -39,14 +39,14 @@ def _legacy_precision(dtype: Any, param_dtype: Any, fsdp: bool) -> str | None:
     if dtype is None:
         return "fp32" if param_dtype == "fp32" else None
     mapping = {"fp32": "fp32", "bf16": "amp-bf16", "fp16": "amp-fp16"}
-    if dtype not in mapping:
+    if not isinstance(dtype, str) or dtype not in mapping:
         raise ConfigError(f"--dtype must be one of fp32, bf16, fp16 (got {dtype!r})", "dtype")
     # With FSDP, --dtype bf16 meant FSDP's MixedPrecisionPolicy: 16-bit gathers, fp32 shards.
     return "mixed" if fsdp and dtype != "fp32" else mapping[dtype]
 
 
 # Older keyword -> (today's field, how its value maps).
-_RENAMES: dict[str, tuple[str, Any]] = {
+_RENAMES: dict[str, tuple[str, Callable[[object], object]]] = {
     "recompute": ("checkpointing", lambda v: v),
     "flash_attention": ("attention", lambda v: "flash" if v else None),
     "world_size": ("gpus", lambda v: v),
@@ -56,11 +56,11 @@ _RENAMES: dict[str, tuple[str, Any]] = {
 }
 
 
-def map_legacy(data: dict[str, Any]) -> dict[str, Any]:
+def map_legacy(data: Mapping[str, object]) -> dict[str, object]:
     """Rewrite older keywords (see ``LEGACY``) into today's fields, refusing contradictions."""
     out = dict(data)
 
-    def take(old: str, new: str, value: Any) -> None:
+    def take(old: str, new: str, value: object) -> None:
         if new in data and data[new] != value:
             raise ConfigError(
                 f"{_flag(old)} {data.get(old)} means {_flag(new)} {value}, but {_flag(new)} "

@@ -57,7 +57,9 @@ def trace_memory(
     return trace_step(config, progress=progress, factory=factory, module_depth=depth)
 
 
-def save_record(result: Any, directory: str | Path, gpu_mem_gb: float | None = None) -> str:
+def save_record(
+    result: Estimate | TraceResult, directory: str | Path, gpu_mem_gb: float | None = None
+) -> str:
     """Save an :class:`Estimate` or a :class:`TraceResult` as a measurement record; its id.
 
     journal-agent keeps records in ``<project>/.journal/measurements``; cite one as
