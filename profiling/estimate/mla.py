@@ -5,7 +5,9 @@ Per block, with T = s·b tokens, H heads, a query/key head of n + p (without pos
 v the value head, r the key/value latent, f_s the shared experts' width (shared · expert):
 
 - the block's two norms, as the Llama family's, and the latent's RMSNorm: on CUDA its input
-  (a view of the kv_a output, whose storage of T·(r + p) is kept) and an fp32 rstd
+  (a view of the kv_a output, whose storage of T·(r + p) is kept) and an fp32 rstd; under
+  autocast CUDA casts the norm's input to fp32 first (``profiling/trace/cuda_autocast.py``), so
+  the fp32 copy T·r·4 is kept instead (the query latent's too)
 - matmul inputs: the first norm's output for q_proj and kv_a (under autocast one copy each),
   the latent norm's output for kv_b, the second norm's output for the router and the shared
   experts' gate and up (under autocast one copy each)
@@ -61,15 +63,17 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     T, tok, H, h = d.s * d.b, f"{d.s}·{d.b}", d.a, d.h
     qk, r, p, ql = m["nope"] + m["rope"], m["rank"], m["rope"], m["q_rank"]
     terms = [_norms(d, e, cfg, 2)]
-    if _cuda(cfg):
+    if _cuda(cfg) and e.amp:  # CUDA's autocast casts rms_norm's input: the fp32 copy is kept
+        latent = T * (r * 4 + 4) + (T * (ql * 4 + 4) if ql else 0)
+        how = "fused, under autocast: the fp32 copy of its input, fp32 rstd"
+        formula, numbers = "s·b·(4r + 4) B", f"{tok}·(4·{r} + 4)"
+    elif _cuda(cfg):
         latent = T * ((r + p) * e.c + 4) + (T * (ql * e.c + 4) if ql else 0)
         how = "fused: the kv_a output it views, fp32 rstd"
+        formula, numbers = "s·b·((r + p)·c + 4) B", f"{tok}·(({r} + {p})·{e.c} + 4)"
     else:
         latent = T * (2 * r + 1) * 4 + (T * (2 * ql + 1) * 4 if ql else 0)
         how = "fp32: input, normalized, rstd"
-    if _cuda(cfg):
-        formula, numbers = "s·b·((r + p)·c + 4) B", f"{tok}·(({r} + {p})·{e.c} + 4)"
-    else:
         formula, numbers = "s·b·(2r + 1)·4 B", f"{tok}·(2·{r} + 1)·4"
     if ql:
         formula, numbers = formula + " + the query latent's", numbers + f" + {ql}-wide"

@@ -41,7 +41,8 @@ def test_deepseek_v2_lite_is_counted_exactly() -> None:
 
 
 @pytest.mark.parametrize(
-    ("q_lora_rank", "precision"), [(None, "amp-bf16"), (24, "mixed"), (None, "fp32")]
+    ("q_lora_rank", "precision"),
+    [(None, "amp-bf16"), (24, "amp-bf16"), (24, "mixed"), (None, "fp32")],
 )
 def test_latent_attention_estimate_agrees_with_the_trace(
     tmp_path: Path, q_lora_rank: int | None, precision: str
@@ -57,6 +58,9 @@ def test_latent_attention_estimate_agrees_with_the_trace(
         ratio = est.category_bytes(category) / seen[category]
         assert ratio == pytest.approx(1.0, abs=0.02), (category, ratio)
     assert est.per_gpu_bytes / traced.peak_bytes == pytest.approx(1.0, abs=0.02)
+    # every latent tensor counted: under autocast CUDA keeps the latent norms' fp32 input copies
+    acts = est.category_bytes("activations") / seen["activations"]
+    assert acts == pytest.approx(1.0, abs=0.001), acts
     routing = traced.model_info["routing"]
     assert "2 shared experts run every token" in routing and "first 1 layers are dense" in routing
 
