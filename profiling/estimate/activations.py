@@ -190,8 +190,9 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         )
     else:
         copies = 5 if e.amp else 2  # autocast: q, k, v and gate, up each cast their own copy
-        # CUDA's fp32 attention (memory-efficient) gets grouped-query keys/values expanded.
-        kv = h if _cuda(cfg) and e.c == 4 else k
+        # CUDA's fp32 attention (memory-efficient) gets grouped-query keys/values expanded;
+        # eager attention expands them too (repeat_interleave), and its matmuls keep them.
+        kv = h if (_cuda(cfg) and e.c == 4) or cfg.attention == "eager" else k
         terms.append(
             Term(
                 "matmul inputs (RMSNorm outputs"

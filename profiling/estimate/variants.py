@@ -60,8 +60,9 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         )
     )
     lse, lse_sub = _lse(d, e, cfg)
-    # CUDA's fp32 attention (memory-efficient) gets grouped-query keys/values expanded.
-    kv = q if _cuda(cfg) and e.c == 4 else k
+    # CUDA's fp32 attention (memory-efficient) gets grouped-query keys/values expanded;
+    # eager attention expands them too (repeat_interleave), and its matmuls keep them.
+    kv = q if (_cuda(cfg) and e.c == 4) or cfg.attention == "eager" else k
     terms.append(
         Term(
             "attention (q, k, v after RoPE, output, logsumexp)",

@@ -182,3 +182,23 @@ def test_our_eager_softmax_is_fp32_on_cuda_under_autocast_and_the_estimate_agree
     by_hand = 4 * (4 * 64 * 64 * 2 * 2)
     assert acts["cuda"][0] - acts["cpu"][0] == by_hand
     assert acts["cuda"][1] - acts["cpu"][1] == by_hand
+
+
+@pytest.mark.parametrize("target", ["cuda", "cpu"])
+@pytest.mark.parametrize("precision", ["amp-bf16", "mixed"])
+def test_our_eager_attention_estimate_matches_the_trace(target: str, precision: str) -> None:
+    """tiny-llama (grouped-query: 2 key/value heads of 4) with eager attention: the softmax in
+    the dtype each target's autocast gives it, and the keys and values repeated to every head
+    (the matmuls keep the expanded copies), counted by the estimate as the trace keeps them.
+    Seq 32: the trace keeps nothing the estimate leaves out (at seq 64 it keeps 4,104 B more
+    per model, s² + 8, on every precision and target: not modelled, not yet explained)."""
+    from profiling.config import TrainingConfig
+    from profiling.estimate.memory import estimate
+    from profiling.trace.step import trace_step
+
+    cfg = TrainingConfig(
+        model="tiny-llama", seq=32, batch=2, precision=precision, attention="eager",
+        target=target,
+    )  # fmt: skip
+    traced = trace_step(cfg).phases["after_forward"]["activations"]
+    assert estimate(cfg).category_bytes("activations") / traced == pytest.approx(1.0, abs=1e-4)
