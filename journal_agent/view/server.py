@@ -59,7 +59,7 @@ def create_app(ws: Workspace, *, token: str, hosts: set[str], port: int) -> Guar
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers = {404: views.failed, 405: views.failed, 500: views.crashed}
-    app = Starlette(routes=routes, exception_handlers=handlers)  # type: ignore[arg-type]
+    app = Starlette(routes=routes, exception_handlers=handlers)
     return Guard(app, token=token, csrf=csrf, hosts=hosts, port=port)
 
 
