@@ -95,8 +95,13 @@ class Pages:
 
     def _render(self, template: str, path: str, **context: object) -> str:
         base = relative(path, "")
+        # A live page compares api/stamp with the stamp of what it was made from. Taken here,
+        # just after the files were read, not by the page's first poll: an edit made while the
+        # page loads would otherwise become its baseline and never reload it.
+        watch = context.get("watch") or []
+        stamp = self.site.stamp(watch) if self.mode.live and isinstance(watch, list) else ""
         return self.env.get_template(template).render(
-            base=base, live=self.mode.live, csrf=self.mode.csrf, page=path, **context
+            base=base, live=self.mode.live, csrf=self.mode.csrf, page=path, stamp=stamp, **context
         )
 
     # -- the journal ----------------------------------------------------------------------

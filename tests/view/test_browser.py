@@ -180,6 +180,45 @@ def test_the_page_follows_the_code_it_cites(page, tmp_path):
         stop_server(server)
 
 
+def test_an_edit_made_while_the_page_loads_reloads_it(page, tmp_path):
+    """The page's baseline is what it was made from, not its first poll: the file is edited
+    after the server rendered the code page and before the page's first api/stamp answer."""
+    from tests.view.conftest import start_server, stop_server
+
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    code = root / "src" / "step.py"
+    code.write_text("def step(opt):\n    opt.step()\n")
+    entry = render_entry(
+        "Optimizer Step",
+        "2026-11-24",
+        context="Reading `src/step.py:2`.",
+        question="When are the weights updated?",
+        intuition="At opt.step().",
+        tags="#optim",
+    )
+    CLI()("journal", "append", "-", "--root", str(root), input=entry, check=True)
+    server = start_server(root)
+    edited: list[str] = []
+
+    def edit_then_answer(route):
+        # The code page's first poll: the server has rendered it, its answer is not yet back.
+        if not edited and "/code/" in route.request.frame.url:
+            code.write_text("def step(opt):\n    opt.step()\n    opt.zero_grad()\n")
+            edited.append(route.request.url)
+        route.continue_()
+
+    try:
+        page.route("**/api/stamp*", edit_then_answer)
+        page.goto(server.url)
+        page.click("a.entry-link:has-text('Optimizer Step')")
+        page.click("ul.refs a.ref")
+        page.wait_for_selector("td.src:has-text('opt.zero_grad()')", timeout=30_000)
+        assert edited
+    finally:
+        stop_server(server)
+
+
 def test_no_page_asks_for_what_the_server_lacks(page, server, workspace):
     """Every request a page makes (its style sheet, script, icon, API calls) is answered:
     a browser asks for /favicon.ico unless the page names its icon."""

@@ -219,7 +219,9 @@
 
   // -- follow the files: reload when what the page shows changed ----------------------------
   if (live) {
-    let stamp = null;
+    // What the page was made from (the server stamps it as it renders): an edit made while
+    // the page was loading differs from it and reloads the page.
+    let stamp = document.body.dataset.stamp || null;
     // The workspace files this page shows (an entry's cited code, a code page's file): their
     // changes reload it too, so a reference's state and the lines shown follow your edits.
     const watched = new URLSearchParams();
