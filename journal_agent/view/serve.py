@@ -6,6 +6,7 @@ address printed, the ``Host`` values accepted and the port listened on cannot di
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import secrets
 import socket
@@ -40,10 +41,12 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise UserError(
-            f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port or leave "
-            "it out for a free one."
-        ) from None
+        where = f"{host}:{port}" if port else host
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            fix = "give --host an address of this machine, or leave it out for 127.0.0.1"
+        else:  # in use, or a port below 1024 without the right to it
+            fix = "choose another --port or leave it out for a free one"
+        raise UserError(f"cannot listen on {where} ({exc.strerror}); {fix}.") from None
     sock.listen(128)
     return sock
 

@@ -167,14 +167,19 @@ def test_the_page_follows_the_code_it_cites(page, tmp_path):
     server = start_server(root)
     try:
         page.goto(server.url)
+        # The page's first question (did anything change?) leaves after the edit: a page
+        # compares with the files it was made from, not with the first answer.
+        page.add_init_script(HOLD_STAMP)
         page.click("a.entry-link:has-text('Optimizer Step')")
         page.wait_for_selector("ul.refs .state-fresh")
         code.write_text("# the step\ndef step(opt):\n    opt.step()\n")
+        page.evaluate("() => window.letStampsGo()")
         page.wait_for_selector("ul.refs .state-moved", timeout=30_000)  # no reload by us
         assert "now at line 3" in page.locator("ul.refs li").inner_text()
         page.click("article.entry a.ref-moved")
         page.wait_for_selector("table.code tr.hl")
         code.write_text("# the step\ndef step(opt):\n    opt.step()\n    opt.zero_grad()\n")
+        page.evaluate("() => window.letStampsGo()")  # held on this page too
         page.wait_for_selector("td.src:has-text('opt.zero_grad()')", timeout=30_000)
     finally:
         stop_server(server)
@@ -219,6 +224,17 @@ def test_an_edit_made_while_the_page_loads_reloads_it(page, tmp_path):
         stop_server(server)
 
 
+HOLD_STAMP = """
+const realFetch = window.fetch.bind(window);
+const held = [];
+let free = false;
+window.fetch = (url, options) => !free && String(url).includes("api/stamp")
+  ? new Promise((resolve) => held.push(() => resolve(realFetch(url, options))))
+  : realFetch(url, options);
+window.letStampsGo = () => { free = true; for (const go of held.splice(0)) go(); };
+"""
+
+
 def test_no_page_asks_for_what_the_server_lacks(page, server, workspace):
     """Every request a page makes (its style sheet, script, icon, API calls) is answered:
     a browser asks for /favicon.ico unless the page names its icon."""
@@ -238,3 +254,65 @@ def test_no_page_asks_for_what_the_server_lacks(page, server, workspace):
         page.goto(f"{server.origin}/{path}")
         page.wait_for_load_state("networkidle")
     assert failed == []
+
+
+def test_clearing_the_search_drops_the_answer_on_its_way(page, server):
+    """The box emptied while an answer is on its way: the journal's list comes back and
+    stays, the late answer does not replace it with hits for a query no longer there."""
+    # The page's requests to api/search wait until the test lets them go.
+    page.add_init_script(HOLD_SEARCH)
+    page.goto(server.url)
+    page.type("#search", "gradient")
+    page.wait_for_function("() => window.heldSearches.length > 0")  # after the page's debounce
+    page.fill("#search", "")
+    page.wait_for_selector("#listing", state="visible")
+    # The answer arrives; once its body is read, the page has decided what to do with it.
+    page.evaluate("() => window.letSearchesGo()")
+    assert page.locator("#listing").is_visible()
+    assert page.locator("#results").is_hidden()
+
+
+HOLD_SEARCH = """
+const realFetch = window.fetch.bind(window);
+window.heldSearches = [];
+window.fetch = (url, options) => String(url).includes("api/search")
+  ? new Promise((resolve) => window.heldSearches.push(() => {
+      const answer = realFetch(url, options);
+      resolve(answer);
+      return answer.then((response) => response.clone().text());
+    }))
+  : realFetch(url, options);
+window.letSearchesGo = async () => {
+  await Promise.all(window.heldSearches.splice(0).map((go) => go()));
+  await new Promise((done) => setTimeout(done, 0));
+};
+"""
+
+
+def test_following_the_journal_keeps_the_query_being_typed(page, tmp_path):
+    """An entry appended while a search is in the box: the query stays and is asked again
+    (the new entry appears among the hits); once the box is emptied, the page reloads."""
+    from tests.view.conftest import start_server, stop_server
+
+    root = tmp_path / "project"
+    root.mkdir()
+
+    def append(title: str, intuition: str) -> None:
+        text = render_entry(
+            title, "2026-11-25", context="c", question="q?", intuition=intuition, tags="#amp"
+        )
+        CLI()("journal", "append", "-", "--force", "--root", str(root), input=text, check=True)
+
+    append("Mixed Precision", "bf16 weights keep an fp32 master copy.")
+    server = start_server(root)
+    try:
+        page.goto(server.url)
+        page.type("#search", "loss scaling", delay=20)
+        page.wait_for_selector("#results[data-done='loss scaling']", state="attached")
+        append("Dynamic Loss Scaling", "fp16 gradients underflow without loss scaling.")
+        page.wait_for_selector("#results a.hit:has-text('Dynamic Loss Scaling')", timeout=30_000)
+        assert page.input_value("#search") == "loss scaling"
+        page.fill("#search", "")
+        page.wait_for_selector("#listing a.entry-link:has-text('Dynamic Loss Scaling')")
+    finally:
+        stop_server(server)

@@ -307,3 +307,25 @@ def test_what_is_no_page_gets_the_views_error_page(server, workspace):
         assert "script-src 'self'" in response.getheader("content-security-policy", "")
     src = str((workspace.root / "src").resolve())
     assert src not in _open_files(server)  # fdopen refused the directory: closed by us
+
+
+def test_an_address_it_cannot_listen_on_is_one_sentence_and_the_right_advice(workspace):
+    """A port in use names --port; a host that is no address of this machine names --host.
+    Exit 1, no traceback, the journal untouched."""
+    journal = workspace.root / "learning_journal.md"
+    before = journal.read_bytes()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        in_use = CLI()("view", "--no-open", "--port", str(port), "--root", str(workspace.root))
+    assert in_use.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in in_use.stderr
+    assert "another --port" in in_use.stderr and "Traceback" not in in_use.stderr
+    for host in ("no-such-host.invalid", "192.0.2.1"):  # unresolvable; TEST-NET, not ours
+        wrong = CLI()("view", "--no-open", "--host", host, "--root", str(workspace.root))
+        assert wrong.returncode == 1, host
+        assert f"cannot listen on {host} (" in wrong.stderr, wrong.stderr
+        assert "--host an address of this machine" in wrong.stderr, wrong.stderr
+        assert "--port" not in wrong.stderr and "Traceback" not in wrong.stderr
+    assert journal.read_bytes() == before

@@ -75,7 +75,11 @@
     box.addEventListener("input", () => {
       clearTimeout(timer);
       const query = box.value.trim();
-      if (!query) { results.hidden = true; note.hidden = true; listing.hidden = false; return; }
+      if (!query) {
+        asked++; // an answer still on its way is for a query no longer in the box: drop it
+        results.hidden = true; note.hidden = true; listing.hidden = false;
+        return;
+      }
       timer = setTimeout(() => (live ? ask(query) : offline(query)), 120);
     });
   }
@@ -222,6 +226,7 @@
     // What the page was made from (the server stamps it as it renders): an edit made while
     // the page was loading differs from it and reloads the page.
     let stamp = document.body.dataset.stamp || null;
+    let searched = null; // the stamp the query in the box was last asked again for
     // The workspace files this page shows (an entry's cited code, a code page's file): their
     // changes reload it too, so a reference's state and the lines shown follow your edits.
     const watched = new URLSearchParams();
@@ -232,11 +237,18 @@
         const response = await fetch(stampUrl, {credentials: "same-origin", cache: "no-store"});
         if (response.ok) {
           const data = await response.json();
-          if (stamp !== null && data.stamp !== stamp && !document.querySelector(".pending, section.card.done, section.moment.done, section.draft.done")) {
+          if (stamp === null || data.stamp === stamp) {
+            stamp = data.stamp;
+          } else if (box && box.value.trim()) {
+            // A query in the box: a reload would lose it. Ask again (a new entry may match);
+            // the page reloads once the box is emptied.
+            if (data.stamp !== searched) { searched = data.stamp; box.dispatchEvent(new Event("input")); }
+          } else if (!document.querySelector(".pending, section.card.done, section.moment.done, section.draft.done")) {
             location.reload();
             return;
+          } else {
+            stamp = data.stamp; // what you did here stays on screen
           }
-          stamp = data.stamp;
         }
       } catch (e) { /* the server stopped: keep the page as it is */ }
       setTimeout(poll, 1500);
