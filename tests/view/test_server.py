@@ -329,3 +329,13 @@ def test_an_address_it_cannot_listen_on_is_one_sentence_and_the_right_advice(wor
         assert "--host an address of this machine" in wrong.stderr, wrong.stderr
         assert "--port" not in wrong.stderr and "Traceback" not in wrong.stderr
     assert journal.read_bytes() == before
+
+
+def test_an_entry_links_its_tags_to_their_pages(server, workspace):
+    """Entries by tag: from an entry, each of its tags opens the list of entries under it."""
+    _, body = request(server, f"/entries/{workspace.ids['accum']}.html")
+    links = re.findall(r'<a class="tag" href="\.\./(tags/[^"]+)">#([^<]+)</a>', body)
+    assert [tag for _, tag in links] == ["memory", "training"]
+    for path, _ in links:
+        response, page = request(server, f"/{path}")
+        assert response.status == 200 and "Gradient Accumulation" in page, path
