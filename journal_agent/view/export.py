@@ -200,10 +200,7 @@ def export_json(ws: Workspace) -> dict[str, Any]:
         entries.append(
             {
                 **entry.summary(),
-                "refs": [
-                    {"ref": s.ref.key, "state": s.state, "detail": s.detail, "line": s.ref.line}
-                    for s in states
-                ],
+                "refs": [_ref_json(site, s) for s in states],
                 "citations": sorted({c.record_id for c in entry.citations}),
                 "backlinks": backlinks.get(entry.id, []),
                 "markdown": entry.raw,
@@ -214,6 +211,20 @@ def export_json(ws: Workspace) -> dict[str, Any]:
         "records": [r.model_dump(mode="json") for r in site.ws.records.list()],
         "ledger": _ledger(site),
         "review": [c.to_dict() for c in review.queue(site.ws, everything=True)],
+    }
+
+
+def _ref_json(site: Site, state: RefState) -> dict[str, Any]:
+    """A reference's state; a secret or denied file's is "hidden", as on its page (fresh or
+    changed would tell whether the secret changed)."""
+    if state.state != "gone" and site.ref_target(state.ref) is None:
+        detail = "not shown: a secret or denied file"
+        return {"ref": state.ref.key, "state": "hidden", "detail": detail, "line": state.ref.line}
+    return {
+        "ref": state.ref.key,
+        "state": state.state,
+        "detail": state.detail,
+        "line": state.ref.line,
     }
 
 

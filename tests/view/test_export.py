@@ -19,6 +19,7 @@ def test_export_json_holds_entries_states_records_ledger_and_cards(cli, workspac
     assert states["src/train.py:5-6"] == "moved"
     assert states["src/optim.py:2"] == "changed"
     assert states["src/gone.py:1"] == "gone"
+    assert states["conf/.env:1"] == "hidden"  # a secret: not even whether it changed
     assert workspace.trace_id in zero["citations"]
     assert zero["backlinks"] == [workspace.ids["accum"]]
     assert {r["id"] for r in data["records"]} >= {workspace.trace_id, workspace.estimate_id}

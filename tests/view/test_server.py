@@ -339,3 +339,15 @@ def test_an_entry_links_its_tags_to_their_pages(server, workspace):
     for path, _ in links:
         response, page = request(server, f"/{path}")
         assert response.status == 200 and "Gradient Accumulation" in page, path
+
+
+def test_a_cited_secret_shows_nothing_not_even_whether_it_changed(server, workspace):
+    """conf/.env is cited by an entry: the page lists the reference, hidden, with no link and
+    no state read from its contents (fresh or changed would tell the secret changed)."""
+    _, body = request(server, f"/entries/{workspace.ids['zero']}.html")
+    item = re.search(r"<li>(?:(?!</li>).)*conf/\.env:1(?:(?!</li>).)*</li>", body, re.S)
+    assert item is not None
+    shown = html.unescape(re.sub(r"<[^>]+>", " ", item.group(0)))
+    assert "hidden" in shown and "not shown: a secret or denied file" in shown
+    assert not re.search(r"fresh|changed|moved|unchanged", shown), shown
+    assert "conf/.env" not in "".join(re.findall(r'href="([^"]*)"', body))
