@@ -54,6 +54,10 @@ class WorkspaceFiles:
             path = resolve_path(self.root, rel)
         except ToolError as exc:
             raise Refused(str(exc)) from None
+        # Git's own files are not code anyone cites, and .git/config may hold a remote URL with
+        # credentials in it (https://user:token@host/…), which the secret rules do not name.
+        if ".git" in Path(rel).parts or ".git" in path.relative_to(self.real_root).parts:
+            raise Refused(f"{rel} is not shown: git's own files are not shown")
         verdict = self._policy.evaluate("Read", path=path)
         if verdict.behavior != "allow":
             raise Refused(f"{rel} is not shown: {verdict.reason}")

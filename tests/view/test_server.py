@@ -8,6 +8,7 @@ import html
 import http.client
 import os
 import re
+import shutil
 import socket
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -95,6 +96,9 @@ def test_writes_need_our_origin_and_the_csrf_token(server, workspace):
 def test_paths_outside_the_workspace_and_secrets_are_never_served(server, workspace, tmp_path):
     outside = workspace.root.parent / "outside.txt"
     outside.write_text("the neighbour's diary\n")
+    # A remote URL with a token in it: git's own files are never shown.
+    (workspace.root / ".git").mkdir(exist_ok=True)
+    (workspace.root / ".git" / "config").write_text(f"[remote]\n\turl = {SECRET.strip()}\n")
     link = workspace.root / "src" / "innocent.py"
     if not link.exists():
         os.symlink(outside, link)
@@ -104,6 +108,8 @@ def test_paths_outside_the_workspace_and_secrets_are_never_served(server, worksp
         "/code/src/..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd.html",
         "/code/src/innocent.py.html",  # a symlink inside that leads out
         "/code/conf/.env.html",  # a secret by the sandbox's rules
+        "/code/.git/config.html",
+        "/code/src/..%2F.git%2Fconfig.html",
         "/static/..%2F..%2F..%2F..%2Fetc%2Fpasswd",
         "/entries/..%2F..%2Flearning_journal.md",
     ]
@@ -113,6 +119,7 @@ def test_paths_outside_the_workspace_and_secrets_are_never_served(server, worksp
         assert "diary" not in body and "root:" not in body and SECRET.strip() not in body, path
     response, body = request(server, "/code/src/train.py.html")
     assert response.status == 200 and "loss.backward()" in body
+    shutil.rmtree(workspace.root / ".git")  # the workspace is shared by this module's tests
 
 
 def test_search_speaks_json_and_says_what_is_wrong(server):
