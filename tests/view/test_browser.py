@@ -146,11 +146,8 @@ def test_exported_site_works_from_file_urls(page, workspace, tmp_path):
     assert json.dumps(page.dialogs) == "[]"
 
 
-def test_the_page_follows_the_code_it_cites(page, tmp_path):
-    """An entry's reference states and a code page's lines are read from the workspace's
-    files: editing a cited file reloads the page open on it, as appending an entry does."""
-    from tests.view.conftest import start_server, stop_server
-
+def _cited_step(tmp_path):
+    """A workspace whose one entry cites ``src/step.py:2``: (its root, that file)."""
     root = tmp_path / "project"
     (root / "src").mkdir(parents=True)
     code = root / "src" / "step.py"
@@ -164,6 +161,15 @@ def test_the_page_follows_the_code_it_cites(page, tmp_path):
         tags="#optim",
     )
     CLI()("journal", "append", "-", "--root", str(root), input=entry, check=True)
+    return root, code
+
+
+def test_the_page_follows_the_code_it_cites(page, tmp_path):
+    """An entry's reference states and a code page's lines are read from the workspace's
+    files: editing a cited file reloads the page open on it, as appending an entry does."""
+    from tests.view.conftest import start_server, stop_server
+
+    root, code = _cited_step(tmp_path)
     server = start_server(root)
     try:
         page.goto(server.url)
@@ -190,19 +196,7 @@ def test_an_edit_made_while_the_page_loads_reloads_it(page, tmp_path):
     after the server rendered the code page and before the page's first api/stamp answer."""
     from tests.view.conftest import start_server, stop_server
 
-    root = tmp_path / "project"
-    (root / "src").mkdir(parents=True)
-    code = root / "src" / "step.py"
-    code.write_text("def step(opt):\n    opt.step()\n")
-    entry = render_entry(
-        "Optimizer Step",
-        "2026-11-24",
-        context="Reading `src/step.py:2`.",
-        question="When are the weights updated?",
-        intuition="At opt.step().",
-        tags="#optim",
-    )
-    CLI()("journal", "append", "-", "--root", str(root), input=entry, check=True)
+    root, code = _cited_step(tmp_path)
     server = start_server(root)
     edited: list[str] = []
 
