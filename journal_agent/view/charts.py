@@ -21,7 +21,7 @@ def bars(items: list[tuple[str, float]], title: str, limit: float | None = None)
         return Markup("")
     top = max([v for _, v in items] + [limit or 0])
     row, left, right = 26, 200, 110
-    height = 34 + row * len(items) + (18 if limit else 0)
+    height = 34 + row * len(items) + (18 if limit is not None else 0)
     parts = [_open(height, title)]
     for n, (label, value) in enumerate(items):
         y = 30 + n * row
@@ -35,7 +35,7 @@ def bars(items: list[tuple[str, float]], title: str, limit: float | None = None)
             f'<text x="{left + width + 6:.1f}" y="{y + 15}" class="val">'
             f"{escape(fmt_bytes(value))}</text>"
         )
-    if limit:
+    if limit is not None:
         x, bottom = left + (_W - left - right) * limit / top, 30 + row * len(items)
         parts.append(
             f'<line x1="{x:.1f}" y1="26" x2="{x:.1f}" y2="{bottom}" class="limit"/>'

@@ -56,7 +56,8 @@ class WorkspaceFiles:
             raise Refused(str(exc)) from None
         # Git's own files are not code anyone cites, and .git/config may hold a remote URL with
         # credentials in it (https://user:token@host/…), which the secret rules do not name.
-        if ".git" in Path(rel).parts or ".git" in path.relative_to(self.real_root).parts:
+        parts = (*Path(rel).parts, *path.relative_to(self.real_root).parts)
+        if any(part.lower() == ".git" for part in parts):  # .GIT too, on a case-blind disk
             raise Refused(f"{rel} is not shown: git's own files are not shown")
         verdict = self._policy.evaluate("Read", path=path)
         if verdict.behavior != "allow":

@@ -93,15 +93,22 @@ class Pages:
             self._records[record_id] = held
         return held
 
-    def _render(self, template: str, path: str, **context: object) -> str:
+    def _render(
+        self, template: str, path: str, watch: Sequence[str] = (), **context: object
+    ) -> str:
         base = relative(path, "")
         # A live page compares api/stamp with the stamp of what it was made from. Taken here,
         # just after the files were read, not by the page's first poll: an edit made while the
         # page loads would otherwise become its baseline and never reload it.
-        watch = context.get("watch") or []
-        stamp = self.site.stamp(watch) if self.mode.live and isinstance(watch, list) else ""
+        stamp = self.site.stamp(watch) if self.mode.live else ""
         return self.env.get_template(template).render(
-            base=base, live=self.mode.live, csrf=self.mode.csrf, page=path, stamp=stamp, **context
+            base=base,
+            live=self.mode.live,
+            csrf=self.mode.csrf,
+            page=path,
+            watch=list(watch),
+            stamp=stamp,
+            **context,
         )
 
     # -- the journal ----------------------------------------------------------------------

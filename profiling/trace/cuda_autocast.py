@@ -51,7 +51,7 @@ from typing import TypeVar
 import torch
 import torch.nn.functional as F
 
-_HALF = (torch.float16, torch.bfloat16)
+HALF = (torch.float16, torch.bfloat16)
 _T = TypeVar("_T")
 
 # AT_FORALL_FP32, as Python spells them (layer_norm and rms_norm have rules of their own in
@@ -101,12 +101,12 @@ _INTERPOLATE = frozenset({F.interpolate, F.upsample})
 
 
 def _is_half(arg: object) -> bool:
-    return isinstance(arg, torch.Tensor) and arg.dtype in _HALF
+    return isinstance(arg, torch.Tensor) and arg.dtype in HALF
 
 
 def to_fp32(arg: _T) -> _T:
     """``cached_cast(kFloat, arg)``: a 16-bit floating tensor (or a list of them) in fp32."""
-    if isinstance(arg, torch.Tensor) and arg.dtype in _HALF:
+    if _is_half(arg):
         return arg.float()  # type: ignore[return-value]  # a tensor stays a tensor
     if isinstance(arg, list | tuple) and any(_is_half(a) for a in arg):
         # The same container type of the same items: pyright cannot see that it is still _T.

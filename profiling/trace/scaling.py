@@ -184,6 +184,8 @@ def extrapolate_layers(
     samples name different quantities.
     """
     n1, n2, n3 = counts
+    if n2 != n1 + 1:  # _affine steps by (v2 - v1) per layer
+        raise ValueError(f"layer samples {counts}: the first two must be consecutive")
     named = [{k for k in samples[n] if split_block(k, prefix)[1] is None} for n in counts]
     if named[0] != named[1] or named[0] != named[2]:
         raise NotAffine(f"the traces of {counts} layers name different quantities")

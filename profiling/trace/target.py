@@ -66,7 +66,7 @@ from profiling.trace import cuda_autocast
 
 Target = str  # "cuda" | "cpu"
 TARGETS = ("cuda", "cpu")
-_HALF = (torch.float16, torch.bfloat16)
+_HALF = cuda_autocast.HALF
 
 
 def _autocast_dtype() -> torch.dtype | None:

@@ -129,11 +129,10 @@ class BertEncoder:
         )
         w = {k.removeprefix(prefix): v for k, v in _tensors(mapped, prefix + words).items()}
         self.dim = self.words.dim
-        self.w = w
         # Per layer, weights laid out for ``x @ W`` (contiguous, query/key/value fused): on
         # a short query the forward pass is bound by reading the weights, and a transposed
         # view halves the speed of the matmul.
-        self.prepared = [self._prepare(f"encoder.layer.{n}.") for n in range(self.layers)]
+        self.prepared = [_prepare(w, f"encoder.layer.{n}.") for n in range(self.layers)]
         kept = {k for k in w if not k.startswith("encoder.layer.")}
         kept |= {k for k in w if k.endswith(("LayerNorm.weight", "LayerNorm.bias"))}
         self.w = {k: np.array(w[k]) for k in kept}
@@ -191,23 +190,24 @@ class BertEncoder:
             vector = vector / max(float(np.linalg.norm(vector)), 1e-12)
         return vector.astype(np.float32)
 
-    def _prepare(self, p: str) -> tuple[np.ndarray, ...]:
-        w = self.w
-        names = [p + f"attention.self.{n}" for n in ("query", "key", "value")]
-        qkv_w = np.concatenate([w[n + ".weight"] for n in names], axis=0).T
-        qkv_b = np.concatenate([w[n + ".bias"] for n in names])
-        out = [np.ascontiguousarray(qkv_w, dtype=np.float32), qkv_b.astype(np.float32)]
-        for name in ("attention.output.dense", "intermediate.dense", "output.dense"):
-            out.append(np.ascontiguousarray(w[p + name + ".weight"].T, dtype=np.float32))
-            out.append(np.array(w[p + name + ".bias"], dtype=np.float32))  # a copy: no view
-        return tuple(out)
-
     def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
         mean = x.mean(axis=-1, keepdims=True)
         var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
         return (x - mean) / np.sqrt(var + self.eps) * self.w[name + ".weight"] + self.w[
             name + ".bias"
         ]
+
+
+def _prepare(w: dict[str, np.ndarray], p: str) -> tuple[np.ndarray, ...]:
+    """One layer's weights laid out for ``x @ W``, float32 copies (no view of the file)."""
+    names = [p + f"attention.self.{n}" for n in ("query", "key", "value")]
+    qkv_w = np.concatenate([w[n + ".weight"] for n in names], axis=0).T
+    qkv_b = np.concatenate([w[n + ".bias"] for n in names])
+    out = [np.ascontiguousarray(qkv_w, dtype=np.float32), qkv_b.astype(np.float32)]
+    for name in ("attention.output.dense", "intermediate.dense", "output.dense"):
+        out.append(np.ascontiguousarray(w[p + name + ".weight"].T, dtype=np.float32))
+        out.append(np.array(w[p + name + ".bias"], dtype=np.float32))  # a copy: no view
+    return tuple(out)
 
 
 _CONTROLLER: Any = None
