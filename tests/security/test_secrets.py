@@ -14,6 +14,7 @@ from journal_agent.tools.base import ToolContext
 from journal_agent.tools.permissions import PermissionPolicy
 from journal_agent.tools.read_tracking import ReadTracker
 from journal_agent.tools.registry import builtin_tools
+from tests.security.test_secret_corpus import CORPUS
 
 SECRETS = {
     "password": 'password = "Tr0ub4dor&3xyz"',
@@ -174,17 +175,20 @@ SHAPES = {
 
 
 def test_every_kind_of_secret_is_decided_by_its_patterns_not_by_the_quick_hints():
-    """find_secrets skips the patterns (and the import of ``re``, which the hooks would pay) for
-    a text holding none of their hints. That must never hide a secret: on every example, and
-    on random texts built from the hints in odd cases and Unicode look-alikes, it finds exactly
-    what the patterns alone find."""
+    """find_secrets runs only the rules whose hints a text holds (and none, without importing
+    ``re``, which the hooks would pay, for a text holding no hint at all). That must never hide a
+    secret: on every example, and on random texts built from the hints in odd cases and Unicode
+    look-alikes, it finds exactly what every rule run on the text finds."""
     import random
 
     from journal_agent import secret_text
 
     examples = {**SHAPES, **SECRETS}
-    kinds = {f.kind for text in examples.values() for f in find_secrets(text)}
-    assert {kind for kind, _, _ in secret_text._SHAPES} <= kinds  # an example of every shape
+    examples.update({c["kind"] + str(i): c["text"] for i, c in enumerate(CORPUS["secret"])})
+    every_rule = range(len(secret_text._RULES))
+    kinds = {f.kind for text in examples.values() for f in secret_text._find(text, every_rule)}
+    named = {kind for kind, *_ in secret_text._RULES} - {"assignment"}
+    assert named | {"password assignment", "secret assignment"} <= kinds  # every rule, once
     rng = random.Random(11)
     look_alike = {"i": "ıİI", "s": "ſS", "k": "\u212aK", "e": "E", "t": "T", "p": "P", "a": "A"}
 
@@ -192,12 +196,12 @@ def test_every_kind_of_secret_is_decided_by_its_patterns_not_by_the_quick_hints(
         return "".join(rng.choice(look_alike.get(c, c) + c) for c in word)
 
     pieces = [*examples.values(), *secret_text._HINTS, "://", "@", "=", ": ", '"', "'", " ", "\n"]
-    pieces += ["x9Fq2LmZ81vT0pWc", "hunter2hunter2", "db", "_", "My", "postgres", "user"]
+    pieces += ["x9Fq2LmZ81vT0pWc", "hunter2hunter2", "db", "_", "My", "postgres", "user", " is "]
     for _ in range(1500):
         text = "".join(
             odd(p) if rng.random() < 0.5 else p for p in rng.choices(pieces, k=rng.randint(1, 8))
         )
-        assert find_secrets(text) == secret_text._find(text), text
+        assert find_secrets(text) == secret_text._find(text, every_rule), text
     for text in examples.values():
-        assert find_secrets(text) == secret_text._find(text) != []
-    assert secret_text._may_hold("Warm-up is counted in optimizer steps (train.py:8).") is False
+        assert find_secrets(text) == secret_text._find(text, every_rule) != []
+    assert secret_text._hinted("warm-up is counted in optimizer steps (train.py:8).") == []
