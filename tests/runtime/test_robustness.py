@@ -225,7 +225,7 @@ def test_the_scrubber_leaves_code_and_settings_alone(line):
     [
         ("  12\texport GITHUB_TOKEN=ghp_" + "a" * 36, "  12\texport GITHUB_TOKEN="),
         ("AWS_SECRET_ACCESS_KEY='wJalrXUtnFEMI/K7MDENG'", "AWS_SECRET_ACCESS_KEY="),
-        ("aws id AKIAIOSFODNN7EXAMPLE here", "aws id "),
+        ("aws id AKIAZ7Q3LPXW5R2N8K4M here", "aws id "),  # (the docs' ...EXAMPLE ids are not)
         ("slack xoxb-1234567890-abcdefghij", "slack "),
     ],
 )
