@@ -12,6 +12,7 @@ _.commenters
 _.__signature__  # inspect / typer read them (journal_agent/cli/_config_flags.py)
 _.__annotations__
 _.__instancecheck__  # isinstance() calls it (journal_agent/cli/_help_render.py)
+_.__path__  # the import system reads it (journal_agent/plugin_env/entry.py's package stub)
 pytestmark  # pytest
 fresh_support_check  # pytest fixtures requested by name (tests/profiling/trace/test_tracker.py,
 deep_models  # tests/profiling/test_block_scaling.py)

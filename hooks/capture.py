@@ -1,4 +1,5 @@
-"""journal-agent's Claude Code hook: ``python3 -I -S capture.py EVENT`` (see hooks.json).
+"""journal-agent's Claude Code hook: ``python3 -I -S capture.py EVENT`` (hooks.json runs it through
+capture.sh, which stays silent where there is no python3 at all).
 
 Stdlib only and fast: it imports the capture modules straight from the plugin's own copy of
 the ``journal_agent`` package without running the package's ``__init__`` (which would pull in
@@ -8,6 +9,10 @@ happens, it exits 0 and prints only what is meant for the model (journal_agent/c
 
 import os
 import sys
+
+# The oldest Python the hooks run on (docs/plugin.md); `journal-agent doctor` checks it too. This
+# file itself parses on older ones, so that they get the sentence instead of a silent failure.
+MINIMUM = (3, 10)
 
 
 def _package_dir():
@@ -20,7 +25,34 @@ def _package_dir():
     return None
 
 
+def _too_old():
+    """One sentence, where the user looks: the project's hooks.log (when it has a .journal/)
+    and the plugin's data folder (for doctor). Capture stays off: the modules need 3.10."""
+    found = ".".join(str(n) for n in sys.version_info[:3])
+    sentence = (
+        f"capture is off: the hooks need Python {MINIMUM[0]}.{MINIMUM[1]} or newer and the "
+        f"python3 Claude Code runs is {found} ({sys.executable}); put a newer python3 first on "
+        "the PATH Claude Code starts from"
+    )
+    now = __import__("time").strftime("%Y-%m-%dT%H:%M:%SZ", __import__("time").gmtime())
+    event = sys.argv[1] if len(sys.argv) > 1 else "-"
+    journal = os.path.join(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd(), ".journal")
+    data = os.environ.get("CLAUDE_PLUGIN_DATA")
+    targets = [(os.path.join(journal, "hooks.log"), "a")] if os.path.isdir(journal) else []
+    if data and os.path.isdir(data):
+        targets.append((os.path.join(data, "hooks-python-too-old"), "w"))
+    for path, mode in targets:
+        try:
+            with open(path, mode) as f:
+                f.write(f"{now} {event} {sentence}\n")
+        except OSError:
+            pass
+
+
 def _run():
+    if sys.version_info < MINIMUM:
+        _too_old()
+        return 0
     package = _package_dir()
     if package is None:
         return 0  # a broken copy of the plugin: stay out of the way

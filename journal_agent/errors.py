@@ -43,6 +43,16 @@ class ToolError(JournalAgentError):
     """
 
 
+# torch is the `torch` extra (gigabytes, and the right build depends on the machine): what a
+# profiling command or tool says where it is missing.
+TORCH_MISSING = (
+    "this needs PyTorch, which is not installed in this environment: install the build for "
+    "this machine (`pip install torch --index-url https://download.pytorch.org/whl/cpu` without "
+    "an NVIDIA GPU, or the CUDA build pytorch.org names for your driver), or in the Claude Code "
+    "plugin let its profiling tools install it on first use (`journal-agent setup --torch`)."
+)
+
+
 def as_user_error(exc: BaseException) -> UserError | None:
     """``exc`` as the UserError to show, if it is an expected failure of ours or of profiling.
 
@@ -52,6 +62,8 @@ def as_user_error(exc: BaseException) -> UserError | None:
         return exc
     if isinstance(exc, JournalAgentError):
         return UserError(str(exc))
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").partition(".")[0] == "torch":
+        return UserError(TORCH_MISSING)
     # Imported here, not at the top: the CLI's start-up stays free of profiling.
     from profiling.errors import ProfilingError
 

@@ -67,14 +67,28 @@ def loads(data: str | bytes) -> object:
             _fail("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
     start = len(text) - len(text.lstrip(_WHITESPACE))
     try:
-        value, end = _C[0](text, start)  # type: ignore[operator]  # the C scanner
-    except StopIteration as stop:
-        _fail("Expecting value", text, stop.value)
+        value, end = _scan(text, start)
+    except SystemError:
+        # Python 3.10 and 3.11: the C scanner raises a malformed document's error as
+        # json.decoder.JSONDecodeError, which it looks up in sys.modules without importing it;
+        # before anyone imported json it returns NULL with no exception set (SystemError). With
+        # json.decoder loaded (bad input only pays its import) the scan raises json's own error.
+        import json.decoder
+
+        value, end = _scan(text, start)
     rest = text[end:]
     extra = rest.lstrip(_WHITESPACE)
     if extra:
         _fail("Extra data", text, end + len(rest) - len(extra))
     return value
+
+
+def _scan(text: str, start: int) -> tuple[object, int]:
+    """The C scanner's value at ``start`` and where it ends; json's error where there is none."""
+    try:
+        return _C[0](text, start)  # type: ignore[operator,index]  # the C scanner
+    except StopIteration as stop:
+        _fail("Expecting value", text, stop.value)
 
 
 def _fail(message: str, text: str, at: int) -> NoReturn:

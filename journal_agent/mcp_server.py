@@ -9,7 +9,7 @@ tracing a model takes seconds and must not stall the protocol loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from journal_agent import __version__
 
@@ -17,6 +17,125 @@ if TYPE_CHECKING:
     from journal_agent.workspace import Workspace
 
 SERVER_NAME = "journal"
+INSTRUCTIONS = (
+    "journal-agent: append validated entries to learning_journal.md, search it, read "
+    "and update learning_ledger.md (LedgerShow, LedgerUpdate), and estimate, trace or "
+    "measure training memory and time (DeviceInfo and MemoryProfile measure this "
+    "machine). Cite the record id each profiling tool returns "
+    "as [m:<id>] beside the numbers you quote."
+)
+# What each tool says to an MCP host, where every request carries every schema (Claude Code
+# 2.1.197 sends all of them with each request): the essentials of the tool's description. Our
+# own runtime gives the model the whole description; the checks are the same behind both.
+BRIEFS = {
+    "JournalAppend": (
+        "Append one entry to learning_journal.md, checked first (use it instead of Write or "
+        "Edit): the sections (header with date, Context, The Key Question I Had); every "
+        "`path:line` resolves; every [m:<id>] names a record whose values its numbers are; "
+        "other numbers with units cite a record or show their calculation; no near-duplicate. "
+        "On a problem nothing is written and each is listed: fix them and call again."
+    ),
+    "JournalSearch": (
+        "Search learning_journal.md by words and meaning, best first (id, title, date, line, "
+        "snippet); tags filters (#zero). related_to: your draft, to find the entries to "
+        "cross-reference, or to extend instead of appending a near-duplicate."
+    ),
+    "JournalCheck": (
+        "Check every journal entry: code references (moved, stale with a diff, missing), "
+        "citations, numbers, sections. fix=true first rewrites the moved references."
+    ),
+    "JournalInbox": (
+        "The learning moments the hooks captured (★ Insight blocks, the files:lines edited, "
+        "the [m:<id>] records created): list them, write entries from those the user picks, "
+        "then mark them written."
+    ),
+    "LedgerShow": (
+        "learning_ledger.md as JSON: knowledge by mastery level, actions, sessions, goals, "
+        "insights, reviews due, and the mastery moves the reviews support. Read it before "
+        "LedgerUpdate."
+    ),
+    "LedgerUpdate": (
+        "Update learning_ledger.md (never with Write or Edit): the operations apply together "
+        "or not at all, every other line kept. add_session, archive_insight (each number "
+        "needs a source: m:<id> or an entry id), add_item/move_item (level: mastered, "
+        "developing, blind), add_action/tick_action (horizon), add_goal/tick_goal "
+        "(match: words of the line), set_updated."
+    ),
+    "MemoryEstimate": (
+        "GPU memory of one training step in closed form, every step shown: weights, "
+        "gradients, optimizer state by precision, ZeRO over gpus, activations (tp, "
+        "checkpointing, attention), LoRA/QLoRA; time with gpu and mfu. Returns the table and "
+        "a record id: cite it as [m:<id>]. Fields as `journal-agent estimate --help` names them."
+    ),
+    "MemoryTrace": (
+        "Exact bytes of a steady-state training step traced under fake tensors (no GPU): peak "
+        "by category and module, FLOPs, FSDP at any world size; fields as MemoryEstimate's. "
+        "Returns a record id to cite as [m:<id>]. A workspace factory (package.module:fn) runs "
+        "user code in the sandbox, permission-checked like Bash."
+    ),
+    "MemoryProfile": (
+        "Measure real training steps on THIS machine (GPU, else CPU): peak per phase and step, "
+        "times, tokens/s, beside the trace. For other hardware use MemoryTrace or "
+        "MemoryEstimate. Returns a record id to cite as [m:<id>]; runs in the sandbox."
+    ),
+    "DeviceInfo": (
+        "This machine's NVIDIA GPUs (memory, use, processes), driver, CUDA, torch, CPU and "
+        "RAM, or that it has none; call it before MemoryProfile. Returns a record id."
+    ),
+}
+# Fields most calls leave alone: named in one sentence after the brief rather than each given a
+# schema entry (the tool still takes and checks them).
+_SHAPE = ["params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch"]
+_TUNING = ["fp32_grads", "foreach", "grads_kept", "offload_optimizer", "sequence_parallel"]
+_TUNING += ["dropout", "target", "mfu", "tokens"]
+NAMED_ONLY = {
+    "MemoryEstimate": _SHAPE + _TUNING,
+    "MemoryTrace": _SHAPE + _TUNING,
+    "MemoryProfile": ["fp32_grads", "foreach", "grads_kept"],
+}
+# Schema keywords an MCP host gets no use from: the model reads the brief, and the tool
+# checks its input with the full model whatever the host sent.
+_DROPPED = {"description", "default", "title", "additionalProperties", "maxLength", "minLength"}
+
+
+def compact_schema(schema: Any) -> Any:
+    """``schema`` without descriptions, defaults and bounds that say nothing to a model (a
+    maximum of 10^7); enums, types and small bounds (zero: 0-3) stay."""
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: compact_schema(prop) for name, prop in value.items()}
+        elif key in _DROPPED or (key.endswith(("imum", "Items")) and _large(value)):
+            continue
+        else:
+            out[key] = compact_schema(value)
+    return out
+
+
+def _large(bound: object) -> bool:
+    return isinstance(bound, int | float) and not 1 < bound <= 100
+
+
+def listing() -> list[dict[str, object]]:
+    """Our tools as ``tools/list`` gives them: name, brief, compact input schema. The plugin's
+    front serves the same list before the server runs (plugin_env/tools.json, generated from
+    this by ``python -m journal_agent.plugin_env.tool_list``; a test holds them equal)."""
+    from journal_agent.tools.registry import product_tools
+
+    out: list[dict[str, object]] = []
+    for tool in product_tools().values():
+        schema = compact_schema(tool.input_schema())
+        brief = BRIEFS.get(tool.name, tool.description)
+        named = [n for n in NAMED_ONLY.get(tool.name, []) if n in schema["properties"]]
+        if named:
+            schema["properties"] = {k: v for k, v in schema["properties"].items() if k not in named}
+            brief += f" Also takes: {', '.join(named)}."
+        out.append({"name": tool.name, "description": brief, "inputSchema": schema})
+    return out
 
 
 def build_server(ws: Workspace):
@@ -30,14 +149,10 @@ def build_server(ws: Workspace):
 
     tools = product_tools()
     ctx = make_context(ws)  # one workspace for the session: every call shares its stores
+    listed = [types.Tool.model_validate(t) for t in listing()]
 
     async def list_tools(_ctx, _params) -> types.ListToolsResult:
-        return types.ListToolsResult(
-            tools=[
-                types.Tool(name=t.name, description=t.description, input_schema=t.input_schema())
-                for t in tools.values()
-            ]
-        )
+        return types.ListToolsResult(tools=listed)
 
     async def call_tool(_ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = tools.get(params.name)
@@ -65,13 +180,7 @@ def build_server(ws: Workspace):
     return Server(
         SERVER_NAME,
         version=__version__,
-        instructions=(
-            "journal-agent: append validated entries to learning_journal.md, search it, read "
-            "and update learning_ledger.md (LedgerShow, LedgerUpdate), and estimate, trace or "
-            "measure training memory and time (DeviceInfo and MemoryProfile measure this "
-            "machine). Cite the record id each profiling tool returns "
-            "as [m:<id>] beside the numbers you quote."
-        ),
+        instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

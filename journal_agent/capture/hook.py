@@ -113,6 +113,7 @@ def on_subagent_stop(root: str, payload: dict[str, object]) -> str:
 def on_session_start(root: str, payload: dict[str, object]) -> str:
     if payload.get("agent_id") or payload.get("agent_type"):
         return ""  # a sub-agent: the main thread already has the line
+    _heartbeat()
     settings = capture_settings(root)
     if not settings["session_start"]:
         return ""
@@ -121,6 +122,23 @@ def on_session_start(root: str, payload: dict[str, object]) -> str:
     if status.needs_refresh(root) or _sessions_ended(root):
         spawn_detached(root, "refresh")
     return " ".join(part for part in (tools_status(), status.session_start_line(root)) if part)
+
+
+def _heartbeat() -> None:
+    """Note in the plugin's data folder that the hooks ran, and with which Python; `journal-agent
+    doctor` reads it to tell hooks that never ran since install (and why) from quiet ones."""
+    data = os.environ.get("CLAUDE_PLUGIN_DATA")
+    if not data or not os.path.isdir(data):
+        return
+    version = ".".join(str(n) for n in sys.version_info[:3])
+    try:
+        with open(os.path.join(data, "hooks-ran"), "w", encoding="utf-8") as f:
+            f.write(f"{now_utc()} python {version} {sys.executable}\n")
+        for stale in ("hooks-no-python3", "hooks-python-too-old"):
+            if os.path.exists(os.path.join(data, stale)):
+                os.unlink(os.path.join(data, stale))
+    except OSError:
+        pass  # a read-only home: doctor says it cannot tell
 
 
 def _sessions_ended(root: str) -> bool:
@@ -134,32 +152,37 @@ def _sessions_ended(root: str) -> bool:
 
 
 def tools_status() -> str:
-    """bin/journal-agent-setup's sentence while the plugin's journal-agent cannot run yet
-    ("" when it can).
-
-    Cheap when it can: ``journal-agent`` on PATH, or the private environment marked ready.
-    Only otherwise is the setup script asked (a process), which also starts preparing it."""
-    data = os.environ.get("CLAUDE_PLUGIN_DATA")
-    if not data:
+    """One sentence while the plugin's environment is not ready ("" when it is, or when the
+    user's own ``journal-agent`` is on PATH), starting its preparation if none runs: a session
+    start is one of the two things that may (a tool call is the other). A few ``stat`` calls
+    when it is ready; journal_agent/plugin_env/env.py."""
+    if not os.environ.get("CLAUDE_PLUGIN_ROOT"):
         return ""  # not a plugin Claude Code runs: nothing to prepare
-    for folder in os.environ.get("PATH", "").split(os.pathsep):
-        if folder and os.access(os.path.join(folder, "journal-agent"), os.X_OK):
-            return ""
-    if os.path.exists(os.path.join(data, "venv", ".journal-agent-ready")):
-        return ""
-    plugin = os.environ.get("CLAUDE_PLUGIN_ROOT") or os.path.dirname(
-        os.path.dirname(os.path.abspath(sys.argv[0]))
-    )
-    import subprocess
+    from journal_agent.plugin_env import env as plugin_env
 
-    setup = os.path.join(plugin, "bin", "journal-agent-setup")
-    done = subprocess.run(
-        [sys.executable, "-I", setup, "--status"],
-        capture_output=True,
-        timeout=8,
-        stdin=subprocess.DEVNULL,
+    if plugin_env.foreign_command():
+        return ""
+    env = plugin_env.locate()
+    word, why = plugin_env.condition(env)
+    if word == "ready":
+        return ""
+    if word == "failed":
+        return plugin_env.failure(env)
+    if word != "preparing":
+        plugin_env.start(env, rebuild=word == "broken")
+    if word == "stale":
+        return ""  # it still runs; the new dependencies come in the background
+    took = plugin_env.expected(env)
+    if word == "broken":
+        return (
+            f"journal-agent: its environment was broken ({why}); rebuilding it ({took}; log: "
+            f"{env.log}); its tools wait for it."
+        )
+    return (
+        f"journal-agent: preparing its environment (first use, {took}; log: {env.log}); its "
+        "tools wait for it. To run `journal-agent` in your own terminal: "
+        f"{plugin_env.path_hint(env)}"
     )
-    return done.stdout.decode("utf-8", "replace").strip()
 
 
 def on_prompt(root: str, payload: dict[str, object]) -> str:

@@ -264,8 +264,8 @@ def test_the_plugin_registers_only_events_the_oldest_cli_knows_in_exec_form():
     for groups in hooks["hooks"].values():
         for group in groups:
             for hook in group["hooks"]:
-                assert hook["type"] == "command" and hook["command"] == "python3"
-                assert hook["args"][:3] == ["-I", "-S", "${CLAUDE_PLUGIN_ROOT}/hooks/capture.py"]
+                assert hook["type"] == "command" and hook["command"] == "/bin/sh"
+                assert hook["args"][0] == "${CLAUDE_PLUGIN_ROOT}/hooks/capture.sh"
 
 
 def test_a_transcript_replaced_by_a_shorter_one_is_read_again_from_its_start(project, transcript):

@@ -133,7 +133,7 @@ def test_garbage_sent_to_the_hooks_leaves_the_session_working(cli_binary, projec
     feed = 'head -c 5000 /dev/urandom | python3 -I -S "$0" "$1"'
     for groups in hooks["hooks"].values():
         for hook in (h for g in groups for h in g["hooks"]):
-            hook["args"] = ["-c", feed, *hook["args"][2:]]
+            hook["args"] = ["-c", feed, "${CLAUDE_PLUGIN_ROOT}/hooks/capture.py", hook["args"][1]]
             hook["command"] = "sh"
     (plugin / "hooks" / "hooks.json").write_text(json.dumps(hooks))
 

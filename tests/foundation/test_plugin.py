@@ -31,8 +31,8 @@ def test_manifests_follow_claude_code_rules():
     assert market["owner"]["name"]
     assert {"name": "journal-agent", "source": "./"}.items() <= market["plugins"][0].items()
     servers = json.loads((REPO / ".mcp.json").read_text())
-    # The launcher finds journal-agent, or prepares the plugin's own environment (docs/plugin.md).
-    assert servers["journal"]["command"] == "${CLAUDE_PLUGIN_ROOT}/bin/journal-agent-launch"
+    # The MCP front of the launcher answers at once and prepares the environment (docs/plugin.md).
+    assert servers["journal"]["command"] == "${CLAUDE_PLUGIN_ROOT}/bin/journal-agent"
     assert servers["journal"]["args"] == ["mcp"]
     from journal_agent import __version__
 

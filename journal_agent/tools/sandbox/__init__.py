@@ -14,6 +14,7 @@ Grep and Glob): bubblewrap on Linux, sandbox-exec on macOS. See docs/security.md
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -50,7 +51,20 @@ def confined_argv(
         return sandbox_exec_argv(conf.program or "sandbox-exec", view, argv)
     from journal_agent.tools.sandbox.linux import bwrap_argv
 
-    keep = (Path(sys.prefix), Path(sys.executable).parent)
+    keep = (Path(sys.prefix), Path(sys.executable).parent, *own_source())
     return bwrap_argv(
         conf.program or "bwrap", view, argv, keep=keep, tmp_size=tmp_size, binds=binds
+    )
+
+
+def own_source() -> tuple[Path, ...]:
+    """The folders our own packages are imported from. A sandboxed child of ours (a trace, a
+    profile, our own commands) imports them, and the sandbox gives it a private /tmp: an
+    editable checkout under /tmp or /var/tmp would be hidden without this (bound read-only)."""
+    import journal_agent
+    import profiling
+
+    return tuple(
+        Path(os.path.realpath(os.path.dirname(package.__file__ or ".")))
+        for package in (journal_agent, profiling)
     )

@@ -1,0 +1,13 @@
+#!/bin/sh
+# journal-agent's hook entry (hooks.json runs `/bin/sh capture.sh EVENT`): capture.py with the
+# python3 on PATH, as `python3 -I -S` (standard library only). Without any python3 it stays
+# silent (Claude Code would show "hook error" at every prompt and turn) and leaves a note in
+# the plugin's data folder, which `journal-agent doctor` reads and names.
+if command -v python3 >/dev/null 2>&1; then
+  exec python3 -I -S "${0%/*}/capture.py" "$@"
+fi
+if [ -n "${CLAUDE_PLUGIN_DATA:-}" ] && [ -d "$CLAUDE_PLUGIN_DATA" ]; then  # Claude Code made it
+  printf "no python3 on the PATH Claude Code runs the hooks with: %s\n" "$PATH" \
+    >"$CLAUDE_PLUGIN_DATA/hooks-no-python3" 2>/dev/null
+fi
+exit 0

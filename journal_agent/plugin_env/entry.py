@@ -1,0 +1,44 @@
+"""The script the plugin's ``bin/journal-agent`` and the preparation's detached child run:
+``python3 -I -S entry.py launch ARGS…`` (the ``journal-agent`` command; ``launch mcp`` is the MCP
+front Claude Code starts) and ``entry.py prepare ROOT [--torch] [--rebuild]``.
+
+``-S``: the standard library only. The ``journal_agent`` package is imported from the plugin's
+own folder without its ``__init__`` (as hooks/capture.py does): nothing has to be installed.
+"""
+
+import os
+import sys
+
+MINIMUM = (3, 10)
+
+
+def _bootstrap():
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if "journal_agent" not in sys.modules:
+        stub = type(sys)("journal_agent")
+        stub.__path__ = [package]  # (what makes it a package: the import system reads it)
+        sys.modules["journal_agent"] = stub
+
+
+def main(argv):
+    if sys.version_info < MINIMUM:
+        found = ".".join(str(n) for n in sys.version_info[:3])
+        sys.stderr.write(
+            f"journal-agent: the plugin needs Python {MINIMUM[0]}.{MINIMUM[1]} or newer; the "
+            f"python3 on PATH is {found} ({sys.executable}): put a newer one first on PATH.\n"
+        )
+        return 1
+    _bootstrap()
+    what, rest = (argv[0], argv[1:]) if argv else ("launch", [])
+    if what == "prepare":
+        from journal_agent.plugin_env.build import prepare
+        from journal_agent.plugin_env.env import locate
+
+        return prepare(locate(rest[0]), torch="--torch" in rest, rebuild="--rebuild" in rest)
+    from journal_agent.plugin_env.launch import main as launch
+
+    return launch(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,269 @@
+"""Where the plugin's environment lives and what state it is in; starting its preparation.
+
+One environment per plugin install, whatever the entry (``claude --plugin-dir``, a marketplace
+install, the ``bin/journal-agent`` launcher run by hand): it is keyed by the plugin's folder,
+under ``${JOURNAL_AGENT_ENVS:-${XDG_CACHE_HOME:-~/.cache}/journal-agent}/env-<name>-<crc>``, and
+never by ``CLAUDE_PLUGIN_DATA`` (which differs between those entries). It holds ``venv/`` (the
+package installed editable from the plugin's folder, so its code is always the plugin's),
+``state.json`` (what the last preparation did), ``prepare.log`` and ``prepare.lock`` (held by the
+one process preparing it).
+
+Standard library only, and cheap to import: the SessionStart hook asks :func:`condition` on
+every session start (a few ``stat`` calls, no process).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# The package's own minimum (pyproject's requires-python); the hooks run on 3.10 already.
+PACKAGE_MIN_PYTHON = (3, 11)
+# What a light preparation takes on a laptop, downloads aside; what torch's CPU build adds.
+TYPICAL_SECONDS = 60
+TYPICAL_TORCH_SECONDS = 180
+# Set in the environment of whatever the launcher runs: a second launcher (another copy of the
+# plugin on PATH) then never hands over to a third, so two launchers cannot call each other.
+LAUNCHED = "JOURNAL_AGENT_LAUNCHED"
+GUARD = "JOURNAL_AGENT_HOOK"  # what our hooks and their children carry (capture/settings.py)
+MARKER = "journal-agent plugin launcher"  # on the second line of bin/journal-agent
+
+
+def plugin_root() -> str:
+    """The plugin's folder: the repository (a checkout, a marketplace copy) or, in a wheel,
+    ``journal_agent/_plugin``."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    packaged = os.path.join(package, "_plugin")
+    if os.path.isdir(os.path.join(packaged, "hooks")):
+        return packaged
+    return os.path.dirname(package)
+
+
+def package_root(root: str) -> str:
+    """The folder that holds ``journal_agent/`` and ``profiling/`` for the plugin at ``root``."""
+    if os.path.basename(root) == "_plugin":
+        return os.path.dirname(os.path.dirname(root))
+    return root
+
+
+class Env:
+    """The paths of the environment of the plugin at ``root``."""
+
+    def __init__(self, root: str, home: str) -> None:
+        self.root = root
+        self.home = home
+        self.venv = os.path.join(home, "venv")
+        self.python = os.path.join(self.venv, "bin", "python")
+        self.command = os.path.join(self.venv, "bin", "journal-agent")
+        self.state_file = os.path.join(home, "state.json")
+        self.log = os.path.join(home, "prepare.log")
+        self.lock = os.path.join(home, "prepare.lock")
+
+
+def envs_home() -> str:
+    explicit = os.environ.get("JOURNAL_AGENT_ENVS")
+    if explicit:
+        return explicit
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "journal-agent")
+
+
+def locate(root: str | None = None) -> Env:
+    import zlib  # (a builtin module: cheaper than hashlib for a name)
+
+    root = os.path.realpath(root or plugin_root())
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in os.path.basename(root))
+    key = f"{name[:40]}-{zlib.crc32(root.encode('utf-8', 'surrogateescape')):08x}"
+    return Env(root, os.path.join(envs_home(), f"env-{key}"))
+
+
+def deps_stamp(root: str) -> str:
+    """What the environment was built from: the package's version and its dependency list
+    (pyproject.toml); a change makes the environment stale."""
+    import zlib
+
+    try:
+        with open(os.path.join(package_root(root), "pyproject.toml"), "rb") as f:
+            return f"{zlib.crc32(f.read()):08x}"
+    except OSError:
+        return "unknown"
+
+
+def read_state(env: Env) -> dict[str, object]:
+    from journal_agent.lightjson import loads
+
+    try:
+        with open(env.state_file, "rb") as f:
+            state = loads(f.read())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def write_state(env: Env, **changes: object) -> dict[str, object]:
+    """Merge ``changes`` into state.json, replaced whole (a reader never sees half of it)."""
+    from journal_agent.lightjson import dumps
+
+    state = {**read_state(env), **changes}
+    tmp = f"{env.state_file}.{os.getpid()}.tmp"
+    os.makedirs(env.home, exist_ok=True)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(dumps(state, sort_keys=True) + "\n")
+    os.replace(tmp, env.state_file)
+    return state
+
+
+def preparing(env: Env) -> bool:
+    """Whether a process holds the preparation's lock right now."""
+    import fcntl
+
+    try:
+        fd = os.open(env.lock, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # (closing releases a lock this probe took)
+    return False
+
+
+def condition(env: Env) -> tuple[str, str]:
+    """``(word, why)``: ``ready``, ``preparing``, ``failed``, ``broken`` (prepared, but its
+    interpreter is gone or dangling: a system upgrade removed the Python it was made from),
+    ``stale`` (built from another pyproject.toml) or ``absent``."""
+    state = read_state(env)
+    if preparing(env):
+        return "preparing", str(state.get("step") or "")
+    phase = state.get("phase")
+    if phase == "failed":
+        return "failed", str(state.get("error") or "")
+    if phase != "ready":
+        return "absent", ""
+    if not os.path.exists(env.python):  # follows the symlink: a dangling one is gone too
+        made_from = state.get("python") or "its Python"
+        return "broken", f"its interpreter ({made_from}) is gone"
+    if state.get("deps") != deps_stamp(env.root):
+        return "stale", "the plugin's dependencies changed since it was prepared"
+    return "ready", ""
+
+
+def torch_state(env: Env) -> str:
+    """``ready`` (importable in the environment, as far as the files tell), ``preparing``,
+    ``failed`` or ``absent``."""
+    state = read_state(env)
+    if preparing(env) and state.get("step") == "torch":
+        return "preparing"
+    torch = state.get("torch")
+    if isinstance(torch, str) and torch.startswith(("lent", "installed", "present")):
+        return "ready"
+    return "failed" if torch == "failed" else "absent"
+
+
+def foreign_command() -> str | None:
+    """A ``journal-agent`` on PATH that is not a plugin launcher (the user's own install), or
+    None. A launcher (ours, or another copy of the plugin's) is recognised by its marker line,
+    so the launcher never runs itself."""
+    if os.environ.get(LAUNCHED):
+        return None
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        path = os.path.join(folder, "journal-agent")
+        if not folder or not os.path.isfile(path) or not os.access(path, os.X_OK):
+            continue
+        try:
+            with open(path, "rb") as f:
+                head = f.read(400)
+        except OSError:
+            continue
+        if MARKER.encode() not in head:
+            return path
+    return None
+
+
+def start(env: Env, *, torch: bool = False, rebuild: bool = False) -> None:
+    """Prepare in a detached child (its own session, stdio on /dev/null) and return at once.
+    The child takes the lock; a second one started meanwhile finds it held and leaves."""
+    os.makedirs(env.home, exist_ok=True)
+    entry = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py")
+    argv = [sys.executable, "-I", "-S", entry, "prepare", env.root]
+    argv += ["--torch"] if torch else []
+    argv += ["--rebuild"] if rebuild else []
+    environ = {**os.environ, GUARD: "1"}
+    null = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0)] + [
+        (os.POSIX_SPAWN_DUP2, 0, fd) for fd in (1, 2)
+    ]
+    os.posix_spawn(sys.executable, argv, environ, file_actions=null, setsid=True)
+
+
+def expected(env: Env, torch: bool = False) -> str:
+    """How long a preparation should take, in words, from the last one's duration if any."""
+    took = read_state(env).get("torch_seconds" if torch else "seconds")
+    seconds = took if isinstance(took, int | float) and took > 0 else None
+    typical = TYPICAL_TORCH_SECONDS if torch else TYPICAL_SECONDS
+    return _words(seconds or typical) + ("" if seconds else ", plus downloads")
+
+
+def _words(seconds: float) -> str:
+    if seconds < 90:
+        return f"about {max(10, round(seconds / 10) * 10)} s"
+    return f"about {round(seconds / 60)} min"
+
+
+def path_hint(env: Env) -> str:
+    """The one line that puts the launcher on the user's own PATH."""
+    return f"ln -s '{os.path.join(env.root, 'bin', 'journal-agent')}' ~/.local/bin/"
+
+
+def usable(env: Env, torch: bool = False) -> bool:
+    """Whether the environment runs (a stale one still does), with torch when asked."""
+    if condition(env)[0] not in ("ready", "stale"):
+        return False
+    return not torch or torch_state(env) == "ready"
+
+
+def failure(env: Env, torch: bool = False) -> str:
+    """The sentence for a failed preparation (the cause, the log, the one command that tries
+    again), or "" when the last one did not fail."""
+    if preparing(env):
+        return ""
+    state = read_state(env)
+    if torch and state.get("torch") == "failed":
+        why = state.get("torch_error") or "see the log"
+        return (
+            f"journal-agent: installing torch failed ({why}; log: {env.log}); "
+            "`journal-agent setup --torch` tries again."
+        )
+    if not torch and state.get("phase") == "failed":
+        why = state.get("error") or "see the log"
+        return (
+            f"journal-agent: preparing its environment failed ({why}; log: {env.log}); "
+            "`journal-agent setup --rebuild` tries again."
+        )
+    return ""
+
+
+def wait(env: Env, *, torch: bool, limit: float, tick=None) -> str:
+    """Wait for a preparation started just now or earlier: ``ready``, ``failed``, ``stopped``
+    (no process prepares it and nothing came of it) or ``timeout``. ``tick(seconds)`` is
+    called about every quarter second meanwhile."""
+    import time
+
+    began = time.monotonic()
+    seen = False
+    while True:
+        if usable(env, torch):
+            return "ready"
+        if failure(env, torch):
+            return "failed"
+        busy = preparing(env)
+        seen = seen or busy
+        elapsed = time.monotonic() - began
+        if not busy and (seen or elapsed > 20):  # (a loaded machine starts the child slowly)
+            return "stopped"
+        if elapsed > limit:
+            return "timeout"
+        if tick is not None:
+            tick(elapsed)
+        time.sleep(0.25)

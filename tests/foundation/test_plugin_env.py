@@ -1,0 +1,279 @@
+"""The plugin's first minute, without Claude Code: the launcher in bin/, the MCP front, the
+environment's states (journal_agent/plugin_env). tests/e2e/test_plugin_alone.py runs the same
+in the real CLIs, and builds a real environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.capture.hook_helpers import run_hook
+
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHER = REPO / "bin" / "journal-agent"
+VENV_BIN = Path(sys.executable).parent
+MCP_PREFIX = "mcp__plugin_journal-agent_journal__"
+
+
+def _folder_with(tmp_path: Path, **links: Path) -> Path:
+    """A folder of scripts named after ``links`` (``journal_agent`` → ``journal-agent``) that
+    run their target (a venv's python is only that venv's when run by its path)."""
+    folder = tmp_path / "path-bin"
+    folder.mkdir(exist_ok=True)
+    for name, target in links.items():
+        script = folder / name.replace("_", "-")
+        script.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
+        script.chmod(0o755)
+    return folder
+
+
+def _env(tmp_path: Path, *folders: Path) -> dict[str, str]:
+    path = os.pathsep.join([*map(str, folders), "/usr/bin", "/bin"])
+    return {"PATH": path, "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+
+
+def _launch(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LAUNCHER), *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+
+
+def _env_home(tmp_path: Path) -> Path | None:
+    found = list((tmp_path / ".cache" / "journal-agent").glob("env-*"))
+    return found[0] if found else None
+
+
+def _python3(tmp_path: Path) -> Path:
+    """A python3 (the base interpreter: it has no journal_agent) alone in a PATH folder."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    return _folder_with(tmp_path, python3=Path(base))
+
+
+def test_version_and_help_answer_without_preparing_anything(tmp_path):
+    env = _env(tmp_path, _python3(tmp_path))
+    version = _launch(tmp_path, "--version", env=env)
+    from journal_agent import __version__
+
+    assert (version.returncode, version.stdout) == (0, f"journal-agent {__version__}\n")
+    helped = _launch(tmp_path, "--help", env=env)
+    assert helped.returncode == 0 and "not prepared yet; any command prepares it" in helped.stdout
+    assert _launch(tmp_path, "inbox", "--help", env=env).returncode == 0
+    time.sleep(0.5)
+    assert _env_home(tmp_path) is None  # no folder, no lock, no log: nothing started
+
+
+def test_the_users_own_journal_agent_runs_and_the_launcher_never_runs_itself(tmp_path):
+    # A copy of the launcher (another plugin install) on PATH is not "the user's own".
+    other = tmp_path / "other-plugin"
+    other.mkdir()
+    (other / "journal-agent").write_text(LAUNCHER.read_text())
+    (other / "journal-agent").chmod(0o755)
+    env = _env(tmp_path, REPO / "bin", other, _python3(tmp_path))
+    assert _launch(tmp_path, "--version", env=env).stdout.startswith("journal-agent 0.")
+    assert _env_home(tmp_path) is None  # answered by a launcher, not by a prepared environment
+    own = _folder_with(tmp_path, journal_agent=VENV_BIN / "journal-agent")
+    done = _launch(tmp_path, "inbox", "--json", env=_env(tmp_path, REPO / "bin", own))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "[]\n", "")
+    assert _env_home(tmp_path) is None
+
+
+def test_a_link_in_the_users_path_finds_the_plugin(tmp_path):
+    folder = tmp_path / "local-bin"
+    folder.mkdir()
+    (folder / "journal-agent").symlink_to(LAUNCHER)  # what `setup` prints
+    own = _folder_with(tmp_path, journal_agent=VENV_BIN / "journal-agent")
+    env = _env(tmp_path, folder)
+    done = subprocess.run(
+        ["journal-agent", "setup"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 1  # not prepared: it says where it would be, and how to link it
+    assert f"plugin: {REPO}" in done.stdout
+    assert f"on your own PATH: ln -s '{LAUNCHER}' ~/.local/bin/" in done.stdout
+    env = _env(tmp_path, folder, own)
+    assert subprocess.run(["journal-agent", "inbox"], env=env, cwd=tmp_path).returncode == 0
+
+
+def _fake_ready_env(tmp_path: Path, *, python: Path) -> Path:
+    """An environment as a preparation leaves it (state.json, venv/bin), whose interpreter is
+    ``python`` and whose journal-agent is this test environment's."""
+    sys.path.insert(0, str(REPO))
+    from journal_agent.plugin_env.env import deps_stamp, locate
+
+    os.environ["JOURNAL_AGENT_ENVS"] = str(tmp_path / ".cache" / "journal-agent")
+    try:
+        env = locate(str(REPO))
+    finally:
+        del os.environ["JOURNAL_AGENT_ENVS"]
+    home = Path(env.home)
+    (home / "venv" / "bin").mkdir(parents=True)
+    (home / "venv" / "bin" / "python").symlink_to(python)
+    (home / "venv" / "bin" / "journal-agent").symlink_to(VENV_BIN / "journal-agent")
+    state = {"phase": "ready", "deps": deps_stamp(str(REPO)), "python": str(python)}
+    (home / "state.json").write_text(json.dumps(state))
+    return home
+
+
+def test_a_broken_environment_is_named_at_session_start_and_rebuilt(tmp_path, project):
+    gone = tmp_path / "old-python" / "python3.11"
+    home = _fake_ready_env(tmp_path, python=gone)  # a system upgrade removed its Python
+    env = {
+        "CLAUDE_PLUGIN_ROOT": str(REPO),
+        "HOME": str(tmp_path),
+        "PATH": os.pathsep.join([str(_python3(tmp_path)), "/usr/bin", "/bin"]),
+        "JOURNAL_AGENT_INSTALLER": "pip",
+        "PIP_NO_INDEX": "1",  # the rebuild fails at once: nothing is downloaded in a test
+    }
+    line = run_hook("SessionStart", {"session_id": "s1", "source": "startup"}, project, env=env)
+    text = line.stdout.decode()
+    assert text.startswith(f"journal-agent: its environment was broken (its interpreter ({gone})")
+    assert "rebuilding it" in text and text.count("\n") == 1
+    for _ in range(1200):  # the detached rebuild
+        state = json.loads((home / "state.json").read_text())
+        if state.get("phase") == "failed":
+            break
+        time.sleep(0.1)
+    assert "exited with" in state["error"]
+    assert (home / "venv" / "bin" / "python").exists()  # made afresh: no longer dangling
+    again = run_hook("SessionStart", {"session_id": "s2", "source": "startup"}, project, env=env)
+    assert again.stdout.decode().startswith("journal-agent: preparing its environment failed (")
+    assert "`journal-agent setup --rebuild` tries again." in again.stdout.decode()
+
+
+def test_a_ready_environment_runs_and_session_start_says_nothing(tmp_path, project):
+    _fake_ready_env(tmp_path, python=Path(sys.executable))
+    env = _env(tmp_path, _python3(tmp_path))
+    done = _launch(tmp_path, "inbox", "--json", env=env)
+    assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr
+    hook_env = {**env, "CLAUDE_PLUGIN_ROOT": str(REPO)}
+    assert run_hook("SessionStart", {"session_id": "s"}, project, env=hook_env).stdout == b""
+
+
+# -- the MCP front -------------------------------------------------------------------------------
+
+
+class Client:
+    """A line-at-a-time MCP client of ``bin/journal-agent mcp``."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [str(LAUNCHER), "mcp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=tmp_path,
+            env=env,
+        )
+        self.n = 0
+
+    def send(self, method: str, params: dict | None = None, *, notify: bool = False) -> object:
+        message: dict = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self.n += 1
+            message["id"] = self.n
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+        return message.get("id")
+
+    def read(self) -> dict:
+        assert self.proc.stdout is not None
+        return json.loads(self.proc.stdout.readline())
+
+    def ask(self, method: str, params: dict | None = None) -> dict:
+        id_ = self.send(method, params)
+        while True:
+            message = self.read()
+            if message.get("id") == id_:
+                return message
+
+    def initialize(self) -> dict:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+        answer = self.ask("initialize", init)
+        self.send("notifications/initialized", notify=True)
+        return answer
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=60)
+
+
+def _names(listed: dict) -> list[str]:
+    return [t["name"] for t in listed["result"]["tools"]]
+
+
+def test_the_front_answers_in_every_state_and_says_what_is_being_prepared(tmp_path):
+    # No environment yet, no journal-agent anywhere: initialize, the tools and the status.
+    client = Client(tmp_path, _env(tmp_path, _python3(tmp_path)))
+    answer = client.initialize()["result"]
+    assert answer["capabilities"]["tools"] == {"listChanged": True}
+    assert "Its environment is being prepared" in answer["instructions"]
+    names = _names(client.ask("tools/list"))
+    assert names[-1] == "JournalAgentStatus" and "MemoryEstimate" in names
+    status = client.ask("tools/call", {"name": "JournalAgentStatus", "arguments": {}})["result"]
+    assert "the first tool call prepares it" in status["content"][0]["text"]
+    bad = client.ask("nonsense/method")
+    assert bad["error"]["code"] == -32601
+    assert client.close() == 0
+    assert _env_home(tmp_path) is None  # listing and asking started nothing
+
+
+def test_a_failed_preparation_is_one_sentence_naming_the_fix(tmp_path):
+    env = _env(tmp_path, _python3(tmp_path))
+    client = Client(tmp_path, env | {"JOURNAL_AGENT_INSTALLER": "pip", "PIP_NO_INDEX": "1"})
+    client.initialize()
+    call = client.ask("tools/call", {"name": "JournalSearch", "arguments": {"query": "zero"}})
+    text = call["result"]["content"][0]["text"]
+    assert call["result"]["isError"] and text.startswith("journal-agent: preparing its environm")
+    assert "`journal-agent setup --rebuild` tries again." in text
+    assert client.close() == 0
+
+
+def test_once_ready_the_status_tool_goes_and_calls_reach_the_full_server(tmp_path):
+    client = Client(tmp_path, _env(tmp_path, _python3(tmp_path)))
+    client.initialize()
+    assert "JournalAgentStatus" in _names(client.ask("tools/list"))
+    _fake_ready_env(tmp_path, python=Path(sys.executable))  # a preparation finished
+    assert client.read() == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    listed = client.ask("tools/list")
+    assert "JournalAgentStatus" not in _names(listed)
+    estimate = {"name": "MemoryEstimate", "arguments": {"model": "llama-7b", "zero": 2}}
+    result = client.ask("tools/call", estimate)["result"]
+    assert not result["isError"] and "[m:est-" in result["content"][0]["text"]
+    assert (tmp_path / ".journal" / "measurements").is_dir()
+    assert client.close() == 0
+
+
+def test_the_shipped_tool_list_is_the_servers_and_costs_under_2500_tokens():
+    from journal_agent.mcp_server import listing
+    from journal_agent.plugin_env.tool_list import TOOLS_JSON, generated
+    from journal_agent.tokenizer import encoding
+
+    assert TOOLS_JSON.read_text() == generated(), (
+        "run `python -m journal_agent.plugin_env.tool_list`"
+    )
+    tools = listing()
+    # As Claude Code 2.1.197 sends them with every request (tests/e2e checks the real one).
+    sent = [
+        {"name": MCP_PREFIX + t["name"], "description": t["description"],
+         "input_schema": t["inputSchema"]}
+        for t in tools
+    ]  # fmt: skip
+    assert len(encoding().encode(json.dumps(sent, ensure_ascii=False))) < 2500
+    schemas = {t["name"]: t["inputSchema"] for t in tools}
+    assert schemas["MemoryEstimate"]["properties"]["zero"]["maximum"] == 3
+
+
+@pytest.mark.parametrize("argv", [["trace", "--model", "x"], ["tool", "MemoryTrace", "{}"]])
+def test_profiling_commands_are_the_ones_that_ask_for_torch(argv):
+    sys.path.insert(0, str(REPO))
+    from journal_agent.plugin_env.launch import needs_torch
+
+    assert needs_torch(argv)
+    assert not needs_torch(["estimate", "--model", "llama-7b"])
+    assert not needs_torch(["tool", "JournalSearch", "{}"])
