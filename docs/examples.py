@@ -24,7 +24,8 @@ of commands is not run here: it is copied from a run elsewhere, and the test acc
 with that word.
 
 ``keys=A,B,…`` runs each command on a terminal (a pseudo-terminal, echo on) and types A at the
-first prompt, B at the next (``⏎``: Enter alone), as someone at the keyboard would.
+first prompt (a line ending in "quit: " or "to cancel: "), B at the next (``⏎``: Enter alone),
+as someone at the keyboard would.
 
 ``stderr`` in a marker shows what the commands write to stderr, in order with their output
 (otherwise stderr is shown only for a command that failed: progress is not the example).
@@ -146,6 +147,8 @@ def _env(home: Path) -> dict[str, str]:
         **kept,
         "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
         "HOME": str(home),
+        # approvals go to the example's own trust store, never the reader's
+        "XDG_CONFIG_HOME": str(home / ".config"),
         "NO_COLOR": "1",
         "TERM": "dumb",
         "COLUMNS": "150",
@@ -165,6 +168,7 @@ def run(example: Example) -> str:
             shutil.copytree(_scene(example.scene), work, symlinks=True)
         home = tmp / "home"
         home.mkdir()
+        _approve_settings(work, home)
         with _model(example.scene) as api:
             out = _run_in(example, work, {**_env(home), **api})
         kept = example.option("keep")
@@ -173,6 +177,27 @@ def run(example: Example) -> str:
         return _shown(out, work)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _approve_settings(work: Path, home: Path) -> None:
+    """A scene's settings files are its user's own: approved as `journal-agent trust` records
+    them, in the example's trust store (its command and agent files are left as they are: the
+    docs show approving those)."""
+    from journal_agent import trust_store
+    from journal_agent.project_trust import SETTINGS_FILES, project_files
+
+    saved = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = str(home / ".config")
+    try:
+        files = {f.rel: f.sha256 for f in project_files(work)
+                 if f.rel in SETTINGS_FILES and f.sha256 and f.state != "yours"}  # fmt: skip
+        if files:
+            trust_store.record(work, files)
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_CONFIG_HOME", None)
+        else:
+            os.environ["XDG_CONFIG_HOME"] = saved
 
 
 def _run_in(example: Example, work: Path, env: dict[str, str]) -> str:
@@ -203,7 +228,8 @@ def _run_in(example: Example, work: Path, env: dict[str, str]) -> str:
 
 def _on_a_terminal(command: str, work: Path, env: dict[str, str], keys: list[str]) -> str:
     """What a terminal shows while ``command`` runs on it and someone types ``keys``, one
-    answer at each prompt (a line ending in "quit: "; "⏎" is Enter alone), echo included."""
+    answer at each prompt (a line ending in "quit: " or "to cancel: "; "⏎" is Enter alone),
+    echo included."""
     import pty
     import select
 
@@ -225,7 +251,7 @@ def _on_a_terminal(command: str, work: Path, env: dict[str, str], keys: list[str
             if not chunk:
                 break
             shown += chunk
-            if shown.endswith(b"quit: ") and pending:
+            if shown.endswith((b"quit: ", b"to cancel: ")) and pending:
                 os.write(fd, pending.pop(0).encode() + b"\n")
     finally:
         os.close(fd)

@@ -8,21 +8,22 @@ permissions: a command's ``allowed-tools`` run without asking while it runs (and
 grants count only as far as
 
 - the plugin's file of the same name grants (an ejected copy keeps its original's), and
-- what you approved for that file: ``journal-agent commands --approve NAME`` /
-  ``journal-agent agents --approve NAME`` records its grants as they are now in
-  ``.journal/approved-tools.json`` (a protected path: no tool call can write it).
+- what the file grants when you approved the file as it is now: ``journal-agent commands
+  --approve NAME`` / ``agents --approve NAME`` (or ``journal-agent trust``, every file at once)
+  asks you on your terminal and records the file's SHA-256 in the trust store, outside the
+  workspace (:mod:`journal_agent.trust_store`); a changed file is not approved any more.
 
 A grant beyond both is ignored — the calls it would have let through ask as usual — and the run
 says so in one sentence; ``journal-agent commands`` / ``agents`` show it. Files in your home
-directory (``~/.claude/``) and the plugin's own are yours and taken as they are.
+directory (``~/.claude/``) and the plugin's own are yours and taken as they are. No tool call
+can approve (:mod:`journal_agent.terminal_confirm`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from journal_agent.definitions import (
     AgentDefinition,
@@ -31,10 +32,9 @@ from journal_agent.definitions import (
     parse_command,
 )
 from journal_agent.errors import JournalAgentError, UserError
-from journal_agent.paths import plugin_root, state_dir
+from journal_agent.paths import plugin_root
 
 Kind = Literal["commands", "agents"]
-APPROVALS_FILE = "approved-tools.json"
 # More permissive to the right; "auto" is "default" here (no classifier).
 _MODE_RANK = {"plan": 0, "dontAsk": 0, "default": 1, "auto": 1, "acceptEdits": 2,
               "bypassPermissions": 3}  # fmt: skip
@@ -47,10 +47,6 @@ class Grants:
     allowed: tuple[str, ...]  # allowed-tools rules, or the permission mode (one item)
     ignored: tuple[str, ...]
     notice: str | None = None  # one sentence when something is ignored
-
-
-def approvals_path(root: Path) -> Path:
-    return state_dir(root) / APPROVALS_FILE
 
 
 def command_grants(cmd: CommandDefinition, root: Path) -> Grants:
@@ -83,9 +79,10 @@ def agent_mode(agent: AgentDefinition, root: Path) -> Grants:
 
 
 def approve(kind: Kind, definition: CommandDefinition | AgentDefinition, root: Path) -> list[str]:
-    """Record ``definition``'s grants as they are now as approved; return them."""
-    from journal_agent.atomic import atomic_write
-    from journal_agent.locks import held
+    """Ask on the terminal, then record ``definition``'s file as approved as it is now; return
+    what it grants."""
+    from journal_agent import trust_store
+    from journal_agent.terminal_confirm import confirm
 
     if definition.origin != "project":
         raise UserError(
@@ -93,15 +90,14 @@ def approve(kind: Kind, definition: CommandDefinition | AgentDefinition, root: P
             f"{definition.source}); its grants are taken as they are, there is nothing to approve."
         )
     granted = _grants_of(kind, definition)
-    path = approvals_path(root)
-    with held(state_dir(root) / "locks" / "approvals.lock", 30,
-              "another process has held the approvals lock for 30 s; try again."):  # fmt: skip
-        data = _load(root)
-        data.setdefault(kind, {})[definition.name] = {
-            "file": _rel(definition.source, root),
-            "grants": granted,
-        }
-        atomic_write(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    rel = _rel(definition.source, root)
+    what = ", ".join(granted) if granted else "nothing"
+    confirm(
+        f"approving {rel}",
+        [f"{rel} grants: {what}", f"  (sha256 {definition.digest[:12]}…; read the file first)"],
+        f"journal-agent {kind} --approve {definition.name} --root {root}",
+    )
+    trust_store.record(root, {rel: definition.digest})
     return granted
 
 
@@ -114,22 +110,14 @@ def _grants_of(kind: Kind, definition: CommandDefinition | AgentDefinition) -> l
 
 
 def _approved(root: Path, kind: Kind, definition: CommandDefinition | AgentDefinition) -> list[str]:
-    """What you approved for this very file (a record for another path does not count)."""
-    entry = _load(root).get(kind, {}).get(definition.name)
-    if not isinstance(entry, dict) or entry.get("file") != _rel(definition.source, root):
+    """Everything the file grants if you approved it exactly as it was parsed, else nothing."""
+    from journal_agent import trust_store
+
+    if not definition.digest:
         return []
-    grants = entry.get("grants")
-    return [g for g in grants if isinstance(g, str)] if isinstance(grants, list) else []
-
-
-def _load(root: Path) -> dict[str, Any]:
-    """The approvals; a missing or unreadable file approves nothing (and is rewritten whole by
-    the next ``--approve``)."""
-    try:
-        data = json.loads(approvals_path(root).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    if not trust_store.is_approved(root, _rel(definition.source, root), definition.digest):
+        return []
+    return _grants_of(kind, definition)
 
 
 def _covered(rule: str, base: list[str]) -> bool:
@@ -176,7 +164,7 @@ def _notice(kind: Kind, name: str, rel: str, ignored: tuple[str, ...]) -> str:
     return (
         f"{rel} grants {', '.join(ignored)} beyond what the plugin's {what} grants and you "
         f"have not approved it, so it is ignored (those calls ask as usual); read the file and "
-        f"run `journal-agent {kind} --approve {name}` if you trust it."
+        f"run `journal-agent {kind} --approve {name}` in your terminal if you trust it."
     )
 
 

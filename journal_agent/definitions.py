@@ -82,6 +82,7 @@ class AgentDefinition(BaseModel):
     system_prompt: str = ""
     source: Path
     origin: Origin = "project"
+    digest: str = ""  # SHA-256 of the file's bytes as parsed (what an approval names)
 
     @field_validator("name")
     @classmethod
@@ -121,6 +122,7 @@ class CommandDefinition(BaseModel):
     body: str = ""
     source: Path
     origin: Origin = "project"
+    digest: str = ""  # SHA-256 of the file's bytes as parsed (what an approval names)
 
     @field_validator("allowed_tools", mode="before")
     @classmethod
@@ -216,13 +218,15 @@ _COMMAND_KEYS = {
 
 
 def parse_agent(path: Path, origin: Origin = "project") -> AgentDefinition:
-    data, body, key_lines = split_frontmatter(_read(path), path)
+    text, digest = _read(path)
+    data, body, key_lines = split_frontmatter(text, path)
     known = {k: v for k, v in data.items() if k in _AGENT_KEYS}
     extra = {k: v for k, v in data.items() if k not in _AGENT_KEYS}
     try:
         return AgentDefinition(
-            **known, extra=extra, system_prompt=body.strip(), source=path, origin=origin
-        )
+            **known, extra=extra, system_prompt=body.strip(), source=path, origin=origin,
+            digest=digest,
+        )  # fmt: skip
     except ValidationError as exc:
         raise _validation_error(path, exc, key_lines) from None
 
@@ -233,7 +237,8 @@ def command_name(path: Path, base: Path) -> str:
 
 
 def parse_command(path: Path, name: str, origin: Origin = "project") -> CommandDefinition:
-    data, body, key_lines = split_frontmatter(_read(path), path)
+    text, digest = _read(path)
+    data, body, key_lines = split_frontmatter(text, path)
     known = {k: v for k, v in data.items() if k in _COMMAND_KEYS}
     extra = {k: v for k, v in data.items() if k not in _COMMAND_KEYS}
     if not str(known.get("description") or "").strip():
@@ -241,20 +246,27 @@ def parse_command(path: Path, name: str, origin: Origin = "project") -> CommandD
         known["description"] = first or name
     try:
         return CommandDefinition(
-            name=name, **known, extra=extra, body=body, source=path, origin=origin
+            name=name, **known, extra=extra, body=body, source=path, origin=origin, digest=digest
         )
     except ValidationError as exc:
         raise _validation_error(path, exc, key_lines) from None
 
 
-def _read(path: Path) -> str:
+def _read(path: Path) -> tuple[str, str]:
+    """(the file's text, the SHA-256 of its bytes): read once, so the grants parsed and the
+    hash an approval is checked against are of the same bytes."""
+    import hashlib
+
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise DefinitionError(path, line, "is not valid UTF-8; re-save it as UTF-8") from exc
+        data = path.read_bytes()
     except OSError as exc:
         raise DefinitionError(path, None, f"cannot be read ({exc.strerror})") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DefinitionError(path, line, "is not valid UTF-8; re-save it as UTF-8") from exc
+    return text, hashlib.sha256(data).hexdigest()
 
 
 # --- discovery -----------------------------------------------------------------------------
@@ -377,7 +389,7 @@ def _run_bash(
             raise UserError(
                 f"{cmd.source} runs !`{command}`, which its allowed-tools grants but you have "
                 f"not approved; read the file and run `journal-agent commands --approve "
-                f"{cmd.name}` if you trust it."
+                f"{cmd.name}` in your terminal if you trust it."
             )
         raise UserError(
             f"{cmd.source} runs !`{command}` but its allowed-tools does not permit it; add "

@@ -169,3 +169,10 @@ def cli() -> CLI:
     """Run journal-agent: ``cli(*args, cwd=, env=, input=)`` in-process, ``cli.process`` in a
     subprocess, ``cli.json`` for ``--json`` output."""
     return CLI()
+
+
+@pytest.fixture(autouse=True)
+def _own_trust_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Each test approves project files in a trust store of its own (journal_agent.trust_store:
+    ``$XDG_CONFIG_HOME/journal-agent``), never in the developer's; subprocesses inherit it."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))

@@ -115,13 +115,28 @@ def on_session_start(root: str, payload: dict[str, object]) -> str:
         return ""  # a sub-agent: the main thread already has the line
     _heartbeat()
     settings = capture_settings(root)
+    trust = _trust_line(root)
     if not settings["session_start"]:
-        return ""
+        return trust
     from journal_agent.capture import status
 
     if status.needs_refresh(root) or _sessions_ended(root):
         spawn_detached(root, "refresh")
-    return " ".join(part for part in (tools_status(), status.session_start_line(root)) if part)
+    parts = (tools_status(), status.session_start_line(root), trust)
+    return " ".join(part for part in parts if part)
+
+
+def _trust_line(root: str) -> str:
+    """One sentence when the project's .journal/settings.json is left out until approved."""
+    from journal_agent.capture.settings import settings_ignored
+
+    if not settings_ignored(root):
+        return ""
+    return (
+        "journal-agent ignores this project's .journal/settings.json until the user approves it "
+        "(its capture switches stay at their defaults): the user reads it and runs "
+        "`journal-agent trust` in a terminal of their own."
+    )
 
 
 def _heartbeat() -> None:

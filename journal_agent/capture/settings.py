@@ -8,6 +8,10 @@
 ``inbox draft`` too (``=1`` turns a disabled project's capture back on, never drafting: that
 spends API tokens, so only the settings file turns it on). Stdlib only: the hooks read this under
 ``python3 -I -S``; a broken settings file means the defaults, never a failed hook.
+
+The file counts only once you approved it on your terminal (``journal-agent trust``; see
+:mod:`journal_agent.project_trust`): a cloned repository cannot switch ``recall_inject`` or
+``draft`` on. Until then the defaults hold, and SessionStart says so in its line.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from __future__ import annotations
 import os
 
 from journal_agent.lightjson import loads
+from journal_agent.trust_store import read_approved
 
 ENV_SWITCH = "JOURNAL_AGENT_CAPTURE"
+SETTINGS_REL = ".journal/settings.json"
 # Set in the environment of anything the hooks start, and by nothing else: a hook that sees it
 # was started, directly or not, by one of ours, and does nothing (no recursion).
 GUARD = "JOURNAL_AGENT_HOOK"
@@ -49,10 +55,20 @@ def capture_settings(root: str | os.PathLike[str]) -> dict[str, bool]:
 
 
 def capture_section(root: str | os.PathLike[str]) -> object:
-    """The ``capture`` object of the project's settings (None when unreadable)."""
-    try:
-        with open(os.path.join(root, ".journal", "settings.json"), "rb") as f:
-            data = loads(f.read())
-    except (OSError, ValueError):
+    """The ``capture`` object of the project's settings (None when missing, unreadable or not
+    approved)."""
+    data = read_approved(root, SETTINGS_REL)
+    if data is None:
         return None
-    return data.get("capture") if isinstance(data, dict) else None
+    try:
+        parsed = loads(data)
+    except ValueError:
+        return None
+    return parsed.get("capture") if isinstance(parsed, dict) else None
+
+
+def settings_ignored(root: str | os.PathLike[str]) -> bool:
+    """Whether the project has a ``.journal/settings.json`` that is left out, not approved."""
+    if not os.path.lexists(os.path.join(root, SETTINGS_REL)):
+        return False
+    return read_approved(root, SETTINGS_REL) is None

@@ -67,6 +67,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agents_cmd",
         "List slash-command definitions: name, source, model, allowed tools, unapproved ones.",
     ),
+    "trust": (
+        "trust_cmd",
+        "Approve this project's own settings, command and agent files (a clone's count only\n"
+        "once you did); asks you to type yes on your terminal, where no tool call can.",
+    ),
     "tool": ("tool_cmd", "Run one tool and print its result exactly as the model would see it."),
     "tools": (
         "tool_cmd",

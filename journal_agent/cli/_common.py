@@ -76,13 +76,18 @@ def print_json(data: object) -> None:
 
 
 def sandbox_notice(ws: Workspace) -> None:
-    """Say once, on stderr, when Bash commands will run without the OS sandbox (and what that
-    means), or when the settings ask for something the sandbox cannot enforce."""
+    """Say once, on stderr, which of the project's settings files are ignored until approved,
+    when Bash commands will run without the OS sandbox (and what that means), or when the
+    settings ask for something the sandbox cannot enforce."""
     import sys
 
+    from journal_agent.project_trust import ignored_notice
     from journal_agent.tools.sandbox import available_confinement, notice
 
-    settings = ws.settings().sandbox
-    message = notice(available_confinement(settings, ws.root), settings)
-    if message:
-        print(message, file=sys.stderr)
+    settings = ws.settings()
+    for message in (
+        ignored_notice(settings.ignored),
+        notice(available_confinement(settings.sandbox, ws.root), settings.sandbox),
+    ):
+        if message:
+            print(message, file=sys.stderr)

@@ -25,7 +25,8 @@ ApproveOption = Annotated[
         "--approve",
         metavar="NAME",
         help="Approve what the project's file NAME grants as it is now (allowed-tools of a "
-        "command, permissionMode of an agent); read it first.",
+        "command, permissionMode of an agent); read it first. Asks you to type yes on your "
+        "terminal; no tool call can approve.",
     ),
 ]
 
@@ -36,8 +37,8 @@ def _approve(kind, definition, root: Path) -> None:
     granted = approve(kind, definition, root)
     what = ", ".join(granted) if granted else "nothing"
     typer.echo(
-        f"approved {_rel(definition.source, root)}: {what}; a later change that grants more "
-        f"needs `journal-agent {kind} --approve {definition.name}` again."
+        f"approved {_rel(definition.source, root)}: {what}; once the file changes, its grants "
+        f"need `journal-agent {kind} --approve {definition.name}` again."
     )
 
 

@@ -18,6 +18,11 @@ symlink that redirects the host's later appends. So:
 - anything else (``journal-agent journal list; <anything>``) runs in the sandbox with the view
   its mode gives the whole line: the own command there gains nothing, and one that must write
   says so in one sentence.
+
+Nothing that grants or widens permissions is among them: ``trust``, ``commands --approve`` and
+``agents --approve`` (like ``agents`` and ``commands`` altogether, which only read) run in the
+sandbox, where the trust store is read-only and there is no terminal to confirm on
+(:mod:`journal_agent.terminal_confirm`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
 HOST_RUN = {
     ("journal", "append"), ("journal", "check"), ("journal", "list"), ("journal", "show"),
     ("journal", "search"), ("journal", "related"), ("journal", "refresh"), ("estimate",),
-    ("measurements",), ("agents",), ("commands",), ("ledger",), ("ledger", "check"),
+    ("measurements",), ("ledger",), ("ledger", "check"),
     ("ledger", "session"), ("ledger", "insight"), ("ledger", "add-item"), ("ledger", "move"),
     ("ledger", "add-action"), ("ledger", "tick"), ("ledger", "add-goal"),
     ("ledger", "tick-goal"), ("ledger", "updated"), ("ledger", "apply"), ("feedback",),

@@ -7,7 +7,7 @@ path                             why
 ``.claude/**``                   Claude Code's (and our) settings, hooks, agents and commands
 ``.claude-plugin/**``            a plugin Claude Code would load (hooks, MCP servers)
 ``.mcp.json``                    MCP servers Claude Code starts
-``.journal/**`` but ``drafts/``  our settings, the feedback history, the quarantine, approvals
+``.journal/**`` but ``drafts/``  our settings, the feedback history, the quarantine
 ``.git`` (of any repository)     a gitfile or symlink picks the repository git uses
 ``config``, ``config.worktree``, in every git directory (``.git/``, ``.git/modules/*``,
 ``hooks``, ``commondir``,        ``.git/worktrees/*``, nested repositories, a ``.git`` symlink's
@@ -55,14 +55,12 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(".claude-plugin", "Claude Code would load it as a plugin, whose hooks and MCP servers "
           "run outside the sandbox"),
     Entry(".mcp.json", "Claude Code would start the MCP servers it lists, outside the sandbox"),
-    Entry(".journal", "journal-agent keeps its settings, history, quarantine and approvals in it"),
+    Entry(".journal", "journal-agent keeps its settings, history and quarantine in it"),
     Entry(".journal/settings.json", "it changes permission settings"),
     Entry(".journal/history", "`journal-agent feedback --revert` restores command and agent "
           "files from it"),
     Entry(".journal/quarantine", "it holds what earlier commands were not allowed to leave in "
           "place"),
-    Entry(".journal/approved-tools.json", "it records which tools you approved for command and "
-          "agent files"),
 )  # fmt: skip
 # Inside a protected path, yet the agent's to write: entry drafts before `journal append`.
 WRITABLE_INSIDE = (".journal/drafts",)

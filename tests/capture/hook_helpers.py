@@ -45,6 +45,8 @@ def run_hook(
         "HOME": str(root.parent),
         "CLAUDE_PROJECT_DIR": str(root),
         "LANG": "C.UTF-8",
+        # the test's own trust store (tests/conftest.py), as Claude Code passes the user's on
+        "XDG_CONFIG_HOME": os.environ.get("XDG_CONFIG_HOME", str(root.parent / ".config")),
     }
     return subprocess.run(
         [sys.executable, "-I", "-S", *flags, str(SCRIPT), event],

@@ -13,6 +13,7 @@ from tests.capture.hook_helpers import (
     run_hook,
 )
 from tests.entries import render_entry
+from tests.trust_helpers import write_settings
 
 # A search builds the words index, which is what recall reads (meaning off: no model).
 NO_MEANING = {"JOURNAL_AGENT_EMBEDDING_MODEL": "off"}
@@ -106,7 +107,7 @@ def test_session_start_prints_nothing_inside_a_subagent_or_when_turned_off(proje
     _capture_one(project, "Something waiting.")
     sub = {"session_id": "s1", "source": "startup", "agent_id": "a1", "agent_type": "Explore"}
     assert run_hook("SessionStart", sub, project).stdout == b""
-    (project / ".journal" / "settings.json").write_text('{"capture": {"session_start": false}}')
+    write_settings(project, ".journal/settings.json", '{"capture": {"session_start": false}}')
     assert run_hook("SessionStart", {"session_id": "s1"}, project).stdout == b""
 
 
@@ -138,7 +139,7 @@ def test_recall_is_logged_and_injected_only_when_turned_on(project, cli):
     assert [h["title"] for h in logged["hits"]] == ["Activation checkpointing"]
     assert logged["prompt_id"] == "p1" and "recompute" not in json.dumps(logged).lower()
 
-    (project / ".journal" / "settings.json").write_text('{"capture": {"recall_inject": true}}')
+    write_settings(project, ".journal/settings.json", '{"capture": {"recall_inject": true}}')
     injected = run_hook("UserPromptSubmit", prompt, project).stdout.decode()
     assert injected.startswith("journal-agent: related entries in learning_journal.md: ")
     assert "Activation checkpointing (id " in injected

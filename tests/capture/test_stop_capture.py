@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.capture.hook_helpers import SCRIPT, inbox_lines, insight, run_hook
+from tests.trust_helpers import write_settings
 
 
 def stop_payload(transcript, last: str | None, **extra) -> dict:
@@ -210,7 +211,7 @@ def test_the_env_switch_and_the_settings_turn_capture_off(project, transcript):
     run_hook("Stop", stop_payload(transcript, final), project, env={"JOURNAL_AGENT_CAPTURE": "0"})
     assert inbox_lines(project) == []
     (project / ".journal").mkdir(exist_ok=True)
-    (project / ".journal" / "settings.json").write_text(json.dumps({"capture": {"enabled": False}}))
+    write_settings(project, ".journal/settings.json", {"capture": {"enabled": False}})
     run_hook("Stop", stop_payload(transcript, final), project)
     assert inbox_lines(project) == []
 

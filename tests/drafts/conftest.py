@@ -13,6 +13,7 @@ from journal_agent.capture import read_inbox
 from tests.capture.hook_helpers import Transcript, capture_turn
 from tests.credentials import scrub_api_settings
 from tests.entries import render_entry
+from tests.trust_helpers import approve
 
 KEY = "sk-ant-drafts-test-0123456789abcdef"
 INSIGHT = "Warm-up length is in steps, not epochs (train.py:8)."
@@ -28,6 +29,7 @@ def settings(root: Path, **capture: object) -> None:
     path = root / ".journal" / "settings.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"capture": capture}))
+    approve(root, ".journal/settings.json")
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from journal_agent.workspace import Workspace
+from tests.trust_helpers import approve
 
 JOURNAL = """# Learning Journal
 
@@ -53,6 +54,7 @@ def test_a_long_lived_workspace_sees_what_others_write(tmp_path: Path, home: Pat
     (tmp_path / ".journal" / "settings.json").write_text(
         json.dumps({"search": {"semantic": False}}), encoding="utf-8"
     )
+    approve(tmp_path)
     assert ws.settings().model_extra == {"search": {"semantic": False}}
 
 

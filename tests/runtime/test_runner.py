@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from journal_agent.approvals import approve
-from journal_agent.definitions import load_command
 from journal_agent.errors import UserError
 from journal_agent.runtime import RunOptions, run_agent, run_slash_command
 from journal_agent.runtime.events import ToolCalled
 from journal_agent.runtime.transcript import read_transcript
 from journal_agent.testing import ScriptedModel, http_error, reply, tool_use
 from tests.runtime.runtime_helpers import API_KEY, Rendezvous, WriteNote, write_agent, write_command
+from tests.trust_helpers import approve
 
 
 @pytest.fixture
@@ -161,6 +160,7 @@ def test_model_flag_and_settings_aliases(project, tmp_path):
     write_agent(project, "a", "Body.", model="haiku")
     (project / ".journal").mkdir()
     (project / ".journal" / "settings.json").write_text('{"models": {"haiku": "my-haiku"}}')
+    approve(project)
     model = ScriptedModel([reply("x"), reply("y")])
     r = run_agent("a", "go", root=project, client=model.client(), tools={}, home=tmp_path / "home")
     assert model.requests[0].body["model"] == "my-haiku"
@@ -249,6 +249,7 @@ def test_prices_from_settings_price_a_custom_model(project, tmp_path):
         '{"prices": {"gw-model": {"input": 1, "output": 5, "cache_write": 1.25, '
         '"cache_read": 0.1}}}'
     )
+    approve(project)
     usage = {"input_tokens": 1000, "output_tokens": 1000, "cache_read_input_tokens": 10000}
     model = ScriptedModel([reply("x", usage=usage)])
     r = run_agent(
@@ -290,7 +291,7 @@ def test_a_commands_allowed_tools_run_without_asking(project, tmp_path):
     model = ScriptedModel(list(script))
     run_slash_command("jot", "hi", root=project, client=model.client(), home=tmp_path / "home")
     assert not (project / "jot.md").exists()
-    approve("commands", load_command("jot", project), project)
+    approve(project, ".claude/commands/jot.md")
     model = ScriptedModel(list(script))
     r = run_slash_command("jot", "hi", root=project, client=model.client(), home=tmp_path / "home")
     assert (project / "jot.md").read_text() == "hi\n" and r.files_changed == ["jot.md"]
@@ -446,6 +447,7 @@ def test_all_tools_minus_disallowed_and_inherit_takes_the_settings_model(project
     write_agent(project, "a", "Body.", disallowedTools="Write, Bash, Task", model="inherit")
     (project / ".journal").mkdir()
     (project / ".journal" / "settings.json").write_text('{"model": "haiku"}')
+    approve(project)
     model = ScriptedModel([reply("ok")])
     run_agent("a", "go", root=project, client=model.client(), home=tmp_path / "home")
     body = model.requests[0].body

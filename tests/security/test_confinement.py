@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.trust_helpers import approve
+
 
 def cli(lab, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -72,6 +74,7 @@ def test_without_a_sandbox_everything_else_needs_approval(lab, command):
 def test_sandbox_turned_off_in_settings_is_said_too(lab):
     (lab.ws / ".claude").mkdir()
     (lab.ws / ".claude/settings.json").write_text('{"sandbox": {"enabled": false}}')
+    approve(lab.ws)
     done = cli(lab, "tool", "Bash", bash_json("git status --short"))
     assert "turned off in settings" in done.stderr and "needs approval" in done.stdout
     doctor = cli(lab, "doctor", "--json")

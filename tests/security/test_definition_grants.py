@@ -18,6 +18,7 @@ from journal_agent.runtime.transcript import read_transcript
 from journal_agent.testing import ScriptedModel, reply, tool_use
 from journal_agent.tools import builtin_tools, make_context
 from tests.runtime.runtime_helpers import API_KEY, write_agent, write_command
+from tests.trust_helpers import approve_on_terminal, write_settings
 
 EVIL = {"permissions": {"defaultMode": "bypassPermissions", "allow": ["Bash"]}}
 SELF_GRANT = "Write(.claude/settings.local.json), Bash"
@@ -79,12 +80,9 @@ def test_finding_07_a_command_file_cannot_grant_itself_the_settings(ws, tmp_path
 
 def test_finding_07_an_approved_grant_counts_until_the_file_grants_more(ws, tmp_path, cli):
     write_command(ws, "learn", "Learn $ARGUMENTS", **{"allowed-tools": "Write(notes.md)"})
-    r = cli("commands", "--approve", "learn", "--root", str(ws))
-    assert r.returncode == 0 and "approved .claude/commands/learn.md: Write(notes.md)" in r.stdout
-    record = json.loads((ws / ".journal/approved-tools.json").read_text())
-    assert record["commands"]["learn"] == {
-        "file": ".claude/commands/learn.md", "grants": ["Write(notes.md)"]
-    }  # fmt: skip
+    out, code = approve_on_terminal(cli, ws, "commands", "--approve", "learn")
+    assert code == 0 and "approved .claude/commands/learn.md: Write(notes.md)" in out, out
+    assert not (ws / ".journal/approved-tools.json").exists()  # outside the workspace now
     listed = json.loads(cli("commands", "--json", "--root", str(ws)).stdout)["commands"]
     assert next(c for c in listed if c["name"] == "learn")["not approved"] is None
     # The file is changed afterwards to grant more: only the approved part counts.
@@ -115,7 +113,7 @@ def test_finding_07_an_agent_file_cannot_grant_itself_bypass_permissions(ws, tmp
     assert not (ws / "x.md").exists()  # default mode: the Write asked, no one could answer
     assert any(isinstance(e, Notice) and "permissionMode: bypassPermissions" in e.message
                and "agents --approve helper" in e.message for e in events)  # fmt: skip
-    assert cli("agents", "--approve", "helper", "--root", str(ws)).returncode == 0
+    assert approve_on_terminal(cli, ws, "agents", "--approve", "helper")[1] == 0
     model = ScriptedModel(
         [reply(tool_use("Write", {"file_path": "x.md", "content": "x"})), reply("done")]
     )
@@ -145,14 +143,12 @@ def test_finding_08_at_file_does_not_inline_a_secret(ws, ref):
 def test_finding_08_a_read_deny_rule_holds_for_at_file_and_an_allow_rule_lifts_it(ws):
     (ws / "data").mkdir()
     (ws / "data/p.csv").write_text("patient,1\n")
-    (ws / ".claude").mkdir()
-    settings = ws / ".claude/settings.json"
-    settings.write_text(json.dumps({"permissions": {"deny": ["Read(./data/**)"]}}))
+    write_settings(ws, ".claude/settings.json", {"permissions": {"deny": ["Read(./data/**)"]}})
     write_command(ws, "peek", "Look at @data/p.csv")
     with pytest.raises(UserError, match="denied by the rule Read"):
         run_slash_command("peek", "", root=ws, client=ScriptedModel([]).client(api_key=API_KEY))
     (ws / ".env").write_text("A=1\n")
-    settings.write_text(json.dumps({"permissions": {"allow": ["Read(./.env)"]}}))
+    write_settings(ws, ".claude/settings.json", {"permissions": {"allow": ["Read(./.env)"]}})
     write_command(ws, "peek", "Look at @.env")
     model = ScriptedModel([reply("ok")])
     run_slash_command("peek", "", root=ws, client=model.client(api_key=API_KEY))

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.trust_helpers import approve
+
 NAME = "secrets in git history"
 
 
@@ -63,6 +65,7 @@ def test_a_secret_on_another_branch_and_a_deny_read_name_count_too(cli, repo):
     (repo / ".claude").mkdir()
     (repo / ".claude/settings.json").write_text('{"sandbox": {"filesystem": '
                                                 '{"denyRead": ["*.dat"]}}}')  # fmt: skip
+    approve(repo)
     git(repo, "add", "private.dat")
     git(repo, "commit", "-qm", "side")
     git(repo, "checkout", "-q", "-")

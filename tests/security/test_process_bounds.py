@@ -23,6 +23,7 @@ import pytest
 
 from journal_agent.tools.sandbox.config import SandboxLimits
 from journal_agent.tools.sandbox.limits import prepare
+from tests.trust_helpers import approve
 
 MODES = [
     ("default", ()),
@@ -44,6 +45,7 @@ STRICT = {"processes": 64, "memory": "512M", "fileSize": "1M", "tmp": "4M"}
 def _settings(lab, sandbox: dict) -> None:
     (lab.ws / ".claude").mkdir(exist_ok=True)
     (lab.ws / ".claude/settings.json").write_text(json.dumps({"sandbox": sandbox}))
+    approve(lab.ws)
 
 
 @pytest.fixture
@@ -83,6 +85,7 @@ def test_finding_09_names_the_user_lists_are_passed_and_values_set(lab, monkeypa
         "env": {"PROJECT_STAGE": "study"},
         "sandbox": {"env": ["WANDB_MODE", "HF_HUB_*"]},
     }))  # fmt: skip
+    approve(lab.ws)
     out = lab.bash("env", "bypassPermissions").stdout
     assert "WANDB_MODE=offline" in out and "HF_HUB_OFFLINE=1" in out
     assert "PROJECT_STAGE=study" in out

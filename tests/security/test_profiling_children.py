@@ -16,6 +16,7 @@ import pytest
 from journal_agent.tools import make_context
 from journal_agent.tools.memory_profile import MemoryProfile
 from journal_agent.tools.memory_trace import MemoryTrace
+from tests.trust_helpers import approve
 
 PLANTED = ("typer.py", "rich.py", "pydantic.py", "profiling.py")
 
@@ -115,6 +116,7 @@ def test_finding_10_a_profile_beyond_the_memory_bound_is_killed_and_said_in_one_
         pytest.skip("no memory cgroup here: memory is bounded per process only")
     (lab.ws / ".claude").mkdir()
     (lab.ws / ".claude/settings.json").write_text('{"sandbox": {"limits": {"memory": "200M"}}}')
+    approve(lab.ws)
     args = {"model": "gpt2-small", "batch": 8, "seq": 512, "steps": 1, "warmup": 0}
     res = MemoryProfile().call(make_context(lab.ws), args)
     assert res.is_error

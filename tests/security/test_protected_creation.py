@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.trust_helpers import approve
+
 # The modes in which a command may write the workspace (default and plan cannot: below).
 WRITING = [("acceptEdits", ("Bash",)), ("bypassPermissions", ())]
 WRITING_IDS = ["acceptEdits+allow-Bash", "bypassPermissions"]
@@ -197,6 +199,7 @@ def test_a_new_deny_write_path_is_moved_aside(lab):
     (lab.ws / ".claude").mkdir()
     settings = {"sandbox": {"filesystem": {"denyWrite": ["./vendor/locked.txt"]}}}
     (lab.ws / ".claude/settings.json").write_text(json.dumps(settings))
+    approve(lab.ws)
     done = lab.bash("mkdir -p vendor && echo mine > vendor/locked.txt && echo ok > vendor/free.txt",
                     "bypassPermissions")  # fmt: skip
     assert_moved(lab, "vendor/locked.txt", done.stdout, content="mine\n")

@@ -9,10 +9,15 @@ the sandbox, not the reading of the command line, stands in the way.
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
+
+from tests.trust_helpers import approve
 
 CONNECT = (
     'python3 -c "import socket; s = socket.socket(socket.AF_UNIX); '
@@ -79,6 +84,7 @@ def test_finding_10b_host_unix_sockets_are_unreachable_without_network(lab, list
 def _network_settings(lab, network: dict) -> None:
     (lab.ws / ".claude").mkdir(exist_ok=True)
     (lab.ws / ".claude/settings.json").write_text(json.dumps({"sandbox": {"network": network}}))
+    approve(lab.ws)
 
 
 def test_finding_10b_the_listener_is_real_with_network_allowed(lab, listener):
@@ -91,3 +97,26 @@ def test_finding_10b_a_socket_the_user_names_stays_reachable(lab, listener):
     _network_settings(lab, {"allowUnixSockets": [f"/{listener.path}"]})
     res = lab.bash(CONNECT, "bypassPermissions")
     assert "CONNECTED" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize(("mode", "allow"), NO_NETWORK[2:])
+def test_a_socket_under_a_tmp_folder_bound_back_is_unreachable(lab, mode, allow):
+    # The fourth review: sockets under /tmp were left alone (the private /tmp hides them), but
+    # a folder under /tmp bound back into the sandbox (allowWrite here; the Python environment
+    # alike) brought its sockets along — an ssh-agent's /tmp/ssh-*/agent.* for one.
+    folder = Path(tempfile.mkdtemp(prefix="ja-allow-", dir="/tmp"))
+    srv = Listener(folder / "agent.sock")
+    try:
+        (lab.ws / "sockpath").write_text(str(srv.path))
+        (lab.ws / ".claude").mkdir(exist_ok=True)
+        settings = {"sandbox": {"filesystem": {"allowWrite": [str(folder)]}}}
+        (lab.ws / ".claude/settings.json").write_text(json.dumps(settings))
+        approve(lab.ws)
+        res = lab.bash(CONNECT, mode, allow)
+        assert "CONNECTED" not in res.stdout and "Connection refused" in res.stdout, res.stdout
+        assert srv.received == []
+        listed = lab.bash('ls "$(dirname "$(cat sockpath)")"', mode, allow).stdout
+        assert "agent.sock" in listed  # the folder is there, bound back: only the socket is not
+    finally:
+        srv.close()
+        shutil.rmtree(folder, ignore_errors=True)

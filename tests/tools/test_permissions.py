@@ -19,6 +19,7 @@ from journal_agent.tools.permissions import (
     rule_matches,
     rules_permit,
 )
+from tests.trust_helpers import approve
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +61,7 @@ def test_parse_rule_forms() -> None:
 def test_bad_rule_in_settings_is_a_user_error(ws: Path) -> None:
     (ws / ".claude").mkdir()
     (ws / ".claude" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["(x"]}}))
+    approve(ws)
     with pytest.raises(UserError, match="not of the form"):
         make_context(ws)
 
@@ -232,6 +234,7 @@ def test_mode_and_rules_come_from_settings_and_cli(tree: Path, _home: Path) -> N
     (_home / ".claude" / "settings.json").write_text(
         json.dumps({"permissions": {"allow": ["Bash(cargo build)"]}})
     )
+    approve(tree)
     ctx = make_context(tree)
     assert ctx.policy.mode == "plan"
     assert bash(ctx.policy, "make test") == "allow"

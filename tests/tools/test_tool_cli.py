@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.trust_helpers import approve
+
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
@@ -53,6 +55,7 @@ def test_settings_file_rules_apply(cli, ws: Path, home: Path) -> None:
     (ws / ".claude" / "settings.json").write_text(
         json.dumps({"permissions": {"allow": ["Bash(touch:*)"]}})
     )
+    approve(ws)
     r = cli("tool", "Bash", '{"command": "touch ok"}', cwd=ws, home=home)
     assert r.returncode == 0 and (ws / "ok").exists()
 

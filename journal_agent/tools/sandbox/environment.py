@@ -30,6 +30,8 @@ from journal_agent.tools.sandbox.config import SandboxSettings
 ALLOWED = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "COLORTERM",
     "NO_COLOR", "TZ", "TMPDIR", "PWD",
+    # where the trust store is (read-only there): `journal-agent commands` shows what is approved
+    "XDG_CONFIG_HOME",
     "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
     "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF",

@@ -59,7 +59,12 @@ def bwrap_argv(
     for p in view.rewritable:
         args += ["--bind", str(p), str(p)]
     if not view.network:
-        for p in host_sockets(view.root, view.allowed_sockets):
+        # Folders under the private temporary directories that are bound back in (the Python
+        # environment, allowWrite, the workspace's own binds) bring their sockets with them.
+        back = (*hidden_by_tmp, *view.writable, *view.read_only, *view.rewritable)
+        for p in host_sockets(
+            view.root, view.allowed_sockets, tuple(b for b in back if _under_tmp(b))
+        ):
             args += ["--ro-bind", "/dev/null", str(p)]
     for p in view.masked:
         if p.is_dir() and not p.is_symlink():
@@ -83,13 +88,17 @@ def _gpu_nodes() -> tuple[str, ...]:
     return tuple(a for n in nodes if not os.path.isdir(n) for a in ("--dev-bind-try", n, n))
 
 
-def host_sockets(root: Path, allowed: tuple[Path, ...] = ()) -> list[Path]:
+def host_sockets(
+    root: Path, allowed: tuple[Path, ...] = (), bound_back: tuple[Path, ...] = ()
+) -> list[Path]:
     """The Unix-domain sockets bound on this machine outside the workspace, which a command
     without network must not reach: a socket file is connectable through a read-only mount,
     and ``--unshare-net`` only separates the abstract ones. (``/run/docker.sock``, the user's
     D-Bus and ``$XDG_RUNTIME_DIR`` are where they usually live; /proc/net/unix lists every
     bound one of this network namespace.) Each is covered by /dev/null: a connect is refused.
-    Those under the private temporary directories are hidden already; ``allowed``
+    Those under the private temporary directories are hidden already, except in the folders
+    ``bound_back`` into them (a virtual environment or an ``allowWrite`` folder under /tmp,
+    where an ssh-agent's ``/tmp/ssh-*/agent.*`` may live); ``allowed``
     (``sandbox.network.allowUnixSockets``) stay reachable."""
     import stat
 
@@ -106,7 +115,7 @@ def host_sockets(root: Path, allowed: tuple[Path, ...] = ()) -> list[Path]:
         path = Path(fields[7])
         if path in out or path in allowed or path == root or root in path.parents:
             continue
-        if _under_tmp(path):
+        if _under_tmp(path) and not any(b == path or b in path.parents for b in bound_back):
             continue
         try:
             if stat.S_ISSOCK(os.lstat(path).st_mode):

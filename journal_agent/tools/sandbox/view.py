@@ -112,6 +112,7 @@ def build_view(
         git = _gitdirs.find(dot_gits_of(root, scan.repos), writable)
         git_files = [g / name for g in sorted(git.dirs) for name in _protected.GIT_FILES]
         protected = protected_paths(root, settings, home, git)
+        protected += _trust_store_dir(writable)
         for p in protected:
             if _inside_any(p, writable) and (st := _lstat(p)) is not None:
                 read_only.append(p)
@@ -159,6 +160,20 @@ def protected_paths(
     protected += _protected.package_paths(root)
     protected += [p for e in settings.filesystem.deny_write for p in _expand(e, root, home)]
     return _one_name_each(protected)
+
+
+def _trust_store_dir(writable: list[Path]) -> list[Path]:
+    """The trust store's directory (:mod:`journal_agent.trust_store`) when a writable root
+    (``allowWrite: ["~/.config"]``, a workspace holding it) covers it: made first if missing,
+    then kept read-only like a protected path. No command may approve a project's files."""
+    from journal_agent.trust_store import store_dir
+
+    folder = Path(os.path.realpath(store_dir()))
+    if not _inside_any(folder, writable):
+        return []
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return [folder]
 
 
 def why_protected(

@@ -16,6 +16,7 @@ import pytest
 
 from journal_agent.journal import api
 from journal_agent.journal.search.embeddings import KNOWN_WEIGHTS, find_model, get_embedder
+from tests.trust_helpers import approve
 
 from ..conftest import make_entry
 
@@ -61,6 +62,7 @@ def test_a_local_model_chosen_in_the_settings_is_used_and_a_broken_one_explained
     model = ws.root / "models/minilm"
     shutil.copytree(PACKAGED / "model", model)
     ws.write(".journal/settings.json", json.dumps({"search": {"embedding_model": "models/minilm"}}))
+    approve(ws.root)
     assert api.append_entry(ws.workspace, make_entry()).appended
     assert api.semantic_status(ws.workspace) is None
     assert find_model(ws.root).path == model and not find_model(ws.root).packaged
@@ -73,6 +75,7 @@ def test_a_local_model_chosen_in_the_settings_is_used_and_a_broken_one_explained
 
 def test_meaning_turned_off_in_the_settings_is_silent(ws):
     ws.write(".journal/settings.json", json.dumps({"search": {"embedding_model": "off"}}))
+    approve(ws.root)
     assert api.append_entry(ws.workspace, make_entry()).appended
     hits, note = api.search_with_note(ws.workspace, "deepspeed")
     assert [h.title for h in hits] == ["ZeRO Stage 2"] and hits[0].meaning is None
