@@ -46,8 +46,15 @@ def run_checks(ws: Workspace) -> list[Check]:
         check_search_by_meaning(root),
         check_capture(root),
         check_hook_failures(root),
+        *_plugin_checks(root),
         *check_optional(),
     ]
+
+
+def _plugin_checks(root: Path) -> list[Check]:
+    from journal_agent.doctor_plugin import plugin_checks
+
+    return plugin_checks(root)
 
 
 def check_confinement(ws: Workspace) -> Check:
