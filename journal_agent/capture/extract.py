@@ -58,10 +58,23 @@ def insights(text: str) -> list[str]:
         return []
     out = []
     for match in _pattern("insight").finditer(without_private(text)):
-        body = match.group("body").strip().strip("`").strip()
+        body = _unfenced(match.group("body").strip())
         if body:
             out.append(body)
     return out
+
+
+def _unfenced(body: str) -> str:
+    """``body`` without a backtick left over from a rule at either end: one that the line it
+    stands on does not pair (an odd count there, not a code fence). Inline code that opens or
+    closes the Insight (`` `torch.compile` fuses… ``) keeps its backticks."""
+    first, _, _ = body.partition("\n")
+    if body.startswith("`") and not first.startswith("```") and first.count("`") % 2:
+        body = body[1:].lstrip()
+    last = body.rpartition("\n")[2]
+    if body.endswith("`") and not last.lstrip().startswith("```") and last.count("`") % 2:
+        body = body[:-1].rstrip()
+    return body
 
 
 def records_created(texts: list[str], measurements: str | os.PathLike[str]) -> list[str]:

@@ -86,6 +86,23 @@ def test_the_next_turn_captures_only_what_is_new(project, transcript):
     assert moments[1]["files"] == []
 
 
+def test_inline_code_and_fences_at_either_end_of_an_insight_keep_their_backticks(
+    project, transcript
+):
+    bodies = [
+        "`torch.compile` fuses the optimizer step into one kernel.",
+        "The fused step is `torch._foreach_add_`",
+        "```python\nmodel = torch.compile(model)\n```",
+    ]
+    transcript.prompt("why is it faster")
+    final = "\n\n".join(insight(body) for body in bodies)
+    transcript.say(final)
+
+    run_hook("Stop", stop_payload(transcript, final), project)
+
+    assert [m["text"] for m in inbox_lines(project)] == bodies
+
+
 def test_the_final_message_counts_when_the_transcript_is_missing(project, tmp_path):
     payload = {
         "session_id": "s1",
