@@ -265,7 +265,14 @@ class TrainingConfig(BaseModel):
         from profiling.models.workloads import WORKLOADS
 
         if self.model is None and self.params is None:
-            raise ConfigError("give --model NAME or --params N (e.g. --params 7e9)", "model")
+            hand = self.hand_workload()
+            if hand is None:
+                raise ConfigError(
+                    "give --model NAME, --params N (e.g. --params 7e9), or the shape "
+                    "(--layers L --hidden H --heads A --vocab V)",
+                    "model",
+                )
+            self.params = hand.param_count()  # what the shape given by hand holds
         if self.model is not None and not self.is_factory and self._workload() is None:
             raise ConfigError(
                 f"unknown model {self.model!r}; use one of {', '.join(WORKLOADS)}, "
@@ -302,6 +309,23 @@ class TrainingConfig(BaseModel):
             )
         self._check_seq()
         return self
+
+    def hand_workload(self) -> WorkloadConfig | None:
+        """The shape given by hand (--layers --hidden --heads --vocab [--ffn --kv-heads
+        --arch]) as a model's shape, or None when part of it is missing."""
+        if not (self.layers and self.hidden and self.heads and self.vocab):
+            return None
+        if self.hidden % self.heads or (self.kv_heads and self.heads % self.kv_heads):
+            return None  # said in one sentence below
+        from profiling.models.config import WorkloadConfig
+
+        arch = self.arch or "gpt2"
+        h = self.hidden
+        ffn = self.ffn or (4 * h if arch == "gpt2" else -(-(8 * h // 3) // 256) * 256)
+        return WorkloadConfig(
+            name="shape", arch=arch, layers=self.layers, hidden=h, heads=self.heads,
+            vocab=self.vocab, ffn=ffn, kv_heads=self.kv_heads, tied_embeddings=arch == "gpt2",
+        )  # fmt: skip
 
     def _workload(self) -> WorkloadConfig | None:
         """The model's shape (a reference model or a Hugging Face config), None for a factory."""

@@ -16,6 +16,7 @@ No torch unless a candidate is traced.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -108,11 +109,14 @@ def _candidate(cfg: TrainingConfig) -> Candidate:
     )
 
 
-def _rank_key(c: Candidate) -> tuple[int, bool, bool, float]:
+def _rank_key(c: Candidate) -> tuple[int, bool, bool, int]:
     speed = c.tokens_per_second if c.tokens_per_second is not None else c.tokens_per_step_flop
     # Without a GPU there is no peak to divide by: fp32 (8–16× slower matmuls) ranks last.
     slow = c.tokens_per_second is None and c.config.precision == "fp32"
-    return (_TIERS[c.trains], slow, c.config.offload_optimizer, -speed)
+    # Speeds within 1 % of each other are one speed: the search's order (mixed before pure
+    # bf16, no checkpointing before some) decides between them, not a byte of optimizer state.
+    bucket = math.floor(math.log(speed) / math.log(1.01)) if speed > 0 else 0
+    return (_TIERS[c.trains], slow, c.config.offload_optimizer, -bucket)
 
 
 def fit(
@@ -155,7 +159,13 @@ def fit(
             "(use stochastic rounding or Kahan summation), which is why mixed is preferred"
         )
     if any(c.config.offload_optimizer for c in fitting):
-        notes.append("offloaded optimizer steps run on the CPU: slower than the tokens/s shown")
+        notes.append(
+            "offloaded optimizer steps run on the CPU: their tokens/s count the PCIe transfers "
+            "and the host's step at an assumed 50 GB/s of host memory per GPU"
+            if base.gpu
+            else "offloaded optimizer steps run on the CPU: slower, ranked after the same "
+            "setup on the GPU (give --gpu for tokens/s that count the transfers)"
+        )
     _confirm(fitting, confirm, avail, progress, notes)
     return FitResult(
         base=base,

@@ -26,6 +26,7 @@ class GpuSpec(BaseModel):
     bf16_tflops: float  # dense 16-bit tensor-core peak, 10^12 FLOP/s
     fp32_tflops: float  # plain fp32 peak, 10^12 FLOP/s
     bandwidth_tbs: float  # memory bandwidth, 10^12 B/s
+    pcie_gbs: float  # the host link, one direction, 10^9 B/s (PCIe 4.0 x16: 32, 5.0 x16: 64)
     source: str  # the datasheet the numbers come from
 
     def peak_flops(self, sixteen_bit: bool) -> float:
@@ -47,6 +48,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=312,
             fp32_tflops=19.5,
             bandwidth_tbs=1.555,
+            pcie_gbs=32,
             source=_A100,
         ),
         GpuSpec(
@@ -56,6 +58,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=312,
             fp32_tflops=19.5,
             bandwidth_tbs=2.039,
+            pcie_gbs=32,
             source=_A100,
         ),
         GpuSpec(
@@ -65,6 +68,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=989,
             fp32_tflops=67,
             bandwidth_tbs=3.35,
+            pcie_gbs=64,
             source=_H100,
         ),
         GpuSpec(
@@ -74,6 +78,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=756,
             fp32_tflops=51,
             bandwidth_tbs=2.0,
+            pcie_gbs=64,
             source=_H100,
         ),
         GpuSpec(
@@ -83,6 +88,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=989,
             fp32_tflops=67,
             bandwidth_tbs=4.8,
+            pcie_gbs=64,
             source="NVIDIA H200 Tensor Core GPU datasheet (2024)",
         ),
         GpuSpec(
@@ -92,6 +98,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=2250,
             fp32_tflops=75,
             bandwidth_tbs=8.0,
+            pcie_gbs=64,
             source=_HGX_B200,
         ),
         GpuSpec(
@@ -101,6 +108,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=121,
             fp32_tflops=30.3,
             bandwidth_tbs=0.300,
+            pcie_gbs=32,
             source="NVIDIA L4 Tensor Core GPU datasheet (2023)",
         ),
         GpuSpec(
@@ -110,6 +118,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=362,
             fp32_tflops=91.6,
             bandwidth_tbs=0.864,
+            pcie_gbs=32,
             source="NVIDIA L40S GPU datasheet (2023)",
         ),
         GpuSpec(
@@ -119,6 +128,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=165.2,
             fp32_tflops=82.6,
             bandwidth_tbs=1.008,
+            pcie_gbs=32,
             source="NVIDIA Ada Lovelace GPU architecture whitepaper (v2.1), appendix table: "
             "FP16/BF16 tensor TFLOPS with FP32 accumulate, dense",
         ),
@@ -129,6 +139,7 @@ GPUS: dict[str, GpuSpec] = {
             bf16_tflops=71,
             fp32_tflops=35.6,
             bandwidth_tbs=0.936,
+            pcie_gbs=32,
             source="NVIDIA Ampere GA102 GPU architecture whitepaper (v2.0), table 9: "
             "FP16/BF16 tensor TFLOPS with FP32 accumulate, dense",
         ),

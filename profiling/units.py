@@ -37,8 +37,17 @@ def fmt_bytes(n: float, unit: str = "auto") -> str:
 
 
 def fmt_count(n: float) -> str:
-    """6738415616 -> '6.74B' (parameters, elements)."""
-    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= size:
-            return f"{n / size:.3g}{suffix}"
-    return f"{n:g}"
+    """6738415616 -> '6.74B' (parameters, elements, FLOPs): three significant digits and a
+    magnitude letter, never an exponent ('1.86P', not '1.86e+03T'; 999,700 is '1M')."""
+    sizes = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
+    for i, (size, suffix) in enumerate(sizes):
+        if abs(n) < size:
+            continue
+        value = float(f"{n / size:.3g}")
+        if abs(value) >= 1000 and i > 0:  # 999.7K rounds to 1000K: say 1M
+            size, suffix = sizes[i - 1]
+            value = float(f"{n / size:.3g}")
+        if abs(value) >= 1000:  # beyond the largest letter: digits with commas
+            return f"{value:,.0f}{suffix}"
+        return f"{value:g}{suffix}"
+    return f"{n:,.6g}" if abs(n) < 1e3 else f"{n:,.0f}"

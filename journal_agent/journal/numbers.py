@@ -136,13 +136,13 @@ def describe(value: float, unit: str, like: Quoted) -> str:
 # An operand: a number with a magnitude suffix ("6.74B" parameters, "124M") or a unit
 # ("2 B" or "2 bytes" per parameter, "13.48 GB"); a bare "B" after a space is bytes.
 _OPERAND = re.compile(
-    r"(?P<num>\d+(?:\.\d+)?)(?:(?P<mag>[KkMBGT])(?![A-Za-z])|\s?(?P<unit>"
+    r"(?P<num>\d+(?:\.\d+)?)(?:(?P<mag>[KkMBGTP])(?![A-Za-z])|\s?(?P<unit>"
     + _TEXT_UNITS
     + r"|B)(?![\w/]))?"
 )
 _TIMES_X = re.compile(r"x(?![A-Za-z])")
 _LABEL_WORD = re.compile(r"[A-Za-z][A-Za-z_-]*")
-_MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 _OPERATORS = {
     "×": "*",
     "*": "*",

@@ -33,7 +33,7 @@ from profiling.estimate.render import (  # noqa: F401  (re-exported: callers imp
     verdict,
     verdict_text,
 )
-from profiling.estimate.shape import shape_of
+from profiling.estimate.shape import params_mismatch, shape_of
 from profiling.estimate.states import (
     Group,
     Ledger,
@@ -367,6 +367,8 @@ def estimate(inp: EstimateInput) -> Estimate:
     psi = int(shape["params"])
     sh = Sharding(n=inp.gpus, t=inp.tp, z=inp.zero)
     ledger = Ledger()
+    if mismatch := params_mismatch(inp, shape):
+        ledger.note(mismatch)
     if inp.lora_rank is not None:
         trainable = lora(ledger, inp, shape, sh)
         shape["lora_adapters"] = trainable
@@ -412,7 +414,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         )
         for ln in ledger.lines
     ]
-    unsharded = _unsharded_peak(ledger.lines, inp, shape, recompute)
+    unsharded = _unsharded_peak(inp, peak.bytes)
     return Estimate(
         inputs=inp,
         shape=shape,
@@ -434,14 +436,14 @@ def estimate(inp: EstimateInput) -> Estimate:
     )
 
 
-def _unsharded_peak(
-    lines: list[Line], inp: EstimateInput, shape: dict[str, Any], rec: float
-) -> int:
-    same = [
-        Line(ln.name, ln.unsharded, ln.unsharded, ln.formula, ln.substituted, ln.group, ln.category)
-        for ln in lines
-    ]
-    return max(m.bytes for m in _moments(same, inp, shape, rec))
+def _unsharded_peak(inp: EstimateInput, peak: int) -> int:
+    """The same step on one GPU with nothing sharded by data parallelism (tensor parallelism
+    kept): the configuration estimated again with one GPU, so whatever the GPU count changes
+    (the optimizer's kernels, its temporaries, gathered parameters) is that of one GPU."""
+    if inp.gpus == 1 and inp.zero == 0:
+        return peak
+    alone = inp.model_copy(update={"gpus": 1, "zero": 0, "fsdp": False})
+    return estimate(alone).per_gpu_bytes
 
 
 def _deepspeed(inp: EstimateInput, shape: dict[str, Any], ledger: Ledger) -> dict[str, Any] | None:

@@ -144,6 +144,9 @@ def hand_shape(inp: TrainingConfig) -> dict[str, Any]:
         if L is not None:
             shape["matmul_weights"] = L * block + V * h
             shape["head_params"] = V * h
+    hand = inp.hand_workload()
+    if hand is not None:
+        shape["shape_params"] = hand.param_count()  # what the shape itself holds
     return shape
 
 
@@ -151,6 +154,8 @@ def shape_of(inp: TrainingConfig) -> dict[str, Any]:
     w = find_workload(inp.model)
     shape = workload_shape(w) if w is not None else hand_shape(inp)
     if inp.params is not None:
+        if w is not None:
+            shape["shape_params"] = shape["params"]
         shape["params"] = inp.params
     heads = shape.get("heads")
     if inp.tp > 1 and heads and heads % inp.tp:
@@ -164,4 +169,25 @@ def shape_of(inp: TrainingConfig) -> dict[str, Any]:
     return shape
 
 
-__all__ = ["hand_shape", "shape_of", "workload_shape"]
+def params_mismatch(inp: TrainingConfig, shape: dict[str, Any]) -> str | None:
+    """One sentence when --params and the shape disagree by more than 10 %: the model states
+    count one, the activations and FLOPs the other, and the user should know."""
+    implied = shape.get("shape_params")
+    if inp.params is None or not implied or abs(inp.params / implied - 1) <= 0.10:
+        return None
+    if inp.model is not None:
+        given = f"{inp.model}'s shape"
+    else:
+        flags = " ".join(
+            f"--{k} {getattr(inp, k)}" for k in ("layers", "hidden", "vocab") if getattr(inp, k)
+        )
+        given = f"the shape given ({flags}, {inp.arch or 'gpt2'} blocks)"
+    return (
+        f"--params {fmt_count(inp.params)} disagrees with {given}, which holds about "
+        f"{fmt_count(implied)} parameters: the model states count {fmt_count(inp.params)}, the "
+        f"activations and FLOPs the shape's {fmt_count(implied)}-parameter blocks; drop --params "
+        "to count the shape's, or correct the shape"
+    )
+
+
+__all__ = ["hand_shape", "params_mismatch", "shape_of", "workload_shape"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from profiling.estimate.step_time import StepTime, step_time
+from profiling.estimate.step_time import StepTime, optimizer_overheads, step_time
 from profiling.records import Step
 from profiling.units import fmt_count
 
@@ -140,6 +140,7 @@ def time_estimate(cfg: TrainingConfig, shape: dict[str, Any]) -> TimeEstimate | 
     spec = cfg.gpu_spec()
     timed = None
     if spec is not None:
+        trained = shape.get("lora_adapters") if cfg.lora_rank is not None else shape["params"]
         timed = step_time(
             round(per_gpu),
             cfg.seq_or_default() * cfg.batch,
@@ -148,6 +149,8 @@ def time_estimate(cfg: TrainingConfig, shape: dict[str, Any]) -> TimeEstimate | 
             sixteen_bit=cfg.precision != "fp32",
             gpus=cfg.gpus,
             tokens=cfg.tokens,
+            tp=cfg.tp,
+            overheads=optimizer_overheads(cfg, float(trained or 0), spec, optimizer_shards(cfg)),
         )
     return TimeEstimate(
         flops_per_step=total,
@@ -157,6 +160,11 @@ def time_estimate(cfg: TrainingConfig, shape: dict[str, Any]) -> TimeEstimate | 
         steps=steps,
         time=timed,
     )
+
+
+def optimizer_shards(cfg: TrainingConfig) -> int:
+    """How many GPUs share one optimizer step: ZeRO-1 and above over N, and t for TP."""
+    return (cfg.gpus if cfg.zero >= 1 else 1) * cfg.tp
 
 
 def render_time(te: TimeEstimate) -> list[str]:
@@ -174,4 +182,4 @@ def render_time(te: TimeEstimate) -> list[str]:
     return lines
 
 
-__all__ = ["TimeEstimate", "render_time", "step_flops", "time_estimate"]
+__all__ = ["TimeEstimate", "optimizer_shards", "render_time", "step_flops", "time_estimate"]

@@ -200,6 +200,18 @@ def _fake_process_group(world_size: int) -> Iterator[DeviceMesh]:
         dist.destroy_process_group()
 
 
+def _in_model(
+    config: TraceConfig, factory: Callable[..., object] | None, layers: int | None
+) -> Callable[[int], int]:
+    """A count of the built blocks as the whole model's: a block- or layer-scaled trace builds
+    ``layers`` of the model's blocks, and its notes must describe the model, not the sample."""
+    workload = None if factory is not None or config.is_factory else find_workload(config.model)
+    if layers is None or workload is None or workload.layers == layers:
+        return int
+    full = workload.layers
+    return lambda n: n * full // layers
+
+
 def _build(
     config: TraceConfig,
     mesh: DeviceMesh | None,
@@ -216,15 +228,16 @@ def _build(
         model, inputs, info = _make_model(config, factory, layers)
     finally:
         torch.set_default_dtype(previous)
+    in_model = _in_model(config, factory, layers)
     if config.lora_rank is not None:
         from profiling.trace.lora import apply_lora
 
-        added, lora_notes = apply_lora(model, config)
+        added, lora_notes = apply_lora(model, config, in_model)
         info = {**info, **added}
         notes += lora_notes
     if config.checkpointing == "full":
         n = _apply_checkpointing(model, config.target)
-        notes.append(f"activation checkpointing on {n} blocks (non-reentrant)")
+        notes.append(f"activation checkpointing on {in_model(n)} blocks (non-reentrant)")
     if mesh is not None:
         mp = torch.bfloat16 if config.precision == "mixed" else None
         _shard(model, mesh, config.reshard_after_forward, mp)

@@ -23,7 +23,7 @@ Imports torch; ``peft`` only inside the functions that need it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -175,8 +175,14 @@ def adapter_dtype(config: TrainingConfig) -> torch.dtype:
     return torch.bfloat16 if config.precision == "bf16" else torch.float32
 
 
-def apply_lora(model: nn.Module, config: TrainingConfig) -> tuple[dict[str, Any], list[str]]:
-    """peft's LoRA adapters on ``model`` (QLoRA: on an NF4 base first); what the record says."""
+def apply_lora(
+    model: nn.Module, config: TrainingConfig, in_model: Callable[[int], int] = int
+) -> tuple[dict[str, Any], list[str]]:
+    """peft's LoRA adapters on ``model`` (QLoRA: on an NF4 base first); what the record says.
+
+    ``in_model`` turns a count of the built model's blocks (adapted layers, adapter parameters)
+    into the whole model's, when a sample of its blocks is built (block- and layer-scaled
+    traces): the notes and the record describe the model, not the sample."""
     from peft import LoraConfig, inject_adapter_in_model
 
     r = int(config.lora_rank or 0)
@@ -186,7 +192,8 @@ def apply_lora(model: nn.Module, config: TrainingConfig) -> tuple[dict[str, Any]
     if config.qlora:
         quantized = quantize_linears(model, _DTYPES[config.compute_dtype])
         notes.append(
-            f"QLoRA: bitsandbytes needs CUDA, so its 4-bit base is represented: {quantized} "
+            f"QLoRA: bitsandbytes needs CUDA, so its 4-bit base is represented: "
+            f"{in_model(quantized)} "
             "Linear layers hold NF4 storage as bitsandbytes keeps it (packed uint8 n/2 bytes, "
             "a uint8 absmax per 64 values, an fp32 absmax per 256 blocks, the NF4 code and an "
             f"offset per tensor, one shared 256-value map) and dequantize to "
@@ -210,7 +217,7 @@ def apply_lora(model: nn.Module, config: TrainingConfig) -> tuple[dict[str, Any]
         )
     notes.append(
         f"LoRA by peft: LoraConfig(r={r}, lora_alpha={2 * r}, lora_dropout=0) on "
-        f"{', '.join(TARGETS)} ({adapted} layers), base weights frozen (no gradients, no "
+        f"{', '.join(TARGETS)} ({in_model(adapted)} layers), base weights frozen (no gradients, no "
         f"optimizer state); adapters in {str(dtype).removeprefix('torch.')}"
     )
     info = {
@@ -218,11 +225,11 @@ def apply_lora(model: nn.Module, config: TrainingConfig) -> tuple[dict[str, Any]
             "rank": r,
             "alpha": 2 * r,
             "targets": list(TARGETS),
-            "adapted_layers": adapted,
-            "adapter_params": adapters,
+            "adapted_layers": in_model(adapted),
+            "adapter_params": in_model(adapters),
             "peft": peft_version(),
             "base": "NF4 (represented: bitsandbytes needs CUDA)" if config.qlora else "frozen",
-            "quantized_layers": quantized,
+            "quantized_layers": in_model(quantized),
         },
         "traced_params": unpacked + adapters,
     }

@@ -27,7 +27,8 @@ from torch import nn
 
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
-from profiling.estimate.step_time import StepTime, step_time
+from profiling.estimate.step_time import StepTime, optimizer_overheads, step_time
+from profiling.estimate.time import optimizer_shards
 from profiling.models.workloads import describe, find_workload
 from profiling.trace.build import (
     _autocast,
@@ -313,6 +314,8 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
     flops = flop_count(raw.flops, module_depth)
     timed, gpu = None, config.gpu_spec()
     if gpu is not None:
+        lora = raw.info.get("lora") or {}
+        trained = lora.get("adapter_params") if config.lora_rank is not None else raw.params
         timed = step_time(
             flops.total,
             config.batch * config.seq_or_default(),
@@ -321,6 +324,9 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
             sixteen_bit=config.compute_dtype != "fp32",
             gpus=config.world_size,
             tokens=config.tokens,
+            overheads=optimizer_overheads(
+                config, float(trained or 0), gpu, optimizer_shards(config)
+            ),
         )
     return TraceResult(
         config=config,

@@ -104,7 +104,7 @@ def test_trace_compare_estimate(tmp_path, run_json) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["estimate"], "give --model NAME or --params N"),
+        (["estimate"], "give --model NAME, --params N"),
         (["estimate", "--params", "lots"], "cannot read 'lots' as a count"),
         (["estimate", "--model", "gpt5"], "unknown model 'gpt5'"),
         (["trace", "--model", "user_models:broken"], "model factory 'user_models:broken' failed"),

@@ -283,7 +283,7 @@ def test_reference_model_shapes() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({}, "give --model NAME or --params N"),
+        ({}, "give --model NAME, --params N"),
         ({"model": "gpt5"}, "unknown model 'gpt5'"),
         ({"params": 10, "optimizer": "adamax"}, "unknown optimizer 'adamax'"),
         ({"params": 10, "qlora": True}, "--qlora needs --lora-rank"),
