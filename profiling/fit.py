@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import HEADROOM, estimate
+from profiling.time_bound import TimeBound, checkpoint
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64)
 PRECISIONS = ("mixed", "amp-bf16", "bf16", "fp32")
 LORA_RANK = 16
 _TIERS = {"full": 0, "lora": 1, "qlora": 2}
+FIT_HINT = "give it a longer timeout, or confirm fewer candidates by trace (--confirm 0: none)"
 
 
 class Candidate(BaseModel):
@@ -123,8 +125,15 @@ def fit(
     base: TrainingConfig,
     confirm: int = 2,
     progress: Callable[[str], None] | None = None,
+    timeout: float | None = None,
 ) -> FitResult:
-    """Search, rank, and trace the best ``confirm`` fitting candidates."""
+    """Search, rank, and trace the best ``confirm`` fitting candidates; the search and the
+    traces together within ``timeout`` seconds (:class:`~profiling.time_bound.TimedOut`)."""
+    with TimeBound(timeout, f"fit of {base.model or 'the model'}", FIT_HINT):
+        return _fit(base, confirm, progress)
+
+
+def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | None) -> FitResult:
     avail = base.gpu_mem_bytes()
     if avail is None:
         raise ProfilingError("fit needs --gpu-mem GB or --gpu NAME (the memory to fit in)")
@@ -136,6 +145,7 @@ def fit(
     searched = 0
     for update in _variants(base):
         for batch in BATCHES:
+            checkpoint()
             cfg = base.model_copy(update={**update, "batch": batch})
             cand = _candidate(cfg)
             searched += 1

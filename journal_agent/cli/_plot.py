@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.errors import UserError
+from profiling import time_bound
 
 # What matplotlib's savefig writes (checked without importing matplotlib).
 PLOT_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "eps", "ps", "tif", "tiff")
@@ -34,7 +35,7 @@ def check_plot(plot: Path | None, force: bool) -> None:
 
 
 # A profile that runs longer than a week is a mistake (and `inf` overflows the timer).
-MAX_TIMEOUT_S = 7 * 24 * 3600.0
+MAX_TIMEOUT_S = time_bound.MAX_TIMEOUT_S
 
 
 def check_new_file(flag: str, path: Path | None, force: bool) -> None:

@@ -11,6 +11,7 @@ import typer
 
 from journal_agent.cli._common import open_workspace, resolve_root
 from journal_agent.paths import records_dir_for_saving
+from profiling.time_bound import MAX_TIMEOUT_S
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,6 +26,19 @@ PlotOption = Annotated[
         "--plot",
         help="Write a breakdown chart to this new file (.png, .svg, .pdf, …; --force to "
         "overwrite).",
+    ),
+]
+
+
+# The time bound of estimate, trace and fit (profiling.time_bound: one sentence when it runs out).
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        min=0.001,
+        max=MAX_TIMEOUT_S,
+        metavar="SECONDS",
+        help="Stop, and say so, after this many seconds.",
     ),
 ]
 

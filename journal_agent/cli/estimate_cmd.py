@@ -9,6 +9,7 @@ inside the commands (``profiling.trace.step`` imports torch); the modules import
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,6 +20,7 @@ from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import ForceOption, check_plot
 from journal_agent.cli._profiling_common import (
     PlotOption,
+    TimeoutOption,
     _console,
     _print_comparison,
     _print_record_line,
@@ -27,6 +29,7 @@ from journal_agent.cli._profiling_common import (
     _trace_progress,
 )
 from journal_agent.errors import UserError
+from profiling.time_bound import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -98,6 +101,7 @@ def estimate_command(
     as_json: JsonOption = False,
     plot: PlotOption = None,
     force: ForceOption = False,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     root: RootOption = None,
 ) -> None:
     """Estimate training memory in closed form, every step of the calculation shown.
@@ -110,13 +114,15 @@ def estimate_command(
     from profiling.estimate.run import estimate_and_record
 
     store = _saving_store(root)
-    run = estimate_and_record(TrainingConfig.parse(**config), store)
+    started = time.monotonic()
+    run = estimate_and_record(TrainingConfig.parse(**config), store, timeout=timeout)
     if compare_trace:
         from profiling.trace.report import trace_config_for_estimate
         from profiling.trace.run import trace_beside_estimate
 
+        left = max(timeout - (time.monotonic() - started), 0.001)  # one bound for the command
         with _trace_progress(trace_config_for_estimate(run.estimate), quiet=as_json) as progress:
-            trace_beside_estimate(run, store, progress=progress)
+            trace_beside_estimate(run, store, progress=progress, timeout=left)
     if plot is not None:
         from profiling.plot import plot_compare, plot_estimate
 

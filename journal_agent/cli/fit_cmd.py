@@ -13,8 +13,10 @@ import typer
 from journal_agent.cli._app import app
 from journal_agent.cli._common import JsonOption, RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
+from journal_agent.cli._profiling_common import TimeoutOption
 from journal_agent.errors import UserError
 from profiling import config_table
+from profiling.time_bound import DEFAULT_TIMEOUT_S
 
 
 @app.command("fit")
@@ -26,6 +28,7 @@ def fit_command(
     ] = 2,
     top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
     as_json: JsonOption = False,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     root: RootOption = None,
 ) -> None:
     """What fits a GPU: precision, ZeRO, checkpointing, LoRA/QLoRA, offload and micro-batch
@@ -38,7 +41,7 @@ def fit_command(
     from profiling.fit import fit, fit_json, fit_record, render_fit
 
     base = TrainingConfig.parse(**config)
-    res = fit(base, confirm=confirm, progress=None if as_json else _progress)
+    res = fit(base, confirm=confirm, progress=None if as_json else _progress, timeout=timeout)
     # Every number the table shows is in the record, so an entry can cite it.
     record_id = _saving_store(root).save(fit_record(res, top))
     if as_json:

@@ -16,10 +16,12 @@ from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import ForceOption, SnapshotOption, check_plot, check_snapshot
 from journal_agent.cli._profiling_common import (
     PlotOption,
+    TimeoutOption,
     _saving_store,
     _trace_progress,
 )
 from journal_agent.errors import UserError
+from profiling.time_bound import DEFAULT_TIMEOUT_S
 
 
 @app.command("trace")
@@ -37,6 +39,7 @@ def trace_command(
     plot: PlotOption = None,
     snapshot: SnapshotOption = None,
     force: ForceOption = False,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     root: RootOption = None,
 ) -> None:
     """Trace a steady-state training step under fake tensors: exact bytes by category and
@@ -61,6 +64,7 @@ def trace_command(
             plot=plot,
             snapshot=snapshot,
             progress=progress,
+            timeout=timeout,
         )
     if as_json:
         print_json(run.payload)

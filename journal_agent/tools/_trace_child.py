@@ -26,7 +26,12 @@ def main(argv: list[str]) -> int:
     try:
         cfg = TrainingConfig.parse(style="field", **request["config"])
         store = RecordStore(records_dir_for_saving(Path.cwd()))
-        run = trace_and_record(cfg, store, compare_estimate=bool(request["compare_estimate"]))
+        run = trace_and_record(
+            cfg,
+            store,
+            compare_estimate=bool(request["compare_estimate"]),
+            timeout=float(request["timeout"]),
+        )
     except Exception as exc:
         error = exc if isinstance(exc, JournalAgentError) else as_user_error(exc)
         if error is None:

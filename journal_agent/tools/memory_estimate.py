@@ -7,6 +7,8 @@ from journal_agent.tools.base import Tool, ToolContext, ToolResult
 
 # The schema is the shared training configuration's (profiling.config.TrainingConfig).
 MemoryEstimateInput = config_input_model("MemoryEstimateInput")
+# A closed form takes milliseconds; the bound is there so that no input keeps a call running.
+ESTIMATE_TIMEOUT_S = 60.0
 
 
 class MemoryEstimate(Tool):
@@ -30,4 +32,5 @@ class MemoryEstimate(Tool):
         # hf:PATH is a file the tool reads: inside the workspace only.
         values = confined_hf_model(ctx, params.config_values())
         config = TrainingConfig.parse(style="field", **values)
-        return ToolResult(estimate_and_record(config, ctx.workspace.records).text())
+        run = estimate_and_record(config, ctx.workspace.records, timeout=ESTIMATE_TIMEOUT_S)
+        return ToolResult(run.text())

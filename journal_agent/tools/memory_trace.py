@@ -14,7 +14,10 @@ from journal_agent.tools.confined_paths import workspace_root
 if TYPE_CHECKING:
     from profiling.records import RecordStore
 
-TRACE_TIMEOUT_S = 600
+TRACE_TIMEOUT_S = 120.0  # the default bound of one call (the model may ask for up to 600 s)
+# A sandboxed child is stopped from outside this much after its own bound: torch's import and
+# the sandbox's start come first, and the child says it ran out of time itself when it can.
+_CHILD_GRACE_S = 30.0
 
 # The schema is the shared training configuration's, plus the comparison switch.
 MemoryTraceInput = config_input_model(
@@ -32,6 +35,15 @@ MemoryTraceInput = config_input_model(
         bool,
         Field(False, description="Also show the closed-form estimate of the same step beside it."),
     ),
+    timeout=(
+        float,
+        Field(
+            default=TRACE_TIMEOUT_S,
+            gt=0,
+            le=600,
+            description="Seconds before the trace is stopped (an error result says so).",
+        ),
+    ),
 )
 
 
@@ -45,7 +57,8 @@ class MemoryTrace(Tool):
         "beside it, and the step's FLOPs, with no GPU and nothing allocated. FSDP2 sharding at "
         "any world size gives the per-rank peak; gpu adds the step time at mfu.\n"
         "- Returns the breakdown and a record id; cite the numbers as [m:<id>].\n"
-        "- A 7B model takes several seconds; small models well under one.\n"
+        "- A 7B model takes several seconds; small models well under one. Bounded by "
+        "timeout; FSDP over a world size it cannot shard in that time is refused at once.\n"
         "- A workspace factory runs the user's code: it is permission-checked like Bash and "
         "runs in the sandbox, like Bash. A Hugging Face config (hf:NAME, hf:PATH) is data: it "
         "needs no approval and is traced in the sandbox too."
@@ -81,7 +94,9 @@ def _trace(params: MemoryTraceInput, ctx: ToolContext, store: RecordStore) -> st
         raise ProfilingError(
             "MemoryTrace needs model: a reference model or 'package.module:function'"
         )
-    return trace_and_record(cfg, store, compare_estimate=params.compare_estimate).text()
+    return trace_and_record(
+        cfg, store, compare_estimate=params.compare_estimate, timeout=params.timeout
+    ).text()
 
 
 def _trace_in_sandbox(
@@ -101,6 +116,7 @@ def _trace_in_sandbox(
     from journal_agent.processes import stop_groups
     from journal_agent.tools.sandbox import SandboxSettings, available_confinement
     from journal_agent.tools.sandbox.call import sandboxed
+    from profiling.trace.run import TRACE_HINT
 
     root = Path(workspace_root(ctx.root))
     settings = ctx.policy.sandbox if ctx.policy is not None else SandboxSettings()
@@ -111,19 +127,21 @@ def _trace_in_sandbox(
             command = f"journal-agent trace --model {params.model}"
             writes = ctx.policy.ensure("Bash", command=command, confined=conf.active).writes
         read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home
-    request = json.dumps({"config": values, "compare_estimate": params.compare_estimate})
+    request = json.dumps(
+        {"config": values, "compare_estimate": params.compare_estimate, "timeout": params.timeout}
+    )
     with sandboxed(root, settings, writes=writes, read_deny=read_deny, home=home) as box:
         argv = box.argv([sys.executable, "-I", "-m", "journal_agent.tools._trace_child", request])
         proc = subprocess.Popen(argv, cwd=root, env=box.env(), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)  # fmt: skip
         try:
-            out, err = proc.communicate(timeout=TRACE_TIMEOUT_S)
+            out, err = proc.communicate(timeout=params.timeout + _CHILD_GRACE_S)
         except subprocess.TimeoutExpired:
             stop_groups([proc.pid], grace_s=2.0, leaders=[proc])
             raise ToolError(
-                f"the trace of {params.model} did not end within {TRACE_TIMEOUT_S} s; it was "
-                "stopped — use a smaller model, batch or sequence"
+                f"the trace of {params.model} did not finish within {params.timeout:g} s; it "
+                f"was stopped — {TRACE_HINT}"
             ) from None
     if proc.returncode != 0:
         said = [

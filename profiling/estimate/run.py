@@ -18,6 +18,9 @@ from profiling.estimate.comparison import Comparison
 from profiling.estimate.memory import Estimate, estimate, render_text
 from profiling.estimate.record import estimate_json, estimate_record
 from profiling.records import MeasurementRecord, RecordStore
+from profiling.time_bound import TimeBound
+
+ESTIMATE_HINT = "give it a longer timeout, or check the sizes given"
 
 
 class EstimateRun(BaseModel):
@@ -42,10 +45,15 @@ def _cite_line(record: MeasurementRecord) -> str:
     return f"record: {record.id}  (cite as {record.citation()})"
 
 
-def estimate_and_record(config: TrainingConfig, store: RecordStore) -> EstimateRun:
+def estimate_and_record(
+    config: TrainingConfig, store: RecordStore, *, timeout: float | None = None
+) -> EstimateRun:
     """Estimate ``config`` and save its record in ``store`` (a
-    :class:`~profiling.records.RecordStore`). Raises ProfilingError on bad input."""
-    est = estimate(config)
+    :class:`~profiling.records.RecordStore`). Raises ProfilingError on bad input, and
+    :class:`~profiling.time_bound.TimedOut` past ``timeout`` seconds (a closed form takes
+    milliseconds: the bound is there so that no estimate, whatever its input, runs on)."""
+    with TimeBound(timeout, f"the estimate of {config.model or 'the model'}", ESTIMATE_HINT):
+        est = estimate(config)
     record = estimate_record(est)
     store.save(record)
     return EstimateRun(estimate=est, record=record, payload=estimate_json(est, record.id))

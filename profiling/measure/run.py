@@ -16,9 +16,7 @@ it. Imports torch.
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +29,7 @@ from profiling.errors import ProfilingError
 from profiling.measure.profiler import MemoryProfiler, ProfileSummary
 from profiling.measure.report import ComparisonRow
 from profiling.models.workloads import WORKLOADS, build_model, describe, find_workload
+from profiling.time_bound import TimeBound, TimedOut
 from profiling.trace.build import (
     _DTYPES,
     _apply_checkpointing,
@@ -86,33 +85,6 @@ class MeasuredRun:
     @property
     def oom(self) -> bool:
         return self.summary.oom is not None
-
-
-class _TimedOut(BaseException):
-    """Raised by the alarm; a BaseException so the user's ``except Exception`` cannot eat it."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` (SIGALRM, main thread only; elsewhere the caller
-    runs the work in a subprocess it can kill, as the MemoryProfile tool does)."""
-    usable = hasattr(signal, "setitimer") and (
-        threading.current_thread() is threading.main_thread()
-    )
-    if seconds is None or not usable:
-        yield
-        return
-
-    def _alarm(_signum: int, _frame: object) -> None:
-        raise _TimedOut()
-
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _device_of(prof: MemoryProfiler) -> torch.device:
@@ -208,7 +180,9 @@ def measure_step(
     notes: list[str] = []
     who = _who(config)
     try:
-        with time_limit(options.timeout):
+        # A bound of the main thread (SIGALRM) or of any other (a stop raised in it): the
+        # MemoryProfile tool still runs the CLI in a child it can kill as a whole.
+        with TimeBound(options.timeout, who, "give it more time"):
             say(0, total, "building the model")
             previous = torch.get_default_dtype()
             torch.set_default_dtype(_DTYPES[config.param_dtype])
@@ -246,7 +220,7 @@ def measure_step(
             _loop(run, model, inputs, optimizer, device, total, say, who)
     except BaseException as exc:
         prof.stop()  # leave no tensor-accounting mode behind in the caller's process
-        if not isinstance(exc, _TimedOut):
+        if not isinstance(exc, TimedOut):
             raise
         raise ProfilingError(
             f"{who} did not finish {total} steps within --timeout {options.timeout:g} s; "
@@ -350,9 +324,11 @@ def _compare_with_trace(run: MeasuredRun, factory: Callable[..., object] | None)
 
             trace = trace_in_child(config, TRACE_TIMEOUT_S)
         else:
+            from profiling.trace.run import trace_bound
             from profiling.trace.step import trace_step
 
-            trace = trace_step(config, factory=factory)
+            with trace_bound(TRACE_TIMEOUT_S, config):
+                trace = trace_step(config, factory=factory)
     except Exception as exc:  # the measurement is kept whatever the trace does
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         run.summary.notes.append(f"no trace beside the measurement: {text}")

@@ -187,6 +187,9 @@ def _fake_process_group(world_size: int) -> Iterator[DeviceMesh]:
         raise ProfilingError(
             f"this torch lacks the fake process group ({exc}); FSDP tracing is unavailable"
         ) from None
+    if dist.is_initialized() and dist.get_backend() == "fake":
+        # Ours, left by a trace stopped by its time bound where it could not clean up.
+        dist.destroy_process_group()
     if dist.is_initialized():
         raise ProfilingError(
             "a torch.distributed process group is already initialized; trace FSDP in a "
@@ -331,6 +334,9 @@ def _shard(
 ) -> None:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # torch >= 2.6
 
+    from profiling.trace.bounded import refuse_unshardable
+
+    refuse_unshardable(model, mesh.size())
     # No ``mp``: fully_shard's own default policy (no casts).
     policy = (
         MixedPrecisionPolicy(param_dtype=mp, reduce_dtype=torch.float32)

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
     from profiling.trace.step import TraceResult
 
+# Past its own bound the child stops itself and says so; it is killed from outside this much
+# later (torch's import comes first, and a stop takes a moment to unwind).
+_GRACE_S = 30.0
 _CHILD = "import sys; sys.path[:0] = __import__('json').loads(sys.stdin.readline()); " + (
     "from profiling.trace.child import main; main()"
 )
@@ -32,14 +35,16 @@ def trace_in_child(config: TrainingConfig, timeout: float | None = None) -> Trac
     """``trace_step(config)`` in a child process; its :class:`TraceResult`."""
     from profiling.trace.step import TraceResult
 
-    request = json.dumps(list(sys.path)) + "\n" + config.model_dump_json() + "\n"
+    request = (
+        json.dumps(list(sys.path)) + "\n" + config.model_dump_json() + "\n" + json.dumps(timeout)
+    )
     try:
         proc = subprocess.run(
             [sys.executable, "-I", "-c", _CHILD],
-            input=request,
+            input=request + "\n",
             capture_output=True,
             text=True,
-            timeout=timeout,
+            timeout=None if timeout is None else timeout + _GRACE_S,
             check=False,
         )
     except subprocess.TimeoutExpired:
@@ -66,11 +71,14 @@ def _failure(code: int, stdout: str, stderr: str) -> str:
 def main() -> None:
     """The child: a configuration on stdin (after the path line), the result JSON on stdout."""
     from profiling.config import TrainingConfig
+    from profiling.trace.run import trace_bound
     from profiling.trace.step import trace_step
 
     config = TrainingConfig.model_validate_json(sys.stdin.readline())
+    timeout = json.loads(sys.stdin.readline())
     try:
-        result = trace_step(config)
+        with trace_bound(timeout, config):
+            result = trace_step(config)
     except ProfilingError as exc:
         print(json.dumps({"error": str(exc)}))
         sys.exit(2)

@@ -15,6 +15,13 @@ from pydantic import BaseModel, ConfigDict
 
 from profiling.estimate.comparison import Comparison
 from profiling.records import MeasurementRecord, RecordStore
+from profiling.time_bound import TimeBound
+
+# What to do when a trace runs out of time (profiling.time_bound says the rest of the sentence).
+TRACE_HINT = (
+    "give it a longer timeout, or trace fewer ranks, a smaller model, batch or sequence "
+    "(estimate has no such limit)"
+)
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -76,13 +83,15 @@ def trace_and_record(
     plot: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
     snapshot: str | Path | None = None,
+    timeout: float | None = None,
 ) -> TraceRun:
     """Trace ``config`` (a :class:`~profiling.config.TrainingConfig`), save the record in
     ``store`` (a :class:`~profiling.records.RecordStore`), and with ``compare_estimate`` save
     the closed-form estimate of the same step beside it; with ``snapshot``, write the traced
     allocations as a memory snapshot for PyTorch's memory viewer
     (``profiling.trace.snapshot_export``). Raises ProfilingError on bad input — an
-    impossible comparison before the (possibly long) trace, not after it."""
+    impossible comparison before the (possibly long) trace, not after it — and
+    :class:`~profiling.time_bound.TimedOut` when the trace runs past ``timeout`` seconds."""
     from profiling.trace.report import (
         estimate_input_for_trace,
         trace_json,
@@ -99,7 +108,8 @@ def trace_and_record(
 
         recorder = SnapshotRecorder()
     observe = recorder.attach if recorder is not None else None
-    result = trace_step(config, progress=progress, module_depth=module_depth, observe=observe)
+    with trace_bound(timeout, config):
+        result = trace_step(config, progress=progress, module_depth=module_depth, observe=observe)
     if recorder is not None and snapshot is not None:
         from profiling.trace.snapshot_export import write_snapshot
 
@@ -140,16 +150,28 @@ def trace_and_record(
     return run
 
 
+def trace_bound(timeout: float | None, config: TrainingConfig) -> TimeBound:
+    """The time bound of one trace of ``config`` (None: unbounded)."""
+    return TimeBound(timeout, f"the trace of {config.model}", TRACE_HINT)
+
+
 def trace_beside_estimate(
-    run: EstimateRun, store: RecordStore, *, progress: Callable[[str], None] | None = None
+    run: EstimateRun,
+    store: RecordStore,
+    *,
+    progress: Callable[[str], None] | None = None,
+    timeout: float | None = None,
 ) -> EstimateRun:
     """Trace the step an :class:`~profiling.estimate.run.EstimateRun` estimated, save the
     trace's record in ``store``, and put the trace and the comparison in ``run`` (its payload
-    too). Raises ProfilingError for what a trace cannot reproduce, before tracing."""
+    too). Raises ProfilingError for what a trace cannot reproduce, before tracing, and
+    :class:`~profiling.time_bound.TimedOut` past ``timeout`` seconds."""
     from profiling.trace.report import compare, trace_config_for_estimate, trace_json, trace_record
     from profiling.trace.step import trace_step
 
-    result = trace_step(trace_config_for_estimate(run.estimate), progress=progress)
+    config = trace_config_for_estimate(run.estimate)
+    with trace_bound(timeout, config):
+        result = trace_step(config, progress=progress)
     run.trace = result
     run.trace_record = trace_record(result)
     store.save(run.trace_record)

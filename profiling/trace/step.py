@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -30,6 +29,8 @@ from profiling.errors import ProfilingError
 from profiling.estimate.step_time import StepTime, optimizer_overheads, step_time
 from profiling.estimate.time import optimizer_shards
 from profiling.models.workloads import describe, find_workload
+from profiling.time_bound import bounded
+from profiling.trace.bounded import Checkpoints, checked_progress, one_trace_at_a_time
 from profiling.trace.build import (
     _autocast,
     _block_prefix,
@@ -62,9 +63,6 @@ if TYPE_CHECKING:
     from profiling.trace.tracker import StepTracker
 
 Progress = Callable[[str], None]
-# Tracing touches process-global state (default dtype, the process group, dispatch modes);
-# hosts that run tools on threads get one trace at a time.
-_TRACE_LOCK = threading.Lock()
 
 # A trace is configured by the one model every tool shares (the older name kept for callers).
 TraceConfig = TrainingConfig
@@ -122,11 +120,13 @@ def trace_step(
     recorder, ``profiling.trace.snapshot_export``); it implies tracing every block.
     """
     config = _traceable(config)
-    say = progress or (lambda _stage: None)
+    say = checked_progress(progress)
     if config.seq is None:
         config = config.model_copy(update={"seq": config.seq_or_default(factory)})
     start = time.perf_counter()
-    with _TRACE_LOCK, contextlib.ExitStack() as stack:
+    with one_trace_at_a_time(config), contextlib.ExitStack() as stack:
+        if bounded():
+            stack.enter_context(Checkpoints())  # the time bound stops it at a torch call
         stack.enter_context(warnings.catch_warnings())
         warnings.simplefilter("ignore")
         mesh = stack.enter_context(_fake_process_group(config.world_size)) if config.fsdp else None

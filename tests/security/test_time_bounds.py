@@ -1,0 +1,121 @@
+"""Issue #29, bounds: `trace --fsdp --gpus 1000000` (and MemoryTrace, also offered to `inbox
+draft`) had no time bound — it never returned, and `--gpus 10000` took 93 s.
+
+Now every trace, estimate and fit runs within a time bound (`--timeout SECONDS` on the CLI,
+600 s by default; `timeout` in MemoryTrace, 120 s by default; a fixed bound in MemoryEstimate):
+past it, one sentence and a non-zero exit (an error result for a tool), nothing left running.
+A world size whose sharding alone cannot end within the bound is refused before the trace
+starts, in one sentence that says how many ranks can be traced.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from journal_agent.tools import make_context
+from journal_agent.tools.memory_trace import MemoryTrace
+from journal_agent.tools.sandbox import SandboxSettings, available_confinement
+from tests.processes import none_left
+
+
+def _one_sentence(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def _records(ws: Path) -> list[str]:
+    folder = ws / ".journal" / "measurements"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_finding_trace_of_a_million_ranks_is_refused_up_front(cli, tmp_path):
+    # With the default bound: refused by the measure of one shard, not stopped by the bound.
+    res = cli("trace", "--model", "tiny-gpt2", "--fsdp", "--gpus", "1000000", "--root",
+              str(tmp_path))  # fmt: skip
+    assert res.returncode == 1
+    said = _one_sentence(res.stderr)
+    assert "FSDP over 1,000,000 ranks cannot be traced" in said, said
+    assert "trace at most about" in said and "--gpus" in said and "estimate" in said
+    assert "did not finish" not in said  # refused, not run until the bound stopped it
+    assert _records(tmp_path) == []
+
+
+def test_finding_a_trace_past_its_timeout_is_stopped_with_one_sentence(cli, tmp_path):
+    # A real process: the sentence on stderr, exit 1, no record, and nothing of it left.
+    res = cli.process("trace", "--model", "gpt2-medium", "--timeout", "1.5", "--root",
+                      str(tmp_path), timeout=300)  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    said = _one_sentence(res.stderr)
+    assert said == (
+        "error: the trace of gpt2-medium did not finish within 1.5 s; it was stopped — give "
+        "it a longer timeout, or trace fewer ranks, a smaller model, batch or sequence "
+        "(estimate has no such limit)"
+    )
+    assert _records(tmp_path) == []
+
+
+def test_finding_fit_and_a_traced_estimate_are_bounded_too(cli, tmp_path):
+    fitted = cli("fit", "--model", "gpt2-medium", "--gpu-mem", "80", "--confirm", "2",
+                 "--timeout", "1", "--json", "--root", str(tmp_path))  # fmt: skip
+    assert fitted.returncode == 1
+    assert _one_sentence(fitted.stderr).startswith(
+        "error: fit of gpt2-medium did not finish within 1 s; it was stopped — give it a "
+        "longer timeout, or confirm fewer candidates by trace (--confirm 0: none)"
+    )
+    est = cli("estimate", "--model", "gpt2-medium", "--compare-trace", "--timeout", "1",
+              "--root", str(tmp_path))  # fmt: skip
+    assert est.returncode == 1
+    assert "the trace of gpt2-medium did not finish within" in _one_sentence(est.stderr)
+    # The same commands within their bound still work.
+    assert cli("estimate", "--model", "gpt2-medium", "--timeout", "5", "--root",
+               str(tmp_path)).returncode == 0  # fmt: skip
+
+
+def _call_on_a_thread(tool, ctx, params: dict) -> object:
+    """The tool called as the MCP server and the runtime call it: on a thread of their own,
+    where no signal can stop it."""
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(tool.call(ctx, params)), daemon=True)
+    thread.start()
+    thread.join(timeout=300)
+    assert not thread.is_alive(), "the bounded trace never returned"
+    return out[0]
+
+
+def test_finding_memory_trace_is_stopped_on_the_thread_it_runs_on(tmp_path):
+    ctx = make_context(tmp_path, mode="bypassPermissions")
+    res = _call_on_a_thread(MemoryTrace(), ctx, {"model": "gpt2-medium", "timeout": 1})
+    assert res.is_error  # type: ignore[attr-defined]
+    assert res.content.startswith(  # type: ignore[attr-defined]
+        "the trace of gpt2-medium did not finish within 1 s; it was stopped"
+    )
+    refused = _call_on_a_thread(
+        MemoryTrace(), ctx, {"model": "tiny-gpt2", "fsdp": True, "gpus": 1_000_000}
+    )
+    assert refused.is_error  # type: ignore[attr-defined]
+    assert "FSDP over 1,000,000 ranks cannot be traced" in refused.content  # type: ignore[attr-defined]
+    # The thread's stop left the trace machinery usable: the next call traces.
+    ok = _call_on_a_thread(MemoryTrace(), ctx, {"model": "tiny-gpt2"})
+    assert not ok.is_error, ok.content  # type: ignore[attr-defined]
+    assert len(_records(tmp_path)) == 1
+
+
+def test_finding_a_sandboxed_trace_past_its_timeout_leaves_nothing_running(tmp_path):
+    if not available_confinement(SandboxSettings(), tmp_path).active:
+        pytest.skip("no sandbox on this machine: the config is traced the same way, unconfined")
+    ctx = make_context(tmp_path, mode="default")
+    marker = "1.2345"  # the child's argv holds its request, and with it this bound
+    res = MemoryTrace().call(ctx, {"model": "hf:llama-3.1-8b", "timeout": float(marker)})
+    assert res.is_error
+    assert res.content == (
+        "the trace of hf:llama-3.1-8b did not finish within 1.2345 s; it was stopped — give it "
+        "a longer timeout, or trace fewer ranks, a smaller model, batch or sequence (estimate "
+        "has no such limit)"
+    )
+    assert none_left(f'"timeout": {marker}')
+    assert _records(tmp_path) == []
