@@ -291,7 +291,17 @@ def spawn_detached(root: str, task: str) -> None:
 def _refresh(root: str) -> None:
     """The detached child: propose the 📚 rows of the sessions that ended (after any other
     child at it, so that none is missed), then recompute the cached status unless another
-    child is at that already."""
+    child is at that already; within its CPU time and memory limits (capture/limits.py)."""
+    from journal_agent.capture import limits
+
+    memory_mb = limits.bound_self(lambda message: log(root, "refresh", message))
+    try:
+        _refresh_bounded(root)
+    except MemoryError:
+        log(root, "refresh", limits.memory_message(memory_mb))
+
+
+def _refresh_bounded(root: str) -> None:
     from journal_agent.capture import session, status
 
     folder = status.capture_dir(root)
