@@ -18,12 +18,12 @@ __all__ = ["app", "load_all", "main"]
 
 
 def _read_only_in_sandbox(exc: BaseException) -> bool:
-    """A write refused by the sandbox's read-only view (we run inside it when it gave us an
-    outbox for records)."""
+    """A write refused by the sandbox's read-only view (we run inside it: it says so in
+    ``JOURNAL_AGENT_SANDBOX``, see tools/sandbox/call.py)."""
     import errno
     import os
 
-    sandboxed = "JOURNAL_AGENT_OUTBOX" in os.environ
+    sandboxed = "JOURNAL_AGENT_SANDBOX" in os.environ or "JOURNAL_AGENT_OUTBOX" in os.environ
     return sandboxed and isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES)
 
 

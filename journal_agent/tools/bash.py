@@ -27,7 +27,7 @@ from journal_agent.tools._budget import DEFAULT_MAX_TOKENS, fit_to_budget
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.confined_paths import workspace_root
-from journal_agent.tools.own_commands import host_argv
+from journal_agent.tools.own_commands import host_argv, measuring_argv
 from journal_agent.tools.sandbox import SandboxSettings
 from journal_agent.tools.sandbox import available_confinement as available_confinement
 from journal_agent.tools.sandbox.call import Sandboxed, sandboxed
@@ -114,8 +114,13 @@ class Bash(Tool[BashInput]):
         host = host_argv(params.command, ctx.policy, root) if ctx.policy is not None else None
         if host is not None:
             return run_shell(params.command, root, timeout_s, settings=settings, argv=host).result()
-        with sandboxed(root, settings, writes=writes, read_deny=read_deny, home=home) as box:
-            outcome = run_shell(params.command, root, timeout_s, box=box)
+        # A measurement alone on its line: our argv instead of the line, with an outbox for
+        # its records (a command line never gets one: it could forge them).
+        measure = measuring_argv(params.command, ctx.policy, root) if ctx.policy else None
+        with sandboxed(root, settings, writes=writes, read_deny=read_deny, home=home,
+                       outbox=measure is not None) as box:  # fmt: skip
+            argv = box.argv(measure) if measure is not None and box.active else None
+            outcome = run_shell(params.command, root, timeout_s, box=box, argv=argv)
         return outcome.result(box.notes)
 
 
@@ -224,7 +229,8 @@ def run_shell(
     argv: list[str] | None = None,
 ) -> _Outcome:
     """Run ``command`` with bash in ``box`` (unconfined without one, or when it is inactive);
-    or, given ``argv``, that program on the host (journal-agent's own commands)."""
+    or, given ``argv``, that program instead: on the host (journal-agent's own commands), or
+    already wrapped by ``box`` (a measuring child, with ``box``'s environment)."""
     # Built from an allow-list: `env` or `printenv` would otherwise put the parent's keys,
     # tokens and database passwords into the conversation and the transcript.
     env = box.env() if box is not None else command_env(settings)

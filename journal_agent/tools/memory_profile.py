@@ -110,7 +110,9 @@ def _profile_in_sandbox(
         else:
             ctx.policy.ensure("MemoryProfile")  # a rule naming the tool still decides
         read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home
-    with sandboxed(root, settings, writes=writes, read_deny=read_deny, home=home) as box:
+    with sandboxed(
+        root, settings, writes=writes, read_deny=read_deny, home=home, outbox=True
+    ) as box:
         argv = box.argv([sys.executable, "-I", "-m", "journal_agent", *args, "--json",
                          "--root", str(root)])  # fmt: skip
         env = box.env({"JOURNAL_AGENT_PROGRESS": "lines", "NO_COLOR": "1"})

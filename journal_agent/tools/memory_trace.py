@@ -130,7 +130,9 @@ def _trace_in_sandbox(
     request = json.dumps(
         {"config": values, "compare_estimate": params.compare_estimate, "timeout": params.timeout}
     )
-    with sandboxed(root, settings, writes=writes, read_deny=read_deny, home=home) as box:
+    with sandboxed(
+        root, settings, writes=writes, read_deny=read_deny, home=home, outbox=True
+    ) as box:
         argv = box.argv([sys.executable, "-I", "-m", "journal_agent.tools._trace_child", request])
         proc = subprocess.Popen(argv, cwd=root, env=box.env(), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

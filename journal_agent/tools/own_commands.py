@@ -47,6 +47,8 @@ HOST_RUN = {
     ("ledger", "add-action"), ("ledger", "tick"), ("ledger", "add-goal"),
     ("ledger", "tick-goal"), ("ledger", "updated"), ("ledger", "apply"), ("feedback",),
 }  # fmt: skip
+# Measurements: run by the Bash tool as a child of ours in the line's sandbox, with an outbox.
+MEASURING = {("trace",), ("profile",), ("fit",), ("estimate",)}
 # Options that would write a file the command names, move the state elsewhere, or undo an
 # edit: such a command runs in the sandbox instead, with what its mode allows.
 _WRITES_ELSEWHERE = ("--plot", "--csv", "--root", "--eject", "--revert", "--output", "--init")
@@ -61,24 +63,11 @@ def host_argv(command: str, policy: PermissionPolicy | None, root: Path) -> list
 
     Never in ``plan`` mode, which writes nothing: there the command runs in the read-only
     sandbox like any other."""
-    if not _literal(command) or (policy is not None and policy.mode == "plan"):
+    if policy is not None and policy.mode == "plan":
         return None
-    try:
-        parts = split_commands(command)
-    except ShellParseError:
+    args = _own_args(command)
+    if args is None:
         return None
-    if len(parts) != 1:
-        return None
-    part = parts[0]
-    words = part.words
-    if part.assignments or part.redirects or not words or part.text.split()[0] != words[0]:
-        return None  # a variable, a redirection, or a wrapper (env, nohup, timeout …)
-    if words[0] == "journal-agent":
-        args = words[1:]
-    elif len(words) >= 3 and _PYTHON.fullmatch(words[0]) and words[1:3] == ["-m", "journal_agent"]:
-        args = words[3:]
-    else:
-        return None  # a path (./journal-agent, tools/python) is whatever the workspace holds
     if tuple(args[:2]) not in HOST_RUN and tuple(args[:1]) not in HOST_RUN:
         return None
     ledger_sub = args[:1] == ["ledger"] and len(args) > 1 and not args[1].startswith("-")
@@ -95,6 +84,49 @@ def host_argv(command: str, policy: PermissionPolicy | None, root: Path) -> list
         if not _readable(arg, policy, root):
             return None
     return [sys.executable, "-I", "-m", "journal_agent", *args]
+
+
+def measuring_argv(command: str, policy: PermissionPolicy | None, root: Path) -> list[str] | None:
+    """The argv of a measuring child for ``command`` — ``journal-agent trace|profile|fit|
+    estimate …`` alone on its line, not run by the host — or None.
+
+    The Bash tool runs it instead of the line, in the sandbox the line would get, with an
+    outbox of its own for the records (:mod:`journal_agent.tools.sandbox.call`): only our argv
+    runs in there (and the user's model factory it imports), so a record it hands back was made
+    by the measurement, never by another command of the line. Not in ``plan`` mode (it writes
+    nothing), nor with ``--root`` (the records belong to this workspace)."""
+    if policy is not None and policy.mode == "plan":
+        return None
+    args = _own_args(command)
+    if args is None or tuple(args[:1]) not in MEASURING:
+        return None
+    if any(a == "--root" or a.startswith("--root=") for a in args):
+        return None
+    if not all(_readable(arg, policy, root) for arg in args):
+        return None
+    return [sys.executable, "-I", "-m", "journal_agent", *args]
+
+
+def _own_args(command: str) -> list[str] | None:
+    """The words after ``journal-agent`` (or ``python -m journal_agent``) when ``command`` is
+    that alone, as bash would take it word for word; else None."""
+    if not _literal(command):
+        return None
+    try:
+        parts = split_commands(command)
+    except ShellParseError:
+        return None
+    if len(parts) != 1:
+        return None
+    part = parts[0]
+    words = part.words
+    if part.assignments or part.redirects or not words or part.text.split()[0] != words[0]:
+        return None  # a variable, a redirection, or a wrapper (env, nohup, timeout …)
+    if words[0] == "journal-agent":
+        return words[1:]
+    if len(words) >= 3 and _PYTHON.fullmatch(words[0]) and words[1:3] == ["-m", "journal_agent"]:
+        return words[3:]
+    return None  # a path (./journal-agent, tools/python) is whatever the workspace holds
 
 
 def _literal(command: str) -> bool:

@@ -5,12 +5,17 @@ Every process that runs what a model influenced goes through here: the Bash tool
 file's ``!`cmd```, and the profiling children of MemoryProfile and MemoryTrace.
 
 **The outbox.** ``.journal/`` is never writable inside the sandbox: a symlink planted there
-would redirect what the host writes later. A journal-agent command inside the sandbox that
-makes a measurement record (``estimate``, ``trace``, ``profile``) writes it instead into a
-fresh, empty directory of this call, seen inside as ``/tmp/journal-agent-outbox``
-(``JOURNAL_AGENT_OUTBOX``). After the call the host reads each plain file there (never
-following a link, bounded in size and number), validates it as a record, and saves it through
-:class:`profiling.records.RecordStore`, its own atomic path.
+would redirect what the host writes later. A measuring child — a process *our code* starts
+with *our own* argv (MemoryProfile, MemoryTrace, ``journal-agent trace/profile/fit`` alone on a
+Bash line: :func:`journal_agent.tools.own_commands.measuring_argv`) — writes its records
+instead into a fresh, empty directory of this call, seen inside as
+``/tmp/journal-agent-outbox`` (``JOURNAL_AGENT_OUTBOX``). After the call the host reads each
+plain file there (never following a link, bounded in size and number), validates it as a
+record, and saves it through :class:`profiling.records.RecordStore`, its own atomic path.
+
+A call that runs a command line (Bash, ``!`cmd```) gets **no** outbox (``outbox=False``): any
+process of the line could write one, and a record is cited as a measurement (``[m:id]``). So a
+record is only ever picked up from the sandbox of the child that measured it.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from journal_agent.tools.sandbox.view import View, build_view, remove_precreated
 
 OUTBOX_INSIDE = "/tmp/journal-agent-outbox"
 OUTBOX_ENV = "JOURNAL_AGENT_OUTBOX"
+# Set in every sandboxed process: journal-agent inside says why it cannot write its state.
+INSIDE_ENV = "JOURNAL_AGENT_SANDBOX"
 MAX_RECORDS = 100
 MAX_RECORD_BYTES = 4 * 2**20
 
@@ -70,6 +77,7 @@ class Sandboxed:
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = command_env(self.settings, extra=extra)
         if self.active:
+            env[INSIDE_ENV] = "1"
             env["TMPDIR"] = "/tmp"
             # The home directory is read-only in there: matplotlib's cache goes to the
             # private /tmp instead of a warning on every plot.
@@ -87,9 +95,11 @@ def sandboxed(
     writes: bool,
     read_deny: tuple[str, ...] = (),
     home: Path | None = None,
+    outbox: bool = False,
 ) -> Iterator[Sandboxed]:
     """Prepare one call; afterwards move what it created of the protected paths into
-    quarantine, save the records it left in the outbox, remove its cgroups."""
+    quarantine, save the records it left in the outbox, remove its cgroups. ``outbox``: only
+    for a measuring child of ours (see the module's docstring), never a command line."""
     conf = available_confinement(settings, root)
     box = Sandboxed(root, settings, conf)
     if not conf.active:
@@ -102,7 +112,8 @@ def sandboxed(
     try:
         if conf.kind == "bubblewrap":
             box.tree = prepare(settings.limits)
-            box.outbox = Path(tempfile.mkdtemp(prefix="journal-agent-outbox-"))
+            if outbox:
+                box.outbox = Path(tempfile.mkdtemp(prefix="journal-agent-outbox-"))
         yield box
     finally:
         if box.tree is not None:
