@@ -19,6 +19,14 @@ each reference is located again:
 Per strategy: the share relocated correctly, relocated wrongly (must be 0 for journal-agent) and
 flagged — flagged split into "the lines did change" and "missed: they had only moved".
 
+**The twin probe**: every drawn reference whose cited lines also occur elsewhere in the package
+(a twin: ``Client.send`` and ``AsyncClient.send``) is tried twice on the first version, one file
+edited each time: its own copy edited (one telling line gets a trailing comment) must be flagged,
+never moved into the twin; the twin edited instead must leave it fresh where it is.
+
+By default two packages are run (rich 13.6.0 → 13.7.0, httpx 0.27.0 → 0.28.1: a sync and an
+async client, twins throughout); ``--package`` runs one.
+
     python benchmarks/bench_refs.py [--package rich --old 13.6.0 --new 13.7.0] [-n 400]
 """
 
@@ -37,7 +45,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from journal_agent.journal.refs import CodeRef, FileCache, make_anchor, window_hash
+from journal_agent.journal.places import make_anchor
+from journal_agent.journal.refs import CodeRef, FileCache, window_hash
 from journal_agent.journal.relocate import Relocator
 
 CACHE = Path.home() / ".cache" / "journal-agent" / "bench_refs"
@@ -133,7 +142,12 @@ def truth(
     old: Path, new: Path, ref: CodeRef, old_funcs: list[Function], new_funcs: list[Function]
 ) -> tuple[str, int, int] | None:
     """Where the cited lines are in the new version, by the code's structure; None: flag."""
-    owner = next(f for f in old_funcs if f.path == ref.path and f.first <= ref.start <= f.last)
+    # The innermost function holding all the lines (draw took them from one function's body;
+    # a nested function's lines are its own, not its parent's, which may repeat them).
+    owner = min(
+        (f for f in old_funcs if f.path == ref.path and f.first <= ref.start <= ref.end <= f.last),
+        key=lambda f: f.last - f.first,
+    )
     cited = lines_of(old, ref.path)[ref.start - 1 : ref.end]
     f = _counterpart(new, owner, cited, old_funcs, new_funcs)
     if f is None:
@@ -155,18 +169,19 @@ def _counterpart(
 ) -> Function | None:
     """The function of the new version that is the old ``owner``: the same qualified name (in
     the same module, else anywhere); among several (overloads, property setters), the k-th of
-    k when their number is unchanged, else the one with the same signature, else the one
-    that holds the cited lines."""
+    k when their number is unchanged, else the one with the same signature (unless it holds
+    no cited line and exactly one other does: overloads were added, and the stub kept the
+    signature the implementation had), else the one that holds the cited lines."""
     twins = [f for f in old_funcs if (f.path, f.qualname) == (owner.path, owner.qualname)]
     same = [f for f in new_funcs if (f.path, f.qualname) == (owner.path, owner.qualname)]
     if not same:
         same = [f for f in new_funcs if f.qualname == owner.qualname]
     if len(same) == len(twins):
         return same[twins.index(owner)]
-    signed = [f for f in same if f.signature == owner.signature]
-    if len(signed) == 1:
-        return signed[0]
     holding = [f for f in same if _places(lines_of(new, f.path)[f.first - 1 : f.last], cited)]
+    signed = [f for f in same if f.signature == owner.signature]
+    if len(signed) == 1 and (signed[0] in holding or len(holding) != 1):
+        return signed[0]
     return holding[0] if len(holding) == 1 else None
 
 
@@ -213,6 +228,92 @@ def tally(results: list[tuple[tuple | None, tuple | None]]) -> dict[str, object]
     }
 
 
+def twin_places(root: Path, refs: list[CodeRef]) -> list[list[tuple[str, int]]]:
+    """For each reference, the other places of the package holding its lines (path, start)."""
+    by_line: dict[bytes, list[tuple[str, int]]] = {}
+    files = FileCache(root)
+    paths = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py"))
+    for path in paths:
+        for i, line in enumerate(files.lines(path) or []):
+            if line.strip():
+                by_line.setdefault(line, []).append((path, i))
+    out = []
+    for ref in refs:
+        cited = (files.lines(ref.path) or [])[ref.start - 1 : ref.end]
+        digest = window_hash(cited)
+        first = next((k for k, x in enumerate(cited) if x.strip()), 0)
+        found = []
+        for path, i in by_line.get(cited[first], []):
+            start = i - first + 1
+            if (path, start) == (ref.path, ref.start) or start < 1:
+                continue
+            lines = files.lines(path) or []
+            if window_hash(lines[start - 1 : start - 1 + len(cited)]) == digest:
+                found.append((path, start))
+        out.append(found)
+    return out
+
+
+def _edited(lines: list[bytes], start: int, count: int) -> list[bytes] | None:
+    """The file with one telling line of ``start..start+count-1`` edited (a trailing comment)."""
+    for i in range(start - 1, start - 1 + count):
+        if len(lines[i].strip()) >= 4:
+            return [*lines[:i], lines[i] + b"  # edited", *lines[i + 1 :]]
+    return None
+
+
+def twin_probe(old: Path, refs: list[CodeRef], anchors: list) -> dict[str, object]:
+    """Edit one copy of every reference that has a twin: its own (must be flagged, never
+    moved to the twin), then the twin's (must stay fresh where it is)."""
+    twins = twin_places(old, refs)
+    probes = [(r, a, t) for r, a, t in zip(refs, anchors, twins, strict=True) if t and a]
+    own = {"flagged": 0, "moved_into_a_twin": 0, "moved_elsewhere": 0, "fresh": 0}
+    untold = 0  # no line of four characters or more to edit
+    other = {"fresh": 0, "moved": 0, "flagged": 0}
+    in_same_file = sum(1 for r, _, t in probes if any(p == r.path for p, _ in t))
+    for ref, anchor, places in probes:
+        count = ref.end - ref.start + 1
+        original = FileCache(old).lines(ref.path) or []
+        edited = _edited(list(original), ref.start, count)
+        if edited is None:
+            untold += 1
+            continue
+        found = _locate_with(old, ref.path, edited, ref, anchor)
+        if found.state == "moved":
+            key = "moved_into_a_twin" if (found.path, found.start) in places else "moved_elsewhere"
+            own[key] += 1
+        else:
+            own["fresh" if found.state == "fresh" else "flagged"] += 1
+        path, start = places[0]
+        twin_file = FileCache(old).lines(path) or []
+        edited_twin = _edited(list(twin_file), start, count)
+        if edited_twin is None:
+            continue
+        found = _locate_with(old, path, edited_twin, ref, anchor)
+        other[
+            "fresh" if found.state == "fresh" else "moved" if found.state == "moved" else "flagged"
+        ] += 1
+    return {
+        "references_with_a_twin": len(probes),
+        "twin_in_the_same_file": in_same_file,
+        "not_probed_no_telling_line": untold,
+        "cited_copy_edited": own,
+        "twin_edited": other,
+        "wrong": own["moved_into_a_twin"] + own["moved_elsewhere"] + own["fresh"] + other["moved"],
+    }
+
+
+def _locate_with(root: Path, path: str, lines: list[bytes], ref: CodeRef, anchor):
+    """Locate ``ref`` with ``path`` holding ``lines`` for the moment (then put back)."""
+    full = root / path
+    saved = full.read_bytes()
+    try:
+        full.write_bytes(b"\n".join(lines) + b"\n")
+        return Relocator(root, FileCache(root)).locate(ref, anchor)
+    finally:
+        full.write_bytes(saved)
+
+
 def run(package: str, old_v: str, new_v: str, n: int, seed: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="bench-refs-") as tmp:
         old, new = Path(tmp) / "old", Path(tmp) / "new"
@@ -232,6 +333,8 @@ def run(package: str, old_v: str, new_v: str, n: int, seed: int) -> dict[str, ob
         exact = [exact_line(new_files, ref, a.hash) for ref, a in zip(refs, anchors, strict=True)]
         exact_s = time.perf_counter() - t
         first = [first_match(new_files, ref, a.hash) for ref, a in zip(refs, anchors, strict=True)]
+        t = time.perf_counter()
+        probe = {**twin_probe(old, refs, anchors), "seconds": time.perf_counter() - t}
         changed_files = sum(
             1
             for p in sorted({r.path for r in refs})
@@ -251,18 +354,25 @@ def run(package: str, old_v: str, new_v: str, n: int, seed: int) -> dict[str, ob
         "journal_agent": {**tally(list(zip(located, truths, strict=True))), "seconds": ours_s},
         "baseline_exact_line": {**tally(list(zip(exact, truths, strict=True))), "seconds": exact_s},
         "baseline_first_match": tally(list(zip(first, truths, strict=True))),
+        "twin_probe": probe,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--package", default="rich")
+    parser.add_argument("--package", help="one package (default: rich, then httpx)")
     parser.add_argument("--old", default="13.6.0")
     parser.add_argument("--new", default="13.7.0")
     parser.add_argument("-n", type=int, default=400, help="references drawn")
     parser.add_argument("--seed", type=int, default=24)
     args = parser.parse_args()
-    print(json.dumps(run(args.package, args.old, args.new, args.n, args.seed), indent=2))
+    pairs = (
+        [(args.package, args.old, args.new)]
+        if args.package
+        else [("rich", "13.6.0", "13.7.0"), ("httpx", "0.27.0", "0.28.1")]
+    )
+    runs = [run(package, old, new, args.n, args.seed) for package, old, new in pairs]
+    print(json.dumps(runs[0] if args.package else {"runs": runs}, indent=2))
 
 
 if __name__ == "__main__":

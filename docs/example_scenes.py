@@ -196,6 +196,30 @@ def build_journal(root: Path) -> None:
     )
 
 
+SCALE = "def scale(x):\n    y = x * 2\n    z = y + 1\n    return z\n"
+
+
+def build_moved_and_changed(root: Path) -> None:
+    """An entry citing a whole function, then two lines inserted above it and one of its
+    lines edited (docs/journal.md: what `--accept` is offered for)."""
+    from journal_agent.journal import api
+    from journal_agent.workspace import Workspace
+    from tests.entries import render_entry
+
+    write(root, "m.py", SCALE)
+    entry = render_entry(
+        "Scaling",
+        "2026-11-21",
+        context="Reading `m.py:1-4`, the scaling helper.",
+        question="Why add one after doubling?",
+        intuition="The offset keeps zero inputs away from zero.",
+        tags="#python",
+    )
+    outcome = api.append_entry(Workspace(root), entry)
+    assert outcome.appended, outcome.problems
+    write(root, "m.py", "import os\n\n" + SCALE.replace("y + 1", "y + 2"))
+
+
 def build_mojibake(root: Path) -> None:
     """The entries after an editor read the journal as cp1252 and saved it again: the first
     entry's 🔍 and the second's 🏷️ double-encoded, losing the bytes cp1252 does not define."""
@@ -303,6 +327,7 @@ SCENES: dict[str, Scene] = {
     "entries": Scene(build_entries, base="project"),
     "journal": Scene(build_journal, base="entries"),
     "mojibake": Scene(build_mojibake, base="entries"),
+    "moved-and-changed": Scene(build_moved_and_changed),
     "relevance": Scene(build_relevance),
     "learning": Scene(build_learning),
     "feedback": Scene(build_feedback),

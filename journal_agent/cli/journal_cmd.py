@@ -153,9 +153,9 @@ def _print_report(report) -> None:
         typer.echo(f"{mark} {entry['id']}  ({entry['date']}, line {entry['line']})")
         for line in _problem_lines(problems, "learning_journal.md"):
             typer.echo(line)
-    n = len(report.problems)
+    n, count = len(report.problems), len(report.entries)
     typer.echo(
-        f"{len(report.entries)} entries, {n} problem{'s' if n != 1 else ''}"
+        f"{count} entr{'y' if count == 1 else 'ies'}, {n} problem{'s' if n != 1 else ''}"
         + ("" if n else " — all references, citations and sections check out")
     )
 
@@ -229,14 +229,16 @@ def journal_refresh_command(
     """After updating an entry for changed code: record its references' current content."""
     from journal_agent.journal import api
 
-    entry_id, anchors = api.refresh_refs(open_workspace(root), entry, accept or [])
+    done = api.refresh_refs(open_workspace(root), entry, accept or [])
     if json_out:
-        print_json({"entry": entry_id, "refs": sorted(anchors)})
-    else:
-        refs = ", ".join(sorted(anchors)) or "none"
-        typer.echo(
-            f"recorded the current content of {len(anchors)} reference(s) of {entry_id}: {refs}"
-        )
+        print_json({"entry": done.entry, "refs": sorted(done.anchors), "skipped": done.skipped})
+        return
+    refs = ", ".join(sorted(done.anchors)) or "none"
+    typer.echo(
+        f"recorded the current content of {len(done.anchors)} reference(s) of {done.entry}: {refs}"
+    )
+    for why in done.skipped.values():
+        typer.echo(f"not recorded: {why}", err=True)
 
 
 @journal_app.command("search")

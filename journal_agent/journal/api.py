@@ -34,8 +34,7 @@ if TYPE_CHECKING:  # imported where used, inside the functions: search by meanin
     import numpy as np
 
     from journal_agent.journal.model import Entry
-    from journal_agent.journal.reffix import FixOutcome
-    from journal_agent.journal.refs import Anchor
+    from journal_agent.journal.reffix import FixOutcome, Refreshed
     from journal_agent.journal.search.duplicates import Check, Duplicate
     from journal_agent.journal.search.index import SearchIndex
     from journal_agent.workspace import Workspace
@@ -353,14 +352,13 @@ def repair(ws: Workspace, dry_run: bool = False) -> RepairOutcome:
     )
 
 
-def refresh_refs(
-    ws: Workspace, key: str, accept: list[str] | None = None
-) -> tuple[str, dict[str, Anchor]]:
+def refresh_refs(ws: Workspace, key: str, accept: list[str] | None = None) -> Refreshed:
     """Record the current content of an entry's code references as its new baseline.
 
     For after a ``stale_ref``: once the entry has been brought up to date with the code, this
     makes the code as it is now the new baseline — for a reference whose lines changed only
-    when it is named in ``accept``. Returns the entry id and the anchors recorded.
+    when it is named in ``accept`` and its lines hold what it cited. Returns the entry id, the
+    anchors recorded and the references that could not be (with why).
     """
     from journal_agent.journal.reffix import refresh
 

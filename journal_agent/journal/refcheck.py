@@ -13,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from journal_agent.journal.model import Entry
+from journal_agent.journal.places import make_anchor
 from journal_agent.journal.problems import Problem
-from journal_agent.journal.refs import Anchor, CodeRef, FileCache, make_anchor, resolve_problem
+from journal_agent.journal.refs import Anchor, CodeRef, FileCache, resolve_problem
 from journal_agent.journal.relocate import CHANGED, Located, Relocator
 
 _GIT_TIMEOUT_S = 5.0
@@ -48,14 +49,11 @@ def ref_problems(entry: Entry, anchors: dict[str, Anchor], relocator: Relocator)
                 )
             )
         elif found.state == "changed":
-            lines = f"line {ref.start}" if ref.start == ref.end else f"lines {ref.start}-{ref.end}"
             problems.append(
                 Problem(
                     entry.id,
                     "stale_ref",
-                    f"{ref.path} {lines} changed since the entry was written (reference "
-                    f"{ref.key}{_why(found)}); re-read the code, update the entry, then run "
-                    f"`journal-agent journal refresh {entry.id} --accept {ref.key}`",
+                    stale_detail(entry.id, ref, found),
                     ref.line,
                     diff=list(found.diff) or None,
                 )
@@ -72,9 +70,31 @@ def ref_problems(entry: Entry, anchors: dict[str, Anchor], relocator: Relocator)
     return problems
 
 
-def _why(found: Located) -> str:
-    """What the search found beyond "changed" (a likely new place, repeated lines)."""
-    return "" if found.detail == CHANGED else f": {found.detail}"
+def stale_detail(entry_id: str, ref: CodeRef, found: Located) -> str:
+    """What changed and what to do. ``refresh --accept`` is suggested only for lines that hold
+    what was cited: when it is probably elsewhere now, the reference must first point there;
+    when nothing holds it, the entry must say what the code does now."""
+    lines = f"line {ref.start}" if ref.start == ref.end else f"lines {ref.start}-{ref.end}"
+    why = "" if found.detail == CHANGED else f": {found.detail}"
+    head = f"{ref.path} {lines} changed since the entry was written (reference {ref.key}{why})"
+    likely = found.likely
+    if likely == (ref.path, ref.start, ref.end):
+        return (
+            f"{head}; re-read the code, update the entry, then run "
+            f"`journal-agent journal refresh {entry_id} --accept {ref.key}`"
+        )
+    if likely is not None:
+        path, start, end = likely
+        to = f"{path}:{start}" if start == end else f"{path}:{start}-{end}"
+        return (
+            f"{head}; re-read the code at {to}, update the entry and change its reference "
+            f"{ref.key} to {to}, then run `journal-agent journal refresh {entry_id}`"
+        )
+    return (
+        f"{head}; nothing in the workspace holds what it cited: update the entry to cite the "
+        f"code it explains now (or remove the reference), then run "
+        f"`journal-agent journal refresh {entry_id}`"
+    )
 
 
 def anchors_for(root: Path, refs: list[CodeRef], files: FileCache) -> dict[str, Anchor]:

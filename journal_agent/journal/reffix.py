@@ -17,8 +17,9 @@ from journal_agent.atomic import atomic_write, remove_stale_temps
 from journal_agent.errors import UserError
 from journal_agent.journal._text import split_lines
 from journal_agent.journal.model import Entry, parse_journal
+from journal_agent.journal.places import recorded_names
 from journal_agent.journal.refcheck import anchors_for, new_spec
-from journal_agent.journal.refs import Anchor, CodeRef, FileCache, RefStore
+from journal_agent.journal.refs import Anchor, CodeRef, FileCache, RefStore, resolve_problem
 from journal_agent.journal.relocate import Relocator
 from journal_agent.journal.store import JournalStore, changed_since, decode_journal
 from journal_agent.paths import refs_file
@@ -129,12 +130,24 @@ def _rewrite(
     return kept
 
 
-def refresh(root: Path, key: str, accept: list[str] | None = None) -> tuple[str, dict[str, Anchor]]:
+@dataclass
+class Refreshed:
+    """What ``journal refresh`` recorded: the anchors, and the references it could not record
+    with why (no such file, lines past its end, outside the workspace)."""
+
+    entry: str
+    anchors: dict[str, Anchor]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def refresh(root: Path, key: str, accept: list[str] | None = None) -> Refreshed:
     """Record the current content of an entry's references as its new baseline.
 
     A reference whose lines changed is recorded only when named in ``accept`` (the entry was
-    brought up to date with the code); a moved one is left to ``check --fix``. Either refuses
-    the whole refresh, with what to do for each.
+    brought up to date with the code), and only when its lines are where what it cited is now:
+    not when that is probably elsewhere (the reference must point there first) nor when the
+    definition it cited is gone and other code holds its line numbers. A moved one is left to
+    ``check --fix``. Any of these refuses the whole refresh, with what to do for each.
     """
     store = JournalStore(Path(root))
     accepted = set(accept or [])
@@ -158,19 +171,57 @@ def refresh(root: Path, key: str, accept: list[str] | None = None) -> tuple[str,
         relocator = Relocator(store.root, files)
         refused = []
         for ref in entry.refs:
-            found = relocator.locate(ref, recorded.get(ref.key))
-            if found.state == "moved":
-                refused.append(
-                    f"{ref.key} points at lines that moved to {new_spec(ref, found)} (run "
-                    "`journal-agent journal check --fix`)"
-                )
-            elif found.state == "changed" and ref.key not in accepted:
-                refused.append(
-                    f"{ref.key} changed since the entry was written (see `journal-agent journal "
-                    f"check`; once the entry says what the code says now, add --accept {ref.key})"
-                )
+            why = _refused(ref, recorded.get(ref.key), ref.key in accepted, relocator)
+            if why is not None:
+                refused.append(why)
         if refused:
             raise UserError(f"nothing recorded for {entry.id}: {'; '.join(refused)}.")
         anchors = anchors_for(store.root, entry.refs, files)
+        skipped = {
+            ref.key: resolve_problem(ref, files) or f"{ref.key}: its lines could not be read"
+            for ref in entry.refs
+            if ref.key not in anchors
+        }
         refstore.record(entry.id, anchors)
-    return entry.id, anchors
+    return Refreshed(entry.id, anchors, skipped)
+
+
+def _refused(
+    ref: CodeRef, anchor: Anchor | None, accepted: bool, relocator: Relocator
+) -> str | None:
+    """Why this reference must not be recorded as it is now, or None."""
+    found = relocator.locate(ref, anchor)
+    if found.state == "moved":
+        return (
+            f"{ref.key} points at lines that moved to {new_spec(ref, found)} (run "
+            "`journal-agent journal check --fix`)"
+        )
+    if found.state != "changed" or anchor is None:
+        return None
+    if found.likely is not None and found.likely != (ref.path, ref.start, ref.end):
+        path, start, end = found.likely
+        to = f"{path}:{start}" if start == end else f"{path}:{start}-{end}"
+        return (
+            f"{ref.key} now holds other lines: what it cited is probably at {to} (change the "
+            f"reference to {to} in the entry once it says what the code says now, then refresh)"
+        )
+    if found.likely is None and _elsewhere_now(ref, anchor, relocator):
+        return (
+            f"{ref.key} is no longer in the code it cited ({found.detail}); point the entry at "
+            "the code it explains now, then refresh"
+        )
+    if not accepted:
+        return (
+            f"{ref.key} changed since the entry was written (see `journal-agent journal "
+            f"check`; once the entry says what the code says now, add --accept {ref.key})"
+        )
+    return None
+
+
+def _elsewhere_now(ref: CodeRef, anchor: Anchor, relocator: Relocator) -> bool:
+    """The reference's lines now sit in other definitions than the ones recorded."""
+    want = recorded_names(anchor, ref.path)
+    view = relocator.view(ref.path)
+    if not want or view is None or ref.end > len(view.lines):
+        return False
+    return view.names(ref.start, ref.end - ref.start + 1) != want

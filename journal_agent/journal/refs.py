@@ -18,6 +18,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+TYPE_CHECKING = False  # (typing is one more import for the hooks, which import this module)
+if TYPE_CHECKING:
+    from journal_agent.journal.scope import Outline
+
 # A path with a slash, or a file name whose extension starts with a letter; then :N or :N-M.
 _REF = re.compile(
     r"(?<![\w/.:@~-])"
@@ -155,6 +159,28 @@ class FileCache:
         self._resolved: dict[str, Path | None] = {}
         self._root = self.root.resolve()
         self._names: dict[str, list[str]] | None = None
+        self._outlines: dict[str, Outline] = {}
+        self._positions: dict[str, dict[bytes, list[int]]] = {}
+
+    def positions(self, path: str) -> dict[bytes, list[int]]:
+        """Where each line of a file is (0-based), to find a reference's lines quickly."""
+        if path not in self._positions:
+            index: dict[bytes, list[int]] = {}
+            for i, line in enumerate(self.lines(path) or ()):
+                index.setdefault(line, []).append(i)
+            self._positions[path] = index
+        return self._positions[path]
+
+    def outline(self, path: str) -> Outline | None:
+        """The definitions enclosing each line of a file (:mod:`journal_agent.journal.scope`)."""
+        if path not in self._outlines:
+            lines = self.lines(path)
+            if lines is None:
+                return None
+            from journal_agent.journal.scope import outline
+
+            self._outlines[path] = outline(lines, path)
+        return self._outlines[path]
 
     def resolve(self, path: str) -> Path | None:
         if path not in self._resolved:
@@ -267,7 +293,10 @@ MAX_KEPT_LINES = 200  # a longer reference keeps its hash and context, not its t
 class Anchor:
     """What a reference needs to be found again: the hash of its lines, the lines themselves
     (for the diff when they change; secrets redacted), a few lines of context on each side,
-    and the commit the file was at when it is in git and unmodified (for git's renames)."""
+    the commit the file was at when it is in git and unmodified (for git's renames), and the
+    definitions enclosing the lines (``scope``: their header lines, outermost first; None when
+    recorded before scopes were) with how many other places of the file held the same lines
+    at the time, in the same definitions (``copies``) and in others (``twins``)."""
 
     hash: str
     count: int = 0  # lines referenced (0: an old record that kept only the hash)
@@ -275,6 +304,9 @@ class Anchor:
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
     commit: str | None = None
+    scope: tuple[str, ...] | None = None
+    copies: int = 0
+    twins: int = 0
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"hash": self.hash, "count": self.count}
@@ -283,6 +315,11 @@ class Anchor:
                 out[name] = list(getattr(self, name))
         if self.commit:
             out["commit"] = self.commit
+        if self.scope is not None:
+            out["scope"] = list(self.scope)
+        for name in ("copies", "twins"):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
         return out
 
     @classmethod
@@ -296,6 +333,7 @@ class Anchor:
             return tuple(str(x) for x in data.get(name) or ())
 
         commit = data.get("commit")
+        scope = data.get("scope")
         return cls(
             hash=str(data["hash"]),
             count=int(data.get("count") or 0),
@@ -303,34 +341,14 @@ class Anchor:
             before=lines("before"),
             after=lines("after"),
             commit=str(commit) if commit else None,
+            scope=lines("scope") if isinstance(scope, list) else None,
+            copies=int(data.get("copies") or 0),
+            twins=int(data.get("twins") or 0),
         )
 
 
 def decode_line(line: bytes) -> str:
     return line.decode("utf-8", errors="replace")
-
-
-def make_anchor(ref: CodeRef, files: FileCache, commit: str | None = None) -> Anchor | None:
-    """The anchor of a reference that resolves, else None."""
-    from journal_agent.secret_text import redact_secrets
-
-    lines = files.lines(ref.path)
-    if lines is None or ref.start < 1 or ref.end < ref.start or ref.end > len(lines):
-        return None
-    cited = lines[ref.start - 1 : ref.end]
-
-    def kept(part: list[bytes]) -> tuple[str, ...]:
-        return tuple(redact_secrets(decode_line(x)) for x in part)
-
-    first = max(0, ref.start - 1 - CONTEXT_LINES)
-    return Anchor(
-        hash=window_hash(cited),
-        count=len(cited),
-        text=kept(cited) if len(cited) <= MAX_KEPT_LINES else (),
-        before=kept(lines[first : ref.start - 1]),
-        after=kept(lines[ref.end : ref.end + CONTEXT_LINES]),
-        commit=commit,
-    )
 
 
 class RefStore:

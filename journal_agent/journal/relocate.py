@@ -22,9 +22,11 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from journal_agent.journal.places import FileView, first_line, recorded_names, span
 from journal_agent.journal.refs import (
     Anchor,
     CodeRef,
@@ -33,7 +35,6 @@ from journal_agent.journal.refs import (
     content_hash,
     decode_line,
     resolve_problem,
-    window_hash,
 )
 
 _SKIP_DIRS = frozenset(
@@ -42,7 +43,6 @@ _SKIP_DIRS = frozenset(
 _MAX_FILES = 20_000  # files looked at by one content search (a huge tree is not searched whole)
 _MAX_FILE_BYTES = 2_000_000
 _MAX_DIFF_LINES = 40
-_SUBSTANTIVE = 4  # characters (stripped) for a line to count as telling, unlike "}" or ")"
 _GIT_TIMEOUT_S = 10.0
 CHANGED = "the lines changed since the entry was written"
 
@@ -55,10 +55,8 @@ class Located(LineSpan):
     end: int
     detail: str
     diff: tuple[str, ...] = field(default=())
-
-
-def _span(start: int, end: int) -> str:
-    return f"line {start}" if start == end else f"lines {start}-{end}"
+    # changed: (path, start, end) of what holds the cited lines now, when anything does
+    likely: tuple[str, int, int] | None = None
 
 
 class Relocator:
@@ -70,6 +68,10 @@ class Relocator:
         self._tree: list[str] | None = None
         self._renames: dict[str, dict[str, list[str]]] = {}
 
+    def view(self, path: str) -> FileView | None:
+        lines = self.files.lines(path)
+        return None if lines is None else FileView(path, lines, self.files)
+
     def locate(self, ref: CodeRef, anchor: Anchor | None) -> Located:
         why = resolve_problem(ref, self.files)
         if anchor is None:
@@ -78,66 +80,130 @@ class Relocator:
             return Located("unrecorded", ref.path, ref.start, ref.end, "no anchor was recorded")
         count = anchor.count or ref.end - ref.start + 1
         inside = self.files.resolve(ref.path) is not None
-        lines = self.files.lines(ref.path) if inside else None
-        if why is None and content_hash(ref, self.files) == anchor.hash:
-            at = _better_place(lines or [], ref.start, anchor, count)
-            if at is None:
-                return Located("fresh", ref.path, ref.start, ref.end, "unchanged")
-            end = at + count - 1
-            return Located(
-                "moved", ref.path, at, end, f"the same lines are now at {_span(at, end)}"
-            )
+        here = self.view(ref.path) if inside else None
+        if here is not None and why is None and content_hash(ref, self.files) == anchor.hash:
+            same = self._same_place(here, ref, anchor, count)
+            if same is not None:
+                return same
         found: tuple[str, int] | None = None
         ambiguous: list[str] = []
-        if lines is not None:
-            at, ambiguous = _pick(lines, anchor, count)
+        if here is not None:
+            at, ambiguous = here.pick(anchor, count)
             found = (ref.path, at) if at is not None else None
-        if found is None and inside:
+        if found is None and inside and not (here is not None and _still_defined(here, anchor)):
             found = self._elsewhere(ref, anchor, count)
         if found is not None:
             path, at = found
             end = at + count - 1
-            where = _span(at, end) if path == ref.path else f"{path} {_span(at, end)}"
+            if (path, at) == (ref.path, ref.start):
+                return Located("fresh", ref.path, ref.start, ref.end, "unchanged")
+            where = span(at, end) if path == ref.path else f"{path} {span(at, end)}"
             return Located("moved", path, at, end, f"the same lines are now at {where}")
-        if lines is None:
+        if here is None:
+            if inside:
+                changed = self._changed_elsewhere(ref, anchor, count)
+                if changed is not None:
+                    return changed
             return Located("gone", ref.path, ref.start, ref.end, why or f"{ref.path} is gone")
-        return self._changed(ref, anchor, lines, count, ambiguous)
+        return self._changed(ref, anchor, here, count, ambiguous)
+
+    def _same_place(
+        self, here: FileView, ref: CodeRef, anchor: Anchor, count: int
+    ) -> Located | None:
+        """The lines hash as recorded at their place: fresh, unless that place is now in
+        another definition (the cited one was deleted and a twin's lines took its numbers) or
+        plain lines whose overload moved; None: look for them elsewhere."""
+        want = recorded_names(anchor, ref.path)
+        if want is not None and here.names(ref.start, count) != want:
+            at, _ = here.pick(anchor, count)
+            if at == ref.start:
+                return Located("fresh", ref.path, ref.start, ref.end, "unchanged")
+            return None
+        at = here.better_place(ref.start, anchor, count)
+        if at is None:
+            return Located("fresh", ref.path, ref.start, ref.end, "unchanged")
+        end = at + count - 1
+        return Located("moved", ref.path, at, end, f"the same lines are now at {span(at, end)}")
 
     # -- changed: where the lines probably are now, and what changed -------------------------
 
     def _changed(
-        self, ref: CodeRef, anchor: Anchor, lines: list[bytes], count: int, ambiguous: list[str]
+        self, ref: CodeRef, anchor: Anchor, here: FileView, count: int, ambiguous: list[str]
     ) -> Located:
-        start, end = _region(lines, anchor, ref, count)
-        now = [decode_line(x) for x in lines[start - 1 : end]]
-        diff: tuple[str, ...] = ()
-        if anchor.text:
-            body = list(
-                difflib.unified_diff(
-                    list(anchor.text),
-                    now,
-                    f"{ref.key} as recorded",
-                    f"{ref.path}:{start}-{end} now" if end >= start else f"{ref.path} now",
-                    n=1,
-                    lineterm="",
-                )
-            )
-            body = [_shift_hunk(line, ref.start - 1, start - 1) for line in body]
-            if len(body) > _MAX_DIFF_LINES:
-                body = [*body[:_MAX_DIFF_LINES], f"… ({len(body) - _MAX_DIFF_LINES} more lines)"]
-            diff = tuple(body)
+        likely = here.likely(anchor, ref.start, count)
+        want = recorded_names(anchor, ref.path)
+        gone = bool(want) and not here.outline.defines(want)
+        if gone:
+            moved = self._changed_elsewhere(ref, anchor, count)
+            if moved is not None:
+                return moved
         if ambiguous:
             detail = (
                 f"the recorded lines occur {len(ambiguous)} times in {ref.path} "
-                f"({', '.join(ambiguous[:4])}) and their context does not tell which one is meant"
+                f"({', '.join(ambiguous[:4])}) and what surrounds them does not tell which one "
+                "is meant"
             )
-        elif end < start:
+        elif gone and want:
+            owner = _name(here.names(ref.start, count))
+            detail = f"{_name(want)}, whose lines the entry cites, is no longer in {ref.path}" + (
+                f" (lines {ref.start}-{ref.end} are in {owner} now)"
+                if owner and ref.end <= len(here.lines)
+                else ""
+            )
+        elif likely is None:
             detail = f"the recorded lines are no longer in {ref.path}"
-        elif (start, end) != (ref.start, ref.end):
-            detail = f"the lines changed; they are probably {_span(start, end)} now"
+        elif likely != (ref.start, ref.end):
+            detail = f"the lines changed; they are probably {span(*likely)} now"
         else:
             detail = CHANGED
-        return Located("changed", ref.path, start, end, detail, diff)
+        start, end = likely or (ref.start, ref.end)
+        return Located(
+            "changed",
+            ref.path,
+            start,
+            end,
+            detail,
+            _diff(anchor, ref, ref.path, here.lines, likely),
+            likely=(ref.path, *likely) if likely else None,
+        )
+
+    def _changed_elsewhere(self, ref: CodeRef, anchor: Anchor, count: int) -> Located | None:
+        """The recorded definition, gone from its file, in exactly one other file, its lines
+        changed there: where they probably are."""
+        want = recorded_names(anchor, ref.path)
+        if not want or not anchor.scope:
+            return None
+        places = []
+        for path in self._candidates(ref, _definition_bytes(anchor)):
+            view = self.view(path)
+            if view is not None and view.definition(anchor) is not None:
+                places.append(view)
+        if len(places) != 1:
+            return None
+        view = places[0]
+        likely = view.likely(anchor, 0, count)
+        if likely is None:
+            first, last = view.definition(anchor) or (0, 0)
+            return Located(
+                "changed",
+                ref.path,
+                ref.start,
+                ref.end,
+                f"{_name(want)} is now in {view.path} (lines {first}-{last}), and what the "
+                "entry cited is no longer in it",
+                _diff(anchor, ref, view.path, view.lines, None),
+            )
+        where = f"{view.path}:{likely[0]}" + (f"-{likely[1]}" if likely[1] != likely[0] else "")
+        return Located(
+            "changed",
+            view.path,
+            likely[0],
+            likely[1],
+            f"{_name(want)} is now in {view.path}, and the lines changed: they are probably "
+            f"{where} now",
+            _diff(anchor, ref, view.path, view.lines, likely),
+            likely=(view.path, *likely),
+        )
 
     # -- other files ------------------------------------------------------------------------
 
@@ -145,29 +211,44 @@ class Relocator:
         """The one other file holding the lines: where git says the file went, else a search
         of the workspace's files of the same kind (the lines must occur exactly once)."""
         for path in self._renamed(anchor.commit, ref.path):
-            lines = self.files.lines(path)
-            if lines is not None:
-                at, _ = _pick(lines, anchor, count)
+            view = self.view(path)
+            if view is not None:
+                at, _ = view.pick(anchor, count)
                 if at is not None:
                     return path, at
-        first = _first_line(anchor)
-        suffix = Path(ref.path).suffix
+        first = first_line(anchor)
+        want = recorded_names(anchor, ref.path)
         hits: list[tuple[str, int, int]] = []
+        for path in self._candidates(ref, first):
+            view = self.view(path)
+            if view is None:
+                continue
+            for at in view.windows(anchor, count):
+                if want is not None and view.names(at, count) != want:
+                    continue  # in another definition: a twin, not the cited lines
+                hits.append((path, at, min(view.context_sides(at, count, anchor))))
+                if len(hits) > 8:
+                    return None  # common lines: no single place
+        if len(hits) != 1:
+            return None
+        path, at, sides = hits[0]
+        if want:
+            return path, at  # the cited definition left its file and is here, once
+        # Across files lines with no definition around them must have taken their context
+        # along, above and below: a copy that was elsewhere all along is not a move.
+        return (path, at) if sides >= 1 else None
+
+    def _candidates(self, ref: CodeRef, needle: bytes | None) -> list[str]:
+        """The workspace's other files of the reference's kind that hold ``needle``."""
+        suffix = Path(ref.path).suffix
+        out = []
         for path in self._files():
             if path == ref.path or (suffix and not path.endswith(suffix)):
                 continue
-            if first is not None and not self._contains(path, first):
+            if needle is not None and not self._contains(path, needle):
                 continue
-            lines = self.files.lines(path) or []
-            for at in _windows(lines, anchor, count, first):
-                hits.append((path, at, min(_context_sides(lines, at, count, anchor))))
-                if len(hits) > 8:
-                    return None  # common lines: no single place
-        # Across files the lines must have taken their context along, above and below: a copy
-        # that was elsewhere all along (and stayed when the original changed) is not a move.
-        if len(hits) != 1 or hits[0][2] < 1:
-            return None
-        return hits[0][0], hits[0][1]
+            out.append(path)
+        return out
 
     def _contains(self, path: str, needle: bytes) -> bool:
         full = self.files.resolve(path)
@@ -197,6 +278,58 @@ class Relocator:
         if commit not in self._renames:
             self._renames[commit] = _git_renames(self.root, commit)
         return self._renames[commit].get(path, [])
+
+
+def _still_defined(here: FileView, anchor: Anchor) -> bool:
+    """The recorded definition is still in the reference's file: its lines changed there, and
+    a copy of them in another file is not where they went."""
+    want = recorded_names(anchor, here.path)
+    return bool(want) and bool(here.outline.defines(want))
+
+
+def _name(names: tuple[bytes, ...]) -> str:
+    """``Client.send`` for the chain (class Client, def send)."""
+    parts = [n.rsplit(b" ", 1)[-1].decode("utf-8", "replace") for n in names]
+    return f"`{'.'.join(parts)}`" if parts else ""
+
+
+def _definition_bytes(anchor: Anchor) -> bytes | None:
+    """The innermost recorded header line, to skip files cheaply."""
+    if not anchor.scope:
+        return None
+    from journal_agent.secret_text import REDACTED
+
+    line = anchor.scope[-1]
+    return None if REDACTED in line or "\ufffd" in line else line.encode("utf-8")
+
+
+def _diff(
+    anchor: Anchor,
+    ref: CodeRef,
+    path: str,
+    lines: Sequence[bytes],
+    likely: tuple[int, int] | None,
+) -> tuple[str, ...]:
+    """The recorded lines against those that probably replaced them (all removed when no
+    stretch of the file holds what was cited)."""
+    if not anchor.text:
+        return ()
+    if likely is None:
+        now: list[str] = []
+        label, offset = f"{path} (no longer there)", 0
+    else:
+        start, end = likely
+        now = [decode_line(x) for x in lines[start - 1 : end]]
+        label, offset = f"{path}:{start}-{end} now", start - 1
+    body = list(
+        difflib.unified_diff(
+            list(anchor.text), now, f"{ref.key} as recorded", label, n=1, lineterm=""
+        )
+    )
+    body = [_shift_hunk(line, ref.start - 1, offset) for line in body]
+    if len(body) > _MAX_DIFF_LINES:
+        body = [*body[:_MAX_DIFF_LINES], f"… ({len(body) - _MAX_DIFF_LINES} more lines)"]
+    return tuple(body)
 
 
 _HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
@@ -235,117 +368,3 @@ def _git_renames(root: Path, commit: str) -> dict[str, list[str]]:
         else:
             i += 2
     return out
-
-
-# -- matching windows ------------------------------------------------------------------------
-
-
-def _first_line(anchor: Anchor) -> bytes | None:
-    """The first recorded line as bytes, to skip places cheaply (None: it was altered when
-    recorded — redacted or not UTF-8 — so every place is hashed)."""
-    from journal_agent.secret_text import REDACTED
-
-    if not anchor.text or "\ufffd" in anchor.text[0] or REDACTED in anchor.text[0]:
-        return None
-    return anchor.text[0].encode("utf-8")
-
-
-def _windows(lines: list[bytes], anchor: Anchor, count: int, first: bytes | None) -> list[int]:
-    """1-based starts of every ``count`` lines that hash to the anchor."""
-    out = []
-    for i in range(len(lines) - count + 1):
-        if first is not None and lines[i].rstrip(b"\r") != first:
-            continue
-        if window_hash(lines[i : i + count]) == anchor.hash:
-            out.append(i + 1)
-    return out
-
-
-def _context_score(lines: list[bytes], at: int, count: int, anchor: Anchor) -> int:
-    return sum(_context_sides(lines, at, count, anchor))
-
-
-def _context_sides(lines: list[bytes], at: int, count: int, anchor: Anchor) -> tuple[int, int]:
-    """How many telling lines of the recorded context surround a place, above and below,
-    counted outward from it and only up to the first line that differs: a lone match further
-    off (another ``def command(`` three lines up) is a coincidence, not context."""
-    above = below = 0
-    for k, want in enumerate(reversed(anchor.before), start=1):
-        i = at - 1 - k
-        if i < 0 or decode_line(lines[i]) != want:
-            break
-        above += len(want.strip()) >= _SUBSTANTIVE
-    for k, want in enumerate(anchor.after):
-        i = at - 1 + count + k
-        if i >= len(lines) or decode_line(lines[i]) != want:
-            break
-        below += len(want.strip()) >= _SUBSTANTIVE
-    return above, below
-
-
-def _substantive(anchor: Anchor, lines: list[bytes], at: int, count: int) -> int:
-    window = lines[at - 1 : at - 1 + count]
-    return len({x.strip() for x in window if len(x.strip()) >= _SUBSTANTIVE})
-
-
-def _pick(lines: list[bytes], anchor: Anchor, count: int) -> tuple[int | None, list[str]]:
-    """The place in one file, when certain; else None and the places it could be."""
-    places = _windows(lines, anchor, count, _first_line(anchor))
-    if not places:
-        return None, []
-    scores = [_context_score(lines, at, count, anchor) for at in places]
-    best = max(scores)
-    if len(places) == 1:
-        strong = _substantive(anchor, lines, places[0], count) >= 3
-        return (places[0], []) if best >= 1 or strong else (None, [])
-    if best >= 1 and scores.count(best) == 1:
-        return places[scores.index(best)], []
-    return None, [_span(at, at + count - 1) for at in places]
-
-
-def _better_place(lines: list[bytes], start: int, anchor: Anchor, count: int) -> int | None:
-    """For lines that still hash as recorded at their place: another place, when these lines
-    are too plain to tell apart (``...``, ``return None``), none of the recorded context is
-    around them any more, and it is all around one other place (an overload that moved)."""
-    if _substantive(anchor, lines, start, count) >= 3 or _context_score(
-        lines, start, count, anchor
-    ):
-        return None
-    if not any(len(x.strip()) >= _SUBSTANTIVE for x in (*anchor.before, *anchor.after)):
-        return None
-    at, _ = _pick(lines, anchor, count)
-    return at if at is not None and at != start else None
-
-
-def _region(lines: list[bytes], anchor: Anchor, ref: CodeRef, count: int) -> tuple[int, int]:
-    """Where the recorded lines probably are now (1-based, inclusive; end < start: nothing):
-    between the recorded context when it is found once, else at the old line numbers."""
-    text = [decode_line(x) for x in lines]
-    start = _after_block(text, anchor.before)
-    end = _before_block(text, anchor.after)
-    if start is not None and end is not None and start <= end + 1 and end - start < 3 * count + 10:
-        return start, end
-    if start is not None:
-        return start, min(len(text), start + count - 1)
-    if end is not None:
-        return max(1, end - count + 1), end
-    first = min(ref.start, len(text) + 1)
-    return first, min(len(text), first + count - 1)
-
-
-def _after_block(text: list[str], block: tuple[str, ...]) -> int | None:
-    """The 1-based line just after the one place ``block`` occurs (if it tells anything)."""
-    if not any(len(x.strip()) >= _SUBSTANTIVE for x in block):
-        return None
-    n = len(block)
-    places = [i for i in range(len(text) - n + 1) if tuple(text[i : i + n]) == block]
-    return places[0] + n + 1 if len(places) == 1 else None
-
-
-def _before_block(text: list[str], block: tuple[str, ...]) -> int | None:
-    """The 1-based line just before the one place ``block`` occurs."""
-    if not any(len(x.strip()) >= _SUBSTANTIVE for x in block):
-        return None
-    n = len(block)
-    places = [i for i in range(len(text) - n + 1) if tuple(text[i : i + n]) == block]
-    return places[0] if len(places) == 1 else None
