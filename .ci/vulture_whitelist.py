@@ -114,3 +114,8 @@ _._get_raw  # profiling/trace/_torch_compat.py
 
 # pytest calls its hooks by name (tests/profiling/conftest.py: the gpu marker).
 _.pytest_collection_modifyitems  # tests/profiling/conftest.py
+
+# The stacked expert weights, read through getattr by name (profiling/models/hf_blocks.py's
+# _Experts.project; QLoRA's trace replaces them by name in profiling/trace/lora.py).
+_.gate
+_.down

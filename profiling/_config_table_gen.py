@@ -33,6 +33,8 @@ def generated() -> dict[str, Any]:
 
 def _kind(annotation: Any) -> tuple[str, tuple[str, ...]]:
     """What the CLI needs to know of a field's type: its kind and, for a choice, the choices."""
+    if get_origin(annotation) in (list, tuple):  # a comma-separated list: its help names the items
+        return "text", ()
     members = [a for a in (annotation, *get_args(annotation)) if a is not type(None)]
     if bool in members:
         return "bool", ()

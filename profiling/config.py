@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from profiling._config_legacy import LEGACY, map_legacy
+from profiling._config_lora import LORA_DEFAULT, LORA_TARGET_SETS, LoraTarget, parse_targets
+from profiling._config_optimizers import OPTIMIZERS, Optimizer, OptimizerSpec
 from profiling._config_sentences import flag_name, one_sentence
 from profiling.errors import ConfigError, ProfilingError
 from profiling.units import parse_count
@@ -53,46 +55,6 @@ PRECISIONS: dict[str, str] = {
     "bf16": "pure bf16: weights, gradients and optimizer state all 16-bit",
 }
 
-
-class OptimizerSpec(BaseModel):
-    """One optimizer: the per-parameter state it keeps and whether torch ships it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    states: tuple[str, ...]  # one full-size tensor per parameter each (adafactor: factored)
-    in_torch: bool  # torch.optim has it, so a trace can run it
-    note: str = ""
-
-
-OPTIMIZERS: dict[str, OptimizerSpec] = {
-    o.name: o
-    for o in (
-        OptimizerSpec(name="adamw", states=("momentum", "variance"), in_torch=True),
-        OptimizerSpec(name="adam", states=("momentum", "variance"), in_torch=True),
-        OptimizerSpec(name="sgd", states=("momentum",), in_torch=True, note="momentum 0.9"),
-        OptimizerSpec(name="sgd-nomomentum", states=(), in_torch=True),
-        OptimizerSpec(name="adagrad", states=("sum of squares",), in_torch=True),
-        OptimizerSpec(name="rmsprop", states=("square average",), in_torch=True),
-        OptimizerSpec(name="lion", states=("momentum",), in_torch=False, note="lion-pytorch"),
-        OptimizerSpec(
-            name="adam8bit",
-            states=("momentum (8-bit)", "variance (8-bit)"),
-            in_torch=False,
-            note="bitsandbytes, needs a GPU",
-        ),
-        OptimizerSpec(
-            name="adafactor",
-            states=("factored variance",),
-            in_torch=False,
-            note="β1 = None: one row and one column vector per matrix",
-        ),
-    )
-}
-Optimizer = Literal[
-    "adamw", "adam", "sgd", "sgd-nomomentum", "adagrad", "rmsprop", "lion", "adam8bit", "adafactor"
-]
-assert set(get_args(Optimizer)) == set(OPTIMIZERS)  # one list: the Literal mirrors the table
 
 # The settings each command honours, where it is not all of them (the CLI's flags and the
 # tools' fields are generated from these lists alike).
@@ -203,7 +165,20 @@ class TrainingConfig(BaseModel):
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout probability (masks saved).")
     # ---- adapters
     lora_rank: int | None = _positive_int(10**5, "Train LoRA adapters of rank R (q, k, v, o).")
+    lora_targets: list[LoraTarget] = Field(
+        ["q", "k", "v", "o"],
+        description="The Linear layers LoRA adapts, comma-separated: q, k, v, o, gate, up, down, "
+        "lm_head, or all-linear (peft's: every Linear of the blocks), attention, mlp.",
+    )
+    lora_dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Dropout on each adapter's input (peft's lora_dropout)."
+    )
     qlora: bool = Field(False, description="4-bit NF4 base weights (needs lora_rank).")
+    bnb_keeps_inputs: bool = Field(
+        False,
+        description="QLoRA as bitsandbytes 0.43.1 and earlier ran it (before July 2024): each "
+        "4-bit layer also keeps its input for backward whenever that input needs a gradient.",
+    )
     # ---- the GPU
     target: Target = Field(
         "cuda",
@@ -251,6 +226,11 @@ class TrainingConfig(BaseModel):
         except ValueError as exc:
             raise ValueError(str(exc)) from None
 
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _targets(cls, value: Any) -> Any:
+        return parse_targets(value)
+
     @field_validator("gpu")
     @classmethod
     def _gpu(cls, value: str | None) -> str | None:
@@ -283,6 +263,11 @@ class TrainingConfig(BaseModel):
             )
         if self.qlora and self.lora_rank is None:
             raise ConfigError("--qlora needs --lora-rank R", "qlora")
+        if self.bnb_keeps_inputs and not self.qlora:
+            raise ConfigError("--bnb-keeps-inputs describes --qlora's 4-bit layers", "qlora")
+        if self.lora_rank is None and (self.lora_dropout or self.lora_targets != LORA_DEFAULT):
+            field = "lora_dropout" if self.lora_dropout else "lora_targets"
+            raise ConfigError(f"{flag_name(field)} needs --lora-rank R", field)
         if self.fp32_grads and self.precision != "mixed":
             raise ConfigError(
                 f"--fp32-grads is DeepSpeed's extra gradient copy under --precision mixed; "
@@ -447,7 +432,12 @@ class TrainingConfig(BaseModel):
         name = self.model or f"{fmt_count(self.params or 0)} parameters"
         parts = [name, f"{self.precision} {self.optimizer}"]
         if self.lora_rank:
-            parts.append(f"{'QLoRA' if self.qlora else 'LoRA'} r={self.lora_rank}")
+            lora = f"{'QLoRA' if self.qlora else 'LoRA'} r={self.lora_rank}"
+            if self.lora_targets != LORA_DEFAULT:
+                lora += " on " + ",".join(self.lora_targets)
+            if self.lora_dropout:
+                lora += f" dropout {self.lora_dropout:g}"
+            parts.append(lora)
         parts.append(f"{self.gpus} GPU" + ("s" if self.gpus > 1 else ""))
         if self.zero:
             parts.append(("FSDP2 " if self.fsdp else "") + f"ZeRO-{self.zero}")
@@ -473,12 +463,15 @@ __all__ = [
     "DEFAULT_PRECISION",
     "FIT_FIELDS",
     "LEGACY",
+    "LORA_DEFAULT",
+    "LORA_TARGET_SETS",
     "OPTIMIZERS",
     "PRECISIONS",
     "PROFILE_FIELDS",
     "Attention",
     "Checkpointing",
     "ConfigError",
+    "LoraTarget",
     "OptimizerSpec",
     "Precision",
     "Target",

@@ -5,16 +5,26 @@ A frozen weight needs no gradient, so autograd keeps less (read from the trace's
 op by op, on the Llama family's blocks with s·b tokens, hidden h, query width q, MLP width f,
 rank r):
 
-- each adapter keeps its A output (s·b·r) for B's gradient, and its input in the adapters'
-  compute dtype: a copy of its own where peft casts the input to the fp32 adapters (``mixed``)
-  or where autocast casts it (``amp-*``: o's input too, since peft first casts it to fp32);
-- the frozen MLP keeps no matmul inputs (the norm's output for gate and up, the product for
-  down); the norms keep no normalized output (it serves only the norm weight's gradient, on the
-  CPU's unfused norm and in transformers' eager RMSNorm);
+- each adapter (on q, k, v, o, gate, up, down, as ``lora_targets`` names them) keeps its A
+  output (s·b·r) for B's gradient, and its input: the very tensor its base layer was given,
+  or a copy of its own where peft casts the input to the fp32 adapters (``mixed``), where
+  autocast casts it for lora_A (``amp-*``), or where lora_dropout makes a new tensor (and keeps
+  its mask: a bool on CUDA, the adapters' dtype on the CPU);
+- frozen base layers keep no matmul inputs: a shared input (the attention norm's output for q,
+  k, v, the MLP norm's for gate and up, the product for down) stays only while an adapter keeps
+  that very tensor; frozen experts keep neither their routed tokens nor their products; the
+  norms keep no normalized output (it serves only the norm weight's gradient, on the CPU's
+  unfused norm and in transformers' eager RMSNorm);
 - once per model: the first block's first norm keeps nothing (the frozen embedding's output
-  needs no gradient), nor, under autocast, the first block's q, k, v weight copies and their A
-  copies; the final norm's output is not kept for the frozen LM head; autocast keeps 16-bit
+  needs no gradient), nor its q, k, v adapters' dropout masks, nor, under autocast, the first
+  block's q, k, v weight copies and their A copies; the final norm's output is not kept for a
+  frozen LM head (an adapted one keeps what a block's adapter keeps); autocast keeps 16-bit
   copies of the adapters' weights.
+
+QLoRA (``--qlora``) runs bitsandbytes' ``MatMul4Bit``, which since 0.43.2 (July 2024, "fix
+QLoRA mem bug: delete useless buffered activation") keeps only the packed weight; 0.43.1 and
+earlier also kept the layer's input whenever it needed a gradient (``--bnb-keeps-inputs``): then
+every frozen layer keeps its input as in full training.
 
 QLoRA's base: bitsandbytes keeps each quantized Linear weight of n values as n/2 packed bytes,
 a uint8 absmax per 64 values, an fp32 absmax per 256 blocks, a 16-value fp32 code and an fp32
@@ -70,86 +80,241 @@ def _normalized_bytes(d: Dims, e: Bytes) -> int:
     return e.r if d.extra.get("hf_module") else 4
 
 
+_ATTENTION_INPUTS = ("q", "k", "v")
+
+
+def block_targets(cfg: TrainingConfig) -> list[str]:
+    """The adapted Linear layers of a block (the LM head is the model's, once)."""
+    return [t for t in cfg.lora_targets if t != "lm_head"]
+
+
+def _widths(d: Dims) -> dict[str, int]:
+    """Each adaptable layer's input width: h for q, k, v, gate, up; q for o; f for down."""
+    q = d.a * d.hd
+    return {"q": d.h, "k": d.h, "v": d.h, "o": q, "gate": d.h, "up": d.h, "down": d.f}
+
+
+def _own_copies(cfg: TrainingConfig, e: Bytes) -> bool:
+    """Whether each adapter keeps a copy of its input of its own: peft casts the input to the
+    fp32 adapters (``mixed``), autocast casts it for lora_A (``amp-*``), or lora_dropout makes
+    a new tensor; otherwise lora_A keeps the very tensor the base layer was given."""
+    return e.amp or adapter_bytes(cfg) != e.c or bool(cfg.lora_dropout)
+
+
+def _mask_bytes(cfg: TrainingConfig) -> int:
+    """lora_dropout's mask per element: a bool on CUDA, the dropped tensor's dtype on the CPU
+    (the adapters' dtype: peft casts the input to it first)."""
+    return 1 if getattr(cfg, "target", "cuda") == "cuda" else adapter_bytes(cfg)
+
+
+def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
+    """Why the estimate cannot model these LoRA targets on this model (None: it can)."""
+    targets = block_targets(cfg)
+    if d.extra.get("experts") and set(targets) & {"gate", "up", "down"}:
+        return (
+            "LoRA on gate, up or down of a mixture of experts: its experts are not Linear "
+            "layers here (adapt q, k, v, o)"
+        )
+    if targets and not set(targets) & set(_ATTENTION_INPUTS):
+        return (
+            "LoRA without q, k or v: the first block's attention then keeps nothing, which the "
+            "estimate does not model; adapt at least one of q, k, v"
+        )
+    return None
+
+
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """What LoRA changes in one block's saved activations (added to full training's)."""
-    sb, tok, h, f, r = d.s * d.b, f"{d.s}·{d.b}", d.h, d.f, int(cfg.lora_rank or 0)
-    q = d.a * d.hd
+    sb, tok, r = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0)
+    targets, width = block_targets(cfg), _widths(d)
     ac = _compute(cfg, e)
-    cast = adapter_bytes(cfg) != e.c and not e.amp  # peft casts the input to the adapters'
-    terms = [Term("LoRA A outputs (q, k, v, o)", sb * 4 * r * ac, f"s·b·4r·{ac} B",
-                  f"{tok}·4·{r}·{ac}")]  # fmt: skip
-    if e.amp:
-        terms.append(Term("LoRA o input (autocast's copy of peft's fp32 cast)", sb * q * 2,
-                          "s·b·q·2 B", f"{tok}·{q}·2"))  # fmt: skip
-    elif cast:
-        # Each adapter's fp32 copy of its input; the norm's 16-bit output is no longer kept.
-        terms.append(Term(
-            "LoRA inputs (peft's fp32 casts for q, k, v, o; not the 16-bit norm output)",
-            sb * ((3 * h + q) * ac - h * e.c),
-            f"s·b·((3h + q)·{ac} − h·{e.c}) B",
-            f"{tok}·((3·{h} + {q})·{ac} − {h}·{e.c})",
-        ))  # fmt: skip
-    inputs = 2 * h * 2 if e.amp else h * e.c
-    terms.append(Term(
-        "frozen MLP: no matmul inputs kept (gate, up" + (" copies" if e.amp else "") + "; down)",
-        -sb * (inputs + f * e.c),
-        f"−s·b·({'2h·2' if e.amp else f'h·{e.c}'} + f·{e.c}) B",
-        f"−{tok}·({f'2·{h}·2' if e.amp else f'{h}·{e.c}'} + {f}·{e.c})",
-    ))  # fmt: skip
+    n = len(targets)
+    terms = [Term(f"LoRA A outputs ({', '.join(targets)})", sb * n * r * ac,
+                  f"s·b·{n}r·{ac} B", f"{tok}·{n}·{r}·{ac}")]  # fmt: skip
+    own = _own_copies(cfg, e)
+    if own:
+        dt = 2 if e.amp else ac  # autocast's 16-bit copy, or the fp32 cast / dropped copy
+        total = sum(width[t] for t in targets)
+        why = (
+            "autocast's copies"
+            if e.amp
+            else "peft's fp32 casts"
+            if ac != e.c
+            else "lora_dropout's outputs"
+        )
+        terms.append(Term(f"LoRA inputs (each adapter's own: {why})", sb * total * dt,
+                          f"s·b·Σ inputs·{dt} B", f"{tok}·{total}·{dt}"))  # fmt: skip
+    if cfg.lora_dropout:
+        m = _mask_bytes(cfg)
+        total = sum(width[t] for t in targets)
+        terms.append(Term("LoRA dropout masks", sb * total * m, f"s·b·Σ inputs·{m} B",
+                          f"{tok}·{total}·{m}"))  # fmt: skip
+    if not (cfg.qlora and cfg.bnb_keeps_inputs):
+        terms += _frozen_inputs(d, e, targets, own)
     if _unfused_norms(d, cfg):
-        n = _normalized_bytes(d, e)
-        terms.append(Term("frozen norms: no normalized outputs kept", -sb * 2 * h * n,
-                          f"−s·b·2h·{n} B", f"−{tok}·2·{h}·{n}"))  # fmt: skip
+        h, q = d.h, d.a * d.hd
+        nb = _normalized_bytes(d, e)
+        terms.append(Term("frozen norms: no normalized outputs kept", -sb * 2 * h * nb,
+                          f"−s·b·2h·{nb} B", f"−{tok}·2·{h}·{nb}"))  # fmt: skip
         if d.extra.get("qk_norm"):  # q and k norms (Qwen3, OLMo 2): frozen too
-            n = e.c if d.extra.get("hf_module") else 4  # in the projections' dtype
+            nb = e.c if d.extra.get("hf_module") else 4  # in the projections' dtype
             terms.append(Term("frozen q/k norms: no normalized outputs kept",
-                              -sb * (q + d.k) * n, f"−s·b·(q + k)·{n} B",
-                              f"−{tok}·({q} + {d.k})·{n}"))  # fmt: skip
+                              -sb * (q + d.k) * nb, f"−s·b·(q + k)·{nb} B",
+                              f"−{tok}·({q} + {d.k})·{nb}"))  # fmt: skip
     return terms
 
 
+def _frozen_inputs(d: Dims, e: Bytes, targets: list[str], own: bool) -> list[Term]:
+    """The matmul inputs full training keeps that frozen base layers do not: a shared input
+    stays only while an adapter keeps that very tensor (no cast, no dropout)."""
+    sb, tok, h, f = d.s * d.b, f"{d.s}·{d.b}", d.h, d.f
+    if d.extra.get("experts"):
+        terms = _frozen_experts(d, e)
+        if own and not e.amp:  # the adapters keep copies: the attention norm's output goes
+            terms.append(Term("frozen layers: inputs not kept (attention norm output)",
+                              -sb * h * e.c, f"−s·b·h·{e.c} B", f"−{tok}·{h}·{e.c}"))  # fmt: skip
+        return terms
+    if e.amp:  # every base layer's autocast copy of its input, and the 16-bit product
+        return [Term("frozen layers: no autocast input copies (q, k, v, gate, up) nor product",
+                     -sb * (5 * h * 2 + f * e.c), f"−s·b·(5h·2 + f·{e.c}) B",
+                     f"−{tok}·(5·{h}·2 + {f}·{e.c})")]  # fmt: skip
+    lost: list[tuple[str, int]] = []
+    shared = not own
+    if not (shared and set(targets) & set(_ATTENTION_INPUTS)):
+        lost.append(("attention norm output", h))
+    if not (shared and set(targets) & {"gate", "up"}):
+        lost.append(("MLP norm output", h))
+    if not (shared and "down" in targets):
+        lost.append(("gate·up product", f))
+    if not lost:
+        return []
+    total = sum(w for _, w in lost)
+    return [Term(f"frozen layers: inputs not kept ({', '.join(n for n, _ in lost)})",
+                 -sb * total * e.c, f"−s·b·{total}·{e.c} B",
+                 f"−{tok}·{total}·{e.c}")]  # fmt: skip
+
+
+def _frozen_experts(d: Dims, e: Bytes) -> list[Term]:
+    """Frozen experts keep neither their routed tokens nor the product down's matmul takes, and
+    the router its input (under autocast: its 16-bit copy)."""
+    from profiling.estimate.variants import routed_slots
+
+    tok, h = f"{d.s}·{d.b}", d.h
+    fe, P = int(d.extra["expert_ffn"]), routed_slots(d)
+    routed = 2 if e.amp else 1
+    router = 2 if e.amp else e.c
+    value = d.s * d.b * h * router + P * (routed * h + fe) * e.c
+    return [Term("frozen experts: no routed tokens, products or router input kept", -value,
+                 f"−(s·b·h·{router} + P·({routed}h + f_e)·{e.c}) B",
+                 f"−({tok}·{h}·{router} + {P}·({routed}·{h} + {fe})·{e.c})")]  # fmt: skip
+
+
 def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> list[Term]:
-    """What LoRA changes once per model: the first block's inputs, the frozen LM head's input,
-    autocast's copies of the adapters. With full checkpointing the blocks keep only their
-    inputs, so only the LM head's changes."""
+    """What LoRA changes once per model: the first block's inputs, the LM head's input (frozen,
+    or adapted), autocast's copies of the adapters. With full checkpointing the blocks keep
+    only their inputs, so only the LM head's changes."""
     sb, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
     q = d.a * d.hd
     cpu = _unfused_norms(d, cfg)
+    own = _own_copies(cfg, e)
+    terms = _head(d, e, cfg, own)
+    if cfg.checkpointing == "full":
+        return terms
     norm = sb * (h * 4 + 4) if cpu else sb * (h * e.r + 4)
-    first = Term(
+    terms.insert(0, Term(
         "first block's first norm keeps nothing (the frozen embedding needs no gradient)",
         -norm,
         f"−s·b·(h·{4 if cpu else e.r} + 4) B",
         f"−{tok}·({h}·{4 if cpu else e.r} + 4)",
-    )
-    head_in = 2 if e.amp else e.c
-    n = _normalized_bytes(d, e) if cpu else 0
-    head = Term(
-        "frozen LM head: final norm's output not kept" + (", nor its normalized" if cpu else ""),
-        -sb * h * (head_in + n),
-        f"−s·b·h·({head_in}" + (f" + {n}" if cpu else "") + ") B",
-        f"−{tok}·{h}·({head_in}" + (f" + {n}" if cpu else "") + ")",
-    )
-    if cfg.checkpointing == "full":
-        return [head]
-    terms = [first, head]
+    ))  # fmt: skip
+    first = [t for t in block_targets(cfg) if t in _ATTENTION_INPUTS]
+    if cfg.qlora and cfg.bnb_keeps_inputs and own and not e.amp:
+        # No gradient reaches the first block's q, k, v input, so its 4-bit layers keep
+        # nothing, and the adapters keep copies of their own.
+        terms.append(Term("first block's attention norm output not kept (4-bit q, k, v)",
+                          -sb * h * e.c, f"−s·b·h·{e.c} B", f"−{tok}·{h}·{e.c}"))  # fmt: skip
+    terms += _first_qk_norms(d, e, cfg, first)
+    if cfg.lora_dropout and first:  # no gradient reaches their input: dropout keeps no mask
+        m = _mask_bytes(cfg)
+        terms.append(Term(f"first block's {', '.join(first)} dropout masks not kept",
+                          -sb * len(first) * h * m, f"−s·b·{len(first)}h·{m} B",
+                          f"−{tok}·{len(first)}·{h}·{m}"))  # fmt: skip
     if e.amp:
-        w = h * q + 2 * h * d.k + 3 * r * h
+        w = h * q + 2 * h * d.k + len(first) * r * h
         terms.append(Term(
-            "first block's q, k, v weight copies and their A copies not kept",
+            f"first block's q, k, v weight copies and their A copies ({len(first)}) not kept",
             -w * 2,
-            "−(h·q + 2h·k + 3r·h)·2 B",
-            f"−({h}·{q} + 2·{h}·{d.k} + 3·{r}·{h})·2",
+            f"−(h·q + 2h·k + {len(first)}·r·h)·2 B",
+            f"−({h}·{q} + 2·{h}·{d.k} + {len(first)}·{r}·{h})·2",
         ))  # fmt: skip
-    if e.amp:
         terms.append(Term("autocast's 16-bit copies of the adapters", adapters * 2,
                           "adapters · 2 B", f"{adapters} · 2"))  # fmt: skip
+    return terms
+
+
+def _first_qk_norms(d: Dims, e: Bytes, cfg: TrainingConfig, first: list[str]) -> list[Term]:
+    """In the first block no gradient reaches the output of an unadapted q or k projection, so
+    its q/k norm (Qwen3, OLMo 2) keeps nothing there."""
+    qk = d.extra.get("qk_norm")
+    if not qk:
+        return []
+    from profiling.estimate.hf_ops import _FP32_NORM
+
+    kv_heads = int(d.extra.get("kv_heads") or d.a)
+    hf, cpu = d.extra.get("hf_module"), getattr(cfg, "target", "cuda") == "cpu"
+    terms = []
+    for role, width, heads in (("q", d.a * d.hd, d.a), ("k", d.k, kv_heads)):
+        if role in first:
+            continue
+        rows = heads if qk == "head" else 1
+        if hf:  # eager ops: the fp32 input (and, fp32 norms, the normalized); LoRA's term
+            per = (8 if hf in _FP32_NORM else 4 + e.c) - e.c  # took the normalized already
+        elif cpu:  # fp32 input and normalized, less the normalized LoRA's term took
+            per = 4
+        else:  # fused: its input (fp32 under autocast, which casts rms_norm's input)
+            per = 4 if e.amp else e.c
+        value = d.s * d.b * (width * per + 4 * rows)
+        terms.append(Term(f"first block's {role} norm keeps nothing ({role} not adapted)",
+                          -value, f"−s·b·({role}·{per} + 4·{rows}) B",
+                          f"−{d.s}·{d.b}·({width}·{per} + 4·{rows})"))  # fmt: skip
+    return terms
+
+
+def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
+    """The LM head: frozen, it keeps no input; adapted, its adapter keeps what a block's do."""
+    sb, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
+    cpu = _unfused_norms(d, cfg)
+    adapted = "lm_head" in cfg.lora_targets
+    head_in = 0 if adapted and not own else (2 if e.amp else e.c)
+    n = _normalized_bytes(d, e) if cpu else 0
+    terms = []
+    if head_in or n:
+        terms.append(Term(
+            "frozen LM head: final norm's output not kept"
+            + (", nor its normalized" if cpu else ""),
+            -sb * h * (head_in + n),
+            f"−s·b·h·({head_in}" + (f" + {n}" if cpu else "") + ") B",
+            f"−{tok}·{h}·({head_in}" + (f" + {n}" if cpu else "") + ")",
+        ))  # fmt: skip
+    if adapted:
+        ac = _compute(cfg, e)
+        per_h = (2 if e.amp else ac) if own else 0
+        m = _mask_bytes(cfg) if cfg.lora_dropout else 0
+        terms.append(Term(
+            "LM head's adapter (A output" + (", its own input" if own else "")
+            + (", dropout mask" if m else "") + ")",
+            sb * (r * ac + h * (per_h + m)),
+            f"s·b·(r·{ac} + h·({per_h} + {m})) B",
+            f"{tok}·({r}·{ac} + {h}·({per_h} + {m}))",
+        ))  # fmt: skip
     return terms
 
 
 __all__ = [
     "SHARED_MAP_BYTES",
     "adapter_bytes",
+    "block_targets",
+    "check_targets",
     "nf4_base_bytes",
     "nf4_bytes",
     "once_per_model",

@@ -193,6 +193,9 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
         )
     layer = _per_layer(d, e, inp)
     lora = inp.lora_rank is not None and d.arch == "llama"
+    problem = lora_acts.check_targets(d, inp) if lora else None
+    if problem:
+        raise ProfilingError(f"the estimate cannot model {problem}")
     if lora:
         layer += lora_acts.per_layer(d, e, inp)
     if inp.checkpointing == "full":

@@ -59,9 +59,12 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         "max_seq": w.max_seq,
         # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
         "unquantized_params": w.embedding_params() + (0 if w.tied_embeddings else head),
-        # The Linear weights of one block, which QLoRA quantizes (MoE experts are not Linear).
+        # The Linear weights of one block, which QLoRA quantizes, and a mixture of experts'
+        # expert weights: (numel, how many in a block) — each expert's gate, up and down.
         "block_linear_numels": _block_linears(w),
     }
+    if w.moe:
+        shape["expert_linear_numels"] = [h * w.mlp_ffn, 3 * w.experts]
     if w.arch == "llama":
         shape.update(_variations(w))
     if w.hf_model_type:
@@ -88,7 +91,9 @@ def _block_linears(w: WorkloadConfig) -> list[int]:
     h, q, kv = w.hidden, w.q_dim, w.kv_dim
     if w.arch == "gpt2":
         return [3 * h * h, h * h, h * w.ffn, w.ffn * h]
-    mlp = [h * w.experts] if w.moe else [h * w.ffn] * 3  # the router, or gate, up, down
+    # The router (and the shared experts' gate, up, down), or the dense gate, up, down.
+    shared = [h * w.mlp_ffn * w.shared_experts] * 3 if w.shared_experts else []
+    mlp = [h * w.experts, *shared] if w.moe else [h * w.ffn] * 3
     return [h * q, h * kv, h * kv, q * h, *mlp]
 
 

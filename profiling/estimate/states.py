@@ -165,8 +165,8 @@ def full_training(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh
 def _step_counters(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
     # torch's Adam-family optimizers keep one fp32 scalar `step` per parameter tensor.
     tensors = shape.get("param_tensors")
-    if cfg.lora_rank is not None:  # LoRA: A and B of q, k, v, o in every block
-        tensors = 8 * int(shape.get("layers") or 0)
+    if cfg.lora_rank is not None:  # LoRA: A and B of each adapted layer
+        tensors = lora_tensors(cfg, shape)
     if cfg.optimizer in ("adam", "adamw", "adagrad") and tensors:
         ledger.add(
             Line(
@@ -181,24 +181,58 @@ def _step_counters(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -
         )
 
 
+def _lora_layers(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(role, input width, output width) of each adapted Linear layer of one block."""
+    h = int(shape["hidden"])
+    q, kv = int(shape.get("q_dim") or h), int(shape.get("kv_dim") or h)
+    f = int(
+        shape.get("ffn")
+        or (4 * h if shape.get("arch") == "gpt2" else -(-(8 * h // 3) // 256) * 256)
+    )
+    widths = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f),
+              "up": (h, f), "down": (f, h)}  # fmt: skip
+    return [(t, *widths[t]) for t in cfg.lora_targets if t != "lm_head"]
+
+
+def lora_adapters(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, str, str]:
+    """The adapters' parameter count, its formula and its numbers: r·(in + out) for A (in×r) and
+    B (r×out) of each adapted layer, in every block, and once for an adapted LM head."""
+    L, r = int(shape["layers"]), int(cfg.lora_rank or 0)
+    layers = _lora_layers(cfg, shape)
+    per_block = sum(i + o for _, i, o in layers)
+    count = L * r * per_block
+    names = ", ".join(t for t, _, _ in layers)
+    formula = f"L·r·Σ(in + out) over {names}"
+    numbers = f"{L}·{r}·{per_block}"
+    if "lm_head" in cfg.lora_targets and shape.get("vocab"):
+        count += r * (int(shape["hidden"]) + int(shape["vocab"]))
+        formula += " + r·(h + V) (LM head)"
+        numbers += f" + {r}·({shape['hidden']} + {shape['vocab']})"
+    return count, formula, numbers
+
+
+def lora_tensors(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
+    """Parameter tensors of the adapters: A and B of each adapted layer."""
+    blocks = len(_lora_layers(cfg, shape)) * int(shape.get("layers") or 0)
+    return 2 * (blocks + ("lm_head" in cfg.lora_targets))
+
+
+def largest_adapter(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
+    """The largest adapter tensor: r times the widest side of an adapted layer."""
+    sides = [max(i, o) for _, i, o in _lora_layers(cfg, shape)]
+    if "lm_head" in cfg.lora_targets and shape.get("vocab"):
+        sides.append(max(int(shape["hidden"]), int(shape["vocab"])))
+    return int(cfg.lora_rank or 0) * max(sides, default=0)
+
+
 def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> int:
-    """A frozen base (16-bit, or NF4 with QLoRA) and trainable adapters on q, k, v, o."""
+    """A frozen base (16-bit, or NF4 with QLoRA) and trainable adapters on the layers
+    ``lora_targets`` names."""
     h, L = shape.get("hidden"), shape.get("layers")
     if h is None or L is None:
         raise ProfilingError("LoRA needs the model's shape: give --model or --layers and --hidden")
-    psi, r = int(shape["params"]), int(cfg.lora_rank or 0)
-    kv = int(shape.get("kv_dim") or h)
-    # q, o (h×h) and k, v (h×kv) each get A (in×r) and B (r×out): r·(in + out) apiece.
-    q = int(shape.get("q_dim") or h)  # Qwen3, Gemma 2: heads × head size apart from h
-    adapters = L * r * (4 * h + 2 * q + 2 * kv)
-    if q != h:
-        formula = "L·r·(4h + 2q + 2·kv) (A and B on q: h×q, o: q×h, k, v: h×kv)"
-        numbers = f"{L}·{r}·(4·{h} + 2·{q} + 2·{kv})"
-    elif kv == h:
-        formula, numbers = "8·L·h·r (A and B on q, k, v, o)", f"8·{L}·{h}·{r}"
-    else:
-        formula = "L·r·(6h + 2·kv) (A and B on q, o: h×h and k, v: h×kv)"
-        numbers = f"{L}·{r}·(6·{h} + 2·{kv})"
+    psi = int(shape["params"])
+    adapters, formula, numbers = lora_adapters(cfg, shape)
     if cfg.qlora:
         _qlora_base(ledger, cfg, shape, sh)
     else:
@@ -223,8 +257,8 @@ def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Shardin
         _state(ledger, sh, 1, f"Optimizer: {name}", adapters, per, label, "optimizer", "A")
     _step_counters(ledger, cfg, shape)
     ledger.note(
-        "LoRA: base weights frozen (no gradients, no optimizer state); adapters on the "
-        "attention projections q, k, v, o; activations still flow through the whole model"
+        "LoRA: base weights frozen (no gradients, no optimizer state); adapters on "
+        f"{', '.join(cfg.lora_targets)}; activations still flow through the whole model"
     )
     return adapters
 
@@ -239,17 +273,20 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
     V = shape.get("vocab")
     linears = shape.get("block_linear_numels")
     if linears and L:
-        quantized = int(L) * sum(linears)
+        # A mixture of experts: every expert's gate, up and down is a 4-bit weight of its own.
+        expert, experts = shape.get("expert_linear_numels") or (0, 0)
+        quantized = int(L) * (sum(linears) + expert * experts)
         div, sym, num = sh.of(3)
-        sizes = [nf4_bytes(n) for n in linears]
+        sizes = [nf4_bytes(n) for n in linears] + [nf4_bytes(expert)] * experts
         each = " + ".join(
             f"{sizes.count(b)}·{b}" if sizes.count(b) > 1 else str(b) for b in dict.fromkeys(sizes)
         )
+        nf4 = nf4_base_bytes([*linears, *[expert] * experts], int(L))
         ledger.add(
             Line(
-                name="Base weights (NF4, frozen)",
-                bytes=nf4_base_bytes(list(linears), int(L)) / div,
-                unsharded=nf4_base_bytes(list(linears), int(L)) / sh.t,
+                name="Base weights (NF4, frozen)" + (" (experts included)" if experts else ""),
+                bytes=nf4 / div,
+                unsharded=nf4 / sh.t,
                 formula="L · Σ over a block's Linear weights of n values (n/2 packed + n/64 "
                 f"absmax + 4·⌈n/16384⌉ + 68) + shared map B{sym}",
                 substituted=f"{L} · ({each}) + {SHARED_MAP_BYTES}{num}",
@@ -324,7 +361,7 @@ def step_temporaries(
     largest = int(shape.get("largest_tensor") or 0)
     div, sym, num = sh.of(1)
     if cfg.lora_rank is not None:
-        largest = int(shape.get("hidden") or 0) * int(cfg.lora_rank)
+        largest = largest_adapter(cfg, shape)
     per_tensor = cfg.precision == "mixed" and not cfg.fp32_grads and not (cfg.fsdp or cfg.sharded)
     if per_tensor:
         # MasterWeightOptimizer: one tensor at a time, its gradient converted to fp32.
@@ -368,7 +405,10 @@ __all__ = [
     "Line",
     "Sharding",
     "full_training",
+    "largest_adapter",
     "lora",
+    "lora_adapters",
+    "lora_tensors",
     "offload",
     "optimizer_states",
     "step_temporaries",

@@ -62,6 +62,11 @@ class _Experts(nn.Module):
         if c.shared_experts:  # DeepSeek: experts every token runs, as one wider MLP
             self.shared_experts = _MLP(c, device, f * c.shared_experts)
 
+    def project(self, x: torch.Tensor, which: str) -> torch.Tensor:
+        """Every expert's matmul at once, x (E, slots, in) by its stacked weight (a grouped
+        GEMM); QLoRA's trace puts 4-bit weights behind it (``trace.lora.quantize_experts``)."""
+        return torch.bmm(x, getattr(self, which).transpose(1, 2))
+
     def forward(self, y: torch.Tensor) -> torch.Tensor:
         c = self.config
         shape, h, e, k = y.shape, c.hidden, c.experts, c.experts_per_token
@@ -78,10 +83,8 @@ class _Experts(nn.Module):
         if capacity * e != slots:
             routed = F.pad(routed, (0, 0, 0, capacity * e - slots))
         xe = routed.view(e, capacity, h)
-        hidden = _act(c, torch.bmm(xe, self.gate.transpose(1, 2))) * torch.bmm(
-            xe, self.up.transpose(1, 2)
-        )
-        out = torch.bmm(hidden, self.down.transpose(1, 2)).reshape(-1, h)[:slots]
+        hidden = _act(c, self.project(xe, "gate")) * self.project(xe, "up")
+        out = self.project(hidden, "down").reshape(-1, h)[:slots]
         out = out * weights.reshape(-1)[order].unsqueeze(-1)
         routed = torch.zeros_like(x).index_add(0, token, out).view(shape)
         return routed + self.shared_experts(y) if c.shared_experts else routed

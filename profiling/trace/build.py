@@ -45,7 +45,8 @@ def untraceable(config: TrainingConfig) -> list[str]:
         from profiling.trace.lora import lora_problem
 
         workload = None if config.is_factory else find_workload(config.model)
-        problem = lora_problem(config, workload.arch if workload is not None else None)
+        arch = workload.arch if workload is not None else None
+        problem = lora_problem(config, arch, workload is not None and workload.moe)
         if problem:
             problems.append(problem)
     if config.tp > 1:

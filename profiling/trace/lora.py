@@ -33,7 +33,10 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.lora import NESTED_BLOCK, NF4_BLOCK
 
-TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+# The module names of each role ``lora_targets`` names (transformers' and our blocks').
+MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
+           "up": "up_proj", "down": "down_proj", "lm_head": "lm_head"}  # fmt: skip
+TARGETS = tuple(MODULES[t] for t in ("q", "k", "v", "o"))
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -55,6 +58,8 @@ class _DequantizedMatMul(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, layer: NF4Linear) -> torch.Tensor:  # type: ignore[override]  # autograd.Function's forward takes the layer as a plain argument
         ctx.layer = layer
+        if layer.keeps_inputs and x.requires_grad:  # bitsandbytes <= 0.43.1: ctx.tensors = (A, B)
+            ctx.save_for_backward(x)
         return torch.nn.functional.linear(x, layer.dequantize(x.dtype))
 
     @staticmethod
@@ -62,45 +67,124 @@ class _DequantizedMatMul(torch.autograd.Function):
         return grad @ ctx.layer.dequantize(grad.dtype), None
 
 
+def _nf4_storage(module: nn.Module, rows: int, cols: int, device: torch.device) -> None:
+    """What bitsandbytes keeps for one 4-bit weight of rows × cols, as frozen parameters."""
+    n = rows * cols
+    blocks = -(-n // NF4_BLOCK)
+
+    def frozen(*shape: int, dtype: torch.dtype) -> nn.Parameter:
+        return nn.Parameter(torch.empty(shape, dtype=dtype, device=device), False)
+
+    module.weight = frozen((n + 1) // 2, 1, dtype=torch.uint8)  # two 4-bit codes a byte
+    # bitsandbytes' QuantState: absmax per block (uint8, double quantized), their fp32
+    # absmax per 256 blocks, the 16-value NF4 code, the offset.
+    for name, param in (
+        ("weight_absmax", frozen(blocks, dtype=torch.uint8)),
+        ("weight_absmax2", frozen(-(-blocks // NESTED_BLOCK), dtype=torch.float32)),
+        ("weight_code", frozen(16, dtype=torch.float32)),
+        ("weight_offset", frozen(dtype=torch.float32)),
+    ):
+        module.register_parameter(name, param)
+
+
+def _dequantize(module: NF4Weight | NF4Linear, dtype: torch.dtype) -> torch.Tensor:
+    """The 16-bit weight bitsandbytes writes, as ``dequantize_4bit`` makes it: the nested absmax
+    first dequantized to fp32 (one value per 64-value block), alive while the weight is written,
+    then the full-shape weight."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    weight = module.weight
+    if not isinstance(weight, FakeTensor):
+        raise ProfilingError(
+            "NF4Linear stands in for bitsandbytes' 4-bit kernels under the trace's fake "
+            "tensors only; train QLoRA for real with bitsandbytes on a GPU"
+        )
+    blocks = -(-module.nf4_shape[0] * module.nf4_shape[1] // NF4_BLOCK)
+    absmax = torch.empty(blocks, dtype=torch.float32)
+    out = torch.empty(module.nf4_shape, dtype=dtype)
+    del absmax
+    return out
+
+
+class NF4Weight(nn.Module):
+    """One expert's 4-bit weight: the storage bitsandbytes keeps for it (see the module doc)."""
+
+    def __init__(self, rows: int, cols: int, device: torch.device) -> None:
+        super().__init__()
+        self.nf4_shape = (rows, cols)
+        _nf4_storage(self, rows, cols, device)
+
+    def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
+        return _dequantize(self, dtype)
+
+
+class _DequantizedExperts(torch.autograd.Function):
+    """Every expert's ``x[e] @ dequantize(W[e])ᵀ``, one expert's 16-bit weight at a time, as
+    transformers' per-expert Linear4bit layers run it; keeps nothing but what bitsandbytes keeps
+    (the input, with ``--bnb-keeps-inputs``)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weights: list[NF4Weight], keep: bool) -> torch.Tensor:  # type: ignore[override]  # autograd.Function's forward takes the weights as a plain argument
+        ctx.weights = weights
+        if keep and x.requires_grad:
+            ctx.save_for_backward(x)
+        rows = weights[0].nf4_shape[0]
+        out = x.new_empty(x.shape[0], x.shape[1], rows)
+        for i, w in enumerate(weights):
+            out[i] = x[i] @ w.dequantize(x.dtype).t()
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]  # autograd.Function's backward signature
+        weights = ctx.weights
+        out = grad.new_empty(grad.shape[0], grad.shape[1], weights[0].nf4_shape[1])
+        for i, w in enumerate(weights):
+            out[i] = grad[i] @ w.dequantize(grad.dtype)
+        return out, None, None
+
+
+def quantize_experts(experts: nn.Module, keeps_inputs: bool) -> int:
+    """A mixture of experts' stacked gate, up and down weights (``hf_blocks``' experts) as one
+    4-bit weight per expert, as bitsandbytes quantizes each expert's Linear layers; returns how
+    many weights."""
+    count = 0
+    lists: dict[str, list[NF4Weight]] = {}
+    for name in ("gate", "up", "down"):
+        stacked = getattr(experts, name)
+        e, rows, cols = stacked.shape
+        lists[name] = [NF4Weight(rows, cols, stacked.device) for _ in range(e)]
+        delattr(experts, name)
+        experts.add_module(f"{name}_nf4", nn.ModuleList(lists[name]))
+        count += e
+
+    def project(x: torch.Tensor, which: str) -> torch.Tensor:
+        return _DequantizedExperts.apply(x, lists[which], keeps_inputs)
+
+    # The experts' grouped matmul, over 4-bit weights (an instance attribute: nn.Module's
+    # __setattr__ takes only tensors and modules).
+    experts.__dict__["project"] = project
+    return count
+
+
 class NF4Linear(nn.Linear):
     """What bitsandbytes' ``Linear4bit`` holds, for the trace's fake tensors (see the module
     doc): a frozen packed weight and its quantization constants, all counted as parameters."""
 
-    def __init__(self, linear: nn.Linear, compute_dtype: torch.dtype) -> None:
+    def __init__(
+        self, linear: nn.Linear, compute_dtype: torch.dtype, keeps_inputs: bool = False
+    ) -> None:
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.compute_dtype = compute_dtype
-        n = linear.in_features * linear.out_features
-        blocks = -(-n // NF4_BLOCK)
-        device = linear.weight.device
-
-        def frozen(*shape: int, dtype: torch.dtype) -> nn.Parameter:
-            return nn.Parameter(torch.empty(shape, dtype=dtype, device=device), False)
-
-        self.weight = frozen((n + 1) // 2, 1, dtype=torch.uint8)  # two 4-bit codes a byte
-        # bitsandbytes' QuantState: absmax per block (uint8, double quantized), their fp32
-        # absmax per 256 blocks, the 16-value NF4 code, the offset.
-        for name, param in (
-            ("weight_absmax", frozen(blocks, dtype=torch.uint8)),
-            ("weight_absmax2", frozen(-(-blocks // NESTED_BLOCK), dtype=torch.float32)),
-            ("weight_code", frozen(16, dtype=torch.float32)),
-            ("weight_offset", frozen(dtype=torch.float32)),
-        ):
-            self.register_parameter(name, param)
+        self.keeps_inputs = keeps_inputs
+        self.nf4_shape = (self.out_features, self.in_features)
+        _nf4_storage(self, self.out_features, self.in_features, linear.weight.device)
         self.bias = linear.bias
         if self.bias is not None:
             self.bias.requires_grad_(False)
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
-        """The 16-bit weight bitsandbytes' kernel writes: one tensor of the full shape."""
-        from torch._subclasses.fake_tensor import FakeTensor
-
-        if not isinstance(self.weight, FakeTensor):
-            raise ProfilingError(
-                "NF4Linear stands in for bitsandbytes' 4-bit kernels under the trace's fake "
-                "tensors only; train QLoRA for real with bitsandbytes on a GPU"
-            )
-        return torch.empty(self.out_features, self.in_features, dtype=dtype)
+        return _dequantize(self, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Linear4bit: the input in the compute dtype, the output back in the input's.
@@ -110,15 +194,20 @@ class NF4Linear(nn.Linear):
         return out.to(x.dtype)
 
 
-def quantize_linears(model: nn.Module, compute_dtype: torch.dtype) -> int:
+def quantize_linears(
+    model: nn.Module, compute_dtype: torch.dtype, keeps_inputs: bool = False
+) -> int:
     """Every Linear layer of the repeated blocks becomes an :class:`NF4Linear` (the LM head and
-    embeddings stay 16-bit, as bitsandbytes leaves ``lm_head``); returns how many."""
+    embeddings stay 16-bit, as bitsandbytes leaves ``lm_head``), and every expert's weights
+    4-bit ones; returns how many weights."""
     count = 0
     for name, parent in list(model.named_modules()):
+        if all(isinstance(getattr(parent, w, None), nn.Parameter) for w in ("gate", "up", "down")):
+            count += quantize_experts(parent, keeps_inputs)
         for child_name, child in list(parent.named_children()):
             full = f"{name}.{child_name}" if name else child_name
             if type(child) is nn.Linear and not full.endswith("lm_head"):
-                setattr(parent, child_name, NF4Linear(child, compute_dtype))
+                setattr(parent, child_name, NF4Linear(child, compute_dtype, keeps_inputs))
                 count += 1
     # The 256-value fp32 map of the nested quantization, shared by every layer.
     model.register_parameter(
@@ -190,16 +279,26 @@ def apply_lora(
     notes: list[str] = []
     quantized = 0
     if config.qlora:
-        quantized = quantize_linears(model, _DTYPES[config.compute_dtype])
+        quantized = quantize_linears(
+            model, _DTYPES[config.compute_dtype], keeps_inputs=config.bnb_keeps_inputs
+        )
         notes.append(
             f"QLoRA: bitsandbytes needs CUDA, so its 4-bit base is represented: "
-            f"{in_model(quantized)} "
-            "Linear layers hold NF4 storage as bitsandbytes keeps it (packed uint8 n/2 bytes, "
-            "a uint8 absmax per 64 values, an fp32 absmax per 256 blocks, the NF4 code and an "
-            f"offset per tensor, one shared 256-value map) and dequantize to "
-            f"{config.compute_dtype} for each matmul; the LM head and embeddings stay 16-bit"
+            f"{in_model(quantized)} weights (Linear layers, each expert's gate, up, down) hold "
+            "NF4 storage as bitsandbytes keeps it (packed uint8 n/2 bytes, a uint8 absmax per 64 "
+            "values, an fp32 absmax per 256 blocks, the NF4 code and an offset per tensor, one "
+            f"shared 256-value map) and dequantize to {config.compute_dtype} for each matmul "
+            "(the absmax to fp32 first); the LM head and embeddings stay 16-bit; "
+            + (
+                "each keeps its input for backward when it needs a gradient (bitsandbytes "
+                "0.43.1 and earlier)"
+                if config.bnb_keeps_inputs
+                else "none keeps its input (bitsandbytes 0.43.2 and later)"
+            )
         )
-    lora = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.0, target_modules=list(TARGETS))
+    modules = [MODULES[t] for t in config.lora_targets]
+    dropout = config.lora_dropout
+    lora = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=dropout, target_modules=modules)
     with _fake_safe_moves():
         inject_adapter_in_model(lora, model)
         dtype = adapter_dtype(config)
@@ -208,35 +307,45 @@ def apply_lora(
                 module.to(dtype=dtype)
     adapted = sum(1 for n, _ in model.named_modules() if n.endswith("lora_A.default"))
     adapters = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    blocks = sum(1 for n, _ in model.named_modules() if n.endswith(".o_proj.base_layer"))
-    if not adapted or adapted != 4 * blocks:
+    # The LM head's adapter is the model's, once: only the blocks' count scales to the model.
+    head = [p.numel() for n, p in model.named_parameters() if "lm_head.lora_" in n]
+    whole_layers = in_model(adapted - bool(head)) + bool(head)
+    whole_params = in_model(adapters - sum(head)) + sum(head)
+    block_targets = [t for t in modules if t != "lm_head"]
+    blocks = sum(1 for n, _ in model.named_modules() if n.endswith(".o_proj"))
+    blocks = blocks or sum(1 for n, _ in model.named_modules() if n.endswith(".o_proj.base_layer"))
+    expected = len(block_targets) * blocks + ("lm_head" in modules)
+    if not adapted or adapted != expected:
         raise ProfilingError(
-            f"LoRA here adapts {', '.join(TARGETS)} apart, and this model has "
+            f"LoRA here adapts {', '.join(modules)} apart, and this model has "
             f"{adapted} such layers in {blocks} blocks (Phi-3's module fuses q, k, v in one "
             "qkv_proj); estimate it instead"
         )
     notes.append(
-        f"LoRA by peft: LoraConfig(r={r}, lora_alpha={2 * r}, lora_dropout=0) on "
-        f"{', '.join(TARGETS)} ({in_model(adapted)} layers), base weights frozen (no gradients, no "
+        f"LoRA by peft: LoraConfig(r={r}, lora_alpha={2 * r}, lora_dropout={dropout:g}) on "
+        f"{', '.join(modules)} ({whole_layers} layers), base weights frozen (no gradients, "
+        "no "
         f"optimizer state); adapters in {str(dtype).removeprefix('torch.')}"
     )
     info = {
         "lora": {
             "rank": r,
             "alpha": 2 * r,
-            "targets": list(TARGETS),
-            "adapted_layers": in_model(adapted),
-            "adapter_params": in_model(adapters),
+            "targets": modules,
+            "dropout": dropout,
+            "adapted_layers": whole_layers,
+            "adapter_params": whole_params,
             "peft": peft_version(),
             "base": "NF4 (represented: bitsandbytes needs CUDA)" if config.qlora else "frozen",
             "quantized_layers": in_model(quantized),
+            "bnb_keeps_inputs": config.bnb_keeps_inputs,
         },
         "traced_params": unpacked + adapters,
     }
     return info, notes
 
 
-def lora_problem(config: TrainingConfig, arch: str | None) -> str | None:
+def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False) -> str | None:
     """Why the trace cannot run this LoRA configuration (None: it can)."""
     if config.lora_rank is None:
         return None
@@ -251,6 +360,11 @@ def lora_problem(config: TrainingConfig, arch: str | None) -> str | None:
         )
     if config.fsdp or config.sharded:
         return "one GPU for --lora-rank (no ZeRO/FSDP: estimate it instead)"
+    targets = [t for t in config.lora_targets if t != "lm_head"]
+    if experts and set(targets) & {"gate", "up", "down"}:
+        return "--lora-targets among q, k, v, o, lm_head for a mixture of experts"
+    if not set(targets) & {"q", "k", "v"}:
+        return "--lora-targets with at least one of q, k, v (as the estimate models it)"
     if peft_version() is None:
         return (
             "full training (no --lora-rank), or peft installed (pip install 'journal-agent[lora]')"
@@ -259,11 +373,14 @@ def lora_problem(config: TrainingConfig, arch: str | None) -> str | None:
 
 
 __all__ = [
+    "MODULES",
     "TARGETS",
     "NF4Linear",
+    "NF4Weight",
     "adapter_dtype",
     "apply_lora",
     "lora_problem",
     "peft_version",
+    "quantize_experts",
     "quantize_linears",
 ]

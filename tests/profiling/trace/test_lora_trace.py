@@ -123,3 +123,114 @@ def test_real_module_under_peft(tmp_path: Path, config: dict, precision: str, ql
     for category in ("parameters", "optimizer"):
         assert real.by_category[category] == ours.by_category[category]
     assert real.after_step["gradients"] == ours.after_step["gradients"]
+
+
+MOE = {
+    "model_type": "mixtral", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 512, "num_local_experts": 4, "num_experts_per_tok": 2,
+}  # fmt: skip
+
+# Which layers LoRA adapts, with lora_dropout, on every precision the adapters see differently:
+# no cast (bf16, fp32), peft's fp32 cast (mixed), autocast's copies (amp-bf16).
+TARGET_CASES = {
+    "q,v (peft's default), bf16, cuda": ("q,v", 0.0, "bf16", "cuda"),
+    "all-linear, dropout, mixed, cpu": ("all-linear", 0.1, "mixed", "cpu"),
+    "all-linear + lm_head, amp-bf16, cuda": ("all-linear,lm_head", 0.0, "amp-bf16", "cuda"),
+    "q, k, v, o, lm_head, dropout, fp32, cpu": ("q,k,v,o,lm_head", 0.05, "fp32", "cpu"),
+    "gate, up, down, q, dropout, bf16, cpu": ("q,mlp", 0.1, "bf16", "cpu"),
+}
+
+
+@pytest.mark.parametrize("case", list(TARGET_CASES))
+def test_lora_targets_and_dropout_agree_per_category(case: str) -> None:
+    """peft adapts exactly the named layers, with its dropout; the estimate of what each adapter
+    keeps (its own input copy, its mask, the shared inputs frozen layers no longer keep) agrees
+    with the trace per category."""
+    targets, dropout, precision, target = TARGET_CASES[case]
+    cfg = TrainingConfig(model="tiny-llama", seq=64, batch=2, precision=precision, lora_rank=8,
+                         lora_targets=targets, lora_dropout=dropout, target=target)  # fmt: skip
+    with project_blocks():
+        traced = trace_step(cfg)
+        ratios = _ratios(cfg, traced)
+        est = estimate(cfg)
+    for name in CATEGORIES:
+        assert ratios[name] == pytest.approx(1.0, abs=0.001), (case, name, ratios[name])
+    assert ratios["peak"] == pytest.approx(1.0, abs=0.015), (case, ratios["peak"])
+    lora = traced.model_info["lora"]
+    blocks = len([t for t in cfg.lora_targets if t != "lm_head"])
+    assert lora["adapted_layers"] == 2 * blocks + ("lm_head" in cfg.lora_targets)
+    assert lora["dropout"] == dropout
+    assert lora["adapter_params"] == est.trainable_params
+
+
+def test_more_targets_and_dropout_keep_more() -> None:
+    """all-linear with dropout keeps more than q, v alone: the estimate says by how much, as the
+    trace does."""
+    small = TrainingConfig(model="tiny-llama", seq=64, batch=2, precision="bf16", lora_rank=8,
+                           lora_targets="q,v")  # fmt: skip
+    big = small.model_copy(update={"lora_targets": ["q", "k", "v", "o", "gate", "up", "down"],
+                                   "lora_dropout": 0.1})  # fmt: skip
+    with project_blocks():
+        traced = {n: trace_step(c).phases["after_forward"]["activations"]
+                  for n, c in (("small", small), ("big", big))}  # fmt: skip
+        estimated = {n: estimate(c).category_bytes("activations")
+                     for n, c in (("small", small), ("big", big))}  # fmt: skip
+    assert traced["big"] > 1.2 * traced["small"]
+    assert estimated["big"] - estimated["small"] == traced["big"] - traced["small"]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "mixed"])
+def test_qlora_of_experts_quantizes_every_expert(tmp_path: Path, precision: str) -> None:
+    """QLoRA of a mixture of experts: each expert's gate, up and down is a 4-bit weight, as
+    bitsandbytes quantizes transformers' per-expert Linear layers; estimate and trace agree to
+    the byte on the parameters and per category on the rest."""
+    cfg = TrainingConfig(model=_spec(tmp_path, MOE), seq=64, batch=2, precision=precision,
+                         lora_rank=8, qlora=True)  # fmt: skip
+    with project_blocks():
+        traced = trace_step(cfg)
+        ratios = _ratios(cfg, traced)
+        est = estimate(cfg)
+    for name in CATEGORIES:
+        assert ratios[name] == pytest.approx(1.0, abs=0.001), (name, ratios[name])
+    assert est.category_bytes("parameters") == traced.phases["after_forward"]["parameters"]
+    # 2 blocks × (q, k, v, o, router + 4 experts × gate, up, down)
+    assert traced.model_info["lora"]["quantized_layers"] == 2 * (5 + 12)
+
+
+def test_mixtral_qlora_keeps_its_experts_in_four_bits() -> None:
+    """Mixtral 8x7B's QLoRA base is about 24 GB of NF4 weights (the experts included), not
+    90 GB of 16-bit experts filed under 'Embeddings, LM head, norms'."""
+    est = estimate(TrainingConfig(model="hf:mixtral-8x7b", seq=2048, precision="bf16",
+                                  lora_rank=16, qlora=True))  # fmt: skip
+    rows = {c.name: c.bytes for c in est.components}
+    assert 23e9 < rows["Base weights (NF4, frozen) (experts included)"] < 25.5e9
+    rest = next(b for n, b in rows.items() if n.startswith("Embeddings, LM head, norms"))
+    assert rest < 1e9  # the embedding, the LM head and the norms: 2·32000·4096·2 B and a little
+    assert est.per_gpu_bytes < 48e9
+
+
+@pytest.mark.parametrize("model", ["tiny-llama", "moe"])
+def test_old_bitsandbytes_keeps_each_4bit_layers_input(tmp_path: Path, model: str) -> None:
+    """bitsandbytes 0.43.1 and earlier kept each 4-bit matmul's input whenever it needed a
+    gradient: the trace of that MatMul4Bit keeps more, by the frozen layers' inputs, and the
+    estimate follows it per category."""
+    spec = model if model == "tiny-llama" else _spec(tmp_path, MOE)
+    now = TrainingConfig(model=spec, seq=64, batch=2, precision="mixed", lora_rank=8, qlora=True)
+    old = now.model_copy(update={"bnb_keeps_inputs": True})
+    with project_blocks():
+        traced = {n: trace_step(c) for n, c in (("now", now), ("old", old))}
+        for name, cfg in (("now", now), ("old", old)):
+            ratios = _ratios(cfg, traced[name])
+            for cat in CATEGORIES:
+                assert ratios[cat] == pytest.approx(1.0, abs=0.001), (name, cat, ratios[cat])
+    acts = {n: t.phases["after_forward"]["activations"] for n, t in traced.items()}
+    assert acts["old"] > 1.05 * acts["now"]
+    assert traced["old"].model_info["lora"]["bnb_keeps_inputs"] is True
+
+
+def test_lora_targets_the_estimate_cannot_model_are_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(ProfilingError, match="without q, k or v"):
+        estimate(TrainingConfig(model="tiny-llama", lora_rank=8, lora_targets="mlp"))
+    with pytest.raises(ProfilingError, match="mixture of experts"):
+        estimate(TrainingConfig(model=_spec(tmp_path, MOE), lora_rank=8, lora_targets="all-linear"))

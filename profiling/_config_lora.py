@@ -1,0 +1,38 @@
+"""LoRA's targets for ``profiling.config``: the layers by role, the named sets, the parsing.
+
+Roles, not module names: peft's ``target_modules`` say ``q_proj``, LitGPT ``lora_query``; the
+``--from`` readers and the trace map them (``profiling.trace.lora.MODULES``). No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+# The Linear layers LoRA can adapt, by their role; "all-linear" is peft's every Linear of the
+# blocks (not the LM head).
+LoraTarget = Literal["q", "k", "v", "o", "gate", "up", "down", "lm_head"]
+LORA_TARGET_SETS: dict[str, tuple[str, ...]] = {
+    "all-linear": ("q", "k", "v", "o", "gate", "up", "down"),
+    "attention": ("q", "k", "v", "o"),
+    "mlp": ("gate", "up", "down"),
+}
+LORA_DEFAULT = ["q", "k", "v", "o"]
+
+
+def parse_targets(value: Any) -> Any:
+    """``"q,v"``, ``["q_proj", "v_proj"]`` or a named set (``all-linear``) as a sorted list of
+    roles; what is no role is left for the field's own check to name."""
+    if value is None:
+        return list(LORA_DEFAULT)
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names: list[str] = []
+    for item in items:
+        item = str(item).strip().removesuffix("_proj")
+        names += LORA_TARGET_SETS.get(item, (item,))
+    if not names or "" in names:
+        raise ValueError("name at least one layer: q, k, v, o, gate, up, down, lm_head")
+    order = get_args(LoraTarget)
+    return sorted(set(names), key=lambda n: order.index(n) if n in order else -1)
+
+
+__all__ = ["LORA_DEFAULT", "LORA_TARGET_SETS", "LoraTarget", "parse_targets"]
