@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from journal_agent.check import Check
 
 if TYPE_CHECKING:
     from journal_agent.workspace import Workspace
@@ -22,16 +23,6 @@ OPTIONAL = {
     "mcp": "the MCP server for Claude Code",
     "hypothesis": "the property-based tests",
 }
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def run_checks(ws: Workspace) -> list[Check]:

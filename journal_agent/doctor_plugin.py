@@ -1,9 +1,10 @@
 """``doctor``'s checks of the Claude Code plugin: the losses nothing else would show.
 
 Each says what is wrong and the one command that fixes it: an unwritable ``.journal/`` (every
-Insight lost), hooks that never ran since install (and why: no ``python3``, one too old), the
-plugin's environment failed, broken or stale, a failure Claude Code cached for our MCP server,
-a marketplace folder that moved (the plugin vanishes without a word).
+Insight lost), hooks that never ran since install (and why: no ``python3``, one too old), an MCP
+server that could only say why it cannot work (no usable Python), the plugin's environment
+failed, broken or stale, a failure Claude Code cached for our MCP server, a marketplace folder
+that moved (the plugin vanishes without a word).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from journal_agent.doctor import Check
+from journal_agent.check import Check
 
 
 def plugin_checks(root: Path, home: Path | None = None) -> list[Check]:
@@ -20,6 +21,7 @@ def plugin_checks(root: Path, home: Path | None = None) -> list[Check]:
     return [
         check_journal_writable(root),
         check_hooks_ran(home),
+        check_mcp_started(home),
         check_environment(),
         check_mcp_cache(home),
         check_marketplace(home),
@@ -71,6 +73,16 @@ def check_hooks_ran(home: Path) -> Check:
         )
     last = max(ran, key=lambda p: p.stat().st_mtime).read_text().strip()
     return Check("plugin hooks", True, f"last session start: {last}")
+
+
+def check_mcp_started(home: Path) -> Check:
+    """The MCP server ran without a usable Python (journal_agent/plugin_env/degraded.sh): it
+    answered, so Claude Code shows it connected, but its only tool says why it cannot work."""
+    for data in _data_dirs(home):
+        note = data / "mcp-degraded"
+        if note.exists():
+            return Check("plugin MCP server", False, note.read_text().strip())
+    return Check("plugin MCP server", True, "no start without a usable Python recorded")
 
 
 def check_environment() -> Check:

@@ -20,14 +20,31 @@ def _bootstrap():
         sys.modules["journal_agent"] = stub
 
 
+def _too_old(argv):
+    """Run under a Python older than MINIMUM: hand over to a newer ``python3.N`` on PATH;
+    without one, the MCP server answers with the reason (degraded.sh), anything else says it."""
+    here = os.path.abspath(__file__)
+    for minor in range(20, MINIMUM[1] - 1, -1):
+        for folder in os.environ.get("PATH", "").split(os.pathsep):
+            newer = os.path.join(folder, f"python3.{minor}")
+            if folder and os.path.isfile(newer) and os.access(newer, os.X_OK):
+                os.execv(newer, [newer, "-I", "-S", here, *argv])
+    found = ".".join(str(n) for n in sys.version_info[:3])
+    why = (
+        f"the python3 on PATH is {found} ({sys.executable}) and the plugin needs "
+        f"{MINIMUM[0]}.{MINIMUM[1]} or newer (its tools 3.11): install a newer Python "
+        "(python.org, `brew install python`) and put it first on PATH"
+    )
+    if argv == ["launch", "mcp"]:
+        degraded = os.path.join(os.path.dirname(here), "degraded.sh")
+        os.execv("/bin/sh", ["/bin/sh", degraded, f"journal-agent's tools are unavailable: {why}."])
+    sys.stderr.write(f"journal-agent: {why}.\n")
+    return 1
+
+
 def main(argv):
     if sys.version_info < MINIMUM:
-        found = ".".join(str(n) for n in sys.version_info[:3])
-        sys.stderr.write(
-            f"journal-agent: the plugin needs Python {MINIMUM[0]}.{MINIMUM[1]} or newer; the "
-            f"python3 on PATH is {found} ({sys.executable}): put a newer one first on PATH.\n"
-        )
-        return 1
+        return _too_old(argv)
     _bootstrap()
     what, rest = (argv[0], argv[1:]) if argv else ("launch", [])
     if what == "prepare":

@@ -277,3 +277,77 @@ def test_profiling_commands_are_the_ones_that_ask_for_torch(argv):
     assert needs_torch(argv)
     assert not needs_torch(["estimate", "--model", "llama-7b"])
     assert not needs_torch(["tool", "JournalSearch", "{}"])
+
+
+# -- no usable Python ------------------------------------------------------------------------------
+
+
+def _degraded_session(tmp_path: Path, env: dict[str, str]) -> tuple[str, list[str], dict]:
+    """initialize, tools/list and a tools/call of the MCP server: (instructions, tool names,
+    the call's result)."""
+    client = Client(tmp_path, env)
+    instructions = client.initialize()["result"]["instructions"]
+    names = _names(client.ask("tools/list"))
+    called = client.ask("tools/call", {"name": names[0], "arguments": {}})["result"]
+    assert client.ask("ping") == {"jsonrpc": "2.0", "id": client.n, "result": {}}
+    assert client.close() == 0
+    return instructions, names, called
+
+
+def test_with_no_python_at_all_the_server_answers_and_says_why(tmp_path):
+    empty = tmp_path / "empty-bin"  # a PATH with no python3 (nor anything else)
+    empty.mkdir()
+    data = tmp_path / ".claude" / "plugins" / "data" / "journal-agent-inline"
+    data.mkdir(parents=True)
+    env = {"PATH": str(empty), "HOME": str(tmp_path), "CLAUDE_PLUGIN_DATA": str(data)}
+    instructions, names, called = _degraded_session(tmp_path, env)
+    why = f"journal-agent's tools are unavailable: there is no python3 on PATH ({empty})"
+    assert instructions.startswith(why) and "install Python 3.11 or newer" in instructions
+    assert names == ["JournalAgentStatus"]
+    assert called["isError"] and called["content"][0]["text"] == instructions
+    # doctor names it (from a Python the user has elsewhere), and a real start clears it.
+    from journal_agent.doctor_plugin import check_mcp_started
+
+    check = check_mcp_started(tmp_path)
+    assert not check.ok and check.detail == instructions
+    # Any other command says the same in one line, and exits 127 (command not found).
+    done = _launch(tmp_path, "inbox", env=env)
+    assert done.returncode == 127 and done.stdout == ""
+    assert done.stderr.startswith("journal-agent: there is no python3 on PATH (")
+    client = Client(
+        tmp_path, _env(tmp_path, _python3(tmp_path)) | {"CLAUDE_PLUGIN_DATA": str(data)}
+    )
+    assert "being prepared" in client.initialize()["result"]["instructions"]
+    assert client.close() == 0 and check_mcp_started(tmp_path).ok
+
+
+def _pyenv(minor: int) -> Path:
+    import glob
+
+    found = sorted(
+        glob.glob(os.path.expanduser(f"~/.pyenv/versions/3.{minor}.*/bin/python3.{minor}"))
+    )
+    if not found:
+        pytest.skip(f"no Python 3.{minor} under pyenv here")
+    return Path(found[-1])
+
+
+def test_an_old_python3_hands_over_to_a_newer_one_or_the_server_says_why(tmp_path):
+    old = _folder_with(tmp_path, python3=_pyenv(9))  # macOS's python3
+    env = {"PATH": str(old), "HOME": str(tmp_path)}
+    instructions, names, called = _degraded_session(tmp_path, env)
+    assert instructions.startswith(
+        "journal-agent's tools are unavailable: the python3 on PATH is 3.9."
+    )
+    assert names == ["JournalAgentStatus"] and called["isError"]
+    # A python3.N new enough further on PATH runs it instead.
+    newer = tmp_path / "newer-bin"
+    newer.mkdir()
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    minor = sys.version_info[1]
+    (newer / f"python3.{minor}").symlink_to(base)
+    env["PATH"] = os.pathsep.join([str(old), str(newer)])
+    client = Client(tmp_path, env)
+    assert "being prepared" in client.initialize()["result"]["instructions"]
+    assert "MemoryEstimate" in _names(client.ask("tools/list"))
+    assert client.close() == 0
