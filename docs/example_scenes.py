@@ -322,6 +322,48 @@ LEARN_EDIT = (
 )
 
 
+def build_recipes(root: Path) -> None:
+    """Real recipe files of four frameworks (tests/profiling/recipes/fixtures: copies of public
+    configs, sources named there) and a Hugging Face Trainer checkpoint folder written by
+    transformers' own classes (training_args.bin, a 4-bit model config.json, peft's
+    adapter_config.json)."""
+    fixtures = REPO / "tests" / "profiling" / "recipes" / "fixtures"
+    for src, name in (
+        ("litgpt/llama-3.1-8b-qlora.yaml", "qlora.yaml"),
+        ("torchtune/8B_qlora_single_device.yaml", "8B_qlora_single_device.yaml"),
+        ("torchtitan/llama3_8b.toml", "llama3_8b.toml"),
+    ):
+        shutil.copyfile(fixtures / src, root / name)
+    import warnings
+
+    import torch
+    import transformers
+
+    from profiling.models.hf_config import catalogue_entry
+
+    folder = root / "checkpoint-500"
+    folder.mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        args = transformers.TrainingArguments(
+            output_dir="out", per_device_train_batch_size=4, gradient_accumulation_steps=4,
+            gradient_checkpointing=True, optim="paged_adamw_8bit", report_to=[],
+        )  # fmt: skip
+    args.bf16 = True  # (validated against a GPU this machine lacks)
+    torch.save(args, folder / "training_args.bin")
+    config = dict(catalogue_entry("llama-3.1-8b")["config"])
+    config["quantization_config"] = transformers.BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True
+    ).to_dict()
+    (folder / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    adapter = {
+        "peft_type": "LORA", "r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "bias": "none",
+        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": "meta-llama/Llama-3.1-8B",
+    }  # fmt: skip
+    (folder / "adapter_config.json").write_text(json.dumps(adapter, indent=2), encoding="utf-8")
+
+
 SCENES: dict[str, Scene] = {
     "project": Scene(build_project),
     "entries": Scene(build_entries, base="project"),
@@ -337,6 +379,7 @@ SCENES: dict[str, Scene] = {
     "drafting": Scene(build_drafting, script=drafting_script),
     "definitions": Scene(build_definitions),
     "bad-definition": Scene(build_bad_definition),
+    "recipes": Scene(build_recipes),
 }
 
 _built: dict[str, Path] = {}

@@ -28,6 +28,12 @@ from journal_agent.cli._profiling_common import (
     _store,
     _trace_progress,
 )
+from journal_agent.cli._recipe_option import (
+    FromOption,
+    parse_with_recipe,
+    print_recipe,
+    recipe_store,
+)
 from journal_agent.errors import UserError
 from profiling.time_bound import DEFAULT_TIMEOUT_S
 
@@ -98,6 +104,7 @@ def estimate_command(
             help="Also trace the same step under fake tensors and show both side by side.",
         ),
     ] = False,
+    from_files: FromOption = None,
     as_json: JsonOption = False,
     plot: PlotOption = None,
     force: ForceOption = False,
@@ -110,12 +117,14 @@ def estimate_command(
     --gpus 2 --zero 2 --gpu-mem 40
     """
     check_plot(plot, force)
-    from profiling.config import TrainingConfig
     from profiling.estimate.run import estimate_and_record
 
-    store = _saving_store(root)
+    cfg, recipe = parse_with_recipe(config, from_files)
+    store = recipe_store(_saving_store(root), recipe)
     started = time.monotonic()
-    run = estimate_and_record(TrainingConfig.parse(**config), store, timeout=timeout)
+    run = estimate_and_record(cfg, store, timeout=timeout)
+    if recipe is not None:
+        run.payload["recipe"] = recipe.as_json()
     if compare_trace:
         from profiling.trace.report import trace_config_for_estimate
         from profiling.trace.run import trace_beside_estimate
@@ -133,6 +142,7 @@ def estimate_command(
     if as_json:
         print_json(run.payload)
         return
+    print_recipe(recipe)
     _print_run(run)
 
 

@@ -14,6 +14,12 @@ from journal_agent.cli._app import app
 from journal_agent.cli._common import JsonOption, RootOption, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._profiling_common import TimeoutOption
+from journal_agent.cli._recipe_option import (
+    FromOption,
+    parse_with_recipe,
+    print_recipe,
+    recipe_store,
+)
 from journal_agent.errors import UserError
 from profiling import config_table
 from profiling.time_bound import DEFAULT_TIMEOUT_S
@@ -27,6 +33,7 @@ def fit_command(
         int, typer.Option("--confirm", min=0, help="Trace the best N fitting configurations.")
     ] = 2,
     top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
+    from_files: FromOption = None,
     as_json: JsonOption = False,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     root: RootOption = None,
@@ -37,16 +44,17 @@ def fit_command(
     Example: journal-agent fit --model llama-7b --gpu-mem 24 --gpu rtx-4090
     """
     from journal_agent.cli._profiling_common import _print_record_line, _saving_store
-    from profiling.config import TrainingConfig
     from profiling.fit import fit, fit_json, fit_record, render_fit
 
-    base = TrainingConfig.parse(**config)
+    base, recipe = parse_with_recipe(config, from_files)
     res = fit(base, confirm=confirm, progress=None if as_json else _progress, timeout=timeout)
     # Every number the table shows is in the record, so an entry can cite it.
-    record_id = _saving_store(root).save(fit_record(res, top))
+    record_id = recipe_store(_saving_store(root), recipe).save(fit_record(res, top))
     if as_json:
-        print_json({"record_id": record_id, **fit_json(res)})
+        extra = {"recipe": recipe.as_json()} if recipe is not None else {}
+        print_json({"record_id": record_id, **fit_json(res), **extra})
     else:
+        print_recipe(recipe)
         typer.echo(render_fit(res, top=top))
         _print_record_line(record_id)
     if not res.fitting:

@@ -26,6 +26,12 @@ from journal_agent.cli._plot import (
     check_snapshot,
 )
 from journal_agent.cli._profiling_common import _saving_store
+from journal_agent.cli._recipe_option import (
+    FromOption,
+    parse_with_recipe,
+    print_recipe,
+    recipe_store,
+)
 from journal_agent.errors import UserError
 from profiling import config_table
 
@@ -35,6 +41,7 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
     from profiling.measure.distributed import RanksSummary
     from profiling.measure.run import MeasuredRun, RunOptions
+    from profiling.recipes import Recipe
     from profiling.records import RecordStore
 
 
@@ -138,6 +145,7 @@ def profile_command(
     force: Annotated[
         bool, typer.Option("--force", help="Let --csv, --plot and --snapshot overwrite files.")
     ] = False,
+    from_files: FromOption = None,
     as_json: JsonOption = False,
     root: RootOption = None,
 ) -> None:
@@ -157,12 +165,15 @@ def profile_command(
         raise typer.Exit(run_under_torchrun(nproc, sys.argv[1:]))
     from pydantic import ValidationError
 
-    from profiling.config import TrainingConfig
     from profiling.measure.run import RunOptions
 
-    if "model" not in config:
+    if "model" not in config and not from_files:
         raise UserError("profile needs --model NAME (a reference model or package.module:factory)")
-    cfg = TrainingConfig.parse(**config)
+    cfg, recipe = parse_with_recipe(
+        config, from_files, only=(*config_table.profile_fields(), "model"), command="profile"
+    )
+    if not as_json and not launched_by_torchrun():
+        print_recipe(recipe)
     try:
         options = RunOptions(
             steps=steps,
@@ -176,7 +187,7 @@ def profile_command(
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserError(f"--{err['loc'][0]}: {err['msg']}".replace("_", "-")) from None
-    store = _saving_store(root)
+    store = recipe_store(_saving_store(root), recipe)
     if launched_by_torchrun():
         from profiling.measure.distributed import leave_rank, profile_rank
 
@@ -188,7 +199,7 @@ def profile_command(
             except typer.Exit as done:
                 code = done.exit_code
         leave_rank(code)
-    _profile_here(cfg, options, store, csv_path, plot, as_json, snapshot)
+    _profile_here(cfg, options, store, csv_path, plot, as_json, snapshot, recipe)
 
 
 def _measure_with_progress(cfg: TrainingConfig, options: RunOptions, quiet: bool) -> MeasuredRun:
@@ -250,6 +261,7 @@ def _profile_here(
     plot: Path | None,
     as_json: bool,
     snapshot: Path | None = None,
+    recipe: Recipe | None = None,
 ) -> None:
     """One process on this machine's device: measure, save, print; exit 1 on out-of-memory."""
     from profiling.citations import cite
@@ -262,6 +274,8 @@ def _profile_here(
     record = run_record(run, trace_id)
     store.save(record)
     payload = run_json(run, record.id, trace_id)
+    if recipe is not None:
+        payload["recipe"] = recipe.as_json()
     if csv_path is not None:
         payload["csv"] = str(run.profiler.to_csv(csv_path))
     if plot is not None:

@@ -20,6 +20,12 @@ from journal_agent.cli._profiling_common import (
     _saving_store,
     _trace_progress,
 )
+from journal_agent.cli._recipe_option import (
+    FromOption,
+    parse_with_recipe,
+    print_recipe,
+    recipe_store,
+)
 from journal_agent.errors import UserError
 from profiling.time_bound import DEFAULT_TIMEOUT_S
 
@@ -40,6 +46,7 @@ def trace_command(
     snapshot: SnapshotOption = None,
     force: ForceOption = False,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    from_files: FromOption = None,
     root: RootOption = None,
 ) -> None:
     """Trace a steady-state training step under fake tensors: exact bytes by category and
@@ -49,16 +56,17 @@ def trace_command(
     """
     check_plot(plot, force)
     check_snapshot(snapshot, force)
-    from profiling.config import TrainingConfig
     from profiling.trace.run import trace_and_record
 
-    if "model" not in config:
+    if "model" not in config and not from_files:
         raise UserError("trace needs --model NAME (a reference model or package.module:factory)")
-    cfg = TrainingConfig.parse(**config)
+    cfg, recipe = parse_with_recipe(config, from_files)
+    if cfg.model is None:
+        raise UserError("trace needs a model: give --model NAME (the recipe names none we ship)")
     with _trace_progress(cfg, quiet=as_json) as progress:
         run = trace_and_record(
             cfg,
-            _saving_store(root),
+            recipe_store(_saving_store(root), recipe),
             compare_estimate=compare_estimate,
             module_depth=depth,
             plot=plot,
@@ -66,7 +74,10 @@ def trace_command(
             progress=progress,
             timeout=timeout,
         )
+    if recipe is not None:
+        run.payload["recipe"] = recipe.as_json()
     if as_json:
         print_json(run.payload)
     else:
+        print_recipe(recipe)
         typer.echo(run.text())

@@ -83,7 +83,62 @@ def as_flags(values: Mapping[str, object]) -> list[str]:
     return args
 
 
-__all__ = ["as_flags", "config_input_model"]
+__all__ = ["FROM_FILE_FIELD", "as_flags", "config_input_model", "with_recipe"]
+
+
+FROM_FILE_FIELD = (
+    list[str] | None,
+    Field(
+        None,
+        description="Your recipe, read as its framework reads it: files in the workspace (LitGPT "
+        "or torchtune YAML, the Hugging Face Trainer's arguments as JSON or training_args.bin, "
+        "peft's adapter_config.json, a bitsandbytes or DeepSpeed config, torchtitan TOML) or a "
+        "checkpoint folder holding them. Fields given here win over the files.",
+    ),
+)
+
+
+def with_recipe(
+    ctx: ToolContext,
+    values: dict[str, object],
+    from_file: list[str] | None,
+    only: tuple[str, ...] | None = None,
+    tool: str = "",
+) -> tuple[dict[str, object], list[str]]:
+    """``values`` over the recipe's (``from_file``, each path confined to the workspace and
+    checked as a Read; references inside a recipe are not followed), and the recipe's lines
+    for the result; ``only``: the fields the tool honours (the recipe's others are listed as
+    ignored)."""
+    if not from_file:
+        return values, []
+    from journal_agent.tools.confined_paths import permitted_path
+    from profiling.errors import ConfigError
+    from profiling.recipes import FOLDER_FILES, explain, read_recipe
+    from profiling.recipes import with_recipe as merged
+
+    paths = []
+    for given in from_file:
+        path = permitted_path(ctx, "Read", given)
+        if path.is_dir():
+            paths += [
+                permitted_path(ctx, "Read", str(path / name))
+                for name in FOLDER_FILES
+                if (path / name).is_file()
+            ]
+        else:
+            paths.append(path)
+    recipe = read_recipe(paths, follow=False)
+    for setting in [x for x in recipe.used if only is not None and x.field not in only]:
+        recipe.used.remove(setting)
+        recipe.values.pop(setting.field or "", None)
+        why = f"{tool} does not run it (estimate or trace it)"
+        recipe.ignored.insert(0, setting.model_copy(update={"why": why, "to": None}))
+    out = merged(recipe, values)
+    try:
+        TrainingConfig.parse(style="field", **out)
+    except ConfigError as exc:
+        raise explain(recipe, exc) from None
+    return out, recipe.lines()
 
 
 def confined_hf_model(ctx: ToolContext, values: dict[str, object]) -> dict[str, object]:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from journal_agent.tools._config_input import config_input_model, confined_hf_model
+from journal_agent.tools._config_input import (
+    FROM_FILE_FIELD,
+    config_input_model,
+    confined_hf_model,
+    with_recipe,
+)
 from journal_agent.tools.base import Tool, ToolContext, ToolResult
 
 # The schema is the shared training configuration's (profiling.config.TrainingConfig).
-MemoryEstimateInput = config_input_model("MemoryEstimateInput")
+MemoryEstimateInput = config_input_model("MemoryEstimateInput", from_file=FROM_FILE_FIELD)
 # A closed form takes milliseconds; the bound is there so that no input keeps a call running.
 ESTIMATE_TIMEOUT_S = 60.0
 
@@ -30,7 +35,8 @@ class MemoryEstimate(Tool):
 
         # A ProfilingError (bad sizes, an unknown model) becomes an error result in Tool.call.
         # hf:PATH is a file the tool reads: inside the workspace only.
-        values = confined_hf_model(ctx, params.config_values())
+        values, said = with_recipe(ctx, params.config_values(), params.from_file)
+        values = confined_hf_model(ctx, values)
         config = TrainingConfig.parse(style="field", **values)
         run = estimate_and_record(config, ctx.workspace.records, timeout=ESTIMATE_TIMEOUT_S)
-        return ToolResult(run.text())
+        return ToolResult("\n".join([*said, run.text()]))

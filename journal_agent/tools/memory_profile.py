@@ -16,7 +16,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from journal_agent.tools._config_input import as_flags, config_input_model, confined_hf_model
+from journal_agent.tools._config_input import (
+    FROM_FILE_FIELD,
+    as_flags,
+    config_input_model,
+    confined_hf_model,
+    with_recipe,
+)
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Progress, Tool, ToolContext, ToolError, ToolResult
 from profiling.config import PROFILE_FIELDS
@@ -31,14 +37,17 @@ MemoryProfileInput = config_input_model(
     "MemoryProfileInput",
     include=PROFILE_FIELDS,
     model=(
-        str,
+        str | None,
         Field(
+            None,
             description="A reference model (tiny-gpt2, tiny-llama, gpt2-small … llama-7b), a "
             "Hugging Face config (hf:NAME from the shipped catalogue, or hf:PATH to a "
             "config.json in the workspace), or a factory in the workspace, "
-            "'package.module:function', returning a module and inputs."
+            "'package.module:function', returning a module and inputs (or the model "
+            "from_file names).",
         ),
     ),
+    from_file=FROM_FILE_FIELD,
     steps=(int, Field(default=5, ge=1, le=50, description="Timed steps (kept short).")),
     warmup=(int, Field(default=1, ge=0, le=10, description="Untimed steps first.")),
     timeout=(
@@ -71,7 +80,12 @@ class MemoryProfile(Tool):
 
     def run(self, ctx: ToolContext, params: MemoryProfileInput) -> ToolResult:  # type: ignore[override,valid-type]  # Input is a model generated at import (config_input_model), not a class statement
         # hf:PATH is a file the tool reads: inside the workspace only, as a Read.
-        values = confined_hf_model(ctx, params.config_values())
+        values, said = with_recipe(
+            ctx, params.config_values(), params.from_file, (*PROFILE_FIELDS, "model"), self.name
+        )
+        if not values.get("model"):
+            raise ToolError("MemoryProfile needs model (or a from_file recipe that names one)")
+        values = confined_hf_model(ctx, values)
         args = ["profile", *as_flags(values)]
         args += ["--steps", str(params.steps), "--warmup", str(params.warmup)]
         args += ["--timeout", f"{params.timeout:g}"]
@@ -82,7 +96,7 @@ class MemoryProfile(Tool):
         if data is None:
             raise ToolError(err or "the measured run failed without a message")
         # An out-of-memory is a measured result (saved, cited), not a tool failure.
-        return ToolResult(render_compact(data, err))
+        return ToolResult("\n".join([*said, render_compact(data, err)]))
 
 
 def _profile_in_sandbox(

@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from journal_agent.tools._config_input import config_input_model, confined_hf_model
+from journal_agent.tools._config_input import (
+    FROM_FILE_FIELD,
+    config_input_model,
+    confined_hf_model,
+    with_recipe,
+)
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.confined_paths import workspace_root
 
@@ -23,14 +28,17 @@ _CHILD_GRACE_S = 30.0
 MemoryTraceInput = config_input_model(
     "MemoryTraceInput",
     model=(
-        str,
+        str | None,
         Field(
+            None,
             description="A reference model (gpt2-small, gpt2-medium, gpt2-large, gpt2-xl, "
             "llama-1b, llama-7b), a Hugging Face config (hf:NAME from the shipped catalogue, "
             "e.g. hf:llama-3.1-8b, or hf:PATH to a config.json in the workspace), or a factory "
-            "in the workspace, 'package.module:function', returning a module and its inputs."
+            "in the workspace, 'package.module:function', returning a module and its inputs "
+            "(or the model from_file names).",
         ),
     ),
+    from_file=FROM_FILE_FIELD,
     compare_estimate=(
         bool,
         Field(False, description="Also show the closed-form estimate of the same step beside it."),
@@ -66,30 +74,31 @@ class MemoryTrace(Tool):
     Input = MemoryTraceInput
 
     def run(self, ctx: ToolContext, params: MemoryTraceInput) -> ToolResult:  # type: ignore[override,valid-type]  # Input is a model generated at import (config_input_model), not a class statement
-
-        model = params.model or ""
+        values, said = with_recipe(ctx, params.config_values(), params.from_file)
+        model = str(values.get("model") or "")
         if model.startswith("hf:"):
             # A config is data, not code: no Bash approval (a rule naming the tool still
             # decides), the file read inside the workspace only, the trace in the sandbox.
             if ctx.policy is not None:
                 ctx.policy.ensure(self.name)
-            values = confined_hf_model(ctx, params.config_values())
-            return ToolResult(_trace_in_sandbox(params, ctx, values, factory=False))
-        if ":" in model:
+            values = confined_hf_model(ctx, values)
+            text = _trace_in_sandbox(params, ctx, values, factory=False)
+        elif ":" in model:
             # A workspace factory runs the user's code: in the sandbox, as Bash would run it.
-            return ToolResult(_trace_in_sandbox(params, ctx, params.config_values()))
-        store = ctx.workspace.records
-        # A ProfilingError (a model that will not trace) becomes an error result in Tool.call.
-        return ToolResult(_trace(params, ctx, store))
+            text = _trace_in_sandbox(params, ctx, values)
+        else:
+            # A ProfilingError (a model that will not trace) becomes an error result.
+            text = _trace(params, values, ctx.workspace.records)
+        return ToolResult("\n".join([*said, text]))
 
 
-def _trace(params: MemoryTraceInput, ctx: ToolContext, store: RecordStore) -> str:  # type: ignore[valid-type]  # Input is a model generated at import (config_input_model), not a class statement
+def _trace(params: MemoryTraceInput, values: dict, store: RecordStore) -> str:  # type: ignore[valid-type]  # Input is a model generated at import (config_input_model), not a class statement
     """A reference model, in this process: our own code only, under fake tensors."""
     from profiling.config import TrainingConfig
     from profiling.errors import ProfilingError
     from profiling.trace.run import trace_and_record
 
-    cfg = TrainingConfig.parse(style="field", **params.config_values())
+    cfg = TrainingConfig.parse(style="field", **values)
     if cfg.model is None:
         raise ProfilingError(
             "MemoryTrace needs model: a reference model or 'package.module:function'"
@@ -124,7 +133,7 @@ def _trace_in_sandbox(
     if ctx.policy is not None:
         if factory:
             conf = available_confinement(settings, root)
-            command = f"journal-agent trace --model {params.model}"
+            command = f"journal-agent trace --model {values.get('model')}"
             writes = ctx.policy.ensure("Bash", command=command, confined=conf.active).writes
         read_deny, home = ctx.policy.read_deny_paths(), ctx.policy.home
     request = json.dumps(
@@ -142,8 +151,8 @@ def _trace_in_sandbox(
         except subprocess.TimeoutExpired:
             stop_groups([proc.pid], grace_s=2.0, leaders=[proc])
             raise ToolError(
-                f"the trace of {params.model} did not finish within {params.timeout:g} s; it "
-                f"was stopped — {TRACE_HINT}"
+                f"the trace of {values.get('model')} did not finish within {params.timeout:g} "
+                f"s; it was stopped — {TRACE_HINT}"
             ) from None
     if proc.returncode != 0:
         said = [

@@ -173,6 +173,13 @@ PROFILING_FLOORS = {
         "profiling.api",
         "profiling.config",
     ),
+    "profiling/recipes": (
+        "profiling.estimate",
+        "profiling.trace",
+        "profiling.measure",
+        "profiling.fit",
+        "profiling.api",
+    ),
     "profiling/estimate": (
         "profiling.trace.step",
         "profiling.measure.run",

@@ -1,0 +1,156 @@
+"""``--from FILE``: a training configuration read from the user's own recipe, as their framework
+reads it, without importing the framework.
+
+LitGPT's finetuning YAML, torchtune's recipe YAML, the Hugging Face Trainer's arguments
+(``TrainingArguments`` JSON, ``args.json``, ``training_args.bin``) with peft's
+``adapter_config.json`` and a bitsandbytes config, and torchtitan's TOML. Each file becomes the
+configuration values it sets (:class:`Recipe`), every key accounted for: used (which field, and
+how the framework's value was read) or ignored (why). A folder (a checkpoint beside its
+arguments) is read as the recipe files it holds, together.
+
+    recipe = read_recipe(["lora.yaml"])
+    config = TrainingConfig.parse(**with_recipe(recipe, {"gpu_mem": 24}))
+
+Flags the user gives win over the file (said in a note). No torch, no framework import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from profiling.errors import ConfigError, ProfilingError
+from profiling.recipes import hf_trainer, litgpt, peft_bnb, torchtitan, torchtune
+from profiling.recipes.files import read_data
+from profiling.recipes.model_names import FOLLOW_REFERENCES
+from profiling.recipes.recipe import NO_MEMORY, Reading, Recipe, Setting, settle
+
+# What a checkpoint folder may hold, read in this order (a later file's setting wins).
+FOLDER_FILES = (
+    "hyperparameters.yaml",  # LitGPT saves its config there
+    "training_args.bin",
+    "args.json",
+    "training_args.json",
+    "config.json",
+    "adapter_config.json",
+)
+
+
+def _model_config(path: Path, data: dict[str, Any]) -> Reading:
+    r = Reading(path.name, data, [("*", "part of the model's shape (read with the model)")])
+    r.use("model_type", "model", f"hf:{path}", "the model's own config.json")
+    r.finish()
+    return r
+
+
+def _detect(path: Path, data: dict[str, Any]) -> tuple[str, Callable[[], Reading]]:
+    """(framework, reader) for one file's data."""
+    if path.suffix.lower() == ".toml":
+        if torchtitan.looks_like(data):
+            return "torchtitan", lambda: torchtitan.read(path, data)
+    elif path.suffix.lower() in (".yaml", ".yml"):
+        if torchtune.looks_like(data):
+            return "torchtune", lambda: torchtune.read(path, data)
+        if litgpt.looks_like(data):
+            method = litgpt.method_of(path, data)
+            return f"LitGPT finetune {method}", lambda: litgpt.read(path, data)[1]
+    elif peft_bnb.looks_like_peft(data):
+        return "peft", lambda: peft_bnb.read_peft(path, data)
+    elif peft_bnb.looks_like_bnb(data):
+        return "bitsandbytes", lambda: peft_bnb.read_bnb(path, data)
+    elif hf_trainer.looks_like_deepspeed(data):
+        return "DeepSpeed", lambda: hf_trainer.read_deepspeed(path, data)
+    elif hf_trainer.looks_like_trainer(data):
+        return "Hugging Face Trainer", lambda: hf_trainer.read_trainer(path, data)
+    elif "model_type" in data and path.suffix.lower() == ".json":
+        return "a model's config.json", lambda: _model_config(path, data)
+    raise ProfilingError(
+        f"--from {path}: not a recipe this reads (LitGPT or torchtune YAML, the Hugging Face "
+        "Trainer's arguments, peft's adapter_config.json, a bitsandbytes config, torchtitan "
+        "TOML); give the flags instead"
+    )
+
+
+def _files(paths: Sequence[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for given in paths:
+        path = Path(given).expanduser()
+        if path.is_dir():
+            found = [path / name for name in FOLDER_FILES if (path / name).is_file()]
+            if not found:
+                raise ProfilingError(
+                    f"--from {path}: a folder with none of {', '.join(FOLDER_FILES)}; give the "
+                    "recipe file"
+                )
+            out += found
+        else:
+            out.append(path)
+    return out
+
+
+def read_recipe(paths: Sequence[str | Path], follow: bool = True) -> Recipe:
+    """The configuration the files set, each key used or ignored with its reason; ``follow``:
+    whether a file's own references (a checkpoint folder's config.json, a DeepSpeed config)
+    are read too (an agent's tool reads only the files it was given, each checked)."""
+    token = FOLLOW_REFERENCES.set(follow)
+    try:
+        return _read(paths)
+    finally:
+        FOLLOW_REFERENCES.reset(token)
+
+
+def _read(paths: Sequence[str | Path]) -> Recipe:
+    files = _files(paths)
+    frameworks: list[str] = []
+    readings: list[Reading] = []
+    for path in files:
+        framework, reader = _detect(path, read_data(path))
+        frameworks.append(framework)
+        readings.append(reader())
+    names = [str(p) for p in files]
+    return settle(" + ".join(dict.fromkeys(frameworks)), names, readings)
+
+
+def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
+    """The configuration values: the recipe's, then what the user gave (which wins; each
+    override is noted in ``recipe.notes``). One sentence when no model is named anywhere."""
+    values = dict(recipe.values)
+    for field, value in given.items():
+        if field in values and values[field] != value:
+            from profiling.config_table import flag_name
+
+            recipe.notes.append(
+                f"{flag_name(field)} {value} given: it overrides the recipe's {values[field]!r}"
+            )
+        values[field] = value
+    if "model" not in values and "params" not in values and "layers" not in values:
+        naming = ("checkpoint_dir", "base_model_name_or_path", "model_name_or_path", "_component_")
+        named = next((s for s in recipe.ignored if s.key.endswith(naming)), None)
+        why = f" ({named.why})" if named is not None else ""
+        raise ProfilingError(
+            f"{', '.join(recipe.files)} names no model we ship{why}; give --model hf:NAME or "
+            "hf:PATH (a config.json)"
+        )
+    return values
+
+
+def explain(recipe: Recipe, error: ConfigError) -> ProfilingError:
+    """A configuration error caused by a recipe's value, said with the key that set it."""
+    source = next((s for s in recipe.used if s.field == error.field), None)
+    if source is None:
+        return error
+    return ConfigError(
+        f"{source.file}'s {source.key} = {source.value!r} gives {error}", error.field
+    )
+
+
+__all__ = [
+    "FOLDER_FILES",
+    "NO_MEMORY",
+    "Recipe",
+    "Setting",
+    "explain",
+    "read_recipe",
+    "with_recipe",
+]

@@ -1,0 +1,338 @@
+"""The Hugging Face Trainer's arguments (a ``TrainingArguments`` / TRL ``SFTConfig`` JSON,
+``args.json``, ``training_args.bin``) and a DeepSpeed config they name (peft and bitsandbytes:
+``peft_bnb``).
+
+How the Trainer runs them:
+
+- ``bf16`` / ``fp16`` is autocast over the parameters as loaded: fp32 unless the model was
+  loaded in 16 bits (``torch_dtype``), which the arguments do not record — said in a note.
+- ``gradient_checkpointing`` (``activation_checkpointing`` from transformers 5) checkpoints
+  every decoder layer.
+- ``optim``: ``adamw_torch`` (foreach), ``adamw_torch_fused``, ``adamw_bnb_8bit`` /
+  ``paged_adamw_8bit`` (8-bit states), ``adafactor``, ``sgd`` …
+- ``gradient_accumulation_steps`` > 1 keeps the gradients through the later micro-batches'
+  forward; ``fsdp`` ``full_shard`` / ``shard_grad_op`` and a DeepSpeed ZeRO stage shard over
+  the GPUs given with ``--gpus``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from profiling.recipes.model_names import FOLLOW_REFERENCES, hub_model
+from profiling.recipes.recipe import NO_MEMORY, Reading
+
+_TRAINER_KNOWN_PREFIXES = (
+    "output_dir",
+    "overwrite_output_dir",
+    "do_",
+    "eval",
+    "per_device_eval",
+    "learning_rate",
+    "weight_decay",
+    "adam_",
+    "max_grad_norm",
+    "num_train_epochs",
+    "max_steps",
+    "lr_scheduler",
+    "warmup",
+    "log",
+    "save",
+    "seed",
+    "data_seed",
+    "dataloader",
+    "run_name",
+    "disable_tqdm",
+    "remove_unused_columns",
+    "label",
+    "load_best",
+    "metric_for",
+    "greater_is",
+    "ignore_data",
+    "report_to",
+    "push_to_hub",
+    "hub_",
+    "resume",
+    "prediction_loss",
+    "include_",
+    "ddp_",
+    "local_rank",
+    "debug",
+    "past_index",
+    "group_by_length",
+    "length_column",
+    "skip_memory",
+    "use_cpu",
+    "use_ipex",
+    "jit_mode",
+    "tf32",
+    "full_determinism",
+    "torchdynamo",
+    "ray_",
+    "split_batches",
+    "dispatch_batches",
+    "neftune",
+    "optim_args",
+    "restore_callback",
+    "batch_eval",
+    "average_tokens",
+    "use_legacy",
+    "project",
+    "trackio",
+    "_n_gpu",
+    "_setup_devices",
+    "distributed_state",
+    "deepspeed_plugin",
+    "accelerator_config",
+    "parallelism_config",
+    "enable_jit",
+    "train_sampling",
+    "use_cache",
+    "mixed_precision",
+    "fp16_full_eval",
+    "bf16_full_eval",
+    "fp16_opt_level",
+    "fp16_backend",
+    "half_precision",
+    "auto_find",
+    "torch_empty_cache",
+    "gradient_checkpointing_kwargs",
+    "activation_checkpointing_kwargs",
+    "fsdp_min_num_params",
+    "fsdp_transformer_layer",
+    "fsdp_plugin_args",
+    "dataset_",
+    "completion_only",
+    "assistant_only",
+    "chat_template",
+    "model_init_kwargs",
+    "eos_token",
+    "pad_token",
+    "dataset",
+    "num_of_sequences",
+    "torch_compile_backend",
+    "torch_compile_mode",
+    "mp_parameters",
+    "xpu_backend",
+)
+TRAINER_KNOWN = [(f"{p}*", NO_MEMORY) for p in _TRAINER_KNOWN_PREFIXES]
+
+_OPTIM = {
+    "adamw_torch": ("adamw", "torch's AdamW (foreach)"),
+    "adamw_hf": ("adamw", ""),
+    "adamw_torch_fused": ("adamw", "torch's fused AdamW"),
+    "adamw_apex_fused": ("adamw", "apex's fused AdamW"),
+    "adamw_bnb_8bit": ("adam8bit", "bitsandbytes' 8-bit AdamW"),
+    "adamw_8bit": ("adam8bit", "bitsandbytes' 8-bit AdamW"),
+    "paged_adamw_8bit": ("adam8bit", "bitsandbytes' paged 8-bit AdamW"),
+    "paged_adamw_32bit": ("adamw", "bitsandbytes' paged 32-bit AdamW"),
+    "adamw_torch_4bit": ("adam8bit", "torchao's 4-bit AdamW (counted as 8-bit: 2 B of state)"),
+    "adamw_torch_8bit": ("adam8bit", "torchao's 8-bit AdamW"),
+    "adafactor": ("adafactor", "transformers' Adafactor"),
+    "sgd": ("sgd", "torch's SGD (momentum 0.9 assumed; set --optimizer sgd-nomomentum if none)"),
+    "adagrad": ("adagrad", ""),
+    "rmsprop": ("rmsprop", ""),
+    "lion_8bit": ("adam8bit", "bitsandbytes' 8-bit Lion (one 1-byte state; counted as two)"),
+    "lion_32bit": ("lion", ""),
+}
+
+
+def looks_like_trainer(data: dict[str, Any]) -> bool:
+    return "per_device_train_batch_size" in data or (
+        "output_dir" in data and ("optim" in data or "learning_rate" in data)
+    )
+
+
+# --------------------------------------------------------------------- the Trainer's arguments
+
+
+def read_trainer(path: Path, data: dict[str, Any]) -> Reading:
+    r = Reading(path.name, data, TRAINER_KNOWN)
+    if r.has("per_device_train_batch_size"):
+        r.use("per_device_train_batch_size", "batch", r.get("per_device_train_batch_size"))
+    _trainer_precision(r)
+    _trainer_checkpointing(r)
+    _trainer_optimizer(r)
+    accumulation = r.get("gradient_accumulation_steps", 1) or 1
+    if int(accumulation) > 1:
+        r.use(
+            "gradient_accumulation_steps",
+            "grads_kept",
+            True,
+            "gradients stay allocated through the later micro-batches' forward",
+        )
+    else:
+        r.ignore("gradient_accumulation_steps", NO_MEMORY + " (no accumulation)")
+    for key in ("max_length", "max_seq_length"):  # TRL's SFTConfig
+        if r.get(key) is not None:
+            r.use(key, "seq", r.get(key), "TRL's SFTConfig: sequences cut to this length")
+            break
+    _trainer_sharding(r, path)
+    if r.get("torch_compile"):
+        r.use("torch_compile", "compile", True, "torch.compile of the model")
+    else:
+        r.ignore("torch_compile", NO_MEMORY + " (off)")
+    for key in ("packing", "padding_free"):
+        if r.get(key):
+            r.use(key, "packed", True, "TRL packs sequences (document masks, varlen attention)")
+        elif r.has(key):
+            r.ignore(key, NO_MEMORY + " (off)")
+    if r.get("use_liger_kernel"):
+        r.use("use_liger_kernel", "chunked_loss", "liger", "Liger's fused linear cross-entropy")
+    elif r.has("use_liger_kernel"):
+        r.ignore("use_liger_kernel", NO_MEMORY + " (off)")
+    model = r.get("model_name_or_path") or r.get("hub_model_id")
+    if isinstance(model, str) and model:
+        found, note = hub_model(model)
+        key = "model_name_or_path" if r.has("model_name_or_path") else "hub_model_id"
+        if found:
+            r.use(key, "model", found, note)
+        else:
+            r.ignore(key, f"{note}; give --model")
+    r.finish()
+    return r
+
+
+def _trainer_precision(r: Reading) -> None:
+    bf16, fp16 = bool(r.get("bf16")), bool(r.get("fp16"))
+    if bf16 or fp16:
+        key = "bf16" if bf16 else "fp16"
+        r.use(
+            key,
+            "precision",
+            "amp-bf16" if bf16 else "amp-fp16",
+            "the Trainer's autocast over the parameters as loaded",
+        )
+        r.notes.append(
+            f"{key}: autocast over the model as it was loaded — fp32 here; a model loaded in "
+            "16 bits (torch_dtype=bfloat16, which the arguments do not record) trains pure "
+            "16-bit: say --precision bf16"
+        )
+        r.seen("fp16" if bf16 else "bf16", main=key)
+    else:
+        r.imply("bf16", "precision", "fp32", "neither bf16 nor fp16: fp32 as loaded")
+        r.seen("fp16", main="bf16")
+
+
+def _trainer_checkpointing(r: Reading) -> None:
+    keys = [k for k in ("activation_checkpointing", "gradient_checkpointing") if r.has(k)]
+    on = [k for k in keys if r.get(k)]
+    if on:
+        r.use(on[0], "checkpointing", "full", "every decoder layer checkpointed")
+    elif keys:
+        r.use(keys[0], "checkpointing", "none")
+    r.seen(*keys, main=keys[0] if keys else "")
+
+
+def _trainer_optimizer(r: Reading) -> None:
+    optim = r.get("optim")
+    if optim is None:
+        return
+    name = str(optim).lower()
+    if name not in _OPTIM:
+        r.ignore("optim", f"{optim!r} is not an optimizer this reader knows; give --optimizer")
+        return
+    ours, why = _OPTIM[name]
+    r.use("optim", "optimizer", ours, why)
+    if name in ("adamw_torch_fused", "adamw_apex_fused"):
+        r.use("optim", "fused_optimizer", True, "one fused kernel: no foreach temporaries")
+    if name.startswith("paged_"):
+        r.use("optim", "paged_optimizer", True, "bitsandbytes pages its state under pressure")
+
+
+def _trainer_sharding(r: Reading, path: Path) -> None:
+    fsdp = r.get("fsdp")
+    text = " ".join(fsdp) if isinstance(fsdp, list) else str(fsdp or "")
+    if "full_shard" in text or "hybrid_shard" in text:
+        r.use("fsdp", "fsdp", True, "FSDP full shard: ZeRO-3 over the GPUs (give --gpus N)")
+        r.use("fsdp", "zero", 3)
+    elif "shard_grad_op" in text:
+        r.use("fsdp", "fsdp", True, "FSDP SHARD_GRAD_OP: ZeRO-2 style (give --gpus N)")
+        r.use("fsdp", "zero", 2)
+    elif r.has("fsdp"):
+        r.ignore("fsdp", NO_MEMORY + " (off)")
+    if "offload" in text:
+        r.use("fsdp", "offload_optimizer", True, "FSDP's CPU offload")
+    r.seen("fsdp_config", main="fsdp")
+    ds = r.get("deepspeed")
+    if isinstance(ds, dict):
+        _deepspeed(r, "deepspeed", ds)
+    elif isinstance(ds, str) and ds:
+        target = Path(ds)
+        if not target.is_absolute():
+            target = path.parent / target
+        if not FOLLOW_REFERENCES.get():
+            r.ignore("deepspeed", f"{ds}: give the DeepSpeed config as a recipe file too")
+        elif target.is_file():
+            from profiling.recipes.files import read_data
+
+            _deepspeed(r, "deepspeed", read_data(target))
+        else:
+            r.ignore("deepspeed", f"{ds} is not a file here; give --zero and --offload-optimizer")
+    elif r.has("deepspeed"):
+        r.ignore("deepspeed", NO_MEMORY + " (off)")
+
+
+def looks_like_deepspeed(data: dict[str, Any]) -> bool:
+    return "zero_optimization" in data or "train_micro_batch_size_per_gpu" in data
+
+
+def read_deepspeed(path: Path, data: dict[str, Any]) -> Reading:
+    """A DeepSpeed config on its own: ZeRO stage, offload, micro-batch, precision."""
+    r = Reading(path.name, data, [("*", NO_MEMORY)])
+    _deepspeed(r, None, data)
+    micro = data.get("train_micro_batch_size_per_gpu")
+    if isinstance(micro, int):
+        r.use("train_micro_batch_size_per_gpu", "batch", micro)
+    if (data.get("bf16") or {}).get("enabled") is True or (data.get("fp16") or {}).get(
+        "enabled"
+    ) is True:
+        key = "bf16.enabled" if (data.get("bf16") or {}).get("enabled") is True else "fp16.enabled"
+        r.use(
+            key,
+            "precision",
+            "mixed",
+            "DeepSpeed's 16-bit engine: 16-bit weights and gradients, fp32 master and state",
+        )
+    if data.get("gradient_accumulation_steps") not in (None, 1, "auto"):
+        r.use(
+            "gradient_accumulation_steps",
+            "grads_kept",
+            True,
+            "gradients accumulated over micro-batches",
+        )
+    r.finish()
+    return r
+
+
+def _deepspeed(r: Reading, key: str | None, ds: dict[str, Any]) -> None:
+    """ZeRO stage and offloads of a DeepSpeed config: read from the Trainer's ``deepspeed``
+    argument (``key``), or a DeepSpeed file of its own (``key`` None: its own keys)."""
+    zero = ds.get("zero_optimization") or {}
+    stage = zero.get("stage")
+    if isinstance(stage, int):
+        r.use(
+            key or "zero_optimization.stage",
+            "zero",
+            stage,
+            f"DeepSpeed ZeRO-{stage} (give --gpus N)",
+        )
+    offload = (zero.get("offload_optimizer") or {}).get("device")
+    if offload in ("cpu", "nvme"):
+        r.use(
+            key or "zero_optimization.offload_optimizer.device",
+            "offload_optimizer",
+            True,
+            f"DeepSpeed offloads the optimizer to {offload}",
+        )
+    if (zero.get("offload_param") or {}).get("device") in ("cpu", "nvme"):
+        r.use(
+            key or "zero_optimization.offload_param.device",
+            "offload_params",
+            True,
+            "DeepSpeed offloads the parameters",
+        )
+
+
+__all__ = ["looks_like_deepspeed", "looks_like_trainer", "read_deepspeed", "read_trainer"]

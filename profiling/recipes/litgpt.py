@@ -1,0 +1,263 @@
+"""LitGPT's finetuning configs (``config_hub/finetune/*/*.yaml``: full, lora, qlora, adapter), as
+``litgpt finetune_* --config FILE`` reads them (litgpt/finetune/{full,lora,adapter}.py).
+
+- ``precision``: ``bf16-true`` trains pure bf16 (weights, gradients, optimizer state), ``-mixed``
+  runs autocast over fp32 parameters, ``32-true`` fp32; unset, LitGPT picks ``bf16-mixed`` for
+  training on a GPU with bf16.
+- ``quantize: bnb.nf4`` (``-dq``: double quantization) puts the base in 4 bits (QLoRA).
+- ``devices`` × ``num_nodes`` > 1: every block FSDP-sharded (FSDP2's ``fully_shard`` for LoRA,
+  FSDP's full shard otherwise) and activation-checkpointed; one GPU: neither.
+- ``train.micro_batch_size`` per GPU; ``global_batch_size / (micro × GPUs)`` > 1 accumulates
+  gradients, which then stay allocated through the next micro-batches' forward.
+- ``lora_r``, ``lora_dropout`` and the adapted layers (``lora_query`` … ``lora_head``: LitGPT's
+  fused ``qkv`` counts q, k and v apart, ``lora_mlp`` is the MLP's three matrices).
+- The finetuning scripts compute the LM head in chunks of 128 tokens (LoRA, adapter) and the
+  cross-entropy in chunks of 128 (all): stated as what the script does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from profiling.errors import ProfilingError
+from profiling.recipes.model_names import hub_model, local_config
+from profiling.recipes.recipe import NO_MEMORY, Reading
+
+KNOWN = [
+    ("out_dir", NO_MEMORY),
+    ("data*", NO_MEMORY),
+    ("eval.*", NO_MEMORY),
+    ("logger_name", NO_MEMORY),
+    ("seed", NO_MEMORY),
+    ("resume", NO_MEMORY),
+    ("access_token", NO_MEMORY),
+    ("lora_alpha", NO_MEMORY),
+    ("train.save_interval", NO_MEMORY),
+    ("train.log_interval", NO_MEMORY),
+    ("train.lr_warmup_steps", NO_MEMORY),
+    ("train.lr_warmup_fraction", NO_MEMORY),
+    ("train.epochs", NO_MEMORY),
+    ("train.max_tokens", NO_MEMORY),
+    ("train.max_steps", NO_MEMORY),
+    ("train.max_norm", NO_MEMORY),
+    ("train.min_lr", NO_MEMORY),
+    ("optimizer.init_args.lr", NO_MEMORY),
+    ("optimizer.init_args.weight_decay", NO_MEMORY),
+    ("optimizer.init_args.betas", NO_MEMORY),
+    ("optimizer.init_args.eps", NO_MEMORY),
+    ("optimizer.init_args.amsgrad", "AMSGrad keeps a third state: not modelled"),
+]  # fmt: skip
+
+_PRECISIONS = {
+    "bf16-true": ("bf16", "LitGPT's bf16-true: weights, gradients and optimizer state in bf16"),
+    "16-true": ("bf16", "16-true: pure fp16, the same bytes as pure bf16"),
+    "bf16-mixed": ("amp-bf16", "autocast(bf16) over fp32 parameters"),
+    "16-mixed": ("amp-fp16", "autocast(fp16) over fp32 parameters"),
+    "32-true": ("fp32", ""),
+}
+
+_OPTIMIZERS = {
+    "adamw": "adamw", "adam": "adam", "sgd": "sgd", "adagrad": "adagrad", "rmsprop": "rmsprop",
+    "adamw8bit": "adam8bit", "pagedadamw8bit": "adam8bit", "adam8bit": "adam8bit",
+    "pagedadam8bit": "adam8bit", "pagedadamw": "adamw", "pagedadamw32bit": "adamw",
+    "adafactor": "adafactor", "lion": "lion",
+}  # fmt: skip
+
+_TARGETS = [
+    ("lora_query", ["q"]), ("lora_key", ["k"]), ("lora_value", ["v"]),
+    ("lora_projection", ["o"]), ("lora_mlp", ["gate", "up", "down"]), ("lora_head", ["lm_head"]),
+]  # fmt: skip
+# LitGPT's defaults (litgpt/finetune/lora.py): query and value adapted, the rest not.
+_TARGET_DEFAULTS = {"lora_query": True, "lora_value": True}
+
+
+def looks_like(data: dict[str, Any]) -> bool:
+    return "checkpoint_dir" in data or (
+        isinstance(data.get("train"), dict) and "micro_batch_size" in data["train"]
+    )
+
+
+def method_of(path: Path, data: dict[str, Any]) -> str:
+    """full, lora or adapter: the script the config is for (config_hub names its files so)."""
+    stem = path.stem.lower()
+    if "adapter" in stem:
+        return "adapter_v2" if "v2" in stem else "adapter"
+    if "lora" in stem or any(k.startswith("lora_") for k in data):
+        return "lora"
+    return "full"
+
+
+def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
+    method = method_of(path, data)
+    r = Reading(path.name, data, KNOWN)
+    _model(r, path)
+    _precision(r)
+    gpus = _devices(r, method)
+    _batches(r, gpus)
+    _optimizer(r)
+    if method == "lora":
+        _lora(r)
+    elif method.startswith("adapter"):
+        r.imply("(the script)", "adapter", method, f"litgpt finetune_{method}: LLaMA-Adapter")
+    if method != "full":
+        r.imply(
+            "(the script)",
+            "chunked_head",
+            128,
+            "LitGPT's finetune script computes the LM head in chunks of 128 tokens",
+        )
+    r.imply(
+        "(the script)",
+        "chunked_loss",
+        128,
+        "LitGPT's chunked_cross_entropy: the loss in chunks of 128 tokens",
+    )
+    r.finish()
+    return f"LitGPT finetune {method}", r
+
+
+def _model(r: Reading, path: Path) -> None:
+    folder = r.get("checkpoint_dir")
+    if folder is None:
+        return
+    local = local_config(folder, path.parent) or local_config(folder)
+    if local is not None:
+        r.use("checkpoint_dir", "model", local, "its config.json")
+        return
+    model, note = hub_model(str(folder))
+    if model is None:
+        r.ignore("checkpoint_dir", f"{note}; give --model hf:NAME or hf:PATH")
+        return
+    r.use("checkpoint_dir", "model", model, note)
+
+
+def _precision(r: Reading) -> None:
+    value = r.get("precision")
+    if value is None:
+        r.imply(
+            "precision",
+            "precision",
+            "amp-bf16",
+            "unset: LitGPT trains in bf16-mixed on a GPU with bf16",
+        )
+    elif str(value) not in _PRECISIONS:
+        r.ignore("precision", f"{value!r} is not a precision this reader knows; give --precision")
+    else:
+        ours, why = _PRECISIONS[str(value)]
+        r.use("precision", "precision", ours, why)
+    quantize = r.get("quantize")
+    if quantize is None:
+        r.ignore("quantize", NO_MEMORY + " (unset: no quantization)")
+        return
+    q = str(quantize).removeprefix("bnb.")
+    if q in ("nf4", "nf4-dq", "fp4", "fp4-dq"):
+        r.use("quantize", "qlora", True, "bitsandbytes 4-bit base (QLoRA)")
+        r.use(
+            "quantize",
+            "double_quant",
+            q.endswith("-dq"),
+            "double quantization of the 4-bit blocks' constants",
+        )
+    else:
+        r.ignore("quantize", f"{quantize!r} (8-bit weights) is not modelled; estimate without it")
+
+
+def _devices(r: Reading, method: str) -> int:
+    devices, nodes = r.get("devices", 1), r.get("num_nodes", 1)
+    if devices in ("auto", -1):
+        r.ignore("devices", "'auto' is every GPU of the machine: give --gpus N")
+        devices = 1
+    try:
+        gpus = int(devices) * int(nodes or 1)
+    except (TypeError, ValueError):
+        raise ProfilingError(f"{r.file}: devices {devices!r} is not a GPU count") from None
+    r.use("devices", "gpus", gpus, "× num_nodes" if (nodes or 1) > 1 else "")
+    r.seen("num_nodes", main="devices")
+    if gpus > 1:
+        how = "FSDP2 fully_shard" if method == "lora" else "FSDP full shard"
+        r.use("devices", "fsdp", True, f"{how} of every block on more than one GPU")
+        r.use("devices", "checkpointing", "full", "LitGPT checkpoints every block when sharded")
+    return gpus
+
+
+def _batches(r: Reading, gpus: int) -> None:
+    micro = r.get("train.micro_batch_size")
+    if micro is not None:
+        r.use("train.micro_batch_size", "batch", micro)
+    seq = r.get("train.max_seq_length")
+    if seq is not None:
+        r.use("train.max_seq_length", "seq", seq)
+    else:
+        r.ignore("train.max_seq_length", "unset: the data decides; give --seq")
+        r.notes.append(
+            "train.max_seq_length unset: LitGPT pads to the longest sample of the data; give --seq"
+        )
+    total = r.get("train.global_batch_size")
+    if total is not None and micro:
+        steps = max(1, int(total) // (int(micro) * gpus))
+        if steps > 1:
+            r.use(
+                "train.global_batch_size",
+                "grads_kept",
+                True,
+                f"{steps} micro-batches accumulated: gradients stay allocated through the "
+                "later micro-batches' forward",
+            )
+        else:
+            r.ignore("train.global_batch_size", NO_MEMORY + " (no accumulation)")
+    tie = r.get("train.tie_embeddings")
+    if tie is None:
+        r.ignore("train.tie_embeddings", "unset: the checkpoint's own choice")
+    else:
+        r.use("train.tie_embeddings", "tied_head", bool(tie), "the LM head shares the embedding")
+
+
+def _optimizer(r: Reading) -> None:
+    spec = r.get("optimizer.class_path", r.get("optimizer"))
+    key = "optimizer.class_path" if r.has("optimizer.class_path") else "optimizer"
+    if spec is None:
+        return
+    name = str(spec).rsplit(".", 1)[-1].lower()
+    ours = _OPTIMIZERS.get(name)
+    if ours is None:
+        r.ignore(key, f"{spec} is not an optimizer this reader knows; give --optimizer")
+        return
+    paged = "paged" in name
+    why = "bitsandbytes' paged optimizer: state paged to CPU memory under pressure" * paged
+    if ours == "sgd" and not r.get("optimizer.init_args.momentum"):
+        ours = "sgd-nomomentum"
+    r.seen("optimizer.init_args.momentum", main=key)
+    r.use(key, "optimizer", ours, why)
+    if r.get("optimizer.init_args.fused"):
+        r.use(
+            "optimizer.init_args.fused",
+            "fused_optimizer",
+            True,
+            "one fused kernel: no foreach temporaries",
+        )
+    if r.has("optimizer.init_args.foreach"):
+        r.use("optimizer.init_args.foreach", "foreach", bool(r.get("optimizer.init_args.foreach")))
+
+
+def _lora(r: Reading) -> None:
+    if r.has("lora_r"):
+        r.use("lora_r", "lora_rank", r.get("lora_r"))
+    else:
+        r.imply("lora_r", "lora_rank", 8, "unset: LitGPT's default rank")
+    targets: list[str] = []
+    for key, roles in _TARGETS:
+        if r.get(key, _TARGET_DEFAULTS.get(key, False)):
+            targets += roles
+    first = next((k for k, _ in _TARGETS if r.has(k)), None)
+    if first is None:
+        r.imply("lora_query", "lora_targets", targets, "unset: LitGPT adapts query and value")
+    else:
+        r.use(first, "lora_targets", targets, "LitGPT's lora_query … lora_head together")
+    r.seen(*(k for k, _ in _TARGETS), main=first or "lora_query")
+    dropout = r.get("lora_dropout")
+    if dropout is not None:
+        r.use("lora_dropout", "lora_dropout", float(dropout))
+
+
+__all__ = ["looks_like", "read"]

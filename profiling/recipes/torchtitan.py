@@ -1,0 +1,167 @@
+"""torchtitan's training TOML (``train_configs/*.toml``, the format up to v0.2.2): one GPU's
+share of the job it describes.
+
+- ``[model] name``, ``flavor``: the model (``llama3`` ``8B`` is Llama 3.1 8B's shape).
+- ``[training] local_batch_size`` (``batch_size`` before), ``seq_len``,
+  ``mixed_precision_param`` (bf16 by default: FSDP2's ``MixedPrecisionPolicy``, fp32 sharded
+  parameters and bf16 gathers), ``mixed_precision_reduce``.
+- ``[activation_checkpoint] mode``: ``none``, ``selective`` (``op``: torchtitan saves matmul
+  outputs and recomputes the rest; an integer: every n-th layer), ``full``.
+- ``[optimizer] name`` (AdamW, Adam), ``implementation`` (``foreach``, ``fused``).
+- ``[compile] enable``; ``[parallelism]``: data-parallel sharding over the GPUs given with
+  ``--gpus``; the other degrees (tensor, pipeline, context, replicate) are issue 32's, so a
+  degree above 1 is listed as ignored here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from profiling.recipes.model_names import torchtitan_model
+from profiling.recipes.recipe import NO_MEMORY, Reading
+
+KNOWN = [
+    ("job.*", NO_MEMORY), ("profiling.*", NO_MEMORY), ("metrics.*", NO_MEMORY),
+    ("model.hf_assets_path", NO_MEMORY), ("model.tokenizer_path", NO_MEMORY),
+    ("model.converters", "float8 training is not modelled"), ("optimizer.lr", NO_MEMORY),
+    ("optimizer.eps", NO_MEMORY), ("optimizer.weight_decay", NO_MEMORY),
+    ("optimizer.beta*", NO_MEMORY), ("lr_scheduler.*", NO_MEMORY), ("training.steps", NO_MEMORY),
+    ("training.max_norm", NO_MEMORY), ("training.dataset*", NO_MEMORY),
+    ("training.seed", NO_MEMORY), ("training.deterministic", NO_MEMORY),
+    ("checkpoint.*", NO_MEMORY), ("validation.*", NO_MEMORY), ("comm.*", NO_MEMORY),
+    ("experimental.*", NO_MEMORY), ("fault_tolerance.*", NO_MEMORY),
+    ("memory_estimation.*", NO_MEMORY), ("float8.*", "float8 training is not modelled"),
+    ("quantize.*", "float8/MX training is not modelled"), ("compile.components", NO_MEMORY),
+    ("activation_checkpoint.selective_ac_option", NO_MEMORY + " beyond the mode"),
+    ("activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", NO_MEMORY),
+    ("parallelism.data_parallel_shard_degree", NO_MEMORY + " (the GPUs: give --gpus N)"),
+    ("parallelism.fsdp_reshard_after_forward", NO_MEMORY + " beyond the ZeRO stage"),
+    ("parallelism.enable_async_tensor_parallel", NO_MEMORY),
+    ("parallelism.pipeline_parallel_schedule*", NO_MEMORY),
+    ("parallelism.pipeline_parallel_layers*", NO_MEMORY),
+    ("parallelism.pipeline_parallel_microbatch*", NO_MEMORY),
+    ("parallelism.context_parallel_rotate_method", NO_MEMORY),
+    ("parallelism.enable_compiled_autograd", NO_MEMORY),
+    ("parallelism.disable_loss_parallel", NO_MEMORY),
+    ("parallelism.expert*", "expert parallelism is issue 32's"),
+]  # fmt: skip
+
+_DEGREES = (
+    "tensor_parallel_degree",
+    "pipeline_parallel_degree",
+    "context_parallel_degree",
+    "data_parallel_replicate_degree",
+)
+
+
+def looks_like(data: dict[str, Any]) -> bool:
+    return isinstance(data.get("model"), dict) and "flavor" in data["model"]
+
+
+def read(path: Path, data: dict[str, Any]) -> Reading:
+    r = Reading(path.name, data, KNOWN)
+    model, note = torchtitan_model(r.get("model.name"), r.get("model.flavor"))
+    if model is not None:
+        r.use("model.flavor", "model", model, note)
+    else:
+        r.notes.append(f"{note}; give --model")
+    r.seen("model.name", main="model.flavor")
+    for key in ("training.local_batch_size", "training.batch_size"):
+        if r.has(key):
+            r.use(key, "batch", r.get(key), "per data-parallel rank")
+            break
+    if r.has("training.global_batch_size"):
+        r.ignore(
+            "training.global_batch_size",
+            "accumulation follows from it and the GPUs: give --grads-kept when it is "
+            "larger than local batch × GPUs",
+        )
+    if r.has("training.seq_len"):
+        r.use("training.seq_len", "seq", r.get("training.seq_len"))
+    param = str(r.get("training.mixed_precision_param", "bfloat16"))
+    if param == "bfloat16":
+        r.imply(
+            "training.mixed_precision_param",
+            "precision",
+            "mixed",
+            "FSDP2's MixedPrecisionPolicy: fp32 sharded parameters, bf16 gathers",
+        )
+    else:
+        r.use("training.mixed_precision_param", "precision", "fp32")
+    r.imply(
+        "parallelism.data_parallel_shard_degree",
+        "fsdp",
+        True,
+        "torchtitan shards with FSDP2 fully_shard",
+    )
+    r.ignore("training.mixed_precision_reduce", NO_MEMORY + " (fp32 gradient shards either way)")
+    _checkpointing(r)
+    _optimizer(r)
+    if r.get("compile.enable"):
+        r.use("compile.enable", "compile", True, "torch.compile of each block")
+    else:
+        r.ignore("compile.enable", NO_MEMORY + " (off)")
+    for degree in _DEGREES:
+        key = f"parallelism.{degree}"
+        value = r.get(key)
+        if value in (None, 1, -1):
+            r.ignore(key, NO_MEMORY + " (1)")
+        else:
+            r.ignore(
+                key,
+                f"{degree.replace('_', ' ')} {value}: parallel degrees are issue 32's; "
+                "this estimate is one data-parallel GPU's",
+            )
+    r.finish()
+    return r
+
+
+def _checkpointing(r: Reading) -> None:
+    mode = str(r.get("activation_checkpoint.mode", "selective"))
+    option = str(r.get("activation_checkpoint.selective_ac_option", "2"))
+    if mode == "full":
+        r.use("activation_checkpoint.mode", "checkpointing", "full", "every block")
+    elif mode == "none":
+        r.use("activation_checkpoint.mode", "checkpointing", "none")
+    elif mode == "selective" and option == "op":
+        r.use(
+            "activation_checkpoint.mode",
+            "checkpointing",
+            "selective",
+            "selective_ac_option op: matmul outputs saved, the rest recomputed (counted as "
+            "attention recomputed)",
+        )
+    elif mode == "selective":
+        r.use(
+            "activation_checkpoint.mode",
+            "checkpointing",
+            "selective_layers",
+            f"every {option}-th block checkpointed",
+        )
+    else:
+        r.ignore("activation_checkpoint.mode", f"{mode!r} is not a mode this reader knows")
+
+
+def _optimizer(r: Reading) -> None:
+    name = str(r.get("optimizer.name", "AdamW"))
+    ours = {"AdamW": "adamw", "Adam": "adam"}.get(name)
+    if ours is None:
+        r.ignore("optimizer.name", f"{name} is not an optimizer this reader knows")
+    elif r.has("optimizer.name"):
+        r.use("optimizer.name", "optimizer", ours)
+    implementation = r.get("optimizer.implementation", "fused")
+    if implementation == "fused":
+        r.imply(
+            "optimizer.implementation",
+            "fused_optimizer",
+            True,
+            "torchtitan's default fused AdamW: no foreach temporaries",
+        )
+    elif implementation == "foreach":
+        r.use("optimizer.implementation", "foreach", True)
+    else:
+        r.use("optimizer.implementation", "foreach", False, "a for-loop over the parameters")
+
+
+__all__ = ["looks_like", "read"]

@@ -1,0 +1,224 @@
+"""torchtune's recipe configs (``recipes/configs/<model>/<size>_<method>.yaml``), read as its
+recipes (``full_finetune_*``, ``lora_finetune_*``) use them: ``_component_`` names the class or
+builder each table instantiates.
+
+- ``model._component_``: the builder (``torchtune.models.llama3_1.qlora_llama3_1_8b``) names the
+  model, and ``lora_``/``qlora_`` say LoRA on a 16-bit or NF4 base; ``lora_attn_modules``,
+  ``apply_lora_to_mlp``, ``apply_lora_to_output``, ``lora_rank``, ``lora_dropout``.
+- ``dtype: bf16``: the model, gradients and optimizer state all in bf16 (torchtune has no fp32
+  master copy); ``fp32``.
+- ``batch_size`` per device; ``gradient_accumulation_steps`` > 1 keeps gradients between
+  micro-batches (``optimizer_in_bwd`` steps each parameter in backward instead).
+- ``enable_activation_checkpointing`` (every layer), ``enable_activation_offloading``,
+  ``compile``, ``loss._component_`` (``LinearCrossEntropyLoss``: the LM head and loss in
+  chunks), ``dataset.packed``, ``tokenizer.max_seq_len``.
+- ``optimizer._component_``: torch's AdamW (``fused``), bitsandbytes' ``PagedAdamW8bit``,
+  torchao's 8/4-bit AdamW …
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from profiling.recipes.model_names import local_config, torchtune_model
+from profiling.recipes.recipe import NO_MEMORY, Reading
+
+KNOWN = [
+    ("output_dir", NO_MEMORY), ("tokenizer._component_", NO_MEMORY), ("tokenizer.path", NO_MEMORY),
+    ("tokenizer.prompt_template", NO_MEMORY), ("checkpointer.*", NO_MEMORY),
+    ("resume_from_checkpoint", NO_MEMORY), ("save_adapter_weights_only", NO_MEMORY),
+    ("dataset._component_", NO_MEMORY), ("dataset.*", NO_MEMORY), ("seed", NO_MEMORY),
+    ("shuffle", NO_MEMORY), ("optimizer.lr", NO_MEMORY), ("optimizer.weight_decay", NO_MEMORY),
+    ("optimizer.betas", NO_MEMORY), ("optimizer.eps", NO_MEMORY), ("lr_scheduler*", NO_MEMORY),
+    ("epochs", NO_MEMORY), ("max_steps_per_epoch", NO_MEMORY), ("clip_grad_norm", NO_MEMORY),
+    ("metric_logger*", NO_MEMORY), ("log_every_n_steps", NO_MEMORY),
+    ("log_peak_memory_stats", NO_MEMORY), ("log_level", NO_MEMORY), ("device", NO_MEMORY),
+    ("profiler*", NO_MEMORY), ("low_cpu_ram", NO_MEMORY), ("model.lora_alpha", NO_MEMORY),
+    ("batch_size_val", NO_MEMORY), ("run_val_every_n_steps", NO_MEMORY),
+    ("dataset_val*", NO_MEMORY), ("custom_sharded_layers", NO_MEMORY),
+    ("fsdp_cpu_offload", "FSDP's CPU offload of parameters and gradients: not modelled"),
+    ("fsdp_reshard_after_forward", NO_MEMORY + " on one GPU"),
+]  # fmt: skip
+
+_OPTIMIZERS = {
+    "AdamW": "adamw", "Adam": "adam", "SGD": "sgd", "PagedAdamW8bit": "adam8bit",
+    "AdamW8bit": "adam8bit", "PagedAdamW": "adamw", "AdamW4bit": "adam8bit",
+    "Adafactor": "adafactor",
+}  # fmt: skip
+
+
+def looks_like(data: dict[str, Any]) -> bool:
+    return isinstance(data.get("model"), dict) and "_component_" in data["model"]
+
+
+def read(path: Path, data: dict[str, Any]) -> Reading:
+    r = Reading(path.name, data, KNOWN)
+    lora = _model(r, path)
+    if lora:
+        _lora(r)
+    _dtype(r)
+    if r.has("batch_size"):
+        r.use("batch_size", "batch", r.get("batch_size"), "per device")
+    seq = r.get("tokenizer.max_seq_len")
+    if seq is not None:
+        r.use("tokenizer.max_seq_len", "seq", seq, "sequences cut to this length")
+    else:
+        r.ignore("tokenizer.max_seq_len", "unset: the data decides; give --seq")
+        r.notes.append(
+            "tokenizer.max_seq_len unset: the longest sample of the data decides; give --seq"
+        )
+    _switches(r)
+    _optimizer(r)
+    _loss(r)
+    r.finish()
+    return r
+
+
+def _model(r: Reading, path: Path) -> bool:
+    component = str(r.get("model._component_", ""))
+    model, lora, qlora, note = torchtune_model(component)
+    local = local_config(r.get("checkpointer.checkpoint_dir"), path.parent)
+    if local is not None:
+        r.use("checkpointer.checkpoint_dir", "model", local, "its config.json")
+    elif model is not None:
+        r.use("model._component_", "model", model, note)
+    else:
+        r.notes.append(f"{note}; give --model")
+    if lora:
+        r.use(
+            "model._component_",
+            "lora_rank",
+            r.get("model.lora_rank", 8),
+            "a LoRA builder" + (" (lora_rank)" if r.has("model.lora_rank") else ", rank 8"),
+        )
+        r.seen("model.lora_rank", main="model._component_")
+    if qlora:
+        r.use("model._component_", "qlora", True, "a QLoRA builder: NF4 base (torchao)")
+    return lora
+
+
+def _lora(r: Reading) -> None:
+    roles: list[str] = []
+    attention = r.get("model.lora_attn_modules") or []
+    names = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "output_proj": "o"}
+    roles += [names[m] for m in attention if m in names]
+    if r.get("model.apply_lora_to_mlp"):
+        roles += ["gate", "up", "down"]
+    if r.get("model.apply_lora_to_output"):
+        roles.append("lm_head")
+    r.use(
+        "model.lora_attn_modules",
+        "lora_targets",
+        roles,
+        "with apply_lora_to_mlp and apply_lora_to_output",
+    )
+    r.seen("model.apply_lora_to_mlp", "model.apply_lora_to_output", main="model.lora_attn_modules")
+    if r.has("model.lora_dropout"):
+        r.use("model.lora_dropout", "lora_dropout", float(r.get("model.lora_dropout") or 0.0))
+    if r.get("model.use_dora"):
+        r.use("model.use_dora", "dora", True, "DoRA keeps each adapted weight's norm")
+    else:
+        r.ignore("model.use_dora", NO_MEMORY + " (off)")
+    for key in ("model.quantize_base",):
+        if r.get(key):
+            r.use(key, "qlora", True, "NF4 base")
+        else:
+            r.ignore(key, NO_MEMORY + " (off)")
+
+
+def _dtype(r: Reading) -> None:
+    dtype = r.get("dtype", "bf16")
+    ours = {"bf16": "bf16", "fp32": "fp32", "fp16": "bf16"}.get(str(dtype))
+    if ours is None:
+        r.ignore("dtype", f"{dtype!r} is not a dtype this reader knows; give --precision")
+        return
+    why = "torchtune trains the model, gradients and optimizer state in bf16" * (ours == "bf16")
+    if r.has("dtype"):
+        r.use("dtype", "precision", ours, why)
+    else:
+        r.imply("dtype", "precision", ours, "unset: torchtune's default bf16")
+
+
+def _switches(r: Reading) -> None:
+    if r.get("enable_activation_checkpointing"):
+        r.use("enable_activation_checkpointing", "checkpointing", "full", "every layer")
+    elif r.has("enable_activation_checkpointing"):
+        r.use("enable_activation_checkpointing", "checkpointing", "none")
+    if r.get("enable_activation_offloading"):
+        r.use(
+            "enable_activation_offloading",
+            "activation_offload",
+            True,
+            "checkpointed activations moved to CPU memory",
+        )
+    else:
+        r.ignore("enable_activation_offloading", NO_MEMORY + " (off)")
+    accumulation = int(r.get("gradient_accumulation_steps", 1) or 1)
+    if r.get("optimizer_in_bwd"):
+        r.use(
+            "optimizer_in_bwd",
+            "optimizer_in_backward",
+            True,
+            "each parameter stepped in backward: no gradients kept",
+        )
+    else:
+        r.ignore("optimizer_in_bwd", NO_MEMORY + " (off)")
+    if accumulation > 1 and not r.get("optimizer_in_bwd"):
+        r.use(
+            "gradient_accumulation_steps",
+            "grads_kept",
+            True,
+            f"{accumulation} micro-batches: gradients kept through the later forwards",
+        )
+    else:
+        r.ignore("gradient_accumulation_steps", NO_MEMORY + " (no accumulation)")
+    if r.get("compile"):
+        r.use("compile", "compile", True, "torch.compile of the model and loss")
+    else:
+        r.ignore("compile", NO_MEMORY + " (off)")
+    if r.get("dataset.packed"):
+        r.use("dataset.packed", "packed", True, "packed samples with document masks")
+    else:
+        r.ignore("dataset.packed", NO_MEMORY + " (off: one sample per row, padded)")
+
+
+def _optimizer(r: Reading) -> None:
+    component = r.get("optimizer._component_")
+    if component is None:
+        return
+    name = str(component).rsplit(".", 1)[-1]
+    ours = _OPTIMIZERS.get(name)
+    if ours is None:
+        r.ignore("optimizer._component_", f"{component} is not an optimizer this reader knows")
+        return
+    if ours == "sgd" and not r.get("optimizer.momentum"):
+        ours = "sgd-nomomentum"
+    r.seen("optimizer.momentum", main="optimizer._component_")
+    r.use("optimizer._component_", "optimizer", ours)
+    if r.get("optimizer.fused"):
+        r.use("optimizer.fused", "fused_optimizer", True, "one fused kernel: no foreach lists")
+    elif r.has("optimizer.fused"):
+        r.ignore("optimizer.fused", NO_MEMORY + " (off)")
+    if r.has("optimizer.foreach"):
+        r.use("optimizer.foreach", "foreach", bool(r.get("optimizer.foreach")))
+    if "Paged" in name:
+        r.use("optimizer._component_", "paged_optimizer", True, "state paged under pressure")
+
+
+def _loss(r: Reading) -> None:
+    component = str(r.get("loss._component_", ""))
+    name = component.rsplit(".", 1)[-1]
+    if name in ("LinearCrossEntropyLoss", "CEWithChunkedOutputLoss"):
+        r.use(
+            "loss._component_",
+            "chunked_loss",
+            r.get("loss.num_output_chunks", 8),
+            f"torchtune's {name}: the LM head and loss in chunks",
+        )
+        r.seen("loss.num_output_chunks", main="loss._component_")
+    elif name:
+        r.ignore("loss._component_", NO_MEMORY + f" beyond the loss ({name})")
+
+
+__all__ = ["looks_like", "read"]

@@ -1,0 +1,272 @@
+"""`--from FILE`: real recipe files (fixtures/SOURCES.md) read as their frameworks read them,
+every key accounted for, the framework never imported."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.recipes import read_recipe, with_recipe
+from profiling.recipes.recipe import flatten
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _accounted(recipe, *files: Path) -> None:
+    """Every key of every file is used or ignored (with a reason), none silently dropped."""
+    import tomllib
+
+    import yaml
+
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+        keys = set(flatten(data))
+        said = {s.key for s in recipe.used + recipe.ignored if s.file == path.name}
+        assert keys <= said, sorted(keys - said)
+    assert all(s.why for s in recipe.ignored)
+
+
+def test_litgpt_qlora_config_is_read_as_litgpt_reads_it() -> None:
+    path = FIXTURES / "litgpt" / "llama-3.1-8b-qlora.yaml"
+    recipe = read_recipe([path])
+    assert recipe.framework == "LitGPT finetune lora"
+    v = recipe.values
+    assert v["model"] == "hf:llama-3.1-8b"  # checkpoints/meta-llama/Meta-Llama-3.1-8B
+    assert v["precision"] == "bf16"  # bf16-true
+    assert v["qlora"] is True and v["lora_rank"] == 32
+    assert (v["batch"], v["seq"], v["gpus"]) == (2, 512, 1)
+    assert v["grads_kept"] is True  # global 8 / micro 2: four micro-batches accumulated
+    assert v["optimizer"] == "adamw"
+    _accounted(recipe, path)
+    # Settings our configuration cannot express yet are listed as such, not dropped.
+    lines = "\n".join(recipe.lines())
+    assert "lora_alpha = 16: does not change memory" in lines
+    config = TrainingConfig.parse(**with_recipe(recipe, {}))
+    assert config.describe().startswith("hf:llama-3.1-8b, bf16 adamw, QLoRA r=32")
+
+
+def test_litgpt_full_and_lora_configs() -> None:
+    full = read_recipe([FIXTURES / "litgpt" / "llama-3.2-1B-full.yaml"])
+    assert full.framework == "LitGPT finetune full"
+    assert full.values["model"] == "hf:llama-3.2-1b" and "lora_rank" not in full.values
+    assert (full.values["batch"], full.values["seq"]) == (4, 512)
+    lora = read_recipe([FIXTURES / "litgpt" / "llama-3.2-1B-lora.yaml"])
+    assert lora.framework == "LitGPT finetune lora" and lora.values["lora_rank"] == 32
+    _accounted(lora, FIXTURES / "litgpt" / "llama-3.2-1B-lora.yaml")
+
+
+def test_torchtune_recipes_name_their_model_by_builder() -> None:
+    path = FIXTURES / "torchtune" / "8B_qlora_single_device.yaml"
+    recipe = read_recipe([path])
+    assert recipe.framework == "torchtune"
+    v = recipe.values
+    assert v["model"] == "hf:llama-3.1-8b"  # torchtune.models.llama3_1.qlora_llama3_1_8b
+    assert v["qlora"] is True and v["lora_rank"] == 8
+    assert v["precision"] == "bf16" and v["batch"] == 2 and v["checkpointing"] == "full"
+    assert "seq" not in v  # tokenizer.max_seq_len: null — the data decides
+    assert any("max_seq_len unset" in n for n in recipe.notes)
+    _accounted(recipe, path)
+    # With the sequence given, it is a configuration.
+    TrainingConfig.parse(**with_recipe(recipe, {"seq": 2048}))
+
+    full = read_recipe([FIXTURES / "torchtune" / "1B_full_single_device.yaml"])
+    assert full.values["model"] == "hf:llama-3.2-1b"
+    assert full.values["optimizer"] == "adam8bit"  # bitsandbytes.optim.PagedAdamW8bit
+    # optimizer_in_bwd: gradients are never all alive, so none are kept between micro-batches.
+    assert "grads_kept" not in full.values
+    keys = {s.key for s in full.used + full.ignored}
+    assert "optimizer_in_bwd" in keys
+
+
+def test_torchtitan_toml_is_one_gpus_share() -> None:
+    path = FIXTURES / "torchtitan" / "llama3_8b.toml"
+    recipe = read_recipe([path])
+    assert recipe.framework == "torchtitan"
+    v = recipe.values
+    assert v["model"] == "hf:llama-3.1-8b" and v["seq"] == 8192 and v["batch"] == 1
+    assert v["precision"] == "mixed" and v["fsdp"] is True
+    assert v["checkpointing"] == "selective"
+    _accounted(recipe, path)
+
+
+def test_peft_adapter_config_with_the_model_given() -> None:
+    path = FIXTURES / "peft" / "adapter_config.json"
+    recipe = read_recipe([path])
+    assert recipe.framework == "peft"
+    assert recipe.values["lora_rank"] == 32
+    _accounted(recipe, path)
+    with pytest.raises(ProfilingError, match="names no model we ship"):
+        with_recipe(recipe, {})
+    values = with_recipe(recipe, {"model": "hf:llama-3.2-3b", "seq": 768, "batch": 4})
+    TrainingConfig.parse(**values)
+
+
+def test_flags_win_over_the_file_and_say_so() -> None:
+    recipe = read_recipe([FIXTURES / "litgpt" / "llama-3.1-8b-qlora.yaml"])
+    values = with_recipe(recipe, {"seq": 1024})
+    assert values["seq"] == 1024
+    assert any("--seq 1024 given: it overrides the recipe's 512" in n for n in recipe.notes)
+
+
+def _trainer_files(tmp_path: Path) -> Path:
+    """A checkpoint folder as the Trainer, peft and transformers write it: training_args.bin
+    (torch.save of the real TrainingArguments), adapter_config.json, config.json."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    folder = tmp_path / "checkpoint-500"
+    folder.mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        args = transformers.TrainingArguments(
+            output_dir=str(folder), per_device_train_batch_size=4, gradient_accumulation_steps=4,
+            gradient_checkpointing=True, optim="paged_adamw_8bit", report_to=[],
+        )  # fmt: skip
+    args.bf16 = True  # (this machine has no GPU to validate bf16 against)
+    torch.save(args, folder / "training_args.bin")
+    bnb = transformers.BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True
+    )
+    from profiling.models.hf_config import catalogue_entry
+
+    config = dict(catalogue_entry("llama-3.2-1b")["config"])
+    config["quantization_config"] = bnb.to_dict()
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    adapter = {
+        "peft_type": "LORA", "r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "bias": "none",
+        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": "meta-llama/Llama-3.2-1B",
+    }  # fmt: skip
+    (folder / "adapter_config.json").write_text(json.dumps(adapter), encoding="utf-8")
+    return folder
+
+
+def test_a_trainer_checkpoint_folder_is_read_together(tmp_path: Path) -> None:
+    folder = _trainer_files(tmp_path)
+    before = set(sys.modules)
+    recipe = read_recipe([folder])
+    # Read as data: reading the pickle imported nothing it names.
+    assert not {m for m in set(sys.modules) - before if m.startswith(("transformers", "peft"))}
+    assert recipe.framework == "Hugging Face Trainer + bitsandbytes + peft"
+    v = recipe.values
+    assert v["batch"] == 4 and v["grads_kept"] is True and v["checkpointing"] == "full"
+    assert v["optimizer"] == "adam8bit" and v["precision"] == "amp-bf16"
+    assert v["qlora"] is True and v["lora_rank"] == 16
+    assert v["model"] == "hf:llama-3.2-1b"  # the adapter's base model (a later file wins)
+    config = TrainingConfig.parse(**with_recipe(recipe, {"seq": 1024}))
+    assert config.qlora and config.lora_rank == 16
+
+
+def test_a_hostile_pickle_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+
+    class Attack:
+        def __reduce__(self):
+            import os
+
+            return (os.system, (f"touch {marker}",))
+
+    path = tmp_path / "training_args.bin"
+    path.write_bytes(pickle.dumps({"per_device_train_batch_size": 2, "x": Attack()}))
+    with contextlib.suppress(ProfilingError):  # one sentence is fine; running it is not
+        read_recipe([path])
+    assert not marker.exists()
+
+
+def test_a_yaml_that_names_python_objects_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    path = tmp_path / "lora.yaml"
+    path.write_text(f'checkpoint_dir: !!python/object/apply:os.system ["touch {marker}"]\n')
+    with pytest.raises(ProfilingError, match="cannot be read as yaml"):
+        read_recipe([path])
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("huge.yaml", "a: " + "x" * (2 << 20), "is over 1,048,576 bytes"),
+        ("notes.txt", "hello", "a recipe is a .yaml, .json, .toml or training_args.bin"),
+        ("list.json", "[1, 2]", "holds no table of settings"),
+        ("other.yaml", "foo: 1\n", "not a recipe this reads"),
+        ("broken.toml", "[model\n", "cannot be read as toml"),
+    ],
+)
+def test_a_file_that_is_no_recipe_is_one_sentence(
+    tmp_path: Path, name: str, content: str, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ProfilingError, match=message):
+        read_recipe([path])
+
+
+def test_a_recipes_bad_value_names_its_key(tmp_path: Path) -> None:
+    from profiling.errors import ConfigError
+    from profiling.recipes import explain
+
+    text = (FIXTURES / "litgpt" / "llama-3.2-1B-full.yaml").read_text()
+    path = tmp_path / "full.yaml"
+    path.write_text(text.replace("micro_batch_size: 4", "micro_batch_size: 0"))
+    recipe = read_recipe([path])
+    with pytest.raises(ConfigError) as caught:
+        try:
+            TrainingConfig.parse(**with_recipe(recipe, {}))
+        except ConfigError as exc:
+            raise explain(recipe, exc) from None
+    assert "full.yaml's train.micro_batch_size = 0 gives" in str(caught.value)
+
+
+def test_cli_estimate_from_a_recipe(cli, tmp_path: Path) -> None:
+    path = FIXTURES / "litgpt" / "llama-3.1-8b-qlora.yaml"
+    done = cli("estimate", "--from", str(path), "--gpu-mem", "24", "--json",
+               "--root", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    recipe = data["recipe"]
+    assert recipe["framework"] == "LitGPT finetune lora"
+    assert {s["key"] for s in recipe["used"]} >= {"checkpoint_dir", "lora_r", "quantize"}
+    assert any(s["key"] == "lora_alpha" for s in recipe["ignored"])
+    text = cli("estimate", "--from", str(path), "--seq", "256", "--root", str(tmp_path),
+               cwd=tmp_path)  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    assert "used: train.micro_batch_size = 2 → --batch 2" in text.stdout
+    assert "--seq 256 given: it overrides the recipe's 512" in text.stdout
+    assert "seq 256 × batch 2" in text.stdout
+
+
+def test_cli_without_a_model_is_one_sentence(cli, tmp_path: Path) -> None:
+    done = cli("estimate", "--from", str(FIXTURES / "peft" / "adapter_config.json"),
+               "--root", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1
+    assert "names no model we ship" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_tool_reads_a_recipe_in_the_workspace_only(tmp_path: Path) -> None:
+    from journal_agent.tools.base import ToolContext
+    from journal_agent.tools.memory_estimate import MemoryEstimate
+
+    (tmp_path / "lora.yaml").write_text(
+        (FIXTURES / "litgpt" / "llama-3.2-1B-lora.yaml").read_text()
+    )
+    ctx = ToolContext(root=tmp_path)
+    ok = MemoryEstimate().call(ctx, {"from_file": ["lora.yaml"]})
+    assert not ok.is_error, ok.content
+    assert "LitGPT finetune lora" in ok.content and "record:" in ok.content
+    elsewhere = str(FIXTURES / "peft" / "adapter_config.json")
+    outside = MemoryEstimate().call(ctx, {"from_file": [elsewhere], "model": "hf:llama-3.2-1b"})
+    assert outside.is_error and "workspace" in outside.content, outside.content
