@@ -43,3 +43,25 @@ def fit_fields() -> tuple[str, ...]:
 
 def profile_fields() -> tuple[str, ...]:
     return tuple(_load()["profile_fields"])
+
+
+# What a step's memory depends on first: shown whenever set, default or not.
+_CORE = ("model", "params", "batch", "seq", "precision", "optimizer", "gpus", "zero")
+# Derived from the others when the record was made, not a setting.
+_DERIVED = frozenset(["shape"])
+
+
+def shown(config: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A record's configuration as a reader wants it: the core settings whenever they are set,
+    every other field only when it differs from its default; nothing unset (``None``) and
+    nothing derived (the model's shape). Keys the table does not know are kept when set."""
+    table = fields()
+    core = [(k, config[k]) for k in _CORE if config.get(k) is not None]
+    rest = []
+    for key, value in config.items():
+        if key in _CORE or key in _DERIVED or value is None or value in ("", [], {}):
+            continue
+        if key in table and value == table[key]["default"]:
+            continue
+        rest.append((key, value))
+    return core + rest

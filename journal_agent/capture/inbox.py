@@ -58,7 +58,7 @@ class Moment:
     """One thing worth learning from a turn: an ``★ Insight`` block, or a measurement."""
 
     id: str  # the first 12 hex digits of ``hash``: what `inbox show/dismiss` accept
-    kind: str  # "insight" | "measurement"
+    kind: str  # "insight" | "measurement" | "revise" (the code an entry explains changed)
     text: str  # the block's text, private spans removed and secrets redacted
     time: str  # ISO 8601 UTC, when the hook captured it
     session_id: str = ""
@@ -69,6 +69,7 @@ class Moment:
     hash: str = ""
     dismissed: str = ""  # "" while waiting; else the tombstone's reason ("dismissed", "written")
     accepted: str = ""  # when the user accepted it for /learn (ISO 8601 UTC); "" if not
+    entry: str = ""  # a revise moment: the entry whose code changed
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -100,6 +101,7 @@ class Moment:
             files=tuple(files),
             records=tuple(str(r) for r in data.get("records") or []),
             hash=str(data.get("hash") or ""),
+            entry=str(data.get("entry") or ""),
         )
 
 

@@ -6,10 +6,12 @@ rewritten; dismissing one appends a tombstone ``{"dismissed": "<id>", "reason", 
 Nothing takes a lock or rewrites the file, so a hook never waits for a CLI command.
 
 A moment's fields (``journal_agent.capture.inbox.Moment`` reads them):
-``id`` (first 12 hex digits of ``hash``), ``kind`` (insight | measurement), ``text``, ``time``
+``id`` (first 12 hex digits of ``hash``), ``kind`` (insight | measurement | revise), ``text``,
+``time``
 (ISO 8601 UTC), ``session_id``, ``prompt_id``, ``agent`` (the sub-agent's type, "" for the main
 thread), ``files`` ([{"path", "lines": [[start, end], ...]}]), ``records`` (record ids),
-``hash`` (sha256 of kind, text and records: the same moment is written once).
+``hash`` (sha256 of kind, text and records: the same moment is written once); a ``revise``
+moment also has ``entry``, the id of the entry whose code changed.
 
 Light on purpose: the hooks import this under ``python3 -I -S`` on every turn, so it uses
 plain dicts and ``os.path`` (no dataclasses, typing, pathlib or json: each costs milliseconds to
@@ -74,6 +76,28 @@ def new_moment(kind: str, text: str, **fields: object) -> dict[str, object]:
     }
     moment.update(fields)
     return moment
+
+
+def revise_moment(
+    entry_id: str,
+    title: str,
+    refs: list[str],
+    why: str,
+    changes: str,
+    files: list[dict[str, object]],
+    **fields: object,
+) -> dict[str, object]:
+    """A ``revise`` moment: the code an entry explains changed (``why``: how it was noticed),
+    so the entry may need revising. ``changes`` says what changed, so a later change of the
+    same lines is a moment of its own."""
+    text = (
+        f"The code the entry **{title}** explains changed ({', '.join(refs)}; {why}). "
+        f"Does its explanation still hold?\n{changes}\n"
+        f"Revise the entry (`journal-agent journal show {entry_id}`), then record the code as it "
+        f"is now: `journal-agent journal refresh {entry_id}` (`journal-agent journal check` "
+        "says which references to accept)."
+    )
+    return new_moment("revise", text, files=files, entry=entry_id, **fields)
 
 
 def known_hashes(root: str | os.PathLike[str]) -> set[str]:

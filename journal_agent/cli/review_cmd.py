@@ -134,12 +134,18 @@ def _interactive(ws: Workspace, cards, now) -> None:
     for n, card in enumerate(cards, start=1):
         typer.echo(f"── {n}/{len(cards)}  {card.title}  ({card.id})")
         typer.echo(card.question)
-        choice = _ask("\n[Enter] show the answer  [s] skip  [q] quit: ")
+        if card.number is not None:
+            choice = _number(card.number)
+        else:
+            choice = _ask("\n[Enter] show the answer  [s] skip  [q] quit: ")
+            if choice not in ("q", "s", None):
+                typer.echo("\n" + card.answer + "\n")
+                if card.kind == "entry":
+                    choice = _code(ws, card.id.removeprefix("entry:"))
         if choice in ("q", None):
             break
         if choice == "s":
             continue
-        typer.echo("\n" + card.answer + "\n")
         while True:
             answer = _ask(f"{_KEYS}: ")
             if answer in ("q", None):
@@ -157,9 +163,84 @@ def _interactive(ws: Workspace, cards, now) -> None:
     typer.echo(f"Reviewed {done}.")
 
 
-def _ask(prompt: str) -> str | None:
-    """The answer typed, lowercased; None at end of input (Ctrl-D)."""
+def _number(card) -> str | None:
+    """A number card: the learner's answer checked against the record, then the calculation.
+    Returns what was typed at the last prompt ("q", "s", None at end of input, else "")."""
+    from journal_agent.learning.number_cards import check_answer
+
+    while True:
+        prompt = f"\nYour answer (like {card.stated}), [Enter] show it  [s] skip  [q] quit: "
+        said = _ask(prompt, lower=False)
+        if said in ("q", "s", None):
+            return said
+        if not said:
+            typer.echo(f"\n{card.stated} ({card.quantity} of [m:{card.record}])")
+            break
+        try:
+            verdict = check_answer(card, said)
+        except UserError as exc:
+            typer.echo(exc.message)
+            continue
+        typer.echo(f"\n{verdict.sentence}  (suggested: {verdict.rating})")
+        break
+    typer.echo("\n" + card.calculation() + "\n")
+    return ""
+
+
+def _code(ws: Workspace, entry_id: str) -> str | None:
+    """The code the entry explains, as it is now; when it changed, whether the explanation
+    still holds (record the code as it is) or the entry needs revising (a moment waits).
+    Returns "q" (or None at end of input) to stop reviewing, else ""."""
+    from journal_agent.learning import review_code
+
+    entry = ws.journal.load().get(entry_id)
+    if entry is None or not entry.refs:
+        return ""
+    from journal_agent.view.files import text_reader
+
+    anchors = ws.refs.anchors().get(entry.id, {})
+    cited = review_code.cited_code(ws.root, entry, anchors, text_reader(ws.root))
+    typer.echo("The code it explains, as it is now:")
+    for c in cited:
+        typer.echo(f"  {c.ref}  {c.state}" + ("" if c.state == "fresh" else f": {c.detail}"))
+        if c.diff:
+            for line in c.diff:
+                typer.echo(f"      {line}")
+            continue
+        for k, line in enumerate(c.lines, start=c.start):
+            typer.echo(f"    {k:>5}  {line}")
+    typer.echo("")
+    if not review_code.code_changed(cited):
+        return ""
+    choice = _ask(
+        "The code changed since this entry was written. Does the explanation still hold?\n"
+        "[y] yes: record the code as it is now  [r] no: revise the entry (a moment waits in the "
+        "inbox)  [Enter] decide later  [q] quit: "
+    )
+    if choice in ("q", None):
+        return choice
+    if choice == "y":
+        try:
+            recorded = review_code.still_holds(ws.root, entry.id, cited)
+        except UserError as exc:
+            typer.echo(f"Nothing recorded: {exc.message}")
+        else:
+            typer.echo(f"Recorded the code as it is now: {', '.join(recorded)}.")
+    elif choice == "r":
+        moment = review_code.revise_later(ws.root, entry, cited, "seen in review")
+        typer.echo(
+            f"Moment {moment} waits in the inbox: /learn with no topic (or `journal-agent "
+            f"inbox show {moment}`) revises {entry.id}."
+        )
+    typer.echo("")
+    return ""
+
+
+def _ask(prompt: str, *, lower: bool = True) -> str | None:
+    """The answer typed (lowercased, unless a number card's answer: ``64.8 GB``); None at end
+    of input (Ctrl-D)."""
     try:
-        return input(prompt).strip().lower()
+        typed = input(prompt).strip()
     except EOFError:
         return None
+    return typed.lower() if lower or typed.lower() in ("q", "s") else typed

@@ -6,7 +6,13 @@ What can be reviewed (each with a stable id):
   as the answer;
 * ``item:<slug>`` — a knowledge-graph item of the ledger (the slug of its bold term, or of its
   words): "what do you know about …", then the item as the ledger states it;
-* ``insight:<date>-<slug>`` — an archived insight: its title, then the quotation.
+* ``insight:<date>-<slug>`` — an archived insight: its title, then the quotation;
+* ``number:<record id>:<slug>`` — a number an entry quotes from a record: "re-derive this
+  number" from the record's configuration, the answer checked against the record's value and
+  the calculation shown after (:mod:`journal_agent.learning.number_cards`).
+
+An entry's card also shows the code its references cite, as it is now
+(:mod:`journal_agent.learning.review_code`).
 
 State lives in ``.journal/review.json`` (one FSRS card per reviewed id, and every review as a
 log line), replaced atomically under ``.journal/locks/review.lock``. A corrupt state file is
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from journal_agent.errors import UserError
 from journal_agent.journal._text import slugify
+from journal_agent.learning.number_cards import NumberCard, number_cards
 from journal_agent.learning.review_state import STATE_VERSION
 
 if TYPE_CHECKING:
@@ -42,11 +49,12 @@ EASY_SPAN = timedelta(days=14)  # … spread over at least two weeks → suggest
 @dataclass
 class ReviewItem:
     id: str
-    kind: str  # entry | item | insight
+    kind: str  # entry | item | insight | number
     title: str
     question: str
     answer: str
     level: str | None = None  # for ledger items: mastered / developing / blind_spots
+    number: NumberCard | None = None  # for a number card
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,11 +87,13 @@ def utc(moment: datetime | None = None) -> datetime:
 
 
 def collect_items(ws: Workspace) -> list[ReviewItem]:
-    """Every journal entry, ledger item and archived insight, in document order."""
+    """Every journal entry, ledger item and archived insight, in document order, then the
+    numbers the journal quotes from records."""
     items: list[ReviewItem] = []
     journal = ws.journal
-    if journal.exists():
-        for entry in journal.load().entries:
+    entries = journal.load().entries if journal.exists() else []
+    if entries:
+        for entry in entries:
             question = _strip_label(entry.section_text("key_question")) or entry.title
             answer = "\n\n".join(
                 part.strip()
@@ -125,6 +135,17 @@ def collect_items(ws: Workspace) -> list[ReviewItem]:
                     insight.quote,
                 )
             )
+    for card in number_cards(ws, entries):
+        items.append(
+            ReviewItem(
+                card.id,
+                "number",
+                f"Re-derive: {card.quantity} of [m:{card.record}]",
+                card.question(),
+                card.answer(),
+                number=card,
+            )
+        )
     return items
 
 
@@ -164,6 +185,7 @@ class DueCard:
     reviews: int
     question: str
     answer: str
+    number: NumberCard | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -192,7 +214,17 @@ def queue(
         saved = state["cards"].get(item.id)
         if saved is None:
             fresh.append(
-                DueCard(item.id, item.title, item.kind, None, "new", 0, item.question, item.answer)
+                DueCard(
+                    item.id,
+                    item.title,
+                    item.kind,
+                    None,
+                    "new",
+                    0,
+                    item.question,
+                    item.answer,
+                    item.number,
+                )
             )
             continue
         card = Card.from_dict(saved["card"])
@@ -209,6 +241,7 @@ def queue(
                         counts.get(item.id, 0),
                         item.question,
                         item.answer,
+                        item.number,
                     ),
                 )
             )
@@ -294,7 +327,7 @@ def suggestions(ws: Workspace) -> list[Suggestion]:
     ledger_terms = {i.id for i in items.values() if i.kind == "item"}
     for item_id, reviews in history.items():
         item = items.get(item_id)
-        if item is None or item.kind == "insight":
+        if item is None or item.kind in ("insight", "number"):
             continue
         reviews.sort()
         ratings = [r for _, r in reviews]

@@ -280,27 +280,34 @@ def _plain(render: Any, text: str) -> str:
 
 
 def _code(site: Site, item: Any) -> str:
-    """The lines an entry's references cite, where they are now (a moved reference's new
-    lines), from readable files only, at most 40 lines each."""
+    """The lines an entry's references cite, as they are now (a moved reference's new lines, a
+    changed one's likely place with its diff, and the question whether the explanation still
+    holds), from readable files only (``learning.review_code``)."""
     from markupsafe import escape
+
+    from journal_agent.view.learning import card_code
 
     if item.kind != "entry":
         return ""
-    entry = site.entry(item.id.removeprefix("entry:"))
-    if entry is None:
+    code = card_code(site, item.id)
+    if code is None:
         return ""
     parts = []
-    for state in site.ref_states(entry, site.recorded_hashes())[:6]:
-        if state.state == "gone":
+    for r in code["refs"]:
+        if r["state"] in ("gone", "hidden"):
+            parts.append(f"<p><code>{escape(r['ref'])}</code> ({escape(r['detail'])})</p>")
             continue
-        try:
-            shown = site.files.read(state.ref.path)
-        except Refused:
-            continue
-        lines = shown.text.splitlines()[state.start - 1 : min(state.end, state.start + 39)]
-        note = "" if state.state in ("fresh", "unrecorded") else f" ({state.detail})"
+        note = "" if r["state"] in ("fresh", "unrecorded") else f" ({r['detail']})"
+        shown = r["diff"] or r["lines"]
+        where = r["ref"] if r["state"] == "fresh" else f"{r['ref']} → {r['path']}:{r['start']}"
         parts.append(
-            f"<p><code>{escape(state.ref.key)}</code>{escape(note)}</p>"
-            f"<pre>{escape(chr(10).join(lines))}</pre>"
+            f"<p><code>{escape(where)}</code>{escape(note)}</p>"
+            f"<pre>{escape(chr(10).join(shown))}</pre>"
+        )
+    if code["changed"]:
+        parts.append(
+            "<p><b>The code changed since this entry was written. Does the explanation still "
+            "hold?</b> Answer it in <code>journal-agent review</code> (it records the code as it "
+            "is now, or leaves the entry to revise in the inbox).</p>"
         )
     return "".join(parts)

@@ -98,3 +98,17 @@ class WorkspaceFiles:
         if b"\x00" in data[:8192]:
             raise Refused(f"{rel} is a binary file")
         return Shown(self.relative(path), data.decode("utf-8", errors="replace"))
+
+
+def text_reader(root: Path):
+    """``read(rel) -> text | None``: a workspace file's text as the view shows it, None when it
+    is refused (a secret, a denied or missing file, outside the workspace)."""
+    files = WorkspaceFiles(root)
+
+    def read(rel: str) -> str | None:
+        try:
+            return files.read(rel).text
+        except Refused:
+            return None
+
+    return read

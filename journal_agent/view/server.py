@@ -54,6 +54,8 @@ def create_app(ws: Workspace, *, token: str, hosts: set[str], port: int) -> Guar
         Route("/api/stamp", views.stamp),
         Route("/api/related", views.related),
         Route("/api/review", views.rate, methods=["POST"]),
+        Route("/api/review/check", views.check_number, methods=["POST"]),
+        Route("/api/review/code", views.code_action, methods=["POST"]),
         Route("/api/inbox", views.moment, methods=["POST"]),
         Route("/api/drafts", views.draft, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
@@ -194,6 +196,31 @@ class _Views:
         except UserError as exc:
             return JSONResponse({"error": exc.message}, status_code=400)
         return JSONResponse({k: done[k] for k in ("id", "rating", "due", "state")})
+
+    async def check_number(self, request: Request) -> Response:
+        """A number card's answer, checked against the record's value."""
+        from journal_agent.view import learning
+
+        form = await _form(request)
+        return await self._json(learning.check_number, form.get("id", ""), form.get("answer", ""))
+
+    async def code_action(self, request: Request) -> Response:
+        """An entry card whose code changed: the explanation still holds (record the code as
+        it is now), or the entry needs revising (a moment in the inbox)."""
+        from journal_agent.view import learning
+
+        form = await _form(request)
+        return await self._json(learning.code_action, form.get("id", ""), form.get("action", ""))
+
+    async def _json(self, act: Callable[..., dict], *args: str) -> Response:
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+
+        try:
+            done = await run_in_threadpool(act, self.site, *args)
+        except UserError as exc:
+            return JSONResponse({"error": exc.message}, status_code=400)
+        return JSONResponse(done)
 
     async def moment(self, request: Request) -> Response:
         """Accept (start /learn on it) or dismiss a captured moment."""

@@ -133,6 +133,45 @@
     const answer = card.querySelector(".answer");
     const button = card.querySelector("button.show");
     button.addEventListener("click", () => { answer.hidden = false; button.hidden = true; });
+    // A number card: the answer is checked against the record on the server.
+    const check = card.querySelector("form.check");
+    if (check) {
+      check.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const verdict = card.querySelector(".verdict");
+        const response = await postForm(check, {id: card.dataset.id, answer: check.querySelector("input").value});
+        const data = await response.json();
+        verdict.hidden = false;
+        verdict.className = "verdict " + (response.ok ? "verdict-" + data.result : "error");
+        verdict.textContent = response.ok ? data.sentence + " (suggested: " + data.rating + ")" : data.error;
+        if (response.ok) { answer.hidden = false; button.hidden = true; }
+      });
+    }
+    // An entry card whose code changed: it still holds (record the code), or revise the entry.
+    const act = card.querySelector("form.code-act");
+    if (act) {
+      act.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const action = event.submitter ? event.submitter.value : "revise";
+        for (const b of act.querySelectorAll("button")) b.disabled = true;
+        card.classList.add("pending");
+        const response = await postForm(act, {id: card.dataset.id, action: action});
+        const data = await response.json();
+        card.classList.remove("pending");
+        const outcome = card.querySelector(".code-outcome");
+        outcome.hidden = false;
+        if (!response.ok) {
+          outcome.textContent = data.error || "Nothing was done.";
+          for (const b of act.querySelectorAll("button")) b.disabled = false;
+          return;
+        }
+        card.classList.add("acted"); // what was done stays on screen (no reload)
+        act.hidden = true;
+        outcome.textContent = data.recorded
+          ? "Recorded the code as it is now: " + data.recorded.join(", ") + "."
+          : "A moment waits in the inbox (" + data.moment + "): /learn with no topic revises the entry.";
+      });
+    }
     const form = card.querySelector("form.rate");
     if (!form) continue;
     form.addEventListener("submit", async (event) => {
@@ -243,7 +282,7 @@
             // A query in the box: a reload would lose it. Ask again (a new entry may match);
             // the page reloads once the box is emptied.
             if (data.stamp !== searched) { searched = data.stamp; box.dispatchEvent(new Event("input")); }
-          } else if (!document.querySelector(".pending, section.card.done, section.moment.done, section.draft.done")) {
+          } else if (!document.querySelector(".pending, section.card.done, section.card.acted, section.moment.done, section.draft.done")) {
             location.reload();
             return;
           } else {
