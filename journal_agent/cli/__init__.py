@@ -53,6 +53,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not _app.INVOCATION or "--help" in _app.INVOCATION:
         _help_render.import_renderer()  # help will be rendered: without the rich it never uses
     try:
+        _run(argv)
+    finally:
+        _say_foreign_changes()  # after the command's own output and error line
+
+
+def _run(argv: Sequence[str] | None) -> None:
+    try:
         # Standalone: click reports usage errors itself and exits with their codes.
         app(args=None if argv is None else list(argv), prog_name="journal-agent")
     except Exception as exc:
@@ -77,3 +84,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("interrupted.", file=sys.stderr)
         sys.exit(130)
+
+
+def _say_foreign_changes() -> None:
+    """The journal or ledger changed by another hand, found while this command read it: one
+    sentence each, on stderr (journal_agent/foreign_changes.py)."""
+    if "journal_agent.foreign_changes" not in sys.modules:
+        return  # nothing read them: nothing to say (and no import for it)
+    from journal_agent.foreign_changes import take_notes
+
+    for note in take_notes():
+        print(note, file=sys.stderr)

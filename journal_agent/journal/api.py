@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from journal_agent.atomic import atomic_write
 from journal_agent.errors import UserError
+from journal_agent.foreign_changes import remember
 from journal_agent.journal.model import EntrySummary, Journal, parse_journal
 from journal_agent.journal.refcheck import anchors_for
 from journal_agent.journal.refs import FileCache
@@ -346,7 +347,7 @@ def repair(ws: Workspace, dry_run: bool = False) -> RepairOutcome:
             n += 1
             backup = store.path.with_name(f"{store.path.name}.bak-{stamp}-{n}")
         atomic_write(backup, data)
-        atomic_write(store.path, result.data)
+        remember(store.root, store.path.name, result.data, atomic_write(store.path, result.data))
     return RepairOutcome(
         True, str(backup), result.fixed_lines, result.unrepaired_lines, result.guessed_lines
     )

@@ -15,6 +15,7 @@ from typing import TypedDict
 
 from journal_agent.atomic import atomic_write, remove_stale_temps
 from journal_agent.errors import UserError
+from journal_agent.foreign_changes import remember
 from journal_agent.journal._text import split_lines
 from journal_agent.journal.model import Entry, parse_journal
 from journal_agent.journal.places import recorded_names
@@ -86,7 +87,8 @@ def fix_moved(root: Path) -> FixOutcome:
                 # Before the journal: a crash in between leaves unused anchors, never an entry
                 # whose new references have none.
                 refstore.record(entry_id, kept)
-            atomic_write(store.path, "".join(lines).encode("utf-8"))
+            data = "".join(lines).encode("utf-8")
+            remember(store.root, store.path.name, data, atomic_write(store.path, data))
             outcome.fixed.sort(key=lambda f: f.line)
             return outcome
     raise UserError(

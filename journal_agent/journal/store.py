@@ -20,6 +20,8 @@ from pathlib import Path
 
 from journal_agent.atomic import atomic_write, remove_stale_temps
 from journal_agent.errors import UserError
+from journal_agent.foreign_changes import check as check_foreign
+from journal_agent.foreign_changes import remember as remember_ours
 from journal_agent.journal._text import open_fence, split_lines
 from journal_agent.journal.model import (
     Journal,
@@ -77,6 +79,7 @@ class JournalStore:
         return self.path.is_file()
 
     def read_bytes(self) -> bytes:
+        check_foreign(self.root, JOURNAL_FILE)
         try:
             return self.path.read_bytes()
         except FileNotFoundError:
@@ -93,6 +96,7 @@ class JournalStore:
 
     def append(self, draft: str, before_write: Callable[[str], None] | None = None) -> AppendResult:
         """Append one entry (markdown starting with its dated heading); returns where it went."""
+        check_foreign(self.root, JOURNAL_FILE)  # a change by another hand: said before ours
         with self._locked():
             remove_stale_temps(self.path)
             for _ in range(5):
@@ -121,6 +125,7 @@ class JournalStore:
                     before_write(entry_id)  # e.g. record reference hashes, still under the lock
                 atomic_write(self.path, new_data)
                 new_st = self.path.stat()
+                remember_ours(self.root, JOURNAL_FILE, new_data, new_st)
                 self._remember(new_st, line - 1 + entry_bytes.count(b"\n"))
                 return AppendResult(
                     entry_id=entry_id,
@@ -171,7 +176,7 @@ class JournalStore:
         """Write the whole journal (used by repair), under the lock."""
         with self._locked():
             remove_stale_temps(self.path)
-            atomic_write(self.path, data)
+            remember_ours(self.root, JOURNAL_FILE, data, atomic_write(self.path, data))
 
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         return held(

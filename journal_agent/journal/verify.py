@@ -284,9 +284,12 @@ def _integrity(entry: Entry) -> list[Problem]:
 
 
 def check_journal(root: Path) -> CheckReport:
+    from journal_agent.foreign_changes import check as check_foreign
+
     path = Path(root) / JOURNAL_FILE
     if not path.is_file():
         return CheckReport(ok=True)
+    check_foreign(Path(root), JOURNAL_FILE)
     data = path.read_bytes()
     issues = scan(data)
     text = data.decode("utf-8", errors="replace")
@@ -299,6 +302,7 @@ def check_journal(root: Path) -> CheckReport:
         problems.append(Problem(owner, "encoding", issue.detail, issue.line))
     for entry in journal.entries:
         problems += checker.check_entry(entry)
+    problems += _secrets(journal)
     for p in problems:
         entry_problems[p.entry] = entry_problems.get(p.entry, 0) + 1
     entries: list[CheckedEntry] = [
@@ -306,6 +310,27 @@ def check_journal(root: Path) -> CheckReport:
     ]
     problems.sort(key=lambda p: (p.line or 0, p.kind))
     return CheckReport(ok=not problems, entries=entries, problems=problems)
+
+
+def _secrets(journal: Journal) -> list[Problem]:
+    """A ``secret`` problem for each line that holds what looks like one (secret_text's one
+    detector): our writers refuse them, but an editor, git or a command may have put one in."""
+    from journal_agent.secret_text import find_secrets
+
+    parts = [("(preamble)", 1, journal.preamble)] if journal.preamble.strip() else []
+    parts += [(e.id, e.start_line, e.raw) for e in journal.entries]
+    return [
+        Problem(
+            owner,
+            "secret",
+            f"the line holds what looks like {'an' if found.kind[:1].lower() in 'aeiou' else 'a'} "
+            f"{found.kind}; remove it, or quote it redacted "
+            "(`[REDACTED]`), and rotate it if the file was shared",
+            start + found.line - 1,
+        )
+        for owner, start, raw in parts
+        for found in find_secrets(raw)
+    ]
 
 
 def _owner(journal: Journal, line: int) -> str:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from journal_agent.atomic import atomic_write, remove_stale_temps
 from journal_agent.errors import UserError
+from journal_agent.foreign_changes import check as check_foreign
+from journal_agent.foreign_changes import remember as remember_ours
 from journal_agent.journal.store import changed_since
 from journal_agent.learning.ledger import Ledger, parse_ledger
 from journal_agent.learning.ledger_edit import new_ledger, set_updated
@@ -55,6 +57,7 @@ class LedgerStore:
         return self.path.is_file()
 
     def read_text(self) -> str:
+        check_foreign(self.root, LEDGER_FILE)
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -107,6 +110,7 @@ class LedgerStore:
         today: str | None = None,
         stamp: bool = True,
     ) -> UpdateResult:
+        check_foreign(self.root, LEDGER_FILE)  # a change by another hand: said before ours
         for _ in range(5):
             st, text = self._snapshot()
             created = st is None
@@ -126,7 +130,8 @@ class LedgerStore:
                 if self._changed(st, text):
                     continue  # written meanwhile: redo on its content
                 remove_stale_temps(self.path)
-                atomic_write(self.path, new_text)
+                data = new_text.encode("utf-8")
+                remember_ours(self.root, LEDGER_FILE, data, atomic_write(self.path, data))
                 return UpdateResult(self.path, created, changes)
         raise UserError(
             f"{self.path} kept changing while updating it; close the editor that is saving it "

@@ -141,7 +141,7 @@ class Tool(ABC, Generic[InputT]):
                 problems += f" (and {len(errors) - _SHOWN_PROBLEMS} more)"
             return ToolResult(f"Invalid input for {self.name}: {problems}", is_error=True)
         try:
-            return self.run(ctx, params)
+            return _with_foreign_changes(self.run(ctx, params))
         except ToolError as exc:
             return ToolResult(str(exc), is_error=True)
         except OSError as exc:
@@ -180,3 +180,18 @@ def _size(raw: Any) -> int:
         else:
             total += 1
     return total
+
+
+def _with_foreign_changes(result: ToolResult) -> ToolResult:
+    """``result`` with a sentence for each change another hand made to the journal or the
+    ledger, found while the call read them (journal_agent/foreign_changes.py)."""
+    import sys
+
+    if "journal_agent.foreign_changes" not in sys.modules:
+        return result
+    from journal_agent.foreign_changes import take_notes
+
+    notes = take_notes()
+    if not notes:
+        return result
+    return ToolResult("\n\n".join([result.content, *notes]), is_error=result.is_error)

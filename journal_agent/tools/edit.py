@@ -18,6 +18,7 @@ from journal_agent.tools.confined_paths import permitted_path
 from journal_agent.tools.read_tracking import tracker_for
 from journal_agent.tools.write import (
     atomic_write,
+    check_foreign,
     encode_text,
     ensure_unchanged,
     make_parents,
@@ -74,6 +75,7 @@ class Edit(Tool[EditInput]):
             )
         tracker = tracker_for(ctx)
         refuse_secrets_in_user_docs(ctx.root, path, params.new_string, params.old_string)
+        check_foreign(ctx.root, path)
 
         with writer_lock(ctx.root, path):
             current = ensure_unchanged(ctx.root, tracker, path, action="editing")

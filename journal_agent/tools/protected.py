@@ -40,6 +40,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -62,6 +64,11 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(".journal/quarantine", "it holds what earlier commands were not allowed to leave in "
           "place"),
 )  # fmt: skip
+# Written by journal-agent's own code only (its tools and commands, which check what goes in;
+# journal_agent/foreign_changes.py notices any other hand): read-only for every Bash command in
+# every mode, where they exist. Not on the list above: Write and Edit are that code, and a
+# missing journal is not quarantined when a command makes one (the next read reports it).
+OURS_FOR_BASH = (JOURNAL_FILE, LEDGER_FILE)
 # Inside a protected path, yet the agent's to write: entry drafts before `journal append`.
 WRITABLE_INSIDE = (".journal/drafts",)
 # Pre-created (empty) before a writing command, so that they can be kept read-only even before

@@ -67,6 +67,7 @@ class Write(Tool[WriteInput]):
         path = permitted_path(ctx, self.name, params.file_path)
         tracker = tracker_for(ctx)
         data = encode_text(params.content, path)
+        check_foreign(ctx.root, path)
 
         with writer_lock(ctx.root, path):
             previous = ensure_unchanged(ctx.root, tracker, path, action="writing to")
@@ -212,11 +213,33 @@ def atomic_write(root: Path, path: Path, data: bytes) -> os.stat_result:
     except OSError as exc:
         raise _os_error("write in", path.parent, exc) from None
     try:
-        return write_atomically(path, data, dir_fd=dir_fd)
+        written = write_atomically(path, data, dir_fd=dir_fd)
     except OSError as exc:
         raise _os_error("write", path, exc) from None
     finally:
         os.close(dir_fd)
+    if (name := journal_or_ledger(root, path)) is not None:
+        from journal_agent.foreign_changes import remember
+
+        remember(Path(workspace_root(root)), name, data, written)  # under the journal's lock
+    return written
+
+
+def journal_or_ledger(root: Path, path: Path) -> str | None:
+    """``learning_journal.md`` or ``learning_ledger.md`` when ``path`` is that file of the
+    workspace, else None."""
+    if path.name in (JOURNAL_FILE, LEDGER_FILE) and path.parent == Path(workspace_root(root)):
+        return path.name
+    return None
+
+
+def check_foreign(root: Path, path: Path) -> None:
+    """Before Write or Edit of the journal or the ledger: a change another hand made is said
+    first (:mod:`journal_agent.foreign_changes`), not taken silently into ours."""
+    if (name := journal_or_ledger(root, path)) is not None:
+        from journal_agent.foreign_changes import check
+
+        check(Path(workspace_root(root)), name)
 
 
 def make_parents(root: Path, path: Path) -> None:

@@ -97,7 +97,8 @@ class SearchIndex:
             return
         # A file only touched re-parses its last entry: hashing all 14 MB to notice would cost
         # more than that.
-        self._update(conn, self.store.path.read_bytes(), st.st_size, st.st_mtime_ns)
+        # (Through the store: a change by another hand than ours is said once.)
+        self._update(conn, self.store.read_bytes(), st.st_size, st.st_mtime_ns)
 
     def _update(self, conn: sqlite3.Connection, data: bytes, size: int, mtime_ns: int) -> None:
         conn.execute("BEGIN IMMEDIATE")

@@ -54,7 +54,7 @@ def bwrap_argv(
         args += ["--ro-bind", str(p), str(p)]
     for p in view.writable:
         args += ["--bind", str(p), str(p)]
-    for p in view.read_only:
+    for p in (*view.read_only, *view.ours):
         args += ["--ro-bind", str(p), str(p)]
     for p in view.rewritable:
         args += ["--bind", str(p), str(p)]

@@ -29,6 +29,7 @@ def seatbelt_profile(view: View) -> str:
     ]
     lines += [f"(allow file-write* (subpath {_q(p)}))" for p in view.writable]
     lines += [f"(deny file-write* (subpath {_q(p)}))" for p in view.read_only]
+    lines += [f"(deny file-write* (literal {_q(p)}))" for p in view.ours]
     lines += [f"(allow file-write* (subpath {_q(p)}))" for p in view.rewritable]
     lines += [f"(deny file-read* file-write* (subpath {_q(p)}))" for p in view.masked]
     if view.network:

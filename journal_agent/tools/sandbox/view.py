@@ -76,6 +76,9 @@ class View:
     scan: SecretScan | None = dataclasses.field(default=None, compare=False, repr=False)
     # Unix-domain sockets left reachable without network (sandbox.network.allowUnixSockets).
     allowed_sockets: tuple[Path, ...] = ()
+    # The journal and the ledger (protected.OURS_FOR_BASH), bound read-only where they are
+    # regular files; not compared after the call (our own writers replace them meanwhile).
+    ours: tuple[Path, ...] = ()
 
     @property
     def writes(self) -> bool:
@@ -104,6 +107,7 @@ def build_view(
     scan = workspace_scan(root, settings, read_deny)
     read_only_ids: list[tuple[int, int]] = []
     ancestors: dict[Path, str] = {}
+    ours: list[Path] = []
     if writes:
         created = [p for rel in PRECREATE if (p := _precreate(root / rel)) is not None]
         writable.append(root)
@@ -118,6 +122,7 @@ def build_view(
                 read_only.append(p)
                 read_only_ids.append((st.st_dev, st.st_ino))
         rewritable = [p for p in rewritable if p.is_dir()]
+        ours = [p for p in (root / n for n in _protected.OURS_FOR_BASH) if _regular(p)]
         concrete = [p for e in fs.deny_write for p in _concrete(e, root, home)]
         guarded = [p for p in dict.fromkeys([*protected, *concrete]) if _inside_any(p, writable)]
         ancestors = _ancestors(guarded, writable)
@@ -139,6 +144,7 @@ def build_view(
         read_only_ids=tuple(read_only_ids),
         ancestors=ancestors,
         scan=scan,
+        ours=tuple(ours),
     )
 
 
@@ -242,6 +248,11 @@ def _ancestors(guarded: list[Path], writable: list[Path]) -> dict[Path, str]:
 def dot_gits_of(root: Path, repos: list[Path]) -> list[Path]:
     """The ``.git`` of the workspace and of the nested repositories ``repos``."""
     return [d / ".git" for d in dict.fromkeys([root, *repos])]
+
+
+def _regular(path: Path) -> bool:
+    """A regular file itself (a symlink is never bound: the mount would land on its target)."""
+    return (st := _lstat(path)) is not None and stat.S_ISREG(st.st_mode)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
