@@ -29,6 +29,7 @@ def run_checks(ws: Workspace) -> list[Check]:
     root = ws.root
     return [
         check_confinement(ws),
+        check_trust(root),
         check_secret_history(ws),
         check_ripgrep(),
         check_api_key(),
@@ -46,6 +47,23 @@ def _plugin_checks(root: Path) -> list[Check]:
     from journal_agent.doctor_plugin import plugin_checks
 
     return plugin_checks(root)
+
+
+def check_trust(root: Path) -> Check:
+    """Which of the project's own settings, command and agent files count (project_trust)."""
+    from journal_agent.project_trust import project_files
+
+    files = project_files(root)
+    waiting = [f.rel for f in files if f.state in ("not approved", "changed", "unreadable")]
+    if waiting:
+        return Check(
+            "project files",
+            False,
+            f"{', '.join(waiting)} ignored until you approve them (read them, then run "
+            "`journal-agent trust` in your terminal)",
+        )
+    counted = len(files)
+    return Check("project files", True, f"{counted} approved or yours" if counted else "none")
 
 
 def check_confinement(ws: Workspace) -> Check:

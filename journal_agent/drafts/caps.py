@@ -42,6 +42,14 @@ def ensure_enabled(root: Path) -> None:
             f"inbox draft is off: {ENV_SWITCH}=0 in the environment turns every capture feature "
             f"off; unset it, and turn drafting on with {SETTINGS}."
         )
+    from journal_agent.capture.settings import settings_ignored
+
+    if settings_ignored(root):
+        raise UserError(
+            "inbox draft is off: this project's .journal/settings.json is not approved yet (a "
+            "cloned or changed file counts only once you approve it); read it and run "
+            "`journal-agent trust` in your terminal."
+        )
     raise UserError(
         "inbox draft is off by default (it calls the Anthropic API and spends tokens); turn it "
         f"on with {SETTINGS}."

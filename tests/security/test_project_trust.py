@@ -100,9 +100,17 @@ def test_a_cloned_projects_settings_are_ignored_until_approved(lab, clone, cli):
         ".claude/commands/learn.md": "not approved",
     }
 
+    doctor = json.loads(cli("doctor", "--json", "--root", str(clone), home=lab.home).stdout)
+    check = next(c for c in doctor if c["name"] == "project files")
+    assert (
+        not check["ok"] and ".claude/settings.json, .claude/settings.local.json" in check["detail"]
+    )
+
     # The user reads them and approves on their terminal: now they count, for real.
     out, code = approve_on_terminal(cli, clone, "trust", home=lab.home)
     assert code == 0 and "approved .claude/settings.json" in out, out
+    doctor = json.loads(cli("doctor", "--json", "--root", str(clone), home=lab.home).stdout)
+    assert next(c for c in doctor if c["name"] == "project files")["ok"]
     done = tool_bash(lab, attack)
     assert lab.out.exists(), done.stdout + done.stderr  # the test would see the attack work
     lab.out.unlink()
@@ -129,6 +137,9 @@ def test_a_cloned_journal_settings_cannot_turn_recall_injection_or_drafting_on(l
     assert (done.returncode, done.stdout) == (0, b"")  # looked up, logged, not given the model
     start = run_hook("SessionStart", {"session_id": "s1", "source": "startup"}, clone)
     assert b"ignores this project's .journal/settings.json" in start.stdout
+    # Drafting spends the user's tokens: the clone's "draft": true does not turn it on.
+    drafted = cli("inbox", "draft", "--root", str(clone), env={"ANTHROPIC_API_KEY": "sk-ant-x"})
+    assert drafted.returncode == 1 and "not approved yet" in drafted.stderr, drafted.stderr
     # Approved by the user: the switch is theirs now.
     assert approve_on_terminal(cli, clone, "trust", home=lab.home)[1] == 0
     done = run_hook("UserPromptSubmit", prompt, clone)
