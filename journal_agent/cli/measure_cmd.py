@@ -153,8 +153,14 @@ def profile_command(
 
     Example: journal-agent profile --model gpt2-small --batch 2 --seq 256 --steps 10
     """
-    from profiling.measure.distributed import launched_by_torchrun, run_under_torchrun
+    from profiling.measure.distributed import (
+        die_with_torchrun,
+        launched_by_torchrun,
+        run_under_torchrun,
+    )
 
+    if launched_by_torchrun():
+        die_with_torchrun()  # before anything slow: a rank never outlives the launch
     check_snapshot(snapshot, force)
     check_plot(plot, force)
     check_new_file("--csv", csv_path, force)

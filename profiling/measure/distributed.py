@@ -10,10 +10,13 @@ several machines use torchrun's multi-node flags with the same command, nothing 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, Field
@@ -31,6 +34,10 @@ if TYPE_CHECKING:
     from profiling.measure.run import RunOptions
 
 
+# The pid of the journal-agent that started torchrun, for its ranks.
+LAUNCHER_ENV = "JOURNAL_AGENT_RANKS_OF"
+
+
 def launched_by_torchrun() -> bool:
     """True inside a rank started by torchrun (it sets these for every rank)."""
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"))
@@ -40,7 +47,8 @@ def run_under_torchrun(nproc: int, argv: list[str]) -> int:
     """Start ``nproc`` ranks of this command with torchrun on this machine; their exit code.
 
     The ranks print (rank 0 the report); torchrun's own chatter is dropped unless a rank
-    failed without saying why in one ``error:`` line.
+    failed without saying why in one ``error:`` line. torchrun and the ranks die with this
+    process however it ends, and their temp folder with them (:func:`_ranks_of_ours`).
     """
     # The ranks learn the world size from torchrun; and torchrun's own parser would take
     # "--nproc" for an abbreviation of its "--nproc-per-node".
@@ -65,14 +73,123 @@ def run_under_torchrun(nproc: int, argv: list[str]) -> int:
         "journal_agent",
         *argv,
     ]
-    proc = subprocess.run(cmd, env=env, stderr=subprocess.PIPE, text=True, check=False)
+    with _ranks_of_ours(env) as start:
+        proc = start(cmd)
+        _, err = proc.communicate()
+    if proc.returncode < 0:  # torchrun itself was killed: its ranks went with it
+        import signal
+
+        name = signal.Signals(-proc.returncode).name
+        print(f"error: torchrun was killed by {name}; its ranks were stopped with it and "
+              "nothing was measured", file=sys.stderr)  # fmt: skip
+        return 1
     if proc.returncode != 0:
         said = []
-        for line in proc.stderr.splitlines():
+        for line in err.splitlines():
             if line.startswith("error:") and line not in said:
                 said.append(line)
-        print("\n".join(said) or proc.stderr[-3000:], file=sys.stderr)
+        print("\n".join(said) or err[-3000:], file=sys.stderr)
     return proc.returncode
+
+
+@contextlib.contextmanager
+def _ranks_of_ours(env: dict[str, str]) -> Iterator[Callable[[list[str]], subprocess.Popen[str]]]:
+    """Start torchrun so that it and its ranks end with this process, whatever ends it.
+
+    - torchrun runs in a session of its own (Ctrl-C on the terminal reaches this process
+      only), with a temp folder of its own (``TMPDIR``: its ``torchelastic_*`` logs, the ranks'
+      caches);
+    - leaving the block by an exception (Ctrl-C, a time bound) stops torchrun's group
+      (SIGTERM: it stops its ranks; SIGKILL after a grace) and every process carrying the
+      launch's mark (each rank is in a session of its own), and removes the folder;
+    - if this process is killed, the watchdog (``profiling.watchdog``) does the same from
+      outside; each rank also asks the kernel to kill it when torchrun dies
+      (:func:`die_with_torchrun`).
+    """
+    from profiling import watchdog
+
+    folder = tempfile.mkdtemp(prefix="journal-agent-ranks-")
+    mark = watchdog.mark()
+    watchdog.folder(folder)
+    env.update({watchdog.OWNER_ENV: mark, "TMPDIR": folder, LAUNCHER_ENV: str(os.getpid())})
+    started: list[subprocess.Popen[str]] = []
+
+    def start(cmd: list[str]) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)  # fmt: skip
+        started.append(proc)
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                _stop(proc)
+        _stop_marked(mark)
+        shutil.rmtree(folder, ignore_errors=True)
+        watchdog.release(mark=mark, folder=folder)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """torchrun's group: SIGTERM (it stops its ranks), SIGKILL after a grace."""
+    import signal
+
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _stop_marked(mark: str) -> None:
+    """SIGKILL every process left with the launch's mark (a rank torchrun did not stop)."""
+    import signal
+
+    from profiling.watchdog import OWNER_ENV
+
+    wanted = f"\0{OWNER_ENV}={mark}\0".encode()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                marked = wanted in b"\0" + f.read()
+        except OSError:
+            continue
+        if marked:
+            with contextlib.suppress(OSError):
+                os.kill(int(entry), signal.SIGKILL)
+
+
+def die_with_torchrun() -> None:
+    """In a rank we launched: ask the kernel to SIGKILL this process when torchrun dies (Linux's
+    ``PR_SET_PDEATHSIG``), and end at once if it already has (the rank then has another
+    parent); a rank left running would hold the port and the GPU. No-op elsewhere."""
+    import ctypes
+    import signal
+
+    if not sys.platform.startswith("linux") or not os.environ.get(LAUNCHER_ENV):
+        return  # a torchrun of the user's own: theirs to stop
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read()
+    except OSError:
+        parent = b""
+    if b"torch.distributed.run" not in parent and b"torchrun" not in parent:
+        os._exit(1)  # torchrun is gone already: the kernel will not tell us
 
 
 def _without_option(argv: list[str], name: str) -> list[str]:

@@ -35,6 +35,7 @@ from journal_agent.tools.sandbox.confinement import Confinement, available_confi
 from journal_agent.tools.sandbox.environment import command_env
 from journal_agent.tools.sandbox.limits import TreeLimits, prepare
 from journal_agent.tools.sandbox.view import View, build_view, remove_precreated
+from profiling import watchdog
 
 OUTBOX_INSIDE = "/tmp/journal-agent-outbox"
 OUTBOX_ENV = "JOURNAL_AGENT_OUTBOX"
@@ -114,6 +115,8 @@ def sandboxed(
             box.tree = prepare(settings.limits)
             if outbox:
                 box.outbox = Path(tempfile.mkdtemp(prefix="journal-agent-outbox-"))
+                # Killed before the finally below (SIGKILL, OOM): the watchdog removes it.
+                watchdog.folder(box.outbox)
         yield box
     finally:
         if box.tree is not None:
@@ -124,6 +127,7 @@ def sandboxed(
         if box.outbox is not None:
             box.notes += collect_records(box.outbox, root)
             shutil.rmtree(box.outbox, ignore_errors=True)
+            watchdog.release(folder=box.outbox)
 
 
 def collect_records(outbox: Path, root: Path) -> list[str]:

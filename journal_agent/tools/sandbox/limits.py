@@ -70,8 +70,11 @@ class TreeLimits:
     def close(self) -> None:
         """Kill what is left in the cgroups (nothing, normally: the PID namespace ended) and
         remove them."""
+        from profiling import watchdog
+
         for cg in self.cgroups:
             _remove(cg)
+            watchdog.release(cgroup=cg)
         self.cgroups = []
 
 
@@ -96,6 +99,11 @@ def prepare(limits: SandboxLimits) -> TreeLimits:
                 with contextlib.suppress(OSError):
                     (cg / "memory.swap.max").write_text("0")
             tree.memory_bounded = True
+    if tree.cgroups:
+        from profiling import watchdog
+
+        for cg in tree.cgroups:  # killed before close(): the watchdog empties and removes them
+            watchdog.cgroup(cg)
     tree.inner = _ulimits(limits, memory, memory_in_cgroup=tree.memory_bounded)
     # Unprivileged, RLIMIT_NPROC counts the sandbox's own user namespace only.
     tree.processes_bounded = tree.processes_bounded or (

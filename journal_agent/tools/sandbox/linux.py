@@ -148,8 +148,11 @@ def _own_device_nodes() -> tuple[str, ...]:
     import stat
     import tempfile
 
+    from profiling import watchdog
+
     base = Path(tempfile.mkdtemp(prefix="journal-agent-dev-"))
     atexit.register(shutil.rmtree, base, ignore_errors=True)
+    watchdog.folder(base)  # however this process ends (atexit does not run on SIGKILL)
     args: list[str] = []
     try:
         for name, (major, minor) in _DEVICES.items():
