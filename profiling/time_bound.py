@@ -15,7 +15,9 @@ N s; it was stopped — *hint*". The block is stopped in two ways:
   runtime's tool calls) by a timer that raises the stop in that thread
   (``PyThreadState_SetAsyncExc``, CPython's way to stop a thread, through the stdlib's
   ``ctypes``). A stop raised where Python ignores exceptions (a weakref callback, ``__del__``)
-  is lost, so it is raised again every second until the block has ended.
+  is lost, so it is raised again every second until the block has ended. Never inside an
+  import, though: a module stopped half-imported (torch) would stay broken for the whole
+  process, so the stop waits for the import to end.
 
 The stop raised inside the block is a ``BaseException`` (:class:`_Stop`): a user's factory or
 torch catching ``Exception`` cannot swallow it; it becomes the one :class:`TimedOut` at the
@@ -32,7 +34,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from types import TracebackType
+from types import FrameType, TracebackType
 
 from profiling.errors import ProfilingError
 
@@ -126,18 +128,22 @@ class TimeBound:
         self._timer.daemon = True
         self._timer.start()
 
-    def _on_alarm(self, _signum: int, _frame: object) -> None:
-        if self._armed:
+    def _on_alarm(self, _signum: int, frame: FrameType | None) -> None:
+        if self._armed and not _importing(frame):  # (the alarm repeats: it comes again)
             self._fired = True
             raise _Stop()
 
     def _stop_thread(self) -> None:
+        import sys
+
         with self._lock:
             if not self._armed:
                 return
-            self._fired = True
-            _async_raise(self._ident, _Stop)
-            self._timer = threading.Timer(_AGAIN_S, self._stop_thread)  # in case it was lost
+            if not _importing(sys._current_frames().get(self._ident)):
+                self._fired = True
+                _async_raise(self._ident, _Stop)
+            # Again later: in case it was lost, or the thread was importing.
+            self._timer = threading.Timer(_AGAIN_S, self._stop_thread)
             self._timer.daemon = True
             self._timer.start()
 
@@ -173,6 +179,17 @@ class TimeBound:
         _CURRENT.reset(self._token)
         if isinstance(exc, _Stop):
             raise TimedOut(self.message()) from None
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside an import: a module stopped half-imported stays broken for
+    the whole process (``partially initialized module 'torch'``), so the stop waits for it."""
+    depth = 0
+    while frame is not None and depth < 500:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame, depth = frame.f_back, depth + 1
+    return False
 
 
 def _async_raise(ident: int, exc: type[BaseException] | None) -> None:

@@ -9,7 +9,6 @@ inside the commands (``profiling.trace.step`` imports torch); the modules import
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -35,14 +34,14 @@ from journal_agent.cli._recipe_option import (
     recipe_store,
 )
 from journal_agent.errors import UserError
-from profiling.time_bound import DEFAULT_TIMEOUT_S
+from profiling.time_bound import DEFAULT_TIMEOUT_S, TimeBound
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from profiling.estimate.memory import Estimate
     from profiling.estimate.run import EstimateRun
-    from profiling.records import MeasurementRecord
+    from profiling.records import MeasurementRecord, RecordStore
 
 # --------------------------------------------------------------------- estimate
 
@@ -121,17 +120,14 @@ def estimate_command(
 
     cfg, recipe = parse_with_recipe(config, from_files)
     store = recipe_store(_saving_store(root), recipe)
-    started = time.monotonic()
-    run = estimate_and_record(cfg, store, timeout=timeout)
+    # One bound for the command: the estimate's and the trace's own are within it.
+    what = f"the estimate and trace of {cfg.model}" if compare_trace else "the estimate"
+    with TimeBound(timeout, what, "give it a longer timeout, or leave out --compare-trace"):
+        run = estimate_and_record(cfg, store, timeout=timeout)
+        if compare_trace:
+            _trace_beside(run, store, timeout, quiet=as_json)
     if recipe is not None:
         run.payload["recipe"] = recipe.as_json()
-    if compare_trace:
-        from profiling.trace.report import trace_config_for_estimate
-        from profiling.trace.run import trace_beside_estimate
-
-        left = max(timeout - (time.monotonic() - started), 0.001)  # one bound for the command
-        with _trace_progress(trace_config_for_estimate(run.estimate), quiet=as_json) as progress:
-            trace_beside_estimate(run, store, progress=progress, timeout=left)
     if plot is not None:
         from profiling.plot import plot_compare, plot_estimate
 
@@ -144,6 +140,14 @@ def estimate_command(
         return
     print_recipe(recipe)
     _print_run(run)
+
+
+def _trace_beside(run: EstimateRun, store: RecordStore, timeout: float, quiet: bool) -> None:
+    from profiling.trace.report import trace_config_for_estimate
+    from profiling.trace.run import trace_beside_estimate
+
+    with _trace_progress(trace_config_for_estimate(run.estimate), quiet=quiet) as progress:
+        trace_beside_estimate(run, store, progress=progress, timeout=timeout)
 
 
 def _print_run(run: EstimateRun) -> None:
