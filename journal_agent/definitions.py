@@ -411,7 +411,11 @@ def _run_bash(
         raise UserError(f"!`{command}` in {cmd.source} could not run: {exc}") from None
     if done.timed_out is not None:
         raise UserError(f"!`{command}` in {cmd.source} did not finish within {timeout:.0f} s.")
-    out = done.output.text().rstrip("\n")
+    from journal_agent.secret_text import redact_secrets
+
+    # What the command printed goes into the prompt: no secret reaches the model this way
+    # (`git remote -v` with a token in the URL), as none does through a tool result.
+    out = redact_secrets(done.output.text().rstrip("\n"))
     return out if done.returncode == 0 else f"{out}\n[exit code {done.returncode}]"
 
 
@@ -436,7 +440,10 @@ def _inline_file(root: Path, ref: str) -> str | None:
         content = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UserError(f"@{ref} is not a UTF-8 text file; reference a text file.") from None
-    return f"@{ref}:\n```\n{content.rstrip()}\n```"
+    from journal_agent.secret_text import redact_secrets
+
+    # Inlined like a Read result, and redacted like one (.git/config's remote URL with a token).
+    return f"@{ref}:\n```\n{redact_secrets(content.rstrip())}\n```"
 
 
 def expand_command(

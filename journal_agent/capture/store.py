@@ -135,13 +135,27 @@ def waiting_count(root: str | os.PathLike[str]) -> int:
     return len(ids - done)
 
 
+def _redacted(item: dict[str, object]) -> dict[str, object]:
+    """``item`` with no secret in its text: the inbox's one writer redacts what every writer
+    hands it (a moment's text, a dismissal's reason), whoever wrote it."""
+    from journal_agent.secret_text import redact_secrets
+
+    out = dict(item)
+    for key in ("text", "reason"):
+        value = out.get(key)
+        if isinstance(value, str):
+            out[key] = redact_secrets(value)
+    return out
+
+
 def append(root: str | os.PathLike[str], items: list[dict[str, object]]) -> None:
-    """Append ``items`` in one write (O_APPEND: concurrent writers never interleave)."""
+    """Append ``items`` in one write (O_APPEND: concurrent writers never interleave), secrets
+    redacted."""
     if not items:
         return
     path = inbox_file(root)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    data = b"".join(dumps(item, sort_keys=True).encode() + b"\n" for item in items)
+    data = b"".join(dumps(_redacted(item), sort_keys=True).encode() + b"\n" for item in items)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         size = os.fstat(fd).st_size

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from journal_agent.errors import UserError
 from journal_agent.locks import held
 from journal_agent.paths import state_dir
+from journal_agent.secret_text import redact_secrets
 from journal_agent.tools._file_versions import history_dir
 
 _KINDS = (("commands", ".claude/commands"), ("agents", ".claude/agents"))
@@ -311,7 +312,9 @@ class FeedbackLog:
             time=now.isoformat(timespec="microseconds"),
             kind=kind,
             file=rel,
-            feedback=feedback,
+            # What the user typed is kept (and shown by --history): never a key pasted into it
+            # (nor one an earlier record kept, copied by a revert).
+            feedback=redact_secrets(feedback),
             before=self.store(before),
             after=self.store(after),
             added=added,

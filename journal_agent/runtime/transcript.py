@@ -3,14 +3,13 @@
 Each line is a record: ``run_start``, ``request`` (the exact body sent), ``response``,
 ``tool_call``, ``tool_result``, ``usage``, ``notice``, ``done`` (``interrupted`` when the run
 ended by an exception). Secrets never reach the file, wherever they come from (the prompt, a
-tool's output such as ``cat .env``, the model's reply): the API key's value, the values of
-environment variables named like secrets (``*TOKEN*``, ``*KEY*``, ``*SECRET*``,
-``*PASSWORD*``), the values of ``NAME=value`` lines whose NAME says secret (redacted here
-however they look: a transcript may lose a harmless value, never a key), header-like fields
-(authorization, x-api-key, api_key), and everything the one detector,
+tool's output such as ``cat .env``, the model's reply): everything the one detector,
 :mod:`journal_agent.secret_text`, finds (token shapes of the major providers, ``password = "…"``,
-``PASSWORD: …``, ``*_pw: …``, the password in a URL, private-key blocks, AWS key pairs,
-random-looking values of key- or token-named settings) are replaced before writing.
+``.env`` lines, the password in a URL, ``.netrc`` lines, private-key blocks, AWS key pairs …),
+the API key's value, the values of environment variables named like secrets (``*TOKEN*``,
+``*KEY*``, ``*SECRET*``, ``*PASSWORD*``), header-like fields (authorization, x-api-key,
+api_key), and any value the detector found earlier in the run, quoted again later where it
+would not be found on its own (the model repeating a password in prose).
 """
 
 from __future__ import annotations
@@ -24,19 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from journal_agent.paths import transcripts_dir
-from journal_agent.secret_text import redact_secrets
+from journal_agent.secret_text import find_secrets, redact_secrets
 
 if TYPE_CHECKING:
     from journal_agent.runtime.wire import ChatMessage, RequestBody
 
 REDACTED = "[REDACTED]"
-# ``NAME=value`` lines of .env files and shell profiles (as Read shows them, line numbers
-# included) whose NAME says it holds a secret: the value goes, the name stays.
-_ASSIGNMENT = re.compile(
-    r"(?m)^([ \t]*(?:\d+\t)?(?:export[ \t]+)?[A-Z0-9_]*"
-    r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)[A-Z0-9_]*=)"
-    r"([\"']?)([^\s\"'#()\[\]{}$]{4,})\2(?=\s|$)"
-)
 _SECRET_FIELDS = {"authorization", "x-api-key", "api_key", "api-key", "auth_token", "apikey"}
 _SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 # Other environment variables whose values are secrets (HF_TOKEN, AWS_SECRET_ACCESS_KEY,
@@ -45,21 +37,11 @@ _SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re
 _MIN_ENV_SECRET = 8  # shorter values ("1", "true") are not worth hiding and would mangle text
 
 
-# Values found in such lines, remembered (process-wide) so that the model quoting one later,
-# in prose, is redacted too.
+# Values the detector found, remembered (process-wide) so that the model quoting one later, in
+# prose, is redacted too.
 _LEARNED: set[str] = set()
 _LEARNED_LOCK = threading.Lock()
 _MIN_LEARNED = 6
-
-
-def _redact_assignment(match: re.Match[str]) -> str:
-    secret = match.group(3)
-    if secret.isdigit():  # MAX_NEW_TOKENS=2048 is a setting, not a secret
-        return match.group(0)
-    if len(secret) >= _MIN_LEARNED:
-        with _LEARNED_LOCK:
-            _LEARNED.add(secret)
-    return match.group(1) + REDACTED
 
 
 def _secrets_from_env() -> list[str]:
@@ -84,16 +66,21 @@ class Scrubber:
         self._secrets = sorted((s for s in values if s), key=len, reverse=True)
 
     def text(self, value: str) -> str:
-        if "=" in value:
-            value = _ASSIGNMENT.sub(_redact_assignment, value)
+        # The one detector (token shapes, passwords and URL passwords, key blocks, AWS pairs…),
+        # which the journal and the ledger refuse by; what it finds is remembered.
+        found = find_secrets(value)
+        if found:
+            with _LEARNED_LOCK:
+                _LEARNED.update(
+                    v for f in found if len(v := value[f.start : f.end].strip()) >= _MIN_LEARNED
+                )
+            value = redact_secrets(value, REDACTED)
         with _LEARNED_LOCK:
             learned = sorted(_LEARNED, key=len, reverse=True) if _LEARNED else []
         for secret in (*self._secrets, *learned):
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        # The one detector (token shapes, passwords and URL passwords, key blocks, AWS pairs…),
-        # which the journal and the ledger refuse by.
-        return redact_secrets(value, REDACTED)
+        return value
 
     def __call__(self, value: Any) -> Any:  # JSON in, the same shape out
         if isinstance(value, str):

@@ -121,7 +121,8 @@ class Tool(ABC, Generic[InputT]):
     def run(self, ctx: ToolContext, params: InputT) -> ToolResult: ...
 
     def call(self, ctx: ToolContext, raw: dict[str, Any]) -> ToolResult:
-        """Validate raw model input and run; every failure becomes an error result."""
+        """Validate raw model input and run; every failure becomes an error result, and no
+        result carries a secret (each is redacted by the one detector)."""
         size = _size(raw)
         if size > MAX_INPUT_CHARS:
             return ToolResult(
@@ -140,6 +141,9 @@ class Tool(ABC, Generic[InputT]):
             if len(errors) > _SHOWN_PROBLEMS:
                 problems += f" (and {len(errors) - _SHOWN_PROBLEMS} more)"
             return ToolResult(f"Invalid input for {self.name}: {problems}", is_error=True)
+        return _redacted(self._run(ctx, params))
+
+    def _run(self, ctx: ToolContext, params: InputT) -> ToolResult:
         try:
             return _with_foreign_changes(self.run(ctx, params))
         except ToolError as exc:
@@ -160,6 +164,17 @@ class Tool(ABC, Generic[InputT]):
             if error is None:
                 raise
             return ToolResult(error.message, is_error=True)
+
+
+def _redacted(result: ToolResult) -> ToolResult:
+    """``result`` with every secret the one detector finds redacted: what a tool read or ran
+    (``cat .git/config`` with a token in the remote's URL, a ``.netrc`` line Grep found) reaches
+    neither the model nor a transcript. Edit and Write put the values back when the model edits
+    around them (:mod:`journal_agent.tools.redacted_view`)."""
+    from journal_agent.secret_text import redact_secrets
+
+    shown = redact_secrets(result.content)
+    return result if shown == result.content else ToolResult(shown, result.is_error)
 
 
 def _size(raw: Any) -> int:

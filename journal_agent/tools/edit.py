@@ -12,10 +12,12 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from journal_agent.secret_text import REDACTED
 from journal_agent.tools._file_versions import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.confined_paths import permitted_path
 from journal_agent.tools.read_tracking import tracker_for
+from journal_agent.tools.redacted_view import replace_in_view
 from journal_agent.tools.write import (
     atomic_write,
     check_foreign,
@@ -62,7 +64,9 @@ class Edit(Tool[EditInput]):
         "- If the file changed on disk since you read it (another agent or the user edited it), "
         "the call fails with 'modified since read': Read it again and redo the edit.\n"
         "- With an empty old_string, Edit creates a file that does not exist yet (or fills an "
-        "empty one) with new_string."
+        "empty one) with new_string.\n"
+        "- A secret Read showed as [REDACTED] may stay [REDACTED] in old_string and new_string: "
+        "the value goes back where new_string keeps the marker."
     )
     Input = EditInput
 
@@ -129,6 +133,13 @@ def _replace(text: str, params: EditInput) -> tuple[str, int, int]:
         new = new.replace("\r\n", "\n")
 
     count = text.count(old)
+    if count == 0 and REDACTED in old:
+        # The model saw the file redacted (tool results are): match what it saw, and put the
+        # secrets back where new_string keeps their markers.
+        done = replace_in_view(text, old, new, replace_all=params.replace_all)
+        if done is not None:
+            result, count, first_line = done
+            return (result.replace("\n", "\r\n") if crlf else result), count, first_line
     if count == 0:
         raise ToolError(_not_found_message(old))
     if count > 1 and not params.replace_all:

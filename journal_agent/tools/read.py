@@ -114,7 +114,10 @@ class Read(Tool[ReadInput]):
         "- Only text files: a binary file, a directory or a missing file gives a clear message. "
         "Use Glob or Bash `ls` to list a directory.\n"
         "- You must Read a file before you Write or Edit it. If the file changes on disk after "
-        "you read it, Write and Edit fail and ask you to Read it again."
+        "you read it, Write and Edit fail and ask you to Read it again.\n"
+        "- Secrets in a file (API keys, passwords, tokens in URLs, private keys) are shown as "
+        "[REDACTED]. Edit and Write put each back where you keep its [REDACTED]; leave one out "
+        "only to remove that value."
     )
     Input = ReadInput
 

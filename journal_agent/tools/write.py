@@ -34,6 +34,7 @@ from journal_agent.tools.confined_paths import (
     workspace_root,
 )
 from journal_agent.tools.read_tracking import Fingerprint, ReadTracker, tracker_for
+from journal_agent.tools.redacted_view import restore_in_content
 
 LOCK_TIMEOUT_S = 60.0
 
@@ -66,12 +67,17 @@ class Write(Tool[WriteInput]):
     def run(self, ctx: ToolContext, params: WriteInput) -> ToolResult:
         path = permitted_path(ctx, self.name, params.file_path)
         tracker = tracker_for(ctx)
-        data = encode_text(params.content, path)
+        encode_text(params.content, path)  # (refused before taking the lock)
         check_foreign(ctx.root, path)
 
         with writer_lock(ctx.root, path):
             previous = ensure_unchanged(ctx.root, tracker, path, action="writing to")
-            refuse_secrets_in_user_docs(ctx.root, path, params.content, previous)
+            content = params.content
+            if previous is not None:
+                # The model saw the file with its secrets redacted: they go back in place.
+                content = restore_in_content(previous.decode("utf-8", "surrogateescape"), content)
+            data = encode_text(content, path)
+            refuse_secrets_in_user_docs(ctx.root, path, content, previous)
             existed = previous is not None
             keep_previous(ctx.root, path, previous)
             if not existed:

@@ -122,7 +122,8 @@ def test_secrets_a_tool_reads_never_reach_the_transcript(tmp_path, monkeypatch):
     model = ScriptedModel(
         [
             reply(tool_use("Read", {"file_path": "setup.sh"})),
-            reply(f"Found {API_KEY}, {hf} and hunter2hunter2 there."),
+            # (the keys come from the environment too; the password it was only shown redacted)
+            reply(f"Found {API_KEY}, {hf} and a [REDACTED] password there."),
         ]
     )
     result = run_agent(
@@ -133,9 +134,11 @@ def test_secrets_a_tool_reads_never_reach_the_transcript(tmp_path, monkeypatch):
         mode="bypassPermissions",
         home=tmp_path / "home",
     )
-    # the model did get the file (it is the user's request) ...
-    assert hf in model.requests[1].body["messages"][-1]["content"][0]["content"]
-    # ... but the transcript keeps none of the secrets, only that they were there
+    # the model got the file with its secrets redacted (#29: tool results are, before they
+    # reach the model) ...
+    sent = model.requests[1].body["messages"][-1]["content"][0]["content"]
+    assert hf not in sent and "export HF_TOKEN=[REDACTED]" in sent and "DEBUG=1" in sent
+    # ... and the transcript keeps none of the secrets, only that they were there
     raw = result.transcript_path.read_text(encoding="utf-8")
     for secret in (API_KEY, hf, "hunter2hunter2"):
         assert secret not in raw
