@@ -29,7 +29,8 @@ _RECORD_MARK = "[m:"  # … and of RECORD
 _INSIGHT = (
     r"`?[★✶] Insight[ ─\-]*`?[ \t]*\r?\n(?P<body>.*?)(?:\r?\n[ \t]*`?─{3,}`?[ \t]*(?=\r?\n|\Z)|\Z)"
 )
-_PRIVATE = r"<private>.*?(?:</private>|\Z)"
+# An opening or closing private tag, in any case, spaces allowed: <private>, </ PRIVATE >.
+_PRIVATE = r"<[ \t]*(/?)[ \t]*private\b[^<>\n]{0,80}>"
 # The id grammar of profiling.records (letters, digits, '.', '_', '-'), as [m:<id>].
 _RECORD = r"\[m:([A-Za-z0-9][A-Za-z0-9._\-]{0,80})\]"
 _compiled: dict[str, re.Pattern[str]] = {}
@@ -40,16 +41,49 @@ def _pattern(name: str) -> re.Pattern[str]:
     if name not in _compiled:
         import re
 
-        flags = {"insight": re.S, "private": re.S | re.I, "record": 0}[name]
+        flags = {"insight": re.S, "private": re.I | re.A, "record": 0}[name]
         source = {"insight": _INSIGHT, "private": _PRIVATE, "record": _RECORD}[name]
         _compiled[name] = re.compile(source, flags)
     return _compiled[name]
 
 
 def without_private(text: str) -> str:
-    """``text`` with every ``<private>…</private>`` span removed (an unclosed one runs to the
-    end): what the user marked private is never captured, not even redacted."""
-    return _pattern("private").sub("", text)
+    """``text`` (one message) with every ``<private>…</private>`` span removed: see
+    :func:`private_removed`."""
+    return private_removed([text])[0]
+
+
+def private_removed(blocks: list[str]) -> list[str]:
+    """The text blocks of one message with every ``<private>…</private>`` span removed across
+    them: what the user marked private is never captured, not even redacted.
+
+    A span may open in one block and close in another (the blocks between go whole); spans
+    nest (``<private>a<private>b</private>c</private>`` hides ``c`` too); one left open runs to
+    the end of the message, and a closing tag with none open hides everything before it in the
+    message (its opening tag was in an earlier message). Blocks that hold no tag are returned as
+    they are, without importing ``re``."""
+    if not any("private" in block.lower() for block in blocks):
+        return blocks
+    out: list[list[str]] = []
+    depth = 0
+    for block in blocks:
+        kept: list[str] = []
+        at = 0
+        for tag in _pattern("private").finditer(block):
+            if depth == 0:
+                kept.append(block[at : tag.start()])
+            if tag.group(1):  # a closing tag
+                if depth == 0:  # closes a span opened before this message: all of it so far
+                    out = [[] for _ in out]
+                    kept = []
+                depth = max(0, depth - 1)
+            else:
+                depth += 1
+            at = tag.end()
+        if depth == 0:
+            kept.append(block[at:])
+        out.append(kept)
+    return ["".join(kept) for kept in out]
 
 
 def insights(text: str) -> list[str]:

@@ -17,9 +17,13 @@ from __future__ import annotations
 import os
 import sqlite3
 
+from journal_agent.terminal_text import one_line
+
 COMMON = 200
 WORDS = 10  # telling words looked up per prompt
 SHOWN = 3
+TITLE_LIMIT = 120  # characters of a title logged or injected (entry titles are a line)
+ID_LIMIT = 80
 _ALNUM = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 # Every byte but an ASCII letter or digit becomes a space.
 _SPACES = bytes(c if c in _ALNUM else 32 for c in range(256))
@@ -75,13 +79,26 @@ def related(root: str | os.PathLike[str], prompt: str) -> list[dict[str, object]
         for rowid, count in [r for r in best if r[1] == top][:SHOWN]:
             row = conn.execute("SELECT id, title FROM entries WHERE rowid = ?", (rowid,)).fetchone()
             if row:
-                out.append({"id": row[0], "title": row[1], "matched": count})
+                title = _bounded(row[1], TITLE_LIMIT)
+                out.append({"id": _bounded(row[0], ID_LIMIT), "title": title, "matched": count})
     return out
 
 
+def _bounded(value: object, limit: int) -> str:
+    """A title or id from the index (a journal a cloned repository committed, maybe) as it may
+    be logged and injected: one line, control characters written out, no double quote (it
+    quotes titles below), at most ``limit`` characters."""
+    return one_line(str(value).replace('"', "'"), limit)
+
+
 def context_line(hits: list[dict[str, object]]) -> str:
-    """The sentence injected when ``recall_inject`` is on."""
-    named = "; ".join(f"{h['title']} (id {h['id']})" for h in hits)
+    """The sentence injected when ``recall_inject`` is on: each title quoted and bounded (a
+    12,000-character "system notice" title reached the model), so it reads as what it is, the
+    name of an entry."""
+    named = "; ".join(
+        f'"{_bounded(h["title"], TITLE_LIMIT)}" (id {_bounded(h["id"], ID_LIMIT)})'
+        for h in hits[:SHOWN]
+    )
     return (
         f"journal-agent: related entries in learning_journal.md: {named} "
         "(`journal-agent journal show ID`)."

@@ -28,6 +28,9 @@ class Turn:
 
     def __init__(self, end: int = 0) -> None:
         self.texts: list[str] = []  # assistant text blocks
+        # the API message each text block belongs to (Claude Code writes one line per block,
+        # each with its message's id): a <private> span may run across a message's blocks
+        self.messages: list[str] = []
         self.tool_results: list[str] = []  # the text of each tool result
         # file path (as the tool reported it) → [(start, end)] lines of the new content
         self.edits: dict[str, list[tuple[int, int]]] = {}
@@ -94,7 +97,10 @@ def _is_prompt(item: dict) -> bool:
 
 
 def _take(turn: Turn, item: dict) -> None:
-    content = (item.get("message") or {}).get("content")
+    message = item.get("message")
+    if not isinstance(message, dict):
+        return
+    content = message.get("content")
     if not isinstance(content, list):
         return
     for block in content:
@@ -102,6 +108,7 @@ def _take(turn: Turn, item: dict) -> None:
             continue
         if item.get("type") == "assistant" and block.get("type") == "text":
             turn.texts.append(str(block.get("text") or ""))
+            turn.messages.append(str(message.get("id") or item.get("uuid") or len(turn.texts)))
         elif block.get("type") == "tool_result":
             turn.tool_results.append(_result_text(block.get("content")))
     result = item.get("toolUseResult")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -58,17 +57,6 @@ def forward_root(ctx: typer.Context, root: Path | None) -> bool:
 
         os.environ["JOURNAL_AGENT_ROOT"] = str(root)
     return True
-
-
-# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides: what a
-# terminal acts on (titles, colours, clearing, the clipboard) or reorders instead of showing.
-_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(text: str) -> str:
-    """``text`` as a terminal shows it literally: every control character written out
-    (``\\x1b``), for text the model may have written (a draft planted in .journal/drafts/)."""
-    return _UNSHOWN.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
 def print_json(data: object) -> None:

@@ -19,9 +19,9 @@ from journal_agent.cli._common import (
     open_workspace,
     print_json,
     resolve_root,
-    visible,
 )
 from journal_agent.errors import UserError
+from journal_agent.terminal_text import visible
 
 if TYPE_CHECKING:
     from journal_agent.capture.inbox import Moment

@@ -142,7 +142,7 @@ def test_recall_is_logged_and_injected_only_when_turned_on(project, cli):
     write_settings(project, ".journal/settings.json", '{"capture": {"recall_inject": true}}')
     injected = run_hook("UserPromptSubmit", prompt, project).stdout.decode()
     assert injected.startswith("journal-agent: related entries in learning_journal.md: ")
-    assert "Activation checkpointing (id " in injected
+    assert '"Activation checkpointing" (id ' in injected
 
     unrelated = {**prompt, "prompt": "Rename the variable in the parser please"}
     assert run_hook("UserPromptSubmit", unrelated, project).stdout == b""
