@@ -16,6 +16,7 @@ import json
 
 from tests.capture.hook_helpers import RULE_CLOSE, RULE_OPEN, inbox_lines, insight, run_hook
 from tests.entries import render_entry
+from tests.trust_helpers import write_settings
 
 NO_MEANING = {"JOURNAL_AGENT_EMBEDDING_MODEL": "off"}
 
@@ -121,7 +122,7 @@ def test_finding_recall_inject_title_is_bounded_and_neutralised(project, cli):
         tags="#memory")  # fmt: skip
     (project / "learning_journal.md").write_text(text)
     cli("journal", "search", "x", "--root", str(project), env=NO_MEANING)
-    (project / ".journal" / "settings.json").write_text('{"capture": {"recall_inject": true}}')
+    write_settings(project, ".journal/settings.json", '{"capture": {"recall_inject": true}}')
     prompt = {"session_id": "s1", "prompt": "Should I recompute activations in backward?"}
     done = run_hook("UserPromptSubmit", prompt, project)
     injected = done.stdout.decode()
