@@ -33,3 +33,14 @@ def one_line(text: str, limit: int) -> str:
     control character written out, at most ``limit`` characters (cut with "…")."""
     shown = visible(" ".join(text.split()))
     return shown if len(shown) <= limit else shown[: max(0, limit - 1)] + "…"
+
+
+# In JSON: the same characters as \u escapes (C0 ones JSON escapes itself).
+_JSON_ESCAPED = {c: f"\\u{c:04x}" for c in _UNSHOWN if c >= 0x7F}
+
+
+def json_visible(text: str) -> str:
+    """JSON text with the characters a terminal acts on that ``json.dumps(ensure_ascii=False)``
+    leaves raw (DEL, C1 controls, bidirectional overrides) as ``\\u`` escapes: the same data
+    once parsed (they can only stand inside strings)."""
+    return text.translate(_JSON_ESCAPED)

@@ -48,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ``argv`` defaults to ``sys.argv[1:]``; tests pass it to run the CLI in-process.
     """
     from journal_agent.cli import _app, _help_render
+    from journal_agent.terminal_text import visible
 
     _app.INVOCATION[:] = sys.argv[1:] if argv is None else list(argv)
     if not _app.INVOCATION or "--help" in _app.INVOCATION:
@@ -75,11 +76,12 @@ def _run(argv: Sequence[str] | None) -> None:
             )
             sys.exit(1)
         if error is None and isinstance(exc, OSError) and exc.filename:
-            print(f"error: {_path_problem(exc)}", file=sys.stderr)
+            print(f"error: {visible(_path_problem(exc))}", file=sys.stderr)
             sys.exit(1)
         if error is None:
             raise
-        print(f"error: {error.message}", file=sys.stderr)
+        # The sentence may quote a file (a line of the journal, a planted name): written out.
+        print(f"error: {visible(error.message)}", file=sys.stderr)
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
         print("interrupted.", file=sys.stderr)

@@ -92,7 +92,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"journal-agent {__version__}")
+        typer.echo(f"journal-agent {__version__}")  # (ours: nothing to write out)
         raise typer.Exit()
 
 
@@ -122,8 +122,15 @@ def configure_logging(level: int | str) -> None:
     """
     import logging
 
+    from journal_agent.terminal_text import visible
+
+    class _Visible(logging.Formatter):
+        # A tolerated failure may quote a file (a name, a line): written out, never obeyed.
+        def format(self, record: logging.LogRecord) -> str:
+            return visible(super().format(record))
+
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_Visible("%(levelname)s %(name)s: %(message)s"))
     for name in ("journal_agent", "profiling"):
         logger = logging.getLogger(name)
         logger.setLevel(level)

@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from journal_agent.errors import UserError
+from journal_agent.terminal_text import json_visible, visible
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from journal_agent.workspace import Workspace
 
 # Optional: None means the current directory (resolve_root), so commands can default to it.
@@ -59,8 +62,26 @@ def forward_root(ctx: typer.Context, root: Path | None) -> bool:
     return True
 
 
+def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """``typer.echo`` with every control character of ``message`` written out (``\\x1b``): the
+    CLI's one way to print, since what it prints so often comes from a file (an entry, a moment,
+    a record, a draft, a tool's output) and a terminal obeys the escape sequences a planted file
+    holds (journal_agent/terminal_text.py)."""
+    typer.echo(visible(str(message)), err=err, nl=nl)
+
+
+def cell(text: object) -> Text:
+    """Data for a rich table cell or line (a title, a prompt, a description from a file): its
+    control characters written out and no markup read (``[red]`` in a planted title is text)."""
+    from rich.text import Text
+
+    return Text(visible(str(text)))
+
+
 def print_json(data: object) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    """``--json`` output: the characters a terminal acts on that JSON leaves raw (C1 controls,
+    DEL, the bidirectional overrides) as ``\\u`` escapes, which parse back to the same data."""
+    typer.echo(json_visible(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 
 
 def sandbox_notice(ws: Workspace) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from journal_agent.cli._common import open_workspace, resolve_root
+from journal_agent.cli._common import echo, open_workspace, resolve_root
 from journal_agent.paths import records_dir_for_saving
 from profiling.time_bound import MAX_TIMEOUT_S
 
@@ -81,16 +81,16 @@ def _console() -> Console:
 def _print_record_line(record_id: str) -> None:
     from profiling.citations import cite
 
-    typer.echo(f"record: {record_id}  (cite as {cite(record_id)})")
+    echo(f"record: {record_id}  (cite as {cite(record_id)})")
 
 
 def _print_comparison(cmp: Comparison, est_id: str, trace_id: str) -> None:
     from profiling.citations import cite
     from profiling.trace.report import render_compare_text
 
-    typer.echo("")
-    typer.echo(f"Estimate {cite(est_id)} beside trace {cite(trace_id)} (per GPU / per rank):")
-    typer.echo(render_compare_text(cmp))
+    echo("")
+    echo(f"Estimate {cite(est_id)} beside trace {cite(trace_id)} (per GPU / per rank):")
+    echo(render_compare_text(cmp))
 
 
 @contextlib.contextmanager

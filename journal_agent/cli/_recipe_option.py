@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from journal_agent.cli._common import echo
+
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
     from profiling.recipes import Recipe
@@ -63,8 +65,8 @@ def print_recipe(recipe: Recipe | None) -> None:
     if recipe is None:
         return
     for line in recipe.lines():
-        typer.echo(line)
-    typer.echo("")
+        echo(line)
+    echo("")
 
 
 def recipe_store(store: RecordStore, recipe: Recipe | None) -> RecordStore:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, cell, echo, print_json, resolve_root
 from journal_agent.errors import UserError
 
 VerboseOption = Annotated[
@@ -36,7 +36,7 @@ def _approve(kind, definition, root: Path) -> None:
 
     granted = approve(kind, definition, root)
     what = ", ".join(granted) if granted else "nothing"
-    typer.echo(
+    echo(
         f"approved {_rel(definition.source, root)}: {what}; once the file changes, its grants "
         f"need `journal-agent {kind} --approve {definition.name}` again."
     )
@@ -66,24 +66,31 @@ def _report(
         print_json({kind: rows, "shadowed": shadowed, "errors": errors})
     else:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
+
+        from journal_agent.terminal_text import visible
 
         out = Console()
         table = Table(title=f"{kind} ({len(rows)})", title_justify="left")
         for col in columns:
             table.add_column(col)
         for row in rows:
-            table.add_row(*(str(row[c] if row[c] is not None else "—") for c in columns))
+            table.add_row(*(cell(row[c] if row[c] is not None else "—") for c in columns))
         out.print(table)
         if verbose and shadowed:
             out.print("[bold]shadowed[/bold] (a project file beats a user file beats the plugin):")
             for s in shadowed:
                 out.print(
-                    f"  {s['name']}: {s['source']} ({s['origin']}) hidden by {s['shadowed_by']}"
+                    cell(
+                        f"  {s['name']}: {s['source']} ({s['origin']}) hidden by {s['shadowed_by']}"
+                    )
                 )
         err = Console(stderr=True)
         for e in discovery.errors:
-            err.print(f"[red]error:[/red] {e}", highlight=False, markup=True, soft_wrap=True)
+            err.print(
+                f"[red]error:[/red] {escape(visible(str(e)))}", highlight=False, soft_wrap=True
+            )
     if strict and discovery.errors:
         raise typer.Exit(1)
 
@@ -170,7 +177,7 @@ def commands_command(
 
         keep_previous(root, target, target.read_bytes())
         name = cmd.name.split(":")[-1] if cmd.origin == "plugin" else cmd.name
-        typer.echo(
+        echo(
             f"copied {cmd.source} → {_rel(target, root)}; it now takes precedence: run it as "
             f"`journal-agent {_run_hint(name)}` here and /{name} in Claude Code "
             f"(/{cmd.name if ':' in cmd.name else 'journal-agent:' + name} stays the plugin's "

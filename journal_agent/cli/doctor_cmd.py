@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import typer
-
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, open_workspace, print_json
+from journal_agent.cli._common import JsonOption, RootOption, echo, open_workspace, print_json
 
 
 @app.command("doctor")
@@ -21,4 +19,4 @@ def doctor_command(root: RootOption = None, as_json: JsonOption = False) -> None
     width = max(len(c.name) for c in checks)
     for c in checks:
         mark = "ok " if c.ok else "-- "
-        typer.echo(f"{mark}{c.name.ljust(width)}  {c.detail}")
+        echo(f"{mark}{c.name.ljust(width)}  {c.detail}")

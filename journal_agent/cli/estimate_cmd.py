@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json
+from journal_agent.cli._common import JsonOption, RootOption, cell, echo, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import ForceOption, check_plot
 from journal_agent.cli._profiling_common import (
@@ -53,7 +53,7 @@ def _estimate_table(est: Estimate) -> Table:
     from profiling.units import fmt_bytes
 
     table = Table(
-        title=f"Memory for training {describe_setup(est.inputs, est.shape)}",
+        title=cell(f"Memory for training {describe_setup(est.inputs, est.shape)}"),
         title_justify="left",
         show_footer=True,
     )
@@ -66,7 +66,7 @@ def _estimate_table(est: Estimate) -> Table:
         if c.group != group:
             group = c.group
             table.add_row(f"[bold]{group.capitalize()}[/bold]", "", "")
-        table.add_row(f"  {c.name}", fmt_bytes(c.bytes, "GB"), c.calculation)
+        table.add_row(cell(f"  {c.name}"), fmt_bytes(c.bytes, "GB"), cell(c.calculation))
     return table
 
 
@@ -78,18 +78,18 @@ def _print_estimate(est: Estimate) -> None:
     console.print(_estimate_table(est))
     console.print("Moments of the step (not every row is alive at once; the total is the largest):")
     for line in moment_lines(est):
-        console.print(line, soft_wrap=True, markup=False)
+        console.print(cell(line), soft_wrap=True)
     if est.time is not None:
         console.print("Time:")
         for line in time_lines(est):
-            console.print(f"  {line}", soft_wrap=True, markup=False)
+            console.print(cell(f"  {line}"), soft_wrap=True)
     if est.inputs.zero or est.inputs.gpus > 1:
         console.print(
             f"Without ZeRO (one GPU, nothing sharded): {fmt_bytes(est.unsharded_bytes, 'GB')}"
         )
     console.print(f"({fmt_bytes(est.per_gpu_bytes, 'GiB')} per GPU; 1 GB = 10^9 B, 1 GiB = 2^30 B)")
     for note in est.notes:
-        console.print(f"note: {note}", soft_wrap=True)
+        console.print(cell(f"note: {note}"), soft_wrap=True)
 
 
 @app.command("estimate")
@@ -156,12 +156,12 @@ def _print_run(run: EstimateRun) -> None:
     if run.comparison is not None:
         from profiling.trace.report import render_trace_text
 
-        typer.echo("")
-        typer.echo(render_trace_text(run.trace))
+        echo("")
+        echo(render_trace_text(run.trace))
         _print_record_line(run.trace_record.id)
         _print_comparison(run.comparison, run.record.id, run.trace_record.id)
     if "plot" in run.payload:
-        typer.echo(f"plot: {run.payload['plot']}")
+        echo(f"plot: {run.payload['plot']}")
 
 
 # --------------------------------------------------------------------- measurements
@@ -195,7 +195,7 @@ def measurements_list(
     records, corrupt = _store(root).scan()
     # A record that cannot be read is reported, never silently left out (exit 1 below).
     for problem in corrupt:
-        typer.echo(f"warning: {problem}", err=True)
+        echo(f"warning: {problem}", err=True)
     _list_records(records, as_json)
     if corrupt:
         raise typer.Exit(1)
@@ -217,13 +217,15 @@ def _list_records(records: list[MeasurementRecord], as_json: bool) -> None:
         )
         return
     if not records:
-        typer.echo("no measurement records yet; make one with 'journal-agent estimate' or 'trace'")
+        echo("no measurement records yet; make one with 'journal-agent estimate' or 'trace'")
         return
     from rich.table import Table
 
     table = Table("id", "kind", "created (UTC)", "title", "headline")
     for r in records:
-        table.add_row(r.id, r.kind, r.created.strftime("%Y-%m-%d %H:%M"), r.title, _headline(r))
+        # (a record is a file: its id, title and headline written out, no markup read)
+        when = r.created.strftime("%Y-%m-%d %H:%M")
+        table.add_row(cell(r.id), cell(r.kind), when, cell(r.title), cell(_headline(r)))
     _console().print(table)
 
 
@@ -251,16 +253,16 @@ def measurements_show(
     from profiling.citations import cite
     from profiling.units import fmt_bytes
 
-    typer.echo(f"{record.id} ({record.kind}, {record.created.isoformat()}): {record.title}")
+    echo(f"{record.id} ({record.kind}, {record.created.isoformat()}): {record.title}")
     if record.extra.get("table"):
-        typer.echo("")
-        typer.echo(record.extra["table"])
+        echo("")
+        echo(record.extra["table"])
     else:
         for q in record.results:
             value = fmt_bytes(q.value) if q.unit == "B" else f"{q.value:g} {q.unit}".strip()
-            typer.echo(f"  {q.name}: {value}")
+            echo(f"  {q.name}: {value}")
     if record.steps and not record.extra.get("table"):
-        typer.echo("")
+        echo("")
         for step in record.steps:
-            typer.echo(f"  {step.name}: {step.formula} = {step.substituted} = {step.value:g}")
-    typer.echo(f"cite as {cite(record.id)}")
+            echo(f"  {step.name}: {step.formula} = {step.substituted} = {step.value:g}")
+    echo(f"cite as {cite(record.id)}")

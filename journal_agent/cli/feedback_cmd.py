@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, echo, print_json, resolve_root
 from journal_agent.errors import UserError
 
 
@@ -69,13 +69,13 @@ def _history(log, json_out: bool) -> None:
         print_json([r.to_dict() for r in records])
     else:
         for r in records:
-            typer.echo(f"#{r.n}  {r.time[:19]}Z  {r.file}  +{r.added} -{r.removed}  {r.feedback}")
+            echo(f"#{r.n}  {r.time[:19]}Z  {r.file}  +{r.added} -{r.removed}  {r.feedback}")
         if not records and not tampered:
-            typer.echo("no feedback recorded yet")
+            echo("no feedback recorded yet")
     # Reported, never listed as an ordinary record: someone wrote it by hand (.journal/ is out
     # of the model's reach) — or a tool call before that was closed.
     for bad in tampered:
-        typer.echo(f"warning: {bad.sentence(log.path)}", err=True)
+        echo(f"warning: {bad.sentence(log.path)}", err=True)
     if tampered:
         raise typer.Exit(1)
 
@@ -85,7 +85,7 @@ def _diff(log, n: int, json_out: bool) -> None:
     if json_out:
         print_json({**log.get(n).to_dict(), "diff": patch})
     else:
-        typer.echo(patch or f"change #{n} changed nothing", nl=not patch)
+        echo(patch or f"change #{n} changed nothing", nl=not patch)
 
 
 def _revert(log, n: int, json_out: bool) -> None:
@@ -93,7 +93,7 @@ def _revert(log, n: int, json_out: bool) -> None:
     if json_out:
         print_json(record.to_dict())
     else:
-        typer.echo(
+        echo(
             f"#{record.n}: {record.file} is back as it was before change #{n} "
             f"(+{record.added} -{record.removed}); undo with `journal-agent feedback "
             f"--revert {record.n}`"
@@ -105,11 +105,9 @@ def _record(log, text: str, file: str, json_out: bool) -> None:
     if json_out:
         print_json(record.to_dict())
     elif record.added or record.removed:
-        typer.echo(
+        echo(
             f"#{record.n}: feedback recorded with its change to {record.file} "
             f"(+{record.added} -{record.removed}; `journal-agent feedback --diff {record.n}`)"
         )
     else:
-        typer.echo(
-            f"#{record.n}: feedback recorded; {record.file} has not changed since the last record"
-        )
+        echo(f"#{record.n}: feedback recorded; {record.file} has not changed since the last record")

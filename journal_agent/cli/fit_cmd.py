@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json
+from journal_agent.cli._common import JsonOption, RootOption, echo, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._profiling_common import TimeoutOption
 from journal_agent.cli._recipe_option import (
@@ -55,7 +55,7 @@ def fit_command(
         print_json({"record_id": record_id, **fit_json(res), **extra})
     else:
         print_recipe(recipe)
-        typer.echo(render_fit(res, top=top))
+        echo(render_fit(res, top=top))
         _print_record_line(record_id)
     if not res.fitting:
         raise UserError(
@@ -66,4 +66,4 @@ def fit_command(
 
 
 def _progress(stage: str) -> None:
-    typer.echo(stage, err=True)
+    echo(stage, err=True)

@@ -15,6 +15,7 @@ from journal_agent.cli._app import app
 from journal_agent.cli._common import (
     JsonOption,
     RootOption,
+    echo,
     forward_root,
     open_workspace,
     print_json,
@@ -53,7 +54,7 @@ def inbox_command(
         print_json([m.to_dict() for m in moments])
         return
     if not moments:
-        typer.echo("the inbox is empty: moments appear when Claude Code writes ★ Insight blocks")
+        echo("the inbox is empty: moments appear when Claude Code writes ★ Insight blocks")
         return
     drafted = drafted_moments(ws.root)
     for n, moment in enumerate(moments, 1):
@@ -64,8 +65,8 @@ def inbox_command(
         if moment.id in drafted and not moment.dismissed:
             status += f"  (draft {drafted[moment.id]} waiting: `inbox drafts`)"
         line = f"{n:>3}. {moment.id}  {moment.time[:16].replace('T', ' ')}  {files}{status}"
-        typer.echo(visible(line))
-        typer.echo(f"     {_first_line(moment.text)}")
+        echo(visible(line))
+        echo(f"     {_first_line(moment.text)}")
 
 
 def _first_line(text: str, width: int = 96) -> str:
@@ -84,15 +85,15 @@ def inbox_show_command(
     if json_out:
         print_json(moment.to_dict())
         return
-    typer.echo(f"{moment.kind} {moment.id} · {moment.time} · session {moment.session_id or '—'}")
+    echo(f"{moment.kind} {moment.id} · {moment.time} · session {moment.session_id or '—'}")
     if moment.agent:
-        typer.echo(f"from the sub-agent {moment.agent}")
-    typer.echo("")
-    typer.echo(moment.text)
+        echo(f"from the sub-agent {moment.agent}")
+    echo("")
+    echo(moment.text)
     if moment.files:
-        typer.echo("\nfiles edited: " + ", ".join(f.spec() for f in moment.files))
+        echo("\nfiles edited: " + ", ".join(f.spec() for f in moment.files))
     if moment.records:
-        typer.echo("records: " + ", ".join(f"[m:{r}]" for r in moment.records))
+        echo("records: " + ", ".join(f"[m:{r}]" for r in moment.records))
 
 
 @inbox_app.command("dismiss")
@@ -109,7 +110,7 @@ def inbox_dismiss_command(
     chosen = [_find(ws, key) for key in keys]
     for moment in chosen:
         ws.inbox.dismiss(moment.id, "written" if written else "dismissed")
-        typer.echo(f"{'written' if written else 'dismissed'}: {moment.id}")
+        echo(f"{'written' if written else 'dismissed'}: {moment.id}")
 
 
 def _find(ws: Workspace, key: str) -> Moment:
@@ -143,17 +144,17 @@ def inbox_session_command(
             print_json([p.to_dict() for p in found])
         for n, p in enumerate([] if json_out else found, 1):
             for op in p.operations:
-                typer.echo(f"{n:>3}. {op.get('date')}  {op.get('topic')} — {op.get('outcome')}")
+                echo(f"{n:>3}. {op.get('date')}  {op.get('topic')} — {op.get('outcome')}")
         if not found and not json_out:
-            typer.echo("no session row is proposed")
+            echo("no session row is proposed")
         return
     chosen = proposals.pick(ws, which)
     if discard:
         proposals.done(chosen)
-        typer.echo(f"discarded {len(chosen)} proposed row{'s' if len(chosen) != 1 else ''}")
+        echo(f"discarded {len(chosen)} proposed row{'s' if len(chosen) != 1 else ''}")
         return
     for change in proposals.apply(ws, chosen):
-        typer.echo(change)
+        echo(change)
 
 
 # -- drafts: the learning-journal agent over the Messages API (off by default) ---------------
@@ -191,11 +192,11 @@ def inbox_draft_command(
         caps.ensure_enabled(workspace)
     chosen = [_find(ws, key) for key in keys] if keys else ws.inbox.read()
     if not chosen:
-        typer.echo("the inbox is empty: there is nothing to draft")
+        echo("the inbox is empty: there is nothing to draft")
         return
     todo, skipped = pending(workspace, chosen)
     for moment_id, draft_id in skipped.items():
-        typer.echo(
+        echo(
             f"skipped moment {moment_id}: already drafted as {draft_id} "
             f"(`journal-agent inbox reject-draft {draft_id}` to draft it again)"
         )
@@ -217,7 +218,7 @@ def _draft(workspace, todo: list, model: str | None) -> int:
     from journal_agent.drafts.run import draft_moments
     from journal_agent.runtime.render import Renderer
 
-    typer.echo(f"drafting {len(todo)} moment(s) with the learning-journal agent…", err=True)
+    echo(f"drafting {len(todo)} moment(s) with the learning-journal agent…", err=True)
     failed = 0
     console = Console(stderr=True, highlight=False)
     # Each turn and tool call, live, on a terminal; in a pipe or a log the lines below suffice.
@@ -226,15 +227,15 @@ def _draft(workspace, todo: list, model: str | None) -> int:
         spent = f"({done.tokens:,} tokens)"
         for draft in done.drafts:
             rel = draft.path.relative_to(workspace)
-            typer.echo(f"drafted {draft.id} from moment {done.moment.id} → {rel} {spent}")
+            echo(f"drafted {draft.id} from moment {done.moment.id} → {rel} {spent}")
         if not done.ok:
             failed += 1
             why = done.stopped or _first_line(done.final_text) or "the agent saved no entry"
-            typer.echo(f"no draft from moment {done.moment.id} {spent}: {why}", err=True)
+            echo(f"no draft from moment {done.moment.id} {spent}: {why}", err=True)
         elif done.stopped:
-            typer.echo(f"note: {done.stopped}", err=True)
+            echo(f"note: {done.stopped}", err=True)
     limits = caps.drafting_caps(workspace)
-    typer.echo(
+    echo(
         f"today: {caps.used_today(workspace):,} of {limits.daily:,} drafting tokens spent. "
         "`journal-agent inbox drafts` lists the drafts; accept-draft ID appends one to the "
         "journal, reject-draft ID deletes it."
@@ -249,7 +250,7 @@ def _draft_preview(workspace, todo: list, model: str | None) -> None:
     for item in preview(workspace, todo, model=model):
         parts = item["estimate"]
         verdict = "fits" if item["fits"] else "does NOT fit: it would not be sent"
-        typer.echo(
+        echo(
             f"moment {item['moment']}: {item['model']}, first request ≈ {parts['total']:,} "
             f"input tokens (tools {parts['tools']:,}, system {parts['system']:,}, messages "
             f"{parts['messages']:,}) + up to {item['max_tokens']:,} output; with the 20 % margin "
@@ -258,8 +259,8 @@ def _draft_preview(workspace, todo: list, model: str | None) -> None:
     try:
         caps.ensure_enabled(workspace)
     except UserError as off:
-        typer.echo(f"note: {off.message}")
-    typer.echo("nothing was sent (--dry-run)")
+        echo(f"note: {off.message}")
+    echo("nothing was sent (--dry-run)")
 
 
 @inbox_app.command("drafts")
@@ -281,22 +282,22 @@ def inbox_drafts_command(
             return
         moments = ", ".join(draft.moments) or "none"
         said = f"draft {draft.id} · {draft.created} · {draft.model} · moments {moments}"
-        typer.echo(visible(said))
-        typer.echo(visible(f"{draft.path}") + "\n")
-        typer.echo(visible(draft.text), nl=False)
+        echo(visible(said))
+        echo(visible(f"{draft.path}") + "\n")
+        echo(visible(draft.text), nl=False)
         return
     drafts = list_drafts(workspace)
     if json_out:
         print_json([d.to_dict() for d in drafts])
         return
     if not drafts:
-        typer.echo("no drafts: `journal-agent inbox draft` writes them from waiting moments")
+        echo("no drafts: `journal-agent inbox draft` writes them from waiting moments")
         return
     for n, draft in enumerate(drafts, 1):
         moments = ", ".join(draft.moments) or "no moment"
         when = draft.created[:16].replace("T", " ")
-        typer.echo(visible(f"{n:>3}. {draft.id}  {when}  from {moments}"))
-        typer.echo(f"     {_first_line(draft.title)}")
+        echo(visible(f"{n:>3}. {draft.id}  {when}  from {moments}"))
+        echo(f"     {_first_line(draft.title)}")
 
 
 @inbox_app.command("accept-draft")
@@ -315,21 +316,21 @@ def inbox_accept_draft_command(
     done = accept(workspace, key, force=force)
     outcome, draft = done.outcome, done.draft
     if not outcome.appended:
-        typer.echo(
+        echo(
             f"draft {draft.id} not appended: {len(outcome.problems)} problem(s); fix "
             f"{draft.path} and accept it again (or --force):",
             err=True,
         )
         for p in outcome.problems:
             at = f"{draft.path.name}:{p.line + 1}  " if p.line else ""  # +1: the header line
-            typer.echo(f"  {at}{p.kind:<16} {p.detail}", err=True)
+            echo(f"  {at}{p.kind:<16} {p.detail}", err=True)
         raise typer.Exit(1)
     forced = f" with {len(outcome.problems)} problem(s) recorded" if outcome.forced else ""
-    typer.echo(f"appended {outcome.entry_id} at learning_journal.md:{outcome.line}{forced}")
+    echo(f"appended {outcome.entry_id} at learning_journal.md:{outcome.line}{forced}")
     if done.marked:
-        typer.echo(f"marked written: {', '.join(done.marked)}")
+        echo(f"marked written: {', '.join(done.marked)}")
     for warning in outcome.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}", err=True)
 
 
 @inbox_app.command("reject-draft")
@@ -346,10 +347,10 @@ def inbox_reject_draft_command(
 
     workspace = resolve_root(root)
     draft = reject(workspace, key)
-    typer.echo(f"deleted draft {draft.id}")
+    echo(f"deleted draft {draft.id}")
     for moment in draft.moments if dismiss_ else ():
         try:
             dismiss(workspace, moment)
-            typer.echo(f"dismissed: {moment}")
+            echo(f"dismissed: {moment}")
         except KeyError:
             continue

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, open_workspace, print_json
+from journal_agent.cli._common import JsonOption, RootOption, echo, open_workspace, print_json
 from journal_agent.errors import UserError
 
 journal_app = typer.Typer(
@@ -91,18 +91,18 @@ def journal_append_command(
             if outcome.forced
             else ""
         )
-        typer.echo(f"appended {outcome.entry_id} at learning_journal.md:{outcome.line}{suffix}")
+        echo(f"appended {outcome.entry_id} at learning_journal.md:{outcome.line}{suffix}")
         for warning in outcome.warnings:
-            typer.echo(f"warning: {warning}", err=True)
+            echo(f"warning: {warning}", err=True)
     else:
         where = str(file) if file else "entry"
-        typer.echo(
+        echo(
             f"entry not appended: {len(outcome.problems)} problem(s) to fix "
             "(or use --force to append anyway):",
             err=True,
         )
         for line in _problem_lines(outcome.problems, where):
-            typer.echo(line, err=True)
+            echo(line, err=True)
     if not outcome.appended:
         raise typer.Exit(1)
 
@@ -127,13 +127,13 @@ def journal_check_command(
     fixed = api.fix_refs(ws).fixed if fix else []
     report = api.check(ws)
     if not json_out and not ws.journal.exists():
-        typer.echo("no learning_journal.md here yet: nothing to check")
+        echo("no learning_journal.md here yet: nothing to check")
         return
     if json_out:
         print_json({**report.to_dict(), **({"fixed": [f.to_dict() for f in fixed]} if fix else {})})
     else:
         for f in fixed:
-            typer.echo(f"fixed learning_journal.md:{f.line}  {f.old} → {f.new}  ({f.entry})")
+            echo(f"fixed learning_journal.md:{f.line}  {f.old} → {f.new}  ({f.entry})")
         _print_report(report)
     if not report.ok:
         raise typer.Exit(1)
@@ -144,17 +144,17 @@ def _print_report(report) -> None:
     for p in report.problems:
         by_entry.setdefault(p.entry, []).append(p)
     for p_entry in [e for e in by_entry if e not in {x["id"] for x in report.entries}]:
-        typer.echo(f"✗ {p_entry}")
+        echo(f"✗ {p_entry}")
         for line in _problem_lines(by_entry[p_entry], "learning_journal.md"):
-            typer.echo(line)
+            echo(line)
     for entry in report.entries:
         problems = by_entry.get(entry["id"], [])
         mark = "✓" if not problems else "✗"
-        typer.echo(f"{mark} {entry['id']}  ({entry['date']}, line {entry['line']})")
+        echo(f"{mark} {entry['id']}  ({entry['date']}, line {entry['line']})")
         for line in _problem_lines(problems, "learning_journal.md"):
-            typer.echo(line)
+            echo(line)
     n, count = len(report.problems), len(report.entries)
-    typer.echo(
+    echo(
         f"{count} entr{'y' if count == 1 else 'ies'}, {n} problem{'s' if n != 1 else ''}"
         + ("" if n else " — all references, citations and sections check out")
     )
@@ -179,9 +179,9 @@ def journal_list_command(
         return
     for n, e in rows:
         tags = " ".join(f"#{t}" for t in e.tags)
-        typer.echo(f"{n:>4}  {e.date}  {e.title}  [{e.id}]  {tags}".rstrip())
+        echo(f"{n:>4}  {e.date}  {e.title}  [{e.id}]  {tags}".rstrip())
     if not rows:
-        typer.echo("no entries" + (" with those tags" if wanted else " yet"))
+        echo("no entries" + (" with those tags" if wanted else " yet"))
 
 
 @journal_app.command("show")
@@ -205,11 +205,11 @@ def journal_show_command(
     if json_out:
         print_json({**found.summary(), "text": found.raw, "backlinks": links})
         return
-    typer.echo(found.raw, nl=False)
+    echo(found.raw, nl=False)
     if links:
-        typer.echo("\n← linked from (🔗 Related Concepts of):")
+        echo("\n← linked from (🔗 Related Concepts of):")
         for link in links:
-            typer.echo(f"- **{link['title']}** ({link['date']}) — entry `{link['id']}`")
+            echo(f"- **{link['title']}** ({link['date']}) — entry `{link['id']}`")
 
 
 @journal_app.command("refresh")
@@ -234,11 +234,11 @@ def journal_refresh_command(
         print_json({"entry": done.entry, "refs": sorted(done.anchors), "skipped": done.skipped})
         return
     refs = ", ".join(sorted(done.anchors)) or "none"
-    typer.echo(
+    echo(
         f"recorded the current content of {len(done.anchors)} reference(s) of {done.entry}: {refs}"
     )
     for why in done.skipped.values():
-        typer.echo(f"not recorded: {why}", err=True)
+        echo(f"not recorded: {why}", err=True)
 
 
 @journal_app.command("search")
@@ -260,23 +260,23 @@ def journal_search_command(
     check_query(words)
     hits, note = api.search_with_note(ws, words, tags, limit)
     if note:
-        typer.echo(f"note: {note}", err=True)
+        echo(f"note: {note}", err=True)
     if json_out:
         print_json([h.to_dict() for h in hits])
         return
     for h in hits:
-        typer.echo(f"{h.date}  {h.title}  [{h.id}]  line {h.line}")
+        echo(f"{h.date}  {h.title}  [{h.id}]  line {h.line}")
         why = []
         if h.matched:
             why.append("words: " + ", ".join(h.matched))
         if h.meaning is not None and (not h.matched or h.meaning >= 0.45):
             why.append(f"meaning {h.meaning:.2f}")
         if why:
-            typer.echo(f"    ({'; '.join(why)})")
+            echo(f"    ({'; '.join(why)})")
         if h.snippet:
-            typer.echo(f"    {h.snippet}")
+            echo(f"    {h.snippet}")
     if not hits:
-        typer.echo("no matches")
+        echo("no matches")
 
 
 @journal_app.command("index")
@@ -285,12 +285,12 @@ def index_cmd(root: RootOption = None) -> None:
     from journal_agent.journal import api
 
     def progress(done: int, total: int) -> None:
-        typer.echo(f"\rembedded {done}/{total}", nl=False, err=True)
+        echo(f"\rembedded {done}/{total}", nl=False, err=True)
 
     embedded, total = api.index(open_workspace(root), progress)
     if embedded:
-        typer.echo("", err=True)
-    typer.echo(f"{total} entries indexed; {embedded} embedded now, the rest were cached")
+        echo("", err=True)
+    echo(f"{total} entries indexed; {embedded} embedded now, the rest were cached")
 
 
 @journal_app.command("related")
@@ -312,9 +312,9 @@ def journal_related_command(
         print_json([h.to_dict() for h in hits])
         return
     for h in hits:
-        typer.echo(f"- **{h.title}** ({h.date}) — entry `{h.id}`")
+        echo(f"- **{h.title}** ({h.date}) — entry `{h.id}`")
     if not hits:
-        typer.echo("no related entries")
+        echo("no related entries")
 
 
 @journal_app.command("repair")
@@ -334,21 +334,21 @@ def journal_repair_command(
     else:
         fixed = ", ".join(map(str, outcome.fixed_lines)) or "none"
         if outcome.changed:
-            typer.echo(f"backup written to {outcome.backup}")
-            typer.echo(f"repaired lines: {fixed}")
+            echo(f"backup written to {outcome.backup}")
+            echo(f"repaired lines: {fixed}")
         elif dry_run and outcome.fixed_lines:
-            typer.echo(f"would repair lines: {fixed} (nothing written)")
+            echo(f"would repair lines: {fixed} (nothing written)")
         else:
-            typer.echo("nothing to repair: the journal is clean UTF-8")
+            echo("nothing to repair: the journal is clean UTF-8")
         if outcome.guessed_lines:
-            typer.echo(
+            echo(
                 ("line " if len(outcome.guessed_lines) == 1 else "lines ")
                 + ", ".join(map(str, outcome.guessed_lines))
                 + " had a byte lost in the double encoding; it was restored as the only "
                 "character the journal format uses that fits there — check them"
             )
         if outcome.unrepaired_lines:
-            typer.echo(
+            echo(
                 "could not repair lines "
                 + ", ".join(map(str, outcome.unrepaired_lines))
                 + " (bytes were lost in the double encoding); fix them by hand",

@@ -16,6 +16,7 @@ from journal_agent.cli._app import app
 from journal_agent.cli._common import (
     JsonOption,
     RootOption,
+    echo,
     forward_root,
     open_workspace,
     print_json,
@@ -49,11 +50,11 @@ def _update(root: Path | None, json_out: bool, *ops: dict, title: str | None = N
         print_json(result.to_dict())
         return
     if result.created:
-        typer.echo(f"created {result.path.name}")
+        echo(f"created {result.path.name}")
     for change in result.changes:
-        typer.echo(change)
+        echo(change)
     if not result.changes and not result.created:
-        typer.echo("nothing to change")
+        echo("nothing to change")
 
 
 @ledger_app.callback(invoke_without_command=True)
@@ -72,29 +73,29 @@ def ledger_command(
         print_json(overview)
         return
     counts = overview["counts"]
-    typer.echo(f"{overview['title']}  (last updated {overview['last_updated'] or '—'})")
-    typer.echo(
+    echo(f"{overview['title']}  (last updated {overview['last_updated'] or '—'})")
+    echo(
         f"🟢 {counts['mastered']} mastered   🟡 {counts['developing']} developing   "
         f"🔴 {counts['blind_spots']} blind spots"
     )
     open_actions = [a for a in overview["actions"] if not a["done"]]
-    typer.echo(f"open action items: {len(open_actions)}")
+    echo(f"open action items: {len(open_actions)}")
     for action in open_actions[:5]:
-        typer.echo(f"  - [ ] {action['text']}  ({action['horizon'] or 'no horizon'})")
+        echo(f"  - [ ] {action['text']}  ({action['horizon'] or 'no horizon'})")
     due, new = overview["due"], overview["new_count"]
-    typer.echo(
+    echo(
         f"due for review: {len(due)}, never reviewed: {new}"
         + ("  (journal-agent review)" if due or new else "")
     )
     for card in due[:5]:
-        typer.echo(f"  {card['id']}  {card['title']}")
+        echo(f"  {card['id']}  {card['title']}")
     sessions = overview["sessions"][-3:]
     if sessions:
-        typer.echo("last sessions:")
+        echo("last sessions:")
         for row in sessions:
-            typer.echo(f"  {row['date']}  {row['topic']} — {row['outcome']}")
+            echo(f"  {row['date']}  {row['topic']} — {row['outcome']}")
     for suggestion in overview["suggestions"]:
-        typer.echo(f"suggested: {suggestion['reason']}  → `{suggestion['command']}`")
+        echo(f"suggested: {suggestion['reason']}  → `{suggestion['command']}`")
 
 
 @ledger_app.command("check")
@@ -109,9 +110,9 @@ def ledger_check_command(json_out: JsonOption = False, root: RootOption = None) 
     else:
         for p in report.problems:
             where = f"learning_ledger.md:{p.line}" if p.line else "learning_ledger.md"
-            typer.echo(f"  {where}  {p.kind:<16} {p.detail}")
+            echo(f"  {where}  {p.kind:<16} {p.detail}")
         n = len(report.problems)
-        typer.echo(
+        echo(
             f"{n} problem{'s' if n != 1 else ''}"
             + ("" if n else " — every source resolves and the structure is sound")
         )
@@ -135,7 +136,7 @@ def ledger_init_command(
     if json_out:
         print_json(result.to_dict())
     else:
-        typer.echo(f"created {result.path}")
+        echo(f"created {result.path}")
 
 
 @ledger_app.command("session")

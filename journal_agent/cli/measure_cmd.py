@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json
+from journal_agent.cli._common import JsonOption, RootOption, echo, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import (
     MAX_TIMEOUT_S,
@@ -58,7 +58,7 @@ def gpu_command(as_json: JsonOption = False) -> None:
     if as_json:
         print_json(info.model_dump(mode="json"))
         return
-    typer.echo(render_gpu_info(info))
+    echo(render_gpu_info(info))
 
 
 # --------------------------------------------------------------------- profile
@@ -290,16 +290,16 @@ def _profile_here(
     if as_json:
         print_json(payload)
     else:
-        typer.echo(render_summary(run.summary))
+        echo(render_summary(run.summary))
         if run.comparison:
-            typer.echo("")
-            typer.echo(render_comparison(run.comparison, trace_id))
-        typer.echo(f"record: {record.id}  (cite as {cite(record.id)})")
+            echo("")
+            echo(render_comparison(run.comparison, trace_id))
+        echo(f"record: {record.id}  (cite as {cite(record.id)})")
         for key in ("csv", "plot"):
             if key in payload:
-                typer.echo(f"{key}: {payload[key]}")
+                echo(f"{key}: {payload[key]}")
         if "snapshot" in payload:
-            typer.echo(
+            echo(
                 f"memory snapshot of {payload['snapshot_of']}: {payload['snapshot']} (drop it "
                 "on https://pytorch.org/memory_viz)"
             )
@@ -322,7 +322,7 @@ def _finish_ranks(gathered: RanksSummary, store: RecordStore, as_json: bool) -> 
     if as_json:
         print_json({"record_id": record.id, **gathered.model_dump(mode="json")})
     else:
-        typer.echo(render_ranks(gathered))
-        typer.echo(f"record: {record.id}  (cite as {cite(record.id)})")
+        echo(render_ranks(gathered))
+        echo(f"record: {record.id}  (cite as {cite(record.id)})")
     if any(r.oom for r in gathered.ranks):
         raise typer.Exit(1)

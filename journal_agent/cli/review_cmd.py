@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, open_workspace, print_json
+from journal_agent.cli._common import JsonOption, RootOption, echo, open_workspace, print_json
 from journal_agent.errors import UserError
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def _rate(ws: Workspace, rate: tuple[str, str], now, json_out: bool) -> None:
     if json_out:
         print_json(outcome)
     else:
-        typer.echo(f"{outcome['id']}: {outcome['rating']} — next review {outcome['due']}")
+        echo(f"{outcome['id']}: {outcome['rating']} — next review {outcome['due']}")
 
 
 def _suggest(ws: Workspace, json_out: bool) -> None:
@@ -104,9 +104,9 @@ def _suggest(ws: Workspace, json_out: bool) -> None:
         print_json(found)
         return
     for s in found:
-        typer.echo(f"{s['reason']}  → {s['command']}")
+        echo(f"{s['reason']}  → {s['command']}")
     if not found:
-        typer.echo("no suggestions: the review history supports no mastery move yet")
+        echo("no suggestions: the review history supports no mastery move yet")
 
 
 def _list(cards, json_out: bool) -> None:
@@ -115,31 +115,31 @@ def _list(cards, json_out: bool) -> None:
         return
     for c in cards:
         if c.due is None:
-            typer.echo(f"{c.id}  {c.title}  (never reviewed)")
+            echo(f"{c.id}  {c.title}  (never reviewed)")
         else:
             when = c.due[:16].replace("T", " ")
-            typer.echo(f"{c.id}  {c.title}  ({c.state}, due {when} UTC, {c.reviews} reviews)")
+            echo(f"{c.id}  {c.title}  ({c.state}, due {when} UTC, {c.reviews} reviews)")
     if not cards:
-        typer.echo("nothing is due")
+        echo("nothing is due")
 
 
 def _interactive(ws: Workspace, cards, now) -> None:
     from journal_agent.learning import review
 
     if not cards:
-        typer.echo("Nothing is due. Well done.")
+        echo("Nothing is due. Well done.")
         return
-    typer.echo(f"{len(cards)} due. Answer in your head (or on paper), then rate your recall.\n")
+    echo(f"{len(cards)} due. Answer in your head (or on paper), then rate your recall.\n")
     done = 0
     for n, card in enumerate(cards, start=1):
-        typer.echo(f"── {n}/{len(cards)}  {card.title}  ({card.id})")
-        typer.echo(card.question)
+        echo(f"── {n}/{len(cards)}  {card.title}  ({card.id})")
+        echo(card.question)
         if card.number is not None:
             choice = _number(card.number)
         else:
             choice = _ask("\n[Enter] show the answer  [s] skip  [q] quit: ")
             if choice not in ("q", "s", None):
-                typer.echo("\n" + card.answer + "\n")
+                echo("\n" + card.answer + "\n")
                 if card.kind == "entry":
                     choice = _code(ws, card.id.removeprefix("entry:"))
         if choice in ("q", None):
@@ -149,18 +149,18 @@ def _interactive(ws: Workspace, cards, now) -> None:
         while True:
             answer = _ask(f"{_KEYS}: ")
             if answer in ("q", None):
-                typer.echo(f"Reviewed {done}.")
+                echo(f"Reviewed {done}.")
                 return
             try:
                 outcome = review.rate(ws, card.id, answer, now)
             except UserError as exc:
-                typer.echo(exc.message)
+                echo(exc.message)
                 continue
             done += 1
             when = outcome["due"][:16].replace("T", " ")
-            typer.echo(f"→ {outcome['rating']}; next review {when} UTC\n")
+            echo(f"→ {outcome['rating']}; next review {when} UTC\n")
             break
-    typer.echo(f"Reviewed {done}.")
+    echo(f"Reviewed {done}.")
 
 
 def _number(card) -> str | None:
@@ -174,16 +174,16 @@ def _number(card) -> str | None:
         if said in ("q", "s", None):
             return said
         if not said:
-            typer.echo(f"\n{card.stated} ({card.quantity} of [m:{card.record}])")
+            echo(f"\n{card.stated} ({card.quantity} of [m:{card.record}])")
             break
         try:
             verdict = check_answer(card, said)
         except UserError as exc:
-            typer.echo(exc.message)
+            echo(exc.message)
             continue
-        typer.echo(f"\n{verdict.sentence}  (suggested: {verdict.rating})")
+        echo(f"\n{verdict.sentence}  (suggested: {verdict.rating})")
         break
-    typer.echo("\n" + card.calculation() + "\n")
+    echo("\n" + card.calculation() + "\n")
     return ""
 
 
@@ -200,16 +200,16 @@ def _code(ws: Workspace, entry_id: str) -> str | None:
 
     anchors = ws.refs.anchors().get(entry.id, {})
     cited = review_code.cited_code(ws.root, entry, anchors, text_reader(ws.root))
-    typer.echo("The code it explains, as it is now:")
+    echo("The code it explains, as it is now:")
     for c in cited:
-        typer.echo(f"  {c.ref}  {c.state}" + ("" if c.state == "fresh" else f": {c.detail}"))
+        echo(f"  {c.ref}  {c.state}" + ("" if c.state == "fresh" else f": {c.detail}"))
         if c.diff:
             for line in c.diff:
-                typer.echo(f"      {line}")
+                echo(f"      {line}")
             continue
         for k, line in enumerate(c.lines, start=c.start):
-            typer.echo(f"    {k:>5}  {line}")
-    typer.echo("")
+            echo(f"    {k:>5}  {line}")
+    echo("")
     if not review_code.code_changed(cited):
         return ""
     choice = _ask(
@@ -223,16 +223,16 @@ def _code(ws: Workspace, entry_id: str) -> str | None:
         try:
             recorded = review_code.still_holds(ws.root, entry.id, cited)
         except UserError as exc:
-            typer.echo(f"Nothing recorded: {exc.message}")
+            echo(f"Nothing recorded: {exc.message}")
         else:
-            typer.echo(f"Recorded the code as it is now: {', '.join(recorded)}.")
+            echo(f"Recorded the code as it is now: {', '.join(recorded)}.")
     elif choice == "r":
         moment = review_code.revise_later(ws.root, entry, cited, "seen in review")
-        typer.echo(
+        echo(
             f"Moment {moment} waits in the inbox: /learn with no topic (or `journal-agent "
             f"inbox show {moment}`) revises {entry.id}."
         )
-    typer.echo("")
+    echo("")
     return ""
 
 

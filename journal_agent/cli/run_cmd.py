@@ -20,6 +20,7 @@ from journal_agent.cli._app import app
 from journal_agent.cli._common import (
     JsonOption,
     RootOption,
+    echo,
     open_workspace,
     print_json,
     sandbox_notice,
@@ -157,9 +158,11 @@ class _Opts:
 def _ask_on_terminal(console: Console) -> Callable[[str], str | None]:
     from rich.markdown import Markdown
 
+    from journal_agent.terminal_text import visible
+
     def ask(question: str) -> str | None:
         if "\n" in question.strip():  # its first line is already on screen
-            console.print(Markdown(question))
+            console.print(Markdown(visible(question)))
         try:
             return console.input("[bold cyan]you ›[/] ")
         except EOFError:
@@ -234,8 +237,8 @@ def _detach(opts: _Opts, kind: str, target: str, text: str, argv: list[str], roo
     if opts.as_json:
         print_json(status)
     else:
-        typer.echo(f"started background run {status['id']} (pid {status.get('pid')})")
-        typer.echo(f"  wait for it:  journal-agent wait {status['id']}")
+        echo(f"started background run {status['id']} (pid {status.get('pid')})")
+        echo(f"  wait for it:  journal-agent wait {status['id']}")
 
 
 def _run_config(opts: _Opts, root: Path, renderer: Renderer, console: Console) -> RunConfig:
@@ -298,7 +301,7 @@ def _execute(
         transcript = transcripts_dir(root) / f"{run_id}.jsonl"
         message = "the run was interrupted (Ctrl-C); what it did so far is in " + str(transcript)
         record(status=INTERRUPTED, exit_code=130, message=message + ".")
-        typer.echo(f"interrupted: {message}.", err=True)
+        echo(f"interrupted: {message}.", err=True)
         raise typer.Exit(130) from None
     except UserError as exc:
         renderer.close()
@@ -331,7 +334,7 @@ def _render_result(result: RunResult, opts: _Opts, root: Path, console: Console)
     if opts.as_json:
         print_json(summary)
     elif result.final_text:
-        typer.echo(summary["final_text"])
+        echo(summary["final_text"])
     print_summary(console, result)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, cell, echo, print_json, resolve_root
 
 if TYPE_CHECKING:
     from journal_agent.runtime.background import RunStatus
@@ -30,7 +30,7 @@ def runs_command(root: RootOption = None, as_json: JsonOption = False) -> None:
     from rich.table import Table
 
     if not statuses:
-        typer.echo("no background runs (start one with `journal-agent run AGENT PROMPT -b`).")
+        echo("no background runs (start one with `journal-agent run AGENT PROMPT -b`).")
         return
     table = Table(title=f"background runs ({len(statuses)})", title_justify="left")
     table.add_column("id", no_wrap=True)
@@ -40,12 +40,12 @@ def runs_command(root: RootOption = None, as_json: JsonOption = False) -> None:
     for s in statuses:
         cost = (s.get("result") or {}).get("cost_usd")
         prompt = (s.get("prompt") or "").replace("\n", " ")
-        table.add_row(
-            s["id"],
-            s.get("status", "?"),
-            s.get("target", ""),
+        table.add_row(  # (status.json is a file: written out, no markup read)
+            cell(s["id"]),
+            cell(s.get("status", "?")),
+            cell(s.get("target", "")),
             "—" if cost is None else f"${cost:.4f}",
-            prompt[:40] + ("…" if len(prompt) > 40 else ""),
+            cell(prompt[:40] + ("…" if len(prompt) > 40 else "")),
         )
     Console().print(table)
 
@@ -87,7 +87,7 @@ def wait_command(
 def _print_waited(status: RunStatus) -> None:
     result = status.get("result") or {}
     if result.get("final_text"):
-        typer.echo(result["final_text"])
+        echo(result["final_text"])
     line = f"{status['id']}: {status.get('status')}"
     if message := status.get("message"):
         line += f" — {message}"
@@ -95,4 +95,4 @@ def _print_waited(status: RunStatus) -> None:
         line += f" · cost ${result['cost_usd']:.4f}"
     if result.get("files_changed"):
         line += f" · files changed: {', '.join(result['files_changed'])}"
-    typer.echo(line, err=True)
+    echo(line, err=True)

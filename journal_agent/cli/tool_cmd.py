@@ -12,6 +12,7 @@ from journal_agent.cli._app import app
 from journal_agent.cli._common import (
     JsonOption,
     RootOption,
+    echo,
     open_workspace,
     print_json,
     sandbox_notice,
@@ -93,7 +94,7 @@ def tool_command(
 
         ctx.reads = PersistentReadTracker(ctx.root)
     result = tool.call(ctx, params)
-    typer.echo(result.content)
+    echo(result.content)
     if result.is_error:
         raise typer.Exit(1)
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json
+from journal_agent.cli._common import JsonOption, RootOption, echo, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import ForceOption, SnapshotOption, check_plot, check_snapshot
 from journal_agent.cli._profiling_common import (
@@ -80,4 +80,4 @@ def trace_command(
         print_json(run.payload)
     else:
         print_recipe(recipe)
-        typer.echo(run.text())
+        echo(run.text())

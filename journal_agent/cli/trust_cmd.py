@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, print_json, resolve_root
+from journal_agent.cli._common import JsonOption, RootOption, echo, print_json, resolve_root
 
 ListOption = Annotated[
     bool, typer.Option("--list", help="Only show each file's state; approve nothing.")
@@ -32,7 +32,7 @@ def trust_command(
     where = resolve_root(root)
     if revoke:
         revoke_all(where)
-        typer.echo(f"forgot every approval of {where}; its own files count again once approved.")
+        echo(f"forgot every approval of {where}; its own files count again once approved.")
         return
     files = project_files(where)
     if as_json or list_only:
@@ -41,20 +41,20 @@ def trust_command(
             print_json({"root": str(where), "files": rows})
             return
         for f in files:
-            typer.echo(f"{f.state:<13} {f.rel}")
+            echo(f"{f.state:<13} {f.rel}")
         if not files:
-            typer.echo("this project has no settings, command or agent files of its own.")
+            echo("this project has no settings, command or agent files of its own.")
         return
     for f in files:
         if f.state == "unreadable":
-            typer.echo(f"{f.rel} is not a regular file of at most 1 MiB; it is not taken.")
+            echo(f"{f.rel} is not a regular file of at most 1 MiB; it is not taken.")
     pending = [f for f in files if f.state in ("not approved", "changed")]
     if not pending:
-        typer.echo("nothing to approve: every file of this project that needs it is approved.")
+        echo("nothing to approve: every file of this project that needs it is approved.")
         return
     kept = approve_all(where, files)
     for f in pending:
         if f in kept:
-            typer.echo(f"approved {f.rel}")
+            echo(f"approved {f.rel}")
         else:
-            typer.echo(f"not approved {f.rel}: it changed while you were asked; run this again.")
+            echo(f"not approved {f.rel}: it changed while you were asked; run this again.")

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, open_workspace, print_json
+from journal_agent.cli._common import RootOption, echo, open_workspace, print_json
 from journal_agent.errors import UserError
 
 export_app = typer.Typer(
@@ -59,9 +59,9 @@ def view_command(
 
     def ready(served: Served) -> None:
         if served.warning:
-            typer.echo(f"warning: {served.warning}", err=True)
-        typer.echo(f"journal-agent view of {ws.root}: {served.url}")
-        typer.echo("Ctrl-C stops it.")
+            echo(f"warning: {served.warning}", err=True)
+        echo(f"journal-agent view of {ws.root}: {served.url}")
+        echo("Ctrl-C stops it.")
         sys.stdout.flush()
         if not no_open:
             webbrowser.open(served.url)
@@ -79,7 +79,7 @@ def export_html_command(
     from journal_agent.view.export import export_html
 
     done = export_html(open_workspace(root), directory)
-    typer.echo(f"wrote {done.pages} pages to {directory} (open {directory / 'index.html'})")
+    echo(f"wrote {done.pages} pages to {directory} (open {directory / 'index.html'})")
 
 
 @export_app.command("anki")
@@ -92,7 +92,7 @@ def export_anki_command(
     from journal_agent.view.export import export_anki
 
     count = export_anki(open_workspace(root), file)
-    typer.echo(f"wrote {count} cards to {file}")
+    echo(f"wrote {count} cards to {file}")
 
 
 @export_app.command("json")
@@ -115,4 +115,4 @@ def export_json_command(
     from journal_agent.atomic import atomic_write
 
     atomic_write(file, json.dumps(data, indent=2, ensure_ascii=False, default=str).encode())
-    typer.echo(f"wrote {len(data['entries'])} entries to {file}")
+    echo(f"wrote {len(data['entries'])} entries to {file}")

@@ -30,6 +30,7 @@ from journal_agent.runtime.events import (
 from journal_agent.runtime.result import RunResult
 from journal_agent.runtime.transcript import Scrubber
 from journal_agent.runtime.usage import TokenUsage
+from journal_agent.terminal_text import visible
 
 _INPUT_WIDTH = 80
 
@@ -143,7 +144,7 @@ class Renderer:
     # -- events -----------------------------------------------------------------------------
 
     def _who(self, agent: str) -> str:
-        return "" if agent == "main" else f"[magenta]{escape(agent.removeprefix('main/'))}[/] "
+        return "" if agent == "main" else f"[magenta]{_shown(agent.removeprefix('main/'))}[/] "
 
     def __call__(self, event: Event) -> None:
         with self._lock:
@@ -164,30 +165,30 @@ class Renderer:
                 c.print(f"[dim]{who}  ↳ {usage_line(event.usage, event.cost_usd)}[/]")
         elif isinstance(event, AssistantText):
             text = self._scrub.text(_first_line(event.text))
-            c.print(f"{who}[cyan]✻[/] [dim]{escape(text)}[/]")
+            c.print(f"{who}[cyan]✻[/] [dim]{_shown(text)}[/]")
         elif isinstance(event, ToolCalled):
-            brief = self._scrub.text(_brief_input(event.input))
+            brief = visible(self._scrub.text(_brief_input(event.input)))
             if live:
                 self._inflight[event.tool_use_id] = (
                     event.agent,
-                    event.name,
+                    visible(event.name),
                     brief,
                     time.monotonic(),
                 )
                 self._ensure_live()
             else:
-                c.print(f"{who}[bold]⏺ {escape(event.name)}[/][dim]({escape(brief)})[/]")
+                c.print(f"{who}[bold]⏺ {_shown(event.name)}[/][dim]({escape(brief)})[/]")
         elif isinstance(event, ToolFinished):
             mark = "[red]✗[/]" if event.is_error else "[green]✓[/]"
             call = self._inflight.pop(event.tool_use_id, None)
             shown = (
-                f"{escape(event.name)}[dim]({escape(call[2])})[/]" if call else escape(event.name)
+                f"{_shown(event.name)}[dim]({escape(call[2])})[/]" if call else _shown(event.name)
             )
             indent = "" if live else "  "
             output = self._scrub.text(_first_line(event.output))
-            c.print(f"{who}{indent}{mark} {shown} [dim]{event.seconds:.1f}s · {escape(output)}[/]")
+            c.print(f"{who}{indent}{mark} {shown} [dim]{event.seconds:.1f}s · {_shown(output)}[/]")
         elif isinstance(event, Notice):
-            c.print(f"{who}[yellow]! {escape(event.message)}[/]")
+            c.print(f"{who}[yellow]! {_shown(event.message)}[/]")
         elif isinstance(event, Done) and event.agent != "main":
             r = event.result
             c.print(
@@ -196,6 +197,12 @@ class Renderer:
             )
         if live and not self._inflight and not self._waiting:
             self._stop_live()
+
+
+def _shown(text: str) -> str:
+    """Text from the model, a tool or a file in a line of markup: control characters written
+    out (a terminal would obey them: journal_agent/terminal_text.py), markup escaped."""
+    return escape(visible(text))
 
 
 def format_cost(cost: float | None) -> str:
@@ -225,15 +232,15 @@ def summary_lines(result: RunResult) -> list[str]:
     )
     lines = [
         f"{head} · {result.turns} turn{'s' if result.turns != 1 else ''} · {result.model}",
-        f"tools: {escape(tools)}",
+        f"tools: {_shown(tools)}",
         f"tokens: {u.prompt:,} in ({u.cache_read:,} cache read, {u.cache_write:,} cache write, "
         f"{u.input:,} uncached) · {u.output:,} out · cost {format_cost(result.cost_usd)}",
-        f"files changed: {escape(files)}",
+        f"files changed: {_shown(files)}",
     ]
     if result.message:
-        lines.insert(1, f"[yellow]{escape(result.message)}[/]")
+        lines.insert(1, f"[yellow]{_shown(result.message)}[/]")
     if result.transcript:
-        lines.append(f"[dim]transcript: {escape(result.transcript)}[/]")
+        lines.append(f"[dim]transcript: {_shown(result.transcript)}[/]")
     return lines
 
 

@@ -487,8 +487,12 @@ def tty_prompt() -> Prompt | None:
         return None
 
     def ask(tool_name: str, subject: str) -> bool:
-        # The question goes to stderr: stdout carries the tool result.
-        print(f"Allow {tool_name}: {subject}? [y/N] ", end="", file=sys.stderr, flush=True)
+        from journal_agent.terminal_text import visible
+
+        # The question goes to stderr: stdout carries the tool result. What the model asks for
+        # is shown as it is: an escape sequence in a command must not redraw the question.
+        asked = visible(f"{tool_name}: {subject}")
+        print(f"Allow {asked}? [y/N] ", end="", file=sys.stderr, flush=True)
         answer = sys.stdin.readline().strip().lower()
         return answer in ("y", "yes")
 
