@@ -127,6 +127,13 @@ class Grep(Tool[GrepInput]):
         if ctx.policy is not None:
             ctx.policy.ensure("Grep", path=target)
         rel = os.path.relpath(target, root)
+        if ".git" in (part.lower() for part in Path(rel).parts):
+            # Never .git/, even when named: a pattern is an oracle (does `oauth2:g` match? and
+            # `oauth2:gh`?) that a redacted result does not close for a remote URL's token.
+            raise ToolError(
+                f"Grep does not search inside .git/ ({params.path}); Read a file there to see "
+                "it (secrets shown redacted), or use Bash `git …` commands."
+            )
 
         args = self._args(params)
         if rel != ".":

@@ -8,6 +8,7 @@ against a scripted model — and checks the token is nowhere the model or a tran
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -59,13 +60,17 @@ def test_finding_git_config_token_read_and_grep_show_it_redacted(cli, clone):
     assert "url = https://oauth2:[REDACTED]@gitlab.example.org/ml/train.git" in read.stdout
     grep = _tool(cli, clone, "Grep", {"pattern": "url|index-url", "path": ".",
                                       "output_mode": "content", "glob": "**/*"})  # fmt: skip
-    grep_git = _tool(cli, clone, "Grep", {"pattern": "url", "path": ".git/config",
-                                          "output_mode": "content"})  # fmt: skip
-    for done in (grep, grep_git):
-        assert done.returncode == 0, done.stderr
-        assert TOKEN not in done.stdout and PIP not in done.stdout
-    assert "[REDACTED]@gitlab.example.org" in grep_git.stdout
+    assert grep.returncode == 0, grep.stderr
+    assert TOKEN not in grep.stdout and PIP not in grep.stdout
     assert "https://builder:[REDACTED]@pypi.corp.example.net/simple" in grep.stdout
+    # Grep never searches .git/, even named: a pattern would be an oracle for the token
+    # ("oauth2:g" matches? "oauth2:gl"?) that no redaction of its result closes.
+    for pattern in ("url", "oauth2:g"):
+        for mode in ("content", "count", "files_with_matches"):
+            oracle = _tool(cli, clone, "Grep", {"pattern": pattern, "path": ".git/config",
+                                                "output_mode": mode})  # fmt: skip
+            assert oracle.returncode == 1 and "does not search inside .git/" in oracle.stdout
+            assert TOKEN not in oracle.stdout
 
 
 def test_finding_git_config_token_bash_output_is_redacted(lab):
@@ -75,6 +80,18 @@ def test_finding_git_config_token_bash_output_is_redacted(lab):
         done = lab.bash(command, "bypassPermissions", cli=command.startswith("cat"))
         assert TOKEN not in done.stdout + done.stderr, command
         assert "oauth2:[REDACTED]@gitlab.example.org" in done.stdout, (command, done.stdout)
+    # A command that transforms what it reads gets past any detector of its output: inside
+    # the sandbox, .git/config is a copy with the token redacted, so there is none to get.
+    for command in ("rev .git/config", "base64 -w0 .git/config", "sed 's/./& /g' .git/config",
+                    "od -c .git/config | tr -d ' \\n'"):  # fmt: skip
+        out = lab.bash(command, "bypassPermissions").stdout
+        assert out.strip() and "Permission denied" not in out, (command, out)
+        flat = out.replace(" ", "").replace("\n", "")
+        for form in (TOKEN, TOKEN[::-1], TOKEN[:12]):
+            assert form not in flat, (command, out)
+        if command.startswith("base64"):
+            assert TOKEN[:12] not in base64.b64decode(out.strip()).decode("utf-8")
+    assert TOKEN in (lab.ws / ".git/config").read_text()  # the host's file is as it was
     lab.assert_nothing_outside()
 
 

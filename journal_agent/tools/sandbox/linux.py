@@ -71,6 +71,8 @@ def bwrap_argv(
             args += ["--tmpfs", str(p), "--remount-ro", str(p)]
         elif os.path.lexists(p) and not p.is_symlink():
             args += ["--ro-bind", "/dev/null", str(p)]
+    for copy, config in view.redacted:  # a git config's secrets, redacted (after its own bind)
+        args += ["--ro-bind", str(copy), str(config)]
     args += BASE_FLAGS
     if not view.network:
         args.append("--unshare-net")

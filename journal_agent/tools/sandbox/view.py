@@ -44,6 +44,7 @@ from journal_agent.tools.protected import PRECREATE
 from journal_agent.tools.sandbox import _gitdirs
 from journal_agent.tools.sandbox._hardlinks import other_links
 from journal_agent.tools.sandbox._hidden_files import SecretScan, home_secrets, name_regex
+from journal_agent.tools.sandbox._redacted_configs import redacted_copies, remove_copies
 from journal_agent.tools.sandbox.config import SandboxSettings
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -79,6 +80,10 @@ class View:
     # The journal and the ledger (protected.OURS_FOR_BASH), bound read-only where they are
     # regular files; not compared after the call (our own writers replace them meanwhile).
     ours: tuple[Path, ...] = ()
+    # (redacted copy, git config it covers) for each git config holding a secret, and the
+    # folder of the copies (._redacted_configs): a command never reads a remote URL's token.
+    redacted: tuple[tuple[Path, Path], ...] = ()
+    redacted_dir: Path | None = None
 
     @property
     def writes(self) -> bool:
@@ -105,6 +110,7 @@ def build_view(
     git_files: list[Path] = []
     masked, truncated = masked_paths(root, settings, read_deny, home)
     scan = workspace_scan(root, settings, read_deny)
+    redacted_dir, redacted = redacted_copies(dot_gits_of(root, scan.repos))
     read_only_ids: list[tuple[int, int]] = []
     ancestors: dict[Path, str] = {}
     ours: list[Path] = []
@@ -145,6 +151,8 @@ def build_view(
         ancestors=ancestors,
         scan=scan,
         ours=tuple(ours),
+        redacted=redacted,
+        redacted_dir=redacted_dir,
     )
 
 
@@ -319,10 +327,12 @@ def _precreate(path: Path) -> Path | None:
 
 
 def remove_precreated(view: View) -> None:
-    """Remove the directories :func:`build_view` made, if the command left them empty."""
+    """Remove the directories :func:`build_view` made, if the command left them empty, and the
+    redacted copies of git configs it made."""
     for path in reversed(view.created):
         with contextlib.suppress(OSError):
             path.rmdir()
+    remove_copies(view.redacted_dir)
 
 
 def _inside_any(path: Path, roots: list[Path]) -> bool:
