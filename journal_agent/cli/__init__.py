@@ -48,7 +48,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     ``argv`` defaults to ``sys.argv[1:]``; tests pass it to run the CLI in-process.
     """
     from journal_agent.cli import _app, _help_render
-    from journal_agent.terminal_text import visible
 
     _app.INVOCATION[:] = sys.argv[1:] if argv is None else list(argv)
     if not _app.INVOCATION or "--help" in _app.INVOCATION:
@@ -60,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _run(argv: Sequence[str] | None) -> None:
+    from journal_agent.terminal_text import visible
+
     try:
         # Standalone: click reports usage errors itself and exits with their codes.
         app(args=None if argv is None else list(argv), prog_name="journal-agent")
@@ -94,6 +95,7 @@ def _say_foreign_changes() -> None:
     if "journal_agent.foreign_changes" not in sys.modules:
         return  # nothing read them: nothing to say (and no import for it)
     from journal_agent.foreign_changes import take_notes
+    from journal_agent.terminal_text import visible
 
     for note in take_notes():
-        print(note, file=sys.stderr)
+        print(visible(note), file=sys.stderr)  # (it may quote the file: written out)
