@@ -23,6 +23,7 @@ def plugin_checks(root: Path, home: Path | None = None) -> list[Check]:
         check_hooks_ran(home),
         check_mcp_started(home),
         check_environment(),
+        check_old_environments(),
         check_mcp_cache(home),
         check_marketplace(home),
     ]
@@ -113,6 +114,24 @@ def check_environment() -> Check:
     if problems:
         return Check("plugin environment", False, "; ".join(problems))
     return Check("plugin environment", True, "; ".join(fine) or "none prepared")
+
+
+def check_old_environments() -> Check:
+    """The earlier design's venvs (``$CLAUDE_PLUGIN_DATA/venv``): a preparation removes them,
+    so one left means the plugin has not prepared its environment since it was updated."""
+    import shlex
+
+    from journal_agent.plugin_env.env import old_envs
+
+    found = old_envs()
+    if not found:
+        return Check("old plugin environments", True, "none left")
+    return Check(
+        "old plugin environments",
+        False,
+        f"{len(found)} environment(s) of the plugin's earlier design, unused now: "
+        f"`{shlex.join(['rm', '-r', *found])}` (the next preparation removes them too)",
+    )
 
 
 def check_mcp_cache(home: Path) -> Check:

@@ -27,6 +27,7 @@ from journal_agent.plugin_env.env import (
     PACKAGE_MIN_PYTHON,
     Env,
     deps_stamp,
+    old_envs,
     package_root,
     read_state,
     write_state,
@@ -113,6 +114,10 @@ def build_light(env: Env, log, *, fresh: bool) -> None:
         torch=torch or str(read_state(env).get("torch") or ""),
     )
     log.write(f"ready ({installer}, {seconds} s)\n")  # the word the first-use line names
+    for old in old_envs():  # the earlier design's, replaced by this one
+        if os.path.realpath(old) != os.path.realpath(env.venv):
+            _remove(old)
+            log.write(f"removed the environment of the plugin's earlier design: {old}\n")
 
 
 def build_torch(env: Env, log) -> None:

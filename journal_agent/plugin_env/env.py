@@ -267,3 +267,24 @@ def wait(env: Env, *, torch: bool, limit: float, tick=None) -> str:
         if tick is not None:
             tick(elapsed)
         time.sleep(0.25)
+
+
+def old_envs() -> list[str]:
+    """Environments the plugin's earlier design made: ``$CLAUDE_PLUGIN_DATA/venv`` in Claude
+    Code's data folder of each journal-agent install (``--plugin-dir``, the marketplace), and
+    ``~/.cache/journal-agent/venv`` for the launcher run by hand: each one a whole venv (5.7 GB
+    with the CUDA build of torch) that nothing uses any more. Only venvs (a ``pyvenv.cfg``)."""
+    import glob
+
+    home = os.path.expanduser("~")
+    claude = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
+    data = sorted(glob.glob(os.path.join(claude, "plugins", "data", "journal-agent*")))
+    if os.environ.get("CLAUDE_PLUGIN_DATA"):
+        data.append(os.environ["CLAUDE_PLUGIN_DATA"])
+    data.append(os.path.join(home, ".cache", "journal-agent"))
+    found = []
+    for folder in data:
+        venv = os.path.join(folder, "venv")
+        if os.path.isfile(os.path.join(venv, "pyvenv.cfg")) and venv not in found:
+            found.append(venv)
+    return found

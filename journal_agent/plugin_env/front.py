@@ -71,6 +71,7 @@ class Front:
         self.pending: dict[str, object] = {}  # forwarded tools/call ids -> the original id
         self.init_params: dict = {}
         self.status_listed = False
+        self.announce_lock = threading.Lock()
 
     # -- the client's side ------------------------------------------------------------------
 
@@ -150,9 +151,17 @@ class Front:
     def announce_when_ready(self) -> None:
         while self.status_listed and not self.ready_for_tools():
             time.sleep(POLL)
-        if self.status_listed:
+        self.announce()
+
+    def announce(self) -> None:
+        """Say list_changed once the environment is ready, if the status tool was listed: from
+        the poller, or at once from a call that waited for the preparation (so the client has
+        the full list before that call's result, not up to POLL seconds later)."""
+        with self.announce_lock:
+            if not self.status_listed or not self.ready_for_tools():
+                return
             self.status_listed = False
-            self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
     # -- a tool call --------------------------------------------------------------------------
 
@@ -167,6 +176,7 @@ class Front:
         if problem:
             self.result(message, problem, error=True)
             return
+        self.announce()
         try:
             self.start_child(restart=torch and self.torch_arrived)
         except OSError as exc:

@@ -10,13 +10,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from journal_agent.testing import ScriptedModel, reply, tool_use
-from tests.e2e.claude_helpers import called, claude_clis, run_claude, tool_results
+from tests.e2e.claude_helpers import called, claude_clis, run_claude, texts, tool_results
 
 CLIS = claude_clis()
 pytestmark = [
@@ -73,10 +74,18 @@ def test_the_front_connects_at_once_and_starts_nothing(cli, tmp_path, plugin_clo
     assert not (home / ".claude" / "mcp-needs-auth-cache.json").exists()
 
 
+OURS = [
+    PREFIX + name
+    for name in ("JournalAppend", "JournalSearch", "JournalCheck", "JournalInbox", "LedgerShow",
+                 "LedgerUpdate", "MemoryEstimate", "MemoryTrace", "MemoryProfile", "DeviceInfo")
+]  # fmt: skip
+
+
 def _first_use_flow(body: dict[str, Any]) -> Any:
     """Ask the status while preparing, search the journal (it waits for the environment),
     run `journal-agent inbox --json` through Bash, then stop. On CLIs that defer MCP tools
-    behind ToolSearch, load ours first."""
+    behind ToolSearch, load ours first, and once ready ask for all of ours and the status
+    tool again (what the CLI offers now)."""
     offered = [t["name"] for t in body.get("tools", [])]
     done = called(body)
     if "Bash" not in offered:
@@ -89,11 +98,24 @@ def _first_use_flow(body: dict[str, Any]) -> Any:
         return reply(tool_use(SEARCH, {"query": "ZeRO stage 2"}))
     if "Bash" not in done:
         return reply(tool_use("Bash", {"command": "journal-agent inbox --json"}))
+    if "ToolSearch" in offered and done.count("ToolSearch") == 1:
+        return reply(tool_use("ToolSearch", {"query": "select:" + ",".join([*OURS, STATUS])}))
+    if "ToolSearch" in offered and done.count(STATUS) == 1:
+        return reply(tool_use(STATUS, {}))
     return reply("Done.")
 
 
-def _session(binary, home, project, env, flow, *, plugin: Path) -> tuple[dict, list]:
-    model = ScriptedModel([flow] * 60)
+def _session(binary, home, project, env, flow, *, plugin: Path) -> tuple[dict, list, float]:
+    """Run one `claude -p` session; its result, its requests, and the seconds from its start to
+    the first request of the main conversation."""
+    began, first = time.monotonic(), []
+
+    def timed(body: dict[str, Any]) -> Any:
+        if not first and "Bash" in [t["name"] for t in body.get("tools", [])]:
+            first.append(time.monotonic() - began)
+        return flow(body)
+
+    model = ScriptedModel([timed] * 60)
     with model.serve() as url:
         done = run_claude(
             [
@@ -108,7 +130,7 @@ def _session(binary, home, project, env, flow, *, plugin: Path) -> tuple[dict, l
             timeout=900,
         )
     assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout), list(model.requests)
+    return json.loads(done.stdout), list(model.requests), first[0]
 
 
 def _mentions(request, name: str) -> bool:
@@ -117,36 +139,84 @@ def _mentions(request, name: str) -> bool:
 
 
 def test_first_use_tools_listed_while_preparing_and_working_once_ready(cli, tmp_path, plugin_clone):
-    version, binary = cli
+    _, binary = cli
     home, project, env = _user_machine(tmp_path)
-    result, requests = _session(binary, home, project, env, _first_use_flow, plugin=plugin_clone)
+    # What the plugin's earlier design left: a venv in Claude Code's data folder of the plugin.
+    old = home / ".claude" / "plugins" / "data" / "journal-agent-inline" / "venv"
+    subprocess.run(
+        [env["PATH"].split(os.pathsep)[0] + "/python3", "-m", "venv", "--without-pip", old],
+        check=True,
+    )
+    result, requests, first = _session(
+        binary, home, project, env, _first_use_flow, plugin=plugin_clone
+    )
     main = [r for r in requests if "Bash" in [t["name"] for t in r.body.get("tools", [])]]
     assert result["result"] == "Done.", result
 
-    # The first request already offers our tools, and the status tool while preparing.
-    assert _mentions(main[0], SEARCH) and _mentions(main[0], STATUS)
+    # The first request, within 60 s of the start, already offers our tools, and the status
+    # tool while preparing (2.1.332: named among the deferred tools, for ToolSearch).
+    assert first < 60, first
+    assert all(_mentions(main[0], name) for name in [*OURS, STATUS])
+    first_status = next(r for r in main if STATUS in tool_results(r))
+    status = tool_results(first_status)[STATUS]
+    assert "preparing its environment" in status or "ready" in status
     results = tool_results(main[-1])
-    assert "preparing its environment" in results[STATUS] or "ready" in results[STATUS]
     # The search waited for the environment and ran in this same session.
     assert results[SEARCH].startswith("No entries") or "learning_journal.md" in results[SEARCH]
     # The model's Bash found journal-agent (the plugin's bin/ on its PATH).
     assert results["Bash"].strip() == "[]"
-    # Once ready, the front said list_changed, and Claude Code asked again: no status tool.
-    # (The latest CLI keeps offering a deferred tool the model has loaded with ToolSearch,
-    # whatever the server lists since: there the status tool answers "ready".)
-    if version == "2.1.197":
-        assert STATUS not in [t["name"] for t in main[-1].body["tools"]]
+    # Once ready, the front said list_changed and Claude Code listed the tools again: the full
+    # tools and no status tool.
+    if "ToolSearch" in [t["name"] for t in main[-1].body["tools"]]:
+        # 2.1.332 tells the model the status tool is gone, ToolSearch finds all of ours but
+        # not it, and it refuses a call of it (its schema stays in `tools` only because the
+        # conversation holds a reference to it, which the API needs defined).
+        gone = "The following deferred tools are no longer available"
+        notice = next(t for t in texts(main[-1]) if gone in t)
+        assert STATUS in notice and not any(name in notice for name in OURS)
+        loaded = _tool_references(main[-1])
+        assert sorted(loaded[-1]) == sorted(OURS)
+        assert "No such tool available" in tool_results(main[-1])[STATUS]
+    else:
+        # 2.1.197 sends every tool with each request: ours, and no status tool any more.
+        offered = [t["name"] for t in main[-1].body["tools"] if t["name"].startswith(PREFIX)]
+        assert sorted(offered) == sorted(OURS)
+        # What all of ours cost in every request, as this CLI sends them (cl100k).
+        ours = [t for t in main[-1].body["tools"] if t["name"].startswith(PREFIX)]
+        assert _tokens(ours) < 2500
+        assert _tokens([t for t in main[0].body["tools"] if t["name"].startswith(PREFIX)]) < 2500
 
     [envdir] = _envs(home)
     state = json.loads((envdir / "state.json").read_text())
     assert state["phase"] == "ready" and state["installer"] == "pip"
     size = _du(envdir)
     assert size < 1.5e9, size
+    assert not old.exists()  # removed once the new one was ready
 
     # A second --plugin-dir session reuses it: nothing prepared again.
     log = (envdir / "prepare.log").read_text()
     _session(binary, home, project, env, _first_use_flow, plugin=plugin_clone)
     assert _envs(home) == [envdir] and (envdir / "prepare.log").read_text() == log
+
+
+def _tokens(tools: list[dict[str, Any]]) -> int:
+    from journal_agent.tokenizer import encoding
+
+    return len(encoding().encode(json.dumps(tools, ensure_ascii=False)))
+
+
+def _tool_references(request) -> list[list[str]]:
+    """The tools each ToolSearch result of the conversation loaded, in order."""
+    found = []
+    for message in request.body["messages"]:
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                names = [
+                    c["tool_name"] for c in block["content"] if c.get("type") == "tool_reference"
+                ]
+                if names:
+                    found.append(names)
+    return found
 
 
 def _du(folder: Path) -> int:

@@ -54,3 +54,27 @@ def test_a_cached_mcp_failure_and_a_moved_marketplace_are_named(tmp_path):
     assert not check.ok and "claude plugin marketplace add" in check.detail
     (tmp_path / "gone").mkdir()
     assert check_marketplace(tmp_path).ok
+
+
+def test_the_old_designs_environments_are_named_with_the_command_that_removes_them(
+    tmp_path, monkeypatch
+):
+    from journal_agent.doctor_plugin import check_old_environments
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("CLAUDE_PLUGIN_DATA", raising=False)
+    assert check_old_environments().ok
+    data = tmp_path / ".claude" / "plugins" / "data"
+    for folder in (data / "journal-agent-inline", data / "journal-agent-journal agent"):
+        (folder / "venv").mkdir(parents=True)
+        (folder / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (data / "other-plugin" / "venv").mkdir(parents=True)  # another plugin's: not ours
+    (data / "other-plugin" / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (tmp_path / ".cache" / "journal-agent" / "venv").mkdir(parents=True)  # not a venv
+    check = check_old_environments()
+    assert not check.ok and check.detail.startswith("2 environment(s) of the plugin's earlier")
+    assert (
+        f"`rm -r {data}/journal-agent-inline/venv '{data}/journal-agent-journal agent/venv'`"
+        in (check.detail)
+    )
