@@ -70,7 +70,7 @@ def _prepare(env: Env, log, *, torch: bool, rebuild: bool) -> None:
 
     with open(os.path.join(env.home, "root.txt"), "w", encoding="utf-8") as f:
         f.write(env.root + "\n")  # whose environment this is (doctor lists them)
-    word, _ = condition(env)
+    word, _ = condition(env, preparer=True)  # (it holds the lock: "preparing" otherwise)
     if rebuild or word != "ready":
         build_light(env, log, fresh=rebuild or word in ("broken", "failed", "absent"))
     if torch:
@@ -132,8 +132,8 @@ def build_torch(env: Env, log) -> None:
     else:
         index, why = torch_index()
         log.write(f"--- {_now()} installing torch from {index} ({why})\n")
-        _install_torch(env, log, index)
-        how = f"installed from {index}"
+        installer = _install_torch(env, log, index)
+        how = f"installed from {index} by {installer}"
     _check(env, log, "import torch", "torch does not import after installing it")
     seconds = round(time.monotonic() - began, 1)
     write_state(env, step="", torch=how, torch_error="", torch_seconds=seconds)
@@ -175,9 +175,9 @@ def driver_cuda() -> tuple[int, int] | None:
     return int(major), int(minor)
 
 
-def _install_torch(env: Env, log, index: str) -> None:
+def _install_torch(env: Env, log, index: str) -> str:
     """torch alone from ``index`` (so no dependency of it comes from there by accident), then
-    its dependencies from the usual indexes."""
+    its dependencies from the usual indexes; the installer that ran (the environment's)."""
     spec = os.environ.get("JOURNAL_AGENT_TORCH") or TORCH
     source = ["--no-index", "--find-links", index] if os.path.isdir(index) else []
     source = source or ["--index-url", index]
@@ -188,6 +188,7 @@ def _install_torch(env: Env, log, index: str) -> None:
         install = [env.python, "-m", "pip", "install", "--quiet"]
     _step([*install, "--no-deps", *source, spec], log)
     _step([*install, spec], log)
+    return "uv" if uv else "pip"
 
 
 def _lend_torch(env: Env, log) -> str | None:

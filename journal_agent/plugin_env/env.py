@@ -130,12 +130,13 @@ def preparing(env: Env) -> bool:
     return False
 
 
-def condition(env: Env) -> tuple[str, str]:
+def condition(env: Env, *, preparer: bool = False) -> tuple[str, str]:
     """``(word, why)``: ``ready``, ``preparing``, ``failed``, ``broken`` (prepared, but its
     interpreter is gone or dangling: a system upgrade removed the Python it was made from),
-    ``stale`` (built from another pyproject.toml) or ``absent``."""
+    ``stale`` (built from another pyproject.toml) or ``absent``. ``preparer``: asked by the
+    process that holds the lock, which sees what was there before it."""
     state = read_state(env)
-    if preparing(env):
+    if not preparer and preparing(env):
         return "preparing", str(state.get("step") or "")
     phase = state.get("phase")
     if phase == "failed":
