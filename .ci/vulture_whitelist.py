@@ -123,3 +123,4 @@ _.down
 # pickle.Unpickler calls them by name (profiling/recipes/files.py: training_args.bin read inert).
 _.find_class  # profiling/recipes/files.py
 _.persistent_load  # profiling/recipes/files.py
+set_to_none  # torch.optim.Optimizer.zero_grad's parameter (profiling/trace/in_backward.py)

@@ -140,6 +140,12 @@ class TrainingConfig(BaseModel):
         description="zero_grad(set_to_none=False): gradients stay allocated between steps "
         "(PyTorch's default frees them).",
     )
+    optimizer_in_bwd: bool = Field(
+        False,
+        description="Step each parameter as soon as its gradient is ready, then free the "
+        "gradient (torchtune's optimizer_in_bwd): no step after backward, no full set of "
+        "gradients.",
+    )
     offload_optimizer: bool = Field(
         False, description="Optimizer state and master weights in CPU memory (ZeRO-Offload)."
     )
@@ -273,6 +279,13 @@ class TrainingConfig(BaseModel):
                 f"--fp32-grads is DeepSpeed's extra gradient copy under --precision mixed; "
                 f"with {self.precision} the gradients already have one dtype",
                 "fp32_grads",
+            )
+        if self.optimizer_in_bwd and (self.grads_kept or self.precision == "mixed"):
+            raise ConfigError(
+                "--optimizer-in-bwd frees each gradient once stepped: it takes no "
+                "--grads-kept, and steps the parameters themselves (no --precision mixed "
+                "master copy: use bf16, fp32 or amp-*)",
+                "optimizer_in_bwd",
             )
         if self.sequence_parallel and self.tp == 1:
             raise ConfigError("--sequence-parallel needs --tp > 1", "sequence_parallel")

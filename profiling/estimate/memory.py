@@ -23,6 +23,12 @@ from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
 from profiling.estimate import hf_ops, mla, variants
 from profiling.estimate import lora as lora_acts
+from profiling.estimate.deepspeed import (
+    deepspeed_note,
+    deepspeed_zero2_gpu_bytes,
+    deepspeed_zero3_gpu_bytes,
+)
+from profiling.estimate.fsdp import FSDP_PARTS, fsdp_moments
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
     HEADROOM,
     describe_setup,
@@ -40,6 +46,8 @@ from profiling.estimate.states import (
     Line,
     Sharding,
     full_training,
+    in_backward,
+    in_backward_step,
     lora,
     offload,
     step_temporaries,
@@ -91,35 +99,6 @@ class Estimate(BaseModel):
 
     def category_bytes(self, category: str) -> int:
         return sum(c.bytes for c in self.components if c.category == category)
-
-
-# --------------------------------------------------------------------- DeepSpeed's formulas
-
-
-def deepspeed_zero2_gpu_bytes(total_params: int, gpus: int, cpu_offload: bool = False) -> int:
-    """DeepSpeed 0.19.8 ``estimate_zero2_model_states_mem_needs`` GPU bytes.
-
-    Its multipliers: 2 = fp16 params (replicated); 18 = 2 fp16 grads + 4 fp32 grads + 4 fp32
-    params + 8 optimizer states, partitioned over all GPUs. With CPU offload only the fp16
-    params stay on the GPU.
-    """
-    if cpu_offload:
-        return 2 * total_params
-    return 2 * total_params + int(18 * total_params / gpus)
-
-
-def deepspeed_zero3_gpu_bytes(
-    total_params: int,
-    largest_layer_params: int,
-    gpus: int,
-    cpu_offload: bool = False,
-    cpu_offload_params: bool = False,
-) -> int:
-    """DeepSpeed 0.19.8 ``estimate_zero3_model_states_mem_needs`` GPU bytes."""
-    largest = 4 * largest_layer_params
-    if cpu_offload:
-        return largest if cpu_offload_params else largest + int(2 * total_params / gpus)
-    return largest + int(18 * total_params / gpus)
 
 
 # --------------------------------------------------------------------- activations
@@ -338,15 +317,25 @@ def _moments(
             )
         )
     temps = total("temporaries")
+    sharded = weights - sum(ln.bytes for ln in est_lines if ln.group == "overhead")  # ZeRO-3
+    logp = d.s * d.b * d.V * 4 / inp.tp if d is not None and d.V else 0.0  # the loss's log-probs
+    then = 0.0  # in backward: the activations still alive when the largest one is stepped
+    if inp.optimizer_in_bwd:  # the largest gradient, stepped (its scratch) and freed
+        grads, temps, then = in_backward_step(inp, shape, temps, act - logp)
     moments.append(
         Moment(
-            name="optimizer step",
-            bytes=round(weights + grads + states + temps),
-            calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer {f(states)}"
-            + f" + step temporaries {f(temps)}",
+            name="backward, the largest parameter stepped" if inp.optimizer_in_bwd
+            else "optimizer step",
+            bytes=round(sharded + grads + states + temps + then),
+            calculation=f"weights {f(sharded)}" + (" (shards)" if sharded != weights else "")
+            + f" + gradients {f(grads)} + optimizer {f(states)} + step temporaries {f(temps)}"
+            + (f" + activations still alive {f(then)}" if then else ""),
         )
-    )
-    order = ["end of forward", "loss forward", "loss backward"]  # then the rest, in step order
+    )  # fmt: skip
+    parts = dict(zip(FSDP_PARTS, (sharded, grads, states, kept, act, logp), strict=True))
+    added = fsdp_moments(inp, shape, parts)
+    moments += [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]
+    order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
 
 
@@ -380,6 +369,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         full_training(ledger, inp, shape, sh)
     zero3_gathered(ledger, inp, shape, inp.tp)
     offload(ledger, inp)
+    in_backward(ledger, inp)
     recompute = _activations(ledger, inp, shape)
     step_temporaries(ledger, inp, shape, sh, trainable)
     moments = _moments(ledger.lines, inp, shape, recompute)
@@ -405,7 +395,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     timing = time_estimate(inp, shape)
     if timing is not None:
         ledger.steps += timing.steps + (timing.time.steps if timing.time else [])
-    ds = _deepspeed(inp, shape, ledger)
+    ds = deepspeed_note(inp, shape, ledger)
     components = [
         Component(
             name=ln.name,
@@ -447,39 +437,6 @@ def _unsharded_peak(inp: EstimateInput, peak: int) -> int:
         return peak
     alone = inp.model_copy(update={"gpus": 1, "zero": 0, "fsdp": False})
     return estimate(alone).per_gpu_bytes
-
-
-def _deepspeed(inp: EstimateInput, shape: dict[str, Any], ledger: Ledger) -> dict[str, Any] | None:
-    """DeepSpeed's own model-state estimators beside ours, with why they differ."""
-    if inp.precision != "mixed" or inp.optimizer not in ("adam", "adamw") or inp.lora_rank:
-        return None
-    psi, n, z = int(shape["params"]), inp.gpus, inp.zero
-    big = int(shape.get("largest_module_params") or 0)
-    ds: dict[str, Any] = {
-        "zero2_gpu_bytes": deepspeed_zero2_gpu_bytes(psi, n),
-        "zero2_formula": f"2Ψ + 18Ψ/N = 2·{fmt_count(psi)} + 18·{fmt_count(psi)}/{n}",
-    }
-    if big:
-        ds["zero3_gpu_bytes"] = deepspeed_zero3_gpu_bytes(psi, big, n)
-        ds["zero3_formula"] = (
-            f"4·largest module + 18Ψ/N = 4·{fmt_count(big)} + 18·{fmt_count(psi)}/{n}"
-        )
-    if z in (2, 3) and f"zero{z}_gpu_bytes" in ds and inp.tp == 1:
-        ours = sum(ln.bytes for ln in ledger.lines if ln.group in ("model states", "overhead"))
-        why = (
-            "DeepSpeed also keeps an fp32 gradient copy (18 B/param where the ZeRO paper "
-            "counts 16); --fp32-grads reproduces its number"
-            if z == 2
-            else "DeepSpeed counts 18Ψ/N (fp16 and fp32 gradients, fp32 weights, two "
-            "states) plus 4 B per parameter of the largest single module; we count "
-            "16Ψ/N plus the largest block gathered twice (current + prefetch)"
-        )
-        ledger.note(
-            f"DeepSpeed's ZeRO-{z} estimator gives "
-            f"{fmt_bytes(ds[f'zero{z}_gpu_bytes'], 'GiB')} per GPU for model states "
-            f"({ds[f'zero{z}_formula']}); ours is {fmt_bytes(ours, 'GiB')}: {why}"
-        )
-    return ds
 
 
 __all__ = [

@@ -63,6 +63,11 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         # expert weights: (numel, how many in a block) — each expert's gate, up and down.
         "block_linear_numels": _block_linears(w),
     }
+    # FSDP's units: the repeated blocks and the root (embeddings, final norm, an untied head).
+    dense = min(w.dense_layers, w.layers)
+    blocks = (w.layers - dense) * w.layer_params() + dense * w.dense_layer_params()
+    shape["root_params"] = w.param_count() - blocks
+    shape["block_params"] = max(w.layer_params(), w.dense_layer_params() if dense else 0)
     if w.moe:
         shape["expert_linear_numels"] = [h * w.mlp_ffn, 3 * w.experts]
     if w.arch == "llama":

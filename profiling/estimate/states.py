@@ -151,11 +151,17 @@ def full_training(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh
     psi = int(shape["params"])
     w = weight_bytes(cfg.precision)
     wname = {"mixed": "fp16/bf16", "bf16": "bf16"}.get(cfg.precision, "fp32")
+    # FSDP2's MixedPrecisionPolicy: the fp32 shards are the master weights and the gradients
+    # are reduced into fp32 shards; the 16-bit copies exist only gathered.
+    fsdp_mixed = cfg.precision == "mixed" and cfg.fsdp and cfg.gpus > 1
+    if fsdp_mixed:
+        w, wname = 4, "fp32 shards: the master weights"
     _state(ledger, sh, 3, f"Weights ({wname})", psi, w, f"{w} B", "parameters")
-    _state(ledger, sh, 2, f"Gradients ({wname})", psi, w, f"{w} B", "gradients")
-    if cfg.fp32_grads:
+    gname = "fp32, reduced by FSDP2" if fsdp_mixed else wname
+    _state(ledger, sh, 2, f"Gradients ({gname})", psi, w, f"{w} B", "gradients")
+    if cfg.fp32_grads and not fsdp_mixed:
         _state(ledger, sh, 2, "Gradients (fp32 copy)", psi, 4, "4 B", "gradients")
-    if cfg.precision == "mixed":
+    if cfg.precision == "mixed" and not fsdp_mixed:
         _state(ledger, sh, 1, "Optimizer: fp32 master weights", psi, 4, "4 B", "optimizer")
     for name, per, label in optimizer_states(cfg.optimizer, cfg.precision, shape.get("hidden")):
         _state(ledger, sh, 1, f"Optimizer: {name}", psi, per, label, "optimizer")
@@ -307,22 +313,54 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
                "parameters", "embeddings")  # fmt: skip
 
 
-def zero3_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: int) -> None:
-    """ZeRO-3 / FSDP gathers each block's full parameters while it runs (and prefetches one)."""
+def gathered_bytes(cfg: TrainingConfig) -> int:
+    """Bytes per gathered parameter (and per unsharded gradient): 16-bit under mixed (FSDP2's
+    bf16 gathers) and bf16, else fp32."""
+    return 2 if cfg.precision in ("mixed", "bf16") else 4
+
+
+def fsdp_root(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int] | None:
+    """ZeRO-3 over many GPUs with the model's shape known: (the root's parameters — embeddings,
+    final norm, an untied LM head: the unit outside the blocks —, one block's); else None."""
     if cfg.zero != 3 or cfg.gpus == 1 or cfg.lora_rank is not None:
+        return None
+    root, block = shape.get("root_params"), shape.get("block_params")
+    return (int(root), int(block)) if root and block else None
+
+
+def zero3_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: int) -> None:
+    """ZeRO-3 / FSDP gathers each block's full parameters while it runs. FSDP2 (which the trace
+    runs) gathers the root — embeddings, final norm, LM head — around the loss as well: at the
+    loss the root and one block are gathered (the other moments: ``fsdp_moments``)."""
+    if cfg.zero != 3 or cfg.gpus == 1 or cfg.lora_rank is not None:
+        return
+    wb = gathered_bytes(cfg)
+    root = fsdp_root(cfg, shape)
+    tp = " / t" if t > 1 else ""
+    if root is not None:
+        ledger.add(
+            Line(
+                name="ZeRO-3 gathered parameters (the root and one block, at the loss)",
+                bytes=(root[0] + root[1]) * wb / t,
+                unsharded=0,
+                formula=f"(root + block) · {wb} B{tp}",
+                substituted=f"({fmt_count(root[0])} + {fmt_count(root[1])}) · {wb}"
+                + (f" / {t}" if t > 1 else ""),
+                group="overhead",
+                category="parameters",
+            )
+        )
         return
     big = shape.get("largest_layer_params")
     if not big:
         ledger.note("ZeRO-3 gathered parameters not counted: give the model's shape")
         return
-    wb = 2 if cfg.precision != "fp32" else 4
     ledger.add(
         Line(
             name="ZeRO-3 gathered parameters",
             bytes=2 * big * wb / t,
             unsharded=0,
-            formula=f"2 · largest block · {wb} B (current + prefetched)"
-            + (" / t" if t > 1 else ""),
+            formula=f"2 · largest block · {wb} B (current + prefetched){tp}",
             substituted=f"2 · {fmt_count(big)} · {wb}" + (f" / {t}" if t > 1 else ""),
             group="overhead",
             category="parameters",
@@ -346,6 +384,39 @@ def offload(ledger: Ledger, cfg: TrainingConfig) -> None:
     )
 
 
+def in_backward(ledger: Ledger, cfg: TrainingConfig) -> None:
+    """Optimizer in backward: each gradient is stepped and freed as soon as it is ready, so
+    none is left after backward (the step's moment holds the largest one: ``memory``)."""
+    if not cfg.optimizer_in_bwd:
+        return
+    for ln in ledger.lines:
+        if ln.category == "gradients":
+            ln.name += " (each stepped and freed in backward)"
+            ln.bytes = ln.unsharded = 0
+            ln.substituted += " → freed"
+    ledger.note(
+        "optimizer in backward: each parameter is stepped by a hook as its gradient is ready "
+        "and the gradient freed (torchtune's optimizer_in_bwd): no full set of gradients"
+    )
+
+
+def in_backward_step(
+    cfg: TrainingConfig, shape: dict[str, Any], temps: float, act: float
+) -> tuple[float, float, float]:
+    """The moment a parameter is stepped in backward: (its gradient, the step's scratch, the
+    activations still alive). An untied LM head is stepped first, beside nearly every
+    activation; a tied one last, when they are gone, and a block's widest matrix mid-way."""
+    g = weight_bytes(cfg.precision) / cfg.tp
+    largest = int(shape.get("largest_tensor") or 0)
+    if not shape.get("tied"):  # autocast's 16-bit copy of the head's weight is gone by then
+        copy = 2 * int(shape.get("head_params") or 0) / cfg.tp if cfg.autocast else 0
+        return largest * g, temps, act - copy
+    block = int(shape.get("hidden") or 0) * int(shape.get("ffn") or 0)
+    scale = block / largest if largest else 0.0
+    end, mid = largest * g + temps, (block * g + temps * scale) + act
+    return (largest * g, temps, 0.0) if end >= mid else (block * g, temps * scale, act)
+
+
 def step_temporaries(
     ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding, trainable: int
 ) -> None:
@@ -357,6 +428,7 @@ def step_temporaries(
         ledger.note(f"optimizer step temporaries of {cfg.optimizer} not modelled (0 counted)")
         return
     foreach = cfg.foreach if cfg.foreach is not None else not (cfg.fsdp or cfg.sharded)
+    foreach = foreach and not cfg.optimizer_in_bwd  # one parameter at a time
     m = 2 if cfg.precision == "bf16" else 4  # the dtype the optimizer steps in
     largest = int(shape.get("largest_tensor") or 0)
     div, sym, num = sh.of(1)
@@ -404,7 +476,11 @@ __all__ = [
     "Ledger",
     "Line",
     "Sharding",
+    "fsdp_root",
     "full_training",
+    "gathered_bytes",
+    "in_backward",
+    "in_backward_step",
     "largest_adapter",
     "lora",
     "lora_adapters",

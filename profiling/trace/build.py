@@ -53,6 +53,8 @@ def untraceable(config: TrainingConfig) -> list[str]:
         problems.append("no tensor parallelism (--tp 1)")
     if config.offload_optimizer:
         problems.append("optimizer state on the GPU (no --offload-optimizer)")
+    if config.optimizer_in_bwd and (config.fsdp or config.sharded):
+        problems.append("one GPU for --optimizer-in-bwd (no ZeRO/FSDP)")
     if config.checkpointing == "selective":
         problems.append("--checkpointing none or full (selective is estimated only)")
     if (config.attention == "eager" or config.dropout) and config.is_factory:
@@ -263,10 +265,21 @@ def _build(
             "foreach optimizer under FSDP: DTensor foreach temporaries are counted several "
             "times over by the tracker; prefer the default (for-loop) for FSDP peaks"
         )
-    if config.precision == "mixed" and mesh is None and config.lora_rank is None:
+    if config.optimizer_in_bwd:
+        from profiling.trace.in_backward import InBackwardOptimizer
+
+        optimizer: torch.optim.Optimizer = InBackwardOptimizer(
+            trainable, lambda one: make_optimizer(config.optimizer, one, foreach=False)
+        )
+        optimizer.install(model)
+        notes.append(
+            "optimizer in backward: one optimizer per parameter, stepped by a hook as its "
+            "gradient is ready, the gradient then freed (torchtune's optimizer_in_bwd)"
+        )
+    elif config.precision == "mixed" and mesh is None and config.lora_rank is None:
         from profiling.trace.master_weights import MasterWeightOptimizer
 
-        optimizer: torch.optim.Optimizer = MasterWeightOptimizer(
+        optimizer = MasterWeightOptimizer(
             trainable,
             lambda masters: make_optimizer(config.optimizer, masters, foreach),
             fp32_grads=config.fp32_grads,
@@ -282,7 +295,8 @@ def _build(
         )
     else:
         optimizer = make_optimizer(config.optimizer, trainable, foreach)
-    notes.append(f"optimizer {config.optimizer} ({'foreach' if foreach else 'for-loop'})")
+    loop = foreach and not config.optimizer_in_bwd
+    notes.append(f"optimizer {config.optimizer} ({'foreach' if loop else 'for-loop'})")
     if config.precision == "amp-fp16":
         notes.append("amp-fp16: GradScaler's few bytes (a scale and an inf flag) are not traced")
     return model, inputs, info, optimizer

@@ -1,0 +1,103 @@
+"""The moments ZeRO-3 adds under FSDP2 (what the trace runs): the root's gathers and its
+unsharded gradients. No torch here.
+
+FSDP2 shards every block and the root (the embeddings, the final norm and an untied LM head:
+everything outside the blocks). Read from the trace's per-phase peaks (tests/profiling/trace/
+test_fsdp_estimate.py), in the bytes of a gathered parameter g (16-bit under mixed and bf16):
+
+- forward starts with the root gathered twice (the all-gather's output and the unsharded
+  parameters it is copied into) and two blocks (current and prefetched): (2·root + 2·block)·g;
+- at the loss the root and one block are gathered (the estimate's gathered line);
+- backward holds the LM head's unsharded gradient (V·h·g) until the root's gradients are reduced
+  last, with the root and two blocks gathered, while the blocks' activations are freed one by
+  one (counted: all but the loss's log-probabilities, the first block's backward);
+- backward ends with the root gathered and its unsharded gradients: the head's, the embedding's
+  dense gradient and, tied, their sum (3·V·h·g; untied 2·V·h·g) beside every sharded gradient;
+- the optimizer step holds the shards only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.config import TrainingConfig
+from profiling.estimate.states import fsdp_root, gathered_bytes
+from profiling.units import fmt_bytes
+
+Moment = tuple[str, float, str]
+# The step's totals the moments are made of, in this order.
+FSDP_PARTS: tuple[str, ...] = (
+    "sharded weights",
+    "gradients",
+    "optimizer",
+    "kept",
+    "activations",
+    "log-probs",
+)
+
+
+def fsdp_moments(
+    cfg: TrainingConfig,
+    shape: dict[str, Any],
+    parts: dict[str, float],
+) -> list[Moment]:
+    """The extra moments of ZeRO-3 under FSDP2, from the step's totals in ``parts``: sharded
+    weights, gradients, optimizer, kept gradients, activations and the loss's log-probs."""
+    root_block = fsdp_root(cfg, shape)
+    if root_block is None:
+        return []
+    root, block = root_block
+    g, t = gathered_bytes(cfg), cfg.tp
+    f = fmt_bytes
+    w, grads, states = parts["sharded weights"], parts["gradients"], parts["optimizer"]
+    kept, act, logp = parts["kept"], parts["activations"], parts["log-probs"]
+    out: list[Moment] = []
+    start = (2 * root + 2 * block) * g / t
+    out.append((
+        "forward start (the root gathered)",
+        w + states + kept + start,
+        f"sharded weights {f(w)} + optimizer {f(states)}"
+        + (f" + gradients kept {f(kept)}" if kept else "")
+        + f" + (2·root + 2·block)·{g} B {f(start)}",
+    ))  # fmt: skip
+    V, h = shape.get("vocab"), shape.get("hidden")
+    if not (V and h):
+        return out
+    head = V * h * g / t
+    mid = (root + 2 * block) * g / t
+    out.append((
+        "backward, first block (the LM head's unsharded gradient)",
+        w + states + mid + head + act - logp,
+        f"sharded weights {f(w)} + optimizer {f(states)} + (root + 2·block)·{g} B {f(mid)} + "
+        f"head gradient V·h·{g} B {f(head)} + activations less the log-probabilities "
+        f"{f(act - logp)}",
+    ))  # fmt: skip
+    L, psi = int(shape["layers"]), int(shape["params"])
+    done = grads * (1 - root / psi) * (L - 1) / L  # the other blocks' sharded gradients
+    current = block * g / t  # the last block's unsharded gradients
+    layer = (act - logp) / L
+    out.append((
+        "backward, last block",
+        w + states + mid + head + done + current + layer,
+        f"sharded weights {f(w)} + optimizer {f(states)} + (root + 2·block)·{g} B {f(mid)} + "
+        f"head gradient {f(head)} + the other blocks' sharded gradients {f(done)} + this "
+        f"block's unsharded gradients block·{g} B {f(current)} + one layer's activations "
+        f"{f(layer)}",
+    ))  # fmt: skip
+    if shape.get("tied"):  # the root stays gathered; head, embedding and their sum
+        end = root * g / t + 3 * head
+        what = f"root·{g} B + 3·V·h·{g} B (head, embedding, their sum)"
+    else:  # the root resharded; both gradients, and their fp32 copies for the reduction
+        r = 4 if cfg.precision == "mixed" else 0
+        end = 2 * V * h * (g + r) / t
+        what = f"2·V·h·({g} + {r}) B (head, embedding" + (", fp32 copies)" if r else ")")
+    out.append((
+        "end of backward (the root's gradients)",
+        w + grads + states + end,
+        f"sharded weights {f(w)} + gradients {f(grads)} + optimizer {f(states)} + {what} "
+        f"{f(end)}",
+    ))  # fmt: skip
+    return out
+
+
+__all__ = ["FSDP_PARTS", "fsdp_moments"]
