@@ -61,10 +61,14 @@ def project_key(root: str | os.PathLike[str]) -> str:
 
 def read_file(path: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> bytes | None:
     """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes, else None
-    (missing, a FIFO, a directory, too big, unreadable). Read once: the caller hashes and
-    parses the same bytes, so a file swapped in between is never taken for the approved one."""
+    (missing, a FIFO, a directory, too big, unreadable; under ``.journal/``, ours, a symlink
+    too). Read once: the caller hashes and parses the same bytes, so a file swapped in between
+    is never taken for the approved one."""
+    ours = os.path.basename(os.path.dirname(os.fspath(path))) == ".journal"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(
+            path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if ours else 0)
+        )
     except OSError:
         return None
     try:

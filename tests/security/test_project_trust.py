@@ -217,3 +217,22 @@ def test_settings_local_counts_only_when_written_here(tmp_path):
     git(outer, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), ".claude")
     assert (outer / ".claude/settings.local.json").is_file()
     assert load_settings(outer, tmp_path).ignored == [".claude/settings.local.json"]
+
+
+def test_a_committed_symlink_for_our_settings_is_never_taken(lab, tmp_path, cli):
+    # Git keeps a committed symlink as one: .journal/settings.json leading to a file the clone
+    # also holds. Ours is read without following a link, approved or not.
+    origin = tmp_path / "linked"
+    (origin / ".journal").mkdir(parents=True)
+    (origin / "s.json").write_text(json.dumps(HOSTILE[".journal/settings.json"]))
+    (origin / ".journal/settings.json").symlink_to("../s.json")
+    git(origin, "init", "-q")
+    git(origin, "add", "-A", "-f")
+    git(origin, "commit", "-qm", "linked")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    assert (clone / ".journal/settings.json").is_symlink()
+    out, code = approve_on_terminal(cli, clone, "trust", home=lab.home)
+    assert code == 0 and "is not a regular file of at most 1 MiB; it is not taken" in out, out
+    assert capture_settings(clone)["recall_inject"] is False
+    assert load_settings(clone, lab.home).ignored == [".journal/settings.json"]
