@@ -72,7 +72,8 @@ def test_a_real_measurement_on_the_same_line_brings_no_forgery_along(lab, forged
 
 
 def test_a_measurement_alone_on_its_line_keeps_its_record(lab, forged):
-    res = lab.bash("journal-agent trace --model tiny-gpt2 --batch 1 --seq 16", "bypassPermissions")
+    line = "journal-agent trace --model tiny-gpt2 --batch 1 --seq 16"
+    res = lab.bash(line, "bypassPermissions", timeout=300)  # a trace takes tens of seconds
     assert "record: trace-" in res.stdout, res.stdout
     record_id = res.stdout.split("record: ")[1].split()[0]
     assert (lab.ws / ".journal/measurements" / f"{record_id}.json").is_file()
