@@ -14,7 +14,12 @@ every hook, the whole Stop ≤ 150 ms p95, SessionStart's line ≤ 300 tokens (t
 Also measured: the detached refresh (stale references over all 20,000) that SessionEnd starts
 and nobody waits for.
 
+Also the headless session overhead (benchmarks/session_overhead.py): ``claude -p hi`` with
+and without the plugin, in each Claude Code CLI at hand, median of ``--sessions`` (8) runs
+each, side by side; target at most +0.3 s.
+
     python benchmarks/bench_hooks.py [--runs 40] [--entries 10000] [--transcript-mb 100]
+                                     [--sessions 8] [--sessions-only]
 """
 
 from __future__ import annotations
@@ -213,7 +218,20 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--reviews", type=int, default=500)
     parser.add_argument("--transcript-mb", type=int, default=100)
+    parser.add_argument(
+        "--sessions", type=int, default=8,
+        help="runs of `claude -p hi` with and without the plugin, per CLI (0: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sessions-only", action="store_true", help="only the headless session overhead"
+    )
     args = parser.parse_args()
+    from session_overhead import measure
+
+    if args.sessions_only:
+        out = {"benchmark": "hooks", "headless_session": measure(args.sessions)}
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return
     from journal_agent.tokenizer import encoding
 
     with tempfile.TemporaryDirectory(prefix="bench-hooks-") as tmp:
@@ -277,6 +295,8 @@ def main() -> None:
             "session_start_tokens": max(typical, worst) <= FLOORS["session_start_tokens"],
         },
     }
+    if args.sessions:
+        out["headless_session"] = measure(args.sessions)
     print(json.dumps(out, indent=2, ensure_ascii=False))
 
 

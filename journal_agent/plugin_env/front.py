@@ -20,14 +20,12 @@ other tools than the shipped list (another version on PATH), its list is taken a
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import subprocess
 import sys
 import threading
 import time
 
+from journal_agent.lightjson import dumps, loads
 from journal_agent.plugin_env.env import (
     LAUNCHED,
     Env,
@@ -43,6 +41,10 @@ from journal_agent.plugin_env.env import (
     wait,
 )
 
+TYPE_CHECKING = False  # (typing is an import of its own)
+if TYPE_CHECKING:
+    import subprocess
+
 STATUS = "JournalAgentStatus"
 TORCH_TOOLS = {"MemoryTrace", "MemoryProfile", "DeviceInfo"}
 PROTOCOLS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
@@ -52,7 +54,7 @@ POLL = 2.0  # seconds between looks at a preparation, for list_changed
 
 def shipped() -> dict:
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools.json")) as f:
-        return json.load(f)
+        return loads(f.read())  # type: ignore[return-value]  # our own file: an object
 
 
 class Front:
@@ -76,7 +78,7 @@ class Front:
     # -- the client's side ------------------------------------------------------------------
 
     def send(self, message: dict) -> None:
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        line = dumps(message)
         with self.out:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
@@ -90,7 +92,7 @@ class Front:
 
     def handle(self, raw: bytes) -> None:
         try:
-            message = json.loads(raw)
+            message = loads(raw)
         except ValueError:
             self.error(None, -32700, "Parse error: the line is not valid JSON")
             return
@@ -182,7 +184,7 @@ class Front:
         except OSError as exc:
             self.result(message, f"journal-agent's server could not start ({exc}).", error=True)
             return
-        self.pending[json.dumps(message.get("id"))] = message.get("id")
+        self.pending[dumps(message.get("id"))] = message.get("id")
         self.forward(message)
 
     torch_arrived = False  # torch was installed after the full server started: restart it
@@ -254,6 +256,8 @@ class Front:
                 self.torch_arrived = False
             if self.child is not None and self.child.poll() is None:
                 return
+            import subprocess  # (only once a tool is called: a session start never pays it)
+
             command = self.foreign or self.env.command
             self.child = subprocess.Popen(
                 [command, "mcp"],
@@ -287,7 +291,7 @@ class Front:
         child = self.child
         if child is None or child.stdin is None:
             raise OSError("it is not running")
-        child.stdin.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+        child.stdin.write(dumps(message).encode() + b"\n")
         child.stdin.flush()
 
     def forward(self, message: dict) -> None:
@@ -295,7 +299,7 @@ class Front:
             self.write_child(message)
         except OSError:
             if message.get("method") == "tools/call":
-                self.pending.pop(json.dumps(message.get("id")), None)
+                self.pending.pop(dumps(message.get("id")), None)
                 self.result(
                     message, "journal-agent's server is not running; try again.", error=True
                 )
@@ -306,17 +310,19 @@ class Front:
         assert child.stdout is not None
         for raw in child.stdout:
             try:
-                message = json.loads(raw)
+                message = loads(raw)
             except ValueError:
                 continue
-            id_ = message.get("id") if isinstance(message, dict) else None
+            if not isinstance(message, dict):
+                message = {"method": "?"}  # (passed on as it came: not ours to judge)
+            id_ = message.get("id")
             if isinstance(id_, str) and id_.startswith("front-") and "method" not in message:
                 with self.ours_ready:
                     self.ours[id_] = message
                     self.ours_ready.notify_all()
                 continue
-            if isinstance(message, dict) and "method" not in message:
-                self.pending.pop(json.dumps(id_), None)
+            if "method" not in message:
+                self.pending.pop(dumps(id_), None)
             with self.out:
                 sys.stdout.write(raw.decode("utf-8", "replace").rstrip("\n") + "\n")
                 sys.stdout.flush()
@@ -335,6 +341,8 @@ class Front:
         child, self.child = self.child, None
         if child is None:
             return
+        import subprocess  # (imported already: the child is one of its Popens)
+
         try:
             if child.stdin is not None:
                 child.stdin.close()
@@ -371,6 +379,15 @@ def status_tool() -> dict:
 def serve() -> int:
     data = os.environ.get("CLAUDE_PLUGIN_DATA")
     if data:  # a Python runs it now: the note degraded.sh left for doctor no longer holds
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 (contextlib is one more import at every session start)
             os.unlink(os.path.join(data, "mcp-degraded"))
+        except OSError:
+            pass
+    import signal
+
+    # Claude Code ends its servers with SIGINT (then SIGTERM): leave at once, without
+    # KeyboardInterrupt's traceback in its logs. The full server, if any, reads the end of its
+    # input as ours closes, and ends too.
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: os._exit(0))
     return Front(locate()).serve()

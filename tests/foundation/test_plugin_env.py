@@ -223,6 +223,25 @@ def test_the_front_answers_in_every_state_and_says_what_is_being_prepared(tmp_pa
     assert _env_home(tmp_path) is None  # listing and asking started nothing
 
 
+def test_the_front_leaves_at_once_and_quietly_when_claude_code_ends_it(tmp_path):
+    import signal
+
+    for number in (signal.SIGINT, signal.SIGTERM):  # what Claude Code sends, in that order
+        proc = subprocess.Popen(
+            [str(LAUNCHER), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=tmp_path, env=_env(tmp_path, _python3(tmp_path)),
+        )  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+        request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        proc.send_signal(number)
+        _, err = proc.communicate(timeout=10)
+        assert (proc.returncode, err) == (0, b"")  # no KeyboardInterrupt traceback
+
+
 def test_a_failed_preparation_is_one_sentence_naming_the_fix(tmp_path):
     env = _env(tmp_path, _python3(tmp_path))
     client = Client(tmp_path, env | {"JOURNAL_AGENT_INSTALLER": "pip", "PIP_NO_INDEX": "1"})
