@@ -220,6 +220,34 @@ def build_moved_and_changed(root: Path) -> None:
     write(root, "m.py", "import os\n\n" + SCALE.replace("y + 1", "y + 2"))
 
 
+def build_disagreeing(root: Path) -> None:
+    """The entries, then two more that disagree on what the DeepSpeed config says and a copy of
+    the accumulation entry forced in under another title (docs/journal.md: entries that
+    disagree)."""
+    from journal_agent.journal import api
+    from journal_agent.workspace import Workspace
+    from tests.entries import render_entry
+
+    ws = Workspace(root)
+    for title, date, text in (
+        ("ZeRO Config", "2026-11-23", "`src/ds_config.json:3` sets stage to 2."),
+        ("Sharding Parameters", "2026-11-24", "In `src/ds_config.json:3` the stage is 3."),
+    ):
+        entry = render_entry(
+            title,
+            date,
+            context="Reading the DeepSpeed config.",
+            question=f"What does {title.lower()} change?",
+            intuition=text,
+            tags="#deepspeed",
+        )
+        assert api.append_entry(ws, entry).appended
+    copy = accumulation_entry().replace(
+        "## Gradient Accumulation (2026-11-22)", "## Gradient Accumulation Again (2026-11-25)"
+    )
+    assert api.append_entry(ws, copy, force=True).appended
+
+
 def build_mojibake(root: Path) -> None:
     """The entries after an editor read the journal as cp1252 and saved it again: the first
     entry's 🔍 and the second's 🏷️ double-encoded, losing the bytes cp1252 does not define."""
@@ -370,6 +398,7 @@ SCENES: dict[str, Scene] = {
     "journal": Scene(build_journal, base="entries"),
     "mojibake": Scene(build_mojibake, base="entries"),
     "moved-and-changed": Scene(build_moved_and_changed),
+    "disagreeing": Scene(build_disagreeing, base="entries"),
     "relevance": Scene(build_relevance),
     "learning": Scene(build_learning),
     "feedback": Scene(build_feedback),

@@ -224,7 +224,54 @@ def _log_append(store: JournalStore, outcome: AppendOutcome) -> None:
 
 
 def check(ws: Workspace) -> CheckReport:
-    return check_journal(ws.root)
+    """Every entry checked (``verify.check_journal``: references, citations, numbers,
+    sections, contradictions), and the near-duplicates that slipped in, each with its pair."""
+    report = check_journal(ws.root)
+    if len(report.entries) < 2:
+        return report
+    lines = {e["id"]: e["line"] for e in report.entries}
+    found = _near_duplicates(ws, lines)
+    if not found:
+        return report
+    counts: dict[str, int] = {}
+    for p in found:
+        counts[p.entry] = counts.get(p.entry, 0) + 1
+    entries = list(report.entries)
+    for e in entries:
+        e["problems"] += counts.get(e["id"], 0)
+    problems = sorted([*report.problems, *found], key=lambda p: (p.line or 0, p.kind))
+    return CheckReport(ok=False, entries=entries, problems=problems)
+
+
+def disagreements(ws: Workspace) -> list[Problem]:
+    """The entries that disagree: contradictions (one configuration or one code line given two
+    values) and near-duplicates, each on the later entry of its pair (``other``: the earlier)."""
+    if not ws.journal.exists():
+        return []
+    from journal_agent.journal.verify import contradictions_in
+
+    entries = ws.journal.load().entries
+    if len(entries) < 2:
+        return []
+    found = contradictions_in(ws.root, entries)
+    found += _near_duplicates(ws, {e.id: e.start_line for e in entries})
+    return sorted(found, key=lambda p: (p.line or 0, p.kind))
+
+
+def _near_duplicates(ws: Workspace, lines: dict[str, int]) -> list[Problem]:
+    from journal_agent.journal.search.near_duplicates import near_duplicates
+
+    return [
+        Problem(
+            pair.second,
+            "near_duplicate",
+            f"this entry repeats {pair.seen.describe()}; merge the two (journal-agent journal "
+            f"show {pair.first}), then remove this one",
+            lines.get(pair.second),
+            other=pair.first,
+        )
+        for pair in near_duplicates(ws.index)
+    ]
 
 
 def load(ws: Workspace) -> Journal:

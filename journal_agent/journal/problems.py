@@ -15,6 +15,7 @@ class ProblemJson(TypedDict):
     line: int | None
     moved_to: NotRequired[str]
     diff: NotRequired[list[str]]
+    other: NotRequired[str]
 
 
 class CheckedEntry(EntrySummary):
@@ -39,6 +40,8 @@ class Problem:
     moved_to: str | None = None
     # A changed reference: the recorded lines against those there now (unified diff lines).
     diff: list[str] | None = None
+    # A contradiction or a near-duplicate: the other entry of the pair.
+    other: str | None = None
 
     def to_dict(self) -> ProblemJson:
         out: ProblemJson = {
@@ -51,6 +54,8 @@ class Problem:
             out["moved_to"] = self.moved_to
         if self.diff:
             out["diff"] = self.diff
+        if self.other is not None:
+            out["other"] = self.other
         return out
 
 

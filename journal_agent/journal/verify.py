@@ -1,7 +1,9 @@
 """``journal check``: every rule an entry must pass, as one list of problems.
 
 Problem kinds (exactly these): ``missing_ref``, ``moved_ref``, ``stale_ref``, ``bad_citation``,
-``unquoted_number``, ``missing_section``, ``encoding``.
+``unquoted_number``, ``missing_section``, ``encoding``, ``contradiction`` (two entries, one
+configuration or code line, two values: :mod:`journal_agent.journal.disagree`), and, added by
+``journal.api.check``, ``near_duplicate``.
 
 The number rules, conservatively (see docs/journal.md, "The number rules"):
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from journal_agent.errors import JournalAgentError
 from journal_agent.journal import numbers
@@ -52,6 +55,9 @@ from journal_agent.journal.sections import REQUIRED
 from journal_agent.paths import JOURNAL_FILE, measurements_dir, refs_file
 from profiling.citations import cite
 
+if TYPE_CHECKING:
+    from profiling.records import MeasurementRecord
+
 KINDS = (
     "missing_ref",
     "moved_ref",
@@ -60,6 +66,8 @@ KINDS = (
     "unquoted_number",
     "missing_section",
     "encoding",
+    "contradiction",
+    "near_duplicate",
 )
 _EXEMPT_SECTIONS = {"related", "follow_up", "tags"}
 _CODE_SPAN = re.compile(r"(`+).+?\1")
@@ -75,6 +83,16 @@ class Records:
 
         self.store = RecordStore(measurements_dir(root))
         self._cache: dict[str, list[tuple[str, float, str]] | str] = {}
+        self._records: dict[str, MeasurementRecord | None] = {}
+
+    def record(self, record_id: str) -> MeasurementRecord | None:
+        """The record, or None when there is none or it is corrupt."""
+        if record_id not in self._records:
+            try:
+                self._records[record_id] = self.store.load(record_id)
+            except (KeyError, ValueError):
+                self._records[record_id] = None
+        return self._records[record_id]
 
     def values(self, record_id: str) -> list[tuple[str, float, str]] | str:
         """``[(name, value, unit)]`` of the record's results and steps, or why it is unusable."""
@@ -102,6 +120,12 @@ class Checker:
         self.records = Records(self.root)
         # A draft has no recorded anchors (and may share a derived id with an old entry).
         self.anchors = RefStore(refs_file(self.root)).anchors() if recorded_hashes else {}
+
+    def contradictions(self, entries: list[Entry]) -> list[Problem]:
+        """Entries stating different values for one configuration or one code line."""
+        from journal_agent.journal.disagree import contradictions
+
+        return contradictions(entries, self.records.record, self.files, self.anchors)
 
     # -- one entry ---------------------------------------------------------------------------
     def check_entry(self, entry: Entry) -> list[Problem]:
@@ -303,6 +327,7 @@ def check_journal(root: Path) -> CheckReport:
     for entry in journal.entries:
         problems += checker.check_entry(entry)
     problems += _secrets(journal)
+    problems += checker.contradictions(journal.entries)
     for p in problems:
         entry_problems[p.entry] = entry_problems.get(p.entry, 0) + 1
     entries: list[CheckedEntry] = [
@@ -331,6 +356,11 @@ def _secrets(journal: Journal) -> list[Problem]:
         for owner, start, raw in parts
         for found in find_secrets(raw)
     ]
+
+
+def contradictions_in(root: Path, entries: list[Entry]) -> list[Problem]:
+    """The ``contradiction`` problems of these entries (``journal_agent.journal.disagree``)."""
+    return Checker(root).contradictions(entries)
 
 
 def _owner(journal: Journal, line: int) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from journal_agent.errors import UserError
 from journal_agent.journal import numbers
-from journal_agent.journal._text import bare, slugify
+from journal_agent.journal._text import slugify
 
 if TYPE_CHECKING:
     from journal_agent.journal.model import Entry
@@ -94,58 +94,42 @@ def number_cards(ws: Workspace, entries: list[Entry] | None = None) -> list[Numb
 def _quoted(
     ws: Workspace, entry: Entry, records: dict[str, MeasurementRecord | None]
 ) -> list[NumberCard]:
-    from journal_agent.journal.quoting import blank_citations, checked_quantities, cited_spans
+    from journal_agent.journal.disagree import quoted_values
 
-    out = []
-    by_line: dict[int, list] = {}
-    for cit in entry.citations:
-        by_line.setdefault(cit.line, []).append(cit)
-    for lineno, cits in by_line.items():
-        i = lineno - entry.start_line
-        if not 0 <= i < len(entry.lines) or entry.fences[i]:
-            continue
-        line = bare(entry.lines[i])
-        for start, end, ids in cited_spans(line, cits):
-            for quoted in checked_quantities(blank_citations(line), start, end):
-                card = _card(ws, entry, line, start, end, quoted, ids, records)
-                if card is not None:
-                    out.append(card)
-    return out
-
-
-def _card(ws, entry, line, start, end, quoted, ids, records) -> NumberCard | None:
-    for record_id in ids:
+    def record_of(record_id: str) -> MeasurementRecord | None:
         if record_id not in records:
             try:
                 records[record_id] = ws.records.load(record_id)
             except (KeyError, ValueError):
                 records[record_id] = None
-        record = records[record_id]
-        if record is None:
-            continue
-        for q in record.results:
-            if not numbers.matches(quoted, q.value, q.unit):
-                continue
-            sentence = line[start : quoted.start] + BLANK + line[quoted.end : end]
-            sentence = " ".join(sentence.replace(f"[m:{record_id}]", "").split())
-            sentence = sentence.replace(" .", ".").replace(" ,", ",")
-            return NumberCard(
-                id=f"number:{record_id}:{slugify(q.name)}",
-                record=record_id,
-                kind=record.kind,
-                title=record.title,
-                quantity=q.name,
-                value=q.value,
-                unit=q.unit,
-                stated=quoted.text,
-                decimals=quoted.decimals,
-                stated_unit=quoted.unit,
+        return records[record_id]
+
+    out = []
+    for quote in quoted_values(entry, record_of):
+        start, end = quote.sentence
+        q = quote.quoted
+        sentence = quote.text[start : q.start] + BLANK + quote.text[q.end : end]
+        sentence = " ".join(sentence.replace(f"[m:{quote.record.id}]", "").split())
+        sentence = sentence.replace(" .", ".").replace(" ,", ",")
+        out.append(
+            NumberCard(
+                id=f"number:{quote.record.id}:{slugify(quote.quantity)}",
+                record=quote.record.id,
+                kind=quote.record.kind,
+                title=quote.record.title,
+                quantity=quote.quantity,
+                value=quote.value,
+                unit=quote.unit,
+                stated=q.text,
+                decimals=q.decimals,
+                stated_unit=q.unit,
                 sentence=sentence,
                 entry=entry.id,
-                config=_config(record.config),
-                steps=tuple(_steps(record, quoted)),
+                config=_config(quote.record.config),
+                steps=tuple(_steps(quote.record, q)),
             )
-    return None
+        )
+    return out
 
 
 def _config(config: dict[str, Any]) -> tuple[tuple[str, str], ...]:

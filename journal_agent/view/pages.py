@@ -126,6 +126,9 @@ class Pages:
             number=page,
             pages=[(n, relative(path, journal_page(n))) for n in range(1, pages + 1)],
             total=self.site.count(),
+            # The live page asks for them once shown (working them out reads the whole journal);
+            # an export lists them on its first page.
+            disagreements=None if self.mode.live or page != 1 else self.site.disagreements(),
         )
 
     def tag(self, tag: str) -> str:
@@ -177,6 +180,8 @@ class Pages:
             # export ranked every entry's at once.
             related=links.related(entry) if links and links.related else None,
             related_api=None if links else f"api/related?id={quote(entry.id, safe='')}",
+            disagreements=None if self.mode.live else self.site.disagreements(entry.id),
+            disagree_api=f"api/disagreements?id={quote(entry.id, safe='')}",
             code_path=code_path,
             # The code the states are read from: the live page reloads when it changes.
             watch=sorted({r.path for r in entry.refs} | {s.ref.path for s in states}),

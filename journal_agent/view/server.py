@@ -53,6 +53,7 @@ def create_app(ws: Workspace, *, token: str, hosts: set[str], port: int) -> Guar
         Route("/api/search", views.search),
         Route("/api/stamp", views.stamp),
         Route("/api/related", views.related),
+        Route("/api/disagreements", views.disagreements),
         Route("/api/review", views.rate, methods=["POST"]),
         Route("/api/review/check", views.check_number, methods=["POST"]),
         Route("/api/review/code", views.code_action, methods=["POST"]),
@@ -154,6 +155,13 @@ class _Views:
             return JSONResponse({"error": "no such entry."}, status_code=404)
         hits = self.site.related(entry)
         return JSONResponse({"hits": [{**h.to_dict(), "href": entry_path(h.id)} for h in hits]})
+
+    def disagreements(self, request: Request) -> Response:
+        """The entries that disagree (all, or those of ``id``), for the journal and entry
+        pages."""
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"pairs": self.site.disagreements(request.query_params.get("id"))})
 
     def search(self, request: Request) -> Response:
         """The CLI's search (words and meaning; ``#tag`` words filter) as JSON hits; with

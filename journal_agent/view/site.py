@@ -100,6 +100,7 @@ class Site:
         # An export decides each path once (a snapshot); the server decides at every request.
         self.targets: dict[str, str | None] | None = None
         self._sums: tuple[tuple[int, int], tuple[int, list[tuple[str, int]]]] | None = None
+        self._disagree: tuple[str, list[dict[str, Any]]] | None = None
 
     # -- what changed ---------------------------------------------------------------------
 
@@ -380,6 +381,37 @@ class Site:
             if self._hashes is None or self._hashes[0] != key:
                 self._hashes = (key, self.ws.refs.anchors_kept())
             return self._hashes[1]
+
+    def disagreements(self, entry_id: str | None = None) -> list[dict[str, Any]]:
+        """The entries that disagree (``journal.api.disagreements``: contradictions and
+        near-duplicates), with both entries' titles; those of one entry when ``entry_id`` is
+        given. Worked out once per change of the journal, the anchors or the records."""
+        key = self.stamp()
+        with self._lock:
+            held = self._disagree if self._disagree and self._disagree[0] == key else None
+        if held is None:
+            from journal_agent.journal import api
+
+            found = []
+            for p in api.disagreements(self.ws):
+                one, other = self.entry(p.entry), self.entry(p.other or "")
+                found.append(
+                    {
+                        "kind": p.kind,
+                        "detail": p.detail,
+                        "entry": p.entry,
+                        "title": one.title if one else p.entry,
+                        "other": p.other,
+                        "other_title": other.title if other else p.other,
+                        "href": entry_path(p.entry),
+                        "other_href": entry_path(p.other or ""),
+                    }
+                )
+            held = (key, found)
+            with self._lock:
+                self._disagree = held
+        found = held[1]
+        return [d for d in found if entry_id in (None, d["entry"], d["other"])]
 
     def ref_states(
         self,

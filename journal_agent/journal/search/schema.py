@@ -76,6 +76,12 @@ MIGRATIONS: list[tuple[str, str]] = [
         DELETE FROM meta;
         """,
     ),
+    (
+        # Each entry's stemmed words (what the near-duplicate rule weighs), kept by the entry's
+        # hash: `journal check` stems only the entries that changed since it last ran.
+        "006_entry_bags",
+        "CREATE TABLE bags (id TEXT PRIMARY KEY, hash TEXT NOT NULL, bag TEXT NOT NULL);",
+    ),
 ]
 
 

@@ -106,6 +106,34 @@
     })();
   }
 
+  // -- entries that disagree (contradictions, near-duplicates), asked for once shown ----------
+  const disagree = document.getElementById("disagree");
+  if (disagree && live) {
+    (async () => {
+      const response = await fetch(disagree.dataset.api, {credentials: "same-origin"});
+      const data = await response.json();
+      const list = disagree.querySelector("ul");
+      for (const d of data.pairs || []) {
+        const li = document.createElement("li");
+        const kind = document.createElement("span");
+        kind.className = "kind kind-" + d.kind;
+        kind.textContent = d.kind.replace("_", " ");
+        const one = document.createElement("a");
+        one.href = base + d.href;
+        one.textContent = d.title;
+        const other = document.createElement("a");
+        other.href = base + d.other_href;
+        other.textContent = d.other_title;
+        const detail = document.createElement("small");
+        detail.textContent = " " + d.detail;
+        li.append(kind, " ", one, " ↔ ", other, detail);
+        list.append(li);
+      }
+      disagree.hidden = list.children.length === 0;
+      disagree.dataset.done = "1";
+    })();
+  }
+
   // -- the cited lines of a code page ------------------------------------------------------
   const highlight = () => {
     for (const row of document.querySelectorAll("tr.hl")) row.classList.remove("hl");
