@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from journal_agent.atomic import atomic_write
+from journal_agent import confined
 from journal_agent.journal import api
 from journal_agent.journal.model import parse_journal
 from journal_agent.journal.search import ranking
@@ -267,7 +267,7 @@ def bench(entries: int, queries: int, appends: int, seed: int = 0) -> dict[str, 
         floor = []
         for _ in range(5):
             t = time.perf_counter()
-            atomic_write(root / "copy.md", data)
+            confined.replace(root, "copy.md", data)
             floor.append(time.perf_counter() - t)
 
         t = time.perf_counter()

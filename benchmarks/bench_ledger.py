@@ -25,7 +25,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from journal_agent.atomic import atomic_write
+from journal_agent import confined
 from journal_agent.learning import ledger_api, review
 from journal_agent.learning.ledger import parse_ledger
 from journal_agent.learning.ledger_edit import new_ledger
@@ -94,7 +94,9 @@ def bench(n: int, repeats: int) -> dict[str, object]:
             "items_per_level": n,
             "bytes": len(data),
             "lines": text.count("\n"),
-            "baseline_atomic_rewrite": timed(lambda: atomic_write(root / "copy.md", data), repeats),
+            "baseline_atomic_rewrite": timed(
+                lambda: confined.replace(root, "copy.md", data), repeats
+            ),
             "baseline_read_decode": timed(lambda: path.read_bytes().decode("utf-8"), repeats),
             "parse_render": timed(lambda: parse_ledger(path.read_text()).render(), repeats),
             "update": timed(update, repeats),

@@ -30,6 +30,7 @@ def run_checks(ws: Workspace) -> list[Check]:
     return [
         check_confinement(ws),
         check_trust(root),
+        *check_own_files(root),
         check_secret_history(ws),
         check_ripgrep(),
         check_api_key(),
@@ -41,6 +42,12 @@ def run_checks(ws: Workspace) -> list[Check]:
         *_plugin_checks(root),
         *check_optional(),
     ]
+
+
+def check_own_files(root: Path) -> list[Check]:
+    from journal_agent.doctor_files import own_files_checks
+
+    return own_files_checks(root)
 
 
 def _plugin_checks(root: Path) -> list[Check]:
@@ -223,12 +230,16 @@ def check_hook_failures(root: Path) -> Check:
     """The failures the hooks recorded in .journal/hooks.log (they fail open and quietly)."""
     from datetime import UTC, datetime, timedelta
 
+    from journal_agent import confined
     from journal_agent.paths import state_dir
 
     try:
-        lines = (state_dir(root) / "hooks.log").read_text(encoding="utf-8").splitlines()
-    except OSError:
+        data = confined.read(root, state_dir(root) / "hooks.log")
+    except OSError as exc:  # a link or FIFO there: the hooks cannot log either
+        return Check("hook failures", False, str(exc))
+    if data is None:
         return Check("hook failures", True, "none recorded (.journal/hooks.log)")
+    lines = data.decode("utf-8", "replace").splitlines()
     since = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     recent = [line for line in lines if line[:20] >= since]
     if not recent:

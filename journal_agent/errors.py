@@ -64,9 +64,34 @@ def as_user_error(exc: BaseException) -> UserError | None:
         return UserError(str(exc))
     if isinstance(exc, ModuleNotFoundError) and (exc.name or "").partition(".")[0] == "torch":
         return UserError(TORCH_MISSING)
+    if isinstance(exc, OSError):
+        return _disk_sentence(exc)
+    if type(exc).__module__ == "sqlite3" and "disk is full" in str(exc):
+        return UserError(
+            "could not write a search file under .journal/: the disk is full (SQLite: "
+            f"{exc}); nothing of this write was kept, so free some space and run it again."
+        )
     # Imported here, not at the top: the CLI's start-up stays free of profiling.
     from profiling.errors import ProfilingError
 
     if isinstance(exc, ProfilingError):
         return UserError(str(exc))
+    return None
+
+
+def _disk_sentence(exc: OSError) -> UserError | None:
+    """A refusal of :mod:`journal_agent.confined` (a link, FIFO, hard link where a file of ours
+    belongs; a full disk), or a full disk met anywhere else, as its one sentence."""
+    import errno
+
+    from journal_agent.confined import NoSpace, Refused
+
+    if isinstance(exc, Refused | NoSpace):
+        return UserError(str(exc))
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        where = f" {exc.filename}" if exc.filename else ""
+        return UserError(
+            f"could not write{where}: the disk is full ({exc.strerror}); free some space and "
+            "run it again."
+        )
     return None

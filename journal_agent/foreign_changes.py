@@ -21,6 +21,7 @@ import os
 import threading
 from pathlib import Path
 
+from journal_agent import confined
 from journal_agent.paths import state_dir
 
 RECORD = "written.json"
@@ -41,9 +42,8 @@ def check(root: Path, name: str) -> None:
     recorded (a read-only view inside the sandbox, another writer holding the lock: the next
     read looks again)."""
     path = Path(root) / name
-    try:
-        st = os.stat(path)
-    except OSError:
+    st = confined.lstat(root, path)  # (a link is not followed: the read after refuses it)
+    if st is None:
         return
     known = _load(root).get(name)
     if isinstance(known, dict) and _same_stat(known, st):
@@ -51,7 +51,7 @@ def check(root: Path, name: str) -> None:
     try:
         with _try_lock(root):
             _check_locked(root, name, path, known)
-    except (OSError, BlockingIOError):
+    except OSError:  # (BlockingIOError, or confined.Refused: the read after says that one)
         return
 
 
@@ -64,7 +64,10 @@ def take_notes() -> list[str]:
 
 
 def _check_locked(root: Path, name: str, path: Path, known: object) -> None:
-    with open(path, "rb") as f:
+    f = confined.open_read(root, path)  # never a link, a FIFO or a second name
+    if f is None:
+        return
+    with f:
         st = os.fstat(f.fileno())
         digest = hashlib.sha256()
         while chunk := f.read(_CHUNK):
@@ -77,11 +80,11 @@ def _check_locked(root: Path, name: str, path: Path, known: object) -> None:
     if not isinstance(known, dict):
         return  # nothing of ours to compare with yet: this is the known state from now on
     with _notes_lock:
-        _notes.append(_sentence(path, name))
+        _notes.append(_sentence(root, path, name))
 
 
-def _sentence(path: Path, name: str) -> str:
-    found = _secrets(path)
+def _sentence(root: Path, path: Path, name: str) -> str:
+    found = _secrets(root, path)
     head = (
         f"note: {name} was changed outside journal-agent since it last wrote it (an editor, git "
         "or a command)"
@@ -101,14 +104,17 @@ def _a(kind: str) -> str:
     return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
 
 
-def _secrets(path: Path) -> tuple[int, str, int] | None:
+def _secrets(root: Path, path: Path) -> tuple[int, str, int] | None:
     """(line of the first secret, its kind, how many more) in ``path``, read a piece at a
     time (at line ends), or None."""
     from journal_agent.secret_text import find_secrets
 
     first: tuple[int, str] | None = None
     count, line0, rest = 0, 0, b""
-    with open(path, "rb") as f:
+    f = confined.open_read(root, path)
+    if f is None:
+        return None
+    with f:
         while True:
             chunk = f.read(_CHUNK)
             data = rest + chunk
@@ -134,18 +140,17 @@ def _same_stat(known: dict, st: os.stat_result) -> bool:
 
 def _load(root: Path) -> dict:
     try:
-        data = json.loads((state_dir(root) / RECORD).read_text(encoding="utf-8"))
+        data = json.loads(confined.read(root, state_dir(root) / RECORD) or b"{}")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def _save(root: Path, name: str, sha: str, st: os.stat_result) -> None:
-    from journal_agent.atomic import atomic_write
-
     data = _load(root)
     data[name] = {"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
-    atomic_write(state_dir(root) / RECORD, json.dumps(data, indent=1) + "\n", durable=False)
+    text = json.dumps(data, indent=1) + "\n"
+    confined.replace(root, state_dir(root) / RECORD, text, durable=False)
 
 
 class _try_lock:
@@ -153,11 +158,12 @@ class _try_lock:
     taken without waiting: ``BlockingIOError`` when a writer holds it — in this process too."""
 
     def __init__(self, root: Path) -> None:
+        self.root = root
         self.path = state_dir(root) / "journal.lock"
         self.fd = -1
 
     def __enter__(self) -> None:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        self.fd = confined.open_lock(self.root, self.path)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -73,3 +73,14 @@ def plugin_root() -> Path:
     if (packaged / "agents").is_dir():
         return packaged
     return Path(__file__).resolve().parent.parent
+
+
+def anchor_of(path: Path | str) -> Path:
+    """The folder a file of ours is reached from (``journal_agent.confined``'s anchor): the
+    workspace above the last ``.journal`` in ``path``, else the file's own folder (the journal
+    and the ledger sit in the workspace itself)."""
+    path = Path(path)
+    for parent in (path, *path.parents):
+        if parent.name == STATE_DIR:
+            return parent.parent
+    return path.parent

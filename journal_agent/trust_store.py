@@ -122,8 +122,12 @@ def is_approved(root: str | os.PathLike[str], rel: str, sha256: str) -> bool:
 def read_approved(root: str | os.PathLike[str], rel: str) -> bytes | None:
     """The bytes of the project's file ``rel`` if the user approved exactly them, else None
     (missing, unreadable or not approved: the caller uses its defaults)."""
-    data = read_file(os.path.join(root, rel))
-    if data is None or not is_approved(root, rel, digest(data)):
+    from journal_agent import confined
+
+    # Through the room: a link there (committed, or planted by a command) is never followed
+    # and counts as no file at all, as a FIFO or a hard link does.
+    data = confined.read_planted(root, rel, MAX_FILE_BYTES)
+    if data is None or len(data) > MAX_FILE_BYTES or not is_approved(root, rel, digest(data)):
         return None
     return data
 
@@ -153,7 +157,7 @@ def _record(folder: str, root: str | os.PathLike[str], files: Mapping[str, str |
     import json
     import time
 
-    from journal_agent.atomic import atomic_write
+    from journal_agent import confined
 
     os.makedirs(folder, mode=0o700, exist_ok=True)
     lock = os.open(os.path.join(folder, ".trust.lock"),
@@ -179,6 +183,6 @@ def _record(folder: str, root: str | os.PathLike[str], files: Mapping[str, str |
             projects.pop(key, None)
         store["version"] = 1
         text = json.dumps(store, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
-        atomic_write(os.path.join(folder, STORE_NAME), text)
+        confined.replace(folder, STORE_NAME, text)  # (the user's own folder: the anchor)
     finally:
         os.close(lock)  # releases the lock

@@ -12,7 +12,6 @@ import platform
 import re
 import secrets
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from profiling.citations import cite
+from profiling.errors import ProfilingError
 
 Kind = Literal["measured", "traced", "estimated"]
 
@@ -122,10 +122,18 @@ def host_device() -> dict[str, str | int | None]:
 
 
 class RecordStore:
-    """Records as ``<id>.json`` files in one directory, written atomically."""
+    """Records as ``<id>.json`` files in one directory, written atomically.
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = Path(directory)
+    The directory is reached from ``anchor`` (default: the project above ``.journal/``, else
+    the directory itself) without following a link, and a record file is read only when it
+    is a plain file with one name (:mod:`profiling._files`): a cloned project's planted
+    ``measurements -> ~/x`` or ``est-….json -> ~/.ssh/id_ed25519`` is refused, never read."""
+
+    def __init__(self, directory: Path, anchor: Path | None = None) -> None:
+        from profiling._files import anchor_of
+
+        self.directory = Path(directory).absolute()
+        self.anchor = Path(anchor).absolute() if anchor is not None else anchor_of(self.directory)
 
     def _path(self, record_id: str) -> Path:
         if not ID_PATTERN.match(record_id):
@@ -134,36 +142,48 @@ class RecordStore:
         return self.directory / f"{record_id}.json"
 
     def save(self, record: MeasurementRecord) -> str:
-        """Write ``<id>.json`` (temp file + fsync + rename) and return the id."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Write ``<id>.json`` (random temp file + fsync + rename) and return the id."""
+        from profiling import _files
+
         path = self._path(record.id)
-        data = record.model_dump_json(indent=2)
-        fd, tmp = tempfile.mkstemp(prefix=f".{record.id}.", suffix=".tmp", dir=self.directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(data)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        _files.replace(self.anchor, path, (record.model_dump_json(indent=2) + "\n").encode())
         return record.id
 
     def exists(self, record_id: str) -> bool:
+        import stat
+
+        from profiling._files import open_dir
+
         try:
-            return self._path(record_id).is_file()
+            path = self._path(record_id)
         except KeyError:
             return False
+        try:
+            fd = open_dir(self.anchor, self.directory, create=False)
+        except ProfilingError:
+            return False
+        if fd is None:
+            return False
+        try:
+            st = os.stat(path.name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return stat.S_ISREG(st.st_mode)
 
     def load(self, record_id: str) -> MeasurementRecord:
         """The record; KeyError if there is none, ValueError if its file is corrupt."""
+        from profiling import _files
+
         path = self._path(record_id)
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise KeyError(record_id) from None
+            raw = _files.read(self.anchor, path)
+            if raw is None:
+                raise KeyError(record_id)
+            text = raw.decode("utf-8")
+        except ProfilingError as exc:  # a link, FIFO or hard link planted as a record
+            raise ValueError(str(exc)) from None
         except UnicodeDecodeError as exc:
             raise ValueError(f"measurement record {path} is not UTF-8 text: {exc}") from None
         try:
@@ -185,11 +205,17 @@ class RecordStore:
         """All readable records, oldest first, and one sentence per file that is not one."""
         records: list[MeasurementRecord] = []
         problems: list[str] = []
-        if not self.directory.is_dir():
-            return records, problems
-        for path in sorted(self.directory.glob("*.json")):
+        from profiling import _files
+
+        try:
+            names = _files.names(self.anchor, self.directory)
+        except ProfilingError as exc:  # the folder is a link: nothing in it is ours
+            return records, [str(exc)]
+        for name in names:
+            if not name.endswith(".json"):
+                continue
             try:
-                records.append(self.load(path.stem))
+                records.append(self.load(name.removesuffix(".json")))
             except KeyError:
                 continue
             except (ValueError, OSError) as exc:

@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from journal_agent.atomic import atomic_write
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.paths import drafts_dir, state_dir
-from journal_agent.regular_file import read_regular
 
 if TYPE_CHECKING:
     from journal_agent.journal.api import AppendOutcome
@@ -99,13 +98,13 @@ def save(
 ) -> Draft:
     """Write ``text`` (one checked entry) as a new draft, or over this run's draft ``replace``."""
     entry, _ = check_entry(root, text)
-    folder = _folder(root)
-    draft_id = replace or _free_id(folder, entry.id)
+    folder = drafts_dir(root)
+    draft_id = replace or _free_id(root, folder, entry.id)
     meta = {"created": _now(), "model": model, "moments": list(moments), "run": run}
     body = text.removeprefix("\ufeff").rstrip("\n") + "\n"
     header = f"<!-- journal-agent draft {json.dumps(meta, sort_keys=True)} -->\n"
     path = folder / f"{draft_id}.md"
-    atomic_write(path, header + body)
+    confined.replace(root, path, header + body)
     return Draft(draft_id, path, body, tuple(moments), meta["created"], model, run, entry.title)
 
 
@@ -113,10 +112,12 @@ def list_drafts(root: Path) -> list[Draft]:
     """The drafts ``inbox draft`` wrote that wait for the user, oldest first."""
     folder = drafts_dir(root)
     try:
-        names = sorted(os.listdir(folder))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    found = [d for d in (_read(folder / n) for n in names if n.endswith(".md")) if d is not None]
+        names = confined.listdir(root, folder)
+    except (confined.Refused, NotADirectoryError):
+        return []  # (doctor names a drafts folder that is a link)
+    found = [
+        d for d in (_read(root, folder / n) for n in names if n.endswith(".md")) if d is not None
+    ]
     return sorted(found, key=lambda d: (d.created, d.id))
 
 
@@ -159,9 +160,9 @@ def accept(root: Path, key: str, *, force: bool = False) -> Accepted:
 
     draft = find_draft(root, key)
     busy = f"another command is accepting or rejecting drafts; try again in a moment ({draft.id})."
-    with held(state_dir(root) / "locks" / "drafts.lock", _LOCK_TIMEOUT_S, busy):
+    with held(state_dir(root) / "locks" / "drafts.lock", _LOCK_TIMEOUT_S, busy, anchor=root):
         # Read again under the lock: a concurrent accept may have taken it, or the user edited it.
-        current = _read(draft.path)
+        current = _read(root, draft.path)
         if current is None:
             raise UserError(f"the draft {draft.id} is gone (accepted or rejected meanwhile).")
         if not current.utf8:  # appended, its bytes would become U+FFFD and the draft be deleted
@@ -173,7 +174,7 @@ def accept(root: Path, key: str, *, force: bool = False) -> Accepted:
         if not outcome.appended:
             return Accepted(current, outcome)
         marked = _mark_written(root, current.moments)
-        _remove_if_unchanged(current)
+        _remove_if_unchanged(root, current)
     return Accepted(current, outcome, marked)
 
 
@@ -183,20 +184,17 @@ def reject(root: Path, key: str) -> Draft:
 
     draft = find_draft(root, key)
     busy = f"another command is accepting or rejecting drafts; try again in a moment ({draft.id})."
-    with held(state_dir(root) / "locks" / "drafts.lock", _LOCK_TIMEOUT_S, busy):
-        draft.path.unlink(missing_ok=True)  # not while an accept of it is appending it
+    with held(state_dir(root) / "locks" / "drafts.lock", _LOCK_TIMEOUT_S, busy, anchor=root):
+        confined.unlink(root, draft.path)  # not while an accept of it is appending it
     return draft
 
 
-def _remove_if_unchanged(draft: Draft) -> None:
+def _remove_if_unchanged(root: Path, draft: Draft) -> None:
     """Remove the draft just appended, unless it was written again while it was appended (the
     user's editor, a command): that version was not appended, so it stays to be looked at."""
-    try:
-        st = os.lstat(draft.path)
-    except FileNotFoundError:
-        return
-    if (st.st_ino, st.st_size, st.st_mtime_ns) == draft.stamp:
-        draft.path.unlink(missing_ok=True)
+    st = confined.lstat(root, draft.path)
+    if st is not None and (st.st_ino, st.st_size, st.st_mtime_ns) == draft.stamp:
+        confined.unlink(root, draft.path)
 
 
 def _mark_written(root: Path, moments: tuple[str, ...]) -> list[str]:
@@ -211,31 +209,28 @@ def _mark_written(root: Path, moments: tuple[str, ...]) -> list[str]:
     return marked
 
 
-def _folder(root: Path) -> Path:
-    folder = drafts_dir(root)
-    if folder.is_symlink():
-        raise UserError(f"{folder} is a symlink; drafts are kept only in a real directory there.")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _free_id(folder: Path, entry_id: str) -> str:
+def _free_id(root: Path, folder: Path, entry_id: str) -> str:
     candidate, n = entry_id, 1
-    while (folder / f"{candidate}.md").exists() or (folder / f"{candidate}.md").is_symlink():
+    while confined.lstat(root, folder / f"{candidate}.md") is not None:  # a link too
         n += 1
         candidate = f"{entry_id}-{n}"
     return candidate
 
 
-def _read(path: Path) -> Draft | None:
+def _read(root: Path, path: Path) -> Draft | None:
     """The draft in ``path``, or None: not ours (no header), a symlink, not a file, too large."""
     # A folder named x.md (a sandboxed `mkdir` can plant one) or a FIFO is None here too.
-    try:  # before the read: a version written in between is then kept, never removed unread
-        st = os.lstat(path)
+    try:
+        f = confined.open_read(root, path)
+        if f is None:
+            return None
+        with f:
+            # The stamp of the version read: one written meanwhile is kept, never removed unread.
+            st = os.fstat(f.fileno())
+            raw = f.read(_MAX_BYTES + 1) if st.st_size <= _MAX_BYTES else None
     except OSError:
         return None
-    raw = read_regular(path, _MAX_BYTES)
-    if raw is None or len(raw) > _MAX_BYTES:  # not a plain file, or grew since it was opened
+    if raw is None or len(raw) > _MAX_BYTES:  # too large, or grew since it was opened
         return None
     try:
         text, utf8 = raw.decode("utf-8"), True

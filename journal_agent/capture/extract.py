@@ -111,14 +111,22 @@ def _unfenced(body: str) -> str:
     return body
 
 
-def records_created(texts: list[str], measurements: str | os.PathLike[str]) -> list[str]:
-    """Record ids the turn's tool results name that exist under ``measurements``, in order."""
+def records_created(texts: list[str], root: str | os.PathLike[str]) -> list[str]:
+    """Record ids the turn's tool results name that exist as plain files under the project's
+    ``.journal/measurements/``, in order (a link there names no record)."""
+    import stat
+
+    from journal_agent import confined
+
     out: list[str] = []
     for text in texts:
         if _RECORD_MARK not in text:
             continue
         for ident in _pattern("record").findall(text):
-            if ident not in out and os.path.isfile(os.path.join(measurements, f"{ident}.json")):
+            if ident in out:
+                continue
+            st = confined.lstat(root, os.path.join(".journal", "measurements", f"{ident}.json"))
+            if st is not None and stat.S_ISREG(st.st_mode):
                 out.append(ident)
     return out
 

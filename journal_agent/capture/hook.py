@@ -11,7 +11,11 @@ Rules every handler keeps (docs/plugin.md, "Hooks"):
   nothing: no hook of ours can fire another;
 - each event imports only what it needs, and none imports ``json``, ``re`` or ``pathlib``
   unless its input calls for it (docs/plugin.md, "What it costs"): the project root is a
-  ``str``, JSON goes through :mod:`journal_agent.lightjson`.
+  ``str``, JSON goes through :mod:`journal_agent.lightjson`;
+- every file of ours is written, read, listed, locked and removed through
+  :mod:`journal_agent.confined` from the project root: a link a cloned repository committed
+  under ``.journal/`` (``inbox.jsonl -> ~/.bashrc``, ``capture/ended -> ~/.ssh``) is never
+  followed; the hook logs the refusal and goes on.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
+from journal_agent import confined
 from journal_agent.capture.settings import GUARD, capture_settings
 from journal_agent.capture.store import now_utc
 from journal_agent.lightjson import dumps, loads
@@ -37,15 +42,15 @@ def main(argv: list[str]) -> int:
     event = argv[0] if argv else ""
     if os.environ.get(GUARD) and event != "refresh":
         return 0  # started, directly or not, by one of our hooks
-    root = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    root = os.path.abspath(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
     try:
         if event == "refresh":  # the detached child SessionEnd/SessionStart start
             _refresh(root)
             return 0
         payload = _read_payload()
         cwd = payload.get("cwd")
-        if not os.environ.get("CLAUDE_PROJECT_DIR") and isinstance(cwd, str):
-            root = cwd
+        if not os.environ.get("CLAUDE_PROJECT_DIR") and isinstance(cwd, str) and cwd:
+            root = os.path.abspath(cwd)
         handler = HANDLERS.get(event)
         if handler is None:
             raise ValueError(f"unknown hook event {event!r}")
@@ -75,16 +80,20 @@ def _read_payload() -> dict[str, object]:
 def log(root: str, event: str, message: str) -> None:
     """One line in ``.journal/hooks.log`` (rotated at LOG_LIMIT); never raises."""
     try:
-        path = os.path.join(root, ".journal", "hooks.log")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        if os.path.exists(path) and os.stat(path).st_size > LOG_LIMIT:
-            os.replace(path, path + ".1")
+        path = os.path.join(".journal", "hooks.log")
+        _rotate(root, path, LOG_LIMIT)
         now = now_utc()
         line = " ".join(f"{now} {event or '-'} {message}".split())[:400]
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        confined.append(root, path, line + "\n")
     except Exception:
-        pass  # a read-only or full disk: there is nowhere to say it
+        pass  # a read-only or full disk, a link planted there: nowhere to say it (doctor does)
+
+
+def _rotate(root: str, path: str, limit: int) -> None:
+    """Move ``path`` to ``path.1`` once it is over ``limit`` bytes."""
+    st = confined.lstat(root, path)
+    if st is not None and st.st_size > limit:
+        confined.rename(root, path, path + ".1")
 
 
 # -- handlers ----------------------------------------------------------------------------------
@@ -161,9 +170,9 @@ def _sessions_ended(root: str) -> bool:
     from journal_agent.capture.session import ended_dir
 
     try:
-        return bool(os.listdir(ended_dir(root)))
+        return bool(confined.listdir(root, ended_dir(root)))
     except OSError:
-        return False
+        return False  # (a link there is refused by the child too: nothing to start it for)
 
 
 def tools_status() -> str:
@@ -205,7 +214,7 @@ def on_prompt(root: str, payload: dict[str, object]) -> str:
     if not isinstance(prompt, str) or prompt.lstrip().startswith("<task-notification>"):
         return ""  # a background agent reporting back is not the user asking
     settings = capture_settings(root)
-    if not settings["recall"] or not os.path.exists(os.path.join(root, ".journal", "index.sqlite")):
+    if not settings["recall"] or confined.lstat(root, ".journal/index.sqlite") is None:
         return ""
     from journal_agent.capture.recall import context_line, related
 
@@ -224,7 +233,7 @@ def on_session_end(root: str, payload: dict[str, object]) -> str:
         from journal_agent.capture.session import end
 
         ended = end(root, session_id)
-    if ended or os.path.exists(os.path.join(root, ".journal", "refs.jsonl")):
+    if ended or confined.lstat(root, ".journal/refs.jsonl") is not None:
         spawn_detached(root, "refresh")
     return ""
 
@@ -239,10 +248,8 @@ HANDLERS = {
 
 
 def _log_recall(root: str, payload: dict[str, object], hits: list[dict[str, object]]) -> None:
-    path = os.path.join(root, ".journal", "capture", "recall.jsonl")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if os.path.exists(path) and os.stat(path).st_size > LOG_LIMIT * 16:
-        os.replace(path, path + ".1")
+    path = os.path.join(".journal", "capture", "recall.jsonl")
+    _rotate(root, path, LOG_LIMIT * 16)
     now = now_utc()
     line = {
         "time": now,
@@ -250,8 +257,7 @@ def _log_recall(root: str, payload: dict[str, object], hits: list[dict[str, obje
         "prompt_id": payload.get("prompt_id"),
         "hits": hits,
     }
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(dumps(line) + "\n")
+    confined.append(root, path, dumps(line) + "\n")
 
 
 # -- the detached child -------------------------------------------------------------------------
@@ -305,28 +311,28 @@ def _refresh_bounded(root: str) -> None:
     from journal_agent.capture import session, status
 
     folder = status.capture_dir(root)
-    if os.path.isdir(session.ended_dir(root)):
-        lock = _flock(os.path.join(folder, "propose.lock"), wait=True)
+    if confined.lstat(root, session.ended_dir(root)) is not None:
+        lock = _flock(root, os.path.join(folder, "propose.lock"), wait=True)
         if lock is not None:
             with lock:
                 session.propose_ended(root)
     if not status.needs_refresh(root):
         return
-    lock = _flock(os.path.join(folder, "refresh.lock"), wait=False)
+    lock = _flock(root, os.path.join(folder, "refresh.lock"), wait=False)
     if lock is not None:
         with lock:
             if status.needs_refresh(root):
                 status.refresh(root)
 
 
-def _flock(path: str, *, wait: bool) -> IO[str] | None:
-    """``path`` (created) opened and exclusively locked, or None when ``wait`` is False and
-    another process holds it. (Not journal_agent.locks: it needs ``filelock``, and the detached
-    child runs on the standard library alone, as the hooks do.)"""
+def _flock(root: str, path: str, *, wait: bool) -> IO[bytes] | None:
+    """``path`` (created, through the room: never through a link, never truncated) opened and
+    exclusively locked, or None when ``wait`` is False and another process holds it. (Not
+    journal_agent.locks: its module imports pathlib and logging, and the detached child runs
+    on the standard library's lightest parts, as the hooks do.)"""
     import fcntl
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    f = open(path, "a")  # noqa: SIM115 (returned, closed by the caller's with)
+    f = os.fdopen(confined.open_lock(root, path), "rb")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except OSError:

@@ -48,8 +48,7 @@ def capture_turn(
                 log("the transcript lags the final message; captured the turn as far as written")
     texts = _private_removed(turn, last)
     files = _relative(root, turn.edits)
-    measurements = os.path.join(root, ".journal", "measurements")
-    records = extract.records_created(turn.tool_results, measurements)
+    records = extract.records_created(turn.tool_results, root)
     common = {
         "session_id": session_id,
         "prompt_id": str(payload.get("prompt_id") or turn.prompt_id),

@@ -9,11 +9,11 @@ line kept) and then moves the file to ``proposals/done/``; nothing applies one u
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from journal_agent import confined
 from journal_agent.capture.status import proposals_dir
 from journal_agent.errors import UserError
 
@@ -39,12 +39,15 @@ def proposals(ws: Workspace) -> list[Proposal]:
     """The proposals waiting, oldest first; unreadable files are skipped."""
     out = []
     folder = Path(proposals_dir(ws.root))
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for name in confined.listdir(ws.root, folder):
+        path = folder / name
+        if not name.endswith(".json"):
+            continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(confined.read(ws.root, path) or b"")
             ops = [op for op in data["operations"] if isinstance(op, dict)]
         except (OSError, ValueError, KeyError, TypeError):
-            continue
+            continue  # a link or FIFO planted there is no proposal
         out.append(Proposal(path, str(data.get("session_id") or ""), ops))
     return out
 
@@ -68,13 +71,12 @@ def apply(ws: Workspace, chosen: list[Proposal]) -> list[str]:
 
     ops = [LedgerOperation(**op) for p in chosen for op in p.operations]
     result = ws.ledger.update(ops)
-    done(chosen)
+    done(ws, chosen)
     return list(result.changes)
 
 
-def done(chosen: list[Proposal]) -> None:
+def done(ws: Workspace, chosen: list[Proposal]) -> None:
     """Move the chosen proposals to ``proposals/done/`` (kept, never deleted)."""
     for proposal in chosen:
         target = proposal.path.parent / "done" / proposal.path.name
-        target.parent.mkdir(exist_ok=True)
-        os.replace(proposal.path, target)
+        confined.rename(ws.root, proposal.path, target)

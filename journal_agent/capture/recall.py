@@ -57,8 +57,11 @@ def related(root: str | os.PathLike[str], prompt: str) -> list[dict[str, object]
             telling.append(word)
     if len(telling) < 2:
         return []
-    path = os.path.join(root, ".journal", "index.sqlite")
-    if not os.path.exists(path):
+    from journal_agent import confined
+
+    # Checked through the room (a committed link or FIFO there is refused, never opened).
+    path = confined.sqlite_file(root, os.path.join(root, ".journal", "index.sqlite"))
+    if path is None:
         return []
     matched: dict[int, int] = {}
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.2) as conn:

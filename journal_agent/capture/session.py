@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 
+from journal_agent import confined
 from journal_agent.capture.status import capture_dir, proposals_dir, read_json, write_json
 
 FILES_NAMED = 4  # files named in a proposed row; the rest are counted
@@ -37,7 +38,7 @@ def ended_dir(root: str | os.PathLike[str]) -> str:
 
 def load_state(root: str | os.PathLike[str], session_id: str) -> dict[str, object]:
     try:
-        data = read_json(state_path(root, session_id))
+        data = read_json(root, state_path(root, session_id))
         if isinstance(data, dict):
             return data
     except (OSError, ValueError):
@@ -47,43 +48,42 @@ def load_state(root: str | os.PathLike[str], session_id: str) -> dict[str, objec
 
 
 def save_state(root: str | os.PathLike[str], state: dict[str, object]) -> None:
-    write_json(state_path(root, str(state.get("session_id", ""))), state)
+    write_json(root, state_path(root, str(state.get("session_id", ""))), state)
 
 
 def end(root: str | os.PathLike[str], session_id: str) -> bool:
     """SessionEnd's part: move the session's state to ``ended/`` for the detached child; False
     when the session left none (it captured nothing and edited nothing)."""
     source = state_path(root, session_id)
-    if not os.path.exists(source):
+    if confined.lstat(root, source) is None:
         return False  # (and a project the session never touched stays untouched)
     target = os.path.join(ended_dir(root), f"{_name(session_id)}.{time.time_ns()}.json")
-    os.makedirs(ended_dir(root), exist_ok=True)
-    try:
-        os.rename(source, target)
-    except FileNotFoundError:
-        return False  # a second SessionEnd of the session got there first
-    return True
+    # False: a second SessionEnd of the session got there first. A link at either end (a
+    # committed `ended -> ~/.ssh`) is confined.Refused: nothing is moved into or out of it.
+    return confined.rename(root, source, target, overwrite=False)
 
 
 def propose_ended(root: str | os.PathLike[str]) -> list[str]:
     """The detached child's part: a proposal for every ended session, each state file removed
     once its proposal is written; returns the proposals' paths. Callers hold a lock."""
     folder = ended_dir(root)
-    try:
-        names = sorted(os.listdir(folder))
-    except FileNotFoundError:
-        return []
+    # Listed and removed through confined: `ended` as a committed link to ~/.ssh is refused
+    # (confined.Refused), never listed, and nothing in the folder it names is removed.
+    names = confined.listdir(root, folder)
     out = []
     for name in names:
         path = os.path.join(folder, name)
         try:
-            state = read_json(path)
+            state = read_json(root, path)
         except (OSError, ValueError):
             state = None
         proposal = propose_row(root, state) if isinstance(state, dict) else None
         if proposal:
             out.append(proposal)
-        os.unlink(path)
+        try:  # noqa: SIM105 (contextlib costs the hooks an import)
+            confined.unlink(root, path)
+        except confined.Refused:
+            pass  # a folder planted under ended/: left for doctor to name
     return out
 
 
@@ -108,7 +108,7 @@ def propose_row(root: str | os.PathLike[str], state: dict[str, object]) -> str |
     session_id = str(state.get("session_id") or "")
     path = os.path.join(proposals_dir(root), f"{date}-{_name(session_id)[:8]}.json")
     operation = {"op": "add_session", "date": date, "topic": topic, "outcome": outcome}
-    write_json(path, {"session_id": session_id, "operations": [operation]}, durable=True)
+    write_json(root, path, {"session_id": session_id, "operations": [operation]}, durable=True)
     return path
 
 
@@ -116,8 +116,11 @@ def _entries_dated(root: str | os.PathLike[str], date: str) -> list[str]:
     """Titles of the journal entries the search index has for ``date`` (none without one)."""
     import sqlite3
 
-    path = os.path.join(root, ".journal", "index.sqlite")
-    if not os.path.exists(path):
+    try:
+        path = confined.sqlite_file(root, os.path.join(root, ".journal", "index.sqlite"))
+    except OSError:
+        return []
+    if path is None:
         return []
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:

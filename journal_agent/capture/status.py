@@ -9,7 +9,9 @@ SessionStart only reads it. Changed and gone references are stale (the entry nee
 again); moved ones are not: ``journal check --fix`` updates them, so they are named apart.
 
 Stdlib only and light (the hooks import it under ``python3 -I -S``: paths are ``os.path``
-strings, JSON is :mod:`journal_agent.lightjson`).
+strings, JSON is :mod:`journal_agent.lightjson`). Every file is reached through
+:mod:`journal_agent.confined` from the project root: a link a clone committed under
+``.journal/`` is never followed, read or written through.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import bisect
 import os
 import time
 
+from journal_agent import confined
 from journal_agent.capture.store import waiting_count
 from journal_agent.lightjson import dumps, loads
 
@@ -40,10 +43,13 @@ def proposals_dir(root: str | os.PathLike[str]) -> str:
     return os.path.join(capture_dir(root), "proposals")
 
 
-def read_json(path: str) -> Any:
-    """The JSON value in the file at ``path``; OSError or ValueError."""
-    with open(path, "rb") as f:
-        return loads(f.read())
+def read_json(root: str | os.PathLike[str], path: str) -> Any:
+    """The JSON value in the file at ``path`` under ``root``; OSError (FileNotFoundError when
+    it is missing, ``confined.Refused`` when it is not a plain file) or ValueError."""
+    data = confined.read(root, path)
+    if data is None:
+        raise FileNotFoundError(path)
+    return loads(data)
 
 
 def due_reviews(root: str | os.PathLike[str], now: float | None = None) -> int:
@@ -55,32 +61,31 @@ def due_reviews(root: str | os.PathLike[str], now: float | None = None) -> int:
     session start parses the big file only after a review changed it.
     """
     path = os.path.join(root, ".journal", "review.json")
-    try:
-        st = os.stat(path)
-    except OSError:
+    st = confined.lstat(root, path)
+    if st is None:
         return 0
     key = f"{st.st_size}:{st.st_mtime_ns}"
     cache = os.path.join(capture_dir(root), "due.json")
     try:
-        cached = read_json(cache)
+        cached = read_json(root, cache)
         dues = cached["due"] if cached["key"] == key else None
     except (OSError, ValueError, KeyError, TypeError):
         dues = None
     if dues is None:
-        dues = _due_dates(path)
+        dues = _due_dates(root, path)
         try:  # noqa: SIM105 (contextlib is one more import for every session start)
-            write_json(cache, {"key": key, "due": dues})
+            write_json(root, cache, {"key": key, "due": dues})
         except OSError:
             pass  # a read-only project: count from the file every time
     return bisect.bisect_right(dues, time.time() if now is None else now)
 
 
-def _due_dates(path: str) -> list[float]:
+def _due_dates(root: str | os.PathLike[str], path: str) -> list[float]:
     """The due dates (POSIX seconds, sorted) of every card in review.json."""
     from datetime import datetime  # only when review.json changed since the cache
 
     try:
-        cards = read_json(path)["cards"].values()
+        cards = read_json(root, path)["cards"].values()
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return []
     out = []
@@ -97,7 +102,7 @@ def _due_dates(path: str) -> list[float]:
 def reference_counts(root: str | os.PathLike[str]) -> tuple[int, int]:
     """``(stale, moved)`` as the last refresh left them, ``(0, 0)`` when there is none yet."""
     try:
-        saved = read_json(os.path.join(capture_dir(root), "status.json"))
+        saved = read_json(root, os.path.join(capture_dir(root), "status.json"))
     except (OSError, ValueError):
         return 0, 0
     return _count(saved, "stale_refs"), _count(saved, "moved_refs")
@@ -113,7 +118,7 @@ def _count(saved: object, key: str) -> int:
 
 def proposed_rows(root: str | os.PathLike[str]) -> int:
     try:
-        return sum(1 for name in os.listdir(proposals_dir(root)) if name.endswith(".json"))
+        return sum(1 for n in confined.listdir(root, proposals_dir(root)) if n.endswith(".json"))
     except OSError:
         return 0
 
@@ -124,21 +129,18 @@ def waiting_drafts(root: str | os.PathLike[str]) -> int:
     drafts (as drafts.store reads them), and a FIFO there cannot block the session's start."""
     folder = os.path.join(root, ".journal", "drafts")
     try:
-        names = [n for n in os.listdir(folder) if n.endswith(".md")]
+        names = [n for n in confined.listdir(root, folder) if n.endswith(".md")]
     except OSError:
         return 0
     count = 0
     for name in names:
         try:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            f = confined.open_read(root, os.path.join(folder, name))
         except OSError:
-            continue
-        try:
-            count += os.read(fd, len(DRAFT_HEADER)) == DRAFT_HEADER
-        except OSError:  # a directory named *.md
-            pass
-        finally:
-            os.close(fd)
+            continue  # a link, a FIFO, a directory named *.md: not a draft
+        if f is not None:
+            with f:
+                count += f.read(len(DRAFT_HEADER)) == DRAFT_HEADER
     return count
 
 
@@ -181,15 +183,12 @@ def _n(count: int, noun: str) -> str:
 def needs_refresh(root: str | os.PathLike[str]) -> bool:
     """No status yet, one older than REFRESH_EVERY, or one older than the last change to the
     recorded references (an append, a refresh, `check --fix`)."""
-    refs = os.path.join(root, ".journal", "refs.jsonl")
-    try:
-        computed = os.stat(os.path.join(capture_dir(root), "status.json")).st_mtime
-    except OSError:
-        return os.path.exists(refs)
-    try:
-        recorded = os.stat(refs).st_mtime
-    except OSError:
-        recorded = 0.0
+    refs = confined.lstat(root, os.path.join(root, ".journal", "refs.jsonl"))
+    status = confined.lstat(root, os.path.join(capture_dir(root), "status.json"))
+    if status is None:
+        return refs is not None
+    computed = status.st_mtime
+    recorded = refs.st_mtime if refs is not None else 0.0
     return time.time() - computed > REFRESH_EVERY or recorded > computed
 
 
@@ -226,7 +225,7 @@ def refresh(root: str | os.PathLike[str]) -> None:
         "moved_refs": counts["moved"],
         "computed": now,
     }
-    write_json(os.path.join(capture_dir(root), "status.json"), facts)
+    write_json(root, os.path.join(capture_dir(root), "status.json"), facts)
 
 
 def _entry_ids(root: Path) -> set[str] | None:
@@ -235,9 +234,11 @@ def _entry_ids(root: Path) -> set[str] | None:
     before the last append would otherwise hide that entry's references)."""
     import sqlite3
 
-    path = root / ".journal" / "index.sqlite"
     try:
-        st = (root / "learning_journal.md").stat()
+        st = confined.lstat(root, root / "learning_journal.md")
+        path = confined.sqlite_file(root, root / ".journal" / "index.sqlite")
+        if st is None or path is None:
+            return None
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
             if (meta.get("size"), meta.get("mtime_ns")) != (str(st.st_size), str(st.st_mtime_ns)):
@@ -247,13 +248,13 @@ def _entry_ids(root: Path) -> set[str] | None:
         return None
 
 
-def write_json(path: str, data: object, *, durable: bool = False) -> None:
-    """Replace ``path`` whole (journal_agent.atomic): a reader never sees half of it. A dict is
-    written one key a line, for whoever opens the file."""
-    from journal_agent.atomic import atomic_write
-
+def write_json(
+    root: str | os.PathLike[str], path: str, data: object, *, durable: bool = False
+) -> None:
+    """Replace ``path`` under ``root`` whole (journal_agent.confined): a reader never sees half
+    of it. A dict is written one key a line, for whoever opens the file."""
     if isinstance(data, dict) and data:
         text = "{\n" + ",\n".join(f" {dumps(str(k))}: {dumps(v)}" for k, v in data.items()) + "\n}"
     else:
         text = dumps(data)
-    atomic_write(path, text + "\n", durable=durable)
+    confined.replace(root, path, text + "\n", durable=durable)

@@ -1,9 +1,11 @@
 """The inbox file itself, as the hooks write it: ``.journal/inbox.jsonl``.
 
-One JSON object per line, append-only. A moment is written once by a hook (one ``write`` on an
-``O_APPEND`` descriptor, so concurrent sessions never interleave or lose lines) and never
-rewritten; dismissing one appends a tombstone ``{"dismissed": "<id>", "reason", "time"}``.
-Nothing takes a lock or rewrites the file, so a hook never waits for a CLI command.
+One JSON object per line, append-only, through :func:`journal_agent.confined.append` (whole
+lines or nothing, never through a link a clone committed at ``.journal/inbox.jsonl``; appenders
+hold ``flock`` only for the moment of their write, so concurrent sessions never interleave or
+lose lines). A moment is written once by a hook and never rewritten; dismissing one appends a
+tombstone ``{"dismissed": "<id>", "reason", "time"}``. Nothing rewrites the file, and readers
+take no lock, so a hook never waits for a CLI command.
 
 A moment's fields (``journal_agent.capture.inbox.Moment`` reads them):
 ``id`` (first 12 hex digits of ``hash``), ``kind`` (insight | measurement | revise), ``text``,
@@ -23,6 +25,7 @@ from __future__ import annotations
 import os
 import time
 
+from journal_agent import confined
 from journal_agent.lightjson import dumps
 
 INBOX = "inbox.jsonl"
@@ -102,12 +105,8 @@ def revise_moment(
 
 def known_hashes(root: str | os.PathLike[str]) -> set[str]:
     """The hashes of moments already in the inbox (its last few MB), waiting or dismissed."""
-    try:
-        with open(inbox_file(root), "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - _TAIL))
-            data = f.read()
-    except FileNotFoundError:
+    data = confined.read_tail(root, inbox_file(root), _TAIL)
+    if data is None:
         return set()
     out: set[str] = set()
     for raw in data.splitlines():
@@ -121,7 +120,7 @@ def lines(root: str | os.PathLike[str]) -> list[dict[str, object]]:
     """Every object in the inbox, in order; lines that are not JSON objects are skipped."""
     from journal_agent.jsonl import read_objects
 
-    return read_objects(inbox_file(root))
+    return read_objects(root, inbox_file(root))
 
 
 def waiting_count(root: str | os.PathLike[str]) -> int:
@@ -149,20 +148,9 @@ def _redacted(item: dict[str, object]) -> dict[str, object]:
 
 
 def append(root: str | os.PathLike[str], items: list[dict[str, object]]) -> None:
-    """Append ``items`` in one write (O_APPEND: concurrent writers never interleave), secrets
+    """Append ``items`` whole or not at all (a full disk leaves no torn line), secrets
     redacted."""
     if not items:
         return
-    path = inbox_file(root)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     data = b"".join(dumps(_redacted(item), sort_keys=True).encode() + b"\n" for item in items)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data  # a crash tore the previous line: keep ours whole
-        written = os.write(fd, data)
-        if written != len(data):  # a full disk mid-write: say so rather than pretend
-            raise OSError(28, "short write to the inbox (disk full?)")
-    finally:
-        os.close(fd)
+    confined.append(root, inbox_file(root), data)

@@ -150,7 +150,7 @@ def inbox_session_command(
         return
     chosen = proposals.pick(ws, which)
     if discard:
-        proposals.done(chosen)
+        proposals.done(ws, chosen)
         echo(f"discarded {len(chosen)} proposed row{'s' if len(chosen) != 1 else ''}")
         return
     for change in proposals.apply(ws, chosen):

@@ -112,7 +112,11 @@ def export_json_command(
         return
     import json
 
-    from journal_agent.atomic import atomic_write
+    from journal_agent import confined
 
-    atomic_write(file, json.dumps(data, indent=2, ensure_ascii=False, default=str).encode())
+    # The folder the user named is trusted as given; the file's own name is never followed.
+    out = file.absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    confined.replace(out.parent, out.name, text)
     echo(f"wrote {len(data['entries'])} entries to {file}")

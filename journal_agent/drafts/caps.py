@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
-from journal_agent.atomic import atomic_write
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.paths import draft_usage_path, state_dir
 
@@ -98,16 +98,18 @@ def add_usage(root: Path, tokens: int) -> int:
         days[day] = days.get(day, 0) + max(0, int(tokens))
         oldest = (date.today() - timedelta(days=_KEPT_DAYS)).isoformat()
         kept = {d: n for d, n in days.items() if d >= oldest}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps({"days": kept}, indent=1, sort_keys=True) + "\n")
+        confined.replace(root, path, json.dumps({"days": kept}, indent=1, sort_keys=True) + "\n")
         return kept[day]
 
 
 def _read(root: Path) -> dict[str, int]:
     try:
-        data = json.loads(draft_usage_path(root).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
+        raw = confined.read(root, draft_usage_path(root))
+        if raw is None:
+            return {}
+        data = json.loads(raw)
+    except confined.Refused:
+        raise
     except (OSError, ValueError) as exc:
         # Unreadable, it would count as nothing spent: the daily cap must not silently reset.
         raise UserError(

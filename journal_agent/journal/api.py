@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from journal_agent.atomic import atomic_write
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.foreign_changes import remember
 from journal_agent.journal.model import EntrySummary, Journal, parse_journal
@@ -113,7 +113,7 @@ def append_entry(ws: Workspace, text: str, force: bool = False) -> AppendOutcome
             appended,
             (result.old_size, result.old_mtime_ns),
             (result.new_size, result.new_mtime_ns),
-            store.path.read_bytes(),
+            store.read_bytes(),
         )
         _remember_vector(ws.index, appended, similar)
     except Exception as exc:
@@ -123,9 +123,8 @@ def append_entry(ws: Workspace, text: str, force: bool = False) -> AppendOutcome
 
 
 def _journal_state(store: JournalStore) -> _State | None:
-    try:
-        st = store.path.stat()
-    except FileNotFoundError:
+    st = store.stat()
+    if st is None:
         return None
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
@@ -201,13 +200,13 @@ def _append_with_hashes(
 ) -> AppendResult:
     hashes = anchors_for(ws.root, entry.refs, FileCache(ws.root))
 
-    def before_write(entry_id: str) -> None:
+    def before_write(entry_id: str) -> Callable[[], None] | None:
         # Under the journal lock, before the journal is replaced: a crash in between leaves
-        # an unused key, never an entry whose hashes are missing.
+        # an unused key, never an entry whose hashes are missing; a failed replace takes the
+        # key back (JournalStore.append calls what this returns).
         if guard is not None:
             guard()
-        if hashes:
-            ws.refs.record(entry_id, hashes)
+        return ws.refs.record(entry_id, hashes) if hashes else None
 
     return ws.journal.append(text, before_write=before_write)
 
@@ -218,9 +217,13 @@ def _log_append(store: JournalStore, outcome: AppendOutcome) -> None:
         "time": datetime.now(UTC).isoformat(timespec="seconds"),
         **outcome.to_dict(),
     }
-    store.state.mkdir(parents=True, exist_ok=True)
-    with open(store.state / "appends.jsonl", "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    line = json.dumps(record, ensure_ascii=False) + "\n"
+    try:
+        confined.append(store.root, store.state / "appends.jsonl", line)
+    except OSError as exc:
+        # The entry is in: failing now would have the user append it again. `doctor` names
+        # a planted link there; a full disk shows at the next write that matters.
+        logger.debug("appends.jsonl not written: %s", exc)
 
 
 def check(ws: Workspace) -> CheckReport:
@@ -384,17 +387,17 @@ def repair(ws: Workspace, dry_run: bool = False) -> RepairOutcome:
             False, None, result.fixed_lines, result.unrepaired_lines, result.guessed_lines
         )
     with store._locked():
-        current = store.path.read_bytes()
+        current = store.read_bytes()
         if current != data:
             raise UserError(f"{store.path.name} changed while repairing it; run repair again.")
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         backup = store.path.with_name(f"{store.path.name}.bak-{stamp}")
         n = 1
-        while backup.exists():
+        while not confined.create(store.root, backup, data):  # never over anything
             n += 1
             backup = store.path.with_name(f"{store.path.name}.bak-{stamp}-{n}")
-        atomic_write(backup, data)
-        remember(store.root, store.path.name, result.data, atomic_write(store.path, result.data))
+        written = confined.replace(store.root, store.path, result.data)
+        remember(store.root, store.path.name, result.data, written)
     return RepairOutcome(
         True, str(backup), result.fixed_lines, result.unrepaired_lines, result.guessed_lines
     )

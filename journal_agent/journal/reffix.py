@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-from journal_agent.atomic import atomic_write, remove_stale_temps
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.foreign_changes import remember
 from journal_agent.journal._text import split_lines
@@ -57,13 +57,13 @@ def fix_moved(root: Path) -> FixOutcome:
     store = JournalStore(Path(root))
     refstore = RefStore(refs_file(store.root))
     with store._locked():
-        remove_stale_temps(store.path)
+        confined.remove_stale_temps(store.root, store.path)
         for _ in range(5):
-            try:
-                st = store.path.stat()
-            except FileNotFoundError:
+            found = confined.snapshot(store.root, store.path)
+            if found is None:
                 return FixOutcome()
-            text = decode_journal(store.path.read_bytes(), store.path)
+            st, data = found
+            text = decode_journal(data, store.path)
             files = FileCache(store.root)
             relocator = Relocator(store.root, files)
             recorded = refstore.anchors()
@@ -81,14 +81,19 @@ def fix_moved(root: Path) -> FixOutcome:
                     outcome.fixed.append(Fixed(entry.id, ref.line, line[a:b], spec))
             if not outcome.fixed:
                 return outcome
-            if changed_since(store.path, st):
+            if changed_since(store.root, store.path, st):
                 continue  # an editor saved meanwhile: start again from its content
-            for entry_id, kept in anchors.items():
-                # Before the journal: a crash in between leaves unused anchors, never an entry
-                # whose new references have none.
-                refstore.record(entry_id, kept)
+            # Before the journal: a crash in between leaves unused anchors, never an entry whose
+            # new references have none; a failed write (a full disk) takes them back.
+            undo = [refstore.record(entry_id, kept) for entry_id, kept in anchors.items()]
             data = "".join(lines).encode("utf-8")
-            remember(store.root, store.path.name, data, atomic_write(store.path, data))
+            try:
+                written = confined.replace(store.root, store.path, data)
+            except BaseException:
+                for take_back in reversed(undo):
+                    take_back()
+                raise
+            remember(store.root, store.path.name, data, written)
             outcome.fixed.sort(key=lambda f: f.line)
             return outcome
     raise UserError(

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -360,13 +360,17 @@ class RefStore:
     keeps the plain hashes that readers of the first format (the hooks) understand.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, anchor: Path | None = None) -> None:
+        from journal_agent.paths import anchor_of
+
         self.path = path
+        # The workspace above .journal/: the file is reached from it without following a link.
+        self.anchor = anchor or anchor_of(path)
 
     def _items(self) -> list[dict]:
         from journal_agent.jsonl import read_objects
 
-        return [item for item in read_objects(self.path) if "entry" in item]
+        return [item for item in read_objects(self.anchor, self.path) if "entry" in item]
 
     def load(self) -> dict[str, dict[str, str]]:
         """``{entry: {ref: hash}}``."""
@@ -391,7 +395,7 @@ class RefStore:
     def _anchored(self) -> Iterator[tuple[str, dict[str, Anchor], bytes]]:
         from journal_agent.jsonl import read_lines
 
-        for raw, item in read_lines(self.path):
+        for raw, item in read_lines(self.anchor, self.path):
             if "entry" not in item:
                 continue
             try:
@@ -400,24 +404,21 @@ class RefStore:
                 continue
             yield str(item["entry"]), anchors, raw
 
-    def record(self, entry_id: str, anchors: dict[str, Anchor]) -> None:
-        """Store the anchors of one entry (call under the journal lock)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def record(self, entry_id: str, anchors: dict[str, Anchor]) -> Callable[[], None]:
+        """Store the anchors of one entry (call under the journal lock); return what takes them
+        back, for a journal write that then fails (still under the lock)."""
+        from journal_agent import confined
+
         item = {
             "entry": entry_id,
             "refs": {k: a.hash for k, a in anchors.items()},
             "anchors": {k: a.to_dict() for k, a in anchors.items()},
         }
         line = json.dumps(item, sort_keys=True, ensure_ascii=False).encode() + b"\n"
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                line = b"\n" + line  # a crash tore the previous line: keep ours whole
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # Whole or not at all (a full disk leaves no torn line and so no anchor at all: the
+        # append that called this fails before the journal is written).
+        size = confined.append(self.anchor, self.path, line, durable=True)
+        return lambda: confined.cut_back(self.anchor, self.path, size)
 
 
 def _anchors_of(item: object) -> dict[str, Anchor]:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from journal_agent.atomic import atomic_write, remove_stale_temps
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.foreign_changes import check as check_foreign
 from journal_agent.foreign_changes import remember as remember_ours
@@ -76,17 +76,29 @@ class JournalStore:
         return self._locked()
 
     def exists(self) -> bool:
-        return self.path.is_file()
+        """Whether something has the journal's name (a link there is refused when read)."""
+        return confined.lstat(self.root, self.path) is not None
 
     def read_bytes(self) -> bytes:
         check_foreign(self.root, JOURNAL_FILE)
-        try:
-            return self.path.read_bytes()
-        except FileNotFoundError:
+        # Never through a link (finding 5: a journal that is a link to ~/.ssh/id_ed25519 was
+        # read and rewritten into the workspace); confined.Refused says what to do instead.
+        data = confined.read(self.root, self.path)
+        if data is None:
             raise UserError(
                 f"there is no {JOURNAL_FILE} in {self.root} yet; append an entry first "
                 "(journal-agent journal append --file ENTRY.md)."
-            ) from None
+            )
+        return data
+
+    def stat(self) -> os.stat_result | None:
+        """The journal's stat (a link there is not followed), None when there is none."""
+        return confined.lstat(self.root, self.path)
+
+    def snapshot(self) -> tuple[os.stat_result, bytes] | None:
+        """``(stat, bytes)`` read from one descriptor, None when there is no journal;
+        ``confined.Refused`` when the name is a link, FIFO, folder or hard link."""
+        return confined.snapshot(self.root, self.path)
 
     def read_text(self) -> str:
         return decode_journal(self.read_bytes(), self.path)
@@ -94,17 +106,20 @@ class JournalStore:
     def load(self) -> Journal:
         return parse_journal(self.read_text())
 
-    def append(self, draft: str, before_write: Callable[[str], None] | None = None) -> AppendResult:
-        """Append one entry (markdown starting with its dated heading); returns where it went."""
+    def append(
+        self, draft: str, before_write: Callable[[str], Callable[[], None] | None] | None = None
+    ) -> AppendResult:
+        """Append one entry (markdown starting with its dated heading); returns where it went.
+
+        ``before_write(entry_id)`` runs under the lock just before the journal is replaced and
+        may return what undoes it, called (still under the lock) if the replace fails: a full
+        disk leaves no reference anchor for an entry that is not there."""
         check_foreign(self.root, JOURNAL_FILE)  # a change by another hand: said before ours
         with self._locked():
-            remove_stale_temps(self.path)
+            confined.remove_stale_temps(self.root, self.path)
             for _ in range(5):
-                try:
-                    st = self.path.stat()
-                    data = self.path.read_bytes()
-                except FileNotFoundError:
-                    st, data = None, HEADER.encode("utf-8")
+                found = confined.snapshot(self.root, self.path)
+                st, data = found if found else (None, HEADER.encode("utf-8"))
                 # Bytes from here on: a 14 MB journal with emoji is 56 MB as a str.
                 lines = self._known_lines(st)
                 fence = None  # a journal we wrote last never ends inside a code block
@@ -119,12 +134,16 @@ class JournalStore:
                 new_data = b"".join((data, sep, entry_bytes))
                 line = lines + sep.count(b"\n") + 1
                 # Someone saved the file without the lock since we read it: redo on their content.
-                if st is not None and changed_since(self.path, st):
+                if st is not None and changed_since(self.root, self.path, st):
                     continue
-                if before_write is not None:
-                    before_write(entry_id)  # e.g. record reference hashes, still under the lock
-                atomic_write(self.path, new_data)
-                new_st = self.path.stat()
+                # e.g. record reference hashes, still under the lock
+                undo = before_write(entry_id) if before_write is not None else None
+                try:
+                    new_st = confined.replace(self.root, self.path, new_data)
+                except BaseException:
+                    if undo is not None:
+                        undo()
+                    raise
                 remember_ours(self.root, JOURNAL_FILE, new_data, new_st)
                 self._remember(new_st, line - 1 + entry_bytes.count(b"\n"))
                 return AppendResult(
@@ -151,7 +170,7 @@ class JournalStore:
         if st is None:
             return None
         try:
-            known = json.loads(self._state_path.read_text(encoding="utf-8"))
+            known = json.loads(confined.read(self.root, self._state_path) or b"null")
             if [known["size"], known["mtime_ns"], known["ino"]] == [
                 st.st_size,
                 st.st_mtime_ns,
@@ -166,7 +185,7 @@ class JournalStore:
         state = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "lines": lines}
         try:
             # A cache: no fsync; a stale one never matches.
-            atomic_write(self._state_path, json.dumps(state), durable=False)
+            confined.replace(self.root, self._state_path, json.dumps(state), durable=False)
         except OSError as exc:
             logger.debug(
                 "could not cache the journal's line count in %s: %s", self._state_path, exc
@@ -175,8 +194,10 @@ class JournalStore:
     def replace_all(self, data: bytes) -> None:
         """Write the whole journal (used by repair), under the lock."""
         with self._locked():
-            remove_stale_temps(self.path)
-            remember_ours(self.root, JOURNAL_FILE, data, atomic_write(self.path, data))
+            confined.remove_stale_temps(self.root, self.path)
+            remember_ours(
+                self.root, JOURNAL_FILE, data, confined.replace(self.root, self.path, data)
+            )
 
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         return held(
@@ -184,14 +205,15 @@ class JournalStore:
             LOCK_TIMEOUT,
             f"another journal-agent process has held {self.lock_path} for over "
             f"{LOCK_TIMEOUT:.0f} s; wait for it to finish and try again.",
+            anchor=self.root,
         )
 
 
-def changed_since(path: Path, before: os.stat_result) -> bool:
-    """Whether ``path`` was replaced or rewritten since ``before`` was taken (an editor saved)."""
-    try:
-        now = path.stat()
-    except FileNotFoundError:
+def changed_since(root: Path, path: Path, before: os.stat_result) -> bool:
+    """Whether ``path`` was replaced or rewritten since ``before`` was taken (an editor saved,
+    or something put a link there)."""
+    now = confined.lstat(root, path)
+    if now is None:
         return True
     return (now.st_size, now.st_mtime_ns, now.st_ino) != (
         before.st_size,

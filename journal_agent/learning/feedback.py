@@ -29,7 +29,6 @@ import contextlib
 import difflib
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.locks import held
 from journal_agent.paths import state_dir
@@ -194,19 +194,19 @@ class FeedbackLog:
             state_dir(self.root) / "locks" / "feedback.lock",
             60,
             "another process has held the feedback lock for 60 s; try again.",
+            anchor=self.root,
         )
 
     # -- storage ----------------------------------------------------------------------------
     def read(self) -> tuple[list[FeedbackRecord], list[Tampered]]:
         """The valid records, and the lines that are not (see :class:`Tampered`)."""
         try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return [], []
-        except IsADirectoryError:
-            raise UserError(
-                f"{self.path} is a directory, not the feedback log; move it aside and try again."
-            ) from None
+            raw = confined.read(self.root, self.path)
+            if raw is None:
+                return [], []
+            text = raw.decode("utf-8")
+        except confined.Refused:
+            raise
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"cannot read {self.path} ({exc}); fix or move it aside.") from None
         records, tampered = [], []
@@ -220,32 +220,25 @@ class FeedbackLog:
         return self.read()[0]
 
     def _append(self, record: FeedbackRecord) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
         line = json.dumps(record.to_dict(), ensure_ascii=False) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        confined.append(self.root, self.path, line, durable=True)
 
     def store(self, data: bytes) -> str:
-        from journal_agent.atomic import atomic_write
-
         digest = hashlib.sha256(data).hexdigest()[:16]
-        path = self.versions / f"{digest}.md"
-        if not path.exists():
-            atomic_write(path, data)
+        # Named by content: a version already there is this one (create never overwrites).
+        confined.create(self.root, self.versions / f"{digest}.md", data)
         return digest
 
     def version(self, digest: str) -> bytes:
-        try:
-            return (self.versions / f"{digest}.md").read_bytes()
-        except FileNotFoundError:
+        data = None
+        if digest and all(c in "0123456789abcdef" for c in digest):  # (a record names it)
+            data = confined.read(self.root, self.versions / f"{digest}.md")
+        if data is None:
             raise UserError(
                 f"version {digest} is missing from {self.versions}; that record cannot be "
                 "shown or reverted."
-            ) from None
+            )
+        return data
 
     def get(self, n: int) -> FeedbackRecord:
         records, tampered = self.read()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date as _date
 from pathlib import Path
 
-from journal_agent.atomic import atomic_write, remove_stale_temps
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.foreign_changes import check as check_foreign
 from journal_agent.foreign_changes import remember as remember_ours
@@ -54,13 +54,15 @@ class LedgerStore:
         self.path = self.root / LEDGER_FILE
 
     def exists(self) -> bool:
-        return self.path.is_file()
+        """Whether something has the ledger's name (a link there is refused when read)."""
+        return confined.lstat(self.root, self.path) is not None
 
     def read_text(self) -> str:
         check_foreign(self.root, LEDGER_FILE)
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
+        # Never through a link: a ledger that is a link to ~/.ssh/id_ed25519 would be copied
+        # into the workspace by the next update (confined.Refused says so instead).
+        data = confined.read(self.root, self.path)
+        if data is None:
             raise UserError(
                 f"there is no {LEDGER_FILE} in {self.root} yet; create it with "
                 "`journal-agent ledger init` or run /end-session."
@@ -129,9 +131,10 @@ class LedgerStore:
             with self.locked():  # held only to re-check and write
                 if self._changed(st, text):
                     continue  # written meanwhile: redo on its content
-                remove_stale_temps(self.path)
+                confined.remove_stale_temps(self.root, self.path)
                 data = new_text.encode("utf-8")
-                remember_ours(self.root, LEDGER_FILE, data, atomic_write(self.path, data))
+                written = confined.replace(self.root, self.path, data)
+                remember_ours(self.root, LEDGER_FILE, data, written)
                 return UpdateResult(self.path, created, changes)
         raise UserError(
             f"{self.path} kept changing while updating it; close the editor that is saving it "
@@ -140,23 +143,18 @@ class LedgerStore:
 
     def _snapshot(self) -> tuple[os.stat_result | None, str]:
         """The file's stat and text now; (None, "") when there is none yet."""
-        try:
-            st = self.path.stat()
-            data = self.path.read_bytes()
-        except FileNotFoundError:
+        found = confined.snapshot(self.root, self.path)
+        if found is None:
             return None, ""
-        except IsADirectoryError:
-            raise UserError(
-                f"{self.path} is a directory, not the ledger; move it aside and try again."
-            ) from None
+        st, data = found
         return st, _decode(data, self.path)
 
     def _changed(self, st: os.stat_result | None, text: str) -> bool:
         """Whether the file is no longer what the update was computed from (a stat identity
         can repeat after a rename frees an inode: the bytes decide)."""
         if st is None:
-            return os.path.lexists(self.path)
-        return changed_since(self.path, st) or self._snapshot()[1] != text
+            return confined.lstat(self.root, self.path) is not None
+        return changed_since(self.root, self.path, st) or self._snapshot()[1] != text
 
 
 def _decode(data: bytes, path: Path) -> str:

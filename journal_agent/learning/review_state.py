@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
 
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.locks import held
 from journal_agent.paths import review_file, state_dir
@@ -59,12 +60,12 @@ class ReviewState:
             60,
             "another journal-agent review has held the review lock for over 60 s; finish "
             "it and try again.",
+            anchor=self.root,
         )
 
     def load(self) -> State:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
+        raw = confined.read(self.root, self.path)
+        if raw is None:
             return {"version": STATE_VERSION, "cards": {}, "log": []}
         try:
             data = json.loads(raw.decode("utf-8"))
@@ -90,17 +91,15 @@ class ReviewState:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
         n = 1
-        while aside.exists():
+        while confined.lstat(self.root, aside) is not None:
             n += 1
             aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
-        self.path.rename(aside)
+        confined.rename(self.root, self.path, aside, overwrite=False)
         return aside
 
     def save(self, data: State) -> None:
-        from journal_agent.atomic import atomic_write
-
         text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-        atomic_write(self.path, text)
+        confined.replace(self.root, self.path, text)
 
 
 def _short(exc: Exception) -> str:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Required, TypedDict, Unpack
 
-from journal_agent.atomic import atomic_write
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.paths import runs_dir
 from journal_agent.runtime.result import RunSummary
@@ -54,6 +54,12 @@ def run_dir(root: Path, run_id: str) -> Path:
     return runs_dir(root) / run_id
 
 
+def _known_id(root: Path, run_id: str) -> None:
+    """Refuse a run id that is not one name (``runs show ../x``): no such run."""
+    if not run_id or "/" in run_id or os.sep in run_id or run_id in (".", ".."):
+        raise UserError(f"'{run_id}' is not a background run id; `journal-agent runs` lists them.")
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -62,29 +68,35 @@ def write_status(root: Path, run_id: str, **fields: Unpack[RunFields]) -> RunSta
     """Merge ``fields`` into the run's status file, atomically."""
     from journal_agent.locks import held
 
+    _known_id(root, run_id)
     directory = run_dir(root, run_id)
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / "status.json"
     # The launcher and the run itself both write here: read-modify-write under a lock.
     busy = f"the status of background run {run_id} stayed locked for 30 s; try again"
-    with held(directory / "status.lock", 30, busy):
-        old: RunStatus = read_status(root, run_id) if path.exists() else {"id": run_id}
+    with held(directory / "status.lock", 30, busy, anchor=root):
+        exists = confined.lstat(root, path) is not None
+        old: RunStatus = read_status(root, run_id) if exists else {"id": run_id}
         status: RunStatus = {**old, **fields, "updated": _now()}
-        atomic_write(path, json.dumps(status, indent=2, ensure_ascii=False, default=str))
+        text = json.dumps(status, indent=2, ensure_ascii=False, default=str)
+        confined.replace(root, path, text)
     return status
 
 
 def read_status(root: Path, run_id: str) -> RunStatus:
+    _known_id(root, run_id)
     path = run_dir(root, run_id) / "status.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = confined.read(root, path)
+        if data is None:
+            raise FileNotFoundError(path)
+        return json.loads(data)
     except FileNotFoundError:
         known = ", ".join(s["id"] for s in list_runs(root)[-5:]) or "none"
         raise UserError(
             f"no background run '{run_id}' under {runs_dir(root)} (recent: {known}); "
             "see `journal-agent runs`."
         ) from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path} is corrupt ({exc}); remove the run's directory.") from exc
 
 
@@ -140,14 +152,14 @@ def refresh(root: Path, status: RunStatus) -> RunStatus:
 
 def list_runs(root: Path) -> list[RunStatus]:
     base = runs_dir(root)
-    if not base.is_dir():
-        return []
     out: list[RunStatus] = []
-    for path in base.glob("*/status.json"):
+    for name in confined.listdir(root, base):
         try:
-            out.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, json.JSONDecodeError):
-            continue
+            data = confined.read(root, base / name / "status.json")
+            if data is not None:
+                out.append(json.loads(data))
+        except (OSError, ValueError):
+            continue  # a run's folder that is a link, or a torn status: not listed
     return sorted(out, key=lambda s: (s.get("started", ""), s["id"]))
 
 
@@ -166,7 +178,6 @@ def start(
     The arguments come after ``--`` so that a prompt starting with ``-`` stays a prompt."""
     run_id = new_run_id()
     directory = run_dir(root, run_id)
-    directory.mkdir(parents=True, exist_ok=True)
     # -P: the workspace (our working directory) is not put on sys.path, so a typer.py or
     # rich.py a command left there is never imported by the run in place of the library.
     cmd = [
@@ -194,7 +205,7 @@ def start(
         started=_now(),
         pid=None,
     )
-    with (directory / "output.log").open("ab") as log:
+    with confined.open_append(root, directory / "output.log") as log:
         proc = subprocess.Popen(
             cmd,
             cwd=root,

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from journal_agent import confined
 from journal_agent.paths import transcripts_dir
 from journal_agent.secret_text import find_secrets, redact_secrets
 
@@ -100,15 +101,20 @@ def new_run_id() -> str:
 
 
 class Transcript:
-    """Thread-safe JSONL writer (sub-agents write to their parent's transcript)."""
+    """Thread-safe JSONL writer (sub-agents write to their parent's transcript).
+
+    Each record is one :func:`journal_agent.confined.append`: a whole line or none (a full disk
+    leaves no torn record), never through a link planted at the file or a folder above it."""
 
     def __init__(self, path: Path, *, secrets: list[str] | None = None) -> None:
+        from journal_agent.paths import anchor_of
+
         self.path = path
+        self._anchor = anchor_of(path)
         self._scrub = Scrubber(secrets)
         self._lock = threading.Lock()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # backslashreplace: a stray lone surrogate in some value must not lose the record.
-        self._file = path.open("a", encoding="utf-8", errors="backslashreplace")
+        self._closed = False
+        confined.append(self._anchor, path, b"")  # made now: a link there stops the run first
 
     @classmethod
     def for_run(cls, root: Path, run_id: str, *, secrets: list[str] | None = None) -> Transcript:
@@ -117,15 +123,16 @@ class Transcript:
     def write(self, kind: str, agent: str, **data: object) -> None:
         record = {"type": kind, "agent": agent, "time": datetime.now(UTC).isoformat(), **data}
         line = json.dumps(self._scrub(record), ensure_ascii=False, default=str)
+        # backslashreplace: a stray lone surrogate in some value must not lose the record.
+        raw = (line + "\n").encode("utf-8", "backslashreplace")
         with self._lock:
-            if self._file.closed:  # a sub-agent still winding down after the run ended
+            if self._closed:  # a sub-agent still winding down after the run ended
                 return
-            self._file.write(line + "\n")
-            self._file.flush()
+            confined.append(self._anchor, self.path, raw)
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            self._closed = True
 
 
 def read_transcript(path: Path) -> list[dict[str, Any]]:

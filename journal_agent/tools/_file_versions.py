@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from journal_agent.atomic import atomic_write
+from journal_agent import confined
 from journal_agent.paths import state_dir
 
 _KEPT = ((".claude", "commands"), (".claude", "agents"))
@@ -31,9 +31,7 @@ def keep_previous(root: Path, path: Path, old: bytes | None) -> Path | None:
         return None
     if rel.parts[:2] not in _KEPT or rel.suffix != ".md":
         return None
-    folder = history_dir(root) / rel
-    folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    target = folder / f"{stamp}.md"
-    atomic_write(target, old)
+    target = history_dir(root) / rel / f"{stamp}.md"
+    confined.replace(root, target, old)
     return target

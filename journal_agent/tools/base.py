@@ -149,6 +149,9 @@ class Tool(ABC, Generic[InputT]):
         except ToolError as exc:
             return ToolResult(str(exc), is_error=True)
         except OSError as exc:
+            said = as_user_error(exc)  # a link planted where a file of ours goes; a full disk
+            if said is not None:
+                return ToolResult(said.message, is_error=True)
             # A path checked a moment ago is gone or is something else now (a directory
             # swapped for a symlink while Grep or Glob ran): the model can simply try again.
             where = f" ({exc.filename})" if exc.filename else ""

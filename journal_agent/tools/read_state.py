@@ -16,7 +16,6 @@ taken from it. An unreadable or foreign file counts as "nothing read yet", never
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from journal_agent.paths import state_dir
@@ -48,12 +47,14 @@ class PersistentReadTracker(ReadTracker):
     # -- the file ---------------------------------------------------------------------------
 
     def _load(self) -> dict[Path, Fingerprint]:
+        from journal_agent import confined
+
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            return {}
-        try:
-            with os.fdopen(fd, "rb") as handle:
+            # A link or FIFO planted there records no read (and the next write says why).
+            handle = confined.open_read(self.root, self.path)
+            if handle is None:
+                return {}
+            with handle:
                 data = json.loads(handle.read(4_000_000))
             entries = data["reads"]
         except (OSError, ValueError, KeyError, TypeError):
@@ -77,11 +78,11 @@ class PersistentReadTracker(ReadTracker):
         return out
 
     def _update(self, path: Path, fingerprint: Fingerprint | None) -> None:
-        from journal_agent.atomic import atomic_write
+        from journal_agent import confined
         from journal_agent.locks import held
 
         lock = state_dir(self.root) / "locks" / "tool-reads.lock"
-        with held(lock, _LOCK_TIMEOUT_S, f"{lock} stayed locked; try again."):
+        with held(lock, _LOCK_TIMEOUT_S, f"{lock} stayed locked; try again.", anchor=self.root):
             current = self._load()
             current.pop(path, None)
             if fingerprint is not None:
@@ -99,4 +100,4 @@ class PersistentReadTracker(ReadTracker):
                     for p, f in kept
                 }
             }
-            atomic_write(self.path, json.dumps(data, indent=1) + "\n", durable=False)
+            confined.replace(self.root, self.path, json.dumps(data, indent=1) + "\n", durable=False)

@@ -6,8 +6,9 @@ The machinery here is shared with Edit:
   ``filelock`` under ``.journal/locks/``, so the user's tree gets no ``*.lock`` litter);
 - :func:`ensure_unchanged` is the optimistic-concurrency check, done under that lock: the
   file on disk must still be the one this run read, else "modified since read";
-- :func:`atomic_write` replaces the file through :mod:`journal_agent.atomic` (temp file, fsync,
-  rename, mode kept), so readers see the old or the new file, never half.
+- :func:`atomic_write` replaces the file through :func:`journal_agent.confined.replace_at`
+  (random temp file, fsync, rename, mode kept), so readers see the old or the new file, never
+  half.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from journal_agent.atomic import atomic_write as write_atomically
+from journal_agent import confined
 from journal_agent.paths import JOURNAL_FILE, LEDGER_FILE, state_dir
 from journal_agent.tools._file_versions import keep_previous
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
@@ -209,7 +210,7 @@ def remember_written(tracker: ReadTracker, path: Path, data: bytes, st: os.stat_
 
 
 def atomic_write(root: Path, path: Path, data: bytes) -> os.stat_result:
-    """Write ``path`` atomically (:func:`journal_agent.atomic.atomic_write`), inside the workspace.
+    """Write ``path`` atomically (:func:`journal_agent.confined.replace_at`), inside the workspace.
 
     The directory is reached without following symlinks (:func:`open_dir_beneath`) and the
     write goes through its descriptor. Returns the stat of the file as written.
@@ -219,7 +220,9 @@ def atomic_write(root: Path, path: Path, data: bytes) -> os.stat_result:
     except OSError as exc:
         raise _os_error("write in", path.parent, exc) from None
     try:
-        written = write_atomically(path, data, dir_fd=dir_fd)
+        written = confined.replace_at(dir_fd, path.name, data)
+    except confined.NoSpace as exc:
+        raise ToolError(str(exc)) from None
     except OSError as exc:
         raise _os_error("write", path, exc) from None
     finally:

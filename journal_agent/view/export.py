@@ -2,7 +2,9 @@
 as an Anki deck (the cited code on the back), everything as one JSON document.
 
 An export never writes over anything: the HTML goes into a new or empty directory, the deck
-and the JSON replace only the file named (atomically).
+and the JSON replace only the file named (atomically, through :mod:`journal_agent.confined`:
+the folder the user named is trusted as given, the name in it is never followed as a link, and
+the temp file beside it has a random name that nothing can plant in advance).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from journal_agent.atomic import atomic_write
+from journal_agent import confined
 from journal_agent.errors import UserError
 from journal_agent.journal.refs import FileCache
 from journal_agent.view.files import Refused
@@ -46,9 +48,12 @@ def export_html(ws: Workspace, directory: Path) -> Exported:
     """The site, written beside ``directory`` and renamed onto it once complete: an export
     that fails (a ledger that is not UTF-8, a full disk) leaves no half site behind."""
     directory = Path(directory)
+    target = directory.absolute()
+    odd = confined.problem(target.parent, target.name, folder=True)
+    if odd is not None:  # a link where the site goes: never followed
+        raise UserError(odd)
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise UserError(f"{directory} is not an empty directory; give a new one to export into.")
-    target = directory.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     building = target.parent / f".{target.name}.export-{secrets.token_hex(4)}"
     building.mkdir()  # with the user's umask, as the site will have it
@@ -161,16 +166,12 @@ class _Writer:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.count = 0
-        self._made: set[Path] = set()
 
     def write(self, site_path: str, text: str) -> None:
         from urllib.parse import unquote
 
-        path = self.directory / unquote(site_path)
-        if path.parent not in self._made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._made.add(path.parent)
-        path.write_text(text, encoding="utf-8")
+        # Into the folder this export made (random name); a cache need not be durable.
+        confined.replace(self.directory, unquote(site_path), text, durable=False)
         self.count += site_path.endswith(".html")
 
 
@@ -265,13 +266,13 @@ def export_anki(ws: Workspace, file: Path) -> int:
         fields = [_plain(render, item.question), _plain(render, item.answer), _code(site, item)]
         deck.add_note(genanki.Note(model=model, fields=fields, guid=genanki.guid_for(item.id)))
         count += 1
-    file = Path(file)
-    tmp = file.with_name(f".{file.name}.tmp")
-    try:
-        genanki.Package(deck).write_to_file(str(tmp))
-        atomic_write(file, tmp.read_bytes())
-    finally:
-        tmp.unlink(missing_ok=True)
+    import io
+
+    deck_bytes = io.BytesIO()  # a deck is small; no file of a name anyone could plant first
+    genanki.Package(deck).write_to_file(deck_bytes)
+    out = Path(file).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)  # the folder the user named, as given
+    confined.replace(out.parent, out.name, deck_bytes.getvalue())
     return count
 
 

@@ -167,11 +167,8 @@ class Site:
         return [Summary(r[1], r[2], r[3], r[4], tuple(tags[r[0]])) for r in rows]
 
     def _journal_key(self) -> tuple[int, int]:
-        try:
-            st = self.ws.journal.path.stat()
-            return (st.st_size, st.st_mtime_ns)
-        except OSError:
-            return (-1, 0)
+        st = self.ws.journal.stat()
+        return (st.st_size, st.st_mtime_ns) if st is not None else (-1, 0)
 
     def _aggregates(self) -> tuple[int, list[tuple[str, int]]]:
         """The number of entries and every tag's count: whole-journal sums, so computed once
@@ -235,7 +232,7 @@ class Site:
         return entry
 
     def _journal_bytes(self) -> bytes:
-        return self.ws.journal.path.read_bytes()
+        return self.ws.journal.read_bytes()
 
     def _parse_rows(self, rows: list[tuple]) -> list[Entry]:
         """The entries of a few index rows, reading only their bytes: a page shows one entry

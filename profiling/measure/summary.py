@@ -102,25 +102,31 @@ def write_csv(snapshots: list[MemorySnapshot], path: Path) -> None:
         "nvml_used_bytes",
         "rss_bytes",
     ]
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(columns)
-        for s in snapshots:
-            row = [
-                s.step,
-                s.phase or ("(step)" if s.at == "step" else ""),
-                s.at,
-                int(s.warmup),
-                f"{s.t:.6f}",
-                "" if s.duration_s is None else f"{s.duration_s:.9f}",
-                s.current,
-                s.peak,
-                s.reserved,
-                s.peak_reserved,
-                s.active,
-                s.alloc_retries,
-                s.ooms,
-                s.nvml_used,
-                s.rss,
-            ]
-            writer.writerow(["" if v is None else v for v in row])
+    import io
+
+    handle = io.StringIO(newline="")  # written whole below: never through a link at ``path``
+    writer = csv.writer(handle)
+    writer.writerow(columns)
+    for s in snapshots:
+        row = [
+            s.step,
+            s.phase or ("(step)" if s.at == "step" else ""),
+            s.at,
+            int(s.warmup),
+            f"{s.t:.6f}",
+            "" if s.duration_s is None else f"{s.duration_s:.9f}",
+            s.current,
+            s.peak,
+            s.reserved,
+            s.peak_reserved,
+            s.active,
+            s.alloc_retries,
+            s.ooms,
+            s.nvml_used,
+            s.rss,
+        ]
+        writer.writerow(["" if v is None else v for v in row])
+    from profiling import _files
+
+    out = Path(path).absolute()  # the folder the user named, as given; the name never followed
+    _files.replace(out.parent, out, handle.getvalue().encode("utf-8"))

@@ -160,7 +160,7 @@ def test_a_draft_written_again_while_it_is_appended_is_kept(project):
     import subprocess
     import sys
 
-    from journal_agent.atomic import atomic_write
+    from journal_agent import confined
     from journal_agent.locks import held
 
     first = store.save(project, entry("First Version"), moments=[])
@@ -177,7 +177,7 @@ def test_a_draft_written_again_while_it_is_appended_is_kept(project):
             assert line, f"the accept never waited for the journal's lock: {said}"
             said += line
         second = first.path.read_text(encoding="utf-8").replace("First Version", "Second One")
-        atomic_write(first.path, second)
+        confined.replace(project, first.path, second)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, said + err
     journal = (project / "learning_journal.md").read_text(encoding="utf-8")

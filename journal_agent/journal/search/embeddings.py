@@ -329,8 +329,7 @@ class VectorStore:
     def connect(self) -> sqlite3.Connection:
         from journal_agent.journal.search.schema import open_migrated
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return open_migrated(self.path, VECTOR_MIGRATIONS)
+        return open_migrated(self.path, VECTOR_MIGRATIONS)  # (its folder made, never a link)
 
 
 def to_blob(vector: np.ndarray) -> bytes:

@@ -62,9 +62,7 @@ class SearchIndex:
         self._notes.note = note
 
     def connect(self) -> sqlite3.Connection:
-        if not self.store.state.is_dir():  # one stat: a search opens it each time
-            self.store.state.mkdir(parents=True, exist_ok=True)
-        return open_migrated(self.path, MIGRATIONS)
+        return open_migrated(self.path, MIGRATIONS)  # (.journal/ made, never through a link)
 
     def _meta(self, conn: sqlite3.Connection) -> dict[str, str]:
         return dict(conn.execute("SELECT key, value FROM meta").fetchall())
@@ -86,9 +84,8 @@ class SearchIndex:
     # -- freshness ---------------------------------------------------------------------------
     def ensure_fresh(self, conn: sqlite3.Connection) -> None:
         """Bring the index in line with the markdown when the file changed since."""
-        try:
-            st = self.store.path.stat()
-        except FileNotFoundError:
+        st = self.store.stat()
+        if st is None:
             if self._meta(conn).get("size") != "-1":
                 self._update(conn, b"", -1, -1)
             return
@@ -96,8 +93,8 @@ class SearchIndex:
         if meta.get("size") == str(st.st_size) and meta.get("mtime_ns") == str(st.st_mtime_ns):
             return
         # A file only touched re-parses its last entry: hashing all 14 MB to notice would cost
-        # more than that.
-        # (Through the store: a change by another hand than ours is said once.)
+        # more than that. (Through the store: a change by another hand than ours is said once,
+        # and a journal that is a link is refused.)
         self._update(conn, self.store.read_bytes(), st.st_size, st.st_mtime_ns)
 
     def _update(self, conn: sqlite3.Connection, data: bytes, size: int, mtime_ns: int) -> None:

@@ -88,9 +88,20 @@ MIGRATIONS: list[tuple[str, str]] = [
 def open_migrated(path: Path, migrations: list[tuple[str, str]]) -> sqlite3.Connection:
     """A connection with every migration applied once; a corrupt cache file — or one missing
     a table its migrations made (dropped by hand, a half-copied file) — is started over: it
-    is rebuilt from the markdown."""
+    is rebuilt from the markdown.
+
+    SQLite opens by name and follows a link at the database itself (its side files it opens
+    with ``O_NOFOLLOW``), and blocks on a FIFO: the file and the folders on the way are checked
+    through :func:`journal_agent.confined.sqlite_file` first, from the workspace above
+    ``.journal/``, and a link, FIFO or hard link there is ``confined.Refused``."""
+    from journal_agent import confined
+    from journal_agent.paths import anchor_of
+
+    anchor = anchor_of(path)
+    checked = confined.sqlite_file(anchor, path, create=True)
+    assert checked is not None  # (create=True gives the path even for a new database)
     try:
-        conn = _open(path, migrations)
+        conn = _open(checked, migrations)
         missing = _tables(migrations) - {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
@@ -100,8 +111,8 @@ def open_migrated(path: Path, migrations: list[tuple[str, str]]) -> sqlite3.Conn
     except sqlite3.DatabaseError:
         pass
     for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    return _open(path, migrations)
+        confined.unlink(anchor, f"{path}{suffix}")
+    return _open(checked, migrations)
 
 
 _CREATE = re.compile(r"CREATE\s+(?:VIRTUAL\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
@@ -120,7 +131,7 @@ def _tables(migrations: list[tuple[str, str]]) -> set[str]:
     return tables
 
 
-def _open(path: Path, migrations: list[tuple[str, str]]) -> sqlite3.Connection:
+def _open(path: str, migrations: list[tuple[str, str]]) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from journal_agent.regular_file import read_regular
+from journal_agent import confined
 
 MAX_CONFIG = 1 << 20  # bytes of a git config read to redact (a larger one is left as it is)
 
@@ -30,7 +30,8 @@ def redacted_copies(dot_gits: list[Path]) -> tuple[Path | None, tuple[tuple[Path
     pairs: list[tuple[Path, Path]] = []
     for dot_git in dot_gits:
         config = dot_git / "config"
-        data = read_regular(config, MAX_CONFIG) if dot_git.is_dir() else None
+        # (hard-linked or not: its secrets are covered either way)
+        data = confined.read_planted(dot_git, "config", MAX_CONFIG, one_name=False)
         if data is None or len(data) > MAX_CONFIG:
             continue
         text = data.decode("utf-8", "surrogateescape")

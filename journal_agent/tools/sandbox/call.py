@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from journal_agent.regular_file import read_regular
+from journal_agent import confined
 from journal_agent.tools.sandbox import confined_argv, guard
 from journal_agent.tools.sandbox.config import SandboxSettings
 from journal_agent.tools.sandbox.confinement import Confinement, available_confinement
@@ -145,7 +145,7 @@ def collect_records(outbox: Path, root: Path) -> list[str]:
         return notes
     store: RecordStore | None = None
     for name in names[:MAX_RECORDS]:
-        data = read_regular(outbox / name, MAX_RECORD_BYTES)
+        data = confined.read_planted(outbox, name, MAX_RECORD_BYTES)
         try:
             if data is None:
                 raise ValueError("not a plain file of at most 4 MiB")

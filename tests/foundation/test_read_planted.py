@@ -1,5 +1,5 @@
-"""read_regular: what a sandboxed command or a model planted is read only when it is a plain file
-(journal_agent/regular_file.py), and the outbox of records takes nothing else."""
+"""confined.read_planted: what a sandboxed command or a model planted is read only when it is a
+plain file (journal_agent/confined.py), and the outbox of records takes nothing else."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import threading
 from pathlib import Path
 
-from journal_agent.regular_file import read_regular
+from journal_agent.confined import read_planted
 from journal_agent.tools.sandbox.call import collect_records
 from profiling.records import MeasurementRecord, Quantity, RecordStore
 
@@ -21,16 +21,18 @@ def test_a_plain_file_is_read_and_everything_else_is_none(tmp_path: Path) -> Non
     os.mkfifo(tmp_path / "fifo.md")  # no writer: a blocking open would never return
     (tmp_path / "large.md").write_bytes(b"x" * 101)
 
-    assert read_regular(tmp_path / "plain.md", 100) == b"one entry\n"
+    assert read_planted(tmp_path, tmp_path / "plain.md", 100) == b"one entry\n"
     for name in ("link.md", "folder.md", "fifo.md", "large.md", "missing.md"):
-        assert read_regular(tmp_path / name, 100) is None, name
-    assert read_regular(tmp_path / "large.md", 101) == b"x" * 101
+        assert read_planted(tmp_path, tmp_path / name, 100) is None, name
+    assert read_planted(tmp_path, tmp_path / "large.md", 101) == b"x" * 101
 
 
 def test_a_fifo_never_blocks_the_reader(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     answers: list[bytes | None] = []
-    reader = threading.Thread(target=lambda: answers.append(read_regular(tmp_path / "fifo", 9)))
+    reader = threading.Thread(
+        target=lambda: answers.append(read_planted(tmp_path, tmp_path / "fifo", 9))
+    )
     reader.start()
     reader.join(timeout=60)
     if reader.is_alive():  # unblock it so the test run can end, then fail

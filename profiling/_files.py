@@ -1,0 +1,150 @@
+"""profiling's own few lines of ``journal_agent.confined``: profiling never imports journal_agent
+(docs/architecture.md), yet its records live under a project's ``.journal/measurements/``, which
+a cloned repository may have planted with links, and its reports go to a path the user named.
+
+The same rule, the minimum of it: from an *anchor* trusted as given (the project above
+``.journal/``, or the folder the user named), every folder is opened with ``O_NOFOLLOW |
+O_DIRECTORY``; a file is read only when ``fstat`` says it is a regular file with one name
+(opened ``O_NONBLOCK``: a FIFO never blocks), and written through a random temp name (``O_EXCL |
+O_NOFOLLOW``), fsynced and renamed over the name (a link at the name is refused, never
+followed). What is refused is :class:`profiling.errors.ProfilingError`, one sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+
+from profiling.errors import ProfilingError
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_STATE = ".journal"  # (spelled here too: profiling cannot import journal_agent.paths)
+
+
+def anchor_of(path: Path) -> Path:
+    """The project above the last ``.journal`` in ``path``, else ``path``'s own folder."""
+    for parent in (path, *path.parents):
+        if parent.name == _STATE:
+            return parent.parent
+    return path.parent
+
+
+def _refused(shown: Path, what: str) -> ProfilingError:
+    return ProfilingError(
+        f"{shown} is {what}, and a measurement file is only ever a plain file with one name, "
+        f"never reached through a link; remove it (`rm {shown}`) and try again."
+    )
+
+
+def _what(dir_fd: int, name: str) -> str | None:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(name, dir_fd=dir_fd)
+        except OSError:
+            return "a symlink"
+        return "a symlink to " + "".join(c if c.isprintable() else "?" for c in target)
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    return f"a file with {st.st_nlink} names (hard links)" if st.st_nlink > 1 else None
+
+
+def open_dir(anchor: Path, folder: Path, *, create: bool) -> int | None:
+    """A descriptor of ``folder`` (beneath ``anchor``) reached without following a link; None
+    when it is missing and not made. The caller closes it."""
+    rel = os.path.relpath(folder, anchor) if folder.is_absolute() else str(folder)
+    parts = [p for p in rel.split(os.sep) if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"{folder} is not beneath {anchor}")
+    fd = os.open(anchor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    done = anchor
+    try:
+        for name in parts:
+            done = done / name
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=fd)
+            try:
+                inner = os.open(name, _DIR, dir_fd=fd)
+            except FileNotFoundError:
+                os.close(fd)
+                return None
+            except OSError:
+                raise _refused(done, _what(fd, name) or "not a folder") from None
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read(anchor: Path, path: Path) -> bytes | None:
+    """The bytes of the plain file ``path``; None when it (or its folder) is missing."""
+    dir_fd = open_dir(anchor, path.parent, create=False)
+    if dir_fd is None:
+        return None
+    try:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(path.name, flags, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            raise _refused(path, _what(dir_fd, path.name) or "not a plain file") from None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            kind = "a FIFO or device" if not stat.S_ISREG(st.st_mode) else "a hard link"
+            raise _refused(path, f"{kind}, not a plain file")
+        return f.read()
+
+
+def names(anchor: Path, folder: Path) -> list[str]:
+    """The names in ``folder`` (sorted), [] when it is missing."""
+    fd = open_dir(anchor, folder, create=False)
+    if fd is None:
+        return []
+    try:
+        return sorted(os.listdir(fd))
+    finally:
+        os.close(fd)
+
+
+def replace(anchor: Path, path: Path, data: bytes) -> None:
+    """Write ``data`` as ``path`` whole: random temp name, fsync, rename (folders made)."""
+    dir_fd = open_dir(anchor, path.parent, create=True)
+    assert dir_fd is not None  # (made)
+    try:
+        odd = _what(dir_fd, path.name)
+        if odd is not None:
+            raise _refused(path, odd)
+        tmp = f".{path.name[:64]}.tmp-{os.urandom(6).hex()}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o666, dir_fd=dir_fd)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:  # noqa: SIM105
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(dir_fd)
