@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from journal_agent.check import Check
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from journal_agent.workspace import Workspace
 
 # Optional packages and what each one adds.
@@ -221,9 +223,17 @@ def check_capture(root: Path) -> Check:
         f"recall {recall}",
         f"session rows {'proposed' if on['session_row'] else 'off'}",
         f"inbox draft {'on' if on['draft'] else 'off'}",
-        f"{waiting_count(root)} moment(s) waiting",
+        f"{_waiting(root, waiting_count)} moment(s) waiting",
     ]
     return Check("capture hooks", on["enabled"], f"{events}; {'; '.join(parts)}")
+
+
+def _waiting(root: Path, count: Callable[[Path], int]) -> str:
+    """The moments waiting; "?" when the inbox cannot be read (its own check names why)."""
+    try:
+        return str(count(root))
+    except OSError:
+        return "?"
 
 
 def check_hook_failures(root: Path) -> Check:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -167,10 +166,12 @@ def commands_command(
     if eject:
         cmd = load_command(eject, root)
         target = root / ".claude" / "commands" / Path(*cmd.name.split(":")).with_suffix(".md")
-        if target.exists():
+        from journal_agent import confined
+
+        # A new file, never over anything and never through a link (a clone's committed
+        # `.claude/commands -> ~/somewhere` is refused in one sentence).
+        if not confined.create(root, target, Path(cmd.source).read_bytes()):
             raise UserError(f"{_rel(target, root)} already exists; edit it directly.")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(cmd.source, target)
         # The baseline of the feedback loop: whatever hand edits the copy next (an agent's
         # Edit, Claude Code's, the user's editor), `feedback` diffs against this.
         from journal_agent.tools._file_versions import keep_previous

@@ -273,14 +273,17 @@ class FeedbackLog:
         """The version before this change: the earliest one Write/Edit kept since the previous
         record of this file; else the previous record's result; else the file as it is."""
         since = datetime.fromisoformat(mine[-1].time) if mine else None
-        kept = sorted((self.dir / path.relative_to(self.root)).glob("*.md"))
-        for snapshot in kept:
+        folder = self.dir / path.relative_to(self.root)
+        for name in confined.listdir(self.root, folder):  # (a link there: Refused, never read)
             try:
-                taken = datetime.strptime(snapshot.stem, _STAMP).replace(tzinfo=UTC)
+                taken = datetime.strptime(name.removesuffix(".md"), _STAMP).replace(tzinfo=UTC)
             except ValueError:
                 continue
-            if since is None or taken > since:
-                return snapshot.read_bytes()
+            if not name.endswith(".md") or (since is not None and taken <= since):
+                continue
+            kept = confined.read(self.root, folder / name)
+            if kept is not None:
+                return kept
         if mine:
             return self.version(mine[-1].after)
         # Ejected before eject kept a baseline: the plugin's own file of that name, if any.

@@ -136,7 +136,12 @@ class Transcript:
 
 
 def read_transcript(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    from journal_agent.paths import anchor_of
+
+    data = confined.read(anchor_of(path), path)  # (a link there is refused, never followed)
+    if data is None:
+        raise FileNotFoundError(path)
+    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line]
 
 
 def replay_requests(records: list[dict[str, Any]], agent: str = "main") -> list[RequestBody]:

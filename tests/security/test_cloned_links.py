@@ -408,8 +408,20 @@ def _cli_sentence(args: tuple[str, ...]) -> Callable[..., str]:
     return go
 
 
+def _prompt(ws: Path, home: Home, tmp_path: Path, cli) -> str:
+    (ws / "learning_journal.md").write_text(_entry("Warm-up counts optimizer steps"))
+    cli("journal", "search", "warm", "--root", str(ws), env=QUIET)  # the index recall reads
+    prompt = {"session_id": "s1", "prompt": "does warm-up count optimizer steps?"}
+    assert run_hook("UserPromptSubmit", prompt, ws, env={"HOME": str(home.path)}).returncode == 0
+    return _hooks_log(ws)
+
+
 WRITERS = {
     ".journal/inbox.jsonl": lambda ws, home, tmp_path, cli: _stop(ws, home, tmp_path),
+    ".journal/capture/recall.jsonl": _prompt,
+    "learning_journal.md": _cli_sentence(("journal", "append", "--file", "entry.md")),
+    "learning_ledger.md": _cli_sentence(("ledger", "add-item", "developing", "warm-up")),
+    ".journal/journal.lock": _cli_sentence(("journal", "append", "--file", "entry.md")),
     ".journal/refs.jsonl": _cli_sentence(("journal", "append", "--file", "entry.md")),
     ".journal/index.sqlite": _cli_sentence(("journal", "search", "warm")),
     ".journal/review.json": _cli_sentence(("review", "--list")),
@@ -433,3 +445,42 @@ def test_every_writer_refuses_a_link_a_hard_link_and_a_fifo(tmp_path, home, cli,
     out = WRITERS[name](ws, home, tmp_path, cli)  # a FIFO never blocks it (the test ends)
     assert f"{ws}/{name} {said}" in out, out
     assert home.contents() == before
+
+
+# -- doctor ----------------------------------------------------------------------------------
+
+
+def test_doctor_names_every_oddity_with_the_command_that_fixes_it(clone, home, cli):
+    ws = clone(
+        links={
+            "learning_journal.md": home.key,
+            ".journal/capture/ended": home.ssh,
+            ".journal/inbox.jsonl": home.bashrc,
+        }
+    )
+    os.mkfifo(ws / ".journal" / "hooks.log")
+    (ws / ".journal" / "review.json").mkdir()
+    (ws / ".journal" / "drafts").mkdir()
+    os.link(home.bashrc, ws / ".journal" / "drafts" / "x.md")
+    checks = cli.json("doctor", "--root", str(ws), env={"HOME": str(home.path)})
+    named = [c["detail"] for c in checks if c["name"] == "journal files"]
+    assert all(not c["ok"] for c in checks if c["name"] == "journal files")
+    expected = {
+        "learning_journal.md": f"is a symlink to {home.key}",
+        ".journal/capture/ended": f"is a symlink to {home.ssh}",
+        ".journal/inbox.jsonl": f"is a symlink to {home.bashrc}",
+        ".journal/hooks.log": "is a FIFO (named pipe)",
+        ".journal/review.json": "is a directory where journal-agent needs a file",
+        ".journal/drafts/x.md": "is a file with 2 names (hard links)",
+    }
+    for name, what in expected.items():
+        said = [d for d in named if d.startswith(f"{ws}/{name} {what}")]
+        assert len(said) == 1, (name, named)
+    assert len(named) == len(expected)
+    # Each sentence's command fixes what it names: afterwards doctor finds nothing.
+    for said in named:
+        subprocess.run(said.split("`")[1], shell=True, check=True, cwd=ws)
+    after = cli.json("doctor", "--root", str(ws), env={"HOME": str(home.path)})
+    assert [c["ok"] for c in after if c["name"] == "journal files"] == [True]
+    assert home.contents()[".ssh/id_ed25519"] == KEY.encode()
+    assert (home.ssh / "known_hosts").exists() and home.bashrc.read_text() == BASHRC

@@ -332,3 +332,22 @@ def test_a_full_disk_is_one_sentence_and_loses_nothing(tmp_path):
             "(No space left on device); nothing of this write was kept"
         ), lines
     assert lines[-1] == "['inbox.jsonl']"  # no temp file, nothing new
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal"])
+def test_sqlite_is_given_a_database_only_when_it_and_its_side_files_are_plain(ws, outside, suffix):
+    import sqlite3
+
+    db = ws / ".journal" / "index.sqlite"
+    assert confined.sqlite_file(ws, db) is None  # missing
+    path = confined.sqlite_file(ws, db, create=True)
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    assert confined.sqlite_file(ws, db) == str(db)
+    side = ws / ".journal" / f"index.sqlite{suffix}"
+    side.unlink(missing_ok=True)
+    side.symlink_to(outside)
+    with pytest.raises(Refused, match=f"index.sqlite{suffix} is a symlink to"):
+        confined.sqlite_file(ws, db)
+    assert outside.read_text() == SECRET
