@@ -342,12 +342,6 @@ def open_append(anchor: PathArg, path: PathArg) -> BinaryIO:
     return os.fdopen(fd, "ab")
 
 
-def makedirs(anchor: PathArg, path: PathArg) -> None:
-    """Make the folder ``path`` and those above it that are missing (never through a link)."""
-    folder, name, shown = w.split_path(anchor, path)
-    os.close(w.walk_to(anchor, w.join_rel(folder, name), shown, create=True))
-
-
 def unlink(anchor: PathArg, path: PathArg) -> bool:
     """Remove the name ``path`` (a link is removed, never what it names); False when it was
     missing. A folder is :class:`Refused` (nothing of ours removes folders by name here)."""

@@ -484,3 +484,21 @@ def test_doctor_names_every_oddity_with_the_command_that_fixes_it(clone, home, c
     assert [c["ok"] for c in after if c["name"] == "journal files"] == [True]
     assert home.contents()[".ssh/id_ed25519"] == KEY.encode()
     assert (home.ssh / "known_hosts").exists() and home.bashrc.read_text() == BASHRC
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_planted_synonyms_list_is_never_followed_nor_waited_for(tmp_path, home, cli, kind):
+    """.journal/synonyms.txt is read at every search: a link to a file outside is no list, and
+    a FIFO there never blocks the search (the test would hang)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "learning_journal.md").write_text(_entry("Warm-up counts optimizer steps"))
+    home.bashrc.write_text("optimizer | pwned\n")  # a list that would add a spelling if read
+    _plant(kind, ws / ".journal" / "synonyms.txt", home)
+    done = cli("journal", "search", "pwned", "--root", str(ws), env=QUIET)
+    assert done.returncode == 0, done.stderr
+    assert "Warm-up" not in done.stdout  # the planted spelling was not taken
+    # (the same list as a plain file of the project is taken: the test can fail)
+    (ws / ".journal" / "synonyms.txt").unlink()
+    (ws / ".journal" / "synonyms.txt").write_text(home.bashrc.read_text())
+    assert "Warm-up" in cli("journal", "search", "pwned", "--root", str(ws), env=QUIET).stdout

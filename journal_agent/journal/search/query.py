@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,10 +155,13 @@ def load_synonyms(root: Path | None = None) -> Synonyms:
     """The packaged list, plus ``.journal/synonyms.txt`` of the project when there is one."""
     texts = [_packaged_synonyms()]
     if root is not None:
+        from journal_agent import confined
+
         extra = state_dir(Path(root)) / "synonyms.txt"
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            st = extra.stat()
-            texts.append(_read_synonyms(str(extra), st.st_size, st.st_mtime_ns))
+        st = confined.lstat(root, extra)  # (a link or FIFO there is no list: never followed)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                texts.append(_read_synonyms(str(root), str(extra), st.st_size, st.st_mtime_ns))
     return _build_synonyms(tuple(texts))
 
 
@@ -167,9 +171,11 @@ def _packaged_synonyms() -> str:
 
 
 @lru_cache(maxsize=8)
-def _read_synonyms(path: str, size: int, mtime_ns: int) -> str:
+def _read_synonyms(root: str, path: str, size: int, mtime_ns: int) -> str:
     """A project's list, read again only when the file changes (every search analyses)."""
-    return Path(path).read_text(encoding="utf-8")
+    from journal_agent import confined
+
+    return (confined.read(root, path) or b"").decode("utf-8")
 
 
 # -- analysis -------------------------------------------------------------------------------
