@@ -342,6 +342,26 @@ def open_append(anchor: PathArg, path: PathArg) -> BinaryIO:
     return os.fdopen(fd, "ab")
 
 
+def make_folder(anchor: PathArg, path: PathArg) -> bool:
+    """Make the folder ``path`` (and those above it), never through a link; True when this
+    call made it, False when it was there. :class:`Refused` when a link or a file is on the
+    way (nothing is made outside)."""
+    folder, name, shown = w.split_path(anchor, path)
+    parent = w.walk_to(anchor, folder, shown, create=True)
+    try:
+        try:
+            os.mkdir(name, 0o777, dir_fd=parent)
+            made = True
+        except FileExistsError:
+            made = False
+        except OSError as exc:
+            raise w.as_no_space(exc, shown) from None
+        os.close(w.walk_to(anchor, w.join_rel(folder, name), shown, create=False))
+        return made
+    finally:
+        os.close(parent)
+
+
 def unlink(anchor: PathArg, path: PathArg) -> bool:
     """Remove the name ``path`` (a link is removed, never what it names); False when it was
     missing. A folder is :class:`Refused` (nothing of ours removes folders by name here)."""

@@ -351,3 +351,23 @@ def test_sqlite_is_given_a_database_only_when_it_and_its_side_files_are_plain(ws
     with pytest.raises(Refused, match=f"index.sqlite{suffix} is a symlink to"):
         confined.sqlite_file(ws, db)
     assert outside.read_text() == SECRET
+
+
+def test_a_folder_is_made_only_where_no_link_stands(ws, outside):
+    assert confined.make_folder(ws, ".journal/drafts")
+    assert not confined.make_folder(ws, ".journal/drafts")  # there already
+    (ws / ".claude").symlink_to(outside.parent)
+    with pytest.raises(Refused, match=r"\.claude is a symlink to"):
+        confined.make_folder(ws, ".claude/commands")
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["bashrc"]
+
+
+def test_the_sandbox_makes_no_folder_through_a_cloned_state_link(ws, outside):
+    """The sandbox makes .journal/drafts before a command (writable inside); a .journal that is
+    a link gets nothing made where it leads."""
+    from journal_agent.tools.sandbox.view import _precreate
+
+    (ws / ".journal").rmdir()
+    (ws / ".journal").symlink_to(outside.parent)
+    assert [_precreate(ws, rel) for rel in (".journal", ".journal/drafts")] == [None, None]
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["bashrc"]

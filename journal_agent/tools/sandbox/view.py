@@ -115,7 +115,7 @@ def build_view(
     ancestors: dict[Path, str] = {}
     ours: list[Path] = []
     if writes:
-        created = [p for rel in PRECREATE if (p := _precreate(root / rel)) is not None]
+        created = [p for rel in PRECREATE if (p := _precreate(root, rel)) is not None]
         writable.append(root)
         writable += [p for e in fs.allow_write for p in _concrete(e, root, home) if p.exists()]
         rewritable.append(root / ".journal" / "drafts")
@@ -315,15 +315,16 @@ def hidden_links(
     return set(other_links(_masked_by_name(root, settings, read_deny, home)[0], root)[0])
 
 
-def _precreate(path: Path) -> Path | None:
-    """Make the directory (to be kept read-only or writable); return it if we made it."""
-    if os.path.lexists(path):
-        return None
+def _precreate(root: Path, rel: str) -> Path | None:
+    """Make the directory (to be kept read-only or writable); return it if we made it. Never
+    through a link (journal_agent.confined): a cloned `.journal -> ~/x` gets no `drafts`
+    folder made in ~/x."""
+    from journal_agent import confined
+
     try:
-        path.mkdir()
+        return root / rel if confined.make_folder(root, rel) else None
     except OSError:
-        return None  # a read-only workspace, a missing parent: nothing to protect then
-    return path
+        return None  # a read-only workspace, a link on the way: nothing to protect then
 
 
 def remove_precreated(view: View) -> None:
