@@ -154,3 +154,51 @@ def test_every_writer_on_a_full_disk_says_one_sentence_and_loses_nothing(tmp_pat
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 1 and len(lines) == 1, (name, code, out, err)
         assert "disk is full" in lines[0] and "free some space" in lines[0], (name, lines[0])
+
+
+_ANCHOR_CHILD = """
+import resource, sys
+from journal_agent.cli import main
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+main(sys.argv[2:])
+"""
+
+
+def test_a_journal_write_that_fails_takes_back_the_anchors_it_recorded(tmp_path, cli):
+    """The anchors go in first (under the journal's lock), then the journal: when the journal's
+    write fails (here the kernel's file-size limit, EFBIG: the new journal is larger than the
+    limit, the anchors' line is not), the anchors' line is cut back, so refs.jsonl names no
+    entry that is not there."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "train.py").write_text("import os\n" * 5)
+    body = "Long notes. " * 4000  # a journal far larger than refs.jsonl
+    (ws / "e1.md").write_text(
+        render_entry("ZeRO stage two", "2026-11-20", context="c", question="q?",
+                     intuition=f"It shards gradients (train.py:2). {body}", tags="#zero")
+    )  # fmt: skip
+    (ws / "e2.md").write_text(
+        render_entry("Activation checkpointing", "2026-11-21", context="c", question="q?",
+                     intuition="Recompute to save memory (train.py:3).", tags="#memory")
+    )  # fmt: skip
+    env = {"JOURNAL_AGENT_EMBEDDING_MODEL": "off"}
+    assert (
+        cli("journal", "append", "--file", "e1.md", "--root", str(ws), cwd=ws, env=env).returncode
+        == 0
+    )
+    cli("journal", "search", "zero", "--root", str(ws), env=env)  # the index, built beforehand
+    journal, refs = ws / "learning_journal.md", ws / ".journal" / "refs.jsonl"
+    before = (journal.read_bytes(), refs.read_bytes())
+    limit = journal.stat().st_size + 100
+    assert refs.stat().st_size + 2000 < limit
+    done = subprocess.run(
+        [sys.executable, "-c", _ANCHOR_CHILD, str(limit), "journal", "append", "--file",
+         "e2.md", "--root", str(ws)],
+        capture_output=True, text=True, cwd=ws,
+        env=cli.environment(env),
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "a file-size limit was reached" in done.stderr, done.stderr
+    assert (journal.read_bytes(), refs.read_bytes()) == before
+    assert "activation" not in refs.read_text().lower()
