@@ -50,15 +50,18 @@ class NoSpace(OSError):
 
 def split_path(anchor: PathArg, path: PathArg) -> tuple[str, str, str]:
     """``(folder, name, shown)``: the folder part relative to the anchor ('' for the anchor),
-    the last name ('' when ``path`` is the anchor), and the path as the user sees it."""
+    the last name ('' when ``path`` is the anchor), and the path as the user sees it.
+
+    ``path`` is relative to the anchor, or absolute beneath it; a relative path that begins
+    with a relative anchor (``Path("proj") / ".journal" / …``, as a store builds its paths
+    from the root it was given) is taken as already joined to it."""
     anchor = os.fspath(anchor)
     path = os.fspath(path)
+    base = os.path.normpath(anchor)
     if os.path.isabs(path):
-        base = os.path.normpath(anchor)
-        full = os.path.normpath(path)
-        if full != base and not full.startswith(base.rstrip(os.sep) + os.sep):
-            raise ValueError(f"{path} is not beneath {anchor}")
-        rel = full[len(base) :].lstrip(os.sep)
+        rel = _beneath(os.path.normpath(path), os.path.abspath(anchor), path, anchor)
+    elif not os.path.isabs(anchor) and base != "." and _under(os.path.normpath(path), base):
+        rel = _beneath(os.path.normpath(path), base, path, anchor)
     else:
         rel = path
     parts = [p for p in rel.split(os.sep) if p not in ("", ".")]
@@ -68,6 +71,16 @@ def split_path(anchor: PathArg, path: PathArg) -> tuple[str, str, str]:
     if not parts:
         return "", "", shown
     return os.sep.join(parts[:-1]), parts[-1], shown
+
+
+def _under(full: str, base: str) -> bool:
+    return full == base or full.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def _beneath(full: str, base: str, path: str, anchor: str) -> str:
+    if not _under(full, base):
+        raise ValueError(f"{path} is not beneath {anchor}")
+    return full[len(base) :].lstrip(os.sep)
 
 
 def join_rel(folder: str, name: str) -> str:

@@ -371,3 +371,16 @@ def test_the_sandbox_makes_no_folder_through_a_cloned_state_link(ws, outside):
     (ws / ".journal").symlink_to(outside.parent)
     assert [_precreate(ws, rel) for rel in (".journal", ".journal/drafts")] == [None, None]
     assert sorted(p.name for p in outside.parent.iterdir()) == ["bashrc"]
+
+
+def test_a_relative_root_reaches_the_same_files(ws, monkeypatch):
+    """A store given a relative root builds ``root / ".journal" / …``: the room takes that as
+    joined to the root, never as a folder named like the root inside it."""
+    monkeypatch.chdir(ws.parent)
+    confined.replace("ws", "ws/.journal/review.json", "{}")
+    confined.append(Path("ws"), Path("ws") / ".journal" / "inbox.jsonl", b"{}\n")
+    confined.replace("ws", ws / ".journal" / "status.json", "{}")  # absolute beneath it
+    assert sorted(os.listdir(ws / ".journal")) == ["inbox.jsonl", "review.json", "status.json"]
+    assert not (ws / "ws").exists()
+    with pytest.raises(ValueError):
+        confined.read("ws", "ws/../../etc/passwd")
