@@ -58,13 +58,27 @@ def confined_argv(
 
 
 def own_source() -> tuple[Path, ...]:
-    """The folders our own packages are imported from. A sandboxed child of ours (a trace, a
-    profile, our own commands) imports them, and the sandbox gives it a private /tmp: an
-    editable checkout under /tmp or /var/tmp would be hidden without this (bound read-only)."""
+    """The folders our code and its dependencies are imported from. A sandboxed child of ours
+    (a trace, a profile, our own commands) imports them, and the sandbox gives it a private
+    /tmp: an editable checkout under /tmp or /var/tmp, or a folder a ``.pth`` file adds (a
+    torch lent to the plugin's environment, dependencies lent to a venv), would be hidden
+    without this (bwrap_argv binds back, read-only, those under the private folders). The
+    child runs as ``python -I``: neither ``PYTHONPATH`` nor the current folder is on its path,
+    so neither is bound here."""
     import journal_agent
     import profiling
 
-    return tuple(
-        Path(os.path.realpath(os.path.dirname(package.__file__ or ".")))
-        for package in (journal_agent, profiling)
-    )
+    found = [os.path.dirname(p.__file__ or ".") for p in (journal_agent, profiling)]
+    left_out = {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)}
+    left_out.add(os.path.realpath(os.getcwd()))
+    # A private folder itself, bound back whole, would undo its privacy.
+    from journal_agent.tools.sandbox.linux import PRIVATE_TMP
+
+    left_out.update(os.path.realpath(t) for t in PRIVATE_TMP)
+    found += [p for p in sys.path[1:] if p and os.path.isdir(p)]  # ([0]: the script's folder)
+    out: list[Path] = []
+    for folder in found:
+        real = Path(os.path.realpath(folder))
+        if str(real) not in left_out and real not in out:
+            out.append(real)
+    return tuple(out)
