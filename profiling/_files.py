@@ -32,10 +32,30 @@ def anchor_of(path: Path) -> Path:
 
 
 def _refused(shown: Path, what: str) -> ProfilingError:
+    aside = f"move it aside (`mv {shown} {shown}.aside`) and try again."
+    if what == "a file":
+        return ProfilingError(f"{shown} is a file where a folder belongs; {aside}")
+    if what == "a directory":
+        return ProfilingError(f"{shown} is a directory where a file belongs; {aside}")
+    if what.startswith("a file with"):
+        fix = f"give it a name of its own (`cp -p {shown} {shown}.copy && mv {shown}.copy {shown}`)"
+    else:
+        fix = f"remove it (`rm {shown}`)"
     return ProfilingError(
-        f"{shown} is {what}, and a measurement file is only ever a plain file with one name, "
-        f"never reached through a link; remove it (`rm {shown}`) and try again."
+        f"{shown} is {what}, and a measurement file is only ever a plain file with one name "
+        f"(and its folder a folder), never reached through a link; {fix} and try again."
     )
+
+
+def _kind(st: os.stat_result) -> str | None:
+    """What ``st`` is when it is not a plain file with one name (None when it is)."""
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if stat.S_ISFIFO(st.st_mode):
+        return "a FIFO (named pipe)"
+    if not stat.S_ISREG(st.st_mode):
+        return "a socket or device file"
+    return f"a file with {st.st_nlink} names (hard links)" if st.st_nlink > 1 else None
 
 
 def _what(dir_fd: int, name: str) -> str | None:
@@ -49,11 +69,7 @@ def _what(dir_fd: int, name: str) -> str | None:
         except OSError:
             return "a symlink"
         return "a symlink to " + "".join(c if c.isprintable() else "?" for c in target)
-    if stat.S_ISDIR(st.st_mode):
-        return "a directory"
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    return f"a file with {st.st_nlink} names (hard links)" if st.st_nlink > 1 else None
+    return _kind(st)
 
 
 def open_dir(anchor: Path, folder: Path, *, create: bool) -> int | None:
@@ -77,7 +93,7 @@ def open_dir(anchor: Path, folder: Path, *, create: bool) -> int | None:
                 os.close(fd)
                 return None
             except OSError:
-                raise _refused(done, _what(fd, name) or "not a folder") from None
+                raise _refused(done, _what(fd, name) or "a file") from None
             os.close(fd)
             fd = inner
     except BaseException:
@@ -102,10 +118,9 @@ def read(anchor: Path, path: Path) -> bytes | None:
     finally:
         os.close(dir_fd)
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-            kind = "a FIFO or device" if not stat.S_ISREG(st.st_mode) else "a hard link"
-            raise _refused(path, f"{kind}, not a plain file")
+        what = _kind(os.fstat(f.fileno()))
+        if what is not None:
+            raise _refused(path, what)
         return f.read()
 
 

@@ -416,7 +416,26 @@ def _prompt(ws: Path, home: Home, tmp_path: Path, cli) -> str:
     return _hooks_log(ws)
 
 
+def _feedback_sentence(ws: Path, home: Home, tmp_path: Path, cli) -> str:
+    done = _feedback(cli, ws, {**QUIET, "HOME": str(home.path)})
+    said = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in said, said
+    return said
+
+
+def _refresh(ws: Path, home: Home, tmp_path: Path, cli) -> str:
+    """The detached child's status cache: refs to count, so the child writes status.json."""
+    (ws / "entry.md").write_text(_entry())
+    assert cli("journal", "append", "--file", "entry.md", "--root", str(ws), cwd=ws,
+               env=QUIET).returncode == 0  # fmt: skip
+    env = {"HOME": str(home.path), "JOURNAL_AGENT_HOOK": "1"}
+    assert run_hook("refresh", b"", ws, env=env).returncode == 0
+    return _hooks_log(ws)
+
+
 WRITERS = {
+    ".journal/history/feedback.jsonl": _feedback_sentence,
+    ".journal/capture/status.json": _refresh,
     ".journal/inbox.jsonl": lambda ws, home, tmp_path, cli: _stop(ws, home, tmp_path),
     ".journal/capture/recall.jsonl": _prompt,
     "learning_journal.md": _cli_sentence(("journal", "append", "--file", "entry.md")),
@@ -502,3 +521,25 @@ def test_a_planted_synonyms_list_is_never_followed_nor_waited_for(tmp_path, home
     (ws / ".journal" / "synonyms.txt").unlink()
     (ws / ".journal" / "synonyms.txt").write_text(home.bashrc.read_text())
     assert "Warm-up" in cli("journal", "search", "pwned", "--root", str(ws), env=QUIET).stdout
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "file"])
+def test_the_records_folder_is_never_followed_nor_replaced(tmp_path, home, cli, kind):
+    """profiling's own few lines of the room (profiling/_files.py) for .journal/measurements."""
+    ws = tmp_path / "ws"
+    folder = ws / ".journal" / "measurements"
+    folder.parent.mkdir(parents=True)
+    if kind == "file":
+        folder.write_text("not a folder")
+        said = "is a file where a folder belongs"
+    else:
+        said = _plant(kind, folder, home)
+    if kind == "symlink":
+        folder.unlink()
+        folder.symlink_to(home.ssh)
+        said = f"is a symlink to {home.ssh}"
+    before = home.contents()
+    done = cli("estimate", "--model", "tiny-gpt2", "--root", str(ws), env=QUIET)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"{folder} {said}" in done.stderr, done.stderr
+    assert home.contents() == before
