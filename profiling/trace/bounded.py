@@ -6,6 +6,16 @@ the step calls (about 15,000 for GPT-2 small): the trace stops at the first call
 deadline, where an exception is like any failing torch call and every mode, lock and process
 group is put back on the way out.
 
+**Torch's own state comes back whatever stops the trace.** A stop is an exception at a torch
+call, and some torch calls run inside a ``with``'s exit (the profiler's ``record_function``
+around ``optimizer.step`` leaves it through a torch op): a stop there skips the rest of that
+exit — and torch's optimizer wrapper turned gradients off for the step and turns them back on
+after it. So checkpoints skip the profiler's bookkeeping ops, and :func:`torch_state_kept`
+puts back what a stop anywhere (``SIGALRM`` included) can leave behind: gradient mode, the
+default dtype, autocast, and the function and dispatch modes pushed since. Without it a fit
+stopped by its bound left gradients off for the rest of the process (the MCP server's, a
+test worker's): every later trace said "element 0 of tensors does not require grad".
+
 **One trace at a time.** Tracing touches process-global state (the default dtype, the process
 group, dispatch modes): hosts that run tools on threads trace one at a time, and the wait for
 another thread's trace counts against the bound (:func:`one_trace_at_a_time`).
@@ -57,8 +67,42 @@ class Checkpoints(TorchFunctionMode):
         args: tuple[object, ...] = (),
         kwargs: dict[str, object] | None = None,
     ) -> object:
-        checkpoint()
+        if not _bookkeeping(func):
+            checkpoint()
         return func(*args, **(kwargs or {}))
+
+
+def _bookkeeping(func: Callable[..., object]) -> bool:
+    """Whether ``func`` is the profiler's bookkeeping, called from a ``with``'s exit."""
+    return getattr(func, "namespace", None) == "profiler"
+
+
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+@contextlib.contextmanager
+def torch_state_kept() -> Iterator[None]:
+    """Put back torch's thread-local state on the way out, however the block ended."""
+    from torch.utils._python_dispatch import _len_torch_dispatch_stack, _pop_mode
+
+    grad = torch.is_grad_enabled()
+    dtype = torch.get_default_dtype()
+    autocast = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                for d in _AUTOCAST_DEVICES}  # fmt: skip
+    functions = torch._C._len_torch_function_stack()
+    dispatches = _len_torch_dispatch_stack()
+    try:
+        yield
+    finally:
+        while torch._C._len_torch_function_stack() > functions:
+            torch._C._pop_torch_function_stack()
+        while _len_torch_dispatch_stack() > dispatches:
+            _pop_mode()
+        for device, (enabled, cast) in autocast.items():
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, cast)
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
 
 
 def checked_progress(progress: Callable[[str], None] | None) -> Callable[[str], None]:
@@ -134,4 +178,5 @@ __all__ = [
     "one_trace_at_a_time",
     "refuse_unshardable",
     "seconds_per_shard",
+    "torch_state_kept",
 ]

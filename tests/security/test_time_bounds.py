@@ -61,17 +61,17 @@ def test_finding_a_trace_past_its_timeout_is_stopped_with_one_sentence(cli, tmp_
 
 def test_finding_fit_and_a_traced_estimate_are_bounded_too(cli, tmp_path):
     fitted = cli("fit", "--model", "gpt2-medium", "--gpu-mem", "80", "--confirm", "2",
-                 "--timeout", "1", "--json", "--root", str(tmp_path))  # fmt: skip
+                 "--timeout", "0.3", "--json", "--root", str(tmp_path))  # fmt: skip
     assert fitted.returncode == 1
     assert _one_sentence(fitted.stderr).startswith(
-        "error: fit of gpt2-medium did not finish within 1 s; it was stopped — give it a "
+        "error: fit of gpt2-medium did not finish within 0.3 s; it was stopped — give it a "
         "longer timeout, or confirm fewer candidates by trace (--confirm 0: none)"
     )
-    est = cli("estimate", "--model", "gpt2-medium", "--compare-trace", "--timeout", "2",
+    est = cli("estimate", "--model", "gpt2-medium", "--compare-trace", "--timeout", "0.1",
               "--root", str(tmp_path))  # fmt: skip
     assert est.returncode == 1
     assert _one_sentence(est.stderr) == (
-        "error: the estimate and trace of gpt2-medium did not finish within 2 s; it was "
+        "error: the estimate and trace of gpt2-medium did not finish within 0.1 s; it was "
         "stopped — give it a longer timeout, or leave out --compare-trace"
     )
     # The same commands within their bound still work.
@@ -122,3 +122,62 @@ def test_finding_a_sandboxed_trace_past_its_timeout_leaves_nothing_running(tmp_p
     )
     assert none_left(f'"timeout": {marker}')
     assert _records(tmp_path) == []
+
+
+class _StopAtCall:
+    """A torch function mode that runs the time bound out at the ``at``-th torch call."""
+
+    def __init__(self, at: int) -> None:
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        outer = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                outer.calls += 1
+                if outer.bound is not None and outer.calls == at:
+                    outer.bound.deadline = 0.0  # the next checkpoint stops the trace
+                return func(*args, **(kwargs or {}))
+
+        self.torch = torch
+        self.mode = Mode()
+        self.calls = 0
+        self.bound = None
+
+
+def test_a_trace_stopped_at_any_torch_call_leaves_torch_as_it_was():
+    """Found by CI: a fit stopped by its bound inside the profiler's exit around
+    ``optimizer.step`` left gradients off for the whole process, and every later trace failed
+    with 'element 0 of tensors does not require grad'."""
+    import torch
+    from torch.utils._python_dispatch import _len_torch_dispatch_stack
+
+    from profiling.time_bound import TimeBound, TimedOut
+    from profiling.trace.step import TraceConfig, trace_step
+
+    cfg = TraceConfig(model="tiny-gpt2", batch=2, seq=16, precision="amp-bf16")
+    counter = _StopAtCall(at=-1)
+    with counter.mode:
+        trace_step(cfg)
+    total = counter.calls
+    assert total > 500  # a step is hundreds of torch calls; stop in each part of it
+    before = (torch.is_grad_enabled(), torch.get_default_dtype(),
+              torch.is_autocast_enabled("cpu"), torch._C._len_torch_function_stack(),
+              _len_torch_dispatch_stack())  # fmt: skip
+    stopped = 0
+    for at in range(3, total, max(1, total // 40)):
+        stopper = _StopAtCall(at)
+        try:
+            with stopper.mode, TimeBound(60, "the trace", "a hint") as bound:
+                stopper.bound = bound
+                trace_step(cfg)
+        except TimedOut:
+            stopped += 1
+        after = (torch.is_grad_enabled(), torch.get_default_dtype(),
+                 torch.is_autocast_enabled("cpu"), torch._C._len_torch_function_stack(),
+                 _len_torch_dispatch_stack())  # fmt: skip
+        assert after == before, f"stopped at torch call {at} of {total}"
+    assert stopped >= 30
+    # And a trace after all those stops still runs.
+    assert trace_step(cfg).peak_bytes > 0

@@ -115,16 +115,21 @@ def test_time_on_a_gpu_from_the_counted_flops() -> None:
     t = r.time
     assert t is not None and t.gpu == "a100-80gb" and t.sixteen_bit
     assert t.flops_per_step == r.flops.total and t.tokens_per_step == 4 * 64
-    assert t.step_seconds == pytest.approx(r.flops.total / (312e12 * 0.5), rel=1e-12)
+    # Compute at the datasheet peak × MFU, then the optimizer step over the memory bandwidth
+    # (Adam in amp: fp32 weights, two fp32 states, an fp32 gradient — 2·(4+0+8)+4 = 28 B each).
+    assert t.compute_seconds == pytest.approx(r.flops.total / (312e12 * 0.5), rel=1e-12)
+    optimizer = r.params * 28 / (GPUS["a100-80gb"].bandwidth_tbs * 1e12)
+    assert t.step_seconds == pytest.approx(t.compute_seconds + optimizer, rel=1e-9)
     assert t.tokens_per_second == pytest.approx(256 / t.step_seconds, rel=1e-12)
     assert t.total_seconds == pytest.approx(10**9 / t.tokens_per_second, rel=1e-12)
     assert [s.name for s in t.steps][:2] == [
         f"peak 16-bit tensor-core FLOP/s of one {GPUS['a100-80gb'].name}",
-        "step time",
+        "compute time",
     ]
+    assert t.steps[-3].name == "step time"  # compute + the optimizer step, then the rates
     # fp32 matmuls run at the plain fp32 peak; FSDP ranks each run their own micro-batch.
     fp32 = trace_step(cfg.model_copy(update={"precision": "fp32"})).time
-    assert fp32.step_seconds == pytest.approx(r.flops.total / (19.5e12 * 0.5), rel=1e-12)
+    assert fp32.compute_seconds == pytest.approx(r.flops.total / (19.5e12 * 0.5), rel=1e-12)
     sharded = trace_step(
         TraceConfig(model="tiny-gpt2", batch=4, seq=64, gpu="h100-sxm", fsdp=True, gpus=4)
     ).time
