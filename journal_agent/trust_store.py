@@ -90,9 +90,13 @@ def read_file(path: str | os.PathLike[str], limit: int = MAX_FILE_BYTES) -> byte
 
 
 def load() -> dict:
-    """The whole store; a missing or damaged one approves nothing."""
-    data = read_file(store_path(), _MAX_STORE_BYTES)
-    if data is None:
+    """The whole store; a missing or damaged one approves nothing, and so does one that is a
+    link, a FIFO or a file with other names (read through the room from its own folder, never
+    followed: a store that is a link is not the store we wrote)."""
+    from journal_agent import confined
+
+    data = confined.read_planted(store_dir(), STORE_NAME, _MAX_STORE_BYTES)
+    if data is None or len(data) > _MAX_STORE_BYTES:
         return {}
     try:
         parsed = loads(data)
@@ -159,9 +163,12 @@ def _record(folder: str, root: str | os.PathLike[str], files: Mapping[str, str |
 
     from journal_agent import confined
 
+    # Outside every workspace by design (a clone cannot plant it; the sandbox binds it
+    # read-only): the folder is the anchor, made 0700; below it the room's rule holds — the
+    # lock and the store are never reached through a link, the store is replaced through a
+    # random O_EXCL temp name.
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    lock = os.open(os.path.join(folder, ".trust.lock"),
-                   os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # fmt: skip
+    lock = confined.open_lock(folder, ".trust.lock")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         store = load()

@@ -155,12 +155,11 @@ def _heartbeat() -> None:
     if not data or not os.path.isdir(data):
         return
     version = ".".join(str(n) for n in sys.version_info[:3])
-    try:
-        with open(os.path.join(data, "hooks-ran"), "w", encoding="utf-8") as f:
-            f.write(f"{now_utc()} python {version} {sys.executable}\n")
+    try:  # (outside the workspace, but through the room all the same: no link followed)
         for stale in ("hooks-no-python3", "hooks-python-too-old"):
-            if os.path.exists(os.path.join(data, stale)):
-                os.unlink(os.path.join(data, stale))
+            confined.unlink(data, stale)
+        note = f"{now_utc()} python {version} {sys.executable}\n"
+        confined.replace(data, "hooks-ran", note, durable=False)
     except OSError:
         pass  # a read-only home: doctor says it cannot tell
 

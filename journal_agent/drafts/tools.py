@@ -207,10 +207,15 @@ def _in_drafts(root: Path, path: Path) -> bool:
 
 
 def _journal_text(root: Path) -> str | None:
-    try:
-        return (Path(workspace_root(root)) / JOURNAL_FILE).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+    from journal_agent import confined
+
+    try:  # never through a link a clone committed at the journal's name (only compared with:
+        # a second name of it is no harm here, the drafting tools write drafts only)
+        f = confined.open_read(workspace_root(root), JOURNAL_FILE, one_name=False)
+        if f is None:
+            return None
+        with f:
+            return f.read().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ToolError(
             f"{JOURNAL_FILE} cannot be read ({exc}); give the entry to JournalAppend."

@@ -102,14 +102,15 @@ def read_state(env: Env) -> dict[str, object]:
 
 def write_state(env: Env, **changes: object) -> dict[str, object]:
     """Merge ``changes`` into state.json, replaced whole (a reader never sees half of it)."""
+    from journal_agent import confined
     from journal_agent.lightjson import dumps
 
     state = {**read_state(env), **changes}
-    tmp = f"{env.state_file}.{os.getpid()}.tmp"
     os.makedirs(env.home, exist_ok=True)
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(dumps(state, sort_keys=True) + "\n")
-    os.replace(tmp, env.state_file)
+    # A random O_EXCL temp name and no link followed (a pid-named temp could be planted).
+    confined.replace(
+        env.home, os.path.basename(env.state_file), dumps(state, sort_keys=True) + "\n"
+    )
     return state
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from journal_agent import confined
 from journal_agent.journal.links import links_to
 from journal_agent.journal.model import Entry
 from journal_agent.journal.refs import Anchor, CodeRef, FileCache
@@ -239,7 +240,10 @@ class Site:
         and a few others, and reading the whole journal (14 MB at 10,000 entries) for each
         page left that much freed heap in the server's memory after every page."""
         out = []
-        with open(self.ws.journal.path, "rb") as handle:
+        handle = confined.open_read(self.ws.root, self.ws.journal.path)  # never through a link
+        if handle is None:
+            return out
+        with handle:
             for row in rows:
                 handle.seek(row[2])
                 entry = self._parse(handle.read(row[3]), row, offset=row[2])

@@ -18,9 +18,7 @@ blocks, allocated or free) and ``device_traces`` (per device, every ``alloc`` /
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
@@ -213,14 +211,10 @@ def write_snapshot(data: Snapshot, path: Path) -> Path:
     path = Path(path)
     if not path.parent.is_dir():
         raise ProfilingError(f"cannot write {path}: directory {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            pickle.dump(data, handle)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from profiling import _files
+
+    # A random O_EXCL temp name beside it, renamed over it; a link at the name is refused.
+    _files.replace(path.parent.absolute(), Path(path.name), pickle.dumps(data))
     return path
 
 
