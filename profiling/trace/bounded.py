@@ -83,20 +83,20 @@ _AUTOCAST_DEVICES = ("cpu", "cuda")
 @contextlib.contextmanager
 def torch_state_kept() -> Iterator[None]:
     """Put back torch's thread-local state on the way out, however the block ended."""
-    from torch.utils._python_dispatch import _len_torch_dispatch_stack, _pop_mode
+    from torch.utils._python_dispatch import _pop_mode
 
     grad = torch.is_grad_enabled()
     dtype = torch.get_default_dtype()
     autocast = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
                 for d in _AUTOCAST_DEVICES}  # fmt: skip
     functions = torch._C._len_torch_function_stack()
-    dispatches = _len_torch_dispatch_stack()
+    dispatches = torch._C._len_torch_dispatch_stack()
     try:
         yield
     finally:
         while torch._C._len_torch_function_stack() > functions:
             torch._C._pop_torch_function_stack()
-        while _len_torch_dispatch_stack() > dispatches:
+        while torch._C._len_torch_dispatch_stack() > dispatches:
             _pop_mode()
         for device, (enabled, cast) in autocast.items():
             torch.set_autocast_enabled(device, enabled)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -124,6 +125,10 @@ def test_finding_a_sandboxed_trace_past_its_timeout_leaves_nothing_running(tmp_p
     assert _records(tmp_path) == []
 
 
+if TYPE_CHECKING:
+    from profiling.time_bound import TimeBound
+
+
 class _StopAtCall:
     """A torch function mode that runs the time bound out at the ``at``-th torch call."""
 
@@ -143,7 +148,7 @@ class _StopAtCall:
         self.torch = torch
         self.mode = Mode()
         self.calls = 0
-        self.bound = None
+        self.bound: TimeBound | None = None
 
 
 def test_a_trace_stopped_at_any_torch_call_leaves_torch_as_it_was():
@@ -151,7 +156,6 @@ def test_a_trace_stopped_at_any_torch_call_leaves_torch_as_it_was():
     ``optimizer.step`` left gradients off for the whole process, and every later trace failed
     with 'element 0 of tensors does not require grad'."""
     import torch
-    from torch.utils._python_dispatch import _len_torch_dispatch_stack
 
     from profiling.time_bound import TimeBound, TimedOut
     from profiling.trace.step import TraceConfig, trace_step
@@ -164,7 +168,7 @@ def test_a_trace_stopped_at_any_torch_call_leaves_torch_as_it_was():
     assert total > 500  # a step is hundreds of torch calls; stop in each part of it
     before = (torch.is_grad_enabled(), torch.get_default_dtype(),
               torch.is_autocast_enabled("cpu"), torch._C._len_torch_function_stack(),
-              _len_torch_dispatch_stack())  # fmt: skip
+              torch._C._len_torch_dispatch_stack())  # fmt: skip
     stopped = 0
     for at in range(3, total, max(1, total // 40)):
         stopper = _StopAtCall(at)
@@ -176,7 +180,7 @@ def test_a_trace_stopped_at_any_torch_call_leaves_torch_as_it_was():
             stopped += 1
         after = (torch.is_grad_enabled(), torch.get_default_dtype(),
                  torch.is_autocast_enabled("cpu"), torch._C._len_torch_function_stack(),
-                 _len_torch_dispatch_stack())  # fmt: skip
+                 torch._C._len_torch_dispatch_stack())  # fmt: skip
         assert after == before, f"stopped at torch call {at} of {total}"
     assert stopped >= 30
     # And a trace after all those stops still runs.
