@@ -25,11 +25,13 @@ import time
 
 from journal_agent.plugin_env.env import (
     PACKAGE_MIN_PYTHON,
+    VERIFIED,
     Env,
     deps_stamp,
     old_envs,
     package_root,
     read_state,
+    remember_interpreter,
     write_state,
 )
 
@@ -87,6 +89,7 @@ def build_light(env: Env, log, *, fresh: bool) -> None:
     log.write(f"installer: {installer}; python: {python}\n")
     if fresh and os.path.lexists(env.venv):
         _remove(env.venv)
+        _remove(os.path.join(env.home, VERIFIED), missing_ok=True)
         write_state(env, torch="")  # whatever torch it had went with it
     if not os.path.exists(env.python):
         if uv:
@@ -99,6 +102,7 @@ def build_light(env: Env, log, *, fresh: bool) -> None:
     else:
         _step([env.python, "-m", "pip", "install", "--quiet", "-e", target], log)
     _check(env, log, "import journal_agent.cli, mcp", "the package does not import")
+    remember_interpreter(env)  # (what condition() would check next: it just ran)
     torch = "present" if _imports(env.python, "torch") else ""
     seconds = round(time.monotonic() - began, 1)
     write_state(
@@ -274,10 +278,10 @@ def _step(argv: list[str], log) -> None:
         raise Failed(f"`{' '.join(argv[:4])} …` exited with {done.returncode}")
 
 
-def _remove(path: str) -> None:
+def _remove(path: str, *, missing_ok: bool = False) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
-    else:
+    elif not missing_ok or os.path.lexists(path):
         os.unlink(path)
 
 

@@ -5,11 +5,12 @@ install, the ``bin/journal-agent`` launcher run by hand): it is keyed by the plu
 under ``${JOURNAL_AGENT_ENVS:-${XDG_CACHE_HOME:-~/.cache}/journal-agent}/env-<name>-<crc>``, and
 never by ``CLAUDE_PLUGIN_DATA`` (which differs between those entries). It holds ``venv/`` (the
 package installed editable from the plugin's folder, so its code is always the plugin's),
-``state.json`` (what the last preparation did), ``prepare.log`` and ``prepare.lock`` (held by the
-one process preparing it).
+``state.json`` (what the last preparation did), ``interpreter.ok`` (:func:`runs`),
+``prepare.log`` and ``prepare.lock`` (held by the one process preparing it).
 
 Standard library only, and cheap to import: the SessionStart hook asks :func:`condition` on
-every session start (a few ``stat`` calls, no process).
+every session start (a few ``stat`` calls; a process only when the venv's interpreter changed
+since it last ran the package: :func:`runs`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ TYPICAL_TORCH_SECONDS = 180
 LAUNCHED = "JOURNAL_AGENT_LAUNCHED"
 GUARD = "JOURNAL_AGENT_HOOK"  # what our hooks and their children carry (capture/settings.py)
 MARKER = "journal-agent plugin launcher"  # on the second line of bin/journal-agent
+VERIFIED = "interpreter.ok"  # the stamp of the venv's interpreter last seen to run the package
 
 
 def plugin_root() -> str:
@@ -133,7 +135,8 @@ def preparing(env: Env) -> bool:
 
 def condition(env: Env, *, preparer: bool = False) -> tuple[str, str]:
     """``(word, why)``: ``ready``, ``preparing``, ``failed``, ``broken`` (prepared, but its
-    interpreter is gone or dangling: a system upgrade removed the Python it was made from),
+    interpreter is gone or dangling, or no longer runs the package: a system upgrade removed or
+    replaced the Python it was made from),
     ``stale`` (built from another pyproject.toml) or ``absent``. ``preparer``: asked by the
     process that holds the lock, which sees what was there before it."""
     state = read_state(env)
@@ -147,9 +150,63 @@ def condition(env: Env, *, preparer: bool = False) -> tuple[str, str]:
     if not os.path.exists(env.python):  # follows the symlink: a dangling one is gone too
         made_from = state.get("python") or "its Python"
         return "broken", f"its interpreter ({made_from}) is gone"
+    if runs(env) is False:
+        return "broken", f"its interpreter ({os.path.realpath(env.python)}) no longer runs it"
     if state.get("deps") != deps_stamp(env.root):
         return "stale", "the plugin's dependencies changed since it was prepared"
     return "ready", ""
+
+
+def _interpreter_stamp(env: Env) -> str:
+    """What the venv's interpreter is now: the file its links lead to, its size and mtime."""
+    real = os.path.realpath(env.python)
+    st = os.stat(real)
+    return f"{st.st_size} {st.st_mtime_ns} {real}"
+
+
+def runs(env: Env) -> bool | None:
+    """Whether the venv's interpreter runs and imports the package and its compiled
+    dependency: True, False, or None when that could not be told (the check timed out).
+
+    A system upgrade often leaves the interpreter's link in place (``venv/bin/python`` →
+    ``/usr/bin/python3``, now another version) while the venv's packages are for the old one;
+    a file that exists proves nothing. The check is a process (about 0.2 s), so it runs only
+    when the interpreter changed since it last passed (:data:`VERIFIED` keeps the stamp):
+    otherwise this is a ``stat`` and a small read."""
+    verified = os.path.join(env.home, VERIFIED)
+    try:
+        stamp = _interpreter_stamp(env)
+        with open(verified, encoding="utf-8") as f:
+            if f.read() == stamp:
+                return True
+    except OSError:
+        pass
+    import subprocess
+
+    probe = [env.python, "-I", "-c", "import journal_agent, pydantic_core"]
+    try:  # (-I and the home as cwd: never a project's own journal_agent/ folder)
+        done = subprocess.run(probe, capture_output=True, timeout=60, cwd=env.home)
+    except subprocess.TimeoutExpired:
+        return None  # a loaded machine, not a broken environment: asked again next time
+    except OSError:
+        return False  # not executable, not an interpreter at all
+    if done.returncode:
+        return False
+    remember_interpreter(env)
+    return True
+
+
+def remember_interpreter(env: Env) -> None:
+    """Keep the stamp of an interpreter that just ran the package (a file of its own, replaced
+    whole: no read-modify-write of state.json racing a preparation)."""
+    try:
+        stamp = _interpreter_stamp(env)
+        tmp = os.path.join(env.home, f"{VERIFIED}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(stamp)
+        os.replace(tmp, os.path.join(env.home, VERIFIED))
+    except OSError:
+        pass  # checked again next time
 
 
 def torch_state(env: Env) -> str:

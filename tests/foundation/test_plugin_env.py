@@ -133,11 +133,7 @@ def test_a_broken_environment_is_named_at_session_start_and_rebuilt(tmp_path, pr
     text = line.stdout.decode()
     assert text.startswith(f"journal-agent: its environment was broken (its interpreter ({gone})")
     assert "rebuilding it" in text and text.count("\n") == 1
-    for _ in range(1200):  # the detached rebuild
-        state = json.loads((home / "state.json").read_text())
-        if state.get("phase") == "failed":
-            break
-        time.sleep(0.1)
+    state = _rebuild_failed(home)
     assert "exited with" in state["error"]
     assert (home / "venv" / "bin" / "python").exists()  # made afresh: no longer dangling
     again = run_hook("SessionStart", {"session_id": "s2", "source": "startup"}, project, env=env)
@@ -145,8 +141,63 @@ def test_a_broken_environment_is_named_at_session_start_and_rebuilt(tmp_path, pr
     assert "`journal-agent setup --rebuild` tries again." in again.stdout.decode()
 
 
+def _rebuild_failed(home: Path) -> dict:
+    """state.json once the detached rebuild has failed and let go of its lock."""
+    from journal_agent.plugin_env.env import Env, preparing
+
+    env = Env(str(REPO), str(home))
+    for _ in range(1200):
+        state = json.loads((home / "state.json").read_text())
+        if state.get("phase") == "failed" and not preparing(env):
+            return state
+        time.sleep(0.1)
+    raise AssertionError(f"the rebuild did not end: {state}")
+
+
+def _system_python3(tmp_path: Path, target: Path) -> Path:
+    """/usr/bin/python3 as a system has it: the one name a venv's interpreter links to, whose
+    Python an upgrade replaces (here a script running ``target``, which a venv needs to be
+    itself: a link to its python is another Python)."""
+    folder = tmp_path / "usr-bin"
+    folder.mkdir(exist_ok=True)
+    python3 = folder / "python3"
+    python3.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
+    python3.chmod(0o755)
+    return python3
+
+
+def test_an_interpreter_that_no_longer_runs_the_package_is_broken_not_ready(tmp_path, project):
+    python3 = _system_python3(tmp_path, Path(sys.executable))  # the Python it was made from
+    home = _fake_ready_env(tmp_path, python=python3)
+    env = {
+        "CLAUDE_PLUGIN_ROOT": str(REPO),
+        "HOME": str(tmp_path),
+        "PATH": os.pathsep.join([str(_python3(tmp_path)), "/usr/bin", "/bin"]),
+        "JOURNAL_AGENT_INSTALLER": "pip",
+        "PIP_NO_INDEX": "1",  # the rebuild fails at once: nothing is downloaded in a test
+    }
+    start = {"session_id": "s1", "source": "startup"}
+    assert run_hook("SessionStart", start, project, env=env).stdout == b""
+    checked = (home / "interpreter.ok").read_text()  # checked once, by running it
+    assert checked.endswith(str(python3))
+    assert run_hook("SessionStart", start, project, env=env).stdout == b""
+    assert (home / "interpreter.ok").read_text() == checked
+
+    # A system upgrade: the same name now runs another Python, without the venv's packages.
+    # The link is not dangling and state.json still says ready; the package does not import.
+    base = getattr(sys, "_base_executable", sys.executable)
+    _system_python3(tmp_path, Path(base))
+    line = run_hook("SessionStart", start, project, env=env).stdout.decode()
+    assert line.startswith(
+        f"journal-agent: its environment was broken (its interpreter ({python3}) no longer "
+        "runs it); rebuilding it"
+    ), line
+    assert "exited with" in _rebuild_failed(home)["error"]  # rebuilt afresh (no index here)
+    assert not (home / "interpreter.ok").exists()  # the old stamp went with the old venv
+
+
 def test_a_ready_environment_runs_and_session_start_says_nothing(tmp_path, project):
-    _fake_ready_env(tmp_path, python=Path(sys.executable))
+    _fake_ready_env(tmp_path, python=_system_python3(tmp_path, Path(sys.executable)))
     env = _env(tmp_path, _python3(tmp_path))
     done = _launch(tmp_path, "inbox", "--json", env=env)
     assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr
@@ -257,7 +308,7 @@ def test_once_ready_the_status_tool_goes_and_calls_reach_the_full_server(tmp_pat
     client = Client(tmp_path, _env(tmp_path, _python3(tmp_path)))
     client.initialize()
     assert "JournalAgentStatus" in _names(client.ask("tools/list"))
-    _fake_ready_env(tmp_path, python=Path(sys.executable))  # a preparation finished
+    _fake_ready_env(tmp_path, python=_system_python3(tmp_path, Path(sys.executable)))  # prepared
     assert client.read() == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
     listed = client.ask("tools/list")
     assert "JournalAgentStatus" not in _names(listed)
@@ -276,7 +327,7 @@ def test_the_shipped_tool_list_is_the_servers_and_costs_under_2500_tokens():
     assert TOOLS_JSON.read_text() == generated(), (
         "run `python -m journal_agent.plugin_env.tool_list`"
     )
-    tools = listing()
+    tools: list[dict] = json.loads(json.dumps(listing()))  # (as the wire carries them)
     # As Claude Code 2.1.197 sends them with every request (tests/e2e checks the real one).
     sent = [
         {"name": MCP_PREFIX + t["name"], "description": t["description"],
