@@ -37,7 +37,9 @@ class LazyGroup(TyperGroup):
         command = self.commands.get(cmd_name)
         if command is not None or cmd_name not in COMMANDS:
             return command
-        line = COMMANDS[cmd_name][1]
+        # One line in the list: the table keeps the docstring's line breaks, which rich would
+        # print as breaks in mid-sentence ("… offload and micro-batch / searched, …").
+        line = " ".join(COMMANDS[cmd_name][1].split())
         return TyperCommand(cmd_name, short_help=line, help=line)  # a stand-in, only listed
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:

@@ -41,6 +41,7 @@ def _stand_in(module: str, name: str) -> type:
 def import_renderer() -> None:
     """Import ``typer.rich_utils`` (once) without ``rich.markdown`` and ``rich.traceback``."""
     if "typer.rich_utils" in sys.modules:
+        _fold_long_words(sys.modules["typer.rich_utils"])
         return
     placed = []
     for module, name in _DEFERRED.items():
@@ -50,10 +51,29 @@ def import_renderer() -> None:
             sys.modules[module] = stand_in
             placed.append(module)
     try:
-        importlib.import_module("typer.rich_utils")
+        rich_utils = importlib.import_module("typer.rich_utils")
     finally:
         for module in placed:
             del sys.modules[module]
+    _fold_long_words(rich_utils)
+
+
+def _fold_long_words(rich_utils: Any) -> None:
+    """An option's help folds a word too long for its column (``https://pytorch.org/memory_viz``
+    in a narrow terminal) onto the next line, where rich would cut it with "…"."""
+    original = rich_utils._get_parameter_help
+    if getattr(original, "folds", False):
+        return
+
+    def folded(**kwargs: Any) -> Any:
+        columns = original(**kwargs)
+        for item in getattr(columns, "renderables", []):
+            if hasattr(item, "overflow"):
+                item.overflow = "fold"
+        return columns
+
+    folded.folds = True  # type: ignore[attr-defined]  # marks the wrapper: wrapped once
+    rich_utils._get_parameter_help = folded
 
 
 __all__ = ["import_renderer"]

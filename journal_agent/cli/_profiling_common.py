@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -47,17 +48,51 @@ def _store(root: Path | None) -> RecordStore:
     return open_workspace(root).records
 
 
-def _saving_store(root: Path | None) -> RecordStore:
+NoSaveOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-save",
+        help="Print the result without keeping a record (nothing under .journal/measurements/ "
+        "to cite or prune later).",
+    ),
+]
+_UNSAVED: set[str] = set()  # ids of records this process made and did not keep (--no-save)
+
+
+def _saving_store(root: Path | None, *, save: bool = True) -> RecordStore:
     """The store new records go to (the sandbox's outbox when run inside it); each record it
-    saves says which command made it (``extra.command``, shown by the view's provenance)."""
+    saves says which command made it (``extra.command``, shown by the view's provenance).
+    With ``save`` off (``--no-save``) it keeps nothing and remembers what it did not keep."""
     from profiling.records import RecordStore
 
     class _Store(RecordStore):
         def save(self, record: MeasurementRecord) -> str:
+            if not save:
+                _UNSAVED.add(record.id)
+                return record.id
             record.extra.setdefault("command", invocation())
             return super().save(record)
 
     return _Store(records_dir_for_saving(resolve_root(root)))
+
+
+def unsaved_text(text: str) -> str:
+    """A report's "record: ID (cite as …)" line, for a record not kept, says so instead."""
+    for record_id in _UNSAVED:
+        text = re.sub(
+            rf"^record: {re.escape(record_id)} .*$",
+            "record: not saved (--no-save): there is nothing to cite",
+            text,
+            flags=re.M,
+        )
+    return text
+
+
+def mark_unsaved(payload: dict) -> dict:
+    """A command's --json payload says whether its record was kept (``saved``)."""
+    if _UNSAVED:
+        payload["saved"] = False
+    return payload
 
 
 def invocation() -> str:
@@ -81,6 +116,9 @@ def _console() -> Console:
 def _print_record_line(record_id: str) -> None:
     from profiling.citations import cite
 
+    if record_id in _UNSAVED:
+        echo("record: not saved (--no-save): there is nothing to cite")
+        return
     echo(f"record: {record_id}  (cite as {cite(record_id)})")
 
 

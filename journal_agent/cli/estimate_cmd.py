@@ -9,15 +9,17 @@ inside the commands (``profiling.trace.step`` imports torch); the modules import
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, cell, echo, print_json
+from journal_agent.cli._common import JsonOption, RootOption, cell, echo, print_json, resolve_root
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import ForceOption, check_plot
 from journal_agent.cli._profiling_common import (
+    NoSaveOption,
     PlotOption,
     TimeoutOption,
     _console,
@@ -26,6 +28,7 @@ from journal_agent.cli._profiling_common import (
     _saving_store,
     _store,
     _trace_progress,
+    mark_unsaved,
 )
 from journal_agent.cli._recipe_option import (
     FromOption,
@@ -108,6 +111,7 @@ def estimate_command(
     plot: PlotOption = None,
     force: ForceOption = False,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    no_save: NoSaveOption = False,
     root: RootOption = None,
 ) -> None:
     """Estimate training memory in closed form, every step of the calculation shown.
@@ -119,7 +123,7 @@ def estimate_command(
     from profiling.estimate.run import estimate_and_record
 
     cfg, recipe = parse_with_recipe(config, from_files)
-    store = recipe_store(_saving_store(root), recipe)
+    store = recipe_store(_saving_store(root, save=not no_save), recipe)
     # One bound for the command: the estimate's and the trace's own are within it.
     what = f"the estimate and trace of {cfg.model}" if compare_trace else "the estimate"
     with TimeBound(timeout, what, "give it a longer timeout, or leave out --compare-trace"):
@@ -136,7 +140,7 @@ def estimate_command(
         made = plot_compare(cmp, plot) if cmp is not None else plot_estimate(run.estimate, plot)
         run.payload["plot"] = str(made)
     if as_json:
-        print_json(run.payload)
+        print_json(mark_unsaved(run.payload))
         return
     print_recipe(recipe)
     _print_run(run)
@@ -183,9 +187,29 @@ def _headline(record: MeasurementRecord) -> str:
     return ""
 
 
+KindOption = Annotated[
+    str | None,
+    typer.Option("--kind", help="Only records of this kind: estimated, traced or measured."),
+]
+ModelOption = Annotated[
+    str | None, typer.Option("--model", help="Only records whose model or title holds this.")
+]
+UnreferencedOption = Annotated[
+    bool,
+    typer.Option(
+        "--unreferenced",
+        help="Only records nothing cites (the journal, the ledger, the inbox, drafts, other "
+        "records).",
+    ),
+]
+
+
 @measurements_app.callback()
 def measurements_list(
     ctx: typer.Context,
+    kind: KindOption = None,
+    model: ModelOption = None,
+    unreferenced: UnreferencedOption = False,
     as_json: JsonOption = False,
     root: RootOption = None,
 ) -> None:
@@ -196,9 +220,89 @@ def measurements_list(
     # A record that cannot be read is reported, never silently left out (exit 1 below).
     for problem in corrupt:
         echo(f"warning: {problem}", err=True)
-    _list_records(records, as_json)
+    _list_records(_chosen(records, kind, model, unreferenced, root), as_json)
     if corrupt:
         raise typer.Exit(1)
+
+
+def _chosen(
+    records: list[MeasurementRecord],
+    kind: str | None,
+    model: str | None,
+    unreferenced: bool,
+    root: Path | None,
+) -> list[MeasurementRecord]:
+    if kind is not None and kind not in ("estimated", "traced", "measured"):
+        raise UserError(f"--kind {kind!r} is not a kind; use estimated, traced or measured.")
+    out = [r for r in records if kind is None or r.kind == kind]
+    if model:
+        low = model.lower()
+        out = [r for r in out if low in f"{r.config.get('model') or ''} {r.title}".lower()]
+    if unreferenced:
+        from journal_agent.journal.record_refs import unreferenced as nothing_cites
+
+        keep = set(nothing_cites(resolve_root(root), [r.id for r in out]))
+        out = [r for r in out if r.id in keep]
+    return out
+
+
+@measurements_app.command("prune")
+def measurements_prune(
+    kind: KindOption = None,
+    model: ModelOption = None,
+    older_than: Annotated[
+        float | None,
+        typer.Option("--older-than", min=0, metavar="DAYS", help="Only records older than this."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Delete without asking (for scripts).")
+    ] = False,
+    root: RootOption = None,
+) -> None:
+    """Delete the records nothing cites (the journal, the ledger, the inbox, drafts and other
+    records are read for [m:…] ids); a cited record is never deleted."""
+    from datetime import UTC, datetime, timedelta
+
+    from journal_agent.journal.record_refs import prune, unreferenced
+
+    records, corrupt = _store(root).scan()
+    chosen = _chosen(records, kind, model, False, root)
+    if older_than is not None:
+        since = datetime.now(UTC) - timedelta(days=older_than)
+        chosen = [r for r in chosen if r.created < since]
+    base = resolve_root(root)
+    gone = unreferenced(base, [r.id for r in chosen])
+    if not gone:
+        echo(f"nothing to prune: every one of the {len(chosen)} record(s) chosen is cited")
+        return
+    for record_id in gone:
+        echo(f"  {record_id}")
+    if dry_run:
+        echo(f"would delete {len(gone)} record(s) nothing cites (--dry-run: nothing deleted)")
+        return
+    if not yes:
+        _ask_to_prune(len(gone))
+    done = prune(base, gone)
+    kept = len(records) - len(done.deleted)
+    echo(f"deleted {len(done.deleted)} record(s) nothing cited; kept {kept}")
+    if corrupt:
+        echo(f"warning: {len(corrupt)} unreadable record file(s) were left alone", err=True)
+
+
+def _ask_to_prune(count: int) -> None:
+    import sys
+
+    if not sys.stdin.isatty():
+        raise UserError(
+            f"prune would delete {count} record(s); run it on a terminal to confirm, add --yes "
+            "to delete without asking, or --dry-run to list them."
+        )
+    answer = input(f"Delete these {count} record(s)? Type yes to delete: ").strip().lower()
+    if answer != "yes":
+        raise UserError("nothing deleted (the answer was not yes).")
 
 
 def _list_records(records: list[MeasurementRecord], as_json: bool) -> None:

@@ -13,7 +13,7 @@ import typer
 from journal_agent.cli._app import app
 from journal_agent.cli._common import JsonOption, RootOption, echo, print_json
 from journal_agent.cli._config_flags import config_flags
-from journal_agent.cli._profiling_common import TimeoutOption
+from journal_agent.cli._profiling_common import NoSaveOption, TimeoutOption
 from journal_agent.cli._recipe_option import (
     FromOption,
     parse_with_recipe,
@@ -36,6 +36,7 @@ def fit_command(
     from_files: FromOption = None,
     as_json: JsonOption = False,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    no_save: NoSaveOption = False,
     root: RootOption = None,
 ) -> None:
     """What fits a GPU: precision, ZeRO, checkpointing, LoRA/QLoRA, offload and micro-batch
@@ -43,16 +44,21 @@ def fit_command(
 
     Example: journal-agent fit --model llama-7b --gpu-mem 24 --gpu rtx-4090
     """
-    from journal_agent.cli._profiling_common import _print_record_line, _saving_store
+    from journal_agent.cli._profiling_common import (
+        _print_record_line,
+        _saving_store,
+        mark_unsaved,
+    )
     from profiling.fit import fit, fit_json, fit_record, render_fit
 
     base, recipe = parse_with_recipe(config, from_files)
     res = fit(base, confirm=confirm, progress=None if as_json else _progress, timeout=timeout)
     # Every number the table shows is in the record, so an entry can cite it.
-    record_id = recipe_store(_saving_store(root), recipe).save(fit_record(res, top))
+    store = _saving_store(root, save=not no_save)
+    record_id = recipe_store(store, recipe).save(fit_record(res, top))
     if as_json:
         extra = {"recipe": recipe.as_json()} if recipe is not None else {}
-        print_json({"record_id": record_id, **fit_json(res), **extra})
+        print_json(mark_unsaved({"record_id": record_id, **fit_json(res), **extra}))
     else:
         print_recipe(recipe)
         echo(render_fit(res, top=top))

@@ -25,7 +25,12 @@ from journal_agent.cli._plot import (
     check_plot,
     check_snapshot,
 )
-from journal_agent.cli._profiling_common import _saving_store
+from journal_agent.cli._profiling_common import (
+    NoSaveOption,
+    _print_record_line,
+    _saving_store,
+    mark_unsaved,
+)
 from journal_agent.cli._recipe_option import (
     FromOption,
     parse_with_recipe,
@@ -147,6 +152,7 @@ def profile_command(
     ] = False,
     from_files: FromOption = None,
     as_json: JsonOption = False,
+    no_save: NoSaveOption = False,
     root: RootOption = None,
 ) -> None:
     """Measure real training steps on this machine's device: memory and time per phase.
@@ -193,7 +199,7 @@ def profile_command(
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserError(f"--{err['loc'][0]}: {err['msg']}".replace("_", "-")) from None
-    store = recipe_store(_saving_store(root), recipe)
+    store = recipe_store(_saving_store(root, save=not no_save), recipe)
     if launched_by_torchrun():
         from profiling.measure.distributed import leave_rank, profile_rank
 
@@ -288,13 +294,13 @@ def _profile_here(
         payload["plot"] = str(run.profiler.plot(plot))
     _snapshot_after(cfg, options, snapshot, payload)
     if as_json:
-        print_json(payload)
+        print_json(mark_unsaved(payload))
     else:
         echo(render_summary(run.summary))
         if run.comparison:
             echo("")
             echo(render_comparison(run.comparison, trace_id))
-        echo(f"record: {record.id}  (cite as {cite(record.id)})")
+        _print_record_line(record.id)
         for key in ("csv", "plot"):
             if key in payload:
                 echo(f"{key}: {payload[key]}")
@@ -314,15 +320,14 @@ def _profile_here(
 
 
 def _finish_ranks(gathered: RanksSummary, store: RecordStore, as_json: bool) -> None:
-    from profiling.citations import cite
     from profiling.measure.distributed import ranks_record, render_ranks
 
     record = ranks_record(gathered)
     store.save(record)
     if as_json:
-        print_json({"record_id": record.id, **gathered.model_dump(mode="json")})
+        print_json(mark_unsaved({"record_id": record.id, **gathered.model_dump(mode="json")}))
     else:
         echo(render_ranks(gathered))
-        echo(f"record: {record.id}  (cite as {cite(record.id)})")
+        _print_record_line(record.id)
     if any(r.oom for r in gathered.ranks):
         raise typer.Exit(1)

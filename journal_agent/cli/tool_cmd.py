@@ -19,11 +19,23 @@ from journal_agent.cli._common import (
 )
 from journal_agent.errors import UserError
 
+# Every tool `tool` runs, by name, as builtin_tools() has them (a test holds the two together:
+# the registry is not imported for --help).
+TOOL_NAMES = (
+    *("Read", "Write", "Edit", "Grep", "Glob", "Bash", "JournalAppend", "JournalSearch"),
+    *("JournalCheck", "JournalInbox", "LedgerShow", "LedgerUpdate", "MemoryEstimate"),
+    *("MemoryTrace", "MemoryProfile", "DeviceInfo"),
+)
+
 
 @app.command("tool")
 def tool_command(
     name: Annotated[
-        str | None, typer.Argument(help="The tool to run: Read, Write, Edit, Grep, Glob, Bash.")
+        str | None,
+        typer.Argument(
+            help=f"The tool to run: {', '.join(TOOL_NAMES)} (`journal-agent tools` lists their "
+            "inputs)."
+        ),
     ] = None,
     input_json: Annotated[
         str | None,

@@ -15,10 +15,13 @@ from journal_agent.cli._common import JsonOption, RootOption, echo, print_json
 from journal_agent.cli._config_flags import config_flags
 from journal_agent.cli._plot import ForceOption, SnapshotOption, check_plot, check_snapshot
 from journal_agent.cli._profiling_common import (
+    NoSaveOption,
     PlotOption,
     TimeoutOption,
     _saving_store,
     _trace_progress,
+    mark_unsaved,
+    unsaved_text,
 )
 from journal_agent.cli._recipe_option import (
     FromOption,
@@ -47,6 +50,7 @@ def trace_command(
     force: ForceOption = False,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     from_files: FromOption = None,
+    no_save: NoSaveOption = False,
     root: RootOption = None,
 ) -> None:
     """Trace a steady-state training step under fake tensors: exact bytes by category and
@@ -66,7 +70,7 @@ def trace_command(
     with _trace_progress(cfg, quiet=as_json) as progress:
         run = trace_and_record(
             cfg,
-            recipe_store(_saving_store(root), recipe),
+            recipe_store(_saving_store(root, save=not no_save), recipe),
             compare_estimate=compare_estimate,
             module_depth=depth,
             plot=plot,
@@ -77,7 +81,7 @@ def trace_command(
     if recipe is not None:
         run.payload["recipe"] = recipe.as_json()
     if as_json:
-        print_json(run.payload)
+        print_json(mark_unsaved(run.payload))
     else:
         print_recipe(recipe)
-        echo(run.text())
+        echo(unsaved_text(run.text()))

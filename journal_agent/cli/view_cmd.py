@@ -82,24 +82,31 @@ def export_html_command(
     echo(f"wrote {done.pages} pages to {directory} (open {directory / 'index.html'})")
 
 
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Replace FILE if it exists (by default it is kept).")
+]
+
+
 @export_app.command("anki")
 def export_anki_command(
-    file: Annotated[Path, typer.Argument(help="The deck file to write (.apkg).")],
+    file: Annotated[Path, typer.Argument(help="The deck file to write (.apkg): a new one.")],
+    force: ForceOption = False,
     root: RootOption = None,
 ) -> None:
     """The review cards as an Anki deck: the question in front, the answer and the cited code
     on the back."""
     from journal_agent.view.export import export_anki
 
-    count = export_anki(open_workspace(root), file)
+    count = export_anki(open_workspace(root), file, force=force)
     echo(f"wrote {count} cards to {file}")
 
 
 @export_app.command("json")
 def export_json_command(
     file: Annotated[
-        Path | None, typer.Argument(help="Write here instead of standard output.")
+        Path | None, typer.Argument(help="Write here (a new file) instead of standard output.")
     ] = None,
+    force: ForceOption = False,
     root: RootOption = None,
 ) -> None:
     """Entries (with their references' states and citations), records, ledger and review
@@ -112,11 +119,9 @@ def export_json_command(
         return
     import json
 
-    from journal_agent import confined
+    from journal_agent.view.export import save_export
 
-    # The folder the user named is trusted as given; the file's own name is never followed.
-    out = file.absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    confined.replace(out.parent, out.name, text)
+    save_export(
+        file, json.dumps(data, indent=2, ensure_ascii=False, default=str).encode(), force=force
+    )
     echo(f"wrote {len(data['entries'])} entries to {file}")

@@ -2,9 +2,10 @@
 as an Anki deck (the cited code on the back), everything as one JSON document.
 
 An export never writes over anything: the HTML goes into a new or empty directory, the deck
-and the JSON replace only the file named (atomically, through :mod:`journal_agent.confined`:
-the folder the user named is trusted as given, the name in it is never followed as a link, and
-the temp file beside it has a random name that nothing can plant in advance).
+and the JSON into a new file (with ``--force``, they replace only the file named, atomically),
+through :mod:`journal_agent.confined`: the folder the user named is trusted as given, the name
+in it is never followed as a link, and a temp file beside it has a random name that nothing can
+plant in advance.
 """
 
 from __future__ import annotations
@@ -237,7 +238,23 @@ def _ledger(site: Site) -> LedgerSummary | None:
 # -- Anki -----------------------------------------------------------------------------------
 
 
-def export_anki(ws: Workspace, file: Path) -> int:
+def save_export(file: Path, data: bytes, *, force: bool = False) -> None:
+    """Write an export file: never over one that exists (as ``export html`` never writes over
+    a directory that holds files) unless ``force``; whole or not at all either way. The folder
+    the user named is trusted as given (and made); the file's own name is never followed."""
+    out = Path(file).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    odd = confined.problem(out.parent, out.name)
+    if odd is not None:  # a link, a FIFO: named as what it is, --force or not
+        raise UserError(odd)
+    if force:
+        confined.replace(out.parent, out.name, data)
+        return
+    if not confined.create(out.parent, out.name, data):  # O_EXCL: fails if the name is taken
+        raise UserError(f"{file} exists; give a new file name, or --force to replace it.")
+
+
+def export_anki(ws: Workspace, file: Path, *, force: bool = False) -> int:
     """Every review item as a note; an entry's back holds the code its references cite."""
     try:
         import genanki
@@ -270,9 +287,7 @@ def export_anki(ws: Workspace, file: Path) -> int:
 
     deck_bytes = io.BytesIO()  # a deck is small; no file of a name anyone could plant first
     genanki.Package(deck).write_to_file(deck_bytes)
-    out = Path(file).absolute()
-    out.parent.mkdir(parents=True, exist_ok=True)  # the folder the user named, as given
-    confined.replace(out.parent, out.name, deck_bytes.getvalue())
+    save_export(file, deck_bytes.getvalue(), force=force)
     return count
 
 

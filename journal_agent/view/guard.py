@@ -51,7 +51,10 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         refusal = self._refusal(scope, headers)
         if refusal is not None:
-            await _respond(send, 403, {"error": refusal})
+            if scope["method"] in ("GET", "HEAD") and not scope["path"].startswith("/api/"):
+                await _refuse_page(send, refusal)  # a person at a browser: a page, not JSON
+            else:
+                await _respond(send, 403, {"error": refusal})
             return
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         if any(k == "token" for k, _ in query):
@@ -119,6 +122,34 @@ async def _respond(send: Send, status: int, body: dict[str, str]) -> None:
             "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *SECURITY_HEADERS,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
+_PAGE = (
+    "<!doctype html><html lang=en><head><meta charset=utf-8><title>journal-agent view: not "
+    "allowed</title></head><body><h1>journal-agent view</h1><p>{message}.</p><p>The view opens "
+    "from the address <code>journal-agent view</code> printed in its terminal (it carries a "
+    "one-time token, then kept in a cookie for this port); open that address again, or start "
+    "<code>journal-agent view</code> and use the address it prints.</p></body></html>"
+)
+
+
+async def _refuse_page(send: Send, refusal: str) -> None:
+    from html import escape
+
+    message = escape(refusal[:1].upper() + refusal[1:])
+    data = _PAGE.format(message=message).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [
+                (b"content-type", b"text/html; charset=utf-8"),
                 (b"content-length", str(len(data)).encode()),
                 *SECURITY_HEADERS,
             ],

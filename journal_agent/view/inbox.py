@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from markupsafe import Markup
-
 from journal_agent.errors import UserError
-from journal_agent.view import markdown
+from journal_agent.view.learning import linked_text
 from journal_agent.view.site import Site, code_path, record_path, relative
 
 if TYPE_CHECKING:
@@ -36,7 +34,8 @@ def page(site: Site) -> dict[str, Any]:
         moments.append(
             {
                 "moment": moment,
-                "html": Markup(markdown.render(moment.text, lambda _: None, lambda _: None)),
+                # Its file:line references and [m:id] citations are links, as in an entry.
+                "html": linked_text(site, PAGE, moment.text),
                 "files": files,
                 "records": [(r, relative(PAGE, record_path(r))) for r in moment.records],
             }

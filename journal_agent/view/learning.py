@@ -22,13 +22,14 @@ def ledger_page(pages: Any, path: str) -> dict[str, Any]:
         return {"summary": None}
     summary = store.load().summary()
     insights = [
-        {**i, "html": _source_text(site, path, i["quote"])} for i in summary.get("insights", [])
+        {**i, "html": linked_text(site, path, i["quote"])} for i in summary.get("insights", [])
     ]
     return {"summary": summary, "insights": insights}
 
 
-def _source_text(site: Site, path: str, text: str) -> Markup:
-    """An insight's text with its code references and citations linked, like an entry's."""
+def linked_text(site: Site, path: str, text: str) -> Markup:
+    """Text with its code references and citations linked, like an entry's: an insight's, a
+    captured moment's."""
 
     def ref_link(ref: Any) -> markdown.Link | None:
         target = site.ref_target(ref)

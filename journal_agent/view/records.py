@@ -50,7 +50,9 @@ def page(record: MeasurementRecord) -> dict[str, Any]:
     return {
         "record": record,
         "created": record.created.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "config": _flat(record.config),
+        "headline": headline(record),
+        "moments": _moments(record),
+        "config": _config(record.config),
         "results": [(q.name, fmt_value(q.value, q.unit)) for q in record.results],
         "steps": [(s, fmt_value(s.value, s.unit)) for s in record.steps],
         "table": extra.get("table") if isinstance(extra.get("table"), str) else None,
@@ -61,6 +63,112 @@ def page(record: MeasurementRecord) -> dict[str, Any]:
         "device": _flat(record.device),
         "software": _flat(record.software),
     }
+
+
+def headline(record: MeasurementRecord) -> dict[str, str] | None:
+    """What a record page opens with: its headline number, what it is, and the verdict
+    against the GPU when the record names one (✅ / ⚠️ / ❌, as the CLI says it)."""
+    from profiling.estimate.render import status_for, verdict_text
+
+    results = {q.name: q.value for q in record.results}
+    ranked = [(m, q) for q in record.results if q.unit == "B" and (m := _FIT_ROW.match(q.name))]
+    gpu = results.get("gpu_mem") or results.get("gpu_memory")
+    if record.kind == "estimated" and ("smallest_peak" in results or ranked):
+        return _fit_headline(results, ranked, gpu)
+    if record.kind == "estimated":
+        value = results.get("per_gpu_total", results.get("peak"))
+        what = "per GPU" + _at(record, "moment: ")
+    elif record.kind == "traced":
+        value = results.get("peak")
+        what = "the traced step's peak" + _at(record, "peak_in_")
+    else:
+        value = results.get("peak")
+        total = record.device.get("total_bytes")
+        gpu = float(total) if isinstance(total, int | float) and total else None
+        what = f"the measured peak on {record.device.get('label') or 'the device'}"
+        what += _at(record, "peak_") + ("" if gpu else " (no GPU memory to compare it with)")
+    if value is None:
+        return None
+    out = {"value": fmt_bytes(value, "GB") if value >= 1e9 else fmt_bytes(value), "what": what}
+    if gpu:
+        out["verdict"] = verdict_text(int(value), int(gpu))
+        out["status"] = status_for(int(value), int(gpu))[1]
+    return out
+
+
+def _fit_headline(
+    results: dict[str, float], ranked: list[tuple[re.Match[str], Any]], gpu: float | None
+) -> dict[str, str]:
+    from profiling.estimate.render import HEADROOM
+
+    avail = fmt_bytes(gpu, "GB") if gpu else "the GPU"
+    if not ranked:
+        smallest = results.get("smallest_peak", 0.0)
+        return {
+            "value": fmt_bytes(smallest, "GB"),
+            "what": "the smallest peak of every configuration tried",
+            "verdict": f"❌ Nothing fits {avail}: the smallest needs {fmt_bytes(smallest, 'GB')}",
+            "status": "❌",
+        }
+    best, q = ranked[0]
+    usable = results.get("usable") or (gpu * HEADROOM if gpu else None)
+    verdict = f"✅ Fits {avail}: the best configuration needs {fmt_bytes(q.value, 'GB')}"
+    if usable:
+        verdict += f" of the {fmt_bytes(usable, 'GB')} counted usable"
+    return {
+        "value": fmt_bytes(q.value, "GB"),
+        "what": f"the best: #{best.group(1)} {best.group(2)}",
+        "verdict": verdict,
+        "status": "✅",
+    }
+
+
+def _at(record: MeasurementRecord, prefix: str) -> str:
+    """ ", at the loss backward": the moment or phase of the highest of the record's values
+    named ``prefix…``."""
+    named = [
+        (q.value, q.name.removeprefix(prefix))
+        for q in record.results
+        if q.name.startswith(prefix) and ":" not in q.name.removeprefix(prefix)  # no terms
+    ]
+    return f", at the {max(named)[1].replace('_', ' ')}" if named else ""
+
+
+def _moments(record: MeasurementRecord) -> charts.Markup:
+    """An estimate's moments of the step (what is alive at each), the peak marked: the chart
+    of the CLI's "Moments of the step"."""
+    if record.kind != "estimated":
+        return charts.Markup("")
+    points: list[tuple[str, float, float | None]] = [
+        (q.name.removeprefix("moment: "), q.value, q.value)
+        for q in record.results
+        if q.name.startswith("moment: ") and ":" not in q.name.removeprefix("moment: ")
+    ]
+    if len(points) < 2:
+        return charts.Markup("")
+    gpu = next((q.value for q in record.results if q.name == "gpu_mem"), None)
+    return charts.timeline(
+        points,
+        "Memory at each moment of the step (estimated)",
+        limit=("GPU", gpu) if gpu else None,
+        legend="each moment: what is alive at once; the peak is the largest",
+    )
+
+
+def _config(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """The configuration as set: the core settings, then what differs from the defaults
+    (``profiling.config_table.shown``); no unset option listed as "None"."""
+    from profiling.config_table import shown
+
+    out = []
+    for key, value in shown(config):
+        if isinstance(value, dict):
+            out += [(f"{key}.{k}", v) for k, v in _flat(value) if v != "None"]
+        elif isinstance(value, list | tuple):
+            out.append((key, ", ".join(str(v) for v in value)))
+        else:
+            out.append((key, str(value)))
+    return out
 
 
 def _flat(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
@@ -85,6 +193,8 @@ def _breakdown_chart(record: MeasurementRecord) -> charts.Markup:
         rows = [(f"#{m.group(1)} {m.group(2)}", q.value) for m, q in ranked]
         usable = results.get("usable")
         return charts.bars(rows, "Estimated peak of each configuration, by rank", limit=usable)
+    if record.kind == "measured":
+        return charts.Markup("")  # its phases are drawn through the step below, not categories
     return charts.bars(_breakdown(record), "Memory by category")
 
 

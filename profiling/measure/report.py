@@ -367,9 +367,12 @@ def render_comparison(rows: list[ComparisonRow], trace_id: str | None = None) ->
 
 
 def run_setup(run: Any) -> str:
+    """The run's setup, without the trace's ``target``: a measured run ran on its own device
+    ("target cuda on cpu" read as if it had run on both)."""
     from profiling.trace.report import describe_trace_setup
 
-    return describe_trace_setup(run.config)
+    parts = describe_trace_setup(run.config).split(", ")
+    return ", ".join(p for p in parts if not p.startswith("target "))
 
 
 def run_record(run: Any, trace_id: str | None = None) -> MeasurementRecord:
@@ -388,7 +391,7 @@ def run_record(run: Any, trace_id: str | None = None) -> MeasurementRecord:
         table += "\n\n" + render_comparison(run.comparison, trace_id)
     record = measured_record(
         s,
-        title=f"Measured: {run_setup(run)} on {s.device.get('label', 'device')}",
+        title=f"Measured on {s.device.get('label', 'device')}: {run_setup(run)}",
         config={
             **run.config.model_dump(),
             "model_info": run.model_info,

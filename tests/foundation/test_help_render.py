@@ -58,3 +58,19 @@ def test_help_is_the_same_and_imports_neither(args, tmp_path):
     assert ours.stdout == typer_own.stdout
     imported = {line.split("|")[-1].strip() for line in ours.stderr.splitlines()}
     assert not imported & {"rich.markdown", "rich.traceback", "markdown_it"}
+
+
+def test_help_breaks_no_sentence_and_cuts_no_word(tmp_path):
+    """#33: `--help` broke a command's line in mid-sentence ("… offload and micro-batch" /
+    "searched, …") and a narrow terminal cut `--snapshot`'s help ("https://pytorch.org/memor…")."""
+    env = {"COLUMNS": "100", "PATH": "", "HOME": str(tmp_path)}
+    listed = _run("", "-m", "journal_agent", "--help", env=env).stdout
+    fit = listed[listed.index("│ fit") : listed.index("│ gpu")]
+    assert "│               micro-batch searched, ranked" in fit  # one paragraph, wrapped once
+    assert "│               searched" not in fit
+    profile = _run("", "-m", "journal_agent", "profile", "--help", env=env)
+    assert profile.returncode == 0, profile.stderr[-2000:]
+    joined = "".join(line.strip("│ ").strip() for line in profile.stdout.splitlines())
+    assert "…" not in profile.stdout
+    assert "torch.cuda.memory._dump_snapshot" in joined.replace(" ", "")
+    assert "https://pytorch.org/memory_viz" in joined.replace(" ", "")

@@ -115,3 +115,13 @@ def test_on_a_terminal_ask_means_a_prompt(
     assert (ws / "made").exists() is made and rc == code
     if not made:
         assert "refused by the user" in out
+
+
+def test_tool_help_names_every_tool(cli):
+    """`tool --help` names every tool the registry has, in its order (#33: it listed 6 of 16)."""
+    from journal_agent.cli.tool_cmd import TOOL_NAMES
+    from journal_agent.tools.registry import builtin_tools
+
+    assert list(TOOL_NAMES) == list(builtin_tools())
+    shown = " ".join(cli("tool", "--help", env={"COLUMNS": "200"}).stdout.split())
+    assert ", ".join(TOOL_NAMES) in shown.replace("│ ", "").replace(" │", "")

@@ -132,3 +132,26 @@ def test_exported_entries_list_the_related_entries_the_live_view_lists(workspace
     assert listed > 0
     zero = (out / entry_path(workspace.ids["zero"])).read_text(encoding="utf-8")
     assert "Gradient Accumulation" in zero.split('<ul class="related">')[1].split("</ul>")[0]
+
+
+def test_export_anki_and_json_never_write_over_a_file_unless_forced(cli, workspace, tmp_path):
+    """#33: `export html` refused a directory that holds files; anki and json overwrote
+    silently. Now each keeps what is there (one sentence, exit 1) until --force."""
+    for kind, name in (("anki", "deck.apkg"), ("json", "all.json")):
+        target = tmp_path / name
+        target.write_text("mine")
+        refused = cli("export", kind, str(target), "--root", str(workspace.root))
+        assert refused.returncode == 1
+        assert f"{target} exists; give a new file name, or --force to replace it." in refused.stderr
+        assert target.read_text() == "mine"
+        link = tmp_path / f"link-{name}"
+        link.symlink_to(tmp_path / "elsewhere")
+        assert cli("export", kind, str(link), "--root", str(workspace.root)).returncode == 1
+        assert not (tmp_path / "elsewhere").exists()  # a dangling link is not followed
+        done = cli("export", kind, str(target), "--force", "--root", str(workspace.root))
+        assert done.returncode == 0, done.stderr
+        assert target.read_bytes() != b"mine"
+        fresh = tmp_path / f"new-{name}"
+        assert cli("export", kind, str(fresh), "--root", str(workspace.root)).returncode == 0
+        assert fresh.stat().st_size > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no leftovers

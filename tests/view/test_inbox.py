@@ -27,12 +27,10 @@ def test_inbox_shows_moments_and_dismisses_one(page, server, workspace):
     hostile = _moment(page, "is only text here")
     assert "<script>" in hostile.inner_text()
     assert page.evaluate("window.pwned === undefined")
-    assert (
-        _moment(page, MOMENTS[0])
-        .locator("a.ref")
-        .get_attribute("href")
-        .endswith("code/src/train.py.html#L6-7")
-    )
+    first = _moment(page, MOMENTS[0])
+    # The files the turn edited, and the reference its text makes (a link too, #33).
+    assert first.locator("p.files a.ref").get_attribute("href").endswith("train.py.html#L6-7")
+    assert first.locator(".text a.ref").get_attribute("href").endswith("train.py.html#L6")
     screenshot(page, "inbox")
 
     second = _moment(page, MOMENTS[1])

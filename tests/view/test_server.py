@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import http.client
+import json
 import os
 import re
 import shutil
@@ -358,3 +359,29 @@ def test_a_cited_secret_shows_nothing_not_even_whether_it_changed(server, worksp
     assert "hidden" in shown and "not shown: a secret or denied file" in shown
     assert not re.search(r"fresh|changed|moved|unchanged", shown), shown
     assert "conf/.env" not in "".join(re.findall(r'href="([^"]*)"', body))
+
+
+def test_a_page_opened_without_the_token_says_what_to_do_in_a_page_not_json(server):
+    """#33: a browser that lost the cookie got raw JSON; it gets a page saying to open the
+    address the command printed. The API keeps answering in JSON."""
+    response, body = request(server, "/entries/x.html", cookie=False)
+    assert response.status == 403
+    assert response.getheader("content-type").startswith("text/html")
+    assert "<h1>journal-agent view</h1>" in body and "open that address again" in body
+    assert "Gradient Accumulation" not in body and not body.lstrip().startswith("{")
+    response, body = request(server, "/api/search?q=zero", cookie=False)
+    assert response.getheader("content-type") == "application/json"
+    assert json.loads(body)["error"].startswith("wrong or missing token")
+
+
+def test_a_moments_references_and_citations_are_links(server, workspace):
+    """#33: `file:line` and `[m:id]` in a moment's text were plain text."""
+    from journal_agent.capture.store import append, new_moment
+
+    cited = f"The traced peak is in the optimizer step [m:{workspace.trace_id}]."
+    append(workspace.root, [new_moment("insight", cited)])
+    _, body = request(server, "/inbox.html")
+    texts = "".join(re.findall(r'<div class="text">(.*?)</div>', body, re.S))
+    assert re.search(r'<a [^>]*href="code/src/train\.py\.html#L6"[^>]*>src/train\.py:6</a>', texts)
+    record = workspace.trace_id
+    assert re.search(rf'<a [^>]*href="records/{record}\.html"[^>]*>\[m:{record}\]</a>', texts)
