@@ -146,13 +146,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("journal_agent/view/export.py", "_export_html"): (
         "copies our package's static files into the freshly made, randomly named folder above"
     ),
-    ("journal_agent/view/export.py", "export_anki"): (
-        "makes the folder the user named for the deck; the deck is written through "
-        "confined.replace from that folder"
-    ),
-    ("journal_agent/cli/view_cmd.py", "export_json_command"): (
-        "makes the folder the user named for the export; the file is written through "
-        "confined.replace from that folder"
+    ("journal_agent/view/export.py", "save_export"): (
+        "makes the folder the user named for a deck or a JSON export; the file is written "
+        "through confined.create (never over anything) or, with --force, confined.replace "
+        "from that folder"
     ),
     # -- SQLite: every database of ours is checked by confined.sqlite_file first ----------
     ("journal_agent/journal/search/schema.py", "_open"): (
