@@ -152,11 +152,12 @@ def torch_index() -> tuple[str, str]:
     cuda = driver_cuda()
     if cuda is None:
         return CPU_INDEX, "no NVIDIA driver: the CPU build"
+    said = f"{cuda[0]}.{cuda[1]}"
     for version in CUDA_INDEXES:
         if cuda >= version:
             tag = f"cu{version[0]}{version[1]}"
-            return f"https://download.pytorch.org/whl/{tag}", f"the driver supports CUDA {cuda}"
-    return CPU_INDEX, f"the driver's CUDA {cuda} is older than any PyTorch build: the CPU one"
+            return f"https://download.pytorch.org/whl/{tag}", f"the driver supports CUDA {said}"
+    return CPU_INDEX, f"the driver's CUDA {said} is older than any PyTorch build: the CPU one"
 
 
 def driver_cuda() -> tuple[int, int] | None:
@@ -180,8 +181,14 @@ def driver_cuda() -> tuple[int, int] | None:
 
 
 def _install_torch(env: Env, log, index: str) -> str:
-    """torch alone from ``index`` (so no dependency of it comes from there by accident), then
-    its dependencies from the usual indexes; the installer that ran (the environment's)."""
+    """torch alone from ``index`` and nowhere else, then its dependencies from the usual
+    indexes; the installer that ran (the environment's).
+
+    Nowhere else: the user's pip configuration (``extra-index-url``, ``find-links``, a
+    ``PIP_``/``UV_`` variable) would otherwise offer its own torch beside ``index``, and pip
+    takes the newest wherever it is, so PyPI's CUDA build of a newer torch beat the CPU
+    index's (3 GB of NVIDIA libraries on a machine without a GPU). Where there is no NVIDIA
+    driver, a torch that needs NVIDIA's libraries is taken out again before they come."""
     spec = os.environ.get("JOURNAL_AGENT_TORCH") or TORCH
     source = ["--no-index", "--find-links", index] if os.path.isdir(index) else []
     source = source or ["--index-url", index]
@@ -190,9 +197,74 @@ def _install_torch(env: Env, log, index: str) -> str:
         install = [uv, "pip", "install", "--quiet", "--python", env.python]
     else:
         install = [env.python, "-m", "pip", "install", "--quiet"]
-    _step([*install, "--no-deps", *source, spec], log)
+    _step([*install, "--no-deps", *source, spec], log, environ=_one_source(env, uv))
+    if driver_cuda() is None:
+        cuda = _cuda_libraries(env)
+        if cuda:
+            remove = [uv, "pip", "uninstall", "--python", env.python] if uv else []
+            remove = remove or [env.python, "-m", "pip", "uninstall", "--yes"]
+            _step([*remove, "torch"], log)
+            raise Failed(
+                f"the torch {index} offers is a CUDA build (it needs {cuda}, …) and this "
+                "machine has no NVIDIA driver; point JOURNAL_AGENT_TORCH_INDEX at PyTorch's "
+                f"CPU index ({CPU_INDEX}) or at a folder holding its CPU wheel"
+            )
     _step([*install, spec], log)
     return "uv" if uv else "pip"
+
+
+# What decides where a package comes from, as pip names its options and settings.
+PIP_SOURCES = {"index-url", "extra-index-url", "find-links", "no-index", "config-file"}
+UV_SOURCES = {"UV_INDEX", "UV_DEFAULT_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL"}
+UV_SOURCES |= {"UV_FIND_LINKS", "UV_NO_INDEX", "UV_CONFIG_FILE"}
+
+
+def _one_source(env: Env, uv: str | None) -> dict[str, str]:
+    """The environment of an install that must take its package from the command line's
+    source alone: every other source left out, the rest of the user's settings kept (a
+    certificate, a proxy, a constraint). pip's configuration files are read by pip itself
+    (``pip config list``) and passed on as variables, since the files cannot be half read.
+    uv reads no pip configuration, and with its default index strategy (first index) never
+    mixes two indexes for one package; its variables that name a source are left out."""
+
+    def source(name: str) -> bool:
+        pip = name.startswith("PIP_") and name[4:].lower().replace("_", "-") in PIP_SOURCES
+        return pip or name in UV_SOURCES
+
+    environ = {k: v for k, v in os.environ.items() if not source(k)}
+    if uv:
+        return environ
+    listed = subprocess.run(
+        [env.python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=120
+    )
+    for line in listed.stdout.splitlines():
+        name, _, value = line.partition("=")
+        section, _, key = name.partition(".")
+        if section.startswith(":") or not key or key in PIP_SOURCES:
+            continue  # (":env:" lines are variables already there)
+        variable = "PIP_" + key.upper().replace("-", "_")
+        environ.setdefault(variable, _unquoted(value))
+    environ["PIP_CONFIG_FILE"] = os.devnull  # (pip's documented way to read no file)
+    return environ
+
+
+def _unquoted(value: str) -> str:
+    """A value as ``pip config list`` prints it (Python's repr of a str)."""
+    import ast
+
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return value
+    return parsed if isinstance(parsed, str) else value
+
+
+def _cuda_libraries(env: Env) -> str:
+    """The first NVIDIA library the installed torch requires ("" for a CPU build)."""
+    return _output(
+        [env.python, "-c", "import importlib.metadata as m; print(next((r.split(';')[0] for r "
+         "in m.requires('torch') or () if r.lower().startswith('nvidia-')), ''))"]
+    )  # fmt: skip
 
 
 def _lend_torch(env: Env, log) -> str | None:
@@ -267,11 +339,11 @@ def _output(argv: list[str]) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def _step(argv: list[str], log) -> None:
+def _step(argv: list[str], log, environ: dict[str, str] | None = None) -> None:
     log.write("$ " + " ".join(argv) + "\n")
     log.flush()
     try:
-        done = subprocess.run(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        done = subprocess.run(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=environ)
     except OSError as exc:
         raise Failed(f"{os.path.basename(argv[0])} could not start ({exc})") from None
     if done.returncode:

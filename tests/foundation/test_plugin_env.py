@@ -421,3 +421,38 @@ def test_an_old_python3_hands_over_to_a_newer_one_or_the_server_says_why(tmp_pat
     assert "being prepared" in client.initialize()["result"]["instructions"]
     assert "MemoryEstimate" in _names(client.ask("tools/list"))
     assert client.close() == 0
+
+
+SMI_HEADER = "| NVIDIA-SMI 570.86.15    Driver Version: 570.86.15    CUDA Version: {cuda}     |\n"
+
+
+@pytest.mark.parametrize(
+    ("smi", "index", "why"),
+    [
+        (None, "cpu", "no NVIDIA driver: the CPU build"),
+        # A laptop with the tools but no driver loaded: nvidia-smi fails, no CUDA line.
+        ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n",
+         "cpu", "no NVIDIA driver: the CPU build"),
+        (SMI_HEADER.format(cuda="13.0"), "cu130", "the driver supports CUDA 13.0"),
+        (SMI_HEADER.format(cuda="12.8"), "cu128", "the driver supports CUDA 12.8"),
+        (SMI_HEADER.format(cuda="12.7"), "cu126", "the driver supports CUDA 12.7"),
+        (SMI_HEADER.format(cuda="11.4"), "cpu",
+         "the driver's CUDA 11.4 is older than any PyTorch build: the CPU one"),
+    ],
+)  # fmt: skip
+def test_the_torch_index_follows_the_nvidia_driver(tmp_path, monkeypatch, smi, index, why):
+    from journal_agent.plugin_env.build import torch_index
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    if smi is not None:  # nvidia-smi as the driver's tools print it (its edge, faked)
+        (folder / "out.txt").write_text(smi)
+        code = 0 if "CUDA Version" in smi else 9
+        script = f'#!/bin/sh\n/bin/cat "{folder / "out.txt"}"\nexit {code}\n'
+        (folder / "nvidia-smi").write_text(script)
+        (folder / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+    monkeypatch.delenv("JOURNAL_AGENT_TORCH_INDEX", raising=False)
+    assert torch_index() == (f"https://download.pytorch.org/whl/{index}", why)
+    monkeypatch.setenv("JOURNAL_AGENT_TORCH_INDEX", str(tmp_path))  # the settings win
+    assert torch_index() == (str(tmp_path), "JOURNAL_AGENT_TORCH_INDEX")

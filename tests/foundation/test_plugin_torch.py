@@ -114,3 +114,104 @@ def test_the_first_profiling_command_installs_the_cpu_build_of_torch(tmp_path, i
         assert launch("gpu").stderr == "" and (home / "prepare.log").read_text() == log
     finally:
         shutil.rmtree(tmp_path / ".cache", ignore_errors=True)  # about 1 GB
+
+
+def _fake_cuda_torch(folder: Path) -> Path:
+    """A wheel as PyPI's Linux torch is: a CUDA build that requires NVIDIA's libraries (here
+    one that no index holds, so an install that took it fails instead of fetching 3 GB), of a
+    version newer than the CPU wheel's."""
+    import base64
+    import hashlib
+    import zipfile
+
+    wheel = folder / "torch-2.14.0-py3-none-any.whl"
+    files = {
+        "torch/__init__.py": "__version__ = '2.14.0'\n",
+        "torch-2.14.0.dist-info/METADATA": (
+            "Metadata-Version: 2.1\nName: torch\nVersion: 2.14.0\n"
+            "Requires-Dist: nvidia-cublas-cu12==12.8.4.1; platform_system == 'Linux'\n"
+        ),
+        "torch-2.14.0.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{name},sha256={digest.decode()},{len(text.encode())}")
+    record.append("torch-2.14.0.dist-info/RECORD,,")
+    files["torch-2.14.0.dist-info/RECORD"] = "\n".join(record) + "\n"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return wheel
+
+
+def _simple_index(folder: Path, *wheels: Path) -> str:
+    """A PEP 503 index in ``folder`` whose torch page links ``wheels``: its file:// URL (an
+    index URL, as PyPI's or PyTorch's, not a folder of wheels)."""
+    (folder / "torch").mkdir(parents=True)
+    links = "".join(f'<a href="{w.as_uri()}">{w.name}</a>\n' for w in wheels)
+    (folder / "torch" / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+    return folder.as_uri()
+
+
+def test_torch_comes_from_the_chosen_index_alone_and_never_as_a_cuda_build_without_a_gpu(
+    tmp_path,
+):
+    wheels = _wheels()
+    [cpu_wheel] = wheels.glob(f"torch-2.13.0+cpu-cp{sys.version_info[0]}{sys.version_info[1]}-*")
+    cuda_wheel = _fake_cuda_torch(tmp_path)
+    cpu_index = _simple_index(tmp_path / "cpu-index", cpu_wheel)
+    cuda_index = _simple_index(tmp_path / "cuda-index", cuda_wheel)
+    folder = _path_folder(tmp_path, "pip")
+    env = {
+        "PATH": os.pathsep.join([str(folder), "/usr/bin", "/bin"]),  # no nvidia-smi: no driver
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "JOURNAL_AGENT_INSTALLER": "pip",
+        **{k: v for k, v in os.environ.items() if k in ("SSL_CERT_FILE", "SSL_CERT_DIR")},
+    }
+
+    def launch(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(LAUNCHER), *args], env={**env, **extra}, cwd=tmp_path, capture_output=True,
+            text=True, timeout=1800,
+        )  # fmt: skip
+
+    try:
+        assert launch("inbox", "--json").returncode == 0  # the light environment
+        [home] = list((tmp_path / ".cache" / "journal-agent").glob("env-*"))
+        python = home / "venv" / "bin" / "python"
+        # The user's pip configuration adds an index that offers a newer torch, a CUDA build
+        # (PyPI's, in life), to the indexes the machine already had.
+        had = subprocess.run(
+            [str(python), "-m", "pip", "config", "get", "global.extra-index-url"],
+            env=env, capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+        config = tmp_path / ".config" / "pip" / "pip.conf"
+        config.parent.mkdir(parents=True)
+        config.write_text(f"[global]\nextra-index-url = {had} {cuda_index}\n")
+
+        # The index chosen offers only a CUDA build: on a machine without a driver it is taken
+        # out again before any NVIDIA library comes, and the sentence says what to do.
+        done = launch("gpu", JOURNAL_AGENT_TORCH_INDEX=cuda_index)
+        assert done.returncode == 1
+        assert f"the torch {cuda_index} offers is a CUDA build (it needs nvidia-cublas" in (
+            done.stderr
+        )
+        assert "point JOURNAL_AGENT_TORCH_INDEX at PyTorch's CPU index" in done.stderr
+        gone = subprocess.run([str(python), "-c", "import torch"], capture_output=True)
+        assert gone.returncode == 1  # taken out again
+        site = Path(glob.glob(str(home / "venv" / "lib" / "python3.*" / "site-packages"))[0])
+        assert [n for n in os.listdir(site) if n.startswith("nvidia") and "ml_py" not in n] == []
+
+        # The CPU index chosen: its torch, though the user's extra index offers a newer one.
+        done = launch("setup", "--torch", JOURNAL_AGENT_TORCH_INDEX=cpu_index)
+        assert done.returncode == 0, done.stderr
+        assert "torch 2.13.0+cpu" in launch("gpu", JOURNAL_AGENT_TORCH_INDEX=cpu_index).stdout
+        assert json.loads((home / "state.json").read_text())["torch"] == (
+            f"installed from {cpu_index} by pip"
+        )
+    finally:
+        shutil.rmtree(tmp_path / ".cache", ignore_errors=True)  # about 1 GB
