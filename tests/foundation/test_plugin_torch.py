@@ -215,3 +215,46 @@ def test_torch_comes_from_the_chosen_index_alone_and_never_as_a_cuda_build_witho
         )
     finally:
         shutil.rmtree(tmp_path / ".cache", ignore_errors=True)  # about 1 GB
+
+
+def test_a_torch_the_users_python3_imports_is_lent_not_installed(tmp_path):
+    """The user's python3 already has torch (this test's venv: 2.13.0+cpu): the first profiling
+    command lends it to the environment by a .pth file, downloading nothing."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (folder / "python3").chmod(0o755)
+    uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    if uv is not None:
+        (folder / "uv").symlink_to(uv)  # (the faster light preparation; not what is tested)
+    env = {
+        "PATH": os.pathsep.join([str(folder), "/usr/bin", "/bin"]),
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "JOURNAL_AGENT_TORCH_INDEX": str(tmp_path / "no-wheels-here"),  # an install would fail
+        **{k: v for k, v in os.environ.items() if k in ("SSL_CERT_FILE", "SSL_CERT_DIR")},
+    }
+
+    def launch(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(LAUNCHER), *args], env=env, cwd=tmp_path, capture_output=True, text=True,
+            timeout=1800,
+        )  # fmt: skip
+
+    try:
+        assert launch("inbox", "--json").returncode == 0
+        [home] = list((tmp_path / ".cache" / "journal-agent").glob("env-*"))
+        light = _du(home)
+        done = launch("gpu")
+        assert done.returncode == 0, done.stderr
+        assert "torch 2.13.0+cpu" in done.stdout
+        import torch
+
+        lent = str(Path(torch.__file__).parent.parent)
+        state = json.loads((home / "state.json").read_text())
+        assert state["torch"] == f"lent from {lent}"
+        assert "installing torch" not in (home / "prepare.log").read_text()
+        assert _du(home) - light < 50e6  # a .pth file (and bytecode), not torch's 750 MB
+        assert f"torch: lent from {lent}" in launch("setup").stdout
+    finally:
+        shutil.rmtree(tmp_path / ".cache", ignore_errors=True)
