@@ -124,3 +124,17 @@ _.down
 _.find_class  # profiling/recipes/files.py
 _.persistent_load  # profiling/recipes/files.py
 set_to_none  # torch.optim.Optimizer.zero_grad's parameter (profiling/trace/in_backward.py)
+# torch reads these off its own objects (profiling/plans/probe.py, profiling/trace/fake_world.py,
+# tests/profiling/plans/test_schedule.py: a module tracker's hooks, a pipeline stage's fields).
+_._fw_post_hook
+_._fw_pre_hook
+_.__class__  # an instance's class swapped for torch's subclass (probe.py's _forward_only)
+_.has_backward
+_._inference_mode
+_.pp_group_size
+_.n_local_stages
+_._n_microbatches
+_.num_stages
+_.microbatches_per_round
+first_layer  # a Stage field, in the plan's layout in JSON and the record
+per_microbatch_bytes  # a RankMemory field, in the plan's JSON and record (profiling/plans)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_lora import LORA_DEFAULT, LORA_TARGET_SETS, LoraTarget, parse_targets
 from profiling._config_optimizers import OPTIMIZERS, Optimizer, OptimizerSpec
+from profiling._config_plan import PipelineSchedule, check_plan, is_plan
 from profiling._config_sentences import flag_name, one_sentence
 from profiling.errors import ConfigError, ProfilingError
 from profiling.units import parse_count
@@ -158,6 +159,24 @@ class TrainingConfig(BaseModel):
     )
     tp: int = _positive_int(4096, "Tensor-parallel degree t (N·t GPUs in all).", 1)
     sequence_parallel: bool = Field(False, description="Sequence parallelism (needs tp > 1).")
+    # ---- parallel plans (profiling.plans: torchtitan's degrees, every rank's peak)
+    dp_shard: int | None = _positive_int(
+        MAX_GPUS, "FSDP degree: states sharded over dp_shard × cp ranks (--fsdp --gpus N)."
+    )
+    dp_replicate: int | None = _positive_int(
+        MAX_GPUS, "Replicas of the sharded model (HSDP), or DDP ranks without --dp-shard."
+    )
+    cp: int = _positive_int(4096, "Context-parallel degree: the sequence split over cp ranks.", 1)
+    pp: int = _positive_int(4096, "Pipeline-parallel degree: the layers split into stages.", 1)
+    pp_schedule: PipelineSchedule = Field(
+        "1f1b", description="The pipeline schedule: 1f1b | interleaved | zbv (torch's)."
+    )
+    microbatches: int | None = _positive_int(
+        MAX_BATCH, "Microbatches a pipeline step splits the batch into (default: the batch)."
+    )
+    virtual_stages: int | None = _positive_int(
+        64, "Stages per pipeline rank (default 1 for 1f1b, 2 for interleaved and zbv)."
+    )
     # ---- activations
     checkpointing: Checkpointing = Field(
         "none",
@@ -287,6 +306,7 @@ class TrainingConfig(BaseModel):
                 "master copy: use bf16, fp32 or amp-*)",
                 "optimizer_in_bwd",
             )
+        check_plan(self)
         if self.sequence_parallel and self.tp == 1:
             raise ConfigError("--sequence-parallel needs --tp > 1", "sequence_parallel")
         if self.fsdp and self.zero == 1:
@@ -440,31 +460,14 @@ class TrainingConfig(BaseModel):
 
     def describe(self) -> str:
         """A short human description: 'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × 1'."""
-        from profiling.units import fmt_count
+        from profiling._config_describe import describe
 
-        name = self.model or f"{fmt_count(self.params or 0)} parameters"
-        parts = [name, f"{self.precision} {self.optimizer}"]
-        if self.lora_rank:
-            lora = f"{'QLoRA' if self.qlora else 'LoRA'} r={self.lora_rank}"
-            if self.lora_targets != LORA_DEFAULT:
-                lora += " on " + ",".join(self.lora_targets)
-            if self.lora_dropout:
-                lora += f" dropout {self.lora_dropout:g}"
-            parts.append(lora)
-        parts.append(f"{self.gpus} GPU" + ("s" if self.gpus > 1 else ""))
-        if self.zero:
-            parts.append(("FSDP2 " if self.fsdp else "") + f"ZeRO-{self.zero}")
-        if self.tp > 1:
-            parts.append(f"TP={self.tp}" + (" + SP" if self.sequence_parallel else ""))
-        parts.append(f"seq {self.seq_or_default()} × batch {self.batch}")
-        if self.checkpointing != "none":
-            parts.append(f"{self.checkpointing} checkpointing")
-        if self.attention != "sdpa":
-            parts.append(f"{self.attention} attention")
-        if self.offload_optimizer:
-            parts.append("optimizer offloaded to CPU")
-        parts.append(f"target {self.target}")
-        return ", ".join(parts)
+        return describe(self)
+
+    @property
+    def is_plan(self) -> bool:
+        """A parallel plan (pipeline, context, --dp-shard / --dp-replicate): per rank."""
+        return is_plan(self)
 
 
 def parse_config(style: Literal["flag", "field"] = "flag", **values: Any) -> TrainingConfig:

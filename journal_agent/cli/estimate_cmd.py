@@ -29,6 +29,7 @@ from journal_agent.cli._profiling_common import (
     _store,
     _trace_progress,
     mark_unsaved,
+    unsaved_text,
 )
 from journal_agent.cli._recipe_option import (
     FromOption,
@@ -124,6 +125,10 @@ def estimate_command(
 
     cfg, recipe = parse_with_recipe(config, from_files)
     store = recipe_store(_saving_store(root, save=not no_save), recipe)
+    if cfg.is_plan:
+        _plan(cfg, store, traced=False, options=(compare_trace, plot), timeout=timeout,
+              as_json=as_json)  # fmt: skip
+        return
     # One bound for the command: the estimate's and the trace's own are within it.
     what = f"the estimate and trace of {cfg.model}" if compare_trace else "the estimate"
     with TimeBound(timeout, what, "give it a longer timeout, or leave out --compare-trace"):
@@ -144,6 +149,26 @@ def estimate_command(
         return
     print_recipe(recipe)
     _print_run(run)
+
+
+def _plan(
+    cfg: Any, store: Any, *, traced: bool, options: tuple[Any, ...], timeout: float, as_json: bool
+) -> None:
+    """A parallel plan: every distinct rank, estimated or traced (``profiling.plans``)."""
+    from profiling.plans.report import plan_and_record
+
+    if any(options):
+        raise UserError(
+            "a parallel plan (--pp, --cp, --dp-shard, --dp-replicate) is reported per rank; "
+            "--compare-trace, --compare-estimate, --plot and --snapshot do not take one yet: "
+            "leave them out"
+        )
+    with _trace_progress(cfg, quiet=as_json or not traced) as progress:
+        run = plan_and_record(cfg, store, traced=traced, timeout=timeout, progress=progress)
+    if as_json:
+        print_json(mark_unsaved(run.payload))
+    else:
+        echo(unsaved_text(run.text()))
 
 
 def _trace_beside(run: EstimateRun, store: RecordStore, timeout: float, quiet: bool) -> None:

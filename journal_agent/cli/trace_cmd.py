@@ -67,6 +67,13 @@ def trace_command(
     cfg, recipe = parse_with_recipe(config, from_files)
     if cfg.model is None:
         raise UserError("trace needs a model: give --model NAME (the recipe names none we ship)")
+    if cfg.is_plan:
+        from journal_agent.cli.estimate_cmd import _plan
+
+        store = recipe_store(_saving_store(root, save=not no_save), recipe)
+        options = (compare_estimate, plot, snapshot)
+        _plan(cfg, store, traced=True, options=options, timeout=timeout, as_json=as_json)
+        return
     with _trace_progress(cfg, quiet=as_json) as progress:
         run = trace_and_record(
             cfg,

@@ -38,5 +38,11 @@ class MemoryEstimate(Tool):
         values, said = with_recipe(ctx, params.config_values(), params.from_file)
         values = confined_hf_model(ctx, values)
         config = TrainingConfig.parse(style="field", **values)
+        if config.is_plan:  # a parallel plan: every distinct rank (profiling.plans)
+            from profiling.plans.report import plan_and_record
+
+            store = ctx.workspace.records
+            plan = plan_and_record(config, store, traced=False, timeout=ESTIMATE_TIMEOUT_S)
+            return ToolResult("\n".join([*said, plan.text()]))
         run = estimate_and_record(config, ctx.workspace.records, timeout=ESTIMATE_TIMEOUT_S)
         return ToolResult("\n".join([*said, run.text()]))

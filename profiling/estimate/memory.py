@@ -355,6 +355,11 @@ def estimate(inp: EstimateInput) -> Estimate:
         raise ProfilingError(
             f"the estimate needs a reference model or --params, not the factory {inp.model!r}"
         )
+    if inp.is_plan:  # every rank of a plan: profiling.plans, never one averaged GPU
+        raise ProfilingError(
+            "a parallel plan (--pp, --cp, --dp-shard, --dp-replicate) is estimated per rank by "
+            "profiling.plans.closed_form.estimate_plan ('journal-agent estimate' runs it)"
+        )
     shape = shape_of(inp)
     psi = int(shape["params"])
     sh = Sharding(n=inp.gpus, t=inp.tp, z=inp.zero)

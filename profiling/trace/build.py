@@ -350,16 +350,21 @@ def _shard(
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # torch >= 2.6
 
     from profiling.trace.bounded import refuse_unshardable
+    from profiling.trace.fake_world import lazy_shards
 
-    refuse_unshardable(model, mesh.size())
     # No ``mp``: fully_shard's own default policy (no casts).
     policy = (
         MixedPrecisionPolicy(param_dtype=mp, reduce_dtype=torch.float32)
         if mp is not None
         else MixedPrecisionPolicy()
     )
-    for block in [*(_block_list(model) or []), model]:
-        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=policy)
+    with lazy_shards() as lazy:
+        if not lazy:  # this torch's FSDP2 makes every rank's shard: its cost grows with them
+            refuse_unshardable(model, mesh.size())
+        for block in [*(_block_list(model) or []), model]:
+            fully_shard(
+                block, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=policy
+            )
 
 
 def _require_tracing_apis() -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from profiling.errors import ProfilingError
 from profiling.estimate.comparison import Comparison
 from profiling.records import MeasurementRecord, RecordStore
 from profiling.time_bound import TimeBound
@@ -100,6 +101,11 @@ def trace_and_record(
     )
     from profiling.trace.step import trace_step
 
+    if config.is_plan:  # every rank of a plan: profiling.plans, never one averaged GPU
+        raise ProfilingError(
+            "a parallel plan (--pp, --cp, --dp-shard, --dp-replicate) is traced per rank by "
+            "profiling.plans.trace.trace_plan ('journal-agent trace' runs it)"
+        )
     if compare_estimate:
         estimate_input_for_trace(config)
     recorder = None

@@ -1,0 +1,71 @@
+"""A configuration in a few words, for titles and tables: ``TrainingConfig.describe``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from profiling._config_lora import LORA_DEFAULT
+from profiling._config_plan import TrainingConfig as PlanFields
+from profiling._config_plan import describe_plan
+from profiling.units import fmt_count
+
+
+class TrainingConfig(PlanFields, Protocol):
+    """The fields a description reads (a protocol: ``config`` imports this module)."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def params(self) -> int | None: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def optimizer(self) -> str: ...
+    @property
+    def lora_rank(self) -> int | None: ...
+    @property
+    def lora_targets(self) -> Sequence[str]: ...
+    @property
+    def lora_dropout(self) -> float: ...
+    @property
+    def qlora(self) -> bool: ...
+    @property
+    def checkpointing(self) -> str: ...
+    @property
+    def offload_optimizer(self) -> bool: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def is_plan(self) -> bool: ...
+
+
+def describe(cfg: TrainingConfig) -> str:
+    """'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × batch 1, target cuda'; a plan names
+    its degrees instead of the GPU count ('FSDP 8 × TP 8 × PP 8 (1f1b, 32 microbatches)')."""
+    name = cfg.model or f"{fmt_count(cfg.params or 0)} parameters"
+    parts = [name, f"{cfg.precision} {cfg.optimizer}"]
+    if cfg.lora_rank:
+        lora = f"{'QLoRA' if cfg.qlora else 'LoRA'} r={cfg.lora_rank}"
+        if cfg.lora_targets != LORA_DEFAULT:
+            lora += " on " + ",".join(cfg.lora_targets)
+        if cfg.lora_dropout:
+            lora += f" dropout {cfg.lora_dropout:g}"
+        parts.append(lora)
+    if cfg.is_plan:
+        parts.append(describe_plan(cfg))
+    else:
+        parts.append(f"{cfg.gpus} GPU" + ("s" if cfg.gpus > 1 else ""))
+        if cfg.zero:
+            parts.append(("FSDP2 " if cfg.fsdp else "") + f"ZeRO-{cfg.zero}")
+        if cfg.tp > 1:
+            parts.append(f"TP={cfg.tp}" + (" + SP" if cfg.sequence_parallel else ""))
+    parts.append(f"seq {cfg.seq_or_default()} × batch {cfg.batch}")
+    if cfg.checkpointing != "none":
+        parts.append(f"{cfg.checkpointing} checkpointing")
+    if cfg.attention != "sdpa":
+        parts.append(f"{cfg.attention} attention")
+    if cfg.offload_optimizer:
+        parts.append("optimizer offloaded to CPU")
+    parts.append(f"target {cfg.target}")
+    return ", ".join(parts)

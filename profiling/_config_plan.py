@@ -1,0 +1,217 @@
+"""A parallel plan's settings, checked: torchtitan's degrees and the pipeline's schedule.
+
+A plan runs ``dp_replicate × dp_shard × cp × tp × pp`` GPUs (torchtitan's
+``data_parallel_replicate_degree``, ``data_parallel_shard_degree``, ``context_parallel_degree``,
+``tensor_parallel_degree``, ``pipeline_parallel_degree``). The older flags stay what they were:
+``--gpus N`` is the data-parallel degree (``--fsdp --gpus N`` is ``--dp-shard N``), so a plan's
+``gpus`` is ``dp_shard × dp_replicate`` and the world is ``gpus × cp × tp × pp``.
+
+Each check is one sentence naming the flag and what to give instead (the schedules' rules are
+torch's own: ``torch.distributed.pipelining.schedules``). No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from profiling.errors import ConfigError
+
+PipelineSchedule = Literal["1f1b", "interleaved", "zbv"]
+PP_SCHEDULES: dict[str, str] = {
+    "1f1b": "one forward, one backward (torch's Schedule1F1B): one stage per rank",
+    "interleaved": "interleaved 1F1B (ScheduleInterleaved1F1B): several stages per rank, looped",
+    "zbv": "zero bubble V (ScheduleZBVZeroBubble): two stages per rank in a V, the weight "
+    "gradients computed apart",
+}
+# The stages each pp rank holds when --virtual-stages is not given (torchtitan's defaults).
+DEFAULT_VIRTUAL = {"1f1b": 1, "interleaved": 2, "zbv": 2}
+MAX_WORLD = 10**6
+
+
+class TrainingConfig(Protocol):
+    """The fields of ``profiling.config.TrainingConfig`` a plan's checks read and fill (a
+    protocol: ``config`` imports this module)."""
+
+    gpus: int  # filled: dp_shard × dp_replicate
+    fsdp: bool  # filled: dp_shard > 1
+    sequence_parallel: bool  # filled: always with tensor parallelism
+    microbatches: int | None  # filled: the batch by default
+    virtual_stages: int | None  # filled: the schedule's default
+
+    @property
+    def zero(self) -> int: ...
+    @property
+    def tp(self) -> int: ...
+    @property
+    def attention(self) -> str: ...
+    @property
+    def batch(self) -> int: ...
+    @property
+    def dp_shard(self) -> int | None: ...
+    @property
+    def dp_replicate(self) -> int | None: ...
+    @property
+    def cp(self) -> int: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def pp_schedule(self) -> str: ...
+    @property
+    def model_fields_set(self) -> set[str]: ...
+
+    def seq_or_default(self) -> int: ...
+
+
+def _dp(cfg: TrainingConfig) -> None:
+    """dp_shard / dp_replicate set gpus (their product), FSDP (dp_shard > 1) or DDP."""
+    if cfg.dp_shard is None and cfg.dp_replicate is None:
+        return
+    shard, replicate = cfg.dp_shard or 1, cfg.dp_replicate or 1
+    dp = shard * replicate
+    if "gpus" in cfg.model_fields_set and cfg.gpus not in (1, dp):
+        raise ConfigError(
+            f"--gpus {cfg.gpus} is the data-parallel degree, which --dp-shard {shard} × "
+            f"--dp-replicate {replicate} make {dp}; give one or the other",
+            "gpus",
+        )
+    cfg.gpus = dp
+    if shard > 1:
+        cfg.fsdp = True
+    elif cfg.fsdp or cfg.zero:
+        raise ConfigError(
+            "--dp-shard 1 shards nothing: --dp-replicate alone is DDP (give --dp-shard N > 1 "
+            "to shard with FSDP2)",
+            "dp_shard",
+        )
+
+
+def _pipeline(cfg: TrainingConfig) -> None:
+    if cfg.pp == 1:
+        for field in ("microbatches", "virtual_stages"):
+            if getattr(cfg, field) is not None:
+                raise ConfigError(f"--{field.replace('_', '-')} needs --pp > 1", field)
+        if "pp_schedule" in cfg.model_fields_set:
+            raise ConfigError("--pp-schedule needs --pp > 1", "pp_schedule")
+        return
+    if cfg.microbatches is None:
+        cfg.microbatches = cfg.batch  # torchtitan's pipeline_parallel_microbatch_size = 1
+    m = cfg.microbatches
+    if cfg.batch % m:
+        raise ConfigError(
+            f"--microbatches {m} must divide --batch {cfg.batch} (the batch each data-parallel "
+            "rank splits into microbatches)",
+            "microbatches",
+        )
+    schedule = cfg.pp_schedule
+    v = cfg.virtual_stages or DEFAULT_VIRTUAL[schedule]
+    cfg.virtual_stages = v
+    if schedule == "1f1b" and v != 1:
+        raise ConfigError(
+            f"--pp-schedule 1f1b runs one stage per rank (--virtual-stages {v}); use "
+            "--pp-schedule interleaved for several",
+            "virtual_stages",
+        )
+    if schedule == "1f1b" and m < cfg.pp:
+        raise ConfigError(
+            f"1F1B needs at least as many microbatches as stages ({cfg.pp}), as torch's "
+            f"Schedule1F1B does; give --microbatches ≥ {cfg.pp} (and --batch a multiple)",
+            "microbatches",
+        )
+    if schedule == "interleaved":
+        if v < 2:
+            raise ConfigError(
+                "--pp-schedule interleaved loops over at least 2 stages per rank "
+                "(--virtual-stages ≥ 2)",
+                "virtual_stages",
+            )
+        rounds = max(1, m // cfg.pp)
+        if m % rounds:
+            raise ConfigError(
+                f"interleaved 1F1B runs {m} microbatches in rounds of {cfg.pp} (torch's "
+                f"ScheduleInterleaved1F1B): {m} is not a multiple of its {rounds} rounds; use "
+                f"a multiple of {cfg.pp}",
+                "microbatches",
+            )
+    if schedule == "zbv" and v != 2:
+        raise ConfigError(
+            f"--pp-schedule zbv holds exactly 2 stages per rank, not {v}", "virtual_stages"
+        )
+
+
+def _context(cfg: TrainingConfig) -> None:
+    if cfg.cp == 1:
+        return
+    seq = cfg.seq_or_default()
+    if seq % (2 * cfg.cp):
+        raise ConfigError(
+            f"--seq {seq} must divide by 2 · --cp {cfg.cp}: context parallelism gives each "
+            "rank two load-balanced chunks of the sequence (torchtitan's rule)",
+            "cp",
+        )
+    if cfg.attention == "eager":
+        raise ConfigError(
+            "--cp runs ring attention in place of SDPA: give --attention sdpa or flash", "cp"
+        )
+
+
+def check_plan(cfg: TrainingConfig) -> None:
+    """Check the plan's settings and fill what follows from them (gpus, FSDP, microbatches,
+    stages per rank); a ConfigError sentence otherwise."""
+    _dp(cfg)
+    _pipeline(cfg)
+    _context(cfg)
+    if is_plan(cfg) and cfg.tp > 1:
+        cfg.sequence_parallel = True  # torchtitan's tensor parallelism is always sequence-parallel
+    world = cfg.gpus * cfg.cp * cfg.tp * cfg.pp
+    if world > MAX_WORLD:
+        raise ConfigError(
+            f"the plan needs {world:,} GPUs (dp {cfg.gpus} × cp {cfg.cp} × tp {cfg.tp} × pp "
+            f"{cfg.pp}); at most {MAX_WORLD:,}",
+            "gpus",
+        )
+
+
+def is_plan(cfg: TrainingConfig) -> bool:
+    """Whether the configuration names a plan's degrees (pipeline, context, dp_shard or
+    dp_replicate): estimated and traced per rank by ``profiling.plans``."""
+    return cfg.pp > 1 or cfg.cp > 1 or cfg.dp_shard is not None or cfg.dp_replicate is not None
+
+
+def plan_world(cfg: TrainingConfig) -> int:
+    """Every GPU of the plan: dp_replicate × dp_shard × cp × tp × pp."""
+    return cfg.gpus * cfg.cp * cfg.tp * cfg.pp
+
+
+def describe_plan(cfg: TrainingConfig) -> str:
+    """'FSDP 8 × TP 8 × PP 8 (1f1b, 32 microbatches)' — the degrees above 1, in torchtitan's
+    mesh order."""
+    parts = []
+    if (cfg.dp_replicate or 1) > 1:
+        parts.append(f"DP-replicate {cfg.dp_replicate}")
+    if cfg.fsdp and cfg.gpus // (cfg.dp_replicate or 1) > 1:
+        parts.append(f"FSDP {cfg.gpus // (cfg.dp_replicate or 1)}")
+    elif cfg.gpus > 1 and cfg.dp_replicate is None:
+        parts.append(f"DP {cfg.gpus}")
+    if cfg.cp > 1:
+        parts.append(f"CP {cfg.cp}")
+    if cfg.tp > 1:
+        parts.append(f"TP {cfg.tp}" + ("+SP" if cfg.sequence_parallel else ""))
+    if cfg.pp > 1:
+        parts.append(f"PP {cfg.pp}")
+    text = " × ".join(parts) or "1 GPU"
+    if cfg.pp > 1:
+        v = cfg.virtual_stages or 1
+        stages = f", {v} stages per rank" if v > 1 else ""
+        text += f" ({cfg.pp_schedule}, {cfg.microbatches} microbatches{stages})"
+    return text
+
+
+__all__ = [
+    "DEFAULT_VIRTUAL",
+    "PP_SCHEDULES",
+    "PipelineSchedule",
+    "check_plan",
+    "describe_plan",
+    "is_plan",
+    "plan_world",
+]

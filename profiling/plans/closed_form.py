@@ -1,0 +1,223 @@
+"""A plan estimated in closed form: each stage's actions computed, composed over the schedule.
+
+The same step the trace runs (torchtitan's Llama 3 stage, ``profiling.plans.titan``, as
+``profiling.plans.parallelize`` parallelizes it), each number a formula:
+
+- **model states** per rank: every tensor of the stage as tensor parallelism leaves it
+  (column-wise ``wq wk wv w1 w3`` and the output split on their rows, row-wise ``wo w2`` on
+  their columns, the embedding on its rows, norms whole), then FSDP's shard of it over
+  ``dp_shard × cp`` ranks (dim 0, padded to equal shards: FSDP2's rule). Mixed precision under
+  FSDP keeps fp32 shards and gathers 16-bit copies; without FSDP the weights are 16-bit with an
+  fp32 master copy in the optimizer. Summed with Adam this is the ZeRO paper's 2 + 2 + 12 bytes
+  per parameter, over N ranks for ZeRO-3 (``model_states``);
+- **activations** of one microbatch, per block and token of this rank (``block_activations``),
+  what autograd saves in torchtitan's block on CUDA's kernels: the two fused RMSNorms' inputs and
+  fp32 rstd (sequence-parallel under TP: 1/t of the tokens), the attention's and the MLP's
+  inputs (gathered to the whole sequence under TP, as DTensor saves them), q and the keys and
+  values repeated to every head (SDPA's inputs), its output, its fp32 logsumexp and the
+  output's contiguous copy ``wo`` keeps, SwiGLU's four tensors, and SDPA's seed and offset;
+  the last stage adds the loss's fp32 log-probabilities and its logits (``head_activations``);
+- **the schedule** (``profiling.plans.schedule``) composes them exactly as for a trace
+  (``profiling.plans.profile.compose``): 1F1B's first rank keeps ``pp`` microbatches of
+  ``L/pp`` blocks in flight, Korthikanti et al.'s result (§4.2.3).
+
+The transients inside an action (the next block's gathered weights, the loss's logits, the
+backward's gradient buffers, the optimizer step's scratch) are modelled from what the trace
+shows; ``tests/profiling/plans/test_closed_form.py`` holds the estimate to the trace.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.estimate.states import _TEMP_LISTS, optimizer_states
+from profiling.models.config import WorkloadConfig
+from profiling.plans.layout import Layout, Stage, layout_of
+from profiling.plans.model import plan_workload
+from profiling.plans.profile import Move, StageProfile, Vec, compose, vec
+from profiling.plans.result import PlanResult, plan_notes
+from profiling.plans.schedule import rank_actions
+
+SDPA_SEED = 16  # SDPA's philox seed and offset, two int64 scalars per attention call
+
+
+@dataclass
+class Sizes:
+    """Element sizes of a plan's step: the residual stream and matmul inputs (``c``), the
+    sharded parameters (``shard``), the gathered ones and their gradients (``gathered``)."""
+
+    c: int
+    shard: int
+    gathered: int
+    master: int  # the optimizer's fp32 master copy per parameter (mixed without FSDP)
+
+    @classmethod
+    def of(cls, cfg: TrainingConfig) -> Sizes:
+        c = 4 if cfg.precision == "fp32" else 2
+        if cfg.fsdp:
+            shard = 2 if cfg.precision == "bf16" else 4
+            return cls(c=c, shard=shard, gathered=c, master=0)
+        return cls(c=c, shard=c, gathered=c, master=4 if cfg.precision == "mixed" else 0)
+
+
+def stage_tensors(w: WorkloadConfig, stage: Stage, layers: int, t: int) -> list[tuple[int, int]]:
+    """(dim 0, the rest) of each parameter of the stage, as tensor parallelism leaves it."""
+    h, hd, f = w.hidden, w.head_dim, w.ffn
+    q, kv = w.heads * hd, w.n_kv_heads * hd
+    block = [(q // t, h), (kv // t, h), (kv // t, h), (h, q // t),
+             (f // t, h), (h, f // t), (f // t, h), (h, 1), (h, 1)]  # fmt: skip
+    out = block * layers
+    if stage.embedding:
+        out.append((w.vocab // t, h))
+    if stage.head:
+        out += [(h, 1), (w.vocab // t, h)]
+    return out
+
+
+def _shard(dim0: int, rest: int, n: int) -> int:
+    """Elements of one FSDP shard: dim 0 split in n, padded to equal pieces."""
+    return -(-dim0 // n) * rest
+
+
+def model_states(params: int, n: int, precision: str, fsdp: bool) -> dict[str, float]:
+    """Bytes per rank of weights, gradients and Adam's state for ``params`` parameters over
+    ``n`` data-parallel ranks: the ZeRO paper's table (K = 12 under mixed precision) for DDP
+    (nothing sharded) and FSDP (ZeRO-3: everything over n), padding aside."""
+    if precision == "mixed":
+        per = (4, 4, 8) if fsdp else (2, 2, 12)
+    elif precision == "bf16":
+        per = (2, 2, 4)
+    else:
+        per = (4, 4, 8)
+    div = n if fsdp else 1
+    return {
+        k: params * b / div for k, b in zip(("weights", "gradients", "optimizer"), per, strict=True)
+    }
+
+
+def block_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int) -> int:
+    """Bytes one block saves for backward for ``tokens`` of this rank (see the module)."""
+    h, f, a = w.hidden, w.ffn, w.heads
+    q = a * w.head_dim
+    lse_s = -(-seq // 32) * 32 if c == 4 else seq  # fp32 runs the padded memory-efficient kernel
+    norms = 2 * (h * c + 4) * tokens // t
+    inputs = 2 * h * c * tokens  # gathered to the whole sequence under tensor parallelism
+    attention = (3 * q + q + q) * c * tokens // t  # q, repeated k and v; output; wo's copy
+    lse = 4 * (a // t) * lse_s * (tokens // seq)
+    mlp = 4 * (f // t) * c * tokens
+    return norms + inputs + attention + lse + mlp + SDPA_SEED
+
+
+def head_activations(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
+    """What the last stage keeps per microbatch beyond its blocks, as its trace shows: the
+    loss's fp32 log-probabilities, the logits (the stage's output, which ``PipelineStage``
+    keeps for the backward), the final norm's rstd and the loss."""
+    v = w.vocab
+    return (4 + 4 * v + c * v) * tokens // t + 8
+
+
+def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tuple[Vec, int, int]:
+    """(the stage's base: sharded weights, optimizer state, step counters; its gathered
+    elements; its largest shard)."""
+    s = Sizes.of(cfg)
+    shards = [_shard(d, r, n) if cfg.fsdp else d * r for d, r in tensors]
+    local = sum(shards)
+    per_state = sum(b for _, b, _ in optimizer_states(cfg.optimizer, cfg.precision, None))
+    counters = 4 * len(tensors) if cfg.optimizer in ("adam", "adamw") else 0
+    optimizer = int(local * (per_state + s.master)) + counters
+    gathered = local * n if cfg.fsdp else local
+    return vec(parameters=local * s.shard, optimizer=optimizer), gathered, max(shards)
+
+
+def stage_profile(
+    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, stage: Stage
+) -> StageProfile:
+    """One stage's base and actions in closed form (see the module)."""
+    s, t, n = Sizes.of(cfg), layout.tp, layout.shard_ranks
+    seq = cfg.seq_or_default()
+    tokens = layout.microbatch_size * seq // layout.cp
+    tensors = stage_tensors(w, stage, stage.layers, t)
+    base, gathered, largest = _states(cfg, tensors, n)
+    base = {**base, "buffers": seq * w.head_dim * 8}  # RoPE's complex64 table, 2·seq rows
+    base["total"] = sum(v for k, v in base.items() if k != "total")
+    acts = stage.layers * block_activations(w, tokens, t, s.c, seq // layout.cp)
+    if stage.head:
+        acts += head_activations(w, tokens, t, s.c)
+    gathered_b = gathered * s.gathered if cfg.fsdp else 0
+    # unsharded gradients, in the gathered dtype; accumulated over microbatches in fp32 (FSDP2
+    # accumulates in its reduce dtype under mixed precision)
+    pipelined = layout.pp > 1
+    grads_b = gathered * (4 if pipelined and cfg.fsdp and cfg.precision == "mixed" else s.gathered)
+    sharded_grads = base["parameters"] if cfg.fsdp else grads_b
+    blocks = stage_tensors(w, stage, 1, t)[:9]
+    one_block = sum(d * r for d, r in blocks) * s.gathered * (1 if cfg.fsdp else 0)
+    logits = w.vocab * tokens // t
+    f_extra = logits * (s.c + 4) if stage.head else tokens * w.hidden * s.c // t
+    b_extra = logits * 8 if stage.head else 2 * (w.ffn // t) * s.c * tokens
+    keep = gathered_b if pipelined else 0  # without a pipeline FSDP reshards after forward
+    moves = {
+        "F0": Move(delta=vec(parameters=keep, activations=acts),
+                   peak=vec(parameters=keep + one_block, activations=acts, temporaries=f_extra)),
+        "F": Move(delta=vec(activations=acts), peak=vec(activations=acts, temporaries=f_extra)),
+    }  # fmt: skip
+    after = grads_b if pipelined or not cfg.fsdp else sharded_grads
+    b_peak = vec(parameters=0 if pipelined else 2 * one_block,
+                 temporaries=b_extra if stage.head else 2 * b_extra)  # fmt: skip
+    moves["B0"] = Move(delta=vec(gradients=after, activations=-acts), peak=b_peak)
+    moves["B"] = Move(delta=vec(activations=-acts), peak=vec(temporaries=b_extra))
+    moves["I0"], moves["I"] = moves["B0"], moves["B"]
+    moves["W0"] = moves["W"] = Move(delta=vec(), peak=vec())
+    reduce = vec(parameters=-keep, gradients=sharded_grads - after)
+    moves["R"] = Move(delta=reduce, peak=vec())
+    k = _TEMP_LISTS.get(cfg.optimizer, (0, 0))
+    foreach = cfg.foreach if cfg.foreach is not None else not cfg.fsdp
+    m = 2 if cfg.precision == "bf16" else 4
+    scratch = k[0] * base["parameters"] // s.shard * m if foreach else k[1] * largest * m
+    if cfg.precision == "mixed" and not cfg.fsdp:
+        scratch = largest * 4 * (1 + (k[0] if foreach else k[1]))  # one fp32 gradient at a time
+    moves["step"] = Move(delta=vec(gradients=-sharded_grads), peak=vec(temporaries=scratch))
+    recv = tokens // t * w.hidden * s.c
+    per_mb = vec(buffers=recv * (int(not stage.embedding) + int(not stage.head)),
+                 inputs=8 * tokens * (int(stage.embedding) + int(stage.head)))  # fmt: skip
+    if not pipelined:
+        per_mb = vec()
+        base = vec(**{k: v for k, v in base.items() if k not in ("total", "inputs")},
+                   inputs=8 * tokens * 2)  # fmt: skip
+    output = logits * s.c if stage.head else recv
+    return StageProfile(
+        stage=stage.index, layers=stage.layers, base=base, moves=moves, per_microbatch=per_mb,
+        output_bytes=output, input_bytes=0 if stage.embedding else recv,
+    )  # fmt: skip
+
+
+def estimate_plan(cfg: TrainingConfig) -> PlanResult:
+    """Every pipeline rank's memory in closed form; its cost does not depend on the world size
+    (one profile per stage, one composition per pipeline rank)."""
+    if cfg.target != "cuda":
+        raise ProfilingError(
+            "a plan's closed form follows CUDA's kernels: leave out --target cpu, or trace the "
+            "plan ('journal-agent trace' with the same flags)"
+        )
+    w = plan_workload(cfg)
+    if cfg.seq is None:
+        cfg = cfg.model_copy(update={"seq": cfg.seq_or_default()})
+    layout = layout_of(cfg, w.layers)
+    profiles = [stage_profile(cfg, w, layout, s) for s in layout.stages]
+    ranks = []
+    for r, held in enumerate(layout.rank_stages):
+        actions = rank_actions(layout.schedule, r, layout.pp, len(held), layout.microbatches)
+        ranks.append(compose(r, layout.global_ranks(r), [profiles[i] for i in held], actions,
+                             layout.microbatches, holds=layout.schedule == "1f1b"))  # fmt: skip
+    notes = [*plan_notes(cfg, layout), "closed form: trace the plan for torch's own numbers"]
+    return PlanResult(kind="estimated", config=cfg, layout=layout, params=w.param_count(),
+                      ranks=ranks, stages=profiles, notes=notes)  # fmt: skip
+
+
+__all__ = [
+    "block_activations", "estimate_plan", "head_activations", "model_states", "stage_profile",
+    "stage_tensors",
+]  # fmt: skip

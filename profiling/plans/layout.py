@@ -1,0 +1,148 @@
+"""A plan's layout: its mesh, its pipeline stages and which stages each pipeline rank holds.
+
+The mesh is torchtitan's: dimensions ``pp, dp_replicate, dp_shard, cp, tp`` (outermost first),
+those of degree 1 left out. Every rank of one pipeline rank holds the same memory (data, context
+and tensor parallelism split the work evenly: FSDP pads every shard to the same size), so a plan
+has at most ``pp`` distinct ranks, whatever its world size; each stands for ``world / pp`` GPUs.
+
+The layers are split into stages as torchtitan's ``generate_llm_fqn_per_model_part`` splits them
+(``torchtitan/distributed/pipeline_parallel.py``): the embedding counts as one layer on the first
+stage and the final norm with the output as one layer on the last, the extra layers of an uneven
+split going to the first stages. A looped schedule (1F1B, interleaved) gives rank r the stages
+r, r + pp, r + 2·pp …; the V schedule (ZBV) gives it r and 2·pp − 1 − r.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+
+MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+
+
+class Stage(BaseModel):
+    """One pipeline stage: its blocks and whether it holds the embedding or the head."""
+
+    index: int
+    first_layer: int
+    layers: int
+    embedding: bool
+    head: bool  # the final norm, the output projection and the loss
+
+    @property
+    def kind(self) -> str:
+        """first | middle | last | whole (one stage holding everything)."""
+        if self.embedding and self.head:
+            return "whole"
+        return "first" if self.embedding else "last" if self.head else "middle"
+
+
+class Layout(BaseModel):
+    mesh: dict[str, int]  # torchtitan's dimension order, degrees above 1
+    world: int
+    dp_replicate: int
+    dp_shard: int  # FSDP shards over dp_shard × cp ranks
+    cp: int
+    tp: int
+    pp: int
+    schedule: str
+    microbatches: int  # per step and data-parallel rank (1 without pipeline parallelism)
+    microbatch_size: int
+    stages: list[Stage]
+    rank_stages: list[list[int]]  # pp rank -> its stages' indices, in the order it holds them
+
+    @property
+    def ranks_each(self) -> int:
+        """How many GPUs share each pipeline rank's memory: world / pp."""
+        return self.world // self.pp
+
+    @property
+    def shard_ranks(self) -> int:
+        """The ranks FSDP shards one parameter over: dp_shard × cp (torchtitan's dp_shard_cp)."""
+        return self.dp_shard * self.cp
+
+    def global_ranks(self, pp_rank: int) -> str:
+        """The global ranks of one pipeline rank, as a range: ``64-127`` (pp is outermost)."""
+        each = self.ranks_each
+        first = pp_rank * each
+        return str(first) if each == 1 else f"{first}-{first + each - 1}"
+
+
+def split_layers(
+    layers: int, stages: int, input_weight: int = 1, output_weight: int = 1
+) -> list[int]:
+    """Blocks per stage, as torchtitan's ``generate_llm_fqn_per_model_part`` splits them."""
+    if stages == 1:
+        return [layers]
+    effective = layers + input_weight + output_weight
+    if stages > effective:
+        raise ProfilingError(
+            f"{stages} pipeline stages need at least {stages - 2} layers; the model has "
+            f"{layers}: use fewer stages (--pp or --virtual-stages)"
+        )
+    per, extra = divmod(effective, stages)
+    if per == 0 or input_weight > per or output_weight > per:
+        raise ProfilingError(
+            f"{layers} layers over {stages} stages leave a stage without a layer; use fewer "
+            "stages (--pp or --virtual-stages)"
+        )
+    out, done = [], 0
+    for i in range(stages):
+        n = per + (1 if i < extra else 0)
+        n -= input_weight if i == 0 else output_weight if i == stages - 1 else 0
+        n = max(0, min(n, layers - done))
+        out.append(n)
+        done += n
+    if done != layers:
+        raise ProfilingError(
+            f"{layers} layers do not split over {stages} stages as torchtitan splits them; use "
+            "another --pp or --virtual-stages"
+        )
+    return out
+
+
+def rank_stages(pp: int, per_rank: int, style: str) -> list[list[int]]:
+    """Stage indices per pipeline rank: looped (r, r + pp, …) or V (r, 2·pp − 1 − r)."""
+    if style == "v":
+        return [[r, 2 * pp - 1 - r] for r in range(pp)]
+    return [[r + s * pp for s in range(per_rank)] for r in range(pp)]
+
+
+def layout_of(cfg: TrainingConfig, layers: int) -> Layout:
+    """The layout of ``cfg``'s plan over a model of ``layers`` blocks."""
+    replicate = cfg.dp_replicate or (1 if cfg.fsdp else cfg.gpus)
+    shard = cfg.gpus // replicate
+    degrees = {"pp": cfg.pp, "dp_replicate": replicate, "dp_shard": shard, "cp": cfg.cp,
+               "tp": cfg.tp}  # fmt: skip
+    per_rank = cfg.virtual_stages or 1
+    n_stages = cfg.pp * per_rank
+    counts = split_layers(layers, n_stages)
+    stages, first = [], 0
+    for i, n in enumerate(counts):
+        stages.append(Stage(index=i, first_layer=first, layers=n, embedding=i == 0,
+                            head=i == n_stages - 1))  # fmt: skip
+        first += n
+    style = "v" if cfg.pp_schedule == "zbv" else "loop"
+    m = cfg.microbatches or 1
+    world = cfg.gpus * cfg.cp * cfg.tp * cfg.pp
+    return Layout(
+        mesh={k: v for k in MESH_ORDER if (v := degrees[k]) > 1},
+        world=world,
+        dp_replicate=replicate,
+        dp_shard=shard,
+        cp=cfg.cp,
+        tp=cfg.tp,
+        pp=cfg.pp,
+        schedule=cfg.pp_schedule if cfg.pp > 1 else "none",
+        microbatches=m,
+        microbatch_size=cfg.batch // m,
+        stages=stages,
+        rank_stages=rank_stages(cfg.pp, per_rank, style),
+    )
+
+
+__all__ = ["MESH_ORDER", "Layout", "Stage", "layout_of", "rank_stages", "split_layers"]

@@ -1,0 +1,107 @@
+"""Which models and settings a plan runs: torchtitan's Llama 3 and what torchtitan offers for it.
+
+A plan's step is torchtitan's (``profiling.plans.titan``): a Llama-family model without the
+variations torchtitan's Llama does not have (a reference model, ``hf:NAME`` of the Llama 3
+family and friends, or a shape given by hand with ``--arch llama``). What it cannot run is said
+in one sentence. No torch here.
+"""
+
+from __future__ import annotations
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.models.config import WorkloadConfig
+from profiling.models.workloads import find_workload
+
+
+def _variations(w: WorkloadConfig) -> list[str]:
+    found = []
+    for name, present in (
+        ("a mixture of experts", w.moe or w.shared_experts),
+        ("latent attention", w.mla),
+        ("q/k norms", w.qk_norm != "none"),
+        ("post or sandwich norms", w.norms != "pre"),
+        ("a GeGLU MLP", w.mlp != "swiglu"),
+        ("q/k/v biases", w.qkv_bias),
+        ("sliding-window attention", w.sliding_window is not None),
+        ("soft-capped logits", w.logit_softcap or w.attn_softcap),
+        ("scaled embeddings", w.embed_scale),
+        ("a head size other than hidden / heads", w.head_size not in (None, w.hidden // w.heads)),
+        ("an output tied to the embedding", w.tied_embeddings),
+    ):
+        if present:
+            found.append(name)
+    return found
+
+
+def _unsupported(cfg: TrainingConfig) -> list[str]:
+    """The settings torchtitan's step has not."""
+    problems = []
+    if cfg.lora_rank is not None:
+        problems.append("LoRA")
+    if cfg.optimizer_in_bwd:
+        problems.append("--optimizer-in-bwd")
+    if cfg.offload_optimizer:
+        problems.append("--offload-optimizer")
+    if cfg.zero == 1 or (cfg.zero and not cfg.fsdp):
+        problems.append("DeepSpeed-style ZeRO (give --dp-shard for FSDP2)")
+    if cfg.grads_kept:
+        problems.append("--grads-kept")
+    if cfg.autocast:
+        problems.append("autocast (--precision amp-*: give mixed, bf16 or fp32)")
+    if cfg.dropout:
+        problems.append("--dropout (torchtitan's Llama has none)")
+    return problems
+
+
+def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
+    """The model a plan runs, or one sentence saying why it cannot."""
+    if cfg.is_factory:
+        raise ProfilingError(
+            "a parallel plan runs torchtitan's Llama 3 on the model's shape: give --model (a "
+            "reference or hf:NAME) or --layers --hidden --heads --vocab --arch llama, not a "
+            "factory"
+        )
+    w = find_workload(cfg.model) if cfg.model is not None else cfg.hand_workload()
+    if w is None:
+        raise ProfilingError(
+            "a parallel plan needs the model's shape: give --model, or --layers --hidden "
+            "--heads --vocab --arch llama with --params"
+        )
+    if w.arch != "llama":
+        raise ProfilingError(
+            f"{w.name} is a GPT-2 block; a parallel plan runs torchtitan's Llama 3 blocks: use a "
+            "Llama-family model (--model llama-7b, hf:llama-3.1-8b …)"
+        )
+    found = _variations(w)
+    if found:
+        raise ProfilingError(
+            f"{w.name} has {', '.join(found)}, which torchtitan's Llama 3 has not: a parallel plan "
+            "runs that model; use a Llama 3 / Mistral-shaped model, or estimate without --pp, "
+            "--cp, --dp-shard and --dp-replicate"
+        )
+    problems = _unsupported(cfg)
+    if problems:
+        raise ProfilingError(
+            f"a parallel plan runs torchtitan's step, which has no {', '.join(problems)}: leave "
+            f"{'it' if len(problems) == 1 else 'them'} out, or estimate without --pp, --cp, "
+            "--dp-shard and --dp-replicate"
+        )
+    if w.heads % cfg.tp or w.n_kv_heads % cfg.tp:
+        raise ProfilingError(
+            f"--tp {cfg.tp} must divide {w.name}'s {w.heads} attention heads and "
+            f"{w.n_kv_heads} key/value heads (tensor parallelism gives each rank whole heads)"
+        )
+    seq = cfg.seq_or_default()
+    if seq > w.max_seq:
+        raise ProfilingError(f"--seq {seq} exceeds {w.name}'s maximum of {w.max_seq}")
+    if cfg.tp > 1 and (seq // cfg.cp) % cfg.tp:
+        raise ProfilingError(
+            f"--seq {seq} must divide by --tp {cfg.tp}"
+            + (f" · --cp {cfg.cp}" if cfg.cp > 1 else "")
+            + ": sequence parallelism gives each rank an equal share of the tokens"
+        )  # fmt: skip
+    return w
+
+
+__all__ = ["plan_workload"]

@@ -1,0 +1,139 @@
+"""A stage of the model parallelized as torchtitan parallelizes it, on the plan's mesh.
+
+``torchtitan/models/llama3/infra/parallelize.py``, step by step, with torch's own APIs:
+
+- tensor parallelism (``apply_tp``): the embedding row-wise with sequence-sharded output, the
+  final norm sequence-parallel, the output column-wise with the loss parallel (vocabulary-sharded
+  logits); in each block both norms sequence-parallel, the attention's and the feed-forward's
+  input gathered once (``PrepareModuleInput``), ``wq wk wv w1 w3`` column-wise, ``wo w2``
+  row-wise with sequence-sharded output;
+- activation checkpointing (``apply_ac``): ``full`` wraps every block; ``selective`` recomputes
+  the attention (Megatron's; torchtitan's per-op policy is ``--checkpointing op``);
+- FSDP2 (``apply_fsdp``) over ``dp_replicate × dp_shard × cp`` (HSDP when replicated): the
+  embedding, each block, the final norm with the output together, and the stage's root; with
+  pipeline parallelism nothing is resharded after forward (its ``default`` policy), and the
+  norm and output never are.
+
+Imports torch.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from profiling.config import TrainingConfig
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from profiling.plans.titan import Transformer
+
+
+def apply_tp(model: Transformer, tp_mesh: DeviceMesh) -> None:
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    plan: dict[str, object] = {}
+    if model.tok_embeddings is not None:
+        plan["tok_embeddings"] = RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1))
+    if model.norm is not None:
+        plan["norm"] = SequenceParallel()
+    if model.output is not None:
+        plan["output"] = ColwiseParallel(
+            input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False
+        )
+    if plan:
+        parallelize_module(model, tp_mesh, plan)  # type: ignore[arg-type]  # torch's own styles
+    for block in model.layers.values():
+        parallelize_module(
+            block,
+            tp_mesh,
+            {
+                "attention_norm": SequenceParallel(),
+                "attention": PrepareModuleInput(
+                    input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)
+                ),
+                "attention.wq": ColwiseParallel(),
+                "attention.wk": ColwiseParallel(),
+                "attention.wv": ColwiseParallel(),
+                "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+                "ffn_norm": SequenceParallel(),
+                "feed_forward": PrepareModuleInput(
+                    input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
+                ),
+                "feed_forward.w1": ColwiseParallel(),
+                "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+                "feed_forward.w3": ColwiseParallel(),
+            },
+        )
+
+
+def apply_ac(model: Transformer, mode: str, target: str | None) -> int:
+    """Checkpoint each block (``full``) or its attention (``selective``): non-reentrant, the
+    recomputation under the target's kernel rules. Returns the blocks wrapped."""
+    import contextlib
+
+    from torch.utils.checkpoint import checkpoint
+
+    extra = {}
+    if target is not None:
+        from profiling.trace.target import kernels
+
+        extra["context_fn"] = lambda: (contextlib.nullcontext(), kernels(target))
+    for block in model.layers.values():
+        part: nn.Module = block if mode == "full" else block.attention  # type: ignore[assignment]
+        part.forward = functools.partial(checkpoint, part.forward, use_reentrant=False, **extra)
+    return len(model.layers)
+
+
+def apply_fsdp(
+    model: Transformer, dp_mesh: DeviceMesh, cfg: TrainingConfig, pipelined: bool
+) -> None:
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    from profiling.trace.fake_world import lazy_shards
+
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if cfg.precision == "mixed"
+        else MixedPrecisionPolicy()
+    )
+    reshard = not pipelined and cfg.reshard_after_forward
+    with lazy_shards():
+        if model.tok_embeddings is not None:
+            fully_shard(model.tok_embeddings, mesh=dp_mesh, mp_policy=policy,
+                        reshard_after_forward=reshard)  # fmt: skip
+        for block in model.layers.values():
+            fully_shard(block, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=reshard)
+        if model.norm is not None and model.output is not None:
+            fully_shard([model.norm, model.output], mesh=dp_mesh, mp_policy=policy,
+                        reshard_after_forward=False)  # fmt: skip
+        fully_shard(model, mesh=dp_mesh, mp_policy=policy)
+
+
+def dp_mesh_of(mesh: DeviceMesh, names: tuple[str, ...]) -> DeviceMesh | None:
+    """The mesh FSDP shards over: (dp_replicate,) dp_shard and cp flattened as torchtitan's
+    ``dp_shard_cp`` (None when neither shards)."""
+    present = [n for n in ("dp_replicate", "dp_shard", "cp") if n in names]
+    shard = [n for n in present if n != "dp_replicate"]
+    if not shard:
+        return None
+    flat = mesh[tuple(shard)]._flatten("dp_shard_cp") if len(shard) > 1 else mesh[shard[0]]
+    if "dp_replicate" in present:
+        from torch.distributed.device_mesh import DeviceMesh
+
+        return DeviceMesh._concatenate([mesh["dp_replicate"], flat])  # type: ignore[attr-defined]  # torch's private concatenation, as FSDP2 itself uses it
+    return flat
+
+
+__all__ = ["apply_ac", "apply_fsdp", "apply_tp", "dp_mesh_of"]

@@ -1,0 +1,179 @@
+"""What one pipeline stage adds to its rank's memory, action by action, and a rank's memory over
+its schedule composed from them.
+
+A stage's :class:`StageProfile` holds what stays allocated all step (its sharded parameters,
+optimizer state, buffers) and, for each kind of action it runs, what the action leaves behind
+and its highest moment above where it started, by category: the first forward of a step
+(``F0``: FSDP gathers the stage's parameters there and, under pipeline parallelism, keeps them
+until the reduction) and a later one (``F``); the first full backward (``B0``: the unsharded
+gradients appear) and a later one (``B``: they accumulate); the zero-bubble split into input
+(``I0``, ``I``) and weight (``W0``, ``W``) backwards; the reduction (``R``: reduce-scatter and
+reshard) and the optimizer step (``step``). A trace measures each once (two microbatches run
+through torch's own ``PipelineStage``); the closed form computes them.
+
+:func:`compose` walks a rank's actions in the schedule's order (``profiling.plans.schedule``):
+the memory after each action is the sum of what its stages hold, and the rank's peak is the
+highest of (memory at an action's start + that action's peak). Microbatches do not share
+tensors (each has its own autograd graph), so the sum is exact, as the tests check against
+torch's schedules run whole.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from profiling.plans.schedule import Action
+
+Vec = dict[str, int]  # category -> bytes, "total" included
+CATEGORIES = (
+    "parameters", "gradients", "optimizer", "activations", "temporaries", "buffers", "inputs",
+    "other",
+)  # fmt: skip
+
+
+def vec(**parts: int) -> Vec:
+    out: Vec = dict.fromkeys(CATEGORIES, 0)
+    out.update(parts)
+    out["total"] = sum(out[c] for c in CATEGORIES)
+    return out
+
+
+def add(a: Vec, b: Vec, times: int = 1) -> Vec:
+    return {k: a.get(k, 0) + times * b.get(k, 0) for k in {*a, *b}}
+
+
+def sub(a: Vec, b: Vec) -> Vec:
+    return add(a, b, -1)
+
+
+class Move(BaseModel):
+    """One action of a stage: what it leaves allocated and its highest moment (above its start)."""
+
+    delta: Vec
+    peak: Vec
+
+
+class StageProfile(BaseModel):
+    stage: int
+    layers: int
+    base: Vec  # allocated before the step's first action
+    moves: dict[str, Move]  # F0 F B0 B I0 I W0 W R step
+    # Held for each microbatch of the step all step long: the pipeline's receive buffers
+    # (activations in, gradients back) and the batch's tokens and labels; ``base`` has none.
+    per_microbatch: Vec = Field(default_factory=dict)
+    output_bytes: int = 0  # one microbatch's output (hidden states, or the last stage's logits)
+    input_bytes: int = 0  # one microbatch's input gradient, sent back (not on the first stage)
+    notes: list[str] = Field(default_factory=list)
+
+
+class RankMemory(BaseModel):
+    """One pipeline rank: every rank of it (data, context, tensor parallel) holds the same."""
+
+    pp_rank: int
+    stages: list[int]
+    global_ranks: str  # e.g. "64-127"
+    peak_bytes: int
+    peak_at: str  # the action at whose moment the peak is: "F mb 3 of stage 0", "optimizer step"
+    by_category: Vec  # at the peak
+    after_step: Vec  # allocated when the step is over
+    in_flight: int  # the most microbatches whose activations were alive at once
+    per_microbatch_bytes: int  # receive buffers, tokens and labels: all its microbatches
+
+
+def _key(a: Action, seen: set[tuple[int, str]]) -> str:
+    first = (a.stage, a.kind) not in seen
+    seen.add((a.stage, a.kind))
+    if a.kind == "R":
+        return "R"
+    return a.kind + ("0" if first else "")
+
+
+def _label(a: Action) -> str:
+    names = {"F": "forward", "B": "backward", "I": "input backward", "W": "weight backward"}
+    if a.kind == "R":
+        return f"gradient reduction of stage {a.stage}"
+    return f"{names[a.kind]} of microbatch {a.microbatch}, stage {a.stage}"
+
+
+def compose(
+    pp_rank: int,
+    global_ranks: str,
+    profiles: list[StageProfile],
+    actions: list[Action],
+    microbatches: int,
+    holds: bool = False,
+) -> RankMemory:
+    """The rank's memory over its actions and the optimizer step (see the module).
+
+    ``holds``: the schedule keeps references of its own (torch's Schedule1F1B: the latest
+    forward's output until the next forward, the input gradient it sends back until the next
+    backward's is ready, both until the step returns)."""
+    by_stage = {p.stage: p for p in profiles}
+    level = vec()
+    for p in profiles:
+        level = add(add(level, p.base), p.per_microbatch, microbatches)
+    held = sum(p.per_microbatch.get("total", 0) for p in profiles) * microbatches
+    best, at = dict(level), "the step's start"
+    seen: set[tuple[int, str]] = set()
+    alive: set[tuple[int, int]] = set()
+    most = 0
+    output: tuple[int, int] | None = None  # (stage, microbatch) of the schedule's last output
+    sending: int | None = None  # the stage whose input gradient the schedule still holds
+    extra = 0
+    steps = [(a, _key(a, seen)) for a in actions]
+    steps += [(None, "step") for _ in profiles]
+    stepped = iter(profiles)
+    for a, key in steps:
+        profile = by_stage[a.stage] if a is not None else next(stepped)
+        move = profile.moves[key]
+        moment = add(level, move.peak)
+        moment["temporaries"] = moment.get("temporaries", 0) + extra
+        moment["total"] += extra
+        if moment["total"] > best["total"]:
+            best = moment
+            at = _label(a) if a is not None else f"optimizer step of stage {profile.stage}"
+        level = add(level, move.delta)
+        if a is not None and a.kind == "F":
+            alive.add((a.stage, a.microbatch))
+            most = max(most, len(alive))
+            if holds and output is not None and output not in alive:
+                extra -= by_stage[output[0]].output_bytes  # replaced by this forward's
+            output = (a.stage, a.microbatch) if holds else None
+        elif a is not None and a.kind in ("B", "I"):
+            alive.discard((a.stage, a.microbatch))
+            if holds and output == (a.stage, a.microbatch):
+                extra += profile.output_bytes  # its cache entry gone, the schedule's stays
+            if holds and profile.input_bytes:
+                if sending is not None:
+                    extra -= by_stage[sending].input_bytes
+                extra += profile.input_bytes
+                sending = a.stage
+        elif a is not None and a.kind == "R" and holds:
+            extra = 0  # the step's loop returned: its references went with it
+            output = sending = None
+    return RankMemory(
+        pp_rank=pp_rank,
+        stages=[p.stage for p in profiles],
+        global_ranks=global_ranks,
+        peak_bytes=best["total"],
+        peak_at=at,
+        by_category={c: best.get(c, 0) for c in CATEGORIES},
+        after_step={c: level.get(c, 0) for c in CATEGORIES},
+        in_flight=most,
+        per_microbatch_bytes=held,
+    )
+
+
+__all__ = [
+    "CATEGORIES",
+    "Move",
+    "RankMemory",
+    "StageProfile",
+    "Vec",
+    "add",
+    "compose",
+    "sub",
+    "vec",
+]

@@ -1,0 +1,171 @@
+"""A plan's result as the CLI and the tools give it: per-rank text, JSON, the saved record.
+
+Every output names the pipeline rank with the highest peak (and the global ranks it stands
+for) and the spread over ranks; the record keeps each distinct rank (its peak, the moment of it,
+its categories there) and each stage's profile, so a journal entry can cite any of them.
+``plan_and_record`` estimates or traces, saves and renders: the one function for ``estimate``,
+``trace`` and the ``MemoryEstimate`` tool. No torch here (the trace imports it when it runs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from profiling.config import TrainingConfig
+from profiling.plans.profile import CATEGORIES
+from profiling.plans.result import PlanResult
+from profiling.records import (
+    MeasurementRecord,
+    Quantity,
+    RecordStore,
+    new_record_id,
+    software_versions,
+)
+from profiling.time_bound import TimeBound
+from profiling.units import fmt_bytes
+
+
+def _title(result: PlanResult) -> str:
+    what = "Trace" if result.kind == "traced" else "Estimate"
+    return f"{what}: {result.config.describe()}, {result.layout.world:,} GPUs"
+
+
+def render_plan(result: PlanResult) -> str:
+    """The per-rank table: each pipeline rank's peak, where it is and what it is made of."""
+    lay = result.layout
+    lines = [_title(result), ""]
+    lines.append(f"{'pp rank':<8} {'GPUs (global ranks)':<22} {'stages':<8} {'peak':>11}  at")
+    for r in result.ranks:
+        stages = ",".join(map(str, r.stages))
+        lines.append(
+            f"{r.pp_rank:<8} {r.global_ranks:<22} {stages:<8} "
+            f"{fmt_bytes(r.peak_bytes):>11}  {r.peak_at}"
+        )
+    top = result.highest
+    lines.append("")
+    lines.append(
+        f"highest peak: pipeline rank {top.pp_rank} (global ranks {top.global_ranks}), "
+        f"{fmt_bytes(top.peak_bytes)} ({fmt_bytes(top.peak_bytes, 'GiB')}) per GPU, "
+        f"at the {top.peak_at}"
+    )
+    lines.append(
+        f"spread over the {lay.world:,} GPUs: {fmt_bytes(result.spread_bytes)} "
+        f"(lowest: pipeline rank {result.lowest.pp_rank}, "
+        f"{fmt_bytes(result.lowest.peak_bytes)}); each pipeline rank's "
+        f"{lay.ranks_each:,} GPUs hold the same"
+    )
+    parts = ", ".join(
+        f"{c} {fmt_bytes(top.by_category[c])}" for c in CATEGORIES if top.by_category[c]
+    )
+    lines.append(f"at that peak: {parts}")
+    if lay.pp > 1:
+        n = top.in_flight
+        lines.append(
+            f"in flight on pipeline rank {top.pp_rank}: at most {n} "
+            f"microbatch{'es' * (n != 1)}' activations (a stage's each)"
+        )
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def plan_record(result: PlanResult) -> MeasurementRecord:
+    top = result.highest
+    results = [
+        Quantity(name="peak", value=top.peak_bytes, unit="B"),
+        Quantity(name="per_gpu_total", value=top.peak_bytes, unit="B"),
+        Quantity(name="spread", value=result.spread_bytes, unit="B"),
+        Quantity(name="params", value=result.params, unit=""),
+        Quantity(name="world", value=result.layout.world, unit="GPUs"),
+    ]
+    for r in result.ranks:
+        results.append(Quantity(name=f"pp rank {r.pp_rank}: peak", value=r.peak_bytes, unit="B"))
+        results += [
+            Quantity(name=f"pp rank {r.pp_rank}: {c}", value=v, unit="B")
+            for c, v in r.by_category.items()
+            if v
+        ]
+    return MeasurementRecord(
+        id=new_record_id(result.kind),
+        kind=result.kind,
+        title=_title(result),
+        device={"gpus": result.layout.world},
+        software=software_versions(
+            **({"torch": result.torch_version} if result.torch_version else {})
+        ),
+        config=result.config.model_dump(),
+        results=results,
+        notes="\n".join(result.notes),
+        extra={
+            "table": render_plan(result),
+            "highest_pp_rank": top.pp_rank,
+            "layout": result.layout.model_dump(),
+            "ranks": [r.model_dump() for r in result.ranks],
+            "stages": [s.model_dump() for s in result.stages],
+        },
+    )
+
+
+def plan_json(result: PlanResult, record_id: str) -> dict[str, Any]:
+    top = result.highest
+    return {
+        "record_id": record_id,
+        "kind": result.kind,
+        "world": result.layout.world,
+        "plan": result.config.describe(),
+        "params": result.params,
+        "per_gpu_bytes": top.peak_bytes,
+        "highest": {
+            "pp_rank": top.pp_rank,
+            "global_ranks": top.global_ranks,
+            "peak_bytes": top.peak_bytes,
+            "at": top.peak_at,
+        },
+        "spread_bytes": result.spread_bytes,
+        "ranks": [r.model_dump() for r in result.ranks],
+        "layout": result.layout.model_dump(),
+        "wall_seconds": result.wall_seconds,
+        "notes": result.notes,
+    }
+
+
+class PlanRun(BaseModel):
+    """One run of a plan: its result, saved record and JSON."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    result: PlanResult
+    record: MeasurementRecord
+    payload: dict[str, Any]
+
+    def text(self) -> str:
+        cite = f"record: {self.record.id}  (cite as {self.record.citation()})"
+        return f"{render_plan(self.result)}\n{cite}"
+
+
+def plan_and_record(
+    config: TrainingConfig,
+    store: RecordStore,
+    *,
+    traced: bool,
+    timeout: float | None = None,
+    progress: Any = None,
+) -> PlanRun:
+    """Estimate (closed form) or trace ``config``'s plan, save its record, render it."""
+    if traced:
+        from profiling.plans.trace import trace_plan
+
+        with TimeBound(timeout, "the trace of the plan", "give it a longer --timeout"):
+            result = trace_plan(config, progress)
+    else:
+        from profiling.plans.closed_form import estimate_plan
+
+        with TimeBound(timeout, "the estimate of the plan", "check the sizes given"):
+            result = estimate_plan(config)
+    record = plan_record(result)
+    store.save(record)
+    return PlanRun(result=result, record=record, payload=plan_json(result, record.id))
+
+
+__all__ = ["PlanRun", "plan_and_record", "plan_json", "plan_record", "render_plan"]

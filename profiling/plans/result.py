@@ -1,0 +1,74 @@
+"""A plan's result, traced or estimated: every distinct rank's memory, the highest, the spread.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from profiling.config import TrainingConfig
+from profiling.plans.layout import Layout
+from profiling.plans.profile import RankMemory, StageProfile
+
+
+class PlanResult(BaseModel):
+    kind: Literal["traced", "estimated"]
+    config: TrainingConfig
+    layout: Layout
+    params: int
+    ranks: list[RankMemory]  # one per pipeline rank: every GPU of it holds the same
+    stages: list[StageProfile]  # what each stage adds, action by action (the record keeps them)
+    wall_seconds: float = 0.0
+    torch_version: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def highest(self) -> RankMemory:
+        """The pipeline rank with the highest peak (the first of equals)."""
+        return max(self.ranks, key=lambda r: (r.peak_bytes, -r.pp_rank))
+
+    @property
+    def lowest(self) -> RankMemory:
+        return min(self.ranks, key=lambda r: (r.peak_bytes, r.pp_rank))
+
+    @property
+    def spread_bytes(self) -> int:
+        """Highest peak − lowest peak over every rank of the plan."""
+        return self.highest.peak_bytes - self.lowest.peak_bytes
+
+
+def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
+    """What every result of the plan says about the step it stands for."""
+    notes = [
+        "the step is torchtitan's (Llama 3 at its December 2024 benchmarks' commit): its "
+        "parallelisms, FSDP2 wrapping and loss",
+    ]
+    if layout.tp > 1:
+        notes.append("tensor parallelism is torchtitan's: sequence-parallel norms, loss parallel")
+    if layout.pp > 1:
+        notes.append(
+            f"pipeline: torch's PipelineStage; {layout.microbatches} microbatches of "
+            f"{layout.microbatch_size}; FSDP keeps each stage's parameters gathered and its "
+            "gradients unsharded from the first forward to the reduction (torchtitan's default "
+            "with pipelining); the loss computed per microbatch, the last stage keeping each "
+            "microbatch's logits until its backward"
+        )
+    if layout.cp > 1:
+        notes.append(
+            "not yet: context parallelism is counted as each rank attending over its own "
+            f"1/{layout.cp} of the sequence; torch's ring attention and its rotating key/value "
+            "buffers are neither traced nor estimated"
+        )
+    if layout.dp_replicate > 1 and layout.dp_shard == 1:
+        notes.append("not yet: DDP's gradient buckets (dp_replicate without FSDP) are not counted")
+    notes.append(
+        "steady state: the second step of a loop (optimizer states created by the first); "
+        "gradients freed between steps"
+    )
+    return notes
+
+
+__all__ = ["PlanResult", "plan_notes"]

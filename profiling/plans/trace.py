@@ -1,0 +1,203 @@
+"""A plan traced: one rank of each kind, under fake tensors, on a fake world of the plan's shape.
+
+Every GPU of one pipeline rank holds the same memory, so a plan has at most ``pp`` distinct
+ranks; and their stages are of at most three kinds — the first (the embedding and its blocks),
+the middle ones (blocks only) and the last (blocks, the final norm, the output and the loss).
+Each kind is traced once (``profiling.plans.probe``: torch's ``PipelineStage``, FSDP2, tensor
+parallelism on a ``DeviceMesh`` of the plan's full shape, as a rank of that kind: a fake process
+group's rank in that pipeline position), at 1, 2 and 3 blocks: every number the probe reports is
+affine in the stage's block count, fitted on the first two and checked to the byte on the third
+(else traced at 2, 3, 4, else at the stage's own count). Each pipeline rank's memory is then its
+stages' actions in torch's schedule order (``profiling.plans.profile.compose``).
+
+The cost is that of three stages of at most four blocks, whatever the world size: the mesh's
+shape enters only through the fake process group (``profiling.trace.fake_world`` keeps FSDP2's
+sharding from growing with it). Imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.models.config import WorkloadConfig
+from profiling.plans.layout import Layout, Stage, layout_of
+from profiling.plans.model import plan_workload
+from profiling.plans.profile import Move, StageProfile, Vec, compose
+from profiling.plans.result import PlanResult, plan_notes
+from profiling.plans.schedule import rank_actions
+from profiling.trace.fake_world import fake_world, mesh_of
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+Progress = Callable[[str], None]
+SAMPLES = ((1, 2, 3), (2, 3, 4))
+
+
+def _probe(
+    cfg: TrainingConfig,
+    w: WorkloadConfig,
+    layout: Layout,
+    stage: Stage,
+    layers: int,
+    mesh: DeviceMesh | None,
+    say: Progress,
+) -> StageProfile:
+    """One probe of ``stage`` with ``layers`` blocks on the trace's fake world."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from profiling.plans.probe import probe_pipelined, probe_whole
+    from profiling.trace.target import kernels
+
+    say(f"stage {stage.index} ({stage.kind}), {layers} block{'s' * (layers != 1)}")
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=False), kernels(cfg.target):
+            if layout.pp > 1:
+                assert mesh is not None, "a pipeline's mesh has a pp dimension"
+                return probe_pipelined(cfg, w, layout, stage, layers, mesh, say)
+            return probe_whole(cfg, w, layout, stage, layers, mesh, say)
+    except ProfilingError:
+        raise
+    except Exception as exc:
+        from profiling.trace.build import _fake_failure
+
+        raise ProfilingError(_fake_failure(cfg.model, exc)) from None
+
+
+def _vectors(p: StageProfile) -> dict[str, Vec]:
+    out: dict[str, Vec] = {"base": p.base, "per_mb": p.per_microbatch,
+                           "io": {"output": p.output_bytes, "input": p.input_bytes}}  # fmt: skip
+    for name, move in p.moves.items():
+        out[f"{name}.delta"], out[f"{name}.peak"] = move.delta, move.peak
+    return out
+
+
+def _at(
+    samples: dict[int, StageProfile], counts: tuple[int, int, int], layers: int
+) -> StageProfile | None:
+    """The profile at ``layers`` blocks, affine from the first two samples; None when the third
+    misses by a byte."""
+    n1, _, n3 = counts
+    v1, v2, v3 = (_vectors(samples[n]) for n in counts)
+    if set(v1) != set(v2) or set(v1) != set(v3):
+        return None
+
+    def line(name: str, n: int) -> Vec:
+        a, b = v1[name], v2[name]
+        return {k: a.get(k, 0) + (n - n1) * (b.get(k, 0) - a.get(k, 0)) for k in {*a, *b}}
+
+    for name in v1:
+        if any(
+            line(name, n3).get(k, 0) != v3[name].get(k, 0) for k in {*line(name, n3), *v3[name]}
+        ):
+            return None
+    moves = {
+        m: Move(delta=line(f"{m}.delta", layers), peak=line(f"{m}.peak", layers))
+        for m in samples[n1].moves
+    }
+    first = samples[n1]
+    return StageProfile(stage=first.stage, layers=layers, base=line("base", layers),
+                        moves=moves, per_microbatch=line("per_mb", layers),
+                        output_bytes=line("io", layers)["output"],
+                        input_bytes=line("io", layers)["input"])  # fmt: skip
+
+
+def _stage_profile(
+    cfg: TrainingConfig,
+    w: WorkloadConfig,
+    layout: Layout,
+    stage: Stage,
+    cache: dict[tuple[str, int], StageProfile],
+    mesh: DeviceMesh | None,
+    say: Progress,
+    notes: list[str],
+) -> StageProfile:
+    """The stage's profile at its own block count: from probes of its kind at 1-4 blocks."""
+
+    def probe(n: int) -> StageProfile:
+        key = (stage.kind, n)
+        if key not in cache:
+            cache[key] = _probe(cfg, w, layout, stage, n, mesh, say)
+        return cache[key]
+
+    if stage.layers <= SAMPLES[0][-1]:
+        return probe(stage.layers).model_copy(update={"stage": stage.index})
+    for counts in SAMPLES:
+        found = _at({n: probe(n) for n in counts}, counts, stage.layers)
+        if found is not None:
+            return found.model_copy(update={"stage": stage.index})
+    notes.append(
+        f"stage {stage.index}: its numbers did not scale exactly with its blocks: traced whole"
+    )
+    return probe(stage.layers).model_copy(update={"stage": stage.index})
+
+
+def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanResult:
+    """Trace ``cfg``'s plan (see the module): every pipeline rank's memory."""
+    from profiling.time_bound import bounded
+    from profiling.trace.bounded import Checkpoints, checked_progress, one_trace_at_a_time
+    from profiling.trace.build import _require_tracing_apis
+
+    _require_tracing_apis()
+    w = plan_workload(cfg)
+    if cfg.seq is None:
+        cfg = cfg.model_copy(update={"seq": cfg.seq_or_default()})
+    layout = layout_of(cfg, w.layers)
+    say = checked_progress(progress)
+    start = time.perf_counter()
+    notes = plan_notes(cfg, layout)
+    cache: dict[tuple[str, int], StageProfile] = {}
+    with one_trace_at_a_time(cfg), contextlib.ExitStack() as stack:
+        if bounded():
+            stack.enter_context(Checkpoints())
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")
+        # One fake world for every probe, as its rank 0: a stage's memory does not depend on
+        # which pipeline rank runs it (its index says whether it is first or last), and
+        # DTensor's caches, keyed by the mesh, stay valid for the whole trace.
+        stack.enter_context(fake_world())
+        mesh = mesh_of(layout.mesh, 0)
+        stack.callback(_destroy)
+        profiles = [
+            _stage_profile(cfg, w, layout, s, cache, mesh, say, notes) for s in layout.stages
+        ]
+    ranks = []
+    for r, held in enumerate(layout.rank_stages):
+        actions = rank_actions(layout.schedule, r, layout.pp, len(held), layout.microbatches)
+        ranks.append(compose(r, layout.global_ranks(r), [profiles[i] for i in held], actions,
+                             layout.microbatches, holds=layout.schedule == "1f1b"))  # fmt: skip
+    traced = sorted({n for _, n in cache})
+    notes.append(
+        f"traced: {len({k for k, _ in cache})} stage kind(s) at {', '.join(map(str, traced))} "
+        f"block(s) each, as one rank of a fake world of {layout.world:,} ranks; every stage "
+        "at its own block count by exact affine scaling"
+    )
+    return PlanResult(
+        kind="traced",
+        config=cfg,
+        layout=layout,
+        params=w.param_count(),
+        ranks=ranks,
+        stages=profiles,
+        wall_seconds=round(time.perf_counter() - start, 3),
+        torch_version=torch.__version__,
+        notes=notes,
+    )
+
+
+def _destroy() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+__all__ = ["trace_plan"]
