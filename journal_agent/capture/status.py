@@ -206,9 +206,13 @@ def refresh(root: str | os.PathLike[str]) -> None:
     live = _entry_ids(root)
     relocator = Relocator(root, FileCache(root))
     counts = {"changed": 0, "gone": 0, "moved": 0}
-    for entry, anchors in RefStore(root / ".journal" / "refs.jsonl").anchors().items():
+    # Each entry's anchors read when its turn comes: the child's memory is bounded by one
+    # line of refs.jsonl, not the file (capture/limits.py holds it to 512 MiB).
+    recorded = RefStore(root / ".journal" / "refs.jsonl").anchors_on_disk()
+    for entry in recorded:
         if live is not None and entry not in live:
             continue
+        anchors = recorded[entry]
         for key, anchor in anchors.items():
             path, _, span = key.rpartition(":")
             start, _, end = span.partition("-")
@@ -219,6 +223,7 @@ def refresh(root: str | os.PathLike[str]) -> None:
             state = relocator.locate(ref, anchor).state
             if state in counts:
                 counts[state] += 1
+    recorded.close()
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     facts = {
         "stale_refs": counts["changed"] + counts["gone"],

@@ -191,14 +191,17 @@ def _code(ws: Workspace, entry_id: str) -> str | None:
     """The code the entry explains, as it is now; when it changed, whether the explanation
     still holds (record the code as it is) or the entry needs revising (a moment waits).
     Returns "q" (or None at end of input) to stop reviewing, else ""."""
+    from journal_agent.journal.api import open_journal
     from journal_agent.learning import review_code
 
-    entry = ws.journal.load().get(entry_id)
+    with open_journal(ws) as journal:
+        entry = journal.find(entry_id)
     if entry is None or not entry.refs:
         return ""
     from journal_agent.view.files import text_reader
 
-    anchors = ws.refs.anchors().get(entry.id, {})
+    with ws.refs.anchors_on_disk() as recorded:
+        anchors = recorded.get(entry.id, {})
     cited = review_code.cited_code(ws.root, entry, anchors, text_reader(ws.root))
     echo("The code it explains, as it is now:")
     for c in cited:

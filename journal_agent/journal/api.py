@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # imported where used, inside the functions: search by meanin
     from journal_agent.journal.reffix import FixOutcome, Refreshed
     from journal_agent.journal.search.duplicates import Check, Duplicate
     from journal_agent.journal.search.index import SearchIndex
+    from journal_agent.journal.stream import JournalFile
     from journal_agent.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -253,11 +254,12 @@ def disagreements(ws: Workspace) -> list[Problem]:
         return []
     from journal_agent.journal.verify import contradictions_in
 
-    entries = ws.journal.load().entries
-    if len(entries) < 2:
-        return []
-    found = contradictions_in(ws.root, entries)
-    found += _near_duplicates(ws, {e.id: e.start_line for e in entries})
+    with open_journal(ws) as journal:  # an entry at a time, not the whole journal
+        if len(journal) < 2:
+            return []
+        found = contradictions_in(ws.root, journal)
+        lines = {span.id: span.line for span in journal.outline.spans}
+    found += _near_duplicates(ws, lines)
     return sorted(found, key=lambda p: (p.line or 0, p.kind))
 
 
@@ -278,7 +280,14 @@ def _near_duplicates(ws: Workspace, lines: dict[str, int]) -> list[Problem]:
 
 
 def load(ws: Workspace) -> Journal:
+    """The whole journal at once (small journals, tests); readers use :func:`open_journal`."""
     return ws.journal.load()
+
+
+def open_journal(ws: Workspace, errors: str = "strict") -> JournalFile:
+    """The journal read an entry at a time: memory bounded by one entry, whatever its size
+    (``with open_journal(ws) as journal: for entry in journal.entries(): …``)."""
+    return ws.journal.stream(errors)
 
 
 def search(ws: Workspace, query: str, tags: list[str] | None = None, limit: int = 10) -> list[Hit]:
@@ -335,14 +344,14 @@ def backlinks(ws: Workspace, key: str) -> list[EntrySummary]:
     """Entries whose 🔗 Related Concepts section links to the entry ``key``."""
     from journal_agent.journal.links import backlinks as find
 
-    journal = load(ws)
-    entry = journal.get(key)
-    if entry is None:
-        raise UserError(
-            f"no single entry matches {key!r}; use an id or number from "
-            "`journal-agent journal list`."
-        )
-    return [e.summary() for e in find(journal, entry)]
+    with open_journal(ws) as journal:
+        entry = journal.find(key)
+        if entry is None:
+            raise UserError(
+                f"no single entry matches {key!r}; use an id or number from "
+                "`journal-agent journal list`."
+            )
+        return [e.summary() for e in find(journal.entries(), entry)]
 
 
 def related(ws: Workspace, draft: str, limit: int = 5) -> list[Hit]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -104,19 +104,20 @@ def _config_key(record: MeasurementRecord) -> str:
 
 
 def contradictions(
-    entries: list[Entry],
+    entries: Iterable[Entry],
     record_of: Callable[[str], MeasurementRecord | None],
     files: FileCache,
-    anchors: dict[str, dict],
+    anchors: Mapping[str, dict],
 ) -> list[Problem]:
-    """``contradiction`` problems, one per pair (reported on the later entry)."""
+    """``contradiction`` problems, one per pair (reported on the later entry). ``entries`` is
+    walked twice (a list, or a journal read an entry at a time on each walk)."""
     problems = _by_configuration(entries, record_of)
     problems += _by_code(entries, files, anchors)
     return problems
 
 
 def _by_configuration(
-    entries: list[Entry], record_of: Callable[[str], MeasurementRecord | None]
+    entries: Iterable[Entry], record_of: Callable[[str], MeasurementRecord | None]
 ) -> list[Problem]:
     """Quotes grouped by what they are of (kind, configuration, quantity), then by value:
     each entry whose value differs from the group's first is reported once, against the first
@@ -174,7 +175,9 @@ class _Said:
     text: str  # as written ("lr = 3e-4")
 
 
-def _by_code(entries: list[Entry], files: FileCache, anchors: dict[str, dict]) -> list[Problem]:
+def _by_code(
+    entries: Iterable[Entry], files: FileCache, anchors: Mapping[str, dict]
+) -> list[Problem]:
     """Statements grouped by file and name; each entry is compared with the earlier statements
     of overlapping lines (at most :data:`_COMPARED` of them) and reported once."""
     said: dict[tuple[str, str], list[_Said]] = defaultdict(list)

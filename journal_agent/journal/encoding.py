@@ -145,14 +145,15 @@ def find_mojibake(line_text: str) -> list[re.Match[str]]:
     return [m for m in _RUN.finditer(line_text) if _looks_like_mojibake(m)]
 
 
-def scan(data: bytes) -> list[EncodingIssue]:
-    """Every line that is not valid UTF-8 or holds double-encoded text (1-based lines)."""
-    try:
-        return scan_text(data.decode("utf-8"))  # the common case: one pass over the text
+def scan(data: bytes, first_line: int = 1) -> list[EncodingIssue]:
+    """Every line that is not valid UTF-8 or holds double-encoded text (1-based lines, the
+    first being ``first_line``: a part of a file, cut at a line's start, is scanned alike)."""
+    try:  # the common case: one pass over the text
+        return scan_text(data.decode("utf-8"), first_line=first_line)
     except UnicodeDecodeError:
         pass
     issues: list[EncodingIssue] = []
-    for n, raw in enumerate(data.split(b"\n"), start=1):
+    for n, raw in enumerate(data.split(b"\n"), start=first_line):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -8,8 +8,9 @@ Computed from the markdown on demand: there is nothing to keep in sync.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from journal_agent.journal.model import Entry, Journal
+from journal_agent.journal.model import Entry
 
 
 def links_to(source: Entry, target: Entry) -> bool:
@@ -26,6 +27,7 @@ def links_to(source: Entry, target: Entry) -> bool:
     return re.search(rf"(?<!\w){pattern}(?!\w)", section, re.IGNORECASE) is not None
 
 
-def backlinks(journal: Journal, target: Entry) -> list[Entry]:
-    """Entries whose 🔗 Related Concepts section links to ``target``, in journal order."""
-    return [e for e in journal.entries if e is not target and links_to(e, target)]
+def backlinks(entries: Iterable[Entry], target: Entry) -> list[Entry]:
+    """The entries (a journal's, in order, read at once or one at a time) whose 🔗 Related
+    Concepts section links to ``target`` (itself excepted: ids are unique in a journal)."""
+    return [e for e in entries if e.id != target.id and links_to(e, target)]

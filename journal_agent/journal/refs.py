@@ -386,11 +386,12 @@ class RefStore:
         """``{entry: {ref: anchor}}`` (an anchor of the first format has only its hash)."""
         return {entry: anchors for entry, anchors, _ in self._anchored()}
 
-    def anchors_kept(self) -> KeptAnchors:
-        """``anchors()`` for a long-lived process: each entry's line is kept as read and its
-        anchors made again when asked (at 10,000 entries the made anchors held 13 MB of the
-        view server's memory, the lines 2 MB)."""
-        return KeptAnchors({entry: raw for entry, _, raw in self._anchored()})
+    def anchors_on_disk(self) -> AnchorsOnDisk:
+        """``anchors()`` read when asked: one pass finds each entry's last valid line and only
+        its place is kept; its anchors are made from the file again when an entry is asked
+        for. Memory bounded by one line, not the file (a journal's refs.jsonl grows with it:
+        its lines held 2 MB of the view server at 10,000 entries, the made anchors 13 MB)."""
+        return AnchorsOnDisk(self.anchor, self.path)
 
     def _anchored(self) -> Iterator[tuple[str, dict[str, Anchor], bytes]]:
         from journal_agent.jsonl import read_lines
@@ -429,20 +430,46 @@ def _anchors_of(item: object) -> dict[str, Anchor]:
     return {str(k): Anchor.from_dict(v) for k, v in saved.items()}
 
 
-class KeptAnchors(Mapping[str, dict[str, Anchor]]):
-    """``{entry: {ref: anchor}}`` over the lines of ``refs.jsonl`` that hold them (the last
-    valid line of each entry), each parsed when asked."""
+class AnchorsOnDisk(Mapping[str, dict[str, Anchor]]):
+    """``{entry: {ref: anchor}}`` over ``refs.jsonl`` (the last valid line of each entry),
+    each line read and parsed when asked (:class:`journal_agent.jsonl.LatestLines`). Close it
+    when done (``with``), or let it be collected."""
 
-    def __init__(self, lines: dict[str, bytes]) -> None:
-        self._lines = lines
+    def __init__(self, anchor: Path, path: Path) -> None:
+        from journal_agent.jsonl import LatestLines
+
+        self._lines = LatestLines(anchor, path, _entry_of)
 
     def __getitem__(self, entry: str) -> dict[str, Anchor]:
         from journal_agent.lightjson import loads
 
-        return _anchors_of(loads(self._lines[entry]))
+        return _anchors_of(loads(self._lines.line(entry)))
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._lines)
+        return self._lines.keys()
 
     def __len__(self) -> int:
         return len(self._lines)
+
+    def __contains__(self, entry: object) -> bool:
+        return entry in self._lines
+
+    def close(self) -> None:
+        self._lines.close()
+
+    def __enter__(self) -> AnchorsOnDisk:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _entry_of(item: dict) -> str | None:
+    """The entry of a line of refs.jsonl that holds anchors, else None (as ``anchors()``)."""
+    if "entry" not in item:
+        return None
+    try:
+        _anchors_of(item)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return str(item["entry"])

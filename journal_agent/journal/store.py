@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from journal_agent import confined
 from journal_agent.errors import UserError
@@ -32,6 +33,13 @@ from journal_agent.journal.model import (
 )
 from journal_agent.locks import held
 from journal_agent.paths import JOURNAL_FILE, state_dir
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import BinaryIO
+
+    from journal_agent.journal.model import Entry
+    from journal_agent.journal.stream import FileBytes, JournalFile
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +112,72 @@ class JournalStore:
         return decode_journal(self.read_bytes(), self.path)
 
     def load(self) -> Journal:
+        """The whole journal parsed at once: for small texts and writers; a reader of a journal
+        of any size goes through :meth:`stream` (memory bounded by one entry)."""
         return parse_journal(self.read_text())
+
+    def _open_file(self) -> BinaryIO:
+        """The journal opened for reading, never through a link (``confined.Refused``), after
+        the check for a change by another hand; one sentence when there is none."""
+        check_foreign(self.root, JOURNAL_FILE)
+        f = confined.open_read(self.root, self.path)
+        if f is None:
+            raise UserError(
+                f"there is no {JOURNAL_FILE} in {self.root} yet; append an entry first "
+                "(journal-agent journal append --file ENTRY.md)."
+            )
+        return f
+
+    @contextlib.contextmanager
+    def open_bytes(self) -> Iterator[FileBytes]:
+        """The journal's bytes, read where they are needed (:class:`stream.FileBytes`, with the
+        file's ``stat``), from one open file."""
+        from journal_agent.journal.stream import FileBytes
+
+        with self._open_file() as f:
+            yield FileBytes(f)
+
+    def entries_with_bytes(self, data: bytes | FileBytes) -> Iterator[tuple[Entry, int, bytes]]:
+        """``(entry, byte offset, its bytes)`` for every entry of ``data`` (the journal as
+        bytes, or :meth:`open_bytes`), an entry at a time; one sentence when it is not UTF-8."""
+        from journal_agent.journal.stream import FileBytes, JournalFile
+
+        if not isinstance(data, FileBytes):
+            text = decode_journal(data, self.path) if data else ""
+            journal = parse_journal(text)
+            offset = len(journal.preamble.encode("utf-8", "surrogatepass"))
+            for entry in journal.entries:
+                raw = entry.raw.encode("utf-8", "surrogatepass")
+                yield entry, offset, raw
+                offset += len(raw)
+            return
+        journal_file = JournalFile(self.path, file=data.file)
+        try:
+            spans = journal_file.outline.spans
+        except UnicodeDecodeError:
+            decode_journal(data[:], self.path)  # the sentence, with line numbers
+            raise
+        for span in spans:
+            raw = journal_file.bytes_of(span)
+            yield journal_file.entry(span), span.start, raw
+
+    def stream(self, errors: str = "strict") -> JournalFile:
+        """The journal read an entry at a time (:mod:`journal_agent.journal.stream`), its
+        outline read now: one sentence for a file that is missing, a link, or not UTF-8
+        (``errors="replace"`` reads that too)."""
+        from journal_agent.journal.stream import JournalFile
+
+        journal = JournalFile(self.path, file=self._open_file(), errors=errors, owned=True)
+        try:
+            journal.outline  # noqa: B018 (reads the file: a bad one is refused here)
+        except UnicodeDecodeError:
+            journal.close()
+            decode_journal(self.read_bytes(), self.path)  # the sentence, with line numbers
+            raise
+        except BaseException:
+            journal.close()
+            raise
+        return journal
 
     def append(
         self, draft: str, before_write: Callable[[str], Callable[[], None] | None] | None = None

@@ -22,6 +22,8 @@ from journal_agent.journal import numbers
 from journal_agent.journal._text import slugify
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from journal_agent.journal.model import Entry
     from journal_agent.workspace import Workspace
     from profiling.records import MeasurementRecord
@@ -78,17 +80,37 @@ class NumberCard:
         return data
 
 
-def number_cards(ws: Workspace, entries: list[Entry] | None = None) -> list[NumberCard]:
+def number_cards(ws: Workspace, entries: Iterable[Entry] | None = None) -> list[NumberCard]:
     """One card per record value the journal quotes (the first quote of it), in journal order;
-    ``entries``: the journal's, when the caller has them loaded already."""
-    if entries is None:
-        entries = ws.journal.load().entries if ws.journal.exists() else []
-    records: dict[str, MeasurementRecord | None] = {}
-    out: dict[str, NumberCard] = {}
-    for entry in entries:
-        for card in _quoted(ws, entry, records):
-            out.setdefault(card.id, card)
-    return list(out.values())
+    ``entries``: the journal's (default: read an entry at a time)."""
+    cards = Cards(ws)
+    if entries is not None:
+        for entry in entries:
+            cards.add(entry)
+    elif ws.journal.exists():
+        from journal_agent.journal.api import open_journal
+
+        with open_journal(ws) as journal:
+            for entry in journal.entries():
+                cards.add(entry)
+    return cards.found()
+
+
+class Cards:
+    """The number cards of entries given one at a time (a reader that walks the journal for
+    something else collects them on the way, without holding the entries)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self._records: dict[str, MeasurementRecord | None] = {}
+        self._out: dict[str, NumberCard] = {}
+
+    def add(self, entry: Entry) -> None:
+        for card in _quoted(self.ws, entry, self._records):
+            self._out.setdefault(card.id, card)
+
+    def found(self) -> list[NumberCard]:
+        return list(self._out.values())
 
 
 def _quoted(

@@ -29,12 +29,15 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from journal_agent.errors import UserError
 from journal_agent.journal._text import slugify
-from journal_agent.learning.number_cards import NumberCard, number_cards
+from journal_agent.learning.number_cards import Cards, NumberCard
 from journal_agent.learning.review_state import STATE_VERSION
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from fsrs.review_log import ReviewLogDict
 
+    from journal_agent.journal.model import Entry
     from journal_agent.workspace import Workspace
 
 RATINGS = {"again": 1, "hard": 2, "good": 3, "easy": 4}
@@ -88,19 +91,47 @@ def utc(moment: datetime | None = None) -> datetime:
 
 def collect_items(ws: Workspace) -> list[ReviewItem]:
     """Every journal entry, ledger item and archived insight, in document order, then the
-    numbers the journal quotes from records."""
-    items: list[ReviewItem] = []
+    numbers the journal quotes from records (a list: for small workspaces and tests; readers
+    of a journal of any size walk :func:`iter_items`)."""
+    return list(iter_items(ws))
+
+
+def iter_items(ws: Workspace) -> Iterator[ReviewItem]:
+    """:func:`collect_items` one at a time: the journal is read an entry at a time, its
+    number cards collected on the way (memory bounded by an entry and the cards, not the
+    journal: a 100 MB journal read whole took 1.5 GB for `review --list`)."""
+    cards = Cards(ws)
     journal = ws.journal
-    entries = journal.load().entries if journal.exists() else []
-    if entries:
-        for entry in entries:
-            question = _strip_label(entry.section_text("key_question")) or entry.title
-            answer = "\n\n".join(
-                part.strip()
-                for part in (entry.section_text("intuition"), entry.section_text("key_insights"))
-                if part.strip()
-            ) or _excerpt(entry.raw)
-            items.append(ReviewItem(f"entry:{entry.id}", "entry", entry.title, question, answer))
+    if journal.exists():
+        from journal_agent.journal.api import open_journal
+
+        with open_journal(ws) as opened:
+            for entry in opened.entries():
+                cards.add(entry)
+                yield _entry_item(entry)
+    yield from _ledger_items(ws)
+    for card in cards.found():
+        yield ReviewItem(
+            card.id,
+            "number",
+            f"Re-derive: {card.quantity} of [m:{card.record}]",
+            card.question(),
+            card.answer(),
+            number=card,
+        )
+
+
+def _entry_item(entry: Entry) -> ReviewItem:
+    question = _strip_label(entry.section_text("key_question")) or entry.title
+    answer = "\n\n".join(
+        part.strip()
+        for part in (entry.section_text("intuition"), entry.section_text("key_insights"))
+        if part.strip()
+    ) or _excerpt(entry.raw)
+    return ReviewItem(f"entry:{entry.id}", "entry", entry.title, question, answer)
+
+
+def _ledger_items(ws: Workspace) -> Iterator[ReviewItem]:
     ledger_store = ws.ledger
     if ledger_store.exists():
         ledger = ledger_store.load()
@@ -111,42 +142,26 @@ def collect_items(ws: Workspace) -> list[ReviewItem]:
             if ident in seen:
                 continue
             seen.add(ident)
-            items.append(
-                ReviewItem(
-                    ident,
-                    "item",
-                    term,
-                    f"What do you know about {term}? Explain it, then check.",
-                    item.text,
-                    item.level,
-                )
+            yield ReviewItem(
+                ident,
+                "item",
+                term,
+                f"What do you know about {term}? Explain it, then check.",
+                item.text,
+                item.level,
             )
         for insight in ledger.insights():
             ident = f"insight:{insight.date or 'undated'}-{slugify(insight.title)}"
             if ident in seen:
                 continue
             seen.add(ident)
-            items.append(
-                ReviewItem(
-                    ident,
-                    "insight",
-                    insight.title,
-                    f"Insight: {insight.title} — what is it, and why?",
-                    insight.quote,
-                )
+            yield ReviewItem(
+                ident,
+                "insight",
+                insight.title,
+                f"Insight: {insight.title} — what is it, and why?",
+                insight.quote,
             )
-    for card in number_cards(ws, entries):
-        items.append(
-            ReviewItem(
-                card.id,
-                "number",
-                f"Re-derive: {card.quantity} of [m:{card.record}]",
-                card.question(),
-                card.answer(),
-                number=card,
-            )
-        )
-    return items
 
 
 def _term(text: str) -> str:
@@ -210,9 +225,11 @@ def queue(
     for line in state["log"]:
         counts[line["item"]] = counts.get(line["item"], 0) + 1
     reviewed, fresh = [], []
-    for item in collect_items(ws):
+    for item in iter_items(ws):
         saved = state["cards"].get(item.id)
         if saved is None:
+            if new_limit is not None and not everything and len(fresh) >= new_limit:
+                continue  # shown on another day: not held (a 100 MB journal has 72,000)
             fresh.append(
                 DueCard(
                     item.id,
@@ -267,8 +284,8 @@ def rate(ws: Workspace, item_id: str, rating: str | int, now: datetime | None = 
 
     value = parse_rating(rating)
     now = utc(now)
-    items = {i.id: i for i in collect_items(ws)}
-    if item_id not in items:
+    found = next((i for i in iter_items(ws) if i.id == item_id), None)
+    if found is None:
         raise UserError(
             f"nothing to review has the id {item_id!r}; `journal-agent review --list --all` "
             "shows the ids."
@@ -279,7 +296,7 @@ def rate(ws: Workspace, item_id: str, rating: str | int, now: datetime | None = 
         saved = state["cards"].get(item_id)
         card = Card.from_dict(saved["card"]) if saved else Card(due=now)
         card, log = scheduler().review_card(card, Rating(value), review_datetime=now)
-        state["cards"][item_id] = {"card": card.to_dict(), "title": items[item_id].title}
+        state["cards"][item_id] = {"card": card.to_dict(), "title": found.title}
         state["log"].append(
             {
                 "item": item_id,
@@ -323,7 +340,8 @@ def suggestions(ws: Workspace) -> list[Suggestion]:
             (datetime.fromisoformat(line["at"]), int(line["rating"]))
         )
     out: list[Suggestion] = []
-    items = {i.id: i for i in collect_items(ws)}
+    # The reviewed items only (and the ledger's, which are few): not every entry of the journal.
+    items = {i.id: i for i in iter_items(ws) if i.id in history or i.kind == "item"}
     ledger_terms = {i.id for i in items.values() if i.kind == "item"}
     for item_id, reviews in history.items():
         item = items.get(item_id)

@@ -279,7 +279,7 @@ def export_anki(ws: Workspace, file: Path, *, force: bool = False) -> int:
     )
     deck = genanki.Deck(ANKI_DECK_ID, "journal-agent")
     count = 0
-    for item in review.collect_items(site.ws):
+    for item in review.iter_items(site.ws):
         fields = [_plain(render, item.question), _plain(render, item.answer), _code(site, item)]
         deck.add_note(genanki.Note(model=model, fields=fields, guid=genanki.guid_for(item.id)))
         count += 1

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from journal_agent import confined
 from journal_agent.journal.links import links_to
 from journal_agent.journal.model import Entry
 from journal_agent.journal.refs import Anchor, CodeRef, FileCache
@@ -232,24 +231,11 @@ class Site:
         entry.id, entry.start_line = entry_id, line
         return entry
 
-    def _journal_bytes(self) -> bytes:
-        return self.ws.journal.read_bytes()
-
     def _parse_rows(self, rows: list[tuple]) -> list[Entry]:
         """The entries of a few index rows, reading only their bytes: a page shows one entry
         and a few others, and reading the whole journal (14 MB at 10,000 entries) for each
         page left that much freed heap in the server's memory after every page."""
-        out = []
-        handle = confined.open_read(self.ws.root, self.ws.journal.path)  # never through a link
-        if handle is None:
-            return out
-        with handle:
-            for row in rows:
-                handle.seek(row[2])
-                entry = self._parse(handle.read(row[3]), row, offset=row[2])
-                if entry is not None:
-                    out.append(entry)
-        return out
+        return list(self.entries(rows))
 
     def entry(self, entry_id: str) -> Entry | None:
         with self._index() as conn:
@@ -286,13 +272,15 @@ class Site:
     def entries(self, rows: list[tuple[str, int, int, int]] | None = None) -> Iterator[Entry]:
         """Every entry (or those of ``rows``), parsed one at a time: an export walks them all."""
         rows = self.entry_rows() if rows is None else rows
-        if not rows:
+        if not rows or not self.ws.journal.exists():  # (an index left from a journal gone)
             return
-        data = self._journal_bytes()
-        for row in rows:
-            entry = self._parse(data, row)
-            if entry is not None:
-                yield entry
+        # Each entry's bytes, not the journal; through the store (never a link, a change by
+        # another hand said once).
+        with self.ws.journal.open_bytes() as data:
+            for row in rows:
+                entry = self._parse(data[row[2] : row[2] + row[3]], row, offset=row[2])
+                if entry is not None:
+                    yield entry
 
     def _candidates(self, words: list[str], limit: int = 300) -> list[Entry]:
         """Entries whose text holds these words as a phrase (a superset; callers decide)."""
@@ -349,13 +337,13 @@ class Site:
         rows = self.entry_rows()
         if not rows:
             return rows
-        data = self._journal_bytes()
         link = "🔗".encode()
-        return [
-            r
-            for r in rows
-            if link in (chunk := data[r[2] : r[2] + r[3]]) or b"related" in chunk.lower()
-        ]
+        with self.ws.journal.open_bytes() as data:  # an entry's bytes at a time
+            return [
+                r
+                for r in rows
+                if link in (chunk := data[r[2] : r[2] + r[3]]) or b"related" in chunk.lower()
+            ]
 
     def related(self, entry: Entry, limit: int = 5) -> list[Any]:
         """Entries like this one (the search index's ``related``, the entry's vector from the
@@ -380,7 +368,7 @@ class Site:
             key = (-1, 0)
         with self._lock:
             if self._hashes is None or self._hashes[0] != key:
-                self._hashes = (key, self.ws.refs.anchors_kept())
+                self._hashes = (key, self.ws.refs.anchors_on_disk())
             return self._hashes[1]
 
     def disagreements(self, entry_id: str | None = None) -> list[dict[str, Any]]:

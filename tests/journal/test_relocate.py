@@ -260,7 +260,7 @@ def test_kept_anchors_read_as_the_anchors_torn_and_foreign_lines_skipped(tmp_pat
         f.write('{"entry": "b", "anchors": 7}\n')  # not anchors: b's earlier line stands
         f.write('{"entry": "c", "refs": {"z.py:9": "h4"}}\n')  # before anchors existed
         f.write('["not", "an", "object"]\n{"entry": "d", "anch')  # a torn last line
-    kept = store.anchors_kept()
+    kept = store.anchors_on_disk()
     assert dict(kept) == store.anchors()
     assert sorted(kept) == ["a", "b", "c"] and len(kept) == 3
     assert kept["a"]["x.py:1"].text == ("uno",) and kept["c"]["z.py:9"].hash == "h4"

@@ -34,8 +34,11 @@ from journal_agent.journal.search.query import (
     vocabulary_cache,
 )
 from journal_agent.journal.search.schema import MIGRATIONS, open_migrated
-from journal_agent.journal.store import JournalStore, decode_journal
+from journal_agent.journal.store import JournalStore
+from journal_agent.journal.stream import FileBytes
 from journal_agent.paths import index_file
+
+JournalBytes = bytes | FileBytes  # the journal as bytes, or read where needed
 
 
 class _FullRebuild(Exception):
@@ -93,15 +96,16 @@ class SearchIndex:
         if meta.get("size") == str(st.st_size) and meta.get("mtime_ns") == str(st.st_mtime_ns):
             return
         # A file only touched re-parses its last entry: hashing all 14 MB to notice would cost
-        # more than that. (Through the store: a change by another hand than ours is said once,
-        # and a journal that is a link is refused.)
-        self._update(conn, self.store.read_bytes(), st.st_size, st.st_mtime_ns)
+        # more than that. (Through the store: a change by another hand is said once, a journal
+        # that is a link refused; the bytes are read where the edit is looked for.)
+        with self.store.open_bytes() as data:
+            self._update(conn, data, data.stat.st_size, data.stat.st_mtime_ns)
 
-    def _update(self, conn: sqlite3.Connection, data: bytes, size: int, mtime_ns: int) -> None:
+    def _update(self, conn: sqlite3.Connection, data: JournalBytes, size: int, mtime: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             meta = self._meta(conn)
-            if (meta.get("size"), meta.get("mtime_ns")) == (str(size), str(mtime_ns)):
+            if (meta.get("size"), meta.get("mtime_ns")) == (str(size), str(mtime)):
                 conn.execute("ROLLBACK")  # another process brought it up to date meanwhile
                 return
             try:
@@ -112,7 +116,7 @@ class SearchIndex:
             self._set_meta(
                 conn,
                 size=size,
-                mtime_ns=mtime_ns,
+                mtime_ns=mtime,
                 preamble=hashlib.sha1(data[: first or 0]).hexdigest(),
             )
             self._bump(conn)
@@ -121,7 +125,7 @@ class SearchIndex:
             conn.execute("ROLLBACK")
             raise
 
-    def _reindex_edited(self, conn: sqlite3.Connection, data: bytes, meta: dict[str, str]) -> None:
+    def _reindex_edited(self, conn: sqlite3.Connection, data: JournalBytes, meta: dict) -> None:
         """Re-index only the stretch of the file that changed, or raise :class:`_FullRebuild`."""
         rows = conn.execute(
             "SELECT rowid, id, start, size, hash, line, base FROM entries ORDER BY start"
@@ -182,18 +186,15 @@ class SearchIndex:
             self._insert(conn, entry, offset, raw)
             offset += len(raw)
 
-    def _rebuild(self, conn: sqlite3.Connection, data: bytes) -> None:
-        """Parse the whole journal; entries whose text did not change keep their rows."""
-        text = decode_journal(data, self.store.path) if data else ""
-        journal = parse_journal(text)
+    def _rebuild(self, conn: sqlite3.Connection, data: JournalBytes) -> None:
+        """Parse the whole journal, an entry at a time; entries whose text did not change keep
+        their rows."""
         known = {
             row[0]: (row[1], row[2]) for row in conn.execute("SELECT id, rowid, hash FROM entries")
         }
         seen: set[str] = set()
-        offset = len(journal.preamble.encode("utf-8", "surrogatepass"))
         updates = []
-        for entry in journal.entries:
-            raw = entry.raw.encode("utf-8", "surrogatepass")
+        for entry, offset, raw in self.store.entries_with_bytes(data):
             seen.add(entry.id)
             old = known.get(entry.id)
             if old is not None and old[1] == hashlib.sha1(raw).hexdigest():
@@ -202,7 +203,6 @@ class SearchIndex:
                 if old is not None:
                     self._delete(conn, old[0])
                 self._insert(conn, entry, offset, raw)
-            offset += len(raw)
         conn.executemany(
             "UPDATE entries SET line = ?, start = ?, base = ? WHERE rowid = ?", updates
         )
