@@ -31,7 +31,7 @@ from journal_agent.learning.ledger import (
 from journal_agent.learning.ledger_lines import bad_checkbox, is_date
 
 if TYPE_CHECKING:
-    from journal_agent.journal.model import Entry
+    from journal_agent.journal.stream import JournalFile, Span
     from journal_agent.journal.verify import Records
     from journal_agent.learning.ledger_summary import LedgerSummary
 
@@ -137,12 +137,25 @@ def insight_problems(sources: SourceChecker, quote: str, refs: list[str]) -> lis
 
 class SourceChecker:
     """Resolves ``[m:<id>]`` against the measurement records and ``[entry:<id>]`` against the
-    journal, each loaded once."""
+    journal, each read once: the journal's outline (ids and places), then only the entries
+    cited (a 100 MB journal parsed whole took a gigabyte). Close it when done (``with``)."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._records: Records | None = None
-        self._entries: dict[str, Entry] | None = None
+        self._journal_file: JournalFile | None = None
+        self._spans: dict[str, Span] | None = None
+
+    def __enter__(self) -> SourceChecker:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._journal_file is not None:
+            self._journal_file.close()
+            self._journal_file = None
 
     def _record_values(self, record_id: str) -> list[tuple[str, float, str]] | str:
         if self._records is None:
@@ -161,20 +174,26 @@ class SourceChecker:
         values = self._record_values(record_id) if record_id else []
         return [] if isinstance(values, str) else values
 
-    def _journal(self) -> dict[str, Entry]:
-        if self._entries is None:
+    def _journal(self) -> dict[str, Span]:
+        if self._spans is None:
             from journal_agent.journal.store import JournalStore
 
             store = JournalStore(self.root)
-            entries = store.load().entries if store.exists() else []
-            self._entries = {e.id: e for e in entries}
-        return self._entries
+            if store.exists():
+                self._journal_file = store.stream()
+                spans = self._journal_file.outline.spans
+            else:
+                spans = []
+            self._spans = {span.id: span for span in spans}  # (ids are unique, as parsed)
+        return self._spans
 
     def entry_values(self, entry_id: str) -> list[tuple[str, float, str]]:
         """The numbers with a unit written in an entry (its own text, code included)."""
         from journal_agent.journal import numbers
 
-        entry = self._journal()[entry_id]
+        span = self._journal()[entry_id]
+        assert self._journal_file is not None, "an entry was found, so the journal is open"
+        entry = self._journal_file.entry(span)
         return [(q.text, q.value, q.unit) for q in numbers.find_quantities(entry.raw)]
 
     def entry_problem(self, entry_id: str) -> str | None:
@@ -190,15 +209,15 @@ class SourceChecker:
 
 def check_ledger(root: Path, ledger: Ledger) -> LedgerReport:
     problems: list[LedgerProblem] = []
-    sources = SourceChecker(root)
     problems += _structure(ledger)
-    problems += _references(ledger, sources)
-    for insight in ledger.insights():
-        refs = CITATION_TEXT.findall(insight.text)
-        for kind, detail in insight_problems(sources, insight.quote, refs):
-            problems.append(
-                LedgerProblem(kind, f"insight '{insight.title}' {detail}", insight.lineno)
-            )
+    with SourceChecker(root) as sources:
+        problems += _references(ledger, sources)
+        for insight in ledger.insights():
+            refs = CITATION_TEXT.findall(insight.text)
+            for kind, detail in insight_problems(sources, insight.quote, refs):
+                problems.append(
+                    LedgerProblem(kind, f"insight '{insight.title}' {detail}", insight.lineno)
+                )
     problems.sort(key=lambda p: (p.line or 0, p.kind))
     return LedgerReport(ok=not problems, problems=problems, summary=ledger.summary())
 

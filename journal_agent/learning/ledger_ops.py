@@ -156,15 +156,15 @@ def validate(root, operations: list[LedgerOperation]) -> None:
     before anything is written, so the ledger never gains what ``ledger check`` rejects."""
     from journal_agent.learning.ledger_check import SourceChecker, insight_problems
 
-    checker = SourceChecker(root)
-    for op in operations:
-        if op.op != "archive_insight":
-            continue
-        refs = [edit.source_ref(s) for s in op.sources]
-        for ref in refs:
-            kind, _, ident = ref[1:-1].partition(":")
-            why = checker.record_problem(ident) if kind == "m" else checker.entry_problem(ident)
-            if why:
-                raise edit.LedgerError(f"the insight was not archived: {why}.")
-        for _, detail in insight_problems(checker, op.text or "", refs):
-            raise edit.LedgerError(f"the insight was not archived: it {detail}.")
+    with SourceChecker(root) as checker:
+        for op in operations:
+            if op.op != "archive_insight":
+                continue
+            refs = [edit.source_ref(s) for s in op.sources]
+            for ref in refs:
+                kind, _, ident = ref[1:-1].partition(":")
+                why = checker.record_problem(ident) if kind == "m" else checker.entry_problem(ident)
+                if why:
+                    raise edit.LedgerError(f"the insight was not archived: {why}.")
+            for _, detail in insight_problems(checker, op.text or "", refs):
+                raise edit.LedgerError(f"the insight was not archived: it {detail}.")
