@@ -17,6 +17,8 @@ or real tensors for, and what is done about each (within :func:`fake_world` only
   (FSDP with tensor parallelism concatenates the two meshes inside the step): its constructor
   and its ``mesh`` run with the fake mode set aside (``unset_fake_temporarily``), as torch does
   for its own sub-meshes.
+- **DTensor's caches outlive a trace** (sharding placements, keyed by op and mesh, one of which
+  holds a fake tensor until a backward releases it): emptied as the fake world starts and ends.
 - **Pipeline stages vote on the shapes they will exchange** with real values (an ``.item()``
   on what the neighbours sent, which a fake group never sends): :func:`static_shapes` gives a
   schedule the answer a real vote gives when every stage was built with its shapes, which ours
@@ -106,6 +108,18 @@ def lazy_shards() -> Iterator[bool]:
         yield done
 
 
+def _forget_placements() -> None:
+    """Empty DTensor's sharding-propagation caches: their placements outlive a trace, and a
+    vocabulary-parallel embedding's ``MaskPartial`` keeps the mask of the fake mode that made it
+    until its backward releases it — a trace stopped in between left the next one mixing fake
+    modes."""
+    try:
+        from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+    except ImportError:  # an older torch: its caches hold no masks
+        return
+    _clear_sharding_prop_cache()
+
+
 @contextlib.contextmanager
 def fake_world() -> Iterator[None]:
     """Sharding and meshes at a cost independent of the world size (see the module)."""
@@ -114,6 +128,8 @@ def fake_world() -> Iterator[None]:
     init = DeviceMesh.__init__
     mesh = DeviceMesh.__dict__.get("mesh")
     with contextlib.ExitStack() as stack:
+        _forget_placements()
+        stack.callback(_forget_placements)
         stack.enter_context(lazy_shards())
         stack.enter_context(_patched(DeviceMesh, "__init__", _outside_fake(init)))
         if isinstance(mesh, property) and mesh.fget is not None:
