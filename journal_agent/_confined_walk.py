@@ -11,6 +11,8 @@ import stat
 
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     PathArg = str | os.PathLike[str]
 
 DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -172,14 +174,23 @@ def kept_mode(dir_fd: int, name: str, shown: str, *, one_name: bool = True) -> i
 
 
 def replace_in(
-    dir_fd: int, name: str, data: bytes, mode: int, durable: bool, *, exclusive: bool = False
+    dir_fd: int,
+    name: str,
+    data: bytes | Iterable[bytes],
+    mode: int,
+    durable: bool,
+    *,
+    exclusive: bool = False,
 ) -> os.stat_result:
+    """``data``: the bytes, or pieces of them written as they come (an export of a 100 MB
+    journal is never held whole)."""
     tmp = f".{name[:NAME_KEPT]}{TEMP_MARK}{os.urandom(6).hex()}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
     try:
         try:
-            write_all(fd, data)
+            for piece in (data,) if isinstance(data, bytes) else data:
+                write_all(fd, piece)
             os.fchmod(fd, mode)
             if durable:
                 os.fsync(fd)

@@ -38,7 +38,7 @@ from journal_agent._confined_walk import TEMP_MARK, NoSpace, Refused
 
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
     from typing import BinaryIO
 
     PathArg = str | os.PathLike[str]
@@ -199,9 +199,10 @@ def problem(anchor: PathArg, path: PathArg, *, folder: bool = False) -> str | No
 
 
 def replace(
-    anchor: PathArg, path: PathArg, data: bytes | str, *, durable: bool = True
+    anchor: PathArg, path: PathArg, data: bytes | str | Iterable[bytes], *, durable: bool = True
 ) -> os.stat_result:
-    """Replace ``path`` whole with ``data`` (``str`` as UTF-8); return the new file's stat.
+    """Replace ``path`` whole with ``data`` (``str`` as UTF-8, or pieces of bytes written as
+    they come); return the new file's stat.
 
     A temp file beside it (random name, ``O_EXCL | O_NOFOLLOW``), fsynced, renamed over the
     target, the folder fsynced; the target keeps its permission bits (a new one gets ``0o666 &
@@ -236,9 +237,12 @@ def replace_at(dir_fd: int, name: str, data: bytes, *, durable: bool = True) -> 
         raise w.as_no_space(exc, w.printable(name)) from None
 
 
-def create(anchor: PathArg, path: PathArg, data: bytes | str, *, durable: bool = True) -> bool:
+def create(
+    anchor: PathArg, path: PathArg, data: bytes | str | Iterable[bytes], *, durable: bool = True
+) -> bool:
     """Write a new file at ``path`` (its name must be free); False when something already has
-    the name (``O_EXCL``: never over anything, link or not). Written whole or not at all."""
+    the name (``O_EXCL``: never over anything, link or not). Written whole or not at all.
+    ``data`` may come in pieces, each written as it comes (an export never held whole)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     folder, name, shown = w.split_path(anchor, path)

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import RootOption, echo, open_workspace, print_json
+from journal_agent.cli._common import RootOption, echo, open_workspace
 from journal_agent.errors import UserError
 
 export_app = typer.Typer(
@@ -111,17 +111,18 @@ def export_json_command(
 ) -> None:
     """Entries (with their references' states and citations), records, ledger and review
     cards as one JSON document."""
-    from journal_agent.view.export import export_json
+    from journal_agent.view.export import JsonExport
 
-    data = export_json(open_workspace(root))
+    # Written a piece at a time: the document of a 100 MB journal is never held whole.
+    pieces = JsonExport(open_workspace(root))
     if file is None:
-        print_json(data)
-        return
-    import json
+        from journal_agent.terminal_text import json_visible
 
+        for piece in pieces:
+            typer.echo(json_visible(piece), nl=False)  # (print_json's text, in pieces)
+        typer.echo("")
+        return
     from journal_agent.view.export import save_export
 
-    save_export(
-        file, json.dumps(data, indent=2, ensure_ascii=False, default=str).encode(), force=force
-    )
-    echo(f"wrote {len(data['entries'])} entries to {file}")
+    save_export(file, (piece.encode() for piece in pieces), force=force)
+    echo(f"wrote {pieces.entries} entries to {file}")

@@ -28,6 +28,8 @@ from journal_agent.view.pages import EntryLinks, Mode, NotFound, Pages, journal_
 from journal_agent.view.site import Site, Stub, code_path, entry_path, record_path, tag_path
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from journal_agent.journal.model import Entry
     from journal_agent.learning.ledger_summary import LedgerSummary
     from journal_agent.view.refstate import RefState
@@ -190,26 +192,59 @@ def _search_index(site: Site) -> str:
 
 
 def export_json(ws: Workspace) -> dict[str, Any]:
-    from journal_agent.learning import review
-
+    """Entries, records, ledger and review cards as one dict (a library caller's; the CLI
+    writes :class:`JsonExport`'s pieces, never holding the entries)."""
     site = Site(ws)
+    return {"entries": list(_entries_json(site)), **_rest_json(site)}
+
+
+class JsonExport:
+    """The text of ``json.dumps(export_json(ws), indent=2, ensure_ascii=False)``, in pieces:
+    one entry at a time (a 100 MB journal's entries, held as one list, took gigabytes).
+    ``entries`` counts those given so far."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.entries = 0
+
+    def __iter__(self) -> Iterator[str]:
+        site = Site(self.ws)
+        yield '{\n  "entries": ['
+        for entry in _entries_json(site):
+            # A nested value's lines are its own json.dumps indented one level per depth (a
+            # newline is never raw inside a JSON string).
+            yield ",\n    " if self.entries else "\n    "
+            yield _dumps(entry).replace("\n", "\n    ")
+            self.entries += 1
+        yield "\n  ]" if self.entries else "]"
+        for key, value in _rest_json(site).items():
+            yield f",\n  {json.dumps(key)}: " + _dumps(value).replace("\n", "\n  ")
+        yield "\n}"
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _entries_json(site: Site) -> Iterator[dict[str, Any]]:
     recorded = site.recorded_hashes()
     files = FileCache(site.root)
-    entries = []
     backlinks = site.backlink_map()
     for entry in site.entries():
         states = site.ref_states(entry, recorded, files)
-        entries.append(
-            {
-                **entry.summary(),
-                "refs": [_ref_json(site, s) for s in states],
-                "citations": sorted({c.record_id for c in entry.citations}),
-                "backlinks": backlinks.get(entry.id, []),
-                "markdown": entry.raw,
-            }
-        )
+        yield {
+            **entry.summary(),
+            "refs": [_ref_json(site, s) for s in states],
+            "citations": sorted({c.record_id for c in entry.citations}),
+            "backlinks": backlinks.get(entry.id, []),
+            "markdown": entry.raw,
+        }
+
+
+def _rest_json(site: Site) -> dict[str, Any]:
+    from journal_agent.learning import review
+
     return {
-        "entries": entries,
         "records": [r.model_dump(mode="json") for r in site.ws.records.list()],
         "ledger": _ledger(site),
         "review": [c.to_dict() for c in review.queue(site.ws, everything=True)],
@@ -238,10 +273,11 @@ def _ledger(site: Site) -> LedgerSummary | None:
 # -- Anki -----------------------------------------------------------------------------------
 
 
-def save_export(file: Path, data: bytes, *, force: bool = False) -> None:
+def save_export(file: Path, data: bytes | Iterable[bytes], *, force: bool = False) -> None:
     """Write an export file: never over one that exists (as ``export html`` never writes over
-    a directory that holds files) unless ``force``; whole or not at all either way. The folder
-    the user named is trusted as given (and made); the file's own name is never followed."""
+    a directory that holds files) unless ``force``; whole or not at all either way (``data``
+    may come in pieces, written as they come). The folder the user named is trusted as given
+    (and made); the file's own name is never followed."""
     out = Path(file).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     odd = confined.problem(out.parent, out.name)

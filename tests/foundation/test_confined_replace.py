@@ -67,3 +67,22 @@ def test_stale_temps_of_a_killed_writer_are_removed(tmp_path: Path) -> None:
         ".other.md.tmp-0123456789ab",
         "learning_journal.md",
     ]
+
+
+def test_pieces_are_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    # An export is written a piece at a time (never held whole); one that fails midway
+    # leaves the old file, or no file, and no temp behind.
+    target = tmp_path / "export.json"
+    confined.replace(tmp_path, target, (p.encode() for p in ["{", '"a": 1', "}"]))
+    assert target.read_text() == '{"a": 1}'
+
+    def failing():
+        yield b"half of a new document"
+        raise RuntimeError("the export stopped")
+
+    with pytest.raises(RuntimeError):
+        confined.replace(tmp_path, target, failing())
+    with pytest.raises(RuntimeError):
+        confined.create(tmp_path, tmp_path / "new.json", failing())
+    assert target.read_text() == '{"a": 1}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.json"]

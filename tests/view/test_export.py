@@ -27,6 +27,33 @@ def test_export_json_holds_entries_states_records_ledger_and_cards(cli, workspac
     assert any(c["id"] == f"entry:{workspace.ids['zero']}" for c in data["review"])
 
 
+def test_export_json_written_in_pieces_is_the_whole_document_byte_for_byte(
+    cli, workspace, tmp_path
+):
+    # The CLI writes the document an entry at a time (a 100 MB journal's entries are never
+    # held): the file and standard output are exactly json.dumps of the whole, as before.
+    from journal_agent.view.export import export_json
+    from journal_agent.workspace import Workspace
+
+    whole = json.dumps(
+        export_json(Workspace(workspace.root)), indent=2, ensure_ascii=False, default=str
+    )
+    out = tmp_path / "journal.json"
+    done = cli("export", "json", str(out), "--root", str(workspace.root), check=True)
+    assert out.read_text(encoding="utf-8") == whole
+    assert f"wrote {len(json.loads(whole)['entries'])} entries" in done.stdout
+    shown = cli("export", "json", "--root", str(workspace.root), check=True)
+    assert shown.stdout == whole + "\n"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = tmp_path / "nothing.json"
+    cli("export", "json", str(nothing), "--root", str(empty), check=True)
+    assert nothing.read_text() == json.dumps(
+        export_json(Workspace(empty)), indent=2, ensure_ascii=False, default=str
+    )
+    assert json.loads(nothing.read_text())["entries"] == []
+
+
 def test_export_anki_puts_the_cited_code_on_the_back(cli, workspace, tmp_path):
     deck = tmp_path / "journal.apkg"
     done = cli("export", "anki", str(deck), "--root", str(workspace.root), check=True)
