@@ -142,9 +142,12 @@ class RecordStore:
         return self.directory / f"{record_id}.json"
 
     def save(self, record: MeasurementRecord) -> str:
-        """Write ``<id>.json`` (random temp file + fsync + rename) and return the id."""
-        from profiling import _files
+        """Write ``<id>.json`` (random temp file + fsync + rename) and return the id. The
+        record is sealed as this user's first (``extra.seal``, :mod:`profiling._seal`): never
+        save again a record loaded from a folder others can write."""
+        from profiling import _files, _seal
 
+        _seal.seal(record)
         path = self._path(record.id)
         _files.replace(self.anchor, path, (record.model_dump_json(indent=2) + "\n").encode())
         return record.id

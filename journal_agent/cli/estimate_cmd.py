@@ -331,6 +331,8 @@ def _ask_to_prune(count: int) -> None:
 
 
 def _list_records(records: list[MeasurementRecord], as_json: bool) -> None:
+    from journal_agent.record_seal import made_here
+
     if as_json:
         print_json(
             [
@@ -340,6 +342,7 @@ def _list_records(records: list[MeasurementRecord], as_json: bool) -> None:
                     "created": r.created.isoformat(),
                     "title": r.title,
                     "headline": _headline(r),
+                    "made_here": made_here(r),
                 }
                 for r in records
             ]
@@ -350,12 +353,22 @@ def _list_records(records: list[MeasurementRecord], as_json: bool) -> None:
         return
     from rich.table import Table
 
-    table = Table("id", "kind", "created (UTC)", "title", "headline")
+    table = Table("id", "kind", "created (UTC)", "made", "title", "headline")
+    elsewhere = 0
     for r in records:
         # (a record is a file: its id, title and headline written out, no markup read)
         when = r.created.strftime("%Y-%m-%d %H:%M")
-        table.add_row(cell(r.id), cell(r.kind), when, cell(r.title), cell(_headline(r)))
+        made = "here" if made_here(r) else "elsewhere"
+        elsewhere += made == "elsewhere"
+        table.add_row(cell(r.id), cell(r.kind), when, made, cell(r.title), cell(_headline(r)))
     _console().print(table)
+    if elsewhere:
+        echo(
+            f"{elsewhere} of these were not made by your journal-agent (a repository committed "
+            "them, another machine made them, or another hand changed them): an entry may not "
+            "cite them until you read them and run `journal-agent measurements adopt` in your "
+            "terminal."
+        )
 
 
 @measurements_app.command("show")
@@ -379,10 +392,13 @@ def measurements_show(
     if as_json:
         print_json(record.model_dump(mode="json"))
         return
+    from journal_agent.record_seal import made_here, not_made_here
     from profiling.citations import cite
     from profiling.units import fmt_bytes
 
     echo(f"{record.id} ({record.kind}, {record.created.isoformat()}): {record.title}")
+    if not made_here(record):
+        echo(f"warning: {not_made_here(record.id)}.")
     if record.extra.get("table"):
         echo("")
         echo(record.extra["table"])
@@ -395,3 +411,41 @@ def measurements_show(
         for step in record.steps:
             echo(f"  {step.name}: {step.formula} = {step.substituted} = {step.value:g}")
     echo(f"cite as {cite(record.id)}")
+
+
+@measurements_app.command("adopt")
+def measurements_adopt(
+    record_ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[ID]...", help="Records to adopt (default: every one made elsewhere)."
+        ),
+    ] = None,
+    root: RootOption = None,
+) -> None:
+    """Take records your journal-agent did not make (committed by a repository, made on another
+    machine) as yours to cite, after you read them; asks on your terminal."""
+    from journal_agent.record_seal import made_here
+    from journal_agent.terminal_confirm import confirm
+
+    store = _store(root)
+    wanted = {i.removeprefix("[m:").removesuffix("]") for i in record_ids or []}
+    records, corrupt = store.scan()
+    foreign = [r for r in records if not made_here(r) and (not wanted or r.id in wanted)]
+    missing = wanted - {r.id for r in records}
+    if missing:
+        raise UserError(
+            f"no measurement record {', '.join(sorted(missing))} in {store.directory}; list "
+            "them with 'journal-agent measurements'"
+        )
+    if not foreign:
+        echo("every record here was made by your journal-agent; nothing to adopt")
+        raise typer.Exit(1 if corrupt else 0)
+    details = [f"journal-agent will take these records of {store.directory} as yours to cite:"]
+    details += [f"  {cell(r.id)}  {cell(r.title)}  {cell(_headline(r))}" for r in foreign]
+    confirm(
+        f"adopting {len(foreign)} measurement records", details, "journal-agent measurements adopt"
+    )
+    for r in foreign:
+        store.save(r)  # (sealed as it is saved)
+        echo(f"adopted {r.id}")

@@ -54,6 +54,7 @@ from journal_agent.journal.refs import Anchor, FileCache, RefStore
 from journal_agent.journal.relocate import Relocator
 from journal_agent.journal.sections import REQUIRED
 from journal_agent.paths import JOURNAL_FILE, measurements_dir, refs_file
+from journal_agent.record_seal import made_here, not_made_here
 from profiling.citations import cite
 
 if TYPE_CHECKING:
@@ -100,9 +101,14 @@ class Records:
         if record_id not in self._cache:
             try:
                 record = self.store.load(record_id)
-                self._cache[record_id] = [(q.name, q.value, q.unit) for q in record.results] + [
-                    (s.name, s.value, s.unit) for s in record.steps
-                ]
+                # A record a clone committed (or another hand changed) is no measurement of
+                # yours: refused until adopted on your terminal (journal_agent.record_seal).
+                self._cache[record_id] = (
+                    [(q.name, q.value, q.unit) for q in record.results]
+                    + [(s.name, s.value, s.unit) for s in record.steps]
+                    if made_here(record)
+                    else not_made_here(record_id)
+                )
             except KeyError:
                 self._cache[record_id] = (
                     f"{cite(record_id)} does not resolve to a measurement record in "

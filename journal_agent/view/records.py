@@ -46,6 +46,8 @@ def fmt_value(value: float, unit: str) -> str:
 
 def page(record: MeasurementRecord) -> dict[str, Any]:
     """Everything the record template shows."""
+    from journal_agent.record_seal import made_here
+
     extra = record.extra
     return {
         "record": record,
@@ -60,6 +62,7 @@ def page(record: MeasurementRecord) -> dict[str, Any]:
         "breakdown": _breakdown_chart(record),
         "timeline": _timeline(record),
         "command": extra.get("command") if isinstance(extra.get("command"), str) else None,
+        "made_here": made_here(record),
         "device": _flat(record.device),
         "software": _flat(record.software),
     }

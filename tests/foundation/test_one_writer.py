@@ -85,6 +85,12 @@ ALLOWED: dict[tuple[str, str], str] = {
         "its lock and the store itself go through the room from that folder (no link "
         "followed, random O_EXCL temp)"
     ),
+    ("profiling/_seal.py", "_make_key"): (
+        "the key sealing this user's measurement records, beside the trust store (outside "
+        "every workspace, hidden and read-only in the sandbox): folder 0700, written under a "
+        "random O_EXCL | O_NOFOLLOW temp name, mode 0600, and linked to its name, never over "
+        "anything"
+    ),
     ("journal_agent/tools/sandbox/view.py", "_trust_store_dir"): (
         "makes the trust store's folder (outside the workspace, 0700) so it can be bound read-only"
     ),

@@ -298,11 +298,19 @@ def _masked_by_name(
 ) -> tuple[list[Path], bool]:
     fs = settings.filesystem
     scan = workspace_scan(root, settings, read_deny)
-    masked = [*scan.paths(), *home_secrets(home)]
+    masked = [*scan.paths(), *home_secrets(home), *_record_key()]
     for entry in (*fs.deny_read, *read_deny):
         if not _bare(entry):
             masked += _expand(entry, root, home)
     return _with_real_paths(masked), scan.truncated
+
+
+def _record_key() -> list[Path]:
+    """The key that seals this user's measurement records (:mod:`journal_agent.record_seal`):
+    hidden, so no command can seal a record it forged."""
+    from journal_agent.record_seal import key_path
+
+    return [key_path()] if os.path.lexists(key_path()) else []
 
 
 def hidden_links(
