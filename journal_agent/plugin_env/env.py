@@ -173,12 +173,13 @@ def runs(env: Env) -> bool | None:
     a file that exists proves nothing. The check is a process (about 0.2 s), so it runs only
     when the interpreter changed since it last passed (:data:`VERIFIED` keeps the stamp):
     otherwise this is a ``stat`` and a small read."""
-    verified = os.path.join(env.home, VERIFIED)
+    from journal_agent import confined
+
     try:
         stamp = _interpreter_stamp(env)
-        with open(verified, encoding="utf-8") as f:
-            if f.read() == stamp:
-                return True
+        # (from the folder, no link followed: a stamp planted as a link is no stamp)
+        if confined.read_planted(env.home, VERIFIED, 4096) == stamp.encode("utf-8"):
+            return True
     except OSError:
         pass
     import subprocess
@@ -199,12 +200,12 @@ def runs(env: Env) -> bool | None:
 def remember_interpreter(env: Env) -> None:
     """Keep the stamp of an interpreter that just ran the package (a file of its own, replaced
     whole: no read-modify-write of state.json racing a preparation)."""
+    from journal_agent import confined
+
     try:
         stamp = _interpreter_stamp(env)
-        tmp = os.path.join(env.home, f"{VERIFIED}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(stamp)
-        os.replace(tmp, os.path.join(env.home, VERIFIED))
+        # A random O_EXCL temp name and no link followed (a pid-named temp could be planted).
+        confined.replace(env.home, VERIFIED, stamp)
     except OSError:
         pass  # checked again next time
 
