@@ -118,8 +118,8 @@ def checked_progress(progress: Callable[[str], None] | None) -> Callable[[str], 
 
 @contextlib.contextmanager
 def one_trace_at_a_time(config: TrainingConfig) -> Iterator[None]:
-    """Hold the trace lock; the wait counts against the time bound (a thread's stop cannot
-    interrupt a wait in C, so the wait itself is bounded)."""
+    """Hold the trace lock (the wait counts against the time bound: a thread's stop cannot
+    interrupt a wait in C, so the wait itself is bounded); torch's state is kept around it."""
     left = remaining()
     if not _TRACE_LOCK.acquire(timeout=-1 if left is None else left):
         raise ProfilingError(
@@ -127,7 +127,8 @@ def one_trace_at_a_time(config: TrainingConfig) -> Iterator[None]:
             "for its whole time bound; try again when it ends, or give it a longer timeout"
         )
     try:
-        yield
+        with torch_state_kept():  # however the trace ends, torch is left as it was
+            yield
     finally:
         _TRACE_LOCK.release()
 

@@ -30,12 +30,7 @@ from profiling.estimate.step_time import StepTime, optimizer_overheads, step_tim
 from profiling.estimate.time import optimizer_shards
 from profiling.models.workloads import describe, find_workload
 from profiling.time_bound import bounded
-from profiling.trace.bounded import (
-    Checkpoints,
-    checked_progress,
-    one_trace_at_a_time,
-    torch_state_kept,
-)
+from profiling.trace.bounded import Checkpoints, checked_progress, one_trace_at_a_time
 from profiling.trace.build import (
     _autocast,
     _block_prefix,
@@ -129,7 +124,7 @@ def trace_step(
     if config.seq is None:
         config = config.model_copy(update={"seq": config.seq_or_default(factory)})
     start = time.perf_counter()
-    with one_trace_at_a_time(config), torch_state_kept(), contextlib.ExitStack() as stack:
+    with one_trace_at_a_time(config), contextlib.ExitStack() as stack:
         if bounded():
             stack.enter_context(Checkpoints())  # the time bound stops it at a torch call
         stack.enter_context(warnings.catch_warnings())
