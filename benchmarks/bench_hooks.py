@@ -14,6 +14,10 @@ every hook, the whole Stop ≤ 150 ms p95, SessionStart's line ≤ 300 tokens (t
 Also measured: the detached refresh (stale references over all 20,000) that SessionEnd starts
 and nobody waits for.
 
+PostToolUse is measured on a Read of a whole file that many entries cite (the three it names:
+its context and its tokens are reported) and on an Edit of a file none cites (most tool calls),
+with ``refs.jsonl`` rewritten in the anchor format ``journal append`` writes.
+
 Also the headless session overhead (benchmarks/session_overhead.py): ``claude -p hi`` with
 and without the plugin, in each Claude Code CLI at hand, median of ``--sessions`` (8) runs
 each, side by side; target at most +0.3 s.
@@ -156,6 +160,20 @@ def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
             "last_assistant_message": "Done.",
         },
         "SessionEnd": lambda i: {"session_id": f"stop{i}", "reason": "other"},
+        # A Read of a whole file many entries cite (3 named), in a new session each time.
+        "PostToolUse": lambda i: {
+            "session_id": f"read{i}",
+            "tool_name": "Read",
+            "tool_input": {"file_path": str(root / f"src/mod{i % 10}.py")},
+            "tool_response": {},
+        },
+        # An Edit of a file no entry cites: what most tool calls cost.
+        "PostToolUse uncited": lambda i: {
+            "session_id": f"edit{i}",
+            "tool_name": "Edit",
+            "tool_input": {"file_path": str(root / "README.md")},
+            "tool_response": {},
+        },
     }
     names = ["bare", *payloads]
     times: dict[str, list[float]] = {name: [] for name in names}
@@ -166,7 +184,8 @@ def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
         times["bare"].append(wall)
         cpus["bare"].append(cpu)
         for name, payload in payloads.items():
-            wall, cpu, out = _run([*py, str(SCRIPT), name], json.dumps(payload(i)).encode(), root)
+            event = name.split()[0]
+            wall, cpu, out = _run([*py, str(SCRIPT), event], json.dumps(payload(i)).encode(), root)
             times[name].append(wall)
             cpus[name].append(cpu)
             outputs[name] = out
@@ -180,7 +199,36 @@ def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
         "bare_interpreter": bare,
         "hooks": hooks,
         "session_start_line": outputs["SessionStart"].decode().strip(),
+        "post_tool_use_context": _context(outputs["PostToolUse"]),
     }
+
+
+def _context(out: bytes) -> str:
+    return json.loads(out)["hookSpecificOutput"]["additionalContext"] if out.strip() else ""
+
+
+def anchor_refs(root: Path) -> None:
+    """Rewrite the generated ``refs.jsonl`` as ``journal append`` writes it: each reference
+    with its anchor (the cited lines, three lines of context each side), so PostToolUse reads
+    a file of the real size and shape."""
+    path = root / ".journal" / "refs.jsonl"
+    files: dict[str, list[str]] = {}
+    out = []
+    for line in path.read_text().splitlines():
+        item = json.loads(line)
+        anchors = {}
+        for key, digest in item["refs"].items():
+            rel, _, lines = key.rpartition(":")
+            first, _, last = lines.partition("-")
+            a, b = int(first), int(last or first)
+            text = files.setdefault(rel, (root / rel).read_text().splitlines())
+            anchors[key] = {
+                "hash": digest, "count": b - a + 1, "text": text[a - 1 : b],
+                "before": text[max(0, a - 4) : a - 1], "after": text[b : b + 3],
+            }  # fmt: skip
+        item["anchors"] = anchors
+        out.append(json.dumps(item, sort_keys=True, ensure_ascii=False) + "\n")
+    path.write_text("".join(out))
 
 
 def make_drafts(root: Path, count: int = 2) -> None:
@@ -238,6 +286,8 @@ def main() -> None:
         root = Path(tmp) / "project"
         root.mkdir()
         refs = _build(root, args.entries, random.Random(0))
+        anchor_refs(root)
+        (root / "README.md").write_text("# A project\n")
         # The words index only (a search builds it): recall reads FTS5, and embedding 10,000
         # entries would take half an hour.
         subprocess.run(
@@ -265,6 +315,8 @@ def main() -> None:
         refresh_s = time.perf_counter() - start
         result = bench(root, transcript, args.runs)
         typical = len(encoding().encode(result["session_start_line"]))
+        result["post_tool_use_tokens"] = len(encoding().encode(result["post_tool_use_context"]))
+        result["refs_jsonl_mb"] = round((root / ".journal/refs.jsonl").stat().st_size / 2**20, 1)
         worst = worst_line_tokens(root)
         moments = (root / ".journal" / "inbox.jsonl").read_text().count("\n")
     hooks = result["hooks"]

@@ -221,11 +221,23 @@ def check_capture(root: Path) -> Check:
         f"capture {'on' if on['enabled'] else 'off'}",
         f"session-start line {'on' if on['session_start'] else 'off'}",
         f"recall {recall}",
+        f"code recall {_touch(root, on['recall_touch'])}",
         f"session rows {'proposed' if on['session_row'] else 'off'}",
         f"inbox draft {'on' if on['draft'] else 'off'}",
         f"{_waiting(root, waiting_count)} moment(s) waiting",
     ]
     return Check("capture hooks", on["enabled"], f"{events}; {'; '.join(parts)}")
+
+
+def _touch(root: Path, on: bool) -> str:
+    """Whether PostToolUse and SubagentStart name the entries of the code touched."""
+    from journal_agent.capture.touch import trusted
+
+    if not on:
+        return "off"
+    if not trusted(str(root)):
+        return "silent (git tracks the journal: a clone's; `journal-agent trust` to hear it)"
+    return "on"
 
 
 def _waiting(root: Path, count: Callable[[Path], int]) -> str:

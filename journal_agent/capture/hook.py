@@ -5,8 +5,9 @@ Rules every handler keeps (docs/plugin.md, "Hooks"):
 - no model call, no ``claude`` child, nothing heavy: stdlib only, run as ``python3 -I -S``;
 - fail open and quiet: whatever goes wrong (garbage on stdin, a missing transcript, a read-only
   or full disk), the hook exits 0, prints nothing, and leaves one line in ``.journal/hooks.log``;
-- what it prints reaches the model, so only SessionStart (one line when something is due) and
-  UserPromptSubmit (related entries, when the user turned that on) print at all;
+- what it prints reaches the model, so only SessionStart (one line when something is due),
+  UserPromptSubmit (related entries, when the user turned that on), PostToolUse and
+  SubagentStart (the entries that explain the code touched or handed over) print at all;
 - anything the hooks start carries ``JOURNAL_AGENT_HOOK=1``, and a hook that sees it does
   nothing: no hook of ours can fire another;
 - each event imports only what it needs, and none imports ``json``, ``re`` or ``pathlib``
@@ -237,7 +238,45 @@ def on_session_end(root: str, payload: dict[str, object]) -> str:
     return ""
 
 
+def on_tool_use(root: str, payload: dict[str, object]) -> str:
+    """PostToolUse on Read, Edit, MultiEdit, Write and Grep: the entries that explain the
+    lines touched (capture/touch.py), as ``additionalContext``."""
+    if not capture_settings(root)["recall_touch"]:
+        return ""
+    if confined.lstat(root, ".journal/refs.jsonl") is None:
+        return ""  # no entry cites code here: nothing to read
+    from journal_agent.capture import touch
+
+    if not touch.trusted(root):
+        return ""
+    text = touch.speak(root, payload)
+    return _context("PostToolUse", text) if text else ""
+
+
+def on_subagent_start(root: str, payload: dict[str, object]) -> str:
+    """The plugin's own agents start with what the journal says of the files and topics they
+    were handed (capture/touch.py), so they cite it rather than write it again."""
+    if not capture_settings(root)["recall_touch"]:
+        return ""
+    if confined.lstat(root, ".journal/refs.jsonl") is None and (
+        confined.lstat(root, ".journal/index.sqlite") is None
+    ):
+        return ""
+    from journal_agent.capture import handed, touch
+
+    if not touch.trusted(root):
+        return ""
+    text = handed.brief(root, payload)
+    return _context("SubagentStart", text) if text else ""
+
+
+def _context(event: str, text: str) -> str:
+    return dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
+
+
 HANDLERS = {
+    "PostToolUse": on_tool_use,
+    "SubagentStart": on_subagent_start,
     "Stop": on_stop,
     "SubagentStop": on_subagent_stop,
     "SessionStart": on_session_start,

@@ -1,7 +1,7 @@
 """What the hooks may do: the ``capture`` object of ``.journal/settings.json`` and one switch.
 
     {"capture": {"enabled": true, "session_start": true, "recall": true,
-                 "recall_inject": false, "session_row": true,
+                 "recall_inject": false, "recall_touch": true, "session_row": true,
                  "draft": false, "draft_max_tokens": 100000, "draft_daily_tokens": 500000}}
 
 ``JOURNAL_AGENT_CAPTURE=0`` in the environment Claude Code runs in turns every hook off, and
@@ -32,6 +32,9 @@ DEFAULTS: dict[str, bool] = {
     "session_start": True,  # SessionStart prints one line when something is due
     "recall": True,  # UserPromptSubmit looks up related entries and logs them
     "recall_inject": False,  # … and gives them to the model (precision not yet measured)
+    # PostToolUse / SubagentStart name the entries that explain the code touched (capture/
+    # touch.py); a clone's journal only once the project is approved.
+    "recall_touch": True,
     "session_row": True,  # SessionEnd proposes a 📚 session row for the ledger
     "draft": False,  # `inbox draft` may call the Messages API (no hook ever does)
 }

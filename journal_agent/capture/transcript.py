@@ -177,3 +177,27 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((a, b))
     return out
+
+
+def handed_prompt(path: str, agent_type: str, *, limit: int = 4 << 20) -> str:
+    """The prompt the main thread's last Agent (or Task) call for ``agent_type`` handed over,
+    read backwards from the end of the transcript at ``path`` (at most ``limit`` bytes); ""
+    when there is none. OSError if the file cannot be read."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        for raw in _backwards(f, size, max(0, size - limit)):
+            if _ASSISTANT not in raw or b'"tool_use"' not in raw:
+                continue
+            try:
+                item = loads(raw)
+            except ValueError:
+                continue
+            content = (item.get("message") or {}).get("content") if isinstance(item, dict) else None
+            for block in reversed(content if isinstance(content, list) else []):
+                given = block.get("input") if isinstance(block, dict) else None
+                if block.get("name") not in ("Agent", "Task") or not isinstance(given, dict):
+                    continue
+                if str(given.get("subagent_type") or "") != agent_type:
+                    continue
+                return " ".join(str(given.get(k) or "") for k in ("description", "prompt"))
+    return ""

@@ -16,6 +16,7 @@ request or a long tool.
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import threading
@@ -101,12 +102,46 @@ def _run_one(tools: dict[str, Tool], ctx: ToolContext, call: ToolCall) -> ToolOu
             result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
     content = result.content if result.content else "(no output)"
     content = valid_unicode(content)
+    if not result.is_error and call.name in TOUCHING:
+        note = journal_note(ctx, call, content)
+        content = f"{content}\n\n{note}" if note else content
     if len(content) > MAX_RESULT_CHARS:
         content = (
             content[:MAX_RESULT_CHARS]
             + f"\n\n[output truncated at {MAX_RESULT_CHARS} characters; narrow the request]"
         )
     return ToolOutcome(call, ToolResult(content, result.is_error), time.perf_counter() - start)
+
+
+# Tools whose results name the entries that explain the lines they touched, as the plugin's
+# PostToolUse hook does in Claude Code (journal_agent/capture/touch.py).
+TOUCHING = frozenset({"Read", "Edit", "MultiEdit", "Write", "Grep"})
+
+
+def journal_note(ctx: ToolContext, call: ToolCall, content: str) -> str:
+    """The line the journal says about what ``call`` touched ("" when nothing): the same
+    switches, trust and once-per-run rule as the hook; never fails the call."""
+    from journal_agent import confined
+    from journal_agent.capture import touch
+    from journal_agent.capture.settings import capture_settings
+
+    root = str(ctx.root.absolute())
+    try:
+        if confined.lstat(root, ".journal/refs.jsonl") is None:
+            return ""  # no entry cites code here
+        if not capture_settings(root)["recall_touch"] or not touch.trusted(root):
+            return ""
+        # One run is one session: an entry is named once in it.
+        session = ctx.__dict__.setdefault("touch_session", f"run-{os.getpid()}-{id(ctx):x}")
+        payload = {
+            "session_id": session,
+            "tool_name": call.name,
+            "tool_input": call.input,
+            "tool_response": {"content": content} if call.name == "Grep" else {},
+        }
+        return touch.speak(root, payload)
+    except Exception:  # the journal's note is a courtesy: the tool's result stands without it
+        return ""
 
 
 def concurrency_safe(tools: dict[str, Tool], call: ToolCall) -> bool:

@@ -5,6 +5,7 @@ the hook's work (docs/plugin.md, "What it costs"; benchmarks/bench_hooks.py meas
 from __future__ import annotations
 
 from tests.capture.hook_helpers import insight, run_hook
+from tests.entries import render_entry
 
 # Never, for any event: the capture modules use lightjson and os.path instead.
 NEVER = {"json", "pathlib", "typing", "dataclasses", "importlib", "contextlib", "subprocess"}
@@ -63,3 +64,21 @@ def test_a_turn_with_an_insight_imports_re_but_still_not_json(project, transcrip
     stop = {"session_id": "s1", "transcript_path": str(transcript.path)}
     names = _imported("Stop", {**stop, "last_assistant_message": final}, project)
     assert "re" in names and names & (NEVER | INDEX) == set()
+
+
+def test_a_tool_call_on_cited_code_imports_neither_json_nor_re(project, cli):
+    """PostToolUse runs after every Read and Edit: no regex, no json, no pathlib; sqlite3 only
+    once an entry is to be named (its title), and nothing at all for an uncited file."""
+    (project / "m.py").write_text("a = 1\nb = 2\n")
+    entry = render_entry(
+        "Two Names", "2026-11-20", context="Studying m.py.", question="Why both?",
+        intuition="Both are set at once (m.py:1-2).", tags="#names",
+    )  # fmt: skip
+    assert cli("journal", "append", "-", "--root", str(project), input=entry).returncode == 0
+    (project / "n.py").write_text("c = 3\n")
+    read = {"session_id": "s1", "tool_name": "Read", "tool_input": {}, "tool_response": {}}
+    read["tool_input"] = {"file_path": str(project / "n.py")}
+    names = _imported("PostToolUse", read, project)
+    assert names & (NEVER | REGEX | INDEX) == set()
+    read["tool_input"] = {"file_path": str(project / "m.py")}
+    assert _imported("PostToolUse", read, project) & (NEVER | REGEX) == set()

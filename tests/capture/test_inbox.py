@@ -133,8 +133,10 @@ def test_doctor_reports_the_hooks_and_their_recent_failures(project, cli):
     checks = {c["name"]: c for c in json.loads(cli("doctor", "--json", *root).stdout)}
     hooks = checks["capture hooks"]
     assert hooks["ok"] and hooks["detail"].startswith(
-        "SessionStart, UserPromptSubmit, Stop, SubagentStop, SessionEnd; capture on"
+        "SessionStart, UserPromptSubmit, PostToolUse, Stop, SubagentStop, SessionEnd, "
+        "SubagentStart; capture on"
     )
+    assert "code recall on" in hooks["detail"]
     assert "recall logged, not injected" in hooks["detail"]
     assert "inbox draft off" in hooks["detail"]  # it spends API tokens: off until turned on
     assert checks["hook failures"] == {

@@ -278,7 +278,12 @@ def test_the_hook_reads_a_huge_transcript_from_its_end(project, transcript):
 def test_the_plugin_registers_only_events_the_oldest_cli_knows_in_exec_form():
     hooks = json.loads((Path(__file__).resolve().parents[2] / "hooks" / "hooks.json").read_text())
     known_197 = {"SessionStart", "UserPromptSubmit", "Stop", "SubagentStop", "SessionEnd"}
-    assert set(hooks["hooks"]) == known_197  # and never PreToolUse / PostToolUse
+    known_197 |= {"PostToolUse", "SubagentStart"}
+    assert set(hooks["hooks"]) == known_197  # and never PreToolUse
+    # PostToolUse only for the tools that touch code an entry may cite, never every call.
+    assert [g["matcher"] for g in hooks["hooks"]["PostToolUse"]] == [
+        "Read|Edit|MultiEdit|Write|Grep"
+    ]
     for groups in hooks["hooks"].values():
         for group in groups:
             for hook in group["hooks"]:

@@ -109,6 +109,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("journal_agent/journal/search/_bert.py", "BertEncoder.__init__"): _READ_SYSTEM,
     ("journal_agent/journal/search/embeddings.py", "_weights_digest"): _READ_SYSTEM,
     ("journal_agent/capture/transcript.py", "read_turn"): _READ_USER,
+    ("journal_agent/capture/transcript.py", "handed_prompt"): _READ_USER,
+    ("journal_agent/capture/touch.py", "titles"): _SQLITE_RO,
     ("journal_agent/trust_store.py", "read_file"): (
         "reads a project's own settings, command or agent file to hash it for approval (those "
         "may be links by design: what is approved is the bytes read; under .journal/ "

@@ -1,0 +1,119 @@
+"""SubagentStart: the plugin's own agents (``learning-journal``, ``training-optimization``)
+start with what the journal already says about what they were handed — the entries that cite
+the files their prompt names (with the lines' state, as :mod:`journal_agent.capture.touch`
+finds them) and those sharing its telling words (:mod:`journal_agent.capture.recall`) — so the
+one does not write a duplicate and the other cites earlier measurements. At most
+:data:`BRIEF_LIMIT` characters (about 300 tokens); it reaches the sub-agent only.
+
+SubagentStart's input names the agent, not its task: the prompt is the main transcript's last
+Agent call for that agent type. Stdlib only, as every hook module.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from journal_agent import confined
+from journal_agent.capture.touch import (
+    ID_LIMIT,
+    TITLE_LIMIT,
+    cited,
+    file_lines,
+    overlaps,
+    relative,
+    span,
+    state,
+    titles,
+)
+from journal_agent.terminal_text import one_line
+
+OUR_AGENTS = ("learning-journal", "training-optimization")
+BRIEF_LIMIT = 1100  # characters of SubagentStart's context: about 300 tokens
+BRIEF_FILES = 8  # files named in the prompt looked up
+HANDED_WAITS = 10  # tenths of a second waited for the Agent call to reach the transcript
+
+
+def handed_files(root: str, prompt: str) -> list[tuple[str, list[tuple[int, int]] | None]]:
+    """Workspace files the prompt names (``path`` or ``path:N-M``), as they exist, in order."""
+    out: list[tuple[str, list[tuple[int, int]] | None]] = []
+    for word in prompt.replace("`", " ").replace("(", " ").replace(")", " ").split():
+        word = word.strip(".,;'\"")
+        path, _, lines = word.partition(":")
+        if "." not in path.rsplit("/", 1)[-1] or len(path) > 300:
+            continue
+        rel = relative(root, path)
+        if rel is None or not os.path.isfile(os.path.join(root, rel)):
+            continue
+        ranges = [r] if (r := span(f"x:{lines}")) is not None else None
+        if all(o[0] != rel for o in out):
+            out.append((rel, ranges))
+        if len(out) >= BRIEF_FILES:
+            break
+    return out
+
+
+def brief(root: str, payload: dict[str, object]) -> str:
+    """SubagentStart's ``additionalContext`` for one of the plugin's own agents: the entries
+    that explain the files it was handed (with their state) and those related to its task."""
+    agent = str(payload.get("agent_type") or "")
+    if not agent.endswith(OUR_AGENTS):
+        return ""
+    path = payload.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        return ""
+    from journal_agent.capture.transcript import handed_prompt
+
+    prompt = handed_prompt(path, agent)
+    for _ in range(HANDED_WAITS):
+        if prompt:
+            break
+        # Claude Code may start the agent before the call's line reaches the transcript.
+        time.sleep(0.1)
+        prompt = handed_prompt(path, agent)
+    if not prompt:
+        return ""
+    lines: list[tuple[str, str, str]] = []  # entry, reference, state
+    picked: list[str] = []
+    for rel, ranges in handed_files(root, prompt):
+        file = None
+        for entry, key, anchor in cited(root, rel):
+            ref = span(key)
+            if ref is None or not overlaps(ref, ranges) or entry in picked:
+                continue
+            file = file_lines(root, rel) or [] if file is None else file
+            picked.append(entry)
+            lines.append((entry, key, state(file, ref, anchor)))
+    from journal_agent.capture.recall import related
+
+    topics = [h for h in _related(root, prompt, related) if str(h["id"]) not in picked]
+    if not lines and not topics:
+        return ""
+    named = titles(root, picked)
+    parts = []
+    for entry, key, now in lines:
+        title = one_line(named.get(entry, entry).replace('"', "'"), TITLE_LIMIT)
+        parts.append(f'"{title}" explains {one_line(key, 60)}' + (f" ({now})" if now else "")
+                     + f" (id {one_line(entry, ID_LIMIT)})")  # fmt: skip
+    for hit in topics:
+        title = one_line(str(hit["title"]).replace('"', "'"), TITLE_LIMIT)
+        parts.append(f'"{title}" (id {one_line(str(hit["id"]), ID_LIMIT)}, on the same topic)')
+    text = "journal-agent: the journal already has: "
+    kept = []
+    for part in parts:
+        if len(text) + len("; ".join([*kept, part])) + 60 > BRIEF_LIMIT:
+            break
+        kept.append(part)
+    return (
+        text + "; ".join(kept) + ". Read one with `journal-agent journal show ID`; cite or "
+        "extend it rather than writing it again."
+    )
+
+
+def _related(root: str, prompt: str, related) -> list[dict[str, object]]:
+    if confined.lstat(root, ".journal/index.sqlite") is None:
+        return []
+    try:
+        return related(root, prompt)
+    except Exception:  # a locked or odd index: the files' entries are said all the same
+        return []

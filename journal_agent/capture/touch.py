@@ -1,0 +1,429 @@
+"""The journal speaks when its code is touched: PostToolUse on Read, Edit, MultiEdit, Write and
+Grep names the entries that explain the lines the model just read, changed or found.
+
+One line per entry (at most :data:`SHOWN`, each at most :data:`LINE_LIMIT` characters, about
+40 tokens): the entry's title, the lines it explains, their state now (fresh, moved to line N,
+changed) and the command that opens it. An entry is named once per session. An edit that
+changes cited lines says so, and leaves a ``revise`` moment in the inbox.
+
+Fast by construction, and no model call: ``.journal/refs.jsonl`` is read whole as bytes and
+only its lines that name the touched file are parsed (a C-level ``bytes.find``); an entry's
+last line in the file wins, as :class:`journal_agent.journal.refs.RefStore` reads it; a cited
+file's state is the hash of its cited lines now against the recorded one (the same
+``window_hash``). The titles come from the search index, opened read-only.
+
+A cloned project speaks only once trusted: when ``learning_journal.md`` or ``.journal/``'s
+``refs.jsonl`` is tracked by git (a clone brought them: their titles would be someone else's
+words in the model's context) the hook is silent until the user approved the project
+(``journal-agent trust``). ``capture.recall_touch`` off (an approved settings file) or
+``JOURNAL_AGENT_CAPTURE=0`` turns it off; a repository cannot turn it on.
+
+Stdlib only, no ``re``, ``json`` or ``pathlib`` (the hooks run under ``python3 -I -S``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+from journal_agent import confined
+from journal_agent.lightjson import dumps, loads
+from journal_agent.terminal_text import one_line
+
+TYPE_CHECKING = False  # (typing is one more import for every hook)
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    # (path in the workspace, line ranges touched or None for the whole file, edited)
+    Touched = tuple[str, list[tuple[int, int]] | None, bool]
+
+SHOWN = 3  # entries named per tool call
+LINE_LIMIT = 150  # characters of one line: about 40 tokens
+TITLE_LIMIT = 60
+ID_LIMIT = 70
+MAX_SOURCE = 8 << 20  # bytes of a cited file hashed; a bigger one gets no state
+MAX_JOURNAL = 2 << 20  # bytes of a journal whose headings are read when the index is not
+SPOKEN = ".journal/capture/spoken.txt"  # "session entry" per line: named once per session
+SPOKEN_TAIL = 256 << 10
+CHANGED = "!changed"  # marks, in SPOKEN, an entry told that an edit changed its lines
+TRACKED_NAMES = (b"learning_journal.md", b".journal/refs.jsonl")
+
+
+def mapped(anchor: str, path: str) -> mmap.mmap | bytes | None:
+    """``path`` mapped read-only (searched where it lies, never copied: ``refs.jsonl`` of
+    10,000 entries is 13 MB, and most tool calls touch a file no entry cites), ``b""`` when
+    empty, None when missing or not a plain file (a link, a FIFO: refused by the room)."""
+    try:
+        f = confined.open_read(anchor, path, one_name=False)
+    except OSError:
+        return None
+    if f is None:
+        return None
+    with f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        try:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return None
+
+
+def tracked_by_git(root: str) -> bool:
+    """Whether the git index above ``root`` names the journal or its references (a clone
+    brought them). Read as bytes through the room, never by running git (a few ms per tool
+    call); an index that is odd (a link, a FIFO) or that git writes in version 4 (compressed
+    names) counts as naming them, to be safe."""
+    folder = root
+    while not os.path.lexists(os.path.join(folder, ".git")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return False
+        folder = parent
+    repo, name = folder, ".git/index"
+    if not os.path.isdir(os.path.join(folder, ".git")):
+        gitfile = confined.read_planted(folder, ".git", 4096)  # a worktree's "gitdir: PATH"
+        line = (gitfile or b"").split(b"\n", 1)[0]
+        if not line.startswith(b"gitdir:"):
+            return True
+        target = os.path.join(folder, os.fsdecode(line[7:].strip()))
+        repo, name = os.path.normpath(target), "index"
+    if confined.lstat(repo, name) is None:
+        return False  # a repository with nothing added yet
+    data = mapped(repo, name)
+    if data is None or data[4:8] == b"\x00\x00\x00\x04":
+        return True
+    prefix = os.path.relpath(root, folder).replace(os.sep, "/")
+    prefix = "" if prefix == "." else prefix + "/"
+    return any(data.find(prefix.encode() + t + b"\x00") != -1 for t in TRACKED_NAMES)
+
+
+def trusted(root: str) -> bool:
+    """The journal is the user's own (not brought by git), or they approved the project."""
+    if not tracked_by_git(root):
+        return True
+    from journal_agent.trust_store import approvals
+
+    return bool(approvals(root))
+
+
+# -- which entries cite what was touched --------------------------------------------------------
+
+
+def cited(root: str, rel: str) -> Iterator[tuple[str, str, dict[str, object]]]:
+    """``(entry id, ref key, anchor)`` of each reference to the file ``rel``, from each entry's
+    last line of ``refs.jsonl``, newest first; lazily (a caller that has its three stops
+    parsing)."""
+    data = mapped(root, ".journal/refs.jsonl")
+    if not data:
+        return
+    needle = b'"' + rel.encode("utf-8", "surrogateescape") + b":"
+    seen: set[str] = set()
+    at = data.rfind(needle)
+    while at != -1:
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        end = len(data) if end == -1 else end
+        at = data.rfind(needle, 0, start)
+        try:
+            item = loads(data[start:end].decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            continue  # a line torn by a crash
+        if not isinstance(item, dict) or not isinstance(item.get("entry"), str):
+            continue
+        entry = item["entry"]
+        if entry in seen:
+            continue
+        seen.add(entry)
+        if data.find(b'"entry": ' + dumps(entry).encode() + b",", end) != -1:
+            continue  # a later line of the entry (the one that counts) no longer cites this file
+        anchors = item.get("anchors") or item.get("refs")
+        if not isinstance(anchors, dict):
+            continue
+        for key, anchor in anchors.items():
+            if isinstance(key, str) and key.startswith(rel + ":"):
+                yield entry, key, anchor if isinstance(anchor, dict) else {"hash": anchor}
+
+
+def span(key: str) -> tuple[int, int] | None:
+    """``path:N`` / ``path:N-M`` → (N, M)."""
+    lines = key.rsplit(":", 1)[-1]
+    first, _, last = lines.partition("-")
+    try:
+        start, end = int(first), int(last or first)
+    except ValueError:
+        return None
+    return (start, end) if 1 <= start <= end else None
+
+
+def overlaps(ref: tuple[int, int], touched: list[tuple[int, int]] | None) -> bool:
+    """``touched`` None: the whole file."""
+    return touched is None or any(a <= ref[1] and ref[0] <= b for a, b in touched)
+
+
+# -- the state of cited lines now ---------------------------------------------------------------
+
+
+def _sha256():
+    from journal_agent.capture.store import _sha256 as sha
+
+    return sha()
+
+
+def file_lines(root: str, rel: str) -> list[bytes] | None:
+    """The file's lines as the reference checks split them, read through the room (a link is
+    no file of the workspace: no state), or None."""
+    data = confined.read_planted(root, rel, MAX_SOURCE, one_name=False)
+    if data is None or len(data) > MAX_SOURCE:
+        return None
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return [p.rstrip(b"\r") for p in parts]
+
+
+def state(lines: list[bytes] | None, ref: tuple[int, int], anchor: dict[str, object]) -> str:
+    """``fresh``, ``moved to line N``, ``changed`` or ``""`` (unknown: no file, no hash)."""
+    recorded = anchor.get("hash")
+    if lines is None or not isinstance(recorded, str):
+        return ""
+    sha = _sha256()
+    count = ref[1] - ref[0] + 1
+
+    def at(start: int) -> bool:
+        window = lines[start - 1 : start - 1 + count]
+        return len(window) == count and sha(b"\n".join(window)).hexdigest()[:16] == recorded
+
+    if at(ref[0]):
+        return "fresh"
+    text = anchor.get("text")
+    first = text[0].encode() if isinstance(text, list) and text else None
+    for start in range(1, len(lines) - count + 2):
+        if (first is None or lines[start - 1] == first) and at(start):
+            return f"moved to line {start}"
+    return "changed"
+
+
+# -- what was touched ---------------------------------------------------------------------------
+
+
+def relative(root: str, path: object) -> str | None:
+    """A tool's ``file_path`` as a path in the workspace, or None when it is outside."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        return None
+    full = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
+    base = os.path.normpath(root)
+    if not full.startswith(base + os.sep):
+        return None
+    return full[len(base) + 1 :].replace(os.sep, "/")
+
+
+def touched(root: str, payload: dict[str, object]) -> list[Touched]:
+    """``[(path, line ranges or None for the whole file, edited)]`` of one tool call."""
+    tool = payload.get("tool_name")
+    given = payload.get("tool_input")
+    result = payload.get("tool_response")
+    given = given if isinstance(given, dict) else {}
+    result = result if isinstance(result, dict) else {}
+    if tool == "Grep":
+        return _grep_hits(root, result)
+    rel = relative(root, given.get("file_path") or result.get("filePath"))
+    if rel is None:
+        return []
+    if tool == "Read":
+        offset, limit = given.get("offset"), given.get("limit")
+        if isinstance(offset, int) or isinstance(limit, int):
+            first = offset if isinstance(offset, int) and offset > 0 else 1
+            count = limit if isinstance(limit, int) and limit > 0 else 2000
+            return [(rel, [(first, first + count - 1)], False)]
+        return [(rel, None, False)]
+    if tool in ("Edit", "MultiEdit"):
+        return [(rel, _patched(result), True)]
+    if tool == "Write":
+        return [(rel, None, True)]
+    return []
+
+
+def _patched(result: dict[str, object]) -> list[tuple[int, int]] | None:
+    """The old file's lines an edit replaced, from Claude Code's ``structuredPatch`` (None:
+    not given, take the whole file)."""
+    hunks = result.get("structuredPatch")
+    if not isinstance(hunks, list) or not hunks:
+        return None
+    out = []
+    for hunk in hunks:
+        if not isinstance(hunk, dict):
+            continue
+        start, count = hunk.get("oldStart"), hunk.get("oldLines")
+        if isinstance(start, int) and isinstance(count, int):
+            # Only the lines the hunk changed, not its three lines of context each side.
+            body = [x for x in hunk.get("lines") or [] if isinstance(x, str)]
+            lead = next((i for i, x in enumerate(body) if x[:1] in "+-"), 0)
+            tail = next((i for i, x in enumerate(reversed(body)) if x[:1] in "+-"), 0)
+            first = start + lead
+            last = max(first, start + count - 1 - tail)
+            out.append((first, last))
+    return out or None
+
+
+def _grep_hits(root: str, result: dict[str, object]) -> list[Touched]:
+    """``path:N:text`` lines of Grep's content mode (files-only results name no lines)."""
+    content = result.get("content")
+    if not isinstance(content, str):
+        return []
+    hits: dict[str, list[tuple[int, int]]] = {}
+    for line in content.splitlines()[:500]:
+        path, sep, rest = line.partition(":")
+        number, sep2, _ = rest.partition(":")
+        if not (sep and sep2 and number.isdigit()):
+            continue
+        rel = relative(root, path)
+        if rel is not None:
+            hits.setdefault(rel, []).append((int(number), int(number)))
+    return [(rel, ranges, False) for rel, ranges in list(hits.items())[:20]]
+
+
+# -- the lines said ------------------------------------------------------------------------------
+
+
+def spoken(root: str, session: str) -> set[str]:
+    data = confined.read_tail(root, SPOKEN, SPOKEN_TAIL) or b""
+    mark = session.encode() + b" "
+    return {
+        line[len(mark) :].decode("utf-8", "replace")
+        for line in data.split(b"\n")
+        if line.startswith(mark)
+    }
+
+
+def titles(root: str, ids: list[str]) -> dict[str, str]:
+    """Entry titles: from the search index (read-only) when it holds them, else from the
+    headings of a journal of at most :data:`MAX_JOURNAL` bytes; an entry found in neither is
+    named by its id."""
+    import sqlite3
+
+    out: dict[str, str] = {}
+    path = confined.sqlite_file(root, os.path.join(root, ".journal", "index.sqlite"))
+    if path is not None and ids:
+        marks = ",".join("?" * len(ids))
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.2) as conn:
+                rows = conn.execute(f"SELECT id, title FROM entries WHERE id IN ({marks})", ids)
+                out = {str(i): str(t) for i, t in rows}
+        except sqlite3.Error:
+            out = {}
+    missing = [i for i in ids if i not in out]
+    if missing:
+        out.update(_headings(root, missing))
+    return out
+
+
+def _headings(root: str, ids: list[str]) -> dict[str, str]:
+    """``## Title (date)`` headings whose ``slug-date`` is one of ``ids``."""
+    data = confined.read_planted(root, "learning_journal.md", MAX_JOURNAL)
+    if not data or len(data) > MAX_JOURNAL:
+        return {}
+    wanted = set(ids)
+    out: dict[str, str] = {}
+    at = data.find(b"\n## ")
+    while at != -1 and len(out) < len(wanted):
+        end = data.find(b"\n", at + 1)
+        heading = data[at + 4 : len(data) if end == -1 else end].decode("utf-8", "replace")
+        title, _, date = heading.strip().rpartition(" (")
+        entry = f"{_slug(title)}-{date.rstrip(')')}"
+        if entry in wanted:
+            out.setdefault(entry, title)
+        at = data.find(b"\n## ", at + 1)
+    return out
+
+
+def _slug(text: str, limit: int = 60) -> str:
+    """journal_agent.journal._text.slugify without ``re``: runs of ``\\w`` joined by ``-``."""
+    words = "".join(c if c.isalnum() or c == "_" else " " for c in text.lower()).split()
+    slug = "-".join(words)
+    return (slug[:limit].rstrip("-") if len(slug) > limit else slug) or "entry"
+
+
+def speak(root: str, payload: dict[str, object]) -> str:
+    """The ``additionalContext`` for one PostToolUse, "" when nothing is to be said."""
+    session = str(payload.get("session_id") or "")
+    session = "".join(c for c in session if c.isalnum() or c in "-_")[:80] or "-"
+    said = None
+    picked: list[tuple[str, str, str, bool]] = []  # entry, key, state, edit changed it
+    for rel, ranges, edited in touched(root, payload):
+        lines = None
+        for entry, key, anchor in cited(root, rel):
+            said = spoken(root, session) if said is None else said
+            ref = span(key)
+            if ref is None or any(p[0] == entry for p in picked) or not overlaps(ref, ranges):
+                continue
+            if lines is None:
+                lines = file_lines(root, rel) or []
+            now = state(lines, ref, anchor)
+            changed = edited and now == "changed"
+            # Named once a session; an edit that changes its lines is said all the same, once.
+            if (entry + CHANGED if changed else entry) in said:
+                continue
+            picked.append((entry, key, now, changed))
+            if len(picked) >= SHOWN:
+                break
+        if len(picked) >= SHOWN:
+            break
+    if not picked:
+        return ""
+    named = titles(root, [p[0] for p in picked])
+    out = []
+    for entry, key, now, changed in picked:
+        title = one_line(named.get(entry, entry).replace('"', "'"), TITLE_LIMIT)
+        shown = one_line(entry, ID_LIMIT)
+        where = one_line(key, 60)
+        if changed:
+            line = f'your edit changed {where}, which the entry "{title}" explains'
+        else:
+            line = f'"{title}" explains {where}' + (f" ({now})" if now else "")
+        out.append(one_line(f"{line}: journal-agent journal show {shown}", LINE_LIMIT))
+    _remember(root, session, [p[0] + (CHANGED if p[3] else "") for p in picked])
+    _revise(root, payload, [p for p in picked if p[3]], named)
+    return "journal-agent: " + "; ".join(out) + "."
+
+
+def _remember(root: str, session: str, entries: list[str]) -> None:
+    """Note what this session was told (an entry's id, and ``id!changed`` for an edit)."""
+    st = confined.lstat(root, SPOKEN)
+    if st is not None and st.st_size > SPOKEN_TAIL:
+        confined.rename(root, SPOKEN, SPOKEN + ".1")
+    named = [e for e in entries if e.endswith(CHANGED)]
+    lines = [*entries, *(e.removesuffix(CHANGED) for e in named)]
+    confined.append(root, SPOKEN, "".join(f"{session} {e}\n" for e in lines))
+
+
+def _revise(
+    root: str,
+    payload: dict[str, object],
+    changed: list[tuple[str, str, str, bool]],
+    named: dict[str, str],
+) -> None:
+    """A ``revise`` moment per entry whose cited lines an edit changed (written once)."""
+    if not changed:
+        return
+    from journal_agent.capture.store import append, known_hashes, revise_moment
+
+    known = known_hashes(root)
+    moments = []
+    for entry, key, now, _ in changed:
+        rel, _, lines = key.rpartition(":")
+        first, _, last = lines.partition("-")
+        moment = revise_moment(
+            entry,
+            named.get(entry, entry),
+            [key],
+            "an edit in Claude Code changed them",
+            f"{key}: {now} since the entry was written.",
+            [{"path": rel, "lines": [[int(first), int(last or first)]]}],
+            session_id=str(payload.get("session_id") or ""),
+            prompt_id=str(payload.get("prompt_id") or ""),
+            agent=str(payload.get("agent_type") or ""),
+        )
+        if moment["hash"] not in known:
+            moments.append(moment)
+    if moments:
+        append(root, moments)

@@ -1,0 +1,167 @@
+"""The journal speaks when its code is touched (#33): PostToolUse on Read, Edit, Write and Grep
+names the entries that explain the lines touched, with their state, once per session; an edit
+that changes cited lines says so and leaves a revise moment; a clone's journal stays silent
+until the project is approved. Real files, the real CLI's journal append, the hook as a
+process under ``python3 -I -S``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.capture.hook_helpers import run_hook
+from tests.entries import render_entry
+from tests.trust_helpers import approve
+
+TRAIN = "".join(f"line {n}\n" for n in range(1, 9)).replace(
+    "line 3\n", "opt = AdamW(params, lr=3e-4)\n"
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path, cli) -> Path:
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "train.py").write_text(TRAIN)
+    entry = render_entry(
+        "AdamW Keeps Two States", "2026-11-20", context="Sizing the optimizer.",
+        question="Why 8 bytes per parameter?",
+        intuition="AdamW keeps two fp32 states per parameter (src/train.py:3).", tags="#memory",
+    )  # fmt: skip
+    done = cli("journal", "append", "-", "--root", str(root), input=entry)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def post(root: Path, tool: str, tool_input: dict, response: dict | None = None, session="s1",
+         env=None) -> str:  # fmt: skip
+    payload = {
+        "session_id": session, "hook_event_name": "PostToolUse", "cwd": str(root),
+        "tool_name": tool, "tool_input": tool_input, "tool_response": response or {},
+    }  # fmt: skip
+    done = run_hook("PostToolUse", payload, root, env=env)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    if not done.stdout:
+        return ""
+    out = json.loads(done.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "PostToolUse"
+    return out["additionalContext"]
+
+
+def test_a_read_of_cited_lines_names_the_entry_once_per_session(project):
+    path = str(project / "src" / "train.py")
+    said = post(project, "Read", {"file_path": path})
+    assert '"AdamW Keeps Two States" explains src/train.py:3 (fresh)' in said
+    assert "journal-agent journal show adamw-keeps-two-states-2026-11-20" in said
+    assert len(said) <= 200  # one entry: one short line (≤ 40 tokens)
+    assert post(project, "Read", {"file_path": path}) == ""  # once per session
+    assert "AdamW Keeps Two States" in post(project, "Read", {"file_path": path}, session="s2")
+    # Lines that do not hold the cited one say nothing.
+    assert post(project, "Read", {"file_path": path, "offset": 5, "limit": 3}, session="s3") == ""
+    assert "AdamW" in post(project, "Read", {"file_path": path, "offset": 2, "limit": 2},
+                           session="s4")  # fmt: skip
+    # A file outside the workspace, or one no entry cites, says nothing.
+    assert post(project, "Read", {"file_path": "/etc/hostname"}, session="s5") == ""
+    (project / "src" / "other.py").write_text("x = 1\n")
+    assert post(project, "Read", {"file_path": str(project / "src/other.py")}, session="s6") == ""
+
+
+def test_moved_and_changed_lines_are_said_as_they_are_now(project):
+    path = project / "src" / "train.py"
+    path.write_text("import os\nimport sys\n" + TRAIN)
+    assert "(moved to line 5)" in post(project, "Read", {"file_path": str(path)})
+    path.write_text(TRAIN.replace("3e-4", "1e-3"))
+    assert "src/train.py:3 (changed)" in post(
+        project, "Read", {"file_path": str(path)}, session="b"
+    )
+
+
+def test_an_edit_that_changes_cited_lines_says_so_and_leaves_a_revise_moment(project):
+    path = project / "src" / "train.py"
+    assert "AdamW" in post(project, "Read", {"file_path": str(path)})  # named once already
+    path.write_text(TRAIN.replace("3e-4", "1e-3"))
+    patch = [{"oldStart": 1, "oldLines": 6, "newStart": 1, "newLines": 6, "lines": [
+        " line 1", " line 2", "-opt = AdamW(params, lr=3e-4)", "+opt = AdamW(params, lr=1e-3)",
+        " line 4", " line 5", " line 6"]}]  # fmt: skip
+    said = post(project, "Edit", {"file_path": str(path), "old_string": "3e-4",
+                                  "new_string": "1e-3"}, {"structuredPatch": patch})  # fmt: skip
+    assert 'your edit changed src/train.py:3, which the entry "AdamW Keeps Two States"' in said
+    again = {"structuredPatch": patch}
+    assert post(project, "Edit", {"file_path": str(path)}, again) == ""  # said once
+    moments = [json.loads(x) for x in (project / ".journal/inbox.jsonl").read_text().splitlines()]
+    revise = [m for m in moments if m.get("kind") == "revise"]
+    assert len(revise) == 1 and revise[0]["entry"] == "adamw-keeps-two-states-2026-11-20"
+    assert revise[0]["files"] == [{"path": "src/train.py", "lines": [[3, 3]]}]
+    # An edit of other lines of the file names nothing (the context lines do not count).
+    far = [{"oldStart": 5, "oldLines": 4, "newStart": 5, "newLines": 4, "lines": [
+        " line 5", " line 6", "-line 7", "+line seven", " line 8"]}]  # fmt: skip
+    assert post(project, "Edit", {"file_path": str(path)}, {"structuredPatch": far}, "c") == ""
+
+
+def test_a_grep_hit_on_cited_lines_names_the_entry(project):
+    content = f"{project}/src/train.py:3:opt = AdamW(params, lr=3e-4)"
+    said = post(project, "Grep", {"pattern": "AdamW", "output_mode": "content"},
+                {"mode": "content", "content": content})  # fmt: skip
+    assert "src/train.py:3 (fresh)" in said
+    assert post(project, "Grep", {"pattern": "x"}, {"content": "src/train.py:7:line 7"}, "d") == ""
+
+
+def test_a_cloned_journal_stays_silent_until_the_project_is_approved(project):
+    path = str(project / "src" / "train.py")
+    git = ["git", "-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run([*git, "init", "-q"], cwd=project, check=True)
+    subprocess.run([*git, "add", "src"], cwd=project, check=True)
+    assert "AdamW" in post(project, "Read", {"file_path": path})  # the journal is not tracked
+    subprocess.run([*git, "add", "learning_journal.md"], cwd=project, check=True)
+    assert post(project, "Read", {"file_path": path}, session="e") == ""  # a clone brought it
+    (project / ".journal" / "settings.json").write_text('{"capture": {}}\n')
+    approve(project, ".journal/settings.json")
+    assert "AdamW" in post(project, "Read", {"file_path": path}, session="f")
+
+
+def test_the_user_turns_it_off_and_a_repository_cannot_turn_it_on(project):
+    path = str(project / "src" / "train.py")
+    off = {"JOURNAL_AGENT_CAPTURE": "0"}
+    assert post(project, "Read", {"file_path": path}, env=off) == ""
+    (project / ".journal" / "settings.json").write_text('{"capture": {"recall_touch": false}}\n')
+    assert "AdamW" in post(project, "Read", {"file_path": path}, session="g")  # not approved yet
+    approve(project, ".journal/settings.json")
+    assert post(project, "Read", {"file_path": path}, session="h") == ""
+
+
+def _agent_call(transcript: Path, agent: str, prompt: str) -> None:
+    given = {"subagent_type": agent, "description": "write it", "prompt": prompt}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Agent", "input": given}
+    line = {"type": "assistant", "message": {"role": "assistant", "content": [call]}}
+    with transcript.open("a") as f:
+        f.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+
+def start(root: Path, transcript: Path, agent: str) -> str:
+    payload = {"session_id": "s1", "hook_event_name": "SubagentStart", "agent_id": "a1",
+               "agent_type": agent, "transcript_path": str(transcript)}  # fmt: skip
+    done = run_hook("SubagentStart", payload, root)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    if not done.stdout:
+        return ""
+    out = json.loads(done.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "SubagentStart"
+    return out["additionalContext"]
+
+
+def test_our_agents_start_with_what_the_journal_says_of_the_files_they_were_handed(project):
+    transcript = project.parent / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "user", "message": {"content": "hi"}}) + "\n")
+    ours = "journal-agent:learning-journal"
+    _agent_call(transcript, ours, "Write an entry about the optimizer in src/train.py:2-4.")
+    said = start(project, transcript, ours)
+    assert '"AdamW Keeps Two States" explains src/train.py:3 (fresh)' in said
+    assert "rather than writing it again" in said and len(said) <= 1100
+    # Another plugin's agent, or our agent handed nothing the journal cites: nothing.
+    _agent_call(transcript, "other:helper", "Look at src/train.py")
+    assert start(project, transcript, "other:helper") == ""
+    _agent_call(transcript, ours, "Summarise README.md for me.")
+    assert start(project, transcript, ours) == ""
