@@ -31,7 +31,7 @@ from journal_agent.terminal_text import one_line
 OUR_AGENTS = ("learning-journal", "training-optimization")
 BRIEF_LIMIT = 1100  # characters of SubagentStart's context: about 300 tokens
 BRIEF_FILES = 8  # files named in the prompt looked up
-HANDED_WAITS = 10  # tenths of a second waited for the Agent call to reach the transcript
+HANDED_WAITS = 20  # tenths of a second waited for the Agent call to reach the transcript
 
 
 def handed_files(root: str, prompt: str) -> list[tuple[str, list[tuple[int, int]] | None]]:

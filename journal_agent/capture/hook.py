@@ -255,7 +255,11 @@ def on_tool_use(root: str, payload: dict[str, object]) -> str:
 
 def on_subagent_start(root: str, payload: dict[str, object]) -> str:
     """The plugin's own agents start with what the journal says of the files and topics they
-    were handed (capture/touch.py), so they cite it rather than write it again."""
+    were handed (capture/handed.py), so they cite it rather than write it again."""
+    from journal_agent.capture.handed import OUR_AGENTS
+
+    if not str(payload.get("agent_type") or "").endswith(OUR_AGENTS):
+        return ""  # another agent: nothing to read for it
     if not capture_settings(root)["recall_touch"]:
         return ""
     if confined.lstat(root, ".journal/refs.jsonl") is None and (
