@@ -22,7 +22,12 @@
    (transformers' module when installed, our blocks for mixtures of experts; seq 1024 here) and
    reports each one's time, RSS and estimate ÷ trace per category (floor: within ±2 %).
 
-    python benchmarks/bench_trace.py [--skip-upstream] [--skip-7b] [--markdown]
+4. ``--plans``: parallel plans traced per rank kind (profiling.plans), each in a fresh process:
+   llama-7b on 8 GPUs, torchtitan's 405B on 512 (FSDP 8 × TP 8 × PP 8, full checkpointing;
+   targets ≤ 60 s CPU, ≤ 2 GB), and llama-7b FSDP over 100,000 ranks: time, peak RSS and the
+   closed form ÷ the trace per pipeline rank, side by side.
+
+    python benchmarks/bench_trace.py [--skip-upstream] [--skip-7b] [--markdown] [--plans]
         [--workloads gpt2-small llama-1b ...] [--skip-hf] [--project-only] [--catalogue]
 """
 
@@ -65,6 +70,59 @@ print(json.dumps({
     "estimate_over_trace": ratios,
 }))
 """
+
+
+PLAN_CHILD = """
+import json, resource, sys, time
+from profiling.config import parse_config
+from profiling.plans.trace import trace_plan
+from profiling.plans.closed_form import estimate_plan
+cfg = parse_config(**json.loads(sys.argv[1]))
+t0 = time.perf_counter()
+r = trace_plan(cfg)
+trace_s = time.perf_counter() - t0
+usage = resource.getrusage(resource.RUSAGE_SELF)
+e = estimate_plan(cfg)
+print(json.dumps({
+    "world": r.layout.world, "trace_s": round(trace_s, 3),
+    "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+    "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    "highest_pp_rank": r.highest.pp_rank, "peak_gib": round(r.highest.peak_bytes / 2**30, 2),
+    "estimate_over_trace": [round(a.peak_bytes / b.peak_bytes, 3)
+                            for a, b in zip(e.ranks, r.ranks, strict=True)],
+}))
+"""
+# torchtitan's Llama 3.1 405B shape (the published 512-GPU row: FSDP 8 × TP 8 × PP 8)
+SHAPE_405B = {"layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8, "ffn": 53248,
+              "vocab": 128256, "arch": "llama", "params": 405.8e9}  # fmt: skip
+PLANS = {
+    "llama-7b FSDP 2 x TP 2 x PP 2 (8 GPUs)": {
+        "model": "llama-7b", "precision": "mixed", "seq": 2048, "batch": 4, "microbatches": 4,
+        "dp_shard": 2, "tp": 2, "pp": 2,
+    },
+    "405B FSDP 8 x TP 8 x PP 8 (512 GPUs)": {
+        **SHAPE_405B, "precision": "mixed", "seq": 8192, "batch": 16, "microbatches": 16,
+        "dp_shard": 8, "tp": 8, "pp": 8, "checkpointing": "full",
+    },
+    "llama-7b FSDP 100,000": {
+        "model": "llama-7b", "precision": "mixed", "seq": 2048, "batch": 1, "dp_shard": 100_000,
+    },
+}  # fmt: skip
+PLAN_TARGETS = {"trace_405b_512_cpu_s": 60.0, "trace_405b_512_peak_rss_mb": 2048.0}
+
+
+def bench_plans() -> dict:
+    """Each plan traced in a fresh process: time, peak RSS, estimate ÷ trace per rank."""
+    rows = {}
+    for name, plan in PLANS.items():
+        proc = subprocess.run([sys.executable, "-c", PLAN_CHILD, json.dumps(plan)],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        rows[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    big = rows["405B FSDP 8 x TP 8 x PP 8 (512 GPUs)"]
+    return {"plans": rows, "targets": PLAN_TARGETS,
+            "meets": {"trace_405b_512_cpu_s": big["cpu_s"] <= PLAN_TARGETS["trace_405b_512_cpu_s"],
+                      "trace_405b_512_peak_rss_mb": big["peak_rss_mb"]
+                      <= PLAN_TARGETS["trace_405b_512_peak_rss_mb"]}}  # fmt: skip
 
 
 def _hf_child(name: str, module: str, seq: int = 2048) -> dict:
@@ -265,6 +323,11 @@ def main() -> None:
         "--catalogue", nargs="*", default=None, help="trace every shipped config (or these)"
     )
     parser.add_argument(
+        "--plans",
+        action="store_true",
+        help="only the parallel plans (issue #32): 8 GPUs, 405B on 512, 100,000 ranks",
+    )
+    parser.add_argument(
         "--project-only", action="store_true", help="trace the 8B with our blocks only"
     )
     parser.add_argument(
@@ -273,6 +336,9 @@ def main() -> None:
         default=["gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-1b", "llama-7b"],
     )
     args = parser.parse_args()
+    if args.plans:
+        print(json.dumps(bench_plans(), indent=2))
+        return
     report: dict = {}
     if not args.skip_7b:
         report["trace_7b"] = bench_7b(args.skip_upstream)

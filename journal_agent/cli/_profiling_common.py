@@ -144,7 +144,7 @@ def _trace_progress(cfg: TrainingConfig, quiet: bool) -> Iterator[Callable[[str]
 
     with Progress(
         SpinnerColumn(),
-        TextColumn(f"tracing {cfg.model}: " + "{task.description}"),
+        TextColumn(f"tracing {cfg.model or 'the model'}: " + "{task.description}"),
         TimeElapsedColumn(),
         console=console,
         transient=True,

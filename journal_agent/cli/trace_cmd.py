@@ -62,11 +62,10 @@ def trace_command(
     check_snapshot(snapshot, force)
     from profiling.trace.run import trace_and_record
 
-    if "model" not in config and not from_files:
+    plan = any(k in config for k in ("pp", "cp", "dp_shard", "dp_replicate"))
+    if "model" not in config and not from_files and not plan:  # a plan takes a shape by hand
         raise UserError("trace needs --model NAME (a reference model or package.module:factory)")
     cfg, recipe = parse_with_recipe(config, from_files)
-    if cfg.model is None:
-        raise UserError("trace needs a model: give --model NAME (the recipe names none we ship)")
     if cfg.is_plan:
         from journal_agent.cli.estimate_cmd import _plan
 
@@ -74,6 +73,8 @@ def trace_command(
         options = (compare_estimate, plot, snapshot)
         _plan(cfg, store, traced=True, options=options, timeout=timeout, as_json=as_json)
         return
+    if cfg.model is None:
+        raise UserError("trace needs a model: give --model NAME (the recipe names none we ship)")
     with _trace_progress(cfg, quiet=as_json) as progress:
         run = trace_and_record(
             cfg,

@@ -144,7 +144,11 @@ def stage_profile(
     base, gathered, largest = _states(cfg, tensors, n)
     base = {**base, "buffers": seq * w.head_dim * 8}  # RoPE's complex64 table, 2·seq rows
     base["total"] = sum(v for k, v in base.items() if k != "total")
-    acts = stage.layers * block_activations(w, tokens, t, s.c, seq // layout.cp)
+    block = block_activations(w, tokens, t, s.c, seq // layout.cp)
+    recompute = 0
+    if cfg.checkpointing == "full":  # each block keeps its input; backward recomputes one
+        block, recompute = tokens // t * w.hidden * s.c, block
+    acts = stage.layers * block
     if stage.head:
         acts += head_activations(w, tokens, t, s.c)
     gathered_b = gathered * s.gathered if cfg.fsdp else 0
@@ -154,7 +158,8 @@ def stage_profile(
     grads_b = gathered * (4 if pipelined and cfg.fsdp and cfg.precision == "mixed" else s.gathered)
     sharded_grads = base["parameters"] if cfg.fsdp else grads_b
     blocks = stage_tensors(w, stage, 1, t)[:9]
-    one_block = sum(d * r for d, r in blocks) * s.gathered * (1 if cfg.fsdp else 0)
+    # one block gathered, as FSDP2 gathers it: every rank's padded shard
+    one_block = sum(_shard(d, r, n) * n for d, r in blocks) * s.gathered if cfg.fsdp else 0
     logits = w.vocab * tokens // t
     f_extra = logits * (s.c + 4) if stage.head else tokens * w.hidden * s.c // t
     b_extra = logits * 8 if stage.head else 2 * (w.ffn // t) * s.c * tokens
@@ -166,9 +171,10 @@ def stage_profile(
     }  # fmt: skip
     after = grads_b if pipelined or not cfg.fsdp else sharded_grads
     b_peak = vec(parameters=0 if pipelined else 2 * one_block,
-                 temporaries=b_extra if stage.head else 2 * b_extra)  # fmt: skip
+                 temporaries=_backward_extra(b_extra, recompute, stage.head))  # fmt: skip
     moves["B0"] = Move(delta=vec(gradients=after, activations=-acts), peak=b_peak)
-    moves["B"] = Move(delta=vec(activations=-acts), peak=vec(temporaries=b_extra))
+    b_more = _backward_extra(b_extra, recompute, stage.head, first=False)
+    moves["B"] = Move(delta=vec(activations=-acts), peak=vec(temporaries=b_more))
     moves["I0"], moves["I"] = moves["B0"], moves["B"]
     moves["W0"] = moves["W"] = Move(delta=vec(), peak=vec())
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
@@ -194,9 +200,23 @@ def stage_profile(
     )  # fmt: skip
 
 
+def _backward_extra(extra: int, recompute: int, head: bool, first: bool = True) -> int:
+    """A backward's transients above its start: the loss's logits gradients on the last stage
+    (then, apart, a block's), else a block's gradient buffers (twice in the first backward),
+    with full checkpointing the block being recomputed beside them."""
+    if head:
+        return max(extra, recompute) if recompute else extra
+    return (2 * extra if first else extra) + recompute
+
+
 def estimate_plan(cfg: TrainingConfig) -> PlanResult:
     """Every pipeline rank's memory in closed form; its cost does not depend on the world size
     (one profile per stage, one composition per pipeline rank)."""
+    if cfg.checkpointing == "selective":
+        raise ProfilingError(
+            "a plan's closed form has no selective checkpointing yet: trace the plan "
+            "('journal-agent trace' with the same flags), or give --checkpointing full or none"
+        )
     if cfg.target != "cuda":
         raise ProfilingError(
             "a plan's closed form follows CUDA's kernels: leave out --target cpu, or trace the "

@@ -83,6 +83,24 @@ def test_every_rank_at_any_world_size() -> None:
     assert small.spread_bytes > 0
 
 
+def test_what_the_closed_form_has_not_is_one_sentence() -> None:
+    with pytest.raises(ProfilingError, match="no selective checkpointing yet: trace the plan"):
+        estimate_plan(parse_config(model="llama-7b", pp=2, batch=2, checkpointing="selective"))
+    with pytest.raises(ProfilingError, match="autocast"):
+        estimate_plan(parse_config(model="llama-7b", pp=2, batch=2, precision="amp-bf16"))
+
+
+def test_full_checkpointing_keeps_each_blocks_input() -> None:
+    plain = estimate_plan(parse_config(model="llama-7b", precision="mixed", pp=4, batch=8))
+    full = estimate_plan(parse_config(model="llama-7b", precision="mixed", pp=4, batch=8,
+                                      checkpointing="full"))  # fmt: skip
+    # Korthikanti et al.: full recomputation keeps 2·s·b·h bytes per layer (its 16-bit input),
+    # here per microbatch of 1 (torchtitan's microbatch size)
+    stage = full.stages[1]
+    assert stage.moves["F"].delta["activations"] == stage.layers * 2 * 2048 * 1 * 4096
+    assert full.highest.peak_bytes < plain.highest.peak_bytes
+
+
 def test_a_single_gpu_estimate_refuses_a_plan() -> None:
     from profiling.estimate.memory import estimate
 
@@ -95,6 +113,7 @@ def test_a_single_gpu_estimate_refuses_a_plan() -> None:
     [
         {"pp": 2, "microbatches": 2, "batch": 2, "dp_shard": 2},
         {"pp": 2, "microbatches": 4, "batch": 4, "pp_schedule": "interleaved", "precision": "bf16"},
+        {"pp": 2, "microbatches": 2, "batch": 2, "dp_shard": 2, "checkpointing": "full"},
     ],
 )
 def test_the_closed_form_agrees_with_the_trace(plan: dict[str, Any]) -> None:

@@ -42,3 +42,11 @@ def test_what_a_plan_cannot_take_yet_is_one_sentence(tmp_path, run_cli) -> None:
     bad = run_cli("estimate", "--model", "llama-7b", "--pp", "2", "--batch", "3",
                   "--microbatches", "2", *root, cwd=tmp_path, check=False)  # fmt: skip
     assert bad.returncode != 0 and "must divide --batch 3" in bad.stderr + bad.stdout
+
+
+def test_a_plan_traces_a_shape_given_by_hand(tmp_path, run_json) -> None:
+    data = run_json("trace", "--layers", "4", "--hidden", "64", "--heads", "4", "--kv-heads",
+                    "2", "--ffn", "172", "--vocab", "512", "--arch", "llama", "--params", "0.2M",
+                    "--seq", "4096", "--batch", "2", "--pp", "2", "--root", str(tmp_path),
+                    cwd=tmp_path)  # fmt: skip
+    assert data["kind"] == "traced" and len(data["ranks"]) == 2  # no maximum sequence by hand
