@@ -63,9 +63,9 @@ BRIEFS = {
     ),
     "MemoryEstimate": (
         "GPU memory of one training step in closed form, every step shown: weights, "
-        "gradients, optimizer state by precision, ZeRO over gpus, activations (tp, "
-        "checkpointing, attention), LoRA/QLoRA; time with gpu and mfu. Returns the table and "
-        "a record id: cite it as [m:<id>]. Fields as `journal-agent estimate --help` names them."
+        "gradients, optimizer state by precision, ZeRO over gpus, activations, LoRA/QLoRA; "
+        "time with gpu and mfu. Returns the table and a record id to cite as [m:<id>]; fields "
+        "as `journal-agent estimate --help` names them."
     ),
     "MemoryTrace": (
         "Exact bytes of a steady-state training step traced under fake tensors (no GPU): peak "
@@ -87,7 +87,7 @@ BRIEFS = {
 # schema entry (the tool still takes and checks them).
 _SHAPE = ["params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch"]
 _TUNING = ["fp32_grads", "foreach", "grads_kept", "offload_optimizer", "sequence_parallel"]
-_TUNING += ["dropout", "target", "mfu", "tokens"]
+_TUNING += ["dropout", "target", "mfu", "tokens", "counter", "expandable_segments"]
 NAMED_ONLY = {
     "MemoryEstimate": _SHAPE + _TUNING,
     "MemoryTrace": _SHAPE + _TUNING,

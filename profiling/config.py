@@ -7,9 +7,8 @@ flags, their help, and the agent tools' JSON schemas are generated from these fi
 choice added here appears everywhere at once.
 
 Bad input becomes one :class:`ConfigError` sentence naming the flag (``--seq``) or the field
-(``seq``) and the valid choices. Older spellings keep working, mapped as documented in
-``LEGACY`` (``--dtype bf16`` is ``--precision amp-bf16``, ``--recompute`` is
-``--checkpointing``, ``--world-size`` is ``--gpus`` …).
+(``seq``) and the valid choices. Older spellings keep working (``LEGACY``: ``--dtype bf16`` is
+``--precision amp-bf16``, ``--recompute`` ``--checkpointing``, ``--world-size`` ``--gpus`` …).
 
 No torch here: configurations are validated in microseconds anywhere.
 """
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
 from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_lora import LORA_DEFAULT, LORA_TARGET_SETS, LoraTarget, parse_targets
 from profiling._config_optimizers import OPTIMIZERS, Optimizer, OptimizerSpec
@@ -61,7 +61,8 @@ PRECISIONS: dict[str, str] = {
 # tools' fields are generated from these lists alike).
 FIT_FIELDS = (
     "model", "params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch", "seq",
-    "optimizer", "gpus", "gpu", "gpu_mem", "mfu", "attention", "target",
+    "optimizer", "gpus", "gpu", "gpu_mem", "mfu", "attention", "target", "counter",
+    "expandable_segments",
 )  # fmt: skip
 # What a real run on this machine can honour (profile, MemoryProfile).
 PROFILE_FIELDS = (
@@ -211,6 +212,8 @@ class TrainingConfig(BaseModel):
         "RMSNorm, fp32 LayerNorm statistics, 1-byte dropout masks, flash / memory-efficient "
         "attention as an H100/H200 picks them) or cpu.",
     )
+    counter: Counter = COUNTER_FIELD
+    expandable_segments: bool = EXPANDABLE_FIELD
     gpu: str | None = Field(
         None,
         description="A GPU from the table (a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200, "

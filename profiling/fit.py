@@ -6,9 +6,14 @@ selective, full), what is trained (everything, LoRA r=16, QLoRA r=16), optimizer
 and the micro-batch (1, 2, 4 … 64). Every candidate is estimated in closed form
 (``profiling.estimate.memory``); those whose peak fits the GPU are ranked — full training first,
 then LoRA, then QLoRA (they train different things), and within each by estimated tokens per second
-(FLOPs per GPU at the GPU's peak × MFU; offloaded optimizer steps run on the CPU and are slower
-than shown). The best few are traced under fake tensors to confirm the peak. When nothing fits, the
-smallest need is reported.
+(FLOPs per GPU at the GPU's peak × MFU, plus the optimizer step). A setting the user gave
+(``--precision``, ``--lora-rank``, ``--batch`` …, or a recipe's) is held, not searched.
+
+A candidate fits when what nvidia-smi would show — the caching allocator's reserved memory (an
+upper bound in closed form), the CUDA context and NCCL's buffers (``profiling.estimate.counters``)
+— stays under the GPU's memory less a stated safety margin. The best few are traced under fake
+tensors, their allocations replayed through the allocator's model; one whose trace does not fit
+is dropped, never called "fits". When nothing fits, the smallest need is reported.
 
 No torch unless a candidate is traced.
 """
@@ -24,12 +29,13 @@ from pydantic import BaseModel
 
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
-from profiling.estimate.memory import HEADROOM, estimate
+from profiling.estimate.memory import estimate
+from profiling.estimate.render import SAFETY_MARGIN
 from profiling.time_bound import TimeBound, checkpoint
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
-    from profiling.records import MeasurementRecord
+    from profiling.records import MeasurementRecord, Quantity
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 # On equal throughput the order decides: the standard recipes before pure bf16.
@@ -42,11 +48,13 @@ FIT_HINT = "give it a longer timeout, or confirm fewer candidates by trace (--co
 class Candidate(BaseModel):
     config: TrainingConfig
     trains: str  # full | lora | qlora
-    peak_bytes: int
+    peak_bytes: int  # allocated (the step's tensors)
     peak_moment: str
+    nvml_bytes: int  # what nvidia-smi would show (reserved upper bound + context + NCCL)
     tokens_per_second: float | None  # with a GPU from the table
     tokens_per_step_flop: float  # b·s per FLOP of one GPU's step: throughput without a GPU
-    traced_peak_bytes: int | None = None
+    traced_peak_bytes: int | None = None  # allocated, traced
+    traced_nvml_bytes: int | None = None  # nvidia-smi, from the trace's allocator replay
     traced_fits: bool | None = None
 
     def label(self) -> str:
@@ -72,14 +80,30 @@ class FitResult(BaseModel):
     notes: list[str]
 
 
+# The settings the search varies; one the user gave (a flag or a recipe) is held instead.
+SEARCHED = ("precision", "zero", "checkpointing", "offload_optimizer", "lora_rank", "qlora")
+
+
+def usable(avail: int) -> int:
+    """The memory a candidate may fill: the GPU's, less the safety margin."""
+    return int(avail * (1 - SAFETY_MARGIN))
+
+
 def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
-    zeros = (0, 1, 2, 3) if base.gpus > 1 else (0,)
-    trains = ("full", "lora", "qlora") if base.lora_rank is None else ("lora",)
+    held = set(base.model_fields_set) & set(SEARCHED)
+    zeros = (base.zero,) if "zero" in held else (0, 1, 2, 3) if base.gpus > 1 else (0,)
+    if "lora_rank" in held:
+        trains: tuple[str, ...] = ("qlora",) if base.qlora else ("lora",)
+    else:
+        trains = ("full", "lora", "qlora")
+    precisions = (base.precision,) if "precision" in held else PRECISIONS
+    ckpts = (base.checkpointing,) if "checkpointing" in held else ("none", "selective", "full")
+    offloads = (base.offload_optimizer,) if "offload_optimizer" in held else (False, True)
     out = []
     for precision, zero, ckpt, kind, offload in itertools.product(
-        PRECISIONS, zeros, ("none", "selective", "full"), trains, (False, True)
+        precisions, zeros, ckpts, trains, offloads
     ):
-        if kind != "full" and (offload or zero == 3):
+        if kind != "full" and (offload or zero == 3) and "lora_rank" not in held:
             continue  # adapters are tiny: offloading or sharding them buys nothing
         if kind == "qlora" and precision == "fp32":
             continue
@@ -88,10 +112,11 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
             "zero": zero,
             "checkpointing": ckpt,
             "offload_optimizer": offload,
-            "fp32_grads": False,
             "lora_rank": base.lora_rank or (LORA_RANK if kind != "full" else None),
             "qlora": kind == "qlora",
         }
+        if "precision" not in held:
+            update["fp32_grads"] = False
         out.append(update)
     return out
 
@@ -106,6 +131,7 @@ def _candidate(cfg: TrainingConfig) -> Candidate:
         trains=kind,
         peak_bytes=est.per_gpu_bytes,
         peak_moment=est.peak_moment,
+        nvml_bytes=est.counters.nvml.bytes if est.counters else est.per_gpu_bytes,
         tokens_per_second=timed.tokens_per_second if timed else None,
         tokens_per_step_flop=cfg.seq_or_default() * cfg.batch / per_gpu if per_gpu else 0.0,
     )
@@ -139,27 +165,27 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
         raise ProfilingError("fit needs --gpu-mem GB or --gpu NAME (the memory to fit in)")
     if base.model is None and (base.hidden is None or base.layers is None):
         raise ProfilingError("fit needs --model NAME, or --params with --layers and --hidden")
-    budget = int(avail * HEADROOM)  # ✅: leave the CUDA context and fragmentation their share
+    budget = usable(avail)
     fitting: list[Candidate] = []
     smallest: Candidate | None = None
     searched = 0
+    batches = (base.batch,) if "batch" in base.model_fields_set else BATCHES
     for update in _variants(base):
-        for batch in BATCHES:
+        for batch in batches:
             checkpoint()
             cfg = base.model_copy(update={**update, "batch": batch})
             cand = _candidate(cfg)
             searched += 1
-            if smallest is None or cand.peak_bytes < smallest.peak_bytes:
+            if smallest is None or cand.nvml_bytes < smallest.nvml_bytes:
                 smallest = cand
-            if cand.peak_bytes > budget:
+            if cand.nvml_bytes > budget:
                 break  # a larger micro-batch needs more
             fitting.append(cand)
     assert smallest is not None
     fitting = _best_per_setup(fitting)
     fitting.sort(key=_rank_key)
     notes = [
-        f"fits = peak ≤ {HEADROOM:.0%} of {fmt_bytes(avail, 'GB')} (the rest: CUDA context, "
-        "allocator fragmentation, communication buffers)",
+        fits_note(base, avail),
         "ranked: full training, then LoRA, then QLoRA (they train different things); within "
         "each by estimated tokens/s" + ("" if base.gpu else " per step FLOP (no --gpu given)"),
     ]
@@ -176,7 +202,10 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
             else "offloaded optimizer steps run on the CPU: slower, ranked after the same "
             "setup on the GPU (give --gpu for tokens/s that count the transfers)"
         )
-    _confirm(fitting, confirm, avail, progress, notes)
+    held = sorted(set(base.model_fields_set) & {*SEARCHED, "batch"})
+    if held:
+        notes.append("held as given, not searched: " + ", ".join(held))
+    fitting = _confirm(fitting, confirm, avail, progress, notes)
     return FitResult(
         base=base,
         gpu_mem_bytes=avail,
@@ -185,6 +214,38 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
         smallest=smallest,
         notes=notes,
     )
+
+
+def fits_note(base: TrainingConfig, avail: int) -> str:
+    """How a candidate is judged, every term named."""
+    from profiling.estimate.counters import CONTEXT, nccl_bytes
+
+    nccl = nccl_bytes(base)
+    return (
+        f"fits = what nvidia-smi would show ≤ {fmt_bytes(usable(avail), 'GB')}: "
+        f"{fmt_bytes(avail, 'GB')} less a {SAFETY_MARGIN:.0%} safety margin (for what no "
+        "counter models: other processes, the allocator's retries); nvidia-smi = allocated "
+        "+ cuBLAS workspaces, × 1.25 + 22 MiB for the caching allocator's reserve (above the "
+        "largest reserved ÷ allocated of the replayed traces, a partly empty segment of each "
+        "pool), + the CUDA context "
+        f"{CONTEXT / 2**20:g} MiB"
+        + (f" + NCCL {nccl / 2**20:g} MiB" if nccl else "")
+        + "; a traced candidate is judged by its own allocations replayed"
+    )
+
+
+def judge_quantities(base: TrainingConfig) -> list[Quantity]:
+    """The terms ``fits_note`` prints, so each can be cited."""
+    from profiling.estimate.counters import CONTEXT, SEGMENT_SLACK, nccl_bytes
+    from profiling.records import Quantity
+
+    out = [
+        Quantity(name="CUDA context (assumed)", value=CONTEXT, unit="B"),
+        Quantity(name="a partly empty segment of each pool", value=SEGMENT_SLACK, unit="B"),
+    ]
+    if nccl_bytes(base):
+        out.append(Quantity(name="NCCL buffers (assumed)", value=nccl_bytes(base), unit="B"))
+    return out
 
 
 def _best_per_setup(cands: list[Candidate]) -> list[Candidate]:
@@ -203,13 +264,17 @@ def _confirm(
     avail: int,
     progress: Callable[[str], None] | None,
     notes: list[str],
-) -> None:
+) -> list[Candidate]:
+    """Trace the best ``confirm`` candidates (their allocations replayed through the caching
+    allocator): one whose nvidia-smi need does not fit is dropped and said, never kept as
+    fitting. Returns the candidates that still fit."""
     if confirm <= 0:
-        return
+        return fitting
     from profiling.trace.build import OPTIMIZERS, untraceable
     from profiling.trace.step import trace_step
 
     done = 0
+    dropped: list[Candidate] = []
     for cand in fitting:
         if done >= confirm:
             break
@@ -218,15 +283,25 @@ def _confirm(
             continue
         if progress:
             progress(f"tracing {cand.label()}")
-        result = trace_step(cfg)
+        result = trace_step(cfg.model_copy(update={"counter": "nvml"}))
         cand.traced_peak_bytes = result.peak_bytes
-        cand.traced_fits = result.peak_bytes <= avail * HEADROOM
+        nvml = result.counters.nvml.bytes if result.counters is not None else None
+        cand.traced_nvml_bytes = nvml
+        cand.traced_fits = (nvml if nvml is not None else result.peak_bytes) <= usable(avail)
+        if not cand.traced_fits:
+            dropped.append(cand)
         done += 1
+    for cand in dropped:
+        notes.append(
+            f"{cand.label()}: estimated to fit, but its trace needs "
+            f"{fmt_bytes(cand.traced_nvml_bytes or 0, 'GB')} on nvidia-smi: dropped"
+        )
     if done == 0 and fitting:
         notes.append(
             "no fitting candidate can be traced (selective checkpointing, offload, QLoRA under "
             "autocast, or LoRA without peft): estimates only"
         )
+    return [c for c in fitting if c not in dropped]
 
 
 def render_fit(res: FitResult, top: int = 10) -> str:
@@ -243,16 +318,22 @@ def render_fit(res: FitResult, top: int = 10) -> str:
     if not res.fitting:
         s = res.smallest
         lines.append(
-            f"Nothing fits: the smallest need is {fmt_bytes(s.peak_bytes, 'GB')} per GPU "
-            f"({s.label()}), against {fmt_bytes(res.gpu_mem_bytes * HEADROOM, 'GB')} usable."
+            f"Nothing fits: the smallest need is {fmt_bytes(s.nvml_bytes, 'GB')} on nvidia-smi "
+            f"({fmt_bytes(s.peak_bytes, 'GB')} allocated) per GPU ({s.label()}), against "
+            f"{fmt_bytes(usable(res.gpu_mem_bytes), 'GB')} usable."
         )
+        lines += [f"note: {n}" for n in res.notes[:1]]
         return "\n".join(lines)
-    lines.append(f"{'#':>2}  {'peak':>9}  {'traced':>9}  {'tokens/s':>10}  configuration")
+    lines.append(
+        f"{'#':>2}  {'allocated':>9}  {'nvidia-smi':>10}  {'traced':>9}  {'tokens/s':>10}  "
+        "configuration"
+    )
     for i, c in enumerate(res.fitting[:top], 1):
-        traced = fmt_bytes(c.traced_peak_bytes, "GB") if c.traced_peak_bytes else "—"
+        traced = fmt_bytes(c.traced_nvml_bytes, "GB") if c.traced_nvml_bytes else "—"
         speed = f"{c.tokens_per_second:,.0f}" if c.tokens_per_second else "—"
         lines.append(
-            f"{i:>2}  {fmt_bytes(c.peak_bytes, 'GB'):>9}  {traced:>9}  {speed:>10}  {c.label()}"
+            f"{i:>2}  {fmt_bytes(c.peak_bytes, 'GB'):>9}  {fmt_bytes(c.nvml_bytes, 'GB'):>10}  "
+            f"{traced:>9}  {speed:>10}  {c.label()}"
         )
     if len(res.fitting) > top:
         lines.append(f"    … {len(res.fitting) - top} more fit")
@@ -263,6 +344,8 @@ def render_fit(res: FitResult, top: int = 10) -> str:
 def fit_json(res: FitResult) -> dict[str, Any]:
     return {
         "gpu_mem_bytes": res.gpu_mem_bytes,
+        "usable_bytes": usable(res.gpu_mem_bytes),
+        "safety_margin": SAFETY_MARGIN,
         "searched": res.searched,
         "fits": bool(res.fitting),
         "fitting": [
@@ -272,8 +355,10 @@ def fit_json(res: FitResult) -> dict[str, Any]:
                 "trains": c.trains,
                 "peak_bytes": c.peak_bytes,
                 "peak_moment": c.peak_moment,
+                "nvml_bytes": c.nvml_bytes,
                 "tokens_per_second": c.tokens_per_second,
                 "traced_peak_bytes": c.traced_peak_bytes,
+                "traced_nvml_bytes": c.traced_nvml_bytes,
                 "traced_fits": c.traced_fits,
                 "config": c.config.model_dump(exclude_defaults=True),
             }
@@ -282,13 +367,14 @@ def fit_json(res: FitResult) -> dict[str, Any]:
         "smallest": {
             "label": res.smallest.label(),
             "peak_bytes": res.smallest.peak_bytes,
+            "nvml_bytes": res.smallest.nvml_bytes,
             "config": res.smallest.config.model_dump(exclude_defaults=True),
         },
         "notes": res.notes,
     }
 
 
-__all__ = ["Candidate", "FitResult", "fit", "fit_json", "render_fit"]
+__all__ = ["Candidate", "FitResult", "fit", "fit_json", "render_fit", "usable"]
 
 
 def fit_record(res: FitResult, top: int = 10) -> MeasurementRecord:
@@ -298,15 +384,22 @@ def fit_record(res: FitResult, top: int = 10) -> MeasurementRecord:
 
     results = [
         Quantity(name="gpu_mem", value=res.gpu_mem_bytes, unit="B"),
-        Quantity(name="usable", value=res.gpu_mem_bytes * HEADROOM, unit="B"),
+        Quantity(name="usable", value=usable(res.gpu_mem_bytes), unit="B"),
         Quantity(name="smallest_peak", value=res.smallest.peak_bytes, unit="B"),
+        Quantity(name="smallest_nvml", value=res.smallest.nvml_bytes, unit="B"),
+        *judge_quantities(res.base),
     ]
     for i, c in enumerate(res.fitting[:top], 1):
         name = f"#{i} {c.label()}"
         results.append(Quantity(name=f"{name}: peak", value=c.peak_bytes, unit="B"))
+        results.append(Quantity(name=f"{name}: nvidia-smi", value=c.nvml_bytes, unit="B"))
         if c.traced_peak_bytes:
             results.append(
                 Quantity(name=f"{name}: traced peak", value=c.traced_peak_bytes, unit="B")
+            )
+        if c.traced_nvml_bytes:
+            results.append(
+                Quantity(name=f"{name}: traced nvidia-smi", value=c.traced_nvml_bytes, unit="B")
             )
         if c.tokens_per_second:
             results.append(

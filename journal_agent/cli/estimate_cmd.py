@@ -61,7 +61,7 @@ def _estimate_table(est: Estimate) -> Table:
         title_justify="left",
         show_footer=True,
     )
-    table.add_column("Component", footer="Total per GPU")
+    table.add_column("Component", footer="Total per GPU (allocated)")
     table.add_column("Per GPU", justify="right", footer=fmt_bytes(est.per_gpu_bytes, "GB"))
     peak = f"the peak, at the {est.peak_moment}"
     table.add_column("Calculation", footer=f"{peak}; {verdict(est)}" if verdict(est) else peak)
@@ -76,12 +76,15 @@ def _estimate_table(est: Estimate) -> Table:
 
 def _print_estimate(est: Estimate) -> None:
     from profiling.estimate.memory import moment_lines, time_lines
+    from profiling.estimate.render import counters_block
     from profiling.units import fmt_bytes
 
     console = _console()
     console.print(_estimate_table(est))
     console.print("Moments of the step (not every row is alive at once; the total is the largest):")
     for line in moment_lines(est):
+        console.print(cell(line), soft_wrap=True)
+    for line in counters_block(est):
         console.print(cell(line), soft_wrap=True)
     if est.time is not None:
         console.print("Time:")

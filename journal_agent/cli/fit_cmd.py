@@ -6,7 +6,8 @@ flags, calls it, and renders the table (or JSON).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -21,17 +22,36 @@ from journal_agent.cli._recipe_option import (
     recipe_store,
 )
 from journal_agent.errors import UserError
-from profiling import config_table
 from profiling.time_bound import DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+    from profiling.recipes import Recipe
 
 
 @app.command("fit")
-@config_flags(include=config_table.fit_fields())
+@config_flags()
 def fit_command(
     config: dict[str, Any],
     confirm: Annotated[
         int, typer.Option("--confirm", min=0, help="Trace the best N fitting configurations.")
     ] = 2,
+    max_seq: Annotated[
+        bool,
+        typer.Option(
+            "--max-seq",
+            help="The largest sequence length at which the configuration as given fits "
+            "(traced too unless --confirm 0).",
+        ),
+    ] = False,
+    max_batch: Annotated[
+        bool,
+        typer.Option(
+            "--max-batch",
+            help="The largest micro-batch at which the configuration as given fits (traced too "
+            "unless --confirm 0).",
+        ),
+    ] = False,
     top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
     from_files: FromOption = None,
     as_json: JsonOption = False,
@@ -39,8 +59,9 @@ def fit_command(
     no_save: NoSaveOption = False,
     root: RootOption = None,
 ) -> None:
-    """What fits a GPU: precision, ZeRO, checkpointing, LoRA/QLoRA, offload and micro-batch
-    searched, ranked by estimated throughput, the best traced to confirm.
+    """What fits a GPU, judged by what nvidia-smi would show: precision, ZeRO, checkpointing,
+    LoRA/QLoRA, offload and micro-batch searched (what you give is held), ranked by estimated
+    throughput, the best traced to confirm; or --max-seq / --max-batch.
 
     Example: journal-agent fit --model llama-7b --gpu-mem 24 --gpu rtx-4090
     """
@@ -52,6 +73,11 @@ def fit_command(
     from profiling.fit import fit, fit_json, fit_record, render_fit
 
     base, recipe = parse_with_recipe(config, from_files)
+    if max_seq and max_batch:
+        raise UserError("give --max-seq or --max-batch, not both (search one at a time)")
+    if max_seq or max_batch:
+        _largest(base, recipe, "seq" if max_seq else "batch", confirm > 0, as_json, timeout, root)
+        return
     res = fit(base, confirm=confirm, progress=None if as_json else _progress, timeout=timeout)
     # Every number the table shows is in the record, so an entry can cite it.
     store = _saving_store(root, save=not no_save)
@@ -66,8 +92,38 @@ def fit_command(
     if not res.fitting:
         raise UserError(
             f"nothing fits in {res.gpu_mem_bytes / 1e9:.2f} GB: the smallest need is "
-            f"{res.smallest.peak_bytes / 1e9:.2f} GB per GPU ({res.smallest.label()}); use a "
-            "larger GPU or more GPUs"
+            f"{res.smallest.nvml_bytes / 1e9:.2f} GB on nvidia-smi per GPU "
+            f"({res.smallest.label()}); use a larger GPU or more GPUs"
+        )
+
+
+def _largest(
+    base: TrainingConfig,
+    recipe: Recipe | None,
+    dim: Literal["seq", "batch"],
+    confirm: bool,
+    as_json: bool,
+    timeout: float | None,
+    root: Path | None,
+) -> None:
+    from journal_agent.cli._profiling_common import _print_record_line, _saving_store
+    from profiling.fit_search import largest, largest_json, largest_record, render_largest
+
+    res = largest(base, dim, confirm, progress=None if as_json else _progress, timeout=timeout)
+    record_id = recipe_store(_saving_store(root), recipe).save(largest_record(res))
+    if as_json:
+        extra = {"recipe": recipe.as_json()} if recipe is not None else {}
+        print_json({"record_id": record_id, **largest_json(res), **extra})
+    else:
+        print_recipe(recipe)
+        echo(render_largest(res))
+        _print_record_line(record_id)
+    if res.best is None:
+        need = res.above.nvml if res.above is not None else 0
+        raise UserError(
+            f"nothing fits in {res.gpu_mem_bytes / 1e9:.2f} GB even at {dim} 1: it needs "
+            f"{need / 1e9:.2f} GB on nvidia-smi; use a larger GPU, more GPUs or less memory "
+            "per step (checkpointing, LoRA)"
         )
 
 

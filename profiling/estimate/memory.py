@@ -23,6 +23,7 @@ from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
 from profiling.estimate import hf_ops, mla, variants
 from profiling.estimate import lora as lora_acts
+from profiling.estimate.counters import Counters, closed_form, tensors_alive
 from profiling.estimate.deepspeed import (
     deepspeed_note,
     deepspeed_zero2_gpu_bytes,
@@ -96,6 +97,7 @@ class Estimate(BaseModel):
     deepspeed: dict[str, Any] | None
     time: TimeEstimate | None
     notes: list[str]
+    counters: Counters | None = None  # allocated / reserved / nvidia-smi, each with its source
 
     def category_bytes(self, category: str) -> int:
         return sum(c.bytes for c in self.components if c.category == category)
@@ -413,6 +415,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         for ln in ledger.lines
     ]
     unsharded = _unsharded_peak(inp, peak.bytes)
+    counters = closed_form(inp, peak.bytes, tensors_alive(inp, shape))
     return Estimate(
         inputs=inp,
         shape=shape,
@@ -431,6 +434,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         deepspeed=ds,
         time=timing,
         notes=ledger.notes,
+        counters=counters,
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from profiling.estimate.counters import Counters
 from profiling.estimate.memory import Estimate, describe_setup, render_text
 from profiling.records import (
     MeasurementRecord,
@@ -20,7 +21,11 @@ from profiling.records import (
 
 # "weights 13.48 GB", "step temporaries 524.3 MB" in a moment's sum, as the text prints them.
 _TERM = re.compile(r"(?<![\w.·])(\d+(?:\.\d+)?) (B|KB|MB|GB|TB)\b")
-_SCALE = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+_SCALE = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "MiB": 2**20}
+# The same in a counter's sentence, where digit groups appear ("1,234.5 MB").
+_AMOUNT = re.compile(
+    r"(?<![\w.·,])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?) (B|KB|MB|GB|TB|MiB)\b"
+)
 
 
 def _printed_quantities(est: Estimate) -> list[Quantity]:
@@ -32,12 +37,30 @@ def _printed_quantities(est: Estimate) -> list[Quantity]:
         for n, term in enumerate(_TERM.finditer(m.calculation), start=1):
             value = float(term.group(1)) * _SCALE[term.group(2)]
             out.append(Quantity(name=f"moment: {m.name}: term {n}", value=value, unit="B"))
+    if est.counters is not None:
+        out += counter_quantities(est.counters, est.gpu_mem_bytes)
     states = sum(c.bytes for c in est.components if c.group == "model states")
     out.append(Quantity(name="model_states", value=states, unit="B"))
     for key in ("zero2_gpu_bytes", "zero3_gpu_bytes"):
         if est.deepspeed and est.deepspeed.get(key):
             name = f"deepspeed_{key.removesuffix('_gpu_bytes')}_model_states"
             out.append(Quantity(name=name, value=est.deepspeed[key], unit="B"))
+    return out
+
+
+def counter_quantities(counters: Counters, gpu_mem: int | None) -> list[Quantity]:
+    """Each counter and the terms its sentence shows, and the usable memory of the verdict."""
+    out = []
+    for value in (counters.allocated, counters.reserved, counters.nvml):
+        out.append(Quantity(name=f"counter: {value.counter}", value=value.bytes, unit="B"))
+        for n, term in enumerate(_AMOUNT.finditer(value.how), start=1):
+            amount = float(term.group(1).replace(",", "")) * _SCALE[term.group(2)]
+            out.append(Quantity(name=f"counter: {value.counter}: term {n}", value=amount, unit="B"))
+    if gpu_mem:
+        from profiling.estimate.render import SAFETY_MARGIN
+
+        usable = gpu_mem * (1 - SAFETY_MARGIN)
+        out.append(Quantity(name="usable (after the safety margin)", value=usable, unit="B"))
     return out
 
 
@@ -107,6 +130,7 @@ def estimate_json(est: Estimate, record_id: str) -> dict[str, Any]:
         "peak_moment": est.peak_moment,
         "time": est.time.model_dump() if est.time is not None else None,
         "deepspeed": est.deepspeed,
+        "counters": est.counters.model_dump() if est.counters is not None else None,
         "notes": est.notes,
     }
 

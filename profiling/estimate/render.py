@@ -61,11 +61,38 @@ def time_lines(est: Estimate) -> list[str]:
     return render_time(est.time)
 
 
+def counters_block(est: Estimate) -> list[str]:
+    """The counters up to the one asked for (``--counter reserved|nvml``), and with a GPU size,
+    what nvidia-smi would show against it."""
+    if est.counters is None or est.inputs.counter == "allocated":
+        return []
+    from profiling.estimate.counters import counter_lines
+
+    lines = counter_lines(est.counters, est.inputs.counter)
+    if est.gpu_mem_bytes:
+        lines.append(f"  {nvml_verdict(est.counters.nvml.bytes, est.gpu_mem_bytes)}")
+    return lines
+
+
+# What fit and the nvidia-smi verdict leave for what no counter models (other processes on the
+# GPU, the allocator's retries, kernels' own scratch): a share of the GPU's memory.
+SAFETY_MARGIN = 0.05
+
+
+def nvml_verdict(nvml: int, available: int) -> str:
+    usable = available * (1 - SAFETY_MARGIN)
+    word = "fits" if nvml <= usable else "does not fit"
+    return (
+        f"nvidia-smi would show {fmt_bytes(nvml, 'GB')} of {fmt_bytes(available, 'GB')}: "
+        f"{word} (safety margin {SAFETY_MARGIN:.0%}: usable {fmt_bytes(usable, 'GB')})"
+    )
+
+
 def render_text(est: Estimate) -> str:
     """The table in the user's journal format: component, memory per GPU, calculation."""
     rows = [(c.name, fmt_bytes(c.bytes, "GB"), c.calculation) for c in est.components]
     total = (
-        "Total per GPU",
+        "Total per GPU (allocated)",
         fmt_bytes(est.per_gpu_bytes, "GB"),
         f"the peak, at the {est.peak_moment}" + (f"; {verdict(est)}" if verdict(est) else ""),
     )
@@ -92,6 +119,7 @@ def render_text(est: Estimate) -> str:
             "nothing sharded)"
         )
     lines.append(f"({fmt_bytes(est.per_gpu_bytes, 'GiB')} per GPU; 1 GB = 10^9 B, 1 GiB = 2^30 B)")
+    lines += counters_block(est)
     if est.time is not None:
         lines += ["", "Time:", *(f"  {line}" for line in time_lines(est))]
     for note in est.notes:
@@ -101,8 +129,11 @@ def render_text(est: Estimate) -> str:
 
 __all__ = [
     "HEADROOM",
+    "SAFETY_MARGIN",
+    "counters_block",
     "describe_setup",
     "moment_lines",
+    "nvml_verdict",
     "render_text",
     "status_for",
     "time_lines",

@@ -112,6 +112,10 @@ def _printed_quantities(result: TraceResult) -> list[Quantity]:
     step_total = result.phases.get("after_optimizer_step", {}).get("total")
     if step_total is not None:
         out.append(Quantity(name="after_step_total", value=step_total, unit="B"))
+    if result.counters is not None:
+        from profiling.estimate.record import counter_quantities
+
+        out += counter_quantities(result.counters, result.config.gpu_mem_bytes())
     for name, m in top_modules(result):
         out += [
             Quantity(name=f"module {name}: params", value=m.parameters, unit="B"),
@@ -167,8 +171,24 @@ def trace_json(result: TraceResult, record_id: str) -> dict[str, object]:
         "per_rank": result.config.fsdp,
         "wall_seconds": result.wall_seconds,
         "config": result.config.model_dump(),
+        "counters": result.counters.model_dump() if result.counters is not None else None,
         "notes": result.notes,
     }
+
+
+def trace_counter_lines(result: TraceResult) -> list[str]:
+    """``--counter reserved|nvml``: the allocator replayed over the trace's allocations, and
+    with a GPU size what nvidia-smi would show against it."""
+    if result.counters is None or result.config.counter == "allocated":
+        return []
+    from profiling.estimate.counters import counter_lines
+    from profiling.estimate.render import nvml_verdict
+
+    lines = counter_lines(result.counters, result.config.counter)
+    avail = result.config.gpu_mem_bytes()
+    if avail:
+        lines.append(f"  {nvml_verdict(result.counters.nvml.bytes, avail)}")
+    return lines
 
 
 def _model_lines(info: dict[str, Any]) -> list[str]:
@@ -209,18 +229,19 @@ def render_trace_text(result: TraceResult, modules: int = 12) -> str:
     first_phase = result.first_step_peak_phase.replace("_", " ")
     lines += [
         "─" * 56,
-        f"{'peak':<14}{fmt_bytes(result.peak_bytes):>12}"
+        f"{'peak allocated':<14}{fmt_bytes(result.peak_bytes):>12}"
         f"{fmt_bytes(result.phases.get('after_optimizer_step', {}).get('total', 0)):>14}"
         f"{fmt_bytes(fwd.get('total', 0)):>16}   ({fmt_bytes(result.peak_bytes, 'GiB')}, {scope})",
         "",
-        f"Steady-state peak {fmt_bytes(result.peak_bytes)} in the {phase} (every step after "
-        f"the first); first step {fmt_bytes(result.first_step_peak_bytes)} in the "
+        f"Steady-state peak {fmt_bytes(result.peak_bytes)} allocated in the {phase} (every step "
+        f"after the first); first step {fmt_bytes(result.first_step_peak_bytes)} in the "
         f"{first_phase} (its optimizer states are created only inside its optimizer step).",
         "Peak by phase: "
         + ", ".join(f"{k.replace('_', ' ')} {fmt_bytes(v)}" for k, v in result.phase_peaks.items()),
         f"FLOPs of the step: {fmt_count(result.flops.total)} "
         f"(forward {fmt_count(result.flops.forward)}, backward {fmt_count(result.flops.backward)})",
     ]
+    lines += trace_counter_lines(result)
     if result.time is not None:
         from profiling.estimate.step_time import render_time
 

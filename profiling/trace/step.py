@@ -13,7 +13,6 @@ a missing one into a clear :class:`ProfilingError`. Import this module lazily: i
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import time
 import warnings
@@ -26,10 +25,18 @@ from torch import nn
 
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate.counters import Counters
 from profiling.estimate.step_time import StepTime, optimizer_overheads, step_time
 from profiling.estimate.time import optimizer_shards
 from profiling.models.workloads import describe, find_workload
 from profiling.time_bound import bounded
+from profiling.trace.allocations import (
+    AllocationLog,
+    counted,
+    raw_peak,
+    replay_of,
+    scaled_replay,
+)
 from profiling.trace.bounded import Checkpoints, checked_progress, one_trace_at_a_time
 from profiling.trace.build import (
     _autocast,
@@ -44,6 +51,7 @@ from profiling.trace.build import (
     _scaled_layers,
     _traceable,
 )
+from profiling.trace.raw import FIRST, PHASES, STEADY, _highest, _named, _Raw
 from profiling.trace.target import describe_rules, kernels
 from profiling.trace.tracker import (
     FlopCount,
@@ -83,6 +91,7 @@ class TraceResult(BaseModel):
     by_module: dict[str, ModuleMemory]
     flops: FlopCount
     time: StepTime | None = None  # with config.gpu: the step's time at config.mfu
+    counters: Counters | None = None  # --counter reserved|nvml: the allocator replayed
     wall_seconds: float
     torch_version: str
     notes: list[str] = Field(default_factory=list)
@@ -157,6 +166,7 @@ def trace_step(
                 factory,
                 module_depth=module_depth,
                 observe=observe,
+                log=AllocationLog() if counted(config) else None,
             )
         if missed:
             raw.notes.append(
@@ -165,9 +175,6 @@ def trace_step(
         result = _finish(config, raw, module_depth)
     result.wall_seconds = round(time.perf_counter() - start, 3)
     return result
-
-
-PHASES = ("forward", "backward", "optimizer_step")
 
 
 def _run_step(
@@ -202,31 +209,6 @@ def _run_step(
     return phases, peaks
 
 
-def _highest(peaks: dict[str, dict[str, int]]) -> str:
-    """The phase whose peak is highest (the earliest on a tie, as a running maximum keeps)."""
-    return max(PHASES, key=lambda ph: (int(peaks[ph].get("Total", 0)), -PHASES.index(ph)))
-
-
-@dataclasses.dataclass
-class _Raw:
-    """What one traced loop saw, before it becomes a :class:`TraceResult`."""
-
-    info: dict[str, Any]
-    params: int
-    root: str  # the model's fqn in the trackers (its class name)
-    block_prefix: str | None  # "Llama.layers." — the repeated blocks, if any
-    peaks: dict[str, dict[str, dict[str, int]]]  # step label -> phase -> peak snapshot
-    phases: dict[str, dict[str, int]]
-    after: dict[str, int]
-    modules: dict[str, ModuleMemory]
-    flops: dict[str, dict[str, int]]
-    segments: dict[str, dict[str, int]]
-    notes: list[str]
-
-
-FIRST, STEADY = "first step", "steady-state step"
-
-
 def _trace_in_fake_mode(
     config: TraceConfig,
     mesh: DeviceMesh | None,
@@ -237,6 +219,7 @@ def _trace_in_fake_mode(
     module_depth: int = 2,
     observe: Callable[[StepTracker], None] | None = None,
     stretches: bool = True,
+    log: AllocationLog | None = None,
 ) -> _Raw:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -251,8 +234,9 @@ def _trace_in_fake_mode(
             _global_numel(p) for p in model.parameters()
         )
         tracker = make_tracker(model, optimizer, inputs, mesh, fast)
-        if observe is not None:
-            observe(tracker)
+        for watcher in (observe, log.attach if log is not None else None):
+            if watcher is not None:
+                watcher(tracker)
         if fast and not is_fast_tracker(tracker):
             notes.append(
                 f"torch {torch.__version__}: PyTorch's memory tracker used unchanged (the "
@@ -296,6 +280,7 @@ def _trace_in_fake_mode(
             flops=tracker.flops,
             segments=tracker.segments,
             notes=notes,
+            replay=replay_of(config, log),
         )
 
 
@@ -346,6 +331,7 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
         wall_seconds=0.0,
         torch_version=torch.__version__,
         notes=notes,
+        counters=raw.replay.counters(config) if raw.replay is not None else None,
     )
 
 
@@ -370,6 +356,7 @@ def _trace_scaled(
             None,
             layers=n,
             module_depth=depth,
+            log=AllocationLog() if counted(config) else None,
         )
     prefix = raws[SAMPLE_BLOCKS[0]].block_prefix
     if prefix is None:
@@ -419,6 +406,9 @@ def _trace_scaled(
         modules=modules,
         flops={k.split("|", 1)[1]: v for k, v in full.items() if k.startswith("flops|")},
         segments=segments,
+        replay=scaled_replay(
+            {n: (r.replay, raw_peak(r.peaks)) for n, r in raws.items()}, blocks, raw_peak(peaks)
+        ),
         notes=[
             *base.notes,
             f"block-scaled: the loop was traced with 3, 4 and 5 of the {blocks} identical "
@@ -426,19 +416,6 @@ def _trace_scaled(
             "the 5-block trace checked every prediction to the byte)",
         ],
     )
-
-
-def _named(raw: _Raw, peaks: bool = False) -> dict[str, dict[str, int]]:
-    """Every number a traced loop reports, by name (the block-scaled traces extrapolate them);
-    ``peaks``: each phase's peak too (the block-scaled trace finds them from the stretches)."""
-    named: dict[str, dict[str, int]] = {"params": {"n": raw.params}, "after": raw.after}
-    named.update({f"phase|{k}": v for k, v in raw.phases.items()})
-    named.update({f"module|{k}": v.model_dump() for k, v in raw.modules.items()})
-    named.update({f"flops|{k}": v for k, v in raw.flops.items()})
-    named.update({f"segment|{k}": v for k, v in raw.segments.items()})
-    for label, by_phase in raw.peaks.items() if peaks else ():
-        named.update({f"peak|{label}|{ph}": snap for ph, snap in by_phase.items()})
-    return named
 
 
 def _trace_layer_scaled(
@@ -457,7 +434,7 @@ def _trace_layer_scaled(
                 say_n = functools.partial(lambda n, stage: say(f"{n} layers: {stage}"), n)
                 raws[n] = _trace_in_fake_mode(
                     config, mesh, say_n, fast, layers=n, module_depth=depth,
-                    stretches=False,
+                    stretches=False, log=AllocationLog() if counted(config) else None,
                 )  # fmt: skip
         base, prefix = raws[1], raws[1].block_prefix
         if prefix is None or base.info.get("traced") != "transformers":
@@ -489,6 +466,11 @@ def _trace_layer_scaled(
         modules={k: ModuleMemory(**v) for k, v in part("module").items()},
         flops=part("flops"),
         segments={},
+        replay=scaled_replay(
+            {n: (raws[n].replay, raw_peak(raws[n].peaks)) for n in counts},
+            blocks,
+            raw_peak({lb: {ph: peaks[f"{lb}|{ph}"] for ph in PHASES} for lb in (FIRST, STEADY)}),
+        ),
         notes=[
             *base.notes,
             f"layer-scaled: transformers' module was traced with {counts[0]}, {counts[1]} and "

@@ -58,7 +58,7 @@ def _after_estimate(body: dict) -> dict:
         for c in (r["content"] if isinstance(r["content"], list) else [{"text": r["content"]}])
     )
     record_id = re.search(r"\[m:(est-[0-9a-f]{8})\]", text).group(1)
-    total = re.search(r"Total per GPU\s+([\d.]+) GB", text).group(1)
+    total = re.search(r"Total per GPU (?:\(allocated\))?\s+([\d.]+) GB", text).group(1)
     return reply(
         "Appending the entry.",
         tool_use("JournalAppend", {"entry": _entry(record_id, total)}),

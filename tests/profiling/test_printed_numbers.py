@@ -65,6 +65,11 @@ def uncitable(root: Path, output: str) -> tuple[int, list[str]]:
         ("trace", "--model", "tiny-llama", "--seq", "32", "--compare-estimate", "--gpu-mem", "1"),
         ("fit", "--model", "llama-7b", "--gpu-mem", "24", "--gpu", "rtx-4090"),
         ("fit", "--model", "gpt2-small", "--gpu-mem", "8", "--confirm", "1"),
+        ("estimate", "--model", "llama-7b", "--gpus", "8", "--zero", "3", "--counter", "nvml",
+         "--gpu-mem", "80"),
+        ("trace", "--model", "tiny-llama", "--seq", "32", "--counter", "nvml", "--gpu-mem", "2"),
+        ("fit", "--model", "hf:llama-3.2-1b", "--lora-rank", "8", "--gpu-mem", "16",
+         "--max-seq", "--confirm", "0"),
     ],
     ids=lambda a: " ".join(a[:3]),
 )  # fmt: skip

@@ -9,18 +9,23 @@ from profiling.fit import fit
 
 def test_fit_ranks_what_fits_a_24_gb_card_for_llama_3_1_8b() -> None:
     res = fit(TrainingConfig.parse(model="hf:llama-3.1-8b", gpu_mem=24), confirm=0)
-    assert res.fitting, "LoRA/QLoRA with checkpointing fit an 8B in 24 GB"
-    assert all(c.peak_bytes <= 0.9 * 24e9 for c in res.fitting)
+    assert res.fitting, "QLoRA fits an 8B in 24 GB"
+    # Judged by what nvidia-smi would show, under 24 GB less the 5 % margin.
+    assert all(c.nvml_bytes <= 0.95 * 24e9 for c in res.fitting)
     tiers = [c.trains for c in res.fitting]
     assert tiers == sorted(tiers, key=["full", "lora", "qlora"].index)
     assert "full" not in tiers  # 8B × 16 B of model states cannot fit 24 GB
-    # "Will Llama-3.1-8B fit on my 24 GB card with LoRA?" Yes: LoRA on a 16-bit base with full
-    # checkpointing, and QLoRA — with no, selective or full checkpointing.
-    assert {"lora", "qlora"} <= set(tiers)
+    # "Will Llama-3.1-8B fit on my 24 GB card with LoRA?" On its 16-bit base only with full
+    # checkpointing if at all (19.9 GB allocated: the caching allocator's reserve and the CUDA
+    # context leave it at the edge); QLoRA with full checkpointing. Without checkpointing the
+    # step needs 18.6 GB allocated at seq 2048, and the closed form's reserve (an upper bound:
+    # allocated × 1.25 + 22 MiB, + the 500 MiB context) is 23.9 GB, over the 22.8 GB usable:
+    # fit does not call it "fits" on the bound alone.
+    assert "qlora" in set(tiers)
     lora = [c for c in res.fitting if c.trains == "lora"]
     assert all(c.config.checkpointing == "full" and c.config.lora_rank == 16 for c in lora)
     ways = {c.config.checkpointing for c in res.fitting if c.trains == "qlora"}
-    assert {"none", "selective", "full"} <= ways, ways
+    assert ways == {"full"}, ways
     # Every precision and checkpointing was searched, with and without adapters.
     assert res.searched > 40
 

@@ -1,0 +1,206 @@
+"""The counter a user reads: what ``max_memory_allocated()``, ``max_memory_reserved()`` and
+nvidia-smi would show for a step, each with where its number comes from.
+
+- **allocated**: the step's tensors (the estimate's or the trace's peak), each rounded up to the
+  caching allocator's 512-byte blocks, plus cuBLAS's workspaces, which PyTorch allocates through
+  the same allocator on the first matmul of each stream (forward's and the autograd thread's).
+- **reserved**: what the caching allocator holds from CUDA, cached free blocks included. From a
+  trace, its allocations and frees replayed in order through the allocator's model
+  (``profiling.estimate.allocator``: 512-byte rounding, 2 MiB small-pool and 20 MiB / 2 MiB-
+  rounded large-pool segments, best fit, splitting and merging; with ``--expandable-segments``
+  one growing segment). In closed form (no trace), the allocated peak times the largest
+  reserved ÷ allocated of the replayed reference traces: an upper bound, said as such.
+- **nvml** (nvidia-smi's "used"): reserved plus the CUDA context (driver, kernels, cuBLAS and
+  cuDNN handles; outside PyTorch's allocator) and, with more than one GPU, NCCL's buffers.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from profiling._config_counter import Counter
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+MiB = 2**20
+
+# PyTorch's default cuBLAS workspace per handle and stream (CUBLAS_WORKSPACE_CONFIG unset,
+# aten/src/ATen/cuda/CublasHandlePool.cpp): ":4096:8" on sm90 and later (32 MiB), else
+# ":4096:2:16:8" (8 MiB + 128 KiB). A training step uses two streams: forward's and the
+# autograd thread's. Measured: 67,107,700 B beyond the trace on an H200 (docs/profiling.md).
+WORKSPACE_SM90 = 4096 * 1024 * 8
+WORKSPACE_OLDER = 4096 * 1024 * 2 + 16 * 1024 * 8
+STREAMS = 2
+SM90 = ("h100-sxm", "h100-pcie", "h200", "b200")
+
+# The CUDA context: the driver's state, the kernels loaded (lazily, CUDA_MODULE_LOADING=LAZY,
+# PyTorch's default since CUDA 11.7), cuBLAS/cuDNN handles. "≈ 300–500 MB on current drivers"
+# (/work/shared/REFERENCE.md, "Memory and time on PyTorch"); the upper end is used, so a fit is
+# never called on the low side. `journal-agent profile` on the GPU measures yours (NVML used
+# minus reserved).
+CONTEXT = 500 * MiB
+# NCCL: per communicator, connection buffers of NCCL_BUFFSIZE (documented default 4 MiB) for
+# each channel to the ring's two neighbours; up to 32 channels on NVLink/NVSwitch machines.
+NCCL_BUFFSIZE = 4 * MiB
+NCCL_CHANNELS = 32
+# Above the largest reserved ÷ allocated of the replayed traces seen (gpt2-small amp-bf16
+# batch 8 × 1024: 1.165; gpt2-medium mixed 4 × 1024: 1.068; llama-1b bf16 4 × 2048: 1.094,
+# batch 1: 1.214; tiny-llama at batch 263: 1.22; with expandable segments 1.098, 1.040, 1.029,
+# 1.03): the closed form's bound, which fit's traces check.
+RESERVED_OVER_ALLOCATED = 1.25
+RESERVED_OVER_ALLOCATED_EXPANDABLE = 1.12
+# Beside the ratio, one partly empty segment of each pool (a 20 MiB large one, a 2 MiB small
+# one): what dominates the reserve of a small step.
+SEGMENT_SLACK = 22 * MiB
+
+
+class CounterValue(BaseModel):
+    counter: Counter
+    bytes: int
+    how: str  # where the number comes from, one sentence with its terms
+
+
+class Counters(BaseModel):
+    """The three counters of one step's peak, per GPU."""
+
+    allocated: CounterValue
+    reserved: CounterValue
+    nvml: CounterValue
+    source: Literal["trace", "closed form"]
+
+    def of(self, counter: Counter) -> CounterValue:
+        return {"allocated": self.allocated, "reserved": self.reserved, "nvml": self.nvml}[counter]
+
+
+def _mib(n: int) -> str:
+    return f"{n / MiB:g} MiB"
+
+
+def workspaces(cfg: TrainingConfig) -> list[int]:
+    """cuBLAS's workspaces the step holds (one per stream)."""
+    size = WORKSPACE_SM90 if (cfg.gpu is None or cfg.gpu in SM90) else WORKSPACE_OLDER
+    return [size] * STREAMS
+
+
+def _workspace_text(cfg: TrainingConfig) -> str:
+    each = workspaces(cfg)[0]
+    arch = "sm90+" if each == WORKSPACE_SM90 else "before sm90"
+    return f"cuBLAS workspaces {STREAMS} × {_mib(each)} ({arch}, PyTorch's default)"
+
+
+def communicators(cfg: TrainingConfig) -> int:
+    """Process groups a rank joins: data parallel, and tensor parallel beside it."""
+    return (1 if cfg.gpus > 1 else 0) + (1 if cfg.tp > 1 else 0)
+
+
+def nccl_bytes(cfg: TrainingConfig) -> int:
+    return communicators(cfg) * 2 * NCCL_CHANNELS * NCCL_BUFFSIZE
+
+
+def _nvml(cfg: TrainingConfig, reserved: int) -> CounterValue:
+    nccl = nccl_bytes(cfg)
+    how = f"reserved + CUDA context {_mib(CONTEXT)} (the upper end of 300–500 MB)"
+    if nccl:
+        how += (
+            f" + NCCL {_mib(nccl)} ({communicators(cfg)} communicator(s) × 2 neighbours × "
+            f"{NCCL_CHANNELS} channels × NCCL_BUFFSIZE {_mib(NCCL_BUFFSIZE)})"
+        )
+    return CounterValue(counter="nvml", bytes=reserved + CONTEXT + nccl, how=how)
+
+
+def tensors_alive(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
+    """About how many tensors are alive at the peak (each rounds up to 512 B): the parameters
+    with their gradients and optimizer states, and some 20 saved per layer."""
+    from profiling.config import OPTIMIZERS
+
+    tensors = int(shape.get("param_tensors") or 0)
+    states = 1 + len(OPTIMIZERS[cfg.optimizer].states) + (1 if cfg.precision == "mixed" else 0)
+    return tensors * (1 + states) + 20 * int(shape.get("layers") or 0)
+
+
+def closed_form(cfg: TrainingConfig, peak: int, tensors: int) -> Counters:
+    """The counters from an estimated peak of ``tensors`` allocations' bytes (the rounding of
+    each to 512 B is at most 511 B per tensor alive)."""
+    ws = sum(workspaces(cfg))
+    allocated = peak + ws + tensors * 256  # half a block per tensor, on average
+    expandable = cfg.expandable_segments
+    ratio = RESERVED_OVER_ALLOCATED_EXPANDABLE if expandable else RESERVED_OVER_ALLOCATED
+    reserved = round(allocated * ratio) + SEGMENT_SLACK
+    return Counters(
+        allocated=CounterValue(
+            counter="allocated",
+            bytes=allocated,
+            how=f"the step's peak + {_workspace_text(cfg)} + 512-byte rounding of about "
+            f"{tensors:,} tensors",
+        ),
+        reserved=CounterValue(
+            counter="reserved",
+            bytes=reserved,
+            how=f"allocated × {ratio:g} + 22 MiB: above the largest reserved ÷ allocated of the "
+            "replayed traces, and one partly empty segment of each pool"
+            + (" with expandable segments" if cfg.expandable_segments else "")
+            + " (an upper bound; trace --counter reserved replays this step's own allocations)",
+        ),
+        nvml=_nvml(cfg, reserved),
+        source="closed form",
+    )
+
+
+def from_replay(
+    cfg: TrainingConfig, allocated: int, reserved: int, reserved_expandable: int, requests: int,
+    how: str = "",
+) -> Counters:  # fmt: skip
+    """The counters from the trace's allocations replayed through the allocator's model."""
+    chosen = reserved_expandable if cfg.expandable_segments else reserved
+    other = reserved if cfg.expandable_segments else reserved_expandable
+    mode = "expandable segments" if cfg.expandable_segments else "default segments"
+    other_mode = "default" if cfg.expandable_segments else "expandable_segments:True"
+    return Counters(
+        allocated=CounterValue(
+            counter="allocated",
+            bytes=allocated,
+            how=f"the trace's {requests:,} allocations in 512-byte blocks + {_workspace_text(cfg)}"
+            + (f"; {how}" if how else ""),
+        ),
+        reserved=CounterValue(
+            counter="reserved",
+            bytes=chosen,
+            how=f"those allocations and frees replayed through the caching allocator ({mode}: "
+            "512 B rounding, 2 MiB small / 20 MiB large segments, best fit, split and merged); "
+            f"{other_mode} would hold {fmt_bytes(other)}",
+        ),
+        nvml=_nvml(cfg, chosen),
+        source="trace",
+    )
+
+
+def counter_lines(counters: Counters, counter: Counter) -> list[str]:
+    """The counters up to the one asked for, each with where it comes from."""
+    order: list[Counter] = ["allocated", "reserved", "nvml"]
+    shown = order[: order.index(counter) + 1]
+    label = {"allocated": "allocated", "reserved": "reserved", "nvml": "nvidia-smi"}
+    lines = [f"Counters ({counters.source}; per GPU):"]
+    for name in shown:
+        value = counters.of(name)
+        lines.append(f"  {label[name]}: {fmt_bytes(value.bytes)} = {value.how}")
+    return lines
+
+
+__all__ = [
+    "CONTEXT",
+    "Counter",
+    "CounterValue",
+    "Counters",
+    "closed_form",
+    "counter_lines",
+    "from_replay",
+    "nccl_bytes",
+    "tensors_alive",
+    "workspaces",
+]

@@ -1,0 +1,164 @@
+"""The trace's allocations in order, replayed through the caching allocator's model
+(``profiling.estimate.allocator``): what ``memory_reserved()`` would hold on a GPU.
+
+:class:`AllocationLog` watches the memory tracker at its one choke point (``_update_snap``:
+every storage added, freed or resized, as the snapshot recorder does) and keeps the sequence
+of (storage, bytes) allocations and frees, from the model's parameters through both steps of the
+loop. :func:`replayed` runs it through the allocator, default and with expandable segments, with
+cuBLAS's workspaces allocated first (as the first matmul allocates them).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from profiling.estimate.allocator import CachingAllocator
+from profiling.estimate.counters import Counters, from_replay, workspaces
+
+if TYPE_CHECKING:
+    from torch.distributed._tools.mem_tracker import _UpdateType, _WeakRefInfo
+
+    from profiling.config import TrainingConfig
+    from profiling.trace.tracker import StepTracker
+
+
+class Replay(BaseModel):
+    """Peaks of the replayed allocator (bytes)."""
+
+    allocations: int  # requests replayed
+    peak_allocated: int  # the rounded blocks' peak (memory_allocated's)
+    peak_reserved: int  # default allocator
+    peak_reserved_expandable: int  # expandable_segments:True
+    how: str = ""  # how a block-scaled trace's replay was extrapolated
+
+    def counters(self, config: TrainingConfig) -> Counters:
+        return from_replay(
+            config, self.peak_allocated, self.peak_reserved, self.peak_reserved_expandable,
+            self.allocations, self.how,
+        )  # fmt: skip
+
+
+class AllocationLog:
+    """(key, bytes) for an allocation and (key, None) for a free, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, int | None]] = []
+        self._live: set[int] = set()
+        self._entered = False
+
+    def attach(self, tracker: StepTracker) -> None:
+        original = tracker._update_snap
+
+        def update_snap(
+            u_type: _UpdateType, winfo: _WeakRefInfo, *args: Any, **kwargs: Any
+        ) -> None:
+            kind = getattr(u_type, "name", str(u_type))
+            depth = getattr(tracker, "_depth", 1)
+            self._entered = self._entered or depth > 0
+            if self._entered and depth == 0:  # the loop is over: the model being torn down
+                original(u_type, winfo, *args, **kwargs)
+                return
+            key = id(winfo)
+            if kind in ("DEL", "SIZE") and key in self._live:
+                self._live.discard(key)
+                self.events.append((key, None))
+            original(u_type, winfo, *args, **kwargs)
+            if kind in ("ADD", "SIZE") and winfo.mem_consumed > 0:
+                self._live.add(key)
+                self.events.append((key, int(winfo.mem_consumed)))
+
+        tracker._update_snap = update_snap
+        for winfo, _ in list(getattr(tracker, "_WINFO", {}).values()):
+            if winfo.mem_consumed > 0 and id(winfo) not in self._live:
+                self._live.add(id(winfo))
+                self.events.append((id(winfo), int(winfo.mem_consumed)))
+
+
+def replayed(events: list[tuple[int, int | None]], workspaces: list[int]) -> Replay:
+    """The allocator's peaks over ``events``, after ``workspaces`` (cuBLAS's, held for good)."""
+    peaks = []
+    for expandable in (False, True):
+        alloc = CachingAllocator(expandable=expandable)
+        for i, size in enumerate(workspaces):
+            alloc.malloc(("workspace", i), size)
+        for key, size in events:
+            if size is None:
+                alloc.free(key)
+            else:
+                alloc.malloc(key, size)
+        peaks.append(alloc)
+    return Replay(
+        allocations=sum(1 for _, size in events if size is not None),
+        peak_allocated=peaks[0].peak_allocated,
+        peak_reserved=peaks[0].peak_reserved,
+        peak_reserved_expandable=peaks[1].peak_reserved,
+    )
+
+
+def counted(config: TrainingConfig) -> bool:
+    """Whether the trace keeps its allocations to replay (``--counter reserved|nvml``)."""
+    return config.counter != "allocated"
+
+
+def replay_of(config: TrainingConfig, log: AllocationLog | None) -> Replay | None:
+    return replayed(log.events, workspaces(config)) if log is not None else None
+
+
+def raw_peak(peaks: dict[str, dict[str, dict[str, int]]]) -> int:
+    """The highest total a loop reached (both steps, every phase)."""
+    return max(
+        int(snap.get("Total", 0)) for by_phase in peaks.values() for snap in by_phase.values()
+    )
+
+
+def scaled_replay(
+    samples: dict[int, tuple[Replay | None, int]], blocks: int, peak: int
+) -> Replay | None:
+    """The replay of a model of ``blocks`` blocks, whose traced peak is ``peak``, from the
+    replays of three samples (fewer blocks) and their own peaks. What the allocator adds to the
+    tensors at the peak — the 512-byte blocks and unsplit remainders — is extrapolated, affine
+    in the block count through the two largest samples, and added to the model's peak (the
+    peak itself moves between phases as blocks are added, so it is not extrapolated). The
+    reserve is the allocated peak times the largest reserved ÷ allocated of the samples: how
+    the allocator packs segments is not affine in the block count (the samples' ratios are
+    said beside it)."""
+    if len(samples) < 3 or any(r is None for r, _ in samples.values()):
+        return None
+    a, b, c = sorted(samples)[:3]
+    replays = {n: r for n, (r, _) in samples.items() if r is not None}
+
+    def extra(n: int) -> int:
+        return replays[n].peak_allocated - samples[n][1]
+
+    slope = (extra(c) - extra(b)) / (c - b)
+    allocated = peak + round(extra(c) + slope * (blocks - c))
+    ratios = {n: replays[n].peak_reserved / replays[n].peak_allocated for n in (a, b, c)}
+    expandable = max(
+        replays[n].peak_reserved_expandable / replays[n].peak_allocated for n in (a, b, c)
+    )
+    shown = ", ".join(f"{ratios[n]:.3f}" for n in (a, b, c))
+    how = (
+        f"the {a}-, {b}- and {c}-block traces replayed: what the allocator adds to the tensors "
+        f"extrapolated to {blocks} blocks, the reserve as the samples' largest reserved ÷ "
+        f"allocated ({shown})"
+    )
+    return Replay(
+        allocations=round(replays[c].allocations * blocks / c),
+        peak_allocated=allocated,
+        peak_reserved=round(allocated * max(1.0, *ratios.values())),
+        peak_reserved_expandable=round(allocated * max(1.0, expandable)),
+        how=how,
+    )
+
+
+__all__ = [
+    "AllocationLog",
+    "Replay",
+    "counted",
+    "raw_peak",
+    "replay_of",
+    "replayed",
+    "scaled_replay",
+]
