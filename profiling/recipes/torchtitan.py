@@ -45,6 +45,9 @@ KNOWN = [
     ("parallelism.enable_compiled_autograd", NO_MEMORY),
     ("parallelism.disable_loss_parallel", NO_MEMORY),
     ("parallelism.expert*", "expert parallelism is issue 32's"),
+    ("training.warmup_steps", NO_MEMORY), ("training.data_parallel_shard_degree",
+     NO_MEMORY + " (the GPUs: give --gpus N)"), ("model.norm_type", NO_MEMORY + " beyond RMSNorm"),
+    ("training.enable_cpu_offload", "FSDP's CPU offload is not modelled"),
 ]  # fmt: skip
 
 _DEGREES = (
@@ -98,12 +101,19 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     r.ignore("training.mixed_precision_reduce", NO_MEMORY + " (fp32 gradient shards either way)")
     _checkpointing(r)
     _optimizer(r)
-    if r.get("compile.enable"):
-        r.use("compile.enable", "compile", True, "torch.compile of each block")
+    compile_key = "compile.enable" if r.has("compile.enable") else "training.compile"
+    if r.get(compile_key):
+        r.use(compile_key, "compile", True, "torch.compile of each block")
     else:
-        r.ignore("compile.enable", NO_MEMORY + " (off)")
+        r.ignore(compile_key, NO_MEMORY + " (off)")
     for degree in _DEGREES:
-        key = f"parallelism.{degree}"
+        # v0.2 spells them under [parallelism]; late-2024 configs under [training] or
+        # [experimental].
+        key = next(
+            (f"{t}.{degree}" for t in ("parallelism", "training", "experimental")
+             if r.has(f"{t}.{degree}")),
+            f"parallelism.{degree}",
+        )  # fmt: skip
         value = r.get(key)
         if value in (None, 1, -1):
             r.ignore(key, NO_MEMORY + " (1)")

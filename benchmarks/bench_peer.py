@@ -1,0 +1,236 @@
+"""Predicted ÷ measured against other projects' published peak memory (issue #31).
+
+benchmarks/peer/rows.json holds each published row: its source (repository, path, commit), the
+exact config file where one exists (a faithful copy under benchmarks/peer/configs/, read with
+``--from``'s reader), the counter it reports, the measured value, whether it ran out of memory,
+and — where the row cannot be expressed with our settings — why. This runs the estimate of every
+expressible row (the settings of its config file, then the row's own: sequence, batch, GPUs),
+takes the counter the row reports (allocated, reserved; "active" is read as allocated), and
+prints JSON: each row's predicted ÷ measured, every out-of-memory row judged (what nvidia-smi
+would show against the GPU less the safety margin: it must not fit), the rows that cannot be
+expressed with their reasons, and the summary side by side with the targets:
+
+- on the rows whose configuration is fully published: median |ratio − 1| ≤ 5 %, ≥ 90 % within
+  ±10 %, none below 0.90;
+- every out-of-memory row "does not fit";
+- the largest context that fits (``fit --max-seq``'s search, by estimate) within 0.8–1.05× of
+  the published one.
+
+    python benchmarks/bench_peer.py [--rows benchmarks/peer/rows.json] [--markdown]
+
+Estimates only (milliseconds each): no torch, no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from profiling.config import TrainingConfig  # noqa: E402  (the checkout, not an install)
+from profiling.errors import ProfilingError  # noqa: E402
+from profiling.estimate.memory import estimate  # noqa: E402
+from profiling.fit import usable  # noqa: E402
+from profiling.recipes import read_recipe  # noqa: E402
+
+UNITS = {"GB": 1e9, "GiB": 2**30, "B": 1}
+TARGETS = {"median_abs_error": 0.05, "share_within_10pct": 0.90, "min_ratio": 0.90}
+LARGEST_CONTEXT = (0.8, 1.05)  # predicted ÷ published largest sequence that fits
+
+
+def _config(row: dict[str, Any]) -> TrainingConfig:
+    values: dict[str, Any] = {}
+    local = (row.get("config_file") or {}).get("local")
+    if local:
+        values.update(read_recipe([HERE / "peer" / local]).values)
+    values.update(row.get("overrides") or {})
+    if row.get("gpu_mem_gb"):
+        values["gpu_mem"] = row["gpu_mem_gb"]
+    return TrainingConfig.parse(style="field", **values)
+
+
+def _predicted(cfg: TrainingConfig, counter: str) -> tuple[int, int, int]:
+    """(the row's counter, nvidia-smi, the model states alone) predicted, per GPU."""
+    est = estimate(cfg)
+    assert est.counters is not None  # every estimate carries them
+    which = "reserved" if counter == "reserved" else "allocated"
+    states = sum(est.category_bytes(c) for c in ("parameters", "gradients", "optimizer"))
+    return est.counters.of(which).bytes, est.counters.nvml.bytes, states  # type: ignore[arg-type]
+
+
+def _largest_context(row: dict[str, Any]) -> dict[str, Any]:
+    """A published largest sequence that fits a GPU beside ``fit --max-seq``'s (estimates)."""
+    from profiling.fit_search import largest
+
+    res = largest(_config(row), "seq")
+    predicted = res.best.value if res.best is not None else None
+    out: dict[str, Any] = {
+        "id": row["id"],
+        "gpu_mem_gb": row["gpu_mem_gb"],
+        "published": row["measured"],
+        "predicted": predicted,
+        "fully_published": row.get("fully_published", False),
+    }
+    if row.get("oom"):  # not even a short sequence fits: ours must say nothing fits
+        out["does_not_fit"] = predicted is None
+    elif predicted is not None:
+        out["ratio"] = round(predicted / row["measured"], 4)
+    return out
+
+
+def run(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    judged, ooms, skipped, contexts = [], [], [], []
+    for row in rows:
+        if not row.get("expressible"):
+            skipped.append({"id": row["id"], "reason": row.get("reason", "")})
+            continue
+        if row.get("kind") == "largest_context":
+            contexts.append(_largest_context(row))
+            continue
+        try:
+            cfg = _config(row)
+            predicted, nvml, states = _predicted(cfg, row["counter"])
+        except ProfilingError as exc:
+            skipped.append({"id": row["id"], "reason": f"our configuration refuses it: {exc}"})
+            continue
+        if row.get("oom"):
+            budget = usable(int(row["gpu_mem_gb"] * 1e9))
+            ooms.append(
+                {"id": row["id"], "nvml": nvml, "usable": budget, "does_not_fit": nvml > budget}
+            )
+            continue
+        measured = row["measured"] * UNITS[row["unit"]]
+        # A row whose model states alone (weights, gradients, optimizer state, as its config
+        # says) exceed what it reports was not made with that config: it is shown, not counted.
+        consistent = states <= measured
+        judged.append(
+            {
+                "id": row["id"],
+                "project": row["project"],
+                "counter": row["counter"],
+                "measured": round(measured),
+                "predicted": predicted,
+                "ratio": round(predicted / measured, 4),
+                "fully_published": row.get("fully_published", False) and consistent,
+                **(
+                    {}
+                    if consistent
+                    else {"inconsistent": f"its model states alone are {states / 1e9:.2f} GB"}
+                ),
+            }
+        )
+    return {
+        "rows": judged,
+        "oom_rows": ooms,
+        "largest_context": contexts,
+        "not_expressed": skipped,
+        **_summary(judged, ooms, contexts),
+    }
+
+
+def _context_summary(contexts: list[dict[str, Any]]) -> dict[str, Any]:
+    ratios = [c["ratio"] for c in contexts if "ratio" in c]
+    low, high = LARGEST_CONTEXT
+    return {
+        "rows": len(ratios),
+        "ratios": ratios,
+        "within": f"{sum(low <= r <= high for r in ratios)} of {len(ratios)} within {low}–{high}",
+        "oom_said": f"{sum(c.get('does_not_fit', False) for c in contexts)} of "
+        f"{sum('does_not_fit' in c for c in contexts)} out-of-memory rows: nothing fits",
+    }
+
+
+def _summary(
+    judged: list[dict[str, Any]], ooms: list[dict[str, Any]], contexts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    full = [r["ratio"] for r in judged if r["fully_published"]]
+    every = [r["ratio"] for r in judged]
+
+    def stats(ratios: list[float]) -> dict[str, Any]:
+        if not ratios:
+            return {"rows": 0}
+        errors = [abs(x - 1) for x in ratios]
+        return {
+            "rows": len(ratios),
+            "median_abs_error": round(statistics.median(errors), 4),
+            "share_within_10pct": round(sum(e <= 0.10 for e in errors) / len(errors), 3),
+            "min_ratio": round(min(ratios), 4),
+            "median_ratio": round(statistics.median(ratios), 4),
+        }
+
+    fully = stats(full)
+    met = bool(full) and (
+        fully["median_abs_error"] <= TARGETS["median_abs_error"]
+        and fully["share_within_10pct"] >= TARGETS["share_within_10pct"]
+        and fully["min_ratio"] >= TARGETS["min_ratio"]
+    )
+    return {
+        "summary": {
+            "fully_published": fully,
+            "all_expressed": stats(every),
+            "oom_rows_judged_does_not_fit": (
+                f"{sum(o['does_not_fit'] for o in ooms)} of {len(ooms)}"
+            ),
+            "largest_context": _context_summary(contexts),
+            "targets": {**TARGETS, "largest_context": list(LARGEST_CONTEXT)},
+            "targets_met": met
+            and all(o["does_not_fit"] for o in ooms)
+            and all(
+                c.get("does_not_fit", True)
+                and LARGEST_CONTEXT[0] <= c.get("ratio", 1.0) <= LARGEST_CONTEXT[1]
+                for c in contexts
+            ),
+        }
+    }
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "| row | counter | measured | predicted | predicted ÷ measured |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in result["rows"]:
+        mark = "" if r["fully_published"] else " (not fully published)"
+        if r.get("inconsistent"):
+            mark = f" (not self-consistent: {r['inconsistent']})"
+        lines.append(
+            f"| {r['id']}{mark} | {r['counter']} | {r['measured'] / 1e9:.2f} GB | "
+            f"{r['predicted'] / 1e9:.2f} GB | {r['ratio']:.3f} |"
+        )
+    for o in result["oom_rows"]:
+        verdict = "does not fit ✓" if o["does_not_fit"] else "**fits ✗**"
+        lines.append(
+            f"| {o['id']} (OOM) | nvidia-smi | OOM | {o['nvml'] / 1e9:.2f} GB | {verdict} |"
+        )
+    for c in result["largest_context"]:
+        if "ratio" in c:
+            lines.append(
+                f"| {c['id']} | largest seq | {c['published']:,} | {c['predicted']:,} | "
+                f"{c['ratio']:.3f} |"
+            )
+        else:
+            verdict = "nothing fits ✓" if c["does_not_fit"] else f"**{c['predicted']:,} fits ✗**"
+            lines.append(f"| {c['id']} (OOM) | largest seq | OOM | {verdict} | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rows", type=Path, default=HERE / "peer" / "rows.json")
+    parser.add_argument("--markdown", action="store_true", help="the rows as a Markdown table")
+    opts = parser.parse_args()
+    result = run(json.loads(opts.rows.read_text(encoding="utf-8")))
+    if opts.markdown:
+        print(_markdown(result))
+        print()
+    print(json.dumps(result["summary"] if opts.markdown else result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""benchmarks/peer/rows.json: every published row names where it comes from and what it counts,
+and every config file it copies is read by --from's reader."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from profiling.recipes import read_recipe
+
+REPO = Path(__file__).resolve().parents[3]
+PEER = REPO / "benchmarks" / "peer"
+ROWS = json.loads((PEER / "rows.json").read_text(encoding="utf-8"))
+
+
+def test_every_row_names_its_source_and_counter() -> None:
+    assert len({r["project"] for r in ROWS}) >= 4
+    for row in ROWS:
+        source = row["source"]
+        assert source["repo"] and source["path"] and len(source["commit"]) == 40, row["id"]
+        assert row["counter"] and (row["oom"] or row["measured"] is not None), row["id"]
+        if not row["expressible"]:
+            assert row["reason"], row["id"]
+
+
+@pytest.mark.parametrize(
+    "local",
+    sorted({r["config_file"]["local"] for r in ROWS if (r.get("config_file") or {}).get("local")}),
+)
+def test_every_copied_config_is_read(local: str) -> None:
+    recipe = read_recipe([PEER / local])
+    assert recipe.used  # it set something, and accounted for the rest
+
+
+def test_the_benchmark_prints_the_summary_beside_the_targets() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_peer.py")],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    result = json.loads(done.stdout)
+    summary = result["summary"]
+    assert summary["fully_published"]["rows"] >= 20
+    assert set(summary["targets"]) == {
+        "median_abs_error", "share_within_10pct", "min_ratio", "largest_context"
+    }  # fmt: skip
+    assert all({"id", "ratio", "measured", "predicted"} <= set(r) for r in result["rows"])
+    assert all(x["reason"] for x in result["not_expressed"])
+    # Every out-of-memory row is judged, and none is called "fits".
+    assert result["oom_rows"] and all(o["does_not_fit"] for o in result["oom_rows"])
+    # The largest context that fits: each published GPU size searched, none left out; where
+    # the published run ran out of memory, nothing fits by ours either.
+    contexts = result["largest_context"]
+    assert len(contexts) >= 6
+    assert all("ratio" in c or c.get("does_not_fit") for c in contexts)
