@@ -90,7 +90,10 @@ def _pipeline(cfg: TrainingConfig) -> None:
         for field in ("microbatches", "virtual_stages"):
             if getattr(cfg, field) is not None:
                 raise ConfigError(f"--{field.replace('_', '-')} needs --pp > 1", field)
-        if "pp_schedule" in cfg.model_fields_set:
+        # A schedule other than the default (a config read back from its own JSON, as the
+        # trace's child process and the records do, sets every field: the default is no error).
+        default = type(cfg).model_fields["pp_schedule"].default
+        if "pp_schedule" in cfg.model_fields_set and cfg.pp_schedule != default:
             raise ConfigError("--pp-schedule needs --pp > 1", "pp_schedule")
         return
     if cfg.microbatches is None:

@@ -159,3 +159,22 @@ def test_every_door_takes_the_configurations_defaults(run_cli, tmp_path, monkeyp
         at = next(i for i, x in enumerate(lines) if x.lstrip("│ ").startswith("--precision"))
         option = " ".join(lines[at : at + 4])  # its help may wrap onto the next lines
         assert f"Default: {DEFAULT_PRECISION}." in option, (command, option)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"model": "tiny-gpt2", "batch": 2, "seq": 32},
+        {"model": "llama-7b", "pp": 2, "pp_schedule": "interleaved", "virtual_stages": 2},
+    ],
+)
+def test_a_config_read_back_from_its_json_is_the_same(values) -> None:
+    # What the trace's child process, the records and the tools do: every field is then set,
+    # the pipeline schedule's default too (profile's trace beside it failed on it).
+    cfg = TrainingConfig(**values)
+    assert TrainingConfig.model_validate_json(cfg.model_dump_json()) == cfg
+
+
+def test_a_schedule_without_a_pipeline_is_still_refused() -> None:
+    with pytest.raises(ConfigError, match="needs --pp > 1"):
+        TrainingConfig.parse(model="llama-7b", pp_schedule="zbv")
