@@ -25,6 +25,7 @@ PP_SCHEDULES: dict[str, str] = {
 }
 # The stages each pp rank holds when --virtual-stages is not given (torchtitan's defaults).
 DEFAULT_VIRTUAL = {"1f1b": 1, "interleaved": 2, "zbv": 2}
+DEFAULT_SCHEDULE = "1f1b"  # TrainingConfig.pp_schedule's default
 MAX_WORLD = 10**6
 
 
@@ -92,8 +93,7 @@ def _pipeline(cfg: TrainingConfig) -> None:
                 raise ConfigError(f"--{field.replace('_', '-')} needs --pp > 1", field)
         # A schedule other than the default (a config read back from its own JSON, as the
         # trace's child process and the records do, sets every field: the default is no error).
-        default = type(cfg).model_fields["pp_schedule"].default
-        if "pp_schedule" in cfg.model_fields_set and cfg.pp_schedule != default:
+        if "pp_schedule" in cfg.model_fields_set and cfg.pp_schedule != DEFAULT_SCHEDULE:
             raise ConfigError("--pp-schedule needs --pp > 1", "pp_schedule")
         return
     if cfg.microbatches is None:

@@ -178,3 +178,9 @@ def test_a_config_read_back_from_its_json_is_the_same(values) -> None:
 def test_a_schedule_without_a_pipeline_is_still_refused() -> None:
     with pytest.raises(ConfigError, match="needs --pp > 1"):
         TrainingConfig.parse(model="llama-7b", pp_schedule="zbv")
+
+
+def test_the_plan_checks_know_the_schedules_default() -> None:
+    from profiling._config_plan import DEFAULT_SCHEDULE
+
+    assert TrainingConfig.model_fields["pp_schedule"].default == DEFAULT_SCHEDULE
