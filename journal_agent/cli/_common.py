@@ -12,6 +12,8 @@ from journal_agent.errors import UserError
 from journal_agent.terminal_text import json_visible, visible
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from rich.text import Text
 
     from journal_agent.workspace import Workspace
@@ -82,6 +84,19 @@ def print_json(data: object) -> None:
     """``--json`` output: the characters a terminal acts on that JSON leaves raw (C1 controls,
     DEL, the bidirectional overrides) as ``\\u`` escapes, which parse back to the same data."""
     typer.echo(json_visible(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
+
+
+def print_json_list(items: Iterable[object]) -> None:
+    """:func:`print_json` of a list, an item at a time: the same text, never the whole document
+    (every card of a 100 MB journal, as one string and its escaped copy, took a gigabyte)."""
+    first = True
+    for item in items:
+        text = json.dumps(item, indent=2, ensure_ascii=False, default=str)
+        # An item's lines indented one level (a newline is never raw inside a JSON string).
+        piece = ("[\n  " if first else ",\n  ") + text.replace("\n", "\n  ")
+        typer.echo(json_visible(piece), nl=False)
+        first = False
+    typer.echo("[]" if first else "\n]")
 
 
 def sandbox_notice(ws: Workspace) -> None:

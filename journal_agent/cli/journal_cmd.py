@@ -12,7 +12,14 @@ from typing import Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, echo, open_workspace, print_json
+from journal_agent.cli._common import (
+    JsonOption,
+    RootOption,
+    echo,
+    open_workspace,
+    print_json,
+    print_json_list,
+)
 from journal_agent.errors import UserError
 
 journal_app = typer.Typer(
@@ -180,7 +187,7 @@ def journal_list_command(
             if wanted <= set(e.tags)
         )
         if json_out:
-            print_json([{"number": n, **summary} for n, summary in rows])
+            print_json_list({"number": n, **summary} for n, summary in rows)
             return
         shown = 0
         for n, e in rows:

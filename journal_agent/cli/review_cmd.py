@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from journal_agent.cli._app import app
-from journal_agent.cli._common import JsonOption, RootOption, echo, open_workspace, print_json
+from journal_agent.cli._common import (
+    JsonOption,
+    RootOption,
+    echo,
+    open_workspace,
+    print_json,
+    print_json_list,
+)
 from journal_agent.errors import UserError
 
 if TYPE_CHECKING:
@@ -111,7 +118,7 @@ def _suggest(ws: Workspace, json_out: bool) -> None:
 
 def _list(cards, json_out: bool) -> None:
     if json_out:
-        print_json([c.to_dict() for c in cards])
+        print_json_list(c.to_dict() for c in cards)
         return
     for c in cards:
         if c.due is None:

@@ -141,3 +141,18 @@ def test_review_history_suggests_mastery_moves_never_applies_them(ws, cli):
 def test_a_naive_datetime_is_refused():
     with pytest.raises(UserError, match="time zone"):
         review.utc(datetime(2026, 1, 1))
+
+
+def test_the_json_list_printed_in_pieces_is_the_whole_document(ws, cli):
+    # `review --list --all --json` prints a card at a time (every card of a 100 MB journal as
+    # one string took a gigabyte): the text is json.dumps of the whole list, as before.
+    import json
+
+    r = cli("review", "--list", "--all", "--json")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "[]\n" and json.loads(r.stdout) == []
+    write_journal(ws)
+    r = cli("review", "--list", "--all", "--json")
+    cards = json.loads(r.stdout)
+    assert len(cards) >= 2 and {c["kind"] for c in cards} >= {"entry"}
+    assert r.stdout == json.dumps(cards, indent=2, ensure_ascii=False) + "\n"

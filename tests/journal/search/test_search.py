@@ -119,6 +119,12 @@ def test_list_and_show(journal):
         "ZeRO Stage 2",
         "FSDP Sharding",
     ]
+    # --json is printed an entry at a time: the text of json.dumps of the whole list.
+    proc = journal.cli("list", "--tag", "zero", "--json")
+    rows = json.loads(proc.stdout)
+    assert [r["title"] for r in rows] == ["ZeRO Stage 2", "FSDP Sharding"]
+    assert proc.stdout == json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+    assert journal.cli("list", "--tag", "nothing", "--json").stdout == "[]\n"
     proc = journal.cli("show", "fsdp-sharding-2026-11-21")
     assert proc.stdout.startswith("## FSDP Sharding (2026-11-21)\n")
     assert journal.cli("show", "nothing-like-this").returncode == 1
