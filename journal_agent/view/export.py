@@ -195,7 +195,8 @@ def export_json(ws: Workspace) -> dict[str, Any]:
     """Entries, records, ledger and review cards as one dict (a library caller's; the CLI
     writes :class:`JsonExport`'s pieces, never holding the entries)."""
     site = Site(ws)
-    return {"entries": list(_entries_json(site)), **_rest_json(site)}
+    rest = _rest_json(site)
+    return {"entries": list(_entries_json(site)), **rest, "review": list(rest["review"])}
 
 
 class JsonExport:
@@ -218,7 +219,15 @@ class JsonExport:
             self.entries += 1
         yield "\n  ]" if self.entries else "]"
         for key, value in _rest_json(site).items():
-            yield f",\n  {json.dumps(key)}: " + _dumps(value).replace("\n", "\n  ")
+            yield f",\n  {json.dumps(key)}: "
+            if key != "review":
+                yield _dumps(value).replace("\n", "\n  ")
+                continue
+            first = True  # every card of the journal: one at a time too
+            for card in value:
+                yield ("[\n    " if first else ",\n    ") + _dumps(card).replace("\n", "\n    ")
+                first = False
+            yield "[]" if first else "\n  ]"
         yield "\n}"
 
 
@@ -247,7 +256,7 @@ def _rest_json(site: Site) -> dict[str, Any]:
     return {
         "records": [r.model_dump(mode="json") for r in site.ws.records.list()],
         "ledger": _ledger(site),
-        "review": [c.to_dict() for c in review.queue(site.ws, everything=True)],
+        "review": (c.to_dict() for c in review.queue(site.ws, everything=True)),
     }
 
 
