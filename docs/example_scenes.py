@@ -451,7 +451,10 @@ def prepare(name: str) -> Path:
     saved = dict(os.environ)
     for key in [k for k in os.environ if k.startswith(("ANTHROPIC_", "JOURNAL_AGENT_", "CLAUDE_"))]:
         del os.environ[key]
-    os.environ.update({"NO_COLOR": "1", "HOME": str(root.parent / "home")})
+    # One key for every scene (a scene built on another cites its records): their records are
+    # the scene's user's own, sealed again under each example's key (examples._adopt_records).
+    os.environ.update({"NO_COLOR": "1", "HOME": str(root.parent / "home"),
+                       "XDG_CONFIG_HOME": str(scenes_dir() / "config")})  # fmt: skip
     try:
         scene.build(root)
     finally:

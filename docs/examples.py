@@ -169,6 +169,7 @@ def run(example: Example) -> str:
         home = tmp / "home"
         home.mkdir()
         _approve_settings(work, home)
+        _adopt_records(work, home)
         with _model(example.scene) as api:
             out = _run_in(example, work, {**_env(home), **api})
         kept = example.option("keep")
@@ -177,6 +178,25 @@ def run(example: Example) -> str:
         return _shown(out, work)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _adopt_records(work: Path, home: Path) -> None:
+    """A scene's measurement records are its user's own: sealed with the example's key, as
+    `journal-agent measurements adopt` seals them (the scene was built under another)."""
+    from journal_agent.paths import measurements_dir
+    from profiling.records import RecordStore
+
+    saved = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = str(home / ".config")
+    try:
+        store = RecordStore(measurements_dir(work))
+        for record in store.list():
+            store.save(record)  # (sealed as it is saved)
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_CONFIG_HOME", None)
+        else:
+            os.environ["XDG_CONFIG_HOME"] = saved
 
 
 def _approve_settings(work: Path, home: Path) -> None:

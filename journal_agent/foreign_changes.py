@@ -1,4 +1,5 @@
-"""Changes to the journal and the ledger made by another hand, found at the next read.
+"""Changes to the journal, the ledger and ``.journal/refs.jsonl`` made by another hand, found at
+the next read.
 
 ``learning_journal.md`` and ``learning_ledger.md`` are written by our code only (the sandbox
 binds them read-only for every Bash command, in every mode), and our writers check what they
@@ -20,6 +21,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
 from journal_agent import confined
 from journal_agent.paths import state_dir
@@ -34,6 +36,25 @@ def remember(root: Path, name: str, data: bytes, st: os.stat_result) -> None:
     """After our code wrote ``data`` to ``name`` (``st``: its stat now), under the journal's
     lock: what the next read expects to find."""
     _save(root, name, hashlib.sha256(data).hexdigest(), st)
+
+
+def remember_file(root: Path, name: str) -> None:
+    """After our code appended to ``name`` (``.journal/refs.jsonl``), under the journal's lock:
+    what the next read expects to find, hashed as the file is now."""
+    f = confined.open_read(root, Path(root) / name)
+    if f is None:
+        return
+    with f:
+        st, sha = _hashed(f)
+    _save(root, name, sha, st)
+
+
+def _hashed(f: BinaryIO) -> tuple[os.stat_result, str]:
+    st = os.fstat(f.fileno())
+    digest = hashlib.sha256()
+    while chunk := f.read(_CHUNK):
+        digest.update(chunk)
+    return st, digest.hexdigest()
 
 
 def check(root: Path, name: str) -> None:
@@ -68,11 +89,7 @@ def _check_locked(root: Path, name: str, path: Path, known: object) -> None:
     if f is None:
         return
     with f:
-        st = os.fstat(f.fileno())
-        digest = hashlib.sha256()
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    sha = digest.hexdigest()
+        st, sha = _hashed(f)
     if isinstance(known, dict) and known.get("sha256") == sha:
         _save(root, name, sha, st)  # the same bytes (a touch, a checkout of the same text)
         return

@@ -419,7 +419,24 @@ class RefStore:
         # Whole or not at all (a full disk leaves no torn line and so no anchor at all: the
         # append that called this fails before the journal is written).
         size = confined.append(self.anchor, self.path, line, durable=True)
-        return lambda: confined.cut_back(self.anchor, self.path, size)
+        self._remember()
+
+        def take_back() -> None:
+            confined.cut_back(self.anchor, self.path, size)
+            self._remember()
+
+        return take_back
+
+    def _remember(self) -> None:
+        """What ``journal check`` expects to find next (journal_agent.foreign_changes: an anchor
+        another hand forged or removed is reported once). Never fails the append: a missed
+        stamp is at worst one report too many."""
+        import contextlib
+
+        from journal_agent.foreign_changes import remember_file
+
+        with contextlib.suppress(OSError, ValueError):
+            remember_file(self.anchor, str(self.path.relative_to(self.anchor)))
 
 
 def _anchors_of(item: object) -> dict[str, Anchor]:

@@ -126,9 +126,14 @@ class Checker:
         self.relocator = Relocator(self.root, self.files)
         self.records = Records(self.root)
         # A draft has no recorded anchors (and may share a derived id with an old entry).
-        self.anchors: Mapping[str, dict[str, Anchor]] = (
-            RefStore(refs_file(self.root)).anchors_on_disk() if recorded_hashes else {}
-        )
+        self.anchors: Mapping[str, dict[str, Anchor]] = {}
+        if recorded_hashes:
+            from journal_agent.foreign_changes import check as check_foreign
+
+            # Anchors another hand changed (a forged hash makes a stale reference look fresh)
+            # are reported once, as a changed journal is.
+            check_foreign(self.root, str(refs_file(self.root).relative_to(self.root)))
+            self.anchors = RefStore(refs_file(self.root)).anchors_on_disk()
 
     def close(self) -> None:
         """Let go of refs.jsonl (its anchors are read when an entry is checked)."""
