@@ -38,6 +38,10 @@ class TrainingConfig(PlanFields, Protocol):
     def target(self) -> str: ...
     @property
     def is_plan(self) -> bool: ...
+    @property
+    def loss(self) -> str: ...
+    @property
+    def loss_chunks(self) -> int | None: ...
 
 
 def describe(cfg: TrainingConfig) -> str:
@@ -65,6 +69,9 @@ def describe(cfg: TrainingConfig) -> str:
         parts.append(f"{cfg.checkpointing} checkpointing")
     if cfg.attention != "sdpa":
         parts.append(f"{cfg.attention} attention")
+    if cfg.loss != "cross-entropy":
+        chunks = f" × {cfg.loss_chunks}" if cfg.loss_chunks else ""
+        parts.append(f"{cfg.loss} loss{chunks}")
     if cfg.offload_optimizer:
         parts.append("optimizer offloaded to CPU")
     parts.append(f"target {cfg.target}")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from profiling._config_behaviours import LOSS_CHUNKS_FIELD, LOSS_FIELD, Loss, check_behaviours
 from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
 from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_lora import LORA_DEFAULT, LORA_TARGET_SETS, LoraTarget, parse_targets
@@ -189,6 +190,8 @@ class TrainingConfig(BaseModel):
         description="eager (saves the s² scores) | sdpa (fused, PyTorch's default) | flash.",
     )
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout probability (masks saved).")
+    loss: Loss = LOSS_FIELD
+    loss_chunks: int | None = LOSS_CHUNKS_FIELD
     # ---- adapters
     lora_rank: int | None = _positive_int(10**5, "Train LoRA adapters of rank R (q, k, v, o).")
     lora_targets: list[LoraTarget] = Field(
@@ -328,6 +331,7 @@ class TrainingConfig(BaseModel):
             raise ConfigError(
                 f"--hidden {self.hidden} must divide by --heads {self.heads}", "heads"
             )
+        check_behaviours(self)
         self._check_seq()
         return self
 

@@ -264,46 +264,15 @@ def attention_extras(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     return terms
 
 
-def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
-    """The final norm, the loss's fp32 log-probabilities, RoPE tables, autocast weight copies."""
-    sb, h = d.s * d.b, d.h
-    terms: list[Term] = []
-    if d.arch == "gpt2" and _cuda(cfg):
-        terms.append(
-            Term(
-                "final LayerNorm (input, fp32 mean and rstd, output) + positions",
-                sb * (h * e.r + 8 + h * e.c) + 8 * d.s,
-                f"s·b·(h·{e.r} + 8 + h·{e.c}) + 8·s B",
-                f"{d.s}·{d.b}·({h}·{e.r} + 8 + {h}·{e.c}) + 8·{d.s}",
-            )
-        )
-    elif d.arch == "gpt2":
-        terms.append(
-            Term(
-                "final LayerNorm (input, mean, rstd, output) + positions",
-                sb * ((h + 2) * e.r + h * e.c) + 8 * d.s,
-                f"s·b·((h + 2)·{e.r} + h·{e.c}) + 8·s B",
-                f"{d.s}·{d.b}·(({h} + 2)·{e.r} + {h}·{e.c}) + 8·{d.s}",
-            )
-        )
-    elif _cuda(cfg):
-        terms.append(
-            Term(
-                "final RMSNorm (fused: input, fp32 rstd; output) + RoPE cos/sin",
-                sb * (h * e.r + 4 + h * e.c) + 2 * d.s * d.hd * e.rope,
-                f"s·b·(h·{e.r} + 4 + h·{e.c}) + 2·s·(h/a)·{e.rope} B",
-                f"{d.s}·{d.b}·({h}·{e.r} + 4 + {h}·{e.c}) + 2·{d.s}·{d.hd}·{e.rope}",
-            )
-        )
-    else:
-        terms.append(
-            Term(
-                "final RMSNorm (fp32 input, normalized, rstd; output) + RoPE cos/sin",
-                sb * ((2 * h + 1) * 4 + h * e.c) + 2 * d.s * d.hd * e.rope,
-                f"s·b·((2h + 1)·4 + h·{e.c}) + 2·s·(h/a)·{e.rope} B",
-                f"{d.s}·{d.b}·((2·{h} + 1)·4 + {h}·{e.c}) + 2·{d.s}·{d.hd}·{e.rope}",
-            )
-        )
+def once_per_model(
+    d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig, head_input: bool = True
+) -> list[Term]:
+    """The final norm, the loss's fp32 log-probabilities, RoPE tables, autocast weight copies.
+
+    ``head_input=False``: the final norm's output, which the LM head keeps as its input, is left
+    to the loss (``profiling.estimate.losses``: a chunked or fused loss keeps something else)."""
+    sb = d.s * d.b
+    terms = [final_norm(d, e, cfg, head_input)]
     if d.V is not None:
         terms.append(
             Term(
@@ -325,6 +294,52 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
                 )
             )
     return terms
+
+
+def final_norm(d: Dims, e: Bytes, cfg: TrainingConfig, head_input: bool = True) -> Term:
+    """The final norm's saved tensors (+ GPT-2's positions or RoPE's tables) and, with
+    ``head_input``, its output as the LM head's input (compute dtype)."""
+    sb, h, tok = d.s * d.b, d.h, f"{d.s}·{d.b}"
+    out, out_f, out_s = (h * e.c, f" + h·{e.c}", f" + {h}·{e.c}") if head_input else (0, "", "")
+    if d.arch == "gpt2":
+        pos, pos_f, pos_s = 8 * d.s, " + 8·s B", f" + 8·{d.s}"
+        if _cuda(cfg):
+            return Term(
+                "final LayerNorm (input, fp32 mean and rstd"
+                + (", output)" if out else ")")
+                + " + positions",
+                sb * (h * e.r + 8 + out) + pos,
+                f"s·b·(h·{e.r} + 8{out_f})" + pos_f,
+                f"{tok}·({h}·{e.r} + 8{out_s})" + pos_s,
+            )
+        return Term(
+            "final LayerNorm (input, mean, rstd" + (", output)" if out else ")") + " + positions",
+            sb * ((h + 2) * e.r + out) + pos,
+            f"s·b·((h + 2)·{e.r}{out_f})" + pos_f,
+            f"{tok}·(({h} + 2)·{e.r}{out_s})" + pos_s,
+        )
+    rope, rope_f, rope_s = (
+        2 * d.s * d.hd * e.rope,
+        f" + 2·s·(h/a)·{e.rope} B",
+        f" + 2·{d.s}·{d.hd}·{e.rope}",
+    )
+    if _cuda(cfg):
+        return Term(
+            "final RMSNorm (fused: input, fp32 rstd"
+            + ("; output)" if out else ")")
+            + " + RoPE cos/sin",
+            sb * (h * e.r + 4 + out) + rope,
+            f"s·b·(h·{e.r} + 4{out_f})" + rope_f,
+            f"{tok}·({h}·{e.r} + 4{out_s})" + rope_s,
+        )
+    return Term(
+        "final RMSNorm (fp32 input, normalized, rstd"
+        + ("; output)" if out else ")")
+        + " + RoPE cos/sin",
+        sb * ((2 * h + 1) * 4 + out) + rope,
+        f"s·b·((2h + 1)·4{out_f})" + rope_f,
+        f"{tok}·((2·{h} + 1)·4{out_s})" + rope_s,
+    )
 
 
 def checkpointed_layer(d: Dims, e: Bytes) -> Term:
@@ -356,6 +371,7 @@ __all__ = [
     "attention_extras",
     "checkpointed_layer",
     "dims_of",
+    "final_norm",
     "head_transient",
     "once_per_model",
     "per_layer",

@@ -326,21 +326,26 @@ def _gelu_new(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
     )
 
 
-def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
+def once_per_model(
+    d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig, head_input: bool = True
+) -> list[Term]:
     """The final norm, RoPE's tables, the loss's log-probabilities and shifted labels, Gemma 2's
-    soft-capped logits, windowed layers' masks, autocast's weight copies."""
+    soft-capped logits, windowed layers' masks, autocast's weight copies (``head_input``: as
+    ``activations.once_per_model``)."""
     from profiling.estimate.activations import once_per_model as reference_once
 
     tok, T = f"{d.s}·{d.b}", d.s * d.b
-    terms = reference_once(d, e, shape, cfg)
+    terms = reference_once(d, e, shape, cfg, head_input)
     if d.arch != "gpt2":
         row, sub = _norm_row(d, e, d.h, e.r)
         rope = 4 if _module(d) == "olmo2" else e.rope  # OLMo 2 keeps its tables in fp32
+        out, out_f, out_s = (d.h * e.c, f" + h·{e.c}", f" + {d.h}·{e.c}") if head_input else (
+            0, "", "")  # fmt: skip
         final = Term(
-            "final RMSNorm (eager ops; output) + RoPE cos/sin",
-            T * (row + d.h * e.c) + 2 * d.s * d.hd * rope,
-            f"s·b·({sub} + h·{e.c}) + 2·s·(h/a)·{rope} B",
-            f"{tok}·({sub} + {d.h}·{e.c}) + 2·{d.s}·{d.hd}·{rope}",
+            "final RMSNorm (eager ops" + ("; output)" if out else ")") + " + RoPE cos/sin",
+            T * (row + out) + 2 * d.s * d.hd * rope,
+            f"s·b·({sub}{out_f}) + 2·s·(h/a)·{rope} B",
+            f"{tok}·({sub}{out_s}) + 2·{d.s}·{d.hd}·{rope}",
         )
         terms = [final, *terms[1:]]
         if _module(d) in ("gemma", "gemma2"):

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import hf_ops, mla, variants
+from profiling.estimate import hf_ops, losses, mla, variants
 from profiling.estimate import lora as lora_acts
 from profiling.estimate.counters import Counters, closed_form, tensors_alive
 from profiling.estimate.deepspeed import (
@@ -148,7 +148,9 @@ def _add_activation(ledger: Ledger, term: acts.Term, times: int, t: int, sp: boo
     )
 
 
-def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> float:
+def _activations(
+    ledger: Ledger, inp: EstimateInput, shape: dict[str, Any], loss: losses.LossPlan | None
+) -> float:
     """Adds the activation components; returns what backward recomputes (full checkpointing)."""
     d = acts.dims_of(shape, inp.seq_or_default(), inp.batch)
     if d is None:
@@ -181,7 +183,7 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
         layer += lora_acts.per_layer(d, e, inp)
     if inp.checkpointing == "full":
         _add_activation(ledger, acts.checkpointed_layer(d, e), 1, t, sp)
-        once = _once(d, e, shape, inp)
+        once = _once(d, e, shape, inp, loss)
         if e.amp:  # the blocks' weight copies die with the checkpointed region
             once = [_head_copy_only(term, shape) for term in once]
         if lora:
@@ -191,7 +193,7 @@ def _activations(ledger: Ledger, inp: EstimateInput, shape: dict[str, Any]) -> f
         return sum(term.bytes / _tp_split(term.name, t, sp) for term in layer)
     for term in layer:
         _add_activation(ledger, term, d.L, t, sp)
-    for term in _once(d, e, shape, inp):
+    for term in _once(d, e, shape, inp, loss):
         _add_activation(ledger, term, 1, t, sp)
     if lora:
         adapters = int(shape.get("lora_adapters") or 0)
@@ -211,12 +213,28 @@ def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Ter
 
 
 def _once(
-    d: acts.Dims, e: acts.Bytes, shape: dict[str, Any], inp: EstimateInput
+    d: acts.Dims,
+    e: acts.Bytes,
+    shape: dict[str, Any],
+    inp: EstimateInput,
+    loss: losses.LossPlan | None = None,
 ) -> list[acts.Term]:
+    """Once per model; with another stack's loss, the LM head's input and the logits' terms are
+    that loss's (what it keeps), and a fused loss keeps no autocast copy of the head's weight."""
+    head_input = loss is None
     if d.extra.get("hf_module"):
-        return hf_ops.once_per_model(d, e, shape, inp)
-    once = acts.once_per_model(d, e, shape, inp) + variants.once_per_model(d, e, inp)
-    return once + (mla.once_per_model(d, e, inp) if d.extra.get("mla") else [])
+        once = hf_ops.once_per_model(d, e, shape, inp, head_input)
+    else:
+        once = acts.once_per_model(d, e, shape, inp, head_input) + variants.once_per_model(
+            d, e, inp
+        )
+        once += mla.once_per_model(d, e, inp) if d.extra.get("mla") else []
+    if loss is None:
+        return once
+    once = [term for term in once if not term.name.startswith("Logits:")]
+    if loss.drops_head_copy:
+        once = [losses.without_head_copy(term, shape) for term in once]
+    return once + loss.kept
 
 
 def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
@@ -226,6 +244,22 @@ def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
         return 0.0
     blocks = int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)
     return 2 * blocks / inp.tp
+
+
+def _bias_copies(inp: EstimateInput, shape: dict[str, Any]) -> float:
+    """Autocast's cache also holds a 16-bit copy of every trained bias a matmul adds (GPT-2's,
+    Qwen2's q/k/v): addmm saves none of them for backward, so they live only until autocast
+    exits at the end of forward — beside the loss."""
+    if not inp.autocast or inp.lora_rank is not None:
+        return 0.0
+    L, h = int(shape.get("layers") or 0), int(shape.get("hidden") or 0)
+    if shape.get("arch") == "gpt2":
+        biases = L * (5 * h + int(shape.get("ffn") or 4 * h))
+    elif shape.get("qkv_bias"):
+        biases = L * (int(shape.get("q_dim") or h) + 2 * int(shape.get("kv_dim") or h))
+    else:
+        return 0.0
+    return 2 * biases / inp.tp
 
 
 def _head_copy_only(term: acts.Term, shape: dict[str, Any]) -> acts.Term:
@@ -244,7 +278,11 @@ def _head_copy_only(term: acts.Term, shape: dict[str, Any]) -> acts.Term:
 
 
 def _moments(
-    est_lines: list[Line], inp: EstimateInput, shape: dict[str, Any], recompute: float
+    est_lines: list[Line],
+    inp: EstimateInput,
+    shape: dict[str, Any],
+    recompute: float,
+    loss: losses.LossPlan | None = None,
 ) -> list[Moment]:
     def total(*categories: str) -> float:
         return sum(ln.bytes for ln in est_lines if ln.category in categories)
@@ -265,7 +303,12 @@ def _moments(
             + f" + activations {f(act)}",
         )
     ]
-    if head is not None:
+    cache = _autocast_cache(inp, shape) + _bias_copies(inp, shape)
+    if loss is not None:
+        after = losses.after_loss(inp, shape, est_lines, fwd, loss)
+        for name, value, calc in losses.moments(inp, shape, fwd, cache, loss, after):
+            moments.append(Moment(name=name, bytes=round(value), calculation=calc))
+    elif head is not None:
         value = head.bytes / inp.tp
         moments.append(
             Moment(
@@ -274,8 +317,7 @@ def _moments(
                 calculation=f"end of forward + {head.formula} = {f(fwd)} + {head.substituted}",
             )
         )
-    cache = _autocast_cache(inp, shape)
-    if d is not None and d.V is not None:
+    if d is not None and d.V is not None and loss is None:
         # The loss: the logits (compute dtype) and their fp32 copy live beside the log-softmax
         # output for a moment; under autocast with checkpointing, so does autocast's cache.
         c = acts.Bytes.of(inp.precision).c
@@ -289,8 +331,8 @@ def _moments(
                 + (" + 4" if c != 4 else "")
                 + f") B {f(logits)}"
                 + (
-                    f" + autocast's cached 16-bit copies of the blocks' weights {f(cache)} (held "
-                    "until autocast exits, though the checkpointed blocks save nothing)"
+                    f" + autocast's cached 16-bit copies of the blocks' weights or biases "
+                    f"{f(cache)} (held until autocast exits, though nothing saves them)"
                     if cache
                     else ""
                 ),
@@ -321,6 +363,8 @@ def _moments(
     temps = total("temporaries")
     sharded = weights - sum(ln.bytes for ln in est_lines if ln.group == "overhead")  # ZeRO-3
     logp = d.s * d.b * d.V * 4 / inp.tp if d is not None and d.V else 0.0  # the loss's log-probs
+    if loss is not None:
+        logp = sum(term.bytes for term in loss.kept)
     then = 0.0  # in backward: the activations still alive when the largest one is stepped
     if inp.optimizer_in_bwd:  # the largest gradient, stepped (its scratch) and freed
         grads, temps, then = in_backward_step(inp, shape, temps, act - logp)
@@ -377,9 +421,10 @@ def estimate(inp: EstimateInput) -> Estimate:
     zero3_gathered(ledger, inp, shape, inp.tp)
     offload(ledger, inp)
     in_backward(ledger, inp)
-    recompute = _activations(ledger, inp, shape)
+    loss = losses.loss_plan(inp, shape)
+    recompute = _activations(ledger, inp, shape, loss)
     step_temporaries(ledger, inp, shape, sh, trainable)
-    moments = _moments(ledger.lines, inp, shape, recompute)
+    moments = _moments(ledger.lines, inp, shape, recompute, loss)
     peak = max(moments, key=lambda m: m.bytes)
     ledger.steps += [
         Step(name=f"Moment: {m.name}", formula=m.calculation, substituted=fmt_bytes(m.bytes),

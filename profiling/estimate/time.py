@@ -101,6 +101,10 @@ def step_flops(
             )
         )
         backward += again
+    moved = _fused_loss_flops(cfg, shape, s, b)
+    if moved is not None:
+        forward, backward = forward + moved[0], backward + moved[1]
+        steps.append(moved[2])
     steps.append(
         Step(
             name="FLOPs per step",
@@ -111,6 +115,41 @@ def step_flops(
         )
     )
     return forward, backward, steps
+
+
+def _fused_loss_flops(
+    cfg: TrainingConfig, shape: dict[str, Any], s: int, b: int
+) -> tuple[int, int, Step] | None:
+    """What a fused loss changes of the LM head's FLOPs (forward, backward, the step): Liger
+    makes the head's gradients in forward (the same matmuls, moved); Cut Cross-Entropy multiplies
+    only the (s − 1)·b predicting tokens, and recomputes their logits in backward."""
+    head = int(shape.get("head_params") or 0)
+    if cfg.loss not in ("liger", "cce") or not head:
+        return None
+    grads = 2 if cfg.lora_rank is None else 1  # the input's gradient, and the weight's if trained
+    tokens = s * b
+    if cfg.loss == "liger":
+        moved = 2 * grads * head * tokens
+        step = Step(
+            name="FLOPs: Liger's fused loss makes the LM head's gradients in forward",
+            formula=f"{2 * grads} · V·h · b·s moved from backward to forward",
+            substituted=f"{2 * grads} · {fmt_count(head)} · {tokens}",
+            value=moved,
+            unit="FLOP",
+        )
+        return moved, -moved, step
+    rows = (s - 1) * b
+    forward = 2 * head * rows - 2 * head * tokens
+    backward = 2 * (grads + 1) * head * rows - 2 * grads * head * tokens
+    step = Step(
+        name="FLOPs: Cut Cross-Entropy's LM head on the (s − 1)·b predicting tokens, its logits "
+        "recomputed in backward",
+        formula=f"2·V·h·(s − 1)·b + {2 * (grads + 1)}·V·h·(s − 1)·b − {2 + 2 * grads}·V·h·b·s",
+        substituted=f"V·h = {fmt_count(head)}, (s − 1)·b = {rows}, b·s = {tokens}",
+        value=forward + backward,
+        unit="FLOP",
+    )
+    return forward, backward, step
 
 
 def _last_width(shape: dict[str, Any]) -> int:

@@ -10,6 +10,31 @@ from torch.types import Device
 from profiling.models.config import WorkloadConfig
 
 
+def head_loss(
+    c: WorkloadConfig,
+    head: nn.Module,
+    norm: nn.Module,
+    last: list[torch.Tensor],
+    targets: torch.Tensor | None,
+    softcap: float | None = None,
+) -> torch.Tensor:
+    """The logits (no targets), or the loss ``c.loss`` computes from the final norm's output.
+
+    ``last`` holds the last block's output alone (the caller keeps no other reference): the
+    reference loss holds it to its end, as our blocks always have; another stack's loss lets it
+    go once the final norm has run, as LitGPT, torchtune and transformers rebind it to the norm's
+    output (what the norm saved of it stays)."""
+    if targets is None or c.loss == "cross-entropy":
+        logits = head(norm(last[0]))  # the norm's output lives only through the head
+        if softcap:
+            logits = torch.tanh(logits / softcap) * softcap
+        return logits if targets is None else _lm_loss(logits, targets)
+    from profiling.models.losses import lm_loss
+
+    cuda = c.target == "cuda"
+    return lm_loss(c.loss, head, lambda: norm(last.pop()), targets, c.loss_chunks, softcap, cuda)
+
+
 def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     # Upcast to fp32 for a stable softmax, as training code does: at seq·batch·vocab values
     # this copy is often the largest single activation of a small model.
@@ -101,8 +126,9 @@ class GPT2(BlocksLM):
         x = _dropout(self.wte(idx) + self.wpe(pos), self.config.dropout, self.training)
         for block in self.h:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))
-        return logits if targets is None else _lm_loss(logits, targets)
+        last = [x]
+        del x  # head_loss holds the last block's output as long as the loss does
+        return head_loss(self.config, self.lm_head, self.ln_f, last, targets)
 
 
 class _RMSNorm(nn.Module):
@@ -174,5 +200,6 @@ class Llama(BlocksLM):
         cos, sin = self._rope(idx.size(1), idx.device, x.dtype)
         for layer in self.layers:
             x = layer(x, cos, sin)
-        logits = self.lm_head(self.norm(x))
-        return logits if targets is None else _lm_loss(logits, targets)
+        last = [x]
+        del x  # head_loss holds the last block's output as long as the loss does
+        return head_loss(self.config, self.lm_head, self.norm, last, targets)

@@ -33,6 +33,10 @@ class WorkloadConfig(BaseModel):
     # "sdpa" is PyTorch's fused kernel (flash on GPUs: no s² tensor kept).
     attention: Literal["eager", "sdpa"] = "sdpa"
     dropout: float = 0.0  # GPT-2: embeddings, attention probabilities, both residual branches
+    # The loss the step ends with, as a training stack computes it (profiling.models.losses).
+    loss: str = "cross-entropy"
+    loss_chunks: int = 8
+    target: Literal["cuda", "cpu"] = "cuda"  # whose kernels a fused loss's branches follow
     # ---- the Llama family's variations (Hugging Face configs)
     head_size: int | None = None  # None = hidden // heads
     qkv_bias: bool = False  # Qwen2: biases on q, k, v

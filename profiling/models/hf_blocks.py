@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.types import Device
 
-from profiling.models.blocks import BlocksLM, _attend, _lm_loss, _RMSNorm, _rotate
+from profiling.models.blocks import BlocksLM, _attend, _RMSNorm, _rotate, head_loss
 from profiling.models.config import WorkloadConfig
 
 
@@ -237,10 +237,9 @@ class HFLlama(BlocksLM):
         mask = self._window_mask(t, idx.device)
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
-        logits = self.lm_head(self.norm(x))
-        if c.logit_softcap:
-            logits = torch.tanh(logits / c.logit_softcap) * c.logit_softcap
-        return logits if targets is None else _lm_loss(logits, targets)
+        last = [x]
+        del x  # head_loss holds the last block's output as long as the loss does
+        return head_loss(c, self.lm_head, self.norm, last, targets, c.logit_softcap)
 
 
 __all__ = ["HFLlama", "windowed_layers"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
@@ -68,9 +68,29 @@ class HFCausalLM(nn.Module):
         self.config = shape
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        loss = self.config.loss
+        if targets is not None and loss != "cross-entropy":
+            return self._stack_loss(idx, targets)
         with _one_sequence_per_row():
             out = self.model(input_ids=idx, labels=targets, use_cache=False)
         return out.logits if targets is None else out.loss
+
+    def _stack_loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Another stack's loss on transformers' hidden states and LM head, as Liger's and Cut
+        Cross-Entropy's patches of the model's forward compute it (``profiling.models.losses``)."""
+        from profiling.models.losses import lm_loss
+
+        c = self.config
+        base: Any = self.model.base_model  # transformers' PreTrainedModel (untyped here)
+        model: Any = self.model
+
+        def hidden() -> torch.Tensor:
+            with _one_sequence_per_row():
+                return base(input_ids=idx, use_cache=False).last_hidden_state
+
+        cap = getattr(model.config, "final_logit_softcapping", None)
+        head = model.get_output_embeddings()
+        return lm_loss(c.loss, head, hidden, targets, c.loss_chunks, cap, c.target == "cuda")
 
     def example_inputs(
         self, batch: int, seq: int, device: Device = None

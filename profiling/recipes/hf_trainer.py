@@ -179,7 +179,13 @@ def read_trainer(path: Path, data: dict[str, Any]) -> Reading:
         elif r.has(key):
             r.ignore(key, NO_MEMORY + " (off)")
     if r.get("use_liger_kernel"):
-        r.use("use_liger_kernel", "chunked_loss", "liger", "Liger's fused linear cross-entropy")
+        r.use(
+            "use_liger_kernel",
+            "loss",
+            "liger",
+            "Liger's fused linear cross-entropy; its RMSNorm, RoPE and SwiGLU kernels are taken "
+            "to keep what PyTorch's ops keep",
+        )
     elif r.has("use_liger_kernel"):
         r.ignore("use_liger_kernel", NO_MEMORY + " (off)")
     model = r.get("model_name_or_path") or r.get("hub_model_id")

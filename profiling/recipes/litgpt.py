@@ -103,16 +103,18 @@ def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
     if method != "full":
         r.imply(
             "(the script)",
-            "chunked_head",
-            128,
-            "LitGPT's finetune script computes the LM head in chunks of 128 tokens",
+            "loss",
+            "litgpt",
+            "LitGPT's finetune script: the LM head in chunks of 128 tokens, chunked_cross_entropy "
+            "in the logits' dtype",
         )
-    r.imply(
-        "(the script)",
-        "chunked_loss",
-        128,
-        "LitGPT's chunked_cross_entropy: the loss in chunks of 128 tokens",
-    )
+    else:  # full.py: the whole logits, then the loss in chunks of 128 rows
+        r.imply(
+            "(the script)",
+            "chunked_loss",
+            128,
+            "LitGPT's chunked_cross_entropy on the whole logits: the loss in chunks of 128 tokens",
+        )
     r.finish()
     return f"LitGPT finetune {method}", r
 

@@ -194,7 +194,24 @@ def settle(framework: str, files: list[str], readings: list[Reading]) -> Recipe:
                 )
             recipe.values[s.field] = s.to
             recipe.used.append(s)
+    _unmodelled_loss(recipe)
     return recipe
+
+
+def _unmodelled_loss(recipe: Recipe) -> None:
+    """A stack's loss the estimate does not model with the rest of the recipe (under FSDP, say)
+    moves to the ignored with that reason: the step is estimated with the reference loss."""
+    from profiling._config_behaviours import loss_conflict
+
+    conflict = loss_conflict(recipe.values)
+    if conflict is None:
+        return
+    for name in ("loss", "loss_chunks"):
+        recipe.values.pop(name, None)
+    moved = [s for s in recipe.used if s.field in ("loss", "loss_chunks")]
+    recipe.used = [s for s in recipe.used if s not in moved]
+    why = f"not modelled yet: {conflict}; estimated with PyTorch's cross-entropy instead"
+    recipe.ignored += [s.model_copy(update={"why": why, "to": None}) for s in moved]
 
 
 __all__ = ["NO_MEMORY", "Reading", "Recipe", "Setting", "flatten", "settle"]

@@ -210,13 +210,12 @@ def _loss(r: Reading) -> None:
     component = str(r.get("loss._component_", ""))
     name = component.rsplit(".", 1)[-1]
     if name in ("LinearCrossEntropyLoss", "CEWithChunkedOutputLoss"):
+        kind = "chunked" if name == "CEWithChunkedOutputLoss" else "linear-chunked"
         r.use(
-            "loss._component_",
-            "chunked_loss",
-            r.get("loss.num_output_chunks", 8),
-            f"torchtune's {name}: the LM head and loss in chunks",
+            "loss._component_", "loss", kind, f"torchtune's {name}: the LM head and loss in chunks"
         )
-        r.seen("loss.num_output_chunks", main="loss._component_")
+        if r.has("loss.num_output_chunks"):
+            r.use("loss.num_output_chunks", "loss_chunks", r.get("loss.num_output_chunks"))
     elif name:
         r.ignore("loss._component_", NO_MEMORY + f" beyond the loss ({name})")
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from profiling._config_behaviours import loss_chunks
 from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
@@ -95,6 +96,9 @@ def _make_model(
     update: dict[str, object] = {
         "attention": "eager" if config.attention == "eager" else "sdpa",
         "dropout": config.dropout,
+        "loss": config.loss,
+        "loss_chunks": loss_chunks(config),
+        "target": config.target,
     }
     if layers is not None:  # the block-scaled trace: the same model with fewer blocks
         update["layers"] = layers

@@ -301,7 +301,10 @@ def flop_formulas(failures: dict[str, str]) -> dict[object, Callable[..., int]]:
     """
     from torch.utils.flop_counter import flop_registry
 
-    return safe_flop_formulas(failures, {**flop_registry, **cpu_flash_formulas()})
+    from profiling.models.losses import KERNEL_FLOPS  # Cut Cross-Entropy's kernels' matmuls
+
+    registry = {**flop_registry, **cpu_flash_formulas(), **KERNEL_FLOPS}
+    return safe_flop_formulas(failures, registry)
 
 
 class _FastPeakMixin:

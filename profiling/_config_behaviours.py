@@ -1,0 +1,137 @@
+"""The framework behaviours that move the peak, for ``profiling.config``: the loss each stack
+computes (and what it keeps of the logits), the fields that name them, what they refuse.
+
+Each is one field of ``TrainingConfig`` (the CLI flag, the tools' field and the ``--from``
+readers' setting at once); the field objects live here so ``config.py`` stays one line each.
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from profiling.errors import ConfigError
+
+# ``cfg`` is a profiling.config.TrainingConfig, which imports this module: typed Any here so
+# the two do not import each other.
+TrainingConfig = Any
+
+# The loss at the end of a causal LM's step, by the stack that computes it. What each keeps of
+# the logits (V per token, the largest tensors of a small model) is read from its source:
+# profiling/models/losses.py says where.
+Loss = Literal[
+    "cross-entropy",
+    "transformers-4.46",
+    "transformers-4.45",
+    "litgpt",
+    "chunked",
+    "linear-chunked",
+    "liger",
+    "cce",
+]
+LOSSES: dict[str, str] = {
+    "cross-entropy": "the logits, their fp32 copy and fp32 log-probabilities (PyTorch's "
+    "cross_entropy on logits.float(); transformers 4.49 on)",
+    "transformers-4.46": "transformers 4.46-4.48's loss: also the shifted logits' contiguous "
+    "fp32 copy",
+    "transformers-4.45": "transformers 4.45 and earlier: the model returns fp32 logits (the "
+    "16-bit ones freed), then the shifted logits' contiguous fp32 copy",
+    "litgpt": "LitGPT's finetune scripts: the LM head in chunks of 128 tokens and "
+    "chunked_cross_entropy in the compute dtype (no fp32 upcast)",
+    "chunked": "torchtune's CEWithChunkedOutputLoss: the LM head in --loss-chunks chunks, "
+    "each upcast to fp32 one at a time",
+    "linear-chunked": "torchtune's LinearCrossEntropyLoss: the hidden states of the labelled "
+    "tokens copied, the LM head and the fp32 loss per chunk",
+    "liger": "Liger Kernel's fused linear cross-entropy: no logits kept; the gradients of the "
+    "hidden states and the LM head made in forward, a chunk of logits at a time",
+    "cce": "Apple's Cut Cross-Entropy: no logits ever; one fp32 log-sum-exp per token, the "
+    "gradients made in backward block by block",
+}
+LOSS_CHUNKS_DEFAULT = 8  # torchtune's num_output_chunks
+
+LOSS_FIELD: Any = Field(
+    "cross-entropy",
+    description="The loss as the training stack computes it: cross-entropy (logits.float(), "
+    "transformers 4.49 on) | transformers-4.46 (4.46-4.48: + the shifted fp32 copy) | "
+    "transformers-4.45 (earlier: fp32 logits, shifted copy) | litgpt (chunks of 128 tokens, no "
+    "upcast) | chunked (torchtune's CEWithChunkedOutputLoss) | linear-chunked (torchtune's "
+    "LinearCrossEntropyLoss) | liger (Liger's fused linear cross-entropy) | cce (Apple's Cut "
+    "Cross-Entropy).",
+)
+LOSS_CHUNKS_FIELD: Any = Field(
+    None,
+    ge=1,
+    le=4096,
+    description="Chunks of the chunked and linear-chunked losses (torchtune's "
+    "num_output_chunks, default 8).",
+)
+
+
+def check_behaviours(cfg: TrainingConfig) -> None:
+    """One ConfigError sentence for a behaviour that contradicts the rest of the configuration."""
+    if cfg.loss_chunks is not None and cfg.loss not in ("chunked", "linear-chunked"):
+        raise ConfigError(
+            f"--loss-chunks is torchtune's num_output_chunks, for --loss chunked or "
+            f"linear-chunked (--loss {cfg.loss} has none)",
+            "loss_chunks",
+        )
+    if cfg.loss != "cross-entropy" and _plan(cfg.__dict__):
+        raise ConfigError(
+            f"--loss {cfg.loss} is not modelled under a parallel plan yet (--pp, --cp, "
+            "--dp-shard, --dp-replicate): drop --loss, or the plan's degrees",
+            "loss",
+        )
+    if cfg.loss in ("liger", "cce") and cfg.lora_rank is not None and "lm_head" in cfg.lora_targets:
+        raise ConfigError(
+            f"--loss {cfg.loss} multiplies by the LM head's weight inside its kernel, so an "
+            "adapted LM head (--lora-targets lm_head) is not fused; drop lm_head or the fused loss",
+            "loss",
+        )
+
+
+def _plan(values: dict[str, Any]) -> bool:
+    """``_config_plan.is_plan`` on a dict of fields (a recipe's values, or a config's dump)."""
+    return (
+        (values.get("pp") or 1) > 1
+        or (values.get("cp") or 1) > 1
+        or values.get("dp_shard") is not None
+        or values.get("dp_replicate") is not None
+    )
+
+
+def loss_conflict(values: dict[str, Any]) -> str | None:
+    """What of a stack's loss (``values["loss"]``) the trace and estimate do not model together
+    with the rest of ``values`` (a configuration's fields), as a clause, or None."""
+    loss = values.get("loss") or "cross-entropy"
+    if loss == "cross-entropy":
+        return None
+    if _plan(values):
+        return f"--loss {loss} under a parallel plan (--pp, --cp, --dp-shard, --dp-replicate)"
+    if (values.get("tp") or 1) > 1:
+        return f"--loss {loss} under tensor parallelism (its vocabulary-parallel forms)"
+    if values.get("fsdp") or values.get("zero") == 3:
+        return f"--loss {loss} under FSDP or ZeRO-3 (the gathered head's gradient moments)"
+    if values.get("optimizer_in_bwd"):
+        return f"--loss {loss} with --optimizer-in-bwd"
+    if values.get("lora_rank") is not None and "lm_head" in (values.get("lora_targets") or []):
+        return f"--loss {loss} with an adapted LM head"
+    return None
+
+
+def loss_chunks(cfg: TrainingConfig) -> int:
+    """The chunk count a chunked loss runs with (torchtune's default when not given)."""
+    return cfg.loss_chunks or LOSS_CHUNKS_DEFAULT
+
+
+__all__ = [
+    "LOSSES",
+    "LOSS_CHUNKS_DEFAULT",
+    "LOSS_CHUNKS_FIELD",
+    "LOSS_FIELD",
+    "Loss",
+    "check_behaviours",
+    "loss_chunks",
+    "loss_conflict",
+]

@@ -1,0 +1,99 @@
+"""A loss's tensors in the order its source makes and frees them: the peak of a stretch of the
+step, with the tensors alive then.
+
+A loss that works a chunk at a time (LitGPT's, torchtune's, Liger's) has its peak at one
+particular moment — the last chunk's log-softmax with every chunk's logits still held, or the
+first chunk's gradient with every other chunk's log-probabilities — which no single product of
+sizes says. ``profiling.estimate.losses`` writes each loss as a :class:`Tape` of allocations
+and frees, in its source's order (and the autograd engine's, in backward); running the tape
+gives the peak and names what makes it. Plain arithmetic, no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from profiling.estimate.activations import Term
+
+Dim = tuple[str, int]  # a size as written (s, (s − 1), V …) and its value
+
+
+@dataclass
+class Ctx:
+    """The sizes a loss's tensors are made of."""
+
+    s: int
+    b: int
+    V: int
+    h: int
+    r: int  # the final norm's output (the residual dtype)
+    c: int  # the logits and the LM head's input (the compute dtype)
+    amp: bool
+    cuda: bool
+    trained: bool  # the LM head's weight gets a gradient
+    w: int  # the LM head's weight as the matmul reads it
+    softcap: float | None
+    chunks: int  # torchtune's num_output_chunks
+
+    @property
+    def tokens(self) -> list[Dim]:
+        return [("s", self.s), ("b", self.b)]
+
+    @property
+    def shifted(self) -> list[Dim]:
+        return [("(s − 1)", self.s - 1), ("b", self.b)]
+
+
+def sized(name: str, dims: list[Dim], nbytes: int) -> Term:
+    """A tensor of ``dims`` elements of ``nbytes`` each, its formula and numbers."""
+    n = nbytes
+    for _, value in dims:
+        n *= value
+    formula = "·".join(symbol for symbol, _ in dims) + f"·{nbytes} B"
+    numbers = "·".join(str(value) for _, value in dims) + f"·{nbytes}"
+    return Term(name, n, formula, numbers)
+
+
+@dataclass
+class Tape:
+    """Tensors made and freed in order; the largest sum of those alive, and which they were."""
+
+    alive: dict[str, Term] = field(default_factory=dict)
+    peak: float = 0.0
+    at_peak: list[Term] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.peak = self.total()
+        self.at_peak = list(self.alive.values())
+
+    def total(self) -> float:
+        return sum(t.bytes for t in self.alive.values())
+
+    def new(self, key: str, term: Term) -> None:
+        assert key not in self.alive, f"{key} made twice"
+        self.alive[key] = term
+        now = self.total()
+        if now > self.peak:
+            self.peak, self.at_peak = now, list(self.alive.values())
+
+    def free(self, *keys: str) -> None:
+        for key in keys:
+            del self.alive[key]
+
+    def has(self, key: str) -> bool:
+        return key in self.alive
+
+    def keep_as(self, old: str, new: str, name: str) -> None:
+        """The same storage under another role (a gradient taken as the parameter's .grad)."""
+        term = self.alive.pop(old)
+        self.alive[new] = Term(name, term.bytes, term.formula, term.substituted)
+
+
+def listed(terms: list[Term]) -> tuple[str, str]:
+    """Names with formulas, and the numbers, of tensors alive together."""
+    formula = " + ".join(f"{t.name} {t.formula}" for t in terms) or "nothing"
+    numbers = " + ".join(t.substituted for t in terms) or "0"
+    return formula, numbers
+
+
+__all__ = ["Ctx", "Dim", "Tape", "listed", "sized"]

@@ -1,0 +1,463 @@
+"""Each stack's loss as a tape (``profiling.estimate.loss_tape``): its tensors in the order its
+source makes and frees them, forward and backward — the same code ``profiling.models.losses``
+runs in the trace, read line by line. The tape starts with the final norm's output alive
+(``hidden``); the LM head's forward and backward are part of it. No torch here.
+"""
+
+from __future__ import annotations
+
+from profiling.estimate.loss_tape import Ctx, Dim, Tape, sized
+from profiling.models.loss_sizes import LITGPT_CHUNK, liger_chunking, split, tensor_split
+
+
+def forward_tape(kind: str, x: Ctx, tape: Tape) -> None:
+    _FORWARD[kind](x, tape)
+
+
+def backward_tape(kind: str, x: Ctx, tape: Tape) -> None:
+    _BACKWARD[kind](x, tape)
+
+
+# ---------------------------------------------------------------- the LM head
+
+
+def _head(x: Ctx, tape: Tape, key: str, rows: list[Dim], strided: bool) -> None:
+    """The LM head on these rows of the hidden states: the input it keeps (a 16-bit copy under
+    autocast, a copy of a strided chunk, else the hidden states themselves), its logits (soft-
+    capped: the tanh output kept)."""
+    h, V = ("h", x.h), ("V", x.V)
+    if x.amp:
+        tape.new(f"{key}.in", sized("the LM head's 16-bit copy of its input", [*rows, h], 2))
+    elif strided:
+        tape.new(f"{key}.in", sized("the LM head's copy of its strided input", [*rows, h], x.c))
+    tape.new(f"{key}.logits", sized("logits", [*rows, V], x.c))
+    if x.softcap:
+        tape.new(f"{key}.div", sized("logits / cap", [*rows, V], x.c))
+        tape.new(f"{key}.tanh", sized("the soft cap's tanh output", [*rows, V], x.c))
+        tape.free(f"{key}.div")
+        tape.new(f"{key}.capped", sized("capped logits", [*rows, V], x.c))
+        tape.free(f"{key}.logits")
+        tape.keep_as(f"{key}.capped", f"{key}.logits", "capped logits")
+
+
+def _head_backward(
+    x: Ctx,
+    tape: Tape,
+    key: str,
+    rows: list[Dim],
+    grad: str,
+    releases: tuple[str, ...] = (),
+    last: bool = True,
+) -> None:
+    """The soft cap's and the LM head's backward from the logits' gradient ``grad``: the hidden
+    rows' gradient, then the weight's (taken as .grad the first time, added to it after; under
+    autocast summed for the cached 16-bit weight copy, whose cast runs once, after the last head:
+    ``last``), then what the head saved (its own input copy, ``releases``)."""
+    h, V = ("h", x.h), ("V", x.V)
+    if x.softcap:  # capped = tanh(z / cap) · cap
+        tape.new(f"{key}.g1", sized("gradient of the tanh output", [*rows, V], x.c))
+        tape.free(grad)
+        tape.new(f"{key}.g2", sized("gradient of logits / cap", [*rows, V], x.c))
+        tape.free(f"{key}.g1", f"{key}.tanh")
+        tape.new(f"{key}.g3", sized("gradient of the logits", [*rows, V], x.c))
+        tape.free(f"{key}.g2")
+        grad = f"{key}.g3"
+    # mm's backward: the weight's gradient, then the input's; then what it saved is released
+    if x.trained:
+        tape.new(f"{key}.gw", sized("the LM head's weight gradient", [V, h], x.c))
+    tape.new(f"{key}.gin", sized("gradient of the LM head's input", [*rows, h], x.c))
+    tape.free(grad)
+    for saved in (f"{key}.in", *releases):
+        if tape.has(saved):
+            tape.free(saved)
+    if x.trained:  # into the weight's gradient buffer: the first kept, later ones added to it
+        sum_key = "head.gw16" if x.amp else "head.grad"
+        if tape.has(sum_key):  # out of place (the buffer holds a transposed view)
+            tape.new(f"{key}.sum", sized("the LM head's gradients summed", [V, h], x.c))
+            tape.free(sum_key, f"{key}.gw")
+            tape.keep_as(f"{key}.sum", sum_key, "the LM head's gradient")
+        else:
+            tape.keep_as(f"{key}.gw", sum_key, "the LM head's gradient")
+    if last:
+        _head_cast(x, tape)
+    if x.amp:  # the input's cast backward: its gradient in fp32
+        tape.new(f"{key}.gin32", sized("fp32 gradient of the LM head's input", [*rows, h], 4))
+        tape.free(f"{key}.gin")
+
+
+def _head_cast(x: Ctx, tape: Tape) -> None:
+    """Autocast's weight copy's backward, once all heads ran: the fp32 gradient of the weight."""
+    if x.amp and x.trained:
+        tape.new("head.grad", sized("the LM head's gradient", [("V", x.V), ("h", x.h)], 4))
+        tape.free("head.gw16")
+
+
+def _gathered(x: Ctx, tape: Tape, keys: list[str], rows: list[Dim]) -> None:
+    """The split's backward: the chunks' input gradients concatenated into one."""
+    dtype = 4 if x.amp else x.c
+    tape.new("gin.all", sized("gradient of the hidden states", [*rows, ("h", x.h)], dtype))
+    tape.free(*keys)
+
+
+# ---------------------------------------------------------------- transformers before 4.49
+
+
+def _fwd_transformers(x: Ctx, tape: Tape, upcast_in_model: bool) -> None:
+    _head(x, tape, "head", x.tokens, False)
+    if x.c != 4:
+        tape.new("up", sized("their fp32 copy", [*x.tokens, ("V", x.V)], 4))
+        if upcast_in_model:  # 4.45: the 16-bit logits go as soon as upcast
+            tape.free("head.logits")
+    if x.b > 1:  # one row's [..., :-1, :] is contiguous already: no copy
+        V = ("V", x.V)
+        tape.new("shift", sized("the shifted logits' contiguous copy", [*x.shifted, V], 4))
+        tape.new("labels", sized("the shifted labels (int64)", x.shifted, 8))
+    tape.new("ls", sized("the fp32 log-probabilities", [*x.shifted, ("V", x.V)], 4))
+    if tape.has("shift"):
+        tape.free("shift")
+    if tape.has("up"):
+        tape.free("up")
+    if tape.has("head.logits"):
+        tape.free("head.logits")
+    if x.amp:
+        tape.free("hidden")  # the model's fp32 hidden_states, held to its end
+
+
+def _bwd_transformers(x: Ctx, tape: Tape) -> None:
+    V = ("V", x.V)
+    tape.new("nllg", sized("nll_loss's gradient", [*x.shifted, V], 4))
+    if tape.has("labels"):
+        tape.free("labels")
+    tape.new("lsg", sized("log-softmax's gradient", [*x.shifted, V], 4))
+    tape.free("ls", "nllg")
+    tape.new("sliceg", sized("the shift's gradient, full length", [*x.tokens, V], 4))
+    tape.free("lsg")
+    grad = "sliceg"
+    if x.c != 4:
+        tape.new("upg", sized("the logits' gradient", [*x.tokens, V], x.c))
+        tape.free("sliceg")
+        grad = "upg"
+    _head_backward(x, tape, "head", x.tokens, grad, ("hidden",))
+
+
+# ---------------------------------------------------------------- LitGPT
+
+
+def _litgpt_chunks(x: Ctx) -> list[int]:
+    return split(x.s, LITGPT_CHUNK)
+
+
+def _fwd_litgpt(x: Ctx, tape: Tape) -> None:
+    sizes = _litgpt_chunks(x)
+    for i, t in enumerate(sizes):
+        _head(x, tape, f"c{i}", [("b", x.b), ("t", t)], x.b > 1)
+    if x.amp or x.b > 1:
+        tape.free("hidden")  # GPT.forward returns the chunks
+    last = len(sizes) - 1
+    short = [*sizes[:-1], sizes[-1] - 1]  # the last chunk shortened by one token
+    V = ("V", x.V)
+    if x.b > 1:  # reshape of the shortened (strided) last chunk copies it
+        tape.new("lastcopy", sized("the shortened last chunk's copy", [("b", x.b),
+                                   ("t", short[-1]), V], x.c))  # fmt: skip
+        for i, t in enumerate(short):
+            tape.new(f"lab{i}", sized("a chunk's labels (int64)", [("b", x.b), ("t", t)], 8))
+    ls = 4 if x.amp else x.c
+    for i, t in enumerate(short):
+        rows = [("b", x.b), ("t", t)]
+        if x.amp:
+            tape.new(f"up{i}", sized("a chunk's fp32 copy (autocast)", [*rows, V], 4))
+        tape.new(f"ls{i}", sized("a chunk's log-probabilities", [*rows, V], ls))
+        tape.new(f"loss{i}", sized("a chunk's token losses", rows, ls))
+        if x.amp:
+            tape.free(f"up{i}")
+    tape.new("cat", sized("the token losses", x.shifted, ls))
+    tape.free(*(f"loss{i}" for i in range(len(short))))
+    tape.free("cat", *(f"c{i}.logits" for i in range(len(sizes))))
+    if tape.has("lastcopy"):
+        tape.free("lastcopy")
+    del last
+
+
+def _bwd_litgpt(x: Ctx, tape: Tape) -> None:
+    sizes = _litgpt_chunks(x)
+    short = [*sizes[:-1], sizes[-1] - 1]
+    V = ("V", x.V)
+    ls = 4 if x.amp else x.c
+    grads = {}
+    for i in reversed(range(len(short))):
+        rows = [("b", x.b), ("t", short[i])]
+        tape.new(f"nllg{i}", sized("a chunk's nll_loss gradient", [*rows, V], ls))
+        if tape.has(f"lab{i}"):
+            tape.free(f"lab{i}")
+        tape.new(f"lsg{i}", sized("a chunk's log-softmax gradient", [*rows, V], ls))
+        tape.free(f"ls{i}", f"nllg{i}")
+        grads[i] = f"lsg{i}"
+        if x.amp:
+            tape.new(f"g{i}", sized("a chunk's logits gradient", [*rows, V], x.c))
+            tape.free(f"lsg{i}")
+            grads[i] = f"g{i}"
+    last = len(sizes) - 1
+    full = [("b", x.b), ("t", sizes[last])]
+    tape.new("slg", sized("the last chunk's gradient, full length", [*full, V], x.c))
+    tape.free(grads[last])
+    grads[last] = "slg"
+    for i in reversed(range(len(sizes))):
+        rows = [("b", x.b), ("t", sizes[i])]
+        _head_backward(x, tape, f"c{i}", rows, grads[i], ("hidden",) if i == 0 else (), i == 0)
+    suffix = ".gin32" if x.amp else ".gin"
+    _gathered(x, tape, [f"c{i}{suffix}" for i in range(len(sizes))], x.tokens)
+
+
+# ---------------------------------------------------------------- torchtune
+
+
+def _fwd_chunked(x: Ctx, tape: Tape) -> None:
+    sizes = tensor_split(x.s, x.chunks)
+    V = ("V", x.V)
+    for i, t in enumerate(sizes):
+        _head(x, tape, f"c{i}", [("b", x.b), ("t", t)], x.b > 1)
+    if x.amp or x.b > 1:
+        tape.free("hidden")  # TransformerDecoder.forward returns the chunks
+    if x.b > 1:  # labels.tensor_split(n, dim=1): strided, reshape copies each
+        for i, t in enumerate(sizes):
+            tape.new(f"lab{i}", sized("a chunk's labels (int64)", [("b", x.b), ("t", t)], 8))
+    for i, t in enumerate(sizes):
+        rows = [("b", x.b), ("t", t)]
+        if x.c != 4:
+            tape.new(f"up{i}", sized("a chunk's fp32 copy", [*rows, V], 4))
+        tape.new(f"ls{i}", sized("a chunk's fp32 log-probabilities", [*rows, V], 4))
+        if x.c != 4:
+            tape.free(f"up{i}")
+    tape.free(*(f"c{i}.logits" for i in range(len(sizes))))
+
+
+def _bwd_chunked(x: Ctx, tape: Tape) -> None:
+    sizes = tensor_split(x.s, x.chunks)
+    V = ("V", x.V)
+    grads = {}
+    for i in reversed(range(len(sizes))):
+        rows = [("b", x.b), ("t", sizes[i])]
+        tape.new(f"nllg{i}", sized("a chunk's nll_loss gradient", [*rows, V], 4))
+        if tape.has(f"lab{i}"):
+            tape.free(f"lab{i}")
+        tape.new(f"lsg{i}", sized("a chunk's log-softmax gradient", [*rows, V], 4))
+        tape.free(f"ls{i}", f"nllg{i}")
+        grads[i] = f"lsg{i}"
+        if x.c != 4:
+            tape.new(f"g{i}", sized("a chunk's logits gradient", [*rows, V], x.c))
+            tape.free(f"lsg{i}")
+            grads[i] = f"g{i}"
+    for i in reversed(range(len(sizes))):
+        rows = [("b", x.b), ("t", sizes[i])]
+        _head_backward(x, tape, f"c{i}", rows, grads[i], ("hidden",) if i == 0 else (), i == 0)
+    suffix = ".gin32" if x.amp else ".gin"
+    _gathered(x, tape, [f"c{i}{suffix}" for i in range(len(sizes))], x.tokens)
+
+
+def _fwd_linear(x: Ctx, tape: Tape) -> None:
+    n = x.s * x.b
+    flat: list[Dim] = [("s", x.s), ("b", x.b)]
+    tape.new("mask", sized("the labels' mask", flat, 1))
+    tape.free("mask")
+    tape.new("valid", sized("the labelled tokens' indices (int64)", flat, 8))
+    tape.free("valid")  # only their count is used
+    tape.new("mask", sized("the labels' mask", flat, 1))
+    tape.free("mask")
+    tape.new("idx", sized("the labelled tokens' indices (int64)", flat, 8))
+    rows = sized("the labelled tokens' hidden states", [*flat, ("h", x.h)], x.r)
+    tape.new("rows", rows)
+    tape.new("targets", sized("their labels (int64)", flat, 8))
+    V = ("V", x.V)
+    prev = None
+    for i, t in enumerate(tensor_split(n, x.chunks)):
+        key = f"c{i}"
+        _head(x, tape, key, [("t", t)], False)
+        if prev is not None:
+            tape.free(f"{prev}.logits")  # rebinding ``logits`` frees the previous chunk's
+        if x.c != 4:
+            tape.new(f"up{i}", sized("a chunk's fp32 copy", [("t", t), V], 4))
+        tape.new(f"ls{i}", sized("a chunk's fp32 log-probabilities", [("t", t), V], 4))
+        if x.c != 4:
+            tape.free(f"up{i}")
+        prev = key
+    if prev is not None:
+        tape.free(f"{prev}.logits")
+    if x.amp:  # the fp32 copy was only cast from: the 16-bit chunks are what the head keeps
+        tape.free("rows")
+    else:
+        tape.keep_as("rows", "rows", "the LM head's input: the labelled tokens' hidden states")
+    tape.free("hidden")  # the model's output, held by the recipe until the loss is computed
+
+
+def _bwd_linear(x: Ctx, tape: Tape) -> None:
+    n = x.s * x.b
+    sizes = tensor_split(n, x.chunks)
+    V = ("V", x.V)
+    keys = []
+    for i in reversed(range(len(sizes))):
+        rows: list[Dim] = [("t", sizes[i])]
+        tape.new(f"nllg{i}", sized("a chunk's nll_loss gradient", [*rows, V], 4))
+        tape.new(f"lsg{i}", sized("a chunk's log-softmax gradient", [*rows, V], 4))
+        tape.free(f"ls{i}", f"nllg{i}")
+        grad = f"lsg{i}"
+        if x.c != 4:
+            tape.new(f"g{i}", sized("a chunk's logits gradient", [*rows, V], x.c))
+            tape.free(grad)
+            grad = f"g{i}"
+        first = i == 0
+        _head_backward(x, tape, f"c{i}", rows, grad, ("rows", "targets") if first else (), first)
+        keys.append(f"c{i}" + (".gin32" if x.amp else ".gin"))
+    flat = [("s", x.s), ("b", x.b)]
+    _gathered(x, tape, keys, flat)
+    tape.new("gidx", sized("index_select's gradient (zeros, rows added)", [*flat, ("h", x.h)],
+                           4 if x.amp else x.c))  # fmt: skip
+    tape.free("gin.all", "idx")
+
+
+# ---------------------------------------------------------------- Liger and Cut Cross-Entropy
+
+
+def _fwd_liger(x: Ctx, tape: Tape) -> None:
+    n = x.s * x.b
+    flat: list[Dim] = [("s", x.s), ("b", x.b)]
+    V, h = ("V", x.V), ("h", x.h)
+    tape.new("pad", sized("the labels padded by one (int64)", [("(s + 1)", x.s + 1), ("b", x.b)],
+                          8))  # fmt: skip
+    if x.b > 1:
+        tape.new("labels", sized("the shifted labels (int64)", flat, 8))
+    tape.new("gin", sized("the hidden states' gradient (made in forward)", [*flat, h], x.r))
+    if x.trained:
+        tape.new("gw", sized("the LM head's gradient (made in forward)", [V, h], x.w))
+    tape.new("loss1d", sized("the token losses (fp32)", flat, 4))
+    tape.new("mask", sized("the labels' mask", flat, 1))
+    tape.free("mask")
+    size, count = liger_chunking(n, x.h, x.V)
+    mm = 2 if x.amp else x.c  # the matmuls' dtype (autocast: 16-bit)
+    prev = None
+    for i in range(count):
+        t = min(size, n - i * size)
+        rows = [("C", t)]
+        if x.amp:
+            tape.new(f"wt{i}", sized("autocast's copy of the weight's transpose", [V, h], 2))
+            if x.r != 2:
+                tape.new(f"rin{i}", sized("the chunk's 16-bit copy", [*rows, h], 2))
+        tape.new(f"l{i}", sized("a chunk's logits (the softmax gradient over them)", [*rows, V],
+                                mm))  # fmt: skip
+        if x.amp:
+            tape.free(f"wt{i}")
+            if tape.has(f"rin{i}"):
+                tape.free(f"rin{i}")
+        if prev is not None:
+            tape.free(prev)  # ``grad_logits_chunk = logits_chunk`` lets the previous go
+        if x.amp and not tape.has("wcache"):
+            tape.new("wcache", sized("autocast's cached 16-bit weight", [V, h], 2))
+        tape.new(f"gi{i}", sized("the chunk's input gradient", [*rows, h], mm))
+        tape.free(f"gi{i}")
+        if x.trained:
+            _liger_weight_grad(x, tape, i, rows, mm)
+        prev = f"l{i}"
+    if prev is not None:
+        tape.free(prev)
+    tape.free("loss1d", "pad")
+    if tape.has("labels"):
+        tape.free("labels")
+    if tape.has("wcache"):
+        tape.free("wcache")  # autocast's cache ends with the forward; the loss saved none
+    tape.free("hidden")
+
+
+def _liger_weight_grad(x: Ctx, tape: Tape, i: int, rows: list[Dim], mm: int) -> None:
+    V, h = ("V", x.V), ("h", x.h)
+    if x.cuda and x.w == 4 and mm != 4:  # sm80+: addmm into the fp32 gradient in place
+        if x.r != mm:
+            tape.new(f"r16{i}", sized("the chunk's 16-bit copy for addmm", [*rows, h], mm))
+            tape.free(f"r16{i}")
+        return
+    tape.new(f"mm{i}", sized("the chunk's weight-gradient product", [V, h], mm))
+    if mm != 4:
+        tape.new(f"f{i}", sized("its fp32 copy (.float())", [V, h], 4))
+        tape.free(f"f{i}")
+    tape.free(f"mm{i}")
+
+
+def _bwd_liger(x: Ctx, tape: Tape) -> None:
+    # Both gradients were made in forward: backward hands them on (the weight's as .grad).
+    if x.trained:
+        tape.keep_as("gw", "head.grad", "the LM head's gradient")
+    tape.keep_as("gin", "gin.all", "gradient of the hidden states")
+
+
+def _fwd_cce(x: Ctx, tape: Tape) -> None:
+    n1 = (x.s - 1) * x.b
+    V, h = ("V", x.V), ("h", x.h)
+    tape.new("pairs", sized("the valid (row, token) pairs (int64)", [*x.shifted, ("2", 2)], 8))
+    tape.new("pairs32", sized("as int32", [*x.shifted, ("2", 2)], 4))
+    tape.free("pairs")
+    tape.new("valids", sized("the valid rows (int64)", x.shifted, 8))
+    tape.free("pairs32")
+    if x.amp:
+        tape.new("e16", sized("the hidden states' 16-bit copy", [*x.tokens, h], 2))
+        if x.w != 2:
+            tape.new("c16", sized("the LM head weight's 16-bit copy", [V, h], 2))
+    tape.new("lse", sized("the fp32 log-sum-exp per token", x.shifted, 4))
+    tape.new("locks", sized("locks", [("⌈(s − 1)·b/128⌉", -(-n1 // 128))], 4))
+    tape.new("avg", sized("the average logit per vocabulary entry (fp32)", [V], 4))
+    tape.free("locks")
+    tape.new("negdot", sized("the target logits (fp32)", x.shifted, 4))
+    tape.free("negdot")
+    if x.amp:
+        tape.free("hidden")  # only the 16-bit copy is saved
+
+
+def _bwd_cce(x: Ctx, tape: Tape) -> None:
+    n1 = (x.s - 1) * x.b
+    V, h = ("V", x.V), ("h", x.h)
+    tape.new("sortv", sized("the sorted average logits", [V], 4))
+    tape.new("sorti", sized("their order (int64)", [V], 8))
+    tape.free("sortv")
+    tape.new("order", sized("their order (int32)", [V], 4))
+    tape.free("sorti")
+    e = 2 if x.amp else x.r
+    tape.new("de", sized("the hidden states' gradient", [*x.tokens, h], e))
+    blocks = -(-x.h // 64)
+    tape.new("delocks", sized("locks", [("⌈(s − 1)·b/128⌉", -(-n1 // 128)), ("⌈h/64⌉", blocks)],
+                                4))  # fmt: skip
+    if x.trained:
+        tape.new("dc", sized("the LM head's gradient", [V, h], 2 if x.amp else x.w))
+        tape.new("dclocks", sized("locks", [("⌈V/128⌉", -(-x.V // 128)), ("⌈h/64⌉", blocks)], 4))
+        tape.free("dclocks")
+    tape.free("order", "delocks")
+    if x.amp and x.r == 4:
+        tape.new("de32", sized("the hidden states' gradient (fp32)", [*x.tokens, h], 4))
+        tape.free("de")
+    if x.trained and x.amp and x.w == 4:
+        tape.new("dc32", sized("the LM head's gradient (fp32)", [V, h], 4))
+        tape.free("dc")
+        tape.keep_as("dc32", "head.grad", "the LM head's gradient")
+    elif x.trained:
+        tape.keep_as("dc", "head.grad", "the LM head's gradient")
+    for key in ("hidden", "e16", "c16", "lse", "valids", "avg"):
+        if tape.has(key):
+            tape.free(key)
+
+
+_FORWARD = {
+    "transformers-4.46": lambda x, tape: _fwd_transformers(x, tape, False),
+    "transformers-4.45": lambda x, tape: _fwd_transformers(x, tape, True),
+    "litgpt": _fwd_litgpt,
+    "chunked": _fwd_chunked,
+    "linear-chunked": _fwd_linear,
+    "liger": _fwd_liger,
+    "cce": _fwd_cce,
+}
+_BACKWARD = {
+    "transformers-4.46": _bwd_transformers,
+    "transformers-4.45": _bwd_transformers,
+    "litgpt": _bwd_litgpt,
+    "chunked": _bwd_chunked,
+    "linear-chunked": _bwd_linear,
+    "liger": _bwd_liger,
+    "cce": _bwd_cce,
+}
+
+__all__ = ["backward_tape", "forward_tape"]

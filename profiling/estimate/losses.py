@@ -1,0 +1,296 @@
+"""What each stack's loss keeps and allocates (``--loss``), estimated from its source.
+
+The reference loss (``cross-entropy``) is ``activations``' log-probabilities term and
+``memory``'s loss moments. Every other loss is written here as a :class:`~loss_tape.Tape` in
+its source's order (``profiling.models.losses`` says where each is read, and runs the same ops
+in the trace): the forward's tape gives the loss's peak in forward and what it keeps for backward
+(the activations it adds, replacing the LM head's input and the log-probabilities), the
+backward's — the autograd engine's order, the LM head's gradients included — its peak in
+backward. Symbols: s·b tokens, V vocabulary, h hidden size; t a chunk's tokens (b rows of t);
+C Liger's chunk of tokens. No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from profiling._config_behaviours import loss_conflict
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.estimate import activations as acts
+from profiling.estimate.activations import Bytes, Dims, Term
+from profiling.estimate.loss_tape import Ctx, Tape, listed, sized
+from profiling.estimate.loss_tapes import backward_tape, forward_tape
+from profiling.units import fmt_bytes, fmt_count
+
+if TYPE_CHECKING:
+    from profiling.estimate.states import Line
+
+REFERENCE = "cross-entropy"
+
+
+@dataclass
+class LossPlan:
+    """A loss's part of the step: what it keeps after forward, and its two peaks above the end of
+    forward (what else is alive then), each with the tensors that make it."""
+
+    kept: list[Term]
+    forward_extra: float
+    forward_calc: str
+    backward_extra: float
+    backward_calc: str
+    drops_head_copy: bool  # autocast's cached 16-bit copy of the head's weight is not kept
+
+
+def context(d: Dims, e: Bytes, cfg: TrainingConfig) -> Ctx:
+    assert d.V is not None, "a loss is estimated only with a vocabulary"
+    w = 2 if cfg.precision in ("bf16", "mixed") else 4
+    trained = cfg.lora_rank is None
+    chunks = cfg.loss_chunks or 8
+    cap = d.extra.get("logit_softcap")
+    return Ctx(d.s, d.b, d.V, d.h, e.r, e.c, e.amp, cfg.target == "cuda", trained, w, cap, chunks)
+
+
+def problem(cfg: TrainingConfig, d: Dims | None) -> str | None:
+    """What of ``--loss`` the estimate cannot model, as a clause, or None."""
+    if cfg.loss == REFERENCE:
+        return None
+    if d is None or d.V is None:
+        return f"--loss {cfg.loss} without the model's vocabulary (give --model or --vocab)"
+    conflict = loss_conflict(cfg.model_dump())
+    if conflict:
+        return conflict
+    if d.extra.get("hf_module") == "gpt2":
+        return f"--loss {cfg.loss} on transformers' GPT-2 module (its last block's backward)"
+    if d.extra.get("logit_softcap") and cfg.loss in ("chunked", "linear-chunked"):
+        return f"--loss {cfg.loss} on a model with soft-capped logits (torchtune caps none)"
+    return None
+
+
+def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
+    """The loss ``cfg.loss`` of the step ``d``, as its tapes run."""
+    reason = problem(cfg, d)
+    if reason:
+        raise ProfilingError(f"the estimate cannot model {reason}")
+    x = context(d, e, cfg)
+    hidden = sized("the final norm's output", [*x.tokens, ("h", x.h)], x.r)
+    fwd = Tape({"hidden": hidden})
+    forward_tape(cfg.loss, x, fwd)
+    if fwd.has("hidden"):
+        fwd.keep_as("hidden", "hidden", "the final norm's output, kept for backward")
+    kept = list(fwd.alive.values())
+    bwd = Tape(dict(fwd.alive))
+    backward_tape(cfg.loss, x, bwd)
+    held = sum(t.bytes for t in kept)
+    return LossPlan(
+        kept=[_as_activation(t) for t in kept],
+        forward_extra=fwd.peak - held,
+        forward_calc=_calc(fwd, kept),
+        backward_extra=bwd.peak - held,
+        backward_calc=_calc(bwd, kept),
+        drops_head_copy=cfg.loss in ("liger", "cce") and x.amp,
+    )
+
+
+def _as_activation(term: Term) -> Term:
+    name = term.name[0].upper() + term.name[1:]
+    return Term(f"Logits: {name}", term.bytes, term.formula, term.substituted)
+
+
+def _calc(tape: Tape, kept: list[Term]) -> str:
+    """'end of forward + … − …': what is alive at the tape's peak beside the kept tensors."""
+    ids = {id(t) for t in tape.at_peak}
+    extra = [t for t in tape.at_peak if id(t) not in {id(k) for k in kept}]
+    gone = [t for t in kept if id(t) not in ids]
+    text = "end of forward"
+    if extra:
+        formula, numbers = listed(extra)
+        text += f" + {formula} ({numbers})"
+    if gone:
+        formula, numbers = listed(gone)
+        text += f" − freed by then: {formula} ({numbers})"
+    return text
+
+
+def loss_plan(cfg: TrainingConfig, shape: dict[str, Any]) -> LossPlan | None:
+    """A stack's loss (``--loss`` other than cross-entropy) as its tapes run, else None."""
+    if cfg.loss == REFERENCE:
+        return None
+    d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
+    reason = problem(cfg, d)
+    if reason:
+        raise ProfilingError(f"the estimate cannot model {reason}")
+    assert d is not None, "problem() names a missing shape"
+    return plan(d, Bytes.of(cfg.precision), cfg)
+
+
+def without_head_copy(term: Term, shape: dict[str, Any]) -> Term:
+    """Autocast's weight copies less the LM head's: a fused loss casts it outside the cache
+    (Cut Cross-Entropy, which saves its own copy) or keeps none (Liger)."""
+    if not term.name.startswith("autocast"):
+        return term
+    blocks = int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)
+    return Term(
+        "autocast's 16-bit weight copies of the blocks (the fused loss keeps none of the head's)",
+        blocks * 2,
+        "(matmul weights − V·h) · 2 B",
+        f"{fmt_count(blocks)} · 2",
+    )
+
+
+Moment = tuple[str, float, str]
+
+
+@dataclass
+class AfterLoss:
+    """What is alive once the loss and the final norm are through backward."""
+
+    bytes: float
+    calc: str
+
+
+def after_loss(
+    cfg: TrainingConfig, shape: dict[str, Any], lines: list[Line], fwd: float, loss: LossPlan
+) -> AfterLoss:
+    """End of forward less the loss's and the final norm's saved tensors, plus the LM head's and
+    the final norm's gradients."""
+    d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
+    assert d is not None and d.V is not None, "a loss plan needs the shape"
+    e = Bytes.of(cfg.precision)
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    kept = sum(t.bytes for t in loss.kept)
+    norm = _final_norm_saved(d, e, cfg)
+    grads = (d.V * d.h * p if cfg.lora_rank is None else 0) + (
+        (2 if d.arch == "gpt2" else 1) * d.h * p if cfg.lora_rank is None else 0
+    )
+    value = fwd - kept - norm + grads
+    f = fmt_bytes
+    calc = (
+        f"end of forward {f(fwd)} − the loss's kept tensors {f(kept)} − the final norm's "
+        f"{f(norm)}" + (f" + the LM head's and final norm's gradients {f(grads)}" if grads else "")
+    )
+    return AfterLoss(value, calc)
+
+
+def _final_norm_saved(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
+    """What the final norm saves (freed by its backward), its output aside."""
+    return d.s * d.b * _norm_row_bytes(d, e, cfg)
+
+
+def _norm_row_bytes(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """Bytes per token one h-wide norm saves (as ``activations`` and ``hf_ops`` count them)."""
+    if d.extra.get("hf_module") and d.arch != "gpt2":
+        from profiling.estimate.hf_ops import _norm_row
+
+        return _norm_row(d, e, d.h, e.r)[0]
+    cuda = cfg.target == "cuda"
+    if d.arch == "gpt2":
+        return d.h * e.r + 8 if cuda else (d.h + 2) * e.r
+    return d.h * e.r + 4 if cuda else (2 * d.h + 1) * 4
+
+
+def _last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None:
+    """The last block's MLP backward beside it: the gradient reaching the block (residual
+    dtype), the output projection's weight gradient, and the MLP's input gradients less its
+    saved output (a gated MLP: two, GELU's: one); None where not modelled (experts, MLA)."""
+    if d.extra.get("experts") or d.extra.get("mla"):
+        return None
+    T, h, f = d.s * d.b, d.h, d.f
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    gated = d.arch != "gpt2"
+    weight = (h * f + (0 if gated else h)) * p if cfg.lora_rank is None else 0
+    inner = (2 if gated else 1) * T * f * e.c
+    value = T * h * e.r + weight + inner
+    calc = (
+        f"the gradient reaching the last block s·b·h·{e.r} + "
+        + (f"its output projection's weight gradient {fmt_bytes(weight)} + " if weight else "")
+        + f"the MLP's input gradients less its saved output {'2' if gated else '1'}·s·b·f·{e.c}"
+    )
+    if d.extra.get("norms") in ("post", "sandwich"):  # a norm after the MLP went back first
+        row = _norm_row_bytes(d, e, cfg)
+        value += h * p - T * row
+        calc += f" − the norm after the MLP s·b·{row} (its weight's gradient h·{p} added)"
+    if cfg.qlora:  # the frozen 4-bit weight dequantized for the backward's matmul
+        value += h * f * e.c + h * f // 64 * 4
+        calc += f" + the dequantized weight h·f·{e.c} and its fp32 absmax"
+    return value, calc
+
+
+def moments(
+    cfg: TrainingConfig,
+    shape: dict[str, Any],
+    fwd: float,
+    cache: float,
+    loss: LossPlan,
+    after: AfterLoss,
+) -> list[Moment]:
+    """A stack's loss: its peaks in forward and in backward above the end of forward, and the
+    last block's backward after it (where a small loss leaves the backward's peak)."""
+    f = fmt_bytes
+    forward = fwd + cache + loss.forward_extra
+    calc = loss.forward_calc + (
+        f" + autocast's cached 16-bit copies of the blocks' weights or biases {f(cache)}"
+        if cache
+        else ""
+    )
+    out: list[Moment] = [
+        ("loss forward", forward, f"{calc} = {f(forward)}"),
+        ("loss backward", fwd + loss.backward_extra,
+         f"{loss.backward_calc} = {f(fwd + loss.backward_extra)}"),
+    ]  # fmt: skip
+    d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
+    assert d is not None, "a loss plan needs the shape"
+    e = Bytes.of(cfg.precision)
+    mlp = _last_mlp(d, e, cfg)
+    if mlp is not None and cfg.checkpointing == "none":
+        value = after.bytes + mlp[0]
+        out.append(
+            ("backward, the last block's MLP", value, f"{after.calc} + {mlp[1]} = {f(value)}")
+        )
+    return out + _final_norm_moments(d, e, cfg, fwd, loss)
+
+
+def _final_norm_moments(
+    d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, loss: LossPlan
+) -> list[Moment]:
+    """An RMSNorm of separate ops (transformers', or the CPU's): its fp32 temporaries at the end
+    of forward and the start of backward (``norm_tapes``)."""
+    from profiling.estimate.hf_ops import _FP32_NORM
+    from profiling.estimate.norm_tapes import NormShape, backward_peak, forward_peak
+
+    module = d.extra.get("hf_module")
+    if d.arch == "gpt2" or (not module and cfg.target == "cuda"):
+        return []  # LayerNorm, and CUDA's fused rms_norm: one kernel each way
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    T = d.s * d.b
+    n = NormShape(T, d.h, e.r, p, cast_product=bool(module) and module not in _FP32_NORM)
+    base = fwd - sum(t.bytes for t in loss.kept) - _final_norm_saved(d, e, cfg)
+    grads = d.V * d.h * p if cfg.lora_rank is None and d.V else 0
+    forward, backward = forward_peak(n), backward_peak(n)
+    f = fmt_bytes
+    head = f" + the LM head's gradient {f(grads)}" if grads else ""
+    where = "end of forward without the loss's and the final norm's tensors"
+    return [
+        ("the final norm's forward", base + forward.peak,
+         f"{where} {f(base)} + the norm's ops at their peak: {listed(forward.at_peak)[0]} = "
+         f"{f(base + forward.peak)}"),
+        ("the final norm's backward", base + grads + backward.peak,
+         f"{where} {f(base)}{head} + the norm's backward at its peak: "
+         f"{listed(backward.at_peak)[0]} = {f(base + grads + backward.peak)}"),
+    ]  # fmt: skip
+
+
+__all__ = [
+    "REFERENCE",
+    "AfterLoss",
+    "Ctx",
+    "LossPlan",
+    "after_loss",
+    "context",
+    "loss_plan",
+    "moments",
+    "plan",
+    "problem",
+    "without_head_copy",
+]

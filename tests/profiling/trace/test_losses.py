@@ -1,0 +1,150 @@
+"""The loss as each training stack computes it (``--loss``), traced and estimated.
+
+The trace runs each stack's loss op for op (``profiling.models.losses``: transformers before
+4.49, LitGPT's chunked head and loss, torchtune's chunked and linear losses, Liger's fused linear
+cross-entropy, Cut Cross-Entropy's kernels as custom ops); the estimate writes the same loss as a
+tape of allocations (``profiling.estimate.loss_tapes``). They agree to the byte but for what the
+reference loss leaves out too (the trace counts the step's token ids, the estimate does not) and
+a few scalars, and a chunked or fused loss moves the peak by the same bytes on both sides.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.config import TrainingConfig
+from profiling.errors import ConfigError, ProfilingError
+from profiling.estimate.memory import estimate
+from profiling.estimate.shape import shape_of
+from profiling.estimate.time import step_flops
+from profiling.trace.step import trace_step
+
+STACKS = [
+    "transformers-4.46",
+    "transformers-4.45",
+    "litgpt",
+    "chunked",
+    "linear-chunked",
+    "liger",
+    "cce",
+]
+SLACK = 192  # the scalars a loss makes (its sum, a count of labels), a row of lse at most
+
+
+def _gap(cfg: TrainingConfig) -> tuple[int, float, float]:
+    est, traced = estimate(cfg), trace_step(cfg)
+    return est.per_gpu_bytes - traced.peak_bytes, est.per_gpu_bytes, traced.peak_bytes
+
+
+def _agrees(cfg: TrainingConfig) -> None:
+    """Estimate = trace less the step's token ids and targets (int64, which the estimate leaves
+    out for every loss), to a few scalars — never above the trace by more than those."""
+    gap, est, traced = _gap(cfg)
+    ids = 2 * cfg.seq_or_default() * cfg.batch * 8
+    assert -(ids + SLACK) <= gap <= SLACK, (cfg.loss, est, traced, gap)
+
+
+@pytest.mark.parametrize("loss", STACKS)
+@pytest.mark.parametrize(
+    ("model", "precision", "target"),
+    [("tiny-llama", "mixed", "cuda"), ("tiny-llama", "bf16", "cpu"), ("tiny-gpt2", "fp32", "cuda")],
+)
+def test_each_stack_s_loss_is_estimated_as_traced(
+    loss: str, model: str, precision: str, target: str
+) -> None:
+    cfg = TrainingConfig(
+        model=model, seq=64, batch=2, precision=precision, target=target, loss=loss
+    )
+    _agrees(cfg)
+
+
+def _hf(tmp_path: Path, **config: object) -> str:
+    base = {
+        "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**base, **config}), encoding="utf-8")
+    return f"hf:{path}"
+
+
+@pytest.mark.parametrize("loss", ["transformers-4.46", "litgpt", "liger", "cce"])
+def test_transformers_modules_with_a_soft_cap(tmp_path: Path, loss: str) -> None:
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    model = _hf(
+        tmp_path, model_type="gemma2", head_dim=24, sliding_window=16,
+        final_logit_softcapping=30.0, query_pre_attn_scalar=24, tie_word_embeddings=True,
+    )  # fmt: skip
+    cfg = TrainingConfig(
+        model=model, seq=64, batch=2, precision="amp-bf16", target="cuda", loss=loss
+    )
+    _agrees(cfg)
+
+
+def test_a_fused_or_chunked_loss_moves_the_peak_by_the_same_bytes() -> None:
+    # A long sequence over a 512-word vocabulary at h = 64: the logits and their fp32 copies
+    # are the step's largest tensors, so the loss is the peak and each stack's loss moves it.
+    base = TrainingConfig(model="tiny-llama", seq=128, batch=8, precision="bf16", target="cuda")
+    ref_est, ref_trace = estimate(base).per_gpu_bytes, trace_step(base).peak_bytes
+    for loss in ("chunked", "liger", "cce"):
+        cfg = base.model_copy(update={"loss": loss})
+        est, traced = estimate(cfg), trace_step(cfg)
+        fell = ref_trace - traced.peak_bytes
+        assert fell > 0.15 * ref_trace, (loss, fell)
+        assert ref_est - est.per_gpu_bytes == pytest.approx(fell, rel=0.002), loss
+        assert est.peak_moment.startswith(("loss", "backward", "the final norm")), est.peak_moment
+    # Cut Cross-Entropy keeps no logits at all: below torchtune's chunks, below Liger's too.
+    peaks = {
+        loss: trace_step(base.model_copy(update={"loss": loss})).peak_bytes
+        for loss in ("chunked", "cce")
+    }
+    assert peaks["cce"] < peaks["chunked"]
+
+
+def test_fused_losses_count_the_lm_head_flops_where_they_run() -> None:
+    for loss, lora in (("liger", None), ("cce", None), ("cce", 4)):
+        cfg = TrainingConfig(
+            model="tiny-llama", seq=64, batch=2, precision="bf16", target="cuda", loss=loss,
+            lora_rank=lora,
+        )  # fmt: skip
+        counted = step_flops(cfg, shape_of(cfg))
+        assert counted is not None
+        traced = trace_step(cfg).flops
+        reference = step_flops(cfg.model_copy(update={"loss": "cross-entropy"}), shape_of(cfg))
+        assert reference is not None
+        if lora is None:  # exact, as the reference is
+            assert (counted[0], counted[1]) == (traced.forward, traced.backward), loss
+        # LoRA's adapters are a rounding the reference shares: the loss moves both alike
+        ref_traced = trace_step(cfg.model_copy(update={"loss": "cross-entropy"})).flops
+        assert counted[0] - reference[0] == traced.forward - ref_traced.forward, loss
+        assert counted[1] - reference[1] == traced.backward - ref_traced.backward, loss
+
+
+def test_loss_settings_that_contradict_are_one_sentence() -> None:
+    with pytest.raises(ConfigError, match="num_output_chunks"):
+        TrainingConfig.parse(model="tiny-llama", loss="liger", loss_chunks=4)
+    with pytest.raises(ConfigError, match="lm_head"):
+        TrainingConfig.parse(
+            model="tiny-llama", loss="cce", lora_rank=8, lora_targets=["q", "lm_head"]
+        )
+    with pytest.raises(ConfigError, match="parallel plan"):
+        TrainingConfig.parse(model="tiny-llama", loss="liger", pp=2, microbatches=2, batch=2)
+    fsdp = TrainingConfig.parse(model="tiny-llama", loss="chunked", gpus=2, fsdp=True)
+    with pytest.raises(ProfilingError, match="FSDP"):
+        estimate(fsdp)
+
+
+def test_chunks_change_what_torchtune_keeps() -> None:
+    base = TrainingConfig(
+        model="tiny-llama", seq=128, batch=4, precision="bf16", target="cuda", loss="chunked"
+    )
+    peaks = {}
+    for chunks in (2, 16):
+        cfg = base.model_copy(update={"loss_chunks": chunks})
+        _agrees(cfg)
+        peaks[chunks] = estimate(cfg).per_gpu_bytes
+    assert peaks[16] < peaks[2]
+    assert "chunked loss × 16" in base.model_copy(update={"loss_chunks": 16}).describe()
