@@ -62,10 +62,10 @@ BRIEFS = {
         "(match: words of the line), set_updated."
     ),
     "MemoryEstimate": (
-        "GPU memory of one training step in closed form, every step shown: weights, "
+        "GPU memory of a training step in closed form: weights, "
         "gradients, optimizer state by precision, ZeRO over gpus, activations, LoRA/QLoRA; "
-        "time with gpu and mfu. Returns the table and a record id to cite as [m:<id>]; fields "
-        "as `journal-agent estimate --help` names them."
+        "time with gpu. Returns the table and a record id to cite as [m:<id>]; fields as in "
+        "`journal-agent estimate --help`."
     ),
     "MemoryTrace": (
         "Exact bytes of a steady-state training step traced under fake tensors (no GPU): peak "
@@ -88,6 +88,7 @@ BRIEFS = {
 _SHAPE = ["params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch"]
 _TUNING = ["fp32_grads", "foreach", "grads_kept", "offload_optimizer", "sequence_parallel"]
 _TUNING += ["dropout", "target", "mfu", "tokens", "counter", "expandable_segments"]
+_TUNING += ["loss", "loss_chunks"]
 NAMED_ONLY = {
     "MemoryEstimate": _SHAPE + _TUNING,
     "MemoryTrace": _SHAPE + _TUNING,
