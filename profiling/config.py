@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from profiling._config_behaviours import LOSS_CHUNKS_FIELD, LOSS_FIELD, Loss, check_behaviours
 from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
+from profiling._config_describe import describe as _describe
 from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_lora import LORA_DEFAULT, LORA_TARGET_SETS, LoraTarget, parse_targets
 from profiling._config_optimizers import OPTIMIZERS, Optimizer, OptimizerSpec
@@ -467,9 +468,7 @@ class TrainingConfig(BaseModel):
 
     def describe(self) -> str:
         """A short human description: 'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × 1'."""
-        from profiling._config_describe import describe
-
-        return describe(self)
+        return _describe(self)
 
     @property
     def is_plan(self) -> bool:

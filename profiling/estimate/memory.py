@@ -247,9 +247,8 @@ def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
 
 
 def _bias_copies(inp: EstimateInput, shape: dict[str, Any]) -> float:
-    """Autocast's cache also holds a 16-bit copy of every trained bias a matmul adds (GPT-2's,
-    Qwen2's q/k/v): addmm saves none of them for backward, so they live only until autocast
-    exits at the end of forward — beside the loss."""
+    """Autocast's cached 16-bit copies of trained biases (GPT-2's, Qwen2's q/k/v): addmm saves
+    none for backward, so they live until autocast exits at the end of forward."""
     if not inp.autocast or inp.lora_rank is not None:
         return 0.0
     L, h = int(shape.get("layers") or 0), int(shape.get("hidden") or 0)
