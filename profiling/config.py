@@ -192,8 +192,7 @@ class TrainingConfig(BaseModel):
     )
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout probability (masks saved).")
     loss: Loss = LOSS_FIELD
-    loss_chunks: int | None = LOSS_CHUNKS_FIELD
-    # ---- adapters
+    loss_chunks: int | None = LOSS_CHUNKS_FIELD  # ---- then the adapters
     lora_rank: int | None = _positive_int(10**5, "Train LoRA adapters of rank R (q, k, v, o).")
     lora_targets: list[LoraTarget] = Field(
         ["q", "k", "v", "o"],
@@ -466,9 +465,7 @@ class TrainingConfig(BaseModel):
         spec = self.gpu_spec()
         return int(spec.memory_gb * 1e9) if spec is not None else None
 
-    def describe(self) -> str:
-        """A short human description: 'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × 1'."""
-        return _describe(self)
+    describe = _describe  # 'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × batch 1, …'
 
     @property
     def is_plan(self) -> bool:

@@ -281,12 +281,28 @@ def _final_norm_moments(
     ]  # fmt: skip
 
 
+def bias_copies(inp: TrainingConfig, shape: dict[str, Any]) -> float:
+    """Autocast's cached 16-bit copies of trained biases (GPT-2's, Qwen2's q/k/v): addmm saves
+    none for backward, so they live until autocast exits at the end of forward."""
+    if not inp.autocast or inp.lora_rank is not None:
+        return 0.0
+    L, h = int(shape.get("layers") or 0), int(shape.get("hidden") or 0)
+    if shape.get("arch") == "gpt2":
+        biases = L * (5 * h + int(shape.get("ffn") or 4 * h))
+    elif shape.get("qkv_bias"):
+        biases = L * (int(shape.get("q_dim") or h) + 2 * int(shape.get("kv_dim") or h))
+    else:
+        return 0.0
+    return 2 * biases / inp.tp
+
+
 __all__ = [
     "REFERENCE",
     "AfterLoss",
     "Ctx",
     "LossPlan",
     "after_loss",
+    "bias_copies",
     "context",
     "loss_plan",
     "moments",

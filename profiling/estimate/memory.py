@@ -246,21 +246,6 @@ def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
     return 2 * blocks / inp.tp
 
 
-def _bias_copies(inp: EstimateInput, shape: dict[str, Any]) -> float:
-    """Autocast's cached 16-bit copies of trained biases (GPT-2's, Qwen2's q/k/v): addmm saves
-    none for backward, so they live until autocast exits at the end of forward."""
-    if not inp.autocast or inp.lora_rank is not None:
-        return 0.0
-    L, h = int(shape.get("layers") or 0), int(shape.get("hidden") or 0)
-    if shape.get("arch") == "gpt2":
-        biases = L * (5 * h + int(shape.get("ffn") or 4 * h))
-    elif shape.get("qkv_bias"):
-        biases = L * (int(shape.get("q_dim") or h) + 2 * int(shape.get("kv_dim") or h))
-    else:
-        return 0.0
-    return 2 * biases / inp.tp
-
-
 def _head_copy_only(term: acts.Term, shape: dict[str, Any]) -> acts.Term:
     if not term.name.startswith("autocast"):
         return term
@@ -302,7 +287,7 @@ def _moments(
             + f" + activations {f(act)}",
         )
     ]
-    cache = _autocast_cache(inp, shape) + _bias_copies(inp, shape)
+    cache = _autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:
         after = losses.after_loss(inp, shape, est_lines, fwd, loss)
         for name, value, calc in losses.moments(inp, shape, fwd, cache, loss, after):
