@@ -41,7 +41,7 @@ def test_a_fits_chart_ranks_the_configurations_against_the_usable_memory(tmp_pat
     chart = str(_page(tmp_path, fit["record_id"])["breakdown"])
     assert _bars(chart) == [f"#{c['rank']} {c['label']}" for c in fit["fitting"][:4]]
     assert "Memory by category" not in chart  # configurations are no categories
-    assert re.search(r'class="limitlbl">usable 900\.0 MB<', chart)  # 90% of 1 GB
+    assert re.search(r'class="limitlbl">usable 950\.0 MB<', chart)  # 1 GB less fit's 5 % margin
 
 
 def test_a_measured_run_is_drawn_by_phase_with_its_peak_marked(tmp_path):
