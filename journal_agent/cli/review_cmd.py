@@ -24,6 +24,9 @@ from journal_agent.cli._common import (
 from journal_agent.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from journal_agent.learning.review import DueCard
     from journal_agent.workspace import Workspace
 
 _KEYS = "[1] again  [2] hard  [3] good  [4] easy  [q] quit"
@@ -83,7 +86,8 @@ def review_command(
     elif suggest:
         _suggest(ws, json_out)
     elif list_ or json_out:
-        _list(review.queue(ws, now, everything=all_, new_limit=new), json_out)
+        cards = review.every_card(ws) if all_ else review.queue(ws, now, new_limit=new)
+        _list(cards, json_out)
     elif not sys.stdin.isatty():
         raise UserError(
             "review asks questions on a terminal; run it in one, or use `review --list` and "
@@ -116,17 +120,20 @@ def _suggest(ws: Workspace, json_out: bool) -> None:
         echo("no suggestions: the review history supports no mastery move yet")
 
 
-def _list(cards, json_out: bool) -> None:
+def _list(cards: Iterable[DueCard], json_out: bool) -> None:
+    """The cards as they come (every card of a journal is never held: ``review --list --all``)."""
     if json_out:
         print_json_list(c.to_dict() for c in cards)
         return
+    shown = False
     for c in cards:
+        shown = True
         if c.due is None:
             echo(f"{c.id}  {c.title}  (never reviewed)")
         else:
             when = c.due[:16].replace("T", " ")
             echo(f"{c.id}  {c.title}  ({c.state}, due {when} UTC, {c.reviews} reviews)")
-    if not cards:
+    if not shown:
         echo("nothing is due")
 
 

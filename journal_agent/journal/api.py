@@ -361,7 +361,7 @@ def related(ws: Workspace, draft: str, limit: int = 5) -> list[Hit]:
     exclude: set[str] = set()
     with contextlib.suppress(IndexError):
         exclude.add(parse_journal(draft).entries[0].id)
-    ws.journal.read_text()  # fail clearly on a broken encoding
+    ws.journal.check_encoding()  # one sentence for a broken one (never the text held whole)
     from journal_agent.journal.search import ranking
 
     return ranking.related(ws.index, draft, limit, exclude)

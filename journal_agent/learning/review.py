@@ -35,9 +35,11 @@ from journal_agent.learning.review_state import STATE_VERSION
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from fsrs import Card
     from fsrs.review_log import ReviewLogDict
 
     from journal_agent.journal.model import Entry
+    from journal_agent.learning.review_state import State
     from journal_agent.workspace import Workspace
 
 RATINGS = {"again": 1, "hard": 2, "good": 3, "easy": 4}
@@ -207,65 +209,71 @@ class DueCard:
 
 
 def queue(
-    ws: Workspace,
-    now: datetime | None = None,
-    *,
-    everything: bool = False,
-    new_limit: int | None = None,
+    ws: Workspace, now: datetime | None = None, *, new_limit: int | None = None
 ) -> list[DueCard]:
     """What is due at ``now``: reviewed cards whose due date has come (most overdue first),
     then items never reviewed (at most ``new_limit`` of them, oldest first: a journal of a
-    thousand entries should not arrive as a thousand questions on day one). ``everything``
-    lists every item with its due date."""
+    thousand entries should not arrive as a thousand questions on day one). Every item with
+    its due date is :func:`every_card`."""
     from fsrs import Card
 
     now = utc(now)
     state = ws.review.load()
-    counts: dict[str, int] = {}
-    for line in state["log"]:
-        counts[line["item"]] = counts.get(line["item"], 0) + 1
+    counts = _review_counts(state)
     reviewed, fresh = [], []
     for item in iter_items(ws):
         saved = state["cards"].get(item.id)
         if saved is None:
-            if new_limit is not None and not everything and len(fresh) >= new_limit:
-                continue  # shown on another day: not held (a 100 MB journal has 72,000)
-            fresh.append(
-                DueCard(
-                    item.id,
-                    item.title,
-                    item.kind,
-                    None,
-                    "new",
-                    0,
-                    item.question,
-                    item.answer,
-                    item.number,
-                )
-            )
+            # Beyond the limit: shown on another day, not held (a 100 MB journal has 72,000).
+            if new_limit is None or len(fresh) < new_limit:
+                fresh.append(_due_card(item, None, 0))
             continue
         card = Card.from_dict(saved["card"])
-        if everything or card.due <= now:
-            reviewed.append(
-                (
-                    card.due,
-                    DueCard(
-                        item.id,
-                        item.title,
-                        item.kind,
-                        card.due.isoformat(),
-                        card.state.name.lower(),
-                        counts.get(item.id, 0),
-                        item.question,
-                        item.answer,
-                        item.number,
-                    ),
-                )
-            )
+        if card.due <= now:
+            reviewed.append((card.due, _due_card(item, card, counts.get(item.id, 0))))
     reviewed.sort(key=lambda pair: pair[0])
-    if new_limit is not None and not everything:
-        fresh = fresh[:new_limit]
     return [card for _, card in reviewed] + fresh
+
+
+def every_card(ws: Workspace) -> Iterator[DueCard]:
+    """Every item with its due date, in :func:`queue`'s order (reviewed cards by due date,
+    then those never reviewed, in journal order), handed out one at a time. The reviewed
+    cards are held (they are sorted; the review state that names them is held anyway); the
+    others are read from the journal a second time (the only time when nothing was reviewed
+    yet) as they are asked for (every card of a 100 MB journal held at once took 362 MB for
+    `review --list --all --json`)."""
+    from fsrs import Card
+
+    state = ws.review.load()
+    counts = _review_counts(state)
+    reviewed = []
+    for item in iter_items(ws) if state["cards"] else ():  # nothing reviewed: one reading
+        saved = state["cards"].get(item.id)
+        if saved is not None:
+            card = Card.from_dict(saved["card"])
+            reviewed.append((card.due, _due_card(item, card, counts.get(item.id, 0))))
+    reviewed.sort(key=lambda pair: pair[0])
+    for _, due_card in reviewed:
+        yield due_card
+    del reviewed
+    for item in iter_items(ws):
+        if item.id not in state["cards"]:
+            yield _due_card(item, None, 0)
+
+
+def _review_counts(state: State) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in state["log"]:
+        counts[line["item"]] = counts.get(line["item"], 0) + 1
+    return counts
+
+
+def _due_card(item: ReviewItem, card: Card | None, reviews: int) -> DueCard:
+    """``item`` as a card of the queue; ``card`` is fsrs's (None: never reviewed)."""
+    due, state = (None, "new") if card is None else (card.due.isoformat(), card.state.name.lower())
+    return DueCard(
+        item.id, item.title, item.kind, due, state, reviews, item.question, item.answer, item.number
+    )
 
 
 class Rated(TypedDict):

@@ -256,7 +256,7 @@ def _rest_json(site: Site) -> dict[str, Any]:
     return {
         "records": [r.model_dump(mode="json") for r in site.ws.records.list()],
         "ledger": _ledger(site),
-        "review": (c.to_dict() for c in review.queue(site.ws, everything=True)),
+        "review": (c.to_dict() for c in review.every_card(site.ws)),
     }
 
 

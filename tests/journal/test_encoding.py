@@ -73,8 +73,9 @@ def test_invalid_utf8_fails_every_reader_with_one_sentence_and_repair_fixes_it(w
     good = HEADER + "\n" + make_entry()
     ws.journal.write_bytes(good.encode("utf-8") + b"caf\xe9 \x93quoted\x94\n")
     bad_line = good.count("\n") + 1
-    for args in (("list",), ("search", "zero"), ("show", "1")):
-        proc = ws.cli(*args)
+    # related checks the encoding a chunk at a time (its text whole took 500 MB at 100 MB).
+    for args in (("list",), ("search", "zero"), ("show", "1"), ("related", "-")):
+        proc = ws.cli(*args, stdin=make_entry(title="Draft"))
         assert proc.returncode == 1
         assert proc.stderr.startswith(
             f"error: learning_journal.md is not valid UTF-8 (line {bad_line})"

@@ -137,6 +137,21 @@ def test_line_numbers_stay_right_and_hand_edits_between_appends_are_seen(ws):
         api.append_entry(ws.workspace, make_entry(title="Fourth"))
 
 
+def test_the_encoding_is_checked_a_megabyte_at_a_time_across_the_chunk_edges(ws):
+    # journal related checks it so (its text whole took 500 MB for a 100 MB journal): a
+    # character split across the reads is fine, a bad byte anywhere is the one sentence.
+    store = ws.workspace.journal
+    body = ("x" * ((1 << 20) - 2) + "🏷️ tags\n" + "y" * (1 << 20) + "\n").encode()
+    ws.journal.write_bytes(body)
+    store.check_encoding()
+    ws.journal.write_bytes(body + b"caf\xe9\n")
+    with pytest.raises(UserError, match=r"not valid UTF-8 \(line 3\)"):
+        store.check_encoding()
+    ws.journal.write_bytes(body + "🏷️".encode()[:2])  # ends inside a character
+    with pytest.raises(UserError, match="not valid UTF-8"):
+        store.check_encoding()
+
+
 def test_an_unclosed_code_block_cannot_swallow_appended_entries(ws):
     ws.journal.write_text(HEADER + "\n````python\nprint('left open by hand')\n", encoding="utf-8")
     draft = make_entry(title="Open Fence") + "\n~~~\nunclosed in the draft too\n"
