@@ -48,8 +48,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "fit": (
         "fit_cmd",
-        "What fits a GPU: precision, ZeRO, checkpointing, LoRA/QLoRA, offload and micro-batch\n"
-        "searched, ranked by estimated throughput, the best traced to confirm.",
+        "What fits a GPU, judged by what nvidia-smi would show: precision, ZeRO, checkpointing,\n"
+        "LoRA/QLoRA, offload and micro-batch searched (what you give is held), ranked by"
+        " estimated\nthroughput, the best traced to confirm; or --max-seq / --max-batch.",
     ),
     "gpu": (
         "measure_cmd",
