@@ -62,15 +62,14 @@ def brief(root: str, payload: dict[str, object]) -> str:
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path:
         return ""
-    from journal_agent.capture.transcript import handed_prompt
-
-    prompt = handed_prompt(path, agent)
+    prompt = _handed(path, agent)
     for _ in range(HANDED_WAITS):
         if prompt:
             break
-        # Claude Code may start the agent before the call's line reaches the transcript.
+        # Claude Code may start the agent before the call's line reaches the transcript, or
+        # (2.1.197 headless) before the transcript exists at all.
         time.sleep(0.1)
-        prompt = handed_prompt(path, agent)
+        prompt = _handed(path, agent)
     if not prompt:
         return ""
     lines: list[tuple[str, str, str]] = []  # entry, reference, state
@@ -108,6 +107,16 @@ def brief(root: str, payload: dict[str, object]) -> str:
         text + "; ".join(kept) + ". Read one with `journal-agent journal show ID`; cite or "
         "extend it rather than writing it again."
     )
+
+
+def _handed(path: str, agent: str) -> str:
+    """The handed prompt, or "" while the transcript does not exist yet."""
+    from journal_agent.capture.transcript import handed_prompt
+
+    try:
+        return handed_prompt(path, agent)
+    except FileNotFoundError:
+        return ""
 
 
 def _related(root: str, prompt: str, related) -> list[dict[str, object]]:

@@ -24,9 +24,20 @@ TRACE_TIMEOUT_S = 120.0  # the default bound of one call (the model may ask for 
 # the sandbox's start come first, and the child says it ran out of time itself when it can.
 _CHILD_GRACE_S = 30.0
 
-# The schema is the shared training configuration's, plus the comparison switch.
+# The schema is the shared training configuration's, plus the comparison switch; a parallel
+# plan is MemoryEstimate's (its per-rank trace is the CLI's `trace`), so its fields are not
+# offered here (each costs tokens in every request the CLI sends).
 MemoryTraceInput = config_input_model(
     "MemoryTraceInput",
+    exclude=(
+        "dp_shard",
+        "dp_replicate",
+        "cp",
+        "pp",
+        "pp_schedule",
+        "microbatches",
+        "virtual_stages",
+    ),
     model=(
         str | None,
         Field(

@@ -56,7 +56,8 @@ def _session(binary: str, project: Path, flow, prompt: str) -> list:
             cwd=project, home=home, base_url=url, binary=binary, timeout=120,
         )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert not (project / ".journal" / "hooks.log").exists()
+    log = project / ".journal" / "hooks.log"
+    assert not log.exists(), log.read_text(errors="replace")
     return list(model.requests)
 
 
