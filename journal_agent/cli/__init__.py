@@ -50,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from journal_agent.cli import _app, _help_render
 
     _app.INVOCATION[:] = sys.argv[1:] if argv is None else list(argv)
+    if "journal_agent.foreign_changes" in sys.modules:  # in-process (tests, a library's caller):
+        sys.modules["journal_agent.foreign_changes"].take_notes()  # say only this command's
     if not _app.INVOCATION or "--help" in _app.INVOCATION:
         _help_render.import_renderer()  # help will be rendered: without the rich it never uses
     try:

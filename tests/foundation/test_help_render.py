@@ -66,8 +66,9 @@ def test_help_breaks_no_sentence_and_cuts_no_word(tmp_path):
     env = {"COLUMNS": "100", "PATH": "", "HOME": str(tmp_path)}
     listed = _run("", "-m", "journal_agent", "--help", env=env).stdout
     fit = listed[listed.index("│ fit") : listed.index("│ gpu")]
-    assert "│               micro-batch searched, ranked" in fit  # one paragraph, wrapped once
-    assert "│               searched" not in fit
+    assert "│               checkpointing, LoRA/QLoRA, offload and micro-batch" in fit  # one
+    assert "│               held), ranked by estimated" in fit  # paragraph, wrapped by width
+    assert "│               throughput" not in fit
     profile = _run("", "-m", "journal_agent", "profile", "--help", env=env)
     assert profile.returncode == 0, profile.stderr[-2000:]
     joined = "".join(line.strip("│ ").strip() for line in profile.stdout.splitlines())
