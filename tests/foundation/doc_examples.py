@@ -7,6 +7,7 @@ docs/example_scenes.py are built once and shared by its pages."""
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import sys
 from collections.abc import Iterator
@@ -56,7 +57,11 @@ def check(example) -> None:
         conf = available_confinement()
         if not conf.active:  # the examples show what Bash prints inside the sandbox
             pytest.skip(f"no OS sandbox on this machine: {conf.reason}")
-    now = examples.elide(example.body, examples.run(example))
-    assert examples.normalize(now) == examples.normalize(example.body), (
-        f"{example.where} drifted from what the command prints; run python docs/examples.py"
+    now = examples.normalize(examples.elide(example.body, examples.run(example)))
+    said = examples.normalize(example.body)
+    # the drift itself, so that a failure seen only in CI says what changed
+    drift = "".join(difflib.unified_diff(said.splitlines(True), now.splitlines(True), "doc", "now"))
+    assert now == said, (
+        f"{example.where} drifted from what the command prints; run python docs/examples.py\n"
+        + drift
     )
