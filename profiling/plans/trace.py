@@ -143,12 +143,7 @@ def _stage_profile(
 def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanResult:
     """Trace ``cfg``'s plan (see the module): every pipeline rank's memory."""
     from profiling.time_bound import bounded
-    from profiling.trace.bounded import (
-        Checkpoints,
-        checked_progress,
-        one_trace_at_a_time,
-        torch_state_kept,
-    )
+    from profiling.trace.bounded import Checkpoints, checked_progress, one_trace_at_a_time
     from profiling.trace.build import _require_tracing_apis
 
     _require_tracing_apis()
@@ -160,9 +155,10 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
     start = time.perf_counter()
     notes = plan_notes(cfg, layout)
     cache: dict[tuple[str, int], StageProfile] = {}
-    # torch as it was however the trace ends (a stop of its time bound too): grad mode, the
-    # default dtype, modes pushed; the fake world's patches and process group go with the stack
-    with one_trace_at_a_time(cfg), torch_state_kept(), contextlib.ExitStack() as stack:
+    # one_trace_at_a_time leaves torch as it was however the trace ends (a stop of its time
+    # bound too): grad mode, the default dtype, modes pushed; the fake world's patches and
+    # process group go with the stack
+    with one_trace_at_a_time(cfg), contextlib.ExitStack() as stack:
         if bounded():
             stack.enter_context(Checkpoints())
         stack.enter_context(warnings.catch_warnings())
