@@ -38,7 +38,7 @@ from journal_agent._confined_walk import TEMP_MARK, NoSpace, Refused
 
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from typing import BinaryIO
 
     PathArg = str | os.PathLike[str]
@@ -264,9 +264,17 @@ def create(
         os.close(dir_fd)
 
 
-def append(anchor: PathArg, path: PathArg, data: bytes | str, *, durable: bool = False) -> int:
+def append(
+    anchor: PathArg,
+    path: PathArg,
+    data: bytes | str,
+    *,
+    durable: bool = False,
+    then: Callable[[int, bytes], None] | None = None,
+) -> int:
     """Append ``data`` (whole lines) to ``path``, created if missing: all of it or none; return
     the size the file had before (for :func:`cut_back`, should what it went with fail).
+    ``then(offset, bytes written)`` runs after it, under the ``flock`` (the inbox's stamps).
 
     Appenders take ``flock`` on the file for the moment of the write, so the size read before
     is the offset ours starts at; a previous line torn by a crash is ended first (ours stays
@@ -301,6 +309,8 @@ def append(anchor: PathArg, path: PathArg, data: bytes | str, *, durable: bool =
             if isinstance(exc, OSError):
                 raise w.as_no_space(exc, shown) from None
             raise
+        if then is not None:
+            then(size, data)
         return size
     finally:
         os.close(fd)  # (closing releases the flock)

@@ -37,6 +37,10 @@ FILES = (
     "capture/due.json",
     "capture/recall.jsonl",
     "history/feedback.jsonl",
+    "written.json",
+    "written-review.json",
+    "written-inbox.json",
+    "written-inbox.jsonl",
 )
 
 

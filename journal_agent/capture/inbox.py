@@ -113,6 +113,9 @@ def read_inbox(root: Path, *, include_dismissed: bool = False) -> list[Moment]:
     Lines that are not moments (torn by a crash, edited by hand) are skipped; a moment that
     appears twice (two sessions caught the same text at once) is listed once.
     """
+    from journal_agent.foreign_changes import INBOX, check
+
+    check(root, INBOX)  # a change by another hand (a clone's committed inbox): said first
     moments: dict[str, Moment] = {}
     done: dict[str, str] = {}
     accepted: dict[str, str] = {}

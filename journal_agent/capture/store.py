@@ -29,6 +29,9 @@ from journal_agent import confined
 from journal_agent.lightjson import dumps
 
 INBOX = "inbox.jsonl"
+# Each append of ours to the inbox, as a line {"at": offset, "n": bytes, "sha256"}: what lets
+# journal_agent.foreign_changes tell our appends from another hand's change.
+APPENDS = "written-inbox.jsonl"
 TEXT_LIMIT = 8000  # characters of one moment's text; an Insight block is a few hundred
 _TAIL = 4 << 20  # bytes of the inbox read for dedupe hashes: years of moments
 
@@ -153,4 +156,15 @@ def append(root: str | os.PathLike[str], items: list[dict[str, object]]) -> None
     if not items:
         return
     data = b"".join(dumps(_redacted(item), sort_keys=True).encode() + b"\n" for item in items)
-    confined.append(root, inbox_file(root), data)
+    confined.append(root, inbox_file(root), data, then=lambda at, done: _stamp(root, at, done))
+
+
+def _stamp(root: str | os.PathLike[str], at: int, data: bytes) -> None:
+    """Under the inbox's lock, after our append of ``data`` at ``at``: its stamp. Never fails
+    the append (a stamp lost to a full disk makes the next read say the inbox changed, once)."""
+    digest = _sha256()(data).hexdigest()
+    line = b'{"at": %d, "n": %d, "sha256": "%s"}\n' % (at, len(data), digest.encode())
+    try:  # noqa: SIM105 (contextlib costs the hooks an import)
+        confined.append(root, os.path.join(root, ".journal", APPENDS), line)
+    except OSError:
+        pass

@@ -68,11 +68,11 @@ def mapped(anchor: str, path: str) -> mmap.mmap | bytes | None:
             return None
 
 
-def tracked_by_git(root: str) -> bool:
-    """Whether the git index above ``root`` names the journal or its references (a clone
-    brought them). Read as bytes through the room, never by running git (a few ms per tool
-    call); an index that is odd (a link, a FIFO) or that git writes in version 4 (compressed
-    names) counts as naming them, to be safe."""
+def tracked_by_git(root: str, names: tuple[bytes, ...] = TRACKED_NAMES) -> bool:
+    """Whether the git index above ``root`` names the journal or its references (or ``names``,
+    relative to ``root``): a clone brought them. Read as bytes through the room, never by
+    running git (a few ms per tool call); an index that is odd (a link, a FIFO) or that git
+    writes in version 4 (compressed names) counts as naming them, to be safe."""
     folder = root
     while not os.path.lexists(os.path.join(folder, ".git")):
         parent = os.path.dirname(folder)
@@ -94,7 +94,7 @@ def tracked_by_git(root: str) -> bool:
         return True
     prefix = os.path.relpath(root, folder).replace(os.sep, "/")
     prefix = "" if prefix == "." else prefix + "/"
-    return any(data.find(prefix.encode() + t + b"\x00") != -1 for t in TRACKED_NAMES)
+    return any(data.find(prefix.encode() + t + b"\x00") != -1 for t in names)
 
 
 def trusted(root: str) -> bool:

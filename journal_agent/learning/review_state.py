@@ -17,10 +17,15 @@ from typing import TYPE_CHECKING, TypedDict, cast
 
 from journal_agent import confined
 from journal_agent.errors import UserError
+from journal_agent.foreign_changes import REVIEW
+from journal_agent.foreign_changes import check as check_foreign
+from journal_agent.foreign_changes import remember as remember_ours
 from journal_agent.locks import held
 from journal_agent.paths import review_file, state_dir
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from fsrs.card import CardDict
 
 STATE_VERSION = 1
@@ -53,17 +58,27 @@ class ReviewState:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.path = review_file(self.root)
+        self._held = False  # whether this store holds the review lock now
 
-    def locked(self) -> contextlib.AbstractContextManager[None]:
-        return held(
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        with held(
             state_dir(self.root) / "locks" / "review.lock",
             60,
             "another journal-agent review has held the review lock for over 60 s; finish "
             "it and try again.",
             anchor=self.root,
-        )
+        ):
+            self._held = True
+            try:
+                yield
+            finally:
+                self._held = False
 
     def load(self) -> State:
+        # A change by another hand (a clone's committed state, an editor) is said first; the
+        # check takes the review lock, as our writer holds it, unless we hold it already.
+        check_foreign(self.root, REVIEW, held=self._held)
         raw = confined.read(self.root, self.path)
         if raw is None:
             return {"version": STATE_VERSION, "cards": {}, "log": []}
@@ -98,8 +113,10 @@ class ReviewState:
         return aside
 
     def save(self, data: State) -> None:
-        text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
-        confined.replace(self.root, self.path, text)
+        text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True).encode() + b"\n"
+        st = confined.replace(self.root, self.path, text)
+        if self._held:  # (under the lock: what the next load expects to find)
+            remember_ours(self.root, REVIEW, text, st)
 
 
 def _short(exc: Exception) -> str:
