@@ -19,11 +19,13 @@ its context and its tokens are reported) and on an Edit of a file none cites (mo
 with ``refs.jsonl`` rewritten in the anchor format ``journal append`` writes.
 
 Also the headless session overhead (benchmarks/session_overhead.py): ``claude -p hi`` with
-and without the plugin, in each Claude Code CLI at hand, median of ``--sessions`` (8) runs
-each, side by side; target at most +0.3 s.
+and without the plugin, in each Claude Code CLI at hand, ``--sessions`` (8) rounds of each,
+interleaved in a shuffled order; medians, spreads and the paired overhead; target at most
++0.3 s. ``--attribute`` adds a session per part of the plugin (each hook event alone, ours and
+a no-op; the MCP front alone; the plugin with neither): where the overhead goes.
 
     python benchmarks/bench_hooks.py [--runs 40] [--entries 10000] [--transcript-mb 100]
-                                     [--sessions 8] [--sessions-only]
+                                     [--sessions 8] [--sessions-only] [--attribute]
 """
 
 from __future__ import annotations
@@ -273,11 +275,14 @@ def main() -> None:
     parser.add_argument(
         "--sessions-only", action="store_true", help="only the headless session overhead"
     )
+    parser.add_argument(
+        "--attribute", action="store_true", help="also each part of the plugin alone, per CLI"
+    )
     args = parser.parse_args()
     from session_overhead import measure
 
     if args.sessions_only:
-        out = {"benchmark": "hooks", "headless_session": measure(args.sessions)}
+        out = {"benchmark": "hooks", "headless_session": measure(args.sessions, args.attribute)}
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return
     from journal_agent.tokenizer import encoding
@@ -348,7 +353,7 @@ def main() -> None:
         },
     }
     if args.sessions:
-        out["headless_session"] = measure(args.sessions)
+        out["headless_session"] = measure(args.sessions, args.attribute)
     print(json.dumps(out, indent=2, ensure_ascii=False))
 
 

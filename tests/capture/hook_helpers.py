@@ -16,6 +16,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "hooks" / "capture.py"
+ENTRY = REPO / "hooks" / "capture.sh"  # what hooks.json runs: /bin/sh capture.sh EVENT
 RULE_OPEN = "`★ Insight ─────────────────────────────────────`"
 RULE_CLOSE = "`─────────────────────────────────────────────────`"
 
@@ -32,8 +33,11 @@ def run_hook(
     env: dict[str, str] | None = None,
     timeout: float = 30,
     flags: tuple[str, ...] = (),
+    entry: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
-    """``python -I -S [FLAGS] hooks/capture.py EVENT`` with ``payload`` on stdin, in ``root``.
+    """``python -I -S [FLAGS] hooks/capture.py EVENT`` with ``payload`` on stdin, in ``root``
+    (``entry``: ``/bin/sh hooks/capture.sh EVENT``, as Claude Code runs it, with the python3
+    on PATH).
 
     ``-S``: no site-packages at all, so the script proves it needs the standard library only.
     """
@@ -48,8 +52,9 @@ def run_hook(
         # the test's own trust store (tests/conftest.py), as Claude Code passes the user's on
         "XDG_CONFIG_HOME": os.environ.get("XDG_CONFIG_HOME", str(root.parent / ".config")),
     }
+    args = ["/bin/sh", str(ENTRY)] if entry else [sys.executable, "-I", "-S", *flags, str(SCRIPT)]
     return subprocess.run(
-        [sys.executable, "-I", "-S", *flags, str(SCRIPT), event],
+        [*args, event],
         input=data,
         cwd=root,
         env={**base, **(env or {})},

@@ -1,7 +1,10 @@
-"""Helpers to run the real Claude Code CLI against a scripted model on 127.0.0.1."""
+"""Helpers to run the real Claude Code CLI against a scripted model on 127.0.0.1, on a machine as a
+new user has it (no ``journal-agent`` on PATH) with the plugin's environment as a preparation
+leaves it. The tests and benchmarks/session_overhead.py share them."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -57,6 +60,49 @@ def user_clone(dest: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target, follow_symlinks=False)
     return dest
+
+
+def exec_shim(path: Path, target: str | Path) -> Path:
+    """An executable script at ``path`` that runs ``target`` with its arguments: a venv's
+    interpreter needs to be started as itself (a link to it is another Python, without the
+    venv's packages)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+def new_user_path(folder: Path) -> str:
+    """A new user's PATH: ``folder``, holding a ``python3`` that is the base interpreter (no
+    journal_agent, no torch), then /usr/bin and /bin: no ``journal-agent``, no ``uv``."""
+    exec_shim(folder / "python3", getattr(sys, "_base_executable", sys.executable))
+    return os.pathsep.join([str(folder), "/usr/bin", "/bin"])
+
+
+def ready_plugin_env(envs: Path, python: Path, root: Path = REPO) -> Path:
+    """The environment of the plugin at ``root`` under ``envs`` (what ``JOURNAL_AGENT_ENVS``
+    names) as a preparation leaves it: state.json ready for this pyproject.toml, ``venv/bin``
+    whose python is ``python`` and whose journal-agent is this test environment's. Its folder.
+    """
+    from journal_agent.plugin_env.env import deps_stamp, locate
+
+    before = os.environ.get("JOURNAL_AGENT_ENVS")
+    os.environ["JOURNAL_AGENT_ENVS"] = str(envs)
+    try:
+        env = locate(str(root))
+    finally:  # (the process's environment as it was: a later test reads it)
+        if before is None:
+            del os.environ["JOURNAL_AGENT_ENVS"]
+        else:
+            os.environ["JOURNAL_AGENT_ENVS"] = before
+    home = Path(env.home)
+    (home / "venv" / "bin").mkdir(parents=True)
+    (home / "venv" / "bin" / "python").symlink_to(python)
+    (home / "venv" / "bin" / "journal-agent").symlink_to(VENV_BIN / "journal-agent")
+    state = {"phase": "ready", "deps": deps_stamp(str(root)), "python": str(python)}
+    (home / "state.json").write_text(json.dumps(state))
+    (home / "root.txt").write_text(f"{os.path.realpath(root)}\n")
+    return home
 
 
 needs_claude = pytest.mark.skipif(

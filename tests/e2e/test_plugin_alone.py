@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,14 @@ from typing import Any
 import pytest
 
 from journal_agent.testing import ScriptedModel, reply, tool_use
-from tests.e2e.claude_helpers import called, claude_clis, run_claude, texts, tool_results
+from tests.e2e.claude_helpers import (
+    called,
+    claude_clis,
+    new_user_path,
+    run_claude,
+    texts,
+    tool_results,
+)
 
 CLIS = claude_clis()
 pytestmark = [
@@ -37,14 +43,11 @@ def cli(request) -> tuple[str, str]:
 def _user_machine(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     """A fresh home and project, and a PATH whose `python3` is the base interpreter (no
     journal_agent, no torch) and which holds no `journal-agent` and no `uv`."""
-    home, project, folder = tmp_path / "home", tmp_path / "project", tmp_path / "bin"
-    for d in (home, project, folder):
+    home, project = tmp_path / "home", tmp_path / "project"
+    for d in (home, project):
         d.mkdir()
-    base = getattr(sys, "_base_executable", sys.executable)
-    (folder / "python3").write_text(f'#!/bin/sh\nexec "{base}" "$@"\n')
-    (folder / "python3").chmod(0o755)
     env = {
-        "PATH": os.pathsep.join([str(folder), "/usr/bin", "/bin"]),
+        "PATH": new_user_path(tmp_path / "bin"),
         # Where a user's laptop reaches PyTorch's CPU index, this machine has the wheel on disk.
         "JOURNAL_AGENT_TORCH_INDEX": "/opt/wheels",
     }

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.capture.hook_helpers import run_hook
+from tests.e2e.claude_helpers import exec_shim, ready_plugin_env
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "bin" / "journal-agent"
@@ -27,9 +28,7 @@ def _folder_with(tmp_path: Path, **links: Path) -> Path:
     folder = tmp_path / "path-bin"
     folder.mkdir(exist_ok=True)
     for name, target in links.items():
-        script = folder / name.replace("_", "-")
-        script.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
-        script.chmod(0o755)
+        exec_shim(folder / name.replace("_", "-"), target)
     return folder
 
 
@@ -100,23 +99,8 @@ def test_a_link_in_the_users_path_finds_the_plugin(tmp_path):
 
 
 def _fake_ready_env(tmp_path: Path, *, python: Path) -> Path:
-    """An environment as a preparation leaves it (state.json, venv/bin), whose interpreter is
-    ``python`` and whose journal-agent is this test environment's."""
-    sys.path.insert(0, str(REPO))
-    from journal_agent.plugin_env.env import deps_stamp, locate
-
-    os.environ["JOURNAL_AGENT_ENVS"] = str(tmp_path / ".cache" / "journal-agent")
-    try:
-        env = locate(str(REPO))
-    finally:
-        del os.environ["JOURNAL_AGENT_ENVS"]
-    home = Path(env.home)
-    (home / "venv" / "bin").mkdir(parents=True)
-    (home / "venv" / "bin" / "python").symlink_to(python)
-    (home / "venv" / "bin" / "journal-agent").symlink_to(VENV_BIN / "journal-agent")
-    state = {"phase": "ready", "deps": deps_stamp(str(REPO)), "python": str(python)}
-    (home / "state.json").write_text(json.dumps(state))
-    return home
+    """An environment as a preparation leaves it, whose interpreter is ``python``."""
+    return ready_plugin_env(tmp_path / ".cache" / "journal-agent", python)
 
 
 def test_a_broken_environment_is_named_at_session_start_and_rebuilt(tmp_path, project):
@@ -156,14 +140,8 @@ def _rebuild_failed(home: Path) -> dict:
 
 def _system_python3(tmp_path: Path, target: Path) -> Path:
     """/usr/bin/python3 as a system has it: the one name a venv's interpreter links to, whose
-    Python an upgrade replaces (here a script running ``target``, which a venv needs to be
-    itself: a link to its python is another Python)."""
-    folder = tmp_path / "usr-bin"
-    folder.mkdir(exist_ok=True)
-    python3 = folder / "python3"
-    python3.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
-    python3.chmod(0o755)
-    return python3
+    Python an upgrade replaces (here a script running ``target``)."""
+    return exec_shim(tmp_path / "usr-bin" / "python3", target)
 
 
 def test_an_interpreter_that_no_longer_runs_the_package_is_broken_not_ready(tmp_path, project):
