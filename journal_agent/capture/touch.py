@@ -1,10 +1,17 @@
 """The journal speaks when its code is touched: PostToolUse on Read, Edit, MultiEdit, Write and
 Grep names the entries that explain the lines the model just read, changed or found.
 
-One line per entry (at most :data:`SHOWN`, each at most :data:`LINE_LIMIT` characters, about
-40 tokens): the entry's title, the lines it explains, their state now (fresh, moved to line N,
-changed) and the command that opens it. An entry is named once per session. An edit that
-changes cited lines says so, and leaves a ``revise`` moment in the inbox.
+Named: the entries whose cited lines an edit changed, a focused Grep found (at most
+:data:`GREP_FOCUS` lines), or a Read showed as a real share of what it read (a quarter:
+:data:`READ_SHARE`; a whole file read to edit one function is not about its other entries).
+These rules hold precision at 1.0 on the replayed sessions of benchmarks/bench_touch_replay.py,
+where naming every overlap scored 0.37.
+
+One line per entry (at most :data:`SHOWN`, the title cut so that a line keeps to
+:data:`LINE_LIMIT` characters where it can; the command is never cut): the entry's title, the
+lines it explains, their state now (fresh, moved to line N, changed) and the command that opens
+it. An entry is named once per session. An edit that changes cited lines says so, and leaves a
+``revise`` moment in the inbox.
 
 Fast by construction, and no model call: ``.journal/refs.jsonl`` is read whole as bytes and
 only its lines that name the touched file are parsed (a C-level ``bytes.find``); an entry's
@@ -34,13 +41,21 @@ TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    # (path in the workspace, line ranges touched or None for the whole file, edited)
-    Touched = tuple[str, list[tuple[int, int]] | None, bool]
+    # (path in the workspace, line ranges touched or None for the whole file, edited, read:
+    # the ranges are what a Read showed, so an entry must be a share of them)
+    Touched = tuple[str, list[tuple[int, int]] | None, bool, bool]
 
 SHOWN = 3  # entries named per tool call
+# How much a tool call says about where the model is looking (benchmarks/bench_touch_replay.py,
+# docs/plugin.md): a Read names an entry whose cited lines are at least a quarter of the lines
+# it read (a whole file read to edit one function is not about the other entries on it), and a
+# Grep that found more than GREP_FOCUS lines is a survey, not a look at one place.
+READ_SHARE = 4
+GREP_FOCUS = 10
 LINE_LIMIT = 150  # characters of one line: about 40 tokens
-TITLE_LIMIT = 60
-ID_LIMIT = 70
+TITLE_LIMIT = 60  # (SubagentStart's brief)
+TITLE_MIN = 24  # characters a title keeps however long the rest of its line
+ID_LIMIT = 80  # an entry id is a slug of at most 60 characters and a date: longer is not ours
 MAX_SOURCE = 8 << 20  # bytes of a cited file hashed; a bigger one gets no state
 MAX_JOURNAL = 2 << 20  # bytes of a journal whose headings are read when the index is not
 SPOKEN = ".journal/capture/spoken.txt"  # "session entry" per line: named once per session
@@ -155,6 +170,15 @@ def span(key: str) -> tuple[int, int] | None:
     return (start, end) if 1 <= start <= end else None
 
 
+def _share(ref: tuple[int, int], shown: list[tuple[int, int]] | None, size: int) -> bool:
+    """Whether the cited lines are at least 1/:data:`READ_SHARE` of the lines a Read showed
+    (``shown`` None: the whole file of ``size`` lines; a window past the end is cut there)."""
+    first, last = shown[0] if shown else (1, size)
+    last = min(last, max(size, first))
+    inside = min(ref[1], last) - max(ref[0], first) + 1
+    return inside * READ_SHARE >= last - first + 1
+
+
 def overlaps(ref: tuple[int, int], touched: list[tuple[int, int]] | None) -> bool:
     """``touched`` None: the whole file."""
     return touched is None or any(a <= ref[1] and ref[0] <= b for a, b in touched)
@@ -234,13 +258,27 @@ def touched(root: str, payload: dict[str, object]) -> list[Touched]:
         if isinstance(offset, int) or isinstance(limit, int):
             first = offset if isinstance(offset, int) and offset > 0 else 1
             count = limit if isinstance(limit, int) and limit > 0 else 2000
-            return [(rel, [(first, first + count - 1)], False)]
-        return [(rel, None, False)]
-    if tool in ("Edit", "MultiEdit"):
-        return [(rel, _patched(result), True)]
-    if tool == "Write":
-        return [(rel, None, True)]
+            return [(rel, [(first, first + count - 1)], False, True)]
+        return [(rel, None, False, True)]  # the whole file: its lines are counted when needed
+    if tool in ("Edit", "MultiEdit", "Write"):
+        # Claude Code gives the hunks; our runtime's Edit only its input.
+        return [(rel, _patched(result) or _replaced(root, rel, given), True, False)]
     return []
+
+
+def _replaced(root: str, rel: str, given: dict[str, object]) -> list[tuple[int, int]] | None:
+    """The lines an edit's ``new_string`` holds now, when it is once in the file (None: the
+    whole file)."""
+    new = given.get("new_string")
+    if not isinstance(new, str) or not new.strip() or "old_string" not in given:
+        return None
+    data = confined.read_planted(root, rel, MAX_SOURCE, one_name=False) or b""
+    text = new.encode("utf-8", "surrogateescape")
+    at = data.find(text)
+    if at == -1 or data.find(text, at + 1) != -1:
+        return None
+    first = data.count(b"\n", 0, at) + 1
+    return [(first, first + text.rstrip(b"\n").count(b"\n"))]
 
 
 def _patched(result: dict[str, object]) -> list[tuple[int, int]] | None:
@@ -271,15 +309,19 @@ def _grep_hits(root: str, result: dict[str, object]) -> list[Touched]:
     if not isinstance(content, str):
         return []
     hits: dict[str, list[tuple[int, int]]] = {}
-    for line in content.splitlines()[:500]:
+    found = 0
+    for line in content.splitlines():
         path, sep, rest = line.partition(":")
         number, sep2, _ = rest.partition(":")
         if not (sep and sep2 and number.isdigit()):
-            continue
+            continue  # a context line (path-N-text), a file name, a count
+        found += 1
+        if found > GREP_FOCUS:
+            return []  # a survey of many places: none of them is where the model looks
         rel = relative(root, path)
         if rel is not None:
             hits.setdefault(rel, []).append((int(number), int(number)))
-    return [(rel, ranges, False) for rel, ranges in list(hits.items())[:20]]
+    return [(rel, ranges, False, False) for rel, ranges in hits.items()]
 
 
 # -- the lines said ------------------------------------------------------------------------------
@@ -349,15 +391,19 @@ def speak(root: str, payload: dict[str, object]) -> str:
     session = "".join(c for c in session if c.isalnum() or c in "-_")[:80] or "-"
     said = None
     picked: list[tuple[str, str, str, bool]] = []  # entry, key, state, edit changed it
-    for rel, ranges, edited in touched(root, payload):
+    for rel, ranges, edited, read in touched(root, payload):
         lines = None
         for entry, key, anchor in cited(root, rel):
             said = spoken(root, session) if said is None else said
             ref = span(key)
             if ref is None or any(p[0] == entry for p in picked) or not overlaps(ref, ranges):
                 continue
+            if len(entry) > ID_LIMIT or not entry.isprintable() or " " in entry:
+                continue  # not an id of ours: no command would open it
             if lines is None:
                 lines = file_lines(root, rel) or []
+            if read and not _share(ref, ranges, len(lines)):
+                continue
             now = state(lines, ref, anchor)
             changed = edited and now == "changed"
             # Named once a session; an edit that changes its lines is said all the same, once.
@@ -371,19 +417,28 @@ def speak(root: str, payload: dict[str, object]) -> str:
     if not picked:
         return ""
     named = titles(root, [p[0] for p in picked])
-    out = []
-    for entry, key, now, changed in picked:
-        title = one_line(named.get(entry, entry).replace('"', "'"), TITLE_LIMIT)
-        shown = one_line(entry, ID_LIMIT)
-        where = one_line(key, 60)
-        if changed:
-            line = f'your edit changed {where}, which the entry "{title}" explains'
-        else:
-            line = f'"{title}" explains {where}' + (f" ({now})" if now else "")
-        out.append(one_line(f"{line}: journal-agent journal show {shown}", LINE_LIMIT))
+    out = [
+        _line(entry, named.get(entry, entry), key, now, changed)
+        for entry, key, now, changed in picked
+    ]
     _remember(root, session, [p[0] + (CHANGED if p[3] else "") for p in picked])
     _revise(root, payload, [p for p in picked if p[3]], named)
     return "journal-agent: " + "; ".join(out) + "."
+
+
+def _line(entry: str, title: str, key: str, now: str, changed: bool) -> str:
+    """One entry's line. The command that opens it is never cut (a cut id opens nothing): the
+    title is shortened so that the line keeps to :data:`LINE_LIMIT` characters."""
+    where = one_line(key, 60)
+    tail = f": journal-agent journal show {entry}"
+
+    def said(name: str) -> str:
+        if changed:
+            return f'your edit changed {where}, which the entry "{name}" explains{tail}'
+        return f'"{name}" explains {where}' + (f" ({now})" if now else "") + tail
+
+    room = LINE_LIMIT - len(said(""))
+    return said(one_line(title.replace('"', "'"), max(room, TITLE_MIN)))
 
 
 def _remember(root: str, session: str, entries: list[str]) -> None:

@@ -16,6 +16,7 @@ from tests.capture.hook_helpers import run_hook
 from tests.entries import render_entry
 from tests.trust_helpers import approve
 
+AT = {"offset": 2, "limit": 3}  # a Read of the lines around the cited one (2-4)
 TRAIN = "".join(f"line {n}\n" for n in range(1, 9)).replace(
     "line 3\n", "opt = AdamW(params, lr=3e-4)\n"
 )
@@ -53,12 +54,16 @@ def post(root: Path, tool: str, tool_input: dict, response: dict | None = None, 
 
 def test_a_read_of_cited_lines_names_the_entry_once_per_session(project):
     path = str(project / "src" / "train.py")
-    said = post(project, "Read", {"file_path": path})
+    # The whole file read (8 lines, the cited one an eighth of them) is not a look at it.
+    assert post(project, "Read", {"file_path": path}, session="whole") == ""
+    said = post(project, "Read", {"file_path": path, **AT})
     assert '"AdamW Keeps Two States" explains src/train.py:3 (fresh)' in said
     assert "journal-agent journal show adamw-keeps-two-states-2026-11-20" in said
     assert len(said) <= 200  # one entry: one short line (≤ 40 tokens)
-    assert post(project, "Read", {"file_path": path}) == ""  # once per session
-    assert "AdamW Keeps Two States" in post(project, "Read", {"file_path": path}, session="s2")
+    assert post(project, "Read", {"file_path": path, **AT}) == ""  # once per session
+    assert "AdamW Keeps Two States" in post(
+        project, "Read", {"file_path": path, **AT}, session="s2"
+    )
     # Lines that do not hold the cited one say nothing.
     assert post(project, "Read", {"file_path": path, "offset": 5, "limit": 3}, session="s3") == ""
     assert "AdamW" in post(project, "Read", {"file_path": path, "offset": 2, "limit": 2},
@@ -72,16 +77,16 @@ def test_a_read_of_cited_lines_names_the_entry_once_per_session(project):
 def test_moved_and_changed_lines_are_said_as_they_are_now(project):
     path = project / "src" / "train.py"
     path.write_text("import os\nimport sys\n" + TRAIN)
-    assert "(moved to line 5)" in post(project, "Read", {"file_path": str(path)})
+    assert "(moved to line 5)" in post(project, "Read", {"file_path": str(path), **AT})
     path.write_text(TRAIN.replace("3e-4", "1e-3"))
     assert "src/train.py:3 (changed)" in post(
-        project, "Read", {"file_path": str(path)}, session="b"
+        project, "Read", {"file_path": str(path), **AT}, session="b"
     )
 
 
 def test_an_edit_that_changes_cited_lines_says_so_and_leaves_a_revise_moment(project):
     path = project / "src" / "train.py"
-    assert "AdamW" in post(project, "Read", {"file_path": str(path)})  # named once already
+    assert "AdamW" in post(project, "Read", {"file_path": str(path), **AT})  # named once already
     path.write_text(TRAIN.replace("3e-4", "1e-3"))
     patch = [{"oldStart": 1, "oldLines": 6, "newStart": 1, "newLines": 6, "lines": [
         " line 1", " line 2", "-opt = AdamW(params, lr=3e-4)", "+opt = AdamW(params, lr=1e-3)",
@@ -109,27 +114,93 @@ def test_a_grep_hit_on_cited_lines_names_the_entry(project):
     assert post(project, "Grep", {"pattern": "x"}, {"content": "src/train.py:7:line 7"}, "d") == ""
 
 
+def test_a_read_names_an_entry_only_when_its_lines_are_a_share_of_what_was_read(project):
+    path = str(project / "src" / "train.py")
+    window = lambda offset, limit, s: post(  # noqa: E731
+        project, "Read", {"file_path": path, "offset": offset, "limit": limit}, session=s
+    )
+    assert window(1, 8, "a") == ""  # one line of eight: reading around it, not at it
+    assert window(1, 5, "b") == ""  # one of five
+    assert "src/train.py:3 (fresh)" in window(1, 4, "c")  # one of four: a quarter
+    # A window past the end counts the lines there are: offset 2 of an 8-line file shows 7.
+    assert window(2, 2000, "d") == ""
+    # A file of four lines read whole: the cited line is a quarter of it.
+    (project / "src" / "train.py").write_text(TRAIN.split("line 5")[0])
+    assert "AdamW" in post(project, "Read", {"file_path": path}, session="e")
+
+
+def test_a_grep_that_finds_many_lines_names_nothing(project):
+    hit = f"{project}/src/train.py:3:opt = AdamW(params, lr=3e-4)"
+    others = [f"{project}/src/train.py:{n}:line {n}" for n in (1, 2, 4, 5, 6, 7, 8)]
+    focused = "\n".join([hit, *others[:2]])
+    said = post(project, "Grep", {"pattern": "."}, {"content": focused}, session="a")
+    assert "AdamW Keeps Two States" in said
+    survey = "\n".join([hit, *others, *(f"{project}/src/b.py:{n}:x" for n in range(1, 4))])
+    assert post(project, "Grep", {"pattern": "."}, {"content": survey}, session="b") == ""
+
+
+def test_a_write_names_the_entries_whose_lines_it_changed(project):
+    path = project / "src" / "train.py"
+    new = TRAIN.replace("line 7", "line seven")
+    path.write_text(new)
+    far = [{"oldStart": 4, "oldLines": 5, "newStart": 4, "newLines": 5, "lines": [
+        " line 4", " line 5", " line 6", "-line 7", "+line seven", " line 8"]}]  # fmt: skip
+    given = {"file_path": str(path), "content": new}
+    done = {"type": "update", "filePath": str(path), "structuredPatch": far, "originalFile": TRAIN}
+    assert post(project, "Write", given, done, session="a") == ""
+    # Without the hunks (our runtime's Write) the whole file counts as written.
+    assert "AdamW Keeps Two States" in post(project, "Write", given, {}, session="b")
+    # Our runtime's Edit gives only its input: the lines its new_string holds now.
+    edit = {"file_path": str(path), "old_string": "line 7", "new_string": "line seven"}
+    assert post(project, "Edit", edit, {}, session="c") == ""
+    edit = {"file_path": str(path), "old_string": "line 2\nopt", "new_string": "line two\nopt"}
+    path.write_text(new.replace("line 2\n", "line two\n"))
+    assert "AdamW Keeps Two States" in post(project, "Edit", edit, {}, session="d")
+
+
+def test_the_command_that_opens_an_entry_is_never_cut(tmp_path, cli):
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "optimizer_states_and_their_memory.py").write_text(TRAIN)
+    title = "AdamW Keeps Two Full Precision States Per Parameter Beside The Weights"
+    entry = render_entry(
+        title, "2026-11-20", context="Sizing the optimizer.", question="Why 8 bytes?",
+        intuition="Two states (src/optimizer_states_and_their_memory.py:2-4).", tags="#memory",
+    )  # fmt: skip
+    assert cli("journal", "append", "-", "--root", str(root), input=entry).returncode == 0
+    path = root / "src" / "optimizer_states_and_their_memory.py"
+    said = post(root, "Read", {"file_path": str(path), "offset": 1, "limit": 4})
+    line = said.removeprefix("journal-agent: ").removesuffix(".")
+    # The path and the id take what the line has: the title is cut (to its 24 characters).
+    assert line.startswith('"AdamW Keeps Two Full Pr…" explains src/optimizer_states_and')
+    entry_id = line.rpartition("journal-agent journal show ")[2]
+    shown = cli("journal", "show", entry_id, "--root", str(root))  # the line's command works
+    assert shown.returncode == 0 and title in shown.stdout
+
+
 def test_a_cloned_journal_stays_silent_until_the_project_is_approved(project):
     path = str(project / "src" / "train.py")
     git = ["git", "-c", "user.email=a@b", "-c", "user.name=a"]
     subprocess.run([*git, "init", "-q"], cwd=project, check=True)
     subprocess.run([*git, "add", "src"], cwd=project, check=True)
-    assert "AdamW" in post(project, "Read", {"file_path": path})  # the journal is not tracked
+    assert "AdamW" in post(project, "Read", {"file_path": path, **AT})  # the journal is not tracked
     subprocess.run([*git, "add", "learning_journal.md"], cwd=project, check=True)
-    assert post(project, "Read", {"file_path": path}, session="e") == ""  # a clone brought it
+    assert post(project, "Read", {"file_path": path, **AT}, session="e") == ""  # a clone brought it
     (project / ".journal" / "settings.json").write_text('{"capture": {}}\n')
     approve(project, ".journal/settings.json")
-    assert "AdamW" in post(project, "Read", {"file_path": path}, session="f")
+    assert "AdamW" in post(project, "Read", {"file_path": path, **AT}, session="f")
 
 
 def test_the_user_turns_it_off_and_a_repository_cannot_turn_it_on(project):
     path = str(project / "src" / "train.py")
     off = {"JOURNAL_AGENT_CAPTURE": "0"}
-    assert post(project, "Read", {"file_path": path}, env=off) == ""
+    assert post(project, "Read", {"file_path": path, **AT}, env=off) == ""
     (project / ".journal" / "settings.json").write_text('{"capture": {"recall_touch": false}}\n')
-    assert "AdamW" in post(project, "Read", {"file_path": path}, session="g")  # not approved yet
+    assert "AdamW" in post(
+        project, "Read", {"file_path": path, **AT}, session="g"
+    )  # not approved yet
     approve(project, ".journal/settings.json")
-    assert post(project, "Read", {"file_path": path}, session="h") == ""
+    assert post(project, "Read", {"file_path": path, **AT}, session="h") == ""
 
 
 def _agent_call(transcript: Path, agent: str, prompt: str) -> None:

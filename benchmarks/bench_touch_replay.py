@@ -1,0 +1,86 @@
+"""The touch recall (#33) on a replay set: precision, recall and tokens per replayed day.
+
+Coding sessions on a snapshot of this repository's own code with the learning journal a
+developer of it keeps (tests/capture/touch_replay.py: what the set holds and how its labels were
+judged), replayed through the plugin's real hooks (hooks.json's commands, one process per event,
+as Claude Code runs them), side by side in the same run: the recall as this checkout has it (on
+by default), off (``JOURNAL_AGENT_CAPTURE=0``: the baseline, nothing injected), and the hooks of
+``--old REF`` (taken with ``git archive``; default 6fd7ccc, before the reading rules: every
+overlap named, a whole-file Read included). Tokens are counted with the project's tiktoken
+encoder (journal_agent/tokenizer.py). On by default needs precision >= 0.9. Prints JSON.
+
+    python benchmarks/bench_touch_replay.py [--old REF | --no-old]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.capture.touch_replay import (
+    REPO,
+    SESSIONS,
+    hook_env,
+    make_project,
+    replay,
+    score,
+)
+
+FLOOR = 0.9
+OLD = "6fd7ccc"
+
+
+def _old_plugin(ref: str, into: Path) -> Path:
+    """The plugin's hooks and package at ``ref``."""
+    into.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", ref, "hooks", "journal_agent"],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="The touch recall on a replay set.")
+    parser.add_argument("--old", default=OLD, help=f"the commit to compare with (default {OLD})")
+    parser.add_argument("--no-old", action="store_true", help="no comparison with --old")
+    args = parser.parse_args()
+    os.environ["JOURNAL_AGENT_EMBEDDING_MODEL"] = "off"  # the meaning model is not the subject
+    with tempfile.TemporaryDirectory(prefix="bench-touch-replay-") as tmp:
+        os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "config")  # never the user's trust store
+        root = Path(tmp) / "project"
+        root.mkdir()
+        ids = make_project(root)
+        on = score(replay(root, SESSIONS, ids, hook_env(root), "on"))
+        off_env = hook_env(root, JOURNAL_AGENT_CAPTURE="0")
+        off = score(replay(root, SESSIONS, ids, off_env, "off"), detail=False)
+        old = None
+        if not args.no_old:
+            plugin = _old_plugin(args.old, Path(tmp) / "old")
+            old = score(replay(root, SESSIONS, ids, hook_env(root, plugin), "old"))
+    out = {
+        "set": {
+            "entries": len(ids),
+            "sessions": len(SESSIONS),
+            "days": len(on["per_day"]),
+            "held_out_day": "3",
+        },
+        "recall_on": on,
+        "recall_off": {k: off[k] for k in ("injected_lines", "tokens_per_day", "hook_ms_mean")},
+        "floor": {"precision": FLOOR, "met": (on["precision"] or 0) >= FLOOR},
+    }
+    if old is not None:
+        out[f"old_{args.old}"] = {k: v for k, v in old.items() if k != "missed"}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""The touch recall's precision on a slice of the replay set (tests/capture/touch_replay.py,
+benchmarks/bench_touch_replay.py for the whole set): real coding sessions on a snapshot of this
+repository's code, its learning journal appended through the journal's own append, each tool
+call replayed through hooks.json's command in a process of its own, as Claude Code runs it.
+On by default holds only while precision stays at 0.9 or more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.capture.touch_replay import (
+    SESSIONS,
+    hook_env,
+    make_project,
+    replay,
+    restore,
+    score,
+    tool_call,
+)
+
+FLOOR = 0.9
+# A whole-file Read then an edit of cited lines; a focused Grep; a Read of a window holding two
+# entries; a Write that changes no cited line; a window holding three entries, one of them
+# useful; a Grep that surveys many files.
+SLICE = [0, 1, 3, 8, 11, 12]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
+    monkeypatch.setenv("JOURNAL_AGENT_EMBEDDING_MODEL", "off")
+    root = tmp_path / "project"
+    root.mkdir()
+    return root, make_project(root)
+
+
+def test_the_recall_on_a_slice_of_replayed_sessions_keeps_its_precision(project):
+    root, ids = project
+    result = score(replay(root, [SESSIONS[i] for i in SLICE], ids, hook_env(root), "t"))
+    assert result["injected_lines"] >= 5, result  # it speaks: silence is no precision
+    assert result["precision"] >= FLOOR, result["irrelevant"]
+    assert result["recall"] >= 0.5, result["missed"]
+    # The baseline in the same run: the switch off says nothing at all.
+    off = score(replay(root, [SESSIONS[i] for i in SLICE[:2]], ids,
+                       hook_env(root, JOURNAL_AGENT_CAPTURE="0"), "off"))  # fmt: skip
+    assert off["injected_lines"] == 0 and off["tokens_per_day"] == {"1": 0}
+
+
+def test_every_session_of_the_replay_set_plays_on_the_snapshot(tmp_path: Path):
+    """The set stays playable: every edit finds its text once, every Read and Grep its file."""
+    root = tmp_path / "project"
+    for session in SESSIONS:
+        restore(root)
+        for call in session.calls:
+            tool, _, response = tool_call(root, call)
+            if tool == "Grep":
+                assert response["content"], call
+            if tool == "Read":
+                assert response["file"]["numLines"] > 0, call
+            if tool == "Edit":
+                assert response["structuredPatch"], call
