@@ -114,15 +114,21 @@ def related_parts(
     """What ``related_in`` fuses: the draft's telling terms, the entries matching them by
     BM25, and the entries nearest in meaning (``nearest`` when the caller ranked them
     already: the export, for every entry at once), without the ``exclude``d ones."""
-    terms = salient_terms(conn, draft, df=df)
+    terms, common = salient_terms(conn, draft, df=df)
     plan = QueryPlan([Term(t, [phrase(t)]) for t in terms])
     depth = limit + len(exclude) + 20
     lexical: list[Lexical] = []
     if terms:
-        if index.cached:
-            found = postings.match(index.path, conn, plan, False, None, depth)
-        else:
-            found = index.match(conn, plan.any_of(), [], depth)
+        found = {}
+        # Words most entries hold: the entries holding them all (ranked by how much, titles
+        # first), or, when none holds all, any (a few rows, not half the journal's).
+        for every in (True, False) if common else (False,):
+            if index.cached:
+                found = postings.match(index.path, conn, plan, every, None, depth)
+            else:
+                found = index.match(conn, plan.all_of() if every else plan.any_of(), [], depth)
+            if found:
+                break
         lexical = [Lexical(r, s) for r, s in sorted(found.items(), key=lambda x: x[1])]
     if nearest is None:
         nearest = []
@@ -144,15 +150,16 @@ def related_parts(
 
 def salient_terms(
     conn: sqlite3.Connection, draft: str, count: int = 16, df: dict[str, int] | None = None
-) -> list[str]:
-    """A draft's most telling stems: frequent in it, rare in the journal. ``df``: a dict the
-    caller keeps of the stems' document counts (the export asks for every entry's), with the
-    number of entries as its ``total`` when it knows it."""
+) -> tuple[list[str], bool]:
+    """A draft's most telling stems: frequent in it, rare in the journal, and whether they are
+    common ones (no stem of the draft is rare: see below). ``df``: a dict the caller keeps of
+    the stems' document counts (the export asks for every entry's), with the number of entries
+    as its ``total`` when it knows it."""
     # Counted first, then each distinct stem judged once (the same order of first use).
     tf = Counter(stems(CJK_RUN.sub(" ", draft)))
     tf = Counter({w: n for w, n in tf.items() if useful(w)})
     if not tf:
-        return []
+        return [], False
     total = getattr(df, "total", 0) or conn.execute("SELECT count(*) FROM entries").fetchone()[0]
     total = total or 1
     df = {} if df is None else df
@@ -160,8 +167,13 @@ def salient_terms(
         if word not in df:
             row = conn.execute("SELECT doc FROM entries_vocab WHERE term = ?", (word,)).fetchone()
             df[word] = row[0] if row else 0
-    # Terms no entry contains cannot match; very common ones do not discriminate.
+    # Terms no entry contains cannot match; very common ones do not discriminate — unless
+    # the draft has nothing else (a journal on one subject: its every word is in most
+    # entries; a draft in those words found nothing at all on a 70,000-entry journal).
     ceiling = max(1, total * 0.6)
     scored = [(tf[w] * math.log(1 + total / df[w]), w) for w in tf if 0 < df[w] <= ceiling]
+    common = not scored
+    if common:
+        scored = [(tf[w] * math.log(1 + total / df[w]), w) for w in tf if df[w] > 0]
     scored.sort(reverse=True)
-    return [w for _, w in scored[:count]]
+    return [w for _, w in scored[:count]], common and bool(scored)
