@@ -189,11 +189,12 @@ def test_a_ready_environment_runs_and_session_start_says_nothing(tmp_path, proje
 class Client:
     """A line-at-a-time MCP client of ``bin/journal-agent mcp``."""
 
-    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+    def __init__(self, tmp_path: Path, env: dict[str, str], argv: list[str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [str(LAUNCHER), "mcp"],
+            argv or [str(LAUNCHER), "mcp"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if argv else None,
             cwd=tmp_path,
             env=env,
         )
@@ -250,6 +251,38 @@ def test_the_front_answers_in_every_state_and_says_what_is_being_prepared(tmp_pa
     assert bad["error"]["code"] == -32601
     assert client.close() == 0
     assert _env_home(tmp_path) is None  # listing and asking started nothing
+
+
+def test_the_front_answers_on_the_lightest_modules(tmp_path, project):
+    """Claude Code waits for the front at every session start: until a tool is called it
+    imports neither threading (functools, collections) nor signal (enum), json or subprocess;
+    while preparing (its status thread) as once ready."""
+    never = {"threading", "signal", "enum", "functools", "json", "re", "subprocess", "typing"}
+    env = _env(tmp_path, _python3(tmp_path))
+    base = getattr(sys, "_base_executable", sys.executable)
+    entry = REPO / "journal_agent" / "plugin_env" / "entry.py"
+    argv = [base, "-I", "-S", "-X", "importtime", str(entry), "launch", "mcp"]
+    for ready in (False, True):
+        if ready:
+            _fake_ready_env(tmp_path, python=_system_python3(tmp_path, Path(sys.executable)))
+            hook_env = {**env, "CLAUDE_PLUGIN_ROOT": str(REPO)}  # (its interpreter checked once)
+            assert (
+                run_hook("SessionStart", {"session_id": "s"}, project, env=hook_env).stdout == b""
+            )
+        client = Client(tmp_path, env, argv)
+        assert (
+            "Its environment is being prepared" in client.initialize()["result"]["instructions"]
+        ) is not ready
+        assert ("JournalAgentStatus" in _names(client.ask("tools/list"))) is not ready
+        assert client.close() == 0
+        assert client.proc.stderr is not None
+        names = {
+            line.rsplit("|", 1)[1].strip()
+            for line in client.proc.stderr.read().decode().splitlines()
+            if line.startswith("import time:") and "|" in line
+        }
+        assert "journal_agent.plugin_env.front" in names  # (-X importtime reached it)
+        assert names & never == set(), ready
 
 
 def test_the_front_leaves_at_once_and_quietly_when_claude_code_ends_it(tmp_path):
