@@ -153,6 +153,9 @@ def _fwd_litgpt(x: Ctx, tape: Tape) -> None:
         _head(x, tape, f"c{i}", [("b", x.b), ("t", t)], x.b > 1)
     if x.amp or x.b > 1:
         tape.free("hidden")  # GPT.forward returns the chunks
+    # ``logits = model(...)`` rebinds: the previous micro-batch's chunks (and what their graph
+    # held) go only now (losses.held_over).
+    tape.free(*(key for key in list(tape.alive) if key.startswith("held")))
     last = len(sizes) - 1
     short = [*sizes[:-1], sizes[-1] - 1]  # the last chunk shortened by one token
     V = ("V", x.V)
@@ -172,7 +175,9 @@ def _fwd_litgpt(x: Ctx, tape: Tape) -> None:
             tape.free(f"up{i}")
     tape.new("cat", sized("the token losses", x.shifted, ls))
     tape.free(*(f"loss{i}" for i in range(len(short))))
-    tape.free("cat", *(f"c{i}.logits" for i in range(len(sizes))))
+    tape.free("cat")
+    for i in range(len(sizes)):  # fit()'s ``logits`` holds them through backward and the step
+        tape.keep_as(f"c{i}.logits", f"loop{i}", "logits, held by the script's loop")
     if tape.has("lastcopy"):
         tape.free("lastcopy")
     del last

@@ -41,6 +41,13 @@ class LossPlan:
     backward_extra: float
     backward_calc: str
     drops_head_copy: bool  # autocast's cached 16-bit copy of the head's weight is not kept
+    held: list[Term]  # what the script's loop holds of the previous micro-batch (LitGPT's)
+    looped: float = 0.0  # of ``kept``, what the loop holds past backward (LitGPT's logits)
+
+    @property
+    def released(self) -> float:
+        """The kept tensors backward releases."""
+        return sum(t.bytes for t in self.kept) - self.looped
 
 
 def context(d: Dims, e: Bytes, cfg: TrainingConfig) -> Ctx:
@@ -65,6 +72,11 @@ def problem(cfg: TrainingConfig, d: Dims | None) -> str | None:
         return f"--loss {cfg.loss} on transformers' GPT-2 module (its last block's backward)"
     if d.extra.get("logit_softcap") and cfg.loss in ("chunked", "linear-chunked"):
         return f"--loss {cfg.loss} on a model with soft-capped logits (torchtune caps none)"
+    if cfg.loss == "litgpt" and cfg.qlora and cfg.bnb_keeps_inputs:
+        if d.extra.get("experts") or d.extra.get("mla"):
+            return "--loss litgpt with --bnb-keeps-inputs on a mixture of experts or MLA"
+        if cfg.autocast:  # LitGPT refuses it too: "Quantization and mixed precision is not …"
+            return "--loss litgpt with --qlora under autocast (LitGPT refuses the pair)"
     return None
 
 
@@ -75,7 +87,8 @@ def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
         raise ProfilingError(f"the estimate cannot model {reason}")
     x = context(d, e, cfg)
     hidden = sized("the final norm's output", [*x.tokens, ("h", x.h)], x.r)
-    fwd = Tape({"hidden": hidden})
+    previous = held_over(d, e, cfg, x)
+    fwd = Tape({"hidden": hidden, **{f"held{i}": term for i, term in enumerate(previous)}})
     forward_tape(cfg.loss, x, fwd)
     if fwd.has("hidden"):
         fwd.keep_as("hidden", "hidden", "the final norm's output, kept for backward")
@@ -90,7 +103,34 @@ def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
         backward_extra=bwd.peak - held,
         backward_calc=_calc(bwd, kept),
         drops_head_copy=cfg.loss in ("liger", "cce") and x.amp,
+        held=previous,
+        looped=sum(t.bytes for key, t in fwd.alive.items() if key.startswith("loop")),
     )
+
+
+def held_over(d: Dims, e: Bytes, cfg: TrainingConfig, x: Ctx) -> list[Term]:
+    """What LitGPT's loop still holds of the previous micro-batch while this one's forward runs
+    (and of this one through its optimizer step): ``logits = model(input_ids,
+    lm_head_chunk_size=128)`` in litgpt/finetune/lora.py's fit() is rebound only when the next
+    forward returns, so the chunks stay — and through their graph every bitsandbytes <= 0.43.1
+    4-bit layer's input, a ctx attribute (``ctx.tensors = (A, B)``, MatMul4Bit.forward) that
+    backward never releases; bitsandbytes PR #1270 stopped keeping it (0.43.2)."""
+    if cfg.loss != "litgpt":
+        return []
+    held = [sized("the previous micro-batch's logits (LitGPT's loop holds them)",
+                  [*x.tokens, ("V", x.V)], x.c)]  # fmt: skip
+    if cfg.qlora and cfg.bnb_keeps_inputs:
+        # Each block's 4-bit inputs that need a gradient: the attention norm's output (q, k, v
+        # share it; not in the first block, whose input needs none), the attention's output
+        # (o), the MLP norm's output (gate, up) and the gate·up product (down).
+        q = d.a * d.hd
+        value = d.s * d.b * x.c * (d.L * (2 * d.h + q + d.f) - d.h)
+        held.append(Term(
+            "the previous micro-batch's 4-bit layers' inputs (bitsandbytes <= 0.43.1, held by "
+            "its graph)", value, f"s·b·{x.c}·(L·(2h + q + f) − h) B",
+            f"{d.s}·{d.b}·{x.c}·({d.L}·(2·{d.h} + {q} + {d.f}) − {d.h})",
+        ))  # fmt: skip
+    return held
 
 
 def _as_activation(term: Term) -> Term:
@@ -159,7 +199,7 @@ def after_loss(
     assert d is not None and d.V is not None, "a loss plan needs the shape"
     e = Bytes.of(cfg.precision)
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
-    kept = sum(t.bytes for t in loss.kept)
+    kept = loss.released
     norm = _final_norm_saved(d, e, cfg)
     grads = (d.V * d.h * p if cfg.lora_rank is None else 0) + (
         (2 if d.arch == "gpt2" else 1) * d.h * p if cfg.lora_rank is None else 0
@@ -265,16 +305,19 @@ def _final_norm_moments(
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
     T = d.s * d.b
     n = NormShape(T, d.h, e.r, p, cast_product=bool(module) and module not in _FP32_NORM)
-    base = fwd - sum(t.bytes for t in loss.kept) - _final_norm_saved(d, e, cfg)
+    base = fwd - loss.released - _final_norm_saved(d, e, cfg)
     grads = d.V * d.h * p if cfg.lora_rank is None and d.V else 0
     forward, backward = forward_peak(n), backward_peak(n)
     f = fmt_bytes
     head = f" + the LM head's gradient {f(grads)}" if grads else ""
     where = "end of forward without the loss's and the final norm's tensors"
+    # Before the head: none of this micro-batch's logits yet, the previous one's still held.
+    held = sum(t.bytes for t in loss.held) - loss.looped
+    then = f" + the previous micro-batch's, still held {f(held + loss.looped)}" if held else ""
     return [
-        ("the final norm's forward", base + forward.peak,
-         f"{where} {f(base)} + the norm's ops at their peak: {listed(forward.at_peak)[0]} = "
-         f"{f(base + forward.peak)}"),
+        ("the final norm's forward", base + held + forward.peak,
+         f"{where} {f(base - loss.looped)}{then} + the norm's ops at their peak: "
+         f"{listed(forward.at_peak)[0]} = {f(base + held + forward.peak)}"),
         ("the final norm's backward", base + grads + backward.peak,
          f"{where} {f(base)}{head} + the norm's backward at its peak: "
          f"{listed(backward.at_peak)[0]} = {f(base + grads + backward.peak)}"),

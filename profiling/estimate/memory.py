@@ -348,10 +348,12 @@ def _moments(
     sharded = weights - sum(ln.bytes for ln in est_lines if ln.group == "overhead")  # ZeRO-3
     logp = d.s * d.b * d.V * 4 / inp.tp if d is not None and d.V else 0.0  # the loss's log-probs
     if loss is not None:
-        logp = sum(term.bytes for term in loss.kept)
+        logp = loss.released
     then = 0.0  # in backward: the activations still alive when the largest one is stepped
     if inp.optimizer_in_bwd:  # the largest gradient, stepped (its scratch) and freed
         grads, temps, then = in_backward_step(inp, shape, temps, act - logp)
+    elif loss is not None:  # LitGPT's loop holds this micro-batch's logits (losses.held_over)
+        then = sum(term.bytes for term in loss.held)
     moments.append(
         Moment(
             name="backward, the largest parameter stepped" if inp.optimizer_in_bwd
@@ -359,7 +361,8 @@ def _moments(
             bytes=round(sharded + grads + states + temps + then),
             calculation=f"weights {f(sharded)}" + (" (shards)" if sharded != weights else "")
             + f" + gradients {f(grads)} + optimizer {f(states)} + step temporaries {f(temps)}"
-            + (f" + activations still alive {f(then)}" if then else ""),
+            + (f" + {'activations' if inp.optimizer_in_bwd else 'what the loop'} still "
+               f"holds {f(then)}" if then else ""),
         )
     )  # fmt: skip
     parts = dict(zip(FSDP_PARTS, (sharded, grads, states, kept, act, logp), strict=True))

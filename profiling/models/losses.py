@@ -45,6 +45,7 @@ from torch import nn
 from profiling.models.loss_sizes import LITGPT_CHUNK, liger_chunking
 
 IGNORE = -100
+HELD_LOGITS = "_litgpt_logits"  # where the LM head holds LitGPT's previous logits (``_litgpt``)
 
 
 def capped(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
@@ -104,7 +105,14 @@ def _litgpt(
     hidden = hidden_of()
     logits = [capped(head(x), softcap) for x in hidden.split(LITGPT_CHUNK, dim=1)]
     del hidden  # GPT.forward returns the chunks: its x goes
+    # The script's loop (litgpt/finetune/lora.py, fit()) binds ``logits = model(input_ids,
+    # lm_head_chunk_size=128)`` and never deletes it, so the previous micro-batch's chunks —
+    # and through their graph whatever an autograd Function keeps as a ctx attribute, which
+    # backward never releases (bitsandbytes <= 0.43.1's 4-bit inputs) — live until this
+    # forward has returned its own. The head holds them between the steps of the trace.
+    head.__dict__.pop(HELD_LOGITS, None)
     logits[-1] = logits[-1][..., :-1, :]  # "shift the targets such that output n predicts n+1"
+    head.__dict__[HELD_LOGITS] = (logits, _held_by_graph(logits))
     targets = targets[..., 1:]
     rows = [chunk.reshape(-1, chunk.size(-1)) for chunk in logits]
     labels = [t.reshape(-1) for t in targets.split(logits[0].size(1), dim=1)]
@@ -114,6 +122,24 @@ def _litgpt(
     ]
     counted = (targets != IGNORE).sum()
     return torch.cat(losses).sum() / counted.maximum(torch.ones_like(counted))
+
+
+def _held_by_graph(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """What the graph of ``outputs`` keeps as ctx attributes, which backward never releases
+    (the 4-bit layers' inputs of bitsandbytes <= 0.43.1, marked ``held_by_graph`` by the
+    trace's stand-in): holding them here keeps them as long as the logits are held."""
+    held: list[torch.Tensor] = []
+    seen: set[object] = set()
+    todo = [t.grad_fn for t in outputs]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if getattr(node, "held_by_graph", False):  # a custom Function's ctx: it has them
+            held.extend(getattr(node, "saved_tensors", ()))
+        todo.extend(fn for fn, _ in node.next_functions)
+    return held
 
 
 def _torchtune_chunked(

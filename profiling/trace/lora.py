@@ -60,6 +60,10 @@ class _DequantizedMatMul(torch.autograd.Function):
         ctx.layer = layer
         if layer.keeps_inputs and x.requires_grad:  # bitsandbytes <= 0.43.1: ctx.tensors = (A, B)
             ctx.save_for_backward(x)
+            # A ctx attribute there, which backward never releases: the input lives as long as
+            # the graph does. HF's loop drops the graph with the loss; LitGPT's holds it through
+            # the next forward (profiling.models.losses._litgpt holds it by this mark).
+            ctx.held_by_graph = True
         return torch.nn.functional.linear(x, layer.dequantize(x.dtype))
 
     @staticmethod

@@ -148,3 +148,37 @@ def test_chunks_change_what_torchtune_keeps() -> None:
         peaks[chunks] = estimate(cfg).per_gpu_bytes
     assert peaks[16] < peaks[2]
     assert "chunked loss × 16" in base.model_copy(update={"loss_chunks": 16}).describe()
+
+
+def test_litgpt_s_loop_holds_the_previous_logits_and_old_bitsandbytes_inputs(
+    tmp_path: Path,
+) -> None:
+    """LitGPT's fit() binds ``logits = model(...)`` and rebinds it only when the next forward
+    returns: the logits, and through their graph every bitsandbytes <= 0.43.1 4-bit layer's
+    input (a ctx attribute backward never releases), are alive through the optimizer step and
+    the next forward — the peak of a QLoRA step whose blocks outweigh its vocabulary."""
+    from profiling.estimate.losses import loss_plan
+    from profiling.models.hf_module import project_blocks
+
+    model = _hf(tmp_path, model_type="llama", vocab_size=256, num_hidden_layers=4)
+    old = TrainingConfig(
+        model=model, seq=64, batch=2, precision="bf16", target="cuda", loss="litgpt",
+        lora_rank=8, qlora=True, bnb_keeps_inputs=True,
+    )  # fmt: skip
+    for cfg in (old, old.model_copy(update={"bnb_keeps_inputs": False})):
+        plan = loss_plan(cfg, shape_of(cfg))
+        assert plan is not None
+        held = sum(t.bytes for t in plan.held)
+        with project_blocks():
+            traced = trace_step(cfg)
+            _agrees(cfg)
+        # After backward the loop's logits (and the old kernels' inputs) are all that is left.
+        assert traced.phases["after_backward"]["activations"] == held
+        logits = 2 * 64 * 256 * 2
+        assert held == (logits + 2 * 64 * 2 * (4 * (2 * 64 + 64 + 160) - 64)
+                        if cfg.bnb_keeps_inputs else logits)  # fmt: skip
+    est = estimate(old)
+    assert est.peak_moment == "loss forward"
+    assert "the previous micro-batch's 4-bit layers' inputs" in next(
+        m.calculation for m in est.moments if m.name == "loss forward"
+    )
