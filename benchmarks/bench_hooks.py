@@ -14,8 +14,9 @@ every hook, the whole Stop ≤ 150 ms p95, SessionStart's line ≤ 300 tokens (t
 Also measured: the detached refresh (stale references over all 20,000) that SessionEnd starts
 and nobody waits for.
 
-PostToolUse is measured on a Read of a whole file that many entries cite (the three it names:
-its context and its tokens are reported) and on an Edit of a file none cites (most tool calls),
+PostToolUse is measured on a Read of 8 lines of a file that many entries cite (the three it
+names: its context and its tokens are reported), on a Read of that whole file (none named: no
+entry is a quarter of it) and on an Edit of a file none cites (most tool calls),
 with ``refs.jsonl`` rewritten in the anchor format ``journal append`` writes.
 
 Also the headless session overhead (benchmarks/session_overhead.py): ``claude -p hi`` with
@@ -162,9 +163,22 @@ def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
             "last_assistant_message": "Done.",
         },
         "SessionEnd": lambda i: {"session_id": f"stop{i}", "reason": "other"},
-        # A Read of a whole file many entries cite (3 named), in a new session each time.
+        # A Read of 8 lines of a file many entries cite (3 named: their titles read, their
+        # lines hashed), in a new session each time.
         "PostToolUse": lambda i: {
             "session_id": f"read{i}",
+            "tool_name": "Read",
+            "tool_input": {
+                "file_path": str(root / f"src/mod{i % 10}.py"),
+                "offset": 100 + i % 50,
+                "limit": 8,
+            },
+            "tool_response": {},
+        },
+        # The same file read whole: no entry is a quarter of it, so every reference to the
+        # file is passed over (refs.jsonl searched to its start).
+        "PostToolUse whole file": lambda i: {
+            "session_id": f"whole{i}",
             "tool_name": "Read",
             "tool_input": {"file_path": str(root / f"src/mod{i % 10}.py")},
             "tool_response": {},

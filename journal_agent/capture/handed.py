@@ -21,11 +21,11 @@ from journal_agent.capture.touch import (
     cited,
     file_lines,
     overlaps,
-    relative,
     span,
     state,
     titles,
 )
+from journal_agent.capture.touched import relative
 from journal_agent.terminal_text import one_line
 
 OUR_AGENTS = ("learning-journal", "training-optimization")

@@ -2,10 +2,10 @@
 Grep names the entries that explain the lines the model just read, changed or found.
 
 Named: the entries whose cited lines an edit changed, a focused Grep found (at most
-:data:`GREP_FOCUS` lines), or a Read showed as a real share of what it read (a quarter:
-:data:`READ_SHARE`; a whole file read to edit one function is not about its other entries).
-These rules hold precision at 1.0 on the replayed sessions of benchmarks/bench_touch_replay.py,
-where naming every overlap scored 0.37.
+:data:`~journal_agent.capture.touched.GREP_FOCUS` lines), or a Read showed as a real share of
+what it read (a quarter: :data:`READ_SHARE`; a whole file read to edit one function is not
+about its other entries). These rules hold precision at 1.0 on the replayed sessions of
+benchmarks/bench_touch_replay.py, where naming every overlap scored 0.37.
 
 One line per entry (at most :data:`SHOWN`, the title cut so that a line keeps to
 :data:`LINE_LIMIT` characters where it can; the command is never cut): the entry's title, the
@@ -34,24 +34,19 @@ import mmap
 import os
 
 from journal_agent import confined
+from journal_agent.capture.touched import touched
 from journal_agent.lightjson import dumps, loads
 from journal_agent.terminal_text import one_line
 
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    # (path in the workspace, line ranges touched or None for the whole file, edited, read:
-    # the ranges are what a Read showed, so an entry must be a share of them)
-    Touched = tuple[str, list[tuple[int, int]] | None, bool, bool]
+    from collections.abc import Callable, Iterator
 
 SHOWN = 3  # entries named per tool call
-# How much a tool call says about where the model is looking (benchmarks/bench_touch_replay.py,
-# docs/plugin.md): a Read names an entry whose cited lines are at least a quarter of the lines
-# it read (a whole file read to edit one function is not about the other entries on it), and a
-# Grep that found more than GREP_FOCUS lines is a survey, not a look at one place.
-READ_SHARE = 4
-GREP_FOCUS = 10
+# How much a Read says about where the model is looking (benchmarks/bench_touch_replay.py,
+# docs/plugin.md): it names an entry whose cited lines are at least a quarter of the lines it
+# read (a whole file read to edit one function is not about the other entries on it).
+READ_SHARE = 4  # (GREP_FOCUS: capture/touched.py)
 LINE_LIMIT = 150  # characters of one line: about 40 tokens
 TITLE_LIMIT = 60  # (SubagentStart's brief)
 TITLE_MIN = 24  # characters a title keeps however long the rest of its line
@@ -124,10 +119,13 @@ def trusted(root: str) -> bool:
 # -- which entries cite what was touched --------------------------------------------------------
 
 
-def cited(root: str, rel: str) -> Iterator[tuple[str, str, dict[str, object]]]:
+def cited(
+    root: str, rel: str, keep: Callable[[tuple[int, int]], bool] | None = None
+) -> Iterator[tuple[str, str, dict[str, object]]]:
     """``(entry id, ref key, anchor)`` of each reference to the file ``rel``, from each entry's
     last line of ``refs.jsonl``, newest first; lazily (a caller that has its three stops
-    parsing)."""
+    parsing). ``keep``: the cited lines wanted; a line none of whose keys it takes is passed
+    over unparsed (a whole-file Read of a file 2,000 references cite parses none of them)."""
     data = mapped(root, ".journal/refs.jsonl")
     if not data:
         return
@@ -135,6 +133,10 @@ def cited(root: str, rel: str) -> Iterator[tuple[str, str, dict[str, object]]]:
     seen: set[str] = set()
     at = data.rfind(needle)
     while at != -1:
+        if keep is not None and not _keeps(data, at + len(needle), keep):
+            # (an older line of an entry passed over here is found stale below)
+            at = data.rfind(needle, 0, at)
+            continue
         start = data.rfind(b"\n", 0, at) + 1
         end = data.find(b"\n", at)
         end = len(data) if end == -1 else end
@@ -159,6 +161,17 @@ def cited(root: str, rel: str) -> Iterator[tuple[str, str, dict[str, object]]]:
                 yield entry, key, anchor if isinstance(anchor, dict) else {"hash": anchor}
 
 
+def _keeps(data: mmap.mmap | bytes, at: int, keep: Callable[[tuple[int, int]], bool]) -> bool:
+    """Whether the key whose lines start at ``at`` (``N-M"``) names lines ``keep`` takes, read
+    from the bytes before its line is parsed (called for every reference to the file)."""
+    head = data[at : at + 24]
+    first, _, last = head[: head.find(b'"')].partition(b"-")
+    try:
+        return keep((int(first), int(last or first)))
+    except ValueError:
+        return False
+
+
 def span(key: str) -> tuple[int, int] | None:
     """``path:N`` / ``path:N-M`` → (N, M)."""
     lines = key.rsplit(":", 1)[-1]
@@ -168,15 +181,6 @@ def span(key: str) -> tuple[int, int] | None:
     except ValueError:
         return None
     return (start, end) if 1 <= start <= end else None
-
-
-def _share(ref: tuple[int, int], shown: list[tuple[int, int]] | None, size: int) -> bool:
-    """Whether the cited lines are at least 1/:data:`READ_SHARE` of the lines a Read showed
-    (``shown`` None: the whole file of ``size`` lines; a window past the end is cut there)."""
-    first, last = shown[0] if shown else (1, size)
-    last = min(last, max(size, first))
-    inside = min(ref[1], last) - max(ref[0], first) + 1
-    return inside * READ_SHARE >= last - first + 1
 
 
 def overlaps(ref: tuple[int, int], touched: list[tuple[int, int]] | None) -> bool:
@@ -225,103 +229,6 @@ def state(lines: list[bytes] | None, ref: tuple[int, int], anchor: dict[str, obj
         if (first is None or lines[start - 1] == first) and at(start):
             return f"moved to line {start}"
     return "changed"
-
-
-# -- what was touched ---------------------------------------------------------------------------
-
-
-def relative(root: str, path: object) -> str | None:
-    """A tool's ``file_path`` as a path in the workspace, or None when it is outside."""
-    if not isinstance(path, str) or not path or "\0" in path:
-        return None
-    full = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
-    base = os.path.normpath(root)
-    if not full.startswith(base + os.sep):
-        return None
-    return full[len(base) + 1 :].replace(os.sep, "/")
-
-
-def touched(root: str, payload: dict[str, object]) -> list[Touched]:
-    """``[(path, line ranges or None for the whole file, edited)]`` of one tool call."""
-    tool = payload.get("tool_name")
-    given = payload.get("tool_input")
-    result = payload.get("tool_response")
-    given = given if isinstance(given, dict) else {}
-    result = result if isinstance(result, dict) else {}
-    if tool == "Grep":
-        return _grep_hits(root, result)
-    rel = relative(root, given.get("file_path") or result.get("filePath"))
-    if rel is None:
-        return []
-    if tool == "Read":
-        offset, limit = given.get("offset"), given.get("limit")
-        if isinstance(offset, int) or isinstance(limit, int):
-            first = offset if isinstance(offset, int) and offset > 0 else 1
-            count = limit if isinstance(limit, int) and limit > 0 else 2000
-            return [(rel, [(first, first + count - 1)], False, True)]
-        return [(rel, None, False, True)]  # the whole file: its lines are counted when needed
-    if tool in ("Edit", "MultiEdit", "Write"):
-        # Claude Code gives the hunks; our runtime's Edit only its input.
-        return [(rel, _patched(result) or _replaced(root, rel, given), True, False)]
-    return []
-
-
-def _replaced(root: str, rel: str, given: dict[str, object]) -> list[tuple[int, int]] | None:
-    """The lines an edit's ``new_string`` holds now, when it is once in the file (None: the
-    whole file)."""
-    new = given.get("new_string")
-    if not isinstance(new, str) or not new.strip() or "old_string" not in given:
-        return None
-    data = confined.read_planted(root, rel, MAX_SOURCE, one_name=False) or b""
-    text = new.encode("utf-8", "surrogateescape")
-    at = data.find(text)
-    if at == -1 or data.find(text, at + 1) != -1:
-        return None
-    first = data.count(b"\n", 0, at) + 1
-    return [(first, first + text.rstrip(b"\n").count(b"\n"))]
-
-
-def _patched(result: dict[str, object]) -> list[tuple[int, int]] | None:
-    """The old file's lines an edit replaced, from Claude Code's ``structuredPatch`` (None:
-    not given, take the whole file)."""
-    hunks = result.get("structuredPatch")
-    if not isinstance(hunks, list) or not hunks:
-        return None
-    out = []
-    for hunk in hunks:
-        if not isinstance(hunk, dict):
-            continue
-        start, count = hunk.get("oldStart"), hunk.get("oldLines")
-        if isinstance(start, int) and isinstance(count, int):
-            # Only the lines the hunk changed, not its three lines of context each side.
-            body = [x for x in hunk.get("lines") or [] if isinstance(x, str)]
-            lead = next((i for i, x in enumerate(body) if x[:1] in "+-"), 0)
-            tail = next((i for i, x in enumerate(reversed(body)) if x[:1] in "+-"), 0)
-            first = start + lead
-            last = max(first, start + count - 1 - tail)
-            out.append((first, last))
-    return out or None
-
-
-def _grep_hits(root: str, result: dict[str, object]) -> list[Touched]:
-    """``path:N:text`` lines of Grep's content mode (files-only results name no lines)."""
-    content = result.get("content")
-    if not isinstance(content, str):
-        return []
-    hits: dict[str, list[tuple[int, int]]] = {}
-    found = 0
-    for line in content.splitlines():
-        path, sep, rest = line.partition(":")
-        number, sep2, _ = rest.partition(":")
-        if not (sep and sep2 and number.isdigit()):
-            continue  # a context line (path-N-text), a file name, a count
-        found += 1
-        if found > GREP_FOCUS:
-            return []  # a survey of many places: none of them is where the model looks
-        rel = relative(root, path)
-        if rel is not None:
-            hits.setdefault(rel, []).append((int(number), int(number)))
-    return [(rel, ranges, False, False) for rel, ranges in hits.items()]
 
 
 # -- the lines said ------------------------------------------------------------------------------
@@ -385,6 +292,41 @@ def _slug(text: str, limit: int = 60) -> str:
     return (slug[:limit].rstrip("-") if len(slug) > limit else slug) or "entry"
 
 
+class _Lines:
+    """A touched file's lines, read once, and only when a reference to it is looked at."""
+
+    def __init__(self, root: str, rel: str) -> None:
+        self.root, self.rel = root, rel
+        self._lines: list[bytes] | None = None
+
+    def get(self) -> list[bytes]:
+        if self._lines is None:
+            self._lines = file_lines(self.root, self.rel) or []
+        return self._lines
+
+
+def _looked_at(
+    ranges: list[tuple[int, int]] | None, read: bool, lines: _Lines
+) -> Callable[[tuple[int, int]], bool]:
+    """Which cited lines the call was about: those it touched; for a Read, those that are at
+    least 1/:data:`READ_SHARE` of the lines it showed (``ranges`` None: the whole file; a
+    window past the end is cut there). The file is read at the first reference to it."""
+    if not read:
+        return lambda ref: overlaps(ref, ranges)
+    shown: list[int] = []
+
+    def keep(ref: tuple[int, int]) -> bool:
+        if not shown:
+            size = len(lines.get())
+            first, last = ranges[0] if ranges else (1, size)
+            last = min(last, max(size, first))
+            shown.extend((first, last, last - first + 1))
+        first, last, count = shown
+        return (min(ref[1], last) - max(ref[0], first) + 1) * READ_SHARE >= count
+
+    return keep
+
+
 def speak(root: str, payload: dict[str, object]) -> str:
     """The ``additionalContext`` for one PostToolUse, "" when nothing is to be said."""
     session = str(payload.get("session_id") or "")
@@ -392,19 +334,16 @@ def speak(root: str, payload: dict[str, object]) -> str:
     said = None
     picked: list[tuple[str, str, str, bool]] = []  # entry, key, state, edit changed it
     for rel, ranges, edited, read in touched(root, payload):
-        lines = None
-        for entry, key, anchor in cited(root, rel):
+        lines = _Lines(root, rel)
+        keep = _looked_at(ranges, read, lines)
+        for entry, key, anchor in cited(root, rel, keep):
             said = spoken(root, session) if said is None else said
             ref = span(key)
-            if ref is None or any(p[0] == entry for p in picked) or not overlaps(ref, ranges):
+            if ref is None or any(p[0] == entry for p in picked) or not keep(ref):
                 continue
             if len(entry) > ID_LIMIT or not entry.isprintable() or " " in entry:
                 continue  # not an id of ours: no command would open it
-            if lines is None:
-                lines = file_lines(root, rel) or []
-            if read and not _share(ref, ranges, len(lines)):
-                continue
-            now = state(lines, ref, anchor)
+            now = state(lines.get(), ref, anchor)
             changed = edited and now == "changed"
             # Named once a session; an edit that changes its lines is said all the same, once.
             if (entry + CHANGED if changed else entry) in said:

@@ -129,6 +129,20 @@ def test_a_read_names_an_entry_only_when_its_lines_are_a_share_of_what_was_read(
     assert "AdamW" in post(project, "Read", {"file_path": path}, session="e")
 
 
+def test_an_entry_whose_newest_references_left_the_lines_read_is_not_named(project):
+    """The lines passed over unparsed (their keys not read) are the newest: the entry's older
+    line, which still cites the lines read, is stale and names nothing."""
+    refs = project / ".journal" / "refs.jsonl"
+    line = json.loads(refs.read_text().splitlines()[-1])
+    (anchor,) = line["anchors"].values()
+    line["anchors"] = {"src/train.py:7": anchor}
+    with refs.open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    path = str(project / "src" / "train.py")
+    assert post(project, "Read", {"file_path": path, **AT}) == ""  # line 3: cited no more
+    assert "src/train.py:7" in post(project, "Read", {"file_path": path, "offset": 6, "limit": 3})
+
+
 def test_a_grep_that_finds_many_lines_names_nothing(project):
     hit = f"{project}/src/train.py:3:opt = AdamW(params, lr=3e-4)"
     others = [f"{project}/src/train.py:{n}:line {n}" for n in (1, 2, 4, 5, 6, 7, 8)]
