@@ -17,7 +17,8 @@ and nobody waits for.
 PostToolUse is measured on a Read of 8 lines of a file that many entries cite (the three it
 names: its context and its tokens are reported), on a Read of that whole file (none named: no
 entry is a quarter of it) and on an Edit of a file none cites (most tool calls),
-with ``refs.jsonl`` rewritten in the anchor format ``journal append`` writes.
+with ``refs.jsonl`` rewritten in the anchor format ``journal append`` writes. What PostToolUse
+injects per session and per replayed day, and how precise it is: benchmarks/bench_touch_replay.py.
 
 Also the headless session overhead (benchmarks/session_overhead.py): ``claude -p hi`` with
 and without the plugin, in each Claude Code CLI at hand, ``--sessions`` (8) rounds of each,
