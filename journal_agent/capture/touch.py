@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 SHOWN = 3  # entries named per tool call
+# Entries named in one session, at most: about 1,000 tokens (the replayed sessions of
+# benchmarks/bench_touch_replay.py named 3 at most).
+SESSION_MAX = 20
 # How much a Read says about where the model is looking (benchmarks/bench_touch_replay.py,
 # docs/plugin.md): it names an entry whose cited lines are at least a quarter of the lines it
 # read (a whole file read to edit one function is not about the other entries on it).
@@ -353,6 +356,7 @@ def speak(root: str, payload: dict[str, object]) -> str:
                 break
         if len(picked) >= SHOWN:
             break
+    picked = _within_budget(picked, said or set())
     if not picked:
         return ""
     named = titles(root, [p[0] for p in picked])
@@ -363,6 +367,20 @@ def speak(root: str, payload: dict[str, object]) -> str:
     _remember(root, session, [p[0] + (CHANGED if p[3] else "") for p in picked])
     _revise(root, payload, [p for p in picked if p[3]], named)
     return "journal-agent: " + "; ".join(out) + "."
+
+
+def _within_budget(
+    picked: list[tuple[str, str, str, bool]], said: set[str]
+) -> list[tuple[str, str, str, bool]]:
+    """At most :data:`SESSION_MAX` entries named in a session (an edit's "your edit changed"
+    is said all the same: it asks for a revision)."""
+    room = SESSION_MAX - sum(1 for e in said if not e.endswith(CHANGED))
+    out = []
+    for item in picked:
+        if item[3] or room > 0:
+            out.append(item)
+            room -= not item[3]
+    return out
 
 
 def _line(entry: str, title: str, key: str, now: str, changed: bool) -> str:

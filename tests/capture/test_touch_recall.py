@@ -143,6 +143,23 @@ def test_an_entry_whose_newest_references_left_the_lines_read_is_not_named(proje
     assert "src/train.py:7" in post(project, "Read", {"file_path": path, "offset": 6, "limit": 3})
 
 
+def test_a_session_is_told_of_twenty_entries_at_most(project):
+    spoken = project / ".journal" / "capture" / "spoken.txt"
+    spoken.parent.mkdir(parents=True, exist_ok=True)
+    spoken.write_text("".join(f"s1 other-entry-{n}-2026-11-01\n" for n in range(19)))
+    path = str(project / "src" / "train.py")
+    assert "AdamW" in post(project, "Read", {"file_path": path, **AT}, session="s1")  # the 20th
+    with spoken.open("a") as f:
+        f.write("s2 " + "\ns2 ".join(f"other-entry-{n}-2026-11-01" for n in range(20)) + "\n")
+    assert post(project, "Read", {"file_path": path, **AT}, session="s2") == ""  # 21st: not said
+    # An edit that changes its lines is said all the same (it leaves a revise moment).
+    (project / "src" / "train.py").write_text(TRAIN.replace("3e-4", "1e-3"))
+    patch = [{"oldStart": 3, "oldLines": 1, "newStart": 3, "newLines": 1, "lines": [
+        "-opt = AdamW(params, lr=3e-4)", "+opt = AdamW(params, lr=1e-3)"]}]  # fmt: skip
+    said = post(project, "Edit", {"file_path": path}, {"structuredPatch": patch}, session="s2")
+    assert "your edit changed src/train.py:3" in said
+
+
 def test_a_grep_that_finds_many_lines_names_nothing(project):
     hit = f"{project}/src/train.py:3:opt = AdamW(params, lr=3e-4)"
     others = [f"{project}/src/train.py:{n}:line {n}" for n in (1, 2, 4, 5, 6, 7, 8)]
