@@ -43,6 +43,7 @@ _HINTS = tuple(sorted({h for _, hints, _, _ in _RULES for h in hints}))
 # Characters that IGNORECASE matching takes for an ASCII letter although str.lower() does not
 # give that letter (or gives it with a combining mark): folded first, so the hints see them.
 _FOLD = {ord("\u0130"): "i", ord("\u0131"): "i", ord("\u017f"): "s", ord("\u212a"): "k"}
+_FOLD_CHARS = tuple(map(chr, _FOLD))
 _MIN_ENTROPY = 3.0  # bits per character: random keys are well above, words and code below
 _MIN_RANDOM_LEN = 16
 
@@ -123,6 +124,8 @@ def _folded(text: str) -> str:
     """``text`` in lower case with the letters IGNORECASE takes for ASCII ones made ASCII: what
     the hints and the case-insensitive rules look at. Same length, same offsets (U+0130 is the
     only character whose lower case is longer, and it is folded first)."""
+    if not any(c in text for c in _FOLD_CHARS):  # (most texts: translate() costs far more)
+        return text.lower()
     return text.translate(_FOLD).lower()
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,8 +37,10 @@ _IDENT = re.compile(r"[A-Za-z_]\w{1,40}")
 _SAYS = r"\b(?:is|are|was|were|of|to|at|equals?|becomes?)\b"
 _NUMBERS = rf"[(\[]?\s*({_NUMBER}(?:\s*,\s*{_NUMBER})*)[)\]]?"
 # What prose says a name is ("lr = 3e-4", "`betas` are (0.9, 0.95)"), and what code assigns it.
+# (After the name, a word character can only be a digit, the value's: the lookahead says so,
+# sparing the search a try of every shorter name at every word. The same matches.)
 _STATED = re.compile(
-    rf"(?<![\w.])[`'\"]?([A-Za-z_]\w{{1,40}})[`'\"]?\s*(?:=|:|{_SAYS})?\s*{_NUMBERS}"
+    rf"(?<![\w.])[`'\"]?([A-Za-z_]\w{{1,40}})(?![^\W\d])[`'\"]?\s*(?:=|:|{_SAYS})?\s*{_NUMBERS}"
 )
 _ASSIGNED = re.compile(rf"(?<![\w.])[\"']?([A-Za-z_]\w{{1,40}})[\"']?\s*[=:]\s*{_NUMBERS}")
 _COMPARED = 50  # earlier statements of one name an entry's statement is compared with
@@ -103,32 +105,38 @@ def _config_key(record: MeasurementRecord) -> str:
     return json.dumps(config, sort_keys=True, default=str)
 
 
-def contradictions(
-    entries: Iterable[Entry],
-    record_of: Callable[[str], MeasurementRecord | None],
-    files: FileCache,
-    anchors: Mapping[str, dict],
-) -> list[Problem]:
-    """``contradiction`` problems, one per pair (reported on the later entry). ``entries`` is
-    walked twice (a list, or a journal read an entry at a time on each walk)."""
-    problems = _by_configuration(entries, record_of)
-    problems += _by_code(entries, files, anchors)
-    return problems
+class Disagreements:
+    """What each entry says, gathered as a check reads the entries (once: ``journal check``
+    of a 100 MB journal read and parsed every entry three times, twice for this), then the
+    ``contradiction`` problems (:meth:`problems`)."""
 
+    def __init__(
+        self,
+        record_of: Callable[[str], MeasurementRecord | None],
+        files: FileCache,
+        anchors: Mapping[str, dict],
+    ) -> None:
+        self.record_of, self.files, self.anchors = record_of, files, anchors
+        self.quotes: dict[tuple[str, str, str], list[Quote]] = defaultdict(list)
+        self.said: dict[tuple[str, str], list[_Said]] = defaultdict(list)
 
-def _by_configuration(
-    entries: Iterable[Entry], record_of: Callable[[str], MeasurementRecord | None]
-) -> list[Problem]:
-    """Quotes grouped by what they are of (kind, configuration, quantity), then by value:
-    each entry whose value differs from the group's first is reported once, against the first
-    entry that quoted that (linear in the quotes)."""
-    groups: dict[tuple[str, str, str], list[Quote]] = defaultdict(list)
-    for entry in entries:
-        for quote in quoted_values(entry, record_of):
+    def add(self, entry: Entry) -> None:
+        for quote in quoted_values(entry, self.record_of):
             if not _configured(quote.record):
                 continue  # a record that keeps no configuration says of what it is nothing
             key = (quote.record.kind, _config_key(quote.record), quote.quantity)
-            groups[key].append(quote)
+            self.quotes[key].append(quote)
+        for item in _statements(entry, self.files, self.anchors.get(entry.id, {})):
+            self.said[(item.path, item.name)].append(item)
+
+    def problems(self) -> list[Problem]:
+        return _by_configuration(self.quotes) + _by_code(self.said, self.files)
+
+
+def _by_configuration(groups: dict[tuple[str, str, str], list[Quote]]) -> list[Problem]:
+    """Quotes grouped by what they are of (kind, configuration, quantity), then by value:
+    each entry whose value differs from the group's first is reported once, against the first
+    entry that quoted that (linear in the quotes)."""
     out = []
     reported: set[str] = set()
     for quotes in groups.values():
@@ -175,15 +183,9 @@ class _Said:
     text: str  # as written ("lr = 3e-4")
 
 
-def _by_code(
-    entries: Iterable[Entry], files: FileCache, anchors: Mapping[str, dict]
-) -> list[Problem]:
+def _by_code(said: dict[tuple[str, str], list[_Said]], files: FileCache) -> list[Problem]:
     """Statements grouped by file and name; each entry is compared with the earlier statements
     of overlapping lines (at most :data:`_COMPARED` of them) and reported once."""
-    said: dict[tuple[str, str], list[_Said]] = defaultdict(list)
-    for entry in entries:
-        for item in _statements(entry, files, anchors.get(entry.id, {})):
-            said[(item.path, item.name)].append(item)
     out = []
     reported: set[str] = set()
     for (path, name), items in said.items():
@@ -220,6 +222,7 @@ def _by_code(
 
 def _statements(entry: Entry, files: FileCache, anchors: dict) -> Iterator[_Said]:
     """What the paragraph citing each reference says the cited lines' names are."""
+    stated: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
     for ref in entry.refs:
         anchor = anchors.get(ref.key)
         cited = list(anchor.text) if anchor is not None and anchor.text else None
@@ -229,23 +232,25 @@ def _statements(entry: Entry, files: FileCache, anchors: dict) -> Iterator[_Said
                 continue
             cited = [x.decode("utf-8", "replace") for x in lines[ref.start - 1 : ref.end]]
         names = {n for n in _IDENT.findall("\n".join(cited)) if n.lower() not in _NOT_NAMES}
-        paragraph = _paragraph(entry, ref.line - entry.start_line)
+        bounds = _paragraph_at(entry, ref.line - entry.start_line)
+        if bounds not in stated:  # (the references of one paragraph share its statements)
+            stated[bounds] = [
+                (m.group(1), m.group(2), m.group(0))
+                for m in _STATED.finditer(_paragraph_text(entry, *bounds))
+            ]
         seen: set[str] = set()
-        for found in _STATED.finditer(paragraph):
-            name = found.group(1)
+        for name, numbers_text, whole in stated[bounds]:
             if name not in names or name in seen:
                 continue
             seen.add(name)
-            values = tuple(float(v) for v in re.findall(_NUMBER, found.group(2)))
-            text = " ".join(found.group(0).replace("`", "").split())
+            values = tuple(float(v) for v in re.findall(_NUMBER, numbers_text))
+            text = " ".join(whole.replace("`", "").split())
             yield _Said(entry.id, ref.line, ref.path, ref.start, ref.end, name, values, text)
 
 
-def _paragraph(entry: Entry, i: int) -> str:
-    """The paragraph, list item or table row around the entry's line ``i`` (outside code),
-    with code references taken out (``train.py:5`` is no statement that ``py`` is 5)."""
-    from journal_agent.journal.refs import _REF
-
+def _paragraph_at(entry: Entry, i: int) -> tuple[int, int]:
+    """The lines of the paragraph, list item or table row around the entry's line ``i``
+    (outside code): first and last."""
     lines = entry.lines
     start = i
     while start > 0 and lines[start - 1].strip() and not entry.fences[start - 1]:
@@ -253,8 +258,15 @@ def _paragraph(entry: Entry, i: int) -> str:
     end = i
     while end + 1 < len(lines) and lines[end + 1].strip() and not entry.fences[end + 1]:
         end += 1
-    text = " ".join(bare(x) for x in lines[start : end + 1])
-    return _REF.sub(" ", text)
+    return start, end
+
+
+def _paragraph_text(entry: Entry, start: int, end: int) -> str:
+    """Those lines' text, with code references taken out (``train.py:5`` is no statement that
+    ``py`` is 5)."""
+    from journal_agent.journal.refs import _REF
+
+    return _REF.sub(" ", " ".join(bare(x) for x in entry.lines[start : end + 1]))
 
 
 def _same(a: tuple[float, ...], b: tuple[float, ...]) -> bool:

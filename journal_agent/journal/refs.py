@@ -130,9 +130,11 @@ class CodeRef(LineSpan):
 def find_refs(text: str, lineno: int) -> list[CodeRef]:
     """References in one line of prose (code blocks are skipped by the caller)."""
     refs: list[CodeRef] = []
-    spans = [(m.start(2), m.end(2)) for m in _CODE_SPAN.finditer(text)]
+    spans: list[tuple[int, int]] | None = None  # (found once a reference is: most lines hold none)
     for match in _REF.finditer(text):
         path = match.group("path")
+        if spans is None:
+            spans = [(m.start(2), m.end(2)) for m in _CODE_SPAN.finditer(text)]
         in_code = any(a <= match.start() and match.end() <= b for a, b in spans)
         extension = path.rsplit(".", 1)[-1].lower()
         if not in_code and "/" not in path and extension not in _PLAIN_EXTENSIONS:

@@ -58,6 +58,7 @@ from journal_agent.record_seal import made_here, not_made_here
 from profiling.citations import cite
 
 if TYPE_CHECKING:
+    from journal_agent.journal.disagree import Disagreements
     from profiling.records import MeasurementRecord
 
 KINDS = (
@@ -143,9 +144,16 @@ class Checker:
 
     def contradictions(self, entries: Iterable[Entry]) -> list[Problem]:
         """Entries stating different values for one configuration or one code line."""
-        from journal_agent.journal.disagree import contradictions
+        found = self.disagreements()
+        for entry in entries:
+            found.add(entry)
+        return found.problems()
 
-        return contradictions(entries, self.records.record, self.files, self.anchors)
+    def disagreements(self) -> Disagreements:
+        """What each entry says, to be given the entries as they are read."""
+        from journal_agent.journal.disagree import Disagreements
+
+        return Disagreements(self.records.record, self.files, self.anchors)
 
     # -- one entry ---------------------------------------------------------------------------
     def check_entry(self, entry: Entry) -> list[Problem]:
@@ -349,13 +357,15 @@ def check_journal(root: Path) -> CheckReport:
         text = preamble.decode("utf-8", "replace")
         if text.strip():
             problems += _secrets("(preamble)", 1, text)
+        said = checker.disagreements()
         for span in journal.outline.spans:
             problems += _encoding(span.id, journal.bytes_of(span), span.line)
             entry = journal.entry(span)
             problems += checker.check_entry(entry)
             problems += _secrets(entry.id, entry.start_line, entry.raw)
             summaries.append(entry.summary())
-        problems += checker.contradictions(journal)  # (reads the entries again, one at a time)
+            said.add(entry)  # (each entry read and parsed once)
+        problems += said.problems()
     checker.close()
     counts: dict[str, int] = {}
     for p in problems:

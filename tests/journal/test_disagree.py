@@ -165,3 +165,25 @@ def test_entries_without_any_disagreement_check_clean(ws):
     ws.write("src/optim.py", OPTIM)
     assert api.append_entry(ws.workspace, make_entry(body="`src/optim.py:5`\n")).appended
     assert api.check(ws.workspace).ok
+
+
+def test_each_reference_of_one_paragraph_keeps_its_own_statements(ws):
+    # The statements of a paragraph are found once for all its references (journal check of a
+    # 100 MB journal): each reference still compares the names of its own cited lines.
+    ws.write("src/a.py", "LR = 3e-4\n")
+    ws.write("src/b.py", "WARMUP = 100\n")
+    one = entry("First", "2026-11-20", "`src/a.py:1` sets LR = 3e-4 and `src/b.py:1` WARMUP = 100.")
+    two = entry(
+        "Second", "2026-11-21", "Here `src/a.py:1` has LR = 3e-4,\n`src/b.py:1` WARMUP = 50."
+    )
+    three = entry("Third", "2026-11-22", "`src/b.py:1` and `src/a.py:1`: LR = 1e-3, WARMUP = 100.")
+    for text in (one, two, three):
+        assert api.append_entry(ws.workspace, text).appended
+    report = api.check(ws.workspace)
+    assert disagreements(report) == [
+        ("contradiction", "second-2026-11-21", "first-2026-11-20"),
+        ("contradiction", "third-2026-11-22", "first-2026-11-20"),
+    ]
+    details = sorted(p.detail for p in report.problems if p.kind == "contradiction")
+    assert details[0].startswith("`LR = 1e-3` for src/a.py:1 disagrees with `LR = 3e-4`")
+    assert details[1].startswith("`WARMUP = 50` for src/b.py:1 disagrees with `WARMUP = 100`")
