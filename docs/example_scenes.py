@@ -360,6 +360,7 @@ def build_recipes(root: Path) -> None:
         ("litgpt/llama-3.1-8b-qlora.yaml", "qlora.yaml"),
         ("torchtune/8B_qlora_single_device.yaml", "8B_qlora_single_device.yaml"),
         ("torchtitan/llama3_8b.toml", "llama3_8b.toml"),
+        ("torchtitan/llama3_405b.toml", "llama3_405b.toml"),
     ):
         shutil.copyfile(fixtures / src, root / name)
     import warnings

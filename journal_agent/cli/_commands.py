@@ -50,7 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "fit_cmd",
         "What fits a GPU, judged by what nvidia-smi would show: precision, ZeRO, checkpointing,\n"
         "LoRA/QLoRA, offload and micro-batch searched (what you give is held), ranked by"
-        " estimated\nthroughput, the best traced to confirm; or --max-seq / --max-batch.",
+        " estimated\nthroughput, the best traced to confirm; or --max-seq / --max-batch; or"
+        " --plans: the\nparallel plans of --gpus N GPUs.",
     ),
     "gpu": (
         "measure_cmd",

@@ -130,7 +130,7 @@ def estimate_command(
     store = recipe_store(_saving_store(root, save=not no_save), recipe)
     if cfg.is_plan:
         _plan(cfg, store, traced=False, options=(compare_trace, plot), timeout=timeout,
-              as_json=as_json)  # fmt: skip
+              as_json=as_json, recipe=recipe)  # fmt: skip
         return
     # One bound for the command: the estimate's and the trace's own are within it.
     what = f"the estimate and trace of {cfg.model}" if compare_trace else "the estimate"
@@ -155,7 +155,14 @@ def estimate_command(
 
 
 def _plan(
-    cfg: Any, store: Any, *, traced: bool, options: tuple[Any, ...], timeout: float, as_json: bool
+    cfg: Any,
+    store: Any,
+    *,
+    traced: bool,
+    options: tuple[Any, ...],
+    timeout: float,
+    as_json: bool,
+    recipe: Any = None,
 ) -> None:
     """A parallel plan: every distinct rank, estimated or traced (``profiling.plans``)."""
     from profiling.plans.report import plan_and_record
@@ -168,9 +175,12 @@ def _plan(
         )
     with _trace_progress(cfg, quiet=as_json or not traced) as progress:
         run = plan_and_record(cfg, store, traced=traced, timeout=timeout, progress=progress)
+    if recipe is not None:
+        run.payload["recipe"] = recipe.as_json()
     if as_json:
         print_json(mark_unsaved(run.payload))
     else:
+        print_recipe(recipe)
         echo(unsaved_text(run.text()))
 
 

@@ -52,6 +52,14 @@ def fit_command(
             "unless --confirm 0).",
         ),
     ] = False,
+    plans: Annotated[
+        bool,
+        typer.Option(
+            "--plans",
+            help="Search parallel plans for --gpus N GPUs in all (FSDP × TP × CP × PP, "
+            "schedules, checkpointing, batch): the plan that fits and its per-rank peak.",
+        ),
+    ] = False,
     top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
     from_files: FromOption = None,
     as_json: JsonOption = False,
@@ -61,9 +69,11 @@ def fit_command(
 ) -> None:
     """What fits a GPU, judged by what nvidia-smi would show: precision, ZeRO, checkpointing,
     LoRA/QLoRA, offload and micro-batch searched (what you give is held), ranked by estimated
-    throughput, the best traced to confirm; or --max-seq / --max-batch.
+    throughput, the best traced to confirm; or --max-seq / --max-batch; or --plans: the
+    parallel plans of --gpus N GPUs.
 
     Example: journal-agent fit --model llama-7b --gpu-mem 24 --gpu rtx-4090
+    (plans: journal-agent fit --plans --model llama-7b --gpus 32 --gpu h100-sxm)
     """
     from journal_agent.cli._profiling_common import (
         _print_record_line,
@@ -72,6 +82,9 @@ def fit_command(
     )
     from profiling.fit import fit, fit_json, fit_record, render_fit
 
+    if plans:
+        _plans(config, from_files, top, as_json, no_save, root, timeout)
+        return
     base, recipe = parse_with_recipe(config, from_files)
     if max_seq and max_batch:
         raise UserError("give --max-seq or --max-batch, not both (search one at a time)")
@@ -94,6 +107,50 @@ def fit_command(
             f"nothing fits in {res.gpu_mem_bytes / 1e9:.2f} GB: the smallest need is "
             f"{res.smallest.nvml_bytes / 1e9:.2f} GB on nvidia-smi per GPU "
             f"({res.smallest.label()}); use a larger GPU or more GPUs"
+        )
+
+
+def _plans(
+    config: dict[str, Any],
+    from_files: list[Path] | None,
+    top: int,
+    as_json: bool,
+    no_save: bool,
+    root: Path | None,
+    timeout: float | None,
+) -> None:
+    """``fit --plans``: the plans of --gpus N GPUs that fit (``profiling.fit_plans``)."""
+    from journal_agent.cli._profiling_common import _print_record_line, _saving_store
+    from profiling.fit_plans import fit_plans, plan_fit_json, plan_fit_record, render_plan_fit
+    from profiling.time_bound import TimeBound
+
+    degrees = [f for f in ("dp_shard", "dp_replicate", "zero", "fsdp") if f in config]
+    if degrees:
+        raise UserError(
+            "fit --plans lays FSDP over the GPUs the other degrees leave: leave out "
+            + ", ".join("--" + d.replace("_", "-") for d in degrees)
+        )
+    base, recipe = parse_with_recipe(config, from_files)
+    if "gpus" not in base.model_fields_set or base.gpus < 2:
+        raise UserError("fit --plans needs --gpus N (every GPU of the job, 2 or more)")
+    hint = "give it a longer timeout, or hold some degrees (--tp, --pp, --batch)"
+    with TimeBound(timeout, "fit --plans", hint):
+        res = fit_plans(base, base.gpus)
+    record_id = recipe_store(_saving_store(root, save=not no_save), recipe).save(
+        plan_fit_record(res, top)
+    )
+    if as_json:
+        extra = {"recipe": recipe.as_json()} if recipe is not None else {}
+        print_json({"record_id": record_id, **plan_fit_json(res), **extra})
+    else:
+        print_recipe(recipe)
+        echo(render_plan_fit(res, top=top))
+        _print_record_line(record_id)
+    if not res.fitting:
+        need = res.smallest.nvml_bytes if res.smallest is not None else 0
+        raise UserError(
+            f"no plan of {res.world:,} GPUs fits in {res.gpu_mem_bytes / 1e9:.2f} GB: the smallest "
+            f"need is {need / 1e9:.2f} GB on nvidia-smi; use more GPUs or larger ones"
         )
 
 

@@ -14,8 +14,9 @@ The same step the trace runs (torchtitan's Llama 3 stage, ``profiling.plans.tita
   what autograd saves in torchtitan's block on CUDA's kernels: the two fused RMSNorms' inputs and
   fp32 rstd (sequence-parallel under TP: 1/t of the tokens), the attention's and the MLP's
   inputs (gathered to the whole sequence under TP, as DTensor saves them), q and the keys and
-  values repeated to every head (SDPA's inputs), its output, its fp32 logsumexp and the
-  output's contiguous copy ``wo`` keeps, SwiGLU's four tensors, and SDPA's seed and offset;
+  values repeated to every head (SDPA's inputs), its output (which ``wo`` keeps as it is: the
+  fused kernels return it transposed), its fp32 logsumexp, SwiGLU's four tensors, and SDPA's
+  seed and offset;
   the last stage adds the loss's fp32 log-probabilities and its logits (``head_activations``);
 - **the schedule** (``profiling.plans.schedule``) composes them exactly as for a trace
   (``profiling.plans.profile.compose``): 1F1B's first rank keeps ``pp`` microbatches of
@@ -106,18 +107,57 @@ def block_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int) 
     lse_s = -(-seq // 32) * 32 if c == 4 else seq  # fp32 runs the padded memory-efficient kernel
     norms = 2 * (h * c + 4) * tokens // t
     inputs = 2 * h * c * tokens  # gathered to the whole sequence under tensor parallelism
-    attention = (3 * q + q + q) * c * tokens // t  # q, repeated k and v; output; wo's copy
+    # q, the keys and values repeated; the output; and wo's contiguous copy of it only under
+    # the math kernel: flash and memory-efficient attention allocate their output as (b, s,
+    # heads, d) and return it transposed (torch/_meta_registrations.py: the flash kernel's
+    # empty_like of the transposed query, the efficient one's res.transpose(1, 2)), so
+    # torchtitan's out.transpose(1, 2).contiguous() before wo copies nothing
+    copy = 0 if _fused_sdpa(w.head_dim, c) else q
+    attention = (3 * q + q + copy) * c * tokens // t
     lse = 4 * (a // t) * lse_s * (tokens // seq)
     mlp = 4 * (f // t) * c * tokens
     return norms + inputs + attention + lse + mlp + SDPA_SEED
 
 
+def _fused_sdpa(head_dim: int, c: int) -> bool:
+    """Whether CUDA's SDPA runs flash or memory-efficient attention on a plan's causal,
+    unmasked attention (``profiling.trace.target.sdpa_backend``'s rules), not the math one."""
+    if c == 2 and head_dim <= 256:
+        return True
+    return head_dim % (8 if c == 2 else 4) == 0
+
+
 def head_activations(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
     """What the last stage keeps per microbatch beyond its blocks, as its trace shows: the
     loss's fp32 log-probabilities, the logits (the stage's output, which ``PipelineStage``
-    keeps for the backward), the final norm's rstd and the loss."""
+    keeps for the backward), the final norm's rstd and the loss; under tensor parallelism also
+    the output's input, all-gathered to the whole sequence (torchtitan's ``ColwiseParallel(
+    input_layouts=Shard(1))``: the matmul keeps the gathered copy for its weight gradient)."""
     v = w.vocab
-    return (4 + 4 * v + c * v) * tokens // t + 8
+    gathered = tokens * w.hidden * c if t > 1 else 0
+    return (4 + 4 * v + c * v) * tokens // t + 8 + gathered
+
+
+def loss_transients(t: int, c: int) -> tuple[int, int]:
+    """Bytes per local logit the loss holds above what it keeps, in its forward and backward.
+    Under tensor parallelism the loss is torch's ``loss_parallel``
+    (torch/distributed/tensor/parallel/loss.py): ``_log_softmax`` holds the fp32 logits,
+    ``shifted`` and ``exp(shifted)`` at once (8 bytes above the log-probabilities it keeps) and
+    ``_nll_loss_and_log_softmax_backward`` ``grad_input``, ``exp(x)`` and their sum, then the
+    product (12 bytes); without it, the fp32 upcast beside the logits and 8 bytes back."""
+    return (8, 12) if t > 1 else (c + 4, 8)
+
+
+def embedding_grad_rows(w: WorkloadConfig, t: int) -> int:
+    """Rows of the first stage's unsharded embedding gradient on one rank: the whole
+    vocabulary, even under tensor parallelism. torch's ``embedding_dense_backward_strategy``
+    (torch/distributed/tensor/_ops/_embedding_ops.py) has no strategy sharded on the
+    vocabulary: the row-wise embedding's weight gradient comes out ``Partial`` (sequence-
+    sharded gradient in, every row out), and FSDP2 upcasts and accumulates it as it is
+    (``FSDPParam.to_accumulated_grad_if_needed``), redistributing it to the vocabulary shard only
+    at the reduction (``_get_grad_inner_tensor``, torch/distributed/fsdp/_fully_shard/
+    _fsdp_param.py)."""
+    return w.vocab if t > 1 else w.vocab // t
 
 
 def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tuple[Vec, int, int]:
@@ -155,25 +195,52 @@ def stage_profile(
     # unsharded gradients, in the gathered dtype; accumulated over microbatches in fp32 (FSDP2
     # accumulates in its reduce dtype under mixed precision)
     pipelined = layout.pp > 1
-    grads_b = gathered * (4 if pipelined and cfg.fsdp and cfg.precision == "mixed" else s.gathered)
+    reduce_b = 4 if cfg.fsdp and cfg.precision == "mixed" else s.gathered
+    grad_b = reduce_b if pipelined else s.gathered
+    # the embedding's gradient holds every row of the vocabulary (embedding_grad_rows)
+    emb_rows = embedding_grad_rows(w, t) - w.vocab // t if stage.embedding else 0
+    grads_b = (gathered + emb_rows * w.hidden) * grad_b
     sharded_grads = base["parameters"] if cfg.fsdp else grads_b
-    blocks = stage_tensors(w, stage, 1, t)[:9]
-    # one block gathered, as FSDP2 gathers it: every rank's padded shard
-    one_block = sum(_shard(d, r, n) * n for d, r in blocks) * s.gathered if cfg.fsdp else 0
+    # the largest FSDP group gathered, as FSDP2 gathers it: every rank's padded shard (a block,
+    # or the embedding and the output, each a group of its own in torchtitan)
+    groups = [stage_tensors(w, stage, 1, t)[:9]]
+    groups += [[(w.vocab // t, w.hidden)]] if stage.embedding or stage.head else []
+    one_block = max(sum(_shard(d, r, n) * n for d, r in g) for g in groups) * s.gathered
+    one_block = one_block if cfg.fsdp else 0
     logits = w.vocab * tokens // t
-    f_extra = logits * (s.c + 4) if stage.head else tokens * w.hidden * s.c // t
-    b_extra = logits * 8 if stage.head else 2 * (w.ffn // t) * s.c * tokens
+    f_loss, b_loss = loss_transients(t, s.c)
+    f_extra = logits * f_loss if stage.head else tokens * w.hidden * s.c // t
+    b_extra = logits * b_loss if stage.head else 2 * (w.ffn // t) * s.c * tokens
+    # the embedding's backward: its whole-vocabulary gradient in the compute dtype beside the
+    # gradient of its output (gathered to the whole sequence under sequence parallelism)
+    emb_extra = (w.vocab * w.hidden + tokens * w.hidden) * s.c if stage.embedding else 0
     keep = gathered_b if pipelined else 0  # without a pipeline FSDP reshards after forward
+    # FSDP2's forward (_fsdp_param_group.py, wait_for_unshard): a group's all-gather result
+    # stays in ``all_gather_state`` beside the parameters copied out of it until the next
+    # group's copy-out, so a group's gathered bytes are held twice; under a pipeline the
+    # copies stay (``keep``) and only the current result is more
+    gathering = one_block if pipelined else 2 * one_block
     moves = {
         "F0": Move(delta=vec(parameters=keep, activations=acts),
-                   peak=vec(parameters=keep + one_block, activations=acts, temporaries=f_extra)),
+                   peak=vec(parameters=keep + gathering, activations=acts, temporaries=f_extra)),
         "F": Move(delta=vec(activations=acts), peak=vec(activations=acts, temporaries=f_extra)),
     }  # fmt: skip
     after = grads_b if pipelined or not cfg.fsdp else sharded_grads
-    b_peak = vec(parameters=0 if pipelined else 2 * one_block,
-                 temporaries=_backward_extra(b_extra, recompute, stage.head))  # fmt: skip
+    # FSDP2's backward without a pipeline: the group's parameters, the next group's all-gather
+    # prefetched (``_backward_prefetch``) and the previous group's reduce-scatter input, in the
+    # reduce dtype, kept in ``reduce_scatter_states`` until this group's post_backward
+    in_flight = one_block + one_block // max(s.gathered, 1) * reduce_b
+    transient = max(_backward_extra(b_extra, recompute, stage.head), emb_extra)
+    b_peak = vec(temporaries=transient)
+    if not pipelined:  # the loss's backward comes before the blocks' and their buffers
+        block_b = _backward_extra(2 * (w.ffn // t) * s.c * tokens, recompute, head=False)
+        blocks = vec(parameters=one_block, temporaries=in_flight + block_b)
+        b_peak = blocks if blocks["total"] > b_peak["total"] else b_peak
+    end = vec(gradients=after, activations=-acts, temporaries=w.vocab * w.hidden * s.c)
+    if pipelined and emb_extra and end["total"] > b_peak["total"]:
+        b_peak = end  # the embedding's upcast, last: its 16-bit gradient beside every fp32 one
     moves["B0"] = Move(delta=vec(gradients=after, activations=-acts), peak=b_peak)
-    b_more = _backward_extra(b_extra, recompute, stage.head, first=False)
+    b_more = max(_backward_extra(b_extra, recompute, stage.head, first=False), emb_extra)
     moves["B"] = Move(delta=vec(activations=-acts), peak=vec(temporaries=b_more))
     moves["I0"], moves["I"] = moves["B0"], moves["B"]
     moves["W0"] = moves["W"] = Move(delta=vec(), peak=vec())
@@ -238,6 +305,6 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
 
 
 __all__ = [
-    "block_activations", "estimate_plan", "head_activations", "model_states", "stage_profile",
-    "stage_tensors",
+    "block_activations", "embedding_grad_rows", "estimate_plan", "head_activations",
+    "loss_transients", "model_states", "stage_profile", "stage_tensors",
 ]  # fmt: skip

@@ -8,9 +8,16 @@ share of the job it describes.
 - ``[activation_checkpoint] mode``: ``none``, ``selective`` (``op``: torchtitan saves matmul
   outputs and recomputes the rest; an integer: every n-th layer), ``full``.
 - ``[optimizer] name`` (AdamW, Adam), ``implementation`` (``foreach``, ``fused``).
-- ``[compile] enable``; ``[parallelism]``: data-parallel sharding over the GPUs given with
-  ``--gpus``; the other degrees (tensor, pipeline, context, replicate) are issue 32's, so a
-  degree above 1 is listed as ignored here.
+- ``[compile] enable``.
+- ``[parallelism]``: the plan (``profiling.plans``): ``data_parallel_shard_degree`` (FSDP2;
+  torchtitan's -1 takes the GPUs the other degrees leave, which only the launch knows: give
+  ``--dp-shard N``), ``data_parallel_replicate_degree``, ``tensor_parallel_degree``,
+  ``context_parallel_degree``, ``pipeline_parallel_degree`` with ``pipeline_parallel_schedule``
+  (torch's ``1F1B``, ``Interleaved1F1B``, ``ZBVZeroBubble``; the others are not modelled) and
+  ``pipeline_parallel_microbatch_size`` (the microbatches: the batch over it). Asynchronous TP,
+  Float8 (``model.converters``, ``[float8]``, ``[quantize]``), expert parallelism and a stage
+  split by hand (``pipeline_parallel_layers_per_stage``, ``..._split_points``) are listed as not
+  modelled.
 """
 
 from __future__ import annotations
@@ -21,6 +28,10 @@ from typing import Any
 from profiling.recipes.model_names import torchtitan_model
 from profiling.recipes.recipe import NO_MEMORY, Reading
 
+_SPLIT = (
+    "a stage split by hand is not modelled: stages are split as torchtitan's default "
+    "(give --virtual-stages for more stages per rank)"
+)
 KNOWN = [
     ("job.*", NO_MEMORY), ("profiling.*", NO_MEMORY), ("metrics.*", NO_MEMORY),
     ("model.hf_assets_path", NO_MEMORY), ("model.tokenizer_path", NO_MEMORY),
@@ -35,27 +46,24 @@ KNOWN = [
     ("quantize.*", "float8/MX training is not modelled"), ("compile.components", NO_MEMORY),
     ("activation_checkpoint.selective_ac_option", NO_MEMORY + " beyond the mode"),
     ("activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", NO_MEMORY),
-    ("parallelism.data_parallel_shard_degree", NO_MEMORY + " (the GPUs: give --gpus N)"),
     ("parallelism.fsdp_reshard_after_forward", NO_MEMORY + " beyond the ZeRO stage"),
-    ("parallelism.enable_async_tensor_parallel", NO_MEMORY),
-    ("parallelism.pipeline_parallel_schedule*", NO_MEMORY),
-    ("parallelism.pipeline_parallel_layers*", NO_MEMORY),
-    ("parallelism.pipeline_parallel_microbatch*", NO_MEMORY),
+    ("parallelism.pipeline_parallel_schedule_csv", "a schedule from a file is not modelled"),
+    ("parallelism.pipeline_parallel_layers_per_stage", _SPLIT),
+    ("parallelism.pipeline_parallel_split_points", _SPLIT),
     ("parallelism.context_parallel_rotate_method", NO_MEMORY),
     ("parallelism.enable_compiled_autograd", NO_MEMORY),
     ("parallelism.disable_loss_parallel", NO_MEMORY),
     ("parallelism.expert*", "expert parallelism is issue 32's"),
-    ("training.warmup_steps", NO_MEMORY), ("training.data_parallel_shard_degree",
-     NO_MEMORY + " (the GPUs: give --gpus N)"), ("model.norm_type", NO_MEMORY + " beyond RMSNorm"),
+    ("training.warmup_steps", NO_MEMORY), ("model.norm_type", NO_MEMORY + " beyond RMSNorm"),
     ("training.enable_cpu_offload", "FSDP's CPU offload is not modelled"),
 ]  # fmt: skip
 
-_DEGREES = (
-    "tensor_parallel_degree",
-    "pipeline_parallel_degree",
-    "context_parallel_degree",
-    "data_parallel_replicate_degree",
-)
+_DEGREES = {
+    "tensor_parallel_degree": "tp",
+    "pipeline_parallel_degree": "pp",
+    "context_parallel_degree": "cp",
+    "data_parallel_replicate_degree": "dp_replicate",
+}
 
 
 def looks_like(data: dict[str, Any]) -> bool:
@@ -69,6 +77,7 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
         r.use("model.flavor", "model", model, note)
     else:
         r.notes.append(f"{note}; give --model")
+        r.ignore("model.flavor", f"{note}: give --model, or its shape (--layers --hidden …)")
     r.seen("model.name", main="model.flavor")
     for key in ("training.local_batch_size", "training.batch_size"):
         if r.has(key):
@@ -92,12 +101,6 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
         )
     else:
         r.use("training.mixed_precision_param", "precision", "fp32")
-    r.imply(
-        "parallelism.data_parallel_shard_degree",
-        "fsdp",
-        True,
-        "torchtitan shards with FSDP2 fully_shard",
-    )
     r.ignore("training.mixed_precision_reduce", NO_MEMORY + " (fp32 gradient shards either way)")
     _checkpointing(r)
     _optimizer(r)
@@ -106,25 +109,88 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
         r.use(compile_key, "compile", True, "torch.compile of each block")
     else:
         r.ignore(compile_key, NO_MEMORY + " (off)")
-    for degree in _DEGREES:
-        # v0.2 spells them under [parallelism]; late-2024 configs under [training] or
-        # [experimental].
-        key = next(
-            (f"{t}.{degree}" for t in ("parallelism", "training", "experimental")
-             if r.has(f"{t}.{degree}")),
-            f"parallelism.{degree}",
-        )  # fmt: skip
-        value = r.get(key)
-        if value in (None, 1, -1):
-            r.ignore(key, NO_MEMORY + " (1)")
-        else:
-            r.ignore(
-                key,
-                f"{degree.replace('_', ' ')} {value}: parallel degrees are issue 32's; "
-                "this estimate is one data-parallel GPU's",
-            )
+    _parallelism(r)
     r.finish()
     return r
+
+
+def _degree_key(r: Reading, degree: str) -> str:
+    """Where the file spells a degree: v0.2 under [parallelism], late-2024 configs under
+    [training] or [experimental]."""
+    return next(
+        (f"{t}.{degree}" for t in ("parallelism", "training", "experimental")
+         if r.has(f"{t}.{degree}")),
+        f"parallelism.{degree}",
+    )  # fmt: skip
+
+
+def _parallelism(r: Reading) -> None:
+    """The [parallelism] section as a plan's degrees (see the module)."""
+    for degree, field in _DEGREES.items():
+        key = _degree_key(r, degree)
+        value = r.get(key)
+        if value in (None, 1):
+            r.ignore(key, NO_MEMORY + " (1)")
+        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            r.ignore(key, f"{value!r} is not a degree this reader knows")
+        else:
+            r.use(key, field, value)
+    key = _degree_key(r, "data_parallel_shard_degree")
+    shard = r.get(key, -1)
+    if shard == -1:
+        r.imply(key, "fsdp", True, "FSDP2 over the GPUs the other degrees leave: give "
+                "--dp-shard N (or --gpus N) for how many")  # fmt: skip
+    elif isinstance(shard, int) and not isinstance(shard, bool) and shard > 1:
+        r.use(key, "dp_shard", shard, "FSDP2 fully_shard")
+    elif shard == 1:
+        r.ignore(key, NO_MEMORY + " (1: no sharding)")
+    else:
+        r.ignore(key, f"{shard!r} is not a degree this reader knows")
+    _pipeline(r)
+    for key, why in (
+        ("parallelism.enable_async_tensor_parallel",
+         "asynchronous TP is not modelled (its symmetric-memory buffers)"),
+        ("parallelism.disable_loss_parallel",
+         "a loss gathered over the vocabulary is not modelled: the plan's loss is parallel"),
+    ):  # fmt: skip
+        r.ignore(key, why if r.get(key) else NO_MEMORY + " (off)")
+
+
+# torchtitan's schedule names (torch's get_schedule_class) and ours
+_SCHEDULES = {"1F1B": "1f1b", "Interleaved1F1B": "interleaved", "ZBVZeroBubble": "zbv"}
+
+
+def _pipeline(r: Reading) -> None:
+    pp = r.get(_degree_key(r, "pipeline_parallel_degree"), 1)
+    key = _degree_key(r, "pipeline_parallel_schedule")
+    name = r.get(key, "1F1B")
+    sizes = [_degree_key(r, k) for k in ("pipeline_parallel_microbatch_size",
+                                         "pipeline_parallel_microbatches")]  # fmt: skip
+    if pp in (None, 1):
+        for k in (key, *sizes):
+            r.ignore(k, NO_MEMORY + " (no pipeline)")
+        return
+    if name not in _SCHEDULES:
+        r.ignore(key, f"the {name} schedule is not modelled (1F1B, Interleaved1F1B and "
+                 "ZBVZeroBubble are): give --pp-schedule")  # fmt: skip
+    elif r.has(key):
+        r.use(key, "pp_schedule", _SCHEDULES[name])
+    else:
+        r.imply(key, "pp_schedule", "1f1b", "torchtitan's default schedule")
+    if r.has(sizes[1]):  # late 2024: the number of microbatches itself
+        r.use(sizes[1], "microbatches", r.get(sizes[1]))
+        return
+    key = sizes[0]
+    size, batch = r.get(key, 1), r.get("training.local_batch_size", r.get("training.batch_size"))
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        r.ignore(key, f"{size!r} is not a microbatch size this reader knows")
+    elif isinstance(batch, int) and batch % size == 0:
+        (r.use if r.has(key) else r.imply)(
+            key, "microbatches", batch // size, f"the batch of {batch} in microbatches of {size}"
+        )
+    else:
+        r.ignore(key, f"microbatches of {size} do not divide the batch {batch!r}: give "
+                 "--microbatches")  # fmt: skip
 
 
 def _checkpointing(r: Reading) -> None:

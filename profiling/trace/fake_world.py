@@ -19,6 +19,14 @@ or real tensors for, and what is done about each (within :func:`fake_world` only
   for its own sub-meshes.
 - **DTensor's caches outlive a trace** (sharding placements, keyed by op and mesh, one of which
   holds a fake tensor until a backward releases it): emptied as the fake world starts and ends.
+- **DTensor's shape propagation allocates in the trace's own fake mode.** On a cache miss
+  ``ShardingPropagator._propagate_tensor_meta_non_cached`` runs the op on tensors of the
+  *global* shape to learn the output's shape, in ``detect_fake_mode() or FakeTensorMode()``
+  (torch/distributed/tensor/_sharding_prop.py): on a GPU that is a fresh fake mode and costs no
+  memory, but inside a trace it found the trace's own mode, and the tracker counted those
+  global-shape shadows as allocations (a vocabulary-parallel loss's logits at the full
+  vocabulary, twice: 7.8 GiB on the last stage of torchtitan's 405B plan). :func:`fake_world`
+  runs it as on a GPU: with the trace's modes set aside, in a fake mode of its own.
 - **Pipeline stages vote on the shapes they will exchange** with real values (an ``.item()``
   on what the neighbours sent, which a fake group never sends): :func:`static_shapes` gives a
   schedule the answer a real vote gives when every stage was built with its shapes, which ours
@@ -120,13 +128,30 @@ def _forget_placements() -> None:
     _clear_sharding_prop_cache()
 
 
+def _shadows_uncounted(propagate: Any) -> Any:
+    """``propagate`` (DTensor's shape propagation) as it runs on a GPU: outside the trace's
+    fake mode and tracker, in a fake mode of its own (see the module)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    own = FakeTensorMode(allow_non_fake_inputs=True)
+
+    def run(self: object, op_schema: object) -> Any:
+        with _disable_current_modes(), own:
+            return propagate(self, op_schema)
+
+    return run
+
+
 @contextlib.contextmanager
 def fake_world() -> Iterator[None]:
     """Sharding and meshes at a cost independent of the world size (see the module)."""
     from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
 
     init = DeviceMesh.__init__
     mesh = DeviceMesh.__dict__.get("mesh")
+    propagate = ShardingPropagator.__dict__.get("_propagate_tensor_meta_non_cached")
     with contextlib.ExitStack() as stack:
         _forget_placements()
         stack.callback(_forget_placements)
@@ -134,6 +159,9 @@ def fake_world() -> Iterator[None]:
         stack.enter_context(_patched(DeviceMesh, "__init__", _outside_fake(init)))
         if isinstance(mesh, property) and mesh.fget is not None:
             stack.enter_context(_patched(DeviceMesh, "mesh", property(_outside_fake(mesh.fget))))
+        if callable(propagate):
+            stack.enter_context(_patched(ShardingPropagator, "_propagate_tensor_meta_non_cached",
+                                         _shadows_uncounted(propagate)))  # fmt: skip
         yield
 
 

@@ -130,3 +130,44 @@ def test_the_closed_form_agrees_with_the_trace(plan: dict[str, Any]) -> None:
             assert e.after_step[c] == t.after_step[c]
         assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.07)
         assert set(e.by_category) == set(CATEGORIES)
+
+
+# A Llama-shaped toy whose vocabulary outweighs its blocks, as at 405B: the embedding's
+# whole-vocabulary gradient, the vocabulary-parallel loss and the output's gathered input.
+_WIDE_VOCAB = {"layers": 2, "hidden": 256, "heads": 4, "kv_heads": 4, "ffn": 512,
+               "vocab": 32000, "arch": "llama", "precision": "mixed", "seq": 256}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        # tensor parallelism's first and last stages (0.65 / 0.88 before torch's embedding
+        # gradient, loss_parallel's transients and the trace's DTensor shadows were followed)
+        {**_WIDE_VOCAB, "batch": 2, "microbatches": 2, "dp_shard": 2, "tp": 2, "pp": 2},
+        # FSDP2 past a tensor's rows: every buffer padded to 100,000 rows (0.50 before)
+        {"model": "tiny-llama", "seq": 64, "batch": 2, "dp_shard": 100_000, "precision": "mixed"},
+    ],
+)
+def test_vocabulary_and_padded_buffers_agree_with_the_trace(plan: dict[str, Any]) -> None:
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**plan)
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.02)
+
+
+def test_the_trace_counts_no_global_shape_shadows_of_dtensor() -> None:
+    """DTensor's shape propagation runs ops on global-shape tensors in a fake mode: on a GPU a
+    fresh one, costing nothing; the trace must not count them (the last stage's loss over the
+    whole vocabulary, twice, was counted)."""
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**_WIDE_VOCAB, batch=2, microbatches=2, dp_shard=2, tp=2, pp=2)
+    last = trace_plan(cfg).stages[-1].moves["F"]
+    local_logits = 256 * 32000 // 2
+    # loss_parallel's forward holds its fp32 input, shifted and exp(shifted): 12 bytes per
+    # local logit with the 4 it keeps; a whole-vocabulary fp32 shadow alone is 16
+    assert last.peak["total"] - last.delta["total"] == pytest.approx(8 * local_logits, rel=1e-3)

@@ -50,3 +50,25 @@ def test_a_plan_traces_a_shape_given_by_hand(tmp_path, run_json) -> None:
                     "--seq", "4096", "--batch", "2", "--pp", "2", "--root", str(tmp_path),
                     cwd=tmp_path)  # fmt: skip
     assert data["kind"] == "traced" and len(data["ranks"]) == 2  # no maximum sequence by hand
+
+
+def test_a_torchtitan_toml_runs_its_plan_and_says_what_it_used(tmp_path, run_cli, run_json) -> None:
+    toml = tmp_path / "llama3_7b_plan.toml"
+    toml.write_text(
+        "[training]\nlocal_batch_size = 8\nseq_len = 2048\n\n"
+        "[parallelism]\ndata_parallel_shard_degree = 8\ntensor_parallel_degree = 2\n"
+        'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "1F1B"\n'
+        "enable_async_tensor_parallel = true\n\n"
+        '[activation_checkpoint]\nmode = "none"\n\n[model]\nname = "llama2"\nflavor = "7B"\n'
+        'converters = ["float8"]\n',
+        encoding="utf-8",
+    )
+    args = ("estimate", "--from", str(toml), "--root", str(tmp_path))
+    out = run_cli(*args, cwd=tmp_path).stdout
+    assert "used: parallelism.pipeline_parallel_degree = 4 → --pp 4" in out
+    micro = "used: parallelism.pipeline_parallel_microbatch_size = '(unset)' → --microbatches 8"
+    assert micro in out
+    assert "asynchronous TP is not modelled" in out and "float8 training is not modelled" in out
+    assert "FSDP 8 × TP 2+SP × PP 4 (1f1b, 8 microbatches)" in out and "64 GPUs" in out
+    data = run_json(*args, cwd=tmp_path)
+    assert data["world"] == 64 and data["recipe"]["values"]["pp"] == 4

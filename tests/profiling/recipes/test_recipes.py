@@ -270,3 +270,64 @@ def test_the_tool_reads_a_recipe_in_the_workspace_only(tmp_path: Path) -> None:
     elsewhere = str(FIXTURES / "peft" / "adapter_config.json")
     outside = MemoryEstimate().call(ctx, {"from_file": [elsewhere], "model": "hf:llama-3.2-1b"})
     assert outside.is_error and "workspace" in outside.content, outside.content
+
+
+def test_torchtitan_405b_preset_reads_its_parallelism_and_says_what_is_not_modelled() -> None:
+    path = FIXTURES / "torchtitan" / "llama3_405b.toml"
+    recipe = read_recipe([path])
+    v = recipe.values
+    assert v["tp"] == 8 and v["fsdp"] is True and "dp_shard" not in v  # -1: the launch decides
+    assert v["checkpointing"] == "full" and (v["batch"], v["seq"]) == (2, 8192)
+    _accounted(recipe, path)
+    lines = "\n".join(recipe.lines())
+    assert "used: parallelism.tensor_parallel_degree = 8 → --tp 8" in lines
+    assert "give --dp-shard N" in lines  # what -1 leaves to the user
+    assert "enable_async_tensor_parallel = true: asynchronous TP is not modelled" in lines
+    assert "model.converters = 'float8': float8 training is not modelled" in lines
+    assert "model.flavor = '405B': torchtitan's llama3 405B matches no shipped config" in lines
+
+
+def _pipelined_toml(tmp_path: Path, parallelism: str) -> Path:
+    path = tmp_path / "plan.toml"
+    path.write_text(
+        '[model]\nname = "llama3"\nflavor = "70B"\n\n'
+        "[training]\nlocal_batch_size = 8\nseq_len = 8192\n\n"
+        '[activation_checkpoint]\nmode = "full"\n\n'
+        f"[parallelism]\n{parallelism}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_torchtitan_pipeline_section_becomes_the_plan(tmp_path: Path) -> None:
+    path = _pipelined_toml(
+        tmp_path,
+        "data_parallel_shard_degree = 8\ntensor_parallel_degree = 8\n"
+        'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "Interleaved1F1B"\n'
+        "pipeline_parallel_microbatch_size = 2\ncontext_parallel_degree = 2\n"
+        "data_parallel_replicate_degree = 2",
+    )
+    recipe = read_recipe([path])
+    v = recipe.values
+    assert (v["dp_shard"], v["tp"], v["pp"], v["cp"], v["dp_replicate"]) == (8, 8, 4, 2, 2)
+    assert v["pp_schedule"] == "interleaved" and v["microbatches"] == 4  # 8 in fours of 2
+    _accounted(recipe, path)
+    config = TrainingConfig.parse(**with_recipe(recipe, {}))
+    assert config.is_plan and config.gpus == 16  # dp_shard × dp_replicate
+    # the flags win over the file, as for every other setting
+    config = TrainingConfig.parse(**with_recipe(recipe, {"pp_schedule": "1f1b"}))
+    assert config.pp_schedule == "1f1b"
+
+
+def test_torchtitan_schedule_not_modelled_is_said_not_guessed(tmp_path: Path) -> None:
+    path = _pipelined_toml(
+        tmp_path,
+        'pipeline_parallel_degree = 2\npipeline_parallel_schedule = "GPipe"\n'
+        "pipeline_parallel_layers_per_stage = 4",
+    )
+    recipe = read_recipe([path])
+    assert "pp_schedule" not in recipe.values and recipe.values["pp"] == 2
+    lines = "\n".join(recipe.lines())
+    assert "the GPipe schedule is not modelled" in lines
+    assert "pipeline_parallel_layers_per_stage = 4: a stage split by hand is not modelled" in lines
+    _accounted(recipe, path)

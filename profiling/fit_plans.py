@@ -1,0 +1,363 @@
+"""``fit --plans``: which parallel plan of N GPUs fits a model, ranked by estimated throughput.
+
+For ``--gpus N`` (every GPU of the job here), the search takes every way torchtitan lays N GPUs
+out — ``tp`` within a node (1, 2, 4, 8: it must divide the attention and key/value heads and the
+sequence), ``cp`` for long sequences (16,384 tokens and more), ``pp`` (any divisor the layers
+split over) and FSDP2 over the rest (``dp_shard``) — with each pipeline schedule (1F1B,
+interleaved, ZBV), activation checkpointing (none, full) and, unless ``--batch`` is given, the
+batch per data-parallel rank (1, 2, 4 … 64). What the user gave (``--tp``, ``--pp``, ``--cp``,
+``--pp-schedule``, ``--checkpointing``, ``--precision``, ``--batch`` …) is held. Each candidate
+is the plan's closed form (``profiling.plans.closed_form``): the highest pipeline rank's peak,
+and what nvidia-smi would show there — the allocator's reserve as the closed form bounds it
+(``profiling.estimate.counters``), the CUDA context and NCCL's buffers for each of the rank's
+communicators (one per mesh dimension above 1). A candidate fits when that stays under the GPU
+less the stated margin: never on an estimate above it.
+
+Throughput is estimated per GPU: the step's FLOPs (``profiling.estimate.time``) over
+``tp × cp × pp`` GPUs, with the pipeline's bubble — 1F1B idles ``(pp − 1)/m`` of a step,
+interleaved ``(pp − 1)/(V·m)`` (Narayanan et al. 2021); ZBV is counted as interleaved with its
+two stages (its zero-bubble claim is not assumed) — at the GPU's peak × MFU with ``--gpu``. The
+communication each GPU sends per step is shown beside it (FSDP's gathers and reduce-scatters,
+tensor parallelism's activations, the pipeline's sends), the volume that decides between plans
+of equal memory. No torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from pydantic import BaseModel
+
+from profiling.config import TrainingConfig
+from profiling.errors import ConfigError, ProfilingError
+from profiling.fit import BATCHES, usable
+from profiling.units import fmt_bytes
+
+TP_DEGREES = (1, 2, 4, 8)  # within a node, as torchtitan's recipes run it
+CP_DEGREES = (1, 2, 4, 8)
+CP_FROM_SEQ = 16_384  # context parallelism is searched from this sequence length on
+SCHEDULES = ("1f1b", "interleaved", "zbv")
+PLAN_FIELDS = ("tp", "cp", "pp", "pp_schedule", "checkpointing", "microbatches",
+               "virtual_stages", "dp_replicate")  # fmt: skip
+
+
+class PlanCandidate(BaseModel):
+    config: TrainingConfig
+    peak_bytes: int  # allocated, on the highest pipeline rank
+    nvml_bytes: int  # what nvidia-smi would show there
+    highest_rank: int
+    peak_at: str
+    spread_bytes: int
+    tokens_per_second: float | None  # per GPU, with --gpu
+    tokens_per_flop: float  # per GPU, bubble counted: the ranking without a GPU
+    comm_bytes: int  # what one GPU sends per step
+
+    def label(self) -> str:
+        c = self.config
+        parts = [f"FSDP {c.dp_shard}"] if (c.dp_shard or 1) > 1 else []
+        parts += [f"TP {c.tp}"] if c.tp > 1 else []
+        parts += [f"CP {c.cp}"] if c.cp > 1 else []
+        parts += [f"PP {c.pp} ({c.pp_schedule}, {c.microbatches} microbatches)"] if c.pp > 1 else []
+        out = " × ".join(parts) + f", batch {c.batch}"
+        return out + (f", {c.checkpointing} checkpointing" if c.checkpointing != "none" else "")
+
+
+class PlanFit(BaseModel):
+    base: TrainingConfig
+    world: int
+    gpu_mem_bytes: int
+    searched: int
+    fitting: list[PlanCandidate]  # best first
+    smallest: PlanCandidate | None
+    notes: list[str]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _layouts(base: TrainingConfig, world: int, heads: int, kv: int) -> list[tuple[int, int, int]]:
+    """(tp, cp, pp) for ``world`` GPUs, the user's degrees held."""
+    held = base.model_fields_set
+    seq = base.seq_or_default()
+    tps = (base.tp,) if "tp" in held else TP_DEGREES
+    cps = (base.cp,) if "cp" in held else CP_DEGREES if seq >= CP_FROM_SEQ else (1,)
+    out = []
+    for tp, cp in itertools.product(tps, cps):
+        if world % (tp * cp) or heads % tp or kv % tp or (seq // cp) % tp or seq % cp:
+            continue
+        pps = (base.pp,) if "pp" in held else _divisors(world // (tp * cp))
+        out += [(tp, cp, pp) for pp in pps if (world // (tp * cp)) % pp == 0]
+    return out
+
+
+def _variants(base: TrainingConfig, world: int, heads: int, kv: int) -> list[dict[str, Any]]:
+    held = base.model_fields_set
+    ckpts = (base.checkpointing,) if "checkpointing" in held else ("none", "full")
+    batches = (base.batch,) if "batch" in held else BATCHES
+    out = []
+    for (tp, cp, pp), ckpt in itertools.product(_layouts(base, world, heads, kv), ckpts):
+        schedules = ((base.pp_schedule,) if "pp_schedule" in held else SCHEDULES) if pp > 1 else ()
+        for batch in batches:
+            common = {"tp": tp, "cp": cp, "dp_shard": world // (tp * cp * pp),
+                      "checkpointing": ckpt, "batch": batch}  # fmt: skip
+            if pp == 1:
+                out.append({**common, "pp": 1})
+                continue
+            for schedule in schedules:
+                # microbatches of 1, as torchtitan's default pipeline_parallel_microbatch_size
+                m = base.microbatches if "microbatches" in held else batch
+                out.append({**common, "pp": pp, "pp_schedule": schedule, "microbatches": m})
+    return out
+
+
+def _config(base: TrainingConfig, update: dict[str, Any]) -> TrainingConfig | None:
+    """The candidate's configuration, validated as the command line is, or None; torchtitan's
+    mixed precision unless the user gave one."""
+    drop = {"gpus", "fsdp", "zero", *PLAN_FIELDS, "dp_shard"}
+    values = {k: getattr(base, k) for k in base.model_fields_set if k not in drop}
+    values.setdefault("precision", "mixed")
+    try:
+        return TrainingConfig.parse(style="field", **{**values, **update})
+    except (ConfigError, ValueError):
+        return None
+
+
+def communicators(cfg: TrainingConfig) -> int:
+    """Process groups a rank of the plan joins: one per mesh dimension above 1 (torchtitan
+    flattens dp_shard and cp into one group for FSDP)."""
+    shard = (cfg.dp_shard or 1) * cfg.cp > 1
+    return sum((shard, cfg.tp > 1, cfg.cp > 1, cfg.pp > 1, (cfg.dp_replicate or 1) > 1))
+
+
+def nvml_bytes(cfg: TrainingConfig, peak: int, layers: int, param_tensors: int) -> int:
+    """What nvidia-smi would show at an allocated ``peak`` of the plan (see the module)."""
+    from profiling.estimate.counters import (
+        CONTEXT,
+        NCCL_BUFFSIZE,
+        NCCL_CHANNELS,
+        closed_form,
+        tensors_alive,
+    )
+
+    tensors = tensors_alive(cfg, {"param_tensors": param_tensors, "layers": layers})
+    reserved = closed_form(cfg, peak, tensors).reserved.bytes
+    return reserved + CONTEXT + communicators(cfg) * 2 * NCCL_CHANNELS * NCCL_BUFFSIZE
+
+
+def _bubble(cfg: TrainingConfig) -> float:
+    if cfg.pp == 1:
+        return 0.0
+    m, v = cfg.microbatches or cfg.batch, cfg.virtual_stages or 1
+    return (cfg.pp - 1) / (m * (v if cfg.pp_schedule != "1f1b" else 1))
+
+
+def comm_bytes(cfg: TrainingConfig, params: int, hidden: int, layers: int) -> int:
+    """Bytes one GPU sends per step: FSDP's all-gathers (forward and backward, 16-bit) and
+    reduce-scatter (fp32 under mixed precision) of its share, ring-wise ((n − 1)/n of each);
+    tensor parallelism's all-gather and reduce-scatter of each block's two sequence-parallel
+    activations, forward and backward; the pipeline's activations and gradients per
+    microbatch."""
+    c = 4 if cfg.precision == "fp32" else 2
+    n = (cfg.dp_shard or 1) * cfg.cp
+    share = params / (cfg.tp * cfg.pp)
+    fsdp = share * (2 * c + (4 if cfg.precision == "mixed" else c)) * (n - 1) / n if n > 1 else 0
+    tokens = cfg.batch * cfg.seq_or_default() // cfg.cp
+    t = cfg.tp
+    tp = 8 * tokens * hidden * c * (t - 1) / t * layers / cfg.pp if t > 1 else 0
+    pp = 2 * tokens * hidden * c / t if cfg.pp > 1 else 0
+    return int(fsdp + tp + pp)
+
+
+def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
+    from profiling.estimate.time import step_flops
+    from profiling.plans.closed_form import estimate_plan
+
+    res = estimate_plan(cfg)
+    top = res.highest
+    layers = int(shape.get("layers") or 0)
+    nvml = nvml_bytes(cfg, top.peak_bytes, layers // cfg.pp, 9 * layers // cfg.pp + 3)
+    counted = step_flops(cfg, shape)
+    flops = (counted[0] + counted[1]) if counted else 0.0
+    per_gpu = flops / (cfg.tp * cfg.cp * cfg.pp) * (1 + _bubble(cfg))
+    tokens = cfg.batch * cfg.seq_or_default() / (cfg.tp * cfg.cp * cfg.pp)
+    spec = cfg.gpu_spec()
+    speed = None
+    if spec is not None and per_gpu:
+        speed = tokens / (per_gpu / (spec.peak_flops(cfg.precision != "fp32") * cfg.mfu))
+    return PlanCandidate(
+        config=cfg, peak_bytes=top.peak_bytes, nvml_bytes=nvml, highest_rank=top.pp_rank,
+        peak_at=top.peak_at, spread_bytes=res.spread_bytes, tokens_per_second=speed,
+        tokens_per_flop=tokens / per_gpu if per_gpu else 0.0,
+        comm_bytes=comm_bytes(cfg, res.params, int(shape.get("hidden") or 0), layers),
+    )  # fmt: skip
+
+
+def fit_plans(base: TrainingConfig, world: int) -> PlanFit:
+    """Every plan of ``world`` GPUs estimated; those that fit ranked (see the module)."""
+    from profiling.estimate.shape import shape_of
+    from profiling.plans.model import plan_workload
+    from profiling.time_bound import checkpoint
+
+    avail = base.gpu_mem_bytes()
+    if avail is None:
+        raise ProfilingError("fit needs --gpu-mem GB or --gpu NAME (the memory to fit in)")
+    w = plan_workload(base)
+    shape = shape_of(base)
+    budget = usable(avail)
+    fitting: list[PlanCandidate] = []
+    smallest: PlanCandidate | None = None
+    searched = 0
+    for update in _variants(base, world, w.heads, w.n_kv_heads):
+        checkpoint()
+        cfg = _config(base, update)
+        if cfg is None:
+            continue
+        try:
+            cand = _candidate(cfg, shape)
+        except ProfilingError:  # a split torchtitan cannot make, selective checkpointing …
+            continue
+        searched += 1
+        if smallest is None or cand.nvml_bytes < smallest.nvml_bytes:
+            smallest = cand
+        if cand.nvml_bytes <= budget:
+            fitting.append(cand)
+    fitting.sort(key=_rank_key)
+    notes = [
+        f"fits = what nvidia-smi would show on the highest pipeline rank ≤ "
+        f"{fmt_bytes(budget, 'GB')} ({fmt_bytes(avail, 'GB')} less the safety margin): "
+        "allocated × 1.25 + 22 MiB for the caching allocator, the CUDA context 500 MiB and NCCL "
+        "256 MiB per communicator (one per mesh dimension above 1)",
+        "ranked by estimated tokens/s per GPU"
+        + ("" if base.gpu else " per FLOP (no --gpu)")
+        + ", the pipeline's bubble counted (1F1B (pp − 1)/m, interleaved and ZBV (pp − 1)/(V·m))",
+        "closed form per plan: trace the chosen plan ('journal-agent trace' with its flags) for "
+        "torch's own numbers",
+    ]
+    held = sorted(set(base.model_fields_set) & {*PLAN_FIELDS, "batch", "precision"})
+    if held:
+        notes.append("held as given, not searched: " + ", ".join(held))
+    return PlanFit(base=base, world=world, gpu_mem_bytes=avail, searched=searched,
+                   fitting=fitting, smallest=smallest, notes=notes)  # fmt: skip
+
+
+def _rank_key(c: PlanCandidate) -> tuple[float, float, int]:
+    """Faster first; at one speed, fewer bytes sent per token, then less memory."""
+    speed = c.tokens_per_second if c.tokens_per_second is not None else c.tokens_per_flop
+    tokens = c.config.batch * c.config.seq_or_default()
+    return (-round(speed, 12), c.comm_bytes / tokens, c.nvml_bytes)
+
+
+def render_plan_fit(res: PlanFit, top: int = 10) -> str:
+    b = res.base
+    name = b.model or "the shape given"
+    lines = [
+        f"What fits: {name}, seq {b.seq_or_default()}, "
+        f"{b.precision if 'precision' in b.model_fields_set else 'mixed'} {b.optimizer}, "
+        f"{res.world:,} GPUs of {fmt_bytes(res.gpu_mem_bytes, 'GB')}"
+        + (f" ({b.gpu})" if b.gpu else "")
+        + f" — {res.searched} plans estimated",
+        "",
+    ]
+    if not res.fitting:
+        s = res.smallest
+        lines.append(
+            "Nothing fits: no plan was estimated" if s is None else
+            f"Nothing fits: the smallest need is {fmt_bytes(s.nvml_bytes, 'GB')} on nvidia-smi "
+            f"({fmt_bytes(s.peak_bytes, 'GB')} allocated) on pipeline rank {s.highest_rank} "
+            f"({s.label()}), against {fmt_bytes(usable(res.gpu_mem_bytes), 'GB')} usable."
+        )  # fmt: skip
+        lines += [f"note: {n}" for n in res.notes[:1]]
+        return "\n".join(lines)
+    lines.append(f"{'#':>2}  {'allocated':>9}  {'nvidia-smi':>10}  {'rank':>4}  "
+                 f"{'tokens/s':>9}  {'sent/step':>9}  plan")  # fmt: skip
+    for i, c in enumerate(res.fitting[:top], 1):
+        speed = f"{c.tokens_per_second:,.0f}" if c.tokens_per_second else "—"
+        lines.append(
+            f"{i:>2}  {fmt_bytes(c.peak_bytes, 'GB'):>9}  {fmt_bytes(c.nvml_bytes, 'GB'):>10}  "
+            f"{c.highest_rank:>4}  {speed:>9}  {fmt_bytes(c.comm_bytes, 'GB'):>9}  {c.label()}"
+        )
+    if len(res.fitting) > top:
+        lines.append(f"    … {len(res.fitting) - top} more fit")
+    best = res.fitting[0]
+    spread = (
+        f"; the ranks differ by {fmt_bytes(best.spread_bytes, 'GB')}" if best.config.pp > 1 else ""
+    )
+    lines.append(
+        f"best: {best.label()}: {fmt_bytes(best.peak_bytes, 'GB')} allocated, "
+        f"{fmt_bytes(best.nvml_bytes, 'GB')} on nvidia-smi on pipeline rank {best.highest_rank} "
+        f"(at the {best.peak_at}){spread}"
+    )
+    lines.append("trace it: journal-agent trace " + " ".join(plan_flags(best.config)))
+    lines += [f"note: {n}" for n in res.notes]
+    return "\n".join(lines)
+
+
+def plan_flags(cfg: TrainingConfig) -> list[str]:
+    """The plan's flags, to trace or estimate it (a shape by hand: its own flags before)."""
+    out = [f"--model {cfg.model}"] if cfg.model else []
+    for field in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch", "params"):
+        value = getattr(cfg, field) if not cfg.model else None
+        out += [f"--{field.replace('_', '-')} {value}"] if value is not None else []
+    out += [f"--seq {cfg.seq_or_default()}", f"--precision {cfg.precision}"]
+    out += [f"--dp-shard {cfg.dp_shard}"] if cfg.dp_shard else []
+    out += [f"--tp {cfg.tp}"] if cfg.tp > 1 else []
+    out += [f"--cp {cfg.cp}"] if cfg.cp > 1 else []
+    if cfg.pp > 1:
+        out += [f"--pp {cfg.pp}", f"--pp-schedule {cfg.pp_schedule}",
+                f"--microbatches {cfg.microbatches}"]  # fmt: skip
+    out += [f"--batch {cfg.batch}"]
+    out += [f"--checkpointing {cfg.checkpointing}"] if cfg.checkpointing != "none" else []
+    return out
+
+
+def _row(c: PlanCandidate) -> dict[str, Any]:
+    return {
+        "label": c.label(), "peak_bytes": c.peak_bytes, "nvml_bytes": c.nvml_bytes,
+        "highest_pp_rank": c.highest_rank, "peak_at": c.peak_at, "spread_bytes": c.spread_bytes,
+        "tokens_per_second": c.tokens_per_second, "comm_bytes": c.comm_bytes,
+        "flags": plan_flags(c.config), "config": c.config.model_dump(exclude_defaults=True),
+    }  # fmt: skip
+
+
+def plan_fit_json(res: PlanFit) -> dict[str, Any]:
+    return {
+        "world": res.world, "gpu_mem_bytes": res.gpu_mem_bytes,
+        "usable_bytes": usable(res.gpu_mem_bytes), "searched": res.searched,
+        "fits": bool(res.fitting), "fitting": [_row(c) for c in res.fitting],
+        "smallest": _row(res.smallest) if res.smallest else None, "notes": res.notes,
+    }  # fmt: skip
+
+
+def plan_fit_record(res: PlanFit, top: int = 10) -> Any:
+    """What ``fit --plans`` prints, as a record to cite: each shown plan's peak, nvidia-smi and
+    tokens/s, the GPU's memory and the part of it counted as usable."""
+    from profiling.records import MeasurementRecord, Quantity, new_record_id, software_versions
+
+    results = [
+        Quantity(name="gpu_mem", value=res.gpu_mem_bytes, unit="B"),
+        Quantity(name="usable", value=usable(res.gpu_mem_bytes), unit="B"),
+    ]
+    if res.smallest is not None:
+        results.append(Quantity(name="smallest_nvml", value=res.smallest.nvml_bytes, unit="B"))
+    for i, c in enumerate(res.fitting[:top], 1):
+        name = f"#{i} {c.label()}"
+        results.append(Quantity(name=f"{name}: peak", value=c.peak_bytes, unit="B"))
+        results.append(Quantity(name=f"{name}: nvidia-smi", value=c.nvml_bytes, unit="B"))
+        if c.tokens_per_second:
+            results.append(Quantity(name=f"{name}: tokens/s", value=c.tokens_per_second,
+                                    unit="tokens/s"))  # fmt: skip
+    text = render_plan_fit(res, top)
+    return MeasurementRecord(
+        id=new_record_id("estimated"), kind="estimated",
+        title=text.splitlines()[0], device={"gpu_mem_bytes": res.gpu_mem_bytes, "gpus": res.world},
+        software=software_versions(), config=res.base.model_dump(), results=results,
+        notes="\n".join(res.notes), extra={"table": text},
+    )  # fmt: skip
+
+
+__all__ = [
+    "PlanCandidate", "PlanFit", "comm_bytes", "communicators", "fit_plans", "nvml_bytes",
+    "plan_fit_json", "plan_fit_record", "plan_flags", "render_plan_fit",
+]  # fmt: skip

@@ -1,0 +1,72 @@
+"""``fit --plans --gpus N``: every plan of N GPUs estimated, the ones that fit ranked, the best
+named with its per-rank peak; a plan whose estimate exceeds the GPU is never called fitting."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiling.config import TrainingConfig
+from profiling.fit import usable
+from profiling.fit_plans import fit_plans
+from profiling.plans.closed_form import estimate_plan
+
+
+def _base(**values: object) -> TrainingConfig:
+    return TrainingConfig.parse(model="llama-7b", seq=2048, gpu_mem=80, **values)
+
+
+def test_every_fitting_plan_is_under_the_gpu_and_uses_every_gpu() -> None:
+    res = fit_plans(_base(batch=8), 32)
+    assert res.fitting and res.searched > len(res.fitting) > 1
+    budget = usable(res.gpu_mem_bytes)
+    for cand in res.fitting:
+        c = cand.config
+        assert (c.dp_shard or 1) * c.tp * c.cp * c.pp == 32
+        assert cand.nvml_bytes <= budget and cand.peak_bytes < cand.nvml_bytes
+        assert c.batch == 8 and c.precision == "mixed"  # held; torchtitan's mixed precision
+    # the peak named is the plan's own closed form, its highest pipeline rank
+    best = res.fitting[0]
+    again = estimate_plan(best.config)
+    assert best.peak_bytes == again.highest.peak_bytes
+    assert best.highest_rank == again.highest.pp_rank
+
+
+def test_nothing_fits_a_small_gpu_and_no_plan_is_called_fitting() -> None:
+    res = fit_plans(TrainingConfig.parse(model="llama-7b", seq=2048, gpu_mem=4, batch=4), 4)
+    assert res.fitting == [] and res.smallest is not None
+    assert res.smallest.nvml_bytes > usable(res.gpu_mem_bytes)
+
+
+def test_degrees_given_are_held() -> None:
+    res = fit_plans(_base(batch=8, tp=2, pp=2, pp_schedule="interleaved"), 16)
+    assert res.fitting
+    assert {(c.config.tp, c.config.pp, c.config.dp_shard) for c in res.fitting} == {(2, 2, 4)}
+    assert {c.config.pp_schedule for c in res.fitting} == {"interleaved"}
+
+
+def test_cli_names_the_plan_and_its_rank_and_refuses_what_does_not_fit(
+    tmp_path, run_cli, run_json
+) -> None:
+    args = ("fit", "--plans", "--model", "llama-7b", "--seq", "2048", "--batch", "8",
+            "--gpus", "16", "--gpu", "h100-sxm", "--root", str(tmp_path))  # fmt: skip
+    out = run_cli(*args, cwd=tmp_path).stdout
+    assert "What fits: llama-7b, seq 2048, mixed adamw, 16 GPUs of 80.00 GB (h100-sxm)" in out
+    assert "best: " in out and "on pipeline rank" in out
+    assert "trace it: journal-agent trace --model llama-7b --seq 2048 --precision mixed" in out
+    data = run_json(*args, cwd=tmp_path)
+    assert data["fits"] and data["world"] == 16
+    assert all(r["nvml_bytes"] <= data["usable_bytes"] for r in data["fitting"])
+    small = run_cli("fit", "--plans", "--model", "llama-7b", "--batch", "8", "--gpus", "2",
+                    "--gpu-mem", "4", "--root", str(tmp_path), cwd=tmp_path,
+                    check=False)  # fmt: skip
+    assert small.returncode != 0 and "Traceback" not in small.stderr
+    assert "no plan of 2 GPUs fits in 4.00 GB" in small.stderr + small.stdout
+    assert "Nothing fits: the smallest need is" in small.stdout
+
+
+@pytest.mark.parametrize("flags", [("--dp-shard", "4"), ("--zero", "3")])
+def test_cli_refuses_degrees_it_searches_itself(tmp_path, run_cli, flags) -> None:
+    done = run_cli("fit", "--plans", "--model", "llama-7b", "--gpus", "8", "--gpu-mem", "80",
+                   *flags, "--root", str(tmp_path), cwd=tmp_path, check=False)  # fmt: skip
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "fit --plans lays FSDP over the GPUs the other degrees leave" in done.stderr
