@@ -60,6 +60,10 @@ def _run():
         stub = type(sys)("journal_agent")  # a bare module (importing types costs a hook time)
         stub.__path__ = [package]
         sys.modules["journal_agent"] = stub
+    if "profiling" not in sys.modules:  # (its _nofollow, the refusals: not its __init__'s imports)
+        stub = type(sys)("profiling")
+        stub.__path__ = [os.path.join(os.path.dirname(package), "profiling")]
+        sys.modules["profiling"] = stub
     from journal_agent.capture.hook import main
 
     return main(sys.argv[1:])

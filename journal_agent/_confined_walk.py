@@ -9,14 +9,18 @@ import errno
 import os
 import stat
 
+# What is refused (a `..`, a link on the way, a name that is no plain file) has one home for
+# both packages, profiling/_nofollow.py (profiling never imports journal_agent); the sentences
+# and the errors are ours.
+from profiling._nofollow import FILE, kind_of, oddity, parts_of, printable
+from profiling._nofollow import walk_to as _walk
+
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     PathArg = str | os.PathLike[str]
 
-DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-FILE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 # Temp files are ``.<name>.tmp-<random>``: hidden, next to the target, findable by
 # :func:`remove_stale_temps`; the name is cut so the temp name fits NAME_MAX. The random part
 # is os.urandom's (importing secrets costs each hook milliseconds).
@@ -66,8 +70,8 @@ def split_path(anchor: PathArg, path: PathArg) -> tuple[str, str, str]:
         rel = _beneath(os.path.normpath(path), base, path, anchor)
     else:
         rel = path
-    parts = [p for p in rel.split(os.sep) if p not in ("", ".")]
-    if ".." in parts:
+    parts = parts_of(rel)
+    if parts is None:
         raise ValueError(f"{path!r} climbs out of {anchor} ('..')")
     shown = shown_path(anchor, "/".join(parts))
     if not parts:
@@ -98,33 +102,18 @@ def walk_to(anchor: PathArg, folder: str, shown: str, *, create: bool) -> int:
     """A descriptor of ``anchor/folder`` reached with ``O_NOFOLLOW`` on every component below
     the anchor (made on the way with ``create``). FileNotFoundError when a folder is missing
     (and not made); :class:`Refused` when one is a link or not a folder."""
-    fd = os.open(os.fspath(anchor), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    done = os.fspath(anchor)
-    try:
-        for name in folder.split(os.sep) if folder else ():
-            done = os.path.join(done, name)
-            if create:
-                try:
-                    os.mkdir(name, 0o777, dir_fd=fd)
-                except FileExistsError:
-                    pass  # a folder (fine), or not one: the open below says which
-                except OSError as exc:
-                    raise as_no_space(exc, printable(done)) from None
-            try:
-                inner = os.open(name, DIR, dir_fd=fd)
-            except FileNotFoundError:
-                raise
-            except OSError:
-                what = oddity(fd, name, want_dir=True)
-                if what in (None, "missing"):
-                    raise
-                raise Refused(refusal(printable(done), what, "use"), printable(done)) from None
-            os.close(fd)
-            fd = inner
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+
+    def refuse(done: str, fd: int, name: str) -> Exception | None:
+        what = oddity(fd, name, want_dir=True)
+        if what in (None, "missing"):
+            return None
+        return Refused(refusal(printable(done), what, "use"), printable(done))
+
+    def made(exc: OSError, done: str) -> Exception:
+        return as_no_space(exc, printable(done))
+
+    parts = folder.split(os.sep) if folder else []
+    return _walk(anchor, parts, create=create, refuse=refuse, made=made)
 
 
 def open_file(
@@ -241,48 +230,6 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def kind_of(st: os.stat_result, *, want_dir: bool) -> str | None:
-    """What ``st`` is when it is not what a name of ours may be (None when it is)."""
-    mode = st.st_mode
-    if stat.S_ISLNK(mode):
-        return "a symlink"
-    if stat.S_ISDIR(mode):
-        return None if want_dir else "a directory"
-    if want_dir:
-        return "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else other_kind(mode)
-    if stat.S_ISREG(mode):
-        return None if st.st_nlink <= 1 else f"a file with {st.st_nlink} names (hard links)"
-    return "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else other_kind(mode)
-
-
-def other_kind(mode: int) -> str:
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device file"
-    return "a file" if stat.S_ISREG(mode) else "not a regular file"
-
-
-def oddity(dir_fd: int, name: str, *, want_dir: bool) -> str | None:
-    """What ``name`` is when it cannot be ours, "missing" when it is not there, else None."""
-    if not name:
-        return None
-    try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return "missing"
-    except OSError:
-        return None
-    what = kind_of(st, want_dir=want_dir)
-    if what == "a symlink":
-        try:
-            target = os.readlink(name, dir_fd=dir_fd)
-        except OSError:
-            return what
-        return f"a symlink to {printable(target)}"
-    return what
-
-
 def refusal(shown: str, what: str, verb: str) -> str:
     """One sentence: the path, what it is, that we refuse it, and the command that fixes it."""
     q = shell_quote(shown)
@@ -314,13 +261,6 @@ def as_no_space(exc: OSError, shown: str) -> OSError:
         shown,
         exc.errno or errno.ENOSPC,
     )
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters (terminal escapes a planted name or link could carry)
-    shown as ``?``, cut to 300 characters."""
-    out = "".join(c if c.isprintable() else "?" for c in text)
-    return out if len(out) <= 300 else out[:297] + "..."
 
 
 SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789@%+=:,./-_~")

@@ -35,6 +35,7 @@ import stat
 
 from journal_agent import _confined_walk as w
 from journal_agent._confined_walk import TEMP_MARK, NoSpace, Refused
+from profiling._nofollow import DIR
 
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
@@ -488,7 +489,7 @@ def walk_files(anchor: PathArg, path: PathArg) -> Iterator[tuple[str, str | None
                 st = os.stat(child, dir_fd=fd, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
                     try:
-                        stack.append((os.open(child, w.DIR, dir_fd=fd), child_rel))
+                        stack.append((os.open(child, DIR, dir_fd=fd), child_rel))
                     except OSError:
                         yield child_rel, None
                     continue

@@ -12,14 +12,12 @@ followed). What is refused is :class:`profiling.errors.ProfilingError`, one sent
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
 from pathlib import Path
 
+from profiling._nofollow import kind_of, oddity, parts_of, walk_to
 from profiling.errors import ProfilingError
 
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _STATE = ".journal"  # (spelled here too: profiling cannot import journal_agent.paths)
 
 
@@ -49,57 +47,37 @@ def _refused(shown: Path, what: str) -> ProfilingError:
 
 def _kind(st: os.stat_result) -> str | None:
     """What ``st`` is when it is not a plain file with one name (None when it is)."""
-    if stat.S_ISDIR(st.st_mode):
-        return "a directory"
-    if stat.S_ISFIFO(st.st_mode):
-        return "a FIFO (named pipe)"
-    if not stat.S_ISREG(st.st_mode):
-        return "a socket or device file"
-    return f"a file with {st.st_nlink} names (hard links)" if st.st_nlink > 1 else None
+    return _plain(kind_of(st, want_dir=False))
 
 
 def _what(dir_fd: int, name: str) -> str | None:
-    try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except OSError:
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            target = os.readlink(name, dir_fd=dir_fd)
-        except OSError:
-            return "a symlink"
-        return "a symlink to " + "".join(c if c.isprintable() else "?" for c in target)
-    return _kind(st)
+    what = oddity(dir_fd, name, want_dir=False)
+    return None if what == "missing" else _plain(what)
+
+
+def _plain(what: str | None) -> str | None:
+    # (A socket or a device file: one kind for a measurement file.)
+    return "a socket or device file" if what in _OTHER else what
+
+
+_OTHER = ("a socket", "a device file", "not a regular file")
 
 
 def open_dir(anchor: Path, folder: Path, *, create: bool) -> int | None:
     """A descriptor of ``folder`` (beneath ``anchor``) reached without following a link; None
     when it is missing and not made. The caller closes it."""
     rel = os.path.relpath(folder, anchor) if folder.is_absolute() else str(folder)
-    parts = [p for p in rel.split(os.sep) if p not in ("", ".")]
-    if ".." in parts:
+    parts = parts_of(rel)
+    if parts is None:
         raise ValueError(f"{folder} is not beneath {anchor}")
-    fd = os.open(anchor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    done = anchor
+
+    def refuse(done: str, fd: int, name: str) -> Exception:
+        return _refused(Path(done), _what(fd, name) or "a file")
+
     try:
-        for name in parts:
-            done = done / name
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o777, dir_fd=fd)
-            try:
-                inner = os.open(name, _DIR, dir_fd=fd)
-            except FileNotFoundError:
-                os.close(fd)
-                return None
-            except OSError:
-                raise _refused(done, _what(fd, name) or "a file") from None
-            os.close(fd)
-            fd = inner
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return walk_to(anchor, parts, create=create, refuse=refuse)
+    except FileNotFoundError:
+        return None
 
 
 def read(anchor: Path, path: Path) -> bytes | None:
@@ -117,10 +95,14 @@ def read(anchor: Path, path: Path) -> bytes | None:
             raise _refused(path, _what(dir_fd, path.name) or "not a plain file") from None
     finally:
         os.close(dir_fd)
-    with os.fdopen(fd, "rb") as f:
-        what = _kind(os.fstat(f.fileno()))
+    try:  # (before fdopen, which raises IsADirectoryError for a folder planted there)
+        what = _kind(os.fstat(fd))
         if what is not None:
             raise _refused(path, what)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
         return f.read()
 
 

@@ -25,6 +25,7 @@ ROOM = {
     "journal_agent/confined.py",
     "journal_agent/_confined_walk.py",
     "profiling/_files.py",
+    "profiling/_nofollow.py",  # the refusals both rooms share (the walk, what a name is)
 }
 
 _OUTSIDE_PLUGIN_DATA = (
