@@ -148,7 +148,7 @@ def loss_transients(t: int, c: int) -> tuple[int, int]:
     return (8, 12) if t > 1 else (c + 4, 8)
 
 
-def embedding_grad_rows(w: WorkloadConfig, t: int) -> int:
+def embedding_grad_rows(w: WorkloadConfig) -> int:
     """Rows of the first stage's unsharded embedding gradient on one rank: the whole
     vocabulary, even under tensor parallelism. torch's ``embedding_dense_backward_strategy``
     (torch/distributed/tensor/_ops/_embedding_ops.py) has no strategy sharded on the
@@ -157,7 +157,7 @@ def embedding_grad_rows(w: WorkloadConfig, t: int) -> int:
     (``FSDPParam.to_accumulated_grad_if_needed``), redistributing it to the vocabulary shard only
     at the reduction (``_get_grad_inner_tensor``, torch/distributed/fsdp/_fully_shard/
     _fsdp_param.py)."""
-    return w.vocab if t > 1 else w.vocab // t
+    return w.vocab  # without tensor parallelism the same: the whole embedding is local
 
 
 def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tuple[Vec, int, int]:
@@ -198,7 +198,7 @@ def stage_profile(
     reduce_b = 4 if cfg.fsdp and cfg.precision == "mixed" else s.gathered
     grad_b = reduce_b if pipelined else s.gathered
     # the embedding's gradient holds every row of the vocabulary (embedding_grad_rows)
-    emb_rows = embedding_grad_rows(w, t) - w.vocab // t if stage.embedding else 0
+    emb_rows = embedding_grad_rows(w) - w.vocab // t if stage.embedding else 0
     grads_b = (gathered + emb_rows * w.hidden) * grad_b
     sharded_grads = base["parameters"] if cfg.fsdp else grads_b
     # the largest FSDP group gathered, as FSDP2 gathers it: every rank's padded shard (a block,
