@@ -351,8 +351,9 @@ LEARN_EDIT = (
 
 
 def build_recipes(root: Path) -> None:
-    """Real recipe files of four frameworks (tests/profiling/recipes/fixtures: copies of public
-    configs, sources named there) and a Hugging Face Trainer checkpoint folder written by
+    """Real recipe files of five frameworks (tests/profiling/recipes/fixtures: copies of public
+    configs, sources named there), the Trainer's arguments naming transformers' DeepSpeed
+    ZeRO-3 config, and a Hugging Face Trainer checkpoint folder written by
     transformers' own classes (training_args.bin, a 4-bit model config.json, peft's
     adapter_config.json)."""
     fixtures = REPO / "tests" / "profiling" / "recipes" / "fixtures"
@@ -361,8 +362,16 @@ def build_recipes(root: Path) -> None:
         ("torchtune/8B_qlora_single_device.yaml", "8B_qlora_single_device.yaml"),
         ("torchtitan/llama3_8b.toml", "llama3_8b.toml"),
         ("torchtitan/llama3_405b.toml", "llama3_405b.toml"),
+        ("deepspeed/ds_config_zero3.json", "ds_config_zero3.json"),
     ):
         shutil.copyfile(fixtures / src, root / name)
+    # The Trainer's arguments of a ZeRO-3 offload run, naming transformers' own DeepSpeed config.
+    trainer = {
+        "output_dir": "out", "per_device_train_batch_size": 4, "gradient_accumulation_steps": 8,
+        "bf16": True, "gradient_checkpointing": True, "learning_rate": 2e-5,
+        "model_name_or_path": "meta-llama/Llama-3.1-8B", "deepspeed": "ds_config_zero3.json",
+    }  # fmt: skip
+    (root / "zero3_args.json").write_text(json.dumps(trainer, indent=2), encoding="utf-8")
     import warnings
 
     import torch

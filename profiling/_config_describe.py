@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from profiling._config_deepspeed import describe_deepspeed
 from profiling._config_lora import LORA_DEFAULT
 from profiling._config_plan import TrainingConfig as PlanFields
 from profiling._config_plan import describe_plan
@@ -35,6 +36,8 @@ class TrainingConfig(PlanFields, Protocol):
     @property
     def offload_optimizer(self) -> bool: ...
     @property
+    def deepspeed(self) -> bool: ...
+    @property
     def target(self) -> str: ...
     @property
     def is_plan(self) -> bool: ...
@@ -61,7 +64,8 @@ def describe(cfg: TrainingConfig) -> str:
     else:
         parts.append(f"{cfg.gpus} GPU" + ("s" if cfg.gpus > 1 else ""))
         if cfg.zero:
-            parts.append(("FSDP2 " if cfg.fsdp else "") + f"ZeRO-{cfg.zero}")
+            zero = describe_deepspeed(cfg) if cfg.deepspeed else f"ZeRO-{cfg.zero}"
+            parts.append(("FSDP2 " if cfg.fsdp else "") + zero)
         if cfg.tp > 1:
             parts.append(f"TP={cfg.tp}" + (" + SP" if cfg.sequence_parallel else ""))
     parts.append(f"seq {cfg.seq_or_default()} × batch {cfg.batch}")
@@ -72,7 +76,7 @@ def describe(cfg: TrainingConfig) -> str:
     if cfg.loss != "cross-entropy":
         chunks = f" × {cfg.loss_chunks}" if cfg.loss_chunks else ""
         parts.append(f"{cfg.loss} loss{chunks}")
-    if cfg.offload_optimizer:
+    if cfg.offload_optimizer and not cfg.deepspeed:
         parts.append("optimizer offloaded to CPU")
     parts.append(f"target {cfg.target}")
     return ", ".join(parts)

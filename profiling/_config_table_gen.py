@@ -38,6 +38,8 @@ def _kind(annotation: Any) -> tuple[str, tuple[str, ...]]:
     members = [a for a in (annotation, *get_args(annotation)) if a is not type(None)]
     if bool in members:
         return "bool", ()
+    if int in members:  # a count that also takes a word ("auto"): its help says the word
+        return "int", ()
     for arg in members:
         values = get_args(arg) if get_origin(arg) is not None else ()
         if values and all(isinstance(v, str) for v in values):

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from profiling import _config_deepspeed as ds
 from profiling._config_behaviours import LOSS_CHUNKS_FIELD, LOSS_FIELD, Loss, check_behaviours
 from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
 from profiling._config_describe import describe as _describe
@@ -153,6 +154,15 @@ class TrainingConfig(BaseModel):
     offload_optimizer: bool = Field(
         False, description="Optimizer state and master weights in CPU memory (ZeRO-Offload)."
     )
+    deepspeed: bool = ds.DEEPSPEED_FIELD  # DeepSpeed's engine, its settings
+    offload_param: bool = ds.OFFLOAD_PARAM_FIELD
+    offload_to: ds.OffloadDevice = ds.OFFLOAD_TO_FIELD
+    cpu_mem: float | None = ds.CPU_MEM_FIELD
+    gpus_per_node: int | None = ds.GPUS_PER_NODE_FIELD
+    reduce_bucket_size: ds.Count = ds.REDUCE_BUCKET_FIELD
+    prefetch_bucket_size: ds.Count = ds.PREFETCH_BUCKET_FIELD
+    param_persistence_threshold: ds.Count = ds.PERSISTENCE_FIELD
+    overlap_comm: bool | None = ds.OVERLAP_COMM_FIELD
     # ---- parallelism
     gpus: int = _positive_int(MAX_GPUS, "Data-parallel GPUs (ranks) N.", 1)
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage 0-3 (sharding over the N GPUs).")
@@ -245,10 +255,13 @@ class TrainingConfig(BaseModel):
         data = {k: v for k, v in data.items() if not (k in LEGACY and v is None)}
         return map_legacy(data)
 
-    @field_validator("params", "tokens", mode="before")
+    @field_validator(
+        "params", "tokens", "reduce_bucket_size", "prefetch_bucket_size",
+        "param_persistence_threshold", mode="before",
+    )  # fmt: skip
     @classmethod
     def _count(cls, value: Any) -> Any:
-        if value is None or isinstance(value, bool):
+        if value is None or isinstance(value, bool) or value == "auto":  # "auto": ds.Count
             return value
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError("must be a finite number")
@@ -332,6 +345,7 @@ class TrainingConfig(BaseModel):
                 f"--hidden {self.hidden} must divide by --heads {self.heads}", "heads"
             )
         check_behaviours(self)
+        ds.check_deepspeed(self)
         self._check_seq()
         return self
 
@@ -479,22 +493,7 @@ def parse_config(style: Literal["flag", "field"] = "flag", **values: Any) -> Tra
 
 
 __all__ = [
-    "DEFAULT_PRECISION",
-    "FIT_FIELDS",
-    "LEGACY",
-    "LORA_DEFAULT",
-    "LORA_TARGET_SETS",
-    "OPTIMIZERS",
-    "PRECISIONS",
-    "PROFILE_FIELDS",
-    "Attention",
-    "Checkpointing",
-    "ConfigError",
-    "LoraTarget",
-    "OptimizerSpec",
-    "Precision",
-    "Target",
-    "TrainingConfig",
-    "flag_name",
-    "parse_config",
-]
+    "DEFAULT_PRECISION", "FIT_FIELDS", "LEGACY", "LORA_DEFAULT", "LORA_TARGET_SETS", "OPTIMIZERS",
+    "PRECISIONS", "PROFILE_FIELDS", "Attention", "Checkpointing", "ConfigError", "LoraTarget",
+    "OptimizerSpec", "Precision", "Target", "TrainingConfig", "flag_name", "parse_config",
+]  # fmt: skip

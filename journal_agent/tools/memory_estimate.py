@@ -9,9 +9,13 @@ from journal_agent.tools._config_input import (
     with_recipe,
 )
 from journal_agent.tools.base import Tool, ToolContext, ToolResult
+from profiling._config_deepspeed import DEEPSPEED_FIELDS
 
 # The schema is the shared training configuration's (profiling.config.TrainingConfig).
-MemoryEstimateInput = config_input_model("MemoryEstimateInput", from_file=FROM_FILE_FIELD)
+# DeepSpeed's engine settings are not offered (a DeepSpeed config in from_file sets them).
+MemoryEstimateInput = config_input_model(
+    "MemoryEstimateInput", exclude=DEEPSPEED_FIELDS, from_file=FROM_FILE_FIELD
+)
 # A closed form takes milliseconds; the bound is there so that no input keeps a call running.
 ESTIMATE_TIMEOUT_S = 60.0
 

@@ -15,6 +15,7 @@ from journal_agent.tools._config_input import (
 )
 from journal_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
 from journal_agent.tools.confined_paths import workspace_root
+from profiling._config_deepspeed import DEEPSPEED_FIELDS
 
 if TYPE_CHECKING:
     from profiling.records import RecordStore
@@ -37,6 +38,7 @@ MemoryTraceInput = config_input_model(
         "pp_schedule",
         "microbatches",
         "virtual_stages",
+        *DEEPSPEED_FIELDS,
     ),
     model=(
         str | None,

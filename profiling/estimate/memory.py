@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
@@ -28,7 +29,9 @@ from profiling.estimate.deepspeed import (
     deepspeed_note,
     deepspeed_zero2_gpu_bytes,
     deepspeed_zero3_gpu_bytes,
+    host_verdict,
 )
+from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.fsdp import FSDP_PARTS, fsdp_moments
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
     HEADROOM,
@@ -411,6 +414,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     loss = losses.loss_plan(inp, shape)
     recompute = _activations(ledger, inp, shape, loss)
     step_temporaries(ledger, inp, shape, sh, trainable)
+    engine(ledger, inp, shape)  # DeepSpeed's buffers and offload (--deepspeed)
     moments = _moments(ledger.lines, inp, shape, recompute, loss)
     peak = max(moments, key=lambda m: m.bytes)
     ledger.steps += [
@@ -435,6 +439,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     if timing is not None:
         ledger.steps += timing.steps + (timing.time.steps if timing.time else [])
     ds = deepspeed_note(inp, shape, ledger)
+    fits, status = host_verdict(fits, status, ds)  # and the host's memory (--cpu-mem)
     components = [
         Component(
             name=ln.name,
@@ -476,7 +481,7 @@ def _unsharded_peak(inp: EstimateInput, peak: int) -> int:
     (the optimizer's kernels, its temporaries, gathered parameters) is that of one GPU."""
     if inp.gpus == 1 and inp.zero == 0:
         return peak
-    alone = inp.model_copy(update={"gpus": 1, "zero": 0, "fsdp": False})
+    alone = inp.model_copy(update={"gpus": 1, "zero": 0, "fsdp": False, **ENGINE_OFF})
     return estimate(alone).per_gpu_bytes
 
 

@@ -45,6 +45,22 @@ def _printed_quantities(est: Estimate) -> list[Quantity]:
         if est.deepspeed and est.deepspeed.get(key):
             name = f"deepspeed_{key.removesuffix('_gpu_bytes')}_model_states"
             out.append(Quantity(name=name, value=est.deepspeed[key], unit="B"))
+        cpu = key.replace("gpu_bytes", "cpu_bytes_per_node")
+        if est.deepspeed and est.deepspeed.get(cpu):
+            name = f"deepspeed_{key.removesuffix('_gpu_bytes')}_host_per_node"
+            out.append(Quantity(name=name, value=est.deepspeed[cpu], unit="B"))
+    return out + host_quantities((est.deepspeed or {}).get("host"))
+
+
+def host_quantities(host: dict[str, Any] | None) -> list[Quantity]:
+    """The host block's numbers (``--deepspeed`` with an offload), each citable."""
+    if not host:
+        return []
+    out = [Quantity(name=f"host: {x['name']}", value=x["bytes"], unit="B") for x in host["lines"]]
+    for key in ("per_rank_bytes", "pinned_per_rank_bytes", "per_node_bytes", "cpu_mem_bytes"):
+        if host.get(key) is not None:
+            out.append(Quantity(name=f"host: {key.removesuffix('_bytes')}", value=host[key],
+                                unit="B"))  # fmt: skip
     return out
 
 

@@ -74,6 +74,13 @@ def counters_block(est: Estimate) -> list[str]:
     return lines
 
 
+def host_block(est: Estimate) -> list[str]:
+    """What DeepSpeed's offload keeps in host memory (``--deepspeed``), with its verdict."""
+    from profiling.estimate.deepspeed_engine import host_text
+
+    return host_text((est.deepspeed or {}).get("host"))
+
+
 # What fit and the nvidia-smi verdict leave for what no counter models (other processes on the
 # GPU, the allocator's retries, kernels' own scratch): a share of the GPU's memory.
 SAFETY_MARGIN = 0.05
@@ -120,6 +127,7 @@ def render_text(est: Estimate) -> str:
         )
     lines.append(f"({fmt_bytes(est.per_gpu_bytes, 'GiB')} per GPU; 1 GB = 10^9 B, 1 GiB = 2^30 B)")
     lines += counters_block(est)
+    lines += host_block(est)
     if est.time is not None:
         lines += ["", "Time:", *(f"  {line}" for line in time_lines(est))]
     for note in est.notes:
@@ -132,6 +140,7 @@ __all__ = [
     "SAFETY_MARGIN",
     "counters_block",
     "describe_setup",
+    "host_block",
     "moment_lines",
     "nvml_verdict",
     "render_text",

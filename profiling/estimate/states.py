@@ -322,7 +322,7 @@ def gathered_bytes(cfg: TrainingConfig) -> int:
 def fsdp_root(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int] | None:
     """ZeRO-3 over many GPUs with the model's shape known: (the root's parameters — embeddings,
     final norm, an untied LM head: the unit outside the blocks —, one block's); else None."""
-    if cfg.zero != 3 or cfg.gpus == 1 or cfg.lora_rank is not None:
+    if cfg.zero != 3 or cfg.gpus == 1 or cfg.lora_rank is not None or cfg.deepspeed:
         return None
     root, block = shape.get("root_params"), shape.get("block_params")
     return (int(root), int(block)) if root and block else None
@@ -332,8 +332,8 @@ def zero3_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t
     """ZeRO-3 / FSDP gathers each block's full parameters while it runs. FSDP2 (which the trace
     runs) gathers the root — embeddings, final norm, LM head — around the loss as well: at the
     loss the root and one block are gathered (the other moments: ``fsdp_moments``)."""
-    if cfg.zero != 3 or cfg.gpus == 1 or cfg.lora_rank is not None:
-        return
+    if cfg.zero != 3 or cfg.gpus == 1 or cfg.lora_rank is not None or cfg.deepspeed:
+        return  # DeepSpeed's engine gathers a module and its prefetch bucket: deepspeed_engine
     wb = gathered_bytes(cfg)
     root = fsdp_root(cfg, shape)
     tp = " / t" if t > 1 else ""

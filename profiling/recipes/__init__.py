@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from profiling.errors import ConfigError, ProfilingError
-from profiling.recipes import hf_trainer, litgpt, peft_bnb, torchtitan, torchtune
+from profiling.recipes import (
+    accelerate,
+    deepspeed,
+    hf_trainer,
+    litgpt,
+    peft_bnb,
+    torchtitan,
+    torchtune,
+)
 from profiling.recipes.files import read_data
 from profiling.recipes.model_names import FOLLOW_REFERENCES
 from profiling.recipes.recipe import NO_MEMORY, Reading, Recipe, Setting, settle
@@ -44,12 +52,14 @@ def _model_config(path: Path, data: dict[str, Any]) -> Reading:
     return r
 
 
-def _detect(path: Path, data: dict[str, Any]) -> tuple[str, Callable[[], Reading]]:
+def _detect(path: Path, data: dict[str, Any]) -> tuple[str, Callable[[], Reading | list[Reading]]]:
     """(framework, reader) for one file's data."""
     if path.suffix.lower() == ".toml":
         if torchtitan.looks_like(data):
             return "torchtitan", lambda: torchtitan.read(path, data)
     elif path.suffix.lower() in (".yaml", ".yml"):
+        if accelerate.looks_like(data):
+            return "accelerate", lambda: accelerate.read(path, data)
         if torchtune.looks_like(data):
             return "torchtune", lambda: torchtune.read(path, data)
         if litgpt.looks_like(data):
@@ -59,16 +69,16 @@ def _detect(path: Path, data: dict[str, Any]) -> tuple[str, Callable[[], Reading
         return "peft", lambda: peft_bnb.read_peft(path, data)
     elif peft_bnb.looks_like_bnb(data):
         return "bitsandbytes", lambda: peft_bnb.read_bnb(path, data)
-    elif hf_trainer.looks_like_deepspeed(data):
-        return "DeepSpeed", lambda: hf_trainer.read_deepspeed(path, data)
+    elif deepspeed.looks_like_deepspeed(data):
+        return "DeepSpeed", lambda: deepspeed.read_deepspeed(path, data)
     elif hf_trainer.looks_like_trainer(data):
         return "Hugging Face Trainer", lambda: hf_trainer.read_trainer(path, data)
     elif "model_type" in data and path.suffix.lower() == ".json":
         return "a model's config.json", lambda: _model_config(path, data)
     raise ProfilingError(
         f"--from {path}: not a recipe this reads (LitGPT or torchtune YAML, the Hugging Face "
-        "Trainer's arguments, peft's adapter_config.json, a bitsandbytes config, torchtitan "
-        "TOML); give the flags instead"
+        "Trainer's arguments, peft's adapter_config.json, a bitsandbytes or DeepSpeed config, "
+        "an accelerate config, torchtitan TOML); give the flags instead"
     )
 
 
@@ -107,7 +117,8 @@ def _read(paths: Sequence[str | Path]) -> Recipe:
     for path in files:
         framework, reader = _detect(path, read_data(path))
         frameworks.append(framework)
-        readings.append(reader())
+        read = reader()  # accelerate's reading comes with its DeepSpeed file's
+        readings += read if isinstance(read, list) else [read]
     names = [str(p) for p in files]
     return settle(" + ".join(dict.fromkeys(frameworks)), names, readings)
 

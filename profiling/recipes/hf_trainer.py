@@ -20,6 +20,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from profiling.recipes.deepspeed import (
+    Filler,
+    looks_like_deepspeed,
+    read_deepspeed,
+    read_settings,
+)
 from profiling.recipes.model_names import FOLLOW_REFERENCES, hub_model
 from profiling.recipes.recipe import NO_MEMORY, Reading
 
@@ -261,9 +267,24 @@ def _trainer_sharding(r: Reading, path: Path) -> None:
     if "offload" in text:
         r.use("fsdp", "offload_optimizer", True, "FSDP's CPU offload")
     r.seen("fsdp_config", main="fsdp")
+    _trainer_deepspeed(r, path)
+
+
+def _trainer_deepspeed(r: Reading, path: Path) -> None:
+    """The Trainer's ``deepspeed``: a config inline (``deepspeed.*`` keys) or a file it names,
+    read with the Trainer's values for its ``"auto"``; DeepSpeed's 16-bit engine then runs the
+    precision the Trainer's ``bf16`` / ``fp16`` asked for."""
     ds = r.get("deepspeed")
-    if isinstance(ds, dict):
-        _deepspeed(r, "deepspeed", ds)
+    held = "hf_deepspeed_config.config."  # a pickled run's own config, "auto" filled
+    if any(k.startswith("deepspeed.") for k in r.flat):
+        read_settings(r, "deepspeed.", Filler.of_trainer(r))
+        _engine_precision(r, r)
+    elif any(k.startswith(held) for k in r.flat) and not _here(path, ds):
+        read_settings(r, held, Filler.of_trainer(r))
+        _engine_precision(r, r)
+        r.seen("deepspeed", main="the config the run held (hf_deepspeed_config)")
+        for key in r.unseen("hf_deepspeed_config."):
+            r.ignore(key, NO_MEMORY)
     elif isinstance(ds, str) and ds:
         target = Path(ds)
         if not target.is_absolute():
@@ -273,72 +294,44 @@ def _trainer_sharding(r: Reading, path: Path) -> None:
         elif target.is_file():
             from profiling.recipes.files import read_data
 
-            _deepspeed(r, "deepspeed", read_data(target))
+            sub = read_deepspeed(target, read_data(target), trainer=Filler.of_trainer(r))
+            r.seen("deepspeed", main=f"the settings of {target.name} below")
+            _engine_precision(r, sub)
+            r.used += sub.used
+            r.ignored += sub.ignored
+            r.notes += sub.notes
         else:
-            r.ignore("deepspeed", f"{ds} is not a file here; give --zero and --offload-optimizer")
+            r.ignore("deepspeed", f"{ds} is not a file here; give --deepspeed --zero N")
     elif r.has("deepspeed"):
         r.ignore("deepspeed", NO_MEMORY + " (off)")
 
 
-def looks_like_deepspeed(data: dict[str, Any]) -> bool:
-    return "zero_optimization" in data or "train_micro_batch_size_per_gpu" in data
+def _here(path: Path, ds: Any) -> bool:
+    """Whether the DeepSpeed config the Trainer names is a file beside its arguments."""
+    if not isinstance(ds, str) or not ds:
+        return False
+    target = Path(ds) if Path(ds).is_absolute() else path.parent / ds
+    return target.is_file()
 
 
-def read_deepspeed(path: Path, data: dict[str, Any]) -> Reading:
-    """A DeepSpeed config on its own: ZeRO stage, offload, micro-batch, precision."""
-    r = Reading(path.name, data, [("*", NO_MEMORY)])
-    _deepspeed(r, None, data)
-    micro = data.get("train_micro_batch_size_per_gpu")
-    if isinstance(micro, int):
-        r.use("train_micro_batch_size_per_gpu", "batch", micro)
-    if (data.get("bf16") or {}).get("enabled") is True or (data.get("fp16") or {}).get(
-        "enabled"
-    ) is True:
-        key = "bf16.enabled" if (data.get("bf16") or {}).get("enabled") is True else "fp16.enabled"
-        r.use(
-            key,
-            "precision",
-            "mixed",
-            "DeepSpeed's 16-bit engine: 16-bit weights and gradients, fp32 master and state",
+def _engine_precision(r: Reading, ds: Reading) -> None:
+    """DeepSpeed's bf16/fp16 engine (16-bit weights, fp32 master) replaces the Trainer's
+    autocast reading of ``bf16`` / ``fp16``."""
+    own = ("bf16", "fp16")
+    engine = [s for s in ds.used if s.field == "precision" and s.key not in own]
+    if not engine:
+        return
+    for s in [s for s in r.used if s.field == "precision" and s.key in own]:
+        r.used.remove(s)
+        r.ignored.append(
+            s.model_copy(
+                update={
+                    "to": None,
+                    "why": f"read by DeepSpeed's engine: {engine[0].key.strip('()')}",
+                }
+            )
         )
-    if data.get("gradient_accumulation_steps") not in (None, 1, "auto"):
-        r.use(
-            "gradient_accumulation_steps",
-            "grads_kept",
-            True,
-            "gradients accumulated over micro-batches",
-        )
-    r.finish()
-    return r
-
-
-def _deepspeed(r: Reading, key: str | None, ds: dict[str, Any]) -> None:
-    """ZeRO stage and offloads of a DeepSpeed config: read from the Trainer's ``deepspeed``
-    argument (``key``), or a DeepSpeed file of its own (``key`` None: its own keys)."""
-    zero = ds.get("zero_optimization") or {}
-    stage = zero.get("stage")
-    if isinstance(stage, int):
-        r.use(
-            key or "zero_optimization.stage",
-            "zero",
-            stage,
-            f"DeepSpeed ZeRO-{stage} (give --gpus N)",
-        )
-    offload = (zero.get("offload_optimizer") or {}).get("device")
-    if offload in ("cpu", "nvme"):
-        r.use(
-            key or "zero_optimization.offload_optimizer.device",
-            "offload_optimizer",
-            True,
-            f"DeepSpeed offloads the optimizer to {offload}",
-        )
-    if (zero.get("offload_param") or {}).get("device") in ("cpu", "nvme"):
-        r.use(
-            key or "zero_optimization.offload_param.device",
-            "offload_params",
-            True,
-            "DeepSpeed offloads the parameters",
-        )
+    r.notes = [n for n in r.notes if ": autocast over the model as it was loaded" not in n]
 
 
 __all__ = ["looks_like_deepspeed", "looks_like_trainer", "read_deepspeed", "read_trainer"]

@@ -139,6 +139,10 @@ class Reading:
                 why = f"read with {main}" if main else "read with the settings above"
                 self.used.append(Setting(file=self.file, key=key, value=self.flat[key], why=why))
 
+    def unseen(self, prefix: str = "") -> list[str]:
+        """The keys under ``prefix`` nothing has looked at yet."""
+        return [k for k in self.flat if k.startswith(prefix) and k not in self._seen]
+
     def finish(self) -> None:
         """Every key not looked at: ignored with the known reason, or as unknown."""
         for key, value in self.flat.items():

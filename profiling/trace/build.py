@@ -54,6 +54,11 @@ def untraceable(config: TrainingConfig) -> list[str]:
         problems.append("no tensor parallelism (--tp 1)")
     if config.offload_optimizer:
         problems.append("optimizer state on the GPU (no --offload-optimizer)")
+    if config.deepspeed:
+        problems.append(
+            "no --deepspeed (DeepSpeed's engine is estimated in closed form; the trace runs "
+            "ZeRO as FSDP2: leave out --deepspeed)"
+        )
     if config.optimizer_in_bwd and (config.fsdp or config.sharded):
         problems.append("one GPU for --optimizer-in-bwd (no ZeRO/FSDP)")
     if config.checkpointing == "selective":

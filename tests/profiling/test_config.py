@@ -116,14 +116,18 @@ def test_gpu_table_and_names() -> None:
 def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monkeypatch) -> None:
     from journal_agent.tools.memory_estimate import MemoryEstimate
     from journal_agent.tools.memory_trace import MemoryTrace
+    from profiling._config_deepspeed import DEEPSPEED_FIELDS
 
-    fields = set(TrainingConfig.model_fields)
+    # DeepSpeed's engine settings are offered by neither tool (a DeepSpeed config as from_file
+    # sets them): every field costs tokens in each request.
+    fields = set(TrainingConfig.model_fields) - set(DEEPSPEED_FIELDS)
     plan = {"dp_shard", "dp_replicate", "cp", "pp", "pp_schedule", "microbatches", "virtual_stages"}
     for tool in (MemoryEstimate, MemoryTrace):
         schema = tool.definition()["input_schema"]
         # MemoryTrace refuses a parallel plan, so it does not offer a plan's fields.
         assert fields - (plan if tool is MemoryTrace else set()) <= set(schema["properties"])
         assert tool is MemoryEstimate or not plan & set(schema["properties"])
+        assert not set(DEEPSPEED_FIELDS) & set(schema["properties"])
         assert schema["properties"]["optimizer"]["enum"] == list(OPTIMIZERS)
         assert schema["properties"]["precision"]["enum"] == [
             "fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"

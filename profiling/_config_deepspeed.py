@@ -1,0 +1,165 @@
+"""DeepSpeed's ZeRO engine as ``TrainingConfig`` fields: the engine itself (``--deepspeed``),
+what it offloads and where, the host memory to judge against, and the bucket and threshold
+settings of its ``zero_optimization`` block that are real bytes on the GPU.
+
+The field objects live here so ``config.py`` stays one line each (as ``_config_behaviours``);
+:func:`check_deepspeed` says in one sentence what DeepSpeed would refuse or what would change
+nothing. Defaults are DeepSpeed's own (``deepspeed/runtime/zero/config.py``, 0.19.6):
+``reduce_bucket_size`` 5e8, ``stage3_prefetch_bucket_size`` 5e7,
+``stage3_param_persistence_threshold`` 1e5, ``overlap_comm`` on for stage 3 only
+(``overlap_comm_valid``). No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from profiling.errors import ConfigError
+
+TrainingConfig = Any  # profiling.config imports this module
+
+OffloadDevice = Literal["cpu", "nvme"]
+# A count of elements, or "auto": the Hugging Face integration's placeholder, resolved from the
+# model's hidden size as ``trainer_config_finalize`` does (profiling.estimate.deepspeed_engine).
+Count = Annotated[int, Field(ge=0, le=10**13)] | Literal["auto"] | None
+
+# deepspeed/runtime/zero/config.py (DeepSpeedZeroConfig), 0.19.6.
+REDUCE_BUCKET_DEFAULT = 500_000_000
+PREFETCH_BUCKET_DEFAULT = 50_000_000
+PERSISTENCE_DEFAULT = 100_000
+SUB_GROUP_DEFAULT = 1_000_000_000
+# deepspeed/runtime/zero/offload_config.py: the NVMe swapper's pinned buffers.
+PARAM_BUFFER_COUNT, PARAM_BUFFER_SIZE, PARAM_MAX_IN_CPU = 5, 100_000_000, 1_000_000_000
+OPTIMIZER_BUFFER_COUNT = 4
+
+DEEPSPEED_FIELD: Any = Field(
+    False,
+    description="DeepSpeed's ZeRO engine (with --zero 1-3): its gradient buckets, persistent "
+    "parameters, prefetch, fp32 gradient partition, offload's pinned host buffers and the host "
+    "memory per node.",
+)
+OFFLOAD_PARAM_FIELD: Any = Field(
+    False, description="DeepSpeed ZeRO-3: the 16-bit parameter partitions in host memory."
+)
+OFFLOAD_TO_FIELD: Any = Field(
+    "cpu",
+    description="Where DeepSpeed offloads to: cpu, or nvme (pinned swap buffers in host memory).",
+)
+CPU_MEM_FIELD: Any = Field(
+    None, gt=0, le=10**6, description="Host (CPU) memory per node in GB, for the verdict."
+)
+GPUS_PER_NODE_FIELD: Any = Field(
+    None, ge=1, le=1024, description="GPUs per node (default: the GPUs, at most 8)."
+)
+REDUCE_BUCKET_FIELD: Any = Field(
+    None,
+    description="DeepSpeed's reduce_bucket_size in elements (default 5e8; auto: hidden²).",
+)
+PREFETCH_BUCKET_FIELD: Any = Field(
+    None,
+    description="DeepSpeed's stage3_prefetch_bucket_size (default 5e7; auto: 0.9·hidden²).",
+)
+PERSISTENCE_FIELD: Any = Field(
+    None,
+    description="DeepSpeed's stage3_param_persistence_threshold (default 1e5; auto: 10·hidden).",
+)
+OVERLAP_COMM_FIELD: Any = Field(
+    None, description="DeepSpeed's overlap_comm (default: on for ZeRO-3 only)."
+)
+
+# What the fields above mean only with the engine on.
+ENGINE_ONLY = (
+    "offload_param",
+    "cpu_mem",
+    "gpus_per_node",
+    "reduce_bucket_size",
+    "prefetch_bucket_size",
+    "param_persistence_threshold",
+    "overlap_comm",
+)
+
+# All of them: the agents' tools leave them out of their schemas (every field costs tokens in
+# each request); a DeepSpeed config given as from_file sets them.
+DEEPSPEED_FIELDS = ("deepspeed", "offload_to", *ENGINE_ONLY)
+
+# The same configuration without the engine (the estimate's "without ZeRO" step).
+ENGINE_OFF: dict[str, Any] = {"deepspeed": False, "offload_to": "cpu", "offload_param": False,
+                              **{f: None for f in ENGINE_ONLY if f != "offload_param"}}  # fmt: skip
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def check_deepspeed(cfg: TrainingConfig) -> None:
+    """One sentence for a DeepSpeed setting that cannot hold together."""
+    if not cfg.deepspeed:
+        given = [f for f in ENGINE_ONLY if getattr(cfg, f) not in (None, False)]
+        if cfg.offload_to != "cpu":
+            given.append("offload_to")
+        if given:
+            raise ConfigError(
+                f"{_flag(given[0])} is a setting of DeepSpeed's ZeRO engine: add --deepspeed "
+                "(with --zero 1-3)",
+                given[0],
+            )
+        return
+    if cfg.zero == 0 or cfg.fsdp:
+        raise ConfigError(
+            "--deepspeed is DeepSpeed's ZeRO engine: give --zero 1, 2 or 3 (and no --fsdp: "
+            "that is PyTorch's FSDP2)",
+            "deepspeed",
+        )
+    if cfg.offload_param and cfg.zero != 3:
+        raise ConfigError(
+            "--offload-param needs --zero 3 (DeepSpeed offloads parameters only when it "
+            "partitions them)",
+            "offload_param",
+        )
+    if cfg.offload_to == "nvme" and not (cfg.offload_optimizer or cfg.offload_param):
+        raise ConfigError(
+            "--offload-to nvme says where --offload-optimizer / --offload-param go: give one",
+            "offload_to",
+        )
+    if cfg.tp > 1 or cfg.lora_rank is not None or cfg.optimizer_in_bwd:
+        what = (
+            "--tp" if cfg.tp > 1 else "--lora-rank" if cfg.lora_rank is not None
+            else "--optimizer-in-bwd"
+        )  # fmt: skip
+        raise ConfigError(
+            f"--deepspeed is modelled for full training on data parallelism: {what} with "
+            "DeepSpeed's engine is not modelled yet (leave out --deepspeed for the ZeRO paper's "
+            "sharding)",
+            "deepspeed",
+        )
+
+
+def describe_deepspeed(cfg: TrainingConfig) -> str:
+    """'DeepSpeed ZeRO-3, optimizer and parameters offloaded to nvme' for a title."""
+    text = f"DeepSpeed ZeRO-{cfg.zero}"
+    moved = [w for w, on in (("optimizer", cfg.offload_optimizer), ("parameters",
+             cfg.offload_param)) if on]  # fmt: skip
+    if moved:
+        text += f", {' and '.join(moved)} offloaded to {cfg.offload_to}"
+    return text
+
+
+__all__ = [
+    "CPU_MEM_FIELD",
+    "DEEPSPEED_FIELD",
+    "DEEPSPEED_FIELDS",
+    "ENGINE_OFF",
+    "GPUS_PER_NODE_FIELD",
+    "OFFLOAD_PARAM_FIELD",
+    "OFFLOAD_TO_FIELD",
+    "OVERLAP_COMM_FIELD",
+    "PERSISTENCE_FIELD",
+    "PREFETCH_BUCKET_FIELD",
+    "REDUCE_BUCKET_FIELD",
+    "Count",
+    "OffloadDevice",
+    "check_deepspeed",
+    "describe_deepspeed",
+]

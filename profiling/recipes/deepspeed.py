@@ -1,0 +1,232 @@
+"""A DeepSpeed JSON config, read as DeepSpeed and the Hugging Face integration read it: on its
+own (``--from ds_config.json``), named by the Trainer's ``deepspeed`` argument, or by
+accelerate's ``deepspeed_config_file``.
+
+``"auto"`` is the Hugging Face integration's placeholder (``transformers/integrations/
+deepspeed.py``, ``HfTrainerDeepSpeedConfig``): ``train_micro_batch_size_per_gpu``,
+``gradient_accumulation_steps``, ``bf16.enabled`` / ``fp16.enabled`` take the Trainer's
+``per_device_train_batch_size``, ``gradient_accumulation_steps``, ``bf16`` / ``fp16``
+(``trainer_config_process``); ``reduce_bucket_size`` becomes hidden_size², and for ZeRO-3
+``stage3_prefetch_bucket_size`` 0.9·hidden_size² and ``stage3_param_persistence_threshold``
+10·hidden_size (``trainer_config_finalize``), which the estimate resolves from the model's
+hidden size. An ``"auto"`` with no Trainer's value to take is said as not resolved.
+No torch, no DeepSpeed: the file is data.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from pathlib import Path
+from typing import Any
+
+from profiling.recipes.recipe import NO_MEMORY, Reading
+
+_PINNED = "does not change the bytes (the host block labels them pinned: DeepSpeed's default)"
+_DEFAULT_BUFFERS = "not modelled yet: the NVMe swap buffers are counted at DeepSpeed's defaults"
+_OFF = ("zero_optimization.offload_optimizer", "zero_optimization.offload_param")
+# Keys read as DeepSpeed reads them that move no byte the estimate counts, or are not modelled.
+DS_KNOWN: list[tuple[str, str]] = [
+    ("train_batch_size", NO_MEMORY + " (micro-batch × accumulation × GPUs)"),
+    ("zero_optimization.allgather_bucket_size", "no bytes of its own: the updated partitions "
+     "are gathered in place into the 16-bit flat buffer (all_gather_into_tensor, "
+     "deepspeed/runtime/utils.py:1013)"),
+    ("zero_optimization.stage3_max_live_parameters", "a bound (1e9 elements by default) above "
+     "the gathered parameters counted: a module and the prefetch bucket"),
+    ("zero_optimization.stage3_max_reuse_distance", "a bound (1e9 elements by default) above "
+     "the gathered parameters counted: a module and the prefetch bucket"),
+    ("zero_optimization.sub_group_size", "not modelled yet: counted at DeepSpeed's default, "
+     "1e9 elements of fp32 gradients converted at a time"),
+    ("zero_optimization.stage3_gather_16bit_weights_on_model_save", NO_MEMORY + " in a step"),
+    ("zero_optimization.gather_16bit_weights_on_model_save", NO_MEMORY + " in a step"),
+    ("zero_optimization.*.pin_memory", _PINNED),
+    ("zero_optimization.*.buffer_count", _DEFAULT_BUFFERS),
+    ("zero_optimization.*.buffer_size", _DEFAULT_BUFFERS),
+    ("zero_optimization.*.max_in_cpu", _DEFAULT_BUFFERS),
+    ("zero_optimization.*.ratio", "not modelled yet: a partial offload (all of it is counted)"),
+    ("zero_optimization.*.nvme_path", NO_MEMORY),
+    ("zero_optimization.*.fast_init", NO_MEMORY),
+    ("zero_optimization.*", NO_MEMORY),
+    ("activation_checkpointing.*", "not modelled yet: DeepSpeed's own activation checkpointing "
+     "(Megatron-style models); give --checkpointing"),
+    ("data_types.*", "not modelled yet: gradients accumulate in the 16-bit dtype (the default)"),
+    ("communication_data_type", "not modelled yet: the buckets in the 16-bit dtype (default)"),
+    ("optimizer.params.*", NO_MEMORY),
+    ("fp16.*", NO_MEMORY),
+    ("bf16.*", NO_MEMORY),
+    ("*", NO_MEMORY),
+]  # fmt: skip
+_OPTIMIZERS = {"adam": "adamw", "adamw": "adamw", "fusedadam": "adamw", "cpuadam": "adamw"}
+
+
+@dataclass(frozen=True)
+class Filler:
+    """Who fills the config's ``"auto"`` and its 16-bit section: the Trainer's arguments, or
+    accelerate's config (``values`` keyed by the Trainer's names; ``names``: as the source
+    spells them)."""
+
+    who: str  # "the Trainer's", "accelerate's"
+    values: dict[str, Any]
+    names: dict[str, str] = dataclass_field(default_factory=dict)
+
+    def has(self, key: str) -> bool:
+        return self.values.get(key) is not None
+
+    def name(self, key: str) -> str:
+        return f"{self.who} {self.names.get(key, key)}"
+
+    @classmethod
+    def of_trainer(cls, r: Reading) -> Filler:
+        keys = ("per_device_train_batch_size", "gradient_accumulation_steps", "bf16", "fp16")
+        return cls("the Trainer's", {k: r.get(k) for k in keys})
+
+
+def looks_like_deepspeed(data: dict[str, Any]) -> bool:
+    return "zero_optimization" in data or "train_micro_batch_size_per_gpu" in data
+
+
+def read_deepspeed(path: Path, data: dict[str, Any], trainer: Filler | None = None) -> Reading:
+    """A DeepSpeed config file; ``trainer``: the Trainer's arguments that name it, whose values
+    fill its ``"auto"`` as the Hugging Face integration does."""
+    r = Reading(path.name, data, DS_KNOWN)
+    read_settings(r, "", trainer)
+    r.finish()
+    return r
+
+
+def read_settings(r: Reading, prefix: str, trainer: Filler | None) -> None:
+    """The keys under ``prefix`` (``"deepspeed."`` for a config the Trainer holds inline)."""
+    _stage(r, prefix)
+    _offload(r, prefix)
+    _buckets(r, prefix)
+    _batch(r, prefix, trainer)
+    _precision(r, prefix, trainer)
+    kind = str(r.get(prefix + "optimizer.type") or "")
+    if kind.lower() in _OPTIMIZERS:
+        r.use(prefix + "optimizer.type", "optimizer", _OPTIMIZERS[kind.lower()],
+              "DeepSpeed's Adam is AdamW (adam_w_mode on): two fp32 states")  # fmt: skip
+    elif kind:
+        r.ignore(prefix + "optimizer.type", f"not modelled yet: DeepSpeed's {kind}; give "
+                 "--optimizer")  # fmt: skip
+    if prefix:  # the Trainer's inline config: its other keys as DeepSpeed's table says
+        for key in r.unseen(prefix):
+            rest = key.removeprefix(prefix)
+            why = next((w for p, w in DS_KNOWN if fnmatch.fnmatchcase(rest, p)), NO_MEMORY)
+            r.ignore(key, why)
+
+
+def _stage(r: Reading, p: str) -> None:
+    key = p + "zero_optimization.stage"
+    stage = r.get(key)
+    if isinstance(stage, int) and 1 <= stage <= 3:
+        r.use(key, "zero", stage, f"DeepSpeed ZeRO-{stage} (give --gpus N)")
+        r.imply("(DeepSpeed's engine)", "deepspeed", True,
+                "its buckets, persistent parameters, offload and host memory")  # fmt: skip
+    elif stage == 0:
+        r.use(key, "zero", 0, "DeepSpeed without ZeRO: every rank holds everything")
+    elif r.has(key):
+        r.ignore(key, "not a ZeRO stage (0-3); give --zero")
+
+
+def _offload(r: Reading, p: str) -> None:
+    devices = {}
+    for block, field in zip(_OFF, ("offload_optimizer", "offload_param"), strict=True):
+        key = f"{p}{block}.device"
+        device = r.get(key)
+        if device in ("cpu", "nvme"):
+            if field == "offload_param" and r.get(p + "zero_optimization.stage") != 3:
+                r.ignore(key, "DeepSpeed offloads parameters only at stage 3")
+                continue
+            what = "optimizer" if field == "offload_optimizer" else "parameters"
+            r.use(key, field, True, f"DeepSpeed offloads the {what} to {device}")
+            devices[field] = device
+        elif r.has(key):
+            r.ignore(key, NO_MEMORY + " (none: nothing offloaded)")
+    if "nvme" in devices.values():
+        first = next(f for f, d in devices.items() if d == "nvme")
+        r.use(f"{p}{_OFF[first == 'offload_param']}.device", "offload_to", "nvme",
+              "NVMe through pinned swap buffers in host memory")  # fmt: skip
+        if len(set(devices.values())) > 1:
+            r.notes.append("one part offloaded to cpu, the other to nvme: both counted as nvme")
+
+
+def _buckets(r: Reading, p: str) -> None:
+    z = p + "zero_optimization."
+    hf = {
+        "reduce_bucket_size": ("reduce_bucket_size", "hidden_size²"),
+        "stage3_prefetch_bucket_size": ("prefetch_bucket_size", "0.9·hidden_size²"),
+        "stage3_param_persistence_threshold": ("param_persistence_threshold", "10·hidden_size"),
+    }
+    for key, (field, rule) in hf.items():
+        value = r.get(z + key)
+        if value == "auto":
+            r.use(z + key, field, "auto", f"the Hugging Face integration fills {rule} "
+                  "(trainer_config_finalize): from the model's hidden size")  # fmt: skip
+        elif isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            r.use(z + key, field, int(value), "elements")
+        elif r.has(z + key):
+            r.ignore(z + key, f"{value!r} is not a count; give --{field.replace('_', '-')}")
+    if isinstance(r.get(z + "overlap_comm"), bool):
+        r.use(z + "overlap_comm", "overlap_comm", r.get(z + "overlap_comm"),
+              "two gradient buckets (stages 1 and 2) when on")  # fmt: skip
+    if r.get(z + "contiguous_gradients") is True:
+        r.seen(z + "contiguous_gradients", main="reduce_bucket_size (its bucket, counted)")
+    elif r.get(z + "contiguous_gradients") is False:
+        r.ignore(z + "contiguous_gradients", "not modelled yet: counted as on (DeepSpeed's "
+                 "default: the gradient bucket and the contiguous partition)")  # fmt: skip
+
+
+def _auto(r: Reading, key: str, trainer: Filler | None, trainer_key: str) -> bool:
+    """An ``"auto"`` the Trainer fills: said as read from it, or as not resolved."""
+    if r.get(key) != "auto":
+        return False
+    if trainer is not None and trainer.has(trainer_key):
+        r.seen(key, main=f'{trainer.name(trainer_key)} ("auto")')
+    else:
+        r.ignore(key, f"\"auto\" not resolved: the Hugging Face integration fills it from the "
+                 f"Trainer's {trainer_key}, which is not given here")  # fmt: skip
+    return True
+
+
+def _batch(r: Reading, p: str, trainer: Filler | None) -> None:
+    key = p + "train_micro_batch_size_per_gpu"
+    if not _auto(r, key, trainer, "per_device_train_batch_size") and isinstance(r.get(key), int):
+        r.use(key, "batch", r.get(key))
+    key = p + "gradient_accumulation_steps"
+    if _auto(r, key, trainer, "gradient_accumulation_steps"):
+        return
+    steps = r.get(key)
+    if isinstance(steps, int) and steps > 1:
+        r.use(key, "grads_kept", True, "gradients accumulated over micro-batches")
+    elif r.has(key):
+        r.ignore(key, NO_MEMORY + " (no accumulation)")
+
+
+_ENGINE = "DeepSpeed's 16-bit engine: 16-bit weights and gradients, fp32 master and state"
+
+
+def _precision(r: Reading, p: str, trainer: Filler | None) -> None:
+    for name in ("bf16", "fp16"):
+        key = f"{p}{name}.enabled"
+        value = r.get(key)
+        if value is True or (value == "auto" and trainer is not None and trainer.values.get(name)):
+            r.use(key, "precision", "mixed", _ENGINE)
+            return
+        if value == "auto" and trainer is None:
+            r.ignore(key, f"\"auto\" not resolved: the Trainer's {name} fills it; give "
+                     "--precision mixed for DeepSpeed's 16-bit engine")  # fmt: skip
+        elif r.has(key):
+            r.ignore(key, NO_MEMORY + " (off)")
+    # accelerate's DeepSpeedPlugin.set_mixed_precision adds the section the config lacks.
+    on = [n for n in ("bf16", "fp16") if trainer is not None and trainer.values.get(n)]
+    if on and not r.has(f"{p}{on[0]}.enabled"):
+        r.imply(
+            f"({trainer.name(on[0]) if trainer else on[0]})",
+            "precision",
+            "mixed",
+            f"adds DeepSpeed's {on[0]} section (accelerate's set_mixed_precision): {_ENGINE}",
+        )
+
+
+__all__ = ["DS_KNOWN", "Filler", "looks_like_deepspeed", "read_deepspeed", "read_settings"]

@@ -1,0 +1,198 @@
+"""--from a DeepSpeed JSON config, the Trainer's arguments naming one (JSON and the real
+training_args.bin), and an accelerate config: every key used or ignored with its reason, and
+"auto" resolved as the Hugging Face integration resolves it or said as not resolved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.config import TrainingConfig
+from profiling.estimate.memory import estimate
+from profiling.recipes import read_recipe, with_recipe
+
+# The shape of the ZeRO-3 offload config transformers' docs and DeepSpeed's HF tutorials use.
+Z3_OFFLOAD = {
+    "bf16": {"enabled": "auto"},
+    "zero_optimization": {
+        "stage": 3,
+        "offload_optimizer": {"device": "cpu", "pin_memory": True},
+        "offload_param": {"device": "cpu", "pin_memory": True},
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+        "sub_group_size": 1e9,
+        "reduce_bucket_size": "auto",
+        "stage3_prefetch_bucket_size": "auto",
+        "stage3_param_persistence_threshold": "auto",
+        "stage3_max_live_parameters": 1e9,
+        "stage3_max_reuse_distance": 1e9,
+        "stage3_gather_16bit_weights_on_model_save": True,
+    },
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+}
+
+
+def _write(folder: Path, name: str, data: dict | str) -> Path:
+    path = folder / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _lines(recipe) -> dict[str, str]:
+    return {s.key: s.line() for s in recipe.used + recipe.ignored}
+
+
+def test_a_deepspeed_config_alone_says_what_auto_leaves_unresolved(tmp_path: Path) -> None:
+    recipe = read_recipe([_write(tmp_path, "ds_z3.json", Z3_OFFLOAD)])
+    assert recipe.framework == "DeepSpeed"
+    v = recipe.values
+    assert v["zero"] == 3 and v["deepspeed"] is True
+    assert v["offload_optimizer"] is True and v["offload_param"] is True
+    assert v["reduce_bucket_size"] == "auto" and v["prefetch_bucket_size"] == "auto"
+    assert "precision" not in v and "batch" not in v  # "auto" with no Trainer to fill it
+    lines = _lines(recipe)
+    assert '"auto" not resolved' in lines["train_micro_batch_size_per_gpu"]
+    assert '"auto" not resolved' in lines["bf16.enabled"]
+    assert "counted at DeepSpeed's default" in lines["zero_optimization.sub_group_size"]
+    # Every key of the file is accounted for.
+    said = {s.key for s in recipe.used + recipe.ignored}
+    flat = {"bf16.enabled", "gradient_accumulation_steps", "gradient_clipping",
+            "train_batch_size", "train_micro_batch_size_per_gpu"}  # fmt: skip
+    flat |= {f"zero_optimization.{k}" for k, v in Z3_OFFLOAD["zero_optimization"].items()
+             if not isinstance(v, dict)}  # fmt: skip
+    assert flat <= said
+    # "auto" buckets resolve from the model the user names: hidden² for llama-7b.
+    cfg = TrainingConfig.parse(**with_recipe(recipe, {"model": "llama-7b", "gpus": 8}))
+    bucket = next(c for c in estimate(cfg).components if c.name.startswith("DeepSpeed gradient"))
+    assert bucket.bytes == 4096 * 4096 * 4  # fp32: bf16 "auto" was not resolved
+
+
+def test_the_trainers_arguments_fill_the_deepspeed_configs_auto(tmp_path: Path) -> None:
+    _write(tmp_path, "ds_z3.json", Z3_OFFLOAD)
+    args = {
+        "output_dir": "out", "per_device_train_batch_size": 4, "gradient_accumulation_steps": 8,
+        "bf16": True, "deepspeed": "ds_z3.json", "model_name_or_path": "meta-llama/Llama-2-7b-hf",
+    }  # fmt: skip
+    recipe = read_recipe([_write(tmp_path, "args.json", args)])
+    v = recipe.values
+    assert v["batch"] == 4 and v["grads_kept"] is True and v["zero"] == 3
+    # DeepSpeed's bf16 engine, not the Trainer's autocast reading of bf16.
+    assert v["precision"] == "mixed"
+    lines = _lines(recipe)
+    assert "read by DeepSpeed's engine: bf16.enabled" in lines["bf16"]
+    assert "the Trainer's per_device_train_batch_size" in lines["train_micro_batch_size_per_gpu"]
+    assert not any("autocast over the model as it was loaded" in n for n in recipe.notes)
+    # Each DeepSpeed key names its own file.
+    assert {s.file for s in recipe.used if s.key.startswith("zero_optimization")} == {"ds_z3.json"}
+
+
+def test_a_trainer_checkpoints_training_args_bin_names_its_deepspeed_config(
+    tmp_path: Path,
+) -> None:
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        args = transformers.TrainingArguments(
+            output_dir=str(tmp_path), per_device_train_batch_size=2, report_to=[]
+        )
+    args.deepspeed = "ds_z2.json"  # (DeepSpeed is not installed here to validate it)
+    args.bf16 = True
+    torch.save(args, tmp_path / "training_args.bin")
+    missing = read_recipe([tmp_path / "training_args.bin"])
+    assert "is not a file here" in _lines(missing)["deepspeed"]
+    z2 = {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"},
+          "reduce_bucket_size": 2e8, "allgather_bucket_size": 2e8, "overlap_comm": True},
+          "bf16": {"enabled": "auto"},
+          "train_micro_batch_size_per_gpu": "auto"}  # fmt: skip
+    _write(tmp_path, "ds_z2.json", z2)
+    recipe = read_recipe([tmp_path / "training_args.bin"])
+    v = recipe.values
+    assert v["zero"] == 2 and v["deepspeed"] and v["offload_optimizer"]
+    assert v["reduce_bucket_size"] == 200_000_000 and v["overlap_comm"] is True
+    assert v["precision"] == "mixed" and v["batch"] == 2
+    lines = _lines(recipe)
+    assert "does not change memory (off)" not in lines["deepspeed"]
+    assert "gathered in place" in lines["zero_optimization.allgather_bucket_size"]
+
+
+def test_an_accelerate_config_and_the_deepspeed_file_it_names(tmp_path: Path) -> None:
+    _write(tmp_path, "ds_z3.json", Z3_OFFLOAD)
+    yaml = (
+        "compute_environment: LOCAL_MACHINE\ndeepspeed_config:\n"
+        "  deepspeed_config_file: ds_z3.json\n  zero3_init_flag: true\n"
+        "distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_machines: 2\n"
+        "num_processes: 16\nmachine_rank: 0\nuse_cpu: false\n"
+    )
+    recipe = read_recipe([_write(tmp_path, "accelerate.yaml", yaml)])
+    assert recipe.framework == "accelerate"
+    v = recipe.values
+    assert v["gpus"] == 16 and v["gpus_per_node"] == 8 and v["zero"] == 3 and v["deepspeed"]
+    # accelerate fills bf16 "auto" from mixed_precision: DeepSpeed's bf16 engine
+    assert v["precision"] == "mixed"
+    cfg = TrainingConfig.parse(**with_recipe(recipe, {"model": "llama-7b", "cpu_mem": 64}))
+    ds = estimate(cfg).deepspeed
+    assert ds is not None
+    host = ds["host"]
+    # 20 B per parameter of a rank's sixteenth, 8 ranks on each of the 2 nodes
+    assert host["gpus_per_node"] == 8 and host["per_node_bytes"] == 8 * 20 * 6738415616 // 16
+    assert host["fits"] is False  # 67.38 GB of 64 GB
+
+
+def test_an_accelerate_config_inline_and_fsdp(tmp_path: Path) -> None:
+    inline = (
+        "distributed_type: DEEPSPEED\nnum_processes: 8\nmixed_precision: bf16\n"
+        "deepspeed_config:\n  zero_stage: 2\n  offload_optimizer_device: nvme\n"
+        "  offload_param_device: none\n  gradient_accumulation_steps: 4\n"
+        "compute_environment: LOCAL_MACHINE\n"
+    )
+    v = read_recipe([_write(tmp_path, "ds.yaml", inline)]).values
+    assert v["zero"] == 2 and v["offload_optimizer"] and v["offload_to"] == "nvme"
+    assert v["grads_kept"] and v["precision"] == "mixed" and "offload_param" not in v
+    fsdp = (
+        "distributed_type: FSDP\nnum_processes: 4\nmixed_precision: bf16\n"
+        "fsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_offload_params: false\n"
+        "  fsdp_activation_checkpointing: true\ncompute_environment: LOCAL_MACHINE\n"
+    )
+    v = read_recipe([_write(tmp_path, "fsdp.yaml", fsdp)]).values
+    assert v["fsdp"] and v["zero"] == 2 and v["gpus"] == 4 and v["checkpointing"] == "full"
+    assert "deepspeed" not in v
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "deepspeed"
+
+
+@pytest.mark.parametrize("name", ["ds_config_zero3.json", "ds_config_zero2.json"])
+def test_transformers_own_deepspeed_configs_through_the_trainer(tmp_path: Path, name: str) -> None:
+    """transformers' tests/deepspeed configs (fp16 "auto", no bf16 section) with a Trainer that
+    asks for bf16: accelerate's set_mixed_precision adds the bf16 section, so the engine is
+    DeepSpeed's 16-bit one; every key of the file is accounted for."""
+    (tmp_path / name).write_bytes((FIXTURES / name).read_bytes())
+    args = {"output_dir": "out", "per_device_train_batch_size": 2, "bf16": True,
+            "deepspeed": name, "learning_rate": 1e-5}  # fmt: skip
+    recipe = read_recipe([_write(tmp_path, "args.json", args)])
+    v = recipe.values
+    assert v["precision"] == "mixed" and v["deepspeed"] and v["offload_optimizer"]
+    assert v["zero"] == (3 if "zero3" in name else 2) and v["batch"] == 2
+    lines = _lines(recipe)
+    assert "set_mixed_precision" in lines["(the Trainer's bf16)"]
+    assert "read by DeepSpeed's engine" in lines["bf16"]
+    assert not any("overrides" in n or "autocast" in n for n in recipe.notes)
+    from profiling.recipes.recipe import flatten
+
+    data = json.loads((FIXTURES / name).read_text())
+    said = {s.key for s in recipe.used + recipe.ignored if s.file == name}
+    assert set(flatten(data)) <= said
+
+
+def test_accelerates_template_names_a_file_that_is_not_here() -> None:
+    recipe = read_recipe([FIXTURES / "accelerate_deepspeed.yaml"])
+    assert recipe.framework == "accelerate" and recipe.values["gpus"] == 2
+    assert "is not a file here" in _lines(recipe)["deepspeed_config.deepspeed_config_file"]
