@@ -378,6 +378,11 @@ def offload(ledger: Ledger, cfg: TrainingConfig) -> None:
         ln.name += " (CPU)"
         ln.bytes = 0
         ln.substituted += " → CPU memory"
+    terms = " + ".join(ln.substituted.removesuffix(" → CPU memory") for ln in moved)
+    ledger.steps.append(
+        Step(name="Optimizer state offloaded (per GPU rank)", formula="Σ the optimizer's lines",
+             substituted=terms, value=cpu, unit="B")
+    )  # fmt: skip
     ledger.note(
         f"optimizer state offloaded: {cpu / 1e9:.2f} GB per GPU rank moved to CPU memory "
         "(ZeRO-Offload); the optimizer step runs on the CPU, so it is slower"
