@@ -60,6 +60,12 @@ LOSS_FIELD: Any = Field(
     "LinearCrossEntropyLoss) | liger (Liger's fused linear cross-entropy) | cce (Apple's Cut "
     "Cross-Entropy).",
 )
+TIED_HEAD_FIELD: Any = Field(
+    None,
+    description="Whether the LM head shares the embedding's weight (default: as the model's "
+    "config says); --no-tied-head gives the head its own copy, as LitGPT's converted "
+    "checkpoints do.",
+)
 LOSS_CHUNKS_FIELD: Any = Field(
     None,
     ge=1,

@@ -8,9 +8,7 @@ choice added here appears everywhere at once.
 
 Bad input becomes one :class:`ConfigError` sentence naming the flag (``--seq``) or the field
 (``seq``) and the valid choices. Older spellings keep working (``LEGACY``: ``--dtype bf16`` is
-``--precision amp-bf16``, ``--recompute`` ``--checkpointing``, ``--world-size`` ``--gpus`` …).
-
-No torch here: configurations are validated in microseconds anywhere.
+``--precision amp-bf16``, ``--recompute`` ``--checkpointing`` …). No torch here.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from profiling import _config_behaviours as behaviours
 from profiling import _config_deepspeed as ds
 from profiling._config_behaviours import LOSS_CHUNKS_FIELD, LOSS_FIELD, Loss, check_behaviours
 from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
@@ -202,7 +201,8 @@ class TrainingConfig(BaseModel):
     )
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout probability (masks saved).")
     loss: Loss = LOSS_FIELD
-    loss_chunks: int | None = LOSS_CHUNKS_FIELD  # ---- then the adapters
+    loss_chunks: int | None = LOSS_CHUNKS_FIELD
+    tied_head: bool | None = behaviours.TIED_HEAD_FIELD  # ---- then the adapters
     lora_rank: int | None = _positive_int(10**5, "Train LoRA adapters of rank R (q, k, v, o).")
     lora_targets: list[LoraTarget] = Field(
         ["q", "k", "v", "o"],

@@ -13,7 +13,7 @@ from profiling.config import TrainingConfig
 from profiling.estimate import activations as acts
 from profiling.models.config import WorkloadConfig
 from profiling.models.implementation import TRANSFORMERS, implementation
-from profiling.models.workloads import find_workload
+from profiling.models.workloads import find_workload, tied_as_asked
 from profiling.units import fmt_count
 
 
@@ -161,7 +161,7 @@ def hand_shape(inp: TrainingConfig) -> dict[str, Any]:
 
 
 def shape_of(inp: TrainingConfig) -> dict[str, Any]:
-    w = find_workload(inp.model)
+    w = tied_as_asked(find_workload(inp.model), inp.tied_head)
     shape = workload_shape(w) if w is not None else hand_shape(inp)
     if inp.params is not None:
         if w is not None:

@@ -172,6 +172,7 @@ def build_hf(
     raw.pop("torch_dtype", None)
     raw.pop("dtype", None)
     kind = str(raw.pop("model_type"))  # _raw_config checked it is the shape's
+    raw["tie_word_embeddings"] = shape.tied_embeddings  # --tied-head may have changed it
     raw["num_hidden_layers" if kind != "gpt2" else "n_layer"] = shape.layers
     attention = "eager" if cfg.attention == "eager" else "sdpa"
     note = ""

@@ -117,6 +117,14 @@ def find_workload(name: str | None) -> WorkloadConfig | None:
     return WORKLOADS.get(name)
 
 
+def tied_as_asked(w: WorkloadConfig | None, tied: bool | None) -> WorkloadConfig | None:
+    """The model's shape with the LM head tied or not as ``--tied-head`` says (LitGPT's
+    checkpoints give every model its own head: the estimate and the trace build it so)."""
+    if w is None or tied is None or w.tied_embeddings == tied:
+        return w
+    return w.model_copy(update={"tied_embeddings": tied})
+
+
 def is_variant(config: WorkloadConfig) -> bool:
     """Whether the shape needs the Llama family's variations (``hf_blocks``): every Hugging
     Face config does (tied embeddings, its RoPE base), so the blocks follow the config."""
@@ -194,4 +202,5 @@ __all__ = [
     "find_workload",
     "get_workload",
     "routing_assumption",
+    "tied_as_asked",
 ]

@@ -208,9 +208,19 @@ def _batches(r: Reading, gpus: int) -> None:
             )
         else:
             r.ignore("train.global_batch_size", NO_MEMORY + " (no accumulation)")
+    # LitGPT's GPT always has its own lm_head: convert_hf_checkpoint copies the embedding into
+    # it when a Hugging Face checkpoint ties them (litgpt/scripts/convert_hf_checkpoint.py,
+    # `if "lm_head.weight" not in state_dict: state_dict["lm_head.weight"] = ...wte.weight`),
+    # and the finetune scripts refuse tie_embeddings (validate_args' unsupported list); only
+    # pretrain.py ties them, when told to.
     tie = r.get("train.tie_embeddings")
     if tie is None:
-        r.ignore("train.tie_embeddings", "unset: the checkpoint's own choice")
+        r.imply(
+            "train.tie_embeddings",
+            "tied_head",
+            False,
+            "unset: LitGPT's checkpoints give the LM head its own copy of a tied embedding",
+        )
     else:
         r.use("train.tie_embeddings", "tied_head", bool(tie), "the LM head shares the embedding")
 

@@ -21,7 +21,7 @@ from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.models.factory import call_factory
-from profiling.models.workloads import build_model, describe, find_workload
+from profiling.models.workloads import build_model, describe, find_workload, tied_as_asked
 from profiling.trace._torch_compat import missing_memtracker_internals
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def _make_model(
     if factory is not None or config.is_factory:
         model, inputs = call_factory(name, config.batch, seq, factory)
         return model, inputs, {"name": name, "factory": True}
-    workload = find_workload(name)
+    workload = tied_as_asked(find_workload(name), config.tied_head)
     if workload is None:
         raise ProfilingError(
             f"unknown model {name!r}; use a reference model, hf:NAME or hf:PATH, or "

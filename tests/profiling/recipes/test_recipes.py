@@ -68,6 +68,25 @@ def test_litgpt_full_and_lora_configs() -> None:
     _accounted(lora, FIXTURES / "litgpt" / "llama-3.2-1B-lora.yaml")
 
 
+def test_litgpt_gives_a_tied_model_its_own_lm_head() -> None:
+    """Llama 3.2 ties its head to the embedding; LitGPT's converted checkpoint copies the
+    embedding into lm_head, so its finetune keeps a second V·h table (0.53 GB in bf16)."""
+    from profiling.estimate.memory import estimate
+
+    for name in ("llama-3.2-1B-lora.yaml", "llama-3.2-1B-full.yaml"):
+        recipe = read_recipe([FIXTURES / "litgpt" / name])
+        assert recipe.values["tied_head"] is False
+        lines = "\n".join(recipe.lines())
+        assert "LitGPT's checkpoints give the LM head its own copy" in lines
+        ours = TrainingConfig.parse(**with_recipe(recipe, {}))
+        hubs = ours.model_copy(update={"tied_head": None})  # as the Hub's checkpoint ties it
+        grew = estimate(ours).category_bytes("parameters") - estimate(hubs).category_bytes(
+            "parameters"
+        )
+        per = 2 if ours.lora_rank is not None else 4 if ours.precision == "fp32" else 2
+        assert grew == 128256 * 2048 * per, name
+
+
 def test_torchtune_recipes_name_their_model_by_builder() -> None:
     path = FIXTURES / "torchtune" / "8B_qlora_single_device.yaml"
     recipe = read_recipe([path])

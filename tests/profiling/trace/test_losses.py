@@ -10,6 +10,7 @@ a few scalars, and a chunked or fused loss moves the peak by the same bytes on b
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -182,3 +183,22 @@ def test_litgpt_s_loop_holds_the_previous_logits_and_old_bitsandbytes_inputs(
     assert "the previous micro-batch's 4-bit layers' inputs" in next(
         m.calculation for m in est.moments if m.name == "loss forward"
     )
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_no_tied_head_gives_the_head_its_own_weight(tmp_path: Path, blocks: bool) -> None:
+    """--no-tied-head (LitGPT's checkpoints) on a model whose config ties the head: the
+    estimate and the trace both hold a second V·h table, and still agree."""
+    if not blocks:
+        pytest.importorskip("transformers", reason="the hf extra is not installed")
+    from profiling.models.hf_module import project_blocks
+
+    model = _hf(tmp_path, model_type="llama", tie_word_embeddings=True)
+    tied = TrainingConfig(model=model, seq=64, batch=2, precision="bf16", target="cuda")
+    own = tied.model_copy(update={"tied_head": False})
+    with project_blocks() if blocks else contextlib.nullcontext():
+        traced = {n: trace_step(c) for n, c in (("tied", tied), ("own", own))}
+        _agrees(own)
+    params = {n: t.phases["after_forward"]["parameters"] for n, t in traced.items()}
+    assert params["own"] - params["tied"] == 512 * 64 * 2
+    assert estimate(own).category_bytes("parameters") == params["own"]
