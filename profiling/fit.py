@@ -56,6 +56,8 @@ class Candidate(BaseModel):
     traced_peak_bytes: int | None = None  # allocated, traced
     traced_nvml_bytes: int | None = None  # nvidia-smi, from the trace's allocator replay
     traced_fits: bool | None = None
+    host_bytes: int | None = None  # DeepSpeed's offload: host memory per node
+    host_fits: bool | None = None  # against --cpu-mem
 
     def label(self) -> str:
         c = self.config
@@ -78,6 +80,7 @@ class FitResult(BaseModel):
     fitting: list[Candidate]  # ranked, best first
     smallest: Candidate  # the smallest peak found, fitting or not
     notes: list[str]
+    host_short: Candidate | None = None  # under the GPU, over --cpu-mem: the least host need
 
 
 # The settings the search varies; one the user gave (a flag or a recipe) is held instead.
@@ -117,6 +120,9 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
         }
         if "precision" not in held:
             update["fp32_grads"] = False
+        # DeepSpeed's engine: a ZeRO stage, full training, parameters offloaded only at stage 3
+        if base.deepspeed and (zero == 0 or kind != "full" or (base.offload_param and zero != 3)):
+            continue
         out.append(update)
     return out
 
@@ -126,7 +132,10 @@ def _candidate(cfg: TrainingConfig) -> Candidate:
     per_gpu = est.time.flops_per_gpu if est.time else 0.0
     timed = est.time.time if est.time else None
     kind = "full" if cfg.lora_rank is None else ("qlora" if cfg.qlora else "lora")
+    host = (est.deepspeed or {}).get("host") or {}
     return Candidate(
+        host_bytes=host.get("per_node_bytes"),
+        host_fits=host.get("fits"),
         config=cfg,
         trains=kind,
         peak_bytes=est.per_gpu_bytes,
@@ -168,6 +177,7 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
     budget = usable(avail)
     fitting: list[Candidate] = []
     smallest: Candidate | None = None
+    host_short: Candidate | None = None
     searched = 0
     batches = (base.batch,) if "batch" in base.model_fields_set else BATCHES
     for update in _variants(base):
@@ -180,6 +190,10 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
                 smallest = cand
             if cand.nvml_bytes > budget:
                 break  # a larger micro-batch needs more
+            if cand.host_fits is False:  # the host's need does not grow with the micro-batch
+                if host_short is None or (cand.host_bytes or 0) < (host_short.host_bytes or 0):
+                    host_short = cand
+                break
             fitting.append(cand)
     assert smallest is not None
     fitting = _best_per_setup(fitting)
@@ -213,6 +227,7 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
         fitting=fitting,
         smallest=smallest,
         notes=notes,
+        host_short=host_short,
     )
 
 
@@ -315,6 +330,15 @@ def render_fit(res: FitResult, top: int = 10) -> str:
         + f", target {b.target} — {res.searched} configurations estimated"
     )
     lines = [head, ""]
+    if not res.fitting and res.host_short is not None:
+        h = res.host_short
+        lines.append(
+            f"Nothing fits: {h.label()} fits the GPU ({fmt_bytes(h.nvml_bytes, 'GB')} on "
+            f"nvidia-smi), but DeepSpeed's offload needs {fmt_bytes(h.host_bytes or 0, 'GB')} of "
+            f"host memory per node, over --cpu-mem {res.base.cpu_mem or 0:g} GB."
+        )
+        lines += [f"note: {n}" for n in res.notes[:1]]
+        return "\n".join(lines)
     if not res.fitting:
         s = res.smallest
         lines.append(
@@ -387,6 +411,14 @@ def fit_record(res: FitResult, top: int = 10) -> MeasurementRecord:
         Quantity(name="usable", value=usable(res.gpu_mem_bytes), unit="B"),
         Quantity(name="smallest_peak", value=res.smallest.peak_bytes, unit="B"),
         Quantity(name="smallest_nvml", value=res.smallest.nvml_bytes, unit="B"),
+        *(
+            [
+                Quantity(name="host_short: nvidia-smi", value=h.nvml_bytes, unit="B"),
+                Quantity(name="host_short: host per node", value=h.host_bytes or 0, unit="B"),
+            ]
+            if (h := res.host_short) is not None
+            else []
+        ),
         *judge_quantities(res.base),
     ]
     for i, c in enumerate(res.fitting[:top], 1):

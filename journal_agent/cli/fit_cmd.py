@@ -102,6 +102,13 @@ def fit_command(
         print_recipe(recipe)
         echo(render_fit(res, top=top))
         _print_record_line(record_id)
+    if not res.fitting and res.host_short is not None and res.base.cpu_mem is not None:
+        short = res.host_short
+        raise UserError(
+            f"nothing fits: {short.label()} fits the GPU, but DeepSpeed's offload needs "
+            f"{(short.host_bytes or 0) / 1e9:.2f} GB of host memory per node, over --cpu-mem "
+            f"{res.base.cpu_mem:g} GB; give more host memory, fewer GPUs per node or less offload"
+        )
     if not res.fitting:
         raise UserError(
             f"nothing fits in {res.gpu_mem_bytes / 1e9:.2f} GB: the smallest need is "

@@ -221,3 +221,17 @@ def test_the_cli_prints_the_host_block_and_its_numbers_are_in_the_record(
     refused = cli("trace", "--model", "tiny-llama", "--gpus", "2", "--zero", "2", "--deepspeed",
                   "--root", str(tmp_path), check=False)  # fmt: skip
     assert refused.returncode != 0 and "the trace runs ZeRO as FSDP2" in refused.stderr
+
+
+def test_fit_judges_the_host_memory_too(cli, tmp_path: Path) -> None:
+    args = ("fit", "--model", "llama-7b", "--gpus", "8", "--zero", "3", "--deepspeed",
+            "--offload-optimizer", "--offload-param", "--gpu-mem", "24", "--confirm", "0",
+            "--root", str(tmp_path))  # fmt: skip
+    ok = cli(*args, "--cpu-mem", "256")
+    assert ok.returncode == 0 and "Nothing fits" not in ok.stdout
+    short = cli(*args, "--cpu-mem", "64", check=False)
+    assert short.returncode == 1
+    # 20 B per parameter of a rank's eighth (fp32 master, Adam, fp32 and 16-bit gradients,
+    # 16-bit parameters), eight ranks on the node: 134.77 GB; the GPU itself had room.
+    assert "DeepSpeed's offload needs 134.77 GB of host memory per node" in short.stdout
+    assert "over --cpu-mem 64 GB" in short.stderr
