@@ -196,3 +196,22 @@ def test_accelerates_template_names_a_file_that_is_not_here() -> None:
     recipe = read_recipe([FIXTURES / "accelerate_deepspeed.yaml"])
     assert recipe.framework == "accelerate" and recipe.values["gpus"] == 2
     assert "is not a file here" in _lines(recipe)["deepspeed_config.deepspeed_config_file"]
+
+
+def test_the_agents_tool_takes_a_deepspeed_config_as_from_file(tmp_path: Path) -> None:
+    """The tool's schema leaves DeepSpeed's fields out (tokens); its from_file sets them."""
+    from journal_agent.tools.base import ToolContext
+    from journal_agent.tools.memory_estimate import MemoryEstimate
+
+    (tmp_path / "ds_config_zero3.json").write_bytes(
+        (FIXTURES / "ds_config_zero3.json").read_bytes()
+    )
+    ctx = ToolContext(root=tmp_path)
+    done = MemoryEstimate().call(
+        ctx, {"from_file": ["ds_config_zero3.json"], "model": "llama-7b", "gpus": 8}
+    )
+    assert not done.is_error, done.content
+    assert "DeepSpeed ZeRO-3, optimizer and parameters offloaded to cpu" in done.content
+    assert "Host (CPU) memory per rank, offloaded by DeepSpeed" in done.content
+    refused = MemoryEstimate().call(ctx, {"model": "llama-7b", "deepspeed": True, "zero": 3})
+    assert refused.is_error
