@@ -114,10 +114,17 @@ def _read(paths: Sequence[str | Path]) -> Recipe:
     files = _files(paths)
     frameworks: list[str] = []
     readings: list[Reading] = []
+    trainer: Reading | None = None
     for path in files:
-        framework, reader = _detect(path, read_data(path))
+        data = read_data(path)
+        framework, reader = _detect(path, data)
         frameworks.append(framework)
-        read = reader()  # accelerate's reading comes with its DeepSpeed file's
+        if framework == "DeepSpeed" and trainer is not None:  # the Trainer's, given beside it
+            read = hf_trainer.beside_trainer(trainer, path, data)
+        else:
+            read = reader()  # accelerate's reading comes with its DeepSpeed file's
+        if framework == "Hugging Face Trainer" and isinstance(read, Reading):
+            trainer = read
         readings += read if isinstance(read, list) else [read]
     names = [str(p) for p in files]
     return settle(" + ".join(dict.fromkeys(frameworks)), names, readings)

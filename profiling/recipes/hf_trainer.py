@@ -306,6 +306,17 @@ def _trainer_deepspeed(r: Reading, path: Path) -> None:
         r.ignore("deepspeed", NO_MEMORY + " (off)")
 
 
+def beside_trainer(r: Reading, path: Path, data: dict[str, Any]) -> Reading:
+    """A DeepSpeed config given as a file of its own beside the Trainer's arguments (the agents'
+    tools follow no reference): read with the Trainer's values for its "auto", as the Trainer
+    would have read the file it names."""
+    sub = read_deepspeed(path, data, trainer=Filler.of_trainer(r))
+    _engine_precision(r, sub)
+    for s in [s for s in r.ignored if s.key == "deepspeed"]:
+        s.why = f"{s.value}: read from {path.name}, given beside it"
+    return sub
+
+
 def _here(path: Path, ds: Any) -> bool:
     """Whether the DeepSpeed config the Trainer names is a file beside its arguments."""
     if not isinstance(ds, str) or not ds:
@@ -334,4 +345,10 @@ def _engine_precision(r: Reading, ds: Reading) -> None:
     r.notes = [n for n in r.notes if ": autocast over the model as it was loaded" not in n]
 
 
-__all__ = ["looks_like_deepspeed", "looks_like_trainer", "read_deepspeed", "read_trainer"]
+__all__ = [
+    "beside_trainer",
+    "looks_like_deepspeed",
+    "looks_like_trainer",
+    "read_deepspeed",
+    "read_trainer",
+]

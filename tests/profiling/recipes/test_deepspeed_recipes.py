@@ -215,3 +215,21 @@ def test_the_agents_tool_takes_a_deepspeed_config_as_from_file(tmp_path: Path) -
     assert "Host (CPU) memory per rank, offloaded by DeepSpeed" in done.content
     refused = MemoryEstimate().call(ctx, {"model": "llama-7b", "deepspeed": True, "zero": 3})
     assert refused.is_error
+
+
+def test_a_deepspeed_config_given_beside_the_trainers_arguments(tmp_path: Path) -> None:
+    """The agents' tools follow no reference: the user gives both files; the DeepSpeed one is
+    read with the Trainer's values, as the Trainer reads the file it names."""
+    (tmp_path / "ds_config_zero3.json").write_bytes(
+        (FIXTURES / "ds_config_zero3.json").read_bytes()
+    )
+    args = {"output_dir": "out", "per_device_train_batch_size": 2, "bf16": True,
+            "deepspeed": "ds_config_zero3.json"}  # fmt: skip
+    paths = [_write(tmp_path, "args.json", args), tmp_path / "ds_config_zero3.json"]
+    recipe = read_recipe(paths, follow=False)
+    v = recipe.values
+    assert v["precision"] == "mixed" and v["zero"] == 3 and v["deepspeed"]
+    lines = _lines(recipe)
+    assert "the Trainer's per_device_train_batch_size" in lines["train_micro_batch_size_per_gpu"]
+    assert "given beside it" in lines["deepspeed"]
+    assert not any("overrides" in n for n in recipe.notes)
