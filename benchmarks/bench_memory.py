@@ -18,11 +18,19 @@ journal/stream.py, before the journal was read an entry at a time), on the same 
   the two through ``/proc/PID/clear_refs``) is reported for each, with the server's own floor
   (``api/stamp``) as the baseline.
 
+A command's peak is what Linux reports of the process (``ru_maxrss``), and Linux carries the
+peak of the process that started it into that number (exec keeps the larger of the two): a
+command started by a benchmark that had grown to 900 MB reports 900 MB, whatever it used
+itself. So the journal is generated in a process of its own (``--setup-only``), the benchmark
+stays small, and its own peak is printed (``benchmark_peak_rss_mb``): a row at that value
+(``floor_is_the_benchmark``) used that much or less.
+
 Search by meaning is off (``JOURNAL_AGENT_EMBEDDING_MODEL=off``): embedding 72,000 entries
 takes hours here, and the model's memory is the same whatever the journal's size.
 
     python benchmarks/bench_memory.py [--mb 100] [--old REF | --no-old] [--concurrent 4]
         [--only NAME ...] [--skip NAME ...] [--workspace DIR (generated once, kept)]
+        [--setup-only (generate the workspace and stop)]
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tarfile
@@ -114,6 +123,7 @@ def _old_code(ref: str, into: Path) -> Code:
 
 def run_command(code: Code, args: list[str]) -> dict[str, object]:
     """One command in a fresh process: its peak RSS (MB), wall time, exit code, output."""
+    floor = _own_peak_mb()  # the least this command can report (see the module's note)
     with tempfile.TemporaryFile() as out:
         t = time.perf_counter()
         proc = subprocess.Popen(
@@ -124,12 +134,23 @@ def run_command(code: Code, args: list[str]) -> dict[str, object]:
         elapsed = time.perf_counter() - t
         out.seek(0)
         output = out.read()
-    return {
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "wall_s": round(elapsed, 2),
-        "rc": proc.returncode,
-        "_output": output,
-    }
+    peak = round(usage.ru_maxrss / 1024, 1)
+    row: dict[str, object] = {"peak_rss_mb": peak, "wall_s": round(elapsed, 2)}
+    if peak <= floor:
+        row["floor_is_the_benchmark"] = True
+    return {**row, "rc": proc.returncode, "_output": output}
+
+
+def _own_peak_mb() -> float:
+    """This process's peak RSS: every command it starts reports at least that much."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _setup_apart(root: Path, mb: float) -> None:
+    """Generate the workspace in a process of its own: generating 100 MB of entries takes
+    about 900 MB, which every command started from here afterwards would report as its own."""
+    argv = [sys.executable, __file__, "--setup-only", "--workspace", str(root), "--mb", str(mb)]
+    subprocess.run(argv, check=True, env=_env())
 
 
 def _hwm_mb(pid: int) -> float:
@@ -340,7 +361,15 @@ def main() -> None:
     parser.add_argument(
         "--workspace", type=Path, help="generate the journal here once and reuse it (kept)"
     )
+    parser.add_argument(
+        "--setup-only", action="store_true", help="generate the --workspace, measure nothing"
+    )
     args = parser.parse_args()
+    if args.setup_only:
+        root = args.workspace.resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "made.json").write_text(json.dumps(_setup(root, args.mb, Code("new", REPO))))
+        return
     new = Code("new", REPO)
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         root = args.workspace.resolve() if args.workspace else Path(tmp) / "ws"
@@ -351,12 +380,9 @@ def main() -> None:
         for code in codes:
             code.check()
         made = root / "made.json"
-        if made.exists():
-            mid, entries = json.loads(made.read_text())
-        else:
-            root.mkdir(parents=True, exist_ok=True)
-            mid, entries = _setup(root, args.mb, new)
-            made.write_text(json.dumps([mid, entries]))
+        if not made.exists():
+            _setup_apart(root, args.mb)
+        mid, entries = json.loads(made.read_text())
         size = (root / "learning_journal.md").stat().st_size
         chosen = Choice(args.only, args.skip)
         measured = measure(codes, root, mid, entries, args.concurrent, chosen)
@@ -371,6 +397,7 @@ def main() -> None:
                 "measured": report,
                 "all_within_target": all(r["within_target"] for r in report.values()),  # type: ignore[index]
                 "within_target_of": next(iter(measured), None),
+                "benchmark_peak_rss_mb": _own_peak_mb(),
                 "load_average": [round(x, 1) for x in os.getloadavg()],
             },
             indent=2,
