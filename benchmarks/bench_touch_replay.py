@@ -7,7 +7,9 @@ as Claude Code runs them), side by side in the same run: the recall as this chec
 by default), off (``JOURNAL_AGENT_CAPTURE=0``: the baseline, nothing injected), and the hooks of
 ``--old REF`` (taken with ``git archive``; default 6fd7ccc, before the reading rules: every
 overlap named, a whole-file Read included). Tokens are counted with the project's tiktoken
-encoder (journal_agent/tokenizer.py). On by default needs precision >= 0.9. Prints JSON.
+encoder (journal_agent/tokenizer.py): per replayed day, and per injected line (mean, max, and
+the share over 40, the most a line may take). On by default needs precision >= 0.9. Prints
+JSON.
 
     python benchmarks/bench_touch_replay.py [--old REF | --no-old]
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.capture.touch_replay import (
+    LINE_TOKENS,
     REPO,
     SESSIONS,
     hook_env,
@@ -38,10 +41,11 @@ OLD = "6fd7ccc"
 
 
 def _old_plugin(ref: str, into: Path) -> Path:
-    """The plugin's hooks and package at ``ref``."""
+    """The plugin's hooks and packages at ``ref`` (journal_agent imports profiling's
+    ``_nofollow``: without it the hooks are silent)."""
     into.mkdir()
     archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", ref, "hooks", "journal_agent"],
+        ["git", "-C", str(REPO), "archive", ref, "hooks", "journal_agent", "profiling"],
         capture_output=True, check=True,
     )  # fmt: skip
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
@@ -76,6 +80,10 @@ def main() -> None:
         "recall_on": on,
         "recall_off": {k: off[k] for k in ("injected_lines", "tokens_per_day", "hook_ms_mean")},
         "floor": {"precision": FLOOR, "met": (on["precision"] or 0) >= FLOOR},
+        "line_ceiling": {
+            "tokens": LINE_TOKENS,
+            "met": on["tokens_per_line_max"] <= LINE_TOKENS,
+        },
     }
     if old is not None:
         out[f"old_{args.old}"] = {k: v for k, v in old.items() if k != "missed"}

@@ -17,7 +17,6 @@ import time
 from journal_agent import confined
 from journal_agent.capture.touch import (
     ID_LIMIT,
-    TITLE_LIMIT,
     cited,
     file_lines,
     overlaps,
@@ -25,6 +24,7 @@ from journal_agent.capture.touch import (
     state,
     titles,
 )
+from journal_agent.capture.touch_line import TITLE_LIMIT
 from journal_agent.capture.touched import relative
 from journal_agent.terminal_text import one_line
 

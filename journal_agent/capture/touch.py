@@ -7,11 +7,11 @@ what it read (a quarter: :data:`READ_SHARE`; a whole file read to edit one funct
 about its other entries). These rules hold precision at 1.0 on the replayed sessions of
 benchmarks/bench_touch_replay.py, where naming every overlap scored 0.37.
 
-One line per entry (at most :data:`SHOWN`, the title cut so that a line keeps to
-:data:`LINE_LIMIT` characters where it can; the command is never cut): the entry's title, the
-lines it explains, their state now (fresh, moved to line N, changed) and the command that opens
-it. An entry is named once per session. An edit that changes cited lines says so, and leaves a
-``revise`` moment in the inbox.
+One line per entry (at most :data:`SHOWN`; capture/touch_line.py makes it, in at most 40
+tokens): the lines it explains, their state now (fresh, moved to line N, changed) and the
+command that opens it, whose id (the title's slug and a date) says the title. An entry is named
+once per session. An edit that changes cited lines says so, and leaves a ``revise`` moment in
+the inbox.
 
 Fast by construction, and no model call: ``.journal/refs.jsonl`` is read whole as bytes and
 only its lines that name the touched file are parsed (a C-level ``bytes.find``); an entry's
@@ -34,9 +34,9 @@ import mmap
 import os
 
 from journal_agent import confined
+from journal_agent.capture.touch_line import ID_LIMIT, line, slug
 from journal_agent.capture.touched import touched
 from journal_agent.lightjson import dumps, loads
-from journal_agent.terminal_text import one_line
 
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
@@ -50,12 +50,9 @@ SESSION_MAX = 20
 # docs/plugin.md): it names an entry whose cited lines are at least a quarter of the lines it
 # read (a whole file read to edit one function is not about the other entries on it).
 READ_SHARE = 4  # (GREP_FOCUS: capture/touched.py)
-LINE_LIMIT = 150  # characters of one line: about 40 tokens
-TITLE_LIMIT = 60  # (SubagentStart's brief)
-TITLE_MIN = 24  # characters a title keeps however long the rest of its line
-ID_LIMIT = 80  # an entry id is a slug of at most 60 characters and a date: longer is not ours
 MAX_SOURCE = 8 << 20  # bytes of a cited file hashed; a bigger one gets no state
 MAX_JOURNAL = 2 << 20  # bytes of a journal whose headings are read when the index is not
+ID_MARK = b"<!-- entry: "  # the line under a heading that holds the entry's id
 SPOKEN = ".journal/capture/spoken.txt"  # "session entry" per line: named once per session
 SPOKEN_TAIL = 256 << 10
 CHANGED = "!changed"  # marks, in SPOKEN, an entry told that an edit changed its lines
@@ -270,7 +267,8 @@ def titles(root: str, ids: list[str]) -> dict[str, str]:
 
 
 def _headings(root: str, ids: list[str]) -> dict[str, str]:
-    """``## Title (date)`` headings whose ``slug-date`` is one of ``ids``."""
+    """``## Title (date)`` headings whose id (the ``<!-- entry: ID -->`` line under it, else
+    ``slug-date``) is one of ``ids``."""
     data = confined.read_planted(root, "learning_journal.md", MAX_JOURNAL)
     if not data or len(data) > MAX_JOURNAL:
         return {}
@@ -281,18 +279,15 @@ def _headings(root: str, ids: list[str]) -> dict[str, str]:
         end = data.find(b"\n", at + 1)
         heading = data[at + 4 : len(data) if end == -1 else end].decode("utf-8", "replace")
         title, _, date = heading.strip().rpartition(" (")
-        entry = f"{_slug(title)}-{date.rstrip(')')}"
+        entry = f"{slug(title)}-{date.rstrip(')')}"
+        close = data.find(b" -->", end + 1, end + 1 + len(ID_MARK) + ID_LIMIT + 4)
+        if end != -1 and close != -1 and data.startswith(ID_MARK, end + 1):
+            # The id the entry holds under its heading (kept when the title is changed).
+            entry = data[end + 1 + len(ID_MARK) : close].decode("utf-8", "replace")
         if entry in wanted:
             out.setdefault(entry, title)
         at = data.find(b"\n## ", at + 1)
     return out
-
-
-def _slug(text: str, limit: int = 60) -> str:
-    """journal_agent.journal._text.slugify without ``re``: runs of ``\\w`` joined by ``-``."""
-    words = "".join(c if c.isalnum() or c == "_" else " " for c in text.lower()).split()
-    slug = "-".join(words)
-    return (slug[:limit].rstrip("-") if len(slug) > limit else slug) or "entry"
 
 
 class _Lines:
@@ -361,12 +356,12 @@ def speak(root: str, payload: dict[str, object]) -> str:
         return ""
     named = titles(root, [p[0] for p in picked])
     out = [
-        _line(entry, named.get(entry, entry), key, now, changed)
+        line(entry, named.get(entry, entry), key, now, changed)
         for entry, key, now, changed in picked
     ]
     _remember(root, session, [p[0] + (CHANGED if p[3] else "") for p in picked])
     _revise(root, payload, [p for p in picked if p[3]], named)
-    return "journal-agent: " + "; ".join(out) + "."
+    return "\n".join(out)
 
 
 def _within_budget(
@@ -381,21 +376,6 @@ def _within_budget(
             out.append(item)
             room -= not item[3]
     return out
-
-
-def _line(entry: str, title: str, key: str, now: str, changed: bool) -> str:
-    """One entry's line. The command that opens it is never cut (a cut id opens nothing): the
-    title is shortened so that the line keeps to :data:`LINE_LIMIT` characters."""
-    where = one_line(key, 60)
-    tail = f": journal-agent journal show {entry}"
-
-    def said(name: str) -> str:
-        if changed:
-            return f'your edit changed {where}, which the entry "{name}" explains{tail}'
-        return f'"{name}" explains {where}' + (f" ({now})" if now else "") + tail
-
-    room = LINE_LIMIT - len(said(""))
-    return said(one_line(title.replace('"', "'"), max(room, TITLE_MIN)))
 
 
 def _remember(root: str, session: str, entries: list[str]) -> None:

@@ -16,6 +16,7 @@ from tests.capture.hook_helpers import run_hook
 from tests.entries import render_entry
 from tests.trust_helpers import approve
 
+ENTRY = "adamw-keeps-two-states-2026-11-20"
 AT = {"offset": 2, "limit": 3}  # a Read of the lines around the cited one (2-4)
 TRAIN = "".join(f"line {n}\n" for n in range(1, 9)).replace(
     "line 3\n", "opt = AdamW(params, lr=3e-4)\n"
@@ -57,16 +58,14 @@ def test_a_read_of_cited_lines_names_the_entry_once_per_session(project):
     # The whole file read (8 lines, the cited one an eighth of them) is not a look at it.
     assert post(project, "Read", {"file_path": path}, session="whole") == ""
     said = post(project, "Read", {"file_path": path, **AT})
-    assert '"AdamW Keeps Two States" explains src/train.py:3 (fresh)' in said
-    assert "journal-agent journal show adamw-keeps-two-states-2026-11-20" in said
-    assert len(said) <= 200  # one entry: one short line (≤ 40 tokens)
+    # The id says the title (its slug): the title is not said twice.
+    assert said == f"src/train.py:3 (fresh) is explained by journal-agent journal show {ENTRY}"
+    assert tokens(said) <= 40
     assert post(project, "Read", {"file_path": path, **AT}) == ""  # once per session
-    assert "AdamW Keeps Two States" in post(
-        project, "Read", {"file_path": path, **AT}, session="s2"
-    )
+    assert ENTRY in post(project, "Read", {"file_path": path, **AT}, session="s2")
     # Lines that do not hold the cited one say nothing.
     assert post(project, "Read", {"file_path": path, "offset": 5, "limit": 3}, session="s3") == ""
-    assert "AdamW" in post(project, "Read", {"file_path": path, "offset": 2, "limit": 2},
+    assert ENTRY in post(project, "Read", {"file_path": path, "offset": 2, "limit": 2},
                            session="s4")  # fmt: skip
     # A file outside the workspace, or one no entry cites, says nothing.
     assert post(project, "Read", {"file_path": "/etc/hostname"}, session="s5") == ""
@@ -86,14 +85,16 @@ def test_moved_and_changed_lines_are_said_as_they_are_now(project):
 
 def test_an_edit_that_changes_cited_lines_says_so_and_leaves_a_revise_moment(project):
     path = project / "src" / "train.py"
-    assert "AdamW" in post(project, "Read", {"file_path": str(path), **AT})  # named once already
+    assert ENTRY in post(project, "Read", {"file_path": str(path), **AT})  # named once already
     path.write_text(TRAIN.replace("3e-4", "1e-3"))
     patch = [{"oldStart": 1, "oldLines": 6, "newStart": 1, "newLines": 6, "lines": [
         " line 1", " line 2", "-opt = AdamW(params, lr=3e-4)", "+opt = AdamW(params, lr=1e-3)",
         " line 4", " line 5", " line 6"]}]  # fmt: skip
     said = post(project, "Edit", {"file_path": str(path), "old_string": "3e-4",
                                   "new_string": "1e-3"}, {"structuredPatch": patch})  # fmt: skip
-    assert 'your edit changed src/train.py:3, which the entry "AdamW Keeps Two States"' in said
+    assert said == (
+        f"your edit changed src/train.py:3, explained by journal-agent journal show {ENTRY}"
+    )
     again = {"structuredPatch": patch}
     assert post(project, "Edit", {"file_path": str(path)}, again) == ""  # said once
     moments = [json.loads(x) for x in (project / ".journal/inbox.jsonl").read_text().splitlines()]
@@ -126,7 +127,7 @@ def test_a_read_names_an_entry_only_when_its_lines_are_a_share_of_what_was_read(
     assert window(2, 2000, "d") == ""
     # A file of four lines read whole: the cited line is a quarter of it.
     (project / "src" / "train.py").write_text(TRAIN.split("line 5")[0])
-    assert "AdamW" in post(project, "Read", {"file_path": path}, session="e")
+    assert ENTRY in post(project, "Read", {"file_path": path}, session="e")
 
 
 def test_an_entry_whose_newest_references_left_the_lines_read_is_not_named(project):
@@ -148,7 +149,7 @@ def test_a_session_is_told_of_twenty_entries_at_most(project):
     spoken.parent.mkdir(parents=True, exist_ok=True)
     spoken.write_text("".join(f"s1 other-entry-{n}-2026-11-01\n" for n in range(19)))
     path = str(project / "src" / "train.py")
-    assert "AdamW" in post(project, "Read", {"file_path": path, **AT}, session="s1")  # the 20th
+    assert ENTRY in post(project, "Read", {"file_path": path, **AT}, session="s1")  # the 20th
     with spoken.open("a") as f:
         f.write("s2 " + "\ns2 ".join(f"other-entry-{n}-2026-11-01" for n in range(20)) + "\n")
     assert post(project, "Read", {"file_path": path, **AT}, session="s2") == ""  # 21st: not said
@@ -165,7 +166,7 @@ def test_a_grep_that_finds_many_lines_names_nothing(project):
     others = [f"{project}/src/train.py:{n}:line {n}" for n in (1, 2, 4, 5, 6, 7, 8)]
     focused = "\n".join([hit, *others[:2]])
     said = post(project, "Grep", {"pattern": "."}, {"content": focused}, session="a")
-    assert "AdamW Keeps Two States" in said
+    assert ENTRY in said
     survey = "\n".join([hit, *others, *(f"{project}/src/b.py:{n}:x" for n in range(1, 4))])
     assert post(project, "Grep", {"pattern": "."}, {"content": survey}, session="b") == ""
 
@@ -180,33 +181,102 @@ def test_a_write_names_the_entries_whose_lines_it_changed(project):
     done = {"type": "update", "filePath": str(path), "structuredPatch": far, "originalFile": TRAIN}
     assert post(project, "Write", given, done, session="a") == ""
     # Without the hunks (our runtime's Write) the whole file counts as written.
-    assert "AdamW Keeps Two States" in post(project, "Write", given, {}, session="b")
+    assert ENTRY in post(project, "Write", given, {}, session="b")
     # Our runtime's Edit gives only its input: the lines its new_string holds now.
     edit = {"file_path": str(path), "old_string": "line 7", "new_string": "line seven"}
     assert post(project, "Edit", edit, {}, session="c") == ""
     edit = {"file_path": str(path), "old_string": "line 2\nopt", "new_string": "line two\nopt"}
     path.write_text(new.replace("line 2\n", "line two\n"))
-    assert "AdamW Keeps Two States" in post(project, "Edit", edit, {}, session="d")
+    assert ENTRY in post(project, "Edit", edit, {}, session="d")
 
 
-def test_the_command_that_opens_an_entry_is_never_cut(tmp_path, cli):
+def tokens(text: str) -> int:
+    """cl100k tokens, as benchmarks/bench_touch_replay.py counts them."""
+    from journal_agent.tokenizer import encoding
+
+    return len(encoding().encode(text))
+
+
+@pytest.mark.parametrize("folder", ["src", "src/models/optimizers/adaptive_moment_estimation"])
+def test_a_long_title_and_path_keep_a_line_to_40_tokens_and_the_command_whole(
+    tmp_path, cli, folder
+):
+    root = tmp_path / "proj"
+    (root / folder).mkdir(parents=True)
+    rel = f"{folder}/optimizer_states_and_their_memory.py"
+    (root / rel).write_text(TRAIN)
+    title = "AdamW Keeps Two Full Precision States Per Parameter Beside The Weights, Always"
+    short = "Warm-up Counts Steps"
+    for name, cited, said in ((title, "2-4", "Two states"), (short, "5-6", "Steps, not epochs")):
+        entry = render_entry(
+            name, "2026-11-20", context=f"{name}.", question=f"{said}?",
+            intuition=f"{said} ({rel}:{cited}).", tags="#memory",
+        )  # fmt: skip
+        assert cli("journal", "append", "-", "--root", str(root), input=entry).returncode == 0
+    said = post(root, "Read", {"file_path": str(root / rel), "offset": 2, "limit": 5})
+    lines = said.split("\n")
+    assert len(lines) == 2 and all(tokens(line) <= 40 for line in lines), said
+    named = {}
+    for line in lines:
+        # The command is whole and opens the entry; the lines and their state are always said.
+        entry_id = line.rpartition("journal-agent journal show ")[2]
+        shown = cli("journal", "show", entry_id, "--root", str(root))
+        assert shown.returncode == 0, line
+        named[shown.stdout.partition(" (")[0].removeprefix("## ")] = line
+        assert "(fresh) is explained by journal-agent journal show" in line
+    assert set(named) == {title, short}
+    # The short title's id says it all, and the file's name fits; the long id (its title's
+    # slug cut at 60 characters) takes the room of the folders, and of the file's name when
+    # that would pass 40 tokens: the lines are said all the same.
+    assert named[short].startswith(("src/", "…")) and "memory.py:5-6 (fresh)" in named[short]
+    assert '"' not in named[short] and "2-4 (fresh)" in named[title]
+    # An edit of the long title's lines says so within the same 40 tokens.
+    path = root / rel
+    path.write_text(TRAIN.replace("line 2", "line two"))
+    patch = [{"oldStart": 2, "oldLines": 1, "newStart": 2, "newLines": 1,
+              "lines": ["-line 2", "+line two"]}]  # fmt: skip
+    said = post(root, "Edit", {"file_path": str(path)}, {"structuredPatch": patch}, session="e")
+    assert said.startswith("your edit changed ") and tokens(said) <= 40, said
+    assert cli("journal", "show", said.rpartition(" ")[2], "--root", str(root)).returncode == 0
+
+
+def test_an_id_that_does_not_say_the_title_brings_the_title(tmp_path, cli):
+    """A retitled entry keeps its id (ids are stable): the line says the title beside it."""
     root = tmp_path / "proj"
     (root / "src").mkdir(parents=True)
-    (root / "src" / "optimizer_states_and_their_memory.py").write_text(TRAIN)
-    title = "AdamW Keeps Two Full Precision States Per Parameter Beside The Weights"
+    (root / "src" / "train.py").write_text(TRAIN)
     entry = render_entry(
-        title, "2026-11-20", context="Sizing the optimizer.", question="Why 8 bytes?",
-        intuition="Two states (src/optimizer_states_and_their_memory.py:2-4).", tags="#memory",
-    )  # fmt: skip
+        "AdamW Keeps Two States", "2026-11-20", context="Sizing the optimizer.",
+        question="Why 8 bytes?", intuition="Two states (src/train.py:3).", tags="#memory",
+    ).replace("\n", "\n<!-- entry: adamw-2026-11-20 -->\n", 1)  # fmt: skip
     assert cli("journal", "append", "-", "--root", str(root), input=entry).returncode == 0
-    path = root / "src" / "optimizer_states_and_their_memory.py"
-    said = post(root, "Read", {"file_path": str(path), "offset": 1, "limit": 4})
-    line = said.removeprefix("journal-agent: ").removesuffix(".")
-    # The path and the id take what the line has: the title is cut (to its 24 characters).
-    assert line.startswith('"AdamW Keeps Two Full Pr…" explains src/optimizer_states_and')
-    entry_id = line.rpartition("journal-agent journal show ")[2]
-    shown = cli("journal", "show", entry_id, "--root", str(root))  # the line's command works
-    assert shown.returncode == 0 and title in shown.stdout
+    said = post(root, "Read", {"file_path": str(root / "src" / "train.py"), **AT})
+    assert said == (
+        'src/train.py:3 (fresh) is explained by "AdamW Keeps Two States": journal-agent journal'
+        " show adamw-2026-11-20"
+    )
+    assert tokens(said) <= 40
+
+
+def test_the_hooks_token_count_is_never_under_the_real_one():
+    """cost() decides what a line gives way to keep to 40 tokens: on lines made of every path
+    of this repository and ids made of its file names, it never counts fewer than cl100k."""
+    from journal_agent.capture.touch_line import cost
+
+    files = subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True,
+                           cwd=Path(__file__).parents[2]).stdout.split()  # fmt: skip
+    ids = [
+        "-".join(" ".join(files[i : i + 6]).replace("/", " ").replace(".", " ").split())[:60]
+        + "-2026-11-20"
+        for i in range(0, len(files), 6)
+    ]
+    lines = [
+        f"{path}:{n}-{n + 7} (moved to line {n * 3}) is explained by journal-agent journal show "
+        + ids[n % len(ids)]
+        for n, path in enumerate(files)
+    ]
+    under = [s for s in [*files, *ids, *lines] if cost(s) < tokens(s)]
+    assert not under, under[:5]
 
 
 def test_a_cloned_journal_stays_silent_until_the_project_is_approved(project):
@@ -214,12 +284,12 @@ def test_a_cloned_journal_stays_silent_until_the_project_is_approved(project):
     git = ["git", "-c", "user.email=a@b", "-c", "user.name=a"]
     subprocess.run([*git, "init", "-q"], cwd=project, check=True)
     subprocess.run([*git, "add", "src"], cwd=project, check=True)
-    assert "AdamW" in post(project, "Read", {"file_path": path, **AT})  # the journal is not tracked
+    assert ENTRY in post(project, "Read", {"file_path": path, **AT})  # the journal is not tracked
     subprocess.run([*git, "add", "learning_journal.md"], cwd=project, check=True)
     assert post(project, "Read", {"file_path": path, **AT}, session="e") == ""  # a clone brought it
     (project / ".journal" / "settings.json").write_text('{"capture": {}}\n')
     approve(project, ".journal/settings.json")
-    assert "AdamW" in post(project, "Read", {"file_path": path, **AT}, session="f")
+    assert ENTRY in post(project, "Read", {"file_path": path, **AT}, session="f")
 
 
 def test_the_user_turns_it_off_and_a_repository_cannot_turn_it_on(project):
@@ -227,7 +297,7 @@ def test_the_user_turns_it_off_and_a_repository_cannot_turn_it_on(project):
     off = {"JOURNAL_AGENT_CAPTURE": "0"}
     assert post(project, "Read", {"file_path": path, **AT}, env=off) == ""
     (project / ".journal" / "settings.json").write_text('{"capture": {"recall_touch": false}}\n')
-    assert "AdamW" in post(
+    assert ENTRY in post(
         project, "Read", {"file_path": path, **AT}, session="g"
     )  # not approved yet
     approve(project, ".journal/settings.json")

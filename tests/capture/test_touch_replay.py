@@ -2,7 +2,8 @@
 benchmarks/bench_touch_replay.py for the whole set): real coding sessions on a snapshot of this
 repository's code, its learning journal appended through the journal's own append, each tool
 call replayed through hooks.json's command in a process of its own, as Claude Code runs it.
-On by default holds only while precision stays at 0.9 or more."""
+On by default holds only while precision stays at 0.9 or more, and every line keeps to 40
+tokens (cl100k, as the benchmark counts them)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.capture.touch_replay import (
+    LINE_TOKENS,
     SESSIONS,
     hook_env,
     make_project,
@@ -41,6 +43,9 @@ def test_the_recall_on_a_slice_of_replayed_sessions_keeps_its_precision(project)
     assert result["injected_lines"] >= 5, result  # it speaks: silence is no precision
     assert result["precision"] >= FLOOR, result["irrelevant"]
     assert result["recall"] >= 0.5, result["missed"]
+    # Each line is the lines, their state and the command with the whole id, in 40 tokens.
+    assert result["tokens_per_line_max"] <= LINE_TOKENS, result
+    assert result["lines_over_40_tokens"] == 0 and result["cut_commands"] == 0
     # The baseline in the same run: the switch off says nothing at all.
     off = score(replay(root, [SESSIONS[i] for i in SLICE[:2]], ids,
                        hook_env(root, JOURNAL_AGENT_CAPTURE="0"), "off"))  # fmt: skip

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+LINE_TOKENS = 40  # one injected line at most (#33)
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "replay"
 
@@ -343,6 +344,7 @@ class SessionResult:
     cut: int = 0  # lines whose command to open the entry was cut (an id no command opens)
     useful: frozenset[str] = frozenset()
     tokens: int = 0
+    line_tokens: list[int] = field(default_factory=list)  # each injected line's own
     hook_calls: int = 0
     hook_s: float = 0.0
 
@@ -376,11 +378,20 @@ def replay(
             result.hook_calls += 1
             for text in said:
                 result.tokens += len(encoding().encode(text))
+                result.line_tokens += [len(encoding().encode(x)) for x in _lines(text)]
                 for shown in NAMED.findall(text):
                     result.cut += shown.endswith("…")
                     result.named.append(_entry_key(shown, key_of))
         results.append(result)
     return results
+
+
+def _lines(text: str) -> list[str]:
+    """One tool call's lines, one per entry: a line each, or (before #33's 40 tokens a line)
+    one line of them joined by "; "."""
+    if "\n" in text or len(NAMED.findall(text)) <= 1:
+        return text.split("\n")
+    return re.split(r"; (?=\"|your edit)", text)
 
 
 def _entry_key(shown: str, key_of: dict[str, str]) -> str:
@@ -431,7 +442,16 @@ def score(results: list[SessionResult], detail: bool = True) -> dict[str, Any]:
         "useful_named": found,
         "recall": round(found / useful, 3) if useful else None,
         "tokens_per_day": {str(d): t for d, t in sorted(days.items())},
-        "tokens_per_line": round(sum(r.tokens for r in results) / lines, 1) if lines else None,
+        # Each line counted alone (tokens_per_day counts what each call gave, lines together).
+        "tokens_per_line": round(sum(t for r in results for t in r.line_tokens) / lines, 1)
+        if lines
+        else None,
+        "tokens_per_line_max": max((t for r in results for t in r.line_tokens), default=0),
+        "lines_over_40_tokens": round(
+            sum(t > LINE_TOKENS for r in results for t in r.line_tokens) / lines, 3
+        )
+        if lines
+        else None,
         "tokens_per_session": {
             "mean": round(sum(r.tokens for r in results) / len(results), 1) if results else 0,
             "max": max((r.tokens for r in results), default=0),

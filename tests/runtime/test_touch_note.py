@@ -33,9 +33,9 @@ def _results(tmp_path) -> list[str]:
 def test_a_read_of_cited_lines_carries_the_entrys_line_once_per_run(tmp_path, cli):
     _project(tmp_path, cli)
     first, second = _results(tmp_path)
-    line = '"Y Sets The Second Step" explains a.py:2 (fresh)'
+    line = "a.py:2 (fresh) is explained by journal-agent journal show y-sets-the-second-step-2026-"
+    line += "11-20"
     assert "y = 2" in first and line in first
-    assert "journal show y-sets-the-second-step-2026-11-20" in first
     assert "y = 2" in second and line not in second  # once per run
     assert line in _results(tmp_path)[0]  # a new run hears it again
 
@@ -45,4 +45,4 @@ def test_a_clones_journal_is_silent_in_the_runtime_too(tmp_path, cli):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     subprocess.run(["git", "add", "learning_journal.md"], cwd=tmp_path, check=True)
     first, _ = _results(tmp_path)
-    assert "y = 2" in first and "explains" not in first
+    assert "y = 2" in first and "explained" not in first
