@@ -88,7 +88,7 @@ BRIEFS = {
 _SHAPE = ["params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch"]
 _TUNING = ["fp32_grads", "foreach", "grads_kept", "offload_optimizer", "sequence_parallel"]
 _TUNING += ["dropout", "target", "mfu", "tokens", "counter", "expandable_segments"]
-_TUNING += ["loss", "loss_chunks", "tied_head"]
+_TUNING += ["loss", "loss_chunks", "tied_head", "paged_optimizer", "double_quant"]
 NAMED_ONLY = {
     "MemoryEstimate": _SHAPE + _TUNING,
     "MemoryTrace": _SHAPE + _TUNING,

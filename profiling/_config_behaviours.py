@@ -75,8 +75,36 @@ LOSS_CHUNKS_FIELD: Any = Field(
 )
 
 
+# The optimizers bitsandbytes pages (its 8-bit and 32-bit Adam/AdamW, Lion).
+PAGED_OPTIMIZERS = ("adam8bit", "adamw", "adam", "lion")
+
+
 def check_behaviours(cfg: TrainingConfig) -> None:
     """One ConfigError sentence for a behaviour that contradicts the rest of the configuration."""
+    if cfg.optimizer_in_bwd and (cfg.grads_kept or cfg.precision == "mixed"):
+        raise ConfigError(
+            "--optimizer-in-bwd frees each gradient once stepped: it takes no "
+            "--grads-kept, and steps the parameters themselves (no --precision mixed "
+            "master copy: use bf16, fp32 or amp-*)",
+            "optimizer_in_bwd",
+        )
+    if cfg.qlora and cfg.lora_rank is None:
+        raise ConfigError("--qlora needs --lora-rank R", "qlora")
+    if (cfg.bnb_keeps_inputs or cfg.double_quant is not None) and not cfg.qlora:
+        field = "bnb_keeps_inputs" if cfg.bnb_keeps_inputs else "double_quant"
+        raise ConfigError(f"--{field.replace('_', '-')} describes --qlora's 4-bit layers", field)
+    if cfg.paged_optimizer and cfg.optimizer not in PAGED_OPTIMIZERS:
+        raise ConfigError(
+            f"--paged-optimizer is bitsandbytes' paging of its Adam, AdamW and Lion states "
+            f"(--optimizer {', '.join(PAGED_OPTIMIZERS)}), not of {cfg.optimizer}",
+            "paged_optimizer",
+        )
+    if cfg.paged_optimizer and cfg.offload_optimizer:
+        raise ConfigError(
+            "--paged-optimizer keeps the state on the GPU while it fits; --offload-optimizer "
+            "keeps it on the CPU: give one",
+            "paged_optimizer",
+        )
     if cfg.loss_chunks is not None and cfg.loss not in ("chunked", "linear-chunked"):
         raise ConfigError(
             f"--loss-chunks is torchtune's num_output_chunks, for --loss chunked or "
@@ -131,13 +159,20 @@ def loss_chunks(cfg: TrainingConfig) -> int:
     return cfg.loss_chunks or LOSS_CHUNKS_DEFAULT
 
 
+def double_quant(cfg: TrainingConfig) -> bool:
+    """Whether --qlora's 4-bit weights are double-quantized (on unless --no-double-quant)."""
+    return cfg.double_quant is not False
+
+
 __all__ = [
     "LOSSES",
     "LOSS_CHUNKS_DEFAULT",
     "LOSS_CHUNKS_FIELD",
     "LOSS_FIELD",
+    "PAGED_OPTIMIZERS",
     "Loss",
     "check_behaviours",
+    "double_quant",
     "loss_chunks",
     "loss_conflict",
 ]

@@ -32,6 +32,10 @@ class TrainingConfig(PlanFields, Protocol):
     @property
     def qlora(self) -> bool: ...
     @property
+    def double_quant(self) -> bool | None: ...
+    @property
+    def paged_optimizer(self) -> bool: ...
+    @property
     def checkpointing(self) -> str: ...
     @property
     def offload_optimizer(self) -> bool: ...
@@ -51,9 +55,11 @@ def describe(cfg: TrainingConfig) -> str:
     """'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × batch 1, target cuda'; a plan names
     its degrees instead of the GPU count ('FSDP 8 × TP 8 × PP 8 (1f1b, 32 microbatches)')."""
     name = cfg.model or f"{fmt_count(cfg.params or 0)} parameters"
-    parts = [name, f"{cfg.precision} {cfg.optimizer}"]
+    parts = [name, f"{cfg.precision} {'paged ' * cfg.paged_optimizer}{cfg.optimizer}"]
     if cfg.lora_rank:
         lora = f"{'QLoRA' if cfg.qlora else 'LoRA'} r={cfg.lora_rank}"
+        if cfg.qlora and cfg.double_quant is False:
+            lora += " (no double quantization)"
         if cfg.lora_targets != LORA_DEFAULT:
             lora += " on " + ",".join(cfg.lora_targets)
         if cfg.lora_dropout:

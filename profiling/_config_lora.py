@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
+from pydantic import Field
+
 # The Linear layers LoRA can adapt, by their role; "all-linear" is peft's every Linear of the
 # blocks (not the LM head).
 LoraTarget = Literal["q", "k", "v", "o", "gate", "up", "down", "lm_head"]
@@ -17,6 +19,19 @@ LORA_TARGET_SETS: dict[str, tuple[str, ...]] = {
     "mlp": ("gate", "up", "down"),
 }
 LORA_DEFAULT = ["q", "k", "v", "o"]
+
+# QLoRA's 4-bit layers as bitsandbytes runs them (profiling.estimate.bnb).
+BNB_KEEPS_FIELD: Any = Field(
+    False,
+    description="QLoRA as bitsandbytes 0.43.1 and earlier ran it (before July 2024): each "
+    "4-bit layer also keeps its input for backward whenever that input needs a gradient.",
+)
+DOUBLE_QUANT_FIELD: Any = Field(
+    None,
+    description="--qlora's block constants double-quantized (bitsandbytes' compress_statistics: "
+    "bnb_4bit_use_double_quant, LitGPT's bnb.nf4-dq); on unless --no-double-quant (Hugging "
+    "Face's default, LitGPT's bnb.nf4).",
+)
 
 
 def parse_targets(value: Any) -> Any:
@@ -35,4 +50,11 @@ def parse_targets(value: Any) -> Any:
     return sorted(set(names), key=lambda n: order.index(n) if n in order else -1)
 
 
-__all__ = ["LORA_DEFAULT", "LORA_TARGET_SETS", "LoraTarget", "parse_targets"]
+__all__ = [
+    "BNB_KEEPS_FIELD",
+    "DOUBLE_QUANT_FIELD",
+    "LORA_DEFAULT",
+    "LORA_TARGET_SETS",
+    "LoraTarget",
+    "parse_targets",
+]

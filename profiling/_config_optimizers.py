@@ -4,9 +4,9 @@ keeps and whether torch ships it (what a trace can run). No torch here.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class OptimizerSpec(BaseModel):
@@ -40,7 +40,8 @@ OPTIMIZERS: dict[str, OptimizerSpec] = {
             name="adafactor",
             states=("factored variance",),
             in_torch=False,
-            note="β1 = None: one row and one column vector per matrix",
+            note="transformers' Adafactor (β1 None): a row and a column mean per matrix, fp32; "
+            "traced with transformers installed",
         ),
     )
 }
@@ -49,5 +50,12 @@ Optimizer = Literal[
 ]
 assert set(get_args(Optimizer)) == set(OPTIMIZERS)  # one list: the Literal mirrors the table
 
+PAGED_FIELD: Any = Field(
+    False,
+    description="bitsandbytes' paged optimizer (paged_adamw_8bit, PagedAdamW…): states of "
+    "parameters of 10^5 values or more in CUDA unified memory, outside PyTorch's allocator, "
+    "moved to host memory when the GPU runs out (adam8bit, adamw, lion).",
+)
 
-__all__ = ["OPTIMIZERS", "Optimizer", "OptimizerSpec"]
+
+__all__ = ["OPTIMIZERS", "PAGED_FIELD", "Optimizer", "OptimizerSpec"]

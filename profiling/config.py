@@ -25,8 +25,15 @@ from profiling._config_behaviours import LOSS_CHUNKS_FIELD, LOSS_FIELD, Loss, ch
 from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
 from profiling._config_describe import describe as _describe
 from profiling._config_legacy import LEGACY, map_legacy
-from profiling._config_lora import LORA_DEFAULT, LORA_TARGET_SETS, LoraTarget, parse_targets
-from profiling._config_optimizers import OPTIMIZERS, Optimizer, OptimizerSpec
+from profiling._config_lora import (
+    BNB_KEEPS_FIELD,
+    DOUBLE_QUANT_FIELD,
+    LORA_DEFAULT,
+    LORA_TARGET_SETS,
+    LoraTarget,
+    parse_targets,
+)
+from profiling._config_optimizers import OPTIMIZERS, PAGED_FIELD, Optimizer, OptimizerSpec
 from profiling._config_plan import PipelineSchedule, check_plan, is_plan
 from profiling._config_sentences import flag_name, one_sentence
 from profiling.errors import ConfigError, ProfilingError
@@ -162,6 +169,7 @@ class TrainingConfig(BaseModel):
     prefetch_bucket_size: ds.Count = ds.PREFETCH_BUCKET_FIELD
     param_persistence_threshold: ds.Count = ds.PERSISTENCE_FIELD
     overlap_comm: bool | None = ds.OVERLAP_COMM_FIELD
+    paged_optimizer: bool = PAGED_FIELD
     # ---- parallelism
     gpus: int = _positive_int(MAX_GPUS, "Data-parallel GPUs (ranks) N.", 1)
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage 0-3 (sharding over the N GPUs).")
@@ -213,11 +221,8 @@ class TrainingConfig(BaseModel):
         0.0, ge=0.0, lt=1.0, description="Dropout on each adapter's input (peft's lora_dropout)."
     )
     qlora: bool = Field(False, description="4-bit NF4 base weights (needs lora_rank).")
-    bnb_keeps_inputs: bool = Field(
-        False,
-        description="QLoRA as bitsandbytes 0.43.1 and earlier ran it (before July 2024): each "
-        "4-bit layer also keeps its input for backward whenever that input needs a gradient.",
-    )
+    bnb_keeps_inputs: bool = BNB_KEEPS_FIELD
+    double_quant: bool | None = DOUBLE_QUANT_FIELD
     # ---- the GPU
     target: Target = Field(
         "cuda",
@@ -305,10 +310,6 @@ class TrainingConfig(BaseModel):
                 "--vocab V",
                 "model",
             )
-        if self.qlora and self.lora_rank is None:
-            raise ConfigError("--qlora needs --lora-rank R", "qlora")
-        if self.bnb_keeps_inputs and not self.qlora:
-            raise ConfigError("--bnb-keeps-inputs describes --qlora's 4-bit layers", "qlora")
         if self.lora_rank is None and (self.lora_dropout or self.lora_targets != LORA_DEFAULT):
             field = "lora_dropout" if self.lora_dropout else "lora_targets"
             raise ConfigError(f"{flag_name(field)} needs --lora-rank R", field)
@@ -317,13 +318,6 @@ class TrainingConfig(BaseModel):
                 f"--fp32-grads is DeepSpeed's extra gradient copy under --precision mixed; "
                 f"with {self.precision} the gradients already have one dtype",
                 "fp32_grads",
-            )
-        if self.optimizer_in_bwd and (self.grads_kept or self.precision == "mixed"):
-            raise ConfigError(
-                "--optimizer-in-bwd frees each gradient once stepped: it takes no "
-                "--grads-kept, and steps the parameters themselves (no --precision mixed "
-                "master copy: use bf16, fp32 or amp-*)",
-                "optimizer_in_bwd",
             )
         check_plan(self)
         if self.sequence_parallel and self.tp == 1:

@@ -50,7 +50,8 @@ class Candidate(BaseModel):
     trains: str  # full | lora | qlora
     peak_bytes: int  # allocated (the step's tensors)
     peak_moment: str
-    nvml_bytes: int  # what nvidia-smi would show (reserved upper bound + context + NCCL)
+    nvml_bytes: int  # what nvidia-smi would show (reserved upper bound + context + NCCL), less
+    # a paged optimizer's state, which the driver moves to the host rather than run out
     tokens_per_second: float | None  # with a GPU from the table
     tokens_per_step_flop: float  # b·s per FLOP of one GPU's step: throughput without a GPU
     traced_peak_bytes: int | None = None  # allocated, traced
@@ -140,7 +141,7 @@ def _candidate(cfg: TrainingConfig) -> Candidate:
         trains=kind,
         peak_bytes=est.per_gpu_bytes,
         peak_moment=est.peak_moment,
-        nvml_bytes=est.counters.nvml.bytes if est.counters else est.per_gpu_bytes,
+        nvml_bytes=est.counters.must_fit() if est.counters else est.per_gpu_bytes,
         tokens_per_second=timed.tokens_per_second if timed else None,
         tokens_per_step_flop=cfg.seq_or_default() * cfg.batch / per_gpu if per_gpu else 0.0,
     )
@@ -300,7 +301,7 @@ def _confirm(
             progress(f"tracing {cand.label()}")
         result = trace_step(cfg.model_copy(update={"counter": "nvml"}))
         cand.traced_peak_bytes = result.peak_bytes
-        nvml = result.counters.nvml.bytes if result.counters is not None else None
+        nvml = result.counters.must_fit() if result.counters is not None else None
         cand.traced_nvml_bytes = nvml
         cand.traced_fits = (nvml if nvml is not None else result.peak_bytes) <= usable(avail)
         if not cand.traced_fits:

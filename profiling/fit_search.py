@@ -62,7 +62,7 @@ def _limit(base: TrainingConfig, dim: Dimension) -> int:
 
 def _estimated(base: TrainingConfig, dim: Dimension, value: int) -> Point:
     est = estimate(base.model_copy(update={dim: value}))
-    nvml = est.counters.nvml.bytes if est.counters is not None else est.per_gpu_bytes
+    nvml = est.counters.must_fit() if est.counters is not None else est.per_gpu_bytes
     return Point(value=value, allocated=est.per_gpu_bytes, nvml=nvml)
 
 
@@ -164,7 +164,7 @@ def _confirmed(
         p = point(value).model_copy()
         p.traced_allocated = result.peak_bytes
         counters = result.counters
-        p.traced_nvml = counters.nvml.bytes if counters is not None else result.peak_bytes
+        p.traced_nvml = counters.must_fit() if counters is not None else result.peak_bytes
         return p
 
     first = traced(best.value)

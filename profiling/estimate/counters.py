@@ -11,7 +11,9 @@ nvidia-smi would show for a step, each with where its number comes from.
   one growing segment). In closed form (no trace), the allocated peak times the largest
   reserved ÷ allocated of the replayed reference traces: an upper bound, said as such.
 - **nvml** (nvidia-smi's "used"): reserved plus the CUDA context (driver, kernels, cuBLAS and
-  cuDNN handles; outside PyTorch's allocator) and, with more than one GPU, NCCL's buffers.
+  cuDNN handles; outside PyTorch's allocator) and, with more than one GPU, NCCL's buffers; with
+  a paged optimizer, its managed-memory states while resident (``paged``: the part the driver
+  moves to host memory when the GPU needs the room, so not part of what must fit).
 
 No torch here.
 """
@@ -73,6 +75,11 @@ class Counters(BaseModel):
     reserved: CounterValue
     nvml: CounterValue
     source: Literal["trace", "closed form"]
+    paged: int = 0  # of nvml: a paged optimizer's managed memory, movable to the host
+
+    def must_fit(self) -> int:
+        """What must stay on the GPU: nvidia-smi's count less the pageable optimizer state."""
+        return self.nvml.bytes - self.paged
 
     def of(self, counter: Counter) -> CounterValue:
         return {"allocated": self.allocated, "reserved": self.reserved, "nvml": self.nvml}[counter]
@@ -103,7 +110,7 @@ def nccl_bytes(cfg: TrainingConfig) -> int:
     return communicators(cfg) * 2 * NCCL_CHANNELS * NCCL_BUFFSIZE
 
 
-def _nvml(cfg: TrainingConfig, reserved: int) -> CounterValue:
+def _nvml(cfg: TrainingConfig, reserved: int, paged: int = 0) -> CounterValue:
     nccl = nccl_bytes(cfg)
     how = f"reserved + CUDA context {_mib(CONTEXT)} (the upper end of 300–500 MB)"
     if nccl:
@@ -111,7 +118,9 @@ def _nvml(cfg: TrainingConfig, reserved: int) -> CounterValue:
             f" + NCCL {_mib(nccl)} ({communicators(cfg)} communicator(s) × 2 neighbours × "
             f"{NCCL_CHANNELS} channels × NCCL_BUFFSIZE {_mib(NCCL_BUFFSIZE)})"
         )
-    return CounterValue(counter="nvml", bytes=reserved + CONTEXT + nccl, how=how)
+    if paged:
+        how += f" + the paged optimizer state {fmt_bytes(paged)} while resident"
+    return CounterValue(counter="nvml", bytes=reserved + CONTEXT + nccl + paged, how=how)
 
 
 def tensors_alive(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
@@ -124,7 +133,7 @@ def tensors_alive(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
     return tensors * (1 + states) + 20 * int(shape.get("layers") or 0)
 
 
-def closed_form(cfg: TrainingConfig, peak: int, tensors: int) -> Counters:
+def closed_form(cfg: TrainingConfig, peak: int, tensors: int, paged: int = 0) -> Counters:
     """The counters from an estimated peak of ``tensors`` allocations' bytes (the rounding of
     each to 512 B is at most 511 B per tensor alive)."""
     ws = sum(workspaces(cfg))
@@ -147,14 +156,15 @@ def closed_form(cfg: TrainingConfig, peak: int, tensors: int) -> Counters:
             + (" with expandable segments" if cfg.expandable_segments else "")
             + " (an upper bound; trace --counter reserved replays this step's own allocations)",
         ),
-        nvml=_nvml(cfg, reserved),
+        nvml=_nvml(cfg, reserved, paged),
         source="closed form",
+        paged=paged,
     )
 
 
 def from_replay(
     cfg: TrainingConfig, allocated: int, reserved: int, reserved_expandable: int, requests: int,
-    how: str = "",
+    how: str = "", paged: int = 0,
 ) -> Counters:  # fmt: skip
     """The counters from the trace's allocations replayed through the allocator's model."""
     chosen = reserved_expandable if cfg.expandable_segments else reserved
@@ -175,8 +185,9 @@ def from_replay(
             "512 B rounding, 2 MiB small / 20 MiB large segments, best fit, split and merged); "
             f"{other_mode} would hold {fmt_bytes(other)}",
         ),
-        nvml=_nvml(cfg, chosen),
+        nvml=_nvml(cfg, chosen, paged),
         source="trace",
+        paged=paged,
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from profiling.config import TrainingConfig
 from profiling.estimate.deepspeed_engine import gpus_per_node, host_summary
-from profiling.estimate.states import Ledger
+from profiling.estimate.ledger import Ledger
 from profiling.records import Step
 from profiling.units import fmt_bytes, fmt_count
 

@@ -26,9 +26,8 @@ QLoRA mem bug: delete useless buffered activation") keeps only the packed weight
 earlier also kept the layer's input whenever it needed a gradient (``--bnb-keeps-inputs``): then
 every frozen layer keeps its input as in full training.
 
-QLoRA's base: bitsandbytes keeps each quantized Linear weight of n values as n/2 packed bytes,
-a uint8 absmax per 64 values, an fp32 absmax per 256 blocks, a 16-value fp32 code and an fp32
-offset (double quantization), plus one 256-value fp32 map for the model.
+QLoRA's base: the bytes bitsandbytes keeps for each 4-bit weight, with and without double
+quantization, are ``profiling.estimate.bnb``'s.
 
 No torch here.
 """
@@ -41,21 +40,6 @@ from profiling.estimate.activations import Bytes, Dims, Term
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
-
-NF4_BLOCK = 64
-NESTED_BLOCK = 256
-SHARED_MAP_BYTES = NESTED_BLOCK * 4
-
-
-def nf4_bytes(numel: int) -> int:
-    """Bytes bitsandbytes keeps for one NF4 weight of ``numel`` values (double quantized)."""
-    blocks = -(-numel // NF4_BLOCK)
-    return (numel + 1) // 2 + blocks + 4 * -(-blocks // NESTED_BLOCK) + 16 * 4 + 4
-
-
-def nf4_base_bytes(layer_numels: list[int], layers: int) -> int:
-    """The quantized Linear layers of every block, and the shared map."""
-    return layers * sum(nf4_bytes(n) for n in layer_numels) + SHARED_MAP_BYTES
 
 
 def adapter_bytes(cfg: TrainingConfig) -> int:
@@ -311,12 +295,9 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
 
 
 __all__ = [
-    "SHARED_MAP_BYTES",
     "adapter_bytes",
     "block_targets",
     "check_targets",
-    "nf4_base_bytes",
-    "nf4_bytes",
     "once_per_model",
     "per_layer",
 ]

@@ -25,7 +25,7 @@ from profiling.estimate.loss_tapes import backward_tape, forward_tape
 from profiling.units import fmt_bytes, fmt_count
 
 if TYPE_CHECKING:
-    from profiling.estimate.states import Line
+    from profiling.estimate.ledger import Line
 
 REFERENCE = "cross-entropy"
 
@@ -252,8 +252,12 @@ def _last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | Non
         value += h * p - T * row
         calc += f" − the norm after the MLP s·b·{row} (its weight's gradient h·{p} added)"
     if cfg.qlora:  # the frozen 4-bit weight dequantized for the backward's matmul
-        value += h * f * e.c + h * f // 64 * 4
-        calc += f" + the dequantized weight h·f·{e.c} and its fp32 absmax"
+        from profiling._config_behaviours import double_quant
+        from profiling.estimate.bnb import dequant_absmax_bytes
+
+        absmax = dequant_absmax_bytes(h * f, double_quant(cfg))
+        value += h * f * e.c + absmax
+        calc += f" + the dequantized weight h·f·{e.c}" + (" and its fp32 absmax" if absmax else "")
     return value, calc
 
 

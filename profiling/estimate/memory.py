@@ -33,6 +33,8 @@ from profiling.estimate.deepspeed import (
 )
 from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.fsdp import FSDP_PARTS, fsdp_moments
+from profiling.estimate.ledger import Group, Ledger, Line, Sharding
+from profiling.estimate.optim_states import offload, paged_states
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
     HEADROOM,
     describe_setup,
@@ -45,15 +47,10 @@ from profiling.estimate.render import (  # noqa: F401  (re-exported: callers imp
 )
 from profiling.estimate.shape import params_mismatch, shape_of
 from profiling.estimate.states import (
-    Group,
-    Ledger,
-    Line,
-    Sharding,
     full_training,
     in_backward,
     in_backward_step,
     lora,
-    offload,
     step_temporaries,
     zero3_gathered,
 )
@@ -410,6 +407,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         full_training(ledger, inp, shape, sh)
     zero3_gathered(ledger, inp, shape, inp.tp)
     offload(ledger, inp)
+    paged_states(ledger, inp, shape)
     in_backward(ledger, inp)
     loss = losses.loss_plan(inp, shape)
     recompute = _activations(ledger, inp, shape, loss)
@@ -452,7 +450,8 @@ def estimate(inp: EstimateInput) -> Estimate:
         for ln in ledger.lines
     ]
     unsharded = _unsharded_peak(inp, peak.bytes)
-    counters = closed_form(inp, peak.bytes, tensors_alive(inp, shape))
+    paged = round(sum(ln.bytes for ln in ledger.lines if ln.category == "paged"))
+    counters = closed_form(inp, peak.bytes, tensors_alive(inp, shape), paged)
     return Estimate(
         inputs=inp,
         shape=shape,

@@ -72,11 +72,15 @@ def counter_quantities(counters: Counters, gpu_mem: int | None) -> list[Quantity
         for n, term in enumerate(_AMOUNT.finditer(value.how), start=1):
             amount = float(term.group(1).replace(",", "")) * _SCALE[term.group(2)]
             out.append(Quantity(name=f"counter: {value.counter}: term {n}", value=amount, unit="B"))
+    if counters.paged:
+        out.append(Quantity(name="counter: paged optimizer state", value=counters.paged, unit="B"))
     if gpu_mem:
         from profiling.estimate.render import SAFETY_MARGIN
 
         usable = gpu_mem * (1 - SAFETY_MARGIN)
         out.append(Quantity(name="usable (after the safety margin)", value=usable, unit="B"))
+        if counters.paged and counters.nvml.bytes > usable:
+            out.append(Quantity(name="paged to host", value=counters.nvml.bytes - usable, unit="B"))
     return out
 
 

@@ -70,7 +70,8 @@ def counters_block(est: Estimate) -> list[str]:
 
     lines = counter_lines(est.counters, est.inputs.counter)
     if est.gpu_mem_bytes:
-        lines.append(f"  {nvml_verdict(est.counters.nvml.bytes, est.gpu_mem_bytes)}")
+        c = est.counters
+        lines.append(f"  {nvml_verdict(c.nvml.bytes, est.gpu_mem_bytes, c.paged)}")
     return lines
 
 
@@ -86,12 +87,23 @@ def host_block(est: Estimate) -> list[str]:
 SAFETY_MARGIN = 0.05
 
 
-def nvml_verdict(nvml: int, available: int) -> str:
+def nvml_verdict(nvml: int, available: int, paged: int = 0) -> str:
+    """What nvidia-smi would show against the GPU; a paged optimizer's state gives way: the
+    driver moves it to host memory rather than let the step run out of memory."""
     usable = available * (1 - SAFETY_MARGIN)
-    word = "fits" if nvml <= usable else "does not fit"
+    word = "fits" if nvml - paged <= usable else "does not fit"
+    out = nvml - usable
+    if paged and out > 0 and nvml - paged <= usable:
+        word += (
+            f" by paging: {fmt_bytes(out, 'GB')} of the paged optimizer state moved to host "
+            "memory (each step pays the transfers)"
+        )
     return (
-        f"nvidia-smi would show {fmt_bytes(nvml, 'GB')} of {fmt_bytes(available, 'GB')}: "
-        f"{word} (safety margin {SAFETY_MARGIN:.0%}: usable {fmt_bytes(usable, 'GB')})"
+        f"nvidia-smi would show {fmt_bytes(nvml, 'GB')}"
+        + (" with the paged state resident" if paged else "")
+        + " of "
+        f"{fmt_bytes(available, 'GB')}: {word} (safety margin {SAFETY_MARGIN:.0%}: usable "
+        f"{fmt_bytes(usable, 'GB')})"
     )
 
 

@@ -7,6 +7,7 @@ No torch here.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from profiling.config import TrainingConfig
@@ -63,6 +64,10 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         # expert weights: (numel, how many in a block) — each expert's gate, up and down.
         "block_linear_numels": _block_linears(w),
     }
+    dims = param_dims(w)
+    if dims is not None:  # each tensor's size: bitsandbytes' 8-bit and paged states, Adafactor
+        shape["param_numels"] = _counted([math.prod(d) for d in dims])
+        shape["factored_numels"] = _counted([factored_values(d) for d in dims])
     # FSDP's units: the repeated blocks and the root (embeddings, final norm, an untied head).
     dense = min(w.dense_layers, w.layers)
     blocks = (w.layers - dense) * w.layer_params() + dense * w.dense_layer_params()
@@ -81,6 +86,47 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     if active is not None:
         shape["active_matmul_weights"] = active + head
     return shape
+
+
+Dims = tuple[int, ...]
+
+
+def param_dims(w: WorkloadConfig) -> list[Dims] | None:
+    """The shape of each parameter tensor of the model ``build_model`` makes; None for
+    DeepSeek-V2's latent attention (not itemized)."""
+    if w.mla:
+        return None
+    h, f, L = w.hidden, w.ffn, w.layers
+    if w.arch == "gpt2":  # wte, wpe; per block 2 LayerNorms, qkv, proj, fc, fc_proj with biases
+        block = [(h,), (h,), (3 * h, h), (3 * h,), (h, h), (h,), (h,), (h,), (f, h), (f,)]
+        block += [(h, f), (h,)]
+        return [(w.vocab, h), (w.max_seq, h), *block * L, (h,), (h,)]
+    q, kv = w.q_dim, w.kv_dim
+    attn: list[Dims] = [(q, h), (kv, h), (kv, h), (h, q)]
+    attn += [(q,), (kv,), (kv,)] if w.qkv_bias else []
+    attn += {"none": [], "head": [(w.head_dim,)] * 2, "full": [(q,), (kv,)]}[w.qk_norm]
+    norms: list[Dims] = [(h,)] * (4 if w.norms == "sandwich" else 2)
+    e, s = w.mlp_ffn, w.mlp_ffn * w.shared_experts
+    shared: list[Dims] = [(s, h), (s, h), (h, s)] if w.shared_experts else []
+    dense_mlp: list[Dims] = [(f, h), (f, h), (h, f)]
+    mlp = [(w.experts, h), *[(w.experts, e, h)] * 3, *shared] if w.moe else dense_mlp
+    dense = min(w.dense_layers, L)
+    dims = [(w.vocab, h), *(attn + norms + mlp) * (L - dense), *(attn + norms + dense_mlp) * dense]
+    return dims + [(h,)] + ([] if w.tied_embeddings else [(w.vocab, h)])
+
+
+def factored_values(dims: Dims) -> int:
+    """Adafactor's second moment of a tensor: a row and a column mean (numel/last +
+    numel/second-to-last values) from two dimensions on, the whole tensor for a vector."""
+    n = math.prod(dims)
+    return n // dims[-1] + n // dims[-2] if len(dims) >= 2 else n
+
+
+def _counted(tensors: list[int]) -> list[list[int]]:
+    counts: dict[int, int] = {}
+    for n in tensors:
+        counts[n] = counts.get(n, 0) + 1
+    return [[n, c] for n, c in sorted(counts.items(), reverse=True)]
 
 
 def _attention_matmuls(w: WorkloadConfig) -> tuple[int, int]:
@@ -200,4 +246,11 @@ def params_mismatch(inp: TrainingConfig, shape: dict[str, Any]) -> str | None:
     )
 
 
-__all__ = ["hand_shape", "params_mismatch", "shape_of", "workload_shape"]
+__all__ = [
+    "factored_values",
+    "hand_shape",
+    "param_dims",
+    "params_mismatch",
+    "shape_of",
+    "workload_shape",
+]

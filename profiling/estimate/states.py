@@ -16,15 +16,19 @@ No torch here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from profiling.config import OPTIMIZERS, TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate.ledger import Ledger, Line, Sharding
+from profiling.estimate.optim_states import (
+    adafactor_temporaries,
+    largest_adapter,
+    lora_layers,
+    tensorwise_states,
+)
 from profiling.records import Step
 from profiling.units import fmt_count
-
-Group = Literal["model states", "activations", "overhead", "temporaries"]
 
 QLORA_BITS = 4 + 0.127  # NF4 + double-quantized block constants (QLoRA paper, §3)
 
@@ -38,63 +42,9 @@ _TEMP_LISTS = {
     "sgd-nomomentum": (0, 0),
     "adagrad": (2, 1),
     "rmsprop": (1, 1),
+    # bitsandbytes: one fused kernel per parameter, updating in place (profiling.estimate.bnb)
+    "adam8bit": (0, 0),
 }
-
-
-@dataclass
-class Line:
-    name: str
-    bytes: float
-    unsharded: float
-    formula: str
-    substituted: str
-    group: Group
-    category: str  # parameters | gradients | optimizer | activations | temporaries
-
-
-@dataclass
-class Ledger:
-    """The components of an estimate, in order, each with its formula and its numbers."""
-
-    lines: list[Line] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def add(self, line: Line) -> None:
-        self.lines.append(line)
-        self.steps.append(
-            Step(
-                name=line.name,
-                formula=line.formula,
-                substituted=line.substituted,
-                value=line.bytes,
-                unit="B",
-            )
-        )
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-
-
-@dataclass
-class Sharding:
-    """Divisors of ZeRO stage z over N GPUs and tensor parallelism t, with their symbols."""
-
-    n: int
-    t: int
-    z: int
-
-    def of(self, stage: int) -> tuple[int, str, str]:
-        """(divisor, symbol, numbers) for a state ZeRO shards from ``stage`` on (TP always)."""
-        by_n = self.z >= stage and self.n > 1
-        syms = (["N"] if by_n else []) + (["t"] if self.t > 1 else [])
-        nums = ([str(self.n)] if by_n else []) + ([str(self.t)] if self.t > 1 else [])
-        if not syms:
-            return 1, "", ""
-        div = (self.n if by_n else 1) * self.t
-        if len(syms) == 1:
-            return div, f" / {syms[0]}", f" / {nums[0]}"
-        return div, " / (N·t)", f" / ({self.n}·{self.t})"
 
 
 def _state(
@@ -128,12 +78,13 @@ def state_bytes(precision: str) -> float:
 
 
 def optimizer_states(
-    optimizer: str, precision: str, hidden: int | None
+    optimizer: str, precision: str, hidden: int | None, bnb: bool = False
 ) -> list[tuple[str, float, str]]:
-    """(name, bytes per trainable parameter, label) for each optimizer state."""
-    e = state_bytes(precision)
-    if optimizer == "adam8bit":  # bitsandbytes: block-wise constants are < 1 % more
-        return [(name, 1, "1 B") for name in OPTIMIZERS[optimizer].states]
+    """(name, bytes per trainable parameter, label) for each optimizer state (``bnb``:
+    bitsandbytes' 32-bit states, fp32 whatever the precision)."""
+    e = 4 if bnb else state_bytes(precision)
+    if optimizer == "adam8bit":  # bitsandbytes (tensor by tensor: optim_states.eight_bit_states)
+        return [(name, 1 + 4 / 256, "(1 + 4/256) B") for name in OPTIMIZERS[optimizer].states]
     if optimizer == "adafactor":  # β1 = None: one row and one column vector per matrix
         if hidden is None:
             return [("factored variance", 0, "≈ 0 (needs --hidden)")]
@@ -163,8 +114,12 @@ def full_training(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh
         _state(ledger, sh, 2, "Gradients (fp32 copy)", psi, 4, "4 B", "gradients")
     if cfg.precision == "mixed" and not fsdp_mixed:
         _state(ledger, sh, 1, "Optimizer: fp32 master weights", psi, 4, "4 B", "optimizer")
-    for name, per, label in optimizer_states(cfg.optimizer, cfg.precision, shape.get("hidden")):
-        _state(ledger, sh, 1, f"Optimizer: {name}", psi, per, label, "optimizer")
+    states = optimizer_states(
+        cfg.optimizer, cfg.precision, shape.get("hidden"), cfg.paged_optimizer
+    )
+    if not tensorwise_states(ledger, cfg, shape, sh, tuple(name for name, _, _ in states)):
+        for name, per, label in states:
+            _state(ledger, sh, 1, f"Optimizer: {name}", psi, per, label, "optimizer")
     _step_counters(ledger, cfg, shape)
 
 
@@ -173,7 +128,8 @@ def _step_counters(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -
     tensors = shape.get("param_tensors")
     if cfg.lora_rank is not None:  # LoRA: A and B of each adapted layer
         tensors = lora_tensors(cfg, shape)
-    if cfg.optimizer in ("adam", "adamw", "adagrad") and tensors:
+    bnb = cfg.paged_optimizer  # bitsandbytes' step counter is a Python int
+    if cfg.optimizer in ("adam", "adamw", "adagrad") and tensors and not bnb:
         ledger.add(
             Line(
                 name="Optimizer: step counters",
@@ -187,24 +143,11 @@ def _step_counters(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -
         )
 
 
-def _lora_layers(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, int, int]]:
-    """(role, input width, output width) of each adapted Linear layer of one block."""
-    h = int(shape["hidden"])
-    q, kv = int(shape.get("q_dim") or h), int(shape.get("kv_dim") or h)
-    f = int(
-        shape.get("ffn")
-        or (4 * h if shape.get("arch") == "gpt2" else -(-(8 * h // 3) // 256) * 256)
-    )
-    widths = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f),
-              "up": (h, f), "down": (f, h)}  # fmt: skip
-    return [(t, *widths[t]) for t in cfg.lora_targets if t != "lm_head"]
-
-
 def lora_adapters(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, str, str]:
     """The adapters' parameter count, its formula and its numbers: r·(in + out) for A (in×r) and
     B (r×out) of each adapted layer, in every block, and once for an adapted LM head."""
     L, r = int(shape["layers"]), int(cfg.lora_rank or 0)
-    layers = _lora_layers(cfg, shape)
+    layers = lora_layers(cfg, shape)
     per_block = sum(i + o for _, i, o in layers)
     count = L * r * per_block
     names = ", ".join(t for t, _, _ in layers)
@@ -219,16 +162,8 @@ def lora_adapters(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, str,
 
 def lora_tensors(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
     """Parameter tensors of the adapters: A and B of each adapted layer."""
-    blocks = len(_lora_layers(cfg, shape)) * int(shape.get("layers") or 0)
+    blocks = len(lora_layers(cfg, shape)) * int(shape.get("layers") or 0)
     return 2 * (blocks + ("lm_head" in cfg.lora_targets))
-
-
-def largest_adapter(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
-    """The largest adapter tensor: r times the widest side of an adapted layer."""
-    sides = [max(i, o) for _, i, o in _lora_layers(cfg, shape)]
-    if "lm_head" in cfg.lora_targets and shape.get("vocab"):
-        sides.append(max(int(shape["hidden"]), int(shape["vocab"])))
-    return int(cfg.lora_rank or 0) * max(sides, default=0)
 
 
 def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> int:
@@ -258,9 +193,10 @@ def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Shardin
     ab = 2 if cfg.precision == "bf16" else 4
     _state(ledger, sh, 3, "LoRA adapter weights", adapters, ab, f"{ab} B", "parameters", "A")
     _state(ledger, sh, 2, "LoRA adapter gradients", adapters, ab, f"{ab} B", "gradients", "A")
-    precision = "bf16" if ab == 2 else "fp32"
-    for name, per, label in optimizer_states(cfg.optimizer, precision, h):
-        _state(ledger, sh, 1, f"Optimizer: {name}", adapters, per, label, "optimizer", "A")
+    states = optimizer_states(cfg.optimizer, "bf16" if ab == 2 else "fp32", h, cfg.paged_optimizer)
+    if not tensorwise_states(ledger, cfg, shape, sh, tuple(name for name, _, _ in states)):
+        for name, per, label in states:
+            _state(ledger, sh, 1, f"Optimizer: {name}", adapters, per, label, "optimizer", "A")
     _step_counters(ledger, cfg, shape)
     ledger.note(
         "LoRA: base weights frozen (no gradients, no optimizer state); adapters on "
@@ -273,41 +209,46 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
     """bitsandbytes quantizes the blocks' Linear layers; the rest (embeddings, LM head, norms)
     stays in the model's dtype (16-bit; fp32 under autocast, as peft's
     ``prepare_model_for_kbit_training`` casts it)."""
-    from profiling.estimate.lora import SHARED_MAP_BYTES, nf4_base_bytes, nf4_bytes
+    from profiling._config_behaviours import double_quant
+    from profiling.estimate.bnb import nf4_base_bytes, nf4_bytes, nf4_formula, shared_map_bytes
 
     psi, h, L = int(shape["params"]), shape.get("hidden"), shape.get("layers")
     V = shape.get("vocab")
     linears = shape.get("block_linear_numels")
+    dq = double_quant(cfg)
     if linears and L:
         # A mixture of experts: every expert's gate, up and down is a 4-bit weight of its own.
         expert, experts = shape.get("expert_linear_numels") or (0, 0)
         quantized = int(L) * (sum(linears) + expert * experts)
         div, sym, num = sh.of(3)
-        sizes = [nf4_bytes(n) for n in linears] + [nf4_bytes(expert)] * experts
+        sizes = [nf4_bytes(n, dq) for n in linears] + [nf4_bytes(expert, dq)] * experts
         each = " + ".join(
             f"{sizes.count(b)}·{b}" if sizes.count(b) > 1 else str(b) for b in dict.fromkeys(sizes)
         )
-        nf4 = nf4_base_bytes([*linears, *[expert] * experts], int(L))
+        nf4 = nf4_base_bytes([*linears, *[expert] * experts], int(L), dq)
+        shared = f" + {shared_map_bytes(dq)}" if dq else ""
         ledger.add(
             Line(
                 name="Base weights (NF4, frozen)" + (" (experts included)" if experts else ""),
                 bytes=nf4 / div,
                 unsharded=nf4 / sh.t,
-                formula="L · Σ over a block's Linear weights of n values (n/2 packed + n/64 "
-                f"absmax + 4·⌈n/16384⌉ + 68) + shared map B{sym}",
-                substituted=f"{L} · ({each}) + {SHARED_MAP_BYTES}{num}",
+                formula=f"L · Σ over a block's Linear weights of n values ({nf4_formula(dq)})"
+                + (" + the shared map 1024" if dq else "") + f" B{sym}",
+                substituted=f"{L} · ({each}){shared}{num}"
+                + (" (double-quantized)" if dq else " (fp32 absmax: no double quantization)"),
                 group="model states",
                 category="parameters",
             )
-        )
+        )  # fmt: skip
         keep, kb = psi - quantized, 4 if cfg.autocast or cfg.precision == "fp32" else 2
         _state(ledger, sh, 3, f"Embeddings, LM head, norms ({kb * 8}-bit, frozen)", keep, kb,
                f"{kb} B", "parameters", "the rest")  # fmt: skip
         return
     # A shape given by hand: the Linear layers are all but the embeddings.
     keep = int(shape.get("unquantized_params") or 0) or (2 * V * h if V and h else 0)
-    _state(ledger, sh, 3, "Base weights (NF4, frozen)", psi - keep, QLORA_BITS / 8,
-           "(4 + 0.127)/8 B", "parameters", "(Ψ − embeddings)" if keep else "Ψ")  # fmt: skip
+    bits, label = (QLORA_BITS, "(4 + 0.127)/8 B") if dq else (4.5, "(4 + 32/64)/8 B")
+    _state(ledger, sh, 3, "Base weights (NF4, frozen)", psi - keep, bits / 8, label,
+           "parameters", "(Ψ − embeddings)" if keep else "Ψ")  # fmt: skip
     if keep:
         _state(ledger, sh, 3, "Embeddings + LM head (16-bit, frozen)", keep, 2, "2 B",
                "parameters", "embeddings")  # fmt: skip
@@ -368,27 +309,6 @@ def zero3_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t
     )
 
 
-def offload(ledger: Ledger, cfg: TrainingConfig) -> None:
-    """ZeRO-Offload: optimizer state and master weights live in CPU memory, not on the GPU."""
-    if not cfg.offload_optimizer:
-        return
-    moved = [ln for ln in ledger.lines if ln.category == "optimizer"]
-    cpu = sum(ln.bytes for ln in moved)
-    for ln in moved:
-        ln.name += " (CPU)"
-        ln.bytes = 0
-        ln.substituted += " → CPU memory"
-    terms = " + ".join(ln.substituted.removesuffix(" → CPU memory") for ln in moved)
-    ledger.steps.append(
-        Step(name="Optimizer state offloaded (per GPU rank)", formula="Σ the optimizer's lines",
-             substituted=terms, value=cpu, unit="B")
-    )  # fmt: skip
-    ledger.note(
-        f"optimizer state offloaded: {cpu / 1e9:.2f} GB per GPU rank moved to CPU memory "
-        "(ZeRO-Offload); the optimizer step runs on the CPU, so it is slower"
-    )
-
-
 def in_backward(ledger: Ledger, cfg: TrainingConfig) -> None:
     """Optimizer in backward: each gradient is stepped and freed as soon as it is ready, so
     none is left after backward (the step's moment holds the largest one: ``memory``)."""
@@ -426,9 +346,9 @@ def step_temporaries(
     ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding, trainable: int
 ) -> None:
     """What the optimizer step allocates and frees: foreach lists, per-tensor scratch."""
-    if cfg.offload_optimizer:
+    if cfg.offload_optimizer or adafactor_temporaries(ledger, cfg, shape):
         return
-    lists = _TEMP_LISTS.get(cfg.optimizer)
+    lists = (0, 0) if cfg.paged_optimizer else _TEMP_LISTS.get(cfg.optimizer)
     if lists is None:
         ledger.note(f"optimizer step temporaries of {cfg.optimizer} not modelled (0 counted)")
         return
@@ -478,19 +398,14 @@ def step_temporaries(
 
 __all__ = [
     "QLORA_BITS",
-    "Ledger",
-    "Line",
-    "Sharding",
     "fsdp_root",
     "full_training",
     "gathered_bytes",
     "in_backward",
     "in_backward_step",
-    "largest_adapter",
     "lora",
     "lora_adapters",
     "lora_tensors",
-    "offload",
     "optimizer_states",
     "step_temporaries",
     "weight_bytes",

@@ -22,7 +22,7 @@ from typing import Any
 
 from profiling.errors import ProfilingError
 from profiling.recipes.model_names import hub_model, local_config
-from profiling.recipes.recipe import NO_MEMORY, Reading
+from profiling.recipes.recipe import NO_MEMORY, TORCH_ADAFACTOR, Reading
 
 KNOWN = [
     ("out_dir", NO_MEMORY),
@@ -237,6 +237,7 @@ def _optimizer(r: Reading) -> None:
         return
     paged = "paged" in name
     why = "bitsandbytes' paged optimizer: state paged to CPU memory under pressure" * paged
+    why = TORCH_ADAFACTOR if ours == "adafactor" else why  # LitGPT builds torch.optim's
     if ours == "sgd" and not r.get("optimizer.init_args.momentum"):
         ours = "sgd-nomomentum"
     r.seen("optimizer.init_args.momentum", main=key)

@@ -155,12 +155,12 @@ def read_bnb(path: Path, data: dict[str, Any]) -> Reading:
         kind = str(cfg.get("bnb_4bit_quant_type", "fp4"))
         r.use(prefix + "load_in_4bit", "qlora", True, f"bitsandbytes {kind} base (QLoRA)")
         r.seen(prefix + "bnb_4bit_quant_type", main=prefix + "load_in_4bit")
-        r.use(
-            prefix + "bnb_4bit_use_double_quant",
-            "double_quant",
-            bool(cfg.get("bnb_4bit_use_double_quant")),
-            "double quantization of the 4-bit blocks' constants",
-        )
+        dq = prefix + "bnb_4bit_use_double_quant"
+        if r.has(dq):
+            why = "double quantization of the 4-bit blocks' constants"
+            r.use(dq, "double_quant", bool(r.get(dq)), why)
+        else:
+            r.imply(dq, "double_quant", False, "unset: BitsAndBytesConfig's default (off)")
         storage = cfg.get("bnb_4bit_quant_storage")
         if storage not in (None, "uint8"):
             r.use(

@@ -22,6 +22,11 @@ from pydantic import BaseModel, Field
 from profiling.config import TrainingConfig
 
 NO_MEMORY = "does not change memory"
+# LitGPT and torchtune name torch.optim.Adafactor; --optimizer adafactor is transformers'.
+TORCH_ADAFACTOR = (
+    "counted as transformers' Adafactor: torch.optim.Adafactor keeps its factors in the "
+    "parameters' dtype and a step tensor each, and its step is not traced"
+)
 
 
 class Setting(BaseModel):
@@ -218,4 +223,4 @@ def _unmodelled_loss(recipe: Recipe) -> None:
     recipe.ignored += [s.model_copy(update={"why": why, "to": None}) for s in moved]
 
 
-__all__ = ["NO_MEMORY", "Reading", "Recipe", "Setting", "flatten", "settle"]
+__all__ = ["NO_MEMORY", "TORCH_ADAFACTOR", "Reading", "Recipe", "Setting", "flatten", "settle"]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling.recipes.model_names import local_config, torchtune_model
-from profiling.recipes.recipe import NO_MEMORY, Reading
+from profiling.recipes.recipe import NO_MEMORY, TORCH_ADAFACTOR, Reading
 
 KNOWN = [
     ("output_dir", NO_MEMORY), ("tokenizer._component_", NO_MEMORY), ("tokenizer.path", NO_MEMORY),
@@ -195,7 +195,8 @@ def _optimizer(r: Reading) -> None:
     if ours == "sgd" and not r.get("optimizer.momentum"):
         ours = "sgd-nomomentum"
     r.seen("optimizer.momentum", main="optimizer._component_")
-    r.use("optimizer._component_", "optimizer", ours)
+    torch_adafactor = ours == "adafactor" and not str(component).startswith("transformers.")
+    r.use("optimizer._component_", "optimizer", ours, TORCH_ADAFACTOR * torch_adafactor)
     if r.get("optimizer.fused"):
         r.use("optimizer.fused", "fused_optimizer", True, "one fused kernel: no foreach lists")
     elif r.has("optimizer.fused"):

@@ -18,6 +18,8 @@ from profiling.estimate.allocator import CachingAllocator
 from profiling.estimate.counters import Counters, from_replay, workspaces
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from torch.distributed._tools.mem_tracker import _UpdateType, _WeakRefInfo
 
     from profiling.config import TrainingConfig
@@ -33,11 +35,46 @@ class Replay(BaseModel):
     peak_reserved_expandable: int  # expandable_segments:True
     how: str = ""  # how a block-scaled trace's replay was extrapolated
 
-    def counters(self, config: TrainingConfig) -> Counters:
+    def counters(self, config: TrainingConfig, paged: int = 0) -> Counters:
         return from_replay(
             config, self.peak_allocated, self.peak_reserved, self.peak_reserved_expandable,
-            self.allocations, self.how,
+            self.allocations, self.how, paged,
         )  # fmt: skip
+
+
+def watch_storages(
+    tracker: StepTracker,
+    alloc: Callable[[_WeakRefInfo], None],
+    free: Callable[[int], None],
+    live: Callable[[int], bool],
+) -> None:
+    """Wrap ``tracker._update_snap`` (MemTracker's one place where memory changes): ``alloc``
+    for every storage it adds or resizes to a size, ``free(id(winfo))`` for every live one it
+    drops or resizes, while the loop runs (not while the model is torn down after it); and
+    ``alloc`` at once for what it already holds (the model's parameters and buffers, tracked
+    when it was made). ``live(id(winfo))``: whether the watcher holds that storage."""
+    original = tracker._update_snap
+    entered = False
+
+    # torch's own signature: (u_type, winfo, old_mem_consumed=None, old_reftype=None)
+    def update_snap(u_type: _UpdateType, winfo: _WeakRefInfo, *args: Any, **kwargs: Any) -> None:
+        nonlocal entered
+        kind = getattr(u_type, "name", str(u_type))
+        depth = getattr(tracker, "_depth", 1)
+        entered = entered or depth > 0
+        if entered and depth == 0:  # the loop is over: the model being torn down
+            original(u_type, winfo, *args, **kwargs)
+            return
+        if kind in ("DEL", "SIZE") and live(id(winfo)):
+            free(id(winfo))
+        original(u_type, winfo, *args, **kwargs)
+        if kind in ("ADD", "SIZE") and winfo.mem_consumed > 0:
+            alloc(winfo)
+
+    tracker._update_snap = update_snap
+    for winfo, _ in list(getattr(tracker, "_WINFO", {}).values()):
+        if winfo.mem_consumed > 0 and not live(id(winfo)):
+            alloc(winfo)
 
 
 class AllocationLog:
@@ -46,34 +83,17 @@ class AllocationLog:
     def __init__(self) -> None:
         self.events: list[tuple[int, int | None]] = []
         self._live: set[int] = set()
-        self._entered = False
 
     def attach(self, tracker: StepTracker) -> None:
-        original = tracker._update_snap
+        watch_storages(tracker, self._alloc, self._free, self._live.__contains__)
 
-        def update_snap(
-            u_type: _UpdateType, winfo: _WeakRefInfo, *args: Any, **kwargs: Any
-        ) -> None:
-            kind = getattr(u_type, "name", str(u_type))
-            depth = getattr(tracker, "_depth", 1)
-            self._entered = self._entered or depth > 0
-            if self._entered and depth == 0:  # the loop is over: the model being torn down
-                original(u_type, winfo, *args, **kwargs)
-                return
-            key = id(winfo)
-            if kind in ("DEL", "SIZE") and key in self._live:
-                self._live.discard(key)
-                self.events.append((key, None))
-            original(u_type, winfo, *args, **kwargs)
-            if kind in ("ADD", "SIZE") and winfo.mem_consumed > 0:
-                self._live.add(key)
-                self.events.append((key, int(winfo.mem_consumed)))
+    def _alloc(self, winfo: _WeakRefInfo) -> None:
+        self._live.add(id(winfo))
+        self.events.append((id(winfo), int(winfo.mem_consumed)))
 
-        tracker._update_snap = update_snap
-        for winfo, _ in list(getattr(tracker, "_WINFO", {}).values()):
-            if winfo.mem_consumed > 0 and id(winfo) not in self._live:
-                self._live.add(id(winfo))
-                self.events.append((id(winfo), int(winfo.mem_consumed)))
+    def _free(self, key: int) -> None:
+        self._live.discard(key)
+        self.events.append((key, None))
 
 
 def replayed(events: list[tuple[int, int | None]], workspaces: list[int]) -> Replay:
@@ -161,4 +181,5 @@ __all__ = [
     "replay_of",
     "replayed",
     "scaled_replay",
+    "watch_storages",
 ]

@@ -31,8 +31,13 @@ if TYPE_CHECKING:
     from torch.optim.optimizer import ParamsT
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-# The optimizers torch ships: the ones a trace can run (the one list lives in profiling.config).
-OPTIMIZERS = tuple(name for name, spec in CONFIG_OPTIMIZERS.items() if spec.in_torch)
+# The optimizers a trace can run: torch's (the one list lives in profiling.config),
+# bitsandbytes' 8-bit Adam, represented (profiling.trace.bnb), and transformers' Adafactor.
+OPTIMIZERS = (
+    *(name for name, spec in CONFIG_OPTIMIZERS.items() if spec.in_torch),
+    "adam8bit",
+    "adafactor",
+)
 TraceConfig = TrainingConfig
 MIN_TORCH = (2, 5)
 
@@ -63,6 +68,10 @@ def untraceable(config: TrainingConfig) -> list[str]:
         problems.append("one GPU for --optimizer-in-bwd (no ZeRO/FSDP)")
     if config.checkpointing == "selective":
         problems.append("--checkpointing none or full (selective is estimated only)")
+    if (config.optimizer == "adam8bit" or config.paged_optimizer) and config.sharded:
+        problems.append("one GPU for bitsandbytes' optimizers (no ZeRO/FSDP)")
+    if config.optimizer == "adafactor" and config.sharded:
+        problems.append("one GPU for Adafactor (its row and column means of sharded tensors)")
     if (config.attention == "eager" or config.dropout) and config.is_factory:
         problems.append(
             "--attention sdpa and no --dropout with a factory (your model runs its own "
@@ -169,7 +178,17 @@ def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
     return len(blocks)
 
 
-def make_optimizer(name: str, params: ParamsT, foreach: bool = True) -> torch.optim.Optimizer:
+def make_optimizer(
+    name: str, params: ParamsT, foreach: bool = True, paged: bool = False
+) -> torch.optim.Optimizer:
+    """torch's optimizer of that name; bitsandbytes' 8-bit one, or a paged one, as the trace's
+    stand-in (``profiling.trace.bnb``: fake tensors only)."""
+    if name == "adam8bit" or (paged and name in ("adam", "adamw")):
+        from profiling.trace.bnb import BnbOptimizer
+
+        return BnbOptimizer(params, bits=8 if name == "adam8bit" else 32, is_paged=paged)  # type: ignore[arg-type]  # ParamsT's parameter groups are not used here
+    if name == "adafactor":
+        return _adafactor(params)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
     if name == "adam":
@@ -184,8 +203,21 @@ def make_optimizer(name: str, params: ParamsT, foreach: bool = True) -> torch.op
         return torch.optim.RMSprop(params, lr=1e-3, foreach=foreach)
     raise ProfilingError(
         f"optimizer {name!r} cannot be traced; use one of {', '.join(OPTIMIZERS)} "
-        "(8-bit Adam and friends need bitsandbytes and a GPU: use 'estimate')"
+        "(Lion and the other optimizers torch does not ship: use 'estimate')"
     )
+
+
+def _adafactor(params: ParamsT) -> torch.optim.Optimizer:
+    """transformers' own Adafactor, as the Trainer makes it for ``optim="adafactor"``
+    (``scale_parameter=False, relative_step=False``, an explicit learning rate; β1 None)."""
+    try:
+        from transformers.optimization import Adafactor
+    except ImportError:
+        raise ProfilingError(
+            "tracing --optimizer adafactor runs transformers' Adafactor: pip install "
+            "'journal-agent[hf]' (or estimate it)"
+        ) from None
+    return Adafactor(params, lr=1e-3, scale_parameter=False, relative_step=False)  # type: ignore[arg-type]  # ParamsT's groups are Adafactor's too
 
 
 @contextlib.contextmanager
@@ -274,11 +306,12 @@ def _build(
             "foreach optimizer under FSDP: DTensor foreach temporaries are counted several "
             "times over by the tracker; prefer the default (for-loop) for FSDP peaks"
         )
+    make = functools.partial(make_optimizer, paged=config.paged_optimizer)
     if config.optimizer_in_bwd:
         from profiling.trace.in_backward import InBackwardOptimizer
 
         optimizer: torch.optim.Optimizer = InBackwardOptimizer(
-            trainable, lambda one: make_optimizer(config.optimizer, one, foreach=False)
+            trainable, lambda one: make(config.optimizer, one, foreach=False)
         )
         optimizer.install(model)
         notes.append(
@@ -290,7 +323,7 @@ def _build(
 
         optimizer = MasterWeightOptimizer(
             trainable,
-            lambda masters: make_optimizer(config.optimizer, masters, foreach),
+            lambda masters: make(config.optimizer, masters, foreach),
             fp32_grads=config.fp32_grads,
         )
         notes.append(
@@ -303,12 +336,30 @@ def _build(
             )
         )
     else:
-        optimizer = make_optimizer(config.optimizer, trainable, foreach)
+        optimizer = make(config.optimizer, trainable, foreach)
     loop = foreach and not config.optimizer_in_bwd
-    notes.append(f"optimizer {config.optimizer} ({'foreach' if loop else 'for-loop'})")
+    if config.optimizer == "adam8bit" or config.paged_optimizer:
+        notes.append(_bnb_note(config))
+    else:
+        notes.append(f"optimizer {config.optimizer} ({'foreach' if loop else 'for-loop'})")
     if config.precision == "amp-fp16":
         notes.append("amp-fp16: GradScaler's few bytes (a scale and an inf flag) are not traced")
     return model, inputs, info, optimizer
+
+
+def _bnb_note(config: TraceConfig) -> str:
+    bits = "8-bit" if config.optimizer == "adam8bit" else "32-bit"
+    return (
+        f"optimizer {config.optimizer}: bitsandbytes' {'paged ' * config.paged_optimizer}{bits} "
+        "Adam represented (it needs CUDA): its states as init_state makes them, updated in "
+        "place by one fused kernel per parameter (no temporaries)"
+        + (
+            "; the paged states (parameters of 10^5 values or more) are CUDA managed memory, "
+            "outside PyTorch's allocator: not traced, reported apart"
+            if config.paged_optimizer
+            else ""
+        )
+    )
 
 
 def _autocast(config: TraceConfig) -> contextlib.AbstractContextManager[object]:

@@ -10,11 +10,13 @@ fp32, as ``PeftModel`` casts them (``autocast_adapter_dtype``), except under pur
 ``--qlora``: bitsandbytes' 4-bit kernels need CUDA, and the trace runs on fake cpu tensors, so
 each Linear layer of the blocks (the LM head and embeddings stay 16-bit, as bitsandbytes leaves
 them) becomes :class:`NF4Linear`, which holds what bitsandbytes' ``Linear4bit`` holds after
-``quantize_4bit(quant_type="nf4", compress_statistics=True)``: the packed weight (uint8, n/2
-bytes), one uint8 absmax per 64-value block, the fp32 absmax of those per 256 blocks, the 16-value
-NF4 code and an fp32 offset per tensor, and one 256-value fp32 map shared by the model. Its
-forward dequantizes the whole weight to the compute dtype for the matmul and again for backward,
-saving no input (bitsandbytes' ``MatMul4Bit`` does the same when the weight needs no gradient).
+``quantize_4bit(quant_type="nf4", compress_statistics=double_quant)`` (the sizes are
+``profiling.estimate.bnb``'s): the packed weight (uint8, n/2 bytes), the 16-value NF4 code, and
+an fp32 absmax per 64-value block or, double-quantized, a uint8 one, its offset, the fp32 absmax
+of those per 256 blocks and the nested state's copy of the 256-value map, with the map itself
+once for the model. Its forward dequantizes the whole weight to the compute dtype for the
+matmul and again for backward, saving no input (bitsandbytes' ``MatMul4Bit`` does the same when
+the weight needs no gradient).
 The record says which was traced.
 
 Imports torch; ``peft`` only inside the functions that need it.
@@ -29,9 +31,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from profiling._config_behaviours import double_quant
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
-from profiling.estimate.lora import NESTED_BLOCK, NF4_BLOCK
+from profiling.estimate.bnb import (
+    DYNAMIC_MAP_BYTES,
+    NESTED_BLOCK,
+    NF4_BLOCK,
+    NF4_CODE_BYTES,
+    dequant_absmax_bytes,
+)
 
 # The module names of each role ``lora_targets`` names (transformers' and our blocks').
 MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
@@ -71,7 +80,9 @@ class _DequantizedMatMul(torch.autograd.Function):
         return grad @ ctx.layer.dequantize(grad.dtype), None
 
 
-def _nf4_storage(module: nn.Module, rows: int, cols: int, device: torch.device) -> None:
+def _nf4_storage(
+    module: nn.Module, rows: int, cols: int, device: torch.device, double_quant: bool
+) -> None:
     """What bitsandbytes keeps for one 4-bit weight of rows × cols, as frozen parameters."""
     n = rows * cols
     blocks = -(-n // NF4_BLOCK)
@@ -80,21 +91,27 @@ def _nf4_storage(module: nn.Module, rows: int, cols: int, device: torch.device) 
         return nn.Parameter(torch.empty(shape, dtype=dtype, device=device), False)
 
     module.weight = frozen((n + 1) // 2, 1, dtype=torch.uint8)  # two 4-bit codes a byte
-    # bitsandbytes' QuantState: absmax per block (uint8, double quantized), their fp32
-    # absmax per 256 blocks, the 16-value NF4 code, the offset.
-    for name, param in (
-        ("weight_absmax", frozen(blocks, dtype=torch.uint8)),
-        ("weight_absmax2", frozen(-(-blocks // NESTED_BLOCK), dtype=torch.float32)),
-        ("weight_code", frozen(16, dtype=torch.float32)),
-        ("weight_offset", frozen(dtype=torch.float32)),
-    ):
+    # bitsandbytes' QuantState: the NF4 code, and the absmax per block — in fp32, or double
+    # quantized: uint8, their offset, the nested state's fp32 absmax per 256 blocks and its
+    # own copy of the 256-value dynamic map (profiling.estimate.bnb).
+    stats = [("weight_code", frozen(NF4_CODE_BYTES // 4, dtype=torch.float32))]
+    if not double_quant:
+        stats.append(("weight_absmax", frozen(blocks, dtype=torch.float32)))
+    else:
+        stats += [
+            ("weight_absmax", frozen(blocks, dtype=torch.uint8)),
+            ("weight_offset", frozen(dtype=torch.float32)),
+            ("weight_absmax2", frozen(-(-blocks // NESTED_BLOCK), dtype=torch.float32)),
+            ("weight_code2", frozen(DYNAMIC_MAP_BYTES // 4, dtype=torch.float32)),
+        ]
+    for name, param in stats:
         module.register_parameter(name, param)
 
 
 def _dequantize(module: NF4Weight | NF4Linear, dtype: torch.dtype) -> torch.Tensor:
-    """The 16-bit weight bitsandbytes writes, as ``dequantize_4bit`` makes it: the nested absmax
-    first dequantized to fp32 (one value per 64-value block), alive while the weight is written,
-    then the full-shape weight."""
+    """The 16-bit weight bitsandbytes writes, as ``dequantize_4bit`` makes it: a double-quantized
+    absmax first dequantized to fp32 (one value per 64-value block), alive while the weight is
+    written, then the full-shape weight."""
     from torch._subclasses.fake_tensor import FakeTensor
 
     weight = module.weight
@@ -103,8 +120,8 @@ def _dequantize(module: NF4Weight | NF4Linear, dtype: torch.dtype) -> torch.Tens
             "NF4Linear stands in for bitsandbytes' 4-bit kernels under the trace's fake "
             "tensors only; train QLoRA for real with bitsandbytes on a GPU"
         )
-    blocks = -(-module.nf4_shape[0] * module.nf4_shape[1] // NF4_BLOCK)
-    absmax = torch.empty(blocks, dtype=torch.float32)
+    n = module.nf4_shape[0] * module.nf4_shape[1]
+    absmax = torch.empty(dequant_absmax_bytes(n, module.double_quant) // 4, dtype=torch.float32)
     out = torch.empty(module.nf4_shape, dtype=dtype)
     del absmax
     return out
@@ -113,10 +130,11 @@ def _dequantize(module: NF4Weight | NF4Linear, dtype: torch.dtype) -> torch.Tens
 class NF4Weight(nn.Module):
     """One expert's 4-bit weight: the storage bitsandbytes keeps for it (see the module doc)."""
 
-    def __init__(self, rows: int, cols: int, device: torch.device) -> None:
+    def __init__(self, rows: int, cols: int, device: torch.device, double_quant: bool) -> None:
         super().__init__()
         self.nf4_shape = (rows, cols)
-        _nf4_storage(self, rows, cols, device)
+        self.double_quant: bool = double_quant
+        _nf4_storage(self, rows, cols, device, double_quant)
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         return _dequantize(self, dtype)
@@ -147,7 +165,7 @@ class _DequantizedExperts(torch.autograd.Function):
         return out, None, None
 
 
-def quantize_experts(experts: nn.Module, keeps_inputs: bool) -> int:
+def quantize_experts(experts: nn.Module, keeps_inputs: bool, double_quant: bool = True) -> int:
     """A mixture of experts' stacked gate, up and down weights (``hf_blocks``' experts) as one
     4-bit weight per expert, as bitsandbytes quantizes each expert's Linear layers; returns how
     many weights."""
@@ -156,7 +174,7 @@ def quantize_experts(experts: nn.Module, keeps_inputs: bool) -> int:
     for name in ("gate", "up", "down"):
         stacked = getattr(experts, name)
         e, rows, cols = stacked.shape
-        lists[name] = [NF4Weight(rows, cols, stacked.device) for _ in range(e)]
+        lists[name] = [NF4Weight(rows, cols, stacked.device, double_quant) for _ in range(e)]
         delattr(experts, name)
         experts.add_module(f"{name}_nf4", nn.ModuleList(lists[name]))
         count += e
@@ -175,14 +193,19 @@ class NF4Linear(nn.Linear):
     doc): a frozen packed weight and its quantization constants, all counted as parameters."""
 
     def __init__(
-        self, linear: nn.Linear, compute_dtype: torch.dtype, keeps_inputs: bool = False
+        self,
+        linear: nn.Linear,
+        compute_dtype: torch.dtype,
+        keeps_inputs: bool = False,
+        double_quant: bool = True,
     ) -> None:
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.compute_dtype = compute_dtype
         self.keeps_inputs = keeps_inputs
         self.nf4_shape = (self.out_features, self.in_features)
-        _nf4_storage(self, self.out_features, self.in_features, linear.weight.device)
+        self.double_quant: bool = double_quant
+        _nf4_storage(self, self.out_features, self.in_features, linear.weight.device, double_quant)
         self.bias = linear.bias
         if self.bias is not None:
             self.bias.requires_grad_(False)
@@ -199,7 +222,10 @@ class NF4Linear(nn.Linear):
 
 
 def quantize_linears(
-    model: nn.Module, compute_dtype: torch.dtype, keeps_inputs: bool = False
+    model: nn.Module,
+    compute_dtype: torch.dtype,
+    keeps_inputs: bool = False,
+    double_quant: bool = True,
 ) -> int:
     """Every Linear layer of the repeated blocks becomes an :class:`NF4Linear` (the LM head and
     embeddings stay 16-bit, as bitsandbytes leaves ``lm_head``), and every expert's weights
@@ -207,16 +233,16 @@ def quantize_linears(
     count = 0
     for name, parent in list(model.named_modules()):
         if all(isinstance(getattr(parent, w, None), nn.Parameter) for w in ("gate", "up", "down")):
-            count += quantize_experts(parent, keeps_inputs)
+            count += quantize_experts(parent, keeps_inputs, double_quant)
         for child_name, child in list(parent.named_children()):
             full = f"{name}.{child_name}" if name else child_name
             if type(child) is nn.Linear and not full.endswith("lm_head"):
-                setattr(parent, child_name, NF4Linear(child, compute_dtype, keeps_inputs))
+                nf4 = NF4Linear(child, compute_dtype, keeps_inputs, double_quant)
+                setattr(parent, child_name, nf4)
                 count += 1
-    # The 256-value fp32 map of the nested quantization, shared by every layer.
-    model.register_parameter(
-        "nf4_nested_code", nn.Parameter(torch.empty(NESTED_BLOCK, dtype=torch.float32), False)
-    )
+    if double_quant:  # quantize_blockwise's dynamic map (name2qmap), made once per device
+        code = torch.empty(DYNAMIC_MAP_BYTES // 4, dtype=torch.float32)
+        model.register_parameter("nf4_nested_code", nn.Parameter(code, False))
     return count
 
 
@@ -283,16 +309,23 @@ def apply_lora(
     notes: list[str] = []
     quantized = 0
     if config.qlora:
+        dq = double_quant(config)
         quantized = quantize_linears(
-            model, _DTYPES[config.compute_dtype], keeps_inputs=config.bnb_keeps_inputs
+            model, _DTYPES[config.compute_dtype], config.bnb_keeps_inputs, dq
         )
         notes.append(
             f"QLoRA: bitsandbytes needs CUDA, so its 4-bit base is represented: "
             f"{in_model(quantized)} weights (Linear layers, each expert's gate, up, down) hold "
-            "NF4 storage as bitsandbytes keeps it (packed uint8 n/2 bytes, a uint8 absmax per 64 "
-            "values, an fp32 absmax per 256 blocks, the NF4 code and an offset per tensor, one "
-            f"shared 256-value map) and dequantize to {config.compute_dtype} for each matmul "
-            "(the absmax to fp32 first); the LM head and embeddings stay 16-bit; "
+            "NF4 storage as bitsandbytes keeps it (packed uint8 n/2 bytes and the NF4 code; "
+            + (
+                "double-quantized: a uint8 absmax per 64 values, an offset, an fp32 absmax per "
+                "256 blocks and a copy of the 256-value map per tensor, the map once) "
+                if dq
+                else "an fp32 absmax per 64 values) "
+            )
+            + f"and dequantize to {config.compute_dtype} for each matmul"
+            + (" (the absmax to fp32 first)" if dq else "")
+            + "; the LM head and embeddings stay 16-bit; "
             + (
                 "each keeps its input for backward when it needs a gradient (bitsandbytes "
                 "0.43.1 and earlier)"

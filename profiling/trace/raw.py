@@ -33,6 +33,7 @@ class _Raw:
     segments: dict[str, dict[str, int]]
     notes: list[str]
     replay: Replay | None = None  # the allocations replayed through the caching allocator
+    paged: int = 0  # a paged optimizer's managed memory, outside the allocator (trace.bnb)
 
 
 FIRST, STEADY = "first step", "steady-state step"
@@ -42,6 +43,7 @@ def _named(raw: _Raw, peaks: bool = False) -> dict[str, dict[str, int]]:
     """Every number a traced loop reports, by name (the block-scaled traces extrapolate them);
     ``peaks``: each phase's peak too (the block-scaled trace finds them from the stretches)."""
     named: dict[str, dict[str, int]] = {"params": {"n": raw.params}, "after": raw.after}
+    named["paged"] = {"n": raw.paged}
     named.update({f"phase|{k}": v for k, v in raw.phases.items()})
     named.update({f"module|{k}": v.model_dump() for k, v in raw.modules.items()})
     named.update({f"flops|{k}": v for k, v in raw.flops.items()})

@@ -68,6 +68,8 @@ def trace_record(result: TraceResult, gpu_mem_gb: float | None = None) -> Measur
     if verdict:
         results.append(Quantity(name="gpu_memory", value=verdict["gpu_mem_bytes"], unit="B"))
     results.append(Quantity(name="params", value=result.params, unit=""))
+    if result.paged_bytes:
+        results.append(Quantity(name="paged_optimizer", value=result.paged_bytes, unit="B"))
     results += [
         Quantity(name="flops", value=result.flops.total, unit="FLOP"),
         Quantity(name="flops_forward", value=result.flops.forward, unit="FLOP"),
@@ -187,7 +189,8 @@ def trace_counter_lines(result: TraceResult) -> list[str]:
     lines = counter_lines(result.counters, result.config.counter)
     avail = result.config.gpu_mem_bytes()
     if avail:
-        lines.append(f"  {nvml_verdict(result.counters.nvml.bytes, avail)}")
+        c = result.counters
+        lines.append(f"  {nvml_verdict(c.nvml.bytes, avail, c.paged)}")
     return lines
 
 
@@ -241,6 +244,11 @@ def render_trace_text(result: TraceResult, modules: int = 12) -> str:
         f"FLOPs of the step: {fmt_count(result.flops.total)} "
         f"(forward {fmt_count(result.flops.forward)}, backward {fmt_count(result.flops.backward)})",
     ]
+    if result.paged_bytes:
+        lines.append(
+            f"Paged optimizer state: {fmt_bytes(result.paged_bytes)} in CUDA managed memory, "
+            "beside the peak (outside PyTorch's allocator; moved to host memory under pressure)"
+        )
     lines += trace_counter_lines(result)
     if result.time is not None:
         from profiling.estimate.step_time import render_time

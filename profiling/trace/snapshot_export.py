@@ -21,12 +21,12 @@ import contextlib
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from profiling.errors import ProfilingError
 
 if TYPE_CHECKING:
-    from torch.distributed._tools.mem_tracker import _UpdateType, _WeakRefInfo
+    from torch.distributed._tools.mem_tracker import _WeakRefInfo
 
     from profiling.trace.tracker import StepTracker
 
@@ -87,35 +87,14 @@ class SnapshotRecorder:
         self._live: dict[int, TraceEntry] = {}  # id(winfo) -> its alloc event
         self._next = BASE_ADDRESS
         self._tracker: StepTracker | None = None
-        self._entered = False
 
     def attach(self, tracker: StepTracker) -> None:
-        """Wrap ``tracker._update_snap`` (MemTracker's one place where memory changes)."""
+        """Record every storage the memory tracker adds and frees (``watch_storages``); what it
+        already holds is allocated at the start of the timeline."""
+        from profiling.trace.allocations import watch_storages
+
         self._tracker = tracker
-        original = tracker._update_snap
-
-        # torch's own signature: (u_type, winfo, old_mem_consumed=None, old_reftype=None)
-        def update_snap(
-            u_type: _UpdateType, winfo: _WeakRefInfo, *args: Any, **kwargs: Any
-        ) -> None:
-            kind = getattr(u_type, "name", str(u_type))
-            depth = getattr(tracker, "_depth", 1)
-            self._entered = self._entered or depth > 0
-            if self._entered and depth == 0:  # the loop is over: the model being torn down
-                original(u_type, winfo, *args, **kwargs)
-                return
-            if kind in ("DEL", "SIZE") and id(winfo) in self._live:
-                self._free(id(winfo))
-            original(u_type, winfo, *args, **kwargs)
-            if kind in ("ADD", "SIZE") and winfo.mem_consumed > 0:
-                self._alloc(winfo)
-
-        tracker._update_snap = update_snap
-        # What the tracker already holds (the model's parameters and buffers, tracked when
-        # it was made) is allocated at the start of the timeline.
-        for winfo, _ in list(getattr(tracker, "_WINFO", {}).values()):
-            if winfo.mem_consumed > 0 and id(winfo) not in self._live:
-                self._alloc(winfo)
+        watch_storages(tracker, self._alloc, self._free, self._live.__contains__)
 
     def _frames(self, winfo: _WeakRefInfo) -> list[Frame]:
         """The modules the storage was made in (innermost first) and the step's phase."""

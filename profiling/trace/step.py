@@ -37,6 +37,7 @@ from profiling.trace.allocations import (
     replay_of,
     scaled_replay,
 )
+from profiling.trace.bnb import paged_bytes
 from profiling.trace.bounded import Checkpoints, checked_progress, one_trace_at_a_time
 from profiling.trace.build import (
     _autocast,
@@ -92,6 +93,7 @@ class TraceResult(BaseModel):
     flops: FlopCount
     time: StepTime | None = None  # with config.gpu: the step's time at config.mfu
     counters: Counters | None = None  # --counter reserved|nvml: the allocator replayed
+    paged_bytes: int = 0  # a paged optimizer's managed memory: in no peak above (trace.bnb)
     wall_seconds: float
     torch_version: str
     notes: list[str] = Field(default_factory=list)
@@ -281,6 +283,7 @@ def _trace_in_fake_mode(
             segments=tracker.segments,
             notes=notes,
             replay=replay_of(config, log),
+            paged=paged_bytes(optimizer),
         )
 
 
@@ -331,7 +334,8 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
         wall_seconds=0.0,
         torch_version=torch.__version__,
         notes=notes,
-        counters=raw.replay.counters(config) if raw.replay is not None else None,
+        counters=raw.replay.counters(config, raw.paged) if raw.replay is not None else None,
+        paged_bytes=raw.paged,
     )
 
 
@@ -398,6 +402,7 @@ def _trace_scaled(
     return _Raw(
         info={**base.info, **(describe(w) if (w := find_workload(config.model)) else {})},
         params=full["params"]["n"],
+        paged=full["paged"]["n"],
         root=root,
         block_prefix=prefix,
         peaks=peaks,
@@ -458,6 +463,7 @@ def _trace_layer_scaled(
     return _Raw(
         info={**base.info, **(describe(w) if (w := find_workload(config.model)) else {})},
         params=full["params"]["n"],
+        paged=full["paged"]["n"],
         root=base.root,
         block_prefix=prefix,
         peaks={lb: {ph: peaks[f"{lb}|{ph}"] for ph in PHASES} for lb in (FIRST, STEADY)},

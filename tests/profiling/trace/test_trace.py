@@ -186,6 +186,6 @@ def test_bad_model_specs(user_models, spec: str, message: str) -> None:
 
 def test_unknown_optimizer_and_long_sequence() -> None:
     with pytest.raises(ProfilingError, match="cannot be traced"):
-        trace_step(TraceConfig(model="tiny-gpt2", optimizer="adam8bit"))
+        trace_step(TraceConfig(model="tiny-gpt2", optimizer="lion"))
     with pytest.raises(ProfilingError, match="exceeds tiny-gpt2's maximum of 128"):
         trace_step(TraceConfig(model="tiny-gpt2", seq=4096))

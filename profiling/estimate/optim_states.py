@@ -1,0 +1,277 @@
+"""The optimizer's state tensor by tensor, where one rate per parameter is not the truth:
+bitsandbytes' 8-bit states (a block constant per 256 values, fp32 below 4,096 values) and its
+paged states (CUDA managed memory from 10⁵ values on, outside PyTorch's allocator). The byte
+rules are ``profiling.estimate.bnb``'s; the trainable tensors come from the model's shape
+(``param_numels``) or the adapters LoRA adds.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from profiling.estimate.bnb import (
+    MIN_8BIT_SIZE,
+    OPT_BLOCK,
+    PAGED_MIN_NUMEL,
+    QMAPS_BYTES,
+    paged,
+    state_bytes_8bit,
+)
+from profiling.estimate.ledger import Ledger, Line, Sharding
+from profiling.records import Step
+from profiling.units import fmt_bytes, fmt_count
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+
+def lora_layers(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(role, input width, output width) of each adapted Linear layer of one block."""
+    h = int(shape["hidden"])
+    q, kv = int(shape.get("q_dim") or h), int(shape.get("kv_dim") or h)
+    f = int(
+        shape.get("ffn")
+        or (4 * h if shape.get("arch") == "gpt2" else -(-(8 * h // 3) // 256) * 256)
+    )
+    widths = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f),
+              "up": (h, f), "down": (f, h)}  # fmt: skip
+    return [(t, *widths[t]) for t in cfg.lora_targets if t != "lm_head"]
+
+
+def largest_adapter(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
+    """The largest adapter tensor: r times the widest side of an adapted layer."""
+    sides = [max(i, o) for _, i, o in lora_layers(cfg, shape)]
+    if "lm_head" in cfg.lora_targets and shape.get("vocab"):
+        sides.append(max(int(shape["hidden"]), int(shape["vocab"])))
+    return int(cfg.lora_rank or 0) * max(sides, default=0)
+
+
+def trainable_numels(
+    cfg: TrainingConfig, shape: dict[str, Any], factored: bool = False
+) -> list[tuple[int, int]] | None:
+    """(values, how many) of each trainable parameter tensor — or, ``factored``, of its
+    Adafactor second moment (rows + columns) —: the adapters' A (r × in) and B (out × r) under
+    LoRA, else the model's own tensors; None when the shape does not say."""
+    if cfg.lora_rank is None:
+        numels = shape.get("factored_numels" if factored else "param_numels")
+        return [(int(n), int(c)) for n, c in numels] if numels else None
+    r, L = int(cfg.lora_rank), int(shape.get("layers") or 0)
+    sides = [(i, o) for _, i, o in lora_layers(cfg, shape)]
+    counts: Counter[int] = Counter()
+    for i, o in sides:
+        counts[r + i if factored else r * i] += L
+        counts[o + r if factored else r * o] += L
+    if "lm_head" in cfg.lora_targets and shape.get("vocab"):
+        h, V = int(shape["hidden"]), int(shape["vocab"])
+        counts[r + h if factored else r * h] += 1
+        counts[V + r if factored else r * V] += 1
+    return sorted(counts.items(), reverse=True)
+
+
+def tensorwise_states(
+    ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding, names: tuple[str, ...]
+) -> bool:
+    """The optimizers whose state is counted tensor by tensor (bitsandbytes' 8-bit Adam,
+    transformers' Adafactor); False when another optimizer, or the tensors are not known."""
+    return eight_bit_states(ledger, cfg, shape, sh, names) or adafactor_states(
+        ledger, cfg, shape, sh
+    )
+
+
+def adafactor_states(
+    ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding
+) -> bool:
+    """transformers' Adafactor (β1 None, the Trainer's ``optim="adafactor"``): for a tensor of
+    two dimensions or more a row and a column mean of the squared gradient, for a vector the
+    whole second moment — fp32 whatever the parameter's dtype (it steps on ``grad.float()``) —
+    and each tensor's RMS, a 0-d fp32 tensor; the step counter is a Python int."""
+    values = trainable_numels(cfg, shape, factored=True) if cfg.optimizer == "adafactor" else None
+    if values is None:
+        return False
+    total = sum(v * c for v, c in values)
+    tensors = sum(c for _, c in values)
+    div, sym, num = sh.of(1)
+    for name, count, formula, numbers in (
+        ("factored second moment (rows + columns; vectors whole)", total,
+         "Σ (rows + columns, or n for a vector) · 4 B", f"{fmt_count(total)} · 4"),
+        ("RMS per tensor (0-d fp32)", tensors, "parameter tensors · 4 B", f"{tensors} · 4"),
+    ):  # fmt: skip
+        ledger.add(
+            Line(
+                name=f"Optimizer: {name}",
+                bytes=4 * count / div,
+                unsharded=4 * count,
+                formula=formula + sym,
+                substituted=numbers + num,
+                group="model states",
+                category="optimizer",
+            )
+        )
+    return True
+
+
+def adafactor_temporaries(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> bool:
+    """transformers' Adafactor steps one tensor at a time (no foreach): for the largest, the
+    squared gradient and the update (fp32), with a 16-bit parameter also its gradient's and its
+    own fp32 copies; under ``mixed`` the master-weight optimizer's fp32 gradient beside the
+    two. False for another optimizer."""
+    if cfg.optimizer != "adafactor" or cfg.offload_optimizer:
+        return cfg.optimizer == "adafactor"
+    largest = int(shape.get("largest_tensor") or 0)
+    if cfg.lora_rank is not None:
+        largest = largest_adapter(cfg, shape)
+    if not largest:
+        ledger.note("optimizer step temporaries need the model's shape (none counted)")
+        return True
+    k, what = 2, "the squared gradient + the update"
+    if cfg.precision == "bf16":  # 16-bit parameters (or adapters): stepped in fp32 copies
+        k, what = 4, "fp32 copies of the gradient and the parameter + the squared gradient + update"
+    elif cfg.precision == "mixed" and cfg.lora_rank is None and not (cfg.fsdp or cfg.sharded):
+        k, what = 3, "the fp32 gradient + the squared gradient + the update"
+    ledger.add(
+        Line(
+            name="Optimizer step temporaries (for-loop, largest tensor)",
+            bytes=k * largest * 4,
+            unsharded=k * largest * 4,
+            formula=f"largest tensor · {k} · 4 B ({what})",
+            substituted=f"{fmt_count(largest)} · {k} · 4",
+            group="temporaries",
+            category="temporaries",
+        )
+    )
+    return True
+
+
+def offload(ledger: Ledger, cfg: TrainingConfig) -> None:
+    """ZeRO-Offload: optimizer state and master weights live in CPU memory, not on the GPU."""
+    if not cfg.offload_optimizer:
+        return
+    moved = [ln for ln in ledger.lines if ln.category == "optimizer"]
+    cpu = sum(ln.bytes for ln in moved)
+    for ln in moved:
+        ln.name += " (CPU)"
+        ln.bytes = 0
+        ln.substituted += " → CPU memory"
+    terms = " + ".join(ln.substituted.removesuffix(" → CPU memory") for ln in moved)
+    ledger.steps.append(
+        Step(name="Optimizer state offloaded (per GPU rank)", formula="Σ the optimizer's lines",
+             substituted=terms, value=cpu, unit="B")
+    )  # fmt: skip
+    ledger.note(
+        f"optimizer state offloaded: {cpu / 1e9:.2f} GB per GPU rank moved to CPU memory "
+        "(ZeRO-Offload); the optimizer step runs on the CPU, so it is slower"
+    )
+
+
+def eight_bit_states(
+    ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding, names: tuple[str, ...]
+) -> bool:
+    """bitsandbytes' 8-bit states, tensor by tensor, and its two quantile maps; False (nothing
+    added) for another optimizer, or when the trainable tensors are not known."""
+    numels = trainable_numels(cfg, shape) if cfg.optimizer == "adam8bit" else None
+    if numels is None:
+        return False
+    big = [(n, c) for n, c in numels if n >= MIN_8BIT_SIZE]
+    small = sum(n * c for n, c in numels if n < MIN_8BIT_SIZE)
+    values = sum(n * c for n, c in big)
+    blocks = sum(-(-n // OPT_BLOCK) * c for n, c in big)
+    each = sum(state_bytes_8bit(n) * c for n, c in numels)
+    div, sym, num = sh.of(1)
+    formula = f"Σ n + 4·Σ⌈n/{OPT_BLOCK}⌉ over tensors of n ≥ {MIN_8BIT_SIZE} values"
+    numbers = f"{fmt_count(values)} + 4·{blocks:,}"
+    if small:
+        formula += " + 4·Σ n below (fp32)"
+        numbers += f" + 4·{small:,}"
+    for name in names:
+        ledger.add(
+            Line(
+                name=f"Optimizer: {name}",
+                bytes=each / div,
+                unsharded=each,
+                formula=f"({formula}){sym}" if sym else formula,
+                substituted=f"({numbers}){num}" if num else numbers,
+                group="model states",
+                category="optimizer",
+            )
+        )
+    if not big:  # the maps are made with the first 8-bit state
+        return True
+    # Each optimizer keeps its own two maps: one optimizer, or one per parameter in backward.
+    owners = sum(c for _, c in big) if cfg.optimizer_in_bwd else 1
+    ledger.add(
+        Line(
+            name="Optimizer: 8-bit quantile maps (dynamic, udynamic)"
+            + (", one pair per parameter's optimizer" if owners > 1 else ""),
+            bytes=QMAPS_BYTES * owners,
+            unsharded=QMAPS_BYTES * owners,
+            formula="2 · 256 · 4 B" + (" · 8-bit tensors" if owners > 1 else ""),
+            substituted="2 · 256 · 4" + (f" · {owners}" if owners > 1 else ""),
+            group="model states",
+            category="optimizer",
+        )
+    )
+    return True
+
+
+def paged_states(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
+    """A paged optimizer: the states of tensors of 10⁵ values or more leave the allocated count
+    for a line of their own (managed memory: nvidia-smi's while resident, paged out under
+    pressure); their fp32 block constants and the smaller tensors' states stay allocated."""
+    if not cfg.paged_optimizer:
+        return
+    numels = trainable_numels(cfg, shape)
+    states = [ln for ln in ledger.lines if ln.category == "optimizer" and "maps" not in ln.name]
+    states = [ln for ln in states if "master" not in ln.name and "step" not in ln.name]
+    if numels is None or not states:
+        ledger.note("paged optimizer: the trainable tensors are not known, nothing counted paged")
+        return
+    per = 1 if cfg.optimizer == "adam8bit" else 4  # uint8, or the 32-bit optimizer's fp32
+    big = sum(n * c for n, c in numels if paged(n))
+    tensors = sum(c for n, c in numels if paged(n))
+    share = big * per * len(states) / sum(ln.unsharded for ln in states)
+    moved = sum(ln.bytes * share for ln in states)  # per GPU: the lines' own sharding kept
+    if moved:
+        for ln in states:
+            ln.bytes -= ln.bytes * share
+            ln.formula += " − its paged part"
+            ln.substituted += f" − {fmt_count(big)} · {per} paged"
+        ledger.add(
+            Line(
+                name="Paged optimizer state (CUDA managed memory)",
+                bytes=moved,
+                unsharded=big * per * len(states),
+                formula=f"{len(states)} states · Σ n · {per} B over tensors of n ≥ 10⁵ values",
+                substituted=f"{len(states)} · {fmt_count(big)} · {per} ({tensors} tensors)",
+                group="model states",
+                category="paged",
+            )
+        )
+    if not moved:
+        ledger.note(
+            f"paged optimizer: no trainable tensor reaches {PAGED_MIN_NUMEL:,} values, so "
+            "bitsandbytes pages none of its states: every one is an ordinary allocation"
+        )
+        return
+    ledger.note(
+        f"paged optimizer: {fmt_bytes(moved, 'GB')} of state ({tensors} tensors of ≥ "
+        f"{PAGED_MIN_NUMEL:,} values) in CUDA managed memory, outside PyTorch's allocator: not "
+        "in the allocated peak (nor max_memory_reserved), on nvidia-smi while resident, moved "
+        "to host memory page by page when the GPU needs the room (slower steps, no "
+        "out-of-memory); smaller tensors' states are ordinary allocations"
+    )
+
+
+__all__ = [
+    "adafactor_states",
+    "adafactor_temporaries",
+    "eight_bit_states",
+    "largest_adapter",
+    "lora_layers",
+    "offload",
+    "paged_states",
+    "tensorwise_states",
+    "trainable_numels",
+]
