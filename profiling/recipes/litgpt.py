@@ -228,6 +228,9 @@ def _batches(r: Reading, gpus: int) -> None:
 def _optimizer(r: Reading) -> None:
     spec = r.get("optimizer.class_path", r.get("optimizer"))
     key = "optimizer.class_path" if r.has("optimizer.class_path") else "optimizer"
+    if str(r.get("quantize", "")).startswith("bnb."):
+        _bnb_optimizer(r, spec, key)
+        return
     if spec is None:
         return
     name = str(spec).rsplit(".", 1)[-1].lower()
@@ -242,6 +245,8 @@ def _optimizer(r: Reading) -> None:
         ours = "sgd-nomomentum"
     r.seen("optimizer.init_args.momentum", main=key)
     r.use(key, "optimizer", ours, why)
+    if paged:
+        r.use(key, "paged_optimizer", True, "bitsandbytes.optim.Paged…: states in managed memory")
     if r.get("optimizer.init_args.fused"):
         r.use(
             "optimizer.init_args.fused",
@@ -251,6 +256,25 @@ def _optimizer(r: Reading) -> None:
         )
     if r.has("optimizer.init_args.foreach"):
         r.use("optimizer.init_args.foreach", "foreach", bool(r.get("optimizer.init_args.foreach")))
+
+
+def _bnb_optimizer(r: Reading, spec: Any, key: str) -> None:
+    """``quantize: bnb.*`` swaps the optimizer: finetune/lora.py and adapter.py call
+    ``instantiate_bnb_optimizer`` under ``BitsandbytesPrecision`` (litgpt/utils.py), which
+    refuses all but AdamW and builds ``bnb.optim.PagedAdamW`` (32-bit, fp32 states, paged) with
+    only the init_args its signature takes (``fused``, ``foreach`` are dropped)."""
+    name = "adamw" if spec is None else str(spec).rsplit(".", 1)[-1].lower()
+    if "adamw" not in name:
+        raise ProfilingError(
+            f"{r.file}: LitGPT refuses {spec} with quantize {r.get('quantize')!r} (only AdamW, "
+            "as bitsandbytes' PagedAdamW); set optimizer to AdamW or remove quantize"
+        )
+    why = "quantize bnb.*: LitGPT builds bitsandbytes' PagedAdamW (32-bit states, paged)"
+    (r.use if spec is not None else r.imply)(key, "optimizer", "adamw", why)
+    r.imply(key, "paged_optimizer", True, why)
+    r.seen("optimizer.init_args.momentum", main=key)
+    for arg in ("fused", "foreach"):
+        r.ignore(f"optimizer.init_args.{arg}", "PagedAdamW takes no such argument: LitGPT drops it")
 
 
 def _lora(r: Reading) -> None:

@@ -55,7 +55,39 @@ def test_litgpt_qlora_config_is_read_as_litgpt_reads_it() -> None:
     lines = "\n".join(recipe.lines())
     assert "lora_alpha = 16: does not change memory" in lines
     config = TrainingConfig.parse(**with_recipe(recipe, {}))
-    assert config.describe().startswith("hf:llama-3.1-8b, bf16 adamw, QLoRA r=32")
+    assert config.describe().startswith("hf:llama-3.1-8b, bf16 paged adamw, QLoRA r=32")
+
+
+def test_litgpt_quantized_trains_with_bitsandbytes_paged_adamw(tmp_path: Path) -> None:
+    """quantize bnb.* makes LitGPT build bnb.optim.PagedAdamW whatever AdamW the file names
+    (litgpt/utils.py instantiate_bnb_optimizer): fp32 states, those of tensors of 10⁵ values
+    or more outside PyTorch's allocator, so out of the allocated peak LitGPT prints."""
+    from profiling.estimate.memory import estimate
+
+    path = FIXTURES / "litgpt" / "llama-3.1-8b-qlora.yaml"
+    recipe = read_recipe([path])
+    assert recipe.values["paged_optimizer"] is True and recipe.values["optimizer"] == "adamw"
+    _accounted(recipe, path)
+    est = estimate(TrainingConfig.parse(**with_recipe(recipe, {})))
+    parts = {c.name: c.bytes for c in est.components}
+    # r=32 on q and v of Llama 3.1 8B (h 4,096, k/v 1,024 wide): q's A and B and v's A have
+    # 131,072 values each and are paged; v's B (1,024 × 32 = 32,768) stays in PyTorch's
+    # allocator. Two fp32 states (4 B each) per paged value, 32 blocks.
+    paged = 32 * 3 * 131_072 * 2 * 4
+    assert parts["Paged optimizer state (CUDA managed memory)"] == paged
+    assert est.counters is not None and est.counters.paged == paged
+    assert parts["Optimizer: momentum"] == 4 * est.trainable_params - paged // 2
+    # A paged optimizer the file names itself is paged without quantization too.
+    text = path.read_text().replace("quantize: bnb.nf4", "quantize:")
+    text = text.replace("torch.optim.AdamW", "bitsandbytes.optim.PagedAdamW8bit")
+    (tmp_path / "paged.yaml").write_text(text)
+    named = read_recipe([tmp_path / "paged.yaml"]).values
+    assert (named["optimizer"], named["paged_optimizer"]) == ("adam8bit", True)
+    # LitGPT refuses any other optimizer under quantization, and so do we, in one sentence.
+    sgd = path.read_text().replace("torch.optim.AdamW", "torch.optim.SGD")
+    (tmp_path / "sgd.yaml").write_text(sgd)
+    with pytest.raises(ProfilingError, match=r"LitGPT refuses torch\.optim\.SGD with quantize"):
+        read_recipe([tmp_path / "sgd.yaml"])
 
 
 def test_litgpt_full_and_lora_configs() -> None:
