@@ -17,7 +17,8 @@ The same step the trace runs (torchtitan's Llama 3 stage, ``profiling.plans.tita
   values repeated to every head (SDPA's inputs), its output (which ``wo`` keeps as it is: the
   fused kernels return it transposed), its fp32 logsumexp, SwiGLU's four tensors, and SDPA's
   seed and offset;
-  the last stage adds the loss's fp32 log-probabilities and its logits (``head_activations``);
+  the last stage adds the loss's fp32 log-probabilities and its logits (``head_activations``;
+  without a pipeline no logits, the final norm's and the output's inputs instead);
 - **the schedule** (``profiling.plans.schedule``) composes them exactly as for a trace
   (``profiling.plans.profile.compose``): 1F1B's first rank keeps ``pp`` microbatches of
   ``L/pp`` blocks in flight, Korthikanti et al.'s result (§4.2.3).
@@ -127,14 +128,22 @@ def _fused_sdpa(head_dim: int, c: int) -> bool:
     return head_dim % (8 if c == 2 else 4) == 0
 
 
-def head_activations(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
+def head_activations(w: WorkloadConfig, tokens: int, t: int, c: int, pipelined: bool = True) -> int:
     """What the last stage keeps per microbatch beyond its blocks, as its trace shows: the
     loss's fp32 log-probabilities, the logits (the stage's output, which ``PipelineStage``
     keeps for the backward), the final norm's rstd and the loss; under tensor parallelism also
     the output's input, all-gathered to the whole sequence (torchtitan's ``ColwiseParallel(
-    input_layouts=Shard(1))``: the matmul keeps the gathered copy for its weight gradient)."""
-    v = w.vocab
-    gathered = tokens * w.hidden * c if t > 1 else 0
+    input_layouts=Shard(1))``: the matmul keeps the gathered copy for its weight gradient).
+
+    Without a pipeline the step is ``cross_entropy(model(x), labels)``: nothing keeps the
+    logits (``log_softmax`` saves its output only), and the final norm's input (``nn.RMSNorm``
+    saves it) and the output's input (the norm's output, which ``nn.Linear`` saves for its
+    weight gradient) are the head's own."""
+    v, h = w.vocab, w.hidden
+    gathered = tokens * h * c if t > 1 else 0
+    if not pipelined:
+        own = tokens // t * h * c + (0 if t > 1 else tokens * h * c)
+        return (4 + 4 * v) * tokens // t + 8 + gathered + own
     return (4 + 4 * v + c * v) * tokens // t + 8 + gathered
 
 
@@ -188,13 +197,13 @@ def stage_profile(
     recompute = 0
     if cfg.checkpointing == "full":  # each block keeps its input; backward recomputes one
         block, recompute = tokens // t * w.hidden * s.c, block
+    pipelined = layout.pp > 1
     acts = stage.layers * block
-    if stage.head:
-        acts += head_activations(w, tokens, t, s.c)
+    head_acts = head_activations(w, tokens, t, s.c, pipelined) if stage.head else 0
+    acts += head_acts
     gathered_b = gathered * s.gathered if cfg.fsdp else 0
     # unsharded gradients, in the gathered dtype; accumulated over microbatches in fp32 (FSDP2
     # accumulates in its reduce dtype under mixed precision)
-    pipelined = layout.pp > 1
     reduce_b = 4 if cfg.fsdp and cfg.precision == "mixed" else s.gathered
     grad_b = reduce_b if pipelined else s.gathered
     # the embedding's gradient holds every row of the vocabulary (embedding_grad_rows)
@@ -215,14 +224,25 @@ def stage_profile(
     # gradient of its output (gathered to the whole sequence under sequence parallelism)
     emb_extra = (w.vocab * w.hidden + tokens * w.hidden) * s.c if stage.embedding else 0
     keep = gathered_b if pipelined else 0  # without a pipeline FSDP reshards after forward
+    # ... except the final norm and the output, one group torchtitan never reshards after
+    # forward (apply_fsdp: ``reshard_after_forward=False``, FSDP would prefetch it at once):
+    # gathered from the head's forward until its post_backward reshards it (FSDPParamGroup.
+    # post_backward, torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py)
+    head_keep = 0
+    if cfg.fsdp and stage.head and not pipelined:
+        head_keep = (_shard(w.vocab // t, w.hidden, n) + _shard(w.hidden, 1, n)) * n * s.gathered
     # FSDP2's forward (_fsdp_param_group.py, wait_for_unshard): a group's all-gather result
     # stays in ``all_gather_state`` beside the parameters copied out of it until the next
     # group's copy-out, so a group's gathered bytes are held twice; under a pipeline the
     # copies stay (``keep``) and only the current result is more
     gathering = one_block if pipelined else 2 * one_block
+    f0_peak = vec(parameters=keep + gathering, activations=acts, temporaries=f_extra)
+    if not pipelined:  # the blocks' gathering and the loss come at different moments
+        f0_peak = _forward_peak(stage.layers * block, gathering, tokens // t * w.hidden * s.c,
+                                head=vec(parameters=head_keep, activations=acts,
+                                         temporaries=logits * _plain_loss(t, s.c)))  # fmt: skip
     moves = {
-        "F0": Move(delta=vec(parameters=keep, activations=acts),
-                   peak=vec(parameters=keep + gathering, activations=acts, temporaries=f_extra)),
+        "F0": Move(delta=vec(parameters=keep + head_keep, activations=acts), peak=f0_peak),
         "F": Move(delta=vec(activations=acts), peak=vec(activations=acts, temporaries=f_extra)),
     }  # fmt: skip
     after = grads_b if pipelined or not cfg.fsdp else sharded_grads
@@ -234,12 +254,16 @@ def stage_profile(
     b_peak = vec(temporaries=transient)
     if not pipelined:  # the loss's backward comes before the blocks' and their buffers
         block_b = _backward_extra(2 * (w.ffn // t) * s.c * tokens, recompute, head=False)
-        blocks = vec(parameters=one_block, temporaries=in_flight + block_b)
+        # the head's backward ran first: its saved tensors are freed and its group resharded
+        blocks = vec(parameters=one_block - head_keep, activations=-head_acts,
+                     temporaries=in_flight + block_b)  # fmt: skip
         b_peak = blocks if blocks["total"] > b_peak["total"] else b_peak
     end = vec(gradients=after, activations=-acts, temporaries=w.vocab * w.hidden * s.c)
     if pipelined and emb_extra and end["total"] > b_peak["total"]:
         b_peak = end  # the embedding's upcast, last: its 16-bit gradient beside every fp32 one
-    moves["B0"] = Move(delta=vec(gradients=after, activations=-acts), peak=b_peak)
+    moves["B0"] = Move(
+        delta=vec(parameters=-head_keep, gradients=after, activations=-acts), peak=b_peak
+    )
     b_more = max(_backward_extra(b_extra, recompute, stage.head, first=False), emb_extra)
     moves["B"] = Move(delta=vec(activations=-acts), peak=vec(temporaries=b_more))
     moves["I0"], moves["I"] = moves["B0"], moves["B"]
@@ -265,6 +289,21 @@ def stage_profile(
         stage=stage.index, layers=stage.layers, base=base, moves=moves, per_microbatch=per_mb,
         output_bytes=output, input_bytes=0 if stage.embedding else recv,
     )  # fmt: skip
+
+
+def _plain_loss(t: int, c: int) -> int:
+    """Bytes per local logit the loss of a step without a pipeline holds above what it keeps:
+    the logits themselves (nothing keeps them, see ``head_activations``) and ``.float()``'s
+    fp32 copy (none in fp32: ``.float()`` of an fp32 tensor is the tensor); under tensor
+    parallelism ``loss_parallel``'s (``loss_transients``)."""
+    return c + (loss_transients(t, c)[0] if t > 1 else 0 if c == 4 else 4)
+
+
+def _forward_peak(blocks: int, gathering: int, block_extra: int, head: Vec) -> Vec:
+    """A forward without a pipeline at its highest: at the last block (every block's saved
+    tensors, its group's gathered parameters twice, its transient) or at the loss."""
+    at_blocks = vec(parameters=gathering, activations=blocks, temporaries=block_extra)
+    return at_blocks if at_blocks["total"] > head["total"] else head
 
 
 def _backward_extra(extra: int, recompute: int, head: bool, first: bool = True) -> int:
