@@ -367,10 +367,17 @@ class CatalogueEntry(TypedDict):
     config: dict[str, object]  # the model's config.json as published
 
 
-@functools.cache
 def catalogue_entry(name: str) -> CatalogueEntry:
-    """A shipped entry: name, repo, source {url, date}, published_params, config."""
-    return json.loads((CATALOGUE / f"{name}.json").read_text(encoding="utf-8"))
+    """A shipped entry: name, repo, source {url, date}, published_params, config — a copy of
+    its own for each caller: transformers' config classes rewrite the dicts they are given
+    (5.x moves ``rope_theta`` into ``rope_scaling``), and a shared cached entry then told every
+    later caller in the process a different config."""
+    return json.loads(_catalogue_text(name))
+
+
+@functools.cache
+def _catalogue_text(name: str) -> str:
+    return (CATALOGUE / f"{name}.json").read_text(encoding="utf-8")
 
 
 def load_hf(spec: str) -> WorkloadConfig:

@@ -126,7 +126,7 @@ def test_garbage_sent_to_the_hooks_leaves_the_session_working(cli_binary, projec
     """A plugin whose hooks feed random bytes to our script: the session answers as usual."""
     plugin = tmp_path / "garbage-plugin"
     (plugin / "hooks").mkdir(parents=True)
-    for part in (".claude-plugin", "journal_agent"):
+    for part in (".claude-plugin", "journal_agent", "profiling"):  # the hooks import both
         (plugin / part).symlink_to(REPO / part)
     shutil.copy(REPO / "hooks" / "capture.py", plugin / "hooks" / "capture.py")
     hooks = json.loads((REPO / "hooks" / "hooks.json").read_text())

@@ -184,3 +184,17 @@ def test_bad_config_on_the_cli_saves_nothing(tmp_path: Path, run_cli) -> None:
     assert not (tmp_path / ".journal" / "measurements").exists() or not any(
         (tmp_path / ".journal" / "measurements").iterdir()
     )
+
+
+def test_transformers_rewriting_an_entry_changes_no_later_callers_config() -> None:
+    """transformers' config classes rewrite the dicts they are given (5.x moves rope_theta into
+    rope_scaling): a trace building the module must not change what the next reader of the
+    catalogue gets (a checkpoint's config.json written after it carried the rewritten keys)."""
+    transformers = pytest.importorskip("transformers")
+    shipped = json.loads(
+        (Path(__file__).parents[3] / "profiling/models/catalogue/llama-3.1-8b.json").read_text()
+    )["config"]
+    raw = dict(catalogue_entry("llama-3.1-8b")["config"])
+    kind = raw.pop("model_type")
+    transformers.AutoConfig.for_model(kind, **raw)  # as the trace's build_hf does
+    assert catalogue_entry("llama-3.1-8b")["config"] == shipped
