@@ -66,6 +66,11 @@ TIED_HEAD_FIELD: Any = Field(
     "config says); --no-tied-head gives the head its own copy, as LitGPT's converted "
     "checkpoints do.",
 )
+ACTIVATION_OFFLOAD_FIELD: Any = Field(
+    False,
+    description="torchtune's enable_activation_offloading: with --checkpointing full, each "
+    "block's input is copied to pinned host memory in forward and brought back in backward.",
+)
 LOSS_CHUNKS_FIELD: Any = Field(
     None,
     ge=1,
@@ -104,6 +109,13 @@ def check_behaviours(cfg: TrainingConfig) -> None:
             "--paged-optimizer keeps the state on the GPU while it fits; --offload-optimizer "
             "keeps it on the CPU: give one",
             "paged_optimizer",
+        )
+    if cfg.activation_offload and (cfg.checkpointing != "full" or _plan(cfg.__dict__)):
+        raise ConfigError(
+            "--activation-offload is torchtune's, which offloads the blocks' inputs of "
+            "--checkpointing full (its recipes refuse it without) on one data-parallel axis "
+            "(no --pp, --cp, --dp-shard, --dp-replicate)",
+            "activation_offload",
         )
     if cfg.loss_chunks is not None and cfg.loss not in ("chunked", "linear-chunked"):
         raise ConfigError(
@@ -165,6 +177,7 @@ def double_quant(cfg: TrainingConfig) -> bool:
 
 
 __all__ = [
+    "ACTIVATION_OFFLOAD_FIELD",
     "LOSSES",
     "LOSS_CHUNKS_DEFAULT",
     "LOSS_CHUNKS_FIELD",

@@ -97,6 +97,8 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
     """One sentence for a DeepSpeed setting that cannot hold together."""
     if not cfg.deepspeed:
         given = [f for f in ENGINE_ONLY if getattr(cfg, f) not in (None, False)]
+        if cfg.activation_offload:  # its host memory is judged against --cpu-mem too
+            given = [f for f in given if f not in ("cpu_mem", "gpus_per_node")]
         if cfg.offload_to != "cpu":
             given.append("offload_to")
         if given:

@@ -170,6 +170,7 @@ class TrainingConfig(BaseModel):
     param_persistence_threshold: ds.Count = ds.PERSISTENCE_FIELD
     overlap_comm: bool | None = ds.OVERLAP_COMM_FIELD
     paged_optimizer: bool = PAGED_FIELD
+    activation_offload: bool = behaviours.ACTIVATION_OFFLOAD_FIELD
     # ---- parallelism
     gpus: int = _positive_int(MAX_GPUS, "Data-parallel GPUs (ranks) N.", 1)
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage 0-3 (sharding over the N GPUs).")

@@ -39,6 +39,7 @@ MemoryTraceInput = config_input_model(
         "microbatches",
         "virtual_stages",
         *DEEPSPEED_FIELDS,
+        "activation_offload",  # estimated only: the trace refuses it
     ),
     model=(
         str | None,

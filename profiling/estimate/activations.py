@@ -342,13 +342,52 @@ def final_norm(d: Dims, e: Bytes, cfg: TrainingConfig, head_input: bool = True) 
     )
 
 
-def checkpointed_layer(d: Dims, e: Bytes) -> Term:
-    """What full checkpointing keeps per block: its input, in the residual dtype."""
+# torchtune's OffloadActivations (torchtune/training/_activation_offloading.py at bd2a0fc)
+# under full checkpointing: torch.utils.checkpoint saves a block's inputs through the hooks
+# outside it (_CheckpointFrame.save_inputs) and what the block saves through its own, so the
+# block inputs are what the offload sees. Each (over min_offload_size, 1,024 B, line 71) is
+# copied to pinned host memory (use_pin_memory=True, lines 68, 179-198). The forward keeps the
+# last max_fwd_stash_size = 5 packed on the GPU (lines 70, 166-174) until the final norm's
+# saved tensors push them out; the backward brings one block's input back (lines 286-297) and
+# frees the previous node's once the current node has run (lines 274-279, 349-353): while a
+# block is recomputed, its input and the one before are on the GPU.
+OFFLOAD_IN_FLIGHT = 2
+
+
+def checkpointed_layer(d: Dims, e: Bytes, offload: bool = False) -> Term:
+    """What full checkpointing keeps per block: its input, in the residual dtype; with
+    torchtune's activation offloading, the inputs in flight in backward (the rest in host
+    memory: :func:`offloaded_inputs`)."""
+    if offload:
+        n = min(d.L, OFFLOAD_IN_FLIGHT)
+        return Term(
+            "block inputs (checkpoints) brought back from host memory",
+            n * d.s * d.b * d.h * e.r,
+            f"min(L, {OFFLOAD_IN_FLIGHT})·s·b·h·{e.r} B",
+            f"{n}·{d.s}·{d.b}·{d.h}·{e.r}",
+        )
     return Term(
         "block inputs (checkpoints)",
         d.L * d.s * d.b * d.h * e.r,
         f"L·s·b·h·{e.r} B",
         f"{d.L}·{d.s}·{d.b}·{d.h}·{e.r}",
+    )
+
+
+def offloaded_inputs(cfg: Any, shape: dict[str, Any]) -> Term | None:
+    """The host memory torchtune's activation offloading holds per rank: every block's input
+    (pinned), split like them under sequence parallelism. None without ``activation_offload``
+    or a model's dimensions."""
+    d = dims_of(shape, cfg.seq_or_default(), cfg.batch) if cfg.activation_offload else None
+    if d is None:
+        return None
+    e = Bytes.of(cfg.precision)
+    t = cfg.tp if cfg.sequence_parallel else 1
+    return Term(
+        "every block's input (checkpoint), L of them",
+        d.L * d.s * d.b * d.h * e.r / t,
+        f"L·s·b·h·{e.r} B" + " / t" * (t > 1),
+        f"{d.L}·{d.s}·{d.b}·{d.h}·{e.r}" + f" / {t}" * (t > 1),
     )
 
 
@@ -373,6 +412,7 @@ __all__ = [
     "dims_of",
     "final_norm",
     "head_transient",
+    "offloaded_inputs",
     "once_per_model",
     "per_layer",
 ]

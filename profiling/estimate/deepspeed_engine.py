@@ -53,6 +53,7 @@ from typing import Any
 from profiling import _config_deepspeed as dsc
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate.activations import offloaded_inputs
 from profiling.estimate.states import Ledger, Line, optimizer_states, weight_bytes
 from profiling.units import fmt_bytes, fmt_count
 
@@ -253,14 +254,16 @@ def _optimizer_per_param(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[fl
 
 
 def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
-    """What one rank keeps in host memory (``--deepspeed`` with an offload), in bytes."""
+    """What one rank keeps in host memory, in bytes: DeepSpeed's offload (``--deepspeed``),
+    torchtune's activation offloading (``--activation-offload``)."""
+    act = offloaded_inputs(cfg, shape)
+    out = [HostLine(act.name, act.bytes, act.substituted + " B", True)] if act else []
     if not cfg.deepspeed or not cfg.zero or not (cfg.offload_optimizer or cfg.offload_param):
-        return []
+        return out
     s = Settings.of(cfg, shape)
     psi, n, w = int(shape["params"]), cfg.gpus, s.w
     part = psi / n
     P = f"{fmt_count(psi)}/{n}"
-    out: list[HostLine] = []
     nvme = cfg.offload_to == "nvme"
     if cfg.offload_optimizer and not nvme:
         per, labels = _optimizer_per_param(cfg, shape)
@@ -316,6 +319,9 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
     return out
 
 
+_TORCHTUNE = "torchtune's activation offloading"
+
+
 def host_summary(cfg: TrainingConfig, shape: dict[str, Any]) -> dict[str, Any] | None:
     """Host memory per rank and per node, pinned apart, and the verdict against ``cpu_mem``."""
     lines = host_lines(cfg, shape)
@@ -326,7 +332,9 @@ def host_summary(cfg: TrainingConfig, shape: dict[str, Any]) -> dict[str, Any] |
     pinned = sum(x.bytes for x in lines if x.pinned)
     node = rank * per_node
     cpu = int(cfg.cpu_mem * 1e9) if cfg.cpu_mem is not None else None
+    by = [x for x, on in (("DeepSpeed", cfg.deepspeed), (_TORCHTUNE, cfg.activation_offload)) if on]
     return {
+        "by": " and ".join(by),
         "lines": [
             {"name": x.name, "bytes": round(x.bytes), "calculation": x.formula, "pinned": x.pinned}
             for x in lines
@@ -345,7 +353,8 @@ def host_text(host: dict[str, Any] | None) -> list[str]:
     if not host:
         return []
     k = host["gpus_per_node"]
-    out = [f"Host (CPU) memory per rank, offloaded by DeepSpeed ({k} rank(s) per node):"]
+    by = host.get("by") or "DeepSpeed"
+    out = [f"Host (CPU) memory per rank, offloaded by {by} ({k} rank(s) per node):"]
     for x in host["lines"]:
         pin = ", pinned" if x["pinned"] else ""
         out.append(f"  {x['name']}: {fmt_bytes(x['bytes'], 'GB')} = {x['calculation']}{pin}")

@@ -182,7 +182,7 @@ def _activations(
     if lora:
         layer += lora_acts.per_layer(d, e, inp)
     if inp.checkpointing == "full":
-        _add_activation(ledger, acts.checkpointed_layer(d, e), 1, t, sp)
+        _add_activation(ledger, acts.checkpointed_layer(d, e, inp.activation_offload), 1, t, sp)
         once = _once(d, e, shape, inp, loss)
         if e.amp:  # the blocks' weight copies die with the checkpointed region
             once = [_head_copy_only(term, shape) for term in once]

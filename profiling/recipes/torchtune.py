@@ -150,7 +150,8 @@ def _switches(r: Reading) -> None:
             "enable_activation_offloading",
             "activation_offload",
             True,
-            "checkpointed activations moved to CPU memory",
+            "OffloadActivations: each block's input in pinned host memory, two on the GPU "
+            "while a block is recomputed",
         )
     else:
         r.ignore("enable_activation_offloading", NO_MEMORY + " (off)")

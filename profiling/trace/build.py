@@ -59,6 +59,8 @@ def untraceable(config: TrainingConfig) -> list[str]:
         problems.append("no tensor parallelism (--tp 1)")
     if config.offload_optimizer:
         problems.append("optimizer state on the GPU (no --offload-optimizer)")
+    if config.activation_offload:  # no host memory nor copy stream under fake tensors
+        problems.append("no --activation-offload (estimated only: the estimate models it)")
     if config.deepspeed:
         problems.append(
             "no --deepspeed (DeepSpeed's engine is estimated in closed form; the trace runs "
