@@ -119,15 +119,17 @@ def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monk
     from profiling._config_deepspeed import DEEPSPEED_FIELDS
 
     # DeepSpeed's engine settings are offered by neither tool (a DeepSpeed config as from_file
-    # sets them): every field costs tokens in each request.
-    fields = set(TrainingConfig.model_fields) - set(DEEPSPEED_FIELDS)
+    # sets them): every field costs tokens in each request. Nor is torchtune's activation
+    # offloading (a torchtune recipe as from_file sets it).
+    from_file_only = {*DEEPSPEED_FIELDS, "activation_offload"}
+    fields = set(TrainingConfig.model_fields) - from_file_only
     plan = {"dp_shard", "dp_replicate", "cp", "pp", "pp_schedule", "microbatches", "virtual_stages"}
     for tool in (MemoryEstimate, MemoryTrace):
         schema = tool.definition()["input_schema"]
         # MemoryTrace refuses a parallel plan, so it does not offer a plan's fields.
         assert fields - (plan if tool is MemoryTrace else set()) <= set(schema["properties"])
         assert tool is MemoryEstimate or not plan & set(schema["properties"])
-        assert not set(DEEPSPEED_FIELDS) & set(schema["properties"])
+        assert not from_file_only & set(schema["properties"])
         assert schema["properties"]["optimizer"]["enum"] == list(OPTIMIZERS)
         assert schema["properties"]["precision"]["enum"] == [
             "fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"
