@@ -37,13 +37,18 @@ def walk_to(
     create: bool,
     refuse: Callable[[str, int, str], Exception | None],
     made: Callable[[OSError, str], Exception] | None = None,
+    follow_anchor: bool = True,
 ) -> int:
     """A descriptor of ``anchor/parts…`` reached with ``O_NOFOLLOW`` on every name below the
     anchor (made on the way with ``create``). FileNotFoundError when a folder is missing (and
     not made). A name that cannot be opened as a folder: ``refuse(path so far, descriptor of
     its folder, name)`` gives the error to raise (None: the open's own). ``made(error, path)``:
-    what a failed ``mkdir`` raises (else its own error). The caller closes the descriptor."""
-    fd = os.open(os.fspath(anchor), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    what a failed ``mkdir`` raises (else its own error). ``follow_anchor=False``: the anchor itself
+    must not be a link either (a real path resolved earlier, which a swap must not redirect).
+    The caller closes the descriptor."""
+    fd = os.open(
+        os.fspath(anchor), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC if follow_anchor else DIR
+    )
     done = os.fspath(anchor)
     try:
         for name in parts:

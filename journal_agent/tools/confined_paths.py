@@ -14,7 +14,6 @@ redirecting it outside.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from journal_agent.tools.base import ToolError
+from profiling._nofollow import DIR, walk_to
 
 if TYPE_CHECKING:
     from journal_agent.tools.base import ToolContext
@@ -131,9 +131,6 @@ def permitted_path(ctx: ToolContext, tool_name: str, file_path: str) -> Path:
     return path
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
 def open_dir_beneath(root: Path, directory: Path, *, create: bool = False) -> int:
     """A descriptor for ``directory`` (a resolved path inside ``root``), reached from the root
     without following any symlink; with ``create``, missing directories are made on the way.
@@ -145,22 +142,11 @@ def open_dir_beneath(root: Path, directory: Path, *, create: bool = False) -> in
     rel = os.path.relpath(directory, root_real)
     if rel == os.pardir or rel.startswith(os.pardir + os.sep):
         raise ToolError(f"{directory} is outside the workspace root {root_real}.")
-    fd = os.open(root_real, _DIR_FLAGS)
     if rel == os.curdir:
-        return fd
-    try:
-        for name in rel.split(os.sep):
-            if create:
-                # Already there: a directory (fine) or not (the open below says so).
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o777, dir_fd=fd)
-            inner = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return os.open(root_real, DIR)
+    return walk_to(
+        root_real, rel.split(os.sep), create=create, refuse=lambda *_: None, follow_anchor=False
+    )
 
 
 def open_beneath(root: Path, path: Path, flags: int, mode: int = 0o666) -> int:
