@@ -26,6 +26,7 @@ FILES = (
     "review.json",
     "hooks.log",
     "index.sqlite",
+    "titles.tsv",
     "vectors.sqlite",
     "journal.lock",
     "journal.state.json",

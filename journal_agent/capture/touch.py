@@ -41,6 +41,7 @@ from journal_agent.lightjson import dumps, loads
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from typing import Any
 
 SHOWN = 3  # entries named per tool call
 # Entries named in one session, at most: about 1,000 tokens (the replayed sessions of
@@ -191,10 +192,15 @@ def overlaps(ref: tuple[int, int], touched: list[tuple[int, int]] | None) -> boo
 # -- the state of cited lines now ---------------------------------------------------------------
 
 
-def _sha256():
-    from journal_agent.capture.store import _sha256 as sha
+_SHA256: list[Callable[[bytes], Any]] = []  # looked up once: a failed import is a path search
 
-    return sha()
+
+def _sha256() -> Callable[[bytes], Any]:
+    if not _SHA256:
+        from journal_agent.capture.store import _sha256 as sha
+
+        _SHA256.append(sha())
+    return _SHA256[0]
 
 
 def file_lines(root: str, rel: str) -> list[bytes] | None:
@@ -245,9 +251,15 @@ def spoken(root: str, session: str) -> set[str]:
 
 
 def titles(root: str, ids: list[str]) -> dict[str, str]:
-    """Entry titles: from the search index (read-only) when it holds them, else from the
-    headings of a journal of at most :data:`MAX_JOURNAL` bytes; an entry found in neither is
-    named by its id."""
+    """Entry titles: from the index's titles file when it was written from the journal as it
+    is (no sqlite3 to import: journal/search/titles_file.py), else from the search index
+    (read-only) when it holds them, else from the headings of a journal of at most
+    :data:`MAX_JOURNAL` bytes; an entry found in none is named by its id."""
+    from journal_agent.journal.search import titles_file
+
+    current = titles_file.read(root, ids) if ids else {}
+    if current is not None:
+        return current
     import sqlite3
 
     out: dict[str, str] = {}

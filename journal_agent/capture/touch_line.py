@@ -10,8 +10,6 @@ Stdlib only, no ``re`` (the hooks run under ``python3 -I -S``).
 
 from __future__ import annotations
 
-from functools import partial
-
 from journal_agent.terminal_text import one_line
 
 TYPE_CHECKING = False  # (typing is one more import for every hook)
@@ -55,7 +53,7 @@ def line(entry: str, title: str, key: str, now: str, changed: bool) -> str:
         for where in _wheres(key):
             out = said(where, state, "")
             if cost(out) <= LINE_TOKENS:
-                return _titled(out, title, entry, partial(said, where, state))
+                return _titled(out, title, entry, lambda name, w=where, s=state: said(w, s, name))
     return out  # an id too long for any line: said whole all the same
 
 

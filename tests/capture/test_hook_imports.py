@@ -68,7 +68,8 @@ def test_a_turn_with_an_insight_imports_re_but_still_not_json(project, transcrip
 
 def test_a_tool_call_on_cited_code_imports_neither_json_nor_re(project, cli):
     """PostToolUse runs after every Read and Edit: no regex, no json, no pathlib; sqlite3 only
-    once an entry is to be named (its title), and nothing at all for an uncited file."""
+    to name an entry (its title) while the index's titles file is not in line with the journal,
+    and nothing at all for an uncited file."""
     (project / "m.py").write_text("a = 1\nb = 2\n")
     entry = render_entry(
         "Two Names", "2026-11-20", context="Studying m.py.", question="Why both?",
@@ -82,3 +83,16 @@ def test_a_tool_call_on_cited_code_imports_neither_json_nor_re(project, cli):
     assert names & (NEVER | REGEX | INDEX) == set()
     read["tool_input"] = {"file_path": str(project / "m.py")}
     assert _imported("PostToolUse", read, project) & (NEVER | REGEX) == set()
+    # Once the search index is in line with the journal, its titles file names the entry:
+    # no sqlite3 either (journal/search/titles_file.py).
+    cli(
+        "journal",
+        "search",
+        "x",
+        "--root",
+        str(project),
+        env={"JOURNAL_AGENT_EMBEDDING_MODEL": "off"},
+    )
+    names = _imported("PostToolUse", {**read, "session_id": "s2"}, project)
+    assert "journal_agent.journal.search.titles_file" in names
+    assert names & (NEVER | REGEX | INDEX) == set()

@@ -7,6 +7,7 @@ process under ``python3 -I -S``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -256,6 +257,46 @@ def test_an_id_that_does_not_say_the_title_brings_the_title(tmp_path, cli):
         " show adamw-2026-11-20"
     )
     assert tokens(said) <= 40
+
+
+def test_titles_come_from_the_index_titles_file_only_while_it_is_of_the_journal_there(
+    tmp_path, cli
+):
+    """The hooks read titles from .journal/titles.tsv (no sqlite3), written by the index for
+    the journal as it was; another hand's edit of the journal makes it stale, and a link
+    planted there is never followed: the title is then read as before (the index, else the
+    journal's headings)."""
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "train.py").write_text(TRAIN)
+    entry = render_entry(
+        "AdamW Keeps Two States", "2026-11-20", context="Sizing the optimizer.",
+        question="Why 8 bytes?", intuition="Two states (src/train.py:3).", tags="#memory",
+    ).replace("\n", "\n<!-- entry: adamw-2026-11-20 -->\n", 1)  # fmt: skip
+    assert cli("journal", "append", "-", "--root", str(root), input=entry).returncode == 0
+    cli("journal", "search", "x", "--root", str(root), env={"JOURNAL_AGENT_EMBEDDING_MODEL": "off"})
+    titles = root / ".journal" / "titles.tsv"
+    assert "adamw-2026-11-20\tAdamW Keeps Two States\n" in titles.read_text()
+    read = {"file_path": str(root / "src" / "train.py"), **AT}
+    assert '"AdamW Keeps Two States"' in post(root, "Read", read)
+    # The file is what the hook reads: a title changed in it (size and mtime kept) is said.
+    stat = titles.stat()
+    titles.write_text(titles.read_text().replace("AdamW Keeps", "AdamW Holds"))
+    os.utime(titles, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert '"AdamW Holds Two States"' in post(root, "Read", read, session="s2")
+    # Another hand retitles the entry; without the index the heading is read: the new title.
+    journal = root / "learning_journal.md"
+    journal.write_text(journal.read_text().replace("## AdamW Keeps", "## Why AdamW Keeps"))
+    for stale in root.joinpath(".journal").glob("index.sqlite*"):
+        stale.unlink()
+    assert '"Why AdamW Keeps Two States"' in post(root, "Read", read, session="s3")
+    # A titles file that is a link, even to one of the journal as it is, is not read.
+    cli("journal", "search", "x", "--root", str(root), env={"JOURNAL_AGENT_EMBEDDING_MODEL": "off"})
+    forged = tmp_path / "forged.tsv"
+    forged.write_text(titles.read_text().replace("Why AdamW", "Forged"))
+    titles.unlink()
+    titles.symlink_to(forged)
+    assert '"Why AdamW Keeps Two States"' in post(root, "Read", read, session="s4")
 
 
 def test_the_hooks_token_count_is_never_under_the_real_one():

@@ -23,6 +23,7 @@ from pathlib import Path
 from journal_agent.errors import UserError
 from journal_agent.journal._text import open_fence, split_lines
 from journal_agent.journal.model import Entry, parse_journal
+from journal_agent.journal.search import titles_file
 from journal_agent.journal.search.hits import SNIPPET_WORDS, Hit, Lexical, one_line
 from journal_agent.journal.search.query import (
     CJK_RUN,
@@ -76,9 +77,11 @@ class SearchIndex:
         )
 
     def _bump(self, conn: sqlite3.Connection) -> None:
-        """Entries changed: in-process caches keyed by the generation are stale."""
-        generation = int(self._meta(conn).get("generation", "0")) + 1
-        self._set_meta(conn, generation=generation)
+        """Entries changed: caches keyed by the generation are stale, the hooks' titles_file too."""
+        meta = self._meta(conn)
+        self._set_meta(conn, generation=int(meta.get("generation", "0")) + 1)
+        rows = conn.execute("SELECT id, title FROM entries ORDER BY start")
+        titles_file.write(self.root, int(meta["size"]), int(meta["mtime_ns"]), rows)
 
     def generation(self, conn: sqlite3.Connection) -> int:
         row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
