@@ -103,7 +103,8 @@ class Example:
     @property
     def where(self) -> str:
         line = self.path.read_text(encoding="utf-8")[: self.start].count("\n") + 1
-        return f"{self.path.relative_to(REPO)}:{line}"
+        shown = self.path.relative_to(REPO) if self.path.is_relative_to(REPO) else self.path
+        return f"{shown}:{line}"
 
 
 def find(path: Path) -> list[Example]:
@@ -352,11 +353,12 @@ def normalize(text: str) -> str:
     return text
 
 
-def elide(old_body: str, new_body: str) -> str:
+def elide(old_body: str, new_body: str, missed: list[str] | None = None) -> str:
     """``new_body`` with the stretches the docs cut (a line ``…``) cut the same way: from the
     line before the ``…`` to the next line after it that is not blank, both found again in the
     new output (blank lines between stay). Where an anchor is not found the output stays whole,
-    to be cut again by hand."""
+    to be cut again by hand; that anchor is added to ``missed`` (the generator says so: a block
+    left whole without a word was easy to commit)."""
     old, new = old_body.split("\n"), new_body.split("\n")
     for i, line in enumerate(old):
         if line.strip() != "…":
@@ -369,6 +371,8 @@ def elide(old_body: str, new_body: str) -> str:
             nth = [normalize(x) for x in old[:i]].count(anchor)
             found = [j for j, x in enumerate(norm) if x == anchor]
             if len(found) < nth:
+                if missed is not None:
+                    missed.append(old[i - 1])
                 continue
             start = found[nth - 1]
         after = i + 1
@@ -380,6 +384,8 @@ def elide(old_body: str, new_body: str) -> str:
         if following and not following.startswith("$ "):
             later = [j for j in range(start + 1, len(new)) if norm[j] == normalize(following)]
             if not later:
+                if missed is not None:
+                    missed.append(following)
                 continue
             stop = later[0] - blanks
         elif following.startswith("$ ") and following in new[start + 1 :]:
@@ -417,7 +423,14 @@ def main() -> None:
         bodies = []
         for example in examples:
             print(f"running {example.where}", file=sys.stderr)
-            body = elide(example.body, run(example))
+            missed: list[str] = []
+            body = elide(example.body, run(example), missed)
+            for anchor in missed:
+                print(
+                    f"left whole: {example.where}: the line next to a '…', {anchor.strip()!r}, "
+                    "is no longer in the output; cut the block again by hand",
+                    file=sys.stderr,
+                )
             if normalize(body) == normalize(example.body):
                 body = example.body  # the same but for ids and times: leave the docs alone
             bodies.append(body)

@@ -7,6 +7,8 @@ checks that the user-guide pages have no block of commands that is not generated
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -112,3 +114,29 @@ def test_normalizing_hides_the_moment_a_command_ran_but_no_number_a_user_checks(
         ("+1 -1", "+2 -1"),
     ):
         assert examples.normalize(a.replace(old, new)) != examples.normalize(b), new
+
+
+def test_a_cut_whose_anchor_is_gone_is_named_not_left_whole_in_silence(tmp_path):
+    """The docs cut long outputs at a line ``…``; when the line before it no longer appears in
+    the new output, the generator keeps the whole output and says which block to cut by hand."""
+    doc = tmp_path / "doc.md"
+    head = "<!-- example: checked -->\n```\n$ printf 'one\\ntwo\\nthree\\nfour\\n'\n"
+    doc.write_text(head + "zero\n…\nfour\n```\n", encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, str(REPO / "docs" / "examples.py"), str(doc)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "left whole:" in run.stderr and "'zero'" in run.stderr, run.stderr
+    assert "one\ntwo\nthree\nfour\n" in doc.read_text(encoding="utf-8")  # not cut anywhere
+    # with the anchor present the cut is made again, and nothing is said
+    doc.write_text(head + "one\n…\nfour\n```\n", encoding="utf-8")
+    quiet = subprocess.run(
+        [sys.executable, str(REPO / "docs" / "examples.py"), str(doc)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "left whole" not in quiet.stderr
+    assert "one\n…\nfour\n" in doc.read_text(encoding="utf-8")
