@@ -6,11 +6,15 @@ exceptions: ours are off). Those two cost 0.05 s of CPU, a third of ``journal-ag
 :func:`import_renderer` imports ``typer.rich_utils`` while each of them stands for a class that
 imports the real one on first use (so a renderer set up otherwise still works), then takes the
 stand-ins away: anything that imports ``rich.markdown`` later gets the real module.
+
+It also makes the renderer read our help as the prose it is (:func:`_read_as_prose`).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import re
 import sys
 import types
 from typing import Any
@@ -42,6 +46,7 @@ def import_renderer() -> None:
     """Import ``typer.rich_utils`` (once) without ``rich.markdown`` and ``rich.traceback``."""
     if "typer.rich_utils" in sys.modules:
         _fold_long_words(sys.modules["typer.rich_utils"])
+        _read_as_prose(sys.modules["typer.rich_utils"])
         return
     placed = []
     for module, name in _DEFERRED.items():
@@ -56,6 +61,7 @@ def import_renderer() -> None:
         for module in placed:
             del sys.modules[module]
     _fold_long_words(rich_utils)
+    _read_as_prose(rich_utils)
 
 
 def _fold_long_words(rich_utils: Any) -> None:
@@ -75,5 +81,50 @@ def _fold_long_words(rich_utils: Any) -> None:
     folded.folds = True  # type: ignore[attr-defined]  # marks the wrapper: wrapped once
     rich_utils._get_parameter_help = folded
 
+
+def _read_as_prose(rich_utils: Any) -> None:
+    """Our help is prose, never rich markup: in ``"rich"`` mode typer kept a docstring's line
+    breaks in a group's command list and in every paragraph after the first, so rich wrapped
+    each source line apart and broke sentences ("… drafts and other" / "records are read …"),
+    and it read ``[m:…]`` as a markup tag and dropped it ("read for  ids"). Here a paragraph's
+    lines are joined (a list item or an indented line keeps its own), and the text is escaped."""
+    if getattr(rich_utils._make_rich_text, "prose", False):
+        return
+    make_text, command_help = rich_utils._make_rich_text, rich_utils._make_command_help
+
+    def text(*, text: str, style: str = "", markup_mode: Any) -> Any:
+        from rich.markup import escape
+
+        return make_text(text=escape(text), style=style, markup_mode=markup_mode)
+
+    def command(*, help_text: str, markup_mode: Any) -> Any:
+        first = inspect.cleandoc(help_text).split("\n\n")[0]
+        return command_help(help_text=_joined(first), markup_mode=markup_mode)
+
+    def linebreaks(paragraphs: list[str], markup_mode: Any) -> str:
+        return "\n\n".join(_joined(p) for p in paragraphs)
+
+    text.prose = True  # type: ignore[attr-defined]  # marks the wrappers: wrapped once
+    rich_utils._make_rich_text = text
+    rich_utils._make_command_help = command
+    rich_utils._fix_linebreaks = linebreaks
+
+
+def _joined(paragraph: str) -> str:
+    """``paragraph``'s lines as one, but for a line that starts a list item or is indented
+    (an example, a table) and a paragraph typer is told to keep as it is (``\\b``)."""
+    if paragraph.startswith("\b"):
+        return paragraph
+    lines = paragraph.split("\n")
+    out = lines[:1]
+    for line in lines[1:]:
+        if _KEEPS_ITS_LINE.match(line):
+            out.append(line)
+        else:
+            out[-1] = f"{out[-1].rstrip()} {line.strip()}"
+    return "\n".join(out)
+
+
+_KEEPS_ITS_LINE = re.compile(r"\s|[-*•]\s|\d+[.)]\s|\$ ")
 
 __all__ = ["import_renderer"]

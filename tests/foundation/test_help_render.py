@@ -75,3 +75,23 @@ def test_help_breaks_no_sentence_and_cuts_no_word(tmp_path):
     assert "…" not in profile.stdout
     assert "torch.cuda.memory._dump_snapshot" in joined.replace(" ", "")
     assert "https://pytorch.org/memory_viz" in joined.replace(" ", "")
+
+
+def test_a_groups_commands_and_later_paragraphs_read_as_prose(tmp_path):
+    """#33: a docstring's line breaks were kept in a group's command list and in the paragraphs
+    after the first, so rich wrapped each source line apart ("… drafts and other" / "records
+    are read for  ids)"), and `[m:…]` was read as rich markup and dropped."""
+    env = {"COLUMNS": "80", "PATH": "", "HOME": str(tmp_path)}
+    group = _run("", "-m", "journal_agent", "measurements", "--help", env=env).stdout
+    prune = group[group.index("│ prune") : group.index("│ show")]
+    text = " ".join(line.strip("│ ").strip() for line in prune.splitlines())
+    assert "are read for [m:…] ids); a cited record is never deleted." in text
+    assert "│        drafts and other records are read for [m:…] ids); a cited record is" in prune
+    own = _run("", "-m", "journal_agent", "measurements", "prune", "--help", env=env).stdout
+    assert "and other records are read for [m:…] ids); a cited record is never deleted." in own
+    env["COLUMNS"] = "100"
+    append = _run("", "-m", "journal_agent", "journal", "append", "--help", env=env).stdout
+    assert " An entry that repeats one already in the journal (same concept, near-identical " \
+        "content) is refused \n" in append  # fmt: skip
+    inbox = _run("", "-m", "journal_agent", "inbox", "--help", env=env).stdout
+    assert "│               moments written; a draft with problems is kept" in inbox
