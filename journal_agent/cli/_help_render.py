@@ -107,7 +107,7 @@ def _read_as_prose(rich_utils: Any) -> None:
     text.prose = True  # type: ignore[attr-defined]  # marks the wrappers: wrapped once
     rich_utils._make_rich_text = text
     rich_utils._make_command_help = command
-    rich_utils._fix_linebreaks = linebreaks
+    setattr(rich_utils, "_fix_linebreaks", linebreaks)  # noqa: B010  # vulture: typer reads it
 
 
 def _joined(paragraph: str) -> str:
