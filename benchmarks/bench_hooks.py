@@ -17,7 +17,11 @@ and nobody waits for.
 PostToolUse is measured on a Read of 8 lines of a file that many entries cite (the three it
 names: its context and its tokens are reported), on a Read of that whole file (none named: no
 entry is a quarter of it) and on an Edit of a file none cites (most tool calls),
-with ``refs.jsonl`` rewritten in the anchor format ``journal append`` writes. What PostToolUse
+with ``refs.jsonl`` rewritten in the anchor format ``journal append`` writes; the same three
+calls go through the hooks of ``--old REF`` too (``git archive``; default before the titles
+file and the index of cited files), interleaved in the same loop, in sessions of their own:
+``old_hooks`` beside ``hooks``, and whether both said the same. The first PostToolUse, which
+builds the index of cited files, is run before the loop and reported alone. What PostToolUse
 injects per session and per replayed day, and how precise it is: benchmarks/bench_touch_replay.py.
 
 Also the headless session overhead (benchmarks/session_overhead.py): ``claude -p hi`` with
@@ -28,6 +32,7 @@ a no-op; the MCP front alone; the plugin with neither): where the overhead goes.
 
     python benchmarks/bench_hooks.py [--runs 40] [--entries 10000] [--transcript-mb 100]
                                      [--sessions 8] [--sessions-only] [--attribute]
+                                     [--old REF | --old none]
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from bench_journal import _build  # the generated journal of the search bench
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "hooks" / "capture.py"
 FLOORS = {"own_p95_ms": 20.0, "stop_p95_ms": 150.0, "session_start_tokens": 300}
+OLD = "3c7ea88"  # before PostToolUse read titles without sqlite3 and the index of cited files
 INSIGHT = (
     "`★ Insight ─────────────────────────────────────`\n"
     "Warm-up is counted in optimizer steps (src/mod1.py:5).\n"
@@ -149,7 +155,7 @@ def _pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000, 2)
 
 
-def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
+def bench(root: Path, transcript: Path, runs: int, old: Path | None) -> dict[str, object]:
     py = [sys.executable, "-I", "-S"]
     payloads = {
         "SessionStart": lambda i: {"session_id": f"b{i}", "source": "startup"},
@@ -192,6 +198,16 @@ def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
             "tool_response": {},
         },
     }
+    scripts = {name: SCRIPT for name in payloads}
+    if old is not None:  # the same PostToolUse calls through the hooks of --old, interleaved
+        for name in [n for n in payloads if n.startswith("PostToolUse")]:
+            scripts[f"old {name}"] = old / "hooks" / "capture.py"
+            payloads[f"old {name}"] = _old_session(payloads[name])
+    # The first PostToolUse builds the index of cited files (capture/refs_by_file.py): once
+    # per project, and again only when refs.jsonl is rewritten or ~50 lines were appended.
+    first = _run(
+        [*py, str(SCRIPT), "PostToolUse"], json.dumps(payloads["PostToolUse"](-1)).encode(), root
+    )
     names = ["bare", *payloads]
     times: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
@@ -201,8 +217,9 @@ def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
         times["bare"].append(wall)
         cpus["bare"].append(cpu)
         for name, payload in payloads.items():
-            event = name.split()[0]
-            wall, cpu, out = _run([*py, str(SCRIPT), event], json.dumps(payload(i)).encode(), root)
+            event = name.removeprefix("old ").split()[0]
+            args = [*py, str(scripts[name]), event]
+            wall, cpu, out = _run(args, json.dumps(payload(i)).encode(), root)
             times[name].append(wall)
             cpus[name].append(cpu)
             outputs[name] = out
@@ -212,12 +229,40 @@ def bench(root: Path, transcript: Path, runs: int) -> dict[str, object]:
         hooks[name] = _stats(times[name], cpus[name])
         for key in ("p50_ms", "p95_ms", "cpu_p50_ms", "cpu_p95_ms"):
             hooks[name][f"own_{key}"] = round(hooks[name][key] - bare[key], 2)
+    same = old is None or all(
+        _context(outputs[f"old {n}"]) == _context(outputs[n])
+        for n in payloads
+        if f"old {n}" in payloads
+    )
     return {
         "bare_interpreter": bare,
-        "hooks": hooks,
+        "hooks": {n: h for n, h in hooks.items() if not n.startswith("old ")},
+        **(
+            {"old_hooks": {n[4:]: h for n, h in hooks.items() if n.startswith("old ")}}
+            if old
+            else {}
+        ),
+        "post_tool_use_same_context_as_old": same,
+        "post_tool_use_first_call_cpu_ms": round(first[1] * 1000, 2),
         "session_start_line": outputs["SessionStart"].decode().strip(),
         "post_tool_use_context": _context(outputs["PostToolUse"]),
     }
+
+
+def _old_session(payload):
+    """The payload with a session of its own: the old hooks name what the new ones did."""
+    return lambda i: {**payload(i), "session_id": "old-" + payload(i)["session_id"]}
+
+
+def old_plugin(ref: str, into: Path) -> Path:
+    """The plugin's hooks and packages at ``ref`` (git archive)."""
+    into.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", ref, "hooks", "journal_agent", "profiling"],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
 
 
 def _context(out: bytes) -> str:
@@ -293,6 +338,10 @@ def main() -> None:
     parser.add_argument(
         "--attribute", action="store_true", help="also each part of the plugin alone, per CLI"
     )
+    parser.add_argument(
+        "--old", default=OLD,
+        help=f"PostToolUse through the hooks of this commit too (none: not; default {OLD})",
+    )  # fmt: skip
     args = parser.parse_args()
     from session_overhead import measure
 
@@ -333,7 +382,8 @@ def main() -> None:
         subprocess.run([sys.executable, "-I", "-S", str(SCRIPT), "refresh"], check=True,
                        env={"CLAUDE_PROJECT_DIR": str(root)})  # fmt: skip
         refresh_s = time.perf_counter() - start
-        result = bench(root, transcript, args.runs)
+        plugin = None if args.old == "none" else old_plugin(args.old, Path(tmp) / "old")
+        result = bench(root, transcript, args.runs, plugin)
         typical = len(encoding().encode(result["session_start_line"]))
         result["post_tool_use_tokens"] = len(encoding().encode(result["post_tool_use_context"]))
         result["refs_jsonl_mb"] = round((root / ".journal/refs.jsonl").stat().st_size / 2**20, 1)

@@ -37,6 +37,7 @@ FILES = (
     "capture/status.json",
     "capture/due.json",
     "capture/recall.jsonl",
+    "capture/refs-by-file.idx",
     "history/feedback.jsonl",
     "written.json",
     "written-review.json",

@@ -34,6 +34,7 @@ import mmap
 import os
 
 from journal_agent import confined
+from journal_agent.capture import refs_by_file
 from journal_agent.capture.touch_line import ID_LIMIT, line, slug
 from journal_agent.capture.touched import touched
 from journal_agent.lightjson import dumps, loads
@@ -60,10 +61,12 @@ CHANGED = "!changed"  # marks, in SPOKEN, an entry told that an edit changed its
 TRACKED_NAMES = (b"learning_journal.md", b".journal/refs.jsonl")
 
 
-def mapped(anchor: str, path: str) -> mmap.mmap | bytes | None:
+def mapped(
+    anchor: str, path: str, stat: list[os.stat_result] | None = None
+) -> mmap.mmap | bytes | None:
     """``path`` mapped read-only (searched where it lies, never copied: ``refs.jsonl`` of
-    10,000 entries is 13 MB, and most tool calls touch a file no entry cites), ``b""`` when
-    empty, None when missing or not a plain file (a link, a FIFO: refused by the room)."""
+    10,000 entries is 13 MB), ``b""`` when empty, None when missing or not a plain file (a
+    link, a FIFO: refused by the room). ``stat``: gets the opened file's stat."""
     try:
         f = confined.open_read(anchor, path, one_name=False)
     except OSError:
@@ -71,7 +74,10 @@ def mapped(anchor: str, path: str) -> mmap.mmap | bytes | None:
     if f is None:
         return None
     with f:
-        if os.fstat(f.fileno()).st_size == 0:
+        st = os.fstat(f.fileno())
+        if stat is not None:
+            stat.append(st)
+        if st.st_size == 0:
             return b""
         try:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -125,13 +131,35 @@ def cited(
 ) -> Iterator[tuple[str, str, dict[str, object]]]:
     """``(entry id, ref key, anchor)`` of each reference to the file ``rel``, from each entry's
     last line of ``refs.jsonl``, newest first; lazily (a caller that has its three stops
-    parsing). ``keep``: the cited lines wanted; a line none of whose keys it takes is passed
-    over unparsed (a whole-file Read of a file 2,000 references cite parses none of them)."""
-    data = mapped(root, ".journal/refs.jsonl")
+    parsing). ``keep``: the cited lines wanted; a line none of whose keys it takes is not
+    parsed. Where the index of cited files (capture/refs_by_file.py) can be had, from its rows;
+    else, or from a row whose line is not what it says, by searching ``refs.jsonl``."""
+    st: list[os.stat_result] = []
+    data = mapped(root, ".journal/refs.jsonl", st)
     if not data:
         return
+    done: set[str] = set()  # entries yielded
+    found = refs_by_file.rows(root, data, st[0].st_ino, rel)
+    if found is not None:
+        try:
+            yield from refs_by_file.cited(data, rel, keep, found, done)
+            return
+        except refs_by_file.Stale:
+            refs_by_file.drop(root)  # not ours as written: the next call builds it again
+    yield from _searched(data, rel, keep, done)
+
+
+def _searched(
+    data: mmap.mmap | bytes,
+    rel: str,
+    keep: Callable[[tuple[int, int]], bool] | None,
+    done: set[str],
+) -> Iterator[tuple[str, str, dict[str, object]]]:
+    """:func:`cited` by searching ``refs.jsonl`` for the file's name (an entry in ``done``
+    passed over): a line none of whose keys ``keep`` takes is passed over unparsed (a whole-file
+    Read of a file 2,000 references cite parses none of them)."""
     needle = b'"' + rel.encode("utf-8", "surrogateescape") + b":"
-    seen: set[str] = set()
+    seen: set[str] = set(done)
     at = data.rfind(needle)
     while at != -1:
         if keep is not None and not _keeps(data, at + len(needle), keep):

@@ -26,6 +26,11 @@ TRAIN = "".join(f"line {n}\n" for n in range(1, 9)).replace(
 
 @pytest.fixture
 def project(tmp_path: Path, cli) -> Path:
+    return make_project(tmp_path, cli)
+
+
+def make_project(tmp_path: Path, cli) -> Path:
+    """src/train.py and one entry citing its line 3."""
     root = tmp_path / "proj"
     (root / "src").mkdir(parents=True)
     (root / "src" / "train.py").write_text(TRAIN)
