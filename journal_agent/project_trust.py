@@ -184,8 +184,21 @@ def approve_all(root: Path, files: list[ProjectFile]) -> list[ProjectFile]:
     # Recorded only if each file still holds what was shown: a file changed meanwhile is not.
     now = {f.rel: f.sha256 for f in project_files(root)}
     kept = [f for f in pending if now.get(f.rel) == f.sha256]
-    trust_store.record(root, {f.rel: f.sha256 for f in kept})
+    trust_store.record(root, {f.rel: f.sha256 for f in kept}, _kept_with(root, kept))
     return kept
+
+
+def _kept_with(root: Path, files: list[ProjectFile]) -> dict[str, dict]:
+    """The hook switches an approved ``.journal/settings.json`` turns off, remembered with its
+    approval: they stay off while a later change of the file waits to be approved."""
+    from journal_agent.capture.settings import SETTINGS_REL, switched_off
+
+    for f in files:
+        data = trust_store.read_file(root / f.rel) if f.rel == SETTINGS_REL else None
+        off = switched_off(data) if data and trust_store.digest(data) == f.sha256 else []
+        if off:
+            return {f.rel: {"off": off}}
+    return {}
 
 
 def revoke(root: Path) -> None:

@@ -9,6 +9,10 @@ recorded here, per project (its real path) and file (its path in the project):
     {"version": 1, "projects": {"/home/me/proj": {
         ".claude/settings.json": {"sha256": "9f86…", "approved": "2026-01-15T09:30:12Z"}}}}
 
+An approval of ``.journal/settings.json`` also keeps the hook switches it turned off
+(``"kept": {"off": ["recall_touch"]}``): they stay off while the file is changed and not approved
+again (:func:`journal_agent.capture.settings.capture_settings`).
+
 The store is ``$XDG_CONFIG_HOME/journal-agent/trust.json`` (``~/.config/journal-agent/`` when
 that is unset): outside the workspace, so neither a clone nor a command writing the workspace
 can plant it, and never writable inside the sandbox, even when ``sandbox.filesystem.allowWrite``
@@ -105,12 +109,15 @@ def load() -> dict:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def approvals(root: str | os.PathLike[str], store: dict | None = None) -> dict[str, str]:
-    """{path in the project: approved SHA-256} for ``root``."""
+def _entry(root: str | os.PathLike[str], store: dict | None) -> dict:
     projects = (store if store is not None else load()).get("projects")
     entry = projects.get(project_key(root)) if isinstance(projects, dict) else None
-    if not isinstance(entry, dict):
-        return {}
+    return entry if isinstance(entry, dict) else {}
+
+
+def approvals(root: str | os.PathLike[str], store: dict | None = None) -> dict[str, str]:
+    """{path in the project: approved SHA-256} for ``root``."""
+    entry = _entry(root, store)
     out = {}
     for rel, item in entry.items():
         sha = item.get("sha256") if isinstance(item, dict) else None
@@ -119,19 +126,34 @@ def approvals(root: str | os.PathLike[str], store: dict | None = None) -> dict[s
     return out
 
 
-def is_approved(root: str | os.PathLike[str], rel: str, sha256: str) -> bool:
-    return approvals(root).get(rel) == sha256
+def is_approved(
+    root: str | os.PathLike[str], rel: str, sha256: str, store: dict | None = None
+) -> bool:
+    return approvals(root, store).get(rel) == sha256
 
 
-def read_approved(root: str | os.PathLike[str], rel: str) -> bytes | None:
+def kept_with(root: str | os.PathLike[str], rel: str, store: dict | None = None) -> dict:
+    """What was kept with the user's last approval of ``rel`` (:func:`record`'s ``kept``),
+    whether or not the file is still as approved; {} when nothing was."""
+    item = _entry(root, store).get(rel)
+    kept = item.get("kept") if isinstance(item, dict) else None
+    return kept if isinstance(kept, dict) else {}
+
+
+def read_approved(
+    root: str | os.PathLike[str], rel: str, store: dict | None = None
+) -> bytes | None:
     """The bytes of the project's file ``rel`` if the user approved exactly them, else None
-    (missing, unreadable or not approved: the caller uses its defaults)."""
+    (missing, unreadable or not approved: the caller uses its defaults). ``store``: the store
+    as the caller loaded it (read once for several questions)."""
     from journal_agent import confined
 
     # Through the room: a link there (committed, or planted by a command) is never followed
     # and counts as no file at all, as a FIFO or a hard link does.
     data = confined.read_planted(root, rel, MAX_FILE_BYTES)
-    if data is None or len(data) > MAX_FILE_BYTES or not is_approved(root, rel, digest(data)):
+    if data is None or len(data) > MAX_FILE_BYTES:
+        return None
+    if not is_approved(root, rel, digest(data), store):
         return None
     return data
 
@@ -139,13 +161,18 @@ def read_approved(root: str | os.PathLike[str], rel: str) -> bytes | None:
 # -- writing: only after a confirmation typed on the user's terminal ---------------------------
 
 
-def record(root: str | os.PathLike[str], files: Mapping[str, str | None]) -> None:
+def record(
+    root: str | os.PathLike[str],
+    files: Mapping[str, str | None],
+    kept: Mapping[str, dict] | None = None,
+) -> None:
     """Record ``{rel: sha256}`` as approved for ``root`` (None forgets ``rel``), under the
-    store's lock, replacing the store atomically. The caller has asked the user
+    store's lock, replacing the store atomically; ``kept``: what to remember of an approved
+    file beyond its hash (:func:`kept_with`). The caller has asked the user
     (:func:`journal_agent.terminal_confirm.confirm`); nothing else may call this."""
     folder = store_dir()
     try:
-        _record(folder, root, files)
+        _record(folder, root, files, kept or {})
     except OSError as exc:
         from journal_agent.errors import UserError
 
@@ -156,7 +183,12 @@ def record(root: str | os.PathLike[str], files: Mapping[str, str | None]) -> Non
         ) from None
 
 
-def _record(folder: str, root: str | os.PathLike[str], files: Mapping[str, str | None]) -> None:
+def _record(
+    folder: str,
+    root: str | os.PathLike[str],
+    files: Mapping[str, str | None],
+    kept: Mapping[str, dict],
+) -> None:
     import fcntl
     import json
     import time
@@ -184,6 +216,8 @@ def _record(folder: str, root: str | os.PathLike[str], files: Mapping[str, str |
                 entry.pop(rel, None)
             else:
                 entry[rel] = {"sha256": sha, "approved": now}
+                if kept.get(rel):
+                    entry[rel]["kept"] = dict(kept[rel])
         if entry:
             projects[key] = entry
         else:

@@ -45,11 +45,16 @@ LIMITS: dict[str, int] = {"draft_max_tokens": 100_000, "draft_daily_tokens": 500
 
 
 def capture_settings(root: str | os.PathLike[str]) -> dict[str, bool]:
-    """The effective switches for ``root``: defaults, the project's file, then the env switch."""
+    """The effective switches for ``root``: defaults, the project's file, then the env switch.
+
+    A file changed since the user approved it counts for nothing, but what the user turned off
+    in the version they approved stays off: a commit (a pull, a teammate's change) cannot turn
+    a hook the user switched off back on by changing the file."""
     out = dict(DEFAULTS)
-    section = capture_section(root)
+    section, off = _section_or_kept(root)
     if isinstance(section, dict):
         out.update({k: v for k, v in section.items() if k in DEFAULTS and isinstance(v, bool)})
+    out.update(dict.fromkeys((k for k in off if k in out), False))
     switch = os.environ.get(ENV_SWITCH, "").strip().lower()
     if switch in ("0", "false", "off", "no"):
         out = dict.fromkeys(out, False)
@@ -61,7 +66,10 @@ def capture_settings(root: str | os.PathLike[str]) -> dict[str, bool]:
 def capture_section(root: str | os.PathLike[str]) -> object:
     """The ``capture`` object of the project's settings (None when missing, unreadable or not
     approved)."""
-    data = read_approved(root, SETTINGS_REL)
+    return _capture(read_approved(root, SETTINGS_REL))
+
+
+def _capture(data: bytes | None) -> object:
     if data is None:
         return None
     try:
@@ -69,6 +77,29 @@ def capture_section(root: str | os.PathLike[str]) -> object:
     except ValueError:
         return None
     return parsed.get("capture") if isinstance(parsed, dict) else None
+
+
+def _section_or_kept(root: str | os.PathLike[str]) -> tuple[object, list[str]]:
+    """The approved ``capture`` object, else (a file there, not as approved) None and the
+    switches the user's last approved version turned off. No file: no store read at all."""
+    if not os.path.lexists(os.path.join(root, SETTINGS_REL)):
+        return None, []
+    from journal_agent.trust_store import kept_with, load
+
+    store = load()
+    section = _capture(read_approved(root, SETTINGS_REL, store))
+    if section is not None:
+        return section, []
+    off = kept_with(root, SETTINGS_REL, store).get("off")
+    return None, [k for k in off if isinstance(k, str)] if isinstance(off, list) else []
+
+
+def switched_off(data: bytes) -> list[str]:
+    """The switches a settings file turns off (kept with its approval, :func:`capture_settings`)."""
+    section = _capture(data)
+    if not isinstance(section, dict):
+        return []
+    return sorted(k for k, v in section.items() if k in DEFAULTS and v is False and DEFAULTS[k])
 
 
 def settings_ignored(root: str | os.PathLike[str]) -> bool:

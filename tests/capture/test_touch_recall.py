@@ -15,7 +15,7 @@ import pytest
 
 from tests.capture.hook_helpers import run_hook
 from tests.entries import render_entry
-from tests.trust_helpers import approve
+from tests.trust_helpers import approve, approve_on_terminal
 
 ENTRY = "adamw-keeps-two-states-2026-11-20"
 AT = {"offset": 2, "limit": 3}  # a Read of the lines around the cited one (2-4)
@@ -348,6 +348,25 @@ def test_the_user_turns_it_off_and_a_repository_cannot_turn_it_on(project):
     )  # not approved yet
     approve(project, ".journal/settings.json")
     assert post(project, "Read", {"file_path": path, **AT}, session="h") == ""
+
+
+def test_a_change_nobody_approved_cannot_turn_back_on_what_the_user_turned_off(project, cli):
+    """The user approves settings turning recall off on their terminal; a commit that changes
+    the file (a pull setting it on), or their own later edit not yet approved, leaves it off.
+    Approving the new file is what turns it on."""
+    path = str(project / "src" / "train.py")
+    settings = project / ".journal" / "settings.json"
+    settings.write_text('{"capture": {"recall_touch": false}}\n')
+    out, code = approve_on_terminal(cli, project, "trust")
+    assert code == 0 and "approved .journal/settings.json" in out, out
+    assert post(project, "Read", {"file_path": path, **AT}, session="i") == ""
+    settings.write_text('{"capture": {"recall_touch": true}}\n')  # a pull changed it
+    assert post(project, "Read", {"file_path": path, **AT}, session="j") == ""
+    settings.write_text('{"capture": {"recall_touch": false, "session_row": false}}\n')
+    assert post(project, "Read", {"file_path": path, **AT}, session="k") == ""
+    settings.write_text('{"capture": {"recall_touch": true}}\n')
+    assert approve_on_terminal(cli, project, "trust")[1] == 0  # the user's own decision
+    assert ENTRY in post(project, "Read", {"file_path": path, **AT}, session="l")
 
 
 def _agent_call(transcript: Path, agent: str, prompt: str) -> None:
