@@ -162,7 +162,14 @@ def loss_conflict(values: dict[str, Any]) -> str | None:
     if values.get("optimizer_in_bwd"):
         return f"--loss {loss} with --optimizer-in-bwd"
     if values.get("lora_rank") is not None and "lm_head" in (values.get("lora_targets") or []):
-        return f"--loss {loss} with an adapted LM head"
+        if loss != "litgpt":  # LitGPT's LoRALinear head: loss_tapes._adapter
+            return f"--loss {loss} with an adapted LM head"
+        precision = values.get("precision") or "fp32"
+        if precision not in ("bf16", "fp32"):  # the adapter's output in another dtype
+            return (
+                f"--loss litgpt with an adapted LM head under --precision {precision} "
+                "(modelled in bf16 and fp32: LitGPT's configs run bf16-true)"
+            )
     return None
 
 

@@ -34,6 +34,7 @@ class Ctx:
     w: int  # the LM head's weight as the matmul reads it
     softcap: float | None
     chunks: int  # torchtune's num_output_chunks
+    head_rank: int = 0  # LoRA's rank on the LM head (LitGPT's lora_head), 0: not adapted
 
     @property
     def tokens(self) -> list[Dim]:

@@ -31,6 +31,8 @@ def _head(x: Ctx, tape: Tape, key: str, rows: list[Dim], strided: bool) -> None:
     elif strided:
         tape.new(f"{key}.in", sized("the LM head's copy of its strided input", [*rows, h], x.c))
     tape.new(f"{key}.logits", sized("logits", [*rows, V], x.c))
+    if x.head_rank:
+        _adapter(x, tape, key, rows)
     if x.softcap:
         tape.new(f"{key}.div", sized("logits / cap", [*rows, V], x.c))
         tape.new(f"{key}.tanh", sized("the soft cap's tanh output", [*rows, V], x.c))
@@ -38,6 +40,20 @@ def _head(x: Ctx, tape: Tape, key: str, rows: list[Dim], strided: bool) -> None:
         tape.new(f"{key}.capped", sized("capped logits", [*rows, V], x.c))
         tape.free(f"{key}.logits")
         tape.keep_as(f"{key}.capped", f"{key}.logits", "capped logits")
+
+
+def _adapter(x: Ctx, tape: Tape, key: str, rows: list[Dim]) -> None:
+    """An adapted head's LoRA branch after the frozen head's logits (peft's and LitGPT's
+    LoRALinear: ``pretrained + (dropout(x) @ A.T @ B.T) * scaling``): B's output and its scaled
+    copy are whole rows of logits, summed into a third; what A keeps (its output, the dropout's)
+    is the adapter's term of the activations (``lora._head``)."""
+    V = ("V", x.V)
+    tape.new(f"{key}.bout", sized("the head adapter's B output", [*rows, V], x.c))
+    tape.new(f"{key}.scaled", sized("the head adapter's output · scaling", [*rows, V], x.c))
+    tape.free(f"{key}.bout")
+    tape.new(f"{key}.sum", sized("logits + the adapter's", [*rows, V], x.c))
+    tape.free(f"{key}.logits", f"{key}.scaled")
+    tape.keep_as(f"{key}.sum", f"{key}.logits", "logits")
 
 
 def _head_backward(

@@ -56,7 +56,10 @@ def context(d: Dims, e: Bytes, cfg: TrainingConfig) -> Ctx:
     trained = cfg.lora_rank is None
     chunks = cfg.loss_chunks or 8
     cap = d.extra.get("logit_softcap")
-    return Ctx(d.s, d.b, d.V, d.h, e.r, e.c, e.amp, cfg.target == "cuda", trained, w, cap, chunks)
+    rank = int(cfg.lora_rank or 0) if x_head(cfg) else 0
+    return Ctx(
+        d.s, d.b, d.V, d.h, e.r, e.c, e.amp, cfg.target == "cuda", trained, w, cap, chunks, rank
+    )
 
 
 def problem(cfg: TrainingConfig, d: Dims | None) -> str | None:
@@ -78,6 +81,11 @@ def problem(cfg: TrainingConfig, d: Dims | None) -> str | None:
         if cfg.autocast:  # LitGPT refuses it too: "Quantization and mixed precision is not …"
             return "--loss litgpt with --qlora under autocast (LitGPT refuses the pair)"
     return None
+
+
+def x_head(cfg: TrainingConfig) -> bool:
+    """Whether LoRA adapts the LM head."""
+    return cfg.lora_rank is not None and "lm_head" in cfg.lora_targets
 
 
 def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:

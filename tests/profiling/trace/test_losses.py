@@ -198,3 +198,46 @@ def test_no_tied_head_gives_the_head_its_own_weight(tmp_path: Path, blocks: bool
     params = {n: t.phases["after_forward"]["parameters"] for n, t in traced.items()}
     assert params["own"] - params["tied"] == 512 * 64 * 2
     assert estimate(own).category_bytes("parameters") == params["own"]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [{}, {"lora_dropout": 0.05}, {"batch": 1},
+     {"qlora": True, "bnb_keeps_inputs": True},
+     {"qlora": True, "bnb_keeps_inputs": True, "lora_dropout": 0.05}],
+)  # fmt: skip
+def test_litgpt_s_loss_with_an_adapted_head_is_estimated_as_traced(
+    tmp_path: Path, setting: dict[str, object]
+) -> None:
+    """LitGPT's ``lora_head: true``: each 128-token chunk's head is ``pretrained + (dropout(x)
+    @ A.T @ B.T) * scaling`` — B's output, its scaled copy and their sum are whole chunks of
+    logits beside the frozen head's — and the loop still holds the previous micro-batch's logits
+    and old bitsandbytes' inputs. Three chunks (seq 320), so the strided chunks are copied."""
+    from profiling.estimate.losses import loss_plan
+    from profiling.models.hf_module import project_blocks
+
+    model = _hf(tmp_path, model_type="llama")
+    cfg = TrainingConfig(
+        model=model, seq=320, batch=2, precision="bf16", target="cuda", loss="litgpt",
+        lora_rank=8, lora_targets=["q", "v", "lm_head"],
+    ).model_copy(update=setting)  # fmt: skip
+    with project_blocks():
+        _agrees(cfg)
+        frozen = loss_plan(cfg.model_copy(update={"lora_targets": ["q", "v"]}), shape_of(cfg))
+        adapted = loss_plan(cfg, shape_of(cfg))
+    assert frozen is not None and adapted is not None
+    assert adapted.held == frozen.held  # the loop holds the same previous micro-batch
+    chunk = cfg.batch * 128 * 512 * 2
+    # At the forward's peak the adapter's two transient chunks (or one, where the peak is at a
+    # later chunk's sum) are alive beside the frozen head's.
+    assert chunk <= adapted.forward_extra - frozen.forward_extra <= 2 * chunk
+
+
+@pytest.mark.parametrize("precision", ["mixed", "amp-bf16"])
+def test_litgpt_s_loss_with_an_adapted_fp32_head_adapter_is_one_sentence(precision: str) -> None:
+    cfg = TrainingConfig(
+        model="tiny-llama", precision=precision, loss="litgpt", lora_rank=8,
+        lora_targets=["q", "lm_head"],
+    )  # fmt: skip
+    with pytest.raises(ProfilingError, match=f"adapted LM head under --precision {precision}"):
+        estimate(cfg)
