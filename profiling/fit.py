@@ -447,5 +447,12 @@ def fit_record(res: FitResult, top: int = 10) -> MeasurementRecord:
         config=res.base.model_dump(),
         results=results,
         notes="\n".join(res.notes),
-        extra={"table": render_fit(res, top)},
+        # What the search varied: the configuration's values of these are only its defaults.
+        extra={"table": render_fit(res, top), "searched": searched_fields(res.base)},
     )
+
+
+def searched_fields(base: TrainingConfig) -> list[str]:
+    """The settings ``fit`` searched (not given, so not held), in the order it varies them."""
+    varied = [f for f in ("batch", *SEARCHED) if f not in base.model_fields_set]
+    return [f for f in varied if f != "zero" or base.gpus > 1]

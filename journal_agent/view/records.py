@@ -54,7 +54,7 @@ def page(record: MeasurementRecord) -> dict[str, Any]:
         "created": record.created.strftime("%Y-%m-%d %H:%M:%S UTC"),
         "headline": headline(record),
         "moments": _moments(record),
-        "config": _config(record.config),
+        "config": _config(record.config, extra.get("searched")),
         "results": [(q.name, fmt_value(q.value, q.unit)) for q in record.results],
         "steps": [(s, fmt_value(s.value, s.unit)) for s in record.steps],
         "table": extra.get("table") if isinstance(extra.get("table"), str) else None,
@@ -158,13 +158,15 @@ def _moments(record: MeasurementRecord) -> charts.Markup:
     )
 
 
-def _config(config: dict[str, Any]) -> list[tuple[str, str]]:
+def _config(config: dict[str, Any], searched: object = None) -> list[tuple[str, str]]:
     """The configuration as set: the core settings, then what differs from the defaults
-    (``profiling.config_table.shown``); no unset option listed as "None"."""
+    (``profiling.config_table.shown``); no unset option listed as "None". A ``fit`` record's
+    searched settings are named as searched, never shown at the defaults it started from."""
     from profiling.config_table import shown
 
-    out = []
-    for key, value in shown(config):
+    varied = [str(k) for k in searched] if isinstance(searched, list) else []
+    out = [("searched", ", ".join(varied))] if varied else []
+    for key, value in shown({k: v for k, v in config.items() if k not in varied}):
         if isinstance(value, dict):
             out += [(f"{key}.{k}", v) for k, v in _flat(value) if v != "None"]
         elif isinstance(value, list | tuple):

@@ -101,6 +101,20 @@ def test_a_fit_page_names_the_best_configuration_and_lists_no_unset_option(tmp_p
     assert page["headline"]["what"] == f"the best: #1 {best['label']}"
     assert page["headline"]["verdict"].startswith("✅ Fits 1.00 GB: the best configuration needs")
     assert page["config"] and not [k for k, v in page["config"] if v in ("None", "")]
+    # What fit searched is named as searched, not shown at the defaults it started from (the
+    # page said "precision fp32, batch 1" above a best configuration in mixed at batch 2).
+    config = dict(page["config"])
+    assert config["searched"] == "batch, precision, checkpointing, offload_optimizer, " \
+        "lora_rank, qlora"  # fmt: skip
+    assert "precision" not in config and "batch" not in config
+    assert config["model"] == "tiny-gpt2" and config["gpu_mem"] == "1.0"
+    held = CLI().json(
+        "fit", "--model", "tiny-gpt2", "--gpu-mem", "1", "--confirm", "0", "--precision", "bf16",
+        "--batch", "2", "--root", str(tmp_path),
+    )  # fmt: skip
+    config = dict(_page(tmp_path, held["record_id"])["config"])
+    assert config["precision"] == "bf16" and config["batch"] == "2"  # held: shown as given
+    assert "precision" not in config["searched"] and "batch" not in config["searched"]
 
 
 def test_a_measured_run_is_titled_by_where_it_ran_and_draws_no_phases_as_categories(tmp_path):
