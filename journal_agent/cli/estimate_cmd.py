@@ -222,6 +222,12 @@ def _headline(record: MeasurementRecord) -> str:
     for name in ("per_gpu_total", "peak"):
         with contextlib.suppress(KeyError):
             return f"{name} {fmt_bytes(record.result(name).value)}"
+    # A fit's: its best configuration's peak, or that nothing fits (the record page's verdict)
+    best = next((q for q in record.results if q.name.startswith("#1 ") and q.unit == "B"), None)
+    if best is not None:  # "#1 mixed, batch 2: peak", the first of its row's values
+        return f"best {fmt_bytes(best.value)} ({best.name[3:].removesuffix(': peak')})"
+    with contextlib.suppress(KeyError):
+        return f"nothing fits: smallest {fmt_bytes(record.result('smallest_peak').value)}"
     return ""
 
 

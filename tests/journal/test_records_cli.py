@@ -57,6 +57,17 @@ def test_records_are_filtered_by_kind_model_and_whether_anything_cites_them(cli,
     assert listed("--kind", "traced") == {traced}
     assert listed("--model", "llama") == {llama}
     assert listed("--unreferenced") == {llama, traced}
+    # A fit record's headline is its best configuration, or that nothing fits (it was empty).
+    fits = json.loads(run(cli, ws, "fit", "--model", "tiny-gpt2", "--gpu-mem", "1", "--confirm",
+                          "0", "--json").stdout)  # fmt: skip
+    none = json.loads(run(cli, ws, "fit", "--model", "llama-7b", "--gpu-mem", "1", "--confirm",
+                          "0", "--json").stdout)  # fmt: skip
+    said = {r["id"]: r["headline"] for r in json.loads(run(cli, ws, "measurements", "--json",
+                                                            "--model", "fits").stdout)}  # fmt: skip
+    best = fits["fitting"][0]
+    assert said[fits["record_id"]].startswith("best ")
+    assert said[fits["record_id"]].endswith(f" ({best['label']})")
+    assert said[none["record_id"]].startswith("nothing fits: smallest ")
     bad = run(cli, ws, "measurements", "--kind", "guessed")
     assert bad.returncode == 1 and "--kind 'guessed' is not a kind" in bad.stderr
 
