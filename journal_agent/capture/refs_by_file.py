@@ -50,13 +50,24 @@ def rows(root: str, data: Data, ino: int, rel: str) -> tuple[list[Row], list[int
     if "\n" in rel or "\0" in rel:
         return None
     index = confined.read_planted(root, NAME, MAX_BYTES)
-    covered = _covered(index, data, ino)
-    if index is None or covered is None:
-        index = _rebuild(root, data, ino)
+    for built in (False, True):
         covered = _covered(index, data, ino)
-        if index is None or covered is None:
-            return None
-    return _section(index, rel), _tail(data, covered)
+        found = _section(index, rel) if index is not None and covered is not None else None
+        if found is not None and covered is not None:
+            return found, _tail(data, covered)
+        if built or not _writable(root):
+            break  # (building it at every call would cost more than a search)
+        index = _rebuild(root, data, ino)
+    return None
+
+
+def _writable(root: str) -> bool:
+    """Whether the index's folder (or .journal/, before it is made) can be written: a plain
+    folder, on a disk that is not read-only. (The write itself goes through the room.)"""
+    folder = os.path.join(root, os.path.dirname(NAME))
+    if not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    return not os.path.islink(folder) and os.access(folder, os.W_OK)
 
 
 def _covered(index: bytes | None, data: Data, ino: int) -> int | None:
@@ -73,7 +84,8 @@ def _covered(index: bytes | None, data: Data, ino: int) -> int | None:
     return covered if data[max(0, covered - CHECK) : covered] == check else None
 
 
-def _section(index: bytes, rel: str) -> list[Row]:
+def _section(index: bytes, rel: str) -> list[Row] | None:
+    """The rows of ``rel``; None when one is not a row (the index is not as written)."""
     key = b"\n\0" + rel.encode("utf-8", "surrogateescape") + b"\n"
     at = index.find(key)
     if at == -1:
@@ -81,9 +93,12 @@ def _section(index: bytes, rel: str) -> list[Row]:
     start = at + len(key)
     end = index.find(b"\n\0", start)
     out: list[Row] = []
-    for row in index[start:end].split(b"\n"):
-        offset, first, last = row.split(b" ")
-        out.append((int(offset), int(first), int(last)))
+    try:
+        for row in index[start:end].split(b"\n"):
+            offset, first, last = row.split(b" ")
+            out.append((int(offset), int(first), int(last)))
+    except ValueError:
+        return None
     return out
 
 

@@ -95,3 +95,15 @@ def test_a_link_planted_at_the_index_is_neither_read_nor_written(project, tmp_pa
     assert ENTRY in _read(project, 2, 3, "a")  # refs.jsonl searched
     assert outside.read_bytes() == b"journal-agent refs-by-file 1 0 0 \n\0\n"
     assert index.is_symlink()
+
+
+def test_an_index_cut_short_or_garbled_is_built_again(project):
+    assert ENTRY in _read(project, 2, 3, "a")
+    index = project.joinpath(*INDEX)
+    built = index.read_bytes()
+    index.write_bytes(built[: len(built) // 2])  # cut short: no end mark
+    assert ENTRY in _read(project, 2, 3, "b")
+    assert index.read_bytes() == built
+    index.write_bytes(built.replace(b"\0src/train.py\n", b"\0src/train.py\nnot a row\n"))
+    assert ENTRY in _read(project, 2, 3, "c")
+    assert index.read_bytes() == built
