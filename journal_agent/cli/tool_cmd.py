@@ -105,7 +105,11 @@ def tool_command(
         from journal_agent.tools.read_state import PersistentReadTracker
 
         ctx.reads = PersistentReadTracker(ctx.root)
-    result = tool.call(ctx, params)
+    from journal_agent.runtime.dispatch import ToolCall, run_one
+
+    # As the agent loop runs it (dispatch.run_one), so what is printed is what the model gets:
+    # the journal's line on cited code it touched included, an over-long result cut.
+    result = run_one({tool.name: tool}, ctx, ToolCall("cli", tool.name, params)).result
     echo(result.content)
     if result.is_error:
         raise typer.Exit(1)

@@ -81,7 +81,9 @@ def lookup(tools: dict[str, Tool], name: str) -> Tool | None:
     return tools.get(name) or tools.get(TOOL_ALIASES.get(name, ""))
 
 
-def _run_one(tools: dict[str, Tool], ctx: ToolContext, call: ToolCall) -> ToolOutcome:
+def run_one(tools: dict[str, Tool], ctx: ToolContext, call: ToolCall) -> ToolOutcome:
+    """One call as the model gets its result: a bug becomes an error result, the journal's
+    note on what it touched is added, an over-long result cut."""
     start = time.perf_counter()
     tool = lookup(tools, call.name)
     if tool is None:
@@ -182,7 +184,7 @@ def run_tool_calls(
     def job(call: ToolCall) -> ToolOutcome:
         if on_start:
             on_start(call)
-        outcome = _run_one(tools, ctx, call)
+        outcome = run_one(tools, ctx, call)
         if on_finish:
             on_finish(outcome)
         return outcome

@@ -46,3 +46,19 @@ def test_a_clones_journal_is_silent_in_the_runtime_too(tmp_path, cli):
     subprocess.run(["git", "add", "learning_journal.md"], cwd=tmp_path, check=True)
     first, _ = _results(tmp_path)
     assert "y = 2" in first and "explained" not in first
+
+
+def test_the_tool_command_prints_what_the_model_gets_the_journals_line_included(tmp_path, cli):
+    """`journal-agent tool` prints a result "exactly as the model would see it": the line the
+    runtime adds for cited code was missing, and an edit of it left no revise moment."""
+    _project(tmp_path, cli)
+    read = cli("tool", "Read", '{"file_path": "a.py"}', "--root", str(tmp_path))
+    assert read.returncode == 0, read.stderr
+    assert "y = 2" in read.stdout
+    assert "a.py:2 (fresh) is explained by journal-agent journal show y-sets-the" in read.stdout
+    edit = '{"file_path": "a.py", "old_string": "y = 2", "new_string": "y = 4"}'
+    done = cli("tool", "Edit", edit, "--mode", "acceptEdits", "--root", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "your edit changed a.py:2, explained by journal-agent journal show" in done.stdout
+    inbox = (tmp_path / ".journal/inbox.jsonl").read_text()
+    assert '"kind": "revise"' in inbox and "y-sets-the-second-step-2026-11-20" in inbox
