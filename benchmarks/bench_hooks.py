@@ -183,7 +183,7 @@ def bench(root: Path, transcript: Path, runs: int, old: Path | None) -> dict[str
             "tool_response": {},
         },
         # The same file read whole: no entry is a quarter of it, so every reference to the
-        # file is passed over (refs.jsonl searched to its start).
+        # file is passed over (each of its rows in the index of cited files).
         "PostToolUse whole file": lambda i: {
             "session_id": f"whole{i}",
             "tool_name": "Read",

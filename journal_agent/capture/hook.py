@@ -337,9 +337,10 @@ def spawn_detached(root: str, task: str) -> None:
 
 
 def _refresh(root: str) -> None:
-    """The detached child: propose the 📚 rows of the sessions that ended (after any other
-    child at it, so that none is missed), then recompute the cached status unless another
-    child is at that already; within its CPU time and memory limits (capture/limits.py)."""
+    """The detached child: bring PostToolUse's index of cited files up to date, propose the 📚
+    rows of the sessions that ended (after any other child at it, so that none is missed),
+    then recompute the cached status unless another child is at that already; within its CPU
+    time and memory limits (capture/limits.py)."""
     from journal_agent.capture import limits
 
     memory_mb = limits.bound_self(lambda message: log(root, "refresh", message))
@@ -350,8 +351,9 @@ def _refresh(root: str) -> None:
 
 
 def _refresh_bounded(root: str) -> None:
-    from journal_agent.capture import session, status
+    from journal_agent.capture import refs_by_file, session, status
 
+    refs_by_file.refresh(root)  # (PostToolUse's index of cited files, whole again)
     folder = status.capture_dir(root)
     if confined.lstat(root, session.ended_dir(root)) is not None:
         lock = _flock(root, os.path.join(folder, "propose.lock"), wait=True)

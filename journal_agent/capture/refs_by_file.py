@@ -13,6 +13,8 @@ inode and the last bytes covered. Lines appended since are read from ``refs.json
 win for their entries, as a later line always does); a file cut back, replaced or edited at the
 end covered makes the index stale, and so does a tail over :data:`TAIL_MAX`: the hook then
 builds it again (about 90 ms at 10,000 entries, once) and writes it whole through the room.
+The detached child SessionStart and SessionEnd start builds it again whenever lines were
+appended (:func:`refresh`), so a session's calls seldom read a tail or build it.
 Each line the index points at is read from ``refs.jsonl`` and must cite the lines the index
 says, else the caller searches ``refs.jsonl`` as before and the index is dropped (built again
 at the next call): an index edited by hand can make the hook silent once, never make it name
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     Row = tuple[int, int, int]  # offset of the line in refs.jsonl, first and last line cited
 
 NAME = os.path.join(".journal", "capture", "refs-by-file.idx")
+REFS = os.path.join(".journal", "refs.jsonl")
 MAGIC = b"journal-agent refs-by-file 1"
 CHECK = 48  # bytes at the end of what the index covers, kept in its head
 TAIL_MAX = 64 << 10  # bytes of refs.jsonl past the index read as lines (~50) before a rebuild
@@ -59,6 +62,29 @@ def rows(root: str, data: Data, ino: int, rel: str) -> tuple[list[Row], list[int
             break  # (building it at every call would cost more than a search)
         index = _rebuild(root, data, ino)
     return None
+
+
+def refresh(root: str) -> None:
+    """Build the index again when it is stale or lines were appended since it was: the
+    detached child SessionStart and SessionEnd start, so that a session's tool calls find it
+    whole (no lines to read past it, no build of their own)."""
+    import mmap
+
+    try:
+        f = confined.open_read(root, REFS, one_name=False)
+    except OSError:
+        return  # (a link there: the hook says nothing from it either)
+    if f is None:
+        return
+    with f:
+        st = os.fstat(f.fileno())
+        if st.st_size == 0 or not _writable(root):
+            return
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with data:
+        covered = _covered(confined.read_planted(root, NAME, MAX_BYTES), data, st.st_ino)
+        if covered is None or covered < data.rfind(b"\n") + 1:
+            _rebuild(root, data, st.st_ino)
 
 
 def _writable(root: str) -> bool:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.capture.hook_helpers import run_hook
 from tests.capture.test_touch_recall import ENTRY, make_project, post
 from tests.entries import render_entry
 
@@ -107,3 +108,21 @@ def test_an_index_cut_short_or_garbled_is_built_again(project):
     index.write_bytes(built.replace(b"\0src/train.py\n", b"\0src/train.py\nnot a row\n"))
     assert ENTRY in _read(project, 2, 3, "c")
     assert index.read_bytes() == built
+
+
+def test_the_detached_refresh_indexes_lines_appended_since(project, cli):
+    """SessionStart and SessionEnd start it: a session's calls then find the index whole."""
+    assert ENTRY in _read(project, 2, 3, "a")
+    index = project.joinpath(*INDEX)
+    built = index.read_bytes()
+    second = _append(project, cli, "Second Look", "src/train.py:4")
+    assert run_hook("refresh", b"", project).returncode == 0
+    rebuilt = index.read_bytes()
+    assert rebuilt != built and rebuilt.count(b"\n\0src/train.py\n") == 1
+    assert (
+        rebuilt.split(b"\n")[0].split()[-3]
+        == str((project / ".journal" / "refs.jsonl").stat().st_size).encode()
+    )  # it covers all of refs.jsonl
+    assert second in _read(project, 3, 3, "b")
+    assert run_hook("refresh", b"", project).returncode == 0
+    assert index.read_bytes() == rebuilt  # nothing appended: left as it is
