@@ -73,7 +73,7 @@ class Dims:
 VARIANT_KEYS = (
     "q_dim", "kv_heads", "qk_norm", "norms", "mlp", "qkv_bias", "experts", "experts_per_token",
     "expert_ffn", "capacity_factor", "sliding_window", "sliding_layers", "logit_softcap",
-    "hf_module", "attn_softcap", "mla",
+    "hf_module", "attn_softcap", "mla", "neox",
 )  # fmt: skip
 
 
@@ -301,6 +301,8 @@ def final_norm(d: Dims, e: Bytes, cfg: TrainingConfig, head_input: bool = True) 
     ``head_input``, its output as the LM head's input (compute dtype)."""
     sb, h, tok = d.s * d.b, d.h, f"{d.s}·{d.b}"
     out, out_f, out_s = (h * e.c, f" + h·{e.c}", f" + {h}·{e.c}") if head_input else (0, "", "")
+    if d.arch == "neox":
+        return _final_layer_norm(d, e, cfg, out, out_f, out_s)
     if d.arch == "gpt2":
         pos, pos_f, pos_s = 8 * d.s, " + 8·s B", f" + 8·{d.s}"
         if _cuda(cfg):
@@ -339,6 +341,23 @@ def final_norm(d: Dims, e: Bytes, cfg: TrainingConfig, head_input: bool = True) 
         sb * ((2 * h + 1) * 4 + out) + rope,
         f"s·b·((2h + 1)·4{out_f})" + rope_f,
         f"{tok}·((2·{h} + 1)·4{out_s})" + rope_s,
+    )
+
+
+def _final_layer_norm(
+    d: Dims, e: Bytes, cfg: TrainingConfig, out: int, out_f: str, out_s: str
+) -> Term:
+    """GPT-NeoX's kind: the final LayerNorm and the rotating dims' cos/sin tables."""
+    sb, h, tok, r = d.s * d.b, d.h, f"{d.s}·{d.b}", int(d.extra["neox"]["rotary"])
+    stats, stats_f, stats_s = (8, "8", "8") if _cuda(cfg) else (2 * e.r, f"2·{e.r}", f"2·{e.r}")
+    rope, rope_f, rope_s = 2 * d.s * r * e.rope, f" + 2·s·r·{e.rope} B", f" + 2·{d.s}·{r}·{e.rope}"
+    return Term(
+        "final LayerNorm (input, mean and rstd"
+        + (", output)" if out else ")")
+        + " + rotary cos/sin",
+        sb * (h * e.r + stats + out) + rope,
+        f"s·b·(h·{e.r} + {stats_f}{out_f})" + rope_f,
+        f"{tok}·({h}·{e.r} + {stats_s}{out_s})" + rope_s,
     )
 
 

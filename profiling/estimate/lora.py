@@ -93,6 +93,11 @@ def _mask_bytes(cfg: TrainingConfig) -> int:
 
 def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model these LoRA targets on this model (None: it can)."""
+    if d.arch == "neox":
+        return (
+            "LoRA on GPT-NeoX's kind of model (gpt_neox, phi, falcon) yet: its adapters' "
+            "activations are not modelled; estimate or trace its full finetune"
+        )
     targets = block_targets(cfg)
     if d.extra.get("experts") and set(targets) & {"gate", "up", "down"}:
         return (

@@ -210,7 +210,7 @@ def after_loss(
     kept = loss.released
     norm = _final_norm_saved(d, e, cfg)
     grads = (d.V * d.h * p if cfg.lora_rank is None else 0) + (
-        (2 if d.arch == "gpt2" else 1) * d.h * p if cfg.lora_rank is None else 0
+        (2 if d.arch in _LAYER_NORM else 1) * d.h * p if cfg.lora_rank is None else 0
     )
     value = fwd - kept - norm + grads
     f = fmt_bytes
@@ -221,6 +221,10 @@ def after_loss(
     return AfterLoss(value, calc)
 
 
+# Blocks with LayerNorm (weight and bias) and a plain GELU MLP: GPT-2's, GPT-NeoX's kind
+_LAYER_NORM = ("gpt2", "neox")
+
+
 def _final_norm_saved(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
     """What the final norm saves (freed by its backward), its output aside."""
     return d.s * d.b * _norm_row_bytes(d, e, cfg)
@@ -228,12 +232,12 @@ def _final_norm_saved(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
 
 def _norm_row_bytes(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
     """Bytes per token one h-wide norm saves (as ``activations`` and ``hf_ops`` count them)."""
-    if d.extra.get("hf_module") and d.arch != "gpt2":
+    if d.extra.get("hf_module") and d.arch not in _LAYER_NORM:
         from profiling.estimate.hf_ops import _norm_row
 
         return _norm_row(d, e, d.h, e.r)[0]
     cuda = cfg.target == "cuda"
-    if d.arch == "gpt2":
+    if d.arch in _LAYER_NORM:
         return d.h * e.r + 8 if cuda else (d.h + 2) * e.r
     return d.h * e.r + 4 if cuda else (2 * d.h + 1) * 4
 
@@ -246,7 +250,7 @@ def _last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | Non
         return None
     T, h, f = d.s * d.b, d.h, d.f
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
-    gated = d.arch != "gpt2"
+    gated = d.arch not in _LAYER_NORM  # GPT-2's and GPT-NeoX's kind: one GELU
     weight = (h * f + (0 if gated else h)) * p if cfg.lora_rank is None else 0
     inner = (2 if gated else 1) * T * f * e.c
     value = T * h * e.r + weight + inner
@@ -312,7 +316,7 @@ def _final_norm_moments(
     from profiling.estimate.norm_tapes import NormShape, backward_peak, forward_peak
 
     module = d.extra.get("hf_module")
-    if d.arch == "gpt2" or (not module and cfg.target == "cuda"):
+    if d.arch in _LAYER_NORM or (not module and cfg.target == "cuda"):
         return []  # LayerNorm, and CUDA's fused rms_norm: one kernel each way
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
     T = d.s * d.b
@@ -344,6 +348,9 @@ def bias_copies(inp: TrainingConfig, shape: dict[str, Any]) -> float:
     L, h = int(shape.get("layers") or 0), int(shape.get("hidden") or 0)
     if shape.get("arch") == "gpt2":
         biases = L * (5 * h + int(shape.get("ffn") or 4 * h))
+    elif shape.get("neox", {}).get("bias"):  # q, k, v, the output, the MLP's two
+        kv = int(shape.get("kv_dim") or h)
+        biases = L * (int(shape["neox"]["q_dim"]) + 2 * kv + 2 * h + int(shape.get("ffn") or 0))
     elif shape.get("qkv_bias"):
         biases = L * (int(shape.get("q_dim") or h) + 2 * int(shape.get("kv_dim") or h))
     else:

@@ -22,7 +22,7 @@ from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import hf_ops, losses, mla, variants
+from profiling.estimate import hf_ops, losses, mla, neox, variants
 from profiling.estimate import lora as lora_acts
 from profiling.estimate.counters import Counters, closed_form, tensors_alive
 from profiling.estimate.deepspeed import (
@@ -175,7 +175,7 @@ def _activations(
             "(it counts what CUDA's memory-efficient kernel keeps); trace it for the CPU's bytes"
         )
     layer = _per_layer(d, e, inp)
-    lora = inp.lora_rank is not None and d.arch == "llama"
+    lora = inp.lora_rank is not None and d.arch != "gpt2"
     problem = lora_acts.check_targets(d, inp) if lora else None
     if problem:
         raise ProfilingError(f"the estimate cannot model {problem}")
@@ -207,6 +207,8 @@ def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Ter
         return hf_ops.per_layer(d, e, inp)
     if d.extra.get("mla"):  # DeepSeek-V2's blocks
         return mla.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)
+    if d.arch == "neox":  # GPT-NeoX's kind: our blocks (profiling.models.neox_blocks)
+        return neox.per_layer(d, e, inp)
     if not d.extra:
         return acts.per_layer(d, e, inp)
     return variants.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)

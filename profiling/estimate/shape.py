@@ -26,6 +26,11 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         block_matmuls, tensors = 4 * h * h + 2 * h * f, 2 + 12 * w.layers + 2
         block_matmuls_all = w.layers * block_matmuls
         largest = max(w.vocab * h, h * f, 3 * h * h)
+    elif w.arch == "neox":  # profiling.models.neox_blocks
+        block_matmuls = 2 * h * w.q_dim + 2 * h * kv + 2 * h * f
+        block_matmuls_all = w.layers * block_matmuls
+        tensors = len(param_dims(w) or [])
+        largest = max(w.vocab * h, h * f, h * (w.q_dim + 2 * kv) if w.fused_qkv else h * w.q_dim)
     else:
         attn, attn_tensors = _attention_matmuls(w)
         block_matmuls = attn + w.mlp_params()
@@ -56,7 +61,7 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         "largest_tensor": largest,
         "param_tensors": tensors,
         "matmul_weights": block_matmuls_all + head,
-        "head_params": head,
+        "head_params": head,  # the LM head's matmul weight (its bias, Phi's, is no matmul)
         "max_seq": w.max_seq,
         # Embedding tables (and an untied LM head): QLoRA leaves them in 16 bits.
         "unquantized_params": w.embedding_params() + (0 if w.tied_embeddings else head),
@@ -77,9 +82,15 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         shape["expert_linear_numels"] = [h * w.mlp_ffn, 3 * w.experts]
     if w.arch == "llama":
         shape.update(_variations(w))
+    if w.arch == "neox":  # what profiling.estimate.neox reads
+        shape["neox"] = {
+            "residual": w.residual, "rotary": w.rotary, "fused_qkv": w.fused_qkv,
+            "bias": w.linear_bias, "q_dim": w.q_dim,
+        }  # fmt: skip
     if w.hf_model_type:
         shape["hf_model_type"] = w.hf_model_type
-    if implementation(w) == TRANSFORMERS:  # the activations are transformers' module's
+    # the activations are transformers' module's (GPT-NeoX's kind: ours, estimate.neox)
+    if implementation(w) == TRANSFORMERS and w.arch != "neox":
         shape["hf_module"] = w.hf_model_type
         if w.attn_softcap:
             shape["attn_softcap"] = w.attn_softcap
@@ -101,6 +112,10 @@ def param_dims(w: WorkloadConfig) -> list[Dims] | None:
         block = [(h,), (h,), (3 * h, h), (3 * h,), (h, h), (h,), (h,), (h,), (f, h), (f,)]
         block += [(h, f), (h,)]
         return [(w.vocab, h), (w.max_seq, h), *block * L, (h,), (h,)]
+    if w.arch == "neox":
+        head: list[Dims] = [] if w.tied_embeddings else [(w.vocab, h)]
+        head += [(w.vocab,)] if w.head_bias else []
+        return [(w.vocab, h), *_neox_block_dims(w) * L, (h,), (h,), *head]
     q, kv = w.q_dim, w.kv_dim
     attn: list[Dims] = [(q, h), (kv, h), (kv, h), (h, q)]
     attn += [(q,), (kv,), (kv,)] if w.qkv_bias else []
@@ -113,6 +128,16 @@ def param_dims(w: WorkloadConfig) -> list[Dims] | None:
     dense = min(w.dense_layers, L)
     dims = [(w.vocab, h), *(attn + norms + mlp) * (L - dense), *(attn + norms + dense_mlp) * dense]
     return dims + [(h,)] + ([] if w.tied_embeddings else [(w.vocab, h)])
+
+
+def _neox_block_dims(w: WorkloadConfig) -> list[Dims]:
+    """One GPT-NeoX-kind block's parameter tensors: LayerNorms, q/k/v (fused or not), the
+    output projection and the MLP's two matmuls, each with its bias where the config has them."""
+    h, q, kv, f = w.hidden, w.q_dim, w.kv_dim, w.ffn
+    linears = [(q + 2 * kv, h)] if w.fused_qkv else [(q, h), (kv, h), (kv, h)]
+    linears += [(h, q), (f, h), (h, f)]
+    dims: list[Dims] = [(h,), (h,)] * w.neox_norms() + linears
+    return dims + [(out,) for out, _ in linears] * w.linear_bias
 
 
 def factored_values(dims: Dims) -> int:
@@ -142,6 +167,9 @@ def _block_linears(w: WorkloadConfig) -> list[int]:
     h, q, kv = w.hidden, w.q_dim, w.kv_dim
     if w.arch == "gpt2":
         return [3 * h * h, h * h, h * w.ffn, w.ffn * h]
+    if w.arch == "neox":
+        qkv = [h * (q + 2 * kv)] if w.fused_qkv else [h * q, h * kv, h * kv]
+        return [*qkv, q * h, h * w.ffn, w.ffn * h]
     # The router (and the shared experts' gate, up, down), or the dense gate, up, down.
     shared = [h * w.mlp_ffn * w.shared_experts] * 3 if w.shared_experts else []
     mlp = [h * w.experts, *shared] if w.moe else [h * w.ffn] * 3

@@ -18,7 +18,10 @@ from pydantic import BaseModel
 
 class WorkloadConfig(BaseModel):
     name: str
-    arch: Literal["gpt2", "llama"]
+    # "neox": GPT-NeoX's kind of decoder (GPT-NeoX/Pythia/StableLM-alpha, Phi-1/2, Falcon):
+    # LayerNorm with bias, a plain GELU MLP, rotary (possibly partial) attention, biases on the
+    # linears or not, attention and MLP in parallel or one after the other (``neox`` fields).
+    arch: Literal["gpt2", "llama", "neox"]
     layers: int
     hidden: int
     heads: int
@@ -65,6 +68,15 @@ class WorkloadConfig(BaseModel):
     v_dim: int = 0
     shared_experts: int = 0  # each an MLP of expert_ffn; together one of shared · expert_ffn
     dense_layers: int = 0  # the first layers keep a dense MLP of width ffn
+    # ---- GPT-NeoX's kind (arch "neox"): the readers in profiling.models.hf_neox set them
+    # sequential: x + attn(ln1 x), then + mlp(ln2 ·); parallel: x + attn(ln1 x) + mlp(ln2 x)
+    # (GPT-NeoX); parallel_one_norm: both read one LayerNorm's output (Phi, Falcon-7B)
+    residual: Literal["sequential", "parallel", "parallel_one_norm"] = "sequential"
+    rotary_dim: int | None = None  # leading dims of each head that rotate (None: all)
+    linear_bias: bool = False  # every block Linear has a bias (GPT-NeoX, Phi)
+    fused_qkv: bool = False  # one query_key_value Linear (GPT-NeoX, Falcon) or q, k, v apart
+    head_bias: bool = False  # Phi's LM head has a bias
+    gelu: Literal["exact", "tanh"] = "exact"  # Phi's gelu_new is the tanh approximation
     hf_model_type: str | None = None  # the config's model_type, for configs from Hugging Face
     source: str = ""  # where the config came from (a catalogue entry's public location)
 
@@ -130,6 +142,24 @@ class WorkloadConfig(BaseModel):
             return h * self.experts + self.experts * 3 * h * self.mlp_ffn + shared
         return 3 * h * self.ffn
 
+    def neox_attention_params(self) -> int:
+        """q, k, v (fused or not) and the output projection, with their biases or not."""
+        h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        return 2 * h * q + 2 * h * kv + ((q + 2 * kv + h) if self.linear_bias else 0)
+
+    def neox_mlp_params(self) -> int:
+        h, f = self.hidden, self.ffn
+        return 2 * h * f + ((f + h) if self.linear_bias else 0)
+
+    def neox_norms(self) -> int:
+        """LayerNorms per block (weight and bias each)."""
+        return 1 if self.residual == "parallel_one_norm" else 2
+
+    @property
+    def rotary(self) -> int:
+        """How many leading dims of each head rotate."""
+        return self.head_dim if self.rotary_dim is None else self.rotary_dim
+
     def dense_layer_params(self) -> int:
         """One of the first ``dense_layers`` blocks: attention, a dense MLP of ffn, two norms."""
         return self.attention_params() + 3 * self.hidden * self.ffn + 2 * self.hidden
@@ -137,6 +167,8 @@ class WorkloadConfig(BaseModel):
     def layer_params(self) -> int:
         """Parameters of one transformer block."""
         h, f = self.hidden, self.ffn
+        if self.arch == "neox":
+            return self.neox_attention_params() + self.neox_mlp_params() + self.neox_norms() * 2 * h
         if self.arch == "gpt2":
             # qkv (3h² + 3h), proj (h² + h), fc (h·f + f), fc_proj (f·h + h), two LayerNorms (4h)
             return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
@@ -152,8 +184,9 @@ class WorkloadConfig(BaseModel):
     def param_count(self) -> int:
         """Exact number of parameters of the model ``build_model`` makes."""
         h = self.hidden
-        final_norm = 2 * h if self.arch == "gpt2" else h
+        final_norm = 2 * h if self.arch in ("gpt2", "neox") else h
         head = 0 if self.tied_embeddings else self.vocab * h
+        head += self.vocab if self.head_bias else 0
         dense = min(self.dense_layers, self.layers)
         blocks = (self.layers - dense) * self.layer_params() + dense * self.dense_layer_params()
         return self.embedding_params() + blocks + final_norm + head
@@ -172,5 +205,9 @@ class WorkloadConfig(BaseModel):
         h, f = self.hidden, self.ffn
         if self.arch == "gpt2":  # Linear layers carry a bias; positions are an Embedding
             return max(self.vocab * h, self.max_seq * h, 3 * h * h + 3 * h, h * f + f)
+        if self.arch == "neox":
+            bias = 1 if self.linear_bias else 0
+            qkv = (h + bias) * (self.q_dim + 2 * self.kv_dim) if self.fused_qkv else 0
+            return max(self.vocab * h, (h + bias) * f, (h + bias) * self.q_dim, qkv)
         experts = 3 * h * self.mlp_ffn * self.experts  # our blocks hold them stacked in one module
         return max(self.vocab * h, h * self.mlp_ffn, h * self.q_dim, experts)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
+from profiling.models.hf_neox import NEOX_FAMILIES, neox_ffn
 
 PREFIX = "hf:"
 CATALOGUE = Path(__file__).with_name("catalogue")
@@ -72,6 +73,22 @@ class _Fields(BaseModel):
     qk_nope_head_dim: int = Field(0, ge=0, le=10**5)
     qk_rope_head_dim: int = Field(0, ge=0, le=10**5)
     v_head_dim: int = Field(0, ge=0, le=10**5)
+    # GPT-NeoX's kind (profiling.models.hf_neox reads them)
+    rotary_pct: float = Field(1.0, gt=0, le=1)  # GPT-NeoX
+    partial_rotary_factor: float = Field(1.0, gt=0, le=1)  # Phi
+    rotary_emb_base: float | None = None
+    use_parallel_residual: bool = True
+    parallel_attn: bool = True  # Falcon
+    new_decoder_architecture: bool = False
+    num_ln_in_parallel_attn: int | None = Field(None, ge=1, le=2)
+    multi_query: bool = True
+    num_kv_heads: int | None = Field(None, ge=1, le=10**5)
+    bias: bool = False
+    alibi: bool = False
+    qk_layernorm: bool = False
+    layer_norm_eps: float | None = None
+    hidden_act: str | None = None
+    ffn_hidden_size: int | None = Field(None, ge=1, le=10**8)
 
 
 _GPT2_KEYS = {
@@ -87,7 +104,7 @@ class _Shape(TypedDict, total=False):
     """Keyword arguments of :class:`WorkloadConfig` a config sets (each family some of them)."""
 
     name: str
-    arch: Literal["gpt2", "llama"]
+    arch: Literal["gpt2", "llama", "neox"]
     layers: int
     hidden: int
     heads: int
@@ -120,6 +137,12 @@ class _Shape(TypedDict, total=False):
     v_dim: int
     shared_experts: int
     dense_layers: int
+    residual: Literal["sequential", "parallel", "parallel_one_norm"]
+    rotary_dim: int | None
+    linear_bias: bool
+    fused_qkv: bool
+    head_bias: bool
+    gelu: Literal["exact", "tanh"]
 
 
 def _llama(f: _Fields) -> _Shape:
@@ -231,6 +254,7 @@ def _gpt2(f: _Fields) -> _Shape:
 
 
 FAMILIES = {
+    **NEOX_FAMILIES,
     "deepseek_v2": _deepseek_v2,
     "gemma": _gemma,
     "gemma2": _gemma2,
@@ -290,7 +314,7 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
             f"{name}: hidden_size {h} does not divide by num_attention_heads {heads} and no "
             "head_dim is given"
         )
-    ffn = f.intermediate_size or (4 * h if kind == "gpt2" else None)
+    ffn = neox_ffn(f, kind) or f.intermediate_size or (4 * h if kind == "gpt2" else None)
     if ffn is None:
         raise ProfilingError(f"{name}: the config lacks intermediate_size")
     fields: _Shape = {
@@ -306,7 +330,7 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
         "tied_embeddings": _tied(f, False),
         "head_size": f.head_dim if f.head_dim and f.head_dim != h // heads else None,
         "rope_theta": f.rope_theta,
-        "norm_eps": f.rms_norm_eps or f.layer_norm_epsilon or 1e-5,
+        "norm_eps": f.rms_norm_eps or f.layer_norm_epsilon or f.layer_norm_eps or 1e-5,
         "hf_model_type": kind,
         "source": source,
     }
@@ -317,16 +341,26 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
     if top_k > experts:
         raise ProfilingError(f"{name}: num_experts_per_tok {top_k} exceeds the {experts} experts")
     w = WorkloadConfig(**fields)
-    kinds = {"gpt2": "GPT-2", "llama": "Llama"}
+    kinds = {"gpt2": "GPT-2", "llama": "Llama", "gpt_neox": "GPT-NeoX", "phi": "Phi"}
+    kinds["falcon"] = "Falcon"
     w.description = (
         f"{kinds.get(kind, kind)}-family config: {w.layers} layers, hidden {h}, "
-        f"{heads}/{kv} heads"
+        f"{heads}/{w.n_kv_heads} heads"
         + (f", {w.experts} experts top-{w.experts_per_token}" if w.moe else "")
         + (f" + {w.shared_experts} shared" if w.shared_experts else "")
         + (f", first {w.dense_layers} dense" if w.dense_layers else "")
         + (f", latent attention (kv rank {w.kv_lora_rank})" if w.mla else "")
+        + (f", {_RESIDUAL[w.residual]}" if w.arch == "neox" else "")
+        + (f", rotary on {w.rotary} of {w.head_dim} head dims" if w.rotary != w.head_dim else "")
     )
     return w
+
+
+_RESIDUAL = {
+    "sequential": "attention then MLP",
+    "parallel": "attention and MLP in parallel (a LayerNorm each)",
+    "parallel_one_norm": "attention and MLP in parallel from one LayerNorm",
+}
 
 
 def _kind(value: object) -> str:

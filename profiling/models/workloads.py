@@ -140,6 +140,10 @@ def build_model(config: WorkloadConfig | str, device: Device = None) -> BlocksLM
     """Build the model for ``config`` (a name or a config) from our own blocks. Imports torch."""
     if isinstance(config, str):
         config = find_workload(config) or get_workload(config)
+    if config.arch == "neox":
+        from profiling.models.neox_blocks import NeoX
+
+        return NeoX(config, device=device)
     if config.arch == "llama" and is_variant(config):
         from profiling.models import hf_blocks
 

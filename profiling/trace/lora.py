@@ -389,7 +389,10 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
     if config.is_factory or arch is None:
         return "a reference model or hf:… config for --lora-rank (a factory's layers are its own)"
     if arch != "llama":
-        return "a Llama-family model for --lora-rank (GPT-2 fuses q, k and v in one c_attn)"
+        return (
+            "a Llama-family model for --lora-rank (GPT-2, GPT-NeoX and Falcon fuse q, k and v "
+            "in one Linear; Phi's adapters are not modelled yet)"
+        )
     if config.qlora and config.precision not in ("mixed", "bf16"):
         return (
             "--precision mixed or bf16 for --qlora (the trace's 4-bit layers sit in a 16-bit "

@@ -113,7 +113,8 @@ def test_trace_compare_estimate(tmp_path, run_json) -> None:
         (["measurements", "show", "est-00000000"], "no measurement record 'est-00000000'"),
         (
             ["estimate", "--model", "gpt2-small", "--lora-rank", "8", "--compare-trace"],
-            "needs a Llama-family model for --lora-rank (GPT-2 fuses q, k and v in one c_attn)",
+            "needs a Llama-family model for --lora-rank (GPT-2, GPT-NeoX and Falcon fuse q, k "
+            "and v in one Linear",
         ),
         (
             ["trace", "--model", "user_models:make_mlp", "--compare-estimate"],

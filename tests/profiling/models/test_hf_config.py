@@ -58,6 +58,11 @@ def test_published_counts_spelled_out() -> None:
         # 15.7B total (2.4B activated): 2·102400·2048 embeddings and head, 27 blocks of latent
         # attention, the first with a dense MLP of 10944, 26 with 64 routed + 2 shared experts
         "deepseek-v2-lite": 15_706_484_224,
+        # GPT-NeoX's kind: the counts transformers' own classes give (and the model cards)
+        "pythia-1b": 1_011_781_632,
+        "stablelm-base-alpha-3b": 3_637_321_728,
+        "phi-2": 2_779_683_840,
+        "falcon-7b": 6_921_720_704,
     }
     for name, count in published.items():
         assert load_hf(f"hf:{name}").param_count() == count
@@ -133,7 +138,8 @@ def test_a_path_or_a_folder(tmp_path: Path) -> None:
         (json.dumps({k: v for k, v in TINY.items() if k != "vocab_size"}), "lacks vocab_size"),
         (
             json.dumps({**TINY, "model_type": "mamba"}),
-            "model_type 'mamba' is not supported; supported types are deepseek_v2, gemma, gemma2",
+            "model_type 'mamba' is not supported; supported types are deepseek_v2, falcon, "
+            "gemma, gemma2",
         ),
         (
             # a 10-trillion-parameter config: three layers of width 500,000

@@ -1,0 +1,102 @@
+"""Activations of GPT-NeoX's kind of decoder (arch ``neox``: GPT-NeoX/Pythia/StableLM-alpha,
+Phi-1/2, Falcon) as our blocks run it (``profiling.models.neox_blocks``), op by op, in bytes.
+
+Derived, like ``activations`` and ``variants``, from what the trace shows autograd saving, on
+either target. Per layer, with T = s·b tokens, q the query width, k the key/value width, f the
+MLP's:
+
+- LayerNorms: each keeps its input (the residual stream's dtype) and a mean and rstd per row
+  (fp32 on CUDA, 8 B; the residual dtype on the CPU). Attention and MLP in parallel read the
+  same block input, kept once: GPT-NeoX's two norms keep one input and two pairs of statistics,
+  Phi's and Falcon-7B's one norm one of each; one after the other (sequential), two inputs.
+- matmul inputs: the norm outputs (one per norm; under autocast, one copy per matmul that reads
+  them: q/k/v fused or three, and the MLP's first)
+- attention: the rotated q and k (a partial rotary concatenates the rotated and passing dims: a
+  new tensor either way), v, the output and the logsumexp. A fused q/k/v projection's v is a
+  view of its output, which SDPA's saved v keeps whole: T·(q + 2k) more instead of v. On CUDA
+  in fp32 (the memory-efficient kernel) grouped or multi-query keys and values are expanded to
+  every head first: each q wide, and the fused output is no longer kept.
+- MLP: the first matmul's output (GELU's input) and GELU's output, T·2f·c
+
+Once per model: the final LayerNorm and the cos/sin tables of the rotating dims (2·s·r). No
+torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse, attention_extras
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+
+def _norms(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
+    residual = str(d.extra["neox"]["residual"])
+    n = 1 if residual == "parallel_one_norm" else 2
+    inputs = 2 if residual == "sequential" else 1
+    T, h, tok = d.s * d.b, d.h, f"{d.s}·{d.b}"
+    stats, what = (8, "fp32 mean and rstd") if _cuda(cfg) else (2 * e.r, "mean and rstd")
+    shared = " (one input, shared)" if inputs < n else ""
+    return Term(
+        f"norms (LayerNorm ×{n}: input{shared}, {what})",
+        T * (inputs * h * e.r + n * stats),
+        f"s·b·({inputs}·h·{e.r} + {n}·{stats}) B",
+        f"{tok}·({inputs}·{h}·{e.r} + {n}·{stats})",
+    )
+
+
+def _matmul_inputs(d: Dims, e: Bytes) -> Term:
+    x = d.extra["neox"]
+    if e.amp:
+        copies = (1 if x["fused_qkv"] else 3) + 1
+        how = ", one copy per matmul"
+    else:
+        copies = 1 if x["residual"] == "parallel_one_norm" else 2
+        how = ""
+    T, tok = d.s * d.b, f"{d.s}·{d.b}"
+    return Term(
+        f"matmul inputs (LayerNorm outputs{how})",
+        T * copies * d.h * e.c,
+        f"s·b·{copies}h·{e.c} B",
+        f"{tok}·{copies}·{d.h}·{e.c}",
+    )
+
+
+def _attention(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
+    x = d.extra["neox"]
+    q, k, c = int(x["q_dim"]), d.k, e.c
+    T, tok = d.s * d.b, f"{d.s}·{d.b}"
+    lse, lse_sub = _lse(d, e, cfg)
+    if k != q and ((_cuda(cfg) and c == 4) or cfg.attention == "eager"):
+        width, formula, sub = 4 * q, "4q", f"4·{q}"
+        what = "q, keys and values expanded to every head, output"
+    elif x["fused_qkv"]:
+        width, formula, sub = 3 * q + 3 * k, "(q + 2k) + 2q + k", f"({q} + 2·{k}) + 2·{q} + {k}"
+        what = "the fused q/k/v output v is a view of, rotated q and k, output"
+    else:
+        width, formula, sub = 2 * q + 2 * k, "2q + 2k", f"2·{q} + 2·{k}"
+        what = "rotated q and k, v, output"
+    return Term(
+        f"attention ({what}, logsumexp)",
+        T * width * c + lse,
+        f"s·b·({formula})·{c} + 4·a·b·s B",
+        f"{tok}·({sub})·{c} + {lse_sub}",
+    )
+
+
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """One block's saved activations (tensor-parallel split: TP=1)."""
+    T, tok, f = d.s * d.b, f"{d.s}·{d.b}", d.f
+    mlp = Term(
+        "the MLP (first matmul's output, GELU's output)",
+        T * 2 * f * e.c,
+        f"s·b·2f·{e.c} B",
+        f"{tok}·2·{f}·{e.c}",
+    )
+    terms = [_norms(d, e, cfg), _matmul_inputs(d, e), _attention(d, e, cfg), mlp]
+    return terms + attention_extras(d, e, cfg)
+
+
+__all__ = ["per_layer"]

@@ -1,0 +1,126 @@
+"""GPT-NeoX's kind of decoder (GPT-NeoX/Pythia/StableLM-alpha, Phi-1/2, Falcon): read from
+config.json as transformers' classes read it, counted to the parameter against transformers'
+own module, traced as our blocks and as transformers' module, and estimated per category."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.estimate.memory import estimate
+from profiling.models.hf_config import load_hf, workload_from_config
+from profiling.models.hf_module import project_blocks
+from profiling.trace.step import trace_step
+
+BASE = {
+    "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "max_position_embeddings": 512,
+}  # fmt: skip
+FAMILIES = {
+    "gpt_neox (parallel, two norms, rotary 1/4, fused qkv)": {
+        "model_type": "gpt_neox",
+        "rotary_pct": 0.25,
+    },
+    "gpt_neox (sequential, rotary 1/2)": {
+        "model_type": "gpt_neox",
+        "rotary_pct": 0.5,
+        "use_parallel_residual": False,
+    },
+    "phi (one norm, q/k/v apart, rotary 1/2, biased head)": {
+        "model_type": "phi",
+        "partial_rotary_factor": 0.5,
+    },
+    "falcon-7b's kind (multi-query, one norm, no biases)": {"model_type": "falcon"},
+    "falcon-40b's kind (2 of 4 kv heads, two norms)": {
+        "model_type": "falcon",
+        "new_decoder_architecture": True,
+        "num_kv_heads": 2,
+    },
+}
+CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
+
+
+def _spec(tmp_path: Path, config: dict) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**BASE, **config}), encoding="utf-8")
+    return f"hf:{path}"
+
+
+@pytest.mark.parametrize(
+    ("target", "precision"),
+    [("cuda", "amp-bf16"), ("cuda", "mixed"), ("cuda", "fp32"), ("cpu", "mixed")],
+)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_estimate_agrees_with_our_blocks(
+    tmp_path: Path, family: str, target: str, precision: str
+) -> None:
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, FAMILIES[family]), seq=64, batch=2, precision=precision,
+        target=target,
+    )  # fmt: skip
+    with project_blocks():
+        traced = trace_step(cfg)
+        est = estimate(cfg)
+    assert traced.model_info["traced"] == "project blocks"
+    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
+    for category in CATEGORIES:
+        assert est.category_bytes(category) == pytest.approx(seen[category], rel=0.001), category
+    assert est.per_gpu_bytes == pytest.approx(traced.peak_bytes, rel=0.002)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_transformers_module_has_our_parameters(tmp_path: Path, family: str) -> None:
+    """The real module traced: its parameters, gradients and optimizer state are ours to the
+    byte (the same tensors, transformers' names)."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    cfg = TrainingConfig(model=_spec(tmp_path, FAMILIES[family]), seq=32, batch=1)
+    real = trace_step(cfg)
+    with project_blocks():
+        ours = trace_step(cfg)
+    assert real.model_info["traced"] == "transformers"
+    assert real.params == ours.params == load_hf(cfg.model or "").param_count()
+    for category in ("parameters", "optimizer"):
+        assert real.by_category[category] == ours.by_category[category]
+    assert real.after_step["gradients"] == ours.after_step["gradients"]
+
+
+def test_readers_follow_the_config_classes() -> None:
+    neox = workload_from_config({**BASE, "model_type": "gpt_neox", "rotary_pct": 0.25}, "n")
+    assert (neox.arch, neox.residual, neox.rotary, neox.linear_bias) == (
+        "neox", "parallel", 4, True)  # fmt: skip
+    assert not neox.tied_embeddings  # GPTNeoXConfig's default
+    no_bias = {**BASE, "model_type": "gpt_neox", "attention_bias": False}
+    assert not workload_from_config(no_bias, "n").linear_bias
+    phi = workload_from_config({**BASE, "model_type": "phi"}, "p")
+    assert (phi.residual, phi.head_bias, phi.fused_qkv, phi.gelu) == (
+        "parallel_one_norm", True, False, "tanh")  # fmt: skip
+    # Falcon reads ffn_hidden_size (default 4h), never intermediate_size; multi-query by default
+    falcon = workload_from_config({**BASE, "model_type": "falcon"}, "f")
+    assert (falcon.ffn, falcon.n_kv_heads, falcon.tied_embeddings) == (256, 1, True)
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        ({"model_type": "phi", "qk_layernorm": True}, "normalizes queries and keys"),
+        ({"model_type": "falcon", "alibi": True}, "ALiBi"),
+        ({"model_type": "bloom"}, "supported types are"),
+    ],
+)
+def test_what_is_not_modelled_is_one_sentence(config: dict, said: str) -> None:
+    with pytest.raises(ProfilingError) as err:
+        workload_from_config({**BASE, **config}, "x")
+    assert said in str(err.value)
+    assert "\n" not in str(err.value)
+    if said == "supported types are":
+        for kind in ("falcon", "gpt_neox", "phi"):
+            assert kind in str(err.value)
+
+
+def test_lora_on_these_is_refused_not_ignored() -> None:
+    with pytest.raises(ProfilingError, match="LoRA on GPT-NeoX's kind"):
+        estimate(TrainingConfig(model="hf:phi-2", seq=256, lora_rank=8))
