@@ -3,7 +3,7 @@ start with what the journal already says about what they were handed — the ent
 the files their prompt names (with the lines' state, as :mod:`journal_agent.capture.touch`
 finds them) and those sharing its telling words (:mod:`journal_agent.capture.recall`) — so the
 one does not write a duplicate and the other cites earlier measurements. At most
-:data:`BRIEF_LIMIT` characters (about 300 tokens); it reaches the sub-agent only.
+:data:`BRIEF_LIMIT` characters and :data:`BRIEF_TOKENS` tokens; it reaches the sub-agent only.
 
 SubagentStart's input names the agent, not its task: the prompt is the main transcript's last
 Agent call for that agent type. Stdlib only, as every hook module.
@@ -24,12 +24,13 @@ from journal_agent.capture.touch import (
     state,
     titles,
 )
-from journal_agent.capture.touch_line import TITLE_LIMIT
+from journal_agent.capture.touch_line import TITLE_LIMIT, cost
 from journal_agent.capture.touched import relative
 from journal_agent.terminal_text import one_line
 
 OUR_AGENTS = ("learning-journal", "training-optimization")
-BRIEF_LIMIT = 1100  # characters of SubagentStart's context: about 300 tokens
+BRIEF_LIMIT = 1100  # characters of SubagentStart's context
+BRIEF_TOKENS = 300  # … and its tokens, as touch_line.cost counts them (high)
 BRIEF_FILES = 8  # files named in the prompt looked up
 HANDED_WAITS = 20  # tenths of a second waited for the Agent call to reach the transcript
 
@@ -89,24 +90,40 @@ def brief(root: str, payload: dict[str, object]) -> str:
     if not lines and not topics:
         return ""
     named = titles(root, picked)
-    parts = []
+    parts: list[tuple[str, str]] = []  # (with the title, without it), for each entry
     for entry, key, now in lines:
         title = one_line(named.get(entry, entry).replace('"', "'"), TITLE_LIMIT)
-        parts.append(f'"{title}" explains {one_line(key, 60)}' + (f" ({now})" if now else "")
-                     + f" (id {one_line(entry, ID_LIMIT)})")  # fmt: skip
+        where = one_line(key, 60) + (f" ({now})" if now else "")
+        ident = one_line(entry, ID_LIMIT)
+        parts.append((f'"{title}" explains {where} (id {ident})', f"{ident} explains {where}"))
     for hit in topics:
         title = one_line(str(hit["title"]).replace('"', "'"), TITLE_LIMIT)
-        parts.append(f'"{title}" (id {one_line(str(hit["id"]), ID_LIMIT)}, on the same topic)')
+        ident = one_line(str(hit["id"]), ID_LIMIT)
+        parts.append((f'"{title}" (id {ident}, on the same topic)', f"{ident} (on the same topic)"))
+    return _within(parts)
+
+
+def _within(parts: list[tuple[str, str]]) -> str:
+    """The brief with as many of ``parts`` as fit :data:`BRIEF_LIMIT` characters and
+    :data:`BRIEF_TOKENS` tokens as :func:`cost` counts them (high: a title in Chinese is about a
+    token a character, and 1,100 characters of them were 728 tokens); a part whose title does
+    not fit is said by its id alone (the id is the title's slug). "" when none fits."""
     text = "journal-agent: the journal already has: "
-    kept = []
-    for part in parts:
-        if len(text) + len("; ".join([*kept, part])) + 60 > BRIEF_LIMIT:
-            break
-        kept.append(part)
-    return (
-        text + "; ".join(kept) + ". Read one with `journal-agent journal show ID`; cite or "
-        "extend it rather than writing it again."
+    end = (
+        ". Read one with `journal-agent journal show ID`; cite or extend it rather than "
+        "writing it again."
     )
+    kept: list[str] = []
+    for part in parts:
+        said = next((p for p in part if _fits(text + "; ".join([*kept, p]) + end)), None)
+        if said is None:
+            break
+        kept.append(said)
+    return text + "; ".join(kept) + end if kept else ""
+
+
+def _fits(brief: str) -> bool:
+    return len(brief) <= BRIEF_LIMIT and cost(brief) <= BRIEF_TOKENS
 
 
 def _handed(path: str, agent: str) -> str:

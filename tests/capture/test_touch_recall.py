@@ -402,3 +402,31 @@ def test_our_agents_start_with_what_the_journal_says_of_the_files_they_were_hand
     assert start(project, transcript, "other:helper") == ""
     _agent_call(transcript, ours, "Summarise README.md for me.")
     assert start(project, transcript, ours) == ""
+
+
+def test_an_agents_brief_keeps_to_300_tokens_whatever_the_titles_language(tmp_path, cli):
+    """The brief was bounded by characters only (1,100): eight entries titled in Chinese made
+    it 728 tokens. Now it keeps to 300 (cl100k), an entry whose title does not fit said by its
+    id, and it still names the newest entries."""
+    from journal_agent.tokenizer import encoding
+
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "train.py").write_text("".join(f"x{n} = {n}\n" for n in range(1, 40)))
+    title = "优化器状态在每个参数上保留两份浮点副本以及梯度累积的中间结果第{}部分说明"
+    for i in range(1, 9):
+        entry = render_entry(
+            title.format(i), f"2026-11-2{i}", context=f"阅读训练脚本第{i}部分。",
+            question=f"为什么每个参数需要八个字节？第{i}问", tags=f"#t{i}",
+            intuition=f"优化器保留两个状态，第{i}条 (src/train.py:1{i})。",
+        )  # fmt: skip
+        done = cli("journal", "append", "-", "--force", "--root", str(root), input=entry)
+        assert done.returncode == 0, done.stderr
+    transcript = root.parent / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "user", "message": {"content": "hi"}}) + "\n")
+    ours = "journal-agent:learning-journal"
+    _agent_call(transcript, ours, "Write an entry about src/train.py:10-19.")
+    said = start(root, transcript, ours)
+    assert len(encoding().encode(said)) <= 300, said
+    assert f'"{title.format(8)}" explains src/train.py:18 (fresh)' in said
+    assert "rather than writing it again" in said
