@@ -16,7 +16,6 @@ import time
 
 from journal_agent import confined
 from journal_agent.capture.touch import (
-    ID_LIMIT,
     cited,
     file_lines,
     overlaps,
@@ -24,7 +23,7 @@ from journal_agent.capture.touch import (
     state,
     titles,
 )
-from journal_agent.capture.touch_line import TITLE_LIMIT, cost
+from journal_agent.capture.touch_line import ID_LIMIT, TITLE_LIMIT, cost
 from journal_agent.capture.touched import relative
 from journal_agent.terminal_text import one_line
 

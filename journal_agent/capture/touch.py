@@ -35,7 +35,6 @@ import os
 
 from journal_agent import confined
 from journal_agent.capture import refs_by_file
-from journal_agent.capture.touch_line import ID_LIMIT, line, slug
 from journal_agent.capture.touched import touched
 from journal_agent.lightjson import dumps, loads
 
@@ -309,6 +308,8 @@ def titles(root: str, ids: list[str]) -> dict[str, str]:
 def _headings(root: str, ids: list[str]) -> dict[str, str]:
     """``## Title (date)`` headings whose id (the ``<!-- entry: ID -->`` line under it, else
     ``slug-date``) is one of ``ids``."""
+    from journal_agent.capture.touch_line import ID_LIMIT, slug
+
     data = confined.read_planted(root, "learning_journal.md", MAX_JOURNAL)
     if not data or len(data) > MAX_JOURNAL:
         return {}
@@ -379,6 +380,8 @@ def speak(root: str, payload: dict[str, object]) -> str:
             ref = span(key)
             if ref is None or any(p[0] == entry for p in picked) or not keep(ref):
                 continue
+            from journal_agent.capture.touch_line import ID_LIMIT  # (only once one is cited)
+
             if len(entry) > ID_LIMIT or not entry.isprintable() or " " in entry:
                 continue  # not an id of ours: no command would open it
             now = state(lines.get(), ref, anchor)
@@ -394,6 +397,8 @@ def speak(root: str, payload: dict[str, object]) -> str:
     picked = _within_budget(picked, said or set())
     if not picked:
         return ""
+    from journal_agent.capture.touch_line import line
+
     named = titles(root, [p[0] for p in picked])
     out = [
         line(entry, named.get(entry, entry), key, now, changed)
