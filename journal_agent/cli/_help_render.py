@@ -66,10 +66,12 @@ def import_renderer() -> None:
 
 def _fold_long_words(rich_utils: Any) -> None:
     """An option's help folds a word too long for its column (``https://pytorch.org/memory_viz``
-    in a narrow terminal) onto the next line, where rich would cut it with "…"."""
+    in a narrow terminal) onto the next line, where rich would cut it with "…"; so does an
+    option's or a command's name (:func:`_named_table`)."""
     original = rich_utils._get_parameter_help
     if getattr(original, "folds", False):
         return
+    rich_utils.Table = _named_table(rich_utils.Table)
 
     def folded(**kwargs: Any) -> Any:
         columns = original(**kwargs)
@@ -80,6 +82,22 @@ def _fold_long_words(rich_utils: Any) -> None:
 
     folded.folds = True  # type: ignore[attr-defined]  # marks the wrapper: wrapped once
     rich_utils._get_parameter_help = folded
+
+
+def _named_table(table: type) -> type:
+    """typer's panels' table, whose columns before the last (option names, their short and
+    negative forms, the type; a command's name) fold a name too long for them onto the next
+    line: at 80 columns rich cut ``--prefetch-bucket-size`` to ``--prefetch-bucket-si…``, a
+    name no one can type. (Widening the column instead starves the help column, which then
+    loses letters.)"""
+
+    class NamedTable(table):  # type: ignore[misc, valid-type]  # rich's Table, subclassed
+        def add_row(self, *cells: Any, **kwargs: Any) -> None:
+            super().add_row(*cells, **kwargs)
+            for column in self.columns[:-1]:
+                column.overflow = "fold"
+
+    return NamedTable
 
 
 def _read_as_prose(rich_utils: Any) -> None:

@@ -95,3 +95,15 @@ def test_a_groups_commands_and_later_paragraphs_read_as_prose(tmp_path):
         "content) is refused \n" in append  # fmt: skip
     inbox = _run("", "-m", "journal_agent", "inbox", "--help", env=env).stdout
     assert "│               moments written; a draft with problems is kept" in inbox
+
+
+def test_no_option_name_is_cut(tmp_path):
+    """#33: at 80 columns rich cut long option names to `--prefetch-bucket-si…` and
+    `--param-persistence-…`, names no one can type; they fold onto the next line now."""
+    import re
+
+    env = {"COLUMNS": "80", "PATH": "", "HOME": str(tmp_path)}
+    out = _run("", "-m", "journal_agent", "estimate", "--help", env=env).stdout
+    assert not re.findall(r"--[\w-]+…", out)
+    names = "".join(line[2:24].strip() for line in out.splitlines() if line.startswith("│ "))
+    assert "--prefetch-bucket-size" in names and "--param-persistence-threshold" in names
