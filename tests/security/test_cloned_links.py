@@ -305,6 +305,24 @@ def test_finding_4_the_appends_log_as_a_link_takes_nothing_and_the_append_stands
     assert any(f"{ws}/.journal/appends.jsonl is a symlink to" in d for d in named), named
 
 
+def test_finding_4_the_hooks_titles_file_as_a_link_takes_nothing_and_search_stands(
+    clone, home, cli
+):
+    """.journal/titles.tsv is a cache the index writes for the hooks (#33): a link there is
+    never written through, search and append work, and doctor names it."""
+    ws = clone(links={".journal/titles.tsv": home.bashrc})
+    before = home.contents()
+    env = {**QUIET, "HOME": str(home.path)}
+    assert _append(cli, ws, env).returncode == 0
+    done = cli("journal", "search", "activations", "--root", str(ws), env=env)
+    assert done.returncode == 0, done.stderr
+    assert home.contents() == before
+    assert (ws / ".journal" / "titles.tsv").is_symlink()
+    checks = cli.json("doctor", "--root", str(ws), env={"HOME": str(home.path)})
+    named = [c["detail"] for c in checks if c["name"] == "journal files" and not c["ok"]]
+    assert any(f"{ws}/.journal/titles.tsv is a symlink to" in d for d in named), named
+
+
 # -- finding 5 -------------------------------------------------------------------------------
 
 
