@@ -337,10 +337,10 @@ def spawn_detached(root: str, task: str) -> None:
 
 
 def _refresh(root: str) -> None:
-    """The detached child: bring PostToolUse's index of cited files up to date, propose the 📚
-    rows of the sessions that ended (after any other child at it, so that none is missed),
-    then recompute the cached status unless another child is at that already; within its CPU
-    time and memory limits (capture/limits.py)."""
+    """The detached child: bring PostToolUse's index of cited files and titles up to date,
+    propose the 📚 rows of the sessions that ended (after any other child at it, so that none
+    is missed), then recompute the cached status unless another child is at that already;
+    within its CPU time and memory limits (capture/limits.py)."""
     from journal_agent.capture import limits
 
     memory_mb = limits.bound_self(lambda message: log(root, "refresh", message))
@@ -352,8 +352,10 @@ def _refresh(root: str) -> None:
 
 def _refresh_bounded(root: str) -> None:
     from journal_agent.capture import refs_by_file, session, status
+    from journal_agent.journal.search import titles_file
 
     refs_by_file.refresh(root)  # (PostToolUse's index of cited files, whole again)
+    titles_file.ensure(root)  # (and its titles, for an index that has them)
     folder = status.capture_dir(root)
     if confined.lstat(root, session.ended_dir(root)) is not None:
         lock = _flock(root, os.path.join(folder, "propose.lock"), wait=True)

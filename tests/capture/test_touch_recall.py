@@ -302,6 +302,13 @@ def test_titles_come_from_the_index_titles_file_only_while_it_is_of_the_journal_
     titles.unlink()
     titles.symlink_to(forged)
     assert '"Why AdamW Keeps Two States"' in post(root, "Read", read, session="s4")
+    # An index in line with the journal but no titles file (one made before there was any):
+    # the detached child SessionStart and SessionEnd start writes it from the index.
+    titles.unlink()
+    assert run_hook("refresh", b"", root).returncode == 0
+    assert "adamw-2026-11-20\tWhy AdamW Keeps Two States\n" in titles.read_text()
+    head = titles.read_text().split("\n")[0].split()
+    assert head[-2:] == [str(journal.stat().st_size), str(journal.stat().st_mtime_ns)]
 
 
 def test_the_hooks_token_count_is_never_under_the_real_one():

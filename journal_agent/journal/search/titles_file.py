@@ -46,6 +46,45 @@ def write(root: str | os.PathLike[str], size: int, mtime_ns: int, rows: Iterable
         pass
 
 
+def ensure(root: str) -> None:
+    """Write the file from the search index when it is not of the journal there and the index
+    is (an index brought in line before this file existed, or whose write of it failed): the
+    detached child SessionStart and SessionEnd start, which may import sqlite3."""
+    st = confined.lstat(root, JOURNAL)
+    if st is None or _head(root) == f"{MAGIC} {st.st_size} {st.st_mtime_ns}\n".encode():
+        return
+    import sqlite3
+
+    path = confined.sqlite_file(root, os.path.join(root, ".journal", "index.sqlite"))
+    if path is None:
+        return
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.2)
+        try:
+            meta = dict(
+                conn.execute("SELECT key, value FROM meta WHERE key IN ('size', 'mtime_ns')")
+            )
+            if meta != {"size": str(st.st_size), "mtime_ns": str(st.st_mtime_ns)}:
+                return  # the index is behind too: its next use writes both
+            rows = conn.execute("SELECT id, title FROM entries ORDER BY start").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return
+    write(root, st.st_size, st.st_mtime_ns, rows)
+
+
+def _head(root: str) -> bytes | None:
+    try:
+        f = confined.open_read(root, NAME)
+    except OSError:
+        return None
+    if f is None:
+        return None
+    with f:
+        return f.readline(256)
+
+
 def read(root: str, ids: list[str]) -> dict[str, str] | None:
     """The titles of ``ids`` (an id the file does not hold is no entry of the journal), or None
     when the file is missing, odd (a link, cut short) or was written from another journal than
