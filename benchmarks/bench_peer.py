@@ -18,7 +18,8 @@ expressed with their reasons, and the summary side by side with the targets:
 
     python benchmarks/bench_peer.py [--rows benchmarks/peer/rows.json] [--markdown]
 
-Estimates only (milliseconds each): no torch, no GPU.
+Estimates only (milliseconds each; a --compile row runs torch.compile's partitioner on fake
+tensors once per shape, seconds): no GPU.
 """
 
 from __future__ import annotations

@@ -71,6 +71,11 @@ ACTIVATION_OFFLOAD_FIELD: Any = Field(
     description="torchtune's enable_activation_offloading: with --checkpointing full, each "
     "block's input is copied to pinned host memory in forward and brought back in backward.",
 )
+COMPILE_FIELD: Any = Field(
+    False,
+    description="torch.compile of each block: what it keeps for backward is what AOTAutograd's "
+    "partitioner (Inductor's min-cut) saves, run on fake tensors.",
+)
 LOSS_CHUNKS_FIELD: Any = Field(
     None,
     ge=1,
@@ -116,6 +121,12 @@ def check_behaviours(cfg: TrainingConfig) -> None:
             "--checkpointing full (its recipes refuse it without) on one data-parallel axis "
             "(no --pp, --cp, --dp-shard, --dp-replicate)",
             "activation_offload",
+        )
+    if cfg.compile and (_plan(cfg.__dict__) or cfg.tp > 1):
+        raise ConfigError(
+            "--compile is modelled for a model on one data-parallel axis (no --tp, --pp, --cp, "
+            "--dp-shard, --dp-replicate): drop --compile, or the plan's degrees",
+            "compile",
         )
     if cfg.loss_chunks is not None and cfg.loss not in ("chunked", "linear-chunked"):
         raise ConfigError(
@@ -185,6 +196,7 @@ def double_quant(cfg: TrainingConfig) -> bool:
 
 __all__ = [
     "ACTIVATION_OFFLOAD_FIELD",
+    "COMPILE_FIELD",
     "LOSSES",
     "LOSS_CHUNKS_DEFAULT",
     "LOSS_CHUNKS_FIELD",

@@ -76,7 +76,7 @@ FIT_FIELDS = (
 # What a real run on this machine can honour (profile, MemoryProfile).
 PROFILE_FIELDS = (
     "model", "batch", "seq", "precision", "fp32_grads", "optimizer", "foreach", "grads_kept",
-    "zero", "fsdp", "checkpointing",
+    "zero", "fsdp", "checkpointing", "compile",
 )  # fmt: skip
 
 # Upper bounds that catch typos (a seq of 10^12) before they become nonsense arithmetic.
@@ -171,6 +171,7 @@ class TrainingConfig(BaseModel):
     overlap_comm: bool | None = ds.OVERLAP_COMM_FIELD
     paged_optimizer: bool = PAGED_FIELD
     activation_offload: bool = behaviours.ACTIVATION_OFFLOAD_FIELD
+    compile: bool = behaviours.COMPILE_FIELD
     # ---- parallelism
     gpus: int = _positive_int(MAX_GPUS, "Data-parallel GPUs (ranks) N.", 1)
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage 0-3 (sharding over the N GPUs).")

@@ -36,6 +36,7 @@ _GRACE_S = 15.0  # beyond the child's own --timeout: building, tracing, writing 
 MemoryProfileInput = config_input_model(
     "MemoryProfileInput",
     include=PROFILE_FIELDS,
+    exclude=("compile",),  # a recipe in from_file sets it (each field costs tokens)
     model=(
         str | None,
         Field(

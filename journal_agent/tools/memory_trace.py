@@ -40,6 +40,7 @@ MemoryTraceInput = config_input_model(
         "virtual_stages",
         *DEEPSPEED_FIELDS,
         "activation_offload",  # estimated only: the trace refuses it
+        "compile",  # a recipe in from_file sets it (each field costs tokens in every request)
     ),
     model=(
         str | None,

@@ -435,3 +435,17 @@ __all__ = [
     "once_per_model",
     "per_layer",
 ]
+
+
+def head_copy_only(term: Term, shape: dict[str, Any], blocks: str = "checkpointed") -> Term:
+    """Of autocast's weight copies, the LM head's alone: the blocks' copies die with a
+    checkpointed region, or are a compiled block's own (``estimate.compiled``)."""
+    if not term.name.startswith("autocast"):
+        return term
+    head = int(shape.get("head_params") or 0)
+    return Term(
+        f"autocast's 16-bit LM-head weight copy (outside the {blocks} blocks)",
+        head * 2,
+        "V·h · 2 B",
+        f"{fmt_count(head)} · 2",
+    )

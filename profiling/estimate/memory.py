@@ -22,7 +22,7 @@ from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import hf_ops, losses, mla, neox, variants
+from profiling.estimate import compiled, hf_ops, losses, mla, neox, variants
 from profiling.estimate import lora as lora_acts
 from profiling.estimate.counters import Counters, closed_form, tensors_alive
 from profiling.estimate.deepspeed import (
@@ -56,7 +56,7 @@ from profiling.estimate.states import (
 )
 from profiling.estimate.time import TimeEstimate, time_estimate
 from profiling.records import Step
-from profiling.units import GiB, fmt_bytes, fmt_count
+from profiling.units import GiB, fmt_bytes
 
 # The estimate reads the one configuration model every tool shares (an alias kept for callers).
 EstimateInput = TrainingConfig
@@ -179,13 +179,13 @@ def _activations(
     problem = lora_acts.check_targets(d, inp) if lora else None
     if problem:
         raise ProfilingError(f"the estimate cannot model {problem}")
-    if lora:
+    if lora and not inp.compile:  # the compiled block's count holds its adapters
         layer += lora_acts.per_layer(d, e, inp)
     if inp.checkpointing == "full":
         _add_activation(ledger, acts.checkpointed_layer(d, e, inp.activation_offload), 1, t, sp)
         once = _once(d, e, shape, inp, loss)
         if e.amp:  # the blocks' weight copies die with the checkpointed region
-            once = [_head_copy_only(term, shape) for term in once]
+            once = [acts.head_copy_only(term, shape) for term in once]
         if lora:
             once += lora_acts.once_per_model(d, e, inp, 0)
         for term in once:
@@ -203,6 +203,8 @@ def _activations(
 
 
 def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Term]:
+    if inp.compile:  # what torch.compile's partitioner keeps (estimate/compiled.py)
+        return compiled.per_layer(d, inp)
     if d.extra.get("hf_module"):  # transformers' own module (models.implementation)
         return hf_ops.per_layer(d, e, inp)
     if d.extra.get("mla"):  # DeepSeek-V2's blocks
@@ -231,6 +233,7 @@ def _once(
             d, e, inp
         )
         once += mla.once_per_model(d, e, inp) if d.extra.get("mla") else []
+    once = compiled.once(once, d, e, shape, inp)
     if loss is None:
         return once
     once = [term for term in once if not term.name.startswith("Logits:")]
@@ -246,18 +249,6 @@ def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
         return 0.0
     blocks = int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)
     return 2 * blocks / inp.tp
-
-
-def _head_copy_only(term: acts.Term, shape: dict[str, Any]) -> acts.Term:
-    if not term.name.startswith("autocast"):
-        return term
-    head = int(shape.get("head_params") or 0)
-    return acts.Term(
-        "autocast's 16-bit LM-head weight copy (outside the checkpointed blocks)",
-        head * 2,
-        "V·h · 2 B",
-        f"{fmt_count(head)} · 2",
-    )
 
 
 # --------------------------------------------------------------------- the moments of a step

@@ -33,6 +33,7 @@ from profiling.time_bound import TimeBound, TimedOut
 from profiling.trace.build import (
     _DTYPES,
     _apply_checkpointing,
+    _block_list,
     _loss_of,
     make_optimizer,
     untraceable,
@@ -190,6 +191,10 @@ def measure_step(
                 model, inputs, info = _build(config, device, factory)
             finally:
                 torch.set_default_dtype(previous)
+            if config.compile:  # before checkpointing, as in the trace
+                from profiling.trace.compiled import compile_for_real
+
+                notes.append(compile_for_real(_block_list(model)))
             if config.checkpointing == "full":
                 notes.append(
                     f"activation checkpointing on {_apply_checkpointing(model)} blocks "

@@ -176,7 +176,8 @@ def read_trainer(path: Path, data: dict[str, Any]) -> Reading:
             break
     _trainer_sharding(r, path)
     if r.get("torch_compile"):
-        r.use("torch_compile", "compile", True, "torch.compile of the model")
+        r.use("torch_compile", "compile", True, "torch.compile of the model: each block as the "
+              "partitioner splits it (the LM head and loss counted eager)")  # fmt: skip
     else:
         r.ignore("torch_compile", NO_MEMORY + " (off)")
     for key in ("packing", "padding_free"):

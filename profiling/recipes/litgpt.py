@@ -96,6 +96,7 @@ def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
     gpus = _devices(r, method)
     _batches(r, gpus)
     _optimizer(r)
+    _compile(r)
     if method == "lora":
         _lora(r)
     elif method.startswith("adapter"):
@@ -117,6 +118,16 @@ def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
         )
     r.finish()
     return f"LitGPT finetune {method}", r
+
+
+def _compile(r: Reading) -> None:
+    key = "compile" if r.has("compile") else "compiler"
+    value = r.get(key)
+    if value is True or value == "torch":
+        r.use(key, "compile", True, "torch.compile of the model: each block as the partitioner "
+              "splits it (the LM head and loss counted eager)")  # fmt: skip
+    else:
+        r.ignore(key, NO_MEMORY + f" ({value!r}: no torch.compile)" if r.has(key) else "")
 
 
 def _model(r: Reading, path: Path) -> None:

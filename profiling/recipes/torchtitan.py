@@ -104,12 +104,17 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     r.ignore("training.mixed_precision_reduce", NO_MEMORY + " (fp32 gradient shards either way)")
     _checkpointing(r)
     _optimizer(r)
+    _parallelism(r)
     compile_key = "compile.enable" if r.has("compile.enable") else "training.compile"
-    if r.get(compile_key):
-        r.use(compile_key, "compile", True, "torch.compile of each block")
+    plan = [s.key for s in r.used if s.field in ("tp", "pp", "cp", "dp_shard", "dp_replicate")]
+    if r.get(compile_key) and plan:
+        r.ignore(compile_key, f"torch.compile under a parallel plan ({', '.join(plan)}) is not "
+                 "modelled yet", "compile")  # fmt: skip
+    elif r.get(compile_key):
+        r.use(compile_key, "compile", True, "torch.compile of each block, as the partitioner "
+              "splits it")  # fmt: skip
     else:
         r.ignore(compile_key, NO_MEMORY + " (off)")
-    _parallelism(r)
     r.finish()
     return r
 

@@ -175,7 +175,13 @@ def _switches(r: Reading) -> None:
     else:
         r.ignore("gradient_accumulation_steps", NO_MEMORY + " (no accumulation)")
     if r.get("compile"):
-        r.use("compile", "compile", True, "torch.compile of the model and loss")
+        r.use(
+            "compile",
+            "compile",
+            True,
+            "training.compile_model: torch.compile of each layer, as the partitioner splits it "
+            "(compile_loss's compiled loss counted eager)",
+        )
     else:
         r.ignore("compile", NO_MEMORY + " (off)")
     if r.get("dataset.packed"):

@@ -284,6 +284,10 @@ def _build(
         added, lora_notes = apply_lora(model, config, in_model)
         info = {**info, **added}
         notes += lora_notes
+    if config.compile:  # before checkpointing: checkpoint(compiled block), as torchtune does
+        from profiling.trace.compiled import compile_model
+
+        notes.append(compile_model(model, inputs, config, _block_list(model), _autocast))
     if config.checkpointing == "full":
         n = _apply_checkpointing(model, config.target)
         notes.append(f"activation checkpointing on {in_model(n)} blocks (non-reentrant)")

@@ -1,0 +1,301 @@
+"""torch.compile as a trace sees it: each block split by AOTAutograd's own partitioner.
+
+``torch.compile`` hands a block's forward to AOTAutograd, which traces forward and backward
+into one joint graph and partitions it with Inductor's partitioner
+(``torch._inductor.compile_fx.partition_fn``: Inductor's joint-graph passes, then
+``min_cut_rematerialization_partition``). The partitioner, not the eager autograd graph,
+decides what the forward keeps for backward: a chain of pointwise ops (RMSNorm's upcast and
+rsqrt, SwiGLU's SiLU and product) is recomputed in backward from the few tensors it saves.
+
+Here that partitioner runs on fake tensors, with a compiler that generates no code: the
+forward and backward graphs it returns are kept, and each block's forward runs its forward
+graph op by op (an ``autograd.Function`` whose backward runs the backward graph). So the
+tracker sees exactly the tensors the partitioner saves, alive from forward to backward, and
+each block's backward holding what the backward graph computes. What is not modelled: the
+transients *inside* a graph — Inductor fuses pointwise ops into kernels that never hold their
+intermediates, while this runs the graph's ops one at a time (an upper bound between ops).
+
+``compile_model`` wraps a model's repeated blocks (as torchtune and torchtitan compile them
+block by block); ``saved_by`` counts what one block keeps (``compiled_estimate`` gives the
+estimate that count). Imports torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from profiling.errors import ProfilingError
+
+
+@dataclass
+class Partition:
+    """One block's graphs as the partitioner split them, for one signature of its inputs."""
+
+    forward: Any  # fx.GraphModule: (*primals) -> (*outputs, *saved)
+    backward: Any  # fx.GraphModule: (*saved, *tangents) -> a gradient (or None) per primal
+    outputs: int  # the forward's user outputs (the rest it returns is saved for backward)
+    out_spec: Any  # the block's output structure (torch.utils._pytree)
+    out_tensor: list[bool]  # which leaves of that structure are tensors
+    saved_nodes: list[Any]  # the forward graph's nodes returned as saved, in order
+
+
+class _Graphs(torch.autograd.Function):
+    """Runs a partition: its forward graph now, its backward graph in backward."""
+
+    @staticmethod
+    def forward(ctx: Any, part: Partition, *primals: torch.Tensor) -> Any:
+        with _plain():
+            result = part.forward.forward(*primals)  # the code, not a module's hooks
+        outs, saved = result[: part.outputs], result[part.outputs :]
+        ctx.part = part
+        ctx.save_for_backward(*saved)
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> Any:
+        part: Partition = ctx.part
+        saved = ctx.saved_tensors
+        tangents = [
+            g if g is not None else torch.zeros_like(o)
+            for g, o in zip(grads, _tangent_likes(part), strict=False)
+        ]
+        with _plain():
+            result = part.backward.forward(*saved, *tangents)
+        return (None, *result)
+
+
+def _tangent_likes(part: Partition) -> list[Any]:
+    out = next(n for n in reversed(part.forward.graph.nodes) if n.op == "output")
+    return [node.meta["val"] for node in out.args[0][: part.outputs]]
+
+
+@contextlib.contextmanager
+def _plain() -> Iterator[None]:
+    """The graphs hold every cast autocast made when they were traced, and Inductor's kernels
+    replace the trace's per-op CUDA rules: run them with neither."""
+    from torch._C import _len_torch_function_stack
+    from torch.overrides import _pop_mode_temporarily
+
+    with contextlib.ExitStack() as stack:
+        for _ in range(_len_torch_function_stack()):
+            stack.enter_context(_pop_mode_temporarily())
+        stack.enter_context(torch.autocast("cpu", enabled=False))
+        yield
+
+
+class _CudaAutocast(TorchFunctionMode):
+    """While a block is partitioned for ``--target cuda``: CUDA's autocast lists (the casts
+    are part of the graph), without the trace's fake-kernel rules (Inductor makes its own)."""
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        from profiling.trace import cuda_autocast
+        from profiling.trace.target import _autocast_dtype
+
+        kwargs = kwargs or {}
+        if _autocast_dtype() is not None:
+            how = cuda_autocast.policy(func, args, kwargs)
+            if how:
+                return cuda_autocast.run(func, args, kwargs, how)
+        return func(*args, **kwargs)
+
+
+def _boxed(gm: Any, example_inputs: Any) -> Any:
+    """The compiler AOTAutograd is given: no code generated, the graph itself run."""
+    from torch._functorch._aot_autograd.utils import make_boxed_func
+
+    return make_boxed_func(gm)
+
+
+def partition(
+    fn: Callable[..., Any], primals: list[torch.Tensor], target: str = "cpu"
+) -> tuple[Any, Any, int]:
+    """(forward graph, backward graph, user outputs) of ``fn(*primals)`` as Inductor's
+    partitioner splits it — under the fake mode the primals carry."""
+    from torch._functorch.aot_autograd import aot_function
+    from torch._inductor.compile_fx import partition_fn
+
+    got: dict[str, Any] = {}
+
+    def split(joint: Any, joint_inputs: Any, **kwargs: Any) -> Any:
+        fw, bw = partition_fn(joint, joint_inputs, **kwargs)
+        got.update(fw=fw, bw=bw, n=kwargs["num_fwd_outputs"])
+        return fw, bw
+
+    mode = _CudaAutocast() if target == "cuda" else contextlib.nullcontext()
+    compiled = aot_function(fn, fw_compiler=_boxed, bw_compiler=_boxed, partition_fn=split)
+    try:
+        with mode:
+            compiled(*primals)
+    except ProfilingError:
+        raise
+    except Exception as exc:  # torch's own message, in one sentence
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ProfilingError(
+            f"torch.compile's partitioner could not trace this block ({first[:200]}); "
+            "leave out --compile"
+        ) from None
+    return got["fw"], got["bw"], got["n"]
+
+
+class CompiledBlock:
+    """A block's forward through its partition (made on the first call with each signature
+    of its inputs, shared by every block of the same structure)."""
+
+    def __init__(self, block: nn.Module, cache: dict[Any, Partition], target: str) -> None:
+        self.block, self.cache, self.target = block, cache, target
+        self.eager = block.forward
+        self.last: tuple[Partition, int] | None = (
+            None  # the partition run, the hidden state's primal
+        )
+
+    def _state(self) -> tuple[list[str], list[torch.Tensor]]:
+        named = [*self.block.named_parameters(), *self.block.named_buffers()]
+        return [n for n, _ in named], [t for _, t in named]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from torch.utils import _pytree as pytree
+
+        names, state = self._state()
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        where = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        inputs = [leaves[i] for i in where]
+        key = (type(self.block), str(spec), _meta(state), _meta(inputs), str(leaves_static(leaves)),
+               torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))  # fmt: skip
+        part = self.cache.get(key)
+        if part is None:
+            part = self.cache[key] = self._partition(names, state, leaves, where, spec)
+        self.last = (part, len(state))
+        outs = _Graphs.apply(part, *state, *inputs)
+        it = iter(outs)
+        out_leaves = [next(it) if is_t else None for is_t in part.out_tensor]
+        return pytree.tree_unflatten(out_leaves, part.out_spec)
+
+    def _partition(
+        self, names: list[str], state: list[torch.Tensor], leaves: list[Any], where: list[int],
+        spec: Any,
+    ) -> Partition:  # fmt: skip
+        from torch.nn.utils.stateless import _reparametrize_module
+        from torch.utils import _pytree as pytree
+
+        n = len(state)
+        shape: dict[str, Any] = {}
+
+        def fn(*primals: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            filled = list(leaves)
+            for i, x in zip(where, primals[n:], strict=True):
+                filled[i] = x
+            args, kwargs = pytree.tree_unflatten(filled, spec)
+            with _reparametrize_module(self.block, dict(zip(names, primals[:n], strict=True))):
+                out = self.eager(*args, **kwargs)
+            out_leaves, shape["spec"] = pytree.tree_flatten(out)
+            shape["tensor"] = [isinstance(x, torch.Tensor) for x in out_leaves]
+            return tuple(x for x in out_leaves if isinstance(x, torch.Tensor))
+
+        fw, bw, outputs = partition(fn, [*state, *(leaves[i] for i in where)], self.target)
+        out = next(node for node in reversed(fw.graph.nodes) if node.op == "output")
+        return Partition(
+            forward=fw, backward=bw, outputs=outputs, out_spec=shape["spec"],
+            out_tensor=shape["tensor"], saved_nodes=list(out.args[0][outputs:]),
+        )  # fmt: skip
+
+
+def _meta(tensors: list[torch.Tensor]) -> tuple[Any, ...]:
+    return tuple((tuple(t.shape), t.dtype, t.requires_grad, tuple(t.stride())) for t in tensors)
+
+
+def leaves_static(leaves: list[Any]) -> tuple[Any, ...]:
+    """The non-tensor arguments (flags, sizes): part of what a compiled graph specializes on."""
+    return tuple(None if isinstance(x, torch.Tensor) else x for x in leaves)
+
+
+def compile_model(
+    model: nn.Module,
+    inputs: tuple[object, ...],
+    config: Any,
+    blocks: nn.ModuleList | None,
+    autocast: Callable[[Any], contextlib.AbstractContextManager[object]],
+) -> str:
+    """Each of ``blocks``' forward through Inductor's partition; one forward of the model
+    (untracked: before the tracker starts) makes the partitions, so the traced steps only run
+    them. Returns the trace's note."""
+    if config.fsdp:
+        raise ProfilingError(
+            "the trace runs --compile without --fsdp (compiled blocks under FSDP2 are "
+            "estimated, not traced yet): drop one of them, or run estimate"
+        )
+    if blocks is None:
+        raise ProfilingError(
+            "--compile compiles the model's repeated blocks, but it has no nn.ModuleList"
+        )
+    cache: dict[Any, Partition] = {}
+    for block in blocks:
+        block.forward = CompiledBlock(block, cache, config.target)  # type: ignore[method-assign]
+    with autocast(config):
+        model(*inputs)
+    return (
+        f"torch.compile of each block: {len(cache)} partition(s) by Inductor's min-cut "
+        "partitioner on fake tensors; its saved tensors traced exactly, its forward graph run "
+        "op by op (Inductor's fused kernels hold fewer transients between ops)"
+    )
+
+
+def compile_for_real(blocks: nn.ModuleList | None) -> str:
+    """A measured run's ``--compile``: ``torch.compile`` (Inductor) of each repeated block in
+    place, as torchtune's ``compile_model`` does; the note for the run."""
+    if blocks is None:
+        raise ProfilingError(
+            "--compile compiles the model's repeated blocks, but it has no nn.ModuleList"
+        )
+    for block in blocks:
+        block.compile()
+    return (
+        f"torch.compile (Inductor) of each of the {len(blocks)} blocks, compiled in the first "
+        "step (the warm-up steps hold the compilation)"
+    )
+
+
+# ------------------------------------------------------------------ what one block keeps
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a compiled block keeps from forward to backward, as its partition says."""
+
+    bytes: int  # new storages saved + the hidden-state input when saved
+    tensors: int
+
+
+def saved_by(part: Partition, state: int) -> Saved:
+    """The bytes of the storages a partition saves that the block made, plus its hidden-state
+    input (the block's first tensor argument) when saved — not parameters, buffers or the
+    other inputs (RoPE's tables, masks: made once per model)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    placeholders = [n for n in part.forward.graph.nodes if n.op == "placeholder"]
+    inputs = {StorageWeakRef(n.meta["val"].untyped_storage()): i for i, n in enumerate(placeholders)
+              if isinstance(n.meta.get("val"), torch.Tensor)}  # fmt: skip
+    seen: set[Any] = set()
+    total = count = 0
+    for node in part.saved_nodes:
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        ref = StorageWeakRef(val.untyped_storage())
+        if ref in seen:
+            continue
+        seen.add(ref)
+        at = inputs.get(ref)
+        if at is not None and at != state:  # a parameter, buffer or a shared input
+            continue
+        total += val.untyped_storage().nbytes()
+        count += 1
+    return Saved(bytes=total, tensors=count)

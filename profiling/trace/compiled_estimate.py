@@ -1,0 +1,39 @@
+"""The estimate's count of what a compiled block keeps for backward: the same partitioner
+(``profiling.trace.compiled``) on two blocks of the model as the trace builds it, on fake
+tensors, cached per configuration. Imports torch."""
+
+from __future__ import annotations
+
+import functools
+
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.trace.build import _block_list, _build
+from profiling.trace.compiled import CompiledBlock, Saved, saved_by
+
+
+def block_saved(config: TrainingConfig) -> tuple[Saved, Saved]:
+    """(the first block's, every other block's) bytes kept for backward under torch.compile,
+    from the partitioner on a two-block copy of the model on fake tensors (cached per
+    configuration: the search of ``fit --max-seq`` partitions once per length it tries)."""
+    small = config.model_copy(
+        update={"checkpointing": "none", "compile": True, "optimizer_in_bwd": False,
+                "activation_offload": False, "seq": config.seq_or_default()}
+    )  # fmt: skip
+    return _block_saved(small.model_dump_json())
+
+
+@functools.lru_cache(maxsize=32)
+def _block_saved(key: str) -> tuple[Saved, Saved]:
+    config = TrainingConfig.model_validate_json(key)
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        model, _, _, _ = _build(config, None, None, [], layers=2)
+        blocks = _block_list(model)
+        assert blocks is not None, "compile_model refuses a model without blocks"
+        parts = [b.forward.last for b in blocks if isinstance(b.forward, CompiledBlock)]
+    if len(parts) != 2 or None in parts:
+        raise ProfilingError("torch.compile's partitioner saw no block of this model")
+    first, rest = (saved_by(*p) for p in parts if p is not None)
+    return first, rest

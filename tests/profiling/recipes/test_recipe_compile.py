@@ -1,0 +1,71 @@
+"""--from reads each framework's torch.compile switch into --compile (and says when it cannot)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.recipes import read_recipe
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _used(recipe, key: str) -> str:
+    return next(s.why for s in recipe.used if s.key == key)
+
+
+def test_litgpt_compile(tmp_path: Path) -> None:
+    text = (FIXTURES / "litgpt" / "llama-3.2-1B-lora.yaml").read_text(encoding="utf-8")
+    (tmp_path / "on.yaml").write_text(text + "\ncompile: true\n", encoding="utf-8")
+    (tmp_path / "off.yaml").write_text(text + "\ncompile: false\n", encoding="utf-8")
+    on = read_recipe([tmp_path / "on.yaml"])
+    assert on.values["compile"] is True and "partitioner" in _used(on, "compile")
+    off = read_recipe([tmp_path / "off.yaml"])
+    assert "compile" not in off.values
+    assert any(s.key == "compile" for s in off.ignored)
+
+
+def test_torchtune_compile(tmp_path: Path) -> None:
+    text = (FIXTURES / "torchtune" / "1B_full_single_device.yaml").read_text(encoding="utf-8")
+    assert "compile: False" in text
+    (tmp_path / "on.yaml").write_text(
+        text.replace("compile: False", "compile: True"), encoding="utf-8"
+    )
+    recipe = read_recipe([tmp_path / "on.yaml"])
+    assert recipe.values["compile"] is True
+    assert "compile_model" in _used(recipe, "compile")
+    assert (
+        "compile" not in read_recipe([FIXTURES / "torchtune" / "1B_full_single_device.yaml"]).values
+    )
+
+
+def test_hf_trainer_torch_compile(tmp_path: Path) -> None:
+    args = {"output_dir": "out", "per_device_train_batch_size": 2, "bf16": True,
+            "torch_compile": True, "torch_compile_backend": "inductor"}  # fmt: skip
+    (tmp_path / "training_args.json").write_text(json.dumps(args), encoding="utf-8")
+    recipe = read_recipe([tmp_path / "training_args.json"])
+    assert recipe.values["compile"] is True
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("[compile]\nenable=false", "[compile]\nenable=true"), ("[compile]\nenable=false", "")],
+)
+def test_torchtitan_compile(tmp_path: Path, old: str, new: str) -> None:
+    text = (FIXTURES / "torchtitan" / "llama3_8b.toml").read_text(encoding="utf-8")
+    assert old in text
+    text = text.replace(old, new)
+    if not new:  # the older spelling: [training] compile = true
+        text = text.replace("[training]\n", "[training]\ncompile = true\n", 1)
+    (tmp_path / "t.toml").write_text(text, encoding="utf-8")
+    recipe = read_recipe([tmp_path / "t.toml"])
+    assert recipe.values["compile"] is True
+
+
+def test_torchtitan_compile_under_a_plan_is_said_not_modelled() -> None:
+    recipe = read_recipe([FIXTURES / "torchtitan" / "llama3_405b.toml"])
+    assert "compile" not in recipe.values
+    why = next(s.why for s in recipe.ignored if s.key == "training.compile")
+    assert "under a parallel plan" in why and "not modelled" in why

@@ -1,0 +1,131 @@
+"""--compile: each block as torch.compile's partitioner splits it, on fake tensors, against the
+real torch.compile (Inductor on this CPU), the eager trace and the estimate."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from profiling.config import ConfigError, TrainingConfig  # noqa: E402
+from profiling.errors import ProfilingError  # noqa: E402
+from profiling.models.workloads import build_model, find_workload  # noqa: E402
+from profiling.trace.compiled import CompiledBlock, saved_by  # noqa: E402
+from profiling.trace.step import trace_step  # noqa: E402
+
+_TINY = find_workload("tiny-llama")
+assert _TINY is not None
+TINY = _TINY.model_copy(update={"attention": "sdpa", "dropout": 0.0})
+
+
+def _saved_storages(model, wrap) -> Counter:
+    """(shape, dtype) of every distinct storage autograd holds for backward after a forward of
+    ``model`` with each block wrapped by ``wrap``, parameters left out (a second forward: the
+    first one compiles)."""
+    inputs = model.example_inputs(1, 128)
+    for block in model.layers:
+        wrap(block)
+    model(*inputs)
+    packed: list = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        model(*inputs)
+    params = {p.untyped_storage()._cdata for p in model.parameters()}
+    seen = {
+        t.untyped_storage()._cdata: (tuple(t.shape), t.dtype, t.untyped_storage().nbytes())
+        for t in packed
+        if t.untyped_storage()._cdata not in params
+    }
+    return Counter(seen.values())
+
+
+@pytest.mark.slow
+def test_the_fake_partition_saves_what_the_real_torch_compile_saves() -> None:
+    """The real thing: torch.compile with Inductor on this CPU (real tensors, generated C++)
+    keeps for backward exactly the storages our fake-tensor partition keeps, block by block."""
+    torch.manual_seed(0)
+    real = _saved_storages(build_model(TINY), lambda b: b.compile())
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        cache: dict = {}
+        fake = _saved_storages(
+            build_model(TINY), lambda b: setattr(b, "forward", CompiledBlock(b, cache, "cpu"))
+        )
+    assert fake == real
+    assert sum(n for (_, _, n), k in real.items() for _ in range(k)) > 0
+
+
+def test_saved_bytes_are_the_backward_graphs_inputs() -> None:
+    """On a tiny RMSNorm + SwiGLU module, the count is the sizes of what the partition's
+    backward graph receives (its placeholders before the tangents), parameters left out, and
+    less than eager autograd keeps: the norm's fp32 intermediates and SiLU's output are
+    recomputed in backward."""
+    from torch import nn
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(256))
+            self.gate, self.up = nn.Linear(256, 688, bias=False), nn.Linear(256, 688, bias=False)
+            self.down = nn.Linear(688, 256, bias=False)
+
+        def forward(self, x):
+            n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+            return x + self.down(nn.functional.silu(self.gate(n)) * self.up(n))
+
+    with FakeTensorMode():
+        block = Block()
+        x = torch.randn(2, 128, 256, requires_grad=True)
+        compiled = CompiledBlock(block, {}, "cpu")
+        compiled(x)
+        eager: list = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: eager.append(t) or t, lambda t: t):
+            block(x)
+    assert compiled.last is not None
+    part, hidden = compiled.last
+    got = saved_by(part, hidden)
+    tangents = 1
+    received = [n for n in part.backward.graph.nodes if n.op == "placeholder"][:-tangents]
+    params = {p.untyped_storage()._cdata for p in block.parameters()}
+    sizes = {
+        v.untyped_storage()._cdata: v.untyped_storage().nbytes()
+        for v in (n.meta["val"] for n in received)
+        if v.untyped_storage()._cdata not in params
+    }
+    assert got.bytes == sum(sizes.values()) and got.tensors == len(sizes)
+    eager_bytes = {
+        t.untyped_storage()._cdata: t.untyped_storage().nbytes()
+        for t in eager
+        if t.untyped_storage()._cdata not in params
+    }
+    assert got.bytes < sum(eager_bytes.values())
+
+
+def _activations(**kw) -> int:
+    cfg = TrainingConfig.parse(style="field", model="tiny-llama", precision="bf16", **kw)
+    return trace_step(cfg).phases["after_forward"]["activations"]
+
+
+def test_a_compiled_trace_keeps_fewer_bytes_and_the_estimate_is_the_trace() -> None:
+    from profiling.estimate.memory import estimate
+
+    eager, compiled = _activations(), _activations(compile=True)
+    assert compiled < eager
+    cfg = TrainingConfig.parse(style="field", model="tiny-llama", precision="bf16", compile=True)
+    est = sum(c.bytes for c in estimate(cfg).components if c.category == "activations")
+    assert abs(est - compiled) <= 64, (est, compiled)
+    assert any("min-cut partitioner" in c.name for c in estimate(cfg).components)
+
+
+def test_refusals_are_one_sentence() -> None:
+    with pytest.raises(
+        ConfigError, match="compile is modelled for a model on one data-parallel axis"
+    ):
+        TrainingConfig.parse(style="field", model="llama-1b", compile=True, tp=2, gpus=2)
+    cfg = TrainingConfig.parse(style="field", model="tiny-llama", compile=True, fsdp=True, gpus=2)
+    with pytest.raises(ProfilingError, match="the trace runs --compile without --fsdp") as exc:
+        trace_step(cfg)
+    assert "\n" not in str(exc.value)
