@@ -95,6 +95,7 @@ def _export_html(ws: Workspace, directory: Path) -> Exported:
             writer.write(record_path(record.id), pages.record(record.id))
         except NotFound:
             continue
+    writer.write("records.html", pages.records_list())
     writer.write("ledger.html", pages.ledger())
     writer.write("review.html", pages.review())
     writer.write("inbox.html", pages.inbox())

@@ -216,6 +216,11 @@ class Pages:
             raise NotFound(f"no readable measurement record has the id {record_id!r}")
         return self._render("record.html", record_path(record_id), **records.page(record))
 
+    def records_list(self) -> str:
+        return self._render(
+            "records.html", RECORDS_PAGE, **records.listing(self.site.ws.root, self.site.ws.records)
+        )
+
     # -- learning -------------------------------------------------------------------------
 
     def ledger(self) -> str:
@@ -239,6 +244,9 @@ class Pages:
     def error(self, status: int, message: str, path: str = "error.html") -> str:
         """The error page shown at ``path`` (its links are made relative to it)."""
         return self._render("error.html", path, status=status, message=message)
+
+
+RECORDS_PAGE = "records.html"  # every record (records/ID.html: one of them)
 
 
 def journal_page(number: int) -> str:

@@ -68,6 +68,29 @@ def page(record: MeasurementRecord) -> dict[str, Any]:
     }
 
 
+def listing(root: Any, store: RecordStore) -> dict[str, Any]:
+    """The records page: every record, newest first, with its headline and verdict and what
+    cites it (the journal, the ledger, the inbox, drafts, other records), so that one made
+    while exploring and never cited can be found, and pruned (``measurements prune``)."""
+    from journal_agent.journal.record_refs import citing
+    from journal_agent.view.site import record_path
+
+    cited = citing(root)
+    rows = []
+    for record in sorted(store.list(), key=lambda r: r.created, reverse=True):
+        rows.append(
+            {
+                "record": record,
+                "href": record_path(record.id),
+                "created": record.created.strftime("%Y-%m-%d %H:%M UTC"),
+                "headline": headline(record),
+                "cited": sorted(cited.get(record.id, ())),
+            }
+        )
+    kinds = sorted({row["record"].kind for row in rows})
+    return {"rows": rows, "kinds": kinds, "uncited": sum(not row["cited"] for row in rows)}
+
+
 def headline(record: MeasurementRecord) -> dict[str, str] | None:
     """What a record page opens with: its headline number, what it is, and the verdict
     against the GPU when the record names one (✅ / ⚠️ / ❌, as the CLI says it)."""

@@ -45,6 +45,7 @@ def create_app(ws: Workspace, *, token: str, hosts: set[str], port: int) -> Guar
         Route("/pages/{number:int}.html", views.journal),
         Route("/tags/{tag}.html", views.tag),
         Route("/entries/{entry:path}", views.entry),
+        Route("/records.html", views.records_list),
         Route("/records/{record}.html", views.record),
         Route("/code/{path:path}", views.code),
         Route("/ledger.html", views.ledger),
@@ -126,6 +127,9 @@ class _Views:
 
     def record(self, request: Request) -> Response:
         return self._page(request, self.pages.record, request.path_params["record"])
+
+    def records_list(self, request: Request) -> Response:
+        return self._page(request, self.pages.records_list)
 
     def code(self, request: Request) -> Response:
         rel = request.path_params["path"].removesuffix(".html")

@@ -385,3 +385,40 @@ def test_a_moments_references_and_citations_are_links(server, workspace):
     assert re.search(r'<a [^>]*href="code/src/train\.py\.html#L6"[^>]*>src/train\.py:6</a>', texts)
     record = workspace.trace_id
     assert re.search(rf'<a [^>]*href="records/{record}\.html"[^>]*>\[m:{record}\]</a>', texts)
+
+
+def test_the_records_page_lists_every_record_with_its_headline_and_what_cites_it(
+    server, workspace, tmp_path
+):
+    """#33: a record nothing cited could not be found in the view (records were reached only
+    through an entry's or a moment's [m:id]); now one page lists them all, newest first."""
+    from profiling import estimate_memory
+    from profiling.estimate.record import estimate_record
+    from profiling.records import RecordStore
+
+    store = RecordStore(workspace.root / ".journal" / "measurements")
+    alone = store.save(estimate_record(estimate_memory(model="gpt2-small", gpu_mem=1)))
+    try:
+        _records_page_lists(server, workspace, tmp_path, alone)
+    finally:  # the workspace is the module's: leave it as the other tests know it
+        (workspace.root / ".journal" / "measurements" / f"{alone}.json").unlink()
+
+
+def _records_page_lists(server, workspace, tmp_path, alone: str) -> None:
+    response, body = request(server, "/records.html")
+    assert response.status == 200
+    rows = re.findall(r"<tr class=\"kind-[a-z]+\">(.*?)</tr>", body, re.S)
+    ids = [re.search(r"\[m:([\w-]+)\]", row).group(1) for row in rows]  # type: ignore[union-attr]
+    assert ids[0] == alone and {workspace.trace_id, workspace.estimate_id} <= set(ids)
+    by_id = dict(zip(ids, rows, strict=True))
+    assert f'href="records/{alone}.html"' in by_id[alone]
+    assert "❌ <strong>" in by_id[alone] and "per GPU" in by_id[alone]  # over 1 GB: its verdict
+    assert by_id[alone].rstrip().endswith("<td>nothing</td>")
+    assert "learning_journal.md" in by_id[workspace.trace_id]
+    _, index = request(server, "/index.html")
+    assert 'href="records.html">Records</a>' in index
+    out = tmp_path / "site"
+    done = CLI()("export", "html", str(out), "--root", str(workspace.root))
+    assert done.returncode == 0, done.stderr
+    exported = (out / "records.html").read_text()
+    assert f'href="records/{alone}.html"' in exported and (out / f"records/{alone}.html").exists()
