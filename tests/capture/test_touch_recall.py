@@ -167,6 +167,30 @@ def test_a_session_is_told_of_twenty_entries_at_most(project):
     assert "your edit changed src/train.py:3" in said
 
 
+def test_a_tool_call_names_three_entries_at_most_newest_first_the_rest_later(project, cli):
+    """Five entries explain line 3: a Read of it names the three newest, one line each; the
+    next look at it in the session names the other two (once per entry per session)."""
+    for n in range(1, 5):
+        entry = render_entry(
+            f"Optimizer Line Note {'ABCD'[n - 1]}", f"2026-11-2{n}", context=f"Note {n}.",
+            question=f"What else, {n}?", intuition=f"A distinct remark {n} (src/train.py:3).",
+            tags=f"#n{n}",
+        )  # fmt: skip
+        done = cli("journal", "append", "-", "--force", "--root", str(project), input=entry)
+        assert done.returncode == 0, done.stderr
+    path = str(project / "src" / "train.py")
+    first = post(project, "Read", {"file_path": path, **AT}).splitlines()
+    assert [line.rsplit(" ", 1)[-1] for line in first] == [
+        f"optimizer-line-note-{c}-2026-11-2{n}" for n, c in ((4, "d"), (3, "c"), (2, "b"))
+    ]
+    second = post(project, "Read", {"file_path": path, **AT}).splitlines()
+    assert [line.rsplit(" ", 1)[-1] for line in second] == [
+        "optimizer-line-note-a-2026-11-21",
+        ENTRY,
+    ]
+    assert post(project, "Read", {"file_path": path, **AT}) == ""
+
+
 def test_a_grep_that_finds_many_lines_names_nothing(project):
     hit = f"{project}/src/train.py:3:opt = AdamW(params, lr=3e-4)"
     others = [f"{project}/src/train.py:{n}:line {n}" for n in (1, 2, 4, 5, 6, 7, 8)]
