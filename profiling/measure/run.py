@@ -177,6 +177,12 @@ def measure_step(
         track_tensors=options.track_tensors,
     )
     device = _device_of(prof)
+    if config.compile and device.type != "cuda":  # measured: tests/profiling/trace/test_compiled
+        raise ProfilingError(
+            "profile --compile needs a CUDA GPU: the CPU's live-tensor count is a "
+            "TorchDispatchMode, under which torch.compile runs each block eagerly (it would "
+            "measure the eager step); use trace --compile or estimate --compile here"
+        )
     total = options.warmup + options.steps
     notes: list[str] = []
     who = _who(config)

@@ -20,6 +20,21 @@ assert _TINY is not None
 TINY = _TINY.model_copy(update={"attention": "sdpa", "dropout": 0.0})
 
 
+class Block(torch.nn.Module):
+    """RMSNorm then SwiGLU: a block where fusion obviously applies."""
+
+    def __init__(self, h: int = 256, f: int = 688) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(h))
+        self.gate = torch.nn.Linear(h, f, bias=False)
+        self.up = torch.nn.Linear(h, f, bias=False)
+        self.down = torch.nn.Linear(f, h, bias=False)
+
+    def forward(self, x):
+        n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+        return x + self.down(torch.nn.functional.silu(self.gate(n)) * self.up(n))
+
+
 def _saved_storages(model, wrap) -> Counter:
     """(shape, dtype) of every distinct storage autograd holds for backward after a forward of
     ``model`` with each block wrapped by ``wrap``, parameters left out (a second forward: the
@@ -62,19 +77,7 @@ def test_saved_bytes_are_the_backward_graphs_inputs() -> None:
     backward graph receives (its placeholders before the tangents), parameters left out, and
     less than eager autograd keeps: the norm's fp32 intermediates and SiLU's output are
     recomputed in backward."""
-    from torch import nn
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.w = nn.Parameter(torch.ones(256))
-            self.gate, self.up = nn.Linear(256, 688, bias=False), nn.Linear(256, 688, bias=False)
-            self.down = nn.Linear(688, 256, bias=False)
-
-        def forward(self, x):
-            n = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
-            return x + self.down(nn.functional.silu(self.gate(n)) * self.up(n))
 
     with FakeTensorMode():
         block = Block()
@@ -129,3 +132,42 @@ def test_refusals_are_one_sentence() -> None:
     with pytest.raises(ProfilingError, match="the trace runs --compile without --fsdp") as exc:
         trace_step(cfg)
     assert "\n" not in str(exc.value)
+
+
+def test_profile_refuses_compile_on_the_cpu_in_one_sentence(tmp_path, run_cli) -> None:
+    """Under the CPU's live-tensor count (a TorchDispatchMode) torch.compile runs the blocks
+    eagerly, so a measured --compile there would be the eager step: refused, nothing run."""
+    out = run_cli(
+        "profile", "--model", "tiny-llama", "--compile", "--steps", "1", "--warmup", "0",
+        "--no-save", cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert out.returncode != 0
+    text = (out.stdout + out.stderr).strip()
+    assert "profile --compile needs a CUDA GPU" in text and "Traceback" not in text
+    assert len(text.splitlines()) == 1
+
+
+def test_a_dispatch_mode_makes_a_compiled_block_eager() -> None:
+    """Why the CPU profile refuses --compile: the real torch.compile, under any active
+    TorchDispatchMode, saves what eager autograd saves."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    block = Block(64, 172)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+
+    def saved(fn) -> int:
+        packed: list = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+            fn(x)
+        return len(packed)
+
+    eager = saved(block)
+    compiled = torch.compile(block, backend="aot_eager_decomp_partition")
+    assert saved(compiled) < eager
+    with Passthrough():
+        assert saved(compiled) == eager
