@@ -336,7 +336,7 @@ def once_per_model(
 
     tok, T = f"{d.s}·{d.b}", d.s * d.b
     terms = reference_once(d, e, shape, cfg, head_input)
-    if d.arch != "gpt2":
+    if d.arch == "llama":
         row, sub = _norm_row(d, e, d.h, e.r)
         rope = 4 if _module(d) == "olmo2" else e.rope  # OLMo 2 keeps its tables in fp32
         out, out_f, out_s = (d.h * e.c, f" + h·{e.c}", f" + {d.h}·{e.c}") if head_input else (
@@ -363,7 +363,8 @@ def once_per_model(
         )
     if d.V is not None:
         terms.append(_shifted_labels(d))
-    if cfg.dropout and d.arch == "gpt2":  # embd_pdrop: the embeddings' sum (residual dtype)
+    # embd_pdrop: GPT-2's embeddings' sum, Phi's embeddings (residual dtype)
+    if cfg.dropout and _module(d) in ("gpt2", "phi"):
         mask = 1 if _cuda(cfg) else e.r
         terms.append(
             Term(
@@ -402,6 +403,12 @@ def assumption(d: Dims, cfg: TrainingConfig) -> str:
         f"{attention}; its norms, activations and loss as its eager ops keep them: "
         "profiling/estimate/hf_ops.py), the module the trace builds with transformers installed"
     )
+    if _module(d) == "falcon" and not _cuda(cfg):
+        text += (
+            "; not counted: on the CPU target SDPA with Falcon's mask and one key/value head "
+            "falls back to its math path (fp32 scores and probabilities kept); --target cuda "
+            "counts what a GPU keeps"
+        )
     if cfg.dropout and attention == "sdpa" and not _cuda(cfg):
         text += (
             "; not counted: with dropout the CPU's SDPA falls back to its math path, which keeps "

@@ -205,12 +205,12 @@ def _activations(
 def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Term]:
     if inp.compile:  # what torch.compile's partitioner keeps (estimate/compiled.py)
         return compiled.per_layer(d, inp)
+    if d.arch == "neox":  # GPT-NeoX's kind: our blocks or transformers' (estimate.neox)
+        return neox.per_layer(d, e, inp)
     if d.extra.get("hf_module"):  # transformers' own module (models.implementation)
         return hf_ops.per_layer(d, e, inp)
     if d.extra.get("mla"):  # DeepSeek-V2's blocks
         return mla.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)
-    if d.arch == "neox":  # GPT-NeoX's kind: our blocks (profiling.models.neox_blocks)
-        return neox.per_layer(d, e, inp)
     if not d.extra:
         return acts.per_layer(d, e, inp)
     return variants.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)
@@ -227,7 +227,7 @@ def _once(
     that loss's (what it keeps), and a fused loss keeps no autocast copy of the head's weight."""
     head_input = loss is None
     if d.extra.get("hf_module"):
-        once = hf_ops.once_per_model(d, e, shape, inp, head_input)
+        once = hf_ops.once_per_model(d, e, shape, inp, head_input) + neox.once_per_model(d)
     else:
         once = acts.once_per_model(d, e, shape, inp, head_input) + variants.once_per_model(
             d, e, inp

@@ -69,10 +69,15 @@ def _attention(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
     q, k, c = int(x["q_dim"]), d.k, e.c
     T, tok = d.s * d.b, f"{d.s}·{d.b}"
     lse, lse_sub = _lse(d, e, cfg)
-    if k != q and ((_cuda(cfg) and c == 4) or cfg.attention == "eager"):
+    falcon = d.extra.get("hf_module") == "falcon"  # transformers' copies q, k, v apart
+    # Falcon's new decoder architecture (its two norms) broadcasts k, v to every head first
+    broadcast = falcon and x["residual"] == "parallel"
+    if broadcast or (
+        k != q and not falcon and ((_cuda(cfg) and c == 4) or cfg.attention == "eager")
+    ):
         width, formula, sub = 4 * q, "4q", f"4·{q}"
         what = "q, keys and values expanded to every head, output"
-    elif x["fused_qkv"]:
+    elif x["fused_qkv"] and not falcon:
         width, formula, sub = 3 * q + 3 * k, "(q + 2k) + 2q + k", f"({q} + 2·{k}) + 2·{q} + {k}"
         what = "the fused q/k/v output v is a view of, rotated q and k, output"
     else:
@@ -95,8 +100,33 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         f"s·b·2f·{e.c} B",
         f"{tok}·2·{f}·{e.c}",
     )
+    module = d.extra.get("hf_module")
+    if module == "phi":  # gelu_new as eager ops (hf_ops: five f-wide tensors, or CUDA's fp32)
+        from profiling.estimate.hf_ops import _gelu_new
+
+        mlp = _gelu_new(d, e, cfg)
     terms = [_norms(d, e, cfg), _matmul_inputs(d, e), _attention(d, e, cfg), mlp]
+    if module in ("gpt_neox", "phi") and not (_cuda(cfg) and e.c == 4):
+        # transformers rotates after the transpose and concatenates: q is laid out head-major,
+        # so is SDPA's output (a flash kernel's follows q's), and the output projection's
+        # input is a copy of it (CUDA's fp32 kernel writes token-major whatever q's layout)
+        terms.append(
+            Term(
+                "attention output's copy (transformers' rotated q is head-major)",
+                T * int(d.extra["neox"]["q_dim"]) * e.c,
+                f"s·b·q·{e.c} B",
+                f"{tok}·{d.extra['neox']['q_dim']}·{e.c}",
+            )
+        )
     return terms + attention_extras(d, e, cfg)
 
 
-__all__ = ["per_layer"]
+def once_per_model(d: Dims) -> list[Term]:
+    """transformers' Falcon always builds its causal mask (``allow_is_causal_skip=False``):
+    one boolean b·s² tensor every layer's SDPA keeps."""
+    if d.extra.get("hf_module") != "falcon":
+        return []
+    return [Term("Falcon's causal mask (bool)", d.b * d.s * d.s, "b·s²·1 B", f"{d.b}·{d.s}²")]
+
+
+__all__ = ["once_per_model", "per_layer"]

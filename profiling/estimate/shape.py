@@ -89,8 +89,7 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         }  # fmt: skip
     if w.hf_model_type:
         shape["hf_model_type"] = w.hf_model_type
-    # the activations are transformers' module's (GPT-NeoX's kind: ours, estimate.neox)
-    if implementation(w) == TRANSFORMERS and w.arch != "neox":
+    if implementation(w) == TRANSFORMERS:  # the activations are transformers' module's
         shape["hf_module"] = w.hf_model_type
         if w.attn_softcap:
             shape["attn_softcap"] = w.attn_softcap

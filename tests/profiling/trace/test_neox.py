@@ -72,6 +72,40 @@ def test_estimate_agrees_with_our_blocks(
     assert est.per_gpu_bytes == pytest.approx(traced.peak_bytes, rel=0.002)
 
 
+RUNS = [("cuda", "amp-bf16", "cross-entropy"), ("cuda", "fp32", "cross-entropy"),
+        ("cpu", "mixed", "cross-entropy"), ("cuda", "bf16", "litgpt")]  # fmt: skip
+# On the CPU target transformers' Falcon falls back to SDPA's math path (its notes say so)
+REAL = [
+    (family, *run)
+    for family in FAMILIES
+    for run in RUNS
+    if not (family.startswith("falcon") and run[0] == "cpu")
+]
+
+
+@pytest.mark.parametrize(("family", "target", "precision", "loss"), REAL)
+def test_estimate_agrees_with_transformers_module(
+    tmp_path: Path, family: str, target: str, precision: str, loss: str
+) -> None:
+    """transformers' modules as traced: GPT-NeoX's and Phi's output projection reads a copy
+    (their concatenated rotation lays q out head-major), Phi's gelu_new is eager ops, Falcon
+    copies q, k and v out of the fused output (broadcasting k, v to every head in its new
+    architecture) and keeps its causal mask, the loss shifts the labels."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, FAMILIES[family]), seq=64, batch=2, precision=precision,
+        target=target, loss=loss,
+    )  # fmt: skip
+    traced = trace_step(cfg)
+    est = estimate(cfg)
+    assert traced.model_info["traced"] == "transformers"
+    assert any("transformers' own" in note for note in est.notes)
+    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
+    for category in CATEGORIES:
+        assert est.category_bytes(category) == pytest.approx(seen[category], rel=0.01), category
+    assert est.per_gpu_bytes == pytest.approx(traced.peak_bytes, rel=0.002)
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_transformers_module_has_our_parameters(tmp_path: Path, family: str) -> None:
     """The real module traced: its parameters, gradients and optimizer state are ours to the
