@@ -100,9 +100,21 @@ def check_behaviours(cfg: TrainingConfig) -> None:
         )
     if cfg.qlora and cfg.lora_rank is None:
         raise ConfigError("--qlora needs --lora-rank R", "qlora")
-    if (cfg.bnb_keeps_inputs or cfg.double_quant is not None) and not cfg.qlora:
-        field = "bnb_keeps_inputs" if cfg.bnb_keeps_inputs else "double_quant"
+    if (cfg.bnb_keeps_inputs or cfg.double_quant is not None or cfg.fabric_bnb) and not cfg.qlora:
+        field = (
+            "bnb_keeps_inputs"
+            if cfg.bnb_keeps_inputs
+            else "double_quant"
+            if cfg.double_quant is not None
+            else "fabric_bnb"
+        )
         raise ConfigError(f"--{field.replace('_', '-')} describes --qlora's 4-bit layers", field)
+    if cfg.fabric_bnb and cfg.loss != "litgpt":
+        raise ConfigError(
+            "--fabric-bnb is LitGPT's QLoRA, whose finetune scripts compute the LM head and the "
+            "loss as --loss litgpt: add it",
+            "fabric_bnb",
+        )
     if cfg.paged_optimizer and cfg.optimizer not in PAGED_OPTIMIZERS:
         raise ConfigError(
             f"--paged-optimizer is bitsandbytes' paging of its Adam, AdamW and Lion states "

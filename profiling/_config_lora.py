@@ -26,6 +26,12 @@ BNB_KEEPS_FIELD: Any = Field(
     description="QLoRA as bitsandbytes 0.43.1 and earlier ran it (before July 2024): each "
     "4-bit layer also keeps its input for backward whenever that input needs a gradient.",
 )
+FABRIC_BNB_FIELD: Any = Field(
+    False,
+    description="--qlora as Lightning Fabric's BitsandbytesPrecision runs it (LitGPT's quantize: "
+    "bnb.*): every Linear in 4 bits, the LM head too, each quantized from an fp16 copy, so every "
+    "4-bit matmul dequantizes to fp16 and casts that to the compute dtype (two copies at once).",
+)
 DOUBLE_QUANT_FIELD: Any = Field(
     None,
     description="--qlora's block constants double-quantized (bitsandbytes' compress_statistics: "
@@ -53,6 +59,7 @@ def parse_targets(value: Any) -> Any:
 __all__ = [
     "BNB_KEEPS_FIELD",
     "DOUBLE_QUANT_FIELD",
+    "FABRIC_BNB_FIELD",
     "LORA_DEFAULT",
     "LORA_TARGET_SETS",
     "LoraTarget",

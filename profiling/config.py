@@ -28,6 +28,7 @@ from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_lora import (
     BNB_KEEPS_FIELD,
     DOUBLE_QUANT_FIELD,
+    FABRIC_BNB_FIELD,
     LORA_DEFAULT,
     LORA_TARGET_SETS,
     LoraTarget,
@@ -225,6 +226,7 @@ class TrainingConfig(BaseModel):
     qlora: bool = Field(False, description="4-bit NF4 base weights (needs lora_rank).")
     bnb_keeps_inputs: bool = BNB_KEEPS_FIELD
     double_quant: bool | None = DOUBLE_QUANT_FIELD
+    fabric_bnb: bool = FABRIC_BNB_FIELD
     # ---- the GPU
     target: Target = Field(
         "cuda",

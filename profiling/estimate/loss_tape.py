@@ -35,6 +35,9 @@ class Ctx:
     softcap: float | None
     chunks: int  # torchtune's num_output_chunks
     head_rank: int = 0  # LoRA's rank on the LM head (LitGPT's lora_head), 0: not adapted
+    head_nf4: bool = False  # the head a 4-bit weight, dequantized to fp16 then cast (Fabric's)
+    head_keeps: bool = False  # ... whose input old bitsandbytes keeps as a ctx attribute
+    absmax: int = 0  # the fp32 absmax its dequantization writes first (double quantization)
 
     @property
     def tokens(self) -> list[Dim]:

@@ -6,6 +6,9 @@ runs in the trace, read line by line. The tape starts with the final norm's outp
 
 from __future__ import annotations
 
+from profiling.estimate.head_tape import gathered as _gathered
+from profiling.estimate.head_tape import head as _head
+from profiling.estimate.head_tape import head_backward as _head_backward
 from profiling.estimate.loss_tape import Ctx, Dim, Tape, sized
 from profiling.models.loss_sizes import LITGPT_CHUNK, liger_chunking, split, tensor_split
 
@@ -16,103 +19,6 @@ def forward_tape(kind: str, x: Ctx, tape: Tape) -> None:
 
 def backward_tape(kind: str, x: Ctx, tape: Tape) -> None:
     _BACKWARD[kind](x, tape)
-
-
-# ---------------------------------------------------------------- the LM head
-
-
-def _head(x: Ctx, tape: Tape, key: str, rows: list[Dim], strided: bool) -> None:
-    """The LM head on these rows of the hidden states: the input it keeps (a 16-bit copy under
-    autocast, a copy of a strided chunk, else the hidden states themselves), its logits (soft-
-    capped: the tanh output kept)."""
-    h, V = ("h", x.h), ("V", x.V)
-    if x.amp:
-        tape.new(f"{key}.in", sized("the LM head's 16-bit copy of its input", [*rows, h], 2))
-    elif strided:
-        tape.new(f"{key}.in", sized("the LM head's copy of its strided input", [*rows, h], x.c))
-    tape.new(f"{key}.logits", sized("logits", [*rows, V], x.c))
-    if x.head_rank:
-        _adapter(x, tape, key, rows)
-    if x.softcap:
-        tape.new(f"{key}.div", sized("logits / cap", [*rows, V], x.c))
-        tape.new(f"{key}.tanh", sized("the soft cap's tanh output", [*rows, V], x.c))
-        tape.free(f"{key}.div")
-        tape.new(f"{key}.capped", sized("capped logits", [*rows, V], x.c))
-        tape.free(f"{key}.logits")
-        tape.keep_as(f"{key}.capped", f"{key}.logits", "capped logits")
-
-
-def _adapter(x: Ctx, tape: Tape, key: str, rows: list[Dim]) -> None:
-    """An adapted head's LoRA branch after the frozen head's logits (peft's and LitGPT's
-    LoRALinear: ``pretrained + (dropout(x) @ A.T @ B.T) * scaling``): B's output and its scaled
-    copy are whole rows of logits, summed into a third; what A keeps (its output, the dropout's)
-    is the adapter's term of the activations (``lora._head``)."""
-    V = ("V", x.V)
-    tape.new(f"{key}.bout", sized("the head adapter's B output", [*rows, V], x.c))
-    tape.new(f"{key}.scaled", sized("the head adapter's output · scaling", [*rows, V], x.c))
-    tape.free(f"{key}.bout")
-    tape.new(f"{key}.sum", sized("logits + the adapter's", [*rows, V], x.c))
-    tape.free(f"{key}.logits", f"{key}.scaled")
-    tape.keep_as(f"{key}.sum", f"{key}.logits", "logits")
-
-
-def _head_backward(
-    x: Ctx,
-    tape: Tape,
-    key: str,
-    rows: list[Dim],
-    grad: str,
-    releases: tuple[str, ...] = (),
-    last: bool = True,
-) -> None:
-    """The soft cap's and the LM head's backward from the logits' gradient ``grad``: the hidden
-    rows' gradient, then the weight's (taken as .grad the first time, added to it after; under
-    autocast summed for the cached 16-bit weight copy, whose cast runs once, after the last head:
-    ``last``), then what the head saved (its own input copy, ``releases``)."""
-    h, V = ("h", x.h), ("V", x.V)
-    if x.softcap:  # capped = tanh(z / cap) · cap
-        tape.new(f"{key}.g1", sized("gradient of the tanh output", [*rows, V], x.c))
-        tape.free(grad)
-        tape.new(f"{key}.g2", sized("gradient of logits / cap", [*rows, V], x.c))
-        tape.free(f"{key}.g1", f"{key}.tanh")
-        tape.new(f"{key}.g3", sized("gradient of the logits", [*rows, V], x.c))
-        tape.free(f"{key}.g2")
-        grad = f"{key}.g3"
-    # mm's backward: the weight's gradient, then the input's; then what it saved is released
-    if x.trained:
-        tape.new(f"{key}.gw", sized("the LM head's weight gradient", [V, h], x.c))
-    tape.new(f"{key}.gin", sized("gradient of the LM head's input", [*rows, h], x.c))
-    tape.free(grad)
-    for saved in (f"{key}.in", *releases):
-        if tape.has(saved):
-            tape.free(saved)
-    if x.trained:  # into the weight's gradient buffer: the first kept, later ones added to it
-        sum_key = "head.gw16" if x.amp else "head.grad"
-        if tape.has(sum_key):  # out of place (the buffer holds a transposed view)
-            tape.new(f"{key}.sum", sized("the LM head's gradients summed", [V, h], x.c))
-            tape.free(sum_key, f"{key}.gw")
-            tape.keep_as(f"{key}.sum", sum_key, "the LM head's gradient")
-        else:
-            tape.keep_as(f"{key}.gw", sum_key, "the LM head's gradient")
-    if last:
-        _head_cast(x, tape)
-    if x.amp:  # the input's cast backward: its gradient in fp32
-        tape.new(f"{key}.gin32", sized("fp32 gradient of the LM head's input", [*rows, h], 4))
-        tape.free(f"{key}.gin")
-
-
-def _head_cast(x: Ctx, tape: Tape) -> None:
-    """Autocast's weight copy's backward, once all heads ran: the fp32 gradient of the weight."""
-    if x.amp and x.trained:
-        tape.new("head.grad", sized("the LM head's gradient", [("V", x.V), ("h", x.h)], 4))
-        tape.free("head.gw16")
-
-
-def _gathered(x: Ctx, tape: Tape, keys: list[str], rows: list[Dim]) -> None:
-    """The split's backward: the chunks' input gradients concatenated into one."""
-    dtype = 4 if x.amp else x.c
-    tape.new("gin.all", sized("gradient of the hidden states", [*rows, ("h", x.h)], dtype))
-    tape.free(*keys)
 
 
 # ---------------------------------------------------------------- transformers before 4.49
@@ -167,8 +73,8 @@ def _fwd_litgpt(x: Ctx, tape: Tape) -> None:
     sizes = _litgpt_chunks(x)
     for i, t in enumerate(sizes):
         _head(x, tape, f"c{i}", [("b", x.b), ("t", t)], x.b > 1)
-    if x.amp or x.b > 1:
-        tape.free("hidden")  # GPT.forward returns the chunks
+    if (x.amp or x.b > 1) and not x.head_nf4:
+        tape.free("hidden")  # GPT.forward returns the chunks (the trace keeps it for a 4-bit head)
     # ``logits = model(...)`` rebinds: the previous micro-batch's chunks (and what their graph
     # held) go only now (losses.held_over).
     tape.free(*(key for key in list(tape.alive) if key.startswith("held")))

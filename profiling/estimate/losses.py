@@ -15,11 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from profiling._config_behaviours import loss_conflict
+from profiling._config_behaviours import double_quant, loss_conflict
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
 from profiling.estimate.activations import Bytes, Dims, Term
+from profiling.estimate.bnb import dequant_absmax_bytes
 from profiling.estimate.loss_tape import Ctx, Tape, listed, sized
 from profiling.estimate.loss_tapes import backward_tape, forward_tape
 from profiling.units import fmt_bytes, fmt_count
@@ -57,9 +58,13 @@ def context(d: Dims, e: Bytes, cfg: TrainingConfig) -> Ctx:
     chunks = cfg.loss_chunks or 8
     cap = d.extra.get("logit_softcap")
     rank = int(cfg.lora_rank or 0) if x_head(cfg) else 0
+    nf4 = cfg.fabric_bnb and not d.extra.get("tied")
+    absmax = dequant_absmax_bytes(d.V * d.h, double_quant(cfg)) if nf4 else 0
+    keeps = nf4 and cfg.bnb_keeps_inputs
     return Ctx(
-        d.s, d.b, d.V, d.h, e.r, e.c, e.amp, cfg.target == "cuda", trained, w, cap, chunks, rank
-    )
+        d.s, d.b, d.V, d.h, e.r, e.c, e.amp, cfg.target == "cuda", trained, w, cap, chunks, rank,
+        nf4, keeps, absmax,
+    )  # fmt: skip
 
 
 def problem(cfg: TrainingConfig, d: Dims | None) -> str | None:
@@ -132,11 +137,13 @@ def held_over(d: Dims, e: Bytes, cfg: TrainingConfig, x: Ctx) -> list[Term]:
         # share it; not in the first block, whose input needs none), the attention's output
         # (o), the MLP norm's output (gate, up) and the gate·up product (down).
         q = d.a * d.hd
-        value = d.s * d.b * x.c * (d.L * (2 * d.h + q + d.f) - d.h)
+        # A 4-bit LM head (--fabric-bnb) keeps its input too: the final norm's output.
+        head, hf, hs = (d.h, "", "") if x.head_keeps else (0, " − h", f" − {d.h}")
+        value = d.s * d.b * x.c * (d.L * (2 * d.h + q + d.f) - d.h + head)
         held.append(Term(
             "the previous micro-batch's 4-bit layers' inputs (bitsandbytes <= 0.43.1, held by "
-            "its graph)", value, f"s·b·{x.c}·(L·(2h + q + f) − h) B",
-            f"{d.s}·{d.b}·{x.c}·({d.L}·(2·{d.h} + {q} + {d.f}) − {d.h})",
+            "its graph)", value, f"s·b·{x.c}·(L·(2h + q + f){hf}) B",
+            f"{d.s}·{d.b}·{x.c}·({d.L}·(2·{d.h} + {q} + {d.f}){hs})",
         ))  # fmt: skip
     return held
 
@@ -264,12 +271,16 @@ def _last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | Non
         value += h * p - T * row
         calc += f" − the norm after the MLP s·b·{row} (its weight's gradient h·{p} added)"
     if cfg.qlora:  # the frozen 4-bit weight dequantized for the backward's matmul
-        from profiling._config_behaviours import double_quant
-        from profiling.estimate.bnb import dequant_absmax_bytes
-
-        absmax = dequant_absmax_bytes(h * f, double_quant(cfg))
-        value += h * f * e.c + absmax
-        calc += f" + the dequantized weight h·f·{e.c}" + (" and its fp32 absmax" if absmax else "")
+        if cfg.fabric_bnb:  # quantized from fp16: dequantized to fp16, then cast (both alive;
+            # the absmax is freed before the cast)
+            value += h * f * (2 + e.c)
+            calc += f" + the dequantized weight h·f·2 (fp16) and its cast h·f·{e.c}"
+        else:
+            absmax = dequant_absmax_bytes(h * f, double_quant(cfg))
+            value += h * f * e.c + absmax
+            calc += f" + the dequantized weight h·f·{e.c}" + (
+                " and its fp32 absmax" if absmax else ""
+            )
     return value, calc
 
 

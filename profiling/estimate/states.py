@@ -240,8 +240,10 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
                 category="parameters",
             )
         )  # fmt: skip
-        keep, kb = psi - quantized, 4 if cfg.autocast or cfg.precision == "fp32" else 2
-        _state(ledger, sh, 3, f"Embeddings, LM head, norms ({kb * 8}-bit, frozen)", keep, kb,
+        head = _fabric_head(ledger, cfg, shape, sh)
+        keep, kb = psi - quantized - head, 4 if cfg.autocast or cfg.precision == "fp32" else 2
+        rest = "Embeddings, norms" if head else "Embeddings, LM head, norms"
+        _state(ledger, sh, 3, f"{rest} ({kb * 8}-bit, frozen)", keep, kb,
                f"{kb} B", "parameters", "the rest")  # fmt: skip
         return
     # A shape given by hand: the Linear layers are all but the embeddings.
@@ -252,6 +254,32 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
     if keep:
         _state(ledger, sh, 3, "Embeddings + LM head (16-bit, frozen)", keep, 2, "2 B",
                "parameters", "embeddings")  # fmt: skip
+
+
+def _fabric_head(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> int:
+    """Lightning Fabric's BitsandbytesPrecision (``--fabric-bnb``) replaces every ``nn.Linear``
+    its ``init_module`` creates, so an LM head of its own is a 4-bit weight too; returns its
+    values (0: none quantized)."""
+    from profiling._config_behaviours import double_quant
+    from profiling.estimate.bnb import nf4_bytes, nf4_formula
+
+    head = int(shape.get("head_params") or 0)
+    if not cfg.fabric_bnb or shape.get("tied") or not head:
+        return 0
+    dq = double_quant(cfg)
+    div, sym, num = sh.of(3)
+    ledger.add(
+        Line(
+            name="LM head (NF4, frozen: Lightning's BitsandbytesPrecision)",
+            bytes=nf4_bytes(head, dq) / div,
+            unsharded=nf4_bytes(head, dq) / sh.t,
+            formula=f"n = V·h: {nf4_formula(dq)} B{sym}",
+            substituted=f"n = {fmt_count(head)}{num}",
+            group="model states",
+            category="parameters",
+        )
+    )
+    return head
 
 
 def gathered_bytes(cfg: TrainingConfig) -> int:

@@ -172,6 +172,13 @@ def _precision(r: Reading) -> None:
             q.endswith("-dq"),
             "double quantization of the 4-bit blocks' constants",
         )
+        r.use(
+            "quantize",
+            "fabric_bnb",
+            True,
+            "Lightning Fabric's BitsandbytesPrecision: the LM head in 4 bits too, each weight "
+            "quantized from fp16 (every 4-bit matmul dequantizes to fp16, then casts to bf16)",
+        )
     else:
         r.ignore("quantize", f"{quantize!r} (8-bit weights) is not modelled; estimate without it")
 

@@ -122,6 +122,13 @@ def _dequantize(module: NF4Weight | NF4Linear, dtype: torch.dtype) -> torch.Tens
         )
     n = module.nf4_shape[0] * module.nf4_shape[1]
     absmax = torch.empty(dequant_absmax_bytes(n, module.double_quant) // 4, dtype=torch.float32)
+    if getattr(module, "from_fp16", False):
+        # Lightning's _Linear4bit.quantize: ``weight.to(dtype=torch.half)`` before
+        # quantize_4bit, so the QuantState's dtype is fp16: dequantize_4bit writes fp16 and
+        # MatMul4Bit's ``.to(A.dtype)`` copies it (bitsandbytes 0.42.0, autograd/_functions.py).
+        half = torch.empty(module.nf4_shape, dtype=torch.float16)
+        del absmax
+        return half.to(dtype)
     out = torch.empty(module.nf4_shape, dtype=dtype)
     del absmax
     return out
@@ -134,6 +141,7 @@ class NF4Weight(nn.Module):
         super().__init__()
         self.nf4_shape = (rows, cols)
         self.double_quant: bool = double_quant
+        self.from_fp16 = False  # Lightning converts Linear layers only
         _nf4_storage(self, rows, cols, device, double_quant)
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
@@ -198,6 +206,7 @@ class NF4Linear(nn.Linear):
         compute_dtype: torch.dtype,
         keeps_inputs: bool = False,
         double_quant: bool = True,
+        from_fp16: bool = False,
     ) -> None:
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
@@ -205,6 +214,7 @@ class NF4Linear(nn.Linear):
         self.keeps_inputs = keeps_inputs
         self.nf4_shape = (self.out_features, self.in_features)
         self.double_quant: bool = double_quant
+        self.from_fp16 = from_fp16  # quantized from fp16 (Lightning's BitsandbytesPrecision)
         _nf4_storage(self, self.out_features, self.in_features, linear.weight.device, double_quant)
         self.bias = linear.bias
         if self.bias is not None:
@@ -226,18 +236,20 @@ def quantize_linears(
     compute_dtype: torch.dtype,
     keeps_inputs: bool = False,
     double_quant: bool = True,
+    fabric: bool = False,
 ) -> int:
     """Every Linear layer of the repeated blocks becomes an :class:`NF4Linear` (the LM head and
     embeddings stay 16-bit, as bitsandbytes leaves ``lm_head``), and every expert's weights
-    4-bit ones; returns how many weights."""
+    4-bit ones; returns how many weights. ``fabric``: as Lightning's BitsandbytesPrecision
+    replaces every ``nn.Linear`` (the LM head too), each quantized from an fp16 copy."""
     count = 0
     for name, parent in list(model.named_modules()):
         if all(isinstance(getattr(parent, w, None), nn.Parameter) for w in ("gate", "up", "down")):
             count += quantize_experts(parent, keeps_inputs, double_quant)
         for child_name, child in list(parent.named_children()):
             full = f"{name}.{child_name}" if name else child_name
-            if type(child) is nn.Linear and not full.endswith("lm_head"):
-                nf4 = NF4Linear(child, compute_dtype, keeps_inputs, double_quant)
+            if type(child) is nn.Linear and (fabric or not full.endswith("lm_head")):
+                nf4 = NF4Linear(child, compute_dtype, keeps_inputs, double_quant, fabric)
                 setattr(parent, child_name, nf4)
                 count += 1
     if double_quant:  # quantize_blockwise's dynamic map (name2qmap), made once per device
@@ -311,7 +323,7 @@ def apply_lora(
     if config.qlora:
         dq = double_quant(config)
         quantized = quantize_linears(
-            model, _DTYPES[config.compute_dtype], config.bnb_keeps_inputs, dq
+            model, _DTYPES[config.compute_dtype], config.bnb_keeps_inputs, dq, config.fabric_bnb
         )
         notes.append(
             f"QLoRA: bitsandbytes needs CUDA, so its 4-bit base is represented: "
@@ -325,7 +337,12 @@ def apply_lora(
             )
             + f"and dequantize to {config.compute_dtype} for each matmul"
             + (" (the absmax to fp32 first)" if dq else "")
-            + "; the LM head and embeddings stay 16-bit; "
+            + (
+                " (quantized from fp16 as Lightning's BitsandbytesPrecision does: dequantized to "
+                "fp16, then cast); the LM head is 4-bit too, the embeddings stay 16-bit; "
+                if config.fabric_bnb
+                else "; the LM head and embeddings stay 16-bit; "
+            )
             + (
                 "each keeps its input for backward when it needs a gradient (bitsandbytes "
                 "0.43.1 and earlier)"

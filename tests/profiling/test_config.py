@@ -120,8 +120,8 @@ def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monk
 
     # DeepSpeed's engine settings are offered by neither tool (a DeepSpeed config as from_file
     # sets them): every field costs tokens in each request. Nor is torchtune's activation
-    # offloading (a torchtune recipe as from_file sets it).
-    from_file_only = {*DEEPSPEED_FIELDS, "activation_offload"}
+    # offloading, torch.compile or LitGPT's Fabric bitsandbytes (a recipe as from_file sets them).
+    from_file_only = {*DEEPSPEED_FIELDS, "activation_offload", "compile", "fabric_bnb"}
     fields = set(TrainingConfig.model_fields) - from_file_only
     plan = {"dp_shard", "dp_replicate", "cp", "pp", "pp_schedule", "microbatches", "virtual_stages"}
     for tool in (MemoryEstimate, MemoryTrace):

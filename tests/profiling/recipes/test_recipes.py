@@ -47,6 +47,7 @@ def test_litgpt_qlora_config_is_read_as_litgpt_reads_it() -> None:
     assert v["model"] == "hf:llama-3.1-8b"  # checkpoints/meta-llama/Meta-Llama-3.1-8B
     assert v["precision"] == "bf16"  # bf16-true
     assert v["qlora"] is True and v["lora_rank"] == 32
+    assert v["fabric_bnb"] is True  # Lightning's BitsandbytesPrecision: the head 4-bit too
     assert (v["batch"], v["seq"], v["gpus"]) == (2, 512, 1)
     assert v["grads_kept"] is True  # global 8 / micro 2: four micro-batches accumulated
     assert v["optimizer"] == "adamw"
