@@ -57,7 +57,19 @@ def _config(row: dict[str, Any]) -> TrainingConfig:
 
 
 def _predicted(cfg: TrainingConfig, counter: str) -> tuple[int, int, int]:
-    """(the row's counter, nvidia-smi, the model states alone) predicted, per GPU."""
+    """(the row's counter, nvidia-smi, the model states alone) predicted, per GPU; for a
+    parallel plan, on its highest pipeline rank (torchtitan's tables take the maximum over
+    GPUs), the reserve by the closed form's bound."""
+    if cfg.is_plan:
+        from profiling.plans.closed_form import estimate_plan
+        from profiling.plans.report import rank_counters
+
+        res = estimate_plan(cfg)
+        top = res.highest
+        c = rank_counters(res, top)
+        which = "reserved" if counter == "reserved" else "allocated"
+        states = sum(top.by_category.get(k, 0) for k in ("parameters", "gradients", "optimizer"))
+        return c.of(which).bytes, c.nvml.bytes, states  # type: ignore[arg-type]
     est = estimate(cfg)
     assert est.counters is not None  # every estimate carries them
     which = "reserved" if counter == "reserved" else "allocated"
@@ -89,7 +101,8 @@ def run(rows: list[dict[str, Any]]) -> dict[str, Any]:
     judged, ooms, skipped, contexts = [], [], [], []
     for row in rows:
         if not row.get("expressible"):
-            skipped.append({"id": row["id"], "reason": row.get("reason", "")})
+            skipped.append({"id": row["id"], "reason": row.get("reason", ""),
+                            "needs": row.get("needs", [])})  # fmt: skip
             continue
         if row.get("kind") == "largest_context":
             contexts.append(_largest_context(row))

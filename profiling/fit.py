@@ -234,7 +234,8 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
 
 def fits_note(base: TrainingConfig, avail: int) -> str:
     """How a candidate is judged, every term named."""
-    from profiling.estimate.counters import CONTEXT, nccl_bytes
+    from profiling.estimate.comm import nccl_bytes
+    from profiling.estimate.counters import CONTEXT
 
     nccl = nccl_bytes(base)
     return (
@@ -252,7 +253,8 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
 
 def judge_quantities(base: TrainingConfig) -> list[Quantity]:
     """The terms ``fits_note`` prints, so each can be cited."""
-    from profiling.estimate.counters import CONTEXT, SEGMENT_SLACK, nccl_bytes
+    from profiling.estimate.comm import nccl_bytes
+    from profiling.estimate.counters import CONTEXT, SEGMENT_SLACK
     from profiling.records import Quantity
 
     out = [

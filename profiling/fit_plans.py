@@ -10,16 +10,19 @@ batch per data-parallel rank (1, 2, 4 … 64). What the user gave (``--tp``, ``-
 is the plan's closed form (``profiling.plans.closed_form``): the highest pipeline rank's peak,
 and what nvidia-smi would show there — the allocator's reserve as the closed form bounds it
 (``profiling.estimate.counters``), the CUDA context and NCCL's buffers for each of the rank's
-communicators (one per mesh dimension above 1). A candidate fits when that stays under the GPU
+communicators (``profiling.estimate.comm``: one per process group the mesh gives it). A
+candidate fits when that stays under the GPU
 less the stated margin: never on an estimate above it.
 
 Throughput is estimated per GPU: the step's FLOPs (``profiling.estimate.time``) over
 ``tp × cp × pp`` GPUs, with the pipeline's bubble — 1F1B idles ``(pp − 1)/m`` of a step,
 interleaved ``(pp − 1)/(V·m)`` (Narayanan et al. 2021); ZBV is counted as interleaved with its
-two stages (its zero-bubble claim is not assumed) — at the GPU's peak × MFU with ``--gpu``. The
-communication each GPU sends per step is shown beside it (FSDP's gathers and reduce-scatters,
-tensor parallelism's activations, the pipeline's sends), the volume that decides between plans
-of equal memory. No torch.
+two stages (its zero-bubble claim is not assumed) — at the GPU's peak × MFU with ``--gpu``, plus
+the communication compute does not hide (``profiling.estimate.comm``: tensor parallelism's
+and the context ring's transfers wait; FSDP's, the replicas' and the pipeline's show only where
+they exceed the compute), each over NVLink within a node or the network between nodes at the
+GPU's datasheet rates. The bytes each GPU sends per step are shown beside it: the volume that
+decides between plans of equal memory, and the first tie-break. No torch.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ class PlanCandidate(BaseModel):
     spread_bytes: int
     tokens_per_second: float | None  # per GPU, with --gpu
     tokens_per_flop: float  # per GPU, bubble counted: the ranking without a GPU
-    comm_bytes: int  # what one GPU sends per step
+    comm_bytes: int  # what one GPU sends per step (profiling.estimate.comm)
+    exposed_seconds: float | None = None  # of it, what compute does not hide (with --gpu)
 
     def label(self) -> str:
         c = self.config
@@ -124,26 +128,13 @@ def _config(base: TrainingConfig, update: dict[str, Any]) -> TrainingConfig | No
         return None
 
 
-def communicators(cfg: TrainingConfig) -> int:
-    """Process groups a rank of the plan joins: one per mesh dimension above 1 (torchtitan
-    flattens dp_shard and cp into one group for FSDP)."""
-    shard = (cfg.dp_shard or 1) * cfg.cp > 1
-    return sum((shard, cfg.tp > 1, cfg.cp > 1, cfg.pp > 1, (cfg.dp_replicate or 1) > 1))
-
-
 def nvml_bytes(cfg: TrainingConfig, peak: int, layers: int, param_tensors: int) -> int:
-    """What nvidia-smi would show at an allocated ``peak`` of the plan (see the module)."""
-    from profiling.estimate.counters import (
-        CONTEXT,
-        NCCL_BUFFSIZE,
-        NCCL_CHANNELS,
-        closed_form,
-        tensors_alive,
-    )
+    """What nvidia-smi would show at an allocated ``peak`` of the plan (see the module): the
+    closed form's counters, NCCL's buffers in them (``profiling.estimate.counters``)."""
+    from profiling.estimate.counters import closed_form, tensors_alive
 
     tensors = tensors_alive(cfg, {"param_tensors": param_tensors, "layers": layers})
-    reserved = closed_form(cfg, peak, tensors).reserved.bytes
-    return reserved + CONTEXT + communicators(cfg) * 2 * NCCL_CHANNELS * NCCL_BUFFSIZE
+    return closed_form(cfg, peak, tensors).nvml.bytes
 
 
 def _bubble(cfg: TrainingConfig) -> float:
@@ -153,49 +144,46 @@ def _bubble(cfg: TrainingConfig) -> float:
     return (cfg.pp - 1) / (m * (v if cfg.pp_schedule != "1f1b" else 1))
 
 
-def comm_bytes(cfg: TrainingConfig, params: int, hidden: int, layers: int) -> int:
-    """Bytes one GPU sends per step: FSDP's all-gathers (forward and backward, 16-bit) and
-    reduce-scatter (fp32 under mixed precision) of its share, ring-wise ((n − 1)/n of each);
-    tensor parallelism's all-gather and reduce-scatter of each block's two sequence-parallel
-    activations, forward and backward; the pipeline's activations and gradients per
-    microbatch."""
-    c = 4 if cfg.precision == "fp32" else 2
-    n = (cfg.dp_shard or 1) * cfg.cp
-    share = params / (cfg.tp * cfg.pp)
-    fsdp = share * (2 * c + (4 if cfg.precision == "mixed" else c)) * (n - 1) / n if n > 1 else 0
-    tokens = cfg.batch * cfg.seq_or_default() // cfg.cp
-    t = cfg.tp
-    tp = 8 * tokens * hidden * c * (t - 1) / t * layers / cfg.pp if t > 1 else 0
-    pp = 2 * tokens * hidden * c / t if cfg.pp > 1 else 0
-    return int(fsdp + tp + pp)
+def compute_time(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[float, float | None]:
+    """(FLOPs per GPU per step with the pipeline's bubble, their seconds at the GPU's peak ×
+    MFU, or None without --gpu)."""
+    from profiling.estimate.time import step_flops
+
+    counted = step_flops(cfg, shape)
+    flops = (counted[0] + counted[1]) if counted else 0.0
+    per_gpu = flops / (cfg.tp * cfg.cp * cfg.pp) * (1 + _bubble(cfg))
+    spec = cfg.gpu_spec()
+    if spec is None or not per_gpu:
+        return per_gpu, None
+    return per_gpu, per_gpu / (spec.peak_flops(cfg.precision != "fp32") * cfg.mfu)
 
 
 def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
-    from profiling.estimate.time import step_flops
+    from profiling.estimate.comm import comm
     from profiling.plans.closed_form import estimate_plan
 
     res = estimate_plan(cfg)
     top = res.highest
     layers = int(shape.get("layers") or 0)
     nvml = nvml_bytes(cfg, top.peak_bytes, layers // cfg.pp, 9 * layers // cfg.pp + 3)
-    counted = step_flops(cfg, shape)
-    flops = (counted[0] + counted[1]) if counted else 0.0
-    per_gpu = flops / (cfg.tp * cfg.cp * cfg.pp) * (1 + _bubble(cfg))
+    per_gpu, compute = compute_time(cfg, shape)
     tokens = cfg.batch * cfg.seq_or_default() / (cfg.tp * cfg.cp * cfg.pp)
-    spec = cfg.gpu_spec()
-    speed = None
-    if spec is not None and per_gpu:
-        speed = tokens / (per_gpu / (spec.peak_flops(cfg.precision != "fp32") * cfg.mfu))
+    sent = comm(cfg, shape, res.params)
+    speed = exposed = None
+    if compute is not None:
+        exposed = sent.exposed_seconds(compute) or 0.0
+        speed = tokens / (compute + exposed)
     return PlanCandidate(
         config=cfg, peak_bytes=top.peak_bytes, nvml_bytes=nvml, highest_rank=top.pp_rank,
         peak_at=top.peak_at, spread_bytes=res.spread_bytes, tokens_per_second=speed,
         tokens_per_flop=tokens / per_gpu if per_gpu else 0.0,
-        comm_bytes=comm_bytes(cfg, res.params, int(shape.get("hidden") or 0), layers),
+        comm_bytes=sent.bytes, exposed_seconds=exposed,
     )  # fmt: skip
 
 
 def fit_plans(base: TrainingConfig, world: int) -> PlanFit:
     """Every plan of ``world`` GPUs estimated; those that fit ranked (see the module)."""
+    from profiling.estimate.comm import GPUS_PER_NODE, PER_COMMUNICATOR, link
     from profiling.estimate.shape import shape_of
     from profiling.plans.model import plan_workload
     from profiling.time_bound import checkpoint
@@ -228,13 +216,25 @@ def fit_plans(base: TrainingConfig, world: int) -> PlanFit:
         f"fits = what nvidia-smi would show on the highest pipeline rank ≤ "
         f"{fmt_bytes(budget, 'GB')} ({fmt_bytes(avail, 'GB')} less the safety margin): "
         "allocated × 1.25 + 22 MiB for the caching allocator, the CUDA context 500 MiB and NCCL "
-        "256 MiB per communicator (one per mesh dimension above 1)",
+        f"{PER_COMMUNICATOR // 2**20} MiB per communicator (one per process group of the mesh: "
+        "FSDP, DP-replicate, TP, CP, PP)",
         "ranked by estimated tokens/s per GPU"
-        + ("" if base.gpu else " per FLOP (no --gpu)")
+        + (
+            " with the communication compute does not hide"
+            if base.gpu
+            else " per FLOP (no --gpu: communication not timed)"
+        )
         + ", the pipeline's bubble counted (1F1B (pp − 1)/m, interleaved and ZBV (pp − 1)/(V·m))",
         "closed form per plan: trace the chosen plan ('journal-agent trace' with its flags) for "
         "torch's own numbers",
     ]
+    ln = link(base)
+    if ln is not None:
+        notes.append(
+            f"links: NVLink {ln.nvlink_gbs:g} GB/s within a node of {GPUS_PER_NODE} GPUs, "
+            f"{ln.network_gbs:g} GB/s between nodes, per GPU and direction ({ln.source}); the "
+            "innermost mesh dimensions (tp, cp, dp_shard …) fill a node first"
+        )
     held = sorted(set(base.model_fields_set) & {*PLAN_FIELDS, "batch", "precision"})
     if held:
         notes.append("held as given, not searched: " + ", ".join(held))
@@ -271,12 +271,14 @@ def render_plan_fit(res: PlanFit, top: int = 10) -> str:
         lines += [f"note: {n}" for n in res.notes[:1]]
         return "\n".join(lines)
     lines.append(f"{'#':>2}  {'allocated':>9}  {'nvidia-smi':>10}  {'rank':>4}  "
-                 f"{'tokens/s':>9}  {'sent/step':>9}  plan")  # fmt: skip
+                 f"{'tokens/s':>9}  {'sent/step':>9}  {'comm wait':>9}  plan")  # fmt: skip
     for i, c in enumerate(res.fitting[:top], 1):
         speed = f"{c.tokens_per_second:,.0f}" if c.tokens_per_second else "—"
+        wait = f"{c.exposed_seconds * 1e3:,.1f} ms" if c.exposed_seconds is not None else "—"
         lines.append(
             f"{i:>2}  {fmt_bytes(c.peak_bytes, 'GB'):>9}  {fmt_bytes(c.nvml_bytes, 'GB'):>10}  "
-            f"{c.highest_rank:>4}  {speed:>9}  {fmt_bytes(c.comm_bytes, 'GB'):>9}  {c.label()}"
+            f"{c.highest_rank:>4}  {speed:>9}  {fmt_bytes(c.comm_bytes, 'GB'):>9}  {wait:>9}  "
+            f"{c.label()}"
         )
     if len(res.fitting) > top:
         lines.append(f"    … {len(res.fitting) - top} more fit")
@@ -289,9 +291,27 @@ def render_plan_fit(res: PlanFit, top: int = 10) -> str:
         f"{fmt_bytes(best.nvml_bytes, 'GB')} on nvidia-smi on pipeline rank {best.highest_rank} "
         f"(at the {best.peak_at}){spread}"
     )
+    lines += _decided(res.fitting)
     lines.append("trace it: journal-agent trace " + " ".join(plan_flags(best.config)))
     lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)
+
+
+def _decided(fitting: list[PlanCandidate]) -> list[str]:
+    """What the communication says between the best plan and the runner-up."""
+    if len(fitting) < 2:
+        return []
+    a, b = fitting[0], fitting[1]
+    line = (
+        f"communication: #1 sends {fmt_bytes(a.comm_bytes, 'GB')} per GPU per step, #2 "
+        f"{fmt_bytes(b.comm_bytes, 'GB')}"
+    )
+    if a.exposed_seconds is not None and b.exposed_seconds is not None:
+        line += (
+            f"; not hidden by compute: {a.exposed_seconds * 1e3:,.1f} ms against "
+            f"{b.exposed_seconds * 1e3:,.1f} ms"
+        )
+    return [line]
 
 
 def plan_flags(cfg: TrainingConfig) -> list[str]:
@@ -317,6 +337,7 @@ def _row(c: PlanCandidate) -> dict[str, Any]:
         "label": c.label(), "peak_bytes": c.peak_bytes, "nvml_bytes": c.nvml_bytes,
         "highest_pp_rank": c.highest_rank, "peak_at": c.peak_at, "spread_bytes": c.spread_bytes,
         "tokens_per_second": c.tokens_per_second, "comm_bytes": c.comm_bytes,
+        "comm_exposed_seconds": c.exposed_seconds,
         "flags": plan_flags(c.config), "config": c.config.model_dump(exclude_defaults=True),
     }  # fmt: skip
 
@@ -345,6 +366,11 @@ def plan_fit_record(res: PlanFit, top: int = 10) -> Any:
         name = f"#{i} {c.label()}"
         results.append(Quantity(name=f"{name}: peak", value=c.peak_bytes, unit="B"))
         results.append(Quantity(name=f"{name}: nvidia-smi", value=c.nvml_bytes, unit="B"))
+        results.append(Quantity(name=f"{name}: sent per GPU per step", value=c.comm_bytes,
+                                unit="B"))  # fmt: skip
+        if c.exposed_seconds is not None:
+            results.append(Quantity(name=f"{name}: communication not hidden",
+                                    value=c.exposed_seconds, unit="s"))  # fmt: skip
         if c.tokens_per_second:
             results.append(Quantity(name=f"{name}: tokens/s", value=c.tokens_per_second,
                                     unit="tokens/s"))  # fmt: skip
@@ -358,6 +384,6 @@ def plan_fit_record(res: PlanFit, top: int = 10) -> Any:
 
 
 __all__ = [
-    "PlanCandidate", "PlanFit", "comm_bytes", "communicators", "fit_plans", "nvml_bytes",
+    "PlanCandidate", "PlanFit", "compute_time", "fit_plans", "nvml_bytes",
     "plan_fit_json", "plan_fit_record", "plan_flags", "render_plan_fit",
 ]  # fmt: skip

@@ -76,7 +76,7 @@ def _estimate_table(est: Estimate) -> Table:
 
 def _print_estimate(est: Estimate) -> None:
     from profiling.estimate.memory import moment_lines, time_lines
-    from profiling.estimate.render import counters_block, host_block
+    from profiling.estimate.render import comm_block, counters_block, host_block
     from profiling.units import fmt_bytes
 
     console = _console()
@@ -84,7 +84,7 @@ def _print_estimate(est: Estimate) -> None:
     console.print("Moments of the step (not every row is alive at once; the total is the largest):")
     for line in moment_lines(est):
         console.print(cell(line), soft_wrap=True)
-    for line in counters_block(est) + host_block(est):
+    for line in counters_block(est) + comm_block(est) + host_block(est):
         console.print(cell(line), soft_wrap=True)
     if est.time is not None:
         console.print("Time:")

@@ -117,6 +117,23 @@ def profile_command(
         int,
         typer.Option("--nproc", min=1, help="Ranks on this machine, one process each (torchrun)."),
     ] = 1,
+    nnodes: Annotated[
+        int,
+        typer.Option(
+            "--nnodes",
+            min=1,
+            help="Nodes of --nproc ranks, meeting by torchrun's c10d rendezvous (without "
+            "--rdzv-endpoint: that many node groups on this machine, on 127.0.0.1).",
+        ),
+    ] = 1,
+    node_rank: Annotated[
+        int | None,
+        typer.Option("--node-rank", min=0, help="This machine's node, 0 to --nnodes − 1."),
+    ] = None,
+    rdzv_endpoint: Annotated[
+        str | None,
+        typer.Option("--rdzv-endpoint", help="HOST:PORT where the nodes meet (c10d)."),
+    ] = None,
     spike_threshold: Annotated[
         float,
         typer.Option(
@@ -170,11 +187,16 @@ def profile_command(
     check_snapshot(snapshot, force)
     check_plot(plot, force)
     check_new_file("--csv", csv_path, force)
-    if snapshot is not None and nproc > 1:
-        raise UserError("--snapshot records one process; leave out --nproc (or --snapshot).")
-    if nproc > 1 and not launched_by_torchrun():
+    if snapshot is not None and nproc * nnodes > 1:
+        raise UserError(
+            "--snapshot records one process; leave out --nproc and --nnodes (or --snapshot)."
+        )
+    if not launched_by_torchrun():
+        _check_nodes(nnodes, node_rank, rdzv_endpoint)
+    if (nproc > 1 or nnodes > 1) and not launched_by_torchrun():
         # torchrun's own launcher starts one process per rank; each runs this very command.
-        raise typer.Exit(run_under_torchrun(nproc, sys.argv[1:]))
+        nodes = (nnodes, node_rank, rdzv_endpoint)
+        raise typer.Exit(run_under_torchrun(nproc, sys.argv[1:], nodes))
     from pydantic import ValidationError
 
     from profiling.measure.run import RunOptions
@@ -212,6 +234,16 @@ def profile_command(
                 code = done.exit_code
         leave_rank(code)
     _profile_here(cfg, options, store, csv_path, plot, as_json, snapshot, recipe)
+
+
+def _check_nodes(nnodes: int, node_rank: int | None, endpoint: str | None) -> None:
+    from profiling.errors import ConfigError
+    from profiling.measure.nodes import check_nodes
+
+    try:
+        check_nodes(nnodes, node_rank, endpoint)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _measure_with_progress(cfg: TrainingConfig, options: RunOptions, quiet: bool) -> MeasuredRun:

@@ -47,10 +47,6 @@ SM90 = ("h100-sxm", "h100-pcie", "h200", "b200")
 # never called on the low side. `journal-agent profile` on the GPU measures yours (NVML used
 # minus reserved).
 CONTEXT = 500 * MiB
-# NCCL: per communicator, connection buffers of NCCL_BUFFSIZE (documented default 4 MiB) for
-# each channel to the ring's two neighbours; up to 32 channels on NVLink/NVSwitch machines.
-NCCL_BUFFSIZE = 4 * MiB
-NCCL_CHANNELS = 32
 # Above the largest reserved ÷ allocated of the replayed traces seen (gpt2-small amp-bf16
 # batch 8 × 1024: 1.165; gpt2-medium mixed 4 × 1024: 1.068; llama-1b bf16 4 × 2048: 1.094,
 # batch 1: 1.214; tiny-llama at batch 263: 1.22; with expandable segments 1.098, 1.040, 1.029,
@@ -101,23 +97,13 @@ def _workspace_text(cfg: TrainingConfig) -> str:
     return f"cuBLAS workspaces {STREAMS} × {_mib(each)} ({arch}, PyTorch's default)"
 
 
-def communicators(cfg: TrainingConfig) -> int:
-    """Process groups a rank joins: data parallel, and tensor parallel beside it."""
-    return (1 if cfg.gpus > 1 else 0) + (1 if cfg.tp > 1 else 0)
-
-
-def nccl_bytes(cfg: TrainingConfig) -> int:
-    return communicators(cfg) * 2 * NCCL_CHANNELS * NCCL_BUFFSIZE
-
-
 def _nvml(cfg: TrainingConfig, reserved: int, paged: int = 0) -> CounterValue:
-    nccl = nccl_bytes(cfg)
+    from profiling.estimate.comm import nccl_bytes, nccl_text
+
+    nccl = nccl_bytes(cfg)  # NCCL's buffers have one home: profiling.estimate.comm
     how = f"reserved + CUDA context {_mib(CONTEXT)} (the upper end of 300–500 MB)"
     if nccl:
-        how += (
-            f" + NCCL {_mib(nccl)} ({communicators(cfg)} communicator(s) × 2 neighbours × "
-            f"{NCCL_CHANNELS} channels × NCCL_BUFFSIZE {_mib(NCCL_BUFFSIZE)})"
-        )
+        how += " + " + nccl_text(cfg)
     if paged:
         how += f" + the paged optimizer state {fmt_bytes(paged)} while resident"
     return CounterValue(counter="nvml", bytes=reserved + CONTEXT + nccl + paged, how=how)
@@ -211,7 +197,6 @@ __all__ = [
     "closed_form",
     "counter_lines",
     "from_replay",
-    "nccl_bytes",
     "tensors_alive",
     "workspaces",
 ]

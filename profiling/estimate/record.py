@@ -10,6 +10,7 @@ from typing import Any
 
 from profiling.estimate.counters import Counters
 from profiling.estimate.memory import Estimate, describe_setup, render_text
+from profiling.estimate.render import comm_of
 from profiling.records import (
     MeasurementRecord,
     Quantity,
@@ -95,6 +96,11 @@ def estimate_record(est: Estimate) -> MeasurementRecord:
     results += [Quantity(name=c.name, value=c.bytes, unit="B") for c in est.components]
     results += [Quantity(name=f"moment: {m.name}", value=m.bytes, unit="B") for m in est.moments]
     results += _printed_quantities(est)
+    found = comm_of(est)
+    if found:
+        from profiling.estimate.comm import comm_quantities
+
+        results += comm_quantities(*found)
     if est.gpu_mem_bytes is not None:
         results.append(Quantity(name="gpu_mem", value=est.gpu_mem_bytes, unit="B"))
     if est.time is not None:

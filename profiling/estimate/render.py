@@ -75,6 +75,24 @@ def counters_block(est: Estimate) -> list[str]:
     return lines
 
 
+def comm_of(est: Estimate) -> tuple[Any, float | None] | None:
+    """With more than one GPU: what a GPU sends per step and NCCL's buffers
+    (``profiling.estimate.comm``), with the compute that hides the overlapped part."""
+    from profiling.estimate.comm import comm
+
+    if est.inputs.gpus == 1 and est.inputs.tp == 1:
+        return None
+    timed = est.time.time if est.time is not None else None
+    return comm(est.inputs, est.shape), timed.compute_seconds if timed is not None else None
+
+
+def comm_block(est: Estimate) -> list[str]:
+    from profiling.estimate.comm import comm_lines
+
+    found = comm_of(est)
+    return comm_lines(*found) if found else []
+
+
 def host_block(est: Estimate) -> list[str]:
     """What DeepSpeed's offload keeps in host memory (``--deepspeed``), with its verdict."""
     from profiling.estimate.deepspeed_engine import host_text
@@ -139,6 +157,7 @@ def render_text(est: Estimate) -> str:
         )
     lines.append(f"({fmt_bytes(est.per_gpu_bytes, 'GiB')} per GPU; 1 GB = 10^9 B, 1 GiB = 2^30 B)")
     lines += counters_block(est)
+    lines += comm_block(est)
     lines += host_block(est)
     if est.time is not None:
         lines += ["", "Time:", *(f"  {line}" for line in time_lines(est))]
@@ -150,6 +169,7 @@ def render_text(est: Estimate) -> str:
 __all__ = [
     "HEADROOM",
     "SAFETY_MARGIN",
+    "comm_block",
     "counters_block",
     "describe_setup",
     "host_block",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, Field
 
+from profiling.measure.nodes import LOOPBACK_ENV
 from profiling.records import MeasurementRecord, Quantity, new_record_id
 from profiling.units import fmt_bytes
 
@@ -43,53 +44,57 @@ def launched_by_torchrun() -> bool:
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"))
 
 
-def run_under_torchrun(nproc: int, argv: list[str]) -> int:
-    """Start ``nproc`` ranks of this command with torchrun on this machine; their exit code.
+def run_under_torchrun(
+    nproc: int, argv: list[str], nodes: tuple[int, int | None, str | None] = (1, None, None)
+) -> int:
+    """Start ``nproc`` ranks of this command with torchrun on this machine — alone, as one node
+    of ``nnodes`` meeting at an endpoint, or as ``nnodes`` node groups here on loopback
+    (``nodes``: nnodes, node rank, endpoint; ``profiling.measure.nodes``); their exit code.
 
-    The ranks print (rank 0 the report); torchrun's own chatter is dropped unless a rank
+    The ranks print (global rank 0 the report); torchrun's own chatter is dropped unless a rank
     failed without saying why in one ``error:`` line. torchrun and the ranks die with this
     process however it ends, and their temp folder with them (:func:`_ranks_of_ours`).
     """
+    from profiling.measure.nodes import node_launches, wait_all
+
     # The ranks learn the world size from torchrun; and torchrun's own parser would take
     # "--nproc" for an abbreviation of its "--nproc-per-node".
-    argv = _without_option(argv, "--nproc")
-    env = dict(os.environ)
+    for name in ("--nproc", "--nnodes", "--node-rank", "--rdzv-endpoint"):
+        argv = _without_option(argv, name)
+    nnodes, node_rank, endpoint = nodes
+    if nnodes == 1:
+        launches, extra = [["--standalone", f"--nproc-per-node={nproc}"]], {}
+    else:
+        launches, extra = node_launches(nproc, nnodes, node_rank, endpoint)
+    env = {**os.environ, **extra}
     # torchrun sets 1 thread per rank with a warning when unset; say it ourselves, fairly.
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    here = nproc * len(launches)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // here)))
     # Every rank runs isolated (-I): nothing of the working directory on sys.path, so a
     # typer.py or profiling.py there is never imported in place of the library (a user's
     # factory is made importable from it by profiling.models.factory, for that import only).
-    cmd = [
-        sys.executable,
-        "-I",
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={nproc}",
-        "--no-python",
-        sys.executable,
-        "-I",
-        "-m",
-        "journal_agent",
-        *argv,
-    ]
+    run = [sys.executable, "-I", "-m", "torch.distributed.run"]
+    ranks = ["--no-python", sys.executable, "-I", "-m", "journal_agent", *argv]
     with _ranks_of_ours(env) as start:
-        proc = start(cmd)
-        _, err = proc.communicate()
-    if proc.returncode < 0:  # torchrun itself was killed: its ranks went with it
+        procs = [start([*run, *launch, *ranks]) for launch in launches]
+        errs = wait_all(procs)
+    killed = [p.returncode for p in procs if p.returncode < 0]
+    if killed:  # torchrun itself was killed: its ranks went with it
         import signal
 
-        name = signal.Signals(-proc.returncode).name
+        name = signal.Signals(-killed[0]).name
         print(f"error: torchrun was killed by {name}; its ranks were stopped with it and "
               "nothing was measured", file=sys.stderr)  # fmt: skip
         return 1
-    if proc.returncode != 0:
-        said = []
-        for line in err.splitlines():
+    code = next((p.returncode for p in procs if p.returncode != 0), 0)
+    if code != 0:
+        said: list[str] = []
+        for line in "\n".join(errs).splitlines():
             if line.startswith("error:") and line not in said:
                 said.append(line)
-        print("\n".join(said) or err[-3000:], file=sys.stderr)
-    return proc.returncode
+        failed = next(e for p, e in zip(procs, errs, strict=True) if p.returncode != 0)
+        print("\n".join(said) or failed[-3000:], file=sys.stderr)
+    return code
 
 
 @contextlib.contextmanager
@@ -206,6 +211,8 @@ def _without_option(argv: list[str], name: str) -> list[str]:
 
 class RankResult(BaseModel):
     rank: int
+    node: int = 0  # torchrun's GROUP_RANK: the node (agent) the rank runs on
+    local_rank: int = 0
     host: str
     device: str
     peak_bytes: int
@@ -228,6 +235,7 @@ class RanksSummary(BaseModel):
     ranks: list[RankResult]
     slowest_rank: int | None
     notes: list[str] = Field(default_factory=list)
+    nnodes: int = 1
 
 
 def _wrap(
@@ -296,6 +304,8 @@ def profile_rank(config: TrainingConfig, options: RunOptions) -> RanksSummary | 
         s = run.summary
         mine = RankResult(
             rank=rank,
+            node=int(os.environ.get("GROUP_RANK", "0")),
+            local_rank=local,
             host=s.device.get("host", "?"),
             device=str(device),
             peak_bytes=s.peak_bytes,
@@ -327,6 +337,13 @@ def profile_rank(config: TrainingConfig, options: RunOptions) -> RanksSummary | 
     timed = [r for r in ranks if r.time_per_step_s is not None]
     slowest = max(timed, key=lambda r: r.time_per_step_s or 0).rank if timed else None
     notes = []
+    nnodes = len({r.node for r in ranks})
+    if nnodes > 1 and os.environ.get(LOOPBACK_ENV):
+        notes.append(
+            f"{nnodes} node groups on this machine, each a torchrun agent meeting the others "
+            "through the c10d rendezvous on 127.0.0.1 (a test of the multi-node launch: the "
+            "ranks share one machine's cores and memory)"
+        )
     if not on_gpu and config.fsdp:
         notes.append(
             "FSDP2 on CPU: the live-tensor count over-counts — FSDP2 frees gathered parameters "
@@ -343,6 +360,7 @@ def profile_rank(config: TrainingConfig, options: RunOptions) -> RanksSummary | 
         ranks=ranks,
         slowest_rank=slowest,
         notes=notes,
+        nnodes=nnodes,
     )
 
 
@@ -350,18 +368,22 @@ def render_ranks(g: RanksSummary) -> str:
     from profiling.measure.report import fmt_time
 
     names = list(g.ranks[0].phases) if g.ranks else []
+    on = f" over {g.nnodes} nodes" if g.nnodes > 1 else ""
+    node_col = g.nnodes > 1
     lines = [
-        f"Measured on {g.world_size} ranks ({g.strategy}, {g.backend}): {g.steps} timed steps "
-        f"after {g.warmup} warm-up, each rank measuring itself",
+        f"Measured on {g.world_size} ranks{on} ({g.strategy}, {g.backend}): {g.steps} timed "
+        f"steps after {g.warmup} warm-up, each rank measuring itself",
         "",
-        f"{'rank':<6}{'device':<9}{'peak':>11}"
+        ("node  local  " if node_col else "")
+        + f"{'rank':<6}{'device':<9}{'peak':>11}"
         + "".join(f"{n + ' time':>16}" for n in names)
         + f"{'step (median)':>15}{'IQR':>11}",
     ]
     for r in g.ranks:
         phase_times = "".join(f"{fmt_time(r.phases[n]['median_time_s']):>16}" for n in names)
         lines.append(
-            f"{r.rank:<6}{r.device:<9}{fmt_bytes(r.peak_bytes):>11}{phase_times}"
+            (f"{r.node:<6}{r.local_rank:<7}" if node_col else "")
+            + f"{r.rank:<6}{r.device:<9}{fmt_bytes(r.peak_bytes):>11}{phase_times}"
             f"{fmt_time(r.time_per_step_s):>15}{fmt_time(r.time_per_step_iqr_s):>11}"
             + (f"  OOM: {r.oom}" if r.oom else "")
         )
@@ -379,10 +401,28 @@ def render_ranks(g: RanksSummary) -> str:
             "each gradient all-reduce"
         )
     peak = max(g.ranks, key=lambda r: r.peak_bytes)
-    lines.append(f"Highest peak: rank {peak.rank}, {fmt_bytes(peak.peak_bytes)}")
+    where = f" (node {peak.node}, local rank {peak.local_rank})" if node_col else ""
+    lines.append(f"Highest peak: rank {peak.rank}{where}, {fmt_bytes(peak.peak_bytes)}")
+    lines += _per_node(g) if node_col else []
     for note in g.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def _per_node(g: RanksSummary) -> list[str]:
+    """Each node's ranks, highest peak and slowest step: a node that lags shows as one."""
+    from profiling.measure.report import fmt_time
+
+    out = []
+    for node in sorted({r.node for r in g.ranks}):
+        mine = [r for r in g.ranks if r.node == node]
+        hosts = ", ".join(sorted({r.host for r in mine}))
+        slow = max((r.time_per_step_s or 0.0 for r in mine), default=0.0)
+        out.append(
+            f"node {node} ({hosts}): ranks {', '.join(str(r.rank) for r in mine)}; highest peak "
+            f"{fmt_bytes(max(r.peak_bytes for r in mine))}, slowest step {fmt_time(slow or None)}"
+        )
+    return out
 
 
 def ranks_record(g: RanksSummary) -> MeasurementRecord:
@@ -405,15 +445,30 @@ def ranks_record(g: RanksSummary) -> MeasurementRecord:
                 )
     if g.ranks:
         results.append(Quantity(name="peak", value=max(r.peak_bytes for r in g.ranks), unit="B"))
+    for node in sorted({r.node for r in g.ranks}) if g.nnodes > 1 else ():
+        top = max(r.peak_bytes for r in g.ranks if r.node == node)
+        results.append(Quantity(name=f"node{node}_peak", value=top, unit="B"))
     if g.slowest_rank is not None:
         results.append(Quantity(name="slowest_rank", value=g.slowest_rank, unit=""))
     return MeasurementRecord(
         id=new_record_id("measured"),
         kind="measured",
         title=f"Measured: {g.config.get('model')} on {g.world_size} ranks ({g.strategy})",
-        device={"ranks": [{"rank": r.rank, "host": r.host, "device": r.device} for r in g.ranks]},
+        device={
+            "ranks": [
+                {
+                    "rank": r.rank,
+                    "node": r.node,
+                    "local_rank": r.local_rank,
+                    "host": r.host,
+                    "device": r.device,
+                }
+                for r in g.ranks
+            ],
+            "nnodes": g.nnodes,
+        },
         software=software_versions(),
-        config={**g.config, "world_size": g.world_size, "backend": g.backend},
+        config={**g.config, "world_size": g.world_size, "backend": g.backend, "nnodes": g.nnodes},
         results=results,
         notes="\n".join(g.notes),
         extra={"table": render_ranks(g), "ranks": g.model_dump(mode="json")},

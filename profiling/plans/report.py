@@ -14,7 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from profiling.config import TrainingConfig
-from profiling.plans.profile import CATEGORIES
+from profiling.estimate.comm import Comm, comm_lines, comm_quantities
+from profiling.estimate.counters import Counters
+from profiling.plans.profile import CATEGORIES, RankMemory
 from profiling.plans.result import PlanResult
 from profiling.records import (
     MeasurementRecord,
@@ -32,16 +34,46 @@ def _title(result: PlanResult) -> str:
     return f"{what}: {result.config.describe()}, {result.layout.world:,} GPUs"
 
 
+def plan_comm(result: PlanResult) -> tuple[Comm, float | None]:
+    """What a GPU of the plan sends per step and NCCL's buffers on it, with the step's compute
+    time (with --gpu) that the overlapped transfers hide behind."""
+    from profiling.estimate.comm import comm
+    from profiling.estimate.shape import shape_of
+    from profiling.fit_plans import compute_time
+
+    shape = shape_of(result.config)
+    return comm(result.config, shape, result.params), compute_time(result.config, shape)[1]
+
+
+def rank_counters(result: PlanResult, rank: RankMemory) -> Counters:
+    """The counters of a GPU of ``rank``: its peak, the closed form's reserve bound over it, and
+    nvidia-smi with the CUDA context and NCCL's buffers (``profiling.estimate.counters``)."""
+    from profiling.estimate.counters import closed_form, tensors_alive
+
+    layers = sum(result.layout.stages[i].layers for i in rank.stages)
+    shape = {"param_tensors": 9 * layers + 3, "layers": layers}
+    return closed_form(result.config, rank.peak_bytes, tensors_alive(result.config, shape))
+
+
+def rank_nvml(result: PlanResult, rank: RankMemory) -> int:
+    """What nvidia-smi would show on a GPU of ``rank`` (:func:`rank_counters`)."""
+    return rank_counters(result, rank).nvml.bytes
+
+
 def render_plan(result: PlanResult) -> str:
-    """The per-rank table: each pipeline rank's peak, where it is and what it is made of."""
+    """The per-rank table: each pipeline rank's peak, what nvidia-smi would show, where the
+    peak is and what it is made of; then what a GPU sends per step."""
     lay = result.layout
     lines = [_title(result), ""]
-    lines.append(f"{'pp rank':<8} {'GPUs (global ranks)':<22} {'stages':<8} {'peak':>11}  at")
+    lines.append(
+        f"{'pp rank':<8} {'GPUs (global ranks)':<22} {'stages':<8} {'peak':>11} "
+        f"{'nvidia-smi':>11}  at"
+    )
     for r in result.ranks:
         stages = ",".join(map(str, r.stages))
         lines.append(
             f"{r.pp_rank:<8} {r.global_ranks:<22} {stages:<8} "
-            f"{fmt_bytes(r.peak_bytes):>11}  {r.peak_at}"
+            f"{fmt_bytes(r.peak_bytes):>11} {fmt_bytes(rank_nvml(result, r)):>11}  {r.peak_at}"
         )
     top = result.highest
     lines.append("")
@@ -66,6 +98,13 @@ def render_plan(result: PlanResult) -> str:
             f"in flight on pipeline rank {top.pp_rank}: at most {n} "
             f"microbatch{'es' * (n != 1)}' activations (a stage's each)"
         )
+    sent, compute = plan_comm(result)
+    lines.append(
+        "nvidia-smi: the peak + cuBLAS workspaces, × 1.25 + 22 MiB (the caching allocator's "
+        "reserve, a closed-form bound) + the CUDA context 500 MiB"
+        + (" + NCCL's buffers (below)" if sent.nccl_bytes else "")
+    )
+    lines += comm_lines(sent, compute)
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 
@@ -79,8 +118,14 @@ def plan_record(result: PlanResult) -> MeasurementRecord:
         Quantity(name="params", value=result.params, unit=""),
         Quantity(name="world", value=result.layout.world, unit="GPUs"),
     ]
+    from profiling.fit import judge_quantities
+
+    results += comm_quantities(*plan_comm(result)) + judge_quantities(result.config)
     for r in result.ranks:
         results.append(Quantity(name=f"pp rank {r.pp_rank}: peak", value=r.peak_bytes, unit="B"))
+        results.append(
+            Quantity(name=f"pp rank {r.pp_rank}: nvidia-smi", value=rank_nvml(result, r), unit="B")
+        )
         results += [
             Quantity(name=f"pp rank {r.pp_rank}: {c}", value=v, unit="B")
             for c, v in r.by_category.items()
@@ -124,6 +169,8 @@ def plan_json(result: PlanResult, record_id: str) -> dict[str, Any]:
         },
         "spread_bytes": result.spread_bytes,
         "ranks": [r.model_dump() for r in result.ranks],
+        "nvml_bytes": {r.pp_rank: rank_nvml(result, r) for r in result.ranks},
+        "comm": plan_comm(result)[0].model_dump(),
         "layout": result.layout.model_dump(),
         "wall_seconds": result.wall_seconds,
         "notes": result.notes,
@@ -168,4 +215,7 @@ def plan_and_record(
     return PlanRun(result=result, record=record, payload=plan_json(result, record.id))
 
 
-__all__ = ["PlanRun", "plan_and_record", "plan_json", "plan_record", "render_plan"]
+__all__ = [
+    "PlanRun", "plan_and_record", "plan_comm", "plan_json", "plan_record", "rank_counters",
+    "rank_nvml", "render_plan",
+]  # fmt: skip

@@ -65,6 +65,11 @@ def trace_record(result: TraceResult, gpu_mem_gb: float | None = None) -> Measur
         Quantity(name=f"after_step_{k}", value=v, unit="B") for k, v in result.after_step.items()
     ]
     results += _printed_quantities(result)
+    found = _comm_of(result)
+    if found:
+        from profiling.estimate.comm import comm_quantities
+
+        results += comm_quantities(*found)
     if verdict:
         results.append(Quantity(name="gpu_memory", value=verdict["gpu_mem_bytes"], unit="B"))
     results.append(Quantity(name="params", value=result.params, unit=""))
@@ -178,6 +183,31 @@ def trace_json(result: TraceResult, record_id: str) -> dict[str, object]:
     }
 
 
+def _comm_of(result: TraceResult) -> tuple[Any, float | None] | None:
+    """Several GPUs: NCCL's buffers and what one sends per step, from the model's shape
+    (``profiling.estimate.comm``); None for a model whose shape the catalogue lacks."""
+    cfg = result.config
+    if cfg.gpus == 1 and cfg.tp == 1:
+        return None
+    from profiling.errors import ProfilingError
+    from profiling.estimate.comm import comm
+    from profiling.estimate.shape import shape_of
+
+    try:
+        shape = shape_of(cfg)
+    except ProfilingError:
+        return None
+    compute = result.time.compute_seconds if result.time is not None else None
+    return comm(cfg, shape), compute
+
+
+def _comm_lines(result: TraceResult) -> list[str]:
+    from profiling.estimate.comm import comm_lines
+
+    found = _comm_of(result)
+    return comm_lines(*found) if found else []
+
+
 def trace_counter_lines(result: TraceResult) -> list[str]:
     """``--counter reserved|nvml``: the allocator replayed over the trace's allocations, and
     with a GPU size what nvidia-smi would show against it."""
@@ -250,6 +280,7 @@ def render_trace_text(result: TraceResult, modules: int = 12) -> str:
             "beside the peak (outside PyTorch's allocator; moved to host memory under pressure)"
         )
     lines += trace_counter_lines(result)
+    lines += _comm_lines(result)
     if result.time is not None:
         from profiling.estimate.step_time import render_time
 

@@ -70,6 +70,8 @@ def uncitable(root: Path, output: str) -> tuple[int, list[str]]:
         ("trace", "--model", "tiny-llama", "--seq", "32", "--counter", "nvml", "--gpu-mem", "2"),
         ("fit", "--model", "hf:llama-3.2-1b", "--lora-rank", "8", "--gpu-mem", "16",
          "--max-seq", "--confirm", "0"),
+        ("estimate", "--model", "llama-7b", "--precision", "mixed", "--dp-shard", "4",
+         "--tp", "2", "--pp", "2", "--batch", "2", "--gpu", "h100-sxm"),
         ("estimate", "--model", "llama-7b", "--precision", "mixed", "--gpus", "16",
          "--gpus-per-node", "8", "--zero", "3", "--deepspeed", "--offload-optimizer",
          "--offload-param", "--cpu-mem", "64", "--gpu-mem", "24"),

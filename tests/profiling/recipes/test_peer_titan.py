@@ -1,0 +1,89 @@
+"""torchtitan's published performance tables in benchmarks/peer/rows.json (Llama 3.1 8B, 70B and
+405B on 8 to 512 H100s, peak reserved memory per GPU): every row there, each with its TOML and
+the plan it ran, ready for bench_peer.py, which judges a plan's highest pipeline rank by the
+reserved counter."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from profiling._config_plan import plan_world
+from profiling.plans.closed_form import estimate_plan
+from profiling.plans.report import rank_counters
+
+REPO = Path(__file__).resolve().parents[3]
+PEER = REPO / "benchmarks" / "peer"
+ROWS = json.loads((PEER / "rows.json").read_text(encoding="utf-8"))
+TITAN = [r for r in ROWS if r["project"] == "torchtitan"]
+
+
+def _bench():
+    path = REPO / "benchmarks" / "bench_peer.py"
+    spec = importlib.util.spec_from_file_location("bench_peer", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_row_of_the_december_2024_tables_is_there() -> None:
+    """Table 1: 3 rows, 2: 4, 3: 3, 4: 2, 5: 2, 6: 4 — 18, reserved memory in GiB, per GPU."""
+    tables = Counter(r["id"].split("/")[2] for r in TITAN)
+    assert tables == {"Table 1": 3, "Table 2": 4, "Table 3": 3, "Table 4": 2, "Table 5": 2,
+                      "Table 6": 4}  # fmt: skip
+    for r in TITAN:
+        assert r["counter"] == "reserved" and r["unit"] == "GiB" and r["gpu_mem_gb"] == 96
+        assert r["source"]["repo"] == "pytorch/torchtitan" and len(r["source"]["commit"]) == 40
+        cfg = r["config_file"]
+        assert cfg["commit"].startswith("9dec370") and (PEER / cfg["local"]).is_file()
+        assert cfg["local"].endswith(Path(cfg["path"]).stem + "@9dec370.toml")
+
+
+def test_a_row_not_expressible_yet_names_each_feature_it_waits_for() -> None:
+    for r in TITAN:
+        assert not r["expressible"] and r["needs"], r["id"]
+        label = r["id"].split("/")[3]
+        if "compile" in label.lower() or r["id"].split("/")[2] in ("Table 2", "Table 4", "Table 5"):
+            assert "compile" in r["needs"], r["id"]
+        if "Float8" in label or r["id"].split("/")[2] in ("Table 2", "Table 4", "Table 5"):
+            assert "float8" in r["needs"], r["id"]
+        if "AsyncTP" in label or r["id"].split("/")[2] in ("Table 5", "Table 6"):
+            assert "async_tp" in r["needs"], r["id"]
+        cp = re.search(r"CP (\d+)", label)
+        assert ("cp_ring" in r["needs"]) == bool(cp and int(cp.group(1)) > 1), r["id"]
+        assert r["reason"].startswith("not modelled yet: ")
+
+
+@pytest.mark.parametrize(
+    "row", [r for r in TITAN if "seq" not in r["needs"]], ids=lambda r: r["id"]
+)
+def test_each_row_reads_as_the_plan_it_ran(row) -> None:
+    """The TOML at torchtitan's commit with the table's own settings makes a plan of the
+    row's GPUs: when the features it waits for land, bench_peer estimates it as it stands."""
+    cfg = _bench()._config(row)
+    gpus = int(row["hardware"].split("x")[0])
+    assert cfg.fsdp and plan_world(cfg) == gpus
+    if (
+        cfg.is_plan and cfg.checkpointing != "selective"
+    ):  # the closed form of 'op' waits for it (needs)
+        assert estimate_plan(cfg).layout.world == gpus
+
+
+def test_bench_peer_judges_a_plan_by_its_highest_ranks_reserved() -> None:
+    """Table 5's 405B 1F1B row as its plan alone: bench_peer predicts the reserved bound of the
+    highest pipeline rank (the table takes the maximum over GPUs), not an average."""
+    row = next(r for r in TITAN if r["id"].endswith("Table 5/1F1B"))
+    bench = _bench()
+    cfg = bench._config(row)
+    predicted, nvml, states = bench._predicted(cfg, "reserved")
+    res = estimate_plan(cfg)
+    top = rank_counters(res, res.highest)
+    assert predicted == top.reserved.bytes and nvml == top.nvml.bytes
+    assert all(rank_counters(res, r).reserved.bytes <= predicted for r in res.ranks)
+    assert predicted > res.highest.peak_bytes > states > 0
