@@ -17,6 +17,12 @@ expressed with their reasons, and the summary side by side with the targets:
   the published one.
 
     python benchmarks/bench_peer.py [--rows benchmarks/peer/rows.json] [--markdown]
+                                    [--old REF | --no-old]
+
+``--old REF`` (default 3c7ea88, before session 10's LitGPT fixes) runs the same rows through the
+``profiling`` of that commit (``git archive``, in a process of its own: two versions of one
+package cannot share a process) and prints its summary beside this one's, and each row's old
+ratio beside its new one.
 
 Estimates only (milliseconds each; a --compile row runs torch.compile's partitioner on fake
 tensors once per shape, seconds): no GPU.
@@ -25,9 +31,13 @@ tensors once per shape, seconds): no GPU.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +53,7 @@ from profiling.recipes import read_recipe  # noqa: E402
 UNITS = {"GB": 1e9, "GiB": 2**30, "B": 1}
 TARGETS = {"median_abs_error": 0.05, "share_within_10pct": 0.90, "min_ratio": 0.90}
 LARGEST_CONTEXT = (0.8, 1.05)  # predicted ÷ published largest sequence that fits
+OLD = "3c7ea88"  # main before the LitGPT loss with an adapted head and --fabric-bnb
 
 
 def _config(row: dict[str, Any]) -> TrainingConfig:
@@ -206,16 +217,18 @@ def _summary(
 
 def _markdown(result: dict[str, Any]) -> str:
     lines = [
-        "| row | counter | measured | predicted | predicted ÷ measured |",
-        "| --- | --- | --- | --- | --- |",
+        "| row | counter | measured | predicted | predicted ÷ measured | before |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in result["rows"]:
         mark = "" if r["fully_published"] else " (not fully published)"
         if r.get("inconsistent"):
             mark = f" (not self-consistent: {r['inconsistent']})"
+        old = r.get("ratio_before")
         lines.append(
             f"| {r['id']}{mark} | {r['counter']} | {r['measured'] / 1e9:.2f} GB | "
-            f"{r['predicted'] / 1e9:.2f} GB | {r['ratio']:.3f} |"
+            f"{r['predicted'] / 1e9:.2f} GB | {r['ratio']:.3f} | "
+            + (f"{old:.3f} |" if old is not None else "|")
         )
     for o in result["oom_rows"]:
         verdict = "does not fit ✓" if o["does_not_fit"] else "**fits ✗**"
@@ -234,12 +247,42 @@ def _markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def old_result(ref: str, rows: Path) -> dict[str, Any]:
+    """The same rows through ``profiling`` as it was at ``ref`` (its own bench, its own process)."""
+    paths = ["profiling", "benchmarks/bench_peer.py", "benchmarks/peer"]
+    archive = subprocess.run(
+        ["git", "-C", str(HERE.parent), "archive", ref, *paths], capture_output=True, check=True
+    ).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        done = subprocess.run(
+            [sys.executable, str(Path(tmp) / "benchmarks" / "bench_peer.py"), "--rows", str(rows)],
+            capture_output=True, text=True, check=True, timeout=600,
+        )  # fmt: skip
+    return json.loads(done.stdout)
+
+
+def beside(result: dict[str, Any], old: dict[str, Any], ref: str) -> None:
+    """Each row's old ratio beside its new one, and the old summary beside this one."""
+    ratios = {r["id"]: r["ratio"] for r in old.get("rows", [])}
+    for row in result["rows"]:
+        row["ratio_before"] = ratios.get(row["id"])
+    result["summary"][f"at_{ref}"] = {
+        key: old["summary"].get(key) for key in ("fully_published", "all_expressed", "targets_met")
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rows", type=Path, default=HERE / "peer" / "rows.json")
     parser.add_argument("--markdown", action="store_true", help="the rows as a Markdown table")
+    parser.add_argument("--old", default=OLD, help=f"the commit to compare with (default {OLD})")
+    parser.add_argument("--no-old", action="store_true", help="no comparison with --old")
     opts = parser.parse_args()
     result = run(json.loads(opts.rows.read_text(encoding="utf-8")))
+    if not opts.no_old:
+        beside(result, old_result(opts.old, opts.rows.resolve()), opts.old)
     if opts.markdown:
         print(_markdown(result))
         print()

@@ -48,6 +48,12 @@ def test_the_benchmark_prints_the_summary_beside_the_targets() -> None:
         "median_abs_error", "share_within_10pct", "min_ratio", "largest_context"
     }  # fmt: skip
     assert all({"id", "ratio", "measured", "predicted"} <= set(r) for r in result["rows"])
+    # The same rows through profiling as it was before (--old, default 3c7ea88), side by side:
+    # the summary and each row's ratio (None where that version could not express the row).
+    before = summary["at_3c7ea88"]["fully_published"]
+    assert before["rows"] >= 20 and before["median_abs_error"] > 0
+    assert all("ratio_before" in r for r in result["rows"])
+    assert any(r["ratio_before"] not in (None, r["ratio"]) for r in result["rows"])
     assert all(x["reason"] for x in result["not_expressed"])
     # Every out-of-memory row is judged, and none is called "fits".
     assert result["oom_rows"] and all(o["does_not_fit"] for o in result["oom_rows"])
