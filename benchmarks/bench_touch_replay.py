@@ -8,8 +8,9 @@ by default), off (``JOURNAL_AGENT_CAPTURE=0``: the baseline, nothing injected), 
 ``--old REF`` (taken with ``git archive``; default 6fd7ccc, before the reading rules: every
 overlap named, a whole-file Read included). Tokens are counted with the project's tiktoken
 encoder (journal_agent/tokenizer.py): per replayed day, and per injected line (mean, max, and
-the share over 40, the most a line may take). On by default needs precision >= 0.9. Prints
-JSON.
+the share over 40, the most a line may take). On by default needs precision >= 0.9. Beside it
+(``real_sessions``, ``side_by_side``): the same hooks on the second set, the real sessions of
+this repository's history after the snapshot (tests/capture/touch_replay_real.py). Prints JSON.
 
     python benchmarks/bench_touch_replay.py [--old REF | --no-old]
 """
@@ -35,6 +36,8 @@ from tests.capture.touch_replay import (
     replay,
     score,
 )
+from tests.capture.touch_replay_real import sessions as real_sessions
+from tests.capture.touch_replay_real import starter
 
 FLOOR = 0.9
 OLD = "6fd7ccc"
@@ -66,6 +69,14 @@ def main() -> None:
         on = score(replay(root, SESSIONS, ids, hook_env(root), "on"))
         off_env = hook_env(root, JOURNAL_AGENT_CAPTURE="0")
         off = score(replay(root, SESSIONS, ids, off_env, "off"), detail=False)
+        real = real_sessions()
+        real_root = Path(tmp) / "real"
+        real_root.mkdir()
+        real_ids = make_project(real_root)
+        real_on = score(
+            replay(real_root, [r.session for r in real], real_ids, hook_env(real_root), "real",
+                   starter(real))
+        )  # fmt: skip
         old = None
         if not args.no_old:
             plugin = _old_plugin(args.old, Path(tmp) / "old")
@@ -80,6 +91,17 @@ def main() -> None:
         "recall_on": on,
         "recall_off": {k: off[k] for k in ("injected_lines", "tokens_per_day", "hook_ms_mean")},
         "floor": {"precision": FLOOR, "met": (on["precision"] or 0) >= FLOOR},
+        # The same hooks on the sessions of this repository's history after the snapshot
+        # (tests/capture/touch_replay_real.py): what each commit's session read and edited.
+        "real_sessions": {
+            "commits": [r.commit for r in real],
+            **{k: v for k, v in real_on.items() if k != "per_day"},
+            "floor_met": (real_on["precision"] or 0) >= FLOOR,
+        },
+        "side_by_side": {
+            name: {k: result[k] for k in ("injected_lines", "precision", "recall")}
+            for name, result in (("scripted", on), ("real", real_on))
+        },
         "line_ceiling": {
             "tokens": LINE_TOKENS,
             "met": on["tokens_per_line_max"] <= LINE_TOKENS,

@@ -7,12 +7,14 @@ tokens (cl100k, as the benchmark counts them)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.capture.touch_replay import (
     LINE_TOKENS,
+    REPO,
     SESSIONS,
     hook_env,
     make_project,
@@ -21,6 +23,8 @@ from tests.capture.touch_replay import (
     score,
     tool_call,
 )
+from tests.capture.touch_replay_real import sessions as real_sessions
+from tests.capture.touch_replay_real import starter
 
 FLOOR = 0.9
 # A whole-file Read then an edit of cited lines; a focused Grep; a Read of a window holding two
@@ -65,3 +69,50 @@ def test_every_session_of_the_replay_set_plays_on_the_snapshot(tmp_path: Path):
                 assert response["file"]["numLines"] > 0, call
             if tool == "Edit":
                 assert response["structuredPatch"], call
+
+
+# The set built from this repository's history (tests/capture/touch_replay_real.py): the
+# commit whose edit changed a cited function of touch.py (976fe17), and the one that changed
+# the settings' merge and approval read (bf79b92), ten commits later on the evolved files.
+REAL_SLICE = [0, 10]
+
+
+def test_real_sessions_from_the_history_name_the_entries_whose_lines_their_edits_change(project):
+    root, ids = project
+    chosen = [real_sessions()[i] for i in REAL_SLICE]
+    assert [r.commit for r in chosen] == ["976fe17", "bf79b92"]
+    result = score(replay(root, [r.session for r in chosen], ids, hook_env(root), "real",
+                          starter(chosen)))  # fmt: skip
+    assert result["useful_entries"] == 3, result  # touch-git; env-off and approved
+    assert result["recall"] == 1.0, result["missed"]
+    assert result["precision"] >= FLOOR, result["irrelevant"]
+    assert result["tokens_per_line_max"] <= LINE_TOKENS, result
+
+
+def test_every_real_session_is_its_commit_as_tool_calls_on_the_files_the_earlier_left():
+    """Each session's hunks apply, in order, to the files the earlier commits left (checked
+    line by line as the set is built); each Edit's old_string is once in its file, every edited
+    file was read first, and the last session leaves the files as the last commit made them."""
+    real = real_sessions()
+    assert len(real) == 16 and real[0].commit == "976fe17"
+    last = real[-1]
+    for session in real:
+        read: set[str] = set()
+        state = dict(session.start)
+        for call in session.session.calls:
+            if call[0] == "Read":
+                read.add(call[1])
+            elif call[0] == "Edit":
+                assert call[1] in read, call[1]
+                assert state[call[1]].count(call[2]) == 1, call[:2]
+                state[call[1]] = state[call[1]].replace(call[2], call[3])
+            else:
+                assert call[0] == "Write" and call[1] not in session.start, call[:2]
+                state[call[1]] = call[3]
+        if session is not last:
+            following = real[real.index(session) + 1]
+            assert state == following.start, session.commit
+    for path, text in state.items():  # where the history is here (not a shallow clone)
+        done = subprocess.run(["git", "-C", str(REPO), "show", f"{last.commit}:{path}"],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert done.returncode != 0 or done.stdout == text, path

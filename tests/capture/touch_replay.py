@@ -20,6 +20,9 @@ session when the lines it explains are code the task changes, or code whose beha
 must keep; an entry on another part of a file the task reads is not, however close its lines.
 An injected line is *relevant* when it names an entry useful to its session. Precision is relevant
 lines over injected lines; recall is useful entries named at least once over useful entries.
+
+These sessions are scripted. The second set, tests/capture/touch_replay_real.py, is made of the
+real sessions in this repository's history after the snapshot (its commits, as tool calls).
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 LINE_TOKENS = 40  # one injected line at most (#33)
 REPO = Path(__file__).resolve().parents[2]
@@ -350,15 +356,24 @@ class SessionResult:
 
 
 def replay(
-    root: Path, sessions: list[Session], ids: dict[str, str], env: dict[str, str], tag: str
+    root: Path,
+    sessions: list[Session],
+    ids: dict[str, str],
+    env: dict[str, str],
+    tag: str,
+    start: Callable[[Path, int], None] | None = None,
 ) -> list[SessionResult]:
-    """Every session on a fresh copy of the snapshot; ``tag`` keeps session ids apart."""
+    """Every session on a fresh copy of the snapshot (``start``: what the n-th session starts
+    from instead, tests/capture/touch_replay_real.py); ``tag`` keeps session ids apart."""
     from journal_agent.tokenizer import encoding
 
     key_of = {entry: key for key, entry in ids.items()}
     results = []
     for n, session in enumerate(sessions):
-        restore(root)
+        if start is None:
+            restore(root)
+        else:
+            start(root, n)
         sid = f"{tag}-{n}"
         result = SessionResult(session.day, session.prompt, useful=session.useful)
         base = {"session_id": sid, "transcript_path": str(root / f".{sid}.jsonl"),
