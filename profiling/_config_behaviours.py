@@ -140,6 +140,12 @@ def check_behaviours(cfg: TrainingConfig) -> None:
             "--dp-shard, --dp-replicate): drop --compile, or the plan's degrees",
             "compile",
         )
+    if cfg.compile and cfg.qlora:
+        raise ConfigError(
+            "--compile with --qlora is not modelled yet (bitsandbytes' 4-bit layers are "
+            "represented for the trace's fake tensors only): drop one of them",
+            "compile",
+        )
     if cfg.loss_chunks is not None and cfg.loss not in ("chunked", "linear-chunked"):
         raise ConfigError(
             f"--loss-chunks is torchtune's num_output_chunks, for --loss chunked or "

@@ -17,10 +17,12 @@ from profiling.trace.compiled import CompiledBlock, Saved, saved_by
 def block_saved(config: TrainingConfig) -> tuple[Saved, Saved]:
     """(the first block's, every other block's) bytes kept for backward under torch.compile,
     from the partitioner on a two-block copy of the model on fake tensors (cached per
-    configuration: the search of ``fit --max-seq`` partitions once per length it tries)."""
+    configuration: the search of ``fit --max-seq`` partitions once per length it tries). A
+    block's activations are the same on one GPU as under ZeRO or FSDP: one GPU's is built."""
     small = config.model_copy(
         update={"checkpointing": "none", "compile": True, "optimizer_in_bwd": False,
-                "activation_offload": False, "seq": config.seq_or_default()}
+                "activation_offload": False, "seq": config.seq_or_default(), "fsdp": False,
+                "gpus": 1, "zero": 0, "deepspeed": False}
     )  # fmt: skip
     return _block_saved(small.model_dump_json())
 

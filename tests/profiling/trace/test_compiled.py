@@ -128,6 +128,10 @@ def test_refusals_are_one_sentence() -> None:
         ConfigError, match="compile is modelled for a model on one data-parallel axis"
     ):
         TrainingConfig.parse(style="field", model="llama-1b", compile=True, tp=2, gpus=2)
+    with pytest.raises(ConfigError, match="compile with qlora is not modelled yet"):
+        TrainingConfig.parse(
+            style="field", model="tiny-llama", compile=True, lora_rank=8, qlora=True
+        )
     cfg = TrainingConfig.parse(style="field", model="tiny-llama", compile=True, fsdp=True, gpus=2)
     with pytest.raises(ProfilingError, match="the trace runs --compile without --fsdp") as exc:
         trace_step(cfg)
@@ -171,3 +175,15 @@ def test_a_dispatch_mode_makes_a_compiled_block_eager() -> None:
     assert saved(compiled) < eager
     with Passthrough():
         assert saved(compiled) == eager
+
+
+def test_the_estimate_counts_a_block_alike_under_fsdp() -> None:
+    """A block's saved tensors do not depend on how the model states are sharded: the
+    estimate's compiled row under FSDP is the one-GPU row (the trace refuses the pair)."""
+    from profiling.estimate.memory import estimate
+
+    def row(**kw) -> int:
+        cfg = TrainingConfig.parse(style="field", model="tiny-llama", compile=True, **kw)
+        return next(c.bytes for c in estimate(cfg).components if "min-cut" in c.name)
+
+    assert row(fsdp=True, gpus=4) == row() > 0
