@@ -91,6 +91,40 @@ def _attention(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
     )
 
 
+def _eager(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """``--attention eager``: transformers' modules as ``hf_ops`` counts its eager attention;
+    our blocks' matmuls copy q, k and v (the rotated heads are not contiguous; grouped ones are
+    repeated first) and keep the causal mask, the output projection a copy of the output."""
+    q, k, T, tok = int(d.extra["neox"]["q_dim"]), d.k, d.s * d.b, f"{d.s}·{d.b}"
+    extras = attention_extras(d, e, cfg)
+    if d.extra.get("hf_module"):
+        from profiling.estimate.hf_ops import _attention as hf_attention
+
+        probs = "eager attention probabilities"
+        terms = hf_attention(d, e, cfg, q)
+        if d.extra["hf_module"] == "falcon" and not e.amp and e.c == 2:
+            # Falcon's softmax runs in the hidden states' dtype: 16-bit, no fp32 copy
+            n = d.a * d.s * T
+            terms = [t for t in terms if not t.name.startswith(probs)] + [
+                Term(
+                    f"{probs} (a·s²·b, Falcon's softmax in 16 bits)",
+                    n * 2,
+                    "a·s²·b·2 B",
+                    f"{d.a}·{d.s}²·{d.b}·2",
+                )
+            ]
+        return terms + [t for t in extras if not t.name.startswith(probs)]
+    width, formula = (4 * q, f"4·{q}") if k != q else (2 * q + 2 * k, f"2·{q} + 2·{k}")
+    kept = Term(
+        "attention, eager (the matmuls' copies of q, k, v; the output's copy)",
+        T * width * e.c,
+        f"s·b·{'4q' if k != q else '(2q + 2k)'}·{e.c} B",
+        f"{tok}·({formula})·{e.c}",
+    )
+    mask = Term("eager attention's causal mask (bool)", d.s * d.s, "s²·1 B", f"{d.s}²")
+    return [kept, mask, *extras]
+
+
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """One block's saved activations (tensor-parallel split: TP=1)."""
     T, tok, f = d.s * d.b, f"{d.s}·{d.b}", d.f
@@ -105,6 +139,8 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         from profiling.estimate.hf_ops import _gelu_new
 
         mlp = _gelu_new(d, e, cfg)
+    if cfg.attention == "eager":
+        return [_norms(d, e, cfg), _matmul_inputs(d, e), *_eager(d, e, cfg), mlp]
     terms = [_norms(d, e, cfg), _matmul_inputs(d, e), _attention(d, e, cfg), mlp]
     if module in ("gpt_neox", "phi") and not (_cuda(cfg) and e.c == 4):
         # transformers rotates after the transpose and concatenates: q is laid out head-major,
