@@ -401,7 +401,8 @@ def assumption(d: Dims, cfg: TrainingConfig) -> str:
     text = (
         f"activations of transformers' own {_module(d)} module (attn_implementation="
         f"{attention}; its norms, activations and loss as its eager ops keep them: "
-        "profiling/estimate/hf_ops.py), the module the trace builds with transformers installed"
+        f"profiling/estimate/{'neox' if d.arch == 'neox' else 'hf_ops'}.py), the module the "
+        "trace builds with transformers installed"
     )
     if _module(d) == "falcon" and not _cuda(cfg):
         text += (
