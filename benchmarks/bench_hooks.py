@@ -25,6 +25,12 @@ builds the index of cited files, is run before the loop and reported alone (its 
 with the build). What PostToolUse injects per session and per replayed day, and how precise it
 is: benchmarks/bench_touch_replay.py.
 
+The project is a git repository (``--git-files``, 20,000: its code and that many more files
+committed, a 2 MB index; the journal not tracked), as users' projects are: the hooks check that
+git's index does not track the journal (a clone's journal stays silent). The three PostToolUse
+calls also run in a copy of the project that is no repository (``PostToolUse … (no git)``),
+interleaved: the difference is what that check costs.
+
 Also the headless session overhead (benchmarks/session_overhead.py): ``claude -p hi`` with
 and without the plugin, in each Claude Code CLI at hand, ``--sessions`` (8) rounds of each,
 interleaved in a shuffled order; medians, spreads and the paired overhead; target at most
@@ -32,6 +38,7 @@ interleaved in a shuffled order; medians, spreads and the paired overhead; targe
 a no-op; the MCP front alone; the plugin with neither): where the overhead goes.
 
     python benchmarks/bench_hooks.py [--runs 40] [--entries 10000] [--transcript-mb 100]
+                                     [--git-files 20000]
                                      [--sessions 8] [--sessions-only] [--attribute]
                                      [--old REF | --old none]
 """
@@ -43,6 +50,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -156,7 +164,11 @@ def _pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] * 1000, 2)
 
 
-def bench(root: Path, transcript: Path, runs: int, old: Path | None) -> dict[str, object]:
+def bench(
+    root: Path, transcript: Path, runs: int, old: Path | None, plain: Path | None = None
+) -> dict[str, object]:
+    """``plain``: a copy of ``root`` that is no git repository, where the PostToolUse calls
+    run too."""
     py = [sys.executable, "-I", "-S"]
     payloads = {
         "SessionStart": lambda i: {"session_id": f"b{i}", "source": "startup"},
@@ -199,11 +211,17 @@ def bench(root: Path, transcript: Path, runs: int, old: Path | None) -> dict[str
             "tool_response": {},
         },
     }
+    roots = dict.fromkeys(payloads, root)
+    if plain is not None:  # the same calls in the copy that is no repository
+        for name in [n for n in payloads if n.startswith("PostToolUse")]:
+            payloads[f"{name} (no git)"] = _in_copy(payloads[name], root, plain)
+            roots[f"{name} (no git)"] = plain
     scripts = {name: SCRIPT for name in payloads}
     if old is not None:  # the same PostToolUse calls through the hooks of --old, interleaved
         for name in [n for n in payloads if n.startswith("PostToolUse")]:
             scripts[f"old {name}"] = old / "hooks" / "capture.py"
             payloads[f"old {name}"] = _old_session(payloads[name])
+            roots[f"old {name}"] = roots[name]
     # The first PostToolUse builds the index of cited files (capture/refs_by_file.py) where
     # none is (the detached refresh above built it: removed to time the build), once per
     # project, and again only when refs.jsonl is rewritten or ~50 lines were appended.
@@ -211,6 +229,9 @@ def bench(root: Path, transcript: Path, runs: int, old: Path | None) -> dict[str
     first = _run(
         [*py, str(SCRIPT), "PostToolUse"], json.dumps(payloads["PostToolUse"](-1)).encode(), root
     )
+    if plain is not None:  # (its index of cited files built too, not timed)
+        _run([*py, str(SCRIPT), "PostToolUse"],
+             json.dumps(payloads["PostToolUse (no git)"](-1)).encode(), plain)  # fmt: skip
     names = ["bare", *payloads]
     times: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
@@ -222,7 +243,7 @@ def bench(root: Path, transcript: Path, runs: int, old: Path | None) -> dict[str
         for name, payload in payloads.items():
             event = name.removeprefix("old ").split()[0]
             args = [*py, str(scripts[name]), event]
-            wall, cpu, out = _run(args, json.dumps(payload(i)).encode(), root)
+            wall, cpu, out = _run(args, json.dumps(payload(i)).encode(), roots[name])
             times[name].append(wall)
             cpus[name].append(cpu)
             outputs[name] = out
@@ -250,6 +271,33 @@ def bench(root: Path, transcript: Path, runs: int, old: Path | None) -> dict[str
         "session_start_line": outputs["SessionStart"].decode().strip(),
         "post_tool_use_context": _context(outputs["PostToolUse"]),
     }
+
+
+def _in_copy(payload, root: Path, copy: Path):
+    """The payload with its paths in ``copy`` instead of ``root``."""
+
+    def moved(i):
+        item = payload(i)
+        path = item["tool_input"]["file_path"]
+        return {**item, "tool_input": {**item["tool_input"], "file_path": path.replace(
+            str(root), str(copy), 1)}}  # fmt: skip
+
+    return moved
+
+
+def make_git(root: Path, files: int) -> float:
+    """``root`` made a git repository: its code and ``files`` more files (in folders of 100)
+    committed, the journal not; seconds it took."""
+    start = time.perf_counter()
+    for n in range(files):
+        folder = root / "vendor" / f"pkg{n // 100:04d}" / "module"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"file_{n % 100:03d}.py").write_text(f"VALUE = {n}\n")
+    git = ["git", "-c", "user.email=bench@example.com", "-c", "user.name=bench"]
+    subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "src", "vendor", "README.md"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "code"], cwd=root, check=True)
+    return time.perf_counter() - start
 
 
 def _old_session(payload):
@@ -330,6 +378,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--reviews", type=int, default=500)
+    parser.add_argument(
+        "--git-files", type=int, default=20_000,
+        help="files committed besides the code (0: the project is no git repository)",
+    )  # fmt: skip
     parser.add_argument("--transcript-mb", type=int, default=100)
     parser.add_argument(
         "--sessions", type=int, default=8,
@@ -386,7 +438,13 @@ def main() -> None:
                        env={"CLAUDE_PROJECT_DIR": str(root)})  # fmt: skip
         refresh_s = time.perf_counter() - start
         plugin = None if args.old == "none" else old_plugin(args.old, Path(tmp) / "old")
-        result = bench(root, transcript, args.runs, plugin)
+        plain, git_s, index_mb = None, 0.0, 0.0
+        if args.git_files:
+            plain = Path(tmp) / "plain"
+            shutil.copytree(root, plain, symlinks=True)
+            git_s = make_git(root, args.git_files)
+            index_mb = round((root / ".git" / "index").stat().st_size / 2**20, 1)
+        result = bench(root, transcript, args.runs, plugin, plain)
         typical = len(encoding().encode(result["session_start_line"]))
         result["post_tool_use_tokens"] = len(encoding().encode(result["post_tool_use_context"]))
         result["refs_jsonl_mb"] = round((root / ".journal/refs.jsonl").stat().st_size / 2**20, 1)
@@ -403,6 +461,9 @@ def main() -> None:
             "code_references": refs,
             "review_cards": args.reviews,
             "transcript_mb": args.transcript_mb,
+            "git_tracked_files": args.git_files,
+            "git_index_mb": index_mb,
+            "git_setup_s": round(git_s, 1),
         },
         **result,
         "session_start_tokens": {"typical": typical, "worst": worst},
