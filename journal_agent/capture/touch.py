@@ -86,31 +86,10 @@ def mapped(
 
 def tracked_by_git(root: str, names: tuple[bytes, ...] = TRACKED_NAMES) -> bool:
     """Whether the git index above ``root`` names the journal or its references (or ``names``,
-    relative to ``root``): a clone brought them. Read as bytes through the room, never by
-    running git (a few ms per tool call); an index that is odd (a link, a FIFO) or that git
-    writes in version 4 (compressed names) counts as naming them, to be safe."""
-    folder = root
-    while not os.path.lexists(os.path.join(folder, ".git")):
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return False
-        folder = parent
-    repo, name = folder, ".git/index"
-    if not os.path.isdir(os.path.join(folder, ".git")):
-        gitfile = confined.read_planted(folder, ".git", 4096)  # a worktree's "gitdir: PATH"
-        line = (gitfile or b"").split(b"\n", 1)[0]
-        if not line.startswith(b"gitdir:"):
-            return True
-        target = os.path.join(folder, os.fsdecode(line[7:].strip()))
-        repo, name = os.path.normpath(target), "index"
-    if confined.lstat(repo, name) is None:
-        return False  # a repository with nothing added yet
-    data = mapped(repo, name)
-    if data is None or data[4:8] == b"\x00\x00\x00\x04":
-        return True
-    prefix = os.path.relpath(root, folder).replace(os.sep, "/")
-    prefix = "" if prefix == "." else prefix + "/"
-    return any(data.find(prefix.encode() + t + b"\x00") != -1 for t in names)
+    relative to ``root``): a clone brought them (capture/git_tracked.py)."""
+    from journal_agent.capture.git_tracked import tracked
+
+    return tracked(root, names)
 
 
 def trusted(root: str) -> bool:
