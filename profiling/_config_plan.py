@@ -38,6 +38,7 @@ class TrainingConfig(Protocol):
     sequence_parallel: bool  # filled: always with tensor parallelism
     microbatches: int | None  # filled: the batch by default
     virtual_stages: int | None  # filled: the schedule's default
+    dp_shard: int | None  # filled: --gpus under FSDP with --checkpointing selective-op
 
     @property
     def zero(self) -> int: ...
@@ -48,8 +49,6 @@ class TrainingConfig(Protocol):
     @property
     def batch(self) -> int: ...
     @property
-    def dp_shard(self) -> int | None: ...
-    @property
     def dp_replicate(self) -> int | None: ...
     @property
     def cp(self) -> int: ...
@@ -57,6 +56,8 @@ class TrainingConfig(Protocol):
     def pp(self) -> int: ...
     @property
     def pp_schedule(self) -> str: ...
+    @property
+    def checkpointing(self) -> str: ...
     @property
     def model_fields_set(self) -> set[str]: ...
 
@@ -157,12 +158,34 @@ def _context(cfg: TrainingConfig) -> None:
         )
 
 
+def _op_sac(cfg: TrainingConfig) -> None:
+    if cfg.checkpointing != "selective-op":
+        return
+    if not is_plan(cfg):
+        raise ConfigError(
+            "--checkpointing selective-op is torchtitan's per-op policy, run on a parallel "
+            "plan: give its degrees (--dp-shard N, or --fsdp --gpus N; --dp-shard 1 on one "
+            "GPU)",
+            "checkpointing",
+        )
+    if cfg.pp > 1 and cfg.pp_schedule == "zbv":
+        raise ConfigError(
+            "--checkpointing selective-op cannot run under --pp-schedule zbv: torch allows one "
+            "backward per selectively checkpointed region and the zero-bubble schedule runs "
+            "two (input, then weight); use full checkpointing or another schedule",
+            "checkpointing",
+        )
+
+
 def check_plan(cfg: TrainingConfig) -> None:
     """Check the plan's settings and fill what follows from them (gpus, FSDP, microbatches,
     stages per rank); a ConfigError sentence otherwise."""
+    if cfg.checkpointing == "selective-op" and cfg.fsdp and not is_plan(cfg):
+        cfg.dp_shard = cfg.gpus  # --fsdp --gpus N is --dp-shard N: torchtitan's step, a plan
     _dp(cfg)
     _pipeline(cfg)
     _context(cfg)
+    _op_sac(cfg)
     if is_plan(cfg) and cfg.tp > 1:
         cfg.sequence_parallel = True  # torchtitan's tensor parallelism is always sequence-parallel
     world = cfg.gpus * cfg.cp * cfg.tp * cfg.pp

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from profiling.models.config import WorkloadConfig
 
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"]
-Checkpointing = Literal["none", "selective", "full"]
+Checkpointing = Literal["none", "selective", "selective-op", "full"]
 Attention = Literal["eager", "sdpa", "flash"]
 Arch = Literal["gpt2", "llama"]
 Target = Literal["cuda", "cpu"]
@@ -203,8 +203,8 @@ class TrainingConfig(BaseModel):
     # ---- activations
     checkpointing: Checkpointing = Field(
         "none",
-        description="Activation checkpointing: none | selective (attention recomputed) | full "
-        "(every block recomputed in backward).",
+        description="Activation checkpointing: none | selective (attention recomputed) | "
+        "selective-op (torchtitan's per-op policy, plans) | full (every block recomputed).",
     )
     attention: Attention = Field(
         "sdpa",

@@ -4,11 +4,12 @@ For ``--gpus N`` (every GPU of the job here), the search takes every way torchti
 out — ``tp`` within a node (1, 2, 4, 8: it must divide the attention and key/value heads and the
 sequence), ``cp`` for long sequences (16,384 tokens and more), ``pp`` (any divisor the layers
 split over) and FSDP2 over the rest (``dp_shard``) — with each pipeline schedule (1F1B,
-interleaved, ZBV), activation checkpointing (none, full) and, unless ``--batch`` is given, the
-batch per data-parallel rank (1, 2, 4 … 64). What the user gave (``--tp``, ``--pp``, ``--cp``,
-``--pp-schedule``, ``--checkpointing``, ``--precision``, ``--batch`` …) is held. Each candidate
-is the plan's closed form (``profiling.plans.closed_form``): the highest pipeline rank's peak,
-and what nvidia-smi would show there — the allocator's reserve as the closed form bounds it
+interleaved, ZBV), activation checkpointing (none, torchtitan's selective-op, full) and,
+unless ``--batch`` is given, the batch per data-parallel rank (1, 2, 4 … 64). What the user
+gave (``--tp``, ``--pp``, ``--cp``, ``--pp-schedule``, ``--checkpointing``, ``--precision``,
+``--batch`` …) is held. Each candidate is the plan's closed form
+(``profiling.plans.closed_form``): the highest pipeline rank's peak, and what nvidia-smi
+would show there — the allocator's reserve as the closed form bounds it
 (``profiling.estimate.counters``), the CUDA context and NCCL's buffers for each of the rank's
 communicators (``profiling.estimate.comm``: one per process group the mesh gives it). A
 candidate fits when that stays under the GPU
@@ -98,7 +99,7 @@ def _layouts(base: TrainingConfig, world: int, heads: int, kv: int) -> list[tupl
 
 def _variants(base: TrainingConfig, world: int, heads: int, kv: int) -> list[dict[str, Any]]:
     held = base.model_fields_set
-    ckpts = (base.checkpointing,) if "checkpointing" in held else ("none", "full")
+    ckpts = (base.checkpointing,) if "checkpointing" in held else ("none", "selective-op", "full")
     batches = (base.batch,) if "batch" in held else BATCHES
     out = []
     for (tp, cp, pp), ckpt in itertools.product(_layouts(base, world, heads, kv), ckpts):

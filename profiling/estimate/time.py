@@ -101,6 +101,22 @@ def step_flops(
             )
         )
         backward += again
+    if cfg.checkpointing == "selective-op":
+        # torchtitan's per-op policy keeps the 1st, 3rd, 5th and 7th matmul and SDPA of each
+        # block (profiling.plans.op_sac): backward runs wk, wo and w3 again
+        widths = int(shape.get("kv_dim") or h) + int(hq) + _last_width(shape)
+        again = 2 * int(L) * int(h) * widths * tokens
+        steps.append(
+            Step(
+                name="FLOPs: every second matmul of each block again (torchtitan's per-op "
+                "selective checkpointing)",
+                formula="2 · L·h·(kv + q + f) · b·s",
+                substituted=f"2 · {L}·{h}·({widths}) · {tokens}",
+                value=again,
+                unit="FLOP",
+            )
+        )
+        backward += again
     moved = _fused_loss_flops(cfg, shape, s, b)
     if moved is not None:
         forward, backward = forward + moved[0], backward + moved[1]

@@ -40,7 +40,7 @@ from profiling.estimate.states import _TEMP_LISTS, optimizer_states
 from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
-from profiling.plans.profile import Move, StageProfile, Vec, compose, vec
+from profiling.plans.profile import Move, StageProfile, Vec, add, compose, vec
 from profiling.plans.result import PlanResult, plan_notes
 from profiling.plans.schedule import rank_actions
 
@@ -120,6 +120,25 @@ def block_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int) 
     return norms + inputs + attention + lse + mlp + SDPA_SEED
 
 
+def op_sac_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int) -> int:
+    """Bytes one block keeps under torchtitan's op-level selective checkpointing
+    (``profiling.plans.op_sac``): its input (sequence-parallel under TP), the outputs of the
+    1st, 3rd, 5th and 7th matmul (q, v, ``w1``'s and ``w2``'s; under TP ``w2``'s local partial
+    sum over the whole sequence), the fused SDPA kernel's outputs (its output, fp32 logsumexp,
+    seed and offset; the math kernel is not on torchtitan's list, so nothing of it), and under
+    TP the outputs of both reduce-scatters (``wo``'s and ``w2``'s, sequence-sharded)."""
+    h, f, a, hd = w.hidden, w.ffn, w.heads, w.head_dim
+    q, kv = a * hd // t, w.n_kv_heads * hd // t
+    x = tokens // t * h * c
+    mms = (q + kv + f // t + h) * c * tokens
+    attention = 0
+    if _fused_sdpa(hd, c):
+        lse_s = -(-seq // 32) * 32 if c == 4 else seq
+        attention = q * c * tokens + 4 * (a // t) * lse_s * (tokens // seq) + SDPA_SEED
+    scattered = 2 * x if t > 1 else 0
+    return x + mms + attention + scattered
+
+
 def _fused_sdpa(head_dim: int, c: int) -> bool:
     """Whether CUDA's SDPA runs flash or memory-efficient attention on a plan's causal,
     unmasked attention (``profiling.trace.target.sdpa_backend``'s rules), not the math one."""
@@ -141,10 +160,10 @@ def head_activations(w: WorkloadConfig, tokens: int, t: int, c: int, pipelined: 
     weight gradient) are the head's own."""
     v, h = w.vocab, w.hidden
     gathered = tokens * h * c if t > 1 else 0
+    own = tokens // t * h * c + (0 if t > 1 else tokens * h * c)
     if not pipelined:
-        own = tokens // t * h * c + (0 if t > 1 else tokens * h * c)
         return (4 + 4 * v) * tokens // t + 8 + gathered + own
-    return (4 + 4 * v + c * v) * tokens // t + 8 + gathered
+    return (4 + 4 * v + c * v) * tokens // t + 8 + gathered + own
 
 
 def loss_transients(t: int, c: int) -> tuple[int, int]:
@@ -153,8 +172,9 @@ def loss_transients(t: int, c: int) -> tuple[int, int]:
     (torch/distributed/tensor/parallel/loss.py): ``_log_softmax`` holds the fp32 logits,
     ``shifted`` and ``exp(shifted)`` at once (8 bytes above the log-probabilities it keeps) and
     ``_nll_loss_and_log_softmax_backward`` ``grad_input``, ``exp(x)`` and their sum, then the
-    product (12 bytes); without it, the fp32 upcast beside the logits and 8 bytes back."""
-    return (8, 12) if t > 1 else (c + 4, 8)
+    product (12 bytes); without it, ``.float()``'s fp32 copy of 16-bit logits (none of fp32
+    ones: the tensor itself) and 8 bytes back."""
+    return (8, 12) if t > 1 else (4 if c == 2 else 0, 8)
 
 
 def embedding_grad_rows(w: WorkloadConfig) -> int:
@@ -195,12 +215,25 @@ def stage_profile(
     base["total"] = sum(v for k, v in base.items() if k != "total")
     block = block_activations(w, tokens, t, s.c, seq // layout.cp)
     recompute = 0
-    if cfg.checkpointing == "full":  # each block keeps its input; backward recomputes one
-        block, recompute = tokens // t * w.hidden * s.c, block
+    # Checkpointed, a block keeps its input (and under the per-op policy the listed ops'
+    # outputs); its backward recomputes the rest beside them (the input not copied) and holds
+    # one gradient of the block's input beside what an uncheckpointed one holds
+    x = tokens // t * w.hidden * s.c
+    if cfg.checkpointing == "full":  # the residual sum in the middle is no longer alive
+        block, recompute = x, block - 2 * x
+    elif cfg.checkpointing == "selective-op":
+        kept = op_sac_activations(w, tokens, t, s.c, seq // layout.cp)
+        # under TP the recomputation also remakes wo's partial sum over the whole sequence,
+        # whose reduce-scatter it then takes from the cache
+        block, recompute = kept, block - kept + (tokens * w.hidden * s.c if t > 1 else 0)
+    grad_in = x if recompute else 0
     pipelined = layout.pp > 1
     acts = stage.layers * block
     head_acts = head_activations(w, tokens, t, s.c, pipelined) if stage.head else 0
     acts += head_acts
+    if pipelined:  # PipelineStage keeps a stage's output for its backward (not the logits:
+        # head_activations has them); a later stage's input is its receive buffer (buffers)
+        acts += (0 if stage.head else x) - (0 if stage.embedding else x)
     gathered_b = gathered * s.gathered if cfg.fsdp else 0
     # unsharded gradients, in the gathered dtype; accumulated over microbatches in fp32 (FSDP2
     # accumulates in its reduce dtype under mixed precision)
@@ -250,22 +283,36 @@ def stage_profile(
     # prefetched (``_backward_prefetch``) and the previous group's reduce-scatter input, in the
     # reduce dtype, kept in ``reduce_scatter_states`` until this group's post_backward
     in_flight = one_block + one_block // max(s.gathered, 1) * reduce_b
-    transient = max(_backward_extra(b_extra, recompute, stage.head), emb_extra)
-    b_peak = vec(temporaries=transient)
-    if not pipelined:  # the loss's backward comes before the blocks' and their buffers
-        block_b = _backward_extra(2 * (w.ffn // t) * s.c * tokens, recompute, head=False)
+    block_extra = 2 * (w.ffn // t) * s.c * tokens  # a block's gradient buffers in backward
+    if pipelined:
+        made = (w.ffn // t) * w.hidden * grad_b
+        b_peak, b_more = _pipelined_backward(
+            b_extra if stage.head else block_extra, block_extra, recompute, grad_in, made,
+            head_acts if stage.head else None, vec(activations=-acts, temporaries=emb_extra),
+            (w.ffn // t) * w.hidden * s.gathered if cfg.fsdp and recompute else 0,
+        )  # fmt: skip
+        end = vec(gradients=after, activations=-acts, temporaries=w.vocab * w.hidden * s.c)
+        if emb_extra and end["total"] > b_peak["total"]:
+            b_peak = end  # the embedding's upcast, last: its 16-bit gradient beside every fp32 one
+    else:  # the loss's backward comes before the blocks' and their buffers
+        emb = vec(temporaries=emb_extra)
+        extra = b_extra if stage.head else block_extra
+        b_peak = _larger(vec(temporaries=b_extra) if stage.head else
+                         _backward_extra(extra, recompute, True, grad_in), emb)  # fmt: skip
+        b_more = _larger(vec(temporaries=b_extra) if stage.head else
+                         _backward_extra(extra, recompute, False, grad_in), emb)  # fmt: skip
+        block_b = _backward_extra(block_extra, recompute, True, grad_in)
         # the head's backward ran first: its saved tensors are freed and its group resharded
-        blocks = vec(parameters=one_block - head_keep, activations=-head_acts,
-                     temporaries=in_flight + block_b)  # fmt: skip
-        b_peak = blocks if blocks["total"] > b_peak["total"] else b_peak
-    end = vec(gradients=after, activations=-acts, temporaries=w.vocab * w.hidden * s.c)
-    if pipelined and emb_extra and end["total"] > b_peak["total"]:
-        b_peak = end  # the embedding's upcast, last: its 16-bit gradient beside every fp32 one
+        blocks = add(block_b, vec(parameters=one_block - head_keep, activations=-head_acts,
+                                  temporaries=in_flight))  # fmt: skip
+        b_peak = _larger(blocks, b_peak)
+        if cfg.fsdp and recompute and stage.layers > 1:
+            last = _block_moments(cfg, w, stage, n, block, recompute, tokens)
+            b_peak = _larger(add(last, vec(parameters=-head_keep, activations=-acts)), b_peak)
     moves["B0"] = Move(
         delta=vec(parameters=-head_keep, gradients=after, activations=-acts), peak=b_peak
     )
-    b_more = max(_backward_extra(b_extra, recompute, stage.head, first=False), emb_extra)
-    moves["B"] = Move(delta=vec(activations=-acts), peak=vec(temporaries=b_more))
+    moves["B"] = Move(delta=vec(activations=-acts), peak=b_more)
     moves["I0"], moves["I"] = moves["B0"], moves["B"]
     moves["W0"] = moves["W"] = Move(delta=vec(), peak=vec())
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
@@ -306,13 +353,70 @@ def _forward_peak(blocks: int, gathering: int, block_extra: int, head: Vec) -> V
     return at_blocks if at_blocks["total"] > head["total"] else head
 
 
-def _backward_extra(extra: int, recompute: int, head: bool, first: bool = True) -> int:
-    """A backward's transients above its start: the loss's logits gradients on the last stage
-    (then, apart, a block's), else a block's gradient buffers (twice in the first backward),
-    with full checkpointing the block being recomputed beside them."""
-    if head:
-        return max(extra, recompute) if recompute else extra
-    return (2 * extra if first else extra) + recompute
+def _block_moments(
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, kept: int, recompute: int,
+    tokens: int,
+) -> Vec:  # fmt: skip
+    """Checkpointed FSDP2 without a pipeline: the backward's highest moment inside a block's
+    backward, as its ``w2`` gradient is made. At block i (the last to run is 0) the gradient
+    shards of the head and of every block after i exist (fp32 under mixed precision), the
+    blocks up to i still keep what they saved, block i's group is gathered with the next one
+    (or the embedding's) prefetched and the previous one's reduce-scatter input (reduce dtype)
+    still held. Above the backward's start before every saved tensor is freed (the caller
+    subtracts them); the highest over the blocks."""
+    s, t, h = Sizes.of(cfg), cfg.tp, w.hidden
+    shard = sum(_shard(d, r, n) for d, r in stage_tensors(w, stage, 1, t)[:9])
+    head_rows = (_shard(h, 1, n), _shard(w.vocab // t, h, n))
+    reduce_b = 4 if cfg.precision == "mixed" else s.gathered
+    emb = _shard(w.vocab // t, h, n) * n * s.gathered if stage.embedding else 0
+    half, x = (w.ffn // t) * s.c * tokens, tokens // t * h * s.c  # an FFN-wide buffer, an input
+    best = vec()
+    for i in sorted({0, 1, stage.layers - 2, stage.layers - 1} & set(range(stage.layers))):
+        after = stage.layers - 1 - i
+        previous = shard if after else sum(head_rows)  # the group reduced before this one
+        moment = vec(
+            parameters=shard * n * s.gathered,
+            gradients=sum(head_rows) * s.shard + after * shard * s.shard + (w.ffn // t) * h * s.c,
+            activations=(i + 1) * kept + recompute - half,
+            temporaries=3 * half + 2 * x + (shard * n * s.gathered if i else emb)
+            + previous * n * reduce_b,
+        )  # fmt: skip
+        best = _larger(moment, best) if best["total"] else moment
+    return best
+
+
+def _larger(a: Vec, b: Vec) -> Vec:
+    return a if a["total"] >= b["total"] else b
+
+
+def _backward_extra(extra: int, recompute: int, first: bool, grad_in: int = 0) -> Vec:
+    """A block's backward above its start: its gradient buffers (twice in the first backward
+    of a step without a pipeline), with checkpointing the block recomputed beside them
+    (activations: torch's tracker files what a recomputation saves as the forward would) and
+    one gradient of the block's input."""
+    return vec(temporaries=(2 * extra if first else extra) + grad_in, activations=recompute)
+
+
+def _pipelined_backward(
+    extra: int, block_extra: int, recompute: int, grad_in: int, made: int,
+    head_acts: int | None, emb_moment: Vec, fresh: int,
+) -> tuple[Vec, Vec]:  # fmt: skip
+    """A pipeline stage's first and later backward at their highest (above their start).
+
+    The first peaks as the last block's ``w2`` gradient is made (its SwiGLU product freed,
+    three of the block's FFN-wide buffers alive); a later one at a block's buffers. On the last
+    stage the loss's logits gradients come first (``extra``), the blocks after the head's saved
+    tensors are freed; on the first the embedding's backward comes last (``emb_moment``)."""
+    half = block_extra // 2
+    first = vec(gradients=made, activations=recompute - half, temporaries=3 * half + grad_in)
+    # under FSDP a later backward makes each gradient anew (gathered dtype) before adding it
+    # into the accumulated one: w2's at the block's highest moment
+    later = add(_backward_extra(block_extra, recompute, False, grad_in), vec(temporaries=fresh))
+    if head_acts is not None:
+        freed = vec(activations=-head_acts)
+        loss = vec(temporaries=extra)
+        return _larger(loss, add(first, freed)), _larger(loss, add(later, freed))
+    return first, _larger(later, emb_moment)
 
 
 def estimate_plan(cfg: TrainingConfig) -> PlanResult:
@@ -320,8 +424,9 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
     (one profile per stage, one composition per pipeline rank)."""
     if cfg.checkpointing == "selective":
         raise ProfilingError(
-            "a plan's closed form has no selective checkpointing yet: trace the plan "
-            "('journal-agent trace' with the same flags), or give --checkpointing full or none"
+            "a plan's closed form has no Megatron-style selective checkpointing (the "
+            "attention recomputed) yet: give --checkpointing selective-op (torchtitan's), trace "
+            "the plan ('journal-agent trace' with the same flags), or give full or none"
         )
     if cfg.target != "cuda":
         raise ProfilingError(

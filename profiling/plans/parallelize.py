@@ -8,7 +8,8 @@
   input gathered once (``PrepareModuleInput``), ``wq wk wv w1 w3`` column-wise, ``wo w2``
   row-wise with sequence-sharded output;
 - activation checkpointing (``apply_ac``): ``full`` wraps every block; ``selective`` recomputes
-  the attention (Megatron's; torchtitan's per-op policy is ``--checkpointing op``);
+  the attention (Megatron's); ``selective-op`` wraps every block under torchtitan's per-op
+  policy (``profiling.plans.op_sac``);
 - FSDP2 (``apply_fsdp``) over ``dp_replicate × dp_shard × cp`` (HSDP when replicated): the
   embedding, each block, the final norm with the output together, and the stage's root; with
   pipeline parallelism nothing is resharded after forward (its ``default`` policy), and the
@@ -79,19 +80,25 @@ def apply_tp(model: Transformer, tp_mesh: DeviceMesh) -> None:
 
 
 def apply_ac(model: Transformer, mode: str, target: str | None) -> int:
-    """Checkpoint each block (``full``) or its attention (``selective``): non-reentrant, the
-    recomputation under the target's kernel rules. Returns the blocks wrapped."""
+    """Checkpoint each block (``full``), its attention (``selective``) or each block under
+    torchtitan's per-op policy (``selective-op``: ``profiling.plans.op_sac``): non-reentrant,
+    the recomputation under the target's kernel rules. Returns the blocks wrapped."""
     import contextlib
 
     from torch.utils.checkpoint import checkpoint
 
-    extra = {}
+    extra: dict[str, object] = {}
     if target is not None:
         from profiling.trace.target import kernels
 
         extra["context_fn"] = lambda: (contextlib.nullcontext(), kernels(target))
+    if mode == "selective-op":
+        from profiling.plans.op_sac import op_sac_context_fn
+
+        # torchtitan's ptd_checkpoint_wrapper(..., preserve_rng_state=False)
+        extra = {"context_fn": op_sac_context_fn(target), "preserve_rng_state": False}
     for block in model.layers.values():
-        part: nn.Module = block if mode == "full" else block.attention  # type: ignore[assignment]
+        part: nn.Module = block if mode != "selective" else block.attention  # type: ignore[assignment]
         part.forward = functools.partial(checkpoint, part.forward, use_reentrant=False, **extra)
     return len(model.layers)
 

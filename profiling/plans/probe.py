@@ -137,7 +137,7 @@ def build_stage(
     names = tuple(mesh.mesh_dim_names or ()) if mesh is not None else ()
     if mesh is not None and "tp" in names:
         apply_tp(model, mesh["tp"])
-    if cfg.checkpointing in ("full", "selective"):
+    if cfg.checkpointing != "none":
         apply_ac(model, cfg.checkpointing, cfg.target)
     dp = dp_mesh_of(mesh, names) if mesh is not None and cfg.fsdp else None
     if dp is not None:

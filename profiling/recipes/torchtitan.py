@@ -5,8 +5,9 @@ share of the job it describes.
 - ``[training] local_batch_size`` (``batch_size`` before), ``seq_len``,
   ``mixed_precision_param`` (bf16 by default: FSDP2's ``MixedPrecisionPolicy``, fp32 sharded
   parameters and bf16 gathers), ``mixed_precision_reduce``.
-- ``[activation_checkpoint] mode``: ``none``, ``selective`` (``op``: torchtitan saves matmul
-  outputs and recomputes the rest; an integer: every n-th layer), ``full``.
+- ``[activation_checkpoint] mode``: ``none``, ``selective`` with ``selective_ac_option = "op"``
+  (``--checkpointing selective-op``: torchtitan's per-op policy, ``profiling.plans.op_sac``;
+  an integer, every n-th block, is not modelled), ``full``.
 - ``[optimizer] name`` (AdamW, Adam), ``implementation`` (``foreach``, ``fused``).
 - ``[compile] enable``.
 - ``[parallelism]``: the plan (``profiling.plans``): ``data_parallel_shard_degree`` (FSDP2;
@@ -209,16 +210,15 @@ def _checkpointing(r: Reading) -> None:
         r.use(
             "activation_checkpoint.mode",
             "checkpointing",
-            "selective",
-            "selective_ac_option op: matmul outputs saved, the rest recomputed (counted as "
-            "attention recomputed)",
+            "selective-op",
+            "selective_ac_option op: torchtitan's per-op policy (matmuls but every second, "
+            "SDPA, reduce-scatters and max kept; the rest recomputed)",
         )
     elif mode == "selective":
-        r.use(
+        r.ignore(
             "activation_checkpoint.mode",
-            "checkpointing",
-            "selective_layers",
-            f"every {option}-th block checkpointed",
+            f"selective_ac_option {option}: every {option}-th block checkpointed is not "
+            "modelled; give --checkpointing full, selective-op or none",
         )
     else:
         r.ignore("activation_checkpoint.mode", f"{mode!r} is not a mode this reader knows")

@@ -84,7 +84,7 @@ def test_every_rank_at_any_world_size() -> None:
 
 
 def test_what_the_closed_form_has_not_is_one_sentence() -> None:
-    with pytest.raises(ProfilingError, match="no selective checkpointing yet: trace the plan"):
+    with pytest.raises(ProfilingError, match="no Megatron-style selective checkpointing"):
         estimate_plan(parse_config(model="llama-7b", pp=2, batch=2, checkpointing="selective"))
     with pytest.raises(ProfilingError, match="autocast"):
         estimate_plan(parse_config(model="llama-7b", pp=2, batch=2, precision="amp-bf16"))

@@ -150,7 +150,7 @@ def test_torchtitan_toml_is_one_gpus_share() -> None:
     v = recipe.values
     assert v["model"] == "hf:llama-3.1-8b" and v["seq"] == 8192 and v["batch"] == 1
     assert v["precision"] == "mixed" and v["fsdp"] is True
-    assert v["checkpointing"] == "selective"
+    assert v["checkpointing"] == "selective-op"  # selective_ac_option = "op"
     _accounted(recipe, path)
 
 

@@ -1,0 +1,126 @@
+"""torchtitan's op-level selective activation checkpointing (``--checkpointing selective-op``):
+the policy as torchtitan writes it, run by torch's own checkpoint in the trace, and the closed
+form held to that trace category by category."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profiling.config import parse_config
+from profiling.errors import ConfigError
+from profiling.models.workloads import find_workload
+from profiling.plans.closed_form import block_activations, estimate_plan, op_sac_activations
+
+# A Llama-shaped model whose blocks outweigh its head (as at 8B), small enough to trace in
+# seconds: grouped-query attention, SwiGLU, flash attention in bf16.
+SHAPE = {"layers": 6, "hidden": 1024, "heads": 8, "kv_heads": 4, "ffn": 2816, "vocab": 8192,
+         "arch": "llama", "precision": "mixed", "seq": 1024}  # fmt: skip
+
+
+def test_the_policy_is_torchtitans_every_second_matmul_recomputed() -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    from profiling.plans.op_sac import policy
+
+    class Ctx:
+        is_recompute = False
+
+    aten = torch.ops.aten
+    decide = policy({"forward_mm_count": 0, "recompute_mm_count": 0})
+    # a block's ops in torchtitan's order: wq wk wv, SDPA, wo, w1 w3, w2
+    order = [aten.mm.default] * 3 + [aten._scaled_dot_product_flash_attention.default]
+    order += [aten.mm.default] * 4 + [aten.add.Tensor, aten.max.default]
+    saved = [decide(Ctx(), op) == CheckpointPolicy.MUST_SAVE for op in order]
+    assert saved == [True, False, True, True, False, True, False, True, False, True]
+    # the recomputation counts its matmuls apart (torchtitan's "recompute_mm_count")
+    Ctx.is_recompute = True
+    assert decide(Ctx(), aten.mm.default) == CheckpointPolicy.MUST_SAVE
+    collective = torch.ops._c10d_functional.reduce_scatter_tensor.default
+    assert decide(Ctx(), collective) == CheckpointPolicy.MUST_SAVE
+
+
+def test_the_closed_form_keeps_between_full_and_no_checkpointing() -> None:
+    # Korthikanti et al.: full recomputation keeps 2·s·b·h bytes per layer (the block's 16-bit
+    # input); torchtitan's per-op policy adds q, v, SDPA's output and logsumexp, w1's and w2's
+    # outputs: 2·s·b·(h + q + kv + h + f + h) + 4·a·s·b and SDPA's seed and offset
+    w = find_workload("llama-7b")
+    assert w is not None
+    s, h, f, a = 2048, w.hidden, w.ffn, w.heads
+    kept = op_sac_activations(w, s, 1, 2, s)
+    assert kept == 2 * s * (4 * h + w.n_kv_heads * w.head_dim + f) + 4 * a * s + 16
+    assert 2 * s * h < kept < block_activations(w, s, 1, 2, s)
+
+
+def test_a_plan_is_cheaper_with_the_policy_and_says_so() -> None:
+    plain = estimate_plan(parse_config(**SHAPE, pp=2, batch=2, microbatches=2))
+    op = estimate_plan(parse_config(**SHAPE, pp=2, batch=2, microbatches=2,
+                                    checkpointing="selective-op"))  # fmt: skip
+    full = estimate_plan(parse_config(**SHAPE, pp=2, batch=2, microbatches=2,
+                                      checkpointing="full"))  # fmt: skip
+    assert full.highest.peak_bytes < op.highest.peak_bytes < plain.highest.peak_bytes
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {"pp": 4, "batch": 4, "microbatches": 4},  # every stage kind of a 1F1B pipeline
+        {"pp": 2, "batch": 4, "microbatches": 4, "pp_schedule": "interleaved"},
+        {"dp_shard": 2},  # FSDP2 without a pipeline: the peak inside a late block's backward
+        {"dp_shard": 2, "tp": 2},  # with TP: collectives' outputs kept, wo's partial remade
+    ],
+)
+@pytest.mark.parametrize("checkpointing", ["selective-op", "full"])
+def test_the_closed_form_is_the_trace_category_by_category(
+    plan: dict[str, Any], checkpointing: str
+) -> None:
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**SHAPE, **plan, checkpointing=checkpointing)
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.001)
+        for category, bytes_ in t.by_category.items():
+            if bytes_ > t.peak_bytes // 1000:  # a category of a few scalars aside
+                assert e.by_category[category] == pytest.approx(bytes_, rel=0.01), category
+
+
+def test_pipelined_fsdp_with_tensor_parallelism_agrees_in_total() -> None:
+    # Under a pipeline FSDP2's unsharded gradients are torch's tracker's temporaries until the
+    # reduction (the closed form calls them gradients): the total is held, not the split.
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**SHAPE, pp=2, batch=2, microbatches=2, dp_shard=2, tp=2,
+                       checkpointing="selective-op")  # fmt: skip
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.005)
+
+
+def test_what_the_policy_cannot_run_is_one_sentence() -> None:
+    with pytest.raises(ConfigError, match="per-op policy, run on a parallel plan"):
+        parse_config(model="llama-7b", checkpointing="selective-op")
+    with pytest.raises(ConfigError, match="one backward per selectively checkpointed region"):
+        parse_config(model="llama-7b", pp=2, batch=2, pp_schedule="zbv",
+                     checkpointing="selective-op")  # fmt: skip
+    # FSDP over N GPUs is the plan FSDP 8 (torchtitan's step)
+    cfg = parse_config(model="llama-7b", fsdp=True, gpus=8, checkpointing="selective-op")
+    assert cfg.is_plan and cfg.dp_shard == 8
+
+
+def test_torchtitans_op_option_reads_as_the_policy(tmp_path: Path) -> None:
+    from profiling.recipes import read_recipe
+
+    path = tmp_path / "op.toml"
+    head = '[model]\nname = "llama3"\nflavor = "8B"\n\n[activation_checkpoint]\n'
+    path.write_text(head + 'mode = "selective"\nselective_ac_option = "op"\n', encoding="utf-8")
+    assert read_recipe([path]).values["checkpointing"] == "selective-op"
+    path.write_text(head + 'mode = "selective"\nselective_ac_option = "2"\n', encoding="utf-8")
+    recipe = read_recipe([path])
+    assert "checkpointing" not in recipe.values
+    assert "every 2-th block checkpointed is not modelled" in "\n".join(recipe.lines())
