@@ -4,7 +4,9 @@ Grep names the entries that explain the lines the model just read, changed or fo
 Named: the entries whose cited lines an edit changed, a focused Grep found (at most
 :data:`~journal_agent.capture.touched.GREP_FOCUS` lines), or a Read showed as a real share of
 what it read (a quarter: :data:`READ_SHARE`; a whole file read to edit one function is not
-about its other entries). These rules hold precision at 1.0 on the replayed sessions of
+about its other entries); an Edit's hunks are compared with where the cited lines were in the
+file just before it (a session's earlier edits move them: capture/cited_place.py), a Read's
+window with the recorded lines. These rules hold precision at 1.0 on both replay sets of
 benchmarks/bench_touch_replay.py, where naming every overlap scored 0.37.
 
 One line per entry (at most :data:`SHOWN`; capture/touch_line.py makes it, in at most 40
@@ -35,13 +37,13 @@ import os
 
 from journal_agent import confined
 from journal_agent.capture import refs_by_file
+from journal_agent.capture.cited_place import before_edit, placed, where
 from journal_agent.capture.touched import touched
 from journal_agent.lightjson import dumps, loads
 
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from typing import Any
 
 SHOWN = 3  # entries named per tool call
 # Entries named in one session, at most: about 1,000 tokens (the replayed sessions of
@@ -198,17 +200,6 @@ def overlaps(ref: tuple[int, int], touched: list[tuple[int, int]] | None) -> boo
 # -- the state of cited lines now ---------------------------------------------------------------
 
 
-_SHA256: list[Callable[[bytes], Any]] = []  # looked up once: a failed import is a path search
-
-
-def _sha256() -> Callable[[bytes], Any]:
-    if not _SHA256:
-        from journal_agent.capture.store import _sha256 as sha
-
-        _SHA256.append(sha())
-    return _SHA256[0]
-
-
 def file_lines(root: str, rel: str) -> list[bytes] | None:
     """The file's lines as the reference checks split them, read through the room (a link is
     no file of the workspace: no state), or None."""
@@ -223,24 +214,10 @@ def file_lines(root: str, rel: str) -> list[bytes] | None:
 
 def state(lines: list[bytes] | None, ref: tuple[int, int], anchor: dict[str, object]) -> str:
     """``fresh``, ``moved to line N``, ``changed`` or ``""`` (unknown: no file, no hash)."""
-    recorded = anchor.get("hash")
-    if lines is None or not isinstance(recorded, str):
+    if lines is None or not isinstance(anchor.get("hash"), str):
         return ""
-    sha = _sha256()
-    count = ref[1] - ref[0] + 1
-
-    def at(start: int) -> bool:
-        window = lines[start - 1 : start - 1 + count]
-        return len(window) == count and sha(b"\n".join(window)).hexdigest()[:16] == recorded
-
-    if at(ref[0]):
-        return "fresh"
-    text = anchor.get("text")
-    first = text[0].encode() if isinstance(text, list) and text else None
-    for start in range(1, len(lines) - count + 2):
-        if (first is None or lines[start - 1] == first) and at(start):
-            return f"moved to line {start}"
-    return "changed"
+    at = where(lines, ref, anchor)
+    return "changed" if at is None else "fresh" if at == ref[0] else f"moved to line {at}"
 
 
 # -- the lines said ------------------------------------------------------------------------------
@@ -323,6 +300,24 @@ class _Lines:
         return self._lines
 
 
+class _Before:
+    """The touched file's lines just before an edit, made once when a reference is looked at:
+    the file now with Claude Code's hunks put back (our runtime's Edit gives the lines its new
+    text holds now: the file now); None when the hunks do not fit it."""
+
+    def __init__(self, payload: dict[str, object], lines: _Lines) -> None:
+        result = payload.get("tool_response")
+        self.hunks = result.get("structuredPatch") if isinstance(result, dict) else None
+        self.now, self.done = lines, False
+        self._lines: list[bytes] | None = None
+
+    def get(self) -> list[bytes] | None:
+        if not self.done:
+            now, self.done = self.now.get(), True
+            self._lines = before_edit(now, self.hunks) if self.hunks else now
+        return self._lines
+
+
 def _looked_at(
     ranges: list[tuple[int, int]] | None, read: bool, lines: _Lines
 ) -> Callable[[tuple[int, int]], bool]:
@@ -354,10 +349,15 @@ def speak(root: str, payload: dict[str, object]) -> str:
     for rel, ranges, edited, read in touched(root, payload):
         lines = _Lines(root, rel)
         keep = _looked_at(ranges, read, lines)
-        for entry, key, anchor in cited(root, rel, keep):
+        # An edit is compared with where the cited lines were just before it (a session's
+        # earlier edits moved them): every reference to the file is looked at.
+        before = _Before(payload, lines) if edited and ranges is not None else None
+        for entry, key, anchor in cited(root, rel, None if before else keep):
             said = spoken(root, session) if said is None else said
             ref = span(key)
-            if ref is None or any(p[0] == entry for p in picked) or not keep(ref):
+            if ref is None or any(p[0] == entry for p in picked):
+                continue
+            if not keep(placed(before.get(), ref, anchor) if before else ref):
                 continue
             from journal_agent.capture.touch_line import ID_LIMIT  # (only once one is cited)
 
