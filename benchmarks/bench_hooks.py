@@ -293,7 +293,10 @@ def make_git(root: Path, files: int) -> float:
         folder = root / "vendor" / f"pkg{n // 100:04d}" / "module"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"file_{n % 100:03d}.py").write_text(f"VALUE = {n}\n")
-    git = ["git", "-c", "user.email=bench@example.com", "-c", "user.name=bench"]
+    # (no gc or maintenance started in the background: it would still be writing in .git when
+    # the project is removed)
+    git = ["git", "-c", "user.email=bench@example.com", "-c", "user.name=bench",
+           "-c", "gc.auto=0", "-c", "maintenance.auto=false"]  # fmt: skip
     subprocess.run([*git, "init", "-q"], cwd=root, check=True)
     subprocess.run([*git, "add", "src", "vendor", "README.md"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "code"], cwd=root, check=True)
