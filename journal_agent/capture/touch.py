@@ -6,7 +6,9 @@ Named: the entries whose cited lines an edit changed, a focused Grep found (at m
 what it read (a quarter: :data:`READ_SHARE`; a whole file read to edit one function is not
 about its other entries); an Edit's hunks are compared with where the cited lines were in the
 file just before it (a session's earlier edits move them: capture/cited_place.py), a Read's
-window with the recorded lines. These rules hold precision at 1.0 on both replay sets of
+window and a Grep's hits with where the session's last edit of the file left them
+(capture/session_places.py), else, in a file the session did not edit, with the recorded
+lines. These rules hold precision at 1.0 on both replay sets of
 benchmarks/bench_touch_replay.py, where naming every overlap scored 0.37.
 
 One line per entry (at most :data:`SHOWN`; capture/touch_line.py makes it, in at most 40
@@ -36,7 +38,7 @@ import mmap
 import os
 
 from journal_agent import confined
-from journal_agent.capture import refs_by_file
+from journal_agent.capture import refs_by_file, session_places
 from journal_agent.capture.cited_place import before_edit, placed, where
 from journal_agent.capture.touched import touched
 from journal_agent.lightjson import dumps, loads
@@ -340,6 +342,21 @@ def _looked_at(
     return keep
 
 
+def _keep_places(root: str, session: str, rel: str, lines: _Lines) -> None:
+    """After an edit of a cited file: where each reference to it is now, for the session's later
+    Reads and Greps (the references still at their recorded lines need no word)."""
+    places: session_places.Places = {}
+    now = lines.get()
+    for _, key, anchor in cited(root, rel):
+        ref, digest = span(key), anchor.get("hash")
+        if ref is None or not isinstance(digest, str) or not digest.isalnum():
+            continue
+        at = where(now, ref, anchor)
+        if at is not None and at != ref[0]:
+            places[(ref[0], ref[1], digest)] = at
+    session_places.keep(root, session, rel, places)
+
+
 def speak(root: str, payload: dict[str, object]) -> str:
     """The ``additionalContext`` for one PostToolUse, "" when nothing is to be said."""
     session = str(payload.get("session_id") or "")
@@ -352,12 +369,16 @@ def speak(root: str, payload: dict[str, object]) -> str:
         # An edit is compared with where the cited lines were just before it (a session's
         # earlier edits moved them): every reference to the file is looked at.
         before = _Before(payload, lines) if edited and ranges is not None else None
-        for entry, key, anchor in cited(root, rel, None if before else keep):
+        # A Read or Grep after this session's edits of the file: where they left cited lines.
+        moved = None if edited else session_places.Moved(root, session, rel)
+        look = None if before else moved.widen(keep) if moved else keep
+        for entry, key, anchor in cited(root, rel, look):
             said = spoken(root, session) if said is None else said
             ref = span(key)
             if ref is None or any(p[0] == entry for p in picked):
                 continue
-            if not keep(placed(before.get(), ref, anchor) if before else ref):
+            here = placed(before.get(), ref, anchor) if before else ref
+            if not keep(moved.at(ref, anchor) if moved else here):
                 continue
             from journal_agent.capture.touch_line import ID_LIMIT  # (only once one is cited)
 
@@ -371,6 +392,8 @@ def speak(root: str, payload: dict[str, object]) -> str:
             picked.append((entry, key, now, changed))
             if len(picked) >= SHOWN:
                 break
+        if edited and said is not None:  # (said: a reference to the file was looked at)
+            _keep_places(root, session, rel, lines)
         if len(picked) >= SHOWN:
             break
     picked = _within_budget(picked, said or set())

@@ -92,3 +92,79 @@ def test_an_edit_of_cited_lines_where_they_are_now_names_the_entry(tmp_path, cli
     assert tokens(said) <= 40
     moments = [json.loads(x) for x in (root / ".journal/inbox.jsonl").read_text().splitlines()]
     assert [m["entry"] for m in moments if m.get("kind") == "revise"] == [ENTRY]
+
+
+def _read(root: Path, path: Path, span: tuple[int, int], session: str = "s1") -> str:
+    """A Read of exactly ``span``, as Claude Code gives it."""
+    window = {"file_path": str(path), "offset": span[0], "limit": span[1] - span[0] + 1}
+    return post(root, "Read", window, {"type": "text"}, session=session)
+
+
+def test_a_read_after_an_edit_is_compared_with_where_cited_lines_are_now(tmp_path, cli):
+    root, path, (first, last) = _project(tmp_path, cli)
+    assert _edit(root, path, _shifted(path.read_text()), "s1") == ""
+    now = (first + SHIFT, last + SHIFT)
+    assert _cited(path.read_text()) == now
+    # Their recorded lines now hold the first edit's notes: not what the entry explains.
+    assert path.read_text().split("\n")[first].startswith("# a note")
+    assert _read(root, path, (first, last)) == ""
+    said = _read(root, path, now)
+    # (the id is long: the line gives way to "lines N-M (moved)" to stay within 40 tokens)
+    assert (
+        said == f"lines {first}-{last} (moved) is explained by journal-agent journal show {ENTRY}"
+    )
+    assert tokens(said) <= 40
+    assert _read(root, path, now) == ""  # once per session
+
+
+def test_a_grep_hit_where_an_edit_moved_cited_lines_names_the_entry(tmp_path, cli):
+    root, path, (first, last) = _project(tmp_path, cli)
+    assert _edit(root, path, _shifted(path.read_text()), "s1") == ""
+    hit = {"mode": "content", "content": f"{path}:{first + SHIFT + 1}:    if not isinstance("}
+    said = post(root, "Grep", {"pattern": "isinstance", "output_mode": "content"}, hit)
+    assert (
+        said == f"lines {first}-{last} (moved) is explained by journal-agent journal show {ENTRY}"
+    )
+    old = {"mode": "content", "content": f"{path}:{first + 1}:# a note 0 the first edit adds"}
+    assert post(root, "Grep", {"pattern": "a note"}, old, session="s1") == ""
+
+
+def test_places_kept_by_an_edit_stop_counting_once_another_hand_changes_the_file(tmp_path, cli):
+    """The edit moved the function; then something outside the session put the file back: a
+    Read of the function where it is again (its recorded lines) names the entry as fresh."""
+    root, path, (first, last) = _project(tmp_path, cli)
+    original = path.read_text()
+    assert _edit(root, path, _shifted(original), "s1") == ""
+    assert (root / ".journal" / "capture" / "places.txt").is_file()
+    path.write_text(original)  # (not this session's edit: no hook call)
+    assert _read(root, path, (first + SHIFT, last + SHIFT)) == ""
+    said = _read(root, path, (first, last))
+    assert (
+        said == f"lines {first}-{last} (fresh) is explained by journal-agent journal show {ENTRY}"
+    )
+
+
+def test_another_session_and_an_unedited_file_keep_the_recorded_lines(tmp_path, cli):
+    root, path, (first, last) = _project(tmp_path, cli)
+    assert _edit(root, path, _shifted(path.read_text()), "s1") == ""
+    # A session that did not make the edit has no places of it: as before, the recorded lines.
+    said = _read(root, path, (first, last), session="s2")
+    assert (
+        said == f"lines {first}-{last} (moved) is explained by journal-agent journal show {ENTRY}"
+    )
+    assert _read(root, path, (first + SHIFT, last + SHIFT), session="s3") == ""
+
+
+def test_a_link_planted_at_the_places_file_is_not_written_through(tmp_path, cli):
+    root, path, (first, last) = _project(tmp_path, cli)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    places = root / ".journal" / "capture" / "places.txt"
+    places.parent.mkdir(parents=True, exist_ok=True)
+    places.symlink_to(outside)
+    assert _edit(root, path, _shifted(path.read_text()), "s1") == ""  # (post: no stderr)
+    assert outside.read_text() == "precious\n" and places.is_symlink()
+    # Nothing kept: the Read is compared with the recorded lines, as before.
+    assert _read(root, path, (first + SHIFT, last + SHIFT)) == ""
+    outside.write_text(f"s1\t1\t1\t1\t{first}-{last}:0>1\tsrc/touched.py\n")
+    assert _read(root, path, (1, last - first + 1)) == ""  # a link is not read either
