@@ -30,9 +30,12 @@ def _sha256() -> Callable[[bytes], Any]:
     return _SHA256[0]
 
 
-def where(lines: list[bytes], ref: tuple[int, int], anchor: dict[str, object]) -> int | None:
+def where(
+    lines: list[bytes], ref: tuple[int, int], anchor: dict[str, object], guess: int = 0
+) -> int | None:
     """The first line of the cited lines in ``lines`` (the recorded place when they are still
-    there), None when they are nowhere (changed) or the anchor holds no hash."""
+    there, else ``guess`` when they are there: an edit shifts the lines below it alike), None
+    when they are nowhere (changed) or the anchor holds no hash."""
     recorded = anchor.get("hash")
     if not isinstance(recorded, str):
         return None
@@ -45,6 +48,8 @@ def where(lines: list[bytes], ref: tuple[int, int], anchor: dict[str, object]) -
 
     if at(ref[0]):
         return ref[0]
+    if guess > 0 and at(guess):
+        return guess
     text = anchor.get("text")
     first = text[0].encode() if isinstance(text, list) and text else None
     for start in range(1, len(lines) - count + 2):

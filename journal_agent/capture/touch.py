@@ -342,18 +342,24 @@ def _looked_at(
     return keep
 
 
-def _keep_places(root: str, session: str, rel: str, lines: _Lines) -> None:
-    """After an edit of a cited file: where each reference to it is now, for the session's later
-    Reads and Greps (the references still at their recorded lines need no word)."""
+def _keep_places(
+    root: str, session: str, rel: str, lines: _Lines, refs: list[tuple[str, str, dict[str, object]]]
+) -> None:
+    """After an edit of a cited file: where each of its references ``refs`` is now, for the
+    session's later Reads and Greps (those still at their recorded lines need no word)."""
     places: session_places.Places = {}
     now = lines.get()
-    for _, key, anchor in cited(root, rel):
+    # How far the last one moved, tried first: an insertion moves the lines below it alike (a
+    # search of the file per reference otherwise).
+    shift = 0
+    for _, key, anchor in refs:
         ref, digest = span(key), anchor.get("hash")
         if ref is None or not isinstance(digest, str) or not digest.isalnum():
             continue
-        at = where(now, ref, anchor)
+        at = where(now, ref, anchor, ref[0] + shift if shift else 0)
         if at is not None and at != ref[0]:
             places[(ref[0], ref[1], digest)] = at
+            shift = at - ref[0]
     session_places.keep(root, session, rel, places)
 
 
@@ -372,8 +378,12 @@ def speak(root: str, payload: dict[str, object]) -> str:
         # A Read or Grep after this session's edits of the file: where they left cited lines.
         moved = None if edited else session_places.Moved(root, session, rel)
         look = None if before else moved.widen(keep) if moved else keep
-        for entry, key, anchor in cited(root, rel, look):
+        refs = cited(root, rel, look)
+        looked: list[tuple[str, str, dict[str, object]]] = []  # (an edit keeps where all are)
+        for entry, key, anchor in refs:
             said = spoken(root, session) if said is None else said
+            if edited:
+                looked.append((entry, key, anchor))
             ref = span(key)
             if ref is None or any(p[0] == entry for p in picked):
                 continue
@@ -392,8 +402,8 @@ def speak(root: str, payload: dict[str, object]) -> str:
             picked.append((entry, key, now, changed))
             if len(picked) >= SHOWN:
                 break
-        if edited and said is not None:  # (said: a reference to the file was looked at)
-            _keep_places(root, session, rel, lines)
+        if edited and looked:  # the references not looked at yet are read on from ``refs``
+            _keep_places(root, session, rel, lines, [*looked, *refs])
         if len(picked) >= SHOWN:
             break
     picked = _within_budget(picked, said or set())
