@@ -64,11 +64,11 @@ BRIEFS = {
     "MemoryEstimate": (
         "GPU memory of a training step in closed form: weights, "
         "gradients, optimizer state by precision, ZeRO over gpus, activations, LoRA/QLoRA; "
-        "time with gpu. Returns the table and a record id to cite as [m:<id>]; fields as in "
+        "time with gpu. Returns a record id to cite as [m:<id>]; fields as in "
         "`journal-agent estimate --help`."
     ),
     "MemoryTrace": (
-        "Exact bytes of a steady-state training step traced under fake tensors (no GPU): peak "
+        "Exact bytes of a training step traced under fake tensors (no GPU): peak "
         "by category and module, FLOPs, FSDP at any world size; fields as MemoryEstimate's. "
         "Returns a record id to cite as [m:<id>]. A workspace factory (package.module:fn) runs "
         "user code in the sandbox, permission-checked like Bash."
@@ -89,6 +89,7 @@ _SHAPE = ["params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "ar
 _TUNING = ["fp32_grads", "foreach", "grads_kept", "offload_optimizer", "sequence_parallel"]
 _TUNING += ["dropout", "target", "mfu", "tokens", "counter", "expandable_segments"]
 _TUNING += ["loss", "loss_chunks", "tied_head", "paged_optimizer", "double_quant"]
+_TUNING += ["bnb_keeps_inputs"]
 NAMED_ONLY = {
     "MemoryEstimate": _SHAPE + _TUNING,
     "MemoryTrace": _SHAPE + _TUNING,

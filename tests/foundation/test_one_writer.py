@@ -170,6 +170,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("journal_agent/capture/recall.py", "related"): _SQLITE_RO,
     ("journal_agent/capture/session.py", "_entries_dated"): _SQLITE_RO,
     ("journal_agent/capture/status.py", "_entry_ids"): _SQLITE_RO,
+    ("journal_agent/journal/search/titles_file.py", "ensure"): _SQLITE_RO,
     # -- locks: taken on a descriptor the room opened ---------------------------------------
     ("journal_agent/locks.py", "held"): "flock on a descriptor from confined.open_lock",
     ("journal_agent/locks.py", "_wait"): "flock on a descriptor from confined.open_lock",
