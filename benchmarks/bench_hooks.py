@@ -16,8 +16,10 @@ and nobody waits for.
 
 PostToolUse is measured on a Read of 8 lines of a file that many entries cite (the three it
 names: its context and its tokens are reported), on a Read of that whole file (none named: no
-entry is a quarter of it) and on an Edit of a file none cites (most tool calls),
-with ``refs.jsonl`` rewritten in the anchor format ``journal append`` writes; the same three
+entry is a quarter of it), on an Edit of a file none cites (most tool calls) and on an Edit
+inserting a line at the top of a cited file (``PostToolUse cited edit``: every reference to it
+moves; the file is edited before the call and put back after it, outside the timing), with
+``refs.jsonl`` rewritten in the anchor format ``journal append`` writes; the same four
 calls go through the hooks of ``--old REF`` too (``git archive``; default before the titles
 file and the index of cited files), interleaved in the same loop, in sessions of their own:
 ``old_hooks`` beside ``hooks``, and whether both said the same. The first PostToolUse, which
@@ -27,9 +29,9 @@ is: benchmarks/bench_touch_replay.py.
 
 The project is a git repository (``--git-files``, 20,000: its code and that many more files
 committed, a 2 MB index; the journal not tracked), as users' projects are: the hooks check that
-git's index does not track the journal (a clone's journal stays silent). The three PostToolUse
-calls also run in a copy of the project that is no repository (``PostToolUse … (no git)``),
-interleaved: the difference is what that check costs.
+git's index does not track the journal (a clone's journal stays silent). The PostToolUse
+calls but the cited edit also run in a copy of the project that is no repository
+(``PostToolUse … (no git)``), interleaved: the difference is what that check costs.
 
 Also the headless session overhead (benchmarks/session_overhead.py): ``claude -p hi`` with
 and without the plugin, in each Claude Code CLI at hand, ``--sessions`` (8) rounds of each,
@@ -210,10 +212,14 @@ def bench(
             "tool_input": {"file_path": str(root / "README.md")},
             "tool_response": {},
         },
+        # An Edit of a cited file: a line inserted at its top, so every reference to it moves
+        # (each is placed in the file before the edit and after it: capture/cited_place.py).
+        # The file is edited before the call and put back after it, outside the timing.
+        "PostToolUse cited edit": lambda i: _cited_edit(root / f"src/mod{(i + 5) % 10}.py", i),
     }
     roots = dict.fromkeys(payloads, root)
-    if plain is not None:  # the same calls in the copy that is no repository
-        for name in [n for n in payloads if n.startswith("PostToolUse")]:
+    if plain is not None:  # the same calls in the copy that is no repository (reads, uncited)
+        for name in [n for n in payloads if n.startswith("PostToolUse") and "cited edit" not in n]:
             payloads[f"{name} (no git)"] = _in_copy(payloads[name], root, plain)
             roots[f"{name} (no git)"] = plain
     scripts = {name: SCRIPT for name in payloads}
@@ -243,7 +249,11 @@ def bench(
         for name, payload in payloads.items():
             event = name.removeprefix("old ").split()[0]
             args = [*py, str(scripts[name]), event]
-            wall, cpu, out = _run(args, json.dumps(payload(i)).encode(), roots[name])
+            call = payload(i)
+            undo = call.pop("_undo", None)
+            wall, cpu, out = _run(args, json.dumps(call).encode(), roots[name])
+            if undo is not None:
+                undo()
             times[name].append(wall)
             cpus[name].append(cpu)
             outputs[name] = out
@@ -270,6 +280,23 @@ def bench(
         "post_tool_use_index_build_call_cpu_ms": round(first[1] * 1000, 2),
         "session_start_line": outputs["SessionStart"].decode().strip(),
         "post_tool_use_context": _context(outputs["PostToolUse"]),
+    }
+
+
+def _cited_edit(path: Path, i: int) -> dict:
+    """The PostToolUse of an Edit inserting a line at the top of ``path`` (made here), with the
+    structuredPatch Claude Code sends; ``_undo`` (not sent) puts the file back."""
+    text = path.read_text()
+    head = text.split("\n")[:3]
+    path.write_text("# an added line\n" + text)
+    hunk = {"oldStart": 1, "oldLines": 3, "newStart": 1, "newLines": 4}
+    hunk["lines"] = ["+# an added line", *[" " + line for line in head]]
+    return {
+        "session_id": f"cited-edit{i}",
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(path), "old_string": head[0]},
+        "tool_response": {"filePath": str(path), "structuredPatch": [hunk]},
+        "_undo": lambda: path.write_text(text),
     }
 
 
@@ -305,7 +332,12 @@ def make_git(root: Path, files: int) -> float:
 
 def _old_session(payload):
     """The payload with a session of its own: the old hooks name what the new ones did."""
-    return lambda i: {**payload(i), "session_id": "old-" + payload(i)["session_id"]}
+
+    def own(i):
+        item = payload(i)  # (once: a cited edit makes its edit when asked)
+        return {**item, "session_id": "old-" + item["session_id"]}
+
+    return own
 
 
 def old_plugin(ref: str, into: Path) -> Path:
