@@ -20,16 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_hooks import old_plugin  # the hooks and packages at a commit
 from tests.capture.touch_replay import (
     LINE_TOKENS,
-    REPO,
     SESSIONS,
     hook_env,
     make_project,
@@ -41,18 +40,6 @@ from tests.capture.touch_replay_real import starter
 
 FLOOR = 0.9
 OLD = "6fd7ccc"
-
-
-def _old_plugin(ref: str, into: Path) -> Path:
-    """The plugin's hooks and packages at ``ref`` (journal_agent imports profiling's
-    ``_nofollow``: without it the hooks are silent)."""
-    into.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", ref, "hooks", "journal_agent", "profiling"],
-        capture_output=True, check=True,
-    )  # fmt: skip
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
 
 
 def main() -> None:
@@ -79,7 +66,7 @@ def main() -> None:
         )  # fmt: skip
         old = None
         if not args.no_old:
-            plugin = _old_plugin(args.old, Path(tmp) / "old")
+            plugin = old_plugin(args.old, Path(tmp) / "old")
             old = score(replay(root, SESSIONS, ids, hook_env(root, plugin), "old"))
     out = {
         "set": {

@@ -270,8 +270,9 @@ def test_a_long_title_and_path_keep_a_line_to_40_tokens_and_the_command_whole(
     assert cli("journal", "show", said.rpartition(" ")[2], "--root", str(root)).returncode == 0
 
 
-def test_an_id_that_does_not_say_the_title_brings_the_title(tmp_path, cli):
-    """A retitled entry keeps its id (ids are stable): the line says the title beside it."""
+def _adamw_with_its_own_id(tmp_path, cli):
+    """A project whose journal holds one entry citing src/train.py:3 under an id that does not
+    say its title."""
     root = tmp_path / "proj"
     (root / "src").mkdir(parents=True)
     (root / "src" / "train.py").write_text(TRAIN)
@@ -280,6 +281,12 @@ def test_an_id_that_does_not_say_the_title_brings_the_title(tmp_path, cli):
         question="Why 8 bytes?", intuition="Two states (src/train.py:3).", tags="#memory",
     ).replace("\n", "\n<!-- entry: adamw-2026-11-20 -->\n", 1)  # fmt: skip
     assert cli("journal", "append", "-", "--root", str(root), input=entry).returncode == 0
+    return root
+
+
+def test_an_id_that_does_not_say_the_title_brings_the_title(tmp_path, cli):
+    """A retitled entry keeps its id (ids are stable): the line says the title beside it."""
+    root = _adamw_with_its_own_id(tmp_path, cli)
     said = post(root, "Read", {"file_path": str(root / "src" / "train.py"), **AT})
     assert said == (
         'src/train.py:3 (fresh) is explained by "AdamW Keeps Two States": journal-agent journal'
@@ -295,14 +302,7 @@ def test_titles_come_from_the_index_titles_file_only_while_it_is_of_the_journal_
     the journal as it was; another hand's edit of the journal makes it stale, and a link
     planted there is never followed: the title is then read as before (the index, else the
     journal's headings)."""
-    root = tmp_path / "proj"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "train.py").write_text(TRAIN)
-    entry = render_entry(
-        "AdamW Keeps Two States", "2026-11-20", context="Sizing the optimizer.",
-        question="Why 8 bytes?", intuition="Two states (src/train.py:3).", tags="#memory",
-    ).replace("\n", "\n<!-- entry: adamw-2026-11-20 -->\n", 1)  # fmt: skip
-    assert cli("journal", "append", "-", "--root", str(root), input=entry).returncode == 0
+    root = _adamw_with_its_own_id(tmp_path, cli)
     cli("journal", "search", "x", "--root", str(root), env={"JOURNAL_AGENT_EMBEDDING_MODEL": "off"})
     titles = root / ".journal" / "titles.tsv"
     assert "adamw-2026-11-20\tAdamW Keeps Two States\n" in titles.read_text()
