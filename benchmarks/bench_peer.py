@@ -24,6 +24,11 @@ expressed with their reasons, and the summary side by side with the targets:
 package cannot share a process) and prints its summary beside this one's, and each row's old
 ratio beside its new one.
 
+Beside them, DeepSpeed's own ZeRO estimators (benchmarks/peer/deepspeed_estimator.json, 216
+rows: models × GPUs per node × nodes × offloads, made by DeepSpeed 0.19.6 on transformers'
+models): the numbers ``estimate --deepspeed`` gives as DeepSpeed's, exact to the byte and as
+printed, and our engine's own beside them (peer_deepspeed.py); ``--no-deepspeed`` leaves them out.
+
 Estimates only (milliseconds each; a --compile row runs torch.compile's partitioner on fake
 tensors once per shape, seconds): no GPU.
 """
@@ -43,6 +48,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(1, str(HERE))  # peer_deepspeed, also when this file is loaded as a module
+
+import peer_deepspeed  # noqa: E402
 
 from profiling.config import TrainingConfig  # noqa: E402  (the checkout, not an install)
 from profiling.errors import ProfilingError  # noqa: E402
@@ -244,12 +252,36 @@ def _markdown(result: dict[str, Any]) -> str:
         else:
             verdict = "nothing fits ✓" if c["does_not_fit"] else f"**{c['predicted']:,} fits ✗**"
             lines.append(f"| {c['id']} (OOM) | largest seq | OOM | {verdict} | |")
-    return "\n".join(lines)
+    return "\n".join(lines + _deepspeed_markdown(result.get("summary", {})))
+
+
+def _deepspeed_markdown(summary: dict[str, Any]) -> list[str]:
+    ds = summary.get("deepspeed_estimator")
+    if not ds:
+        return []
+
+    def spread(v: dict[str, float] | None) -> str:
+        return f"{v['min']:.3f}–{v['max']:.3f}" if v else "—"
+
+    lines = [
+        "",
+        f"DeepSpeed's estimators: {ds['estimator_exact']} rows exact to the byte, "
+        f"{ds['estimator_as_printed']} as printed.",
+        "",
+        "| DeepSpeed estimator | ours per GPU ÷ its | ours per node ÷ its ÷ 1.5 |",
+        "| --- | --- | --- |",
+    ]
+    for k, v in ds["engine_beside_estimator"].items():
+        lines.append(f"| {k} | {spread(v['gpu'])} | {spread(v['host_per_node'])} |")
+    return lines
 
 
 def old_result(ref: str, rows: Path) -> dict[str, Any]:
     """The same rows through ``profiling`` as it was at ``ref`` (its own bench, its own process)."""
     paths = ["profiling", "benchmarks/bench_peer.py", "benchmarks/peer"]
+    later = "benchmarks/peer_deepspeed.py"  # bench_peer imports it from this commit on
+    known = subprocess.run(["git", "-C", str(HERE.parent), "cat-file", "-e", f"{ref}:{later}"])
+    paths += [later] if known.returncode == 0 else []
     archive = subprocess.run(
         ["git", "-C", str(HERE.parent), "archive", ref, *paths], capture_output=True, check=True
     ).stdout
@@ -279,8 +311,15 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="the rows as a Markdown table")
     parser.add_argument("--old", default=OLD, help=f"the commit to compare with (default {OLD})")
     parser.add_argument("--no-old", action="store_true", help="no comparison with --old")
+    parser.add_argument(
+        "--no-deepspeed", action="store_true", help="without DeepSpeed's estimator rows"
+    )
     opts = parser.parse_args()
     result = run(json.loads(opts.rows.read_text(encoding="utf-8")))
+    if not opts.no_deepspeed:
+        ds = peer_deepspeed.run(json.loads(peer_deepspeed.ROWS.read_text(encoding="utf-8"))["rows"])
+        result["deepspeed_estimator"] = ds["rows"]
+        result["summary"]["deepspeed_estimator"] = ds["summary"]
     if not opts.no_old:
         beside(result, old_result(opts.old, opts.rows.resolve()), opts.old)
     if opts.markdown:

@@ -62,3 +62,6 @@ def test_the_benchmark_prints_the_summary_beside_the_targets() -> None:
     contexts = result["largest_context"]
     assert len(contexts) >= 6
     assert all("ratio" in c or c.get("does_not_fit") for c in contexts)
+    # DeepSpeed's own estimators beside them (tests/profiling/recipes/test_peer_deepspeed.py)
+    ds = summary["deepspeed_estimator"]
+    assert ds["rows"] == len(result["deepspeed_estimator"]) >= 200 and ds["target_met"]
