@@ -6,7 +6,8 @@
   training on a GPU with bf16.
 - ``quantize: bnb.nf4`` (``-dq``: double quantization) puts the base in 4 bits (QLoRA).
 - ``devices`` × ``num_nodes`` > 1: every block FSDP-sharded (FSDP2's ``fully_shard`` for LoRA,
-  FSDP's full shard otherwise) and activation-checkpointed; one GPU: neither.
+  FSDP's full shard otherwise — Lightning's FSDPStrategy, FSDP1, whose plain-tensor parameters
+  make torch's AdamW run foreach) and activation-checkpointed; one GPU: neither.
 - ``train.micro_batch_size`` per GPU; ``global_batch_size / (micro × GPUs)`` > 1 accumulates
   gradients, which then stay allocated through the next micro-batches' forward.
 - ``lora_r``, ``lora_dropout`` and the adapted layers (``lora_query`` … ``lora_head``: LitGPT's
@@ -183,6 +184,12 @@ def _precision(r: Reading) -> None:
         r.ignore("quantize", f"{quantize!r} (8-bit weights) is not modelled; estimate without it")
 
 
+FSDP1_FOREACH = (
+    "Lightning's FSDPStrategy is FSDP1: its flat parameters are plain tensors, so torch's AdamW "
+    "runs foreach (one temporary per state tensor at the step)"
+)
+
+
 def _devices(r: Reading, method: str) -> int:
     devices, nodes = r.get("devices", 1), r.get("num_nodes", 1)
     if devices in ("auto", -1):
@@ -198,6 +205,14 @@ def _devices(r: Reading, method: str) -> int:
         how = "FSDP2 fully_shard" if method == "lora" else "FSDP full shard"
         r.use("devices", "fsdp", True, f"{how} of every block on more than one GPU")
         r.use("devices", "checkpointing", "full", "LitGPT checkpoints every block when sharded")
+        if method != "lora":
+            # finetune/full.py and adapter.py shard with Lightning's FSDPStrategy: FSDP1
+            # (FullyShardedDataParallel), whose parameters are plain tensors, so torch's AdamW,
+            # built without a foreach argument (instantiate_torch_optimizer), takes the
+            # multi-tensor path (torch/optim/optimizer.py, _default_to_fused_or_foreach: foreach
+            # for torch.Tensor and Parameter on CUDA); FSDP2's DTensors get the for-loop. Its
+            # step holds a sqrt of every second moment at once (_multi_tensor_adamw).
+            r.imply("(the script)", "foreach", True, FSDP1_FOREACH)
     return gpus
 
 

@@ -101,6 +101,42 @@ def test_litgpt_full_and_lora_configs() -> None:
     _accounted(lora, FIXTURES / "litgpt" / "llama-3.2-1B-lora.yaml")
 
 
+def test_litgpt_full_on_many_gpus_steps_fsdp1s_foreach_adamw(tmp_path: Path) -> None:
+    """finetune/full.py shards with Lightning's FSDPStrategy (FSDP1): its parameters are plain
+    tensors, so torch's AdamW takes the foreach path, whose step holds a sqrt of every second
+    moment at once — one more sharded state. LitGPT's Phi-2 full finetune on 2 GPUs (14.44 GB
+    published) peaks there; with FSDP2's for-loop step we said 12.05 GB. LoRA is not read so."""
+    from profiling.estimate.memory import estimate
+
+    def two_gpus(name: str) -> Path:
+        text = (FIXTURES / "litgpt" / name).read_text().replace("devices: 1", "devices: 2")
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    full = read_recipe([two_gpus("llama-3.2-1B-full.yaml")])
+    assert full.values["fsdp"] is True and full.values["foreach"] is True
+    assert "Lightning's FSDPStrategy is FSDP1" in "\n".join(full.lines())
+    ours = TrainingConfig.parse(**with_recipe(full, {}))
+    est = estimate(ours)
+    loop = estimate(ours.model_copy(update={"foreach": False}))
+
+    def temps(e) -> dict[str, float]:
+        return {c.name: c.bytes for c in e.components if c.name.startswith("Optimizer step temp")}
+
+    def step(e) -> int:
+        return next(m.bytes for m in e.moments if m.name.startswith("optimizer step"))
+
+    # one bf16 temporary per state tensor: the rank's shard of every parameter
+    assert temps(est) == {"Optimizer step temporaries (foreach)": est.params * 2 / 2}
+    grew = est.params * 2 / 2 - sum(temps(loop).values())  # the for-loop's: the largest tensor
+    assert step(est) - step(loop) == pytest.approx(grew, abs=2)
+    lora = read_recipe([two_gpus("llama-3.2-1B-lora.yaml")])
+    assert lora.values["fsdp"] is True and "foreach" not in lora.values
+    single = read_recipe([FIXTURES / "litgpt" / "llama-3.2-1B-full.yaml"])
+    assert "foreach" not in single.values  # one GPU: torch's own default, nothing implied
+
+
 def test_litgpt_gives_a_tied_model_its_own_lm_head() -> None:
     """Llama 3.2 ties its head to the embedding; LitGPT's converted checkpoint copies the
     embedding into lm_head, so its finetune keeps a second V·h table (0.53 GB in bf16)."""
