@@ -14,7 +14,8 @@ expressed with their reasons, and the summary side by side with the targets:
   ±10 %, none below 0.90;
 - every out-of-memory row "does not fit";
 - the largest context that fits (``fit --max-seq``'s search, by estimate) within 0.8–1.05× of
-  the published one.
+  the published one; each column (published, ours) also as a line of the GPU's memory —
+  tokens per GB and the memory at no tokens — to show whether they part per token or before it.
 
     python benchmarks/bench_peer.py [--rows benchmarks/peer/rows.json] [--markdown]
                                     [--old REF | --no-old]
@@ -167,15 +168,34 @@ def run(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _line(points: list[tuple[float, float]]) -> dict[str, Any] | None:
+    """The least-squares line of length against the GPU's memory: its tokens per GB, the
+    memory at no tokens (what the step holds before its first token), the bytes one more
+    token costs, and the farthest length from it (Unsloth's columns are lines to the token)."""
+    if len(points) < 2:
+        return None
+    fit = statistics.linear_regression([g for g, _ in points], [t for _, t in points])
+    return {
+        "tokens_per_gb": round(fit.slope, 2),
+        "gb_at_no_tokens": round(-fit.intercept / fit.slope, 3),
+        "mb_per_token": round(1e3 / fit.slope, 3),
+        "farthest_tokens": round(max(abs(t - fit.slope * g - fit.intercept) for g, t in points), 2),
+    }
+
+
 def _context_summary(contexts: list[dict[str, Any]]) -> dict[str, Any]:
     ratios = [c["ratio"] for c in contexts if "ratio" in c]
     low, high = LARGEST_CONTEXT
+    rows = [c for c in contexts if "ratio" in c]
     return {
         "rows": len(ratios),
         "ratios": ratios,
         "within": f"{sum(low <= r <= high for r in ratios)} of {len(ratios)} within {low}–{high}",
         "oom_said": f"{sum(c.get('does_not_fit', False) for c in contexts)} of "
         f"{sum('does_not_fit' in c for c in contexts)} out-of-memory rows: nothing fits",
+        # Where the two part: per token, or before the first token (benchmarks/peer/README.md).
+        "published_line": _line([(c["gpu_mem_gb"], c["published"]) for c in rows]),
+        "predicted_line": _line([(c["gpu_mem_gb"], c["predicted"]) for c in rows]),
     }
 
 

@@ -62,6 +62,15 @@ def test_the_benchmark_prints_the_summary_beside_the_targets() -> None:
     contexts = result["largest_context"]
     assert len(contexts) >= 6
     assert all("ratio" in c or c.get("does_not_fit") for c in contexts)
+    # Each column as a line of the GPU's memory, ours beside the published one: Unsloth's
+    # lengths lie on theirs to within a token (a table computed from a fitted line), and
+    # each line's bytes per token is the inverse of its tokens per GB.
+    lines = summary["largest_context"]
+    published, predicted = lines["published_line"], lines["predicted_line"]
+    assert published["farthest_tokens"] < 1
+    for line in (published, predicted):
+        assert line["mb_per_token"] == pytest.approx(1e3 / line["tokens_per_gb"], abs=1e-3)
+        assert 0 < line["gb_at_no_tokens"] < min(c["gpu_mem_gb"] for c in contexts if "ratio" in c)
     # DeepSpeed's own estimators beside them (tests/profiling/recipes/test_peer_deepspeed.py)
     ds = summary["deepspeed_estimator"]
     assert ds["rows"] == len(result["deepspeed_estimator"]) >= 200 and ds["target_met"]
