@@ -18,8 +18,10 @@ PostToolUse is measured on a Read of 8 lines of a file that many entries cite (t
 names: its context and its tokens are reported), on a Read of that whole file (none named: no
 entry is a quarter of it), on an Edit of a file none cites (most tool calls) and on an Edit
 inserting a line at the top of a cited file (``PostToolUse cited edit``: every reference to it
-moves; the file is edited before the call and put back after it, outside the timing), with
-``refs.jsonl`` rewritten in the anchor format ``journal append`` writes; the same four
+moves; the file is edited before the call and put back after it, outside the timing) and on
+a Read of 8 cited lines after such an Edit in the same session (``PostToolUse read after an
+edit``: they are named "moved to line N"; the Edit's call is made first, not timed), with
+``refs.jsonl`` rewritten in the anchor format ``journal append`` writes; the first four
 calls go through the hooks of ``--old REF`` too (``git archive``; default before the titles
 file and the index of cited files), interleaved in the same loop, in sessions of their own:
 ``old_hooks`` beside ``hooks``, and whether both said the same. The first PostToolUse, which
@@ -216,15 +218,19 @@ def bench(
         # (each is placed in the file before the edit and after it: capture/cited_place.py).
         # The file is edited before the call and put back after it, outside the timing.
         "PostToolUse cited edit": lambda i: _cited_edit(root / f"src/mod{(i + 5) % 10}.py", i),
+        # A Read of 8 cited lines after such an Edit in the same session: compared with where
+        # the edit left them (capture/session_places.py), it names them "moved to line N".
+        "PostToolUse read after an edit": lambda i: _read_after_edit(root, i),
     }
     roots = dict.fromkeys(payloads, root)
     if plain is not None:  # the same calls in the copy that is no repository (reads, uncited)
-        for name in [n for n in payloads if n.startswith("PostToolUse") and "cited edit" not in n]:
+        for name in [n for n in payloads if n.startswith("PostToolUse") and " edit" not in n]:
             payloads[f"{name} (no git)"] = _in_copy(payloads[name], root, plain)
             roots[f"{name} (no git)"] = plain
     scripts = {name: SCRIPT for name in payloads}
     if old is not None:  # the same PostToolUse calls through the hooks of --old, interleaved
-        for name in [n for n in payloads if n.startswith("PostToolUse")]:
+        # (not the Read after an edit: the old hooks compare it with the recorded lines)
+        for name in [n for n in payloads if n.startswith("PostToolUse") and "after" not in n]:
             scripts[f"old {name}"] = old / "hooks" / "capture.py"
             payloads[f"old {name}"] = _old_session(payloads[name])
             roots[f"old {name}"] = roots[name]
@@ -251,6 +257,9 @@ def bench(
             args = [*py, str(scripts[name]), event]
             call = payload(i)
             undo = call.pop("_undo", None)
+            earlier = call.pop("_first", None)  # a call of the same session before, not timed
+            if earlier is not None:
+                _run(args, json.dumps(earlier).encode(), roots[name])
             wall, cpu, out = _run(args, json.dumps(call).encode(), roots[name])
             if undo is not None:
                 undo()
@@ -280,6 +289,9 @@ def bench(
         "post_tool_use_index_build_call_cpu_ms": round(first[1] * 1000, 2),
         "session_start_line": outputs["SessionStart"].decode().strip(),
         "post_tool_use_context": _context(outputs["PostToolUse"]),
+        "post_tool_use_read_after_edit_context": _context(
+            outputs["PostToolUse read after an edit"]
+        ),
     }
 
 
@@ -297,6 +309,22 @@ def _cited_edit(path: Path, i: int) -> dict:
         "tool_input": {"file_path": str(path), "old_string": head[0]},
         "tool_response": {"filePath": str(path), "structuredPatch": [hunk]},
         "_undo": lambda: path.write_text(text),
+    }
+
+
+def _read_after_edit(root: Path, i: int) -> dict:
+    """A Read of 8 cited lines of ``root``'s file after the session's Edit inserted a line at
+    its top (made here; its PostToolUse, ``_first``, runs before the Read, not timed)."""
+    path = root / f"src/mod{(i + 5) % 10}.py"
+    edit = _cited_edit(path, i)
+    session = f"read-after{i}"
+    return {
+        "session_id": session,
+        "tool_name": "Read",
+        "tool_input": {"file_path": str(path), "offset": 101 + i % 50, "limit": 8},
+        "tool_response": {},
+        "_first": {**{k: v for k, v in edit.items() if k != "_undo"}, "session_id": session},
+        "_undo": edit["_undo"],
     }
 
 

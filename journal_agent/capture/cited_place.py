@@ -30,6 +30,23 @@ def _sha256() -> Callable[[bytes], Any]:
     return _SHA256[0]
 
 
+def span(key: str) -> tuple[int, int] | None:
+    """``path:N`` / ``path:N-M`` → (N, M)."""
+    lines = key.rsplit(":", 1)[-1]
+    first, _, last = lines.partition("-")
+    try:
+        start, end = int(first), int(last or first)
+    except ValueError:
+        return None
+    return (start, end) if 1 <= start <= end else None
+
+
+def digest(window: list[bytes]) -> str:
+    """The hash of consecutive lines, as a reference records it (journal/refs.py's
+    ``window_hash``)."""
+    return _sha256()(b"\n".join(window)).hexdigest()[:16]
+
+
 def where(
     lines: list[bytes], ref: tuple[int, int], anchor: dict[str, object], guess: int = 0
 ) -> int | None:

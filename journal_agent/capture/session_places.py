@@ -6,15 +6,18 @@ are, not with where they were when the entry was written (or last ``journal chec
 a window at the function's new place names its entry, one at its old place (other code now)
 names nothing.
 
-``.journal/capture/places.txt``, one line per session and edited file::
+``.journal/capture/places.txt``, a line per edit of a cited file::
 
     session <TAB> size <TAB> mtime_ns <TAB> inode <TAB> first-last:hash>now ... <TAB> path
 
-written whole through the room (a link planted there is refused, never written through). The
-file's size, mtime and inode after the edit are kept with it: once another hand changed the
-file, the line no longer matches and the recorded lines count again (as ``journal check`` would
-find them). A Read of a file the session never edited costs one small read. Two sessions
-writing at once can lose one's line: it then compares with the recorded lines, as before.
+appended through the room (a link planted there is refused, never written through); the last
+line of a session's file wins. Once the next line would take it past :data:`MAX_BYTES`, it is
+written whole instead, without the session's older lines of the file and its oldest lines,
+down to half that (two sessions writing then can lose one's line: it compares with the
+recorded lines, as before). The file's size, mtime and inode after the edit are kept with it:
+once another hand changed the file, the line no longer matches and the recorded lines count
+again (as ``journal check`` would find them). A Read of a file the session never edited costs
+one small read.
 
 Stdlib only (the hooks import it under ``python3 -I -S``).
 """
@@ -49,14 +52,8 @@ def _mark(session: str, rel: str) -> tuple[bytes, bytes]:
 def current(root: str, session: str, rel: str) -> Places | None:
     """The places this session's last edit of ``rel`` found, when the file is still as that
     edit left it (a plain file of the same size, mtime and inode); None when there are none."""
-    data = confined.read_planted(root, NAME, MAX_BYTES)
-    if not data:
-        return None
     head, tail = _mark(session, rel)
-    found = None
-    for line in (data[:-1] if data.endswith(b"\n") else data).split(b"\n"):
-        if line.startswith(head) and (line + b"\n").endswith(tail):
-            found = line  # (the last one wins)
+    found = _said(root, head, tail)
     if found is None:
         return None
     fields = found.split(b"\t", 5)
@@ -75,6 +72,16 @@ def current(root: str, session: str, rel: str) -> Places | None:
         except (ValueError, UnicodeDecodeError):
             return None  # not a line of ours
     return out
+
+
+def _said(root: str, head: bytes, tail: bytes) -> bytes | None:
+    """The last line kept for a session's file (``_mark``), None when none is."""
+    data = confined.read_planted(root, NAME, MAX_BYTES)
+    found = None
+    for line in (data[:-1] if data.endswith(b"\n") else data).split(b"\n") if data else ():
+        if line.startswith(head) and (line + b"\n").endswith(tail):
+            found = line  # (the last one wins)
+    return found
 
 
 class Moved:
@@ -113,11 +120,26 @@ class Moved:
 
 def keep(root: str, session: str, rel: str, places: Places) -> None:
     """Keep ``places`` for this session's ``rel`` as the file is now (nothing moved and
-    nothing kept before: nothing written)."""
+    nothing kept before: nothing written): appended, or written whole once it would pass
+    :data:`MAX_BYTES`."""
     if "\n" in rel or "\0" in rel or "\t" in session:
         return
-    data = confined.read_planted(root, NAME, MAX_BYTES) or b""
     head, tail = _mark(session, rel)
+    st = confined.lstat(root, rel)
+    line = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        said = b" ".join(b"%d-%d:%s>%d" % (a, b, h.encode(), n) for (a, b, h), n in places.items())
+        line = head + _stamp(st) + b"\t" + said + tail
+    kept = confined.lstat(root, NAME)
+    if line is not None and (kept is None or kept.st_size + len(line) <= MAX_BYTES):
+        if not places and (kept is None or _said(root, head, tail) is None):
+            return  # nothing to say, nothing to take back
+        try:  # noqa: SIM105 (contextlib costs the hooks an import)
+            confined.append(root, NAME, line)
+        except OSError:
+            pass  # (a link planted there, a read-only disk: Reads compare with recorded lines)
+        return
+    data = confined.read_planted(root, NAME, MAX_BYTES) or b""
     lines = [
         x + b"\n"
         for x in data.split(b"\n")
@@ -125,11 +147,9 @@ def keep(root: str, session: str, rel: str, places: Places) -> None:
     ]
     if not places and len(lines) == data.count(b"\n"):
         return  # nothing to say, nothing to take back
-    st = confined.lstat(root, rel)
-    if places and st is not None and stat.S_ISREG(st.st_mode):
-        said = b" ".join(b"%d-%d:%s>%d" % (a, b, h.encode(), n) for (a, b, h), n in places.items())
-        lines.append(head + _stamp(st) + b"\t" + said + tail)
-    while lines and sum(map(len, lines)) > MAX_BYTES:
+    if places and line is not None:
+        lines.append(line)
+    while lines and sum(map(len, lines)) > MAX_BYTES // 2:  # (room for the next appends)
         lines.pop(0)
     try:  # noqa: SIM105 (contextlib costs the hooks an import)
         confined.replace(root, NAME, b"".join(lines), durable=False)

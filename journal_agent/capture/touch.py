@@ -34,12 +34,12 @@ Stdlib only, no ``re``, ``json`` or ``pathlib`` (the hooks run under ``python3 -
 
 from __future__ import annotations
 
-import mmap
 import os
 
 from journal_agent import confined
-from journal_agent.capture import refs_by_file, session_places
-from journal_agent.capture.cited_place import before_edit, placed, where
+from journal_agent.capture import edit_refs, refs_by_file, session_places
+from journal_agent.capture.cited_place import placed, span, where
+from journal_agent.capture.refs_by_file import mapped
 from journal_agent.capture.touched import touched
 from journal_agent.lightjson import dumps, loads
 
@@ -64,30 +64,6 @@ CHANGED = "!changed"  # marks, in SPOKEN, an entry told that an edit changed its
 TRACKED_NAMES = (b"learning_journal.md", b".journal/refs.jsonl")
 
 
-def mapped(
-    anchor: str, path: str, stat: list[os.stat_result] | None = None
-) -> mmap.mmap | bytes | None:
-    """``path`` mapped read-only (searched where it lies, never copied: ``refs.jsonl`` of
-    10,000 entries is 13 MB), ``b""`` when empty, None when missing or not a plain file (a
-    link, a FIFO: refused by the room). ``stat``: gets the opened file's stat."""
-    try:
-        f = confined.open_read(anchor, path, one_name=False)
-    except OSError:
-        return None
-    if f is None:
-        return None
-    with f:
-        st = os.fstat(f.fileno())
-        if stat is not None:
-            stat.append(st)
-        if st.st_size == 0:
-            return b""
-        try:
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
-            return None
-
-
 def tracked_by_git(root: str, names: tuple[bytes, ...] = TRACKED_NAMES) -> bool:
     """Whether the git index above ``root`` names the journal or its references (or ``names``,
     relative to ``root``): a clone brought them (capture/git_tracked.py)."""
@@ -109,19 +85,20 @@ def trusted(root: str) -> bool:
 
 
 def cited(
-    root: str, rel: str, keep: Callable[[tuple[int, int]], bool] | None = None
+    root: str, rel: str, keep: Callable[[tuple[int, int]], bool] | None = None, index: bool = True
 ) -> Iterator[tuple[str, str, dict[str, object]]]:
     """``(entry id, ref key, anchor)`` of each reference to the file ``rel``, from each entry's
     last line of ``refs.jsonl``, newest first; lazily (a caller that has its three stops
     parsing). ``keep``: the cited lines wanted; a line none of whose keys it takes is not
     parsed. Where the index of cited files (capture/refs_by_file.py) can be had, from its rows;
-    else, or from a row whose line is not what it says, by searching ``refs.jsonl``."""
+    else (``index`` False: a row was just found out), or from a row whose line is not what it
+    says, by searching ``refs.jsonl``."""
     st: list[os.stat_result] = []
     data = mapped(root, ".journal/refs.jsonl", st)
     if not data:
         return
     done: set[str] = set()  # entries yielded
-    found = refs_by_file.rows(root, data, st[0].st_ino, rel)
+    found = refs_by_file.rows(root, data, st[0].st_ino, rel) if index else None
     if found is not None:
         try:
             yield from refs_by_file.cited(data, rel, keep, found, done)
@@ -132,7 +109,7 @@ def cited(
 
 
 def _searched(
-    data: mmap.mmap | bytes,
+    data: refs_by_file.Data,
     rel: str,
     keep: Callable[[tuple[int, int]], bool] | None,
     done: set[str],
@@ -172,7 +149,7 @@ def _searched(
                 yield entry, key, anchor if isinstance(anchor, dict) else {"hash": anchor}
 
 
-def _keeps(data: mmap.mmap | bytes, at: int, keep: Callable[[tuple[int, int]], bool]) -> bool:
+def _keeps(data: refs_by_file.Data, at: int, keep: Callable[[tuple[int, int]], bool]) -> bool:
     """Whether the key whose lines start at ``at`` (``N-M"``) names lines ``keep`` takes, read
     from the bytes before its line is parsed (called for every reference to the file)."""
     head = data[at : at + 24]
@@ -181,17 +158,6 @@ def _keeps(data: mmap.mmap | bytes, at: int, keep: Callable[[tuple[int, int]], b
         return keep((int(first), int(last or first)))
     except ValueError:
         return False
-
-
-def span(key: str) -> tuple[int, int] | None:
-    """``path:N`` / ``path:N-M`` → (N, M)."""
-    lines = key.rsplit(":", 1)[-1]
-    first, _, last = lines.partition("-")
-    try:
-        start, end = int(first), int(last or first)
-    except ValueError:
-        return None
-    return (start, end) if 1 <= start <= end else None
 
 
 def overlaps(ref: tuple[int, int], touched: list[tuple[int, int]] | None) -> bool:
@@ -302,24 +268,6 @@ class _Lines:
         return self._lines
 
 
-class _Before:
-    """The touched file's lines just before an edit, made once when a reference is looked at:
-    the file now with Claude Code's hunks put back (our runtime's Edit gives the lines its new
-    text holds now: the file now); None when the hunks do not fit it."""
-
-    def __init__(self, payload: dict[str, object], lines: _Lines) -> None:
-        result = payload.get("tool_response")
-        self.hunks = result.get("structuredPatch") if isinstance(result, dict) else None
-        self.now, self.done = lines, False
-        self._lines: list[bytes] | None = None
-
-    def get(self) -> list[bytes] | None:
-        if not self.done:
-            now, self.done = self.now.get(), True
-            self._lines = before_edit(now, self.hunks) if self.hunks else now
-        return self._lines
-
-
 def _looked_at(
     ranges: list[tuple[int, int]] | None, read: bool, lines: _Lines
 ) -> Callable[[tuple[int, int]], bool]:
@@ -342,27 +290,6 @@ def _looked_at(
     return keep
 
 
-def _keep_places(
-    root: str, session: str, rel: str, lines: _Lines, refs: list[tuple[str, str, dict[str, object]]]
-) -> None:
-    """After an edit of a cited file: where each of its references ``refs`` is now, for the
-    session's later Reads and Greps (those still at their recorded lines need no word)."""
-    places: session_places.Places = {}
-    now = lines.get()
-    # How far the last one moved, tried first: an insertion moves the lines below it alike (a
-    # search of the file per reference otherwise).
-    shift = 0
-    for _, key, anchor in refs:
-        ref, digest = span(key), anchor.get("hash")
-        if ref is None or not isinstance(digest, str) or not digest.isalnum():
-            continue
-        at = where(now, ref, anchor, ref[0] + shift if shift else 0)
-        if at is not None and at != ref[0]:
-            places[(ref[0], ref[1], digest)] = at
-            shift = at - ref[0]
-    session_places.keep(root, session, rel, places)
-
-
 def speak(root: str, payload: dict[str, object]) -> str:
     """The ``additionalContext`` for one PostToolUse, "" when nothing is to be said."""
     session = str(payload.get("session_id") or "")
@@ -373,21 +300,24 @@ def speak(root: str, payload: dict[str, object]) -> str:
         lines = _Lines(root, rel)
         keep = _looked_at(ranges, read, lines)
         # An edit is compared with where the cited lines were just before it (a session's
-        # earlier edits moved them): every reference to the file is looked at.
-        before = _Before(payload, lines) if edited and ranges is not None else None
+        # earlier edits moved them): every reference to the file is looked at, from the rows
+        # of the index of cited files (capture/edit_refs.py) when it can be had.
+        before = edit_refs.Before(payload, lines.get) if edited and ranges is not None else None
+        near = edit_refs.near(root, session, rel, lines.get, before, keep) if before else None
         # A Read or Grep after this session's edits of the file: where they left cited lines.
         moved = None if edited else session_places.Moved(root, session, rel)
         look = None if before else moved.widen(keep) if moved else keep
-        refs = cited(root, rel, look)
+        rest = cited(root, rel, look, index=not before) if near is None else iter(())
+        refs: Iterator[tuple] = iter(near) if near is not None else rest
         looked: list[tuple[str, str, dict[str, object]]] = []  # (an edit keeps where all are)
-        for entry, key, anchor in refs:
+        for entry, key, anchor, *place in refs:
             said = spoken(root, session) if said is None else said
-            if edited:
+            if edited and near is None:
                 looked.append((entry, key, anchor))
             ref = span(key)
             if ref is None or any(p[0] == entry for p in picked):
                 continue
-            here = placed(before.get(), ref, anchor) if before else ref
+            here = place[0] if place else placed(before.get(), ref, anchor) if before else ref
             if not keep(moved.at(ref, anchor) if moved else here):
                 continue
             from journal_agent.capture.touch_line import ID_LIMIT  # (only once one is cited)
@@ -402,8 +332,8 @@ def speak(root: str, payload: dict[str, object]) -> str:
             picked.append((entry, key, now, changed))
             if len(picked) >= SHOWN:
                 break
-        if edited and looked:  # the references not looked at yet are read on from ``refs``
-            _keep_places(root, session, rel, lines, [*looked, *refs])
+        if looked:  # the references not looked at yet are read on from ``refs``
+            edit_refs.keep_places(root, session, rel, lines.get(), [*looked, *rest])
         if len(picked) >= SHOWN:
             break
     picked = _within_budget(picked, said or set())

@@ -5,6 +5,7 @@ journal append."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.capture.hook_helpers import run_hook
-from tests.capture.test_touch_recall import ENTRY, make_project, post
+from tests.capture.test_touch_recall import ENTRY, TRAIN, make_project, post
 from tests.entries import render_entry
 
 INDEX = (".journal", "capture", "refs-by-file.idx")
@@ -75,16 +76,81 @@ def test_refs_jsonl_replaced_or_cut_back_is_indexed_again(project, cli):
     assert _read(project, 6, 3, "d") == ""
 
 
+def _row(index: Path) -> bytes:
+    """The one row of src/train.py: ``offset first last hash entry``."""
+    rows = [x for x in index.read_bytes().split(b"\n") if x.count(b" ") == 4 and x[:1].isdigit()]
+    assert len(rows) == 1
+    return rows[0]
+
+
+def _lie(index: Path, row: bytes, *fields: bytes) -> None:
+    """The row with other fields (the same length: the table's offsets stay right)."""
+    lie = b" ".join(fields)
+    assert len(lie) == len(row)
+    index.write_bytes(index.read_bytes().replace(b"\n" + row + b"\n", b"\n" + lie + b"\n"))
+
+
 def test_an_index_whose_rows_lie_makes_the_hook_say_nothing_else(project):
     """A row pointing at a line that does not cite those lines is found out when the line is
     read: refs.jsonl itself is searched, and the index built again."""
     assert ENTRY in _read(project, 2, 3, "a")
     index = project.joinpath(*INDEX)
-    offset, first, last = index.read_bytes().split(b"\0src/train.py\n")[1].split(b"\n")[0].split()
-    assert (first, last) == (b"3", b"3")
-    index.write_bytes(index.read_bytes().replace(b"\n%s 3 3\n" % offset, b"\n%s 7 7\n" % offset))
+    row = _row(index)
+    offset, first, last, digest, entry = row.split(b" ")
+    assert (first, last, entry) == (b"3", b"3", ENTRY.encode())
+    _lie(index, row, offset, b"7", b"7", digest, entry)
     assert _read(project, 6, 3, "b") == ""  # the index says line 7; refs.jsonl does not
     assert ENTRY in _read(project, 2, 3, "c")  # (the row of line 3 is back)
+
+
+def _edit_two(project: Path, number: int, session: str) -> str:
+    """An Edit of lines ``number`` and the next of src/train.py that keeps the first as it
+    was, told with a hunk that replaces both (as a diff may give it): the cited lines are
+    still where they were, no search of the file reads their line of refs.jsonl."""
+    path = project / "src" / "train.py"
+    lines = path.read_text().split("\n")
+    old = lines[number - 1 : number + 1]
+    lines[number] += "  # edited"
+    path.write_text("\n".join(lines))
+    body = ["-" + x for x in old] + ["+" + x for x in lines[number - 1 : number + 1]]
+    hunk = {"oldStart": number, "oldLines": 2, "newStart": number, "newLines": 2, "lines": body}
+    return post(project, "Edit", {"file_path": str(path)}, {"structuredPatch": [hunk]}, session)
+
+
+def test_an_index_cannot_make_an_edit_name_what_refs_jsonl_does_not_say(project):
+    """An Edit places every reference from the index's rows without reading their lines
+    (capture/edit_refs.py); one it would name is read first. A row saying the entry cites the
+    edited lines, with their very hash, names nothing; a row naming another entry for the
+    entry's line names the entry its line says."""
+    assert ENTRY in _read(project, 2, 3, "a")  # (the index built)
+    index = project.joinpath(*INDEX)
+    row = _row(index)
+    offset, _, _, digest, entry = row.split(b" ")
+    line7 = hashlib.sha256(b"line 7").hexdigest()[:16].encode()
+    _lie(index, row, offset, b"7", b"7", line7, entry)
+    assert _edit_two(project, 7, "b") == ""
+    assert not index.exists()  # dropped: built again at the next call
+    (project / "src" / "train.py").write_text(TRAIN)
+    assert ENTRY in _read(project, 2, 3, "c")
+    row = _row(index)
+    _lie(index, row, offset, b"3", b"3", digest, b"x" * len(entry))
+    said = _edit_two(project, 3, "d")
+    assert said == f"src/train.py:3 (fresh) is explained by journal-agent journal show {ENTRY}"
+
+
+def test_an_edit_keeps_where_the_cited_lines_went_for_the_sessions_reads(project):
+    """The places an Edit keeps from the index's rows (hash and lines, no line of refs.jsonl
+    read) are what a Read of the session then finds: the entry named at its new line only."""
+    path = project / "src" / "train.py"
+    path.write_text("# one\n# two\n" + TRAIN)
+    hunk = {"oldStart": 1, "oldLines": 2, "newStart": 1, "newLines": 4,
+            "lines": ["+# one", "+# two", " line 1", " line 2"]}  # fmt: skip
+    assert post(project, "Edit", {"file_path": str(path)}, {"structuredPatch": [hunk]}, "e") == ""
+    places = (project / ".journal" / "capture" / "places.txt").read_text()
+    assert places.startswith("e\t") and "\t3-3:" in places and ">5\tsrc/train.py" in places
+    assert _read(project, 2, 3, "e") == ""  # its recorded line holds other code now
+    said = _read(project, 4, 3, "e")
+    assert said.startswith("src/train.py:3 (moved to line 5)") and ENTRY in said
 
 
 def test_a_link_planted_at_the_index_is_neither_read_nor_written(project, tmp_path):
@@ -120,7 +186,7 @@ def test_the_detached_refresh_indexes_lines_appended_since(project, cli):
     rebuilt = index.read_bytes()
     assert rebuilt != built and rebuilt.count(b"\n\0src/train.py\n") == 1
     assert (
-        rebuilt.split(b"\n")[0].split()[-3]
+        rebuilt.split(b"\n")[0].split()[-4]
         == str((project / ".journal" / "refs.jsonl").stat().st_size).encode()
     )  # it covers all of refs.jsonl
     assert second in _read(project, 3, 3, "b")
