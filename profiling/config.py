@@ -38,6 +38,7 @@ from profiling._config_optimizers import OPTIMIZERS, PAGED_FIELD, Optimizer, Opt
 from profiling._config_plan import PipelineSchedule, check_plan, is_plan
 from profiling._config_sentences import flag_name, one_sentence
 from profiling.errors import ConfigError, ProfilingError
+from profiling.models.hf_encoders import encoder_refusal
 from profiling.units import parse_count
 
 if TYPE_CHECKING:
@@ -385,6 +386,8 @@ class TrainingConfig(BaseModel):
                 f"{w.max_seq}",
                 "seq",
             )
+        if w is not None and w.arch == "encoder" and (no := encoder_refusal(w.name, self)):
+            raise ConfigError(*no)
 
     @classmethod
     def parse(cls, style: Literal["flag", "field"] = "flag", **values: Any) -> TrainingConfig:

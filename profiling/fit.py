@@ -93,15 +93,24 @@ def usable(avail: int) -> int:
     return int(avail * (1 - SAFETY_MARGIN))
 
 
+def _encoder(base: TrainingConfig) -> bool:
+    from profiling.models.workloads import find_workload
+
+    w = None if base.is_factory else find_workload(base.model)
+    return w is not None and w.arch == "encoder"
+
+
 def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
     held = set(base.model_fields_set) & set(SEARCHED)
     zeros = (base.zero,) if "zero" in held else (0, 1, 2, 3) if base.gpus > 1 else (0,)
+    encoder = _encoder(base)  # full finetunes, no or full checkpointing (hf_encoders)
     if "lora_rank" in held:
         trains: tuple[str, ...] = ("qlora",) if base.qlora else ("lora",)
     else:
-        trains = ("full", "lora", "qlora")
+        trains = ("full",) if encoder else ("full", "lora", "qlora")
     precisions = (base.precision,) if "precision" in held else PRECISIONS
-    ckpts = (base.checkpointing,) if "checkpointing" in held else ("none", "selective", "full")
+    every = ("none", "full") if encoder else ("none", "selective", "full")
+    ckpts = (base.checkpointing,) if "checkpointing" in held else every
     offloads = (base.offload_optimizer,) if "offload_optimizer" in held else (False, True)
     out = []
     for precision, zero, ckpt, kind, offload in itertools.product(

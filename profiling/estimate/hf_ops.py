@@ -395,14 +395,17 @@ def _shifted_labels(d: Dims) -> Term:
     )
 
 
+_HOMES = {"neox": "neox", "encoder": "encoder"}  # the estimate's module for each kind
+
+
 def assumption(d: Dims, cfg: TrainingConfig) -> str:
     """The implementation the activations describe, for the record's notes."""
     attention = "eager" if eager(d, cfg) else "sdpa"
     text = (
         f"activations of transformers' own {_module(d)} module (attn_implementation="
         f"{attention}; its norms, activations and loss as its eager ops keep them: "
-        f"profiling/estimate/{'neox' if d.arch == 'neox' else 'hf_ops'}.py), the module the "
-        "trace builds with transformers installed"
+        f"profiling/estimate/{_HOMES.get(d.arch, 'hf_ops')}.py), the module the trace builds "
+        "with transformers installed" + (" (and only then)" if d.arch == "encoder" else "")
     )
     if _module(d) == "falcon" and not _cuda(cfg):
         text += (

@@ -93,6 +93,8 @@ def _mask_bytes(cfg: TrainingConfig) -> int:
 
 def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model these LoRA targets on this model (None: it can)."""
+    if d.arch == "encoder":  # TrainingConfig refuses it first (hf_encoders.encoder_refusal)
+        return "LoRA on an encoder (bert, roberta) yet; estimate or trace its full finetune"
     if d.arch == "neox":
         return (
             "LoRA on GPT-NeoX's kind of model (gpt_neox, phi, falcon) yet: its adapters' "

@@ -22,7 +22,7 @@ from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import compiled, hf_ops, losses, mla, neox, variants
+from profiling.estimate import compiled, encoder, hf_ops, losses, mla, neox, variants
 from profiling.estimate import lora as lora_acts
 from profiling.estimate.counters import Counters, closed_form, tensors_alive
 from profiling.estimate.deepspeed import (
@@ -205,6 +205,8 @@ def _activations(
 def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Term]:
     if inp.compile:  # what torch.compile's partitioner keeps (estimate/compiled.py)
         return compiled.per_layer(d, inp)
+    if d.arch == "encoder":  # BERT, RoBERTa: transformers' module (estimate.encoder)
+        return encoder.per_layer(d, e, inp)
     if d.arch == "neox":  # GPT-NeoX's kind: our blocks or transformers' (estimate.neox)
         return neox.per_layer(d, e, inp)
     if d.extra.get("hf_module"):  # transformers' own module (models.implementation)
@@ -226,6 +228,8 @@ def _once(
     """Once per model; with another stack's loss, the LM head's input and the logits' terms are
     that loss's (what it keeps), and a fused loss keeps no autocast copy of the head's weight."""
     head_input = loss is None
+    if d.arch == "encoder":
+        return encoder.once_per_model(d, e, shape, inp)
     if d.extra.get("hf_module"):
         once = hf_ops.once_per_model(d, e, shape, inp, head_input) + neox.once_per_model(d)
     else:
@@ -268,7 +272,7 @@ def _moments(
     states, act = total("optimizer"), total("activations")
     kept = grads if inp.grads_kept else 0.0
     d = acts.dims_of(shape, inp.seq_or_default(), inp.batch)
-    head = acts.head_transient(d) if d is not None else None
+    head = encoder.head_transient(d, inp.precision) if d is not None else None
     f = fmt_bytes
     fwd = weights + states + kept + act
     moments = [
@@ -294,11 +298,11 @@ def _moments(
                 calculation=f"end of forward + {head.formula} = {f(fwd)} + {head.substituted}",
             )
         )
-    if d is not None and d.V is not None and loss is None:
+    if d is not None and d.V is not None and loss is None and encoder.lm_logits(d):
         # The loss: the logits (compute dtype) and their fp32 copy live beside the log-softmax
         # output for a moment; under autocast with checkpointing, so does autocast's cache.
         c = acts.Bytes.of(inp.precision).c
-        per = c + (4 if c != 4 else 0)
+        per = c + (4 if c != 4 and (d.arch != "encoder" or inp.autocast) else 0)
         logits = d.s * d.b * d.V * per / inp.tp
         moments.append(
             Moment(

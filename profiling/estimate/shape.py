@@ -22,10 +22,15 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     h, f, kv = w.hidden, w.ffn, w.kv_dim
     head = w.vocab * h  # the LM head's matmul weight (tied or not, it is multiplied)
     active = None
-    if w.arch == "gpt2":
+    if w.arch == "encoder":  # the head's matmuls: the transform and decoder, or the classifier
+        head = h * h + (h * w.num_labels if w.encoder_head == "classify" else w.vocab * h)
+    if w.arch in ("gpt2", "encoder"):
         block_matmuls, tensors = 4 * h * h + 2 * h * f, 2 + 12 * w.layers + 2
         block_matmuls_all = w.layers * block_matmuls
         largest = max(w.vocab * h, h * f, 3 * h * h)
+        if w.arch == "encoder":  # q, k, v apart (16 tensors a block); positions
+            tensors = len(param_dims(w) or [])
+            largest = max(w.vocab * h, h * f, (w.positions or w.max_seq) * h)
     elif w.arch == "neox":  # profiling.models.neox_blocks
         block_matmuls = 2 * h * w.q_dim + 2 * h * kv + 2 * h * f
         block_matmuls_all = w.layers * block_matmuls
@@ -82,6 +87,9 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         shape["expert_linear_numels"] = [h * w.mlp_ffn, 3 * w.experts]
     if w.arch == "llama":
         shape.update(_variations(w))
+    if w.arch == "encoder":  # what profiling.estimate.encoder reads
+        shape["encoder"] = {"head": w.encoder_head, "labels": w.num_labels, "kind": w.hf_model_type}
+        shape["tied"] = w.tied_embeddings and w.encoder_head == "mlm"
     if w.arch == "neox":  # what profiling.estimate.neox reads
         shape["neox"] = {
             "residual": w.residual, "rotary": w.rotary, "fused_qkv": w.fused_qkv,
@@ -89,7 +97,8 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         }  # fmt: skip
     if w.hf_model_type:
         shape["hf_model_type"] = w.hf_model_type
-    if implementation(w) == TRANSFORMERS:  # the activations are transformers' module's
+    # the activations are transformers' module's (an encoder's always: no blocks of ours)
+    if implementation(w) == TRANSFORMERS or w.arch == "encoder":
         shape["hf_module"] = w.hf_model_type
         if w.attn_softcap:
             shape["attn_softcap"] = w.attn_softcap
@@ -111,6 +120,8 @@ def param_dims(w: WorkloadConfig) -> list[Dims] | None:
         block = [(h,), (h,), (3 * h, h), (3 * h,), (h, h), (h,), (h,), (h,), (f, h), (f,)]
         block += [(h, f), (h,)]
         return [(w.vocab, h), (w.max_seq, h), *block * L, (h,), (h,)]
+    if w.arch == "encoder":
+        return _encoder_dims(w)
     if w.arch == "neox":
         head: list[Dims] = [] if w.tied_embeddings else [(w.vocab, h)]
         head += [(w.vocab,)] if w.head_bias else []
@@ -127,6 +138,20 @@ def param_dims(w: WorkloadConfig) -> list[Dims] | None:
     dense = min(w.dense_layers, L)
     dims = [(w.vocab, h), *(attn + norms + mlp) * (L - dense), *(attn + norms + dense_mlp) * dense]
     return dims + [(h,)] + ([] if w.tied_embeddings else [(w.vocab, h)])
+
+
+def _encoder_dims(w: WorkloadConfig) -> list[Dims]:
+    """BERT's and RoBERTa's tensors: word, position and token-type embeddings and their
+    LayerNorm; per block q, k, v, the output, the MLP's two matmuls (biases on all) and two
+    LayerNorms; the task's head."""
+    h, f, n = w.hidden, w.ffn, w.num_labels
+    embeddings: list[Dims] = [(w.vocab, h), (w.positions or w.max_seq, h), (w.type_vocab, h)]
+    block: list[Dims] = [(h, h), (h,)] * 4 + [(h,), (h,), (f, h), (f,), (h, f), (h,), (h,), (h,)]
+    if w.encoder_head == "classify":
+        head: list[Dims] = [(h, h), (h,), (n, h), (n,)]
+    else:  # the decoder's bias, the transform's dense and LayerNorm, an untied decoder weight
+        head = [(w.vocab,), (h, h), (h,), (h,), (h,)] + [(w.vocab, h)] * (not w.tied_embeddings)
+    return [*embeddings, (h,), (h,), *block * w.layers, *head]
 
 
 def _neox_block_dims(w: WorkloadConfig) -> list[Dims]:
@@ -166,6 +191,8 @@ def _block_linears(w: WorkloadConfig) -> list[int]:
     h, q, kv = w.hidden, w.q_dim, w.kv_dim
     if w.arch == "gpt2":
         return [3 * h * h, h * h, h * w.ffn, w.ffn * h]
+    if w.arch == "encoder":
+        return [h * h] * 4 + [h * w.ffn, w.ffn * h]
     if w.arch == "neox":
         qkv = [h * (q + 2 * kv)] if w.fused_qkv else [h * q, h * kv, h * kv]
         return [*qkv, q * h, h * w.ffn, w.ffn * h]

@@ -21,7 +21,9 @@ class WorkloadConfig(BaseModel):
     # "neox": GPT-NeoX's kind of decoder (GPT-NeoX/Pythia/StableLM-alpha, Phi-1/2, Falcon):
     # LayerNorm with bias, a plain GELU MLP, rotary (possibly partial) attention, biases on the
     # linears or not, attention and MLP in parallel or one after the other (``neox`` fields).
-    arch: Literal["gpt2", "llama", "neox"]
+    # "encoder": a bidirectional encoder with post-LayerNorm blocks (BERT, RoBERTa): learned
+    # positions and token types, a masked-LM or classification head (``encoder`` fields).
+    arch: Literal["gpt2", "llama", "neox", "encoder"]
     layers: int
     hidden: int
     heads: int
@@ -77,6 +79,13 @@ class WorkloadConfig(BaseModel):
     fused_qkv: bool = False  # one query_key_value Linear (GPT-NeoX, Falcon) or q, k, v apart
     head_bias: bool = False  # Phi's LM head has a bias
     gelu: Literal["exact", "tanh"] = "exact"  # Phi's gelu_new is the tanh approximation
+    # ---- encoders (arch "encoder"): the readers in profiling.models.hf_encoders set them
+    type_vocab: int = 0  # token-type (segment) embeddings: BERT 2, RoBERTa 1
+    positions: int | None = None  # learned position embeddings' rows (None: max_seq)
+    # the head the task trains: masked LM (the LM transform and the tied decoder) or sequence
+    # classification (BERT's pooler and classifier, RoBERTa's classification head)
+    encoder_head: Literal["mlm", "classify"] = "mlm"
+    num_labels: int = 2  # classify: its outputs (1: a regression, mean-squared error)
     hf_model_type: str | None = None  # the config's model_type, for configs from Hugging Face
     source: str = ""  # where the config came from (a catalogue entry's public location)
 
@@ -169,7 +178,7 @@ class WorkloadConfig(BaseModel):
         h, f = self.hidden, self.ffn
         if self.arch == "neox":
             return self.neox_attention_params() + self.neox_mlp_params() + self.neox_norms() * 2 * h
-        if self.arch == "gpt2":
+        if self.arch in ("gpt2", "encoder"):
             # qkv (3h² + 3h), proj (h² + h), fc (h·f + f), fc_proj (f·h + h), two LayerNorms (4h)
             return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
         norms = 4 if self.norms == "sandwich" else 2
@@ -179,11 +188,25 @@ class WorkloadConfig(BaseModel):
         n = self.vocab * self.hidden
         if self.arch == "gpt2":
             n += self.max_seq * self.hidden  # learned positions
+        if self.arch == "encoder":  # positions, token types and the embeddings' LayerNorm
+            n += ((self.positions or self.max_seq) + self.type_vocab + 2) * self.hidden
         return n
+
+    def encoder_head_params(self) -> int:
+        """The encoder's head: masked LM's transform (h×h, LayerNorm), the decoder's bias (and
+        its weight when untied); classification's h×h layer (BERT's pooler, RoBERTa's dense)
+        and the classifier."""
+        h, n = self.hidden, self.num_labels
+        if self.encoder_head == "classify":
+            return h * h + h + h * n + n
+        return h * h + 3 * h + self.vocab + (0 if self.tied_embeddings else self.vocab * h)
 
     def param_count(self) -> int:
         """Exact number of parameters of the model ``build_model`` makes."""
         h = self.hidden
+        if self.arch == "encoder":  # post-LayerNorm blocks: no final norm
+            blocks = self.layers * self.layer_params()
+            return self.embedding_params() + blocks + self.encoder_head_params()
         final_norm = 2 * h if self.arch in ("gpt2", "neox") else h
         head = 0 if self.tied_embeddings else self.vocab * h
         head += self.vocab if self.head_bias else 0
@@ -205,6 +228,8 @@ class WorkloadConfig(BaseModel):
         h, f = self.hidden, self.ffn
         if self.arch == "gpt2":  # Linear layers carry a bias; positions are an Embedding
             return max(self.vocab * h, self.max_seq * h, 3 * h * h + 3 * h, h * f + f)
+        if self.arch == "encoder":
+            return max(self.vocab * h, (self.positions or self.max_seq) * h, h * f + f)
         if self.arch == "neox":
             bias = 1 if self.linear_bias else 0
             qkv = (h + bias) * (self.q_dim + 2 * self.kv_dim) if self.fused_qkv else 0

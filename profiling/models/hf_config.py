@@ -18,10 +18,11 @@ import json
 from pathlib import Path
 from typing import Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
+from profiling.models.hf_encoders import ENCODER_FAMILIES, ENCODER_NAMES, EncoderFields
 from profiling.models.hf_neox import NEOX_FAMILIES, neox_ffn
 
 PREFIX = "hf:"
@@ -32,7 +33,7 @@ MAX_PARAMS = 3 * 10**12
 MAX_BYTES = 1 << 20  # a config.json is a few KB; anything larger is not one
 
 
-class _Fields(BaseModel):
+class _Fields(EncoderFields):
     """The ``config.json`` fields the shape needs, with their types (strict: "4096" is wrong)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -104,7 +105,7 @@ class _Shape(TypedDict, total=False):
     """Keyword arguments of :class:`WorkloadConfig` a config sets (each family some of them)."""
 
     name: str
-    arch: Literal["gpt2", "llama", "neox"]
+    arch: Literal["gpt2", "llama", "neox", "encoder"]
     layers: int
     hidden: int
     heads: int
@@ -255,6 +256,7 @@ def _gpt2(f: _Fields) -> _Shape:
 
 FAMILIES = {
     **NEOX_FAMILIES,
+    **ENCODER_FAMILIES,
     "deepseek_v2": _deepseek_v2,
     "gemma": _gemma,
     "gemma2": _gemma2,
@@ -342,7 +344,7 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
         raise ProfilingError(f"{name}: num_experts_per_tok {top_k} exceeds the {experts} experts")
     w = WorkloadConfig(**fields)
     kinds = {"gpt2": "GPT-2", "llama": "Llama", "gpt_neox": "GPT-NeoX", "phi": "Phi"}
-    kinds["falcon"] = "Falcon"
+    kinds.update(falcon="Falcon", **ENCODER_NAMES)
     w.description = (
         f"{kinds.get(kind, kind)}-family config: {w.layers} layers, hidden {h}, "
         f"{heads}/{w.n_kv_heads} heads"

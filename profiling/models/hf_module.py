@@ -56,6 +56,8 @@ _DROPOUTS = (
     "embd_pdrop",
     "attn_pdrop",
     "summary_first_dropout",
+    "hidden_dropout_prob",  # BERT, RoBERTa
+    "attention_probs_dropout_prob",
 )
 
 
@@ -127,6 +129,45 @@ def _one_sequence_per_row() -> Iterator[None]:
         masking_utils.find_packed_sequence_indices = find
 
 
+class HFEncoder(nn.Module):
+    """``model(idx, labels)`` over transformers' ``...ForMaskedLM`` or
+    ``...ForSequenceClassification`` (an encoder, arch ``encoder``): its own loss."""
+
+    def __init__(self, model: nn.Module, shape: WorkloadConfig) -> None:
+        super().__init__()
+        self.model = model
+        self.config = shape
+
+    def forward(self, idx: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        out = self.model(input_ids=idx, labels=labels)
+        return out.logits if labels is None else out.loss
+
+    def example_inputs(
+        self, batch: int, seq: int, device: Device = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Token ids and the task's labels: one per token for masked LM (transformers' loss
+        runs over every position's logits whichever are masked), one per sequence for
+        classification (a float for a regression, num_labels 1)."""
+        c = self.config
+        idx = torch.randint(0, c.vocab, (batch, seq), device=device)
+        if c.encoder_head == "mlm":
+            return idx, torch.randint(0, c.vocab, (batch, seq), device=device)
+        if c.num_labels == 1:
+            return idx, torch.rand(batch, device=device)
+        return idx, torch.randint(0, c.num_labels, (batch,), device=device)
+
+
+def _auto_model(shape: WorkloadConfig) -> Any:
+    """transformers' auto class of the task the shape trains."""
+    import transformers
+
+    if shape.arch != "encoder":
+        return transformers.AutoModelForCausalLM
+    if shape.encoder_head == "classify":
+        return transformers.AutoModelForSequenceClassification
+    return transformers.AutoModelForMaskedLM
+
+
 def transformers_version() -> str | None:
     try:
         import transformers
@@ -148,7 +189,7 @@ def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, object]:
 
 def build_hf(
     shape: WorkloadConfig, cfg: BuildChoices
-) -> tuple[HFCausalLM | BlocksLM, dict[str, str]]:
+) -> tuple[HFCausalLM | HFEncoder | BlocksLM, dict[str, str]]:
     """(model, what was built) for the config ``cfg.model`` names, ``shape`` its (possibly
     block-reduced) shape. Called under the trace's fake mode."""
     version = transformers_version()
@@ -164,7 +205,7 @@ def build_hf(
         )
     if reason is not None:
         return _own(shape, reason)
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     assert cfg.model is not None, "the trace builds an hf: model only for --model hf:…"
     raw = _raw_config(shape, cfg.model)
@@ -174,21 +215,25 @@ def build_hf(
     kind = str(raw.pop("model_type"))  # _raw_config checked it is the shape's
     raw["tie_word_embeddings"] = shape.tied_embeddings  # --tied-head may have changed it
     raw["num_hidden_layers" if kind != "gpt2" else "n_layer"] = shape.layers
+    if shape.encoder_head == "classify":
+        raw["num_labels"] = shape.num_labels
+    auto = _auto_model(shape)
     attention = "eager" if cfg.attention == "eager" else "sdpa"
     note = ""
     dropout = float(cfg.dropout)
     try:
-        model = _from_config(AutoConfig, AutoModelForCausalLM, kind, raw, attention, dropout)
+        model = _from_config(AutoConfig, auto, kind, raw, attention, dropout)
     except ValueError as exc:
         if attention != "sdpa" or "scaled_dot_product_attention" not in str(exc):
             return _own(shape, f"transformers could not build it: {_first_line(exc)}")
         # Gemma 2 refuses SDPA (its attention logits are soft-capped): eager, as HF loads it.
         attention, note = "eager", "; this model class refuses sdpa"
-        model = _from_config(AutoConfig, AutoModelForCausalLM, kind, raw, attention, dropout)
+        model = _from_config(AutoConfig, auto, kind, raw, attention, dropout)
     except Exception as exc:  # a config transformers rejects: our blocks, and why
         return _own(shape, f"transformers could not build it: {_first_line(exc)}")
     model.train()
-    return HFCausalLM(model, shape), {
+    wrapped = HFEncoder(model, shape) if shape.arch == "encoder" else HFCausalLM(model, shape)
+    return wrapped, {
         "traced": "transformers",
         "implementation": f"transformers {version} {type(model).__name__} "
         f"(attn_implementation={attention}{note}, dropout {cfg.dropout:g})",
@@ -198,7 +243,7 @@ def build_hf(
 
 def _from_config(
     auto_config: type[AutoConfig],
-    auto_model: type[AutoModelForCausalLM],
+    auto_model: type[AutoModelForCausalLM] | Any,
     kind: str,
     raw: dict[str, object],
     attention: str,
@@ -224,10 +269,15 @@ def _first_line(exc: Exception) -> str:
 def _own(shape: WorkloadConfig, reason: str) -> tuple[BlocksLM, dict[str, str]]:
     from profiling.models.workloads import build_model
 
+    if shape.arch == "encoder":  # no blocks of ours: transformers' module or nothing
+        raise ProfilingError(
+            f"{shape.name} ({shape.hf_model_type}) is traced as transformers' own module only, "
+            f"and {reason}; estimate it instead"
+        )
     return build_model(shape), {
         "traced": "project blocks",
         "implementation": f"the project's own blocks built from the config ({reason})",
     }
 
 
-__all__ = ["HFCausalLM", "build_hf", "project_blocks", "transformers_version"]
+__all__ = ["HFCausalLM", "HFEncoder", "build_hf", "project_blocks", "transformers_version"]

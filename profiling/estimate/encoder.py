@@ -1,0 +1,208 @@
+"""Activations of an encoder (arch ``encoder``: BERT, RoBERTa) as transformers' own module runs
+it (``BertForMaskedLM``, ``RobertaForSequenceClassification`` …), op by op, in bytes.
+
+Derived, like ``activations`` and ``neox``, from what the trace shows autograd saving. Per
+layer, with T = s·b tokens, hidden h, MLP width f (post-LayerNorm blocks, biases on every
+Linear, SDPA without a mask: every token sees every token):
+
+- matmul inputs: the block input, which q, k and v read — once, or under autocast one 16-bit
+  copy each (three) — and the first LayerNorm's output the MLP's first matmul reads (a copy
+  under autocast)
+- attention: q, k and v (three projections: SDPA keeps each), its output (the output
+  projection's input, a view) and the logsumexp
+- LayerNorm ×2: each keeps its input (the residual sum) and a mean and rstd per row (fp32 on
+  CUDA, 8 B; the residual dtype on the CPU)
+- MLP: GELU's input and output (the second matmul's input), T·2f·c
+
+Once per model: the embeddings' LayerNorm (its input, the sum of the word, position and token
+type embeddings, and its statistics); masked LM's head — the transform's dense input, GELU's
+input and output, its LayerNorm (an fp32 copy of its input under autocast), the decoder's
+input — then the logits' fp32 log-probabilities (s·b·V·4: transformers' loss runs over every
+position); classification's — the first token's hidden state, the dense layer's tanh output
+and the classifier's input, b-sized. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
+from profiling.estimate.activations import head_transient as acts_head_transient
+from profiling.units import fmt_count
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+
+def _logp_bytes(e: Bytes) -> int:
+    return 4 if e.amp else e.c
+
+
+def _stats(e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
+    """A LayerNorm's mean and rstd per row: fp32 on CUDA, the residual dtype on the CPU."""
+    return (8, "8") if _cuda(cfg) else (2 * e.r, f"2·{e.r}")
+
+
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """One block's saved activations (tensor-parallel split: TP=1)."""
+    T, tok, h, f = d.s * d.b, f"{d.s}·{d.b}", d.h, d.f
+    stats, stats_s = _stats(e, cfg)
+    lse, lse_sub = _lse(d, e, cfg)
+    # CUDA's kernels keep their dropout generator's seed and offset, dropout or not: flash
+    # (16-bit) a (2,) and a () uint64, the memory-efficient kernel (fp32) two () ones
+    rng = (16 if e.c == 4 else 24) if _cuda(cfg) else 0
+    if e.amp:
+        ins = Term(
+            "matmul inputs (block input, one 16-bit copy per q, k, v; attention's LayerNorm "
+            "output, a copy)",
+            T * 4 * h * e.c,
+            f"s·b·4h·{e.c} B",
+            f"{tok}·4·{h}·{e.c}",
+        )
+    else:
+        ins = Term(
+            "matmul inputs (block input, attention's LayerNorm output)",
+            T * 2 * h * e.r,
+            f"s·b·2h·{e.r} B",
+            f"{tok}·2·{h}·{e.r}",
+        )
+    return [
+        Term(
+            f"norms (LayerNorm ×2: input, {'fp32 ' if _cuda(cfg) else ''}mean and rstd)",
+            T * 2 * (h * e.r + stats),
+            f"s·b·2·(h·{e.r} + {stats_s}) B",
+            f"{tok}·2·({h}·{e.r} + {stats_s})",
+        ),
+        ins,
+        Term(
+            "attention (q, k, v, output, logsumexp"
+            + (", the kernel's seed and offset)" if rng else ")"),
+            T * 4 * h * e.c + lse + rng,
+            f"s·b·4h·{e.c} + 4·a·b·s" + (f" + {rng}" if rng else "") + " B",
+            f"{tok}·4·{h}·{e.c} + {lse_sub}" + (f" + {rng}" if rng else ""),
+        ),
+        Term(
+            "the MLP (GELU's input and output)",
+            T * 2 * f * e.c,
+            f"s·b·2f·{e.c} B",
+            f"{tok}·2·{f}·{e.c}",
+        ),
+    ]
+
+
+def _embeddings(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    stats, stats_s = _stats(e, cfg)
+    # The token types' lookup indices, gathered from the all-zero buffer at the positions:
+    # BERT's positions are one row (s), RoBERTa's are numbered per sequence from the ids (s·b
+    # int64 its position embedding keeps, and the token types gathered at them)
+    rows, rows_f = (2 * d.b, f"2·{d.b}") if d.extra["encoder"]["kind"] == "roberta" else (1, "1")
+    return [
+        Term(
+            "embeddings' LayerNorm (input: words + positions + token types; mean and rstd)",
+            d.s * d.b * (d.h * e.r + stats),
+            f"s·b·(h·{e.r} + {stats_s}) B",
+            f"{d.s}·{d.b}·({d.h}·{e.r} + {stats_s})",
+        ),
+        Term(
+            "embeddings' position and token-type indices (int64)",
+            rows * d.s * 8,
+            ("2·b·" if rows_f != "1" else "") + "s·8 B",
+            f"{rows_f}·{d.s}·8",
+        ),
+    ]
+
+
+def _mlm_head(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    T, tok, h = d.s * d.b, f"{d.s}·{d.b}", d.h
+    stats, stats_s = _stats(e, cfg)
+    # GELU's output is the LayerNorm's input; under autocast layer_norm runs in fp32 and
+    # keeps its fp32 copy instead
+    ln = 4 if e.amp else e.c
+    head = Term(
+        "masked-LM head (the transform's input, GELU's input, LayerNorm's input and "
+        "statistics, the decoder's input)",
+        T * (h * (3 * e.c + ln) + stats),
+        f"s·b·(h·(3·{e.c} + {ln}) + {stats_s}) B",
+        f"{tok}·({h}·{3 * e.c + ln} + {stats_s})",
+    )
+    assert d.V is not None
+    # the loss: CrossEntropyLoss on the logits as they are (fp32 under autocast, whose list
+    # has cross_entropy; 16-bit otherwise: transformers does not upcast them here)
+    p = _logp_bytes(e)
+    logits = Term(
+        f"Logits: the {'fp32' if p == 4 else f'{p}-byte'} log-probabilities the loss keeps "
+        "(and the loss, its total weight)",
+        T * d.V * p + 2 * p,
+        f"s·b·V·{p} + 2·{p} B",
+        f"{d.s}·{d.b}·{d.V}·{p} + 2·{p}",
+    )
+    return [head, logits]
+
+
+def _classifier(d: Dims, e: Bytes) -> Term:
+    """The first token's hidden state through the h×h layer and tanh, the classifier, the
+    loss: b-sized, except that without autocast the dense layer's input is a view of the last
+    hidden state (``[:, 0]``), which it keeps whole."""
+    n, b, h, c = int(d.extra["encoder"]["labels"]), d.b, d.h, e.c
+    p = _logp_bytes(e)
+    # one label: a regression, mean-squared error (its input and the loss; no total weight)
+    loss, loss_f = (2 * p, f"2·{p}") if n > 1 else (p, f"{p}")
+    if e.amp:
+        first, first_f, first_s = b * h * c, f"b·h·{c}", f"{b}·{h}·{c}"
+        what = "its 16-bit copy of the first token"
+    else:
+        first, first_f, first_s = d.s * b * h * c, f"s·b·h·{c}", f"{d.s}·{b}·{h}·{c}"
+        what = "the last hidden state, which its first-token view keeps whole"
+    return Term(
+        f"classification head ({what}; tanh's output; the loss's "
+        + (
+            f"{n} log-probabilities per sequence, the loss and its total weight)"
+            if n > 1
+            else "input and the loss)"
+        ),
+        first + b * h * c + b * n * p + loss,
+        f"{first_f} + b·h·{c} + b·n·{p} + {loss_f} B",
+        f"{first_s} + {b}·{h}·{c} + {b}·{n}·{p} + {loss_f}",
+    )
+
+
+def lm_logits(d: Dims) -> bool:
+    """Whether the model ends in s·b·V logits (every decoder, masked LM; not a classifier)."""
+    return d.arch != "encoder" or d.extra["encoder"]["head"] == "mlm"
+
+
+def head_transient(d: Dims, precision: str) -> Term | None:
+    """Backward's first moment: the loss's gradient and log-softmax's — a decoder's in fp32
+    (``activations.head_transient``), an encoder's in its log-probabilities' dtype (a
+    classifier's are b-sized: none)."""
+    if d.arch != "encoder":
+        return acts_head_transient(d)
+    if not lm_logits(d) or d.V is None:
+        return None
+    p = _logp_bytes(Bytes.of(precision))
+    return Term(
+        f"loss backward: log-softmax gradients ({'fp32' if p == 4 else f'{p}-byte'})",
+        2 * d.s * d.b * d.V * p,
+        f"2·s·b·V·{p} B",
+        f"2·{d.s}·{d.b}·{d.V}·{p}",
+    )
+
+
+def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
+    """The embeddings' LayerNorm, the task's head and loss, autocast's weight copies."""
+    terms = _embeddings(d, e, cfg)
+    terms += _mlm_head(d, e, cfg) if lm_logits(d) else [_classifier(d, e)]
+    if e.amp:
+        w = int(shape.get("matmul_weights") or 0)
+        terms.append(
+            Term(
+                "autocast's 16-bit weight copies (kept for backward)",
+                w * 2,
+                "matmul weights · 2 B",
+                f"{fmt_count(w)} · 2",
+            )
+        )
+    return terms
+
+
+__all__ = ["head_transient", "lm_logits", "once_per_model", "per_layer"]

@@ -1,0 +1,132 @@
+"""Hugging Face configs of encoders, read as their ``transformers`` classes build them: BERT and
+RoBERTa (arch ``encoder`` of :class:`WorkloadConfig`).
+
+What sets them apart from the decoders: attention sees every token (no causal mask), each block
+ends in a LayerNorm (post-norm: q, k, v and output projections, the MLP's two matmuls, all with
+biases, exact GELU), and the embeddings add learned positions and token types under a LayerNorm
+of their own. The task the model trains on decides its head: masked LM (``...ForMaskedLM``:
+a dense layer, GELU and LayerNorm, then the decoder tied to the word embeddings with a bias of
+its own) unless the config's ``architectures`` names a ``...ForSequenceClassification``
+(BERT's pooler and classifier, RoBERTa's classification head: the same counts), with
+``num_labels`` outputs (``id2label``'s length, 2 by default; 1 is a regression). RoBERTa's
+positions start after its padding index, so its longest sequence is
+``max_position_embeddings − pad_token_id − 1`` (512 of 514). What the classes have and we do
+not model is refused in one sentence. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from profiling.errors import ProfilingError
+
+
+class EncoderFields(BaseModel):
+    """The ``config.json`` fields only encoders read (``hf_config._Fields`` inherits them)."""
+
+    type_vocab_size: int = Field(2, ge=0, le=10**6)  # BertConfig's and RobertaConfig's default
+    architectures: list[str] | None = None
+    id2label: dict[str, str] | None = None
+    num_labels: int | None = Field(None, ge=1, le=10**6)
+    pad_token_id: int | None = Field(None, ge=0, le=10**8)
+    position_embedding_type: str = "absolute"
+    is_decoder: bool = False
+
+
+class _Fields(Protocol):
+    """The fields of ``hf_config._Fields`` these readers use."""
+
+    max_position_embeddings: int
+    tie_word_embeddings: bool | None
+    hidden_act: str | None
+    type_vocab_size: int
+    architectures: list[str] | None
+    id2label: dict[str, str] | None
+    num_labels: int | None
+    pad_token_id: int | None
+    position_embedding_type: str
+    is_decoder: bool
+
+
+def _head(f: _Fields) -> dict[str, Any]:
+    """The task's head: classification when the config's architecture is one, else masked LM."""
+    if any(a.endswith("ForSequenceClassification") for a in f.architectures or []):
+        labels = len(f.id2label) if f.id2label else (f.num_labels or 2)
+        return {"encoder_head": "classify", "num_labels": labels}
+    return {"encoder_head": "mlm"}
+
+
+def _encoder(f: _Fields, kind: str, max_seq: int) -> dict[str, Any]:
+    if f.position_embedding_type != "absolute":
+        raise ProfilingError(
+            f"this {kind} config uses {f.position_embedding_type!r} position embeddings "
+            "(distance embeddings in every attention), which are not modelled; give one with "
+            "absolute positions (bert-base/large, roberta-base/large)"
+        )
+    if f.is_decoder:
+        raise ProfilingError(
+            f"this {kind} config is a decoder (is_decoder: true), which is not modelled; give "
+            "the encoder's config"
+        )
+    if (f.hidden_act or "gelu") != "gelu":
+        raise ProfilingError(
+            f"this {kind} config's hidden_act is {f.hidden_act!r}; only BERT's exact GELU "
+            "('gelu') is modelled"
+        )
+    if max_seq < 1:
+        raise ProfilingError(f"this {kind} config leaves no position for a token")
+    return {
+        "arch": "encoder",
+        "type_vocab": f.type_vocab_size,
+        "positions": f.max_position_embeddings,
+        "max_seq": max_seq,
+        "tied_embeddings": True if f.tie_word_embeddings is None else f.tie_word_embeddings,
+        **_head(f),
+    }
+
+
+def _bert(f: _Fields) -> dict[str, Any]:
+    return _encoder(f, "bert", f.max_position_embeddings)
+
+
+def _roberta(f: _Fields) -> dict[str, Any]:
+    # RobertaEmbeddings numbers positions from padding_idx + 1 (pad_token_id, 1 by default)
+    pad = 1 if f.pad_token_id is None else f.pad_token_id
+    return _encoder(f, "roberta", f.max_position_embeddings - pad - 1)
+
+
+def encoder_refusal(kind: str, cfg: Any) -> tuple[str, str] | None:
+    """(one sentence, the field) for a training option that does not apply to an encoder or is
+    not modelled on one; None when every option given does. ``cfg`` is the training
+    configuration (``profiling.config.TrainingConfig``, a floor above this wing)."""
+    if cfg.loss != "cross-entropy":
+        return (
+            f"--loss {cfg.loss} is a decoder's LM loss; {kind} trains with transformers' own "
+            "loss of its task (masked LM or classification): leave --loss out",
+            "loss",
+        )
+    asked = [
+        (cfg.lora_rank is not None or cfg.qlora, "--lora-rank/--qlora", "lora_rank"),
+        (cfg.compile, "--compile", "compile"),
+        (cfg.attention == "eager", "--attention eager", "attention"),
+        (cfg.dropout > 0, "--dropout", "dropout"),
+        (cfg.checkpointing not in ("none", "full"), f"--checkpointing {cfg.checkpointing}",
+         "checkpointing"),
+        (cfg.tied_head is False, "--no-tied-head", "tied_head"),
+    ]  # fmt: skip
+    for given, flag, field in asked:
+        if given:
+            return (
+                f"{flag} on an encoder ({kind}) is not modelled yet; estimate or trace its "
+                "full finetune with SDPA attention, no dropout and no or full checkpointing",
+                field,
+            )
+    return None
+
+
+ENCODER_FAMILIES = {"bert": _bert, "roberta": _roberta}
+ENCODER_NAMES = {"bert": "BERT", "roberta": "RoBERTa"}
+
+__all__ = ["ENCODER_FAMILIES", "ENCODER_NAMES", "EncoderFields", "encoder_refusal"]
