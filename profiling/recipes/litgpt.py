@@ -205,13 +205,15 @@ def _devices(r: Reading, method: str) -> int:
         how = "FSDP2 fully_shard" if method == "lora" else "FSDP full shard"
         r.use("devices", "fsdp", True, f"{how} of every block on more than one GPU")
         r.use("devices", "checkpointing", "full", "LitGPT checkpoints every block when sharded")
-        if method != "lora":
+        said = r.has("optimizer.init_args.foreach") or r.get("optimizer.init_args.fused")
+        if method != "lora" and not said:
             # finetune/full.py and adapter.py shard with Lightning's FSDPStrategy: FSDP1
             # (FullyShardedDataParallel), whose parameters are plain tensors, so torch's AdamW,
             # built without a foreach argument (instantiate_torch_optimizer), takes the
             # multi-tensor path (torch/optim/optimizer.py, _default_to_fused_or_foreach: foreach
             # for torch.Tensor and Parameter on CUDA); FSDP2's DTensors get the for-loop. Its
-            # step holds a sqrt of every second moment at once (_multi_tensor_adamw).
+            # step holds a sqrt of every second moment at once (_multi_tensor_adamw). A file
+            # that says foreach or fused is read as it says (_optimizer).
             r.imply("(the script)", "foreach", True, FSDP1_FOREACH)
     return gpus
 

@@ -135,6 +135,12 @@ def test_litgpt_full_on_many_gpus_steps_fsdp1s_foreach_adamw(tmp_path: Path) -> 
     assert lora.values["fsdp"] is True and "foreach" not in lora.values
     single = read_recipe([FIXTURES / "litgpt" / "llama-3.2-1B-full.yaml"])
     assert "foreach" not in single.values  # one GPU: torch's own default, nothing implied
+    # A file that chooses is read as it says: foreach off, or fused (no foreach path at all).
+    for args, foreach in (("foreach: false", False), ("fused: true", None)):
+        path = two_gpus("llama-3.2-1B-full.yaml")
+        head, tail = path.read_text().rsplit("  init_args:\n", 1)  # the optimizer's
+        path.write_text(f"{head}  init_args:\n    {args}\n{tail}")
+        assert read_recipe([path]).values.get("foreach") is foreach, args
 
 
 def test_litgpt_gives_a_tied_model_its_own_lm_head() -> None:
