@@ -69,10 +69,18 @@ def where(
         return guess
     text = anchor.get("text")
     first = text[0].encode() if isinstance(text, list) and text else None
-    for start in range(1, len(lines) - count + 2):
-        if (first is None or lines[start - 1] == first) and at(start):
+    if first is None:  # (no text kept: every place is hashed)
+        return next((s for s in range(1, len(lines) - count + 2) if at(s)), None)
+    start = 0  # (the places that start with the first line, found by list.index: C speed)
+    while True:
+        try:
+            start = lines.index(first, start) + 1
+        except ValueError:
+            return None
+        if start > len(lines) - count + 1:
+            return None
+        if at(start):
             return start
-    return None
 
 
 def before_edit(after: list[bytes], hunks: object) -> list[bytes] | None:

@@ -22,7 +22,7 @@ Stdlib only (the hooks import it under ``python3 -I -S``).
 from __future__ import annotations
 
 from journal_agent.capture import refs_by_file, session_places
-from journal_agent.capture.cited_place import before_edit, digest, placed, span, where
+from journal_agent.capture.cited_place import before_edit, digest, span, where
 
 TYPE_CHECKING = False  # (typing is one more import for every hook)
 if TYPE_CHECKING:
@@ -110,8 +110,12 @@ def near(
                 content = window if hashd == recorded else None
             if content is None and anchor is None:
                 anchor = _anchor(data, (offset, entry, key, recorded))
-            # (found where recorded: what cited_place.placed would say, with one hash)
-            here = ref if content is not None else placed(pre, ref, anchor)  # type: ignore[arg-type]
+            here = ref  # (found where recorded: what cited_place.placed says, with one hash)
+            if content is None and pre is not None:  # (placed: elsewhere, or where recorded)
+                found = where(pre, ref, anchor)  # type: ignore[arg-type]
+                if found is not None:
+                    here = (found, found + ref[1] - ref[0])
+                    content = pre[found - 1 : here[1]]
             if keep(here):
                 out.append(
                     (entry, key, anchor or _anchor(data, (offset, entry, key, recorded)), here)
@@ -122,7 +126,8 @@ def near(
             if content is None:
                 at = where(after, ref, anchor, guess)  # type: ignore[arg-type]
             else:
-                at = _after(after, ref[0], content, guess, (data, (offset, entry, key, recorded)))
+                line = anchor or (data, (offset, entry, key, recorded))
+                at = _after(after, ref[0], content, guess, line)
             if at is not None and at != ref[0]:
                 places[(ref[0], ref[1], recorded)] = at
                 shift = at - ref[0]
@@ -135,17 +140,18 @@ def near(
 
 
 def _after(
-    lines: list[bytes], at: int, content: list[bytes], guess: int, line: tuple
+    lines: list[bytes], at: int, content: list[bytes], guess: int, line: Anchor | tuple
 ) -> int | None:
     """Where ``content`` (the cited lines) is in ``lines``, as ``cited_place.where`` finds
     them by their hash: at ``at`` (where recorded), at ``guess``, else the first place that
-    starts with the anchor's first line (read from the reference's ``line`` only then)."""
+    starts with the anchor's first line (``line``: the anchor, or where to read it only then:
+    ``(data, row)`` for :func:`_anchor`)."""
     count = len(content)
     if lines[at - 1 : at - 1 + count] == content:
         return at
     if guess > 0 and lines[guess - 1 : guess - 1 + count] == content:
         return guess
-    first = _first(_anchor(*line))
+    first = _first(line if isinstance(line, dict) else _anchor(*line))
     if first is not None and first != content[0]:
         return None  # (where's search looks only at places that start with it)
     start = -1
