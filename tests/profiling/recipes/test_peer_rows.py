@@ -74,3 +74,16 @@ def test_the_benchmark_prints_the_summary_beside_the_targets() -> None:
     # DeepSpeed's own estimators beside them (tests/profiling/recipes/test_peer_deepspeed.py)
     ds = summary["deepspeed_estimator"]
     assert ds["rows"] == len(result["deepspeed_estimator"]) >= 200 and ds["target_met"]
+
+
+def test_the_benchmark_compares_with_a_commit_whose_bench_compares_too() -> None:
+    """--old REF runs REF's own bench outside the repository; from 5c2a35a on that bench would
+    start its own comparison there (a git archive it cannot make) unless told --no-old."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_peer.py"), "--old", "5c2a35a",
+         "--no-deepspeed"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    before = json.loads(done.stdout)["summary"]["at_5c2a35a"]["fully_published"]
+    assert before["rows"] >= 20 and before["min_ratio"] > 0
