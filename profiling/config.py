@@ -380,14 +380,14 @@ class TrainingConfig(BaseModel):
 
     def _check_seq(self) -> None:
         w = self._workload()
+        if w is not None and w.arch == "encoder" and (no := encoder_refusal(w, self)):
+            raise ConfigError(*no)
         if w is not None and self.seq is not None and self.seq > w.max_seq:
             raise ConfigError(
                 f"--seq {self.seq} exceeds {w.name}'s maximum of {w.max_seq}; use --seq ≤ "
                 f"{w.max_seq}",
                 "seq",
             )
-        if w is not None and w.arch == "encoder" and (no := encoder_refusal(w.name, self)):
-            raise ConfigError(*no)
 
     @classmethod
     def parse(cls, style: Literal["flag", "field"] = "flag", **values: Any) -> TrainingConfig:

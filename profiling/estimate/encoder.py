@@ -166,6 +166,42 @@ def _classifier(d: Dims, e: Bytes) -> Term:
     )
 
 
+def _vit(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """ViT: the images' 16-bit copy the patch projection keeps under autocast (the images
+    themselves are the step's input), the final LayerNorm, the classifier on the class token
+    (without autocast its view keeps the final norm's output whole), the loss."""
+    b, c, n, p = d.b, e.c, int(d.extra["encoder"]["labels"]), _logp_bytes(e)
+    pixels = int(d.extra["encoder"]["pixels"])
+    stats, stats_s = _stats(e, cfg)
+    terms = []
+    if e.amp:
+        terms.append(
+            Term(
+                "the images' 16-bit copy (the patch projection's input)",
+                b * pixels * c,
+                f"b·C·H·W·{c} B",
+                f"{b}·{pixels}·{c}",
+            )
+        )
+    first, first_f, first_s = (
+        (b * d.h * c, f"b·h·{c}", f"{b}·{d.h}·{c}")
+        if e.amp
+        else (d.s * b * d.h * c, f"s·b·h·{c}", f"{d.s}·{b}·{d.h}·{c}")
+    )
+    terms.append(
+        Term(
+            "final LayerNorm (input, statistics) and the classifier's input ("
+            + ("the class token's 16-bit copy" if e.amp else "the norm's output, kept whole by "
+               "its class-token view")
+            + f"), the loss's {n} log-probabilities per image, the loss and its total weight",
+            d.s * b * (d.h * e.r + stats) + first + b * n * p + 2 * p,
+            f"s·b·(h·{e.r} + {stats_s}) + {first_f} + b·n·{p} + 2·{p} B",
+            f"{d.s}·{b}·({d.h}·{e.r} + {stats_s}) + {first_s} + {b}·{n}·{p} + 2·{p}",
+        )
+    )  # fmt: skip
+    return terms
+
+
 def lm_logits(d: Dims) -> bool:
     """Whether the model ends in s·b·V logits (every decoder, masked LM; not a classifier)."""
     return d.arch != "encoder" or d.extra["encoder"]["head"] == "mlm"
@@ -190,8 +226,11 @@ def head_transient(d: Dims, precision: str) -> Term | None:
 
 def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
     """The embeddings' LayerNorm, the task's head and loss, autocast's weight copies."""
-    terms = _embeddings(d, e, cfg)
-    terms += _mlm_head(d, e, cfg) if lm_logits(d) else [_classifier(d, e)]
+    if d.extra["encoder"]["pixels"]:
+        terms = _vit(d, e, cfg)
+    else:
+        terms = _embeddings(d, e, cfg)
+        terms += _mlm_head(d, e, cfg) if lm_logits(d) else [_classifier(d, e)]
     if e.amp:
         w = int(shape.get("matmul_weights") or 0)
         terms.append(

@@ -24,6 +24,8 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     active = None
     if w.arch == "encoder":  # the head's matmuls: the transform and decoder, or the classifier
         head = h * h + (h * w.num_labels if w.encoder_head == "classify" else w.vocab * h)
+        # ViT: the classifier and the patch projection (a convolution, its weight cast too)
+        head += w.channels * w.patch_size**2 * h - h * h if w.patch_size else 0
     if w.arch in ("gpt2", "encoder"):
         block_matmuls, tensors = 4 * h * h + 2 * h * f, 2 + 12 * w.layers + 2
         block_matmuls_all = w.layers * block_matmuls
@@ -88,7 +90,10 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     if w.arch == "llama":
         shape.update(_variations(w))
     if w.arch == "encoder":  # what profiling.estimate.encoder reads
-        shape["encoder"] = {"head": w.encoder_head, "labels": w.num_labels, "kind": w.hf_model_type}
+        shape["encoder"] = {
+            "head": w.encoder_head, "labels": w.num_labels, "kind": w.hf_model_type,
+            "pixels": w.channels * w.image_size**2 if w.patch_size else 0,
+        }  # fmt: skip
         shape["tied"] = w.tied_embeddings and w.encoder_head == "mlm"
     if w.arch == "neox":  # what profiling.estimate.neox reads
         shape["neox"] = {
@@ -147,6 +152,10 @@ def _encoder_dims(w: WorkloadConfig) -> list[Dims]:
     h, f, n = w.hidden, w.ffn, w.num_labels
     embeddings: list[Dims] = [(w.vocab, h), (w.positions or w.max_seq, h), (w.type_vocab, h)]
     block: list[Dims] = [(h, h), (h,)] * 4 + [(h,), (h,), (f, h), (f,), (h, f), (h,), (h,), (h,)]
+    if w.patch_size:  # ViT: the class token, positions, the patch projection; final norm
+        p, tokens = w.patch_size, w.positions or w.max_seq
+        patches: list[Dims] = [(1, 1, h), (1, tokens, h), (h, w.channels, p, p), (h,)]
+        return [*patches, *block * w.layers, (h,), (h,), (n, h), (n,)]
     if w.encoder_head == "classify":
         head: list[Dims] = [(h, h), (h,), (n, h), (n,)]
     else:  # the decoder's bias, the transform's dense and LayerNorm, an untied decoder weight

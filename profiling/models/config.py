@@ -86,6 +86,10 @@ class WorkloadConfig(BaseModel):
     # classification (BERT's pooler and classifier, RoBERTa's classification head)
     encoder_head: Literal["mlm", "classify"] = "mlm"
     num_labels: int = 2  # classify: its outputs (1: a regression, mean-squared error)
+    # ViT: pre-LayerNorm blocks over image patches and a class token (0: a text encoder)
+    patch_size: int = 0
+    image_size: int = 0
+    channels: int = 3
     hf_model_type: str | None = None  # the config's model_type, for configs from Hugging Face
     source: str = ""  # where the config came from (a catalogue entry's public location)
 
@@ -188,6 +192,9 @@ class WorkloadConfig(BaseModel):
         n = self.vocab * self.hidden
         if self.arch == "gpt2":
             n += self.max_seq * self.hidden  # learned positions
+        if self.arch == "encoder" and self.patch_size:  # the class token, positions, patches
+            conv = self.hidden * self.channels * self.patch_size**2 + self.hidden
+            return (1 + (self.positions or self.max_seq)) * self.hidden + conv
         if self.arch == "encoder":  # positions, token types and the embeddings' LayerNorm
             n += ((self.positions or self.max_seq) + self.type_vocab + 2) * self.hidden
         return n
@@ -197,6 +204,8 @@ class WorkloadConfig(BaseModel):
         its weight when untied); classification's h×h layer (BERT's pooler, RoBERTa's dense)
         and the classifier."""
         h, n = self.hidden, self.num_labels
+        if self.patch_size:  # ViT: the final LayerNorm and the classifier on the class token
+            return 2 * h + h * n + n
         if self.encoder_head == "classify":
             return h * h + h + h * n + n
         return h * h + 3 * h + self.vocab + (0 if self.tied_embeddings else self.vocab * h)
@@ -229,7 +238,8 @@ class WorkloadConfig(BaseModel):
         if self.arch == "gpt2":  # Linear layers carry a bias; positions are an Embedding
             return max(self.vocab * h, self.max_seq * h, 3 * h * h + 3 * h, h * f + f)
         if self.arch == "encoder":
-            return max(self.vocab * h, (self.positions or self.max_seq) * h, h * f + f)
+            conv = h * self.channels * self.patch_size**2 + h  # ViT's patch projection
+            return max(self.vocab * h, (self.positions or self.max_seq) * h, h * f + f, conv)
         if self.arch == "neox":
             bias = 1 if self.linear_bias else 0
             qkv = (h + bias) * (self.q_dim + 2 * self.kv_dim) if self.fused_qkv else 0

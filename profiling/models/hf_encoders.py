@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from profiling.errors import ProfilingError
+from profiling.models.config import WorkloadConfig
 
 
 class EncoderFields(BaseModel):
@@ -33,6 +34,11 @@ class EncoderFields(BaseModel):
     pad_token_id: int | None = Field(None, ge=0, le=10**8)
     position_embedding_type: str = "absolute"
     is_decoder: bool = False
+    # ViT (ViTConfig's defaults)
+    image_size: int = Field(224, ge=1, le=10**5)
+    patch_size: int = Field(16, ge=1, le=10**5)
+    num_channels: int = Field(3, ge=1, le=10**4)
+    qkv_bias: bool = True
 
 
 class _Fields(Protocol):
@@ -48,6 +54,10 @@ class _Fields(Protocol):
     pad_token_id: int | None
     position_embedding_type: str
     is_decoder: bool
+    image_size: int
+    patch_size: int
+    num_channels: int
+    qkv_bias: bool
 
 
 def _head(f: _Fields) -> dict[str, Any]:
@@ -97,10 +107,17 @@ def _roberta(f: _Fields) -> dict[str, Any]:
     return _encoder(f, "roberta", f.max_position_embeddings - pad - 1)
 
 
-def encoder_refusal(kind: str, cfg: Any) -> tuple[str, str] | None:
+def encoder_refusal(w: WorkloadConfig, cfg: Any) -> tuple[str, str] | None:
     """(one sentence, the field) for a training option that does not apply to an encoder or is
     not modelled on one; None when every option given does. ``cfg`` is the training
     configuration (``profiling.config.TrainingConfig``, a floor above this wing)."""
+    kind = w.name
+    if w.patch_size and cfg.seq is not None and cfg.seq != w.max_seq:
+        return (
+            f"--seq does not apply to {kind}: its sequence is the image's patches and the class "
+            f"token, ({w.image_size} / {w.patch_size})² + 1 = {w.max_seq}; leave --seq out",
+            "seq",
+        )
     if cfg.loss != "cross-entropy":
         return (
             f"--loss {cfg.loss} is a decoder's LM loss; {kind} trains with transformers' own "
@@ -126,7 +143,26 @@ def encoder_refusal(kind: str, cfg: Any) -> tuple[str, str] | None:
     return None
 
 
-ENCODER_FAMILIES = {"bert": _bert, "roberta": _roberta}
-ENCODER_NAMES = {"bert": "BERT", "roberta": "RoBERTa"}
+def _vit(f: _Fields) -> dict[str, Any]:
+    """ViTForImageClassification: the sequence is the image's patches and the class token."""
+    if f.image_size % f.patch_size:
+        raise ProfilingError(
+            f"this vit config's image_size {f.image_size} does not divide by its patch_size "
+            f"{f.patch_size}; give a config whose patches tile the image"
+        )
+    if not f.qkv_bias:
+        raise ProfilingError("this vit config has no q/k/v biases (qkv_bias: false), which is "
+                             "not modelled; give one with them (every published ViT)")  # fmt: skip
+    tokens = (f.image_size // f.patch_size) ** 2 + 1
+    labels = len(f.id2label) if f.id2label else (f.num_labels or 2)
+    fields = _encoder(f, "vit", tokens)
+    return {**fields, "type_vocab": 0, "positions": tokens, "tied_embeddings": False,
+            "encoder_head": "classify", "num_labels": labels, "vocab": 0,
+            "patch_size": f.patch_size, "image_size": f.image_size,
+            "channels": f.num_channels}  # fmt: skip
+
+
+ENCODER_FAMILIES = {"bert": _bert, "roberta": _roberta, "vit": _vit}
+ENCODER_NAMES = {"bert": "BERT", "roberta": "RoBERTa", "vit": "ViT"}
 
 __all__ = ["ENCODER_FAMILIES", "ENCODER_NAMES", "EncoderFields", "encoder_refusal"]

@@ -139,7 +139,8 @@ class HFEncoder(nn.Module):
         self.config = shape
 
     def forward(self, idx: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
-        out = self.model(input_ids=idx, labels=labels)
+        inputs = {"pixel_values" if self.config.patch_size else "input_ids": idx}
+        out = self.model(**inputs, labels=labels)
         return out.logits if labels is None else out.loss
 
     def example_inputs(
@@ -147,8 +148,11 @@ class HFEncoder(nn.Module):
     ) -> tuple[torch.Tensor, ...]:
         """Token ids and the task's labels: one per token for masked LM (transformers' loss
         runs over every position's logits whichever are masked), one per sequence for
-        classification (a float for a regression, num_labels 1)."""
+        classification (a float for a regression, num_labels 1); ViT's images and labels."""
         c = self.config
+        if c.patch_size:  # ViT: images (batch × channels × H × W) in the parameters' dtype
+            images = torch.randn(batch, c.channels, c.image_size, c.image_size, device=device)
+            return images, torch.randint(0, c.num_labels, (batch,), device=device)
         idx = torch.randint(0, c.vocab, (batch, seq), device=device)
         if c.encoder_head == "mlm":
             return idx, torch.randint(0, c.vocab, (batch, seq), device=device)
@@ -163,6 +167,8 @@ def _auto_model(shape: WorkloadConfig) -> Any:
 
     if shape.arch != "encoder":
         return transformers.AutoModelForCausalLM
+    if shape.patch_size:
+        return transformers.AutoModelForImageClassification
     if shape.encoder_head == "classify":
         return transformers.AutoModelForSequenceClassification
     return transformers.AutoModelForMaskedLM
@@ -258,7 +264,19 @@ def _from_config(
                 setattr(config, key, dropout)
         config._attn_implementation = attention
         config.use_cache = False
-        return auto_model.from_config(config, dtype=torch.get_default_dtype())
+        with _no_init() if kind in _UNINITIALIZED else contextlib.nullcontext():
+            return auto_model.from_config(config, dtype=torch.get_default_dtype())
+
+
+# ViT initializes with trunc_normal_, which reads a value fake tensors do not have (the trace
+# needs no values: transformers' own switch for building a model to load weights into)
+_UNINITIALIZED = frozenset({"vit"})
+
+
+def _no_init() -> contextlib.AbstractContextManager[None]:
+    from transformers.initialization import no_init_weights
+
+    return no_init_weights()
 
 
 def _first_line(exc: Exception) -> str:

@@ -1,6 +1,6 @@
-"""Encoders (BERT, RoBERTa): read from config.json as transformers' classes read them, counted to
-the parameter against transformers' own module of the task (masked LM or sequence
-classification), traced as that module and estimated to the byte per category."""
+"""Encoders (BERT, RoBERTa, ViT): read from config.json as transformers' classes read them,
+counted to the parameter against transformers' own module of the task (masked LM, sequence or
+image classification), traced as that module and estimated to the byte per category."""
 
 from __future__ import annotations
 
@@ -37,9 +37,16 @@ FAMILIES = {
         "architectures": ["RobertaForSequenceClassification"],
         "num_labels": 1,
     },
+    "vit, 32×32 images in 8×8 patches, 5 classes": {
+        "model_type": "vit",
+        "image_size": 32,
+        "patch_size": 8,
+        "num_labels": 5,
+    },
 }
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
 ENCODERS = ("bert-base-uncased", "bert-large-uncased", "roberta-base", "roberta-large")
+VITS = ("vit-base-patch16-224", "vit-large-patch16-224")
 
 
 def _spec(tmp_path: Path, config: dict) -> str:
@@ -76,9 +83,10 @@ def test_estimate_is_the_trace_of_transformers_module(
     fp32 log-probabilities, or the classifier that keeps the last hidden state whole through
     its first-token view without autocast."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
+    vit = family.startswith("vit")  # its sequence is the image's: 16 patches and the class token
     cfg = TrainingConfig(
-        model=_spec(tmp_path, FAMILIES[family]), seq=64, batch=2, precision=precision,
-        target=target, checkpointing=checkpointing,
+        model=_spec(tmp_path, FAMILIES[family]), seq=None if vit else 64, batch=4 if vit else 2,
+        precision=precision, target=target, checkpointing=checkpointing,
     )  # fmt: skip
     # a classifier's backward through the blocks is its peak, not modelled: the categories only
     masked_lm = "masked" in family and not (checkpointing == "full" and precision == "amp-bf16")
@@ -113,9 +121,30 @@ def test_catalogue_counts_are_transformers_classes(name: str) -> None:
         assert workload_from_config(config, name).param_count() == real, arch
 
 
+@pytest.mark.parametrize("name", VITS)
+def test_vit_counts_are_transformers_class(name: str) -> None:
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    import torch
+    from transformers import AutoConfig, AutoModelForImageClassification
+
+    raw = dict(catalogue_entry(name)["config"])
+    kind = str(raw.pop("model_type"))
+    with torch.device("meta"):
+        model = AutoModelForImageClassification.from_config(AutoConfig.for_model(kind, **raw))
+    assert load_hf(f"hf:{name}").param_count() == sum(p.numel() for p in model.parameters())
+
+
+def test_vit_at_its_size_is_the_trace() -> None:
+    """ViT-B/16 on 224×224 images (197 tokens), batch 8, amp-bf16: the categories to the byte."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    _agree(TrainingConfig(model="hf:vit-base-patch16-224", batch=8), None)
+
+
 def test_published_counts_spelled_out() -> None:
     published = {"bert-base-uncased": 109_514_298, "bert-large-uncased": 335_174_458,
-                 "roberta-base": 124_697_433, "roberta-large": 355_412_057}  # fmt: skip
+                 "roberta-base": 124_697_433, "roberta-large": 355_412_057,
+                 "vit-base-patch16-224": 86_567_656,
+                 "vit-large-patch16-224": 304_326_632}  # fmt: skip
     for name, count in published.items():
         assert load_hf(f"hf:{name}").param_count() == count
 
@@ -131,6 +160,13 @@ def test_readers_follow_the_config_classes() -> None:
     assert workload_from_config(labelled, "r").num_labels == 3
     with pytest.raises(ConfigError, match="seq 513 exceeds hf:roberta-base's maximum of 512"):
         TrainingConfig(model="hf:roberta-base", seq=513)
+    vit = load_hf("hf:vit-base-patch16-224")  # 14 × 14 patches and the class token
+    assert (vit.max_seq, vit.vocab, vit.num_labels, vit.encoder_head) == (197, 0, 1000, "classify")
+    assert TrainingConfig(model="hf:vit-base-patch16-224").seq_or_default() == 197
+    with pytest.raises(ConfigError, match=r"seq does not apply to hf:vit-base-patch16-224: its "
+                       r"sequence is the image's patches and the class token, \(224 / 16\)² "
+                       r"\+ 1 = 197; leave seq out"):  # fmt: skip
+        TrainingConfig(model="hf:vit-base-patch16-224", seq=512)
 
 
 @pytest.mark.parametrize(
@@ -144,6 +180,13 @@ def test_readers_follow_the_config_classes() -> None:
 def test_what_the_classes_have_and_we_do_not_is_refused(config: dict, said: str) -> None:
     with pytest.raises(ProfilingError, match=said):
         workload_from_config({**BASE, "model_type": "bert", **config}, "b")
+
+
+def test_vit_configs_we_cannot_build_are_one_sentence() -> None:
+    with pytest.raises(ProfilingError, match="image_size 30 does not divide by its patch_size 8"):
+        workload_from_config({**BASE, "model_type": "vit", "image_size": 30, "patch_size": 8}, "v")
+    with pytest.raises(ProfilingError, match="no q/k/v biases"):
+        workload_from_config({**BASE, "model_type": "vit", "qkv_bias": False}, "v")
 
 
 @pytest.mark.parametrize(
