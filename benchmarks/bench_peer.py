@@ -30,8 +30,11 @@ rows: models × GPUs per node × nodes × offloads, made by DeepSpeed 0.19.6 on 
 models): the numbers ``estimate --deepspeed`` gives as DeepSpeed's, exact to the byte and as
 printed, and our engine's own beside them (peer_deepspeed.py); ``--no-deepspeed`` leaves them out.
 
-Estimates only (milliseconds each; a --compile row runs torch.compile's partitioner on fake
-tensors once per shape, seconds): no GPU.
+Estimates (milliseconds each; a --compile row runs torch.compile's partitioner on fake tensors
+once per shape, seconds), except a parallel plan without a pipeline whose row reports reserved
+memory (torchtitan's): its rank's step is traced under fake tensors at its full block count and
+its allocations replayed through the caching allocator's model, each FSDP2 stream on its own
+segments (``trace --counter reserved``; 20-30 s a row). No GPU.
 """
 
 from __future__ import annotations
@@ -79,12 +82,20 @@ def _config(row: dict[str, Any]) -> TrainingConfig:
 def _predicted(cfg: TrainingConfig, counter: str) -> tuple[int, int, int]:
     """(the row's counter, nvidia-smi, the model states alone) predicted, per GPU; for a
     parallel plan, on its highest pipeline rank (torchtitan's tables take the maximum over
-    GPUs), the reserve by the closed form's bound."""
+    GPUs): the reserve replayed from its trace without a pipeline, else the closed form's
+    bound."""
     if cfg.is_plan:
         from profiling.plans.closed_form import estimate_plan
         from profiling.plans.report import rank_counters
 
-        res = estimate_plan(cfg)
+        if counter == "reserved" and cfg.pp == 1:
+            # the reserve itself: the rank's step traced and replayed through the caching
+            # allocator, each FSDP2 stream on its own segments (not the closed form's bound)
+            from profiling.plans.trace import trace_plan
+
+            res = trace_plan(cfg.model_copy(update={"counter": "reserved"}))
+        else:
+            res = estimate_plan(cfg)
         top = res.highest
         c = rank_counters(res, top)
         which = "reserved" if counter == "reserved" else "allocated"

@@ -20,8 +20,8 @@ COUNTER_FIELD: Any = Field(
 EXPANDABLE_FIELD: Any = Field(
     False,
     description="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the caching allocator "
-    "grows one segment by 2 MiB pages instead of cudaMalloc'ing 20 MiB / 2 MiB-rounded "
-    "segments (less reserved memory).",
+    "grows one segment per pool and stream by pages (2 MiB small, 20 MiB large) instead of "
+    "cudaMalloc'ing 20 MiB / 2 MiB-rounded segments (less reserved memory).",
 )
 
 __all__ = ["COUNTER_FIELD", "EXPANDABLE_FIELD", "Counter"]

@@ -13,11 +13,14 @@ The rules are those of ``c10/cuda/CUDACachingAllocator.cpp`` (PyTorch 2.x), defa
   more than 1 MiB (large pool), and otherwise stays with the request;
 - a freed block merges with free neighbours of its segment and stays cached: reserved memory
   only grows (no ``empty_cache``);
-- with ``expandable_segments:True`` the large pool is one segment per stream that grows by 2 MiB
-  pages at its end when nothing cached fits (a free block at the end is extended), so no
-  request rounds to a 20 MiB segment of its own.
+- with ``expandable_segments:True`` each pool is one segment per stream that grows by pages at
+  its end when nothing cached fits (a free block at the end is extended): 2 MiB pages for the
+  small pool, 20 MiB for the large (``segment_size = pool->is_small ? kSmallBuffer :
+  kLargeBuffer``), so no request rounds to a segment of its own;
+- blocks are never shared between streams: a block freed goes back to the pools of the stream
+  it was allocated on (FSDP2's all-gather and reduce-scatter streams hold their own segments).
 
-One stream (the trace has one): blocks are never shared between streams. Pure Python.
+A single-GPU trace has one stream; a plan's trace tags FSDP2's. Pure Python.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ SMALL_BUFFER = 2 * MB
 LARGE_BUFFER = 20 * MB
 MIN_LARGE_ALLOC = 10 * MB
 ROUND_LARGE = 2 * MB
-PAGE = 2 * MB  # an expandable segment's granularity
+PAGES = {True: SMALL_BUFFER, False: LARGE_BUFFER}  # an expandable segment's page, small / large
 
 
 def round_size(size: int) -> int:
@@ -92,38 +95,49 @@ class CachingAllocator:
 
     def __init__(self, expandable: bool = False) -> None:
         self.expandable = expandable
-        self.pools = {True: _Pool(small=True), False: _Pool(small=False)}
+        self.pools: dict[tuple[object, bool], _Pool] = {}  # (stream, small)
         self.segments: dict[int, int] = {}  # id -> size
-        self.live: dict[object, tuple[bool, _Block]] = {}
+        self.segment_stream: dict[int, object] = {}  # id -> the stream it belongs to
+        self.live: dict[object, tuple[_Pool, _Block]] = {}
         self.allocated = 0  # rounded bytes of live blocks (what memory_allocated() counts)
         self.reserved = 0
         self.peak_allocated = 0
         self.peak_reserved = 0
-        self._expandable_segment: int | None = None
+        self._expandable_segments: dict[tuple[object, bool], int] = {}
+        self._stream: object = 0
 
     # ------------------------------------------------------------------ requests
 
-    def malloc(self, key: object, size: int) -> None:
+    def malloc(self, key: object, size: int, stream: object = 0) -> None:
+        """Allocate ``size`` bytes for ``key`` on ``stream`` (its own pools)."""
         rounded = round_size(size)
         small = rounded <= SMALL_SIZE
-        pool = self.pools[small]
+        pool = self.pools.setdefault((stream, small), _Pool(small=small))
         block = self._best_fit(pool, rounded)
         if block is None:
+            self._stream = stream
             block = self._grow(pool, rounded)
         else:
             pool.drop_free(block)
         self._split(pool, block, rounded)
         block.free = False
-        self.live[key] = (small, block)
+        self.live[key] = (pool, block)
         self.allocated += block.size
         self.peak_allocated = max(self.peak_allocated, self.allocated)
+
+    def reserved_by_stream(self) -> dict[object, int]:
+        """Each stream's segments (bytes)."""
+        out: dict[object, int] = {}
+        for seg, size in self.segments.items():
+            stream = self.segment_stream[seg]
+            out[stream] = out.get(stream, 0) + size
+        return out
 
     def free(self, key: object) -> None:
         entry = self.live.pop(key, None)
         if entry is None:
             return
-        small, block = entry
-        pool = self.pools[small]
+        pool, block = entry
         self.allocated -= block.size
         block = self._merge(pool, block)
         pool.add_free(block)
@@ -141,12 +155,13 @@ class CachingAllocator:
     def _new_segment(self, size: int) -> int:
         seg = len(self.segments)
         self.segments[seg] = size
+        self.segment_stream[seg] = self._stream
         self.reserved += size
         self.peak_reserved = max(self.peak_reserved, self.reserved)
         return seg
 
     def _grow(self, pool: _Pool, rounded: int) -> _Block:
-        if self.expandable and not pool.small:
+        if self.expandable:
             return self._grow_expandable(pool, rounded)
         size = segment_size(rounded)
         seg = self._new_segment(size)
@@ -155,15 +170,17 @@ class CachingAllocator:
         return block
 
     def _grow_expandable(self, pool: _Pool, rounded: int) -> _Block:
-        """The large pool's one segment grows by pages at its end; a free block ending there
-        grows with it."""
-        if self._expandable_segment is None:
-            self._expandable_segment = self._new_segment(0)
-        seg = self._expandable_segment
+        """The pool's one segment on this stream grows by pages at its end; a free block ending
+        there grows with it."""
+        where = (self._stream, pool.small)
+        if where not in self._expandable_segments:
+            self._expandable_segments[where] = self._new_segment(0)
+        seg = self._expandable_segments[where]
         end = self.segments[seg]
         tail = pool.ends.get((seg, end))
         have = tail.size if tail is not None and tail.free else 0
-        more = -(-(rounded - have) // PAGE) * PAGE
+        page = PAGES[pool.small]
+        more = -(-(rounded - have) // page) * page
         self.segments[seg] += more
         self.reserved += more
         self.peak_reserved = max(self.peak_reserved, self.reserved)

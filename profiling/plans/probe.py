@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
     from profiling.plans.titan import Transformer
+    from profiling.trace.allocations import AllocationLog
     from profiling.trace.tracker import StepTracker
 
 Progress = Callable[[str], None]
@@ -320,8 +321,10 @@ def probe_whole(
     layers: int,
     mesh: DeviceMesh | None,
     say: Progress,
+    log: AllocationLog | None = None,
 ) -> StageProfile:
-    """Without pipeline parallelism: a plain step (forward and loss, backward, step)."""
+    """Without pipeline parallelism: a plain step (forward and loss, backward, step). With
+    ``log``, every allocation and free of both steps, in order (on its stream)."""
     from profiling.plans.titan import cross_entropy
     from profiling.trace.tracker import make_tracker
 
@@ -329,6 +332,8 @@ def probe_whole(
     x, _, labels = _inputs(cfg, workload, layout, stage)
     optimizer = _optimizer(cfg, model)
     tracker = make_tracker(model, optimizer, (x,), None, True)
+    if log is not None:
+        log.attach(tracker)
 
     def step(rec: Any) -> None:
         act = rec.action if isinstance(rec, _Recorder) else (lambda name: contextlib.nullcontext())

@@ -46,10 +46,15 @@ def plan_comm(result: PlanResult) -> tuple[Comm, float | None]:
 
 
 def rank_counters(result: PlanResult, rank: RankMemory) -> Counters:
-    """The counters of a GPU of ``rank``: its peak, the closed form's reserve bound over it, and
-    nvidia-smi with the CUDA context and NCCL's buffers (``profiling.estimate.counters``)."""
+    """The counters of a GPU of ``rank``: its peak, the caching allocator's reserve — its step
+    replayed when the trace kept it (``--counter reserved|nvml``), else the closed form's bound
+    over the peak — and nvidia-smi with the CUDA context and NCCL's buffers
+    (``profiling.estimate.counters``)."""
     from profiling.estimate.counters import closed_form, tensors_alive
 
+    replay = result.replays.get(rank.pp_rank)
+    if replay is not None:
+        return replay.counters(result.config)
     layers = sum(result.layout.stages[i].layers for i in rank.stages)
     shape = {"param_tensors": 9 * layers + 3, "layers": layers}
     return closed_form(result.config, rank.peak_bytes, tensors_alive(result.config, shape))
@@ -99,14 +104,50 @@ def render_plan(result: PlanResult) -> str:
             f"microbatch{'es' * (n != 1)}' activations (a stage's each)"
         )
     sent, compute = plan_comm(result)
-    lines.append(
-        "nvidia-smi: the peak + cuBLAS workspaces, × 1.25 + 22 MiB (the caching allocator's "
-        "reserve, a closed-form bound) + the CUDA context 500 MiB"
-        + (" + NCCL's buffers (below)" if sent.nccl_bytes else "")
-    )
+    lines += _reserve_lines(result, sent.nccl_bytes > 0)
     lines += comm_lines(sent, compute)
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
+
+
+def _reserve_lines(result: PlanResult, nccl: bool) -> list[str]:
+    """How nvidia-smi's column is made; with --counter reserved|nvml the highest rank's
+    counters, each stream's segments when its step was replayed."""
+    from profiling.estimate.counters import counter_lines
+
+    top = result.highest
+    replay = result.replays.get(top.pp_rank)
+    if replay is None:
+        from profiling.estimate.counters import (
+            RESERVED_OVER_ALLOCATED,
+            RESERVED_OVER_ALLOCATED_EXPANDABLE,
+        )
+
+        expandable = result.config.expandable_segments
+        ratio = RESERVED_OVER_ALLOCATED_EXPANDABLE if expandable else RESERVED_OVER_ALLOCATED
+        lines = [
+            f"nvidia-smi: the peak + cuBLAS workspaces, × {ratio:g} + 22 MiB (the caching "
+            "allocator's reserve, a closed-form bound"
+            + (" with expandable segments" if expandable else "")
+            + ") + the CUDA context 500 MiB"
+            + (" + NCCL's buffers (below)" if nccl else "")
+        ]
+    else:
+        lines = [
+            f"nvidia-smi: pipeline rank {top.pp_rank}'s step replayed through the caching "
+            "allocator (its reserve) + the CUDA context 500 MiB"
+            + (" + NCCL's buffers (below)" if nccl else "")
+        ]
+    if result.config.counter == "allocated":
+        return lines
+    lines += counter_lines(rank_counters(result, top), result.config.counter)
+    if replay is not None:
+        by = (
+            replay.by_stream_expandable if result.config.expandable_segments else (replay.by_stream)
+        )
+        parts = ", ".join(f"{name} {fmt_bytes(b)}" for name, b in by.items())
+        lines.append(f"  the reserve by stream (blocks are never shared between streams): {parts}")
+    return lines
 
 
 def plan_record(result: PlanResult) -> MeasurementRecord:

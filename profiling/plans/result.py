@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from profiling.config import TrainingConfig
 from profiling.plans.layout import Layout
 from profiling.plans.profile import RankMemory, StageProfile
+from profiling.trace.allocations import Replay
 
 
 class PlanResult(BaseModel):
@@ -24,6 +25,9 @@ class PlanResult(BaseModel):
     wall_seconds: float = 0.0
     torch_version: str | None = None
     notes: list[str] = Field(default_factory=list)
+    # --counter reserved|nvml, traced: a pipeline rank's step replayed through the caching
+    # allocator (every stage at its own block count; plans without a pipeline)
+    replays: dict[int, Replay] = Field(default_factory=dict)
 
     @property
     def highest(self) -> RankMemory:

@@ -33,6 +33,7 @@ from profiling.plans.model import plan_workload
 from profiling.plans.profile import Move, StageProfile, Vec, compose
 from profiling.plans.result import PlanResult, plan_notes
 from profiling.plans.schedule import rank_actions
+from profiling.trace.allocations import Replay, counted
 from profiling.trace.fake_world import fake_world, mesh_of
 
 if TYPE_CHECKING:
@@ -70,6 +71,41 @@ def _probe(
         from profiling.trace.build import _fake_failure
 
         raise ProfilingError(_fake_failure(cfg.model, exc)) from None
+
+
+def _replay(
+    cfg: TrainingConfig,
+    w: WorkloadConfig,
+    layout: Layout,
+    stage: Stage,
+    mesh: DeviceMesh | None,
+    say: Progress,
+) -> Replay:
+    """The caching allocator's reserve for a GPU of a plan without pipeline: its stage traced at
+    its own block count, both steps' allocations and frees replayed, each on the stream FSDP2
+    makes it on (``profiling.plans.streams``)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from profiling.plans.probe import probe_whole
+    from profiling.plans.streams import fsdp_streams
+    from profiling.trace.allocations import AllocationLog, replay_of
+    from profiling.trace.target import kernels
+
+    say(f"stage {stage.index}, all {stage.layers} blocks, for the caching allocator's replay")
+    try:
+        with fsdp_streams() as stream_now, FakeTensorMode(allow_non_fake_inputs=False):
+            log = AllocationLog(stream_now)
+            with kernels(cfg.target):
+                probe_whole(cfg, w, layout, stage, stage.layers, mesh, say, log)
+    except ProfilingError:
+        raise
+    except Exception as exc:
+        from profiling.trace.build import _fake_failure
+
+        raise ProfilingError(_fake_failure(cfg.model, exc)) from None
+    replay = replay_of(cfg, log)
+    assert replay is not None  # a log was given
+    return replay
 
 
 def _vectors(p: StageProfile) -> dict[str, Vec]:
@@ -172,6 +208,11 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
         profiles = [
             _stage_profile(cfg, w, layout, s, cache, mesh, say, notes) for s in layout.stages
         ]
+        replays = (
+            {0: _replay(cfg, w, layout, layout.stages[0], mesh, say)}
+            if counted(cfg) and layout.pp == 1
+            else {}
+        )
     ranks = []
     for r, held in enumerate(layout.rank_stages):
         actions = rank_actions(layout.schedule, r, layout.pp, len(held), layout.microbatches)
@@ -193,6 +234,7 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
         wall_seconds=round(time.perf_counter() - start, 3),
         torch_version=torch.__version__,
         notes=notes,
+        replays=replays,
     )
 
 

@@ -10,6 +10,8 @@ share of the job it describes.
   an integer, every n-th block, is not modelled), ``full``.
 - ``[optimizer] name`` (AdamW, Adam), ``implementation`` (``foreach``, ``fused``).
 - ``[compile] enable``.
+- The launch script's ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``
+  (``--expandable-segments``), which no TOML says.
 - ``[parallelism]``: the plan (``profiling.plans``): ``data_parallel_shard_degree`` (FSDP2;
   torchtitan's -1 takes the GPUs the other degrees leave, which only the launch knows: give
   ``--dp-shard N``), ``data_parallel_replicate_degree``, ``tensor_parallel_degree``,
@@ -106,6 +108,9 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     _checkpointing(r)
     _optimizer(r)
     _parallelism(r)
+    r.imply("(run_llama_train.sh)", "expandable_segments", True, "torchtitan's launch script "
+            "runs torchrun with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+            "(run_llama_train.sh at 9dec370, run_train.sh since)")  # fmt: skip
     compile_key = "compile.enable" if r.has("compile.enable") else "training.compile"
     plan = [s.key for s in r.used if s.field in ("tp", "pp", "cp", "dp_shard", "dp_replicate")]
     if r.get(compile_key) and plan:

@@ -17,6 +17,8 @@ from pydantic import BaseModel
 from profiling.estimate.allocator import CachingAllocator
 from profiling.estimate.counters import Counters, from_replay, workspaces
 
+DEFAULT_STREAM = "default"  # the stream compute runs on (forward, backward, optimizer)
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -34,6 +36,9 @@ class Replay(BaseModel):
     peak_reserved: int  # default allocator
     peak_reserved_expandable: int  # expandable_segments:True
     how: str = ""  # how a block-scaled trace's replay was extrapolated
+    # each stream's segments at the end, default and expandable (a plan's FSDP2 streams)
+    by_stream: dict[str, int] = {}
+    by_stream_expandable: dict[str, int] = {}
 
     def counters(self, config: TrainingConfig, paged: int = 0) -> Counters:
         return from_replay(
@@ -78,17 +83,24 @@ def watch_storages(
 
 
 class AllocationLog:
-    """(key, bytes) for an allocation and (key, None) for a free, in order."""
+    """(key, bytes) for an allocation and (key, None) for a free, in order; ``streams`` the
+    stream of each allocation made off the default stream, by its index in ``events``
+    (``stream_now`` says which stream an allocation happens on: a plan's trace tags FSDP2's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream_now: Callable[[], str] | None = None) -> None:
         self.events: list[tuple[int, int | None]] = []
+        self.streams: dict[int, str] = {}
         self._live: set[int] = set()
+        self._stream_now = stream_now
 
     def attach(self, tracker: StepTracker) -> None:
         watch_storages(tracker, self._alloc, self._free, self._live.__contains__)
 
     def _alloc(self, winfo: _WeakRefInfo) -> None:
         self._live.add(id(winfo))
+        stream = self._stream_now() if self._stream_now is not None else DEFAULT_STREAM
+        if stream != DEFAULT_STREAM:
+            self.streams[len(self.events)] = stream
         self.events.append((id(winfo), int(winfo.mem_consumed)))
 
     def _free(self, key: int) -> None:
@@ -96,24 +108,33 @@ class AllocationLog:
         self.events.append((key, None))
 
 
-def replayed(events: list[tuple[int, int | None]], workspaces: list[int]) -> Replay:
-    """The allocator's peaks over ``events``, after ``workspaces`` (cuBLAS's, held for good)."""
+def replayed(
+    events: list[tuple[int, int | None]],
+    workspaces: list[int],
+    streams: dict[int, str] | None = None,
+) -> Replay:
+    """The allocator's peaks over ``events``, after ``workspaces`` (cuBLAS's, held for good);
+    an allocation whose index in ``events`` ``streams`` names comes from that stream's own
+    pools."""
     peaks = []
+    streams = streams or {}
     for expandable in (False, True):
         alloc = CachingAllocator(expandable=expandable)
         for i, size in enumerate(workspaces):
-            alloc.malloc(("workspace", i), size)
-        for key, size in events:
+            alloc.malloc(("workspace", i), size, DEFAULT_STREAM)
+        for i, (key, size) in enumerate(events):
             if size is None:
                 alloc.free(key)
             else:
-                alloc.malloc(key, size)
+                alloc.malloc(key, size, streams.get(i, DEFAULT_STREAM))
         peaks.append(alloc)
     return Replay(
         allocations=sum(1 for _, size in events if size is not None),
         peak_allocated=peaks[0].peak_allocated,
         peak_reserved=peaks[0].peak_reserved,
         peak_reserved_expandable=peaks[1].peak_reserved,
+        by_stream={str(k): v for k, v in peaks[0].reserved_by_stream().items()},
+        by_stream_expandable={str(k): v for k, v in peaks[1].reserved_by_stream().items()},
     )
 
 
@@ -123,7 +144,7 @@ def counted(config: TrainingConfig) -> bool:
 
 
 def replay_of(config: TrainingConfig, log: AllocationLog | None) -> Replay | None:
-    return replayed(log.events, workspaces(config)) if log is not None else None
+    return replayed(log.events, workspaces(config), log.streams) if log is not None else None
 
 
 def raw_peak(peaks: dict[str, dict[str, dict[str, int]]]) -> int:
@@ -174,6 +195,7 @@ def scaled_replay(
 
 
 __all__ = [
+    "DEFAULT_STREAM",
     "AllocationLog",
     "Replay",
     "counted",

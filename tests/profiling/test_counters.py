@@ -32,15 +32,22 @@ def test_the_allocators_rules() -> None:
     a.malloc("d", 60 * MiB)  # nothing cached holds it: a new segment
     assert a.reserved == (2 + 20 + 50 + 60) * MiB
     assert a.allocated == a.peak_allocated == 62 * MiB
-    b = CachingAllocator(expandable=True)  # one segment, grown by 2 MiB pages at its end
-    for key, size in (("tiny", 100), ("a", 3 * MiB), ("b", 50 * MiB)):
-        b.malloc(key, size)
+    # one segment per pool, grown at its end by pages: 2 MiB small, 20 MiB large
+    b = CachingAllocator(expandable=True)
+    b.malloc("tiny", 100)  # the small segment's first 2 MiB page
+    b.malloc("a", 3 * MiB)  # one 20 MiB page: 17 MiB free at the end
+    b.malloc("b", 50 * MiB)  # the free 17 MiB at the end grows by two pages: 7 MiB left
+    assert b.reserved == (2 + 60) * MiB
     b.free("a")
-    b.malloc("c", 2 * MiB)
+    b.malloc("c", 2 * MiB)  # best fit: a's 3 MiB (a 1 MiB rest is not split off)
     b.free("tiny")
-    b.free("b")
-    b.malloc("d", 60 * MiB)  # the free 52 MiB at the end grows by 8 MiB
-    assert b.reserved == 2 * MiB + (4 + 50 + 8) * MiB
+    b.free("b")  # merged with the 7 MiB after it: 57 MiB free at the end
+    b.malloc("d", 60 * MiB)  # grows by one more page
+    assert b.reserved == (2 + 80) * MiB
+    # another stream's request never takes this stream's free blocks
+    b.free("c")
+    b.malloc("rs", 2 * MiB, stream="reduce-scatter")
+    assert b.reserved_by_stream() == {0: 82 * MiB, "reduce-scatter": 20 * MiB}
 
 
 def test_the_replay_meets_the_h200s_allocated_bytes() -> None:

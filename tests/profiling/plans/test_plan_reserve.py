@@ -1,0 +1,104 @@
+"""A plan's reserved memory (``--counter reserved|nvml``, traced): the rank's step, its stage
+traced at its own block count, replayed through the caching allocator's model with each of
+FSDP2's streams on segments of its own — what torchtitan's tables report per GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.config import parse_config
+from profiling.estimate.allocator import LARGE_BUFFER
+from profiling.plans.report import rank_counters
+
+pytest.importorskip("torch")
+
+# Llama-shaped, small enough to trace in seconds, its blocks past a 20 MiB segment each
+SHAPE = {"layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 4, "ffn": 2816, "vocab": 8192,
+         "arch": "llama", "precision": "mixed", "seq": 1024, "batch": 2}  # fmt: skip
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _traced(**over: object):
+    from profiling.plans.trace import trace_plan
+
+    return trace_plan(parse_config(**{**SHAPE, "counter": "reserved", **over}))
+
+
+def test_each_fsdp_stream_holds_its_own_segments() -> None:
+    res = _traced(dp_shard=4, expandable_segments=True)
+    replay = res.replays[0]
+    by = replay.by_stream_expandable
+    # the all-gathers' buffers on the copy-in stream, the sharded gradients (views of the
+    # reduce-scatter's output) on the reduce-scatter stream: neither is the compute stream's
+    assert set(by) == {"default", "all-gather copy-in", "reduce-scatter"}
+    w = res.params // SHAPE["layers"]  # about one block's parameters
+    assert by["all-gather copy-in"] >= 2 * w * 2 // 4  # a block's bf16 gather, at least
+    grads = res.params * 4 // 4  # fp32 gradient shards of every parameter
+    assert grads <= by["reduce-scatter"] < grads + 2 * LARGE_BUFFER
+    assert sum(by.values()) == replay.peak_reserved_expandable
+    # one pool for every stream would share the free blocks: less, never more
+    from profiling.trace.allocations import replayed
+
+    assert replay.peak_reserved_expandable >= replayed([], [], {}).peak_reserved_expandable
+
+
+def test_the_replay_is_the_traced_peak_in_blocks_and_the_reserve_above_it() -> None:
+    res = _traced(dp_shard=2)
+    top = res.highest
+    counters = rank_counters(res, top)
+    assert counters.source == "trace"
+    ws = 2 * 32 * 2**20  # cuBLAS's two workspaces (sm90+, no --gpu)
+    # the stage traced whole agrees with the affine scaling of its 1-3 block samples; the
+    # allocator's blocks add their rounding and the large pool's unsplit remainders (up to
+    # 1 MiB a block: memory_allocated() counts them), here ~1.6 % (0.01 % at 8B's scale)
+    assert top.peak_bytes + ws <= counters.allocated.bytes < 1.02 * (top.peak_bytes + ws)
+    assert counters.allocated.bytes < counters.reserved.bytes
+    assert counters.nvml.bytes > counters.reserved.bytes
+
+
+def test_the_plans_table_says_the_reserve_by_stream(cli, tmp_path) -> None:
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in SHAPE.items()]
+    result = cli("trace", *args, "--dp-shard", "2", "--counter", "nvml", "--no-save")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "replayed through the caching allocator (its reserve)" in out
+    assert "reserved: " in out and "nvidia-smi: " in out
+    assert "the reserve by stream" in out and "reduce-scatter" in out
+    assert "× 1.25 + 22 MiB" not in out  # not the closed form's bound
+
+
+def test_a_pipeline_keeps_the_closed_forms_bound() -> None:
+    res = _traced(pp=2, microbatches=2, dp_shard=1)
+    assert res.replays == {}
+    assert rank_counters(res, res.highest).source == "closed form"
+
+
+def test_torchtitans_launch_sets_expandable_segments() -> None:
+    from profiling.recipes import read_recipe
+
+    toml = REPO / "benchmarks/peer/configs/torchtitan/llama3_8b@9dec370.toml"
+    recipe = read_recipe([toml])
+    assert recipe.values["expandable_segments"] is True
+    said = next(s for s in recipe.used if s.field == "expandable_segments")
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in said.why
+
+
+def test_bench_peer_judges_a_plan_row_by_its_replayed_reserve() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_peer", REPO / "benchmarks/bench_peer.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cfg = parse_config(**SHAPE, dp_shard=2, expandable_segments=True)
+    predicted, nvml, _ = bench._predicted(cfg, "reserved")
+    res = _traced(dp_shard=2, expandable_segments=True)
+    assert predicted == res.replays[0].peak_reserved_expandable
+    assert nvml > predicted
+    rows = json.loads((REPO / "benchmarks/peer/rows.json").read_text(encoding="utf-8"))
+    judged = [r["id"] for r in rows if r["project"] == "torchtitan" and r["expressible"]]
+    assert judged == ["torchtitan/llama3.1-8b/Table 1/FSDP 8",
+                      "torchtitan/llama3.1-8b/Table 3/FSDP 128"]  # fmt: skip
