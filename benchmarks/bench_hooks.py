@@ -301,8 +301,8 @@ def _cited_edit(path: Path, i: int) -> dict:
     text = path.read_text()
     head = text.split("\n")[:3]
     path.write_text("# an added line\n" + text)
-    hunk = {"oldStart": 1, "oldLines": 3, "newStart": 1, "newLines": 4}
-    hunk["lines"] = ["+# an added line", *[" " + line for line in head]]
+    hunk = {"oldStart": 1, "oldLines": 3, "newStart": 1, "newLines": 4,
+            "lines": ["+# an added line", *[" " + line for line in head]]}  # fmt: skip
     return {
         "session_id": f"cited-edit{i}",
         "tool_name": "Edit",
@@ -437,7 +437,7 @@ def worst_line_tokens(root: Path) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--reviews", type=int, default=500)
@@ -513,7 +513,7 @@ def main() -> None:
         result["refs_jsonl_mb"] = round((root / ".journal/refs.jsonl").stat().st_size / 2**20, 1)
         worst = worst_line_tokens(root)
         moments = (root / ".journal" / "inbox.jsonl").read_text().count("\n")
-    hooks = result["hooks"]
+    hooks: dict[str, dict[str, float]] = result["hooks"]  # type: ignore[assignment]
     out = {
         "benchmark": "hooks",
         "python": sys.executable,
