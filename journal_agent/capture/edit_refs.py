@@ -112,10 +112,10 @@ def near(
                 anchor = _anchor(data, (offset, entry, key, recorded))
             here = ref  # (found where recorded: what cited_place.placed says, with one hash)
             if content is None and pre is not None:  # (placed: elsewhere, or where recorded)
-                found = where(pre, ref, anchor)  # type: ignore[arg-type]
-                if found is not None:
-                    here = (found, found + ref[1] - ref[0])
-                    content = pre[found - 1 : here[1]]
+                was = where(pre, ref, anchor)  # type: ignore[arg-type]
+                if was is not None:
+                    here = (was, was + ref[1] - ref[0])
+                    content = pre[was - 1 : here[1]]
             if keep(here):
                 out.append(
                     (entry, key, anchor or _anchor(data, (offset, entry, key, recorded)), here)
