@@ -96,21 +96,14 @@ def near(
     out: list[Near] = []
     places: session_places.Places = {}
     shift, looked = 0, False  # (shift: as keep_places)
-    hashed: dict[tuple[int, int], tuple[list[bytes], str]] = {}  # lines before -> their hash
+    seen = _Seen(pre, (root, session, rel))
     try:
         for entry, key, ref, recorded, anchor, offset in _refs(data, rel, found):
             looked = True
-            content = None  # the cited lines, when they were where recorded before the edit
-            if anchor is None and pre is not None:
-                if ref not in hashed:
-                    window = pre[ref[0] - 1 : ref[1]]
-                    whole = len(window) == ref[1] - ref[0] + 1
-                    hashed[ref] = (window, digest(window) if whole else "")
-                window, hashd = hashed[ref]
-                content = window if hashd == recorded else None
+            # The cited lines before the edit, and where, when found without their line.
+            content, here = seen.lines(ref, recorded) if anchor is None else (None, ref)
             if content is None and anchor is None:
                 anchor = _anchor(data, (offset, entry, key, recorded))
-            here = ref  # (found where recorded: what cited_place.placed says, with one hash)
             if content is None and pre is not None:  # (placed: elsewhere, or where recorded)
                 was = where(pre, ref, anchor)  # type: ignore[arg-type]
                 if was is not None:
@@ -139,6 +132,39 @@ def near(
     return out
 
 
+class _Seen:
+    """Where a row's cited lines were before the edit, found with no line of refs.jsonl
+    read: where recorded (one hash; memoized, rows share lines), else where the session's
+    last edit of the file left them (capture/session_places.py, checked by their hash)."""
+
+    def __init__(self, pre: list[bytes] | None, session: tuple[str, str, str]) -> None:
+        self.pre, self.session = pre, session
+        self.hashed: dict[tuple[int, int], tuple[list[bytes], str]] = {}
+        self.last: session_places.Places | None = None
+
+    def lines(
+        self, ref: tuple[int, int], recorded: object
+    ) -> tuple[list[bytes] | None, tuple[int, int]]:
+        """``(the cited lines, where they start and end)``; ``(None, ref)`` when not found."""
+        pre = self.pre
+        if pre is None:
+            return None, ref
+        if ref not in self.hashed:
+            window = pre[ref[0] - 1 : ref[1]]
+            whole = len(window) == ref[1] - ref[0] + 1
+            self.hashed[ref] = (window, digest(window) if whole else "")
+        window, hashd = self.hashed[ref]
+        if hashd == recorded:
+            return window, ref  # (what cited_place.placed says)
+        if self.last is None:
+            self.last = session_places.current(*self.session, stamped=False) or {}
+        content = _moved(pre, ref, self.last.get((ref[0], ref[1], str(recorded))), recorded)
+        if content is None:
+            return None, ref
+        was = _first_at(pre, content)  # (where placed's search stops)
+        return content, (was, was + ref[1] - ref[0])
+
+
 def _after(
     lines: list[bytes], at: int, content: list[bytes], guess: int, line: Anchor | tuple
 ) -> int | None:
@@ -151,7 +177,10 @@ def _after(
         return at
     if guess > 0 and lines[guess - 1 : guess - 1 + count] == content:
         return guess
-    first = _first(line if isinstance(line, dict) else _anchor(*line))
+    if isinstance(line, dict):
+        first = _first(line)
+    else:  # (a row's line read only when the first cited line is not UTF-8)
+        first = None if _utf8(content[0]) else _first(_anchor(*line))
     if first is not None and first != content[0]:
         return None  # (where's search looks only at places that start with it)
     start = -1
@@ -162,6 +191,40 @@ def _after(
             return None
         if lines[start : start + count] == content:
             return start + 1
+
+
+def _moved(
+    pre: list[bytes], ref: tuple[int, int], at: int | None, recorded: object
+) -> list[bytes] | None:
+    """The cited lines at ``at`` in the file before the edit (where the session's last edit
+    left them), when they are there and their first line is UTF-8; else None (the line of
+    refs.jsonl is read and the file searched)."""
+    if at is None or at < 1:
+        return None
+    window = pre[at - 1 : at + ref[1] - ref[0]]
+    whole = len(window) == ref[1] - ref[0] + 1
+    return window if whole and digest(window) == recorded and _utf8(window[0]) else None
+
+
+def _first_at(lines: list[bytes], content: list[bytes]) -> int:
+    """The first place in ``lines`` that holds ``content`` (which is somewhere in them): where
+    ``where``'s search by the anchor's first line and hash would stop."""
+    start = 0
+    while True:
+        start = lines.index(content[0], start) + 1
+        if lines[start - 1 : start - 1 + len(content)] == content:
+            return start
+
+
+def _utf8(line: bytes) -> bool:
+    """Whether ``line`` is UTF-8: then the anchor's first line, kept decoded (journal/refs.py,
+    with replacement characters), is this very line, or was not kept (a search looks at every
+    place then): ``where``'s search takes the places that start with it either way."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _first(anchor: Anchor) -> bytes | None:

@@ -49,19 +49,24 @@ def _mark(session: str, rel: str) -> tuple[bytes, bytes]:
     return session.encode() + b"\t", b"\t" + rel.encode("utf-8", "surrogateescape") + b"\n"
 
 
-def current(root: str, session: str, rel: str) -> Places | None:
+def current(root: str, session: str, rel: str, stamped: bool = True) -> Places | None:
     """The places this session's last edit of ``rel`` found, when the file is still as that
-    edit left it (a plain file of the same size, mtime and inode); None when there are none."""
+    edit left it (a plain file of the same size, mtime and inode); None when there are none.
+    ``stamped`` False: whatever the file is now (an edit, to guess where its references were
+    just before it: each guess is checked against the file's lines)."""
     head, tail = _mark(session, rel)
     found = _said(root, head, tail)
     if found is None:
         return None
     fields = found.split(b"\t", 5)
-    st = confined.lstat(root, rel)
-    if len(fields) < 6 or st is None or not stat.S_ISREG(st.st_mode):
+    if len(fields) < 6:
         return None
-    if b"\t".join(fields[1:4]) != _stamp(st):
-        return None  # changed since by another hand
+    if stamped:
+        st = confined.lstat(root, rel)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            return None
+        if b"\t".join(fields[1:4]) != _stamp(st):
+            return None  # changed since by another hand
     out: Places = {}
     for item in fields[4].split():
         span, _, now = item.partition(b">")

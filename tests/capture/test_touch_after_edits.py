@@ -94,6 +94,23 @@ def test_an_edit_of_cited_lines_where_they_are_now_names_the_entry(tmp_path, cli
     assert [m["entry"] for m in moments if m.get("kind") == "revise"] == [ENTRY]
 
 
+def test_a_wrong_place_kept_by_the_sessions_last_edit_moves_nothing(tmp_path, cli):
+    """The next edit tries where the session's last edit left cited lines before searching
+    the file (capture/edit_refs.py); a place that does not hold them (places.txt edited by
+    another hand) is passed over: the edit is still compared with where they are."""
+    root, path, (first, last) = _project(tmp_path, cli)
+    assert _edit(root, path, _shifted(path.read_text()), "s1") == ""
+    places = root / ".journal" / "capture" / "places.txt"
+    kept = places.read_text()
+    assert f">{first + SHIFT}\t" in kept
+    places.write_text(kept.replace(f">{first + SHIFT}\t", f">{first}\t"))  # (the notes)
+    text = path.read_text()
+    assert _edit(root, path, _replace_line(text, first + 1, "# a changed note"), "s1") == ""
+    body = first + SHIFT + 3
+    said = _edit(root, path, _replace_line(path.read_text(), body, "        return ''"), "s1")
+    assert said.startswith(f"your edit changed lines {first}-{last}") and ENTRY in said
+
+
 def _read(root: Path, path: Path, span: tuple[int, int], session: str = "s1") -> str:
     """A Read of exactly ``span``, as Claude Code gives it."""
     window = {"file_path": str(path), "offset": span[0], "limit": span[1] - span[0] + 1}
