@@ -5,7 +5,8 @@ the stream it was allocated on. FSDP2 makes its collectives' buffers on streams 
 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): the all-gather's input and output
 inside ``device_handle.stream(all_gather_copy_in_stream)``, the reduce-scatter's output —
 which the sharded gradients are views of, alive until the optimizer has stepped — inside
-``device_handle.stream(reduce_scatter_stream)``, HSDP's all-reduce on ``all_reduce_stream``.
+``device_handle.stream(reduce_scatter_stream)``; HSDP's all-reduce runs in place on that
+output on ``all_reduce_stream`` (nothing allocated there: named all the same).
 The trace runs FSDP2's own code on the CPU device, whose ``torch.cpu.stream`` context manager
 FSDP2 enters the same way; :func:`fsdp_streams` watches it and names the stream each
 allocation happens on, so the replay (``profiling.trace.allocations``) gives each stream its

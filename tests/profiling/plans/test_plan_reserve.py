@@ -70,6 +70,17 @@ def test_the_plans_table_says_the_reserve_by_stream(cli, tmp_path) -> None:
     assert "× 1.25 + 22 MiB" not in out  # not the closed form's bound
 
 
+@pytest.mark.parametrize("plan", [{"tp": 2}, {"dp_replicate": 2}, {"cp": 2}],
+                         ids=["tp", "hsdp", "cp"])  # fmt: skip
+def test_every_plan_without_a_pipeline_is_replayed(plan) -> None:
+    # TP's DTensors, HSDP's in-place all-reduce (no segment of its own), CP's chunks
+    res = _traced(dp_shard=2, expandable_segments=True, **plan)
+    by = res.replays[0].by_stream_expandable
+    assert set(by) == {"default", "all-gather copy-in", "reduce-scatter"}
+    counters = rank_counters(res, res.highest)
+    assert res.highest.peak_bytes < counters.allocated.bytes < counters.reserved.bytes
+
+
 def test_a_pipeline_keeps_the_closed_forms_bound() -> None:
     res = _traced(pp=2, microbatches=2, dp_shard=1)
     assert res.replays == {}
