@@ -150,6 +150,26 @@ def _reserve_lines(result: PlanResult, nccl: bool) -> list[str]:
     return lines
 
 
+def _counter_quantities(result: PlanResult) -> list[Quantity]:
+    """What ``_reserve_lines`` prints beyond the table: the highest rank's counters and each
+    stream's segments."""
+    if result.config.counter == "allocated":
+        return []
+    from profiling.estimate.record import counter_quantities
+
+    top = result.highest
+    out = counter_quantities(rank_counters(result, top), None)
+    replay = result.replays.get(top.pp_rank)
+    if replay is not None:
+        by = (
+            replay.by_stream_expandable if result.config.expandable_segments else (replay.by_stream)
+        )
+        out += [
+            Quantity(name=f"reserve: {name} stream", value=b, unit="B") for name, b in by.items()
+        ]
+    return out
+
+
 def plan_record(result: PlanResult) -> MeasurementRecord:
     top = result.highest
     results = [
@@ -162,6 +182,7 @@ def plan_record(result: PlanResult) -> MeasurementRecord:
     from profiling.fit import judge_quantities
 
     results += comm_quantities(*plan_comm(result)) + judge_quantities(result.config)
+    results += _counter_quantities(result)
     for r in result.ranks:
         results.append(Quantity(name=f"pp rank {r.pp_rank}: peak", value=r.peak_bytes, unit="B"))
         results.append(

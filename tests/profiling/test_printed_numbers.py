@@ -72,6 +72,8 @@ def uncitable(root: Path, output: str) -> tuple[int, list[str]]:
          "--max-seq", "--confirm", "0"),
         ("estimate", "--model", "llama-7b", "--precision", "mixed", "--dp-shard", "4",
          "--tp", "2", "--pp", "2", "--batch", "2", "--gpu", "h100-sxm"),
+        ("trace", "--model", "tiny-llama", "--seq", "64", "--dp-shard", "2", "--counter",
+         "nvml", "--expandable-segments"),
         ("estimate", "--model", "llama-7b", "--precision", "mixed", "--gpus", "16",
          "--gpus-per-node", "8", "--zero", "3", "--deepspeed", "--offload-optimizer",
          "--offload-param", "--cpu-mem", "64", "--gpu-mem", "24"),
