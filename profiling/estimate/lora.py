@@ -37,14 +37,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term
+from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
-
-
-def adapter_bytes(cfg: TrainingConfig) -> int:
-    """The adapters' element size: fp32 (PeftModel's cast), bf16 under pure bf16."""
-    return 2 if cfg.precision == "bf16" else 4
 
 
 def _compute(cfg: TrainingConfig, e: Bytes) -> int:
@@ -78,28 +74,14 @@ def _widths(d: Dims) -> dict[str, int]:
     return {"q": d.h, "k": d.h, "v": d.h, "o": q, "gate": d.h, "up": d.h, "down": d.f}
 
 
-def _own_copies(cfg: TrainingConfig, e: Bytes) -> bool:
-    """Whether each adapter keeps a copy of its input of its own: peft casts the input to the
-    fp32 adapters (``mixed``), autocast casts it for lora_A (``amp-*``), or lora_dropout makes
-    a new tensor; otherwise lora_A keeps the very tensor the base layer was given."""
-    return e.amp or adapter_bytes(cfg) != e.c or bool(cfg.lora_dropout)
-
-
-def _mask_bytes(cfg: TrainingConfig) -> int:
-    """lora_dropout's mask per element: a bool on CUDA, the dropped tensor's dtype on the CPU
-    (the adapters' dtype: peft casts the input to it first)."""
-    return 1 if getattr(cfg, "target", "cuda") == "cuda" else adapter_bytes(cfg)
-
-
 def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model these LoRA targets on this model (None: it can)."""
     if d.arch == "encoder":  # TrainingConfig refuses it first (hf_encoders.encoder_refusal)
         return "LoRA on an encoder (bert, roberta) yet; estimate or trace its full finetune"
     if d.arch == "neox":
-        return (
-            "LoRA on GPT-NeoX's kind of model (gpt_neox, phi, falcon) yet: its adapters' "
-            "activations are not modelled; estimate or trace its full finetune"
-        )
+        from profiling.estimate.lora_neox import check
+
+        return check(d, cfg)
     targets = block_targets(cfg)
     if d.extra.get("experts") and set(targets) & {"gate", "up", "down"}:
         return (
@@ -116,13 +98,17 @@ def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """What LoRA changes in one block's saved activations (added to full training's)."""
+    if d.arch == "neox":
+        from profiling.estimate import lora_neox
+
+        return lora_neox.per_layer(d, e, cfg)
     sb, tok, r = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0)
     targets, width = block_targets(cfg), _widths(d)
     ac = _compute(cfg, e)
     n = len(targets)
     terms = [Term(f"LoRA A outputs ({', '.join(targets)})", sb * n * r * ac,
                   f"s·b·{n}r·{ac} B", f"{tok}·{n}·{r}·{ac}")]  # fmt: skip
-    own = _own_copies(cfg, e)
+    own = own_copies(cfg, e)
     if own:
         dt = 2 if e.amp else ac  # autocast's 16-bit copy, or the fp32 cast / dropped copy
         total = sum(width[t] for t in targets)
@@ -136,7 +122,7 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         terms.append(Term(f"LoRA inputs (each adapter's own: {why})", sb * total * dt,
                           f"s·b·Σ inputs·{dt} B", f"{tok}·{total}·{dt}"))  # fmt: skip
     if cfg.lora_dropout:
-        m = _mask_bytes(cfg)
+        m = mask_bytes(cfg)
         total = sum(width[t] for t in targets)
         terms.append(Term("LoRA dropout masks", sb * total * m, f"s·b·Σ inputs·{m} B",
                           f"{tok}·{total}·{m}"))  # fmt: skip
@@ -204,10 +190,14 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> lis
     """What LoRA changes once per model: the first block's inputs, the LM head's input (frozen,
     or adapted), autocast's copies of the adapters. With full checkpointing the blocks keep
     only their inputs, so only the LM head's changes."""
+    if d.arch == "neox":
+        from profiling.estimate import lora_neox
+
+        return lora_neox.once_per_model(d, e, cfg)
     sb, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
     q = d.a * d.hd
     cpu = _unfused_norms(d, cfg)
-    own = _own_copies(cfg, e)
+    own = own_copies(cfg, e)
     terms = _head(d, e, cfg, own)
     if cfg.checkpointing == "full":
         return terms
@@ -226,7 +216,7 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> lis
                           -sb * h * e.c, f"−s·b·h·{e.c} B", f"−{tok}·{h}·{e.c}"))  # fmt: skip
     terms += _first_qk_norms(d, e, cfg, first)
     if cfg.lora_dropout and first:  # no gradient reaches their input: dropout keeps no mask
-        m = _mask_bytes(cfg)
+        m = mask_bytes(cfg)
         terms.append(Term(f"first block's {', '.join(first)} dropout masks not kept",
                           -sb * len(first) * h * m, f"−s·b·{len(first)}h·{m} B",
                           f"−{tok}·{len(first)}·{h}·{m}"))  # fmt: skip
@@ -290,7 +280,7 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
     if adapted:
         ac = _compute(cfg, e)
         per_h = (2 if e.amp else ac) if own else 0
-        m = _mask_bytes(cfg) if cfg.lora_dropout else 0
+        m = mask_bytes(cfg) if cfg.lora_dropout else 0
         terms.append(Term(
             "LM head's adapter (A output" + (", its own input" if own else "")
             + (", dropout mask" if m else "") + ")",

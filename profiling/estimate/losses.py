@@ -137,6 +137,11 @@ def held_over(d: Dims, e: Bytes, cfg: TrainingConfig, x: Ctx) -> list[Term]:
         # share it; not in the first block, whose input needs none), the attention's output
         # (o), the MLP norm's output (gate, up) and the gate·up product (down).
         q = d.a * d.hd
+        if d.arch == "neox":
+            from profiling.estimate.lora_neox import held_4bit_inputs
+
+            held.append(held_4bit_inputs(d, cfg, x.c, x.head_keeps))
+            return held
         # A 4-bit LM head (--fabric-bnb) keeps its input too: the final norm's output.
         head, hf, hs = (d.h, "", "") if x.head_keeps else (0, " − h", f" − {d.h}")
         value = d.s * d.b * x.c * (d.L * (2 * d.h + q + d.f) - d.h + head)

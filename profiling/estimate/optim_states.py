@@ -38,7 +38,17 @@ def lora_layers(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, i
     )
     widths = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f),
               "up": (h, f), "down": (f, h)}  # fmt: skip
-    return [(t, *widths[t]) for t in cfg.lora_targets if t != "lm_head"]
+    neox = shape.get("neox")
+    if not neox:
+        return [(t, *widths[t]) for t in cfg.lora_targets if t != "lm_head"]
+    # GPT-NeoX's kind: no gate; a fused q/k/v projection carries one adapter over the slices
+    # enabled (LitGPT's LoRAQKVLinear: A of n·r rows, B of their widths' rows)
+    roles = [t for t in cfg.lora_targets if t not in ("lm_head", "gate")]
+    slices = [t for t in roles if t in ("q", "k", "v")]
+    if not (neox.get("fused_qkv") and slices):
+        return [(t, *widths[t]) for t in roles]
+    fused = ("qkv", len(slices) * h, sum(widths[t][1] for t in slices))
+    return [fused, *((t, *widths[t]) for t in roles if t not in slices)]
 
 
 def largest_adapter(cfg: TrainingConfig, shape: dict[str, Any]) -> int:

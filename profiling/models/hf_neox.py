@@ -58,6 +58,11 @@ def _rotary(f: _Fields, share: float) -> int:
     return int(hd * share)
 
 
+def _set(f: _Fields, name: str) -> bool:
+    """Whether the JSON gives the field (else the config class's default applies)."""
+    return name in f.model_fields_set
+
+
 def _tied(f: _Fields, default: bool) -> bool:
     return default if f.tie_word_embeddings is None else f.tie_word_embeddings
 
@@ -68,7 +73,8 @@ def _gpt_neox(f: _Fields) -> dict[str, Any]:
     return {
         "arch": "neox",
         "residual": "parallel" if f.use_parallel_residual else "sequential",
-        "rotary_dim": _rotary(f, f.rotary_pct),
+        # GPTNeoXConfig (5.x): rotary_pct, else a quarter of each head
+        "rotary_dim": _rotary(f, f.rotary_pct if _set(f, "rotary_pct") else 0.25),
         "linear_bias": bias,
         "fused_qkv": True,
         "tied_embeddings": _tied(f, False),
@@ -86,7 +92,10 @@ def _phi(f: _Fields) -> dict[str, Any]:
     return {
         "arch": "neox",
         "residual": "parallel_one_norm",
-        "rotary_dim": _rotary(f, f.partial_rotary_factor),
+        # PhiConfig: partial_rotary_factor, else half of each head
+        "rotary_dim": _rotary(
+            f, f.partial_rotary_factor if _set(f, "partial_rotary_factor") else 0.5
+        ),
         "linear_bias": True,
         "head_bias": True,
         "tied_embeddings": _tied(f, False),

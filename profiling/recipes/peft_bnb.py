@@ -49,6 +49,9 @@ _ROLES = {
     "value": "v", "dense": "o", "c_attn": "qkv", "c_proj": "o", "c_fc": "up", "w1": "gate",
     "w3": "up", "w2": "down", "wq": "q", "wk": "k", "wv": "v", "wo": "o", "qkv_proj": "qkv",
     "gate_up_proj": "gate_up", "output_proj": "o",
+    # GPT-NeoX's kind (GPT-NeoX/Pythia/StableLM-alpha, Falcon; Phi's fc1/fc2)
+    "query_key_value": "qkv", "dense_h_to_4h": "up", "dense_4h_to_h": "down", "fc1": "up",
+    "fc2": "down", "embed_out": "lm_head",
 }  # fmt: skip
 
 

@@ -248,7 +248,11 @@ def quantize_linears(
             count += quantize_experts(parent, keeps_inputs, double_quant)
         for child_name, child in list(parent.named_children()):
             full = f"{name}.{child_name}" if name else child_name
-            if type(child) is nn.Linear and (fabric or not full.endswith("lm_head")):
+            # any Linear (Falcon's FalconLinear too: bitsandbytes' and Lightning's replacement
+            # test isinstance), not one already 4-bit
+            if not isinstance(child, nn.Linear) or isinstance(child, NF4Linear):
+                continue
+            if fabric or not full.endswith("lm_head"):
                 nf4 = NF4Linear(child, compute_dtype, keeps_inputs, double_quant, fabric)
                 setattr(parent, child_name, nf4)
                 count += 1
@@ -350,15 +354,32 @@ def apply_lora(
                 else "none keeps its input (bitsandbytes 0.43.2 and later)"
             )
         )
-    modules = [MODULES[t] for t in config.lora_targets]
-    dropout = config.lora_dropout
-    lora = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=dropout, target_modules=modules)
-    with _fake_safe_moves():
-        inject_adapter_in_model(lora, model)
-        dtype = adapter_dtype(config)
-        for name, module in model.named_modules():
-            if name.endswith(("lora_A.default", "lora_B.default")):
-                module.to(dtype=dtype)
+    dropout, dtype = config.lora_dropout, adapter_dtype(config)
+    neox = _neox_widths(config)
+    fused = 0
+    if neox is not None:  # GPT-NeoX's kind: its own module names, a fused q/k/v adapted apart
+        from profiling.trace.lora_neox import adapt_fused_qkv, peft_names
+
+        modules = peft_names(model, list(config.lora_targets))
+    else:
+        modules = [MODULES[t] for t in config.lora_targets]
+    if modules:
+        lora = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=dropout, target_modules=modules)
+        with _fake_safe_moves():
+            inject_adapter_in_model(lora, model)
+            for name, module in model.named_modules():
+                if name.endswith(("lora_A.default", "lora_B.default")):
+                    module.to(dtype=dtype)
+    if neox is not None:  # after peft, whose marking would freeze it
+        fused = adapt_fused_qkv(model, list(config.lora_targets), neox, r, dropout, dtype)
+    for name, p in model.named_parameters():  # the base frozen (peft's own marking, and ours)
+        if "lora_" not in name:
+            p.requires_grad_(False)
+    if neox is not None:
+        from profiling.trace.lora_neox import record
+
+        counts = (unpacked, quantized, fused, modules)
+        return record(model, config, in_model, counts, notes, (dtype, peft_version()))
     adapted = sum(1 for n, _ in model.named_modules() if n.endswith("lora_A.default"))
     adapters = sum(p.numel() for p in model.parameters() if p.requires_grad)
     # The LM head's adapter is the model's, once: only the blocks' count scales to the model.
@@ -399,17 +420,24 @@ def apply_lora(
     return info, notes
 
 
+def _neox_widths(config: TrainingConfig) -> tuple[int, int] | None:
+    """q's and one of k, v's width on a GPT-NeoX-kind model (None: another kind)."""
+    if config.is_factory or config.model is None:
+        return None
+    from profiling.models.workloads import find_workload
+
+    w = find_workload(config.model)
+    return (w.q_dim, w.kv_dim) if w is not None and w.arch == "neox" else None
+
+
 def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False) -> str | None:
     """Why the trace cannot run this LoRA configuration (None: it can)."""
     if config.lora_rank is None:
         return None
     if config.is_factory or arch is None:
         return "a reference model or hf:… config for --lora-rank (a factory's layers are its own)"
-    if arch != "llama":
-        return (
-            "a Llama-family model for --lora-rank (GPT-2, GPT-NeoX and Falcon fuse q, k and v "
-            "in one Linear; Phi's adapters are not modelled yet)"
-        )
+    if arch not in ("llama", "neox"):
+        return "a Llama-family or GPT-NeoX-kind model for --lora-rank (GPT-2's are not modelled)"
     if config.qlora and config.precision not in ("mixed", "bf16"):
         return (
             "--precision mixed or bf16 for --qlora (the trace's 4-bit layers sit in a 16-bit "

@@ -91,7 +91,10 @@ def test_qlora_record_says_what_was_traced(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"model": "tiny-gpt2", "lora_rank": 8}, "a Llama-family model for --lora-rank"),
+        (
+            {"model": "tiny-gpt2", "lora_rank": 8},
+            "a Llama-family or GPT-NeoX-kind model for --lora-rank",
+        ),
         (
             {"model": "tiny-llama", "lora_rank": 8, "qlora": True, "precision": "amp-bf16"},
             "--precision mixed or bf16 for --qlora",

@@ -138,6 +138,10 @@ def test_readers_follow_the_config_classes() -> None:
     phi = workload_from_config({**BASE, "model_type": "phi"}, "p")
     assert (phi.residual, phi.head_bias, phi.fused_qkv, phi.gelu) == (
         "parallel_one_norm", True, False, "tanh")  # fmt: skip
+    # silent on the rotary share: GPTNeoXConfig's a quarter of each head, PhiConfig's a half
+    # (16-wide heads here: 4 and 8 rotate; both read 1.0 before, a whole head)
+    silent = workload_from_config({**BASE, "model_type": "gpt_neox"}, "n")
+    assert (silent.rotary, phi.rotary) == (4, 8)
     # Falcon reads ffn_hidden_size (default 4h), never intermediate_size; multi-query by default
     falcon = workload_from_config({**BASE, "model_type": "falcon"}, "f")
     assert (falcon.ffn, falcon.n_kv_heads, falcon.tied_embeddings) == (256, 1, True)
@@ -161,6 +165,6 @@ def test_what_is_not_modelled_is_one_sentence(config: dict, said: str) -> None:
             assert kind in str(err.value)
 
 
-def test_lora_on_these_is_refused_not_ignored() -> None:
-    with pytest.raises(ProfilingError, match="LoRA on GPT-NeoX's kind"):
-        estimate(TrainingConfig(model="hf:phi-2", seq=256, lora_rank=8))
+def test_lora_under_autocast_on_these_is_refused_not_ignored() -> None:
+    with pytest.raises(ProfilingError, match="LoRA on GPT-NeoX's kind of model under autocast"):
+        estimate(TrainingConfig(model="hf:phi-2", seq=256, lora_rank=8, precision="amp-bf16"))

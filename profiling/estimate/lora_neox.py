@@ -1,0 +1,258 @@
+"""What LoRA changes in the saved activations of GPT-NeoX's kind of decoder (arch ``neox``:
+GPT-NeoX/Pythia/StableLM-alpha, Phi-1/2, Falcon), matching the trace of its adapters
+(``profiling.trace.lora_neox``: peft's on separate layers, LitGPT's on a fused q/k/v), added to
+full training's terms (``profiling.estimate.neox``). T = s·b tokens, r the rank.
+
+- each adapter keeps its A output (T·r; a fused q/k/v's, T·n·r for its n slices) and its input:
+  the very tensor its base layer reads, or a copy of its own where the input is cast to the
+  fp32 adapters (``mixed``), autocast casts it, or lora_dropout makes a new one (with its mask);
+  a fused q/k/v has one input, one dropout;
+- frozen layers keep no inputs: the LayerNorm outputs (one per norm), the MLP's GELU output
+  (down's input) and, in transformers' GPT-NeoX and Phi, the attention output's copy (the
+  output projection's input) are kept only while an adapter keeps that very tensor; under
+  autocast none of the layers' 16-bit copies of their inputs is;
+- the first block reads the frozen embedding, which needs no gradient: its LayerNorms that read
+  it keep nothing (GPT-NeoX's two, Phi's and Falcon-7B's one), nor the adapters' dropouts there
+  their masks; where the MLP reads that norm too (attention and MLP in parallel) and up is not
+  adapted, nothing upstream of GELU needs a gradient, so GELU keeps nothing there;
+- the LM head frozen keeps no input (adapted: what a block's adapter keeps).
+
+Autocast (``amp-*``) is not modelled here (each frozen layer's weight copy, the adapters'
+copies): the estimate refuses it in one sentence. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, Term, _cuda
+from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+
+def _adapters(d: Dims, cfg: TrainingConfig) -> list[tuple[str, int, int]]:
+    """(name, input width, A output width) of each adapter of a block."""
+    x = d.extra["neox"]
+    r, q = int(cfg.lora_rank or 0), int(x["q_dim"])
+    roles = [t for t in cfg.lora_targets if t not in ("lm_head", "gate")]
+    slices = [t for t in roles if t in ("q", "k", "v")]
+    width = {"q": d.h, "k": d.h, "v": d.h, "o": q, "up": d.h, "down": d.f}
+    if x["fused_qkv"] and slices:
+        rest = [(t, width[t], r) for t in roles if t not in slices]
+        return [("qkv", d.h, len(slices) * r), *rest]
+    return [(t, width[t], r) for t in roles]
+
+
+def check(d: Dims, cfg: TrainingConfig) -> str | None:
+    """Why the estimate cannot model this LoRA on this model (None: it can)."""
+    if cfg.precision.startswith("amp-"):
+        return (
+            "LoRA on GPT-NeoX's kind of model under autocast (its frozen layers' weight copies "
+            "are not counted); use --precision bf16, mixed or fp32, or trace it"
+        )
+    roles = set(cfg.lora_targets) - {"lm_head"}
+    if not roles & {"q", "k", "v"}:
+        return (
+            "LoRA without q, k or v on GPT-NeoX's kind of model: the first block's attention then "
+            "keeps nothing, which the estimate does not model; adapt at least one of q, k, v"
+        )
+    return None
+
+
+def _own(cfg: TrainingConfig, e: Bytes) -> bool:
+    return own_copies(cfg, e)
+
+
+def _kept_by(cfg: TrainingConfig, e: Bytes, names: set[str], adapters: list[str]) -> bool:
+    """Whether an adapter keeps the very tensor these frozen layers read."""
+    return not _own(cfg, e) and bool(names & set(adapters))
+
+
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """What LoRA changes in one block's saved activations."""
+    T, tok = d.s * d.b, f"{d.s}·{d.b}"
+    adapters = _adapters(d, cfg)
+    ac = adapter_bytes(cfg)
+    names = [n for n, _, _ in adapters]
+    a_out = sum(w for _, _, w in adapters)
+    terms = [Term(f"LoRA A outputs ({', '.join(names)})", T * a_out * ac, f"s·b·Σ A·{ac} B",
+                  f"{tok}·{a_out}·{ac}")]  # fmt: skip
+    inputs = sum(w for _, w, _ in adapters)
+    if _own(cfg, e):
+        why = "the fp32 casts" if ac != e.c else "lora_dropout's outputs"
+        terms.append(Term(f"LoRA inputs (each adapter's own: {why})", T * inputs * ac,
+                          f"s·b·Σ inputs·{ac} B", f"{tok}·{inputs}·{ac}"))  # fmt: skip
+    if cfg.lora_dropout:
+        m = mask_bytes(cfg)
+        terms.append(Term("LoRA dropout masks", T * inputs * m, f"s·b·Σ inputs·{m} B",
+                          f"{tok}·{inputs}·{m}"))  # fmt: skip
+    terms += _zero_pad(d, cfg, ac)
+    if not (cfg.qlora and cfg.bnb_keeps_inputs):
+        terms += _frozen_inputs(d, e, cfg, names)
+    return terms
+
+
+def _zero_pad(d: Dims, cfg: TrainingConfig, ac: int) -> list[Term]:
+    """LitGPT's zero_pad of a fused q/k/v update with a slice disabled: ``index_copy`` keeps
+    its source (the B output reshaped, a copy: autograd saves it for ``expand_as``) and the
+    int64 index of the enabled columns."""
+    x = d.extra["neox"]
+    slices = [t for t in ("q", "k", "v") if t in cfg.lora_targets]
+    if not x["fused_qkv"] or len(slices) in (0, 3):
+        return []
+    q = int(x["q_dim"])
+    w = sum(q if t == "q" else d.k for t in slices)
+    T, tok = d.s * d.b, f"{d.s}·{d.b}"
+    return [Term(f"LitGPT's zero_pad ({', '.join(slices)} of q/k/v: the update's copy, the index)",
+                 T * w * ac + w * 8, f"s·b·{w}·{ac} + {w}·8 B",
+                 f"{tok}·{w}·{ac} + {w}·8")]  # fmt: skip
+
+
+def _frozen_inputs(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) -> list[Term]:
+    """Full training's matmul inputs that frozen layers no longer keep."""
+    x = d.extra["neox"]
+    one_norm = x["residual"] == "parallel_one_norm"
+    qkv = {"qkv", "q", "k", "v"}
+    lost: list[tuple[str, int]] = []
+    if one_norm:
+        if not _kept_by(cfg, e, qkv | {"up"}, adapters):
+            lost.append(("the LayerNorm output", d.h))
+    else:
+        if not _kept_by(cfg, e, qkv, adapters):
+            lost.append(("the attention LayerNorm output", d.h))
+        if not _kept_by(cfg, e, {"up"}, adapters):
+            lost.append(("the MLP LayerNorm output", d.h))
+    copy = d.extra.get("hf_module") in ("gpt_neox", "phi") and not (_cuda(cfg) and e.c == 4)
+    if copy and not _kept_by(cfg, e, {"o"}, adapters):  # as profiling.estimate.neox counts it
+        lost.append(("the attention output's copy", int(x["q_dim"])))
+    if not _kept_by(cfg, e, {"down"}, adapters):
+        lost.append(("GELU's output", d.f))
+    if not lost:
+        return []
+    total = sum(w for _, w in lost)
+    return [Term(f"frozen layers: inputs not kept ({', '.join(n for n, _ in lost)})",
+                 -d.s * d.b * total * e.c, f"−s·b·{total}·{e.c} B",
+                 f"−{d.s}·{d.b}·{total}·{e.c}")]  # fmt: skip
+
+
+def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """The first block's reads of the frozen embedding, and the LM head."""
+    T, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
+    own, ac = _own(cfg, e), adapter_bytes(cfg)
+    terms: list[Term] = []
+    head = "lm_head" in cfg.lora_targets
+    # Lightning's 4-bit LM head (--fabric-bnb, untied) of bitsandbytes <= 0.43.1 keeps it
+    nf4_keeps = cfg.fabric_bnb and cfg.bnb_keeps_inputs and not d.extra.get("tied")
+    if (not head or own) and not nf4_keeps:
+        terms.append(Term("frozen LM head: final norm's output not kept", -T * h * e.c,
+                          f"−s·b·h·{e.c} B", f"−{tok}·{h}·{e.c}"))  # fmt: skip
+    if head:
+        m = mask_bytes(cfg) if cfg.lora_dropout else 0
+        per_h = (ac if own else 0) + m
+        terms.append(Term("LM head's adapter (A output, its own input, dropout mask)",
+                          T * (r * ac + h * per_h), f"s·b·(r·{ac} + h·{per_h}) B",
+                          f"{tok}·({r}·{ac} + {h}·{per_h})"))  # fmt: skip
+    if d.extra.get("hf_module") == "falcon" and d.b > 1:
+        # transformers' Falcon: SDPA's mask is one s² bool expanded over the batch; the trace
+        # of full training keeps b·s² (profiling.estimate.neox), this one s² (not explained)
+        terms.append(Term("Falcon's causal mask: one s² (expanded over the batch)",
+                          -(d.b - 1) * d.s * d.s, "−(b − 1)·s² B",
+                          f"−({d.b} − 1)·{d.s}²"))  # fmt: skip
+    if cfg.checkpointing == "full":
+        return terms
+    return _first_block(d, e, cfg) + terms
+
+
+def _first_block(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """The first block's LayerNorms that read the embedding keep nothing, nor the dropouts of
+    the adapters reading them their masks, nor GELU its input when nothing upstream trains."""
+    x = d.extra["neox"]
+    T, tok, h = d.s * d.b, f"{d.s}·{d.b}", d.h
+    residual = str(x["residual"])
+    norms = 1 if residual == "sequential" else (1 if residual == "parallel_one_norm" else 2)
+    stats = 8 if _cuda(cfg) else 2 * e.r
+    terms = [Term(f"first block: {norms} LayerNorm(s) reading the embedding keep nothing",
+                  -T * (h * e.r + norms * stats), f"−s·b·(h·{e.r} + {norms}·{stats}) B",
+                  f"−{tok}·({h}·{e.r} + {norms}·{stats})")]  # fmt: skip
+    adapters = _adapters(d, cfg)
+    reading = {"qkv", "q", "k", "v"} | ({"up"} if residual != "sequential" else set())
+    if residual != "sequential" and "up" not in cfg.lora_targets:
+        reading.add("down")  # GELU's output needs no gradient either
+    first = [(n, w) for n, w, _ in adapters if n in reading]
+    if cfg.lora_dropout and first:
+        m = mask_bytes(cfg)
+        width = sum(w for _, w in first)
+        terms.append(Term(f"first block: the dropout masks of {', '.join(n for n, _ in first)}"
+                          " not kept", -T * width * m, f"−s·b·{width}·{m} B",
+                          f"−{tok}·{width}·{m}"))  # fmt: skip
+    if cfg.qlora and cfg.bnb_keeps_inputs:
+        terms += _first_block_4bit(d, e, cfg, [n for n, _, _ in adapters])
+    if residual != "sequential" and "up" not in cfg.lora_targets:
+        # all the MLP keeps but GELU's output (down's input: per_layer's rule)
+        mlp = _mlp_bytes(d, e, cfg) - T * d.f * e.c
+        terms.append(Term("first block: the MLP's GELU keeps nothing (nothing before it trains)",
+                          -mlp, "−(the MLP's kept bytes − s·b·f·c)", f"−{mlp}"))  # fmt: skip
+    return terms
+
+
+def _first_block_4bit(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) -> list[Term]:
+    """bitsandbytes <= 0.43.1 keeps a 4-bit layer's input only when it needs a gradient: in the
+    first block not the LayerNorm outputs that read the embedding, nor GELU's output where
+    nothing before it trains (unless an adapter keeps that very tensor)."""
+    residual = str(d.extra["neox"]["residual"])
+    qkv = {"qkv", "q", "k", "v"}
+    lost: list[tuple[str, int]] = []
+    if residual == "parallel_one_norm":
+        if not _kept_by(cfg, e, qkv | {"up"}, adapters):
+            lost.append(("the LayerNorm output", d.h))
+    else:
+        if not _kept_by(cfg, e, qkv, adapters):
+            lost.append(("the attention LayerNorm output", d.h))
+        if residual == "parallel" and not _kept_by(cfg, e, {"up"}, adapters):
+            lost.append(("the MLP LayerNorm output", d.h))
+    parallel_frozen_up = residual != "sequential" and "up" not in cfg.lora_targets
+    if parallel_frozen_up and not _kept_by(cfg, e, {"down"}, adapters):
+        lost.append(("GELU's output", d.f))
+    if not lost:
+        return []
+    total = sum(w for _, w in lost)
+    return [Term(f"first block: its 4-bit layers keep no input ({', '.join(n for n, _ in lost)})",
+                 -d.s * d.b * total * e.c, f"−s·b·{total}·{e.c} B",
+                 f"−{d.s}·{d.b}·{total}·{e.c}")]  # fmt: skip
+
+
+def held_4bit_inputs(d: Dims, cfg: TrainingConfig, c: int, head_keeps: bool) -> Term:
+    """LitGPT's loop holds the previous micro-batch's graph, and through it every 4-bit layer's
+    input that needed a gradient (bitsandbytes <= 0.43.1; ``losses.held_over``): per block the
+    LayerNorm outputs (one per norm), the attention output (the output projection's input) and
+    GELU's output; not the first block's reads of the embedding (nor its GELU's output where
+    up is not adapted in a parallel block); the final norm's output for a 4-bit LM head."""
+    residual = str(d.extra["neox"]["residual"])
+    q = int(d.extra["neox"]["q_dim"])
+    norms = 1 if residual == "parallel_one_norm" else 2
+    first = d.h * (2 if residual == "parallel" else 1)
+    if residual != "sequential" and "up" not in cfg.lora_targets:
+        first += d.f
+    head = d.h if head_keeps else 0
+    value = d.s * d.b * c * (d.L * (norms * d.h + q + d.f) - first + head)
+    return Term(
+        "the previous micro-batch's 4-bit layers' inputs (bitsandbytes <= 0.43.1, held by its "
+        "graph)",
+        value,
+        f"s·b·{c}·(L·({norms}h + q + f) − {first} + {head}) B",
+        f"{d.s}·{d.b}·{c}·({d.L}·({norms}·{d.h} + {q} + {d.f}) − {first} + {head})",
+    )
+
+
+def _mlp_bytes(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """What full training's MLP keeps per block (``profiling.estimate.neox``)."""
+    if d.extra.get("hf_module") == "phi":
+        from profiling.estimate.hf_ops import _gelu_new
+
+        return int(_gelu_new(d, e, cfg).bytes)
+    return d.s * d.b * 2 * d.f * e.c
+
+
+__all__ = ["check", "held_4bit_inputs", "once_per_model", "per_layer"]

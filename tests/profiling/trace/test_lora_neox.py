@@ -1,0 +1,168 @@
+"""LoRA and QLoRA on GPT-NeoX's kind of decoder (GPT-NeoX/Pythia/StableLM-alpha, Phi, Falcon):
+peft's adapters on the modules each role names, LitGPT's adapter on a fused q/k/v, the estimate
+against the trace per category, LitGPT's recipes read with --from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.estimate.memory import estimate
+from profiling.models.hf_module import project_blocks
+from profiling.trace.step import trace_step
+
+pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
+
+BASE = {
+    "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "max_position_embeddings": 512,
+}  # fmt: skip
+FAMILIES = {
+    "gpt_neox (parallel, two norms)": {"model_type": "gpt_neox", "rotary_pct": 0.25},
+    "gpt_neox (sequential)": {"model_type": "gpt_neox", "use_parallel_residual": False},
+    "phi (q, k, v apart)": {"model_type": "phi", "partial_rotary_factor": 0.5},
+    "falcon-7b's kind (multi-query: unequal slices)": {"model_type": "falcon"},
+    "falcon-40b's kind (grouped, two norms)": {
+        "model_type": "falcon", "new_decoder_architecture": True, "num_kv_heads": 2,
+    },
+}  # fmt: skip
+CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
+LITGPT_CONFIGS = Path(__file__).parents[3] / "benchmarks" / "peer" / "configs" / "litgpt"
+
+
+def _spec(tmp_path: Path, family: str) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**BASE, **FAMILIES[family]}), encoding="utf-8")
+    return f"hf:{path}"
+
+
+def _agree(cfg: TrainingConfig, peak: float = 0.002) -> None:
+    traced = trace_step(cfg)
+    est = estimate(cfg)
+    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
+    for category in ("parameters", "gradients", "optimizer"):
+        assert est.category_bytes(category) == seen[category], category
+    # within 80 B of 0.5-1.4 MB: the estimate leaves out a few scalars of the trace
+    assert est.category_bytes("activations") == pytest.approx(seen["activations"], abs=80)
+    assert est.per_gpu_bytes == pytest.approx(traced.peak_bytes, rel=peak)
+
+
+CASES = [
+    ("q,v", 0.05, "bf16"), ("q,k,v,o,up,down", 0.05, "mixed"), ("o,v,down", 0.05, "fp32"),
+    ("q,down", 0.0, "bf16"), ("k,up,lm_head", 0.1, "bf16"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("targets", "dropout", "precision"), CASES)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_estimate_agrees_with_transformers_module_under_lora(
+    tmp_path: Path, family: str, targets: str, dropout: float, precision: str
+) -> None:
+    """Each adapter's A output and input (its own where cast or dropped), one dropout for a
+    fused q/k/v and LitGPT's zero_pad copy where a slice is off, frozen layers' inputs not kept,
+    the first block's norms (and, in parallel blocks without up adapted, its MLP) keeping
+    nothing: estimate = trace per category."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
+        lora_targets=targets, lora_dropout=dropout,
+    )  # fmt: skip
+    _agree(cfg)
+
+
+@pytest.mark.parametrize(
+    ("family", "target", "precision"),
+    [("gpt_neox (parallel, two norms)", "cpu", "mixed"), ("phi (q, k, v apart)", "cpu", "bf16"),
+     ("falcon-40b's kind (grouped, two norms)", "cuda", "fp32"),
+     ("gpt_neox (sequential)", "cuda", "bf16")],
+)  # fmt: skip
+def test_estimate_agrees_with_our_blocks_under_lora(
+    tmp_path: Path, family: str, target: str, precision: str
+) -> None:
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
+        lora_targets="q,v,o,down", lora_dropout=0.05, target=target,
+    )  # fmt: skip
+    with project_blocks():
+        _agree(cfg)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize(
+    "extra",
+    [{"bnb_keeps_inputs": False}, {"bnb_keeps_inputs": True},
+     {"bnb_keeps_inputs": True, "fabric_bnb": True, "loss": "litgpt", "tied_head": False}],
+)  # fmt: skip
+def test_qlora_agrees(tmp_path: Path, family: str, extra: dict) -> None:
+    """QLoRA: every Linear of the blocks 4-bit (Falcon's FalconLinear too), old bitsandbytes
+    keeping each layer's input when it needs a gradient (not the first block's reads of the
+    embedding), LitGPT's loop holding them, Lightning's 4-bit LM head."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, family), seq=64, batch=2, precision="bf16", lora_rank=8,
+        lora_targets="q,v", lora_dropout=0.05, qlora=True, **extra,
+    )  # fmt: skip
+    _agree(cfg, peak=0.004)
+
+
+def test_fused_qkv_adapter_is_litgpts(tmp_path: Path) -> None:
+    """A fused q/k/v gets one adapter over the enabled slices, shaped as LitGPT's
+    LoRAQKVLinear: A of (n·r, h), B of (Σ slice widths, r); the head and the MLP peft's."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, "falcon-7b's kind (multi-query: unequal slices)"), seq=16,
+        batch=1, lora_rank=8, lora_targets="q,v,up,lm_head", lora_dropout=0.05,
+    )  # fmt: skip
+    traced = trace_step(cfg)
+    lora = traced.model_info["lora"]
+    assert lora["targets"][0].startswith("query_key_value (q, v slices")
+    assert lora["targets"][1:] == ["dense_h_to_4h", "lm_head"]
+    # per block: A 2·8·64 + B (64 + 16)·8; up 8·(64 + 256); the head 8·(64 + 512), once
+    assert lora["adapter_params"] == 2 * (2 * 8 * 64 + 80 * 8 + 8 * (64 + 256)) + 8 * 576
+    assert lora["adapted_layers"] == 2 * 2 + 1
+
+
+def test_without_q_k_or_v_is_one_sentence(tmp_path: Path) -> None:
+    """The first block's attention would keep nothing (not modelled): both refuse."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    spec = _spec(tmp_path, "phi (q, k, v apart)")
+    with pytest.raises(ProfilingError, match="at least one of q, k, v") as err:
+        trace_step(TrainingConfig(model=spec, seq=16, batch=1, lora_rank=8, lora_targets="gate"))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ProfilingError, match="adapt at least one of q, k, v"):
+        estimate(TrainingConfig(model=spec, seq=16, batch=1, lora_rank=8, lora_targets="o,up"))
+
+
+@pytest.mark.parametrize(
+    ("name", "slices"),
+    [("falcon-7b__lora", "q, v"), ("stablelm-base-alpha-3b__qlora", "q, v")],
+)
+def test_litgpt_recipes_of_these_models(name: str, slices: str) -> None:
+    """--from LitGPT's lora/qlora yaml of Falcon-7B and StableLM-alpha estimates (no refusal)
+    with the fused projection's slices and LitGPT's loss."""
+    from profiling.recipes import read_recipe, with_recipe
+
+    recipe = read_recipe([LITGPT_CONFIGS / f"{name}.yaml"])
+    cfg = TrainingConfig.parse(**with_recipe(recipe, {"seq": 512, "batch": 1}))
+    est = estimate(cfg)
+    assert est.per_gpu_bytes > 0
+    assert cfg.loss == "litgpt" and cfg.lora_dropout == 0.05
+    assert {"q", "v"} <= set(cfg.lora_targets)
+    assert slices.replace(" ", "").split(",") == [t for t in cfg.lora_targets if t in "qkv"]
+
+
+def test_peft_adapter_config_names_these_modules(tmp_path: Path) -> None:
+    """peft's target_modules on a GPT-NeoX model: the fused projection is q, k and v."""
+    from profiling.recipes import read_recipe, with_recipe
+
+    adapter = tmp_path / "adapter_config.json"
+    names = ["query_key_value", "dense", "dense_h_to_4h", "dense_4h_to_h"]
+    adapter.write_text(json.dumps({"peft_type": "LORA", "r": 16, "target_modules": names}))
+    values = with_recipe(read_recipe([adapter]), {"model": "hf:pythia-1b", "seq": 256})
+    cfg = TrainingConfig.parse(**values)
+    assert cfg.lora_targets == ["q", "k", "v", "o", "up", "down"]
+    assert estimate(cfg).per_gpu_bytes > 0
