@@ -38,6 +38,8 @@ class TrainingConfig(PlanFields, Protocol):
     @property
     def checkpointing(self) -> str: ...
     @property
+    def checkpoint_every(self) -> int | None: ...
+    @property
     def offload_optimizer(self) -> bool: ...
     @property
     def deepspeed(self) -> bool: ...
@@ -76,7 +78,9 @@ def describe(cfg: TrainingConfig) -> str:
             parts.append(f"TP={cfg.tp}" + (" + SP" if cfg.sequence_parallel else ""))
     parts.append(f"seq {cfg.seq_or_default()} × batch {cfg.batch}")
     if cfg.checkpointing != "none":
-        parts.append(f"{cfg.checkpointing} checkpointing")
+        every = cfg.checkpoint_every
+        n = f", 1 block in {every}" if every and every > 1 else ""
+        parts.append(f"{cfg.checkpointing} checkpointing{n}")
     if cfg.attention != "sdpa":
         parts.append(f"{cfg.attention} attention")
     if cfg.loss != "cross-entropy":

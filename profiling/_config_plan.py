@@ -12,7 +12,9 @@ torch's own: ``torch.distributed.pipelining.schedules``). No torch here.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
+
+from pydantic import Field
 
 from profiling.errors import ConfigError
 
@@ -27,6 +29,13 @@ PP_SCHEDULES: dict[str, str] = {
 DEFAULT_VIRTUAL = {"1f1b": 1, "interleaved": 2, "zbv": 2}
 DEFAULT_SCHEDULE = "1f1b"  # TrainingConfig.pp_schedule's default
 MAX_WORLD = 10**6
+CHECKPOINT_EVERY_FIELD: Any = Field(
+    None,
+    ge=1,
+    le=10**4,
+    description="With --checkpointing full on a plan: only every N-th block of a rank is "
+    'checkpointed, the others keep their activations (torchtitan\'s selective_ac_option = "N").',
+)
 
 
 class TrainingConfig(Protocol):
@@ -38,6 +47,7 @@ class TrainingConfig(Protocol):
     sequence_parallel: bool  # filled: always with tensor parallelism
     microbatches: int | None  # filled: the batch by default
     virtual_stages: int | None  # filled: the schedule's default
+    checkpoint_every: int | None
     dp_shard: int | None  # filled: --gpus under FSDP with --checkpointing selective-op
 
     @property
@@ -177,15 +187,37 @@ def _op_sac(cfg: TrainingConfig) -> None:
         )
 
 
+def _every(cfg: TrainingConfig) -> None:
+    n = cfg.checkpoint_every
+    if n is None:
+        return
+    if cfg.checkpointing != "full":
+        raise ConfigError(
+            f"--checkpoint-every {n} says which blocks --checkpointing full wraps (1 in {n} of "
+            f"a rank's blocks, torchtitan's selective_ac_option = \"{n}\"): give "
+            "--checkpointing full with it",
+            "checkpoint_every",
+        )
+    if not is_plan(cfg):
+        raise ConfigError(
+            f"--checkpoint-every {n} is torchtitan's block-count checkpointing, run on a "
+            "parallel plan: give its degrees (--dp-shard N, or --fsdp --gpus N; --dp-shard 1 "
+            "on one GPU)",
+            "checkpoint_every",
+        )
+
+
 def check_plan(cfg: TrainingConfig) -> None:
     """Check the plan's settings and fill what follows from them (gpus, FSDP, microbatches,
     stages per rank); a ConfigError sentence otherwise."""
-    if cfg.checkpointing == "selective-op" and cfg.fsdp and not is_plan(cfg):
+    titan_only = cfg.checkpointing == "selective-op" or cfg.checkpoint_every is not None
+    if titan_only and cfg.fsdp and not is_plan(cfg):
         cfg.dp_shard = cfg.gpus  # --fsdp --gpus N is --dp-shard N: torchtitan's step, a plan
     _dp(cfg)
     _pipeline(cfg)
     _context(cfg)
     _op_sac(cfg)
+    _every(cfg)
     if is_plan(cfg) and cfg.tp > 1:
         cfg.sequence_parallel = True  # torchtitan's tensor parallelism is always sequence-parallel
     world = cfg.gpus * cfg.cp * cfg.tp * cfg.pp

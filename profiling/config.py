@@ -35,7 +35,7 @@ from profiling._config_lora import (
     parse_targets,
 )
 from profiling._config_optimizers import OPTIMIZERS, PAGED_FIELD, Optimizer, OptimizerSpec
-from profiling._config_plan import PipelineSchedule, check_plan, is_plan
+from profiling._config_plan import CHECKPOINT_EVERY_FIELD, PipelineSchedule, check_plan, is_plan
 from profiling._config_sentences import flag_name, one_sentence
 from profiling.errors import ConfigError, ProfilingError
 from profiling.models.hf_encoders import encoder_refusal
@@ -207,6 +207,7 @@ class TrainingConfig(BaseModel):
         description="Activation checkpointing: none | selective (attention recomputed) | "
         "selective-op (torchtitan's per-op policy, plans) | full (every block recomputed).",
     )
+    checkpoint_every: int | None = CHECKPOINT_EVERY_FIELD
     attention: Attention = Field(
         "sdpa",
         description="eager (saves the s² scores) | sdpa (fused, PyTorch's default) | flash.",

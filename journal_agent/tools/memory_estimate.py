@@ -16,7 +16,7 @@ from profiling._config_deepspeed import DEEPSPEED_FIELDS
 # (each field costs tokens in every request): a recipe in from_file sets them.
 MemoryEstimateInput = config_input_model(
     "MemoryEstimateInput",
-    exclude=(*DEEPSPEED_FIELDS, "activation_offload", "compile", "fabric_bnb"),
+    exclude=(*DEEPSPEED_FIELDS, "activation_offload", "compile", "fabric_bnb", "checkpoint_every"),
     from_file=FROM_FILE_FIELD,
 )
 # A closed form takes milliseconds; the bound is there so that no input keeps a call running.

@@ -90,16 +90,16 @@ def step_flops(
         # each block's last matmul (the MLP's down projection, h·f) is not run again.
         last = int(L) * int(h) * _last_width(shape)
         again = 2 * (m_blocks - last) * tokens + 4 * b * s * s * hq * L
-        steps.append(
-            Step(
-                name="FLOPs: every block's forward again, but its last matmul (full checkpointing)",
-                formula="2 · (M_blocks − L·h·f) · b·s + 4 · b·s²·h · L",
-                substituted=f"2 · ({fmt_count(m_blocks)} − {L}·{h}·{_last_width(shape)})"
-                f" · {tokens} + 4 · {b}·{s}²·{hq} · {L}",
-                value=again,
-                unit="FLOP",
-            )
-        )
+        every = cfg.checkpoint_every or 1
+        name = "FLOPs: every block's forward again, but its last matmul (full checkpointing)"
+        formula = "2 · (M_blocks − L·h·f) · b·s + 4 · b·s²·h · L"
+        sub = (f"2 · ({fmt_count(m_blocks)} − {L}·{h}·{_last_width(shape)})"
+               f" · {tokens} + 4 · {b}·{s}²·{hq} · {L}")  # fmt: skip
+        if every > 1:  # torchtitan's every N-th block: ⌊L/N⌋ of L blocks run again
+            again = again * (int(L) // every) // int(L)
+            name = f"FLOPs: 1 block in {every} run forward again, but its last matmul"
+            formula, sub = f"⌊L/N⌋/L · ({formula})", f"{int(L) // every}/{L} · ({sub})"
+        steps.append(Step(name=name, formula=formula, substituted=sub, value=again, unit="FLOP"))
         backward += again
     if cfg.checkpointing == "selective-op":
         # torchtitan's per-op policy keeps the 1st, 3rd, 5th and 7th matmul and SDPA of each

@@ -213,7 +213,7 @@ def stage_profile(
     base, gathered, largest = _states(cfg, tensors, n)
     base = {**base, "buffers": seq * w.head_dim * 8}  # RoPE's complex64 table, 2·seq rows
     base["total"] = sum(v for k, v in base.items() if k != "total")
-    block = block_activations(w, tokens, t, s.c, seq // layout.cp)
+    block = plain = block_activations(w, tokens, t, s.c, seq // layout.cp)
     recompute = 0
     # Checkpointed, a block keeps its input (and under the per-op policy the listed ops'
     # outputs); its backward recomputes the rest beside them (the input not copied) and holds
@@ -228,7 +228,10 @@ def stage_profile(
         block, recompute = kept, block - kept + (tokens * w.hidden * s.c if t > 1 else 0)
     grad_in = x if recompute else 0
     pipelined = layout.pp > 1
-    acts = stage.layers * block
+    kept, rec, earlier = _every_n(cfg, stage, block, plain, recompute)
+    acts = sum(kept)  # stage.layers · block when every block is alike
+    recompute = rec[-1] if rec else recompute  # the last block's: the first backward's
+    grad_in = x if recompute else 0
     head_acts = head_activations(w, tokens, t, s.c, pipelined) if stage.head else 0
     acts += head_acts
     if pipelined:  # PipelineStage keeps a stage's output for its backward (not the logits:
@@ -271,7 +274,7 @@ def stage_profile(
     gathering = one_block if pipelined else 2 * one_block
     f0_peak = vec(parameters=keep + gathering, activations=acts, temporaries=f_extra)
     if not pipelined:  # the blocks' gathering and the loss come at different moments
-        f0_peak = _forward_peak(stage.layers * block, gathering, tokens // t * w.hidden * s.c,
+        f0_peak = _forward_peak(sum(kept), gathering, tokens // t * w.hidden * s.c,
                                 head=vec(parameters=head_keep, activations=acts,
                                          temporaries=logits * _plain_loss(t, s.c)))  # fmt: skip
     moves = {
@@ -284,6 +287,8 @@ def stage_profile(
     # reduce dtype, kept in ``reduce_scatter_states`` until this group's post_backward
     in_flight = one_block + one_block // max(s.gathered, 1) * reduce_b
     block_extra = 2 * (w.ffn // t) * s.c * tokens  # a block's gradient buffers in backward
+    # one block's gradients, made before an earlier wrapped block's backward (``_every_n``)
+    block_grads = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:9]) * grad_b
     if pipelined:
         made = (w.ffn // t) * w.hidden * grad_b
         b_peak, b_more = _pipelined_backward(
@@ -291,6 +296,17 @@ def stage_profile(
             head_acts if stage.head else None, vec(activations=-acts, temporaries=emb_extra),
             (w.ffn // t) * w.hidden * s.gathered if cfg.fsdp and recompute else 0,
         )  # fmt: skip
+        for q, again, freed in earlier:  # each earlier wrapped block's backward
+            # the gradient of its output and of its input: the first backward's temporaries,
+            # a later one's (torch's tracker) activations
+            c_peak, c_more = (_pipelined_backward(
+                b_extra if stage.head else block_extra, block_extra,
+                again - freed + extra_acts, 2 * x - extra_acts,
+                made + q * block_grads, head_acts if stage.head else None,
+                vec(activations=-acts, temporaries=emb_extra),
+                (w.ffn // t) * w.hidden * s.gathered if cfg.fsdp else 0,
+            )[which] for which, extra_acts in ((0, 0), (1, 2 * x)))  # fmt: skip
+            b_peak, b_more = _larger(c_peak, b_peak), _larger(c_more, b_more)
         end = vec(gradients=after, activations=-acts, temporaries=w.vocab * w.hidden * s.c)
         if emb_extra and end["total"] > b_peak["total"]:
             b_peak = end  # the embedding's upcast, last: its 16-bit gradient beside every fp32 one
@@ -306,8 +322,12 @@ def stage_profile(
         blocks = add(block_b, vec(parameters=one_block - head_keep, activations=-head_acts,
                                   temporaries=in_flight))  # fmt: skip
         b_peak = _larger(blocks, b_peak)
-        if cfg.fsdp and recompute and stage.layers > 1:
-            last = _block_moments(cfg, w, stage, n, block, recompute, tokens)
+        for q, again, freed in () if cfg.fsdp else earlier:  # FSDP: _block_moments
+            c_b = add(_backward_extra(block_extra, again - freed, True, 2 * x),
+                      vec(gradients=q * block_grads, activations=-head_acts))  # fmt: skip
+            b_peak = _larger(c_b, b_peak)
+        if cfg.fsdp and any(rec) and stage.layers > 1:
+            last = _block_moments(cfg, w, stage, n, kept, rec, tokens)
             b_peak = _larger(add(last, vec(parameters=-head_keep, activations=-acts)), b_peak)
     moves["B0"] = Move(
         delta=vec(parameters=-head_keep, gradients=after, activations=-acts), peak=b_peak
@@ -338,6 +358,24 @@ def stage_profile(
     )  # fmt: skip
 
 
+def _every_n(
+    cfg: TrainingConfig, stage: Stage, block: int, plain: int, recompute: int
+) -> tuple[list[int], list[int], list[tuple[int, int, int]]]:
+    """What each block keeps and recomputes, first to last, and under torchtitan's every N-th
+    block (``Stage.checkpointed``) each wrapped block before a last one not wrapped: (the blocks
+    after it, what it recomputes, what they kept) — its backward may be the highest, after
+    theirs freed what they kept and made their gradients."""
+    only = stage.checkpointed(cfg.checkpoint_every) if cfg.checkpointing == "full" else None
+    if not only:
+        return [block] * stage.layers, [recompute] * stage.layers, []
+    kept = [block if c else plain for c in only]
+    rec = [recompute if c else 0 for c in only]
+    if only[-1]:
+        return kept, rec, []
+    L = stage.layers
+    return kept, rec, [(q, rec[-1 - q], sum(kept[L - q :])) for q in range(1, L) if only[-1 - q]]
+
+
 def _plain_loss(t: int, c: int) -> int:
     """Bytes per local logit the loss of a step without a pipeline holds above what it keeps:
     the logits themselves (nothing keeps them, see ``head_activations``) and ``.float()``'s
@@ -354,8 +392,8 @@ def _forward_peak(blocks: int, gathering: int, block_extra: int, head: Vec) -> V
 
 
 def _block_moments(
-    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, kept: int, recompute: int,
-    tokens: int,
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, kept: list[int],
+    rec: list[int], tokens: int,
 ) -> Vec:  # fmt: skip
     """Checkpointed FSDP2 without a pipeline: the backward's highest moment inside a block's
     backward, as its ``w2`` gradient is made. At block i (the last to run is 0) the gradient
@@ -371,13 +409,16 @@ def _block_moments(
     emb = _shard(w.vocab // t, h, n) * n * s.gathered if stage.embedding else 0
     half, x = (w.ffn // t) * s.c * tokens, tokens // t * h * s.c  # an FFN-wide buffer, an input
     best = vec()
-    for i in sorted({0, 1, stage.layers - 2, stage.layers - 1} & set(range(stage.layers))):
+    # alike blocks: the moment is affine in i, highest at an end; every N-th: any block
+    L = stage.layers
+    ends = {0, 1, L - 2, L - 1} & set(range(L)) if len(set(rec)) == 1 else set(range(L))
+    for i in sorted(ends):
         after = stage.layers - 1 - i
         previous = shard if after else sum(head_rows)  # the group reduced before this one
         moment = vec(
             parameters=shard * n * s.gathered,
             gradients=sum(head_rows) * s.shard + after * shard * s.shard + (w.ffn // t) * h * s.c,
-            activations=(i + 1) * kept + recompute - half,
+            activations=sum(kept[: i + 1]) + rec[i] - half,
             temporaries=3 * half + 2 * x + (shard * n * s.gathered if i else emb)
             + previous * n * reduce_b,
         )  # fmt: skip

@@ -32,6 +32,19 @@ class Stage(BaseModel):
     layers: int
     embedding: bool
     head: bool  # the final norm, the output projection and the loss
+    before: int = 0  # blocks of the stages its pipeline rank builds before it
+
+    def checkpointed(self, every: int | None, layers: int | None = None) -> list[bool] | None:
+        """Which blocks torchtitan's ``selective_ac_option = "N"`` wraps, first to last, or
+        None when every block is treated alike. torchtitan counts the blocks a process wraps
+        (``ptd_checkpoint_wrapper._count``, over every stage it builds, in order) and wraps the
+        N-th, 2N-th…; ``layers`` fewer than the stage's (a probe) keep the stage's last blocks'
+        pattern (whole periods of N dropped from the front)."""
+        if not every or every == 1:
+            return None
+        n = self.layers if layers is None else layers
+        end = self.before + self.layers  # the count of the stage's last block
+        return [(end - (n - 1 - j)) % every == 0 for j in range(n)]
 
     @property
     def kind(self) -> str:
@@ -127,6 +140,11 @@ def layout_of(cfg: TrainingConfig, layers: int) -> Layout:
                             head=i == n_stages - 1))  # fmt: skip
         first += n
     style = "v" if cfg.pp_schedule == "zbv" else "loop"
+    held = rank_stages(cfg.pp, per_rank, style)
+    for indices in held:  # a rank builds its stages in this order (torchtitan's stage ids)
+        done = 0
+        for i in indices:
+            stages[i].before, done = done, done + stages[i].layers
     m = cfg.microbatches or 1
     world = cfg.gpus * cfg.cp * cfg.tp * cfg.pp
     return Layout(
@@ -141,7 +159,7 @@ def layout_of(cfg: TrainingConfig, layers: int) -> Layout:
         microbatches=m,
         microbatch_size=cfg.batch // m,
         stages=stages,
-        rank_stages=rank_stages(cfg.pp, per_rank, style),
+        rank_stages=held,
     )
 
 

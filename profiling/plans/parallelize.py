@@ -79,10 +79,13 @@ def apply_tp(model: Transformer, tp_mesh: DeviceMesh) -> None:
         )
 
 
-def apply_ac(model: Transformer, mode: str, target: str | None) -> int:
+def apply_ac(
+    model: Transformer, mode: str, target: str | None, only: list[bool] | None = None
+) -> int:
     """Checkpoint each block (``full``), its attention (``selective``) or each block under
     torchtitan's per-op policy (``selective-op``: ``profiling.plans.op_sac``): non-reentrant,
-    the recomputation under the target's kernel rules. Returns the blocks wrapped."""
+    the recomputation under the target's kernel rules; ``only`` the blocks it marks
+    (torchtitan's every N-th block: ``Stage.checkpointed``). Returns the blocks wrapped."""
     import contextlib
 
     from torch.utils.checkpoint import checkpoint
@@ -97,10 +100,14 @@ def apply_ac(model: Transformer, mode: str, target: str | None) -> int:
 
         # torchtitan's ptd_checkpoint_wrapper(..., preserve_rng_state=False)
         extra = {"context_fn": op_sac_context_fn(target), "preserve_rng_state": False}
-    for block in model.layers.values():
+    wrapped = 0
+    for j, block in enumerate(model.layers.values()):
+        if only is not None and not only[j]:
+            continue
         part: nn.Module = block if mode != "selective" else block.attention  # type: ignore[assignment]
         part.forward = functools.partial(checkpoint, part.forward, use_reentrant=False, **extra)
-    return len(model.layers)
+        wrapped += 1
+    return wrapped
 
 
 def apply_fsdp(

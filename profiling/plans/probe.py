@@ -139,7 +139,8 @@ def build_stage(
     if mesh is not None and "tp" in names:
         apply_tp(model, mesh["tp"])
     if cfg.checkpointing != "none":
-        apply_ac(model, cfg.checkpointing, cfg.target)
+        only = stage.checkpointed(cfg.checkpoint_every, layers)
+        apply_ac(model, cfg.checkpointing, cfg.target, only)
     dp = dp_mesh_of(mesh, names) if mesh is not None and cfg.fsdp else None
     if dp is not None:
         apply_fsdp(model, dp, cfg, pipelined=layout.pp > 1)

@@ -121,14 +121,15 @@ def _at(
 ) -> StageProfile | None:
     """The profile at ``layers`` blocks, affine from the first two samples; None when the third
     misses by a byte."""
-    n1, _, n3 = counts
+    n1, n2, n3 = counts
     v1, v2, v3 = (_vectors(samples[n]) for n in counts)
     if set(v1) != set(v2) or set(v1) != set(v3):
         return None
+    step = n2 - n1  # a block, or a period of every-N checkpointing
 
     def line(name: str, n: int) -> Vec:
         a, b = v1[name], v2[name]
-        return {k: a.get(k, 0) + (n - n1) * (b.get(k, 0) - a.get(k, 0)) for k in {*a, *b}}
+        return {k: a.get(k, 0) + (n - n1) // step * (b.get(k, 0) - a.get(k, 0)) for k in {*a, *b}}
 
     for name in v1:
         if any(
@@ -151,22 +152,29 @@ def _stage_profile(
     w: WorkloadConfig,
     layout: Layout,
     stage: Stage,
-    cache: dict[tuple[str, int], StageProfile],
+    cache: dict[tuple[str, int, int], StageProfile],
     mesh: DeviceMesh | None,
     say: Progress,
     notes: list[str],
 ) -> StageProfile:
     """The stage's profile at its own block count: from probes of its kind at 1-4 blocks."""
 
+    every = cfg.checkpoint_every if cfg.checkpointing == "full" else None
+    period = every or 1
+    # every N-th block checkpointed: sampled in whole periods, the stage's pattern kept
+    phase = (stage.before + stage.layers) % period
+
     def probe(n: int) -> StageProfile:
-        key = (stage.kind, n)
+        key = (stage.kind, n, phase)
         if key not in cache:
             cache[key] = _probe(cfg, w, layout, stage, n, mesh, say)
         return cache[key]
 
-    if stage.layers <= SAMPLES[0][-1]:
+    rest = stage.layers % period
+    samples = [(rest + period * a, rest + period * b, rest + period * c) for a, b, c in SAMPLES]
+    if stage.layers <= samples[0][-1]:
         return probe(stage.layers).model_copy(update={"stage": stage.index})
-    for counts in SAMPLES:
+    for counts in samples:
         found = _at({n: probe(n) for n in counts}, counts, stage.layers)
         if found is not None:
             return found.model_copy(update={"stage": stage.index})
@@ -190,7 +198,7 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
     say = checked_progress(progress)
     start = time.perf_counter()
     notes = plan_notes(cfg, layout)
-    cache: dict[tuple[str, int], StageProfile] = {}
+    cache: dict[tuple[str, int, int], StageProfile] = {}
     # one_trace_at_a_time leaves torch as it was however the trace ends (a stop of its time
     # bound too): grad mode, the default dtype, modes pushed; the fake world's patches and
     # process group go with the stack
@@ -218,9 +226,9 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
         actions = rank_actions(layout.schedule, r, layout.pp, len(held), layout.microbatches)
         ranks.append(compose(r, layout.global_ranks(r), [profiles[i] for i in held], actions,
                              layout.microbatches, holds=layout.schedule == "1f1b"))  # fmt: skip
-    traced = sorted({n for _, n in cache})
+    traced = sorted({n for _, n, _ in cache})
     notes.append(
-        f"traced: {len({k for k, _ in cache})} stage kind(s) at {', '.join(map(str, traced))} "
+        f"traced: {len({k for k, _, _ in cache})} stage kind(s) at {', '.join(map(str, traced))} "
         f"block(s) each, as one rank of a fake world of {layout.world:,} ranks; every stage "
         "at its own block count by exact affine scaling"
     )

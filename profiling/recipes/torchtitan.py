@@ -7,7 +7,8 @@ share of the job it describes.
   parameters and bf16 gathers), ``mixed_precision_reduce``.
 - ``[activation_checkpoint] mode``: ``none``, ``selective`` with ``selective_ac_option = "op"``
   (``--checkpointing selective-op``: torchtitan's per-op policy, ``profiling.plans.op_sac``;
-  an integer, every n-th block, is not modelled), ``full``.
+  an integer N, every N-th block a rank builds checkpointed whole: ``--checkpointing full
+  --checkpoint-every N``), ``full``.
 - ``[optimizer] name`` (AdamW, Adam), ``implementation`` (``foreach``, ``fused``).
 - ``[compile] enable``.
 - The launch script's ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``
@@ -219,11 +220,19 @@ def _checkpointing(r: Reading) -> None:
             "selective_ac_option op: torchtitan's per-op policy (matmuls but every second, "
             "SDPA, reduce-scatters and max kept; the rest recomputed)",
         )
+    elif mode == "selective" and option.isdigit():
+        # torchtitan wraps the N-th, 2N-th… block a process builds (ptd_checkpoint_wrapper's
+        # _count); "0" and "1" wrap every block
+        every = int(option)
+        r.use("activation_checkpoint.mode", "checkpointing", "full",
+              f"selective_ac_option {option}: " + ("every block" if every <= 1 else
+              f"every {every}-th block checkpointed whole, the others not"))  # fmt: skip
+        if every > 1:
+            r.use("activation_checkpoint.selective_ac_option", "checkpoint_every", every)
     elif mode == "selective":
         r.ignore(
-            "activation_checkpoint.mode",
-            f"selective_ac_option {option}: every {option}-th block checkpointed is not "
-            "modelled; give --checkpointing full, selective-op or none",
+            "activation_checkpoint.selective_ac_option",
+            f"{option!r} is neither 'op' nor a block count",
         )
     else:
         r.ignore("activation_checkpoint.mode", f"{mode!r} is not a mode this reader knows")
