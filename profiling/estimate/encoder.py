@@ -19,7 +19,9 @@ type embeddings, and its statistics); masked LM's head — the transform's dense
 input and output, its LayerNorm (an fp32 copy of its input under autocast), the decoder's
 input — then the logits' fp32 log-probabilities (s·b·V·4: transformers' loss runs over every
 position); classification's — the first token's hidden state, the dense layer's tanh output
-and the classifier's input, b-sized. No torch here.
+and the classifier's input, b-sized. Every moment holds the step's inputs and the embeddings'
+buffers (``step_inputs``); a classifier's peak falls beyond the end of forward (``moments``).
+No torch here.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
 from profiling.estimate.activations import head_transient as acts_head_transient
-from profiling.units import fmt_count
+from profiling.units import fmt_bytes, fmt_count
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -224,6 +226,85 @@ def head_transient(d: Dims, precision: str) -> Term | None:
     )
 
 
+def step_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
+    """What the whole step holds beside the model: its inputs — token ids and the task's labels
+    (a label per token for masked LM, per sequence otherwise: int64, a regression's in the
+    parameters' dtype), or the images (the parameters' dtype) and their classes — and the
+    embeddings' position and token-type buffers. None for a decoder (not counted there)."""
+    if d is None or d.arch != "encoder":
+        return None
+    enc, T, b = d.extra["encoder"], d.s * d.b, d.b
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    label, label_f = (p, f"b·{p}") if int(enc["labels"]) == 1 else (8, "b·8")
+    if enc["pixels"]:
+        value = b * int(enc["pixels"]) * p + b * 8
+        return Term("the images and their classes", value, f"b·C·H·W·{p} + b·8 B",
+                    f"{b}·{enc['pixels']}·{p} + {b}·8")  # fmt: skip
+    if enc["head"] == "mlm":
+        label, label_f = T * 8, "s·b·8"
+    bufs = int(enc["buffers"])
+    return Term(
+        "the token ids, the labels and the position and token-type buffers",
+        T * 8 + (label if enc["head"] == "mlm" else b * label) + bufs,
+        f"s·b·8 + {label_f} + buffers {bufs} B",
+        f"{d.s}·{d.b}·8 + {label if enc['head'] == 'mlm' else f'{b}·{label}'} + {bufs}",
+    )
+
+
+def _head_back(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, float]:
+    """A classifier's head once back: what it saved, freed (the loss itself stays: the loop
+    holds it), and its parameters' gradients — pooler and classifier, or ViT's final
+    LayerNorm and classifier."""
+    n, h, p = int(d.extra["encoder"]["labels"]), d.h, 4 if e.r == 4 else 2
+    if d.extra["encoder"]["pixels"]:  # the last term: the final norm, the classifier, the loss
+        return _vit(d, e, cfg)[-1].bytes - _logp_bytes(e), (2 * h + h * n + n) * p
+    return _classifier(d, e).bytes - _logp_bytes(e), (h * h + h + h * n + n) * p
+
+
+def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """A classifier's peak in backward: its small head through, the last block's MLP
+    (``losses.last_mlp``: the gradient reaching the block, the output projection's weight
+    gradient, GELU's input gradient; BERT's post-norm gone back first)."""
+    if d is None or d.arch != "encoder" or lm_logits(d) or cfg.checkpointing != "none":
+        return []
+    from profiling.estimate.losses import last_mlp
+
+    e = Bytes.of(cfg.precision)
+    saved, grads = _head_back(d, e, cfg)
+    mlp = last_mlp(d, e, cfg)
+    assert mlp is not None
+    seed = _logp_bytes(e)  # the loss's gradient, backward's first tensor
+    value = fwd - saved + seed + grads + mlp[0]
+    f = fmt_bytes
+    calc = (
+        f"end of forward {f(fwd)} − the head's saved tensors but the loss {f(saved)} + the "
+        f"loss's gradient {seed} B + the head's gradients {f(grads)} + {mlp[1]} = {f(value)}"
+    )
+    return [("backward, the last block's MLP", value, calc), *_last_norm(d, e, cfg, fwd)]
+
+
+def _last_norm(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """BERT's, RoBERTa's last block under autocast, its output LayerNorm writing its fp32
+    output (which the model's output holds to the end of forward): the block's fp32 input and
+    attention output (q, k, v and the MLP keep 16-bit copies), the residual sum and the MLP's
+    16-bit output are still referenced; autocast's cached copies of the blocks' biases live;
+    the head's tensors and weight copies are not made yet."""
+    if not e.amp or d.extra["encoder"]["pixels"]:
+        return []
+    T, h, f, L = d.s * d.b, d.h, d.f, d.L
+    n = int(d.extra["encoder"]["labels"])
+    biases = L * (5 * h + f) * 2
+    head = _classifier(d, e).bytes + (h * h + h * n) * 2
+    value = fwd + biases + T * h * (4 * e.r + e.c) - head
+    calc = (
+        f"end of forward {fmt_bytes(fwd)} + the blocks' bias copies L·(5h + f)·2 "
+        f"{fmt_bytes(biases)} + the last block's fp32 tensors and its MLP's output "
+        f"s·b·h·(4·{e.r} + {e.c}) {fmt_bytes(T * h * (4 * e.r + e.c))} − the head's tensors "
+        f"and weight copies, not made yet {fmt_bytes(head)} = {fmt_bytes(value)}"
+    )
+    return [("forward, the last block's output LayerNorm", value, calc)]
+
+
 def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
     """The embeddings' LayerNorm, the task's head and loss, autocast's weight copies."""
     if d.extra["encoder"]["pixels"]:
@@ -244,4 +325,4 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
     return terms
 
 
-__all__ = ["head_transient", "lm_logits", "once_per_model", "per_layer"]
+__all__ = ["head_transient", "lm_logits", "moments", "once_per_model", "per_layer", "step_inputs"]

@@ -234,7 +234,7 @@ def after_loss(
 
 
 # Blocks with LayerNorm (weight and bias) and a plain GELU MLP: GPT-2's, GPT-NeoX's kind
-_LAYER_NORM = ("gpt2", "neox")
+_LAYER_NORM = ("gpt2", "neox", "encoder")
 
 
 def _final_norm_saved(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
@@ -254,7 +254,7 @@ def _norm_row_bytes(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
     return d.h * e.r + 4 if cuda else (2 * d.h + 1) * 4
 
 
-def _last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None:
+def last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None:
     """The last block's MLP backward beside it: the gradient reaching the block (residual
     dtype), the output projection's weight gradient, and the MLP's input gradients less its
     saved output (a gated MLP: two, GELU's: one); None where not modelled (experts, MLA)."""
@@ -271,10 +271,12 @@ def _last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | Non
         + (f"its output projection's weight gradient {fmt_bytes(weight)} + " if weight else "")
         + f"the MLP's input gradients less its saved output {'2' if gated else '1'}·s·b·f·{e.c}"
     )
-    if d.extra.get("norms") in ("post", "sandwich"):  # a norm after the MLP went back first
-        row = _norm_row_bytes(d, e, cfg)
-        value += h * p - T * row
-        calc += f" − the norm after the MLP s·b·{row} (its weight's gradient h·{p} added)"
+    # a norm after the MLP went back first (BERT's, RoBERTa's post-norm blocks too)
+    encoder = d.arch == "encoder" and not d.extra["encoder"]["pixels"]
+    if d.extra.get("norms") in ("post", "sandwich") or encoder:
+        row, w = _norm_row_bytes(d, e, cfg), (2 if d.arch in _LAYER_NORM else 1)
+        value += w * h * p - T * row
+        calc += f" − the norm after the MLP s·b·{row} (its gradients {w}·h·{p} added)"
     if cfg.qlora:  # the frozen 4-bit weight dequantized for the backward's matmul
         if cfg.fabric_bnb:  # quantized from fp16: dequantized to fp16, then cast (both alive;
             # the absmax is freed before the cast)
@@ -314,7 +316,7 @@ def moments(
     d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
     assert d is not None, "a loss plan needs the shape"
     e = Bytes.of(cfg.precision)
-    mlp = _last_mlp(d, e, cfg)
+    mlp = last_mlp(d, e, cfg)
     if mlp is not None and cfg.checkpointing == "none":
         value = after.bytes + mlp[0]
         out.append(
@@ -382,6 +384,7 @@ __all__ = [
     "after_loss",
     "bias_copies",
     "context",
+    "last_mlp",
     "loss_plan",
     "moments",
     "plan",

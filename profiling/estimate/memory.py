@@ -274,15 +274,20 @@ def _moments(
     d = acts.dims_of(shape, inp.seq_or_default(), inp.batch)
     head = encoder.head_transient(d, inp.precision) if d is not None else None
     f = fmt_bytes
-    fwd = weights + states + kept + act
+    held = encoder.step_inputs(d, inp)  # an encoder's inputs and buffers, the whole step
+    inputs, hold = (held.bytes, f" + {held.name} {fmt_bytes(held.bytes)}") if held else (0.0, "")
+    fwd = weights + states + kept + act + inputs
     moments = [
         Moment(
             name="end of forward",
             bytes=round(fwd),
             calculation=f"weights {f(weights)} + optimizer {f(states)}"
             + (f" + gradients kept {f(kept)}" if kept else "")
-            + f" + activations {f(act)}",
+            + f" + activations {f(act)}{hold}",
         )
+    ]
+    moments += [
+        Moment(name=n, bytes=round(b), calculation=c) for n, b, c in encoder.moments(d, inp, fwd)
     ]
     cache = _autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:
@@ -355,11 +360,11 @@ def _moments(
         Moment(
             name="backward, the largest parameter stepped" if inp.optimizer_in_bwd
             else "optimizer step",
-            bytes=round(sharded + grads + states + temps + then),
+            bytes=round(sharded + grads + states + temps + then + inputs),
             calculation=f"weights {f(sharded)}" + (" (shards)" if sharded != weights else "")
             + f" + gradients {f(grads)} + optimizer {f(states)} + step temporaries {f(temps)}"
             + (f" + {'activations' if inp.optimizer_in_bwd else 'what the loop'} still "
-               f"holds {f(then)}" if then else ""),
+               f"holds {f(then)}" if then else "") + hold,
         )
     )  # fmt: skip
     parts = dict(zip(FSDP_PARTS, (sharded, grads, states, kept, act, logp), strict=True))

@@ -63,7 +63,7 @@ def _agree(cfg: TrainingConfig, peak: float | None) -> None:
     seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
     for category in CATEGORIES:  # to the byte
         assert est.category_bytes(category) == seen[category], category
-    if peak is not None:  # what the estimate leaves out: the position buffers, the inputs
+    if peak is not None:  # the peak, inputs and buffers counted
         assert est.per_gpu_bytes == pytest.approx(traced.peak_bytes, rel=peak)
 
 
@@ -88,9 +88,11 @@ def test_estimate_is_the_trace_of_transformers_module(
         model=_spec(tmp_path, FAMILIES[family]), seq=None if vit else 64, batch=4 if vit else 2,
         precision=precision, target=target, checkpointing=checkpointing,
     )  # fmt: skip
-    # a classifier's backward through the blocks is its peak, not modelled: the categories only
-    masked_lm = "masked" in family and not (checkpointing == "full" and precision == "amp-bf16")
-    _agree(cfg, 0.005 if masked_lm else None)
+    # the peak to the byte — a classifier's in the last block's backward, the step's inputs
+    # and the position buffers counted — but masked LM's loss forward under autocast with full
+    # checkpointing (1.4 % low at this size: not modelled)
+    low = "masked" in family and checkpointing == "full" and precision == "amp-bf16"
+    _agree(cfg, 0.02 if low else 0.0)
 
 
 @pytest.mark.parametrize(("name", "precision"), [("roberta-base", "amp-bf16"),
@@ -98,7 +100,20 @@ def test_estimate_is_the_trace_of_transformers_module(
 def test_catalogue_size_estimate_is_the_trace(name: str, precision: str) -> None:
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     cfg = TrainingConfig(model=f"hf:{name}", seq=128, batch=2, precision=precision)
-    _agree(cfg, 0.0005)
+    _agree(cfg, 0.0)
+
+
+def test_classifier_peak_at_the_last_layernorm_is_the_trace(tmp_path: Path) -> None:
+    """bert-base classifying sequences of 512 × 8 under autocast peaks in forward, as the last
+    block's output LayerNorm writes its fp32 output (0.994 of the trace before it was modelled):
+    the block's fp32 tensors, the MLP's output and the biases' cached copies counted."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    config = {**catalogue_entry("bert-base-uncased")["config"]}
+    config["architectures"] = ["BertForSequenceClassification"]
+    cfg = TrainingConfig(model=_spec(tmp_path, config), seq=512, batch=8, precision="amp-bf16")
+    est = estimate(cfg)
+    assert est.peak_moment == "forward, the last block's output LayerNorm"
+    _agree(cfg, 0.0)
 
 
 @pytest.mark.parametrize("name", ENCODERS)
@@ -138,6 +153,15 @@ def test_vit_at_its_size_is_the_trace() -> None:
     """ViT-B/16 on 224×224 images (197 tokens), batch 8, amp-bf16: the categories to the byte."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     _agree(TrainingConfig(model="hf:vit-base-patch16-224", batch=8), None)
+
+
+def test_vit_peak_in_backward_is_the_trace() -> None:
+    """ViT-B/16 at batch 64 in mixed precision peaks in the last block's MLP backward, the
+    images (the step's input) alive: to the byte (0.984 of the trace before)."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    cfg = TrainingConfig(model="hf:vit-base-patch16-224", batch=64, precision="mixed")
+    assert estimate(cfg).peak_moment == "backward, the last block's MLP"
+    _agree(cfg, 0.0)
 
 
 def test_published_counts_spelled_out() -> None:
