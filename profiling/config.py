@@ -51,10 +51,9 @@ Attention = Literal["eager", "sdpa", "flash"]
 Arch = Literal["gpt2", "llama"]
 Target = Literal["cuda", "cpu"]
 
-# The one default precision: the CLI, the Python API, the agent tools and the docs all take it
-# from here. fp32, because it is what PyTorch trains in when the code asks for nothing else: a
-# trace or a measurement of the user's own model runs that code as written, and an estimate
-# with no --precision must describe the same step (docs/profiling.md, "The default precision").
+# The one default precision (CLI, Python API, agent tools and docs take it from here): fp32, what
+# PyTorch trains in when code asks for nothing else; a trace or measurement runs the user's code
+# as written, and an estimate without --precision describes that step (docs/profiling.md).
 DEFAULT_PRECISION = "fp32"
 
 PRECISIONS: dict[str, str] = {
