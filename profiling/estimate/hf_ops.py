@@ -58,7 +58,8 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
 _LLAMA_NORM = frozenset({"llama", "mistral", "qwen2", "qwen3", "phi3"})
-_FP32_NORM = frozenset({"olmo2", "gemma", "gemma2"})
+# RMSNorms whose weight multiplies the fp32 normalized values (OLMo 2's; Gemma's 1 + weight)
+FP32_NORM = frozenset({"olmo2", "gemma", "gemma2"})
 
 
 def _module(d: Dims) -> str:
@@ -73,7 +74,7 @@ def eager(d: Dims, cfg: TrainingConfig) -> bool:
 
 def _norm_row(d: Dims, e: Bytes, width: int, in_bytes: int) -> tuple[int, str]:
     """Bytes per row one RMSNorm keeps, and its formula, for a ``width``-wide input."""
-    if _module(d) in _FP32_NORM:
+    if _module(d) in FP32_NORM:
         return 8 * width + 4, f"(8·{width} + 4)"
     return (4 + in_bytes) * width + 4, f"((4 + {in_bytes})·{width} + 4)"
 
@@ -84,14 +85,14 @@ def _rms_norms(d: Dims, e: Bytes) -> list[Term]:
     tok = f"{d.s}·{d.b}"
     how = (
         "fp32 input, rstd, fp32 normalized"
-        if _module(d) in _FP32_NORM
+        if _module(d) in FP32_NORM
         else f"fp32 input, rstd, normalized in {e.r}-byte"
     )
     terms = [
         Term(
             f"norms (RMSNorm ×{n} as transformers' eager ops: {how})",
             d.s * d.b * n * row,
-            f"s·b·{n}·{'(8h + 4)' if _module(d) in _FP32_NORM else f'((4 + {e.r})·h + 4)'} B",
+            f"s·b·{n}·{'(8h + 4)' if _module(d) in FP32_NORM else f'((4 + {e.r})·h + 4)'} B",
             f"{tok}·{n}·{sub}",
         )
     ]
@@ -114,7 +115,7 @@ def _qk_norms(d: Dims, e: Bytes, q: int, qk: str) -> Term:
     k, tok = d.k, f"{d.s}·{d.b}"
     rows = d.a + int(d.extra.get("kv_heads") or d.a) if qk == "head" else 2
     where = "per head" if qk == "head" else "whole width"
-    if _module(d) in _FP32_NORM:
+    if _module(d) in FP32_NORM:
         per, formula = 8 * (q + k) + 4 * rows, f"s·b·(8·(q + k) + 4·{rows}) B"
         sub = f"{tok}·(8·({q} + {k}) + 4·{rows})"
     else:

@@ -14,12 +14,13 @@ rank r):
   k, v, the MLP norm's for gate and up, the product for down) stays only while an adapter keeps
   that very tensor; frozen experts keep neither their routed tokens nor their products; the
   norms keep no normalized output (it serves only the norm weight's gradient, on the CPU's
-  unfused norm and in transformers' eager RMSNorm);
+  unfused norm and in transformers' eager RMSNorm: in the model's dtype in Llama's, fp32 in
+  OLMo 2's and Gemma's, all four of Gemma 2's);
 - once per model: the first block's first norm keeps nothing (the frozen embedding's output
-  needs no gradient), nor its q, k, v adapters' dropout masks, nor, under autocast, the first
-  block's q, k, v weight copies and their A copies; the final norm's output is not kept for a
-  frozen LM head (an adapted one keeps what a block's adapter keeps); autocast keeps 16-bit
-  copies of the adapters' weights.
+  needs no gradient; not even Gemma's fp32 ``1 + weight``), nor its q, k, v adapters' dropout
+  masks, nor, under autocast, the first block's q, k, v weight copies and their A copies; the
+  final norm's output is not kept for a frozen LM head (an adapted one keeps what a block's
+  adapter keeps); autocast keeps 16-bit copies of the adapters' weights.
 
 QLoRA (``--qlora``) runs bitsandbytes' ``MatMul4Bit``, which since 0.43.2 (July 2024, "fix
 QLoRA mem bug: delete useless buffered activation") keeps only the packed weight; 0.43.1 and
@@ -37,6 +38,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term
+from profiling.estimate.hf_ops import FP32_NORM
 from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
 
 if TYPE_CHECKING:
@@ -55,9 +57,15 @@ def _unfused_norms(d: Dims, cfg: TrainingConfig) -> bool:
 
 
 def _normalized_bytes(d: Dims, e: Bytes) -> int:
-    """The normalized output the norm weight's gradient needs: fp32 in our blocks' CPU norm,
-    cast back to the model's dtype in transformers' RMSNorm."""
-    return e.r if d.extra.get("hf_module") else 4
+    """The normalized output the norm weight's gradient needs: fp32 in our blocks' CPU norm and
+    in OLMo 2's and Gemma's RMSNorm, cast back to the model's dtype in Llama's."""
+    module = d.extra.get("hf_module")
+    return e.r if module and module not in FP32_NORM else 4
+
+
+def _block_norms(d: Dims) -> int:
+    """RMSNorms per block: Gemma 2's four (before and after each sublayer), else two."""
+    return 4 if d.extra.get("norms") == "sandwich" else 2
 
 
 _ATTENTION_INPUTS = ("q", "k", "v")
@@ -130,9 +138,9 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         terms += _frozen_inputs(d, e, targets, own)
     if _unfused_norms(d, cfg):
         h, q = d.h, d.a * d.hd
-        nb = _normalized_bytes(d, e)
-        terms.append(Term("frozen norms: no normalized outputs kept", -sb * 2 * h * nb,
-                          f"−s·b·2h·{nb} B", f"−{tok}·2·{h}·{nb}"))  # fmt: skip
+        nb, k = _normalized_bytes(d, e), _block_norms(d)
+        terms.append(Term("frozen norms: no normalized outputs kept", -sb * k * h * nb,
+                          f"−s·b·{k}h·{nb} B", f"−{tok}·{k}·{h}·{nb}"))  # fmt: skip
         if d.extra.get("qk_norm"):  # q and k norms (Qwen3, OLMo 2): frozen too
             nb = e.c if d.extra.get("hf_module") else 4  # in the projections' dtype
             terms.append(Term("frozen q/k norms: no normalized outputs kept",
@@ -208,6 +216,9 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> lis
         f"−s·b·(h·{4 if cpu else e.r} + 4) B",
         f"−{tok}·({h}·{4 if cpu else e.r} + 4)",
     ))  # fmt: skip
+    if d.extra.get("hf_module") in ("gemma", "gemma2"):  # no gradient wants its 1 + weight
+        terms.insert(1, Term("first block's first norm: Gemma's 1 + weight not kept", -h * 4,
+                             "−h·4 B", f"−{h}·4"))  # fmt: skip
     first = [t for t in block_targets(cfg) if t in _ATTENTION_INPUTS]
     if cfg.qlora and cfg.bnb_keeps_inputs and own and not e.amp:
         # No gradient reaches the first block's q, k, v input, so its 4-bit layers keep
@@ -239,7 +250,6 @@ def _first_qk_norms(d: Dims, e: Bytes, cfg: TrainingConfig, first: list[str]) ->
     qk = d.extra.get("qk_norm")
     if not qk:
         return []
-    from profiling.estimate.hf_ops import _FP32_NORM
 
     kv_heads = int(d.extra.get("kv_heads") or d.a)
     hf, cpu = d.extra.get("hf_module"), getattr(cfg, "target", "cuda") == "cpu"
@@ -249,7 +259,7 @@ def _first_qk_norms(d: Dims, e: Bytes, cfg: TrainingConfig, first: list[str]) ->
             continue
         rows = heads if qk == "head" else 1
         if hf:  # eager ops: the fp32 input (and, fp32 norms, the normalized); LoRA's term
-            per = (8 if hf in _FP32_NORM else 4 + e.c) - e.c  # took the normalized already
+            per = (8 if hf in FP32_NORM else 4 + e.c) - e.c  # took the normalized already
         elif cpu:  # fp32 input and normalized, less the normalized LoRA's term took
             per = 4
         else:  # fused: its input (fp32 under autocast, which casts rms_norm's input)

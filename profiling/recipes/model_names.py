@@ -30,8 +30,8 @@ SAME_SHAPE = {
 # torchtune's model builders (torchtune.models.<family>.<builder>) by family and size.
 _TORCHTUNE_FAMILIES = {
     "llama2": "llama-2", "llama3": "llama-3", "llama3_1": "llama-3.1", "llama3_2": "llama-3.2",
-    "mistral": "mistral", "gemma2": "gemma-2", "qwen2_5": "qwen2.5", "qwen3": "qwen3",
-    "phi3": "phi-3", "phi4": "phi-4", "mixtral": "mixtral",
+    "mistral": "mistral", "gemma": "gemma", "gemma2": "gemma-2", "qwen2_5": "qwen2.5",
+    "qwen3": "qwen3", "phi3": "phi-3", "phi4": "phi-4", "mixtral": "mixtral",
 }  # fmt: skip
 
 # torchtitan's model names and flavours.

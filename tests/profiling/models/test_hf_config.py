@@ -54,6 +54,9 @@ def test_published_counts_spelled_out() -> None:
         "gpt2": 124_439_808,
         "mixtral-8x7b": 46_702_792_704,
         "gemma-2-2b": 2_614_341_888,
+        # Gemma 1: 256 000 · hidden tied embeddings, head size 256 (one key/value head on 2b)
+        "gemma-2b": 2_506_172_416,
+        "gemma-7b": 8_537_680_896,
         "qwen3-30b-a3b": 30_532_122_624,
         # 15.7B total (2.4B activated): 2·102400·2048 embeddings and head, 27 blocks of latent
         # attention, the first with a dense MLP of 10944, 26 with 64 routed + 2 shared experts

@@ -185,6 +185,20 @@ def test_torchtune_recipes_name_their_model_by_builder() -> None:
     assert "optimizer_in_bwd" in keys
 
 
+def test_gemma_1_is_named_by_litgpt_checkpoints_and_torchtune_builders() -> None:
+    from profiling.recipes.model_names import hub_model, torchtune_model
+
+    assert hub_model("checkpoints/google/gemma-2b")[0] == "hf:gemma-2b"
+    assert hub_model("google/gemma-7b-it")[0] == "hf:gemma-7b"
+    assert torchtune_model("torchtune.models.gemma.lora_gemma_2b")[:3] == (
+        "hf:gemma-2b",
+        True,
+        False,
+    )
+    assert torchtune_model("torchtune.models.gemma.gemma_7b")[0] == "hf:gemma-7b"
+    assert torchtune_model("torchtune.models.gemma2.gemma2_2b")[0] == "hf:gemma-2-2b"
+
+
 def test_torchtitan_toml_is_one_gpus_share() -> None:
     path = FIXTURES / "torchtitan" / "llama3_8b.toml"
     recipe = read_recipe([path])

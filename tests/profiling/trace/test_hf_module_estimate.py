@@ -166,3 +166,29 @@ def test_layer_scaled_trace_equals_full_trace(tmp_path: Path, case: str) -> None
     assert not any("scaled" in n for n in full.notes)
     skip = {"wall_seconds", "notes"}
     assert scaled.model_dump(exclude=skip) == full.model_dump(exclude=skip)
+
+
+# LoRA on transformers' RMSNorms that multiply the fp32 normalized values (Gemma's 1 + weight):
+# a frozen norm weight wants no normalized output, 4 B per element, and the first block's
+# first norm (fed by the frozen embedding) keeps not even its 1 + weight.
+LORA_NORMS = {
+    "gemma (MQA, head size 24)": {"model_type": "gemma", "head_dim": 24, "num_key_value_heads": 1},
+    "llama": {"model_type": "llama"},
+}
+
+
+@pytest.mark.parametrize("precision", ["bf16", "mixed"])
+@pytest.mark.parametrize("family", list(LORA_NORMS))
+def test_lora_on_the_real_module_keeps_no_frozen_norm_output(
+    tmp_path: Path, family: str, precision: str
+) -> None:
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, LORA_NORMS[family]), seq=64, batch=2, precision=precision,
+        lora_rank=4,
+    )  # fmt: skip
+    traced = trace_step(cfg)
+    est = estimate(cfg)
+    assert traced.model_info["traced"] == "transformers"
+    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
+    for c in CATEGORIES:  # to the byte but the module's scalar buffers (a few hundred bytes)
+        assert abs(est.category_bytes(c) - seen[c]) <= 512, (family, c, est.category_bytes(c))
