@@ -463,6 +463,11 @@ def _pipelined_backward(
 def estimate_plan(cfg: TrainingConfig) -> PlanResult:
     """Every pipeline rank's memory in closed form; its cost does not depend on the world size
     (one profile per stage, one composition per pipeline rank)."""
+    if cfg.compile:
+        raise ProfilingError(
+            "--compile on a plan is traced, not estimated yet (each block split by Inductor's "
+            "partitioner under FSDP2): run trace"
+        )
     if cfg.checkpointing == "selective":
         raise ProfilingError(
             "a plan's closed form has no Megatron-style selective checkpointing (the "

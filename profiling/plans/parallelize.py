@@ -80,18 +80,23 @@ def apply_tp(model: Transformer, tp_mesh: DeviceMesh) -> None:
 
 
 def apply_ac(
-    model: Transformer, mode: str, target: str | None, only: list[bool] | None = None
+    model: Transformer,
+    mode: str,
+    target: str | None,
+    only: list[bool] | None = None,
+    compiled: bool = False,
 ) -> int:
     """Checkpoint each block (``full``), its attention (``selective``) or each block under
     torchtitan's per-op policy (``selective-op``: ``profiling.plans.op_sac``): non-reentrant,
     the recomputation under the target's kernel rules; ``only`` the blocks it marks
-    (torchtitan's every N-th block: ``Stage.checkpointed``). Returns the blocks wrapped."""
+    (torchtitan's every N-th block: ``Stage.checkpointed``); ``compiled``: the policy alone,
+    as torch.compile of the checkpointed block takes it. Returns the blocks wrapped."""
     import contextlib
 
     from torch.utils.checkpoint import checkpoint
 
     extra: dict[str, object] = {}
-    if target is not None:
+    if target is not None and not compiled:
         from profiling.trace.target import kernels
 
         extra["context_fn"] = lambda: (contextlib.nullcontext(), kernels(target))
@@ -99,7 +104,10 @@ def apply_ac(
         from profiling.plans.op_sac import op_sac_context_fn
 
         # torchtitan's ptd_checkpoint_wrapper(..., preserve_rng_state=False)
-        extra = {"context_fn": op_sac_context_fn(target), "preserve_rng_state": False}
+        # compiled: torch.compile takes the policy's two modes alone (its partitioner, not
+        # the trace's kernel rules, decides the recomputation)
+        extra = {"context_fn": op_sac_context_fn(None if compiled else target),
+                 "preserve_rng_state": False}  # fmt: skip
     wrapped = 0
     for j, block in enumerate(model.layers.values()):
         if only is not None and not only[j]:

@@ -140,11 +140,33 @@ def build_stage(
         apply_tp(model, mesh["tp"])
     if cfg.checkpointing != "none":
         only = stage.checkpointed(cfg.checkpoint_every, layers)
-        apply_ac(model, cfg.checkpointing, cfg.target, only)
+        apply_ac(model, cfg.checkpointing, cfg.target, only, compiled=cfg.compile)
+    if cfg.compile:  # torchtitan's order: checkpoint, compile each block, then FSDP
+        from profiling.trace.compiled import CompiledBlock
+
+        marks = stage.checkpointed(cfg.checkpoint_every, layers)
+        # a checkpointed block's partition is not a plain one's: one cache for each
+        caches: dict[bool, dict[Any, Any]] = {True: {}, False: {}}
+        for j, block in enumerate(model.layers.values()):
+            held = cfg.checkpointing != "none" and (marks is None or marks[j])
+            block.forward = CompiledBlock(block, caches[held], cfg.target)  # type: ignore[method-assign]
     dp = dp_mesh_of(mesh, names) if mesh is not None and cfg.fsdp else None
     if dp is not None:
         apply_fsdp(model, dp, cfg, pipelined=layout.pp > 1)
     return model
+
+
+def _partitioned(cfg: TrainingConfig, model: Any, x: torch.Tensor) -> None:
+    """--compile: one forward before the tracker starts makes each block's partition (the
+    tracker's module hooks must not see the partitioner's own trace), then FSDP2 reshards."""
+    if not cfg.compile:
+        return
+    from torch.distributed.fsdp import FSDPModule
+
+    model(x)
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
 
 
 def _inputs(
@@ -331,6 +353,7 @@ def probe_whole(
 
     model = build_stage(cfg, workload, layout, stage, layers, mesh)
     x, _, labels = _inputs(cfg, workload, layout, stage)
+    _partitioned(cfg, model, x)
     optimizer = _optimizer(cfg, model)
     tracker = make_tracker(model, optimizer, (x,), None, True)
     if log is not None:

@@ -66,6 +66,12 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             f"1/{layout.cp} of the sequence; torch's ring attention and its rotating key/value "
             "buffers are neither traced nor estimated"
         )
+    if cfg.compile:
+        notes.append(
+            "torch.compile of each checkpointed block, as torchtitan compiles it: Inductor's "
+            "partitioner on fake tensors (the checkpoint's policy as its recompute tags), its "
+            "forward graph run op by op (Inductor's fused kernels hold fewer transients)"
+        )
     if layout.dp_replicate > 1 and layout.dp_shard == 1:
         notes.append("not yet: DDP's gradient buckets (dp_replicate without FSDP) are not counted")
     notes.append(

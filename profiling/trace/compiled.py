@@ -126,6 +126,12 @@ def partition(
     got: dict[str, Any] = {}
 
     def split(joint: Any, joint_inputs: Any, **kwargs: Any) -> Any:
+        # A checkpoint inside the compiled function (torchtitan compiles the checkpointed
+        # block) tags its nodes "recompute" as its policy says; Dynamo numbers each region
+        # (ac_graph_id), which the partitioner compares: one region per block here.
+        for node in joint.graph.nodes:
+            if "recompute" in node.meta and node.meta.get("ac_graph_id") is None:
+                node.meta["ac_graph_id"] = 1
         fw, bw = partition_fn(joint, joint_inputs, **kwargs)
         got.update(fw=fw, bw=bw, n=kwargs["num_fwd_outputs"])
         return fw, bw

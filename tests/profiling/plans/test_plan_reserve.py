@@ -112,4 +112,6 @@ def test_bench_peer_judges_a_plan_row_by_its_replayed_reserve() -> None:
     rows = json.loads((REPO / "benchmarks/peer/rows.json").read_text(encoding="utf-8"))
     judged = [r["id"] for r in rows if r["project"] == "torchtitan" and r["expressible"]]
     assert judged == ["torchtitan/llama3.1-8b/Table 1/FSDP 8",
-                      "torchtitan/llama3.1-8b/Table 3/FSDP 128"]  # fmt: skip
+                      "torchtitan/llama3.1-8b/Table 3/FSDP 128",
+                      "torchtitan/llama3.1-8b/Table 1/FSDP + torch.compile",
+                      "torchtitan/llama3.1-8b/Table 3/FSDP + torch.compile"]  # fmt: skip

@@ -73,8 +73,8 @@ def test_each_row_reads_as_the_plan_it_ran(row) -> None:
     gpus = int(row["hardware"].split("x")[0])
     assert cfg.fsdp and plan_world(cfg) == gpus
     if (
-        cfg.is_plan and cfg.checkpointing != "selective"
-    ):  # the closed form of 'op' waits for it (needs)
+        cfg.is_plan and cfg.checkpointing != "selective" and not cfg.compile
+    ):  # a compiled plan is traced (bench_peer traces the rows it judges)
         assert estimate_plan(cfg).layout.world == gpus
 
 
