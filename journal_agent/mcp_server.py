@@ -89,7 +89,7 @@ _SHAPE = ["params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "ar
 _TUNING = ["fp32_grads", "foreach", "grads_kept", "offload_optimizer", "sequence_parallel"]
 _TUNING += ["dropout", "target", "mfu", "tokens", "counter", "expandable_segments"]
 _TUNING += ["loss", "loss_chunks", "tied_head", "paged_optimizer", "double_quant"]
-_TUNING += ["bnb_keeps_inputs"]
+_TUNING += ["bnb_keeps_inputs", "float8", "float8_all_gather", "async_tp"]
 NAMED_ONLY = {
     "MemoryEstimate": _SHAPE + _TUNING,
     "MemoryTrace": _SHAPE + _TUNING,

@@ -42,6 +42,10 @@ class TrainingConfig(PlanFields, Protocol):
     @property
     def offload_optimizer(self) -> bool: ...
     @property
+    def float8_all_gather(self) -> bool: ...
+    @property
+    def async_tp(self) -> bool: ...
+    @property
     def deepspeed(self) -> bool: ...
     @property
     def target(self) -> str: ...
@@ -81,6 +85,12 @@ def describe(cfg: TrainingConfig) -> str:
         every = cfg.checkpoint_every
         n = f", 1 block in {every}" if every and every > 1 else ""
         parts.append(f"{cfg.checkpointing} checkpointing{n}")
+    if cfg.float8:
+        parts.append(
+            f"Float8 {cfg.float8}" + (" (fp8 all-gather)" if cfg.float8_all_gather else "")
+        )
+    if cfg.async_tp:
+        parts.append("async TP")
     if cfg.attention != "sdpa":
         parts.append(f"{cfg.attention} attention")
     if cfg.loss != "cross-entropy":

@@ -69,6 +69,8 @@ class TrainingConfig(Protocol):
     @property
     def checkpointing(self) -> str: ...
     @property
+    def float8(self) -> str | None: ...
+    @property
     def model_fields_set(self) -> set[str]: ...
 
     def seq_or_default(self) -> int: ...
@@ -211,6 +213,7 @@ def check_plan(cfg: TrainingConfig) -> None:
     """Check the plan's settings and fill what follows from them (gpus, FSDP, microbatches,
     stages per rank); a ConfigError sentence otherwise."""
     titan_only = cfg.checkpointing == "selective-op" or cfg.checkpoint_every is not None
+    titan_only = titan_only or cfg.float8 is not None
     if titan_only and cfg.fsdp and not is_plan(cfg):
         cfg.dp_shard = cfg.gpus  # --fsdp --gpus N is --dp-shard N: torchtitan's step, a plan
     _dp(cfg)
@@ -218,6 +221,9 @@ def check_plan(cfg: TrainingConfig) -> None:
     _context(cfg)
     _op_sac(cfg)
     _every(cfg)
+    from profiling._config_float8 import check_float8
+
+    check_float8(cfg, is_plan(cfg))
     if is_plan(cfg) and cfg.tp > 1:
         cfg.sequence_parallel = True  # torchtitan's tensor parallelism is always sequence-parallel
     world = cfg.gpus * cfg.cp * cfg.tp * cfg.pp

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from profiling import _config_behaviours as behaviours
 from profiling import _config_deepspeed as ds
+from profiling import _config_float8 as f8
 from profiling._config_behaviours import LOSS_CHUNKS_FIELD, LOSS_FIELD, Loss, check_behaviours
 from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
 from profiling._config_describe import describe as _describe
@@ -67,8 +68,7 @@ PRECISIONS: dict[str, str] = {
 }
 
 
-# The settings each command honours, where it is not all of them (the CLI's flags and the
-# tools' fields are generated from these lists alike).
+# The settings each command honours where not all (CLI flags and tool fields come from these).
 FIT_FIELDS = (
     "model", "params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch", "seq",
     "optimizer", "gpus", "gpu", "gpu_mem", "mfu", "attention", "target", "counter",
@@ -194,12 +194,11 @@ class TrainingConfig(BaseModel):
     pp_schedule: PipelineSchedule = Field(
         "1f1b", description="The pipeline schedule: 1f1b | interleaved | zbv (torch's)."
     )
-    microbatches: int | None = _positive_int(
-        MAX_BATCH, "Microbatches a pipeline step splits the batch into (default: the batch)."
-    )
-    virtual_stages: int | None = _positive_int(
-        64, "Stages per pipeline rank (default 1 for 1f1b, 2 for interleaved and zbv)."
-    )
+    microbatches: int | None = f8.MICROBATCHES_FIELD
+    virtual_stages: int | None = f8.VIRTUAL_STAGES_FIELD
+    float8: f8.Float8Recipe | None = f8.FLOAT8_FIELD
+    float8_all_gather: bool = f8.FLOAT8_ALL_GATHER_FIELD
+    async_tp: bool = f8.ASYNC_TP_FIELD
     # ---- activations
     checkpointing: Checkpointing = Field(
         "none",

@@ -65,7 +65,8 @@ class PlanCandidate(BaseModel):
         parts += [f"CP {c.cp}"] if c.cp > 1 else []
         parts += [f"PP {c.pp} ({c.pp_schedule}, {c.microbatches} microbatches)"] if c.pp > 1 else []
         out = " × ".join(parts) + f", batch {c.batch}"
-        return out + (f", {c.checkpointing} checkpointing" if c.checkpointing != "none" else "")
+        out += f", {c.checkpointing} checkpointing" if c.checkpointing != "none" else ""
+        return out + (f", Float8 {c.float8}" if c.float8 else "") + (", async TP" * c.async_tp)
 
 
 class PlanFit(BaseModel):
@@ -123,6 +124,9 @@ def _config(base: TrainingConfig, update: dict[str, Any]) -> TrainingConfig | No
     drop = {"gpus", "fsdp", "zero", *PLAN_FIELDS, "dp_shard"}
     values = {k: getattr(base, k) for k in base.model_fields_set if k not in drop}
     values.setdefault("precision", "mixed")
+    # FSDP's fp8 all-gather has nothing to do for a candidate without FSDP
+    if (update.get("dp_shard") or 1) == 1:
+        values.pop("float8_all_gather", None)
     try:
         return TrainingConfig.parse(style="field", **{**values, **update})
     except (ConfigError, ValueError):
@@ -182,8 +186,9 @@ def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
     )  # fmt: skip
 
 
-def fit_plans(base: TrainingConfig, world: int) -> PlanFit:
-    """Every plan of ``world`` GPUs estimated; those that fit ranked (see the module)."""
+def fit_plans(base: TrainingConfig, world: int, async_tp: bool = False) -> PlanFit:
+    """Every plan of ``world`` GPUs estimated; those that fit ranked (see the module); with
+    ``async_tp`` every candidate with tensor parallelism runs it asynchronously."""
     from profiling.estimate.comm import GPUS_PER_NODE, PER_COMMUNICATOR, link
     from profiling.estimate.shape import shape_of
     from profiling.plans.model import plan_workload
@@ -200,7 +205,7 @@ def fit_plans(base: TrainingConfig, world: int) -> PlanFit:
     searched = 0
     for update in _variants(base, world, w.heads, w.n_kv_heads):
         checkpoint()
-        cfg = _config(base, update)
+        cfg = _config(base, {**update, "async_tp": async_tp and update.get("tp", 1) > 1})
         if cfg is None:
             continue
         try:
@@ -236,6 +241,13 @@ def fit_plans(base: TrainingConfig, world: int) -> PlanFit:
             f"{ln.network_gbs:g} GB/s between nodes, per GPU and direction ({ln.source}); the "
             "innermost mesh dimensions (tp, cp, dp_shard …) fill a node first"
         )
+    if base.float8 or async_tp:
+        notes.append(
+            "every candidate runs " + " and ".join(
+                [f"Float8 {base.float8} (its casts in the memory)"] * bool(base.float8)
+                + ["asynchronous TP where it has TP (its workspace in nvidia-smi)"] * async_tp)
+            + "; tokens/s count bf16 matmuls and blocking TP collectives all the same"
+        )  # fmt: skip
     held = sorted(set(base.model_fields_set) & {*PLAN_FIELDS, "batch", "precision"})
     if held:
         notes.append("held as given, not searched: " + ", ".join(held))
@@ -330,6 +342,8 @@ def plan_flags(cfg: TrainingConfig) -> list[str]:
                 f"--microbatches {cfg.microbatches}"]  # fmt: skip
     out += [f"--batch {cfg.batch}"]
     out += [f"--checkpointing {cfg.checkpointing}"] if cfg.checkpointing != "none" else []
+    out += [f"--float8 {cfg.float8}"] if cfg.float8 else []
+    out += ["--float8-all-gather"] * cfg.float8_all_gather + ["--async-tp"] * cfg.async_tp
     return out
 
 

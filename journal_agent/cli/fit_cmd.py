@@ -137,12 +137,20 @@ def _plans(
             "fit --plans lays FSDP over the GPUs the other degrees leave: leave out "
             + ", ".join("--" + d.replace("_", "-") for d in degrees)
         )
+    # What runs on a plan only (Float8, torchtitan's per-op policy) makes the base FSDP's plan
+    # over the GPUs; asynchronous TP waits for the candidates' TP degree (each candidate is
+    # checked again, profiling.fit_plans)
+    config = dict(config)
+    async_tp = bool(config.pop("async_tp", False))
+    if config.get("float8") or config.get("checkpointing") == "selective-op":
+        config["fsdp"] = True
+        config.setdefault("precision", "mixed")  # torchtitan's, as every candidate's
     base, recipe = parse_with_recipe(config, from_files)
     if "gpus" not in base.model_fields_set or base.gpus < 2:
         raise UserError("fit --plans needs --gpus N (every GPU of the job, 2 or more)")
     hint = "give it a longer timeout, or hold some degrees (--tp, --pp, --batch)"
     with TimeBound(timeout, "fit --plans", hint):
-        res = fit_plans(base, base.gpus)
+        res = fit_plans(base, base.gpus, async_tp)
     record_id = recipe_store(_saving_store(root, save=not no_save), recipe).save(
         plan_fit_record(res, top)
     )

@@ -38,6 +38,9 @@ MemoryTraceInput = config_input_model(
         "pp_schedule",
         "microbatches",
         "virtual_stages",
+        "float8",  # a plan's (MemoryEstimate names them); each field costs tokens
+        "float8_all_gather",
+        "async_tp",
         *DEEPSPEED_FIELDS,
         "activation_offload",  # estimated only: the trace refuses it
         "compile",  # a recipe in from_file sets it (each field costs tokens in every request)

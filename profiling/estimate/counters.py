@@ -99,11 +99,16 @@ def _workspace_text(cfg: TrainingConfig) -> str:
 
 def _nvml(cfg: TrainingConfig, reserved: int, paged: int = 0) -> CounterValue:
     from profiling.estimate.comm import nccl_bytes, nccl_text
+    from profiling.estimate.symm_mem import symm_mem_bytes, symm_mem_text
 
     nccl = nccl_bytes(cfg)  # NCCL's buffers have one home: profiling.estimate.comm
     how = f"reserved + CUDA context {_mib(CONTEXT)} (the upper end of 300–500 MB)"
     if nccl:
         how += " + " + nccl_text(cfg)
+    symm = symm_mem_bytes(cfg)  # async TP's workspace, outside the caching allocator too
+    if symm:
+        how += " + " + symm_mem_text(cfg)
+        nccl += symm
     if paged:
         how += f" + the paged optimizer state {fmt_bytes(paged)} while resident"
     return CounterValue(counter="nvml", bytes=reserved + CONTEXT + nccl + paged, how=how)

@@ -32,57 +32,24 @@ No torch here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.states import _TEMP_LISTS, optimizer_states
 from profiling.models.config import WorkloadConfig
+from profiling.plans.float8_form import (
+    backward_transient,
+    forward_transient,
+    pipelined_peaks,
+    unpipelined_peak,
+)
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
 from profiling.plans.profile import Move, StageProfile, Vec, add, compose, vec
 from profiling.plans.result import PlanResult, plan_notes
 from profiling.plans.schedule import rank_actions
+from profiling.plans.shapes import Sizes, _shard, stage_tensors
 
 SDPA_SEED = 16  # SDPA's philox seed and offset, two int64 scalars per attention call
-
-
-@dataclass
-class Sizes:
-    """Element sizes of a plan's step: the residual stream and matmul inputs (``c``), the
-    sharded parameters (``shard``), the gathered ones and their gradients (``gathered``)."""
-
-    c: int
-    shard: int
-    gathered: int
-    master: int  # the optimizer's fp32 master copy per parameter (mixed without FSDP)
-
-    @classmethod
-    def of(cls, cfg: TrainingConfig) -> Sizes:
-        c = 4 if cfg.precision == "fp32" else 2
-        if cfg.fsdp:
-            shard = 2 if cfg.precision == "bf16" else 4
-            return cls(c=c, shard=shard, gathered=c, master=0)
-        return cls(c=c, shard=c, gathered=c, master=4 if cfg.precision == "mixed" else 0)
-
-
-def stage_tensors(w: WorkloadConfig, stage: Stage, layers: int, t: int) -> list[tuple[int, int]]:
-    """(dim 0, the rest) of each parameter of the stage, as tensor parallelism leaves it."""
-    h, hd, f = w.hidden, w.head_dim, w.ffn
-    q, kv = w.heads * hd, w.n_kv_heads * hd
-    block = [(q // t, h), (kv // t, h), (kv // t, h), (h, q // t),
-             (f // t, h), (h, f // t), (f // t, h), (h, 1), (h, 1)]  # fmt: skip
-    out = block * layers
-    if stage.embedding:
-        out.append((w.vocab // t, h))
-    if stage.head:
-        out += [(h, 1), (w.vocab // t, h)]
-    return out
-
-
-def _shard(dim0: int, rest: int, n: int) -> int:
-    """Elements of one FSDP shard: dim 0 split in n, padded to equal pieces."""
-    return -(-dim0 // n) * rest
 
 
 def model_states(params: int, n: int, precision: str, fsdp: bool) -> dict[str, float]:
@@ -238,6 +205,14 @@ def stage_profile(
         # head_activations has them); a later stage's input is its receive buffer (buffers)
         acts += (0 if stage.head else x) - (0 if stage.embedding else x)
     gathered_b = gathered * s.gathered if cfg.fsdp else 0
+    # Float8 (profiling.plans.float8_form): the casts' transients; under FSDP's fp8 all-gather
+    # the blocks' Linears gathered at one byte per element
+    fp8_ag = cfg.float8_all_gather and cfg.fsdp
+    f8_f = forward_transient(w, tokens, t, fp8_ag) if cfg.float8 else 0
+    f8_b = backward_transient(w, tokens, t, fp8_ag, cfg.float8 or "") if cfg.float8 else 0
+    linear_el = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:7])
+    if fp8_ag:
+        gathered_b -= stage.layers * linear_el * (s.gathered - 1)
     # unsharded gradients, in the gathered dtype; accumulated over microbatches in fp32 (FSDP2
     # accumulates in its reduce dtype under mixed precision)
     reduce_b = 4 if cfg.fsdp and cfg.precision == "mixed" else s.gathered
@@ -250,11 +225,13 @@ def stage_profile(
     # or the embedding and the output, each a group of its own in torchtitan)
     groups = [stage_tensors(w, stage, 1, t)[:9]]
     groups += [[(w.vocab // t, w.hidden)]] if stage.embedding or stage.head else []
-    one_block = max(sum(_shard(d, r, n) * n for d, r in g) for g in groups) * s.gathered
-    one_block = one_block if cfg.fsdp else 0
+    one_el = max(sum(_shard(d, r, n) * n for d, r in g) for g in groups)
+    one_block = one_el * s.gathered if cfg.fsdp else 0
+    if fp8_ag and one_block == sum(_shard(d, r, n) * n for d, r in groups[0]) * s.gathered:
+        one_block -= linear_el * (s.gathered - 1)
     logits = w.vocab * tokens // t
     f_loss, b_loss = loss_transients(t, s.c)
-    f_extra = logits * f_loss if stage.head else tokens * w.hidden * s.c // t
+    f_extra = logits * f_loss if stage.head else max(tokens * w.hidden * s.c // t, f8_f)
     b_extra = logits * b_loss if stage.head else 2 * (w.ffn // t) * s.c * tokens
     # the embedding's backward: its whole-vocabulary gradient in the compute dtype beside the
     # gradient of its output (gathered to the whole sequence under sequence parallelism)
@@ -274,7 +251,7 @@ def stage_profile(
     gathering = one_block if pipelined else 2 * one_block
     f0_peak = vec(parameters=keep + gathering, activations=acts, temporaries=f_extra)
     if not pipelined:  # the blocks' gathering and the loss come at different moments
-        f0_peak = _forward_peak(sum(kept), gathering, tokens // t * w.hidden * s.c,
+        f0_peak = _forward_peak(sum(kept), gathering, max(tokens // t * w.hidden * s.c, f8_f),
                                 head=vec(parameters=head_keep, activations=acts,
                                          temporaries=logits * _plain_loss(t, s.c)))  # fmt: skip
     moves = {
@@ -285,7 +262,7 @@ def stage_profile(
     # FSDP2's backward without a pipeline: the group's parameters, the next group's all-gather
     # prefetched (``_backward_prefetch``) and the previous group's reduce-scatter input, in the
     # reduce dtype, kept in ``reduce_scatter_states`` until this group's post_backward
-    in_flight = one_block + one_block // max(s.gathered, 1) * reduce_b
+    in_flight = one_block + (one_el * reduce_b if cfg.fsdp else 0)
     block_extra = 2 * (w.ffn // t) * s.c * tokens  # a block's gradient buffers in backward
     # one block's gradients, made before an earlier wrapped block's backward (``_every_n``)
     block_grads = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:9]) * grad_b
@@ -307,6 +284,8 @@ def stage_profile(
                 (w.ffn // t) * w.hidden * s.gathered if cfg.fsdp else 0,
             )[which] for which, extra_acts in ((0, 0), (1, 2 * x)))  # fmt: skip
             b_peak, b_more = _larger(c_peak, b_peak), _larger(c_more, b_more)
+        b_peak, b_more = pipelined_peaks(b_peak, b_more, f8_b, recompute, grad_in,
+                                         head_acts if stage.head else 0)  # fmt: skip
         end = vec(gradients=after, activations=-acts, temporaries=w.vocab * w.hidden * s.c)
         if emb_extra and end["total"] > b_peak["total"]:
             b_peak = end  # the embedding's upcast, last: its 16-bit gradient beside every fp32 one
@@ -322,12 +301,17 @@ def stage_profile(
         blocks = add(block_b, vec(parameters=one_block - head_keep, activations=-head_acts,
                                   temporaries=in_flight))  # fmt: skip
         b_peak = _larger(blocks, b_peak)
+        made_w2 = (w.ffn // t) * w.hidden * s.gathered
+        b_peak = unpipelined_peak(b_peak, blocks, f8_b, block_extra // 2, made_w2)
         for q, again, freed in () if cfg.fsdp else earlier:  # FSDP: _block_moments
             c_b = add(_backward_extra(block_extra, again - freed, True, 2 * x),
                       vec(gradients=q * block_grads, activations=-head_acts))  # fmt: skip
             b_peak = _larger(c_b, b_peak)
-        if cfg.fsdp and any(rec) and stage.layers > 1:
-            last = _block_moments(cfg, w, stage, n, kept, rec, tokens)
+        if cfg.fsdp and stage.layers > 1:
+            from profiling.plans.fsdp_moments import block_moments
+
+            last = block_moments(cfg, w, stage, n, kept, rec, tokens, f8_b,
+                                 linear_el if fp8_ag else 0)  # fmt: skip
             b_peak = _larger(add(last, vec(parameters=-head_keep, activations=-acts)), b_peak)
     moves["B0"] = Move(
         delta=vec(parameters=-head_keep, gradients=after, activations=-acts), peak=b_peak
@@ -389,41 +373,6 @@ def _forward_peak(blocks: int, gathering: int, block_extra: int, head: Vec) -> V
     tensors, its group's gathered parameters twice, its transient) or at the loss."""
     at_blocks = vec(parameters=gathering, activations=blocks, temporaries=block_extra)
     return at_blocks if at_blocks["total"] > head["total"] else head
-
-
-def _block_moments(
-    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, kept: list[int],
-    rec: list[int], tokens: int,
-) -> Vec:  # fmt: skip
-    """Checkpointed FSDP2 without a pipeline: the backward's highest moment inside a block's
-    backward, as its ``w2`` gradient is made. At block i (the last to run is 0) the gradient
-    shards of the head and of every block after i exist (fp32 under mixed precision), the
-    blocks up to i still keep what they saved, block i's group is gathered with the next one
-    (or the embedding's) prefetched and the previous one's reduce-scatter input (reduce dtype)
-    still held. Above the backward's start before every saved tensor is freed (the caller
-    subtracts them); the highest over the blocks."""
-    s, t, h = Sizes.of(cfg), cfg.tp, w.hidden
-    shard = sum(_shard(d, r, n) for d, r in stage_tensors(w, stage, 1, t)[:9])
-    head_rows = (_shard(h, 1, n), _shard(w.vocab // t, h, n))
-    reduce_b = 4 if cfg.precision == "mixed" else s.gathered
-    emb = _shard(w.vocab // t, h, n) * n * s.gathered if stage.embedding else 0
-    half, x = (w.ffn // t) * s.c * tokens, tokens // t * h * s.c  # an FFN-wide buffer, an input
-    best = vec()
-    # alike blocks: the moment is affine in i, highest at an end; every N-th: any block
-    L = stage.layers
-    ends = {0, 1, L - 2, L - 1} & set(range(L)) if len(set(rec)) == 1 else set(range(L))
-    for i in sorted(ends):
-        after = stage.layers - 1 - i
-        previous = shard if after else sum(head_rows)  # the group reduced before this one
-        moment = vec(
-            parameters=shard * n * s.gathered,
-            gradients=sum(head_rows) * s.shard + after * shard * s.shard + (w.ffn // t) * h * s.c,
-            activations=sum(kept[: i + 1]) + rec[i] - half,
-            temporaries=3 * half + 2 * x + (shard * n * s.gathered if i else emb)
-            + previous * n * reduce_b,
-        )  # fmt: skip
-        best = _larger(moment, best) if best["total"] else moment
-    return best
 
 
 def _larger(a: Vec, b: Vec) -> Vec:

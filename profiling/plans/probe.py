@@ -136,6 +136,10 @@ def build_stage(
     finally:
         torch.set_default_dtype(previous)
     names = tuple(mesh.mesh_dim_names or ()) if mesh is not None else ()
+    if cfg.float8 is not None:  # torchtitan converts before it parallelizes
+        from profiling.plans.float8 import convert
+
+        convert(model, cfg.float8, cfg.float8_all_gather)
     if mesh is not None and "tp" in names:
         apply_tp(model, mesh["tp"])
     if cfg.checkpointing != "none":

@@ -138,6 +138,10 @@ def _reserve_lines(result: PlanResult, nccl: bool) -> list[str]:
             "allocator (its reserve) + the CUDA context 500 MiB"
             + (" + NCCL's buffers (below)" if nccl else "")
         ]
+    from profiling.estimate.symm_mem import symm_mem_bytes, symm_mem_text
+
+    if symm_mem_bytes(result.config):  # async TP's workspace, outside the allocator too
+        lines[0] += " + " + symm_mem_text(result.config)
     if result.config.counter == "allocated":
         return lines
     lines += counter_lines(rank_counters(result, top), result.config.counter)

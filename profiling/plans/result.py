@@ -72,6 +72,20 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "partitioner on fake tensors (the checkpoint's policy as its recompute tags), its "
             "forward graph run op by op (Inductor's fused kernels hold fewer transients)"
         )
+    if cfg.float8:
+        notes.append(
+            f"Float8 ({cfg.float8}) as torchao runs it: every Linear of the blocks converted, "
+            "the output projection left out (torchtitan's converter); the high-precision input "
+            "and weight kept for backward, each cast to fp8 at 9 bytes per element at its "
+            "highest (profiling/plans/float8_form.py)"
+            + ("; FSDP gathers the converted weights in fp8" if cfg.float8_all_gather else "")
+        )
+    if cfg.async_tp:
+        notes.append(
+            "asynchronous TP: its symmetric-memory workspace is counted in nvidia-smi's column; "
+            "torchtitan runs it only under torch.compile (Inductor's micro-pipeline pass), and "
+            "the blocks here are counted as eager ones"
+        )
     if layout.dp_replicate > 1 and layout.dp_shard == 1:
         notes.append("not yet: DDP's gradient buckets (dp_replicate without FSDP) are not counted")
     notes.append(

@@ -39,14 +39,14 @@ _SPLIT = (
 KNOWN = [
     ("job.*", NO_MEMORY), ("profiling.*", NO_MEMORY), ("metrics.*", NO_MEMORY),
     ("model.hf_assets_path", NO_MEMORY), ("model.tokenizer_path", NO_MEMORY),
-    ("model.converters", "float8 training is not modelled"), ("optimizer.lr", NO_MEMORY),
+    ("model.converters", "only the float8 converter is modelled"), ("optimizer.lr", NO_MEMORY),
     ("optimizer.eps", NO_MEMORY), ("optimizer.weight_decay", NO_MEMORY),
     ("optimizer.beta*", NO_MEMORY), ("lr_scheduler.*", NO_MEMORY), ("training.steps", NO_MEMORY),
     ("training.max_norm", NO_MEMORY), ("training.dataset*", NO_MEMORY),
     ("training.seed", NO_MEMORY), ("training.deterministic", NO_MEMORY),
     ("checkpoint.*", NO_MEMORY), ("validation.*", NO_MEMORY), ("comm.*", NO_MEMORY),
     ("experimental.*", NO_MEMORY), ("fault_tolerance.*", NO_MEMORY),
-    ("memory_estimation.*", NO_MEMORY), ("float8.*", "float8 training is not modelled"),
+    ("memory_estimation.*", NO_MEMORY), ("float8.*", "not modelled: torchtitan's defaults are"),
     ("quantize.*", "float8/MX training is not modelled"), ("compile.components", NO_MEMORY),
     ("activation_checkpoint.selective_ac_option", NO_MEMORY + " beyond the mode"),
     ("activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", NO_MEMORY),
@@ -159,13 +159,56 @@ def _parallelism(r: Reading) -> None:
     else:
         r.ignore(key, f"{shard!r} is not a degree this reader knows")
     _pipeline(r)
-    for key, why in (
-        ("parallelism.enable_async_tensor_parallel",
-         "asynchronous TP is not modelled (its symmetric-memory buffers)"),
-        ("parallelism.disable_loss_parallel",
-         "a loss gathered over the vocabulary is not modelled: the plan's loss is parallel"),
-    ):  # fmt: skip
-        r.ignore(key, why if r.get(key) else NO_MEMORY + " (off)")
+    key = _degree_key(r, "enable_async_tensor_parallel")
+    if r.get(key) and r.get(_degree_key(r, "tensor_parallel_degree"), 1) not in (None, 1):
+        r.use(key, "async_tp", True, "torch's micro-pipelined TP: its symmetric-memory "
+              "workspace in nvidia-smi's count")  # fmt: skip
+    else:
+        r.ignore(key, "no tensor parallelism to overlap" if r.get(key) else NO_MEMORY + " (off)")
+    key = "parallelism.disable_loss_parallel"
+    r.ignore(key, "a loss gathered over the vocabulary is not modelled: the plan's loss is "
+             "parallel" if r.get(key) else NO_MEMORY + " (off)")  # fmt: skip
+    _float8(r)
+
+
+def _float8(r: Reading) -> None:
+    """Float8 training: ``model.converters = ["float8"]`` with ``[float8] recipe_name`` (v0.2),
+    or ``[float8] enable_float8_linear`` (late 2024: tensorwise, the only recipe then)."""
+    from profiling._config_float8 import FLOAT8_RECIPES
+
+    converters = r.get("model.converters") or []
+    key = "model.converters" if "float8" in converters else "float8.enable_float8_linear"
+    if not r.get(key):
+        for k in (
+            "float8.enable_float8_linear",
+            "float8.enable_fsdp_float8_all_gather",
+            "float8.precompute_float8_dynamic_scale_for_fsdp",
+            "float8.recipe_name",
+        ):
+            r.ignore(k, NO_MEMORY + " (Float8 off)")  # fmt: skip
+        return
+    recipe = str(r.get("float8.recipe_name") or "tensorwise")
+    if recipe not in FLOAT8_RECIPES:
+        r.ignore(key, f"the Float8 recipe {recipe!r} is not modelled (tensorwise, rowwise and "
+                 "rowwise_with_gw_hp are): give --float8")  # fmt: skip
+        return
+    r.use(key, "float8", recipe, "torchao's Float8 training: every Linear of the blocks "
+          "converted, the output projection left out")  # fmt: skip
+    r.seen("float8.recipe_name", main=key)
+    fqns = r.get("float8.filter_fqns", ["output"])
+    if fqns in ("output", ["output"]):
+        r.seen("float8.filter_fqns", main=key)
+    else:
+        r.ignore("float8.filter_fqns", "Linears left out other than the output projection are "
+                 "not modelled: every block's Linears are converted")  # fmt: skip
+    gather = "float8.enable_fsdp_float8_all_gather"
+    if r.get(gather):
+        r.use(gather, "float8_all_gather", True, "FSDP2 gathers the Float8 weights in fp8")
+    else:
+        r.ignore(gather, NO_MEMORY + " (off)")
+    pre = "float8.precompute_float8_dynamic_scale_for_fsdp"
+    r.ignore(pre, "one fp32 scale per Float8 weight after each optimizer step (a few KB): not "
+             "counted" if r.get(pre) else NO_MEMORY + " (off)")  # fmt: skip
 
 
 # torchtitan's schedule names (torch's get_schedule_class) and ours

@@ -68,7 +68,9 @@ def test_a_torchtitan_toml_runs_its_plan_and_says_what_it_used(tmp_path, run_cli
     assert "used: parallelism.pipeline_parallel_degree = 4 → --pp 4" in out
     micro = "used: parallelism.pipeline_parallel_microbatch_size = '(unset)' → --microbatches 8"
     assert micro in out
-    assert "asynchronous TP is not modelled" in out and "float8 training is not modelled" in out
+    assert "enable_async_tensor_parallel = true → --async-tp true" in out
+    assert "model.converters = ['float8'] → --float8 'tensorwise'" in out
     assert "FSDP 8 × TP 2+SP × PP 4 (1f1b, 8 microbatches)" in out and "64 GPUs" in out
+    assert "Float8 tensorwise, async TP" in out and "symmetric-memory workspace" in out
     data = run_json(*args, cwd=tmp_path)
     assert data["world"] == 64 and data["recipe"]["values"]["pp"] == 4

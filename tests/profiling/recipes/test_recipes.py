@@ -380,7 +380,7 @@ def test_the_tool_reads_a_recipe_in_the_workspace_only(tmp_path: Path) -> None:
     assert outside.is_error and "workspace" in outside.content, outside.content
 
 
-def test_torchtitan_405b_preset_reads_its_parallelism_and_says_what_is_not_modelled() -> None:
+def test_torchtitan_405b_preset_reads_its_parallelism_float8_and_async_tp() -> None:
     path = FIXTURES / "torchtitan" / "llama3_405b.toml"
     recipe = read_recipe([path])
     v = recipe.values
@@ -390,8 +390,12 @@ def test_torchtitan_405b_preset_reads_its_parallelism_and_says_what_is_not_model
     lines = "\n".join(recipe.lines())
     assert "used: parallelism.tensor_parallel_degree = 8 → --tp 8" in lines
     assert "give --dp-shard N" in lines  # what -1 leaves to the user
-    assert "enable_async_tensor_parallel = true: asynchronous TP is not modelled" in lines
-    assert "model.converters = 'float8': float8 training is not modelled" in lines
+    assert "enable_async_tensor_parallel = true → --async-tp true" in lines
+    assert "model.converters = 'float8' → --float8 'tensorwise'" in lines
+    assert v["float8"] == "tensorwise" and v["float8_all_gather"] is True and v["async_tp"]
+    # torchtitan's filter is ours; the scales precomputed after the step are said as not counted
+    assert "float8.filter_fqns = 'output' (read with model.converters)" in lines
+    assert "precompute_float8_dynamic_scale_for_fsdp = true: one fp32 scale" in lines
     assert "model.flavor = '405B': torchtitan's llama3 405B matches no shipped config" in lines
 
 

@@ -1,0 +1,99 @@
+"""Float8 training in closed form: what torchao's ``Float8Linear`` adds to a plan's block.
+
+Read from torchao 0.18 (``profiling.plans.float8`` has the sources) and held to its trace of one
+linear, op by op (``tests/profiling/plans/test_float8.py``):
+
+- **kept for backward**: nothing more than an ``nn.Linear`` keeps — the high-precision input
+  and weight (``matmul_with_hp_or_float8_args`` saves ``input_hp, weight_hp_t``), so a plan's
+  activations do not change; the backward casts again;
+- **a cast** of a bf16 tensor of N elements (``hp_tensor_to_float8_dynamic``): ``|x|`` for the
+  amax, then ``x.to(float32) * scale`` (4N, its fp32 copy freed after the product), ``clamp``
+  (4N) and ``.to(float8)`` (N) while the scaled copy is still held: **9N bytes** at its
+  highest, N kept (the fp8 copy) until the matmul;
+- **the forward** of a linear of input X, weight W and output G elements: the input's cast
+  (9X), then the weight's beside the fp8 input (X + 9W) — none when FSDP gathered the weight in
+  fp8 already;
+- **the backward**: the output gradient's cast (9G); the weight's beside it (G + 9W); the
+  gradient's second cast for the weight gradient beside the fp8 gradient, weight and the input
+  gradient (G + W + 2X + 9G); the input's cast (2G + W + 2X + 9X). ``rowwise_with_gw_hp`` runs
+  the weight gradient's matmul in bf16: no second casts;
+- **scales**: tensorwise one fp32 scalar per cast; rowwise one per row (4 B each) — counted
+  with the cast;
+- **FSDP's fp8 all-gather** (``float8_all_gather``): the converted weights gathered at one byte
+  per element instead of two.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from profiling.models.config import WorkloadConfig
+from profiling.plans.profile import Vec, add, vec
+
+
+def block_linears(w: WorkloadConfig, t: int) -> list[tuple[int, int]]:
+    """(in, out) features of a block's Linears on one TP rank: wq wk wv wo w1 w3 w2."""
+    h, f = w.hidden, w.ffn
+    q, kv = w.heads * w.head_dim, w.n_kv_heads * w.head_dim
+    return [(h, q // t), (h, kv // t), (h, kv // t), (q // t, h), (h, f // t), (h, f // t),
+            (f // t, h)]  # fmt: skip
+
+
+def linear_forward(x: int, wt: int, gathered_fp8: bool) -> int:
+    """Bytes one Float8Linear's forward holds above its input and weight at its highest:
+    the input's cast, then the weight's beside the fp8 input (none gathered in fp8)."""
+    return max(9 * x, 0 if gathered_fp8 else x + 9 * wt)
+
+
+def linear_backward(x: int, wt: int, g: int, gathered_fp8: bool, recipe: str) -> int:
+    """Bytes one Float8Linear's backward holds above its saved input and weight and its output
+    gradient at its highest (its input gradient, 2·x, included; see the module)."""
+    w8 = 0 if gathered_fp8 else wt
+    moments = [9 * g] if gathered_fp8 else [9 * g, g + 9 * wt]
+    if recipe == "rowwise_with_gw_hp":  # the weight gradient's matmul in bf16, no second casts
+        return max(*moments, g + w8 + 2 * x + 2 * wt)
+    return max(*moments, g + w8 + 2 * x + 9 * g, 2 * g + w8 + 2 * x + 9 * x)
+
+
+def forward_transient(w: WorkloadConfig, tokens: int, t: int, gathered_fp8: bool) -> int:
+    """The largest bytes one Float8Linear of the block holds above its input in forward."""
+    return max(linear_forward(tokens * i, i * o, gathered_fp8) for i, o in block_linears(w, t))
+
+
+def backward_transient(
+    w: WorkloadConfig, tokens: int, t: int, gathered_fp8: bool, recipe: str
+) -> int:
+    """What ``w2``'s backward holds above the block's saved tensors, the first of the block's
+    backward and its highest moment (its input is the widest, the SwiGLU's product)."""
+    i, o = block_linears(w, t)[-1]
+    return linear_backward(tokens * i, i * o, tokens * o, gathered_fp8, recipe)
+
+
+def _larger(a: Vec, b: Vec) -> Vec:
+    return a if a["total"] >= b["total"] else b
+
+
+def pipelined_peaks(
+    peak: Vec, more: Vec, f8_b: int, recompute: int, grad_in: int, head_acts: int
+) -> tuple[Vec, Vec]:
+    """A pipeline stage's backward peaks with a Float8 ``w2``'s casts beside everything the
+    block saved (the last stage's head already freed)."""
+    if not f8_b:
+        return peak, more
+    f8 = vec(activations=recompute - head_acts, temporaries=f8_b + grad_in)
+    return _larger(peak, f8), _larger(more, f8)
+
+
+def unpipelined_peak(peak: Vec, blocks: Vec, f8_b: int, half: int, made: int) -> Vec:
+    """Without a pipeline: the block moment ``blocks`` as a Float8 ``w2``'s casts run — its
+    saved input still kept, its weight gradient not yet made, the SwiGLU's gradient buffers
+    (3 × ``half``) not yet made."""
+    if not f8_b:
+        return peak
+    return _larger(peak, add(blocks, vec(activations=half, temporaries=f8_b - 3 * half - made)))
+
+
+__all__ = [
+    "backward_transient", "block_linears", "forward_transient", "linear_backward",
+    "linear_forward", "pipelined_peaks", "unpipelined_peak",
+]  # fmt: skip

@@ -1,0 +1,61 @@
+"""FSDP2 without a pipeline: the backward's highest moment inside a late block's backward
+(``profiling.plans.closed_form`` calls it; here so that module stays within its lines).
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from profiling.config import TrainingConfig
+from profiling.models.config import WorkloadConfig
+from profiling.plans.layout import Stage
+from profiling.plans.profile import Vec, add, vec
+from profiling.plans.shapes import Sizes, _shard, stage_tensors
+
+
+def _larger(a: Vec, b: Vec) -> Vec:
+    return a if a["total"] >= b["total"] else b
+
+
+def block_moments(
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, kept: list[int],
+    rec: list[int], tokens: int, f8_b: int = 0, fp8_el: int = 0,
+) -> Vec:  # fmt: skip
+    """FSDP2 without a pipeline: the backward's highest moment inside a block's backward, as
+    its ``w2`` gradient is made (under Float8 also just before, as ``w2``'s casts run: ``f8_b``
+    above the saved tensors; the blocks' Linears gathered in fp8: ``fp8_el`` fewer bytes per
+    gathered block). At block i (the last to run is 0) the gradient
+    shards of the head and of every block after i exist (fp32 under mixed precision), the
+    blocks up to i still keep what they saved, block i's group is gathered with the next one
+    (or the embedding's) prefetched and the previous one's reduce-scatter input (reduce dtype)
+    still held. Above the backward's start before every saved tensor is freed (the caller
+    subtracts them); the highest over the blocks."""
+    s, t, h = Sizes.of(cfg), cfg.tp, w.hidden
+    shard = sum(_shard(d, r, n) for d, r in stage_tensors(w, stage, 1, t)[:9])
+    head_rows = (_shard(h, 1, n), _shard(w.vocab // t, h, n))
+    reduce_b = 4 if cfg.precision == "mixed" else s.gathered
+    emb = _shard(w.vocab // t, h, n) * n * s.gathered if stage.embedding else 0
+    half, x = (w.ffn // t) * s.c * tokens, tokens // t * h * s.c  # an FFN-wide buffer, an input
+    block_b = shard * n * s.gathered - fp8_el * (s.gathered - 1)  # one block gathered
+    made = (w.ffn // t) * h * s.c  # w2's weight gradient
+    best = vec()
+    # alike blocks: the moment is affine in i, highest at an end; every N-th: any block
+    L = stage.layers
+    ends = {0, 1, L - 2, L - 1} & set(range(L)) if len(set(rec)) == 1 else set(range(L))
+    for i in sorted(ends):
+        after = stage.layers - 1 - i
+        previous = shard if after else sum(head_rows)  # the group reduced before this one
+        moment = vec(
+            parameters=block_b,
+            gradients=sum(head_rows) * s.shard + after * shard * s.shard + made,
+            activations=sum(kept[: i + 1]) + rec[i] - half,
+            temporaries=3 * half + 2 * x + (block_b if i else emb) + previous * n * reduce_b,
+        )  # fmt: skip
+        if f8_b:  # w2's casts: its input still saved, its gradient not yet made
+            moment = _larger(moment, add(moment, vec(gradients=-made, activations=half,
+                                                     temporaries=f8_b - 3 * half)))  # fmt: skip
+        best = _larger(moment, best) if best["total"] else moment
+    return best
+
+
+__all__ = ["block_moments"]

@@ -1,0 +1,54 @@
+"""A plan's element sizes, its stage's tensors as tensor parallelism leaves them and FSDP's
+padded shards (``profiling.plans.closed_form`` and ``profiling.plans.fsdp_moments`` share them).
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from profiling.config import TrainingConfig
+from profiling.models.config import WorkloadConfig
+from profiling.plans.layout import Stage
+
+
+@dataclass
+class Sizes:
+    """Element sizes of a plan's step: the residual stream and matmul inputs (``c``), the
+    sharded parameters (``shard``), the gathered ones and their gradients (``gathered``)."""
+
+    c: int
+    shard: int
+    gathered: int
+    master: int  # the optimizer's fp32 master copy per parameter (mixed without FSDP)
+
+    @classmethod
+    def of(cls, cfg: TrainingConfig) -> Sizes:
+        c = 4 if cfg.precision == "fp32" else 2
+        if cfg.fsdp:
+            shard = 2 if cfg.precision == "bf16" else 4
+            return cls(c=c, shard=shard, gathered=c, master=0)
+        return cls(c=c, shard=c, gathered=c, master=4 if cfg.precision == "mixed" else 0)
+
+
+def stage_tensors(w: WorkloadConfig, stage: Stage, layers: int, t: int) -> list[tuple[int, int]]:
+    """(dim 0, the rest) of each parameter of the stage, as tensor parallelism leaves it."""
+    h, hd, f = w.hidden, w.head_dim, w.ffn
+    q, kv = w.heads * hd, w.n_kv_heads * hd
+    block = [(q // t, h), (kv // t, h), (kv // t, h), (h, q // t),
+             (f // t, h), (h, f // t), (f // t, h), (h, 1), (h, 1)]  # fmt: skip
+    out = block * layers
+    if stage.embedding:
+        out.append((w.vocab // t, h))
+    if stage.head:
+        out += [(h, 1), (w.vocab // t, h)]
+    return out
+
+
+def _shard(dim0: int, rest: int, n: int) -> int:
+    """Elements of one FSDP shard: dim 0 split in n, padded to equal pieces."""
+    return -(-dim0 // n) * rest
+
+
+__all__ = ["Sizes", "_shard", "stage_tensors"]
