@@ -282,18 +282,22 @@ def once_per_model(
                 f"{d.s}·{d.b}·{d.V}·4",
             )
         )
-    if e.amp:
-        w = int(shape.get("matmul_weights") or 0)
-        if w:
-            terms.append(
-                Term(
-                    "autocast's 16-bit weight copies (kept for backward)",
-                    w * 2,
-                    "matmul weights · 2 B",
-                    f"{fmt_count(w)} · 2",
-                )
-            )
-    return terms
+    return terms + autocast_weight_copies(e, shape)
+
+
+def autocast_weight_copies(e: Bytes, shape: dict[str, Any]) -> list[Term]:
+    """Autocast's 16-bit copy of every matmul weight, kept for backward (decoders and encoders)."""
+    w = int(shape.get("matmul_weights") or 0) if e.amp else 0
+    if not w:
+        return []
+    return [
+        Term(
+            "autocast's 16-bit weight copies (kept for backward)",
+            w * 2,
+            "matmul weights · 2 B",
+            f"{fmt_count(w)} · 2",
+        )
+    ]
 
 
 def final_norm(d: Dims, e: Bytes, cfg: TrainingConfig, head_input: bool = True) -> Term:
@@ -427,6 +431,7 @@ __all__ = [
     "Dims",
     "Term",
     "attention_extras",
+    "autocast_weight_copies",
     "checkpointed_layer",
     "dims_of",
     "final_norm",

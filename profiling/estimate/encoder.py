@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
+from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse, autocast_weight_copies
 from profiling.estimate.activations import head_transient as acts_head_transient
-from profiling.units import fmt_bytes, fmt_count
+from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -312,17 +312,7 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
     else:
         terms = _embeddings(d, e, cfg)
         terms += _mlm_head(d, e, cfg) if lm_logits(d) else [_classifier(d, e)]
-    if e.amp:
-        w = int(shape.get("matmul_weights") or 0)
-        terms.append(
-            Term(
-                "autocast's 16-bit weight copies (kept for backward)",
-                w * 2,
-                "matmul weights · 2 B",
-                f"{fmt_count(w)} · 2",
-            )
-        )
-    return terms
+    return terms + autocast_weight_copies(e, shape)
 
 
 __all__ = ["head_transient", "lm_logits", "moments", "once_per_model", "per_layer", "step_inputs"]

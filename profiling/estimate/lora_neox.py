@@ -129,12 +129,7 @@ def _frozen_inputs(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) 
         lost.append(("the attention output's copy", int(x["q_dim"])))
     if not _kept_by(cfg, e, {"down"}, adapters):
         lost.append(("GELU's output", d.f))
-    if not lost:
-        return []
-    total = sum(w for _, w in lost)
-    return [Term(f"frozen layers: inputs not kept ({', '.join(n for n, _ in lost)})",
-                 -d.s * d.b * total * e.c, f"−s·b·{total}·{e.c} B",
-                 f"−{d.s}·{d.b}·{total}·{e.c}")]  # fmt: skip
+    return _not_kept("frozen layers: inputs not kept", lost, d, e)
 
 
 def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
@@ -215,12 +210,7 @@ def _first_block_4bit(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str
     parallel_frozen_up = residual != "sequential" and "up" not in cfg.lora_targets
     if parallel_frozen_up and not _kept_by(cfg, e, {"down"}, adapters):
         lost.append(("GELU's output", d.f))
-    if not lost:
-        return []
-    total = sum(w for _, w in lost)
-    return [Term(f"first block: its 4-bit layers keep no input ({', '.join(n for n, _ in lost)})",
-                 -d.s * d.b * total * e.c, f"−s·b·{total}·{e.c} B",
-                 f"−{d.s}·{d.b}·{total}·{e.c}")]  # fmt: skip
+    return _not_kept("first block: its 4-bit layers keep no input", lost, d, e)
 
 
 def held_4bit_inputs(d: Dims, cfg: TrainingConfig, c: int, head_keeps: bool) -> Term:
@@ -253,6 +243,16 @@ def _mlp_bytes(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
 
         return int(_gelu_new(d, e, cfg).bytes)
     return d.s * d.b * 2 * d.f * e.c
+
+
+def _not_kept(what: str, lost: list[tuple[str, int]], d: Dims, e: Bytes) -> list[Term]:
+    """One negative term for the inputs ``lost`` (name, width per token) no layer keeps."""
+    if not lost:
+        return []
+    total = sum(w for _, w in lost)
+    return [Term(f"{what} ({', '.join(n for n, _ in lost)})",
+                 -d.s * d.b * total * e.c, f"−s·b·{total}·{e.c} B",
+                 f"−{d.s}·{d.b}·{total}·{e.c}")]  # fmt: skip
 
 
 __all__ = ["check", "held_4bit_inputs", "once_per_model", "per_layer"]
