@@ -33,12 +33,12 @@ BRIEFS = {
         "Edit): the sections (header with date, Context, The Key Question I Had); every "
         "`path:line` resolves; every [m:<id>] names a record whose values its numbers are; "
         "other numbers with units cite a record or show their calculation; no near-duplicate. "
-        "On a problem nothing is written and each is listed: fix them and call again."
+        "On a problem nothing is written and each is listed: fix them and retry."
     ),
     "JournalSearch": (
         "Search learning_journal.md by words and meaning, best first (id, title, date, line, "
-        "snippet); tags filters (#zero). related_to: your draft, to find the entries to "
-        "cross-reference, or to extend instead of appending a near-duplicate."
+        "snippet); tags filters (#zero). related_to: your draft, to find entries to "
+        "cross-reference or extend instead of appending a near-duplicate."
     ),
     "JournalCheck": (
         "Check every journal entry: code references (moved, stale with a diff, missing), "
@@ -55,8 +55,8 @@ BRIEFS = {
         "LedgerUpdate."
     ),
     "LedgerUpdate": (
-        "Update learning_ledger.md (never with Write or Edit): the operations apply together "
-        "or not at all, every other line kept. add_session, archive_insight (each number "
+        "Update learning_ledger.md (never with Write or Edit): operations apply all or none, "
+        "every other line kept. add_session, archive_insight (each number "
         "needs a source: m:<id> or an entry id), add_item/move_item (level: mastered, "
         "developing, blind), add_action/tick_action (horizon), add_goal/tick_goal "
         "(match: words of the line), set_updated."
@@ -119,7 +119,9 @@ def compact_schema(schema: Any) -> Any:
 
 
 def _large(bound: object) -> bool:
-    return isinstance(bound, int | float) and not 1 < bound <= 100
+    # Up to 50 a bound tells the model something (a search's limit, ZeRO's stages, warmup
+    # steps); above it (64 virtual stages, 10^7 tokens) it only costs tokens in every request.
+    return isinstance(bound, int | float) and not 1 < bound <= 50
 
 
 def listing() -> list[dict[str, object]]:

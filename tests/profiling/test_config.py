@@ -120,10 +120,13 @@ def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monk
 
     # DeepSpeed's engine settings are offered by neither tool (a DeepSpeed config as from_file
     # sets them): every field costs tokens in each request. Nor is torchtune's activation
-    # offloading, torch.compile or LitGPT's Fabric bitsandbytes (a recipe as from_file sets them).
+    # offloading, torch.compile, LitGPT's Fabric bitsandbytes or torchtitan's every N-th block
+    # checkpointing (a recipe as from_file sets them).
     from_file_only = {*DEEPSPEED_FIELDS, "activation_offload", "compile", "fabric_bnb"}
+    from_file_only.add("checkpoint_every")
     fields = set(TrainingConfig.model_fields) - from_file_only
     plan = {"dp_shard", "dp_replicate", "cp", "pp", "pp_schedule", "microbatches", "virtual_stages"}
+    plan |= {"float8", "float8_all_gather", "async_tp"}  # a plan's: MemoryEstimate names them
     for tool in (MemoryEstimate, MemoryTrace):
         schema = tool.definition()["input_schema"]
         # MemoryTrace refuses a parallel plan, so it does not offer a plan's fields.
