@@ -27,27 +27,15 @@ from typing import Any
 
 from torch import nn
 
+from profiling._quiet_import import import_quietly
 from profiling.errors import ProfilingError
 
 FILTER_FQNS = ("output",)  # torchtitan's Float8 default filter_fqns
 
 
 def _import_torchao() -> Any:
-    """``torchao.float8``, its import's log lines held back: on a machine without CUDA it says
-    it cannot load its CUDA kernels, and torch's pytree warns of an Enum it registers — neither
-    matters to a trace under fake tensors."""
-    import importlib
-    import logging
-
-    loggers = [logging.getLogger(n) for n in ("torchao", "torch.utils._pytree")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        return importlib.import_module("torchao.float8")
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
+    """``torchao.float8``, its import's log lines held back (profiling._quiet_import)."""
+    return import_quietly("torchao.float8")
 
 
 def float8_config(recipe: str, all_gather: bool) -> Any:

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from profiling._config_behaviours import double_quant
+from profiling._quiet_import import import_quietly
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.bnb import (
@@ -51,7 +52,7 @@ _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 def peft_version() -> str | None:
     try:
-        import peft
+        peft = import_quietly("peft")  # torchao, when installed, logs on peft's import
     except ImportError:
         return None
     return str(peft.__version__)
@@ -318,7 +319,8 @@ def apply_lora(
     ``in_model`` turns a count of the built model's blocks (adapted layers, adapter parameters)
     into the whole model's, when a sample of its blocks is built (block- and layer-scaled
     traces): the notes and the record describe the model, not the sample."""
-    from peft import LoraConfig, inject_adapter_in_model
+    peft = import_quietly("peft")  # torchao, when installed, logs on peft's import
+    LoraConfig, inject_adapter_in_model = peft.LoraConfig, peft.inject_adapter_in_model
 
     r = int(config.lora_rank or 0)
     unpacked = sum(p.numel() for p in model.parameters())

@@ -237,3 +237,21 @@ def test_lora_targets_the_estimate_cannot_model_are_one_sentence(tmp_path: Path)
         estimate(TrainingConfig(model="tiny-llama", lora_rank=8, lora_targets="mlp"))
     with pytest.raises(ProfilingError, match="mixture of experts"):
         estimate(TrainingConfig(model=_spec(tmp_path, MOE), lora_rank=8, lora_targets="all-linear"))
+
+
+def test_a_lora_trace_with_torchao_installed_writes_nothing_to_stderr(tmp_path: Path) -> None:
+    # peft imports torchao whenever it is installed, and torchao's import logs that it cannot
+    # load its CUDA kernels (and torch's pytree warns of its Enums): on a CPU, or before the
+    # first CUDA call, every LoRA run printed those lines before its own output.
+    import subprocess
+    import sys
+
+    pytest.importorskip("torchao", reason="the float8 extra (torchao) is not installed")
+    done = subprocess.run(
+        [sys.executable, "-m", "journal_agent", "trace", "--model", _spec(tmp_path, LLAMA),
+         "--precision", "mixed", "--batch", "1", "--seq", "64", "--lora-rank", "4"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "record: trace-" in done.stdout
+    assert done.stderr == "", done.stderr
