@@ -226,6 +226,15 @@ def head_transient(d: Dims, precision: str) -> Term | None:
     )
 
 
+def output_held(d: Dims, cfg: TrainingConfig) -> Term | None:
+    """Masked LM under autocast: its forward holds the last hidden state (fp32) while the loss
+    runs — the head's matmul saved a 16-bit copy of it, not it (without autocast: counted)."""
+    if d.arch != "encoder" or not lm_logits(d) or not Bytes.of(cfg.precision).amp:
+        return None
+    return Term("the last hidden state, which the forward holds", d.s * d.b * d.h * 4,
+                "s·b·h·4 B", f"{d.s}·{d.b}·{d.h}·4")  # fmt: skip
+
+
 def step_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
     """What the whole step holds beside the model: its inputs — token ids and the task's labels
     (a label per token for masked LM, per sequence otherwise: int64, a regression's in the
@@ -252,13 +261,16 @@ def step_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
 
 
 def _head_back(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, float]:
-    """A classifier's head once back: what it saved, freed (the loss itself stays: the loop
-    holds it), and its parameters' gradients — pooler and classifier, or ViT's final
-    LayerNorm and classifier."""
+    """A classifier's head once back: what it saved and autocast's copies of its weights, freed
+    (the loss itself stays: the loop holds it), and its parameters' gradients — pooler and
+    classifier, or ViT's final LayerNorm and classifier."""
     n, h, p = int(d.extra["encoder"]["labels"]), d.h, 4 if e.r == 4 else 2
-    if d.extra["encoder"]["pixels"]:  # the last term: the final norm, the classifier, the loss
-        return _vit(d, e, cfg)[-1].bytes - _logp_bytes(e), (2 * h + h * n + n) * p
-    return _classifier(d, e).bytes - _logp_bytes(e), (h * h + h + h * n + n) * p
+    vit = bool(d.extra["encoder"]["pixels"])
+    # under autocast its matmuls' 16-bit weight copies go too: the classifier's (and the pooler's)
+    copies = ((0 if vit else h * h) + h * n) * 2 if e.amp else 0
+    if vit:  # the last term: the final norm, the classifier, the loss
+        return _vit(d, e, cfg)[-1].bytes - _logp_bytes(e) + copies, (2 * h + h * n + n) * p
+    return _classifier(d, e).bytes - _logp_bytes(e) + copies, (h * h + h + h * n + n) * p
 
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
@@ -277,8 +289,9 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     value = fwd - saved + seed + grads + mlp[0]
     f = fmt_bytes
     calc = (
-        f"end of forward {f(fwd)} − the head's saved tensors but the loss {f(saved)} + the "
-        f"loss's gradient {seed} B + the head's gradients {f(grads)} + {mlp[1]} = {f(value)}"
+        f"end of forward {f(fwd)} − the head's saved tensors but the loss, and its weight "
+        f"copies {f(saved)} + the loss's gradient {seed} B + the head's gradients {f(grads)} + "
+        f"{mlp[1]} = {f(value)}"
     )
     return [("backward, the last block's MLP", value, calc), *_last_norm(d, e, cfg, fwd)]
 
@@ -315,4 +328,12 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
     return terms + autocast_weight_copies(e, shape)
 
 
-__all__ = ["head_transient", "lm_logits", "moments", "once_per_model", "per_layer", "step_inputs"]
+__all__ = [
+    "head_transient",
+    "lm_logits",
+    "moments",
+    "once_per_model",
+    "output_held",
+    "per_layer",
+    "step_inputs",
+]

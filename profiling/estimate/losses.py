@@ -271,6 +271,21 @@ def last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None
         + (f"its output projection's weight gradient {fmt_bytes(weight)} + " if weight else "")
         + f"the MLP's input gradients less its saved output {'2' if gated else '1'}·s·b·f·{e.c}"
     )
+    if e.amp and weight:
+        # Under autocast the output projection's backward frees its weight's 16-bit copy before
+        # the fp32 gradient is made; first it casts the gradient reaching it to 16 bits and makes
+        # its own gradients in 16 bits, its saved input not yet freed — the higher moment where
+        # GELU's MLP is trained (ViT-B/16: 13 MB at batch 64; GELU's MLPs at tiny sizes)
+        value -= h * f * e.c
+        calc += f" − the weight's 16-bit copy h·f·{e.c}"
+        cast = T * h * e.c + T * f * e.c + (h * f + (0 if gated else h)) * e.c
+        if T * h * e.r + cast > value:
+            value = T * h * e.r + cast
+            calc = (
+                f"the gradient reaching the last block s·b·h·{e.r}, its 16-bit copy s·b·h·{e.c}, "
+                f"the output projection's input gradient s·b·f·{e.c} and its 16-bit weight and "
+                f"bias gradients (h·f + h)·{e.c}"
+            )
     # a norm after the MLP went back first (BERT's, RoBERTa's post-norm blocks too)
     encoder = d.arch == "encoder" and not d.extra["encoder"]["pixels"]
     if d.extra.get("norms") in ("post", "sandwich") or encoder:
@@ -369,6 +384,9 @@ def bias_copies(inp: TrainingConfig, shape: dict[str, Any]) -> float:
     elif shape.get("neox", {}).get("bias"):  # q, k, v, the output, the MLP's two
         kv = int(shape.get("kv_dim") or h)
         biases = L * (int(shape["neox"]["q_dim"]) + 2 * kv + 2 * h + int(shape.get("ffn") or 0))
+    elif shape.get("arch") == "encoder":  # q, k, v, the output, the MLP's two; masked LM's
+        # head: its transform's and its decoder's (a classifier's: encoder._last_norm)
+        biases = L * (5 * h + int(shape.get("ffn") or 0)) + h + int(shape.get("vocab") or 0)
     elif shape.get("qkv_bias"):
         biases = L * (int(shape.get("q_dim") or h) + 2 * int(shape.get("kv_dim") or h))
     else:

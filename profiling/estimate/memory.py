@@ -251,8 +251,7 @@ def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
     autocast's cache holds them until the autocast region ends: a forward-time moment."""
     if not (inp.autocast and inp.checkpointing == "full" and inp.lora_rank is None):
         return 0.0
-    blocks = int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)
-    return 2 * blocks / inp.tp
+    return 2 * (int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)) / inp.tp
 
 
 # --------------------------------------------------------------------- the moments of a step
@@ -309,10 +308,11 @@ def _moments(
         c = acts.Bytes.of(inp.precision).c
         per = c + (4 if c != 4 and (d.arch != "encoder" or inp.autocast) else 0)
         logits = d.s * d.b * d.V * per / inp.tp
+        out = encoder.output_held(d, inp)  # masked LM's last hidden state, while its loss runs
         moments.append(
             Moment(
                 name="loss forward",
-                bytes=round(fwd + cache + logits),
+                bytes=round(fwd + cache + logits + (out.bytes if out else 0)),
                 calculation=f"end of forward + logits and their fp32 copy s·b·V·({c}"
                 + (" + 4" if c != 4 else "")
                 + f") B {f(logits)}"
@@ -321,7 +321,8 @@ def _moments(
                     f"{f(cache)} (held until autocast exits, though nothing saves them)"
                     if cache
                     else ""
-                ),
+                )
+                + (f" + {out.name} {out.formula} {f(out.bytes)}" if out else ""),
             )
         )
     if recompute:
