@@ -399,13 +399,17 @@ def _shifted_labels(d: Dims) -> Term:
 _HOMES = {"neox": "neox", "encoder": "encoder"}  # the estimate's module for each kind
 
 
+def _home(d: Dims) -> str:
+    return "bloom" if _module(d) == "bloom" else _HOMES.get(d.arch, "hf_ops")
+
+
 def assumption(d: Dims, cfg: TrainingConfig) -> str:
     """The implementation the activations describe, for the record's notes."""
     attention = "eager" if eager(d, cfg) else "sdpa"
     text = (
         f"activations of transformers' own {_module(d)} module (attn_implementation="
         f"{attention}; its norms, activations and loss as its eager ops keep them: "
-        f"profiling/estimate/{_HOMES.get(d.arch, 'hf_ops')}.py), the module the trace builds "
+        f"profiling/estimate/{_home(d)}.py), the module the trace builds "
         "with transformers installed" + (" (and only then)" if d.arch == "encoder" else "")
     )
     if _module(d) == "falcon" and not _cuda(cfg):
@@ -413,6 +417,12 @@ def assumption(d: Dims, cfg: TrainingConfig) -> str:
             "; not counted: on the CPU target SDPA with Falcon's mask and one key/value head "
             "falls back to its math path (fp32 scores and probabilities kept); --target cuda "
             "counts what a GPU keeps"
+        )
+    if _module(d) == "bloom" and cfg.checkpointing == "full":
+        text += (
+            "; not counted: with full checkpointing a recomputed BLOOM block's backward "
+            "(GeLUFunction's eager temporaries beside the recomputed block) can lift the peak "
+            "over this estimate's (5 % on a tiny config); trace it for that moment"
         )
     if cfg.dropout and attention == "sdpa" and not _cuda(cfg):
         text += (

@@ -9,13 +9,15 @@ full training's terms (``profiling.estimate.neox``). T = s·b tokens, r the rank
   a fused q/k/v has one input, one dropout;
 - frozen layers keep no inputs: the LayerNorm outputs (one per norm), the MLP's GELU output
   (down's input) and, in transformers' GPT-NeoX and Phi, the attention output's copy (the
-  output projection's input) are kept only while an adapter keeps that very tensor; under
+  output projection's input; BLOOM's too, on every target) are kept only while an adapter
+  keeps that very tensor; under
   autocast none of the layers' 16-bit copies of their inputs is;
 - the first block reads the frozen embedding, which needs no gradient: its LayerNorms that read
   it keep nothing (GPT-NeoX's two, Phi's and Falcon-7B's one), nor the adapters' dropouts there
   their masks; where the MLP reads that norm too (attention and MLP in parallel) and up is not
   adapted, nothing upstream of GELU needs a gradient, so GELU keeps nothing there;
-- the LM head frozen keeps no input (adapted: what a block's adapter keeps).
+- the LM head frozen keeps no input (adapted: what a block's adapter keeps); BLOOM's LayerNorm
+  on the frozen embedding keeps nothing.
 
 Autocast (``amp-*``) is not modelled here (each frozen layer's weight copy, the adapters'
 copies): the estimate refuses it in one sentence. No torch here.
@@ -125,6 +127,7 @@ def _frozen_inputs(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) 
         if not _kept_by(cfg, e, {"up"}, adapters):
             lost.append(("the MLP LayerNorm output", d.h))
     copy = d.extra.get("hf_module") in ("gpt_neox", "phi") and not (_cuda(cfg) and e.c == 4)
+    copy = copy or d.extra.get("hf_module") == "bloom"  # its _merge_heads copy, every target
     if copy and not _kept_by(cfg, e, {"o"}, adapters):  # as profiling.estimate.neox counts it
         lost.append(("the attention output's copy", int(x["q_dim"])))
     if not _kept_by(cfg, e, {"down"}, adapters):
@@ -155,6 +158,11 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         terms.append(Term("Falcon's causal mask: one s² (expanded over the batch)",
                           -(d.b - 1) * d.s * d.s, "−(b − 1)·s² B",
                           f"−({d.b} − 1)·{d.s}²"))  # fmt: skip
+    if d.extra.get("hf_module") == "bloom":  # word_embeddings_layernorm reads the frozen table
+        stats = 8 if _cuda(cfg) else 2 * e.r
+        terms.append(Term("BLOOM's embeddings' LayerNorm keeps nothing (a frozen input)",
+                          -T * (h * e.r + stats), f"−s·b·(h·{e.r} + {stats}) B",
+                          f"−{tok}·({h}·{e.r} + {stats})"))  # fmt: skip
     if cfg.checkpointing == "full":
         return terms
     return _first_block(d, e, cfg) + terms

@@ -264,12 +264,13 @@ def last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
     gated = d.arch not in _LAYER_NORM  # GPT-2's and GPT-NeoX's kind: one GELU
     weight = (h * f + (0 if gated else h)) * p if cfg.lora_rank is None else 0
-    inner = (2 if gated else 1) * T * f * e.c
-    value = T * h * e.r + weight + inner
+    # BLOOM's GeLUFunction backward (bloom_gelu_back): eager ops, 5 f-wide tensors at once
+    n = 5 if d.extra.get("hf_module") == "bloom" else 2 if gated else 1
+    value = T * h * e.r + weight + n * T * f * e.c
     calc = (
         f"the gradient reaching the last block s·b·h·{e.r} + "
         + (f"its output projection's weight gradient {fmt_bytes(weight)} + " if weight else "")
-        + f"the MLP's input gradients less its saved output {'2' if gated else '1'}·s·b·f·{e.c}"
+        + f"the MLP's input gradients less its saved output {n}·s·b·f·{e.c}"
     )
     if e.amp and weight:
         # Under autocast the output projection's backward frees its weight's 16-bit copy before

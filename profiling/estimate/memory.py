@@ -22,7 +22,7 @@ from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import compiled, encoder, hf_ops, losses, mla, neox, variants
+from profiling.estimate import bloom, compiled, encoder, hf_ops, losses, mla, neox, variants
 from profiling.estimate import lora as lora_acts
 from profiling.estimate.counters import Counters, closed_form, tensors_alive
 from profiling.estimate.deepspeed import (
@@ -231,7 +231,7 @@ def _once(
     if d.arch == "encoder":
         return encoder.once_per_model(d, e, shape, inp)
     if d.extra.get("hf_module"):
-        once = hf_ops.once_per_model(d, e, shape, inp, head_input) + neox.once_per_model(d)
+        once = hf_ops.once_per_model(d, e, shape, inp, head_input) + neox.once_per_model(d, e, inp)
     else:
         once = acts.once_per_model(d, e, shape, inp, head_input) + variants.once_per_model(
             d, e, inp
@@ -286,7 +286,8 @@ def _moments(
         )
     ]
     moments += [
-        Moment(name=n, bytes=round(b), calculation=c) for n, b, c in encoder.moments(d, inp, fwd)
+        Moment(name=n, bytes=round(b), calculation=c)
+        for n, b, c in encoder.moments(d, inp, fwd) + bloom.moments(d, inp, fwd)
     ]
     cache = _autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:

@@ -135,6 +135,10 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         f"{tok}·2·{f}·{e.c}",
     )
     module = d.extra.get("hf_module")
+    if module == "bloom":  # its own attention (ALiBi, always eager) and GELU
+        from profiling.estimate import bloom
+
+        return bloom.per_layer(d, e, cfg)
     if module == "phi":  # gelu_new as eager ops (hf_ops: five f-wide tensors, or CUDA's fp32)
         from profiling.estimate.hf_ops import _gelu_new
 
@@ -157,9 +161,13 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     return terms + attention_extras(d, e, cfg)
 
 
-def once_per_model(d: Dims) -> list[Term]:
+def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """transformers' Falcon always builds its causal mask (``allow_is_causal_skip=False``):
-    one boolean b·s² tensor every layer's SDPA keeps."""
+    one boolean b·s² tensor every layer's SDPA keeps; BLOOM's embeddings' LayerNorm."""
+    if d.extra.get("hf_module") == "bloom":
+        from profiling.estimate import bloom
+
+        return bloom.once_per_model(d, e, cfg)
     if d.extra.get("hf_module") != "falcon":
         return []
     return [Term("Falcon's causal mask (bool)", d.b * d.s * d.s, "b·s²·1 B", f"{d.b}·{d.s}²")]

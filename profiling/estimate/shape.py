@@ -100,12 +100,13 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     if w.arch == "neox":  # what profiling.estimate.neox reads
         shape["neox"] = {
             "residual": w.residual, "rotary": w.rotary, "fused_qkv": w.fused_qkv,
-            "bias": w.linear_bias, "q_dim": w.q_dim,
+            "bias": w.linear_bias, "q_dim": w.q_dim, "alibi": w.alibi,
         }  # fmt: skip
     if w.hf_model_type:
         shape["hf_model_type"] = w.hf_model_type
-    # the activations are transformers' module's (an encoder's always: no blocks of ours)
-    if implementation(w) == TRANSFORMERS or w.arch == "encoder":
+    # the activations are transformers' module's (an encoder's and BLOOM's always: no blocks
+    # of ours)
+    if implementation(w) == TRANSFORMERS or w.arch == "encoder" or w.alibi:
         shape["hf_module"] = w.hf_model_type
         if w.attn_softcap:
             shape["attn_softcap"] = w.attn_softcap
@@ -132,7 +133,8 @@ def param_dims(w: WorkloadConfig) -> list[Dims] | None:
     if w.arch == "neox":
         head: list[Dims] = [] if w.tied_embeddings else [(w.vocab, h)]
         head += [(w.vocab,)] if w.head_bias else []
-        return [(w.vocab, h), *_neox_block_dims(w) * L, (h,), (h,), *head]
+        embed_norm: list[Dims] = [(h,), (h,)] if w.embed_norm else []  # BLOOM's
+        return [(w.vocab, h), *embed_norm, *_neox_block_dims(w) * L, (h,), (h,), *head]
     q, kv = w.q_dim, w.kv_dim
     attn: list[Dims] = [(q, h), (kv, h), (kv, h), (h, q)]
     attn += [(q,), (kv,), (kv,)] if w.qkv_bias else []

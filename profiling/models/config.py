@@ -79,6 +79,10 @@ class WorkloadConfig(BaseModel):
     fused_qkv: bool = False  # one query_key_value Linear (GPT-NeoX, Falcon) or q, k, v apart
     head_bias: bool = False  # Phi's LM head has a bias
     gelu: Literal["exact", "tanh"] = "exact"  # Phi's gelu_new is the tanh approximation
+    # BLOOM: ALiBi's per-head linear biases on the scores instead of rotary positions (rotary_dim
+    # 0), and a LayerNorm on the embeddings (word_embeddings_layernorm)
+    alibi: bool = False
+    embed_norm: bool = False
     # ---- encoders (arch "encoder"): the readers in profiling.models.hf_encoders set them
     type_vocab: int = 0  # token-type (segment) embeddings: BERT 2, RoBERTa 1
     positions: int | None = None  # learned position embeddings' rows (None: max_seq)
@@ -197,6 +201,8 @@ class WorkloadConfig(BaseModel):
             return (1 + (self.positions or self.max_seq)) * self.hidden + conv
         if self.arch == "encoder":  # positions, token types and the embeddings' LayerNorm
             n += ((self.positions or self.max_seq) + self.type_vocab + 2) * self.hidden
+        if self.embed_norm:  # BLOOM's word_embeddings_layernorm
+            n += 2 * self.hidden
         return n
 
     def encoder_head_params(self) -> int:

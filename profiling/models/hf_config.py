@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
 from profiling.models.hf_encoders import ENCODER_FAMILIES, ENCODER_NAMES, EncoderFields
-from profiling.models.hf_neox import NEOX_FAMILIES, neox_ffn
+from profiling.models.hf_neox import BLOOM_KEYS, NEOX_FAMILIES, BloomFields, neox_ffn
 
 PREFIX = "hf:"
 CATALOGUE = Path(__file__).with_name("catalogue")
@@ -33,7 +33,7 @@ MAX_PARAMS = 3 * 10**12
 MAX_BYTES = 1 << 20  # a config.json is a few KB; anything larger is not one
 
 
-class _Fields(EncoderFields):
+class _Fields(EncoderFields, BloomFields):
     """The ``config.json`` fields the shape needs, with their types (strict: "4096" is wrong)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -287,8 +287,9 @@ def workload_from_config(data: object, name: str, source: str = "") -> WorkloadC
             f"{name}: model_type {kind!r} is not supported; supported types are "
             f"{', '.join(sorted(FAMILIES))}"
         )
-    if kind == "gpt2":
-        data = {_GPT2_KEYS.get(k, k): v for k, v in data.items()}
+    if kind in ("gpt2", "bloom"):
+        keys = _GPT2_KEYS if kind == "gpt2" else BLOOM_KEYS
+        data = {keys.get(k, k): v for k, v in data.items()}
     if kind == "vit":  # no vocabulary (its reader sets vocab 0) and no max_position_embeddings
         data = {"vocab_size": 1, **data}
     try:
@@ -346,7 +347,7 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
         raise ProfilingError(f"{name}: num_experts_per_tok {top_k} exceeds the {experts} experts")
     w = WorkloadConfig(**fields)
     kinds = {"gpt2": "GPT-2", "llama": "Llama", "gpt_neox": "GPT-NeoX", "phi": "Phi"}
-    kinds.update(falcon="Falcon", **ENCODER_NAMES)
+    kinds.update(falcon="Falcon", bloom="BLOOM", **ENCODER_NAMES)
     w.description = (
         f"{kinds.get(kind, kind)}-family config: {w.layers} layers, hidden {h}, "
         f"{heads}/{w.n_kv_heads} heads"
@@ -355,7 +356,8 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
         + (f", first {w.dense_layers} dense" if w.dense_layers else "")
         + (f", latent attention (kv rank {w.kv_lora_rank})" if w.mla else "")
         + (f", {_RESIDUAL[w.residual]}" if w.arch == "neox" else "")
-        + (f", rotary on {w.rotary} of {w.head_dim} head dims" if w.rotary != w.head_dim else "")
+        + (", ALiBi position biases" if w.alibi else "")
+        + (f", rotary on {w.rotary} of {w.head_dim} head dims" if 0 < w.rotary < w.head_dim else "")
     )
     return w
 

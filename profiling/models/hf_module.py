@@ -220,7 +220,9 @@ def build_hf(
     raw.pop("dtype", None)
     kind = str(raw.pop("model_type"))  # _raw_config checked it is the shape's
     raw["tie_word_embeddings"] = shape.tied_embeddings  # --tied-head may have changed it
-    raw["num_hidden_layers" if kind != "gpt2" else "n_layer"] = shape.layers
+    # GPT-2's and BLOOM's configs name it n_layer (BloomConfig maps num_hidden_layers to it)
+    raw["n_layer" if kind in ("gpt2", "bloom") else "num_hidden_layers"] = shape.layers
+    raw.pop("num_hidden_layers" if kind == "bloom" else "", None)
     if shape.encoder_head == "classify":
         raw["num_labels"] = shape.num_labels
     auto = _auto_model(shape)
@@ -287,7 +289,7 @@ def _first_line(exc: Exception) -> str:
 def _own(shape: WorkloadConfig, reason: str) -> tuple[BlocksLM, dict[str, str]]:
     from profiling.models.workloads import build_model
 
-    if shape.arch == "encoder":  # no blocks of ours: transformers' module or nothing
+    if shape.arch == "encoder" or shape.alibi:  # no blocks of ours: transformers' or nothing
         raise ProfilingError(
             f"{shape.name} ({shape.hf_model_type}) is traced as transformers' own module only, "
             f"and {reason}; estimate it instead"

@@ -1,5 +1,5 @@
 """Hugging Face configs of GPT-NeoX's kind of decoder, read as their ``transformers`` classes
-build them: GPT-NeoX (Pythia, StableLM-alpha), Phi-1/1.5/2 and Falcon.
+build them: GPT-NeoX (Pythia, StableLM-alpha), Phi-1/1.5/2, Falcon and BLOOM.
 
 What they share, and set them apart from the Llama family: LayerNorm with a bias, a plain
 two-matmul GELU MLP, rotary attention on all or the leading part of each head, and (except
@@ -8,15 +8,37 @@ Falcon-7B's) biases on every Linear. Where they differ are the fields of :class:
 same block input (GPT-NeoX: two LayerNorms; Phi and Falcon-7B: one), q, k and v as one Linear
 (GPT-NeoX, Falcon) or three (Phi), how many key/value heads (Falcon-7B: one, multi-query), the
 rotary share (GPT-NeoX's ``rotary_pct``, Phi's ``partial_rotary_factor``) and Phi's biased LM
-head. Each reader follows the defaults of its transformers config class (5.x) where the JSON is
-silent. What the classes have and we do not model is refused in one sentence. No torch here.
+head. BLOOM is GPT-NeoX's sequential block with ALiBi biases for positions (no rotary) and a
+LayerNorm on the embeddings; its config names some sizes as GPT-2 did (``n_layer``, ``n_head``,
+``n_embed``) and has no MLP width (4h). Each reader follows the defaults of its transformers
+config class (5.x) where the JSON is silent. What the classes have and we do not model is
+refused in one sentence. No torch here.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from pydantic import BaseModel, Field
+
 from profiling.errors import ProfilingError
+
+
+class BloomFields(BaseModel):
+    """The ``config.json`` fields only BLOOM reads (``hf_config._Fields`` inherits them), with
+    BloomConfig's defaults."""
+
+    apply_residual_connection_post_layernorm: bool = False
+    pretraining_tp: int = Field(1, ge=1, le=10**4)
+    slow_but_exact: bool = False
+
+
+# BloomConfig's attribute_map and its n_embed alias: the names the shape's fields go by
+BLOOM_KEYS = {
+    "n_layer": "num_hidden_layers",
+    "n_head": "num_attention_heads",
+    "n_embed": "hidden_size",
+}
 
 
 class _Fields(Protocol):
@@ -43,6 +65,9 @@ class _Fields(Protocol):
     qk_layernorm: bool
     hidden_act: str | None
     ffn_hidden_size: int | None
+    apply_residual_connection_post_layernorm: bool
+    pretraining_tp: int
+    slow_but_exact: bool
 
     @property
     def model_fields_set(self) -> set[str]: ...
@@ -125,14 +150,42 @@ def _falcon(f: _Fields) -> dict[str, Any]:
     }
 
 
+def _bloom(f: _Fields) -> dict[str, Any]:
+    if f.apply_residual_connection_post_layernorm:
+        raise ProfilingError(
+            "this bloom config adds the LayerNorms' outputs to the residual stream "
+            "(apply_residual_connection_post_layernorm), which is not modelled; give one without "
+            "it (every published BLOOM has it off)"
+        )
+    if f.slow_but_exact and f.pretraining_tp > 1:
+        raise ProfilingError(
+            "this bloom config splits its dense matmuls into pretraining_tp slices "
+            "(slow_but_exact), which is not modelled; give one with slow_but_exact false"
+        )
+    return {
+        "arch": "neox",
+        "residual": "sequential",
+        "rotary_dim": 0,  # ALiBi: nothing rotates
+        "alibi": True,
+        "embed_norm": True,
+        "linear_bias": True,
+        "fused_qkv": True,
+        "tied_embeddings": _tied(f, True),  # BloomConfig: tied
+        "gelu": "tanh",  # bloom_gelu_forward: GELU's tanh form
+    }
+
+
 def neox_ffn(f: _Fields, kind: str) -> int | None:
     """Falcon's MLP width, ``ffn_hidden_size`` or 4h (its class reads no
-    ``intermediate_size``); None for the others (they give ``intermediate_size``)."""
+    ``intermediate_size``), BLOOM's 4h (fixed by its class); None for the others (they give
+    ``intermediate_size``)."""
     if kind == "falcon":
         return f.ffn_hidden_size or 4 * f.hidden_size
+    if kind == "bloom":
+        return 4 * f.hidden_size
     return None
 
 
-NEOX_FAMILIES = {"gpt_neox": _gpt_neox, "phi": _phi, "falcon": _falcon}
+NEOX_FAMILIES = {"gpt_neox": _gpt_neox, "phi": _phi, "falcon": _falcon, "bloom": _bloom}
 
-__all__ = ["NEOX_FAMILIES", "neox_ffn"]
+__all__ = ["BLOOM_KEYS", "NEOX_FAMILIES", "BloomFields", "neox_ffn"]

@@ -56,8 +56,9 @@ def implementation(w: WorkloadConfig) -> str | None:
     return TRANSFORMERS
 
 
-# model types whose class refuses SDPA: transformers runs its eager attention
-EAGER_ONLY = frozenset({"gemma2"})
+# model types whose class refuses SDPA: transformers runs its eager attention (BLOOM's adds
+# ALiBi's bias to the scores by baddbmm, whatever attn_implementation says)
+EAGER_ONLY = frozenset({"gemma2", "bloom"})
 
 __all__ = [
     "EAGER_ONLY",

@@ -73,7 +73,10 @@ def test_published_counts_spelled_out() -> None:
 
 # Encoders have no blocks of ours: transformers' module is theirs (tests/profiling/trace/
 # test_encoders.py counts it and checks the refusal without it)
-DECODERS = [n for n in NAMES if load_hf(f"hf:{n}").arch != "encoder"]
+# our blocks: not for encoders or BLOOM (transformers' module or nothing)
+DECODERS = [
+    n for n in NAMES if load_hf(f"hf:{n}").arch != "encoder" and not load_hf(f"hf:{n}").alibi
+]
 
 
 @pytest.mark.parametrize("name", DECODERS)
@@ -97,7 +100,7 @@ def test_the_real_module_has_the_counted_parameters(name: str) -> None:
 
     raw = dict(catalogue_entry(name)["config"])
     kind = str(raw.pop("model_type"))
-    raw["n_layer" if kind == "gpt2" else "num_hidden_layers"] = 2
+    raw["n_layer" if kind in ("gpt2", "bloom") else "num_hidden_layers"] = 2
     w = load_hf(f"hf:{name}").model_copy(update={"layers": 2})
     with FakeTensorMode():  # the task's class: ...ForCausalLM, ...ForMaskedLM
         model = _from_config(AutoConfig, _auto_model(w), kind, raw, "eager")
@@ -146,7 +149,7 @@ def test_a_path_or_a_folder(tmp_path: Path) -> None:
         (json.dumps({k: v for k, v in TINY.items() if k != "vocab_size"}), "lacks vocab_size"),
         (
             json.dumps({**TINY, "model_type": "mamba"}),
-            "model_type 'mamba' is not supported; supported types are bert, deepseek_v2, "
+            "model_type 'mamba' is not supported; supported types are bert, bloom, deepseek_v2, "
             "falcon, gemma, gemma2",
         ),
         (
