@@ -134,11 +134,11 @@ def check_behaviours(cfg: TrainingConfig) -> None:
             "(no --pp, --cp, --dp-shard, --dp-replicate)",
             "activation_offload",
         )
-    if cfg.compile and (cfg.tp > 1 or cfg.pp > 1 or cfg.cp > 1):
+    if cfg.compile and (cfg.tp > 1 or cfg.pp > 1 or cfg.cp > 1 or cfg.ulysses > 1):
         raise ConfigError(
             "--compile is modelled on one GPU, its data-parallel copies and FSDP plans "
-            "(--dp-shard, --dp-replicate; traced), not yet with --tp, --pp or --cp: drop "
-            "--compile, or those degrees",
+            "(--dp-shard, --dp-replicate; traced), not yet with --tp, --pp, --cp or --ulysses: "
+            "drop --compile, or those degrees",
             "compile",
         )
     if cfg.compile and cfg.qlora:

@@ -11,7 +11,8 @@
 - ``async_tp``: torchtitan's ``enable_async_tensor_parallel``: torch's micro-pipelined TP, its
   symmetric-memory workspace outside the caching allocator (``profiling.estimate.comm``).
 
-The field objects live here (with two of the pipeline's) so ``config.py`` stays one line each.
+The field objects live here (with two of the pipeline's and Ulysses' degree, checked in
+``profiling._config_plan``) so ``config.py`` stays one line each.
 No torch here.
 """
 
@@ -52,6 +53,13 @@ FLOAT8_ALL_GATHER_FIELD: Any = Field(
     False,
     description="FSDP gathers the Float8 Linears' weights in fp8 (tensorwise; torchtitan's "
     "enable_fsdp_float8_all_gather).",
+)
+ULYSSES_FIELD: Any = Field(
+    1,
+    ge=1,
+    le=4096,
+    description="Ulysses sequence-parallel degree (DeepSpeed's sequence_parallel_size): the "
+    "sequence split over N ranks, all-to-all to heads around attention.",
 )
 ASYNC_TP_FIELD: Any = Field(
     False,
@@ -97,5 +105,5 @@ def check_float8(cfg: Any, plan: bool) -> None:
 
 __all__ = [
     "ASYNC_TP_FIELD", "FLOAT8_ALL_GATHER_FIELD", "FLOAT8_FIELD", "FLOAT8_RECIPES",
-    "MICROBATCHES_FIELD", "VIRTUAL_STAGES_FIELD", "Float8Recipe", "check_float8",
+    "MICROBATCHES_FIELD", "ULYSSES_FIELD", "VIRTUAL_STAGES_FIELD", "Float8Recipe", "check_float8",
 ]  # fmt: skip

@@ -1,10 +1,11 @@
 """A parallel plan's settings, checked: torchtitan's degrees and the pipeline's schedule.
 
-A plan runs ``dp_replicate × dp_shard × cp × tp × pp`` GPUs (torchtitan's
+A plan runs ``dp_replicate × dp_shard × cp × ulysses × tp × pp`` GPUs (torchtitan's
 ``data_parallel_replicate_degree``, ``data_parallel_shard_degree``, ``context_parallel_degree``,
-``tensor_parallel_degree``, ``pipeline_parallel_degree``). The older flags stay what they were:
+``tensor_parallel_degree``, ``pipeline_parallel_degree``; ``ulysses`` is DeepSpeed's
+``sequence_parallel_size``, which torchtitan has not). The older flags stay what they were:
 ``--gpus N`` is the data-parallel degree (``--fsdp --gpus N`` is ``--dp-shard N``), so a plan's
-``gpus`` is ``dp_shard × dp_replicate`` and the world is ``gpus × cp × tp × pp``.
+``gpus`` is ``dp_shard × dp_replicate`` and the world is ``gpus × cp × ulysses × tp × pp``.
 
 Each check is one sentence naming the flag and what to give instead (the schedules' rules are
 torch's own: ``torch.distributed.pipelining.schedules``). No torch here.
@@ -62,6 +63,8 @@ class TrainingConfig(Protocol):
     def dp_replicate(self) -> int | None: ...
     @property
     def cp(self) -> int: ...
+    @property
+    def ulysses(self) -> int: ...
     @property
     def pp(self) -> int: ...
     @property
@@ -170,6 +173,33 @@ def _context(cfg: TrainingConfig) -> None:
         )
 
 
+def _ulysses(cfg: TrainingConfig) -> None:
+    """DeepSpeed-Ulysses (``deepspeed.sequence.layer.DistributedAttention``): each of N ranks
+    holds 1/N of the sequence outside attention and all heads' worth of it; an all-to-all
+    before attention gives each the whole sequence for 1/N of the heads, and one after it
+    gives the sequence back. The heads' check needs the model (``profiling.plans.model``)."""
+    n = cfg.ulysses
+    if n == 1:
+        return
+    for other, flag, why in (
+        (cfg.cp, "--cp", "context parallelism shards the sequence by a ring of keys and values"),
+        (cfg.tp, "--tp", "tensor parallelism splits the same heads (Megatron-DeepSpeed runs "
+         "Ulysses with a tensor-parallel degree of 1)"),
+    ):  # fmt: skip
+        if other > 1:
+            raise ConfigError(
+                f"--ulysses {n} cannot run with {flag} {other}: {why}; give one of them",
+                "ulysses",
+            )
+    seq = cfg.seq_or_default()
+    if seq % n:
+        raise ConfigError(
+            f"--seq {seq} must divide by --ulysses {n}: each rank holds an equal share of the "
+            "tokens",
+            "ulysses",
+        )
+
+
 def _op_sac(cfg: TrainingConfig) -> None:
     if cfg.checkpointing != "selective-op":
         return
@@ -213,12 +243,13 @@ def check_plan(cfg: TrainingConfig) -> None:
     """Check the plan's settings and fill what follows from them (gpus, FSDP, microbatches,
     stages per rank); a ConfigError sentence otherwise."""
     titan_only = cfg.checkpointing == "selective-op" or cfg.checkpoint_every is not None
-    titan_only = titan_only or cfg.float8 is not None
+    titan_only = titan_only or cfg.float8 is not None or cfg.ulysses > 1
     if titan_only and cfg.fsdp and not is_plan(cfg):
         cfg.dp_shard = cfg.gpus  # --fsdp --gpus N is --dp-shard N: torchtitan's step, a plan
     _dp(cfg)
     _pipeline(cfg)
     _context(cfg)
+    _ulysses(cfg)
     _op_sac(cfg)
     _every(cfg)
     from profiling._config_float8 import check_float8
@@ -226,24 +257,27 @@ def check_plan(cfg: TrainingConfig) -> None:
     check_float8(cfg, is_plan(cfg))
     if is_plan(cfg) and cfg.tp > 1:
         cfg.sequence_parallel = True  # torchtitan's tensor parallelism is always sequence-parallel
-    world = cfg.gpus * cfg.cp * cfg.tp * cfg.pp
+    world = plan_world(cfg)
     if world > MAX_WORLD:
+        sp = f" × ulysses {cfg.ulysses}" if cfg.ulysses > 1 else ""
         raise ConfigError(
-            f"the plan needs {world:,} GPUs (dp {cfg.gpus} × cp {cfg.cp} × tp {cfg.tp} × pp "
+            f"the plan needs {world:,} GPUs (dp {cfg.gpus} × cp {cfg.cp}{sp} × tp {cfg.tp} × pp "
             f"{cfg.pp}); at most {MAX_WORLD:,}",
             "gpus",
         )
 
 
 def is_plan(cfg: TrainingConfig) -> bool:
-    """Whether the configuration names a plan's degrees (pipeline, context, dp_shard or
-    dp_replicate): estimated and traced per rank by ``profiling.plans``."""
-    return cfg.pp > 1 or cfg.cp > 1 or cfg.dp_shard is not None or cfg.dp_replicate is not None
+    """Whether the configuration names a plan's degrees (pipeline, context, Ulysses, dp_shard
+    or dp_replicate): estimated and traced per rank by ``profiling.plans``."""
+    if cfg.pp > 1 or cfg.cp > 1 or cfg.ulysses > 1:
+        return True
+    return cfg.dp_shard is not None or cfg.dp_replicate is not None
 
 
 def plan_world(cfg: TrainingConfig) -> int:
-    """Every GPU of the plan: dp_replicate × dp_shard × cp × tp × pp."""
-    return cfg.gpus * cfg.cp * cfg.tp * cfg.pp
+    """Every GPU of the plan: dp_replicate × dp_shard × cp × ulysses × tp × pp."""
+    return cfg.gpus * cfg.cp * cfg.ulysses * cfg.tp * cfg.pp
 
 
 def describe_plan(cfg: TrainingConfig) -> str:
@@ -258,6 +292,8 @@ def describe_plan(cfg: TrainingConfig) -> str:
         parts.append(f"DP {cfg.gpus}")
     if cfg.cp > 1:
         parts.append(f"CP {cfg.cp}")
+    if cfg.ulysses > 1:
+        parts.append(f"Ulysses {cfg.ulysses}")
     if cfg.tp > 1:
         parts.append(f"TP {cfg.tp}" + ("+SP" if cfg.sequence_parallel else ""))
     if cfg.pp > 1:

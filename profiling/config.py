@@ -190,6 +190,7 @@ class TrainingConfig(BaseModel):
         MAX_GPUS, "Replicas of the sharded model (HSDP), or DDP ranks without --dp-shard."
     )
     cp: int = _positive_int(4096, "Context-parallel degree: the sequence split over cp ranks.", 1)
+    ulysses: int = f8.ULYSSES_FIELD
     pp: int = _positive_int(4096, "Pipeline-parallel degree: the layers split into stages.", 1)
     pp_schedule: PipelineSchedule = Field(
         "1f1b", description="The pipeline schedule: 1f1b | interleaved | zbv (torch's)."

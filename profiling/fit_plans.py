@@ -156,7 +156,7 @@ def compute_time(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[float, flo
 
     counted = step_flops(cfg, shape)
     flops = (counted[0] + counted[1]) if counted else 0.0
-    per_gpu = flops / (cfg.tp * cfg.cp * cfg.pp) * (1 + _bubble(cfg))
+    per_gpu = flops / (cfg.tp * cfg.cp * cfg.ulysses * cfg.pp) * (1 + _bubble(cfg))
     spec = cfg.gpu_spec()
     if spec is None or not per_gpu:
         return per_gpu, None
@@ -172,7 +172,7 @@ def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
     layers = int(shape.get("layers") or 0)
     nvml = nvml_bytes(cfg, top.peak_bytes, layers // cfg.pp, 9 * layers // cfg.pp + 3)
     per_gpu, compute = compute_time(cfg, shape)
-    tokens = cfg.batch * cfg.seq_or_default() / (cfg.tp * cfg.cp * cfg.pp)
+    tokens = cfg.batch * cfg.seq_or_default() / (cfg.tp * cfg.cp * cfg.ulysses * cfg.pp)
     sent = comm(cfg, shape, res.params)
     speed = exposed = None
     if compute is not None:
@@ -197,6 +197,11 @@ def fit_plans(base: TrainingConfig, world: int, async_tp: bool = False) -> PlanF
     avail = base.gpu_mem_bytes()
     if avail is None:
         raise ProfilingError("fit needs --gpu-mem GB or --gpu NAME (the memory to fit in)")
+    if base.ulysses > 1:
+        raise ProfilingError(
+            "fit --plans searches torchtitan's degrees, not Ulysses yet: estimate each "
+            "--ulysses plan ('journal-agent estimate' with its degrees), or leave it out"
+        )
     w = plan_workload(base)
     shape = shape_of(base)
     budget = usable(avail)

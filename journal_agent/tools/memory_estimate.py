@@ -12,11 +12,19 @@ from journal_agent.tools.base import Tool, ToolContext, ToolResult
 from profiling._config_deepspeed import DEEPSPEED_FIELDS
 
 # The schema is the shared training configuration's (profiling.config.TrainingConfig).
-# DeepSpeed's engine settings, torchtune's activation offloading and compile are not offered
-# (each field costs tokens in every request): a recipe in from_file sets them.
+# DeepSpeed's engine settings (Ulysses' degree too), torchtune's activation offloading and
+# compile are not offered (each field costs tokens in every request): a recipe in from_file
+# sets them.
 MemoryEstimateInput = config_input_model(
     "MemoryEstimateInput",
-    exclude=(*DEEPSPEED_FIELDS, "activation_offload", "compile", "fabric_bnb", "checkpoint_every"),
+    exclude=(
+        *DEEPSPEED_FIELDS,
+        "activation_offload",
+        "compile",
+        "fabric_bnb",
+        "checkpoint_every",
+        "ulysses",
+    ),
     from_file=FROM_FILE_FIELD,
 )
 # A closed form takes milliseconds; the bound is there so that no input keeps a call running.

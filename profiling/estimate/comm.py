@@ -106,6 +106,9 @@ def _groups(cfg: TrainingConfig) -> list[Group]:
     shard, replicate = cfg.dp_shard or 1, cfg.dp_replicate or 1
     if cp > 1:
         out.append(Group(name="CP", ranks=cp, span=cp * tp))
+    if cfg.ulysses > 1:  # DeepSpeed's sequence-parallel group: consecutive ranks
+        out.append(Group(name="Ulysses", ranks=cfg.ulysses, span=cfg.ulysses * tp))
+    cp *= cfg.ulysses  # ZeRO/FSDP shards over the sequence ranks too
     if shard * cp > 1:
         out.append(Group(name="FSDP", ranks=shard * cp, span=shard * cp * tp))
     if replicate > 1:
@@ -223,7 +226,7 @@ def _data(cfg: TrainingConfig, params: int) -> list[Transfer]:
         if cfg.fsdp or cfg.zero:
             return _sharded(cfg, share, n, "data parallel", psi)
         return [_allreduce(share, r, n, "data parallel", psi)]
-    n, rep = (cfg.dp_shard or 1) * cfg.cp, cfg.dp_replicate or 1
+    n, rep = (cfg.dp_shard or 1) * cfg.cp * cfg.ulysses, cfg.dp_replicate or 1
     share = params / (cfg.tp * cfg.pp)
     psi = "Ψ / (tp · pp)"
     out = _sharded(cfg, share, n, "FSDP", psi) if n > 1 else []
@@ -236,7 +239,8 @@ def _activations(cfg: TrainingConfig, shape: dict[str, Any]) -> list[Transfer]:
     c, _ = _dtypes(cfg)
     h, layers = int(shape.get("hidden") or 0), int(shape.get("layers") or 0) // cfg.pp
     kv = int(shape.get("kv_dim") or h)
-    tokens = cfg.batch * cfg.seq_or_default() // cfg.cp  # per step, per data-parallel rank
+    # per step, per data-parallel rank
+    tokens = cfg.batch * cfg.seq_or_default() // (cfg.cp * cfg.ulysses)
     again = 1 if cfg.checkpointing == "full" else 0  # full checkpointing runs forward twice
     out: list[Transfer] = []
     t = cfg.tp
@@ -261,6 +265,18 @@ def _activations(cfg: TrainingConfig, shape: dict[str, Any]) -> list[Transfer]:
             group="CP", bytes=int(k * (p - 1) * 2 * tokens * kv * c / t * layers),
             formula=f"{k} × (cp − 1) × 2 × tokens_rank × kv_dim × {c} B / tp × layers",
             substituted=f"{k} × {p - 1} × 2 × {tokens:,} × {kv:,} × {c} / {t} × {layers}",
+            overlapped=False,
+        ))  # fmt: skip
+    u = cfg.ulysses
+    if u > 1:  # q, k, v to heads and the output back: forward, backward (and recomputed)
+        k = 2 + again
+        width = 2 * h + 2 * kv
+        out.append(Transfer(
+            name="Ulysses all-to-alls of each block's q, k, v and attention output (forward; "
+            f"backward their gradients{'; recomputed q, k, v, output' if again else ''})",
+            group="Ulysses", bytes=int(k * tokens * width * c * (u - 1) / u * layers),
+            formula=f"{k} × tokens_rank × (2·h + 2·kv_dim) × {c} B × (u − 1)/u × layers",
+            substituted=f"{k} × {tokens:,} × {width:,} × {c} × {u - 1}/{u} × {layers}",
             overlapped=False,
         ))  # fmt: skip
     if cfg.pp > 1:

@@ -68,11 +68,14 @@ def model_states(params: int, n: int, precision: str, fsdp: bool) -> dict[str, f
     }
 
 
-def block_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int) -> int:
-    """Bytes one block saves for backward for ``tokens`` of this rank (see the module)."""
+def block_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int = 1) -> int:
+    """Bytes one block saves for backward for ``tokens`` of this rank (see the module), ``seq``
+    of them per sequence; under Ulysses (``u`` ranks) the attention's tensors are the whole
+    sequence's for 1/u of the heads: the same bytes, but the logsumexp's padding is the whole
+    sequence's."""
     h, f, a = w.hidden, w.ffn, w.heads
     q = a * w.head_dim
-    lse_s = -(-seq // 32) * 32 if c == 4 else seq  # fp32 runs the padded memory-efficient kernel
+    lse_s = _lse_rows(seq * u, c)
     norms = 2 * (h * c + 4) * tokens // t
     inputs = 2 * h * c * tokens  # gathered to the whole sequence under tensor parallelism
     # q, the keys and values repeated; the output; and wo's contiguous copy of it only under
@@ -82,12 +85,17 @@ def block_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int) 
     # torchtitan's out.transpose(1, 2).contiguous() before wo copies nothing
     copy = 0 if _fused_sdpa(w.head_dim, c) else q
     attention = (3 * q + q + copy) * c * tokens // t
-    lse = 4 * (a // t) * lse_s * (tokens // seq)
+    lse = 4 * (a // t // u) * lse_s * (tokens // seq)
     mlp = 4 * (f // t) * c * tokens
     return norms + inputs + attention + lse + mlp + SDPA_SEED
 
 
-def op_sac_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int) -> int:
+def _lse_rows(seq: int, c: int) -> int:
+    """The logsumexp's rows per head: fp32 runs the memory-efficient kernel, padded to 32."""
+    return -(-seq // 32) * 32 if c == 4 else seq
+
+
+def op_sac_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int = 1) -> int:
     """Bytes one block keeps under torchtitan's op-level selective checkpointing
     (``profiling.plans.op_sac``): its input (sequence-parallel under TP), the outputs of the
     1st, 3rd, 5th and 7th matmul (q, v, ``w1``'s and ``w2``'s; under TP ``w2``'s local partial
@@ -100,8 +108,8 @@ def op_sac_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int)
     mms = (q + kv + f // t + h) * c * tokens
     attention = 0
     if _fused_sdpa(hd, c):
-        lse_s = -(-seq // 32) * 32 if c == 4 else seq
-        attention = q * c * tokens + 4 * (a // t) * lse_s * (tokens // seq) + SDPA_SEED
+        lse_s = _lse_rows(seq * u, c)
+        attention = q * c * tokens + 4 * (a // t // u) * lse_s * (tokens // seq) + SDPA_SEED
     scattered = 2 * x if t > 1 else 0
     return x + mms + attention + scattered
 
@@ -175,12 +183,13 @@ def stage_profile(
     """One stage's base and actions in closed form (see the module)."""
     s, t, n = Sizes.of(cfg), layout.tp, layout.shard_ranks
     seq = cfg.seq_or_default()
-    tokens = layout.microbatch_size * seq // layout.cp
+    tokens = layout.microbatch_size * seq // layout.seq_shards
+    local, u = seq // layout.seq_shards, layout.ulysses
     tensors = stage_tensors(w, stage, stage.layers, t)
     base, gathered, largest = _states(cfg, tensors, n)
     base = {**base, "buffers": seq * w.head_dim * 8}  # RoPE's complex64 table, 2·seq rows
     base["total"] = sum(v for k, v in base.items() if k != "total")
-    block = plain = block_activations(w, tokens, t, s.c, seq // layout.cp)
+    block = plain = block_activations(w, tokens, t, s.c, local, u)
     recompute = 0
     # Checkpointed, a block keeps its input (and under the per-op policy the listed ops'
     # outputs); its backward recomputes the rest beside them (the input not copied) and holds
@@ -189,7 +198,7 @@ def stage_profile(
     if cfg.checkpointing == "full":  # the residual sum in the middle is no longer alive
         block, recompute = x, block - 2 * x
     elif cfg.checkpointing == "selective-op":
-        kept = op_sac_activations(w, tokens, t, s.c, seq // layout.cp)
+        kept = op_sac_activations(w, tokens, t, s.c, local, u)
         # under TP the recomputation also remakes wo's partial sum over the whole sequence,
         # whose reduce-scatter it then takes from the cache
         block, recompute = kept, block - kept + (tokens * w.hidden * s.c if t > 1 else 0)

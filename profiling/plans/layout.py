@@ -1,7 +1,10 @@
 """A plan's layout: its mesh, its pipeline stages and which stages each pipeline rank holds.
 
 The mesh is torchtitan's: dimensions ``pp, dp_replicate, dp_shard, cp, tp`` (outermost first),
-those of degree 1 left out. Every rank of one pipeline rank holds the same memory (data, context
+those of degree 1 left out; DeepSpeed-Ulysses' ranks (``ulysses``, which torchtitan has not) sit
+where context parallelism's do, inside the data-parallel ones as DeepSpeed's sequence-parallel
+groups are consecutive ranks, and ZeRO/FSDP shards over them too (DeepSpeed's sequence-data-
+parallel group). Every rank of one pipeline rank holds the same memory (data, context
 and tensor parallelism split the work evenly: FSDP pads every shard to the same size), so a plan
 has at most ``pp`` distinct ranks, whatever its world size; each stands for ``world / pp`` GPUs.
 
@@ -21,7 +24,7 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 
-MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+MESH_ORDER = ("pp", "dp_replicate", "dp_shard", "cp", "ulysses", "tp")
 
 
 class Stage(BaseModel):
@@ -58,8 +61,9 @@ class Layout(BaseModel):
     mesh: dict[str, int]  # torchtitan's dimension order, degrees above 1
     world: int
     dp_replicate: int
-    dp_shard: int  # FSDP shards over dp_shard × cp ranks
+    dp_shard: int  # FSDP shards over dp_shard × cp × ulysses ranks
     cp: int
+    ulysses: int = 1
     tp: int
     pp: int
     schedule: str
@@ -75,8 +79,14 @@ class Layout(BaseModel):
 
     @property
     def shard_ranks(self) -> int:
-        """The ranks FSDP shards one parameter over: dp_shard × cp (torchtitan's dp_shard_cp)."""
-        return self.dp_shard * self.cp
+        """The ranks FSDP shards one parameter over: dp_shard × cp (torchtitan's dp_shard_cp),
+        × ulysses (DeepSpeed's sequence-data-parallel group)."""
+        return self.dp_shard * self.cp * self.ulysses
+
+    @property
+    def seq_shards(self) -> int:
+        """The pieces the sequence is cut into outside attention: cp × ulysses."""
+        return self.cp * self.ulysses
 
     def global_ranks(self, pp_rank: int) -> str:
         """The global ranks of one pipeline rank, as a range: ``64-127`` (pp is outermost)."""
@@ -130,7 +140,7 @@ def layout_of(cfg: TrainingConfig, layers: int) -> Layout:
     replicate = cfg.dp_replicate or (1 if cfg.fsdp else cfg.gpus)
     shard = cfg.gpus // replicate
     degrees = {"pp": cfg.pp, "dp_replicate": replicate, "dp_shard": shard, "cp": cfg.cp,
-               "tp": cfg.tp}  # fmt: skip
+               "ulysses": cfg.ulysses, "tp": cfg.tp}  # fmt: skip
     per_rank = cfg.virtual_stages or 1
     n_stages = cfg.pp * per_rank
     counts = split_layers(layers, n_stages)
@@ -146,13 +156,14 @@ def layout_of(cfg: TrainingConfig, layers: int) -> Layout:
         for i in indices:
             stages[i].before, done = done, done + stages[i].layers
     m = cfg.microbatches or 1
-    world = cfg.gpus * cfg.cp * cfg.tp * cfg.pp
+    world = cfg.gpus * cfg.cp * cfg.ulysses * cfg.tp * cfg.pp
     return Layout(
         mesh={k: v for k in MESH_ORDER if (v := degrees[k]) > 1},
         world=world,
         dp_replicate=replicate,
         dp_shard=shard,
         cp=cfg.cp,
+        ulysses=cfg.ulysses,
         tp=cfg.tp,
         pp=cfg.pp,
         schedule=cfg.pp_schedule if cfg.pp > 1 else "none",

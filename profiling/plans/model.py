@@ -78,19 +78,24 @@ def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
         raise ProfilingError(
             f"{w.name} has {', '.join(found)}, which torchtitan's Llama 3 has not: a parallel plan "
             "runs that model; use a Llama 3 / Mistral-shaped model, or estimate without --pp, "
-            "--cp, --dp-shard and --dp-replicate"
+            "--cp, --ulysses, --dp-shard and --dp-replicate"
         )
     problems = _unsupported(cfg)
     if problems:
         raise ProfilingError(
             f"a parallel plan runs torchtitan's step, which has no {', '.join(problems)}: leave "
             f"{'it' if len(problems) == 1 else 'them'} out, or estimate without --pp, --cp, "
-            "--dp-shard and --dp-replicate"
+            "--ulysses, --dp-shard and --dp-replicate"
         )
     if w.heads % cfg.tp or w.n_kv_heads % cfg.tp:
         raise ProfilingError(
             f"--tp {cfg.tp} must divide {w.name}'s {w.heads} attention heads and "
             f"{w.n_kv_heads} key/value heads (tensor parallelism gives each rank whole heads)"
+        )
+    if w.heads % cfg.ulysses or w.n_kv_heads % cfg.ulysses:
+        raise ProfilingError(
+            f"--ulysses {cfg.ulysses} must divide {w.name}'s {w.heads} attention heads and "
+            f"{w.n_kv_heads} key/value heads (the all-to-all gives each rank whole heads)"
         )
     seq = cfg.seq_or_default()
     if cfg.model is not None and seq > w.max_seq:  # a shape by hand has no maximum

@@ -10,7 +10,8 @@
 - activation checkpointing (``apply_ac``): ``full`` wraps every block; ``selective`` recomputes
   the attention (Megatron's); ``selective-op`` wraps every block under torchtitan's per-op
   policy (``profiling.plans.op_sac``);
-- FSDP2 (``apply_fsdp``) over ``dp_replicate × dp_shard × cp`` (HSDP when replicated): the
+- FSDP2 (``apply_fsdp``) over ``dp_replicate × dp_shard × cp`` (× ``ulysses``: DeepSpeed's
+  ZeRO shards over its sequence-data-parallel group) (HSDP when replicated): the
   embedding, each block, the final norm with the output together, and the stage's root; with
   pipeline parallelism nothing is resharded after forward (its ``default`` policy), and the
   norm and output never are.
@@ -144,9 +145,9 @@ def apply_fsdp(
 
 
 def dp_mesh_of(mesh: DeviceMesh, names: tuple[str, ...]) -> DeviceMesh | None:
-    """The mesh FSDP shards over: (dp_replicate,) dp_shard and cp flattened as torchtitan's
-    ``dp_shard_cp`` (None when neither shards)."""
-    present = [n for n in ("dp_replicate", "dp_shard", "cp") if n in names]
+    """The mesh FSDP shards over: (dp_replicate,) dp_shard and cp (and Ulysses' ranks)
+    flattened as torchtitan's ``dp_shard_cp`` (None when none shards)."""
+    present = [n for n in ("dp_replicate", "dp_shard", "cp", "ulysses") if n in names]
     shard = [n for n in present if n != "dp_replicate"]
     if not shard:
         return None

@@ -142,6 +142,10 @@ def build_stage(
         convert(model, cfg.float8, cfg.float8_all_gather)
     if mesh is not None and "tp" in names:
         apply_tp(model, mesh["tp"])
+    if mesh is not None and "ulysses" in names:
+        from profiling.plans.ulysses import apply_ulysses
+
+        apply_ulysses(model, mesh.get_group("ulysses"), layout.ulysses)
     if cfg.checkpointing != "none":
         only = stage.checkpointed(cfg.checkpoint_every, layers)
         apply_ac(model, cfg.checkpointing, cfg.target, only, compiled=cfg.compile)
@@ -179,7 +183,7 @@ def _inputs(
     """(this stage's input, its output, the labels) for one microbatch, local to this rank:
     tokens to the first stage; hidden states, sequence-sharded under tensor parallelism, to
     the others; logits out of the last (vocabulary-sharded)."""
-    mb, seq = layout.microbatch_size, cfg.seq_or_default() // layout.cp
+    mb, seq = layout.microbatch_size, cfg.seq_or_default() // layout.seq_shards
     dtype = torch.bfloat16 if cfg.precision in ("mixed", "bf16") else torch.float32
     if cfg.autocast:
         dtype = torch.float32

@@ -66,6 +66,16 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             f"1/{layout.cp} of the sequence; torch's ring attention and its rotating key/value "
             "buffers are neither traced nor estimated"
         )
+    if layout.ulysses > 1:
+        u = layout.ulysses
+        notes.append(
+            f"Ulysses {u} (DeepSpeed's DistributedAttention): each rank holds 1/{u} of the "
+            f"sequence outside attention; all-to-alls give it the whole sequence for 1/{u} of "
+            "the heads around the attention kernel (the same bytes) and back; their send and "
+            "receive buffers are transient (traced with torch's all_to_all_single on the fake "
+            "group); FSDP shards over the Ulysses ranks too, as ZeRO does over DeepSpeed's "
+            "sequence-data-parallel group"
+        )
     if cfg.compile:
         notes.append(
             "torch.compile of each checkpointed block, as torchtitan compiles it: Inductor's "

@@ -14,6 +14,8 @@ variations (a plan refuses the others in one sentence). Imports torch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -60,6 +62,7 @@ class Attention(nn.Module):
         self.wk = nn.Linear(c.hidden, c.n_kv_heads * c.head_dim, bias=False)
         self.wv = nn.Linear(c.hidden, c.n_kv_heads * c.head_dim, bias=False)
         self.wo = nn.Linear(c.heads * c.head_dim, c.hidden, bias=False)
+        self.ulysses: Any = None  # DeepSpeed-Ulysses' all-to-alls (profiling.plans.ulysses)
 
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
         bs, seqlen, _ = x.shape
@@ -69,11 +72,15 @@ class Attention(nn.Module):
         xk = xk.view(bs, seqlen, -1, self.head_dim)
         xv = xv.view(bs, seqlen, -1, self.head_dim)
         xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
+        if self.ulysses is not None:  # the whole sequence, 1/N of the heads
+            xq, xk, xv = (self.ulysses.to_heads(t) for t in (xq, xk, xv))
         keys, values = repeat_kv(xk, self.n_rep), repeat_kv(xv, self.n_rep)
         out = F.scaled_dot_product_attention(
             xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2), is_causal=True
-        )
-        return self.wo(out.transpose(1, 2).contiguous().view(bs, seqlen, -1))
+        ).transpose(1, 2)
+        if self.ulysses is not None:  # this rank's tokens back, every head
+            out = self.ulysses.to_sequence(out)
+        return self.wo(out.contiguous().view(bs, seqlen, -1))
 
 
 class FeedForward(nn.Module):

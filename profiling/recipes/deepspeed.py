@@ -102,6 +102,7 @@ def read_settings(r: Reading, prefix: str, trainer: Filler | None) -> None:
     _buckets(r, prefix)
     _batch(r, prefix, trainer)
     _precision(r, prefix, trainer)
+    _sequence(r, prefix)
     kind = str(r.get(prefix + "optimizer.type") or "")
     if kind.lower() in _OPTIMIZERS:
         r.use(prefix + "optimizer.type", "optimizer", _OPTIMIZERS[kind.lower()],
@@ -114,6 +115,20 @@ def read_settings(r: Reading, prefix: str, trainer: Filler | None) -> None:
             rest = key.removeprefix(prefix)
             why = next((w for p, w in DS_KNOWN if fnmatch.fnmatchcase(rest, p)), NO_MEMORY)
             r.ignore(key, why)
+
+
+def _sequence(r: Reading, p: str) -> None:
+    """DeepSpeed's ``sequence_parallel_size`` (``deepspeed/runtime/config.py``), which its
+    Ulysses fronts (Megatron-DeepSpeed, ``UlyssesSPAttentionHF``) read: a plan's Ulysses degree."""
+    key = p + "sequence_parallel_size"
+    n = r.get(key)
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        r.use(key, "ulysses", n, "DeepSpeed-Ulysses: the sequence split over N ranks, all-to-all "
+              "to heads around attention; ZeRO shards over data × sequence ranks")  # fmt: skip
+    elif n == 1:
+        r.ignore(key, NO_MEMORY + " (1: no sequence parallelism)")
+    elif r.has(key):
+        r.ignore(key, f"{n!r} is not a sequence-parallel degree; give --ulysses N")
 
 
 def _stage(r: Reading, p: str) -> None:

@@ -123,7 +123,7 @@ def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monk
     # offloading, torch.compile, LitGPT's Fabric bitsandbytes or torchtitan's every N-th block
     # checkpointing (a recipe as from_file sets them).
     from_file_only = {*DEEPSPEED_FIELDS, "activation_offload", "compile", "fabric_bnb"}
-    from_file_only.add("checkpoint_every")
+    from_file_only |= {"checkpoint_every", "ulysses"}  # a DeepSpeed config sets ulysses
     fields = set(TrainingConfig.model_fields) - from_file_only
     plan = {"dp_shard", "dp_replicate", "cp", "pp", "pp_schedule", "microbatches", "virtual_stages"}
     plan |= {"float8", "float8_all_gather", "async_tp"}  # a plan's: MemoryEstimate names them
