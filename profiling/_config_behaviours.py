@@ -189,8 +189,6 @@ def loss_conflict(values: dict[str, Any]) -> str | None:
         return f"--loss {loss} under tensor parallelism (its vocabulary-parallel forms)"
     if values.get("fsdp") or values.get("zero") == 3:
         return f"--loss {loss} under FSDP or ZeRO-3 (the gathered head's gradient moments)"
-    if values.get("optimizer_in_bwd"):
-        return f"--loss {loss} with --optimizer-in-bwd"
     if values.get("lora_rank") is not None and "lm_head" in (values.get("lora_targets") or []):
         if loss != "litgpt":  # LitGPT's LoRALinear head: loss_tapes._adapter
             return f"--loss {loss} with an adapted LM head"

@@ -224,6 +224,8 @@ def after_loss(
     grads = (d.V * d.h * p if cfg.lora_rank is None else 0) + (
         (2 if d.arch in _LAYER_NORM else 1) * d.h * p if cfg.lora_rank is None else 0
     )
+    if cfg.optimizer_in_bwd and not d.extra.get("tied"):
+        grads = 0  # each stepped and freed as soon as it was made (a tied head's waits)
     value = fwd - kept - norm + grads
     f = fmt_bytes
     calc = (

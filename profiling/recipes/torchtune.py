@@ -159,7 +159,7 @@ def _switches(r: Reading) -> None:
     if r.get("optimizer_in_bwd"):
         r.use(
             "optimizer_in_bwd",
-            "optimizer_in_backward",
+            "optimizer_in_bwd",
             True,
             "each parameter stepped in backward: no gradients kept",
         )

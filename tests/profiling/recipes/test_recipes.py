@@ -13,6 +13,7 @@ import pytest
 
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate.memory import estimate
 from profiling.recipes import read_recipe, with_recipe
 from profiling.recipes.recipe import flatten
 
@@ -183,6 +184,12 @@ def test_torchtune_recipes_name_their_model_by_builder() -> None:
     assert "grads_kept" not in full.values
     keys = {s.key for s in full.used + full.ignored}
     assert "optimizer_in_bwd" in keys
+    # ... and it sets --optimizer-in-bwd (it named a field we lack, so it was listed as not
+    # modelled), beside the chunked linear loss the estimate now models with it.
+    assert full.values["optimizer_in_bwd"] is True
+    assert full.values["loss"] == "linear-chunked"
+    est = estimate(TrainingConfig.parse(**with_recipe(full, {"seq": 2048})))
+    assert est.category_bytes("gradients") == 0
 
 
 def test_gemma_1_is_named_by_litgpt_checkpoints_and_torchtune_builders() -> None:
