@@ -66,6 +66,13 @@ TIED_HEAD_FIELD: Any = Field(
     "config says); --no-tied-head gives the head its own copy, as LitGPT's converted "
     "checkpoints do.",
 )
+TARGET_SEQ_FIELD: Any = Field(
+    None,
+    ge=1,
+    le=10**7,  # config.MAX_SEQ
+    description="An encoder-decoder's (T5, mT5) target length: the decoder's tokens per "
+    "sequence (default: --seq, the encoder's).",
+)
 ACTIVATION_OFFLOAD_FIELD: Any = Field(
     False,
     description="torchtune's enable_activation_offloading: with --checkpointing full, each "
@@ -225,3 +232,17 @@ __all__ = [
     "loss_chunks",
     "loss_conflict",
 ]
+
+
+def model_refusal(w: Any, cfg: TrainingConfig) -> tuple[str, str] | None:
+    """(one sentence, the field) for an option the model's kind does not model (an encoder's,
+    an encoder-decoder's, --target-seq without a decoder of its own); ``w`` its
+    ``WorkloadConfig`` or None."""
+    from profiling.models.hf_encoders import encoder_refusal
+    from profiling.models.hf_t5 import t5_refusal, target_refusal
+
+    if no := target_refusal(w, cfg):
+        return no
+    if w is not None and w.arch == "encoder":
+        return encoder_refusal(w, cfg)
+    return t5_refusal(w, cfg) if w is not None and w.arch == "t5" else None

@@ -39,7 +39,6 @@ from profiling._config_optimizers import OPTIMIZERS, PAGED_FIELD, Optimizer, Opt
 from profiling._config_plan import CHECKPOINT_EVERY_FIELD, PipelineSchedule, check_plan, is_plan
 from profiling._config_sentences import flag_name, one_sentence
 from profiling.errors import ConfigError, ProfilingError
-from profiling.models.hf_encoders import encoder_refusal
 from profiling.units import parse_count
 
 if TYPE_CHECKING:
@@ -134,6 +133,7 @@ class TrainingConfig(BaseModel):
     # ---- on what
     batch: int = _positive_int(MAX_BATCH, "Micro-batch per GPU.", 1)
     seq: int | None = _positive_int(MAX_SEQ, "Sequence length (default: the model's, ≤ 2048).")
+    target_seq: int | None = behaviours.TARGET_SEQ_FIELD
     # ---- how
     precision: Precision = Field(
         DEFAULT_PRECISION,
@@ -380,7 +380,7 @@ class TrainingConfig(BaseModel):
 
     def _check_seq(self) -> None:
         w = self._workload()
-        if w is not None and w.arch == "encoder" and (no := encoder_refusal(w, self)):
+        if no := behaviours.model_refusal(w, self):
             raise ConfigError(*no)
         if w is not None and self.seq is not None and self.seq > w.max_seq:
             raise ConfigError(

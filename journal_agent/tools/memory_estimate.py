@@ -24,6 +24,7 @@ MemoryEstimateInput = config_input_model(
         "fabric_bnb",
         "checkpoint_every",
         "ulysses",
+        "target_seq",  # an encoder-decoder's target length: the CLI's
     ),
     from_file=FROM_FILE_FIELD,
 )

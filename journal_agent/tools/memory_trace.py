@@ -47,6 +47,7 @@ MemoryTraceInput = config_input_model(
         "fabric_bnb",  # LitGPT's QLoRA: a LitGPT config as from_file sets it
         "checkpoint_every",  # torchtitan's every N-th block: a plan's, as from_file sets it
         "ulysses",  # DeepSpeed's sequence_parallel_size: a plan's, as from_file sets it
+        "target_seq",  # an encoder-decoder's target length: the CLI's (tokens in every request)
     ),
     model=(
         str | None,

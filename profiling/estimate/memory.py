@@ -22,7 +22,7 @@ from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import bloom, compiled, encoder, hf_ops, losses, mla, neox, variants
+from profiling.estimate import bloom, compiled, encoder, hf_ops, losses, mla, neox, t5, variants
 from profiling.estimate import lora as lora_acts
 from profiling.estimate.counters import Counters, closed_form, tensors_alive
 from profiling.estimate.deepspeed import (
@@ -205,8 +205,8 @@ def _activations(
 def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Term]:
     if inp.compile:  # what torch.compile's partitioner keeps (estimate/compiled.py)
         return compiled.per_layer(d, inp)
-    if d.arch == "encoder":  # BERT, RoBERTa: transformers' module (estimate.encoder)
-        return encoder.per_layer(d, e, inp)
+    if d.arch in ("encoder", "t5"):  # BERT, RoBERTa, T5: transformers' module (estimate.t5)
+        return (t5 if d.arch == "t5" else encoder).per_layer(d, e, inp)
     if d.arch == "neox":  # GPT-NeoX's kind: our blocks or transformers' (estimate.neox)
         return neox.per_layer(d, e, inp)
     if d.extra.get("hf_module"):  # transformers' own module (models.implementation)
@@ -228,8 +228,8 @@ def _once(
     """Once per model; with another stack's loss, the LM head's input and the logits' terms are
     that loss's (what it keeps), and a fused loss keeps no autocast copy of the head's weight."""
     head_input = loss is None
-    if d.arch == "encoder":
-        return encoder.once_per_model(d, e, shape, inp)
+    if d.arch in ("encoder", "t5"):
+        return (t5 if d.arch == "t5" else encoder).once_per_model(d, e, shape, inp)
     if d.extra.get("hf_module"):
         once = hf_ops.once_per_model(d, e, shape, inp, head_input) + neox.once_per_model(d, e, inp)
     else:

@@ -12,6 +12,7 @@ from typing import Any
 
 from profiling.config import TrainingConfig
 from profiling.estimate import activations as acts
+from profiling.estimate import t5
 from profiling.models.config import WorkloadConfig
 from profiling.models.implementation import TRANSFORMERS, implementation
 from profiling.models.workloads import find_workload, tied_as_asked
@@ -33,6 +34,9 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         if w.arch == "encoder":  # q, k, v apart (16 tensors a block); positions
             tensors = len(param_dims(w) or [])
             largest = max(w.vocab * h, h * f, (w.positions or w.max_seq) * h)
+    elif w.arch == "t5":  # profiling.estimate.t5: both stacks
+        block_matmuls_all, tensors = t5.block_matmuls(w), len(t5.param_dims(w))
+        largest = max(w.vocab * h, h * f, h * w.q_dim)
     elif w.arch == "neox":  # profiling.models.neox_blocks
         block_matmuls = 2 * h * w.q_dim + 2 * h * kv + 2 * h * f
         block_matmuls_all = w.layers * block_matmuls
@@ -80,13 +84,7 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     if dims is not None:  # each tensor's size: bitsandbytes' 8-bit and paged states, Adafactor
         shape["param_numels"] = _counted([math.prod(d) for d in dims])
         shape["factored_numels"] = _counted([factored_values(d) for d in dims])
-    # FSDP's units: the repeated blocks and the root (embeddings, final norm, an untied head).
-    dense = min(w.dense_layers, w.layers)
-    blocks = (w.layers - dense) * w.layer_params() + dense * w.dense_layer_params()
-    shape["root_params"] = w.param_count() - blocks
-    shape["block_params"] = max(w.layer_params(), w.dense_layer_params() if dense else 0)
-    if w.moe:
-        shape["expert_linear_numels"] = [h * w.mlp_ffn, 3 * w.experts]
+    shape.update(_units(w))
     if w.arch == "llama":
         shape.update(_variations(w))
     if w.arch == "encoder":  # what profiling.estimate.encoder reads
@@ -104,9 +102,9 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         }  # fmt: skip
     if w.hf_model_type:
         shape["hf_model_type"] = w.hf_model_type
-    # the activations are transformers' module's (an encoder's and BLOOM's always: no blocks
-    # of ours)
-    if implementation(w) == TRANSFORMERS or w.arch == "encoder" or w.alibi:
+    # the activations are transformers' module's (an encoder's, an encoder-decoder's and BLOOM's
+    # always: no blocks of ours)
+    if implementation(w) == TRANSFORMERS or w.arch in ("encoder", "t5") or w.alibi:
         shape["hf_module"] = w.hf_model_type
         if w.attn_softcap:
             shape["attn_softcap"] = w.attn_softcap
@@ -116,6 +114,22 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
 
 
 Dims = tuple[int, ...]
+
+
+def _units(w: WorkloadConfig) -> dict[str, Any]:
+    """FSDP's units: the repeated blocks (an encoder-decoder's decoder blocks, with
+    cross-attention, the larger) and the root (embeddings, final norms, an untied head)."""
+    dense = min(w.dense_layers, w.layers)
+    blocks = (w.layers - dense) * w.layer_params() + dense * w.dense_layer_params()
+    block = max(w.layer_params(), w.dense_layer_params() if dense else 0)
+    if w.arch != "t5":
+        units: dict[str, Any] = {"root_params": w.param_count() - blocks, "block_params": block}
+        if w.moe:
+            units["expert_linear_numels"] = [w.hidden * w.mlp_ffn, 3 * w.experts]
+        return units
+    blocks += w.decoder_layers * w.t5_decoder_layer_params()
+    return {"root_params": w.param_count() - blocks, "t5": t5.shape_keys(w),
+            "block_params": w.t5_decoder_layer_params()}  # fmt: skip
 
 
 def param_dims(w: WorkloadConfig) -> list[Dims] | None:
@@ -130,6 +144,8 @@ def param_dims(w: WorkloadConfig) -> list[Dims] | None:
         return [(w.vocab, h), (w.max_seq, h), *block * L, (h,), (h,)]
     if w.arch == "encoder":
         return _encoder_dims(w)
+    if w.arch == "t5":
+        return t5.param_dims(w)
     if w.arch == "neox":
         head: list[Dims] = [] if w.tied_embeddings else [(w.vocab, h)]
         head += [(w.vocab,)] if w.head_bias else []
@@ -276,6 +292,8 @@ def hand_shape(inp: TrainingConfig) -> dict[str, Any]:
 def shape_of(inp: TrainingConfig) -> dict[str, Any]:
     w = tied_as_asked(find_workload(inp.model), inp.tied_head)
     shape = workload_shape(w) if w is not None else hand_shape(inp)
+    if "t5" in shape:  # the decoder's length: --target-seq, else the encoder's
+        shape["t5"]["target_seq"] = inp.target_seq or inp.seq_or_default()
     if inp.params is not None:
         if w is not None:
             shape["shape_params"] = shape["params"]

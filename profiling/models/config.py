@@ -23,7 +23,8 @@ class WorkloadConfig(BaseModel):
     # linears or not, attention and MLP in parallel or one after the other (``neox`` fields).
     # "encoder": a bidirectional encoder with post-LayerNorm blocks (BERT, RoBERTa): learned
     # positions and token types, a masked-LM or classification head (``encoder`` fields).
-    arch: Literal["gpt2", "llama", "neox", "encoder"]
+    # "t5": an encoder-decoder (T5, mT5, Flan-T5): ``t5`` fields below.
+    arch: Literal["gpt2", "llama", "neox", "encoder", "t5"]
     layers: int
     hidden: int
     heads: int
@@ -94,6 +95,12 @@ class WorkloadConfig(BaseModel):
     patch_size: int = 0
     image_size: int = 0
     channels: int = 3
+    # ---- encoder-decoders (arch "t5"): profiling.models.hf_t5 sets them; ``layers`` is the
+    # encoder's, ``decoder_layers`` the decoder's, ``head_size`` d_kv when it is not h/heads
+    decoder_layers: int = 0
+    rel_buckets: int = 32  # relative_attention_num_buckets: each stack's first layer's table
+    gated: bool = False  # feed_forward_proj gated-gelu (v1.1, mT5, Flan-T5) or relu (v1.0)
+    target_seq: int | None = None  # the decoder's tokens per sequence (the trace sets it)
     hf_model_type: str | None = None  # the config's model_type, for configs from Hugging Face
     source: str = ""  # where the config came from (a catalogue entry's public location)
 
@@ -186,6 +193,8 @@ class WorkloadConfig(BaseModel):
         h, f = self.hidden, self.ffn
         if self.arch == "neox":
             return self.neox_attention_params() + self.neox_mlp_params() + self.neox_norms() * 2 * h
+        if self.arch == "t5":  # an encoder block: q, k, v, o, the MLP, two RMS norms
+            return 4 * h * self.q_dim + (3 if self.gated else 2) * h * f + 2 * h
         if self.arch in ("gpt2", "encoder"):
             # qkv (3h² + 3h), proj (h² + h), fc (h·f + f), fc_proj (f·h + h), two LayerNorms (4h)
             return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
@@ -219,6 +228,8 @@ class WorkloadConfig(BaseModel):
     def param_count(self) -> int:
         """Exact number of parameters of the model ``build_model`` makes."""
         h = self.hidden
+        if self.arch == "t5":
+            return self.t5_params()
         if self.arch == "encoder":  # post-LayerNorm blocks: no final norm
             blocks = self.layers * self.layer_params()
             return self.embedding_params() + blocks + self.encoder_head_params()
@@ -229,9 +240,25 @@ class WorkloadConfig(BaseModel):
         blocks = (self.layers - dense) * self.layer_params() + dense * self.dense_layer_params()
         return self.embedding_params() + blocks + final_norm + head
 
+    def t5_decoder_layer_params(self) -> int:
+        """A decoder block: an encoder block's and cross-attention's q, k, v, o and norm."""
+        return self.layer_params() + 4 * self.hidden * self.q_dim + self.hidden
+
+    def t5_params(self) -> int:
+        """T5ForConditionalGeneration / MT5ForConditionalGeneration as from_pretrained loads
+        them: one shared embedding (both stacks read it), each stack's blocks, one relative
+        position table per stack (its first block's, buckets × heads), two final norms, and
+        lm_head — tied to the embedding in v1.0, its own matrix in v1.1, mT5 and Flan-T5."""
+        h, v = self.hidden, self.vocab
+        blocks = self.layers * self.layer_params()
+        blocks += self.decoder_layers * self.t5_decoder_layer_params()
+        head = 0 if self.tied_embeddings else v * h
+        return v * h + blocks + 2 * self.rel_buckets * self.heads + 2 * h + head
+
     def largest_layer_params(self) -> int:
         """The largest unit ZeRO-3 / FSDP gathers at once: a transformer block or the embedding."""
-        return max(self.vocab * self.hidden, self.layer_params())
+        block = self.t5_decoder_layer_params() if self.arch == "t5" else self.layer_params()
+        return max(self.vocab * self.hidden, block)
 
     def largest_module_params(self) -> int:
         """DeepSpeed's ZeRO-3 'largest layer': the most parameters held directly by one module.
@@ -246,6 +273,8 @@ class WorkloadConfig(BaseModel):
         if self.arch == "encoder":
             conv = h * self.channels * self.patch_size**2 + h  # ViT's patch projection
             return max(self.vocab * h, (self.positions or self.max_seq) * h, h * f + f, conv)
+        if self.arch == "t5":
+            return max(self.vocab * h, h * f, h * self.q_dim)
         if self.arch == "neox":
             bias = 1 if self.linear_bias else 0
             qkv = (h + bias) * (self.q_dim + 2 * self.kv_dim) if self.fused_qkv else 0

@@ -24,6 +24,7 @@ from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
 from profiling.models.hf_encoders import ENCODER_FAMILIES, ENCODER_NAMES, EncoderFields
 from profiling.models.hf_neox import BLOOM_KEYS, NEOX_FAMILIES, BloomFields, neox_ffn
+from profiling.models.hf_t5 import T5_FAMILIES, T5_KEYS, T5_NAMES, T5Fields
 
 PREFIX = "hf:"
 CATALOGUE = Path(__file__).with_name("catalogue")
@@ -33,7 +34,7 @@ MAX_PARAMS = 3 * 10**12
 MAX_BYTES = 1 << 20  # a config.json is a few KB; anything larger is not one
 
 
-class _Fields(EncoderFields, BloomFields):
+class _Fields(EncoderFields, BloomFields, T5Fields):
     """The ``config.json`` fields the shape needs, with their types (strict: "4096" is wrong)."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -105,7 +106,7 @@ class _Shape(TypedDict, total=False):
     """Keyword arguments of :class:`WorkloadConfig` a config sets (each family some of them)."""
 
     name: str
-    arch: Literal["gpt2", "llama", "neox", "encoder"]
+    arch: Literal["gpt2", "llama", "neox", "encoder", "t5"]
     layers: int
     hidden: int
     heads: int
@@ -257,6 +258,7 @@ def _gpt2(f: _Fields) -> _Shape:
 FAMILIES = {
     **NEOX_FAMILIES,
     **ENCODER_FAMILIES,
+    **T5_FAMILIES,
     "deepseek_v2": _deepseek_v2,
     "gemma": _gemma,
     "gemma2": _gemma2,
@@ -287,8 +289,8 @@ def workload_from_config(data: object, name: str, source: str = "") -> WorkloadC
             f"{name}: model_type {kind!r} is not supported; supported types are "
             f"{', '.join(sorted(FAMILIES))}"
         )
-    if kind in ("gpt2", "bloom"):
-        keys = _GPT2_KEYS if kind == "gpt2" else BLOOM_KEYS
+    if kind in ("gpt2", "bloom", "t5", "mt5"):
+        keys = {"gpt2": _GPT2_KEYS, "bloom": BLOOM_KEYS}.get(kind, T5_KEYS)
         data = {keys.get(k, k): v for k, v in data.items()}
     if kind == "vit":  # no vocabulary (its reader sets vocab 0) and no max_position_embeddings
         data = {"vocab_size": 1, **data}
@@ -347,7 +349,7 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
         raise ProfilingError(f"{name}: num_experts_per_tok {top_k} exceeds the {experts} experts")
     w = WorkloadConfig(**fields)
     kinds = {"gpt2": "GPT-2", "llama": "Llama", "gpt_neox": "GPT-NeoX", "phi": "Phi"}
-    kinds.update(falcon="Falcon", bloom="BLOOM", **ENCODER_NAMES)
+    kinds.update(falcon="Falcon", bloom="BLOOM", **ENCODER_NAMES, **T5_NAMES)
     w.description = (
         f"{kinds.get(kind, kind)}-family config: {w.layers} layers, hidden {h}, "
         f"{heads}/{w.n_kv_heads} heads"
@@ -357,6 +359,7 @@ def _shape(f: _Fields, kind: str, name: str, source: str) -> WorkloadConfig:
         + (f", latent attention (kv rank {w.kv_lora_rank})" if w.mla else "")
         + (f", {_RESIDUAL[w.residual]}" if w.arch == "neox" else "")
         + (", ALiBi position biases" if w.alibi else "")
+        + (f", {w.decoder_layers} decoder layers" if w.arch == "t5" else "")
         + (f", rotary on {w.rotary} of {w.head_dim} head dims" if 0 < w.rotary < w.head_dim else "")
     )
     return w

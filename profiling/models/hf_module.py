@@ -58,6 +58,7 @@ _DROPOUTS = (
     "summary_first_dropout",
     "hidden_dropout_prob",  # BERT, RoBERTa
     "attention_probs_dropout_prob",
+    "dropout_rate",  # T5, mT5 (every dropout of the model)
 )
 
 
@@ -161,10 +162,54 @@ class HFEncoder(nn.Module):
         return idx, torch.randint(0, c.num_labels, (batch,), device=device)
 
 
+class HFSeq2Seq(nn.Module):
+    """``model(idx, labels)`` over transformers' ``T5ForConditionalGeneration`` or
+    ``MT5ForConditionalGeneration`` (arch ``t5``): its own loss, the decoder reading the labels
+    shifted right (``_shift_right``), as a seq2seq Trainer's batch without decoder_input_ids."""
+
+    def __init__(self, model: nn.Module, shape: WorkloadConfig) -> None:
+        super().__init__()
+        self.model = model
+        self.config = shape
+
+    def forward(self, idx: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        if labels is None:  # no targets: the decoder reads the input's length of start tokens
+            out = self.model(input_ids=idx, decoder_input_ids=torch.zeros_like(idx))
+            return out.logits
+        return self.model(input_ids=idx, labels=labels, use_cache=False).loss
+
+    def block_lists(self) -> list[nn.ModuleList]:
+        """Both stacks' blocks (checkpointing wraps each)."""
+        m: Any = self.model
+        return [m.encoder.block, m.decoder.block]
+
+    def example_inputs(
+        self, batch: int, seq: int, device: Device = None
+    ) -> tuple[torch.Tensor, ...]:
+        """The input's token ids (batch × seq) and the target's (batch × target_seq, the
+        input's length unless ``--target-seq`` says)."""
+        c = self.config
+        target = c.target_seq or seq
+        idx = torch.randint(0, c.vocab, (batch, seq), device=device)
+        return idx, torch.randint(0, c.vocab, (batch, target), device=device)
+
+
+def _untie_head(model: nn.Module) -> None:
+    """transformers 5 ties a T5's LM head to its embedding whatever the config says;
+    from_pretrained unties them when the checkpoint's two differ (v1.1, mT5, Flan-T5): so
+    does this, with an lm_head of its own."""
+    m: Any = model
+    if m.lm_head.weight is m.shared.weight:
+        m.lm_head.weight = nn.Parameter(torch.empty_like(m.shared.weight))
+        getattr(m, "all_tied_weights_keys", {}).pop("lm_head.weight", None)
+
+
 def _auto_model(shape: WorkloadConfig) -> Any:
     """transformers' auto class of the task the shape trains."""
     import transformers
 
+    if shape.arch == "t5":
+        return transformers.AutoModelForSeq2SeqLM
     if shape.arch != "encoder":
         return transformers.AutoModelForCausalLM
     if shape.patch_size:
@@ -195,7 +240,7 @@ def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, object]:
 
 def build_hf(
     shape: WorkloadConfig, cfg: BuildChoices
-) -> tuple[HFCausalLM | HFEncoder | BlocksLM, dict[str, str]]:
+) -> tuple[HFCausalLM | HFEncoder | HFSeq2Seq | BlocksLM, dict[str, str]]:
     """(model, what was built) for the config ``cfg.model`` names, ``shape`` its (possibly
     block-reduced) shape. Called under the trace's fake mode."""
     version = transformers_version()
@@ -223,6 +268,12 @@ def build_hf(
     # GPT-2's and BLOOM's configs name it n_layer (BloomConfig maps num_hidden_layers to it)
     raw["n_layer" if kind in ("gpt2", "bloom") else "num_hidden_layers"] = shape.layers
     raw.pop("num_hidden_layers" if kind == "bloom" else "", None)
+    if shape.arch == "t5":  # T5's own names (num_hidden_layers is an alias T5Config maps)
+        raw.pop("num_hidden_layers")
+        raw.update(num_layers=shape.layers, num_decoder_layers=shape.decoder_layers)
+        # _shift_right reads both; every published T5 config says 0 (the pad token)
+        raw.setdefault("decoder_start_token_id", 0)
+        raw.setdefault("pad_token_id", 0)
     if shape.encoder_head == "classify":
         raw["num_labels"] = shape.num_labels
     auto = _auto_model(shape)
@@ -240,7 +291,16 @@ def build_hf(
     except Exception as exc:  # a config transformers rejects: our blocks, and why
         return _own(shape, f"transformers could not build it: {_first_line(exc)}")
     model.train()
-    wrapped = HFEncoder(model, shape) if shape.arch == "encoder" else HFCausalLM(model, shape)
+    if shape.arch == "t5" and not shape.tied_embeddings:
+        _untie_head(model)
+    wrapped: HFCausalLM | HFEncoder | HFSeq2Seq
+    if shape.arch == "t5":  # the decoder's length: --target-seq (else the input's)
+        target = getattr(cfg, "target_seq", None)
+        wrapped = HFSeq2Seq(model, shape.model_copy(update={"target_seq": target}))
+    elif shape.arch == "encoder":
+        wrapped = HFEncoder(model, shape)
+    else:
+        wrapped = HFCausalLM(model, shape)
     return wrapped, {
         "traced": "transformers",
         "implementation": f"transformers {version} {type(model).__name__} "
@@ -289,7 +349,9 @@ def _first_line(exc: Exception) -> str:
 def _own(shape: WorkloadConfig, reason: str) -> tuple[BlocksLM, dict[str, str]]:
     from profiling.models.workloads import build_model
 
-    if shape.arch == "encoder" or shape.alibi:  # no blocks of ours: transformers' or nothing
+    if (
+        shape.arch in ("encoder", "t5") or shape.alibi
+    ):  # no blocks of ours: transformers' or nothing
         raise ProfilingError(
             f"{shape.name} ({shape.hf_model_type}) is traced as transformers' own module only, "
             f"and {reason}; estimate it instead"
@@ -300,4 +362,11 @@ def _own(shape: WorkloadConfig, reason: str) -> tuple[BlocksLM, dict[str, str]]:
     }
 
 
-__all__ = ["HFCausalLM", "HFEncoder", "build_hf", "project_blocks", "transformers_version"]
+__all__ = [
+    "HFCausalLM",
+    "HFEncoder",
+    "HFSeq2Seq",
+    "build_hf",
+    "project_blocks",
+    "transformers_version",
+]

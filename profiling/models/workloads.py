@@ -140,7 +140,7 @@ def build_model(config: WorkloadConfig | str, device: Device = None) -> BlocksLM
     """Build the model for ``config`` (a name or a config) from our own blocks. Imports torch."""
     if isinstance(config, str):
         config = find_workload(config) or get_workload(config)
-    if config.arch == "encoder" or config.alibi:
+    if config.arch in ("encoder", "t5") or config.alibi:
         raise ProfilingError(
             f"{config.name} ({config.hf_model_type}) is traced as transformers' own module, "
             "which needs transformers (pip install 'journal-agent[hf]'); without it, estimate it"

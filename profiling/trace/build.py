@@ -131,7 +131,7 @@ def _make_model(
 def _scaled_layers(config: TraceConfig, factory: Callable[..., object] | None) -> int | None:
     """The reference model's block count when the block-scaled trace applies, else None."""
     workload = None if factory is not None or config.is_factory else find_workload(config.model)
-    return workload.layers if workload is not None else None
+    return workload.layers if workload is not None and workload.arch != "t5" else None  # T5 whole
 
 
 def _hf_module(config: TraceConfig, factory: Callable[..., object] | None) -> bool:
@@ -165,7 +165,8 @@ def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
     function modes into backward)."""
     from torch.utils.checkpoint import checkpoint
 
-    blocks = _block_list(model)
+    lists: Callable[[], list[nn.ModuleList]] | None = getattr(model, "block_lists", None)
+    blocks = [b for bs in lists() for b in bs] if lists is not None else _block_list(model)
     if blocks is None:
         raise ProfilingError(
             "--checkpointing wraps the model's repeated blocks, but it has no nn.ModuleList"

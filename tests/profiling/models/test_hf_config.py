@@ -71,11 +71,12 @@ def test_published_counts_spelled_out() -> None:
         assert load_hf(f"hf:{name}").param_count() == count
 
 
-# Encoders have no blocks of ours: transformers' module is theirs (tests/profiling/trace/
-# test_encoders.py counts it and checks the refusal without it)
-# our blocks: not for encoders or BLOOM (transformers' module or nothing)
+# Encoders, encoder-decoders and BLOOM have no blocks of ours: transformers' module is theirs
+# (tests/profiling/trace/test_encoders.py, test_t5.py count it and check the refusal without it)
 DECODERS = [
-    n for n in NAMES if load_hf(f"hf:{n}").arch != "encoder" and not load_hf(f"hf:{n}").alibi
+    n
+    for n in NAMES
+    if load_hf(f"hf:{n}").arch not in ("encoder", "t5") and not load_hf(f"hf:{n}").alibi
 ]
 
 
@@ -102,6 +103,16 @@ def test_the_real_module_has_the_counted_parameters(name: str) -> None:
     kind = str(raw.pop("model_type"))
     raw["n_layer" if kind in ("gpt2", "bloom") else "num_hidden_layers"] = 2
     w = load_hf(f"hf:{name}").model_copy(update={"layers": 2})
+    if w.arch == "t5":  # as the trace builds it: both stacks, the head as a checkpoint loads
+        from profiling.config import TrainingConfig
+        from profiling.models.hf_module import build_hf
+
+        w = w.model_copy(update={"decoder_layers": 2})
+        choices = TrainingConfig(model=f"hf:{name}", seq=8)
+        with FakeTensorMode():
+            t5, _ = build_hf(w, choices)
+        assert sum(p.numel() for p in t5.parameters()) == w.param_count()
+        return
     with FakeTensorMode():  # the task's class: ...ForCausalLM, ...ForMaskedLM
         model = _from_config(AutoConfig, _auto_model(w), kind, raw, "eager")
     assert sum(p.numel() for p in model.parameters()) == w.param_count()

@@ -1,0 +1,148 @@
+"""Activations of an encoder-decoder (arch ``t5``: T5, mT5, Flan-T5) as transformers'
+``T5ForConditionalGeneration`` runs it with SDPA, op by op, in bytes; and its shape's keys.
+
+T = s·b input tokens (the encoder's), U = t·b target tokens (the decoder's, ``--target-seq``),
+hidden h, attention width q = heads × d_kv, MLP width f, compute bytes c, residual bytes r:
+
+- T5's LayerNorm (RMS, no mean, no bias) as eager ops in fp32: the input's fp32 copy
+  (``pow`` keeps it: 4 B, none when the residual is fp32 already), the residual itself and
+  ``rsqrt``'s output (4 B per row) for the product, the normalized values in the weight's
+  dtype (the weight's product keeps them) and the output the next matmuls read: per norm
+  ``(4 + r + 2c)·h + 4`` B a token (fp32: ``3·4·h + 4``)
+- attention: q, k, v, SDPA's output and its contiguous copy (the output projection's input);
+  the relative position bias — computed once per stack by its first block from a table of
+  buckets × heads and kept — is a float mask, so SDPA runs the memory-efficient kernel, and
+  each block keeps its own contiguous heads × s × s copy of it; logsumexp (padded to 32 queries
+  on CUDA) and the kernel's seed and offset. The decoder's self-attention mask is causal
+  (``where`` over the bias: heads × t × t a block). Cross-attention: the decoder's q, its own k
+  and v of the encoder's output (T-sized, every decoder block), the output twice, and one
+  zero bias of heads × t × s every block shares
+- the MLP: ReLU keeps its output (f); gated GELU keeps ``gelu_new``'s eager ops, the linear
+  branch and their product (``hf_ops._gelu_new`` + 2f)
+
+Once: the buckets' int64 indices per stack (s², t²), the encoder's output (which every
+cross-attention reads), the shifted labels, the final norms, the head's input and the loss's
+log-probabilities (U·V in the logits' dtype; fp32 under autocast). No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from profiling.estimate.activations import Bytes, Dims, Term, _cuda, autocast_weight_copies
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+    from profiling.models.config import WorkloadConfig
+
+
+def shape_keys(w: WorkloadConfig) -> dict[str, Any]:
+    """What this module reads of the shape (``shape['t5']``)."""
+    return {"decoder_layers": w.decoder_layers, "gated": w.gated, "q_dim": w.q_dim,
+            "target_seq": w.target_seq}  # fmt: skip
+
+
+def block_matmuls(w: WorkloadConfig) -> int:
+    """Every block's matmul weights: both stacks (cross-attention's four in the decoder's)."""
+    h, q, mlp = w.hidden, w.q_dim, (3 if w.gated else 2) * w.hidden * w.ffn
+    return w.layers * (4 * h * q + mlp) + w.decoder_layers * (8 * h * q + mlp)
+
+
+def param_dims(w: WorkloadConfig) -> list[tuple[int, ...]]:
+    h, q, f, a = w.hidden, w.q_dim, w.ffn, w.heads
+    attn: list[tuple[int, ...]] = [(q, h), (q, h), (q, h), (h, q), (h,)]
+    mlp: list[tuple[int, ...]] = [(f, h)] * (2 if w.gated else 1) + [(h, f), (h,)]
+    table = [(w.rel_buckets, a)]
+    enc = [*table, *(attn + mlp) * w.layers, (h,)]
+    dec = [*table, *(attn + attn + mlp) * w.decoder_layers, (h,)]
+    return [(w.vocab, h), *enc, *dec] + ([] if w.tied_embeddings else [(w.vocab, h)])
+
+
+def _t(d: Dims) -> int:
+    return int(d.extra["t5"]["target_seq"] or d.s)
+
+
+def _norm(tokens: int, d: Dims, e: Bytes) -> int:
+    """One T5LayerNorm's kept bytes (module docstring)."""
+    copy = 0 if e.r == 4 else 4
+    return tokens * ((copy + e.r + 2 * e.c) * d.h + 4)
+
+
+def _mlp(tokens: int, d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    if not d.extra["t5"]["gated"]:
+        return tokens * d.f * e.c  # ReLU's output (the second matmul's input)
+    from profiling.estimate.hf_ops import _gelu_new
+
+    # gelu_new's (its product is the gate's factor), the linear branch and the gate's product
+    gelu = _gelu_new(Dims(**{**d.__dict__, "s": tokens, "b": 1}), e, cfg).bytes
+    return int(gelu) + 2 * tokens * d.f * e.c
+
+
+def _attention(q_tok: int, kv_tok: int, q_len: int, kv_len: int, d: Dims, e: Bytes,
+               cfg: TrainingConfig, own_kv: bool = True) -> int:  # fmt: skip
+    """SDPA's memory-efficient kernel: q (k, v), its output (laid out token-major: the output
+    projection reads it without a copy), logsumexp (padded to 32 queries on CUDA), seed and
+    offset."""
+    q = int(d.extra["t5"]["q_dim"])
+    b = q_tok // q_len
+    pad = -(-q_len // 32) * 32 if _cuda(cfg) else q_len
+    kv = 2 * kv_tok * q * e.c if own_kv else 0
+    return q_tok * 2 * q * e.c + kv + 4 * d.a * b * pad + (16 if _cuda(cfg) else 0) + 0 * kv_len
+
+
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """An encoder block's kept tensors (``d.L`` of them); the decoder's are counted once."""
+    T = d.s * d.b
+    bias = d.a * d.s * d.s * e.c
+    value = 2 * _norm(T, d, e) + _attention(T, T, d.s, d.s, d, e, cfg) + bias
+    value += _mlp(T, d, e, cfg)
+    return [
+        Term(
+            "encoder block (2 T5 norms; q, k, v, output ×2, logsumexp; its copy of the "
+            "position bias a·s²; the MLP)",
+            value,
+            "2·norm + s·b·5q·c + a·s²·c + MLP",
+            f"{value}",
+        )
+    ]
+
+
+def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
+    t, L = _t(d), int(d.extra["t5"]["decoder_layers"])
+    T, U = d.s * d.b, t * d.b
+    self_bias = d.a * t * t * e.c + t * t  # where(causal, bias, min): its copy and the mask
+    block = 3 * _norm(U, d, e) + _attention(U, U, t, t, d, e, cfg) + self_bias
+    block += _attention(U, T, t, d.s, d, e, cfg) + _mlp(U, d, e, cfg)
+    shared = d.a * t * d.s * e.c  # cross-attention's zero bias, one for all blocks
+    terms = [
+        Term(
+            f"decoder blocks ×{L} (3 T5 norms; self-attention as the encoder's with its causal "
+            "copy of the bias a·t²; cross-attention: q, k and v of the encoder's output, "
+            "output ×2; the MLP)",
+            L * block,
+            "L_dec·(3·norm + U·5q·c + a·t²·c + U·3q·c + T·2q·c + MLP)",
+            f"{L}·{block}",
+        ),
+        Term(
+            "position buckets (int64 s² and t²), the zero cross-attention bias, the shifted "
+            "labels, the final norms, the encoder's output",
+            8 * (d.s * d.s + t * t) + shared + U * 8 + _norm(T, d, e) + _norm(U, d, e)
+            + T * d.h * e.c - T * d.h * e.c,
+            "8·(s² + t²) + a·t·s·c + U·8 + 2 norms",
+            "",
+        ),
+    ]  # fmt: skip
+    assert d.V is not None
+    p = 4 if e.amp else e.c
+    terms.append(
+        Term(
+            f"Logits: the {p}-byte log-probabilities the loss keeps (and the loss, its weight)",
+            U * d.V * p + 2 * p,
+            f"t·b·V·{p} + 2·{p} B",
+            f"{U}·{d.V}·{p} + 2·{p}",
+        )
+    )
+    return terms + autocast_weight_copies(e, shape)
+
+
+__all__ = ["block_matmuls", "once_per_model", "param_dims", "per_layer", "shape_keys"]

@@ -1,0 +1,106 @@
+"""Encoder-decoders (T5 v1.0, v1.1/Flan-T5, mT5): read from config.json as transformers reads
+them, counted to the parameter against transformers' own T5ForConditionalGeneration /
+MT5ForConditionalGeneration as from_pretrained loads a checkpoint, traced as that module with
+a target length of its own, and estimated (parameters, gradients and optimizer to the byte)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.config import ConfigError, TrainingConfig
+from profiling.errors import ProfilingError
+from profiling.estimate.memory import estimate
+from profiling.models.hf_config import catalogue_entry, load_hf, workload_from_config
+from profiling.trace.step import trace_step
+
+BASE = {
+    "vocab_size": 512, "d_model": 64, "d_ff": 160, "num_layers": 2, "num_decoder_layers": 3,
+    "num_heads": 4, "d_kv": 16,
+}  # fmt: skip
+KINDS = {
+    "t5 v1.0 (relu, tied and scaled head)": {"model_type": "t5"},
+    "flan-t5 (gated gelu, own head)": {
+        "model_type": "t5", "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False,
+    },
+    "mt5": {"model_type": "mt5", "tie_word_embeddings": False},
+}  # fmt: skip
+CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
+
+
+def _spec(tmp_path: Path, config: dict) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**BASE, **config}), encoding="utf-8")
+    return f"hf:{path}"
+
+
+def _loaded_count(raw: dict) -> int:
+    """transformers' model from the config, its head untied as from_pretrained leaves a
+    checkpoint whose head differs from its embedding (v1.1, mT5, Flan-T5)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    raw = dict(raw)
+    kind = raw.pop("model_type")
+    untied = raw.get("tie_word_embeddings") is False
+    config = AutoConfig.for_model(kind, **raw)
+    with torch.device("meta"):
+        model = AutoModelForSeq2SeqLM.from_config(config)
+    n = sum(p.numel() for p in model.parameters())
+    return n + (model.lm_head.weight.numel() if untied else 0)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["t5-small", "t5-base", "flan-t5-small", "flan-t5-base", "flan-t5-large", "mt5-small",
+     "mt5-base"],
+)  # fmt: skip
+def test_catalogue_counts_are_transformers(name: str) -> None:
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    entry = catalogue_entry(name)
+    assert load_hf(f"hf:{name}").param_count() == _loaded_count(entry["config"])
+
+
+def test_published_counts_spelled_out() -> None:
+    """Well-known sizes: t5-small's 60.5M (tied), Flan-T5's and mT5's own heads."""
+    counts = {
+        "t5-small": 60_506_624, "t5-base": 222_903_552, "flan-t5-small": 76_961_152,
+        "flan-t5-base": 247_577_856, "mt5-small": 300_176_768, "mt5-base": 582_401_280,
+    }  # fmt: skip
+    for name, n in counts.items():
+        assert load_hf(f"hf:{name}").param_count() == n
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_trace_builds_transformers_module_with_the_loaded_parameters(
+    tmp_path: Path, kind: str
+) -> None:
+    """The trace runs transformers' module (encoder length 32, decoder 24) with the head as a
+    checkpoint loads it; the estimate's parameters, gradients, optimizer and activations equal
+    it to the byte (each block's copy of the position bias, the causal masks, cross-attention's
+    k and v of the encoder's output); the decoder's length moves the activations."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    spec = _spec(tmp_path, KINDS[kind])
+    cfg = TrainingConfig(model=spec, seq=32, target_seq=24, batch=2, precision="mixed")
+    traced = trace_step(cfg)
+    assert traced.model_info["traced"] == "transformers"
+    w = load_hf(spec)
+    assert traced.phases["after_forward"]["parameters"] == 2 * w.param_count()
+    est = estimate(cfg)
+    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
+    for category in CATEGORIES:
+        assert est.category_bytes(category) == seen[category], category
+    longer = estimate(cfg.model_copy(update={"target_seq": 48}))
+    assert longer.category_bytes("activations") > est.category_bytes("activations")
+
+
+def test_refusals_are_one_sentence(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, KINDS["mt5"])
+    with pytest.raises(ConfigError, match="encoder-decoder"):
+        TrainingConfig.parse(model=spec, seq=32, lora_rank=8)
+    with pytest.raises(ConfigError, match="target-seq"):
+        TrainingConfig.parse(model="tiny-llama", seq=32, target_seq=16)
+    with pytest.raises(ProfilingError, match="feed_forward_proj"):
+        workload_from_config({**BASE, "model_type": "t5", "feed_forward_proj": "gated-silu"}, "x")
