@@ -141,11 +141,10 @@ def check_behaviours(cfg: TrainingConfig) -> None:
             "(no --pp, --cp, --dp-shard, --dp-replicate)",
             "activation_offload",
         )
-    if cfg.compile and (cfg.tp > 1 or cfg.pp > 1 or cfg.cp > 1 or cfg.ulysses > 1):
+    if cfg.compile and cfg.ulysses > 1:
         raise ConfigError(
-            "--compile is modelled on one GPU, its data-parallel copies and FSDP plans "
-            "(--dp-shard, --dp-replicate; traced), not yet with --tp, --pp, --cp or --ulysses: "
-            "drop --compile, or those degrees",
+            "--compile is modelled on one GPU and on FSDP, TP, PP and CP plans (traced), not "
+            "yet with --ulysses: drop --compile, or --ulysses",
             "compile",
         )
     if cfg.compile and cfg.qlora:

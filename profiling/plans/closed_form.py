@@ -45,7 +45,7 @@ from profiling.plans.float8_form import (
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
 from profiling.plans.profile import Move, StageProfile, Vec, add, compose, vec
-from profiling.plans.result import PlanResult, plan_notes
+from profiling.plans.result import COMPILED_NOTE, PlanResult, plan_notes
 from profiling.plans.schedule import rank_actions
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
 
@@ -421,11 +421,6 @@ def _pipelined_backward(
 def estimate_plan(cfg: TrainingConfig) -> PlanResult:
     """Every pipeline rank's memory in closed form; its cost does not depend on the world size
     (one profile per stage, one composition per pipeline rank)."""
-    if cfg.compile:
-        raise ProfilingError(
-            "--compile on a plan is traced, not estimated yet (each block split by Inductor's "
-            "partitioner under FSDP2): run trace"
-        )
     if cfg.checkpointing == "selective":
         raise ProfilingError(
             "a plan's closed form has no Megatron-style selective checkpointing (the "
@@ -448,6 +443,13 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
         ranks.append(compose(r, layout.global_ranks(r), [profiles[i] for i in held], actions,
                              layout.microbatches, holds=layout.schedule == "1f1b"))  # fmt: skip
     notes = [*plan_notes(cfg, layout), "closed form: trace the plan for torch's own numbers"]
+    if cfg.compile:  # the partitioner's choices are traced, not yet in closed form
+        notes = [n for n in notes if not n.startswith(COMPILED_NOTE)]
+        notes.append(
+            "torch.compile: the closed form counts each block as eager, an upper bound (the "
+            "partitioner keeps less: recomputes the pointwise chains); trace the plan for the "
+            "compiled blocks"
+        )
     return PlanResult(kind="estimated", config=cfg, layout=layout, params=w.param_count(),
                       ranks=ranks, stages=profiles, notes=notes)  # fmt: skip
 

@@ -101,6 +101,17 @@ def apply_ac(
         from profiling.trace.target import kernels
 
         extra["context_fn"] = lambda: (contextlib.nullcontext(), kernels(target))
+    if compiled and mode != "selective-op":
+        # a plain checkpoint under torch.compile: Dynamo's tag_activation_checkpoint runs it as
+        # selective checkpointing whose policy always prefers recomputation (torch's own
+        # _always_prefer_recompute); the partitioner then keeps the region's inputs alone
+        from torch._higher_order_ops.wrap import _always_prefer_recompute
+        from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+        # torchtitan's ptd_checkpoint_wrapper(..., preserve_rng_state=False)
+        extra = {"context_fn": functools.partial(create_selective_checkpoint_contexts,
+                                                 _always_prefer_recompute),
+                 "preserve_rng_state": False}  # fmt: skip
     if mode == "selective-op":
         from profiling.plans.op_sac import op_sac_context_fn
 

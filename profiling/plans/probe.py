@@ -255,6 +255,7 @@ def probe_pipelined(
 
     model = build_stage(cfg, workload, layout, stage, layers, mesh)
     x, y, labels = _inputs(cfg, workload, layout, stage)
+    _partitioned(cfg, model, x)
     n_stages = len(layout.stages)
     pp_stage = PipelineStage(model, stage.index, n_stages, torch.device("cpu"),
                              input_args=(x,), output_args=(y,),

@@ -44,6 +44,9 @@ class PlanResult(BaseModel):
         return self.highest.peak_bytes - self.lowest.peak_bytes
 
 
+COMPILED_NOTE = "torch.compile of each block"
+
+
 def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
     """What every result of the plan says about the step it stands for."""
     notes = [
@@ -78,9 +81,10 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
         )
     if cfg.compile:
         notes.append(
-            "torch.compile of each checkpointed block, as torchtitan compiles it: Inductor's "
-            "partitioner on fake tensors (the checkpoint's policy as its recompute tags), its "
-            "forward graph run op by op (Inductor's fused kernels hold fewer transients)"
+            f"{COMPILED_NOTE}, after tensor parallelism and checkpointing, as torchtitan compiles "
+            "it: Inductor's partitioner on fake tensors (DTensor weights as AOTAutograd flattens "
+            "them, the checkpoint's policy as its recompute tags), its forward graph run op by "
+            "op (Inductor's fused kernels hold fewer transients)"
         )
     if cfg.float8:
         notes.append(

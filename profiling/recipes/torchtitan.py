@@ -113,11 +113,7 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
             "runs torchrun with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
             "(run_llama_train.sh at 9dec370, run_train.sh since)")  # fmt: skip
     compile_key = "compile.enable" if r.has("compile.enable") else "training.compile"
-    plan = [s.key for s in r.used if s.field in ("tp", "pp", "cp")]
-    if r.get(compile_key) and plan:
-        r.ignore(compile_key, f"torch.compile under tensor, context or pipeline parallelism "
-                 f"({', '.join(plan)}) is not modelled yet", "compile")  # fmt: skip
-    elif r.get(compile_key):
+    if r.get(compile_key):
         r.use(compile_key, "compile", True, "torch.compile of each block, as the partitioner "
               "splits it")  # fmt: skip
     else:

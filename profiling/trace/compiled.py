@@ -23,6 +23,7 @@ estimate that count). Imports torch.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,31 +45,79 @@ class Partition:
     out_spec: Any  # the block's output structure (torch.utils._pytree)
     out_tensor: list[bool]  # which leaves of that structure are tensors
     saved_nodes: list[Any]  # the forward graph's nodes returned as saved, in order
+    spans: list[int]  # each primal's places among the graphs' flattened ones
+    wraps: list[Any]  # per primal: None, or how its flattened gradient is wrapped again
 
 
 class _Graphs(torch.autograd.Function):
-    """Runs a partition: its forward graph now, its backward graph in backward."""
+    """Runs a partition: its forward graph now, its backward graph in backward. A tensor
+    subclass among the primals (tensor parallelism's DTensor parameters) enters the graphs as
+    AOTAutograd flattened it (its local shard, its mesh) and its gradient leaves them wrapped
+    again, placed as the traced backward placed it."""
 
     @staticmethod
     def forward(ctx: Any, part: Partition, *primals: torch.Tensor) -> Any:
         with _plain():
-            result = part.forward.forward(*primals)  # the code, not a module's hooks
+            result = part.forward.forward(*flatten(primals))  # the code, not a module's hooks
         outs, saved = result[: part.outputs], result[part.outputs :]
         ctx.part = part
-        ctx.save_for_backward(*saved)
+        # a saved mesh is no tensor: kept beside the saved tensors
+        ctx.others = {i: s for i, s in enumerate(saved) if not isinstance(s, torch.Tensor)}
+        ctx.save_for_backward(*(s for s in saved if isinstance(s, torch.Tensor)))
         return tuple(outs)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> Any:
         part: Partition = ctx.part
-        saved = ctx.saved_tensors
+        tensors = iter(ctx.saved_tensors)
+        count = len(ctx.others) + len(ctx.saved_tensors)
+        saved = [ctx.others[i] if i in ctx.others else next(tensors) for i in range(count)]
         tangents = [
             g if g is not None else torch.zeros_like(o)
             for g, o in zip(grads, _tangent_likes(part), strict=False)
         ]
         with _plain():
             result = part.backward.forward(*saved, *tangents)
-        return (None, *result)
+        out: list[Any] = []
+        at = 0
+        for span, wrap in zip(part.spans, part.wraps, strict=True):
+            grad = result[at]
+            out.append(wrap(grad) if wrap is not None and grad is not None else grad)
+            at += span
+        return (None, *out)
+
+
+def flatten(tensors: Any) -> list[Any]:
+    """Tensors as AOTAutograd's graphs take them: a traceable subclass as its inner
+    attributes (a DTensor: its local tensor and its DeviceMesh), recursively."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    out: list[Any] = []
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and is_traceable_wrapper_subclass(t):
+            attrs, _ = t.__tensor_flatten__()  # type: ignore[attr-defined]  # the protocol
+            out.extend(flatten([getattr(t, a) for a in attrs]))
+        else:
+            out.append(t)
+    return out
+
+
+def _rewrap(like: torch.Tensor, grad: torch.Tensor | None) -> Callable[[Any], Any] | None:
+    """How a gradient of the flattened ``like`` becomes ``like``'s kind again: a DTensor on its
+    mesh with the placements the traced backward gave it (a replicated norm weight's under
+    sequence parallelism is Partial, as in eager)."""
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(like, DTensor):
+        return None
+    placements = grad.placements if isinstance(grad, DTensor) else like.placements
+    mesh, shape, stride = like.device_mesh, like.shape, like.stride()
+
+    def wrap(local: torch.Tensor) -> Any:
+        return DTensor.from_local(local, mesh, placements, run_check=False, shape=shape,
+                                  stride=stride)  # fmt: skip
+
+    return wrap
 
 
 def _tangent_likes(part: Partition) -> list[Any]:
@@ -116,10 +165,13 @@ def _boxed(gm: Any, example_inputs: Any) -> Any:
 
 
 def partition(
-    fn: Callable[..., Any], primals: list[torch.Tensor], target: str = "cpu"
-) -> tuple[Any, Any, int]:
-    """(forward graph, backward graph, user outputs) of ``fn(*primals)`` as Inductor's
-    partitioner splits it — under the fake mode the primals carry."""
+    fn: Callable[..., Any], primals: list[torch.Tensor], target: str = "cpu",
+    plain: Callable[..., Any] | None = None,
+) -> tuple[Any, Any, int, list[Any]]:  # fmt: skip
+    """(forward graph, backward graph, user outputs, each primal's gradient wrapper) of
+    ``fn(*primals)`` as Inductor's partitioner splits it — under the fake mode the primals
+    carry. With a subclass among the primals, one backward through AOTAutograd's own runtime
+    says how each gradient is placed."""
     from torch._functorch.aot_autograd import aot_function
     from torch._inductor.compile_fx import partition_fn
 
@@ -133,6 +185,8 @@ def partition(
             if "recompute" in node.meta and node.meta.get("ac_graph_id") is None:
                 node.meta["ac_graph_id"] = 1
         fw, bw = partition_fn(joint, joint_inputs, **kwargs)
+        for graph in (fw, bw):
+            _plain_rng(graph)
         got.update(fw=fw, bw=bw, n=kwargs["num_fwd_outputs"])
         return fw, bw
 
@@ -140,7 +194,16 @@ def partition(
     compiled = aot_function(fn, fw_compiler=_boxed, bw_compiler=_boxed, partition_fn=split)
     try:
         with mode:
-            compiled(*primals)
+            try:
+                grads = _subclass_grads(compiled(*primals), primals)  # AOTAutograd's runtime
+            except Exception:
+                # AOTAutograd's own runtime refuses a DeviceMesh saved for backward (a plain
+                # checkpoint of a TP block saves only its inputs, the meshes among them), which
+                # Dynamo holds as a constant: the graphs are made (and run here); the
+                # gradients' placements from the eager block without its checkpoint
+                if "bw" not in got:
+                    raise
+                grads = _subclass_grads((plain or fn)(*primals), primals)
     except ProfilingError:
         raise
     except Exception as exc:  # torch's own message, in one sentence
@@ -149,7 +212,53 @@ def partition(
             f"torch.compile's partitioner could not trace this block ({first[:200]}); "
             "leave out --compile"
         ) from None
-    return got["fw"], got["bw"], got["n"]
+    wraps = [_rewrap(p, g) for p, g in zip(primals, grads, strict=True)]
+    return got["fw"], got["bw"], got["n"], wraps
+
+
+def _plain_rng(gm: Any) -> None:
+    """A recomputed random op (SDPA's kernels, seeded) is wrapped by the partitioner in the
+    rng-state operators (``run_and_save_rng_state`` in forward, ``run_with_rng_state`` in
+    backward), which the trace's dispatch modes cannot run: the op itself runs in their place
+    (the saved state is a few bytes of generator state)."""
+    from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
+
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is run_and_save_rng_state:
+            node.target, changed = _run_and_save, True
+        elif node.op == "call_function" and node.target is run_with_rng_state:
+            node.target, changed = _run_with, True
+    if changed:
+        gm.recompile()
+
+
+def _run_and_save(op: Any, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+    return torch.empty(0, dtype=torch.uint8), op(*args, **kwargs)
+
+
+def _run_with(state: torch.Tensor, op: Any, *args: Any, **kwargs: Any) -> Any:
+    return op(*args, **kwargs)
+
+
+def _subclass_grads(outs: Any, primals: list[torch.Tensor]) -> list[Any]:
+    """Each primal's gradient from one backward of ``outs``, when a primal is a DTensor (else
+    Nones: nothing to rewrap)."""
+    from torch.distributed.tensor import DTensor
+
+    if not any(isinstance(p, DTensor) for p in primals):
+        return [None] * len(primals)
+    from torch.utils import _pytree as pytree
+
+    leaves = [o for o in pytree.tree_leaves(outs)
+              if isinstance(o, torch.Tensor) and o.requires_grad]  # fmt: skip
+    wanted = [i for i, p in enumerate(primals) if p.requires_grad]
+    got = torch.autograd.grad(leaves, [primals[i] for i in wanted],
+                              [torch.zeros_like(o) for o in leaves], allow_unused=True)  # fmt: skip
+    grads: list[Any] = [None] * len(primals)
+    for i, g in zip(wanted, got, strict=True):
+        grads[i] = g
+    return grads
 
 
 class CompiledBlock:
@@ -160,7 +269,7 @@ class CompiledBlock:
         self.block, self.cache, self.target = block, cache, target
         self.eager = block.forward
         self.last: tuple[Partition, int] | None = (
-            None  # the partition run, the hidden state's primal
+            None  # the partition run, the hidden state's place among its flattened primals
         )
 
     def _state(self) -> tuple[list[str], list[torch.Tensor]]:
@@ -179,7 +288,7 @@ class CompiledBlock:
         part = self.cache.get(key)
         if part is None:
             part = self.cache[key] = self._partition(names, state, leaves, where, spec)
-        self.last = (part, len(state))
+        self.last = (part, sum(part.spans[: len(state)]))
         outs = _Graphs.apply(part, *state, *inputs)
         it = iter(outs)
         out_leaves = [next(it) if is_t else None for is_t in part.out_tensor]
@@ -195,22 +304,29 @@ class CompiledBlock:
         n = len(state)
         shape: dict[str, Any] = {}
 
-        def fn(*primals: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        def run(forward: Callable[..., Any], *primals: torch.Tensor) -> tuple[torch.Tensor, ...]:
             filled = list(leaves)
             for i, x in zip(where, primals[n:], strict=True):
                 filled[i] = x
             args, kwargs = pytree.tree_unflatten(filled, spec)
             with _reparametrize_module(self.block, dict(zip(names, primals[:n], strict=True))):
-                out = self.eager(*args, **kwargs)
+                out = forward(*args, **kwargs)
             out_leaves, shape["spec"] = pytree.tree_flatten(out)
             shape["tensor"] = [isinstance(x, torch.Tensor) for x in out_leaves]
             return tuple(x for x in out_leaves if isinstance(x, torch.Tensor))
 
-        fw, bw, outputs = partition(fn, [*state, *(leaves[i] for i in where)], self.target)
+        primals = [*state, *(leaves[i] for i in where)]
+        # the block's forward without the checkpoint around it (torch's checkpoint(forward))
+        inner = self.eager
+        if isinstance(inner, functools.partial) and inner.args:
+            inner = inner.args[0]
+        fw, bw, outputs, wraps = partition(functools.partial(run, self.eager), primals,
+                                           self.target, functools.partial(run, inner))  # fmt: skip
         out = next(node for node in reversed(fw.graph.nodes) if node.op == "output")
         return Partition(
             forward=fw, backward=bw, outputs=outputs, out_spec=shape["spec"],
             out_tensor=shape["tensor"], saved_nodes=list(out.args[0][outputs:]),
+            spans=[len(flatten([p])) for p in primals], wraps=wraps,
         )  # fmt: skip
 
 
