@@ -212,8 +212,8 @@ def lm_logits(d: Dims) -> bool:
 def head_transient(d: Dims, precision: str) -> Term | None:
     """Backward's first moment: the loss's gradient and log-softmax's — a decoder's in fp32
     (``activations.head_transient``), an encoder's in its log-probabilities' dtype (a
-    classifier's are b-sized: none)."""
-    if d.arch != "encoder":
+    classifier's are b-sized: none; an encoder-decoder's as an encoder's, T5 not upcasting)."""
+    if d.arch not in ("encoder", "t5"):
         return acts_head_transient(d)
     if not lm_logits(d) or d.V is None:
         return None
@@ -240,6 +240,10 @@ def step_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
     (a label per token for masked LM, per sequence otherwise: int64, a regression's in the
     parameters' dtype), or the images (the parameters' dtype) and their classes — and the
     embeddings' position and token-type buffers. None for a decoder (not counted there)."""
+    if d is not None and d.arch == "t5":  # the input's and the target's ids (estimate.t5)
+        from profiling.estimate.t5 import step_inputs as t5_inputs
+
+        return t5_inputs(d)
     if d is None or d.arch != "encoder":
         return None
     enc, T, b = d.extra["encoder"], d.s * d.b, d.b

@@ -270,7 +270,7 @@ def _moments(
     weights, grads = total("parameters"), total("gradients")
     states, act = total("optimizer"), total("activations")
     kept = grads if inp.grads_kept else 0.0
-    d = acts.dims_of(shape, inp.seq_or_default(), inp.batch)
+    d = t5.logit_dims(acts.dims_of(shape, inp.seq_or_default(), inp.batch))  # T5: t tokens
     head = encoder.head_transient(d, inp.precision) if d is not None else None
     f = fmt_bytes
     held = encoder.step_inputs(d, inp)  # an encoder's inputs and buffers, the whole step
@@ -307,7 +307,7 @@ def _moments(
         # The loss: the logits (compute dtype) and their fp32 copy live beside the log-softmax
         # output for a moment; under autocast with checkpointing, so does autocast's cache.
         c = acts.Bytes.of(inp.precision).c
-        per = c + (4 if c != 4 and (d.arch != "encoder" or inp.autocast) else 0)
+        per = c + (4 if c != 4 and (d.arch not in ("encoder", "t5") or inp.autocast) else 0)
         logits = d.s * d.b * d.V * per / inp.tp
         out = encoder.output_held(d, inp)  # masked LM's last hidden state, while its loss runs
         moments.append(

@@ -58,6 +58,23 @@ def param_dims(w: WorkloadConfig) -> list[tuple[int, ...]]:
     return [(w.vocab, h), *enc, *dec] + ([] if w.tied_embeddings else [(w.vocab, h)])
 
 
+def logit_dims(d: Dims | None) -> Dims | None:
+    """The dims the step's moments read: an encoder-decoder's logits are the decoder's, t·b
+    tokens (``--target-seq``); any other model's as they are."""
+    if d is None or d.arch != "t5":
+        return d
+    extra = {**d.extra, "t5": {**d.extra["t5"], "source_seq": d.s}}
+    return Dims(**{**d.__dict__, "s": _t(d), "extra": extra})
+
+
+def step_inputs(d: Dims) -> Term:
+    """What the whole step holds beside the model: the input's token ids and the target's
+    (int64), read from ``logit_dims`` (its s is the target's)."""
+    s, t, b = int(d.extra["t5"]["source_seq"]), d.s, d.b
+    return Term("the input's and the target's token ids", (s + t) * b * 8, "(s + t)·b·8 B",
+                f"({s} + {t})·{b}·8")  # fmt: skip
+
+
 def _t(d: Dims) -> int:
     return int(d.extra["t5"]["target_seq"] or d.s)
 
@@ -145,4 +162,12 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
     return terms + autocast_weight_copies(e, shape)
 
 
-__all__ = ["block_matmuls", "once_per_model", "param_dims", "per_layer", "shape_keys"]
+__all__ = [
+    "block_matmuls",
+    "logit_dims",
+    "once_per_model",
+    "param_dims",
+    "per_layer",
+    "shape_keys",
+    "step_inputs",
+]

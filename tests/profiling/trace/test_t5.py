@@ -73,26 +73,33 @@ def test_published_counts_spelled_out() -> None:
         assert load_hf(f"hf:{name}").param_count() == n
 
 
+RUNS = [("mixed", 32, 24), ("bf16", 32, 24), ("fp32", 16, 40)]  # precision, input, target
+
+
+@pytest.mark.parametrize(("precision", "seq", "target"), RUNS)
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_trace_builds_transformers_module_with_the_loaded_parameters(
-    tmp_path: Path, kind: str
+def test_trace_builds_transformers_module_and_the_estimate_is_it(
+    tmp_path: Path, kind: str, precision: str, seq: int, target: int
 ) -> None:
-    """The trace runs transformers' module (encoder length 32, decoder 24) with the head as a
-    checkpoint loads it; the estimate's parameters, gradients, optimizer and activations equal
-    it to the byte (each block's copy of the position bias, the causal masks, cross-attention's
-    k and v of the encoder's output); the decoder's length moves the activations."""
+    """The trace runs transformers' module with the head as a checkpoint loads it; the
+    estimate's parameters, gradients, optimizer and activations equal it to the byte (each
+    block's copy of the position bias, the causal masks, cross-attention's k and v of the
+    encoder's output) and so does the peak (the loss's moments sized by the target, the step's
+    input and target ids held), a target shorter or longer than the input."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     spec = _spec(tmp_path, KINDS[kind])
-    cfg = TrainingConfig(model=spec, seq=32, target_seq=24, batch=2, precision="mixed")
+    cfg = TrainingConfig(model=spec, seq=seq, target_seq=target, batch=2, precision=precision)
     traced = trace_step(cfg)
     assert traced.model_info["traced"] == "transformers"
     w = load_hf(spec)
-    assert traced.phases["after_forward"]["parameters"] == 2 * w.param_count()
+    width = 4 if precision == "fp32" else 2
+    assert traced.phases["after_forward"]["parameters"] == width * w.param_count()
     est = estimate(cfg)
     seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
     for category in CATEGORIES:
         assert est.category_bytes(category) == seen[category], category
-    longer = estimate(cfg.model_copy(update={"target_seq": 48}))
+    assert est.per_gpu_bytes == traced.peak_bytes
+    longer = estimate(cfg.model_copy(update={"target_seq": 2 * target}))
     assert longer.category_bytes("activations") > est.category_bytes("activations")
 
 
