@@ -104,7 +104,13 @@ def _predicted(cfg: TrainingConfig, counter: str) -> tuple[int, int, int]:
     est = estimate(cfg)
     assert est.counters is not None  # every estimate carries them
     which = "reserved" if counter == "reserved" else "allocated"
-    states = sum(est.category_bytes(c) for c in ("parameters", "gradients", "optimizer"))
+    # The states a step keeps; not what it gathers or holds unsharded for a while (the
+    # "overhead" lines: ZeRO-3's gathered blocks, no_sync's unsharded gradients).
+    states = sum(
+        c.bytes
+        for c in est.components
+        if c.category in ("parameters", "gradients", "optimizer") and c.group != "overhead"
+    )
     return est.counters.of(which).bytes, est.counters.nvml.bytes, states  # type: ignore[arg-type]
 
 

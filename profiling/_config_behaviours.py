@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from profiling._config_accum import ACCUMULATE_UNSHARDED_FIELD, check_accumulation
 from profiling.errors import ConfigError
 
 # ``cfg`` is a profiling.config.TrainingConfig, which imports this module: typed Any here so
@@ -98,6 +99,7 @@ PAGED_OPTIMIZERS = ("adam8bit", "adamw", "adam", "lion")
 
 def check_behaviours(cfg: TrainingConfig) -> None:
     """One ConfigError sentence for a behaviour that contradicts the rest of the configuration."""
+    check_accumulation(cfg)
     if cfg.optimizer_in_bwd and (cfg.grads_kept or cfg.precision == "mixed"):
         raise ConfigError(
             "--optimizer-in-bwd frees each gradient once stepped: it takes no "
@@ -218,6 +220,7 @@ def double_quant(cfg: TrainingConfig) -> bool:
 
 
 __all__ = [
+    "ACCUMULATE_UNSHARDED_FIELD",
     "ACTIVATION_OFFLOAD_FIELD",
     "COMPILE_FIELD",
     "LOSSES",

@@ -182,6 +182,7 @@ class TrainingConfig(BaseModel):
     )
     tp: int = _positive_int(4096, "Tensor-parallel degree t (N·t GPUs in all).", 1)
     sequence_parallel: bool = Field(False, description="Sequence parallelism (needs tp > 1).")
+    accumulate_unsharded: int | None = behaviours.ACCUMULATE_UNSHARDED_FIELD
     # ---- parallel plans (profiling.plans: torchtitan's degrees, every rank's peak)
     dp_shard: int | None = _positive_int(
         MAX_GPUS, "FSDP degree: states sharded over dp_shard × cp ranks (--fsdp --gpus N)."
@@ -452,9 +453,8 @@ class TrainingConfig(BaseModel):
         return self.gpus
 
     def seq_or_default(self, factory: Callable[..., object] | None = None) -> int:
-        """The sequence length: given; else the reference model's (≤ 2048); for a model factory
-        (``package.module:function``, or ``factory`` from Python) the default of its own
-        ``seq`` parameter; else 512."""
+        """The sequence length: given; else the reference model's (≤ 2048); for a factory
+        (``package.module:function``, or ``factory``) its ``seq`` parameter's default; else 512."""
         if self.seq is not None:
             return self.seq
         if factory is not None or self.is_factory:

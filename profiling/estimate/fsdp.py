@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
+from profiling.estimate.no_sync import unsharded_grads, with_unsharded
 from profiling.estimate.states import fsdp_root, gathered_bytes
 from profiling.units import fmt_bytes
 
@@ -40,9 +42,15 @@ def fsdp_moments(
     cfg: TrainingConfig,
     shape: dict[str, Any],
     parts: dict[str, float],
+    moments: list[Moment],
 ) -> list[Moment]:
-    """The extra moments of ZeRO-3 under FSDP2, from the step's totals in ``parts``: sharded
-    weights, gradients, optimizer, kept gradients, activations and the loss's log-probs."""
+    """The step's ``moments`` with those ZeRO-3 adds under FSDP2, from the step's totals in
+    ``parts`` (sharded weights, gradients, optimizer, kept gradients, activations, the loss's
+    log-probs), as they are when every rank keeps unsharded gradients (``no_sync``)."""
+    return with_unsharded(cfg, shape, parts, moments + _added(cfg, shape, parts))
+
+
+def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) -> list[Moment]:
     root_block = fsdp_root(cfg, shape)
     if root_block is None:
         return []
@@ -100,4 +108,12 @@ def fsdp_moments(
     return out
 
 
-__all__ = ["FSDP_PARTS", "fsdp_moments"]
+def one_gpu(cfg: TrainingConfig) -> dict[str, Any]:
+    """The settings of the same step on one GPU, nothing sharded (DeepSpeed's engine off): one
+    GPU that accumulates micro-batches keeps its gradients through the later ones' forward."""
+    kept = cfg.grads_kept or cfg.accumulate_unsharded is not None
+    alone = {"gpus": 1, "zero": 0, "fsdp": False, "accumulate_unsharded": None, "grads_kept": kept}
+    return {**ENGINE_OFF, **alone}
+
+
+__all__ = ["FSDP_PARTS", "fsdp_moments", "one_gpu", "unsharded_grads"]

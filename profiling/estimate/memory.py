@@ -18,7 +18,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
@@ -32,7 +31,7 @@ from profiling.estimate.deepspeed import (
     host_verdict,
 )
 from profiling.estimate.deepspeed_engine import engine
-from profiling.estimate.fsdp import FSDP_PARTS, fsdp_moments
+from profiling.estimate.fsdp import FSDP_PARTS, fsdp_moments, one_gpu, unsharded_grads
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
 from profiling.estimate.optim_states import offload, paged_states
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
@@ -370,8 +369,8 @@ def _moments(
         )
     )  # fmt: skip
     parts = dict(zip(FSDP_PARTS, (sharded, grads, states, kept, act, logp), strict=True))
-    added = fsdp_moments(inp, shape, parts)
-    moments += [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]
+    added = fsdp_moments(inp, shape, parts, [(m.name, m.bytes, m.calculation) for m in moments])
+    moments = [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]
     order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
 
@@ -418,6 +417,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     step_temporaries(ledger, inp, shape, sh, trainable)
     engine(ledger, inp, shape)  # DeepSpeed's buffers and offload (--deepspeed)
     moments = _moments(ledger.lines, inp, shape, recompute, loss)
+    unsharded_grads(ledger, inp, shape)  # FSDP's no-sync accumulation: beside the moments
     peak = max(moments, key=lambda m: m.bytes)
     ledger.steps += [
         Step(name=f"Moment: {m.name}", formula=m.calculation, substituted=fmt_bytes(m.bytes),
@@ -484,7 +484,7 @@ def _unsharded_peak(inp: EstimateInput, peak: int) -> int:
     (the optimizer's kernels, its temporaries, gathered parameters) is that of one GPU."""
     if inp.gpus == 1 and inp.zero == 0:
         return peak
-    alone = inp.model_copy(update={"gpus": 1, "zero": 0, "fsdp": False, **ENGINE_OFF})
+    alone = inp.model_copy(update=one_gpu(inp))
     return estimate(alone).per_gpu_bytes
 
 

@@ -9,7 +9,8 @@
   FSDP's full shard otherwise — Lightning's FSDPStrategy, FSDP1, whose plain-tensor parameters
   make torch's AdamW run foreach) and activation-checkpointed; one GPU: neither.
 - ``train.micro_batch_size`` per GPU; ``global_batch_size / (micro × GPUs)`` > 1 accumulates
-  gradients, which then stay allocated through the next micro-batches' forward.
+  gradients, which then stay allocated through the next micro-batches' forward; full.py on more
+  than one GPU accumulates them unsharded (``fabric.no_backward_sync``: FSDP1's ``no_sync``).
 - ``lora_r``, ``lora_dropout`` and the adapted layers (``lora_query`` … ``lora_head``: LitGPT's
   fused ``qkv`` counts q, k and v apart, ``lora_mlp`` is the MLP's three matrices).
 - The finetuning scripts compute the LM head in chunks of 128 tokens (LoRA, adapter) and the
@@ -95,7 +96,7 @@ def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
     _model(r, path)
     _precision(r)
     gpus = _devices(r, method)
-    _batches(r, gpus)
+    _batches(r, gpus, method)
     _optimizer(r)
     _compile(r)
     if method == "lora":
@@ -218,7 +219,7 @@ def _devices(r: Reading, method: str) -> int:
     return gpus
 
 
-def _batches(r: Reading, gpus: int) -> None:
+def _batches(r: Reading, gpus: int, method: str) -> None:
     micro = r.get("train.micro_batch_size")
     if micro is not None:
         r.use("train.micro_batch_size", "batch", micro)
@@ -233,7 +234,19 @@ def _batches(r: Reading, gpus: int) -> None:
     total = r.get("train.global_batch_size")
     if total is not None and micro:
         steps = max(1, int(total) // (int(micro) * gpus))
-        if steps > 1:
+        if steps > 1 and gpus > 1 and method == "full":
+            # full.py runs each micro-batch but the last under fabric.no_backward_sync, which
+            # Lightning's FSDPStrategy makes FSDP1's no_sync(): each rank keeps the unsharded
+            # gradients until the last micro-batch reduce-scatters them.
+            r.use(
+                "train.global_batch_size",
+                "accumulate_unsharded",
+                steps,
+                f"{steps} micro-batches accumulated per step, all but the last under "
+                "fabric.no_backward_sync (FSDP1's no_sync): every rank keeps the whole model's "
+                "unsharded gradients until the last one",
+            )
+        elif steps > 1:
             r.use(
                 "train.global_batch_size",
                 "grads_kept",

@@ -249,14 +249,19 @@ def _trace_in_fake_mode(
             tracker.block_prefix = prefix
         autocast = functools.partial(_autocast, config)
         peaks = {}
+        run = _run_step
+        if config.accumulate_unsharded:  # FSDP's micro-batches without gradient sync first
+            from profiling.trace.no_sync import accumulating
+
+            run = accumulating(config.accumulate_unsharded, _run_step)
         with kernels(config.target), tracker:
             try:
-                _, peaks[FIRST] = _run_step(tracker, model, inputs, optimizer, autocast, say, FIRST)
+                _, peaks[FIRST] = run(tracker, model, inputs, optimizer, autocast, say, FIRST)
                 # What the loop does between steps. PyTorch's default frees the gradients.
                 optimizer.zero_grad(set_to_none=not config.grads_kept)
                 tracker.reset_mod_stats()  # MemTracker's way to trace another iteration
                 tracker.count_flops = True
-                phases, peaks[STEADY] = _run_step(
+                phases, peaks[STEADY] = run(
                     tracker, model, inputs, optimizer, autocast, say, STEADY
                 )
                 tracker.count_flops = False
