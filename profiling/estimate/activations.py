@@ -112,6 +112,16 @@ class Bytes:
         return cls(r=r, c=c, amp=amp, rope=2 if precision in ("mixed", "bf16") else 4)
 
 
+def own_blocks_why(shape: dict[str, Any]) -> str:
+    """Why a Hugging Face config's activations are our blocks' (the estimate's note)."""
+    if shape.get("neox", {}).get("litgpt"):
+        return (
+            "for LitGPT's own Phi modules, as its finetune scripts (--loss litgpt) run them: one "
+            "fused q/k/v Linear, heads rotated after the transpose, torch's fused tanh GELU"
+        )
+    return "without transformers, or for a mixture of experts"
+
+
 def _cuda(cfg: TrainingConfig) -> bool:
     return getattr(cfg, "target", "cuda") == "cuda"
 

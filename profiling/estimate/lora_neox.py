@@ -127,6 +127,7 @@ def _frozen_inputs(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) 
         if not _kept_by(cfg, e, {"up"}, adapters):
             lost.append(("the MLP LayerNorm output", d.h))
     copy = d.extra.get("hf_module") in ("gpt_neox", "phi") and not (_cuda(cfg) and e.c == 4)
+    copy = copy or (bool(x.get("litgpt")) and not (_cuda(cfg) and e.c == 4))  # LitGPT's Phi
     copy = copy or d.extra.get("hf_module") == "bloom"  # its _merge_heads copy, every target
     if copy and not _kept_by(cfg, e, {"o"}, adapters):  # as profiling.estimate.neox counts it
         lost.append(("the attention output's copy", int(x["q_dim"])))

@@ -164,8 +164,8 @@ def _activations(
         ledger.note(hf_ops.assumption(d, inp))
     elif shape.get("hf_model_type"):
         ledger.note(
-            "activations of the project's own blocks built from the config (what the trace "
-            "builds without transformers, or for a mixture of experts)"
+            "activations of the project's own blocks built from the config (what the trace builds"
+            f" {acts.own_blocks_why(shape)})"
         )
     if shape.get("mla") and not acts._cuda(inp):
         ledger.note(

@@ -146,7 +146,8 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     if cfg.attention == "eager":
         return [_norms(d, e, cfg), _matmul_inputs(d, e), *_eager(d, e, cfg), mlp]
     terms = [_norms(d, e, cfg), _matmul_inputs(d, e), _attention(d, e, cfg), mlp]
-    if module in ("gpt_neox", "phi") and not (_cuda(cfg) and e.c == 4):
+    litgpt = bool(d.extra["neox"].get("litgpt"))  # LitGPT's Phi: rotated head-major too
+    if (module in ("gpt_neox", "phi") or litgpt) and not (_cuda(cfg) and e.c == 4):
         # transformers rotates after the transpose and concatenates: q is laid out head-major,
         # so is SDPA's output (a flash kernel's follows q's), and the output projection's
         # input is a copy of it (CUDA's fp32 kernel writes token-major whatever q's layout)

@@ -15,7 +15,7 @@ from profiling.estimate import activations as acts
 from profiling.estimate import t5
 from profiling.models.config import WorkloadConfig
 from profiling.models.implementation import TRANSFORMERS, implementation
-from profiling.models.workloads import find_workload, tied_as_asked
+from profiling.models.workloads import as_run, find_workload
 from profiling.units import fmt_count
 
 
@@ -98,7 +98,7 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     if w.arch == "neox":  # what profiling.estimate.neox reads
         shape["neox"] = {
             "residual": w.residual, "rotary": w.rotary, "fused_qkv": w.fused_qkv,
-            "bias": w.linear_bias, "q_dim": w.q_dim, "alibi": w.alibi,
+            "bias": w.linear_bias, "q_dim": w.q_dim, "alibi": w.alibi, "litgpt": w.litgpt,
         }  # fmt: skip
     if w.hf_model_type:
         shape["hf_model_type"] = w.hf_model_type
@@ -290,7 +290,7 @@ def hand_shape(inp: TrainingConfig) -> dict[str, Any]:
 
 
 def shape_of(inp: TrainingConfig) -> dict[str, Any]:
-    w = tied_as_asked(find_workload(inp.model), inp.tied_head)
+    w = as_run(find_workload(inp.model), inp.tied_head, inp.loss)
     shape = workload_shape(w) if w is not None else hand_shape(inp)
     if "t5" in shape:  # the decoder's length: --target-seq, else the encoder's
         shape["t5"]["target_seq"] = inp.target_seq or inp.seq_or_default()

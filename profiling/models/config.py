@@ -84,6 +84,10 @@ class WorkloadConfig(BaseModel):
     # 0), and a LayerNorm on the embeddings (word_embeddings_layernorm)
     alibi: bool = False
     embed_norm: bool = False
+    # LitGPT's own GPT (its finetune scripts, --loss litgpt) for Phi: q, k, v one fused Linear
+    # whose values SDPA reads as a view, heads rotated after the transpose (q head-major: the
+    # output projection reads a copy), torch's fused tanh GELU — traced as our blocks so laid out
+    litgpt: bool = False
     # ---- encoders (arch "encoder"): the readers in profiling.models.hf_encoders set them
     type_vocab: int = 0  # token-type (segment) embeddings: BERT 2, RoBERTa 1
     positions: int | None = None  # learned position embeddings' rows (None: max_seq)

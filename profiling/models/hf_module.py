@@ -249,6 +249,8 @@ def build_hf(
         reason = "asked for"
     elif version is None:
         reason = "transformers is not installed (pip install 'journal-agent[hf]')"
+    elif shape.litgpt:
+        reason = "LitGPT's own modules, as its finetune scripts (--loss litgpt) run Phi"
     elif shape.moe:
         reason = (
             "transformers' expert dispatch reads the router's choices (nonzero), which fake "

@@ -51,7 +51,7 @@ def implementation(w: WorkloadConfig) -> str | None:
     """
     if w.hf_model_type is None:
         return None
-    if _PROJECT_BLOCKS.get() or w.moe or not transformers_installed():
+    if _PROJECT_BLOCKS.get() or w.moe or w.litgpt or not transformers_installed():
         return PROJECT
     return TRANSFORMERS
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 from torch.types import Device
 
 from profiling.models.blocks import BlocksLM, _attend, _dropout, _rotate, head_loss
@@ -46,12 +46,27 @@ class _Attention(nn.Module):
         # Rotated in the (B, T, heads, hd) layout, then transposed: q and k keep the layout
         # the projections give them (as a full rotation's elementwise ops keep it), so SDPA's
         # output is in it too and the output projection reads a view, not a copy.
+        if c.litgpt:  # LitGPT: transposed, then rotated and concatenated: q head-major
+            return self.dense(self._litgpt(q, k, v, cos, sin).transpose(1, 2).reshape(b, t, -1))
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         q = _partial_rotate(q.view(b, t, c.heads, c.head_dim), cos, sin, c.rotary)
         k = _partial_rotate(k.view(b, t, c.n_kv_heads, c.head_dim), cos, sin, c.rotary)
         v = v.view(b, t, c.n_kv_heads, c.head_dim)
         a = _attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), c, self.training)
         return self.dense(a.transpose(1, 2).reshape(b, t, -1))
+
+    def _litgpt(self, q: Tensor, k: Tensor, v: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """LitGPT's CausalSelfAttention (litgpt/model.py at 00af8b0): the heads transposed out
+        of the fused output (views), the leading dims rotated by ``apply_rope`` and ``torch.cat``
+        with the rest (new, head-major tensors), SDPA's output transposed back: the output
+        projection's ``reshape`` copies it."""
+        c = self.config
+        b, t = q.shape[:2]
+        q = _partial_rotate(q.view(b, t, c.heads, c.head_dim).transpose(1, 2), cos, sin, c.rotary)
+        k = k.view(b, t, c.n_kv_heads, c.head_dim).transpose(1, 2)
+        k = _partial_rotate(k, cos, sin, c.rotary)
+        v = v.view(b, t, c.n_kv_heads, c.head_dim).transpose(1, 2)
+        return _attend(q, k, v, c, self.training)
 
 
 def _partial_rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, r: int) -> torch.Tensor:

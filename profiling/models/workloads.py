@@ -125,6 +125,19 @@ def tied_as_asked(w: WorkloadConfig | None, tied: bool | None) -> WorkloadConfig
     return w.model_copy(update={"tied_embeddings": tied})
 
 
+def as_run(w: WorkloadConfig | None, tied: bool | None, loss: str) -> WorkloadConfig | None:
+    """The model as the step runs it: the LM head tied or not as ``--tied-head`` says, and under
+    LitGPT's finetune scripts (``--loss litgpt``) a Phi config built as LitGPT's own GPT builds
+    it (``WorkloadConfig.litgpt``; litgpt/model.py at 00af8b0: one fused ``attn`` Linear,
+    ``apply_rope`` after the transpose and a ``torch.cat``, ``GptNeoxMLP``'s fused
+    ``gelu(approximate='tanh')``) — transformers' PhiForCausalLM runs gelu_new as eager ops
+    and q, k, v apart, which LitGPT never runs."""
+    w = tied_as_asked(w, tied)
+    if w is None or loss != "litgpt" or w.hf_model_type != "phi":
+        return w
+    return w.model_copy(update={"fused_qkv": True, "litgpt": True})
+
+
 def is_variant(config: WorkloadConfig) -> bool:
     """Whether the shape needs the Llama family's variations (``hf_blocks``): every Hugging
     Face config does (tied embeddings, its RoPE base), so the blocks follow the config."""
@@ -206,6 +219,7 @@ __all__ = [
     "REFERENCE_NAMES",
     "WORKLOADS",
     "WorkloadConfig",
+    "as_run",
     "build_model",
     "describe",
     "find_workload",

@@ -21,7 +21,7 @@ from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.models.factory import call_factory
-from profiling.models.workloads import build_model, describe, find_workload, tied_as_asked
+from profiling.models.workloads import as_run, build_model, describe, find_workload
 from profiling.trace._torch_compat import missing_memtracker_internals
 
 if TYPE_CHECKING:
@@ -86,8 +86,7 @@ def untraceable(config: TrainingConfig) -> list[str]:
 
 
 def traced_model(config: TraceConfig) -> str:
-    """``config.model`` of a configuration the trace accepted (``untraceable`` refuses one
-    without a model, so trace_step never gets this far without it)."""
+    """``config.model`` of a configuration the trace accepted (``untraceable`` needs one)."""
     assert config.model is not None, "trace_step checks untraceable(config) first"
     return config.model
 
@@ -100,7 +99,7 @@ def _make_model(
     if factory is not None or config.is_factory:
         model, inputs = call_factory(name, config.batch, seq, factory)
         return model, inputs, {"name": name, "factory": True}
-    workload = tied_as_asked(find_workload(name), config.tied_head)
+    workload = as_run(find_workload(name), config.tied_head, config.loss)
     if workload is None:
         raise ProfilingError(
             f"unknown model {name!r}; use a reference model, hf:NAME or hf:PATH, or "
@@ -138,6 +137,7 @@ def _hf_module(config: TraceConfig, factory: Callable[..., object] | None) -> bo
     from profiling.models.implementation import TRANSFORMERS, implementation
 
     w = None if factory is not None or config.is_factory else find_workload(config.model)
+    w = as_run(w, config.tied_head, config.loss)  # LitGPT's Phi: our blocks
     return w is not None and implementation(w) == TRANSFORMERS
 
 
