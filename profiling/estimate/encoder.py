@@ -273,8 +273,17 @@ def _head_back(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, float]:
     # under autocast its matmuls' 16-bit weight copies go too: the classifier's (and the pooler's)
     copies = ((0 if vit else h * h) + h * n) * 2 if e.amp else 0
     if vit:  # the last term: the final norm, the classifier, the loss
-        return _vit(d, e, cfg)[-1].bytes - _logp_bytes(e) + copies, (2 * h + h * n + n) * p
-    return _classifier(d, e).bytes - _logp_bytes(e) + copies, (h * h + h + h * n + n) * p
+        saved, grads = _vit(d, e, cfg)[-1].bytes - _logp_bytes(e) + copies, (2 * h + h * n + n) * p
+    else:
+        saved, grads = (
+            _classifier(d, e).bytes - _logp_bytes(e) + copies,
+            (h * h + h + h * n + n) * p,
+        )
+    if cfg.lora_rank is not None:  # only the classifier's trained copy; BERT's frozen pooler
+        from profiling.estimate.lora_encoder import head_back  # kept no input
+
+        return head_back(d, e, cfg, saved)
+    return saved, grads
 
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
@@ -292,12 +301,33 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     seed = _logp_bytes(e)  # the loss's gradient, backward's first tensor
     value = fwd - saved + seed + grads + mlp[0]
     f = fmt_bytes
+    lora = ""
+    if cfg.lora_rank is not None:  # GELU's output was not saved (nothing of it to free); the
+        # frozen output projection's 16-bit weight copy is freed (lora_encoder.check: not down)
+        T = d.s * d.b
+        value += T * d.f * e.c - (d.h * d.f * 2 if e.amp else 0)
+        lora = f" + GELU's output, not saved s·b·f·{e.c}" + (
+            " − the frozen weight's 16-bit copy h·f·2" if e.amp else ""
+        )
     calc = (
         f"end of forward {f(fwd)} − the head's saved tensors but the loss, and its weight "
         f"copies {f(saved)} + the loss's gradient {seed} B + the head's gradients {f(grads)} + "
-        f"{mlp[1]} = {f(value)}"
+        f"{mlp[1]}{lora} = {f(value)}"
     )
-    return [("backward, the last block's MLP", value, calc), *_last_norm(d, e, cfg, fwd)]
+    out = [("backward, the last block's MLP", value, calc), *_last_norm(d, e, cfg, fwd)]
+    if cfg.lora_rank is not None:  # no weight gradients in the MLP: the last LayerNorm's higher
+        norm = fwd - saved + seed + grads + 2 * d.s * d.b * d.h * e.r
+        text = (
+            f"end of forward {f(fwd)} − the head's saved tensors and weight copies {f(saved)} "
+            f"+ the loss's gradient {seed} B + the classifier's gradients {f(grads)} + the "
+            f"gradients of the LayerNorm's output and input 2·s·b·h·{e.r} = {f(norm)}"
+        )
+        out.append(("backward, the last LayerNorm", norm, text))
+        if d.extra["encoder"]["pixels"] and e.amp:
+            from profiling.estimate.lora_encoder import vit_last_mlp
+
+            out.append(vit_last_mlp(d, e, cfg, fwd, _vit(d, e, cfg)[-1].bytes))
+    return out
 
 
 def _last_norm(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
@@ -312,14 +342,30 @@ def _last_norm(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> list[tuple
     n = int(d.extra["encoder"]["labels"])
     biases = L * (5 * h + f) * 2
     head = _classifier(d, e).bytes + (h * h + h * n) * 2
+    lora = ""
+    if cfg.lora_rank is not None:  # frozen biases are not cached (lora_encoder.last_norm)
+        from profiling.estimate.lora_encoder import last_norm
+
+        biases, extra = 0, last_norm(d, e, cfg)
+        head -= extra[1]
+        lora = f" + {extra[2]} {fmt_bytes(extra[0])}"
+        biases = extra[0]
     value = fwd + biases + T * h * (4 * e.r + e.c) - head
     calc = (
-        f"end of forward {fmt_bytes(fwd)} + the blocks' bias copies L·(5h + f)·2 "
-        f"{fmt_bytes(biases)} + the last block's fp32 tensors and its MLP's output "
+        f"end of forward {fmt_bytes(fwd)}"
+        + (lora or f" + the blocks' bias copies L·(5h + f)·2 {fmt_bytes(biases)}")
+        + " + the last block's fp32 tensors and its MLP's output "
         f"s·b·h·(4·{e.r} + {e.c}) {fmt_bytes(T * h * (4 * e.r + e.c))} − the head's tensors "
         f"and weight copies, not made yet {fmt_bytes(head)} = {fmt_bytes(value)}"
     )
     return [("forward, the last block's output LayerNorm", value, calc)]
+
+
+def lora_once(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """LoRA's once-per-model changes (``lora_encoder``), from full training's embeddings."""
+    from profiling.estimate import lora_encoder
+
+    return lora_encoder.once_per_model(d, e, cfg, _embeddings(d, e, cfg), _stats(e, cfg))
 
 
 def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
@@ -335,6 +381,7 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
 __all__ = [
     "head_transient",
     "lm_logits",
+    "lora_once",
     "moments",
     "once_per_model",
     "output_held",

@@ -84,8 +84,10 @@ def _widths(d: Dims) -> dict[str, int]:
 
 def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model these LoRA targets on this model (None: it can)."""
-    if d.arch == "encoder":  # TrainingConfig refuses it first (hf_encoders.encoder_refusal)
-        return "LoRA on an encoder (bert, roberta) yet; estimate or trace its full finetune"
+    if d.arch == "encoder":  # BERT, RoBERTa, ViT (estimate.lora_encoder)
+        from profiling.estimate import lora_encoder
+
+        return lora_encoder.check(d, cfg)
     if d.arch == "neox":
         from profiling.estimate.lora_neox import check
 
@@ -106,10 +108,10 @@ def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """What LoRA changes in one block's saved activations (added to full training's)."""
-    if d.arch == "neox":
-        from profiling.estimate import lora_neox
+    if d.arch in ("neox", "encoder"):
+        from profiling.estimate import lora_encoder, lora_neox
 
-        return lora_neox.per_layer(d, e, cfg)
+        return (lora_neox if d.arch == "neox" else lora_encoder).per_layer(d, e, cfg)
     sb, tok, r = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0)
     targets, width = block_targets(cfg), _widths(d)
     ac = _compute(cfg, e)
@@ -198,6 +200,10 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> lis
     """What LoRA changes once per model: the first block's inputs, the LM head's input (frozen,
     or adapted), autocast's copies of the adapters. With full checkpointing the blocks keep
     only their inputs, so only the LM head's changes."""
+    if d.arch == "encoder":  # estimate.lora_encoder, from full training's embeddings
+        from profiling.estimate import encoder
+
+        return encoder.lora_once(d, e, cfg)
     if d.arch == "neox":
         from profiling.estimate import lora_neox
 

@@ -91,6 +91,7 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         shape["encoder"] = {
             "head": w.encoder_head, "labels": w.num_labels, "kind": w.hf_model_type,
             "pixels": w.channels * w.image_size**2 if w.patch_size else 0,
+            "conv": w.hidden * w.channels * w.patch_size**2 if w.patch_size else 0,
             # the embeddings' position_ids and token_type_ids buffers (int64, one row each)
             "buffers": 0 if w.patch_size else 2 * (w.positions or w.max_seq) * 8,
         }  # fmt: skip

@@ -157,13 +157,32 @@ def lora_adapters(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, str,
         count += r * (int(shape["hidden"]) + int(shape["vocab"]))
         formula += " + r·(h + V) (LM head)"
         numbers += f" + {r}·({shape['hidden']} + {shape['vocab']})"
+    saved, tensors = saved_classifier(shape)
+    if tensors:  # an encoder's classifier trains in full: peft's modules_to_save copy
+        count += saved
+        formula += " + the classifier's trained copy (peft's modules_to_save)"
+        numbers += f" + {saved}"
     return count, formula, numbers
 
 
+def saved_classifier(shape: dict[str, Any]) -> tuple[int, int]:
+    """The parameters and tensors of the copy peft's ``modules_to_save`` trains beside an
+    encoder classifier's frozen ``classifier``: BERT's and ViT's Linear h×n, RoBERTa's whole
+    classification head (its dense h×h and out_proj h×n); masked LM trains none."""
+    enc = shape.get("encoder")
+    if shape.get("arch") != "encoder" or not enc or enc.get("head") == "mlm":
+        return 0, 0
+    h, n = int(shape["hidden"]), int(enc["labels"])
+    if enc.get("kind") == "roberta":
+        return h * h + h + h * n + n, 4
+    return h * n + n, 2
+
+
 def lora_tensors(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
-    """Parameter tensors of the adapters: A and B of each adapted layer."""
+    """Parameter tensors of the adapters: A and B of each adapted layer (and a classifier's
+    trained copy)."""
     blocks = len(lora_layers(cfg, shape)) * int(shape.get("layers") or 0)
-    return 2 * (blocks + ("lm_head" in cfg.lora_targets))
+    return 2 * (blocks + ("lm_head" in cfg.lora_targets)) + saved_classifier(shape)[1]
 
 
 def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> int:
@@ -435,6 +454,7 @@ __all__ = [
     "lora_adapters",
     "lora_tensors",
     "optimizer_states",
+    "saved_classifier",
     "step_temporaries",
     "weight_bytes",
     "zero3_gathered",

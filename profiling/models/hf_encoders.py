@@ -124,8 +124,24 @@ def encoder_refusal(w: WorkloadConfig, cfg: Any) -> tuple[str, str] | None:
             "loss of its task (masked LM or classification): leave --loss out",
             "loss",
         )
+    wrong = [t for t in cfg.lora_targets if t in ("gate", "lm_head")]
+    if cfg.lora_rank is not None and wrong:
+        return (
+            f"--lora-targets {', '.join(wrong)}: {kind} has no gate projection and no LM head "
+            "to adapt; its roles are q, k, v, o (query, key, value, the attention's output), "
+            "up and down (the MLP's two)",
+            "lora_targets",
+        )
+    if cfg.lora_rank is not None and cfg.precision == "mixed" and w.encoder_head == "classify":
+        return (
+            f"--precision mixed with LoRA on {kind}'s classifier: peft's modules_to_save copy "
+            "of the classifier stays 16-bit beside fp32 adapters, which is not modelled yet; "
+            "use amp-bf16, bf16 or fp32",
+            "precision",
+        )
     asked = [
-        (cfg.lora_rank is not None or cfg.qlora, "--lora-rank/--qlora", "lora_rank"),
+        (cfg.qlora, "--qlora", "qlora"),
+        (cfg.lora_rank is not None and cfg.lora_dropout > 0, "--lora-dropout", "lora_dropout"),
         (cfg.compile, "--compile", "compile"),
         (cfg.attention == "eager", "--attention eager", "attention"),
         (cfg.dropout > 0, "--dropout", "dropout"),

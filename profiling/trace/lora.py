@@ -357,6 +357,11 @@ def apply_lora(
             )
         )
     dropout, dtype = config.lora_dropout, adapter_dtype(config)
+    if _arch(config) == "encoder":  # transformers' encoder: its own names, a saved classifier
+        from profiling.trace import lora_encoder
+
+        moves = _fake_safe_moves
+        return lora_encoder.apply(model, config, in_model, dtype, peft_version(), moves)
     neox = _neox_widths(config)
     fused = 0
     if neox is not None:  # GPT-NeoX's kind: its own module names, a fused q/k/v adapted apart
@@ -422,14 +427,24 @@ def apply_lora(
     return info, notes
 
 
-def _neox_widths(config: TrainingConfig) -> tuple[int, int] | None:
-    """q's and one of k, v's width on a GPT-NeoX-kind model (None: another kind)."""
+def _arch(config: TrainingConfig) -> str | None:
     if config.is_factory or config.model is None:
         return None
     from profiling.models.workloads import find_workload
 
     w = find_workload(config.model)
-    return (w.q_dim, w.kv_dim) if w is not None and w.arch == "neox" else None
+    return w.arch if w is not None else None
+
+
+def _neox_widths(config: TrainingConfig) -> tuple[int, int] | None:
+    """q's and one of k, v's width on a GPT-NeoX-kind model (None: another kind)."""
+    if _arch(config) != "neox":
+        return None
+    from profiling.models.workloads import find_workload
+
+    w = find_workload(str(config.model))
+    assert w is not None
+    return w.q_dim, w.kv_dim
 
 
 def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False) -> str | None:
@@ -438,8 +453,11 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
         return None
     if config.is_factory or arch is None:
         return "a reference model or hf:… config for --lora-rank (a factory's layers are its own)"
-    if arch not in ("llama", "neox"):
-        return "a Llama-family or GPT-NeoX-kind model for --lora-rank (GPT-2's are not modelled)"
+    if arch not in ("llama", "neox", "encoder"):
+        return (
+            "a Llama-family, GPT-NeoX-kind or encoder model for --lora-rank (GPT-2's are not "
+            "modelled)"
+        )
     if config.qlora and config.precision not in ("mixed", "bf16"):
         return (
             "--precision mixed or bf16 for --qlora (the trace's 4-bit layers sit in a 16-bit "

@@ -231,7 +231,8 @@ def test_vit_configs_we_cannot_build_are_one_sentence() -> None:
     ("options", "said"),
     [
         ({"loss": "litgpt"}, "is a decoder's LM loss"),
-        ({"lora_rank": 8}, "lora_rank/qlora on an encoder"),
+        ({"lora_rank": 8, "qlora": True}, "qlora on an encoder"),
+        ({"lora_rank": 8, "lora_targets": ["gate"]}, "has no gate projection"),
         ({"compile": True}, "compile on an encoder"),
         ({"attention": "eager"}, "attention eager on an encoder"),
         ({"dropout": 0.1}, "dropout on an encoder"),
@@ -254,8 +255,9 @@ def test_no_blocks_of_our_own_without_transformers() -> None:
 
 
 def test_fit_searches_what_an_encoder_can_train() -> None:
-    """Full finetunes with no or full checkpointing (LoRA and selective checkpointing are not
-    modelled on encoders: fit searched them and failed on the first LoRA candidate before)."""
+    """Full finetunes with no or full checkpointing (selective checkpointing is not modelled on
+    encoders, nor LoRA's every setting: fit searched them and failed on the first LoRA candidate
+    before)."""
     from profiling.fit import fit
 
     base = TrainingConfig(model="hf:bert-base-uncased", seq=128, gpu_mem=16)

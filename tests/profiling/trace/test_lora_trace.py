@@ -93,7 +93,7 @@ def test_qlora_record_says_what_was_traced(tmp_path: Path) -> None:
     [
         (
             {"model": "tiny-gpt2", "lora_rank": 8},
-            "a Llama-family or GPT-NeoX-kind model for --lora-rank",
+            "a Llama-family, GPT-NeoX-kind or encoder model for --lora-rank",
         ),
         (
             {"model": "tiny-llama", "lora_rank": 8, "qlora": True, "precision": "amp-bf16"},

@@ -1,0 +1,215 @@
+"""LoRA on an encoder (BERT, RoBERTa, ViT) in closed form: what peft's adapters keep and what a
+frozen base no longer keeps, against full training's ``profiling.estimate.encoder``, matching
+the trace of transformers' module with peft's adapters (``profiling.trace.lora_encoder``).
+
+Read from the trace's saved tensors, per block with T = s·b tokens, hidden h, MLP width f,
+rank r, over the roles adapted (q, k, v, o, up, down; input width h, f for down):
+
+- each adapter keeps its A output (T·r, 16-bit under autocast, else the adapters' dtype) and
+  its input: the very tensor its base layer was given, or a copy of its own where autocast or
+  peft's fp32 cast makes one (``lora_bytes.own_copies``); under autocast also A's and B's
+  16-bit weight copies;
+- frozen layers keep no matmul inputs: under autocast none of the block input's 16-bit copies
+  nor the attention LayerNorm's, nor GELU's output; otherwise the block input stays only while
+  a q, k or v adapter keeps that very tensor, the attention LayerNorm's output while an up
+  adapter does, GELU's output while a down adapter does;
+- once: the frozen embeddings keep nothing (BERT's and RoBERTa's LayerNorm over them and their
+  indices; ViT's images' 16-bit copy and the patch projection's weight copy under autocast);
+  the first block's q, k, v weight copies and their A's are not kept (no gradient reaches its
+  input); the frozen head keeps no input (masked LM's transform and decoder; BERT's pooler —
+  RoBERTa's classification head and ViT's classifier train in full, as peft's
+  ``modules_to_save``, keeping what full training keeps).
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, Term
+from profiling.estimate.lora_bytes import adapter_bytes, own_copies
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+_QKV = ("q", "k", "v")
+
+
+def _widths(d: Dims) -> dict[str, tuple[int, int]]:
+    """Each role's (input, output) width."""
+    h, f = d.h, d.f
+    return {"q": (h, h), "k": (h, h), "v": (h, h), "o": (h, h), "up": (h, f), "down": (f, h)}
+
+
+def check(d: Dims, cfg: TrainingConfig) -> str | None:
+    """Why the estimate cannot model this LoRA on an encoder (None: it can): a classifier's
+    forward peaks where the estimate has no moment yet — without autocast at its last block's
+    output LayerNorm, under autocast inside an adapted down projection (its input's fp32 cast)
+    — and the CPU's autocast keeps what is not counted here."""
+    classify = d.extra["encoder"]["head"] != "mlm"
+    amp = Bytes.of(cfg.precision).amp
+    if cfg.checkpointing != "none":
+        return "LoRA on an encoder with full checkpointing yet; estimate it without, or trace it"
+    if getattr(cfg, "target", "cuda") == "cpu":
+        return "LoRA on an encoder on the CPU target; estimate it for CUDA (--target cuda)"
+    if classify and not amp:
+        return (
+            f"LoRA on an encoder's classifier under --precision {cfg.precision} (its forward "
+            "peak at the last block's output LayerNorm is not modelled without autocast); "
+            "use amp-bf16, or trace it"
+        )
+    if classify and "down" in cfg.lora_targets:
+        return (
+            "LoRA on an encoder classifier's down projection (its adapter's fp32 input cast "
+            "is the forward's peak, not modelled yet); adapt q, k, v, o, up, or trace it"
+        )
+    if not set(cfg.lora_targets) & set(_QKV):
+        return (
+            "LoRA on an encoder without q, k or v: the first block's attention then keeps "
+            "nothing, which the estimate does not model; adapt at least one of q, k, v"
+        )
+    return None
+
+
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """What LoRA changes in one block's saved activations (added to full training's)."""
+    T, tok, r, h, f = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0), d.h, d.f
+    roles, width = list(cfg.lora_targets), _widths(d)
+    ac = 2 if e.amp else adapter_bytes(cfg)
+    n, ins = len(roles), sum(width[t][0] for t in roles)
+    terms = [Term(f"LoRA A outputs ({', '.join(roles)})", T * n * r * ac,
+                  f"s·b·{n}r·{ac} B", f"{tok}·{n}·{r}·{ac}")]  # fmt: skip
+    own = own_copies(cfg, e)
+    if own:
+        why = "autocast's copies" if e.amp else "peft's fp32 casts"
+        terms.append(Term(f"LoRA inputs (each adapter's own: {why})", T * ins * ac,
+                          f"s·b·Σ inputs·{ac} B", f"{tok}·{ins}·{ac}"))  # fmt: skip
+    if e.amp:
+        copies = sum(width[t][0] + width[t][1] for t in roles) * r
+        terms.append(Term("frozen layers: no 16-bit input copies (q, k, v, up) nor GELU's output",
+                          -T * (4 * h + f) * e.c, f"−s·b·(4h + f)·{e.c} B",
+                          f"−{tok}·(4·{h} + {f})·{e.c}"))  # fmt: skip
+        terms.append(Term("autocast's 16-bit copies of the adapters' weights", copies * 2,
+                          "r·Σ(in + out)·2 B", f"{copies}·2"))  # fmt: skip
+        return terms
+    lost: list[tuple[str, int, int]] = []
+    if own or not set(roles) & set(_QKV):
+        lost.append(("block input", h, e.r))
+    if own or "up" not in roles:
+        lost.append(("attention LayerNorm output", h, e.r))
+    if own or "down" not in roles:
+        lost.append(("GELU output", f, e.c))
+    if lost:
+        value = sum(w * b for _, w, b in lost)
+        terms.append(Term(f"frozen layers: inputs not kept ({', '.join(x for x, _, _ in lost)})",
+                          -T * value, "−s·b·" + " − s·b·".join(
+                              f"{'f' if w == f and x == 'GELU output' else 'h'}·{b}"
+                              for x, w, b in lost) + " B",
+                          f"−{tok}·{value}"))  # fmt: skip
+    return terms
+
+
+def once_per_model(
+    d: Dims, e: Bytes, cfg: TrainingConfig, embeddings: list[Term], stats: tuple[int, str]
+) -> list[Term]:
+    """What LoRA changes once per model: the frozen embeddings (full training's ``embeddings``
+    terms; ``stats``: a LayerNorm's per row) and first block's weight copies, the frozen head's
+    inputs."""
+    T, tok, r, h = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0), d.h
+    enc = d.extra["encoder"]
+    terms: list[Term] = []
+    if enc["pixels"]:
+        stats_n, stats_s = stats  # pre-norm: the first block's first LayerNorm reads
+        terms.append(Term("first block's first LayerNorm keeps nothing (the frozen embeddings "
+                          "need no gradient)", -T * (h * e.r + stats_n), f"−s·b·(h·{e.r} + "
+                          f"{stats_s}) B", f"−{tok}·({h}·{e.r} + {stats_s})"))  # fmt: skip
+        if e.amp:  # the frozen patch projection: no gradient reaches the images
+            pixels = int(enc["pixels"]) * d.b
+            conv = int(enc["conv"])
+            terms.append(Term("frozen patch projection: the images' 16-bit copy and its weight "
+                              "copy not kept", -(pixels + conv) * 2, "−(b·C·H·W + h·C·p²)·2 B",
+                              f"−({pixels} + {conv})·2"))  # fmt: skip
+    else:
+        for term in embeddings:
+            terms.append(Term(f"frozen embeddings: {term.name} not kept", -term.bytes,
+                              f"−({term.formula})", f"−({term.substituted})"))  # fmt: skip
+    if e.amp:
+        first = [t for t in cfg.lora_targets if t in _QKV]
+        w = 3 * h * h + len(first) * r * h
+        terms.append(Term(f"first block's q, k, v weight copies and their A copies "
+                          f"({len(first)}) not kept", -w * 2,
+                          f"−(3h² + {len(first)}·r·h)·2 B",
+                          f"−(3·{h}² + {len(first)}·{r}·{h})·2"))  # fmt: skip
+    c = 2 if e.amp else e.c
+    if enc["head"] == "mlm":
+        terms.append(Term("frozen masked-LM head: its transform's and decoder's inputs not kept",
+                          -2 * T * h * c, f"−2·s·b·h·{c} B", f"−2·{tok}·{h}·{c}"))  # fmt: skip
+    elif enc["kind"] == "bert":  # the frozen pooler's input: the first token (or, without
+        # autocast, the last hidden state its view keeps whole)
+        rows, rows_f = (d.b, "b") if e.amp else (T, "s·b")
+        terms.append(Term("frozen pooler: its input not kept", -rows * h * c,
+                          f"−{rows_f}·h·{c} B", f"−{rows}·{h}·{c}"))  # fmt: skip
+    return terms
+
+
+def _pooler_input(d: Dims, e: Bytes) -> int:
+    """BERT's frozen pooler's input, which full training keeps and LoRA does not: the first
+    token's 16-bit copy under autocast, else the last hidden state its view keeps whole."""
+    if d.extra["encoder"]["kind"] != "bert":
+        return 0
+    return (d.b if e.amp else d.s * d.b) * d.h * (2 if e.amp else e.c)
+
+
+def head_back(d: Dims, e: Bytes, cfg: TrainingConfig, saved: float) -> tuple[float, float]:
+    """A classifier's head gone back under LoRA: what full training's head saved, less BERT's
+    pooler input, freed; gradients of the classifier's trained copy only."""
+    from profiling.estimate.states import saved_classifier
+
+    shape = {"arch": "encoder", "encoder": d.extra["encoder"], "hidden": d.h}
+    return saved - _pooler_input(d, e), saved_classifier(shape)[0] * adapter_bytes(cfg)
+
+
+def last_norm(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, int, str]:
+    """Under autocast, alive at the last block's output LayerNorm beyond full training's count
+    (frozen biases are not cached): GELU's 16-bit output (a frozen down keeps none of it, an
+    adapted one its own copy, but the block still holds it) and the first block's A weight
+    copies autocast cached though nothing saves them; and the frozen pooler's input, not among
+    the head's tensors yet to be made. (bytes, that input, what they are)"""
+    first = [t for t in cfg.lora_targets if t in _QKV]
+    r = int(cfg.lora_rank or 0)
+    value = d.s * d.b * d.f * e.c + len(first) * r * d.h * 2
+    return (
+        value,
+        _pooler_input(d, e),
+        (f"GELU's output s·b·f·{e.c} and the first block's cached A copies {len(first)}·r·h·2"),
+    )
+
+
+def vit_last_mlp(
+    d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, head: float
+) -> tuple[str, float, str]:
+    """ViT under autocast, its last block's second MLP matmul writing its output: alive beyond
+    what is saved, the embeddings' output (the model holds it; the first LayerNorm, frozen
+    upstream, keeps nothing), the LayerNorm's fp32 output the MLP reads, GELU's output, the
+    bias's 16-bit copy and the first block's cached A copies; not made yet, the final
+    LayerNorm's saved tensors, the classifier's input and weight copy and the loss (``head``:
+    full training's term of them)."""
+    T, h, f, r = d.s * d.b, d.h, d.f, int(cfg.lora_rank or 0)
+    n = int(d.extra["encoder"]["labels"])
+    first = len([t for t in cfg.lora_targets if t in _QKV])
+    alive = 2 * T * h * 4 + T * f * e.c + h * 2 + T * h * e.c + first * r * h * 2
+    later = head + h * n * 2
+    value = fwd + alive - later
+    calc = (
+        f"end of forward {fmt_bytes(fwd)} + the embeddings' output and the LayerNorm's "
+        f"2·s·b·h·4, GELU's output s·b·f·{e.c}, the output and its bias's copy (s·b + 1)·h·"
+        f"{e.c}, the first block's cached A copies {first}·r·h·2 = {fmt_bytes(alive)} − the "
+        f"final LayerNorm's, the classifier's and the loss's tensors, not made yet "
+        f"{fmt_bytes(later)} = {fmt_bytes(value)}"
+    )
+    return "forward, the last block's MLP output", value, calc
+
+
+__all__ = ["check", "head_back", "last_norm", "once_per_model", "per_layer", "vit_last_mlp"]
