@@ -93,11 +93,15 @@ def usable(avail: int) -> int:
     return int(avail * (1 - SAFETY_MARGIN))
 
 
-def _encoder(base: TrainingConfig) -> bool:
+def _encoder(base: TrainingConfig) -> str | None:
+    """'encoder' or 't5' for the kinds whose finetunes are searched narrower, else None."""
     from profiling.models.workloads import find_workload
 
     w = None if base.is_factory else find_workload(base.model)
-    return w is not None and w.arch == "encoder"
+    return w.arch if w is not None and w.arch in ("encoder", "t5") else None
+
+
+SEARCHED_CKPT = ("none", "selective", "full")
 
 
 def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
@@ -109,7 +113,9 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
     else:
         trains = ("full",) if encoder else ("full", "lora", "qlora")
     precisions = (base.precision,) if "precision" in held else PRECISIONS
-    every = ("none", "full") if encoder else ("none", "selective", "full")
+    if encoder == "t5":  # what estimate.t5 models: no autocast, no checkpointing yet
+        precisions = tuple(p for p in precisions if not p.startswith("amp-"))
+    every = ("none",) if encoder == "t5" else ("none", "full") if encoder else SEARCHED_CKPT
     ckpts = (base.checkpointing,) if "checkpointing" in held else every
     offloads = (base.offload_optimizer,) if "offload_optimizer" in held else (False, True)
     out = []

@@ -109,6 +109,14 @@ def _attention(q_tok: int, kv_tok: int, q_len: int, kv_len: int, d: Dims, e: Byt
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """An encoder block's kept tensors (``d.L`` of them); the decoder's are counted once."""
+    if e.amp or not _cuda(cfg) or cfg.checkpointing != "none":
+        from profiling.errors import ProfilingError
+
+        raise ProfilingError(
+            "the estimate models an encoder-decoder (T5, mT5) in mixed, bf16 or fp32 on the "
+            "CUDA target without checkpointing so far; trace this step instead (journal-agent "
+            "trace runs transformers' module exactly)"
+        )
     T = d.s * d.b
     bias = d.a * d.s * d.s * e.c
     value = 2 * _norm(T, d, e) + _attention(T, T, d.s, d.s, d, e, cfg) + bias

@@ -111,3 +111,25 @@ def test_refusals_are_one_sentence(tmp_path: Path) -> None:
         TrainingConfig.parse(model="tiny-llama", seq=32, target_seq=16)
     with pytest.raises(ProfilingError, match="feed_forward_proj"):
         workload_from_config({**BASE, "model_type": "t5", "feed_forward_proj": "gated-silu"}, "x")
+
+
+def test_the_estimate_refuses_what_it_does_not_model_yet() -> None:
+    """Autocast, the CPU target and checkpointing are traced exactly but not estimated yet:
+    one sentence, not a number in the unsafe direction (autocast was 19 % low)."""
+    for change in ({"precision": "amp-bf16"}, {"target": "cpu"}, {"checkpointing": "full"}):
+        cfg = TrainingConfig(model="hf:flan-t5-small", seq=64, **change)
+        with pytest.raises(ProfilingError, match="trace this step instead"):
+            estimate(cfg)
+
+
+def test_fit_searches_what_the_estimate_models() -> None:
+    """Full finetunes in mixed, bf16 or fp32 without checkpointing: fit failed with a
+    traceback on the first LoRA candidate before."""
+    from profiling.fit import fit
+
+    base = TrainingConfig(model="hf:flan-t5-base", seq=256, target_seq=64, gpu_mem=24)
+    res = fit(base, confirm=0)
+    assert res.fitting
+    assert {c.config.lora_rank for c in res.fitting} == {None}
+    assert {c.config.checkpointing for c in res.fitting} == {"none"}
+    assert not any(c.config.precision.startswith("amp-") for c in res.fitting)
