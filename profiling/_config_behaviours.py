@@ -92,6 +92,12 @@ LOSS_CHUNKS_FIELD: Any = Field(
     "num_output_chunks, default 8).",
 )
 
+TORCHAO_NF4_FIELD: Any = Field(
+    False,
+    description="--qlora as torchtune runs it: torchao's NF4Tensor (blocks of 64, int8 scalers "
+    "per 256 blocks), dequantized by its eager ops in forward and again in backward.",
+)
+
 
 # The optimizers bitsandbytes pages (its 8-bit and 32-bit Adam/AdamW, Lion).
 PAGED_OPTIMIZERS = ("adam8bit", "adamw", "adam", "lion")
@@ -109,6 +115,7 @@ def check_behaviours(cfg: TrainingConfig) -> None:
         )
     if cfg.qlora and cfg.lora_rank is None:
         raise ConfigError("--qlora needs --lora-rank R", "qlora")
+    _check_torchao_nf4(cfg)
     if (cfg.bnb_keeps_inputs or cfg.double_quant is not None or cfg.fabric_bnb) and not cfg.qlora:
         field = (
             "bnb_keeps_inputs"
@@ -152,7 +159,8 @@ def check_behaviours(cfg: TrainingConfig) -> None:
     if cfg.compile and cfg.qlora:
         raise ConfigError(
             "--compile with --qlora is not modelled yet (bitsandbytes' 4-bit layers are "
-            "represented for the trace's fake tensors only): drop one of them",
+            "represented for the trace's fake tensors only; torchao's NF4 is modelled eager): "
+            "drop one of them",
             "compile",
         )
     if cfg.loss_chunks is not None and cfg.loss not in ("chunked", "linear-chunked"):
@@ -183,6 +191,28 @@ def _plan(values: dict[str, Any]) -> bool:
         or values.get("dp_shard") is not None
         or values.get("dp_replicate") is not None
     )
+
+
+def _check_torchao_nf4(cfg: TrainingConfig) -> None:
+    """torchao's NF4 base: torchtune's QLoRA, in its dtype, with none of bitsandbytes' knobs."""
+    if not cfg.torchao_nf4:
+        return
+    if not cfg.qlora:
+        raise ConfigError(
+            "--torchao-nf4 describes --qlora's 4-bit base: add --qlora", "torchao_nf4"
+        )
+    if cfg.fabric_bnb or cfg.bnb_keeps_inputs or cfg.double_quant is not None:
+        raise ConfigError(
+            "--torchao-nf4 is torchao's NF4, not bitsandbytes': drop --fabric-bnb, "
+            "--bnb-keeps-inputs and --double-quant (torchao always quantizes the scalers)",
+            "torchao_nf4",
+        )
+    if cfg.precision != "bf16":
+        raise ConfigError(
+            f"--torchao-nf4 is modelled as torchtune's QLoRA recipes train (dtype bf16, no "
+            f"autocast): give --precision bf16, not {cfg.precision}",
+            "torchao_nf4",
+        )
 
 
 def loss_conflict(values: dict[str, Any]) -> str | None:
@@ -228,6 +258,7 @@ __all__ = [
     "LOSS_CHUNKS_FIELD",
     "LOSS_FIELD",
     "PAGED_OPTIMIZERS",
+    "TORCHAO_NF4_FIELD",
     "Loss",
     "check_behaviours",
     "double_quant",

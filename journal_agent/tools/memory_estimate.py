@@ -22,6 +22,7 @@ MemoryEstimateInput = config_input_model(
         "activation_offload",
         "compile",
         "fabric_bnb",
+        "torchao_nf4",
         "checkpoint_every",
         "ulysses",
         "target_seq",  # an encoder-decoder's target length: the CLI's

@@ -35,7 +35,7 @@ No torch here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.hf_ops import FP32_NORM
@@ -307,10 +307,20 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
     return terms
 
 
+def nf4_moments(
+    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], recompute: float
+) -> list[tuple[str, float, str]]:
+    """QLoRA's dequantization moments: torchao's NF4 (``nf4_torchao``); bitsandbytes' none."""
+    from profiling.estimate.nf4_torchao import moments
+
+    return moments(cfg, shape, parts, recompute)
+
+
 __all__ = [
     "adapter_bytes",
     "block_targets",
     "check_targets",
+    "nf4_moments",
     "once_per_model",
     "per_layer",
 ]

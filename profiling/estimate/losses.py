@@ -296,7 +296,14 @@ def last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None
         value += w * h * p - T * row
         calc += f" − the norm after the MLP s·b·{row} (its gradients {w}·h·{p} added)"
     if cfg.qlora:  # the frozen 4-bit weight dequantized for the backward's matmul
-        if cfg.fabric_bnb:  # quantized from fp16: dequantized to fp16, then cast (both alive;
+        if cfg.torchao_nf4:  # get_original_weight's locals at their highest (nf4_torchao)
+            from profiling.estimate.nf4_torchao import dequant_formula, dequant_peak
+
+            value += dequant_peak(h * f, e.c)
+            calc += " + torchao's dequantization of the output projection, n = h·f: " + (
+                dequant_formula(e.c)
+            )
+        elif cfg.fabric_bnb:  # quantized from fp16: dequantized to fp16, then cast (both alive;
             # the absmax is freed before the cast)
             value += h * f * (2 + e.c)
             calc += f" + the dequantized weight h·f·2 (fp16) and its cast h·f·{e.c}"

@@ -335,8 +335,7 @@ def _moments(
         )
     tied = shape.get("tied") and inp.lora_rank is None and not inp.sharded
     if tied and shape.get("vocab") and shape.get("hidden"):
-        # GPT-2 ties the LM head to the token embedding: at the end of backward the embedding's
-        # dense gradient (V·h) is added to the head's, briefly holding two more V·h tensors.
+        # GPT-2's tied head: at the end of backward the embedding's dense V·h gradient is added.
         g = 2 if inp.precision in ("mixed", "bf16") else 4
         extra = 2 * shape["vocab"] * shape["hidden"] * g / inp.tp
         moments.append(
@@ -370,6 +369,7 @@ def _moments(
     )  # fmt: skip
     parts = dict(zip(FSDP_PARTS, (sharded, grads, states, kept, act, logp), strict=True))
     added = fsdp_moments(inp, shape, parts, [(m.name, m.bytes, m.calculation) for m in moments])
+    added += lora_acts.nf4_moments(inp, shape, parts, recompute)
     moments = [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]
     order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))

@@ -235,6 +235,11 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
     V = shape.get("vocab")
     linears = shape.get("block_linear_numels")
     dq = double_quant(cfg)
+    if cfg.torchao_nf4:
+        if not (linears and L):
+            raise ProfilingError("--torchao-nf4 needs the model's Linear layers: give --model")
+        _torchao_base(ledger, cfg, shape, sh, [int(n) for n in linears])
+        return
     if linears and L:
         # A mixture of experts: every expert's gate, up and down is a 4-bit weight of its own.
         expert, experts = shape.get("expert_linear_numels") or (0, 0)
@@ -273,6 +278,38 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
     if keep:
         _state(ledger, sh, 3, "Embeddings + LM head (16-bit, frozen)", keep, 2, "2 B",
                "parameters", "embeddings")  # fmt: skip
+
+
+def _torchao_base(
+    ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding, linears: list[int]
+) -> None:
+    """torchao's NF4Tensor for every Linear of the blocks (torchtune's QLoRA builders); the
+    embeddings, the LM head (or the tied embedding) and the norms stay in the model's dtype."""
+    from profiling.estimate import nf4_torchao as ao
+
+    problem = ao.problem(linears)
+    if problem:
+        raise ProfilingError(f"the estimate cannot model {problem}")
+    L, w = int(shape["layers"]), weight_bytes(cfg.precision)
+    sizes = [ao.nf4_bytes(n, w) for n in linears]
+    each = " + ".join(
+        f"{sizes.count(b)}·{b}" if sizes.count(b) > 1 else str(b) for b in dict.fromkeys(sizes)
+    )
+    div, sym, num = sh.of(3)
+    ledger.add(
+        Line(
+            name="Base weights (torchao NF4, frozen)",
+            bytes=L * sum(sizes) / div,
+            unsharded=L * sum(sizes) / sh.t,
+            formula=f"L · Σ over a block's Linear weights of n values ({ao.nf4_formula(w)}) B{sym}",
+            substituted=f"{L} · ({each}){num}",
+            group="model states",
+            category="parameters",
+        )
+    )
+    keep = int(shape["params"]) - L * sum(linears)
+    _state(ledger, sh, 3, f"Embeddings, LM head, norms ({w * 8}-bit, frozen)", keep, w,
+           f"{w} B", "parameters", "the rest")  # fmt: skip
 
 
 def _fabric_head(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> int:

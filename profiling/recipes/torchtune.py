@@ -94,7 +94,8 @@ def _model(r: Reading, path: Path) -> bool:
         )
         r.seen("model.lora_rank", main="model._component_")
     if qlora:
-        r.use("model._component_", "qlora", True, "a QLoRA builder: NF4 base (torchao)")
+        r.use("model._component_", "qlora", True, "a QLoRA builder: NF4 base")
+        r.use("model._component_", "torchao_nf4", True, "torchao's NF4Tensor (FrozenNF4Linear)")
     return lora
 
 
@@ -123,6 +124,7 @@ def _lora(r: Reading) -> None:
     for key in ("model.quantize_base",):
         if r.get(key):
             r.use(key, "qlora", True, "NF4 base")
+            r.use(key, "torchao_nf4", True, "torchao's NF4Tensor (LoRALinear's to_nf4)")
         else:
             r.ignore(key, NO_MEMORY + " (off)")
 
@@ -205,7 +207,9 @@ def _optimizer(r: Reading) -> None:
     torch_adafactor = ours == "adafactor" and not str(component).startswith("transformers.")
     r.use("optimizer._component_", "optimizer", ours, TORCH_ADAFACTOR * torch_adafactor)
     if r.get("optimizer.fused"):
-        r.use("optimizer.fused", "fused_optimizer", True, "one fused kernel: no foreach lists")
+        # (it set a field 'fused_optimizer' we lack, so it was listed as not modelled)
+        r.use("optimizer.fused", "foreach", False, "one fused kernel: no foreach lists (a "
+              "for-loop's per-tensor scratch counted)")  # fmt: skip
     elif r.has("optimizer.fused"):
         r.ignore("optimizer.fused", NO_MEMORY + " (off)")
     if r.has("optimizer.foreach"):
