@@ -4,7 +4,8 @@ For ``--gpus N`` (every GPU of the job here), the search takes every way torchti
 out — ``tp`` within a node (1, 2, 4, 8: it must divide the attention and key/value heads and the
 sequence), ``cp`` for long sequences (16,384 tokens and more), ``pp`` (any divisor the layers
 split over) and FSDP2 over the rest (``dp_shard``) — with each pipeline schedule (1F1B,
-interleaved, ZBV), activation checkpointing (none, torchtitan's selective-op, full) and,
+interleaved, ZBV), activation checkpointing (none, torchtitan's selective-op, full, and full on
+every 2nd or 4th block of a rank: torchtitan's ``selective_ac_option = "N"``) and,
 unless ``--batch`` is given, the batch per data-parallel rank (1, 2, 4 … 64). What the user
 gave (``--tp``, ``--pp``, ``--cp``, ``--pp-schedule``, ``--checkpointing``, ``--precision``,
 ``--batch`` …) is held. Each candidate is the plan's closed form
@@ -42,8 +43,10 @@ TP_DEGREES = (1, 2, 4, 8)  # within a node, as torchtitan's recipes run it
 CP_DEGREES = (1, 2, 4, 8)
 CP_FROM_SEQ = 16_384  # context parallelism is searched from this sequence length on
 SCHEDULES = ("1f1b", "interleaved", "zbv")
-PLAN_FIELDS = ("tp", "cp", "pp", "pp_schedule", "checkpointing", "microbatches",
-               "virtual_stages", "dp_replicate")  # fmt: skip
+PLAN_FIELDS = ("tp", "cp", "pp", "pp_schedule", "checkpointing", "checkpoint_every",
+               "microbatches", "virtual_stages", "dp_replicate")  # fmt: skip
+# (checkpointing, every N-th block): what is searched unless --checkpointing is given
+CHECKPOINTING = (("none", None), ("selective-op", None), ("full", None), ("full", 2), ("full", 4))
 
 
 class PlanCandidate(BaseModel):
@@ -66,6 +69,7 @@ class PlanCandidate(BaseModel):
         parts += [f"PP {c.pp} ({c.pp_schedule}, {c.microbatches} microbatches)"] if c.pp > 1 else []
         out = " × ".join(parts) + f", batch {c.batch}"
         out += f", {c.checkpointing} checkpointing" if c.checkpointing != "none" else ""
+        out += f" every {c.checkpoint_every} blocks" if c.checkpoint_every else ""
         return out + (f", Float8 {c.float8}" if c.float8 else "") + (", async TP" * c.async_tp)
 
 
@@ -100,14 +104,15 @@ def _layouts(base: TrainingConfig, world: int, heads: int, kv: int) -> list[tupl
 
 def _variants(base: TrainingConfig, world: int, heads: int, kv: int) -> list[dict[str, Any]]:
     held = base.model_fields_set
-    ckpts = (base.checkpointing,) if "checkpointing" in held else ("none", "selective-op", "full")
+    given = ((base.checkpointing, base.checkpoint_every),)
+    ckpts = given if "checkpointing" in held else CHECKPOINTING
     batches = (base.batch,) if "batch" in held else BATCHES
     out = []
-    for (tp, cp, pp), ckpt in itertools.product(_layouts(base, world, heads, kv), ckpts):
+    for (tp, cp, pp), (ckpt, every) in itertools.product(_layouts(base, world, heads, kv), ckpts):
         schedules = ((base.pp_schedule,) if "pp_schedule" in held else SCHEDULES) if pp > 1 else ()
         for batch in batches:
             common = {"tp": tp, "cp": cp, "dp_shard": world // (tp * cp * pp),
-                      "checkpointing": ckpt, "batch": batch}  # fmt: skip
+                      "checkpointing": ckpt, "checkpoint_every": every, "batch": batch}  # fmt: skip
             if pp == 1:
                 out.append({**common, "pp": 1})
                 continue
@@ -347,6 +352,7 @@ def plan_flags(cfg: TrainingConfig) -> list[str]:
                 f"--microbatches {cfg.microbatches}"]  # fmt: skip
     out += [f"--batch {cfg.batch}"]
     out += [f"--checkpointing {cfg.checkpointing}"] if cfg.checkpointing != "none" else []
+    out += [f"--checkpoint-every {cfg.checkpoint_every}"] if cfg.checkpoint_every else []
     out += [f"--float8 {cfg.float8}"] if cfg.float8 else []
     out += ["--float8-all-gather"] * cfg.float8_all_gather + ["--async-tp"] * cfg.async_tp
     return out

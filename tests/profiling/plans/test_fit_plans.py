@@ -7,7 +7,7 @@ import pytest
 
 from profiling.config import TrainingConfig
 from profiling.fit import usable
-from profiling.fit_plans import fit_plans
+from profiling.fit_plans import fit_plans, plan_flags
 from profiling.plans.closed_form import estimate_plan
 
 
@@ -70,3 +70,24 @@ def test_cli_refuses_degrees_it_searches_itself(tmp_path, run_cli, flags) -> Non
                    *flags, "--root", str(tmp_path), cwd=tmp_path, check=False)  # fmt: skip
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "fit --plans lays FSDP over the GPUs the other degrees leave" in done.stderr
+
+
+def test_every_n_th_block_checkpointing_is_searched_and_ranked_by_throughput() -> None:
+    """torchtitan's every N-th block (--checkpointing full --checkpoint-every N) sits between no
+    checkpointing and every block: where no checkpointing does not fit a GPU, every 4th block
+    can, recomputing a quarter of the blocks where full recomputes them all."""
+    base = TrainingConfig.parse(model="hf:llama-3.1-8b", seq=8192, gpu_mem=50, batch=2, tp=8)
+    res = fit_plans(base, 8)
+    by_ckpt = {(c.config.checkpointing, c.config.checkpoint_every): c for c in res.fitting}
+    assert ("none", None) not in by_ckpt  # 48.1 GB on nvidia-smi: over 50 GB less the margin
+    assert {("full", 4), ("full", 2), ("full", None), ("selective-op", None)} <= set(by_ckpt)
+    best = res.fitting[0]
+    assert (best.config.checkpointing, best.config.checkpoint_every) == ("full", 4)
+    # fewer blocks recomputed, more tokens per FLOP; more blocks kept, more memory
+    every4, every2, full = by_ckpt["full", 4], by_ckpt["full", 2], by_ckpt["full", None]
+    assert every4.tokens_per_flop > every2.tokens_per_flop > full.tokens_per_flop
+    assert every4.peak_bytes > every2.peak_bytes > full.peak_bytes
+    assert best.label().endswith("full checkpointing every 4 blocks")
+    assert plan_flags(best.config)[-2:] == ["--checkpointing full", "--checkpoint-every 4"]
+    # the plan's own closed form, as `estimate` gives it with those flags
+    assert best.peak_bytes == estimate_plan(best.config).highest.peak_bytes
