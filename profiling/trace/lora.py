@@ -326,17 +326,11 @@ def apply_lora(
     unpacked = sum(p.numel() for p in model.parameters())
     notes: list[str] = []
     quantized = 0
-    if config.qlora and config.torchao_nf4:
-        from profiling.trace.nf4_torchao import quantize_torchao
+    if config.qlora and config.torchao_nf4:  # torchtune's QLoRA (trace.nf4_torchao)
+        from profiling.trace.nf4_torchao import note, quantize_torchao
 
         quantized = quantize_torchao(model)
-        notes.append(
-            f"QLoRA as torchtune runs it: {in_model(quantized)} Linear weights of the blocks hold "
-            "torchao's NF4Tensor storage (packed uint8 n/2 bytes, int8 scalers per 64 values, a "
-            "factor per 256 scalers, their mean and the 16-value code in the model's dtype) and "
-            "run LinearNF4's dequantization op for op in forward and backward, keeping no "
-            "input; the LM head and embeddings stay in the model's dtype"
-        )
+        notes.append(note(in_model(quantized)))
     elif config.qlora:
         dq = double_quant(config)
         quantized = quantize_linears(

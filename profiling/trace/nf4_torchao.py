@@ -112,4 +112,15 @@ def quantize_torchao(model: nn.Module) -> int:
     return count
 
 
-__all__ = ["TorchaoNF4Linear", "quantize_torchao"]
+def note(weights: int) -> str:
+    """What the record says of the traced NF4 base (``weights``: the whole model's count)."""
+    return (
+        f"QLoRA as torchtune runs it: {weights} Linear weights of the blocks hold torchao's "
+        "NF4Tensor storage (packed uint8 n/2 bytes, int8 scalers per 64 values, a factor per 256 "
+        "scalers, their mean and the 16-value code in the model's dtype) and run LinearNF4's "
+        "dequantization op for op in forward and backward, keeping no input; the LM head and "
+        "embeddings stay in the model's dtype"
+    )
+
+
+__all__ = ["TorchaoNF4Linear", "note", "quantize_torchao"]
