@@ -96,9 +96,10 @@ def _predicted(cfg: TrainingConfig, counter: str) -> tuple[int, int, int]:
             res = trace_plan(cfg.model_copy(update={"counter": "reserved"}))
         else:
             res = estimate_plan(cfg)
-        top = res.highest
-        c = rank_counters(res, top)
         which = "reserved" if counter == "reserved" else "allocated"
+        # the rank whose counter is highest (the last stage's reserve holds the loss's logits)
+        top = max(res.ranks, key=lambda r: (rank_counters(res, r).of(which).bytes, -r.pp_rank))
+        c = rank_counters(res, top)
         states = sum(top.by_category.get(k, 0) for k in ("parameters", "gradients", "optimizer"))
         return c.of(which).bytes, c.nvml.bytes, states  # type: ignore[arg-type]
     est = estimate(cfg)

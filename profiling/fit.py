@@ -257,9 +257,10 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
         f"fits = what nvidia-smi would show ≤ {fmt_bytes(usable(avail), 'GB')}: "
         f"{fmt_bytes(avail, 'GB')} less a {SAFETY_MARGIN:.0%} safety margin (for what no "
         "counter models: other processes, the allocator's retries); nvidia-smi = allocated "
-        "+ cuBLAS workspaces, × 1.25 + 22 MiB for the caching allocator's reserve (above the "
-        "largest reserved ÷ allocated of the replayed traces, a partly empty segment of each "
-        "pool), + the CUDA context "
+        "+ cuBLAS workspaces + the caching allocator's reserve in closed form (cached blocks "
+        "between sizes, the loss's logits in sizes one row apart, 1–10 MiB gradients, FSDP2's "
+        "streams, a partly empty segment per pool: a bound checked against replayed traces), "
+        "+ the CUDA context "
         f"{CONTEXT / 2**20:g} MiB"
         + (f" + NCCL {nccl / 2**20:g} MiB" if nccl else "")
         + "; a traced candidate is judged by its own allocations replayed"
@@ -269,7 +270,8 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
 def judge_quantities(base: TrainingConfig) -> list[Quantity]:
     """The terms ``fits_note`` prints, so each can be cited."""
     from profiling.estimate.comm import nccl_bytes
-    from profiling.estimate.counters import CONTEXT, SEGMENT_SLACK
+    from profiling.estimate.counters import CONTEXT
+    from profiling.estimate.reserve import SEGMENT_SLACK
     from profiling.records import Quantity
 
     out = [

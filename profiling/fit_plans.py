@@ -138,13 +138,16 @@ def _config(base: TrainingConfig, update: dict[str, Any]) -> TrainingConfig | No
         return None
 
 
-def nvml_bytes(cfg: TrainingConfig, peak: int, layers: int, param_tensors: int) -> int:
+def nvml_bytes(
+    cfg: TrainingConfig, peak: int, layers: int, param_tensors: int, loss: bool = True
+) -> int:
     """What nvidia-smi would show at an allocated ``peak`` of the plan (see the module): the
-    closed form's counters, NCCL's buffers in them (``profiling.estimate.counters``)."""
+    closed form's counters, NCCL's buffers in them (``profiling.estimate.counters``); ``loss``:
+    whether the rank computes the loss."""
     from profiling.estimate.counters import closed_form, tensors_alive
 
     tensors = tensors_alive(cfg, {"param_tensors": param_tensors, "layers": layers})
-    return closed_form(cfg, peak, tensors).nvml.bytes
+    return closed_form(cfg, peak, tensors, loss=loss).nvml.bytes
 
 
 def _bubble(cfg: TrainingConfig) -> float:
@@ -175,7 +178,12 @@ def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
     res = estimate_plan(cfg)
     top = res.highest
     layers = int(shape.get("layers") or 0)
-    nvml = nvml_bytes(cfg, top.peak_bytes, layers // cfg.pp, 9 * layers // cfg.pp + 3)
+    # every rank judged: the last stage's reserve holds the loss's logits, whatever its peak
+    nvml = max(
+        nvml_bytes(cfg, r.peak_bytes, layers // cfg.pp, 9 * layers // cfg.pp + 3,
+                   any(res.layout.stages[i].head for i in r.stages))
+        for r in res.ranks
+    )  # fmt: skip
     per_gpu, compute = compute_time(cfg, shape)
     tokens = cfg.batch * cfg.seq_or_default() / (cfg.tp * cfg.cp * cfg.ulysses * cfg.pp)
     sent = comm(cfg, shape, res.params)
@@ -231,7 +239,9 @@ def fit_plans(base: TrainingConfig, world: int, async_tp: bool = False) -> PlanF
     notes = [
         f"fits = what nvidia-smi would show on the highest pipeline rank ≤ "
         f"{fmt_bytes(budget, 'GB')} ({fmt_bytes(avail, 'GB')} less the safety margin): "
-        "allocated × 1.25 + 22 MiB for the caching allocator, the CUDA context 500 MiB and NCCL "
+        "allocated + the caching allocator's reserve in closed form (profiling.estimate.reserve: "
+        "cached blocks between sizes, the loss's logits, FSDP2's streams, a partly empty segment "
+        "per pool), the CUDA context 500 MiB and NCCL "
         f"{PER_COMMUNICATOR // 2**20} MiB per communicator (one per process group of the mesh: "
         "FSDP, DP-replicate, TP, CP, PP)",
         "ranked by estimated tokens/s per GPU"

@@ -8,8 +8,10 @@ nvidia-smi would show for a step, each with where its number comes from.
   trace, its allocations and frees replayed in order through the allocator's model
   (``profiling.estimate.allocator``: 512-byte rounding, 2 MiB small-pool and 20 MiB / 2 MiB-
   rounded large-pool segments, best fit, splitting and merging; with ``--expandable-segments``
-  one growing segment). In closed form (no trace), the allocated peak times the largest
-  reserved ÷ allocated of the replayed reference traces: an upper bound, said as such.
+  one growing segment). In closed form (no trace), the allocated peak plus the terms that make
+  the reserve exceed it (``profiling.estimate.reserve``: cached blocks between sizes, the
+  loss's logits, 1–10 MiB gradients, FSDP2's streams, a partly empty segment per pool): an
+  upper bound checked against replays, said as such.
 - **nvml** (nvidia-smi's "used"): reserved plus the CUDA context (driver, kernels, cuBLAS and
   cuDNN handles; outside PyTorch's allocator) and, with more than one GPU, NCCL's buffers; with
   a paged optimizer, its managed-memory states while resident (``paged``: the part the driver
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from profiling._config_counter import Counter
+from profiling.estimate.reserve import outside_loss
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -47,15 +50,6 @@ SM90 = ("h100-sxm", "h100-pcie", "h200", "b200")
 # never called on the low side. `journal-agent profile` on the GPU measures yours (NVML used
 # minus reserved).
 CONTEXT = 500 * MiB
-# Above the largest reserved ÷ allocated of the replayed traces seen (gpt2-small amp-bf16
-# batch 8 × 1024: 1.165; gpt2-medium mixed 4 × 1024: 1.068; llama-1b bf16 4 × 2048: 1.094,
-# batch 1: 1.214; tiny-llama at batch 263: 1.22; with expandable segments 1.098, 1.040, 1.029,
-# 1.03): the closed form's bound, which fit's traces check.
-RESERVED_OVER_ALLOCATED = 1.25
-RESERVED_OVER_ALLOCATED_EXPANDABLE = 1.12
-# Beside the ratio, one partly empty segment of each pool (a 20 MiB large one, a 2 MiB small
-# one): what dominates the reserve of a small step.
-SEGMENT_SLACK = 22 * MiB
 
 
 class CounterValue(BaseModel):
@@ -124,14 +118,21 @@ def tensors_alive(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
     return tensors * (1 + states) + 20 * int(shape.get("layers") or 0)
 
 
-def closed_form(cfg: TrainingConfig, peak: int, tensors: int, paged: int = 0) -> Counters:
+def closed_form(
+    cfg: TrainingConfig, peak: int, tensors: int, paged: int = 0, outside_loss: int | None = None,
+    loss: bool = True,
+) -> Counters:  # fmt: skip
     """The counters from an estimated peak of ``tensors`` allocations' bytes (the rounding of
-    each to 512 B is at most 511 B per tensor alive)."""
+    each to 512 B is at most 511 B per tensor alive); ``outside_loss``: the step's peak outside
+    the loss's moments, when known, and ``loss``: whether the GPU computes the loss (the
+    reserve's logits term)."""
+    from profiling.estimate.reserve import reserved_bound
+
     ws = sum(workspaces(cfg))
-    allocated = peak + ws + tensors * 256  # half a block per tensor, on average
-    expandable = cfg.expandable_segments
-    ratio = RESERVED_OVER_ALLOCATED_EXPANDABLE if expandable else RESERVED_OVER_ALLOCATED
-    reserved = round(allocated * ratio) + SEGMENT_SLACK
+    extra = ws + tensors * 256  # half a block per tensor, on average
+    allocated = peak + extra
+    pre = None if outside_loss is None else outside_loss + extra
+    reserved, reserve_how = reserved_bound(cfg, allocated, pre, loss)
     return Counters(
         allocated=CounterValue(
             counter="allocated",
@@ -142,9 +143,8 @@ def closed_form(cfg: TrainingConfig, peak: int, tensors: int, paged: int = 0) ->
         reserved=CounterValue(
             counter="reserved",
             bytes=reserved,
-            how=f"allocated × {ratio:g} + 22 MiB: above the largest reserved ÷ allocated of the "
-            "replayed traces, and one partly empty segment of each pool"
-            + (" with expandable segments" if cfg.expandable_segments else "")
+            how=reserve_how
+            + (" (expandable segments)" if cfg.expandable_segments else "")
             + " (an upper bound; trace --counter reserved replays this step's own allocations)",
         ),
         nvml=_nvml(cfg, reserved, paged),
@@ -202,6 +202,7 @@ __all__ = [
     "closed_form",
     "counter_lines",
     "from_replay",
+    "outside_loss",
     "tensors_alive",
     "workspaces",
 ]

@@ -23,7 +23,7 @@ from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
 from profiling.estimate import bloom, compiled, encoder, hf_ops, losses, mla, neox, t5, variants
 from profiling.estimate import lora as lora_acts
-from profiling.estimate.counters import Counters, closed_form, tensors_alive
+from profiling.estimate.counters import Counters, closed_form, outside_loss, tensors_alive
 from profiling.estimate.deepspeed import (
     deepspeed_note,
     deepspeed_zero2_gpu_bytes,
@@ -455,7 +455,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     ]
     unsharded = _unsharded_peak(inp, peak.bytes)
     paged = round(sum(ln.bytes for ln in ledger.lines if ln.category == "paged"))
-    counters = closed_form(inp, peak.bytes, tensors_alive(inp, shape), paged)
+    counters = closed_form(inp, peak.bytes, tensors_alive(inp, shape), paged, outside_loss(moments))
     return Estimate(
         inputs=inp,
         shape=shape,

@@ -57,7 +57,9 @@ def rank_counters(result: PlanResult, rank: RankMemory) -> Counters:
         return replay.counters(result.config)
     layers = sum(result.layout.stages[i].layers for i in rank.stages)
     shape = {"param_tensors": 9 * layers + 3, "layers": layers}
-    return closed_form(result.config, rank.peak_bytes, tensors_alive(result.config, shape))
+    loss = any(result.layout.stages[i].head for i in rank.stages)  # the last stage's
+    tensors = tensors_alive(result.config, shape)
+    return closed_form(result.config, rank.peak_bytes, tensors, loss=loss)
 
 
 def rank_nvml(result: PlanResult, rank: RankMemory) -> int:
@@ -118,17 +120,12 @@ def _reserve_lines(result: PlanResult, nccl: bool) -> list[str]:
     top = result.highest
     replay = result.replays.get(top.pp_rank)
     if replay is None:
-        from profiling.estimate.counters import (
-            RESERVED_OVER_ALLOCATED,
-            RESERVED_OVER_ALLOCATED_EXPANDABLE,
-        )
-
         expandable = result.config.expandable_segments
-        ratio = RESERVED_OVER_ALLOCATED_EXPANDABLE if expandable else RESERVED_OVER_ALLOCATED
         lines = [
-            f"nvidia-smi: the peak + cuBLAS workspaces, × {ratio:g} + 22 MiB (the caching "
-            "allocator's reserve, a closed-form bound"
-            + (" with expandable segments" if expandable else "")
+            "nvidia-smi: the peak + cuBLAS workspaces + the caching allocator's reserve (a "
+            "closed-form bound: cached blocks between sizes, the loss's logits, 1–10 MiB "
+            "gradients, FSDP2's streams, a partly empty segment per pool"
+            + (", expandable segments" if expandable else "")
             + ") + the CUDA context 500 MiB"
             + (" + NCCL's buffers (below)" if nccl else "")
         ]

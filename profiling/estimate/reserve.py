@@ -1,0 +1,160 @@
+"""The caching allocator's reserve in closed form: what ``max_memory_reserved()`` holds beyond
+the allocated peak, term by term, when no trace of the step's allocations can be replayed.
+
+Reserved exceeds allocated because freed blocks stay cached and a later request can use a cached
+block only when it fits (``profiling.estimate.allocator`` has the rules). The terms, each an
+upper bound checked against the allocator replay of traced steps (``benchmarks/
+bench_reserve.py``: tiny to 8B models, one GPU and FSDP2 plans, 512 to 16,384 tokens, no and
+full checkpointing, LoRA and QLoRA; tests/profiling/estimate/test_reserve.py):
+
+- **cached blocks between sizes**: a fraction of the allocated peak — activations of one block
+  are carved by best fit out of blocks cached by another of a different size, and the rest
+  left over is too small for the next one;
+- **the loss's logits**: the logits come in sizes one row apart (16-bit, their fp32 copy, the
+  shifted rows' fp32 log-probabilities), each larger than any block cached before the loss, so
+  each takes a segment of its own: up to three fp32 logits (b·s·V·4, of this rank's share of
+  the sequence and the vocabulary) on top of the reserve of the step's peak outside the loss;
+  where the loss is the peak, those segments are cached and reused from the next step on;
+- **gradients between 1 and 10 MiB**: the large pool serves them from 20 MiB segments; made in
+  backward between activations' frees, each can end up alone in one (20 MiB − its size each;
+  only with default segments: expandable ones grow by pages, no segment per request);
+- **FSDP2's streams**: blocks freed on one stream are never reused by another; the all-gather
+  streams hold the unsharded parameters of two blocks (the one computing, the one prefetched),
+  the reduce-scatter stream every gradient shard until the optimizer has stepped — both
+  outside what the compute stream can reuse;
+- **a partly empty segment of each pool**: 20 MiB large + 2 MiB small per stream (a 20 MiB and
+  a 2 MiB page with expandable segments).
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+MiB = 2**20
+SMALL_SIZE = 1 * MiB  # the allocator's kSmallSize: larger requests come from the large pool
+MIN_LARGE_ALLOC = 10 * MiB  # kMinLargeAlloc: smaller large requests share 20 MiB segments
+LARGE_BUFFER = 20 * MiB
+SEGMENT_SLACK = 22 * MiB  # one partly empty 20 MiB large and 2 MiB small segment (or page)
+
+# The fractions, default segments / expandable segments: the smallest that keep the closed form
+# at or above every replay of benchmarks/bench_reserve.py's grid (its summary says by how much).
+BETWEEN_SIZES = {False: 0.05, True: 0.05}
+# fp32 logits' worth of segments the loss makes past what is cached: 16-bit logits, their fp32
+# copy, the shifted rows' log-probabilities (3); transformers before 4.49 also copies the
+# shifted logits in fp32, and its gradient finds only blocks one row short (18 s·V units
+# reserved for 12 alive, benchmarks/peer/README.md): Llama 3.1 8B's replay at 12,264 tokens
+# needs 3.44 fp32 logits above the reserve outside the loss; 4 are counted
+LOSS_COPIES = {"transformers-4.46": 4, "transformers-4.45": 4}
+LOSS_COPIES_DEFAULT = 3
+MID_GRADIENTS = 0.5
+
+
+def _grad_bytes(cfg: TrainingConfig) -> int:
+    """Bytes per element of a gradient: the trainable parameters' dtype."""
+    return 2 if cfg.precision in ("bf16", "fp16") else 4
+
+
+def _shards(cfg: TrainingConfig) -> int:
+    """How many ways each parameter's gradient is split on this GPU."""
+    shards = max(1, cfg.tp)
+    if (cfg.dp_shard or 1) > 1:
+        return shards * (cfg.dp_shard or 1)
+    if cfg.fsdp or (cfg.zero or 0) >= 2:
+        return shards * max(1, cfg.gpus)
+    return shards
+
+
+def fsdp2_streams(cfg: TrainingConfig) -> bool:
+    """Whether the step runs FSDP2's collectives on streams of their own."""
+    return (cfg.dp_shard or 1) > 1 or bool(cfg.fsdp)
+
+
+def logits_bytes(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
+    """The fp32 logits of this rank's share: b · (s / cp) · (V / tp) · 4."""
+    seq = cfg.seq_or_default() // max(1, cfg.cp)
+    vocab = int(shape.get("vocab") or 0) // max(1, cfg.tp)
+    return cfg.batch * seq * vocab * 4
+
+
+def mid_gradient_slack(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
+    """20 MiB − size for each trainable gradient of 1–10 MiB (full fine-tuning's; a LoRA
+    adapter's gradients are in the small pool at the ranks people use)."""
+    if cfg.lora_rank or cfg.expandable_segments:
+        return 0
+    each, shards, out = _grad_bytes(cfg), _shards(cfg), 0
+    for numel, count in shape.get("param_numels") or []:
+        size = -(-int(numel) // shards) * each
+        if SMALL_SIZE < size < MIN_LARGE_ALLOC:
+            out += (LARGE_BUFFER - size) * int(count)
+    return out
+
+
+def stream_pools(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int]:
+    """(all-gather, reduce-scatter) streams' pools under FSDP2: two blocks' unsharded
+    parameters in the compute dtype; every gradient shard."""
+    if not fsdp2_streams(cfg):
+        return 0, 0
+    block = int(shape.get("block_params") or 0) // max(1, cfg.tp)
+    compute = 4 if cfg.precision == "fp32" else 2
+    params = int(shape.get("params") or 0) // max(1, cfg.tp) // max(1, cfg.pp)
+    trainable = 0 if cfg.lora_rank else params
+    return 2 * block * compute, -(-trainable // _shards(cfg)) * 4
+
+
+def outside_loss(moments: list[Any]) -> int | None:
+    """The largest of the estimate's moments outside the loss ("loss forward", "loss
+    backward"); None when there are none."""
+    outside = [int(m.bytes) for m in moments if not str(m.name).startswith("loss ")]
+    return max(outside, default=None)
+
+
+def reserve_terms(
+    cfg: TrainingConfig, allocated: int, outside_loss: int | None = None, loss: bool = True
+) -> list[tuple[str, int]]:
+    """What the reserve adds to ``allocated`` (the allocated peak), named, in bytes;
+    ``outside_loss``: the allocated peak of the step's moments outside the loss (None: not
+    known, the peak); ``loss``: whether this GPU computes the loss (a pipeline's last stage)."""
+    from profiling.estimate.shape import shape_of
+
+    shape = shape_of(cfg)
+    expandable = cfg.expandable_segments
+    gather, scatter = stream_pools(cfg, shape)
+    streams = 3 if fsdp2_streams(cfg) else 1
+    between = BETWEEN_SIZES[expandable]
+    pre = allocated if outside_loss is None else min(allocated, outside_loss)
+    # the larger of: the peak with its cached blocks; the reserve outside the loss with the
+    # loss's own segments on top
+    copies = LOSS_COPIES.get(cfg.loss, LOSS_COPIES_DEFAULT) if loss else 0
+    logits = max(0, round(pre * (1 + between) + copies * logits_bytes(cfg, shape))
+                 - round(allocated * (1 + between)))  # fmt: skip
+    terms = [
+        (f"cached blocks between sizes ({between:.0%} of allocated)", round(allocated * between)),
+        (f"the loss's logits in sizes one row apart (up to {copies:g} fp32 logits' segments "
+         "above the reserve outside the loss)", logits),
+        ("gradients of 1–10 MiB alone in 20 MiB segments",
+         round(mid_gradient_slack(cfg, shape) * MID_GRADIENTS)),
+        ("FSDP2's all-gather streams (two blocks unsharded)", gather),
+        ("FSDP2's reduce-scatter stream (the gradient shards)", scatter),
+        (f"a partly empty segment of each pool{' per stream' if streams > 1 else ''}",
+         SEGMENT_SLACK * streams),
+    ]  # fmt: skip
+    return [(name, n) for name, n in terms if n > 0]
+
+
+def reserved_bound(
+    cfg: TrainingConfig, allocated: int, outside_loss: int | None = None, loss: bool = True
+) -> tuple[int, str]:
+    """The reserve's bound and how it is made (one line, its terms)."""
+    from profiling.units import fmt_bytes
+
+    terms = reserve_terms(cfg, allocated, outside_loss, loss)
+    how = " + ".join(f"{name} {fmt_bytes(n)}" for name, n in terms)
+    return allocated + sum(n for _, n in terms), f"allocated + {how}"
+
+
+__all__ = ["SEGMENT_SLACK", "logits_bytes", "outside_loss", "reserve_terms", "reserved_bound"]
