@@ -258,8 +258,9 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
         f"{fmt_bytes(avail, 'GB')} less a {SAFETY_MARGIN:.0%} safety margin (for what no "
         "counter models: other processes, the allocator's retries); nvidia-smi = allocated "
         "+ cuBLAS workspaces + the caching allocator's reserve in closed form (cached blocks "
-        "between sizes, the loss's logits in sizes one row apart, 1–10 MiB gradients, FSDP2's "
-        "streams, a partly empty segment per pool: a bound checked against replayed traces), "
+        "between sizes, the loss's logits in sizes one row apart, mid-sized gradients alone in "
+        "segments, FSDP2's streams, a partly empty segment per pool: a bound checked against "
+        "replayed traces), "
         "+ the CUDA context "
         f"{CONTEXT / 2**20:g} MiB"
         + (f" + NCCL {nccl / 2**20:g} MiB" if nccl else "")

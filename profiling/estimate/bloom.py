@@ -86,6 +86,21 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
             f"{tok}·2·{d.f}·{c}",
         )
     )
+    if cfg.checkpointing == "full":  # counted only in the recomputed block's moment
+        # GeLUFunction's backward beside the recomputed block, as losses.last_mlp counts the
+        # last block's: the gradient reaching it, its MLP's output weight gradient, five f-wide
+        # eager temporaries (without it a tiny fp32 run was 20 % under the trace's peak)
+        p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+        w = (h * d.f + h) * p if cfg.lora_rank is None else 0
+        terms.append(
+            Term(
+                "GeLUFunction's backward beside the recomputed block (the gradient reaching "
+                "it, the output weight's gradient, five f-wide eager temporaries)",
+                T * h * e.r + w + T * 5 * d.f * c,
+                f"s·b·h·{e.r} + {w} + s·b·5f·{c} B",
+                f"{tok}·{h}·{e.r} + {w} + {tok}·5·{d.f}·{c}",
+            )
+        )
     return terms + _dropout(d, e, cfg)
 
 

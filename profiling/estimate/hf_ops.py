@@ -420,9 +420,9 @@ def assumption(d: Dims, cfg: TrainingConfig) -> str:
         )
     if _module(d) == "bloom" and cfg.checkpointing == "full":
         text += (
-            "; not counted: with full checkpointing a recomputed BLOOM block's backward "
-            "(GeLUFunction's eager temporaries beside the recomputed block) can lift the peak "
-            "over this estimate's (5 % on a tiny config); trace it for that moment"
+            "; with full checkpointing a recomputed BLOOM block's backward (GeLUFunction's "
+            "eager temporaries beside the recomputed block) is counted as an upper bound, not "
+            "op by op (2-19 % over the trace's peak on tiny configs); trace it for that moment"
         )
     if cfg.dropout and attention == "sdpa" and not _cuda(cfg):
         text += (
