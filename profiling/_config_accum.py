@@ -33,9 +33,24 @@ ACCUMULATE_UNSHARDED_FIELD: Any = Field(
     "unsharded gradients until the last micro-batch reduce-scatters them.",
 )
 
+FSDP_FLAT_FIELD: Any = Field(
+    False,
+    description="FSDP1 (FullyShardedDataParallel, Lightning's FSDPStrategy) rather than "
+    "FSDP2: each wrapped module's parameters are views of one flat parameter, whose gradient "
+    "autograd makes by concatenating the views' gradients (the root's: the LM head's and the "
+    "embedding's) while the root is still gathered.",
+)
+
 
 def check_accumulation(cfg: TrainingConfig) -> None:
-    """One sentence for what accumulating unsharded gradients cannot go with."""
+    """One sentence for what accumulating unsharded gradients (or FSDP1's flat parameters)
+    cannot go with."""
+    if cfg.fsdp_flat and (not (cfg.fsdp and cfg.gpus > 1) or cfg.is_plan or cfg.tp > 1):
+        raise ConfigError(
+            "--fsdp-flat is FSDP1's flat parameters over --fsdp --gpus N (N > 1), without a "
+            "parallel plan or --tp: add --fsdp --gpus N or drop it",
+            "fsdp_flat",
+        )
     n = cfg.accumulate_unsharded
     if n is None:
         return

@@ -12,7 +12,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from profiling._config_accum import ACCUMULATE_UNSHARDED_FIELD, check_accumulation
+from profiling._config_accum import (
+    ACCUMULATE_UNSHARDED_FIELD,
+    FSDP_FLAT_FIELD,
+    check_accumulation,
+)
 from profiling.errors import ConfigError
 
 # ``cfg`` is a profiling.config.TrainingConfig, which imports this module: typed Any here so
@@ -253,6 +257,7 @@ __all__ = [
     "ACCUMULATE_UNSHARDED_FIELD",
     "ACTIVATION_OFFLOAD_FIELD",
     "COMPILE_FIELD",
+    "FSDP_FLAT_FIELD",
     "LOSSES",
     "LOSS_CHUNKS_DEFAULT",
     "LOSS_CHUNKS_FIELD",

@@ -40,6 +40,9 @@ DEEPSPEED_FIELD: Any = Field(
     "parameters, prefetch, fp32 gradient partition, offload's pinned host buffers and the host "
     "memory per node.",
 )
+OFFLOAD_OPTIMIZER_FIELD: Any = Field(
+    False, description="Optimizer state and master weights in CPU memory (ZeRO-Offload)."
+)
 OFFLOAD_PARAM_FIELD: Any = Field(
     False, description="DeepSpeed ZeRO-3: the 16-bit parameter partitions in host memory."
 )
@@ -154,6 +157,7 @@ __all__ = [
     "DEEPSPEED_FIELDS",
     "ENGINE_OFF",
     "GPUS_PER_NODE_FIELD",
+    "OFFLOAD_OPTIMIZER_FIELD",
     "OFFLOAD_PARAM_FIELD",
     "OFFLOAD_TO_FIELD",
     "OVERLAP_COMM_FIELD",

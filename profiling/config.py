@@ -158,9 +158,7 @@ class TrainingConfig(BaseModel):
         "gradient (torchtune's optimizer_in_bwd): no step after backward, no full set of "
         "gradients.",
     )
-    offload_optimizer: bool = Field(
-        False, description="Optimizer state and master weights in CPU memory (ZeRO-Offload)."
-    )
+    offload_optimizer: bool = ds.OFFLOAD_OPTIMIZER_FIELD
     deepspeed: bool = ds.DEEPSPEED_FIELD  # DeepSpeed's engine, its settings
     offload_param: bool = ds.OFFLOAD_PARAM_FIELD
     offload_to: ds.OffloadDevice = ds.OFFLOAD_TO_FIELD
@@ -183,6 +181,7 @@ class TrainingConfig(BaseModel):
     tp: int = _positive_int(4096, "Tensor-parallel degree t (N·t GPUs in all).", 1)
     sequence_parallel: bool = Field(False, description="Sequence parallelism (needs tp > 1).")
     accumulate_unsharded: int | None = behaviours.ACCUMULATE_UNSHARDED_FIELD
+    fsdp_flat: bool = behaviours.FSDP_FLAT_FIELD
     # ---- parallel plans (profiling.plans: torchtitan's degrees, every rank's peak)
     dp_shard: int | None = _positive_int(
         MAX_GPUS, "FSDP degree: states sharded over dp_shard × cp ranks (--fsdp --gpus N)."

@@ -99,6 +99,12 @@ def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) 
         r = 4 if cfg.precision == "mixed" else 0
         end = 2 * V * h * (g + r) / t
         what = f"2·V·h·({g} + {r}) B (head, embedding" + (", fp32 copies)" if r else ")")
+    if cfg.fsdp_flat:  # FSDP1: the root's flat gradient, made while the root is gathered
+        tied = bool(shape.get("tied"))  # (tied: the root is counted gathered already)
+        end += root * g / t * (1 if tied else 2)
+        what += ("" if tied else f" + the root gathered root·{g} B") + (
+            f" + FSDP1's flat gradient, its views' gradients concatenated root·{g} B"
+        )
     out.append((
         "end of backward (the root's gradients)",
         w + grads + states + end,
@@ -112,7 +118,8 @@ def one_gpu(cfg: TrainingConfig) -> dict[str, Any]:
     """The settings of the same step on one GPU, nothing sharded (DeepSpeed's engine off): one
     GPU that accumulates micro-batches keeps its gradients through the later ones' forward."""
     kept = cfg.grads_kept or cfg.accumulate_unsharded is not None
-    alone = {"gpus": 1, "zero": 0, "fsdp": False, "accumulate_unsharded": None, "grads_kept": kept}
+    alone = {"gpus": 1, "zero": 0, "fsdp": False, "fsdp_flat": False, "accumulate_unsharded": None}
+    alone["grads_kept"] = kept
     return {**ENGINE_OFF, **alone}
 
 

@@ -89,9 +89,39 @@ def with_unsharded(
             root = root_block[0] * u
             out.append((name, value + root, f"{calc} + the root's kept gradients root·{u} B "
                         f"{f(root)}"))  # fmt: skip
+            if cfg.fsdp_flat:
+                out.append(flat_end(cfg, shape, parts, root_block))
         else:
             out.append((name, value + big, calc + plus))
     return out
+
+
+def flat_end(
+    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], root_block: tuple[int, int]
+) -> Moment:
+    """FSDP1's end of a backward without sync: the root's flat parameter gets its gradient from
+    autograd's backward of the views FSDP1 made of it (``torch.split``: SplitWithSizesBackward
+    waits for every view's gradient, then concatenates them into one root-sized tensor) while
+    the root is still gathered — the LM head's gradient, the embedding's dense gradient and
+    their concatenation at once, beside the kept gradients (the root's own once a micro-batch
+    has accumulated them), which the new one is then added to in place."""
+    f, u = fmt_bytes, kept_bytes(cfg)
+    g = 2 if cfg.precision in ("bf16", "mixed") else 4
+    root, _ = root_block
+    psi, n = int(shape["params"]), int(cfg.accumulate_unsharded or 0)
+    head = int(shape["vocab"]) * int(shape["hidden"]) * g
+    views = (3 if shape.get("tied") else 2) * head  # tied: head, embedding and their sum
+    kept = psi * u if n >= 3 else (psi - root) * u  # N = 2: the first holds the blocks' alone
+    w, states = parts["sharded weights"], parts["optimizer"]
+    value = w + states + kept + root * g + views + root * g
+    which = "Ψ" if n >= 3 else "(Ψ − root)"
+    return (
+        "end of backward without sync (FSDP1: the root's flat gradient)",
+        value,
+        f"sharded weights {f(w)} + optimizer {f(states)} + unsharded gradients kept {which}·{u} "
+        f"B {f(kept)} + the root gathered root·{g} B {f(root * g)} + its views' gradients "
+        f"{f(views)} + their concatenation root·{g} B {f(root * g)}",
+    )
 
 
 def _last_block(
@@ -125,4 +155,4 @@ def _last_block(
     return out
 
 
-__all__ = ["kept_bytes", "unsharded_grads", "with_unsharded"]
+__all__ = ["flat_end", "kept_bytes", "unsharded_grads", "with_unsharded"]

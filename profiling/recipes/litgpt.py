@@ -191,6 +191,13 @@ FSDP1_FOREACH = (
 )
 
 
+FSDP1_FLAT = (
+    "Lightning's FSDPStrategy is FSDP1 (use_orig_params off): each block's parameters and the "
+    "root's are views of one flat parameter, whose gradient autograd makes by concatenating the "
+    "views' gradients while the root is gathered"
+)
+
+
 def _devices(r: Reading, method: str) -> int:
     devices, nodes = r.get("devices", 1), r.get("num_nodes", 1)
     if devices in ("auto", -1):
@@ -216,6 +223,8 @@ def _devices(r: Reading, method: str) -> int:
             # step holds a sqrt of every second moment at once (_multi_tensor_adamw). A file
             # that says foreach or fused is read as it says (_optimizer).
             r.imply("(the script)", "foreach", True, FSDP1_FOREACH)
+        if method != "lora":
+            r.imply("(the script)", "fsdp_flat", True, FSDP1_FLAT)
     return gpus
 
 

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from profiling.trace.tracker import StepTracker
 
 Snap = dict[str, int]
+FSDP1_NOT_TRACED = (
+    "--fsdp-flat: traced as FSDP2 (one parameter per tensor); FSDP1's flat gradient of the root "
+    "(its views' gradients concatenated while it is gathered, at backward's end) is the "
+    "estimate's alone"
+)
 RunStep = Callable[..., tuple[dict[str, Snap], dict[str, Snap]]]
 
 

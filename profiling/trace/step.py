@@ -270,6 +270,10 @@ def _trace_in_fake_mode(
             except Exception as exc:
                 raise ProfilingError(_fake_failure(config.model, exc)) from None
             after = merge_snapshots(tracker.get_tracker_snapshot())
+        if config.fsdp_flat:  # FSDP1's flat gradient: the estimate's moment alone
+            from profiling.trace.no_sync import FSDP1_NOT_TRACED
+
+            notes.append(FSDP1_NOT_TRACED)
         notes += [
             f"FLOPs of {op} not counted (its formula failed: {why})"
             for op, why in tracker.flop_failures.items()
