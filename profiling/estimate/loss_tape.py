@@ -38,6 +38,7 @@ class Ctx:
     head_nf4: bool = False  # the head a 4-bit weight, dequantized to fp16 then cast (Fabric's)
     head_keeps: bool = False  # ... whose input old bitsandbytes keeps as a ctx attribute
     absmax: int = 0  # the fp32 absmax its dequantization writes first (double quantization)
+    compiled: bool = False  # torchtune's compile_loss: the chunked loss's function compiled
 
     @property
     def tokens(self) -> list[Dim]:

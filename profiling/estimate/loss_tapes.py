@@ -181,8 +181,9 @@ def _bwd_chunked(x: Ctx, tape: Tape) -> None:
     _gathered(x, tape, [f"c{i}{suffix}" for i in range(len(sizes))], x.tokens)
 
 
-def _fwd_linear(x: Ctx, tape: Tape) -> None:
-    n = x.s * x.b
+def linear_rows(x: Ctx, tape: Tape) -> None:
+    """LinearCrossEntropyLoss.forward before its chunks: the labelled tokens counted, then
+    their hidden states and labels index_select-ed."""
     flat: list[Dim] = [("s", x.s), ("b", x.b)]
     tape.new("mask", sized("the labels' mask", flat, 1))
     tape.free("mask")
@@ -194,6 +195,11 @@ def _fwd_linear(x: Ctx, tape: Tape) -> None:
     rows = sized("the labelled tokens' hidden states", [*flat, ("h", x.h)], x.r)
     tape.new("rows", rows)
     tape.new("targets", sized("their labels (int64)", flat, 8))
+
+
+def _fwd_linear(x: Ctx, tape: Tape) -> None:
+    n = x.s * x.b
+    linear_rows(x, tape)
     V = ("V", x.V)
     prev = None
     for i, t in enumerate(tensor_split(n, x.chunks)):

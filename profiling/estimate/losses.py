@@ -13,12 +13,14 @@ C Liger's chunk of tokens. No torch here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from profiling._config_behaviours import double_quant, loss_conflict
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
+from profiling.estimate import compiled_loss_tape as compiled_tapes
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.bnb import dequant_absmax_bytes
 from profiling.estimate.loss_tape import Ctx, Tape, listed, sized
@@ -63,7 +65,7 @@ def context(d: Dims, e: Bytes, cfg: TrainingConfig) -> Ctx:
     keeps = nf4 and cfg.bnb_keeps_inputs
     return Ctx(
         d.s, d.b, d.V, d.h, e.r, e.c, e.amp, cfg.target == "cuda", trained, w, cap, chunks, rank,
-        nf4, keeps, absmax,
+        nf4, keeps, absmax, cfg.compile,
     )  # fmt: skip
 
 
@@ -80,6 +82,11 @@ def problem(cfg: TrainingConfig, d: Dims | None) -> str | None:
         return f"--loss {cfg.loss} on transformers' GPT-2 module (its last block's backward)"
     if d.extra.get("logit_softcap") and cfg.loss in ("chunked", "linear-chunked"):
         return f"--loss {cfg.loss} on a model with soft-capped logits (torchtune caps none)"
+    if cfg.compile and cfg.loss == "linear-chunked" and cfg.autocast:
+        return (
+            "--loss linear-chunked compiled under autocast (the casts inside the compiled "
+            "head: trace it)"
+        )
     if cfg.loss == "litgpt" and cfg.qlora and cfg.bnb_keeps_inputs:
         if d.extra.get("experts") or d.extra.get("mla"):
             return "--loss litgpt with --bnb-keeps-inputs on a mixture of experts or MLA"
@@ -102,12 +109,13 @@ def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
     hidden = sized("the final norm's output", [*x.tokens, ("h", x.h)], x.r)
     previous = held_over(d, e, cfg, x)
     fwd = Tape({"hidden": hidden, **{f"held{i}": term for i, term in enumerate(previous)}})
-    forward_tape(cfg.loss, x, fwd)
+    compiled = x.compiled and cfg.loss in compiled_tapes.FORWARD  # torchtune's compile_loss
+    (compiled_tapes.FORWARD[cfg.loss] if compiled else partial(forward_tape, cfg.loss))(x, fwd)
     if fwd.has("hidden"):
         fwd.keep_as("hidden", "hidden", "the final norm's output, kept for backward")
     kept = list(fwd.alive.values())
     bwd = Tape(dict(fwd.alive))
-    backward_tape(cfg.loss, x, bwd)
+    (compiled_tapes.BACKWARD[cfg.loss] if compiled else partial(backward_tape, cfg.loss))(x, bwd)
     held = sum(t.bytes for t in kept)
     return LossPlan(
         kept=[_as_activation(t) for t in kept],

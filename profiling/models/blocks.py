@@ -32,7 +32,8 @@ def head_loss(
     from profiling.models.losses import lm_loss
 
     cuda = c.target == "cuda"
-    return lm_loss(c.loss, head, lambda: norm(last.pop()), targets, c.loss_chunks, softcap, cuda)
+    return lm_loss(c.loss, head, lambda: norm(last.pop()), targets, c.loss_chunks, softcap, cuda,
+                   c.compile_loss)  # fmt: skip
 
 
 def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -42,6 +42,7 @@ class WorkloadConfig(BaseModel):
     # The loss the step ends with, as a training stack computes it (profiling.models.losses).
     loss: str = "cross-entropy"
     loss_chunks: int = 8
+    compile_loss: bool = False  # torchtune's compile_loss: its chunked losses' per-chunk function
     target: Literal["cuda", "cpu"] = "cuda"  # whose kernels a fused loss's branches follow
     # ---- the Llama family's variations (Hugging Face configs)
     head_size: int | None = None  # None = hidden // heads

@@ -93,7 +93,8 @@ class HFCausalLM(nn.Module):
 
         cap = getattr(model.config, "final_logit_softcapping", None)
         head = model.get_output_embeddings()
-        return lm_loss(c.loss, head, hidden, targets, c.loss_chunks, cap, c.target == "cuda")
+        return lm_loss(c.loss, head, hidden, targets, c.loss_chunks, cap, c.target == "cuda",
+                       c.compile_loss)  # fmt: skip
 
     def example_inputs(
         self, batch: int, seq: int, device: Device = None

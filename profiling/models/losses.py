@@ -45,6 +45,7 @@ from torch import nn
 from profiling.models.loss_sizes import LITGPT_CHUNK, liger_chunking
 
 IGNORE = -100
+COMPILED_CACHE = "_compiled_loss"  # where the LM head holds torchtune's compiled loss's graphs
 HELD_LOGITS = "_litgpt_logits"  # where the LM head holds LitGPT's previous logits (``_litgpt``)
 
 
@@ -64,6 +65,7 @@ def lm_loss(
     chunks: int = 8,
     softcap: float | None = None,
     cuda: bool = True,
+    compiled: bool = False,
 ) -> torch.Tensor:
     """The loss ``kind`` computes from the final norm's output (B, T, h), the LM head and the
     next-token ``targets`` (B, T); ``cuda``: as on a GPU of compute capability 8 or more (where
@@ -72,10 +74,38 @@ def lm_loss(
     ``hidden_of`` makes the final norm's output, so each loss holds it exactly as long as its
     stack does: to the loss's end where the model hands it over (transformers' patches,
     torchtune's LinearCrossEntropyLoss), only through the LM head where the model returns
-    logits (LitGPT, torchtune's chunked output)."""
+    logits (LitGPT, torchtune's chunked output). ``compiled``: torchtune's compile_loss, which
+    compiles its chunked losses' ``compute_cross_entropy`` (``profiling.trace.compiled_loss``)."""
     if kind == "liger":
         return _liger(head, hidden_of(), targets, cuda)
+    if compiled and kind in _TORCHTUNE:
+        return _TORCHTUNE[kind](head, hidden_of, targets, chunks, _compiled_ce(head, kind))
     return _LOSSES[kind](head, hidden_of, targets, chunks, softcap)
+
+
+def _ce_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """CEWithChunkedOutputLoss.compute_cross_entropy."""
+    return F.cross_entropy(logits.float(), labels, ignore_index=IGNORE, reduction="sum")
+
+
+def _compiled_ce(head: nn.Module, kind: str) -> Callable[..., torch.Tensor]:
+    """``compute_cross_entropy`` as torchtune's ``apply_compile_strategy`` compiles it: one
+    chunk's (head and) cross-entropy, partitioned once per shape and held by the head (the
+    model's own cache: the untracked forward before the trace makes it, the step finds it)."""
+    from profiling.trace.compiled_loss import compiled
+
+    cache = head.__dict__.setdefault(COMPILED_CACHE, {})
+    if kind == "chunked":
+        return compiled(_ce_sum, cache)
+    named = list(head.named_parameters())
+
+    def linear_ce(*args: torch.Tensor) -> torch.Tensor:  # LinearCrossEntropyLoss's
+        params = {n: a for (n, _), a in zip(named, args[:-2], strict=True)}
+        logits = torch.func.functional_call(head, params, (args[-2],))
+        return _ce_sum(logits, args[-1])
+
+    run = compiled(linear_ce, cache)
+    return lambda h, t: run(*(p for _, p in named), h, t)
 
 
 def _transformers_446(
@@ -143,8 +173,9 @@ def _held_by_graph(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _torchtune_chunked(
-    head: nn.Module, hidden_of: Hidden, targets: torch.Tensor, chunks: int, _: float | None
-) -> torch.Tensor:
+    head: nn.Module, hidden_of: Hidden, targets: torch.Tensor, chunks: int,
+    ce: Callable[..., torch.Tensor] | None = None,
+) -> torch.Tensor:  # fmt: skip
     hidden = hidden_of()
     logits = [head(chunk) for chunk in hidden.tensor_split(chunks, dim=1)]  # the model's output
     del hidden  # TransformerDecoder.forward returns the chunks: its h goes
@@ -153,13 +184,14 @@ def _torchtune_chunked(
     rows = [chunk.reshape(-1, chunk.size(-1)) for chunk in logits]
     total: Any = 0.0
     for r, t in zip(rows, labels, strict=True):
-        total += F.cross_entropy(r.float(), t, ignore_index=IGNORE, reduction="sum")
+        total += (ce or _ce_sum)(r, t)
     return total / total_elements
 
 
 def _torchtune_linear(
-    head: nn.Module, hidden_of: Hidden, targets: torch.Tensor, chunks: int, _: float | None
-) -> torch.Tensor:
+    head: nn.Module, hidden_of: Hidden, targets: torch.Tensor, chunks: int,
+    ce: Callable[..., torch.Tensor] | None = None,
+) -> torch.Tensor:  # fmt: skip
     hidden = hidden_of()  # the model's output, held by the recipe until the loss is computed
     valid = _every_token(targets.reshape(-1))  # torch.where(targets != ignore_index)[0]
     total_valid = valid.numel()
@@ -172,8 +204,11 @@ def _torchtune_linear(
     for h, t in zip(
         flat.tensor_split(chunks, dim=0), flat_targets.tensor_split(chunks, dim=0), strict=True
     ):
+        if ce is not None:
+            total += ce(h, t)
+            continue
         logits = head(h)
-        total += F.cross_entropy(logits.float(), t, reduction="sum", ignore_index=IGNORE)
+        total += _ce_sum(logits, t)
     return total / total_valid
 
 
@@ -363,9 +398,14 @@ _LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "transformers-4.46": _transformers_446,
     "transformers-4.45": _transformers_445,
     "litgpt": _litgpt,
-    "chunked": _torchtune_chunked,
-    "linear-chunked": _torchtune_linear,
+    "chunked": lambda head, hidden, targets, chunks, _: _torchtune_chunked(
+        head, hidden, targets, chunks
+    ),
+    "linear-chunked": lambda head, hidden, targets, chunks, _: _torchtune_linear(
+        head, hidden, targets, chunks
+    ),
     "cce": _cce,
 }
+_TORCHTUNE = {"chunked": _torchtune_chunked, "linear-chunked": _torchtune_linear}
 
 __all__ = ["KERNEL_FLOPS", "capped", "lm_loss"]

@@ -181,8 +181,8 @@ def _switches(r: Reading) -> None:
             "compile",
             "compile",
             True,
-            "training.compile_model: torch.compile of each layer, as the partitioner splits it "
-            "(compile_loss's compiled loss counted eager)",
+            "training.compile_model: torch.compile of each layer, as the partitioner splits it; "
+            "compile_loss: a chunked loss's compute_cross_entropy compiled per chunk",
         )
     else:
         r.ignore("compile", NO_MEMORY + " (off)")

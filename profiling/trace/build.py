@@ -107,10 +107,10 @@ def _make_model(
         )
     if seq > workload.max_seq:
         raise ProfilingError(f"--seq {seq} exceeds {workload.name}'s maximum of {workload.max_seq}")
-    # flash is sdpa here: on the cpu device SDPA runs the flash kernel (no s² tensor kept).
     update: dict[str, object] = {
-        "attention": "eager" if config.attention == "eager" else "sdpa",
+        "attention": "eager" if config.attention == "eager" else "sdpa",  # flash is sdpa here
         "dropout": config.dropout,
+        "compile_loss": config.compile,  # torchtune's compile_loss
         "loss": config.loss,
         "loss_chunks": loss_chunks(config),
         "target": config.target,

@@ -310,3 +310,67 @@ def test_fabric_bnb_is_litgpt_s_qlora() -> None:
         TrainingConfig.parse(model="tiny-llama", lora_rank=8, fabric_bnb=True, loss="litgpt")
     with pytest.raises(ConfigError, match="--loss litgpt"):
         TrainingConfig.parse(model="tiny-llama", lora_rank=8, qlora=True, fabric_bnb=True)
+
+
+# ---------------------------------------------------------------- torchtune's compile_loss
+
+
+@pytest.mark.parametrize("loss", ["chunked", "linear-chunked"])
+@pytest.mark.parametrize(
+    ("precision", "target", "batch"),
+    [("bf16", "cuda", 2), ("fp32", "cuda", 2), ("mixed", "cuda", 2), ("bf16", "cpu", 2),
+     ("bf16", "cuda", 1)],
+)  # fmt: skip
+def test_torchtune_s_compiled_loss_is_estimated_as_traced(
+    loss: str, precision: str, target: str, batch: int
+) -> None:
+    cfg = TrainingConfig(
+        model="tiny-llama", seq=64, batch=batch, precision=precision, target=target, loss=loss,
+        compile=True,
+    )  # fmt: skip
+    _agrees(cfg)
+
+
+def test_a_compiled_chunked_loss_keeps_16_bit_logits_not_fp32_log_probabilities() -> None:
+    # torchtune's compile_loss compiles compute_cross_entropy: Inductor's partitioner (with
+    # Inductor's decompositions) saves the chunk's bf16 logits, its labels and two fp32 values
+    # per token, where eager saves the fp32 log-probabilities (4 B a logit); counted eager, the
+    # 3B ladder's rungs past "+ Fuse optimizer step into backward" read 1.07-1.13x.
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from profiling.models.losses import _ce_sum
+    from profiling.trace.compiled_loss import compiled
+
+    rows, vocab = 256, 1000
+    with FakeTensorMode():
+        logits = torch.empty(rows, vocab, dtype=torch.bfloat16, requires_grad=True)
+        labels = torch.empty(rows, dtype=torch.long)
+        loss = compiled(_ce_sum, {})(logits, labels)
+        saved: tuple[torch.Tensor, ...] = loss.grad_fn.saved_tensors  # type: ignore[union-attr]
+        assert sum(t.untyped_storage().nbytes() for t in saved) == rows * (vocab * 2 + 8 + 2 * 4)
+        assert any(t is logits for t in saved)  # the input itself: no copy
+        (grad,) = torch.autograd.grad(loss, logits)
+        assert grad.dtype == torch.bfloat16
+
+
+def test_compile_moves_the_chunked_loss_s_peak_by_the_same_bytes_both_ways() -> None:
+    base = TrainingConfig(
+        model="tiny-llama", seq=128, batch=8, precision="bf16", target="cuda", loss="chunked"
+    )  # fmt: skip
+    eager = estimate(base).per_gpu_bytes, trace_step(base).peak_bytes
+    on = base.model_copy(update={"compile": True})
+    compiled = estimate(on).per_gpu_bytes, trace_step(on).peak_bytes
+    fell = eager[1] - compiled[1]
+    assert fell > 0.25 * eager[1]  # the loss is this step's peak: its kept fp32 went
+    assert eager[0] - compiled[0] == pytest.approx(fell, rel=0.002)
+
+
+def test_compiled_linear_chunked_under_autocast_is_refused_by_the_estimate() -> None:
+    cfg = TrainingConfig(
+        model="tiny-llama", seq=64, batch=2, precision="amp-bf16", target="cuda",
+        loss="linear-chunked", compile=True,
+    )  # fmt: skip
+    with pytest.raises(ProfilingError, match="compiled under autocast"):
+        estimate(cfg)
+    assert trace_step(cfg).peak_bytes > 0  # the trace runs it
