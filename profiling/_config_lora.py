@@ -32,6 +32,21 @@ FABRIC_BNB_FIELD: Any = Field(
     "bnb.*): every Linear in 4 bits, the LM head too, each quantized from an fp16 copy, so every "
     "4-bit matmul dequantizes to fp16 and casts that to the compute dtype (two copies at once).",
 )
+LORA_TARGETS_FIELD: Any = Field(
+    ["q", "k", "v", "o"],
+    description="The Linear layers LoRA adapts, comma-separated: q, k, v, o, gate, up, down, "
+    "lm_head, or all-linear (peft's: every Linear of the blocks), attention, mlp.",
+)
+LORA_DROPOUT_FIELD: Any = Field(
+    0.0, ge=0.0, lt=1.0, description="Dropout on each adapter's input (peft's lora_dropout)."
+)
+# DoRA (peft's use_dora, torchtune's use_dora): a recipe's adapter config sets it (not offered
+# by the agent tools: each field costs tokens in every request).
+DORA_FIELD: Any = Field(
+    False,
+    description="DoRA (peft's use_dora): each adapted layer also trains a magnitude vector and "
+    "rebuilds its weight's norm (W + scale·B·A, a full-size temporary) in every forward.",
+)
 DOUBLE_QUANT_FIELD: Any = Field(
     None,
     description="--qlora's block constants double-quantized (bitsandbytes' compress_statistics: "
@@ -58,9 +73,12 @@ def parse_targets(value: Any) -> Any:
 
 __all__ = [
     "BNB_KEEPS_FIELD",
+    "DORA_FIELD",
     "DOUBLE_QUANT_FIELD",
     "FABRIC_BNB_FIELD",
     "LORA_DEFAULT",
+    "LORA_DROPOUT_FIELD",
+    "LORA_TARGETS_FIELD",
     "LORA_TARGET_SETS",
     "LoraTarget",
     "parse_targets",

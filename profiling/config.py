@@ -28,10 +28,13 @@ from profiling._config_describe import describe as _describe
 from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_lora import (
     BNB_KEEPS_FIELD,
+    DORA_FIELD,
     DOUBLE_QUANT_FIELD,
     FABRIC_BNB_FIELD,
     LORA_DEFAULT,
+    LORA_DROPOUT_FIELD,
     LORA_TARGET_SETS,
+    LORA_TARGETS_FIELD,
     LoraTarget,
     parse_targets,
 )
@@ -216,14 +219,9 @@ class TrainingConfig(BaseModel):
     loss_chunks: int | None = LOSS_CHUNKS_FIELD
     tied_head: bool | None = behaviours.TIED_HEAD_FIELD  # ---- then the adapters
     lora_rank: int | None = _positive_int(10**5, "Train LoRA adapters of rank R (q, k, v, o).")
-    lora_targets: list[LoraTarget] = Field(
-        ["q", "k", "v", "o"],
-        description="The Linear layers LoRA adapts, comma-separated: q, k, v, o, gate, up, down, "
-        "lm_head, or all-linear (peft's: every Linear of the blocks), attention, mlp.",
-    )
-    lora_dropout: float = Field(
-        0.0, ge=0.0, lt=1.0, description="Dropout on each adapter's input (peft's lora_dropout)."
-    )
+    lora_targets: list[LoraTarget] = LORA_TARGETS_FIELD
+    lora_dropout: float = LORA_DROPOUT_FIELD
+    dora: bool = DORA_FIELD
     qlora: bool = Field(False, description="4-bit NF4 base weights (needs lora_rank).")
     bnb_keeps_inputs: bool = BNB_KEEPS_FIELD
     double_quant: bool | None = DOUBLE_QUANT_FIELD
@@ -315,8 +313,10 @@ class TrainingConfig(BaseModel):
                 "--vocab V",
                 "model",
             )
-        if self.lora_rank is None and (self.lora_dropout or self.lora_targets != LORA_DEFAULT):
-            field = "lora_dropout" if self.lora_dropout else "lora_targets"
+        if self.lora_rank is None and (
+            self.lora_dropout or self.dora or self.lora_targets != LORA_DEFAULT
+        ):
+            field = "lora_dropout" if self.lora_dropout else "dora" if self.dora else "lora_targets"
             raise ConfigError(f"{flag_name(field)} needs --lora-rank R", field)
         if self.fp32_grads and self.precision != "mixed":
             raise ConfigError(

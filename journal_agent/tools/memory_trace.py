@@ -51,6 +51,7 @@ MemoryTraceInput = config_input_model(
         "target_seq",  # an encoder-decoder's target length: the CLI's (tokens in every request)
         "accumulate_unsharded",  # FSDP's no_sync accumulation: a LitGPT config sets it
         "fsdp_flat",  # FSDP1's flat parameters: a LitGPT config sets it
+        "dora",  # DoRA: peft's or torchtune's adapter config as from_file sets it
     ),
     model=(
         str | None,

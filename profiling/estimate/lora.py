@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from profiling.estimate import dora
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.hf_ops import FP32_NORM
 from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
@@ -84,14 +85,16 @@ def _widths(d: Dims) -> dict[str, int]:
 
 def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model these LoRA targets on this model (None: it can)."""
-    if d.arch == "encoder":  # BERT, RoBERTa, ViT (estimate.lora_encoder)
+    if d.arch == "encoder" and not cfg.dora:  # BERT, RoBERTa, ViT (estimate.lora_encoder)
         from profiling.estimate import lora_encoder
 
         return lora_encoder.check(d, cfg)
-    if d.arch == "neox":
+    if d.arch == "neox" and not cfg.dora:
         from profiling.estimate.lora_neox import check
 
         return check(d, cfg)
+    if problem := dora.check(d, cfg):
+        return problem
     targets = block_targets(cfg)
     if d.extra.get("experts") and set(targets) & {"gate", "up", "down"}:
         return (
@@ -138,6 +141,8 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                           f"{tok}·{total}·{m}"))  # fmt: skip
     if not (cfg.qlora and cfg.bnb_keeps_inputs):
         terms += _frozen_inputs(d, e, targets, own)
+    if cfg.dora:  # DoRA's magnitude terms (estimate.dora)
+        terms += dora.per_layer(d, e, cfg)
     if _unfused_norms(d, cfg):
         h, q = d.h, d.a * d.hd
         nb, k = _normalized_bytes(d, e), _block_norms(d)
@@ -215,6 +220,7 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> lis
     terms = _head(d, e, cfg, own)
     if cfg.checkpointing == "full":
         return terms
+    terms += dora.once_per_model(d, e, cfg)
     norm = sb * (h * 4 + 4) if cpu else sb * (h * e.r + 4)
     terms.insert(0, Term(
         "first block's first norm keeps nothing (the frozen embedding needs no gradient)",
@@ -310,10 +316,11 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
 def nf4_moments(
     cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], recompute: float
 ) -> list[tuple[str, float, str]]:
-    """QLoRA's dequantization moments: torchao's NF4 (``nf4_torchao``); bitsandbytes' none."""
+    """QLoRA's dequantization moments: torchao's NF4 (``nf4_torchao``); bitsandbytes' none;
+    DoRA's weight norm rebuilt (``dora.moments``)."""
     from profiling.estimate.nf4_torchao import moments
 
-    return moments(cfg, shape, parts, recompute)
+    return moments(cfg, shape, parts, recompute) + dora.moments(cfg, shape, parts)
 
 
 __all__ = [

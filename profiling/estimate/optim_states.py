@@ -78,6 +78,8 @@ def trainable_numels(
         h, V = int(shape["hidden"]), int(shape["vocab"])
         counts[r + h if factored else r * h] += 1
         counts[V + r if factored else r * V] += 1
+    for _, _, o in lora_layers(cfg, shape) if cfg.dora else []:  # DoRA's magnitude vectors
+        counts[o] += L  # (Adafactor keeps a vector's second moment whole)
     return sorted(counts.items(), reverse=True)
 
 

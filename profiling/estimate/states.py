@@ -20,6 +20,7 @@ from typing import Any
 
 from profiling.config import OPTIMIZERS, TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate.dora import with_magnitudes
 from profiling.estimate.ledger import Ledger, Line, Sharding
 from profiling.estimate.optim_states import (
     adafactor_temporaries,
@@ -114,9 +115,8 @@ def full_training(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh
         _state(ledger, sh, 2, "Gradients (fp32 copy)", psi, 4, "4 B", "gradients")
     if cfg.precision == "mixed" and not fsdp_mixed:
         _state(ledger, sh, 1, "Optimizer: fp32 master weights", psi, 4, "4 B", "optimizer")
-    states = optimizer_states(
-        cfg.optimizer, cfg.precision, shape.get("hidden"), cfg.paged_optimizer
-    )
+    paged = cfg.paged_optimizer
+    states = optimizer_states(cfg.optimizer, cfg.precision, shape.get("hidden"), paged)
     if not tensorwise_states(ledger, cfg, shape, sh, tuple(name for name, _, _ in states)):
         for name, per, label in states:
             _state(ledger, sh, 1, f"Optimizer: {name}", psi, per, label, "optimizer")
@@ -157,6 +157,7 @@ def lora_adapters(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, str,
         count += r * (int(shape["hidden"]) + int(shape["vocab"]))
         formula += " + r·(h + V) (LM head)"
         numbers += f" + {r}·({shape['hidden']} + {shape['vocab']})"
+    count, formula, numbers = with_magnitudes(cfg, layers, L, (count, formula, numbers))
     saved, tensors = saved_classifier(shape)
     if tensors:  # an encoder's classifier trains in full: peft's modules_to_save copy
         count += saved
@@ -179,10 +180,11 @@ def saved_classifier(shape: dict[str, Any]) -> tuple[int, int]:
 
 
 def lora_tensors(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
-    """Parameter tensors of the adapters: A and B of each adapted layer (and a classifier's
-    trained copy)."""
+    """Parameter tensors: A and B (DoRA: a magnitude too) per adapted layer; a classifier's."""
     blocks = len(lora_layers(cfg, shape)) * int(shape.get("layers") or 0)
-    return 2 * (blocks + ("lm_head" in cfg.lora_targets)) + saved_classifier(shape)[1]
+    return (
+        (2 + cfg.dora) * blocks + 2 * ("lm_head" in cfg.lora_targets) + saved_classifier(shape)[1]
+    )
 
 
 def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> int:

@@ -118,7 +118,8 @@ def _lora(r: Reading) -> None:
     if r.has("model.lora_dropout"):
         r.use("model.lora_dropout", "lora_dropout", float(r.get("model.lora_dropout") or 0.0))
     if r.get("model.use_dora"):
-        r.use("model.use_dora", "dora", True, "DoRA keeps each adapted weight's norm")
+        # torchtune's own DoRALinear (not peft's, which --dora models): listed as not modelled
+        r.use("model.use_dora", "torchtune_dora", True, "torchtune's DoRALinear")
     else:
         r.ignore("model.use_dora", NO_MEMORY + " (off)")
     for key in ("model.quantize_base",):

@@ -24,8 +24,7 @@ Imports torch; ``peft`` only inside the functions that need it.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -42,11 +41,14 @@ from profiling.estimate.bnb import (
     NF4_CODE_BYTES,
     dequant_absmax_bytes,
 )
+from profiling.trace.fake_moves import fake_safe_moves
 
 # The module names of each role ``lora_targets`` names (transformers' and our blocks').
 MODULES = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
            "up": "up_proj", "down": "down_proj", "lm_head": "lm_head"}  # fmt: skip
 TARGETS = tuple(MODULES[t] for t in ("q", "k", "v", "o"))
+# What peft adds to an adapted layer: A, B, and DoRA's magnitude (cast as PeftModel casts them).
+ADAPTER_MODULES = ("lora_A.default", "lora_B.default", "lora_magnitude_vector.default")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -266,46 +268,6 @@ def quantize_linears(
 # ---------------------------------------------------------------- peft's adapters
 
 
-@contextlib.contextmanager
-def _fake_safe_moves() -> Iterator[None]:
-    """``Module.to`` that replaces parameters instead of swapping them: torch swaps fake
-    parameters in place, which fails on the weak references the fake mode keeps; peft calls
-    ``.to`` on each adapter it just created (nothing else holds those yet)."""
-    original = nn.Module.to
-
-    def to(self: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
-        device, dtype = _parse_to(*args, **kwargs)
-        with torch.no_grad():
-            for module in self.modules():
-                for key, p in list(module._parameters.items()):
-                    if p is None:
-                        continue
-                    cast = dtype if dtype is not None and p.is_floating_point() else p.dtype
-                    moved = p.to(device=device or p.device, dtype=cast)
-                    if moved is not p:
-                        module._parameters[key] = nn.Parameter(moved, p.requires_grad)
-        return self
-
-    nn.Module.to = to  # type: ignore[method-assign]  # restored below
-    try:
-        yield
-    finally:
-        nn.Module.to = original  # type: ignore[method-assign]  # the real method, put back
-
-
-def _parse_to(*args: Any, **kwargs: Any) -> tuple[torch.device | None, torch.dtype | None]:
-    """``Module.to``'s device and dtype, however they were passed."""
-    device, dtype = kwargs.get("device"), kwargs.get("dtype")
-    for arg in args:
-        if isinstance(arg, torch.dtype):
-            dtype = arg
-        elif isinstance(arg, torch.Tensor):
-            device, dtype = arg.device, arg.dtype
-        elif arg is not None:
-            device = arg
-    return (torch.device(device) if device is not None else None), dtype
-
-
 def adapter_dtype(config: TrainingConfig) -> torch.dtype:
     """fp32 adapters (``PeftModel``'s ``autocast_adapter_dtype``), bf16 under pure bf16."""
     return torch.bfloat16 if config.precision == "bf16" else torch.float32
@@ -365,7 +327,7 @@ def apply_lora(
     if _arch(config) == "encoder":  # transformers' encoder: its own names, a saved classifier
         from profiling.trace import lora_encoder
 
-        moves = _fake_safe_moves
+        moves = fake_safe_moves
         return lora_encoder.apply(model, config, in_model, dtype, peft_version(), moves)
     neox = _neox_widths(config)
     fused = 0
@@ -376,11 +338,27 @@ def apply_lora(
     else:
         modules = [MODULES[t] for t in config.lora_targets]
     if modules:
-        lora = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=dropout, target_modules=modules)
-        with _fake_safe_moves():
+        if config.dora:  # peft's DoRA layers read our NF4 stand-in too (trace.dora)
+            from profiling.trace.dora import note as dora_note
+            from profiling.trace.dora import teach_peft_nf4
+
+            teach_peft_nf4(NF4Linear)
+            notes.append(dora_note(config))
+        lora = LoraConfig(
+            r=r,
+            lora_alpha=2 * r,
+            lora_dropout=dropout,
+            target_modules=modules,
+            use_dora=config.dora,
+        )
+        with fake_safe_moves():
             inject_adapter_in_model(lora, model)
+            if config.dora:
+                from profiling.trace.dora import free_dead_graphs
+
+                free_dead_graphs(model)
             for name, module in model.named_modules():
-                if name.endswith(("lora_A.default", "lora_B.default")):
+                if name.endswith(ADAPTER_MODULES):
                     module.to(dtype=dtype)
     if neox is not None:  # after peft, whose marking would freeze it
         fused = adapt_fused_qkv(model, list(config.lora_targets), neox, r, dropout, dtype)
@@ -426,6 +404,7 @@ def apply_lora(
             "base": "NF4 (represented: bitsandbytes needs CUDA)" if config.qlora else "frozen",
             "quantized_layers": in_model(quantized),
             "bnb_keeps_inputs": config.bnb_keeps_inputs,
+            "dora": config.dora,
         },
         "traced_params": unpacked + adapters,
     }
@@ -470,6 +449,8 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
         )
     if config.fsdp or config.sharded:
         return "one GPU for --lora-rank (no ZeRO/FSDP: estimate it instead)"
+    if config.dora and (arch != "llama" or config.torchao_nf4):
+        return "peft's DoRA on a Llama-family model (--dora: not on this kind, nor torchtune's)"
     targets = [t for t in config.lora_targets if t != "lm_head"]
     if experts and set(targets) & {"gate", "up", "down"}:
         return "--lora-targets among q, k, v, o, lm_head for a mixture of experts"

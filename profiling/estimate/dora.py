@@ -1,0 +1,180 @@
+"""DoRA (peft's ``use_dora``) in closed form: what peft's ``DoraLinearLayer`` adds to LoRA, as
+the trace of peft's own layers keeps it (``profiling.trace.dora``).
+
+Read in peft/tuners/lora/dora.py (``DoraLinearLayer.forward``) and variants.py
+(``DoraLinearVariant.forward``): with no lora_dropout the base layer's output is reused, and
+
+    mns = (magnitude / ‖W + scale·B·A‖.detach()).view(1, -1)
+    result += (mns − 1) · base_result + mns · lora_B(lora_A(x)) · scale
+
+so each adapted layer with o output features keeps, beyond LoRA's A output and input:
+
+- the base layer's output (s·b·o, its dtype: 16-bit under autocast, else the model's), saved by
+  ``(mns − 1) ·`` for the magnitude's gradient;
+- B's output (s·b·o in the adapters' compute dtype), saved by ``mns ·`` for the same;
+- three o-wide vectors in the adapters' dtype: the detached norm (the division's divisor),
+  ``mns`` (for B's output's gradient), ``mns − 1`` (for the base output's gradient: not kept
+  where no gradient flows into the base output, the first block's q, k, v);
+
+and trains one magnitude value per output feature (``lora_magnitude_vector``: o per layer, in
+the adapters' dtype, with its gradient and optimizer state). The norm itself, ``B·A`` rebuilt
+through the adapters from an in × in identity (used only detached) and the full-size
+``W + scale·B·A`` are temporaries of the forward.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from profiling.estimate.activations import Bytes, Dims, Term
+from profiling.estimate.lora_bytes import adapter_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+_ATTENTION_INPUTS = ("q", "k", "v")
+
+
+def check(d: Dims, cfg: TrainingConfig) -> str | None:
+    """Why the estimate cannot model DoRA here (None: it can)."""
+    if not cfg.dora:
+        return None
+    if d.arch != "llama" or d.extra.get("mla"):
+        return (
+            "DoRA outside the Llama family's blocks (peft's DoRA on GPT-NeoX's, encoders' or "
+            "DeepSeek's layers is not modelled); trace it instead"
+        )
+    if cfg.lora_dropout:
+        return (
+            "DoRA with lora_dropout: peft then recomputes each base layer on the dropped input, "
+            "keeping the full-size weight in the adapters' dtype, which the estimate does not "
+            "count; trace it instead"
+        )
+    if "lm_head" in cfg.lora_targets:
+        return "DoRA on the LM head; adapt the blocks' layers (or trace it)"
+    if cfg.torchao_nf4:
+        return "torchtune's DoRA (its own DoRALinear on torchao's NF4 is not modelled)"
+    if cfg.checkpointing == "full":
+        return (
+            "DoRA with full checkpointing: the recomputed block's weight norms in backward are "
+            "not modelled yet; trace it instead"
+        )
+    if cfg.compile:
+        return "DoRA under torch.compile; estimate it eager or trace it"
+    return None
+
+
+def out_widths(d: Dims) -> dict[str, int]:
+    """Each adaptable layer's output width: q's heads, k's and v's KV width, h, f."""
+    return {"q": d.a * d.hd, "k": d.k, "v": d.k, "o": d.h, "gate": d.f, "up": d.f, "down": d.h}
+
+
+def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """What DoRA keeps per block beyond LoRA (the module doc)."""
+    targets = [t for t in cfg.lora_targets if t != "lm_head"]
+    width = out_widths(d)
+    o = sum(width[t] for t in targets)
+    sb, tok = d.s * d.b, f"{d.s}·{d.b}"
+    base = 2 if e.amp else e.c  # the frozen layer's output (a 4-bit one's: cast back to x's)
+    lora = 2 if e.amp else adapter_bytes(cfg)  # B's output
+    a = adapter_bytes(cfg)
+    return [
+        Term(f"DoRA: base and B outputs kept for the magnitude ({', '.join(targets)})",
+             sb * o * (base + lora), f"s·b·Σ outputs·({base} + {lora}) B",
+             f"{tok}·{o}·({base} + {lora})"),
+        Term("DoRA: the norm, mns and mns − 1 per output feature", 3 * o * a,
+             f"3·Σ outputs·{a} B", f"3·{o}·{a}"),
+    ]  # fmt: skip
+
+
+def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """The first block's q, k, v: no gradient reaches their base outputs, so ``mns − 1`` is not
+    kept there. Under autocast no op casts a magnitude (division and products are not autocast
+    ops), so it has no 16-bit copy among the adapters' (``lora.once_per_model`` counts one for
+    every trainable value)."""
+    if not cfg.dora:
+        return []
+    terms = []
+    first = [t for t in cfg.lora_targets if t in _ATTENTION_INPUTS]
+    o, a = sum(out_widths(d)[t] for t in first), adapter_bytes(cfg)
+    if first and cfg.checkpointing != "full":
+        terms.append(Term(f"DoRA: first block's {', '.join(first)} keep no mns − 1", -o * a,
+                          f"−Σ outputs·{a} B", f"−{o}·{a}"))  # fmt: skip
+    if e.amp and cfg.checkpointing != "full":
+        mags = d.L * sum(out_widths(d)[t] for t in cfg.lora_targets if t != "lm_head")
+        terms.append(Term("DoRA: magnitudes have no autocast copy", -mags * 2, "−L·Σ outputs·2 B",
+                          f"−{mags}·2"))  # fmt: skip
+    return terms
+
+
+def weight_norm_peak(e: Bytes, cfg: TrainingConfig, i: int, o: int) -> int:
+    """The bytes one adapted layer (in i, out o) holds at once while peft rebuilds its weight's
+    norm, beyond the tensors the block holds anyway: at the sum ``W + scale·B·A``, the graph of
+    ``lora_B(lora_A(eye))`` (alive until the forward returns: the identity, or under autocast
+    its 16-bit cast, and A's output), B·A in the input's dtype, the base weight cast to it where
+    its own dtype differs (dequantized, for a 4-bit base), ``scale·B·A`` and the sum; under
+    autocast, if higher, the moment B runs on the identity (the fp32 identity, its 16-bit cast,
+    A's output and B's)."""
+    a, r = adapter_bytes(cfg), int(cfg.lora_rank or 0)
+    base = 2 if cfg.qlora or cfg.precision in ("mixed", "bf16") else 4
+    eye = i * i * (2 if e.amp else a) + i * r * (2 if e.amp else a)
+    cast = o * i * a if cfg.qlora or base != a else 0
+    at_sum = eye + i * o * a + cast + 2 * o * i * a
+    if not e.amp:
+        return at_sum
+    return max(at_sum, i * i * (4 + 2) + i * r * 2 + i * o * 2)
+
+
+def moments(
+    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]
+) -> list[tuple[str, float, str]]:
+    """The largest adapted layer's weight norm being rebuilt (``weight_norm_peak``) in the last
+    block's forward, counted as ``nf4_torchao.moments`` counts its dequantization there (an
+    upper bound, not op by op)."""
+    from profiling.estimate.activations import dims_of
+
+    d = dims_of(shape, cfg.seq_or_default(), cfg.batch)
+    if not cfg.dora or d is None:
+        return []
+    e = Bytes.of(cfg.precision)
+    outs = out_widths(d)
+    ins = {"q": d.h, "k": d.h, "v": d.h, "o": d.a * d.hd, "gate": d.h, "up": d.h, "down": d.f}
+    layers = [(t, ins[t], outs[t]) for t in cfg.lora_targets if t != "lm_head"]
+    role, i, o = max(layers, key=lambda t: weight_norm_peak(e, cfg, t[1], t[2]))
+    peak = weight_norm_peak(e, cfg, i, o)
+    tokens, c = d.s * d.b, e.c
+    fwd = sum(parts[k] for k in ("sharded weights", "optimizer", "kept", "activations"))
+    base = fwd - parts["log-probs"]
+    name = "forward, the last block's largest DoRA weight norm"
+    extra = tokens * (2 * d.f + d.h) * c
+    words = f"the gate and up outputs and the residual s·b·(2f + h)·{c}"
+    calc = (
+        f"end of forward {fwd:,.0f} B − the loss's kept tensors {parts['log-probs']:,.0f} B + "
+        f"{words} + {role}'s weight norm rebuilt (in {i}, out {o}) {peak:,} B"
+    )
+    return [(name, base + extra + peak, calc)]
+
+
+def with_magnitudes(
+    cfg: TrainingConfig, layers: list[tuple[str, int, int]], L: int, counted: tuple[int, str, str]
+) -> tuple[int, str, str]:
+    """The adapters' count, formula and numbers with DoRA's magnitude vectors added: o values
+    per adapted layer of every block (unchanged without DoRA)."""
+    count, formula, numbers = counted
+    if not cfg.dora:
+        return counted
+    mags = L * sum(o for _, _, o in layers)
+    return count + mags, formula + " + L·Σ out (DoRA's magnitudes)", numbers + f" + {mags}"
+
+
+__all__ = [
+    "check",
+    "moments",
+    "once_per_model",
+    "out_widths",
+    "per_layer",
+    "weight_norm_peak",
+    "with_magnitudes",
+]

@@ -1,0 +1,142 @@
+"""DoRA (peft's use_dora) traced with peft's own DoRA layers and estimated in closed form: what
+DoRA adds to LoRA, per category and at the peak, is the same both ways to the byte; the
+magnitude vectors count as peft counts them; what is not modelled is one sentence."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.config import TrainingConfig
+from profiling.errors import ConfigError, ProfilingError
+from profiling.estimate.memory import estimate
+from profiling.models.hf_module import project_blocks
+from profiling.trace.step import trace_step
+
+pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
+
+LLAMA = {
+    "model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 512, "tie_word_embeddings": True,
+}  # fmt: skip
+CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
+FIXTURES = Path(__file__).parents[1] / "recipes" / "fixtures"
+
+# (model, precision, QLoRA, targets, transformers' module): our blocks and transformers' Llama,
+# the four precisions, a 16-bit and a 4-bit base, two adapters and all seven.
+CASES = {
+    "ours, bf16, q,v": ("tiny-llama", "bf16", False, "q,v", False),
+    "ours, mixed, QLoRA, all-linear": ("tiny-llama", "mixed", True, "all-linear", False),
+    "transformers, amp-bf16, all-linear": (LLAMA, "amp-bf16", False, "all-linear", True),
+    "transformers, fp32, q,k,v,o": (LLAMA, "fp32", False, "q,k,v,o", True),
+}
+
+
+def _measure(cfg: TrainingConfig, hf: bool) -> tuple[dict[str, int], dict[str, int], object]:
+    """(estimate's, trace's) bytes per category and at the peak, and the trace."""
+    with contextlib.nullcontext() if hf else project_blocks():
+        traced = trace_step(cfg)
+        est = estimate(cfg)
+    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
+    estimated = {c: est.category_bytes(c) for c in CATEGORIES}
+    estimated["peak"], seen["peak"] = est.per_gpu_bytes, traced.peak_bytes
+    return estimated, {c: seen[c] for c in estimated}, traced
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_what_dora_adds_is_the_same_in_estimate_and_trace(tmp_path: Path, case: str) -> None:
+    model, precision, qlora, targets, hf = CASES[case]
+    if isinstance(model, dict):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(model), encoding="utf-8")
+        model = f"hf:{path}"
+    base = dict(model=model, seq=32, batch=2, precision=precision, lora_rank=8, qlora=qlora,
+                lora_targets=targets)  # fmt: skip
+    lora_est, lora_trace, _ = _measure(TrainingConfig(**base), hf)
+    cfg = TrainingConfig(**base, dora=True)
+    dora_est, dora_trace, traced = _measure(cfg, hf)
+    for name in dora_est:
+        added_est = dora_est[name] - lora_est[name]
+        added_trace = dora_trace[name] - lora_trace[name]
+        assert added_est == added_trace, (case, name, added_est, added_trace)
+        assert added_trace > 0, (case, name)
+        assert dora_est[name] == pytest.approx(dora_trace[name], rel=2e-3), (case, name)
+    # peft's magnitude vectors: one value per output feature of every adapted layer, trained
+    # in the adapters' dtype beside A and B.
+    lora = traced.model_info["lora"]  # type: ignore[attr-defined]  # a TraceResult
+    assert lora["dora"] is True
+    assert lora["adapter_params"] == estimate(cfg).trainable_params
+    assert any("DoRA by peft" in n for n in traced.notes)  # type: ignore[attr-defined]
+
+
+def test_magnitudes_count_as_peft_counts_them() -> None:
+    """Llama 3.2 3B with MetaMathQA's adapter (r 32 on q and v) built by transformers on the
+    meta device and adapted by peft with use_dora: its trainable parameters are the
+    estimate's."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from profiling._quiet_import import import_quietly
+
+    peft = import_quietly("peft")
+    config = transformers.AutoConfig.for_model(
+        "llama", hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
+        num_attention_heads=24, num_key_value_heads=8, vocab_size=128256, head_dim=128,
+        tie_word_embeddings=True,
+    )  # fmt: skip
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    lora = peft.LoraConfig(r=32, lora_alpha=64, target_modules=["q_proj", "v_proj"],
+                           use_dora=True)  # fmt: skip
+    model = peft.get_peft_model(model, lora)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    cfg = TrainingConfig(model="hf:llama-3.2-3b", seq=768, batch=4, precision="bf16",
+                         lora_rank=32, lora_targets="q,v", dora=True)  # fmt: skip
+    assert estimate(cfg).trainable_params == trained == 9_175_040 + 28 * (3072 + 1024)
+    plain = TrainingConfig(**{**cfg.model_dump(exclude_defaults=True), "dora": False})
+    assert estimate(plain).trainable_params == 9_175_040
+
+
+def test_adapter_config_use_dora_is_read_and_torchtunes_is_listed(tmp_path: Path) -> None:
+    from profiling.recipes import read_recipe, with_recipe
+
+    adapter = json.loads((FIXTURES / "peft" / "adapter_config.json").read_text(encoding="utf-8"))
+    path = tmp_path / "adapter_config.json"
+    path.write_text(json.dumps({**adapter, "use_dora": True}), encoding="utf-8")
+    recipe = read_recipe([path])
+    assert recipe.values["dora"] is True
+    values = with_recipe(recipe, {"model": "hf:llama-3.2-3b", "seq": 768, "batch": 4})
+    with_dora = estimate(TrainingConfig.parse(**values))
+    without = estimate(TrainingConfig.parse(**{**values, "dora": False}))
+    assert with_dora.per_gpu_bytes > without.per_gpu_bytes
+    assert any("DoRA" in c.name for c in with_dora.components)
+
+    yaml_path = tmp_path / "lora.yaml"
+    yaml_path.write_text(
+        "model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n"
+        "  lora_attn_modules: ['q_proj', 'v_proj']\n  lora_rank: 8\n  lora_alpha: 16\n"
+        "  use_dora: True\n",
+        encoding="utf-8",
+    )
+    tune = read_recipe([yaml_path])
+    assert "dora" not in tune.values  # torchtune's DoRALinear is its own, not modelled
+    said = [s for s in tune.ignored if s.key == "model.use_dora"]
+    assert said and "not modelled yet" in said[0].why
+
+
+def test_what_is_not_modelled_is_one_sentence() -> None:
+    with pytest.raises(ConfigError, match="dora needs lora_rank"):
+        TrainingConfig(model="tiny-llama", dora=True)
+    full = TrainingConfig(model="tiny-llama", seq=32, batch=2, precision="bf16", lora_rank=8,
+                          dora=True, checkpointing="full")  # fmt: skip
+    with pytest.raises(ProfilingError, match=r"full checkpointing.*trace it instead"):
+        estimate(full)
+    dropped = TrainingConfig(model="tiny-llama", lora_rank=8, dora=True, lora_dropout=0.1)
+    with pytest.raises(ProfilingError, match="lora_dropout"):
+        estimate(dropped)
+    with pytest.raises(ProfilingError, match="peft's DoRA on a Llama-family model"):
+        trace_step(TrainingConfig(model="hf:bert-base-uncased", lora_rank=8, dora=True))
