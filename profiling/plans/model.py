@@ -100,6 +100,12 @@ def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
     seq = cfg.seq_or_default()
     if cfg.model is not None and seq > w.max_seq:  # a shape by hand has no maximum
         raise ProfilingError(f"--seq {seq} exceeds {w.name}'s maximum of {w.max_seq}")
+    if cfg.cp > 1:
+        from profiling.plans.ring_form import ring_problem
+
+        problem = ring_problem(cfg, w)
+        if problem:
+            raise ProfilingError(problem)
     if cfg.tp > 1 and (seq // cfg.cp) % cfg.tp:
         raise ProfilingError(
             f"--seq {seq} must divide by --tp {cfg.tp}"

@@ -146,6 +146,10 @@ def build_stage(
         from profiling.plans.ulysses import apply_ulysses
 
         apply_ulysses(model, mesh.get_group("ulysses"), layout.ulysses)
+    if mesh is not None and "cp" in names:
+        from profiling.plans.ring import apply_ring
+
+        apply_ring(model, mesh["cp"])
     if cfg.checkpointing != "none":
         only = stage.checkpointed(cfg.checkpoint_every, layers)
         apply_ac(model, cfg.checkpointing, cfg.target, only, compiled=cfg.compile)

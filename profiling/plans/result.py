@@ -65,9 +65,16 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
         )
     if layout.cp > 1:
         notes.append(
-            "not yet: context parallelism is counted as each rank attending over its own "
-            f"1/{layout.cp} of the sequence; torch's ring attention and its rotating key/value "
-            "buffers are neither traced nor estimated"
+            f"context parallelism {layout.cp}: torch's ring attention (context_parallel's "
+            "dispatcher, the all-gather rotation, the head-tail load balancer) around every "
+            "attention, traced on the fake group as ring rank 1 (rank 0 attends to half its "
+            f"queries from the second step: less at attention's highest moment"
+            + (
+                ", but at cp 2 it keeps wo's copy of the merged output, a block's q more"
+                if layout.cp == 2
+                else ""
+            )
+            + ")"
         )
     if layout.ulysses > 1:
         u = layout.ulysses

@@ -63,6 +63,7 @@ class Attention(nn.Module):
         self.wv = nn.Linear(c.hidden, c.n_kv_heads * c.head_dim, bias=False)
         self.wo = nn.Linear(c.heads * c.head_dim, c.hidden, bias=False)
         self.ulysses: Any = None  # DeepSpeed-Ulysses' all-to-alls (profiling.plans.ulysses)
+        self.ring: Any = None  # context parallelism's ring attention (profiling.plans.ring)
 
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
         bs, seqlen, _ = x.shape
@@ -75,9 +76,11 @@ class Attention(nn.Module):
         if self.ulysses is not None:  # the whole sequence, 1/N of the heads
             xq, xk, xv = (self.ulysses.to_heads(t) for t in (xq, xk, xv))
         keys, values = repeat_kv(xk, self.n_rep), repeat_kv(xv, self.n_rep)
-        out = F.scaled_dot_product_attention(
-            xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2), is_causal=True
-        ).transpose(1, 2)
+        q, k, v = xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2)
+        if self.ring is not None:  # the whole sequence's keys and values, around the cp ring
+            out = self.ring.attend(q, k, v).transpose(1, 2)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
         if self.ulysses is not None:  # this rank's tokens back, every head
             out = self.ulysses.to_sequence(out)
         return self.wo(out.contiguous().view(bs, seqlen, -1))

@@ -212,7 +212,13 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
         # DTensor's caches, keyed by the mesh, stay valid for the whole trace.
         stack.enter_context(fake_world())
         stack.callback(_destroy)  # before the group exists: a stop inside mesh_of too
-        mesh = mesh_of(layout.mesh, 0)
+        if layout.cp > 1:  # torch's ring attention for the step (context_parallel's dispatcher)
+            from profiling.plans.ring import ring_dispatch, traced_rank
+
+            mesh = mesh_of(layout.mesh, traced_rank(layout.mesh))
+            stack.enter_context(ring_dispatch())
+        else:
+            mesh = mesh_of(layout.mesh, 0)
         profiles = [
             _stage_profile(cfg, w, layout, s, cache, mesh, say, notes) for s in layout.stages
         ]

@@ -1,0 +1,169 @@
+"""Context parallelism (``--cp N``): torch's own ring attention traced on the fake group, and the
+closed form of its buffers (profiling.plans.ring_form) held to it — per attention call to the
+byte, per plan and category within 1 %."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from profiling.config import parse_config
+from profiling.errors import ConfigError, ProfilingError
+from profiling.plans.closed_form import estimate_plan
+
+# Llama-shaped (grouped-query heads), a long sequence and a small vocabulary: the ring's
+# buffers, not the loss, make the highest moment
+SHAPE = {"layers": 2, "hidden": 512, "heads": 8, "kv_heads": 4, "ffn": 1024, "vocab": 512,
+         "arch": "llama", "precision": "mixed", "seq": 32768}  # fmt: skip
+
+
+def _one_attention(cp: int, rank: int, bf16: bool) -> tuple[int, int, int]:
+    """(the forward's highest above q, k, v; what it keeps; the backward's highest above its
+    start, the output's gradient included) of one ring attention, as the plan's tracker counts
+    them."""
+    import torch
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from profiling.plans.ring import Ring, ring_dispatch
+    from profiling.trace.fake_world import fake_world, mesh_of
+    from profiling.trace.target import kernels
+
+    def total(mt: Any, kind: str | None = None) -> int:
+        snap = mt.get_tracker_snapshot(kind) if kind else mt.get_tracker_snapshot()
+        return sum(v.get("Total", 0) for v in snap.values())
+
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    with fake_world():
+        mesh = mesh_of({"cp": cp}, rank)
+        assert mesh is not None
+        try:
+            with FakeTensorMode(), kernels("cuda"), ring_dispatch():
+                q, k, v = (torch.empty(1, 1024, 8, 128, dtype=dtype, requires_grad=True)
+                           for _ in range(3))  # fmt: skip
+                mt = MemTracker()
+                with mt:
+                    qq, kk, vv = (t.transpose(1, 2) for t in (q * 1, k * 1, v * 1))
+                    mt.reset_mod_stats()
+                    start = total(mt)
+                    out = Ring(mesh).attend(qq, kk, vv)
+                    forward, kept = total(mt, "peak") - start, total(mt) - start
+                    mt.reset_mod_stats()
+                    start = total(mt)
+                    out.backward(torch.empty_like(out))
+                    backward = total(mt, "peak") - start
+        finally:
+            dist.destroy_process_group()
+    return forward, kept, backward
+
+
+@pytest.mark.parametrize("bf16", [True, False], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("cp", [2, 4, 8])
+def test_one_ring_attention_is_its_closed_form_to_the_byte(cp: int, bf16: bool) -> None:
+    pytest.importorskip("torch")
+    from profiling.models.config import WorkloadConfig
+    from profiling.plans.ring_form import backward_moment, forward_moment, query_bytes
+
+    forward, kept, backward = _one_attention(cp, 1, bf16)
+    w = WorkloadConfig(name="toy", layers=1, hidden=1024, heads=8, ffn=1, vocab=1, arch="llama")
+    c = 2 if bf16 else 4
+    q = query_bytes(w, 1024, 1, c)
+    assert q == 1024 * 8 * 128 * c
+    assert forward == forward_moment(w, 1024, 1, c, cp)
+    # the merged output and its fp32 logsumexp, with the kernel's seed and offset (flash
+    # attention's 24 B in 16 bits, the memory-efficient kernel's 16 in fp32)
+    assert kept == q + 8 * 1024 * 4 + (24 if bf16 else 16)
+    assert backward == backward_moment(w, 1024, 1, c, cp) + q  # + the output's gradient
+    # the all-gather of every rank's keys and values is in both: 2·cp·q more per rank
+    assert forward_moment(w, 1024, 1, c, cp) >= 2 * cp * q
+
+
+def test_rank_0_of_the_ring_holds_less_at_attentions_highest_moment() -> None:
+    pytest.importorskip("torch")
+    first, _, _ = _one_attention(4, 0, True)
+    second, _, _ = _one_attention(4, 1, True)
+    last, _, _ = _one_attention(4, 3, True)
+    assert first < second == last  # hence the trace's ring rank 1
+
+
+def test_the_plan_runs_torchs_ring_attention_in_every_block(monkeypatch) -> None:
+    pytest.importorskip("torch")
+    import torch.distributed.tensor.experimental._context_parallel._attention as cp_attention
+
+    from profiling.plans.trace import trace_plan
+
+    calls: list[str] = []
+    for name in ("_templated_ring_attention", "_templated_ring_attention_backward"):
+        real = getattr(cp_attention, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(cp_attention, name, spy)
+    cfg = parse_config(**{**SHAPE, "seq": 4096}, cp=2, dp_shard=1)
+    traced = trace_plan(cfg)
+    # two steps (the first makes the optimizer's state), two blocks: forward and backward each
+    assert calls.count("_templated_ring_attention") == 4
+    assert calls.count("_templated_ring_attention_backward") == 4
+    assert any("torch's ring attention" in n for n in traced.notes)
+    assert traced.layout.world == 2
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {"cp": 4, "dp_shard": 1},  # no FSDP: the ring's backward is the highest moment
+        {"cp": 2, "dp_shard": 2},  # FSDP over dp_shard × cp = 4
+        {"cp": 4, "dp_shard": 2, "checkpointing": "full"},  # the ring again in the recompute
+        {"cp": 2, "tp": 2, "dp_shard": 1},  # 1/2 of the heads each
+        {"cp": 4, "dp_shard": 1, "precision": "fp32", "seq": 16384},
+    ],
+    ids=["cp4", "fsdp2-cp2", "fsdp2-cp4-full", "tp2-cp2", "fp32-cp4"],
+)
+def test_the_closed_form_is_the_trace_category_by_category(plan: dict[str, Any]) -> None:
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**{**SHAPE, **plan})
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.001)
+        for category, bytes_ in t.by_category.items():
+            if bytes_ > t.peak_bytes // 1000:
+                assert e.by_category[category] == pytest.approx(bytes_, rel=0.01), category
+    for ts, es in zip(traced.stages, estimated.stages, strict=True):
+        # what a microbatch keeps (wo's copy of the ring's merged output from cp 3) and the
+        # forward's highest moment (the ring's, checkpointed: the loss's otherwise)
+        kept_t, kept_e = ts.moves["F0"].delta["total"], es.moves["F0"].delta["total"]
+        assert kept_e == pytest.approx(kept_t, rel=1e-3)
+        assert es.moves["F0"].peak["total"] == pytest.approx(ts.moves["F0"].peak["total"], rel=0.01)
+
+
+def test_wos_copy_is_kept_from_three_ranks_of_ring() -> None:
+    def kept(cp: int) -> int:
+        est = estimate_plan(parse_config(**SHAPE, cp=cp, dp_shard=1))
+        return est.stages[0].moves["F0"].delta["activations"]
+
+    # per block a q (tokens × heads × head dim × 2 B) more at cp 4 than the chunk alone holds;
+    # at cp 2 ring rank 1 merges whole steps only, in the kernel's layout: no copy
+    q = lambda cp: 32768 // cp * 512 * 2  # noqa: E731
+    assert kept(2) == pytest.approx(2 * kept(4) - 2 * 2 * q(4), rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        (
+            {"cp": 2, "hidden": 500, "heads": 4, "kv_heads": 4, "precision": "fp32"},
+            "runs CUDA's math attention, which torch's ring attention does not take",
+        ),
+    ],
+)
+def test_what_the_ring_cannot_take_is_one_sentence(kw: dict[str, Any], words: str) -> None:
+    with pytest.raises((ConfigError, ProfilingError)) as raised:
+        estimate_plan(parse_config(**{**SHAPE, "dp_shard": 1, **kw}))
+    text = str(raised.value)
+    assert words in text and "\n" not in text
