@@ -22,7 +22,17 @@ hidden h, attention width q = heads × d_kv, MLP width f, compute bytes c, resid
 
 Once: the buckets' int64 indices per stack (s², t²), the encoder's output (which every
 cross-attention reads), the shifted labels, the final norms, the head's input and the loss's
-log-probabilities (U·V in the logits' dtype; fp32 under autocast). No torch here.
+log-probabilities (U·V in the logits' dtype; fp32 under autocast).
+
+Under autocast (CUDA's lists) the residual stream and the norms are fp32 and every matmul
+keeps its own 16-bit copy of the fp32 hidden state it reads (autocast caches weights only:
+q, k and v three copies of one norm's output, cross-attention's k and v two of the encoder's
+output every decoder block); SDPA casts the float bias to 16 bits too; ReLU's output is cast
+to the output weight's fp32 by T5 and back by the matmul (that copy kept); gelu_new runs in
+fp32 from ``pow`` on. On the CPU target the trained bias sends self-attention to SDPA's math
+path (``_self_attention``); cross-attention's bias needs no gradient (the CPU's flash kernel:
+q, k, v, the output, logsumexp unpadded). Full checkpointing is refused (per_layer says
+why). No torch here.
 """
 
 from __future__ import annotations
@@ -80,19 +90,36 @@ def _t(d: Dims) -> int:
 
 
 def _norm(tokens: int, d: Dims, e: Bytes) -> int:
-    """One T5LayerNorm's kept bytes (module docstring)."""
+    """One T5LayerNorm's kept bytes (module docstring). Under autocast the residual, rsqrt's
+    output and the normalized values, all fp32; its fp32 output is kept by nothing: each
+    matmul reading it keeps a 16-bit copy of its own (``_casts``)."""
+    if e.amp:
+        return tokens * (8 * d.h + 4)
     copy = 0 if e.r == 4 else 4
     return tokens * ((copy + e.r + 2 * e.c) * d.h + 4)
 
 
+def _casts(tokens: int, readers: int, d: Dims, e: Bytes) -> int:
+    """Autocast's 16-bit copies of an fp32 hidden state, one per matmul that reads it (the
+    cache holds weights only); none without autocast."""
+    return readers * tokens * d.h * e.c if e.amp else 0
+
+
 def _mlp(tokens: int, d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """The MLP's kept bytes and its input's autocast copies (one per input matmul)."""
     if not d.extra["t5"]["gated"]:
-        return tokens * d.f * e.c  # ReLU's output (the second matmul's input)
+        # ReLU's output (the second matmul's input); under autocast T5 casts it to the output
+        # weight's fp32 and the matmul back to 16 bits: that copy is what it keeps
+        return tokens * d.f * e.c * (2 if e.amp else 1) + _casts(tokens, 1, d, e)
     from profiling.estimate.hf_ops import _gelu_new
 
-    # gelu_new's (its product is the gate's factor), the linear branch and the gate's product
-    gelu = _gelu_new(Dims(**{**d.__dict__, "s": tokens, "b": 1}), e, cfg).bytes
-    return int(gelu) + 2 * tokens * d.f * e.c
+    # gelu_new's (its product is the gate's factor), the linear branch and the gate's product;
+    # under CUDA's autocast gelu_new is fp32 from pow on: the product keeps its fp32 output
+    # and the output matmul a 16-bit copy of the (fp32) product (the CPU's keeps pow 16-bit)
+    gelu = int(_gelu_new(Dims(**{**d.__dict__, "s": tokens, "b": 1}), e, cfg).bytes)
+    if e.amp and _cuda(cfg):
+        return gelu + tokens * d.f * (4 + e.c) + _casts(tokens, 2, d, e)
+    return gelu + 2 * tokens * d.f * e.c + _casts(tokens, 2, d, e)
 
 
 def _attention(q_tok: int, kv_tok: int, q_len: int, kv_len: int, d: Dims, e: Bytes,
@@ -107,20 +134,49 @@ def _attention(q_tok: int, kv_tok: int, q_len: int, kv_len: int, d: Dims, e: Byt
     return q_tok * 2 * q * e.c + kv + 4 * d.a * b * pad + (16 if _cuda(cfg) else 0) + 0 * kv_len
 
 
+def _self_attention(tokens: int, length: int, d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """A self-attention's kept bytes beside its mask. On CUDA the memory-efficient kernel with
+    its own contiguous copy of the position bias (a·s², every block). On the CPU the bias
+    needs a gradient, which the CPU's flash kernel does not give, so SDPA runs the math path:
+    q, k and v copied to fp32 heads-major (the two bmm read them), the fp32 softmax
+    probabilities, and the output's token-major copy the output projection reads."""
+    if _cuda(cfg):
+        return _attention(tokens, tokens, length, length, d, e, cfg) + d.a * length**2 * e.c
+    q = int(d.extra["t5"]["q_dim"])
+    return 3 * tokens * q * 4 + 4 * d.a * tokens * length + tokens * q * e.c
+
+
+def _encoder_block(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    T = d.s * d.b
+    value = 2 * _norm(T, d, e) + _casts(T, 3, d, e) + _self_attention(T, d.s, d, e, cfg)
+    return value + _mlp(T, d, e, cfg)
+
+
+def _decoder_block(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    t = _t(d)
+    T, U = d.s * d.b, t * d.b
+    # where(causal, bias, min): its bool mask (the bias's copy: _self_attention's)
+    block = 3 * _norm(U, d, e) + _self_attention(U, t, d, e, cfg) + t * t
+    block += _casts(U, 4, d, e) + _casts(T, 2, d, e)  # q, k, v; cross q; cross k, v (encoder's)
+    return block + _attention(U, T, t, d.s, d, e, cfg) + _mlp(U, d, e, cfg)
+
+
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """An encoder block's kept tensors (``d.L`` of them); the decoder's are counted once."""
-    if e.amp or not _cuda(cfg) or cfg.checkpointing != "none":
+    if cfg.checkpointing != "none":
         from profiling.errors import ProfilingError
 
+        # what the step keeps after forward was the trace's to the byte (each block's input,
+        # the biases the first blocks hand on, autocast's fp32 encoder output), but backward's
+        # peak is not: the end of forward plus the larger block came out 0.937 of the trace on
+        # flan-t5-base 512 → 128 × 16 mixed (the gradients so far and the attention's per-
+        # sequence bias gradient beside the recomputed block)
         raise ProfilingError(
-            "the estimate models an encoder-decoder (T5, mT5) in mixed, bf16 or fp32 on the "
-            "CUDA target without checkpointing so far; trace this step instead (journal-agent "
-            "trace runs transformers' module exactly)"
+            "the estimate does not model an encoder-decoder's (T5, mT5) backward under "
+            "checkpointing yet (its peak came out up to 6 % low); trace this step instead "
+            "(journal-agent trace runs transformers' module exactly)"
         )
-    T = d.s * d.b
-    bias = d.a * d.s * d.s * e.c
-    value = 2 * _norm(T, d, e) + _attention(T, T, d.s, d.s, d, e, cfg) + bias
-    value += _mlp(T, d, e, cfg)
+    value = _encoder_block(d, e, cfg)
     return [
         Term(
             "encoder block (2 T5 norms; q, k, v, output ×2, logsumexp; its copy of the "
@@ -135,9 +191,7 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
 def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
     t, L = _t(d), int(d.extra["t5"]["decoder_layers"])
     T, U = d.s * d.b, t * d.b
-    self_bias = d.a * t * t * e.c + t * t  # where(causal, bias, min): its copy and the mask
-    block = 3 * _norm(U, d, e) + _attention(U, U, t, t, d, e, cfg) + self_bias
-    block += _attention(U, T, t, d.s, d, e, cfg) + _mlp(U, d, e, cfg)
+    block = _decoder_block(d, e, cfg)
     shared = d.a * t * d.s * e.c  # cross-attention's zero bias, one for all blocks
     terms = [
         Term(
@@ -147,16 +201,18 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
             L * block,
             "L_dec·(3·norm + U·5q·c + a·t²·c + U·3q·c + T·2q·c + MLP)",
             f"{L}·{block}",
-        ),
+        )
+    ]  # fmt: skip
+    terms.append(
         Term(
             "position buckets (int64 s² and t²), the zero cross-attention bias, the shifted "
             "labels, the final norms, the encoder's output",
             8 * (d.s * d.s + t * t) + shared + U * 8 + _norm(T, d, e) + _norm(U, d, e)
-            + T * d.h * e.c - T * d.h * e.c,
+            + _casts(U, 1, d, e),  # the head's input
             "8·(s² + t²) + a·t·s·c + U·8 + 2 norms",
             "",
-        ),
-    ]  # fmt: skip
+        )
+    )  # fmt: skip
     assert d.V is not None
     p = 4 if e.amp else e.c
     terms.append(

@@ -232,8 +232,10 @@ def _sdpa(
     enable_gqa: bool = False,
 ) -> torch.Tensor:
     low = _autocast_dtype()
-    if low is not None:  # CUDA's autocast: SDPA in 16 bits
+    if low is not None:  # CUDA's autocast: SDPA in 16 bits, a float mask too (T5's bias)
         q, k, v = (t.to(low) if t.dtype == torch.float32 else t for t in (q, k, v))
+        if attn_mask is not None and attn_mask.dtype == torch.float32:
+            attn_mask = attn_mask.to(low)
     backend = sdpa_backend(q, k, v, attn_mask, is_causal)
     aten = torch.ops.aten
     with _no_autocast():
