@@ -160,10 +160,10 @@ def check_behaviours(cfg: TrainingConfig) -> None:
             "yet with --ulysses: drop --compile, or --ulysses",
             "compile",
         )
-    if cfg.compile and cfg.qlora:
+    if cfg.compile and cfg.qlora and not cfg.torchao_nf4:
         raise ConfigError(
-            "--compile with --qlora is not modelled yet (bitsandbytes' 4-bit layers are "
-            "represented for the trace's fake tensors only; torchao's NF4 is modelled eager): "
+            "--compile with bitsandbytes' --qlora is not modelled yet (its 4-bit layers are "
+            "represented for the trace's fake tensors only; torchao's NF4, --torchao-nf4, is): "
             "drop one of them",
             "compile",
         )

@@ -124,7 +124,7 @@ def test_a_compiled_trace_keeps_fewer_bytes_and_the_estimate_is_the_trace() -> N
 
 
 def test_refusals_are_one_sentence() -> None:
-    with pytest.raises(ConfigError, match="compile with qlora is not modelled yet"):
+    with pytest.raises(ConfigError, match="compile with bitsandbytes' qlora is not modelled yet"):
         TrainingConfig.parse(
             style="field", model="tiny-llama", compile=True, lora_rank=8, qlora=True
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,6 +80,57 @@ def test_the_eager_dequantization_is_what_torchao_costs_over_bitsandbytes(model:
     assert ao.phases["after_forward"]["activations"] == bnb.phases["after_forward"]["activations"]
     largest = 128 * 256
     assert ao.peak_bytes - bnb.peak_bytes > 6 * largest
+
+
+def test_compiled_blocks_save_the_dequantized_weight_not_the_nf4_storage() -> None:
+    # torchtune compiles each layer with torchao's NF4 base (compile: True with a qlora_*
+    # builder): AOTAutograd traces LinearNF4 whole, and Inductor's partitioner (with Inductor's
+    # decompositions or without) saves the bf16 weight get_original_weight made in forward for
+    # backward's matmul, rather than the NF4 storage: n·2 bytes a weight kept where eager keeps
+    # nothing new. Refused before (--compile with --qlora).
+    import torch
+    from torch._functorch.aot_autograd import aot_function
+    from torch._inductor.compile_fx import partition_fn
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from profiling.trace.compiled import _boxed
+    from profiling.trace.nf4_torchao import TorchaoNF4Linear, _LinearNF4
+
+    got: dict[str, object] = {}
+
+    def split(joint: Any, inputs: Any, **kwargs: Any) -> Any:
+        fw, bw = partition_fn(joint, inputs, **kwargs)
+        got.update(fw=fw, n=kwargs["num_fwd_outputs"])
+        return fw, bw
+
+    with FakeTensorMode():
+        layer = TorchaoNF4Linear(torch.nn.Linear(128, 256, bias=False, dtype=torch.bfloat16))
+        x = torch.empty(64, 128, dtype=torch.bfloat16, requires_grad=True)
+        storage = [layer.weight, layer.quantized_scalers, layer.quantization_factor,
+                   layer.scaler_mean, layer.nf4]  # fmt: skip
+
+        def linear(x: torch.Tensor, *storage: torch.Tensor) -> torch.Tensor:
+            return _LinearNF4.apply(x, layer.nf4_shape, *storage)
+
+        aot_function(linear, fw_compiler=_boxed, bw_compiler=_boxed,
+                     partition_fn=split)(x, *storage)  # fmt: skip
+    fw: Any = got["fw"]
+    out = next(n for n in fw.graph.nodes if n.op == "output")
+    saved = [n.meta["val"] for n in out.args[0][int(got["n"]) :]]  # type: ignore[call-overload]
+    assert [(tuple(v.shape), v.dtype) for v in saved] == [((256, 128), torch.bfloat16)]
+
+
+def test_compile_with_nf4_moves_estimate_and_trace_by_the_same_bytes(model: str) -> None:
+    # The compiled blocks' saved tensors come from the partitioner on both sides (the
+    # dequantized weights among them); the NF4 storage and LinearNF4's forward dequantization
+    # are the eager terms. Against compiled LoRA in bf16 on the same model, NF4 moves the
+    # estimate and the trace alike to the byte.
+    for loss in ("cross-entropy",):
+        nf4 = _cfg(model, compile=True, loss=loss)
+        bf16 = nf4.model_copy(update={"qlora": False, "torchao_nf4": False})
+        moved_est = estimate(nf4).per_gpu_bytes - estimate(bf16).per_gpu_bytes
+        moved_trace = trace_step(nf4).peak_bytes - trace_step(bf16).peak_bytes
+        assert moved_est == moved_trace, (moved_est, moved_trace)
 
 
 def test_refusals(model: str) -> None:
