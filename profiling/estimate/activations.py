@@ -310,6 +310,16 @@ def autocast_weight_copies(e: Bytes, shape: dict[str, Any]) -> list[Term]:
     ]
 
 
+def autocast_cache(inp: TrainingConfig, shape: dict[str, Any]) -> float:
+    """With full checkpointing autocast's cache holds the copies of the fp32 weights that train
+    (the blocks', or LoRA's adapters) until the region ends, though nothing saves them."""
+    if not (inp.autocast and inp.checkpointing == "full"):
+        return 0.0
+    if inp.lora_rank is not None:
+        return 2 * int(shape.get("lora_adapters") or 0) / inp.tp
+    return 2 * (int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)) / inp.tp
+
+
 def final_norm(d: Dims, e: Bytes, cfg: TrainingConfig, head_input: bool = True) -> Term:
     """The final norm's saved tensors (+ GPT-2's positions or RoPE's tables) and, with
     ``head_input``, its output as the LM head's input (compute dtype)."""
@@ -441,6 +451,7 @@ __all__ = [
     "Dims",
     "Term",
     "attention_extras",
+    "autocast_cache",
     "autocast_weight_copies",
     "checkpointed_layer",
     "dims_of",

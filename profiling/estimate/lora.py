@@ -143,6 +143,7 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         terms += _frozen_inputs(d, e, targets, own)
     if cfg.dora:  # DoRA's magnitude terms (estimate.dora)
         terms += dora.per_layer(d, e, cfg)
+    terms += _fp32_mlp(d, e, cfg)
     if _unfused_norms(d, cfg):
         h, q = d.h, d.a * d.hd
         nb, k = _normalized_bytes(d, e), _block_norms(d)
@@ -154,6 +155,24 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                               -sb * (q + d.k) * nb, f"−s·b·(q + k)·{nb} B",
                               f"−{tok}·({q} + {d.k})·{nb}"))  # fmt: skip
     return terms
+
+
+def _bnb_under_autocast(cfg: TrainingConfig) -> bool:
+    """bitsandbytes' 4-bit layers under autocast (peft's prepare_model_for_kbit_training has cast
+    the rest of the model to fp32): ``Linear4bit.forward`` casts its input to the compute dtype
+    and its output back to the input's, fp32, so the MLP between them runs in fp32."""
+    return bool(cfg.qlora and not cfg.torchao_nf4 and cfg.autocast)
+
+
+def _fp32_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """The gate's and up's fp32 outputs and the SiLU's, which the SwiGLU keeps for backward: 4
+    bytes each where full training's autocast keeps 2 (read in the trace's saved tensors)."""
+    if not _bnb_under_autocast(cfg) or d.extra.get("experts"):
+        return []
+    sb, f = d.s * d.b, d.f
+    return [Term("QLoRA under autocast: gate, up and SiLU outputs in fp32 (bitsandbytes returns "
+                 "its input's dtype)", sb * 3 * f * 2, "s·b·3f·2 B",
+                 f"{d.s}·{d.b}·3·{f}·2")]  # fmt: skip
 
 
 def _frozen_inputs(d: Dims, e: Bytes, targets: list[str], own: bool) -> list[Term]:
@@ -316,11 +335,41 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
 def nf4_moments(
     cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], recompute: float
 ) -> list[tuple[str, float, str]]:
-    """QLoRA's dequantization moments: torchao's NF4 (``nf4_torchao``); bitsandbytes' none;
-    DoRA's weight norm rebuilt (``dora.moments``)."""
+    """QLoRA's dequantization moments: torchao's NF4 (``nf4_torchao``); bitsandbytes' under
+    autocast with full checkpointing, a recomputed block's fp32 MLP backward; DoRA's weight
+    norm rebuilt (``dora.moments``)."""
     from profiling.estimate.nf4_torchao import moments
 
-    return moments(cfg, shape, parts, recompute) + dora.moments(cfg, shape, parts)
+    return (
+        moments(cfg, shape, parts, recompute)
+        + _fp32_mlp_backward(cfg, shape, parts, recompute)
+        + dora.moments(cfg, shape, parts)
+    )
+
+
+def _fp32_mlp_backward(
+    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], recompute: float
+) -> list[tuple[str, float, str]]:
+    """Under autocast bitsandbytes' layers hand fp32 back, so in a recomputed block's backward
+    the gradients of the gate's, up's and SiLU's outputs are fp32 too (s·b·3f·2 B more than
+    16-bit ones) beside the dequantized weight of the layer computing (h·f·2). An upper bound:
+    1.00–1.10 × the trace's peak on small Llama configs (tests/profiling/trace/
+    test_lora_trace.py), tightest where the MLP is wide."""
+    h, f = shape.get("hidden"), shape.get("ffn")
+    if not (_bnb_under_autocast(cfg) and cfg.checkpointing == "full" and h and f and recompute):
+        return []
+    if shape.get("expert_linear_numels"):
+        return []
+    tokens, tp = cfg.seq_or_default() * cfg.batch, max(1, cfg.tp)
+    fwd = sum(parts[k] for k in ("sharded weights", "optimizer", "kept", "activations"))
+    extra = (tokens * 3 * f * 2 + h * f * 2) / tp
+    from profiling.units import fmt_bytes as fb
+
+    calc = (
+        f"end of forward {fb(fwd)} + a recomputed block's activations {fb(recompute)} + its "
+        f"MLP's fp32 gradients and a dequantized weight (s·b·3f + h·f)·2 {fb(extra)}"
+    )
+    return [("backward, a recomputed block's MLP in fp32", fwd + recompute + extra, calc)]
 
 
 __all__ = [

@@ -237,20 +237,14 @@ def _once(
         )
         once += mla.once_per_model(d, e, inp) if d.extra.get("mla") else []
     once = compiled.once(once, d, e, shape, inp)
+    if e.amp and inp.qlora:  # 4-bit blocks dequantize for each matmul: autocast copies none
+        once = [acts.head_copy_only(term, shape, "4-bit") for term in once]
     if loss is None:
         return once
     once = [term for term in once if not term.name.startswith("Logits:")]
     if loss.drops_head_copy:
         once = [losses.without_head_copy(term, shape) for term in once]
     return once + loss.kept
-
-
-def _autocast_cache(inp: EstimateInput, shape: dict[str, Any]) -> float:
-    """With full checkpointing the blocks' weight copies are not saved for backward, but
-    autocast's cache holds them until the autocast region ends: a forward-time moment."""
-    if not (inp.autocast and inp.checkpointing == "full" and inp.lora_rank is None):
-        return 0.0
-    return 2 * (int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)) / inp.tp
 
 
 # --------------------------------------------------------------------- the moments of a step
@@ -288,7 +282,7 @@ def _moments(
         Moment(name=n, bytes=round(b), calculation=c)
         for n, b, c in encoder.moments(d, inp, fwd) + bloom.moments(d, inp, fwd)
     ]
-    cache = _autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
+    cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:
         after = losses.after_loss(inp, shape, est_lines, fwd, loss)
         for name, value, calc in losses.moments(inp, shape, fwd, cache, loss, after):
@@ -317,7 +311,7 @@ def _moments(
                 + (" + 4" if c != 4 else "")
                 + f") B {f(logits)}"
                 + (
-                    f" + autocast's cached 16-bit copies of the blocks' weights or biases "
+                    f" + autocast's cached 16-bit copies of the trained weights or biases "
                     f"{f(cache)} (held until autocast exits, though nothing saves them)"
                     if cache
                     else ""

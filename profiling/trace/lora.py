@@ -314,6 +314,10 @@ def apply_lora(
                 " (quantized from fp16 as Lightning's BitsandbytesPrecision does: dequantized to "
                 "fp16, then cast); the LM head is 4-bit too, the embeddings stay 16-bit; "
                 if config.fabric_bnb
+                else "; the LM head, embeddings and norms in fp32, as peft's "
+                "prepare_model_for_kbit_training casts them, their output fp32 too (bitsandbytes "
+                "casts back to its input's dtype); "
+                if config.autocast
                 else "; the LM head and embeddings stay 16-bit; "
             )
             + (
@@ -442,10 +446,10 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
             "a Llama-family, GPT-NeoX-kind or encoder model for --lora-rank (GPT-2's are not "
             "modelled)"
         )
-    if config.qlora and config.precision not in ("mixed", "bf16"):
+    if config.qlora and config.precision == "fp32":
         return (
-            "--precision mixed or bf16 for --qlora (the trace's 4-bit layers sit in a 16-bit "
-            "model; estimate the others)"
+            "--precision mixed, bf16 or amp-bf16/amp-fp16 for --qlora (bitsandbytes' 4-bit "
+            "layers compute in 16 bits; estimate fp32)"
         )
     if config.fsdp or config.sharded:
         return "one GPU for --lora-rank (no ZeRO/FSDP: estimate it instead)"
