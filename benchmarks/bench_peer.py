@@ -68,6 +68,14 @@ LARGEST_CONTEXT = (0.8, 1.05)  # predicted ÷ published largest sequence that fi
 OLD = "3c7ea88"  # main before the LitGPT loss with an adapted head and --fabric-bnb
 
 
+def _gpu_bytes(row: dict[str, Any]) -> int:
+    """The row's GPU memory in bytes: its "GB" are 10⁹ B, or 2³⁰ B where the row says
+    ``"gpu_mem_unit": "GiB"`` (a card sold as 12 GB holds 12 GiB, and Unsloth's tables count
+    ``max_memory_reserved() / 1024³`` as GB)."""
+    unit = 2**30 if row.get("gpu_mem_unit") == "GiB" else 10**9
+    return int(row["gpu_mem_gb"] * unit)
+
+
 def _config(row: dict[str, Any]) -> TrainingConfig:
     values: dict[str, Any] = {}
     local = (row.get("config_file") or {}).get("local")
@@ -75,7 +83,7 @@ def _config(row: dict[str, Any]) -> TrainingConfig:
         values.update(read_recipe([HERE / "peer" / local]).values)
     values.update(row.get("overrides") or {})
     if row.get("gpu_mem_gb"):
-        values["gpu_mem"] = row["gpu_mem_gb"]
+        values["gpu_mem"] = _gpu_bytes(row) / 1e9
     return TrainingConfig.parse(style="field", **values)
 
 
@@ -130,8 +138,8 @@ def _largest_context(row: dict[str, Any]) -> dict[str, Any]:
     }
     if row.get("oom"):  # not even a short sequence fits: ours must say nothing fits
         out["does_not_fit"] = predicted is None
-    elif predicted is not None:
-        out["ratio"] = round(predicted / row["measured"], 4)
+    else:  # nothing fits by ours where a length did: 0, counted (the short side)
+        out["ratio"] = round((predicted or 0) / row["measured"], 4)
     return out
 
 
@@ -152,7 +160,7 @@ def run(rows: list[dict[str, Any]]) -> dict[str, Any]:
             skipped.append({"id": row["id"], "reason": f"our configuration refuses it: {exc}"})
             continue
         if row.get("oom"):
-            budget = usable(int(row["gpu_mem_gb"] * 1e9))
+            budget = usable(_gpu_bytes(row))
             ooms.append(
                 {"id": row["id"], "nvml": nvml, "usable": budget, "does_not_fit": nvml > budget}
             )
@@ -213,7 +221,9 @@ def _context_summary(contexts: list[dict[str, Any]]) -> dict[str, Any]:
         f"{sum('does_not_fit' in c for c in contexts)} out-of-memory rows: nothing fits",
         # Where the two part: per token, or before the first token (benchmarks/peer/README.md).
         "published_line": _line([(c["gpu_mem_gb"], c["published"]) for c in rows]),
-        "predicted_line": _line([(c["gpu_mem_gb"], c["predicted"]) for c in rows]),
+        "predicted_line": _line(
+            [(c["gpu_mem_gb"], c["predicted"]) for c in rows if c["predicted"]]
+        ),
     }
 
 
@@ -284,7 +294,8 @@ def _markdown(result: dict[str, Any]) -> str:
     for c in result["largest_context"]:
         if "ratio" in c:
             lines.append(
-                f"| {c['id']} | largest seq | {c['published']:,} | {c['predicted']:,} | "
+                f"| {c['id']} | largest seq | {c['published']:,} | "
+                f"{format(c['predicted'], ',') if c['predicted'] else 'nothing fits'} | "
                 f"{c['ratio']:.3f} |"
             )
         else:
