@@ -36,6 +36,12 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.states import _TEMP_LISTS, optimizer_states
 from profiling.models.config import WorkloadConfig
+from profiling.plans.compiled_form import (
+    compiled_blocks,
+    compiled_moments,
+    compiled_note,
+    lse_rows,
+)
 from profiling.plans.float8_form import (
     backward_transient,
     forward_transient,
@@ -78,7 +84,7 @@ def block_activations(
     (``profiling.plans.ring_form``)."""
     h, f, a = w.hidden, w.ffn, w.heads
     q = a * w.head_dim
-    lse_s = _lse_rows(seq * u, c)
+    lse_s = lse_rows(seq * u, c)
     norms = 2 * (h * c + 4) * tokens // t
     inputs = 2 * h * c * tokens  # gathered to the whole sequence under tensor parallelism
     # q, the keys and values repeated; the output; and wo's contiguous copy of it only under
@@ -91,11 +97,6 @@ def block_activations(
     lse = 4 * (a // t // u) * lse_s * (tokens // seq)
     mlp = 4 * (f // t) * c * tokens
     return norms + inputs + attention + lse + mlp + SDPA_SEED
-
-
-def _lse_rows(seq: int, c: int) -> int:
-    """The logsumexp's rows per head: fp32 runs the memory-efficient kernel, padded to 32."""
-    return -(-seq // 32) * 32 if c == 4 else seq
 
 
 def op_sac_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int = 1) -> int:
@@ -111,7 +112,7 @@ def op_sac_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int,
     mms = (q + kv + f // t + h) * c * tokens
     attention = 0
     if _fused_sdpa(hd, c):
-        lse_s = _lse_rows(seq * u, c)
+        lse_s = lse_rows(seq * u, c)
         attention = q * c * tokens + 4 * (a // t // u) * lse_s * (tokens // seq) + SDPA_SEED
     scattered = 2 * x if t > 1 else 0
     return x + mms + attention + scattered
@@ -199,6 +200,8 @@ def stage_profile(
         # under TP the recomputation also remakes wo's partial sum over the whole sequence,
         # whose reduce-scatter it then takes from the cache
         block, recompute = kept, block - kept + (tokens * w.hidden * s.c if t > 1 else 0)
+    # under torch.compile what the partitioner saves (profiling.plans.compiled_form)
+    block, plain = compiled_blocks(cfg, w, tokens, t, s.c, local, u, block, plain)
     grad_in = x if recompute else 0
     pipelined = layout.pp > 1
     kept, rec, earlier = _every_n(cfg, stage, block, plain, recompute)
@@ -326,6 +329,12 @@ def stage_profile(
                  block_rs=0)  # fmt: skip
     moves["F0"], b_peak = with_ring(cfg, w, layout, stage, tokens, reduce_b, ring,
                                     moves["F0"], b_peak)  # fmt: skip
+    fsdp = vec(parameters=one_block - head_keep, activations=-head_acts, temporaries=in_flight)
+    others = (vec(temporaries=b_extra if stage.head else 0), vec(temporaries=emb_extra))
+    b_peak, b_more = compiled_moments(
+        cfg, w, stage, (tokens, t, s.c, local, u), (b_peak, b_more), pipelined, fsdp,
+        (grad_b, block_grads, kept[-1] if kept else 0), others,
+    )  # fmt: skip
     moves["B0"] = Move(
         delta=vec(parameters=-head_keep, gradients=after, activations=-acts), peak=b_peak
     )
@@ -453,13 +462,9 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
             "and values, fp32 merges and gradients) are left out of its closed form, an "
             "under-estimate where they make the highest moment; trace the plan"
         )
-    if cfg.compile:  # the partitioner's choices are traced, not yet in closed form
+    if cfg.compile:
         notes = [n for n in notes if not n.startswith(COMPILED_NOTE)]
-        notes.append(
-            "torch.compile: the closed form counts each block as eager, an upper bound (the "
-            "partitioner keeps less: recomputes the pointwise chains); trace the plan for the "
-            "compiled blocks"
-        )
+        notes.append(compiled_note(cfg, w))
     return PlanResult(kind="estimated", config=cfg, layout=layout, params=w.param_count(),
                       ranks=ranks, stages=profiles, notes=notes)  # fmt: skip
 

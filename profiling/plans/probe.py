@@ -17,7 +17,7 @@ Imports torch.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -157,8 +157,9 @@ def build_stage(
         from profiling.trace.compiled import CompiledBlock
 
         marks = stage.checkpointed(cfg.checkpoint_every, layers)
-        # a checkpointed block's partition is not a plain one's: one cache for each
-        caches: dict[bool, dict[Any, Any]] = {True: {}, False: {}}
+        # a checkpointed block's partition is not a plain one's: one cache for each, shared
+        # by every probe of one trace (partitions.shared): a block's partition is made once
+        caches = shared_partitions()
         for j, block in enumerate(model.layers.values()):
             held = cfg.checkpointing != "none" and (marks is None or marks[j])
             block.forward = CompiledBlock(block, caches[held], cfg.target)  # type: ignore[method-assign]
@@ -166,6 +167,28 @@ def build_stage(
     if dp is not None:
         apply_fsdp(model, dp, cfg, pipelined=layout.pp > 1)
     return model
+
+
+_SHARED: list[dict[bool, dict[Any, Any]]] = []
+
+
+@contextlib.contextmanager
+def partitions_shared() -> Iterator[None]:
+    """While a plan is traced: every probe's compiled blocks take their partition from one
+    cache (keyed by the block's structure and its inputs' shapes, checkpointed or not), so
+    Inductor's partitioner runs once per kind of block, not once per probe (it was most of a
+    compiled plan's trace: four partitions of each block's joint graph for one row). The
+    probes share one fake world and mesh, which the graphs' process groups belong to."""
+    _SHARED.append({True: {}, False: {}})
+    try:
+        yield
+    finally:
+        _SHARED.pop()
+
+
+def shared_partitions() -> dict[bool, dict[Any, Any]]:
+    """The trace's shared caches, or fresh ones outside ``partitions_shared``."""
+    return _SHARED[-1] if _SHARED else {True: {}, False: {}}
 
 
 def _partitioned(cfg: TrainingConfig, model: Any, x: torch.Tensor) -> None:

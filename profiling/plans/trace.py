@@ -30,6 +30,7 @@ from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
+from profiling.plans.probe import partitions_shared
 from profiling.plans.profile import Move, StageProfile, Vec, compose
 from profiling.plans.result import PlanResult, plan_notes
 from profiling.plans.schedule import rank_actions
@@ -211,6 +212,7 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
         # which pipeline rank runs it (its index says whether it is first or last), and
         # DTensor's caches, keyed by the mesh, stay valid for the whole trace.
         stack.enter_context(fake_world())
+        stack.enter_context(partitions_shared())  # --compile: a block partitioned once
         stack.callback(_destroy)  # before the group exists: a stop inside mesh_of too
         if layout.cp > 1:  # torch's ring attention for the step (context_parallel's dispatcher)
             from profiling.plans.ring import ring_dispatch, traced_rank

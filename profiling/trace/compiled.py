@@ -72,8 +72,10 @@ class _Graphs(torch.autograd.Function):
         tensors = iter(ctx.saved_tensors)
         count = len(ctx.others) + len(ctx.saved_tensors)
         saved = [ctx.others[i] if i in ctx.others else next(tensors) for i in range(count)]
+        # a fresh zero, not zeros_like: the graphs' values may be an earlier fake mode's (a
+        # partition is shared by the probes of one plan's trace)
         tangents = [
-            g if g is not None else torch.zeros_like(o)
+            g if g is not None else torch.zeros(o.shape, dtype=o.dtype, device=o.device)
             for g, o in zip(grads, _tangent_likes(part), strict=False)
         ]
         with _plain():

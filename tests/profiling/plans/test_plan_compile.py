@@ -143,16 +143,19 @@ def test_tensor_parallel_gradients_keep_eagers_placements() -> None:
      {"pp": 2, "microbatches": 2, "target": "cuda"}],
     ids=["fsdp", "tp", "pp"],
 )  # fmt: skip
-def test_the_closed_form_of_a_compiled_plan_is_the_eager_bound_and_says_so(plan) -> None:
+def test_the_closed_form_of_a_compiled_plan_counts_the_partitioners_blocks(plan) -> None:
+    # each block as the partitioner keeps it (profiling/plans/compiled_form.py; per category in
+    # tests/profiling/plans/test_compiled_form.py): below eager's count, and within 1 % of the
+    # trace on every rank (the eager count was up to 1.05 of it)
     from profiling.plans.closed_form import estimate_plan
     from profiling.plans.trace import trace_plan
 
     cfg = parse_config(**SMALL, **plan, compile=True)
     est = estimate_plan(cfg)
     eager = estimate_plan(parse_config(**SMALL, **plan))
-    assert [r.peak_bytes for r in est.ranks] == [r.peak_bytes for r in eager.ranks]
-    assert any("counts each block as eager, an upper bound" in n for n in est.notes)
+    assert all(c.peak_bytes < e.peak_bytes for c, e in zip(est.ranks, eager.ranks, strict=True))
+    assert any("each block keeps what Inductor's partitioner saves" in n for n in est.notes)
     assert not any(n.startswith("torch.compile of each block,") for n in est.notes)
     traced = trace_plan(cfg)
     for e, t in zip(est.ranks, traced.ranks, strict=True):
-        assert e.peak_bytes >= t.peak_bytes, (e.pp_rank, e.peak_bytes, t.peak_bytes)
+        assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.01), (e.pp_rank, t.peak_bytes)

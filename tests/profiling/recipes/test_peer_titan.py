@@ -50,21 +50,23 @@ def test_a_row_not_expressible_yet_names_each_feature_it_waits_for() -> None:
         if r["expressible"]:  # nothing left to wait for: bench_peer judges it
             assert "needs" not in r and "reason" not in r, r["id"]
             continue
-        assert r["needs"], r["id"]
+        assert r["needs"] and r["reason"], r["id"]
         label = r["id"].split("/")[3]
-        if "compile" in label.lower() or r["id"].split("/")[2] in ("Table 2", "Table 4", "Table 5"):
-            assert "compile" in r["needs"], r["id"]
-        # Float8 and asynchronous TP are modelled: what a row ran reads as its plan (below)
+        # Float8, asynchronous TP and torch.compile under a plan are modelled: what a row ran
+        # reads as its plan (below); compile around the ring attention not yet
         assert "float8" not in r["needs"] and "async_tp" not in r["needs"], r["id"]
         assert "Float8" not in r["reason"] and "asynchronous TP" not in r["reason"], r["id"]
+        assert "torch.compile under a parallel plan" not in r["reason"], r["id"]
         cp = re.search(r"CP (\d+)", label)
+        assert ("compile" in r["needs"]) == bool(cp and int(cp.group(1)) > 1), r["id"]
         # the ring is traced and, without a pipeline, in closed form: a pipelined row waits for
         # its closed form (bench_peer judges a pipelined row by the closed form's bound)
         ring = bool(cp and int(cp.group(1)) > 1)
         assert ("cp_ring" in r["needs"]) == (ring and r["overrides"].get("pp", 1) > 1), r["id"]
         # FSDP over the cp ranks alone (dp_shard 1): torchtitan shards over them, ours refuses
         assert ("fsdp_cp" in r["needs"]) == (ring and r["overrides"]["dp_shard"] == 1), r["id"]
-        assert r["reason"].startswith("not modelled yet: ")
+        if ring:
+            assert r["reason"].startswith("not modelled yet: "), r["id"]
 
 
 @pytest.mark.parametrize(

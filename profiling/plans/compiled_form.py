@@ -1,0 +1,207 @@
+"""What a compiled block of a plan keeps for backward, in closed form.
+
+torchtitan compiles each (checkpointed, tensor-parallelized) block on its own; AOTAutograd
+traces its forward and backward into one joint graph and Inductor's partitioner
+(``min_cut_rematerialization_partition``) chooses what the forward saves. Read from the
+partitioner's own output on torchtitan's block (``profiling.trace.compiled``, fake tensors,
+Llama shapes under FSDP, TP with sequence parallelism, CP, bf16/mixed/fp32, torchao's Float8
+tensorwise), per block and microbatch, with ``T`` this rank's tokens, ``t`` the TP degree, ``c``
+the compute dtype's bytes, ``q``/``kv`` the local heads' widths, ``f`` the local FFN width:
+
+- **no checkpointing**: the block's input and the residual sum in the middle (each
+  ``T/t·h·c``, sequence-parallel), both RMSNorms' outputs (``T·h·c`` each, gathered to the whole
+  sequence under TP), q and the keys and values repeated to every head, SDPA's output, its fp32
+  logsumexp and philox seed and offset, ``w1``'s and ``w3``'s outputs and SwiGLU's product
+  (``3·T·f·c``). Eager autograd keeps SiLU's output and both norms' fp32 rstd besides: the
+  partitioner recomputes them in backward from what it saves;
+- **torchtitan's per-op policy** (``selective-op``): the input, q's and v's projections,
+  SDPA's outputs, ``w1``'s output and under TP ``wo``'s reduce-scattered output; eager's cache
+  also keeps ``w2``'s output and its reduce-scatter, which no backward op reads (the partitioner
+  drops them);
+- **full checkpointing**: the input alone, as eager;
+- **Float8 tensorwise** (without TP): with no checkpointing the attention's input is not kept
+  (recomputed and cast again in backward), the FFN's input is kept as its fp8 cast (one byte
+  per element), SwiGLU's product is recomputed, and each Linear's fp8 weight is kept (one byte
+  per local element) with the casts' fp32 scales; under the per-op policy what bf16 keeps and
+  the casts' amax and scale scalars (44 bytes).
+
+Not derived here (``None``: the eager count stands, an upper bound): Float8 under TP (torchao's
+TP styles), a block around context parallelism's ring attention (CP > 1), FSDP's fp8 all-gather
+without checkpointing, Ulysses, the math SDPA kernel. No torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.models.config import WorkloadConfig
+from profiling.plans.layout import Stage
+from profiling.plans.profile import Vec, add, vec
+from profiling.plans.ring_form import fused
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+F8_SAC_SCALES = 10 * 2 + 6 * 4  # per-op policy + Float8: ten bf16 amaxes, six fp32 scales
+F8_SCALES = 8 * 4  # no checkpointing + Float8: eight fp32 reciprocal scales
+
+
+def seed_bytes(c: int) -> int:
+    """SDPA's philox seed and offset as the compiled graph keeps them: the flash kernel's (2,)
+    and () uint64 tensors (16-bit inputs), the memory-efficient kernel's two int64 scalars."""
+    return 24 if c == 2 else 16
+
+
+def compiled_kept(
+    w: WorkloadConfig, tokens: int, t: int, c: int, lse: int, mode: str,
+    float8: str | None = None, fp8_all_gather: bool = False, u: int = 1,
+) -> int | None:  # fmt: skip
+    """Bytes one compiled block keeps for ``tokens`` of this rank (see the module); ``lse``:
+    its logsumexp's bytes (as ``block_activations`` pads it); ``mode``: the block's
+    checkpointing (``none``, ``selective-op``, ``full``). None where not derived."""
+    h = w.hidden
+    q, kv, f = w.heads * w.head_dim // t, w.n_kv_heads * w.head_dim // t, w.ffn // t
+    x = tokens // t * h * c  # the input, sequence-parallel under TP
+    if mode == "full":
+        return x
+    if u > 1 or (float8 and (t > 1 or (fp8_all_gather and mode == "none"))):
+        return None
+    attention = q * c * tokens + lse + seed_bytes(c)  # SDPA's output, logsumexp, seed
+    if mode == "selective-op":
+        scattered = x if t > 1 else 0  # wo's reduce-scattered output
+        kept = x + (q + kv + f) * c * tokens + attention + scattered
+        return kept + (F8_SAC_SCALES if float8 else 0)
+    if mode != "none":
+        return None
+    qkv = 3 * q * c * tokens  # q and the keys and values repeated to every head
+    if float8:
+        linears = (2 * q + 2 * kv + 3 * f) * h  # the seven Linears' local weights, in fp8
+        return 2 * x + qkv + attention + tokens * h + 2 * f * c * tokens + linears + F8_SCALES
+    return 2 * x + 2 * tokens * h * c + qkv + attention + 3 * f * c * tokens
+
+
+def lse_rows(seq: int, c: int) -> int:
+    """The logsumexp's rows per head: fp32 runs the memory-efficient kernel, padded to 32."""
+    return -(-seq // 32) * 32 if c == 4 else seq
+
+
+def lse_bytes(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int = 1) -> int:
+    """SDPA's fp32 logsumexp for this rank's heads and ``tokens`` (``seq`` per sequence)."""
+    return 4 * (w.heads // t // u) * lse_rows(seq * u, c) * (tokens // seq)
+
+
+def compiled_blocks(
+    cfg: TrainingConfig, w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int,
+    block: int, plain: int,
+) -> tuple[int, int]:  # fmt: skip
+    """(a checkpointed block's, a plain block's) bytes kept under torch.compile; eager's where
+    the partitioner's choices are not derived (an upper bound)."""
+    if not compiled_derived(cfg, w):
+        return block, plain
+    lse = lse_bytes(w, tokens, t, c, seq, u)
+    fp8 = (cfg.float8, cfg.float8_all_gather and cfg.fsdp, u)
+    kept = compiled_kept(w, tokens, t, c, lse, cfg.checkpointing, *fp8)
+    none = compiled_kept(w, tokens, t, c, lse, "none", *fp8)
+    return (block if kept is None else kept), (plain if none is None else none)
+
+
+def compiled_derived(cfg: TrainingConfig, w: WorkloadConfig) -> bool:
+    """Whether a compiled plan's blocks are counted from the partitioner's choices (the fused
+    SDPA kernels' graphs are the ones read; Float8 only without TP; not around context
+    parallelism's ring attention, whose compiled block keeps more: profiling.plans.ring)."""
+    c = 4 if cfg.precision == "fp32" else 2
+    plain = not (cfg.float8 and cfg.tp > 1) and cfg.cp == 1
+    return cfg.compile and fused(w.head_dim, c) and plain
+
+
+def compiled_note(cfg: TrainingConfig, w: WorkloadConfig) -> str:
+    """The closed form's note on a compiled plan: what it counts, and where eager's stands."""
+    if not compiled_derived(cfg, w):
+        return (
+            "torch.compile: the closed form counts each block as eager, an upper bound (the "
+            "partitioner keeps less: recomputes the pointwise chains); trace the plan for the "
+            "compiled blocks"
+        )
+    f8 = (
+        "; under Float8 a block's backward counted as eager's, an upper bound" if cfg.float8 else ""
+    )
+    return (
+        "torch.compile: each block keeps what Inductor's partitioner saves, and its backward is "
+        "its backward graph's highest moment (both in closed form, read from the partitioner's "
+        f"graphs on torchtitan's block){f8}"
+    )
+
+
+def compiled_backward(
+    w: WorkloadConfig, tokens: int, t: int, c: int, lse: int, mode: str, seq: int
+) -> int:  # fmt: skip
+    """Bytes a compiled block's backward graph holds above what the block keeps, at its
+    highest (read from the graph, each tensor freed after its last use, the weights' gradients
+    alive until the graph returns them): the largest of three moments — SwiGLU's backward
+    (``w2``'s weight gradient, the gradient of its input, SiLU's output recomputed and the
+    product's gradient; under the per-op policy ``w3``'s output, the residual sum and the FFN's
+    gathered input recomputed too; under full checkpointing everything the forward graph saves,
+    recomputed), the rotary embedding's backward (the FFN's and ``wo``'s weight gradients, the
+    residual's gradient, the keys' summed over their repeats, q's in fp32, the complex64
+    gradients of q and k and a copy of the table's rows) and the attention's input gradient
+    summed from ``wq``'s, ``wk``'s and ``wv``'s (every weight gradient but ``wq``'s, q's
+    gradient, the residual's and three gathered input gradients). ``seq``: the rank's
+    sequence. The gradient reaching the block is not counted here."""
+    h, d = w.hidden, w.head_dim
+    q, kv, f = w.heads * d // t, w.n_kv_heads * d // t, w.ffn // t
+    x, gathered, ft = tokens // t * h * c, tokens * h * c, f * c * tokens
+    w2_grad = f * h * c
+    if mode == "full":
+        swiglu = 2 * gathered + 4 * q * c * tokens + lse + seed_bytes(c) + x + 5 * ft + w2_grad
+    elif mode == "selective-op":
+        swiglu = x + gathered + 4 * ft + w2_grad
+    else:
+        swiglu = 3 * ft + w2_grad
+    recomputed = gathered if mode != "none" else 0  # the attention's input, for wq, wk, wv
+    ffn_wo = (q + 3 * f) * h * c + h * c  # the FFN's and wo's weight gradients, the FFN norm's
+    rotary = ffn_wo + x + kv * c * tokens + 8 * q * tokens + 4 * kv * tokens + 4 * seq * d
+    attention = ffn_wo + 2 * kv * h * c + x + q * c * tokens + 3 * gathered
+    return max(swiglu, rotary + recomputed, attention + recomputed)
+
+
+def compiled_moments(
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, dims: tuple[int, int, int, int, int],
+    peaks: tuple[Vec, Vec], pipelined: bool, fsdp: Vec, grads: tuple[int, int, int],
+    others: tuple[Vec, Vec],
+) -> tuple[Vec, Vec]:  # fmt: skip
+    """A compiled stage's first and later backward at their highest (``peaks``, eager's, where
+    the partitioner's choices are not derived): its blocks' backward graph
+    (``compiled_form.compiled_backward``; ``dims``: tokens, t, c, the local sequence, u)
+    beside what eager's model has for a pipeline's stage; without a pipeline, with FSDP's
+    gathered group and collectives in flight (``fsdp``), the head's gradients made first and,
+    without FSDP, one block's gradients made before the next block's backward (``grads``: the
+    gradients' bytes per element, a block's gradients, what the last block keeps), or the
+    loss's or the embedding's moment (``others``)."""
+    if not compiled_derived(cfg, w) or cfg.float8:
+        return peaks
+    tokens, t, c, local, u = dims
+    lse = lse_bytes(w, tokens, t, c, local, u)
+    # the gradient reaching the block: under a pipeline the stage's receive buffer
+    reaching = 0 if pipelined else tokens // t * w.hidden * c
+    held = vec(temporaries=compiled_backward(w, tokens, t, c, lse, cfg.checkpointing, local)
+               + reaching)  # fmt: skip
+    if pipelined:
+        return _larger(peaks[0], held), _larger(peaks[1], held)
+    grad_b, block_g, last = grads
+    head_g = 0 if cfg.fsdp or not stage.head else (w.vocab // t + 1) * w.hidden * grad_b
+    held = add(held, add(fsdp, vec(gradients=head_g)))
+    if not cfg.fsdp and stage.layers > 1:
+        held = _larger(held, add(held, vec(gradients=block_g, activations=-last)))
+    top = _larger(held, _larger(*others))
+    return top, top
+
+
+def _larger(a: Vec, b: Vec) -> Vec:
+    return a if a["total"] >= b["total"] else b
+
+
+__all__ = [
+    "compiled_backward", "compiled_blocks", "compiled_derived", "compiled_kept", "compiled_moments",
+    "compiled_note",
+    "lse_bytes", "lse_rows", "seed_bytes",
+]  # fmt: skip
