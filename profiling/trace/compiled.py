@@ -69,8 +69,9 @@ class _Graphs(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor | None) -> Any:
         part: Partition = ctx.part
-        tensors = iter(ctx.saved_tensors)
-        count = len(ctx.others) + len(ctx.saved_tensors)
+        unpacked = ctx.saved_tensors  # once: a checkpoint's unpack hook allows no second time
+        tensors = iter(unpacked)
+        count = len(ctx.others) + len(unpacked)
         saved = [ctx.others[i] if i in ctx.others else next(tensors) for i in range(count)]
         # a fresh zero, not zeros_like: the graphs' values may be an earlier fake mode's (a
         # partition is shared by the probes of one plan's trace)

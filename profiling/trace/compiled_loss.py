@@ -159,8 +159,9 @@ class _Compiled(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> Any:
         part: _Part = ctx.part
-        tensors = iter(ctx.saved_tensors)
-        count = len(ctx.others) + len(ctx.saved_tensors)
+        unpacked = ctx.saved_tensors  # once: a checkpoint's unpack hook allows no second time
+        tensors = iter(unpacked)
+        count = len(ctx.others) + len(unpacked)
         saved = [ctx.others[i] if i in ctx.others else next(tensors) for i in range(count)]
         result = _run(part.bw, part.bw_buffers, *saved, *grads)
         return (None, *result)

@@ -183,3 +183,17 @@ def test_the_estimate_counts_a_block_alike_under_fsdp() -> None:
         return next(c.bytes for c in estimate(cfg).components if "min-cut" in c.name)
 
     assert row(fsdp=True, gpus=4) == row() > 0
+
+
+def test_full_checkpointing_of_compiled_blocks_traces_on_one_gpu() -> None:
+    # torchtune checkpoints its compiled layers (compile: True with activation checkpointing):
+    # the partition's backward read ctx.saved_tensors twice, which a non-reentrant
+    # checkpoint's unpack hook refuses — every such trace failed (b86cae0 .. this fix).
+    cfg = TrainingConfig.parse(
+        style="field", model="tiny-llama", precision="bf16", compile=True, checkpointing="full",
+        seq=64, batch=2,
+    )  # fmt: skip
+    traced = trace_step(cfg)
+    eager = trace_step(cfg.model_copy(update={"compile": False}))
+    assert 0 < traced.peak_bytes <= eager.peak_bytes * 1.05
+    assert traced.phases["after_backward"]["activations"] == 0
