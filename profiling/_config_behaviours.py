@@ -103,6 +103,13 @@ TORCHAO_NF4_FIELD: Any = Field(
 )
 
 
+LITGPT_NORM_FIELD: Any = Field(
+    False,
+    description="LitGPT's own RMSNorm (its finetune scripts' models of a Llama, Mistral, Qwen2 or "
+    "Phi-3 shape): eager ops that keep the fp32 normalized values and the weight's fp32 copy.",
+)
+
+
 # The optimizers bitsandbytes pages (its 8-bit and 32-bit Adam/AdamW, Lion).
 PAGED_OPTIMIZERS = ("adam8bit", "adamw", "adam", "lion")
 
@@ -258,6 +265,7 @@ __all__ = [
     "ACTIVATION_OFFLOAD_FIELD",
     "COMPILE_FIELD",
     "FSDP_FLAT_FIELD",
+    "LITGPT_NORM_FIELD",
     "LOSSES",
     "LOSS_CHUNKS_DEFAULT",
     "LOSS_CHUNKS_FIELD",

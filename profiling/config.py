@@ -226,7 +226,8 @@ class TrainingConfig(BaseModel):
     bnb_keeps_inputs: bool = BNB_KEEPS_FIELD
     double_quant: bool | None = DOUBLE_QUANT_FIELD
     fabric_bnb: bool = FABRIC_BNB_FIELD
-    torchao_nf4: bool = behaviours.TORCHAO_NF4_FIELD  # ---- then the GPU
+    torchao_nf4: bool = behaviours.TORCHAO_NF4_FIELD
+    litgpt_norm: bool = behaviours.LITGPT_NORM_FIELD  # ---- then the GPU
     target: Target = Field(
         "cuda",
         description="The device whose kernels decide what is kept for backward: cuda (fused "

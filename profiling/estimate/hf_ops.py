@@ -66,6 +66,16 @@ def _module(d: Dims) -> str:
     return str(d.extra["hf_module"])
 
 
+def _whose(d: Dims) -> str:
+    return "LitGPT's" if d.extra.get("litgpt_norm") else "transformers'"
+
+
+def fp32_norm(d: Dims) -> bool:
+    """Whether the model's RMSNorm keeps its fp32 normalized values: OLMo 2's and Gemma's, and
+    LitGPT's own (``litgpt_norm``: its RMSNorm multiplies them by the fp32 weight)."""
+    return d.extra.get("hf_module") in FP32_NORM or bool(d.extra.get("litgpt_norm"))
+
+
 def eager(d: Dims, cfg: TrainingConfig) -> bool:
     from profiling.models.implementation import EAGER_ONLY
 
@@ -74,7 +84,7 @@ def eager(d: Dims, cfg: TrainingConfig) -> bool:
 
 def _norm_row(d: Dims, e: Bytes, width: int, in_bytes: int) -> tuple[int, str]:
     """Bytes per row one RMSNorm keeps, and its formula, for a ``width``-wide input."""
-    if _module(d) in FP32_NORM:
+    if fp32_norm(d):
         return 8 * width + 4, f"(8·{width} + 4)"
     return (4 + in_bytes) * width + 4, f"((4 + {in_bytes})·{width} + 4)"
 
@@ -85,25 +95,32 @@ def _rms_norms(d: Dims, e: Bytes) -> list[Term]:
     tok = f"{d.s}·{d.b}"
     how = (
         "fp32 input, rstd, fp32 normalized"
-        if _module(d) in FP32_NORM
+        if fp32_norm(d)
         else f"fp32 input, rstd, normalized in {e.r}-byte"
     )
     terms = [
         Term(
-            f"norms (RMSNorm ×{n} as transformers' eager ops: {how})",
+            f"norms (RMSNorm ×{n} as {_whose(d)} eager ops: {how})",
             d.s * d.b * n * row,
-            f"s·b·{n}·{'(8h + 4)' if _module(d) in FP32_NORM else f'((4 + {e.r})·h + 4)'} B",
+            f"s·b·{n}·{'(8h + 4)' if fp32_norm(d) else f'((4 + {e.r})·h + 4)'} B",
             f"{tok}·{n}·{sub}",
         )
     ]
-    if _module(d) in ("gemma", "gemma2"):
+    if fp32_weight(d):
         terms.append(_gemma_weights(d, n))
     return terms
 
 
+def fp32_weight(d: Dims) -> bool:
+    """Whether each norm keeps an fp32 copy of its weight (Gemma's 1 + weight, LitGPT's
+    ``weight.float()``): what multiplies the normalized values' gradient."""
+    return d.extra.get("hf_module") in ("gemma", "gemma2") or bool(d.extra.get("litgpt_norm"))
+
+
 def _gemma_weights(d: Dims, n: int) -> Term:
+    what = "LitGPT's weight" if d.extra.get("litgpt_norm") else "Gemma's 1 + weight"
     return Term(
-        f"norms: Gemma's 1 + weight in fp32 (×{n})",
+        f"norms: {what} in fp32 (×{n})",
         n * d.h * 4,
         f"{n}·h·4 B",
         f"{n}·{d.h}·4",
@@ -115,7 +132,7 @@ def _qk_norms(d: Dims, e: Bytes, q: int, qk: str) -> Term:
     k, tok = d.k, f"{d.s}·{d.b}"
     rows = d.a + int(d.extra.get("kv_heads") or d.a) if qk == "head" else 2
     where = "per head" if qk == "head" else "whole width"
-    if _module(d) in FP32_NORM:
+    if fp32_norm(d):
         per, formula = 8 * (q + k) + 4 * rows, f"s·b·(8·(q + k) + 4·{rows}) B"
         sub = f"{tok}·(8·({q} + {k}) + 4·{rows})"
     else:
@@ -349,7 +366,7 @@ def once_per_model(
             f"{tok}·({sub}{out_s}) + 2·{d.s}·{d.hd}·{rope}",
         )
         terms = [final, *terms[1:]]
-        if _module(d) in ("gemma", "gemma2"):
+        if fp32_weight(d):
             terms.append(_gemma_weights(d, 1))
     q = int(d.extra.get("q_dim") or d.h)
     terms += _window(d, e, cfg, q)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate import dora
 from profiling.estimate.activations import Bytes, Dims, Term
-from profiling.estimate.hf_ops import FP32_NORM
+from profiling.estimate.hf_ops import fp32_norm, fp32_weight
 from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def _normalized_bytes(d: Dims, e: Bytes) -> int:
     """The normalized output the norm weight's gradient needs: fp32 in our blocks' CPU norm and
     in OLMo 2's and Gemma's RMSNorm, cast back to the model's dtype in Llama's."""
     module = d.extra.get("hf_module")
-    return e.r if module and module not in FP32_NORM else 4
+    return e.r if module and not fp32_norm(d) else 4
 
 
 def _block_norms(d: Dims) -> int:
@@ -247,8 +247,9 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> lis
         f"−s·b·(h·{4 if cpu else e.r} + 4) B",
         f"−{tok}·({h}·{4 if cpu else e.r} + 4)",
     ))  # fmt: skip
-    if d.extra.get("hf_module") in ("gemma", "gemma2"):  # no gradient wants its 1 + weight
-        terms.insert(1, Term("first block's first norm: Gemma's 1 + weight not kept", -h * 4,
+    if fp32_weight(d):  # no gradient wants its fp32 weight (Gemma's 1 + weight, LitGPT's)
+        what = "LitGPT's weight" if d.extra.get("litgpt_norm") else "Gemma's 1 + weight"
+        terms.insert(1, Term(f"first block's first norm: {what} not kept", -h * 4,
                              "−h·4 B", f"−{h}·4"))  # fmt: skip
     first = [t for t in block_targets(cfg) if t in _ATTENTION_INPUTS]
     if cfg.qlora and cfg.bnb_keeps_inputs and own and not e.amp:
@@ -290,7 +291,7 @@ def _first_qk_norms(d: Dims, e: Bytes, cfg: TrainingConfig, first: list[str]) ->
             continue
         rows = heads if qk == "head" else 1
         if hf:  # eager ops: the fp32 input (and, fp32 norms, the normalized); LoRA's term
-            per = (8 if hf in FP32_NORM else 4 + e.c) - e.c  # took the normalized already
+            per = (8 if fp32_norm(d) else 4 + e.c) - e.c  # took the normalized already
         elif cpu:  # fp32 input and normalized, less the normalized LoRA's term took
             per = 4
         else:  # fused: its input (fp32 under autocast, which casts rms_norm's input)

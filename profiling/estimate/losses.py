@@ -363,7 +363,7 @@ def _final_norm_moments(
 ) -> list[Moment]:
     """An RMSNorm of separate ops (transformers', or the CPU's): its fp32 temporaries at the end
     of forward and the start of backward (``norm_tapes``)."""
-    from profiling.estimate.hf_ops import FP32_NORM
+    from profiling.estimate.hf_ops import fp32_norm
     from profiling.estimate.norm_tapes import NormShape, backward_peak, forward_peak
 
     module = d.extra.get("hf_module")
@@ -371,7 +371,7 @@ def _final_norm_moments(
         return []  # LayerNorm, and CUDA's fused rms_norm: one kernel each way
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
     T = d.s * d.b
-    n = NormShape(T, d.h, e.r, p, cast_product=bool(module) and module not in FP32_NORM)
+    n = NormShape(T, d.h, e.r, p, cast_product=bool(module) and not fp32_norm(d))
     base = fwd - loss.released - _final_norm_saved(d, e, cfg)
     grads = d.V * d.h * p if cfg.lora_rank is None and d.V else 0
     forward, backward = forward_peak(n), backward_peak(n)

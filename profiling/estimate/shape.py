@@ -109,6 +109,7 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         shape["hf_module"] = w.hf_model_type
         if w.attn_softcap:
             shape["attn_softcap"] = w.attn_softcap
+        shape.update({"litgpt_norm": True} if w.litgpt_norm else {})  # LitGPT's RMSNorm
     if active is not None:
         shape["active_matmul_weights"] = active + head
     return shape
@@ -291,7 +292,7 @@ def hand_shape(inp: TrainingConfig) -> dict[str, Any]:
 
 
 def shape_of(inp: TrainingConfig) -> dict[str, Any]:
-    w = as_run(find_workload(inp.model), inp.tied_head, inp.loss)
+    w = as_run(find_workload(inp.model), inp.tied_head, inp.loss, inp.litgpt_norm)
     shape = workload_shape(w) if w is not None else hand_shape(inp)
     if "t5" in shape:  # the decoder's length: --target-seq, else the encoder's
         shape["t5"]["target_seq"] = inp.target_seq or inp.seq_or_default()

@@ -89,6 +89,11 @@ class WorkloadConfig(BaseModel):
     # whose values SDPA reads as a view, heads rotated after the transpose (q head-major: the
     # output projection reads a copy), torch's fused tanh GELU — traced as our blocks so laid out
     litgpt: bool = False
+    # LitGPT's RMSNorm (litgpt/model.py at 00af8b0), as its scripts run transformers' Llama,
+    # Mistral, Qwen2 and Phi-3 shapes: eager ops that keep the fp32 input and the fp32
+    # normalized values (multiplied by the fp32 weight) where transformers keeps the latter cast
+    # back to 16 bits
+    litgpt_norm: bool = False
     # ---- encoders (arch "encoder"): the readers in profiling.models.hf_encoders set them
     type_vocab: int = 0  # token-type (segment) embeddings: BERT 2, RoBERTa 1
     positions: int | None = None  # learned position embeddings' rows (None: max_seq)

@@ -294,6 +294,10 @@ def build_hf(
     except Exception as exc:  # a config transformers rejects: our blocks, and why
         return _own(shape, f"transformers could not build it: {_first_line(exc)}")
     model.train()
+    if shape.litgpt_norm:  # the model LitGPT's scripts run: its own RMSNorm
+        from profiling.models.litgpt_norm import use_litgpt_norms
+
+        note += f"; LitGPT's RMSNorm ({use_litgpt_norms(model)})"
     if shape.arch == "t5" and not shape.tied_embeddings:
         _untie_head(model)
     wrapped: HFCausalLM | HFEncoder | HFSeq2Seq

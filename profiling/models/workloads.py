@@ -125,17 +125,29 @@ def tied_as_asked(w: WorkloadConfig | None, tied: bool | None) -> WorkloadConfig
     return w.model_copy(update={"tied_embeddings": tied})
 
 
-def as_run(w: WorkloadConfig | None, tied: bool | None, loss: str) -> WorkloadConfig | None:
+def as_run(
+    w: WorkloadConfig | None, tied: bool | None, loss: str, litgpt_norm: bool = False
+) -> WorkloadConfig | None:
     """The model as the step runs it: the LM head tied or not as ``--tied-head`` says, and under
     LitGPT's finetune scripts (``--loss litgpt``) a Phi config built as LitGPT's own GPT builds
     it (``WorkloadConfig.litgpt``; litgpt/model.py at 00af8b0: one fused ``attn`` Linear,
     ``apply_rope`` after the transpose and a ``torch.cat``, ``GptNeoxMLP``'s fused
     ``gelu(approximate='tanh')``) — transformers' PhiForCausalLM runs gelu_new as eager ops
-    and q, k, v apart, which LitGPT never runs."""
+    and q, k, v apart, which LitGPT never runs. Under any of LitGPT's scripts (``--loss litgpt``
+    or ``litgpt_norm``, which its full.py sets too) a Llama-shaped config's norms are LitGPT's
+    RMSNorm (``WorkloadConfig.litgpt_norm``, ``profiling.models.litgpt_norm``)."""
     w = tied_as_asked(w, tied)
+    litgpt = loss == "litgpt" or litgpt_norm  # LitGPT's own GPT, whichever loss its script runs
+    if w is not None and litgpt and w.hf_model_type in LITGPT_RMS_NORM:
+        return w.model_copy(update={"litgpt_norm": True})
     if w is None or loss != "litgpt" or w.hf_model_type != "phi":
         return w
     return w.model_copy(update={"fused_qkv": True, "litgpt": True})
+
+
+# transformers' model types LitGPT builds with its own RMSNorm (its Llama, Mistral, Qwen2 and
+# Phi-3 configs: norm_class_name "RMSNorm"; Gemma's already keeps the fp32 normalized values)
+LITGPT_RMS_NORM = frozenset({"llama", "mistral", "qwen2", "phi3"})
 
 
 def is_variant(config: WorkloadConfig) -> bool:

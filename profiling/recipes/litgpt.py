@@ -118,6 +118,7 @@ def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
             128,
             "LitGPT's chunked_cross_entropy on the whole logits: the loss in chunks of 128 tokens",
         )
+    r.imply("(the script)", "litgpt_norm", True, LITGPT_NORM)
     r.finish()
     return f"LitGPT finetune {method}", r
 
@@ -191,6 +192,10 @@ FSDP1_FOREACH = (
 )
 
 
+LITGPT_NORM = (
+    "LitGPT's own GPT (litgpt/model.py): its RMSNorm, where the model has one, keeps the fp32 "
+    "normalized values and the weight's fp32 copy"
+)
 FSDP1_FLAT = (
     "Lightning's FSDPStrategy is FSDP1 (use_orig_params off): each block's parameters and the "
     "root's are views of one flat parameter, whose gradient autograd makes by concatenating the "

@@ -66,6 +66,8 @@ def test_published_counts_spelled_out() -> None:
         "stablelm-base-alpha-3b": 3_637_321_728,
         "phi-2": 2_779_683_840,
         "falcon-7b": 6_921_720_704,
+        # TinyLlama: Llama 2's shape at 22 blocks of 2048, 4 key/value heads, untied head
+        "tinyllama-1.1b": 1_100_048_384,
     }
     for name, count in published.items():
         assert load_hf(f"hf:{name}").param_count() == count
