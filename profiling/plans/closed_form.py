@@ -46,6 +46,7 @@ from profiling.plans.float8_form import (
     backward_transient,
     forward_transient,
     pipelined_peaks,
+    tp_styles_kept,
     unpipelined_peak,
 )
 from profiling.plans.layout import Layout, Stage, layout_of
@@ -188,6 +189,8 @@ def stage_profile(
     # the ring's merged output is contiguous where a step updated half of it (ring rank 1 from
     # cp = 3: profiling.plans.ring_form)
     block = plain = block_activations(w, tokens, t, s.c, local, u, layout.cp > 2)
+    if cfg.float8 == "tensorwise" and t > 1:  # torchao's Float8 TP styles
+        block = plain = block + tp_styles_kept(w, tokens, t, s.c)
     recompute = 0
     # Checkpointed, a block keeps its input (and under the per-op policy the listed ops'
     # outputs); its backward recomputes the rest beside them (the input not copied) and holds
@@ -343,12 +346,8 @@ def stage_profile(
     moves["W0"] = moves["W"] = Move(delta=vec(), peak=vec())
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
     moves["R"] = Move(delta=reduce, peak=vec())
-    k = _TEMP_LISTS.get(cfg.optimizer, (0, 0))
-    foreach = cfg.foreach if cfg.foreach is not None else not cfg.fsdp
-    m = 2 if cfg.precision == "bf16" else 4
-    scratch = k[0] * base["parameters"] // s.shard * m if foreach else k[1] * largest * m
-    if cfg.precision == "mixed" and not cfg.fsdp:
-        scratch = largest * 4 * (1 + (k[0] if foreach else k[1]))  # one fp32 gradient at a time
+    scratch = _step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,
+                            largest)  # fmt: skip
     moves["step"] = Move(delta=vec(gradients=-sharded_grads), peak=vec(temporaries=scratch))
     recv = tokens // t * w.hidden * s.c
     per_mb = vec(buffers=recv * (int(not stage.embedding) + int(not stage.head)),
@@ -362,6 +361,42 @@ def stage_profile(
         stage=stage.index, layers=stage.layers, base=base, moves=moves, per_microbatch=per_mb,
         output_bytes=output, input_bytes=0 if stage.embedding else recv,
     )  # fmt: skip
+
+
+# How many copies of a Partial gradient, reduce-scattered to the parameter's rows, one
+# parameter's step holds at once (with foreach, one at a time): each op that reads the gradient
+# redistributes it anew — Adam's and RMSprop's addcmul_(grad, grad) two, SGD's add_ one,
+# Adagrad's addcmul_ two, and with foreach its numerator (grad × −lr stays Partial, every row)
+# and its redistribution beside the root: four
+_PARTIAL_READS = {"adam": (2, 2), "adamw": (2, 2), "rmsprop": (2, 2), "adagrad": (4, 2),
+                  "sgd": (1, 1), "sgd-nomomentum": (1, 1)}  # fmt: skip
+
+
+def _step_scratch(
+    cfg: TrainingConfig, w: WorkloadConfig, tp_embedding: bool, local: int, largest: int
+) -> int:
+    """The optimizer step's temporaries: foreach's lists over the ``local`` elements or a
+    for-loop's over the ``largest`` tensor; under mixed precision without FSDP one fp32
+    gradient at a time (``MasterWeightOptimizer``), the TP embedding's the largest
+    (``_embedding_step``)."""
+    k = _TEMP_LISTS.get(cfg.optimizer, (0, 0))
+    foreach = cfg.foreach if cfg.foreach is not None else not cfg.fsdp
+    m = 2 if cfg.precision == "bf16" else 4
+    if cfg.precision != "mixed" or cfg.fsdp:
+        return k[0] * local * m if foreach else k[1] * largest * m
+    scratch = largest * 4 * (1 + (k[0] if foreach else k[1]))  # one fp32 gradient at a time
+    if tp_embedding:
+        scratch = max(scratch, _embedding_step(w, cfg.tp, cfg.optimizer, foreach))
+    return scratch
+
+
+def _embedding_step(w: WorkloadConfig, t: int, optimizer: str, foreach: bool) -> int:
+    """The first stage's embedding stepped under TP with fp32 master weights, one parameter
+    at a time: its gradient is ``Partial`` with every row of the vocabulary
+    (``embedding_grad_rows``), so its fp32 copy is the whole table, and each op of the step
+    that reads it reduce-scatters it to the parameter's V/t rows (``_PARTIAL_READS``)."""
+    reads = _PARTIAL_READS.get(optimizer, (2, 2))[0 if foreach else 1]
+    return w.vocab * w.hidden * 4 + reads * (w.vocab // t) * w.hidden * 4
 
 
 def _every_n(

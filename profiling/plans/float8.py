@@ -75,4 +75,12 @@ def convert(model: nn.Module, recipe: str, all_gather: bool) -> int:
     return count[0]
 
 
-__all__ = ["FILTER_FQNS", "convert", "converts", "float8_config"]
+def tp_styles() -> tuple[type, type, type]:
+    """torchao's tensor-parallel styles for Float8 tensorwise (torchtitan's
+    ``enable_float8_tensorwise_tp``): (column-wise, row-wise, the module input's)."""
+    styles = import_quietly("torchao.float8.float8_tensor_parallel")
+    return (styles.Float8ColwiseParallel, styles.Float8RowwiseParallel,
+            styles.PrepareFloat8ModuleInput)  # fmt: skip
+
+
+__all__ = ["FILTER_FQNS", "convert", "converts", "float8_config", "tp_styles"]

@@ -39,6 +39,18 @@ def block_linears(w: WorkloadConfig, t: int) -> list[tuple[int, int]]:
             (f // t, h)]  # fmt: skip
 
 
+def tp_styles_kept(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
+    """What torchao's Float8 TP styles (tensorwise under TP: torchtitan's
+    ``enable_float8_tensorwise_tp``) change in a block's kept tensors, as their saved tensors
+    show: ``PrepareFloat8ModuleInput`` casts the attention's and the MLP's sequence-sharded
+    input to fp8 before the all-gather, so each Linear keeps the gathered input at one byte;
+    ``Float8RowwiseParallel`` casts ``wo``'s and ``w2``'s input to fp8 as it enters, so ``w2``
+    keeps the SwiGLU product at one byte (the bf16 one freed) and ``wo`` an fp8 copy of the
+    attention's output, which the kernel keeps as well."""
+    h, f, q = w.hidden, w.ffn, w.heads * w.head_dim
+    return -2 * h * (c - 1) * tokens - (f // t) * (c - 1) * tokens + (q // t) * tokens
+
+
 def linear_forward(x: int, wt: int, gathered_fp8: bool) -> int:
     """Bytes one Float8Linear's forward holds above its input and weight at its highest:
     the input's cast, then the weight's beside the fp8 input (none gathered in fp8)."""

@@ -35,7 +35,11 @@ if TYPE_CHECKING:
     from profiling.plans.titan import Transformer
 
 
-def apply_tp(model: Transformer, tp_mesh: DeviceMesh) -> None:
+def apply_tp(model: Transformer, tp_mesh: DeviceMesh, float8_tp: bool = False) -> None:
+    """torchtitan's ``apply_tp``; ``float8_tp`` its ``enable_float8_tensorwise_tp`` (Float8
+    tensorwise: torchao's ``Float8ColwiseParallel``, ``Float8RowwiseParallel`` and
+    ``PrepareFloat8ModuleInput`` for the blocks, which cast the sequence-sharded input to fp8
+    before its all-gather; the rowwise recipes keep torch's styles, gathering in bf16)."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
@@ -44,6 +48,14 @@ def apply_tp(model: Transformer, tp_mesh: DeviceMesh) -> None:
         SequenceParallel,
         parallelize_module,
     )
+
+    colwise: type = ColwiseParallel
+    rowwise: type = RowwiseParallel
+    prepare: type = PrepareModuleInput
+    if float8_tp:
+        from profiling.plans.float8 import tp_styles
+
+        colwise, rowwise, prepare = tp_styles()
 
     plan: dict[str, object] = {}
     if model.tok_embeddings is not None:
@@ -62,20 +74,20 @@ def apply_tp(model: Transformer, tp_mesh: DeviceMesh) -> None:
             tp_mesh,
             {
                 "attention_norm": SequenceParallel(),
-                "attention": PrepareModuleInput(
+                "attention": prepare(
                     input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)
                 ),
-                "attention.wq": ColwiseParallel(),
-                "attention.wk": ColwiseParallel(),
-                "attention.wv": ColwiseParallel(),
-                "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+                "attention.wq": colwise(),
+                "attention.wk": colwise(),
+                "attention.wv": colwise(),
+                "attention.wo": rowwise(output_layouts=Shard(1)),
                 "ffn_norm": SequenceParallel(),
-                "feed_forward": PrepareModuleInput(
+                "feed_forward": prepare(
                     input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)
                 ),
-                "feed_forward.w1": ColwiseParallel(),
-                "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
-                "feed_forward.w3": ColwiseParallel(),
+                "feed_forward.w1": colwise(),
+                "feed_forward.w2": rowwise(output_layouts=Shard(1)),
+                "feed_forward.w3": colwise(),
             },
         )
 

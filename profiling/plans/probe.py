@@ -141,7 +141,7 @@ def build_stage(
 
         convert(model, cfg.float8, cfg.float8_all_gather)
     if mesh is not None and "tp" in names:
-        apply_tp(model, mesh["tp"])
+        apply_tp(model, mesh["tp"], float8_tp=cfg.float8 == "tensorwise")
     if mesh is not None and "ulysses" in names:
         from profiling.plans.ulysses import apply_ulysses
 

@@ -103,12 +103,10 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
         )
     if cfg.float8 == "tensorwise" and layout.tp > 1:
         notes.append(
-            "not yet: torchtitan runs torchao's Float8 TP styles here (Float8ColwiseParallel, "
-            "Float8RowwiseParallel, PrepareFloat8ModuleInput: the attention's and the MLP's "
-            "inputs cast to fp8 before their all-gather and kept at one byte, wo's and w2's "
-            "inputs kept in fp8); the blocks are counted with torch's styles (bf16 all-gathers, "
-            "inputs kept in bf16): an over-estimate of about 2·h + f/t − q/t bytes per token "
-            "and block"
+            "Float8 under tensor parallelism: torchao's TP styles, as torchtitan runs them with "
+            "tensorwise (Float8ColwiseParallel, Float8RowwiseParallel, PrepareFloat8ModuleInput): "
+            "the attention's and the MLP's inputs cast to fp8 before their all-gather and kept "
+            "at one byte, wo's and w2's inputs kept in fp8"
         )
     if cfg.async_tp:
         notes.append(

@@ -175,6 +175,9 @@ class _StepMixin:
     get_tracker_snapshot: Callable[..., dict[torch.device, dict[str, int]]]
     _update_and_maybe_create_winfos: Callable[..., object]
     _param_to_grad_hook_handles: WeakIdKeyDictionary
+    _WINFO: WeakIdKeyDictionary
+    _update_snap: Callable[..., None]
+    _delete_callback: Callable[..., None]
 
     def _track_module_params_and_buffers(
         self, module: nn.Module, install_grad_hooks: bool = True
@@ -190,7 +193,36 @@ class _StepMixin:
     def _track(self, reftype: _RefType, t: torch.Tensor) -> None:
         if self._in_opt and reftype == self._ref_class.OPT:
             reftype = self._ref_class.TEMP
-        super()._track(reftype, t)  # type: ignore[misc]  # MemTracker's, next in the MRO
+        from torch.distributed._tools.common_utils import get_untyped_storages
+
+        storages = get_untyped_storages(t)
+        if len(storages) <= 1:
+            super()._track(reftype, t)  # type: ignore[misc]  # MemTracker's, next in the MRO
+            return
+        # A tensor subclass of several storages, each on its own: torch's _track (2.13)
+        # returns at the first it already knows, so a new storage beside a known one went
+        # uncounted whenever the set (ordered by address) gave the known one first — torchao's
+        # all-gathered Float8TrainingTensor (new fp8 data, the input's scale) counted in some
+        # runs and not in others
+        for st in storages:
+            self._track_storage(reftype, st, t.device)
+
+    def _track_storage(self, reftype: _RefType, st: torch.UntypedStorage, device: Any) -> None:
+        """MemTracker._track's body for one storage: a size change, or a new one counted."""
+        from torch.distributed._tools.mem_tracker import _UpdateType, _WeakRefInfo
+
+        found = self._WINFO.get(st)
+        if found is not None:
+            winfo = found[0]
+            if winfo.size != st.size():
+                old = winfo.mem_consumed
+                winfo.update_mem_consumed(st)
+                self._update_snap(_UpdateType.SIZE, winfo, old_mem_consumed=old)
+            return
+        winfo, w_st = _WeakRefInfo.create_winfo(st, device, reftype, self._delete_callback)
+        self._WINFO[st] = (winfo, w_st)
+        if winfo.mem_consumed > 0:
+            self._update_snap(_UpdateType.ADD, winfo)
 
     def _track_optimizer_states(self, reftype: _RefType, optimizer: torch.optim.Optimizer) -> None:
         super()._track_optimizer_states(reftype, optimizer)  # type: ignore[misc]  # MemTracker's, next in the MRO

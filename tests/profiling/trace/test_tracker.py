@@ -79,3 +79,42 @@ def test_first_fsdp_trace_in_a_process_is_the_steady_state() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     first, second = json.loads(out.stdout.strip().splitlines()[-1])
     assert first == second
+
+
+class _Scaled(torch.Tensor):
+    """A wrapper subclass of two storages whose ops make new data and share the scale, as
+    torchao's all-gather of a Float8TrainingTensor does (new fp8 data, the input's scale)."""
+
+    @staticmethod
+    def __new__(cls, data, scale):
+        return torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=data.dtype)
+
+    def __init__(self, data, scale) -> None:
+        self._data, self._scale = data, scale
+
+    def __tensor_flatten__(self):
+        return ["_data", "_scale"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner, meta, *_shape):
+        return _Scaled(inner["_data"], inner["_scale"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        x = args[0]
+        return _Scaled(func(x._data, *args[1:], **(kwargs or {})), x._scale)
+
+
+def test_a_new_storage_beside_a_known_one_is_counted_every_time() -> None:
+    # torch's MemTracker._track stops at the first storage of a tensor it already knows: the
+    # new data went uncounted whenever the set of storages (ordered by address) gave the
+    # shared scale first — a plan's fp8 all-gathers counted in some runs and not in others
+    model = torch.nn.Linear(2, 2)
+    tracker = _tracker.make_tracker(model, torch.optim.SGD(model.parameters()), (), None)
+    x = _Scaled(torch.zeros(1024), torch.ones(1))
+    with tracker:
+        start = sum(d["Total"] for d in tracker.get_tracker_snapshot().values())
+        kept = [x.clone() for _ in range(40)]
+        held = sum(d["Total"] for d in tracker.get_tracker_snapshot().values()) - start
+    assert held == 40 * 1024 * 4 + 4  # every clone's data, the scale once
+    assert len(kept) == 40
