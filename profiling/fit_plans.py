@@ -2,8 +2,10 @@
 
 For ``--gpus N`` (every GPU of the job here), the search takes every way torchtitan lays N GPUs
 out — ``tp`` within a node (1, 2, 4, 8: it must divide the attention and key/value heads and the
-sequence), ``cp`` for long sequences (16,384 tokens and more), ``pp`` (any divisor the layers
-split over) and FSDP2 over the rest (``dp_shard``) — with each pipeline schedule (1F1B,
+sequence), ``cp`` for long sequences (16,384 tokens and more), or in its place DeepSpeed-Ulysses
+(``ulysses`` 2, 4, 8 without TP or CP, as it runs: it must divide the attention heads and
+divide or be a multiple of the key/value heads), ``pp`` (any divisor the layers split over) and
+FSDP2 over the rest (``dp_shard``) — with each pipeline schedule (1F1B,
 interleaved, ZBV), activation checkpointing (none, torchtitan's selective-op, full, and full on
 every 2nd or 4th block of a rank: torchtitan's ``selective_ac_option = "N"``) and,
 unless ``--batch`` is given, the batch per data-parallel rank (1, 2, 4 … 64). What the user
@@ -17,7 +19,7 @@ candidate fits when that stays under the GPU
 less the stated margin: never on an estimate above it.
 
 Throughput is estimated per GPU: the step's FLOPs (``profiling.estimate.time``) over
-``tp × cp × pp`` GPUs, with the pipeline's bubble — 1F1B idles ``(pp − 1)/m`` of a step,
+``tp × cp × ulysses × pp`` GPUs, with the pipeline's bubble — 1F1B idles ``(pp − 1)/m`` of a step,
 interleaved ``(pp − 1)/(V·m)`` (Narayanan et al. 2021); ZBV is counted as interleaved with its
 two stages (its zero-bubble claim is not assumed) — at the GPU's peak × MFU with ``--gpu``, plus
 the communication compute does not hide (``profiling.estimate.comm``: tensor parallelism's
@@ -43,7 +45,8 @@ TP_DEGREES = (1, 2, 4, 8)  # within a node, as torchtitan's recipes run it
 CP_DEGREES = (1, 2, 4, 8)
 CP_FROM_SEQ = 16_384  # context parallelism is searched from this sequence length on
 SCHEDULES = ("1f1b", "interleaved", "zbv")
-PLAN_FIELDS = ("tp", "cp", "pp", "pp_schedule", "checkpointing", "checkpoint_every",
+ULYSSES_DEGREES = (2, 4, 8)  # DeepSpeed's sequence_parallel_size, searched where CP is
+PLAN_FIELDS = ("tp", "cp", "ulysses", "pp", "pp_schedule", "checkpointing", "checkpoint_every",
                "microbatches", "virtual_stages", "dp_replicate")  # fmt: skip
 # (checkpointing, every N-th block): what is searched unless --checkpointing is given
 CHECKPOINTING = (("none", None), ("selective-op", None), ("full", None), ("full", 2), ("full", 4))
@@ -66,6 +69,7 @@ class PlanCandidate(BaseModel):
         parts = [f"FSDP {c.dp_shard}"] if (c.dp_shard or 1) > 1 else []
         parts += [f"TP {c.tp}"] if c.tp > 1 else []
         parts += [f"CP {c.cp}"] if c.cp > 1 else []
+        parts += [f"Ulysses {c.ulysses}"] if c.ulysses > 1 else []
         parts += [f"PP {c.pp} ({c.pp_schedule}, {c.microbatches} microbatches)"] if c.pp > 1 else []
         out = " × ".join(parts) + f", batch {c.batch}"
         out += f", {c.checkpointing} checkpointing" if c.checkpointing != "none" else ""
@@ -87,19 +91,36 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _layouts(base: TrainingConfig, world: int, heads: int, kv: int) -> list[tuple[int, int, int]]:
-    """(tp, cp, pp) for ``world`` GPUs, the user's degrees held."""
+def _layouts(
+    base: TrainingConfig, world: int, heads: int, kv: int
+) -> list[tuple[int, int, int, int]]:
+    """(tp, cp, ulysses, pp) for ``world`` GPUs, the user's degrees held."""
     held = base.model_fields_set
     seq = base.seq_or_default()
     tps = (base.tp,) if "tp" in held else TP_DEGREES
     cps = (base.cp,) if "cp" in held else CP_DEGREES if seq >= CP_FROM_SEQ else (1,)
     out = []
-    for tp, cp in itertools.product(tps, cps):
-        if world % (tp * cp) or heads % tp or kv % tp or (seq // cp) % tp or seq % cp:
+    for tp, cp, u in itertools.product(tps, cps, _ulysses_degrees(base, seq, heads, kv)):
+        if u > 1 and (tp > 1 or cp > 1):  # DeepSpeed-Ulysses runs neither beside it
             continue
-        pps = (base.pp,) if "pp" in held else _divisors(world // (tp * cp))
-        out += [(tp, cp, pp) for pp in pps if (world // (tp * cp)) % pp == 0]
+        sp = tp * cp * u
+        if world % sp or heads % tp or kv % tp or (seq // cp) % tp or seq % cp:
+            continue
+        pps = (base.pp,) if "pp" in held else _divisors(world // sp)
+        out += [(tp, cp, u, pp) for pp in pps if (world // sp) % pp == 0]
     return out
+
+
+def _ulysses_degrees(base: TrainingConfig, seq: int, heads: int, kv: int) -> tuple[int, ...]:
+    """1, and from CP's sequence length on each degree DeepSpeed's UlyssesSPAttentionHF takes:
+    dividing the heads and the sequence, dividing the key/value heads or a multiple of them
+    (replicated); the user's held."""
+    if "ulysses" in base.model_fields_set:
+        return (base.ulysses,)
+    if seq < CP_FROM_SEQ:
+        return (1,)
+    ok = [u for u in ULYSSES_DEGREES if not heads % u and not seq % u and not (kv % u and u % kv)]
+    return (1, *ok)
 
 
 def _variants(base: TrainingConfig, world: int, heads: int, kv: int) -> list[dict[str, Any]]:
@@ -108,10 +129,11 @@ def _variants(base: TrainingConfig, world: int, heads: int, kv: int) -> list[dic
     ckpts = given if "checkpointing" in held else CHECKPOINTING
     batches = (base.batch,) if "batch" in held else BATCHES
     out = []
-    for (tp, cp, pp), (ckpt, every) in itertools.product(_layouts(base, world, heads, kv), ckpts):
+    layouts = _layouts(base, world, heads, kv)
+    for (tp, cp, u, pp), (ckpt, every) in itertools.product(layouts, ckpts):
         schedules = ((base.pp_schedule,) if "pp_schedule" in held else SCHEDULES) if pp > 1 else ()
         for batch in batches:
-            common = {"tp": tp, "cp": cp, "dp_shard": world // (tp * cp * pp),
+            common = {"tp": tp, "cp": cp, "ulysses": u, "dp_shard": world // (tp * cp * u * pp),
                       "checkpointing": ckpt, "checkpoint_every": every, "batch": batch}  # fmt: skip
             if pp == 1:
                 out.append({**common, "pp": 1})
@@ -210,11 +232,6 @@ def fit_plans(base: TrainingConfig, world: int, async_tp: bool = False) -> PlanF
     avail = base.gpu_mem_bytes()
     if avail is None:
         raise ProfilingError("fit needs --gpu-mem GB or --gpu NAME (the memory to fit in)")
-    if base.ulysses > 1:
-        raise ProfilingError(
-            "fit --plans searches torchtitan's degrees, not Ulysses yet: estimate each "
-            "--ulysses plan ('journal-agent estimate' with its degrees), or leave it out"
-        )
     w = plan_workload(base)
     shape = shape_of(base)
     budget = usable(avail)
@@ -357,6 +374,7 @@ def plan_flags(cfg: TrainingConfig) -> list[str]:
     out += [f"--dp-shard {cfg.dp_shard}"] if cfg.dp_shard else []
     out += [f"--tp {cfg.tp}"] if cfg.tp > 1 else []
     out += [f"--cp {cfg.cp}"] if cfg.cp > 1 else []
+    out += [f"--ulysses {cfg.ulysses}"] if cfg.ulysses > 1 else []
     if cfg.pp > 1:
         out += [f"--pp {cfg.pp}", f"--pp-schedule {cfg.pp_schedule}",
                 f"--microbatches {cfg.microbatches}"]  # fmt: skip

@@ -270,12 +270,15 @@ def _activations(cfg: TrainingConfig, shape: dict[str, Any]) -> list[Transfer]:
     u = cfg.ulysses
     if u > 1:  # q, k, v to heads and the output back: forward, backward (and recomputed)
         k = 2 + again
-        width = 2 * h + 2 * kv
+        # fewer key/value heads than ranks: DeepSpeed sends each replicated to one per rank
+        d = h // int(shape.get("heads") or 1)
+        sent = "kv_dim" if kv >= u * d else "u·head_dim"
+        width = 2 * h + 2 * max(kv, u * d)
         out.append(Transfer(
             name="Ulysses all-to-alls of each block's q, k, v and attention output (forward; "
             f"backward their gradients{'; recomputed q, k, v, output' if again else ''})",
             group="Ulysses", bytes=int(k * tokens * width * c * (u - 1) / u * layers),
-            formula=f"{k} × tokens_rank × (2·h + 2·kv_dim) × {c} B × (u − 1)/u × layers",
+            formula=f"{k} × tokens_rank × (2·h + 2·{sent}) × {c} B × (u − 1)/u × layers",
             substituted=f"{k} × {tokens:,} × {width:,} × {c} × {u - 1}/{u} × {layers}",
             overlapped=False,
         ))  # fmt: skip

@@ -82,8 +82,9 @@ def fsdp2_streams(cfg: TrainingConfig) -> bool:
 
 
 def logits_bytes(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
-    """The fp32 logits of this rank's share: b · (s / cp) · (V / tp) · 4."""
-    seq = cfg.seq_or_default() // max(1, cfg.cp)
+    """The fp32 logits of this rank's share: b · (s / (cp · ulysses)) · (V / tp) · 4 (a
+    Ulysses rank holds its 1/N of the tokens outside attention, the loss's too)."""
+    seq = cfg.seq_or_default() // (max(1, cfg.cp) * max(1, cfg.ulysses))
     vocab = int(shape.get("vocab") or 0) // max(1, cfg.tp)
     return cfg.batch * seq * vocab * 4
 

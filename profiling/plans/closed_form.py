@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
-from profiling.estimate.states import _TEMP_LISTS, optimizer_states
+from profiling.estimate.states import optimizer_states
 from profiling.models.config import WorkloadConfig
 from profiling.plans.compiled_form import (
     compiled_blocks,
@@ -57,6 +57,7 @@ from profiling.plans.ring_form import SDPA_SEED, Block, with_ring
 from profiling.plans.ring_form import fused as _fused_sdpa
 from profiling.plans.schedule import rank_actions
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
+from profiling.plans.step_form import step_scratch
 
 
 def model_states(params: int, n: int, precision: str, fsdp: bool) -> dict[str, float]:
@@ -94,7 +95,13 @@ def block_activations(
     # empty_like of the transposed query, the efficient one's res.transpose(1, 2)), so
     # torchtitan's out.transpose(1, 2).contiguous() before wo copies nothing
     copy = 0 if _fused_sdpa(w.head_dim, c) and not ring else q
-    attention = (3 * q + q + copy) * c * tokens // t
+    kv = 2 * q
+    if u > 1:  # Ulysses: wo keeps to_sequence's copy beside the kernel's output, and the keys
+        # and values of one head per rank (kv ≤ N, replicated or not) stay un-repeated: the
+        # grouped-query repeat of a single head is an expand, a view of the received head
+        copy = q
+        kv = 2 * q if w.n_kv_heads > u else 2 * u * w.head_dim
+    attention = (q + kv + q + copy) * c * tokens // t
     lse = 4 * (a // t // u) * lse_s * (tokens // seq)
     mlp = 4 * (f // t) * c * tokens
     return norms + inputs + attention + lse + mlp + SDPA_SEED
@@ -346,7 +353,7 @@ def stage_profile(
     moves["W0"] = moves["W"] = Move(delta=vec(), peak=vec())
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
     moves["R"] = Move(delta=reduce, peak=vec())
-    scratch = _step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,
+    scratch = step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,
                             largest)  # fmt: skip
     moves["step"] = Move(delta=vec(gradients=-sharded_grads), peak=vec(temporaries=scratch))
     recv = tokens // t * w.hidden * s.c
@@ -361,42 +368,6 @@ def stage_profile(
         stage=stage.index, layers=stage.layers, base=base, moves=moves, per_microbatch=per_mb,
         output_bytes=output, input_bytes=0 if stage.embedding else recv,
     )  # fmt: skip
-
-
-# How many copies of a Partial gradient, reduce-scattered to the parameter's rows, one
-# parameter's step holds at once (with foreach, one at a time): each op that reads the gradient
-# redistributes it anew — Adam's and RMSprop's addcmul_(grad, grad) two, SGD's add_ one,
-# Adagrad's addcmul_ two, and with foreach its numerator (grad × −lr stays Partial, every row)
-# and its redistribution beside the root: four
-_PARTIAL_READS = {"adam": (2, 2), "adamw": (2, 2), "rmsprop": (2, 2), "adagrad": (4, 2),
-                  "sgd": (1, 1), "sgd-nomomentum": (1, 1)}  # fmt: skip
-
-
-def _step_scratch(
-    cfg: TrainingConfig, w: WorkloadConfig, tp_embedding: bool, local: int, largest: int
-) -> int:
-    """The optimizer step's temporaries: foreach's lists over the ``local`` elements or a
-    for-loop's over the ``largest`` tensor; under mixed precision without FSDP one fp32
-    gradient at a time (``MasterWeightOptimizer``), the TP embedding's the largest
-    (``_embedding_step``)."""
-    k = _TEMP_LISTS.get(cfg.optimizer, (0, 0))
-    foreach = cfg.foreach if cfg.foreach is not None else not cfg.fsdp
-    m = 2 if cfg.precision == "bf16" else 4
-    if cfg.precision != "mixed" or cfg.fsdp:
-        return k[0] * local * m if foreach else k[1] * largest * m
-    scratch = largest * 4 * (1 + (k[0] if foreach else k[1]))  # one fp32 gradient at a time
-    if tp_embedding:
-        scratch = max(scratch, _embedding_step(w, cfg.tp, cfg.optimizer, foreach))
-    return scratch
-
-
-def _embedding_step(w: WorkloadConfig, t: int, optimizer: str, foreach: bool) -> int:
-    """The first stage's embedding stepped under TP with fp32 master weights, one parameter
-    at a time: its gradient is ``Partial`` with every row of the vocabulary
-    (``embedding_grad_rows``), so its fp32 copy is the whole table, and each op of the step
-    that reads it reduce-scatters it to the parameter's V/t rows (``_PARTIAL_READS``)."""
-    reads = _PARTIAL_READS.get(optimizer, (2, 2))[0 if foreach else 1]
-    return w.vocab * w.hidden * 4 + reads * (w.vocab // t) * w.hidden * 4
 
 
 def _every_n(

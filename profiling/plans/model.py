@@ -92,10 +92,12 @@ def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
             f"--tp {cfg.tp} must divide {w.name}'s {w.heads} attention heads and "
             f"{w.n_kv_heads} key/value heads (tensor parallelism gives each rank whole heads)"
         )
-    if w.heads % cfg.ulysses or w.n_kv_heads % cfg.ulysses:
+    u, kv = cfg.ulysses, w.n_kv_heads
+    if w.heads % u or (kv % u and u % kv):
         raise ProfilingError(
-            f"--ulysses {cfg.ulysses} must divide {w.name}'s {w.heads} attention heads and "
-            f"{w.n_kv_heads} key/value heads (the all-to-all gives each rank whole heads)"
+            f"--ulysses {u} must divide {w.name}'s {w.heads} attention heads and divide or be a "
+            f"multiple of its {kv} key/value heads (the all-to-all gives each rank whole heads; "
+            "DeepSpeed replicates key/value heads only when N is a multiple of them)"
         )
     seq = cfg.seq_or_default()
     if cfg.model is not None and seq > w.max_seq:  # a shape by hand has no maximum

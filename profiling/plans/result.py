@@ -81,8 +81,10 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
         notes.append(
             f"Ulysses {u} (DeepSpeed's DistributedAttention): each rank holds 1/{u} of the "
             f"sequence outside attention; all-to-alls give it the whole sequence for 1/{u} of "
-            "the heads around the attention kernel (the same bytes) and back; their send and "
-            "receive buffers are transient (traced with torch's all_to_all_single on the fake "
+            "the heads around the attention kernel (the same bytes) and back (wo keeps that "
+            "copy beside the kernel's output); fewer key/value heads than ranks are replicated "
+            "to one per rank, as DeepSpeed's UlyssesSPAttentionHF does; the all-to-alls' send "
+            "and receive buffers are transient (traced with torch's all_to_all_single on the fake "
             "group); FSDP shards over the Ulysses ranks too, as ZeRO does over DeepSpeed's "
             "sequence-data-parallel group"
         )

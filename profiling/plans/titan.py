@@ -73,9 +73,12 @@ class Attention(nn.Module):
         xk = xk.view(bs, seqlen, -1, self.head_dim)
         xv = xv.view(bs, seqlen, -1, self.head_dim)
         xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
+        n_rep = self.n_rep
         if self.ulysses is not None:  # the whole sequence, 1/N of the heads
-            xq, xk, xv = (self.ulysses.to_heads(t) for t in (xq, xk, xv))
-        keys, values = repeat_kv(xk, self.n_rep), repeat_kv(xv, self.n_rep)
+            xq = self.ulysses.to_heads(xq)
+            xk, xv = self.ulysses.kv_to_heads(xk), self.ulysses.kv_to_heads(xv)
+            n_rep = xq.shape[2] // xk.shape[2]  # one key/value head each when replicated
+        keys, values = repeat_kv(xk, n_rep), repeat_kv(xv, n_rep)
         q, k, v = xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2)
         if self.ring is not None:  # the whole sequence's keys and values, around the cp ring
             out = self.ring.attend(q, k, v).transpose(1, 2)

@@ -9,8 +9,13 @@ result a view of it), the local attention runs, and the inverse all-to-all gives
 tokens back with every head. Here q and k are re-sharded after the rotary embedding (as
 Megatron-DeepSpeed applies it before its core attention) and the keys and values before they
 are repeated to every head (as DeepSpeed's Hugging Face front, ``UlyssesSPAttentionHF``, does:
-the kernel's grouped-query repeat comes after the all-to-all), so ``--ulysses N`` must divide
-the key/value heads too.
+the kernel's grouped-query repeat comes after the all-to-all). With fewer key/value heads than
+ranks (``N`` a multiple of them: MQA, and GQA past its groups) ``UlyssesSPAttentionHF``
+replicates each key/value head ``N / kv`` times before the all-to-all
+(``repeat_interleave(kv_replication_factor, dim=2)``, deepspeed/runtime/sequence_parallel/
+ulysses_sp.py), so each rank receives one, and sets the kernel's grouped-query repeat to its
+own q heads per key/value head (``num_key_value_groups``); other counts it refuses, and so
+does a plan here.
 
 The all-to-all is torch's functional ``all_to_all_single_autograd`` on the plan's fake process
 group: its buffers have the real shapes, and its backward is the inverse all-to-all of the
@@ -48,6 +53,15 @@ class Ulysses:
         send = x.reshape(b, s, n, h // n, d).permute(2, 0, 1, 3, 4).contiguous()
         recv = _all_to_all(send, self.group)  # (n: the senders' chunks of the sequence, …)
         return recv.permute(1, 0, 2, 3, 4).reshape(b, n * s, h // n, d)
+
+    def kv_to_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """Keys or values to heads; fewer of them than ranks are replicated first, each
+        ``N / kv`` times in place (DeepSpeed's ``kv_replication_factor``): rank j receives the
+        key/value head of its q heads' group."""
+        kv = x.shape[2]
+        if kv < self.n:
+            x = x.repeat_interleave(self.n // kv, dim=2)
+        return self.to_heads(x)
 
     def to_sequence(self, x: torch.Tensor) -> torch.Tensor:
         """(b, s, H/N, d) -> (b, s/N, H, d): rank j sends its heads of sequence chunk j."""

@@ -37,6 +37,9 @@ def _exchange(rank: int, world: int, store_path: str, out_path: str) -> None:
         heads = sp.to_heads(mine)
         want = full[:, :, rank * h // world : (rank + 1) * h // world]
         back = sp.to_sequence(heads)
+        # one key/value head for two ranks: replicated, each rank the whole sequence of it
+        kv = full[:, rank * s // world : (rank + 1) * s // world, :1]
+        kv_heads = sp.kv_to_heads(kv)
         weight = torch.arange(back.numel(), dtype=back.dtype).view(back.shape)
         (back * weight).sum().backward()  # through both all-to-alls and back
         result = {
@@ -44,6 +47,7 @@ def _exchange(rank: int, world: int, store_path: str, out_path: str) -> None:
             "heads_equal": bool(torch.equal(heads, want)),
             "round_trip": bool(torch.equal(back, mine)),
             "grad_is_weight": bool(torch.equal(mine.grad, weight)),  # pyright: ignore[reportArgumentType]
+            "kv_replicated": bool(torch.equal(kv_heads, full[:, :, :1])),
         }
         Path(out_path.format(rank)).write_text(json.dumps(result), encoding="utf-8")
         dist.barrier()  # both ranks have written theirs
@@ -65,7 +69,7 @@ def test_the_all_to_all_gives_each_rank_the_whole_sequence_of_its_heads(tmp_path
     for rank in range(world):
         got = json.loads(Path(out.format(rank)).read_text(encoding="utf-8"))
         assert got == {"heads_shape": [2, 8, 2, 3], "heads_equal": True, "round_trip": True,
-                       "grad_is_weight": True}, rank  # fmt: skip
+                       "grad_is_weight": True, "kv_replicated": True}, rank  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -74,16 +78,23 @@ def test_the_all_to_all_gives_each_rank_the_whole_sequence_of_its_heads(tmp_path
         {"dp_shard": 2},  # ZeRO-3's sharding over data × sequence ranks (FSDP2 over 8)
         {"dp_shard": 2, "checkpointing": "full"},
         {"pp": 2, "batch": 2, "microbatches": 2},  # every sequence rank holds the model
+        # fewer key/value heads than ranks: DeepSpeed replicates them, one to each rank
+        {"dp_shard": 2, "kv_heads": 2},
+        {"dp_shard": 2, "kv_heads": 1, "checkpointing": "full"},
+        # two key/value heads per rank, repeated for the kernel (2.6 % low before wo's copy of
+        # the inverse all-to-all's output was counted)
+        {"dp_shard": 2, "ulysses": 2},
     ],
 )
 def test_the_closed_form_is_the_trace_category_by_category(plan: dict[str, Any]) -> None:
     pytest.importorskip("torch")
     from profiling.plans.trace import trace_plan
 
-    cfg = parse_config(**SHAPE, **plan, ulysses=4)
+    cfg = parse_config(**{**SHAPE, "ulysses": 4, **plan})
     traced, estimated = trace_plan(cfg), estimate_plan(cfg)
-    assert traced.layout.world == 4 * cfg.gpus * cfg.pp
-    assert any("Ulysses 4 (DeepSpeed's DistributedAttention)" in n for n in traced.notes)
+    u = cfg.ulysses
+    assert traced.layout.world == u * cfg.gpus * cfg.pp
+    assert any(f"Ulysses {u} (DeepSpeed's DistributedAttention)" in n for n in traced.notes)
     for t, e in zip(traced.ranks, estimated.ranks, strict=True):
         assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.001)
         for category, bytes_ in t.by_category.items():
@@ -100,8 +111,10 @@ def test_activations_are_divided_by_n_and_the_states_sharded_over_the_sequence_r
     kept = [s.moves["F0"].delta["activations"] for s in (alone, four)]
     # each rank keeps a quarter of the tokens' activations (but each attention's 16 B of
     # seed and offset): attention's inputs and outputs are the whole sequence's for a quarter
-    # of the heads, the same bytes
-    assert kept[1] == pytest.approx(kept[0] / 4, rel=1e-6)
+    # of the heads, the same bytes; and wo keeps the inverse all-to-all's output, a copy of the
+    # attention's output for its 8,192 tokens (the kernel's own is kept too), in all 32 blocks
+    copies = 32 * 8192 * 4096 * 2
+    assert kept[1] - copies == pytest.approx(kept[0] / 4, rel=1e-6)
     # FSDP over dp_shard × ulysses = 8 ranks: the same shards as FSDP 8
     assert four.base["parameters"] == alone.base["parameters"]
     assert four.base["optimizer"] == alone.base["optimizer"]
@@ -120,18 +133,23 @@ def test_the_all_to_alls_are_sent_and_the_group_has_its_communicator() -> None:
     # forward, backward and recomputed: q and the output (4,096 wide), k and v (1,024 wide),
     # each rank sending 3/4 of its 8,192 tokens' share, in all 32 blocks
     assert a2a.bytes == 3 * 8192 * (2 * 4096 + 2 * 1024) * 2 * 3 // 4 * 32
+    # Ulysses 16 past the 8 key/value heads: each sent replicated, one per rank (128 wide)
+    cfg = cfg.model_copy(update={"ulysses": 16, "dp_shard": 1})
+    a2a = next(t for t in comm(cfg, shape_of(cfg)).transfers if t.group == "Ulysses")
+    assert a2a.bytes == 3 * 2048 * (2 * 4096 + 2 * 16 * 128) * 2 * 15 // 16 * 32
+    assert "2·u·head_dim" in a2a.formula
 
 
 @pytest.mark.parametrize(
     ("kw", "words"),
     [
-        ({"ulysses": 16, "seq": 4096}, "--ulysses 16 must divide hf:llama-3.1-8b's 32 attention"),
+        ({"ulysses": 64, "seq": 4096}, "--ulysses 64 must divide hf:llama-3.1-8b's 32 attention"),
         (
             {
-                "ulysses": 16,
-                "heads": 32,
-                "kv_heads": 8,
-                "hidden": 4096,
+                "ulysses": 8,
+                "heads": 24,
+                "kv_heads": 6,
+                "hidden": 3072,
                 "layers": 2,
                 "ffn": 11008,
                 "vocab": 32000,
@@ -139,7 +157,7 @@ def test_the_all_to_alls_are_sent_and_the_group_has_its_communicator() -> None:
                 "params": "1B",
                 "model": None,
             },
-            "and 8 key/value heads (the all-to-all gives each rank whole heads)",
+            "divide or be a multiple of its 6 key/value heads",
         ),
         ({"ulysses": 4, "cp": 2}, "--ulysses 4 cannot run with --cp 2"),
         ({"ulysses": 4, "tp": 2}, "--ulysses 4 cannot run with --tp 2"),
@@ -155,12 +173,40 @@ def test_what_ulysses_cannot_take_is_one_sentence(kw: dict[str, Any], words: str
     assert words in text and "\n" not in text
 
 
-def test_fit_plans_says_it_does_not_search_ulysses() -> None:
+def _fit(seq: int, **kw: Any) -> Any:
     from profiling.fit_plans import fit_plans
 
-    cfg = parse_config(model="hf:llama-3.1-8b", precision="bf16", ulysses=2, gpu="h100-sxm")
-    with pytest.raises(ProfilingError, match="not Ulysses yet"):
-        fit_plans(cfg, 8)
+    shape = {**SHAPE, "kv_heads": 2}  # fewer key/value heads than Ulysses 4 and 8
+    # a GPU nothing exceeds: every plan searched fits, and so is listed
+    cfg = parse_config(**{**shape, "seq": seq}, gpu_mem=100_000, batch=1, checkpointing="full",
+                       **kw)  # fmt: skip
+    return fit_plans(cfg, 8)
+
+
+def test_fit_plans_searches_ulysses_where_deepspeed_runs_it() -> None:
+    from profiling.fit_plans import plan_flags
+
+    res = _fit(16384)
+    degrees = {c.config.ulysses for c in res.fitting}
+    # 2 divides the 2 key/value heads; 4 and 8 are multiples of them (replicated)
+    assert degrees == {1, 2, 4, 8}
+    for cand in res.fitting:
+        c = cand.config
+        assert (c.dp_shard or 1) * c.tp * c.cp * c.ulysses * c.pp == 8
+        if c.ulysses > 1:  # DeepSpeed-Ulysses runs without TP and CP
+            assert c.tp == c.cp == 1 and f"Ulysses {c.ulysses}" in cand.label()
+            assert f"--ulysses {c.ulysses}" in " ".join(plan_flags(c))
+            # the closed form's own peak: what `estimate` with those flags gives
+            assert cand.peak_bytes == estimate_plan(c).highest.peak_bytes
+    # beside CP at the same degree: the same peak and nvidia-smi (the reserve's logits are the
+    # rank's 1/N of the tokens under either; they counted the whole sequence under Ulysses)
+    ulysses, cp = (next(c for c in res.fitting if c.config.pp == 1 and c.config.tp == 1
+                        and getattr(c.config, key) == 4) for key in ("ulysses", "cp"))  # fmt: skip
+    assert (ulysses.peak_bytes, ulysses.nvml_bytes) == (cp.peak_bytes, cp.nvml_bytes)
+    # below CP's 16,384 tokens neither is searched; a degree given is held
+    assert {c.config.ulysses for c in _fit(8192).fitting} == {1}
+    held = _fit(16384, ulysses=4).fitting
+    assert held and {(c.config.ulysses, c.config.tp, c.config.cp) for c in held} == {(4, 1, 1)}
 
 
 def test_a_deepspeed_configs_sequence_parallel_size_is_the_ulysses_degree(

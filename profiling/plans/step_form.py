@@ -1,0 +1,49 @@
+"""A plan's optimizer step in closed form: the temporaries it holds at its highest, as the
+trace shows them (``tests/profiling/plans/test_closed_form.py``).
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from profiling.config import TrainingConfig
+from profiling.estimate.states import _TEMP_LISTS
+from profiling.models.config import WorkloadConfig
+
+# How many copies of a Partial gradient, reduce-scattered to the parameter's rows, one
+# parameter's step holds at once (with foreach, one at a time): each op that reads the gradient
+# redistributes it anew — Adam's and RMSprop's addcmul_(grad, grad) two, SGD's add_ one,
+# Adagrad's addcmul_ two, and with foreach its numerator (grad × −lr stays Partial, every row)
+# and its redistribution beside the root: four
+_PARTIAL_READS = {"adam": (2, 2), "adamw": (2, 2), "rmsprop": (2, 2), "adagrad": (4, 2),
+                  "sgd": (1, 1), "sgd-nomomentum": (1, 1)}  # fmt: skip
+
+
+def step_scratch(
+    cfg: TrainingConfig, w: WorkloadConfig, tp_embedding: bool, local: int, largest: int
+) -> int:
+    """The optimizer step's temporaries: foreach's lists over the ``local`` elements or a
+    for-loop's over the ``largest`` tensor; under mixed precision without FSDP one fp32
+    gradient at a time (``MasterWeightOptimizer``), the TP embedding's the largest
+    (``_embedding_step``)."""
+    k = _TEMP_LISTS.get(cfg.optimizer, (0, 0))
+    foreach = cfg.foreach if cfg.foreach is not None else not cfg.fsdp
+    m = 2 if cfg.precision == "bf16" else 4
+    if cfg.precision != "mixed" or cfg.fsdp:
+        return k[0] * local * m if foreach else k[1] * largest * m
+    scratch = largest * 4 * (1 + (k[0] if foreach else k[1]))  # one fp32 gradient at a time
+    if tp_embedding:
+        scratch = max(scratch, _embedding_step(w, cfg.tp, cfg.optimizer, foreach))
+    return scratch
+
+
+def _embedding_step(w: WorkloadConfig, t: int, optimizer: str, foreach: bool) -> int:
+    """The first stage's embedding stepped under TP with fp32 master weights, one parameter
+    at a time: its gradient is ``Partial`` with every row of the vocabulary
+    (``embedding_grad_rows``), so its fp32 copy is the whole table, and each op of the step
+    that reads it reduce-scatters it to the parameter's V/t rows (``_PARTIAL_READS``)."""
+    reads = _PARTIAL_READS.get(optimizer, (2, 2))[0 if foreach else 1]
+    return w.vocab * w.hidden * 4 + reads * (w.vocab // t) * w.hidden * 4
+
+
+__all__ = ["step_scratch"]
