@@ -116,4 +116,7 @@ def test_bench_peer_judges_a_plan_row_by_its_replayed_reserve() -> None:
     assert judged == ["torchtitan/llama3.1-8b/Table 1/FSDP 8",
                       "torchtitan/llama3.1-8b/Table 3/FSDP 128",
                       "torchtitan/llama3.1-8b/Table 1/FSDP + torch.compile",
-                      "torchtitan/llama3.1-8b/Table 3/FSDP + torch.compile"]  # fmt: skip
+                      "torchtitan/llama3.1-8b/Table 1/FSDP + torch.compile + Float8",
+                      "torchtitan/llama3.1-8b/Table 3/FSDP + torch.compile",
+                      "torchtitan/llama3.1-8b/Table 3/FSDP + torch.compile + Float8",
+                      "torchtitan/llama3.1-8b/Table 2/FSDP 8, CP 1"]  # fmt: skip
