@@ -34,6 +34,8 @@ MEMTRACKER_INTERNALS = (
     "_update_and_maybe_create_winfos",
     "_register_global_optimizer_hook",
     "_update_peak_stats",
+    "_update_snap",
+    "_delete_callback",
     "get_tracker_snapshot",
     "reset_mod_stats",
     "track_external",
@@ -47,6 +49,7 @@ MEMTRACKER_STATE = (
     "_ref_class",
     "_optimizer_hook_handles",
     "_param_to_grad_hook_handles",
+    "_WINFO",
 )
 
 # The attention ops whose formulas take (query, key, value, ...) first.
