@@ -13,7 +13,7 @@ reading the saved logits again, then releases what it saved.
 
 from __future__ import annotations
 
-from profiling.estimate.head_tape import gathered, head, head_backward
+from profiling.estimate.head_tape import chunk_heads, gathered, head, head_backward
 from profiling.estimate.loss_tape import Ctx, Dim, Tape, sized
 from profiling.estimate.loss_tapes import linear_rows
 from profiling.models.loss_sizes import tensor_split
@@ -38,13 +38,7 @@ def _grad(x: Ctx, tape: Tape, i: int, rows: list[Dim]) -> str:
 
 def _fwd_chunked(x: Ctx, tape: Tape) -> None:
     sizes = tensor_split(x.s, x.chunks)
-    for i, t in enumerate(sizes):
-        head(x, tape, f"c{i}", [("b", x.b), ("t", t)], x.b > 1)
-    if x.amp or x.b > 1:
-        tape.free("hidden")  # TransformerDecoder.forward returns the chunks
-    if x.b > 1:  # labels.tensor_split(n, dim=1): strided, reshape copies each
-        for i, t in enumerate(sizes):
-            tape.new(f"lab{i}", sized("a chunk's labels (int64)", [("b", x.b), ("t", t)], 8))
+    chunk_heads(x, tape, sizes)
     for i, t in enumerate(sizes):
         _stats(x, tape, i, [("b", x.b), ("t", t)])
     for i in range(len(sizes)):  # saved by the compiled function: its input

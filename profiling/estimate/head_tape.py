@@ -168,3 +168,16 @@ def gathered(x: Ctx, tape: Tape, keys: list[str], rows: list[Dim]) -> None:
 
 
 __all__ = ["gathered", "head", "head_backward", "head_cast"]
+
+
+def chunk_heads(x: Ctx, tape: Tape, sizes: list[int]) -> None:
+    """torchtune's chunked output: the head on each chunk of the sequence, the hidden state
+    freed once the decoder returns the chunks, and each chunk's labels copied (a strided
+    ``tensor_split`` of a batch > 1 is copied by ``reshape``)."""
+    for i, t in enumerate(sizes):
+        head(x, tape, f"c{i}", [("b", x.b), ("t", t)], x.b > 1)
+    if x.amp or x.b > 1:
+        tape.free("hidden")  # TransformerDecoder.forward returns the chunks
+    if x.b > 1:  # labels.tensor_split(n, dim=1): strided, reshape copies each
+        for i, t in enumerate(sizes):
+            tape.new(f"lab{i}", sized("a chunk's labels (int64)", [("b", x.b), ("t", t)], 8))

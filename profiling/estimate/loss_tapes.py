@@ -6,6 +6,7 @@ runs in the trace, read line by line. The tape starts with the final norm's outp
 
 from __future__ import annotations
 
+from profiling.estimate.head_tape import chunk_heads as _chunk_heads
 from profiling.estimate.head_tape import gathered as _gathered
 from profiling.estimate.head_tape import head as _head
 from profiling.estimate.head_tape import head_backward as _head_backward
@@ -141,13 +142,7 @@ def _bwd_litgpt(x: Ctx, tape: Tape) -> None:
 def _fwd_chunked(x: Ctx, tape: Tape) -> None:
     sizes = tensor_split(x.s, x.chunks)
     V = ("V", x.V)
-    for i, t in enumerate(sizes):
-        _head(x, tape, f"c{i}", [("b", x.b), ("t", t)], x.b > 1)
-    if x.amp or x.b > 1:
-        tape.free("hidden")  # TransformerDecoder.forward returns the chunks
-    if x.b > 1:  # labels.tensor_split(n, dim=1): strided, reshape copies each
-        for i, t in enumerate(sizes):
-            tape.new(f"lab{i}", sized("a chunk's labels (int64)", [("b", x.b), ("t", t)], 8))
+    _chunk_heads(x, tape, sizes)
     for i, t in enumerate(sizes):
         rows = [("b", x.b), ("t", t)]
         if x.c != 4:
