@@ -53,8 +53,9 @@ from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
 from profiling.plans.profile import Move, StageProfile, Vec, add, compose, vec
 from profiling.plans.result import COMPILED_NOTE, PlanResult, plan_notes
-from profiling.plans.ring_form import SDPA_SEED, Block, with_ring
+from profiling.plans.ring_form import SDPA_SEED, Block
 from profiling.plans.ring_form import fused as _fused_sdpa
+from profiling.plans.ring_stage import ring_moves
 from profiling.plans.schedule import rank_actions
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
 from profiling.plans.step_form import step_scratch
@@ -337,8 +338,8 @@ def stage_profile(
                  done_grads=block_grads, grad_b=grad_b, gathering=gathering,
                  one_block=one_block, head_keep=head_keep, emb_prefetch=0, head_rs=0,
                  block_rs=0)  # fmt: skip
-    moves["F0"], b_peak = with_ring(cfg, w, layout, stage, tokens, reduce_b, ring,
-                                    moves["F0"], b_peak)  # fmt: skip
+    b_peak, b_more = ring_moves(cfg, w, layout, stage, tokens, reduce_b, ring, moves,
+                                (b_peak, b_more))  # fmt: skip
     fsdp = vec(parameters=one_block - head_keep, activations=-head_acts, temporaries=in_flight)
     others = (vec(temporaries=b_extra if stage.head else 0), vec(temporaries=emb_extra))
     b_peak, b_more = compiled_moments(
@@ -462,12 +463,6 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
         ranks.append(compose(r, layout.global_ranks(r), [profiles[i] for i in held], actions,
                              layout.microbatches, holds=layout.schedule == "1f1b"))  # fmt: skip
     notes = [*plan_notes(cfg, layout), "closed form: trace the plan for torch's own numbers"]
-    if layout.cp > 1 and layout.pp > 1:
-        notes.append(
-            "not yet: the ring attention's buffers inside a pipeline stage (all-gathered keys "
-            "and values, fp32 merges and gradients) are left out of its closed form, an "
-            "under-estimate where they make the highest moment; trace the plan"
-        )
     if cfg.compile:
         notes = [n for n in notes if not n.startswith(COMPILED_NOTE)]
         notes.append(compiled_note(cfg, w))
