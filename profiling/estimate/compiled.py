@@ -43,13 +43,16 @@ def per_layer(d: Dims, cfg: TrainingConfig) -> list[Term]:
 def once(
     terms: list[Term], d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
 ) -> list[Term]:
-    """Once per model under --compile: the first block's difference from the others, and of
-    autocast's weight copies only the LM head's (a compiled block casts its own weights)."""
+    """Once per model under --compile: the first block's difference from the others (none
+    under full checkpointing, where no block keeps what it saves), and of autocast's weight
+    copies only the LM head's (a compiled block casts its own weights)."""
     if not cfg.compile:
         return terms
     from profiling.trace.compiled_estimate import block_saved
 
     out = [head_copy_only(t, shape, "compiled") for t in terms] if e.amp else list(terms)
+    if cfg.checkpointing == "full":  # the blocks keep their inputs only, the first one's too
+        return out
     first, rest = block_saved(cfg)
     if first.bytes != rest.bytes:
         diff = first.bytes - rest.bytes

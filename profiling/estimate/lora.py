@@ -237,7 +237,10 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> lis
     cpu = _unfused_norms(d, cfg)
     own = own_copies(cfg, e)
     terms = _head(d, e, cfg, own)
-    if cfg.checkpointing == "full":
+    if cfg.checkpointing == "full" or cfg.compile:
+        # full checkpointing: the blocks keep only their inputs; compiled: the partitioner's
+        # count of the first block (estimate.compiled.once) already holds what its frozen
+        # input changes, and each block casts its own adapters
         return terms
     terms += dora.once_per_model(d, e, cfg)
     norm = sb * (h * 4 + 4) if cpu else sb * (h * e.r + 4)
