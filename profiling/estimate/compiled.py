@@ -54,7 +54,9 @@ def once(
     if cfg.checkpointing == "full":  # the blocks keep their inputs only, the first one's too
         return out
     first, rest = block_saved(cfg)
-    if first.bytes != rest.bytes:
+    # under full checkpointing each block keeps its input alone: the partitions' difference is
+    # the recomputed block's (estimate.recomputed)
+    if first.bytes != rest.bytes and cfg.checkpointing != "full":
         diff = first.bytes - rest.bytes
         out.append(
             Term(

@@ -343,9 +343,12 @@ def nf4_moments(
     autocast with full checkpointing, a recomputed block's fp32 MLP backward; DoRA's weight
     norm rebuilt (``dora.moments``)."""
     from profiling.estimate.nf4_torchao import moments
+    from profiling.estimate.recomputed import modelled
 
+    # compiled and recomputed: the dequantization is in the graphs walked (estimate.recomputed)
+    walked = cfg.compile and cfg.checkpointing == "full" and modelled(cfg, shape)
     return (
-        moments(cfg, shape, parts, recompute)
+        ([] if walked else moments(cfg, shape, parts, recompute))
         + _fp32_mlp_backward(cfg, shape, parts, recompute)
         + dora.moments(cfg, shape, parts)
     )

@@ -34,6 +34,7 @@ from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.fsdp import FSDP_PARTS, fsdp_moments, one_gpu, unsharded_grads
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
 from profiling.estimate.optim_states import offload, paged_states
+from profiling.estimate.recomputed import recomputed_moment
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
     HEADROOM,
     describe_setup,
@@ -319,14 +320,9 @@ def _moments(
                 + (f" + {out.name} {out.formula} {f(out.bytes)}" if out else ""),
             )
         )
-    if recompute:
-        moments.append(
-            Moment(
-                name="backward, a block recomputed",
-                bytes=round(fwd + recompute),
-                calculation=f"end of forward + one layer's activations {f(recompute)}",
-            )
-        )
+    if recompute:  # exact where modelled, else the end of forward's bound (estimate.recomputed)
+        n, b, c = recomputed_moment(est_lines, inp, shape, inputs, fwd, recompute)
+        moments.append(Moment(name=n, bytes=round(b), calculation=c))
     tied = shape.get("tied") and inp.lora_rank is None and not inp.sharded
     if tied and shape.get("vocab") and shape.get("hidden"):
         # GPT-2's tied head: at the end of backward the embedding's dense V·h gradient is added.

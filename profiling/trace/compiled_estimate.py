@@ -11,7 +11,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.trace.build import _block_list, _build
-from profiling.trace.compiled import CompiledBlock, Saved, saved_by
+from profiling.trace.compiled import CompiledBlock, Partition, Saved, saved_by
+from profiling.trace.graph_walk import Recomputed, recomputed
 
 
 def block_saved(config: TrainingConfig) -> tuple[Saved, Saved]:
@@ -19,16 +20,33 @@ def block_saved(config: TrainingConfig) -> tuple[Saved, Saved]:
     from the partitioner on a two-block copy of the model on fake tensors (cached per
     configuration: the search of ``fit --max-seq`` partitions once per length it tries). A
     block's activations are the same on one GPU as under ZeRO or FSDP: one GPU's is built."""
+    first, rest = _blocks(_key(config))
+    return first[0], rest[0]
+
+
+def block_recomputed(config: TrainingConfig) -> tuple[Recomputed, Recomputed]:
+    """(the first block's, every other block's) graphs run again in backward under full
+    checkpointing — the forward graph recomputing what it saves, then the backward graph —
+    walked op by op (``graph_walk.recomputed``), from the same partitions as ``block_saved``."""
+    first, rest = _blocks(_key(config))
+    return first[1], rest[1]
+
+
+def _key(config: TrainingConfig) -> str:
     small = config.model_copy(
         update={"checkpointing": "none", "compile": True, "optimizer_in_bwd": False,
                 "activation_offload": False, "seq": config.seq_or_default(), "fsdp": False,
                 "gpus": 1, "zero": 0, "deepspeed": False}
     )  # fmt: skip
-    return _block_saved(small.model_dump_json())
+    return small.model_dump_json()
+
+
+def _counts(part: Partition, state: int) -> tuple[Saved, Recomputed]:
+    return saved_by(part, state), recomputed(part)
 
 
 @functools.lru_cache(maxsize=32)
-def _block_saved(key: str) -> tuple[Saved, Saved]:
+def _blocks(key: str) -> tuple[tuple[Saved, Recomputed], tuple[Saved, Recomputed]]:
     config = TrainingConfig.model_validate_json(key)
     with FakeTensorMode(allow_non_fake_inputs=False):
         model, _, _, _ = _build(config, None, None, [], layers=2)
@@ -37,5 +55,5 @@ def _block_saved(key: str) -> tuple[Saved, Saved]:
         parts = [b.forward.last for b in blocks if isinstance(b.forward, CompiledBlock)]
     if len(parts) != 2 or None in parts:
         raise ProfilingError("torch.compile's partitioner saw no block of this model")
-    first, rest = (saved_by(*p) for p in parts if p is not None)
+    first, rest = (_counts(*p) for p in parts if p is not None)
     return first, rest

@@ -1,0 +1,119 @@
+"""A compiled block recomputed in backward (``--compile --checkpointing full``), exactly: what
+is alive when its backward runs, and what its graphs hold then.
+
+torchtune (``compile: True`` with activation checkpointing) and the trace wrap each compiled
+block in a non-reentrant checkpoint. In backward, once the loss's backward has run and the
+final norm's, neither the loss's saved tensors (a compiled chunked loss's 16-bit logits, an
+eager one's fp32 log-probabilities) nor the final norm's are alive: a block's backward holds
+the model's states, the checkpoints of the blocks below it and its own (the block inputs,
+or torchtune's offloaded ones brought back), RoPE's cos/sin tables (every block's inputs), the
+gradients of the blocks above it, and its own graphs run again: the gradient reaching it,
+its forward graph recomputing what the partition saves, then its backward graph beside those
+saved tensors (``profiling.trace.graph_walk``: the graphs walked op by op, each value freed
+after its last use, as the trace runs them). The highest of these is at the last block (all
+checkpoints, no block's gradients yet), the second (one block's checkpoint fewer, the
+partition of the blocks after the first) or the first (its input needs no gradient under
+LoRA: its partition differs). Modelled here for LoRA on Llama's kind of block on one GPU;
+elsewhere the estimate's earlier bound stands (the end of forward and one block's kept
+tensors). No torch here (the walk is ``profiling.trace.compiled_estimate``'s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from profiling.estimate.activations import Bytes, dims_of
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+NAME = "backward, a block recomputed"
+
+
+def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
+    """Whether the exact moment applies: compiled, fully checkpointed LoRA (no adapted head) on
+    Llama's kind of block, one GPU, the trained adapters' gradients made in backward."""
+    d = dims_of(shape, inp.seq_or_default(), inp.batch)
+    return (
+        inp.compile
+        and inp.checkpointing == "full"
+        and inp.lora_rank is not None
+        and "lm_head" not in (inp.lora_targets or [])
+        and d is not None
+        and d.arch == "llama"
+        and d.extra.get("hf_module", "llama") == "llama"
+        and set(d.extra) <= {"hf_module"}
+        and inp.gpus == 1
+        and inp.tp == 1
+        and not inp.sharded
+        and not inp.optimizer_in_bwd
+    )
+
+
+def recomputed_moment(
+    lines: Sequence[Any], inp: TrainingConfig, shape: dict[str, Any], inputs: float, fwd: float,
+    recompute: float,
+) -> tuple[str, float, str]:  # fmt: skip
+    """The moment (name, bytes, calculation): exact where ``modelled``, else the earlier bound —
+    the end of forward (``fwd``) and one block's kept tensors (``recompute``). ``inputs``: what
+    the step holds of its inputs throughout."""
+    found = by_block(lines, inp, shape, inputs)
+    if not found:
+        return (
+            NAME,
+            fwd + recompute,
+            f"end of forward + one layer's activations {fmt_bytes(recompute)}",
+        )
+    value, calc = max(found.values(), key=lambda vc: vc[0])
+    return NAME, value, calc
+
+
+def by_block(
+    lines: Sequence[Any], inp: TrainingConfig, shape: dict[str, Any], inputs: float
+) -> dict[int, tuple[float, str]]:
+    """The backward of the last, the second and the first block (0-based index: bytes and
+    calculation); empty where not modelled."""
+    if not modelled(inp, shape):
+        return {}
+    from profiling.trace.compiled_estimate import block_recomputed
+
+    d = dims_of(shape, inp.seq_or_default(), inp.batch)
+    assert d is not None  # modelled() checked it
+    e = Bytes.of(inp.precision)
+
+    def total(category: str) -> float:
+        return sum(ln.bytes for ln in lines if ln.category == category)
+
+    ckpt = sum(ln.bytes for ln in lines if ln.name.startswith("Activations: block inputs"))
+    offloaded = any("brought back" in ln.name for ln in lines)
+    each = 0.0 if offloaded else ckpt / d.L  # offloaded: two inputs on the GPU whichever block
+    rope = 2 * d.s * d.hd * e.rope
+    grads = total("gradients")
+    g = 0.0 if inp.grads_kept else grads / d.L  # kept: all alive from the start, counted below
+    kept = " and gradients kept" if inp.grads_kept else ""
+    held = total("parameters") + total("optimizer") + inputs + (grads if inp.grads_kept else 0)
+    first, rest = block_recomputed(inp)
+    out: dict[int, tuple[float, str]] = {}
+    for i in sorted({d.L - 1, min(1, d.L - 1), 0}, reverse=True):
+        walk = first if i == 0 else rest
+        alive = ckpt - (d.L - 1 - i) * each
+        above = (d.L - 1 - i) * g
+        value = held + alive + rope + above + walk.held
+        out[i] = (
+            value,
+            f"block {i + 1} of {d.L}: weights and optimizer{kept} {fmt_bytes(held)} + "
+            f"checkpoints {fmt_bytes(alive)} + RoPE's cos/sin 2·s·(h/a)·{e.rope} B "
+            f"{fmt_bytes(rope)}"
+            + (f" + the {d.L - 1 - i} blocks' gradients above {fmt_bytes(above)}" if above else "")
+            + f" + the gradient reaching it {fmt_bytes(walk.tangents)} + the larger of its "
+            f"forward graph recomputing ({fmt_bytes(walk.forward)}) and its saved tensors "
+            f"{fmt_bytes(walk.saved)} + its backward graph ({fmt_bytes(walk.backward)}), walked "
+            "op by op on the partitioner's graphs; the loss's and the final norm's saved "
+            f"tensors freed by then = {fmt_bytes(value)}",
+        )
+    return out
+
+
+__all__ = ["NAME", "by_block", "modelled", "recomputed_moment"]
