@@ -51,12 +51,10 @@ def once(
     from profiling.trace.compiled_estimate import block_saved
 
     out = [head_copy_only(t, shape, "compiled") for t in terms] if e.amp else list(terms)
-    if cfg.checkpointing == "full":  # the blocks keep their inputs only, the first one's too
-        return out
+    if cfg.checkpointing == "full":  # each block keeps its input alone: the partitions'
+        return out  # difference is the recomputed block's (estimate.recomputed)
     first, rest = block_saved(cfg)
-    # under full checkpointing each block keeps its input alone: the partitions' difference is
-    # the recomputed block's (estimate.recomputed)
-    if first.bytes != rest.bytes and cfg.checkpointing != "full":
+    if first.bytes != rest.bytes:
         diff = first.bytes - rest.bytes
         out.append(
             Term(

@@ -21,6 +21,10 @@ the adapters' dtype, with its gradient and optimizer state). The norm itself, ``
 through the adapters from an in × in identity (used only detached) and the full-size
 ``W + scale·B·A`` are temporaries of the forward.
 
+With lora_dropout peft reruns the base layer, ``F.linear(dropout(x), weight.to(x.dtype))``:
+the base output kept is that rerun's (in the input's dtype) and the rerun keeps its weight for
+the input's gradient, a copy wherever the weight is cast (``dropped_weight_bytes``).
+
 No torch here.
 """
 
@@ -46,11 +50,10 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
             "DoRA outside the Llama family's blocks (peft's DoRA on GPT-NeoX's, encoders' or "
             "DeepSeek's layers is not modelled); trace it instead"
         )
-    if cfg.lora_dropout:
+    if cfg.lora_dropout and cfg.qlora and cfg.precision.startswith("amp-"):
         return (
-            "DoRA with lora_dropout: peft then recomputes each base layer on the dropped input, "
-            "keeping the full-size weight in the adapters' dtype, which the estimate does not "
-            "count; trace it instead"
+            "DoRA with lora_dropout on a 4-bit base under autocast (the rerun base layers' "
+            "dequantized, cast weights are not modelled there); trace it instead"
         )
     if "lm_head" in cfg.lora_targets:
         return "DoRA on the LM head; adapt the blocks' layers (or trace it)"
@@ -71,22 +74,50 @@ def out_widths(d: Dims) -> dict[str, int]:
     return {"q": d.a * d.hd, "k": d.k, "v": d.k, "o": d.h, "gate": d.f, "up": d.f, "down": d.h}
 
 
+def in_widths(d: Dims) -> dict[str, int]:
+    """Each adaptable layer's input width."""
+    return {"q": d.h, "k": d.h, "v": d.h, "o": d.a * d.hd, "gate": d.h, "up": d.h, "down": d.f}
+
+
+def dropped_weight_bytes(e: Bytes, cfg: TrainingConfig) -> int:
+    """With lora_dropout, peft reruns each base layer as ``F.linear(dropped x, weight.to(
+    x.dtype))``, and the linear keeps that weight for x's gradient: a copy of its own where the
+    weight is cast — to the fp32 adapters' input (``mixed``), from 4 bits (dequantized), or by
+    autocast to 16 bits (a frozen weight is not in autocast's cache) — else the parameter
+    itself (0)."""
+    if e.amp:
+        return 2
+    a = adapter_bytes(cfg)
+    return a if cfg.qlora or a != e.c else 0
+
+
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
-    """What DoRA keeps per block beyond LoRA (the module doc)."""
+    """What DoRA keeps per block beyond LoRA (the module doc); with lora_dropout the base
+    output kept is the rerun's (in the input's dtype) and the rerun keeps its weight
+    (``dropped_weight_bytes``)."""
     targets = [t for t in cfg.lora_targets if t != "lm_head"]
     width = out_widths(d)
     o = sum(width[t] for t in targets)
     sb, tok = d.s * d.b, f"{d.s}·{d.b}"
-    base = 2 if e.amp else e.c  # the frozen layer's output (a 4-bit one's: cast back to x's)
     lora = 2 if e.amp else adapter_bytes(cfg)  # B's output
+    # the frozen layer's output (a 4-bit one's: cast back to x's), or with dropout the rerun's
+    base = lora if cfg.lora_dropout else 2 if e.amp else e.c
     a = adapter_bytes(cfg)
-    return [
+    terms = [
         Term(f"DoRA: base and B outputs kept for the magnitude ({', '.join(targets)})",
              sb * o * (base + lora), f"s·b·Σ outputs·({base} + {lora}) B",
              f"{tok}·{o}·({base} + {lora})"),
         Term("DoRA: the norm, mns and mns − 1 per output feature", 3 * o * a,
              f"3·Σ outputs·{a} B", f"3·{o}·{a}"),
     ]  # fmt: skip
+    w = dropped_weight_bytes(e, cfg) if cfg.lora_dropout else 0
+    if w:
+        ins = in_widths(d)
+        n = sum(ins[t] * width[t] for t in targets)
+        terms.append(Term("DoRA with dropout: each base layer's weight as its rerun on the "
+                          f"dropped input keeps it ({'16-bit' if w == 2 else 'fp32'} copy)",
+                          n * w, f"Σ in·out·{w} B", f"{n}·{w}"))  # fmt: skip
+    return terms
 
 
 def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
@@ -102,6 +133,11 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     if first and cfg.checkpointing != "full":
         terms.append(Term(f"DoRA: first block's {', '.join(first)} keep no mns − 1", -o * a,
                           f"−Σ outputs·{a} B", f"−{o}·{a}"))  # fmt: skip
+    w = dropped_weight_bytes(e, cfg) if cfg.lora_dropout else 0
+    if first and w and cfg.checkpointing != "full":  # their input needs no gradient either
+        n = sum(in_widths(d)[t] * out_widths(d)[t] for t in first)
+        terms.append(Term(f"DoRA with dropout: first block's {', '.join(first)} keep no weight",
+                          -n * w, f"−Σ in·out·{w} B", f"−{n}·{w}"))  # fmt: skip
     if e.amp and cfg.checkpointing != "full":
         mags = d.L * sum(out_widths(d)[t] for t in cfg.lora_targets if t != "lm_head")
         terms.append(Term("DoRA: magnitudes have no autocast copy", -mags * 2, "−L·Σ outputs·2 B",
@@ -140,7 +176,7 @@ def moments(
         return []
     e = Bytes.of(cfg.precision)
     outs = out_widths(d)
-    ins = {"q": d.h, "k": d.h, "v": d.h, "o": d.a * d.hd, "gate": d.h, "up": d.h, "down": d.f}
+    ins = in_widths(d)
     layers = [(t, ins[t], outs[t]) for t in cfg.lora_targets if t != "lm_head"]
     role, i, o = max(layers, key=lambda t: weight_norm_peak(e, cfg, t[1], t[2]))
     peak = weight_norm_peak(e, cfg, i, o)
@@ -171,6 +207,8 @@ def with_magnitudes(
 
 __all__ = [
     "check",
+    "dropped_weight_bytes",
+    "in_widths",
     "moments",
     "once_per_model",
     "out_widths",

@@ -47,15 +47,37 @@ def _measure(cfg: TrainingConfig, hf: bool) -> tuple[dict[str, int], dict[str, i
     return estimated, {c: seen[c] for c in estimated}, traced
 
 
+# With lora_dropout peft reruns each base layer on the dropped input (F.linear(x_dropped,
+# weight.to(x.dtype))): its output in the input's dtype and, where the weight is cast (mixed's
+# fp32 adapters, a 4-bit base, autocast), that weight's copy kept for x's gradient.
+DROPOUT_CASES = {
+    "ours, mixed, q,v": ("tiny-llama", "mixed", False, "q,v", False),
+    "ours, amp-bf16, all-linear": ("tiny-llama", "amp-bf16", False, "all-linear", False),
+    "ours, mixed, QLoRA, q,k,v,o": ("tiny-llama", "mixed", True, "q,k,v,o", False),
+    "ours, bf16, all-linear": ("tiny-llama", "bf16", False, "all-linear", False),
+    "transformers, amp-bf16, all-linear": (LLAMA, "amp-bf16", False, "all-linear", True),
+    "transformers, fp32, q,k,v,o": (LLAMA, "fp32", False, "q,k,v,o", True),
+}
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_what_dora_adds_is_the_same_in_estimate_and_trace(tmp_path: Path, case: str) -> None:
-    model, precision, qlora, targets, hf = CASES[case]
+    _same_increment(tmp_path, case, CASES[case], 0.0)
+
+
+@pytest.mark.parametrize("case", list(DROPOUT_CASES))
+def test_dora_with_dropout_adds_the_same_in_estimate_and_trace(tmp_path: Path, case: str) -> None:
+    _same_increment(tmp_path, case, DROPOUT_CASES[case], 0.1)
+
+
+def _same_increment(tmp_path: Path, case: str, spec: tuple, dropout: float) -> None:
+    model, precision, qlora, targets, hf = spec
     if isinstance(model, dict):
         path = tmp_path / "config.json"
         path.write_text(json.dumps(model), encoding="utf-8")
         model = f"hf:{path}"
     base = dict(model=model, seq=32, batch=2, precision=precision, lora_rank=8, qlora=qlora,
-                lora_targets=targets)  # fmt: skip
+                lora_targets=targets, lora_dropout=dropout)  # fmt: skip
     lora_est, lora_trace, _ = _measure(TrainingConfig(**base), hf)
     cfg = TrainingConfig(**base, dora=True)
     dora_est, dora_trace, traced = _measure(cfg, hf)
@@ -135,8 +157,9 @@ def test_what_is_not_modelled_is_one_sentence() -> None:
                           dora=True, checkpointing="full")  # fmt: skip
     with pytest.raises(ProfilingError, match=r"full checkpointing.*trace it instead"):
         estimate(full)
-    dropped = TrainingConfig(model="tiny-llama", lora_rank=8, dora=True, lora_dropout=0.1)
-    with pytest.raises(ProfilingError, match="lora_dropout"):
-        estimate(dropped)
+    amp_4bit = TrainingConfig(model="tiny-llama", lora_rank=8, dora=True, lora_dropout=0.1,
+                              qlora=True, precision="amp-bf16")  # fmt: skip
+    with pytest.raises(ProfilingError, match="lora_dropout on a 4-bit base under autocast"):
+        estimate(amp_4bit)
     with pytest.raises(ProfilingError, match="peft's DoRA on a Llama-family model"):
         trace_step(TrainingConfig(model="hf:bert-base-uncased", lora_rank=8, dora=True))
