@@ -9,11 +9,13 @@ then LoRA, then QLoRA (they train different things), and within each by estimate
 (FLOPs per GPU at the GPU's peak × MFU, plus the optimizer step). A setting the user gave
 (``--precision``, ``--lora-rank``, ``--batch`` …, or a recipe's) is held, not searched.
 
-A candidate fits when what nvidia-smi would show — the caching allocator's reserved memory (an
-upper bound in closed form), the CUDA context and NCCL's buffers (``profiling.estimate.counters``)
-— stays under the GPU's memory less a stated safety margin. The best few are traced under fake
-tensors, their allocations replayed through the allocator's model; one whose trace does not fit
-is dropped, never called "fits". When nothing fits, the smallest need is reported.
+A candidate fits when what nvidia-smi would show on a GPU near full — what the caching allocator
+must keep there (it hands its cached segments back and retries before it runs out of memory: an
+upper bound in closed form), the CUDA context and NCCL's buffers (``profiling.estimate.counters``,
+``Counters.must_fit``) — stays under the GPU's memory less a stated safety margin. The best few
+are traced under fake tensors, their allocations replayed through the allocator's model at the
+GPU's size; one whose trace does not fit is dropped, never called "fits". When nothing fits, the
+smallest need is reported.
 
 No torch unless a candidate is traced.
 """
@@ -50,7 +52,8 @@ class Candidate(BaseModel):
     trains: str  # full | lora | qlora
     peak_bytes: int  # allocated (the step's tensors)
     peak_moment: str
-    nvml_bytes: int  # what nvidia-smi would show (reserved upper bound + context + NCCL), less
+    nvml_bytes: int  # what nvidia-smi would show near full (what the allocator must keep, an
+    # upper bound, + context + NCCL), less
     # a paged optimizer's state, which the driver moves to the host rather than run out
     tokens_per_second: float | None  # with a GPU from the table
     tokens_per_step_flop: float  # b·s per FLOP of one GPU's step: throughput without a GPU
@@ -253,17 +256,19 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
 
     nccl = nccl_bytes(base)
     return (
-        f"fits = what nvidia-smi would show ≤ {fmt_bytes(usable(avail), 'GB')}: "
-        f"{fmt_bytes(avail, 'GB')} less a {SAFETY_MARGIN:.0%} safety margin (for what no "
-        "counter models: other processes, the allocator's retries); nvidia-smi = allocated "
-        "+ cuBLAS workspaces + the caching allocator's reserve in closed form (cached blocks "
-        "between sizes, the loss's logits in sizes one row apart, mid-sized gradients alone in "
-        "segments, FSDP2's streams, a partly empty segment per pool: a bound checked against "
-        "replayed traces), "
+        f"fits = what nvidia-smi would show on a GPU near full ≤ "
+        f"{fmt_bytes(usable(avail), 'GB')}: {fmt_bytes(avail, 'GB')} less a "
+        f"{SAFETY_MARGIN:.0%} safety margin (for what no counter models: other processes, "
+        "kernels' own scratch); that is allocated + cuBLAS workspaces + what the caching "
+        "allocator cannot hand back when a segment would not fit (it releases its cached "
+        "segments and retries before it runs out of memory), in closed form (cached blocks "
+        "between sizes in segments a live block holds, the loss's logits in segments one row "
+        "apart, mid-sized gradients alone in segments, FSDP2's streams, a partly empty segment "
+        "per pool: a bound checked against the least memory replayed traces run in), "
         "+ the CUDA context "
         f"{CONTEXT / 2**20:g} MiB"
         + (f" + NCCL {nccl / 2**20:g} MiB" if nccl else "")
-        + "; a traced candidate is judged by its own allocations replayed"
+        + "; a traced candidate is judged by the least memory its own allocations replay in"
     )
 
 

@@ -3,11 +3,12 @@ the configuration, as given, fits the GPU.
 
 What nvidia-smi would show grows with the sequence and the micro-batch, so the largest value is
 found by doubling from 1 and then bisecting, over estimates: each candidate's need is the
-closed form's upper bound (reserved as the largest reserved ÷ allocated of the replayed
-reference traces, the CUDA context's upper end), so a value that fits by estimate fits by
-construction of that bound. With ``confirm`` the value found is traced too, its allocations
-replayed through the caching allocator; while the trace does not fit, the search goes on
-below it by trace, so the answer is one a trace confirmed. The next value up is said with its
+closed form's upper bound (what the caching allocator must keep on a GPU near full, where it
+hands its cached segments back and retries before it runs out; the CUDA context's upper end),
+so a value that fits by estimate fits by construction of that bound. With ``confirm`` the value
+found is traced too, its allocations replayed through the caching allocator at the GPU's size;
+while the trace does not fit, the search goes on below it by trace, so the answer is one a trace
+confirmed. The next value up is said with its
 need, so the boundary is visible.
 
 No torch unless a value is traced.
@@ -214,7 +215,7 @@ def render_largest(res: Largest) -> str:
             else ""
         )
         lines.append(
-            f"  {word} {p.value:,}: nvidia-smi would show {fmt_bytes(p.nvml, 'GB')} "
+            f"  {word} {p.value:,}: nvidia-smi would show {fmt_bytes(p.nvml, 'GB')} near full "
             f"({fmt_bytes(p.allocated, 'GB')} allocated){traced}"
         )
         if res.above is not None:

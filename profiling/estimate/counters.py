@@ -12,6 +12,12 @@ nvidia-smi would show for a step, each with where its number comes from.
   the reserve exceed it (``profiling.estimate.reserve``: cached blocks between sizes, the
   loss's logits, 1–10 MiB gradients, FSDP2's streams, a partly empty segment per pool): an
   upper bound checked against replays, said as such.
+- **what must fit** (``need``): on a GPU near full the allocator hands its cached segments back to
+  CUDA and retries a request before it runs out of memory (``profiling.estimate.allocator``),
+  so a step runs on a GPU when the reserve it cannot hand back fits, not its whole reserve on a
+  GPU that never runs out. From a trace, the least memory its replay runs in
+  (``profiling.trace.allocations.need``); in closed form, ``profiling.estimate.reserve``'s bound
+  of it. ``fit`` judges by it plus what nvidia-smi counts outside the allocator.
 - **nvml** (nvidia-smi's "used"): reserved plus the CUDA context (driver, kernels, cuBLAS and
   cuDNN handles; outside PyTorch's allocator) and, with more than one GPU, NCCL's buffers; with
   a paged optimizer, its managed-memory states while resident (``paged``: the part the driver
@@ -66,10 +72,19 @@ class Counters(BaseModel):
     nvml: CounterValue
     source: Literal["trace", "closed form"]
     paged: int = 0  # of nvml: a paged optimizer's managed memory, movable to the host
+    # the least the allocator must be allowed to reserve for the step to run (cached segments
+    # handed back and requests retried near the GPU's size); None: the reserve itself
+    need: int | None = None
+    need_how: str = ""
+
+    def held(self) -> int:
+        """What the allocator must hold for the step to run: its need, or its reserve."""
+        return self.reserved.bytes if self.need is None else min(self.need, self.reserved.bytes)
 
     def must_fit(self) -> int:
-        """What must stay on the GPU: nvidia-smi's count less the pageable optimizer state."""
-        return self.nvml.bytes - self.paged
+        """What must stay on the GPU: what the allocator cannot hand back and retry without,
+        what nvidia-smi counts outside it, less the pageable optimizer state."""
+        return self.nvml.bytes - self.reserved.bytes + self.held() - self.paged
 
     def of(self, counter: Counter) -> CounterValue:
         return {"allocated": self.allocated, "reserved": self.reserved, "nvml": self.nvml}[counter]
@@ -126,13 +141,14 @@ def closed_form(
     each to 512 B is at most 511 B per tensor alive); ``outside_loss``: the step's peak outside
     the loss's moments, when known, and ``loss``: whether the GPU computes the loss (the
     reserve's logits term)."""
-    from profiling.estimate.reserve import reserved_bound
+    from profiling.estimate.reserve import need_bound, reserved_bound
 
     ws = sum(workspaces(cfg))
     extra = ws + tensors * 256  # half a block per tensor, on average
     allocated = peak + extra
     pre = None if outside_loss is None else outside_loss + extra
     reserved, reserve_how = reserved_bound(cfg, allocated, pre, loss)
+    need, need_how = need_bound(cfg, allocated, loss)
     return Counters(
         allocated=CounterValue(
             counter="allocated",
@@ -150,14 +166,17 @@ def closed_form(
         nvml=_nvml(cfg, reserved, paged),
         source="closed form",
         paged=paged,
+        need=need,
+        need_how=need_how + " (an upper bound)",
     )
 
 
 def from_replay(
     cfg: TrainingConfig, allocated: int, reserved: int, reserved_expandable: int, requests: int,
-    how: str = "", paged: int = 0,
+    how: str = "", paged: int = 0, need: int | None = None,
 ) -> Counters:  # fmt: skip
-    """The counters from the trace's allocations replayed through the allocator's model."""
+    """The counters from the trace's allocations replayed through the allocator's model;
+    ``need``: the least memory the replay ran in (None: not searched)."""
     chosen = reserved_expandable if cfg.expandable_segments else reserved
     other = reserved if cfg.expandable_segments else reserved_expandable
     mode = "expandable segments" if cfg.expandable_segments else "default segments"
@@ -179,6 +198,12 @@ def from_replay(
         nvml=_nvml(cfg, chosen, paged),
         source="trace",
         paged=paged,
+        need=need,
+        need_how=""
+        if need is None
+        else "the least memory those allocations replay in, the "
+        "allocator handing its cached segments back to CUDA and retrying where a segment "
+        "would not fit, as PyTorch's does before it runs out of memory",
     )
 
 
@@ -191,6 +216,9 @@ def counter_lines(counters: Counters, counter: Counter) -> list[str]:
     for name in shown:
         value = counters.of(name)
         lines.append(f"  {label[name]}: {fmt_bytes(value.bytes)} = {value.how}")
+        if name == "reserved" and counters.held() < value.bytes:
+            lines.append(f"  reserved on a GPU near full: {fmt_bytes(counters.held())} = "
+                         f"{counters.need_how}")  # fmt: skip
     return lines
 
 

@@ -73,6 +73,12 @@ def counter_quantities(counters: Counters, gpu_mem: int | None) -> list[Quantity
         for n, term in enumerate(_AMOUNT.finditer(value.how), start=1):
             amount = float(term.group(1).replace(",", "")) * _SCALE[term.group(2)]
             out.append(Quantity(name=f"counter: {value.counter}: term {n}", value=amount, unit="B"))
+    if counters.held() < counters.reserved.bytes:  # what must fit on a GPU near full
+        out.append(Quantity(name="counter: reserved near full", value=counters.held(), unit="B"))
+        for n, term in enumerate(_AMOUNT.finditer(counters.need_how), start=1):
+            amount = float(term.group(1).replace(",", "")) * _SCALE[term.group(2)]
+            out.append(Quantity(name=f"counter: reserved near full: term {n}", value=amount,
+                                unit="B"))  # fmt: skip
     if counters.paged:
         out.append(Quantity(name="counter: paged optimizer state", value=counters.paged, unit="B"))
     if gpu_mem:

@@ -70,8 +70,9 @@ def counters_block(est: Estimate) -> list[str]:
 
     lines = counter_lines(est.counters, est.inputs.counter)
     if est.gpu_mem_bytes:
-        c = est.counters
-        lines.append(f"  {nvml_verdict(c.nvml.bytes, est.gpu_mem_bytes, c.paged)}")
+        c, avail = est.counters, est.gpu_mem_bytes
+        released = c.reserved.bytes - c.held()
+        lines.append(f"  {nvml_verdict(c.nvml.bytes, avail, c.paged, released)}")
     return lines
 
 
@@ -101,17 +102,23 @@ def host_block(est: Estimate) -> list[str]:
 
 
 # What fit and the nvidia-smi verdict leave for what no counter models (other processes on the
-# GPU, the allocator's retries, kernels' own scratch): a share of the GPU's memory.
+# GPU, kernels' own scratch; the allocator's retries are modelled): a share of the GPU's memory.
 SAFETY_MARGIN = 0.05
 
 
-def nvml_verdict(nvml: int, available: int, paged: int = 0) -> str:
+def nvml_verdict(nvml: int, available: int, paged: int = 0, released: int = 0) -> str:
     """What nvidia-smi would show against the GPU; a paged optimizer's state gives way: the
-    driver moves it to host memory rather than let the step run out of memory."""
+    driver moves it to host memory rather than let the step run out of memory; ``released``:
+    the cached segments the allocator hands back and retries without near the GPU's size."""
     usable = available * (1 - SAFETY_MARGIN)
-    word = "fits" if nvml - paged <= usable else "does not fit"
-    out = nvml - usable
-    if paged and out > 0 and nvml - paged <= usable:
+    word = "fits" if nvml - released - paged <= usable else "does not fit"
+    out = nvml - released - usable
+    if released and nvml > usable and word == "fits":
+        word += (
+            f" with {fmt_bytes(released, 'GB')} of cached segments handed back (the allocator "
+            "releases them and retries before it runs out of memory)"
+        )
+    if paged and out > 0 and nvml - released - paged <= usable:
         word += (
             f" by paging: {fmt_bytes(out, 'GB')} of the paged optimizer state moved to host "
             "memory (each step pays the transfers)"

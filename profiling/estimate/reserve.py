@@ -25,6 +25,13 @@ full checkpointing, LoRA and QLoRA; tests/profiling/estimate/test_reserve.py):
 - **a partly empty segment of each pool**: 20 MiB large + 2 MiB small per stream (a 20 MiB and
   a 2 MiB page with expandable segments).
 
+What a step needs to run (``need_bound``) is less: on a GPU near full the allocator hands every
+cached segment with no live block back to CUDA and retries before it runs out of memory
+(``profiling.estimate.allocator``), so the loss's logits' cached segments one row apart give way;
+what stays is the cached blocks between sizes inside segments that hold a live block, the
+logits' segments a live block still holds, and the other terms — checked against the least
+memory each traced step replays in (``benchmarks/bench_reserve.py``'s ``need`` columns).
+
 No torch here.
 """
 
@@ -52,13 +59,17 @@ BETWEEN_SIZES = {False: 0.05, True: 0.05}
 LOSS_COPIES = {"transformers-4.46": 4, "transformers-4.45": 4}
 LOSS_COPIES_DEFAULT = 3
 MID_GRADIENTS = 0.5
-# The bound these terms replaced, kept as a floor beneath them: allocated × 1.25 (1.12 with
-# expandable segments) + one partly empty segment of each pool, from the replays of the
-# reference traces. Unsloth's published Llama 3.1 8B QLoRA run (HF + FA2) does not fit 8 GB,
-# which this floor says and the terms alone do not (they put 7.5 GB at no tokens where
-# Unsloth's table lies on a line through 9.7 GB: a stack we cannot see — benchmarks/peer/
-# README.md): until that gap is explained, the larger of the two is the one told to a user.
-FLOOR = {False: 1.25, True: 1.12}
+# What the step needs on a GPU near full, default / expandable segments: cached blocks between
+# sizes inside segments that a live block holds, and fp32 logits' worth of segments a live block
+# holds at the peak (one row apart: the loss's copies are carved out of each other's segments)
+# — the smallest that keep the bound at or above every replay's need in benchmarks/
+# bench_reserve.py's grid (gpt2-small 8 × 1024: 0.94 fp32 logits above allocated × 1.03).
+NEED_BETWEEN = {False: 0.03, True: 0.03}
+NEED_LOGITS_DEFAULT = 1.0
+# transformers before 4.49 copies the shifted logits in fp32 too: Llama 3.1 8B QLoRA (amp-bf16,
+# FA2, full checkpointing) replays in allocated + 0.0, 0.48, 1.016, 0.24 fp32 logits above
+# allocated × 1.03 at 932, 2,551, 12,264 and 28,454 tokens
+NEED_LOGITS = {"transformers-4.46": 1.1, "transformers-4.45": 1.1}
 
 
 def _grad_bytes(cfg: TrainingConfig) -> int:
@@ -152,11 +163,44 @@ def reserve_terms(
         (f"a partly empty segment of each pool{' per stream' if streams > 1 else ''}",
          SEGMENT_SLACK * streams),
     ]  # fmt: skip
-    floor = round(allocated * FLOOR[expandable]) + SEGMENT_SLACK
-    short = floor - allocated - sum(n for _, n in terms)
-    terms.append((f"up to the earlier bound, allocated × {FLOOR[expandable]:g} and a partly "
-                  "empty segment of each pool (the larger of the two is kept)", short))  # fmt: skip
     return [(name, n) for name, n in terms if n > 0]
+
+
+def need_terms(cfg: TrainingConfig, allocated: int, loss: bool = True) -> list[tuple[str, int]]:
+    """What the allocator must hold beyond ``allocated`` for the step to run on a GPU near full
+    (its cached segments with no live block handed back), named, in bytes."""
+    from profiling.estimate.shape import shape_of
+
+    shape = shape_of(cfg)
+    expandable = cfg.expandable_segments
+    gather, scatter = stream_pools(cfg, shape)
+    streams = 3 if fsdp2_streams(cfg) else 1
+    between = NEED_BETWEEN[expandable]
+    copies = NEED_LOGITS.get(cfg.loss, NEED_LOGITS_DEFAULT) if loss else 0.0
+    logits = round(copies * logits_bytes(cfg, shape))
+    terms = [
+        (f"cached blocks between sizes in segments a live block holds ({between:.0%} of "
+         "allocated)", round(allocated * between)),
+        (f"the loss's logits in segments one row apart ({copies:g} fp32 logits)", logits),
+        ("mid-sized gradients alone in large-pool segments",
+         round(mid_gradient_slack(cfg, shape) * MID_GRADIENTS)),
+        ("FSDP2's all-gather streams (two blocks unsharded)", gather),
+        ("FSDP2's reduce-scatter stream (the gradient shards)", scatter),
+        (f"a partly empty segment of each pool{' per stream' if streams > 1 else ''}",
+         SEGMENT_SLACK * streams),
+    ]  # fmt: skip
+    return [(name, n) for name, n in terms if n > 0]
+
+
+def need_bound(cfg: TrainingConfig, allocated: int, loss: bool = True) -> tuple[int, str]:
+    """The least the allocator must be allowed to reserve for the step to run, bounded, and
+    how (one line, its terms)."""
+    from profiling.units import fmt_bytes
+
+    terms = need_terms(cfg, allocated, loss)
+    how = " + ".join(f"{name} {fmt_bytes(n)}" for name, n in terms)
+    how = f"allocated + {how}, the cached segments with no live block handed back and retried"
+    return allocated + sum(n for _, n in terms), how
 
 
 def reserved_bound(
@@ -170,4 +214,12 @@ def reserved_bound(
     return allocated + sum(n for _, n in terms), f"allocated + {how}"
 
 
-__all__ = ["SEGMENT_SLACK", "logits_bytes", "outside_loss", "reserve_terms", "reserved_bound"]
+__all__ = [
+    "SEGMENT_SLACK",
+    "logits_bytes",
+    "need_bound",
+    "need_terms",
+    "outside_loss",
+    "reserve_terms",
+    "reserved_bound",
+]

@@ -124,8 +124,7 @@ def _reserve_lines(result: PlanResult, nccl: bool) -> list[str]:
         lines = [
             "nvidia-smi: the peak + cuBLAS workspaces + the caching allocator's reserve (a "
             "closed-form bound: cached blocks between sizes, the loss's logits, mid-sized "
-            "gradients, FSDP2's streams, a partly empty segment per pool; at least the earlier "
-            "bound, allocated × 1.25 (1.12 with expandable segments)"
+            "gradients, FSDP2's streams, a partly empty segment per pool"
             + (", expandable segments" if expandable else "")
             + ") + the CUDA context 500 MiB"
             + (" + NCCL's buffers (below)" if nccl else "")

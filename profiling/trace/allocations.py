@@ -5,7 +5,10 @@
 every storage added, freed or resized, as the snapshot recorder does) and keeps the sequence
 of (storage, bytes) allocations and frees, from the model's parameters through both steps of the
 loop. :func:`replayed` runs it through the allocator, default and with expandable segments, with
-cuBLAS's workspaces allocated first (as the first matmul allocates them).
+cuBLAS's workspaces allocated first (as the first matmul allocates them); with ``needs`` it also
+finds the least memory the allocator must be allowed for the step to run at all (:func:`need`):
+on a GPU near full the allocator hands its cached segments back and retries before it runs out,
+so that, not the reserve of a GPU that never runs out, is what must fit.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from profiling.estimate.allocator import CachingAllocator
+from profiling.estimate.allocator import CachingAllocator, OutOfMemory
 from profiling.estimate.counters import Counters, from_replay, workspaces
 
 DEFAULT_STREAM = "default"  # the stream compute runs on (forward, backward, optimizer)
@@ -39,11 +42,16 @@ class Replay(BaseModel):
     # each stream's segments at the end, default and expandable (a plan's FSDP2 streams)
     by_stream: dict[str, int] = {}
     by_stream_expandable: dict[str, int] = {}
+    # the least the allocator must be allowed (bytes, within NEED_TOLERANCE) for the step to run,
+    # cached segments handed back and the request retried; None: not searched
+    need: int | None = None
+    need_expandable: int | None = None
 
     def counters(self, config: TrainingConfig, paged: int = 0) -> Counters:
+        needed = self.need_expandable if config.expandable_segments else self.need
         return from_replay(
             config, self.peak_allocated, self.peak_reserved, self.peak_reserved_expandable,
-            self.allocations, self.how, paged,
+            self.allocations, self.how, paged, needed,
         )  # fmt: skip
 
 
@@ -108,26 +116,69 @@ class AllocationLog:
         self.events.append((key, None))
 
 
+def _replay(
+    events: list[tuple[int, int | None]],
+    workspaces: list[int],
+    streams: dict[int, str],
+    expandable: bool,
+    capacity: int | None = None,
+) -> CachingAllocator:
+    """The allocator after ``events`` (raises :class:`OutOfMemory` past ``capacity``)."""
+    alloc = CachingAllocator(expandable=expandable, capacity=capacity)
+    for i, size in enumerate(workspaces):
+        alloc.malloc(("workspace", i), size, DEFAULT_STREAM)
+    malloc, free, on = alloc.malloc, alloc.free, streams.get
+    for i, (key, size) in enumerate(events):
+        if size is None:
+            free(key)
+        else:
+            malloc(key, size, on(i, DEFAULT_STREAM))
+    return alloc
+
+
+NEED_TOLERANCE = 4 * 2**20  # the search's step: a need is at most this above the least
+
+
+def need(
+    events: list[tuple[int, int | None]],
+    workspaces: list[int],
+    streams: dict[int, str],
+    expandable: bool,
+    allocated: int,
+    reserved: int,
+) -> int:
+    """The least memory (within NEED_TOLERANCE above it) the allocator may reserve and still
+    serve every request of ``events``, releasing its cached segments and retrying where a
+    segment would not fit — by bisection between the ``allocated`` peak (nothing less can run)
+    and the ``reserved`` peak of a GPU that never runs out (always enough)."""
+    low, high = allocated - 1, reserved
+    while high - low > NEED_TOLERANCE:
+        mid = (low + high) // 2
+        try:
+            _replay(events, workspaces, streams, expandable, mid)
+            high = mid
+        except OutOfMemory:
+            low = mid
+    return high
+
+
 def replayed(
     events: list[tuple[int, int | None]],
     workspaces: list[int],
     streams: dict[int, str] | None = None,
+    needs: bool = False,
 ) -> Replay:
     """The allocator's peaks over ``events``, after ``workspaces`` (cuBLAS's, held for good);
     an allocation whose index in ``events`` ``streams`` names comes from that stream's own
-    pools."""
-    peaks = []
+    pools; ``needs``: also the least memory each way must be allowed (:func:`need`)."""
     streams = streams or {}
-    for expandable in (False, True):
-        alloc = CachingAllocator(expandable=expandable)
-        for i, size in enumerate(workspaces):
-            alloc.malloc(("workspace", i), size, DEFAULT_STREAM)
-        for i, (key, size) in enumerate(events):
-            if size is None:
-                alloc.free(key)
-            else:
-                alloc.malloc(key, size, streams.get(i, DEFAULT_STREAM))
-        peaks.append(alloc)
+    peaks = [_replay(events, workspaces, streams, expandable) for expandable in (False, True)]
+    needed = [
+        need(events, workspaces, streams, expandable, roomy.peak_allocated, roomy.peak_reserved)
+        if needs
+        else None
+        for expandable, roomy in zip((False, True), peaks, strict=True)
+    ]
     return Replay(
         allocations=sum(1 for _, size in events if size is not None),
         peak_allocated=peaks[0].peak_allocated,
@@ -135,6 +186,8 @@ def replayed(
         peak_reserved_expandable=peaks[1].peak_reserved,
         by_stream={str(k): v for k, v in peaks[0].reserved_by_stream().items()},
         by_stream_expandable={str(k): v for k, v in peaks[1].reserved_by_stream().items()},
+        need=needed[0],
+        need_expandable=needed[1],
     )
 
 
@@ -144,7 +197,26 @@ def counted(config: TrainingConfig) -> bool:
 
 
 def replay_of(config: TrainingConfig, log: AllocationLog | None) -> Replay | None:
-    return replayed(log.events, workspaces(config), log.streams) if log is not None else None
+    """The replay of ``log``. Judged against a GPU (``--gpu-mem``/``--gpu``) that its reserve
+    with the CUDA context would not fit, the least memory the step needs is searched too (a
+    dozen replays more: only where it decides the verdict)."""
+    if log is None:
+        return None
+    ws = workspaces(config)
+    replay = replayed(log.events, ws, log.streams)
+    avail = config.gpu_mem_bytes()
+    if avail is None:
+        return replay
+    from profiling.estimate.counters import CONTEXT
+    from profiling.estimate.render import SAFETY_MARGIN
+
+    budget = avail * (1 - SAFETY_MARGIN) - CONTEXT
+    exp = config.expandable_segments
+    reserved = replay.peak_reserved_expandable if exp else replay.peak_reserved
+    if reserved > budget:  # the whole reserve would not fit: what a GPU near full keeps
+        least = need(log.events, ws, log.streams, exp, replay.peak_allocated, reserved)
+        replay = replay.model_copy(update={"need_expandable" if exp else "need": least})
+    return replay
 
 
 def raw_peak(peaks: dict[str, dict[str, dict[str, int]]]) -> int:
@@ -199,6 +271,7 @@ __all__ = [
     "AllocationLog",
     "Replay",
     "counted",
+    "need",
     "raw_peak",
     "replay_of",
     "replayed",

@@ -220,7 +220,7 @@ def trace_counter_lines(result: TraceResult) -> list[str]:
     avail = result.config.gpu_mem_bytes()
     if avail:
         c = result.counters
-        lines.append(f"  {nvml_verdict(c.nvml.bytes, avail, c.paged)}")
+        lines.append(f"  {nvml_verdict(c.nvml.bytes, avail, c.paged, c.reserved.bytes - c.held())}")
     return lines
 
 

@@ -145,7 +145,9 @@ def test_paged_states_are_outside_the_allocated_peak(tmp_path: Path, optimizer: 
         assert plain_est.per_gpu_bytes - est.per_gpu_bytes == paged
     for counters in (est.counters, traced.counters):
         assert counters is not None and counters.paged == paged
-        assert counters.must_fit() == counters.nvml.bytes - paged
+        # what must stay: what the allocator keeps near full and the context, not the paged
+        held = counters.held()
+        assert counters.must_fit() == counters.nvml.bytes - counters.reserved.bytes + held - paged
         assert counters.reserved.bytes + 500 * 2**20 + paged == counters.nvml.bytes
 
 
