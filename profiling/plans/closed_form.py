@@ -58,7 +58,7 @@ from profiling.plans.ring_form import fused as _fused_sdpa
 from profiling.plans.ring_stage import ring_moves
 from profiling.plans.schedule import rank_actions
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
-from profiling.plans.step_form import step_scratch
+from profiling.plans.step_form import partial_momentum, step_scratch
 
 
 def model_states(params: int, n: int, precision: str, fsdp: bool) -> dict[str, float]:
@@ -192,6 +192,7 @@ def stage_profile(
     local, u = seq // layout.seq_shards, layout.ulysses
     tensors = stage_tensors(w, stage, stage.layers, t)
     base, gathered, largest = _states(cfg, tensors, n)
+    base["optimizer"] += partial_momentum(cfg, w, stage.embedding and t > 1)
     base = {**base, "buffers": seq * w.head_dim * 8}  # RoPE's complex64 table, 2·seq rows
     base["total"] = sum(v for k, v in base.items() if k != "total")
     # the ring's merged output is contiguous where a step updated half of it (ring rank 1 from

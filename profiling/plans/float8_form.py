@@ -51,6 +51,26 @@ def tp_styles_kept(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
     return -2 * h * (c - 1) * tokens - (f // t) * (c - 1) * tokens + (q // t) * tokens
 
 
+def recompute_cast(
+    w: WorkloadConfig, tokens: int, t: int, c: int, gathered_fp8: bool
+) -> tuple[int, int]:
+    """Under torchao's Float8 TP styles, what a checkpointed block's backward holds beside what
+    it saved (its highest moment, as its trace shows), as the recomputation casts ``w2``'s
+    input or weight: (activations, temporaries). Filed as activations (the recomputation runs
+    the block's modules): ``wo``'s reduce-scattered output, the SwiGLU product in bf16
+    (``Float8RowwiseParallel`` keeps its fp8 cast, the module call still holds its argument)
+    and the larger cast: the product's (its fp32 copies, 8 B an element beside the fp8 one it
+    keeps) or the weight's (9 B an element, none gathered in fp8 by FSDP). As temporaries: the
+    block's output gradient, the recomputed residual sum (the block's own forward runs outside its
+    module's hooks) and the output gradient's fp8 all-gather (``Float8RowwiseParallel`` casts
+    it before gathering). Above w2's recast of its weight in backward, its input kept in fp8:
+    none of the other casts of ``linear_backward``."""
+    x = tokens // t * w.hidden * c
+    product = tokens * (w.ffn // t)
+    weight = 0 if gathered_fp8 else 9 * (w.ffn // t) * w.hidden
+    return x + product * c + max(8 * product, weight), 2 * x + tokens * w.hidden
+
+
 def linear_forward(x: int, wt: int, gathered_fp8: bool) -> int:
     """Bytes one Float8Linear's forward holds above its input and weight at its highest:
     the input's cast, then the weight's beside the fp8 input (none gathered in fp8)."""
@@ -107,5 +127,5 @@ def unpipelined_peak(peak: Vec, blocks: Vec, f8_b: int, half: int, made: int) ->
 
 __all__ = [
     "backward_transient", "block_linears", "forward_transient", "linear_backward",
-    "linear_forward", "pipelined_peaks", "unpipelined_peak",
+    "linear_forward", "pipelined_peaks", "recompute_cast", "unpipelined_peak",
 ]  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
+from profiling.plans.float8_form import recompute_cast
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, add, vec
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
@@ -51,9 +52,16 @@ def block_moments(
             activations=sum(kept[: i + 1]) + rec[i] - half,
             temporaries=3 * half + 2 * x + (block_b if i else emb) + previous * n * reduce_b,
         )  # fmt: skip
-        if f8_b:  # w2's casts: its input still saved, its gradient not yet made
-            moment = _larger(moment, add(moment, vec(gradients=-made, activations=half,
-                                                     temporaries=f8_b - 3 * half)))  # fmt: skip
+        plain = moment
+        if rec[i] and cfg.float8 == "tensorwise" and t > 1:  # torchao's TP styles: w2's weight
+            # cast in the recomputation, above its recast in backward (its input kept in fp8)
+            acts, temps = recompute_cast(w, tokens, t, s.c, cfg.float8_all_gather)
+            cast = vec(gradients=-made, activations=half + acts,
+                       temporaries=temps - 3 * half - 2 * x)  # fmt: skip
+            moment = _larger(plain, add(plain, cast))
+        elif f8_b:  # w2's casts: its input still saved, its gradient not yet made
+            moment = _larger(plain, add(plain, vec(gradients=-made, activations=half,
+                                                   temporaries=f8_b - 3 * half)))  # fmt: skip
         best = _larger(moment, best) if best["total"] else moment
     return best
 

@@ -7,7 +7,7 @@ No torch here.
 from __future__ import annotations
 
 from profiling.config import TrainingConfig
-from profiling.estimate.states import _TEMP_LISTS
+from profiling.estimate.states import _TEMP_LISTS, optimizer_states
 from profiling.models.config import WorkloadConfig
 
 # How many copies of a Partial gradient, reduce-scattered to the parameter's rows, one
@@ -37,6 +37,20 @@ def step_scratch(
     return scratch
 
 
+def partial_momentum(cfg: TrainingConfig, w: WorkloadConfig, tp_embedding: bool) -> int:
+    """The bytes SGD's momentum of the first stage's TP embedding holds beyond its V/t rows:
+    without FSDP its gradient reaches the optimizer ``Partial`` with every row of the
+    vocabulary (``embedding_grad_rows``), and SGD's first step makes the buffer as
+    ``torch.clone(grad)`` (torch/optim/sgd.py), a ``Partial`` DTensor of the whole table that
+    every later ``mul_``/``add_`` keeps so (adding it to the row-wise weight reduce-scatters a
+    copy: ``_PARTIAL_READS``). Adam's, RMSprop's and Adagrad's states start as ``zeros_like``
+    of the weight: its rows only. FSDP hands the optimizer the reduced shard."""
+    if not tp_embedding or cfg.fsdp or cfg.optimizer != "sgd":
+        return 0
+    per = sum(b for _, b, _ in optimizer_states(cfg.optimizer, cfg.precision, None))
+    return int((w.vocab - w.vocab // cfg.tp) * w.hidden * per)
+
+
 def _embedding_step(w: WorkloadConfig, t: int, optimizer: str, foreach: bool) -> int:
     """The first stage's embedding stepped under TP with fp32 master weights, one parameter
     at a time: its gradient is ``Partial`` with every row of the vocabulary
@@ -46,4 +60,4 @@ def _embedding_step(w: WorkloadConfig, t: int, optimizer: str, foreach: bool) ->
     return w.vocab * w.hidden * 4 + reads * (w.vocab // t) * w.hidden * 4
 
 
-__all__ = ["step_scratch"]
+__all__ = ["partial_momentum", "step_scratch"]

@@ -212,3 +212,29 @@ def test_the_first_stages_step_under_tp_is_its_trace(optimizer: str, foreach: bo
     assert step[0] == step[1] > 8192 * 1024 * 4  # more than the whole table's fp32 copy
     t, e = traced.ranks[0], estimated.ranks[0]
     assert abs(e.peak_bytes - t.peak_bytes) <= 64  # a few step counters' bytes aside
+
+
+@pytest.mark.parametrize(("precision", "plan"), [("mixed", {"pp": 2, "microbatches": 2}),
+                                                 ("bf16", {"dp_shard": 1})])  # fmt: skip
+def test_sgds_momentum_of_the_tp_embedding_is_the_whole_table(
+    precision: str, plan: dict[str, Any]
+) -> None:
+    # SGD's first step clones the embedding's Partial gradient (every row of the vocabulary):
+    # its momentum buffer is the whole table on each TP rank, where Adam's zeros_like state
+    # has the rank's rows only; the closed form counted V/t rows (16.8 MB under the trace)
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    shape = {"layers": 2, "hidden": 1024, "heads": 8, "kv_heads": 4, "ffn": 2816, "vocab": 8192,
+             "arch": "llama", "precision": precision, "seq": 512}  # fmt: skip
+    cfg = parse_config(**shape, **plan, tp=2, batch=2, optimizer="sgd")
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    first = [r.stages[0].base["optimizer"] for r in (traced, estimated)]
+    assert first[0] == first[1]
+    adamw = estimate_plan(cfg.model_copy(update={"optimizer": "adamw"})).stages[0]
+    per = 4 if precision == "mixed" else 2  # the momentum's bytes: the fp32 master's or bf16
+    rest = 8192 // 2 * 1024 * per  # the rows beyond the rank's V/t
+    if precision == "bf16":  # Adam's two states of the rank's rows, SGD's one of every row
+        assert abs(first[1] - rest - adamw.base["optimizer"] / 2) <= 2 * 32  # Adam's counters
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.001)
