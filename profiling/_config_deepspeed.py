@@ -128,15 +128,17 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
             "--offload-to nvme says where --offload-optimizer / --offload-param go: give one",
             "offload_to",
         )
-    if cfg.tp > 1 or cfg.lora_rank is not None or cfg.optimizer_in_bwd:
+    adapters = cfg.lora_rank is not None and (cfg.qlora or cfg.dora or cfg.autocast)
+    if cfg.tp > 1 or adapters or cfg.optimizer_in_bwd:
         what = (
-            "--tp" if cfg.tp > 1 else "--lora-rank" if cfg.lora_rank is not None
-            else "--optimizer-in-bwd"
+            "--tp" if cfg.tp > 1 else "--optimizer-in-bwd" if cfg.optimizer_in_bwd
+            else "--qlora" if cfg.qlora else "--dora" if cfg.dora
+            else f"--precision {cfg.precision} (the engine casts the module itself: give mixed)"
         )  # fmt: skip
         raise ConfigError(
-            f"--deepspeed is modelled for full training on data parallelism: {what} with "
-            "DeepSpeed's engine is not modelled yet (leave out --deepspeed for the ZeRO paper's "
-            "sharding)",
+            f"--deepspeed is modelled for full training and LoRA on data parallelism: {what} "
+            "with DeepSpeed's engine is not modelled yet (leave out --deepspeed for the ZeRO "
+            "paper's sharding)",
             "deepspeed",
         )
 

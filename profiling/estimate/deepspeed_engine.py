@@ -53,6 +53,7 @@ from typing import Any
 from profiling import _config_deepspeed as dsc
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate import deepspeed_lora as dl
 from profiling.estimate.activations import offloaded_inputs
 from profiling.estimate.states import Ledger, Line, optimizer_states, weight_bytes
 from profiling.units import fmt_bytes, fmt_count
@@ -158,7 +159,8 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
     if not cfg.deepspeed or cfg.zero == 0:
         return
     s = Settings.of(cfg, shape)
-    psi, n, w = int(shape["params"]), cfg.gpus, s.w
+    psi, n, w = dl.trainable(cfg, shape), cfg.gpus, s.w  # the optimizer's side: what trains
+    dl.sixteen_bit_adapters(ledger, cfg, shape)
     _drop_torch_step(ledger)
     buffers = 2 if s.overlap and cfg.zero < 3 else 1
     # Stages 1-2: made at the first backward hook, released after the step (a gradient);
@@ -204,7 +206,7 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
 
 
 def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Settings) -> None:
-    psi, w = int(shape["params"]), s.w
+    psi, w = dl.partitioned(cfg, shape), s.w
     for ln in ledger.lines:  # grad_partitions_flat_buffer: zeros made with the optimizer
         if ln.category == "gradients" and ln.group == "model states" and ln.bytes:
             ln.name += " (one flat buffer made with the optimizer: alive all step)"
@@ -212,6 +214,8 @@ def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Setti
     if cfg.offload_param:
         _to_host(ledger, "parameters", cfg.offload_to)
     small, how = persistent_params(shape, s.persistence)
+    if adapters := dl.persistent_adapters(cfg, shape, s.persistence):
+        small, how = small + adapters, f"{how} + {fmt_count(adapters)} of LoRA's A and B"
     if small:
         _line(
             ledger,
@@ -261,9 +265,10 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
     if not cfg.deepspeed or not cfg.zero or not (cfg.offload_optimizer or cfg.offload_param):
         return out
     s = Settings.of(cfg, shape)
-    psi, n, w = int(shape["params"]), cfg.gpus, s.w
+    psi, n, w = dl.trainable(cfg, shape), cfg.gpus, s.w  # the optimizer's side: what trains
     part = psi / n
     P = f"{fmt_count(psi)}/{n}"
+    every = dl.partitioned(cfg, shape)  # the parameter partitions: frozen ones too
     nvme = cfg.offload_to == "nvme"
     if cfg.offload_optimizer and not nvme:
         per, labels = _optimizer_per_param(cfg, shape)
@@ -297,12 +302,13 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
     if cfg.offload_optimizer and cfg.zero == 3:
         out.append(HostLine(f"{8 * w}-bit gradient partitions", w * part, f"{w} B · {P}", True))
     if cfg.offload_param:
-        kept = min(part, dsc.PARAM_MAX_IN_CPU) if nvme else part
+        kept = min(every / n, dsc.PARAM_MAX_IN_CPU) if nvme else every / n
+        E = f"{fmt_count(every)}/{n}"
         out.append(
             HostLine(
                 f"{8 * w}-bit parameter partitions",
                 w * kept,
-                f"{w} B · " + (f"min({P}, max_in_cpu 1e9)" if nvme else P),
+                f"{w} B · " + (f"min({E}, max_in_cpu 1e9)" if nvme else E),
                 True,
             )
         )

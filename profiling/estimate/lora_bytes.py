@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 
 
 def adapter_bytes(cfg: TrainingConfig) -> int:
-    """The adapters' element size: fp32 (PeftModel's cast), bf16 under pure bf16."""
-    return 2 if cfg.precision == "bf16" else 4
+    """The adapters' element size: fp32 (PeftModel's cast), bf16 under pure bf16 — and under
+    DeepSpeed's 16-bit engine, which casts the whole module (``estimate.deepspeed_lora``)."""
+    engine16 = getattr(cfg, "deepspeed", False) and cfg.precision == "mixed"
+    return 2 if cfg.precision == "bf16" or engine16 else 4
 
 
 def own_copies(cfg: TrainingConfig, e: Bytes) -> bool:

@@ -198,7 +198,10 @@ def test_the_verdict_checks_the_host_memory_too() -> None:
         ({"deepspeed": True, "zero": 3, "fsdp": True}, "give --zero 1, 2 or 3"),
         ({"deepspeed": True, "zero": 2, "offload_param": True}, "--offload-param needs --zero 3"),
         ({"deepspeed": True, "zero": 3, "offload_to": "nvme"}, "--offload-to nvme says where"),
-        ({"deepspeed": True, "zero": 2, "lora_rank": 8}, "--lora-rank with DeepSpeed's engine"),
+        (
+            {"deepspeed": True, "zero": 2, "lora_rank": 8, "qlora": True, "precision": "bf16"},
+            "--qlora with DeepSpeed's engine",
+        ),
     ],
 )
 def test_settings_that_do_not_hold_together_are_one_sentence(kw, message) -> None:
