@@ -265,6 +265,12 @@ def stage_profile(
     head_keep = 0
     if cfg.fsdp and stage.head and not pipelined:
         head_keep = (_shard(w.vocab // t, w.hidden, n) + _shard(w.hidden, 1, n)) * n * s.gathered
+    # --zero 2 (torchtitan's fsdp_reshard_after_forward "never"): each group gathered from its
+    # forward to its post_backward, nothing gathered again in backward
+    held = (
+        gathered_b - head_keep if cfg.fsdp and not (pipelined or cfg.reshard_after_forward) else 0
+    )
+    regather = 0 if held else one_block
     # FSDP2's forward (_fsdp_param_group.py, wait_for_unshard): a group's all-gather result
     # stays in ``all_gather_state`` beside the parameters copied out of it until the next
     # group's copy-out, so a group's gathered bytes are held twice; under a pipeline the
@@ -272,18 +278,19 @@ def stage_profile(
     gathering = one_block if pipelined else 2 * one_block
     f0_peak = vec(parameters=keep + gathering, activations=acts, temporaries=f_extra)
     if not pipelined:  # the blocks' gathering and the loss come at different moments
-        f0_peak = _forward_peak(sum(kept), gathering, max(tokens // t * w.hidden * s.c, f8_f),
-                                head=vec(parameters=head_keep, activations=acts,
+        f0_peak = _forward_peak(sum(kept), gathering + max(held - one_block, 0),
+                                max(tokens // t * w.hidden * s.c, f8_f),
+                                head=vec(parameters=head_keep + held, activations=acts,
                                          temporaries=logits * _plain_loss(t, s.c)))  # fmt: skip
     moves = {
-        "F0": Move(delta=vec(parameters=keep + head_keep, activations=acts), peak=f0_peak),
+        "F0": Move(delta=vec(parameters=keep + head_keep + held, activations=acts), peak=f0_peak),
         "F": Move(delta=vec(activations=acts), peak=vec(activations=acts, temporaries=f_extra)),
     }  # fmt: skip
     after = grads_b if pipelined or not cfg.fsdp else sharded_grads
     # FSDP2's backward without a pipeline: the group's parameters, the next group's all-gather
     # prefetched (``_backward_prefetch``) and the previous group's reduce-scatter input, in the
     # reduce dtype, kept in ``reduce_scatter_states`` until this group's post_backward
-    in_flight = one_block + (one_el * reduce_b if cfg.fsdp else 0)
+    in_flight = regather + (one_el * reduce_b if cfg.fsdp else 0)
     block_extra = 2 * (w.ffn // t) * s.c * tokens  # a block's gradient buffers in backward
     # one block's gradients, made before an earlier wrapped block's backward (``_every_n``)
     block_grads = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:9]) * grad_b
@@ -319,7 +326,7 @@ def stage_profile(
                          _backward_extra(extra, recompute, False, grad_in), emb)  # fmt: skip
         block_b = _backward_extra(block_extra, recompute, True, grad_in)
         # the head's backward ran first: its saved tensors are freed and its group resharded
-        blocks = add(block_b, vec(parameters=one_block - head_keep, activations=-head_acts,
+        blocks = add(block_b, vec(parameters=regather - head_keep, activations=-head_acts,
                                   temporaries=in_flight))  # fmt: skip
         b_peak = _larger(blocks, b_peak)
         made_w2 = (w.ffn // t) * w.hidden * s.gathered
@@ -332,7 +339,7 @@ def stage_profile(
             from profiling.plans.fsdp_moments import block_moments
 
             last = block_moments(cfg, w, stage, n, kept, rec, tokens, f8_b,
-                                 linear_el if fp8_ag else 0)  # fmt: skip
+                                 linear_el if fp8_ag else 0, bool(held))  # fmt: skip
             b_peak = _larger(add(last, vec(parameters=-head_keep, activations=-acts)), b_peak)
     # context parallelism's ring (profiling.plans.ring_form): its buffers' highest moments
     ring = Block(kept=kept, recompute=recompute, head_acts=head_acts, head_grads=0,
@@ -341,14 +348,14 @@ def stage_profile(
                  block_rs=0)  # fmt: skip
     b_peak, b_more = ring_moves(cfg, w, layout, stage, tokens, reduce_b, ring, moves,
                                 (b_peak, b_more))  # fmt: skip
-    fsdp = vec(parameters=one_block - head_keep, activations=-head_acts, temporaries=in_flight)
+    fsdp = vec(parameters=regather - head_keep, activations=-head_acts, temporaries=in_flight)
     others = (vec(temporaries=b_extra if stage.head else 0), vec(temporaries=emb_extra))
     b_peak, b_more = compiled_moments(
         cfg, w, stage, (tokens, t, s.c, local, u), (b_peak, b_more), pipelined, fsdp,
         (grad_b, block_grads, kept[-1] if kept else 0), others,
     )  # fmt: skip
     moves["B0"] = Move(
-        delta=vec(parameters=-head_keep, gradients=after, activations=-acts), peak=b_peak
+        delta=vec(parameters=-head_keep - held, gradients=after, activations=-acts), peak=b_peak
     )
     moves["B"] = Move(delta=vec(activations=-acts), peak=b_more)
     moves["I0"], moves["I"] = moves["B0"], moves["B"]

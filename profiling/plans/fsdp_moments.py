@@ -20,7 +20,7 @@ def _larger(a: Vec, b: Vec) -> Vec:
 
 def block_moments(
     cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, kept: list[int],
-    rec: list[int], tokens: int, f8_b: int = 0, fp8_el: int = 0,
+    rec: list[int], tokens: int, f8_b: int = 0, fp8_el: int = 0, held: bool = False,
 ) -> Vec:  # fmt: skip
     """FSDP2 without a pipeline: the backward's highest moment inside a block's backward, as
     its ``w2`` gradient is made (under Float8 also just before, as ``w2``'s casts run: ``f8_b``
@@ -30,7 +30,9 @@ def block_moments(
     blocks up to i still keep what they saved, block i's group is gathered with the next one
     (or the embedding's) prefetched and the previous one's reduce-scatter input (reduce dtype)
     still held. Above the backward's start before every saved tensor is freed (the caller
-    subtracts them); the highest over the blocks."""
+    subtracts them); the highest over the blocks. ``held`` (``--zero 2``: no resharding after
+    forward): every group still gathered from the forward until its post_backward, the
+    blocks after i resharded, nothing prefetched."""
     s, t, h = Sizes.of(cfg), cfg.tp, w.hidden
     shard = sum(_shard(d, r, n) for d, r in stage_tensors(w, stage, 1, t)[:9])
     head_rows = (_shard(h, 1, n), _shard(w.vocab // t, h, n))
@@ -47,10 +49,11 @@ def block_moments(
         after = stage.layers - 1 - i
         previous = shard if after else sum(head_rows)  # the group reduced before this one
         moment = vec(
-            parameters=block_b,
+            parameters=-after * block_b if held else block_b,
             gradients=sum(head_rows) * s.shard + after * shard * s.shard + made,
             activations=sum(kept[: i + 1]) + rec[i] - half,
-            temporaries=3 * half + 2 * x + (block_b if i else emb) + previous * n * reduce_b,
+            temporaries=3 * half + 2 * x + (0 if held else block_b if i else emb)
+            + previous * n * reduce_b,
         )  # fmt: skip
         plain = moment
         if rec[i] and cfg.float8 == "tensorwise" and t > 1:  # torchao's TP styles: w2's weight

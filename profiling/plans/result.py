@@ -63,6 +63,12 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "with pipelining); the loss computed per microbatch, the last stage keeping each "
             "microbatch's logits until its backward"
         )
+    if cfg.fsdp and layout.pp == 1 and not cfg.reshard_after_forward:
+        notes.append(
+            "--zero 2: FSDP2 keeps each group gathered from its forward to its backward "
+            "(fully_shard(reshard_after_forward=False), torchtitan's fsdp_reshard_after_forward "
+            '= "never")'
+        )
     if layout.cp > 1:
         notes.append(
             f"context parallelism {layout.cp}: torch's ring attention (context_parallel's "

@@ -50,7 +50,6 @@ KNOWN = [
     ("quantize.*", "float8/MX training is not modelled"), ("compile.components", NO_MEMORY),
     ("activation_checkpoint.selective_ac_option", NO_MEMORY + " beyond the mode"),
     ("activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", NO_MEMORY),
-    ("parallelism.fsdp_reshard_after_forward", NO_MEMORY + " beyond the ZeRO stage"),
     ("parallelism.pipeline_parallel_schedule_csv", "a schedule from a file is not modelled"),
     ("parallelism.pipeline_parallel_layers_per_stage", _SPLIT),
     ("parallelism.pipeline_parallel_split_points", _SPLIT),
@@ -155,6 +154,7 @@ def _parallelism(r: Reading) -> None:
     else:
         r.ignore(key, f"{shard!r} is not a degree this reader knows")
     _pipeline(r)
+    _reshard(r)
     key = _degree_key(r, "enable_async_tensor_parallel")
     if r.get(key) and r.get(_degree_key(r, "tensor_parallel_degree"), 1) not in (None, 1):
         r.use(key, "async_tp", True, "torch's micro-pipelined TP: its symmetric-memory "
@@ -209,6 +209,34 @@ def _float8(r: Reading) -> None:
 
 # torchtitan's schedule names (torch's get_schedule_class) and ours
 _SCHEDULES = {"1F1B": "1f1b", "Interleaved1F1B": "interleaved", "ZBVZeroBubble": "zbv"}
+
+
+def _reshard(r: Reading) -> None:
+    """``fsdp_reshard_after_forward`` (torchtitan's get_fsdp_reshard_after_forward_policy):
+    "never" is FSDP2's ``reshard_after_forward=False`` for every group (``--zero 2``); "default"
+    reshards after forward without a pipeline and keeps the weights gathered with one, as a
+    plan runs; "always" reshards the final norm and output too, and under a pipeline every
+    microbatch's forward."""
+    key = "parallelism.fsdp_reshard_after_forward"
+    policy = r.get(key, "default")
+    pp = r.get(_degree_key(r, "pipeline_parallel_degree"), 1) not in (None, 1)
+    if policy == "never" and r.get(_degree_key(r, "data_parallel_shard_degree"), -1) == 1:
+        r.ignore(key, NO_MEMORY + " (no FSDP: data_parallel_shard_degree 1)")
+    elif policy == "never":
+        r.use(key, "zero", 2, "FSDP2 keeps each group gathered from its forward to its "
+              "backward (fully_shard(reshard_after_forward=False))")  # fmt: skip
+    elif policy == "always" and pp:
+        r.ignore(key, "resharding after each microbatch's forward under a pipeline is not "
+                 "modelled: the plan keeps each stage's weights gathered (torchtitan's "
+                 "default), an over-estimate")  # fmt: skip
+    elif policy == "always":
+        r.ignore(key, "resharding the final norm and output after forward is not modelled: "
+                 "they stay gathered until their backward (torchtitan's default), an "
+                 "over-estimate by that group")  # fmt: skip
+    elif r.has(key) and policy == "default":
+        r.ignore(key, NO_MEMORY + " (default: what the plan runs)")
+    elif r.has(key):
+        r.ignore(key, f"{policy!r} is not a policy this reader knows (default, always, never)")
 
 
 def _pipeline(r: Reading) -> None:

@@ -450,3 +450,29 @@ def test_torchtitan_schedule_not_modelled_is_said_not_guessed(tmp_path: Path) ->
     assert "the GPipe schedule is not modelled" in lines
     assert "pipeline_parallel_layers_per_stage = 4: a stage split by hand is not modelled" in lines
     _accounted(recipe, path)
+
+
+@pytest.mark.parametrize(
+    ("policy", "parallelism", "zero", "said"),
+    [
+        ("never", "data_parallel_shard_degree = 8", 2, "→ --zero 2 (FSDP2 keeps each group"),
+        ("default", "data_parallel_shard_degree = 8", None, "default: what the plan runs"),
+        ("always", "data_parallel_shard_degree = 8", None, "final norm and output"),
+        ("always", "pipeline_parallel_degree = 2", None, "each microbatch's forward"),
+        ("never", "data_parallel_shard_degree = 1", None, "no FSDP"),
+        ("sometimes", "data_parallel_shard_degree = 8", None, "not a policy this reader knows"),
+    ],
+)
+def test_torchtitan_reshard_after_forward_policy_is_read_or_said(
+    tmp_path: Path, policy: str, parallelism: str, zero: int | None, said: str
+) -> None:
+    # torchtitan's fsdp_reshard_after_forward: "never" is FSDP2's reshard_after_forward=False
+    # on every group (our --zero 2); the others are what a plan runs or said not to be
+    path = _pipelined_toml(tmp_path, f'{parallelism}\nfsdp_reshard_after_forward = "{policy}"')
+    recipe = read_recipe([path])
+    assert recipe.values.get("zero") == zero
+    assert said in "\n".join(recipe.lines())
+    _accounted(recipe, path)
+    if zero:
+        config = TrainingConfig.parse(**with_recipe(recipe, {}))
+        assert config.is_plan and not config.reshard_after_forward
