@@ -94,10 +94,12 @@ def _dp(cfg: TrainingConfig) -> None:
     cfg.gpus = dp
     if shard > 1:
         cfg.fsdp = True
+    elif cfg.fsdp and (cfg.cp or 1) > 1:
+        pass  # torchtitan's dp_shard_cp with dp_shard 1: FSDP2 over the cp ranks alone
     elif cfg.fsdp or cfg.zero:
         raise ConfigError(
             "--dp-shard 1 shards nothing: --dp-replicate alone is DDP (give --dp-shard N > 1 "
-            "to shard with FSDP2)",
+            "to shard with FSDP2, or --cp N > 1 with --fsdp to shard over the cp ranks alone)",
             "dp_shard",
         )
 

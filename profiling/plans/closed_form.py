@@ -51,12 +51,11 @@ from profiling.plans.float8_form import (
 )
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
-from profiling.plans.profile import Move, StageProfile, Vec, add, compose, vec
+from profiling.plans.profile import Move, StageProfile, Vec, add, vec
 from profiling.plans.result import COMPILED_NOTE, PlanResult, plan_notes
 from profiling.plans.ring_form import SDPA_SEED, Block
 from profiling.plans.ring_form import fused as _fused_sdpa
-from profiling.plans.ring_stage import ring_moves
-from profiling.plans.schedule import rank_actions
+from profiling.plans.ring_stage import highest_ring_rank, ring_moves
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
 from profiling.plans.step_form import partial_momentum, step_scratch
 
@@ -183,9 +182,10 @@ def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tupl
 
 
 def stage_profile(
-    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, stage: Stage
+    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, stage: Stage, ring_rank: int = 1
 ) -> StageProfile:
-    """One stage's base and actions in closed form (see the module)."""
+    """One stage's base and actions in closed form (see the module), on ``ring_rank`` of the
+    context-parallel ring (``profiling.plans.ring_form``)."""
     s, t, n = Sizes.of(cfg), layout.tp, layout.shard_ranks
     seq = cfg.seq_or_default()
     tokens = layout.microbatch_size * seq // layout.seq_shards
@@ -196,8 +196,9 @@ def stage_profile(
     base = {**base, "buffers": seq * w.head_dim * 8}  # RoPE's complex64 table, 2·seq rows
     base["total"] = sum(v for k, v in base.items() if k != "total")
     # the ring's merged output is contiguous where a step updated half of it (ring rank 1 from
-    # cp = 3: profiling.plans.ring_form)
-    block = plain = block_activations(w, tokens, t, s.c, local, u, layout.cp > 2)
+    # cp = 3, rank 0 from cp = 2: profiling.plans.ring_form)
+    ring_copy = layout.cp > 2 or (layout.cp == 2 and ring_rank == 0)
+    block = plain = block_activations(w, tokens, t, s.c, local, u, ring_copy)
     if cfg.float8 == "tensorwise" and t > 1:  # torchao's Float8 TP styles
         block = plain = block + tp_styles_kept(w, tokens, t, s.c)
     recompute = 0
@@ -345,7 +346,7 @@ def stage_profile(
     ring = Block(kept=kept, recompute=recompute, head_acts=head_acts, head_grads=0,
                  done_grads=block_grads, grad_b=grad_b, gathering=gathering,
                  one_block=one_block, head_keep=head_keep, emb_prefetch=0, head_rs=0,
-                 block_rs=0)  # fmt: skip
+                 block_rs=0, ring_rank=ring_rank)  # fmt: skip
     b_peak, b_more = ring_moves(cfg, w, layout, stage, tokens, reduce_b, ring, moves,
                                 (b_peak, b_more))  # fmt: skip
     fsdp = vec(parameters=regather - head_keep, activations=-head_acts, temporaries=in_flight)
@@ -464,12 +465,11 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
     if cfg.seq is None:
         cfg = cfg.model_copy(update={"seq": cfg.seq_or_default()})
     layout = layout_of(cfg, w.layers)
-    profiles = [stage_profile(cfg, w, layout, s) for s in layout.stages]
-    ranks = []
-    for r, held in enumerate(layout.rank_stages):
-        actions = rank_actions(layout.schedule, r, layout.pp, len(held), layout.microbatches)
-        ranks.append(compose(r, layout.global_ranks(r), [profiles[i] for i in held], actions,
-                             layout.microbatches, holds=layout.schedule == "1f1b"))  # fmt: skip
+    # at cp 2 ring rank 0 keeps wo's copy of the merged output and rank 1 holds more at the
+    # ring: each pipeline rank's higher of the two (one ring place from cp 3)
+    ranks, profiles = highest_ring_rank(
+        layout, lambda r: [stage_profile(cfg, w, layout, s, r) for s in layout.stages]
+    )
     notes = [*plan_notes(cfg, layout), "closed form: trace the plan for torch's own numbers"]
     if cfg.compile:
         notes = [n for n in notes if not n.startswith(COMPILED_NOTE)]

@@ -76,7 +76,8 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "attention, traced on the fake group as ring rank 1 (rank 0 attends to half its "
             f"queries from the second step: less at attention's highest moment"
             + (
-                ", but at cp 2 it keeps wo's copy of the merged output, a block's q more"
+                ", but at cp 2 it keeps wo's copy of the merged output, a block's q more: "
+                "ring ranks 0 and 1 both traced and estimated, each pipeline rank the higher"
                 if layout.cp == 2
                 else ""
             )

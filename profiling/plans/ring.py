@@ -61,16 +61,17 @@ class Ring:
         return out.to_local()  # pyright: ignore[reportAttributeAccessIssue]  # a DTensor here
 
 
-def traced_rank(shape: dict[str, int]) -> int:
-    """The global rank traced: the first whose place on the ring is 1 (every other coordinate
-    0). Under the load balancer rank 0 attends with half its queries to every other chunk and
-    holds less than the others at attention's highest moment (by 2·q's bytes in the forward
-    with 16-bit q); ranks 1 … cp − 1 hold the same there."""
+def traced_rank(shape: dict[str, int], place: int = 1) -> int:
+    """The global rank traced: the first whose place on the ring is ``place`` (every other
+    coordinate 0). Under the load balancer rank 0 attends with half its queries to every other
+    chunk and holds less than the others at attention's highest moment (by 2·q's bytes in the
+    forward with 16-bit q); ranks 1 … cp − 1 hold the same there. At cp 2 rank 0 keeps wo's
+    copy of the merged output (a block's queries) where rank 1 does not: both are traced."""
     names = list(shape)
     stride = 1
     for name in names[names.index("cp") + 1 :]:
         stride *= shape[name]
-    return stride
+    return stride * place
 
 
 def apply_ring(model: Transformer, mesh: DeviceMesh) -> None:

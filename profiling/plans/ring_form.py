@@ -69,24 +69,47 @@ def query_bytes(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
     return w.heads // t * w.head_dim * tokens * c
 
 
-def forward_moment(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int) -> int:
-    """The ring's forward at its highest, above q, k and v (see the module)."""
+def forward_moment(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int, rank: int = 1) -> int:
+    """The ring's forward at its highest, above q, k and v (see the module); ``rank`` 0 at
+    cp 2: :func:`first_rank_moments`."""
     q = query_bytes(w, tokens, t, c)
     q4 = q * 4 // c
     lse = w.heads // t * tokens * 4
     wide = q4 if c == 2 else 0  # the step's fp32 copy of its output
+    if rank == 0 and cp == 2:
+        return first_rank_moments(q, q4, lse, c)[0]
     merge = 2 * cp * q + q + 3 * q4 + wide + 3 * lse
     second = (2 * cp + 5) * q + wide + lse if cp >= 3 else 0
     return max(merge, second) + (RNG if c == 2 else SDPA_SEED)  # the step's seed and offset
 
 
-def backward_moment(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int) -> int:
-    """The ring's backward at its highest, above its start (see the module)."""
+def backward_moment(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int, rank: int = 1) -> int:
+    """The ring's backward at its highest, above its start (see the module); ``rank`` 0 at
+    cp 2: :func:`first_rank_moments`."""
     q = query_bytes(w, tokens, t, c)
     q4 = q * 4 // c
+    if rank == 0 and cp == 2:
+        return first_rank_moments(q, q4, w.heads // t * tokens * 4, c)[1]
     if cp >= 3:
         return (2 * cp + 9) * q + 7 * q4
     return max((2 * cp + 7) * q + 7 * q4, (2 * cp + 4) * q + 9 * q4)
+
+
+def first_rank_moments(q: int, q4: int, lse: int, c: int) -> tuple[int, int]:
+    """Ring rank 0 at cp 2: (the forward's highest above q, k and v; the backward's above its
+    start), as torch's tracker counts them (``tests/profiling/plans/test_ring.py``, four shapes
+    in bf16 and fp32). From its second step rank 0 attends with half its queries: its forward
+    peaks at the all-gather (``(2·cp + 4)·Q``: the keys' and values' copies, their
+    concatenation and its gather) or at that half step's merge (``2·cp·Q + 1.5·Q + 2·Q4`` and,
+    in 16 bits, the half output's fp32 copy ``Q4/2``, with two logsumexps); its backward holds
+    half a query's buffer and half a logsumexp more than rank 1's first exchange. Its merged
+    output is contiguous in (batch, heads, tokens, dim), so wo copies it: ``Q`` more kept per
+    block than ring rank 1 at cp 2, which makes rank 0 the higher over enough blocks."""
+    cp = 2
+    seed = RNG if c == 2 else SDPA_SEED
+    half = 2 * cp * q + q + q // 2 + (q4 // 2 if c == 2 else 0) + 2 * q4 + 2 * lse + seed
+    forward = max(half, (2 * cp + 4) * q)
+    return forward, (2 * cp + 7) * q + q // 2 + 7 * q4 + lse // 2
 
 
 class Block(BaseModel):
@@ -104,9 +127,12 @@ class Block(BaseModel):
     head_rs: int  # FSDP: the head group's reduce-scatter input (reduce dtype), else 0
     block_rs: int  # FSDP: a block's reduce-scatter input, else 0
     head_keep: int  # FSDP: the head's group kept gathered from forward to its backward
+    ring_rank: int = 1  # the place on the ring (0 differs at cp 2: first_rank_moments)
 
 
-def _attention_saved(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int) -> tuple[int, int]:
+def _attention_saved(
+    w: WorkloadConfig, tokens: int, t: int, c: int, cp: int, rank: int
+) -> tuple[int, int]:
     """(what a block holds as its attention starts: its first norm's input and rstd, the
     attention's input, q and the repeated keys and values, the keys and values before the
     repeat; what its second half keeps: the second norm's input and rstd, the MLP's input,
@@ -115,7 +141,7 @@ def _attention_saved(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int) ->
     norm = (h * c + 4) * tokens // t
     inp = h * c * tokens
     kv = w.n_kv_heads // t * w.head_dim * c * tokens if w.n_kv_heads != w.heads else 0
-    copy = q if cp > 2 else 0  # wo's copy (see block_activations)
+    copy = q if cp > 2 or rank == 0 else 0  # wo's copy (see block_activations)
     return norm + inp + 3 * q + 2 * kv, norm + inp + 4 * f * c * tokens + copy
 
 
@@ -128,14 +154,14 @@ def ring_peaks(
     last block or the first (blocks alike: the moment is affine in the block), its second half
     freed and its gradients made, the gradient of its output and of the block's output beside
     the ring's buffers."""
-    before, second = _attention_saved(w, tokens, t, c, cp)
+    before, second = _attention_saved(w, tokens, t, c, cp, b.ring_rank)
     x = tokens // t * w.hidden * c
     L = len(b.kept)
     norm = (w.hidden * c + 4) * tokens // t
     # checkpointed, the block keeps its input only; the rest is alive, not saved
     held = before if not b.recompute else before - norm + b.kept[-1]
     held += x if t > 1 else 0  # under TP the trace holds a sequence-sharded hidden state more
-    ring_f = forward_moment(w, tokens, t, c, cp)
+    ring_f = forward_moment(w, tokens, t, c, cp, b.ring_rank)
     forward = vec(parameters=b.gathering, activations=sum(b.kept[:-1]) + held + ring_f)
     q = query_bytes(w, tokens, t, c)
     h = w.hidden
@@ -154,7 +180,7 @@ def ring_peaks(
             gradients=b.head_grads + after * b.done_grads + mlp_grads,
             activations=-b.head_acts - sum(b.kept[i + 1 :]) - second + b.recompute
             - (b.kept[i] - x if b.recompute else 0) + again,
-            temporaries=backward_moment(w, tokens, t, c, cp) + q + x + in_flight,
+            temporaries=backward_moment(w, tokens, t, c, cp, b.ring_rank) + q + x + in_flight,
         )  # fmt: skip
         best = moment if moment["total"] > best["total"] else best
     return forward, best
@@ -201,6 +227,6 @@ def with_ring(
 
 
 __all__ = [
-    "Block", "backward_moment", "forward_moment", "fused", "plan_ring_peaks", "query_bytes",
-    "ring_peaks", "ring_problem", "with_ring",
+    "Block", "backward_moment", "first_rank_moments", "forward_moment", "fused",
+    "plan_ring_peaks", "query_bytes", "ring_peaks", "ring_problem", "with_ring",
 ]  # fmt: skip

@@ -18,11 +18,14 @@ No torch here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Layout, Stage
-from profiling.plans.profile import Move, Vec
+from profiling.plans.profile import Move, RankMemory, StageProfile, Vec, compose
 from profiling.plans.ring_form import Block, ring_peaks, with_ring
+from profiling.plans.schedule import rank_actions
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
 
 
@@ -83,4 +86,35 @@ def ring_moves(
     return b0, b_peaks[1]
 
 
-__all__ = ["pipelined_ring", "ring_moves"]
+def compose_ranks(layout: Layout, profiles: list[StageProfile]) -> list[RankMemory]:
+    """Every pipeline rank's memory from the stages' profiles, over its schedule."""
+    ranks = []
+    for r, held in enumerate(layout.rank_stages):
+        actions = rank_actions(layout.schedule, r, layout.pp, len(held), layout.microbatches)
+        ranks.append(compose(r, layout.global_ranks(r), [profiles[i] for i in held], actions,
+                             layout.microbatches, holds=layout.schedule == "1f1b"))  # fmt: skip
+    return ranks
+
+
+def highest_ring_rank(
+    layout: Layout, profiles_of: Callable[[int], list[StageProfile]]
+) -> tuple[list[RankMemory], list[StageProfile]]:
+    """Every pipeline rank's memory on the ring's highest place, and the stages' profiles of
+    the place highest overall: ring rank 1 (the ranks from 1 on hold alike, rank 0 less: see
+    ``profiling.plans.ring``), except at cp 2, where rank 0 keeps wo's copy of the merged output
+    (a block's queries) and rank 1 holds more at the ring's moments: each pipeline rank takes
+    the higher of the two. ``profiles_of(ring_rank)`` profiles every stage on that place."""
+    profiles = profiles_of(1)
+    ranks = compose_ranks(layout, profiles)
+    if layout.cp != 2:
+        return ranks, profiles
+    zero = profiles_of(0)
+    other = compose_ranks(layout, zero)
+    if max(r.peak_bytes for r in other) > max(r.peak_bytes for r in ranks):
+        profiles = zero
+    return [
+        b if b.peak_bytes > a.peak_bytes else a for a, b in zip(ranks, other, strict=True)
+    ], profiles
+
+
+__all__ = ["compose_ranks", "highest_ring_rank", "pipelined_ring", "ring_moves"]

@@ -31,9 +31,9 @@ from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
 from profiling.plans.probe import partitions_shared
-from profiling.plans.profile import Move, StageProfile, Vec, compose
+from profiling.plans.profile import Move, StageProfile, Vec
 from profiling.plans.result import PlanResult, plan_notes
-from profiling.plans.schedule import rank_actions
+from profiling.plans.ring_stage import highest_ring_rank
 from profiling.trace.allocations import Replay, counted
 from profiling.trace.fake_world import fake_world, mesh_of
 
@@ -187,8 +187,7 @@ def _stage_profile(
 
 def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanResult:
     """Trace ``cfg``'s plan (see the module): every pipeline rank's memory."""
-    from profiling.time_bound import bounded
-    from profiling.trace.bounded import Checkpoints, checked_progress, one_trace_at_a_time
+    from profiling.trace.bounded import checked_progress
     from profiling.trace.build import _require_tracing_apis
 
     _require_tracing_apis()
@@ -199,6 +198,45 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
     say = checked_progress(progress)
     start = time.perf_counter()
     notes = plan_notes(cfg, layout)
+    runs: dict[int, tuple[list[StageProfile], dict[int, Replay], set[int], int]] = {}
+
+    def profiles_of(ring_rank: int) -> list[StageProfile]:
+        runs[ring_rank] = _traced(cfg, w, layout, ring_rank, say, notes)
+        return runs[ring_rank][0]
+
+    # one place on the ring, but at cp 2 both (ring rank 0 keeps more, rank 1 holds more at
+    # the ring: profiling.plans.ring_stage.highest_ring_rank)
+    ranks, profiles = highest_ring_rank(layout, profiles_of)
+    _, replays, traced, kinds = next(run for run in runs.values() if run[0] is profiles)
+    notes.append(
+        f"traced: {kinds} stage kind(s) at {', '.join(map(str, sorted(traced)))} "
+        f"block(s) each, as one rank of a fake world of {layout.world:,} ranks; every stage "
+        "at its own block count by exact affine scaling"
+        + (" (at cp 2 ring ranks 0 and 1, the higher per pipeline rank)" if len(runs) > 1 else "")
+    )
+    return PlanResult(
+        kind="traced",
+        config=cfg,
+        layout=layout,
+        params=w.param_count(),
+        ranks=ranks,
+        stages=profiles,
+        wall_seconds=round(time.perf_counter() - start, 3),
+        torch_version=torch.__version__,
+        notes=notes,
+        replays=replays,
+    )
+
+
+def _traced(
+    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, ring_rank: int, say: Progress,
+    notes: list[str],
+) -> tuple[list[StageProfile], dict[int, Replay], set[int], int]:  # fmt: skip
+    """Every stage's profile traced as ``ring_rank`` of its context ring (0 without one), the
+    replays, the block counts traced and the stage kinds."""
+    from profiling.time_bound import bounded
+    from profiling.trace.bounded import Checkpoints, one_trace_at_a_time
+
     cache: dict[tuple[str, int, int], StageProfile] = {}
     # one_trace_at_a_time leaves torch as it was however the trace ends (a stop of its time
     # bound too): grad mode, the default dtype, modes pushed; the fake world's patches and
@@ -217,7 +255,7 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
         if layout.cp > 1:  # torch's ring attention for the step (context_parallel's dispatcher)
             from profiling.plans.ring import ring_dispatch, traced_rank
 
-            mesh = mesh_of(layout.mesh, traced_rank(layout.mesh))
+            mesh = mesh_of(layout.mesh, traced_rank(layout.mesh, ring_rank))
             stack.enter_context(ring_dispatch())
         else:
             mesh = mesh_of(layout.mesh, 0)
@@ -229,29 +267,7 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
             if counted(cfg) and layout.pp == 1
             else {}
         )
-    ranks = []
-    for r, held in enumerate(layout.rank_stages):
-        actions = rank_actions(layout.schedule, r, layout.pp, len(held), layout.microbatches)
-        ranks.append(compose(r, layout.global_ranks(r), [profiles[i] for i in held], actions,
-                             layout.microbatches, holds=layout.schedule == "1f1b"))  # fmt: skip
-    traced = sorted({n for _, n, _ in cache})
-    notes.append(
-        f"traced: {len({k for k, _, _ in cache})} stage kind(s) at {', '.join(map(str, traced))} "
-        f"block(s) each, as one rank of a fake world of {layout.world:,} ranks; every stage "
-        "at its own block count by exact affine scaling"
-    )
-    return PlanResult(
-        kind="traced",
-        config=cfg,
-        layout=layout,
-        params=w.param_count(),
-        ranks=ranks,
-        stages=profiles,
-        wall_seconds=round(time.perf_counter() - start, 3),
-        torch_version=torch.__version__,
-        notes=notes,
-        replays=replays,
-    )
+    return profiles, replays, {n for _, n, _ in cache}, len({k for k, _, _ in cache})
 
 
 def _destroy() -> None:

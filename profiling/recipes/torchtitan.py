@@ -149,6 +149,11 @@ def _parallelism(r: Reading) -> None:
                 "--dp-shard N (or --gpus N) for how many")  # fmt: skip
     elif isinstance(shard, int) and not isinstance(shard, bool) and shard > 1:
         r.use(key, "dp_shard", shard, "FSDP2 fully_shard")
+    elif shard == 1 and (r.get(_degree_key(r, "context_parallel_degree")) or 1) > 1:
+        # torchtitan applies FSDP over dp_shard_cp whenever CP is on
+        r.use(key, "dp_shard", 1, "1 with context parallelism: FSDP2 over the cp ranks alone "
+              "(torchtitan's dp_shard_cp)")  # fmt: skip
+        r.imply(key, "fsdp", True, "torchtitan shards over dp_shard × cp whenever CP is on")
     elif shard == 1:
         r.ignore(key, NO_MEMORY + " (1: no sharding)")
     else:

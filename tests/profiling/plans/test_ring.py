@@ -105,9 +105,10 @@ def test_the_plan_runs_torchs_ring_attention_in_every_block(monkeypatch) -> None
         monkeypatch.setattr(cp_attention, name, spy)
     cfg = parse_config(**{**SHAPE, "seq": 4096}, cp=2, dp_shard=1)
     traced = trace_plan(cfg)
-    # two steps (the first makes the optimizer's state), two blocks: forward and backward each
-    assert calls.count("_templated_ring_attention") == 4
-    assert calls.count("_templated_ring_attention_backward") == 4
+    # two steps (the first makes the optimizer's state), two blocks: forward and backward each,
+    # on ring ranks 0 and 1 (at cp 2 both are traced)
+    assert calls.count("_templated_ring_attention") == 2 * 4
+    assert calls.count("_templated_ring_attention_backward") == 2 * 4
     assert any("torch's ring attention" in n for n in traced.notes)
     assert traced.layout.world == 2
 
@@ -143,14 +144,22 @@ def test_the_closed_form_is_the_trace_category_by_category(plan: dict[str, Any])
 
 
 def test_wos_copy_is_kept_from_three_ranks_of_ring() -> None:
-    def kept(cp: int) -> int:
-        est = estimate_plan(parse_config(**SHAPE, cp=cp, dp_shard=1))
-        return est.stages[0].moves["F0"].delta["activations"]
+    from profiling.plans.closed_form import stage_profile
+    from profiling.plans.layout import layout_of
+    from profiling.plans.model import plan_workload
+
+    def kept(cp: int, ring_rank: int = 1) -> int:
+        cfg = parse_config(**SHAPE, cp=cp, dp_shard=1)
+        w = plan_workload(cfg)
+        layout = layout_of(cfg, w.layers)
+        profile = stage_profile(cfg, w, layout, layout.stages[0], ring_rank)
+        return profile.moves["F0"].delta["activations"]
 
     # per block a q (tokens × heads × head dim × 2 B) more at cp 4 than the chunk alone holds;
-    # at cp 2 ring rank 1 merges whole steps only, in the kernel's layout: no copy
+    # at cp 2 ring rank 1 merges whole steps only, in the kernel's layout: no copy; rank 0 does
     q = lambda cp: 32768 // cp * 512 * 2  # noqa: E731
     assert kept(2) == pytest.approx(2 * kept(4) - 2 * 2 * q(4), rel=1e-3)
+    assert kept(2, ring_rank=0) == kept(2) + 2 * q(2)
 
 
 @pytest.mark.parametrize(
@@ -167,3 +176,68 @@ def test_what_the_ring_cannot_take_is_one_sentence(kw: dict[str, Any], words: st
         estimate_plan(parse_config(**{**SHAPE, "dp_shard": 1, **kw}))
     text = str(raised.value)
     assert words in text and "\n" not in text
+
+
+@pytest.mark.parametrize("bf16", [True, False], ids=["bf16", "fp32"])
+def test_ring_rank_0_at_cp_2_is_its_closed_form_to_the_byte(bf16: bool) -> None:
+    pytest.importorskip("torch")
+    from profiling.models.config import WorkloadConfig
+    from profiling.plans.ring_form import backward_moment, forward_moment, query_bytes
+
+    forward, kept, backward = _one_attention(2, 0, bf16)
+    w = WorkloadConfig(name="toy", layers=1, hidden=1024, heads=8, ffn=1, vocab=1, arch="llama")
+    c = 2 if bf16 else 4
+    q = query_bytes(w, 1024, 1, c)
+    assert forward == forward_moment(w, 1024, 1, c, 2, rank=0)
+    assert kept == q + 8 * 1024 * 4 + (24 if bf16 else 16)  # as ring rank 1 (wo's copy aside)
+    assert backward == backward_moment(w, 1024, 1, c, 2, rank=0) + q
+    # in fp32 rank 0's backward is the higher of the two (half a query's buffer more)
+    assert (backward > _one_attention(2, 1, bf16)[2]) == (not bf16)
+
+
+def test_at_cp_2_ring_rank_0_keeps_wos_copy_and_makes_the_plans_peak() -> None:
+    pytest.importorskip("torch")
+    from profiling.plans.closed_form import stage_profile
+    from profiling.plans.layout import layout_of
+    from profiling.plans.model import plan_workload
+    from profiling.plans.ring_stage import compose_ranks
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**{**SHAPE, "layers": 4}, cp=2, dp_shard=1)
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    w = plan_workload(cfg)
+    layout = layout_of(cfg, w.layers)
+    one = compose_ranks(layout, [stage_profile(cfg, w, layout, s, 1) for s in layout.stages])
+    # four blocks' copies of the merged output (16,384 tokens × 512 × 2 B each) outweigh what
+    # ring rank 1 holds more at the ring: rank 0 is the plan's peak (rank 1's alone was 0.97)
+    q = 16384 * 512 * 2
+    assert estimated.ranks[0].peak_bytes > one[0].peak_bytes + 2 * q
+    t, e = traced.ranks[0], estimated.ranks[0]
+    assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.001)
+    for category, bytes_ in t.by_category.items():
+        if bytes_ > t.peak_bytes // 100 and category != "inputs":
+            assert e.by_category[category] == pytest.approx(bytes_, rel=0.01), category
+    assert any("ring ranks 0 and 1" in n for n in traced.notes)
+
+
+def test_fsdp_over_the_cp_ranks_alone_is_the_trace() -> None:
+    # --dp-shard 1 --cp 4 --fsdp: torchtitan's dp_shard_cp with dp_shard 1, the parameters,
+    # gradients and optimizer state sharded over the 4 ring ranks
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**SHAPE, cp=4, dp_shard=1, fsdp=True)
+    plain = estimate_plan(parse_config(**SHAPE, cp=4, dp_shard=1))
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    assert estimated.layout.shard_ranks == 4 and estimated.layout.world == 4
+    t, e = traced.ranks[0], estimated.ranks[0]
+    assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.001)
+    for category in ("parameters", "gradients", "optimizer", "activations", "temporaries"):
+        assert e.by_category[category] == pytest.approx(t.by_category[category], rel=0.01)
+    # Adam's fp32 moments over 4 ranks, not whole
+    assert e.after_step["optimizer"] < plain.ranks[0].after_step["optimizer"] / 3
+
+
+def test_dp_shard_1_without_cp_still_shards_nothing() -> None:
+    with pytest.raises(ConfigError, match="--cp N > 1 with --fsdp"):
+        parse_config(**SHAPE, dp_shard=1, fsdp=True)

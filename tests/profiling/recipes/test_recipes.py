@@ -476,3 +476,18 @@ def test_torchtitan_reshard_after_forward_policy_is_read_or_said(
     if zero:
         config = TrainingConfig.parse(**with_recipe(recipe, {}))
         assert config.is_plan and not config.reshard_after_forward
+
+
+def test_torchtitan_context_parallel_alone_shards_over_the_cp_ranks(tmp_path: Path) -> None:
+    # torchtitan applies FSDP2 over dp_shard_cp whenever CP is on: with dp_shard 1 the
+    # parameters are sharded over the cp ranks alone (its 8B and 405B FSDP 1 × CP 8 rows)
+    path = _pipelined_toml(tmp_path, "data_parallel_shard_degree = 1\ncontext_parallel_degree = 8")
+    recipe = read_recipe([path])
+    assert recipe.values["fsdp"] is True and recipe.values["dp_shard"] == 1
+    assert recipe.values["cp"] == 8
+    _accounted(recipe, path)
+    config = TrainingConfig.parse(**with_recipe(recipe, {}))
+    assert config.fsdp and config.gpus == 1 and config.cp == 8
+    # without CP, dp_shard 1 still shards nothing
+    plain = read_recipe([_pipelined_toml(tmp_path, "data_parallel_shard_degree = 1")])
+    assert "fsdp" not in plain.values
