@@ -52,7 +52,7 @@ MemoryTraceInput = config_input_model(
         "accumulate_unsharded",  # FSDP's no_sync accumulation: a LitGPT config sets it
         "fsdp_flat",  # FSDP1's flat parameters: a LitGPT config sets it
         "dora",  # DoRA: peft's or torchtune's adapter config as from_file sets it
-        "litgpt_norm",  # LitGPT's own RMSNorm: a LitGPT config sets it
+        "litgpt_norm",  # LitGPT's own GPT (its RMSNorm, its attention): a LitGPT config sets it
     ),
     model=(
         str | None,

@@ -74,6 +74,7 @@ VARIANT_KEYS = (
     "q_dim", "kv_heads", "qk_norm", "norms", "mlp", "qkv_bias", "experts", "experts_per_token",
     "expert_ffn", "capacity_factor", "sliding_window", "sliding_layers", "logit_softcap",
     "hf_module", "attn_softcap", "mla", "neox", "encoder", "t5", "litgpt_norm",
+    "litgpt_qkv",
 )  # fmt: skip
 
 

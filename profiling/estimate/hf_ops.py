@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from profiling.estimate import litgpt_qkv
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
 from profiling.estimate.activations import _norms as _layer_norms
 from profiling.estimate.variants import gated_mlp
@@ -187,6 +188,8 @@ def _attention(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> list[Term]:
             f"{tok}·(2·{q} + 2·{kv})·{c} + {lse_sub}",
         )
     ]
+    if litgpt_qkv.applies(d, cfg, eager):  # LitGPT's module (estimate.litgpt_qkv)
+        terms.append(litgpt_qkv.attention(d, e, cfg, q))
     if _module(d) == "phi3":
         terms.append(
             Term(
@@ -368,6 +371,8 @@ def once_per_model(
         terms = [final, *terms[1:]]
         if fp32_weight(d):
             terms.append(_gemma_weights(d, 1))
+        if litgpt_qkv.applies(d, cfg, eager):
+            terms.append(litgpt_qkv.tables(d, e))
     q = int(d.extra.get("q_dim") or d.h)
     terms += _window(d, e, cfg, q)
     if d.extra.get("logit_softcap") and d.V is not None:

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate import dora
+from profiling.estimate import dora, litgpt_qkv
 from profiling.estimate.activations import Bytes, Dims, Term
-from profiling.estimate.hf_ops import fp32_norm, fp32_weight
+from profiling.estimate.hf_ops import eager, fp32_norm, fp32_weight
 from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
 
 if TYPE_CHECKING:
@@ -141,6 +141,8 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                           f"{tok}·{total}·{m}"))  # fmt: skip
     if not (cfg.qlora and cfg.bnb_keeps_inputs):
         terms += _frozen_inputs(d, e, targets, own)
+    if litgpt_qkv.applies(d, cfg, eager):  # one adapter on LitGPT's fused q/k/v
+        terms += litgpt_qkv.lora_per_layer(d, e, cfg, d.a * d.hd)
     if cfg.dora:  # DoRA's magnitude terms (estimate.dora)
         terms += dora.per_layer(d, e, cfg)
     terms += _fp32_mlp(d, e, cfg)
@@ -266,6 +268,8 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> lis
         terms.append(Term(f"first block's {', '.join(first)} dropout masks not kept",
                           -sb * len(first) * h * m, f"−s·b·{len(first)}h·{m} B",
                           f"−{tok}·{len(first)}·{h}·{m}"))  # fmt: skip
+    if litgpt_qkv.applies(d, cfg, eager):
+        terms += litgpt_qkv.lora_first_block(d, cfg)
     if e.amp:
         w = h * q + 2 * h * d.k + len(first) * r * h
         terms.append(Term(

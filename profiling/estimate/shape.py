@@ -110,6 +110,7 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
         if w.attn_softcap:
             shape["attn_softcap"] = w.attn_softcap
         shape.update({"litgpt_norm": True} if w.litgpt_norm else {})  # LitGPT's RMSNorm
+        shape.update({"litgpt_qkv": True} if w.litgpt_qkv else {})  # and its attention
     if active is not None:
         shape["active_matmul_weights"] = active + head
     return shape

@@ -94,6 +94,11 @@ class WorkloadConfig(BaseModel):
     # normalized values (multiplied by the fp32 weight) where transformers keeps the latter cast
     # back to 16 bits
     litgpt_norm: bool = False
+    # LitGPT's own CausalSelfAttention (litgpt/model.py at 00af8b0) on a Llama, Mistral, Qwen2 or
+    # Gemma shape: q, k, v one fused Linear (LoRA on it LitGPT's LoRAQKVLinear), grouped keys and
+    # values expanded to every head, q and k rotated after the transpose and concatenated: SDPA
+    # reads v as a view of the fused output (a copy of its own under grouped heads)
+    litgpt_qkv: bool = False
     # ---- encoders (arch "encoder"): the readers in profiling.models.hf_encoders set them
     type_vocab: int = 0  # token-type (segment) embeddings: BERT 2, RoBERTa 1
     positions: int | None = None  # learned position embeddings' rows (None: max_seq)

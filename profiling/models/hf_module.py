@@ -239,6 +239,21 @@ def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, object]:
     return raw
 
 
+def _as_litgpt_runs(model: nn.Module, shape: WorkloadConfig, attention: str) -> str:
+    """The model LitGPT's scripts run: its own RMSNorm and attention (one fused q/k/v); what
+    the note says."""
+    note = ""
+    if shape.litgpt_norm:
+        from profiling.models.litgpt_norm import use_litgpt_norms
+
+        note += f"; LitGPT's RMSNorm ({use_litgpt_norms(model)})"
+    if shape.litgpt_qkv and attention == "sdpa":
+        from profiling.models.litgpt_attention import use_litgpt_attention
+
+        note += f"; LitGPT's attention, q/k/v fused ({use_litgpt_attention(model)})"
+    return note
+
+
 def build_hf(
     shape: WorkloadConfig, cfg: BuildChoices
 ) -> tuple[HFCausalLM | HFEncoder | HFSeq2Seq | BlocksLM, dict[str, str]]:
@@ -294,10 +309,7 @@ def build_hf(
     except Exception as exc:  # a config transformers rejects: our blocks, and why
         return _own(shape, f"transformers could not build it: {_first_line(exc)}")
     model.train()
-    if shape.litgpt_norm:  # the model LitGPT's scripts run: its own RMSNorm
-        from profiling.models.litgpt_norm import use_litgpt_norms
-
-        note += f"; LitGPT's RMSNorm ({use_litgpt_norms(model)})"
+    note += _as_litgpt_runs(model, shape, attention)
     if shape.arch == "t5" and not shape.tied_embeddings:
         _untie_head(model)
     wrapped: HFCausalLM | HFEncoder | HFSeq2Seq

@@ -135,11 +135,18 @@ def as_run(
     ``gelu(approximate='tanh')``) — transformers' PhiForCausalLM runs gelu_new as eager ops
     and q, k, v apart, which LitGPT never runs. Under any of LitGPT's scripts (``--loss litgpt``
     or ``litgpt_norm``, which its full.py sets too) a Llama-shaped config's norms are LitGPT's
-    RMSNorm (``WorkloadConfig.litgpt_norm``, ``profiling.models.litgpt_norm``)."""
+    RMSNorm (``WorkloadConfig.litgpt_norm``, ``profiling.models.litgpt_norm``) and a Llama,
+    Mistral, Qwen2 or Gemma config's attention LitGPT's (``WorkloadConfig.litgpt_qkv``,
+    ``profiling.models.litgpt_attention``)."""
     w = tied_as_asked(w, tied)
     litgpt = loss == "litgpt" or litgpt_norm  # LitGPT's own GPT, whichever loss its script runs
-    if w is not None and litgpt and w.hf_model_type in LITGPT_RMS_NORM:
-        return w.model_copy(update={"litgpt_norm": True})
+    if w is not None and litgpt and w.hf_model_type in LITGPT_QKV | LITGPT_RMS_NORM:
+        return w.model_copy(
+            update={
+                "litgpt_norm": w.hf_model_type in LITGPT_RMS_NORM,
+                "litgpt_qkv": w.hf_model_type in LITGPT_QKV,
+            }
+        )
     if w is None or loss != "litgpt" or w.hf_model_type != "phi":
         return w
     return w.model_copy(update={"fused_qkv": True, "litgpt": True})
@@ -148,6 +155,9 @@ def as_run(
 # transformers' model types LitGPT builds with its own RMSNorm (its Llama, Mistral, Qwen2 and
 # Phi-3 configs: norm_class_name "RMSNorm"; Gemma's already keeps the fp32 normalized values)
 LITGPT_RMS_NORM = frozenset({"llama", "mistral", "qwen2", "phi3"})
+# ... and with its own attention (profiling.models.litgpt_attention): transformers' Phi-3 fuses
+# q, k, v already, Gemma 2's soft-capped scores take LitGPT's explicit path (not modelled)
+LITGPT_QKV = frozenset({"llama", "mistral", "qwen2", "gemma"})
 
 
 def is_variant(config: WorkloadConfig) -> bool:

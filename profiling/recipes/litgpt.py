@@ -194,7 +194,8 @@ FSDP1_FOREACH = (
 
 LITGPT_NORM = (
     "LitGPT's own GPT (litgpt/model.py): its RMSNorm, where the model has one, keeps the fp32 "
-    "normalized values and the weight's fp32 copy"
+    "normalized values and the weight's fp32 copy; its attention fuses q, k, v (LoRA on them "
+    "one LoRAQKVLinear)"
 )
 FSDP1_FLAT = (
     "Lightning's FSDPStrategy is FSDP1 (use_orig_params off): each block's parameters and the "

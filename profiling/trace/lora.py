@@ -334,13 +334,15 @@ def apply_lora(
         moves = fake_safe_moves
         return lora_encoder.apply(model, config, in_model, dtype, peft_version(), moves)
     neox = _neox_widths(config)
+    litgpt = _litgpt_widths(model)  # LitGPT's attention on a Llama-kind model: q/k/v fused
     fused = 0
     if neox is not None:  # GPT-NeoX's kind: its own module names, a fused q/k/v adapted apart
-        from profiling.trace.lora_neox import adapt_fused_qkv, peft_names
+        from profiling.trace.lora_neox import peft_names
 
         modules = peft_names(model, list(config.lora_targets))
     else:
-        modules = [MODULES[t] for t in config.lora_targets]
+        apart = [t for t in config.lora_targets if litgpt is None or t not in ("q", "k", "v")]
+        modules = [MODULES[t] for t in apart]
     if modules:
         if config.dora:  # peft's DoRA layers read our NF4 stand-in too (trace.dora)
             from profiling.trace.dora import note as dora_note
@@ -364,8 +366,11 @@ def apply_lora(
             for name, module in model.named_modules():
                 if name.endswith(ADAPTER_MODULES):
                     module.to(dtype=dtype)
-    if neox is not None:  # after peft, whose marking would freeze it
-        fused = adapt_fused_qkv(model, list(config.lora_targets), neox, r, dropout, dtype)
+    widths = neox or litgpt  # a fused q/k/v, adapted after peft, whose marking would freeze it
+    if widths is not None:  # as LitGPT's LoRAQKVLinear (profiling.trace.lora_neox)
+        from profiling.trace.lora_neox import adapt_fused_qkv
+
+        fused = adapt_fused_qkv(model, list(config.lora_targets), widths, r, dropout, dtype)
     for name, p in model.named_parameters():  # the base frozen (peft's own marking, and ours)
         if "lora_" not in name:
             p.requires_grad_(False)
@@ -384,7 +389,9 @@ def apply_lora(
     blocks = sum(1 for n, _ in model.named_modules() if n.endswith(".o_proj"))
     blocks = blocks or sum(1 for n, _ in model.named_modules() if n.endswith(".o_proj.base_layer"))
     expected = len(block_targets) * blocks + ("lm_head" in modules)
-    if not adapted or adapted != expected:
+    adapted, whole_layers = adapted + fused, whole_layers + in_model(fused)
+    names = ["LitGPT's fused q/k/v"] if fused else []
+    if not adapted or adapted != expected + fused:
         raise ProfilingError(
             f"LoRA here adapts {', '.join(modules)} apart, and this model has "
             f"{adapted} such layers in {blocks} blocks (Phi-3's module fuses q, k, v in one "
@@ -392,9 +399,8 @@ def apply_lora(
         )
     notes.append(
         f"LoRA by peft: LoraConfig(r={r}, lora_alpha={2 * r}, lora_dropout={dropout:g}) on "
-        f"{', '.join(modules)} ({whole_layers} layers), base weights frozen (no gradients, "
-        "no "
-        f"optimizer state); adapters in {str(dtype).removeprefix('torch.')}"
+        f"{', '.join(modules + names)} ({whole_layers} layers), base weights frozen (no "
+        f"gradients, no optimizer state); adapters in {str(dtype).removeprefix('torch.')}"
     )
     info = {
         "lora": {
@@ -422,6 +428,17 @@ def _arch(config: TrainingConfig) -> str | None:
 
     w = find_workload(config.model)
     return w.arch if w is not None else None
+
+
+def _litgpt_widths(model: nn.Module) -> tuple[int, int] | None:
+    """q's and one of k, v's width where the model runs LitGPT's attention (a fused q/k/v:
+    ``profiling.models.litgpt_attention``), else None."""
+    for module in model.modules():
+        shape = getattr(module, "litgpt_shape", None)
+        if shape is not None:
+            heads, groups, hs = shape
+            return heads * hs, groups * hs
+    return None
 
 
 def _neox_widths(config: TrainingConfig) -> tuple[int, int] | None:

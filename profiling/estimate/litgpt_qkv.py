@@ -1,0 +1,112 @@
+"""LitGPT's own attention in closed form (``WorkloadConfig.litgpt_qkv``: a Llama, Mistral, Qwen2
+or Gemma shape under LitGPT's finetune scripts), matching the trace of
+``profiling.models.litgpt_attention`` and, under LoRA, of LitGPT's ``LoRAQKVLinear`` on the fused
+q/k/v (``profiling.trace.lora_neox``). What changes against transformers' attention, per block
+(T = s·b tokens, q the query width, k one of the key/value widths):
+
+- SDPA keeps q and the keys rotated after their expansion to every head (q wide each) and v as
+  LitGPT's reshape gives it: a view of the whole fused output (q + 2k) with one group of keys or
+  one query a group, else a copy expanded to every head (q); transformers keeps q, k, v at their
+  own widths;
+- the output projection reads a copy (SDPA's output is head-major after the ``torch.cat``s): kept
+  while that layer keeps its input (trained, 4-bit keeping inputs, or an adapter keeping that
+  very tensor);
+- the RoPE tables are LitGPT's fp32 ones;
+- LoRA: one adapter on the fused q/k/v (one input, one dropout: not one per q, k, v), and with a
+  slice disabled LitGPT's ``zero_pad``, whose ``index_copy`` keeps its source (the B output of
+  the enabled slices) and the int64 index.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, Term, _cuda
+from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+
+def applies(d: Dims, cfg: TrainingConfig, eager: Callable[[Dims, TrainingConfig], bool]) -> bool:
+    """Whether the blocks run LitGPT's attention (``eager``: ``hf_ops.eager``, whether
+    transformers' eager attention was asked for, which LitGPT's module never runs)."""
+    return bool(d.extra.get("litgpt_qkv")) and not eager(d, cfg)
+
+
+def _v_kept(d: Dims, q: int) -> int:
+    """v's width as SDPA keeps it: the fused output where LitGPT's reshape views it."""
+    groups, heads = d.k // d.hd, q // d.hd
+    return q + 2 * d.k if groups in (1, heads) else q
+
+
+def attention(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> Term:
+    """Full training's attention under LitGPT's module, against transformers' count
+    (``hf_ops._attention``: q, k, v, the output)."""
+    kv = q if _cuda(cfg) and e.c == 4 else d.k  # as hf_ops counts it
+    extra = (3 * q + _v_kept(d, q)) - (q + 2 * kv)  # q and k expanded, v, the output's copy
+    T, tok = d.s * d.b, f"{d.s}·{d.b}"
+    v = "the fused output (v a view of it)" if _v_kept(d, q) > q else "v expanded to every head"
+    return Term(
+        f"attention: LitGPT's (keys expanded and rotated, {v}, the output's copy)",
+        T * extra * e.c,
+        f"s·b·{extra}·{e.c} B",
+        f"{tok}·{extra}·{e.c}",
+    )
+
+
+def tables(d: Dims, e: Bytes) -> Term:
+    """LitGPT's fp32 RoPE tables where transformers' are in ``e.rope`` bytes."""
+    return Term(
+        "RoPE cos/sin: LitGPT's fp32 tables",
+        2 * d.s * d.hd * (4 - e.rope),
+        f"2·s·(h/a)·(4 − {e.rope}) B",
+        f"2·{d.s}·{d.hd}·(4 − {e.rope})",
+    )
+
+
+def _slices(cfg: TrainingConfig) -> list[str]:
+    return [t for t in ("q", "k", "v") if t in cfg.lora_targets]
+
+
+def lora_per_layer(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> list[Term]:
+    """What LoRA under LitGPT's module changes against ``estimate.lora``'s count of adapters on
+    q, k, v apart (a block's)."""
+    T, tok, h = d.s * d.b, f"{d.s}·{d.b}", d.h
+    terms: list[Term] = []
+    slices, own, ac = _slices(cfg), own_copies(cfg, e), adapter_bytes(cfg)
+    n = len(slices)
+    if n > 1:  # one input, one dropout for the fused q/k/v
+        per = (ac if own else 0) + (mask_bytes(cfg) if cfg.lora_dropout else 0)
+        if per:
+            terms.append(Term(f"LitGPT's fused q/k/v: one adapter input for {', '.join(slices)}",
+                              -T * (n - 1) * h * per, f"−s·b·{n - 1}h·{per} B",
+                              f"−{tok}·{n - 1}·{h}·{per}"))  # fmt: skip
+    if 0 < n < 3:
+        w = sum(q if t == "q" else d.k for t in slices)
+        terms.append(Term(f"LitGPT's zero_pad ({', '.join(slices)} of q/k/v: the update's "
+                          "copy, the index)", T * w * ac + w * 8, f"s·b·{w}·{ac} + {w}·8 B",
+                          f"{tok}·{w}·{ac} + {w}·8"))  # fmt: skip
+    keeps = cfg.qlora and cfg.bnb_keeps_inputs  # bitsandbytes keeps every input
+    if not keeps and not ("o" in cfg.lora_targets and not own):
+        terms.append(Term("LitGPT's attention output copy not kept (its projection frozen)",
+                          -T * q * e.c, f"−s·b·q·{e.c} B", f"−{tok}·{q}·{e.c}"))  # fmt: skip
+    return terms
+
+
+def lora_first_block(d: Dims, cfg: TrainingConfig) -> list[Term]:
+    """The first block's fused q/k/v dropout keeps no mask (no gradient reaches its input):
+    one, where ``estimate.lora`` takes one per q, k, v adapter off."""
+    n = len(_slices(cfg))
+    if n < 2 or not cfg.lora_dropout:
+        return []
+    T, tok, m = d.s * d.b, f"{d.s}·{d.b}", mask_bytes(cfg)
+    return [Term("first block: LitGPT's fused q/k/v has one dropout mask",
+                 T * (n - 1) * d.h * m, f"s·b·{n - 1}h·{m} B",
+                 f"{tok}·{n - 1}·{d.h}·{m}")]  # fmt: skip
+
+
+__all__ = ["applies", "attention", "lora_first_block", "lora_per_layer", "tables"]

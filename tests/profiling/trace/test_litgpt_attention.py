@@ -1,0 +1,115 @@
+"""LitGPT's own attention under its finetune scripts (a Llama, Mistral, Qwen2 or Gemma shape):
+one fused q/k/v Linear, keys and values expanded to every head, q and k rotated after the
+transpose and concatenated, v read by SDPA as a view of the fused output (a copy under grouped
+heads), the output projection reading a copy; LoRA on the fused q/k/v as LitGPT's
+LoRAQKVLinear (one input, one dropout, zero_pad's index_copy keeping the B output when a slice
+is off). Traced as that module runs and estimated to the same bytes; the estimate counted
+transformers' attention before, 7.5 % under LitGPT's Llama 2 7B QLoRA row (0.925)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.config import TrainingConfig
+from profiling.estimate.memory import estimate
+from profiling.models.implementation import transformers_installed
+from profiling.trace.step import trace_step
+
+pytestmark = pytest.mark.skipif(not transformers_installed(), reason="transformers' modules")
+
+H, L, S, B, HEADS, HD = 64, 3, 64, 2, 4, 16
+
+
+def _model(tmp_path: Path, kind: str, kv: int) -> str:
+    config = {
+        "model_type": kind, "vocab_size": 512, "hidden_size": H, "intermediate_size": 160,
+        "num_hidden_layers": L, "num_attention_heads": HEADS, "num_key_value_heads": kv,
+        "head_dim": HD, "max_position_embeddings": 512, "tie_word_embeddings": False,
+    }  # fmt: skip
+    path = tmp_path / f"{kind}{kv}.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return f"hf:{path}"
+
+
+QLORA = {"qlora": True, "fabric_bnb": True, "bnb_keeps_inputs": True}
+ALL = ["q", "k", "v", "o", "gate", "up", "down", "lm_head"]
+CASES = [
+    ("full training, one query a group (v a view of the fused output)", "llama", 4, {}),
+    ("full training, grouped heads (v a copy)", "llama", 2, {}),
+    ("LoRA q, v with dropout: zero_pad", "llama", 2, {"lora_targets": ["q", "v"]}),
+    ("LoRA q, v, multi-query Gemma", "gemma", 1, {"lora_targets": ["q", "v"]}),
+    ("LoRA on everything, Mistral", "mistral", 2, {"lora_targets": ALL}),
+    ("LoRA q, k, v without dropout", "qwen2", 2, {"lora_targets": ["q", "k", "v"], "drop": 0}),
+    ("LoRA q, o without dropout: o keeps the copy", "llama", 4,
+     {"lora_targets": ["q", "o"], "drop": 0}),
+]  # fmt: skip
+
+
+def _config(model: str, extra: dict) -> TrainingConfig:
+    extra = dict(extra)
+    if "lora_targets" in extra:
+        extra.update(lora_rank=8, lora_dropout=extra.pop("drop", 0.1))
+    return TrainingConfig(
+        model=model, seq=S, batch=B, precision="bf16", target="cuda", loss="litgpt", **extra
+    )
+
+
+@pytest.mark.parametrize(("what", "kind", "kv", "extra"), CASES)
+def test_litgpt_s_attention_is_traced_as_it_runs_and_estimated_to_the_same_bytes(
+    tmp_path: Path, what: str, kind: str, kv: int, extra: dict
+) -> None:
+    cfg = _config(_model(tmp_path, kind, kv), extra)
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert f"LitGPT's attention, q/k/v fused ({L})" in traced.model_info["implementation"]
+    acts = traced.phases["after_forward"]["activations"]
+    assert 0 <= acts - est.category_bytes("activations") <= 128  # the trace's scalars
+    assert abs(traced.peak_bytes - est.per_gpu_bytes) <= 4096
+    assert any(c.name.startswith("Activations: attention: LitGPT's") for c in est.components)
+
+
+def test_what_litgpt_s_attention_changes_is_the_same_in_trace_and_estimate_under_qlora(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LitGPT's QLoRA (bitsandbytes 0.42 keeping each 4-bit layer's input) on q and v: against
+    transformers' attention, the trace and the estimate move by the same bytes — the fused
+    output kept through v, the keys expanded, zero_pad's copy, one dropout, the output's copy
+    (kept by the 4-bit output projection), LitGPT's fp32 RoPE tables."""
+    import profiling.models.workloads as workloads
+
+    cfg = _config(_model(tmp_path, "llama", 4), {"lora_targets": ["q", "v"], **QLORA})
+    ours = trace_step(cfg), estimate(cfg)
+    monkeypatch.setattr(workloads, "LITGPT_QKV", frozenset())
+    theirs = trace_step(cfg), estimate(cfg)
+    assert "LitGPT's attention" not in theirs[0].model_info["implementation"]
+    traced = [t.phases["after_forward"]["activations"] for t in (ours[0], theirs[0])]
+    estimated = [e.category_bytes("activations") for e in (ours[1], theirs[1])]
+    assert traced[0] - traced[1] == estimated[0] - estimated[1]
+    # A token of a block, in 16-bit elements: the fused output kept through v (3·64) where
+    # transformers keeps v (64), the output's copy (64), zero_pad's B output (q and v: 128); one
+    # dropout's output and bool mask less (64·3 B). A block: zero_pad's int64 index (128). Once:
+    # LitGPT's fp32 RoPE tables (2·s·16·(4 − 2)), the first block's one mask not kept (64 a
+    # token) where transformers' two are.
+    token = (128 + 64 + 128) * 2 - 64 * 3
+    block = S * B * token + 128 * 8
+    assert estimated[0] - estimated[1] == L * block + 2 * S * HD * 2 + S * B * 64
+
+
+def test_litgpt_s_llama_configs_count_its_attention(tmp_path: Path) -> None:
+    """The rows of LitGPT's config hub read with --from: its attention where a Llama, Mistral or
+    Gemma config is built, not where Gemma 2's soft-capped scores take LitGPT's own path."""
+    from profiling.recipes import read_recipe
+
+    here = Path(__file__).resolve().parents[3] / "benchmarks" / "peer" / "configs" / "litgpt"
+    for name, expect in (("llama-2-7b__qlora", True), ("gemma-2b__lora", True),
+                         ("mistral-7b__lora", True), ("gemma2-2b__lora", False)):  # fmt: skip
+        values = read_recipe([here / f"{name}.yaml"]).values
+        est = estimate(TrainingConfig.parse(**values))
+        names = [c.name for c in est.components]
+        assert any("attention: LitGPT's" in n for n in names) is expect, name
+    values = read_recipe([here / "llama-2-7b__lora.yaml"]).values
+    est = estimate(TrainingConfig.parse(**values))
+    zero_pad = next(c for c in est.components if "LitGPT's zero_pad (q, v" in c.name)
+    assert zero_pad.bytes == 32 * (512 * 2 * 8192 * 2 + 8192 * 8)  # q and v's B output, index
