@@ -9,7 +9,8 @@ The rules are those of ``c10/cuda/CUDACachingAllocator.cpp`` (PyTorch 2.x), defa
   (``kLargeBuffer``) for requests under 10 MiB (``kMinLargeAlloc``) and otherwise the request
   rounded up to 2 MiB (``kRoundLarge``);
 - a request takes the smallest cached free block of its pool that holds it (best fit, then the
-  lowest address); the rest of the block is split off when it is at least 512 B (small pool) or
+  lowest address); the rest of the block is split off when it is at least 512 B (small pool, or
+  any pool with expandable segments: ``should_split``'s ``is_expandable_segments_active``) or
   more than 1 MiB (large pool), and otherwise stays with the request;
 - a freed block merges with free neighbours of its segment and stays cached: reserved memory
   only grows (no ``empty_cache``);
@@ -358,10 +359,10 @@ class CachingAllocator:
             need += -(-(rounded - covered) // page) * page
         return need
 
-    @staticmethod
-    def _split(pool: _Pool, block: _Block, rounded: int) -> None:
+    def _split(self, pool: _Pool, block: _Block, rounded: int) -> None:
         rest = block.size - rounded
-        if (pool.small and rest >= MIN_BLOCK) or (not pool.small and rest > SMALL_SIZE):
+        fine = pool.small or self.expandable  # should_split: 512 B, else more than 1 MiB
+        if (fine and rest >= MIN_BLOCK) or (not fine and rest > SMALL_SIZE):
             pool.resize(block, rounded)
             tail = _Block(block.segment, block.offset + rounded, rest)
             pool.put(tail)

@@ -108,3 +108,17 @@ def test_a_trace_judged_against_a_small_gpu_keeps_what_a_gpu_near_full_keeps() -
     assert small.must_fit() == small.nvml.bytes - small.reserved.bytes + small.held()
     # the least memory found runs the step's own allocations; 4 MiB less than it does not
     assert small.held() <= roomy.reserved.bytes
+
+
+def test_expandable_segments_split_the_large_pool_at_512_bytes() -> None:
+    """``should_split``: with expandable segments a large block's rest is split off from 512 B
+    on, as the small pool's is; with default segments only above 1 MiB."""
+    request = 19 * MiB + MiB // 2  # in one 20 MiB page or segment, 512 KiB to spare
+    default, expandable = CachingAllocator(), CachingAllocator(expandable=True)
+    for a in (default, expandable):
+        a.malloc("x", request)
+    assert default.allocated == 20 * MiB  # the rest stays with the request
+    assert expandable.allocated == request and expandable.reserved == 20 * MiB
+    expandable.free("x")  # the two pieces merge again: a 20 MiB request maps no new page
+    expandable.malloc("z", 20 * MiB)
+    assert expandable.reserved == 20 * MiB
