@@ -93,6 +93,10 @@ def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
         from profiling.estimate.lora_neox import check
 
         return check(d, cfg)
+    if d.arch == "t5":  # T5, mT5 (estimate.lora_t5)
+        from profiling.estimate import lora_t5
+
+        return lora_t5.check(d, cfg)
     if problem := dora.check(d, cfg):
         return problem
     targets = block_targets(cfg)
@@ -111,10 +115,11 @@ def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """What LoRA changes in one block's saved activations (added to full training's)."""
-    if d.arch in ("neox", "encoder"):
-        from profiling.estimate import lora_encoder, lora_neox
+    if d.arch in ("neox", "encoder", "t5"):
+        from profiling.estimate import lora_encoder, lora_neox, lora_t5
 
-        return (lora_neox if d.arch == "neox" else lora_encoder).per_layer(d, e, cfg)
+        kind = {"neox": lora_neox, "t5": lora_t5}.get(d.arch, lora_encoder)
+        return kind.per_layer(d, e, cfg)
     sb, tok, r = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0)
     targets, width = block_targets(cfg), _widths(d)
     ac = _compute(cfg, e)
@@ -230,10 +235,10 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> lis
         from profiling.estimate import encoder
 
         return encoder.lora_once(d, e, cfg)
-    if d.arch == "neox":
-        from profiling.estimate import lora_neox
+    if d.arch in ("neox", "t5"):
+        from profiling.estimate import lora_neox, lora_t5
 
-        return lora_neox.once_per_model(d, e, cfg)
+        return (lora_t5 if d.arch == "t5" else lora_neox).once_per_model(d, e, cfg)
     sb, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
     q = d.a * d.hd
     cpu = _unfused_norms(d, cfg)

@@ -33,6 +33,7 @@ from profiling.estimate.deepspeed import (
 from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.fsdp import FSDP_PARTS, fsdp_moments, one_gpu, unsharded_grads
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
+from profiling.estimate.lora_t5 import moments as t5_lora_moments
 from profiling.estimate.optim_states import offload, paged_states
 from profiling.estimate.recomputed import recomputed_moment
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
@@ -281,7 +282,9 @@ def _moments(
     ]
     moments += [
         Moment(name=n, bytes=round(b), calculation=c)
-        for n, b, c in encoder.moments(d, inp, fwd) + bloom.moments(d, inp, fwd)
+        for n, b, c in encoder.moments(d, inp, fwd)
+        + bloom.moments(d, inp, fwd)
+        + t5_lora_moments(d, inp, fwd)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:

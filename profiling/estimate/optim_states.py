@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 def lora_layers(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, int, int]]:
     """(role, input width, output width) of each adapted Linear layer of one block."""
     h = int(shape["hidden"])
-    q, kv = int(shape.get("q_dim") or h), int(shape.get("kv_dim") or h)
+    q = int(shape.get("q_dim") or shape.get("t5", {}).get("q_dim") or h)
+    kv = int(shape.get("kv_dim") or h)
     f = int(
         shape.get("ffn")
         or (4 * h if shape.get("arch") == "gpt2" else -(-(8 * h // 3) // 256) * 256)
@@ -49,6 +50,36 @@ def lora_layers(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, i
         return [(t, *widths[t]) for t in roles]
     fused = ("qkv", len(slices) * h, sum(widths[t][1] for t in slices))
     return [fused, *((t, *widths[t]) for t in roles if t not in slices)]
+
+
+def decoder_layers(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, list[Any]]:
+    """An encoder-decoder's (T5's) decoder blocks and the layers each adapts: the encoder's
+    block's roles and its cross-attention's (q, k, v, o again); (0, []) for any other model."""
+    if shape.get("arch") != "t5":
+        return 0, []
+    layers = lora_layers(cfg, shape)
+    cross = [x for x in layers if x[0] in ("q", "k", "v", "o")]
+    return int(shape["t5"]["decoder_layers"]), layers + cross
+
+
+def with_decoder(
+    cfg: TrainingConfig, shape: dict[str, Any], adapters: tuple[int, str, str]
+) -> tuple[int, str, str]:
+    """The adapters' (count, formula, numbers) with T5's decoder blocks added."""
+    dec, layers = decoder_layers(cfg, shape)
+    if not dec:
+        return adapters
+    count, formula, numbers = adapters
+    per, r = sum(i + o for _, i, o in layers), int(cfg.lora_rank or 0)
+    return (count + dec * r * per,
+            formula + " + L_dec·r·Σ(in + out) (the decoder's blocks, cross-attention's too)",
+            numbers + f" + {dec}·{r}·{per}")  # fmt: skip
+
+
+def lora_blocks(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
+    """Adapted Linear layers in the blocks: L per role, T5's decoder's beside."""
+    dec, layers = decoder_layers(cfg, shape)
+    return len(lora_layers(cfg, shape)) * int(shape.get("layers") or 0) + dec * len(layers)
 
 
 def largest_adapter(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
@@ -78,6 +109,10 @@ def trainable_numels(
         h, V = int(shape["hidden"]), int(shape["vocab"])
         counts[r + h if factored else r * h] += 1
         counts[V + r if factored else r * V] += 1
+    blocks, dec = decoder_layers(cfg, shape)  # T5's decoder blocks
+    for _, i, o in dec:
+        counts[r + i if factored else r * i] += blocks
+        counts[o + r if factored else r * o] += blocks
     for _, _, o in lora_layers(cfg, shape) if cfg.dora else []:  # DoRA's magnitude vectors
         counts[o] += L  # (Adafactor keeps a vector's second moment whole)
     return sorted(counts.items(), reverse=True)
@@ -279,11 +314,14 @@ def paged_states(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> 
 __all__ = [
     "adafactor_states",
     "adafactor_temporaries",
+    "decoder_layers",
     "eight_bit_states",
     "largest_adapter",
+    "lora_blocks",
     "lora_layers",
     "offload",
     "paged_states",
     "tensorwise_states",
     "trainable_numels",
+    "with_decoder",
 ]

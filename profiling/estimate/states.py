@@ -25,8 +25,10 @@ from profiling.estimate.ledger import Ledger, Line, Sharding
 from profiling.estimate.optim_states import (
     adafactor_temporaries,
     largest_adapter,
+    lora_blocks,
     lora_layers,
     tensorwise_states,
+    with_decoder,
 )
 from profiling.records import Step
 from profiling.units import fmt_count
@@ -149,14 +151,13 @@ def lora_adapters(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, str,
     L, r = int(shape["layers"]), int(cfg.lora_rank or 0)
     layers = lora_layers(cfg, shape)
     per_block = sum(i + o for _, i, o in layers)
-    count = L * r * per_block
-    names = ", ".join(t for t, _, _ in layers)
-    formula = f"L·r·Σ(in + out) over {names}"
-    numbers = f"{L}·{r}·{per_block}"
+    count, names = L * r * per_block, ", ".join(t for t, _, _ in layers)
+    formula, numbers = f"L·r·Σ(in + out) over {names}", f"{L}·{r}·{per_block}"
     if "lm_head" in cfg.lora_targets and shape.get("vocab"):
         count += r * (int(shape["hidden"]) + int(shape["vocab"]))
         formula += " + r·(h + V) (LM head)"
         numbers += f" + {r}·({shape['hidden']} + {shape['vocab']})"
+    count, formula, numbers = with_decoder(cfg, shape, (count, formula, numbers))  # T5's
     count, formula, numbers = with_magnitudes(cfg, layers, L, (count, formula, numbers))
     saved, tensors = saved_classifier(shape)
     if tensors:  # an encoder's classifier trains in full: peft's modules_to_save copy
@@ -181,10 +182,8 @@ def saved_classifier(shape: dict[str, Any]) -> tuple[int, int]:
 
 def lora_tensors(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
     """Parameter tensors: A and B (DoRA: a magnitude too) per adapted layer; a classifier's."""
-    blocks = len(lora_layers(cfg, shape)) * int(shape.get("layers") or 0)
-    return (
-        (2 + cfg.dora) * blocks + 2 * ("lm_head" in cfg.lora_targets) + saved_classifier(shape)[1]
-    )
+    blocks, head = lora_blocks(cfg, shape), 2 * ("lm_head" in cfg.lora_targets)
+    return (2 + cfg.dora) * blocks + head + saved_classifier(shape)[1]
 
 
 def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> int:

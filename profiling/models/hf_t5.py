@@ -88,7 +88,10 @@ def t5_refusal(w: WorkloadConfig, cfg: Any) -> tuple[str, str] | None:
         return (f"--target-seq {cfg.target_seq} exceeds the bound of {w.max_seq} tokens; give "
                 "a shorter target", "target_seq")  # fmt: skip
     asked = [
-        (cfg.lora_rank is not None or cfg.qlora, "--lora-rank/--qlora", "lora_rank"),
+        (cfg.qlora, "--qlora", "qlora"),
+        (cfg.dora, "--dora", "dora"),
+        ("lm_head" in cfg.lora_targets and cfg.lora_rank is not None, "LoRA on lm_head",
+         "lora_targets"),
         (cfg.compile, "--compile", "compile"),
         (cfg.loss != "cross-entropy", f"--loss {cfg.loss}", "loss"),
         (cfg.checkpointing not in ("none", "full"), f"--checkpointing {cfg.checkpointing}",
@@ -102,7 +105,8 @@ def t5_refusal(w: WorkloadConfig, cfg: Any) -> tuple[str, str] | None:
         if given:
             return (
                 f"{flag} on an encoder-decoder ({kind}) is not modelled yet; estimate or trace "
-                "its full finetune with transformers' own loss and no or full checkpointing",
+                "its full finetune or peft's LoRA (--lora-rank) with transformers' own loss and "
+                "no or full checkpointing",
                 field,
             )
     return None

@@ -328,11 +328,11 @@ def apply_lora(
             )
         )
     dropout, dtype = config.lora_dropout, adapter_dtype(config)
-    if _arch(config) == "encoder":  # transformers' encoder: its own names, a saved classifier
-        from profiling.trace import lora_encoder
+    if _arch(config) in ("encoder", "t5"):  # transformers' own names (trace.lora_t5.own_names)
+        from profiling.trace.lora_t5 import own_names
 
-        moves = fake_safe_moves
-        return lora_encoder.apply(model, config, in_model, dtype, peft_version(), moves)
+        how = (dtype, fake_safe_moves, peft_version())
+        return own_names(model, config, in_model, str(_arch(config)), how)
     neox = _neox_widths(config)
     litgpt = _litgpt_widths(model)  # LitGPT's attention on a Llama-kind model: q/k/v fused
     fused = 0
@@ -458,10 +458,10 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
         return None
     if config.is_factory or arch is None:
         return "a reference model or hf:… config for --lora-rank (a factory's layers are its own)"
-    if arch not in ("llama", "neox", "encoder"):
+    if arch not in ("llama", "neox", "encoder", "t5"):
         return (
-            "a Llama-family, GPT-NeoX-kind or encoder model for --lora-rank (GPT-2's are not "
-            "modelled)"
+            "a Llama-family, GPT-NeoX-kind, encoder or encoder-decoder model for --lora-rank "
+            "(GPT-2's are not modelled)"
         )
     if config.qlora and config.precision == "fp32":
         return (

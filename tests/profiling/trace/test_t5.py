@@ -114,7 +114,7 @@ def test_trace_builds_transformers_module_and_the_estimate_is_it(
 def test_refusals_are_one_sentence(tmp_path: Path) -> None:
     spec = _spec(tmp_path, KINDS["mt5"])
     with pytest.raises(ConfigError, match="encoder-decoder"):
-        TrainingConfig.parse(model=spec, seq=32, lora_rank=8)
+        TrainingConfig.parse(model=spec, seq=32, lora_rank=8, qlora=True, precision="mixed")
     with pytest.raises(ConfigError, match="target-seq"):
         TrainingConfig.parse(model="tiny-llama", seq=32, target_seq=16)
     with pytest.raises(ProfilingError, match="feed_forward_proj"):
