@@ -47,6 +47,8 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
         return "LoRA on an encoder-decoder on the CPU target; estimate it for CUDA (--target cuda)"
     if cfg.checkpointing != "none":
         return "LoRA on an encoder-decoder with full checkpointing yet; estimate it without"
+    if "gate" in _roles(cfg) and not d.extra["t5"]["gated"]:
+        return "LoRA on gate: this T5's MLP (ReLU, v1.0) has none; adapt up or down"
     if not set(_roles(cfg)) & set(_QKV):
         return (
             "LoRA on an encoder-decoder without q, k or v: the first blocks' attention then "

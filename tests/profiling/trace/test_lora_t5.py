@@ -154,3 +154,13 @@ def test_what_the_estimate_does_not_model_yet_is_one_sentence(
     """Each names what to do instead (the trace runs them)."""
     with pytest.raises(ProfilingError, match=said):
         estimate(_cfg(tmp_path, "flan-t5", **options))
+
+
+def test_a_gate_that_relu_t5_lacks_is_one_sentence(tmp_path: Path) -> None:
+    """T5 v1.0's MLP has no gate: neither the estimate nor the trace counts adapters on it."""
+    pytest.importorskip("peft", reason="the lora extra is not installed")
+    cfg = _cfg(tmp_path, "t5 v1.0", precision="fp32", lora_targets=["q", "gate"])
+    with pytest.raises(ProfilingError, match="has none; adapt up or down"):
+        estimate(cfg)
+    with pytest.raises(ProfilingError, match="has none; adapt up or down"):
+        trace_step(cfg)
