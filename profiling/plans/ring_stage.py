@@ -75,8 +75,10 @@ def ring_moves(
     reduce_b: int, b: Block, moves: dict[str, Move], b_peaks: tuple[Vec, Vec],
 ) -> tuple[Vec, Vec]:  # fmt: skip
     """A stage's moves with the ring's moments among theirs (``moves`` updated, the first and
-    later backward's highest returned): as they are without context parallelism."""
-    if layout.cp == 1:
+    later backward's highest returned): as they are without context parallelism, and on a
+    stage without a block (the embedding or the head alone, as torchtitan splits few layers
+    over many stages), which runs no attention and so no ring."""
+    if layout.cp == 1 or not stage.layers:
         return b_peaks
     if layout.pp > 1:
         return pipelined_ring(cfg, w, stage, tokens, layout.shard_ranks, reduce_b, b, moves,

@@ -78,3 +78,24 @@ def test_the_ring_in_a_pipeline_stage_is_the_trace_category_by_category(
 def test_the_pipelined_ring_has_no_not_yet_note() -> None:
     est = estimate_plan(parse_config(**SHAPE, cp=2))
     assert not any("inside a pipeline stage" in n for n in est.notes)
+
+
+def test_a_stage_without_a_block_runs_no_ring_and_is_the_trace() -> None:
+    """Two layers over four stages: torchtitan gives the first stage the embedding alone and
+    the last the head alone; neither runs attention, so neither has a ring moment (the closed
+    form read a last block's saved tensors there and raised IndexError)."""
+    pytest.importorskip("torch")
+    from profiling.plans.layout import layout_of
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**{**SHAPE, **INTERLEAVED, "layers": 2, "cp": 2})
+    assert [s.layers for s in layout_of(cfg, 2).stages] == [0, 1, 1, 0]
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert e.peak_at == t.peak_at
+        assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.001)
+    head_t, head_e = traced.stages[-1], estimated.stages[-1]
+    for key in ("F0", "F", "B0", "B"):
+        assert head_e.moves[key].peak["total"] == pytest.approx(
+            head_t.moves[key].peak["total"], rel=0.01
+        ), key
