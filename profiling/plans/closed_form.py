@@ -49,6 +49,7 @@ from profiling.plans.float8_form import (
     tp_styles_kept,
     unpipelined_peak,
 )
+from profiling.plans.fsdp_moments import block_moments, embedding_moment
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
@@ -56,7 +57,7 @@ from profiling.plans.result import COMPILED_NOTE, PlanResult, plan_notes
 from profiling.plans.ring_form import SDPA_SEED, Block
 from profiling.plans.ring_form import fused as _fused_sdpa
 from profiling.plans.ring_stage import highest_ring_rank, ring_moves
-from profiling.plans.shapes import Sizes, _shard, stage_tensors
+from profiling.plans.shapes import Sizes, _shard, sdpa_kv, stage_tensors
 from profiling.plans.step_form import partial_momentum, step_scratch
 
 
@@ -95,7 +96,7 @@ def block_activations(
     # empty_like of the transposed query, the efficient one's res.transpose(1, 2)), so
     # torchtitan's out.transpose(1, 2).contiguous() before wo copies nothing
     copy = 0 if _fused_sdpa(w.head_dim, c) and not ring else q
-    kv = 2 * q
+    kv = sdpa_kv(w, t) * t  # one key/value head a rank stays un-repeated (sdpa_kv)
     if u > 1:  # Ulysses: wo keeps to_sequence's copy beside the kernel's output, and the keys
         # and values of one head per rank (kv ≤ N, replicated or not) stay un-repeated: the
         # grouped-query repeat of a single head is an expand, a view of the received head
@@ -156,6 +157,13 @@ def loss_transients(t: int, c: int) -> tuple[int, int]:
     return (8, 12) if t > 1 else (4 if c == 2 else 0, 8)
 
 
+def loss_rows(t: int, tokens: int) -> tuple[int, int]:
+    """Bytes ``loss_parallel`` holds per token beside its logits in forward (the fp32 maximum)
+    and backward (int64 targets, masked targets and mask index, fp32 gathered values, a bool
+    mask); none without tensor parallelism."""
+    return (4 * tokens, 33 * tokens) if t > 1 else (0, 0)
+
+
 def embedding_grad_rows(w: WorkloadConfig) -> int:
     """Rows of the first stage's unsharded embedding gradient on one rank: the whole
     vocabulary, even under tensor parallelism. torch's ``embedding_dense_backward_strategy``
@@ -182,10 +190,12 @@ def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tupl
 
 
 def stage_profile(
-    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, stage: Stage, ring_rank: int = 1
-) -> StageProfile:
+    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, stage: Stage, ring_rank: int = 1,
+    loss: bool = True,
+) -> StageProfile:  # fmt: skip
     """One stage's base and actions in closed form (see the module), on ``ring_rank`` of the
-    context-parallel ring (``profiling.plans.ring_form``)."""
+    context-parallel ring (``profiling.plans.ring_form``); without ``loss``, the loss's
+    transients left out (its moments: ``profiling.plans.outside_loss``)."""
     s, t, n = Sizes.of(cfg), layout.tp, layout.shard_ranks
     seq = cfg.seq_or_default()
     tokens = layout.microbatch_size * seq // layout.seq_shards
@@ -252,9 +262,10 @@ def stage_profile(
     if fp8_ag and one_block == sum(_shard(d, r, n) * n for d, r in groups[0]) * s.gathered:
         one_block -= linear_el * (s.gathered - 1)
     logits = w.vocab * tokens // t
-    f_loss, b_loss = loss_transients(t, s.c)
-    f_extra = logits * f_loss if stage.head else max(tokens * w.hidden * s.c // t, f8_f)
-    b_extra = logits * b_loss if stage.head else 2 * (w.ffn // t) * s.c * tokens
+    f_loss, b_loss = (b * loss for b in loss_transients(t, s.c))
+    f_rows, b_rows = (b * loss for b in loss_rows(t, tokens))
+    f_extra = logits * f_loss + f_rows if stage.head else max(tokens * w.hidden * s.c // t, f8_f)
+    b_extra = logits * b_loss + b_rows if stage.head else 2 * (w.ffn // t) * s.c * tokens
     # the embedding's backward: its whole-vocabulary gradient in the compute dtype beside the
     # gradient of its output (gathered to the whole sequence under sequence parallelism)
     emb_extra = (w.vocab * w.hidden + tokens * w.hidden) * s.c if stage.embedding else 0
@@ -282,7 +293,8 @@ def stage_profile(
         f0_peak = _forward_peak(sum(kept), gathering + max(held - one_block, 0),
                                 max(tokens // t * w.hidden * s.c, f8_f),
                                 head=vec(parameters=head_keep + held, activations=acts,
-                                         temporaries=logits * _plain_loss(t, s.c)))  # fmt: skip
+                                         temporaries=logits * _plain_loss(t, s.c) * loss
+                                         + f_rows))  # fmt: skip
     moves = {
         "F0": Move(delta=vec(parameters=keep + head_keep + held, activations=acts), peak=f0_peak),
         "F": Move(delta=vec(activations=acts), peak=vec(activations=acts, temporaries=f_extra)),
@@ -336,9 +348,9 @@ def stage_profile(
             c_b = add(_backward_extra(block_extra, again - freed, True, 2 * x),
                       vec(gradients=q * block_grads, activations=-head_acts))  # fmt: skip
             b_peak = _larger(c_b, b_peak)
+        # FSDP2: the embedding's backward (the first stage's last) and a late block's
+        b_peak = _larger(embedding_moment(cfg, w, stage, n, tokens, (head_keep, acts)), b_peak)
         if cfg.fsdp and stage.layers > 1:
-            from profiling.plans.fsdp_moments import block_moments
-
             last = block_moments(cfg, w, stage, n, kept, rec, tokens, f8_b,
                                  linear_el if fp8_ag else 0, bool(held))  # fmt: skip
             b_peak = _larger(add(last, vec(parameters=-head_keep, activations=-acts)), b_peak)

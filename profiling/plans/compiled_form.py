@@ -38,6 +38,7 @@ from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, add, vec
 from profiling.plans.ring_form import fused
+from profiling.plans.shapes import sdpa_kv
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -73,7 +74,7 @@ def compiled_kept(
         return kept + (F8_SAC_SCALES if float8 else 0)
     if mode != "none":
         return None
-    qkv = 3 * q * c * tokens  # q and the keys and values repeated to every head
+    qkv = (q + sdpa_kv(w, t)) * c * tokens  # q and the keys and values repeated (sdpa_kv)
     if float8:
         linears = (2 * q + 2 * kv + 3 * f) * h  # the seven Linears' local weights, in fp8
         return 2 * x + qkv + attention + tokens * h + 2 * f * c * tokens + linears + F8_SCALES
@@ -152,7 +153,8 @@ def compiled_backward(
     x, gathered, ft = tokens // t * h * c, tokens * h * c, f * c * tokens
     w2_grad = f * h * c
     if mode == "full":
-        swiglu = 2 * gathered + 4 * q * c * tokens + lse + seed_bytes(c) + x + 5 * ft + w2_grad
+        qkvo = (2 * q + sdpa_kv(w, t)) * c * tokens  # q, the keys and values, the output
+        swiglu = 2 * gathered + qkvo + lse + seed_bytes(c) + x + 5 * ft + w2_grad
     elif mode == "selective-op":
         swiglu = x + gathered + 4 * ft + w2_grad
     else:

@@ -41,6 +41,8 @@ def block_moments(
     half, x = (w.ffn // t) * s.c * tokens, tokens // t * h * s.c  # an FFN-wide buffer, an input
     block_b = shard * n * s.gathered - fp8_el * (s.gathered - 1)  # one block gathered
     made = (w.ffn // t) * h * s.c  # w2's weight gradient
+    wq = (w.heads * w.head_dim // t) * h * s.gathered  # wq's, the block's last
+    grad_el = sum(d * r for d, r in stage_tensors(w, stage, 1, t)[:9])
     best = vec()
     # alike blocks: the moment is affine in i, highest at an end; every N-th: any block
     L = stage.layers
@@ -65,8 +67,54 @@ def block_moments(
         elif f8_b:  # w2's casts: its input still saved, its gradient not yet made
             moment = _larger(plain, add(plain, vec(gradients=-made, activations=half,
                                                    temporaries=f8_b - 3 * half)))  # fmt: skip
+        # ... and at the block's end, as its last weight gradient (wq's) is made: every other
+        # one exists (the gathered dtype), the FFN's buffers are gone, the block keeps only
+        # its first norm's input, rstd and the matmuls' (gathered) input, beside the gradients
+        # of its input in flight (its output's, the keys' and values' paths' sum, wq's)
+        end = vec(
+            parameters=plain["parameters"],
+            gradients=plain["gradients"] - made + grad_el * s.gathered - wq - h * s.gathered,
+            activations=sum(kept[:i]) + x + tokens * h * s.c + 4 * tokens // t,
+            temporaries=plain["temporaries"] - 3 * half - 2 * x + wq + 3 * tokens * h * s.c + x,
+        )  # fmt: skip
+        moment = _larger(moment, end)
         best = _larger(moment, best) if best["total"] else moment
     return best
 
 
-__all__ = ["block_moments"]
+def embedding_moment(
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, tokens: int,
+    freed: tuple[int, int],
+) -> Vec:  # fmt: skip
+    """FSDP2 without a pipeline, the first stage's last backward, the embedding's, above the
+    backward's start (``freed``: the head's gathered group and every saved tensor, gone by
+    then). Its group is gathered again for backward (the tracker files it as activations) and
+    ``embedding_dense_backward`` makes the gradient of every row of the vocabulary in the
+    compute dtype (``Partial`` under tensor parallelism: ``embedding_grad_rows``), beside the
+    gradient of its output (gathered to the whole sequence) or, under tensor parallelism,
+    FSDP2's redistribution of it to this rank's vocabulary shard
+    (``_get_grad_inner_tensor``), while the first block's reduce-scatter input (reduce dtype)
+    waits in ``reduce_scatter_states`` and every other group's gradient shards exist. Then
+    the post-backward reshards the group and reduces: the local gradient beside the
+    reduce-scatter's input and output. The higher of the two moments; none off the first
+    stage or without FSDP."""
+    if not (cfg.fsdp and stage.embedding):
+        return vec()
+    s, t, h = Sizes.of(cfg), cfg.tp, w.hidden
+    shard = sum(_shard(d, r, n) for d, r in stage_tensors(w, stage, 1, t)[:9])
+    reduce_b = 4 if cfg.precision == "mixed" else s.gathered
+    rows = _shard(w.vocab // t, h, n) * n  # the embedding's gathered (padded) elements
+    whole = w.vocab * h * s.c  # every row's gradient
+    local = (w.vocab // t) * h * s.c if t > 1 else 0  # redistributed to the vocabulary shard
+    grads = (_shard(h, 1, n) + _shard(w.vocab // t, h, n) + stage.layers * shard) * s.shard
+    head_keep, acts = freed
+    made = vec(
+        parameters=-head_keep, gradients=grads, activations=rows * s.gathered - acts,
+        temporaries=whole + max(tokens * h * s.c, local) + shard * n * reduce_b,
+    )  # fmt: skip
+    reduced = vec(parameters=-head_keep, gradients=grads, activations=-acts,
+                  temporaries=(local or whole) + (rows + rows // n) * reduce_b)  # fmt: skip
+    return _larger(made, reduced)
+
+
+__all__ = ["block_moments", "embedding_moment"]

@@ -389,9 +389,13 @@ def probe_whole(
 
     model = build_stage(cfg, workload, layout, stage, layers, mesh)
     x, _, labels = _inputs(cfg, workload, layout, stage)
+    # the labels are a tensor of their own beside the tokens, as torchtitan's step moves its
+    # data loader's input_ids and labels to the GPU one by one (the same tensor was counted
+    # once: half the closed form's inputs)
+    labels = labels.clone()
     _partitioned(cfg, model, x)
     optimizer = _optimizer(cfg, model)
-    tracker = make_tracker(model, optimizer, (x,), None, True)
+    tracker = make_tracker(model, optimizer, (x, labels), None, True)
     if log is not None:
         log.attach(tracker)
 

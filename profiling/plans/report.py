@@ -59,7 +59,17 @@ def rank_counters(result: PlanResult, rank: RankMemory) -> Counters:
     shape = {"param_tensors": 9 * layers + 3, "layers": layers}
     loss = any(result.layout.stages[i].head for i in rank.stages)  # the last stage's
     tensors = tensors_alive(result.config, shape)
-    return closed_form(result.config, rank.peak_bytes, tensors, loss=loss)
+    cfg = result.config
+    if result.layout.pp > 1:
+        # a pipeline's last stage runs the loss one microbatch at a time (the schedule's
+        # loss_fn on each microbatch's output): its logits' segments are a microbatch's, made
+        # by the first and reused by the next (the whole local batch's were counted: 405B's
+        # last rank reserved 2× its allocated peak)
+        cfg = cfg.model_copy(update={"batch": result.layout.microbatch_size})
+    from profiling.plans.outside_loss import outside_loss_peak
+
+    outside = outside_loss_peak(result, rank)
+    return closed_form(cfg, rank.peak_bytes, tensors, outside_loss=outside, loss=loss)
 
 
 def rank_nvml(result: PlanResult, rank: RankMemory) -> int:

@@ -46,9 +46,19 @@ def stage_tensors(w: WorkloadConfig, stage: Stage, layers: int, t: int) -> list[
     return out
 
 
+def sdpa_kv(w: WorkloadConfig, t: int) -> int:
+    """The local width (elements per token) of the keys and values SDPA receives and keeps
+    under tensor parallelism over ``t`` ranks: repeated to every local head (torchtitan's
+    ``repeat_kv``, a copy), but a rank's one key/value head (kv = t, or multi-query) stays
+    un-repeated: the expand and the reshape of one head are a view."""
+    if w.n_kv_heads // t == 1:
+        return 2 * w.head_dim
+    return 2 * w.heads * w.head_dim // t
+
+
 def _shard(dim0: int, rest: int, n: int) -> int:
     """Elements of one FSDP shard: dim 0 split in n, padded to equal pieces."""
     return -(-dim0 // n) * rest
 
 
-__all__ = ["Sizes", "_shard", "stage_tensors"]
+__all__ = ["Sizes", "_shard", "sdpa_kv", "stage_tensors"]

@@ -94,8 +94,7 @@ class _FusedRMSNorm(torch.autograd.Function):
         w: torch.Tensor | None,
         eps: float | None,
     ) -> torch.Tensor:
-        rows = tuple(x.shape[: x.dim() - len(shape)]) + (1,) * len(shape)
-        rstd = x.new_empty(rows, dtype=torch.float32)
+        rstd = torch.empty_like(_row_view(x, len(shape)), dtype=torch.float32)
         out = torch.empty_like(x) if w is None else torch.empty_like(x, dtype=_out_dtype(x, w))
         ctx.save_for_backward(x, rstd, w)
         ctx.shape = shape
@@ -107,6 +106,16 @@ class _FusedRMSNorm(torch.autograd.Function):
         mask = [ctx.needs_input_grad[0], w is not None and ctx.needs_input_grad[2]]
         gx, gw = torch.ops.aten._fused_rms_norm_backward(grad, x, list(ctx.shape), rstd, w, mask)
         return gx, None, gw, None
+
+
+def _row_view(x: torch.Tensor, normalized: int) -> torch.Tensor:
+    """A view of one element per row of ``x`` (its first ``normalized``-trailing-dims' first
+    element): what a per-row statistic is shaped like, and under sequence parallelism sharded
+    as ``x`` is (``new_empty`` of a DTensor made every row of the sequence on each rank: 4×
+    the fp32 rstd a rank of TP 4 holds, as DTensor's strategy for CUDA's fused norm shards it)."""
+    for d in range(x.dim() - normalized, x.dim()):
+        x = x.narrow(d, 0, 1)
+    return x
 
 
 def _out_dtype(x: torch.Tensor, w: torch.Tensor) -> torch.dtype:
