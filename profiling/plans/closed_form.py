@@ -349,7 +349,8 @@ def stage_profile(
                       vec(gradients=q * block_grads, activations=-head_acts))  # fmt: skip
             b_peak = _larger(c_b, b_peak)
         # FSDP2: the embedding's backward (the first stage's last) and a late block's
-        b_peak = _larger(embedding_moment(cfg, w, stage, n, tokens, (head_keep, acts)), b_peak)
+        emb_b = embedding_moment(cfg, w, stage, n, tokens, (head_keep, acts, held))
+        b_peak = _larger(emb_b, b_peak)
         if cfg.fsdp and stage.layers > 1:
             last = block_moments(cfg, w, stage, n, kept, rec, tokens, f8_b,
                                  linear_el if fp8_ag else 0, bool(held))  # fmt: skip

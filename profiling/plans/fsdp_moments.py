@@ -84,7 +84,7 @@ def block_moments(
 
 def embedding_moment(
     cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, tokens: int,
-    freed: tuple[int, int],
+    freed: tuple[int, int, int],
 ) -> Vec:  # fmt: skip
     """FSDP2 without a pipeline, the first stage's last backward, the embedding's, above the
     backward's start (``freed``: the head's gathered group and every saved tensor, gone by
@@ -107,12 +107,16 @@ def embedding_moment(
     whole = w.vocab * h * s.c  # every row's gradient
     local = (w.vocab // t) * h * s.c if t > 1 else 0  # redistributed to the vocabulary shard
     grads = (_shard(h, 1, n) + _shard(w.vocab // t, h, n) + stage.layers * shard) * s.shard
-    head_keep, acts = freed
+    # under --zero 2 (``held``: every group gathered since its forward) the embedding's group
+    # is still gathered, the blocks' resharded at their post_backward: nothing gathered again
+    head_keep, acts, held = freed
+    gathered = rows * s.gathered
     made = vec(
-        parameters=-head_keep, gradients=grads, activations=rows * s.gathered - acts,
+        parameters=-head_keep - held + (gathered if held else 0), gradients=grads,
+        activations=(0 if held else gathered) - acts,
         temporaries=whole + max(tokens * h * s.c, local) + shard * n * reduce_b,
     )  # fmt: skip
-    reduced = vec(parameters=-head_keep, gradients=grads, activations=-acts,
+    reduced = vec(parameters=-head_keep - held, gradients=grads, activations=-acts,
                   temporaries=(local or whole) + (rows + rows // n) * reduce_b)  # fmt: skip
     return _larger(made, reduced)
 
