@@ -80,8 +80,11 @@ def _grad_bytes(cfg: TrainingConfig) -> int:
 def _shards(cfg: TrainingConfig) -> int:
     """How many ways each parameter's gradient is split on this GPU."""
     shards = max(1, cfg.tp)
-    if (cfg.dp_shard or 1) > 1:
-        return shards * (cfg.dp_shard or 1)
+    # a plan's FSDP shards over dp_shard × cp × ulysses (torchtitan's dp_shard_cp mesh; the
+    # sequence-data-parallel group of DeepSpeed-Ulysses), as plans/layout.py's shard_ranks
+    fsdp_ranks = (cfg.dp_shard or 1) * max(1, cfg.cp) * max(1, cfg.ulysses)
+    if (cfg.dp_shard or 1) > 1 or (cfg.dp_shard == 1 and cfg.fsdp and fsdp_ranks > 1):
+        return shards * fsdp_ranks
     if cfg.fsdp or (cfg.zero or 0) >= 2:
         return shards * max(1, cfg.gpus)
     return shards

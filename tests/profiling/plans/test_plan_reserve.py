@@ -160,3 +160,21 @@ def test_a_pipelines_last_rank_reserves_one_microbatchs_logits() -> None:
     assert peak8 - peak4 < 0.01 * peak4  # each microbatch's tokens and labels held all step
     assert reserved8 - reserved4 < 0.01 * reserved4  # a whole batch's logits: 1.6 GB more
     assert reserved8 < 2 * peak8  # 6.6 × before
+
+
+@pytest.mark.parametrize("plan", [{"dp_shard": 2, "cp": 2}, {"dp_shard": 1, "cp": 4, "fsdp": True}],
+                         ids=["fsdp2-cp2", "fsdp-over-cp4"])  # fmt: skip
+def test_the_reduce_scatter_pool_holds_the_shards_over_dp_shard_and_cp(plan) -> None:
+    # torchtitan's FSDP shards over dp_shard × cp (dp_shard_cp): the reduce-scatter stream's
+    # pool holds gradient shards of that size, and the closed form's term says the same (it
+    # divided by dp_shard alone: 2× / 4× the shards on the 8B CP rows, 8.03 GB where 4.02 ran)
+    from profiling.estimate.reserve import stream_pools
+
+    res = _traced(expandable_segments=True, **plan)
+    replayed = res.replays[0].by_stream_expandable["reduce-scatter"]
+    cfg = parse_config(**SHAPE, **plan)
+    _, closed = stream_pools(cfg, {"params": res.params, "block_params": 0})
+    shards = res.params * 4 // 4  # fp32 gradient shards over the four ranks of either plan
+    assert closed == -(-res.params // 4) * 4
+    assert shards <= replayed < shards + 2 * LARGE_BUFFER
+    assert replayed - 2 * LARGE_BUFFER < closed <= replayed + LARGE_BUFFER
