@@ -135,6 +135,22 @@ def outside_loss(moments: list[Any]) -> int | None:
     return max(outside, default=None)
 
 
+def _segment_terms(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, int]]:
+    """The terms the reserve and the need share: segments that mid-sized gradients, FSDP2's
+    streams and each pool's partly empty segment hold whether or not the GPU is near full."""
+    gather, scatter = stream_pools(cfg, shape)
+    streams = 3 if fsdp2_streams(cfg) else 1
+    return [
+        # no sizes in the name: a printed size must be a value of the record it is cited with
+        ("mid-sized gradients alone in large-pool segments",
+         round(mid_gradient_slack(cfg, shape) * MID_GRADIENTS)),
+        ("FSDP2's all-gather streams (two blocks unsharded)", gather),
+        ("FSDP2's reduce-scatter stream (the gradient shards)", scatter),
+        (f"a partly empty segment of each pool{' per stream' if streams > 1 else ''}",
+         SEGMENT_SLACK * streams),
+    ]  # fmt: skip
+
+
 def reserve_terms(
     cfg: TrainingConfig, allocated: int, outside_loss: int | None = None, loss: bool = True
 ) -> list[tuple[str, int]]:
@@ -145,8 +161,6 @@ def reserve_terms(
 
     shape = shape_of(cfg)
     expandable = cfg.expandable_segments
-    gather, scatter = stream_pools(cfg, shape)
-    streams = 3 if fsdp2_streams(cfg) else 1
     between = BETWEEN_SIZES[expandable]
     pre = allocated if outside_loss is None else min(allocated, outside_loss)
     # the larger of: the peak with its cached blocks; the reserve outside the loss with the
@@ -158,15 +172,8 @@ def reserve_terms(
         (f"cached blocks between sizes ({between:.0%} of allocated)", round(allocated * between)),
         (f"the loss's logits in sizes one row apart (up to {copies:g} fp32 logits' segments "
          "above the reserve outside the loss)", logits),
-        # no sizes in the name: a printed size must be a value of the record it is cited with
-        ("mid-sized gradients alone in large-pool segments",
-         round(mid_gradient_slack(cfg, shape) * MID_GRADIENTS)),
-        ("FSDP2's all-gather streams (two blocks unsharded)", gather),
-        ("FSDP2's reduce-scatter stream (the gradient shards)", scatter),
-        (f"a partly empty segment of each pool{' per stream' if streams > 1 else ''}",
-         SEGMENT_SLACK * streams),
     ]  # fmt: skip
-    return [(name, n) for name, n in terms if n > 0]
+    return [(name, n) for name, n in terms + _segment_terms(cfg, shape) if n > 0]
 
 
 def need_terms(cfg: TrainingConfig, allocated: int, loss: bool = True) -> list[tuple[str, int]]:
@@ -176,8 +183,6 @@ def need_terms(cfg: TrainingConfig, allocated: int, loss: bool = True) -> list[t
 
     shape = shape_of(cfg)
     expandable = cfg.expandable_segments
-    gather, scatter = stream_pools(cfg, shape)
-    streams = 3 if fsdp2_streams(cfg) else 1
     between = NEED_BETWEEN[expandable]
     copies = NEED_LOGITS.get(cfg.loss, NEED_LOGITS_DEFAULT) if loss else 0.0
     logits = round(copies * logits_bytes(cfg, shape))
@@ -185,14 +190,8 @@ def need_terms(cfg: TrainingConfig, allocated: int, loss: bool = True) -> list[t
         (f"cached blocks between sizes in segments a live block holds ({between:.0%} of "
          "allocated)", round(allocated * between)),
         (f"the loss's logits in segments one row apart ({copies:g} fp32 logits)", logits),
-        ("mid-sized gradients alone in large-pool segments",
-         round(mid_gradient_slack(cfg, shape) * MID_GRADIENTS)),
-        ("FSDP2's all-gather streams (two blocks unsharded)", gather),
-        ("FSDP2's reduce-scatter stream (the gradient shards)", scatter),
-        (f"a partly empty segment of each pool{' per stream' if streams > 1 else ''}",
-         SEGMENT_SLACK * streams),
     ]  # fmt: skip
-    return [(name, n) for name, n in terms if n > 0]
+    return [(name, n) for name, n in terms + _segment_terms(cfg, shape) if n > 0]
 
 
 def need_bound(cfg: TrainingConfig, allocated: int, loss: bool = True) -> tuple[int, str]:
