@@ -55,8 +55,6 @@ from profiling.estimate.states import (
     step_temporaries,
     zero3_gathered,
 )
-from profiling.estimate.step_inputs import add_lines as add_input_lines
-from profiling.estimate.step_inputs import token_inputs
 from profiling.estimate.time import TimeEstimate, time_estimate
 from profiling.records import Step
 from profiling.units import GiB, fmt_bytes
@@ -270,8 +268,7 @@ def _moments(
     d = t5.logit_dims(acts.dims_of(shape, inp.seq_or_default(), inp.batch))  # T5: t tokens
     head = encoder.head_transient(d, inp.precision) if d is not None else None
     f = fmt_bytes
-    # the step's inputs, the whole step: an encoder's and its buffers, or a decoder's tokens
-    held = encoder.step_inputs(d, inp) or token_inputs(d, inp)
+    held = encoder.step_inputs(d, inp)  # an encoder's inputs and buffers, the whole step
     inputs, hold = (held.bytes, f" + {held.name} {fmt_bytes(held.bytes)}") if held else (0.0, "")
     fwd = weights + states + kept + act + inputs
     moments = [
@@ -410,7 +407,6 @@ def estimate(inp: EstimateInput) -> Estimate:
     in_backward(ledger, inp)
     loss = losses.loss_plan(inp, shape)
     recompute = _activations(ledger, inp, shape, loss)
-    add_input_lines(ledger, acts.dims_of(shape, inp.seq_or_default(), inp.batch), inp)
     step_temporaries(ledger, inp, shape, sh, trainable)
     engine(ledger, inp, shape)  # DeepSpeed's buffers and offload (--deepspeed)
     moments = _moments(ledger.lines, inp, shape, recompute, loss)
