@@ -113,8 +113,8 @@ def test_trace_compare_estimate(tmp_path, run_json) -> None:
         (["measurements", "show", "est-00000000"], "no measurement record 'est-00000000'"),
         (
             ["estimate", "--model", "gpt2-small", "--lora-rank", "8", "--compare-trace"],
-            "needs a Llama-family, GPT-NeoX-kind or encoder model for --lora-rank (GPT-2's are "
-            "not modelled)",
+            "needs a Llama-family, GPT-NeoX-kind, encoder or encoder-decoder model for --lora-rank "
+            "(GPT-2's are not modelled)",
         ),
         (
             ["trace", "--model", "user_models:make_mlp", "--compare-estimate"],

@@ -114,7 +114,7 @@ def test_qlora_record_says_what_was_traced(tmp_path: Path) -> None:
     [
         (
             {"model": "tiny-gpt2", "lora_rank": 8},
-            "a Llama-family, GPT-NeoX-kind or encoder model for --lora-rank",
+            "a Llama-family, GPT-NeoX-kind, encoder or encoder-decoder model for --lora-rank",
         ),
         (
             {"model": "tiny-llama", "lora_rank": 8, "qlora": True, "precision": "fp32"},
