@@ -44,6 +44,12 @@ KNOWN = [
     ("train.max_steps", NO_MEMORY),
     ("train.max_norm", NO_MEMORY),
     ("train.min_lr", NO_MEMORY),
+    # Before the optimizer block (litgpt/args.py's TrainArgs at 43c44323, where the Gemma 2B
+    # rows were measured): AdamW's arguments, finetune/*.py building torch's AdamW with them
+    ("train.learning_rate", NO_MEMORY),
+    ("train.weight_decay", NO_MEMORY),
+    ("train.beta1", NO_MEMORY),
+    ("train.beta2", NO_MEMORY),
     ("optimizer.init_args.lr", NO_MEMORY),
     ("optimizer.init_args.weight_decay", NO_MEMORY),
     ("optimizer.init_args.betas", NO_MEMORY),

@@ -36,6 +36,26 @@ def test_every_copied_config_is_read(local: str) -> None:
     assert recipe.used  # it set something, and accounted for the rest
 
 
+def test_the_gemma_2b_rows_read_the_configs_of_the_commit_that_measured_them() -> None:
+    """LitGPT's table got its Gemma 2B rows at 43c44323 ("Add automated benchmark table"), whose
+    configs give AdamW's arguments under ``train`` (no optimizer block yet): read as the later
+    configs are, no key left unknown."""
+    rows = [r for r in ROWS if r["id"].startswith("litgpt/gemma-2b/")]
+    assert len(rows) == 4
+    for row in rows:
+        assert row["source"]["commit"].startswith("43c44323"), row["id"]
+        local, commit = row["config_file"]["local"], row["config_file"]["commit"]
+        assert local.endswith("@43c4432.yaml") and commit.startswith("43c4432")
+        then = read_recipe([PEER / local])
+        later = read_recipe([PEER / local.replace("@43c4432", "")])  # the 00af8b0 copy
+        assert not [s.key for s in then.ignored if "not a setting this reader knows" in s.why]
+        # the same step: the later file names its optimizer (AdamW, our default) where the
+        # earlier one leaves it to the script (QLoRA: bitsandbytes' PagedAdamW in both)
+        assert then.values.get("optimizer", "adamw") == later.values["optimizer"] == "adamw"
+        same = {k: v for k, v in later.values.items() if k != "optimizer"}
+        assert {k: v for k, v in then.values.items() if k != "optimizer"} == same
+
+
 def test_the_benchmark_prints_the_summary_beside_the_targets() -> None:
     # The limit only stops a hung run: every row is estimated (some compiled), ~5 min quiet and
     # 7-8 min beside a full suite on two cores; its speed is not what this test checks.
