@@ -128,8 +128,6 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
             continue  # adapters are tiny: offloading or sharding them buys nothing
         if kind == "qlora" and precision == "fp32":
             continue
-        if encoder == "t5" and kind == "lora" and precision.startswith("amp-"):
-            continue  # estimate.lora_t5 does not model autocast yet
         update: dict[str, Any] = {
             "precision": precision,
             "zero": zero,

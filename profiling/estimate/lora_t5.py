@@ -20,7 +20,11 @@ tokens; everything else of the decoder reads U = t·b). Per adapter with input w
 - each stack's first block reads the frozen embedding's output, which needs no gradient: its
   first norm keeps nothing, and its q, k and v adapters keep no dropout mask.
 
-Autocast and the CPU target are not modelled with LoRA yet (``check``). No torch here.
+Under autocast (``amp-*``) the norms are fp32 (their normalized values too), each adapter keeps
+lora_A's 16-bit copy of its input and a 16-bit A output, the frozen layers none of the 16-bit
+copies full training's matmuls keep (q, k, v, cross-attention's q, k, v, the MLP's two inputs),
+and autocast's weight copies are the adapters' (``_amp_weight_copies``). The CPU target is not
+modelled with LoRA yet (``check``). No torch here.
 """
 
 from __future__ import annotations
@@ -40,9 +44,6 @@ _ATTENTION = ("q", "k", "v", "o")
 
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model this LoRA on an encoder-decoder (None: it can)."""
-    if Bytes.of(cfg.precision).amp:
-        return ("LoRA on an encoder-decoder under autocast yet; use mixed, bf16 or fp32, or "
-                "trace it")  # fmt: skip
     if not _cuda(cfg):
         return "LoRA on an encoder-decoder on the CPU target; estimate it for CUDA (--target cuda)"
     if cfg.checkpointing != "none":
@@ -73,7 +74,8 @@ def _t(d: Dims) -> int:
 def _adapters(tokens: int, roles: list[str], d: Dims, cfg: TrainingConfig, first: bool) -> int:
     """What the adapters on ``roles`` reading ``tokens`` keep: A outputs, their own input copies
     and dropout masks (none for a first block's q, k, v: their input needs no gradient)."""
-    e, r, ac = Bytes.of(cfg.precision), int(cfg.lora_rank or 0), adapter_bytes(cfg)
+    e, r = Bytes.of(cfg.precision), int(cfg.lora_rank or 0)
+    ac = 2 if e.amp else adapter_bytes(cfg)  # autocast: lora_A's 16-bit input copy and output
     value = tokens * len(roles) * r * ac
     if own_copies(cfg, e):
         value += tokens * sum(_width(d, t) for t in roles) * ac
@@ -96,6 +98,17 @@ def _mlp_lost(tokens: int, d: Dims, e: Bytes, shared: bool, roles: list[str]) ->
     return lost
 
 
+def _nv(e: Bytes) -> int:
+    """A norm's normalized values' element size: fp32 under autocast (T5 norms in fp32)."""
+    return 4 if e.amp else e.c
+
+
+def _mlp_lost_amp(tokens: int, d: Dims, e: Bytes) -> int:
+    """Under autocast: the frozen MLP's 16-bit copies of its input (wi, or wi_0 and wi_1) and
+    of wo's input (ReLU's output cast back, or the fp32 gated product), kept by nothing."""
+    return ((2 if d.extra["t5"]["gated"] else 1) * d.h + d.f) * tokens * e.c
+
+
 def _first_norm(tokens: int, d: Dims, e: Bytes) -> int:
     """A first block's first norm, all of which full training keeps beside its output."""
     return tokens * ((0 if e.r == 4 else 4) * d.h + e.r * d.h + 4)
@@ -105,7 +118,9 @@ def encoder_block(d: Dims, cfg: TrainingConfig) -> int:
     """One encoder block's change (a later block: ``once_per_model`` corrects the first)."""
     e, roles, T = Bytes.of(cfg.precision), _roles(cfg), d.s * d.b
     shared = not own_copies(cfg, e)
-    value = _adapters(T, roles, d, cfg, False) - 2 * T * d.h * e.c  # the normalized values
+    value = _adapters(T, roles, d, cfg, False) - 2 * T * d.h * _nv(e)  # the normalized values
+    if e.amp:  # the frozen q, k, v keep no 16-bit copies of the norm's output
+        return value - 3 * T * d.h * e.c - _mlp_lost_amp(T, d, e)
     value -= 0 if _kept(shared, set(_QKV), roles) else T * d.h * e.c
     return value - _mlp_lost(T, d, e, shared, roles)
 
@@ -117,9 +132,11 @@ def decoder_block(d: Dims, cfg: TrainingConfig) -> int:
     U = t * d.b
     shared = not own_copies(cfg, e)
     cross = [x for x in roles if x in _ATTENTION]
-    value = _adapters(U, roles, d, cfg, False) - 3 * U * d.h * e.c - t * t
+    value = _adapters(U, roles, d, cfg, False) - 3 * U * d.h * _nv(e) - t * t
     value += _adapters(U, [x for x in cross if x in ("q", "o")], d, cfg, False)
     value += _adapters(T, [x for x in cross if x in ("k", "v")], d, cfg, False)
+    if e.amp:  # no 16-bit copies for the frozen q, k, v, cross q (U) and cross k, v (T)
+        return value - (4 * U + 2 * T) * d.h * e.c - _mlp_lost_amp(U, d, e)
     value -= 0 if _kept(shared, set(_QKV), roles) else U * d.h * e.c
     value -= 0 if _kept(shared, {"q"}, roles) else U * d.h * e.c
     return value - _mlp_lost(U, d, e, shared, roles)
@@ -148,16 +165,37 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                       "masks (the frozen embedding needs no gradient)", first, "",
                       f"{first}"))  # fmt: skip
     shared = not own_copies(cfg, e)
-    final = -T * d.h * e.c - 2 * U * d.h * e.c  # normalized values ×2, the head's input
-    final -= 0 if _kept(shared, {"k", "v"}, roles) else T * d.h * e.c
+    final = -(T + U) * d.h * _nv(e) - U * d.h * e.c  # normalized values ×2, the head's input
+    # the encoder's output (under autocast each cross-attention k, v keeps its own copy)
+    final -= 0 if e.amp or _kept(shared, {"k", "v"}, roles) else T * d.h * e.c
     terms.append(Term("final norms' normalized values, the frozen head's input (and the "
                       "encoder's output unless cross-attention's k or v adapter keeps it)",
                       final, "", f"{final}"))  # fmt: skip
+    if e.amp:
+        terms.append(_amp_weight_copies(d, cfg))
     frozen = -8 * (d.s * d.s + t * t + U)
     terms.append(Term("frozen position tables and embedding: no bucket indices nor shifted "
                       "labels kept", frozen, "−8·(s² + t² + t·b) B",
                       f"−8·({d.s}² + {t}² + {U})"))  # fmt: skip
     return terms
+
+
+def _amp_weight_copies(d: Dims, cfg: TrainingConfig) -> Term:
+    """Autocast's 16-bit weight copies under LoRA (full training's count keeps every matmul
+    weight's): the adapters' A and B are cached and kept too, but not the first blocks' A on q,
+    k, v (their input, the frozen embedding's, needs no gradient); those first blocks' frozen
+    q, k and v keep no copy (nothing of theirs needs a gradient)."""
+    r, q, L = int(cfg.lora_rank or 0), int(d.extra["t5"]["q_dim"]), d.L
+    roles, dec = _roles(cfg), int(d.extra["t5"]["decoder_layers"])
+    cross = [x for x in roles if x in _ATTENTION]
+    ends = {"o": (q, d.h), "gate": (d.h, d.f), "up": (d.h, d.f), "down": (d.f, d.h)}
+    size = {x: r * sum(ends.get(x, (d.h, q))) for x in roles}
+    adapters = L * sum(size.values()) + dec * (sum(size.values()) + sum(size[x] for x in cross))
+    first = 2 * r * d.h * sum(1 for x in roles if x in _QKV)  # the first blocks' A on q, k, v
+    value = 2 * (adapters - first) - 2 * 6 * d.h * q
+    return Term("autocast's 16-bit copies of the adapters (cached, kept), not of the first "
+                "blocks' frozen q, k, v nor their A", value, "2·(adapters − first A) − 2·6·h·q",
+                f"2·({adapters} − {first}) − 2·6·{d.h}·{q}")  # fmt: skip
 
 
 def _after_cross_kv(d: Dims, cfg: TrainingConfig, t: int) -> int:
