@@ -130,6 +130,7 @@ _._fw_post_hook
 _._fw_pre_hook
 _.__class__  # an instance's class swapped for torch's subclass (probe.py's _forward_only)
 _.has_backward
+_.group_rank  # a stage's pipeline position, which torch's schedules read (pipe_replay.py)
 _._inference_mode
 _.pp_group_size
 _.n_local_stages

@@ -51,6 +51,14 @@ SEGMENT_SLACK = 22 * MiB  # one partly empty 20 MiB large and 2 MiB small segmen
 # The fractions, default segments / expandable segments: the smallest that keep the closed form
 # at or above every replay of benchmarks/bench_reserve.py's grid (its summary says by how much).
 BETWEEN_SIZES = {False: 0.05, True: 0.05}
+# A pipeline rank interleaves its microbatches: one's activations are carved out of blocks
+# another's backward freed, and FSDP2 keeps the stage's gathered parameters from the first
+# forward to the reduction. The smallest fractions that keep the closed form at or above the
+# replay of every rank's whole step (profiling.plans.pipe_replay) on tests/profiling/plans/
+# test_pipe_replay.py's tiny plans — 1F1B, interleaved and ZBV, PP 2 and 4, FSDP or none, TP,
+# full checkpointing: 13.7 % (PP 2 without FSDP, rank 0, default segments: its 2-6 MiB
+# activations each in a 20 MiB segment) and 8.9 % with expandable segments (ZBV's rank 1)
+BETWEEN_SIZES_PIPELINED = {False: 0.14, True: 0.09}
 # fp32 logits' worth of segments the loss makes past what is cached: 16-bit logits, their fp32
 # copy, the shifted rows' log-probabilities (3); transformers before 4.49 also copies the
 # shifted logits in fp32, and its gradient finds only blocks one row short (18 s·V units
@@ -161,7 +169,8 @@ def reserve_terms(
 
     shape = shape_of(cfg)
     expandable = cfg.expandable_segments
-    between = BETWEEN_SIZES[expandable]
+    pipelined = cfg.pp > 1
+    between = (BETWEEN_SIZES_PIPELINED if pipelined else BETWEEN_SIZES)[expandable]
     pre = allocated if outside_loss is None else min(allocated, outside_loss)
     # the larger of: the peak with its cached blocks; the reserve outside the loss with the
     # loss's own segments on top

@@ -289,6 +289,10 @@ def hand_shape(inp: TrainingConfig) -> dict[str, Any]:
     hand = inp.hand_workload()
     if hand is not None:
         shape["shape_params"] = hand.param_count()  # what the shape itself holds
+        # one block's parameters: FSDP2's all-gather streams hold two blocks' (the reserve's
+        # term read 0 for every shape given by hand); the root's stays unknown (ZeRO-3's
+        # gathered root is counted where a model names it)
+        shape["block_params"] = _units(hand)["block_params"]
     return shape
 
 

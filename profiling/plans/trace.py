@@ -262,11 +262,14 @@ def _traced(
         profiles = [
             _stage_profile(cfg, w, layout, s, cache, mesh, say, notes) for s in layout.stages
         ]
-        replays = (
-            {0: _replay(cfg, w, layout, layout.stages[0], mesh, say)}
-            if counted(cfg) and layout.pp == 1
-            else {}
-        )
+        replays: dict[int, Replay] = {}
+        if counted(cfg) and layout.pp == 1:
+            replays[0] = _replay(cfg, w, layout, layout.stages[0], mesh, say)
+        elif counted(cfg):  # each pipeline rank's whole step (profiling.plans.pipe_replay)
+            from profiling.plans.pipe_replay import replay_rank
+
+            for r in range(layout.pp):
+                replays[r] = replay_rank(cfg, w, layout, r, mesh, say)
     return profiles, replays, {n for _, n, _ in cache}, len({k for k, _, _ in cache})
 
 
