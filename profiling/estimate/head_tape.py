@@ -15,16 +15,16 @@ def head(x: Ctx, tape: Tape, key: str, rows: list[Dim], strided: bool) -> None:
     capped: the tanh output kept)."""
     h, V = ("h", x.h), ("V", x.V)
     if x.head_nf4:  # MatMul4Bit: linear(A, dequantize_4bit(B).to(A.dtype).t())
+        # in the Function's forward, under no grad: matmul folds a strided chunk only for a
+        # weight that needs a gradient, so bmm reads the chunk where it is (no copy; traced)
         _dequantized(x, tape, key)
-        if strided:  # linear's copy of the strided rows, for its matmul only
-            tape.new(f"{key}.tmp", sized("linear's copy of the strided rows", [*rows, h], x.c))
     elif x.amp:
         tape.new(f"{key}.in", sized("the LM head's 16-bit copy of its input", [*rows, h], 2))
     elif strided:
         tape.new(f"{key}.in", sized("the LM head's copy of its strided input", [*rows, h], x.c))
     tape.new(f"{key}.logits", sized("logits", [*rows, V], x.c))
     if x.head_nf4:
-        tape.free(*(k for k in (f"{key}.w", f"{key}.tmp") if tape.has(k)))
+        tape.free(f"{key}.w")
     if x.head_rank:
         _adapter(x, tape, key, rows)
     if x.softcap:

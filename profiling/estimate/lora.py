@@ -20,7 +20,8 @@ rank r):
   needs no gradient; not even Gemma's fp32 ``1 + weight``), nor its q, k, v adapters' dropout
   masks, nor, under autocast, the first block's q, k, v weight copies and their A copies; the
   final norm's output is not kept for a frozen LM head (an adapted one keeps what a block's
-  adapter keeps); autocast keeps 16-bit copies of the adapters' weights.
+  adapter keeps; Lightning's 4-bit one under ``--bnb-keeps-inputs`` keeps it as its input);
+  autocast keeps 16-bit copies of the adapters' weights.
 
 QLoRA (``--qlora``) runs bitsandbytes' ``MatMul4Bit``, which since 0.43.2 (July 2024, "fix
 QLoRA mem bug: delete useless buffered activation") keeps only the packed weight; 0.43.1 and
@@ -41,6 +42,7 @@ from profiling.estimate import dora, litgpt_qkv
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.hf_ops import eager, fp32_norm, fp32_weight
 from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
+from profiling.models.loss_sizes import LITGPT_CHUNK
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -320,7 +322,11 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
     sb, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
     cpu = _unfused_norms(d, cfg)
     adapted = "lm_head" in cfg.lora_targets
-    head_in = 0 if adapted and not own else (2 if e.amp else e.c)
+    # Lightning's 4-bit LM head (--fabric-bnb, untied) of bitsandbytes <= 0.43.1 keeps its
+    # input, the final norm's output, as every 4-bit layer does (MatMul4Bit's ctx.tensors);
+    # the loss's tape keeps it past the head (estimate.loss_tapes, _fwd_litgpt)
+    nf4_keeps = cfg.fabric_bnb and cfg.bnb_keeps_inputs and not d.extra.get("tied")
+    head_in = 0 if (adapted and not own) or nf4_keeps else (2 if e.amp else e.c)
     n = _normalized_bytes(d, e) if cpu else 0
     terms = []
     if head_in or n:
@@ -331,6 +337,11 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
             f"−s·b·h·({head_in}" + (f" + {n}" if cpu else "") + ") B",
             f"−{tok}·{h}·({head_in}" + (f" + {n}" if cpu else "") + ")",
         ))  # fmt: skip
+    if adapted and nf4_keeps and not own and d.b > 1 and d.s > LITGPT_CHUNK:
+        # Both keep an input then: the 4-bit head the final norm's output, and A (no dropout,
+        # no cast) the copy matmul makes of each strided chunk to fold it (A needs a gradient)
+        terms.append(Term("LM head's adapter: A's copies of the strided chunks", sb * h * e.c,
+                          f"s·b·h·{e.c} B", f"{tok}·{h}·{e.c}"))  # fmt: skip
     if adapted:
         ac = _compute(cfg, e)
         per_h = (2 if e.amp else ac) if own else 0
