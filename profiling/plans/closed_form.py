@@ -224,7 +224,7 @@ def stage_profile(
         # whose reduce-scatter it then takes from the cache
         block, recompute = kept, block - kept + (tokens * w.hidden * s.c if t > 1 else 0)
     # under torch.compile what the partitioner saves (profiling.plans.compiled_form)
-    block, plain = compiled_blocks(cfg, w, tokens, t, s.c, local, u, block, plain)
+    block, plain = compiled_blocks(cfg, w, tokens, t, s.c, local, u, block, plain, ring_copy)
     grad_in = x if recompute else 0
     pipelined = layout.pp > 1
     kept, rec, earlier = _every_n(cfg, stage, block, plain, recompute)

@@ -19,6 +19,11 @@ the compute dtype's bytes, ``q``/``kv`` the local heads' widths, ``f`` the local
   also keeps ``w2``'s output and its reduce-scatter, which no backward op reads (the partitioner
   drops them);
 - **full checkpointing**: the input alone, as eager;
+- **around context parallelism's ring attention** (CP > 1, no checkpointing): the ring is inside
+  the block's one graph (torchtitan compiles with ``fullgraph=True``), so the forward saves the
+  ring's all-gathered keys and values (the backward's gather is the forward's) and their
+  contiguous copies (:func:`ring_kept`), and the backward graph holds the ring's functionalized
+  fp32 key/value gradients (:func:`ring_backward`);
 - **Float8 tensorwise** (without TP): with no checkpointing the attention's input is not kept
   (recomputed and cast again in backward), the FFN's input is kept as its fp8 cast (one byte
   per element), SwiGLU's product is recomputed, and each Linear's fp8 weight is kept (one byte
@@ -26,8 +31,8 @@ the compute dtype's bytes, ``q``/``kv`` the local heads' widths, ``f`` the local
   the casts' amax and scale scalars (44 bytes).
 
 Not derived here (``None``: the eager count stands, an upper bound): Float8 under TP (torchao's
-TP styles), a block around context parallelism's ring attention (CP > 1), FSDP's fp8 all-gather
-without checkpointing, Ulysses, the math SDPA kernel. No torch.
+TP styles), the per-op policy around the ring, FSDP's fp8 all-gather without checkpointing,
+Ulysses, the math SDPA kernel. No torch.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import TYPE_CHECKING
 from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, add, vec
-from profiling.plans.ring_form import fused
+from profiling.plans.ring_form import RNG, fused
 from profiling.plans.shapes import sdpa_kv
 
 if TYPE_CHECKING:
@@ -55,17 +60,20 @@ def seed_bytes(c: int) -> int:
 
 def compiled_kept(
     w: WorkloadConfig, tokens: int, t: int, c: int, lse: int, mode: str,
-    float8: str | None = None, fp8_all_gather: bool = False, u: int = 1,
+    float8: str | None = None, fp8_all_gather: bool = False, u: int = 1, ring: int = 0,
 ) -> int | None:  # fmt: skip
     """Bytes one compiled block keeps for ``tokens`` of this rank (see the module); ``lse``:
     its logsumexp's bytes (as ``block_activations`` pads it); ``mode``: the block's
-    checkpointing (``none``, ``selective-op``, ``full``). None where not derived."""
+    checkpointing (``none``, ``selective-op``, ``full``); ``ring``: what the ring attention adds
+    (:func:`ring_kept`). None where not derived."""
     h = w.hidden
     q, kv, f = w.heads * w.head_dim // t, w.n_kv_heads * w.head_dim // t, w.ffn // t
     x = tokens // t * h * c  # the input, sequence-parallel under TP
     if mode == "full":
         return x
     if u > 1 or (float8 and (t > 1 or (fp8_all_gather and mode == "none"))):
+        return None
+    if ring and mode != "none":
         return None
     attention = q * c * tokens + lse + seed_bytes(c)  # SDPA's output, logsumexp, seed
     if mode == "selective-op":
@@ -78,7 +86,28 @@ def compiled_kept(
     if float8:
         linears = (2 * q + 2 * kv + 3 * f) * h  # the seven Linears' local weights, in fp8
         return 2 * x + qkv + attention + tokens * h + 2 * f * c * tokens + linears + F8_SCALES
-    return 2 * x + 2 * tokens * h * c + qkv + attention + 3 * f * c * tokens
+    return 2 * x + 2 * tokens * h * c + qkv + attention + 3 * f * c * tokens + ring
+
+
+def ring_kept(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int, copy: bool) -> int:
+    """What a compiled block around context parallelism's ring attention keeps beyond the same
+    block without it (no checkpointing), read from the partitioner's forward graph on
+    torchtitan's block (``profiling.plans.ring``): AOTAutograd traces the ring's forward and
+    backward into one joint graph, where the backward's all-gather of the keys and values is
+    the forward's, so the forward saves views of that gathered buffer (its whole storage:
+    ``cp`` × the repeated keys and values) and the contiguous copies of this rank's keys and
+    values the first step's kernel read (as large as the repeated keys and values), beside
+    what the block keeps without the ring; and, where the merged output is contiguous in
+    (batch, heads, tokens, dim) (``copy``: ring rank 0 at cp 2, every rank from cp 3), wo's
+    copy of it. torchtitan compiles each block with ``fullgraph=True`` (pytorch/torchtitan
+    9dec370, torchtitan/parallelisms/parallelize_llama.py, apply_compile): the ring is inside
+    the block's one graph, never a graph break."""
+    if cp == 1:
+        return 0
+    kv = sdpa_kv(w, t) * c * tokens
+    # the seed and offset kept are a ring step's, (2,) and () uint64 in every dtype (RNG)
+    seed = RNG - seed_bytes(c)
+    return (1 + cp) * kv + (w.heads // t * w.head_dim * c * tokens if copy else 0) + seed
 
 
 def lse_rows(seq: int, c: int) -> int:
@@ -93,25 +122,26 @@ def lse_bytes(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int =
 
 def compiled_blocks(
     cfg: TrainingConfig, w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int,
-    block: int, plain: int,
+    block: int, plain: int, copy: bool = False,
 ) -> tuple[int, int]:  # fmt: skip
     """(a checkpointed block's, a plain block's) bytes kept under torch.compile; eager's where
-    the partitioner's choices are not derived (an upper bound)."""
+    the partitioner's choices are not derived (an upper bound); ``copy``: the ring's merged
+    output is copied for wo (:func:`ring_kept`)."""
     if not compiled_derived(cfg, w):
         return block, plain
     lse = lse_bytes(w, tokens, t, c, seq, u)
     fp8 = (cfg.float8, cfg.float8_all_gather and cfg.fsdp, u)
-    kept = compiled_kept(w, tokens, t, c, lse, cfg.checkpointing, *fp8)
-    none = compiled_kept(w, tokens, t, c, lse, "none", *fp8)
+    ring = ring_kept(w, tokens, t, c, cfg.cp, copy)
+    kept = compiled_kept(w, tokens, t, c, lse, cfg.checkpointing, *fp8, ring=ring)
+    none = compiled_kept(w, tokens, t, c, lse, "none", *fp8, ring=ring)
     return (block if kept is None else kept), (plain if none is None else none)
 
 
 def compiled_derived(cfg: TrainingConfig, w: WorkloadConfig) -> bool:
     """Whether a compiled plan's blocks are counted from the partitioner's choices (the fused
-    SDPA kernels' graphs are the ones read; Float8 only without TP; not around context
-    parallelism's ring attention, whose compiled block keeps more: profiling.plans.ring)."""
+    SDPA kernels' graphs are the ones read; Float8 only without TP)."""
     c = 4 if cfg.precision == "fp32" else 2
-    plain = not (cfg.float8 and cfg.tp > 1) and cfg.cp == 1
+    plain = not (cfg.float8 and cfg.tp > 1)
     return cfg.compile and fused(w.head_dim, c) and plain
 
 
@@ -134,7 +164,7 @@ def compiled_note(cfg: TrainingConfig, w: WorkloadConfig) -> str:
 
 
 def compiled_backward(
-    w: WorkloadConfig, tokens: int, t: int, c: int, lse: int, mode: str, seq: int
+    w: WorkloadConfig, tokens: int, t: int, c: int, lse: int, mode: str, seq: int, cp: int = 1,
 ) -> int:  # fmt: skip
     """Bytes a compiled block's backward graph holds above what the block keeps, at its
     highest (read from the graph, each tensor freed after its last use, the weights' gradients
@@ -146,8 +176,10 @@ def compiled_backward(
     residual's gradient, the keys' summed over their repeats, q's in fp32, the complex64
     gradients of q and k and a copy of the table's rows) and the attention's input gradient
     summed from ``wq``'s, ``wk``'s and ``wv``'s (every weight gradient but ``wq``'s, q's
-    gradient, the residual's and three gathered input gradients). ``seq``: the rank's
-    sequence. The gradient reaching the block is not counted here."""
+    gradient, the residual's and three gathered input gradients); around the ring (``cp`` > 1)
+    also the ring's backward beside the FFN's and wo's weight gradients and the residual's
+    gradient (:func:`ring_backward`). ``seq``: the rank's sequence. The gradient reaching the
+    block is not counted here."""
     h, d = w.hidden, w.head_dim
     q, kv, f = w.heads * d // t, w.n_kv_heads * d // t, w.ffn // t
     x, gathered, ft = tokens // t * h * c, tokens * h * c, f * c * tokens
@@ -163,7 +195,8 @@ def compiled_backward(
     ffn_wo = (q + 3 * f) * h * c + h * c  # the FFN's and wo's weight gradients, the FFN norm's
     rotary = ffn_wo + x + kv * c * tokens + 8 * q * tokens + 4 * kv * tokens + 4 * seq * d
     attention = ffn_wo + 2 * kv * h * c + x + q * c * tokens + 3 * gathered
-    return max(swiglu, rotary + recomputed, attention + recomputed)
+    ring = ffn_wo + x + ring_backward(w, tokens, t, c, cp) if cp > 1 else 0
+    return max(swiglu, rotary + recomputed, attention + recomputed, ring + recomputed)
 
 
 def compiled_moments(
@@ -185,7 +218,7 @@ def compiled_moments(
     lse = lse_bytes(w, tokens, t, c, local, u)
     # the gradient reaching the block: under a pipeline the stage's receive buffer
     reaching = 0 if pipelined else tokens // t * w.hidden * c
-    held = vec(temporaries=compiled_backward(w, tokens, t, c, lse, cfg.checkpointing, local)
+    held = vec(temporaries=compiled_backward(w, tokens, t, c, lse, cfg.checkpointing, local, cfg.cp)
                + reaching)  # fmt: skip
     if pipelined:
         return _larger(peaks[0], held), _larger(peaks[1], held)
@@ -195,7 +228,26 @@ def compiled_moments(
     if not cfg.fsdp and stage.layers > 1:
         held = _larger(held, add(held, vec(gradients=block_g, activations=-last)))
     top = _larger(held, _larger(*others))
+    if cfg.cp > 1:  # the ring's moments (profiling.plans.ring_form) among them
+        return _larger(top, peaks[0]), _larger(top, peaks[1])
     return top, top
+
+
+def ring_backward(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int) -> int:
+    """What the ring attention's backward holds inside a compiled block's backward graph at its
+    highest, beside the FFN's and wo's weight gradients and the residual's gradient (read from
+    the partitioner's backward graph on torchtitan's block, ring rank 1 at cp 2): the graph
+    reads the forward's gathered keys and values (kept, not gathered again) and runs
+    functionalized, so each in-place update of the fp32 key/value gradients the all-to-all
+    brought is a fresh copy — at a step's second scatter the previous whole buffer and the new
+    one (2 × the keys' and values' fp32 gradients), the value half updated and the key half
+    concatenated for the next exchange (one key's fp32 gradient each), the query's fp32
+    accumulator and this step's query gradient."""
+    if cp == 1:
+        return 0
+    kv4 = sdpa_kv(w, t) * 4 * tokens  # the keys' and values' fp32 gradients
+    q = w.heads // t * w.head_dim * tokens
+    return 2 * kv4 + kv4 + q * 4 + q * c
 
 
 def _larger(a: Vec, b: Vec) -> Vec:
@@ -205,5 +257,5 @@ def _larger(a: Vec, b: Vec) -> Vec:
 __all__ = [
     "compiled_backward", "compiled_blocks", "compiled_derived", "compiled_kept", "compiled_moments",
     "compiled_note",
-    "lse_bytes", "lse_rows", "seed_bytes",
+    "lse_bytes", "lse_rows", "ring_backward", "ring_kept", "seed_bytes",
 ]  # fmt: skip

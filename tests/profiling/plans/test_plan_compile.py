@@ -82,8 +82,8 @@ def test_compile_under_tp_pp_cp_keeps_less_and_changes_no_model_state(plan) -> N
 def test_compile_around_the_ring_keeps_the_model_states_and_the_gathered_keys() -> None:
     # torch's ring attention compiled inside each block runs (DTensor's context-parallel
     # dispatch under Dynamo and AOTAutograd) and leaves the model states alone; its blocks keep
-    # more than eager's here (6.8 MB on this toy: what the partitioner saves around the ring is
-    # not yet taken apart — the closed form counts compiled blocks as eager)
+    # more than eager's here (6.8 MB on this toy: the gathered keys and values and their
+    # contiguous copies, in closed form: tests/profiling/plans/test_compiled_ring.py)
     eager, compiled = _ranks(cp=2, dp_shard=2), _ranks(cp=2, dp_shard=2, compile=True)
     for e, c in zip(eager, compiled, strict=True):
         for k in ("parameters", "optimizer"):

@@ -123,10 +123,14 @@ def test_bench_peer_judges_a_plan_row_by_its_replayed_reserve() -> None:
                       "torchtitan/llama3.1-8b/Table 3/FSDP + torch.compile",
                       "torchtitan/llama3.1-8b/Table 3/FSDP + torch.compile + Float8",
                       "torchtitan/llama3.1-8b/Table 2/FSDP 8, CP 1",
+                      "torchtitan/llama3.1-8b/Table 2/FSDP 4, CP 2",
+                      "torchtitan/llama3.1-8b/Table 2/FSDP 2, CP 4",
                       # pipelined: judged by the closed form's reserve (test_pipe_replay)
                       "torchtitan/llama3.1-405b/Table 5/1F1B",
                       "torchtitan/llama3.1-405b/Table 5/Interleaved 1F1B",
-                      "torchtitan/llama3.1-405b/Table 6/FSDP 8, CP 1"]  # fmt: skip
+                      "torchtitan/llama3.1-405b/Table 6/FSDP 8, CP 1",
+                      "torchtitan/llama3.1-405b/Table 6/FSDP 4, CP 2",
+                      "torchtitan/llama3.1-405b/Table 6/FSDP 2, CP 4"]  # fmt: skip
 
 
 # A vocabulary that outweighs the blocks: the loss's logits lead the step
