@@ -5,9 +5,9 @@
   runs autocast over fp32 parameters, ``32-true`` fp32; unset, LitGPT picks ``bf16-mixed`` for
   training on a GPU with bf16.
 - ``quantize: bnb.nf4`` (``-dq``: double quantization) puts the base in 4 bits (QLoRA).
-- ``devices`` × ``num_nodes`` > 1: every block FSDP-sharded (FSDP2's ``fully_shard`` for LoRA,
-  FSDP's full shard otherwise — Lightning's FSDPStrategy, FSDP1, whose plain-tensor parameters
-  make torch's AdamW run foreach) and activation-checkpointed; one GPU: neither.
+- ``devices`` × ``num_nodes`` > 1: every block FSDP-sharded (full, LoRA and adapter alike:
+  Lightning's FSDPStrategy, FSDP1, whose plain-tensor parameters make torch's AdamW run foreach)
+  and activation-checkpointed; one GPU: neither.
 - ``train.micro_batch_size`` per GPU; ``global_batch_size / (micro × GPUs)`` > 1 accumulates
   gradients, which then stay allocated through the next micro-batches' forward; full.py on more
   than one GPU accumulates them unsharded (``fabric.no_backward_sync``: FSDP1's ``no_sync``).
@@ -222,12 +222,13 @@ def _devices(r: Reading, method: str) -> int:
     r.use("devices", "gpus", gpus, "× num_nodes" if (nodes or 1) > 1 else "")
     r.seen("num_nodes", main="devices")
     if gpus > 1:
-        how = "FSDP2 fully_shard" if method == "lora" else "FSDP full shard"
-        r.use("devices", "fsdp", True, f"{how} of every block on more than one GPU")
+        # finetune/lora.py too (``strategy = FSDPStrategy(auto_wrap_policy={Block}, ...)`` when
+        # devices > 1, at 43c44323 and at 00af8b0): every script's sharding is FSDP1
+        r.use("devices", "fsdp", True, "FSDP full shard of every block on more than one GPU")
         r.use("devices", "checkpointing", "full", "LitGPT checkpoints every block when sharded")
         said = r.has("optimizer.init_args.foreach") or r.get("optimizer.init_args.fused")
-        if method != "lora" and not said:
-            # finetune/full.py and adapter.py shard with Lightning's FSDPStrategy: FSDP1
+        if not said:
+            # finetune/full.py, lora.py and adapter.py shard with Lightning's FSDPStrategy: FSDP1
             # (FullyShardedDataParallel), whose parameters are plain tensors, so torch's AdamW,
             # built without a foreach argument (instantiate_torch_optimizer), takes the
             # multi-tensor path (torch/optim/optimizer.py, _default_to_fused_or_foreach: foreach
@@ -235,7 +236,7 @@ def _devices(r: Reading, method: str) -> int:
             # step holds a sqrt of every second moment at once (_multi_tensor_adamw). A file
             # that says foreach or fused is read as it says (_optimizer).
             r.imply("(the script)", "foreach", True, FSDP1_FOREACH)
-        if method != "lora":
+        if method != "lora":  # LoRA's flat parameters mix frozen and adapted weights: not modelled
             r.imply("(the script)", "fsdp_flat", True, FSDP1_FLAT)
     return gpus
 

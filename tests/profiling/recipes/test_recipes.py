@@ -106,7 +106,9 @@ def test_litgpt_full_on_many_gpus_steps_fsdp1s_foreach_adamw(tmp_path: Path) -> 
     """finetune/full.py shards with Lightning's FSDPStrategy (FSDP1): its parameters are plain
     tensors, so torch's AdamW takes the foreach path, whose step holds a sqrt of every second
     moment at once — one more sharded state. LitGPT's Phi-2 full finetune on 2 GPUs (14.44 GB
-    published) peaks there; with FSDP2's for-loop step we said 12.05 GB. LoRA is not read so."""
+    published) peaks there; with FSDP2's for-loop step we said 12.05 GB. finetune/lora.py on
+    more than one device makes the same FSDPStrategy (litgpt at 43c44323 and 00af8b0): FSDP1
+    too, read so since session 15 (it was read as FSDP2's fully_shard, its AdamW a for-loop)."""
     from profiling.estimate.memory import estimate
 
     def two_gpus(name: str) -> Path:
@@ -133,7 +135,9 @@ def test_litgpt_full_on_many_gpus_steps_fsdp1s_foreach_adamw(tmp_path: Path) -> 
     grew = est.params * 2 / 2 - sum(temps(loop).values())  # the for-loop's: the largest tensor
     assert step(est) - step(loop) == pytest.approx(grew, abs=2)
     lora = read_recipe([two_gpus("llama-3.2-1B-lora.yaml")])
-    assert lora.values["fsdp"] is True and "foreach" not in lora.values
+    assert lora.values["fsdp"] is True and lora.values["foreach"] is True
+    assert "Lightning's FSDPStrategy is FSDP1" in "\n".join(lora.lines())
+    assert "FSDP2" not in "\n".join(lora.lines())
     single = read_recipe([FIXTURES / "litgpt" / "llama-3.2-1B-full.yaml"])
     assert "foreach" not in single.values  # one GPU: torch's own default, nothing implied
     # A file that chooses is read as it says: foreach off, or fused (no foreach path at all).
