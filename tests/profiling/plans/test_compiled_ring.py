@@ -69,3 +69,15 @@ def test_a_compiled_ring_blocks_backward_is_its_graphs_highest_moment(precision:
     for category in CATEGORIES:
         rel = 0.08 if category == "temporaries" and precision == "mixed" else 0.01
         assert e.by_category[category] == pytest.approx(t.by_category[category], rel=rel), category
+
+
+@pytest.mark.parametrize(
+    "plan", [{"dp_shard": 2}, {"vocab": 256}], ids=["fsdp2-loss-peak", "block-peak"]
+)
+def test_the_per_op_policy_around_the_ring_is_not_under_the_trace(plan: dict[str, Any]) -> None:
+    # torchtitan's per-op policy compiled around the ring: the partitioner saves the ring's
+    # gathered keys and values too (a collective is not recomputed); eager's policy count
+    # alone was 0.907 of the trace's peak on the first toy. Not derived: a bound above it.
+    traced, estimated = _both(**{**SMALL, **plan, "cp": 2, "checkpointing": "selective-op"})
+    ratio = estimated.highest.peak_bytes / traced.highest.peak_bytes
+    assert 1.0 <= ratio <= 1.06, ratio
