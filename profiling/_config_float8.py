@@ -36,7 +36,8 @@ MICROBATCHES_FIELD: Any = Field(
     None,
     ge=1,
     le=10**7,  # config.MAX_BATCH
-    description="Microbatches a pipeline step splits the batch into (default: the batch).",
+    description="Microbatches per step: a pipeline's (default: the batch), else gradient "
+    "accumulation.",
 )
 VIRTUAL_STAGES_FIELD: Any = Field(
     None,

@@ -104,10 +104,27 @@ def _dp(cfg: TrainingConfig) -> None:
         )
 
 
+def _accumulation(cfg: TrainingConfig) -> None:
+    """--microbatches M on a plan without a pipeline: gradient accumulation, M forward and
+    backward passes of batch / M each before one optimizer step, FSDP2 reduce-scattering each
+    into the sharded gradients (torchtitan's gradient_accumulation_steps: its train_step calls
+    forward_backward_step per microbatch, gradient sync left on; pytorch/torchtitan
+    torchtitan/trainer.py at b5bcd76)."""
+    m = cfg.microbatches or 1
+    if cfg.batch % m:
+        raise ConfigError(
+            f"--microbatches {m} must divide --batch {cfg.batch} (the batch each data-parallel "
+            "rank accumulates over microbatches)",
+            "microbatches",
+        )
+
+
 def _pipeline(cfg: TrainingConfig) -> None:
     if cfg.pp == 1:
+        if cfg.microbatches is not None and is_plan(cfg):
+            _accumulation(cfg)
         for field in ("microbatches", "virtual_stages"):
-            if getattr(cfg, field) is not None:
+            if getattr(cfg, field) is not None and (field != "microbatches" or not is_plan(cfg)):
                 raise ConfigError(f"--{field.replace('_', '-')} needs --pp > 1", field)
         # A schedule other than the default (a config read back from its own JSON, as the
         # trace's child process and the records do, sets every field: the default is no error).
@@ -305,6 +322,8 @@ def describe_plan(cfg: TrainingConfig) -> str:
         v = cfg.virtual_stages or 1
         stages = f", {v} stages per rank" if v > 1 else ""
         text += f" ({cfg.pp_schedule}, {cfg.microbatches} microbatches{stages})"
+    elif (cfg.microbatches or 1) > 1:
+        text += f" (gradient accumulation over {cfg.microbatches} microbatches)"
     return text
 
 

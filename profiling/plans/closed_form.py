@@ -36,6 +36,7 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.states import optimizer_states
 from profiling.models.config import WorkloadConfig
+from profiling.plans.accum import accumulated
 from profiling.plans.compiled_form import (
     compiled_blocks,
     compiled_moments,
@@ -343,7 +344,8 @@ def stage_profile(
                                   temporaries=in_flight))  # fmt: skip
         b_peak = _larger(blocks, b_peak)
         made_w2 = (w.ffn // t) * w.hidden * s.gathered
-        b_peak = unpipelined_peak(b_peak, blocks, f8_b, block_extra // 2, made_w2)
+        # b_more: the first block's backward, a later microbatch's highest (plans/accum.py)
+        b_peak = b_more = unpipelined_peak(b_peak, blocks, f8_b, block_extra // 2, made_w2)
         for q, again, freed in () if cfg.fsdp else earlier:  # FSDP: _block_moments
             c_b = add(_backward_extra(block_extra, again - freed, True, 2 * x),
                       vec(gradients=q * block_grads, activations=-head_acts))  # fmt: skip
@@ -372,6 +374,7 @@ def stage_profile(
         delta=vec(parameters=-head_keep - held, gradients=after, activations=-acts), peak=b_peak
     )
     moves["B"] = Move(delta=vec(activations=-acts), peak=b_more)
+    moves["F"], moves["B"] = accumulated(moves, vec(temporaries=b_extra * stage.head), pipelined)
     moves["I0"], moves["I"] = moves["B0"], moves["B"]
     moves["W0"] = moves["W"] = Move(delta=vec(), peak=vec())
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)

@@ -382,8 +382,10 @@ def probe_whole(
     say: Progress,
     log: AllocationLog | None = None,
 ) -> StageProfile:
-    """Without pipeline parallelism: a plain step (forward and loss, backward, step). With
-    ``log``, every allocation and free of both steps, in order (on its stream)."""
+    """Without pipeline parallelism: a plain step (forward and loss, backward, step), with
+    gradient accumulation a forward and backward per microbatch before the step (two probed:
+    ``F0``/``B0`` and ``F``/``B``, the later ones alike). With ``log``, every allocation and
+    free of both steps, in order (on its stream), every microbatch run."""
     from profiling.plans.titan import cross_entropy
     from profiling.trace.tracker import make_tracker
 
@@ -399,13 +401,20 @@ def probe_whole(
     if log is not None:
         log.attach(tracker)
 
+    # accumulated microbatches (torchtitan's gradient_accumulation_steps: FSDP2 reduce-scatters
+    # each backward into the sharded gradients): each in a scope of its own, not the root
+    # called again in one step (which torch's tracker refuses)
+    m = layout.microbatches if log is not None else min(2, layout.microbatches)
+    scope = _microbatch if m > 1 else (lambda tracker: contextlib.nullcontext())
+
     def step(rec: Any) -> None:
         act = rec.action if isinstance(rec, _Recorder) else (lambda name: contextlib.nullcontext())
-        with act("F0"):
-            loss = cross_entropy(model(x), labels)
-        with act("B0"):
-            loss.backward()
-            del loss
+        for i in range(m):
+            with act("F0" if i == 0 else "F"), scope(tracker):
+                loss = cross_entropy(model(x), labels)
+            with act("B0" if i == 0 else "B"):
+                loss.backward()
+                del loss
         with act("R"):
             pass  # FSDP reduced block by block inside backward
         with act("step"):

@@ -153,9 +153,10 @@ def _with_reduce(actions: list[Action], m: int) -> list[Action]:
 
 def rank_actions(schedule: str, rank: int, pp: int, stages_per_rank: int, m: int) -> list[Action]:
     """What pipeline rank ``rank`` runs in one step, in order (without pipeline parallelism:
-    one forward, one backward, the reduction)."""
+    a forward and a backward per microbatch accumulated, then the reduction)."""
     if pp == 1:
-        return [Action(0, "F", 0), Action(0, "B", 0), Action(0, "R", -1)]
+        steps = [Action(0, kind, i) for i in range(m) for kind in ("F", "B")]
+        return [*steps, Action(0, "R", -1)]
     if schedule == "1f1b":
         return one_f_one_b(rank, pp, m)
     if schedule == "interleaved":
