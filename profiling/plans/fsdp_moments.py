@@ -58,6 +58,8 @@ def block_moments(
             + previous * n * reduce_b,
         )  # fmt: skip
         plain = moment
+        if t > 1 and not cfg.float8:  # just before: w2's backward (w2_backward_moment)
+            moment = _larger(moment, add(plain, w2_backward_moment(w, tokens, t, s.c)))
         if rec[i] and cfg.float8 == "tensorwise" and t > 1:  # torchao's TP styles: w2's weight
             # cast in the recomputation, above its recast in backward (its input kept in fp8)
             acts, temps = recompute_cast(w, tokens, t, s.c, cfg.float8_all_gather)
@@ -80,6 +82,21 @@ def block_moments(
         moment = _larger(moment, end)
         best = _larger(moment, best) if best["total"] else moment
     return best
+
+
+def w2_backward_moment(w: WorkloadConfig, tokens: int, t: int, c: int) -> Vec:
+    """Under tensor parallelism, ``w2``'s own backward above the moment ``block_moments``
+    starts from (its weight gradient made as a gradient, the SwiGLU product freed, the
+    product's two gradients made): a moment earlier, as ``mm`` has just made its input's
+    gradient and its weight's (a temporary until autograd accumulates it), the product is
+    still saved, and the gradient of its output is all-gathered to the whole sequence
+    (row-wise ``w2``'s ``Shard(1)`` output: ``_c10d_functional.all_gather_into_tensor``, then
+    ``cat``: ``tokens·h`` elements), not yet freed. Higher where the rank's FFN width is below
+    the hidden size (TP 4 on Llama's 8/3·h), by ``tokens·c·(h − f/t)``; read in the trace's
+    live tensors at FSDP 2 × TP 4 with full checkpointing (0.993 of it before)."""
+    half, made = (w.ffn // t) * c * tokens, (w.ffn // t) * w.hidden * c
+    return vec(gradients=-made, activations=half,
+               temporaries=made + tokens * w.hidden * c - 2 * half)  # fmt: skip
 
 
 def embedding_moment(
