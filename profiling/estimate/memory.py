@@ -36,6 +36,7 @@ from profiling.estimate.ledger import Group, Ledger, Line, Sharding
 from profiling.estimate.lora_t5 import moments as t5_lora_moments
 from profiling.estimate.optim_states import offload, paged_states
 from profiling.estimate.recomputed import recomputed_moment
+from profiling.estimate.recomputed_eager import moment as eager_recomputed
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
     HEADROOM,
     describe_setup,
@@ -326,6 +327,8 @@ def _moments(
     if recompute:  # exact where modelled, else the end of forward's bound (estimate.recomputed)
         n, b, c = recomputed_moment(est_lines, inp, shape, inputs, fwd, recompute)
         moments.append(Moment(name=n, bytes=round(b), calculation=c))
+        if eager := eager_recomputed(est_lines, inp, shape, inputs, recompute):
+            moments.append(Moment(name=eager[0], bytes=round(eager[1]), calculation=eager[2]))
     tied = shape.get("tied") and inp.lora_rank is None and not inp.sharded
     if tied and shape.get("vocab") and shape.get("hidden"):
         # GPT-2's tied head: at the end of backward the embedding's dense V·h gradient is added.

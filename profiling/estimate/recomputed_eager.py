@@ -1,0 +1,171 @@
+"""An eager LoRA block recomputed in backward (``--checkpointing full``, no ``--compile``): an
+upper bound on what is alive while it runs again and goes back, safe where the vocabulary is
+small next to the hidden size (there the loss's moment no longer leads).
+
+The estimate's earlier bound for this moment — the end of forward and one block's kept tensors
+(``estimate.recomputed``) — holds the loss's log-probabilities, which are freed before any
+block is recomputed, but misses what the block's backward makes: with a vocabulary of h's size
+it came out 0.86–0.97 of the trace (transformers' Llama and ours, bf16 to autocast). Read from
+the trace's per-block segments (the tracker's ``block_prefix``), the highest point of a
+recomputed block's backward is in its MLP (or at the end of the recomputation, its last
+adapter's forward), beside:
+
+- the model's states (and the token inputs), the checkpoints of this block and those below,
+  RoPE's cos/sin (each block's input), the trained adapters' gradients of the blocks above;
+- the gradient reaching the block (s·b·h in the residual's dtype);
+- the block's own kept tensors, recomputed (``recompute``: the estimate's count of one block);
+- under autocast, the 16-bit copies of the block's weights and adapters the recomputation casts
+  again (autocast's cache lives as long as the checkpointed region's recomputation);
+- the MLP's backward: down's input gradient and the gradients of both factors of the product
+  (3·s·b·f in the compute dtype) and one s·b·h gradient copy; where down is adapted, its A's
+  input gradient (and with lora_dropout the dropout's), in the adapters' dtype, and the
+  gradients the block's adapters have made;
+- DoRA: the largest adapted layer's weight norm rebuilt as the recomputation runs it again
+  (``dora.weight_norm_peak``): beside the MLP's gradients where an MLP layer is adapted (the
+  trace holds both at once: its norm is rebuilt last, beside the gradients the block above
+  left), else the larger of the two (attention's norms are rebuilt before the MLP runs again).
+
+Every term is one the trace holds at some point of that block's backward; not all at once, so
+this is an upper bound: 1.005–1.07 of the trace on small-vocabulary Llama configs
+(tests/profiling/estimate/test_recomputed_eager.py), exact-to-the-op is not attempted.
+Applies to Llama's kind of block (ours or transformers'), one GPU, eager LoRA (not QLoRA: its
+own moment, ``lora._fp32_mlp_backward``) without an adapted head; elsewhere the earlier bound
+stands (DoRA with full checkpointing under autocast or on a 4-bit base is refused:
+``dora.check``). No torch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from profiling.estimate import dora
+from profiling.estimate.activations import Bytes, Dims, dims_of
+from profiling.estimate.lora_bytes import adapter_bytes
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+NAME = "backward, a recomputed block's MLP gradients"
+
+
+def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> Dims | None:
+    """The dims where the bound applies: eager, fully checkpointed LoRA (no adapted head, a
+    16-bit or fp32 base) on Llama's kind of block, one GPU, no offloading (None elsewhere)."""
+    d = dims_of(shape, inp.seq_or_default(), inp.batch)
+    ok = (
+        not inp.compile
+        and inp.checkpointing == "full"
+        and inp.lora_rank is not None
+        and "lm_head" not in (inp.lora_targets or [])
+        and d is not None
+        and d.arch == "llama"
+        and d.extra.get("hf_module", "llama") == "llama"
+        and set(d.extra) <= {"hf_module"}
+        and inp.gpus == 1
+        and inp.tp == 1
+        and not inp.sharded
+        and not inp.optimizer_in_bwd
+        and not inp.activation_offload
+        and not inp.qlora  # a 4-bit base: dequantized, not cached (lora._fp32_mlp_backward)
+    )
+    return d if ok else None
+
+
+def _block_weights(d: Dims) -> int:
+    """One block's matmul weights: q, k, v, o and the gated MLP's three."""
+    q = d.a * d.hd
+    return d.h * q + 2 * d.h * d.k + q * d.h + 3 * d.h * d.f
+
+
+def _block_adapters(d: Dims, inp: TrainingConfig) -> int:
+    """One block's LoRA A and B values (r·(in + out) per adapted layer)."""
+    ins, outs = dora.in_widths(d), dora.out_widths(d)
+    r = int(inp.lora_rank or 0)
+    return sum(r * (ins[t] + outs[t]) for t in inp.lora_targets if t in ins)
+
+
+def _mlp_backward(d: Dims, e: Bytes, inp: TrainingConfig) -> tuple[int, str]:
+    """The MLP's backward transients beyond the block's kept tensors (bytes, formula)."""
+    sb, a = d.s * d.b, adapter_bytes(inp)
+    value = sb * (3 * d.f + d.h) * e.c
+    words = f"s·b·(3f + h)·{e.c}"
+    if "down" in inp.lora_targets:
+        n = 2 if inp.lora_dropout else 1
+        value += n * sb * d.f * a
+        words += f" + {n}·s·b·f·{a} (down's adapter)"
+    return value, words
+
+
+def _dora_norm(d: Dims, e: Bytes, inp: TrainingConfig) -> int:
+    """DoRA: the largest adapted layer's weight norm, rebuilt as the recomputation runs the
+    layer again (``dora.weight_norm_peak``); 0 without DoRA."""
+    if not inp.dora:
+        return 0
+    ins, outs = dora.in_widths(d), dora.out_widths(d)
+    return max(dora.weight_norm_peak(e, inp, ins[t], outs[t]) for t in inp.lora_targets
+               if t in ins)  # fmt: skip
+
+
+def _late(mlp: float, norm: int, inp: TrainingConfig) -> float:
+    """The MLP's gradients and DoRA's weight norm: both at once where an MLP layer is adapted
+    (its norm is rebuilt at the end of the recomputation, beside the gradients the block above
+    left), the larger where only attention's layers are (rebuilt before the MLP runs again)."""
+    if set(inp.lora_targets) & {"gate", "up", "down"}:
+        return mlp + norm
+    return max(mlp, norm)
+
+
+def moment(
+    lines: Sequence[Any], inp: TrainingConfig, shape: dict[str, Any], inputs: float,
+    recompute: float,
+) -> tuple[str, float, str] | None:  # fmt: skip
+    """The bound (name, bytes, calculation) at the last and the second block, the higher; None
+    where not ``modelled``. ``inputs``: what the step holds of its inputs throughout."""
+    d = modelled(inp, shape)
+    if d is None or not recompute:
+        return None
+    e = Bytes.of(inp.precision)
+
+    def total(category: str) -> float:
+        return sum(ln.bytes for ln in lines if ln.category == category)
+
+    ckpt = sum(ln.bytes for ln in lines if ln.name.startswith("Activations: block inputs"))
+    each = ckpt / d.L
+    grads = total("gradients")
+    g_blk = 0.0 if inp.grads_kept else grads / d.L
+    held = total("parameters") + total("optimizer") + inputs + (grads if inp.grads_kept else 0)
+    rope = 2 * d.s * d.hd * e.rope
+    reach = d.s * d.b * d.h * e.r
+    copies = 0
+    if e.amp:  # autocast's cache, filled again by the recomputation
+        copies = 2 * (_block_weights(d) + _block_adapters(d, inp))
+    mlp, words = _mlp_backward(d, e, inp)
+    norm = _dora_norm(d, e, inp)
+    best: tuple[float, str] = (0.0, "")
+    for i in sorted({d.L - 1, min(1, d.L - 1)}, reverse=True):
+        alive = ckpt - (d.L - 1 - i) * each
+        above = (d.L - 1 - i) * g_blk
+        late = _late(mlp + g_blk, norm, inp)
+        value = held + alive + rope + above + reach + recompute + copies + late
+        calc = (
+            f"block {i + 1} of {d.L}: weights and optimizer {fmt_bytes(held)} + checkpoints "
+            f"{fmt_bytes(alive)} + RoPE's cos/sin 2·s·(h/a)·{e.rope} B {fmt_bytes(rope)}"
+            + (f" + the blocks' adapter gradients above {fmt_bytes(above)}" if above else "")
+            + f" + the gradient reaching it s·b·h·{e.r} {fmt_bytes(reach)} + its kept tensors "
+            f"recomputed {fmt_bytes(recompute)}"
+            + (f" + autocast's 16-bit copies of its weights and adapters {fmt_bytes(copies)}"
+               if copies else "")
+            + f" + its MLP's backward {words} {fmt_bytes(mlp)} + its adapters' gradients "
+            f"{fmt_bytes(g_blk)}"
+            + (f" {'+' if late > max(norm, mlp + g_blk) else 'or, the larger,'} the largest DoRA "
+               f"weight norm rebuilt {fmt_bytes(norm)}" if norm else "")
+            + f"; the loss's and the final norm's tensors freed by then = {fmt_bytes(value)}"
+        )  # fmt: skip
+        if value > best[0]:
+            best = (value, calc)
+    return NAME, best[0], best[1]
+
+
+__all__ = ["NAME", "modelled", "moment"]
