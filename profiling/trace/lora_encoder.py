@@ -70,6 +70,30 @@ def _save_classifier(model: nn.Module) -> None:
             return
 
 
+def inject(
+    model: nn.Module,
+    names: list[str],
+    config: TrainingConfig,
+    dtype: Any,
+    fake_safe_moves: Callable[[], contextlib.AbstractContextManager[None]],
+) -> None:
+    """peft's adapters (r, alpha 2r, the config's dropout) on the named modules, A and B in the
+    adapters' dtype; the ``.to`` under ``fake_safe_moves`` (``trace.fake_moves``), as the trace
+    builds on fake tensors. Shared by the encoders' and the encoder-decoders' LoRA."""
+    from profiling._quiet_import import import_quietly
+
+    peft = import_quietly("peft")  # torchao, when installed, logs on peft's import
+
+    r = int(config.lora_rank or 0)
+    lora = peft.LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=config.lora_dropout,
+                           target_modules=names)  # fmt: skip
+    with fake_safe_moves():
+        peft.inject_adapter_in_model(lora, model)
+        for name, module in model.named_modules():
+            if name.endswith(("lora_A.default", "lora_B.default")):
+                module.to(dtype=dtype)
+
+
 def apply(
     model: nn.Module,
     config: TrainingConfig,
@@ -79,10 +103,6 @@ def apply(
     fake_safe_moves: Callable[[], contextlib.AbstractContextManager[None]],
 ) -> tuple[dict[str, Any], list[str]]:
     """peft's LoRA on the encoder's blocks, its classifier saved; what the record says."""
-    from profiling._quiet_import import import_quietly
-
-    peft = import_quietly("peft")  # torchao, when installed, logs on peft's import
-
     r, dropout = int(config.lora_rank or 0), config.lora_dropout
     unpacked = sum(p.numel() for p in model.parameters())
     roles: list[str] = list(config.lora_targets)
@@ -95,12 +115,7 @@ def apply(
         )
     classify = any(n.endswith(f".{SAVED}") for n, _ in model.named_modules())
     saved = [SAVED] if classify else None
-    lora = peft.LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=dropout, target_modules=names)
-    with fake_safe_moves():
-        peft.inject_adapter_in_model(lora, model)
-        for name, module in model.named_modules():
-            if name.endswith(("lora_A.default", "lora_B.default")):
-                module.to(dtype=dtype)
+    inject(model, names, config, dtype, fake_safe_moves)
     if classify:
         _save_classifier(model)
     for name, p in model.named_parameters():  # the base frozen, the adapters and copy train
@@ -136,4 +151,4 @@ def apply(
     return info, notes
 
 
-__all__ = ["ROLES", "SAVED", "apply", "target_names"]
+__all__ = ["ROLES", "SAVED", "apply", "inject", "target_names"]

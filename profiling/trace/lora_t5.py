@@ -20,6 +20,7 @@ from torch import nn
 
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.trace.lora_encoder import inject
 
 _ATTENTION = ("q", "k", "v", "o")
 
@@ -42,20 +43,11 @@ def apply(
     fake_safe_moves: Callable[[], contextlib.AbstractContextManager[None]],
 ) -> tuple[dict[str, Any], list[str]]:
     """peft's LoRA on both stacks' blocks (the base frozen); what the record says."""
-    from profiling._quiet_import import import_quietly
-
-    peft = import_quietly("peft")  # torchao, when installed, logs on peft's import
-
     r, dropout = int(config.lora_rank or 0), config.lora_dropout
     roles = [t for t in config.lora_targets if t != "lm_head"]
     names = _names(model, roles)
     unpacked = sum(p.numel() for p in model.parameters())
-    lora = peft.LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=dropout, target_modules=names)
-    with fake_safe_moves():
-        peft.inject_adapter_in_model(lora, model)
-        for name, module in model.named_modules():
-            if name.endswith(("lora_A.default", "lora_B.default")):
-                module.to(dtype=dtype)
+    inject(model, names, config, dtype, fake_safe_moves)
     for name, p in model.named_parameters():
         p.requires_grad_("lora_" in name)
     adapted = sum(1 for n, _ in model.named_modules() if n.endswith("lora_A.default"))
