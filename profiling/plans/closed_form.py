@@ -32,11 +32,14 @@ No torch here.
 
 from __future__ import annotations
 
+import functools
+
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.states import optimizer_states
 from profiling.models.config import WorkloadConfig
 from profiling.plans.accum import accumulated
+from profiling.plans.checkpoint_form import earlier_blocks, forward_moment, fresh_w2, head_freed
 from profiling.plans.compiled_form import (
     compiled_blocks,
     compiled_moments,
@@ -290,6 +293,8 @@ def stage_profile(
     # copies stay (``keep``) and only the current result is more
     gathering = one_block if pipelined else 2 * one_block
     f0_peak = vec(parameters=keep + gathering, activations=acts, temporaries=f_extra)
+    wrapped = forward_moment(cfg, w, stage, kept, (tokens, t, s.c)) if pipelined else vec()
+    f0_peak = _larger(f0_peak, add(wrapped, vec(parameters=keep + gathering)))
     if not pipelined:  # the blocks' gathering and the loss come at different moments
         f0_peak = _forward_peak(sum(kept), gathering + max(held - one_block, 0),
                                 max(tokens // t * w.hidden * s.c, f8_f),
@@ -298,7 +303,8 @@ def stage_profile(
                                          + f_rows))  # fmt: skip
     moves = {
         "F0": Move(delta=vec(parameters=keep + head_keep + held, activations=acts), peak=f0_peak),
-        "F": Move(delta=vec(activations=acts), peak=vec(activations=acts, temporaries=f_extra)),
+        "F": Move(delta=vec(activations=acts),
+                  peak=_larger(vec(activations=acts, temporaries=f_extra), wrapped)),
     }  # fmt: skip
     after = grads_b if pipelined or not cfg.fsdp else sharded_grads
     # FSDP2's backward without a pipeline: the group's parameters, the next group's all-gather
@@ -308,24 +314,21 @@ def stage_profile(
     block_extra = 2 * (w.ffn // t) * s.c * tokens  # a block's gradient buffers in backward
     # one block's gradients, made before an earlier wrapped block's backward (``_every_n``)
     block_grads = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:9]) * grad_b
-    if pipelined:
-        made = (w.ffn // t) * w.hidden * grad_b
-        b_peak, b_more = _pipelined_backward(
-            b_extra if stage.head else block_extra, block_extra, recompute, grad_in, made,
-            head_acts if stage.head else None, vec(activations=-acts, temporaries=emb_extra),
-            (w.ffn // t) * w.hidden * s.gathered if cfg.fsdp and recompute else 0,
-        )  # fmt: skip
+    if pipelined:  # the head's output and norm gradients made before its blocks' backward
+        made = (w.ffn // t + (w.vocab // t + 1) * stage.head) * w.hidden * grad_b
+        bwd = functools.partial(_pipelined_backward, b_extra if stage.head else block_extra,
+                                block_extra, head=head_freed(stage, head_acts, logits * s.c, x),
+                                emb_moment=vec(activations=-acts, temporaries=emb_extra),
+                                blocks=stage.layers > 0)  # fmt: skip
+        fresh = functools.partial(fresh_w2, cfg, w, t, s.gathered, block_extra // 2)
+        b_peak, b_more = bwd(recompute, grad_in, made, fresh=fresh(recompute))
         for q, again, freed in earlier:  # each earlier wrapped block's backward
-            # the gradient of its output and of its input: the first backward's temporaries,
-            # a later one's (torch's tracker) activations
-            c_peak, c_more = (_pipelined_backward(
-                b_extra if stage.head else block_extra, block_extra,
-                again - freed + extra_acts, 2 * x - extra_acts,
-                made + q * block_grads, head_acts if stage.head else None,
-                vec(activations=-acts, temporaries=emb_extra),
-                (w.ffn // t) * w.hidden * s.gathered if cfg.fsdp else 0,
-            )[which] for which, extra_acts in ((0, 0), (1, 2 * x)))  # fmt: skip
+            c_peak, c_more = (bwd(again - freed + extra_acts, 2 * x - extra_acts,
+                                  made + q * block_grads, fresh=fresh(again))[which]
+                              for which, extra_acts in ((0, 0), (1, 2 * x)))  # fmt: skip
             b_peak, b_more = _larger(c_peak, b_peak), _larger(c_more, b_more)
+        b_peak = earlier_blocks(cfg, stage, (block_grads, x), b_peak,  # (checkpoint_form)
+                                lambda a, b: bwd(recompute - a, grad_in, made + b)[0])  # fmt: skip
         b_peak, b_more = pipelined_peaks(b_peak, b_more, f8_b, recompute, grad_in,
                                          head_acts if stage.head else 0)  # fmt: skip
         end = vec(gradients=after, activations=-acts, temporaries=w.vocab * w.hidden * s.c)
@@ -443,23 +446,20 @@ def _backward_extra(extra: int, recompute: int, first: bool, grad_in: int = 0) -
 
 def _pipelined_backward(
     extra: int, block_extra: int, recompute: int, grad_in: int, made: int,
-    head_acts: int | None, emb_moment: Vec, fresh: int,
+    head: Vec | None, emb_moment: Vec, fresh: int = 0, blocks: bool = True,
 ) -> tuple[Vec, Vec]:  # fmt: skip
-    """A pipeline stage's first and later backward at their highest (above their start).
-
-    The first peaks as the last block's ``w2`` gradient is made (its SwiGLU product freed,
-    three of the block's FFN-wide buffers alive); a later one at a block's buffers. On the last
-    stage the loss's logits gradients come first (``extra``), the blocks after the head's saved
-    tensors are freed; on the first the embedding's backward comes last (``emb_moment``)."""
+    """A stage's first backward at its highest (the last block's ``w2`` gradient made, its
+    SwiGLU product freed, three FFN-wide buffers alive) and a later one's (a block's buffers);
+    the loss (``extra``) first, then ``blocks`` beside ``head``; the embedding's last."""
     half = block_extra // 2
     first = vec(gradients=made, activations=recompute - half, temporaries=3 * half + grad_in)
-    # under FSDP a later backward makes each gradient anew (gathered dtype) before adding it
-    # into the accumulated one: w2's at the block's highest moment
+    # with w2's gradient made anew (``fresh``: checkpoint_form.fresh_w2)
     later = add(_backward_extra(block_extra, recompute, False, grad_in), vec(temporaries=fresh))
-    if head_acts is not None:
-        freed = vec(activations=-head_acts)
+    if head is not None:  # the head's saved tensors freed (checkpoint_form.head_freed)
         loss = vec(temporaries=extra)
-        return _larger(loss, add(first, freed)), _larger(loss, add(later, freed))
+        if not blocks:  # a stage of the head alone
+            return loss, loss
+        return _larger(loss, add(first, head)), _larger(loss, add(later, head))
     return first, _larger(later, emb_moment)
 
 

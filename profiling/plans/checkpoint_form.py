@@ -1,0 +1,117 @@
+"""A pipeline stage under full activation checkpointing, in closed form: the moments the trace
+shows that a block keeping everything has not.
+
+- **Inside a wrapped block's forward** nothing is saved (the checkpoint runs it without a
+  graph), but what torchtitan's block holds at once still counts: at the rotary embedding
+  (``apply_rotary_emb``, ``profiling.plans.titan``) the normed input, q, k and v as ``wq wk
+  wv`` made them, their fp32 copies (``.float()``), the complex64 products and their casts back
+  are all alive (the caller's ``xq``, ``xk`` are replaced only when it returns); at SDPA the
+  keys and values repeated to every head beside the output; in SwiGLU ``silu(w1 x)``, ``w3 x``
+  and their product. The highest of these rides on every block input the stage keeps by then
+  (the last wrapped block's moment). On a seq-8192 toy it is 12.5 hidden states where the
+  closed form had 1 (``tests/profiling/plans/test_pipeline_checkpointing.py``).
+- **A first backward at an earlier block**: every later block's gradients made (new tensors in
+  a step's first backward) while a block frees only its kept input (``earlier_blocks``).
+- **The last stage's blocks' backward** runs with the logits still alive (``PipelineStage``
+  keeps the stage's output until the stage's backward is done) and the gradient the final norm
+  hands the last block a temporary (on other stages it is the receive buffer).
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from profiling.config import TrainingConfig
+from profiling.models.config import WorkloadConfig
+from profiling.plans.layout import Stage
+from profiling.plans.profile import Vec, vec
+
+
+def wrapped_forward(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
+    """Bytes a wrapped block's forward holds at its highest above its input, on this rank's
+    ``tokens`` (the whole sequence's for the attention under tensor parallelism, 1/t of the
+    heads; the residual stream sequence-parallel)."""
+    q, kv = w.heads * w.head_dim // t, max(w.n_kv_heads // t, 1) * w.head_dim
+    # the attention's input: gathered under tensor parallelism, beside the norm's own output
+    # (no rstd: without a graph the fused norm keeps none)
+    normed = tokens * w.hidden * c + (tokens // t * w.hidden * c if t > 1 else 0)
+    # .float() copies a 16-bit tensor (not an fp32 one), the complex64 product is 4 bytes per
+    # real element, type_as copies back to the 16-bit dtype
+    up, down = (0, 0) if c == 4 else (4, c)
+    rotary = ((q + kv) * (c + up + 4 + down) + kv * c) * tokens  # with v
+    # repeat_kv copies the keys and values to every local head (a view for one head, none
+    # when there is nothing to repeat)
+    repeated = 2 * q if w.heads > w.n_kv_heads and w.n_kv_heads // t > 1 else 0
+    sdpa = (q + 2 * kv + repeated + q) * c * tokens
+    # the residual, silu(w1 x), w3 x and their product
+    mlp = tokens // t * w.hidden * c + 3 * (w.ffn // t) * c * tokens
+    return normed + max(rotary, sdpa, mlp)
+
+
+def forward_moment(
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, kept: list[int], sizes: tuple[int, ...]
+) -> Vec:
+    """A pipeline stage's forward inside its last wrapped block under full checkpointing: what
+    the blocks before it keep and its own input (the stage's first input is its receive buffer,
+    ``buffers``) beside ``wrapped_forward``; nothing under other checkpointing or compiled
+    (the partitioner's graph is not the eager block)."""
+    tokens, t, c = sizes
+    if cfg.checkpointing != "full" or cfg.compile or not stage.layers:
+        return vec()
+    only = stage.checkpointed(cfg.checkpoint_every) or [True] * stage.layers
+    last = max(i for i, wrapped in enumerate(only) if wrapped) if any(only) else -1
+    if last < 0:
+        return vec()
+    x = tokens // t * w.hidden * c
+    held = sum(kept[: last + 1]) - (0 if stage.embedding else x)
+    return vec(activations=held, temporaries=wrapped_forward(w, tokens, t, c))
+
+
+def head_freed(stage: Stage, head_acts: int, logits: int, grad: int) -> Vec | None:
+    """What the last stage's blocks' backward has above its start beyond the blocks' own: the
+    head's saved tensors freed but its ``logits`` (the stage's output), and the gradient of the
+    last block's output a temporary; None on another stage."""
+    if not stage.head:
+        return None
+    return vec(activations=logits - head_acts, temporaries=grad)
+
+
+def earlier_blocks(
+    cfg: TrainingConfig, stage: Stage, sizes: tuple[int, int], peak: Vec,
+    moment: Callable[[int, int], Vec],
+) -> Vec:  # fmt: skip
+    """The first backward of a stage whose every block is wrapped, at its highest: ``peak``
+    (its last block's) or at an earlier block, ``q`` blocks before the last, where ``q``
+    blocks' gradients are made (``sizes``: a block's gradients, its kept input) and each
+    block's kept input freed but the first one's (whose backward hands the next a gradient
+    as large, a temporary; on the last stage the final norm's gradient is one already) —
+    ``moment(freed, made)``. Highest at the stage's first block when a block's gradients
+    outweigh its input, else one block before the last."""
+    grads, x = sizes
+    if cfg.checkpointing != "full" or cfg.compile or stage.layers < 2:
+        return peak
+    if stage.checkpointed(cfg.checkpoint_every) is not None:
+        return peak  # every N-th block wrapped: closed_form._every_n's moments
+    q = stage.layers - 1 if grads > x else 1
+    earlier = moment((q - (0 if stage.head else 1)) * x, q * grads)
+    return earlier if earlier["total"] > peak["total"] else peak
+
+
+def fresh_w2(
+    cfg: TrainingConfig, w: WorkloadConfig, t: int, gathered: int, half: int, recompute: int
+) -> int:
+    """What a pipeline stage's later backward holds beyond its block's gradient buffers as
+    ``w2``'s gradient is made anew, before it is added into the accumulated one: the whole
+    gradient under FSDP (in the gathered dtype; with ``recompute``, as before), else what it
+    outweighs the buffer it replaces in that moment (``half``: the SwiGLU product's gradient
+    is alive beside it, the product's inputs' gradients not yet made), e.g. a short microbatch
+    under a wide block (0.993 of the trace on the middle stages before)."""
+    fresh = (w.ffn // t) * w.hidden * gathered
+    if cfg.fsdp:
+        return fresh if recompute else 0
+    return max(fresh - half, 0)
+
+
+__all__ = ["earlier_blocks", "forward_moment", "fresh_w2", "head_freed", "wrapped_forward"]
