@@ -57,6 +57,12 @@ def _adapter(x: Ctx, tape: Tape, key: str, rows: list[Dim]) -> None:
     copy are whole rows of logits, summed into a third; what A keeps (its output, the dropout's)
     is the adapter's term of the activations (``lora._head``)."""
     V = ("V", x.V)
+    if x.head_mask:
+        tape.new(f"{key}.mask", sized("the head adapter's dropout mask", [*rows, ("h", x.h)],
+                                      x.head_mask))  # fmt: skip
+    if x.head_a:
+        tape.new(f"{key}.aout", sized("the head adapter's A output",
+                                      [*rows, ("r", x.head_rank)], x.head_a))  # fmt: skip
     tape.new(f"{key}.bout", sized("the head adapter's B output", [*rows, V], x.c))
     tape.new(f"{key}.scaled", sized("the head adapter's output · scaling", [*rows, V], x.c))
     tape.free(f"{key}.bout")

@@ -400,18 +400,21 @@ def once_per_model(
     return terms
 
 
+SHIFTED = "(int64, transformers' loss)"  # the shifted labels' lines end so (step_inputs)
+
+
 def _shifted_labels(d: Dims) -> Term:
     """``pad(labels, (0, 1))[..., 1:].contiguous()``: one row is contiguous already, so the
     loss keeps the padded labels; several rows are copied."""
     if d.b == 1:
         return Term(
-            "Logits: the labels padded by one (int64, transformers' loss)",
+            f"Logits: the labels padded by one {SHIFTED}",
             (d.s + 1) * 8,
             "(s + 1)·8 B",
             f"({d.s} + 1)·8",
         )
     return Term(
-        "Logits: the labels shifted by one (int64, transformers' loss)",
+        f"Logits: the labels shifted by one {SHIFTED}",
         d.s * d.b * 8,
         "s·b·8 B",
         f"{d.s}·{d.b}·8",

@@ -8,7 +8,7 @@ from typing import Literal
 
 from profiling.records import Step
 
-Group = Literal["model states", "activations", "overhead", "temporaries"]
+Group = Literal["model states", "activations", "overhead", "temporaries", "inputs"]
 
 
 @dataclass

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
 
-def _compute(cfg: TrainingConfig, e: Bytes) -> int:
+def adapter_compute(cfg: TrainingConfig, e: Bytes) -> int:
     """The dtype the adapters' matmuls run in: autocast's 16 bits, else their own."""
     return 2 if e.amp else adapter_bytes(cfg)
 
@@ -124,7 +124,7 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         return kind.per_layer(d, e, cfg)
     sb, tok, r = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0)
     targets, width = block_targets(cfg), _widths(d)
-    ac = _compute(cfg, e)
+    ac = adapter_compute(cfg, e)
     n = len(targets)
     terms = [Term(f"LoRA A outputs ({', '.join(targets)})", sb * n * r * ac,
                   f"s·b·{n}r·{ac} B", f"{tok}·{n}·{r}·{ac}")]  # fmt: skip
@@ -343,9 +343,13 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
         terms.append(Term("LM head's adapter: A's copies of the strided chunks", sb * h * e.c,
                           f"s·b·h·{e.c} B", f"{tok}·{h}·{e.c}"))  # fmt: skip
     if adapted:
-        ac = _compute(cfg, e)
+        ac = adapter_compute(cfg, e)
         per_h = (2 if e.amp else ac) if own else 0
         m = mask_bytes(cfg) if cfg.lora_dropout else 0
+        if cfg.loss == "litgpt":  # A's output and the mask: the loss tape's (losses.head_chunks)
+            ac, m = 0, 0
+        if not (ac or per_h or m):
+            return terms
         terms.append(Term(
             "LM head's adapter (A output" + (", its own input" if own else "")
             + (", dropout mask" if m else "") + ")",

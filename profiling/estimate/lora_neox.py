@@ -153,12 +153,6 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         terms.append(Term("LM head's adapter (A output, its own input, dropout mask)",
                           T * (r * ac + h * per_h), f"s·b·(r·{ac} + h·{per_h}) B",
                           f"{tok}·({r}·{ac} + {h}·{per_h})"))  # fmt: skip
-    if d.extra.get("hf_module") == "falcon" and d.b > 1:
-        # transformers' Falcon: SDPA's mask is one s² bool expanded over the batch; the trace
-        # of full training keeps b·s² (profiling.estimate.neox), this one s² (not explained)
-        terms.append(Term("Falcon's causal mask: one s² (expanded over the batch)",
-                          -(d.b - 1) * d.s * d.s, "−(b − 1)·s² B",
-                          f"−({d.b} − 1)·{d.s}²"))  # fmt: skip
     if d.extra.get("hf_module") == "bloom":  # word_embeddings_layernorm reads the frozen table
         stats = 8 if _cuda(cfg) else 2 * e.r
         terms.append(Term("BLOOM's embeddings' LayerNorm keeps nothing (a frozen input)",

@@ -39,6 +39,11 @@ class Ctx:
     head_keeps: bool = False  # ... whose input old bitsandbytes keeps as a ctx attribute
     absmax: int = 0  # the fp32 absmax its dequantization writes first (double quantization)
     compiled: bool = False  # torchtune's compile_loss: the chunked loss's function compiled
+    # LitGPT's adapted head, chunk by chunk: A's output (the adapters' dtype) and the dropout's
+    # mask (bytes an element; 0: none), made by each chunk's head (so not yet at an earlier
+    # chunk's peak), counted here rather than with the blocks' adapters (estimate.lora._head)
+    head_a: int = 0
+    head_mask: int = 0
 
     @property
     def tokens(self) -> list[Dim]:

@@ -63,10 +63,23 @@ def context(d: Dims, e: Bytes, cfg: TrainingConfig) -> Ctx:
     nf4 = cfg.fabric_bnb and not d.extra.get("tied")
     absmax = dequant_absmax_bytes(d.V * d.h, double_quant(cfg)) if nf4 else 0
     keeps = nf4 and cfg.bnb_keeps_inputs
+    a, mask = head_chunks(cfg, e) if rank else (0, 0)
     return Ctx(
         d.s, d.b, d.V, d.h, e.r, e.c, e.amp, cfg.target == "cuda", trained, w, cap, chunks, rank,
-        nf4, keeps, absmax, cfg.compile,
+        nf4, keeps, absmax, cfg.compile, a, mask,
     )  # fmt: skip
+
+
+def head_chunks(cfg: TrainingConfig, e: Bytes) -> tuple[int, int]:
+    """LitGPT's adapted head runs chunk by chunk (``lm_head_chunk_size=128``): its A output and
+    dropout mask (bytes an element) are the loss tape's, made chunk by chunk (the trace: an
+    earlier chunk's peak holds none of a later chunk's); (0, 0) for the other losses."""
+    if cfg.loss != "litgpt" or not x_head(cfg):
+        return 0, 0
+    from profiling.estimate.lora import adapter_compute
+    from profiling.estimate.lora_bytes import mask_bytes
+
+    return adapter_compute(cfg, e), (mask_bytes(cfg) if cfg.lora_dropout else 0)
 
 
 def problem(cfg: TrainingConfig, d: Dims | None) -> str | None:

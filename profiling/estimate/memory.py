@@ -56,6 +56,8 @@ from profiling.estimate.states import (
     step_temporaries,
     zero3_gathered,
 )
+from profiling.estimate.step_inputs import add_lines as add_input_lines
+from profiling.estimate.step_inputs import shifted_labels, token_inputs
 from profiling.estimate.time import TimeEstimate, time_estimate
 from profiling.records import Step
 from profiling.units import GiB, fmt_bytes
@@ -269,7 +271,8 @@ def _moments(
     d = t5.logit_dims(acts.dims_of(shape, inp.seq_or_default(), inp.batch))  # T5: t tokens
     head = encoder.head_transient(d, inp.precision) if d is not None else None
     f = fmt_bytes
-    held = encoder.step_inputs(d, inp)  # an encoder's inputs and buffers, the whole step
+    # the step's inputs, the whole step: an encoder's and its buffers, or a decoder's tokens
+    held = encoder.step_inputs(d, inp) or token_inputs(d, inp)
     inputs, hold = (held.bytes, f" + {held.name} {fmt_bytes(held.bytes)}") if held else (0.0, "")
     fwd = weights + states + kept + act + inputs
     moments = [
@@ -292,13 +295,15 @@ def _moments(
         after = losses.after_loss(inp, shape, est_lines, fwd, loss)
         for name, value, calc in losses.moments(inp, shape, fwd, cache, loss, after):
             moments.append(Moment(name=name, bytes=round(value), calculation=calc))
-    elif head is not None:
+    padded, pad_calc, gone, gone_calc = shifted_labels(d, est_lines)  # transformers' loss
+    if loss is None and head is not None:
         value = head.bytes / inp.tp
         moments.append(
             Moment(
                 name="loss backward",
-                bytes=round(fwd + value),
-                calculation=f"end of forward + {head.formula} = {f(fwd)} + {head.substituted}",
+                bytes=round(fwd - gone + value),
+                calculation=f"end of forward{gone_calc} + {head.formula} = {f(fwd)} + "
+                f"{head.substituted}" + (f" − {round(gone)}" if gone else ""),
             )
         )
     if d is not None and d.V is not None and loss is None and encoder.lm_logits(d):
@@ -311,10 +316,10 @@ def _moments(
         moments.append(
             Moment(
                 name="loss forward",
-                bytes=round(fwd + cache + logits + (out.bytes if out else 0)),
+                bytes=round(fwd + cache + logits + (out.bytes if out else 0) + padded),
                 calculation=f"end of forward + logits and their fp32 copy s·b·V·({c}"
                 + (" + 4" if c != 4 else "")
-                + f") B {f(logits)}"
+                + f") B {f(logits)}{pad_calc}"
                 + (
                     f" + autocast's cached 16-bit copies of the trained weights or biases "
                     f"{f(cache)} (held until autocast exits, though nothing saves them)"
@@ -410,6 +415,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     in_backward(ledger, inp)
     loss = losses.loss_plan(inp, shape)
     recompute = _activations(ledger, inp, shape, loss)
+    add_input_lines(ledger, acts.dims_of(shape, inp.seq_or_default(), inp.batch), inp)
     step_temporaries(ledger, inp, shape, sh, trainable)
     engine(ledger, inp, shape)  # DeepSpeed's buffers and offload (--deepspeed)
     moments = _moments(ledger.lines, inp, shape, recompute, loss)

@@ -164,14 +164,18 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
 
 def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """transformers' Falcon always builds its causal mask (``allow_is_causal_skip=False``):
-    one boolean b·s² tensor every layer's SDPA keeps; BLOOM's embeddings' LayerNorm."""
+    one boolean s² tensor (expanded over the batch) every layer's SDPA keeps; BLOOM's
+    embeddings' LayerNorm."""
     if d.extra.get("hf_module") == "bloom":
         from profiling.estimate import bloom
 
         return bloom.once_per_model(d, e, cfg)
     if d.extra.get("hf_module") != "falcon":
         return []
-    return [Term("Falcon's causal mask (bool)", d.b * d.s * d.s, "b·s²·1 B", f"{d.b}·{d.s}²")]
+    # transformers' sdpa_mask (src/transformers/masking_utils.py @ 00c4411c; 5.24.0 the same)
+    # builds it by broadcasting the mask function over the batch's arange and expand()s it to
+    # b rows: one s² storage without a padding mask (the trace: s² bytes at b = 2)
+    return [Term("Falcon's causal mask (bool)", d.s * d.s, "s²·1 B", f"{d.s}²")]
 
 
 __all__ = ["once_per_model", "per_layer"]

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, dims_of
+from profiling.estimate.step_inputs import POSITION_IDS
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ def by_block(
     g = 0.0 if inp.grads_kept else grads / d.L  # kept: all alive from the start, counted below
     kept = " and gradients kept" if inp.grads_kept else ""
     held = total("parameters") + total("optimizer") + inputs + (grads if inp.grads_kept else 0)
+    held += sum(ln.bytes for ln in lines if ln.name.startswith(POSITION_IDS))  # every block's
     first, rest = block_recomputed(inp)
     out: dict[int, tuple[float, str]] = {}
     for i in sorted({d.L - 1, min(1, d.L - 1), 0}, reverse=True):

@@ -39,7 +39,7 @@ def _both(**kwargs):
 
 def _agree(est, traced) -> None:
     """The model states to the byte; activations and the peak within the few bytes the
-    estimate leaves out whatever the optimizer (the token ids, a scalar or two)."""
+    estimate leaves out whatever the optimizer (a scalar or two; the token ids are counted)."""
     seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
     for category in ("parameters", "gradients", "optimizer"):
         assert est.category_bytes(category) == seen[category], category

@@ -57,9 +57,9 @@ def test_torchtune_s_chunked_losses_with_the_optimizer_in_backward(
     for category in ("parameters", "optimizer", "activations"):
         seen = traced.phases["after_forward"][category]
         assert est.category_bytes(category) == pytest.approx(seen, abs=256), category
-    ids = 2 * 64 * 2 * 8  # the step's token ids and targets (int64): the estimate leaves them out
+    # the step's token ids and targets (int64) counted: a few scalars either way
     gap = est.per_gpu_bytes - traced.peak_bytes
-    assert -(ids + 192) <= gap <= 192, (est.per_gpu_bytes, traced.peak_bytes)
+    assert -192 <= gap <= 192, (est.per_gpu_bytes, traced.peak_bytes)
 
 
 def test_chunked_loss_with_the_optimizer_in_backward_lowers_the_step_alike() -> None:
