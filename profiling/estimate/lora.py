@@ -41,16 +41,11 @@ from typing import TYPE_CHECKING, Any
 from profiling.estimate import dora, litgpt_qkv
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.hf_ops import eager, fp32_norm, fp32_weight
-from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
+from profiling.estimate.lora_bytes import adapter_bytes, adapter_compute, mask_bytes, own_copies
 from profiling.models.loss_sizes import LITGPT_CHUNK
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
-
-
-def adapter_compute(cfg: TrainingConfig, e: Bytes) -> int:
-    """The dtype the adapters' matmuls run in: autocast's 16 bits, else their own."""
-    return 2 if e.amp else adapter_bytes(cfg)
 
 
 def _unfused_norms(d: Dims, cfg: TrainingConfig) -> bool:

@@ -19,6 +19,11 @@ def adapter_bytes(cfg: TrainingConfig) -> int:
     return 2 if cfg.precision == "bf16" or engine16 else 4
 
 
+def adapter_compute(cfg: TrainingConfig, e: Bytes) -> int:
+    """The dtype the adapters' matmuls run in: autocast's 16 bits, else their own."""
+    return 2 if e.amp else adapter_bytes(cfg)
+
+
 def own_copies(cfg: TrainingConfig, e: Bytes) -> bool:
     """Whether each adapter keeps a copy of its input of its own: peft casts the input to the
     fp32 adapters (``mixed``), autocast casts it for lora_A (``amp-*``), or lora_dropout makes
@@ -32,4 +37,4 @@ def mask_bytes(cfg: TrainingConfig) -> int:
     return 1 if getattr(cfg, "target", "cuda") == "cuda" else adapter_bytes(cfg)
 
 
-__all__ = ["adapter_bytes", "mask_bytes", "own_copies"]
+__all__ = ["adapter_bytes", "adapter_compute", "mask_bytes", "own_copies"]

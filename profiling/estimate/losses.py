@@ -76,8 +76,7 @@ def head_chunks(cfg: TrainingConfig, e: Bytes) -> tuple[int, int]:
     earlier chunk's peak holds none of a later chunk's); (0, 0) for the other losses."""
     if cfg.loss != "litgpt" or not x_head(cfg):
         return 0, 0
-    from profiling.estimate.lora import adapter_compute
-    from profiling.estimate.lora_bytes import mask_bytes
+    from profiling.estimate.lora_bytes import adapter_compute, mask_bytes
 
     return adapter_compute(cfg, e), (mask_bytes(cfg) if cfg.lora_dropout else 0)
 

@@ -23,6 +23,7 @@ from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
 from profiling.estimate import bloom, compiled, encoder, hf_ops, losses, mla, neox, t5, variants
 from profiling.estimate import lora as lora_acts
+from profiling.estimate import step_inputs as step_in
 from profiling.estimate.counters import Counters, closed_form, outside_loss, tensors_alive
 from profiling.estimate.deepspeed import (
     deepspeed_note,
@@ -56,14 +57,11 @@ from profiling.estimate.states import (
     step_temporaries,
     zero3_gathered,
 )
-from profiling.estimate.step_inputs import add_lines as add_input_lines
-from profiling.estimate.step_inputs import shifted_labels, token_inputs
 from profiling.estimate.time import TimeEstimate, time_estimate
 from profiling.records import Step
 from profiling.units import GiB, fmt_bytes
 
-# The estimate reads the one configuration model every tool shares (an alias kept for callers).
-EstimateInput = TrainingConfig
+EstimateInput = TrainingConfig  # the one configuration every tool shares (alias kept for callers)
 
 
 class Component(BaseModel):
@@ -272,7 +270,7 @@ def _moments(
     head = encoder.head_transient(d, inp.precision) if d is not None else None
     f = fmt_bytes
     # the step's inputs, the whole step: an encoder's and its buffers, or a decoder's tokens
-    held = encoder.step_inputs(d, inp) or token_inputs(d, inp)
+    held = encoder.step_inputs(d, inp) or step_in.token_inputs(d, inp)
     inputs, hold = (held.bytes, f" + {held.name} {fmt_bytes(held.bytes)}") if held else (0.0, "")
     fwd = weights + states + kept + act + inputs
     moments = [
@@ -295,7 +293,7 @@ def _moments(
         after = losses.after_loss(inp, shape, est_lines, fwd, loss)
         for name, value, calc in losses.moments(inp, shape, fwd, cache, loss, after):
             moments.append(Moment(name=name, bytes=round(value), calculation=calc))
-    padded, pad_calc, gone, gone_calc = shifted_labels(d, est_lines)  # transformers' loss
+    padded, pad_calc, gone, gone_calc = step_in.shifted_labels(d, est_lines)  # transformers' loss
     if loss is None and head is not None:
         value = head.bytes / inp.tp
         moments.append(
@@ -415,7 +413,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     in_backward(ledger, inp)
     loss = losses.loss_plan(inp, shape)
     recompute = _activations(ledger, inp, shape, loss)
-    add_input_lines(ledger, acts.dims_of(shape, inp.seq_or_default(), inp.batch), inp)
+    step_in.add_lines(ledger, acts.dims_of(shape, inp.seq_or_default(), inp.batch), inp)
     step_temporaries(ledger, inp, shape, sh, trainable)
     engine(ledger, inp, shape)  # DeepSpeed's buffers and offload (--deepspeed)
     moments = _moments(ledger.lines, inp, shape, recompute, loss)
