@@ -57,7 +57,7 @@ from profiling.plans.fsdp_moments import block_moments, embedding_moment
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
-from profiling.plans.result import COMPILED_NOTE, PlanResult, plan_notes
+from profiling.plans.result import COMPILED_NOTE, PlanResult, estimate_notes
 from profiling.plans.ring_form import SDPA_SEED, Block
 from profiling.plans.ring_form import fused as _fused_sdpa
 from profiling.plans.ring_stage import highest_ring_rank, ring_moves
@@ -486,7 +486,7 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
     ranks, profiles = highest_ring_rank(
         layout, lambda r: [stage_profile(cfg, w, layout, s, r) for s in layout.stages]
     )
-    notes = [*plan_notes(cfg, layout), "closed form: trace the plan for torch's own numbers"]
+    notes = estimate_notes(cfg, layout)
     if cfg.compile:
         notes = [n for n in notes if not n.startswith(COMPILED_NOTE)]
         notes.append(compiled_note(cfg, w))

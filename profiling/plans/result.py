@@ -47,6 +47,19 @@ class PlanResult(BaseModel):
 COMPILED_NOTE = "torch.compile of each block"
 
 
+ZBV_NOTE = (
+    "ZBV: the closed form does not follow the split backward yet (its input backward taken for "
+    "a whole backward, its weight backward for nothing; 0.57–0.99 of the trace on toys): trace "
+    "the plan before relying on it"
+)
+
+
+def estimate_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
+    """A closed form's notes: the plan's, and what the closed form is worth for it."""
+    notes = [*plan_notes(cfg, layout), "closed form: trace the plan for torch's own numbers"]
+    return [*notes, ZBV_NOTE] if layout.pp > 1 and layout.schedule == "zbv" else notes
+
+
 def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
     """What every result of the plan says about the step it stands for."""
     notes = [
