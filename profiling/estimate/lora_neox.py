@@ -147,7 +147,11 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     if (not head or own) and not nf4_keeps:
         terms.append(Term("frozen LM head: final norm's output not kept", -T * h * e.c,
                           f"−s·b·h·{e.c} B", f"−{tok}·{h}·{e.c}"))  # fmt: skip
-    if head:
+    if head and cfg.loss == "litgpt":  # A's output and the mask: the loss tape's, chunk by
+        if own:  # chunk (losses.head_chunks); the adapter's own input copy stays here
+            terms.append(Term("LM head's adapter (its own input)", T * h * ac,
+                              f"s·b·h·{ac} B", f"{tok}·{h}·{ac}"))  # fmt: skip
+    elif head:
         m = mask_bytes(cfg) if cfg.lora_dropout else 0
         per_h = (ac if own else 0) + m
         terms.append(Term("LM head's adapter (A output, its own input, dropout mask)",
