@@ -33,12 +33,13 @@ if TYPE_CHECKING:
 NAME = "backward, a block recomputed"
 
 
-def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
-    """Whether the exact moment applies: compiled, fully checkpointed LoRA (no adapted head) on
-    Llama's kind of block, one GPU, the trained adapters' gradients made in backward."""
+def llama_lora_recomputed(inp: TrainingConfig, shape: dict[str, Any], compiled: bool) -> bool:
+    """Fully checkpointed LoRA (no adapted head) on Llama's kind of block, one GPU, the trained
+    adapters' gradients made in backward, compiled or eager as asked: where a recomputed block's
+    moment is modelled (here compiled; ``estimate.recomputed_eager`` eager)."""
     d = dims_of(shape, inp.seq_or_default(), inp.batch)
     return (
-        inp.compile
+        inp.compile == compiled
         and inp.checkpointing == "full"
         and inp.lora_rank is not None
         and "lm_head" not in (inp.lora_targets or [])
@@ -51,6 +52,11 @@ def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
         and not inp.sharded
         and not inp.optimizer_in_bwd
     )
+
+
+def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
+    """Whether the exact moment applies: the compiled block (``llama_lora_recomputed``)."""
+    return llama_lora_recomputed(inp, shape, compiled=True)
 
 
 def recomputed_moment(

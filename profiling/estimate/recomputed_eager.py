@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from profiling.estimate import dora
 from profiling.estimate.activations import Bytes, Dims, dims_of
 from profiling.estimate.lora_bytes import adapter_bytes
+from profiling.estimate.recomputed import llama_lora_recomputed
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -55,18 +56,7 @@ def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> Dims | None:
     16-bit or fp32 base) on Llama's kind of block, one GPU, no offloading (None elsewhere)."""
     d = dims_of(shape, inp.seq_or_default(), inp.batch)
     ok = (
-        not inp.compile
-        and inp.checkpointing == "full"
-        and inp.lora_rank is not None
-        and "lm_head" not in (inp.lora_targets or [])
-        and d is not None
-        and d.arch == "llama"
-        and d.extra.get("hf_module", "llama") == "llama"
-        and set(d.extra) <= {"hf_module"}
-        and inp.gpus == 1
-        and inp.tp == 1
-        and not inp.sharded
-        and not inp.optimizer_in_bwd
+        llama_lora_recomputed(inp, shape, compiled=False)
         and not inp.activation_offload
         and not inp.qlora  # a 4-bit base: dequantized, not cached (lora._fp32_mlp_backward)
     )
