@@ -183,40 +183,85 @@ def _dtypes(cfg: TrainingConfig) -> tuple[int, int]:
     return c, reduce
 
 
+def accumulated(cfg: TrainingConfig) -> int:
+    """Microbatches a plan without a pipeline runs per optimizer step (``--microbatches M``:
+    torchtitan's gradient_accumulation_steps), 1 otherwise. Each runs its own forward and
+    backward with gradient sync left on (pytorch/torchtitan torchtitan/trainer.py at b5bcd76:
+    ``forward_backward_step`` per microbatch, no ``set_requires_gradient_sync(False)``), so FSDP2
+    gathers the parameters and reduce-scatters the gradients once per microbatch, and HSDP
+    all-reduces them (``foreach_reduce``'s all-reduce runs whenever gradients sync). A
+    pipeline's microbatches are not this: torch's stages defer the reduction to the last one."""
+    return (cfg.microbatches or 1) if cfg.is_plan and cfg.pp == 1 else 1
+
+
+def reshard_policy(cfg: TrainingConfig) -> str:
+    """torchtitan's ``fsdp_reshard_after_forward`` a plan runs: "never" under ``--zero 2``
+    (FSDP2's ``reshard_after_forward=False`` for every group), else "default"."""
+    return "never" if cfg.zero == 2 else "default"
+
+
+def _plan_gathers(cfg: TrainingConfig, share: float, head: float) -> tuple[float, str, str, str]:
+    """What a plan's FSDP gathers per microbatch without a pipeline, in parameters, with its
+    formula, substitution and reason. A group resharded after forward is gathered again for
+    its backward; torchtitan's "default" policy keeps [norm, output] gathered from its forward
+    to its backward (``reshard_after_forward=policy == "always"``) and "never" keeps every
+    group (pytorch/torchtitan torchtitan/distributed/fsdp.py at b5bcd76, apply_fsdp_to_decoder
+    and get_fsdp_reshard_after_forward_policy): FSDP2's pre-backward unshard of a group still
+    gathered sends nothing."""
+    policy = reshard_policy(cfg)
+    if policy == "never":
+        return share, "Ψ / (tp · pp)", f"{share:,.0f}", "forward only: never resharded"
+    if policy == "always":
+        return 2 * share, "2 × Ψ / (tp · pp)", f"2 × {share:,.0f}", "forward and backward"
+    return (2 * share - head, "(2 × Ψ / (tp · pp) − Ψ_norm+output)",
+            f"(2 × {share:,.0f} − {head:,.0f})",
+            "forward and backward; the final norm and output once")  # fmt: skip
+
+
 def _sharded(
-    cfg: TrainingConfig, share: float, n: int, label: str, psi: str = "Ψ"
+    cfg: TrainingConfig, share: float, n: int, label: str, psi: str = "Ψ", head: float = 0.0
 ) -> list[Transfer]:
     """FSDP / ZeRO-3: gathers in forward (and backward, unless the pipeline keeps them) and a
-    reduce-scatter of the gradients; ZeRO-1/2: a reduce-scatter and the step's gather."""
+    reduce-scatter of the gradients; ZeRO-1/2: a reduce-scatter and the step's gather. A plan
+    without a pipeline does both once per microbatch accumulated (:func:`accumulated`);
+    ``head``: the final norm's and output's parameters (a plan's: torchtitan keeps them)."""
     c, r = _dtypes(cfg)
     ring = (n - 1) / n
-    gathers = 1 if cfg.pp > 1 or (cfg.zero in (1, 2) and not cfg.fsdp) else 2
-    why = {1: "once per step", 2: "forward and backward"}[gathers]
+    m = accumulated(cfg)
+    if cfg.is_plan and cfg.pp == 1:
+        gathered, form, sub, why = _plan_gathers(cfg, share, head)
+    else:
+        gathers = 1 if cfg.pp > 1 or (cfg.zero in (1, 2) and not cfg.fsdp) else 2
+        why = {1: "once per step", 2: "forward and backward"}[gathers]
+        gathered, form, sub = gathers * share, f"{gathers} × {psi}", f"{gathers} × {share:,.0f}"
+    times, each = (f"{m} microbatches × ", f"{m} × ") if m > 1 else ("", "")
+    why += ", each microbatch" if m > 1 else ""
     return [
         Transfer(
             name=f"{label} all-gather of the parameters ({why})", group=label,
-            bytes=int(gathers * share * c * ring),
-            formula=f"{gathers} × {psi} × {c} B × {_ring(n)}",
-            substituted=f"{gathers} × {share:,.0f} × {c} × {ring:.4g}", overlapped=True,
+            bytes=int(m * gathered * c * ring),
+            formula=f"{times}{form} × {c} B × {_ring(n)}",
+            substituted=f"{each}{sub} × {c} × {ring:.4g}", overlapped=True,
         ),
         Transfer(
             name=f"{label} reduce-scatter of the gradients", group=label,
-            bytes=int(share * r * ring), formula=f"{psi} × {r} B × {_ring(n)}",
-            substituted=f"{share:,.0f} × {r} × {ring:.4g}", overlapped=True,
+            bytes=int(m * share * r * ring), formula=f"{times}{psi} × {r} B × {_ring(n)}",
+            substituted=f"{each}{share:,.0f} × {r} × {ring:.4g}", overlapped=True,
         ),
     ]  # fmt: skip
 
 
-def _allreduce(share: float, r: int, n: int, label: str, psi: str) -> Transfer:
+def _allreduce(share: float, r: int, n: int, label: str, psi: str, m: int = 1) -> Transfer:
     ring = (n - 1) / n
+    times, each = (f"{m} microbatches × ", f"{m} × ") if m > 1 else ("", "")
     return Transfer(
         name=f"{label} all-reduce of the gradients", group=label,
-        bytes=int(2 * share * r * ring), formula=f"2 × {psi} × {r} B × {_ring(n)}",
-        substituted=f"2 × {share:,.0f} × {r} × {ring:.4g}", overlapped=True,
+        bytes=int(m * 2 * share * r * ring), formula=f"{times}2 × {psi} × {r} B × {_ring(n)}",
+        substituted=f"{each}2 × {share:,.0f} × {r} × {ring:.4g}", overlapped=True,
     )  # fmt: skip
 
 
-def _data(cfg: TrainingConfig, params: int) -> list[Transfer]:
+def _data(cfg: TrainingConfig, params: int, head: float) -> list[Transfer]:
     _, r = _dtypes(cfg)
     if not cfg.is_plan:
         n, share = cfg.gpus, params / cfg.tp
@@ -229,9 +274,10 @@ def _data(cfg: TrainingConfig, params: int) -> list[Transfer]:
     n, rep = (cfg.dp_shard or 1) * cfg.cp * cfg.ulysses, cfg.dp_replicate or 1
     share = params / (cfg.tp * cfg.pp)
     psi = "Ψ / (tp · pp)"
-    out = _sharded(cfg, share, n, "FSDP", psi) if n > 1 else []
+    out = _sharded(cfg, share, n, "FSDP", psi, head) if n > 1 else []
     if rep > 1:
-        out.append(_allreduce(share / n, r, rep, "DP-replicate", f"Ψ / (tp · pp · {n})"))
+        psi_n = f"Ψ / (tp · pp · {n})"
+        out.append(_allreduce(share / n, r, rep, "DP-replicate", psi_n, accumulated(cfg)))
     return out
 
 
@@ -297,7 +343,12 @@ def _activations(cfg: TrainingConfig, shape: dict[str, Any]) -> list[Transfer]:
 def comm(cfg: TrainingConfig, shape: dict[str, Any], params: int | None = None) -> Comm:
     """What one GPU sends per step and NCCL's buffers on it (see the module)."""
     gs = groups(cfg)
-    transfers = _data(cfg, int(params or shape.get("params") or 0)) + _activations(cfg, shape)
+    # the final norm and output, one FSDP group (TP shards the output over the vocabulary)
+    # torchtitan keeps gathered; DeepSpeed's ZeRO-3 beside Ulysses gathers it twice as any
+    h = int(shape.get("hidden") or 0)
+    head = (int(shape.get("head_params") or 0) / cfg.tp + h) * (cfg.ulysses == 1)
+    transfers = _data(cfg, int(params or shape.get("params") or 0), head)
+    transfers += _activations(cfg, shape)
     ln = link(cfg)
     if ln is not None:
         inside = {g.name: g.intra_node for g in gs}
@@ -361,6 +412,6 @@ def comm_lines(c: Comm, compute: float | None = None) -> list[str]:
 
 __all__ = [
     "GPUS_PER_NODE", "LINKS", "NCCL_BUFFSIZE", "NCCL_CHANNELS", "PER_COMMUNICATOR", "Comm",
-    "Group", "Link", "Transfer", "comm", "comm_lines", "comm_quantities", "communicators",
-    "groups", "link", "nccl_bytes", "nccl_text",
+    "Group", "Link", "Transfer", "accumulated", "comm", "comm_lines", "comm_quantities",
+    "communicators", "groups", "link", "nccl_bytes", "nccl_text", "reshard_policy",
 ]  # fmt: skip
