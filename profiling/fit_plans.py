@@ -79,6 +79,8 @@ class PlanCandidate(BaseModel):
         parts += [f"Ulysses {c.ulysses}"] if c.ulysses > 1 else []
         parts += [f"PP {c.pp} ({c.pp_schedule}, {c.microbatches} microbatches)"] if c.pp > 1 else []
         out = " × ".join(parts) + f", batch {c.batch}"
+        m = c.microbatches or 1
+        out += f" in {m} accumulated microbatches of {c.batch // m}" if c.pp == 1 < m else ""
         out += f", {c.checkpointing} checkpointing" if c.checkpointing != "none" else ""
         out += f" every {c.checkpoint_every} blocks" if c.checkpoint_every else ""
         return out + (f", Float8 {c.float8}" if c.float8 else "") + (", async TP" * c.async_tp)
@@ -130,25 +132,27 @@ def _ulysses_degrees(base: TrainingConfig, seq: int, heads: int, kv: int) -> tup
     return (1, *ok)
 
 
-def _variants(base: TrainingConfig, world: int, heads: int, kv: int) -> list[dict[str, Any]]:
+def _variants(
+    base: TrainingConfig, world: int, heads: int, kv: int, global_batch: int | None = None
+) -> list[dict[str, Any]]:
+    from profiling.fit_accum import plan_batches
+
     held = base.model_fields_set
     given = ((base.checkpointing, base.checkpoint_every),)
     ckpts = given if "checkpointing" in held else CHECKPOINTING
-    batches = (base.batch,) if "batch" in held else BATCHES
     out = []
     layouts = _layouts(base, world, heads, kv)
     for (tp, cp, u, pp), (ckpt, every) in itertools.product(layouts, ckpts):
         schedules = ((base.pp_schedule,) if "pp_schedule" in held else SCHEDULES) if pp > 1 else ()
-        for batch in batches:
-            common = {"tp": tp, "cp": cp, "ulysses": u, "dp_shard": world // (tp * cp * u * pp),
+        dp = world // (tp * cp * u * pp)
+        for batch, m in plan_batches(base, global_batch, dp, pp):
+            common = {"tp": tp, "cp": cp, "ulysses": u, "dp_shard": dp, "microbatches": m,
                       "checkpointing": ckpt, "checkpoint_every": every, "batch": batch}  # fmt: skip
-            if pp == 1:
+            if pp == 1:  # microbatches: gradient accumulation (profiling.fit_accum)
                 out.append({**common, "pp": 1})
                 continue
             for schedule in schedules:
-                # microbatches of 1, as torchtitan's default pipeline_parallel_microbatch_size
-                m = base.microbatches if "microbatches" in held else batch
-                out.append({**common, "pp": pp, "pp_schedule": schedule, "microbatches": m})
+                out.append({**common, "pp": pp, "pp_schedule": schedule})
     return out
 
 
@@ -228,9 +232,13 @@ def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
     )  # fmt: skip
 
 
-def fit_plans(base: TrainingConfig, world: int, async_tp: bool = False) -> PlanFit:
+def fit_plans(
+    base: TrainingConfig, world: int, async_tp: bool = False, global_batch: int | None = None
+) -> PlanFit:
     """Every plan of ``world`` GPUs estimated; those that fit ranked (see the module); with
-    ``async_tp`` every candidate with tensor parallelism runs it asynchronously."""
+    ``async_tp`` every candidate with tensor parallelism runs it asynchronously; with
+    ``global_batch`` the sequences per step over the data-parallel ranks held and each plan's
+    gradient accumulation searched (``profiling.fit_accum``)."""
     from profiling.estimate.comm import GPUS_PER_NODE, PER_COMMUNICATOR, link
     from profiling.estimate.shape import shape_of
     from profiling.plans.model import plan_workload
@@ -247,7 +255,12 @@ def fit_plans(base: TrainingConfig, world: int, async_tp: bool = False) -> PlanF
     fitting: list[PlanCandidate] = []
     smallest: PlanCandidate | None = None
     searched = 0
-    for update in _variants(base, world, w.heads, w.n_kv_heads):
+    if global_batch is not None and "batch" in base.model_fields_set:
+        raise ProfilingError(
+            "give --global-batch or --batch, not both: the global batch over the data-parallel "
+            "ranks sets each rank's batch"
+        )
+    for update in _variants(base, world, w.heads, w.n_kv_heads, global_batch):
         checkpoint()
         cfg = _config(base, {**update, "async_tp": async_tp and update.get("tp", 1) > 1})
         if cfg is None:
@@ -298,6 +311,13 @@ def fit_plans(base: TrainingConfig, world: int, async_tp: bool = False) -> PlanF
     held = sorted(set(base.model_fields_set) & {*PLAN_FIELDS, "batch", "precision"})
     if held:
         notes.append("held as given, not searched: " + ", ".join(held))
+    if global_batch is not None:
+        notes.append(
+            f"global batch {global_batch:,} sequences per step: each plan's rank takes "
+            f"{global_batch:,} / its data-parallel degree, without a pipeline in microbatches "
+            f"of {', '.join(map(str, BATCHES))} accumulated (torchtitan's "
+            "gradient_accumulation_steps: each microbatch gathers and reduce-scatters again)"
+        )
     return PlanFit(base=base, world=world, gpu_mem_bytes=avail, searched=searched,
                    fitting=fitting, smallest=smallest, notes=notes)  # fmt: skip
 
@@ -389,6 +409,7 @@ def plan_flags(cfg: TrainingConfig) -> list[str]:
         out += [f"--pp {cfg.pp}", f"--pp-schedule {cfg.pp_schedule}",
                 f"--microbatches {cfg.microbatches}"]  # fmt: skip
     out += [f"--batch {cfg.batch}"]
+    out += [f"--microbatches {cfg.microbatches}"] if cfg.pp == 1 < (cfg.microbatches or 1) else []
     out += [f"--checkpointing {cfg.checkpointing}"] if cfg.checkpointing != "none" else []
     out += [f"--checkpoint-every {cfg.checkpoint_every}"] if cfg.checkpoint_every else []
     out += [f"--float8 {cfg.float8}"] if cfg.float8 else []

@@ -60,6 +60,16 @@ def fit_command(
             "schedules, checkpointing, batch): the plan that fits and its per-rank peak.",
         ),
     ] = False,
+    global_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--global-batch",
+            min=1,
+            help="With --plans: sequences per optimizer step over all data-parallel ranks "
+            "(torchtitan's global_batch_size), held: each plan's batch per rank follows, its "
+            "gradient accumulation (microbatch size) is searched.",
+        ),
+    ] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Show the best N.")] = 10,
     from_files: FromOption = None,
     as_json: JsonOption = False,
@@ -83,8 +93,10 @@ def fit_command(
     from profiling.fit import fit, fit_json, fit_record, render_fit
 
     if plans:
-        _plans(config, from_files, top, as_json, no_save, root, timeout)
+        _plans(config, from_files, top, as_json, no_save, root, timeout, global_batch)
         return
+    if global_batch is not None:
+        raise UserError("--global-batch is fit --plans' (a plan's gradient accumulation)")
     base, recipe = parse_with_recipe(config, from_files)
     if max_seq and max_batch:
         raise UserError("give --max-seq or --max-batch, not both (search one at a time)")
@@ -125,6 +137,7 @@ def _plans(
     no_save: bool,
     root: Path | None,
     timeout: float | None,
+    global_batch: int | None = None,
 ) -> None:
     """``fit --plans``: the plans of --gpus N GPUs that fit (``profiling.fit_plans``)."""
     from journal_agent.cli._profiling_common import _print_record_line, _saving_store
@@ -150,7 +163,7 @@ def _plans(
         raise UserError("fit --plans needs --gpus N (every GPU of the job, 2 or more)")
     hint = "give it a longer timeout, or hold some degrees (--tp, --pp, --batch)"
     with TimeBound(timeout, "fit --plans", hint):
-        res = fit_plans(base, base.gpus, async_tp)
+        res = fit_plans(base, base.gpus, async_tp, global_batch)
     record_id = recipe_store(_saving_store(root, save=not no_save), recipe).save(
         plan_fit_record(res, top)
     )

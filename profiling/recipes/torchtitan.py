@@ -2,7 +2,9 @@
 share of the job it describes.
 
 - ``[model] name``, ``flavor``: the model (``llama3`` ``8B`` is Llama 3.1 8B's shape).
-- ``[training] local_batch_size`` (``batch_size`` before), ``seq_len``,
+- ``[training] local_batch_size`` (``batch_size`` before), ``global_batch_size`` (the
+  microbatches accumulated: on a plan ``--microbatches M``, M = global / (local × dp)),
+  ``seq_len``,
   ``mixed_precision_param`` (bf16 by default: FSDP2's ``MixedPrecisionPolicy``, fp32 sharded
   parameters and bf16 gathers), ``mixed_precision_reduce``.
 - ``[activation_checkpoint] mode``: ``none``, ``selective`` with ``selective_ac_option = "op"``
@@ -82,16 +84,6 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
         r.notes.append(f"{note}; give --model")
         r.ignore("model.flavor", f"{note}: give --model, or its shape (--layers --hidden …)")
     r.seen("model.name", main="model.flavor")
-    for key in ("training.local_batch_size", "training.batch_size"):
-        if r.has(key):
-            r.use(key, "batch", r.get(key), "per data-parallel rank")
-            break
-    if r.has("training.global_batch_size"):
-        r.ignore(
-            "training.global_batch_size",
-            "accumulation follows from it and the GPUs: give --grads-kept when it is "
-            "larger than local batch × GPUs",
-        )
     if r.has("training.seq_len"):
         r.use("training.seq_len", "seq", r.get("training.seq_len"))
     param = str(r.get("training.mixed_precision_param", "bfloat16"))
@@ -108,6 +100,7 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     _checkpointing(r)
     _optimizer(r)
     _parallelism(r)
+    _batch(r)
     r.imply("(run_llama_train.sh)", "expandable_segments", True, "torchtitan's launch script "
             "runs torchrun with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
             "(run_llama_train.sh at 9dec370, run_train.sh since)")  # fmt: skip
@@ -210,6 +203,69 @@ def _float8(r: Reading) -> None:
     pre = "float8.precompute_float8_dynamic_scale_for_fsdp"
     r.ignore(pre, "one fp32 scale per Float8 weight after each optimizer step (a few KB): not "
              "counted" if r.get(pre) else NO_MEMORY + " (off)")  # fmt: skip
+
+
+def _batch(r: Reading) -> None:
+    """``local_batch_size`` (``batch_size`` before): a data-parallel rank's microbatch; with
+    ``global_batch_size`` the microbatches it accumulates per step (:func:`_accumulated`)."""
+    key = next((k for k in ("training.local_batch_size", "training.batch_size") if r.has(k)), "")
+    local = r.get(key)
+    if not isinstance(local, int) or isinstance(local, bool) or local < 1:
+        r.ignore("training.global_batch_size", "read with local_batch_size, which the file "
+                 "does not give: give --batch (and --microbatches to accumulate)")  # fmt: skip
+        if key:
+            r.use(key, "batch", local, "per data-parallel rank")
+        return
+    m = _accumulated(r, local)
+    why = f": {m} microbatches of {local}" if m > 1 else ""
+    r.use(key, "batch", local * m, "per data-parallel rank" + why)
+
+
+def _accumulated(r: Reading, local: int) -> int:
+    """``global_batch_size``: torchtitan runs ``global_batch_size // (local_batch_size ×
+    batch degree)`` microbatches per step (the batch mesh dp_replicate × dp_shard; -1: one),
+    each a forward and backward with gradient sync on (pytorch/torchtitan torchtitan/train.py
+    at v0.2.2, 73a0e69). On a plan that is ``--microbatches M`` with ``--batch local × M``
+    (returned: M); on one GPU the gradients kept through the later forwards (1)."""
+    key = "training.global_batch_size"
+    total = r.get(key, -1)
+    shard = r.get(_degree_key(r, "data_parallel_shard_degree"), -1)
+    rep = r.get(_degree_key(r, "data_parallel_replicate_degree"), 1) or 1
+    pp = r.get(_degree_key(r, "pipeline_parallel_degree"), 1) or 1
+    if not isinstance(total, int) or total < 0:
+        r.ignore(key, NO_MEMORY + " (-1: one microbatch per step)")
+        return 1
+    if shard == -1:
+        r.ignore(key, "the microbatches it accumulates are global / (local_batch_size × the "
+                 "data-parallel degree), which data_parallel_shard_degree -1 leaves to the "
+                 "launch: give --microbatches M and --batch local_batch_size × M")  # fmt: skip
+        return 1
+    dp = max(shard, 1) * rep
+    m, rest = divmod(total, local * dp)
+    if rest or m < 1:
+        r.ignore(key, f"not a multiple of local_batch_size {local} × the data-parallel degree "
+                 f"{dp}: torchtitan refuses it")  # fmt: skip
+        return 1
+    if m == 1:
+        r.ignore(key, NO_MEMORY + f" (local_batch_size {local} × data-parallel degree {dp}: "
+                 "one microbatch per step)")  # fmt: skip
+        return 1
+    why = (
+        f"{total} / ({local} × data-parallel degree {dp}), torchtitan's gradient_accumulation_steps"
+    )
+    if pp > 1:
+        r.ignore(key, f"{m} pipeline schedules accumulated per step ({why}) are not modelled: the "
+                 "estimate is one schedule's, below by the gradient shards held through the later "
+                 "ones")  # fmt: skip
+        r.notes.append(f"{key}: {m} pipeline schedules per step are not modelled (one is): an "
+                       "under-estimate by the sharded gradients")  # fmt: skip
+        return 1
+    if shard > 1 or rep > 1 or (r.get(_degree_key(r, "context_parallel_degree")) or 1) > 1:
+        r.use(key, "microbatches", m, f"{m} microbatches accumulated per step: {why}")
+        return m
+    r.use(key, "grads_kept", True, f"{m} microbatches accumulated ({why}): the gradients stay "
+          "allocated through the later microbatches' forward")  # fmt: skip
+    return 1
 
 
 # torchtitan's schedule names (torch's get_schedule_class) and ours
