@@ -139,3 +139,5 @@ _.num_stages
 _.microbatches_per_round
 first_layer  # a Stage field, in the plan's layout in JSON and the record
 per_microbatch_bytes  # a RankMemory field, in the plan's JSON and record (profiling/plans)
+_.on_step_begin  # benchmarks/hf_peft_gpu.py: a transformers TrainerCallback hook
+_.on_step_end  # benchmarks/hf_peft_gpu.py: a transformers TrainerCallback hook

@@ -78,7 +78,9 @@ def _nvml_used() -> int | None:
         import pynvml
 
         pynvml.nvmlInit()
-        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used)
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        # v2, as nvidia-smi: v1's "used" also holds what the driver reserves for itself
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2).used)
     except Exception:  # NVML is optional: the torch counters are the measurement
         return None
 
@@ -204,6 +206,7 @@ def measure(out: Path, dry: bool, only: list[str] | None) -> Path:
         "date": datetime.date.today().isoformat(),
         "dry_run": dry,
         "versions": _versions(),
+        "nvml_version": 2,
         "rows": [],
     }
     for case in sorted(p for p in CASES.iterdir() if p.is_dir()):
@@ -229,21 +232,37 @@ def measure(out: Path, dry: bool, only: list[str] | None) -> Path:
     return path
 
 
-def _predict(case: Path) -> dict:
+# NVML memory info v1's "used" on the H200 of 2026-11-30 before any CUDA context
+# (benchmarks/results/gpu-probe-nvidia-h200-2026-11-30.json): the driver's own reserve, which
+# v2 and nvidia-smi leave out; that run's figures were read with v1.
+V1_DRIVER_RESERVE = {"NVIDIA H200": 644_939_776}
+
+
+def _gpu_flags(device: str) -> list[str]:
+    """--gpu for the device measured: the CUDA context and workspaces are the GPU's."""
+    for key, flag in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100-80gb")):
+        if key in device.lower():
+            return ["--gpu", flag]
+    return []
+
+
+def _predict(case: Path, gpu: list[str]) -> dict:
     files = sorted(case.glob("*.json"))
     run = json.loads((case / "run.json").read_text(encoding="utf-8"))
     cmd = [sys.executable, "-m", "journal_agent", "estimate", "--seq", str(run["seq"])]
     for f in files:
         if f.name != "run.json":
             cmd += ["--from", str(f.relative_to(REPO))]
-    cmd += [*run["flags"], "--counter", "reserved", "--json"]
+    cmd += [*run["flags"], *gpu, "--counter", "reserved", "--json"]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1][:300], "command": cmd[2:]}
     e = json.loads(done.stdout)
     return {
         "command": "journal-agent " + " ".join(cmd[3:]),
-        "allocated": e["per_gpu_bytes"],
+        "tensors": e["per_gpu_bytes"],
+        # what max_memory_allocated counts: the tensors, 512-byte rounding, cuBLAS workspaces
+        "allocated": e["counters"]["allocated"]["bytes"],
         "reserved": e["counters"]["reserved"]["bytes"],
         "nvml": e["counters"]["nvml"]["bytes"],
         "notes": e["notes"],
@@ -264,13 +283,15 @@ def compare(measured: Path) -> Path:
         if "error" in row:
             lines.append(f"| {row['case']} | {row['error']} | | | | | |")
             continue
-        p = row["prediction"] = _predict(CASES / row["case"])
+        p = row["prediction"] = _predict(CASES / row["case"], _gpu_flags(report["device"]))
         if "error" in p or "steady_max_allocated" not in row:
             lines.append(f"| {row['case']} | {p.get('error', 'no GPU figures')} | | | | | |")
             continue
         row["allocated_ratio"] = row["steady_max_allocated"] / p["allocated"]
         row["reserved_ratio"] = row["steady_max_reserved"] / p["reserved"]
         nvml = max((s.get("nvml_used_after") or 0) for s in row["steps"][1:] or row["steps"])
+        if nvml and report.get("nvml_version", 1) == 1:
+            nvml -= V1_DRIVER_RESERVE.get(report["device"], 0)
         row["nvml_ratio"] = nvml / p["nvml"] if nvml else None
         lines.append(
             f"| {row['case']} | {row['steady_max_allocated']:,} | {row['allocated_ratio']:.4f} "

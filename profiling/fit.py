@@ -252,7 +252,7 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
 def fits_note(base: TrainingConfig, avail: int) -> str:
     """How a candidate is judged, every term named."""
     from profiling.estimate.comm import nccl_bytes
-    from profiling.estimate.counters import CONTEXT
+    from profiling.estimate.counters import context_text
 
     nccl = nccl_bytes(base)
     return (
@@ -265,8 +265,7 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
         "between sizes in segments a live block holds, the loss's logits in segments one row "
         "apart, mid-sized gradients alone in segments, FSDP2's streams, a partly empty segment "
         "per pool: a bound checked against the least memory replayed traces run in), "
-        "+ the CUDA context "
-        f"{CONTEXT / 2**20:g} MiB"
+        f"+ the {context_text(base)}"
         + (f" + NCCL {nccl / 2**20:g} MiB" if nccl else "")
         + "; a traced candidate is judged by the least memory its own allocations replay in"
     )
@@ -275,12 +274,12 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
 def judge_quantities(base: TrainingConfig) -> list[Quantity]:
     """The terms ``fits_note`` prints, so each can be cited."""
     from profiling.estimate.comm import nccl_bytes
-    from profiling.estimate.counters import CONTEXT
+    from profiling.estimate.counters import context
     from profiling.estimate.reserve import SEGMENT_SLACK
     from profiling.records import Quantity
 
     out = [
-        Quantity(name="CUDA context (assumed)", value=CONTEXT, unit="B"),
+        Quantity(name="CUDA context (assumed)", value=context(base), unit="B"),
         Quantity(name="a partly empty segment of each pool", value=SEGMENT_SLACK, unit="B"),
     ]
     if nccl_bytes(base):

@@ -275,12 +275,14 @@ def fit_plans(
         if cand.nvml_bytes <= budget:
             fitting.append(cand)
     fitting.sort(key=_rank_key)
+    from profiling.estimate.counters import context_text
+
     notes = [
         f"fits = what nvidia-smi would show on the highest pipeline rank ≤ "
         f"{fmt_bytes(budget, 'GB')} ({fmt_bytes(avail, 'GB')} less the safety margin): "
         "allocated + the caching allocator's reserve in closed form (profiling.estimate.reserve: "
         "cached blocks between sizes, the loss's logits, FSDP2's streams, a partly empty segment "
-        "per pool), the CUDA context 500 MiB and NCCL "
+        f"per pool), the {context_text(base)} and NCCL "
         f"{PER_COMMUNICATOR // 2**20} MiB per communicator (one per process group of the mesh: "
         "FSDP, DP-replicate, TP, CP, PP)",
         "ranked by estimated tokens/s per GPU"

@@ -56,6 +56,30 @@ SM90 = ("h100-sxm", "h100-pcie", "h200", "b200")
 # never called on the low side. `journal-agent profile` on the GPU measures yours (NVML used
 # minus reserved).
 CONTEXT = 500 * MiB
+# Measured on an H200 (driver 580.159.04, CUDA 13.0, torch 2.11, 2026-11-30;
+# benchmarks/results/gpu-probe-nvidia-h200-2026-11-30.json and hf-peft-nvidia-h200-*.json):
+# NVML's used less the allocator's reserve and less what the driver held before any context
+# (644,939,776 B, memory info v1's "reserved for system use", which v2 and nvidia-smi leave out):
+# 648,871,936 B once CUDA starts, 804,061,184 after a Trainer + peft step's kernels are loaded,
+# 871,170,048 after the probe's (lazy loading adds each kernel as it first runs). The most
+# seen, rounded up to a MiB, for Hopper and later, where the 300–500 MB above was too little.
+CONTEXT_SM90 = 831 * MiB
+
+
+def context(cfg: TrainingConfig) -> int:
+    """The CUDA context nvidia-smi counts beside the allocator's reserve, by GPU: measured on
+    Hopper, the reference's upper end before it (and with no GPU named)."""
+    return CONTEXT_SM90 if cfg.gpu in SM90 else CONTEXT
+
+
+def context_text(cfg: TrainingConfig, why: bool = False) -> str:
+    """``CUDA context N MiB``, with ``why`` where the figure comes from."""
+    text = f"CUDA context {_mib(context(cfg))}"
+    if not why:
+        return text
+    return text + (
+        " (measured on an H200)" if cfg.gpu in SM90 else " (the upper end of 300–500 MB)"
+    )
 
 
 class CounterValue(BaseModel):
@@ -111,7 +135,7 @@ def _nvml(cfg: TrainingConfig, reserved: int, paged: int = 0) -> CounterValue:
     from profiling.estimate.symm_mem import symm_mem_bytes, symm_mem_text
 
     nccl = nccl_bytes(cfg)  # NCCL's buffers have one home: profiling.estimate.comm
-    how = f"reserved + CUDA context {_mib(CONTEXT)} (the upper end of 300–500 MB)"
+    how = f"reserved + {context_text(cfg, why=True)}"
     if nccl:
         how += " + " + nccl_text(cfg)
     symm = symm_mem_bytes(cfg)  # async TP's workspace, outside the caching allocator too
@@ -120,7 +144,7 @@ def _nvml(cfg: TrainingConfig, reserved: int, paged: int = 0) -> CounterValue:
         nccl += symm
     if paged:
         how += f" + the paged optimizer state {fmt_bytes(paged)} while resident"
-    return CounterValue(counter="nvml", bytes=reserved + CONTEXT + nccl + paged, how=how)
+    return CounterValue(counter="nvml", bytes=reserved + context(cfg) + nccl + paged, how=how)
 
 
 def tensors_alive(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
@@ -224,10 +248,13 @@ def counter_lines(counters: Counters, counter: Counter) -> list[str]:
 
 __all__ = [
     "CONTEXT",
+    "CONTEXT_SM90",
     "Counter",
     "CounterValue",
     "Counters",
     "closed_form",
+    "context",
+    "context_text",
     "counter_lines",
     "from_replay",
     "outside_loss",

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from profiling.config import TrainingConfig
 from profiling.estimate.comm import Comm, comm_lines, comm_quantities
-from profiling.estimate.counters import Counters
+from profiling.estimate.counters import Counters, context_text
 from profiling.plans.profile import CATEGORIES, RankMemory
 from profiling.plans.result import PlanResult
 from profiling.records import (
@@ -136,13 +136,13 @@ def _reserve_lines(result: PlanResult, nccl: bool) -> list[str]:
             "closed-form bound: cached blocks between sizes, the loss's logits, mid-sized "
             "gradients, FSDP2's streams, a partly empty segment per pool"
             + (", expandable segments" if expandable else "")
-            + ") + the CUDA context 500 MiB"
+            + f") + the {context_text(result.config)}"
             + (" + NCCL's buffers (below)" if nccl else "")
         ]
     else:
         lines = [
             f"nvidia-smi: pipeline rank {top.pp_rank}'s step replayed through the caching "
-            "allocator (its reserve) + the CUDA context 500 MiB"
+            f"allocator (its reserve) + the {context_text(result.config)}"
             + (" + NCCL's buffers (below)" if nccl else "")
         ]
     from profiling.estimate.symm_mem import symm_mem_bytes, symm_mem_text

@@ -207,10 +207,10 @@ def replay_of(config: TrainingConfig, log: AllocationLog | None) -> Replay | Non
     avail = config.gpu_mem_bytes()
     if avail is None:
         return replay
-    from profiling.estimate.counters import CONTEXT
+    from profiling.estimate.counters import context
     from profiling.estimate.render import SAFETY_MARGIN
 
-    budget = avail * (1 - SAFETY_MARGIN) - CONTEXT
+    budget = avail * (1 - SAFETY_MARGIN) - context(config)
     exp = config.expandable_segments
     reserved = replay.peak_reserved_expandable if exp else replay.peak_reserved
     if reserved > budget:  # the whole reserve would not fit: what a GPU near full keeps

@@ -179,3 +179,24 @@ def test_max_seq_when_nothing_fits_is_one_sentence(cli, tmp_path) -> None:
     assert done.returncode == 1
     assert "nothing fits in 4.00 GB even at seq 1" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_hopper_counts_the_cuda_context_measured_on_an_h200() -> None:
+    # nvidia-smi beside the reserve: 831 MiB on an H200 with CUDA 13 (measured: up to
+    # 871,170,048 B once the step's kernels are loaded), where 500 MiB was assumed; before
+    # Hopper, and with no GPU named, the reference's 500 MiB.
+    counted = {
+        gpu: estimate(TrainingConfig(model="gpt2-small", counter="nvml", gpu=gpu)).counters
+        for gpu in ("h200", "h100-sxm", "a100-80gb", None)
+    }
+    for gpu, c in counted.items():
+        assert c is not None
+        context = c.nvml.bytes - c.reserved.bytes
+        if gpu in ("h200", "h100-sxm"):
+            assert context == 831 * MiB >= 871_170_048
+            assert "CUDA context 831 MiB (measured on an H200)" in c.nvml.how
+        else:
+            assert context == 500 * MiB and "CUDA context 500 MiB" in c.nvml.how
+    # fit judges an H200 by it: the same step needs 331 MiB more there than on 80 GB A100s
+    h200 = fit(TrainingConfig(model="gpt2-small", gpu="h200"), confirm=0)
+    assert "CUDA context 831 MiB" in " ".join(h200.notes)

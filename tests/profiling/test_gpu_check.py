@@ -1,7 +1,7 @@
 """benchmarks/gpu_check.py: the GPU check's whole path, run here on the CPU with tiny models.
 
-It has not run on a GPU yet (no GPU is lent to the sessions that wrote it); the ``gpu`` test
-below runs the real thing where there is one (JOURNAL_AGENT_TEST_GPU=1).
+It ran on an H200 on 2026-11-30 (benchmarks/results/gpu-nvidia-h200-2026-11-30.md); the
+``gpu`` test below runs the real thing where there is one (JOURNAL_AGENT_TEST_GPU=1).
 """
 
 from __future__ import annotations
@@ -44,6 +44,16 @@ def test_dry_run_measures_traces_and_estimates_and_writes_the_table(tmp_path: Pa
     table = json_file.with_suffix(".md").read_text()
     assert "| eager attention |" in table and "÷ traced" in table and "MFU" in table
     assert table in out.stdout
+    # --rescore: the predictions made again, the measurements kept, the allocated counter too
+    measured = [r["measured_peak_bytes"] for r in report["rows"]]
+    again = _run("--rescore", str(json_file))
+    assert again.returncode == 0, again.stderr[-2000:]
+    report = json.loads(json_file.read_text())
+    assert [r["measured_peak_bytes"] for r in report["rows"]] == measured
+    for row in report["rows"]:
+        assert row["traced_allocated_bytes"] >= row["traced_peak_bytes"]
+        assert row["measured_over_estimated_allocated"] > 0
+    assert "÷ traced allocated" in json_file.with_suffix(".md").read_text()
 
 
 def test_without_its_dependencies_it_names_the_wheels_to_carry() -> None:
@@ -55,10 +65,12 @@ def test_without_its_dependencies_it_names_the_wheels_to_carry() -> None:
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_every_row_is_within_one_percent_of_the_trace(tmp_path: Path) -> None:
+def test_on_a_gpu_every_row_is_within_a_tenth_of_a_percent_of_the_trace(tmp_path: Path) -> None:
     out = _run("--out", str(tmp_path), timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     (json_file,) = tmp_path.glob("gpu-*.json")
     for row in json.loads(json_file.read_text())["rows"]:
-        if row.get("measured_over_traced"):
-            assert row["measured_over_traced"] == pytest.approx(1.0, abs=0.01), row["case"]
+        if row.get("measured_over_traced_allocated"):
+            # max_memory_allocated against the trace's allocated counter (tensors, 512-byte
+            # blocks, cuBLAS's workspaces): 0.9994-1.0008 on the H200 of 2026-11-30
+            assert row["measured_over_traced_allocated"] == pytest.approx(1.0, abs=0.002)
