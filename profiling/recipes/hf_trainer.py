@@ -220,7 +220,9 @@ def _trainer_precision(r: Reading) -> None:
         r.notes.append(
             f"{key}: autocast over the model as it was loaded — fp32 here; a model loaded in "
             "16 bits (torch_dtype=bfloat16, which the arguments do not record) trains pure "
-            "16-bit: say --precision bf16"
+            "16-bit: say --precision bf16 (peft's get_peft_model still upcasts its adapters to "
+            "fp32, autocast_adapter_dtype: their parameters, gradients and AdamW moments, which "
+            "--precision bf16 counts in 16 bits, are not modelled yet)"
         )
         r.seen("fp16" if bf16 else "bf16", main=key)
     else:
