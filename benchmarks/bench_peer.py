@@ -124,22 +124,31 @@ def _predicted(cfg: TrainingConfig, counter: str) -> tuple[int, int, int]:
 
 
 def _largest_context(row: dict[str, Any]) -> dict[str, Any]:
-    """A published largest sequence that fits a GPU beside ``fit --max-seq``'s (estimates)."""
-    from profiling.fit_search import largest
+    """A published largest sequence beside ours. ``fit --max-seq``'s answer (estimates: room
+    left for the CUDA context and the 5 % margin) is what a user is told, and it alone decides
+    an out-of-memory row. A row whose lengths are where one counter's line meets the GPU's
+    whole memory (``"counter": "reserved"``) is compared like for like: the length at which our
+    reserve on a GPU near full reaches the same memory, no context, no margin
+    (``fit_search.reach``)."""
+    from profiling.fit_search import largest, reach
 
-    res = largest(_config(row), "seq")
-    predicted = res.best.value if res.best is not None else None
+    cfg = _config(row)
+    said = largest(cfg, "seq").best
+    fit_says = said.value if said is not None else None
+    predicted = reach(cfg, "seq", _gpu_bytes(row)) if row.get("counter") == "reserved" else fit_says
     out: dict[str, Any] = {
         "id": row["id"],
         "gpu_mem_gb": row["gpu_mem_gb"],
         "published": row["measured"],
         "predicted": predicted,
+        "fit_says": fit_says,
         "fully_published": row.get("fully_published", False),
     }
     if row.get("oom"):  # not even a short sequence fits: ours must say nothing fits
-        out["does_not_fit"] = predicted is None
+        out["does_not_fit"] = fit_says is None and predicted is None
     else:  # nothing fits by ours where a length did: 0, counted (the short side)
         out["ratio"] = round((predicted or 0) / row["measured"], 4)
+        out["fit_ratio"] = round((fit_says or 0) / row["measured"], 4)
     return out
 
 
@@ -293,13 +302,15 @@ def _markdown(result: dict[str, Any]) -> str:
         )
     for c in result["largest_context"]:
         if "ratio" in c:
+            said = format(c["fit_says"], ",") if c["fit_says"] else "nothing"
             lines.append(
-                f"| {c['id']} | largest seq | {c['published']:,} | "
+                f"| {c['id']} | largest seq (fit --max-seq: {said}) | {c['published']:,} | "
                 f"{format(c['predicted'], ',') if c['predicted'] else 'nothing fits'} | "
                 f"{c['ratio']:.3f} |"
             )
         else:
-            verdict = "nothing fits ✓" if c["does_not_fit"] else f"**{c['predicted']:,} fits ✗**"
+            fits = c["fit_says"] or c["predicted"]
+            verdict = "nothing fits ✓" if c["does_not_fit"] else f"**{fits:,} fits ✗**"
             lines.append(f"| {c['id']} (OOM) | largest seq | OOM | {verdict} | |")
     return "\n".join(lines + _deepspeed_markdown(result.get("summary", {})))
 

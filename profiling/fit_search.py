@@ -112,6 +112,23 @@ def _largest(
     )  # fmt: skip
 
 
+def reach(base: TrainingConfig, dim: Dimension, budget: int) -> int | None:
+    """The largest ``dim`` whose reserve on a GPU near full (``Counters.held``: what the caching
+    allocator must keep, ``max_memory_reserved``'s side, without the CUDA context and without
+    any safety margin) stays within ``budget`` bytes; None when 1 does not. Not what ``fit``
+    tells a user (``largest`` leaves room for the context and the margin): the quantity a table
+    of lengths read off a reserve's line against a GPU's whole memory publishes
+    (benchmarks/bench_peer.py's Unsloth rows)."""
+
+    def point(value: int) -> Point:
+        est = estimate(base.model_copy(update={dim: value}))
+        kept = est.counters.held() if est.counters is not None else est.per_gpu_bytes
+        return Point(value=value, allocated=est.per_gpu_bytes, nvml=kept)
+
+    best = _bisect(point, budget, _limit(base, dim))
+    return best.value if best is not None else None
+
+
 def _limit_why(dim: Dimension) -> str:
     return "the model's context" if dim == "seq" else "the largest micro-batch accepted"
 
