@@ -5,10 +5,11 @@ out — ``tp`` within a node (1, 2, 4, 8: it must divide the attention and key/v
 sequence), ``cp`` for long sequences (16,384 tokens and more), or in its place DeepSpeed-Ulysses
 (``ulysses`` 2, 4, 8 without TP or CP, as it runs: it must divide the attention heads and
 divide or be a multiple of the key/value heads), ``pp`` (any divisor the layers split over) and
-FSDP2 over the rest (``dp_shard``) — with 1F1B and interleaved (not ZBV, whose split backward
-the closed form does not follow yet: it reads below the trace there, so fit never vouches for
-it), activation checkpointing (none, torchtitan's selective-op, full, and full on every 2nd or
-4th block of a rank: torchtitan's ``selective_ac_option = "N"``) and,
+FSDP2 over the rest (``dp_shard``) — with 1F1B, interleaved and ZBV (only where the closed form
+follows ZBV's split backward, ``profiling.plans.zbv_form.modelled``: elsewhere it is not
+searched, as fit never vouches for a plan its closed form does not follow), activation
+checkpointing (none, torchtitan's selective-op, full, and full on every 2nd or 4th block of a
+rank: torchtitan's ``selective_ac_option = "N"``) and,
 unless ``--batch`` is given, the batch per data-parallel rank (1, 2, 4 … 64). What the user
 gave (``--tp``, ``--pp``, ``--cp``, ``--pp-schedule``, ``--checkpointing``, ``--precision``,
 ``--batch`` …) is held. Each candidate is the plan's closed form
@@ -44,14 +45,9 @@ from profiling.units import fmt_bytes
 TP_DEGREES = (1, 2, 4, 8)  # within a node, as torchtitan's recipes run it
 CP_DEGREES = (1, 2, 4, 8)
 CP_FROM_SEQ = 16_384  # context parallelism is searched from this sequence length on
-# ZBV is left out: the closed form takes its input backward for a whole backward and its weight
-# backward for nothing, 0.57–0.99 of the trace on toys (docs/profiling.md), the unsafe side
-SCHEDULES = ("1f1b", "interleaved")
-ZBV_REFUSED = (
-    "fit cannot vouch for a ZBV plan yet: the closed form does not follow ZBV's split backward "
-    "and reads up to 43 % under the trace; trace the plan (journal-agent trace … --pp-schedule "
-    "zbv) or let fit search 1F1B and interleaved"
-)
+# ZBV where the closed form follows its split backward (profiling.plans.zbv_form.modelled:
+# no FSDP, TP, CP or Ulysses, checkpointing none or full on every block), else not searched
+SCHEDULES = ("1f1b", "interleaved", "zbv")
 ULYSSES_DEGREES = (2, 4, 8)  # DeepSpeed's sequence_parallel_size, searched where CP is
 PLAN_FIELDS = ("tp", "cp", "ulysses", "pp", "pp_schedule", "checkpointing", "checkpoint_every",
                "microbatches", "virtual_stages", "dp_replicate")  # fmt: skip
@@ -242,13 +238,12 @@ def fit_plans(
     from profiling.estimate.comm import GPUS_PER_NODE, PER_COMMUNICATOR, link
     from profiling.estimate.shape import shape_of
     from profiling.plans.model import plan_workload
+    from profiling.plans.zbv_form import modelled as zbv_modelled
     from profiling.time_bound import checkpoint
 
     avail = base.gpu_mem_bytes()
     if avail is None:
         raise ProfilingError("fit needs --gpu-mem GB or --gpu NAME (the memory to fit in)")
-    if base.pp_schedule == "zbv" and "pp_schedule" in base.model_fields_set:
-        raise ProfilingError(ZBV_REFUSED)
     w = plan_workload(base)
     shape = shape_of(base)
     budget = usable(avail)
@@ -263,7 +258,7 @@ def fit_plans(
     for update in _variants(base, world, w.heads, w.n_kv_heads, global_batch):
         checkpoint()
         cfg = _config(base, {**update, "async_tp": async_tp and update.get("tp", 1) > 1})
-        if cfg is None:
+        if cfg is None or (cfg.pp > 1 and cfg.pp_schedule == "zbv" and not zbv_modelled(cfg)):
             continue
         try:
             cand = _candidate(cfg, shape)
@@ -292,7 +287,8 @@ def fit_plans(
             else " per FLOP (no --gpu: communication not timed)"
         )
         + ", the pipeline's bubble counted (1F1B (pp − 1)/m, interleaved (pp − 1)/(V·m); "
-        "ZBV not searched)",
+        "ZBV's as interleaved's at V = 2; ZBV only where its closed form follows it: no FSDP, "
+        "TP, CP or Ulysses, checkpointing none or full on every block)",
         "closed form per plan: trace the chosen plan ('journal-agent trace' with its flags) for "
         "torch's own numbers",
     ]

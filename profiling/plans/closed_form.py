@@ -38,6 +38,7 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.states import optimizer_states
 from profiling.models.config import WorkloadConfig
+from profiling.plans import zbv_form
 from profiling.plans.accum import accumulated
 from profiling.plans.checkpoint_form import earlier_blocks, forward_moment, fresh_w2, head_freed
 from profiling.plans.compiled_form import (
@@ -378,8 +379,7 @@ def stage_profile(
     )
     moves["B"] = Move(delta=vec(activations=-acts), peak=b_more)
     moves["F"], moves["B"] = accumulated(moves, vec(temporaries=b_extra * stage.head), pipelined)
-    moves["I0"], moves["I"] = moves["B0"], moves["B"]
-    moves["W0"] = moves["W"] = Move(delta=vec(), peak=vec())
+    moves.update(zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, recompute))
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
     moves["R"] = Move(delta=reduce, peak=vec())
     scratch = step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,

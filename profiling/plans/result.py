@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from profiling.config import TrainingConfig
+from profiling.plans import zbv_form
 from profiling.plans.layout import Layout
 from profiling.plans.profile import RankMemory, StageProfile
 from profiling.trace.allocations import Replay
@@ -48,16 +49,17 @@ COMPILED_NOTE = "torch.compile of each block"
 
 
 ZBV_NOTE = (
-    "ZBV: the closed form does not follow the split backward yet (its input backward taken for "
-    "a whole backward, its weight backward for nothing; 0.57–0.99 of the trace on toys): trace "
-    "the plan before relying on it"
+    "ZBV: the closed form follows the split backward without FSDP, tensor, context or sequence "
+    "parallelism, compile or Float8, with checkpointing none or full on every block "
+    "(profiling.plans.zbv_form); not this plan's: trace the plan before relying on it"
 )
 
 
 def estimate_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
     """A closed form's notes: the plan's, and what the closed form is worth for it."""
     notes = [*plan_notes(cfg, layout), "closed form: trace the plan for torch's own numbers"]
-    return [*notes, ZBV_NOTE] if layout.pp > 1 and layout.schedule == "zbv" else notes
+    zbv = layout.pp > 1 and layout.schedule == "zbv"
+    return [*notes, ZBV_NOTE] if zbv and not zbv_form.modelled(cfg) else notes
 
 
 def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:

@@ -1,0 +1,186 @@
+"""ZBV's split backward in closed form: a stage's input backward (``I``) and weight backward
+(``W``), as torch 2.13 runs them (torch/distributed/pipelining/stage.py ``backward_one_chunk``
+with ``full_backward=False`` and ``backward_weight_one_chunk``; _backward.py
+``stage_backward_input`` and ``stage_backward_weight``).
+
+- The **first stage** runs nothing at ``I`` (its input needs no gradient: ``backward_one_chunk``
+  skips it) and its whole backward at ``W`` (``backward_maybe_with_nosync("full")``): ``I`` is
+  empty, ``W`` is the stage's full backward.
+- Any **other stage**'s ``I`` is ``autograd.grad`` of its input with ``retain_graph=True``:
+  nothing it saved is freed, and a pre-hook on every node that takes a weight (each Linear's
+  matmul, each RMSNorm) keeps the gradient of that node's output for ``W`` — per block the
+  outputs of ``wq wk wv wo w1 w2 w3`` and of both norms; the last stage's final norm and
+  output (the logits' gradient) too. The last block's ``w2`` output gradient is the one the
+  stage received (already a receive buffer). Its ``detach_`` of the outputs frees the loss's
+  saved tensors (the log-probabilities and the logits) only when ``I`` is over; the input's
+  gradient stays on the receive buffer (``inp.grad = dinput``) until the step ends.
+- ``W`` is one ``autograd.grad`` per weight (``param_groups`` in ``parameters()`` order: per
+  block ``wq wk wv wo w1 w2 w3 attention_norm ffn_norm``; then the final norm and the output),
+  ``retain_graph=False``: each makes its weight's gradient, lets go of its kept output gradient
+  and of what its node alone saved (the attention's input after ``wv``, SwiGLU's product after
+  ``w2``, the MLP's input after ``w3``, the block's input and middle residual after the
+  norms); what the other nodes saved (the attention's q, k, v, output and logsumexp, SwiGLU's
+  three tensors) stays until the last group lets the graph go. Under full checkpointing each of
+  these ``autograd.grad`` calls is a graph task of its own, and torch/utils/checkpoint.py's
+  non-reentrant ``unpack_hook`` recomputes the block for each (``frame.is_recomputed[gid]``),
+  keeping every recomputed tensor whose holders are alive (``frame.recomputed[gid]``) until
+  they die: nine copies of what the block's other nodes saved, per block, until the end of
+  ``W`` — the ZBV step's highest moment under full checkpointing by far.
+
+``tests/profiling/plans/test_zbv.py`` holds each rank to its trace. Modelled: pipelines without
+tensor, context or sequence parallelism, FSDP, compile or Float8, blocks not checkpointed or
+every one fully (``modelled``); elsewhere the estimate says to trace the plan.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from profiling.config import TrainingConfig
+from profiling.models.config import WorkloadConfig
+from profiling.plans.compiled_form import lse_bytes
+from profiling.plans.layout import Layout, Stage
+from profiling.plans.profile import Move, add, vec
+from profiling.plans.ring_form import SDPA_SEED
+from profiling.plans.ring_form import fused as fused_sdpa
+from profiling.plans.shapes import Sizes, sdpa_kv, stage_tensors
+
+
+def modelled(cfg: TrainingConfig) -> bool:
+    """Whether ``split_moves`` follows this plan's split backward (see the module)."""
+    return (
+        cfg.tp == 1 and cfg.cp == 1 and cfg.ulysses == 1 and not cfg.fsdp
+        and not cfg.compile and not cfg.float8
+        and (cfg.checkpointing == "none"
+             or (cfg.checkpointing == "full" and not cfg.checkpoint_every))
+    )  # fmt: skip
+
+
+Head = tuple[int, int, int, int]  # gradient elements, kept gradient, saved, made first
+
+
+class _Block:
+    """One block's tensors for the split backward, in bytes (``tokens`` of this rank)."""
+
+    def __init__(self, w: WorkloadConfig, stage: Stage, tokens: int, c: int, seq: int) -> None:
+        h, f, hd = w.hidden, w.ffn, w.head_dim
+        q, kv = w.heads * hd, w.n_kv_heads * hd
+        self.x = tokens * h * c
+        # the output gradients each weight's node keeps (wq wk wv wo w1 w2 w3 and both norms)
+        self.kept_grads = [q * tokens * c, kv * tokens * c, kv * tokens * c, self.x,
+                           f * tokens * c, self.x, f * tokens * c, self.x, self.x]  # fmt: skip
+        self.grad_el = [d * r for d, r in stage_tensors(w, stage, 1, 1)[:9]]
+        # what the nodes without a weight saved: SDPA's q, keys and values, output, logsumexp,
+        # seed and offset (8 bytes more in the trace than SDPA_SEED, as in every forward of
+        # the closed form; counted here, where a block's are kept nine times); SiLU's input,
+        # the product's two factors
+        sdpa = (2 * q + sdpa_kv(w, 1)) * tokens * c + lse_bytes(w, tokens, 1, c, seq) + SDPA_SEED
+        self.f = f * tokens * c
+        self.others = sdpa + 8 + 3 * self.f
+        copy = 0 if fused_sdpa(hd, c) else q * tokens * c  # wo's copy of the math kernel's output
+        rstd = 4 * tokens
+        # what a weight's node alone saved, freed after the group that runs it (by its index):
+        # the attention's input (wq wk wv), wo's copy, SwiGLU's product (w2), the MLP's input
+        # (w1 w3), the block's input (recomputed: only the rstd) and the middle residual
+        self.own = {2: self.x, 3: copy, 5: f * tokens * c, 6: self.x, 7: rstd, 8: self.x + rstd}
+        self.input_at = 7  # the attention norm frees the block's input (not recomputed)
+
+    def alive_from(self, k: int) -> int:
+        """What a recomputation at group ``k`` keeps: every holder not yet run. It runs to
+        the block's last saved tensor (``w2``'s input: ``_StopRecomputationError`` once every
+        holder's is made), and until then its own graph — reachable from the forward's
+        locals — holds everything the block saves (``alive_from(0)``): what no holder takes
+        is freed only when it stops."""
+        return self.others + sum(b for j, b in self.own.items() if j >= k)
+
+
+def _weight_peak(
+    blocks: list[_Block], grad_b: int, first: bool, ckpt: bool, head: list[Head], received: int
+) -> int:
+    """``W``'s highest moment above its start (see the module): per weight its gradient made,
+    its kept output gradient and what its node alone saved let go; checkpointed, the block
+    recomputed for each weight first; then the final norm's and the output's (``head``);
+    ``received``: the kept gradient that is a receive buffer."""
+    level = peak = prev = 0
+    last = len(blocks) - 1
+    for i, b in enumerate(blocks):
+        mlp = 3 * b.f  # SwiGLU's three tensors, saved by its nodes without a weight
+        for k in range(9):
+            # the top block of a stage without its head: nothing above keeps its SwiGLU's
+            # nodes once w2's group let its node go, so they go with what they saved
+            gone = i == last and received and k > 5
+            if ckpt:  # the recomputation stops at its last save (w2's input), its graph whole
+                peak = max(peak, level + b.alive_from(0) + prev)
+                level += b.alive_from(k) - (mlp if gone else 0)
+            dw = b.grad_el[k] * grad_b + (b.x if k > 6 else 0)  # a norm's: its x̂ · g first
+            # a later microbatch's gradient is added to the weight's and freed once the next
+            # group's replaces it (``dweights``)
+            peak = max(peak, level + dw + prev)
+            dw -= b.x if k > 6 else 0
+            level += dw if first else 0
+            prev = 0 if first else dw
+            level -= b.kept_grads[k] if not (i == last and k == 5 and received) else 0
+            copies = k + 1 if ckpt else 1  # one per recomputation since the block's first
+            level -= copies * b.own.get(k, 0)
+            if k == b.input_at and not ckpt and i > 0:  # block 0's input is the receive buffer
+                level -= b.x
+            if i == last and received and k == 5:
+                level -= copies * mlp
+    for grad_el, kept, saved, made in head:
+        dw = grad_el * grad_b
+        peak = max(peak, level + dw + prev + made)
+        level += (dw if first else 0) - kept - saved
+        prev = 0 if first else dw
+    return peak
+
+
+def split_moves(
+    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, stage: Stage, moves: dict[str, Move],
+    tokens: int, recompute: int,
+) -> dict[str, Move]:  # fmt: skip
+    """The stage's ``I0 I W0 W`` from its full backward's ``B0 B`` (see the module);
+    ``recompute``: what a checkpointed block's recomputation saves (none without)."""
+    none = Move(delta=vec(), peak=vec())
+    if layout.pp == 1 or layout.schedule != "zbv" or not modelled(cfg):
+        # no split backward; or one not followed (its notes say to trace it): I a whole backward
+        return {"I0": moves["B0"], "I": moves["B"], "W0": none, "W": none}
+    if stage.embedding:  # nothing at I, the whole backward at W
+        return {"I0": none, "I": none, "W0": moves["B0"], "W": moves["B"]}
+    s = Sizes.of(cfg)
+    c, seq = s.c, cfg.seq_or_default()
+    ckpt = cfg.checkpointing == "full"
+    block = _Block(w, stage, tokens, c, seq)
+    blocks = [block] * stage.layers
+    received = 0 if stage.head else block.x
+    kept = stage.layers * sum(block.kept_grads) - received
+    head: list[Head] = []
+    loss = 0
+    if stage.head:  # the final norm (its input, rstd) and the output (the normed input)
+        logits = w.vocab * tokens
+        head = [
+            (w.hidden, block.x, block.x + 4 * tokens, block.x),
+            (w.vocab * w.hidden, logits * c, block.x, 0),
+        ]
+        kept += block.x + logits * c
+        # the loss's log-probabilities and the logits, freed when I detaches the loss
+        loss = (4 + c) * logits + 4
+    x_in = block.x  # the input's gradient, on the receive buffer until the step ends
+    i_delta = vec(temporaries=kept + x_in, activations=-loss)
+    # I at its highest: its end with the loss's tensors not yet freed and the first block's
+    # backward under way — its recomputation and two hidden-sized buffers (the traces: 2 on the
+    # wide toy, 1.75 at seq 8192); the last stage's loss backward may be higher (B's moment)
+    top = recompute + 2 * block.x if stage.layers else 0
+    i_peak = add(i_delta, vec(activations=loss, temporaries=top))
+    if stage.head and moves["B"].peak["total"] > i_peak["total"]:
+        i_peak = moves["B"].peak
+    out = {"I0": Move(delta=i_delta, peak=i_peak), "I": Move(delta=i_delta, peak=i_peak)}
+    for name, first in (("W0", True), ("W", False)):
+        full = moves["B0" if first else "B"].delta
+        delta = add(add(full, i_delta, -1), vec(temporaries=x_in))
+        grad_b = s.gathered
+        high = _weight_peak(blocks, grad_b, first, ckpt, head, received)
+        out[name] = Move(delta=delta, peak=vec(temporaries=high))
+    return out
+
+
+__all__ = ["modelled", "split_moves"]
