@@ -17,6 +17,7 @@ from profiling._config_accum import (
     FSDP_FLAT_FIELD,
     check_accumulation,
 )
+from profiling._config_optimizers import check_torchao_optim
 from profiling.errors import ConfigError
 
 # ``cfg`` is a profiling.config.TrainingConfig, which imports this module: typed Any here so
@@ -128,6 +129,7 @@ def check_behaviours(cfg: TrainingConfig) -> None:
     if cfg.qlora and cfg.lora_rank is None:
         raise ConfigError("--qlora needs --lora-rank R", "qlora")
     _check_torchao_nf4(cfg)
+    check_torchao_optim(cfg)
     if (cfg.bnb_keeps_inputs or cfg.double_quant is not None or cfg.fabric_bnb) and not cfg.qlora:
         field = (
             "bnb_keeps_inputs"

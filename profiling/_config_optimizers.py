@@ -8,6 +8,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from profiling.errors import ConfigError
+
 
 class OptimizerSpec(BaseModel):
     """One optimizer: the per-parameter state it keeps and whether torch ships it."""
@@ -57,5 +59,37 @@ PAGED_FIELD: Any = Field(
     "moved to host memory when the GPU runs out (adam8bit, adamw, lion).",
 )
 
+IN_BWD_FIELD: Any = Field(
+    False,
+    description="Step each parameter as soon as its gradient is ready, then free the "
+    "gradient (torchtune's optimizer_in_bwd): no step after backward, no full set of "
+    "gradients.",
+)
 
-__all__ = ["OPTIMIZERS", "PAGED_FIELD", "Optimizer", "OptimizerSpec"]
+TORCHAO_OPTIM_FIELD: Any = Field(
+    False,
+    description="adam8bit as torchao's AdamW8bit (a torchtune config's torchao optimizer): "
+    "8-bit states only for tensors of 4,096 values or more that divide by 256, the others "
+    "in the parameter's dtype; its compiled step holds the new states in fp32.",
+)
+
+
+def check_torchao_optim(cfg: Any) -> None:  # a TrainingConfig (which imports this module)
+    """torchao's 8-bit AdamW is a description of --optimizer adam8bit, never paged."""
+    if cfg.torchao_optim and (cfg.optimizer != "adam8bit" or cfg.paged_optimizer):
+        raise ConfigError(
+            "--torchao-optim describes --optimizer adam8bit as torchao's AdamW8bit, which "
+            "pages nothing: give --optimizer adam8bit without --paged-optimizer",
+            "torchao_optim",
+        )
+
+
+__all__ = [
+    "IN_BWD_FIELD",
+    "OPTIMIZERS",
+    "PAGED_FIELD",
+    "TORCHAO_OPTIM_FIELD",
+    "Optimizer",
+    "OptimizerSpec",
+    "check_torchao_optim",
+]

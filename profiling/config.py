@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from profiling import _config_behaviours as behaviours
 from profiling import _config_deepspeed as ds
 from profiling import _config_float8 as f8
+from profiling import _config_optimizers as optim
 from profiling._config_behaviours import LOSS_CHUNKS_FIELD, LOSS_FIELD, Loss, check_behaviours
 from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
 from profiling._config_describe import describe as _describe
@@ -155,12 +156,7 @@ class TrainingConfig(BaseModel):
         description="zero_grad(set_to_none=False): gradients stay allocated between steps "
         "(PyTorch's default frees them).",
     )
-    optimizer_in_bwd: bool = Field(
-        False,
-        description="Step each parameter as soon as its gradient is ready, then free the "
-        "gradient (torchtune's optimizer_in_bwd): no step after backward, no full set of "
-        "gradients.",
-    )
+    optimizer_in_bwd: bool = optim.IN_BWD_FIELD
     offload_optimizer: bool = ds.OFFLOAD_OPTIMIZER_FIELD
     deepspeed: bool = ds.DEEPSPEED_FIELD  # DeepSpeed's engine, its settings
     offload_param: bool = ds.OFFLOAD_PARAM_FIELD
@@ -172,6 +168,7 @@ class TrainingConfig(BaseModel):
     param_persistence_threshold: ds.Count = ds.PERSISTENCE_FIELD
     overlap_comm: bool | None = ds.OVERLAP_COMM_FIELD
     paged_optimizer: bool = PAGED_FIELD
+    torchao_optim: bool = optim.TORCHAO_OPTIM_FIELD
     activation_offload: bool = behaviours.ACTIVATION_OFFLOAD_FIELD
     compile: bool = behaviours.COMPILE_FIELD
     # ---- parallelism

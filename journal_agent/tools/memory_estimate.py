@@ -23,6 +23,7 @@ MemoryEstimateInput = config_input_model(
         "compile",
         "fabric_bnb",
         "torchao_nf4",
+        "torchao_optim",  # torchao's AdamW8bit: a torchtune config as from_file names it
         "checkpoint_every",
         "ulysses",
         "target_seq",  # an encoder-decoder's target length: the CLI's

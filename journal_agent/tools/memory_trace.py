@@ -46,6 +46,7 @@ MemoryTraceInput = config_input_model(
         "compile",  # a recipe in from_file sets it (each field costs tokens in every request)
         "fabric_bnb",  # LitGPT's QLoRA: a LitGPT config as from_file sets it
         "torchao_nf4",  # torchtune's QLoRA: a torchtune config as from_file sets it
+        "torchao_optim",  # torchao's AdamW8bit: a torchtune config as from_file names it
         "checkpoint_every",  # torchtitan's every N-th block: a plan's, as from_file sets it
         "ulysses",  # DeepSpeed's sequence_parallel_size: a plan's, as from_file sets it
         "target_seq",  # an encoder-decoder's target length: the CLI's (tokens in every request)

@@ -21,6 +21,7 @@ from profiling.estimate.bnb import (
     state_bytes_8bit,
 )
 from profiling.estimate.ledger import Ledger, Line, Sharding
+from profiling.estimate.torchao_optim import torchao_states, torchao_temporaries
 from profiling.records import Step
 from profiling.units import fmt_bytes, fmt_count
 
@@ -160,6 +161,15 @@ def adafactor_states(
     return True
 
 
+def tensorwise_temporaries(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> bool:
+    """The step scratch of the optimizers stepped tensor by tensor outside torch (transformers'
+    Adafactor, torchao's compiled 8-bit AdamW); False for another optimizer."""
+    numels = trainable_numels(cfg, shape) if cfg.torchao_optim else None
+    return adafactor_temporaries(ledger, cfg, shape) or torchao_temporaries(
+        ledger, cfg, shape, numels
+    )
+
+
 def adafactor_temporaries(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> bool:
     """transformers' Adafactor steps one tensor at a time (no foreach): for the largest, the
     squared gradient and the update (fp32), with a 16-bit parameter also its gradient's and its
@@ -219,6 +229,9 @@ def eight_bit_states(
     """bitsandbytes' 8-bit states, tensor by tensor, and its two quantile maps; False (nothing
     added) for another optimizer, or when the trainable tensors are not known."""
     numels = trainable_numels(cfg, shape) if cfg.optimizer == "adam8bit" else None
+    if cfg.optimizer == "adam8bit" and cfg.torchao_optim:
+        torchao_states(ledger, cfg, shape, numels, sh, names)
+        return True
     if numels is None:
         return False
     big = [(n, c) for n, c in numels if n >= MIN_8BIT_SIZE]
@@ -322,6 +335,7 @@ __all__ = [
     "offload",
     "paged_states",
     "tensorwise_states",
+    "tensorwise_temporaries",
     "trainable_numels",
     "with_decoder",
 ]

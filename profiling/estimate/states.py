@@ -23,11 +23,11 @@ from profiling.errors import ProfilingError
 from profiling.estimate.dora import with_magnitudes
 from profiling.estimate.ledger import Ledger, Line, Sharding
 from profiling.estimate.optim_states import (
-    adafactor_temporaries,
     largest_adapter,
     lora_blocks,
     lora_layers,
     tensorwise_states,
+    tensorwise_temporaries,
     with_decoder,
 )
 from profiling.records import Step
@@ -431,7 +431,7 @@ def step_temporaries(
     ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding, trainable: int
 ) -> None:
     """What the optimizer step allocates and frees: foreach lists, per-tensor scratch."""
-    if cfg.offload_optimizer or adafactor_temporaries(ledger, cfg, shape):
+    if cfg.offload_optimizer or tensorwise_temporaries(ledger, cfg, shape):
         return
     lists = (0, 0) if cfg.paged_optimizer else _TEMP_LISTS.get(cfg.optimizer)
     if lists is None:

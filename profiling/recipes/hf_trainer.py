@@ -254,6 +254,8 @@ def _trainer_optimizer(r: Reading) -> None:
         r.use("optim", "fused_optimizer", True, "one fused kernel: no foreach temporaries")
     if name.startswith("paged_"):
         r.use("optim", "paged_optimizer", True, "bitsandbytes pages its state under pressure")
+    if name in ("adamw_torch_8bit", "adamw_torch_4bit"):  # transformers' _TORCHAO_OPTIMIZERS
+        r.use("optim", "torchao_optim", True, "torchao's rule and compiled step")
 
 
 def _trainer_sharding(r: Reading, path: Path) -> None:

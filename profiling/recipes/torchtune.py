@@ -13,7 +13,8 @@ builder each table instantiates.
   ``compile``, ``loss._component_`` (``LinearCrossEntropyLoss``: the LM head and loss in
   chunks), ``dataset.packed``, ``tokenizer.max_seq_len``.
 - ``optimizer._component_``: torch's AdamW (``fused``), bitsandbytes' ``PagedAdamW8bit``,
-  torchao's 8/4-bit AdamW …
+  torchao's 8/4-bit AdamW (``torchao_optim``: its own rule for which tensors get 8-bit states,
+  its compiled step's fp32 buffers) …
 """
 
 from __future__ import annotations
@@ -217,6 +218,10 @@ def _optimizer(r: Reading) -> None:
         r.use("optimizer.foreach", "foreach", bool(r.get("optimizer.foreach")))
     if "Paged" in name:
         r.use("optimizer._component_", "paged_optimizer", True, "state paged under pressure")
+    if ours == "adam8bit" and str(component).startswith("torchao."):
+        # (profiling.estimate.torchao_optim: which tensors get 8-bit states, the step's fp32)
+        r.use("optimizer._component_", "torchao_optim", True, "torchao's rule and compiled step"
+              + " (4-bit counted as 8-bit, the larger)" * ("4bit" in name))  # fmt: skip
 
 
 def _loss(r: Reading) -> None:

@@ -24,14 +24,17 @@ import torch
 
 from profiling.errors import ProfilingError
 from profiling.estimate.bnb import MIN_8BIT_SIZE, OPT_BLOCK, paged
+from profiling.estimate.torchao_optim import BLOCK, quantized
 
 
 class BnbOptimizer(torch.optim.Optimizer):
     """The states bitsandbytes' two-state optimizer keeps (8- or 32-bit, paged or not)."""
 
-    def __init__(self, params: Iterable[torch.Tensor], bits: int, is_paged: bool) -> None:
+    def __init__(
+        self, params: Iterable[torch.Tensor], bits: int, is_paged: bool, torchao: bool = False
+    ) -> None:
         super().__init__(params, {"lr": 1e-4})
-        self.bits, self.is_paged = bits, is_paged
+        self.bits, self.is_paged, self.torchao = bits, is_paged, torchao
         self.managed: dict[int, tuple[torch.Tensor, ...]] = {}  # the page manager's tensors
         self._qmaps: tuple[torch.Tensor, ...] | None = None
 
@@ -39,9 +42,13 @@ class BnbOptimizer(torch.optim.Optimizer):
     def step(self, closure: Callable[[], float] | None = None) -> None:  # type: ignore[override]  # torch's overloads
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None and not self.state[p]:
+                if p.grad is None:
+                    continue
+                if not self.state[p]:
                     self._init_state(p, self.state[p])
-        # The update: one fused kernel per parameter, in place (nothing allocated).
+                if self.torchao:
+                    torchao_step(p)
+        # bitsandbytes' update: one fused kernel per parameter, in place (nothing allocated).
 
     def _init_state(self, p: torch.Tensor, state: dict[str, Any]) -> None:
         from torch._subclasses.fake_tensor import FakeTensor
@@ -51,6 +58,9 @@ class BnbOptimizer(torch.optim.Optimizer):
                 "bitsandbytes' optimizers are represented under the trace's fake tensors only; "
                 "measure them for real with bitsandbytes on a GPU"
             )
+        if self.torchao:
+            state.update(torchao_states(p))
+            return
         eight = self.bits == 8 and p.numel() >= MIN_8BIT_SIZE
         dtype = torch.uint8 if eight else torch.float32
         state["step"] = 0  # a Python int in bitsandbytes: no tensor
@@ -73,6 +83,31 @@ class BnbOptimizer(torch.optim.Optimizer):
         return sum(t.numel() * t.element_size() for ts in self.managed.values() for t in ts)
 
 
+def torchao_states(p: torch.Tensor) -> dict[str, torch.Tensor]:
+    """torchao's AdamW8bit ``_new_buffer`` for both states (``profiling.estimate.torchao_optim``
+    has the source): an 8-bit tensor's codes, fp32 scales and its own map, or a copy of the
+    parameter's dtype. The step counter is a host tensor: not made here."""
+    n, out = p.numel(), {}
+    for name in ("exp_avg", "exp_avg_sq"):
+        if not quantized(n):
+            out[name] = torch.zeros_like(p)
+            continue
+        out[f"{name}.codes"] = torch.zeros_like(p, dtype=torch.uint8)
+        out[f"{name}.scale"] = p.new_zeros(n // BLOCK, dtype=torch.float32)
+        out[f"{name}.qmap"] = p.new_zeros(256, dtype=torch.float32)
+    return out
+
+
+def torchao_step(p: torch.Tensor) -> None:
+    """What torchao's compiled step allocates and frees for an 8-bit tensor: both new states
+    and both new scale vectors in fp32 (Inductor's buffers, measured on CUDA); a plain-state
+    tensor is updated in place."""
+    n = p.numel()
+    if quantized(n):
+        scratch = [p.new_empty(m, dtype=torch.float32) for m in (n, n, n // BLOCK, n // BLOCK)]
+        del scratch
+
+
 def _managed(p: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """A managed-memory buffer: outside every mode the trace runs (no fake storage, no event)."""
     from torch.utils._python_dispatch import _disable_current_modes
@@ -89,4 +124,27 @@ def paged_bytes(optimizer: torch.optim.Optimizer) -> int:
     return sum(o.paged_bytes() for o in each if isinstance(o, BnbOptimizer))
 
 
-__all__ = ["BnbOptimizer", "paged_bytes"]
+def eight_bit_note(optimizer: str, is_paged: bool, torchao: bool) -> str:
+    """The trace's note on the stand-in it ran."""
+    if torchao:
+        return (
+            "optimizer adam8bit: torchao's AdamW8bit represented (its step is compiled for "
+            "CUDA): 8-bit states for tensors of 4,096 values or more that divide by 256, the "
+            "others in the parameter's dtype; each 8-bit step holds both new states and scales "
+            "in fp32, as Inductor's kernels do"
+        )
+    bits = "8-bit" if optimizer == "adam8bit" else "32-bit"
+    return (
+        f"optimizer {optimizer}: bitsandbytes' {'paged ' * is_paged}{bits} "
+        "Adam represented (it needs CUDA): its states as init_state makes them, updated in "
+        "place by one fused kernel per parameter (no temporaries)"
+        + (
+            "; the paged states (parameters of 10^5 values or more) are CUDA managed memory, "
+            "outside PyTorch's allocator: not traced, reported apart"
+            if is_paged
+            else ""
+        )
+    )
+
+
+__all__ = ["BnbOptimizer", "eight_bit_note", "paged_bytes", "torchao_states", "torchao_step"]

@@ -182,14 +182,15 @@ def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
 
 
 def make_optimizer(
-    name: str, params: ParamsT, foreach: bool = True, paged: bool = False
+    name: str, params: ParamsT, foreach: bool = True, paged: bool = False, torchao: bool = False
 ) -> torch.optim.Optimizer:
     """torch's optimizer of that name; bitsandbytes' 8-bit one, or a paged one, as the trace's
     stand-in (``profiling.trace.bnb``: fake tensors only)."""
     if name == "adam8bit" or (paged and name in ("adam", "adamw")):
         from profiling.trace.bnb import BnbOptimizer
 
-        return BnbOptimizer(params, bits=8 if name == "adam8bit" else 32, is_paged=paged)  # type: ignore[arg-type]  # ParamsT's parameter groups are not used here
+        bits = 8 if name == "adam8bit" else 32
+        return BnbOptimizer(params, bits=bits, is_paged=paged, torchao=torchao)  # type: ignore[arg-type]  # ParamsT's parameter groups are not used here
     if name == "adafactor":
         return _adafactor(params)
     if name == "adamw":
@@ -313,7 +314,8 @@ def _build(
             "foreach optimizer under FSDP: DTensor foreach temporaries are counted several "
             "times over by the tracker; prefer the default (for-loop) for FSDP peaks"
         )
-    make = functools.partial(make_optimizer, paged=config.paged_optimizer)
+    paged, torchao = config.paged_optimizer, config.torchao_optim
+    make = functools.partial(make_optimizer, paged=paged, torchao=torchao)
     if config.optimizer_in_bwd:
         from profiling.trace.in_backward import InBackwardOptimizer
 
@@ -346,27 +348,14 @@ def _build(
         optimizer = make(config.optimizer, trainable, foreach)
     loop = foreach and not config.optimizer_in_bwd
     if config.optimizer == "adam8bit" or config.paged_optimizer:
-        notes.append(_bnb_note(config))
+        from profiling.trace.bnb import eight_bit_note
+
+        notes.append(eight_bit_note(config.optimizer, config.paged_optimizer, config.torchao_optim))
     else:
         notes.append(f"optimizer {config.optimizer} ({'foreach' if loop else 'for-loop'})")
     if config.precision == "amp-fp16":
         notes.append("amp-fp16: GradScaler's few bytes (a scale and an inf flag) are not traced")
     return model, inputs, info, optimizer
-
-
-def _bnb_note(config: TraceConfig) -> str:
-    bits = "8-bit" if config.optimizer == "adam8bit" else "32-bit"
-    return (
-        f"optimizer {config.optimizer}: bitsandbytes' {'paged ' * config.paged_optimizer}{bits} "
-        "Adam represented (it needs CUDA): its states as init_state makes them, updated in "
-        "place by one fused kernel per parameter (no temporaries)"
-        + (
-            "; the paged states (parameters of 10^5 values or more) are CUDA managed memory, "
-            "outside PyTorch's allocator: not traced, reported apart"
-            if config.paged_optimizer
-            else ""
-        )
-    )
 
 
 def _autocast(config: TraceConfig) -> contextlib.AbstractContextManager[object]:

@@ -129,6 +129,7 @@ def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monk
     from_file_only.add("fsdp_flat")  # FSDP1's flat parameters: a LitGPT config sets it
     from_file_only.add("litgpt_norm")  # LitGPT's own RMSNorm: a LitGPT config sets it
     from_file_only.add("torchao_nf4")  # torchtune's QLoRA: its yaml sets it
+    from_file_only.add("torchao_optim")  # torchao's AdamW8bit: a torchtune yaml names it
     from_file_only.add("dora")  # DoRA: peft's adapter_config.json or torchtune's yaml sets it
     fields = set(TrainingConfig.model_fields) - from_file_only
     plan = {"dp_shard", "dp_replicate", "cp", "pp", "pp_schedule", "microbatches", "virtual_stages"}

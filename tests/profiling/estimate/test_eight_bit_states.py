@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling.estimate.bnb import DYNAMIC_MAP_BYTES, state_bytes_8bit
+from profiling.estimate.bnb import state_bytes_8bit
 
 # Llama 3.2 3B's tensors (torchtune's row): q/o, k/v, the MLP's, a norm's weight
 LLAMA_3B = [(3072, 3072), (1024, 3072), (8192, 3072), (3072,)]
@@ -45,25 +45,36 @@ def _nbytes(t: object) -> int:
     return t.numel() * t.element_size()
 
 
-@pytest.mark.parametrize("shape", LLAMA_3B)
-def test_torchao_adamw8bit_keeps_no_more_than_counted(shape: tuple[int, ...]) -> None:
-    """torchao's AdamW8bit, made on the CPU: each quantized state (codes + scales) is exactly
-    what the estimate counts, its map the 1,024 B the estimate's quantile map holds; the norm's
-    (under 4,096 values) bf16 state is half the fp32 one counted (bitsandbytes' rule, the safe
-    side when the class is not said)."""
+# Each branch of torchao's _new_buffer: under 4,096 values; 4,096 or more dividing by 256 (Llama
+# 3.2 3B's matrices, the smallest such); 4,096 or more not dividing by 256 (plain states).
+TORCHAO_BRANCHES = [(3072,), (64, 64), *LLAMA_3B[:3], (4097,), (2050, 64), (162, 64)]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("shape", TORCHAO_BRANCHES)
+def test_torchao_adamw8bit_states_are_its_own_rule(shape: tuple[int, ...], dtype: str) -> None:
+    """torchao's AdamW8bit, made on the CPU: each state is exactly what the estimate counts
+    (profiling.estimate.torchao_optim.state_bytes) — codes, scales and its own map for a tensor
+    of 4,096 values or more that divides by 256, a copy in the parameter's dtype otherwise (2 B
+    a value in bf16, above bitsandbytes' ~1.02 B the estimate counted for every tensor)."""
     pytest.importorskip("torchao", reason="the float8 extra is not installed")
     import torch
 
     from profiling._quiet_import import import_quietly
+    from profiling.estimate.torchao_optim import quantized, state_bytes
 
     AdamW8bit = import_quietly("torchao.optim").AdamW8bit  # torchao's class
-    p = torch.nn.Parameter(torch.zeros(shape, dtype=torch.bfloat16))
+    p = torch.nn.Parameter(torch.zeros(shape, dtype=getattr(torch, dtype)))
     opt = AdamW8bit([p])
-    n = p.numel()
+    n, e = p.numel(), p.element_size()
     for signed in (True, False):  # exp_avg, exp_avg_sq
         state = opt._new_buffer(p, signed)
-        if hasattr(state, "codes"):
-            assert _nbytes(state.codes) + _nbytes(state.scale) == state_bytes_8bit(n)
-            assert _nbytes(state.qmap) == DYNAMIC_MAP_BYTES
-        else:
-            assert _nbytes(state) == 2 * n < state_bytes_8bit(n)
+        made = (
+            sum(_nbytes(t) for t in (state.codes, state.scale, state.qmap))
+            if hasattr(state, "codes")
+            else _nbytes(state)
+        )
+        assert hasattr(state, "codes") is quantized(n)
+        assert made == state_bytes(n, e)
+        if n >= 4096 and not quantized(n):  # the branch the old estimate counted low
+            assert made == e * n > state_bytes_8bit(n)
