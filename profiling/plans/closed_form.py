@@ -359,7 +359,7 @@ def stage_profile(
         b_peak = _larger(emb_b, b_peak)
         if cfg.fsdp and stage.layers > 1:
             last = block_moments(cfg, w, stage, n, kept, rec, tokens, f8_b,
-                                 linear_el if fp8_ag else 0, bool(held))  # fmt: skip
+                                 linear_el if fp8_ag else 0, bool(held), ring_copy)  # fmt: skip
             b_peak = _larger(add(last, vec(parameters=-head_keep, activations=-acts)), b_peak)
     # context parallelism's ring (profiling.plans.ring_form): its buffers' highest moments
     ring = Block(kept=kept, recompute=recompute, head_acts=head_acts, head_grads=0,

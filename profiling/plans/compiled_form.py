@@ -159,7 +159,10 @@ def compiled_note(cfg: TrainingConfig, w: WorkloadConfig) -> str:
             "compiled blocks"
         )
     f8 = (
-        "; under Float8 a block's backward counted as eager's, an upper bound" if cfg.float8 else ""
+        "; under Float8 a block's backward counted as eager's, an upper bound (tensorwise with "
+        "full checkpointing: its graph's recast of w2's input too)"
+        if cfg.float8
+        else ""
     )
     return (
         "torch.compile: each block keeps what Inductor's partitioner saves, and its backward is "
@@ -238,6 +241,35 @@ def compiled_moments(
     return top, top
 
 
+def float8_recast(
+    w: WorkloadConfig, tokens: int, t: int, c: int, lse: int, cp: int, copy: bool
+) -> int:  # fmt: skip
+    """A compiled, fully checkpointed block's backward graph under Float8 tensorwise, at its
+    highest: as the recomputed forward casts ``w2``'s input (SwiGLU's product) to fp8, its two
+    fp32 copies (8 B an element; the 16-bit product freed by its upcast) beside everything the
+    graph has made by then and keeps for later (read from the partitioner's backward graph on
+    torchtitan's block, torchao 0.18's ``hp_tensor_to_float8_dynamic``, FSDP 2 × CP 2): the
+    output gradient's fp8 cast and the product's gradient, which the graph makes first (from
+    ``w2``'s fp8 weight); the attention's normed input, q as the rotary embedding leaves it,
+    the keys and values as SDPA takes them (repeated to every head, or as the rotary
+    embedding and ``wv`` left them) and, around the ring, their contiguous copies
+    and their all-gather (:func:`ring_kept`), SDPA's output (and wo's copy of the ring's
+    merged one), its logsumexp and seed; the residual
+    sum and the FFN's normed input; ``w1``'s and ``w3``'s outputs and SiLU's; every Linear's
+    fp8 weight but ``w2``'s (each read again by its input gradient); the casts' fp32 scales.
+    The gradient reaching the
+    block is not counted here. ``c`` is 2 (Float8 runs in 16 bits)."""
+    h, q, kv, f = w.hidden, w.heads * w.head_dim // t, w.n_kv_heads * w.head_dim // t, w.ffn // t
+    x, gathered = tokens // t * h * c, tokens * h * c
+    kv_in = sdpa_kv(w, t) * c * tokens  # the keys and values as SDPA takes them
+    weights = (2 * q + 2 * kv + 2 * f) * h  # wq wk wv wo w1 w3 in fp8
+    # around the ring a step's logsumexp besides (ring rank 1 at cp 2; rank 0's is half one)
+    attention = gathered + 2 * q * c * tokens + kv_in + lse * (1 + (cp > 1))
+    attention += seed_bytes(c) + ring_kept(w, tokens, t, c, cp, copy)
+    ffn = x + gathered + 3 * f * c * tokens + 8 * f * tokens  # the residual, normed, 3, cast
+    return tokens * h + f * c * tokens + weights + attention + ffn + F8_SCALES + 16
+
+
 def ring_backward(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int) -> int:
     """What the ring attention's backward holds inside a compiled block's backward graph at its
     highest, beside the FFN's and wo's weight gradients and the residual's gradient (read from
@@ -261,6 +293,6 @@ def _larger(a: Vec, b: Vec) -> Vec:
 
 __all__ = [
     "compiled_backward", "compiled_blocks", "compiled_derived", "compiled_kept", "compiled_moments",
-    "compiled_note",
+    "compiled_note", "float8_recast",
     "lse_bytes", "lse_rows", "ring_backward", "ring_kept", "seed_bytes",
 ]  # fmt: skip

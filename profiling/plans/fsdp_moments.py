@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
+from profiling.plans.compiled_form import compiled_derived, float8_recast, lse_bytes
 from profiling.plans.float8_form import recompute_cast
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, add, vec
@@ -21,6 +22,7 @@ def _larger(a: Vec, b: Vec) -> Vec:
 def block_moments(
     cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, kept: list[int],
     rec: list[int], tokens: int, f8_b: int = 0, fp8_el: int = 0, held: bool = False,
+    ring_copy: bool = False,
 ) -> Vec:  # fmt: skip
     """FSDP2 without a pipeline: the backward's highest moment inside a block's backward, as
     its ``w2`` gradient is made (under Float8 also just before, as ``w2``'s casts run: ``f8_b``
@@ -43,6 +45,10 @@ def block_moments(
     made = (w.ffn // t) * h * s.c  # w2's weight gradient
     wq = (w.heads * w.head_dim // t) * h * s.gathered  # wq's, the block's last
     grad_el = sum(d * r for d, r in stage_tensors(w, stage, 1, t)[:9])
+    recast = 0
+    if cfg.float8 == "tensorwise" and cfg.checkpointing == "full" and compiled_derived(cfg, w):
+        lse = lse_bytes(w, tokens, t, s.c, cfg.seq_or_default() // cfg.cp)
+        recast = float8_recast(w, tokens, t, s.c, lse, cfg.cp, ring_copy)
     best = vec()
     # alike blocks: the moment is affine in i, highest at an end; every N-th: any block
     L = stage.layers
@@ -80,6 +86,11 @@ def block_moments(
             temporaries=plain["temporaries"] - 3 * half - 2 * x + wq + 3 * tokens * h * s.c + x,
         )  # fmt: skip
         moment = _larger(moment, end)
+        if recast and rec[i]:  # nothing of w2's made yet; the gradient reaching the block
+            graph = vec(parameters=plain["parameters"], gradients=plain["gradients"] - made,
+                        activations=sum(kept[: i + 1]),
+                        temporaries=plain["temporaries"] - 3 * half - x + recast)  # fmt: skip
+            moment = _larger(moment, graph)
         best = _larger(moment, best) if best["total"] else moment
     return best
 
