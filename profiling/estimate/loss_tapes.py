@@ -76,59 +76,66 @@ def _fwd_litgpt(x: Ctx, tape: Tape) -> None:
         _head(x, tape, f"c{i}", [("b", x.b), ("t", t)], x.b > 1)
     if (x.amp or x.b > 1) and not x.head_nf4:
         tape.free("hidden")  # GPT.forward returns the chunks (the trace keeps it for a 4-bit head)
+    V = ("V", x.V)
+    # Lightning Fabric returns the model's output cast to fp32 (models.losses._litgpt): a new
+    # list made beside the 16-bit chunks, which then go (nothing saved them)
+    for i, t in enumerate(sizes):
+        if x.c == 4:  # .to(float32) of an fp32 chunk is the chunk itself
+            tape.keep_as(f"c{i}.logits", f"f{i}", "logits")
+        else:
+            tape.new(f"f{i}", sized("a chunk's fp32 copy (Fabric's output)",
+                                    [("b", x.b), ("t", t), V], 4))  # fmt: skip
+    for i in range(len(sizes)):
+        if tape.has(f"c{i}.logits"):
+            tape.free(f"c{i}.logits")
     # ``logits = model(...)`` rebinds: the previous micro-batch's chunks (and what their graph
     # held) go only now (losses.held_over).
     tape.free(*(key for key in list(tape.alive) if key.startswith("held")))
-    last = len(sizes) - 1
     short = [*sizes[:-1], sizes[-1] - 1]  # the last chunk shortened by one token
-    V = ("V", x.V)
     if x.b > 1:  # reshape of the shortened (strided) last chunk copies it
         tape.new("lastcopy", sized("the shortened last chunk's copy", [("b", x.b),
-                                   ("t", short[-1]), V], x.c))  # fmt: skip
+                                   ("t", short[-1]), V], 4))  # fmt: skip
         for i, t in enumerate(short):
             tape.new(f"lab{i}", sized("a chunk's labels (int64)", [("b", x.b), ("t", t)], 8))
-    ls = 4 if x.amp else x.c
-    for i, t in enumerate(short):
+    for i, t in enumerate(short):  # fp32 logits: autocast's cross-entropy copies nothing
         rows = [("b", x.b), ("t", t)]
-        if x.amp:
-            tape.new(f"up{i}", sized("a chunk's fp32 copy (autocast)", [*rows, V], 4))
-        tape.new(f"ls{i}", sized("a chunk's log-probabilities", [*rows, V], ls))
-        tape.new(f"loss{i}", sized("a chunk's token losses", rows, ls))
-        if x.amp:
-            tape.free(f"up{i}")
-    tape.new("cat", sized("the token losses", x.shifted, ls))
+        tape.new(f"ls{i}", sized("a chunk's log-probabilities", [*rows, V], 4))
+        tape.new(f"loss{i}", sized("a chunk's token losses", rows, 4))
+    tape.new("cat", sized("the token losses", x.shifted, 4))
     tape.free(*(f"loss{i}" for i in range(len(short))))
     tape.free("cat")
     for i in range(len(sizes)):  # fit()'s ``logits`` holds them through backward and the step
-        tape.keep_as(f"c{i}.logits", f"loop{i}", "logits, held by the script's loop")
+        tape.keep_as(f"f{i}", f"loop{i}", "logits, held by the script's loop")
     if tape.has("lastcopy"):
         tape.free("lastcopy")
-    del last
 
 
 def _bwd_litgpt(x: Ctx, tape: Tape) -> None:
     sizes = _litgpt_chunks(x)
     short = [*sizes[:-1], sizes[-1] - 1]
     V = ("V", x.V)
-    ls = 4 if x.amp else x.c
     grads = {}
+    # The engine runs the newest node first: every chunk's cross-entropy, then the last chunk's
+    # slice, then Fabric's casts (last chunk first), then the heads
     for i in reversed(range(len(short))):
         rows = [("b", x.b), ("t", short[i])]
-        tape.new(f"nllg{i}", sized("a chunk's nll_loss gradient", [*rows, V], ls))
+        tape.new(f"nllg{i}", sized("a chunk's nll_loss gradient", [*rows, V], 4))
         if tape.has(f"lab{i}"):
             tape.free(f"lab{i}")
-        tape.new(f"lsg{i}", sized("a chunk's log-softmax gradient", [*rows, V], ls))
+        tape.new(f"lsg{i}", sized("a chunk's log-softmax gradient", [*rows, V], 4))
         tape.free(f"ls{i}", f"nllg{i}")
         grads[i] = f"lsg{i}"
-        if x.amp:
-            tape.new(f"g{i}", sized("a chunk's logits gradient", [*rows, V], x.c))
-            tape.free(f"lsg{i}")
-            grads[i] = f"g{i}"
     last = len(sizes) - 1
     full = [("b", x.b), ("t", sizes[last])]
-    tape.new("slg", sized("the last chunk's gradient, full length", [*full, V], x.c))
+    tape.new("slg", sized("the last chunk's gradient, full length", [*full, V], 4))
     tape.free(grads[last])
     grads[last] = "slg"
+    if x.c != 4:  # the cast's backward: each chunk's gradient in the logits' dtype
+        for i in reversed(range(len(sizes))):
+            rows = [("b", x.b), ("t", sizes[i])]
+            tape.new(f"g{i}", sized("a chunk's logits gradient", [*rows, V], x.c))
+            tape.free(grads[i])
+            grads[i] = f"g{i}"
     for i in reversed(range(len(sizes))):
         rows = [("b", x.b), ("t", sizes[i])]
         _head_backward(x, tape, f"c{i}", rows, grads[i], ("hidden",) if i == 0 else (), i == 0)

@@ -150,8 +150,9 @@ def held_over(d: Dims, e: Bytes, cfg: TrainingConfig, x: Ctx) -> list[Term]:
     backward never releases; bitsandbytes PR #1270 stopped keeping it (0.43.2)."""
     if cfg.loss != "litgpt":
         return []
+    # in fp32: Fabric casts what the model returns (models.losses._litgpt)
     held = [sized("the previous micro-batch's logits (LitGPT's loop holds them)",
-                  [*x.tokens, ("V", x.V)], x.c)]  # fmt: skip
+                  [*x.tokens, ("V", x.V)], 4)]  # fmt: skip
     if cfg.qlora and cfg.bnb_keeps_inputs:
         # Each block's 4-bit inputs that need a gradient: the attention norm's output (q, k, v
         # share it; not in the first block, whose input needs none), the attention's output

@@ -10,8 +10,9 @@ the final norm's output and the LM head:
   ``self.lm_head(...).float()`` (the 16-bit logits freed at once), then the same shifted copy.
   4.49 on pads the labels instead (PR #35646): ``cross-entropy``, the blocks' own loss.
 - ``litgpt`` — LitGPT's finetune scripts: ``model(input_ids, lm_head_chunk_size=128)`` (the head
-  in 128-token chunks), the last chunk shortened by one, ``chunked_cross_entropy`` in the
-  logits' dtype with ``reduction="none"`` (litgpt/utils.py).
+  in 128-token chunks), the chunks cast to fp32 by Lightning Fabric's precision plugin as the
+  model returns them, the last chunk shortened by one, ``chunked_cross_entropy`` on them with
+  ``reduction="none"`` (litgpt/utils.py).
 - ``chunked`` — torchtune's ``TransformerDecoder.chunked_output`` and
   ``CEWithChunkedOutputLoss``: the head on ``tensor_split(n, dim=1)`` chunks, each chunk
   ``.float()`` and ``cross_entropy(reduction="sum")`` in turn.
@@ -135,6 +136,13 @@ def _litgpt(
     hidden = hidden_of()
     logits = [capped(head(x), softcap) for x in hidden.split(LITGPT_CHUNK, dim=1)]
     del hidden  # GPT.forward returns the chunks: its x goes
+    # The scripts call the model through Lightning Fabric, whose _FabricModule.forward returns
+    # ``precision.convert_output(output)``: every floating output ``.to(torch.get_default_
+    # dtype())``, fp32 in LitGPT's scripts, under bf16-true, bf16-mixed and bitsandbytes alike
+    # (lightning/fabric/wrappers.py; plugins/precision/half.py, amp.py, bitsandbytes.py at
+    # 438f29f, lightning 2.3.0.dev20240328 as LitGPT 43c44323 pins it). apply_to_collection
+    # makes the new list while the model's 16-bit chunks are alive; those go with the old list.
+    logits = [chunk.to(torch.float32) for chunk in logits]
     # The script's loop (litgpt/finetune/lora.py, fit()) binds ``logits = model(input_ids,
     # lm_head_chunk_size=128)`` and never deletes it, so the previous micro-batch's chunks —
     # and through their graph whatever an autograd Function keeps as a ctx attribute, which

@@ -114,8 +114,8 @@ def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
             "(the script)",
             "loss",
             "litgpt",
-            "LitGPT's finetune script: the LM head in chunks of 128 tokens, chunked_cross_entropy "
-            "in the logits' dtype",
+            "LitGPT's finetune script: the LM head in chunks of 128 tokens, cast to fp32 by "
+            "Lightning Fabric as the model returns them, then chunked_cross_entropy",
         )
     else:  # full.py: the whole logits, then the loss in chunks of 128 rows
         r.imply(
