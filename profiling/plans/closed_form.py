@@ -379,7 +379,7 @@ def stage_profile(
     )
     moves["B"] = Move(delta=vec(activations=-acts), peak=b_more)
     moves["F"], moves["B"] = accumulated(moves, vec(temporaries=b_extra * stage.head), pipelined)
-    moves.update(zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, recompute))
+    moves.update(zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0])))
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
     moves["R"] = Move(delta=reduce, peak=vec())
     scratch = step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,

@@ -29,7 +29,8 @@ with ``full_backward=False`` and ``backward_weight_one_chunk``; _backward.py
 
 ``tests/profiling/plans/test_zbv.py`` holds each rank to its trace. Modelled: pipelines without
 tensor, context or sequence parallelism, FSDP, compile or Float8, blocks not checkpointed or
-every one fully (``modelled``); elsewhere the estimate says to trace the plan.
+fully (every one, or torchtitan's every N-th): ``modelled``; elsewhere the estimate says to
+trace the plan.
 
 No torch here.
 """
@@ -51,8 +52,7 @@ def modelled(cfg: TrainingConfig) -> bool:
     return (
         cfg.tp == 1 and cfg.cp == 1 and cfg.ulysses == 1 and not cfg.fsdp
         and not cfg.compile and not cfg.float8
-        and (cfg.checkpointing == "none"
-             or (cfg.checkpointing == "full" and not cfg.checkpoint_every))
+        and cfg.checkpointing in ("none", "full")
     )  # fmt: skip
 
 
@@ -95,15 +95,16 @@ class _Block:
 
 
 def _weight_peak(
-    blocks: list[_Block], grad_b: int, first: bool, ckpt: bool, head: list[Head], received: int
-) -> int:
+    blocks: list[_Block], grad_b: int, first: bool, wrapped: list[bool], head: list[Head],
+    received: int,
+) -> int:  # fmt: skip
     """``W``'s highest moment above its start (see the module): per weight its gradient made,
-    its kept output gradient and what its node alone saved let go; checkpointed, the block
-    recomputed for each weight first; then the final norm's and the output's (``head``);
-    ``received``: the kept gradient that is a receive buffer."""
+    its kept output gradient and what its node alone saved let go; checkpointed (``wrapped``:
+    which blocks are), the block recomputed for each weight first; then the final norm's and
+    the output's (``head``); ``received``: the kept gradient that is a receive buffer."""
     level = peak = prev = 0
     last = len(blocks) - 1
-    for i, b in enumerate(blocks):
+    for i, (b, ckpt) in enumerate(zip(blocks, wrapped, strict=True)):
         mlp = 3 * b.f  # SwiGLU's three tensors, saved by its nodes without a weight
         for k in range(9):
             # the top block of a stage without its head: nothing above keeps its SwiGLU's
@@ -139,7 +140,8 @@ def split_moves(
     tokens: int, recompute: int,
 ) -> dict[str, Move]:  # fmt: skip
     """The stage's ``I0 I W0 W`` from its full backward's ``B0 B`` (see the module);
-    ``recompute``: what a checkpointed block's recomputation saves (none without)."""
+    ``recompute``: what a checkpointed block's recomputation saves (none without; the most
+    of any block's under every N-th)."""
     none = Move(delta=vec(), peak=vec())
     if layout.pp == 1 or layout.schedule != "zbv" or not modelled(cfg):
         # no split backward; or one not followed (its notes say to trace it): I a whole backward
@@ -151,6 +153,8 @@ def split_moves(
     ckpt = cfg.checkpointing == "full"
     block = _Block(w, stage, tokens, c, seq)
     blocks = [block] * stage.layers
+    # torchtitan's every N-th block (Stage.checkpointed), or every block alike
+    wrapped = (stage.checkpointed(cfg.checkpoint_every) if ckpt else None) or [ckpt] * len(blocks)
     received = 0 if stage.head else block.x
     kept = stage.layers * sum(block.kept_grads) - received
     head: list[Head] = []
@@ -178,7 +182,7 @@ def split_moves(
         full = moves["B0" if first else "B"].delta
         delta = add(add(full, i_delta, -1), vec(temporaries=x_in))
         grad_b = s.gathered
-        high = _weight_peak(blocks, grad_b, first, ckpt, head, received)
+        high = _weight_peak(blocks, grad_b, first, wrapped, head, received)
         out[name] = Move(delta=delta, peak=vec(temporaries=high))
     return out
 
