@@ -28,7 +28,11 @@ Stage 3 (``stage3.py``, ``DeepSpeedZeroOptimizer_Stage3``; ``parameter_offload.p
     ``stage3_param_persistence_threshold`` elements stay gathered on every rank
     (``mark_persistent_parameters``: the norms, GPT-2's biases), w·Ψ_persistent;
   - while a module runs its parameters are gathered, and up to ``stage3_prefetch_bucket_size``
-    elements ahead of it are fetched: w·(largest module + prefetch bucket);
+    elements ahead of it are fetched: w·(largest module + prefetch bucket); with
+    ``offload_param`` the host partitions are copied to the GPU beside the gathered buffer
+    while the gather runs (``all_gather_coalesced``): that over N more;
+  - ``stage3_max_reuse_distance`` (1e9): what forward's last modules hold stays gathered
+    across the turn to backward, w·min(Ψ − largest module, 5e8) unless the head alone is 5e8;
   - the gradients' partitions, one flat buffer (``grad_partitions_flat_buffer``, line 742):
     w·Ψ/N; one gradient bucket of ``reduce_bucket_size`` elements (line 733);
   - the step converts one sub-group's gradients to fp32 at a time
@@ -236,6 +240,47 @@ def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Setti
         (module + ahead) * w,
         "(largest module + stage3_prefetch_bucket_size) · w",
         f"({fmt_count(module)} + {fmt_count(ahead)}) · {w}",
+        category="parameters",
+    )
+    _kept_at_turn(ledger, shape, psi - module, w)
+    if cfg.offload_param:
+        # A gather copies each host partition to the GPU (``ds_tensor.to(device)``) beside the
+        # gathered buffer — one copy handed to the all-gather, or a list of them concatenated
+        # into the flat buffer's own partition — and frees the copies once the gather is done
+        # (partition_parameters.py all_gather_coalesced at bf6b9802c, the #2653 PEFT's README
+        # names, and _all_gather_dtype / _all_gather_sequential at edaa7221): the largest
+        # gather's partitions twice while it runs. Measured: PEFT's mt0-xxl row, whose
+        # 1.02e9-element head is gathered at the end of forward (0.806 without it).
+        n = cfg.gpus
+        _line(
+            ledger,
+            "DeepSpeed ZeRO-3 offload_param: the gathered partitions' GPU copies (during a gather)",
+            (module + ahead) * w / n,
+            "(largest module + stage3_prefetch_bucket_size) · w / N",
+            f"({fmt_count(module)} + {fmt_count(ahead)}) · {w} / {n}",
+            category="parameters",
+        )
+
+
+def _kept_at_turn(ledger: Ledger, shape: dict[str, Any], rest: int, w: int) -> None:
+    """Once a step's module trace is recorded (every step after the first), a module's
+    parameters are not released while any module within ``stage3_max_reuse_distance`` (1e9)
+    elements of the trace ahead uses them (partitioned_param_coordinator.py
+    ``__params_to_release``, at bf6b9802c and edaa7221). Forward's last modules come back
+    first in backward, 2·S later (S: the elements after them in forward), so every module
+    with S < 1e9 / 2 stays gathered across the turn — none when the head alone reaches that
+    (mt5-xxl's, BLOOM's 250k-piece heads), about 5e8 elements otherwise (T5-XL: the head and
+    the last 7 decoder blocks)."""
+    reuse = dsc.REUSE_DISTANCE_DEFAULT
+    if 2 * int(shape.get("head_params") or 0) >= reuse or rest <= 0:
+        return
+    kept = min(rest, reuse // 2)  # beyond the largest module the gathered line counts
+    _line(
+        ledger,
+        "DeepSpeed ZeRO-3 parameters kept across forward's end (stage3_max_reuse_distance)",
+        kept * w,
+        "min(Ψ − largest module, stage3_max_reuse_distance / 2) · w",
+        f"{fmt_count(kept)} · {w}",
         category="parameters",
     )
 

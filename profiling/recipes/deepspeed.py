@@ -32,10 +32,10 @@ DS_KNOWN: list[tuple[str, str]] = [
     ("zero_optimization.allgather_bucket_size", "no bytes of its own: the updated partitions "
      "are gathered in place into the 16-bit flat buffer (all_gather_into_tensor, "
      "deepspeed/runtime/utils.py:1013)"),
-    ("zero_optimization.stage3_max_live_parameters", "a bound (1e9 elements by default) above "
-     "the gathered parameters counted: a module and the prefetch bucket"),
-    ("zero_optimization.stage3_max_reuse_distance", "a bound (1e9 elements by default) above "
-     "the gathered parameters counted: a module and the prefetch bucket"),
+    ("zero_optimization.stage3_max_live_parameters", "a bound (1e9 elements by default) on "
+     "what is prefetched, above the gathered parameters counted"),
+    ("zero_optimization.stage3_max_reuse_distance", "not modelled yet: counted at DeepSpeed's "
+     "default, 1e9 elements (about 5e8 kept gathered across forward's end)"),
     ("zero_optimization.sub_group_size", "not modelled yet: counted at DeepSpeed's default, "
      "1e9 elements of fp32 gradients converted at a time"),
     ("zero_optimization.stage3_gather_16bit_weights_on_model_save", NO_MEMORY + " in a step"),
