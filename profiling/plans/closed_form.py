@@ -54,7 +54,7 @@ from profiling.plans.float8_form import (
     tp_styles_kept,
     unpipelined_peak,
 )
-from profiling.plans.fsdp_moments import block_moments, embedding_moment
+from profiling.plans.fsdp_moments import block_moments, embedding_moment, reduction_peak
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
@@ -381,7 +381,7 @@ def stage_profile(
     moves["F"], moves["B"] = accumulated(moves, vec(temporaries=b_extra * stage.head), pipelined)
     moves.update(zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0])))
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
-    moves["R"] = Move(delta=reduce, peak=vec())
+    moves["R"] = Move(delta=reduce, peak=reduction_peak(cfg, w, stage, n) if pipelined else vec())
     scratch = step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,
                             largest)  # fmt: skip
     moves["step"] = Move(delta=vec(gradients=-sharded_grads), peak=vec(temporaries=scratch))

@@ -1,0 +1,47 @@
+"""FSDP2 under a pipeline reduces a step's accumulated gradients after its last backward (the
+schedule's ``perform_reduce_grad``): group by group it reshards, makes the reduce-scatter's
+input in the reduce dtype and copies the gradients in, then its output, the new shard
+(``profiling.plans.fsdp_moments.reduction_peak``). The closed form counted nothing above the
+reduction's start, and where that moment leads a rank (the first stage, whose embedding is
+reduced first) it stood at 0.968 of the trace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from profiling.config import parse_config
+
+# a short sequence under wide blocks and a vocabulary wider than a block
+WIDE = {"layers": 8, "hidden": 256, "heads": 4, "kv_heads": 2, "ffn": 704, "vocab": 4096,
+        "arch": "llama", "precision": "mixed", "seq": 128, "batch": 4,
+        "microbatches": 4}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {"pp": 2, "dp_shard": 2, "checkpointing": "full"},  # rank 0's peak (0.968 before)
+        {"pp": 4, "dp_shard": 2, "checkpointing": "full", "pp_schedule": "interleaved"},
+        {"pp": 2, "dp_shard": 2, "tp": 2, "checkpointing": "full"},
+    ],
+    ids=["pp2-fsdp2", "interleaved", "tp2"],
+)
+def test_the_reduction_is_the_traces_group_by_group(plan: dict[str, Any]) -> None:
+    pytest.importorskip("torch")
+    from profiling.plans.closed_form import estimate_plan
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**WIDE, **plan)
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    # every stage's reduction at its highest, to the byte: the first group's reduce-scatter
+    # input made beside its gathered gradients (a block's), or its output too (the embedding)
+    for t, e in zip(traced.stages, estimated.stages, strict=True):
+        assert e.moves["R"].peak["total"] == t.moves["R"].peak["total"] > 0, t.stage
+    if "tp" in plan:  # a TP 2 rank peaks in a later backward, 32 KB above (not modelled yet)
+        return
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert t.peak_bytes - 64 <= e.peak_bytes <= t.peak_bytes * 1.01, t.pp_rank
+    if plan["pp"] == 2:
+        assert traced.ranks[0].peak_at.startswith("gradient reduction")
