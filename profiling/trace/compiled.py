@@ -47,6 +47,10 @@ class Partition:
     saved_nodes: list[Any]  # the forward graph's nodes returned as saved, in order
     spans: list[int]  # each primal's places among the graphs' flattened ones
     wraps: list[Any]  # per primal: None, or how its flattened gradient is wrapped again
+    # each primal's gradient's places among the backward graph's outputs: the gradient's own
+    # structure, not the primal's (a Float8 weight in a DTensor flattens to three, its
+    # gradient, a plain DTensor, to two)
+    grad_spans: list[int]
 
 
 class _Graphs(torch.autograd.Function):
@@ -83,7 +87,7 @@ class _Graphs(torch.autograd.Function):
             result = part.backward.forward(*saved, *tangents)
         out: list[Any] = []
         at = 0
-        for span, wrap in zip(part.spans, part.wraps, strict=True):
+        for span, wrap in zip(part.grad_spans, part.wraps, strict=True):
             grad = result[at]
             out.append(wrap(grad) if wrap is not None and grad is not None else grad)
             at += span
@@ -170,11 +174,12 @@ def _boxed(gm: Any, example_inputs: Any) -> Any:
 def partition(
     fn: Callable[..., Any], primals: list[torch.Tensor], target: str = "cpu",
     plain: Callable[..., Any] | None = None,
-) -> tuple[Any, Any, int, list[Any]]:  # fmt: skip
-    """(forward graph, backward graph, user outputs, each primal's gradient wrapper) of
-    ``fn(*primals)`` as Inductor's partitioner splits it — under the fake mode the primals
-    carry. With a subclass among the primals, one backward through AOTAutograd's own runtime
-    says how each gradient is placed."""
+) -> tuple[Any, Any, int, list[Any], list[int]]:  # fmt: skip
+    """(forward graph, backward graph, user outputs, each primal's gradient wrapper, each
+    primal's gradient's count of backward outputs) of ``fn(*primals)`` as Inductor's
+    partitioner splits it — under the fake mode the primals carry. With a subclass among the
+    primals, one backward through AOTAutograd's own runtime says how each gradient is placed
+    and flattened."""
     from torch._functorch.aot_autograd import aot_function
     from torch._inductor.compile_fx import partition_fn
 
@@ -216,7 +221,16 @@ def partition(
             "leave out --compile"
         ) from None
     wraps = [_rewrap(p, g) for p, g in zip(primals, grads, strict=True)]
-    return got["fw"], got["bw"], got["n"], wraps
+    # AOTAutograd's backward returns each gradient flattened as the gradient is, a None as one
+    # output (pytorch/pytorch torch/_functorch/_aot_autograd/graph_capture_wrappers.py at
+    # v2.13.0: grad_input_metas = create_subclass_meta(grad_inputs)); without a DTensor the
+    # gradients are not run here and each is flattened as its primal
+    known = any(g is not None for g in grads)
+    grad_spans = [
+        len(flatten([g])) if isinstance(g, torch.Tensor) else 1 if known else len(flatten([p]))
+        for p, g in zip(primals, grads, strict=True)
+    ]
+    return got["fw"], got["bw"], got["n"], wraps, grad_spans
 
 
 def _plain_rng(gm: Any) -> None:
@@ -323,13 +337,14 @@ class CompiledBlock:
         inner = self.eager
         if isinstance(inner, functools.partial) and inner.args:
             inner = inner.args[0]
-        fw, bw, outputs, wraps = partition(functools.partial(run, self.eager), primals,
-                                           self.target, functools.partial(run, inner))  # fmt: skip
+        fw, bw, outputs, wraps, grad_spans = partition(
+            functools.partial(run, self.eager), primals, self.target,
+            functools.partial(run, inner))  # fmt: skip
         out = next(node for node in reversed(fw.graph.nodes) if node.op == "output")
         return Partition(
             forward=fw, backward=bw, outputs=outputs, out_spec=shape["spec"],
             out_tensor=shape["tensor"], saved_nodes=list(out.args[0][outputs:]),
-            spans=[len(flatten([p])) for p in primals], wraps=wraps,
+            spans=[len(flatten([p])) for p in primals], wraps=wraps, grad_spans=grad_spans,
         )  # fmt: skip
 
 
