@@ -55,6 +55,12 @@ FLOAT8_ALL_GATHER_FIELD: Any = Field(
     description="FSDP gathers the Float8 Linears' weights in fp8 (tensorwise; torchtitan's "
     "enable_fsdp_float8_all_gather).",
 )
+RESHARD_ALWAYS_FIELD: Any = Field(
+    False,
+    description="Plans without a pipeline: torchtitan's fsdp_reshard_after_forward 'always' — "
+    "the final norm and output resharded after forward too (its default keeps them gathered "
+    "until their backward; 'never' is --zero 2).",
+)
 ULYSSES_FIELD: Any = Field(
     1,
     ge=1,
@@ -106,5 +112,6 @@ def check_float8(cfg: Any, plan: bool) -> None:
 
 __all__ = [
     "ASYNC_TP_FIELD", "FLOAT8_ALL_GATHER_FIELD", "FLOAT8_FIELD", "FLOAT8_RECIPES",
-    "MICROBATCHES_FIELD", "ULYSSES_FIELD", "VIRTUAL_STAGES_FIELD", "Float8Recipe", "check_float8",
+    "MICROBATCHES_FIELD", "RESHARD_ALWAYS_FIELD", "ULYSSES_FIELD", "VIRTUAL_STAGES_FIELD",
+    "Float8Recipe", "check_float8",
 ]  # fmt: skip

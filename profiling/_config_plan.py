@@ -74,6 +74,8 @@ class TrainingConfig(Protocol):
     @property
     def float8(self) -> str | None: ...
     @property
+    def reshard_always(self) -> bool: ...
+    @property
     def model_fields_set(self) -> set[str]: ...
 
     def seq_or_default(self) -> int: ...
@@ -258,6 +260,21 @@ def _every(cfg: TrainingConfig) -> None:
         )
 
 
+def _reshard(cfg: TrainingConfig) -> None:
+    """--reshard-always: torchtitan's "always" policy, modelled on FSDP without a pipeline
+    (under one it reshards every group after each microbatch's forward: not modelled)."""
+    if cfg.reshard_always and (
+        not (cfg.fsdp and is_plan(cfg)) or cfg.pp > 1 or cfg.zero == 2 or cfg.ulysses > 1
+        or cfg.cp > 1
+    ):  # fmt: skip
+        raise ConfigError(
+            "--reshard-always is torchtitan's fsdp_reshard_after_forward 'always', modelled on "
+            "a plan with FSDP and without a pipeline or context parallelism (--dp-shard N > 1, "
+            "no --pp, no --cp, not --zero 2)",
+            "reshard_always",
+        )
+
+
 def check_plan(cfg: TrainingConfig) -> None:
     """Check the plan's settings and fill what follows from them (gpus, FSDP, microbatches,
     stages per rank); a ConfigError sentence otherwise."""
@@ -271,6 +288,7 @@ def check_plan(cfg: TrainingConfig) -> None:
     _ulysses(cfg)
     _op_sac(cfg)
     _every(cfg)
+    _reshard(cfg)
     from profiling._config_float8 import check_float8
 
     check_float8(cfg, is_plan(cfg))

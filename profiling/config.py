@@ -42,6 +42,7 @@ from profiling._config_lora import (
 from profiling._config_optimizers import OPTIMIZERS, PAGED_FIELD, Optimizer, OptimizerSpec
 from profiling._config_plan import CHECKPOINT_EVERY_FIELD, PipelineSchedule, check_plan, is_plan
 from profiling._config_sentences import flag_name, one_sentence
+from profiling._config_shape import hand_workload as _hand_workload
 from profiling.errors import ConfigError, ProfilingError
 from profiling.units import parse_count
 
@@ -200,6 +201,7 @@ class TrainingConfig(BaseModel):
     float8: f8.Float8Recipe | None = f8.FLOAT8_FIELD
     float8_all_gather: bool = f8.FLOAT8_ALL_GATHER_FIELD
     async_tp: bool = f8.ASYNC_TP_FIELD
+    reshard_always: bool = f8.RESHARD_ALWAYS_FIELD
     # ---- activations
     checkpointing: Checkpointing = Field(
         "none",
@@ -346,22 +348,7 @@ class TrainingConfig(BaseModel):
         self._check_seq()
         return self
 
-    def hand_workload(self) -> WorkloadConfig | None:
-        """The shape given by hand (--layers --hidden --heads --vocab [--ffn --kv-heads
-        --arch]) as a model's shape, or None when part of it is missing."""
-        if not (self.layers and self.hidden and self.heads and self.vocab):
-            return None
-        if self.hidden % self.heads or (self.kv_heads and self.heads % self.kv_heads):
-            return None  # said in one sentence below
-        from profiling.models.config import WorkloadConfig
-
-        arch = self.arch or "gpt2"
-        h = self.hidden
-        ffn = self.ffn or (4 * h if arch == "gpt2" else -(-(8 * h // 3) // 256) * 256)
-        return WorkloadConfig(
-            name="shape", arch=arch, layers=self.layers, hidden=h, heads=self.heads,
-            vocab=self.vocab, ffn=ffn, kv_heads=self.kv_heads, tied_embeddings=arch == "gpt2",
-        )  # fmt: skip
+    hand_workload = _hand_workload  # the shape given by hand (--layers --hidden …), or None
 
     def _workload(self) -> WorkloadConfig | None:
         """The model's shape (a reference model or a Hugging Face config), None for a factory."""

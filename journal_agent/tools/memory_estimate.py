@@ -31,6 +31,7 @@ MemoryEstimateInput = config_input_model(
         "fsdp_flat",  # FSDP1's flat parameters: a LitGPT config sets it
         "dora",  # DoRA: peft's or torchtune's adapter config as from_file sets it
         "litgpt_norm",  # LitGPT's own GPT (its RMSNorm, its attention): a LitGPT config sets it
+        "reshard_always",  # torchtitan's "always" reshard policy: its TOML as from_file sets it
     ),
     from_file=FROM_FILE_FIELD,
 )

@@ -196,8 +196,9 @@ def accumulated(cfg: TrainingConfig) -> int:
 
 def reshard_policy(cfg: TrainingConfig) -> str:
     """torchtitan's ``fsdp_reshard_after_forward`` a plan runs: "never" under ``--zero 2``
-    (FSDP2's ``reshard_after_forward=False`` for every group), else "default"."""
-    return "never" if cfg.zero == 2 else "default"
+    (FSDP2's ``reshard_after_forward=False`` for every group), "always" under
+    ``--reshard-always`` (the final norm and output too), else "default"."""
+    return "never" if cfg.zero == 2 else "always" if cfg.reshard_always else "default"
 
 
 def _plan_gathers(cfg: TrainingConfig, share: float, head: float) -> tuple[float, str, str, str]:

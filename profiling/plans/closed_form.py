@@ -55,6 +55,7 @@ from profiling.plans.float8_form import (
     unpipelined_peak,
 )
 from profiling.plans.fsdp_moments import block_moments, embedding_moment, reduction_peak
+from profiling.plans.head_form import forward_peak, regathered_head
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
@@ -279,9 +280,9 @@ def stage_profile(
     # forward (apply_fsdp: ``reshard_after_forward=False``, FSDP would prefetch it at once):
     # gathered from the head's forward until its post_backward reshards it (FSDPParamGroup.
     # post_backward, torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py)
-    head_keep = 0
-    if cfg.fsdp and stage.head and not pipelined:
-        head_keep = (_shard(w.vocab // t, w.hidden, n) + _shard(w.hidden, 1, n)) * n * s.gathered
+    head_keep, head_el = 0, (_shard(w.vocab // t, w.hidden, n) + _shard(w.hidden, 1, n)) * n
+    if cfg.fsdp and stage.head and not pipelined and not cfg.reshard_always:  # (head_form)
+        head_keep = head_el * s.gathered
     # --zero 2 (torchtitan's fsdp_reshard_after_forward "never"): each group gathered from its
     # forward to its post_backward, nothing gathered again in backward
     held = (
@@ -297,7 +298,7 @@ def stage_profile(
     wrapped = forward_moment(cfg, w, stage, kept, (tokens, t, s.c)) if pipelined else vec()
     f0_peak = _larger(f0_peak, add(wrapped, vec(parameters=keep + gathering)))
     if not pipelined:  # the blocks' gathering and the loss come at different moments
-        f0_peak = _forward_peak(sum(kept), gathering + max(held - one_block, 0),
+        f0_peak = forward_peak(sum(kept), gathering + max(held - one_block, 0),
                                 max(tokens // t * w.hidden * s.c, f8_f),
                                 head=vec(parameters=head_keep + held, activations=acts,
                                          temporaries=logits * _plain_loss(t, s.c) * loss
@@ -315,6 +316,7 @@ def stage_profile(
     block_extra = 2 * (w.ffn // t) * s.c * tokens  # a block's gradient buffers in backward
     # one block's gradients, made before an earlier wrapped block's backward (``_every_n``)
     block_grads = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:9]) * grad_b
+    head_b = vec()  # under "always", the output's backward with its group gathered again
     if pipelined:  # the head's output and norm gradients made before its blocks' backward
         made = (w.ffn // t + (w.vocab // t + 1) * stage.head) * w.hidden * grad_b
         bwd = functools.partial(_pipelined_backward, b_extra if stage.head else block_extra,
@@ -340,6 +342,10 @@ def stage_profile(
         extra = b_extra if stage.head else block_extra
         b_peak = _larger(vec(temporaries=b_extra) if stage.head else
                          _backward_extra(extra, recompute, True, grad_in), emb)  # fmt: skip
+        again = cfg.reshard_always and stage.head  # the output's group gathered again
+        head_b = regathered_head(head_el, logits, tokens * w.hidden, s.c, reduce_b)
+        head_b = head_b if again else vec()
+        b_peak = _larger(b_peak, head_b)
         b_more = _larger(vec(temporaries=b_extra) if stage.head else
                          _backward_extra(extra, recompute, False, grad_in), emb)  # fmt: skip
         block_b = _backward_extra(block_extra, recompute, True, grad_in)
@@ -378,7 +384,8 @@ def stage_profile(
         delta=vec(parameters=-head_keep - held, gradients=after, activations=-acts), peak=b_peak
     )
     moves["B"] = Move(delta=vec(activations=-acts), peak=b_more)
-    moves["F"], moves["B"] = accumulated(moves, vec(temporaries=b_extra * stage.head), pipelined)
+    loss_b = _larger(vec(temporaries=b_extra * stage.head), head_b)
+    moves["F"], moves["B"] = accumulated(moves, loss_b, pipelined)
     moves.update(zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0])))
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
     moves["R"] = Move(delta=reduce, peak=reduction_peak(cfg, w, stage, n) if pipelined else vec())
@@ -423,13 +430,6 @@ def _plain_loss(t: int, c: int) -> int:
     fp32 copy (none in fp32: ``.float()`` of an fp32 tensor is the tensor); under tensor
     parallelism ``loss_parallel``'s (``loss_transients``)."""
     return c + (loss_transients(t, c)[0] if t > 1 else 0 if c == 4 else 4)
-
-
-def _forward_peak(blocks: int, gathering: int, block_extra: int, head: Vec) -> Vec:
-    """A forward without a pipeline at its highest: at the last block (every block's saved
-    tensors, its group's gathered parameters twice, its transient) or at the loss."""
-    at_blocks = vec(parameters=gathering, activations=blocks, temporaries=block_extra)
-    return at_blocks if at_blocks["total"] > head["total"] else head
 
 
 def _larger(a: Vec, b: Vec) -> Vec:

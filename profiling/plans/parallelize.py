@@ -14,7 +14,7 @@
   ZeRO shards over its sequence-data-parallel group) (HSDP when replicated): the
   embedding, each block, the final norm with the output together, and the stage's root; with
   pipeline parallelism nothing is resharded after forward (its ``default`` policy), and the
-  norm and output never are.
+  norm and output only under its ``always`` policy (``--reshard-always``).
 
 Imports torch.
 """
@@ -162,8 +162,10 @@ def apply_fsdp(
         for block in model.layers.values():
             fully_shard(block, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=reshard)
         if model.norm is not None and model.output is not None:
+            # resharded only under torchtitan's "always" (apply_fsdp_to_decoder:
+            # reshard_after_forward=policy == "always"), which a plan runs without a pipeline
             fully_shard([model.norm, model.output], mesh=dp_mesh, mp_policy=policy,
-                        reshard_after_forward=False)  # fmt: skip
+                        reshard_after_forward=not pipelined and cfg.reshard_always)  # fmt: skip
         fully_shard(model, mesh=dp_mesh, mp_policy=policy)
 
 

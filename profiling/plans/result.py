@@ -84,6 +84,12 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "(fully_shard(reshard_after_forward=False), torchtitan's fsdp_reshard_after_forward "
             '= "never")'
         )
+    if cfg.reshard_always:
+        notes.append(
+            "--reshard-always: FSDP2 reshards the final norm and output after forward too and "
+            "gathers them again for their backward (torchtitan's fsdp_reshard_after_forward = "
+            '"always"; its default keeps them gathered in between)'
+        )
     if layout.cp > 1:
         notes.append(
             f"context parallelism {layout.cp}: torch's ring attention (context_parallel's "

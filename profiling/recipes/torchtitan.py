@@ -276,12 +276,14 @@ def _reshard(r: Reading) -> None:
     """``fsdp_reshard_after_forward`` (torchtitan's get_fsdp_reshard_after_forward_policy):
     "never" is FSDP2's ``reshard_after_forward=False`` for every group (``--zero 2``); "default"
     reshards after forward without a pipeline and keeps the weights gathered with one, as a
-    plan runs; "always" reshards the final norm and output too, and under a pipeline every
-    microbatch's forward."""
+    plan runs; "always" reshards the final norm and output too (``--reshard-always``), and
+    under a pipeline every microbatch's forward (not modelled: said)."""
     key = "parallelism.fsdp_reshard_after_forward"
     policy = r.get(key, "default")
     pp = r.get(_degree_key(r, "pipeline_parallel_degree"), 1) not in (None, 1)
-    if policy == "never" and r.get(_degree_key(r, "data_parallel_shard_degree"), -1) == 1:
+    cp = (r.get(_degree_key(r, "context_parallel_degree")) or 1) > 1
+    shard_one = r.get(_degree_key(r, "data_parallel_shard_degree"), -1) == 1
+    if (policy == "never" and shard_one) or (policy == "always" and shard_one and not cp):
         r.ignore(key, NO_MEMORY + " (no FSDP: data_parallel_shard_degree 1)")
     elif policy == "never":
         r.use(key, "zero", 2, "FSDP2 keeps each group gathered from its forward to its "
@@ -290,10 +292,13 @@ def _reshard(r: Reading) -> None:
         r.ignore(key, "resharding after each microbatch's forward under a pipeline is not "
                  "modelled: the plan keeps each stage's weights gathered (torchtitan's "
                  "default), an over-estimate")  # fmt: skip
+    elif policy == "always" and cp:
+        r.ignore(key, "resharding the final norm and output after forward is not modelled "
+                 "beside context parallelism: they stay gathered until their backward "
+                 "(torchtitan's default), an over-estimate by that group")  # fmt: skip
     elif policy == "always":
-        r.ignore(key, "resharding the final norm and output after forward is not modelled: "
-                 "they stay gathered until their backward (torchtitan's default), an "
-                 "over-estimate by that group")  # fmt: skip
+        r.use(key, "reshard_always", True, "FSDP2 reshards the final norm and output after "
+              "forward too, gathering them again for their backward")  # fmt: skip
     elif r.has(key) and policy == "default":
         r.ignore(key, NO_MEMORY + " (default: what the plan runs)")
     elif r.has(key):

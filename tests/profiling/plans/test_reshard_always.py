@@ -1,0 +1,84 @@
+"""torchtitan's ``fsdp_reshard_after_forward = "always"`` (``--reshard-always``): the final norm
+and output resharded after forward too (its default keeps that group gathered until its
+backward), traced (FSDP2's own resharding on a fake world) and in closed form
+(``profiling.plans.head_form``), and what a GPU sends (the group gathered twice)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from profiling.config import parse_config
+from profiling.errors import ConfigError
+from profiling.estimate.comm import comm
+from profiling.estimate.shape import shape_of
+
+SHAPE = {"layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 4, "ffn": 2816, "vocab": 8192,
+         "arch": "llama", "precision": "mixed", "seq": 1024, "batch": 4}  # fmt: skip
+
+
+def _both(**over: object):
+    pytest.importorskip("torch")
+    from profiling.plans.closed_form import estimate_plan
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**{**SHAPE, **over})
+    return trace_plan(cfg).ranks[0], estimate_plan(cfg).ranks[0]
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [{"dp_shard": 2}, {"dp_shard": 2, "tp": 2}, {"dp_shard": 2, "checkpointing": "full"}],
+    ids=["fsdp", "fsdp-tp", "fsdp-full-ckpt"],
+)
+def test_always_frees_the_output_at_the_loss_as_the_trace_does(plan) -> None:
+    kept_t, kept_e = _both(**plan)
+    always_t, always_e = _both(**plan, reshard_always=True)
+    # the loss's backward leads either way; "always" holds the output's weight less there
+    t = plan.get("tp", 1)
+    # the output's bf16 weight (vocabulary-sharded under TP) and the final norm's
+    assert kept_t.peak_bytes - always_t.peak_bytes == (8192 * 1024 // t + 1024) * 2
+    assert always_e.peak_bytes == pytest.approx(always_t.peak_bytes, rel=1e-6)
+    assert always_e.peak_bytes < kept_e.peak_bytes
+    for cat, b in always_t.by_category.items():
+        assert always_e.by_category[cat] == pytest.approx(b, rel=0.01, abs=2**16), cat
+
+
+def test_always_with_accumulation_stays_above_the_trace() -> None:
+    # a later microbatch's output backward (its group gathered again) bounded from above
+    traced, closed = _both(dp_shard=2, microbatches=2, reshard_always=True)
+    assert traced.peak_bytes <= closed.peak_bytes < 1.03 * traced.peak_bytes
+
+
+def _sent(cfg) -> dict[str, int]:
+    return {t.name.split(" (")[0]: t.bytes for t in comm(cfg, shape_of(cfg)).transfers}
+
+
+def test_always_gathers_the_output_twice() -> None:
+    base = {"model": "llama-7b", "precision": "mixed", "batch": 8, "dp_shard": 4}
+    psi, head = 6_738_415_616, 32_000 * 4_096 + 4_096
+    gather = "FSDP all-gather of the parameters"
+    always = _sent(parse_config(**base, reshard_always=True))[gather]
+    assert always == int(2 * psi * 2 * 0.75)  # every group for forward and again for backward
+    kept = _sent(parse_config(**base))[gather]
+    assert always - kept == pytest.approx(head * 2 * 0.75, abs=2)
+
+
+def test_always_is_refused_where_not_modelled() -> None:
+    for over in ({"dp_shard": 2, "pp": 2}, {"dp_shard": 2, "zero": 2}, {"dp_shard": 2, "cp": 2},
+                 {}):  # fmt: skip
+        with pytest.raises(ConfigError, match="--reshard-always"):
+            parse_config(**SHAPE, **over, reshard_always=True)
+
+
+def test_torchtitan_always_policy_is_read(tmp_path: Path) -> None:
+    from profiling.recipes import read_recipe
+
+    path = tmp_path / "plan.toml"
+    path.write_text('[model]\nname = "llama3"\nflavor = "8B"\n\n[training]\nlocal_batch_size = 2\n'
+                    '\n[parallelism]\ndata_parallel_shard_degree = 8\n'
+                    'fsdp_reshard_after_forward = "always"\n', encoding="utf-8")  # fmt: skip
+    recipe = read_recipe([path])
+    assert recipe.values["reshard_always"] is True
+    assert all(s.key != "parallelism.fsdp_reshard_after_forward" for s in recipe.ignored)
