@@ -59,11 +59,6 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
         return "DoRA on the LM head; adapt the blocks' layers (or trace it)"
     if cfg.torchao_nf4:
         return "torchtune's DoRA (its own DoRALinear on torchao's NF4 is not modelled)"
-    if cfg.checkpointing == "full" and (cfg.precision.startswith("amp-") or cfg.qlora):
-        return (
-            "DoRA with full checkpointing under autocast or on a 4-bit base: the recomputed "
-            "block's weight norms in backward are not modelled there; trace it instead"
-        )
     if cfg.compile:
         return "DoRA under torch.compile; estimate it eager or trace it"
     return None

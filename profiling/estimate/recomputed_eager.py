@@ -28,10 +28,14 @@ adapter's forward), beside:
 Every term is one the trace holds at some point of that block's backward; not all at once, so
 this is an upper bound: 1.005–1.07 of the trace on small-vocabulary Llama configs
 (tests/profiling/estimate/test_recomputed_eager.py), exact-to-the-op is not attempted.
-Applies to Llama's kind of block (ours or transformers'), one GPU, eager LoRA (not QLoRA: its
-own moment, ``lora._fp32_mlp_backward``) without an adapted head; elsewhere the earlier bound
-stands (DoRA with full checkpointing under autocast or on a 4-bit base is refused:
-``dora.check``). No torch here.
+On bitsandbytes' 4-bit base (QLoRA) the base weights have no autocast copies (a 4-bit weight
+is dequantized, never cached), the MLP's backward dequantizes the weight it computes with, and
+under autocast the MLP's gradients are fp32 (``_mlp_backward``): 1.01–1.19 of the trace on
+small-vocabulary Llama configs, LoRA and DoRA, mixed, bf16 and autocast
+(tests/profiling/estimate/test_recomputed_4bit.py; the earlier bound was 0.74–0.95 there).
+Applies to Llama's kind of block (ours or transformers'), one GPU, eager LoRA or DoRA without
+an adapted head, a 16-bit, fp32 or bitsandbytes 4-bit base; elsewhere the earlier bound
+stands. No torch here.
 """
 
 from __future__ import annotations
@@ -53,12 +57,14 @@ NAME = "backward, a recomputed block's MLP gradients"
 
 def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> Dims | None:
     """The dims where the bound applies: eager, fully checkpointed LoRA (no adapted head, a
-    16-bit or fp32 base) on Llama's kind of block, one GPU, no offloading (None elsewhere)."""
+    16-bit, fp32 or bitsandbytes 4-bit base) on Llama's kind of block, one GPU, no offloading
+    (None elsewhere)."""
     d = dims_of(shape, inp.seq_or_default(), inp.batch)
     ok = (
         llama_lora_recomputed(inp, shape, compiled=False)
         and not inp.activation_offload
-        and not inp.qlora  # a 4-bit base: dequantized, not cached (lora._fp32_mlp_backward)
+        # torchao's NF4 and Fabric's fp16-quantized 4-bit base: their own dequantization moments
+        and not (inp.qlora and (inp.torchao_nf4 or inp.fabric_bnb))
     )
     return d if ok else None
 
@@ -77,15 +83,44 @@ def _block_adapters(d: Dims, inp: TrainingConfig) -> int:
 
 
 def _mlp_backward(d: Dims, e: Bytes, inp: TrainingConfig) -> tuple[int, str]:
-    """The MLP's backward transients beyond the block's kept tensors (bytes, formula)."""
+    """The MLP's backward transients beyond the block's kept tensors (bytes, formula); on a
+    4-bit base the weight computing dequantized (``_dequantized``)."""
     sb, a = d.s * d.b, adapter_bytes(inp)
-    value = sb * (3 * d.f + d.h) * e.c
-    words = f"s·b·(3f + h)·{e.c}"
+    adapter, adapter_words = 0, ""
     if "down" in inp.lora_targets:
         n = 2 if inp.lora_dropout else 1
-        value += n * sb * d.f * a
-        words += f" + {n}·s·b·f·{a} (down's adapter)"
-    return value, words
+        adapter, adapter_words = n * sb * d.f * a, f" + {n}·s·b·f·{a} (down's adapter)"
+    deq, deq_words = _dequantized(d, e, inp)
+    if inp.qlora and e.amp:
+        # bitsandbytes under autocast hands fp32 back (lora._fp32_mlp_backward): the SwiGLU's
+        # three fp32 gradients (gate's, up's, SiLU's outputs) come after down's backward (its
+        # 16-bit input gradient cast back to fp32, its adapter's, its dequantized weight),
+        # whose tensors are freed by then: the larger of the two
+        silu = 3 * sb * d.f * 4
+        down = sb * d.f * (e.c + 4) + adapter + deq
+        words = (
+            f"s·b·h·{e.c} + the larger of the SwiGLU's fp32 gradients s·b·3f·4 and down's "
+            f"backward s·b·f·({e.c} + 4){adapter_words}{deq_words}"
+        )
+        return sb * d.h * e.c + max(silu, down), words
+    value = sb * (3 * d.f + d.h) * e.c + adapter + deq
+    return value, f"s·b·(3f + h)·{e.c}{adapter_words}{deq_words}"
+
+
+def _dequantized(d: Dims, e: Bytes, inp: TrainingConfig) -> tuple[int, str]:
+    """A 4-bit base: bitsandbytes' ``MatMul4Bit.backward`` dequantizes the frozen weight for
+    the input's gradient (in the compute dtype, after its fp32 absmax under double
+    quantization), not cached: one MLP weight h·f at a time, as ``losses.last_mlp`` counts
+    it."""
+    if not inp.qlora:
+        return 0, ""
+    from profiling._config_behaviours import double_quant
+    from profiling.estimate.bnb import dequant_absmax_bytes
+
+    absmax = dequant_absmax_bytes(d.h * d.f, double_quant(inp))
+    return d.h * d.f * e.c + absmax, f" + a dequantized weight h·f·{e.c}" + (
+        " and its fp32 absmax" if absmax else ""
+    )
 
 
 def _dora_norm(d: Dims, e: Bytes, inp: TrainingConfig) -> int:
@@ -129,8 +164,8 @@ def moment(
     rope = 2 * d.s * d.hd * e.rope
     reach = d.s * d.b * d.h * e.r
     copies = 0
-    if e.amp:  # autocast's cache, filled again by the recomputation
-        copies = 2 * (_block_weights(d) + _block_adapters(d, inp))
+    if e.amp:  # autocast's cache, filled again by the recomputation (a 4-bit weight: never)
+        copies = 2 * ((0 if inp.qlora else _block_weights(d)) + _block_adapters(d, inp))
     mlp, words = _mlp_backward(d, e, inp)
     norm = _dora_norm(d, e, inp)
     best: tuple[float, str] = (0.0, "")

@@ -63,7 +63,7 @@ def free_dead_graphs(model: Any) -> int:
 def _release_after_forward(layer: Any) -> None:
     made: list[Any] = []  # lora_A's and lora_B's outputs inside get_lora_weight
     inside = [False]
-    get_lora_weight, forward = layer.get_lora_weight, layer.forward
+    get_lora_weight = layer.get_lora_weight
 
     def noting(*args: Any, **kwargs: Any) -> Any:
         for adapter in (kwargs.get("lora_A"), kwargs.get("lora_B")):
@@ -77,18 +77,17 @@ def _release_after_forward(layer: Any) -> None:
             return get_lora_weight(*args, **kwargs)
         finally:
             inside[0] = False
-
-    def releasing(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return forward(*args, **kwargs)
-        finally:
+            # Their hooks dropped and our references with them as get_lora_weight returns:
+            # from here only peft holds them, as in eager (under autocast B's 16-bit output
+            # dies as soon as peft casts it to the input's dtype; the graph with the layer's
+            # forward)
             for out in made:
                 if out._backward_hooks:
                     out._backward_hooks.clear()
             made.clear()
 
     # On the instance: peft's class and other models are left alone.
-    layer.get_lora_weight, layer.forward = noting, releasing
+    layer.get_lora_weight = noting
 
 
 def note(config: TrainingConfig) -> str:
