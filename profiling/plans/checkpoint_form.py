@@ -46,8 +46,13 @@ def wrapped_forward(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
     repeated = 2 * q if w.heads > w.n_kv_heads and w.n_kv_heads // t > 1 else 0
     sdpa = (q + 2 * kv + repeated + q) * c * tokens
     # the residual, silu(w1 x), w3 x and their product
-    mlp = tokens // t * w.hidden * c + 3 * (w.ffn // t) * c * tokens
-    return normed + max(rotary, sdpa, mlp)
+    x, half = tokens // t * w.hidden * c, (w.ffn // t) * c * tokens
+    mlp = x + 3 * half
+    # under tensor parallelism w2's partial output over the whole sequence, its reduce-scatter's
+    # input (DTensor's copy) and output beside the residual and the product (PP 2 x TP 4: the
+    # forward 0.835 of the trace's)
+    w2 = 2 * x + half + 2 * tokens * w.hidden * c if t > 1 else 0
+    return normed + max(rotary, sdpa, mlp, w2)
 
 
 def forward_moment(

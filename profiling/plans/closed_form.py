@@ -58,6 +58,7 @@ from profiling.plans.fsdp_moments import block_moments, embedding_moment, reduct
 from profiling.plans.head_form import forward_peak, regathered_head
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
+from profiling.plans.pipelined_backward import pipelined_backward, w2_sizes
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
 from profiling.plans.result import COMPILED_NOTE, PlanResult, estimate_notes
 from profiling.plans.ring_form import SDPA_SEED, Block
@@ -319,10 +320,11 @@ def stage_profile(
     head_b = vec()  # under "always", the output's backward with its group gathered again
     if pipelined:  # the head's output and norm gradients made before its blocks' backward
         made = (w.ffn // t + (w.vocab // t + 1) * stage.head) * w.hidden * grad_b
-        bwd = functools.partial(_pipelined_backward, b_extra if stage.head else block_extra,
+        bwd = functools.partial(pipelined_backward, b_extra if stage.head else block_extra,
                                 block_extra, head=head_freed(stage, head_acts, logits * s.c, x),
                                 emb_moment=vec(activations=-acts, temporaries=emb_extra),
-                                blocks=stage.layers > 0)  # fmt: skip
+                                blocks=stage.layers > 0,
+                                w2=w2_sizes(cfg, w, tokens, grad_b))  # fmt: skip
         fresh = functools.partial(fresh_w2, cfg, w, t, s.gathered, block_extra // 2)
         b_peak, b_more = bwd(recompute, grad_in, made, fresh=fresh(recompute))
         for q, again, freed in earlier:  # each earlier wrapped block's backward
@@ -442,25 +444,6 @@ def _backward_extra(extra: int, recompute: int, first: bool, grad_in: int = 0) -
     (activations: torch's tracker files what a recomputation saves as the forward would) and
     one gradient of the block's input."""
     return vec(temporaries=(2 * extra if first else extra) + grad_in, activations=recompute)
-
-
-def _pipelined_backward(
-    extra: int, block_extra: int, recompute: int, grad_in: int, made: int,
-    head: Vec | None, emb_moment: Vec, fresh: int = 0, blocks: bool = True,
-) -> tuple[Vec, Vec]:  # fmt: skip
-    """A stage's first backward at its highest (the last block's ``w2`` gradient made, its
-    SwiGLU product freed, three FFN-wide buffers alive) and a later one's (a block's buffers);
-    the loss (``extra``) first, then ``blocks`` beside ``head``; the embedding's last."""
-    half = block_extra // 2
-    first = vec(gradients=made, activations=recompute - half, temporaries=3 * half + grad_in)
-    # with w2's gradient made anew (``fresh``: checkpoint_form.fresh_w2)
-    later = add(_backward_extra(block_extra, recompute, False, grad_in), vec(temporaries=fresh))
-    if head is not None:  # the head's saved tensors freed (checkpoint_form.head_freed)
-        loss = vec(temporaries=extra)
-        if not blocks:  # a stage of the head alone
-            return loss, loss
-        return _larger(loss, add(first, head)), _larger(loss, add(later, head))
-    return first, _larger(later, emb_moment)
 
 
 def estimate_plan(cfg: TrainingConfig) -> PlanResult:

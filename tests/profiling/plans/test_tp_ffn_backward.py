@@ -48,3 +48,25 @@ def test_fsdp_tp4_checkpointed_backward_is_the_trace(plan: dict[str, Any]) -> No
         for category, bytes_ in t.by_category.items():
             if bytes_ > t.peak_bytes // 1000:  # a category of a few scalars aside
                 assert e.by_category[category] == pytest.approx(bytes_, rel=0.01), category
+
+
+# Under a pipeline, TP 4 without FSDP, full checkpointing, a small vocabulary (the blocks lead)
+PIPELINED = {**SHAPE, "dp_shard": 1, "vocab": 256, "layers": 4, "seq": 512, "batch": 6,
+             "microbatches": 2, "pp": 2, "precision": "mixed"}  # fmt: skip
+
+
+def test_a_pipelined_tp4_stage_holds_w2s_moments_as_its_trace() -> None:
+    # the first backward inside w2's own backward (0.968 of the trace's before), a later one
+    # there with w2's gradient made anew (0.902), and the wrapped forward at w2's reduce-scatter
+    # (w2's partial output over the whole sequence and DTensor's copy of it: 0.835)
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**PIPELINED)
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for t, e in zip(traced.stages, estimated.stages, strict=True):
+        for move in ("F", "B0", "B"):
+            top_t, top_e = t.moves[move].peak["total"], e.moves[move].peak["total"]
+            assert top_t - 64 <= top_e <= top_t * 1.001, (t.stage, move, top_e / top_t)
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):  # 0.981 before
+        assert t.peak_bytes - 64 <= e.peak_bytes <= t.peak_bytes * 1.001
