@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from profiling.config import TrainingConfig
-from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Layout
 
@@ -139,28 +138,11 @@ def replay_rank(
     say: Progress,
 ) -> Replay:
     """The caching allocator's replay of ``pp_rank``'s step (see the module)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from profiling.plans.streams import fsdp_streams
-    from profiling.trace.allocations import AllocationLog, replay_of
-    from profiling.trace.target import kernels
+    from profiling.plans.streams import replayed
 
     assert mesh is not None, "a pipeline's mesh has a pp dimension"
     say(f"pipeline rank {pp_rank}, its whole step, for the caching allocator's replay")
-    try:
-        with fsdp_streams() as stream_now, FakeTensorMode(allow_non_fake_inputs=False):
-            log = AllocationLog(stream_now)
-            with kernels(cfg.target):
-                _run(cfg, w, layout, pp_rank, mesh, log)
-    except ProfilingError:
-        raise
-    except Exception as exc:
-        from profiling.trace.build import _fake_failure
-
-        raise ProfilingError(_fake_failure(cfg.model, exc)) from None
-    replay = replay_of(cfg, log)
-    assert replay is not None  # a log was given
-    return replay
+    return replayed(cfg, lambda log: _run(cfg, w, layout, pp_rank, mesh, log))
 
 
 __all__ = ["replay_rank"]

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
 from profiling.trace.allocations import DEFAULT_STREAM
+
+if TYPE_CHECKING:
+    from profiling.trace.allocations import AllocationLog, Replay
 
 # FSDPCommContext's streams, as FSDP2 names them, and as reports say them
 STREAMS = {
@@ -68,4 +73,30 @@ def fsdp_streams() -> Iterator[Callable[[], str]]:
         torch.cpu.stream = original_stream  # type: ignore[assignment]
 
 
-__all__ = ["STREAMS", "fsdp_streams"]
+def replayed(cfg: TrainingConfig, run: Callable[[AllocationLog], object]) -> Replay:
+    """The caching allocator's replay of ``run(log)``: run under fake tensors and the trace's
+    kernels, every allocation and free logged on the stream it is made on, then replayed
+    (``profiling.trace.allocations.replay_of``); a failure under fake tensors said in one
+    sentence."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from profiling.trace.allocations import AllocationLog, replay_of
+    from profiling.trace.target import kernels
+
+    try:
+        with fsdp_streams() as stream_now, FakeTensorMode(allow_non_fake_inputs=False):
+            log = AllocationLog(stream_now)
+            with kernels(cfg.target):
+                run(log)
+    except ProfilingError:
+        raise
+    except Exception as exc:
+        from profiling.trace.build import _fake_failure
+
+        raise ProfilingError(_fake_failure(cfg.model, exc)) from None
+    replay = replay_of(cfg, log)
+    assert replay is not None  # a log was given
+    return replay
+
+
+__all__ = ["STREAMS", "fsdp_streams", "replayed"]

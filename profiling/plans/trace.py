@@ -85,28 +85,13 @@ def _replay(
     """The caching allocator's reserve for a GPU of a plan without pipeline: its stage traced at
     its own block count, both steps' allocations and frees replayed, each on the stream FSDP2
     makes it on (``profiling.plans.streams``)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     from profiling.plans.probe import probe_whole
-    from profiling.plans.streams import fsdp_streams
-    from profiling.trace.allocations import AllocationLog, replay_of
-    from profiling.trace.target import kernels
+    from profiling.plans.streams import replayed
 
     say(f"stage {stage.index}, all {stage.layers} blocks, for the caching allocator's replay")
-    try:
-        with fsdp_streams() as stream_now, FakeTensorMode(allow_non_fake_inputs=False):
-            log = AllocationLog(stream_now)
-            with kernels(cfg.target):
-                probe_whole(cfg, w, layout, stage, stage.layers, mesh, say, log)
-    except ProfilingError:
-        raise
-    except Exception as exc:
-        from profiling.trace.build import _fake_failure
-
-        raise ProfilingError(_fake_failure(cfg.model, exc)) from None
-    replay = replay_of(cfg, log)
-    assert replay is not None  # a log was given
-    return replay
+    return replayed(
+        cfg, lambda log: probe_whole(cfg, w, layout, stage, stage.layers, mesh, say, log)
+    )
 
 
 def _vectors(p: StageProfile) -> dict[str, Vec]:
