@@ -47,6 +47,7 @@ from profiling.plans.compiled_form import (
     compiled_note,
     lse_rows,
 )
+from profiling.plans.embedding_stage import embedding_alone, embedding_grad_rows
 from profiling.plans.float8_form import (
     backward_transient,
     forward_transient,
@@ -169,18 +170,6 @@ def loss_rows(t: int, tokens: int) -> tuple[int, int]:
     and backward (int64 targets, masked targets and mask index, fp32 gathered values, a bool
     mask); none without tensor parallelism."""
     return (4 * tokens, 33 * tokens) if t > 1 else (0, 0)
-
-
-def embedding_grad_rows(w: WorkloadConfig) -> int:
-    """Rows of the first stage's unsharded embedding gradient on one rank: the whole
-    vocabulary, even under tensor parallelism. torch's ``embedding_dense_backward_strategy``
-    (torch/distributed/tensor/_ops/_embedding_ops.py) has no strategy sharded on the
-    vocabulary: the row-wise embedding's weight gradient comes out ``Partial`` (sequence-
-    sharded gradient in, every row out), and FSDP2 upcasts and accumulates it as it is
-    (``FSDPParam.to_accumulated_grad_if_needed``), redistributing it to the vocabulary shard only
-    at the reduction (``_get_grad_inner_tensor``, torch/distributed/fsdp/_fully_shard/
-    _fsdp_param.py)."""
-    return w.vocab  # without tensor parallelism the same: the whole embedding is local
 
 
 def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tuple[Vec, int, int]:
@@ -388,6 +377,7 @@ def stage_profile(
     moves["B"] = Move(delta=vec(activations=-acts), peak=b_more)
     loss_b = _larger(vec(temporaries=b_extra * stage.head), head_b)
     moves["F"], moves["B"] = accumulated(moves, loss_b, pipelined)
+    embedding_alone(cfg, w, layout, stage, moves, (tokens, s.c), after)  # a stage of it alone
     moves.update(zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0])))
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
     moves["R"] = Move(delta=reduce, peak=reduction_peak(cfg, w, stage, n) if pipelined else vec())
