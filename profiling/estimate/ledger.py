@@ -67,4 +67,23 @@ class Sharding:
         return div, " / (N·t)", f" / ({self.n}·{self.t})"
 
 
-__all__ = ["Group", "Ledger", "Line", "Sharding"]
+def add_state(
+    ledger: Ledger, name: str, each: float, sh: Sharding, formula: str, numbers: str
+) -> None:
+    """One optimizer state's line, ZeRO-sharded from stage 1 (and by TP): ``each`` bytes whole,
+    its formula and numbers with the divisor written in."""
+    div, sym, num = sh.of(1)
+    ledger.add(
+        Line(
+            name=f"Optimizer: {name}",
+            bytes=each / div,
+            unsharded=each,
+            formula=f"({formula}){sym}" if sym else formula,
+            substituted=f"({numbers}){num}" if num else numbers,
+            group="model states",
+            category="optimizer",
+        )
+    )
+
+
+__all__ = ["Group", "Ledger", "Line", "Sharding", "add_state"]

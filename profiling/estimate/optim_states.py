@@ -20,7 +20,7 @@ from profiling.estimate.bnb import (
     paged,
     state_bytes_8bit,
 )
-from profiling.estimate.ledger import Ledger, Line, Sharding
+from profiling.estimate.ledger import Ledger, Line, Sharding, add_state
 from profiling.estimate.torchao_optim import torchao_states, torchao_temporaries
 from profiling.records import Step
 from profiling.units import fmt_bytes, fmt_count
@@ -239,24 +239,13 @@ def eight_bit_states(
     values = sum(n * c for n, c in big)
     blocks = sum(-(-n // OPT_BLOCK) * c for n, c in big)
     each = sum(state_bytes_8bit(n) * c for n, c in numels)
-    div, sym, num = sh.of(1)
     formula = f"Σ n + 4·Σ⌈n/{OPT_BLOCK}⌉ over tensors of n ≥ {MIN_8BIT_SIZE} values"
     numbers = f"{fmt_count(values)} + 4·{blocks:,}"
     if small:
         formula += " + 4·Σ n below (fp32)"
         numbers += f" + 4·{small:,}"
     for name in names:
-        ledger.add(
-            Line(
-                name=f"Optimizer: {name}",
-                bytes=each / div,
-                unsharded=each,
-                formula=f"({formula}){sym}" if sym else formula,
-                substituted=f"({numbers}){num}" if num else numbers,
-                group="model states",
-                category="optimizer",
-            )
-        )
+        add_state(ledger, name, each, sh, formula, numbers)
     if not big:  # the maps are made with the first 8-bit state
         return True
     # Each optimizer keeps its own two maps: one optimizer, or one per parameter in backward.

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.bnb import DYNAMIC_MAP_BYTES
-from profiling.estimate.ledger import Ledger, Line, Sharding
+from profiling.estimate.ledger import Ledger, Line, Sharding, add_state
 from profiling.units import fmt_count
 
 if TYPE_CHECKING:
@@ -77,9 +77,9 @@ def torchao_states(
     if numels is None:
         psi = int(shape.get("params") or 0)
         for name in names:
-            _state_line(
+            add_state(
                 ledger,
-                name,
+                f"{name} (torchao)",
                 psi * e,
                 sh,
                 f"Ψ · {e} B (the tensors not known: every "
@@ -99,29 +99,12 @@ def torchao_states(
         formula += f" + {e}·Σ n of the others (the parameter's dtype)"
         numbers += f" + {e}·{plain:,}"
     for name in names:
-        _state_line(ledger, name, each, sh, formula, numbers)
+        add_state(ledger, f"{name} (torchao)", each, sh, formula, numbers)
     if plain:
         ledger.note(
             f"torchao's AdamW8bit: {plain:,} values in tensors under {MIN_SIZE:,} values or not "
             f"dividing by {BLOCK} keep their states in the parameter's dtype ({e} B a value)"
         )
-
-
-def _state_line(
-    ledger: Ledger, name: str, each: float, sh: Sharding, formula: str, numbers: str
-) -> None:
-    div, sym, num = sh.of(1)
-    ledger.add(
-        Line(
-            name=f"Optimizer: {name} (torchao)",
-            bytes=each / div,
-            unsharded=each,
-            formula=f"({formula}){sym}" if sym else formula,
-            substituted=f"({numbers}){num}" if num else numbers,
-            group="model states",
-            category="optimizer",
-        )
-    )
 
 
 def torchao_temporaries(

@@ -6,22 +6,16 @@ trace on these small-vocabulary models, and DoRA with full checkpointing under a
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from profiling.config import TrainingConfig
-from profiling.estimate import recomputed_eager
-from profiling.estimate.memory import estimate
-from profiling.models.hf_module import project_blocks
-from profiling.trace.step import trace_step
+from tests.profiling.estimate.recomputed_checks import check_recomputed_bound
 
 pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
 
-CATEGORIES = ("parameters", "optimizer", "activations")
 BASE = {
     "model_type": "llama", "vocab_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
     "num_key_value_heads": 2, "max_position_embeddings": 512, "tie_word_embeddings": True,
@@ -64,14 +58,4 @@ def test_recomputed_block_on_a_4bit_base_or_dora_is_never_below_the_trace(
                          precision=precision, lora_rank=8, lora_targets=targets,
                          lora_dropout=dropout, qlora=bool(qlora), dora=bool(dora),
                          checkpointing="full")  # fmt: skip
-    with project_blocks() if ours else contextlib.nullcontext():
-        traced = trace_step(cfg)
-        est = estimate(cfg)
-    seen: dict[str, Any] = traced.phases["after_forward"]
-    for category in CATEGORIES:  # what the step keeps: the ids and positions apart (≤ 520 B)
-        assert 0 <= seen[category] - est.category_bytes(category) <= 520, (case, category)
-    peak = max(est.moments, key=lambda m: m.bytes)
-    assert peak.name == recomputed_eager.NAME, (case, peak.name)
-    assert traced.peak_bytes <= est.per_gpu_bytes <= 1.2 * traced.peak_bytes, (
-        case, est.per_gpu_bytes / traced.peak_bytes,
-    )  # fmt: skip
+    check_recomputed_bound(cfg, ours, case, most=1.2)

@@ -5,21 +5,16 @@ and one block's kept tensors) came out 0.86–0.97 of the trace on these configs
 
 from __future__ import annotations
 
-import contextlib
 import json
-from typing import Any
 
 import pytest
 
 from profiling.config import TrainingConfig
 from profiling.estimate import recomputed_eager
 from profiling.estimate.memory import estimate
-from profiling.models.hf_module import project_blocks
-from profiling.trace.step import trace_step
+from tests.profiling.estimate.recomputed_checks import check_recomputed_bound
 
 pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
-
-CATEGORIES = ("parameters", "optimizer", "activations")
 
 
 @pytest.fixture(scope="module")
@@ -68,18 +63,8 @@ def _cfg(model: str, precision: str, targets: str, dropout: float) -> TrainingCo
 def test_recomputed_block_is_never_below_the_trace(models: dict[str, str], case: str) -> None:
     name, ours, precision, targets, dropout = CASES[case]
     cfg = _cfg(models[name], precision, targets, dropout)
-    with project_blocks() if ours else contextlib.nullcontext():
-        traced = trace_step(cfg)
-        est = estimate(cfg)
-    seen: dict[str, Any] = traced.phases["after_forward"]
-    for category in CATEGORIES:  # what the step keeps: the ids and positions apart (≤ 520 B)
-        assert 0 <= seen[category] - est.category_bytes(category) <= 520, (case, category)
-    peak = max(est.moments, key=lambda m: m.bytes)
-    assert peak.name == recomputed_eager.NAME, (case, peak.name)
     # the peak is a recomputed block's backward, and the bound is above it, not far
-    assert traced.peak_bytes <= est.per_gpu_bytes <= 1.08 * traced.peak_bytes, (
-        case, est.per_gpu_bytes / traced.peak_bytes,
-    )  # fmt: skip
+    check_recomputed_bound(cfg, ours, case, most=1.08)
 
 
 def test_large_vocabulary_keeps_the_loss_as_the_peak(models: dict[str, str]) -> None:
