@@ -30,6 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # _md, also when loaded as a module
+from _md import table
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 BUDGET_S = 7.5 * 60  # stop starting new cases after this (the whole check: under 8 minutes)
@@ -205,6 +208,23 @@ def _fmt(value, kind: str) -> str:
     return f"{value:,.0f}"
 
 
+_HEADER = [
+    "case",
+    "measured peak",
+    "÷ traced tensors",
+    "÷ traced allocated",
+    "÷ estimated allocated",
+    "profiler's own time",
+    "tokens/s",
+    "MFU",
+]
+_RATIOS = (
+    "measured_over_traced",
+    "measured_over_traced_allocated",
+    "measured_over_estimated_allocated",
+)
+
+
 def markdown(report: dict) -> str:
     lines = [
         f"GPU check on {report['device']} ({report['torch']}), {report['date']}"
@@ -217,24 +237,22 @@ def markdown(report: dict) -> str:
         "profiler's own time is what its hooks took (on the CPU, largely hidden behind the "
         "GPU's work: the measured overhead is below the table).",
         "",
-        "| case | measured peak | ÷ traced tensors | ÷ traced allocated | ÷ estimated allocated "
-        "| profiler's own time | tokens/s | MFU |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    rows = []
     for r in report["rows"]:
         if "error" in r:
-            lines.append(f"| {r['case']} | {r['error']} | | | | | | |")
+            rows.append([r["case"], r["error"]])
             continue
         peak = _fmt(r.get("measured_peak_bytes"), "bytes") + (
             f" (OOM {r['oom']})" if r.get("oom") else ""
         )
-        lines.append(
-            f"| {r['case']} | {peak} | {_fmt(r.get('measured_over_traced'), 'ratio')} | "
-            f"{_fmt(r.get('measured_over_traced_allocated'), 'ratio')} | "
-            f"{_fmt(r.get('measured_over_estimated_allocated'), 'ratio')} | "
-            f"{_fmt(r.get('overhead_fraction'), 'pct')} | {_fmt(r.get('tokens_per_s'), 'n')} | "
-            f"{_fmt(r.get('mfu'), 'pct')} |"
+        rows.append(
+            [r["case"], peak]
+            + [_fmt(r.get(k), "ratio") for k in _RATIOS]
+            + [_fmt(r.get("overhead_fraction"), "pct"), _fmt(r.get("tokens_per_s"), "n")]
+            + [_fmt(r.get("mfu"), "pct")]
         )
+    lines += table(_HEADER, rows)
     for name, o in report.get("overhead", {}).items():
         if o and "overhead_fraction" in o:
             lines.append(

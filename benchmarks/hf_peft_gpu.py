@@ -36,6 +36,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # _md, also when loaded as a module
+from _md import table
+
 REPO = Path(__file__).resolve().parents[1]
 CASES = REPO / "benchmarks" / "hf_peft"
 RESULTS = REPO / "benchmarks" / "results"
@@ -269,23 +272,32 @@ def _predict(case: Path, gpu: list[str]) -> dict:
     }
 
 
+_HEADER = [
+    "case",
+    "max_memory_allocated",
+    "÷ predicted",
+    "max_memory_reserved",
+    "÷ predicted",
+    "nvidia-smi used",
+    "÷ predicted",
+]
+
+
 def compare(measured: Path) -> Path:
     report = json.loads(measured.read_text(encoding="utf-8"))
     lines = [
         f"Hugging Face Trainer + peft on {report['device']} ({report['versions']}), "
         f"{report['date']}: measured (steady-state step) ÷ `--from` on the same files",
         "",
-        "| case | max_memory_allocated | ÷ predicted | max_memory_reserved | ÷ predicted "
-        "| nvidia-smi used | ÷ predicted |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
+    rows = []
     for row in report["rows"]:
         if "error" in row:
-            lines.append(f"| {row['case']} | {row['error']} | | | | | |")
+            rows.append([row["case"], row["error"]])
             continue
         p = row["prediction"] = _predict(CASES / row["case"], _gpu_flags(report["device"]))
         if "error" in p or "steady_max_allocated" not in row:
-            lines.append(f"| {row['case']} | {p.get('error', 'no GPU figures')} | | | | | |")
+            rows.append([row["case"], p.get("error", "no GPU figures")])
             continue
         row["allocated_ratio"] = row["steady_max_allocated"] / p["allocated"]
         row["reserved_ratio"] = row["steady_max_reserved"] / p["reserved"]
@@ -293,11 +305,12 @@ def compare(measured: Path) -> Path:
         if nvml and report.get("nvml_version", 1) == 1:
             nvml -= V1_DRIVER_RESERVE.get(report["device"], 0)
         row["nvml_ratio"] = nvml / p["nvml"] if nvml else None
-        lines.append(
-            f"| {row['case']} | {row['steady_max_allocated']:,} | {row['allocated_ratio']:.4f} "
-            f"| {row['steady_max_reserved']:,} | {row['reserved_ratio']:.4f} | "
-            + (f"{nvml:,} | {row['nvml_ratio']:.4f} |" if nvml else "— | — |")
+        rows.append(
+            [row["case"], f"{row['steady_max_allocated']:,}", f"{row['allocated_ratio']:.4f}"]
+            + [f"{row['steady_max_reserved']:,}", f"{row['reserved_ratio']:.4f}"]
+            + ([f"{nvml:,}", f"{row['nvml_ratio']:.4f}"] if nvml else ["—", "—"])
         )
+    lines += table(_HEADER, rows)
     out = measured.with_name(measured.stem + "-compared")
     out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
