@@ -19,8 +19,24 @@ buffers of n values** and the scales as two of n/256; a second kernel quantizes 
 codes and updates the parameter in place; two more copy the scales. So the step holds 8·n +
 8·n/256 B beside its parameter, gradient and states (128256 × 3072: 3,164,332,032 B asked,
 3,166,429,184 allocated: the caching allocator's 1 MiB tails). A tensor with plain states is
-updated by one fused in-place kernel: nothing. (The first step of each shape also compiles
-and benchmarks: not a training step's peak, not counted.)
+updated by one fused in-place kernel: nothing.
+
+**The first step of each shape** (``torch.compile``'s first call, once a process): Inductor
+autotunes each kernel that has more than one launch config (every pointwise kernel:
+``autotune_pointwise``) on the real arguments, and its benchmark clones every argument the
+kernel mutates before each launch, "to avoid autotune contaminating them"
+(torch/_inductor/runtime/triton_heuristics.py ``CachingAutotuner.bench`` / ``clone_args`` at
+v2.5.1, the torch of torchtune's November 2024 table; v2.13 the same), beside the L2 flush
+buffer the benchmark allocates: ``torch.empty(int(256e6 // 4), dtype=torch.int)``, 256·10⁶ B
+(triton 3.1's ``triton.testing.do_bench``, which torch 2.5's ``TritonBenchmarker`` calls;
+torch 2.13's ``InductorBenchmarker`` flushes a buffer of the GPU's L2 size, less). The
+kernel that quantizes both new states into their codes and updates the parameter mutates all
+three: clones of n·(e + 2) B (e the parameter's bytes a value) while the fp32 buffers are
+alive. Counted for the largest 8-bit tensor, the step's peak: on torchtune's Llama 3.2 3B
+(tied 128256 × 3072 embedding stepped last in backward) 1.58 GB + 256 MB. Not counted: the
+flush buffer at other kernels' first runs (smaller tensors, a compiled model), and a run that
+finds the kernel's best config in Inductor's autotune cache (``autotune_local_cache``: a
+repeated run on one machine does not benchmark).
 
 No torch here.
 """
@@ -38,6 +54,7 @@ if TYPE_CHECKING:
 
 MIN_SIZE = 4096  # "follow bitsandbytes, only quantize tensors >= 4096 values"
 BLOCK = 256  # AdamW8bit's block_size
+FLUSH_BYTES = 256_000_000  # triton 3.1's do_bench: torch.empty(int(256e6 // 4), dtype=torch.int)
 
 
 def quantized(n: int) -> bool:
@@ -55,6 +72,12 @@ def state_bytes(n: int, param_bytes: int) -> int:
 def step_scratch(n: int) -> int:
     """What the compiled step of a tensor of n values allocates and frees (module docstring)."""
     return 8 * n + 8 * (n // BLOCK) if quantized(n) else 0
+
+
+def first_step_autotune(n: int, param_bytes: int) -> int:
+    """What the first step of a tensor of n values adds to its compiled step while Inductor
+    benchmarks the kernel writing the parameter and both codes (module docstring)."""
+    return n * (param_bytes + 2) + FLUSH_BYTES if quantized(n) else 0
 
 
 def param_bytes(cfg: TrainingConfig) -> int:
@@ -132,12 +155,29 @@ def torchao_temporaries(
             category="temporaries",
         )
     )
+    e = param_bytes(cfg)
+    first = first_step_autotune(largest, e)
+    ledger.add(
+        Line(
+            name="Optimizer step temporaries (torchao's first step of that tensor: "
+            "torch.compile's autotuning)",
+            bytes=first,
+            unsharded=first,
+            formula=f"n·({e} + 2) (clones of the parameter and both codes) + the benchmark's "
+            "L2 flush buffer 256·10⁶ B",
+            substituted=f"{fmt_count(largest)}·{e + 2} + {FLUSH_BYTES:,}",
+            group="temporaries",
+            category="temporaries",
+        )
+    )
     return True
 
 
 __all__ = [
     "BLOCK",
+    "FLUSH_BYTES",
     "MIN_SIZE",
+    "first_step_autotune",
     "param_bytes",
     "quantized",
     "state_bytes",
