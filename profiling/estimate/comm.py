@@ -225,10 +225,19 @@ def _sharded(
     """FSDP / ZeRO-3: gathers in forward (and backward, unless the pipeline keeps them) and a
     reduce-scatter of the gradients; ZeRO-1/2: a reduce-scatter and the step's gather. A plan
     without a pipeline does both once per microbatch accumulated (:func:`accumulated`);
-    ``head``: the final norm's and output's parameters (a plan's: torchtitan keeps them)."""
+    ``head``: the final norm's and output's parameters (a plan's: torchtitan keeps them).
+    ``--accumulate-unsharded N`` gathers N times and reduces once: FSDP2's
+    ``set_requires_gradient_sync(False)`` skips the reduce-scatter alone, and its
+    ``reshard_after_backward`` (left True; ``set_reshard_after_backward`` would change it)
+    reshards each group after every micro-batch's backward, so the next forward gathers it
+    again (torch 2.13 torch/distributed/fsdp/_fully_shard/_fully_shard.py and
+    _fsdp_param_group.py ``post_backward``); FSDP1's FULL_SHARD frees in backward under
+    ``no_sync`` too (_runtime_utils.py ``_should_free_in_backward``)."""
     c, r = _dtypes(cfg)
     ring = (n - 1) / n
     m = accumulated(cfg)
+    # --accumulate-unsharded N (FSDP without a plan): every micro-batch gathers, one reduces
+    mg = m * (cfg.accumulate_unsharded or 1)
     if cfg.is_plan and cfg.pp == 1:
         gathered, form, sub, why = _plan_gathers(cfg, share, head)
     else:
@@ -236,13 +245,16 @@ def _sharded(
         why = {1: "once per step", 2: "forward and backward"}[gathers]
         gathered, form, sub = gathers * share, f"{gathers} × {psi}", f"{gathers} × {share:,.0f}"
     times, each = (f"{m} microbatches × ", f"{m} × ") if m > 1 else ("", "")
-    why += ", each microbatch" if m > 1 else ""
+    g_times, g_each = (f"{mg} microbatches × ", f"{mg} × ") if mg > 1 else ("", "")
+    why += ", each microbatch" if mg > 1 else ""
+    if mg > m:
+        why += " (gradient sync off but the last: reduced once)"
     return [
         Transfer(
             name=f"{label} all-gather of the parameters ({why})", group=label,
-            bytes=int(m * gathered * c * ring),
-            formula=f"{times}{form} × {c} B × {_ring(n)}",
-            substituted=f"{each}{sub} × {c} × {ring:.4g}", overlapped=True,
+            bytes=int(mg * gathered * c * ring),
+            formula=f"{g_times}{form} × {c} B × {_ring(n)}",
+            substituted=f"{g_each}{sub} × {c} × {ring:.4g}", overlapped=True,
         ),
         Transfer(
             name=f"{label} reduce-scatter of the gradients", group=label,
