@@ -108,7 +108,8 @@ LITGPT_NORM_FIELD: Any = Field(
     False,
     description="LitGPT's own GPT (its finetune scripts' models): the RMSNorm of a Llama, Mistral, "
     "Qwen2 or Phi-3 shape, eager ops that keep the fp32 normalized values and the weight's fp32 "
-    "copy; the attention of a Llama, Mistral, Qwen2 or Gemma shape, q, k, v one fused Linear.",
+    "copy; the attention of a Llama, Mistral, Qwen2, Phi-3 or Gemma shape, q, k, v one fused "
+    "Linear.",
 )
 
 

@@ -190,7 +190,7 @@ def _attention(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> list[Term]:
     ]
     if litgpt_qkv.applies(d, cfg, eager):  # LitGPT's module (estimate.litgpt_qkv)
         terms.append(litgpt_qkv.attention(d, e, cfg, q))
-    if _module(d) == "phi3":
+    elif _module(d) == "phi3":
         terms.append(
             Term(
                 "attention: Phi-3's fused q/k/v output (v is a view of it), output copy",

@@ -1,5 +1,5 @@
-"""LitGPT's own attention in closed form (``WorkloadConfig.litgpt_qkv``: a Llama, Mistral, Qwen2
-or Gemma shape under LitGPT's finetune scripts), matching the trace of
+"""LitGPT's own attention in closed form (``WorkloadConfig.litgpt_qkv``: a Llama, Mistral, Qwen2,
+Phi-3 or Gemma shape under LitGPT's finetune scripts), matching the trace of
 ``profiling.models.litgpt_attention`` and, under LoRA, of LitGPT's ``LoRAQKVLinear`` on the fused
 q/k/v (``profiling.trace.lora_neox``). What changes against transformers' attention, per block
 (T = s·b tokens, q the query width, k one of the key/value widths):

@@ -1,5 +1,6 @@
 """LitGPT's CausalSelfAttention, put in place of transformers' in a model its finetune scripts
-run (a Llama, Mistral, Qwen2 or Gemma shape under any of them: ``WorkloadConfig.litgpt_qkv``).
+run (a Llama, Mistral, Qwen2, Phi-3 or Gemma shape under any of them:
+``WorkloadConfig.litgpt_qkv``).
 
 litgpt/model.py at 00af8b0 (the same at 43c44323, where the Gemma rows were measured)::
 
@@ -86,6 +87,9 @@ def use_litgpt_attention(model: nn.Module) -> int:
     LitGPT's: one fused Linear in their place; how many there are."""
     count = 0
     for module in model.modules():
+        if isinstance(getattr(module, "qkv_proj", None), nn.Linear):  # Phi-3's, fused already
+            count += _fused_already(module)
+            continue
         q, k, v = (getattr(module, f"{x}_proj", None) for x in "qkv")
         if not all(isinstance(x, nn.Linear) for x in (q, k, v)):
             continue
@@ -105,3 +109,18 @@ def use_litgpt_attention(model: nn.Module) -> int:
         module.forward = types.MethodType(_forward, module)  # type: ignore[method-assign]
         count += 1
     return count
+
+
+def _fused_already(module: nn.Module) -> int:
+    """transformers' Phi-3 attention (one ``qkv_proj``) as LitGPT's: LitGPT builds Phi-3 as a
+    Llama (litgpt/config.py "Phi-3-mini-4k-instruct" at 00af8b0: its ``attn`` Linear, LLaMAMLP),
+    so the same forward on the same fused Linear, named as ``profiling.trace.lora_neox`` adapts
+    it."""
+    config: Any = getattr(module, "config")  # noqa: B009  (transformers' attribute)
+    hs = int(getattr(module, "head_dim"))  # noqa: B009  (transformers' attribute)
+    setattr(module, FUSED, getattr(module, "qkv_proj"))  # noqa: B009
+    delattr(module, "qkv_proj")
+    heads, groups = int(config.num_attention_heads), int(config.num_key_value_heads)
+    module.litgpt_shape = (heads, groups, hs)  # type: ignore[assignment]
+    module.forward = types.MethodType(_forward, module)  # type: ignore[method-assign]
+    return 1

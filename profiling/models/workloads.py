@@ -136,7 +136,7 @@ def as_run(
     and q, k, v apart, which LitGPT never runs. Under any of LitGPT's scripts (``--loss litgpt``
     or ``litgpt_norm``, which its full.py sets too) a Llama-shaped config's norms are LitGPT's
     RMSNorm (``WorkloadConfig.litgpt_norm``, ``profiling.models.litgpt_norm``) and a Llama,
-    Mistral, Qwen2 or Gemma config's attention LitGPT's (``WorkloadConfig.litgpt_qkv``,
+    Mistral, Qwen2, Phi-3 or Gemma config's attention LitGPT's (``WorkloadConfig.litgpt_qkv``,
     ``profiling.models.litgpt_attention``)."""
     w = tied_as_asked(w, tied)
     litgpt = loss == "litgpt" or litgpt_norm  # LitGPT's own GPT, whichever loss its script runs
@@ -155,9 +155,10 @@ def as_run(
 # transformers' model types LitGPT builds with its own RMSNorm (its Llama, Mistral, Qwen2 and
 # Phi-3 configs: norm_class_name "RMSNorm"; Gemma's already keeps the fp32 normalized values)
 LITGPT_RMS_NORM = frozenset({"llama", "mistral", "qwen2", "phi3"})
-# ... and with its own attention (profiling.models.litgpt_attention): transformers' Phi-3 fuses
-# q, k, v already, Gemma 2's soft-capped scores take LitGPT's explicit path (not modelled)
-LITGPT_QKV = frozenset({"llama", "mistral", "qwen2", "gemma"})
+# ... and with its own attention (profiling.models.litgpt_attention; Phi-3's a Llama's in
+# LitGPT: one adapter, one dropout on its fused q/k/v); Gemma 2's soft-capped scores take
+# LitGPT's explicit path (not modelled)
+LITGPT_QKV = frozenset({"llama", "mistral", "qwen2", "gemma", "phi3"})
 
 
 def is_variant(config: WorkloadConfig) -> bool:
