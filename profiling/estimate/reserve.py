@@ -73,6 +73,14 @@ MID_GRADIENTS = 0.5
 # — the smallest that keep the bound at or above every replay's need in benchmarks/
 # bench_reserve.py's grid (gpt2-small 8 × 1024: 0.94 fp32 logits above allocated × 1.03).
 NEED_BETWEEN = {False: 0.03, True: 0.03}
+# A pipeline rank's need, default / expandable segments: the smallest that keep the bound at or
+# above the least memory each rank's whole step replays in (profiling.plans.pipe_replay, its
+# need searched as on a GPU near full) on tests/profiling/plans/test_pipe_replay.py's tiny
+# plans — 1F1B, interleaved and ZBV, FSDP or none, TP, full checkpointing: 4.9 % (1F1B without
+# FSDP, rank 0, default segments: 3 % read 0.982 of its replay's need; ZBV's rank 1 4.4 %) and
+# 0.9 % with expandable segments. Less than the reserve's (BETWEEN_SIZES_PIPELINED): a GPU near
+# full hands back the segments no live block holds.
+NEED_BETWEEN_PIPELINED = {False: 0.05, True: 0.03}
 NEED_LOGITS_DEFAULT = 1.0
 # transformers before 4.49 copies the shifted logits in fp32 too: Llama 3.1 8B QLoRA (amp-bf16,
 # FA2, full checkpointing) replays in allocated + 0.0, 0.48, 1.016, 0.24 fp32 logits above
@@ -192,7 +200,7 @@ def need_terms(cfg: TrainingConfig, allocated: int, loss: bool = True) -> list[t
 
     shape = shape_of(cfg)
     expandable = cfg.expandable_segments
-    between = NEED_BETWEEN[expandable]
+    between = (NEED_BETWEEN_PIPELINED if cfg.pp > 1 else NEED_BETWEEN)[expandable]
     copies = NEED_LOGITS.get(cfg.loss, NEED_LOGITS_DEFAULT) if loss else 0.0
     logits = round(copies * logits_bytes(cfg, shape))
     terms = [
