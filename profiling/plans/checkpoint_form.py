@@ -114,8 +114,8 @@ def fresh_w2(
     is alive beside it, the product's inputs' gradients not yet made), e.g. a short microbatch
     under a wide block (0.993 of the trace on the middle stages before)."""
     fresh = (w.ffn // t) * w.hidden * gathered
-    if cfg.fsdp:
-        return fresh if recompute else 0
+    if cfg.fsdp:  # with or without recomputation (PP 2 x FSDP 2 without: rank 0 0.994 before)
+        return fresh
     return max(fresh - half, 0)
 
 

@@ -67,6 +67,7 @@ from profiling.plans.ring_form import fused as _fused_sdpa
 from profiling.plans.ring_stage import highest_ring_rank, ring_moves
 from profiling.plans.shapes import Sizes, _shard, sdpa_kv, stage_tensors
 from profiling.plans.step_form import partial_momentum, step_scratch
+from profiling.plans.tp_moments import tp_forward, tp_head_backward
 
 
 def model_states(params: int, n: int, precision: str, fsdp: bool) -> dict[str, float]:
@@ -285,7 +286,11 @@ def stage_profile(
     # copies stay (``keep``) and only the current result is more
     gathering = one_block if pipelined else 2 * one_block
     f0_peak = vec(parameters=keep + gathering, activations=acts, temporaries=f_extra)
-    wrapped = forward_moment(cfg, w, stage, kept, (tokens, t, s.c)) if pipelined else vec()
+    # under a pipeline: a wrapped block's forward; under TP w2's reduce-scatter, the output's
+    # all-gather (tp_moments)
+    wrapped = _larger(forward_moment(cfg, w, stage, kept, (tokens, t, s.c)),
+                      tp_forward(cfg, w, stage, acts, head_acts, (tokens, t, s.c))
+                      ) if pipelined else vec()  # fmt: skip
     f0_peak = _larger(f0_peak, add(wrapped, vec(parameters=keep + gathering)))
     if not pipelined:  # the blocks' gathering and the loss come at different moments
         f0_peak = forward_peak(sum(kept), gathering + max(held - one_block, 0),
@@ -325,6 +330,7 @@ def stage_profile(
                                 lambda a, b: bwd(recompute - a, grad_in, made + b)[0])  # fmt: skip
         b_peak, b_more = pipelined_peaks(b_peak, b_more, f8_b, recompute, grad_in,
                                          head_acts if stage.head else 0)  # fmt: skip
+        b_peak, b_more = tp_head_backward(w, stage, (tokens, t, s.c), grad_b, (b_peak, b_more))
         end = vec(gradients=after, activations=-acts, temporaries=w.vocab * w.hidden * s.c)
         if emb_extra and end["total"] > b_peak["total"]:
             b_peak = end  # the embedding's upcast, last: its 16-bit gradient beside every fp32 one

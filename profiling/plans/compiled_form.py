@@ -159,8 +159,8 @@ def compiled_note(cfg: TrainingConfig, w: WorkloadConfig) -> str:
             "compiled blocks"
         )
     f8 = (
-        "; under Float8 a block's backward counted as eager's, an upper bound (tensorwise with "
-        "full checkpointing: its graph's recast of w2's input too)"
+        "; under Float8 a block's backward counted as eager's, an upper bound (tensorwise and "
+        "rowwise with full checkpointing: its graph's recast too)"
         if cfg.float8
         else ""
     )
@@ -259,15 +259,55 @@ def float8_recast(
     fp8 weight but ``w2``'s (each read again by its input gradient); the casts' fp32 scales.
     The gradient reaching the
     block is not counted here. ``c`` is 2 (Float8 runs in 16 bits)."""
-    h, q, kv, f = w.hidden, w.heads * w.head_dim // t, w.n_kv_heads * w.head_dim // t, w.ffn // t
+    h, f = w.hidden, w.ffn // t
+    weights = _six_weights(w, t)  # wq wk wv wo w1 w3 in fp8
+    ffn = 3 * f * c * tokens + 8 * f * tokens  # w1's, SiLU's and w3's outputs, the cast
+    held = _recast_held(w, tokens, t, c, lse, cp, copy)
+    return tokens * h + f * c * tokens + weights + held + ffn + F8_SCALES + 16
+
+
+def float8_rowwise_recast(
+    w: WorkloadConfig, tokens: int, t: int, c: int, lse: int, cp: int, copy: bool
+) -> int:  # fmt: skip
+    """:func:`float8_recast` under Float8 rowwise, whose backward graph peaks later: as it casts
+    the gradient of ``w3``'s output to fp8 row by row, its three fp32 copies (the upcast kept
+    for the column-wise cast of the weight gradient, the scaled one, the clamped one: 12 B an
+    element; the 16-bit gradient freed by the upcast), its ``|x|`` (kept for the column-wise
+    amax) and row scales, beside ``w1``'s output, the gradient of SiLU's output, ``w2``'s
+    weight gradient (made, returned when the graph ends) and, of every Linear but ``w2``
+    (each cast again column-wise by its own backward), the fp32 copy and ``|W|`` the recomputed
+    forward's row-wise cast made (6 B an element, where tensorwise keeps the fp8 weight);
+    the attention's and the residual's tensors as :func:`float8_recast` has them. Read from the
+    partitioner's backward graph on torchtitan's block (torchao 0.18's rowwise recipe,
+    ``hp_tensor_to_float8_dynamic`` with an axiswise scale rounded to a power of 2; FSDP 2 ×
+    CP 2: 0.853 of the trace before, to the byte now)."""
+    h, f = w.hidden, w.ffn // t
+    cast = 12 * f * tokens + 4 * tokens  # three fp32 copies, the row scales
+    ffn = 3 * f * c * tokens + f * h * c  # w1's output, the two gradients, |x|; w2's gradient
+    return cast + ffn + 6 * _six_weights(w, t) + _recast_held(w, tokens, t, c, lse, cp, copy)
+
+
+def _six_weights(w: WorkloadConfig, t: int) -> int:
+    """Elements of a block's Linears but ``w2`` on one TP rank (wq wk wv wo w1 w3)."""
+    q, kv = w.heads * w.head_dim // t, w.n_kv_heads * w.head_dim // t
+    return (2 * q + 2 * kv + 2 * (w.ffn // t)) * w.hidden
+
+
+def _recast_held(
+    w: WorkloadConfig, tokens: int, t: int, c: int, lse: int, cp: int, copy: bool
+) -> int:  # fmt: skip
+    """What a recomputed Float8 block's backward graph holds for the attention's backward and
+    the residual at its recast (:func:`float8_recast`): the attention's normed input, q as the
+    rotary embedding leaves it, the keys and values as SDPA takes them, around the ring their
+    copies and all-gather, SDPA's output, logsumexp and seed; the residual sum and the FFN's
+    normed input."""
+    h, q = w.hidden, w.heads * w.head_dim // t
     x, gathered = tokens // t * h * c, tokens * h * c
     kv_in = sdpa_kv(w, t) * c * tokens  # the keys and values as SDPA takes them
-    weights = (2 * q + 2 * kv + 2 * f) * h  # wq wk wv wo w1 w3 in fp8
     # around the ring a step's logsumexp besides (ring rank 1 at cp 2; rank 0's is half one)
     attention = gathered + 2 * q * c * tokens + kv_in + lse * (1 + (cp > 1))
     attention += seed_bytes(c) + ring_kept(w, tokens, t, c, cp, copy)
-    ffn = x + gathered + 3 * f * c * tokens + 8 * f * tokens  # the residual, normed, 3, cast
-    return tokens * h + f * c * tokens + weights + attention + ffn + F8_SCALES + 16
+    return attention + x + gathered
 
 
 def ring_backward(w: WorkloadConfig, tokens: int, t: int, c: int, cp: int) -> int:
@@ -293,6 +333,6 @@ def _larger(a: Vec, b: Vec) -> Vec:
 
 __all__ = [
     "compiled_backward", "compiled_blocks", "compiled_derived", "compiled_kept", "compiled_moments",
-    "compiled_note", "float8_recast",
+    "compiled_note", "float8_recast", "float8_rowwise_recast",
     "lse_bytes", "lse_rows", "ring_backward", "ring_kept", "seed_bytes",
 ]  # fmt: skip

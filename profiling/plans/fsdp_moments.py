@@ -8,11 +8,20 @@ from __future__ import annotations
 
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
-from profiling.plans.compiled_form import compiled_derived, float8_recast, lse_bytes
+from profiling.plans.compiled_form import (
+    compiled_derived,
+    float8_recast,
+    float8_rowwise_recast,
+    lse_bytes,
+)
 from profiling.plans.float8_form import recompute_cast
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, add, vec
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
+
+# a compiled, fully checkpointed Float8 block's backward graph at its recast, per recipe
+# (rowwise_with_gw_hp's graph is not read: eager's moments stand for it)
+RECASTS = {"tensorwise": float8_recast, "rowwise": float8_rowwise_recast}
 
 
 def _larger(a: Vec, b: Vec) -> Vec:
@@ -46,9 +55,9 @@ def block_moments(
     wq = (w.heads * w.head_dim // t) * h * s.gathered  # wq's, the block's last
     grad_el = sum(d * r for d, r in stage_tensors(w, stage, 1, t)[:9])
     recast = 0
-    if cfg.float8 == "tensorwise" and cfg.checkpointing == "full" and compiled_derived(cfg, w):
+    if cfg.float8 in RECASTS and cfg.checkpointing == "full" and compiled_derived(cfg, w):
         lse = lse_bytes(w, tokens, t, s.c, cfg.seq_or_default() // cfg.cp)
-        recast = float8_recast(w, tokens, t, s.c, lse, cfg.cp, ring_copy)
+        recast = RECASTS[cfg.float8](w, tokens, t, s.c, lse, cfg.cp, ring_copy)
     best = vec()
     # alike blocks: the moment is affine in i, highest at an end; every N-th: any block
     L = stage.layers

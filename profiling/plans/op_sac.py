@@ -14,6 +14,16 @@ SDPA's flash and memory-efficient kernels, ``_c10d_functional.reduce_scatter_ten
 
 In torchtitan's Llama block the matmuls run ``wq wk wv`` (attention) ``wo`` ``w1 w3 w2`` (the
 feed-forward), so the 1st, 3rd, 5th and 7th are kept: q, v, ``w1``'s output and ``w2``'s.
+
+torchtitan 114151ad4 (torchtitan/distributed/activation_checkpoint.py, ``_get_save_ops``)
+saves torch's compute-intensive ops (``get_default_op_list``), ``aten._scaled_mm`` among them,
+beside these. Under Float8 that changes nothing: torchao's ``Float8Linear`` calls ``torch.mm``
+on its ``Float8TrainingTensor``, so SAC's dispatch mode (modes dispatch before subclasses)
+sees ``aten.mm``, counted every second as any matmul, and the ``_scaled_mm`` runs inside the
+subclass's ``__torch_dispatch__``, below the mode — eager and compiled alike
+(tests/profiling/plans/test_op_sac.py traces both lists to the same bytes on torchao 0.18). On
+the flash and memory-efficient kernels the lists keep the same; the math SDPA kernel's
+matmuls (``bmm`` is on torch's list) are not checked against the newer list.
 Imports torch.
 """
 

@@ -124,3 +124,62 @@ def test_torchtitans_op_option_reads_as_the_policy(tmp_path: Path) -> None:
     recipe = read_recipe([path])
     assert "checkpointing" not in recipe.values  # an integer is every N-th block: test_every_n
     assert "'x' is neither 'op' nor a block count" in "\n".join(recipe.lines())
+
+
+def _titans_save_ops_at_114151ad4() -> set[Any]:
+    """torchtitan 114151ad4's ``_get_save_ops`` (torchtitan/distributed/activation_checkpoint.py):
+    torch's compute-intensive ops (``get_default_op_list``: ``_scaled_mm``, ``bmm``, ``addmm``
+    among them) and its own compute and communication ops, besides ``aten.mm``."""
+    torch = pytest.importorskip("torch")
+    from torch._functorch.partitioners import get_default_op_list
+
+    aten = torch.ops.aten
+    ops = {op.default for op in get_default_op_list().compute_intensive_ops}
+    ops |= {aten._scaled_dot_product_cudnn_attention.default, aten.max.default,
+            aten._scaled_dot_product_attention_math.default, aten.linear.default,
+            aten._scaled_dot_product_fused_attention_overrideable.default,
+            torch.ops._c10d_functional.reduce_scatter_tensor.default,
+            torch.ops._c10d_functional.all_to_all_single.default}  # fmt: skip
+    assert aten._scaled_mm.default in ops
+    return ops
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_float8s_matmuls_reach_the_policy_as_mm_so_titans_newer_list_keeps_the_same(
+    recipe: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torchtitan 114151ad4 saves every _scaled_mm output, but torchao's Float8Linear calls
+    # torch.mm on its Float8TrainingTensor: SAC's dispatch mode sees aten.mm (modes dispatch
+    # before subclasses), counted every second as any matmul, and the _scaled_mm runs inside
+    # the subclass's __torch_dispatch__, below the mode. Under the newer list a Float8 block
+    # keeps what it keeps under v0.2.2's, to the byte.
+    pytest.importorskip("torch")
+    pytest.importorskip("torchao")
+    from profiling.plans import op_sac
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**{**SHAPE, "layers": 2, "seq": 512}, pp=2, batch=2, microbatches=2,
+                       float8=recipe, checkpointing="selective-op")  # fmt: skip
+    before = trace_plan(cfg)
+    seen: list[str] = []
+    policy = op_sac.policy
+
+    def watched(meta: dict[str, int]) -> Any:
+        decide = policy(meta)
+
+        def _decide(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(str(func))
+            return decide(ctx, func, *args, **kwargs)
+
+        return _decide
+
+    monkeypatch.setattr(op_sac, "save_list", _titans_save_ops_at_114151ad4)
+    monkeypatch.setattr(op_sac, "policy", watched)
+    after = trace_plan(cfg)
+    assert "aten.mm.default" in seen and "aten._scaled_mm.default" not in seen
+    assert [r.peak_bytes for r in after.ranks] == [r.peak_bytes for r in before.ranks]
+    for a, b in zip(before.stages, after.stages, strict=True):
+        assert a.moves == b.moves
+    estimated = estimate_plan(cfg)
+    for t, e in zip(after.ranks, estimated.ranks, strict=True):
+        assert e.peak_bytes == pytest.approx(t.peak_bytes, rel=0.001)
