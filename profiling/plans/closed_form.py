@@ -384,9 +384,10 @@ def stage_profile(
     loss_b = _larger(vec(temporaries=b_extra * stage.head), head_b)
     moves["F"], moves["B"] = accumulated(moves, loss_b, pipelined)
     embedding_alone(cfg, w, layout, stage, moves, (tokens, s.c), after)  # a stage of it alone
-    moves.update(zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0])))
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
     moves["R"] = Move(delta=reduce, peak=reduction_peak(cfg, w, stage, n) if pipelined else vec())
+    # ZBV's split backward (I and W from B; under FSDP the gradients it leaves to R)
+    moves.update(zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0])))
     scratch = step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,
                             largest)  # fmt: skip
     moves["step"] = Move(delta=vec(gradients=-sharded_grads), peak=vec(temporaries=scratch))

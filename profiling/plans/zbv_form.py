@@ -27,10 +27,22 @@ with ``full_backward=False`` and ``backward_weight_one_chunk``; _backward.py
   they die: nine copies of what the block's other nodes saved, per block, until the end of
   ``W`` — the ZBV step's highest moment under full checkpointing by far.
 
+- Under **FSDP2** (stage.py ``backward_maybe_with_nosync``: no gradient sync, no resharding
+  after backward; the parameters stay gathered from the first forward) ``W`` makes each
+  gradient on the gathered 16-bit parameter as without FSDP, and ``perform_reduce_grad``
+  reduces what the ``W``s left. But on the last stage the output's node is the root module's
+  output, where FSDP's ``_pre_backward`` hook sits (_fsdp_state.py): the output's
+  ``autograd.grad`` queues ``_root_post_backward_final_callback``, whose ``post_backward``
+  upcasts every 16-bit gradient made so far to the reduce dtype (_fsdp_param.py
+  ``to_accumulated_grad_if_needed``) or adds it there (``accumulate_unsharded_grad_if_needed``):
+  at the first ``W`` the blocks' (as the output's gradient is made), at the next the final
+  norm's and output's (their first gradients), each later block gradient kept until then
+  (``_fsdp_kept``). The other stages' gradients stay 16-bit until the reduction.
+
 ``tests/profiling/plans/test_zbv.py`` holds each rank to its trace. Modelled: pipelines without
-tensor, context or sequence parallelism, FSDP, compile or Float8, blocks not checkpointed or
-fully (every one, or torchtitan's every N-th): ``modelled``; elsewhere the estimate says to
-trace the plan.
+tensor, context or sequence parallelism, compile or Float8, with or without FSDP, blocks not
+checkpointed or fully (every one, or torchtitan's every N-th): ``modelled``; elsewhere the
+estimate says to trace the plan.
 
 No torch here.
 """
@@ -50,7 +62,7 @@ from profiling.plans.shapes import Sizes, sdpa_kv, stage_tensors
 def modelled(cfg: TrainingConfig) -> bool:
     """Whether ``split_moves`` follows this plan's split backward (see the module)."""
     return (
-        cfg.tp == 1 and cfg.cp == 1 and cfg.ulysses == 1 and not cfg.fsdp
+        cfg.tp == 1 and cfg.cp == 1 and cfg.ulysses == 1
         and not cfg.compile and not cfg.float8
         and cfg.checkpointing in ("none", "full")
     )  # fmt: skip
@@ -96,12 +108,13 @@ class _Block:
 
 def _weight_peak(
     blocks: list[_Block], grad_b: int, first: bool, wrapped: list[bool], head: list[Head],
-    received: int,
+    received: int, at_head: int = 0,
 ) -> int:  # fmt: skip
     """``W``'s highest moment above its start (see the module): per weight its gradient made,
     its kept output gradient and what its node alone saved let go; checkpointed (``wrapped``:
     which blocks are), the block recomputed for each weight first; then the final norm's and
-    the output's (``head``); ``received``: the kept gradient that is a receive buffer."""
+    the output's (``head``); ``received``: the kept gradient that is a receive buffer;
+    ``at_head``: what FSDP's upcast adds as the head's gradients are made."""
     level = peak = prev = 0
     last = len(blocks) - 1
     for i, (b, ckpt) in enumerate(zip(blocks, wrapped, strict=True)):
@@ -129,7 +142,7 @@ def _weight_peak(
                 level -= copies * mlp
     for grad_el, kept, saved, made in head:
         dw = grad_el * grad_b
-        peak = max(peak, level + dw + prev + made)
+        peak = max(peak, level + dw + prev + made + at_head)
         level += (dw if first else 0) - kept - saved
         prev = 0 if first else dw
     return peak
@@ -178,13 +191,45 @@ def split_moves(
     if stage.head and moves["B"].peak["total"] > i_peak["total"]:
         i_peak = moves["B"].peak
     out = {"I0": Move(delta=i_delta, peak=i_peak), "I": Move(delta=i_delta, peak=i_peak)}
+    # under FSDP (see the module): what the first W and each later one leave above the 16-bit
+    # gradients (the last stage's upcasts), and those gradients
+    kept_w = _fsdp_kept(cfg, w, stage) if cfg.fsdp else (0, 0, 0)
     for name, first in (("W0", True), ("W", False)):
         full = moves["B0" if first else "B"].delta
         delta = add(add(full, i_delta, -1), vec(temporaries=x_in))
         grad_b = s.gathered
-        high = _weight_peak(blocks, grad_b, first, wrapped, head, received)
+        more = kept_w[0] if first else kept_w[1]
+        # the upcast comes as the output's gradient is made; at a later W every block's
+        # gradient is kept until then (none to add to: the first W upcast them)
+        high = _weight_peak(blocks, grad_b, first, wrapped, head, received, more)
+        if not first and more:
+            high = max(high, _weight_peak(blocks, grad_b, True, wrapped, head, received))
+        if first and cfg.fsdp:  # the gradients W leaves: FSDP's unsharded ones, 16-bit
+            delta = add(delta, vec(gradients=kept_w[2] - full["gradients"]))
+        delta = add(delta, vec(gradients=more))
         out[name] = Move(delta=delta, peak=vec(temporaries=high))
+    if cfg.fsdp:  # R reduces what the Ws left, not B0's fp32 gradients
+        r = moves["R"]
+        left = sum(kept_w) - moves["B0"].delta["gradients"]
+        out["R"] = Move(delta=add(r.delta, vec(gradients=-left)), peak=r.peak)
     return out
+
+
+def _fsdp_kept(cfg: TrainingConfig, w: WorkloadConfig, stage: Stage) -> tuple[int, int, int]:
+    """FSDP2 under the split backward: what the first W leaves above the stage's 16-bit
+    gradients (the blocks' upcast), what each later W leaves (the final norm's and output's
+    upcast beside their new gradients), and those gradients (see the module); nothing above
+    them off the last stage or where the reduce dtype is the parameters' (no upcast)."""
+    s = Sizes.of(cfg)
+    g = s.gathered
+    reduce_b = 4 if cfg.precision == "mixed" else g
+    tensors = stage_tensors(w, stage, stage.layers, 1)
+    grads = sum(d * r for d, r in tensors) * g
+    if not stage.head or reduce_b == g:
+        return 0, 0, grads
+    head_el = w.hidden + w.vocab * w.hidden
+    blocks_el = sum(d * r for d, r in tensors) - head_el
+    return blocks_el * (reduce_b - g), head_el * reduce_b, grads
 
 
 __all__ = ["modelled", "split_moves"]
