@@ -90,10 +90,11 @@ def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
         from profiling.estimate.lora_neox import check
 
         return check(d, cfg)
-    if d.arch == "t5":  # T5, mT5 (estimate.lora_t5)
-        from profiling.estimate import lora_t5
+    if d.arch == "t5":  # T5, mT5 (estimate.lora_t5; with full checkpointing estimate.t5_ckpt)
+        from profiling.estimate import lora_t5, t5_ckpt
 
-        return lora_t5.check(d, cfg)
+        ckpt = t5_ckpt.check(d, cfg) if cfg.checkpointing == "full" else None
+        return lora_t5.check(d, cfg) or ckpt
     if problem := dora.check(d, cfg):
         return problem
     targets = block_targets(cfg)

@@ -46,8 +46,6 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model this LoRA on an encoder-decoder (None: it can)."""
     if not _cuda(cfg):
         return "LoRA on an encoder-decoder on the CPU target; estimate it for CUDA (--target cuda)"
-    if cfg.checkpointing != "none":
-        return "LoRA on an encoder-decoder with full checkpointing yet; estimate it without"
     if "gate" in _roles(cfg) and not d.extra["t5"]["gated"]:
         return "LoRA on gate: this T5's MLP (ReLU, v1.0) has none; adapt up or down"
     if not set(_roles(cfg)) & set(_QKV):
@@ -144,6 +142,8 @@ def decoder_block(d: Dims, cfg: TrainingConfig) -> int:
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """What LoRA changes in one encoder block's saved activations (added to full training's)."""
+    if cfg.checkpointing == "full":
+        return []
     value = encoder_block(d, cfg)
     return [Term(f"LoRA on {', '.join(_roles(cfg))}: A outputs, adapters' own inputs and "
                  "dropout masks; frozen layers' inputs and norms' normalized values not kept",
@@ -152,6 +152,8 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
 
 def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """The decoder's blocks, both first blocks, the final norms, the head's input, the buckets."""
+    if cfg.checkpointing == "full":
+        return _ckpt_once(d, e, cfg)
     roles, T, t = _roles(cfg), d.s * d.b, _t(d)
     U, L = t * d.b, int(d.extra["t5"]["decoder_layers"])
     dec = decoder_block(d, cfg)
@@ -178,6 +180,17 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                       "labels kept", frozen, "−8·(s² + t² + t·b) B",
                       f"−8·({d.s}² + {t}² + {U})"))  # fmt: skip
     return terms
+
+
+def _ckpt_once(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """LoRA's change to ``t5._ckpt_once``: frozen final norms keep no normalized values, the
+    frozen head no input (nor its autocast copy), the frozen embedding no labels."""
+    T, U = d.s * d.b, _t(d) * d.b
+    nv = 4 if e.amp else e.c
+    value = -(T + U) * d.h * nv - U * d.h * e.c - U * 8
+    return [Term("LoRA: frozen final norms keep no normalized values, the frozen head no input, "
+                 "the frozen embedding no labels", value,
+                 f"−(s + t)·b·h·{nv} − t·b·h·{e.c} − t·b·8 B", f"{value}")]  # fmt: skip
 
 
 def _amp_weight_copies(d: Dims, cfg: TrainingConfig) -> Term:
@@ -240,7 +253,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     the step keeps only the sum; what the step makes after it is not made yet. Where the target
     is much shorter than the input (T ≫ t·b) this is the forward's peak. ``d``: the logits'
     dims (``t5.logit_dims``: s is the target's)."""
-    if d is None or d.arch != "t5" or cfg.lora_rank is None:
+    if d is None or d.arch != "t5" or cfg.lora_rank is None or cfg.checkpointing == "full":
         return []
     roles = _roles(cfg)
     last = "v" if "v" in roles else "k" if "k" in roles else None

@@ -34,7 +34,6 @@ from profiling.estimate.deepspeed import (
 from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.fsdp import FSDP_PARTS, fsdp_moments, one_gpu, unsharded_grads
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
-from profiling.estimate.lora_t5 import moments as t5_lora_moments
 from profiling.estimate.optim_states import offload, paged_states
 from profiling.estimate.recomputed import recomputed_moment
 from profiling.estimate.recomputed_eager import moment as eager_recomputed
@@ -57,6 +56,7 @@ from profiling.estimate.states import (
     step_temporaries,
     zero3_gathered,
 )
+from profiling.estimate.t5_ckpt import t5_moments
 from profiling.estimate.time import TimeEstimate, time_estimate
 from profiling.records import Step
 from profiling.units import GiB, fmt_bytes
@@ -286,7 +286,7 @@ def _moments(
         Moment(name=n, bytes=round(b), calculation=c)
         for n, b, c in encoder.moments(d, inp, fwd)
         + bloom.moments(d, inp, fwd)
-        + t5_lora_moments(d, inp, fwd)
+        + t5_moments(d, inp, fwd)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:

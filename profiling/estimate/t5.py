@@ -31,8 +31,8 @@ output every decoder block); SDPA casts the float bias to 16 bits too; ReLU's ou
 to the output weight's fp32 by T5 and back by the matmul (that copy kept); gelu_new runs in
 fp32 from ``pow`` on. On the CPU target the trained bias sends self-attention to SDPA's math
 path (``_self_attention``); cross-attention's bias needs no gradient (the CPU's flash kernel:
-q, k, v, the output, logsumexp unpadded). Full checkpointing is refused (per_layer says
-why). No torch here.
+q, k, v, the output, logsumexp unpadded). Full checkpointing: LoRA's in ``estimate.t5_ckpt``; a
+full finetune's is refused (per_layer says why). No torch here.
 """
 
 from __future__ import annotations
@@ -163,18 +163,18 @@ def _decoder_block(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """An encoder block's kept tensors (``d.L`` of them); the decoder's are counted once."""
+    if cfg.checkpointing == "full" and cfg.lora_rank is not None:
+        return []  # only the blocks' inputs kept; backward's moments are estimate.t5_ckpt's
     if cfg.checkpointing != "none":
         from profiling.errors import ProfilingError
 
-        # what the step keeps after forward was the trace's to the byte (each block's input,
-        # the biases the first blocks hand on, autocast's fp32 encoder output), but backward's
-        # peak is not: the end of forward plus the larger block came out 0.937 of the trace on
-        # flan-t5-base 512 → 128 × 16 mixed (the gradients so far and the attention's per-
-        # sequence bias gradient beside the recomputed block)
+        # what the step keeps after forward is the trace's to the byte (t5_ckpt.once_per_model),
+        # but a full finetune's backward is not modelled: the trained tables' and the shared
+        # embedding's gradients beside each recomputed block (LoRA's is: estimate.t5_ckpt)
         raise ProfilingError(
-            "the estimate does not model an encoder-decoder's (T5, mT5) backward under "
+            "the estimate does not model an encoder-decoder's (T5, mT5) full finetune under "
             "checkpointing yet (its peak came out up to 6 % low); trace this step instead "
-            "(journal-agent trace runs transformers' module exactly)"
+            "(journal-agent trace runs transformers' module exactly), or estimate peft's LoRA"
         )
     value = _encoder_block(d, e, cfg)
     return [
@@ -189,6 +189,8 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
 
 
 def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
+    if cfg.checkpointing == "full":
+        return _ckpt_once(d, e, shape, cfg)
     t, L = _t(d), int(d.extra["t5"]["decoder_layers"])
     T, U = d.s * d.b, t * d.b
     block = _decoder_block(d, e, cfg)
@@ -213,6 +215,46 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
             "",
         )
     )  # fmt: skip
+    assert d.V is not None
+    p = 4 if e.amp else e.c
+    terms.append(
+        Term(
+            f"Logits: the {p}-byte log-probabilities the loss keeps (and the loss, its weight)",
+            U * d.V * p + 2 * p,
+            f"t·b·V·{p} + 2·{p} B",
+            f"{U}·{d.V}·{p} + 2·{p}",
+        )
+    )
+    return terms + autocast_weight_copies(e, shape)
+
+
+def _table(e: Bytes, cfg: TrainingConfig) -> int:
+    """The position tables' element size: the parameters' dtype (fp32 under autocast)."""
+    return 4 if e.amp or cfg.precision == "fp32" else 2
+
+
+def _ckpt_once(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) -> list[Term]:
+    """What the step keeps after forward beside the encoder blocks' inputs (the memory module
+    adds those: ``activations.checkpointed_layer``), full training's count (``lora_t5`` takes
+    LoRA's frozen layers off)."""
+    t, L = _t(d), int(d.extra["t5"]["decoder_layers"])
+    T, U = d.s * d.b, t * d.b
+    tb = _table(e, cfg)
+    # each stack's first block returns its biases; only later blocks' checkpoints hold them
+    biases = (d.a * d.s * d.s * tb if d.L > 1 else 0) + (
+        d.a * t * (t * tb + d.s * e.c) if L > 1 else 0
+    )
+    out = T * d.h * 4 if e.amp else 0  # the encoder's fp32 output, held by the checkpoints
+    norms = _norm(T, d, e) + out + _norm(U, d, e) + _casts(U, 1, d, e) + U * 8
+    terms = [
+        Term(f"decoder block inputs ×{L} (checkpoints)", L * U * d.h * e.r, "L_dec·t·b·h·r B",
+             f"{L}·{U}·{d.h}·{e.r}"),
+        Term("position biases the first blocks hand on (a·s², a·t² in the tables' dtype, the "
+             "zero cross-attention bias a·t·s)", biases, f"a·(s² + t²)·{tb} + a·t·s·{e.c} B",
+             f"{d.a}·({d.s}² + {t}²)·{tb} + {d.a}·{t}·{d.s}·{e.c}"),
+        Term("final norms (the encoder's output among them), the shifted labels", norms,
+             "norm(s·b) + norm(t·b) + t·b·8 B", f"{norms}"),
+    ]  # fmt: skip
     assert d.V is not None
     p = 4 if e.amp else e.c
     terms.append(
