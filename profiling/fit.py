@@ -275,12 +275,12 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
 def judge_quantities(base: TrainingConfig) -> list[Quantity]:
     """The terms ``fits_note`` prints, so each can be cited."""
     from profiling.estimate.comm import nccl_bytes
-    from profiling.estimate.counters import context
+    from profiling.estimate.counters import context, context_label
     from profiling.estimate.reserve import SEGMENT_SLACK
     from profiling.records import Quantity
 
     out = [
-        Quantity(name="CUDA context (assumed)", value=context(base), unit="B"),
+        Quantity(name=context_label(base), value=context(base), unit="B"),
         Quantity(name="a partly empty segment of each pool", value=SEGMENT_SLACK, unit="B"),
     ]
     if nccl_bytes(base):

@@ -2,8 +2,9 @@
 nvidia-smi would show for a step, each with where its number comes from.
 
 - **allocated**: the step's tensors (the estimate's or the trace's peak), each rounded up to the
-  caching allocator's 512-byte blocks, plus cuBLAS's workspaces, which PyTorch allocates through
-  the same allocator on the first matmul of each stream (forward's and the autograd thread's).
+  caching allocator's 512-byte blocks (a large-pool block keeps a rest of up to 1 MiB it does not
+  split off), plus cuBLAS's workspaces, which PyTorch allocates through the same allocator on
+  the first matmul of each stream (forward's and the autograd thread's).
 - **reserved**: what the caching allocator holds from CUDA, cached free blocks included. From a
   trace, its allocations and frees replayed in order through the allocator's model
   (``profiling.estimate.allocator``: 512-byte rounding, 2 MiB small-pool and 20 MiB / 2 MiB-
@@ -49,6 +50,19 @@ WORKSPACE_SM90 = 4096 * 1024 * 8
 WORKSPACE_OLDER = 4096 * 1024 * 2 + 16 * 1024 * 8
 STREAMS = 2
 SM90 = ("h100-sxm", "h100-pcie", "h200", "b200")
+# The allocator counts blocks, not requests: a large-pool block whose rest after a request is at
+# most 1 MiB is not split (should_split: remaining > kSmallSize, c10/cuda/
+# CUDACachingAllocator.cpp), and max_memory_allocated counts the rest with it. Which blocks keep
+# one depends on the order of frees (a request carved out of a block cached by another), so the
+# closed form counts an average per tensor alive (tensors_alive), above what the replays of
+# traced steps needed (tests/profiling/estimate/test_allocated_bound.py and 8 more, one GPU):
+# 32.4 KB on gpt2-small with eager attention (its tensors' peak 10.2 MB under the trace's too),
+# 29.3 KB on Qwen2.5-0.5B with full checkpointing (128 blocks with a rest, 47.8 MB), 26.3 KB on
+# gpt2-small in fp32, 21.1 KB in amp-bf16 (17.7 MB), 18.2 KB on Llama 3.1 8B QLoRA at 2,048
+# tokens (32.9 MB), under 7 KB on the Llama and uncheckpointed Qwen rows. The half block per
+# tensor counted before left the closed form 0.14-0.34 % under the H200's measurement
+# (benchmarks/results/gpu-nvidia-h200-2026-11-30.md).
+UNSPLIT_PER_TENSOR = 40 * 1024
 
 # The CUDA context: the driver's state, the kernels loaded (lazily, CUDA_MODULE_LOADING=LAZY,
 # PyTorch's default since CUDA 11.7), cuBLAS/cuDNN handles. "≈ 300–500 MB on current drivers"
@@ -70,6 +84,18 @@ def context(cfg: TrainingConfig) -> int:
     """The CUDA context nvidia-smi counts beside the allocator's reserve, by GPU: measured on
     Hopper, the reference's upper end before it (and with no GPU named)."""
     return CONTEXT_SM90 if cfg.gpu in SM90 else CONTEXT
+
+
+CONTEXT_MEASURED = (
+    "measured on an H200: driver 580.159.04, CUDA 13.0, torch 2.11; "
+    "benchmarks/results/gpu-probe-nvidia-h200-2026-11-30.json"
+)
+CONTEXT_ASSUMED = "assumed: the upper end of the 300–500 MB drivers take"
+
+
+def context_label(cfg: TrainingConfig) -> str:
+    """The context's name as a cited quantity: measured on Hopper and later, assumed before."""
+    return f"CUDA context ({CONTEXT_MEASURED if cfg.gpu in SM90 else CONTEXT_ASSUMED})"
 
 
 def context_text(cfg: TrainingConfig, why: bool = False) -> str:
@@ -119,15 +145,25 @@ def _mib(n: int) -> str:
 
 
 def workspaces(cfg: TrainingConfig) -> list[int]:
-    """cuBLAS's workspaces the step holds (one per stream)."""
+    """cuBLAS's workspaces the step holds (one per stream), then cuBLASLt's (one per thread
+    that runs a linear with a bias: ``profiling.estimate.cublaslt``)."""
+    from profiling.estimate.cublaslt import lt_workspaces
+
     size = WORKSPACE_SM90 if (cfg.gpu is None or cfg.gpu in SM90) else WORKSPACE_OLDER
-    return [size] * STREAMS
+    return [size] * STREAMS + lt_workspaces(cfg)
 
 
 def _workspace_text(cfg: TrainingConfig) -> str:
+    from profiling.estimate.cublaslt import LT_WORKSPACE, lt_workspaces
+
     each = workspaces(cfg)[0]
     arch = "sm90+" if each == WORKSPACE_SM90 else "before sm90"
-    return f"cuBLAS workspaces {STREAMS} × {_mib(each)} ({arch}, PyTorch's default)"
+    text = f"cuBLAS workspaces {STREAMS} × {_mib(each)} ({arch}, PyTorch's default)"
+    lt = len(lt_workspaces(cfg))
+    if lt:
+        text += (f" + cuBLASLt's {lt} × {_mib(LT_WORKSPACE)} (linears with a bias; "
+                 "measured on an H200)")  # fmt: skip
+    return text
 
 
 def _nvml(cfg: TrainingConfig, reserved: int, paged: int = 0) -> CounterValue:
@@ -148,8 +184,10 @@ def _nvml(cfg: TrainingConfig, reserved: int, paged: int = 0) -> CounterValue:
 
 
 def tensors_alive(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
-    """About how many tensors are alive at the peak (each rounds up to 512 B): the parameters
-    with their gradients and optimizer states, and some 20 saved per layer."""
+    """About how many tensors are alive at the peak (each rounds up to 512 B, a large one may
+    keep an unsplit rest): the parameters with their gradients and optimizer states, and some
+    20 saved per layer — an overcount under LoRA and checkpointing, which the rests' average
+    per tensor was fitted with."""
     from profiling.config import OPTIMIZERS
 
     tensors = int(shape.get("param_tensors") or 0)
@@ -167,18 +205,22 @@ def closed_form(
     reserve's logits term)."""
     from profiling.estimate.reserve import need_bound, reserved_bound
 
-    ws = sum(workspaces(cfg))
-    extra = ws + tensors * 256  # half a block per tensor, on average
-    allocated = peak + extra
+    extra = sum(workspaces(cfg)) + tensors * 256  # half a 512-byte block per tensor, on average
+    rests = tensors * UNSPLIT_PER_TENSOR  # the large pool's unsplit rests
+    allocated = peak + extra + rests
+    # The reserve's and the need's terms were fitted to replays whose blocks hold their rests
+    # (the cached blocks between sizes): they start, as then, from the blocks less the rests.
     pre = None if outside_loss is None else outside_loss + extra
-    reserved, reserve_how = reserved_bound(cfg, allocated, pre, loss)
-    need, need_how = need_bound(cfg, allocated, loss)
+    reserved, reserve_how = reserved_bound(cfg, peak + extra, pre, loss)
+    need, need_how = need_bound(cfg, peak + extra, loss)
+    less = f"allocated − its unsplit rests {fmt_bytes(rests)} + "
+    reserve_how, need_how = (h.replace("allocated + ", less, 1) for h in (reserve_how, need_how))
     return Counters(
         allocated=CounterValue(
             counter="allocated",
             bytes=allocated,
-            how=f"the step's peak + {_workspace_text(cfg)} + 512-byte rounding of about "
-            f"{tensors:,} tensors",
+            how=f"the step's peak + {_workspace_text(cfg)} + 512-byte rounding and unsplit "
+            f"block rests (up to 1 MiB each) of about {tensors:,} tensors",
         ),
         reserved=CounterValue(
             counter="reserved",
@@ -249,11 +291,13 @@ def counter_lines(counters: Counters, counter: Counter) -> list[str]:
 __all__ = [
     "CONTEXT",
     "CONTEXT_SM90",
+    "UNSPLIT_PER_TENSOR",
     "Counter",
     "CounterValue",
     "Counters",
     "closed_form",
     "context",
+    "context_label",
     "context_text",
     "counter_lines",
     "from_replay",

@@ -200,3 +200,22 @@ def test_hopper_counts_the_cuda_context_measured_on_an_h200() -> None:
     # fit judges an H200 by it: the same step needs 331 MiB more there than on 80 GB A100s
     h200 = fit(TrainingConfig(model="gpt2-small", gpu="h200"), confirm=0)
     assert "CUDA context 831 MiB" in " ".join(h200.notes)
+
+
+def test_fits_cited_context_says_measured_on_hopper_and_assumed_before() -> None:
+    # fit's records cite each term it judges by: on Hopper the 831 MiB was measured on an H200
+    # (gpu-probe-nvidia-h200-2026-11-30.json), where the label said "assumed"
+    from profiling.fit import judge_quantities
+
+    def context(gpu: str | None) -> tuple[str, float]:
+        cfg = TrainingConfig(model="gpt2-small", gpu=gpu)
+        (q,) = [q for q in judge_quantities(cfg) if q.name.startswith("CUDA context")]
+        return q.name, q.value
+
+    name, value = context("h200")
+    assert value == 831 * MiB and "measured on an H200" in name and "assumed" not in name
+    assert "gpu-probe-nvidia-h200-2026-11-30.json" in name
+    assert context("h100-sxm")[0] == name
+    for gpu in ("a100-80gb", None):
+        name, value = context(gpu)
+        assert value == 500 * MiB and "assumed" in name and "measured" not in name
