@@ -112,7 +112,14 @@ def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
 
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
-    """What LoRA changes in one block's saved activations (added to full training's)."""
+    """What LoRA changes in one block's saved activations (added to full training's); under
+    DeepSpeed ZeRO-3 the frozen linears keep their inputs (``profiling.estimate.zero3_linear``)."""
+    from profiling.estimate.zero3_linear import kept
+
+    return kept(_per_layer(d, e, cfg), cfg)
+
+
+def _per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     if d.arch in ("neox", "encoder", "t5"):
         from profiling.estimate import lora_encoder, lora_neox, lora_t5
 
@@ -228,7 +235,14 @@ def _frozen_experts(d: Dims, e: Bytes) -> list[Term]:
 def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> list[Term]:
     """What LoRA changes once per model: the first block's inputs, the LM head's input (frozen,
     or adapted), autocast's copies of the adapters. With full checkpointing the blocks keep
-    only their inputs, so only the LM head's changes."""
+    only their inputs, so only the LM head's changes. Under DeepSpeed ZeRO-3 a frozen head
+    keeps its input (``profiling.estimate.zero3_linear``)."""
+    from profiling.estimate.zero3_linear import kept
+
+    return kept(_once_per_model(d, e, cfg, adapters), cfg)
+
+
+def _once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> list[Term]:
     if d.arch == "encoder":  # estimate.lora_encoder, from full training's embeddings
         from profiling.estimate import encoder
 
