@@ -61,6 +61,16 @@ RESHARD_ALWAYS_FIELD: Any = Field(
     "the final norm and output resharded after forward too (its default keeps them gathered "
     "until their backward; 'never' is --zero 2).",
 )
+# torch 2.6's PipelineStage.forward_one_chunk appends every stage's output to output_chunks,
+# cleared at the next step's start, and the schedule's step merges the last stage's; torch 2.10
+# (pytorch/pytorch#165822) added step(return_outputs=False), which torchtitan passes since
+# e5ef99a: profiling.plans.profile.compose has the sources.
+PP_KEEPS_OUTPUTS_FIELD: Any = Field(
+    False,
+    description="A pipeline as torch 2.6 and earlier runs it (torchtitan's 2024 benchmarks): "
+    "each stage keeps every microbatch's output until the next step, the last stage's merged "
+    "at the step's end.",
+)
 ULYSSES_FIELD: Any = Field(
     1,
     ge=1,
@@ -102,6 +112,11 @@ def check_float8(cfg: Any, plan: bool) -> None:
             "--float8-all-gather is FSDP's all-gather in fp8: give --dp-shard N > 1",
             "float8_all_gather",
         )
+    if cfg.pp_keeps_outputs and cfg.pp < 2:
+        raise ConfigError(
+            "--pp-keeps-outputs is a pipeline's stages' (torch 2.6's): give --pp 2 or more",
+            "pp_keeps_outputs",
+        )
     if cfg.async_tp and cfg.tp < 2:
         raise ConfigError(
             "--async-tp overlaps tensor parallelism's collectives with its matmuls: it needs "
@@ -112,6 +127,7 @@ def check_float8(cfg: Any, plan: bool) -> None:
 
 __all__ = [
     "ASYNC_TP_FIELD", "FLOAT8_ALL_GATHER_FIELD", "FLOAT8_FIELD", "FLOAT8_RECIPES",
-    "MICROBATCHES_FIELD", "RESHARD_ALWAYS_FIELD", "ULYSSES_FIELD", "VIRTUAL_STAGES_FIELD",
+    "MICROBATCHES_FIELD", "PP_KEEPS_OUTPUTS_FIELD", "RESHARD_ALWAYS_FIELD", "ULYSSES_FIELD",
+    "VIRTUAL_STAGES_FIELD",
     "Float8Recipe", "check_float8",
 ]  # fmt: skip

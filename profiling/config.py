@@ -198,6 +198,7 @@ class TrainingConfig(BaseModel):
     )
     microbatches: int | None = f8.MICROBATCHES_FIELD
     virtual_stages: int | None = f8.VIRTUAL_STAGES_FIELD
+    pp_keeps_outputs: bool = f8.PP_KEEPS_OUTPUTS_FIELD
     float8: f8.Float8Recipe | None = f8.FLOAT8_FIELD
     float8_all_gather: bool = f8.FLOAT8_ALL_GATHER_FIELD
     async_tp: bool = f8.ASYNC_TP_FIELD

@@ -32,6 +32,7 @@ MemoryEstimateInput = config_input_model(
         "dora",  # DoRA: peft's or torchtune's adapter config as from_file sets it
         "litgpt_norm",  # LitGPT's own GPT (its RMSNorm, its attention): a LitGPT config sets it
         "reshard_always",  # torchtitan's "always" reshard policy: its TOML as from_file sets it
+        "pp_keeps_outputs",  # torch 2.6's pipeline stages: a config file as from_file sets it
     ),
     from_file=FROM_FILE_FIELD,
 )

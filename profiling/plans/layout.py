@@ -71,6 +71,7 @@ class Layout(BaseModel):
     microbatch_size: int
     stages: list[Stage]
     rank_stages: list[list[int]]  # pp rank -> its stages' indices, in the order it holds them
+    keeps_outputs: bool = False  # torch 2.6's stages keep every output (--pp-keeps-outputs)
 
     @property
     def ranks_each(self) -> int:
@@ -171,6 +172,7 @@ def layout_of(cfg: TrainingConfig, layers: int) -> Layout:
         microbatch_size=cfg.batch // m,
         stages=stages,
         rank_stages=held,
+        keeps_outputs=cfg.pp_keeps_outputs and cfg.pp > 1,
     )
 
 

@@ -65,6 +65,18 @@ def _in_microbatch(forward: Callable[..., Any], tracker: Any) -> Callable[..., A
     return run
 
 
+def _kept(forward: Callable[..., Any], outputs: list[Any]) -> Callable[..., Any]:
+    """``forward`` keeping each output in ``outputs`` (torch 2.6's ``output_chunks`` on every
+    stage: ``profiling.plans.profile.compose``)."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        out = forward(*args, **kwargs)
+        outputs.append(out)
+        return out
+
+    return run
+
+
 def _run(
     cfg: TrainingConfig,
     w: WorkloadConfig,
@@ -121,9 +133,15 @@ def _run(
         # each stage's forward runs once per microbatch: inside a scope of its own, not as a
         # root called again (which torch's tracker refuses), as the probes run it
         pp_stage.forward_one_chunk = _in_microbatch(pp_stage.forward_one_chunk, tracker)
+    kept: list[Any] = []
+    if layout.keeps_outputs:
+        for pp_stage in pp_stages:
+            pp_stage.forward_one_chunk = _kept(pp_stage.forward_one_chunk, kept)
     with tracker, _loss_context(layout):
         for _ in range(STEPS):
-            schedule.step(*args, target=labels, return_outputs=False)
+            kept.clear()  # torch 2.6's clear_runtime_states, at the step's start
+            # torch 2.6's step always merges the last stage's outputs (returned, dropped)
+            schedule.step(*args, target=labels, return_outputs=layout.keeps_outputs)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             tracker.reset_mod_stats()

@@ -104,12 +104,17 @@ def compose(
     actions: list[Action],
     microbatches: int,
     holds: bool = False,
+    keeps: bool = False,
+    head: int = -1,
 ) -> RankMemory:
     """The rank's memory over its actions and the optimizer step (see the module).
 
     ``holds``: the schedule keeps references of its own (torch's Schedule1F1B: the latest
     forward's output until the next forward, the input gradient it sends back until the next
-    backward's is ready, both until the step returns)."""
+    backward's is ready, both until the step returns). ``keeps``: every stage keeps each
+    microbatch's output past its backward until the next step, and the step merges the last
+    stage's (torch 2.6 and earlier); ``head``: the last
+    stage's index."""
     by_stage = {p.stage: p for p in profiles}
     level = vec()
     for p in profiles:
@@ -121,16 +126,29 @@ def compose(
     most = 0
     output: tuple[int, int] | None = None  # (stage, microbatch) of the schedule's last output
     sending: int | None = None  # the stage whose input gradient the schedule still holds
-    extra = 0
-    steps = [(a, _key(a, seen)) for a in actions]
+    # keeps: torch 2.6 (the release of torchtitan's 2024 benchmarks' nightly 1963fc8):
+    # torch/distributed/pipelining/stage.py's forward_one_chunk appends every stage's output to
+    # output_chunks (its get_fwd_send_ops sends from there), cleared by clear_runtime_states at
+    # the next step's start; schedules.py's step returns _merge_outputs(output_chunks) of the
+    # last stage. pytorch/pytorch#165822 (torch 2.10) added step(return_outputs=False), which
+    # pytorch/torchtitan passes since e5ef99a ("Update PP to release memory earlier").
+    extra = kept = 0
+    steps: list[tuple[Action | None, str]] = [(a, _key(a, seen)) for a in actions]
+    # the step concatenates the last stage's outputs into one (torch 2.6's _merge_outputs)
+    merged = microbatches * by_stage[head].output_bytes if keeps and head in by_stage else None
+    steps += [(None, "merge")] if merged is not None else []
     steps += [(None, "step") for _ in profiles]
     stepped = iter(profiles)
     for a, key in steps:
+        if key == "merge":
+            moment = add(level, vec(temporaries=extra + (merged or 0), activations=kept))
+            if moment["total"] > best["total"]:
+                best, at = moment, f"the schedule's merged outputs of stage {head}"
+            continue
         profile = by_stage[a.stage] if a is not None else next(stepped)
         move = profile.moves[key]
         moment = add(level, move.peak)
-        moment["temporaries"] = moment.get("temporaries", 0) + extra
-        moment["total"] += extra
+        moment = add(moment, vec(temporaries=extra, activations=kept))
         if moment["total"] > best["total"]:
             best = moment
             at = _label(a) if a is not None else f"optimizer step of stage {profile.stage}"
@@ -140,9 +158,10 @@ def compose(
             most = max(most, len(alive))
             if holds and output is not None and output not in alive:
                 extra -= by_stage[output[0]].output_bytes  # replaced by this forward's
-            output = (a.stage, a.microbatch) if holds else None
+            output = (a.stage, a.microbatch) if holds and not keeps else None
         elif a is not None and a.kind in ("B", "I"):
             alive.discard((a.stage, a.microbatch))
+            kept += profile.output_bytes if keeps else 0  # its cache entry gone, the stage's stays
             if holds and output == (a.stage, a.microbatch):
                 extra += profile.output_bytes  # its cache entry gone, the schedule's stays
             if holds and profile.input_bytes:
@@ -153,6 +172,7 @@ def compose(
         elif a is not None and a.kind == "R" and holds:
             extra = 0  # the step's loop returned: its references went with it
             output = sending = None
+    level = add(level, vec(activations=kept))  # until the next step's start
     return RankMemory(
         pp_rank=pp_rank,
         stages=[p.stage for p in profiles],

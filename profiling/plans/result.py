@@ -78,6 +78,12 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "gradients unsharded from the first forward to the reduction (torchtitan's default "
             "with pipelining); the loss computed per microbatch, the last stage keeping each "
             "microbatch's logits until its backward"
+            + (
+                "; as torch 2.6 runs it (--pp-keeps-outputs), each stage's outputs then kept "
+                "until the next step and the last stage's merged at the step's end"
+                if layout.keeps_outputs
+                else ""
+            )
         )
     if cfg.fsdp and layout.pp == 1 and not cfg.reshard_after_forward:
         notes.append(

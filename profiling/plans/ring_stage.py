@@ -94,7 +94,8 @@ def compose_ranks(layout: Layout, profiles: list[StageProfile]) -> list[RankMemo
     for r, held in enumerate(layout.rank_stages):
         actions = rank_actions(layout.schedule, r, layout.pp, len(held), layout.microbatches)
         ranks.append(compose(r, layout.global_ranks(r), [profiles[i] for i in held], actions,
-                             layout.microbatches, holds=layout.schedule == "1f1b"))  # fmt: skip
+                             layout.microbatches, holds=layout.schedule == "1f1b",
+                             keeps=layout.keeps_outputs, head=len(layout.stages) - 1))  # fmt: skip
     return ranks
 
 
