@@ -10,6 +10,10 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field
 
+# ``cfg`` is a profiling.config.TrainingConfig, which imports this module: typed Any here so
+# that no import circle forms (tests/foundation/test_layers.py)
+TrainingConfig = Any
+
 # The Linear layers LoRA can adapt, by their role; "all-linear" is peft's every Linear of the
 # blocks (not the LM head).
 LoraTarget = Literal["q", "k", "v", "o", "gate", "up", "down", "lm_head"]
@@ -54,6 +58,31 @@ DOUBLE_QUANT_FIELD: Any = Field(
     "Face's default, LitGPT's bnb.nf4).",
 )
 
+# peft's get_peft_model upcasts 16-bit adapters to fp32 (autocast_adapter_dtype=True, its
+# default: peft src/peft/tuners/tuners_utils.py cast_adapter_dtype, 5d602fd): on a model loaded
+# in bf16 the adapters' weights, gradients and AdamW moments are fp32, and the Trainer's autocast
+# (bf16/fp16: true) runs their matmuls in 16 bits. --from sets it (peft's adapter_config.json
+# beside the Trainer's arguments); it changes only --precision bf16 (elsewhere they are fp32).
+AUTOCAST_ADAPTERS_FIELD: Any = Field(
+    False,
+    description="peft's fp32 adapters under the Trainer's autocast: with --precision bf16 (the "
+    "model loaded in bf16) the adapters train in fp32 (get_peft_model's autocast_adapter_dtype) "
+    "and their matmuls autocast to bf16.",
+)
+
+
+def peft_autocast(cfg: TrainingConfig) -> bool:
+    """Whether a bf16 model's adapters are peft's fp32 ones under autocast (the rest of the
+    model trains as pure bf16: its weights are bf16 already, autocast leaves them)."""
+    on = bool(getattr(cfg, "autocast_adapters", False))
+    return on and cfg.precision == "bf16" and cfg.lora_rank is not None
+
+
+def trains_16bit(cfg: TrainingConfig) -> bool:
+    """Whether the trained tensors (weights, gradients, optimizer moments) are 16-bit: pure bf16,
+    except peft's fp32 adapters under autocast."""
+    return cfg.precision == "bf16" and not peft_autocast(cfg)
+
 
 def parse_targets(value: Any) -> Any:
     """``"q,v"``, ``["q_proj", "v_proj"]`` or a named set (``all-linear``) as a sorted list of
@@ -72,6 +101,7 @@ def parse_targets(value: Any) -> Any:
 
 
 __all__ = [
+    "AUTOCAST_ADAPTERS_FIELD",
     "BNB_KEEPS_FIELD",
     "DORA_FIELD",
     "DOUBLE_QUANT_FIELD",
@@ -82,4 +112,6 @@ __all__ = [
     "LORA_TARGET_SETS",
     "LoraTarget",
     "parse_targets",
+    "peft_autocast",
+    "trains_16bit",
 ]

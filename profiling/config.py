@@ -28,6 +28,7 @@ from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
 from profiling._config_describe import describe as _describe
 from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_lora import (
+    AUTOCAST_ADAPTERS_FIELD,
     BNB_KEEPS_FIELD,
     DORA_FIELD,
     DOUBLE_QUANT_FIELD,
@@ -222,6 +223,7 @@ class TrainingConfig(BaseModel):
     lora_targets: list[LoraTarget] = LORA_TARGETS_FIELD
     lora_dropout: float = LORA_DROPOUT_FIELD
     dora: bool = DORA_FIELD
+    autocast_adapters: bool = AUTOCAST_ADAPTERS_FIELD
     qlora: bool = Field(False, description="4-bit NF4 base weights (needs lora_rank).")
     bnb_keeps_inputs: bool = BNB_KEEPS_FIELD
     double_quant: bool | None = DOUBLE_QUANT_FIELD

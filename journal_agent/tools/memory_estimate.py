@@ -30,6 +30,7 @@ MemoryEstimateInput = config_input_model(
         "accumulate_unsharded",  # FSDP's no_sync accumulation: a LitGPT config sets it
         "fsdp_flat",  # FSDP1's flat parameters: a LitGPT config sets it
         "dora",  # DoRA: peft's or torchtune's adapter config as from_file sets it
+        "autocast_adapters",  # peft's fp32 adapters: from_file's peft + Trainer files set it
         "litgpt_norm",  # LitGPT's own GPT (its RMSNorm, its attention): a LitGPT config sets it
         "reshard_always",  # torchtitan's "always" reshard policy: its TOML as from_file sets it
         "pp_keeps_outputs",  # torch 2.6's pipeline stages: a config file as from_file sets it

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from profiling._config_lora import peft_autocast
 from profiling.estimate import dora, litgpt_qkv
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.hf_ops import eager, fp32_norm, fp32_weight
@@ -82,6 +83,12 @@ def _widths(d: Dims) -> dict[str, int]:
 
 def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model these LoRA targets on this model (None: it can)."""
+    if peft_autocast(cfg) and d.arch in ("encoder", "neox", "t5"):  # read on Llama's only
+        return (
+            f"peft's fp32 adapters under the Trainer's autocast on a bf16 {d.arch} model: "
+            "modelled on the Llama family only (leave out --precision bf16 for an upper bound, "
+            "the base counted in fp32)"
+        )
     if d.arch == "encoder" and not cfg.dora:  # BERT, RoBERTa, ViT (estimate.lora_encoder)
         from profiling.estimate import lora_encoder
 
@@ -137,7 +144,7 @@ def _per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         total = sum(width[t] for t in targets)
         why = (
             "autocast's copies"
-            if e.amp
+            if e.amp or peft_autocast(cfg)
             else "peft's fp32 casts"
             if ac != e.c
             else "lora_dropout's outputs"
@@ -297,6 +304,15 @@ def _once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> li
         ))  # fmt: skip
         terms.append(Term("autocast's 16-bit copies of the adapters", adapters * 2,
                           "adapters · 2 B", f"{adapters} · 2"))  # fmt: skip
+    elif peft_autocast(cfg):  # bf16 base weights: autocast copies only peft's fp32 adapters
+        w = len(first) * r * h
+        terms.append(Term(
+            f"autocast's 16-bit copies of peft's fp32 adapters, but the first block's A "
+            f"({len(first)})",
+            (adapters - w) * 2,
+            f"(adapters − {len(first)}·r·h) · 2 B",
+            f"({adapters} − {len(first)}·{r}·{h}) · 2",
+        ))  # fmt: skip
     return terms
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profiling._config_lora import peft_autocast, trains_16bit
+
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
     from profiling.estimate.activations import Bytes
@@ -16,12 +18,13 @@ def adapter_bytes(cfg: TrainingConfig) -> int:
     """The adapters' element size: fp32 (PeftModel's cast), bf16 under pure bf16 — and under
     DeepSpeed's 16-bit engine, which casts the whole module (``estimate.deepspeed_lora``)."""
     engine16 = getattr(cfg, "deepspeed", False) and cfg.precision == "mixed"
-    return 2 if cfg.precision == "bf16" or engine16 else 4
+    return 2 if trains_16bit(cfg) or engine16 else 4
 
 
 def adapter_compute(cfg: TrainingConfig, e: Bytes) -> int:
-    """The dtype the adapters' matmuls run in: autocast's 16 bits, else their own."""
-    return 2 if e.amp else adapter_bytes(cfg)
+    """The dtype the adapters' matmuls run in: autocast's 16 bits (the Trainer's over a bf16
+    model's fp32 adapters too), else their own."""
+    return 2 if e.amp or peft_autocast(cfg) else adapter_bytes(cfg)
 
 
 def own_copies(cfg: TrainingConfig, e: Bytes) -> bool:

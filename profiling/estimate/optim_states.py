@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from profiling._config_lora import trains_16bit
 from profiling.estimate.bnb import (
     MIN_8BIT_SIZE,
     OPT_BLOCK,
@@ -184,7 +185,7 @@ def adafactor_temporaries(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, 
         ledger.note("optimizer step temporaries need the model's shape (none counted)")
         return True
     k, what = 2, "the squared gradient + the update"
-    if cfg.precision == "bf16":  # 16-bit parameters (or adapters): stepped in fp32 copies
+    if trains_16bit(cfg):  # 16-bit parameters (or adapters): stepped in fp32 copies
         k, what = 4, "fp32 copies of the gradient and the parameter + the squared gradient + update"
     elif cfg.precision == "mixed" and cfg.lora_rank is None and not (cfg.fsdp or cfg.sharded):
         k, what = 3, "the fp32 gradient + the squared gradient + the update"

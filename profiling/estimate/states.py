@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from profiling._config_lora import trains_16bit
 from profiling.config import OPTIMIZERS, TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.dora import with_magnitudes
@@ -209,8 +210,7 @@ def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Shardin
             unit="",
         )
     )
-    # Adapters train in fp32 unless everything is bf16 (PEFT's default for mixed precision).
-    ab = 2 if cfg.precision == "bf16" else 4
+    ab = 2 if trains_16bit(cfg) else 4  # fp32 but under pure bf16 (peft's fp32 cast: there too)
     _state(ledger, sh, 3, "LoRA adapter weights", adapters, ab, f"{ab} B", "parameters", "A")
     _state(ledger, sh, 2, "LoRA adapter gradients", adapters, ab, f"{ab} B", "gradients", "A")
     states = optimizer_states(cfg.optimizer, "bf16" if ab == 2 else "fp32", h, cfg.paged_optimizer)
@@ -439,7 +439,7 @@ def step_temporaries(
         return
     foreach = cfg.foreach if cfg.foreach is not None else not (cfg.fsdp or cfg.sharded)
     foreach = foreach and not cfg.optimizer_in_bwd  # one parameter at a time
-    m = 2 if cfg.precision == "bf16" else 4  # the dtype the optimizer steps in
+    m = 2 if trains_16bit(cfg) else 4  # the dtype the optimizer steps in
     largest = int(shape.get("largest_tensor") or 0)
     div, sym, num = sh.of(1)
     if cfg.lora_rank is not None:

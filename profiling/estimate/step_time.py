@@ -91,10 +91,11 @@ def optimizer_overheads(
     """The optimizer step's seconds (``trained`` parameters stepped, ``sharded_over`` ranks
     sharing them): on the GPU the bytes it touches over the memory bandwidth; offloaded, the
     PCIe transfers and the host's step."""
+    from profiling._config_lora import trains_16bit
     from profiling.estimate.states import optimizer_states, weight_bytes
 
     per = trained / sharded_over
-    adapters = 2 if cfg.precision == "bf16" else 4  # LoRA's adapters: fp32 unless pure bf16
+    adapters = 2 if trains_16bit(cfg) else 4  # LoRA's adapters: fp32 unless pure bf16
     w = weight_bytes(cfg.precision) if cfg.lora_rank is None else adapters
     g = w + (4 if cfg.fp32_grads else 0)
     master = 4 if cfg.precision == "mixed" and cfg.lora_rank is None else 0

@@ -126,6 +126,8 @@ def _read(paths: Sequence[str | Path]) -> Recipe:
         if framework == "Hugging Face Trainer" and isinstance(read, Reading):
             trainer = read
         readings += read if isinstance(read, list) else [read]
+    if trainer is not None and "peft" in frameworks:
+        hf_trainer.autocast_over_peft(trainer, readings)
     names = [str(p) for p in files]
     return settle(" + ".join(dict.fromkeys(frameworks)), names, readings)
 

@@ -220,14 +220,31 @@ def _trainer_precision(r: Reading) -> None:
         r.notes.append(
             f"{key}: autocast over the model as it was loaded — fp32 here; a model loaded in "
             "16 bits (torch_dtype=bfloat16, which the arguments do not record) trains pure "
-            "16-bit: say --precision bf16 (peft's get_peft_model still upcasts its adapters to "
-            "fp32, autocast_adapter_dtype: their parameters, gradients and AdamW moments, which "
-            "--precision bf16 counts in 16 bits, are not modelled yet)"
+            "16-bit: say --precision bf16 (peft's fp32 adapters, given its adapter_config.json, "
+            "stay fp32 under the autocast: --autocast-adapters)"
         )
         r.seen("fp16" if bf16 else "bf16", main=key)
     else:
         r.imply("bf16", "precision", "fp32", "neither bf16 nor fp16: fp32 as loaded")
         r.seen("fp16", main="bf16")
+
+
+def autocast_over_peft(trainer: Reading, readings: list[Reading]) -> None:
+    """peft's LoRA adapters beside the Trainer's ``bf16`` / ``fp16``: get_peft_model upcasts
+    16-bit adapters to fp32 (``autocast_adapter_dtype=True``, its default: peft
+    src/peft/tuners/tuners_utils.py ``cast_adapter_dtype``, 5d602fd), and the Trainer's autocast
+    runs their matmuls in 16 bits. On a model loaded in fp32 nothing changes; loaded in bf16
+    (``--precision bf16``) the adapters train in fp32 beside a bf16 base."""
+    amp = [s for s in trainer.used if s.field == "precision" and str(s.to).startswith("amp-")]
+    lora = any(s.field == "lora_rank" for r in readings for s in r.used)
+    if amp and lora:
+        trainer.use(
+            amp[0].key,
+            "autocast_adapters",
+            True,
+            "peft's adapters stay fp32 (autocast_adapter_dtype) under the Trainer's autocast, "
+            "also on a model loaded in bf16 (--precision bf16)",
+        )
 
 
 def _trainer_checkpointing(r: Reading) -> None:
@@ -351,6 +368,7 @@ def _engine_precision(r: Reading, ds: Reading) -> None:
 
 
 __all__ = [
+    "autocast_over_peft",
     "beside_trainer",
     "looks_like_deepspeed",
     "looks_like_trainer",

@@ -359,7 +359,9 @@ def _build(
 
 
 def _autocast(config: TraceConfig) -> contextlib.AbstractContextManager[object]:
-    if config.autocast:
+    from profiling._config_lora import peft_autocast  # bf16 weights, peft's fp32 adapters
+
+    if config.autocast or peft_autocast(config):
         return torch.autocast("cpu", dtype=_DTYPES[config.dtype])
     return contextlib.nullcontext()
 

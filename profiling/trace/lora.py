@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from profiling._config_behaviours import double_quant
+from profiling._config_lora import trains_16bit
 from profiling._quiet_import import import_quietly
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
@@ -270,7 +271,7 @@ def quantize_linears(
 
 def adapter_dtype(config: TrainingConfig) -> torch.dtype:
     """fp32 adapters (``PeftModel``'s ``autocast_adapter_dtype``), bf16 under pure bf16."""
-    return torch.bfloat16 if config.precision == "bf16" else torch.float32
+    return torch.bfloat16 if trains_16bit(config) else torch.float32
 
 
 def apply_lora(
