@@ -32,6 +32,7 @@ Loss = Literal[
     "transformers-4.46",
     "transformers-4.45",
     "litgpt",
+    "litgpt-full",
     "chunked",
     "linear-chunked",
     "liger",
@@ -44,8 +45,10 @@ LOSSES: dict[str, str] = {
     "fp32 copy",
     "transformers-4.45": "transformers 4.45 and earlier: the model returns fp32 logits (the "
     "16-bit ones freed), then the shifted logits' contiguous fp32 copy",
-    "litgpt": "LitGPT's finetune scripts: the LM head in chunks of 128 tokens and "
-    "chunked_cross_entropy in the compute dtype (no fp32 upcast)",
+    "litgpt": "LitGPT's finetune scripts: the LM head in chunks of 128 tokens, cast to fp32 by "
+    "Lightning Fabric, and chunked_cross_entropy",
+    "litgpt-full": "LitGPT's full.py: the whole logits, cast to fp32 by Lightning Fabric, and "
+    "chunked_cross_entropy on their rows in chunks of 128",
     "chunked": "torchtune's CEWithChunkedOutputLoss: the LM head in --loss-chunks chunks, "
     "each upcast to fp32 one at a time",
     "linear-chunked": "torchtune's LinearCrossEntropyLoss: the hidden states of the labelled "
@@ -61,10 +64,10 @@ LOSS_FIELD: Any = Field(
     "cross-entropy",
     description="The loss as the training stack computes it: cross-entropy (logits.float(), "
     "transformers 4.49 on) | transformers-4.46 (4.46-4.48: + the shifted fp32 copy) | "
-    "transformers-4.45 (earlier: fp32 logits, shifted copy) | litgpt (chunks of 128 tokens, no "
-    "upcast) | chunked (torchtune's CEWithChunkedOutputLoss) | linear-chunked (torchtune's "
-    "LinearCrossEntropyLoss) | liger (Liger's fused linear cross-entropy) | cce (Apple's Cut "
-    "Cross-Entropy).",
+    "transformers-4.45 (earlier: fp32 logits, shifted copy) | litgpt (128-token chunks) | "
+    "litgpt-full (full.py) | chunked (torchtune's CEWithChunkedOutputLoss) | linear-chunked "
+    "(torchtune's LinearCrossEntropyLoss) | liger (Liger's fused linear cross-entropy) | cce "
+    "(Apple's Cut Cross-Entropy).",
 )
 TIED_HEAD_FIELD: Any = Field(
     None,

@@ -143,6 +143,67 @@ def _bwd_litgpt(x: Ctx, tape: Tape) -> None:
     _gathered(x, tape, [f"c{i}{suffix}" for i in range(len(sizes))], x.tokens)
 
 
+# ---------------------------------------------------------------- LitGPT's full.py
+
+
+def _fwd_litgpt_full(x: Ctx, tape: Tape) -> None:
+    """litgpt/finetune/full.py: ``logits = model(input_ids)`` (the whole head), cast to fp32 by
+    Fabric, then ``chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])``: the rows
+    reshaped (a copy when b > 1: the slice is strided) and split into chunks of 128 rows."""
+    V = ("V", x.V)
+    _head(x, tape, "head", x.tokens, False)
+    if x.amp and not x.head_nf4:
+        tape.free("hidden")  # the head keeps its 16-bit copy; GPT.forward's x goes
+    if x.c == 4:  # .to(float32) of fp32 logits is the logits themselves
+        tape.keep_as("head.logits", "f", "logits")
+    else:  # Fabric's copy, made while the 16-bit logits are alive; those then go
+        tape.new("f", sized("the logits' fp32 copy (Fabric's output)", [*x.tokens, V], 4))
+        tape.free("head.logits")
+    tape.free(*(key for key in list(tape.alive) if key.startswith("held")))
+    if x.b > 1:  # one row's [..., :-1, :] reshapes as a view
+        tape.new("shift", sized("the shifted logits' copy (reshape)", [*x.shifted, V], 4))
+        tape.new("labels", sized("the shifted labels (int64)", x.shifted, 8))
+    rows = split(x.b * (x.s - 1), LITGPT_CHUNK)
+    for i, t in enumerate(rows):
+        tape.new(f"ls{i}", sized("a chunk's log-probabilities", [("t", t), V], 4))
+        tape.new(f"loss{i}", sized("a chunk's token losses", [("t", t)], 4))
+    # the same bytes, said once for all the chunks (backward frees them chunk by chunk)
+    tape.free(*(f"ls{i}" for i in range(len(rows))), *(f"loss{i}" for i in range(len(rows))))
+    tape.new("ls", sized("the chunks' log-probabilities", [*x.shifted, V], 4))
+    tape.new("losses", sized("the chunks' token losses", x.shifted, 4))
+    tape.new("cat", sized("the token losses", x.shifted, 4))
+    tape.free("losses", "cat")
+    if tape.has("shift"):
+        tape.free("shift")
+    tape.keep_as("f", "loop", "logits, held by the script's loop")
+
+
+def _bwd_litgpt_full(x: Ctx, tape: Tape) -> None:
+    """The chunks' cross-entropy (last first), split's backward (their gradients concatenated),
+    the slice's (a full-length gradient), Fabric's cast's, then the head's."""
+    V = ("V", x.V)
+    rows = split(x.b * (x.s - 1), LITGPT_CHUNK)
+    tape.free("ls")  # chunk by chunk again (the same bytes)
+    for i, t in enumerate(rows):
+        tape.new(f"ls{i}", sized("a chunk's log-probabilities", [("t", t), V], 4))
+    for i in reversed(range(len(rows))):  # the engine runs the newest node first
+        tape.new(f"nllg{i}", sized("a chunk's nll_loss gradient", [("t", rows[i]), V], 4))
+        if i == 0 and tape.has("labels"):  # the last nll_loss holding a view of them
+            tape.free("labels")
+        tape.new(f"lsg{i}", sized("a chunk's log-softmax gradient", [("t", rows[i]), V], 4))
+        tape.free(f"ls{i}", f"nllg{i}")
+    tape.new("rowsg", sized("the rows' gradient (split's backward: cat)", [*x.shifted, V], 4))
+    tape.free(*(f"lsg{i}" for i in range(len(rows))))
+    tape.new("sliceg", sized("the shift's gradient, full length", [*x.tokens, V], 4))
+    tape.free("rowsg")
+    grad = "sliceg"
+    if x.c != 4:
+        tape.new("g", sized("the logits' gradient (the cast's backward)", [*x.tokens, V], x.c))
+        tape.free("sliceg")
+        grad = "g"
+    _head_backward(x, tape, "head", x.tokens, grad, ("hidden",))
+
+
 # ---------------------------------------------------------------- torchtune
 
 
@@ -380,6 +441,7 @@ _FORWARD = {
     "transformers-4.46": lambda x, tape: _fwd_transformers(x, tape, False),
     "transformers-4.45": lambda x, tape: _fwd_transformers(x, tape, True),
     "litgpt": _fwd_litgpt,
+    "litgpt-full": _fwd_litgpt_full,
     "chunked": _fwd_chunked,
     "linear-chunked": _fwd_linear,
     "liger": _fwd_liger,
@@ -389,6 +451,7 @@ _BACKWARD = {
     "transformers-4.46": _bwd_transformers,
     "transformers-4.45": _bwd_transformers,
     "litgpt": _bwd_litgpt,
+    "litgpt-full": _bwd_litgpt_full,
     "chunked": _bwd_chunked,
     "linear-chunked": _bwd_linear,
     "liger": _bwd_liger,

@@ -148,9 +148,9 @@ def held_over(d: Dims, e: Bytes, cfg: TrainingConfig, x: Ctx) -> list[Term]:
     forward returns, so the chunks stay — and through their graph every bitsandbytes <= 0.43.1
     4-bit layer's input, a ctx attribute (``ctx.tensors = (A, B)``, MatMul4Bit.forward) that
     backward never releases; bitsandbytes PR #1270 stopped keeping it (0.43.2)."""
-    if cfg.loss != "litgpt":
+    if cfg.loss not in ("litgpt", "litgpt-full"):  # full.py's loop holds its logits alike
         return []
-    # in fp32: Fabric casts what the model returns (models.losses._litgpt)
+    # in fp32: Fabric casts what the model returns (models.losses._litgpt, _litgpt_full)
     held = [sized("the previous micro-batch's logits (LitGPT's loop holds them)",
                   [*x.tokens, ("V", x.V)], 4)]  # fmt: skip
     if cfg.qlora and cfg.bnb_keeps_inputs:

@@ -13,6 +13,9 @@ the final norm's output and the LM head:
   in 128-token chunks), the chunks cast to fp32 by Lightning Fabric's precision plugin as the
   model returns them, the last chunk shortened by one, ``chunked_cross_entropy`` on them with
   ``reduction="none"`` (litgpt/utils.py).
+- ``litgpt-full`` — LitGPT's full.py: ``model(input_ids)`` (the whole head), the logits cast to
+  fp32 by Fabric, then ``chunked_cross_entropy(logits[..., :-1, :], targets[..., 1:])``: the
+  rows reshaped (a copy of the strided slice when b > 1) and split into chunks of 128 rows.
 - ``chunked`` — torchtune's ``TransformerDecoder.chunked_output`` and
   ``CEWithChunkedOutputLoss``: the head on ``tensor_split(n, dim=1)`` chunks, each chunk
   ``.float()`` and ``cross_entropy(reduction="sum")`` in turn.
@@ -159,6 +162,31 @@ def _litgpt(
         for r, t in zip(rows, labels, strict=True)
     ]
     counted = (targets != IGNORE).sum()
+    return torch.cat(losses).sum() / counted.maximum(torch.ones_like(counted))
+
+
+def _litgpt_full(
+    head: nn.Module, hidden_of: Hidden, targets: torch.Tensor, _: int, softcap: float | None
+) -> torch.Tensor:
+    """litgpt/finetune/full.py's fit() (Lightning-AI/litgpt 00af8b0 and 43c44323, as at
+    2685705): ``logits = model(input_ids)``, through Fabric's _FabricModule as in ``_litgpt``
+    (its output cast to fp32), then ``chunked_cross_entropy(logits[..., :-1, :],
+    targets[..., 1:])`` (litgpt/utils.py): no head chunks, so the logits' rows are reshaped and
+    split into chunks of 128 rows, each one's cross-entropy with ``reduction="none"``."""
+    hidden = hidden_of()
+    logits = capped(head(hidden), softcap)
+    del hidden  # GPT.forward returns the logits: its x goes
+    logits = logits.to(torch.float32)  # Fabric's convert_output; the 16-bit logits go
+    # fit() binds ``logits`` until the next forward has returned (as in ``_litgpt``)
+    head.__dict__.pop(HELD_LOGITS, None)
+    head.__dict__[HELD_LOGITS] = ([logits], _held_by_graph([logits]))
+    rows = logits[..., :-1, :].reshape(-1, logits.size(-1))  # strided when b > 1: a copy
+    labels = targets[..., 1:].reshape(-1)
+    losses = [
+        F.cross_entropy(r, t, ignore_index=IGNORE, reduction="none")
+        for r, t in zip(rows.split(LITGPT_CHUNK), labels.split(LITGPT_CHUNK), strict=True)
+    ]
+    counted = (labels != IGNORE).sum()
     return torch.cat(losses).sum() / counted.maximum(torch.ones_like(counted))
 
 
@@ -406,6 +434,7 @@ _LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "transformers-4.46": _transformers_446,
     "transformers-4.45": _transformers_445,
     "litgpt": _litgpt,
+    "litgpt-full": _litgpt_full,
     "chunked": lambda head, hidden, targets, chunks, _: _torchtune_chunked(
         head, hidden, targets, chunks
     ),

@@ -120,9 +120,10 @@ def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
     else:  # full.py: the whole logits, then the loss in chunks of 128 rows
         r.imply(
             "(the script)",
-            "chunked_loss",
-            128,
-            "LitGPT's chunked_cross_entropy on the whole logits: the loss in chunks of 128 tokens",
+            "loss",
+            "litgpt-full",
+            "LitGPT's full.py: the whole logits, cast to fp32 by Lightning Fabric as the model "
+            "returns them, then chunked_cross_entropy on their rows in chunks of 128",
         )
     r.imply("(the script)", "litgpt_norm", True, LITGPT_NORM)
     r.finish()

@@ -264,6 +264,34 @@ def test_litgpt_s_logits_reach_the_loss_in_fp32_as_fabric_returns_them(
     assert plan.forward_extra >= logits * (2 + 4) - sum(t.bytes for t in plan.kept)
 
 
+@pytest.mark.parametrize(("precision", "batch"), [("bf16", 2), ("bf16", 1), ("amp-bf16", 2)])
+def test_litgpt_s_full_script_casts_the_whole_logits_to_fp32(
+    tmp_path: Path, precision: str, batch: int
+) -> None:
+    """litgpt/finetune/full.py runs no head chunks: ``logits = model(input_ids)`` through
+    Fabric (the whole logits cast to fp32, its loop holding them), then chunked_cross_entropy
+    reshapes ``logits[..., :-1, :]`` (a copy when b > 1: the slice is strided) and splits the
+    rows into chunks of 128. Estimate = trace, 5 chunks of rows, the head trained."""
+    from profiling.estimate.losses import loss_plan
+    from profiling.models.hf_module import project_blocks
+
+    model = _hf(tmp_path, model_type="llama", max_position_embeddings=1024)
+    cfg = TrainingConfig(model=model, seq=320, batch=batch, precision=precision, target="cuda",
+                         loss="litgpt-full", tied_head=False)  # fmt: skip
+    with project_blocks():
+        traced = trace_step(cfg)
+        _agrees(cfg)
+        plan = loss_plan(cfg, shape_of(cfg))
+    assert plan is not None
+    logits = 320 * batch * 512
+    # After backward only the loop's logits are left, in fp32
+    assert traced.phases["after_backward"]["activations"] == logits * 4
+    assert sum(t.bytes for t in plan.held) == logits * 4
+    assert "the logits' fp32 copy (Fabric's output)" in plan.forward_calc
+    # the rows' copy, beside the fp32 logits and the log-probabilities, where b > 1
+    assert ("the shifted logits' copy" in plan.forward_calc) == (batch > 1)
+
+
 @pytest.mark.parametrize("precision", ["mixed", "amp-bf16"])
 def test_litgpt_s_loss_with_an_adapted_fp32_head_adapter_is_one_sentence(precision: str) -> None:
     cfg = TrainingConfig(
