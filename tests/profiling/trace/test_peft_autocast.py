@@ -3,8 +3,8 @@ get_peft_model upcasts the adapters (``autocast_adapter_dtype``), so their weigh
 and AdamW moments are fp32 beside a bf16 base, and autocast keeps 16-bit copies of them for
 backward. The trace runs exactly that (transformers' module, peft's layers); the estimate agrees
 per category; and on the H200's Trainer run (benchmarks/hf_peft) the prediction from the same
-files is the measured allocated peak within 0.2 % (it read 0.5-0.7 % low when the adapters were
-counted in bf16)."""
+files is the measured allocated peak, at most 0.2 % under it (it read 0.5-0.7 % low when the
+adapters were counted in bf16)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,9 @@ def test_the_trainers_measured_peak_is_predicted_from_its_files(case: str) -> No
     assert counters is not None
     predicted = counters.allocated.bytes
     measured = _h200_rows()[case]["steady_max_allocated"]
-    assert measured / predicted == pytest.approx(1.0, abs=0.002), (case, measured / predicted)
+    # never more than 0.2 % under (the unsafe side; 1.0051 and 1.0074 with 16-bit adapters), and
+    # at most 0.5 % over: the allocated counter bounds the caching allocator's unsplit rests
+    assert 0.995 <= measured / predicted <= 1.002, (case, measured / predicted)
 
 
 def test_other_kinds_say_what_is_not_modelled(tmp_path: Path) -> None:
