@@ -313,10 +313,12 @@ def stage_profile(
     block_grads = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:9]) * grad_b
     head_b = vec()  # under "always", the output's backward with its group gathered again
     if pipelined:  # the head's output and norm gradients made before its blocks' backward
+        # the stage's output, which PipelineStage holds until the stage's backward is done
+        out = 0 if stage.head else x
         made = (w.ffn // t + (w.vocab // t + 1) * stage.head) * w.hidden * grad_b
         bwd = functools.partial(pipelined_backward, b_extra if stage.head else block_extra,
                                 block_extra, head=head_freed(stage, head_acts, logits * s.c, x),
-                                emb_moment=vec(activations=-acts, temporaries=emb_extra),
+                                emb_moment=vec(activations=out - acts, temporaries=emb_extra),
                                 blocks=stage.layers > 0,
                                 w2=w2_sizes(cfg, w, tokens, grad_b))  # fmt: skip
         fresh = functools.partial(fresh_w2, cfg, w, t, s.gathered, block_extra // 2)
@@ -331,7 +333,7 @@ def stage_profile(
         b_peak, b_more = pipelined_peaks(b_peak, b_more, f8_b, recompute, grad_in,
                                          head_acts if stage.head else 0)  # fmt: skip
         b_peak, b_more = tp_head_backward(w, stage, (tokens, t, s.c), grad_b, (b_peak, b_more))
-        end = vec(gradients=after, activations=-acts, temporaries=w.vocab * w.hidden * s.c)
+        end = vec(gradients=after, activations=out - acts, temporaries=w.vocab * w.hidden * s.c)
         if emb_extra and end["total"] > b_peak["total"]:
             b_peak = end  # the embedding's upcast, last: its 16-bit gradient beside every fp32 one
     else:  # the loss's backward comes before the blocks' and their buffers

@@ -39,11 +39,11 @@ def test_the_reduction_is_the_traces_group_by_group(plan: dict[str, Any]) -> Non
     # input made beside its gathered gradients (a block's), or its output too (the embedding)
     for t, e in zip(traced.stages, estimated.stages, strict=True):
         assert e.moves["R"].peak["total"] == t.moves["R"].peak["total"] > 0, t.stage
-    if "tp" in plan:  # a TP 2 rank peaks in a later backward, 32 KB above (not modelled yet)
-        return
+    # TP 2's rank 0 peaks in the embedding's backward with the stage's output, which
+    # PipelineStage holds until the stage's backward is done, still alive (0.9989 before)
     for t, e in zip(traced.ranks, estimated.ranks, strict=True):
         assert t.peak_bytes - 64 <= e.peak_bytes <= t.peak_bytes * 1.01, t.pp_rank
-    if plan["pp"] == 2:
+    if plan["pp"] == 2 and "tp" not in plan:
         assert traced.ranks[0].peak_at.startswith("gradient reduction")
 
 
