@@ -17,7 +17,7 @@ adapter's forward), beside:
 - under autocast, the 16-bit copies of the block's weights and adapters the recomputation casts
   again (autocast's cache lives as long as the checkpointed region's recomputation);
 - the MLP's backward: down's input gradient and the gradients of both factors of the product
-  (3·s·b·f in the compute dtype) and one s·b·h gradient copy; where down is adapted, its A's
+  (3·s·b·f in the compute dtype); where down is adapted, its A's
   input gradient (and with lora_dropout the dropout's), in the adapters' dtype, and the
   gradients the block's adapters have made;
 - DoRA: the largest adapted layer's weight norm rebuilt as the recomputation runs it again
@@ -26,11 +26,11 @@ adapter's forward), beside:
   left), else the larger of the two (attention's norms are rebuilt before the MLP runs again).
 
 Every term is one the trace holds at some point of that block's backward; not all at once, so
-this is an upper bound: 1.005–1.07 of the trace on small-vocabulary Llama configs
+this is an upper bound: 1.003–1.065 of the trace on small-vocabulary Llama configs
 (tests/profiling/estimate/test_recomputed_eager.py), exact-to-the-op is not attempted.
 On bitsandbytes' 4-bit base (QLoRA) the base weights have no autocast copies (a 4-bit weight
 is dequantized, never cached), the MLP's backward dequantizes the weight it computes with, and
-under autocast the MLP's gradients are fp32 (``_mlp_backward``): 1.01–1.19 of the trace on
+under autocast the MLP's gradients are fp32 (``_mlp_backward``): 1.009–1.161 of the trace on
 small-vocabulary Llama configs, LoRA and DoRA, mixed, bf16 and autocast
 (tests/profiling/estimate/test_recomputed_4bit.py; the earlier bound was 0.74–0.95 there).
 Applies to Llama's kind of block (ours or transformers'), one GPU, eager LoRA or DoRA without
@@ -103,8 +103,11 @@ def _mlp_backward(d: Dims, e: Bytes, inp: TrainingConfig) -> tuple[int, str]:
             f"backward s·b·f·({e.c} + 4){adapter_words}{deq_words}"
         )
         return sb * d.h * e.c + max(silu, down), words
-    value = sb * (3 * d.f + d.h) * e.c + adapter + deq
-    return value, f"s·b·(3f + h)·{e.c}{adapter_words}{deq_words}"
+    # the gradient reaching the block (s·b·h) is the bound's own term (``reach``), not an MLP
+    # transient: no h-sized copy beside the three (T5's recomputed blocks, read op by op in the
+    # trace, go back with exactly these: estimate.t5_ckpt)
+    value = sb * 3 * d.f * e.c + adapter + deq
+    return value, f"s·b·3f·{e.c}{adapter_words}{deq_words}"
 
 
 def _dequantized(d: Dims, e: Bytes, inp: TrainingConfig) -> tuple[int, str]:

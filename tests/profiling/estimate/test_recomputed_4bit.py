@@ -58,4 +58,4 @@ def test_recomputed_block_on_a_4bit_base_or_dora_is_never_below_the_trace(
                          precision=precision, lora_rank=8, lora_targets=targets,
                          lora_dropout=dropout, qlora=bool(qlora), dora=bool(dora),
                          checkpointing="full")  # fmt: skip
-    check_recomputed_bound(cfg, ours, case, most=1.2)
+    check_recomputed_bound(cfg, ours, case, most=1.17)

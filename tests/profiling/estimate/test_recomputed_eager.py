@@ -53,6 +53,9 @@ CASES = {
 }
 
 
+CLOSE = {"transformers, bf16, q,v", "ours, amp-bf16, q,v", "transformers, 2 kv heads, mixed, q,v"}
+
+
 def _cfg(model: str, precision: str, targets: str, dropout: float) -> TrainingConfig:
     return TrainingConfig(model=model, seq=64, batch=2, precision=precision, lora_rank=8,
                           lora_targets=targets, lora_dropout=dropout,
@@ -63,8 +66,10 @@ def _cfg(model: str, precision: str, targets: str, dropout: float) -> TrainingCo
 def test_recomputed_block_is_never_below_the_trace(models: dict[str, str], case: str) -> None:
     name, ours, precision, targets, dropout = CASES[case]
     cfg = _cfg(models[name], precision, targets, dropout)
-    # the peak is a recomputed block's backward, and the bound is above it, not far
-    check_recomputed_bound(cfg, ours, case, most=1.08)
+    # the peak is a recomputed block's backward, and the bound is above it, not far: within
+    # 1 % where attention alone is adapted and the MLP's gradients lead (an h-sized gradient
+    # copy, counted twice before, put these 1.4-1.9 % above), 7 % elsewhere (all-linear)
+    check_recomputed_bound(cfg, ours, case, most=1.01 if case in CLOSE else 1.07)
 
 
 def test_large_vocabulary_keeps_the_loss_as_the_peak(models: dict[str, str]) -> None:
