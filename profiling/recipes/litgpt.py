@@ -205,9 +205,9 @@ LITGPT_NORM = (
     "one LoRAQKVLinear)"
 )
 FSDP1_FLAT = (
-    "Lightning's FSDPStrategy is FSDP1 (use_orig_params off): each block's parameters and the "
-    "root's are views of one flat parameter, whose gradient autograd makes by concatenating the "
-    "views' gradients while the root is gathered"
+    "Lightning's FSDPStrategy is FSDP1 (use_orig_params=True, Lightning's default): each "
+    "block's parameters and the root's are views of one flat parameter in forward, whose "
+    "gradient autograd makes by concatenating the views' gradients while the root is gathered"
 )
 
 
@@ -237,8 +237,20 @@ def _devices(r: Reading, method: str) -> int:
             # step holds a sqrt of every second moment at once (_multi_tensor_adamw). A file
             # that says foreach or fused is read as it says (_optimizer).
             r.imply("(the script)", "foreach", True, FSDP1_FOREACH)
-        if method != "lora":  # LoRA's flat parameters mix frozen and adapted weights: not modelled
-            r.imply("(the script)", "fsdp_flat", True, FSDP1_FLAT)
+        if method != "full":
+            # Lightning's FSDPStrategy sets use_orig_params=True (lightning/fabric/strategies/
+            # fsdp.py at 438f29f and 12881e8, the lightning LitGPT 43c44323 and 00af8b0 pin:
+            # ``self._fsdp_kwargs.setdefault("use_orig_params", True)``), which lets one flat
+            # parameter hold a block's frozen and adapted weights; its forward's views all come
+            # from the flat parameter, so the frozen weights' gradients are made and kept too
+            # (torch's FullyShardedDataParallel docs: "higher than expected gradient memory")
+            raise ProfilingError(
+                f"{r.file}: LitGPT's {method} on {gpus} GPUs shards with Lightning's FSDPStrategy "
+                "(FSDP1, use_orig_params=True), whose flat parameters mix each block's frozen "
+                "and adapted weights, so the frozen weights' gradients are made too: not "
+                "modelled (our count would be low); set devices: 1"
+            )
+        r.imply("(the script)", "fsdp_flat", True, FSDP1_FLAT)
     return gpus
 
 
