@@ -71,6 +71,12 @@ PP_KEEPS_OUTPUTS_FIELD: Any = Field(
     "each stage keeps every microbatch's output until the next step, the last stage's merged "
     "at the step's end.",
 )
+TITAN_ROOT_GROUP_FIELD: Any = Field(
+    False,
+    description="Plans without a pipeline: torchtitan's FSDP groups before July 2025 (83e6941) "
+    "— the embedding, final norm and output in the root's group, gathered from forward's "
+    "start to backward's end, and the last block not resharded after forward.",
+)
 ULYSSES_FIELD: Any = Field(
     1,
     ge=1,
@@ -127,7 +133,8 @@ def check_float8(cfg: Any, plan: bool) -> None:
 
 __all__ = [
     "ASYNC_TP_FIELD", "FLOAT8_ALL_GATHER_FIELD", "FLOAT8_FIELD", "FLOAT8_RECIPES",
-    "MICROBATCHES_FIELD", "PP_KEEPS_OUTPUTS_FIELD", "RESHARD_ALWAYS_FIELD", "ULYSSES_FIELD",
+    "MICROBATCHES_FIELD", "PP_KEEPS_OUTPUTS_FIELD", "RESHARD_ALWAYS_FIELD",
+    "TITAN_ROOT_GROUP_FIELD", "ULYSSES_FIELD",
     "VIRTUAL_STAGES_FIELD",
     "Float8Recipe", "check_float8",
 ]  # fmt: skip

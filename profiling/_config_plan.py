@@ -76,6 +76,8 @@ class TrainingConfig(Protocol):
     @property
     def reshard_always(self) -> bool: ...
     @property
+    def titan_root_group(self) -> bool: ...
+    @property
     def model_fields_set(self) -> set[str]: ...
 
     def seq_or_default(self) -> int: ...
@@ -272,6 +274,12 @@ def _reshard(cfg: TrainingConfig) -> None:
             "a plan with FSDP and without a pipeline or context parallelism (--dp-shard N > 1, "
             "no --pp, no --cp, not --zero 2)",
             "reshard_always",
+        )
+    if cfg.titan_root_group and (cfg.zero == 2 or cfg.reshard_always):
+        raise ConfigError(
+            "--titan-root-group is torchtitan's FSDP grouping before its reshard policies "
+            "(83e6941, July 2025): drop --zero 2 / --reshard-always, or it",
+            "titan_root_group",
         )
 
 

@@ -204,6 +204,7 @@ class TrainingConfig(BaseModel):
     float8_all_gather: bool = f8.FLOAT8_ALL_GATHER_FIELD
     async_tp: bool = f8.ASYNC_TP_FIELD
     reshard_always: bool = f8.RESHARD_ALWAYS_FIELD
+    titan_root_group: bool = f8.TITAN_ROOT_GROUP_FIELD
     # ---- activations
     checkpointing: Checkpointing = Field(
         "none",

@@ -34,6 +34,7 @@ MemoryEstimateInput = config_input_model(
         "litgpt_norm",  # LitGPT's own GPT (its RMSNorm, its attention): a LitGPT config sets it
         "reshard_always",  # torchtitan's "always" reshard policy: its TOML as from_file sets it
         "pp_keeps_outputs",  # torch 2.6's pipeline stages: a config file as from_file sets it
+        "titan_root_group",  # torchtitan's 2024 FSDP groups: a TOML's late-2024 layout sets it
     ),
     from_file=FROM_FILE_FIELD,
 )

@@ -210,6 +210,11 @@ def _plan_gathers(cfg: TrainingConfig, share: float, head: float) -> tuple[float
     and get_fsdp_reshard_after_forward_policy): FSDP2's pre-backward unshard of a group still
     gathered sends nothing."""
     policy = reshard_policy(cfg)
+    if cfg.titan_root_group and policy == "default":  # torchtitan's 2024 groups (root_group)
+        return (2 * share - head, "(2 × Ψ / (tp · pp) − Ψ_root − Ψ_last block)",
+                f"(2 × {share:,.0f} − {head:,.0f})",
+                "forward and backward; the root (embedding, norm, output) and the last block "
+                "once")  # fmt: skip
     if policy == "never":
         return share, "Ψ / (tp · pp)", f"{share:,.0f}", "forward only: never resharded"
     if policy == "always":
@@ -360,6 +365,10 @@ def comm(cfg: TrainingConfig, shape: dict[str, Any], params: int | None = None) 
     # torchtitan keeps gathered; DeepSpeed's ZeRO-3 beside Ulysses gathers it twice as any
     h = int(shape.get("hidden") or 0)
     head = (int(shape.get("head_params") or 0) / cfg.tp + h) * (cfg.ulysses == 1)
+    if cfg.titan_root_group and cfg.ulysses == 1:  # the root group and the last block, once
+        block, total = int(shape.get("block_params") or 0), int(params or shape.get("params") or 0)
+        root = int(shape.get("root_params") or total - int(shape.get("layers") or 0) * block)
+        head = (root + block) / cfg.tp
     transfers = _data(cfg, int(params or shape.get("params") or 0), head)
     transfers += _activations(cfg, shape)
     ln = link(cfg)

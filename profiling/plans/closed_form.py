@@ -65,6 +65,7 @@ from profiling.plans.result import COMPILED_NOTE, PlanResult, estimate_notes
 from profiling.plans.ring_form import SDPA_SEED, Block
 from profiling.plans.ring_form import fused as _fused_sdpa
 from profiling.plans.ring_stage import highest_ring_rank, ring_moves
+from profiling.plans.root_group import root_group_on, root_group_profile
 from profiling.plans.shapes import Sizes, _shard, sdpa_kv, stage_tensors
 from profiling.plans.step_form import partial_momentum, step_scratch
 from profiling.plans.tp_moments import tp_forward, tp_head_backward
@@ -186,13 +187,11 @@ def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tupl
     return vec(parameters=local * s.shard, optimizer=optimizer), gathered, max(shards)
 
 
-def stage_profile(
+def _stage_profile(
     cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, stage: Stage, ring_rank: int = 1,
     loss: bool = True,
 ) -> StageProfile:  # fmt: skip
-    """One stage's base and actions in closed form (see the module), on ``ring_rank`` of the
-    context-parallel ring (``profiling.plans.ring_form``); without ``loss``, the loss's
-    transients left out (its moments: ``profiling.plans.outside_loss``)."""
+    """One stage in the later FSDP groups (see :func:`stage_profile`)."""
     s, t, n = Sizes.of(cfg), layout.tp, layout.shard_ranks
     seq = cfg.seq_or_default()
     tokens = layout.microbatch_size * seq // layout.seq_shards
@@ -405,6 +404,21 @@ def stage_profile(
         stage=stage.index, layers=stage.layers, base=base, moves=moves, per_microbatch=per_mb,
         output_bytes=output, input_bytes=0 if stage.embedding else recv,
     )  # fmt: skip
+
+
+def stage_profile(
+    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, stage: Stage, ring_rank: int = 1,
+    loss: bool = True,
+) -> StageProfile:  # fmt: skip
+    """One stage's base and actions in closed form (see the module), on ``ring_rank`` of the
+    context-parallel ring (``profiling.plans.ring_form``); without ``loss``, the loss's
+    transients left out (its moments: ``profiling.plans.outside_loss``); under torchtitan's
+    2024 FSDP groups (``--titan-root-group``) bounded as ``profiling.plans.root_group`` says."""
+    prof = _stage_profile(cfg, w, layout, stage, ring_rank, loss)
+    if not root_group_on(cfg, layout.pp > 1):
+        return prof
+    outside = _stage_profile(cfg, w, layout, stage, ring_rank, loss=False) if loss else prof
+    return root_group_profile(cfg, w, stage, layout.shard_ranks, layout.tp, prof, outside)
 
 
 def _every_n(

@@ -14,7 +14,9 @@
   ZeRO shards over its sequence-data-parallel group) (HSDP when replicated): the
   embedding, each block, the final norm with the output together, and the stage's root; with
   pipeline parallelism nothing is resharded after forward (its ``default`` policy), and the
-  norm and output only under its ``always`` policy (``--reshard-always``).
+  norm and output only under its ``always`` policy (``--reshard-always``). Its groups before
+  83e6941 (``--titan-root-group``, ``profiling.plans.root_group``): each block, the last not
+  resharded after forward, and the root holding the embedding, norm and output.
 
 Imports torch.
 """
@@ -155,6 +157,14 @@ def apply_fsdp(
         else MixedPrecisionPolicy()
     )
     reshard = not pipelined and cfg.reshard_after_forward
+    if not pipelined and cfg.titan_root_group:  # torchtitan before 83e6941 (root_group)
+        with lazy_shards():
+            last = len(model.layers) - 1
+            for i, block in enumerate(model.layers.values()):
+                fully_shard(block, mesh=dp_mesh, mp_policy=policy,
+                            reshard_after_forward=reshard and i < last)  # fmt: skip
+            fully_shard(model, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=False)
+        return
     with lazy_shards():
         if model.tok_embeddings is not None:
             fully_shard(model.tok_embeddings, mesh=dp_mesh, mp_policy=policy,

@@ -97,6 +97,17 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "gathers them again for their backward (torchtitan's fsdp_reshard_after_forward = "
             '"always"; its default keeps them gathered in between)'
         )
+    if cfg.titan_root_group and cfg.fsdp:
+        notes.append(
+            "--titan-root-group: torchtitan's FSDP groups before 83e6941 (July 2025) — the "
+            "embedding, norm and output in the root's group, gathered all step"
+            + (
+                ", the last block kept from its forward to its backward; the closed form bounds "
+                "the blocks' backward and the root's reduction from above"
+                if layout.pp == 1
+                else "; under a pipeline every group stays gathered all step either way"
+            )
+        )
     if layout.cp > 1:
         notes.append(
             f"context parallelism {layout.cp}: torch's ring attention (context_parallel's "

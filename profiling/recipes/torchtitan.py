@@ -13,6 +13,8 @@ share of the job it describes.
   --checkpoint-every N``), ``full``.
 - ``[optimizer] name`` (AdamW, Adam), ``implementation`` (``foreach``, ``fused``).
 - ``[compile] enable``.
+- A file of late 2024 (the degrees under ``[training]``): torchtitan's FSDP groups before
+  83e6941 (``--titan-root-group``: the embedding, norm and output in the root's group).
 - The launch script's ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``
   (``--expandable-segments``), which no TOML says.
 - ``[parallelism]``: the plan (``profiling.plans``): ``data_parallel_shard_degree`` (FSDP2;
@@ -101,6 +103,12 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     _optimizer(r)
     _parallelism(r)
     _batch(r)
+    if not _degree_key(r, "data_parallel_shard_degree").startswith("parallelism."):
+        # a late-2024 file: torchtitan's FSDP groups of then (profiling.plans.root_group)
+        r.imply("(its [training] degrees: before 83e6941)", "titan_root_group", True,
+                "torchtitan's FSDP groups before July 2025: the embedding, norm and output "
+                "in the root's group, gathered all step; the last block kept after "
+                "forward")  # fmt: skip
     r.imply("(run_llama_train.sh)", "expandable_segments", True, "torchtitan's launch script "
             "runs torchrun with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
             "(run_llama_train.sh at 9dec370, run_train.sh since)")  # fmt: skip
