@@ -215,17 +215,20 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
             "",
         )
     )  # fmt: skip
+    return [*terms, _logits(d, e, U), *autocast_weight_copies(e, shape)]
+
+
+def _logits(d: Dims, e: Bytes, U: int) -> Term:
+    """The log-probabilities the loss keeps over the decoder's ``U`` tokens (fp32 under
+    autocast), with the loss and its weight."""
     assert d.V is not None
     p = 4 if e.amp else e.c
-    terms.append(
-        Term(
-            f"Logits: the {p}-byte log-probabilities the loss keeps (and the loss, its weight)",
-            U * d.V * p + 2 * p,
-            f"t·b·V·{p} + 2·{p} B",
-            f"{U}·{d.V}·{p} + 2·{p}",
-        )
+    return Term(
+        f"Logits: the {p}-byte log-probabilities the loss keeps (and the loss, its weight)",
+        U * d.V * p + 2 * p,
+        f"t·b·V·{p} + 2·{p} B",
+        f"{U}·{d.V}·{p} + 2·{p}",
     )
-    return terms + autocast_weight_copies(e, shape)
 
 
 def _table(e: Bytes, cfg: TrainingConfig) -> int:
@@ -255,17 +258,7 @@ def _ckpt_once(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) ->
         Term("final norms (the encoder's output among them), the shifted labels", norms,
              "norm(s·b) + norm(t·b) + t·b·8 B", f"{norms}"),
     ]  # fmt: skip
-    assert d.V is not None
-    p = 4 if e.amp else e.c
-    terms.append(
-        Term(
-            f"Logits: the {p}-byte log-probabilities the loss keeps (and the loss, its weight)",
-            U * d.V * p + 2 * p,
-            f"t·b·V·{p} + 2·{p} B",
-            f"{U}·{d.V}·{p} + 2·{p}",
-        )
-    )
-    return terms + autocast_weight_copies(e, shape)
+    return [*terms, _logits(d, e, U), *autocast_weight_copies(e, shape)]
 
 
 __all__ = [

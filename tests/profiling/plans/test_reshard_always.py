@@ -13,18 +13,7 @@ from profiling.config import parse_config
 from profiling.errors import ConfigError
 from profiling.estimate.comm import comm
 from profiling.estimate.shape import shape_of
-
-SHAPE = {"layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 4, "ffn": 2816, "vocab": 8192,
-         "arch": "llama", "precision": "mixed", "seq": 1024, "batch": 4}  # fmt: skip
-
-
-def _both(**over: object):
-    pytest.importorskip("torch")
-    from profiling.plans.closed_form import estimate_plan
-    from profiling.plans.trace import trace_plan
-
-    cfg = parse_config(**{**SHAPE, **over})
-    return trace_plan(cfg).ranks[0], estimate_plan(cfg).ranks[0]
+from tests.profiling.plans.first_rank import SHAPE, traced_and_estimated
 
 
 @pytest.mark.parametrize(
@@ -33,8 +22,8 @@ def _both(**over: object):
     ids=["fsdp", "fsdp-tp", "fsdp-full-ckpt"],
 )
 def test_always_frees_the_output_at_the_loss_as_the_trace_does(plan) -> None:
-    kept_t, kept_e = _both(**plan)
-    always_t, always_e = _both(**plan, reshard_always=True)
+    kept_t, kept_e = traced_and_estimated(**plan)
+    always_t, always_e = traced_and_estimated(**plan, reshard_always=True)
     # the loss's backward leads either way; "always" holds the output's weight less there
     t = plan.get("tp", 1)
     # the output's bf16 weight (vocabulary-sharded under TP) and the final norm's
@@ -47,7 +36,7 @@ def test_always_frees_the_output_at_the_loss_as_the_trace_does(plan) -> None:
 
 def test_always_with_accumulation_stays_above_the_trace() -> None:
     # a later microbatch's output backward (its group gathered again) bounded from above
-    traced, closed = _both(dp_shard=2, microbatches=2, reshard_always=True)
+    traced, closed = traced_and_estimated(dp_shard=2, microbatches=2, reshard_always=True)
     assert traced.peak_bytes <= closed.peak_bytes < 1.03 * traced.peak_bytes
 
 

@@ -14,20 +14,10 @@ from profiling.config import parse_config
 from profiling.errors import ConfigError
 from profiling.estimate.comm import comm
 from profiling.estimate.shape import shape_of
+from tests.profiling.plans.first_rank import SHAPE, traced_and_estimated
 
-SHAPE = {"layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 4, "ffn": 2816, "vocab": 8192,
-         "arch": "llama", "precision": "mixed", "seq": 1024, "batch": 4}  # fmt: skip
 REPO = Path(__file__).resolve().parents[3]
 BLOCK = 4 * 1024 * 1024 - 2 * 1024 * 512 + 3 * 1024 * 2816 + 2 * 1024  # wq wk wv wo, FFN, norms
-
-
-def _both(**over: object):
-    pytest.importorskip("torch")
-    from profiling.plans.closed_form import estimate_plan
-    from profiling.plans.trace import trace_plan
-
-    cfg = parse_config(**{**SHAPE, **over})
-    return trace_plan(cfg).ranks[0], estimate_plan(cfg).ranks[0]
 
 
 @pytest.mark.parametrize(
@@ -36,8 +26,8 @@ def _both(**over: object):
     ids=["fsdp", "fsdp-tp", "fsdp-accumulating"],
 )
 def test_the_loss_holds_the_embedding_and_the_last_block_as_the_trace_does(plan) -> None:
-    later_t, later_e = _both(**plan)
-    root_t, root_e = _both(**plan, titan_root_group=True)
+    later_t, later_e = traced_and_estimated(**plan)
+    root_t, root_e = traced_and_estimated(**plan, titan_root_group=True)
     t = plan.get("tp", 1)
     # the loss's backward leads either way; the root keeps the embedding gathered (bf16) and
     # the last block stays gathered from its forward (TP shards all but the block's norms)
@@ -55,7 +45,9 @@ def test_the_loss_holds_the_embedding_and_the_last_block_as_the_trace_does(plan)
 def test_the_roots_reduction_at_backwards_end_stays_above_the_trace() -> None:
     """A large vocabulary and few tokens: the root's post-backward leads (its bf16 gradients
     beside the fp32 reduce-scatter input), bounded from above."""
-    traced, closed = _both(dp_shard=2, vocab=65536, seq=256, batch=1, titan_root_group=True)
+    traced, closed = traced_and_estimated(
+        dp_shard=2, vocab=65536, seq=256, batch=1, titan_root_group=True
+    )
     root = 2 * 65536 * 1024 + 1024  # the embedding, the output, the norm
     assert traced.by_category["temporaries"] == root * (2 + 4)
     assert traced.by_category["activations"] < 2**10  # every saved tensor freed by then
