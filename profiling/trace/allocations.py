@@ -35,10 +35,7 @@ class Replay(BaseModel):
     """Peaks of the replayed allocator (bytes)."""
 
     allocations: int  # requests replayed
-    peak_allocated: int  # the rounded blocks' peak (memory_allocated's), default segments
-    # with expandable segments every free rest of a large block is split off (should_split),
-    # so fewer bytes are allocated; None: not replayed that way (a scaled trace's extrapolation)
-    peak_allocated_expandable: int | None = None
+    peak_allocated: int  # the rounded blocks' peak (memory_allocated's)
     peak_reserved: int  # default allocator
     peak_reserved_expandable: int  # expandable_segments:True
     how: str = ""  # how a block-scaled trace's replay was extrapolated
@@ -52,11 +49,8 @@ class Replay(BaseModel):
 
     def counters(self, config: TrainingConfig, paged: int = 0) -> Counters:
         needed = self.need_expandable if config.expandable_segments else self.need
-        allocated = self.peak_allocated
-        if config.expandable_segments and self.peak_allocated_expandable is not None:
-            allocated = self.peak_allocated_expandable
         return from_replay(
-            config, allocated, self.peak_reserved, self.peak_reserved_expandable,
+            config, self.peak_allocated, self.peak_reserved, self.peak_reserved_expandable,
             self.allocations, self.how, paged, needed,
         )  # fmt: skip
 
@@ -188,7 +182,6 @@ def replayed(
     return Replay(
         allocations=sum(1 for _, size in events if size is not None),
         peak_allocated=peaks[0].peak_allocated,
-        peak_allocated_expandable=peaks[1].peak_allocated,
         peak_reserved=peaks[0].peak_reserved,
         peak_reserved_expandable=peaks[1].peak_reserved,
         by_stream={str(k): v for k, v in peaks[0].reserved_by_stream().items()},
