@@ -53,13 +53,19 @@ def _bwd_transformers(x: Ctx, tape: Tape) -> None:
         tape.free("labels")
     tape.new("lsg", sized("log-softmax's gradient", [*x.shifted, V], 4))
     tape.free("ls", "nllg")
-    tape.new("sliceg", sized("the shift's gradient, full length", [*x.tokens, V], 4))
-    tape.free("lsg")
+    _unshift_backward(x, tape, "lsg", "upg", "the logits' gradient")
+
+
+def _unshift_backward(x: Ctx, tape: Tape, shifted: str, name: str, label: str) -> None:
+    """The shift's backward (zeros, then the shifted rows' gradient written in: full length,
+    fp32), the cast's back to the logits' dtype where they were upcast, then the head's."""
+    tape.new("sliceg", sized("the shift's gradient, full length", [*x.tokens, ("V", x.V)], 4))
+    tape.free(shifted)
     grad = "sliceg"
     if x.c != 4:
-        tape.new("upg", sized("the logits' gradient", [*x.tokens, V], x.c))
+        tape.new(name, sized(label, [*x.tokens, ("V", x.V)], x.c))
         tape.free("sliceg")
-        grad = "upg"
+        grad = name
     _head_backward(x, tape, "head", x.tokens, grad, ("hidden",))
 
 
@@ -194,14 +200,7 @@ def _bwd_litgpt_full(x: Ctx, tape: Tape) -> None:
         tape.free(f"ls{i}", f"nllg{i}")
     tape.new("rowsg", sized("the rows' gradient (split's backward: cat)", [*x.shifted, V], 4))
     tape.free(*(f"lsg{i}" for i in range(len(rows))))
-    tape.new("sliceg", sized("the shift's gradient, full length", [*x.tokens, V], 4))
-    tape.free("rowsg")
-    grad = "sliceg"
-    if x.c != 4:
-        tape.new("g", sized("the logits' gradient (the cast's backward)", [*x.tokens, V], x.c))
-        tape.free("sliceg")
-        grad = "g"
-    _head_backward(x, tape, "head", x.tokens, grad, ("hidden",))
+    _unshift_backward(x, tape, "rowsg", "g", "the logits' gradient (the cast's backward)")
 
 
 # ---------------------------------------------------------------- torchtune
