@@ -267,12 +267,11 @@ def _reshard(cfg: TrainingConfig) -> None:
     (under one it reshards every group after each microbatch's forward: not modelled)."""
     if cfg.reshard_always and (
         not (cfg.fsdp and is_plan(cfg)) or cfg.pp > 1 or cfg.zero == 2 or cfg.ulysses > 1
-        or cfg.cp > 1
     ):  # fmt: skip
         raise ConfigError(
             "--reshard-always is torchtitan's fsdp_reshard_after_forward 'always', modelled on "
-            "a plan with FSDP and without a pipeline or context parallelism (--dp-shard N > 1, "
-            "no --pp, no --cp, not --zero 2)",
+            "a plan with FSDP and without a pipeline (--dp-shard N > 1 or --cp N > 1, no --pp, "
+            "not --zero 2, not --ulysses)",
             "reshard_always",
         )
     if cfg.titan_root_group and (cfg.zero == 2 or cfg.reshard_always):

@@ -291,12 +291,15 @@ def _stage_profile(
                       tp_forward(cfg, w, stage, acts, head_acts, (tokens, t, s.c))
                       ) if pipelined else vec()  # fmt: skip
     f0_peak = _larger(f0_peak, add(wrapped, vec(parameters=keep + gathering)))
+    # under "always", the output's forward and backward with its group gathered (head_form)
+    head_f, head_b = regathered_head(cfg, w, stage, n, tokens, acts)
     if not pipelined:  # the blocks' gathering and the loss come at different moments
         f0_peak = forward_peak(sum(kept), gathering + max(held - one_block, 0),
                                 max(tokens // t * w.hidden * s.c, f8_f),
                                 head=vec(parameters=head_keep + held, activations=acts,
                                          temporaries=logits * _plain_loss(t, s.c) * loss
                                          + f_rows))  # fmt: skip
+        f0_peak = _larger(f0_peak, head_f)  # under "always" the output's forward (head_form)
     moves = {
         "F0": Move(delta=vec(parameters=keep + head_keep + held, activations=acts), peak=f0_peak),
         "F": Move(delta=vec(activations=acts),
@@ -310,7 +313,6 @@ def _stage_profile(
     block_extra = 2 * (w.ffn // t) * s.c * tokens  # a block's gradient buffers in backward
     # one block's gradients, made before an earlier wrapped block's backward (``_every_n``)
     block_grads = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:9]) * grad_b
-    head_b = vec()  # under "always", the output's backward with its group gathered again
     if pipelined:  # the head's output and norm gradients made before its blocks' backward
         # the stage's output, which PipelineStage holds until the stage's backward is done
         out = 0 if stage.head else x
@@ -340,9 +342,6 @@ def _stage_profile(
         extra = b_extra if stage.head else block_extra
         b_peak = _larger(vec(temporaries=b_extra) if stage.head else
                          _backward_extra(extra, recompute, True, grad_in), emb)  # fmt: skip
-        again = cfg.reshard_always and stage.head  # the output's group gathered again
-        head_b = regathered_head(head_el, logits, tokens * w.hidden, s.c, reduce_b)
-        head_b = head_b if again else vec()
         b_peak = _larger(b_peak, head_b)
         b_more = _larger(vec(temporaries=b_extra) if stage.head else
                          _backward_extra(extra, recompute, False, grad_in), emb)  # fmt: skip

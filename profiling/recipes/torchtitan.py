@@ -300,10 +300,6 @@ def _reshard(r: Reading) -> None:
         r.ignore(key, "resharding after each microbatch's forward under a pipeline is not "
                  "modelled: the plan keeps each stage's weights gathered (torchtitan's "
                  "default), an over-estimate")  # fmt: skip
-    elif policy == "always" and cp:
-        r.ignore(key, "resharding the final norm and output after forward is not modelled "
-                 "beside context parallelism: they stay gathered until their backward "
-                 "(torchtitan's default), an over-estimate by that group")  # fmt: skip
     elif policy == "always":
         r.use(key, "reshard_always", True, "FSDP2 reshards the final norm and output after "
               "forward too, gathering them again for their backward")  # fmt: skip

@@ -464,6 +464,12 @@ def test_torchtitan_schedule_not_modelled_is_said_not_guessed(tmp_path: Path) ->
         ("default", "data_parallel_shard_degree = 8", None, "default: what the plan runs"),
         ("always", "data_parallel_shard_degree = 8", None, "final norm and output"),
         ("always", "pipeline_parallel_degree = 2", None, "each microbatch's forward"),
+        (
+            "always",
+            "data_parallel_shard_degree = 1\ncontext_parallel_degree = 8",
+            None,
+            "final norm and output",
+        ),
         ("never", "data_parallel_shard_degree = 1", None, "no FSDP"),
         ("sometimes", "data_parallel_shard_degree = 8", None, "not a policy this reader knows"),
     ],
@@ -481,6 +487,8 @@ def test_torchtitan_reshard_after_forward_policy_is_read_or_said(
     if zero:
         config = TrainingConfig.parse(**with_recipe(recipe, {}))
         assert config.is_plan and not config.reshard_after_forward
+    if recipe.values.get("reshard_always"):  # a plan that runs it (beside CP too)
+        assert TrainingConfig.parse(**with_recipe(recipe, {})).reshard_always
 
 
 def test_torchtitan_context_parallel_alone_shards_over_the_cp_ranks(tmp_path: Path) -> None:
