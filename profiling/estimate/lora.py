@@ -257,7 +257,9 @@ def _once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> li
     if d.arch in ("neox", "t5"):
         from profiling.estimate import lora_neox, lora_t5
 
-        return (lora_t5 if d.arch == "t5" else lora_neox).once_per_model(d, e, cfg)
+        if d.arch == "t5":
+            return lora_t5.once_per_model(d, e, cfg)
+        return lora_neox.once_per_model(d, e, cfg, adapters)
     sb, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
     q = d.a * d.hd
     cpu = _unfused_norms(d, cfg)

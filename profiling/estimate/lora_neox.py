@@ -19,16 +19,19 @@ full training's terms (``profiling.estimate.neox``). T = s·b tokens, r the rank
 - the LM head frozen keeps no input (adapted: what a block's adapter keeps); BLOOM's LayerNorm
   on the frozen embedding keeps nothing.
 
-Autocast (``amp-*``) is not modelled here (each frozen layer's weight copy, the adapters'
-copies): the estimate refuses it in one sentence. No torch here.
+Autocast (``amp-*``): each adapter keeps a 16-bit copy of its own, frozen layers none, and the
+16-bit weight copies kept are those ``profiling.estimate.lora_neox_amp`` counts; with QLoRA or
+checkpointing it is not modelled (a 4-bit layer's copies, the recomputed blocks'): the estimate
+refuses it in one sentence. No torch here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profiling.estimate import lora_neox_amp
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda
-from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
+from profiling.estimate.lora_bytes import adapter_bytes, adapter_compute, mask_bytes, own_copies
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -49,10 +52,11 @@ def _adapters(d: Dims, cfg: TrainingConfig) -> list[tuple[str, int, int]]:
 
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model this LoRA on this model (None: it can)."""
-    if cfg.precision.startswith("amp-"):
+    if cfg.precision.startswith("amp-") and (cfg.qlora or cfg.checkpointing != "none"):
         return (
-            "LoRA on GPT-NeoX's kind of model under autocast (its frozen layers' weight copies "
-            "are not counted); use --precision bf16, mixed or fp32, or trace it"
+            "LoRA on GPT-NeoX's kind of model under autocast with --qlora or --checkpointing is "
+            "not modelled (the recomputed blocks' and 4-bit layers' 16-bit copies); use "
+            "--precision bf16, or trace it"
         )
     roles = set(cfg.lora_targets) - {"lm_head"}
     if not roles & {"q", "k", "v"}:
@@ -76,21 +80,28 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """What LoRA changes in one block's saved activations."""
     T, tok = d.s * d.b, f"{d.s}·{d.b}"
     adapters = _adapters(d, cfg)
-    ac = adapter_bytes(cfg)
+    ac, cc = adapter_bytes(cfg), adapter_compute(cfg, e)
     names = [n for n, _, _ in adapters]
     a_out = sum(w for _, _, w in adapters)
-    terms = [Term(f"LoRA A outputs ({', '.join(names)})", T * a_out * ac, f"s·b·Σ A·{ac} B",
-                  f"{tok}·{a_out}·{ac}")]  # fmt: skip
+    terms = [Term(f"LoRA A outputs ({', '.join(names)})", T * a_out * cc, f"s·b·Σ A·{cc} B",
+                  f"{tok}·{a_out}·{cc}")]  # fmt: skip
     inputs = sum(w for _, w, _ in adapters)
     if _own(cfg, e):
-        why = "the fp32 casts" if ac != e.c else "lora_dropout's outputs"
-        terms.append(Term(f"LoRA inputs (each adapter's own: {why})", T * inputs * ac,
-                          f"s·b·Σ inputs·{ac} B", f"{tok}·{inputs}·{ac}"))  # fmt: skip
+        dt = 2 if e.amp else ac  # autocast's 16-bit copy for lora_A (estimate.lora_neox_amp)
+        why = (
+            "autocast's copies"
+            if e.amp
+            else "the fp32 casts"
+            if ac != e.c
+            else "lora_dropout's outputs"
+        )
+        terms.append(Term(f"LoRA inputs (each adapter's own: {why})", T * inputs * dt,
+                          f"s·b·Σ inputs·{dt} B", f"{tok}·{inputs}·{dt}"))  # fmt: skip
     if cfg.lora_dropout:
         m = mask_bytes(cfg)
         terms.append(Term("LoRA dropout masks", T * inputs * m, f"s·b·Σ inputs·{m} B",
                           f"{tok}·{inputs}·{m}"))  # fmt: skip
-    terms += _zero_pad(d, cfg, ac)
+    terms += _zero_pad(d, cfg, cc)
     if not (cfg.qlora and cfg.bnb_keeps_inputs):
         terms += _frozen_inputs(d, e, cfg, names)
     return terms
@@ -115,6 +126,8 @@ def _zero_pad(d: Dims, cfg: TrainingConfig, ac: int) -> list[Term]:
 def _frozen_inputs(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) -> list[Term]:
     """Full training's matmul inputs that frozen layers no longer keep."""
     x = d.extra["neox"]
+    if e.amp:  # every adapter keeps a copy of its own: nothing is shared
+        return _not_kept("frozen layers: inputs not kept", lora_neox_amp.frozen_lost(d, e), d, e)
     one_norm = x["residual"] == "parallel_one_norm"
     qkv = {"qkv", "q", "k", "v"}
     lost: list[tuple[str, int]] = []
@@ -136,10 +149,12 @@ def _frozen_inputs(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) 
     return _not_kept("frozen layers: inputs not kept", lost, d, e)
 
 
-def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
-    """The first block's reads of the frozen embedding, and the LM head."""
+def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int = 0) -> list[Term]:
+    """The first block's reads of the frozen embedding, the LM head, and under autocast the
+    adapters' 16-bit copies (``adapters``: their parameters)."""
     T, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
-    own, ac = _own(cfg, e), adapter_bytes(cfg)
+    own, ac, cc = _own(cfg, e), adapter_bytes(cfg), adapter_compute(cfg, e)
+    oc = 2 if e.amp else ac  # the adapter's own input: autocast's 16-bit copy, or its dtype's
     terms: list[Term] = []
     head = "lm_head" in cfg.lora_targets
     # Lightning's 4-bit LM head (--fabric-bnb, untied) of bitsandbytes <= 0.43.1 keeps it
@@ -149,14 +164,14 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                           f"−s·b·h·{e.c} B", f"−{tok}·{h}·{e.c}"))  # fmt: skip
     if head and cfg.loss == "litgpt":  # A's output and the mask: the loss tape's, chunk by
         if own:  # chunk (losses.head_chunks); the adapter's own input copy stays here
-            terms.append(Term("LM head's adapter (its own input)", T * h * ac,
-                              f"s·b·h·{ac} B", f"{tok}·{h}·{ac}"))  # fmt: skip
+            terms.append(Term("LM head's adapter (its own input)", T * h * oc,
+                              f"s·b·h·{oc} B", f"{tok}·{h}·{oc}"))  # fmt: skip
     elif head:
         m = mask_bytes(cfg) if cfg.lora_dropout else 0
-        per_h = (ac if own else 0) + m
+        per_h = (oc if own else 0) + m
         terms.append(Term("LM head's adapter (A output, its own input, dropout mask)",
-                          T * (r * ac + h * per_h), f"s·b·(r·{ac} + h·{per_h}) B",
-                          f"{tok}·({r}·{ac} + {h}·{per_h})"))  # fmt: skip
+                          T * (r * cc + h * per_h), f"s·b·(r·{cc} + h·{per_h}) B",
+                          f"{tok}·({r}·{cc} + {h}·{per_h})"))  # fmt: skip
     if d.extra.get("hf_module") == "bloom":  # word_embeddings_layernorm reads the frozen table
         stats = 8 if _cuda(cfg) else 2 * e.r
         terms.append(Term("BLOOM's embeddings' LayerNorm keeps nothing (a frozen input)",
@@ -164,6 +179,9 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                           f"−{tok}·({h}·{e.r} + {stats})"))  # fmt: skip
     if cfg.checkpointing == "full":
         return terms
+    if e.amp:
+        terms += lora_neox_amp.first_block_copies(d, cfg, _adapters(d, cfg))
+        terms.append(lora_neox_amp.adapter_copies(adapters))
     return _first_block(d, e, cfg) + terms
 
 
