@@ -242,12 +242,17 @@ def _sharded(
     ring = (n - 1) / n
     m = accumulated(cfg)
     # --accumulate-unsharded N (FSDP without a plan): every micro-batch gathers, one reduces
-    mg = m * (cfg.accumulate_unsharded or 1)
+    # (but FSDP1's SHARD_GRAD_OP, which keeps the gathered parameters through them: _kept_once)
+    mg = m * (cfg.accumulate_unsharded or 1) if not _kept_once(cfg) else m
     if cfg.is_plan and cfg.pp == 1:
         gathered, form, sub, why = _plan_gathers(cfg, share, head)
     else:
         gathers = 1 if cfg.pp > 1 or (cfg.zero in (1, 2) and not cfg.fsdp) else 2
         why = {1: "once per step", 2: "forward and backward"}[gathers]
+        if cfg.fsdp and cfg.zero == 2:  # kept from forward to backward: gathered in forward
+            gathers, why = 1, "forward only: kept to the backward"
+        if _kept_once(cfg):
+            why = "once per step: FSDP1's SHARD_GRAD_OP keeps them through the micro-batches"
         gathered, form, sub = gathers * share, f"{gathers} × {psi}", f"{gathers} × {share:,.0f}"
     times, each = (f"{m} microbatches × ", f"{m} × ") if m > 1 else ("", "")
     g_times, g_each = (f"{mg} microbatches × ", f"{mg} × ") if mg > 1 else ("", "")
@@ -267,6 +272,17 @@ def _sharded(
             substituted=f"{each}{share:,.0f} × {r} × {ring:.4g}", overlapped=True,
         ),
     ]  # fmt: skip
+
+
+def _kept_once(cfg: TrainingConfig) -> bool:
+    """FSDP1's SHARD_GRAD_OP (``--fsdp-flat --zero 2``) accumulating without sync: its
+    post-backward frees the gathered flat parameter only when gradients sync or the strategy
+    reshards after forward (``_should_free_in_backward``), and a handle still gathered is not
+    gathered again (``FlatParamHandle.needs_unshard``), so the first micro-batch's forward
+    gathers and the rest, the last's backward included, reuse it; its reduce-scatter runs in
+    the last alone (pytorch/pytorch torch/distributed/fsdp/_runtime_utils.py and _flat_param.py,
+    torch 2.13)."""
+    return cfg.fsdp_flat and cfg.zero == 2 and (cfg.accumulate_unsharded or 1) > 1
 
 
 def _allreduce(share: float, r: int, n: int, label: str, psi: str, m: int = 1) -> Transfer:
