@@ -31,8 +31,9 @@ output every decoder block); SDPA casts the float bias to 16 bits too; ReLU's ou
 to the output weight's fp32 by T5 and back by the matmul (that copy kept); gelu_new runs in
 fp32 from ``pow`` on. On the CPU target the trained bias sends self-attention to SDPA's math
 path (``_self_attention``); cross-attention's bias needs no gradient (the CPU's flash kernel:
-q, k, v, the output, logsumexp unpadded). Full checkpointing: LoRA's in ``estimate.t5_ckpt``; a
-full finetune's is refused (per_layer says why). No torch here.
+q, k, v, the output, logsumexp unpadded). Full checkpointing: LoRA's backward in
+``estimate.t5_ckpt``, a full finetune's in ``estimate.t5_ckpt_full`` (under autocast or on the
+CPU target refused: per_layer says why). No torch here.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
 def shape_keys(w: WorkloadConfig) -> dict[str, Any]:
     """What this module reads of the shape (``shape['t5']``)."""
     return {"decoder_layers": w.decoder_layers, "gated": w.gated, "q_dim": w.q_dim,
-            "target_seq": w.target_seq}  # fmt: skip
+            "target_seq": w.target_seq, "tied": w.tied_embeddings,
+            "rel_buckets": w.rel_buckets}  # fmt: skip
 
 
 def block_matmuls(w: WorkloadConfig) -> int:
@@ -163,18 +165,20 @@ def _decoder_block(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """An encoder block's kept tensors (``d.L`` of them); the decoder's are counted once."""
-    if cfg.checkpointing == "full" and cfg.lora_rank is not None:
-        return []  # only the blocks' inputs kept; backward's moments are estimate.t5_ckpt's
+    modelled = cfg.lora_rank is not None or (not e.amp and _cuda(cfg))
+    if cfg.checkpointing == "full" and modelled:
+        return []  # only the blocks' inputs kept; backward's moments: estimate.t5_ckpt(_full)
     if cfg.checkpointing != "none":
         from profiling.errors import ProfilingError
 
         # what the step keeps after forward is the trace's to the byte (t5_ckpt.once_per_model),
-        # but a full finetune's backward is not modelled: the trained tables' and the shared
-        # embedding's gradients beside each recomputed block (LoRA's is: estimate.t5_ckpt)
+        # but a full finetune's backward under autocast or on the CPU target is not modelled:
+        # autocast's fp32 copies and the CPU's math attention beside each recomputed block
         raise ProfilingError(
             "the estimate does not model an encoder-decoder's (T5, mT5) full finetune under "
-            "checkpointing yet (its peak came out up to 6 % low); trace this step instead "
-            "(journal-agent trace runs transformers' module exactly), or estimate peft's LoRA"
+            "checkpointing with autocast or on the CPU target yet; trace this step instead "
+            "(journal-agent trace runs transformers' module exactly), or estimate it in mixed, "
+            "bf16 or fp32 on CUDA"
         )
     value = _encoder_block(d, e, cfg)
     return [

@@ -204,7 +204,9 @@ def _words(fwd: float, block: str, n: str) -> str:
 
 def t5_moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
     """An encoder-decoder's own moments: LoRA's cross-attention without checkpointing
-    (``lora_t5.moments``), the recomputed blocks with it (``moments``)."""
+    (``lora_t5.moments``), the recomputed blocks with it (``moments``; a full finetune's:
+    ``t5_ckpt_full.moments``)."""
+    from profiling.estimate import t5_ckpt_full
     from profiling.estimate.lora_t5 import moments as lora_moments
 
-    return lora_moments(d, cfg, fwd) + moments(d, cfg, fwd)
+    return lora_moments(d, cfg, fwd) + moments(d, cfg, fwd) + t5_ckpt_full.moments(d, cfg, fwd)
