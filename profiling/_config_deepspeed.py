@@ -72,6 +72,22 @@ PERSISTENCE_FIELD: Any = Field(
 OVERLAP_COMM_FIELD: Any = Field(
     None, description="DeepSpeed's overlap_comm (default: on for ZeRO-3 only)."
 )
+DsDtype = Literal["fp32", "bf16", "fp16"] | None
+SUB_GROUP_FIELD: Any = Field(
+    None, ge=1, le=10**16, description="DeepSpeed ZeRO-3's sub_group_size (default 1e9)."
+)
+REUSE_DISTANCE_FIELD: Any = Field(
+    None, ge=0, le=10**16, description="DeepSpeed's stage3_max_reuse_distance (default 1e9)."
+)
+OFFLOAD_RATIO_FIELD: Any = Field(
+    None, ge=0, le=1, description="DeepSpeed ZeRO-3's offload_optimizer.ratio (default 1)."
+)
+GRAD_ACCUM_DTYPE_FIELD: Any = Field(
+    None, description="DeepSpeed's data_types.grad_accum_dtype (default: the model's)."
+)
+COMM_DTYPE_FIELD: Any = Field(
+    None, description="DeepSpeed's communication_data_type (default: the model's)."
+)
 
 # What the fields above mean only with the engine on.
 ENGINE_ONLY = (
@@ -82,7 +98,14 @@ ENGINE_ONLY = (
     "prefetch_bucket_size",
     "param_persistence_threshold",
     "overlap_comm",
+    "sub_group_size",
+    "max_reuse_distance",
+    "offload_ratio",
+    "grad_accum_dtype",
+    "comm_dtype",
 )
+ZERO3_ONLY = ("sub_group_size", "max_reuse_distance", "offload_ratio", "grad_accum_dtype",
+              "comm_dtype")  # fmt: skip
 
 # All of them: the agents' tools leave them out of their schemas (every field costs tokens in
 # each request); a DeepSpeed config given as from_file sets them.
@@ -124,6 +147,7 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
             "partitions them)",
             "offload_param",
         )
+    _check_zero3_settings(cfg)
     if cfg.offload_to == "nvme" and not (cfg.offload_optimizer or cfg.offload_param):
         raise ConfigError(
             "--offload-to nvme says where --offload-optimizer / --offload-param go: give one",
@@ -144,6 +168,23 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
         )
 
 
+def _check_zero3_settings(cfg: TrainingConfig) -> None:
+    given = [f for f in ZERO3_ONLY if getattr(cfg, f) is not None]
+    if given and cfg.zero != 3:
+        what = (
+            "DeepSpeed reads it at ZeRO-3 only (stage3.py)"
+            if given[0] in ZERO3_ONLY[:3]
+            else "at ZeRO-1/2 it is not modelled yet (leave it out: the 16-bit default)"
+        )
+        raise ConfigError(f"{_flag(given[0])} needs --zero 3: {what}", given[0])  # fmt: skip
+    if cfg.offload_ratio is not None and (not cfg.offload_optimizer or cfg.offload_to != "cpu"):
+        raise ConfigError(
+            "--offload-ratio is the share of the optimizer DeepSpeed offloads to the CPU: give "
+            "--offload-optimizer (to cpu; a partial offload to nvme is not modelled yet)",
+            "offload_ratio",
+        )
+
+
 def describe_deepspeed(cfg: TrainingConfig) -> str:
     """'DeepSpeed ZeRO-3, optimizer and parameters offloaded to nvme' for a title."""
     text = f"DeepSpeed ZeRO-{cfg.zero}"
@@ -155,19 +196,25 @@ def describe_deepspeed(cfg: TrainingConfig) -> str:
 
 
 __all__ = [
+    "COMM_DTYPE_FIELD",
     "CPU_MEM_FIELD",
     "DEEPSPEED_FIELD",
     "DEEPSPEED_FIELDS",
     "ENGINE_OFF",
     "GPUS_PER_NODE_FIELD",
+    "GRAD_ACCUM_DTYPE_FIELD",
     "OFFLOAD_OPTIMIZER_FIELD",
     "OFFLOAD_PARAM_FIELD",
+    "OFFLOAD_RATIO_FIELD",
     "OFFLOAD_TO_FIELD",
     "OVERLAP_COMM_FIELD",
     "PERSISTENCE_FIELD",
     "PREFETCH_BUCKET_FIELD",
     "REDUCE_BUCKET_FIELD",
+    "REUSE_DISTANCE_FIELD",
+    "SUB_GROUP_FIELD",
     "Count",
+    "DsDtype",
     "OffloadDevice",
     "check_deepspeed",
     "describe_deepspeed",

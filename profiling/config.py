@@ -169,6 +169,11 @@ class TrainingConfig(BaseModel):
     prefetch_bucket_size: ds.Count = ds.PREFETCH_BUCKET_FIELD
     param_persistence_threshold: ds.Count = ds.PERSISTENCE_FIELD
     overlap_comm: bool | None = ds.OVERLAP_COMM_FIELD
+    sub_group_size: int | None = ds.SUB_GROUP_FIELD
+    max_reuse_distance: int | None = ds.REUSE_DISTANCE_FIELD
+    offload_ratio: float | None = ds.OFFLOAD_RATIO_FIELD
+    grad_accum_dtype: ds.DsDtype = ds.GRAD_ACCUM_DTYPE_FIELD
+    comm_dtype: ds.DsDtype = ds.COMM_DTYPE_FIELD
     paged_optimizer: bool = PAGED_FIELD
     torchao_optim: bool = optim.TORCHAO_OPTIM_FIELD
     activation_offload: bool = behaviours.ACTIVATION_OFFLOAD_FIELD
@@ -269,7 +274,7 @@ class TrainingConfig(BaseModel):
 
     @field_validator(
         "params", "tokens", "reduce_bucket_size", "prefetch_bucket_size",
-        "param_persistence_threshold", mode="before",
+        "param_persistence_threshold", "sub_group_size", "max_reuse_distance", mode="before",
     )  # fmt: skip
     @classmethod
     def _count(cls, value: Any) -> Any:

@@ -57,9 +57,10 @@ from typing import Any
 from profiling import _config_deepspeed as dsc
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate import deepspeed_groups as dg
 from profiling.estimate import deepspeed_lora as dl
 from profiling.estimate.activations import offloaded_inputs
-from profiling.estimate.states import Ledger, Line, optimizer_states, weight_bytes
+from profiling.estimate.states import Ledger, weight_bytes
 from profiling.units import fmt_bytes, fmt_count
 
 
@@ -73,6 +74,9 @@ class Settings:
     persistence: int
     overlap: bool
     per_node: int
+    acc: int  # bytes of a gradient partition's element (data_types.grad_accum_dtype)
+    comm: int  # bytes of a ZeRO-3 bucket's element (communication_data_type)
+    reuse: int  # stage3_max_reuse_distance
 
     @classmethod
     def of(cls, cfg: TrainingConfig, shape: dict[str, Any]) -> Settings:
@@ -95,6 +99,11 @@ class Settings:
             persistence=given(cfg.param_persistence_threshold, dsc.PERSISTENCE_DEFAULT, 10 * h),
             overlap=cfg.overlap_comm if cfg.overlap_comm is not None else cfg.zero == 3,
             per_node=gpus_per_node(cfg),
+            acc=dg.accum_bytes(cfg, weight_bytes(cfg.precision)),
+            comm=dg.comm_bytes(cfg, weight_bytes(cfg.precision)),
+            reuse=dsc.REUSE_DISTANCE_DEFAULT
+            if cfg.max_reuse_distance is None
+            else cfg.max_reuse_distance,
         )
 
 
@@ -117,17 +126,6 @@ def persistent_params(shape: dict[str, Any], threshold: int) -> tuple[int, str]:
         return small, f"norms and biases of {L} blocks + the final norm (each ≤ {threshold:,})"
     count = (2 * L + 1) * h if h <= threshold else 0
     return count, f"(2·L + 1)·h = (2·{L} + 1)·{h} norm weights (each ≤ {threshold:,})"
-
-
-def _line(ledger: Ledger, name: str, value: float, formula: str, numbers: str, **kw: Any) -> None:
-    line = Line(name=name, bytes=value, unsharded=kw.get("unsharded", 0.0), formula=formula,
-                substituted=numbers, group=kw.get("group", "overhead"),
-                category=kw.get("category", "gradients"))  # fmt: skip
-    ledger.add(line)
-    if line.group == "model states":  # shown with the other model states, not after activations
-        ledger.lines.remove(line)
-        last = max(i for i, ln in enumerate(ledger.lines) if ln.group == "model states")
-        ledger.lines.insert(last + 1, line)
 
 
 def _drop_torch_step(ledger: Ledger) -> None:
@@ -167,14 +165,17 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
     dl.sixteen_bit_adapters(ledger, cfg, shape)
     _drop_torch_step(ledger)
     buffers = 2 if s.overlap and cfg.zero < 3 else 1
+    b = w if cfg.zero < 3 else s.comm  # stage 3: communication_data_type
     # Stages 1-2: made at the first backward hook, released after the step (a gradient);
     # stage 3: made with the optimizer, alive all step (counted with the optimizer's memory).
-    _line(
+    dg.add_line(
         ledger,
         f"DeepSpeed gradient bucket{'s' if buffers > 1 else ''} (reduce_bucket_size)",
-        s.reduce * w * buffers,
-        "reduce_bucket_size · w" + (" · 2 (overlap_comm)" if buffers > 1 else ""),
-        f"{fmt_count(s.reduce)} · {w}" + (" · 2" if buffers > 1 else ""),
+        s.reduce * b * buffers,
+        "reduce_bucket_size · "
+        + ("w" if cfg.zero < 3 else "b(communication_data_type)")
+        + (" · 2 (overlap_comm)" if buffers > 1 else ""),
+        f"{fmt_count(s.reduce)} · {b}" + (" · 2" if buffers > 1 else ""),
         group="temporaries" if cfg.zero < 3 else "model states",
         category="gradients" if cfg.zero < 3 else "optimizer",
     )
@@ -185,7 +186,7 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
         if cfg.zero >= 2:
             _to_host(ledger, "gradients", "cpu")  # pinned host memory, NVMe or not
         if cfg.zero < 3 and big:
-            _line(
+            dg.add_line(
                 ledger,
                 "DeepSpeed offload: GPU buffer of the largest parameter",
                 big * w,
@@ -193,18 +194,20 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
                 f"{fmt_count(big)} · {w}",
                 group="temporaries",
             )
+    elif cfg.zero == 3 and cfg.precision in ("mixed", "fp32") and not cfg.fp32_grads:
+        dg.fp32_sub_group(ledger, cfg, shape, s.acc, psi)
     elif cfg.precision == "mixed" and not cfg.fp32_grads:
-        part = psi / n if cfg.zero < 3 else min(dsc.SUB_GROUP_DEFAULT, psi / n)
-        what = "partition" if cfg.zero < 3 else "sub-group (≤ sub_group_size 1e9)"
-        _line(
+        dg.add_line(
             ledger,
-            f"DeepSpeed fp32 gradient {what} (at the step)",
-            4 * part,
-            "4 B · Ψ/N" if cfg.zero < 3 else "4 B · min(1e9, Ψ/N)",
+            "DeepSpeed fp32 gradient partition (at the step)",
+            4 * psi / n,
+            "4 B · Ψ/N",
             f"4 · {fmt_count(psi)} / {n}",
             group="temporaries",
             category="temporaries",
         )
+    if cfg.offload_optimizer and cfg.zero == 3 and cfg.offload_ratio is not None:
+        dg.kept_on_gpu(ledger, cfg, shape, psi)
     if cfg.zero == 3:
         _stage3(ledger, cfg, shape, s)
 
@@ -215,13 +218,16 @@ def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Setti
         if ln.category == "gradients" and ln.group == "model states" and ln.bytes:
             ln.name += " (one flat buffer made with the optimizer: alive all step)"
             ln.category = "optimizer"
+            if s.acc != w:  # made in grad_accum_dtype
+                ln.bytes, ln.unsharded = ln.bytes * s.acc / w, ln.unsharded * s.acc / w
+                ln.substituted += f" → {s.acc} B each (grad_accum_dtype)"
     if cfg.offload_param:
         _to_host(ledger, "parameters", cfg.offload_to)
     small, how = persistent_params(shape, s.persistence)
     if adapters := dl.persistent_adapters(cfg, shape, s.persistence):
         small, how = small + adapters, f"{how} + {fmt_count(adapters)} of LoRA's A and B"
     if small:
-        _line(
+        dg.add_line(
             ledger,
             "DeepSpeed persistent parameters (gathered on every rank)",
             small * w,
@@ -234,7 +240,7 @@ def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Setti
     ahead = min(s.prefetch, psi)
     if not module:
         ledger.note("DeepSpeed ZeRO-3's gathered module not counted: give the model's shape")
-    _line(
+    dg.add_line(
         ledger,
         "DeepSpeed ZeRO-3 gathered parameters (a module + the prefetch bucket)",
         (module + ahead) * w,
@@ -242,7 +248,7 @@ def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Setti
         f"({fmt_count(module)} + {fmt_count(ahead)}) · {w}",
         category="parameters",
     )
-    _kept_at_turn(ledger, shape, psi - module, w)
+    _kept_at_turn(ledger, shape, psi - module, w, s.reuse)
     if cfg.offload_param:
         # A gather copies each host partition to the GPU (``ds_tensor.to(device)``) beside the
         # gathered buffer — one copy handed to the all-gather, or a list of them concatenated
@@ -252,7 +258,7 @@ def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Setti
         # gather's partitions twice while it runs. Measured: PEFT's mt0-xxl row, whose
         # 1.02e9-element head is gathered at the end of forward (0.806 without it).
         n = cfg.gpus
-        _line(
+        dg.add_line(
             ledger,
             "DeepSpeed ZeRO-3 offload_param: the gathered partitions' GPU copies (during a gather)",
             (module + ahead) * w / n,
@@ -262,7 +268,7 @@ def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Setti
         )
 
 
-def _kept_at_turn(ledger: Ledger, shape: dict[str, Any], rest: int, w: int) -> None:
+def _kept_at_turn(ledger: Ledger, shape: dict[str, Any], rest: int, w: int, reuse: int) -> None:
     """Once a step's module trace is recorded (every step after the first), a module's
     parameters are not released while any module within ``stage3_max_reuse_distance`` (1e9)
     elements of the trace ahead uses them (partitioned_param_coordinator.py
@@ -270,16 +276,15 @@ def _kept_at_turn(ledger: Ledger, shape: dict[str, Any], rest: int, w: int) -> N
     first in backward, 2·S later (S: the elements after them in forward), so every module
     with S < 1e9 / 2 stays gathered across the turn — none when the head alone reaches that
     (mt5-xxl's, BLOOM's 250k-piece heads), about 5e8 elements otherwise (T5-XL: the head and
-    the last 7 decoder blocks)."""
-    reuse = dsc.REUSE_DISTANCE_DEFAULT
+    the last 7 decoder blocks); a smaller distance keeps less, 0 none."""
     if 2 * int(shape.get("head_params") or 0) >= reuse or rest <= 0:
         return
     kept = min(rest, reuse // 2)  # beyond the largest module the gathered line counts
-    _line(
+    dg.add_line(
         ledger,
         "DeepSpeed ZeRO-3 parameters kept across forward's end (stage3_max_reuse_distance)",
         kept * w,
-        "min(Ψ − largest module, stage3_max_reuse_distance / 2) · w",
+        f"min(Ψ − largest module, stage3_max_reuse_distance {fmt_count(reuse)} / 2) · w",
         f"{fmt_count(kept)} · {w}",
         category="parameters",
     )
@@ -296,12 +301,6 @@ class HostLine:
     pinned: bool
 
 
-def _optimizer_per_param(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[float, str]:
-    states = optimizer_states(cfg.optimizer, "mixed", shape.get("hidden"))
-    per = sum(p for _, p, _ in states)
-    return per, " + ".join(label for _, _, label in states) or "0 B"
-
-
 def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
     """What one rank keeps in host memory, in bytes: DeepSpeed's offload (``--deepspeed``),
     torchtune's activation offloading (``--activation-offload``)."""
@@ -315,15 +314,19 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
     P = f"{fmt_count(psi)}/{n}"
     every = dl.partitioned(cfg, shape)  # the parameter partitions: frozen ones too
     nvme = cfg.offload_to == "nvme"
+    groups = dg.sub_groups(cfg, shape, psi)
     if cfg.offload_optimizer and not nvme:
-        per, labels = _optimizer_per_param(cfg, shape)
+        per, labels = dg.optimizer_per_param(cfg, shape)
+        on_gpu = sum(groups.on_gpu(cfg.offload_ratio))  # offload_optimizer.ratio's GPU share
+        cpu, P = (part - on_gpu, f"({P} − {fmt_count(on_gpu)} on the GPU)") if on_gpu else (part, P)
         out += [
-            HostLine("fp32 master weights", 4 * part, f"4 B · {P}", cfg.zero < 3),
-            HostLine(f"optimizer states ({labels})", per * part, f"{per:g} B · {P}", False),
-            HostLine("fp32 gradient partition", 4 * part, f"4 B · {P}", True),
+            HostLine("fp32 master weights", 4 * cpu, f"4 B · {P}", cfg.zero < 3),
+            HostLine(f"optimizer states ({labels})", per * cpu, f"{per:g} B · {P}", False),
+            HostLine("fp32 gradient partition", 4 * cpu, f"4 B · {P}", True),
         ]
+        P = f"{fmt_count(psi)}/{n}"
     if cfg.offload_optimizer and nvme:
-        sub = min(dsc.SUB_GROUP_DEFAULT, part)
+        sub = groups.largest
         out.append(
             HostLine(
                 "NVMe swap buffers of the optimizer (buffer_count 4 × largest sub-group, fp32)",
@@ -345,7 +348,8 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
                 HostLine("gradients accumulated in host memory", w * part, f"{w} B · {P}", True)
             )
     if cfg.offload_optimizer and cfg.zero == 3:
-        out.append(HostLine(f"{8 * w}-bit gradient partitions", w * part, f"{w} B · {P}", True))
+        a = s.acc  # grad_partitions_flat_buffer: grad_accum_dtype, pinned in host memory
+        out.append(HostLine(f"{8 * a}-bit gradient partitions", a * part, f"{a} B · {P}", True))
     if cfg.offload_param:
         kept = min(every / n, dsc.PARAM_MAX_IN_CPU) if nvme else every / n
         E = f"{fmt_count(every)}/{n}"

@@ -26,6 +26,18 @@ from profiling.recipes.recipe import NO_MEMORY, Reading
 _PINNED = "does not change the bytes (the host block labels them pinned: DeepSpeed's default)"
 _DEFAULT_BUFFERS = "not modelled yet: the NVMe swap buffers are counted at DeepSpeed's defaults"
 _OFF = ("zero_optimization.offload_optimizer", "zero_optimization.offload_param")
+_ZERO3 = NO_MEMORY + " (DeepSpeed reads it at ZeRO-3 only)"
+_NOT_AT_1_2 = "not modelled yet at ZeRO-1/2 (at ZeRO-3 it is)"
+# DeepSpeed's engine never reads the block (engine.py's _configure_checkpointing saves model
+# checkpoints); deepspeed.checkpointing.configure reads it when a model's own code calls it and
+# checkpoints through deepspeed.checkpointing.checkpoint (Megatron-DeepSpeed), which neither
+# transformers' models nor ours do (torch.utils.checkpoint: --checkpointing).
+_ACTIVATIONS = (NO_MEMORY + ": DeepSpeed's engine never reads it; only a model that calls "
+                "deepspeed.checkpointing itself (Megatron-DeepSpeed) does — transformers' "
+                "gradient_checkpointing is torch's (give --checkpointing)")  # fmt: skip
+_DTYPES = {"fp32": "fp32", "float32": "fp32", "float": "fp32", "torch.float32": "fp32",
+           "bf16": "bf16", "bfloat16": "bf16", "bfloat": "bf16", "torch.bfloat16": "bf16",
+           "fp16": "fp16", "float16": "fp16", "half": "fp16", "torch.float16": "fp16"}  # fmt: skip
 # Keys read as DeepSpeed reads them that move no byte the estimate counts, or are not modelled.
 DS_KNOWN: list[tuple[str, str]] = [
     ("train_batch_size", NO_MEMORY + " (micro-batch × accumulation × GPUs)"),
@@ -34,24 +46,21 @@ DS_KNOWN: list[tuple[str, str]] = [
      "deepspeed/runtime/utils.py:1013)"),
     ("zero_optimization.stage3_max_live_parameters", "a bound (1e9 elements by default) on "
      "what is prefetched, above the gathered parameters counted"),
-    ("zero_optimization.stage3_max_reuse_distance", "not modelled yet: counted at DeepSpeed's "
-     "default, 1e9 elements (about 5e8 kept gathered across forward's end)"),
-    ("zero_optimization.sub_group_size", "not modelled yet: counted at DeepSpeed's default, "
-     "1e9 elements of fp32 gradients converted at a time"),
+    ("zero_optimization.stage3_max_reuse_distance", _ZERO3),
+    ("zero_optimization.sub_group_size", _ZERO3),
     ("zero_optimization.stage3_gather_16bit_weights_on_model_save", NO_MEMORY + " in a step"),
     ("zero_optimization.gather_16bit_weights_on_model_save", NO_MEMORY + " in a step"),
     ("zero_optimization.*.pin_memory", _PINNED),
     ("zero_optimization.*.buffer_count", _DEFAULT_BUFFERS),
     ("zero_optimization.*.buffer_size", _DEFAULT_BUFFERS),
     ("zero_optimization.*.max_in_cpu", _DEFAULT_BUFFERS),
-    ("zero_optimization.*.ratio", "not modelled yet: a partial offload (all of it is counted)"),
+    ("zero_optimization.*.ratio", "read at ZeRO-3 with the optimizer offloaded to cpu only"),
     ("zero_optimization.*.nvme_path", NO_MEMORY),
     ("zero_optimization.*.fast_init", NO_MEMORY),
     ("zero_optimization.*", NO_MEMORY),
-    ("activation_checkpointing.*", "not modelled yet: DeepSpeed's own activation checkpointing "
-     "(Megatron-style models); give --checkpointing"),
-    ("data_types.*", "not modelled yet: gradients accumulate in the 16-bit dtype (the default)"),
-    ("communication_data_type", "not modelled yet: the buckets in the 16-bit dtype (default)"),
+    ("activation_checkpointing.*", _ACTIVATIONS),
+    ("data_types.*", _NOT_AT_1_2 + ": the gradients counted in the model's dtype (the default)"),
+    ("communication_data_type", _NOT_AT_1_2 + ": the buckets counted in the model's dtype"),
     ("optimizer.params.*", NO_MEMORY),
     ("fp16.*", NO_MEMORY),
     ("bf16.*", NO_MEMORY),
@@ -103,6 +112,7 @@ def read_settings(r: Reading, prefix: str, trainer: Filler | None) -> None:
     _batch(r, prefix, trainer)
     _precision(r, prefix, trainer)
     _sequence(r, prefix)
+    _zero3_settings(r, prefix)
     kind = str(r.get(prefix + "optimizer.type") or "")
     if kind.lower() in _OPTIMIZERS:
         r.use(prefix + "optimizer.type", "optimizer", _OPTIMIZERS[kind.lower()],
@@ -129,6 +139,53 @@ def _sequence(r: Reading, p: str) -> None:
         r.ignore(key, NO_MEMORY + " (1: no sequence parallelism)")
     elif r.has(key):
         r.ignore(key, f"{n!r} is not a sequence-parallel degree; give --ulysses N")
+
+
+def _zero3_settings(r: Reading, p: str) -> None:
+    """ZeRO-3's sub-groups, reuse distance, partial offload and dtypes (DeepSpeed 0.19.6,
+    ``zero/config.py``, ``zero/offload_config.py``, ``runtime/config.py``): what each moves is
+    profiling.estimate.deepspeed_groups'."""
+    z, stage3 = p + "zero_optimization.", r.get(p + "zero_optimization.stage") == 3
+    counts = {"sub_group_size": ("sub_group_size", 1, "elements of an optimizer sub-group: "
+                                 "its gradients made fp32 at the step, one sub-group at a time"),
+              "stage3_max_reuse_distance": ("max_reuse_distance", 0, "elements: what comes "
+                                            "back within it stays gathered")}  # fmt: skip
+    for key, (field, least, why) in counts.items():
+        value = r.get(z + key)
+        if not r.has(z + key):
+            continue
+        if not stage3:
+            r.ignore(z + key, _ZERO3)
+        elif isinstance(value, int | float) and not isinstance(value, bool) and value >= least:
+            r.use(z + key, field, int(value), why)
+        else:
+            r.ignore(z + key, f"{value!r} is not a count; give --{field.replace('_', '-')}")
+    key, ratio = z + "offload_optimizer.ratio", r.get(z + "offload_optimizer.ratio")
+    on_cpu = r.get(z + "offload_optimizer.device") == "cpu"
+    if isinstance(ratio, int | float) and not isinstance(ratio, bool) and 0 <= ratio <= 1:
+        if stage3 and on_cpu:
+            r.use(key, "offload_ratio", float(ratio), "the share of the optimizer's sub-groups "
+                  "offloaded; the first of them stay on the GPU")  # fmt: skip
+        else:
+            nvme = " (to nvme: not modelled yet)" if stage3 and not on_cpu else ""
+            r.ignore(key, "DeepSpeed reads it at ZeRO-3 with the optimizer offloaded" + nvme)
+    _dtypes(r, p, stage3)
+
+
+def _dtypes(r: Reading, p: str, stage3: bool) -> None:
+    for key, field in ((p + "data_types.grad_accum_dtype", "grad_accum_dtype"),
+                       (p + "communication_data_type", "comm_dtype")):  # fmt: skip
+        value = r.get(key)
+        if value is None:
+            continue
+        dtype = _DTYPES.get(str(value).lower())
+        if dtype is None:
+            r.ignore(key, f"{value!r} is not a dtype DeepSpeed takes (fp32, bf16, fp16)")
+        elif stage3:
+            r.use(key, field, dtype, "the gradient partitions' dtype" if field ==
+                  "grad_accum_dtype" else "the gradient bucket's dtype")  # fmt: skip
+        else:
+            r.ignore(key, _NOT_AT_1_2)
 
 
 def _stage(r: Reading, p: str) -> None:

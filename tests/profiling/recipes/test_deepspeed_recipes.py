@@ -58,7 +58,7 @@ def test_a_deepspeed_config_alone_says_what_auto_leaves_unresolved(tmp_path: Pat
     lines = _lines(recipe)
     assert '"auto" not resolved' in lines["train_micro_batch_size_per_gpu"]
     assert '"auto" not resolved' in lines["bf16.enabled"]
-    assert "counted at DeepSpeed's default" in lines["zero_optimization.sub_group_size"]
+    assert v["sub_group_size"] == 10**9 and v["max_reuse_distance"] == 10**9  # ZeRO-3's own
     # Every key of the file is accounted for.
     said = {s.key for s in recipe.used + recipe.ignored}
     flat = {"bf16.enabled", "gradient_accumulation_steps", "gradient_clipping",
@@ -233,3 +233,38 @@ def test_a_deepspeed_config_given_beside_the_trainers_arguments(tmp_path: Path) 
     assert "the Trainer's per_device_train_batch_size" in lines["train_micro_batch_size_per_gpu"]
     assert "given beside it" in lines["deepspeed"]
     assert not any("overrides" in n for n in recipe.notes)
+
+
+def test_zero3s_sub_groups_partial_offload_and_dtypes_are_read(tmp_path: Path) -> None:
+    """sub_group_size, stage3_max_reuse_distance, offload_optimizer.ratio, data_types and
+    communication_data_type set the estimate's fields at ZeRO-3, where DeepSpeed reads them;
+    at ZeRO-2 each is said as what it is there, and activation_checkpointing as the engine's
+    no-op (only deepspeed.checkpointing's own callers read it)."""
+    zero = {"stage": 3, "sub_group_size": 2e8, "stage3_max_reuse_distance": 0,
+            "offload_optimizer": {"device": "cpu", "ratio": 0.4}}  # fmt: skip
+    data = {"bf16": {"enabled": True}, "zero_optimization": zero,
+            "data_types": {"grad_accum_dtype": "fp32"}, "communication_data_type": "fp32",
+            "activation_checkpointing": {"partition_activations": True,
+                                         "cpu_checkpointing": True}}  # fmt: skip
+    recipe = read_recipe([_write(tmp_path, "ds_z3.json", data)])
+    v = recipe.values
+    assert (v["sub_group_size"], v["max_reuse_distance"], v["offload_ratio"]) == (2e8, 0, 0.4)
+    assert v["grad_accum_dtype"] == "fp32" and v["comm_dtype"] == "fp32"
+    lines = _lines(recipe)
+    assert "engine never reads it" in lines["activation_checkpointing.partition_activations"]
+    assert "engine never reads it" in lines["activation_checkpointing.cpu_checkpointing"]
+    cfg = TrainingConfig.parse(**with_recipe(recipe, {"model": "llama-7b", "gpus": 1}))
+    by = {c.name: c.bytes for c in estimate(cfg).components}
+    assert by["DeepSpeed gradient bucket (reduce_bucket_size)"] == 500_000_000 * 4
+    assert any(n.startswith("DeepSpeed offload_optimizer.ratio") for n in by)
+    zero2 = {**data, "zero_optimization": {**zero, "stage": 2}}
+    recipe = read_recipe([_write(tmp_path, "ds_z2.json", zero2)])
+    assert not {"sub_group_size", "offload_ratio", "grad_accum_dtype", "comm_dtype"} & set(
+        recipe.values
+    )
+    lines = _lines(recipe)
+    assert "ZeRO-3 only" in lines["zero_optimization.sub_group_size"]
+    assert "not modelled yet at ZeRO-1/2" in lines["communication_data_type"]
+    assert "not modelled yet at ZeRO-1/2" in lines["data_types.grad_accum_dtype"]
+    assert "offloaded" in lines["zero_optimization.offload_optimizer.ratio"]
+    TrainingConfig.parse(**with_recipe(recipe, {"model": "llama-7b", "gpus": 8}))  # estimable
