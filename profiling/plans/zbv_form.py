@@ -51,8 +51,11 @@ with ``full_backward=False`` and ``backward_weight_one_chunk``; _backward.py
 
 ``tests/profiling/plans/test_zbv.py`` holds each rank to its trace. Modelled: pipelines without
 context or sequence parallelism (Ulysses), compile or Float8, with or without FSDP, blocks not
-checkpointed or fully (every one, or torchtitan's every N-th), with TP (not asynchronous) too:
-``modelled``; elsewhere the estimate says to trace the plan.
+checkpointed or fully (every one, or torchtitan's every N-th), with TP too — asynchronous TP
+as well: its symmetric-memory workspace is outside the allocator (``profiling.estimate.symm_mem``)
+and its blocks are eager ones in the trace as here, so its split backward is TP's (PP 2 × TP 2,
+full checkpointing: each rank within 16 B of its trace): ``modelled``; elsewhere the estimate
+says to trace the plan.
 
 No torch here.
 """
@@ -73,7 +76,7 @@ def modelled(cfg: TrainingConfig) -> bool:
     """Whether ``split_moves`` follows this plan's split backward (see the module)."""
     return (
         cfg.cp == 1 and cfg.ulysses == 1 and not cfg.compile and not cfg.float8
-        and cfg.checkpointing in ("none", "full") and not (cfg.tp > 1 and cfg.async_tp)
+        and cfg.checkpointing in ("none", "full")
     )  # fmt: skip
 
 

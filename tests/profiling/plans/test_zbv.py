@@ -92,9 +92,11 @@ def test_under_fsdp_every_rank_is_at_or_above_its_trace(
         (LONG, 2, {"tp": 4, "checkpointing": "full"}),
         (LONG, 2, {"tp": 2, "checkpointing": "full", "checkpoint_every": 2}),
         (WIDE, 4, {"tp": 2, "dp_shard": 2, "checkpointing": "full"}),
+        # asynchronous TP: its workspace is outside the allocator, its split backward TP's
+        (WIDE, 2, {"tp": 2, "async_tp": True, "checkpointing": "full"}),
     ],
     ids=["wide-pp2", "long-pp4", "wide-pp4-fsdp2", "long-pp4-full", "long-pp2-tp4-full",
-         "long-pp2-every2", "wide-pp4-fsdp2-full"],
+         "long-pp2-every2", "wide-pp4-fsdp2-full", "wide-pp2-async-full"],
 )  # fmt: skip
 def test_under_tp_every_rank_is_at_or_above_its_trace(
     shape: dict[str, Any], pp: int, plan: dict[str, Any]
@@ -119,6 +121,9 @@ def test_fit_offers_zbv_plans_it_follows_and_no_other() -> None:
     assert any(c.tp > 1 and c.checkpointing == "full" for c in zbv)
     assert all(c.checkpointing != "selective-op" for c in zbv)
     assert any(c.config.checkpointing == "selective-op" for c in res.fitting)
+    # asynchronous TP: ZBV beside it too (its workspace outside the allocator)
+    res = fit_plans(_base(model="llama-7b"), 16, async_tp=True)
+    assert any(c.config.pp_schedule == "zbv" and c.config.async_tp for c in res.fitting)
 
 
 def test_fit_takes_a_zbv_plan_given(tmp_path, run_cli) -> None:
@@ -130,9 +135,9 @@ def test_fit_takes_a_zbv_plan_given(tmp_path, run_cli) -> None:
 
 
 def test_an_estimate_of_a_zbv_plan_not_followed_says_to_trace_it() -> None:
-    tp = estimate_plan(_base(model="llama-7b", microbatches=2, pp_schedule="zbv", tp=2,
-                             async_tp=True))  # fmt: skip
-    assert any(n.startswith("ZBV: the closed form follows") for n in tp.notes)
-    for plan in ({}, {"dp_shard": 2}, {"tp": 2}, {"tp": 2, "checkpointing": "full"}):
+    cp = estimate_plan(_base(model="llama-7b", microbatches=2, pp_schedule="zbv", cp=2))
+    assert any(n.startswith("ZBV: the closed form follows") for n in cp.notes)
+    for plan in ({}, {"dp_shard": 2}, {"tp": 2}, {"tp": 2, "checkpointing": "full"},
+                 {"tp": 2, "async_tp": True}):  # fmt: skip
         alone = estimate_plan(_base(model="llama-7b", microbatches=2, pp_schedule="zbv", **plan))
         assert not any(n.startswith("ZBV") for n in alone.notes)
