@@ -264,7 +264,7 @@ def step_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
     )
 
 
-def _head_back(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, float]:
+def head_back(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, float]:
     """A classifier's head once back: what it saved and autocast's copies of its weights, freed
     (the loss itself stays: the loop holds it), and its parameters' gradients — pooler and
     classifier, or ViT's final LayerNorm and classifier."""
@@ -280,25 +280,39 @@ def _head_back(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, float]:
             (h * h + h + h * n + n) * p,
         )
     if cfg.lora_rank is not None:  # only the classifier's trained copy; BERT's frozen pooler
-        from profiling.estimate.lora_encoder import head_back  # kept no input
+        from profiling.estimate.lora_encoder import head_back as lora_back  # kept no input
 
-        return head_back(d, e, cfg, saved)
+        return lora_back(d, e, cfg, saved)
     return saved, grads
+
+
+def loss_seed(e: Bytes) -> int:
+    """The loss's gradient, backward's first tensor."""
+    return _logp_bytes(e)
 
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
     """A classifier's peak in backward: its small head through, the last block's MLP
     (``losses.last_mlp``: the gradient reaching the block, the output projection's weight
     gradient, GELU's input gradient; BERT's post-norm gone back first)."""
-    if d is None or d.arch != "encoder" or lm_logits(d) or cfg.checkpointing != "none":
+    if d is None or d.arch != "encoder" or lm_logits(d) or cfg.checkpointing == "selective":
         return []
+    if cfg.checkpointing == "full":  # the last block's saved tensors recomputed first
+        from profiling.estimate.encoder_ckpt import recomputed
+
+        return recomputed(d, cfg, fwd, _backward)
+    return _backward(d, cfg, fwd)
+
+
+def _backward(d: Dims, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """``moments`` without checkpointing (``fwd``: the end of forward)."""
     from profiling.estimate.losses import last_mlp
 
     e = Bytes.of(cfg.precision)
-    saved, grads = _head_back(d, e, cfg)
+    saved, grads = head_back(d, e, cfg)
     mlp = last_mlp(d, e, cfg)
     assert mlp is not None
-    seed = _logp_bytes(e)  # the loss's gradient, backward's first tensor
+    seed = loss_seed(e)
     value = fwd - saved + seed + grads + mlp[0]
     f = fmt_bytes
     lora = ""

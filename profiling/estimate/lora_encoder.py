@@ -20,6 +20,10 @@ rank r, over the roles adapted (q, k, v, o, up, down; input width h, f for down)
   RoBERTa's classification head and ViT's classifier train in full, as peft's
   ``modules_to_save``, keeping what full training keeps).
 
+Under full checkpointing the blocks keep only their inputs: of the once-per-model changes only
+the embeddings' (and ViT's frozen patch projection's) remain; backward's recomputed blocks are
+``profiling.estimate.encoder_ckpt``'s.
+
 No torch here.
 """
 
@@ -50,11 +54,9 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
     — and the CPU's autocast keeps what is not counted here."""
     classify = d.extra["encoder"]["head"] != "mlm"
     amp = Bytes.of(cfg.precision).amp
-    if cfg.checkpointing != "none":
-        return "LoRA on an encoder with full checkpointing yet; estimate it without, or trace it"
     if getattr(cfg, "target", "cuda") == "cpu":
         return "LoRA on an encoder on the CPU target; estimate it for CUDA (--target cuda)"
-    if classify and not amp:
+    if classify and not amp and cfg.checkpointing == "none":  # checkpointed: backward's higher
         return (
             f"LoRA on an encoder's classifier under --precision {cfg.precision} (its forward "
             "peak at the last block's output LayerNorm is not modelled without autocast); "
@@ -120,11 +122,14 @@ def once_per_model(
     T, tok, r, h = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0), d.h
     enc = d.extra["encoder"]
     terms: list[Term] = []
+    ckpt = cfg.checkpointing == "full"  # the blocks keep only their inputs: nothing to remove
     if enc["pixels"]:
         stats_n, stats_s = stats  # pre-norm: the first block's first LayerNorm reads
-        terms.append(Term("first block's first LayerNorm keeps nothing (the frozen embeddings "
-                          "need no gradient)", -T * (h * e.r + stats_n), f"−s·b·(h·{e.r} + "
-                          f"{stats_s}) B", f"−{tok}·({h}·{e.r} + {stats_s})"))  # fmt: skip
+        if not ckpt:
+            terms.append(Term("first block's first LayerNorm keeps nothing (the frozen "
+                              "embeddings need no gradient)", -T * (h * e.r + stats_n),
+                              f"−s·b·(h·{e.r} + {stats_s}) B",
+                              f"−{tok}·({h}·{e.r} + {stats_s})"))  # fmt: skip
         if e.amp:  # the frozen patch projection: no gradient reaches the images
             pixels = int(enc["pixels"]) * d.b
             conv = int(enc["conv"])
@@ -135,7 +140,7 @@ def once_per_model(
         for term in embeddings:
             terms.append(Term(f"frozen embeddings: {term.name} not kept", -term.bytes,
                               f"−({term.formula})", f"−({term.substituted})"))  # fmt: skip
-    if e.amp:
+    if e.amp and not ckpt:
         first = [t for t in cfg.lora_targets if t in _QKV]
         w = 3 * h * h + len(first) * r * h
         terms.append(Term(f"first block's q, k, v weight copies and their A copies "

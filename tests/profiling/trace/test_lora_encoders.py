@@ -123,7 +123,6 @@ def test_what_lora_on_an_encoder_does_not_model_is_one_sentence(
             {"lora_targets": ALL, "precision": "amp-bf16"},
             "fp32 input cast",
         ),
-        ("bert, masked LM", {"checkpointing": "full"}, "with full checkpointing"),
     ],
 )
 def test_what_the_estimate_does_not_model_yet_is_one_sentence(
