@@ -413,11 +413,10 @@ def stage_profile(
     context-parallel ring (``profiling.plans.ring_form``); without ``loss``, the loss's
     transients left out (its moments: ``profiling.plans.outside_loss``); under torchtitan's
     2024 FSDP groups (``--titan-root-group``) bounded as ``profiling.plans.root_group`` says."""
-    prof = _stage_profile(cfg, w, layout, stage, ring_rank, loss)
     if not root_group_on(cfg, layout.pp > 1):
-        return prof
-    outside = _stage_profile(cfg, w, layout, stage, ring_rank, loss=False) if loss else prof
-    return root_group_profile(cfg, w, stage, layout.shard_ranks, layout.tp, prof, outside)
+        return _stage_profile(cfg, w, layout, stage, ring_rank, loss)
+    return root_group_profile(cfg, w, layout, stage, lambda st, with_loss: _stage_profile(
+        cfg, w, layout, st, ring_rank, loss and with_loss))  # fmt: skip
 
 
 def _every_n(

@@ -103,7 +103,7 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "embedding, norm and output in the root's group, gathered all step"
             + (
                 ", the last block kept from its forward to its backward; the closed form bounds "
-                "the blocks' backward and the root's reduction from above"
+                "the blocks' backward from above"
                 if layout.pp == 1
                 else "; under a pipeline every group stays gathered all step either way"
             )

@@ -23,16 +23,22 @@ its forward to its backward; ``profiling.plans.closed_form``), a rank holds:
   reduce-scatter's input in the reduce dtype (then its output), beside every block's gradient
   shards.
 
-The closed form takes the later grouping's moves and bounds each phase from above: the loss's
-moments as they are plus E + Lb, every other moment (the moves of the same stage without the
-loss's transients) plus the most any of them gains, and the root's reduction. No torch here.
+The closed form takes the later grouping's moves: the loss's moments as they are plus E + Lb;
+forward's start as it is (the root's all-gather result beside its copied-out parameters, then
+the first block's); the blocks' other forward moments (the stage's without the loss's
+transients) plus the most any of them gains; the blocks' and the head's backward moments from
+the stage without its embedding (the later grouping's embedding backward, its group gathered
+again and reduced at once, is no moment here) plus H·g less the head's gradient shards and
+H − Lb; the root's reduction as it is. No torch here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
-from profiling.plans.layout import Stage
+from profiling.plans.layout import Layout, Stage
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
 
@@ -48,11 +54,19 @@ def _larger(a: Vec, b: Vec) -> Vec:
 
 
 def root_group_profile(
-    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, t: int,
-    prof: StageProfile, outside: StageProfile,
+    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, stage: Stage,
+    profile_of: Callable[[Stage, bool], StageProfile],
 ) -> StageProfile:  # fmt: skip
-    """``prof`` (the later grouping's stage in closed form) with the 2024 groups' moments;
-    ``outside``: the same stage without the loss's transients (its moments but the loss's)."""
+    """The later grouping's stage in closed form (``profile_of(stage, loss)``: with the loss's
+    transients or without them) with the 2024 groups' moments (see the module)."""
+    n, t = layout.shard_ranks, layout.tp
+    prof, outside = profile_of(stage, True), profile_of(stage, False)
+    # the blocks' and the head's backward moments, from the stage without its embedding: the
+    # later grouping's embedding backward (its group gathered again and reduced at once) is
+    # no moment of the root's, whose embedding gradient waits for the root's post-backward
+    bare = stage.model_copy(update={"embedding": False})
+    blocks, calm = (profile_of(bare, True), profile_of(bare, False)) if stage.embedding else (
+        prof, outside)  # fmt: skip
     s = Sizes.of(cfg)
     g = s.gathered
     row = _shard(w.vocab // t, w.hidden, n) * n  # a vocabulary-sized group's gathered elements
@@ -72,26 +86,36 @@ def root_group_profile(
     # foreach_reduce copies the gradients into the reduce-scatter input in the reduce dtype,
     # frees them, then makes the output (torch 2.13 _fsdp_collectives.py); the embedding's
     # gradient of every row (embedding_dense_backward's, compute dtype) is still alive beside
-    # them, as in the later grouping's reduction (fsdp_moments.embedding_moment)
+    # the output, as in the later grouping's reduction (fsdp_moments.embedding_moment): the
+    # trace files the gradients with the gradients, the rest with the temporaries
     rows = (w.vocab // t) * w.hidden * s.c if stage.embedding else 0
-    reduction = root * reduce_b + max(root * g, root * reduce_b // n) + rows
+    copy_in = root * g >= root * reduce_b // n + rows
+    reduction = root * reduce_b + (0 if copy_in else root * reduce_b // n)
+    reduced = root * g if copy_in else rows
     shards = root // n * s.shard  # the root's gradient shards: not made yet
+    # forward's start: the root's all-gather result (the tracker's activations) beside its
+    # copied-out parameters, then the first block's the same, beside the embedding's output
+    tokens = layout.microbatch_size * cfg.seq_or_default() // layout.seq_shards
+    first = lb if stage.layers else 0
+    start = vec(parameters=e + h + first, activations=e + h + first + tokens // t * w.hidden * s.c)
+    # the head's gradients unsharded in the gathered dtype where the later grouping had its
+    # shards (in the sharded dtype)
+    head_shards = sum(_shard(d, r, n) for d, r in stage_tensors(w, stage, 0, t)[-2:]) * s.shard
+    head_shards = head_shards if stage.head else 0
     moves = dict(prof.moves)
     for f, b in (("F0", "B0"), ("F", "B")):
-        fwd, bwd, calm_f, calm_b = prof.moves[f], prof.moves[b], outside.moves[f], outside.moves[b]
+        fwd, bwd, calm_f = prof.moves[f], prof.moves[b], outside.moves[f]
         held = vec(parameters=e + lb)
-        moves[f] = Move(
-            delta=add(fwd.delta, held),
-            peak=_larger(add(fwd.peak, held), add(calm_f.peak, vec(parameters=blocks_f))),
-        )
+        peak_f = _larger(add(fwd.peak, held), add(calm_f.peak, vec(parameters=blocks_f)))
+        moves[f] = Move(delta=add(fwd.delta, held), peak=_larger(peak_f, start))
         kept = moves[f].delta
         # the root's post-backward: every saved tensor and gathered group gone, the blocks'
         # gradient shards made, the root's gradients reduced (see the module)
         end = vec(parameters=-kept["parameters"], activations=-kept["activations"],
-                  gradients=max(0, bwd.delta["gradients"] - shards),
+                  gradients=max(0, bwd.delta["gradients"] - shards) + reduced,
                   temporaries=reduction)  # fmt: skip
-        gains = vec(parameters=h - lb, gradients=h) if blocks_b else vec()
-        peak = _larger(bwd.peak, add(calm_b.peak, gains))
+        gains = vec(parameters=h - lb, gradients=h - head_shards) if blocks_b else vec()
+        peak = _larger(blocks.moves[b].peak, add(calm.moves[b].peak, gains))
         moves[b] = Move(delta=add(bwd.delta, vec(parameters=-(e + lb))), peak=_larger(peak, end))
     return prof.model_copy(update={"moves": moves})
 
