@@ -22,7 +22,9 @@ share of the job it describes.
   ``--dp-shard N``), ``data_parallel_replicate_degree``, ``tensor_parallel_degree``,
   ``context_parallel_degree``, ``pipeline_parallel_degree`` with ``pipeline_parallel_schedule``
   (torch's ``1F1B``, ``Interleaved1F1B``, ``ZBVZeroBubble``; the others are not modelled) and
-  ``pipeline_parallel_microbatch_size`` (the microbatches: the batch over it). Asynchronous TP,
+  ``pipeline_parallel_microbatch_size`` (the microbatches: the batch over it; a file of the
+  ``[experimental]`` era: ``pipeline_parallel_microbatches``, unset the pipeline degree, as
+  torchtitan ran them until 90567fc). Asynchronous TP,
   Float8 (``model.converters``, ``[float8]``, ``[quantize]``), expert parallelism and a stage
   split by hand (``pipeline_parallel_layers_per_stage``, ``..._split_points``) are listed as not
   modelled.
@@ -328,6 +330,17 @@ def _pipeline(r: Reading) -> None:
         r.imply(key, "pp_schedule", "1f1b", "torchtitan's default schedule")
     if r.has(sizes[1]):  # late 2024: the number of microbatches itself
         r.use(sizes[1], "microbatches", r.get(sizes[1]))
+        return
+    section = _degree_key(r, "pipeline_parallel_degree").split(".")[0]
+    if section != "parallelism":
+        # a file of the [experimental] era (until 785c34c), before microbatch sizes: unset,
+        # build_pipeline_schedule took pipeline_parallel_degree microbatches (pytorch/
+        # torchtitan torchtitan/parallelisms/pipelining_utils.py at 9dec370), the number of
+        # stages only from 90567fc (2025-01-07) on
+        key = f"{section}.pipeline_parallel_microbatches"
+        r.imply(key, "microbatches", pp, "torchtitan's default until 90567fc "
+                "(January 2025): pipeline_parallel_degree microbatches; the number of stages "
+                "after it: give --microbatches")  # fmt: skip
         return
     key = sizes[0]
     size, batch = r.get(key, 1), r.get("training.local_batch_size", r.get("training.batch_size"))

@@ -100,3 +100,22 @@ def test_bench_peer_judges_a_plan_by_its_highest_ranks_reserved() -> None:
     assert predicted == top.reserved.bytes and nvml == top.nvml.bytes
     assert all(c.reserved.bytes <= predicted for c in every)
     assert predicted > res.highest.peak_bytes > states > 0
+
+
+def test_a_pipelined_row_runs_the_microbatches_of_torchtitans_commit() -> None:
+    """torchtitan at 9dec370 splits the local batch into ``pipeline_parallel_microbatches``,
+    unset (each table's TOML) into ``pipeline_parallel_degree`` of them
+    (torchtitan/parallelisms/pipelining_utils.py's build_pipeline_schedule), not the number of
+    stages its --help names, which 90567fc made the default in January 2025: the interleaved
+    row's 16 stages ran 8 microbatches of 4 sequences (it was judged at 16 of 2)."""
+    import tomllib
+
+    bench = _bench()
+    pipelined = [r for r in TITAN if r.get("overrides", {}).get("pp", 1) > 1]
+    assert len(pipelined) == 6
+    for r in pipelined:
+        toml = tomllib.loads((PEER / r["config_file"]["local"]).read_text(encoding="utf-8"))
+        assert "pipeline_parallel_microbatches" not in toml["experimental"], r["id"]
+        cfg = bench._config(r)
+        assert cfg.microbatches == cfg.pp == 8, r["id"]
+        assert "microbatches: torchtitan's default at 9dec370, the pipeline degree" in r["note"]
