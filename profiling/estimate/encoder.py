@@ -204,6 +204,11 @@ def _vit(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     return terms
 
 
+def head_terms(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
+    """ViT's last term: the final LayerNorm's, the classifier's and the loss's tensors."""
+    return _vit(d, e, cfg)[-1].bytes
+
+
 def lm_logits(d: Dims) -> bool:
     """Whether the model ends in s·b·V logits (every decoder, masked LM; not a classifier)."""
     return d.arch != "encoder" or d.extra["encoder"]["head"] == "mlm"
@@ -317,11 +322,15 @@ def _backward(d: Dims, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float
     f = fmt_bytes
     lora = ""
     if cfg.lora_rank is not None:  # GELU's output was not saved (nothing of it to free); the
-        # frozen output projection's 16-bit weight copy is freed (lora_encoder.check: not down)
-        T = d.s * d.b
-        value += T * d.f * e.c - (d.h * d.f * 2 if e.amp else 0)
-        lora = f" + GELU's output, not saved s·b·f·{e.c}" + (
-            " − the frozen weight's 16-bit copy h·f·2" if e.amp else ""
+        # frozen output projection's 16-bit weight copy is freed (lora_encoder.check: not down);
+        # the frozen post-norm makes no gradients (last_mlp counted its weight's and bias's)
+        T, p = d.s * d.b, 4 if e.r == 4 else 2
+        norm = 0 if d.extra["encoder"]["pixels"] else 2 * d.h * p
+        value += T * d.f * e.c - (d.h * d.f * 2 if e.amp else 0) - norm
+        lora = (
+            f" + GELU's output, not saved s·b·f·{e.c}"
+            + (" − the frozen weight's 16-bit copy h·f·2" if e.amp else "")
+            + (f" − the frozen LayerNorm's gradients 2·h·{p}" if norm else "")
         )
     calc = (
         f"end of forward {f(fwd)} − the head's saved tensors but the loss, and its weight "
@@ -329,6 +338,10 @@ def _backward(d: Dims, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float
         f"{mlp[1]}{lora} = {f(value)}"
     )
     out = [("backward, the last block's MLP", value, calc), *_last_norm(d, e, cfg, fwd)]
+    if cfg.lora_rank is not None and not e.amp:
+        from profiling.estimate.lora_encoder import plain_moments
+
+        out += plain_moments(d, e, cfg, fwd, (value, _classifier(d, e).bytes))
     if cfg.lora_rank is not None:  # no weight gradients in the MLP: the last LayerNorm's higher
         norm = fwd - saved + seed + grads + 2 * d.s * d.b * d.h * e.r
         text = (

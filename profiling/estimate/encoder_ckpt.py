@@ -60,8 +60,9 @@ def _block(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
     return value, calc
 
 
-def _frames(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
-    """BERT's, RoBERTa's block at its output LayerNorm: alive in its frames though unsaved."""
+def frames(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
+    """BERT's, RoBERTa's block at its output LayerNorm: alive in its frames though unsaved (in
+    forward too, without autocast: ``lora_encoder.plain_moments``)."""
     T, h, f = d.s * d.b, d.h, d.f
     lost: set[str] = set()
     if cfg.lora_rank is not None:
@@ -102,8 +103,8 @@ def recomputed(d: Dims, cfg: TrainingConfig, fwd: float, backward: Backward) -> 
         return out + _first(d, e, cfg, out)  # its peak is the MLP's backward (or the step's)
     saved, grads = encoder.head_back(d, e, cfg)
     seed, reach = encoder.loss_seed(e), d.s * d.b * d.h * e.r
-    frames, frames_calc = _vit_frames(d, e, cfg) if vit else _frames(d, e, cfg)
-    value = fwd - saved + seed + grads + reach + block + frames
+    alive, alive_calc = _vit_frames(d, e, cfg) if vit else frames(d, e, cfg)
+    value = fwd - saved + seed + grads + reach + block + alive
     f = fmt_bytes
     out.append((
         "backward, the last block recomputed",
@@ -111,7 +112,7 @@ def recomputed(d: Dims, cfg: TrainingConfig, fwd: float, backward: Backward) -> 
         f"end of forward {f(fwd)} − the head's saved tensors and weight copies {f(saved)} + the "
         f"loss's gradient {seed} B + the head's gradients {f(grads)} + the gradient reaching "
         f"the block s·b·h·{e.r} {f(reach)} + the block recomputed ({block_calc}) {f(block)} + "
-        f"{frames_calc} {f(frames)} = {f(value)}",
+        f"{alive_calc} {f(alive)} = {f(value)}",
     ))  # fmt: skip
     return out + _first(d, e, cfg, out)
 

@@ -49,19 +49,11 @@ def _widths(d: Dims) -> dict[str, tuple[int, int]]:
 
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model this LoRA on an encoder (None: it can): a classifier's
-    forward peaks where the estimate has no moment yet — without autocast at its last block's
-    output LayerNorm, under autocast inside an adapted down projection (its input's fp32 cast)
-    — and the CPU's autocast keeps what is not counted here."""
+    forward peaks inside an adapted down projection, where the estimate has no moment yet (its
+    input's fp32 cast), and the CPU's autocast keeps what is not counted here."""
     classify = d.extra["encoder"]["head"] != "mlm"
-    amp = Bytes.of(cfg.precision).amp
     if getattr(cfg, "target", "cuda") == "cpu":
         return "LoRA on an encoder on the CPU target; estimate it for CUDA (--target cuda)"
-    if classify and not amp and cfg.checkpointing == "none":  # checkpointed: backward's higher
-        return (
-            f"LoRA on an encoder's classifier under --precision {cfg.precision} (its forward "
-            "peak at the last block's output LayerNorm is not modelled without autocast); "
-            "use amp-bf16, or trace it"
-        )
     if classify and "down" in cfg.lora_targets:
         return (
             "LoRA on an encoder classifier's down projection (its adapter's fp32 input cast "
@@ -192,6 +184,76 @@ def last_norm(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, int, str]:
     )
 
 
+def plain_moments(
+    d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, mlp_head: tuple[float, float]
+) -> list[tuple[str, float, str]]:
+    """A classifier without autocast: BERT's, RoBERTa's last output LayerNorm writing its
+    output in forward (its frames' unsaved tensors, ``encoder_ckpt.frames``; the head's
+    tensors, not made yet), and an adapted up projection's backward after GELU's (its B's
+    gradient scaled, in place of GELU's input gradient; B's weight gradient and A's output
+    gradient). ``mlp_head``: the last block's MLP moment, the classifier's term."""
+    from profiling.estimate.encoder_ckpt import frames
+
+    T, r, f = d.s * d.b, int(cfg.lora_rank or 0), d.f
+    out: list[tuple[str, float, str]] = []
+    mlp, head = mlp_head
+    vit = bool(d.extra["encoder"]["pixels"])
+    if "up" in cfg.lora_targets and not vit:  # ViT's MLP moment is the higher (the trace's)
+        ab = adapter_bytes(cfg)
+        value = mlp + r * f * ab + T * r * e.c
+        out.append(("backward, the last block's up adapter", value,
+                    f"the last block's MLP {fmt_bytes(mlp)} + B's weight gradient r·f·{ab} + A's "
+                    f"output gradient s·b·r·{e.c} = {fmt_bytes(value)}"))  # fmt: skip
+    if vit:
+        return out + _vit_plain(d, e, cfg, fwd)
+    later = head - _pooler_input(d, e)
+    alive, calc = frames(d, e, cfg)
+    value = fwd - later + alive
+    text = (
+        f"end of forward {fmt_bytes(fwd)} − the head's tensors, not made yet {fmt_bytes(later)} "
+        f"+ {calc} {fmt_bytes(alive)} = {fmt_bytes(value)}"
+    )
+    out.append(("forward, the last block's output LayerNorm", value, text))
+    if "up" in cfg.lora_targets:  # earlier, the up adapter's B output and its scaled copy; not
+        # yet GELU's output, the output projection's, the residual sum, the LayerNorm's
+        h = d.h
+        up = value + T * f * e.c - T * h * (e.c + 2 * e.r) - T * 8
+        out.append(("forward, the last block's up adapter", up,
+                    f"the last output LayerNorm's {fmt_bytes(value)} + B's output and its scaled "
+                    f"copy, less GELU's output s·b·f·{e.c} − the output projection's output, the "
+                    f"residual sum, the LayerNorm's output and statistics s·b·(h·({e.c} + "
+                    f"2·{e.r}) + 8) = {fmt_bytes(up)}"))  # fmt: skip
+    return out
+
+
+def _vit_plain(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """ViT without autocast, its last block's MLP in forward: beyond what is saved, the
+    embeddings' output (the model holds it; the first LayerNorm, frozen upstream, keeps
+    nothing), the second LayerNorm's output where no up adapter keeps it, and either the up
+    adapter's B output and its scaled copy or GELU's output and the second matmul's; not made
+    yet, the final LayerNorm's, the classifier's and the loss's tensors."""
+    from profiling.estimate.encoder import head_terms
+
+    T, h, f, c = d.s * d.b, d.h, d.f, e.c
+    later = head_terms(d, e, cfg)
+    base = fwd - later + T * h * e.r
+    names = " ".join(t.name for t in per_layer(d, e, cfg))
+    if "attention LayerNorm" in names:  # no up adapter keeps it
+        base += T * h * e.r
+    if "up" in cfg.lora_targets:
+        value = base + 2 * T * f * c
+        what = f"the up adapter's B output and its scaled copy 2·s·b·f·{c}"
+    else:
+        value = base + T * (f + h) * c
+        what = f"GELU's output and the second matmul's s·b·(f + h)·{c}"
+    calc = (
+        f"end of forward {fmt_bytes(fwd)} − the final LayerNorm's, the classifier's and the "
+        f"loss's tensors, not made yet {fmt_bytes(later)} + the embeddings' output (and the "
+        f"second LayerNorm's where unsaved) s·b·h·{e.r} + {what} = {fmt_bytes(value)}"
+    )
+    return [("forward, the last block's MLP", value, calc)]
+
+
 def vit_last_mlp(
     d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, head: float
 ) -> tuple[str, float, str]:
@@ -217,4 +279,12 @@ def vit_last_mlp(
     return "forward, the last block's MLP output", value, calc
 
 
-__all__ = ["check", "head_back", "last_norm", "once_per_model", "per_layer", "vit_last_mlp"]
+__all__ = [
+    "check",
+    "head_back",
+    "last_norm",
+    "once_per_model",
+    "per_layer",
+    "plain_moments",
+    "vit_last_mlp",
+]
