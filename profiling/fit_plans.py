@@ -46,7 +46,7 @@ TP_DEGREES = (1, 2, 4, 8)  # within a node, as torchtitan's recipes run it
 CP_DEGREES = (1, 2, 4, 8)
 CP_FROM_SEQ = 16_384  # context parallelism is searched from this sequence length on
 # ZBV where the closed form follows its split backward (profiling.plans.zbv_form.modelled:
-# no CP or Ulysses, checkpointing none or full), else not searched
+# no Ulysses, not CP beside TP, checkpointing none or full), else not searched
 SCHEDULES = ("1f1b", "interleaved", "zbv")
 ULYSSES_DEGREES = (2, 4, 8)  # DeepSpeed's sequence_parallel_size, searched where CP is
 PLAN_FIELDS = ("tp", "cp", "ulysses", "pp", "pp_schedule", "checkpointing", "checkpoint_every",
@@ -287,8 +287,8 @@ def fit_plans(
             else " per FLOP (no --gpu: communication not timed)"
         )
         + ", the pipeline's bubble counted (1F1B (pp − 1)/m, interleaved (pp − 1)/(V·m); "
-        "ZBV's as interleaved's at V = 2; ZBV only where its closed form follows it: no CP or "
-        "Ulysses, checkpointing none or full)",
+        "ZBV's as interleaved's at V = 2; ZBV only where its closed form follows it: no "
+        "Ulysses, not CP beside TP, checkpointing none or full)",
         "closed form per plan: trace the chosen plan ('journal-agent trace' with its flags) for "
         "torch's own numbers",
     ]

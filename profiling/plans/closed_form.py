@@ -387,7 +387,9 @@ def _stage_profile(
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
     moves["R"] = Move(delta=reduce, peak=reduction_peak(cfg, w, stage, n) if pipelined else vec())
     # ZBV's split backward (I and W from B; under FSDP the gradients it leaves to R)
-    moves.update(zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0])))
+    moves.update(
+        zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0]), ring_rank)
+    )
     scratch = step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,
                             largest)  # fmt: skip
     moves["step"] = Move(delta=vec(gradients=-sharded_grads), peak=vec(temporaries=scratch))
