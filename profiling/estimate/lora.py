@@ -83,11 +83,11 @@ def _widths(d: Dims) -> dict[str, int]:
 
 def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model these LoRA targets on this model (None: it can)."""
-    if peft_autocast(cfg) and d.arch in ("encoder", "neox", "t5"):  # read on Llama's only
+    if peft_autocast(cfg) and d.arch in ("encoder", "t5"):  # Llama's, GPT-NeoX's (lora_neox)
         return (
             f"peft's fp32 adapters under the Trainer's autocast on a bf16 {d.arch} model: "
-            "modelled on the Llama family only (leave out --precision bf16 for an upper bound, "
-            "the base counted in fp32)"
+            "modelled on the Llama family and GPT-NeoX's kind only (leave out --precision bf16 "
+            "for an upper bound, the base counted in fp32)"
         )
     if d.arch == "encoder" and not cfg.dora:  # BERT, RoBERTa, ViT (estimate.lora_encoder)
         from profiling.estimate import lora_encoder

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profiling._config_lora import peft_autocast
 from profiling.estimate import lora_neox_amp
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda
 from profiling.estimate.lora_bytes import adapter_bytes, adapter_compute, mask_bytes, own_copies
@@ -57,6 +58,13 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
             "LoRA on GPT-NeoX's kind of model under autocast with --qlora or --checkpointing is "
             "not modelled (the recomputed blocks' and 4-bit layers' 16-bit copies); use "
             "--precision bf16, or trace it"
+        )
+    cuda = getattr(cfg, "target", "cuda") == "cuda"
+    if peft_autocast(cfg) and (cfg.qlora or not cuda or cfg.checkpointing != "none"):
+        return (
+            "peft's fp32 adapters under the Trainer's autocast on GPT-NeoX's kind of model with "
+            "--qlora, --checkpointing or --target cpu is not modelled; leave out "
+            "--autocast-adapters for 16-bit adapters, or trace it"
         )
     roles = set(cfg.lora_targets) - {"lm_head"}
     if not roles & {"q", "k", "v"}:
@@ -87,10 +95,11 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                   f"{tok}·{a_out}·{cc}")]  # fmt: skip
     inputs = sum(w for _, w, _ in adapters)
     if _own(cfg, e):
-        dt = 2 if e.amp else ac  # autocast's 16-bit copy for lora_A (estimate.lora_neox_amp)
+        # autocast's 16-bit copy for lora_A (estimate.lora_neox_amp)
+        dt = 2 if e.amp or peft_autocast(cfg) else ac
         why = (
             "autocast's copies"
-            if e.amp
+            if e.amp or peft_autocast(cfg)
             else "the fp32 casts"
             if ac != e.c
             else "lora_dropout's outputs"
@@ -104,6 +113,9 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     terms += _zero_pad(d, cfg, cc)
     if not (cfg.qlora and cfg.bnb_keeps_inputs):
         terms += _frozen_inputs(d, e, cfg, names)
+    if peft_autocast(cfg):
+        terms.append(lora_neox_amp.peft_norms(d, e))
+        terms += lora_neox_amp.peft_gelu_new(d, e, cfg)
     return terms
 
 
@@ -154,7 +166,8 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int = 0) ->
     adapters' 16-bit copies (``adapters``: their parameters)."""
     T, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
     own, ac, cc = _own(cfg, e), adapter_bytes(cfg), adapter_compute(cfg, e)
-    oc = 2 if e.amp else ac  # the adapter's own input: autocast's 16-bit copy, or its dtype's
+    # the adapter's own input: autocast's 16-bit copy, or its dtype's
+    oc = 2 if e.amp or peft_autocast(cfg) else ac
     terms: list[Term] = []
     head = "lm_head" in cfg.lora_targets
     # Lightning's 4-bit LM head (--fabric-bnb, untied) of bitsandbytes <= 0.43.1 keeps it
@@ -177,11 +190,15 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int = 0) ->
         terms.append(Term("BLOOM's embeddings' LayerNorm keeps nothing (a frozen input)",
                           -T * (h * e.r + stats), f"−s·b·(h·{e.r} + {stats}) B",
                           f"−{tok}·({h}·{e.r} + {stats})"))  # fmt: skip
+    if peft_autocast(cfg):
+        terms.append(lora_neox_amp.peft_final_norm(d, e))
     if cfg.checkpointing == "full":
         return terms
-    if e.amp:
-        terms += lora_neox_amp.first_block_copies(d, cfg, _adapters(d, cfg))
+    if e.amp or peft_autocast(cfg):
+        terms += lora_neox_amp.first_block_copies(d, cfg, _adapters(d, cfg), frozen=e.amp)
         terms.append(lora_neox_amp.adapter_copies(adapters))
+    if peft_autocast(cfg):
+        terms.append(lora_neox_amp.peft_first_norms(d, e))
     return _first_block(d, e, cfg) + terms
 
 
@@ -266,7 +283,7 @@ def _mlp_bytes(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
     if d.extra.get("hf_module") == "phi":
         from profiling.estimate.hf_ops import _gelu_new
 
-        return int(_gelu_new(d, e, cfg).bytes)
+        return int(_gelu_new(d, lora_neox_amp.autocast_bytes(e, cfg), cfg).bytes)
     return d.s * d.b * 2 * d.f * e.c
 
 

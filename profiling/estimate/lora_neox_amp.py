@@ -52,22 +52,28 @@ def first_block_reads(d: Dims, cfg: TrainingConfig) -> set[str]:
 
 
 def first_block_copies(
-    d: Dims, cfg: TrainingConfig, adapters: list[tuple[str, int, int]]
+    d: Dims, cfg: TrainingConfig, adapters: list[tuple[str, int, int]], frozen: bool = True
 ) -> list[Term]:
     """The 16-bit weight copies the first block does not keep: its frozen layers reading what
-    needs no gradient, and the A copies of the adapters on them."""
+    needs no gradient (``frozen``: fp32 ones, under ``amp-*``), and the A copies of the
+    adapters on them."""
     reading = first_block_reads(d, cfg)
     q, k, h, f = int(d.extra["neox"]["q_dim"]), d.k, d.h, d.f
-    base = h * (q + 2 * k)
-    parts = ["h·(q + 2k)"]
-    if "up" in reading:
-        base += h * f
-        parts.append("h·f")
-    if "down" in reading:
-        base += f * h
-        parts.append("f·h")
+    base, parts = 0, []
+    if frozen:
+        base, parts = h * (q + 2 * k), ["h·(q + 2k)"]
+        if "up" in reading:
+            base += h * f
+            parts.append("h·f")
+        if "down" in reading:
+            base += f * h
+            parts.append("f·h")
     a_copies = sum(w * a for n, w, a in adapters if n in reading)
     names = [n for n, _, _ in adapters if n in reading]
+    if not frozen:
+        return [Term(f"first block: the A copies of {', '.join(names)} not kept (no gradient "
+                     "reaches them)", -a_copies * 2, f"−{a_copies}·2 B",
+                     f"−{a_copies}·2")] if names else []  # fmt: skip
     what = "q, k, v" + (", up" if "up" in reading else "") + (", down" if "down" in reading else "")
     a_what = f" and the A copies of {', '.join(names)}" if names else ""
     return [Term(f"first block: {what} weight copies{a_what} not kept (no gradient reaches them)",
@@ -94,4 +100,80 @@ def frozen_lost(d: Dims, e: Bytes) -> list[tuple[str, int]]:
     return lost
 
 
-__all__ = ["adapter_copies", "first_block_copies", "first_block_reads", "frozen_lost"]
+# ------------------------------------------------ peft's fp32 adapters under autocast, bf16 base
+
+
+def _norm_counts(d: Dims) -> tuple[int, int]:
+    """(LayerNorms per block, of them the inputs full training keeps: parallel norms share one)."""
+    residual = str(d.extra["neox"]["residual"])
+    n = 1 if residual == "parallel_one_norm" else 2
+    return n, 2 if residual == "sequential" else 1
+
+
+def peft_norms(d: Dims, e: Bytes) -> Term:
+    """A bf16 model under autocast (peft's fp32 adapters): LayerNorm runs in fp32 (autocast's
+    fp32 list), so each keeps an fp32 copy of its 16-bit input (parallel norms one each, where
+    full training counts one shared) and fp32 copies of its weight and bias."""
+    n, inputs = _norm_counts(d)
+    T, h = d.s * d.b, d.h
+    value = T * h * (n * 4 - inputs * e.r) + n * 2 * h * 4
+    return Term(f"LayerNorms under autocast: fp32 copies of their input ({n}) and weights",
+                value, f"s·b·h·({n}·4 − {inputs}·{e.r}) + {n}·2h·4 B",
+                f"{d.s}·{d.b}·{h}·({n}·4 − {inputs}·{e.r}) + {n}·2·{h}·4")  # fmt: skip
+
+
+def peft_first_norms(d: Dims, e: Bytes) -> Term:
+    """The first block's LayerNorms that read the frozen embedding keep nothing: under autocast
+    also not their fp32 copies (``peft_norms``) beyond what ``lora_neox._first_block`` takes."""
+    residual = str(d.extra["neox"]["residual"])
+    n1 = 2 if residual == "parallel" else 1
+    T, h = d.s * d.b, d.h
+    value = T * h * (n1 * 4 - e.r) + n1 * 2 * h * 4
+    return Term(f"first block: its {n1} LayerNorm(s)' fp32 copies not kept either", -value,
+                f"−(s·b·h·({n1}·4 − {e.r}) + {n1}·2h·4) B",
+                f"−({d.s}·{d.b}·{h}·({n1}·4 − {e.r}) + {n1}·2·{h}·4)")  # fmt: skip
+
+
+def peft_final_norm(d: Dims, e: Bytes) -> Term:
+    """The final LayerNorm's fp32 copies of its input and weights under autocast."""
+    T, h = d.s * d.b, d.h
+    return Term("final LayerNorm under autocast: fp32 copies of its input and weights",
+                T * h * (4 - e.r) + 2 * h * 4, f"s·b·h·(4 − {e.r}) + 2h·4 B",
+                f"{d.s}·{d.b}·{h}·(4 − {e.r}) + 2·{h}·4")  # fmt: skip
+
+
+def autocast_bytes(e: Bytes, cfg: TrainingConfig) -> Bytes:
+    """The element sizes ops see: peft's fp32 adapters on a bf16 model run under autocast, so
+    autocast's fp32 ops (Phi's ``pow`` in gelu_new) upcast as under ``amp-*``."""
+    from dataclasses import replace
+
+    from profiling._config_lora import peft_autocast
+
+    return replace(e, amp=True) if peft_autocast(cfg) else e
+
+
+def peft_gelu_new(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """Phi's gelu_new under autocast over a bf16 model: fp32 from ``pow`` on (``hf_ops``), what
+    it keeps beyond the 16-bit eager ops full training counts."""
+    if d.extra.get("hf_module") != "phi":
+        return []
+    from profiling.estimate.hf_ops import _gelu_new
+
+    extra = int(_gelu_new(d, autocast_bytes(e, cfg), cfg).bytes - _gelu_new(d, e, cfg).bytes)
+    if not extra:
+        return []
+    return [Term("Phi's gelu_new under autocast (fp32 from pow on)", extra,
+                 "its fp32 tensors' extra bytes", f"{extra}")]  # fmt: skip
+
+
+__all__ = [
+    "adapter_copies",
+    "autocast_bytes",
+    "first_block_copies",
+    "first_block_reads",
+    "frozen_lost",
+    "peft_final_norm",
+    "peft_first_norms",
+    "peft_gelu_new",
+    "peft_norms",
+]
