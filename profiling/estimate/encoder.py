@@ -204,11 +204,6 @@ def _vit(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     return terms
 
 
-def head_terms(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
-    """ViT's last term: the final LayerNorm's, the classifier's and the loss's tensors."""
-    return _vit(d, e, cfg)[-1].bytes
-
-
 def lm_logits(d: Dims) -> bool:
     """Whether the model ends in s·b·V logits (every decoder, masked LM; not a classifier)."""
     return d.arch != "encoder" or d.extra["encoder"]["head"] == "mlm"
@@ -305,7 +300,9 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     if cfg.checkpointing == "full":  # the last block's saved tensors recomputed first
         from profiling.estimate.encoder_ckpt import recomputed
 
-        return recomputed(d, cfg, fwd, _backward)
+        e = Bytes.of(cfg.precision)
+        full = (per_layer(d, e, cfg), head_back(d, e, cfg), loss_seed(e))
+        return recomputed(d, cfg, fwd, _backward, full)
     return _backward(d, cfg, fwd)
 
 
@@ -341,7 +338,9 @@ def _backward(d: Dims, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float
     if cfg.lora_rank is not None and not e.amp:
         from profiling.estimate.lora_encoder import plain_moments
 
-        out += plain_moments(d, e, cfg, fwd, (value, _classifier(d, e).bytes))
+        vit = d.extra["encoder"]["pixels"]  # the head's tensors: ViT's final norm's onwards
+        head = _vit(d, e, cfg)[-1].bytes if vit else _classifier(d, e).bytes
+        out += plain_moments(d, e, cfg, fwd, (value, head))
     if cfg.lora_rank is not None:  # no weight gradients in the MLP: the last LayerNorm's higher
         norm = fwd - saved + seed + grads + 2 * d.s * d.b * d.h * e.r
         text = (

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -33,14 +33,13 @@ if TYPE_CHECKING:
 
 Moments = list[tuple[str, float, str]]
 Backward = Callable[["Dims", "TrainingConfig", float], Moments]
+Full = tuple[list[Term], tuple[float, float], int]
 
 
-def _block(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
-    """The last block recomputed: what it saves, less the checkpoint it reads, plus its weights'
-    16-bit copies under autocast."""
-    from profiling.estimate import encoder
-
-    terms = encoder.per_layer(d, e, cfg)
+def _block(d: Dims, e: Bytes, cfg: TrainingConfig, terms: list[Term]) -> tuple[float, str]:
+    """The last block recomputed: what it saves (``terms``: full training's per block), less
+    the checkpoint it reads, plus its weights' 16-bit copies under autocast."""
+    terms = list(terms)
     lost = False
     if cfg.lora_rank is not None:
         from profiling.estimate import lora_encoder
@@ -60,39 +59,16 @@ def _block(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
     return value, calc
 
 
-def frames(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
-    """BERT's, RoBERTa's block at its output LayerNorm: alive in its frames though unsaved (in
-    forward too, without autocast: ``lora_encoder.plain_moments``)."""
-    T, h, f = d.s * d.b, d.h, d.f
-    lost: set[str] = set()
-    if cfg.lora_rank is not None:
-        from profiling.estimate import lora_encoder
-
-        names = " ".join(t.name for t in lora_encoder.per_layer(d, e, cfg))
-        lost = {x for x in ("attention LayerNorm", "GELU") if e.amp or x in names}
-    elif e.amp:
-        lost = {"attention LayerNorm"}
-    value = T * h * (e.c + e.r)
-    calc = f"the output projection's output and the LayerNorm's s·b·h·({e.c} + {e.r})"
-    if "attention LayerNorm" in lost:
-        value += T * h * e.r
-        calc += f" + the attention LayerNorm's output s·b·h·{e.r}"
-    if "GELU" in lost:
-        value += T * f * e.c
-        calc += f" + GELU's output s·b·f·{e.c}"
-    if e.amp and cfg.lora_rank is None:
-        value += (5 * h + f) * 2
-        calc += " + the biases' cached copies (5h + f)·2"
-    return value, calc
-
-
-def recomputed(d: Dims, cfg: TrainingConfig, fwd: float, backward: Backward) -> Moments:
+def recomputed(d: Dims, cfg: TrainingConfig, fwd: float, backward: Backward, full: Full) -> Moments:
     """The moments of a classifier's backward under full checkpointing (``fwd``: the end of
-    forward; ``backward``: ``encoder``'s moments without checkpointing)."""
-    from profiling.estimate import encoder
+    forward; ``backward``: ``encoder``'s moments without checkpointing; ``full``: full
+    training's saved tensors per block, its head's saved tensors and gradients once back, the
+    loss's gradient)."""
+    from profiling.estimate import lora_encoder
 
     e = Bytes.of(cfg.precision)
-    block, block_calc = _block(d, e, cfg)
+    terms, (saved, grads), seed = full
+    block, block_calc = _block(d, e, cfg, terms)
     out: Moments = []
     for name, value, calc in backward(d, cfg, fwd + block):
         if not name.startswith("forward"):  # the forward's moments are the blocks' own
@@ -101,9 +77,8 @@ def recomputed(d: Dims, cfg: TrainingConfig, fwd: float, backward: Backward) -> 
     vit = bool(d.extra["encoder"]["pixels"])
     if vit and (cfg.lora_rank is None or not (e.amp or "up" in cfg.lora_targets)):
         return out + _first(d, e, cfg, out)  # its peak is the MLP's backward (or the step's)
-    saved, grads = encoder.head_back(d, e, cfg)
-    seed, reach = encoder.loss_seed(e), d.s * d.b * d.h * e.r
-    alive, alive_calc = _vit_frames(d, e, cfg) if vit else frames(d, e, cfg)
+    reach = d.s * d.b * d.h * e.r
+    alive, alive_calc = _vit_frames(d, e, cfg) if vit else lora_encoder.frames(d, e, cfg)
     value = fwd - saved + seed + grads + reach + block + alive
     f = fmt_bytes
     out.append((

@@ -184,6 +184,30 @@ def last_norm(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, int, str]:
     )
 
 
+def frames(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
+    """BERT's, RoBERTa's block at its output LayerNorm: alive in its frames though unsaved (in
+    forward too, without autocast: ``plain_moments``; recomputed: ``encoder_ckpt``)."""
+    T, h, f = d.s * d.b, d.h, d.f
+    lost: set[str] = set()
+    if cfg.lora_rank is not None:
+        names = " ".join(t.name for t in per_layer(d, e, cfg))
+        lost = {x for x in ("attention LayerNorm", "GELU") if e.amp or x in names}
+    elif e.amp:
+        lost = {"attention LayerNorm"}
+    value = T * h * (e.c + e.r)
+    calc = f"the output projection's output and the LayerNorm's s·b·h·({e.c} + {e.r})"
+    if "attention LayerNorm" in lost:
+        value += T * h * e.r
+        calc += f" + the attention LayerNorm's output s·b·h·{e.r}"
+    if "GELU" in lost:
+        value += T * f * e.c
+        calc += f" + GELU's output s·b·f·{e.c}"
+    if e.amp and cfg.lora_rank is None:
+        value += (5 * h + f) * 2
+        calc += " + the biases' cached copies (5h + f)·2"
+    return value, calc
+
+
 def plain_moments(
     d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, mlp_head: tuple[float, float]
 ) -> list[tuple[str, float, str]]:
@@ -192,8 +216,6 @@ def plain_moments(
     tensors, not made yet), and an adapted up projection's backward after GELU's (its B's
     gradient scaled, in place of GELU's input gradient; B's weight gradient and A's output
     gradient). ``mlp_head``: the last block's MLP moment, the classifier's term."""
-    from profiling.estimate.encoder_ckpt import frames
-
     T, r, f = d.s * d.b, int(cfg.lora_rank or 0), d.f
     out: list[tuple[str, float, str]] = []
     mlp, head = mlp_head
@@ -205,7 +227,7 @@ def plain_moments(
                     f"the last block's MLP {fmt_bytes(mlp)} + B's weight gradient r·f·{ab} + A's "
                     f"output gradient s·b·r·{e.c} = {fmt_bytes(value)}"))  # fmt: skip
     if vit:
-        return out + _vit_plain(d, e, cfg, fwd)
+        return out + _vit_plain(d, e, cfg, fwd, head)
     later = head - _pooler_input(d, e)
     alive, calc = frames(d, e, cfg)
     value = fwd - later + alive
@@ -226,16 +248,15 @@ def plain_moments(
     return out
 
 
-def _vit_plain(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+def _vit_plain(
+    d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, later: float
+) -> list[tuple[str, float, str]]:
     """ViT without autocast, its last block's MLP in forward: beyond what is saved, the
     embeddings' output (the model holds it; the first LayerNorm, frozen upstream, keeps
     nothing), the second LayerNorm's output where no up adapter keeps it, and either the up
     adapter's B output and its scaled copy or GELU's output and the second matmul's; not made
     yet, the final LayerNorm's, the classifier's and the loss's tensors."""
-    from profiling.estimate.encoder import head_terms
-
     T, h, f, c = d.s * d.b, d.h, d.f, e.c
-    later = head_terms(d, e, cfg)
     base = fwd - later + T * h * e.r
     names = " ".join(t.name for t in per_layer(d, e, cfg))
     if "attention LayerNorm" in names:  # no up adapter keeps it
@@ -281,6 +302,7 @@ def vit_last_mlp(
 
 __all__ = [
     "check",
+    "frames",
     "head_back",
     "last_norm",
     "once_per_model",
