@@ -114,6 +114,16 @@ LITGPT_NORM_FIELD: Any = Field(
     "copy; the attention of a Llama, Mistral, Qwen2, Phi-3 or Gemma shape, q, k, v one fused "
     "Linear.",
 )
+# litgpt/lora.py and adapter.py at 00af8b0 (v0.4.13-v0.5.4, the peer rows' commit): with
+# ``lm_head_chunk_size > 0`` GPT.forward returns ``[self.lm_head(x_i) for x_i in x.split(...)]``
+# before its ``final_logit_softcapping`` line, so Gemma 2's final soft cap is never applied;
+# from 17a58dfa (v0.5.5) model.py's forward caps every chunk (``clamp_head``). The default, the
+# cap applied, is the newer LitGPT's and the larger count.
+LITGPT_UNCAPPED_FIELD: Any = Field(
+    False,
+    description="LitGPT before v0.5.5 (with --loss litgpt): its LoRA and adapter models return "
+    "the LM head's chunks without Gemma 2's final soft cap.",
+)
 
 
 # The optimizers bitsandbytes pages (its 8-bit and 32-bit Adam/AdamW, Lion).
@@ -148,6 +158,12 @@ def check_behaviours(cfg: TrainingConfig) -> None:
             "--fabric-bnb is LitGPT's QLoRA, whose finetune scripts compute the LM head and the "
             "loss as --loss litgpt: add it",
             "fabric_bnb",
+        )
+    if cfg.litgpt_uncapped and cfg.loss != "litgpt":
+        raise ConfigError(
+            "--litgpt-uncapped describes the LM head's chunks of LitGPT's LoRA and adapter "
+            "scripts: add --loss litgpt",
+            "litgpt_uncapped",
         )
     if cfg.paged_optimizer and cfg.optimizer not in PAGED_OPTIMIZERS:
         raise ConfigError(
@@ -273,6 +289,7 @@ __all__ = [
     "COMPILE_FIELD",
     "FSDP_FLAT_FIELD",
     "LITGPT_NORM_FIELD",
+    "LITGPT_UNCAPPED_FIELD",
     "LOSSES",
     "LOSS_CHUNKS_DEFAULT",
     "LOSS_CHUNKS_FIELD",

@@ -235,7 +235,8 @@ class TrainingConfig(BaseModel):
     double_quant: bool | None = DOUBLE_QUANT_FIELD
     fabric_bnb: bool = FABRIC_BNB_FIELD
     torchao_nf4: bool = behaviours.TORCHAO_NF4_FIELD
-    litgpt_norm: bool = behaviours.LITGPT_NORM_FIELD  # ---- then the GPU
+    litgpt_norm: bool = behaviours.LITGPT_NORM_FIELD
+    litgpt_uncapped: bool = behaviours.LITGPT_UNCAPPED_FIELD  # ---- then the GPU
     target: Target = Field(
         "cuda",
         description="The device whose kernels decide what is kept for backward: cuda (fused "

@@ -55,6 +55,7 @@ MemoryTraceInput = config_input_model(
         "dora",  # DoRA: peft's or torchtune's adapter config as from_file sets it
         "autocast_adapters",  # peft's fp32 adapters: from_file's peft + Trainer files set it
         "litgpt_norm",  # LitGPT's own GPT (its RMSNorm, its attention): a LitGPT config sets it
+        "litgpt_uncapped",  # LitGPT before v0.5.5's uncapped LM head chunks: a peer row sets it
         "reshard_always",  # torchtitan's "always" reshard policy: its TOML as from_file sets it
         "pp_keeps_outputs",  # torch 2.6's pipeline stages: a config file as from_file sets it
         "titan_root_group",  # torchtitan's 2024 FSDP groups: a TOML's late-2024 layout sets it

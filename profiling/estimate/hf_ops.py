@@ -290,7 +290,9 @@ def _block(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     if x.get("qk_norm"):
         terms.append(_qk_norms(d, e, q, str(x["qk_norm"])))
     fused = _module(d) == "phi3"
-    copies = (2 if fused else 5) if e.amp else 2
+    # under autocast each matmul casts its input: one copy for LitGPT's fused q/k/v, not three
+    qkv = 1 if litgpt_qkv.applies(d, cfg, eager) else 3
+    copies = (2 if fused else qkv + 2) if e.amp else 2
     terms.append(
         Term(
             "matmul inputs (norm outputs" + (", one copy per matmul)" if e.amp else ")"),

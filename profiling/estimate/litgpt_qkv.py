@@ -33,8 +33,20 @@ if TYPE_CHECKING:
 
 def applies(d: Dims, cfg: TrainingConfig, eager: Callable[[Dims, TrainingConfig], bool]) -> bool:
     """Whether the blocks run LitGPT's attention (``eager``: ``hf_ops.eager``, whether
-    transformers' eager attention was asked for, which LitGPT's module never runs)."""
-    return bool(d.extra.get("litgpt_qkv")) and not eager(d, cfg)
+    transformers' eager attention was asked for, which LitGPT's module never runs). Gemma 2's
+    soft-capped scores take LitGPT's explicit path (``capped``), which transformers builds
+    eager only."""
+    return bool(d.extra.get("litgpt_qkv")) and (capped(d) or not eager(d, cfg))
+
+
+def capped(d: Dims) -> bool:
+    """LitGPT's explicit soft-capped attention (Gemma 2; litgpt/model.py at 00af8b0,
+    ``scaled_dot_product_attention``: ``q @ k.mT * scale``, ``tanh``, the mask added, an fp32
+    ``softmax`` cast back, ``@ v``): it keeps q and the keys expanded to every head, the tanh
+    output, the fp32 softmax and its 16-bit copy, v (a copy under grouped heads) and the
+    output's copy — transformers' eager attention's bytes (``hf_ops``: 4q a token, a·s²·b·8),
+    so only the LoRA terms and the RoPE tables change."""
+    return bool(d.extra.get("litgpt_qkv")) and bool(d.extra.get("attn_softcap"))
 
 
 def _v_kept(d: Dims, q: int) -> int:
@@ -109,4 +121,4 @@ def lora_first_block(d: Dims, cfg: TrainingConfig) -> list[Term]:
                  f"{tok}·{n - 1}·{d.h}·{m}")]  # fmt: skip
 
 
-__all__ = ["applies", "attention", "lora_first_block", "lora_per_layer", "tables"]
+__all__ = ["applies", "attention", "capped", "lora_first_block", "lora_per_layer", "tables"]

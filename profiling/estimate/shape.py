@@ -297,7 +297,9 @@ def hand_shape(inp: TrainingConfig) -> dict[str, Any]:
 
 
 def shape_of(inp: TrainingConfig) -> dict[str, Any]:
-    w = as_run(find_workload(inp.model), inp.tied_head, inp.loss, inp.litgpt_norm)
+    w = as_run(
+        find_workload(inp.model), inp.tied_head, inp.loss, inp.litgpt_norm, inp.litgpt_uncapped
+    )
     shape = workload_shape(w) if w is not None else hand_shape(inp)
     if "t5" in shape:  # the decoder's length: --target-seq, else the encoder's
         shape["t5"]["target_seq"] = inp.target_seq or inp.seq_or_default()

@@ -91,7 +91,7 @@ class HFCausalLM(nn.Module):
             with _one_sequence_per_row():
                 return base(input_ids=idx, use_cache=False).last_hidden_state
 
-        cap = getattr(model.config, "final_logit_softcapping", None)
+        cap = c.logit_softcap  # the model's final_logit_softcapping, unless the run drops it
         head = model.get_output_embeddings()
         return lm_loss(c.loss, head, hidden, targets, c.loss_chunks, cap, c.target == "cuda",
                        c.compile_loss)  # fmt: skip
@@ -247,7 +247,9 @@ def _as_litgpt_runs(model: nn.Module, shape: WorkloadConfig, attention: str) -> 
         from profiling.models.litgpt_norm import use_litgpt_norms
 
         note += f"; LitGPT's RMSNorm ({use_litgpt_norms(model)})"
-    if shape.litgpt_qkv and attention == "sdpa":
+    # LitGPT runs SDPA, or with Gemma 2's soft-capped scores its own explicit path (transformers
+    # builds that model eager only)
+    if shape.litgpt_qkv and (attention == "sdpa" or shape.attn_softcap):
         from profiling.models.litgpt_attention import use_litgpt_attention
 
         note += f"; LitGPT's attention, q/k/v fused ({use_litgpt_attention(model)})"

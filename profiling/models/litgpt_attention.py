@@ -1,6 +1,7 @@
 """LitGPT's CausalSelfAttention, put in place of transformers' in a model its finetune scripts
-run (a Llama, Mistral, Qwen2, Phi-3 or Gemma shape under any of them:
-``WorkloadConfig.litgpt_qkv``).
+run (a Llama, Mistral, Qwen2, Phi-3, Gemma or Gemma 2 shape under any of them:
+``WorkloadConfig.litgpt_qkv``; Gemma 2's soft-capped scores take LitGPT's explicit path,
+``_capped``).
 
 litgpt/model.py at 00af8b0 (the same at 43c44323, where the Gemma rows were measured)::
 
@@ -47,13 +48,15 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
 
 
 # LitGPT's fp32 tables, one per model as its buffers are: the blocks share transformers'
-# cos/sin, so each gets one fp32 copy (of the first row: the positions are every sequence's)
+# cos/sin, so each gets one fp32 copy (of the first row: the positions are every sequence's).
+# A copy even of an fp32 table (autocast): a view would hold its key alive, and the previous
+# step's tables with it
 _TABLES = WeakIdKeyDictionary()
 
 
 def _fp32(table: torch.Tensor) -> torch.Tensor:
     if table not in _TABLES:
-        _TABLES[table] = table[:1].float().unsqueeze(1)
+        _TABLES[table] = table[:1].to(torch.float32, copy=True).unsqueeze(1)
     return _TABLES[table]
 
 
@@ -78,8 +81,37 @@ def _forward(
     q = torch.cat((_rope(q, cos, sin), q[..., hs:]), dim=-1)
     k = torch.cat((_rope(k, cos, sin), k[..., hs:]), dim=-1)
     scale: float = self.scaling  # type: ignore[assignment]  (transformers' attribute)
-    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale).transpose(1, 2)
+    cap = getattr(self, "attn_logit_softcapping", None)  # Gemma 2's (transformers' attribute)
+    if cap:
+        y = _capped(q, k, v, scale, float(cap), getattr(self, "sliding_window", None))
+    else:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale).transpose(1, 2)
     return self.o_proj(y.reshape(b, t, heads * hs)), None  # type: ignore[operator]
+
+
+def _capped(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, cap: float, window: Any
+) -> torch.Tensor:
+    """LitGPT's ``scaled_dot_product_attention`` with soft-capped scores (Gemma 2: "with
+    softcapping we cannot use SDPA"; litgpt/model.py at 00af8b0): the explicit matmuls, the
+    causal mask made in every block (and a sliding window's bias added in its layers:
+    ``CausalSelfAttention.forward``), the fp32 softmax cast back. Kept for backward: q and k
+    (the scores' matmul), the tanh output, the fp32 softmax, its 16-bit copy and v."""
+    t = q.size(2)
+    scores = q @ k.mT * scale
+    scores = torch.tanh(scores / cap) * cap
+    if window is not None:  # LitGPT's sliding layers: the mask in -inf, then the window's bias
+        mask = torch.ones(t, t, dtype=q.dtype, device=q.device).triu(diagonal=1)
+        mask.masked_fill_(mask.bool(), float("-inf"))
+        bias = torch.ones_like(mask).tril(diagonal=-int(window))
+        bias.masked_fill_(bias.bool(), float("-inf"))
+        mask += bias
+    else:
+        mask = torch.ones(t, t, dtype=q.dtype, device=q.device).triu(diagonal=1)
+        mask.masked_fill_(mask.bool(), torch.finfo(q.dtype).min)
+    scores = scores + mask
+    scores = F.softmax(scores, dim=-1, dtype=torch.float).to(dtype=q.dtype)
+    return (scores @ v).transpose(1, 2)
 
 
 def use_litgpt_attention(model: nn.Module) -> int:

@@ -126,7 +126,11 @@ def tied_as_asked(w: WorkloadConfig | None, tied: bool | None) -> WorkloadConfig
 
 
 def as_run(
-    w: WorkloadConfig | None, tied: bool | None, loss: str, litgpt_norm: bool = False
+    w: WorkloadConfig | None,
+    tied: bool | None,
+    loss: str,
+    litgpt_norm: bool = False,
+    uncapped: bool = False,
 ) -> WorkloadConfig | None:
     """The model as the step runs it: the LM head tied or not as ``--tied-head`` says, and under
     LitGPT's finetune scripts (``--loss litgpt``) a Phi config built as LitGPT's own GPT builds
@@ -136,9 +140,13 @@ def as_run(
     and q, k, v apart, which LitGPT never runs. Under any of LitGPT's scripts (``--loss litgpt``
     or ``litgpt_norm``, which its full.py sets too) a Llama-shaped config's norms are LitGPT's
     RMSNorm (``WorkloadConfig.litgpt_norm``, ``profiling.models.litgpt_norm``) and a Llama,
-    Mistral, Qwen2, Phi-3 or Gemma config's attention LitGPT's (``WorkloadConfig.litgpt_qkv``,
-    ``profiling.models.litgpt_attention``)."""
+    Mistral, Qwen2, Phi-3, Gemma or Gemma 2 config's attention LitGPT's
+    (``WorkloadConfig.litgpt_qkv``, ``profiling.models.litgpt_attention``). ``uncapped``: LitGPT
+    before v0.5.5, whose LoRA and adapter models return the LM head's chunks without the final
+    soft cap (``--litgpt-uncapped``: no cap anywhere in the model)."""
     w = tied_as_asked(w, tied)
+    if w is not None and uncapped and loss == "litgpt" and w.logit_softcap:
+        w = w.model_copy(update={"logit_softcap": None})
     litgpt = loss == "litgpt" or litgpt_norm  # LitGPT's own GPT, whichever loss its script runs
     if w is not None and litgpt and w.hf_model_type in LITGPT_QKV | LITGPT_RMS_NORM:
         return w.model_copy(
@@ -156,9 +164,9 @@ def as_run(
 # Phi-3 configs: norm_class_name "RMSNorm"; Gemma's already keeps the fp32 normalized values)
 LITGPT_RMS_NORM = frozenset({"llama", "mistral", "qwen2", "phi3"})
 # ... and with its own attention (profiling.models.litgpt_attention; Phi-3's a Llama's in
-# LitGPT: one adapter, one dropout on its fused q/k/v); Gemma 2's soft-capped scores take
-# LitGPT's explicit path (not modelled)
-LITGPT_QKV = frozenset({"llama", "mistral", "qwen2", "gemma", "phi3"})
+# LitGPT: one adapter, one dropout on its fused q/k/v; Gemma 2's soft-capped scores take
+# LitGPT's explicit path, which keeps what transformers' eager attention keeps)
+LITGPT_QKV = frozenset({"llama", "mistral", "qwen2", "gemma", "gemma2", "phi3"})
 
 
 def is_variant(config: WorkloadConfig) -> bool:

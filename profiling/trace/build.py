@@ -99,7 +99,13 @@ def _make_model(
     if factory is not None or config.is_factory:
         model, inputs = call_factory(name, config.batch, seq, factory)
         return model, inputs, {"name": name, "factory": True}
-    workload = as_run(find_workload(name), config.tied_head, config.loss, config.litgpt_norm)
+    workload = as_run(
+        find_workload(name),
+        config.tied_head,
+        config.loss,
+        config.litgpt_norm,
+        config.litgpt_uncapped,
+    )
     if workload is None:
         raise ProfilingError(
             f"unknown model {name!r}; use a reference model, hf:NAME or hf:PATH, or "
@@ -137,7 +143,9 @@ def _hf_module(config: TraceConfig, factory: Callable[..., object] | None) -> bo
     from profiling.models.implementation import TRANSFORMERS, implementation
 
     w = None if factory is not None or config.is_factory else find_workload(config.model)
-    w = as_run(w, config.tied_head, config.loss, config.litgpt_norm)  # LitGPT's Phi: our blocks
+    w = as_run(
+        w, config.tied_head, config.loss, config.litgpt_norm, config.litgpt_uncapped
+    )  # LitGPT's Phi: our blocks
     return w is not None and implementation(w) == TRANSFORMERS
 
 

@@ -128,6 +128,7 @@ def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monk
     from_file_only.add("accumulate_unsharded")  # FSDP's no_sync: a LitGPT config sets it
     from_file_only.add("fsdp_flat")  # FSDP1's flat parameters: a LitGPT config sets it
     from_file_only.add("litgpt_norm")  # LitGPT's own RMSNorm: a LitGPT config sets it
+    from_file_only.add("litgpt_uncapped")  # LitGPT before v0.5.5's head chunks: a peer row sets it
     from_file_only.add("torchao_nf4")  # torchtune's QLoRA: its yaml sets it
     from_file_only.add("torchao_optim")  # torchao's AdamW8bit: a torchtune yaml names it
     from_file_only.add("dora")  # DoRA: peft's adapter_config.json or torchtune's yaml sets it
