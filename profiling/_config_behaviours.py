@@ -259,7 +259,9 @@ def loss_conflict(values: dict[str, Any]) -> str | None:
         return f"--loss {loss} under a parallel plan (--pp, --cp, --dp-shard, --dp-replicate)"
     if (values.get("tp") or 1) > 1:
         return f"--loss {loss} under tensor parallelism (its vocabulary-parallel forms)"
-    if values.get("fsdp") or values.get("zero") == 3:
+    if (values.get("fsdp") and loss != "litgpt-full") or (
+        values.get("zero") == 3 and not values.get("fsdp")
+    ):
         return f"--loss {loss} under FSDP or ZeRO-3 (the gathered head's gradient moments)"
     if values.get("lora_rank") is not None and "lm_head" in (values.get("lora_targets") or []):
         if loss != "litgpt":  # LitGPT's LoRALinear head: loss_tapes._adapter

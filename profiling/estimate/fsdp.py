@@ -35,6 +35,8 @@ FSDP_PARTS: tuple[str, ...] = (
     "kept",
     "activations",
     "log-probs",
+    "held",
+    "looped",
 )
 
 
@@ -59,14 +61,20 @@ def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) 
     f = fmt_bytes
     w, grads, states = parts["sharded weights"], parts["gradients"], parts["optimizer"]
     kept, act, logp = parts["kept"], parts["activations"], parts["log-probs"]
+    # LitGPT's loop (--loss litgpt-full: full.py's fit()) holds the previous micro-batch's fp32
+    # logits until this forward returns, and this one's from its loss to the next forward
+    # (losses.held_over; LossPlan.looped), so through backward's moments below as well
+    held, looped = parts["held"], parts["looped"]
     out: list[Moment] = []
     start = (2 * root + 2 * block) * g / t
     out.append((
         "forward start (the root gathered)",
-        w + states + kept + start,
+        w + states + kept + start + held,
         f"sharded weights {f(w)} + optimizer {f(states)}"
         + (f" + gradients kept {f(kept)}" if kept else "")
-        + f" + (2·root + 2·block)·{g} B {f(start)}",
+        + f" + (2·root + 2·block)·{g} B {f(start)}"
+        + (f" + the previous micro-batch's logits (LitGPT's loop holds them) {f(held)}"
+           if held else ""),
     ))  # fmt: skip
     V, h = shape.get("vocab"), shape.get("hidden")
     if not (V and h):
@@ -83,14 +91,15 @@ def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) 
     L, psi = int(shape["layers"]), int(shape["params"])
     done = grads * (1 - root / psi) * (L - 1) / L  # the other blocks' sharded gradients
     current = block * g / t  # the last block's unsharded gradients
-    layer = (act - logp) / L
+    layer = (act - logp - looped) / L
+    loop = f" + the logits LitGPT's loop holds {f(looped)}" if looped else ""
     out.append((
         "backward, last block",
-        w + states + mid + head + done + current + layer,
+        w + states + mid + head + done + current + layer + looped,
         f"sharded weights {f(w)} + optimizer {f(states)} + (root + 2·block)·{g} B {f(mid)} + "
         f"head gradient {f(head)} + the other blocks' sharded gradients {f(done)} + this "
         f"block's unsharded gradients block·{g} B {f(current)} + one layer's activations "
-        f"{f(layer)}",
+        f"{f(layer)}{loop}",
     ))  # fmt: skip
     if shape.get("tied"):  # the root stays gathered; head, embedding and their sum
         end = root * g / t + 3 * head
@@ -107,11 +116,20 @@ def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) 
         )
     out.append((
         "end of backward (the root's gradients)",
-        w + grads + states + end,
+        w + grads + states + end + looped,
         f"sharded weights {f(w)} + gradients {f(grads)} + optimizer {f(states)} + {what} "
-        f"{f(end)}",
+        f"{f(end)}{loop}",
     ))  # fmt: skip
     return out
+
+
+def fsdp_parts(totals: tuple[float, ...], loss: Any) -> dict[str, float]:
+    """The step's ``totals`` (sharded weights … log-probs) named as ``FSDP_PARTS``, with what
+    LitGPT's loop holds across the step: the previous micro-batch's and this one's (``loss``:
+    the step's ``losses.LossPlan``, its ``held`` and ``looped``; None for PyTorch's loss)."""
+    held = float(sum(t.bytes for t in loss.held)) if loss is not None else 0.0
+    looped = float(loss.looped) if loss is not None else 0.0
+    return dict(zip(FSDP_PARTS, (*totals, held, looped), strict=True))
 
 
 def one_gpu(cfg: TrainingConfig) -> dict[str, Any]:
@@ -123,4 +141,4 @@ def one_gpu(cfg: TrainingConfig) -> dict[str, Any]:
     return {**ENGINE_OFF, **alone}
 
 
-__all__ = ["FSDP_PARTS", "fsdp_moments", "one_gpu", "unsharded_grads"]
+__all__ = ["FSDP_PARTS", "fsdp_moments", "fsdp_parts", "one_gpu", "unsharded_grads"]

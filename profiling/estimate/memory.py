@@ -32,7 +32,7 @@ from profiling.estimate.deepspeed import (
     host_verdict,
 )
 from profiling.estimate.deepspeed_engine import engine
-from profiling.estimate.fsdp import FSDP_PARTS, fsdp_moments, one_gpu, unsharded_grads
+from profiling.estimate.fsdp import fsdp_moments, fsdp_parts, one_gpu, unsharded_grads
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
 from profiling.estimate.optim_states import offload, paged_states
 from profiling.estimate.recomputed import recomputed_moment
@@ -366,7 +366,7 @@ def _moments(
                f"holds {f(then)}" if then else "") + hold,
         )
     )  # fmt: skip
-    parts = dict(zip(FSDP_PARTS, (sharded, grads, states, kept, act, logp), strict=True))
+    parts = fsdp_parts((sharded, grads, states, kept, act, logp), loss)
     added = fsdp_moments(inp, shape, parts, [(m.name, m.bytes, m.calculation) for m in moments])
     added += lora_acts.nf4_moments(inp, shape, parts, recompute)
     moments = [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]

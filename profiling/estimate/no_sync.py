@@ -112,15 +112,16 @@ def flat_end(
     head = int(shape["vocab"]) * int(shape["hidden"]) * g
     views = (3 if shape.get("tied") else 2) * head  # tied: head, embedding and their sum
     kept = psi * u if n >= 3 else (psi - root) * u  # N = 2: the first holds the blocks' alone
-    w, states = parts["sharded weights"], parts["optimizer"]
-    value = w + states + kept + root * g + views + root * g
+    w, states, looped = parts["sharded weights"], parts["optimizer"], parts["looped"]
+    value = w + states + kept + root * g + views + root * g + looped
     which = "Ψ" if n >= 3 else "(Ψ − root)"
     return (
         "end of backward without sync (FSDP1: the root's flat gradient)",
         value,
         f"sharded weights {f(w)} + optimizer {f(states)} + unsharded gradients kept {which}·{u} "
         f"B {f(kept)} + the root gathered root·{g} B {f(root * g)} + its views' gradients "
-        f"{f(views)} + their concatenation root·{g} B {f(root * g)}",
+        f"{f(views)} + their concatenation root·{g} B {f(root * g)}"
+        + (f" + the logits LitGPT's loop holds {f(looped)}" if looped else ""),
     )
 
 

@@ -173,6 +173,10 @@ def test_the_gemma_row_peaks_where_fsdp1_concatenates() -> None:
     assert est.inputs.accumulate_unsharded == 4 and "FSDP1" in est.peak_moment
     root, psi = 2 * 256_000 * 2048 + 2048, est.params
     # shards of the weights and both moments, every kept gradient, then the root gathered, its
-    # views' gradients and their concatenation (each root-sized)
-    assert est.per_gpu_bytes == pytest.approx(psi * 2 / 4 * 3 + psi * 2 + root * 2 * 3, rel=1e-6)
-    assert 0.96 < est.per_gpu_bytes / 17.43e9 < 1.0
+    # views' gradients and their concatenation (each root-sized); and full.py's loop holding
+    # this micro-batch's fp32 logits (--loss litgpt-full under FSDP since session 18: 0.970
+    # with PyTorch's loss, which holds none there)
+    logits = 512 * 256_000 * 4
+    expected = psi * 2 / 4 * 3 + psi * 2 + root * 2 * 3 + logits
+    assert est.per_gpu_bytes == pytest.approx(expected, rel=1e-6)
+    assert 0.99 < est.per_gpu_bytes / 17.43e9 < 1.0

@@ -35,6 +35,21 @@ def test_litgpt_s_adapter_scripts_chunk_the_head_and_the_full_script_does_not() 
     assert not [s for s in full.ignored if "not modelled yet" in s.why]
 
 
+def test_litgpt_s_full_script_on_many_gpus_keeps_its_loss(tmp_path: Path) -> None:
+    """full.py on several devices (FSDP1) runs the same loss: read as --loss litgpt-full beside
+    --fsdp (it fell back to PyTorch's loss, listed "not modelled yet")."""
+    import yaml
+
+    data = yaml.safe_load((FIXTURES / "litgpt" / "llama-3.2-1B-full.yaml").read_text())
+    path = tmp_path / "full.yaml"
+    path.write_text(yaml.safe_dump({**data, "devices": 2}), encoding="utf-8")
+    full = read_recipe([path])
+    assert full.values["fsdp"] is True and full.values["loss"] == "litgpt-full"
+    assert not [s for s in full.ignored if "not modelled yet" in s.why]
+    est = estimate(TrainingConfig.parse(**with_recipe(full, {})))
+    assert any("fp32 copy (Fabric's output)" in m.calculation for m in est.moments)
+
+
 def test_trainer_with_liger_and_the_same_under_fsdp(tmp_path: Path) -> None:
     args = {"per_device_train_batch_size": 2, "bf16": True, "use_liger_kernel": True,
             "output_dir": "out", "model_name_or_path": "meta-llama/Llama-3.2-1B"}  # fmt: skip
