@@ -243,12 +243,20 @@ def _devices(r: Reading, method: str) -> int:
             # ``self._fsdp_kwargs.setdefault("use_orig_params", True)``), which lets one flat
             # parameter hold a block's frozen and adapted weights; its forward's views all come
             # from the flat parameter, so the frozen weights' gradients are made and kept too
-            # (torch's FullyShardedDataParallel docs: "higher than expected gradient memory")
+            # (torch's FullyShardedDataParallel docs: "higher than expected gradient memory").
+            # What it costs, read from torch/distributed/fsdp/_flat_param.py (torch 2.13): the
+            # flat parameter requires grad if any of its tensors does (_validate_tensors_to_
+            # flatten), and its gradient is dropped only when every original parameter's is None
+            # (_reset_flat_param_grad_info_if_needed): a full finetune's gradients, Ψ/N·2 B
+            # sharded through the step, Ψ·2 B unsharded on every device while LitGPT's
+            # fabric.no_backward_sync accumulates (the --accumulate-unsharded moments), and every
+            # frozen Linear's input kept for its weight's gradient
             raise ProfilingError(
                 f"{r.file}: LitGPT's {method} on {gpus} GPUs shards with Lightning's FSDPStrategy "
                 "(FSDP1, use_orig_params=True), whose flat parameters mix each block's frozen "
-                "and adapted weights, so the frozen weights' gradients are made too: not "
-                "modelled (our count would be low); set devices: 1"
+                "and adapted weights, so the frozen weights' gradients are made too (a full "
+                "finetune's: Ψ/N·2 B sharded, Ψ·2 B on every device while micro-batches "
+                "accumulate unsynced): not modelled (our count would be low); set devices: 1"
             )
         r.imply("(the script)", "fsdp_flat", True, FSDP1_FLAT)
     return gpus

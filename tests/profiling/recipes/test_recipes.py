@@ -139,6 +139,10 @@ def test_litgpt_full_on_many_gpus_steps_fsdp1s_foreach_adamw(tmp_path: Path) -> 
     # the frozen weights' gradients are made too: refused, not counted low (the adapters' alone)
     with pytest.raises(ProfilingError, match=r"use_orig_params=True.*frozen weights' gradients"):
         read_recipe([two_gpus("llama-3.2-1B-lora.yaml")])
+    # ... and says what they cost: a full finetune's gradients (the flat parameter requires grad
+    # when any of its tensors does: torch's _flat_param.py)
+    with pytest.raises(ProfilingError, match=r"Ψ/N·2 B sharded, Ψ·2 B on every device"):
+        read_recipe([two_gpus("llama-3.2-1B-lora.yaml")])
     single = read_recipe([FIXTURES / "litgpt" / "llama-3.2-1B-full.yaml"])
     assert "foreach" not in single.values  # one GPU: torch's own default, nothing implied
     # A file that chooses is read as it says: foreach off, or fused (no foreach path at all).
