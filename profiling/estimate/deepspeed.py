@@ -138,6 +138,11 @@ def deepspeed_note(
             why = (
                 "ours is DeepSpeed's engine at its optimizer step (model states, its buckets, "
                 "the fp32 gradients it makes for the step"
+                + (
+                    " — a sub-group's, beside their flattened copy"
+                    if z == 3 and not inp.offload_optimizer
+                    else ""
+                )
                 + (", the persistent and gathered parameters" if z == 3 else "")
                 + "); the estimator counts no buckets"
                 + (" and 4 B per parameter of the largest module" if z == 3 else "")

@@ -74,8 +74,8 @@ def sub_groups(cfg: TrainingConfig, shape: dict[str, Any], trained: float) -> Su
     size = cfg.sub_group_size or dsc.SUB_GROUP_DEFAULT
     parts = _partitions(cfg, shape)
     total = float(sum(parts)) if parts is not None else trained / cfg.gpus
-    if size >= total:
-        return SubGroups([total], total, parts is not None)
+    if size >= total:  # one sub-group: the whole partition, itemized or not
+        return SubGroups([total], total, True)
     if parts is not None:
         sizes: list[float] = []
         held = 0

@@ -144,3 +144,16 @@ def test_a_partial_offload_keeps_the_first_sub_groups_on_the_gpu() -> None:
 def test_settings_deepspeed_does_not_read_there_are_one_sentence(kw, message) -> None:
     with pytest.raises(ConfigError, match=message):
         TrainingConfig.parse(model="llama-7b", gpus=8, precision="mixed", deepspeed=True, **kw)
+
+
+def test_without_the_models_tensors_the_largest_sub_group_is_bounded_from_above() -> None:
+    """A shape given by hand: no tensor list to group, so the largest sub-group is taken at
+    sub_group_size + the largest tensor's partition (a sub-group closes at the first tensor
+    that reaches the size), never below what DeepSpeed's rule gives the real model."""
+    hand = {"params": 6_738_415_616, "layers": 32, "hidden": 4096, "heads": 32, "vocab": 32000,
+            "arch": "llama"}  # fmt: skip
+    est = estimate(TrainingConfig(precision="mixed", deepspeed=True, zero=3, gpus=1, **hand))
+    line = next(c for c in est.components if c.name == STEP)
+    assert line.bytes == 6 * (10**9 + est.shape["largest_tensor"])
+    assert "≤ sub_group_size" in line.calculation
+    assert line.bytes >= 6 * max(_deepspeeds_sub_groups("llama-7b", 1, 10**9))
