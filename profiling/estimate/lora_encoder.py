@@ -54,10 +54,11 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
     classify = d.extra["encoder"]["head"] != "mlm"
     if getattr(cfg, "target", "cuda") == "cpu":
         return "LoRA on an encoder on the CPU target; estimate it for CUDA (--target cuda)"
-    if classify and "down" in cfg.lora_targets:
+    if classify and "down" in cfg.lora_targets and Bytes.of(cfg.precision).amp:
         return (
-            "LoRA on an encoder classifier's down projection (its adapter's fp32 input cast "
-            "is the forward's peak, not modelled yet); adapt q, k, v, o, up, or trace it"
+            "LoRA on an encoder classifier's down projection under autocast (its adapter's "
+            "fp32 input cast is the forward's peak, not modelled yet); adapt q, k, v, o, up, "
+            "or trace it"
         )
     if not set(cfg.lora_targets) & set(_QKV):
         return (
@@ -220,6 +221,15 @@ def plain_moments(
     out: list[tuple[str, float, str]] = []
     mlp, head = mlp_head
     vit = bool(d.extra["encoder"]["pixels"])
+    if "down" in cfg.lora_targets:  # its adapter's backward: A's and B's weight gradients made,
+        # A's input gradient summed with the base's; B's output gradient gone
+        ab = adapter_bytes(cfg)
+        down = mlp + r * (f + d.h) * ab - T * r * e.c
+        text = (
+            f"the last block's MLP {fmt_bytes(mlp)} + A's and B's weight gradients r·(f + h)·{ab} "
+            f"− B's output gradient s·b·r·{e.c} = {fmt_bytes(down)}"
+        )
+        out.append(("backward, the last block's down adapter", down, text))
     if "up" in cfg.lora_targets and not vit:  # ViT's MLP moment is the higher (the trace's)
         ab = adapter_bytes(cfg)
         value = mlp + r * f * ab + T * r * e.c
@@ -261,12 +271,15 @@ def _vit_plain(
     names = " ".join(t.name for t in per_layer(d, e, cfg))
     if "attention LayerNorm" in names:  # no up adapter keeps it
         base += T * h * e.r
-    if "up" in cfg.lora_targets:
-        value = base + 2 * T * f * c
-        what = f"the up adapter's B output and its scaled copy 2·s·b·f·{c}"
+    if "down" in cfg.lora_targets:  # GELU's output saved: the second matmul's, its adapter's
+        value = base + 3 * T * h * c  # B output and scaled copy
+        what = f"the second matmul's output, its adapter's B output and scaled copy 3·s·b·h·{c}"
     else:
         value = base + T * (f + h) * c
         what = f"GELU's output and the second matmul's s·b·(f + h)·{c}"
+    if "up" in cfg.lora_targets and 2 * T * f * c > value - base:
+        value = base + 2 * T * f * c
+        what = f"the up adapter's B output and its scaled copy 2·s·b·f·{c}"
     calc = (
         f"end of forward {fmt_bytes(fwd)} − the final LayerNorm's, the classifier's and the "
         f"loss's tensors, not made yet {fmt_bytes(later)} + the embeddings' output (and the "

@@ -37,6 +37,9 @@ RUNS = [
     ("roberta", "fp32", ATTN_UP, 8, {}),
     ("vit", "bf16", ["q", "v"], 8, {}),
     ("vit", "fp32", ATTN_UP, 4, {}),  # the forward's last MLP within 0.2 % of the backward's
+    ("bert", "bf16", ["q", "v", "down"], 8, {}),  # the down adapter's backward
+    ("bert", "bf16", ["q", "v", "down"], 4, {"intermediate_size": 96}),
+    ("vit", "bf16", ["q", "v", "down"], 8, {}),
 ]
 
 

@@ -117,7 +117,11 @@ def test_what_lora_on_an_encoder_does_not_model_is_one_sentence(
     [
         ("bert, masked LM", {"lora_targets": ["up", "down"]}, "adapt at least one of q, k, v"),
         ("bert, masked LM", {"target": "cpu"}, "on the CPU target"),
-        ("vit, 5 classes", {"lora_targets": ["q", "down"]}, "down projection"),
+        (
+            "vit, 5 classes",
+            {"lora_targets": ["q", "down"], "precision": "amp-bf16"},
+            "down projection",
+        ),
         (
             "roberta, classification of 3",
             {"lora_targets": ALL, "precision": "amp-bf16"},
