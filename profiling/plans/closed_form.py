@@ -62,7 +62,7 @@ from profiling.plans.model import plan_workload
 from profiling.plans.pipelined_backward import pipelined_backward, w2_sizes
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
 from profiling.plans.result import COMPILED_NOTE, PlanResult, estimate_notes
-from profiling.plans.ring_form import SDPA_SEED, Block
+from profiling.plans.ring_form import Block, sdpa_seed
 from profiling.plans.ring_form import fused as _fused_sdpa
 from profiling.plans.ring_stage import highest_ring_rank, ring_moves
 from profiling.plans.root_group import root_group_on, root_group_profile
@@ -115,7 +115,7 @@ def block_activations(
     attention = (q + kv + q + copy) * c * tokens // t
     lse = 4 * (a // t // u) * lse_s * (tokens // seq)
     mlp = 4 * (f // t) * c * tokens
-    return norms + inputs + attention + lse + mlp + SDPA_SEED
+    return norms + inputs + attention + lse + mlp + sdpa_seed(w.head_dim, c)
 
 
 def op_sac_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int = 1) -> int:
@@ -132,7 +132,7 @@ def op_sac_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int,
     attention = 0
     if _fused_sdpa(hd, c):
         lse_s = lse_rows(seq * u, c)
-        attention = q * c * tokens + 4 * (a // t // u) * lse_s * (tokens // seq) + SDPA_SEED
+        attention = q * c * tokens + 4 * (a // t // u) * lse_s * (tokens // seq) + sdpa_seed(hd, c)
     scattered = 2 * x if t > 1 else 0
     return x + mms + attention + scattered
 

@@ -39,8 +39,20 @@ from profiling.plans.layout import Layout, Stage
 from profiling.plans.profile import Move, Vec, vec
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
 
-SDPA_SEED = 16  # SDPA's philox seed and offset, two int64 scalars per attention call
+SDPA_SEED = 16  # the memory-efficient kernel's philox seed and offset: two int64 scalars
 RNG = 24  # flash attention's seed and offset as the ring's step returns them: (2,) and ()
+
+
+def sdpa_seed(head_dim: int, c: int) -> int:
+    """SDPA's philox seed and offset one causal attention call keeps for backward, as the
+    kernel CUDA picks (``profiling.trace.target.sdpa_backend``) returns them: the flash kernel's
+    (2,) and () uint64 tensors (24 B: 16-bit inputs, head dim ≤ 256), the memory-efficient
+    kernel's two int64 scalars (16 B), none from the math kernel (torch 2.13
+    torch/_meta_registrations.py, meta__scaled_dot_product_flash_attention and
+    meta__scaled_dot_product_efficient_attention)."""
+    if c == 2 and head_dim <= 256:
+        return RNG
+    return SDPA_SEED if fused(head_dim, c) else 0
 
 
 def ring_problem(cfg: TrainingConfig, w: WorkloadConfig) -> str | None:
@@ -169,7 +181,7 @@ def ring_peaks(
     mlp_grads = ((w.heads * w.head_dim + 3 * w.ffn) // t * h + h) * b.grad_b
     # checkpointed, the trace shows the merged output once more in the recomputed block (and
     # SDPA's seed and offset)
-    again = q + SDPA_SEED if b.recompute else 0
+    again = q + sdpa_seed(w.head_dim, c) if b.recompute else 0
     best = vec()
     for i in {0, L - 1}:
         after = L - 1 - i  # blocks whose backward is done

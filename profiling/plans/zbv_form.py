@@ -77,7 +77,7 @@ from profiling.models.config import WorkloadConfig
 from profiling.plans.compiled_form import lse_bytes
 from profiling.plans.layout import Layout, Stage
 from profiling.plans.profile import Move, Vec, add, vec
-from profiling.plans.ring_form import SDPA_SEED, backward_moment, query_bytes
+from profiling.plans.ring_form import backward_moment, query_bytes, sdpa_seed
 from profiling.plans.ring_form import fused as fused_sdpa
 from profiling.plans.shapes import Sizes, sdpa_kv, stage_tensors
 
@@ -110,12 +110,10 @@ class _Block:
                            f * tokens * c, full, f * tokens * c, self.x, self.x]  # fmt: skip
         self.grad_el = [d * r for d, r in stage_tensors(w, stage, 1, t)[:9]]
         # what the nodes without a weight saved: SDPA's q, keys and values, output, logsumexp,
-        # seed and offset (8 bytes more in the trace than SDPA_SEED, as in every forward of
-        # the closed form; counted here, where a block's are kept nine times); SiLU's input,
-        # the product's two factors
-        sdpa = (2 * q + sdpa_kv(w, t)) * tokens * c + lse_bytes(w, tokens, t, c, seq) + SDPA_SEED
+        # seed and offset (sdpa_seed); SiLU's input, the product's two factors
+        sdpa = (2 * q + sdpa_kv(w, t)) * tokens * c + lse_bytes(w, tokens, t, c, seq)
         self.f = f * tokens * c
-        self.others = sdpa + 8 + 3 * self.f
+        self.others = sdpa + sdpa_seed(hd, c) + 3 * self.f
         # wo's copy of the math kernel's output, or of the ring's merged one (ring_form)
         copy = 0 if fused_sdpa(hd, c) and not ring_copy else q * tokens * c
         rstd = 4 * tokens // t

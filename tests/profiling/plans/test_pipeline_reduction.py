@@ -60,5 +60,6 @@ def test_a_later_backward_under_fsdp_makes_w2s_gradient_anew_without_checkpointi
     for t, e in zip(traced.stages, estimated.stages, strict=True):
         assert e.moves["B"].peak["total"] == t.moves["B"].peak["total"], t.stage
     for t, e in zip(traced.ranks, estimated.ranks, strict=True):
-        # SDPA's seed and offset: 8 B a block below the trace (zbv_form says so)
-        assert t.peak_bytes - 64 <= e.peak_bytes <= t.peak_bytes * 1.001, t.pp_rank
+        # SDPA's seed and offset counted as the trace keeps them (24 B a block; 16 B before:
+        # 32 B below on rank 0); 12 B below on the last stage with 4 microbatches are left
+        assert t.peak_bytes - 16 <= e.peak_bytes <= t.peak_bytes * 1.001, t.pp_rank

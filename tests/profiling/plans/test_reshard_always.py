@@ -41,9 +41,10 @@ def test_always_frees_the_output_at_the_loss_as_the_trace_does(plan) -> None:
 
 def test_always_with_accumulation_agrees_with_the_trace() -> None:
     # a later microbatch's loss without the group, its output's backward with it gathered again
-    # (the 32 B: SDPA's seed and offset, 16 B a block where the trace keeps 24, as the default)
+    # at or above the trace: SDPA's seed and offset counted as the flash kernel keeps them (24 B
+    # a block; 16 B before, 32 B below the trace)
     traced, closed = traced_and_estimated(dp_shard=2, microbatches=2, reshard_always=True)
-    assert closed.peak_bytes == pytest.approx(traced.peak_bytes, rel=1e-6)
+    assert traced.peak_bytes <= closed.peak_bytes <= traced.peak_bytes * (1 + 1e-6)
 
 
 def test_the_outputs_forward_and_backward_agree_with_the_trace() -> None:

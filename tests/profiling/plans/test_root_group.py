@@ -57,7 +57,7 @@ def test_the_roots_reduction_at_backwards_end_agrees_with_the_trace() -> None:
     root = 2 * 65536 * 1024 + 1024  # the embedding, the output, the norm
     assert traced.by_category["temporaries"] == root * (2 + 4)
     assert traced.by_category["activations"] < 2**10  # every saved tensor freed by then
-    # (the 8 B: SDPA's seed and offset, 16 B a block where the trace keeps 24)
+    # (8 B below: not SDPA's seed and offset, counted as the trace keeps them, 24 B a block)
     assert closed.peak_bytes == pytest.approx(traced.peak_bytes, rel=1e-6)
     for cat, b in traced.by_category.items():
         assert closed.by_category[cat] == pytest.approx(b, rel=0.01, abs=2**16), cat
