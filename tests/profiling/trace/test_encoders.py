@@ -15,11 +15,8 @@ from profiling.estimate.memory import estimate
 from profiling.models.hf_config import catalogue_entry, load_hf, workload_from_config
 from profiling.models.hf_module import project_blocks
 from profiling.trace.step import trace_step
+from tests.profiling.trace.tiny_encoders import BASE
 
-BASE = {
-    "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "max_position_embeddings": 130,
-}  # fmt: skip
 FAMILIES = {
     "bert, masked LM": {"model_type": "bert", "architectures": ["BertForMaskedLM"]},
     "roberta, masked LM": {"model_type": "roberta", "type_vocab_size": 1, "pad_token_id": 1},

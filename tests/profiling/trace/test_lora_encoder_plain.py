@@ -13,21 +13,9 @@ import pytest
 from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
+from tests.profiling.trace.tiny_encoders import ATTN_UP, BASE, CATEGORIES, CLASSIFIERS
 
-BASE = {
-    "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "max_position_embeddings": 130,
-}  # fmt: skip
-FAMILIES = {
-    "bert": {"model_type": "bert", "architectures": ["BertForSequenceClassification"]},
-    "roberta": {
-        "model_type": "roberta", "type_vocab_size": 1, "pad_token_id": 1, "num_labels": 3,
-        "architectures": ["RobertaForSequenceClassification"],
-    },
-    "vit": {"model_type": "vit", "image_size": 32, "patch_size": 8, "num_labels": 5},
-}  # fmt: skip
-CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
-ATTN_UP = ["q", "k", "v", "o", "up"]
+FAMILIES = CLASSIFIERS
 WIDE = {"intermediate_size": 256, "num_hidden_layers": 3}  # the forward's up adapter the higher
 
 RUNS = [

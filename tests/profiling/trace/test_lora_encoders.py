@@ -13,11 +13,8 @@ from profiling.config import ConfigError, TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
+from tests.profiling.trace.tiny_encoders import BASE
 
-BASE = {
-    "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "max_position_embeddings": 130,
-}  # fmt: skip
 FAMILIES = {
     "bert, masked LM": {"model_type": "bert", "architectures": ["BertForMaskedLM"]},
     "bert, classification of 2": {

@@ -14,24 +14,8 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
+from tests.profiling.trace.tiny_t5 import BASE, CATEGORIES, KINDS
 
-BASE = {
-    "vocab_size": 512, "d_model": 64, "d_ff": 160, "num_layers": 2, "num_decoder_layers": 3,
-    "num_heads": 4, "d_kv": 16,
-}  # fmt: skip
-KINDS = {
-    "flan-t5": {"model_type": "t5", "feed_forward_proj": "gated-gelu",
-                "tie_word_embeddings": False},
-    "flan-t5, 4 + 5 blocks": {"model_type": "t5", "feed_forward_proj": "gated-gelu",
-                              "tie_word_embeddings": False, "num_layers": 4,
-                              "num_decoder_layers": 5},
-    # heads × d_kv (72) differs from d_model: o's input and q's, k's, v's outputs are 72 wide
-    "mt5, q 72 wide": {"model_type": "mt5", "tie_word_embeddings": False, "d_kv": 24,
-                       "num_heads": 3},
-    "t5 v1.0": {"model_type": "t5"},
-    "t5 v1.0, 4 + 5 blocks": {"model_type": "t5", "num_layers": 4, "num_decoder_layers": 5},
-}  # fmt: skip
-CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
 ATTENTION = ["q", "k", "v", "o"]
 
 

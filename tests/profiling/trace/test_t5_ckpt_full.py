@@ -14,24 +14,7 @@ import pytest
 from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
-
-BASE = {
-    "vocab_size": 512, "d_model": 64, "d_ff": 160, "num_layers": 2, "num_decoder_layers": 3,
-    "num_heads": 4, "d_kv": 16,
-}  # fmt: skip
-FLAN = {"model_type": "t5", "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
-KINDS = {
-    "flan-t5": FLAN,
-    # deeper stacks: each block below the top holds one gradient more than its checkpoint
-    "flan-t5, 4 + 5 blocks": {**FLAN, "num_layers": 4, "num_decoder_layers": 5},
-    # heads × d_kv (72) differs from d_model
-    "mt5, q 72 wide": {"model_type": "mt5", "tie_word_embeddings": False, "d_kv": 24,
-                       "num_heads": 3},
-    # ReLU MLP, the head tied to the embedding (one V·h gradient for both)
-    "t5 v1.0": {"model_type": "t5"},
-    "t5 v1.0, 4 + 5 blocks": {"model_type": "t5", "num_layers": 4, "num_decoder_layers": 5},
-}  # fmt: skip
-CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
+from tests.profiling.trace.tiny_t5 import BASE, CATEGORIES, KINDS
 
 RUNS = [  # kind, precision, (seq, target, batch), the stack whose recomputed block leads
     ("flan-t5", "fp32", (128, 96, 8), "decoder"),
