@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate import lora_t5, t5
+from profiling.estimate import lora_t5, t5, t5_ckpt_full
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.t5 import _table
 from profiling.units import fmt_bytes
@@ -173,32 +173,32 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
             f"head's input gradient t·b·h·{e.c} and the norm's four fp32 gradients t·b·16h",
         )
     ]
-    best: tuple[float, str] = (0.0, "")
-    for j in range(Ld - 1, -1, -1):
-        k = Ld - 1 - j  # blocks gone back already
+
+    def dec(k: int) -> tuple[float, float]:  # k: blocks gone back already
         # below the top: its checkpoint freed, the encoder's output's gradient summed; each
         # block below the second holds one more t·b·h gradient (the one before's stays)
         start = top + k * g_dec + ((T * h * e.c - U * h * e.r) if k else 0)
         # below the top block, the cross-attention goes back beside one more t·b·h gradient
         rise = max(r_mlp, r_cross + (U * h * e.r if k else 0))
-        if j == 0:  # the biases freed, recomputed inside; its input needs no gradient
-            start -= b_dec
-            rise += _first(U, src, e, cfg) + d.a * t * s * e.c
-        if start + rise > best[0]:
-            best = (start + rise, f"block {j + 1} of {Ld}: at its start {f(start)} + {f(rise)}")
+        if k < Ld - 1:
+            return start, rise
+        # the first block: the biases freed, recomputed inside; its input needs no gradient
+        return start - b_dec, rise + _first(U, src, e, cfg) + d.a * t * s * e.c
+
+    best = t5_ckpt_full.highest_block(Ld, dec)
     out.append(("backward, a recomputed decoder block", best[0], _words(fwd, best[1], "t")))
     enc_top = fwd - logits - f_dec - Ld * U * h * e.r - b_dec - f_enc + T * h * e.r + Ld * g_dec
     out.append(("backward, the encoder's final norm",
                 enc_top - T * h * e.r + f_enc - T * h * e.c + T * (h * e.c + norm),
                 f"the encoder's start {f(enc_top)} less its gradient s·b·h·{e.r} + the norm's "
                 "kept tensors, the gradient reaching it and its four fp32 gradients"))  # fmt: skip
-    best = (0.0, "")
-    for i in range(L - 1, -1, -1):
-        k = L - 1 - i
-        start = enc_top - k * T * h * e.r + k * g_enc - (b_enc if i == 0 else 0)
-        rise = r_enc + (_first(T, src, e, cfg) if i == 0 else 0)
-        if start + rise > best[0]:
-            best = (start + rise, f"block {i + 1} of {L}: at its start {f(start)} + {f(rise)}")
+
+    def enc(k: int) -> tuple[float, float]:
+        first = k == L - 1
+        start = enc_top - k * T * h * e.r + k * g_enc - (b_enc if first else 0)
+        return start, r_enc + (_first(T, src, e, cfg) if first else 0)
+
+    best = t5_ckpt_full.highest_block(L, enc)
     out.append(("backward, a recomputed encoder block", best[0], _words(fwd, best[1], "s")))
     return out
 
@@ -216,7 +216,6 @@ def t5_moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[st
     """An encoder-decoder's own moments: LoRA's cross-attention without checkpointing
     (``lora_t5.moments``), the recomputed blocks with it (``moments``; a full finetune's:
     ``t5_ckpt_full.moments``)."""
-    from profiling.estimate import t5_ckpt_full
     from profiling.estimate.lora_t5 import moments as lora_moments
 
     return lora_moments(d, cfg, fwd) + moments(d, cfg, fwd) + t5_ckpt_full.moments(d, cfg, fwd)

@@ -17,6 +17,7 @@ its bias and, in the decoder, the zero cross-attention bias again. No torch here
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from profiling.estimate import t5
@@ -75,36 +76,45 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     k_dec, k_enc = t5._decoder_block(src, e, cfg), t5._encoder_block(src, e, cfg)
     r_dec, r_enc = _rise(U, src, e, cfg, k_dec), _rise(T, src, e, cfg, k_enc)
     top = fwd - logits - f_dec + U * h * e.r + head + h * g
-    f = fmt_bytes
-    best: tuple[float, str] = (0.0, "")
-    for j in range(Ld - 1, -1, -1):
-        k = Ld - 1 - j
+
+    def dec(k: int) -> tuple[float, float]:
         acc = a * t * t * tb if k else 0  # the bias's gradient, summed over the blocks gone back
         start = top + k * g_dec + ((T * h * e.c - U * h * e.r) if k else 0) + acc
-        rise = r_dec
-        if j == 0:  # the handed-on biases freed, its own made again with the bucket indices
-            start -= b_dec
-            rise += a * t * s * e.c + 8 * t * t + a * t * t * tb - acc
-        if start + rise > best[0]:
-            best = (start + rise, f"block {j + 1} of {Ld}: at its start {f(start)} + {f(rise)}")
+        if k < Ld - 1:
+            return start, r_dec
+        # the first block: the handed-on biases freed, its own made again with the buckets
+        return start - b_dec, r_dec + a * t * s * e.c + 8 * t * t + a * t * t * tb - acc
+
+    best = highest_block(Ld, dec)
     out = [("backward, a recomputed decoder block", best[0], _words(fwd, best[1], "t"))]
     tables = int(d.extra["t5"]["rel_buckets"]) * a * g
     enc_top = (fwd - logits - f_dec - Ld * U * h * e.r - b_dec - f_enc + T * h * e.r
                + Ld * g_dec + head + 2 * h * g + emb + tables - U * 8)  # fmt: skip
-    best = (0.0, "")
-    for i in range(L - 1, -1, -1):
-        k = L - 1 - i
+
+    def enc(k: int) -> tuple[float, float]:
         acc = a * s * s * tb if k else 0
         # below the top, one gradient more than the checkpoint freed (as the decoder's)
         start = enc_top + k * g_enc + ((acc - T * h * e.r) if k else 0)
-        rise = r_enc
-        if i == 0:
-            start -= b_enc
-            rise += 8 * s * s + a * s * s * tb - acc
-        if start + rise > best[0]:
-            best = (start + rise, f"block {i + 1} of {L}: at its start {f(start)} + {f(rise)}")
+        if k < L - 1:
+            return start, r_enc
+        return start - b_enc, r_enc + 8 * s * s + a * s * s * tb - acc
+
+    best = highest_block(L, enc)
     out.append(("backward, a recomputed encoder block", best[0], _words(fwd, best[1], "s")))
     return out
+
+
+def highest_block(n: int, at: Callable[[int], tuple[float, float]]) -> tuple[float, str]:
+    """The highest of a stack's ``n`` recomputed blocks going back, top first (``at(k)``: the
+    block with ``k`` blocks gone back before it, its start and its rise above it) and its
+    calculation in words."""
+    best: tuple[float, str] = (0.0, "")
+    for k in range(n):
+        start, rise = at(k)
+        if start + rise > best[0]:
+            words = f"block {n - k} of {n}: at its start {fmt_bytes(start)} + {fmt_bytes(rise)}"
+            best = (start + rise, words)
+    return best
 
 
 def _words(fwd: float, block: str, n: str) -> str:
