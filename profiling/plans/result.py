@@ -51,7 +51,7 @@ COMPILED_NOTE = "torch.compile of each block"
 ZBV_NOTE = (
     "ZBV: the closed form follows the split backward without sequence parallelism (Ulysses), "
     "compile or Float8, with or without FSDP, with checkpointing none or full (every block or "
-    "every N-th), with TP or CP (not both) "
+    "every N-th), with TP, CP or both "
     "(profiling.plans.zbv_form); not this plan's: trace the plan before relying on it"
 )
 

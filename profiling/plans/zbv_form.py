@@ -56,16 +56,18 @@ with ``full_backward=False`` and ``backward_weight_one_chunk``; _backward.py
   (``_ring_input``): every output gradient kept so far but that block's ``wq wk wv`` and
   attention norm ones, wo's input gradient and the ring's buffers (``backward_moment``), and
   checkpointed what the recomputation saved for the nodes not yet run. PP 2 × CP 2 stood at
-  0.9965 of the trace without checkpointing (the ring's backward not counted in ``I``); not
-  yet beside TP (0.994–0.998).
+  0.9965 of the trace without checkpointing (the ring's backward not counted in ``I``). Beside
+  TP the middle residual's gradient, sequence-sharded, is held too: without TP it is wo's
+  output gradient, kept already; under TP that one is the all-gather's output, another tensor
+  (PP 2 × CP 2 × TP 2 on the seq-8192 toy: 0.9955–0.9971 of the trace before, 2 MiB low).
 
 ``tests/profiling/plans/test_zbv.py`` holds each rank to its trace. Modelled: pipelines without
-sequence parallelism (Ulysses), context parallelism beside TP, compile or Float8, with or
+sequence parallelism (Ulysses), compile or Float8, with or
 without FSDP, blocks not checkpointed or fully (every one, or torchtitan's every N-th), with TP
 — asynchronous TP as well: its symmetric-memory workspace is outside the allocator
 (``profiling.estimate.symm_mem``) and its blocks are eager ones in the trace as here, so its
 split backward is TP's (PP 2 × TP 2, full checkpointing: each rank within 16 B of its trace) —
-or CP: ``modelled``; elsewhere the estimate says to trace the plan.
+or CP, beside TP too: ``modelled``; elsewhere the estimate says to trace the plan.
 
 No torch here.
 """
@@ -85,8 +87,7 @@ from profiling.plans.shapes import Sizes, sdpa_kv, stage_tensors
 def modelled(cfg: TrainingConfig) -> bool:
     """Whether ``split_moves`` follows this plan's split backward (see the module)."""
     return (
-        (cfg.cp == 1 or cfg.tp == 1)  # CP × TP not yet (0.994-0.998 of the trace: below it)
-        and cfg.ulysses == 1 and not cfg.compile and not cfg.float8
+        cfg.ulysses == 1 and not cfg.compile and not cfg.float8
         and cfg.checkpointing in ("none", "full")
     )  # fmt: skip
 
@@ -273,7 +274,10 @@ def _ring_input(
     q = query_bytes(w, tokens, cfg.tp, c)
     ring = backward_moment(w, tokens, cfg.tp, c, cfg.cp, ring_rank)
     again = b.others - 3 * b.f + b.own[2] + b.own[7] if recompute else 0
-    return vec(temporaries=made + q + ring + again)
+    # under TP the middle residual's gradient, sequence-sharded, waits in the block input's
+    # gradient buffer for the attention's: without TP it is wo's output gradient, kept already
+    residual = b.x if cfg.tp > 1 else 0
+    return vec(temporaries=made + q + ring + again + residual)
 
 
 def _fsdp_kept(cfg: TrainingConfig, w: WorkloadConfig, stage: Stage) -> tuple[int, int, int]:

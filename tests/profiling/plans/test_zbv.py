@@ -25,7 +25,11 @@ WIDE = {"layers": 8, "hidden": 256, "heads": 4, "kv_heads": 2, "ffn": 704, "voca
         "arch": "llama", "precision": "mixed", "seq": 128}  # fmt: skip
 
 
-def _agree(shape: dict[str, Any], pp: int, **plan: Any) -> None:
+def _agree(
+    shape: dict[str, Any], pp: int, below: int = 256, above: float = 0.01, **plan: Any
+) -> None:
+    """Every pipeline rank's estimate at or above its trace, ``below`` bytes under it at most
+    and ``above`` over it (a fraction, or bytes from 1 on)."""
     pytest.importorskip("torch")
     from profiling.plans.trace import trace_plan
 
@@ -35,7 +39,8 @@ def _agree(shape: dict[str, Any], pp: int, **plan: Any) -> None:
     for t, e in zip(traced.ranks, estimated.ranks, strict=True):
         # at or above the trace but for SDPA's scalars: the forward's closed form keeps 8 bytes
         # a block fewer than the trace, for each microbatch in flight (up to 120 bytes here)
-        assert t.peak_bytes - 256 <= e.peak_bytes <= 1.01 * t.peak_bytes, (
+        over = above if above >= 1 else above * t.peak_bytes
+        assert t.peak_bytes - below <= e.peak_bytes <= t.peak_bytes + over, (
             t.pp_rank, e.peak_bytes / t.peak_bytes, t.peak_at, e.peak_at,
         )  # fmt: skip
     assert not any(n.startswith("ZBV") for n in estimated.notes)
@@ -122,6 +127,25 @@ def test_under_cp_every_rank_is_at_or_above_its_trace(plan: dict[str, Any]) -> N
     _agree(WIDE, 2, **plan)
 
 
+@pytest.mark.parametrize(
+    ("shape", "pp", "plan"),
+    [
+        # 0.9955-0.9971 of the trace before (2 MiB low): the middle residual's gradient,
+        # sequence-sharded, not counted in the ring's backward inside I
+        (LONG, 2, {"cp": 2, "tp": 2}),
+        (WIDE, 2, {"cp": 2, "tp": 2, "checkpointing": "full"}),
+        (WIDE, 2, {"cp": 4, "tp": 2}),
+        (WIDE, 4, {"cp": 2, "tp": 2, "dp_shard": 2, "checkpointing": "full"}),
+    ],
+    ids=["long-cp2-tp2", "wide-cp2-tp2-full", "wide-cp4-tp2", "wide-pp4-cp2-tp2-fsdp2-full"],
+)  # fmt: skip
+def test_under_cp_beside_tp_every_rank_is_its_trace(
+    shape: dict[str, Any], pp: int, plan: dict[str, Any]
+) -> None:
+    # within 16 bytes (the loss's scalar under TP, per microbatch); over by 480 B under FSDP
+    _agree(shape, pp, below=16, above=512, **plan)
+
+
 def _base(**values: object) -> TrainingConfig:
     return TrainingConfig.parse(seq=2048, gpu_mem=80, batch=8, pp=2, **values)
 
@@ -146,7 +170,7 @@ def test_fit_offers_zbv_with_context_parallelism() -> None:
     found = [c.config for c in fit_plans(_base(model="llama-1b", cp=2, pp_schedule="zbv"),
                                          8).fitting]  # fmt: skip
     assert any(c.cp > 1 and c.tp == 1 for c in found)
-    assert not any(c.cp > 1 and c.tp > 1 for c in found)
+    assert any(c.cp > 1 and c.tp > 1 for c in found)
 
 
 def test_fit_takes_a_zbv_plan_given(tmp_path, run_cli) -> None:
@@ -158,9 +182,9 @@ def test_fit_takes_a_zbv_plan_given(tmp_path, run_cli) -> None:
 
 
 def test_an_estimate_of_a_zbv_plan_not_followed_says_to_trace_it() -> None:
-    cp = estimate_plan(_base(model="llama-7b", microbatches=2, pp_schedule="zbv", cp=2, tp=2))
-    assert any(n.startswith("ZBV: the closed form follows") for n in cp.notes)
+    seq = estimate_plan(_base(model="llama-7b", microbatches=2, pp_schedule="zbv", ulysses=2))
+    assert any(n.startswith("ZBV: the closed form follows") for n in seq.notes)
     for plan in ({}, {"dp_shard": 2}, {"tp": 2}, {"tp": 2, "checkpointing": "full"},
-                 {"tp": 2, "async_tp": True}, {"cp": 2}):  # fmt: skip
+                 {"tp": 2, "async_tp": True}, {"cp": 2}, {"cp": 2, "tp": 2}):  # fmt: skip
         alone = estimate_plan(_base(model="llama-7b", microbatches=2, pp_schedule="zbv", **plan))
         assert not any(n.startswith("ZBV") for n in alone.notes)
