@@ -110,13 +110,15 @@ def _first(d: Dims, e: Bytes, cfg: TrainingConfig, last: Moments) -> Moments:
         width = {"up": h + f, "down": f + h}
         n = sum(width.get(t, 2 * h) for t in cfg.lora_targets)
         grads, grads_f = n * r * adapter_bytes(cfg), f"r·Σ(in + out)·{adapter_bytes(cfg)}"
-        qkv = len([t for t in cfg.lora_targets if t in ("q", "k", "v")])
+        from profiling.estimate.lora_encoder_first import not_kept
+
         less, less_f = 0, ""
         if d.extra["encoder"]["pixels"]:
             less, less_f = T * 8, " − its first LayerNorm's statistics s·b·8"
-        if e.amp:
-            less += (3 * h * h + qkv * r * h) * 2
-            less_f += f" − its q, k, v weight copies and A copies (3h² + {qkv}·r·h)·2"
+        first, first_f = not_kept(d, e, cfg)
+        if first:
+            less += first
+            less_f += f" − what it keeps less ({first_f})"
     shift = (d.L - 1) * (grads - T * h * e.r) - less
     if shift <= 0:
         return []

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.lora_bytes import adapter_bytes, own_copies
+from profiling.estimate.lora_encoder_first import cached_a, not_kept
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -59,11 +60,6 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
             "LoRA on an encoder classifier's down projection under autocast (its adapter's "
             "fp32 input cast is the forward's peak, not modelled yet); adapt q, k, v, o, up, "
             "or trace it"
-        )
-    if not set(cfg.lora_targets) & set(_QKV):
-        return (
-            "LoRA on an encoder without q, k or v: the first block's attention then keeps "
-            "nothing, which the estimate does not model; adapt at least one of q, k, v"
         )
     return None
 
@@ -112,7 +108,7 @@ def once_per_model(
     """What LoRA changes once per model: the frozen embeddings (full training's ``embeddings``
     terms; ``stats``: a LayerNorm's per row) and first block's weight copies, the frozen head's
     inputs."""
-    T, tok, r, h = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0), d.h
+    T, tok, h = d.s * d.b, f"{d.s}·{d.b}", d.h
     enc = d.extra["encoder"]
     terms: list[Term] = []
     ckpt = cfg.checkpointing == "full"  # the blocks keep only their inputs: nothing to remove
@@ -133,13 +129,11 @@ def once_per_model(
         for term in embeddings:
             terms.append(Term(f"frozen embeddings: {term.name} not kept", -term.bytes,
                               f"−({term.formula})", f"−({term.substituted})"))  # fmt: skip
-    if e.amp and not ckpt:
-        first = [t for t in cfg.lora_targets if t in _QKV]
-        w = 3 * h * h + len(first) * r * h
-        terms.append(Term(f"first block's q, k, v weight copies and their A copies "
-                          f"({len(first)}) not kept", -w * 2,
-                          f"−(3h² + {len(first)}·r·h)·2 B",
-                          f"−(3·{h}² + {len(first)}·{r}·{h})·2"))  # fmt: skip
+    less, less_f = not_kept(d, e, cfg)
+    if less and not ckpt:
+        terms.append(Term("first block: nothing kept before its first adapted projection, nor "
+                          "the weight copies there", -less, f"−({less_f}) B",
+                          f"−{less}"))  # fmt: skip
     c = 2 if e.amp else e.c
     if enc["head"] == "mlm":
         terms.append(Term("frozen masked-LM head: its transform's and decoder's inputs not kept",
@@ -175,13 +169,12 @@ def last_norm(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, int, str]:
     adapted one its own copy, but the block still holds it) and the first block's A weight
     copies autocast cached though nothing saves them; and the frozen pooler's input, not among
     the head's tensors yet to be made. (bytes, that input, what they are)"""
-    first = [t for t in cfg.lora_targets if t in _QKV]
-    r = int(cfg.lora_rank or 0)
-    value = d.s * d.b * d.f * e.c + len(first) * r * d.h * 2
+    a, a_f = cached_a(d, cfg)
+    value = d.s * d.b * d.f * e.c + a
     return (
         value,
         _pooler_input(d, e),
-        (f"GELU's output s·b·f·{e.c} and the first block's cached A copies {len(first)}·r·h·2"),
+        (f"GELU's output s·b·f·{e.c} and the first block's cached A copies {a_f}"),
     )
 
 
@@ -240,6 +233,11 @@ def plain_moments(
         return out + _vit_plain(d, e, cfg, fwd, head)
     later = head - _pooler_input(d, e)
     alive, calc = frames(d, e, cfg)
+    if "block input" in " ".join(t.name for t in per_layer(d, e, cfg)):  # no q, k, v adapted:
+        # unsaved, the last block's input and the embeddings' output, which BertModel's frame
+        # holds while its encoder runs
+        alive += 2 * T * d.h * e.r
+        calc += f" + the last block's input and the embeddings' output 2·s·b·h·{e.r}"
     value = fwd - later + alive
     text = (
         f"end of forward {fmt_bytes(fwd)} − the head's tensors, not made yet {fmt_bytes(later)} "
@@ -297,16 +295,16 @@ def vit_last_mlp(
     bias's 16-bit copy and the first block's cached A copies; not made yet, the final
     LayerNorm's saved tensors, the classifier's input and weight copy and the loss (``head``:
     full training's term of them)."""
-    T, h, f, r = d.s * d.b, d.h, d.f, int(cfg.lora_rank or 0)
+    T, h, f = d.s * d.b, d.h, d.f
     n = int(d.extra["encoder"]["labels"])
-    first = len([t for t in cfg.lora_targets if t in _QKV])
-    alive = 2 * T * h * 4 + T * f * e.c + h * 2 + T * h * e.c + first * r * h * 2
+    a, a_f = cached_a(d, cfg)
+    alive = 2 * T * h * 4 + T * f * e.c + h * 2 + T * h * e.c + a
     later = head + h * n * 2
     value = fwd + alive - later
     calc = (
         f"end of forward {fmt_bytes(fwd)} + the embeddings' output and the LayerNorm's "
         f"2·s·b·h·4, GELU's output s·b·f·{e.c}, the output and its bias's copy (s·b + 1)·h·"
-        f"{e.c}, the first block's cached A copies {first}·r·h·2 = {fmt_bytes(alive)} − the "
+        f"{e.c}, the first block's cached A copies {a_f} = {fmt_bytes(alive)} − the "
         f"final LayerNorm's, the classifier's and the loss's tensors, not made yet "
         f"{fmt_bytes(later)} = {fmt_bytes(value)}"
     )

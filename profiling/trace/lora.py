@@ -476,7 +476,7 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
     targets = [t for t in config.lora_targets if t != "lm_head"]
     if experts and set(targets) & {"gate", "up", "down"}:
         return "--lora-targets among q, k, v, o, lm_head for a mixture of experts"
-    if not set(targets) & {"q", "k", "v"}:
+    if arch != "encoder" and not set(targets) & {"q", "k", "v"}:
         return "--lora-targets with at least one of q, k, v (as the estimate models it)"
     if peft_version() is None:
         return (
