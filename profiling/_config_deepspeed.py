@@ -85,6 +85,11 @@ OFFLOAD_RATIO_FIELD: Any = Field(
 GRAD_ACCUM_DTYPE_FIELD: Any = Field(
     None, description="DeepSpeed's data_types.grad_accum_dtype (default: the model's)."
 )
+HF_PARAM_GROUPS_FIELD: Any = Field(
+    False,
+    description="The Hugging Face Trainer's two optimizer groups (weight decay; none for "
+    "biases and norms): DeepSpeed flattens and sub-groups each apart.",
+)
 COMM_DTYPE_FIELD: Any = Field(
     None, description="DeepSpeed's communication_data_type (default: the model's)."
 )
@@ -103,6 +108,7 @@ ENGINE_ONLY = (
     "offload_ratio",
     "grad_accum_dtype",
     "comm_dtype",
+    "hf_param_groups",
 )
 ZERO3_ONLY = ("sub_group_size", "max_reuse_distance", "offload_ratio", "grad_accum_dtype",
               "comm_dtype")  # fmt: skip
@@ -113,7 +119,8 @@ DEEPSPEED_FIELDS = ("deepspeed", "offload_to", *ENGINE_ONLY)
 
 # The same configuration without the engine (the estimate's "without ZeRO" step).
 ENGINE_OFF: dict[str, Any] = {"deepspeed": False, "offload_to": "cpu", "offload_param": False,
-                              **{f: None for f in ENGINE_ONLY if f != "offload_param"}}  # fmt: skip
+                              **{f: None for f in ENGINE_ONLY if f != "offload_param"},
+                              "hf_param_groups": False}  # fmt: skip
 
 
 def _flag(field: str) -> str:
@@ -168,19 +175,35 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
         )
 
 
+def _accum_at_1_2(cfg: TrainingConfig) -> bool:
+    """``data_types.grad_accum_dtype`` at ZeRO-1/2 as DeepSpeed 0.19.6 runs it: the model's own
+    dtype changes nothing; fp32 under bf16 is ``BF16_Optimizer`` at ZeRO-1 (engine.py:1993),
+    and at ZeRO-2 leaves the gradient partition in the model's dtype (stage_1_and_2.py:1678)
+    — both modelled without an optimizer offload."""
+    model = "fp32" if cfg.precision == "fp32" else "bf16"
+    if cfg.grad_accum_dtype in (None, model):
+        return True
+    return cfg.grad_accum_dtype == "fp32" and cfg.precision == "mixed" and not cfg.offload_optimizer
+
+
 def _check_zero3_settings(cfg: TrainingConfig) -> None:
     given = [f for f in ZERO3_ONLY if getattr(cfg, f) is not None]
+    if cfg.zero in (1, 2) and _accum_at_1_2(cfg):
+        given = [f for f in given if f != "grad_accum_dtype"]
     if given and cfg.zero != 3:
         what = (
             "DeepSpeed reads it at ZeRO-3 only (stage3.py)"
             if given[0] in ZERO3_ONLY[:3]
             else "at ZeRO-1/2 it is not modelled yet (leave it out: the 16-bit default)"
+            if given[0] == "comm_dtype"
+            else "at ZeRO-1/2 fp32 accumulation is modelled without --offload-optimizer only "
+            "(ZeRO-1: DeepSpeed's BF16_Optimizer) and fp16 not at all"
         )
         raise ConfigError(f"{_flag(given[0])} needs --zero 3: {what}", given[0])  # fmt: skip
-    if cfg.offload_ratio is not None and (not cfg.offload_optimizer or cfg.offload_to != "cpu"):
+    if cfg.offload_ratio is not None and not cfg.offload_optimizer:
         raise ConfigError(
-            "--offload-ratio is the share of the optimizer DeepSpeed offloads to the CPU: give "
-            "--offload-optimizer (to cpu; a partial offload to nvme is not modelled yet)",
+            "--offload-ratio is the share of the optimizer DeepSpeed offloads: give "
+            "--offload-optimizer",
             "offload_ratio",
         )
 
@@ -203,6 +226,7 @@ __all__ = [
     "ENGINE_OFF",
     "GPUS_PER_NODE_FIELD",
     "GRAD_ACCUM_DTYPE_FIELD",
+    "HF_PARAM_GROUPS_FIELD",
     "OFFLOAD_OPTIMIZER_FIELD",
     "OFFLOAD_PARAM_FIELD",
     "OFFLOAD_RATIO_FIELD",

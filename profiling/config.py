@@ -174,6 +174,7 @@ class TrainingConfig(BaseModel):
     offload_ratio: float | None = ds.OFFLOAD_RATIO_FIELD
     grad_accum_dtype: ds.DsDtype = ds.GRAD_ACCUM_DTYPE_FIELD
     comm_dtype: ds.DsDtype = ds.COMM_DTYPE_FIELD
+    hf_param_groups: bool = ds.HF_PARAM_GROUPS_FIELD
     paged_optimizer: bool = PAGED_FIELD
     torchao_optim: bool = optim.TORCHAO_OPTIM_FIELD
     activation_offload: bool = behaviours.ACTIVATION_OFFLOAD_FIELD

@@ -14,9 +14,11 @@ Stages 1 and 2 (``stage_1_and_2.py``, ``DeepSpeedZeroOptimizer``)
     buffer, w·Ψ/N (``grads_in_partition``, line 1678);
   - the gradient buckets (``setup_buckets``, line 2493): ``reduce_bucket_size`` elements of w
     bytes, twice with ``overlap_comm`` (double buffering), whatever the model's size;
-  - at the step the partition's gradients become one fp32 tensor (line 2361,
-    ``flat_grad_partition.to(fp32)``): 4·Ψ/N beside the fp32 master 4·Ψ/N and Adam's 8·Ψ/N —
-    so at the step the model states are exactly DeepSpeed's estimator's 2Ψ + 18Ψ/N;
+  - at the step the partition's gradients are flattened (a w-byte copy) and become one fp32
+    tensor (line 2361, ``flat_grad_partition.to(fp32)``), group by group: (w + 4)·Ψ/N beside
+    the fp32 master 4·Ψ/N and Adam's 8·Ψ/N — 2·Ψ/N above DeepSpeed's estimator's
+    2Ψ + 18Ψ/N while ``.to`` runs (profiling.estimate.deepspeed_zero12; its
+    ``BF16_Optimizer`` too);
   - ``offload_optimizer``: the fp32 master (pinned, line 497), Adam's states, the fp32
     gradient partition (pinned, line 843), a 16-bit copy of the partition for the upload
     (pinned, line 505) and a buffer of the largest parameter (pinned, line 585) live in host
@@ -59,6 +61,7 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import deepspeed_groups as dg
 from profiling.estimate import deepspeed_lora as dl
+from profiling.estimate import deepspeed_zero12 as z12
 from profiling.estimate.activations import offloaded_inputs
 from profiling.estimate.states import Ledger, weight_bytes
 from profiling.units import fmt_bytes, fmt_count
@@ -161,9 +164,12 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
     if not cfg.deepspeed or cfg.zero == 0:
         return
     s = Settings.of(cfg, shape)
-    psi, n, w = dl.trainable(cfg, shape), cfg.gpus, s.w  # the optimizer's side: what trains
+    psi, w = dl.trainable(cfg, shape), s.w  # the optimizer's side: what trains
     dl.sixteen_bit_adapters(ledger, cfg, shape)
     _drop_torch_step(ledger)
+    if z12.bf16_optimizer_runs(cfg):  # no reduce buckets, no fp32 gradient made at the step
+        z12.bf16_optimizer(ledger, cfg, shape, psi)
+        return
     buffers = 2 if s.overlap and cfg.zero < 3 else 1
     b = w if cfg.zero < 3 else s.comm  # stage 3: communication_data_type
     # Stages 1-2: made at the first backward hook, released after the step (a gradient);
@@ -196,16 +202,8 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
             )
     elif cfg.zero == 3 and cfg.precision in ("mixed", "fp32") and not cfg.fp32_grads:
         dg.fp32_sub_group(ledger, cfg, shape, s.acc, psi)
-    elif cfg.precision == "mixed" and not cfg.fp32_grads:
-        dg.add_line(
-            ledger,
-            "DeepSpeed fp32 gradient partition (at the step)",
-            4 * psi / n,
-            "4 B · Ψ/N",
-            f"4 · {fmt_count(psi)} / {n}",
-            group="temporaries",
-            category="temporaries",
-        )
+    elif cfg.precision in ("mixed", "fp32") and not cfg.fp32_grads:
+        z12.step_partition(ledger, cfg, shape, w, psi)
     if cfg.offload_optimizer and cfg.zero == 3 and cfg.offload_ratio is not None:
         dg.kept_on_gpu(ledger, cfg, shape, psi)
     if cfg.zero == 3:
@@ -326,6 +324,7 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
         ]
         P = f"{fmt_count(psi)}/{n}"
     if cfg.offload_optimizer and nvme:
+        out += [HostLine(*x) for x in dg.nvme_host(cfg, shape, psi)]
         sub = groups.largest
         out.append(
             HostLine(

@@ -35,12 +35,15 @@ from typing import Any
 
 from profiling import _config_deepspeed as dsc
 from profiling.config import TrainingConfig
-from profiling.estimate.shape import param_dims
+from profiling.estimate.shape import Dims, param_dims
 from profiling.estimate.states import Ledger, Line, optimizer_states
 from profiling.models.workloads import as_run, find_workload
 from profiling.units import fmt_count
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+# swap_tensor/optimizer_utils.py is_swappable_tensor: min_aio_bytes (MIN_AIO_BYTES 1 MiB, the aio
+# block_size 1 MiB by default) ≤ numel · 4 B (fp32): 262,144 elements.
+SWAPPABLE = 1024**2 // 4
 
 
 @dataclass(frozen=True)
@@ -49,48 +52,98 @@ class SubGroups:
     largest: float  # the largest (a bound where the tensors are not itemized)
     exact: bool
 
-    def on_gpu(self, ratio: float | None) -> list[float]:
-        """The sub-groups ``offload_optimizer.ratio`` leaves on the GPU (the first ones)."""
+    def marked(self, ratio: float | None) -> list[float]:
+        """The sub-groups ``offload_optimizer.ratio`` marks for the GPU (the first ones)."""
         if ratio is None:
             return []
         keep = int((1 - ratio) * len(self.sizes))  # DeepSpeed's own expression
         return self.sizes[:keep]
 
+    def on_gpu(self, ratio: float | None, nvme: bool = False) -> list[float]:
+        """The marked sub-groups that stay on the GPU: to NVMe, only those too small to swap
+        (``_swappable_optimizer_subgroup``: under 1 MiB of fp32); the others are swapped out
+        whatever the ratio (``_create_fp32_partitions``, stage3.py:1061)."""
+        return [e for e in self.marked(ratio) if not (nvme and e >= SWAPPABLE)]
 
-def _partitions(cfg: TrainingConfig, shape: dict[str, Any]) -> list[int] | None:
-    """A rank's partition of each trained tensor, ceil(numel / N), in the model's order; None
-    where the tensors are not itemized (a hand shape, adapters, ``--params`` apart)."""
+
+def _tensors(cfg: TrainingConfig, shape: dict[str, Any]) -> list[Dims] | None:
+    """The shape of each trained tensor in the model's order; None where the tensors are not
+    itemized (a hand shape, adapters, ``--params`` apart)."""
     if cfg.lora_rank is not None or not cfg.model:
         return None
     w = as_run(find_workload(cfg.model), cfg.tied_head, cfg.loss, cfg.litgpt_norm)
     dims = param_dims(w) if w is not None else None
     if not dims or sum(math.prod(d) for d in dims) != int(shape["params"]):
         return None
-    return [-(-math.prod(d) // cfg.gpus) for d in dims]
+    return dims
+
+
+def group_tensors(cfg: TrainingConfig, shape: dict[str, Any]) -> list[list[int]] | None:
+    """Each optimizer parameter group's tensors (elements, the model's order): one group, or
+    with ``hf_param_groups`` the Hugging Face Trainer's two — weight decay, then none for
+    biases and norms (``Trainer.create_optimizer``, ``get_decay_parameter_names``: names with
+    bias or a norm, LayerNorm modules; here the 1-D tensors, which in these models are exactly
+    those); DeepSpeed drops an empty group (engine.py ``_configure_optimizer``)."""
+    dims = _tensors(cfg, shape)
+    if dims is None:
+        return None
+    if not cfg.hf_param_groups:
+        return [[math.prod(d) for d in dims]]
+    decay = [math.prod(d) for d in dims if len(d) > 1]
+    none = [math.prod(d) for d in dims if len(d) == 1]
+    return [g for g in (decay, none) if g]
+
+
+def group_sizes(cfg: TrainingConfig, shape: dict[str, Any], trained: int) -> list[int]:
+    """Elements of each optimizer group; not itemized, the Trainer's no-decay group is taken
+    as a Llama's norms, (2·L + 1)·h (GPT-2's biases are itemized with its tensors)."""
+    groups = group_tensors(cfg, shape)
+    if groups is not None:
+        return [sum(g) for g in groups]
+    h, L = int(shape.get("hidden") or 0), int(shape.get("layers") or 0)
+    none = (2 * L + 1) * h if cfg.hf_param_groups and cfg.lora_rank is None else 0
+    return [trained - none, none] if 0 < none < trained else [trained]
+
+
+def _close(parts: list[int], size: float) -> list[float]:
+    """_create_fp16_sub_groups over one group's partitions: a sub-group closes once it holds
+    ``size`` elements or more; one sub-group when they fit."""
+    if size >= sum(parts):
+        return [float(sum(parts))]
+    sizes: list[float] = []
+    held = 0
+    for i, p in enumerate(parts):
+        held += p
+        if held >= size or i == len(parts) - 1:
+            sizes.append(float(held))
+            held = 0
+    return sizes
 
 
 def sub_groups(cfg: TrainingConfig, shape: dict[str, Any], trained: float) -> SubGroups:
-    """The sub-groups of one rank's ``trained / N`` elements."""
+    """The sub-groups of one rank's ``trained / N`` elements, made group by group
+    (``_create_fp16_partitions_with_defragmentation``, stage3.py:868: a sub-group never
+    holds two optimizer groups' tensors)."""
     size = cfg.sub_group_size or dsc.SUB_GROUP_DEFAULT
-    parts = _partitions(cfg, shape)
-    total = float(sum(parts)) if parts is not None else trained / cfg.gpus
-    if size >= total:  # one sub-group: the whole partition, itemized or not
-        return SubGroups([total], total, True)
-    if parts is not None:
-        sizes: list[float] = []
-        held = 0
-        for i, p in enumerate(parts):
-            held += p
-            if held >= size or i == len(parts) - 1:
-                sizes.append(float(held))
-                held = 0
+    groups = group_tensors(cfg, shape)
+    if groups is not None:  # ceil(numel / N): each tensor partitioned on its own
+        sizes = [s for g in groups for s in _close([-(-p // cfg.gpus) for p in g], size)]
         return SubGroups(sizes, max(sizes), True)
     # Not itemized: sub-groups of sub_group_size, the last the rest; each closes at the first
     # tensor that reaches the size, so the largest is bounded by the size + a tensor's partition.
-    full = int(total // size)
-    sizes = [float(size)] * full + ([total - full * size] if total > full * size else [])
+    sizes: list[float] = []
+    bounds: list[float] = []
     big = -(-int(shape.get("largest_tensor") or 0) // cfg.gpus)
-    return SubGroups(sizes, min(total, size + big), False)
+    for g in group_sizes(cfg, shape, int(trained)):
+        total = g / cfg.gpus
+        if size >= total:  # one sub-group: the whole partition of the group
+            sizes.append(total)
+            bounds.append(total)
+            continue
+        full = int(total // size)
+        sizes += [float(size)] * full + ([total - full * size] if total > full * size else [])
+        bounds.append(min(total, size + big))
+    return SubGroups(sizes, max(bounds), all(b <= size for b in bounds))
 
 
 def accum_bytes(cfg: TrainingConfig, w: int) -> int:
@@ -147,12 +200,22 @@ def kept_on_gpu(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], psi:
     """``offload_optimizer.ratio``: the sub-groups DeepSpeed leaves on the GPU keep their fp32
     master, states and fp32 gradients there, and a torch AdamW steps them (its sqrt's copy)."""
     groups = sub_groups(cfg, shape, psi)
-    kept = groups.on_gpu(cfg.offload_ratio)
-    if not kept:
+    nvme = cfg.offload_to == "nvme"
+    kept = groups.on_gpu(cfg.offload_ratio, nvme)
+    marked = groups.marked(cfg.offload_ratio)
+    if nvme and len(kept) < len(marked):
         ledger.note(
-            f"DeepSpeed's offload_optimizer.ratio {cfg.offload_ratio:g} leaves no sub-group on "
-            f"the GPU: int((1 − ratio) · {len(groups.sizes)} sub-group(s)) is 0"
+            f"DeepSpeed's offload_optimizer.ratio {cfg.offload_ratio:g} to nvme: "
+            f"{len(marked) - len(kept)} of the {len(marked)} sub-group(s) it marks for the GPU "
+            "hold 1 MiB of fp32 or more and are swapped to NVMe all the same; torch's AdamW "
+            "steps them in host memory (stage3.py _create_fp32_partitions, _optimizer_step)"
         )
+    if not kept:
+        if not marked:
+            ledger.note(
+                f"DeepSpeed's offload_optimizer.ratio {cfg.offload_ratio:g} leaves no sub-group "
+                f"on the GPU: int((1 − ratio) · {len(groups.sizes)} sub-group(s)) is 0"
+            )
         return
     per, labels = optimizer_per_param(cfg, shape)
     e = sum(kept)
@@ -177,14 +240,52 @@ def kept_on_gpu(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], psi:
     )
 
 
+def nvme_host(
+    cfg: TrainingConfig, shape: dict[str, Any], psi: int
+) -> list[tuple[str, float, str, bool]]:
+    """Host memory of an optimizer offloaded to NVMe beyond the swap buffers, per rank (name,
+    bytes, formula, pinned): the sub-groups too small to swap that the ratio does not keep on
+    the GPU stay in CPU memory — fp32 master, states, a pinned fp32 gradient buffer
+    (``_create_fp32_partitions``, ``initialize_optimizer_states``); the swapped sub-groups the
+    ratio marks for the GPU are stepped by torch's AdamW (``backup_optimizer``, stage3.py:312)
+    on their swapped-in host buffers, single-tensor on the CPU (``exp_avg_sq.sqrt() / c``: two
+    fp32 temporaries), with states of its own."""
+    groups = sub_groups(cfg, shape, psi)
+    marked = groups.marked(cfg.offload_ratio)
+    small = [e for e in groups.sizes[len(marked) :] if e < SWAPPABLE]
+    out = []
+    if small:
+        per, labels = optimizer_per_param(cfg, shape)
+        out.append((f"sub-groups too small to swap (under 1 MiB of fp32): fp32 master, {labels}, "
+                    "fp32 gradients", (8 + per) * sum(small),
+                    f"{8 + per:g} B · {fmt_count(sum(small))}", False))  # fmt: skip
+    stepped = [e for e in marked if e >= SWAPPABLE]
+    if stepped:
+        # The swapper swaps DeepSpeedCPUAdam's states (optimizer_utils.py _get_state_tensors);
+        # torch's AdamW makes its own at its first step on the host tensor and keeps them.
+        per, labels = optimizer_per_param(cfg, shape)
+        out += [
+            (f"torch AdamW's own states of the swapped sub-groups the ratio marks for the GPU "
+             f"({labels}; in host memory, never swapped)", per * sum(stepped),
+             f"{per:g} B · {fmt_count(sum(stepped))}", False),
+            ("torch AdamW's step on one of them (two fp32 temporaries)", 8 * max(stepped),
+             f"8 B · {fmt_count(max(stepped))}", False),
+        ]  # fmt: skip
+    return out
+
+
 __all__ = [
     "DTYPE_BYTES",
+    "SWAPPABLE",
     "SubGroups",
     "accum_bytes",
     "add_line",
     "comm_bytes",
     "fp32_sub_group",
+    "group_sizes",
+    "group_tensors",
     "kept_on_gpu",
+    "nvme_host",
     "optimizer_per_param",
     "sub_groups",
 ]

@@ -54,12 +54,13 @@ DS_KNOWN: list[tuple[str, str]] = [
     ("zero_optimization.*.buffer_count", _DEFAULT_BUFFERS),
     ("zero_optimization.*.buffer_size", _DEFAULT_BUFFERS),
     ("zero_optimization.*.max_in_cpu", _DEFAULT_BUFFERS),
-    ("zero_optimization.*.ratio", "read at ZeRO-3 with the optimizer offloaded to cpu only"),
+    ("zero_optimization.*.ratio", "read at ZeRO-3 with the optimizer offloaded only"),
     ("zero_optimization.*.nvme_path", NO_MEMORY),
     ("zero_optimization.*.fast_init", NO_MEMORY),
     ("zero_optimization.*", NO_MEMORY),
     ("activation_checkpointing.*", _ACTIVATIONS),
-    ("data_types.*", _NOT_AT_1_2 + ": the gradients counted in the model's dtype (the default)"),
+    ("data_types.*", _NOT_AT_1_2 + " with fp16 or an offloaded optimizer: the gradients "
+     "counted in the model's dtype (the default)"),
     ("communication_data_type", _NOT_AT_1_2 + ": the buckets counted in the model's dtype"),
     ("optimizer.params.*", NO_MEMORY),
     ("fp16.*", NO_MEMORY),
@@ -113,6 +114,7 @@ def read_settings(r: Reading, prefix: str, trainer: Filler | None) -> None:
     _precision(r, prefix, trainer)
     _sequence(r, prefix)
     _zero3_settings(r, prefix)
+    _trainer_groups(r, prefix, trainer)
     kind = str(r.get(prefix + "optimizer.type") or "")
     if kind.lower() in _OPTIMIZERS:
         r.use(prefix + "optimizer.type", "optimizer", _OPTIMIZERS[kind.lower()],
@@ -125,6 +127,21 @@ def read_settings(r: Reading, prefix: str, trainer: Filler | None) -> None:
             rest = key.removeprefix(prefix)
             why = next((w for p, w in DS_KNOWN if fnmatch.fnmatchcase(rest, p)), NO_MEMORY)
             r.ignore(key, why)
+
+
+def _trainer_groups(r: Reading, p: str, trainer: Filler | None) -> None:
+    """With no ``optimizer`` section the Trainer builds its own optimizer (transformers'
+    ``deepspeed_optim_sched`` → ``Trainer.create_optimizer``): two parameter groups, weight
+    decay and none (biases, norms), which DeepSpeed flattens apart; with one, DeepSpeed builds
+    it over one list of parameters (``DummyOptim(model_parameters)``): one group."""
+    if trainer is None or trainer.who != "the Trainer's" or r.has(p + "optimizer.type"):
+        return
+    if isinstance(r.get(p + "zero_optimization.stage"), int) and r.get(
+        p + "zero_optimization.stage"
+    ) in (1, 2, 3):
+        r.imply("(the Trainer's optimizer)", "hf_param_groups", True, "no optimizer section: "
+                "Trainer.create_optimizer's weight-decay and no-decay groups, each flattened "
+                "by DeepSpeed")  # fmt: skip
 
 
 def _sequence(r: Reading, p: str) -> None:
@@ -161,15 +178,25 @@ def _zero3_settings(r: Reading, p: str) -> None:
         else:
             r.ignore(z + key, f"{value!r} is not a count; give --{field.replace('_', '-')}")
     key, ratio = z + "offload_optimizer.ratio", r.get(z + "offload_optimizer.ratio")
-    on_cpu = r.get(z + "offload_optimizer.device") == "cpu"
+    device = r.get(z + "offload_optimizer.device")
     if isinstance(ratio, int | float) and not isinstance(ratio, bool) and 0 <= ratio <= 1:
-        if stage3 and on_cpu:
+        if stage3 and device in ("cpu", "nvme"):
+            small = " (to nvme: those under 1 MiB of fp32 only)" if device == "nvme" else ""
             r.use(key, "offload_ratio", float(ratio), "the share of the optimizer's sub-groups "
-                  "offloaded; the first of them stay on the GPU")  # fmt: skip
+                  f"offloaded; the first of them stay on the GPU{small}")  # fmt: skip
         else:
-            nvme = " (to nvme: not modelled yet)" if stage3 and not on_cpu else ""
-            r.ignore(key, "DeepSpeed reads it at ZeRO-3 with the optimizer offloaded" + nvme)
+            r.ignore(key, "DeepSpeed reads it at ZeRO-3 with the optimizer offloaded")
     _dtypes(r, p, stage3)
+
+
+def _accum_modelled(r: Reading, p: str, dtype: str) -> bool:
+    """fp32 accumulation under bf16 at ZeRO-1/2 without an optimizer offload (ZeRO-1:
+    DeepSpeed's BF16_Optimizer), or the model's own dtype: what the estimate models."""
+    if r.get(p + "fp16.enabled") is True:
+        return False
+    bf16 = r.get(p + "bf16.enabled") not in (None, False)
+    offload = r.get(p + "zero_optimization.offload_optimizer.device") in ("cpu", "nvme")
+    return dtype == ("bf16" if bf16 else "fp32") or (bf16 and dtype == "fp32" and not offload)
 
 
 def _dtypes(r: Reading, p: str, stage3: bool) -> None:
@@ -181,6 +208,10 @@ def _dtypes(r: Reading, p: str, stage3: bool) -> None:
         dtype = _DTYPES.get(str(value).lower())
         if dtype is None:
             r.ignore(key, f"{value!r} is not a dtype DeepSpeed takes (fp32, bf16, fp16)")
+        elif not stage3 and field == "grad_accum_dtype" and _accum_modelled(r, p, dtype):
+            r.use(key, field, dtype, "ZeRO-1 with bf16: DeepSpeed's BF16_Optimizer and its fp32 "
+                  "accumulators" if dtype == "fp32" and r.get(p + "zero_optimization.stage") == 1
+                  else "the gradient partition stays in the model's dtype")  # fmt: skip
         elif stage3:
             r.use(key, field, dtype, "the gradient partitions' dtype" if field ==
                   "grad_accum_dtype" else "the gradient bucket's dtype")  # fmt: skip

@@ -135,10 +135,6 @@ def test_a_partial_offload_keeps_the_first_sub_groups_on_the_gpu() -> None:
         ({"zero": 2, "sub_group_size": 10**8}, "--sub-group-size needs --zero 3"),
         ({"zero": 2, "comm_dtype": "fp32"}, "--comm-dtype needs --zero 3"),
         ({"zero": 3, "offload_ratio": 0.5}, "--offload-ratio is the share"),
-        (
-            {"zero": 3, "offload_ratio": 0.5, "offload_optimizer": True, "offload_to": "nvme"},
-            "--offload-ratio is the share",
-        ),
     ],
 )
 def test_settings_deepspeed_does_not_read_there_are_one_sentence(kw, message) -> None:
@@ -157,3 +153,30 @@ def test_without_the_models_tensors_the_largest_sub_group_is_bounded_from_above(
     assert line.bytes == 6 * (10**9 + est.shape["largest_tensor"])
     assert "≤ sub_group_size" in line.calculation
     assert line.bytes >= 6 * max(_deepspeeds_sub_groups("llama-7b", 1, 10**9))
+
+
+def test_a_partial_offload_to_nvme_keeps_only_sub_groups_too_small_to_swap() -> None:
+    """stage3.py _create_fp32_partitions with the optimizer on NVMe: a sub-group of 1 MiB of
+    fp32 or more (262,144 elements: is_swappable_tensor) is swapped out whatever the ratio, and
+    the ones the ratio marks for the GPU are stepped by the backup torch AdamW on their host
+    buffers, with states of its own kept in host memory; only smaller ones stay on the GPU."""
+    nvme = {"gpus": 8, "offload_optimizer": True, "offload_to": "nvme", "hf_param_groups": True}
+    full, half = _est(**nvme), _est(**nvme, offload_ratio=0.5)
+    assert not any(n.startswith(ON_GPU) for n in _lines(half))  # the decay group: swapped
+    assert _step(half) == _step(full) and half.per_gpu_bytes == full.per_gpu_bytes
+    # the first sub-group: the decay group's partitions (the no-decay tensors are Llama's 1-D
+    # norms: test_deepspeed_zero12 holds that split to the Trainer's own rule)
+    params = build_model("llama-7b", torch.device("meta")).parameters()
+    decay = sum(-(-p.numel() // 8) for p in params if p.dim() > 1)
+    host = {x["name"]: x["bytes"] for x in half.deepspeed["host"]["lines"]}
+    states = next(b for n, b in host.items() if n.startswith("torch AdamW's own states"))
+    assert states == 8 * decay and host["torch AdamW's step on one of them (two fp32 "
+                                        "temporaries)"] == 8 * decay  # fmt: skip
+    assert half.deepspeed["host"]["per_rank_bytes"] - full.deepspeed["host"][
+        "per_rank_bytes"] == 16 * decay  # fmt: skip
+    # a model whose sub-groups are all under 1 MiB keeps the marked ones on the GPU, as to cpu
+    tiny = {"model": "tiny-llama", "gpus": 1, "offload_optimizer": True, "hf_param_groups": True,
+            "offload_ratio": 0.5}  # fmt: skip
+    on = {to: next(b for n, b in _lines(_est(**tiny, offload_to=to)).items()
+                   if n.startswith(ON_GPU + ": the sub")) for to in ("cpu", "nvme")}  # fmt: skip
+    assert on["cpu"] == on["nvme"] > 0

@@ -268,3 +268,38 @@ def test_zero3s_sub_groups_partial_offload_and_dtypes_are_read(tmp_path: Path) -
     assert "not modelled yet at ZeRO-1/2" in lines["data_types.grad_accum_dtype"]
     assert "offloaded" in lines["zero_optimization.offload_optimizer.ratio"]
     TrainingConfig.parse(**with_recipe(recipe, {"model": "llama-7b", "gpus": 8}))  # estimable
+
+
+def test_the_trainers_own_optimizer_has_two_groups_and_bf16_accumulates_in_fp32(
+    tmp_path: Path,
+) -> None:
+    """With no optimizer section the Trainer builds its AdamW itself (transformers'
+    deepspeed_optim_sched → create_optimizer): weight decay and no decay, two groups DeepSpeed
+    flattens apart; with one, DeepSpeed's own over one list. data_types.grad_accum_dtype fp32
+    at ZeRO-1 with bf16 is DeepSpeed's BF16_Optimizer, read, not left out."""
+    zero1 = {"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 1},
+             "data_types": {"grad_accum_dtype": "fp32"}}  # fmt: skip
+    _write(tmp_path, "ds_z1.json", zero1)
+    args = {"output_dir": "out", "per_device_train_batch_size": 1, "bf16": True,
+            "deepspeed": "ds_z1.json"}  # fmt: skip
+    recipe = read_recipe([_write(tmp_path, "args.json", args)])
+    v = recipe.values
+    assert v["hf_param_groups"] is True and v["grad_accum_dtype"] == "fp32" and v["zero"] == 1
+    assert "BF16_Optimizer" in _lines(recipe)["data_types.grad_accum_dtype"]
+    cfg = TrainingConfig.parse(**with_recipe(recipe, {"model": "gpt2-small", "gpus": 8}))
+    names = {c.name for c in estimate(cfg).components}
+    assert any(n.startswith("DeepSpeed BF16_Optimizer fp32 gradient accumulators") for n in names)
+    own = {**zero1, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
+    _write(tmp_path, "ds_z1.json", own)
+    assert "hf_param_groups" not in read_recipe([_write(tmp_path, "args.json", args)]).values
+    # alone (no Trainer) the optimizer is the user's: nothing said of its groups
+    assert "hf_param_groups" not in read_recipe([_write(tmp_path, "ds.json", zero1)]).values
+    # offloaded, fp32 accumulation runs the ZeRO optimizer's other path: left out, said why
+    off = {**zero1, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}}
+    recipe = read_recipe([_write(tmp_path, "ds_off.json", off)])
+    assert "grad_accum_dtype" not in recipe.values
+    assert "not modelled yet at ZeRO-1/2" in _lines(recipe)["data_types.grad_accum_dtype"]
+    # a partial offload to NVMe is read (stage3.py swaps the sub-groups of 1 MiB or more)
+    nvme = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "offload_optimizer": {
+        "device": "nvme", "nvme_path": "/local_nvme", "ratio": 0.3}}}  # fmt: skip
+    assert read_recipe([_write(tmp_path, "ds_nvme.json", nvme)]).values["offload_ratio"] == 0.3

@@ -1,0 +1,131 @@
+"""DeepSpeed ZeRO-1/2's optimizer step and its ``BF16_Optimizer``: what the step's gradient
+partition and, under bf16 with fp32 gradient accumulation at ZeRO-1, DeepSpeed's
+``BF16_Optimizer`` keep on the GPU, per optimizer parameter group.
+
+Read from DeepSpeed 0.19.6 (github.com/deepspeedai/DeepSpeed at edaa7221):
+
+``deepspeed/runtime/zero/stage_1_and_2.py`` (``DeepSpeedZeroOptimizer.step``, line 2344):
+  each parameter group is stepped in turn: its partition's gradients are flattened
+  (``self.flatten``, torch's ``_flatten_dense_tensors``: a concatenated copy in the 16-bit
+  dtype), the copy converted to fp32 (``flat_grad_partition.to(fp32)``) while it is alive, then
+  deleted; the fp32 gradient lives through the group's ``_optimizer_step`` and is deleted
+  before the next group. So the step holds (w + 4) B per element of the largest group's
+  partition for a moment — 4 B in an fp32 engine, where ``.to`` returns the copy itself.
+
+``deepspeed/runtime/engine.py`` (``_do_optimizer_sanity_check``, line 1993): ZeRO-1 with bf16,
+``data_types.grad_accum_dtype`` fp32 and no optimizer offload runs ``BF16_Optimizer``
+(``deepspeed/runtime/bf16_optimizer.py``), not the ZeRO optimizer:
+  - per parameter group, the trained parameters in one bf16 flat buffer padded to a multiple of
+    2·N elements (``_flatten_dense_tensors_aligned``, line 163) — the weights themselves;
+  - ``fp32_groups_gradients_flat`` (line 181): an fp32 buffer the size of the whole flat group
+    on every rank, made at initialisation and zeroed, never freed (``clear_hp_grads``): the
+    gradient accumulators, 4 B per trained element, not partitioned;
+  - the fp32 master partition (line 175) and the optimizer's states over it (Ψ/N each);
+  - autograd's bf16 gradients (``lp.grad``) kept through the step and freed after it
+    (``zero_grad(set_to_none=True)``, engine ``_take_model_step``);
+  - at the end of backward ``update_hp_grads`` adds each bf16 gradient into its accumulator
+    through an fp32 copy (``lp.grad.data.to(hp_grad.dtype)``, line 369): the largest tensor's
+    4 B; then the engine all-reduces the fp32 buffers (``buffered_allreduce_fallback``,
+    ``allreduce_no_retain`` with 5e8-element buckets, engine.py:3691): a bucket holding more
+    than one group's buffer is concatenated first (``allreduce_bucket`` → ``self.flatten``),
+    a copy of those groups in fp32; a single buffer is reduced in place;
+  - there are no reduce buckets (``reduce_bucket_size``) and no fp32 gradient made at the step:
+    the optimizer's gradient is a view of the accumulator (``step``, line 330).
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.config import TrainingConfig
+from profiling.estimate import deepspeed_groups as dg
+from profiling.estimate.ledger import Ledger
+from profiling.estimate.optim_states import largest_adapter
+from profiling.units import fmt_count
+
+ALLREDUCE_BUCKET = 500_000_000  # engine.py MEMORY_OPT_ALLREDUCE_SIZE, allreduce_gradients' default
+
+
+def bf16_optimizer_runs(cfg: TrainingConfig) -> bool:
+    """DeepSpeed 0.19.6's engine picks ``BF16_Optimizer`` at ZeRO-1 for bf16 with fp32
+    gradient accumulation and no optimizer offload (engine.py:1993)."""
+    return (
+        cfg.deepspeed
+        and cfg.zero == 1
+        and cfg.precision == "mixed"
+        and cfg.grad_accum_dtype == "fp32"
+        and not cfg.offload_optimizer
+    )
+
+
+def step_partition(
+    ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], w: int, psi: int
+) -> None:
+    """ZeRO-1/2's step: the largest group's partition flattened (w B) and made fp32 (4 B)."""
+    n = cfg.gpus
+    groups = dg.group_sizes(cfg, shape, psi)
+    e = max(groups) / n
+    copy = w if w != 4 else 0
+    many = f"; the largest of {len(groups)} parameter groups" if len(groups) > 1 else ""
+    dg.add_line(
+        ledger,
+        "DeepSpeed fp32 gradient partition (at the step, with its flattened copy)",
+        (4 + copy) * e,
+        "(4 B" + (f" + its flattened {copy} B copy" if copy else "") + ") · Ψ_group/N",
+        f"{4 + copy} · {fmt_count(max(groups))} / {n}{many}",
+        group="temporaries",
+        category="temporaries",
+    )
+
+
+def _allreduce_copy(sizes: list[int]) -> int:
+    """The elements ``allreduce_no_retain`` concatenates at once: a bucket of more than one
+    flat buffer, closed once it holds more than 5e8 elements (or at the end)."""
+    largest, held = 0, []
+    for s in sizes:
+        held.append(s)
+        if sum(held) > ALLREDUCE_BUCKET:
+            largest = max(largest, sum(held) if len(held) > 1 else 0)
+            held = []
+    if len(held) > 1:
+        largest = max(largest, sum(held))
+    return largest
+
+
+def bf16_optimizer(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], psi: int) -> None:
+    """``BF16_Optimizer``'s fp32 accumulators (whole groups, every rank) and its end of
+    backward: an fp32 copy of the largest gradient, or the all-reduce's concatenation."""
+    n = cfg.gpus
+    groups = [-(-g // (2 * n)) * 2 * n for g in dg.group_sizes(cfg, shape, psi)]  # 2·N aligned
+    total = sum(groups)
+    split = f" ({' + '.join(fmt_count(g) for g in groups)})" if len(groups) > 1 else ""
+    dg.add_line(
+        ledger,
+        "DeepSpeed BF16_Optimizer fp32 gradient accumulators (every trained parameter's)",
+        4 * total,
+        "4 B · Ψ, each group's flat buffer padded to 2·N elements (not partitioned)",
+        f"4 · {fmt_count(total)}{split}",
+        group="model states",
+        category="optimizer",
+    )
+    big = largest_adapter(cfg, shape) if cfg.lora_rank is not None else int(
+        shape.get("largest_tensor") or 0)  # fmt: skip
+    cat = _allreduce_copy(groups)
+    if cat > big:
+        value, how = 4 * cat, f"4 · {fmt_count(cat)}: the groups' buffers concatenated"
+    else:
+        value, how = 4 * big, f"4 · {fmt_count(big)}: the largest gradient in fp32"
+    dg.add_line(
+        ledger,
+        "DeepSpeed BF16_Optimizer end of backward (fp32 copy of a gradient, or the all-reduce's "
+        "concatenated groups)",
+        value,
+        "4 B · max(largest tensor, groups concatenated in one 5e8-element all-reduce bucket)",
+        how,
+        group="temporaries",
+        category="temporaries",
+    )
+
+
+__all__ = ["ALLREDUCE_BUCKET", "bf16_optimizer", "bf16_optimizer_runs", "step_partition"]
