@@ -190,11 +190,14 @@ def _check_zero3_settings(cfg: TrainingConfig) -> None:
     given = [f for f in ZERO3_ONLY if getattr(cfg, f) is not None]
     if cfg.zero in (1, 2) and _accum_at_1_2(cfg):
         given = [f for f in given if f != "grad_accum_dtype"]
+        if cfg.zero == 1 and cfg.grad_accum_dtype == "fp32" and cfg.precision == "mixed":
+            given = [f for f in given if f != "comm_dtype"]  # BF16_Optimizer's all-reduce
     if given and cfg.zero != 3:
         what = (
             "DeepSpeed reads it at ZeRO-3 only (stage3.py)"
             if given[0] in ZERO3_ONLY[:3]
-            else "at ZeRO-1/2 it is not modelled yet (leave it out: the 16-bit default)"
+            else "at ZeRO-1/2 it is modelled for DeepSpeed's BF16_Optimizer only (ZeRO-1, "
+            "--precision mixed, --grad-accum-dtype fp32)"
             if given[0] == "comm_dtype"
             else "at ZeRO-1/2 fp32 accumulation is modelled without --offload-optimizer only "
             "(ZeRO-1: DeepSpeed's BF16_Optimizer) and fp16 not at all"

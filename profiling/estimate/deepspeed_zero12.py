@@ -28,7 +28,10 @@ Read from DeepSpeed 0.19.6 (github.com/deepspeedai/DeepSpeed at edaa7221):
     4 B; then the engine all-reduces the fp32 buffers (``buffered_allreduce_fallback``,
     ``allreduce_no_retain`` with 5e8-element buckets, engine.py:3691): a bucket holding more
     than one group's buffer is concatenated first (``allreduce_bucket`` → ``self.flatten``),
-    a copy of those groups in fp32; a single buffer is reduced in place;
+    a copy of those groups in fp32; and the bucket is converted to
+    ``communication_data_type`` for the all-reduce (``tensor.to``, engine.py:3664) — bf16
+    unless set (the engine's ``communication_data_type`` under bf16), a 2-byte copy of the
+    whole accumulator for one group, none with fp32;
   - there are no reduce buckets (``reduce_bucket_size``) and no fp32 gradient made at the step:
     the optimizer's gradient is a view of the accumulator (``step``, line 330).
 No torch here.
@@ -79,18 +82,24 @@ def step_partition(
     )
 
 
-def _allreduce_copy(sizes: list[int]) -> int:
-    """The elements ``allreduce_no_retain`` concatenates at once: a bucket of more than one
-    flat buffer, closed once it holds more than 5e8 elements (or at the end)."""
-    largest, held = 0, []
+def _buckets(sizes: list[int]) -> list[list[int]]:
+    """``allreduce_no_retain``'s buckets of the groups' flat buffers: one closes once it holds
+    more than 5e8 elements, the rest at the end."""
+    out, held = [], []
     for s in sizes:
         held.append(s)
         if sum(held) > ALLREDUCE_BUCKET:
-            largest = max(largest, sum(held) if len(held) > 1 else 0)
+            out.append(held)
             held = []
-    if len(held) > 1:
-        largest = max(largest, sum(held))
-    return largest
+    return out + ([held] if held else [])
+
+
+def _reduced(bucket: list[int], c: int) -> int:
+    """``allreduce_bucket``: more than one buffer is concatenated (fp32), then the whole is
+    converted to ``communication_data_type`` (c B; bf16 by default under bf16, engine.py
+    ``communication_data_type``) for the all-reduce and copied back."""
+    n = sum(bucket)
+    return (4 * n if len(bucket) > 1 else 0) + (c * n if c != 4 else 0)
 
 
 def bf16_optimizer(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], psi: int) -> None:
@@ -111,17 +120,24 @@ def bf16_optimizer(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], p
     )
     big = largest_adapter(cfg, shape) if cfg.lora_rank is not None else int(
         shape.get("largest_tensor") or 0)  # fmt: skip
-    cat = _allreduce_copy(groups)
-    if cat > big:
-        value, how = 4 * cat, f"4 · {fmt_count(cat)}: the groups' buffers concatenated"
+    c = dg.comm_bytes(cfg, 2)
+    bucket = max(_buckets(groups), key=lambda b: _reduced(b, c))
+    reduce = _reduced(bucket, c)
+    if reduce > 4 * big:
+        cat = len(bucket) > 1
+        per = (f"(4 + {c})" if c != 4 else "4") if cat else f"{c}"
+        value, how = reduce, f"{per} · {fmt_count(sum(bucket))}: the all-reduce's " + (
+            "concatenation" + (f" and {c}-byte copy" if c != 4 else "") if cat
+            else f"{c}-byte copy")  # fmt: skip
     else:
         value, how = 4 * big, f"4 · {fmt_count(big)}: the largest gradient in fp32"
     dg.add_line(
         ledger,
-        "DeepSpeed BF16_Optimizer end of backward (fp32 copy of a gradient, or the all-reduce's "
-        "concatenated groups)",
+        "DeepSpeed BF16_Optimizer end of backward (the all-reduce's copies of the fp32 "
+        "accumulators, or a gradient's fp32 copy)",
         value,
-        "4 B · max(largest tensor, groups concatenated in one 5e8-element all-reduce bucket)",
+        "max((4 B if concatenated + c B of communication_data_type unless fp32) · a 5e8-element "
+        "bucket of groups, 4 B · largest tensor)",
         how,
         group="temporaries",
         category="temporaries",

@@ -199,6 +199,14 @@ def _accum_modelled(r: Reading, p: str, dtype: str) -> bool:
     return dtype == ("bf16" if bf16 else "fp32") or (bf16 and dtype == "fp32" and not offload)
 
 
+def _bf16_optimizer(r: Reading, p: str) -> bool:
+    """ZeRO-1 with bf16 and fp32 accumulation, no offload: DeepSpeed's BF16_Optimizer."""
+    accum = _DTYPES.get(str(r.get(p + "data_types.grad_accum_dtype")).lower())
+    one = r.get(p + "zero_optimization.stage") == 1
+    return one and accum == "fp32" and r.get(p + "bf16.enabled") not in (None, False) and (
+        _accum_modelled(r, p, "fp32"))  # fmt: skip
+
+
 def _dtypes(r: Reading, p: str, stage3: bool) -> None:
     for key, field in ((p + "data_types.grad_accum_dtype", "grad_accum_dtype"),
                        (p + "communication_data_type", "comm_dtype")):  # fmt: skip
@@ -208,6 +216,9 @@ def _dtypes(r: Reading, p: str, stage3: bool) -> None:
         dtype = _DTYPES.get(str(value).lower())
         if dtype is None:
             r.ignore(key, f"{value!r} is not a dtype DeepSpeed takes (fp32, bf16, fp16)")
+        elif not stage3 and field == "comm_dtype" and _bf16_optimizer(r, p):
+            r.use(key, field, dtype, "BF16_Optimizer's all-reduce of its fp32 accumulators "
+                  "converts them to it (engine.py allreduce_bucket)")  # fmt: skip
         elif not stage3 and field == "grad_accum_dtype" and _accum_modelled(r, p, dtype):
             r.use(key, field, dtype, "ZeRO-1 with bf16: DeepSpeed's BF16_Optimizer and its fp32 "
                   "accumulators" if dtype == "fp32" and r.get(p + "zero_optimization.stage") == 1

@@ -20,8 +20,8 @@ from profiling.models.workloads import build_model
 STEP = "DeepSpeed fp32 gradient partition (at the step, with its flattened copy)"
 ACCUM = "DeepSpeed BF16_Optimizer fp32 gradient accumulators (every trained parameter's)"
 END = (
-    "DeepSpeed BF16_Optimizer end of backward (fp32 copy of a gradient, or the all-reduce's "
-    "concatenated groups)"
+    "DeepSpeed BF16_Optimizer end of backward (the all-reduce's copies of the fp32 "
+    "accumulators, or a gradient's fp32 copy)"
 )
 BUCKET = "DeepSpeed gradient bucket (reduce_bucket_size)"
 KEPT = "DeepSpeed offload_optimizer.ratio: the sub-groups kept on the GPU"
@@ -72,14 +72,19 @@ def test_the_step_flattens_the_partition_then_converts_it(zero: int) -> None:
 def test_bf16_optimizer_keeps_every_parameters_fp32_gradient(gpus: int) -> None:
     """ZeRO-1 + bf16 + grad_accum_dtype fp32 is BF16_Optimizer: an fp32 accumulator for every
     trained element on every rank (not partitioned), no reduce buckets, no fp32 gradient made
-    at the step; at the end of backward each bf16 gradient is added through an fp32 copy."""
+    at the step; at the end of backward the all-reduce converts the accumulator to
+    communication_data_type (bf16 by default: a 2-byte copy of all of it); with fp32 there is
+    no copy, and the largest bf16 gradient's fp32 copy (update_hp_grads) is the moment's."""
     decay, none = _trainer_groups("llama-7b")
     psi, big = sum(decay) + sum(none), max(decay + none)
-    est = _est("llama-7b", zero=1, gpus=gpus, grad_accum_dtype="fp32")
+    padded = -(-psi // (2 * gpus)) * 2 * gpus  # each group's flat buffer: a multiple of 2·N
+    est = _est("llama-7b", zero=1, gpus=gpus, grad_accum_dtype="fp32", comm_dtype="fp32")
     lines = _lines(est)
-    assert lines[ACCUM] == 4 * -(-psi // (2 * gpus)) * 2 * gpus  # padded to 2·N
+    assert lines[ACCUM] == 4 * padded
     assert lines[END] == 4 * big
     assert BUCKET not in lines and STEP not in lines
+    default = _lines(_est("llama-7b", zero=1, gpus=gpus, grad_accum_dtype="fp32"))
+    assert default[END] == 2 * padded
     # weights + bf16 gradients + fp32 accumulators (2 + 2 + 4 B/param) + master and Adam /N
     master_and_adam = sum(v for k, v in lines.items() if k.startswith("Optimizer:"))
     assert master_and_adam == pytest.approx(12 * psi / gpus, abs=4 * 300)  # + step counters
@@ -93,16 +98,22 @@ def test_bf16_optimizer_keeps_every_parameters_fp32_gradient(gpus: int) -> None:
 
 def test_two_groups_under_5e8_elements_are_concatenated_for_the_all_reduce() -> None:
     """engine.py allreduce_no_retain: a 5e8-element bucket holding both groups' fp32 buffers is
-    flattened into one copy (GPT-2 small's 124M); a group above 5e8 (Llama 7B's decay group) is
-    reduced alone, in place."""
+    flattened into one copy (GPT-2 small's 124M), then converted to bf16 for the all-reduce
+    (6 B per element; 4 with communication_data_type fp32); a group above 5e8 (Llama 7B's decay
+    group) is reduced alone: its bf16 copy only."""
     decay, none = _trainer_groups("gpt2-small")
-    one = _lines(_est("gpt2-small", zero=1, grad_accum_dtype="fp32"))
-    two = _lines(_est("gpt2-small", zero=1, grad_accum_dtype="fp32", hf_param_groups=True))
+    psi = sum(decay) + sum(none)  # 124,439,808: a multiple of 16
+    kw = {"zero": 1, "grad_accum_dtype": "fp32"}
+    one = _lines(_est("gpt2-small", **kw, comm_dtype="fp32"))
+    two = _lines(_est("gpt2-small", **kw, comm_dtype="fp32", hf_param_groups=True))
     assert one[END] == 4 * max(decay + none)
-    assert two[END] == 4 * (sum(decay) + sum(none))  # 124,439,808 is a multiple of 16
+    assert two[END] == 4 * psi
+    assert _lines(_est("gpt2-small", **kw, hf_param_groups=True))[END] == 6 * psi
+    assert _lines(_est("gpt2-small", **kw))[END] == 2 * psi
     decay, none = _trainer_groups("llama-7b")
-    big = _lines(_est("llama-7b", zero=1, grad_accum_dtype="fp32", hf_param_groups=True))
+    big = _lines(_est("llama-7b", **kw, comm_dtype="fp32", hf_param_groups=True))
     assert big[END] == 4 * max(decay + none)
+    assert _lines(_est("llama-7b", **kw, hf_param_groups=True))[END] == 2 * sum(decay)
 
 
 def test_the_trainers_groups_give_zero3_a_sub_group_each() -> None:
@@ -126,6 +137,7 @@ def test_the_trainers_groups_give_zero3_a_sub_group_each() -> None:
     [
         ({"zero": 1, "grad_accum_dtype": "fp32", "offload_optimizer": True}, "BF16_Optimizer"),
         ({"zero": 2, "grad_accum_dtype": "fp16"}, "fp16 not at all"),
+        ({"zero": 1, "comm_dtype": "fp32"}, "BF16_Optimizer only"),
         ({"zero": 1, "hf_param_groups": True, "deepspeed": False}, "--hf-param-groups"),
     ],
 )

@@ -278,7 +278,8 @@ def test_the_trainers_own_optimizer_has_two_groups_and_bf16_accumulates_in_fp32(
     flattens apart; with one, DeepSpeed's own over one list. data_types.grad_accum_dtype fp32
     at ZeRO-1 with bf16 is DeepSpeed's BF16_Optimizer, read, not left out."""
     zero1 = {"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 1},
-             "data_types": {"grad_accum_dtype": "fp32"}}  # fmt: skip
+             "data_types": {"grad_accum_dtype": "fp32"},
+             "communication_data_type": "fp32"}  # fmt: skip
     _write(tmp_path, "ds_z1.json", zero1)
     args = {"output_dir": "out", "per_device_train_batch_size": 1, "bf16": True,
             "deepspeed": "ds_z1.json"}  # fmt: skip
@@ -286,6 +287,7 @@ def test_the_trainers_own_optimizer_has_two_groups_and_bf16_accumulates_in_fp32(
     v = recipe.values
     assert v["hf_param_groups"] is True and v["grad_accum_dtype"] == "fp32" and v["zero"] == 1
     assert "BF16_Optimizer" in _lines(recipe)["data_types.grad_accum_dtype"]
+    assert v["comm_dtype"] == "fp32"  # its all-reduce's dtype
     cfg = TrainingConfig.parse(**with_recipe(recipe, {"model": "gpt2-small", "gpus": 8}))
     names = {c.name for c in estimate(cfg).components}
     assert any(n.startswith("DeepSpeed BF16_Optimizer fp32 gradient accumulators") for n in names)
