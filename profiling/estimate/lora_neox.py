@@ -20,9 +20,9 @@ full training's terms (``profiling.estimate.neox``). T = s·b tokens, r the rank
   on the frozen embedding keeps nothing.
 
 Autocast (``amp-*``): each adapter keeps a 16-bit copy of its own, frozen layers none, and the
-16-bit weight copies kept are those ``profiling.estimate.lora_neox_amp`` counts; with QLoRA or
-checkpointing it is not modelled (a 4-bit layer's copies, the recomputed blocks'): the estimate
-refuses it in one sentence. No torch here.
+16-bit weight copies kept are those ``profiling.estimate.lora_neox_amp`` counts (with QLoRA:
+the adapters' alone, bitsandbytes' fp32 outputs); with checkpointing it is not modelled (the
+recomputed blocks' copies): the estimate refuses it in one sentence. No torch here.
 """
 
 from __future__ import annotations
@@ -53,11 +53,10 @@ def _adapters(d: Dims, cfg: TrainingConfig) -> list[tuple[str, int, int]]:
 
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model this LoRA on this model (None: it can)."""
-    if cfg.precision.startswith("amp-") and (cfg.qlora or cfg.checkpointing != "none"):
+    if cfg.precision.startswith("amp-") and cfg.checkpointing != "none":
         return (
-            "LoRA on GPT-NeoX's kind of model under autocast with --qlora or --checkpointing is "
-            "not modelled (the recomputed blocks' and 4-bit layers' 16-bit copies); use "
-            "--precision bf16, or trace it"
+            "LoRA on GPT-NeoX's kind of model under autocast with --checkpointing is not "
+            "modelled (the recomputed blocks' 16-bit copies); use --precision bf16, or trace it"
         )
     cuda = getattr(cfg, "target", "cuda") == "cuda"
     if peft_autocast(cfg) and (cfg.qlora or not cuda or cfg.checkpointing != "none"):
@@ -116,7 +115,7 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     if peft_autocast(cfg):
         terms.append(lora_neox_amp.peft_norms(d, e))
         terms += lora_neox_amp.peft_gelu_new(d, e, cfg)
-    return terms
+    return terms + lora_neox_amp.qlora_per_layer(d, cfg)
 
 
 def _zero_pad(d: Dims, cfg: TrainingConfig, ac: int) -> list[Term]:
@@ -195,7 +194,10 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int = 0) ->
     if cfg.checkpointing == "full":
         return terms
     if e.amp or peft_autocast(cfg):
-        terms += lora_neox_amp.first_block_copies(d, cfg, _adapters(d, cfg), frozen=e.amp)
+        # 4-bit frozen layers have no 16-bit copies to lose: only their adapters' A copies
+        frozen = e.amp and not lora_neox_amp.bnb_amp(cfg)
+        terms += lora_neox_amp.first_block_copies(d, cfg, _adapters(d, cfg), frozen=frozen)
+        terms += lora_neox_amp.qlora_first_block(d, cfg)
         terms.append(lora_neox_amp.adapter_copies(adapters))
     if peft_autocast(cfg):
         terms.append(lora_neox_amp.peft_first_norms(d, e))
@@ -240,13 +242,17 @@ def _first_block_4bit(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str
     nothing before it trains (unless an adapter keeps that very tensor)."""
     residual = str(d.extra["neox"]["residual"])
     qkv = {"qkv", "q", "k", "v"}
+    # under autocast each 4-bit layer keeps its own 16-bit cast of the norm's output
+    # (Linear4bit.forward's x.to(compute_dtype)): q, k, v three where not fused
+    n_qkv = 3 if e.amp and not d.extra["neox"]["fused_qkv"] else 1
     lost: list[tuple[str, int]] = []
     if residual == "parallel_one_norm":
         if not _kept_by(cfg, e, qkv | {"up"}, adapters):
-            lost.append(("the LayerNorm output", d.h))
+            lost.append(("the LayerNorm output" + (" (a copy per layer)" if e.amp else ""),
+                         d.h * ((n_qkv + 1) if e.amp else 1)))  # fmt: skip
     else:
         if not _kept_by(cfg, e, qkv, adapters):
-            lost.append(("the attention LayerNorm output", d.h))
+            lost.append(("the attention LayerNorm output", d.h * n_qkv))
         if residual == "parallel" and not _kept_by(cfg, e, {"up"}, adapters):
             lost.append(("the MLP LayerNorm output", d.h))
     parallel_frozen_up = residual != "sequential" and "up" not in cfg.lora_targets

@@ -13,7 +13,9 @@ the trace's saved tensors (peft's layers on transformers' modules), op by op:
   it for the input's gradient; autocast's cache holds only weights that need one): in the first
   block the layers that read the frozen embedding's norm keep none (q, k, v; where attention and
   MLP run in parallel, up, and down too where up is not adapted), nor the A copies of the
-  adapters there; every other adapter weight's 16-bit copy is kept (A's and B's).
+  adapters there; every other adapter weight's 16-bit copy is kept (A's and B's);
+- QLoRA (bitsandbytes' 4-bit layers): no frozen weight has a 16-bit copy, and each 4-bit layer
+  hands back fp32 (``qlora_per_layer``).
 
 No torch here.
 """
@@ -100,6 +102,53 @@ def frozen_lost(d: Dims, e: Bytes) -> list[tuple[str, int]]:
     return lost
 
 
+# ------------------------------------------------ bitsandbytes' 4-bit layers under autocast
+
+
+def bnb_amp(cfg: TrainingConfig) -> bool:
+    """bitsandbytes' 4-bit layers under ``amp-*`` (peft's prepare_model_for_kbit_training keeps
+    the rest of the model fp32)."""
+    return bool(cfg.qlora and not cfg.torchao_nf4 and cfg.autocast)
+
+
+def qlora_per_layer(d: Dims, cfg: TrainingConfig) -> list[Term]:
+    """What a block keeps beyond 16-bit LoRA's autocast terms when its Linears are bitsandbytes'
+    (``Linear4bit.forward`` casts its input to the compute dtype and the product back to the
+    input's, fp32: bitsandbytes/nn/modules.py @ 005a63c): GELU's input is fp32, and a fused
+    q/k/v output fp32, so SDPA keeps autocast's 16-bit copy of v, not the view that kept the
+    fused output whole (transformers' GPT-NeoX and LitGPT's fused blocks). The frozen 4-bit
+    weights have no autocast copies (``activations.autocast_weight_copies`` counts none)."""
+    if not bnb_amp(cfg):
+        return []
+    T, tok, f = d.s * d.b, f"{d.s}·{d.b}", d.f
+    terms = [Term("QLoRA under autocast: GELU's input in fp32 (bitsandbytes returns its input's "
+                  "dtype)", T * f * 2, "s·b·f·2 B", f"{tok}·{f}·2")]  # fmt: skip
+    if _fused_v_view(d, cfg):
+        q, k = int(d.extra["neox"]["q_dim"]), d.k
+        terms.append(Term("QLoRA under autocast: SDPA's 16-bit copy of v, not the fp32 fused "
+                          "q/k/v output", -T * (q + k) * 2, "−s·b·(q + k)·2 B",
+                          f"−{tok}·({q} + {k})·2"))  # fmt: skip
+    return terms
+
+
+def _fused_v_view(d: Dims, cfg: TrainingConfig) -> bool:
+    """Whether full training's autocast attention keeps the fused q/k/v output whole through
+    v's view (``neox._attention``'s fused branch)."""
+    own = d.extra.get("hf_module") in ("falcon", "bloom")  # their attention copies q, k, v
+    return bool(d.extra["neox"]["fused_qkv"]) and not own and cfg.attention != "eager"
+
+
+def qlora_first_block(d: Dims, cfg: TrainingConfig) -> list[Term]:
+    """The first block's GELU keeps nothing where nothing before it trains (attention and MLP in
+    parallel, up not adapted): not its fp32 input either (``qlora_per_layer``)."""
+    residual = str(d.extra["neox"]["residual"])
+    if not bnb_amp(cfg) or residual == "sequential" or "up" in cfg.lora_targets:
+        return []
+    T, tok, f = d.s * d.b, f"{d.s}·{d.b}", d.f
+    return [Term("first block: nor GELU's fp32 input (4-bit layers under autocast)",
+                 -T * f * 2, "−s·b·f·2 B", f"−{tok}·{f}·2")]  # fmt: skip
+
+
 # ------------------------------------------------ peft's fp32 adapters under autocast, bf16 base
 
 
@@ -169,6 +218,7 @@ def peft_gelu_new(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
 __all__ = [
     "adapter_copies",
     "autocast_bytes",
+    "bnb_amp",
     "first_block_copies",
     "first_block_reads",
     "frozen_lost",
@@ -176,4 +226,6 @@ __all__ = [
     "peft_first_norms",
     "peft_gelu_new",
     "peft_norms",
+    "qlora_first_block",
+    "qlora_per_layer",
 ]

@@ -101,6 +101,29 @@ def test_estimate_agrees_with_the_trace_under_autocast(
 
 
 @pytest.mark.parametrize(
+    ("targets", "dropout", "precision", "keeps"),
+    [("q,v", 0.05, "amp-bf16", False), ("q,k,v,o,up,down", 0.05, "amp-fp16", True),
+     ("k,up,lm_head", 0.1, "amp-bf16", True), ("o,v,down", 0.0, "amp-bf16", False)],
+)  # fmt: skip
+@pytest.mark.parametrize("family", [*FAMILIES, "bloom"])
+def test_qlora_under_autocast(
+    tmp_path: Path, family: str, targets: str, dropout: float, precision: str, keeps: bool
+) -> None:
+    """bitsandbytes' 4-bit layers under autocast return fp32 (their input's dtype): GELU keeps
+    an fp32 input, a fused q/k/v output is fp32 so SDPA keeps its own 16-bit v, the frozen
+    4-bit weights have no 16-bit copies (the first block loses only its adapters' A copies),
+    and old bitsandbytes keeps each layer's own 16-bit cast of its input (three for Phi's q, k,
+    v). It was refused; counted with 16-bit LoRA's autocast rules it read 0.90-0.98 of the
+    trace's peak."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
+        lora_targets=targets, lora_dropout=dropout, qlora=True, bnb_keeps_inputs=keeps,
+    )  # fmt: skip
+    _agree(cfg, peak=0.0002)
+
+
+@pytest.mark.parametrize(
     ("family", "target"),
     [("gpt_neox (sequential)", "cpu"), ("phi (q, k, v apart)", "cuda"),
      ("falcon-7b's kind (multi-query: unequal slices)", "cpu")],
@@ -191,12 +214,13 @@ def test_peft_fp32_adapters_on_a_bf16_model_under_autocast(
         estimate(cfg.model_copy(update={"checkpointing": "full"}))
 
 
-@pytest.mark.parametrize("extra", [{"qlora": True}, {"checkpointing": "full"}])
-def test_autocast_with_qlora_or_checkpointing_is_one_sentence(tmp_path: Path, extra: dict) -> None:
-    """Not modelled: 0.90-0.94 × the trace's peak with QLoRA, 0.98 with full checkpointing."""
+def test_autocast_with_checkpointing_is_one_sentence(tmp_path: Path) -> None:
+    """Not modelled: 0.98 × the trace's peak with full checkpointing."""
     spec = _spec(tmp_path, "phi (q, k, v apart)")
-    cfg = TrainingConfig(model=spec, seq=16, batch=1, precision="amp-bf16", lora_rank=8, **extra)
-    with pytest.raises(ProfilingError, match="under autocast with --qlora or --checkpointing"):
+    cfg = TrainingConfig(
+        model=spec, seq=16, batch=1, precision="amp-bf16", lora_rank=8, checkpointing="full"
+    )
+    with pytest.raises(ProfilingError, match="under autocast with --checkpointing"):
         estimate(cfg)
 
 
