@@ -229,6 +229,10 @@ def head_transient(d: Dims, precision: str) -> Term | None:
 def output_held(d: Dims, cfg: TrainingConfig) -> Term | None:
     """Masked LM under autocast: its forward holds the last hidden state (fp32) while the loss
     runs — the head's matmul saved a 16-bit copy of it, not it (without autocast: counted)."""
+    if d.arch == "t5":
+        from profiling.estimate.t5 import output_held as t5_output
+
+        return t5_output(d, cfg)
     if d.arch != "encoder" or not lm_logits(d) or not Bytes.of(cfg.precision).amp:
         return None
     return Term("the last hidden state, which the forward holds", d.s * d.b * d.h * 4,

@@ -32,8 +32,8 @@ to the output weight's fp32 by T5 and back by the matmul (that copy kept); gelu_
 fp32 from ``pow`` on. On the CPU target the trained bias sends self-attention to SDPA's math
 path (``_self_attention``); cross-attention's bias needs no gradient (the CPU's flash kernel:
 q, k, v, the output, logsumexp unpadded). Full checkpointing: LoRA's backward in
-``estimate.t5_ckpt``, a full finetune's in ``estimate.t5_ckpt_full`` (under autocast or on the
-CPU target refused: per_layer says why). No torch here.
+``estimate.t5_ckpt``, a full finetune's in ``estimate.t5_ckpt_full`` (on the CPU target
+refused: per_layer says why). No torch here.
 """
 
 from __future__ import annotations
@@ -165,20 +165,19 @@ def _decoder_block(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """An encoder block's kept tensors (``d.L`` of them); the decoder's are counted once."""
-    modelled = cfg.lora_rank is not None or (not e.amp and _cuda(cfg))
+    modelled = cfg.lora_rank is not None or _cuda(cfg)
     if cfg.checkpointing == "full" and modelled:
         return []  # only the blocks' inputs kept; backward's moments: estimate.t5_ckpt(_full)
     if cfg.checkpointing != "none":
         from profiling.errors import ProfilingError
 
         # what the step keeps after forward is the trace's to the byte (t5_ckpt.once_per_model),
-        # but a full finetune's backward under autocast or on the CPU target is not modelled:
-        # autocast's fp32 copies and the CPU's math attention beside each recomputed block
+        # but a full finetune's backward on the CPU target is not modelled: the CPU's math
+        # attention beside each recomputed block
         raise ProfilingError(
             "the estimate does not model an encoder-decoder's (T5, mT5) full finetune under "
-            "checkpointing with autocast or on the CPU target yet; trace this step instead "
-            "(journal-agent trace runs transformers' module exactly), or estimate it in mixed, "
-            "bf16 or fp32 on CUDA"
+            "checkpointing on the CPU target yet; trace this step instead (journal-agent trace "
+            "runs transformers' module exactly), or estimate it on CUDA"
         )
     value = _encoder_block(d, e, cfg)
     return [
@@ -220,6 +219,18 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
         )
     )  # fmt: skip
     return [*terms, _logits(d, e, U), *autocast_weight_copies(e, shape)]
+
+
+def output_held(d: Dims, cfg: TrainingConfig) -> Term | None:
+    """Under autocast, what T5's forward holds while its loss runs though nothing saves it (the
+    head's matmul saved a 16-bit copy): the decoder's fp32 output (its output object holds
+    it) and, where the head is tied, its d_model**-0.5 scaled copy. ``d``: ``logit_dims``'."""
+    if not Bytes.of(cfg.precision).amp:
+        return None
+    n = 2 if d.extra["t5"]["tied"] else 1
+    return Term("the decoder's fp32 output" + (" and its scaled copy" if n == 2 else "")
+                + ", which the forward holds", n * d.s * d.b * d.h * 4, f"{n}·t·b·h·4 B",
+                f"{n}·{d.s}·{d.b}·{d.h}·4")  # fmt: skip
 
 
 def _logits(d: Dims, e: Bytes, U: int) -> Term:
@@ -269,6 +280,7 @@ __all__ = [
     "block_matmuls",
     "logit_dims",
     "once_per_model",
+    "output_held",
     "param_dims",
     "per_layer",
     "shape_keys",
