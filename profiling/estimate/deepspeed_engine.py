@@ -191,6 +191,8 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
     if cfg.offload_optimizer:
         if cfg.zero >= 2:
             _to_host(ledger, "gradients", "cpu")  # pinned host memory, NVMe or not
+        if cfg.zero < 3:  # no fp32 partition on the GPU at the step: the reduction's copy
+            z12.reduction(ledger, w, psi, s.reduce)
         if cfg.zero < 3 and big:
             dg.add_line(
                 ledger,
@@ -203,7 +205,7 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
     elif cfg.zero == 3 and cfg.precision in ("mixed", "fp32") and not cfg.fp32_grads:
         dg.fp32_sub_group(ledger, cfg, shape, s.acc, psi)
     elif cfg.precision in ("mixed", "fp32") and not cfg.fp32_grads:
-        z12.step_partition(ledger, cfg, shape, w, psi)
+        z12.step_partition(ledger, cfg, shape, w, psi, s.reduce)
     if cfg.offload_optimizer and cfg.zero == 3 and cfg.offload_ratio is not None:
         dg.kept_on_gpu(ledger, cfg, shape, psi)
     if cfg.zero == 3:

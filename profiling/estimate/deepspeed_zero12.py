@@ -62,14 +62,22 @@ def bf16_optimizer_runs(cfg: TrainingConfig) -> bool:
     )
 
 
+REDUCTION = "DeepSpeed gradient reduction: the bucket's slices flattened (in backward)"
+
+
 def step_partition(
-    ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], w: int, psi: int
+    ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], w: int, psi: int, reduce: int
 ) -> None:
-    """ZeRO-1/2's step: the largest group's partition flattened (w B) and made fp32 (4 B)."""
+    """ZeRO-1/2's step: the largest group's partition flattened (w B) and made fp32 (4 B); or,
+    when larger, a reduction's flattened bucket in backward (:func:`reduction`), the same
+    weights, gradient partition, states and buckets alive beside it."""
     n = cfg.gpus
     groups = dg.group_sizes(cfg, shape, psi)
     e = max(groups) / n
     copy = w if w != 4 else 0
+    if w * min(reduce, psi) > (4 + copy) * e:
+        reduction(ledger, w, psi, reduce, f" (above the step's {4 + copy} B · Ψ/N)")
+        return
     many = f"; the largest of {len(groups)} parameter groups" if len(groups) > 1 else ""
     dg.add_line(
         ledger,
@@ -77,6 +85,21 @@ def step_partition(
         (4 + copy) * e,
         "(4 B" + (f" + its flattened {copy} B copy" if copy else "") + ") · Ψ_group/N",
         f"{4 + copy} · {fmt_count(max(groups))} / {n}{many}",
+        group="temporaries",
+        category="temporaries",
+    )
+
+
+def reduction(ledger: Ledger, w: int, psi: int, reduce: int, why: str = "") -> None:
+    """A reduction of the IPG bucket (stage_1_and_2.py ``average_tensor`` → ``allreduce_and_
+    scatter`` → ``allreduce_bucket``, line 1841): the bucket's per-rank slices are flattened,
+    a w-byte copy of up to ``reduce_bucket_size`` elements, alive while it is all-reduced."""
+    dg.add_line(
+        ledger,
+        REDUCTION,
+        w * min(reduce, psi),
+        "w · min(reduce_bucket_size, Ψ)",
+        f"{w} · {fmt_count(min(reduce, psi))}{why}",
         group="temporaries",
         category="temporaries",
     )
@@ -144,4 +167,11 @@ def bf16_optimizer(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], p
     )
 
 
-__all__ = ["ALLREDUCE_BUCKET", "bf16_optimizer", "bf16_optimizer_runs", "step_partition"]
+__all__ = [
+    "ALLREDUCE_BUCKET",
+    "REDUCTION",
+    "bf16_optimizer",
+    "bf16_optimizer_runs",
+    "reduction",
+    "step_partition",
+]

@@ -24,6 +24,7 @@ END = (
     "accumulators, or a gradient's fp32 copy)"
 )
 BUCKET = "DeepSpeed gradient bucket (reduce_bucket_size)"
+REDUCTION = "DeepSpeed gradient reduction: the bucket's slices flattened (in backward)"
 KEPT = "DeepSpeed offload_optimizer.ratio: the sub-groups kept on the GPU"
 # transformers 5.x Trainer.get_decay_parameter_names' forbidden name patterns
 NO_DECAY = [r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)", r"_norm(?:$|\.)"]
@@ -66,6 +67,20 @@ def test_the_step_flattens_the_partition_then_converts_it(zero: int) -> None:
     # the Trainer's groups are stepped in turn: the no-decay group's fp32 copy comes later
     two = _lines(_est("llama-7b", zero=zero, hf_param_groups=True))[STEP]
     assert two == 6 * sum(decay) / 8
+
+
+def test_a_reduction_flattens_the_buckets_slices_in_backward() -> None:
+    """stage_1_and_2.py average_tensor → allreduce_and_scatter → allreduce_bucket: the IPG
+    bucket's per-rank slices are flattened (a 16-bit copy of up to reduce_bucket_size
+    elements) for the all-reduce; over 64 ranks that is more than the step's 6 B · Ψ/N, and
+    with the optimizer offloaded it is there beside no fp32 partition at all."""
+    psi = sum(sum(g) for g in _trainer_groups("llama-7b"))
+    wide = _lines(_est("llama-7b", zero=2, gpus=64))
+    assert wide[REDUCTION] == 2 * 500_000_000 > 6 * psi / 64 and STEP not in wide
+    small = _lines(_est("llama-7b", zero=2, gpus=64, reduce_bucket_size=50_000_000))
+    assert small[STEP] == 6 * psi / 64 and REDUCTION not in small
+    off = _lines(_est("llama-7b", zero=2, gpus=8, offload_optimizer=True))
+    assert off[REDUCTION] == 2 * 500_000_000 and STEP not in off
 
 
 @pytest.mark.parametrize("gpus", [2, 8])
