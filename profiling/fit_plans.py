@@ -46,7 +46,7 @@ TP_DEGREES = (1, 2, 4, 8)  # within a node, as torchtitan's recipes run it
 CP_DEGREES = (1, 2, 4, 8)
 CP_FROM_SEQ = 16_384  # context parallelism is searched from this sequence length on
 # ZBV where the closed form follows its split backward (profiling.plans.zbv_form.modelled:
-# no Ulysses, compile or Float8, checkpointing none or full), else not searched
+# no Ulysses or compile, checkpointing none or full, Float8 alone), else not searched
 SCHEDULES = ("1f1b", "interleaved", "zbv")
 ULYSSES_DEGREES = (2, 4, 8)  # DeepSpeed's sequence_parallel_size, searched where CP is
 PLAN_FIELDS = ("tp", "cp", "ulysses", "pp", "pp_schedule", "checkpointing", "checkpoint_every",

@@ -77,14 +77,32 @@ def linear_forward(x: int, wt: int, gathered_fp8: bool) -> int:
     return max(9 * x, 0 if gathered_fp8 else x + 9 * wt)
 
 
-def linear_backward(x: int, wt: int, g: int, gathered_fp8: bool, recipe: str) -> int:
+def linear_backward(
+    x: int, wt: int, g: int, gathered_fp8: bool, recipe: str, scales: tuple[int, ...] = ()
+) -> int:
     """Bytes one Float8Linear's backward holds above its saved input and weight and its output
-    gradient at its highest (its input gradient, 2·x, included; see the module)."""
+    gradient at its highest (its input gradient, 2·x, included; see the module); with
+    ``scales`` (:func:`cast_scales`) each cast's scale, kept from its cast to the node's end."""
+    s = [sum(scales[: k + 1]) for k in range(4)] if scales else [0] * 4
     w8 = 0 if gathered_fp8 else wt
-    moments = [9 * g] if gathered_fp8 else [9 * g, g + 9 * wt]
+    moments = [9 * g + s[0]] if gathered_fp8 else [9 * g + s[0], g + 9 * wt + s[1]]
     if recipe == "rowwise_with_gw_hp":  # the weight gradient's matmul in bf16, no second casts
-        return max(*moments, g + w8 + 2 * x + 2 * wt)
-    return max(*moments, g + w8 + 2 * x + 9 * g, 2 * g + w8 + 2 * x + 9 * x)
+        return max(*moments, g + w8 + 2 * x + 2 * wt + s[len(moments) - 1])
+    k = len(moments)  # the casts so far: the gradient's, the weight's unless gathered in fp8
+    return max(*moments, g + w8 + 2 * x + 9 * g + s[k], 2 * g + w8 + 2 * x + 9 * x + s[k + 1])
+
+
+def cast_scales(tokens: int, i: int, o: int, recipe: str, gathered_fp8: bool) -> tuple[int, ...]:
+    """The fp32 scales of a Float8Linear's backward casts, in their order (torchao 0.18's
+    ``matmul_with_hp_or_float8_args.backward``): the output gradient's, the weight's (none
+    gathered in fp8: its scale came with it), the gradient's again and the input's for the
+    weight gradient (not under rowwise_with_gw_hp); tensorwise one scalar each, rowwise one per
+    row of the cast's reduction (``axiswise_dim``: -1 for the first two, 0 for the others)."""
+    rowwise = recipe != "tensorwise"
+    scales = [4 * tokens if rowwise else 4]
+    if not gathered_fp8:
+        scales.append(4 * i if rowwise else 4)
+    return (*scales, 4 * o if rowwise else 4, 4 * i if rowwise else 4)
 
 
 def forward_transient(w: WorkloadConfig, tokens: int, t: int, gathered_fp8: bool) -> int:
@@ -98,7 +116,8 @@ def backward_transient(
     """What ``w2``'s backward holds above the block's saved tensors, the first of the block's
     backward and its highest moment (its input is the widest, the SwiGLU's product)."""
     i, o = block_linears(w, t)[-1]
-    return linear_backward(tokens * i, i * o, tokens * o, gathered_fp8, recipe)
+    scales = cast_scales(tokens, i, o, recipe, gathered_fp8)
+    return linear_backward(tokens * i, i * o, tokens * o, gathered_fp8, recipe, scales)
 
 
 def _larger(a: Vec, b: Vec) -> Vec:
@@ -126,6 +145,6 @@ def unpipelined_peak(peak: Vec, blocks: Vec, f8_b: int, half: int, made: int) ->
 
 
 __all__ = [
-    "backward_transient", "block_linears", "forward_transient", "linear_backward",
+    "backward_transient", "block_linears", "cast_scales", "forward_transient", "linear_backward",
     "linear_forward", "pipelined_peaks", "recompute_cast", "unpipelined_peak",
 ]  # fmt: skip

@@ -49,9 +49,9 @@ COMPILED_NOTE = "torch.compile of each block"
 
 
 ZBV_NOTE = (
-    "ZBV: the closed form follows the split backward without sequence parallelism (Ulysses), "
-    "compile or Float8, with or without FSDP, with checkpointing none or full (every block or "
-    "every N-th), with TP, CP or both "
+    "ZBV: the closed form follows the split backward without sequence parallelism (Ulysses) "
+    "or compile, with or without FSDP, with checkpointing none or full (every block or "
+    "every N-th), with TP, CP or both, under Float8 without TP or checkpointing "
     "(profiling.plans.zbv_form); not this plan's: trace the plan before relying on it"
 )
 

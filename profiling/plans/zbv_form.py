@@ -61,8 +61,22 @@ with ``full_backward=False`` and ``backward_weight_one_chunk``; _backward.py
   output gradient, kept already; under TP that one is the all-gather's output, another tensor
   (PP 2 × CP 2 × TP 2 on the seq-8192 toy: 0.9955–0.9971 of the trace before, 2 MiB low).
 
+- Under **Float8** (torchao's ``Float8Linear``: one autograd node per Linear,
+  ``matmul_with_hp_or_float8_args``, whose backward makes the input's and the weight's
+  gradients both, whichever ``autograd.grad`` asks for) ``I`` runs each node's whole backward
+  — its casts (``float8_form.linear_backward``, with their fp32 scales), the weight's gradient
+  made and dropped — and peaks in the stage's first block at ``w1``/``w3``, beside every output
+  gradient kept so far but the attention's and the norms' (``_float8_input``); at ``W`` each
+  weight's ``autograd.grad`` runs its node's whole backward again (its casts, the input's
+  gradient made and dropped) above what is kept. PP 2 stood at 0.983 of the trace (``I`` and
+  ``W`` without the casts): each rank now within 16 B of it, tensorwise and rowwise, with FSDP
+  (fp8 all-gather too) within 140 B (FSDP's Float8 parameters, 1F1B's too). Not followed
+  beside TP (torchao's Float8 TP styles) nor checkpointed: their forwards are below the trace
+  in 1F1B as well (full checkpointing 245,768 B on the wide toy), and ZBV's ``W`` there stood
+  at 0.991 of the trace (rank 0), beside TP 2 at 1.030 (rank 1).
+
 ``tests/profiling/plans/test_zbv.py`` holds each rank to its trace. Modelled: pipelines without
-sequence parallelism (Ulysses), compile or Float8, with or
+sequence parallelism (Ulysses), compile or Float8 beside TP or checkpointing, with or
 without FSDP, blocks not checkpointed or fully (every one, or torchtitan's every N-th), with TP
 — asynchronous TP as well: its symmetric-memory workspace is outside the allocator
 (``profiling.estimate.symm_mem``) and its blocks are eager ones in the trace as here, so its
@@ -77,6 +91,7 @@ from __future__ import annotations
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
 from profiling.plans.compiled_form import lse_bytes
+from profiling.plans.float8_form import block_linears, cast_scales, linear_backward
 from profiling.plans.layout import Layout, Stage
 from profiling.plans.profile import Move, Vec, add, vec
 from profiling.plans.ring_form import backward_moment, query_bytes, sdpa_seed
@@ -87,8 +102,11 @@ from profiling.plans.shapes import Sizes, sdpa_kv, stage_tensors
 def modelled(cfg: TrainingConfig) -> bool:
     """Whether ``split_moves`` follows this plan's split backward (see the module)."""
     return (
-        cfg.ulysses == 1 and not cfg.compile and not cfg.float8
+        cfg.ulysses == 1 and not cfg.compile
         and cfg.checkpointing in ("none", "full")
+        # Float8 beside TP's Float8 styles or checkpointing: not followed (their forwards are
+        # below the trace in 1F1B too)
+        and (not cfg.float8 or (cfg.tp == 1 and cfg.checkpointing == "none"))
     )  # fmt: skip
 
 
@@ -126,6 +144,7 @@ class _Block:
         # under TP a recomputation also holds the FFN norm's sequence-sharded output, the
         # all-gather's input, until it stops (the trace: one x above alive_from(0))
         self.stop_extra = self.x if t > 1 else 0
+        self.casts = [0] * 9  # Float8: what each weight's node holds above its kept tensors
 
     def alive_from(self, k: int) -> int:
         """What a recomputation at group ``k`` keeps: every holder not yet run. It runs to
@@ -156,6 +175,9 @@ def _weight_peak(
             if ckpt:  # the recomputation stops at its last save (w2's input), its graph whole
                 peak = max(peak, level + b.alive_from(0) + b.stop_extra + prev)
                 level += b.alive_from(k) - (mlp if gone else 0)
+            # a Float8 Linear's node runs its whole backward for its weight: the casts, the
+            # input's gradient (let go as the node returns) beside what it keeps
+            peak = max(peak, level + prev + b.casts[k])
             dw = b.grad_el[k] * grad_b + (b.x if k > 6 else 0)  # a norm's: its x̂ · g first
             # a later microbatch's gradient is added to the weight's and freed once the next
             # group's replaces it (``dweights``)
@@ -199,6 +221,8 @@ def split_moves(
     # step updated half of it (as closed_form's block_activations)
     ring_copy = cfg.cp > 2 or (cfg.cp == 2 and ring_rank == 0)
     block = _Block(w, stage, tokens, c, seq // layout.seq_shards, t, ring_copy)
+    if cfg.float8:
+        block.casts = _float8_casts(cfg, w, tokens)
     blocks = [block] * stage.layers
     # torchtitan's every N-th block (Stage.checkpointed), or every block alike
     wrapped = (stage.checkpointed(cfg.checkpoint_every) if ckpt else None) or [ckpt] * len(blocks)
@@ -225,6 +249,9 @@ def split_moves(
     full = tokens * w.hidden * c
     top = recompute + 3 * full - block.x - (full - block.x) * (t == 1) if stage.layers else 0
     i_peak = add(i_delta, vec(activations=loss, temporaries=top))
+    if cfg.float8 and stage.layers:  # a Float8 Linear's casts in the last block I runs
+        f8 = vec(temporaries=_float8_input(block, kept) + x_in + recompute)  # the loss kept
+        i_peak = f8 if f8["total"] > i_peak["total"] else i_peak
     if cfg.cp > 1 and stage.layers:  # the ring's backward in the last block I runs
         ring = _ring_input(cfg, w, block, (stage.layers, tokens, c), kept,
                            recompute, ring_rank)  # fmt: skip
@@ -278,6 +305,30 @@ def _ring_input(
     # gradient buffer for the attention's: without TP it is wo's output gradient, kept already
     residual = b.x if cfg.tp > 1 else 0
     return vec(temporaries=made + q + ring + again + residual)
+
+
+def _float8_input(b: _Block, kept: int) -> int:
+    """``I``'s highest moment in the stage's first block (the last ``I`` runs) under Float8,
+    above its start: each Float8 node's whole backward (``float8_form``: its casts; the weight's
+    gradient made and dropped, ``autograd.grad`` not asking for it) beside the output gradients
+    kept so far: ``kept`` less the block's not yet made, in the backward's order (w2; w3 and w1
+    with SwiGLU's; wo with the FFN norm's; wv wk wq)."""
+    g = b.kept_grads
+    unmade = [(5, [0, 1, 2, 3, 4, 6, 7, 8]), (6, [0, 1, 2, 3, 7, 8]), (4, [0, 1, 2, 3, 7, 8]),
+              (3, [0, 1, 2, 7]), (2, [0, 1, 7]), (1, [0, 7]), (0, [7])]  # fmt: skip
+    return max(kept - sum(g[j] for j in later) + b.casts[k] for k, later in unmade)
+
+
+def _float8_casts(cfg: TrainingConfig, w: WorkloadConfig, tokens: int) -> list[int]:
+    """Each weight's Float8 node at its highest, above what it keeps (``float8_form``), in
+    ``parameters()`` order (wq wk wv wo w1 w2 w3; the norms none)."""
+    lin = block_linears(w, cfg.tp)  # wq wk wv wo w1 w3 w2
+    ag = cfg.float8_all_gather and cfg.fsdp
+    recipe = cfg.float8 or ""
+    out = [linear_backward(tokens * i, i * o, tokens * o, ag, recipe,
+                           cast_scales(tokens, i, o, recipe, ag))
+           for i, o in (lin[j] for j in (0, 1, 2, 3, 4, 6, 5))]  # fmt: skip
+    return [*out, 0, 0]
 
 
 def _fsdp_kept(cfg: TrainingConfig, w: WorkloadConfig, stage: Stage) -> tuple[int, int, int]:
