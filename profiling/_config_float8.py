@@ -57,9 +57,9 @@ FLOAT8_ALL_GATHER_FIELD: Any = Field(
 )
 RESHARD_ALWAYS_FIELD: Any = Field(
     False,
-    description="Plans without a pipeline: torchtitan's fsdp_reshard_after_forward 'always' — "
-    "the final norm and output resharded after forward too (its default keeps them gathered "
-    "until their backward; 'never' is --zero 2).",
+    description="torchtitan's fsdp_reshard_after_forward 'always': the final norm and output "
+    "resharded after forward too, and under a pipeline every group after each microbatch's "
+    "forward (its default keeps them gathered; 'never' is --zero 2).",
 )
 # torch 2.6's PipelineStage.forward_one_chunk appends every stage's output to output_chunks,
 # cleared at the next step's start, and the schedule's step merges the last stage's; torch 2.10

@@ -263,15 +263,17 @@ def _every(cfg: TrainingConfig) -> None:
 
 
 def _reshard(cfg: TrainingConfig) -> None:
-    """--reshard-always: torchtitan's "always" policy, modelled on FSDP without a pipeline
-    (under one it reshards every group after each microbatch's forward: not modelled)."""
+    """--reshard-always: torchtitan's "always" policy, modelled on FSDP (under a pipeline every
+    group resharded after each microbatch's forward: profiling.plans.always_pp), not beside
+    ZBV's split backward or every-N checkpointing (always_pp takes the blocks alike)."""
+    zbv = cfg.pp > 1 and (cfg.pp_schedule == "zbv" or cfg.checkpoint_every is not None)
     if cfg.reshard_always and (
-        not (cfg.fsdp and is_plan(cfg)) or cfg.pp > 1 or cfg.zero == 2 or cfg.ulysses > 1
+        not (cfg.fsdp and is_plan(cfg)) or zbv or cfg.zero == 2 or cfg.ulysses > 1
     ):  # fmt: skip
         raise ConfigError(
             "--reshard-always is torchtitan's fsdp_reshard_after_forward 'always', modelled on "
-            "a plan with FSDP and without a pipeline (--dp-shard N > 1 or --cp N > 1, no --pp, "
-            "not --zero 2, not --ulysses)",
+            "a plan with FSDP (--dp-shard N > 1 or --cp N > 1), not --zero 2, not --ulysses, "
+            "and under --pp not with --pp-schedule zbv or --checkpoint-every",
             "reshard_always",
         )
     if cfg.titan_root_group and (cfg.zero == 2 or cfg.reshard_always):

@@ -40,6 +40,7 @@ from profiling.estimate.states import optimizer_states
 from profiling.models.config import WorkloadConfig
 from profiling.plans import zbv_form
 from profiling.plans.accum import accumulated
+from profiling.plans.always_pp import always_on, always_profile
 from profiling.plans.checkpoint_form import earlier_blocks, forward_moment, fresh_w2, head_freed
 from profiling.plans.compiled_form import (
     compiled_blocks,
@@ -415,9 +416,11 @@ def stage_profile(
     context-parallel ring (``profiling.plans.ring_form``); without ``loss``, the loss's
     transients left out (its moments: ``profiling.plans.outside_loss``); under torchtitan's
     2024 FSDP groups (``--titan-root-group``) bounded as ``profiling.plans.root_group`` says."""
-    if not root_group_on(cfg, layout.pp > 1):
+    wrap = root_group_profile if root_group_on(cfg, layout.pp > 1) else None
+    wrap = always_profile if always_on(cfg, layout.pp > 1) else wrap  # (always_pp)
+    if wrap is None:
         return _stage_profile(cfg, w, layout, stage, ring_rank, loss)
-    return root_group_profile(cfg, w, layout, stage, lambda st, with_loss: _stage_profile(
+    return wrap(cfg, w, layout, stage, lambda st, with_loss: _stage_profile(
         cfg, w, layout, st, ring_rank, loss and with_loss))  # fmt: skip
 
 

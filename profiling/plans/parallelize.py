@@ -156,7 +156,8 @@ def apply_fsdp(
         if cfg.precision == "mixed"
         else MixedPrecisionPolicy()
     )
-    reshard = not pipelined and cfg.reshard_after_forward
+    # torchtitan's get_fsdp_reshard_after_forward_policy: "always" reshards under a pipeline too
+    reshard = (not pipelined and cfg.reshard_after_forward) or cfg.reshard_always
     if not pipelined and cfg.titan_root_group:  # torchtitan before 83e6941 (root_group)
         with lazy_shards():
             last = len(model.layers) - 1
@@ -173,9 +174,9 @@ def apply_fsdp(
             fully_shard(block, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=reshard)
         if model.norm is not None and model.output is not None:
             # resharded only under torchtitan's "always" (apply_fsdp_to_decoder:
-            # reshard_after_forward=policy == "always"), which a plan runs without a pipeline
+            # reshard_after_forward=policy == "always"), with a pipeline or without
             fully_shard([model.norm, model.output], mesh=dp_mesh, mp_policy=policy,
-                        reshard_after_forward=not pipelined and cfg.reshard_always)  # fmt: skip
+                        reshard_after_forward=cfg.reshard_always)  # fmt: skip
         fully_shard(model, mesh=dp_mesh, mp_policy=policy)
 
 

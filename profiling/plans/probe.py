@@ -287,21 +287,22 @@ def probe_pipelined(
     pp_stage = PipelineStage(model, stage.index, n_stages, torch.device("cpu"),
                              input_args=(x,), output_args=(y,),
                              group=mesh.get_group("pp"))  # fmt: skip
-    schedule = ScheduleGPipe(pp_stage, PROBED, loss_fn=cross_entropy, scale_grads=False)
+    probed = PROBED + int(regathers(cfg))
+    schedule = ScheduleGPipe(pp_stage, probed, loss_fn=cross_entropy, scale_grads=False)
     static_shapes(schedule)
     pp_stage.has_backward = True  # as the schedule's step() sets it
     # The batch's tokens (first stage) and labels (last stage): one tensor each, a microbatch
     # a slice of it, as a data loader hands them over.
     mb = layout.microbatch_size
-    tokens = torch.cat([x] * PROBED) if stage.embedding else None
-    labels_all = torch.cat([labels] * PROBED) if stage.head else None
+    tokens = torch.cat([x] * probed) if stage.embedding else None
+    labels_all = torch.cat([labels] * probed) if stage.head else None
     xs = (
-        [tokens[i * mb : (i + 1) * mb] for i in range(PROBED)]
+        [tokens[i * mb : (i + 1) * mb] for i in range(probed)]
         if tokens is not None
-        else [x] * PROBED
+        else [x] * probed
     )
     targets = (
-        [labels_all[i * mb : (i + 1) * mb] for i in range(PROBED)] if labels_all is not None else []
+        [labels_all[i * mb : (i + 1) * mb] for i in range(probed)] if labels_all is not None else []
     )
     schedule._initialize_stage((xs[0],), {}, labels)
     optimizer = _optimizer(cfg, model)
@@ -309,7 +310,7 @@ def probe_pipelined(
     _forward_only(tracker)
     # Held for every microbatch all step: the receive buffers (activations in, gradients
     # back) and the batch's own tokens and labels.
-    _register(tracker, [b for i in range(PROBED) for b in _recv_buffers(pp_stage, i)], "buffers")
+    _register(tracker, [b for i in range(probed) for b in _recv_buffers(pp_stage, i)], "buffers")
     batch = [t for t in (tokens, labels_all) if t is not None]
     _register(tracker, batch, "inputs")
     split = layout.schedule == "zbv"
@@ -322,15 +323,25 @@ def probe_pipelined(
         rec = _Recorder(tracker)
         base = _snap(tracker)
         _run_pipelined(pp_stage, schedule, optimizer, targets, xs, rec, split, first=False)
-    per_mb = {"buffers": _nbytes(_recv_buffers(pp_stage, 0)), "inputs": _nbytes(batch) // PROBED}
+    per_mb = {"buffers": _nbytes(_recv_buffers(pp_stage, 0)), "inputs": _nbytes(batch) // probed}
     per_mb["total"] = sum(per_mb.values())
-    base = {k: base.get(k, 0) - PROBED * per_mb.get(k, 0) for k in base}
+    base = {k: base.get(k, 0) - probed * per_mb.get(k, 0) for k in base}
     return StageProfile(stage=stage.index, layers=layers, base=base, moves=rec.moves,
                         per_microbatch=per_mb, output_bytes=_nbytes([y]),
                         input_bytes=0 if stage.embedding else _nbytes([x]))  # fmt: skip
 
 
 PROBED = 2  # microbatches the traced step runs through each kind of action
+
+
+def regathers(cfg: TrainingConfig) -> bool:
+    """Whether a pipeline stage's forward and backward depend on what the one before left:
+    under --reshard-always FSDP2 reshards every group after each forward, and a backward keeps
+    them gathered (``backward_maybe_with_nosync``: ``set_reshard_after_backward(False)``)
+    until the next forward or the reduction (``profiling.plans.always_pp``). A third
+    microbatch is probed: its forward after a backward (``Fg``) and its backward after that
+    forward (``Bs``)."""
+    return cfg.fsdp and cfg.reshard_always and cfg.pp > 1
 
 
 def _run_pipelined(
@@ -348,16 +359,23 @@ def _run_pipelined(
     tracker = rec.tracker if isinstance(rec, _Recorder) else rec
     n = 1 if first else PROBED
     schedule._internal_losses.clear()
-    for i in range(n):
-        with act("F0" if i == 0 else "F"), _microbatch(tracker):
-            out = stage.forward_one_chunk(i, (xs[i],), {}, save_forward_output=False)
-            schedule._maybe_compute_loss(stage, out, targets, i)
-            del out
-    for i in range(n):
-        with act("I0" if split and i == 0 else "I" if split else "B0" if i == 0 else "B"):
+    b = ("I0", "I") if split else ("B0", "B")
+    order = [("F", i, "F0" if i == 0 else "F") for i in range(n)]
+    order += [("B", i, b[min(i, 1)]) for i in range(n)]
+    if not first and len(xs) > PROBED:  # a forward after a backward, a backward after it
+        order += [("F", n, "Fg"), ("B", n, "Bs")]
+    last = order[-1][1]
+    for kind, i, name in order:
+        if kind == "F":
+            with act(name), _microbatch(tracker):
+                out = stage.forward_one_chunk(i, (xs[i],), {}, save_forward_output=False)
+                schedule._maybe_compute_loss(stage, out, targets, i)
+                del out
+            continue
+        with act(name):
             loss = schedule._maybe_get_loss(stage, i)
             stage.backward_one_chunk(i, loss=loss, full_backward=not split,
-                                     last_backward=i == n - 1)  # fmt: skip
+                                     last_backward=i == last)  # fmt: skip
             stage.get_bwd_send_ops(i)  # the gradient sent back: let go once sent
             del loss
     if split:

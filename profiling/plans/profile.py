@@ -90,6 +90,26 @@ def _key(a: Action, seen: set[tuple[int, str]]) -> str:
     return a.kind + ("0" if first else "")
 
 
+def _keys(actions: list[Action], by_stage: dict[int, StageProfile]) -> list[str]:
+    """Each action's move; a stage whose moves tell a forward after a backward (``Fg``) from one
+    after a forward (``F``), and a backward after a forward (``Bs``) from one after a backward
+    (``B``), has them told by what it ran last (--reshard-always under a pipeline:
+    ``profiling.plans.always_pp``)."""
+    seen: set[tuple[int, str]] = set()
+    gathered: set[int] = set()  # stages a backward left gathered
+    out = []
+    for a in actions:
+        key = _key(a, seen)
+        if "Fg" in by_stage[a.stage].moves:
+            if key == "F" and a.stage in gathered:
+                key = "Fg"
+            elif key == "B" and a.stage not in gathered:
+                key = "Bs"
+            (gathered.add if a.kind == "B" else gathered.discard)(a.stage)
+        out.append(key)
+    return out
+
+
 def _label(a: Action) -> str:
     names = {"F": "forward", "B": "backward", "I": "input backward", "W": "weight backward"}
     if a.kind == "R":
@@ -121,7 +141,6 @@ def compose(
         level = add(add(level, p.base), p.per_microbatch, microbatches)
     held = sum(p.per_microbatch.get("total", 0) for p in profiles) * microbatches
     best, at = dict(level), "the step's start"
-    seen: set[tuple[int, str]] = set()
     alive: set[tuple[int, int]] = set()
     most = 0
     output: tuple[int, int] | None = None  # (stage, microbatch) of the schedule's last output
@@ -133,7 +152,8 @@ def compose(
     # last stage. pytorch/pytorch#165822 (torch 2.10) added step(return_outputs=False), which
     # pytorch/torchtitan passes since e5ef99a ("Update PP to release memory earlier").
     extra = kept = 0
-    steps: list[tuple[Action | None, str]] = [(a, _key(a, seen)) for a in actions]
+    keys = _keys(actions, by_stage)
+    steps: list[tuple[Action | None, str]] = list(zip(actions, keys, strict=True))
     # the step concatenates the last stage's outputs into one (torch 2.6's _merge_outputs)
     merged = microbatches * by_stage[head].output_bytes if keeps and head in by_stage else None
     steps += [(None, "merge")] if merged is not None else []

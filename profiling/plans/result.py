@@ -91,7 +91,14 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "(fully_shard(reshard_after_forward=False), torchtitan's fsdp_reshard_after_forward "
             '= "never")'
         )
-    if cfg.reshard_always:
+    if cfg.reshard_always and layout.pp > 1:
+        notes.append(
+            "--reshard-always under a pipeline: FSDP2 reshards every group after each "
+            "microbatch's forward and a backward gathers them again, keeping them until the "
+            "stage's next forward (torch's PipelineStage: set_reshard_after_backward(False)); "
+            "the closed form bounds a backward after a forward from above at its first block"
+        )
+    elif cfg.reshard_always:
         notes.append(
             "--reshard-always: FSDP2 reshards the final norm and output after forward too and "
             "gathers them again for their backward (torchtitan's fsdp_reshard_after_forward = "

@@ -287,10 +287,11 @@ def _reshard(r: Reading) -> None:
     "never" is FSDP2's ``reshard_after_forward=False`` for every group (``--zero 2``); "default"
     reshards after forward without a pipeline and keeps the weights gathered with one, as a
     plan runs; "always" reshards the final norm and output too (``--reshard-always``), and
-    under a pipeline every microbatch's forward (not modelled: said)."""
+    under a pipeline after every microbatch's forward (not beside ZBV: said)."""
     key = "parallelism.fsdp_reshard_after_forward"
     policy = r.get(key, "default")
     pp = r.get(_degree_key(r, "pipeline_parallel_degree"), 1) not in (None, 1)
+    zbv = r.get(_degree_key(r, "pipeline_parallel_schedule"), "1F1B") == "ZBVZeroBubble"
     cp = (r.get(_degree_key(r, "context_parallel_degree")) or 1) > 1
     shard_one = r.get(_degree_key(r, "data_parallel_shard_degree"), -1) == 1
     if (policy == "never" and shard_one) or (policy == "always" and shard_one and not cp):
@@ -298,10 +299,13 @@ def _reshard(r: Reading) -> None:
     elif policy == "never":
         r.use(key, "zero", 2, "FSDP2 keeps each group gathered from its forward to its "
               "backward (fully_shard(reshard_after_forward=False))")  # fmt: skip
+    elif policy == "always" and pp and zbv:
+        r.ignore(key, "resharding after each microbatch's forward under ZBV's split backward is "
+                 "not modelled: the plan keeps each stage's weights gathered (torchtitan's "
+                 "default)")  # fmt: skip
     elif policy == "always" and pp:
-        r.ignore(key, "resharding after each microbatch's forward under a pipeline is not "
-                 "modelled: the plan keeps each stage's weights gathered (torchtitan's "
-                 "default), an over-estimate")  # fmt: skip
+        r.use(key, "reshard_always", True, "FSDP2 reshards every group after each "
+              "microbatch's forward, gathering it again for its backward")  # fmt: skip
     elif policy == "always":
         r.use(key, "reshard_always", True, "FSDP2 reshards the final norm and output after "
               "forward too, gathering them again for their backward")  # fmt: skip

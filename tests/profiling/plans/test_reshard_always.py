@@ -80,7 +80,7 @@ def test_always_gathers_the_output_twice() -> None:
 
 
 def test_always_is_refused_where_not_modelled() -> None:
-    for over in ({"dp_shard": 2, "pp": 2}, {"dp_shard": 2, "zero": 2}, {}):
+    for over in ({"dp_shard": 2, "pp": 2, "pp_schedule": "zbv"}, {"dp_shard": 2, "zero": 2}, {}):
         with pytest.raises(ConfigError, match="--reshard-always"):
             parse_config(**SHAPE, **over, reshard_always=True)
 

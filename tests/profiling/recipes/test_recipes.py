@@ -467,7 +467,7 @@ def test_torchtitan_schedule_not_modelled_is_said_not_guessed(tmp_path: Path) ->
         ("never", "data_parallel_shard_degree = 8", 2, "→ --zero 2 (FSDP2 keeps each group"),
         ("default", "data_parallel_shard_degree = 8", None, "default: what the plan runs"),
         ("always", "data_parallel_shard_degree = 8", None, "final norm and output"),
-        ("always", "pipeline_parallel_degree = 2", None, "each microbatch's forward"),
+        ("always", "pipeline_parallel_degree = 2", None, "every group after each microbatch"),
         (
             "always",
             "data_parallel_shard_degree = 1\ncontext_parallel_degree = 8",
