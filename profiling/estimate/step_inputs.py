@@ -14,7 +14,7 @@ from profiling.units import fmt_bytes
 
 # transformers' modules checked against the trace: their decoder layers take position_ids,
 # which full checkpointing keeps (one (1, s) int64 storage, every block the same)
-_POSITION_IDS_OF = frozenset({"llama", "mistral", "qwen2", "gpt_neox"})
+_POSITION_IDS_OF = frozenset({"llama", "mistral", "qwen2", "gpt_neox", "phi", "falcon"})
 
 POSITION_IDS = "Activations: transformers' position ids"  # the line's name (estimate.recomputed)
 
