@@ -212,6 +212,36 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
         _stage3(ledger, cfg, shape, s)
 
 
+def backward_buckets(
+    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]
+) -> list[tuple[str, float, str]]:
+    """ZeRO-2 (or ZeRO-1 with ``overlap_comm``) reduces in backward: the buckets are made at
+    the first gradient hook and freed at backward's end (``setup_buckets``,
+    ``_release_ipg_buffers``, stage_1_and_2.py:2493, 828), so they are alive with the
+    activations, beside a reduction's flattened copy and, at ZeRO-2, the gradient partition
+    made at the first reduction (``copy_grads_in_partition``, line 1678). An upper bound: every
+    activation of the end of forward kept (the first reduction comes after the head's and a
+    few blocks' backward has freed theirs)."""
+    if not cfg.deepspeed or cfg.zero not in (1, 2) or z12.bf16_optimizer_runs(cfg):
+        return []
+    s = Settings.of(cfg, shape)
+    if cfg.zero == 1 and not s.overlap:  # stage 1 reduces at backward's end: the step's moment
+        return []
+    psi, w = dl.trainable(cfg, shape), s.w
+    buckets = s.reduce * w * (2 if s.overlap else 1)
+    copy = w * min(s.reduce, psi)
+    part = w * psi / cfg.gpus if cfg.zero == 2 and not cfg.offload_optimizer else 0.0
+    fwd = sum(parts[k] for k in ("sharded weights", "optimizer", "kept", "activations"))
+    f = fmt_bytes
+    return [(
+        "backward, DeepSpeed's buckets alive (bound)",
+        fwd + buckets + copy + part,
+        f"weights, optimizer and activations of the end of forward {f(fwd)} + gradient "
+        f"bucket(s) {f(buckets)} + a reduction's flattened copy {f(copy)}"
+        + (f" + the gradient partition w·Ψ/N {f(part)}" if part else ""),
+    )]  # fmt: skip
+
+
 def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Settings) -> None:
     psi, w = dl.partitioned(cfg, shape), s.w
     for ln in ledger.lines:  # grad_partitions_flat_buffer: zeros made with the optimizer
@@ -432,6 +462,7 @@ def host_text(host: dict[str, Any] | None) -> list[str]:
 __all__ = [
     "HostLine",
     "Settings",
+    "backward_buckets",
     "engine",
     "gpus_per_node",
     "host_lines",

@@ -49,7 +49,10 @@ def fsdp_moments(
     """The step's ``moments`` with those ZeRO-3 adds under FSDP2, from the step's totals in
     ``parts`` (sharded weights, gradients, optimizer, kept gradients, activations, the loss's
     log-probs), as they are when every rank keeps unsharded gradients (``no_sync``)."""
-    return with_unsharded(cfg, shape, parts, moments + _added(cfg, shape, parts))
+    from profiling.estimate.deepspeed_engine import backward_buckets  # it imports this module's
+
+    added = _added(cfg, shape, parts) + backward_buckets(cfg, shape, parts)
+    return with_unsharded(cfg, shape, parts, moments + added)
 
 
 def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) -> list[Moment]:

@@ -83,6 +83,24 @@ def test_a_reduction_flattens_the_buckets_slices_in_backward() -> None:
     assert off[REDUCTION] == 2 * 500_000_000 and STEP not in off
 
 
+def test_zero2s_buckets_are_alive_in_backward_with_the_activations() -> None:
+    """setup_buckets at the first gradient hook, _release_ipg_buffers at backward's end: at
+    ZeRO-2 the buckets, a reduction's flattened copy and the gradient partition (made at the
+    first reduction) are alive with the activations — above the loss's moment for Llama 7B on
+    8 ranks, where the step (buckets counted there) had been the only moment holding them."""
+    moments = {m.name: m.bytes for m in _est("llama-7b", zero=2).moments}
+    psi = sum(sum(g) for g in _trainer_groups("llama-7b"))
+    name = "backward, DeepSpeed's buckets alive (bound)"
+    tokens = 2 * 2048 * 8  # the token ids and labels (int64), not in the bound
+    bound = moments["end of forward"] - tokens + 10**9 + 10**9 + 2 * psi / 8
+    assert moments[name] == pytest.approx(bound, abs=2)
+    assert moments[name] == max(moments.values())
+    # ZeRO-1 reduces at backward's end (no overlap_comm): the step's moment holds it
+    assert name not in {m.name for m in _est("llama-7b", zero=1).moments}
+    overlap = {m.name: m.bytes for m in _est("llama-7b", zero=1, overlap_comm=True).moments}
+    assert overlap[name] == pytest.approx(overlap["end of forward"] - tokens + 3 * 10**9, abs=2)
+
+
 @pytest.mark.parametrize("gpus", [2, 8])
 def test_bf16_optimizer_keeps_every_parameters_fp32_gradient(gpus: int) -> None:
     """ZeRO-1 + bf16 + grad_accum_dtype fp32 is BF16_Optimizer: an fp32 accumulator for every
