@@ -75,6 +75,13 @@ with ``full_backward=False`` and ``backward_weight_one_chunk``; _backward.py
   in 1F1B as well (full checkpointing 245,768 B on the wide toy), and ZBV's ``W`` there stood
   at 0.991 of the trace (rank 0), beside TP 2 at 1.030 (rank 1).
 
+- Under **compile** a block is one autograd node (AOTAutograd's compiled function): its
+  parameters make one group, ``I`` runs the block's whole compiled backward (the weights'
+  gradients made and dropped) and ``W`` runs it again, block by block. Not followed: the
+  estimate (``I`` a whole backward) stood at 0.966–0.9985 of the trace on the wide toy (PP 2,
+  with and without full checkpointing), and the eager split form at 1.012 (rank 1, its ``W``
+  1.9 MB below per stage); ``result.ZBV_COMPILE_NOTE`` says so.
+
 ``tests/profiling/plans/test_zbv.py`` holds each rank to its trace. Modelled: pipelines without
 sequence parallelism (Ulysses), compile or Float8 beside TP or checkpointing, with or
 without FSDP, blocks not checkpointed or fully (every one, or torchtitan's every N-th), with TP

@@ -168,6 +168,19 @@ def test_under_float8_every_rank_is_its_trace(
     _agree(shape, pp, below=160, above=2048, **plan)
 
 
+def test_under_compile_the_estimate_says_what_it_is_worth() -> None:
+    # a compiled block is one autograd node: I runs its backward whole, W again per block —
+    # not followed; the note's range holds against the trace, rank by rank
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**WIDE, pp=2, batch=4, microbatches=4, pp_schedule="zbv", compile=True)
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    assert any(n.startswith("ZBV under compile") and "0.966-0.9985" in n for n in estimated.notes)
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert 0.966 * t.peak_bytes <= e.peak_bytes <= 0.9985 * t.peak_bytes, t.pp_rank
+
+
 def _base(**values: object) -> TrainingConfig:
     return TrainingConfig.parse(seq=2048, gpu_mem=80, batch=8, pp=2, **values)
 
