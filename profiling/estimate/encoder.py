@@ -357,6 +357,9 @@ def _backward(d: Dims, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float
             from profiling.estimate.lora_encoder import vit_last_mlp
 
             out.append(vit_last_mlp(d, e, cfg, fwd, _vit(d, e, cfg)[-1].bytes))
+        from profiling.estimate.lora_encoder import amp_down
+
+        out += amp_down(d, e, cfg, out)
     return out
 
 

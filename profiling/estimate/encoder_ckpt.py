@@ -89,6 +89,12 @@ def recomputed(d: Dims, cfg: TrainingConfig, fwd: float, backward: Backward, ful
         f"the block s·b·h·{e.r} {f(reach)} + the block recomputed ({block_calc}) {f(block)} + "
         f"{alive_calc} {f(alive)} = {f(value)}",
     ))  # fmt: skip
+    if e.amp and "down" in cfg.lora_targets:  # at its down adapter (lora_encoder.amp_down)
+        delta, delta_f = lora_encoder.down_delta(d, e, cfg)
+        if vit and "up" in cfg.lora_targets:  # from the second matmul's moment, not the up's
+            delta -= alive - _vit_frames(d, e, cfg, up=False)[0]
+        text = f"the last block recomputed {f(value)} {delta_f} = {f(value + delta)}"
+        out.append(("backward, the last block's down adapter recomputed", value + delta, text))
     return out + _first(d, e, cfg, out)
 
 
@@ -130,7 +136,7 @@ def _first(d: Dims, e: Bytes, cfg: TrainingConfig, last: Moments) -> Moments:
     return [("backward, the first block recomputed", value + shift, calc)]
 
 
-def _vit_frames(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
+def _vit_frames(d: Dims, e: Bytes, cfg: TrainingConfig, up: bool = True) -> tuple[float, str]:
     """ViT's block under autocast with LoRA, recomputed up to its frozen second MLP matmul's
     weight copy (its last saved tensor); with an adapted up projection, to that adapter's
     output scaled, if higher: alive though unsaved, the gradient's 16-bit copy its MLP's
@@ -144,7 +150,7 @@ def _vit_frames(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
         f"the gradient's 16-bit copy and the second LayerNorm's output s·b·h·({e.c} + 4), "
         f"GELU's output s·b·f·{e.c} and the output projection's bias copy h·2"
     )
-    if "up" in cfg.lora_targets and T * f * e.c > h * f * 2 + h * 2:
+    if up and "up" in cfg.lora_targets and T * f * e.c > h * f * 2 + h * 2:
         # at the up adapter: B's output and its scaled copy, not yet GELU's output nor the
         # second matmul's copies
         value += T * f * e.c - (h * f + h) * 2

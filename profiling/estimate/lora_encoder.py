@@ -39,6 +39,8 @@ from profiling.units import fmt_bytes
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
+Moments = list[tuple[str, float, str]]
+
 _QKV = ("q", "k", "v")
 
 
@@ -49,18 +51,10 @@ def _widths(d: Dims) -> dict[str, tuple[int, int]]:
 
 
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
-    """Why the estimate cannot model this LoRA on an encoder (None: it can): a classifier's
-    forward peaks inside an adapted down projection, where the estimate has no moment yet (its
-    input's fp32 cast), and the CPU's autocast keeps what is not counted here."""
-    classify = d.extra["encoder"]["head"] != "mlm"
+    """Why the estimate cannot model this LoRA on an encoder (None: it can): the CPU's
+    autocast keeps what is not counted here."""
     if getattr(cfg, "target", "cuda") == "cpu":
         return "LoRA on an encoder on the CPU target; estimate it for CUDA (--target cuda)"
-    if classify and "down" in cfg.lora_targets and Bytes.of(cfg.precision).amp:
-        return (
-            "LoRA on an encoder classifier's down projection under autocast (its adapter's "
-            "fp32 input cast is the forward's peak, not modelled yet); adapt q, k, v, o, up, "
-            "or trace it"
-        )
     return None
 
 
@@ -311,8 +305,61 @@ def vit_last_mlp(
     return "forward, the last block's MLP output", value, calc
 
 
+def down_delta(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
+    """``amp_down``'s forward moment less the moment it follows (BERT's, RoBERTa's output
+    LayerNorm; ViT's second MLP matmul): also, recomputed under full checkpointing."""
+    T, h, c = d.s * d.b, d.h, e.c
+    ab = adapter_bytes(cfg)
+    cast = ab if ab != c else 0  # peft's cast is a copy only to another dtype
+    text = f"+ the fp32 cast s·b·f·{cast} + B's output and its scaled copy 2·s·b·h·{c} − "
+    if d.extra["encoder"]["pixels"]:
+        return T * d.f * cast + 2 * T * h * c - 2 * h, text + "the bias copy h·2"
+    value = T * d.f * cast + 2 * T * h * c - 2 * T * h * e.r - 8 * T
+    return value, text + f"the residual sum, LayerNorm's output and statistics s·b·(2h·{e.r} + 8)"
+
+
+def amp_down(d: Dims, e: Bytes, cfg: TrainingConfig, out: Moments) -> Moments:
+    """A classifier's adapted down projection under autocast: peft casts its 16-bit input
+    (GELU's output, s·b·f) to the fp32 adapters' dtype before lora_A, whose autocast copy is
+    what it saves. In forward, at the last block's down adapter writing B's scaled output: the
+    base's output, B's output and its scaled copy and that fp32 cast, where the output
+    LayerNorm's moment (``out``'s forward one) had the MLP's output, the residual sum, the
+    statistics and the LayerNorm's output (ViT's: its bias copy, freed). In backward, in lora_A's:
+    its input gradient and that cast back to fp32, the gradient reaching the block's 16-bit
+    copy, A's and B's fp32 weight gradients (their 16-bit copies freed), A's and B's saved
+    tensors freed; the LayerNorm's output gradient (BERT's, RoBERTa's: its saved tensors) gone,
+    against "backward, the last LayerNorm"."""
+    if not e.amp or "down" not in cfg.lora_targets:
+        return []
+    T, h, f, r, c = d.s * d.b, d.h, d.f, int(cfg.lora_rank or 0), e.c
+    ab = adapter_bytes(cfg)
+    cast = ab if ab != c else 0  # peft's cast is a copy only to another dtype
+    vit = bool(d.extra["encoder"]["pixels"])
+    found = {name: value for name, value, _ in out}
+    fwd_name = next(n for n in found if n.startswith("forward"))
+    delta, delta_f = down_delta(d, e, cfg)
+    fwd = found[fwd_name] + delta
+    norm = found["backward, the last LayerNorm"]
+    freed = T * (h * e.r + (0 if vit else h * e.r + 8))
+    saved = T * f * c + T * r * c + r * (f + h) * 2
+    back = norm - freed + T * h * c + T * f * (c + cast) + r * (f + h) * ab - saved
+    f_ = fmt_bytes
+    return [
+        ("forward, the last block's down adapter", fwd,
+         f"{fwd_name} {f_(found[fwd_name])} {delta_f} = {f_(fwd)}"),
+        ("backward, the last block's down adapter", back,
+         f"the last LayerNorm's backward {f_(norm)} − its output gradient"
+         + ("" if vit else f" and saved input and statistics s·b·(2h·{e.r} + 8)")
+         + f" + the gradient's 16-bit copy s·b·h·{c} + A's input gradient and its fp32 cast "
+         f"s·b·f·({c} + {cast}) + A's and B's weight gradients r·(f + h)·{ab} − A's and B's "
+         f"saved inputs and weight copies s·b·(f + r)·{c} + r·(f + h)·2 = {f_(back)}"),
+    ]  # fmt: skip
+
+
 __all__ = [
+    "amp_down",
     "check",
+    "down_delta",
     "frames",
     "head_back",
     "last_norm",

@@ -5,13 +5,12 @@ trace of transformers' module, per category and at the peak."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from profiling.config import TrainingConfig
-from tests.profiling.trace.tiny_encoders import ATTN_UP, BASE, CLASSIFIERS, estimate_is_trace
+from tests.profiling.trace.tiny_encoders import ATTN_UP, CLASSIFIERS, estimate_is_trace, tiny
 
 FAMILIES = {
     **CLASSIFIERS,
@@ -20,13 +19,7 @@ FAMILIES = {
 
 
 def _cfg(tmp_path: Path, family: str, **options: object) -> TrainingConfig:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({**BASE, **FAMILIES[family]}), encoding="utf-8")
-    vit = family == "vit"
-    return TrainingConfig(
-        model=f"hf:{path}", seq=None if vit else 64, batch=4 if vit else 2,
-        checkpointing="full", **options,  # type: ignore[arg-type]  # the test's own options
-    )  # fmt: skip
+    return tiny(tmp_path, FAMILIES[family], checkpointing="full", **options)
 
 
 def _agree(cfg: TrainingConfig) -> None:
@@ -47,6 +40,8 @@ LORA = [
     ("vit", "amp-bf16", ATTN_UP),  # the up adapter's output, scaled
     ("vit", "bf16", ATTN_UP),  # the first block's, the adapters' gradients above it
     ("vit", "fp32", ["v", "up"]),
+    ("bert", "amp-bf16", ["q", "v", "down"]),  # the down adapter's fp32 input cast, recomputed
+    ("vit", "amp-bf16", ["q", "up", "down"]),
 ]
 
 

@@ -6,13 +6,11 @@ module with peft's adapters, per category and at the peak."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from profiling.config import TrainingConfig
-from tests.profiling.trace.tiny_encoders import BASE, CLASSIFIERS, estimate_is_trace
+from tests.profiling.trace.tiny_encoders import CLASSIFIERS, estimate_is_trace, tiny
 
 FAMILIES = {**CLASSIFIERS, "mlm": {"model_type": "bert", "architectures": ["BertForMaskedLM"]}}
 
@@ -34,12 +32,9 @@ def test_lora_without_q_k_v_is_the_trace(
 ) -> None:
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     pytest.importorskip("peft", reason="the lora extra is not installed")
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({**BASE, **FAMILIES[family]}), encoding="utf-8")
-    vit = family == "vit"
-    cfg = TrainingConfig(
-        model=f"hf:{path}", seq=None if vit else 64, batch=4 if vit else 2, lora_rank=8,
-        lora_targets=targets, precision=precision, checkpointing=ckpt,
+    cfg = tiny(
+        tmp_path, FAMILIES[family], lora_rank=8, lora_targets=targets, precision=precision,
+        checkpointing=ckpt,
     )  # fmt: skip
     _, est = estimate_is_trace(cfg)
     # without checkpointing, the first block's own term (the blocks keep only their inputs else)

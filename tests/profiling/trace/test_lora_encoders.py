@@ -99,28 +99,10 @@ def test_what_lora_on_an_encoder_does_not_model_is_one_sentence(
         _cfg(tmp_path, "bert, classification of 2", **options)
 
 
-@pytest.mark.parametrize(
-    ("family", "options", "said"),
-    [
-        ("bert, masked LM", {"target": "cpu"}, "on the CPU target"),
-        (
-            "vit, 5 classes",
-            {"lora_targets": ["q", "down"], "precision": "amp-bf16"},
-            "down projection",
-        ),
-        (
-            "roberta, classification of 3",
-            {"lora_targets": ALL, "precision": "amp-bf16"},
-            "fp32 input cast",
-        ),
-    ],
-)
-def test_what_the_estimate_does_not_model_yet_is_one_sentence(
-    tmp_path: Path, family: str, options: dict, said: str
-) -> None:
-    """Each names what to do instead (the trace runs them all)."""
-    with pytest.raises(ProfilingError, match=said):
-        estimate(_cfg(tmp_path, family, **options))
+def test_the_cpu_target_is_one_sentence(tmp_path: Path) -> None:
+    """It names what to do instead (the trace runs it)."""
+    with pytest.raises(ProfilingError, match="on the CPU target"):
+        estimate(_cfg(tmp_path, "bert, masked LM", target="cpu"))
 
 
 def test_vit_base_at_its_size_is_the_trace() -> None:
