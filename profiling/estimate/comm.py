@@ -253,7 +253,13 @@ def _sharded(
             gathers, why = 1, "forward only: kept to the backward"
         if _kept_once(cfg):
             why = "once per step: FSDP1's SHARD_GRAD_OP keeps them through the micro-batches"
-        gathered, form, sub = gathers * share, f"{gathers} × {psi}", f"{gathers} × {share:,.0f}"
+        if cfg.fsdp and cfg.reshard_always and cfg.pp > 1:  # (plans.always_pp)
+            from profiling.plans.schedule import regathers
+
+            gathers = regathers(cfg.pp_schedule, cfg.pp, cfg.virtual_stages or 1,
+                                cfg.microbatches or 1)  # fmt: skip
+            why = "--reshard-always: each forward, and each backward after a forward"
+        gathered, form, sub = gathers * share, f"{gathers:g} × {psi}", f"{gathers:g} × {share:,.0f}"
     times, each = (f"{m} microbatches × ", f"{m} × ") if m > 1 else ("", "")
     g_times, g_each = (f"{mg} microbatches × ", f"{mg} × ") if mg > 1 else ("", "")
     why += ", each microbatch" if mg > 1 else ""

@@ -93,11 +93,14 @@ def always_profile(
         # the output's copy-out and forward: every saved tensor but the loss's
         # log-probabilities and loss (and at the copy-out the logits)
         out = vec(activations=acts - 4 * (w.vocab // t) * tokens - 8)
-        moments.append((out, 2 * h, h))
-        moments.append((add(out, vec(activations=-logits)), 3 * h, None))
+        # after a backward too its group is held twice there (the trace on a 65,536-row
+        # output: the group's all-gather result beside it, though kept gathered)
+        moments.append((out, 2 * h, 2 * h))
+        # at the copy-out the group twice beside the larger of it (16-bit: the trace holds it
+        # three times) and the last block's all-gather result (fp32: that)
+        moments.append((add(out, vec(activations=-logits)), 2 * h + max(h, lb), None))
         moments.append((forward.peak, 0, 0))  # the loss (the default's highest there)
-    if stage.embedding:  # its copy-out, and its output beside every group still gathered
-        moments.append((vec(), 3 * e, None))
+    if stage.embedding:  # its output beside its group twice (or every group still gathered)
         moments.append((vec(activations=x), 2 * e, big))
     if stage.embedding and not stage.layers:
         moments.append((forward.peak, 2 * e, e))
@@ -146,6 +149,15 @@ def always_profile(
             if not stage.embedding or lb > e:
                 cands.append(vec(parameters=big - e + lb, activations=left - acts,
                                  gradients=made, temporaries=x))  # fmt: skip
+        if stage.head:  # the output's weight gradient made, its group alone gathered
+            log_probs = 4 * (w.vocab // t) * tokens
+            h_el = h // g
+            weight = vec(parameters=h, activations=-log_probs,
+                         temporaries=logits + h_el * s.c + x)  # fmt: skip
+            cands.append(weight)
+            if name == "B0" and grad_b != s.c:  # its post-backward: the gradient upcast
+                cands.append(vec(parameters=h, gradients=h_el * s.c, activations=-log_probs - x,
+                                 temporaries=h_el * grad_b + x))  # fmt: skip
         if stage.embedding:
             out = 0 if stage.head else x
             # the embedding's backward: its whole-vocabulary gradient beside its output's

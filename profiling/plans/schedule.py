@@ -166,4 +166,22 @@ def rank_actions(schedule: str, rank: int, pp: int, stages_per_rank: int, m: int
     raise ValueError(f"unknown pipeline schedule {schedule!r}")
 
 
-__all__ = ["Action", "interleaved", "one_f_one_b", "rank_actions", "zbv"]
+def regathers(schedule: str, pp: int, stages_per_rank: int, m: int) -> float:
+    """Under --reshard-always (``profiling.plans.always_pp``): how many times a stage gathers
+    its groups per step, the most over the pipeline ranks (a rank's stages averaged) — each
+    forward or backward that finds them sharded (a forward reshards them, a backward keeps
+    them, the reduction reshards). 1F1B: ``m + 1`` on every rank (its warm-up forwards, then
+    each backward after a forward)."""
+    most = 0.0
+    for rank in range(pp):
+        actions = rank_actions(schedule, rank, pp, stages_per_rank, m)
+        held: set[int] = set()
+        count = 0
+        for a in actions:
+            count += a.kind in ("F", "B") and a.stage not in held
+            (held.add if a.kind == "B" else held.discard)(a.stage)
+        most = max(most, count / len({a.stage for a in actions}))
+    return most
+
+
+__all__ = ["Action", "interleaved", "one_f_one_b", "rank_actions", "regathers", "zbv"]

@@ -73,3 +73,16 @@ def test_the_composed_peak_is_torchs_whole_schedule() -> None:
     for rank in res.ranks:
         allocated = rank_counters(res, rank).allocated.bytes
         assert rank.peak_bytes + ws <= allocated < 1.03 * (rank.peak_bytes + ws), rank.pp_rank
+
+
+def test_each_forward_and_each_backward_after_a_forward_gathers() -> None:
+    # 1F1B: the warm-up forwards gather, then each backward after a forward (the forward after
+    # a backward finds the groups gathered): m + 1 per step where the default gathers once
+    from tests.profiling.plans.test_reshard_always import _sent
+
+    base = {"model": "llama-7b", "precision": "mixed", "batch": 8, "dp_shard": 4, "pp": 2,
+            "microbatches": 8}  # fmt: skip
+    gather = "FSDP all-gather of the parameters"
+    kept = _sent(parse_config(**base))[gather]
+    always = _sent(parse_config(**base, reshard_always=True))[gather]
+    assert always == pytest.approx(9 * kept, rel=1e-6)
