@@ -265,6 +265,8 @@ def _once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> li
     cpu = _unfused_norms(d, cfg)
     own = own_copies(cfg, e)
     terms = _head(d, e, cfg, own)
+    if cfg.checkpointing == "full" and not cfg.compile and "lm_head" in cfg.lora_targets:
+        terms += _head_adapter_copies(d, e, cfg)
     if cfg.checkpointing == "full" or cfg.compile:
         # full checkpointing: the blocks keep only their inputs; compiled: the partitioner's
         # count of the first block (estimate.compiled.once) already holds what its frozen
@@ -316,6 +318,17 @@ def _once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> li
             f"({adapters} − {len(first)}·{r}·{h}) · 2",
         ))  # fmt: skip
     return terms
+
+
+def _head_adapter_copies(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """Under full checkpointing the blocks' autocast copies die with their regions, but the LM
+    head runs outside them: autocast's 16-bit copies of its adapter's A and B stay kept."""
+    if not (e.amp or peft_autocast(cfg)) or d.V is None:
+        return []
+    r, h, V = int(cfg.lora_rank or 0), d.h, d.V
+    return [Term("autocast's 16-bit copies of the LM head's adapter (outside the checkpointed "
+                 "blocks)", (r * h + V * r) * 2, "(r·h + V·r)·2 B",
+                 f"({r}·{h} + {V}·{r})·2")]  # fmt: skip
 
 
 def _first_qk_norms(d: Dims, e: Bytes, cfg: TrainingConfig, first: list[str]) -> list[Term]:
