@@ -59,8 +59,14 @@ from profiling.plans.float8_form import (
 from profiling.plans.fsdp_moments import block_moments, embedding_moment, reduction_peak
 from profiling.plans.head_form import forward_peak, regathered_head
 from profiling.plans.layout import Layout, Stage, layout_of
+from profiling.plans.loss_form import loss_rows, loss_transients
 from profiling.plans.model import plan_workload
-from profiling.plans.pipelined_backward import pipelined_backward, w2_sizes
+from profiling.plans.pipelined_backward import (
+    embedding_last,
+    head_backward,
+    pipelined_backward,
+    w2_sizes,
+)  # fmt: skip
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
 from profiling.plans.result import COMPILED_NOTE, PlanResult, estimate_notes
 from profiling.plans.ring_form import Block, sdpa_seed
@@ -69,7 +75,7 @@ from profiling.plans.ring_stage import highest_ring_rank, ring_moves
 from profiling.plans.root_group import root_group_on, root_group_profile
 from profiling.plans.shapes import Sizes, _shard, sdpa_kv, stage_tensors
 from profiling.plans.step_form import partial_momentum, step_scratch
-from profiling.plans.tp_moments import tp_forward, tp_head_backward
+from profiling.plans.tp_moments import tp_forward
 
 
 def model_states(params: int, n: int, precision: str, fsdp: bool) -> dict[str, float]:
@@ -155,24 +161,6 @@ def head_activations(w: WorkloadConfig, tokens: int, t: int, c: int, pipelined: 
     if not pipelined:
         return (4 + 4 * v) * tokens // t + 8 + gathered + own
     return (4 + 4 * v + c * v) * tokens // t + 8 + gathered + own
-
-
-def loss_transients(t: int, c: int) -> tuple[int, int]:
-    """Bytes per local logit the loss holds above what it keeps, in its forward and backward.
-    Under tensor parallelism the loss is torch's ``loss_parallel``
-    (torch/distributed/tensor/parallel/loss.py): ``_log_softmax`` holds the fp32 logits,
-    ``shifted`` and ``exp(shifted)`` at once (8 bytes above the log-probabilities it keeps) and
-    ``_nll_loss_and_log_softmax_backward`` ``grad_input``, ``exp(x)`` and their sum, then the
-    product (12 bytes); without it, ``.float()``'s fp32 copy of 16-bit logits (none of fp32
-    ones: the tensor itself) and 8 bytes back."""
-    return (8, 12) if t > 1 else (4 if c == 2 else 0, 8)
-
-
-def loss_rows(t: int, tokens: int) -> tuple[int, int]:
-    """Bytes ``loss_parallel`` holds per token beside its logits in forward (the fp32 maximum)
-    and backward (int64 targets, masked targets and mask index, fp32 gathered values, a bool
-    mask); none without tensor parallelism."""
-    return (4 * tokens, 33 * tokens) if t > 1 else (0, 0)
 
 
 def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tuple[Vec, int, int]:
@@ -330,14 +318,22 @@ def _stage_profile(
                                   made + q * block_grads, fresh=fresh(again))[which]
                               for which, extra_acts in ((0, 0), (1, 2 * x)))  # fmt: skip
             b_peak, b_more = _larger(c_peak, b_peak), _larger(c_more, b_more)
-        b_peak = earlier_blocks(cfg, stage, (block_grads, x), b_peak,  # (checkpoint_form)
-                                lambda a, b: bwd(recompute - a, grad_in, made + b)[0])  # fmt: skip
+        b_peak = earlier_blocks(
+            cfg,
+            stage,
+            (block_grads, x, kept[0] if kept else 0),
+            b_peak,
+            lambda a, b, g: bwd(recompute - a, grad_in + g, made + b)[0],
+        )
         b_peak, b_more = pipelined_peaks(b_peak, b_more, f8_b, recompute, grad_in,
                                          head_acts if stage.head else 0)  # fmt: skip
-        b_peak, b_more = tp_head_backward(w, stage, (tokens, t, s.c), grad_b, (b_peak, b_more))
-        end = vec(gradients=after, activations=out - acts, temporaries=w.vocab * w.hidden * s.c)
+        b_peak, b_more = head_backward(w, stage, (tokens, t, s.c), grad_b, (b_peak, b_more),
+                                       split=layout.schedule == "zbv")  # fmt: skip
+        emb_g = (emb_rows + w.vocab // t) * w.hidden * grad_b  # the embedding's gradient
+        end = embedding_last(after, out - acts, (w.vocab * w.hidden * s.c, emb_extra, emb_g),
+                             grad_b != s.c)  # fmt: skip
         if emb_extra and end["total"] > b_peak["total"]:
-            b_peak = end  # the embedding's upcast, last: its 16-bit gradient beside every fp32 one
+            b_peak = end
     else:  # the loss's backward comes before the blocks' and their buffers
         emb = vec(temporaries=emb_extra)
         extra = b_extra if stage.head else block_extra
@@ -378,10 +374,11 @@ def _stage_profile(
         cfg, w, stage, (tokens, t, s.c, local, u), (b_peak, b_more), pipelined, fsdp,
         (grad_b, block_grads, kept[-1] if kept else 0), others,
     )  # fmt: skip
+    freed = acts - 4 * (pipelined and stage.head)  # the loss: the schedule's till the step ends
     moves["B0"] = Move(
-        delta=vec(parameters=-head_keep - held, gradients=after, activations=-acts), peak=b_peak
+        delta=vec(parameters=-head_keep - held, gradients=after, activations=-freed), peak=b_peak
     )
-    moves["B"] = Move(delta=vec(activations=-acts), peak=b_more)
+    moves["B"] = Move(delta=vec(activations=-freed), peak=b_more)
     loss_b = _larger(vec(temporaries=b_extra * stage.head), head_b)
     moves["F"], moves["B"] = accumulated(moves, loss_b, pipelined)
     embedding_alone(cfg, w, layout, stage, moves, (tokens, s.c), after)  # a stage of it alone
@@ -495,5 +492,5 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
 
 __all__ = [
     "block_activations", "embedding_grad_rows", "estimate_plan", "head_activations",
-    "loss_transients", "model_states", "stage_profile", "stage_tensors",
+    "model_states", "stage_profile", "stage_tensors",
 ]  # fmt: skip

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
+from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, add, vec
+from profiling.plans.tp_moments import tp_head_backward
 
 
 def _larger(a: Vec, b: Vec) -> Vec:
@@ -57,4 +59,42 @@ def pipelined_backward(
     return first, _larger(later, emb_moment)
 
 
-__all__ = ["pipelined_backward", "w2_sizes"]
+def head_backward(
+    w: WorkloadConfig, stage: Stage, sizes: tuple[int, int, int], grad_b: int,
+    peaks: tuple[Vec, Vec], split: bool = False,
+) -> tuple[Vec, Vec]:  # fmt: skip
+    """The last stage's first and later backward beside ``peaks`` (the other moments): the
+    larger. Without tensor parallelism, inside the output projection's ``mm`` backward: the
+    logits' gradient (in the compute dtype), the output's input gradient and its weight
+    gradient (a temporary ``AccumulateGrad`` takes or adds in), the loss's fp32
+    log-probabilities freed, the logits (the stage's output) still held — above the loss's own
+    moment where ``hidden · (vocab + tokens)`` outweighs ``2 · tokens · vocab`` in fp32 (the
+    trace's live storages at the peak, fp32 PP 2 with 128 tokens a microbatch, hidden 256,
+    vocabulary 4,096: 131,072 B above the loss's). Under TP ``tp_moments.tp_head_backward``.
+    ``sizes``: tokens, t, the compute dtype's bytes; ``grad_b``: the gradients' bytes;
+    ``split``: ZBV's, whose input backward makes no weight gradient (``zbv_form`` has W's)."""
+    tokens, t, c = sizes
+    if t > 1 or not stage.head:
+        return tp_head_backward(w, stage, sizes, grad_b, peaks)
+    if split:
+        return peaks
+    logits = w.vocab * tokens
+    out = vec(activations=-4 * logits,
+              temporaries=logits * c + w.vocab * w.hidden * c + tokens * w.hidden * c)  # fmt: skip
+    return _larger(peaks[0], out), _larger(peaks[1], out)
+
+
+def embedding_last(after: int, freed: int, sizes: tuple[int, int, int], upcast: bool) -> Vec:
+    """The first stage's first backward at its end (``after``: every gradient it leaves,
+    ``freed``: the activations it lets go; ``sizes``: the embedding's weight in the compute
+    dtype, what its backward holds, its gradient as kept): under mixed precision FSDP2's
+    upcast, its 16-bit gradient beside every fp32 one; else the embedding's own backward, its
+    gradient made beside every other (in fp32 the upcast's moment counted the gradient twice:
+    4,063,232 B over on hidden 256, a 4,096-word vocabulary, 128 tokens)."""
+    weight, held, grad = sizes
+    if upcast:
+        return vec(gradients=after, activations=freed, temporaries=weight)
+    return vec(gradients=after - grad, activations=freed, temporaries=held)
+
+
+__all__ = ["embedding_last", "head_backward", "pipelined_backward", "w2_sizes"]
