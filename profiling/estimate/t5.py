@@ -224,13 +224,17 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
 def output_held(d: Dims, cfg: TrainingConfig) -> Term | None:
     """Under autocast, what T5's forward holds while its loss runs though nothing saves it (the
     head's matmul saved a 16-bit copy): the decoder's fp32 output (its output object holds
-    it) and, where the head is tied, its d_model**-0.5 scaled copy. ``d``: ``logit_dims``'."""
+    it) and, where the head is tied, its d_model**-0.5 scaled copy; under LoRA the decoder's
+    input ids too. ``d``: ``logit_dims``'."""
     if not Bytes.of(cfg.precision).amp:
         return None
-    n = 2 if d.extra["t5"]["tied"] else 1
+    n, U = 2 if d.extra["t5"]["tied"] else 1, d.s * d.b
+    # under LoRA the frozen embedding keeps no decoder input ids, but the forward holds them
+    ids, ids_f = (U * 8, " + t·b·8") if cfg.lora_rank is not None else (0, "")
     return Term("the decoder's fp32 output" + (" and its scaled copy" if n == 2 else "")
-                + ", which the forward holds", n * d.s * d.b * d.h * 4, f"{n}·t·b·h·4 B",
-                f"{n}·{d.s}·{d.b}·{d.h}·4")  # fmt: skip
+                + (" and input ids" if ids else "") + ", which the forward holds",
+                n * U * d.h * 4 + ids, f"{n}·t·b·h·4{ids_f} B",
+                f"{n}·{d.s}·{d.b}·{d.h}·4{ids_f}")  # fmt: skip
 
 
 def _logits(d: Dims, e: Bytes, U: int) -> Term:

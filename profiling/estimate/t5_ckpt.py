@@ -30,8 +30,14 @@ Checked equal to the trace at the peak and per category on Flan-T5 and mT5 (q �
 mixed and bf16, q/v to all four attention layers, dropout, 2–5 blocks a stack, targets shorter
 and much shorter than the input (tests/profiling/trace/test_t5_ckpt.py), and on T5 v1.0's ReLU MLP,
 where the MLP's norm going back (four fp32 N·h gradients) leads when d_ff is small (``_rise``).
-Refused (``check``): autocast and adapters on the MLP (their backward's moments are not
-modelled: 0.979 and 0.992–1.043 of the trace). No torch here.
+Under autocast (``_rise_amp``, as ``t5_ckpt_full`` reads a full finetune's): the recomputed
+block's 16-bit copies of its frozen weights and of its adapters (a first block's frozen q, k, v
+none), the fp32 log-probabilities and encoder output, the gated MLP going back in fp32 (three
+N·f·4 gradients), and the recomputation's end (``_end_amp``): the MLP's 16-bit output
+gradient, its norm's fp32 output, the frozen wo's input copy alive as its weight's copy is
+saved last (with the gated MLP's fp32 product; ReLU's fp32 cast), a first block's bias.
+Refused (``check``): adapters on the MLP (their backward's moments are not modelled: 0.992–1.043
+of the trace). No torch here.
 """
 
 from __future__ import annotations
@@ -50,15 +56,11 @@ if TYPE_CHECKING:
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why LoRA under full checkpointing on this encoder-decoder is not estimated (None: it
     is)."""
-    why = (
-        "under autocast" if Bytes.of(cfg.precision).amp
-        else "with adapters on the MLP (up, gate, down)"
-        if {"up", "gate", "down"} & set(cfg.lora_targets) else None
-    )  # fmt: skip
-    if why is None:
+    if not {"up", "gate", "down"} & set(cfg.lora_targets):
         return None
-    return (f"LoRA on an encoder-decoder with full checkpointing {why} yet; estimate it without "
-            "checkpointing, or trace it (journal-agent trace runs it exactly)")  # fmt: skip
+    return ("LoRA on an encoder-decoder with full checkpointing with adapters on the MLP (up, "
+            "gate, down) yet; estimate it without checkpointing, or trace it (journal-agent "
+            "trace runs it exactly)")  # fmt: skip
 
 
 def _adapters(d: Dims, cfg: TrainingConfig, cross: bool) -> int:
@@ -83,11 +85,38 @@ def _rise(
     an encoder block one N·h·c more is freed by then (read from the trace: 60·N B lower there
     in 16 bits, where the MLP leads instead)."""
     base = kept - tokens * d.h * e.r
+    if e.amp:
+        return _rise_amp(tokens, d, e, cfg, base, not encoder)
     if d.extra["t5"]["gated"]:
         return base + 3 * tokens * d.f * e.c
     norm = base - tokens * d.f * e.c + tokens * (16 * d.h - 4)
     norm -= tokens * d.h * e.c if encoder else 0
     return max(base + 2 * tokens * d.f * e.c, norm)
+
+
+def _rise_amp(tokens: int, d: Dims, e: Bytes, cfg: TrainingConfig, base: int, dec: bool) -> int:
+    """Under autocast (``t5_ckpt_full``'s reading, the weights frozen): the recomputed block's
+    16-bit copies of its frozen weights and of its adapters; the gated MLP going back in fp32
+    (three fp32 N·f gradients), or the recomputation's end on ReLU."""
+    from profiling.estimate.t5_ckpt_full import _copies
+
+    base += _copies(d, dec) + 2 * _adapters(d, cfg, dec)
+    end = _end_amp(tokens, d, e, cfg, base, dec)
+    if d.extra["t5"]["gated"]:
+        return max(base + 3 * tokens * d.f * 4, end)  # frozen wo kept no input copy
+    return end
+
+
+def _end_amp(tokens: int, d: Dims, e: Bytes, cfg: TrainingConfig, base: int, dec: bool) -> int:
+    """Under autocast, the recomputation's end above the block's start (``base``: its kept
+    tensors less its input, with its weights' and adapters' 16-bit copies), as
+    ``t5_ckpt_full._recomputed`` reads it; the frozen wo saves its weight's copy last, made
+    after its input's 16-bit copy, which nothing keeps but is alive as it stops (and the gated
+    MLP's fp32 product it was cast from: the frozen wo keeps neither)."""
+    from profiling.estimate.t5_ckpt_full import _copies, _recomputed
+
+    end = _recomputed(tokens, d, e, base + tokens * d.h * e.r, dec) - _copies(d, dec)
+    return end + tokens * d.f * (e.c + (4 if d.extra["t5"]["gated"] else 0))
 
 
 def _cross_rise(d: Dims, e: Bytes, cfg: TrainingConfig, t: int, kept: int) -> int:
@@ -132,6 +161,8 @@ def _first(tokens: int, d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
     from profiling.estimate.lora_t5 import _QKV, _first_norm, _roles, _width
 
     value = tokens * d.h * e.r - _first_norm(tokens, d, e)
+    if e.amp:  # nothing of the frozen q, k, v needs a gradient: no 16-bit copy of theirs
+        value -= 2 * 3 * d.h * int(d.extra["t5"]["q_dim"])
     if cfg.lora_dropout:
         value -= tokens * sum(_width(d, x) for x in _roles(cfg) if x in _QKV) * mask_bytes(cfg)
     return value
@@ -151,9 +182,13 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     L, Ld, h = d.L, int(d.extra["t5"]["decoder_layers"]), d.h
     tb = _table(e, cfg)
     assert d.V is not None
-    logits = U * d.V * e.c
-    f_dec = t5._norm(U, src, e) - 2 * U * h * e.c  # frozen: no normalized values, no head input
-    f_enc = t5._norm(T, src, e) - T * h * e.c  # its output stays: the encoder's output
+    # the log-probabilities (fp32 under autocast, the head's 16-bit weight copy with them)
+    logits = U * d.V * (4 if e.amp else e.c) + (d.V * h * 2 if e.amp else 0)
+    # frozen: no normalized values, no head input (under autocast: no 16-bit output kept)
+    f_dec = t5._norm(U, src, e) - (U * h * 4 if e.amp else 2 * U * h * e.c)
+    # its output stays: the encoder's output (fp32 under autocast, where _norm omits it)
+    f_enc = t5._norm(T, src, e) - (0 if e.amp else T * h * e.c)
+    o = 4 if e.amp else e.c  # the encoder's output's (and its gradient's) bytes
     b_dec = (d.a * t * t * tb + d.a * t * s * e.c) if Ld > 1 else 0
     b_enc = d.a * s * s * tb if L > 1 else 0
     g = adapter_bytes(cfg)
@@ -162,6 +197,13 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     k_enc = t5._encoder_block(src, e, cfg) + lora_t5.encoder_block(src, cfg)
     r_mlp, r_cross = _rise(U, src, e, cfg, k_dec), _cross_rise(src, e, cfg, t, k_dec)
     r_enc = _rise(T, src, e, cfg, k_enc, encoder=True)
+    end_dec = end_enc = 0
+    if e.amp:
+        from profiling.estimate.t5_ckpt_full import _copies
+
+        end_dec, end_enc = (_end_amp(n, src, e, cfg, k - n * h * e.r + _copies(src, dec)
+                                     + 2 * _adapters(src, cfg, dec), dec)
+                            for n, k, dec in ((U, k_dec, True), (T, k_enc, False)))  # fmt: skip
     f = fmt_bytes
     top = fwd - logits - f_dec + U * h * e.r
     norm = 16 * h - 4  # T5's norm going back in fp32: four N·h·4 gradients; its rsqrt freed
@@ -177,12 +219,14 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     def dec(k: int) -> tuple[float, float]:  # k: blocks gone back already
         # below the top: its checkpoint freed, the encoder's output's gradient summed; each
         # block below the second holds one more t·b·h gradient (the one before's stays)
-        start = top + k * g_dec + ((T * h * e.c - U * h * e.r) if k else 0)
+        start = top + k * g_dec + ((T * h * o - U * h * e.r) if k else 0)
         # below the top block, the cross-attention goes back beside one more t·b·h gradient
         rise = max(r_mlp, r_cross + (U * h * e.r if k else 0))
         if k < Ld - 1:
             return start, rise
-        # the first block: the biases freed, recomputed inside; its input needs no gradient
+        # the first block: the biases freed, recomputed inside; its input needs no gradient;
+        # under autocast its bias alive in the tables' dtype until the recomputation ends
+        rise = max(rise, end_dec + d.a * t * t * tb) if e.amp else rise
         return start - b_dec, rise + _first(U, src, e, cfg) + d.a * t * s * e.c
 
     best = t5_ckpt_full.highest_block(Ld, dec)
@@ -196,7 +240,10 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     def enc(k: int) -> tuple[float, float]:
         first = k == L - 1
         start = enc_top - k * T * h * e.r + k * g_enc - (b_enc if first else 0)
-        return start, r_enc + (_first(T, src, e, cfg) if first else 0)
+        if not first:
+            return start, r_enc
+        rise = max(r_enc, end_enc + d.a * s * s * tb) if e.amp else r_enc
+        return start, rise + _first(T, src, e, cfg)
 
     best = t5_ckpt_full.highest_block(L, enc)
     out.append(("backward, a recomputed encoder block", best[0], _words(fwd, best[1], "s")))
