@@ -240,8 +240,10 @@ def split_moves(
     loss = 0
     if stage.head:  # the final norm (its input, rstd) and the output (the normed input)
         logits = w.vocab // t * tokens
+        # on a stage of the head alone the norm's input is the receive buffer: not let go
+        norm_in = block.x if stage.layers else 0
         head = [
-            (w.hidden, block.x, block.x + 4 * tokens // t, block.x),
+            (w.hidden, block.x, norm_in + 4 * tokens // t, block.x),
             (w.vocab // t * w.hidden, logits * c, tokens * w.hidden * c, 0),
         ]
         kept += block.x + logits * c

@@ -168,6 +168,20 @@ def test_under_float8_every_rank_is_its_trace(
     _agree(shape, pp, below=160, above=2048, **plan)
 
 
+def test_each_stages_split_backward_is_its_trace() -> None:
+    # PP 4 over 8 layers: the last stage holds the head alone, its final norm's input the
+    # receive buffer — W let it go as the norm's saved input, 65,536 B below the trace before
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**WIDE, pp=4, batch=8, microbatches=8, pp_schedule="zbv", dp_shard=2)
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for t, e in zip(traced.stages, estimated.stages, strict=True):
+        for key in ("I0", "I", "W0", "W"):
+            got, want = e.moves[key].peak["total"], t.moves[key].peak["total"]
+            assert want - 16 <= got <= 1.01 * want, (t.stage, key, got - want)
+
+
 def test_under_compile_the_estimate_says_what_it_is_worth() -> None:
     # a compiled block is one autograd node: I runs its backward whole, W again per block —
     # not followed; the note's range holds against the trace, rank by rank
