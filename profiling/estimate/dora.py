@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from profiling.estimate import dora_neox
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.lora_bytes import adapter_bytes
 
@@ -45,15 +46,11 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model DoRA here (None: it can)."""
     if not cfg.dora:
         return None
-    if d.arch != "llama" or d.extra.get("mla"):
+    fused = d.arch == "neox" and d.extra["neox"]["fused_qkv"]
+    if d.arch not in ("llama", "neox") or d.extra.get("mla") or fused:
         return (
-            "DoRA outside the Llama family's blocks (peft's DoRA on GPT-NeoX's, encoders' or "
-            "DeepSeek's layers is not modelled); trace it instead"
-        )
-    if cfg.lora_dropout and cfg.qlora and cfg.precision.startswith("amp-"):
-        return (
-            "DoRA with lora_dropout on a 4-bit base under autocast (the rerun base layers' "
-            "dequantized, cast weights are not modelled there); trace it instead"
+            "DoRA outside the Llama family's blocks and Phi's (peft's DoRA on a fused "
+            "query_key_value, encoders' or DeepSeek's layers is not modelled); trace it instead"
         )
     if "lm_head" in cfg.lora_targets:
         return "DoRA on the LM head; adapt the blocks' layers (or trace it)"
@@ -66,11 +63,15 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
 
 def out_widths(d: Dims) -> dict[str, int]:
     """Each adaptable layer's output width: q's heads, k's and v's KV width, h, f."""
+    if d.arch == "neox":
+        return dora_neox.out_widths(d)
     return {"q": d.a * d.hd, "k": d.k, "v": d.k, "o": d.h, "gate": d.f, "up": d.f, "down": d.h}
 
 
 def in_widths(d: Dims) -> dict[str, int]:
     """Each adaptable layer's input width."""
+    if d.arch == "neox":
+        return dora_neox.in_widths(d)
     return {"q": d.h, "k": d.h, "v": d.h, "o": d.a * d.hd, "gate": d.h, "up": d.h, "down": d.f}
 
 
@@ -90,8 +91,8 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """What DoRA keeps per block beyond LoRA (the module doc); with lora_dropout the base
     output kept is the rerun's (in the input's dtype) and the rerun keeps its weight
     (``dropped_weight_bytes``)."""
-    targets = [t for t in cfg.lora_targets if t != "lm_head"]
     width = out_widths(d)
+    targets = [t for t in cfg.lora_targets if t in width]  # no gate on GPT-NeoX's kind
     o = sum(width[t] for t in targets)
     sb, tok = d.s * d.b, f"{d.s}·{d.b}"
     lora = 2 if e.amp else adapter_bytes(cfg)  # B's output
@@ -105,6 +106,16 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         Term("DoRA: the norm, mns and mns − 1 per output feature", 3 * o * a,
              f"3·Σ outputs·{a} B", f"3·{o}·{a}"),
     ]  # fmt: skip
+    # bitsandbytes' 4-bit layer returns its fp32 input's dtype under autocast; peft's
+    # base_result − bias is fp32 where the bias is (autocast leaves the parameters fp32)
+    bnb = cfg.qlora and not cfg.torchao_nf4
+    fp32 = [t for t in targets if bnb or _biased(d, t)]
+    if e.amp and fp32 and not cfg.lora_dropout:
+        p = sum(width[t] for t in fp32)
+        terms.append(Term(f"DoRA under autocast: {', '.join(fp32)} keep their base output in "
+                          "fp32 (a 4-bit layer's, or less the fp32 bias: base_result − bias)",
+                          sb * p * 2, "s·b·Σ those outputs·(4 − 2) B",
+                          f"{tok}·{p}·2"))  # fmt: skip
     w = dropped_weight_bytes(e, cfg) if cfg.lora_dropout else 0
     if w:
         ins = in_widths(d)
@@ -115,6 +126,14 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     return terms
 
 
+def _biased(d: Dims, role: str) -> bool:
+    """Whether the layer a role names has a bias (all of GPT-NeoX's kind's where it has any;
+    q, k, v on a Llama-family model with qkv_bias, Qwen2's)."""
+    if d.arch == "neox":
+        return bool(d.extra["neox"]["bias"])
+    return bool(d.extra.get("qkv_bias")) and role in _ATTENTION_INPUTS
+
+
 def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """The first block's q, k, v: no gradient reaches their base outputs, so ``mns − 1`` is not
     kept there. Under autocast no op casts a magnitude (division and products are not autocast
@@ -123,7 +142,10 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     if not cfg.dora:
         return []
     terms = []
-    first = [t for t in cfg.lora_targets if t in _ATTENTION_INPUTS]
+    if d.arch == "neox":  # Phi: up (and down) may read the frozen embedding's norm too
+        first = dora_neox.first_block(d, cfg)
+    else:
+        first = [t for t in cfg.lora_targets if t in _ATTENTION_INPUTS]
     o, a = sum(out_widths(d)[t] for t in first), adapter_bytes(cfg)
     if first and cfg.checkpointing != "full":
         terms.append(Term(f"DoRA: first block's {', '.join(first)} keep no mns − 1", -o * a,
@@ -134,7 +156,8 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         terms.append(Term(f"DoRA with dropout: first block's {', '.join(first)} keep no weight",
                           -n * w, f"−Σ in·out·{w} B", f"−{n}·{w}"))  # fmt: skip
     if e.amp and cfg.checkpointing != "full":
-        mags = d.L * sum(out_widths(d)[t] for t in cfg.lora_targets if t != "lm_head")
+        width = out_widths(d)
+        mags = d.L * sum(width[t] for t in cfg.lora_targets if t in width)
         terms.append(Term("DoRA: magnitudes have no autocast copy", -mags * 2, "−L·Σ outputs·2 B",
                           f"−{mags}·2"))  # fmt: skip
     return terms
@@ -172,7 +195,7 @@ def moments(
     e = Bytes.of(cfg.precision)
     outs = out_widths(d)
     ins = in_widths(d)
-    layers = [(t, ins[t], outs[t]) for t in cfg.lora_targets if t != "lm_head"]
+    layers = [(t, ins[t], outs[t]) for t in cfg.lora_targets if t in outs]
     role, i, o = max(layers, key=lambda t: weight_norm_peak(e, cfg, t[1], t[2]))
     peak = weight_norm_peak(e, cfg, i, o)
     tokens, c = d.s * d.b, e.c

@@ -93,10 +93,10 @@ def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
         from profiling.estimate import lora_encoder
 
         return lora_encoder.check(d, cfg)
-    if d.arch == "neox" and not cfg.dora:
+    if d.arch == "neox":
         from profiling.estimate.lora_neox import check
 
-        return check(d, cfg)
+        return check(d, cfg) or dora.check(d, cfg)
     if d.arch == "t5":  # T5, mT5 (estimate.lora_t5; with full checkpointing estimate.t5_ckpt)
         from profiling.estimate import lora_t5, t5_ckpt
 
@@ -131,7 +131,7 @@ def _per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         from profiling.estimate import lora_encoder, lora_neox, lora_t5
 
         kind = {"neox": lora_neox, "t5": lora_t5}.get(d.arch, lora_encoder)
-        return kind.per_layer(d, e, cfg)
+        return kind.per_layer(d, e, cfg) + (dora.per_layer(d, e, cfg) if cfg.dora else [])
     sb, tok, r = d.s * d.b, f"{d.s}·{d.b}", int(cfg.lora_rank or 0)
     targets, width = block_targets(cfg), _widths(d)
     ac = adapter_compute(cfg, e)
@@ -259,9 +259,8 @@ def _once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> li
 
         if d.arch == "t5":
             return lora_t5.once_per_model(d, e, cfg)
-        return lora_neox.once_per_model(d, e, cfg, adapters)
+        return lora_neox.once_per_model(d, e, cfg, adapters) + dora.once_per_model(d, e, cfg)
     sb, tok, h, r = d.s * d.b, f"{d.s}·{d.b}", d.h, int(cfg.lora_rank or 0)
-    q = d.a * d.hd
     cpu = _unfused_norms(d, cfg)
     own = own_copies(cfg, e)
     terms = _head(d, e, cfg, own)
@@ -299,13 +298,7 @@ def _once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> li
     if litgpt_qkv.applies(d, cfg, eager):
         terms += litgpt_qkv.lora_first_block(d, cfg)
     if e.amp:
-        w = h * q + 2 * h * d.k + len(first) * r * h
-        terms.append(Term(
-            f"first block's q, k, v weight copies and their A copies ({len(first)}) not kept",
-            -w * 2,
-            f"−(h·q + 2h·k + {len(first)}·r·h)·2 B",
-            f"−({h}·{q} + 2·{h}·{d.k} + {len(first)}·{r}·{h})·2",
-        ))  # fmt: skip
+        terms.append(_first_qkv_copies(d, cfg, first))
         terms.append(Term("autocast's 16-bit copies of the adapters", adapters * 2,
                           "adapters · 2 B", f"{adapters} · 2"))  # fmt: skip
     elif peft_autocast(cfg):  # bf16 base weights: autocast copies only peft's fp32 adapters
@@ -329,6 +322,22 @@ def _head_adapter_copies(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     return [Term("autocast's 16-bit copies of the LM head's adapter (outside the checkpointed "
                  "blocks)", (r * h + V * r) * 2, "(r·h + V·r)·2 B",
                  f"({r}·{h} + {V}·{r})·2")]  # fmt: skip
+
+
+def _first_qkv_copies(d: Dims, cfg: TrainingConfig, first: list[str]) -> Term:
+    """Under autocast no gradient reaches the first block's q, k, v input, so neither the
+    16-bit weight copies autocast made for their matmuls nor their A's copies are kept. A 4-bit
+    layer dequantizes in 16 bits itself (no autocast copy to drop): only the A copies."""
+    h, q, r, n = d.h, d.a * d.hd, int(cfg.lora_rank or 0), len(first)
+    if cfg.qlora:
+        return Term(f"first block's q, k, v A copies ({n}) not kept", -n * r * h * 2,
+                    f"−{n}·r·h·2 B", f"−{n}·{r}·{h}·2")  # fmt: skip
+    return Term(
+        f"first block's q, k, v weight copies and their A copies ({n}) not kept",
+        -(h * q + 2 * h * d.k + n * r * h) * 2,
+        f"−(h·q + 2h·k + {n}·r·h)·2 B",
+        f"−({h}·{q} + 2·{h}·{d.k} + {n}·{r}·{h})·2",
+    )
 
 
 def _first_qk_norms(d: Dims, e: Bytes, cfg: TrainingConfig, first: list[str]) -> list[Term]:

@@ -90,6 +90,25 @@ def _release_after_forward(layer: Any) -> None:
     layer.get_lora_weight = noting
 
 
+def problem(config: TrainingConfig, arch: str) -> str | None:
+    """Why the trace cannot run peft's DoRA here (None: it can): on a Llama-family model, or
+    GPT-NeoX's kind with q, k, v apart (Phi); a fused query_key_value is adapted as LitGPT's
+    ``LoRAQKVLinear`` (``profiling.trace.lora_neox``), which has no DoRA, and torchtune's
+    ``DoRALinear`` is its own."""
+    fused = False
+    if arch == "neox":
+        from profiling.models.workloads import find_workload
+
+        w = find_workload(str(config.model))
+        fused = w is None or w.fused_qkv
+    if arch in ("llama", "neox") and not fused and not config.torchao_nf4:
+        return None
+    return (
+        "peft's DoRA on a Llama-family model or Phi's q, k, v apart (--dora: not on a fused "
+        "query_key_value, nor on this kind, nor torchtune's)"
+    )
+
+
 def note(config: TrainingConfig) -> str:
     """What the record says of DoRA."""
     base = "dequantized from NF4" if config.qlora else "the frozen weight"
@@ -101,4 +120,4 @@ def note(config: TrainingConfig) -> str:
     )
 
 
-__all__ = ["free_dead_graphs", "note", "teach_peft_nf4"]
+__all__ = ["free_dead_graphs", "note", "problem", "teach_peft_nf4"]

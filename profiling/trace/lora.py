@@ -42,6 +42,7 @@ from profiling.estimate.bnb import (
     NF4_CODE_BYTES,
     dequant_absmax_bytes,
 )
+from profiling.trace.dora import problem as dora_problem
 from profiling.trace.fake_moves import fake_safe_moves
 
 # The module names of each role ``lora_targets`` names (transformers' and our blocks').
@@ -471,8 +472,8 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
         )
     if config.fsdp or config.sharded:
         return "one GPU for --lora-rank (no ZeRO/FSDP: estimate it instead)"
-    if config.dora and (arch != "llama" or config.torchao_nf4):
-        return "peft's DoRA on a Llama-family model (--dora: not on this kind, nor torchtune's)"
+    if config.dora and (problem := dora_problem(config, arch)):
+        return problem
     targets = [t for t in config.lora_targets if t != "lm_head"]
     if experts and set(targets) & {"gate", "up", "down"}:
         return "--lora-targets among q, k, v, o, lm_head for a mixture of experts"

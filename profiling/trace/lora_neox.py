@@ -176,6 +176,7 @@ def record(
             "base": "NF4 (represented: bitsandbytes needs CUDA)" if config.qlora else "frozen",
             "quantized_layers": in_model(quantized),
             "bnb_keeps_inputs": config.bnb_keeps_inputs,
+            "dora": config.dora,
         },
         "traced_params": unpacked + adapters,
     }

@@ -34,6 +34,8 @@ CASES = {
     "ours, mixed, QLoRA, all-linear": ("tiny-llama", "mixed", True, "all-linear", False),
     "transformers, amp-bf16, all-linear": (LLAMA, "amp-bf16", False, "all-linear", True),
     "transformers, fp32, q,k,v,o": (LLAMA, "fp32", False, "q,k,v,o", True),
+    # bitsandbytes returns its fp32 input's dtype under autocast: the base output kept is fp32
+    "transformers, amp-bf16, QLoRA, q,v": (LLAMA, "amp-bf16", True, "q,v", True),
 }
 
 
@@ -58,7 +60,37 @@ DROPOUT_CASES = {
     "ours, bf16, all-linear": ("tiny-llama", "bf16", False, "all-linear", False),
     "transformers, amp-bf16, all-linear": (LLAMA, "amp-bf16", False, "all-linear", True),
     "transformers, fp32, q,k,v,o": (LLAMA, "fp32", False, "q,k,v,o", True),
+    # under autocast the rerun dequantizes the 4-bit weight in 16 bits and keeps it
+    "transformers, amp-bf16, QLoRA, all-linear": (LLAMA, "amp-bf16", True, "all-linear", True),
+    "ours, amp-bf16, QLoRA, q,v": ("tiny-llama", "amp-bf16", True, "q,v", False),
 }
+
+
+# Outside the Llama family: Phi (GPT-NeoX's kind with q, k, v apart; every layer biased, its
+# first block's MLP reading the frozen embedding's norm in parallel with attention) and Qwen2
+# (q, k, v biased). Without dropout peft keeps base_result − bias, fp32 under autocast.
+PHI = {
+    "model_type": "phi", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 512,
+    "partial_rotary_factor": 0.5,
+}  # fmt: skip
+QWEN2 = {**LLAMA, "model_type": "qwen2", "tie_word_embeddings": False}
+OUTSIDE_CASES = {
+    "phi, bf16, q,v": (PHI, "bf16", False, "q,v", 0.0),
+    "phi, mixed, all six": (PHI, "mixed", False, "q,k,v,o,up,down", 0.0),
+    "phi, amp-bf16, q,v,down": (PHI, "amp-bf16", False, "q,v,down", 0.0),
+    "phi, amp-bf16, all six, dropout": (PHI, "amp-bf16", False, "q,k,v,o,up,down", 0.1),
+    "phi, fp32, o,v,down, dropout": (PHI, "fp32", False, "o,v,down", 0.05),
+    "phi, mixed, QLoRA, q,v,up, dropout": (PHI, "mixed", True, "q,v,up", 0.1),
+    "phi, amp-bf16, QLoRA, q,v,up": (PHI, "amp-bf16", True, "q,v,up", 0.0),
+    "qwen2, amp-bf16, q,k,v,o": (QWEN2, "amp-bf16", False, "q,k,v,o", 0.0),
+}
+
+
+@pytest.mark.parametrize("case", list(OUTSIDE_CASES))
+def test_dora_outside_the_llama_family_adds_the_same(tmp_path: Path, case: str) -> None:
+    model, precision, qlora, targets, dropout = OUTSIDE_CASES[case]
+    _same_increment(tmp_path, case, (model, precision, qlora, targets, True), dropout)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -154,12 +186,14 @@ def test_adapter_config_use_dora_is_read_and_torchtunes_is_listed(tmp_path: Path
 def test_what_is_not_modelled_is_one_sentence() -> None:
     with pytest.raises(ConfigError, match="dora needs lora_rank"):
         TrainingConfig(model="tiny-llama", dora=True)
-    amp_4bit = TrainingConfig(model="tiny-llama", lora_rank=8, dora=True, lora_dropout=0.1,
-                              qlora=True, precision="amp-bf16")  # fmt: skip
-    with pytest.raises(ProfilingError, match="lora_dropout on a 4-bit base under autocast"):
-        estimate(amp_4bit)
     with pytest.raises(ProfilingError, match="peft's DoRA on a Llama-family model"):
         trace_step(TrainingConfig(model="hf:bert-base-uncased", lora_rank=8, dora=True))
+    # a fused query_key_value is adapted as LitGPT's LoRAQKVLinear, which has no DoRA
+    pythia = TrainingConfig(model="hf:pythia-1b", lora_rank=8, dora=True, seq=64)
+    with pytest.raises(ProfilingError, match="not on a fused query_key_value"):
+        trace_step(pythia)
+    with pytest.raises(ProfilingError, match="DoRA outside the Llama family's blocks and Phi's"):
+        estimate(pythia)
 
 
 # DoRA with full checkpointing (was refused): the recomputed block's backward bound

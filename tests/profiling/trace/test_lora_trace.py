@@ -97,6 +97,25 @@ def test_qlora_under_autocast_runs_its_mlp_in_fp32(tmp_path: Path, ffn: int) -> 
     assert "fp32, as peft's prepare_model_for_kbit_training casts them" in " ".join(traced.notes)
 
 
+@pytest.mark.parametrize(("hidden", "targets"), [(64, "q,v"), (128, "all-linear")])
+def test_qlora_under_autocast_drops_no_weight_copy_in_the_first_block(
+    tmp_path: Path, hidden: int, targets: str
+) -> None:
+    """No gradient reaches the first block's q, k, v input, so under autocast neither their A
+    copies nor (on a 16-bit base) autocast's weight copies are kept. A 4-bit layer dequantizes
+    in 16 bits itself: there is no weight copy to drop, and dropping one put the estimate
+    h·(q + 2k)·2 B below the trace (16,384 B at h 64, 65,536 at h 128)."""
+    heads = hidden // 16
+    spec = _spec(tmp_path, {**LLAMA, "hidden_size": hidden, "num_attention_heads": heads,
+                            "num_key_value_heads": heads // 2})  # fmt: skip
+    cfg = TrainingConfig(model=spec, seq=32, batch=2, precision="amp-bf16", lora_rank=8,
+                         qlora=True, lora_targets=targets)  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    seen = traced.phases["after_forward"]["activations"]
+    assert 0 <= seen - est.category_bytes("activations") <= 64, (seen, est)
+    assert 0 <= traced.peak_bytes - est.per_gpu_bytes <= 128
+
+
 def test_qlora_record_says_what_was_traced(tmp_path: Path) -> None:
     from profiling.records import RecordStore
     from profiling.trace.run import trace_and_record
