@@ -42,13 +42,12 @@ def lora_layers(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, i
     widths = {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, f),
               "up": (h, f), "down": (f, h)}  # fmt: skip
     neox = shape.get("neox")
-    if not neox:
-        return [(t, *widths[t]) for t in cfg.lora_targets if t != "lm_head"]
-    # GPT-NeoX's kind: no gate; a fused q/k/v projection carries one adapter over the slices
-    # enabled (LitGPT's LoRAQKVLinear: A of n·r rows, B of their widths' rows)
-    roles = [t for t in cfg.lora_targets if t not in ("lm_head", "gate")]
+    # LitGPT's fused q/k/v (a Llama-family model's too: litgpt_qkv) carries one adapter over
+    # the slices enabled (LoRAQKVLinear: A of n·r rows, B of their widths' rows); GPT-NeoX's
+    # kind has no gate
+    roles = [t for t in cfg.lora_targets if t not in ("lm_head", "gate" if neox else "")]
     slices = [t for t in roles if t in ("q", "k", "v")]
-    if not (neox.get("fused_qkv") and slices):
+    if not ((neox or {}).get("fused_qkv") or shape.get("litgpt_qkv")) or not slices:
         return [(t, *widths[t]) for t in roles]
     fused = ("qkv", len(slices) * h, sum(widths[t][1] for t in slices))
     return [fused, *((t, *widths[t]) for t in roles if t not in slices)]
