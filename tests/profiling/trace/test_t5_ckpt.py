@@ -5,7 +5,6 @@ a recomputed decoder block's MLP or cross-attention, or an encoder block's, by t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,13 @@ import pytest
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
-from profiling.trace.step import trace_step
-from tests.profiling.trace.tiny_t5 import BASE, CATEGORIES, KINDS
+from tests.profiling.trace.tiny_t5 import LORA, categories_are_the_trace, t5_config
 
 ATTENTION = ["q", "k", "v", "o"]
 
 
 def _cfg(tmp_path: Path, kind: str, **options: object) -> TrainingConfig:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({**BASE, **KINDS[kind]}), encoding="utf-8")
-    given: dict = {"seq": 32, "target_seq": 24, "batch": 2, "lora_rank": 8,
-                   "checkpointing": "full", **options}  # fmt: skip
-    return TrainingConfig(model=f"hf:{path}", **given)
+    return t5_config(tmp_path, kind, **{**LORA, "checkpointing": "full", **options})
 
 
 RUNS = [  # kind, precision, targets, lora_dropout, (seq, target, batch)
@@ -64,10 +58,7 @@ def test_lora_with_checkpointing_is_the_trace(
     seq, target, batch = lengths
     cfg = _cfg(tmp_path, kind, precision=precision, lora_targets=targets, lora_dropout=dropout,
                seq=seq, target_seq=target, batch=batch)  # fmt: skip
-    traced, est = trace_step(cfg), estimate(cfg)
-    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
-    for category in CATEGORIES:
-        assert est.category_bytes(category) == seen[category], category
+    traced, est = categories_are_the_trace(cfg)
     assert traced.peak_phase == "backward"
     assert est.peak_moment.startswith("backward, a recomputed")
     assert traced.peak_bytes <= est.per_gpu_bytes <= 1.01 * traced.peak_bytes
@@ -101,10 +92,7 @@ def test_lora_with_checkpointing_under_autocast_is_the_trace(
     seq, target, batch = lengths
     cfg = _cfg(tmp_path, kind, precision=precision, lora_targets=targets, lora_dropout=dropout,
                seq=seq, target_seq=target, batch=batch)  # fmt: skip
-    traced, est = trace_step(cfg), estimate(cfg)
-    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
-    for category in CATEGORIES:
-        assert est.category_bytes(category) == seen[category], category
+    traced, est = categories_are_the_trace(cfg)
     assert est.peak_moment.endswith(lead)
     assert est.per_gpu_bytes == traced.peak_bytes
 

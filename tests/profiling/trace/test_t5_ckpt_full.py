@@ -6,15 +6,12 @@ recomputed decoder or encoder block's MLP going back, by the lengths; under auto
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from profiling.config import TrainingConfig
-from profiling.estimate.memory import estimate
-from profiling.trace.step import trace_step
-from tests.profiling.trace.tiny_t5 import BASE, CATEGORIES, KINDS
+from tests.profiling.trace.tiny_t5 import categories_are_the_trace, t5_config
 
 RUNS = [  # kind, precision, (seq, target, batch), the stack whose recomputed block leads
     ("flan-t5", "fp32", (128, 96, 8), "decoder"),
@@ -40,9 +37,7 @@ AUTOCAST = [  # kind, precision, (seq, target, batch), the moment that leads
 
 
 def _cfg(tmp_path: Path, kind: str, **options: object) -> TrainingConfig:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({**BASE, **KINDS[kind]}), encoding="utf-8")
-    return TrainingConfig(model=f"hf:{path}", checkpointing="full", **options)
+    return t5_config(tmp_path, kind, checkpointing="full", **options)
 
 
 @pytest.mark.parametrize(("kind", "precision", "lengths", "stack"), RUNS)
@@ -54,10 +49,7 @@ def test_full_finetune_with_checkpointing_is_the_trace(
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     seq, target, batch = lengths
     cfg = _cfg(tmp_path, kind, precision=precision, seq=seq, target_seq=target, batch=batch)
-    traced, est = trace_step(cfg), estimate(cfg)
-    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
-    for category in CATEGORIES:
-        assert est.category_bytes(category) == seen[category], category
+    traced, est = categories_are_the_trace(cfg)
     assert traced.peak_phase == "backward"
     assert est.peak_moment == f"backward, a recomputed {stack} block"
     assert est.per_gpu_bytes == traced.peak_bytes
@@ -73,9 +65,6 @@ def test_full_finetune_with_checkpointing_under_autocast_is_the_trace(
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     seq, target, batch = lengths
     cfg = _cfg(tmp_path, kind, precision=precision, seq=seq, target_seq=target, batch=batch)
-    traced, est = trace_step(cfg), estimate(cfg)
-    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
-    for category in CATEGORIES:
-        assert est.category_bytes(category) == seen[category], category
+    traced, est = categories_are_the_trace(cfg)
     assert est.peak_moment == moment
     assert est.per_gpu_bytes == traced.peak_bytes

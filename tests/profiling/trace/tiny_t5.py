@@ -1,7 +1,17 @@
-"""The tiny encoder-decoders (T5 v1.0, Flan-T5, mT5) the T5 checkpointing tests build from a
-config.json: one shape for all, each kind's own fields on top."""
+"""The tiny encoder-decoders (T5 v1.0, Flan-T5, mT5) the T5 tests (LoRA, checkpointing) build
+from a config.json: one shape for all, each kind's own fields on top."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from profiling.config import TrainingConfig
+
+if TYPE_CHECKING:
+    from profiling.estimate.memory import Estimate
+    from profiling.trace.step import TraceResult
 
 BASE = {
     "vocab_size": 512, "d_model": 64, "d_ff": 160, "num_layers": 2, "num_decoder_layers": 3,
@@ -19,4 +29,26 @@ KINDS = {
     "t5 v1.0": {"model_type": "t5"},
     "t5 v1.0, 4 + 5 blocks": {"model_type": "t5", "num_layers": 4, "num_decoder_layers": 5},
 }  # fmt: skip
+# LoRA tests' lengths and rank unless a test gives its own
+LORA = {"seq": 32, "target_seq": 24, "batch": 2, "lora_rank": 8}
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
+
+
+def t5_config(tmp_path: Path, kind: str, **given: object) -> TrainingConfig:
+    """A config of the tiny ``kind``, its config.json written under ``tmp_path``."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**BASE, **KINDS[kind]}), encoding="utf-8")
+    return TrainingConfig(model=f"hf:{path}", **given)
+
+
+def categories_are_the_trace(cfg: TrainingConfig) -> tuple[TraceResult, Estimate]:
+    """The step traced and estimated, every category (what forward keeps; the gradients after
+    the step) equal in both; both returned for the peak's own checks."""
+    from profiling.estimate.memory import estimate
+    from profiling.trace.step import trace_step
+
+    traced, est = trace_step(cfg), estimate(cfg)
+    seen = {**traced.phases["after_forward"], "gradients": traced.after_step["gradients"]}
+    for category in CATEGORIES:
+        assert est.category_bytes(category) == seen[category], category
+    return traced, est
