@@ -72,10 +72,11 @@ def test_litgpt_quantized_trains_with_bitsandbytes_paged_adamw(tmp_path: Path) -
     _accounted(recipe, path)
     est = estimate(TrainingConfig.parse(**with_recipe(recipe, {})))
     parts = {c.name: c.bytes for c in est.components}
-    # r=32 on q and v of Llama 3.1 8B (h 4,096, k/v 1,024 wide): q's A and B and v's A have
-    # 131,072 values each and are paged; v's B (1,024 × 32 = 32,768) stays in PyTorch's
-    # allocator. Two fp32 states (4 B each) per paged value, 32 blocks.
-    paged = 32 * 3 * 131_072 * 2 * 4
+    # r=32 on q and v of Llama 3.1 8B (h 4,096, k/v 1,024 wide), LitGPT's fused q/k/v adapter
+    # (litgpt/lora.py LoRAQKVLinear: one A of 2·r rows, one B of q's and v's widths): A
+    # 2·32·4,096 = 262,144 values and B (4,096 + 1,024)·32 = 163,840, both past 10⁵ and paged.
+    # Two fp32 states (4 B each) per paged value, 32 blocks.
+    paged = 32 * (2 * 32 * 4096 + (4096 + 1024) * 32) * 2 * 4
     assert parts["Paged optimizer state (CUDA managed memory)"] == paged
     assert est.counters is not None and est.counters.paged == paged
     assert parts["Optimizer: momentum"] == 4 * est.trainable_params - paged // 2
