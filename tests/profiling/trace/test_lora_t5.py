@@ -13,7 +13,7 @@ from profiling.config import ConfigError, TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
-from tests.profiling.trace.tiny_t5 import LORA, categories_are_the_trace, t5_config
+from tests.profiling.trace.tiny_t5 import LORA, categories_are_the_trace, lora_run, t5_config
 
 ATTENTION = ["q", "k", "v", "o"]
 
@@ -58,11 +58,7 @@ def test_estimate_is_the_trace_of_peft_on_transformers_t5(
     every category and the peak to the byte; where the target is short, the peak inside the
     last decoder block's cross-attention (its adapter's transients over the encoder's tokens,
     or its backward's q, k, v gradients) too."""
-    pytest.importorskip("transformers", reason="the hf extra is not installed")
-    pytest.importorskip("peft", reason="the lora extra is not installed")
-    seq, target, batch = lengths
-    cfg = _cfg(tmp_path, kind, precision=precision, lora_targets=targets, lora_dropout=dropout,
-               seq=seq, target_seq=target, batch=batch)  # fmt: skip
+    cfg = lora_run(tmp_path, kind, precision, targets, dropout, lengths)
     traced, est = categories_are_the_trace(cfg)
     assert traced.model_info["lora"]["targets"] == targets
     assert est.per_gpu_bytes == traced.peak_bytes

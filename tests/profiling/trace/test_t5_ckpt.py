@@ -12,7 +12,7 @@ import pytest
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
-from tests.profiling.trace.tiny_t5 import LORA, categories_are_the_trace, t5_config
+from tests.profiling.trace.tiny_t5 import LORA, categories_are_the_trace, lora_run, t5_config
 
 ATTENTION = ["q", "k", "v", "o"]
 
@@ -53,11 +53,7 @@ def test_lora_with_checkpointing_is_the_trace(
     peak — a block recomputed and going back beside the checkpoints below it, the adapters'
     gradients above it and the gradients reaching it — is not below the trace and within
     1 % of it (equal on each of these)."""
-    pytest.importorskip("transformers", reason="the hf extra is not installed")
-    pytest.importorskip("peft", reason="the lora extra is not installed")
-    seq, target, batch = lengths
-    cfg = _cfg(tmp_path, kind, precision=precision, lora_targets=targets, lora_dropout=dropout,
-               seq=seq, target_seq=target, batch=batch)  # fmt: skip
+    cfg = lora_run(tmp_path, kind, precision, targets, dropout, lengths, checkpointing="full")
     traced, est = categories_are_the_trace(cfg)
     assert traced.peak_phase == "backward"
     assert est.peak_moment.startswith("backward, a recomputed")
@@ -87,11 +83,7 @@ def test_lora_with_checkpointing_under_autocast_is_the_trace(
     """Under autocast every category and the peak equal the trace: each recomputed block's
     16-bit copies of its frozen weights and adapters, the gated MLP's fp32 gradients, the
     recomputation's end, the tensors the forward holds while the loss runs."""
-    pytest.importorskip("transformers", reason="the hf extra is not installed")
-    pytest.importorskip("peft", reason="the lora extra is not installed")
-    seq, target, batch = lengths
-    cfg = _cfg(tmp_path, kind, precision=precision, lora_targets=targets, lora_dropout=dropout,
-               seq=seq, target_seq=target, batch=batch)  # fmt: skip
+    cfg = lora_run(tmp_path, kind, precision, targets, dropout, lengths, checkpointing="full")
     traced, est = categories_are_the_trace(cfg)
     assert est.peak_moment.endswith(lead)
     assert est.per_gpu_bytes == traced.peak_bytes

@@ -41,6 +41,22 @@ def t5_config(tmp_path: Path, kind: str, **given: object) -> TrainingConfig:
     return TrainingConfig(model=f"hf:{path}", **given)
 
 
+def lora_run(
+    tmp_path: Path, kind: str, precision: str, targets: list, dropout: float, lengths: tuple,
+    **given: object,
+) -> TrainingConfig:  # fmt: skip
+    """A LoRA run's config (lengths: seq, target, batch), the test skipped without transformers
+    and peft (the hf and lora extras)."""
+    import pytest
+
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    pytest.importorskip("peft", reason="the lora extra is not installed")
+    seq, target, batch = lengths
+    run = {"precision": precision, "lora_targets": targets, "lora_dropout": dropout,
+           "seq": seq, "target_seq": target, "batch": batch}  # fmt: skip
+    return t5_config(tmp_path, kind, **{**LORA, **given, **run})
+
+
 def categories_are_the_trace(cfg: TrainingConfig) -> tuple[TraceResult, Estimate]:
     """The step traced and estimated, every category (what forward keeps; the gradients after
     the step) equal in both; both returned for the peak's own checks."""
