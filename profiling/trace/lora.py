@@ -243,10 +243,10 @@ def quantize_linears(
     double_quant: bool = True,
     fabric: bool = False,
 ) -> int:
-    """Every Linear layer of the repeated blocks becomes an :class:`NF4Linear` (the LM head and
-    embeddings stay 16-bit, as bitsandbytes leaves ``lm_head``), and every expert's weights
-    4-bit ones; returns how many weights. ``fabric``: as Lightning's BitsandbytesPrecision
-    replaces every ``nn.Linear`` (the LM head too), each quantized from an fp16 copy."""
+    """Every Linear of the blocks an :class:`NF4Linear`, every expert's weights 4-bit; returns
+    how many. The head and embeddings stay 16-bit: transformers keeps the output embeddings
+    whatever their name (GPT-NeoX's ``embed_out``: quantizers/base.py get_keys_to_not_convert,
+    5.24.0). ``fabric``: Lightning's BitsandbytesPrecision, every ``nn.Linear`` from fp16."""
     count = 0
     for name, parent in list(model.named_modules()):
         if all(isinstance(getattr(parent, w, None), nn.Parameter) for w in ("gate", "up", "down")):
@@ -257,7 +257,7 @@ def quantize_linears(
             # test isinstance), not one already 4-bit
             if not isinstance(child, nn.Linear) or isinstance(child, NF4Linear):
                 continue
-            if fabric or not full.endswith("lm_head"):
+            if fabric or not full.endswith(("lm_head", "embed_out")):
                 nf4 = NF4Linear(child, compute_dtype, keeps_inputs, double_quant, fabric)
                 setattr(parent, child_name, nf4)
                 count += 1
