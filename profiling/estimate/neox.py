@@ -70,6 +70,12 @@ def _attention(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
     T, tok = d.s * d.b, f"{d.s}·{d.b}"
     lse, lse_sub = _lse(d, e, cfg)
     falcon = d.extra.get("hf_module") == "falcon"  # transformers' copies q, k, v apart
+    if falcon and _cuda(cfg):
+        # its explicit mask rules the flash kernel out in 16 bits too: the memory-efficient
+        # kernel's logsumexp is b·a·⌈s/32⌉·32 (torch 2.13 _meta_registrations.py
+        # meta__scaled_dot_product_efficient_attention; 896 B under the trace at s 100, b 1)
+        padded = -(-d.s // 32) * 32
+        lse, lse_sub = 4 * d.a * d.b * padded, f"4·{d.a}·{d.b}·{padded}"
     # Falcon's new decoder architecture (its two norms) broadcasts k, v to every head first
     broadcast = falcon and x["residual"] == "parallel"
     if broadcast or (

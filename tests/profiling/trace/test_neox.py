@@ -133,6 +133,24 @@ def test_checkpointed_blocks_keep_the_position_ids(tmp_path: Path, family: str, 
         assert est.per_gpu_bytes == pytest.approx(traced.peak_bytes, abs=128)
 
 
+@pytest.mark.parametrize("precision", ["amp-bf16", "bf16"])
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f.startswith("falcon")])
+def test_falcons_logsumexp_is_padded_in_16_bits(
+    tmp_path: Path, family: str, precision: str
+) -> None:
+    """transformers' Falcon hands SDPA its causal mask, which rules the flash kernel out in 16
+    bits too: the memory-efficient kernel pads its logsumexp to 32 rows (b·a·⌈s/32⌉·32 fp32).
+    At s 100 the estimate had b·a·s: 896 B of activations under the trace."""
+    pytest.importorskip("transformers", reason="the hf extra is not installed")
+    cfg = TrainingConfig(
+        model=_spec(tmp_path, FAMILIES[family]), seq=100, batch=1, precision=precision
+    )
+    traced, est = trace_step(cfg), estimate(cfg)
+    kept = traced.phases["after_forward"]["activations"]
+    assert est.category_bytes("activations") == pytest.approx(kept, abs=80)  # the trace's scalars
+    assert est.per_gpu_bytes == pytest.approx(traced.peak_bytes, abs=160)
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_transformers_module_has_our_parameters(tmp_path: Path, family: str) -> None:
     """The real module traced: its parameters, gradients and optimizer state are ours to the
