@@ -61,19 +61,39 @@ def _minus(a: Vec, b: Vec) -> Vec:
 
 
 class _Recorder:
-    """Each action's delta and peak, from the tracker's snapshots around it."""
+    """Each action's delta and peak, from the tracker's snapshots around it; and a backward's
+    peak from its stage's lowest block on (``lower``, see :func:`_lowest_block_split`)."""
 
     def __init__(self, tracker: StepTracker) -> None:
         self.tracker = tracker
         self.moves: dict[str, Move] = {}
+        self.lower: dict[str, Vec] = {}
+        self._upper: Vec | None = None
+        self._name: str | None = None
 
     @contextlib.contextmanager
     def action(self, name: str) -> Any:
         self.tracker.begin_phase(name)
         start = _snap(self.tracker)
+        self._name, self._upper = name, None
         yield
+        self._name = None
         end, peak = _snap(self.tracker), _peak(self.tracker)
+        if self._upper is not None:  # split: the window from the lowest block's backward on
+            self.lower[name] = _minus(peak, start)
+            # a tie keeps the earlier moment, as the tracker's own peak does (it moves only on
+            # a strictly higher total): the category split is the first moment at the peak's
+            peak = peak if peak["total"] > self._upper["total"] else self._upper
         self.moves[name] = Move(delta=_minus(end, start), peak=_minus(peak, start))
+
+    def split(self) -> None:
+        """The stage's lowest block's backward starts: the peak so far kept, a new one begun."""
+        from profiling.trace.tracker import reset_peak
+
+        if self._name is None or self._upper is not None:
+            return
+        self._upper = _peak(self.tracker)
+        reset_peak(self.tracker)
 
 
 @contextlib.contextmanager
@@ -321,14 +341,34 @@ def probe_pipelined(
         # buffer is a leaf: backward leaves its gradient on it); the base is after.
         pp_stage.clear_runtime_states()
         rec = _Recorder(tracker)
+        hook = _lowest_block_split(model, rec)
         base = _snap(tracker)
         _run_pipelined(pp_stage, schedule, optimizer, targets, xs, rec, split, first=False)
+        if hook is not None:
+            hook.remove()
     per_mb = {"buffers": _nbytes(_recv_buffers(pp_stage, 0)), "inputs": _nbytes(batch) // probed}
     per_mb["total"] = sum(per_mb.values())
     base = {k: base.get(k, 0) - probed * per_mb.get(k, 0) for k in base}
     return StageProfile(stage=stage.index, layers=layers, base=base, moves=rec.moves,
                         per_microbatch=per_mb, output_bytes=_nbytes([y]),
-                        input_bytes=0 if stage.embedding else _nbytes([x]))  # fmt: skip
+                        input_bytes=0 if stage.embedding else _nbytes([x]),
+                        lower=rec.lower if layers > 1 else {})  # fmt: skip
+
+
+def _lowest_block_split(model: Transformer, rec: _Recorder) -> Any:
+    """A backward's peak split where the stage's lowest block's backward starts (a hook on the
+    gradient of that block's output): a moment there holds the gradients of every block above
+    it, made, and frees what they saved — it grows with the stage's blocks where a block's
+    gradients outweigh what it saves (fp32 gradients beside a short microbatch), so a probe of
+    a few blocks may not show it leading where the stage's own count would
+    (``profiling.plans.trace`` fits it apart)."""
+    blocks = list(model.layers.values())
+
+    def hooked(module: Any, args: Any, out: Any) -> None:
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(lambda grad: rec.split())
+
+    return blocks[0].register_forward_hook(hooked) if blocks else None
 
 
 PROBED = 2  # microbatches the traced step runs through each kind of action

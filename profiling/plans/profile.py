@@ -66,6 +66,8 @@ class StageProfile(BaseModel):
     output_bytes: int = 0  # one microbatch's output (hidden states, or the last stage's logits)
     input_bytes: int = 0  # one microbatch's input gradient, sent back (not on the first stage)
     notes: list[str] = Field(default_factory=list)
+    # a probe's backward peaks from its lowest block's backward on (``probe``): fitted apart
+    lower: dict[str, Vec] = Field(default_factory=dict, exclude=True)
 
 
 class RankMemory(BaseModel):
