@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from profiling.trace.build import _loss_of
+from profiling.trace.lowest_block import backward_peak
 from profiling.trace.tracker import merge_snapshots
 
 if TYPE_CHECKING:
@@ -87,6 +88,8 @@ def _unsynced(
                     loss.backward()  # pyright: ignore[reportPossiblyUnboundVariable]
                     del loss
                 snap = merge_snapshots(tracker.get_tracker_snapshot("peak"))
+                if phase == "backward":  # its two windows' higher where layer-scaled
+                    snap = backward_peak(tracker)
                 if snap.get("Total", 0) > peaks.get(phase, {}).get("Total", -1):
                     peaks[phase] = snap
     finally:

@@ -195,4 +195,28 @@ def extrapolate_layers(
         if not _same(_affine(v1, v2, n3 - n1), samples[n3][name]):
             raise NotAffine(name)
         out[name] = _affine(v1, v2, blocks - n1)
+    if (moved := _lowest_overtakes(out, prefix)) is not None:
+        raise NotAffine(moved)
     return out
+
+
+STEADY_LABEL = "steady-state step"  # profiling.trace.raw.STEADY: the module rows' step
+
+
+def _lowest_overtakes(out: Mapping[str, Mapping[str, int]], prefix: str) -> str | None:
+    """A backward's peak from its lowest block on (``profiling.trace.lowest_block``), fitted,
+    above a fitted peak that holds it — the phase's, or the module rows' around the blocks:
+    the moment that led the samples is overtaken before ``blocks`` layers (a line through them
+    reads low there), so none of those lines holds."""
+    modules = [k for k in out if k.startswith("module|") and prefix.startswith(k[7:] + ".")]
+    for name, low in out.items():
+        label, sep, _ = name.removeprefix("segment|").partition("/backward|lowest")
+        if not sep or not name.startswith("segment|"):
+            continue
+        fitted = {f"peak|{label}|backward": out[f"peak|{label}|backward"].get("Total", 0)}
+        if label == STEADY_LABEL:
+            fitted.update({m: out[m].get("peak_backward", 0) for m in modules})
+        for what, peak in fitted.items():
+            if low.get("Total", 0) > peak:
+                return f"{what}: overtaken past the samples by {name} ({low.get('Total', 0)} B)"
+    return None

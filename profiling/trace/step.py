@@ -52,6 +52,7 @@ from profiling.trace.build import (
     _scaled_layers,
     _traceable,
 )
+from profiling.trace.lowest_block import backward_peak, watch_lowest_block
 from profiling.trace.raw import FIRST, PHASES, STEADY, _highest, _named, _Raw
 from profiling.trace.target import describe_rules, kernels
 from profiling.trace.tracker import (
@@ -172,7 +173,7 @@ def trace_step(
             )
         if missed:
             raw.notes.append(
-                "block scaling did not reproduce its check trace exactly: every block traced"
+                "block scaling's fit did not hold past its samples: every block traced"
             )
         result = _finish(config, raw, module_depth)
     result.wall_seconds = round(time.perf_counter() - start, 3)
@@ -201,7 +202,7 @@ def _run_step(
     tracker.begin_phase(f"{label}/backward")
     loss.backward()
     del loss
-    peaks["backward"] = merge_snapshots(tracker.get_tracker_snapshot("peak"))
+    peaks["backward"] = backward_peak(tracker)  # one peak, split in two where layer-scaled
     phases["after_backward"] = phase_snapshot(tracker)
     say(f"{label}: optimizer step")
     tracker.begin_phase(f"{label}/optimizer_step")
@@ -247,6 +248,8 @@ def _trace_in_fake_mode(
         prefix = _block_prefix(model)
         if layers is not None and stretches:  # the block-scaled trace: each stretch's maximum
             tracker.block_prefix = prefix
+        elif layers is not None:  # the layer-scaled trace: a backward's peak in two windows
+            watch_lowest_block(tracker, model)
         autocast = functools.partial(_autocast, config)
         peaks = {}
         run = _run_step
