@@ -23,9 +23,9 @@ h·r + 8 B; dropout masks are 1 B per element (on the CPU: the dropped tensor's 
 attention runs the memory-efficient kernel, whose logsumexp is padded to 32 queries (and
 grouped-query keys/values are expanded to every head first).
 
-Eager attention adds the softmax probabilities a·s²·b (fp32 under autocast on CUDA, whose
-autocast runs softmax in fp32, then the 16-bit copy the next matmul keeps; 16-bit under CPU
-autocast); dropout adds a 1-byte mask per dropped element. Full
+Eager attention keeps no logsumexp but the softmax probabilities a·s²·b (fp32 under CUDA's
+autocast, then the 16-bit copy the next matmul keeps; 16-bit under CPU autocast) and the
+causal mask our blocks build, s² bools; dropout adds a 1-byte mask per dropped element. Full
 checkpointing keeps only each block's input; the block being recomputed in backward holds one
 layer's activations again. Once per model: the final norm, the fp32 log-probabilities the loss
 keeps (s·b·V·4 B), RoPE's cos/sin tables, and under autocast the 16-bit copies of every matmul
@@ -159,6 +159,10 @@ def _norms(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
     )
 
 
+# Every tensor-parallel rank builds the whole s² mask (memory's _tp_split never splits it).
+CAUSAL_MASK = "eager attention's causal mask (bool)"
+
+
 def _lse(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
     """Bytes of the attention's fp32 logsumexp, and its formula: b·a·s, or on CUDA in fp32
     (the memory-efficient kernel) b·a·⌈s/32⌉·32."""
@@ -168,12 +172,30 @@ def _lse(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
     return 4 * d.a * d.s * d.b, f"4·{d.a}·{d.s}·{d.b}"
 
 
+def blocks_lse(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str, str, str]:
+    """Our blocks' attention beside q, k, v and its output: SDPA's fp32 logsumexp, none under
+    eager attention (its softmax keeps the output: ``attention_extras``). Returns (bytes, the
+    name's, the formula's and the substitution's suffixes)."""
+    if cfg.attention == "eager" and cfg.checkpointing != "selective":
+        return 0, "", "", ""
+    lse, sub = _lse(d, e, cfg)
+    return lse, ", logsumexp", " + 4·a·b·s", f" + {sub}"
+
+
+def blocks_eager_mask(d: Dims, cfg: TrainingConfig) -> list[Term]:
+    """Our blocks' eager attention builds its causal mask on every call, which masked_fill
+    keeps (models/blocks.py ``_attend``, hf_blocks.py ``_attend_windowed``): s² bools a block."""
+    if cfg.attention != "eager" or cfg.checkpointing == "selective":
+        return []
+    return [Term(CAUSAL_MASK, d.s * d.s, "s²·1 B", f"{d.s}²")]
+
+
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """One transformer block's saved activations, by op family (tensor-parallel split: TP=1)."""
     sb, h, k, f = d.s * d.b, d.h, d.k, d.f
     terms: list[Term] = [_norms(d, e, cfg)]
     tok = f"{d.s}·{d.b}"
-    lse, lse_sub = _lse(d, e, cfg)
+    lse, lse_name, lse_f, lse_sub = blocks_lse(d, e, cfg)
     if d.arch == "gpt2":
         terms.append(
             Term(
@@ -185,10 +207,10 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         )
         terms.append(
             Term(
-                "attention (qkv, output, logsumexp)",
+                f"attention (qkv, output{lse_name})",
                 sb * 4 * h * e.c + lse,
-                f"s·b·4h·{e.c} + 4·a·b·s B",
-                f"{tok}·4·{h}·{e.c} + {lse_sub}",
+                f"s·b·4h·{e.c}{lse_f} B",
+                f"{tok}·4·{h}·{e.c}{lse_sub}",
             )
         )
         terms.append(
@@ -215,10 +237,10 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         )
         terms.append(
             Term(
-                "attention (q, k, v after RoPE, output, logsumexp)",
+                f"attention (q, k, v after RoPE, output{lse_name})",
                 sb * (2 * h + 2 * kv) * e.c + lse,
-                f"s·b·(2h + 2k)·{e.c} + 4·a·b·s B",
-                f"{tok}·(2·{h} + 2·{kv})·{e.c} + {lse_sub}",
+                f"s·b·(2h + 2k)·{e.c}{lse_f} B",
+                f"{tok}·(2·{h} + 2·{kv})·{e.c}{lse_sub}",
             )
         )
         terms.append(
@@ -229,8 +251,7 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                 f"{tok}·4·{f}·{e.c}",
             )
         )
-    terms += attention_extras(d, e, cfg)
-    return terms
+    return terms + blocks_eager_mask(d, cfg) + attention_extras(d, e, cfg)
 
 
 def attention_extras(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:

@@ -110,11 +110,11 @@ class Estimate(BaseModel):
 
 def _tp_split(name: str, t: int, sp: bool) -> int:
     """Korthikanti's rule: tensor parallelism splits attention and MLP; norms, their outputs and
-    dropout masks only with sequence parallelism."""
+    dropout masks only with sequence parallelism; an eager causal mask (s²) never."""
     replicated = name.startswith(
         ("norms", "matmul inputs", "dropout masks", "block inputs", "final")
     )
-    return (t if sp else 1) if replicated else t
+    return 1 if name == acts.CAUSAL_MASK else (t if sp else 1) if replicated else t
 
 
 def _bracketed(text: str) -> str:

@@ -26,7 +26,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse, attention_extras
+from profiling.estimate.activations import (
+    CAUSAL_MASK,
+    Bytes,
+    Dims,
+    Term,
+    _cuda,
+    _lse,
+    attention_extras,
+)
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -127,7 +135,7 @@ def _eager(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         f"s·b·{'4q' if k != q else '(2q + 2k)'}·{e.c} B",
         f"{tok}·({formula})·{e.c}",
     )
-    mask = Term("eager attention's causal mask (bool)", d.s * d.s, "s²·1 B", f"{d.s}²")
+    mask = Term(CAUSAL_MASK, d.s * d.s, "s²·1 B", f"{d.s}²")
     return [kept, mask, *extras]
 
 

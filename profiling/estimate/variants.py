@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
+from profiling.estimate.activations import Bytes, Dims, Term, _cuda, blocks_eager_mask, blocks_lse
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -59,18 +59,19 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
             f"{tok}·{copies}·{h}·{e.c}",
         )
     )
-    lse, lse_sub = _lse(d, e, cfg)
+    lse, lse_name, lse_f, lse_sub = blocks_lse(d, e, cfg)
     # CUDA's fp32 attention (memory-efficient) gets grouped-query keys/values expanded;
     # eager attention expands them too (repeat_interleave), and its matmuls keep them.
     kv = q if (_cuda(cfg) and e.c == 4) or cfg.attention == "eager" else k
     terms.append(
         Term(
-            "attention (q, k, v after RoPE, output, logsumexp)",
+            f"attention (q, k, v after RoPE, output{lse_name})",
             T * (2 * q + 2 * kv) * e.c + lse,
-            f"s·b·(2q + 2k)·{e.c} + 4·a·b·s B",
-            f"{tok}·(2·{q} + 2·{kv})·{e.c} + {lse_sub}",
+            f"s·b·(2q + 2k)·{e.c}{lse_f} B",
+            f"{tok}·(2·{q} + 2·{kv})·{e.c}{lse_sub}",
         )
     )
+    terms += blocks_eager_mask(d, cfg)
     if moe:
         terms += _experts(d, e)
     else:
@@ -206,7 +207,8 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
             )
         )
     w = x.get("sliding_window")
-    if w is not None and w < d.s:
+    # Eager attention keeps each windowed layer's negated mask (``blocks_eager_mask``), not SDPA's
+    if w is not None and w < d.s and not blocks_eager_mask(d, cfg):
         n = d.L if x.get("sliding_layers") != "alternate" else (d.L + 1) // 2
         if _cuda(cfg):
             terms += _window_cuda(d, e, n, w)
