@@ -142,6 +142,8 @@ def check_behaviours(cfg: TrainingConfig) -> None:
         )
     if cfg.qlora and cfg.lora_rank is None:
         raise ConfigError("--qlora needs --lora-rank R", "qlora")
+    if cfg.torchtune_dora and not cfg.dora:
+        raise ConfigError("--torchtune-dora describes --dora's layers", "torchtune_dora")
     _check_torchao_nf4(cfg)
     check_torchao_optim(cfg)
     if (cfg.bnb_keeps_inputs or cfg.double_quant is not None or cfg.fabric_bnb) and not cfg.qlora:

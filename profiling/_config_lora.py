@@ -51,6 +51,13 @@ DORA_FIELD: Any = Field(
     description="DoRA (peft's use_dora): each adapted layer also trains a magnitude vector and "
     "rebuilds its weight's norm (W + scale·B·A, a full-size temporary) in every forward.",
 )
+# torchtune's DoRALinear (torchtune 00a080a6 torchtune/modules/peft/dora.py): its recipe's
+# use_dora sets it with dora (profiling.trace.dora_torchtune)
+TORCHTUNE_DORA_FIELD: Any = Field(
+    False,
+    description="--dora as torchtune's DoRALinear runs it: the base output from the undropped "
+    "input (nothing rerun under dropout), B's output made before the weight's norm.",
+)
 DOUBLE_QUANT_FIELD: Any = Field(
     None,
     description="--qlora's block constants double-quantized (bitsandbytes' compress_statistics: "
@@ -110,6 +117,7 @@ __all__ = [
     "LORA_DROPOUT_FIELD",
     "LORA_TARGETS_FIELD",
     "LORA_TARGET_SETS",
+    "TORCHTUNE_DORA_FIELD",
     "LoraTarget",
     "parse_targets",
     "peft_autocast",

@@ -37,6 +37,7 @@ from profiling._config_lora import (
     LORA_DROPOUT_FIELD,
     LORA_TARGET_SETS,
     LORA_TARGETS_FIELD,
+    TORCHTUNE_DORA_FIELD,
     LoraTarget,
     parse_targets,
 )
@@ -230,6 +231,7 @@ class TrainingConfig(BaseModel):
     lora_targets: list[LoraTarget] = LORA_TARGETS_FIELD
     lora_dropout: float = LORA_DROPOUT_FIELD
     dora: bool = DORA_FIELD
+    torchtune_dora: bool = TORCHTUNE_DORA_FIELD
     autocast_adapters: bool = AUTOCAST_ADAPTERS_FIELD
     qlora: bool = Field(False, description="4-bit NF4 base weights (needs lora_rank).")
     bnb_keeps_inputs: bool = BNB_KEEPS_FIELD

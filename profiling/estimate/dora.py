@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate import dora_neox
+from profiling.estimate import dora_neox, dora_torchtune
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.lora_bytes import adapter_bytes
 
@@ -46,19 +46,33 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model DoRA here (None: it can)."""
     if not cfg.dora:
         return None
-    fused = d.arch == "neox" and d.extra["neox"]["fused_qkv"]
-    if d.arch not in ("llama", "neox") or d.extra.get("mla") or fused:
+    if why := dora_torchtune.problem(cfg, None if d.extra.get("mla") else d.arch):
+        return why
+    if d.arch not in ("llama", "neox") or d.extra.get("mla"):
         return (
-            "DoRA outside the Llama family's blocks and Phi's (peft's DoRA on a fused "
-            "query_key_value, encoders' or DeepSeek's layers is not modelled); trace it instead"
+            "DoRA outside the Llama family's blocks and GPT-NeoX's kind (peft's DoRA on "
+            "encoders' or DeepSeek's layers is not modelled); trace it instead"
+        )
+    slices = {"q", "k", "v"} & set(cfg.lora_targets)
+    if d.arch == "neox" and dora_neox.fused(d) and slices and slices != {"q", "k", "v"}:
+        return (
+            "--lora-targets with all of q, k, v for DoRA on a fused query_key_value (peft "
+            "adapts it whole: its target_modules name no slice)"
         )
     if "lm_head" in cfg.lora_targets:
         return "DoRA on the LM head; adapt the blocks' layers (or trace it)"
     if cfg.torchao_nf4:
-        return "torchtune's DoRA (its own DoRALinear on torchao's NF4 is not modelled)"
+        return "torchtune's DoRA on its NF4 base (DoRALinear on torchao's NF4 is not modelled)"
     if cfg.compile:
         return "DoRA under torch.compile; estimate it eager or trace it"
     return None
+
+
+def roles(d: Dims, cfg: TrainingConfig) -> list[str]:
+    """The adapted layers of a block by role (GPT-NeoX's fused q/k/v: one ``qkv``)."""
+    if d.arch == "neox":
+        return dora_neox.roles(d, cfg)
+    return [t for t in cfg.lora_targets if t in out_widths(d)]
 
 
 def out_widths(d: Dims) -> dict[str, int]:
@@ -92,7 +106,7 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     output kept is the rerun's (in the input's dtype) and the rerun keeps its weight
     (``dropped_weight_bytes``)."""
     width = out_widths(d)
-    targets = [t for t in cfg.lora_targets if t in width]  # no gate on GPT-NeoX's kind
+    targets = roles(d, cfg)  # no gate on GPT-NeoX's kind, its fused q/k/v one layer
     o = sum(width[t] for t in targets)
     sb, tok = d.s * d.b, f"{d.s}·{d.b}"
     lora = 2 if e.amp else adapter_bytes(cfg)  # B's output
@@ -157,7 +171,7 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                           -n * w, f"−Σ in·out·{w} B", f"−{n}·{w}"))  # fmt: skip
     if e.amp and cfg.checkpointing != "full":
         width = out_widths(d)
-        mags = d.L * sum(width[t] for t in cfg.lora_targets if t in width)
+        mags = d.L * sum(width[t] for t in roles(d, cfg))
         terms.append(Term("DoRA: magnitudes have no autocast copy", -mags * 2, "−L·Σ outputs·2 B",
                           f"−{mags}·2"))  # fmt: skip
     return terms
@@ -195,7 +209,7 @@ def moments(
     e = Bytes.of(cfg.precision)
     outs = out_widths(d)
     ins = in_widths(d)
-    layers = [(t, ins[t], outs[t]) for t in cfg.lora_targets if t in outs]
+    layers = [(t, ins[t], outs[t]) for t in roles(d, cfg)]
     role, i, o = max(layers, key=lambda t: weight_norm_peak(e, cfg, t[1], t[2]))
     peak = weight_norm_peak(e, cfg, i, o)
     tokens, c = d.s * d.b, e.c
@@ -231,6 +245,7 @@ __all__ = [
     "once_per_model",
     "out_widths",
     "per_layer",
+    "roles",
     "weight_norm_peak",
     "with_magnitudes",
 ]

@@ -23,25 +23,41 @@ if TYPE_CHECKING:
     from profiling.estimate.activations import Dims
 
 
+def fused(d: Dims) -> bool:
+    """Whether q, k, v are one ``query_key_value`` layer (GPT-NeoX, Falcon, BLOOM)."""
+    return bool(d.extra["neox"]["fused_qkv"])
+
+
+def roles(d: Dims, cfg: TrainingConfig) -> list[str]:
+    """The adapted layers of a block by role: a fused q/k/v one ``qkv`` (all three slices:
+    ``dora.check``), no gate."""
+    apart = [t for t in cfg.lora_targets if t in ("o", "up", "down")]
+    if not fused(d):
+        return [t for t in cfg.lora_targets if t in ("q", "k", "v")] + apart
+    return (["qkv"] if set(cfg.lora_targets) & {"q", "k", "v"} else []) + apart
+
+
 def out_widths(d: Dims) -> dict[str, int]:
     """Each adaptable layer's output width (no gate on these MLPs)."""
     q = int(d.extra["neox"]["q_dim"])
-    return {"q": q, "k": d.k, "v": d.k, "o": d.h, "up": d.f, "down": d.h}
+    qkv = {"qkv": q + 2 * d.k} if fused(d) else {"q": q, "k": d.k, "v": d.k}
+    return {**qkv, "o": d.h, "up": d.f, "down": d.h}
 
 
 def in_widths(d: Dims) -> dict[str, int]:
     """Each adaptable layer's input width."""
     q = int(d.extra["neox"]["q_dim"])
-    return {"q": d.h, "k": d.h, "v": d.h, "o": q, "up": d.h, "down": d.f}
+    qkv = {"qkv": d.h} if fused(d) else {"q": d.h, "k": d.h, "v": d.h}
+    return {**qkv, "o": q, "up": d.h, "down": d.f}
 
 
 def first_block(d: Dims, cfg: TrainingConfig) -> list[str]:
     """The first block's adapted layers whose input (so base output) needs no gradient."""
     parallel = str(d.extra["neox"]["residual"]) != "sequential"
-    reading = {"q", "k", "v"} | ({"up"} if parallel else set())
+    reading = {"qkv", "q", "k", "v"} | ({"up"} if parallel else set())
     if parallel and "up" not in cfg.lora_targets:
         reading.add("down")  # GELU reads up's frozen output: no gradient reaches it
-    return [t for t in cfg.lora_targets if t in reading]
+    return [t for t in roles(d, cfg) if t in reading]
 
 
-__all__ = ["first_block", "in_widths", "out_widths"]
+__all__ = ["first_block", "fused", "in_widths", "out_widths", "roles"]

@@ -45,9 +45,9 @@ def _adapters(d: Dims, cfg: TrainingConfig) -> list[tuple[str, int, int]]:
     roles = [t for t in cfg.lora_targets if t not in ("lm_head", "gate")]
     slices = [t for t in roles if t in ("q", "k", "v")]
     width = {"q": d.h, "k": d.h, "v": d.h, "o": q, "up": d.h, "down": d.f}
-    if x["fused_qkv"] and slices:
+    if x["fused_qkv"] and slices:  # LitGPT's A has n·r rows; peft's whole layer's (DoRA) r
         rest = [(t, width[t], r) for t in roles if t not in slices]
-        return [("qkv", d.h, len(slices) * r), *rest]
+        return [("qkv", d.h, (1 if cfg.dora else len(slices)) * r), *rest]
     return [(t, width[t], r) for t in roles]
 
 

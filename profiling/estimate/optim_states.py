@@ -49,7 +49,9 @@ def lora_layers(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, i
     slices = [t for t in roles if t in ("q", "k", "v")]
     if not ((neox or {}).get("fused_qkv") or shape.get("litgpt_qkv")) or not slices:
         return [(t, *widths[t]) for t in roles]
-    fused = ("qkv", len(slices) * h, sum(widths[t][1] for t in slices))
+    # (under DoRA peft adapts a fused query_key_value whole: A of r rows; estimate.dora_neox)
+    n = 1 if cfg.dora and neox else len(slices)
+    fused = ("qkv", n * h, sum(widths[t][1] for t in slices))
     return [fused, *((t, *widths[t]) for t in roles if t not in slices)]
 
 

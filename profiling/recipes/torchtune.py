@@ -119,8 +119,9 @@ def _lora(r: Reading) -> None:
     if r.has("model.lora_dropout"):
         r.use("model.lora_dropout", "lora_dropout", float(r.get("model.lora_dropout") or 0.0))
     if r.get("model.use_dora"):
-        # torchtune's own DoRALinear (not peft's, which --dora models): listed as not modelled
-        r.use("model.use_dora", "torchtune_dora", True, "torchtune's DoRALinear")
+        # torchtune's own DoRALinear: --dora as torchtune orders it (estimate.dora_torchtune)
+        r.use("model.use_dora", "dora", True, "DoRA: a magnitude per output row, the norm rebuilt")
+        r.use("model.use_dora", "torchtune_dora", True, "as torchtune's DoRALinear runs it")
     else:
         r.ignore("model.use_dora", NO_MEMORY + " (off)")
     for key in ("model.quantize_base",):

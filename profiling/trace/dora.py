@@ -19,6 +19,7 @@ from typing import Any
 
 from profiling._quiet_import import import_quietly
 from profiling.config import TrainingConfig
+from profiling.estimate.dora_torchtune import problem as torchtune_problem
 
 
 def teach_peft_nf4(nf4_linear: type) -> None:
@@ -40,9 +41,10 @@ def teach_peft_nf4(nf4_linear: type) -> None:
     dora.__dict__["dequantize_module_weight"] = dequantize_module_weight  # read by name in forward
 
 
-def free_dead_graphs(model: Any) -> int:
-    """Each DoRA layer's dead graph freed when its forward returns, as eager frees it; returns
-    how many layers.
+def free_dead_graphs(model: Any, config: TrainingConfig) -> int:
+    """Each DoRA layer's dead graph freed when its forward returns, as eager frees it (and,
+    under ``torchtune_dora``, each layer run in torchtune's order: ``trace.dora_torchtune``);
+    returns how many layers.
 
     peft builds B·A with grad (``lora_B(lora_A(eye))``) and uses it only detached, so in eager
     its graph (the in × in identity saved for A's gradient, A's output saved for B's) lives
@@ -57,6 +59,10 @@ def free_dead_graphs(model: Any) -> int:
         if type(module).__name__ == "DoraLinearLayer":
             _release_after_forward(module)
             count += 1
+    if config.torchtune_dora:
+        from profiling.trace.dora_torchtune import run_as_torchtune
+
+        run_as_torchtune(model)
     return count
 
 
@@ -92,21 +98,24 @@ def _release_after_forward(layer: Any) -> None:
 
 def problem(config: TrainingConfig, arch: str) -> str | None:
     """Why the trace cannot run peft's DoRA here (None: it can): on a Llama-family model, or
-    GPT-NeoX's kind with q, k, v apart (Phi); a fused query_key_value is adapted as LitGPT's
-    ``LoRAQKVLinear`` (``profiling.trace.lora_neox``), which has no DoRA, and torchtune's
-    ``DoRALinear`` is its own."""
-    fused = False
-    if arch == "neox":
+    GPT-NeoX's kind — q, k, v apart (Phi), or a fused ``query_key_value`` that peft adapts
+    whole (``profiling.trace.lora_neox.peft_names``: its target_modules cannot name a slice,
+    so all of q, k, v or none); torchtune's ``DoRALinear`` is its own."""
+    slices = {"q", "k", "v"} & set(config.lora_targets)
+    if arch == "neox" and slices and slices != {"q", "k", "v"}:
         from profiling.models.workloads import find_workload
 
         w = find_workload(str(config.model))
-        fused = w is None or w.fused_qkv
-    if arch in ("llama", "neox") and not fused and not config.torchao_nf4:
+        if w is None or w.fused_qkv:
+            return (
+                "--lora-targets with all of q, k, v for DoRA on a fused query_key_value (peft "
+                "adapts it whole: its target_modules name no slice)"
+            )
+    if why := torchtune_problem(config, arch):  # torchtune's DoRALinear
+        return why
+    if arch in ("llama", "neox") and not config.torchao_nf4:
         return None
-    return (
-        "peft's DoRA on a Llama-family model or Phi's q, k, v apart (--dora: not on a fused "
-        "query_key_value, nor on this kind, nor torchtune's)"
-    )
+    return "peft's DoRA on a Llama-family model or GPT-NeoX's kind (--dora: not torchtune's)"
 
 
 def note(config: TrainingConfig) -> str:
@@ -117,6 +126,11 @@ def note(config: TrainingConfig) -> str:
         f"per output row) and in every forward rebuilds B·A through the adapters (the in × in "
         f"identity kept for A's gradient) and the norm of W + scale·B·A ({base}, a full-size "
         "temporary, detached)"
+    ) + (
+        "; run as torchtune's DoRALinear runs it (torchtune 00a080a6: the base output from the "
+        "undropped input, nothing rerun under dropout, B's output made before the norm)"
+        if config.torchtune_dora
+        else ""
     )
 
 

@@ -341,7 +341,7 @@ def apply_lora(
     if neox is not None:  # GPT-NeoX's kind: its own module names, a fused q/k/v adapted apart
         from profiling.trace.lora_neox import peft_names
 
-        modules = peft_names(model, list(config.lora_targets))
+        modules = peft_names(model, config)
     else:
         apart = [t for t in config.lora_targets if litgpt is None or t not in ("q", "k", "v")]
         modules = [MODULES[t] for t in apart]
@@ -364,7 +364,7 @@ def apply_lora(
             if config.dora:
                 from profiling.trace.dora import free_dead_graphs
 
-                free_dead_graphs(model)
+                free_dead_graphs(model, config)
             for name, module in model.named_modules():
                 if name.endswith(ADAPTER_MODULES):
                     module.to(dtype=dtype)

@@ -14,7 +14,8 @@ grouped ``conv1d`` (or, where the slices differ in width — multi-query or grou
 ``conv1d`` per slice and a ``cat``), the update zero-padded into the disabled slices by
 ``index_copy``, scaled and added. peft's adapter on the whole ``query_key_value`` (its
 ``target_modules`` naming the module) is this with all three slices enabled, except that its A
-has r rows where this has 3r: s·b·2r more kept per layer and 2·r·h more parameters.
+has r rows where this has 3r: s·b·2r more kept per layer and 2·r·h more parameters
+(under DoRA the trace adapts it so: LitGPT's layer has no DoRA; ``peft_names``).
 The adapters are in the dtype peft's are (``profiling.trace.lora.adapter_dtype``), the input
 cast to it first as peft does.
 
@@ -98,11 +99,17 @@ def _leaf(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def peft_names(model: nn.Module, roles: list[str]) -> list[str]:
-    """The module names peft's ``target_modules`` gets for these roles on this model (a fused
-    q/k/v projection is adapted apart, by :func:`adapt_fused_qkv`)."""
+def peft_names(model: nn.Module, config: TrainingConfig) -> list[str]:
+    """The module names peft's ``target_modules`` gets for the roles ``config`` adapts on this
+    model. A fused q/k/v projection is adapted apart, by :func:`adapt_fused_qkv`, except under
+    DoRA: LitGPT's ``LoRAQKVLinear`` has none, so peft adapts the whole ``query_key_value``
+    (``use_dora`` with ``target_modules`` naming it, as peft's users adapt GPT-NeoX, Falcon and
+    BLOOM; ``trace.dora.problem`` asks for all three slices)."""
+    roles = list(config.lora_targets)
     present = {_leaf(n) for n, m in model.named_modules() if isinstance(m, nn.Linear)}
     names = [m for role in roles for m in ROLE_MODULES.get(role, ()) if m in present]
+    if config.dora and FUSED in present and set(roles) & {"q", "k", "v"}:
+        names.insert(0, FUSED)  # peft's layer is no nn.Linear: adapt_fused_qkv passes it by
     return list(dict.fromkeys(names))
 
 

@@ -132,6 +132,7 @@ def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monk
     from_file_only.add("torchao_nf4")  # torchtune's QLoRA: its yaml sets it
     from_file_only.add("torchao_optim")  # torchao's AdamW8bit: a torchtune yaml names it
     from_file_only.add("dora")  # DoRA: peft's adapter_config.json or torchtune's yaml sets it
+    from_file_only.add("torchtune_dora")  # torchtune's DoRALinear: its yaml's use_dora sets it
     from_file_only.add("autocast_adapters")  # peft's adapter_config.json + the Trainer's
     from_file_only.add("reshard_always")  # torchtitan's "always" policy: its TOML sets it
     from_file_only.add("pp_keeps_outputs")  # torch 2.6's pipeline stages: a config file sets it

@@ -177,10 +177,75 @@ def test_adapter_config_use_dora_is_read_and_torchtunes_is_listed(tmp_path: Path
         "  use_dora: True\n",
         encoding="utf-8",
     )
-    tune = read_recipe([yaml_path])
-    assert "dora" not in tune.values  # torchtune's DoRALinear is its own, not modelled
-    said = [s for s in tune.ignored if s.key == "model.use_dora"]
-    assert said and "not modelled yet" in said[0].why
+    tune = read_recipe([yaml_path])  # torchtune's DoRALinear: --dora in torchtune's order
+    assert tune.values["dora"] is True and tune.values["torchtune_dora"] is True
+    assert not [s for s in tune.ignored if s.key == "model.use_dora"]
+
+
+# torchtune's DoRALinear (torchtune 00a080a6 torchtune/modules/peft/dora.py; was listed as not
+# modelled): the base output from the undropped input, nothing rerun under dropout, B's output
+# made before the norm is rebuilt. In torchtune's dtypes (bf16, fp32) it keeps what peft's
+# DoRA keeps; only the forward's order differs, inside the estimate's norm moment.
+TORCHTUNE_CASES = {
+    "ours, bf16, q,v": ("tiny-llama", "bf16", "q,v", 0.0, False),
+    "ours, bf16, all-linear, dropout": ("tiny-llama", "bf16", "all-linear", 0.1, False),
+    "transformers, fp32, q,k,v,o, dropout": (LLAMA, "fp32", "q,k,v,o", 0.05, True),
+    "transformers, bf16, all-linear": (LLAMA, "bf16", "all-linear", 0.0, True),
+}
+
+
+@pytest.mark.parametrize("case", list(TORCHTUNE_CASES))
+def test_torchtunes_dora_keeps_what_the_estimate_counts(tmp_path: Path, case: str) -> None:
+    model, precision, targets, dropout, hf = TORCHTUNE_CASES[case]
+    if isinstance(model, dict):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(model), encoding="utf-8")
+        model = f"hf:{path}"
+    base = dict(model=model, seq=32, batch=2, precision=precision, lora_rank=8,
+                lora_targets=targets, lora_dropout=dropout)  # fmt: skip
+    lora_est, lora_trace, _ = _measure(TrainingConfig(**base), hf)
+    cfg = TrainingConfig(**base, dora=True, torchtune_dora=True)
+    est, seen, traced = _measure(cfg, hf)
+    for name in est:
+        added = est[name] - lora_est[name], seen[name] - lora_trace[name]
+        assert added[0] == added[1] > 0, (case, name, added)
+    assert est["peak"] == pytest.approx(seen["peak"], rel=2e-3)
+    assert any("torchtune's DoRALinear" in n for n in traced.notes)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_torchtunes_dora_order_stays_under_the_norm_moment(
+    tmp_path: Path, precision: str, dropout: float
+) -> None:
+    """Wide and few tokens, the norm rebuild leads: torchtune's B output (made first) lifts the
+    trace's forward peak by s·b·(o + r)·c over peft's order, still under the estimate's moment
+    (the end of forward already holds that kept output)."""
+    path = tmp_path / "config.json"
+    wide = {"hidden_size": 256, "intermediate_size": 1024, "vocab_size": 256}
+    path.write_text(json.dumps({**LLAMA, **wide}), encoding="utf-8")
+    base = dict(model=f"hf:{path}", seq=16, batch=1, precision=precision, lora_rank=8,
+                lora_targets="q,v", lora_dropout=dropout, dora=True)  # fmt: skip
+    _, peft_seen, _ = _measure(TrainingConfig(**base), True)
+    est, seen, traced = _measure(TrainingConfig(**base, torchtune_dora=True), True)
+    assert traced.peak_phase == "forward"  # type: ignore[attr-defined]
+    c = 2 if precision == "bf16" else 4
+    assert seen["peak"] - peft_seen["peak"] == 16 * (256 + 8) * c  # q's B and A outputs
+    assert seen["peak"] <= est["peak"] <= 1.06 * seen["peak"], est["peak"] / seen["peak"]
+
+
+def test_torchtunes_dora_refuses_what_it_does_not_model() -> None:
+    with pytest.raises(ConfigError, match="torchtune_dora describes dora"):
+        TrainingConfig(model="tiny-llama", lora_rank=8, torchtune_dora=True)
+    mixed = ({"precision": "mixed"}, "bf16 or fp32 for torchtune's DoRA")
+    nf4 = ({"qlora": True, "precision": "bf16"}, "torchtune's DoRA on a 16-bit base")
+    for extra, words in (mixed, nf4):
+        cfg = TrainingConfig(model="tiny-llama", lora_rank=8, dora=True, torchtune_dora=True,
+                             **extra)  # fmt: skip
+        with pytest.raises(ProfilingError, match=words):
+            trace_step(cfg)
+        with pytest.raises(ProfilingError, match=words):
+            estimate(cfg)
 
 
 def test_what_is_not_modelled_is_one_sentence() -> None:
@@ -188,12 +253,108 @@ def test_what_is_not_modelled_is_one_sentence() -> None:
         TrainingConfig(model="tiny-llama", dora=True)
     with pytest.raises(ProfilingError, match="peft's DoRA on a Llama-family model"):
         trace_step(TrainingConfig(model="hf:bert-base-uncased", lora_rank=8, dora=True))
-    # a fused query_key_value is adapted as LitGPT's LoRAQKVLinear, which has no DoRA
-    pythia = TrainingConfig(model="hf:pythia-1b", lora_rank=8, dora=True, seq=64)
-    with pytest.raises(ProfilingError, match="not on a fused query_key_value"):
+    # peft adapts a fused query_key_value whole: a slice of it cannot be named
+    pythia = TrainingConfig(model="hf:pythia-1b", lora_rank=8, dora=True, seq=64,
+                            lora_targets="q,v")  # fmt: skip
+    with pytest.raises(ProfilingError, match="all of q, k, v for DoRA on a fused"):
         trace_step(pythia)
-    with pytest.raises(ProfilingError, match="DoRA outside the Llama family's blocks and Phi's"):
+    with pytest.raises(ProfilingError, match="all of q, k, v for DoRA on a fused"):
         estimate(pythia)
+
+
+# DoRA on a fused query_key_value (GPT-NeoX, Falcon, BLOOM; was refused by both): peft adapts
+# the whole layer (one A of r rows, one input, one dropout, one magnitude q + 2k wide), where
+# LoRA alone gets LitGPT's LoRAQKVLinear (A of 3r rows).
+NEOX = {
+    "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "max_position_embeddings": 512,
+}  # fmt: skip
+FUSED_KINDS = {
+    "gpt_neox": {**NEOX, "model_type": "gpt_neox", "rotary_pct": 0.25},
+    "gpt_neox sequential": {**NEOX, "model_type": "gpt_neox", "use_parallel_residual": False},
+    "falcon-7b's kind": {**NEOX, "model_type": "falcon"},
+    "falcon-40b's kind": {**NEOX, "model_type": "falcon", "new_decoder_architecture": True,
+                          "num_kv_heads": 2},
+    "bloom": {**NEOX, "model_type": "bloom", "n_layer": 2, "n_head": 4, "n_embd": 64},
+}  # fmt: skip
+FUSED_CASES = {
+    "bf16, q,k,v": ("bf16", False, "q,k,v", 0.0),
+    "mixed, all six, dropout": ("mixed", False, "q,k,v,o,up,down", 0.1),
+    "fp32, q,k,v,o": ("fp32", False, "q,k,v,o", 0.0),
+    "amp-bf16, all six, dropout": ("amp-bf16", False, "q,k,v,o,up,down", 0.1),
+    "mixed, QLoRA, q,k,v,o, dropout": ("mixed", True, "q,k,v,o", 0.1),
+    "amp-bf16, QLoRA, q,k,v": ("amp-bf16", True, "q,k,v", 0.0),
+}
+
+
+@pytest.mark.parametrize("case", list(FUSED_CASES))
+@pytest.mark.parametrize("kind", list(FUSED_KINDS))
+def test_dora_on_a_fused_query_key_value(tmp_path: Path, kind: str, case: str) -> None:
+    """Estimate = trace per category (activations as LoRA's on these kinds: within 80 B), and
+    what DoRA changes against LoRA the same both ways to the byte, at the peak too."""
+    precision, qlora, targets, dropout = FUSED_CASES[case]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(FUSED_KINDS[kind]), encoding="utf-8")
+    base = dict(model=f"hf:{path}", seq=64, batch=2, precision=precision, lora_rank=8,
+                qlora=qlora, lora_targets=targets, lora_dropout=dropout)  # fmt: skip
+    lora_est, lora_trace, _ = _measure(TrainingConfig(**base), True)
+    dora_est, dora_trace, traced = _measure(TrainingConfig(**base, dora=True), True)
+    for name in CATEGORIES[:3]:
+        assert dora_est[name] == dora_trace[name], (kind, case, name)
+    assert dora_est["activations"] == pytest.approx(dora_trace["activations"], abs=80)
+    for name in dora_est:
+        added = dora_est[name] - lora_est[name], dora_trace[name] - lora_trace[name]
+        assert added[0] == added[1], (kind, case, name, added)
+    assert dora_est["peak"] == pytest.approx(dora_trace["peak"], rel=1e-4)
+    assert "query_key_value" in traced.model_info["lora"]["targets"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32", "amp-bf16"])
+@pytest.mark.parametrize("kind", ["gpt_neox", "falcon-7b's kind", "bloom"])
+def test_a_fused_layers_weight_norm_bounds_the_forward(
+    tmp_path: Path, kind: str, precision: str
+) -> None:
+    """Wide and few tokens: the fused layer's norm rebuilt (h × (q + 2k)) leads the step; the
+    estimate's moment (the end of forward plus that rebuild) is never below the trace."""
+    path = tmp_path / "config.json"
+    wide = {"hidden_size": 256, "intermediate_size": 1024, "vocab_size": 256, "n_embd": 256}
+    path.write_text(json.dumps({**FUSED_KINDS[kind], **wide}), encoding="utf-8")
+    cfg = TrainingConfig(model=f"hf:{path}", seq=16, batch=1, precision=precision, lora_rank=8,
+                         lora_targets="q,k,v", dora=True)  # fmt: skip
+    est, seen, traced = _measure(cfg, True)
+    assert traced.peak_phase == "forward"  # type: ignore[attr-defined]
+    assert seen["peak"] <= est["peak"] <= 1.2 * seen["peak"], est["peak"] / seen["peak"]
+
+
+def test_fused_magnitudes_count_as_peft_counts_them() -> None:
+    """Pythia 1B built by transformers on the meta device, peft's use_dora on query_key_value
+    and dense: its trainable parameters are the estimate's (A r × h, B (q + 2k) × r, the
+    magnitude q + 2k wide per block)."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from profiling._quiet_import import import_quietly
+    from profiling.models.workloads import find_workload
+
+    peft = import_quietly("peft")
+    w = find_workload("hf:pythia-1b")
+    assert w is not None
+    config = transformers.AutoConfig.for_model(
+        "gpt_neox", hidden_size=w.hidden, intermediate_size=w.ffn, num_hidden_layers=w.layers,
+        num_attention_heads=w.heads, vocab_size=w.vocab, rotary_pct=0.25,
+    )  # fmt: skip
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    lora = peft.LoraConfig(r=16, lora_alpha=32, target_modules=["query_key_value", "dense"],
+                           use_dora=True)  # fmt: skip
+    trained = sum(p.numel() for p in peft.get_peft_model(model, lora).parameters()
+                  if p.requires_grad)  # fmt: skip
+    cfg = TrainingConfig(model="hf:pythia-1b", seq=512, batch=1, precision="bf16", lora_rank=16,
+                         lora_targets="q,k,v,o", dora=True)  # fmt: skip
+    h, L = w.hidden, w.layers
+    assert (
+        estimate(cfg).trainable_params == trained == L * (16 * (h + 3 * h) + 3 * h + 16 * 2 * h + h)
+    )
 
 
 # DoRA with full checkpointing (was refused): the recomputed block's backward bound
