@@ -93,6 +93,11 @@ HF_PARAM_GROUPS_FIELD: Any = Field(
 COMM_DTYPE_FIELD: Any = Field(
     None, description="DeepSpeed's communication_data_type (default: the model's)."
 )
+FP16_FIELD: Any = Field(
+    False,
+    description="DeepSpeed's fp16 engine (fp16.enabled) under --precision mixed, not bf16: "
+    "at ZeRO-1 fp32 accumulation runs its ZeRO optimizer's grad_accum, not BF16_Optimizer.",
+)
 
 # What the fields above mean only with the engine on.
 ENGINE_ONLY = (
@@ -109,6 +114,7 @@ ENGINE_ONLY = (
     "grad_accum_dtype",
     "comm_dtype",
     "hf_param_groups",
+    "ds_fp16",
 )
 ZERO3_ONLY = ("sub_group_size", "max_reuse_distance", "offload_ratio", "grad_accum_dtype",
               "comm_dtype")  # fmt: skip
@@ -120,7 +126,7 @@ DEEPSPEED_FIELDS = ("deepspeed", "offload_to", *ENGINE_ONLY)
 # The same configuration without the engine (the estimate's "without ZeRO" step).
 ENGINE_OFF: dict[str, Any] = {"deepspeed": False, "offload_to": "cpu", "offload_param": False,
                               **{f: None for f in ENGINE_ONLY if f != "offload_param"},
-                              "hf_param_groups": False}  # fmt: skip
+                              "hf_param_groups": False, "ds_fp16": False}  # fmt: skip
 
 
 def _flag(field: str) -> str:
@@ -155,6 +161,12 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
             "offload_param",
         )
     _check_zero3_settings(cfg)
+    if cfg.ds_fp16 and cfg.precision != "mixed":
+        raise ConfigError(
+            "--ds-fp16 is DeepSpeed's fp16 engine (16-bit weights, fp32 master): give "
+            "--precision mixed",
+            "ds_fp16",
+        )
     if cfg.offload_to == "nvme" and not (cfg.offload_optimizer or cfg.offload_param):
         raise ConfigError(
             "--offload-to nvme says where --offload-optimizer / --offload-param go: give one",
@@ -175,32 +187,34 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
         )
 
 
+def model_dtype(cfg: TrainingConfig) -> str:
+    """The engine's 16-bit dtype (fp16 with ``ds_fp16``, else bf16), or fp32."""
+    return "fp32" if cfg.precision == "fp32" else "fp16" if cfg.ds_fp16 else "bf16"
+
+
 def _accum_at_1_2(cfg: TrainingConfig) -> bool:
     """``data_types.grad_accum_dtype`` at ZeRO-1/2 as DeepSpeed 0.19.6 runs it: the model's own
-    dtype changes nothing; fp32 under bf16 is ``BF16_Optimizer`` at ZeRO-1 (engine.py:1993),
-    and at ZeRO-2 leaves the gradient partition in the model's dtype (stage_1_and_2.py:1678)
-    — both modelled without an optimizer offload."""
-    model = "fp32" if cfg.precision == "fp32" else "bf16"
-    if cfg.grad_accum_dtype in (None, model):
-        return True
-    return cfg.grad_accum_dtype == "fp32" and cfg.precision == "mixed" and not cfg.offload_optimizer
+    dtype changes nothing; fp32 under bf16 is ``BF16_Optimizer`` at ZeRO-1 without an offloaded
+    optimizer (engine.py:1993), the ZeRO optimizer's fp32 ``grad_accum`` with one
+    (stage_1_and_2.py:361), and at ZeRO-2 leaves the gradient partition in the model's dtype
+    (stage_1_and_2.py:1678) — all modelled."""
+    return cfg.grad_accum_dtype in (None, model_dtype(cfg)) or (
+        cfg.grad_accum_dtype == "fp32" and cfg.precision == "mixed"
+    )
 
 
 def _check_zero3_settings(cfg: TrainingConfig) -> None:
     given = [f for f in ZERO3_ONLY if getattr(cfg, f) is not None]
-    if cfg.zero in (1, 2) and _accum_at_1_2(cfg):
-        given = [f for f in given if f != "grad_accum_dtype"]
-        if cfg.zero == 1 and cfg.grad_accum_dtype == "fp32" and cfg.precision == "mixed":
-            given = [f for f in given if f != "comm_dtype"]  # BF16_Optimizer's all-reduce
+    if cfg.zero in (1, 2):  # communication_data_type: the reduction's conversion
+        given = [f for f in given if f != "comm_dtype"]
+        if _accum_at_1_2(cfg):
+            given = [f for f in given if f != "grad_accum_dtype"]
     if given and cfg.zero != 3:
         what = (
             "DeepSpeed reads it at ZeRO-3 only (stage3.py)"
             if given[0] in ZERO3_ONLY[:3]
-            else "at ZeRO-1/2 it is modelled for DeepSpeed's BF16_Optimizer only (ZeRO-1, "
-            "--precision mixed, --grad-accum-dtype fp32)"
-            if given[0] == "comm_dtype"
-            else "at ZeRO-1/2 fp32 accumulation is modelled without --offload-optimizer only "
-            "(ZeRO-1: DeepSpeed's BF16_Optimizer) and fp16 not at all"
+            else "at ZeRO-1/2 fp32 accumulation is modelled under --precision mixed (bf16), "
+            "and the model's own dtype"
         )
         raise ConfigError(f"{_flag(given[0])} needs --zero 3: {what}", given[0])  # fmt: skip
     if cfg.offload_ratio is not None and not cfg.offload_optimizer:
@@ -227,6 +241,7 @@ __all__ = [
     "DEEPSPEED_FIELD",
     "DEEPSPEED_FIELDS",
     "ENGINE_OFF",
+    "FP16_FIELD",
     "GPUS_PER_NODE_FIELD",
     "GRAD_ACCUM_DTYPE_FIELD",
     "HF_PARAM_GROUPS_FIELD",
@@ -245,4 +260,5 @@ __all__ = [
     "OffloadDevice",
     "check_deepspeed",
     "describe_deepspeed",
+    "model_dtype",
 ]

@@ -176,6 +176,7 @@ class TrainingConfig(BaseModel):
     grad_accum_dtype: ds.DsDtype = ds.GRAD_ACCUM_DTYPE_FIELD
     comm_dtype: ds.DsDtype = ds.COMM_DTYPE_FIELD
     hf_param_groups: bool = ds.HF_PARAM_GROUPS_FIELD
+    ds_fp16: bool = ds.FP16_FIELD
     paged_optimizer: bool = PAGED_FIELD
     torchao_optim: bool = optim.TORCHAO_OPTIM_FIELD
     activation_offload: bool = behaviours.ACTIVATION_OFFLOAD_FIELD

@@ -61,6 +61,7 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import deepspeed_groups as dg
 from profiling.estimate import deepspeed_lora as dl
+from profiling.estimate import deepspeed_padding as dp
 from profiling.estimate import deepspeed_zero12 as z12
 from profiling.estimate.activations import offloaded_inputs
 from profiling.estimate.states import Ledger, weight_bytes
@@ -166,6 +167,7 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
     s = Settings.of(cfg, shape)
     psi, w = dl.trainable(cfg, shape), s.w  # the optimizer's side: what trains
     dl.sixteen_bit_adapters(ledger, cfg, shape)
+    dp.pad(ledger, cfg, shape)
     _drop_torch_step(ledger)
     if z12.bf16_optimizer_runs(cfg):  # no reduce buckets, no fp32 gradient made at the step
         z12.bf16_optimizer(ledger, cfg, shape, psi)
@@ -192,7 +194,7 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
         if cfg.zero >= 2:
             _to_host(ledger, "gradients", "cpu")  # pinned host memory, NVMe or not
         if cfg.zero < 3:  # no fp32 partition on the GPU at the step: the reduction's copy
-            z12.reduction(ledger, w, psi, s.reduce)
+            z12.reduction(ledger, cfg, psi, s.reduce)
         if cfg.zero < 3 and big:
             dg.add_line(
                 ledger,
@@ -206,40 +208,12 @@ def engine(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
         dg.fp32_sub_group(ledger, cfg, shape, s.acc, psi)
     elif cfg.precision in ("mixed", "fp32") and not cfg.fp32_grads:
         z12.step_partition(ledger, cfg, shape, w, psi, s.reduce)
+    if z12.accum_attribute_runs(cfg):  # ZeRO-1's fp32 grad_accum (offloaded, or fp16)
+        z12.accum_attribute(ledger, cfg, shape, psi)
     if cfg.offload_optimizer and cfg.zero == 3 and cfg.offload_ratio is not None:
         dg.kept_on_gpu(ledger, cfg, shape, psi)
     if cfg.zero == 3:
         _stage3(ledger, cfg, shape, s)
-
-
-def backward_buckets(
-    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]
-) -> list[tuple[str, float, str]]:
-    """ZeRO-2 (or ZeRO-1 with ``overlap_comm``) reduces in backward: the buckets are made at
-    the first gradient hook and freed at backward's end (``setup_buckets``,
-    ``_release_ipg_buffers``, stage_1_and_2.py:2493, 828), so they are alive with the
-    activations, beside a reduction's flattened copy and, at ZeRO-2, the gradient partition
-    made at the first reduction (``copy_grads_in_partition``, line 1678). An upper bound: every
-    activation of the end of forward kept (the first reduction comes after the head's and a
-    few blocks' backward has freed theirs)."""
-    if not cfg.deepspeed or cfg.zero not in (1, 2) or z12.bf16_optimizer_runs(cfg):
-        return []
-    s = Settings.of(cfg, shape)
-    if cfg.zero == 1 and not s.overlap:  # stage 1 reduces at backward's end: the step's moment
-        return []
-    psi, w = dl.trainable(cfg, shape), s.w
-    buckets = s.reduce * w * (2 if s.overlap else 1)
-    copy = w * min(s.reduce, psi)
-    part = w * psi / cfg.gpus if cfg.zero == 2 and not cfg.offload_optimizer else 0.0
-    fwd = sum(parts[k] for k in ("sharded weights", "optimizer", "kept", "activations"))
-    f = fmt_bytes
-    return [(
-        "backward, DeepSpeed's buckets alive (bound)",
-        fwd + buckets + copy + part,
-        f"weights, optimizer and activations of the end of forward {f(fwd)} + gradient "
-        f"bucket(s) {f(buckets)} + a reduction's flattened copy {f(copy)}"
-        + (f" + the gradient partition w·Ψ/N {f(part)}" if part else ""),
-    )]  # fmt: skip
 
 
 def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Settings) -> None:
@@ -340,7 +314,7 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
         return out
     s = Settings.of(cfg, shape)
     psi, n, w = dl.trainable(cfg, shape), cfg.gpus, s.w  # the optimizer's side: what trains
-    part = psi / n
+    part = dp.partition(cfg, shape, psi)[0]  # DeepSpeed's padded partition
     P = f"{fmt_count(psi)}/{n}"
     every = dl.partitioned(cfg, shape)  # the parameter partitions: frozen ones too
     nvme = cfg.offload_to == "nvme"
@@ -382,7 +356,8 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
         a = s.acc  # grad_partitions_flat_buffer: grad_accum_dtype, pinned in host memory
         out.append(HostLine(f"{8 * a}-bit gradient partitions", a * part, f"{a} B · {P}", True))
     if cfg.offload_param:
-        kept = min(every / n, dsc.PARAM_MAX_IN_CPU) if nvme else every / n
+        mine = dp.sixteen_bit(cfg, shape)[0]  # each tensor padded to N
+        kept = min(mine, dsc.PARAM_MAX_IN_CPU) if nvme else mine
         E = f"{fmt_count(every)}/{n}"
         out.append(
             HostLine(
@@ -462,7 +437,6 @@ def host_text(host: dict[str, Any] | None) -> list[str]:
 __all__ = [
     "HostLine",
     "Settings",
-    "backward_buckets",
     "engine",
     "gpus_per_node",
     "host_lines",

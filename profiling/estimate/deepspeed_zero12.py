@@ -41,10 +41,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from profiling._config_deepspeed import model_dtype
 from profiling.config import TrainingConfig
 from profiling.estimate import deepspeed_groups as dg
+from profiling.estimate import deepspeed_padding as dp
 from profiling.estimate.ledger import Ledger
 from profiling.estimate.optim_states import largest_adapter
+from profiling.estimate.states import weight_bytes
 from profiling.units import fmt_count
 
 ALLREDUCE_BUCKET = 500_000_000  # engine.py MEMORY_OPT_ALLREDUCE_SIZE, allreduce_gradients' default
@@ -59,10 +62,63 @@ def bf16_optimizer_runs(cfg: TrainingConfig) -> bool:
         and cfg.precision == "mixed"
         and cfg.grad_accum_dtype == "fp32"
         and not cfg.offload_optimizer
+        and not cfg.ds_fp16
     )
 
 
 REDUCTION = "DeepSpeed gradient reduction: the bucket's slices flattened (in backward)"
+ACCUMULATORS = "DeepSpeed ZeRO-1 fp32 gradient accumulators (grad_accum, every parameter's)"
+COPIES = "DeepSpeed ZeRO-1 reduction of the fp32 accumulators: two 16-bit copies of a tensor"
+
+
+def accum_attribute_runs(cfg: TrainingConfig) -> bool:
+    """ZeRO-1's own optimizer with fp32 accumulation — with an offloaded optimizer or in fp16,
+    where the engine does not pick ``BF16_Optimizer`` (engine.py:1994):
+    ``use_grad_accum_attribute`` (stage_1_and_2.py:361: a separate accumulation dtype without
+    partitioned gradients)."""
+    return (
+        cfg.deepspeed
+        and cfg.zero == 1
+        and cfg.precision == "mixed"
+        and cfg.grad_accum_dtype == "fp32"
+        and bool(cfg.offload_optimizer or cfg.ds_fp16)
+    )
+
+
+def accum_attribute(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], psi: int) -> None:
+    """``use_grad_accum_attribute`` (stage_1_and_2.py): each gradient hook makes
+    ``param.grad_accum = param.grad.to(fp32)`` and drops the bf16 gradient (line 1126): 4 B for
+    every trained element on every rank in place of the 16-bit gradients. At backward's end
+    ``reduce_gradients`` (line 861) takes ``grad_accum.to(bf16)`` for each parameter and, to
+    bucket it, ``reduce_independent_p_g_buckets_and_remove_grads`` takes another (line 1198,
+    ``get_gradient_for_reduction``): two 16-bit copies of the largest tensor at once, while a
+    full bucket is reduced. The accumulators of the rank's own tensors are freed as they are
+    copied to the host (``async_inplace_copy_grad_to_fp32_buffer_from_gpu``), the others'
+    stay to the step (``clear_grad_attribute`` is for the offload path only). Not offloaded
+    (fp16), the rank's own are copied back in 16 bits into ``grads_in_partition``
+    (``copy_grads_in_partition``, line 1670: the whole tensors of its partition) until the
+    reduction's end, and the step flattens the fp32 accumulators' slices (4 B, ``.to(fp32)``
+    returning the copy itself: ``step_partition``)."""
+    w = weight_bytes(cfg.precision)
+    for ln in ledger.lines:
+        if ln.category == "gradients" and ln.group == "model states" and ln.bytes:
+            ln.name = ACCUMULATORS
+            ln.bytes, ln.unsharded = ln.bytes * 4 / w, ln.unsharded * 4 / w
+            ln.formula = ln.formula.replace(f"{w} B", "4 B")
+            ln.substituted = ln.substituted.replace(f"· {w} B", "· 4 B") + " (fp32)"
+    big = largest_adapter(cfg, shape) if cfg.lora_rank is not None else int(
+        shape.get("largest_tensor") or 0)  # fmt: skip
+    kept = 0.0 if cfg.offload_optimizer else dp.grads_kept(cfg, shape, psi)[0]
+    dg.add_line(
+        ledger,
+        COPIES,
+        2 * w * big + w * kept,
+        "2 · w · largest tensor (grad_accum.to(16-bit) in reduce_gradients and in the "
+        "bucketing)" + (" + w · the rank's tensors (grads_in_partition)" if kept else ""),
+        f"2 · {w} · {fmt_count(big)}" + (f" + {w} · {fmt_count(kept)}" if kept else ""),
+        group="temporaries",
+        category="temporaries",
+    )
 
 
 def step_partition(
@@ -73,33 +129,49 @@ def step_partition(
     weights, gradient partition, states and buckets alive beside it."""
     n = cfg.gpus
     groups = dg.group_sizes(cfg, shape, psi)
-    e = max(groups) / n
-    copy = w if w != 4 else 0
-    if w * min(reduce, psi) > (4 + copy) * e:
-        reduction(ledger, w, psi, reduce, f" (above the step's {4 + copy} B · Ψ/N)")
+    e = max(-(-g // (2 * n)) * 2 for g in groups)  # the partition padded to 2·N per group
+    copy = w if w != 4 and not accum_attribute_runs(cfg) else 0  # fp32 slices: .to is a no-op
+    if (w + conversion(cfg)) * min(reduce, psi) > (4 + copy) * e:
+        reduction(ledger, cfg, psi, reduce, f" (above the step's {4 + copy} B · Ψ/N)")
         return
     many = f"; the largest of {len(groups)} parameter groups" if len(groups) > 1 else ""
     dg.add_line(
         ledger,
         "DeepSpeed fp32 gradient partition (at the step, with its flattened copy)",
         (4 + copy) * e,
-        "(4 B" + (f" + its flattened {copy} B copy" if copy else "") + ") · Ψ_group/N",
-        f"{4 + copy} · {fmt_count(max(groups))} / {n}{many}",
+        "(4 B" + (f" + its flattened {copy} B copy" if copy else "") + ") · ceil(Ψ_group/2N)·2",
+        f"{4 + copy} · {fmt_count(e)}: {fmt_count(max(groups))} / {n} padded{many}",
         group="temporaries",
         category="temporaries",
     )
 
 
-def reduction(ledger: Ledger, w: int, psi: int, reduce: int, why: str = "") -> None:
+def conversion(cfg: TrainingConfig) -> int:
+    """Bytes per element of ``allreduce_bucket``'s ``tensor.to(communication_data_type)``
+    (stage_1_and_2.py:1850): a copy when the dtype is not the model's (bf16 under mixed,
+    fp16 with ``ds_fp16``), none when it is or unset."""
+    model = model_dtype(cfg)
+    return dg.DTYPE_BYTES[cfg.comm_dtype] if cfg.comm_dtype not in (None, model) else 0
+
+
+def reduction_bytes(cfg: TrainingConfig, w: int, psi: int, reduce: int) -> int:
+    """A reduction's copies: the flattened slices (w B) and their ``communication_data_type``
+    conversion, both alive while it is all-reduced and copied back."""
+    return (w + conversion(cfg)) * min(reduce, psi)
+
+
+def reduction(ledger: Ledger, cfg: TrainingConfig, psi: int, reduce: int, why: str = "") -> None:
     """A reduction of the IPG bucket (stage_1_and_2.py ``average_tensor`` → ``allreduce_and_
     scatter`` → ``allreduce_bucket``, line 1841): the bucket's per-rank slices are flattened,
-    a w-byte copy of up to ``reduce_bucket_size`` elements, alive while it is all-reduced."""
+    a w-byte copy of up to ``reduce_bucket_size`` elements, alive while it is all-reduced; with
+    a ``communication_data_type`` not the model's, converted too (a c-byte copy beside it)."""
+    w, c = weight_bytes(cfg.precision), conversion(cfg)
     dg.add_line(
         ledger,
         REDUCTION,
-        w * min(reduce, psi),
-        "w · min(reduce_bucket_size, Ψ)",
-        f"{w} · {fmt_count(min(reduce, psi))}{why}",
+        reduction_bytes(cfg, w, psi, reduce),
+        "(w" + (" + c(communication_data_type)" if c else "") + ") · min(reduce_bucket_size, Ψ)",
+        f"{f'({w} + {c})' if c else w} · {fmt_count(min(reduce, psi))}{why}",
         group="temporaries",
         category="temporaries",
     )
@@ -168,10 +240,16 @@ def bf16_optimizer(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], p
 
 
 __all__ = [
+    "ACCUMULATORS",
     "ALLREDUCE_BUCKET",
+    "COPIES",
     "REDUCTION",
+    "accum_attribute",
+    "accum_attribute_runs",
     "bf16_optimizer",
     "bf16_optimizer_runs",
+    "conversion",
     "reduction",
+    "reduction_bytes",
     "step_partition",
 ]

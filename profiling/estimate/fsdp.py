@@ -49,9 +49,9 @@ def fsdp_moments(
     """The step's ``moments`` with those ZeRO-3 adds under FSDP2, from the step's totals in
     ``parts`` (sharded weights, gradients, optimizer, kept gradients, activations, the loss's
     log-probs), as they are when every rank keeps unsharded gradients (``no_sync``)."""
-    from profiling.estimate.deepspeed_engine import backward_buckets  # it imports this module's
+    from profiling.estimate.deepspeed_backward import backward_buckets  # it imports this module's
 
-    added = _added(cfg, shape, parts) + backward_buckets(cfg, shape, parts)
+    added = _added(cfg, shape, parts) + backward_buckets(cfg, shape, parts, moments)
     return with_unsharded(cfg, shape, parts, moments + added)
 
 

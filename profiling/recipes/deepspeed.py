@@ -59,9 +59,9 @@ DS_KNOWN: list[tuple[str, str]] = [
     ("zero_optimization.*.fast_init", NO_MEMORY),
     ("zero_optimization.*", NO_MEMORY),
     ("activation_checkpointing.*", _ACTIVATIONS),
-    ("data_types.*", _NOT_AT_1_2 + " with fp16 or an offloaded optimizer: the gradients "
-     "counted in the model's dtype (the default)"),
-    ("communication_data_type", _NOT_AT_1_2 + ": the buckets counted in the model's dtype"),
+    ("data_types.*", _NOT_AT_1_2 + ": the gradients counted in the model's dtype (the "
+     "default)"),
+    ("communication_data_type", _NOT_AT_1_2 + ": the reduction counted in the model's dtype"),
     ("optimizer.params.*", NO_MEMORY),
     ("fp16.*", NO_MEMORY),
     ("bf16.*", NO_MEMORY),
@@ -190,21 +190,34 @@ def _zero3_settings(r: Reading, p: str) -> None:
 
 
 def _accum_modelled(r: Reading, p: str, dtype: str) -> bool:
-    """fp32 accumulation under bf16 at ZeRO-1/2 without an optimizer offload (ZeRO-1:
-    DeepSpeed's BF16_Optimizer), or the model's own dtype: what the estimate models."""
-    if r.get(p + "fp16.enabled") is True:
-        return False
+    """What the estimate models at ZeRO-1/2 (profiling._config_deepspeed._accum_at_1_2): the
+    model's own dtype, and fp32 under bf16 or fp16 (ZeRO-1: BF16_Optimizer under bf16, else
+    the ZeRO optimizer's fp32 grad_accum; ZeRO-2: nothing moves)."""
     bf16 = r.get(p + "bf16.enabled") not in (None, False)
-    offload = r.get(p + "zero_optimization.offload_optimizer.device") in ("cpu", "nvme")
-    return dtype == ("bf16" if bf16 else "fp32") or (bf16 and dtype == "fp32" and not offload)
+    if r.get(p + "fp16.enabled") is True:  # ds_fp16: ZeRO-1's grad_accum path, not BF16's
+        return dtype in ("fp16", "fp32")
+    return dtype == ("bf16" if bf16 else "fp32") or (bf16 and dtype == "fp32")
 
 
 def _bf16_optimizer(r: Reading, p: str) -> bool:
     """ZeRO-1 with bf16 and fp32 accumulation, no offload: DeepSpeed's BF16_Optimizer."""
     accum = _DTYPES.get(str(r.get(p + "data_types.grad_accum_dtype")).lower())
     one = r.get(p + "zero_optimization.stage") == 1
+    offload = r.get(p + "zero_optimization.offload_optimizer.device") in ("cpu", "nvme")
     return one and accum == "fp32" and r.get(p + "bf16.enabled") not in (None, False) and (
-        _accum_modelled(r, p, "fp32"))  # fmt: skip
+        not offload)  # fmt: skip
+
+
+def _accum_reason(r: Reading, p: str, dtype: str) -> str:
+    fp16 = r.get(p + "fp16.enabled") is True
+    if dtype != "fp32" or (r.get(p + "bf16.enabled") in (None, False) and not fp16):
+        return "the gradient partition stays in the model's dtype"
+    if r.get(p + "zero_optimization.stage") != 1:
+        return "at ZeRO-2 the gradient partition stays in the model's dtype"
+    if _bf16_optimizer(r, p):
+        return "ZeRO-1 with bf16: DeepSpeed's BF16_Optimizer and its fp32 accumulators"
+    return ("ZeRO-1 with fp16" if fp16 else "ZeRO-1 with the optimizer offloaded") + (
+        ": an fp32 grad_accum of every parameter")  # fmt: skip
 
 
 def _dtypes(r: Reading, p: str, stage3: bool) -> None:
@@ -216,16 +229,16 @@ def _dtypes(r: Reading, p: str, stage3: bool) -> None:
         dtype = _DTYPES.get(str(value).lower())
         if dtype is None:
             r.ignore(key, f"{value!r} is not a dtype DeepSpeed takes (fp32, bf16, fp16)")
-        elif not stage3 and field == "comm_dtype" and _bf16_optimizer(r, p):
-            r.use(key, field, dtype, "BF16_Optimizer's all-reduce of its fp32 accumulators "
-                  "converts them to it (engine.py allreduce_bucket)")  # fmt: skip
-        elif not stage3 and field == "grad_accum_dtype" and _accum_modelled(r, p, dtype):
-            r.use(key, field, dtype, "ZeRO-1 with bf16: DeepSpeed's BF16_Optimizer and its fp32 "
-                  "accumulators" if dtype == "fp32" and r.get(p + "zero_optimization.stage") == 1
-                  else "the gradient partition stays in the model's dtype")  # fmt: skip
         elif stage3:
             r.use(key, field, dtype, "the gradient partitions' dtype" if field ==
                   "grad_accum_dtype" else "the gradient bucket's dtype")  # fmt: skip
+        elif field == "comm_dtype":
+            r.use(key, field, dtype, "BF16_Optimizer's all-reduce of its fp32 accumulators "
+                  "converts them to it (engine.py allreduce_bucket)" if _bf16_optimizer(r, p)
+                  else "a reduction converts the bucket's flattened slices to it "
+                  "(stage_1_and_2.py allreduce_bucket)")  # fmt: skip
+        elif field == "grad_accum_dtype" and _accum_modelled(r, p, dtype):
+            r.use(key, field, dtype, _accum_reason(r, p, dtype))
         else:
             r.ignore(key, _NOT_AT_1_2)
 
@@ -326,6 +339,8 @@ def _precision(r: Reading, p: str, trainer: Filler | None) -> None:
         value = r.get(key)
         if value is True or (value == "auto" and trainer is not None and trainer.values.get(name)):
             r.use(key, "precision", "mixed", _ENGINE)
+            if name == "fp16":  # its own dtype for data_types and communication_data_type
+                r.imply("(fp16.enabled)", "ds_fp16", True, "DeepSpeed's engine in fp16, not bf16")
             return
         if value == "auto" and trainer is None:
             r.ignore(key, f"\"auto\" not resolved: the Trainer's {name} fills it; give "

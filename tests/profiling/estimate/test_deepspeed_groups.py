@@ -133,7 +133,7 @@ def test_a_partial_offload_keeps_the_first_sub_groups_on_the_gpu() -> None:
     ("kw", "message"),
     [
         ({"zero": 2, "sub_group_size": 10**8}, "--sub-group-size needs --zero 3"),
-        ({"zero": 2, "comm_dtype": "fp32"}, "--comm-dtype needs --zero 3"),
+        ({"zero": 2, "max_reuse_distance": 0}, "--max-reuse-distance needs --zero 3"),
         ({"zero": 3, "offload_ratio": 0.5}, "--offload-ratio is the share"),
     ],
 )

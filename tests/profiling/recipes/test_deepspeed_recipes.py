@@ -259,13 +259,16 @@ def test_zero3s_sub_groups_partial_offload_and_dtypes_are_read(tmp_path: Path) -
     assert any(n.startswith("DeepSpeed offload_optimizer.ratio") for n in by)
     zero2 = {**data, "zero_optimization": {**zero, "stage": 2}}
     recipe = read_recipe([_write(tmp_path, "ds_z2.json", zero2)])
-    assert not {"sub_group_size", "offload_ratio", "grad_accum_dtype", "comm_dtype"} & set(
-        recipe.values
-    )
+    assert not {"sub_group_size", "offload_ratio"} & set(recipe.values)
+    assert recipe.values["grad_accum_dtype"] == recipe.values["comm_dtype"] == "fp32"
     lines = _lines(recipe)
     assert "ZeRO-3 only" in lines["zero_optimization.sub_group_size"]
-    assert "not modelled yet at ZeRO-1/2" in lines["communication_data_type"]
-    assert "not modelled yet at ZeRO-1/2" in lines["data_types.grad_accum_dtype"]
+    assert "converts the bucket's flattened slices" in lines["communication_data_type"]
+    assert "stays in the model's dtype" in lines["data_types.grad_accum_dtype"]
+    # under fp16 they are read against fp16 (ds_fp16): fp32 converts either way
+    fp16 = {**zero2, "bf16": {"enabled": False}, "fp16": {"enabled": True}}
+    v = read_recipe([_write(tmp_path, "ds_z2_fp16.json", fp16)]).values
+    assert v["ds_fp16"] is True and v["comm_dtype"] == v["grad_accum_dtype"] == "fp32"
     assert "offloaded" in lines["zero_optimization.offload_optimizer.ratio"]
     TrainingConfig.parse(**with_recipe(recipe, {"model": "llama-7b", "gpus": 8}))  # estimable
 
@@ -296,11 +299,21 @@ def test_the_trainers_own_optimizer_has_two_groups_and_bf16_accumulates_in_fp32(
     assert "hf_param_groups" not in read_recipe([_write(tmp_path, "args.json", args)]).values
     # alone (no Trainer) the optimizer is the user's: nothing said of its groups
     assert "hf_param_groups" not in read_recipe([_write(tmp_path, "ds.json", zero1)]).values
-    # offloaded, fp32 accumulation runs the ZeRO optimizer's other path: left out, said why
+    # offloaded, fp32 accumulation runs the ZeRO optimizer's grad_accum path: read as that
     off = {**zero1, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}}
     recipe = read_recipe([_write(tmp_path, "ds_off.json", off)])
-    assert "grad_accum_dtype" not in recipe.values
-    assert "not modelled yet at ZeRO-1/2" in _lines(recipe)["data_types.grad_accum_dtype"]
+    assert recipe.values["grad_accum_dtype"] == "fp32"
+    assert "fp32 grad_accum of every parameter" in _lines(recipe)["data_types.grad_accum_dtype"]
+    # in fp16 the engine keeps its ZeRO optimizer (BF16_Optimizer is bf16's): its grad_accum
+    fp16 = {**zero1, "bf16": {"enabled": False}, "fp16": {"enabled": True},
+            "communication_data_type": "bf16"}  # fmt: skip
+    recipe = read_recipe([_write(tmp_path, "ds_fp16.json", fp16)])
+    v = recipe.values
+    assert v["ds_fp16"] is True and v["grad_accum_dtype"] == "fp32" and v["comm_dtype"] == "bf16"
+    assert "ZeRO-1 with fp16" in _lines(recipe)["data_types.grad_accum_dtype"]
+    cfg = TrainingConfig.parse(**with_recipe(recipe, {"model": "gpt2-small", "gpus": 8}))
+    names = {c.name for c in estimate(cfg).components}
+    assert "DeepSpeed ZeRO-1 fp32 gradient accumulators (grad_accum, every parameter's)" in names
     # a partial offload to NVMe is read (stage3.py swaps the sub-groups of 1 MiB or more)
     nvme = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "offload_optimizer": {
         "device": "nvme", "nvme_path": "/local_nvme", "ratio": 0.3}}}  # fmt: skip
