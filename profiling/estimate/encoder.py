@@ -353,14 +353,29 @@ def _backward(d: Dims, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float
             f"gradients of the LayerNorm's output and input 2·s·b·h·{e.r} = {f(norm)}"
         )
         out.append(("backward, the last LayerNorm", norm, text))
+        if d.extra["encoder"]["pixels"] and cfg.checkpointing != "full":
+            out.append(_vit_final_norm(d, e, cfg, norm))
         if d.extra["encoder"]["pixels"] and e.amp:
             from profiling.estimate.lora_encoder import vit_last_mlp
 
             out.append(vit_last_mlp(d, e, cfg, fwd, _vit(d, e, cfg)[-1].bytes))
-        from profiling.estimate.lora_encoder import amp_down
+        from profiling.estimate.lora_encoder import amp_down, amp_up
 
-        out += amp_down(d, e, cfg, out)
+        out += amp_down(d, e, cfg, out) + amp_up(d, e, cfg, out)
     return out
+
+
+def _vit_final_norm(d: Dims, e: Bytes, cfg: TrainingConfig, norm: float) -> tuple[str, float, str]:
+    """ViT's last LayerNorm is the head's final norm: its saved input and statistics, counted
+    among the head's saved tensors, are freed only once its backward has run (``norm``: the
+    last LayerNorm's moment without them; BERT's, RoBERTa's is a block's post-norm)."""
+    stats, stats_f = _stats(e, cfg)
+    value = norm + d.s * d.b * (d.h * e.r + stats)
+    text = (
+        f"the last LayerNorm's {fmt_bytes(norm)} + its saved input and statistics "
+        f"s·b·(h·{e.r} + {stats_f}) = {fmt_bytes(value)}"
+    )
+    return "backward, ViT's final LayerNorm", value, text
 
 
 def _last_norm(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:

@@ -356,8 +356,39 @@ def amp_down(d: Dims, e: Bytes, cfg: TrainingConfig, out: Moments) -> Moments:
     ]  # fmt: skip
 
 
+def amp_up(d: Dims, e: Bytes, cfg: TrainingConfig, out: Moments) -> Moments:
+    """BERT's, RoBERTa's adapted up projection under autocast (no down adapter), its adapter's
+    backward after GELU's (``out``'s "backward, the last block's MLP", whose tensors stay):
+    in lora_B's, B's 16-bit weight gradient r·f·c and its input gradient s·b·r·c; in lora_A's,
+    A's input gradient and its cast back to the LayerNorm output's fp32 s·b·h·(c + 4), B's
+    fp32 weight gradient made and its 16-bit weight copy freed r·f·(4 − c), the scaled output
+    gradient and B's saved input (A's output) gone s·b·(f + r)·c. Read from the trace's
+    per-module peaks of the last block's lora_A and lora_B across rank, hidden size, MLP width
+    and batch (the highest moment of backward by up to 16 KB; tests/profiling/trace/
+    test_lora_encoder_amp_up.py). ViT's pre-norm block keeps its MLP's moment the higher."""
+    vit = bool(d.extra["encoder"]["pixels"])
+    if not e.amp or vit or "up" not in cfg.lora_targets or "down" in cfg.lora_targets:
+        return []
+    T, h, f, r, c = d.s * d.b, d.h, d.f, int(cfg.lora_rank or 0), e.c
+    ab = adapter_bytes(cfg)
+    mlp = next(v for n, v, _ in out if n == "backward, the last block's MLP")
+    b_up = mlp + r * f * c + T * r * c
+    a_up = mlp + T * h * (c + e.r) + r * f * (ab - c) - T * (f + r) * c
+    f_ = fmt_bytes
+    return [
+        ("backward, the last block's up adapter's B", b_up,
+         f"the last block's MLP {f_(mlp)} + B's 16-bit weight gradient r·f·{c} and input "
+         f"gradient s·b·r·{c} = {f_(b_up)}"),
+        ("backward, the last block's up adapter's A", a_up,
+         f"the last block's MLP {f_(mlp)} + A's input gradient and its fp32 cast s·b·h·({c} + "
+         f"{e.r}) + B's fp32 weight gradient less its 16-bit copy r·f·({ab} − {c}) − the scaled "
+         f"output gradient and B's saved input s·b·(f + r)·{c} = {f_(a_up)}"),
+    ]  # fmt: skip
+
+
 __all__ = [
     "amp_down",
+    "amp_up",
     "check",
     "down_delta",
     "frames",
