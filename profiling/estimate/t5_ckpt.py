@@ -36,15 +36,19 @@ none), the fp32 log-probabilities and encoder output, the gated MLP going back i
 N·f·4 gradients), and the recomputation's end (``_end_amp``): the MLP's 16-bit output
 gradient, its norm's fp32 output, the frozen wo's input copy alive as its weight's copy is
 saved last (with the gated MLP's fp32 product; ReLU's fp32 cast), a first block's bias.
-Refused (``check``): adapters on the MLP (their backward's moments are not modelled: 0.992–1.043
-of the trace). No torch here.
+Adapters on the MLP (up, gate, down; ``estimate.t5_mlp_ckpt``): the MLP recomputed and going
+back is walked op by op — peft's adapter transients inside the recomputation (up's or gate's B
+output and its scaled copy), down's first gradients made before the recomputation starts, the
+recomputation's end with down's frozen output, the adapters' gradients — and, on ReLU, the
+MLP's norm goes back once all the MLP kept is freed. Refused under autocast (``check``). No
+torch here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate import lora_t5, t5, t5_ckpt_full
+from profiling.estimate import lora_t5, t5, t5_ckpt_full, t5_mlp_ckpt
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.t5 import _table
 from profiling.units import fmt_bytes
@@ -56,11 +60,11 @@ if TYPE_CHECKING:
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why LoRA under full checkpointing on this encoder-decoder is not estimated (None: it
     is)."""
-    if not {"up", "gate", "down"} & set(cfg.lora_targets):
+    if not {"up", "gate", "down"} & set(cfg.lora_targets) or not Bytes.of(cfg.precision).amp:
         return None
-    return ("LoRA on an encoder-decoder with full checkpointing with adapters on the MLP (up, "
-            "gate, down) yet; estimate it without checkpointing, or trace it (journal-agent "
-            "trace runs it exactly)")  # fmt: skip
+    return ("LoRA on an encoder-decoder with full checkpointing and autocast with adapters on "
+            "the MLP (up, gate, down) yet; estimate it without autocast or checkpointing, or "
+            "trace it (journal-agent trace runs it exactly)")  # fmt: skip
 
 
 def _adapters(d: Dims, cfg: TrainingConfig, cross: bool) -> int:
@@ -87,11 +91,15 @@ def _rise(
     base = kept - tokens * d.h * e.r
     if e.amp:
         return _rise_amp(tokens, d, e, cfg, base, not encoder)
+    # the MLP going back: its gradients, or its adapters walked (all it kept freed by the end)
+    mlp, end = (3 if d.extra["t5"]["gated"] else 2) * tokens * d.f * e.c, -tokens * d.f * e.c
+    if {"up", "gate", "down"} & set(cfg.lora_targets):
+        _, mlp, end = t5_mlp_ckpt.rise(tokens, d, e, cfg)
     if d.extra["t5"]["gated"]:
-        return base + 3 * tokens * d.f * e.c
-    norm = base - tokens * d.f * e.c + tokens * (16 * d.h - 4)
+        return base + mlp
+    norm = base + end + tokens * (16 * d.h - 4)
     norm -= tokens * d.h * e.c if encoder else 0
-    return max(base + 2 * tokens * d.f * e.c, norm)
+    return max(base + mlp, norm)
 
 
 def _rise_amp(tokens: int, d: Dims, e: Bytes, cfg: TrainingConfig, base: int, dec: bool) -> int:
@@ -198,6 +206,9 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     r_mlp, r_cross = _rise(U, src, e, cfg, k_dec), _cross_rise(src, e, cfg, t, k_dec)
     r_enc = _rise(T, src, e, cfg, k_enc, encoder=True)
     end_dec = end_enc = 0
+    # the MLP's adapters recomputed, up to the recomputation's end (its locals alive)
+    fwd_dec, fwd_enc = (k - n * h * e.r + t5_mlp_ckpt.rise(n, src, e, cfg)[0]
+                        for n, k in ((U, k_dec), (T, k_enc)))  # fmt: skip
     if e.amp:
         from profiling.estimate.t5_ckpt_full import _copies
 
@@ -225,8 +236,8 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         if k < Ld - 1:
             return start, rise
         # the first block: the biases freed, recomputed inside; its input needs no gradient;
-        # under autocast its bias alive in the tables' dtype until the recomputation ends
-        rise = max(rise, end_dec + d.a * t * t * tb) if e.amp else rise
+        # its bias alive in the tables' dtype until the recomputation ends
+        rise = max(rise, (end_dec if e.amp else fwd_dec) + d.a * t * t * tb)
         return start - b_dec, rise + _first(U, src, e, cfg) + d.a * t * s * e.c
 
     best = t5_ckpt_full.highest_block(Ld, dec)
@@ -242,7 +253,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         start = enc_top - k * T * h * e.r + k * g_enc - (b_enc if first else 0)
         if not first:
             return start, r_enc
-        rise = max(r_enc, end_enc + d.a * s * s * tb) if e.amp else r_enc
+        rise = max(r_enc, (end_enc if e.amp else fwd_enc) + d.a * s * s * tb)
         return start, rise + _first(T, src, e, cfg)
 
     best = t5_ckpt_full.highest_block(L, enc)
