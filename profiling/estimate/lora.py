@@ -98,10 +98,9 @@ def check_targets(d: Dims, cfg: TrainingConfig) -> str | None:
 
         return check(d, cfg) or dora.check(d, cfg)
     if d.arch == "t5":  # T5, mT5 (estimate.lora_t5; with full checkpointing estimate.t5_ckpt)
-        from profiling.estimate import lora_t5, t5_ckpt
+        from profiling.estimate import lora_t5
 
-        ckpt = t5_ckpt.check(d, cfg) if cfg.checkpointing == "full" else None
-        return lora_t5.check(d, cfg) or ckpt
+        return lora_t5.check(d, cfg)
     if problem := dora.check(d, cfg):
         return problem
     targets = block_targets(cfg)

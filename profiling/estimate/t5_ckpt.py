@@ -40,31 +40,21 @@ Adapters on the MLP (up, gate, down; ``estimate.t5_mlp_ckpt``): the MLP recomput
 back is walked op by op — peft's adapter transients inside the recomputation (up's or gate's B
 output and its scaled copy), down's first gradients made before the recomputation starts, the
 recomputation's end with down's frozen output, the adapters' gradients — and, on ReLU, the
-MLP's norm goes back once all the MLP kept is freed. Refused under autocast (``check``). No
-torch here.
+MLP's norm goes back once all the MLP kept is freed; under autocast ``estimate.t5_mlp_amp``
+walks it with the matmuls' 16-bit copies. No torch here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate import lora_t5, t5, t5_ckpt_full, t5_mlp_ckpt
+from profiling.estimate import lora_t5, t5, t5_ckpt_full, t5_mlp_amp, t5_mlp_ckpt
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.t5 import _table
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
-
-
-def check(d: Dims, cfg: TrainingConfig) -> str | None:
-    """Why LoRA under full checkpointing on this encoder-decoder is not estimated (None: it
-    is)."""
-    if not {"up", "gate", "down"} & set(cfg.lora_targets) or not Bytes.of(cfg.precision).amp:
-        return None
-    return ("LoRA on an encoder-decoder with full checkpointing and autocast with adapters on "
-            "the MLP (up, gate, down) yet; estimate it without autocast or checkpointing, or "
-            "trace it (journal-agent trace runs it exactly)")  # fmt: skip
 
 
 def _adapters(d: Dims, cfg: TrainingConfig, cross: bool) -> int:
@@ -110,6 +100,8 @@ def _rise_amp(tokens: int, d: Dims, e: Bytes, cfg: TrainingConfig, base: int, de
 
     base += _copies(d, dec) + 2 * _adapters(d, cfg, dec)
     end = _end_amp(tokens, d, e, cfg, base, dec)
+    if {"up", "gate", "down"} & set(cfg.lora_targets):  # the MLP's adapters walked
+        return max(end, base + t5_mlp_amp.rise(tokens, d, e, cfg)[1])
     if d.extra["t5"]["gated"]:
         return max(base + 3 * tokens * d.f * 4, end)  # frozen wo kept no input copy
     return end
@@ -123,6 +115,8 @@ def _end_amp(tokens: int, d: Dims, e: Bytes, cfg: TrainingConfig, base: int, dec
     MLP's fp32 product it was cast from: the frozen wo keeps neither)."""
     from profiling.estimate.t5_ckpt_full import _copies, _recomputed
 
+    if {"up", "gate", "down"} & set(cfg.lora_targets):
+        return base + t5_mlp_amp.rise(tokens, d, e, cfg)[0]
     end = _recomputed(tokens, d, e, base + tokens * d.h * e.r, dec) - _copies(d, dec)
     return end + tokens * d.f * (e.c + (4 if d.extra["t5"]["gated"] else 0))
 
@@ -206,15 +200,17 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     r_mlp, r_cross = _rise(U, src, e, cfg, k_dec), _cross_rise(src, e, cfg, t, k_dec)
     r_enc = _rise(T, src, e, cfg, k_enc, encoder=True)
     end_dec = end_enc = 0
-    # the MLP's adapters recomputed, up to the recomputation's end (its locals alive)
-    fwd_dec, fwd_enc = (k - n * h * e.r + t5_mlp_ckpt.rise(n, src, e, cfg)[0]
-                        for n, k in ((U, k_dec), (T, k_enc)))  # fmt: skip
     if e.amp:
         from profiling.estimate.t5_ckpt_full import _copies
 
         end_dec, end_enc = (_end_amp(n, src, e, cfg, k - n * h * e.r + _copies(src, dec)
                                      + 2 * _adapters(src, cfg, dec), dec)
                             for n, k, dec in ((U, k_dec, True), (T, k_enc, False)))  # fmt: skip
+    elif {"up", "gate", "down"} & set(cfg.lora_targets):
+        # the MLP's adapters recomputed, up to the recomputation's end (its locals alive)
+        end_dec, end_enc = (k - n * h * e.r + t5_mlp_ckpt.rise(n, src, e, cfg)[0]
+                            for n, k in ((U, k_dec), (T, k_enc)))  # fmt: skip
+    ends = e.amp or {"up", "gate", "down"} & set(cfg.lora_targets)
     f = fmt_bytes
     top = fwd - logits - f_dec + U * h * e.r
     norm = 16 * h - 4  # T5's norm going back in fp32: four N·h·4 gradients; its rsqrt freed
@@ -237,7 +233,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
             return start, rise
         # the first block: the biases freed, recomputed inside; its input needs no gradient;
         # its bias alive in the tables' dtype until the recomputation ends
-        rise = max(rise, (end_dec if e.amp else fwd_dec) + d.a * t * t * tb)
+        rise = max(rise, end_dec + d.a * t * t * tb) if ends else rise
         return start - b_dec, rise + _first(U, src, e, cfg) + d.a * t * s * e.c
 
     best = t5_ckpt_full.highest_block(Ld, dec)
@@ -253,7 +249,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         start = enc_top - k * T * h * e.r + k * g_enc - (b_enc if first else 0)
         if not first:
             return start, r_enc
-        rise = max(r_enc, (end_enc if e.amp else fwd_enc) + d.a * s * s * tb)
+        rise = max(r_enc, end_enc + d.a * s * s * tb) if ends else r_enc
         return start, rise + _first(T, src, e, cfg)
 
     best = t5_ckpt_full.highest_block(L, enc)

@@ -140,8 +140,6 @@ def test_what_lora_on_t5_does_not_model_is_one_sentence(
 @pytest.mark.parametrize(
     ("options", "said"),
     [({"target": "cpu", "precision": "bf16"}, "on the CPU target"),
-     ({"checkpointing": "full", "lora_targets": ["q", "v", "up"], "precision": "amp-bf16"},
-      "adapters on the MLP"),
      ({"lora_targets": ["o", "up"]}, "adapt at least one of q, k, v")],
 )  # fmt: skip
 def test_what_the_estimate_does_not_model_yet_is_one_sentence(
