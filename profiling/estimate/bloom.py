@@ -156,6 +156,14 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
 
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """GPT-NeoX's kind's last block's MLP (``neox_moments``: LoRA on BLOOM too), and BLOOM's
+    under full training (``_full``)."""
+    from profiling.estimate import neox_moments
+
+    return neox_moments.moments(d, cfg, fwd) + _full(d, cfg, fwd)
+
+
+def _full(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
     """The last block's MLP backward under transformers' own loss, which BLOOM's GeLUFunction
     makes the step's highest in fp32 (``losses.last_mlp``: its five f-wide temporaries): end of
     forward less what the loss, the final LayerNorm and the MLP's dropout mask kept, plus the head's

@@ -21,8 +21,10 @@ full training's terms (``profiling.estimate.neox``). T = s·b tokens, r the rank
 
 Autocast (``amp-*``): each adapter keeps a 16-bit copy of its own, frozen layers none, and the
 16-bit weight copies kept are those ``profiling.estimate.lora_neox_amp`` counts (with QLoRA:
-the adapters' alone, bitsandbytes' fp32 outputs); with checkpointing it is not modelled (the
-recomputed blocks' copies): the estimate refuses it in one sentence. No torch here.
+the adapters' alone, bitsandbytes' fp32 outputs); under full checkpointing the blocks' copies
+die with their regions, the LM head's adapter's stay (``lora._head_adapter_copies``) and the
+recomputed block's backward is ``estimate.recomputed_neox``'s bound; QLoRA or selective
+checkpointing under autocast is refused in one sentence. No torch here.
 """
 
 from __future__ import annotations
@@ -53,10 +55,13 @@ def _adapters(d: Dims, cfg: TrainingConfig) -> list[tuple[str, int, int]]:
 
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model this LoRA on this model (None: it can)."""
-    if cfg.precision.startswith("amp-") and cfg.checkpointing != "none":
+    amp = cfg.precision.startswith("amp-")
+    ckpt = cfg.checkpointing
+    if amp and (ckpt not in ("none", "full") or (cfg.qlora and ckpt != "none")):
         return (
-            "LoRA on GPT-NeoX's kind of model under autocast with --checkpointing is not "
-            "modelled (the recomputed blocks' 16-bit copies); use --precision bf16, or trace it"
+            "LoRA on GPT-NeoX's kind of model under autocast with selective checkpointing, or "
+            "QLoRA with any, is not modelled (the recomputed blocks' 16-bit copies); use "
+            "--precision bf16, or trace it"
         )
     cuda = getattr(cfg, "target", "cuda") == "cuda"
     if peft_autocast(cfg) and (cfg.qlora or not cuda or cfg.checkpointing != "none"):
@@ -192,6 +197,13 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int = 0) ->
     if peft_autocast(cfg):
         terms.append(lora_neox_amp.peft_final_norm(d, e))
     if cfg.checkpointing == "full":
+        if head and e.amp and d.V:  # the head runs outside the checkpointed blocks: autocast's
+            # copies of its adapter's A and B stay (as lora._head_adapter_copies counts them;
+            # not imported: lora imports this module)
+            V = int(d.V)
+            terms.append(Term("autocast's 16-bit copies of the LM head's adapter (outside the "
+                              "checkpointed blocks)", (r * h + V * r) * 2, "(r·h + V·r)·2 B",
+                              f"({r}·{h} + {V}·{r})·2"))  # fmt: skip
         return terms
     if e.amp or peft_autocast(cfg):
         # 4-bit frozen layers have no 16-bit copies to lose: only their adapters' A copies

@@ -204,10 +204,15 @@ def test_what_is_not_modelled_is_one_sentence(config: dict, said: str) -> None:
             assert kind in str(err.value)
 
 
-def test_lora_under_autocast_with_checkpointing_is_refused_not_ignored() -> None:
+def test_qlora_under_autocast_with_checkpointing_is_refused_not_ignored() -> None:
     with pytest.raises(ProfilingError, match="LoRA on GPT-NeoX's kind of model under autocast"):
         estimate(
             TrainingConfig(
-                model="hf:phi-2", seq=256, lora_rank=8, precision="amp-bf16", checkpointing="full"
+                model="hf:phi-2",
+                seq=256,
+                lora_rank=8,
+                precision="amp-bf16",
+                checkpointing="full",
+                qlora=True,
             )
         )

@@ -1,0 +1,156 @@
+"""The last block's MLP, going forward and going back, on GPT-NeoX's kind of decoder
+(transformers' GPT-NeoX/Pythia, Phi, Falcon and BLOOM, and our blocks) under transformers' loss,
+without checkpointing: where the vocabulary is small next to the blocks (128 beside h 128,
+f 512) these, not the loss, are the step's highest moments. Counted from the end of forward
+as ``bloom.moments`` counts full training's (which stays BLOOM's there); T = s·b tokens.
+
+Going back, the last block's MLP is reached once the loss's log-probabilities, the labels and
+the final LayerNorm's tensors are freed (its input and statistics, and its output where the
+trained head kept it) and the head's and the final norm's gradients made; then, beside the
+gradient reaching the block (T·h in the residual's dtype), the MLP's f-wide gradients (the
+trace, tiny configs, seq 256 × 2): GELU's two (the gradient of its output and of its input),
+Phi's gelu_new of eager ops three, BLOOM's bloom_gelu_back six — with the output projection's
+saved input (GELU's output) freed by then under full training (one fewer, and its weight's
+gradient made: ``losses.last_mlp``), kept under LoRA until down's adapter has gone back (an
+adapted down makes its base's and its adapter's input gradients before it is freed). A 4-bit
+base dequantizes down's weight there.
+
+Going forward under LoRA the MLP's output projection is frozen or adapted, so its input (GELU's
+output) is a transient unless its adapter keeps that very tensor: at the output projection's
+forward the step holds what the end of forward holds, less the final LayerNorm's tensors not
+made yet, plus GELU's output, the projection's output (with an adapter: its B output and its
+scaled copy too) and, attention and MLP in parallel, the attention's output waiting for the sum.
+
+These are upper bounds where the trace frees earlier than counted (an adapted down with
+lora_dropout frees its dropped copy before GELU goes back; Phi's full training: 1.009 of the
+trace's moment), equal elsewhere (tests/profiling/trace/test_neox_moments.py). Autocast and
+QLoRA under autocast are left to the earlier moments. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, _cuda
+from profiling.estimate.lora_bytes import adapter_bytes, own_copies
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+BACKWARD = "backward, the last block's MLP"
+FORWARD = "forward, the last block's MLP"
+
+
+def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
+    from profiling.estimate.losses import REFERENCE
+
+    if d is None or d.V is None or d.arch != "neox" or d.extra.get("experts"):
+        return False
+    if cfg.loss != REFERENCE or cfg.checkpointing != "none" or cfg.tp != 1 or cfg.sharded:
+        return False
+    if cfg.precision.startswith("amp-") or cfg.autocast_adapters:
+        return False  # autocast's copies: the earlier moments (not modelled here)
+    if cfg.lora_rank is None:  # full training: BLOOM's own moment (bloom.moments)
+        return d.extra.get("hf_module") != "bloom"
+    return True
+
+
+def f_wide(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """The MLP's f-wide gradients at their highest going back: under full training net of the
+    output projection's saved input (GELU's output), freed first; under LoRA that input is a
+    transient kept only by an adapted down, which frees it (its own copy, cast or dropped, it
+    frees instead: not counted) — but down's backward makes two at once, its base's and its
+    adapter's input gradients."""
+    module = d.extra.get("hf_module")
+    full = 5 if module == "bloom" else 2 if module == "phi" else 1
+    if cfg.lora_rank is None:
+        return full
+    if "down" in cfg.lora_targets and not own_copies(cfg, e):
+        return max(2, full)
+    return full + 1
+
+
+def released(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
+    """What the loss and the final LayerNorm free before the last block goes back."""
+    from profiling.estimate.hf_ops import _shifted_labels
+
+    T, h, V = d.s * d.b, d.h, int(d.V or 0)
+    stats = 8 if _cuda(cfg) else 2 * e.r
+    head_in = T * h * e.c if cfg.lora_rank is None else 0  # a frozen head keeps no input
+    value = T * V * 4 + _shifted_labels(d).bytes + T * (h * e.r + stats) + head_in
+    return value, "the log-probabilities, labels and final LayerNorm's tensors"
+
+
+def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, float, str]:
+    T, h, f, V = d.s * d.b, d.h, d.f, int(d.V or 0)
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    lora = cfg.lora_rank is not None
+    gone, what = released(d, e, cfg)
+    bias = h if d.extra["neox"].get("bias") else 0
+    if lora:  # the adapters' gradients made by then (the head's, down's): a bound
+        r, a = int(cfg.lora_rank or 0), adapter_bytes(cfg)
+        t = cfg.lora_targets
+        grads = r * ((h + V) * ("lm_head" in t) + (f + h) * ("down" in t)) * a
+    else:  # the head's (and its bias'), the final norm's, the output projection's
+        head_bias = V if d.extra.get("hf_module") == "phi" else 0
+        grads = (V * h + head_bias + 2 * h + h * f + bias) * p
+    n = f_wide(d, e, cfg)
+    mlp = T * h * e.r + n * T * f * e.c
+    deq, deq_words = 0, ""
+    if cfg.qlora:  # bitsandbytes dequantizes down's weight for its input's gradient
+        from profiling._config_behaviours import double_quant
+        from profiling.estimate.bnb import dequant_absmax_bytes
+
+        deq = h * f * e.c + dequant_absmax_bytes(h * f, double_quant(cfg))
+        deq_words = f" + down's weight dequantized {fmt_bytes(deq)}"
+    value = fwd - gone + grads + mlp + deq
+    calc = (
+        f"end of forward − {what} {fmt_bytes(gone)} + the gradients made by then "
+        f"{fmt_bytes(grads)} + the gradient reaching the block s·b·h·{e.r} and the MLP's "
+        f"{n} f-wide gradients s·b·{n}f·{e.c} {fmt_bytes(mlp)}{deq_words} = {fmt_bytes(value)}"
+    )
+    return BACKWARD, value, calc
+
+
+def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, float, str]:
+    """At the output projection's sum (an adapted up's, if higher: its base output kept for
+    GELU, its B output and the scaled copy beside it, in the adapters' dtype)."""
+    T, h, f, a = d.s * d.b, d.h, d.f, adapter_bytes(cfg)
+    stats = 8 if _cuda(cfg) else 2 * e.r
+    later = T * (h * e.r + stats)  # the final LayerNorm's input and statistics: not made yet
+    down = "down" in cfg.lora_targets
+    gelu = 0 if down and not own_copies(cfg, e) else T * f * e.c  # kept by down's adapter
+    outs = h * e.c + (2 * h * a if down else 0)  # adapted: its B output and the scaled one
+    attn = T * h * e.c if d.extra["neox"]["residual"] != "sequential" else 0
+    at_down = gelu + T * outs
+    at_up = 2 * T * f * a if "up" in cfg.lora_targets else 0  # down's tensors: a bound
+    value = fwd - later + max(at_down, at_up) + attn
+    calc = (
+        f"end of forward − the final LayerNorm's input and statistics {fmt_bytes(later)} + "
+        + (
+            f"up's adapter's B output and its scaled copy s·b·2f·{a} {fmt_bytes(at_up)}"
+            if at_up > at_down
+            else (f"GELU's output s·b·f·{e.c} + " if gelu else "")
+            + f"the output projection's outputs s·b·{outs // h}h {fmt_bytes(at_down)}"
+        )
+        + (f" + the attention's output s·b·h·{e.c}" if attn else "")
+        + f" = {fmt_bytes(value)}"
+    )
+    return FORWARD, value, calc
+
+
+def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """The last block's MLP going back (and, under LoRA, going forward); none where they do not
+    apply (checkpointing, autocast, another loss, tensor parallelism, sharding)."""
+    if not _applies(d, cfg):
+        return []
+    assert d is not None
+    e = Bytes.of(cfg.precision)
+    out = [_backward(d, e, cfg, fwd)]
+    if cfg.lora_rank is not None:
+        out.append(_forward(d, e, cfg, fwd))
+    return out
+
+
+__all__ = ["BACKWARD", "FORWARD", "f_wide", "moments", "released"]

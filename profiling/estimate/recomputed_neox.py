@@ -1,0 +1,114 @@
+"""A block of GPT-NeoX's kind (transformers' GPT-NeoX/Pythia, Phi, Falcon, BLOOM; our blocks)
+recomputed in backward under ``--checkpointing full``, eager: an upper bound on what is alive
+while its MLP goes back, as ``estimate.recomputed_eager`` bounds Llama's kind's LoRA blocks.
+
+The earlier bound — the end of forward and one block's kept tensors (``estimate.recomputed``)
+— misses what the block's backward makes and, under full training, the gradients of the blocks
+above: fp32 full training read 0.975–0.998 of the trace on the Falcon kinds and Phi (vocab 512,
+h 64, seq 64 × 2). At block i (0-based, of L; the highest at the last or the first):
+
+- the end of forward, less the loss's log-probabilities and labels, the final LayerNorm's
+  tensors (``neox_moments.released``) and the checkpoints of the blocks above (each T·h in the
+  residual's dtype); the other once-per-model tensors stay counted;
+- the gradients made by then: the head's (tied: the embedding's) and the final norm's, the
+  L − 1 − i blocks' above, and the block's own output projection's; under LoRA
+  the adapters' (all of them: a bound);
+- the block's kept tensors, recomputed, and the gradient reaching it (T·h, the residual's dtype);
+- the MLP's f-wide gradients as ``estimate.neox_moments`` counts the last block's (GELU's,
+  Phi's gelu_new's), in the compute dtype (Phi's under autocast fp32);
+- under autocast, the 16-bit copies of the block's weights and adapters the recomputation
+  casts again.
+
+Every term is one the trace holds in that block's backward, not all at once: an upper bound.
+No torch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from profiling.estimate.activations import Bytes, Dims
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+NAME = "backward, a recomputed block's MLP gradients"
+
+
+def modelled(inp: TrainingConfig, d: Dims | None) -> bool:
+    """Eager, fully checkpointed GPT-NeoX-kind blocks on one GPU under transformers' loss, no
+    offloading."""
+    from profiling.estimate.losses import REFERENCE
+
+    return (
+        d is not None
+        and inp.loss == REFERENCE
+        and d.arch == "neox"
+        and d.extra.get("hf_module") != "bloom"  # its earlier bound holds (1.10-1.26)
+        and inp.checkpointing == "full"
+        and not inp.compile
+        and not inp.activation_offload
+        and inp.gpus == 1
+        and inp.tp == 1
+        and not inp.sharded
+        and not inp.optimizer_in_bwd
+    )
+
+
+def moment(
+    lines: Sequence[Any], inp: TrainingConfig, shape: dict[str, Any], d: Dims, inputs: float,
+    recompute: float,
+) -> tuple[str, float, str]:  # fmt: skip
+    """The bound (name, bytes, calculation) at the last and the first block, the higher.
+    ``inputs``: what the step holds of its inputs throughout."""
+    from profiling.estimate.neox_moments import f_wide, released
+
+    e = Bytes.of(inp.precision)
+    T, h, f = d.s * d.b, d.h, d.f
+    p = 4 if inp.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    lora = inp.lora_rank is not None
+
+    def total(category: str) -> float:
+        return sum(ln.bytes for ln in lines if ln.category == category)
+
+    grads = total("gradients")
+    fwd = total("parameters") + total("optimizer") + total("activations") + inputs
+    fwd += grads if inp.grads_kept else 0.0
+    ckpt = sum(ln.bytes for ln in lines if ln.name.startswith("Activations: block inputs"))
+    each = ckpt / d.L
+    g_blk = 0.0 if lora else float(shape.get("block_params") or 0) * p
+    rest = grads - d.L * g_blk  # the head's, the embedding's, the norms' (LoRA: every adapter's)
+    if not lora and not shape.get("tied"):  # an untied embedding's is made after the blocks'
+        rest -= int(d.V or 0) * h * p
+    down = 0 if lora else (h * f + h) * p  # the output projection's weight gradient, made first
+    n = f_wide(d, e, inp)
+    gone, what = released(d, e, inp) if d.V else (0.0, "")
+    # Phi's gelu_new under autocast: fp32 from pow on (its gradients too)
+    c = 4 if e.amp and d.extra.get("hf_module") == "phi" else e.c
+    mlp = T * h * e.r + n * T * f * c
+    copies = 0.0
+    if e.amp:  # autocast's cache, filled again by the recomputation
+        copies = 2 * float(shape.get("block_params") or 0)
+    best: tuple[float, str] = (0.0, "")
+    for i in sorted({d.L - 1, 0}, reverse=True):
+        fewer = (d.L - 1 - i) * each
+        above = (d.L - 1 - i) * g_blk
+        value = fwd - gone - fewer + rest + above + down + recompute + mlp + copies
+        calc = (
+            f"block {i + 1} of {d.L}: end of forward {fmt_bytes(fwd)}"
+            + (f" − {what} {fmt_bytes(gone)}" if gone else "")
+            + (f" − the checkpoints above {fmt_bytes(fewer)}" if fewer else "")
+            + f" + the gradients made by then {fmt_bytes(rest + above + down)} + its kept "
+            f"tensors recomputed {fmt_bytes(recompute)} + the gradient reaching it s·b·h·{e.r} "
+            f"and its MLP's {n} f-wide gradients s·b·{n}f·{c} {fmt_bytes(mlp)}"
+            + (f" + autocast's 16-bit copies of its weights {fmt_bytes(copies)}" if copies else "")
+            + f" = {fmt_bytes(value)}"
+        )
+        if value > best[0]:
+            best = (value, calc)
+    return NAME, best[0], best[1]
+
+
+__all__ = ["NAME", "modelled", "moment"]
