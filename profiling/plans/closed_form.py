@@ -57,6 +57,7 @@ from profiling.plans.float8_form import (
     unpipelined_peak,
 )
 from profiling.plans.fsdp_moments import block_moments, embedding_moment, reduction_peak
+from profiling.plans.fsdp_pipelined import first_moves
 from profiling.plans.head_form import forward_peak, regathered_head
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.loss_form import loss_rows, loss_transients
@@ -74,7 +75,7 @@ from profiling.plans.ring_form import fused as _fused_sdpa
 from profiling.plans.ring_stage import highest_ring_rank, ring_moves
 from profiling.plans.root_group import root_group_on, root_group_profile
 from profiling.plans.shapes import Sizes, _shard, sdpa_kv, stage_tensors
-from profiling.plans.step_form import partial_momentum, step_scratch
+from profiling.plans.step_form import partial_momentum, step_counters, step_order, step_scratch
 from profiling.plans.tp_moments import tp_forward
 
 
@@ -163,17 +164,17 @@ def head_activations(w: WorkloadConfig, tokens: int, t: int, c: int, pipelined: 
     return (4 + 4 * v + c * v) * tokens // t + 8 + gathered + own
 
 
-def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tuple[Vec, int, int]:
+def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tuple[Vec, int]:
     """(the stage's base: sharded weights, optimizer state, step counters; its gathered
-    elements; its largest shard)."""
+    elements)."""
     s = Sizes.of(cfg)
     shards = [_shard(d, r, n) if cfg.fsdp else d * r for d, r in tensors]
     local = sum(shards)
     per_state = sum(b for _, b, _ in optimizer_states(cfg.optimizer, cfg.precision, None))
-    counters = 4 * len(tensors) if cfg.optimizer in ("adam", "adamw") else 0
+    counters = step_counters(cfg.optimizer, len(tensors))
     optimizer = int(local * (per_state + s.master)) + counters
     gathered = local * n if cfg.fsdp else local
-    return vec(parameters=local * s.shard, optimizer=optimizer), gathered, max(shards)
+    return vec(parameters=local * s.shard, optimizer=optimizer), gathered
 
 
 def _stage_profile(
@@ -186,7 +187,7 @@ def _stage_profile(
     tokens = layout.microbatch_size * seq // layout.seq_shards
     local, u = seq // layout.seq_shards, layout.ulysses
     tensors = stage_tensors(w, stage, stage.layers, t)
-    base, gathered, largest = _states(cfg, tensors, n)
+    base, gathered = _states(cfg, tensors, n)
     base["optimizer"] += partial_momentum(cfg, w, stage.embedding and t > 1)
     base = {**base, "buffers": seq * w.head_dim * 8}  # RoPE's complex64 table, 2·seq rows
     base["total"] = sum(v for k, v in base.items() if k != "total")
@@ -382,6 +383,8 @@ def _stage_profile(
     loss_b = _larger(vec(temporaries=b_extra * stage.head), head_b)
     moves["F"], moves["B"] = accumulated(moves, loss_b, pipelined)
     embedding_alone(cfg, w, layout, stage, moves, (tokens, s.c), after)  # a stage of it alone
+    first_moves(cfg, w, stage, n, moves, (kept, x, linear_el * (s.gathered - 1) * fp8_ag, after,
+                                          acts, logits * s.c))  # fmt: skip
     reduce = vec(parameters=-keep, gradients=sharded_grads - after)
     moves["R"] = Move(delta=reduce, peak=reduction_peak(cfg, w, stage, n) if pipelined else vec())
     # ZBV's split backward (I and W from B; under FSDP the gradients it leaves to R)
@@ -389,7 +392,7 @@ def _stage_profile(
         zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0]), ring_rank)
     )
     scratch = step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,
-                            largest)  # fmt: skip
+                           step_order(w, stage, t, n, cfg.fsdp))  # fmt: skip
     moves["step"] = Move(delta=vec(gradients=-sharded_grads), peak=vec(temporaries=scratch))
     recv = tokens // t * w.hidden * s.c
     per_mb = vec(buffers=recv * (int(not stage.embedding) + int(not stage.head)),

@@ -9,6 +9,8 @@ from __future__ import annotations
 from profiling.config import TrainingConfig
 from profiling.estimate.states import _TEMP_LISTS, optimizer_states
 from profiling.models.config import WorkloadConfig
+from profiling.plans.layout import Stage
+from profiling.plans.shapes import _shard, stage_tensors
 
 # How many copies of a Partial gradient, reduce-scattered to the parameter's rows, one
 # parameter's step holds at once (with foreach, one at a time): each op that reads the gradient
@@ -19,18 +21,49 @@ _PARTIAL_READS = {"adam": (2, 2), "adamw": (2, 2), "rmsprop": (2, 2), "adagrad":
                   "sgd": (1, 1), "sgd-nomomentum": (1, 1)}  # fmt: skip
 
 
+def step_counters(optimizer: str, tensors: int) -> int:
+    """Bytes of the optimizer's step counters: a 0-d fp32 ``step`` per parameter in Adam's,
+    RMSprop's (``_init_group``) and Adagrad's (made in ``__init__``) state; SGD keeps none
+    (torch/optim/adam.py, rmsprop.py, adagrad.py, sgd.py). RMSprop's and Adagrad's were left
+    out: a PP 2 x FSDP 2 plan's last rank 80 B below its trace."""
+    return 4 * tensors if optimizer in ("adam", "adamw", "rmsprop", "adagrad") else 0
+
+
+def step_order(w: WorkloadConfig, stage: Stage, t: int, n: int, fsdp: bool) -> list[int]:
+    """Elements of each parameter of ``stage`` on this rank, in the order the optimizer steps
+    them (the module's: the embedding, the blocks, the final norm and the output); FSDP's
+    padded shards over ``n`` ranks."""
+    blocks = stage_tensors(w, stage, stage.layers, t)[: 9 * stage.layers]
+    emb = [(w.vocab // t, w.hidden)] if stage.embedding else []
+    head = [(w.hidden, 1), (w.vocab // t, w.hidden)] if stage.head else []
+    return [_shard(d, r, n) if fsdp else d * r for d, r in emb + blocks + head]
+
+
+def _loop(sizes: list[int], k: int) -> int:
+    """Elements a for-loop step holds at its highest: ``k`` scratch tensors of the parameter
+    it steps beside the one it made for the parameter before, which its Python variable
+    (Adam's ``denom``, RMSprop's ``avg``, Adagrad's ``std``: torch/optim/adam.py, rmsprop.py,
+    adagrad.py, _single_tensor_*) keeps until the new one is assigned: the trace's step on
+    PP 2 x FSDP 2, an FFN weight after its equal (3 x 360,448 B where 2 x were counted) or the
+    output after the final norm (+512 B)."""
+    if not k:
+        return 0
+    return max(k * n + (sizes[i - 1] if i else 0) for i, n in enumerate(sizes))
+
+
 def step_scratch(
-    cfg: TrainingConfig, w: WorkloadConfig, tp_embedding: bool, local: int, largest: int
+    cfg: TrainingConfig, w: WorkloadConfig, tp_embedding: bool, local: int, sizes: list[int]
 ) -> int:
     """The optimizer step's temporaries: foreach's lists over the ``local`` elements or a
-    for-loop's over the ``largest`` tensor; under mixed precision without FSDP one fp32
-    gradient at a time (``MasterWeightOptimizer``), the TP embedding's the largest
-    (``_embedding_step``)."""
+    for-loop's over each tensor of ``sizes`` (``step_order``) in turn; under mixed precision
+    without FSDP one fp32 gradient at a time (``MasterWeightOptimizer``), the TP embedding's
+    the largest (``_embedding_step``)."""
     k = _TEMP_LISTS.get(cfg.optimizer, (0, 0))
     foreach = cfg.foreach if cfg.foreach is not None else not cfg.fsdp
     m = 2 if cfg.precision == "bf16" else 4
     if cfg.precision != "mixed" or cfg.fsdp:
-        return k[0] * local * m if foreach else k[1] * largest * m
+        return k[0] * local * m if foreach else _loop(sizes, k[1]) * m
+    largest = max(sizes)
     scratch = largest * 4 * (1 + (k[0] if foreach else k[1]))  # one fp32 gradient at a time
     if tp_embedding:
         scratch = max(scratch, _embedding_step(w, cfg.tp, cfg.optimizer, foreach))
@@ -60,4 +93,4 @@ def _embedding_step(w: WorkloadConfig, t: int, optimizer: str, foreach: bool) ->
     return w.vocab * w.hidden * 4 + reads * (w.vocab // t) * w.hidden * 4
 
 
-__all__ = ["partial_momentum", "step_scratch"]
+__all__ = ["partial_momentum", "step_counters", "step_order", "step_scratch"]

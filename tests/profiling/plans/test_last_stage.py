@@ -14,11 +14,8 @@ from typing import Any
 import pytest
 
 from profiling.config import parse_config
+from tests.profiling.plans.short_plan import SHORT
 
-# 4 blocks, hidden 256, vocabulary 4,096; 2 microbatches of 128 tokens unless a plan says
-SHORT = {"layers": 4, "hidden": 256, "heads": 4, "kv_heads": 2, "ffn": 704, "vocab": 4096,
-         "arch": "llama", "precision": "fp32", "seq": 128, "batch": 2, "microbatches": 2,
-         "pp": 2, "checkpointing": "none"}  # fmt: skip
 IDS = ["1f1b", "interleaved", "zbv", "long-fp32", "long-bf16", "long-fsdp", "tp2", "long-tp2",
        "long-tp2-bf16", "tp2-unpipelined", "full", "first-block"]  # fmt: skip
 
