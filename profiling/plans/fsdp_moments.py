@@ -158,7 +158,9 @@ def embedding_moment(
     return _larger(made, reduced)
 
 
-def reduction_peak(cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int) -> Vec:
+def reduction_peak(
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, grad_b: int = 0
+) -> Vec:
     """FSDP2 under a pipeline: the gradient reduction after a step's last backward (the
     schedule's ``perform_reduce_grad``) at its highest, above its start. Each group in module
     order (the embedding, the blocks, the final norm with the output) runs its post-backward
@@ -171,11 +173,15 @@ def reduction_peak(cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int)
     new gradient shard) is made. Highest at the first group, as its reduce-scatter input is
     made beside its gathered gradients (a block first) or its output beside them (the
     embedding, one tensor): 4.19 MB the closed form had as nothing on the first stage of
-    PP 2 × FSDP 2 (8 × 256 toy, 0.968 of the trace there). None without FSDP."""
+    PP 2 × FSDP 2 (8 × 256 toy, 0.968 of the trace there). ``grad_b``: the bytes of the
+    unsharded gradients reduced, the reduce dtype's unless said (ZBV's weight backwards leave
+    them 16-bit: its middle stages' R 512 B below the trace with the reduce dtype's). None
+    without FSDP."""
     if not cfg.fsdp:
         return vec()
     s, t = Sizes.of(cfg), cfg.tp
     reduce_b = 4 if cfg.precision == "mixed" else s.gathered
+    grad_b = grad_b or reduce_b
     fp8 = 1 if cfg.float8_all_gather else s.gathered  # the blocks' Linears gathered in fp8
     block = stage_tensors(w, stage, 1, t)[:9]
     groups = [([(w.vocab // t, w.hidden)], [s.gathered])] if stage.embedding else []
@@ -190,8 +196,8 @@ def reduction_peak(cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int)
         shard = sum(_shard(d, r, n) for d, r in tensors)
         temps += shard * n * reduce_b
         best = _larger(best, vec(parameters=params, gradients=grads, temporaries=temps))
-        last = tensors[-1][0] * tensors[-1][1] * reduce_b
-        grads += shard * reduce_b - sum(d * r for d, r in tensors) * reduce_b + last
+        last = tensors[-1][0] * tensors[-1][1] * grad_b
+        grads += shard * reduce_b - sum(d * r for d, r in tensors) * grad_b + last
         best = _larger(best, vec(parameters=params, gradients=grads, temporaries=temps))
         grads -= last
     return best

@@ -99,6 +99,7 @@ from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
 from profiling.plans.compiled_form import lse_bytes
 from profiling.plans.float8_form import block_linears, cast_scales, linear_backward
+from profiling.plans.fsdp_moments import reduction_peak
 from profiling.plans.layout import Layout, Stage
 from profiling.plans.profile import Move, Vec, add, vec
 from profiling.plans.ring_form import backward_moment, query_bytes, sdpa_seed
@@ -267,6 +268,11 @@ def split_moves(
         i_peak = ring if ring["total"] > i_peak["total"] else i_peak
     if stage.head and moves["B"].peak["total"] > i_peak["total"]:
         i_peak = moves["B"].peak
+    if stage.head and t == 1:  # stage_backward_input's list keeps the loss's seed until it
+        # returns (torch 2.13 distributed/pipelining/_backward.py: ones_like), where backward's
+        # engine frees it once read: ZBV's last rank was 4 B below its trace (loss_rows has it
+        # under TP: loss_parallel holds the loss's gradient)
+        i_peak = add(i_peak, vec(activations=4))
     out = {"I0": Move(delta=i_delta, peak=i_peak), "I": Move(delta=i_delta, peak=i_peak)}
     # under FSDP (see the module): what the first W and each later one leave above the 16-bit
     # gradients (the last stage's upcasts), and those gradients
@@ -289,7 +295,8 @@ def split_moves(
     if cfg.fsdp:  # R reduces what the Ws left, not B0's fp32 gradients
         r = moves["R"]
         left = sum(kept_w) - moves["B0"].delta["gradients"]
-        out["R"] = Move(delta=add(r.delta, vec(gradients=-left)), peak=r.peak)
+        peak = reduction_peak(cfg, w, stage, layout.shard_ranks, s.gathered)  # 16-bit ones
+        out["R"] = Move(delta=add(r.delta, vec(gradients=-left)), peak=peak)
     return out
 
 

@@ -4,7 +4,8 @@ groups decide the moment (``profiling.plans.fsdp_pipelined``) or a for-loop opti
 (``profiling.plans.step_form``). Below before: the first stage's first forward at the last
 block's copy-out (161,768 B), the last stage's first backward at its first block's fp32 upcast
 (1,046,504 B), a for-loop step beside the previous parameter's scratch (512 B after the final
-norm; 32,768-360,448 B after an FFN weight), RMSprop's step counters (80 B on the last rank)."""
+norm; 32,768-360,448 B after an FFN weight), RMSprop's step counters (80 B on the last rank),
+ZBV's reduction of 16-bit gradients counted as fp32 ones (512 B)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ INTERLEAVED = {"dp_shard": 2, "batch": 8, "pp_schedule": "interleaved"}
         # the middle stages step an FFN weight beside the one before it
         (INTERLEAVED, {(1, "step"), (2, "step"), (3, "step")}),
         ({"dp_shard": 2, "optimizer": "rmsprop"}, {(0, "step"), (1, "step")}),
+        # ZBV's weight backwards leave 16-bit gradients for R to reduce
+        ({**MIXED, "vocab": 1024, "pp_schedule": "zbv"}, {(1, "R"), (2, "R")}),
     ],
-    ids=["blocks-lead", "mixed", "tp2", "interleaved-fp32", "rmsprop"],
+    ids=["blocks-lead", "mixed", "tp2", "interleaved-fp32", "rmsprop", "zbv"],
 )
 def test_no_move_is_below_its_trace(plan: dict[str, Any], exact: set[tuple[int, str]]) -> None:
     pytest.importorskip("torch")

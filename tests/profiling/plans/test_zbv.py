@@ -242,3 +242,17 @@ def test_an_estimate_of_a_zbv_plan_not_followed_says_to_trace_it() -> None:
                  {"float8": "tensorwise", "precision": "mixed"}):  # fmt: skip
         alone = estimate_plan(_base(model="llama-7b", microbatches=2, pp_schedule="zbv", **plan))
         assert not any(n.startswith("ZBV") for n in alone.notes)
+
+
+def test_the_last_stages_input_backward_keeps_the_losss_seed() -> None:
+    # stage_backward_input's list holds ones_like(loss) until it returns: the last stage's I
+    # and so rank 0 (stages 0 and 3) were 4 B below the trace
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+    from tests.profiling.plans.short_plan import SHORT
+
+    cfg = parse_config(**{**SHORT, "batch": 8, "pp_schedule": "zbv"})
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for key in ("I0", "I"):
+        assert estimated.stages[3].moves[key].peak == traced.stages[3].moves[key].peak, key
+    assert estimated.ranks[0].peak_bytes == traced.ranks[0].peak_bytes
