@@ -63,10 +63,10 @@ from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.loss_form import loss_rows, loss_transients
 from profiling.plans.model import plan_workload
 from profiling.plans.pipelined_backward import (
+    block_casts,
     embedding_last,
     head_backward,
     pipelined_backward,
-    w2_sizes,
 )  # fmt: skip
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
 from profiling.plans.result import COMPILED_NOTE, PlanResult, estimate_notes
@@ -226,7 +226,7 @@ def _stage_profile(
     # Float8 (profiling.plans.float8_form): the casts' transients; under FSDP's fp8 all-gather
     # the blocks' Linears gathered at one byte per element
     fp8_ag = cfg.float8_all_gather and cfg.fsdp
-    f8_f = forward_transient(w, tokens, t, fp8_ag) if cfg.float8 else 0
+    f8_f = forward_transient(w, tokens, t, fp8_ag, cfg.float8, s.c) if cfg.float8 else 0
     f8_b = backward_transient(w, tokens, t, fp8_ag, cfg.float8 or "") if cfg.float8 else 0
     linear_el = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:7])
     if fp8_ag:
@@ -311,7 +311,7 @@ def _stage_profile(
                                 block_extra, head=head_freed(stage, head_acts, logits * s.c, x),
                                 emb_moment=vec(activations=out - acts, temporaries=emb_extra),
                                 blocks=stage.layers > 0,
-                                w2=w2_sizes(cfg, w, tokens, grad_b))  # fmt: skip
+                                **block_casts(cfg, w, (tokens, t, s.c), grad_b))  # fmt: skip
         fresh = functools.partial(fresh_w2, cfg, w, t, s.gathered, block_extra // 2)
         b_peak, b_more = bwd(recompute, grad_in, made, fresh=fresh(recompute))
         for q, again, freed in earlier:  # each earlier wrapped block's backward
@@ -322,7 +322,7 @@ def _stage_profile(
         b_peak = earlier_blocks(
             cfg,
             stage,
-            (block_grads, x, kept[0] if kept else 0),
+            (block_grads, x, kept, recompute),
             b_peak,
             lambda a, b, g: bwd(recompute - a, grad_in + g, made + b)[0],
         )

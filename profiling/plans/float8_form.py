@@ -46,9 +46,10 @@ def tp_styles_kept(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
     input to fp8 before the all-gather, so each Linear keeps the gathered input at one byte;
     ``Float8RowwiseParallel`` casts ``wo``'s and ``w2``'s input to fp8 as it enters, so ``w2``
     keeps the SwiGLU product at one byte (the bf16 one freed) and ``wo`` an fp8 copy of the
-    attention's output, which the kernel keeps as well."""
+    attention's output, which the kernel keeps as well; each with its 4-byte scale."""
     h, f, q = w.hidden, w.ffn, w.heads * w.head_dim
-    return -2 * h * (c - 1) * tokens - (f // t) * (c - 1) * tokens + (q // t) * tokens
+    # the four fp8 tensors' fp32 scales: a 4-block stage's forward left 64 B more before
+    return -2 * h * (c - 1) * tokens - (f // t) * (c - 1) * tokens + (q // t) * tokens + 16
 
 
 def recompute_cast(
@@ -92,6 +93,17 @@ def linear_backward(
     return max(*moments, g + w8 + 2 * x + 9 * g + s[k], 2 * g + w8 + 2 * x + 9 * x + s[k + 1])
 
 
+def forward_casts(tokens: int, i: int, o: int, recipe: str, gathered_fp8: bool) -> int:
+    """One Float8Linear's forward at its highest above its input and weight: the input's cast
+    (9 B an element), then the weight's beside the fp8 input (none gathered in fp8), each with
+    its fp32 scale (tensorwise 4 B; rowwise one per row, ``axiswise_dim=-1``: the input's
+    tokens, the weight's output features)."""
+    rowwise = recipe != "tensorwise"
+    s_in, s_w = (4 * tokens, 4 * o) if rowwise else (4, 4)
+    x, wt = tokens * i, i * o
+    return max(9 * x + s_in, 0 if gathered_fp8 else x + 9 * wt + s_in + s_w)
+
+
 def cast_scales(tokens: int, i: int, o: int, recipe: str, gathered_fp8: bool) -> tuple[int, ...]:
     """The fp32 scales of a Float8Linear's backward casts, in their order (torchao 0.18's
     ``matmul_with_hp_or_float8_args.backward``): the output gradient's, the weight's (none
@@ -105,9 +117,20 @@ def cast_scales(tokens: int, i: int, o: int, recipe: str, gathered_fp8: bool) ->
     return (*scales, 4 * o if rowwise else 4, 4 * i if rowwise else 4)
 
 
-def forward_transient(w: WorkloadConfig, tokens: int, t: int, gathered_fp8: bool) -> int:
-    """The largest bytes one Float8Linear of the block holds above its input in forward."""
-    return max(linear_forward(tokens * i, i * o, gathered_fp8) for i, o in block_linears(w, t))
+def forward_transient(
+    w: WorkloadConfig, tokens: int, t: int, gathered_fp8: bool, recipe: str = "", c: int = 2
+) -> int:
+    """The largest bytes one Float8Linear of the block holds above its input in forward. Under
+    torchao's Float8 TP styles (tensorwise beside TP, :func:`tp_styles_kept`) each Linear's input
+    comes in fp8, kept: only the weight's cast (and its 4-byte scale), ``w2``'s beside the bf16
+    SwiGLU product its module call still holds (the trace's forward at ``w2``: 45,124 B above
+    the kept tensors and one cast, PP 2 x TP 2, hidden 256, FFN 704, 128 tokens)."""
+    linears = block_linears(w, t)
+    if recipe == "tensorwise" and t > 1:
+        casts = [0 if gathered_fp8 else 9 * i * o + 4 for i, o in linears]
+        return max(*casts[:-1], casts[-1] + tokens * linears[-1][0] * c)
+    recipe = recipe or "tensorwise"
+    return max(forward_casts(tokens, i, o, recipe, gathered_fp8) for i, o in linears)
 
 
 def backward_transient(
@@ -145,6 +168,7 @@ def unpipelined_peak(peak: Vec, blocks: Vec, f8_b: int, half: int, made: int) ->
 
 
 __all__ = [
-    "backward_transient", "block_linears", "cast_scales", "forward_transient", "linear_backward",
+    "backward_transient", "block_linears", "cast_scales", "forward_casts", "forward_transient",
+    "linear_backward",
     "linear_forward", "pipelined_peaks", "recompute_cast", "unpipelined_peak",
 ]  # fmt: skip

@@ -6,8 +6,11 @@ No torch here.
 
 from __future__ import annotations
 
+from typing import Any
+
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
+from profiling.plans.float8_moments import float8_offsets
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, add, vec
 from profiling.plans.tp_moments import tp_head_backward
@@ -30,9 +33,18 @@ def w2_sizes(cfg: TrainingConfig, w: WorkloadConfig, tokens: int, grad_b: int) -
     return tokens * w.hidden * c, weight * c, weight * grad_b
 
 
+def block_casts(
+    cfg: TrainingConfig, w: WorkloadConfig, sizes: tuple[int, int, int], grad_b: int
+) -> dict[str, Any]:
+    """:func:`pipelined_backward`'s ``w2`` and ``f8`` for a stage (``sizes``: tokens, t, the
+    compute dtype's bytes)."""
+    return {"w2": w2_sizes(cfg, w, sizes[0], grad_b), "f8": float8_offsets(cfg, w, sizes, grad_b)}
+
+
 def pipelined_backward(
     extra: int, block_extra: int, recompute: int, grad_in: int, made: int, head: Vec | None,
     emb_moment: Vec, fresh: int = 0, blocks: bool = True, w2: tuple[int, ...] = (0, 0, 0),
+    f8: tuple[Vec, ...] = (),
 ) -> tuple[Vec, Vec]:  # fmt: skip
     """A stage's first backward at its highest (the last block's ``w2`` gradient made, its
     SwiGLU product freed, three FFN-wide buffers alive) and a later one's (a block's buffers,
@@ -42,10 +54,23 @@ def pipelined_backward(
     both gradients ``mm`` has just made beside the SwiGLU product, still saved, and the output
     gradient all-gathered to the whole sequence — higher where the rank's FFN width is below
     the hidden size (read in the trace's live tensors at PP 2 × TP 4: the first backward 0.968
-    of the trace's, a later one 0.902)."""
+    of the trace's, a later one 0.902). Under Float8 (``f8``: ``float8_moments.float8_offsets``)
+    also the recomputation's casts (a wrapped block: ``recompute`` above 0) and ``w3``'s and
+    ``w1``'s backward casts."""
     half = block_extra // 2
     first = vec(gradients=made, activations=recompute - half, temporaries=3 * half + grad_in)
     later = vec(temporaries=block_extra + grad_in + fresh, activations=recompute)
+    if f8:
+        start = vec(gradients=made, activations=recompute, temporaries=grad_in)
+        start_later = vec(activations=recompute, temporaries=grad_in)
+        fwd_first, fwd_later, casts_first, casts_later = f8
+        if recompute > 0:
+            first, later = (
+                _larger(first, add(start, fwd_first)),
+                _larger(later, add(start_later, fwd_later)),
+            )
+        first = _larger(first, add(start, casts_first))
+        later = _larger(later, add(start_later, casts_later))
     gathered, mm, kept = w2
     if gathered:
         own = vec(activations=recompute, temporaries=half + grad_in + mm + gathered)
@@ -97,4 +122,6 @@ def embedding_last(after: int, freed: int, sizes: tuple[int, int, int], upcast: 
     return vec(gradients=after - grad, activations=freed, temporaries=held)
 
 
-__all__ = ["embedding_last", "head_backward", "pipelined_backward", "w2_sizes"]
+__all__ = [
+    "block_casts", "embedding_last", "head_backward", "pipelined_backward", "w2_sizes",
+]  # fmt: skip

@@ -1,0 +1,96 @@
+"""Float8 inside a pipeline stage's blocks, in closed form: the moments where torchao's casts
+sit beside more than ``profiling.plans.float8_form`` counts (a Float8Linear's casts above its
+own input, weight and gradient), as the trace's op-by-op totals show on the wide toy (hidden
+256, FFN 704, 128 tokens a microbatch, torchao 0.18, torch 2.13):
+
+- **A wrapped block's forward** (full checkpointing, nothing saved): each Linear casts beside
+  what the block's code holds at its call (``profiling.plans.titan``): ``wq`` the normed input;
+  ``wk`` also q; ``wv`` also k; ``wo`` q, k, v, the repeated keys and values and SDPA's output;
+  ``w1`` the residual sum and the FFN's normed input; ``w3`` also ``silu(w1 x)``; ``w2`` the two
+  and the SwiGLU product (``w1 x``, ``w3 x`` and ``silu`` freed as the expression goes). At
+  ``w2``'s weight cast: 2,023,432 B above the block's input where the closed form had 1,712,128
+  (245,768 B below the trace per forward).
+- **The recomputation** in a checkpointed block's backward runs each Linear's forward casts
+  beside every tensor it has saved so far: at ``w2``, all of them (the later backward 57,344 B
+  below the trace before).
+- **``w3``'s and ``w1``'s backward**: each casts its weight (9 B an element) beside its output's
+  gradient; by ``w1``'s, the SwiGLU's four tensors are freed, ``w3``'s input gradient waits to be
+  added and (in a step's first backward) ``w3``'s weight gradient is made — above ``w2``'s casts
+  where the FFN's weights outweigh a block's saved tensors (the last stage's first backward
+  1,237,008 B below the trace before, at its first block).
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from profiling.config import TrainingConfig
+from profiling.models.config import WorkloadConfig
+from profiling.plans.float8_form import cast_scales, forward_casts, linear_backward
+from profiling.plans.profile import Vec, vec
+from profiling.plans.ring_form import fused
+
+
+def _larger(a: Vec, b: Vec) -> Vec:
+    return a if a["total"] >= b["total"] else b
+
+
+def wrapped_casts(cfg: TrainingConfig, w: WorkloadConfig, tokens: int, c: int) -> int:
+    """A wrapped block's forward at a Linear's casts, at its highest above the block's input
+    (see the module); 0 without Float8 or under tensor parallelism (not modelled here)."""
+    if not cfg.float8 or cfg.tp > 1:
+        return 0
+    h, f = w.hidden, w.ffn
+    q, kv = w.heads * w.head_dim, w.n_kv_heads * w.head_dim
+    n, half = tokens * h * c, tokens * f * c
+    # repeat_kv copies the keys and values (a view when nothing is repeated); the math kernel's
+    # output is copied by .contiguous() (closed_form.block_activations)
+    repeated = 2 * q if w.heads > w.n_kv_heads and w.n_kv_heads > 1 else 0
+    copy = 0 if fused(w.head_dim, c) else q
+    beside = (
+        (n, h, q), (n + q * c * tokens, h, kv), (n + (q + kv) * c * tokens, h, kv),
+        (n + (q + 2 * kv + repeated + q + copy) * c * tokens, q, h),
+        (2 * n, h, f), (2 * n + half, h, f), (2 * n + half, f, h),
+    )  # fmt: skip
+    gathered = cfg.float8_all_gather and cfg.fsdp
+    recipe = cfg.float8
+    return max(held + forward_casts(tokens, i, o, recipe, gathered) for held, i, o in beside)
+
+
+def float8_offsets(
+    cfg: TrainingConfig, w: WorkloadConfig, sizes: tuple[int, int, int], grad_b: int
+) -> tuple[Vec, ...]:
+    """Above a block's backward start (``pipelined_backward``'s: the stage's gradients made,
+    ``w2``'s included, the block's recomputed tensors, its output's gradient): the first and a
+    later backward at the recomputation's casts, then at ``w3``'s or ``w1``'s (see the module);
+    nothing without Float8 or under tensor parallelism (torchao's TP styles: not modelled
+    here). ``sizes``: tokens, t, the compute dtype's bytes."""
+    tokens, t, c = sizes
+    if not cfg.float8 or t > 1:
+        return ()
+    h, f = w.hidden, w.ffn
+    gathered = cfg.float8_all_gather and cfg.fsdp
+    recipe = cfg.float8
+    fwd_first, fwd_later = vec(), vec()
+    if cfg.checkpointing == "full":  # every Linear's forward again, w2's last and widest
+        casts = max(forward_casts(tokens, i, o, recipe, gathered) for i, o in ((h, f), (f, h)))
+        # w2's gradient is not made yet
+        fwd_first = vec(gradients=-f * h * grad_b, activations=casts)
+        fwd_later = vec(activations=casts)
+    half, weight = tokens * f * c, h * f
+    scales = cast_scales(tokens, h, f, recipe, gathered)
+    lb = linear_backward(tokens * h, weight, tokens * f, gathered, recipe, scales)
+    # under FSDP a weight's fresh gradient (in the compute dtype) waits for the group's
+    # post-backward: a later backward holds w2's and w3's, the first one makes w3's 16-bit
+    fresh = weight * c if cfg.fsdp else 0
+    # w3's: silu(w1 x)'s gradient waits beside w3's output's, w1 x still saved by silu
+    w3 = vec(activations=-3 * half, temporaries=2 * half + lb + fresh)
+    # w1's: every SwiGLU tensor freed, w3's input gradient waiting, w3's weight gradient made
+    w1 = vec(activations=-4 * half, temporaries=half + tokens * h * c + lb + 2 * fresh)
+    w1_first = vec(gradients=weight * (c if cfg.fsdp else grad_b), activations=w1["activations"],
+                   temporaries=w1["temporaries"] - 2 * fresh)  # fmt: skip
+    w3_first = vec(activations=w3["activations"], temporaries=w3["temporaries"] - fresh)
+    return fwd_first, fwd_later, _larger(w3_first, w1_first), _larger(w3, w1)
+
+
+__all__ = ["float8_offsets", "wrapped_casts"]
