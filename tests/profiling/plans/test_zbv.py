@@ -142,8 +142,10 @@ def test_under_cp_every_rank_is_at_or_above_its_trace(plan: dict[str, Any]) -> N
 def test_under_cp_beside_tp_every_rank_is_its_trace(
     shape: dict[str, Any], pp: int, plan: dict[str, Any]
 ) -> None:
-    # within 16 bytes (the loss's scalar under TP, per microbatch); over by 480 B under FSDP
-    _agree(shape, pp, below=16, above=512, **plan)
+    # within 16 bytes (the loss's scalar under TP, per microbatch); over by 1,024 B under FSDP,
+    # where rank 0 peaks at the last stage's gradient reduction (512 B over until dd43229
+    # counted the Ws' 16-bit gradients in R)
+    _agree(shape, pp, below=16, above=1024, **plan)
 
 
 @pytest.mark.parametrize(
