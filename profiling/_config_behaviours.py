@@ -155,18 +155,7 @@ def check_behaviours(cfg: TrainingConfig) -> None:
             else "fabric_bnb"
         )
         raise ConfigError(f"--{field.replace('_', '-')} describes --qlora's 4-bit layers", field)
-    if cfg.fabric_bnb and cfg.loss != "litgpt":
-        raise ConfigError(
-            "--fabric-bnb is LitGPT's QLoRA, whose finetune scripts compute the LM head and the "
-            "loss as --loss litgpt: add it",
-            "fabric_bnb",
-        )
-    if cfg.litgpt_uncapped and cfg.loss != "litgpt":
-        raise ConfigError(
-            "--litgpt-uncapped describes the LM head's chunks of LitGPT's LoRA and adapter "
-            "scripts: add --loss litgpt",
-            "litgpt_uncapped",
-        )
+    _check_litgpt(cfg)
     if cfg.paged_optimizer and cfg.optimizer not in PAGED_OPTIMIZERS:
         raise ConfigError(
             f"--paged-optimizer is bitsandbytes' paging of its Adam, AdamW and Lion states "
@@ -227,6 +216,32 @@ def _plan(values: dict[str, Any]) -> bool:
         or values.get("dp_shard") is not None
         or values.get("dp_replicate") is not None
     )
+
+
+def _check_litgpt(cfg: TrainingConfig) -> None:
+    """LitGPT's finetune scripts' own knobs need its loss; DoRA is not among its adapters."""
+    if cfg.fabric_bnb and cfg.loss != "litgpt":
+        raise ConfigError(
+            "--fabric-bnb is LitGPT's QLoRA, whose finetune scripts compute the LM head and the "
+            "loss as --loss litgpt: add it",
+            "fabric_bnb",
+        )
+    if cfg.litgpt_uncapped and cfg.loss != "litgpt":
+        raise ConfigError(
+            "--litgpt-uncapped describes the LM head's chunks of LitGPT's LoRA and adapter "
+            "scripts: add --loss litgpt",
+            "litgpt_uncapped",
+        )
+    # LitGPT has no DoRA: its LoRA layers (litgpt/lora.py: LoRALinear, LoRAQKVLinear on the
+    # fused q/k/v) carry A and B only, and no script or config reads a DoRA key (Lightning-AI/
+    # litgpt at 26857050: no "dora" anywhere). Its fused q/k/v was traced as plain LoRA while the
+    # estimate counted DoRA on q, k, v apart (1.086 of the trace): no run of LitGPT is either.
+    if cfg.dora and (cfg.loss in ("litgpt", "litgpt-full") or cfg.litgpt_norm):
+        raise ConfigError(
+            "--dora is peft's or torchtune's adapter; LitGPT's finetune scripts (--loss litgpt, "
+            "--loss litgpt-full, --litgpt-norm) have no DoRA: drop one of them",
+            "dora",
+        )
 
 
 def _check_torchao_nf4(cfg: TrainingConfig) -> None:

@@ -509,3 +509,18 @@ def test_torchtitan_context_parallel_alone_shards_over_the_cp_ranks(tmp_path: Pa
     # without CP, dp_shard 1 still shards nothing
     plain = read_recipe([_pipelined_toml(tmp_path, "data_parallel_shard_degree = 1")])
     assert "fsdp" not in plain.values
+
+
+def test_a_litgpt_config_never_sets_dora_and_dora_beside_it_is_one_sentence(
+    cli, tmp_path: Path
+) -> None:
+    """LitGPT has no DoRA (Lightning-AI/litgpt at 26857050), so none of its configs sets --dora
+    and --dora given beside one is refused in one sentence (the trace had run LitGPT's fused
+    q/k/v as plain LoRA while the estimate counted DoRA on q, k, v apart)."""
+    for name in ("llama-3.2-1B-lora.yaml", "llama-3.1-8b-qlora.yaml", "llama-3.2-1B-full.yaml"):
+        assert "dora" not in read_recipe([FIXTURES / "litgpt" / name]).values
+    path = FIXTURES / "litgpt" / "llama-3.2-1B-lora.yaml"
+    done = cli("estimate", "--from", str(path), "--dora", "--root", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "LitGPT's finetune scripts (--loss litgpt" in done.stdout + done.stderr
+    assert "have no DoRA: drop one of them" in done.stdout + done.stderr

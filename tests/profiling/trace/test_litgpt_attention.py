@@ -166,3 +166,27 @@ def test_a_paged_optimizer_pages_the_fused_adapter_as_one_tensor(tmp_path: Path)
     traced, est = trace_step(cfg), estimate(cfg)
     assert est.category_bytes("optimizer") == traced.phases["after_forward"]["optimizer"]
     assert est.category_bytes("paged") == traced.paged_bytes > 0
+
+
+@pytest.mark.parametrize(
+    "litgpt", [{"loss": "litgpt"}, {"loss": "litgpt-full"}, {"litgpt_norm": True}]
+)
+def test_dora_under_litgpt_s_scripts_is_refused_by_the_estimate_and_the_trace(
+    tmp_path: Path, litgpt: dict
+) -> None:
+    """LitGPT has no DoRA (Lightning-AI/litgpt at 26857050: litgpt/lora.py's LoRALinear and
+    LoRAQKVLinear carry A and B only; no script reads a DoRA key). The trace had adapted its
+    fused q/k/v as plain LoRA while the estimate counted peft's DoRA on q, k, v apart (2,523,812
+    B against the trace's 2,322,984 on this model): neither is a run of LitGPT, so both refuse."""
+    from profiling.api import estimate_memory, trace_memory
+    from profiling.errors import ConfigError
+
+    options = {"seq": S, "batch": B, "precision": "bf16", "target": "cuda", "lora_rank": 8,
+               "lora_targets": ["q", "k", "v"], "dora": True, **litgpt}  # fmt: skip
+    model = _model(tmp_path, "llama", 2)
+    for run in (estimate_memory, lambda **o: trace_memory(o.pop("model"), **o)):
+        with pytest.raises(ConfigError, match=r"LitGPT's finetune scripts .* have no DoRA") as e:
+            run(model=model, **options)
+        assert e.value.field == "dora" and str(e.value).count(". ") == 0  # one sentence
+    without = {k: v for k, v in options.items() if k != "dora"}
+    assert estimate_memory(model=model, **without).per_gpu_bytes > 0  # LitGPT's LoRA stays
