@@ -195,6 +195,15 @@ def tensors_alive(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
     return tensors * (1 + states) + 20 * int(shape.get("layers") or 0)
 
 
+def unsplit_rests(cfg: TrainingConfig, tensors: int) -> int:
+    """The large pool's unsplit rests the allocated counter counts beside ``tensors`` tensors:
+    none with expandable segments, where ``should_split`` splits off any rest of at least 512 B
+    in either pool (``remaining >= kMinBlockSize`` when ``expandable_segments()``;
+    c10/cuda/CUDACachingAllocator.cpp at pytorch/pytorch 001074d25084), so every block is its
+    request rounded to 512 B; else ``UNSPLIT_PER_TENSOR`` each."""
+    return 0 if cfg.expandable_segments else tensors * UNSPLIT_PER_TENSOR
+
+
 def closed_form(
     cfg: TrainingConfig, peak: int, tensors: int, paged: int = 0, outside_loss: int | None = None,
     loss: bool = True,
@@ -206,21 +215,29 @@ def closed_form(
     from profiling.estimate.reserve import need_bound, reserved_bound
 
     extra = sum(workspaces(cfg)) + tensors * 256  # half a 512-byte block per tensor, on average
-    rests = tensors * UNSPLIT_PER_TENSOR  # the large pool's unsplit rests
+    rests = unsplit_rests(cfg, tensors)
     allocated = peak + extra + rests
     # The reserve's and the need's terms were fitted to replays whose blocks hold their rests
     # (the cached blocks between sizes): they start, as then, from the blocks less the rests.
     pre = None if outside_loss is None else outside_loss + extra
     reserved, reserve_how = reserved_bound(cfg, peak + extra, pre, loss)
     need, need_how = need_bound(cfg, peak + extra, loss)
-    less = f"allocated − its unsplit rests {fmt_bytes(rests)} + "
-    reserve_how, need_how = (h.replace("allocated + ", less, 1) for h in (reserve_how, need_how))
+    if rests:
+        less = f"allocated − its unsplit rests {fmt_bytes(rests)} + "
+        reserve_how, need_how = (
+            h.replace("allocated + ", less, 1) for h in (reserve_how, need_how)
+        )
+    rounding = (
+        "512-byte rounding (expandable segments split every block: no unsplit rests)"
+        if cfg.expandable_segments
+        else "512-byte rounding and unsplit block rests (up to 1 MiB each)"
+    )
     return Counters(
         allocated=CounterValue(
             counter="allocated",
             bytes=allocated,
-            how=f"the step's peak + {_workspace_text(cfg)} + 512-byte rounding and unsplit "
-            f"block rests (up to 1 MiB each) of about {tensors:,} tensors",
+            how=f"the step's peak + {_workspace_text(cfg)} + {rounding} of about {tensors:,} "
+            "tensors",
         ),
         reserved=CounterValue(
             counter="reserved",
@@ -243,7 +260,8 @@ def from_replay(
 ) -> Counters:  # fmt: skip
     """The counters from the trace's allocations replayed through the allocator's model;
     ``need``: the least memory the replay ran in (None: not searched)."""
-    chosen = reserved_expandable if cfg.expandable_segments else reserved
+    # segments hold every allocated block (``allocated`` may be raised to a composed peak)
+    chosen = max(allocated, reserved_expandable if cfg.expandable_segments else reserved)
     other = reserved if cfg.expandable_segments else reserved_expandable
     mode = "expandable segments" if cfg.expandable_segments else "default segments"
     other_mode = "default" if cfg.expandable_segments else "expandable_segments:True"

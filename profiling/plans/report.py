@@ -50,11 +50,17 @@ def rank_counters(result: PlanResult, rank: RankMemory) -> Counters:
     replayed when the trace kept it (``--counter reserved|nvml``), else the closed form's bound
     over the peak — and nvidia-smi with the CUDA context and NCCL's buffers
     (``profiling.estimate.counters``)."""
-    from profiling.estimate.counters import closed_form, tensors_alive
+    from profiling.estimate.counters import closed_form, tensors_alive, workspaces
 
     replay = result.replays.get(rank.pp_rank)
     if replay is not None:
-        return replay.counters(result.config)
+        # never below the rank's peak column: on ZBV torch's schedule hands a stage's output
+        # (and input gradient) to its neighbour on the same rank in place of that neighbour's
+        # receive buffer (torch 2.13.0 pipelining/stage.py: set_local_fwd_input and
+        # set_local_bwd_input set ``info.buffer``), which the composition keeps all step
+        # (PP 2 ZBV rank 1: 10 MiB, 5 buffers, by its peak)
+        floor = rank.peak_bytes + sum(workspaces(result.config))
+        return replay.counters(result.config, floor=floor)
     layers = sum(result.layout.stages[i].layers for i in rank.stages)
     shape = {"param_tensors": 9 * layers + 3, "layers": layers}
     loss = any(result.layout.stages[i].head for i in rank.stages)  # the last stage's

@@ -36,6 +36,9 @@ class Replay(BaseModel):
 
     allocations: int  # requests replayed
     peak_allocated: int  # the rounded blocks' peak (memory_allocated's)
+    # with expandable segments, where every block is split to its 512-byte request (None: as
+    # the default's)
+    peak_allocated_expandable: int | None = None
     peak_reserved: int  # default allocator
     peak_reserved_expandable: int  # expandable_segments:True
     how: str = ""  # how a block-scaled trace's replay was extrapolated
@@ -47,11 +50,21 @@ class Replay(BaseModel):
     need: int | None = None
     need_expandable: int | None = None
 
-    def counters(self, config: TrainingConfig, paged: int = 0) -> Counters:
-        needed = self.need_expandable if config.expandable_segments else self.need
+    def counters(self, config: TrainingConfig, paged: int = 0, floor: int = 0) -> Counters:
+        """The counters of this replay; ``floor``: the least allocated (a pipeline rank's
+        composed peak + workspaces, which the replay of torch's whole schedule may stay under)."""
+        exp = config.expandable_segments
+        needed = self.need_expandable if exp else self.need
+        allocated = self.peak_allocated
+        if exp and self.peak_allocated_expandable is not None:
+            allocated = self.peak_allocated_expandable
+        how = self.how
+        if floor > allocated:
+            allocated = floor
+            how = "; ".join(filter(None, (how, "at least the rank's composed peak")))
         return from_replay(
-            config, self.peak_allocated, self.peak_reserved, self.peak_reserved_expandable,
-            self.allocations, self.how, paged, needed,
+            config, allocated, self.peak_reserved, self.peak_reserved_expandable,
+            self.allocations, how, paged, needed,
         )  # fmt: skip
 
 
@@ -182,6 +195,7 @@ def replayed(
     return Replay(
         allocations=sum(1 for _, size in events if size is not None),
         peak_allocated=peaks[0].peak_allocated,
+        peak_allocated_expandable=peaks[1].peak_allocated,
         peak_reserved=peaks[0].peak_reserved,
         peak_reserved_expandable=peaks[1].peak_reserved,
         by_stream={str(k): v for k, v in peaks[0].reserved_by_stream().items()},
@@ -242,11 +256,15 @@ def scaled_replay(
     a, b, c = sorted(samples)[:3]
     replays = {n: r for n, (r, _) in samples.items() if r is not None}
 
-    def extra(n: int) -> int:
-        return replays[n].peak_allocated - samples[n][1]
+    def extra(n: int, expandable: bool = False) -> int:
+        got = replays[n].peak_allocated_expandable if expandable else None
+        return (replays[n].peak_allocated if got is None else got) - samples[n][1]
 
-    slope = (extra(c) - extra(b)) / (c - b)
-    allocated = peak + round(extra(c) + slope * (blocks - c))
+    def extrapolated(expandable: bool) -> int:
+        slope = (extra(c, expandable) - extra(b, expandable)) / (c - b)
+        return peak + round(extra(c, expandable) + slope * (blocks - c))
+
+    allocated = extrapolated(False)
     ratios = {n: replays[n].peak_reserved / replays[n].peak_allocated for n in (a, b, c)}
     expandable = max(
         replays[n].peak_reserved_expandable / replays[n].peak_allocated for n in (a, b, c)
@@ -260,6 +278,7 @@ def scaled_replay(
     return Replay(
         allocations=round(replays[c].allocations * blocks / c),
         peak_allocated=allocated,
+        peak_allocated_expandable=extrapolated(True),
         peak_reserved=round(allocated * max(1.0, *ratios.values())),
         peak_reserved_expandable=round(allocated * max(1.0, expandable)),
         how=how,
