@@ -13,9 +13,10 @@ from typing import Any
 from profiling.config import TrainingConfig
 from profiling.estimate import activations as acts
 from profiling.estimate import t5
+from profiling.estimate.step_order import loop_peaks, tensor_order
 from profiling.models.config import WorkloadConfig
 from profiling.models.implementation import TRANSFORMERS, implementation
-from profiling.models.workloads import as_run, find_workload
+from profiling.models.workloads import as_run, find_workload, is_variant
 from profiling.units import fmt_count
 
 
@@ -84,7 +85,7 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
     if dims is not None:  # each tensor's size: bitsandbytes' 8-bit and paged states, Adafactor
         shape["param_numels"] = _counted([math.prod(d) for d in dims])
         shape["factored_numels"] = _counted([factored_values(d) for d in dims])
-    shape.update(_units(w))
+    shape.update(_units(w), **_loop_step(w, dims))
     if w.arch == "llama":
         shape.update(_variations(w))
     if w.arch == "encoder":  # what profiling.estimate.encoder reads
@@ -117,6 +118,17 @@ def workload_shape(w: WorkloadConfig) -> dict[str, Any]:
 
 
 Dims = tuple[int, ...]
+
+
+def _loop_step(w: WorkloadConfig, dims: list[Dims] | None) -> dict[str, list[int]]:
+    """The for-loop optimizer step's highest pair of neighbours (``estimate.step_order``)."""
+    order = _step_order(w, dims)
+    return {"loop_step": loop_peaks(order)} if order else {}
+
+
+def _step_order(w: WorkloadConfig, dims: list[Dims] | None) -> list[int] | None:
+    hf = implementation(w) == TRANSFORMERS or w.arch in ("encoder", "t5") or w.alibi
+    return tensor_order(w, hf, is_variant(w), [math.prod(d) for d in dims] if dims else None)
 
 
 def _units(w: WorkloadConfig) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from profiling.estimate.optim_states import (
     tensorwise_temporaries,
     with_decoder,
 )
+from profiling.estimate.step_order import loop_elements
 from profiling.records import Step
 from profiling.units import fmt_count
 
@@ -127,12 +128,13 @@ def full_training(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh
 
 
 def _step_counters(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> None:
-    # torch's Adam-family optimizers keep one fp32 scalar `step` per parameter tensor.
+    # torch's Adam, RMSprop and Adagrad keep one fp32 scalar `step` per parameter tensor
+    # (torch/optim/adam.py, rmsprop.py _init_group, adagrad.py __init__ at torch 2.13).
     tensors = shape.get("param_tensors")
     if cfg.lora_rank is not None:  # LoRA: A and B of each adapted layer
         tensors = lora_tensors(cfg, shape)
     bnb = cfg.paged_optimizer  # bitsandbytes' step counter is a Python int
-    if cfg.optimizer in ("adam", "adamw", "adagrad") and tensors and not bnb:
+    if cfg.optimizer in ("adam", "adamw", "rmsprop", "adagrad") and tensors and not bnb:
         ledger.add(
             Line(
                 name="Optimizer: step counters",
@@ -459,11 +461,9 @@ def step_temporaries(
         value, numbers = k * trainable * m / div, f"{k} · {fmt_count(trainable)} · {m}{num}"
     else:
         k = lists[1]
-        name, formula = (
-            "Optimizer step temporaries (for-loop)",
-            f"{k} · largest tensor · {m} B{sym}",
-        )
-        value, numbers = k * largest * m / div, f"{k} · {fmt_count(largest)} · {m}{num}"
+        elements, held = loop_elements(cfg, shape, k, largest)
+        name, formula = "Optimizer step temporaries (for-loop)", f"{held} · {m} B{sym}"
+        value, numbers = elements * m / div, f"{fmt_count(elements)} · {m}{num}"
     if not value:
         if k:
             ledger.note("optimizer step temporaries need the model's shape (none counted)")
