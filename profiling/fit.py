@@ -116,8 +116,8 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
     else:
         trains = ("full",) if encoder else ("full", "lora", "qlora")
     precisions = (base.precision,) if "precision" in held else PRECISIONS
-    # a T5's full finetune under checkpointing is estimated (estimate.t5_ckpt_full; LoRA's on
-    # some T5s: estimate.t5_ckpt, left to a --checkpointing full the user gives)
+    # a T5's full finetune and LoRA under checkpointing are estimated (estimate.t5_ckpt_full,
+    # estimate.t5_ckpt, t5_mlp_ckpt)
     every = ("none", "full") if encoder else SEARCHED_CKPT
     ckpts = (base.checkpointing,) if "checkpointing" in held else every
     offloads = (base.offload_optimizer,) if "offload_optimizer" in held else (False, True)
@@ -129,8 +129,6 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
             continue  # adapters are tiny: offloading or sharding them buys nothing
         if kind == "qlora" and precision == "fp32":
             continue
-        if encoder == "t5" and ckpt == "full" and kind != "full":
-            continue  # LoRA's not always estimated (estimate.t5_ckpt check)
         update: dict[str, Any] = {
             "precision": precision,
             "zero": zero,

@@ -171,3 +171,16 @@ def test_fit_searches_what_the_estimate_models() -> None:
     assert any(c.config.checkpointing == "full" and c.config.precision.startswith("amp-")
                for c in res.fitting)  # fmt: skip
     assert any(c.config.precision.startswith("amp-") for c in res.fitting)
+
+
+def test_fit_offers_lora_under_full_checkpointing() -> None:
+    """LoRA on a T5 under full checkpointing is estimated (estimate.t5_ckpt, t5_mlp_ckpt): with
+    the rank given, fit searches it too, and where only checkpointing fits it is the answer
+    (fit found nothing before: it skipped every checkpointed LoRA candidate)."""
+    from profiling.fit import fit
+
+    base = TrainingConfig(model="hf:flan-t5-base", seq=1024, target_seq=256, gpu_mem=2,
+                          lora_rank=8)  # fmt: skip
+    res = fit(base, confirm=0)
+    assert res.fitting
+    assert {(c.config.checkpointing, c.config.lora_rank) for c in res.fitting} == {("full", 8)}
