@@ -14,32 +14,14 @@ from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
 from profiling.models.hf_module import project_blocks
 from profiling.trace.step import trace_step
+from tests.profiling.trace.tiny_neox import KINDS, neox_spec
 
 pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
 
-BASE = {
-    "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "max_position_embeddings": 512,
-}  # fmt: skip
-FAMILIES = {
-    "gpt_neox (parallel, two norms)": {"model_type": "gpt_neox", "rotary_pct": 0.25},
-    "gpt_neox (sequential)": {"model_type": "gpt_neox", "use_parallel_residual": False},
-    "phi (q, k, v apart)": {"model_type": "phi", "partial_rotary_factor": 0.5},
-    "falcon-7b's kind (multi-query: unequal slices)": {"model_type": "falcon"},
-    "falcon-40b's kind (grouped, two norms)": {
-        "model_type": "falcon", "new_decoder_architecture": True, "num_kv_heads": 2,
-    },
-}  # fmt: skip
-BLOOM = {"model_type": "bloom", "n_layer": 2, "n_head": 4, "n_embd": 64}
+# the kinds every test here runs (BLOOM in those that name it)
+FAMILIES = [k for k in KINDS if k != "bloom"]
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
 LITGPT_CONFIGS = Path(__file__).parents[3] / "benchmarks" / "peer" / "configs" / "litgpt"
-
-
-def _spec(tmp_path: Path, family: str) -> str:
-    path = tmp_path / "config.json"
-    extra = BLOOM if family == "bloom" else FAMILIES[family]
-    path.write_text(json.dumps({**BASE, **extra}), encoding="utf-8")
-    return f"hf:{path}"
 
 
 def _agree(cfg: TrainingConfig, peak: float = 0.002) -> None:
@@ -70,7 +52,7 @@ def test_estimate_agrees_with_transformers_module_under_lora(
     nothing: estimate = trace per category."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     cfg = TrainingConfig(
-        model=_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
+        model=neox_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
         lora_targets=targets, lora_dropout=dropout,
     )  # fmt: skip
     _agree(cfg)
@@ -94,7 +76,7 @@ def test_estimate_agrees_with_the_trace_under_autocast(
     1.05-1.16 × the trace's peak."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     cfg = TrainingConfig(
-        model=_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
+        model=neox_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
         lora_targets=targets, lora_dropout=dropout,
     )  # fmt: skip
     _agree(cfg, peak=0.0002)
@@ -117,7 +99,7 @@ def test_qlora_under_autocast(
     trace's peak."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     cfg = TrainingConfig(
-        model=_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
+        model=neox_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
         lora_targets=targets, lora_dropout=dropout, qlora=True, bnb_keeps_inputs=keeps,
     )  # fmt: skip
     _agree(cfg, peak=0.0002)
@@ -125,13 +107,13 @@ def test_qlora_under_autocast(
 
 @pytest.mark.parametrize(
     ("family", "target"),
-    [("gpt_neox (sequential)", "cpu"), ("phi (q, k, v apart)", "cuda"),
-     ("falcon-7b's kind (multi-query: unequal slices)", "cpu")],
+    [("gpt_neox sequential", "cpu"), ("phi", "cuda"),
+     ("falcon-7b", "cpu")],
 )  # fmt: skip
 def test_our_blocks_under_autocast(tmp_path: Path, family: str, target: str) -> None:
     """Our blocks (LitGPT's fused q/k/v adapter where fused) under autocast, on either target."""
     cfg = TrainingConfig(
-        model=_spec(tmp_path, family), seq=64, batch=2, precision="amp-fp16", lora_rank=8,
+        model=neox_spec(tmp_path, family), seq=64, batch=2, precision="amp-fp16", lora_rank=8,
         lora_targets="q,v,o,down", lora_dropout=0.05, target=target,
     )  # fmt: skip
     with project_blocks():
@@ -140,15 +122,15 @@ def test_our_blocks_under_autocast(tmp_path: Path, family: str, target: str) -> 
 
 @pytest.mark.parametrize(
     ("family", "target", "precision"),
-    [("gpt_neox (parallel, two norms)", "cpu", "mixed"), ("phi (q, k, v apart)", "cpu", "bf16"),
-     ("falcon-40b's kind (grouped, two norms)", "cuda", "fp32"),
-     ("gpt_neox (sequential)", "cuda", "bf16")],
+    [("gpt_neox", "cpu", "mixed"), ("phi", "cpu", "bf16"),
+     ("falcon-40b", "cuda", "fp32"),
+     ("gpt_neox sequential", "cuda", "bf16")],
 )  # fmt: skip
 def test_estimate_agrees_with_our_blocks_under_lora(
     tmp_path: Path, family: str, target: str, precision: str
 ) -> None:
     cfg = TrainingConfig(
-        model=_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
+        model=neox_spec(tmp_path, family), seq=64, batch=2, precision=precision, lora_rank=8,
         lora_targets="q,v,o,down", lora_dropout=0.05, target=target,
     )  # fmt: skip
     with project_blocks():
@@ -167,7 +149,7 @@ def test_qlora_agrees(tmp_path: Path, family: str, extra: dict) -> None:
     embedding), LitGPT's loop holding them, Lightning's 4-bit LM head."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     cfg = TrainingConfig(
-        model=_spec(tmp_path, family), seq=64, batch=2, precision="bf16", lora_rank=8,
+        model=neox_spec(tmp_path, family), seq=64, batch=2, precision="bf16", lora_rank=8,
         lora_targets="q,v", lora_dropout=0.05, qlora=True, **extra,
     )  # fmt: skip
     _agree(cfg, peak=0.004)
@@ -180,7 +162,7 @@ def test_qlora_on_our_blocks_keeps_the_head_16_bit(tmp_path: Path, family: str) 
     read 17,996 B above the estimate's on Falcon's tied kinds (a 4-bit copy beside the
     embedding) and 47,540 B under on the untied ones."""
     cfg = TrainingConfig(
-        model=_spec(tmp_path, family), seq=64, batch=2, precision="bf16", lora_rank=8,
+        model=neox_spec(tmp_path, family), seq=64, batch=2, precision="bf16", lora_rank=8,
         lora_targets="q,v", qlora=True,
     )  # fmt: skip
     with project_blocks():
@@ -192,7 +174,7 @@ def test_fused_qkv_adapter_is_litgpts(tmp_path: Path) -> None:
     LoRAQKVLinear: A of (n·r, h), B of (Σ slice widths, r); the head and the MLP peft's."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     cfg = TrainingConfig(
-        model=_spec(tmp_path, "falcon-7b's kind (multi-query: unequal slices)"), seq=16,
+        model=neox_spec(tmp_path, "falcon-7b"), seq=16,
         batch=1, lora_rank=8, lora_targets="q,v,up,lm_head", lora_dropout=0.05,
     )  # fmt: skip
     traced = trace_step(cfg)
@@ -220,7 +202,7 @@ def test_peft_fp32_adapters_on_a_bf16_model_under_autocast(
     peak. With checkpointing it stays refused (a few KB of activations under the trace's)."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     cfg = TrainingConfig(
-        model=_spec(tmp_path, family), seq=64, batch=2, precision="bf16", lora_rank=8,
+        model=neox_spec(tmp_path, family), seq=64, batch=2, precision="bf16", lora_rank=8,
         lora_targets=targets, lora_dropout=dropout, autocast_adapters=True,
     )  # fmt: skip
     _agree(cfg, peak=0.0002)
@@ -231,7 +213,7 @@ def test_peft_fp32_adapters_on_a_bf16_model_under_autocast(
 def test_autocast_with_selective_checkpointing_or_qlora_is_one_sentence(tmp_path: Path) -> None:
     """Not modelled: selective checkpointing, or QLoRA with full, under autocast (full
     checkpointing with LoRA is: tests/profiling/trace/test_neox_moments.py)."""
-    spec = _spec(tmp_path, "phi (q, k, v apart)")
+    spec = neox_spec(tmp_path, "phi")
     cfg = TrainingConfig(
         model=spec, seq=16, batch=1, precision="amp-bf16", lora_rank=8, checkpointing="full"
     )
@@ -243,7 +225,7 @@ def test_autocast_with_selective_checkpointing_or_qlora_is_one_sentence(tmp_path
 def test_without_q_k_or_v_is_one_sentence(tmp_path: Path) -> None:
     """The first block's attention would keep nothing (not modelled): both refuse."""
     pytest.importorskip("transformers", reason="the hf extra is not installed")
-    spec = _spec(tmp_path, "phi (q, k, v apart)")
+    spec = neox_spec(tmp_path, "phi")
     with pytest.raises(ProfilingError, match="at least one of q, k, v") as err:
         trace_step(TrainingConfig(model=spec, seq=16, batch=1, lora_rank=8, lora_targets="gate"))
     assert "\n" not in str(err.value)

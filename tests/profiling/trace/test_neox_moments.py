@@ -6,7 +6,6 @@ there (profiling.estimate.neox_moments); now it is never below, and close."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,22 +14,11 @@ from profiling.config import TrainingConfig
 from profiling.estimate import neox_moments
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
+from tests.profiling.trace.tiny_neox import SMALL, neox_spec
 
 pytest.importorskip("transformers", reason="the hf extra is not installed")
 pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
 
-SMALL = {
-    "vocab_size": 128, "hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "max_position_embeddings": 512,
-}  # fmt: skip
-KINDS = {
-    "gpt_neox": {"model_type": "gpt_neox", "rotary_pct": 0.25},
-    "gpt_neox sequential": {"model_type": "gpt_neox", "use_parallel_residual": False},
-    "phi": {"model_type": "phi", "partial_rotary_factor": 0.5},
-    "falcon-7b": {"model_type": "falcon"},
-    "falcon-40b": {"model_type": "falcon", "new_decoder_architecture": True, "num_kv_heads": 2},
-    "bloom": {"model_type": "bloom", "n_layer": 2, "n_head": 4, "n_embd": 128},
-}
 # (kind, precision, LoRA targets or None for full training, lora_dropout, qlora, the most
 # the estimate may be above the trace's peak). Equal (within 0.3 %) where the moment's tensors
 # are exactly the trace's; a bound where the trace frees sooner than counted.
@@ -49,9 +37,7 @@ CASES = [
 
 
 def _model(tmp_path: Path, kind: str) -> str:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({**SMALL, **KINDS[kind]}), encoding="utf-8")
-    return f"hf:{path}"
+    return neox_spec(tmp_path, kind, SMALL)
 
 
 @pytest.mark.parametrize(("kind", "precision", "targets", "dropout", "qlora", "most"), CASES)
@@ -80,7 +66,6 @@ def test_a_large_vocabulary_keeps_the_loss_as_the_peak(tmp_path: Path) -> None:
     assert est.peak_moment not in (neox_moments.BACKWARD, neox_moments.FORWARD)
 
 
-TINY = {**SMALL, "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160}
 # (kind, precision, the estimate's ratio to the trace before, the most it may be above now)
 RECOMPUTED = [
     ("falcon-7b", "fp32", 0.9976, 1.02),
@@ -99,10 +84,8 @@ def test_a_recomputed_blocks_mlp_is_never_below_the_trace(
     gradients above it, the head's and its MLP's gradients beside its recomputed tensors
     (profiling.estimate.recomputed_neox); the end of forward and one block's kept tensors
     read `before` of the trace."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({**TINY, **KINDS[kind]}), encoding="utf-8")
     cfg = TrainingConfig(
-        model=f"hf:{path}", seq=64, batch=2, precision=precision, checkpointing="full"
+        model=neox_spec(tmp_path, kind), seq=64, batch=2, precision=precision, checkpointing="full"
     )
     traced, est = trace_step(cfg), estimate(cfg)
     assert est.per_gpu_bytes >= traced.peak_bytes - 128  # the trace's scalars
@@ -127,10 +110,8 @@ def test_lora_under_autocast_with_full_checkpointing(
     """It was refused ("the recomputed blocks' 16-bit copies"): the blocks' copies die with
     their regions, the LM head's adapter's stay (its A and B, (r·h + V·r)·2 B: 9,224 B under
     the trace as counted, `before`), the recomputed block's backward is bounded."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({**TINY, **KINDS[kind]}), encoding="utf-8")
     cfg = TrainingConfig(
-        model=f"hf:{path}", seq=64, batch=2, precision="amp-bf16", lora_rank=8,
+        model=neox_spec(tmp_path, kind), seq=64, batch=2, precision="amp-bf16", lora_rank=8,
         lora_targets=targets, lora_dropout=dropout, checkpointing="full",
     )  # fmt: skip
     traced, est = trace_step(cfg), estimate(cfg)
