@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import bloom, compiled, encoder, hf_ops, losses, mla, neox, t5, variants
+from profiling.estimate import compiled, encoder, hf_ops, llama_end, losses, mla, neox, t5, variants
 from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
 from profiling.estimate.counters import Counters, closed_form, outside_loss, tensors_alive
@@ -285,7 +285,7 @@ def _moments(
     moments += [
         Moment(name=n, bytes=round(b), calculation=c)
         for n, b, c in encoder.moments(d, inp, fwd)
-        + bloom.moments(d, inp, fwd)
+        + llama_end.moments(d, inp, fwd, est_lines)
         + t5_moments(d, inp, fwd)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)

@@ -1,0 +1,288 @@
+"""Llama's kind of decoder (our blocks and transformers' Llama module) with a vocabulary small
+next to its blocks (128 beside h 128, f 512): the last block's MLP and the final RMSNorm going
+back, or under LoRA down's forward, not the loss, hold the step's peak. Under transformers' own
+loss, without checkpointing, the estimate read 0.84-0.98 of the trace there; counted here from
+the end of forward, as ``estimate.neox_moments`` counts GPT-NeoX's kind (T = s·b tokens).
+
+What the end of forward holds of the loss and the final norm is read from the estimate's own
+lines (the log-probabilities, the shifted labels, the final norm's saved tensors and output as
+counted, a frozen head's not kept): backward frees all of it before the last block goes back.
+
+- **The final norm's backward** (transformers' RMSNorm of separate ops, or any on the CPU):
+  beside the LM head's gradients, the norm's own fp32 temporaries as ``norm_tapes`` runs them
+  (the tape holds the norm's saved tensors itself).
+- **The last block's MLP going back**: beside the head's and the final norm's gradients, the
+  gradient reaching the block (s·b·h in the residual's dtype) and the SwiGLU's three f-wide
+  gradients at once (down's input gradient, then ``mul``'s two: SiLU's output's and up's), in the
+  matmuls' dtype. By then down has gone back: what it saved is freed (under full training its
+  input, the gated product, and its weight's gradient made; under autocast its and the head's
+  16-bit weight copies), as an adapted down's adapter frees its input (or its own copy: cast or
+  dropped) and its A's output, its A's and B's gradients made. On bitsandbytes' 4-bit base the
+  larger of that and down's backward, its weight dequantized beside its input gradient; an
+  adapted down's A going back first (its input's gradient beside the input it kept) if higher.
+- **Down's forward under LoRA**: the end of forward less what is made later, plus what the
+  block holds unsaved (our blocks: the norms' outputs no layer saves and the attention's
+  output; transformers': the embeddings, the layer's input and the residual after attention,
+  in 16 bits beside the norms' fp32 copies, and the position indices), down's input where
+  nothing keeps it, the base's output and, an adapted down's, at A its input's cast and dropped
+  copies where not kept (autocast's), at B its output and the scaled one.
+
+Equal to the trace (within its few scalars) where the tensors are exactly these; a bound where
+the trace frees earlier than counted (tests/profiling/estimate/test_llama_end.py). Not here:
+checkpointing (``estimate.recomputed_eager``), autocast's QLoRA, DoRA, other losses
+(``losses.moments``), tensor parallelism and sharding. No torch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.lora_bytes import adapter_bytes, own_copies
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+MLP = "backward, the last block's MLP"
+NORM = "backward, the final norm"
+FORWARD = "forward, the last block's MLP"
+_LLAMA = (None, "llama", "mistral")  # our blocks, or transformers' module of Llama's ops
+
+
+def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
+    from profiling.estimate.losses import REFERENCE
+
+    if d is None or d.V is None or d.arch != "llama" or set(d.extra) - {"hf_module"}:
+        return False
+    if d.extra.get("hf_module") not in _LLAMA or cfg.loss != REFERENCE:
+        return False
+    if cfg.checkpointing != "none" or cfg.tp != 1 or cfg.sharded or cfg.compile or cfg.dora:
+        return False
+    if cfg.activation_offload or cfg.optimizer_in_bwd:
+        return False
+    # not bitsandbytes' fp32 outputs under autocast, nor the other 4-bit bases' dequantization
+    amp = cfg.precision.startswith("amp-")
+    return not (cfg.qlora and (amp or cfg.torchao_nf4 or cfg.fabric_bnb))
+
+
+def released(d: Dims, e: Bytes, cfg: TrainingConfig, lines: Sequence[Any]) -> float:
+    """What the loss, the final norm and the head kept, as the estimate counted them: the lines
+    of the logits and of the final norm (its RoPE tables aside: every block's, 2·s·(h/a) in
+    the tables' dtype), a frozen head's output not kept, an adapted head's adapter's tensors."""
+    total = float(_head_adapter(d, e, cfg))
+    for ln in lines:
+        if ln.name.startswith("Logits:") or "frozen LM head" in ln.name:
+            total += ln.bytes
+        elif "final RMSNorm" in ln.name:
+            total += ln.bytes - 2 * d.s * d.hd * e.rope
+    return total
+
+
+def _head_adapter(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """An adapted head's adapter's kept tensors, freed as the head goes back: its input's own
+    copy (autocast's 16-bit, the dropped or the cast one; else the norm's output, counted in
+    the norm's line), lora_dropout's mask, A's output, and under autocast A's and B's 16-bit
+    copies (``lora._head_adapter_copies``)."""
+    if cfg.lora_rank is None or "lm_head" not in cfg.lora_targets:
+        return 0
+    from profiling.estimate.lora_bytes import mask_bytes
+
+    T, h, r, a = d.s * d.b, d.h, int(cfg.lora_rank), adapter_bytes(cfg)
+    kept = T * h * (2 if e.amp else a) if own_copies(cfg, e) else 0
+    kept += T * h * mask_bytes(cfg) if cfg.lora_dropout else 0
+    kept += T * r * (2 if e.amp else a)
+    return kept + ((r * h + int(d.V or 0) * r) * 2 if e.amp else 0)
+
+
+def _grads(d: Dims, cfg: TrainingConfig, p: int) -> tuple[int, int]:
+    """The gradients the head and the final norm make first, and down's by its backward's
+    end: (head and norm, down)."""
+    h, f, V = d.h, d.f, int(d.V or 0)
+    if cfg.lora_rank is None:
+        return (V * h + h) * p, h * f * p
+    r, a, t = int(cfg.lora_rank), adapter_bytes(cfg), cfg.lora_targets
+    return r * (h + V) * a * ("lm_head" in t), r * (f + h) * a * ("down" in t)
+
+
+def _down_freed(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
+    """What down's backward frees: its saved input (full training), its adapter's input (or
+    own copy) and A output, and under autocast the 16-bit weight copies it and the head kept."""
+    T, h, f, V = d.s * d.b, d.h, d.f, int(d.V or 0)
+    freed, words = 0, []
+    if cfg.lora_rank is None:
+        freed += T * f * e.c
+        words.append(f"its input s·b·f·{e.c}")
+    elif "down" in cfg.lora_targets:
+        from profiling.estimate.lora_bytes import mask_bytes
+
+        a, r = adapter_bytes(cfg), int(cfg.lora_rank)
+        copy = a if own_copies(cfg, e) and not e.amp else e.c
+        mask = mask_bytes(cfg) if cfg.lora_dropout else 0
+        freed += T * f * (copy + mask) + T * r * (2 if e.amp else a)
+        words.append(f"its adapter's input s·b·f·{copy}" + (" and mask" if mask else "")
+                     + " and A output s·b·r")  # fmt: skip
+    if e.amp and not cfg.qlora:  # both went back: the copies their matmuls saved
+        freed += (h * f + V * h) * 2
+        words.append("autocast's 16-bit copies of its and the head's weights (h·f + V·h)·2")
+    return freed, " and ".join(words)
+
+
+def _mlp(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, float, str]:
+    T, h, f = d.s * d.b, d.h, d.f
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    first, down = _grads(d, cfg, p)
+    reach = T * h * e.r
+    three = 3 * T * f * e.c
+    freed, freed_words = _down_freed(d, e, cfg)
+    value = base + first + reach + down + three - freed
+    calc = (
+        f"the head's and final norm's gradients {fmt_bytes(first)} + the gradient reaching "
+        f"the block s·b·h·{e.r} {fmt_bytes(reach)} + the SwiGLU's three gradients s·b·3f·{e.c} "
+        f"{fmt_bytes(three)}"
+        + (f" + down's gradients {fmt_bytes(down)}" if down else "")
+        + (f" − what down's backward freed ({freed_words}) {fmt_bytes(freed)}" if freed else "")
+    )
+    if cfg.lora_rank is not None and "down" in cfg.lora_targets:
+        # earlier, at down's A going back: its input's gradient in the adapters' dtype beside
+        # the input (or copy) it kept and the gradient reaching B (s·b·h; A's output is freed
+        # as the gradient reaching A is made)
+        a = adapter_bytes(cfg)
+        # under autocast lora_dropout's gradient comes beside it, A's 16-bit copy of its input
+        # freed by then (a plain A saves the dropped tensor, freed as the mask goes back); the
+        # head's 16-bit weight copy went with the head
+        n = 2 if e.amp and cfg.lora_dropout else 1
+        gone = (T * f * 2 if n == 2 else 0) + (int(d.V or 0) * h * 2 if e.amp else 0)
+        at_a = base + first + reach + down + T * (h * e.c + n * f * a) - gone
+        if at_a > value:
+            value = at_a
+            calc = (
+                f"the head's and final norm's gradients {fmt_bytes(first)} + the gradient "
+                f"reaching the block s·b·h·{e.r} {fmt_bytes(reach)} + down's adapter's "
+                f"gradients {fmt_bytes(down)} and, going back through it, s·b·(h·{e.c} + {n}f·{a})"
+                + (f" − what its backward and the head's freed {fmt_bytes(gone)}" if gone else "")
+            )
+    if cfg.qlora:  # down's backward: its input gradient beside its weight dequantized
+        from profiling._config_behaviours import double_quant
+        from profiling.estimate.bnb import dequant_absmax_bytes
+
+        deq = h * f * e.c + dequant_absmax_bytes(h * f, double_quant(cfg))
+        at_down = base + first + reach + T * f * e.c + deq
+        if at_down > value:
+            value = at_down
+            calc = (
+                f"the gradient reaching the block s·b·h·{e.r} + down's input gradient "
+                f"s·b·f·{e.c} and its weight dequantized {fmt_bytes(deq)}"
+            )
+    return MLP, value, calc
+
+
+def _norm(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, float, str] | None:
+    """transformers' RMSNorm of separate ops (and any on the CPU): its backward's fp32
+    temporaries (``norm_tapes``; the tape holds its saved tensors and its output's gradient)."""
+    from profiling.estimate.hf_ops import fp32_norm
+    from profiling.estimate.norm_tapes import NormShape, backward_peak
+
+    module = d.extra.get("hf_module")
+    if not module and getattr(cfg, "target", "cuda") == "cuda":
+        return None  # CUDA's fused rms_norm: one kernel
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    head = _grads(d, cfg, p)[0] - (d.h * p if cfg.lora_rank is None else 0)
+    tape = backward_peak(NormShape(d.s * d.b, d.h, e.r, p, bool(module) and not fp32_norm(d)))
+    copy = d.h * int(d.V or 0) * 2 if e.amp and not cfg.qlora else 0  # the head's, freed
+    value = base + head + tape.peak - copy
+    calc = (
+        f"the LM head's gradient {fmt_bytes(head)} + the norm's backward at its peak "
+        f"{fmt_bytes(tape.peak)}"
+        + (
+            f" − autocast's 16-bit copy of the head's weight V·h·2 {fmt_bytes(copy)}"
+            if copy
+            else ""
+        )
+    )
+    return NORM, value, calc
+
+
+def _held(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
+    """What the last block's forward holds at its MLP beyond what it saves: our blocks hold
+    the input norm's and the attention's outputs, transformers' the embeddings, the layer's
+    input, the residual after attention (16-bit: the norms saved fp32 copies; in fp32 one of
+    the three) and the position indices (s·8) — and both the MLP norm's output where no layer
+    saves it (none trained, an adapter's own copy)."""
+    T, h, t = d.s * d.b, d.h, cfg.lora_targets
+    copies = own_copies(cfg, e) or cfg.qlora  # a 4-bit base: counted held (a bound)
+    post = T * h * e.r if copies or not {"gate", "up"} & set(t) else 0
+    if d.extra.get("hf_module"):  # fp32 residuals: the norms' fp32 inputs are these, saved
+        n = 3 if e.r == 2 else 1
+        return n * T * h * e.r + d.s * 8 + post, "the embeddings, the layer's input and residual"
+    attn_in = T * h * e.r if copies or not {"q", "k", "v"} & set(t) else 0
+    return attn_in + T * h * e.c + post, "the norms' and the attention's outputs"
+
+
+def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, float, str]:
+    """Under LoRA, down's forward: its input (the gated product, unless an adapter keeps that
+    very tensor), the base's output and, down adapted, at A the input's cast and dropped copies
+    (autocast's: neither kept), at B its output and the scaled one (16 bits under autocast).
+    Under autocast the head's 16-bit weight copy (and at A, B's) is made later."""
+    T, h, f, r, V = d.s * d.b, d.h, d.f, int(cfg.lora_rank or 0), int(d.V or 0)
+    a, copies, t = adapter_bytes(cfg), own_copies(cfg, e), cfg.lora_targets
+    adapted = "down" in t
+    held, held_words = _held(d, e, cfg)
+    product = T * f * e.c if copies or not adapted else 0
+    cast = T * f * a if adapted and (a != e.c or e.amp) and (cfg.lora_dropout or e.amp) else 0
+    dropped = T * f * a if adapted and cfg.lora_dropout and e.amp else 0
+    o = 2 if e.amp else a
+    later = 0
+    if e.amp:  # autocast's cache keeps the first block's A copies its frozen input never saved
+        held += r * h * 2 * len({"q", "k", "v", "o", "gate", "up"} & set(t))
+        later = V * h * 2  # (an adapted head's A and B copies: in ``released`` already)
+    at_a = held + product + T * h * e.c + cast + dropped - later - (r * h * 2 * e.amp * adapted)
+    at_b = held + product + T * h * e.c + cast + 2 * T * h * o - later if adapted else 0
+    value = base + max(at_a, at_b)
+    calc = (
+        f"{held_words} {fmt_bytes(held)} + "
+        + (f"its input s·b·f·{e.c} + " if product else "")
+        + f"the base's output s·b·h·{e.c}"
+        + (f" + its cast copy s·b·f·{a}" if cast else "")
+        + (
+            f" + the dropped copy s·b·f·{a}"
+            if at_a >= at_b and dropped
+            else f" + B's output and the scaled one s·b·2h·{o}"
+            if at_b > at_a
+            else ""
+        )
+        + (f" − autocast's copies made later {fmt_bytes(later)}" if later else "")
+    )
+    return FORWARD, value, calc
+
+
+def moments(
+    d: Dims | None, cfg: TrainingConfig, fwd: float, lines: Sequence[Any]
+) -> list[tuple[str, float, str]]:
+    """GPT-NeoX's kind's (``bloom.moments``) and Llama's kind's last block's MLP and final norm
+    going back; none where they do not apply."""
+    from profiling.estimate import bloom
+
+    out = bloom.moments(d, cfg, fwd)
+    if not _applies(d, cfg):
+        return out
+    assert d is not None
+    e = Bytes.of(cfg.precision)
+    gone = released(d, e, cfg, lines)
+    base = fwd - gone
+    where = (
+        f"end of forward − the loss's, the final norm's and the head's kept tensors "
+        f"{fmt_bytes(gone)} + "
+    )
+    found = [_mlp(d, e, cfg, base), _norm(d, e, cfg, base)]
+    if cfg.lora_rank is not None:
+        found.append(_forward(d, e, cfg, base))
+    for moment in found:
+        if moment is not None:
+            name, value, calc = moment
+            out.append((name, value, f"{where}{calc} = {fmt_bytes(value)}"))
+    return out
+
+
+__all__ = ["FORWARD", "MLP", "NORM", "moments", "released"]
