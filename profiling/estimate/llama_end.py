@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
-from profiling.estimate.lora_bytes import adapter_bytes, own_copies
+from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, own_copies
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -71,29 +71,13 @@ def released(d: Dims, e: Bytes, cfg: TrainingConfig, lines: Sequence[Any]) -> fl
     """What the loss, the final norm and the head kept, as the estimate counted them: the lines
     of the logits and of the final norm (its RoPE tables aside: every block's, 2·s·(h/a) in
     the tables' dtype), a frozen head's output not kept, an adapted head's adapter's tensors."""
-    total = float(_head_adapter(d, e, cfg))
+    total = float(head_adapter(d, e, cfg))
     for ln in lines:
         if ln.name.startswith("Logits:") or "frozen LM head" in ln.name:
             total += ln.bytes
         elif "final RMSNorm" in ln.name:
             total += ln.bytes - 2 * d.s * d.hd * e.rope
     return total
-
-
-def _head_adapter(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
-    """An adapted head's adapter's kept tensors, freed as the head goes back: its input's own
-    copy (autocast's 16-bit, the dropped or the cast one; else the norm's output, counted in
-    the norm's line), lora_dropout's mask, A's output, and under autocast A's and B's 16-bit
-    copies (``lora._head_adapter_copies``)."""
-    if cfg.lora_rank is None or "lm_head" not in cfg.lora_targets:
-        return 0
-    from profiling.estimate.lora_bytes import mask_bytes
-
-    T, h, r, a = d.s * d.b, d.h, int(cfg.lora_rank), adapter_bytes(cfg)
-    kept = T * h * (2 if e.amp else a) if own_copies(cfg, e) else 0
-    kept += T * h * mask_bytes(cfg) if cfg.lora_dropout else 0
-    kept += T * r * (2 if e.amp else a)
-    return kept + ((r * h + int(d.V or 0) * r) * 2 if e.amp else 0)
 
 
 def _grads(d: Dims, cfg: TrainingConfig, p: int) -> tuple[int, int]:

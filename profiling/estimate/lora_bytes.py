@@ -11,7 +11,7 @@ from profiling._config_lora import peft_autocast, trains_16bit
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
-    from profiling.estimate.activations import Bytes
+    from profiling.estimate.activations import Bytes, Dims
 
 
 def adapter_bytes(cfg: TrainingConfig) -> int:
@@ -40,4 +40,18 @@ def mask_bytes(cfg: TrainingConfig) -> int:
     return 1 if getattr(cfg, "target", "cuda") == "cuda" else adapter_bytes(cfg)
 
 
-__all__ = ["adapter_bytes", "adapter_compute", "mask_bytes", "own_copies"]
+def head_adapter(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """An adapted head's adapter's kept tensors, freed as the head goes back: its input's own
+    copy (autocast's 16-bit, the dropped or the cast one; else the norm's output, counted in
+    the norm's line), lora_dropout's mask, A's output, and under autocast A's and B's 16-bit
+    copies (``lora._head_adapter_copies``)."""
+    if cfg.lora_rank is None or "lm_head" not in cfg.lora_targets:
+        return 0
+    T, h, r, a = d.s * d.b, d.h, int(cfg.lora_rank), adapter_bytes(cfg)
+    kept = T * h * (2 if e.amp else a) if own_copies(cfg, e) else 0
+    kept += T * h * mask_bytes(cfg) if cfg.lora_dropout else 0
+    kept += T * r * (2 if e.amp else a)
+    return kept + ((r * h + int(d.V or 0) * r) * 2 if e.amp else 0)
+
+
+__all__ = ["adapter_bytes", "adapter_compute", "head_adapter", "mask_bytes", "own_copies"]

@@ -23,8 +23,9 @@ scaled copy too) and, attention and MLP in parallel, the attention's output wait
 
 These are upper bounds where the trace frees earlier than counted (an adapted down with
 lora_dropout frees its dropped copy before GELU goes back; Phi's full training: 1.009 of the
-trace's moment), equal elsewhere (tests/profiling/trace/test_neox_moments.py). Autocast and
-QLoRA under autocast are left to the earlier moments. No torch here.
+trace's moment), equal elsewhere (tests/profiling/trace/test_neox_moments.py). Under autocast,
+LoRA on transformers' GPT-NeoX and Falcon: ``estimate.neox_amp_moments``; the rest of autocast
+(Phi, BLOOM, full training, QLoRA) is left to the earlier moments. No torch here.
 """
 
 from __future__ import annotations
@@ -49,8 +50,12 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.loss != REFERENCE or cfg.checkpointing != "none" or cfg.tp != 1 or cfg.sharded:
         return False
-    if cfg.precision.startswith("amp-") or cfg.autocast_adapters:
-        return False  # autocast's copies: the earlier moments (not modelled here)
+    if cfg.autocast_adapters:
+        return False  # the Trainer's autocast over a 16-bit model: not modelled here
+    if cfg.precision.startswith("amp-"):  # LoRA on GPT-NeoX and Falcon (estimate.neox_amp_moments)
+        from profiling.estimate import neox_amp_moments
+
+        return neox_amp_moments.applies(d, cfg)
     if cfg.lora_rank is None:  # full training: BLOOM's own moment (bloom.moments)
         return d.extra.get("hf_module") != "bloom"
     return True
@@ -105,10 +110,16 @@ def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, 
         deq = h * f * e.c + dequant_absmax_bytes(h * f, double_quant(cfg))
         deq_words = f" + down's weight dequantized {fmt_bytes(deq)}"
     value = fwd - gone + grads + mlp + deq
+    amp_words = ""
+    if e.amp:  # the head's 16-bit copies freed; down's A going back (estimate.neox_amp_moments)
+        from profiling.estimate import neox_amp_moments
+
+        value, amp_words = neox_amp_moments.backward(d, e, cfg, fwd - gone + grads, value)
     calc = (
         f"end of forward − {what} {fmt_bytes(gone)} + the gradients made by then "
         f"{fmt_bytes(grads)} + the gradient reaching the block s·b·h·{e.r} and the MLP's "
-        f"{n} f-wide gradients s·b·{n}f·{e.c} {fmt_bytes(mlp)}{deq_words} = {fmt_bytes(value)}"
+        f"{n} f-wide gradients s·b·{n}f·{e.c} {fmt_bytes(mlp)}{deq_words}{amp_words} = "
+        f"{fmt_bytes(value)}"
     )
     return BACKWARD, value, calc
 
@@ -142,13 +153,19 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, f
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
     """The last block's MLP going back (and, under LoRA, going forward); none where they do not
-    apply (checkpointing, autocast, another loss, tensor parallelism, sharding)."""
+    apply (checkpointing, autocast but for LoRA on GPT-NeoX and Falcon, another loss, tensor
+    parallelism, sharding)."""
     if not _applies(d, cfg):
         return []
     assert d is not None
     e = Bytes.of(cfg.precision)
     out = [_backward(d, e, cfg, fwd)]
-    if cfg.lora_rank is not None:
+    if cfg.lora_rank is not None and e.amp:
+        from profiling.estimate import neox_amp_moments
+
+        value, calc = neox_amp_moments.forward(d, e, cfg, fwd, released(d, e, cfg)[0])
+        out.append((FORWARD, value, calc))
+    elif cfg.lora_rank is not None:
         out.append(_forward(d, e, cfg, fwd))
     return out
 

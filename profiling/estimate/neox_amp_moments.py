@@ -1,0 +1,114 @@
+"""GPT-NeoX's kind's last block's MLP under autocast (``amp-*``) and LoRA, where the vocabulary is
+small next to the blocks (``estimate.neox_moments``'s moments, which read 0.87-0.97 of the trace
+under autocast: transformers' GPT-NeoX and Falcon, LoRA q,v / o,v,down / k,up,lm_head).
+
+Read off the trace's live storages at each peak (h 128, f 512, V 128, seq 256 × 2), under
+autocast the residual stream and the norms' outputs are fp32, the matmuls' outputs 16-bit:
+
+- **Forward**, at the output projection: what the end of forward holds less what is made
+  later (the loss's and the final LayerNorm's tensors, the head's 16-bit weight copy, an adapted
+  head's adapter's tensors), plus what the forward holds unsaved: the embeddings (fp32), the
+  position indices (s·8), autocast's cached copies of the first block's adapters' A (their
+  input needs no gradient, so nothing saves them: r·in·2 each, a bound), the attention's output
+  (parallel blocks), the MLP's input (the norm's fp32 output; Falcon-40B's two norms' both),
+  GELU's output, the output projection's bias copy and output and, down adapted, its input's
+  fp32 cast beside the dropped copy (A) or B's output and the scaled one (B). An adapted up's
+  forward (its base output and the scaled sum, before the output projection's weight copy) if
+  higher.
+- **Backward**: ``neox_moments``'s count less the head's 16-bit weight copy and its adapter's
+  tensors (freed as the head went back); down adapted, its A going back first if higher: its
+  fp32 input gradient (and lora_dropout's), beside the gradient reaching the block and its
+  16-bit cast.
+
+Equal to the trace within its scalars on those configs, a bound where down is adapted (+2 KB)
+and on the sequential block (1.01). Phi's ``gelu_new`` (fp32 under autocast) and BLOOM's
+eager attention peak elsewhere, and full training's forward: not modelled (``applies``).
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.lora_bytes import head_adapter
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+_MODULES = ("gpt_neox", "falcon")
+
+
+def applies(d: Dims, cfg: TrainingConfig) -> bool:
+    """Autocast's LoRA on transformers' GPT-NeoX or Falcon on CUDA (not QLoRA, not full
+    training)."""
+    return (
+        cfg.lora_rank is not None
+        and getattr(cfg, "target", "cuda") == "cuda"
+        and not cfg.qlora
+        and d.extra.get("hf_module") in _MODULES
+        and not d.extra["neox"].get("litgpt")
+    )
+
+
+def _head(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """The head's 16-bit weight copy and an adapted head's adapter's tensors."""
+    return int(d.V or 0) * d.h * 2 + head_adapter(d, e, cfg)
+
+
+def backward(
+    d: Dims, e: Bytes, cfg: TrainingConfig, after: float, value: float
+) -> tuple[float, str]:
+    """``value`` (``neox_moments``' count) less the head's copies; down's A going back if
+    higher. ``after``: the end of forward less the loss's tensors, plus the gradients made."""
+    T, h, f = d.s * d.b, d.h, d.f
+    head = _head(d, e, cfg)
+    value -= head
+    words = f" − the head's 16-bit copies {fmt_bytes(head)}"
+    if "down" in cfg.lora_targets:
+        n = 2 if cfg.lora_dropout else 1  # lora_dropout's gradient beside A's
+        at_a = after - head + T * h * (e.r + 2) + n * T * f * 4
+        at_a -= T * f * 2 if cfg.lora_dropout else 0  # A's 16-bit input copy, freed
+        if at_a > value:
+            return at_a, (
+                f" − the head's 16-bit copies; at down's A going back instead: the gradient "
+                f"reaching the block and its 16-bit cast s·b·h·({e.r} + 2) and {n} fp32 input "
+                f"gradient(s) s·b·f·4"
+            )
+    return value, words
+
+
+def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> tuple[float, str]:
+    """The forward moment (bytes, calculation); ``gone``: the loss's and the final
+    LayerNorm's tensors (``neox_moments.released``)."""
+    T, h, f, r, t = d.s * d.b, d.h, d.f, int(cfg.lora_rank or 0), cfg.lora_targets
+    later = gone + _head(d, e, cfg)
+    ins = {"q": h, "k": h, "v": h, "o": h, "up": h, "down": f}
+    held = T * h * 4 + d.s * 8 + sum(r * ins[x] * 2 for x in t if x in ins)
+    neox = d.extra["neox"]
+    attn = T * h * 2 if neox["residual"] != "sequential" else 0
+    two = d.extra.get("hf_module") == "falcon" and neox["residual"] == "parallel"
+    norms = T * h * 4 * (2 if two else 1)
+    bias = h * 2 if neox.get("bias") else 0
+    at_down = T * f * 2 + bias + T * h * 2
+    if "down" in t:  # its input's fp32 cast, beside the dropped copy or B's outputs
+        at_down += T * f * 4 + max(T * f * 4 if cfg.lora_dropout else 0, 2 * T * h * 2)
+    at_up = 2 * T * f * 2 - h * f * 2 if "up" in t else 0
+    value = fwd - later + held + attn + norms + max(at_down, at_up)
+    calc = (
+        f"end of forward − what is made later {fmt_bytes(later)} + the embeddings, position "
+        f"indices and the first block's A copies {fmt_bytes(held)}"
+        + (" + the attention's output s·b·h·2" if attn else "")
+        + f" + the MLP's input(s) {fmt_bytes(norms)} + "
+        + (
+            f"up's base output and scaled sum s·b·2f·2 − down's weight copy {fmt_bytes(at_up)}"
+            if at_up > at_down
+            else f"GELU's output, the output projection's outputs {fmt_bytes(at_down)}"
+        )
+        + f" = {fmt_bytes(value)}"
+    )
+    return value, calc
+
+
+__all__ = ["applies", "backward", "forward"]
