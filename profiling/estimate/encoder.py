@@ -233,6 +233,10 @@ def output_held(d: Dims, cfg: TrainingConfig) -> Term | None:
         from profiling.estimate.t5 import output_held as t5_output
 
         return t5_output(d, cfg)
+    if d.arch == "neox":  # LoRA under autocast on transformers' modules
+        from profiling.estimate.neox_loss_held import loss_held
+
+        return loss_held(d, cfg)
     if d.arch != "encoder" or not lm_logits(d) or not Bytes.of(cfg.precision).amp:
         return None
     return Term("the last hidden state, which the forward holds", d.s * d.b * d.h * 4,

@@ -446,8 +446,8 @@ def step_temporaries(
     div, sym, num = sh.of(1)
     if cfg.lora_rank is not None:
         largest = largest_adapter(cfg, shape)
-    per_tensor = cfg.precision == "mixed" and not cfg.fp32_grads and not (cfg.fsdp or cfg.sharded)
-    if per_tensor:
+    per_tensor = cfg.precision == "mixed" and not (cfg.fp32_grads or cfg.fsdp or cfg.sharded)
+    if per_tensor and cfg.lora_rank is None:  # LoRA's fp32 adapters: the plain optimizer's
         # MasterWeightOptimizer: one tensor at a time, its gradient converted to fp32.
         k = 1 + (lists[0] if foreach else lists[1])
         name, formula = (

@@ -1,0 +1,36 @@
+"""What the loss-forward moment of LoRA under autocast on transformers' GPT-NeoX kinds of
+decoder (GPT-NeoX/Pythia, Phi, Falcon, BLOOM) holds beside the loss's logits, read off the
+trace's allocations in order (``lora_neox_amp`` counts what stays kept). No torch here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, Term
+from profiling.estimate.lora_neox import _adapters
+from profiling.estimate.lora_neox_amp import first_block_reads
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+
+def loss_held(d: Dims, cfg: TrainingConfig) -> Term | None:
+    """LoRA under autocast on transformers' modules: their loss runs inside the model's forward
+    (``ForCausalLMLoss``), which still holds the final LayerNorm's fp32 output (the LM head's
+    matmul saved its 16-bit copy, not it), while autocast's cache still holds the first block's
+    A copies nothing saved (``first_block_copies``) until autocast exits after the loss — both
+    beside the loss's logits, then freed (the trace: 28,672 B at h 256, 16 tokens, q, k, v).
+    With checkpointing the cache's copies are ``activations.autocast_cache``'s (not here)."""
+    amp = Bytes.of(cfg.precision).amp
+    if cfg.lora_rank is None or not amp or cfg.checkpointing != "none":
+        return None
+    if not d.extra.get("hf_module"):
+        return None
+    reading = first_block_reads(d, cfg)
+    a = sum(w * r for n, w, r in _adapters(d, cfg) if n in reading)
+    return Term("the final LayerNorm's fp32 output, which the forward holds, and autocast's "
+                "cached copies of the first block's A weights", d.s * d.b * d.h * 4 + 2 * a,
+                "s·b·h·4 + A·2 B", f"{d.s}·{d.b}·{d.h}·4 + {a}·2")  # fmt: skip
+
+
+__all__ = ["loss_held"]
