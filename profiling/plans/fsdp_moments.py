@@ -14,6 +14,7 @@ from profiling.plans.compiled_form import (
     float8_rowwise_recast,
     lse_bytes,
 )
+from profiling.plans.embedding_stage import embedding_grad_rows
 from profiling.plans.float8_form import recompute_cast
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, add, vec
@@ -159,48 +160,105 @@ def embedding_moment(
 
 
 def reduction_peak(
-    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, grad_b: int = 0
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, n: int, split: bool = False
 ) -> Vec:
     """FSDP2 under a pipeline: the gradient reduction after a step's last backward (the
     schedule's ``perform_reduce_grad``) at its highest, above its start. Each group in module
     order (the embedding, the blocks, the final norm with the output) runs its post-backward
-    (``FSDPParamGroup.post_backward``, torch/distributed/fsdp/_fully_shard/
-    _fsdp_param_group.py; ``foreach_reduce``, _fsdp_collectives.py): it reshards (its
-    parameters, gathered since the step's first forward, freed), the previous group's
-    reduce-scatter input leaves ``reduce_scatter_states``, its own is made in the reduce dtype
-    (the padded shards of every rank) and the accumulated gradients copied in, each freed as
-    it is copied but the group's last one, which goes after the reduce-scatter's output (the
-    new gradient shard) is made. Highest at the first group, as its reduce-scatter input is
-    made beside its gathered gradients (a block first) or its output beside them (the
-    embedding, one tensor): 4.19 MB the closed form had as nothing on the first stage of
-    PP 2 × FSDP 2 (8 × 256 toy, 0.968 of the trace there). ``grad_b``: the bytes of the
-    unsharded gradients reduced, the reduce dtype's unless said (ZBV's weight backwards leave
-    them 16-bit: its middle stages' R 512 B below the trace with the reduce dtype's). None
-    without FSDP."""
+    (``FSDPParamGroup.post_backward``, torch 2.13 torch/distributed/fsdp/_fully_shard/
+    _fsdp_param_group.py; ``foreach_reduce``, _fsdp_collectives.py):
+
+    - a parameter with a 16-bit ``.grad`` beside its fp32 accumulated one (``_grad_forms``)
+      adds it there (``accumulate_unsharded_grad_if_needed``);
+    - each gradient is taken for the reduction (``_get_grad_inner_tensor``, _fsdp_param.py):
+      under tensor parallelism a ``Partial`` one (the norms'; the embedding's, every row of
+      the vocabulary: ``embedding_grad_rows``) is redistributed first, a copy of the
+      parameter's local size made beside it, then the original let go;
+    - the group reshards (its parameters, gathered since the step's first forward, freed), the
+      previous group's reduce-scatter input leaves ``reduce_scatter_states``, its own is made
+      in the reduce dtype (the padded shards of every rank) and the gradients copied in, each
+      freed as it is copied but the group's last one, which goes after the reduce-scatter's
+      output (the new gradient shard) is made.
+
+    In the trace the ``.grad`` a group's last parameter had (ZBV's 16-bit gradients, the
+    last stage's head beside its fp32 one) is let go only as ``post_backward`` returns, not
+    where it is set to ``None``: beside the reduce-scatter's input and output where the
+    reduction takes another tensor for it (a redistributed copy; the accumulated one).
+    Counted: PP 4 x CP 2 x TP 2 x FSDP 2 ZBV's middle stages 512 B below, the last stage
+    (the head alone) 1,024 B over, the first stage (the embedding's copy of its vocabulary
+    shard beside the whole vocabulary's fp32 gradient, 1F1B's too) 524,288 B below; PP 2 x
+    TP 2 x FSDP 2 ZBV's last stage 621,056 B over (its blocks' gradients are fp32). Before
+    that, 4.19 MB the closed form had as nothing on the first stage of PP 2 x FSDP 2 (8 x 256
+    toy, 0.968 of the trace there). ``split``: after ZBV's weight backwards. None without
+    FSDP."""
     if not cfg.fsdp:
         return vec()
-    s, t = Sizes.of(cfg), cfg.tp
+    s, t, h = Sizes.of(cfg), cfg.tp, w.hidden
     reduce_b = 4 if cfg.precision == "mixed" else s.gathered
-    grad_b = grad_b or reduce_b
     fp8 = 1 if cfg.float8_all_gather else s.gathered  # the blocks' Linears gathered in fp8
     block = stage_tensors(w, stage, 1, t)[:9]
-    groups = [([(w.vocab // t, w.hidden)], [s.gathered])] if stage.embedding else []
-    groups += [(block, [fp8] * 7 + [s.gathered] * 2)] * stage.layers
+    # (kind, tensors, gathered bytes, the gradient's elements, Partial under TP)
+    groups = [("embedding", [(w.vocab // t, h)], [s.gathered], [embedding_grad_rows(w) * h],
+               [t > 1])] if stage.embedding else []  # fmt: skip
+    groups += [("blocks", block, [fp8] * 7 + [s.gathered] * 2, [d * r for d, r in block],
+                [False] * 7 + [t > 1] * 2)] * stage.layers  # fmt: skip
     if stage.head:
-        groups.append(([(w.hidden, 1), (w.vocab // t, w.hidden)], [s.gathered] * 2))
-    params = grads = temps = 0
+        groups.append(("head", [(h, 1), (w.vocab // t, h)], [s.gathered] * 2,
+                       [h, w.vocab // t * h], [t > 1, False]))  # fmt: skip
+    params = grads = temps = rs_in = 0
     best = vec()
-    for tensors, gathered_b in groups:
+
+    def moment() -> None:
+        nonlocal best
+        best = _larger(best, vec(parameters=params, gradients=grads, temporaries=temps))
+
+    for kind, tensors, gathered_b, grad_el, partial in groups:
+        acc, dot = _grad_forms(cfg, stage, kind, split)
+        last, held, listed = len(tensors) - 1, 0, []
+        for j, (el, (d, r), part) in enumerate(zip(grad_el, tensors, partial, strict=True)):
+            if acc and dot:  # the 16-bit gradient added to the fp32 one
+                if j == last:
+                    held = el * s.gathered  # let go as post_backward returns
+                else:
+                    grads -= el * s.gathered
+            own = el * (reduce_b if acc else s.gathered)
+            if not part:  # the reduction takes the gradient itself
+                listed.append(own)
+                continue
+            copy = d * r * (reduce_b if acc else s.gathered)
+            temps += copy
+            moment()
+            listed.append(copy)
+            if dot and not acc and j == last:
+                held = own  # let go as post_backward returns
+            else:
+                grads -= own
         params -= sum(d * r * b for (d, r), b in zip(tensors, gathered_b, strict=True))
-        temps = 0  # the previous group's reduce-scatter input released
+        temps -= rs_in  # the previous group's reduce-scatter input released
         shard = sum(_shard(d, r, n) for d, r in tensors)
-        temps += shard * n * reduce_b
-        best = _larger(best, vec(parameters=params, gradients=grads, temporaries=temps))
-        last = tensors[-1][0] * tensors[-1][1] * grad_b
-        grads += shard * reduce_b - sum(d * r for d, r in tensors) * grad_b + last
-        best = _larger(best, vec(parameters=params, gradients=grads, temporaries=temps))
-        grads -= last
+        rs_in = shard * n * reduce_b
+        temps += rs_in
+        moment()
+        grads += shard * reduce_b - (sum(listed) - listed[-1])
+        moment()
+        grads -= listed[-1] + held
     return best
+
+
+def _grad_forms(cfg: TrainingConfig, stage: Stage, kind: str, split: bool) -> tuple[bool, bool]:
+    """Whether a group's parameters reach the reduction with an fp32 accumulated gradient
+    (FSDP2's ``unsharded_accumulated_grad``, mixed precision) and with a ``.grad`` of their
+    own (the compute dtype's): a pipeline's backwards upcast each into the accumulated one
+    (``to_accumulated_grad_if_needed``); ZBV's weight backwards leave 16-bit ones
+    (``profiling.plans.zbv_form``) but on the first stage (its whole backward at W, through
+    FSDP's root) and the last stage's blocks (upcast by its output's post-backward), whose
+    head keeps its later ``W``'s 16-bit gradients beside its fp32 ones. Without mixed
+    precision the reduce dtype is the parameters' and the ``.grad`` is the one."""
+    if cfg.precision != "mixed":
+        return False, True
+    if not split or stage.embedding or (stage.head and kind == "blocks"):
+        return True, False
+    return stage.head, True
 
 
 __all__ = ["block_moments", "embedding_moment", "reduction_peak"]

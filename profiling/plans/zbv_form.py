@@ -295,7 +295,7 @@ def split_moves(
     if cfg.fsdp:  # R reduces what the Ws left, not B0's fp32 gradients
         r = moves["R"]
         left = sum(kept_w) - moves["B0"].delta["gradients"]
-        peak = reduction_peak(cfg, w, stage, layout.shard_ranks, s.gathered)  # 16-bit ones
+        peak = reduction_peak(cfg, w, stage, layout.shard_ranks, split=True)
         out["R"] = Move(delta=add(r.delta, vec(gradients=-left)), peak=peak)
     return out
 
