@@ -391,7 +391,7 @@ def _stage_profile(
     moves.update(
         zbv_form.split_moves(cfg, w, layout, stage, moves, tokens, max(rec or [0]), ring_rank)
     )
-    scratch = step_scratch(cfg, w, stage.embedding and t > 1, base["parameters"] // s.shard,
+    scratch = step_scratch(cfg, w, stage, base["parameters"] // s.shard,
                            step_order(w, stage, t, n, cfg.fsdp))  # fmt: skip
     moves["step"] = Move(delta=vec(gradients=-sharded_grads), peak=vec(temporaries=scratch))
     recv = tokens // t * w.hidden * s.c

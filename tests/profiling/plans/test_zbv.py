@@ -268,3 +268,17 @@ def test_the_last_stages_input_backward_keeps_the_losss_seed() -> None:
     for key in ("I0", "I"):
         assert estimated.stages[3].moves[key].peak == traced.stages[3].moves[key].peak, key
     assert estimated.ranks[0].peak_bytes == traced.ranks[0].peak_bytes
+
+
+def test_the_first_stage_steps_beside_its_partial_gradients_copies() -> None:
+    # TP 2 without FSDP, fp32: foreach Adam's addcmul_(exp_avg_sqs, grads, grads) copies every
+    # Partial gradient (the embedding's whole table, the norms') twice, above its lists on the
+    # one-block first stage (624,640 B below the trace before)
+    pytest.importorskip("torch")
+    from profiling.plans.trace import trace_plan
+    from tests.profiling.plans.short_plan import SHORT
+
+    cfg = parse_config(**{**SHORT, "batch": 4, "pp_schedule": "zbv", "tp": 2})
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for t, e in zip(traced.stages, estimated.stages, strict=True):
+        assert e.moves["step"].peak == t.moves["step"].peak, t.stage
