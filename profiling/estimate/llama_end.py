@@ -25,7 +25,10 @@ counted, a frozen head's not kept): backward frees all of it before the last blo
   output; transformers': the embeddings, the layer's input and the residual after attention,
   in 16 bits beside the norms' fp32 copies, and the position indices), down's input where
   nothing keeps it, the base's output and, an adapted down's, at A its input's cast and dropped
-  copies where not kept (autocast's), at B its output and the scaled one.
+  copies where not kept (autocast's), at B its output and the scaled one. Or earlier, an
+  adapted up's (or gate's) sum: B's f-wide output and the scaled one in the adapters' dtype
+  (the higher where fp32 adapters sit on a 16-bit base, ``mixed``: by 49-74 KB on a wide toy,
+  h 256, f 1024, 16 tokens).
 
 Equal to the trace (within its few scalars) where the tensors are exactly these; a bound where
 the trace frees earlier than counted (tests/profiling/estimate/test_llama_end.py). Not here:
@@ -204,6 +207,34 @@ def _held(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
     return attn_in + T * h * e.c + post, "the norms' and the attention's outputs"
 
 
+_BRANCH = (
+    "an adapted up's (or gate's) sum: B's output and its scaled copy s·b·2f, less what comes later"
+)
+
+
+def _branch(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """An adapted up's (or gate's) sum, before the product and down's forward: peft's
+    ``result + lora_B(lora_A(dropout(x))) * scaling`` holds B's f-wide output and the scaled one
+    in the adapters' dtype beside the base's output (which stands for the layer's output the
+    product keeps), and where dropout copies peft's cast input that cast, a local (peft 0.21.2
+    tuners/lora/layer.py Linear.forward). What down's adapter keeps is not made yet; at gate's
+    sum neither are SiLU's output nor up's, both kept for the product's backward. Not autocast's
+    (its 16-bit sums are below down's)."""
+    t = set(cfg.lora_targets)
+    if e.amp or not {"gate", "up"} & t:
+        return 0
+    T, h, f, r, a = d.s * d.b, d.h, d.f, int(cfg.lora_rank or 0), adapter_bytes(cfg)
+    value = 2 * T * f * a + (T * h * a if a != e.c and cfg.lora_dropout else 0)
+    if "up" not in t:
+        value -= 2 * T * f * e.c
+    if "down" in t:
+        from profiling.estimate.lora_bytes import mask_bytes
+
+        kept = T * f * (a + (mask_bytes(cfg) if cfg.lora_dropout else 0))
+        value -= (kept if own_copies(cfg, e) else T * f * e.c) + T * r * a
+    return value
+
+
 def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, float, str]:
     """Under LoRA, down's forward: its input (the gated product, unless an adapter keeps that
     very tensor), the base's output and, down adapted, at A the input's cast and dropped copies
@@ -223,6 +254,10 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, 
         later = V * h * 2  # (an adapted head's A and B copies: in ``released`` already)
     at_a = held + product + T * h * e.c + cast + dropped - later - (r * h * 2 * e.amp * adapted)
     at_b = held + product + T * h * e.c + cast + 2 * T * h * o - later if adapted else 0
+    branch = _branch(d, e, cfg)
+    if branch and held + branch > max(at_a, at_b):
+        value = base + held + branch
+        return FORWARD, value, f"{held_words} {fmt_bytes(held)} + {_BRANCH} {fmt_bytes(branch)}"
     value = base + max(at_a, at_b)
     calc = (
         f"{held_words} {fmt_bytes(held)} + "
