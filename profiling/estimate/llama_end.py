@@ -279,11 +279,9 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, 
 def moments(
     d: Dims | None, cfg: TrainingConfig, fwd: float, lines: Sequence[Any]
 ) -> list[tuple[str, float, str]]:
-    """GPT-NeoX's kind's (``bloom.moments``) and Llama's kind's last block's MLP and final norm
-    going back; none where they do not apply."""
-    from profiling.estimate import bloom
-
-    out = bloom.moments(d, cfg, fwd)
+    """Llama's kind's last block's MLP and final norm going back, and under LoRA its MLP going
+    forward; none where they do not apply."""
+    out: list[tuple[str, float, str]] = []
     if not _applies(d, cfg):
         return out
     assert d is not None

@@ -1,0 +1,163 @@
+"""The moments of a training step, gathered from the estimate's lines (``memory.estimate``'s
+ledger): what is alive at each, summed; the peak is the largest. Each architecture's own moments
+come from its module (``encoder``, ``bloom`` for GPT-NeoX's kind, ``llama_end`` for Llama's,
+``t5_ckpt``), the loss's from ``losses``, the recomputed block's from ``recomputed`` and
+``recomputed_eager``, sharding's from ``fsdp``. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from profiling.config import TrainingConfig
+from profiling.estimate import activations as acts
+from profiling.estimate import bloom, encoder, llama_end, losses, t5
+from profiling.estimate import lora as lora_acts
+from profiling.estimate import step_inputs as step_in
+from profiling.estimate.fsdp import fsdp_moments, fsdp_parts
+from profiling.estimate.ledger import Line
+from profiling.estimate.recomputed import recomputed_moment
+from profiling.estimate.recomputed_eager import moment as eager_recomputed
+from profiling.estimate.states import in_backward_step
+from profiling.estimate.t5_ckpt import t5_moments
+from profiling.units import fmt_bytes
+
+
+class Moment(BaseModel):
+    """One moment of the step and what is alive then."""
+
+    name: str
+    bytes: int
+    calculation: str
+
+
+def step_moments(
+    est_lines: list[Line],
+    inp: TrainingConfig,
+    shape: dict[str, Any],
+    recompute: float,
+    loss: losses.LossPlan | None = None,
+) -> list[Moment]:
+    """Every moment of the step the closed form counts, from the estimate's lines: the end of
+    forward, each architecture's own (``encoder``, ``bloom``, ``llama_end``, ``t5_ckpt``), the
+    loss's, the recomputed block's, GPT-2's tied end of backward, the optimizer step (or the
+    step in backward) and FSDP's and torchao NF4's, in the step's order."""
+
+    def total(*categories: str) -> float:
+        return sum(ln.bytes for ln in est_lines if ln.category in categories)
+
+    weights, grads = total("parameters"), total("gradients")
+    states, act = total("optimizer"), total("activations")
+    kept = grads if inp.grads_kept else 0.0
+    d = t5.logit_dims(acts.dims_of(shape, inp.seq_or_default(), inp.batch))  # T5: t tokens
+    head = encoder.head_transient(d, inp.precision) if d is not None else None
+    f = fmt_bytes
+    # the step's inputs, the whole step: an encoder's and its buffers, or a decoder's tokens
+    held = encoder.step_inputs(d, inp) or step_in.token_inputs(d, inp)
+    inputs, hold = (held.bytes, f" + {held.name} {fmt_bytes(held.bytes)}") if held else (0.0, "")
+    fwd = weights + states + kept + act + inputs
+    moments = [
+        Moment(
+            name="end of forward",
+            bytes=round(fwd),
+            calculation=f"weights {f(weights)} + optimizer {f(states)}"
+            + (f" + gradients kept {f(kept)}" if kept else "")
+            + f" + activations {f(act)}{hold}",
+        )
+    ]
+    moments += [
+        Moment(name=n, bytes=round(b), calculation=c)
+        for n, b, c in encoder.moments(d, inp, fwd)
+        + bloom.moments(d, inp, fwd)
+        + llama_end.moments(d, inp, fwd, est_lines)
+        + t5_moments(d, inp, fwd)
+    ]
+    cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
+    if loss is not None:
+        after = losses.after_loss(inp, shape, est_lines, fwd, loss)
+        for name, value, calc in losses.moments(inp, shape, fwd, cache, loss, after):
+            moments.append(Moment(name=name, bytes=round(value), calculation=calc))
+    padded, pad_calc, gone, gone_calc = step_in.shifted_labels(d, est_lines)  # transformers' loss
+    if loss is None and head is not None:
+        value = head.bytes / inp.tp
+        moments.append(
+            Moment(
+                name="loss backward",
+                bytes=round(fwd - gone + value),
+                calculation=f"end of forward{gone_calc} + {head.formula} = {f(fwd)} + "
+                f"{head.substituted}" + (f" − {round(gone)}" if gone else ""),
+            )
+        )
+    if d is not None and d.V is not None and loss is None and encoder.lm_logits(d):
+        # The loss: the logits (compute dtype) and their fp32 copy live beside the log-softmax
+        # output for a moment; under autocast with checkpointing, so does autocast's cache.
+        c = acts.Bytes.of(inp.precision).c
+        per = c + (4 if c != 4 and (d.arch not in ("encoder", "t5") or inp.autocast) else 0)
+        logits = d.s * d.b * d.V * per / inp.tp
+        out = encoder.output_held(d, inp)  # masked LM's last hidden state, while its loss runs
+        moments.append(
+            Moment(
+                name="loss forward",
+                bytes=round(fwd + cache + logits + (out.bytes if out else 0) + padded),
+                calculation=f"end of forward + logits and their fp32 copy s·b·V·({c}"
+                + (" + 4" if c != 4 else "")
+                + f") B {f(logits)}{pad_calc}"
+                + (
+                    f" + autocast's cached 16-bit copies of the trained weights or biases "
+                    f"{f(cache)} (held until autocast exits, though nothing saves them)"
+                    if cache
+                    else ""
+                )
+                + (f" + {out.name} {out.formula} {f(out.bytes)}" if out else ""),
+            )
+        )
+    if recompute:  # exact where modelled, else the end of forward's bound (estimate.recomputed)
+        n, b, c = recomputed_moment(est_lines, inp, shape, inputs, fwd, recompute)
+        moments.append(Moment(name=n, bytes=round(b), calculation=c))
+        if eager := eager_recomputed(est_lines, inp, shape, inputs, recompute):
+            moments.append(Moment(name=eager[0], bytes=round(eager[1]), calculation=eager[2]))
+    tied = shape.get("tied") and inp.lora_rank is None and not inp.sharded
+    if tied and shape.get("vocab") and shape.get("hidden"):
+        # GPT-2's tied head: at the end of backward the embedding's dense V·h gradient is added.
+        g = 2 if inp.precision in ("mixed", "bf16") else 4
+        extra = 2 * shape["vocab"] * shape["hidden"] * g / inp.tp
+        moments.append(
+            Moment(
+                name="end of backward",
+                bytes=round(weights + grads + states + extra),
+                calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer "
+                f"{f(states)} + tied embedding's gradient added: 2·V·h·{g} B {f(extra)}",
+            )
+        )
+    temps = total("temporaries")
+    sharded = weights - sum(ln.bytes for ln in est_lines if ln.group == "overhead")  # ZeRO-3
+    logp = d.s * d.b * d.V * 4 / inp.tp if d is not None and d.V else 0.0  # the loss's log-probs
+    if loss is not None:
+        logp = loss.released
+    then = 0.0  # in backward: the activations still alive when the largest one is stepped
+    if inp.optimizer_in_bwd:  # the largest gradient, stepped (its scratch) and freed
+        grads, temps, then = in_backward_step(inp, shape, temps, act - logp)
+    elif loss is not None:  # LitGPT's loop holds this micro-batch's logits (losses.held_over)
+        then = sum(term.bytes for term in loss.held)
+    moments.append(
+        Moment(
+            name="backward, the largest parameter stepped" if inp.optimizer_in_bwd
+            else "optimizer step",
+            bytes=round(sharded + grads + states + temps + then + inputs),
+            calculation=f"weights {f(sharded)}" + (" (shards)" if sharded != weights else "")
+            + f" + gradients {f(grads)} + optimizer {f(states)} + step temporaries {f(temps)}"
+            + (f" + {'activations' if inp.optimizer_in_bwd else 'what the loop'} still "
+               f"holds {f(then)}" if then else "") + hold,
+        )
+    )  # fmt: skip
+    parts = fsdp_parts((sharded, grads, states, kept, act, logp), loss)
+    added = fsdp_moments(inp, shape, parts, [(m.name, m.bytes, m.calculation) for m in moments])
+    added += lora_acts.nf4_moments(inp, shape, parts, recompute)
+    moments = [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]
+    order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
+    return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
+
+
+__all__ = ["Moment", "step_moments"]
