@@ -8,7 +8,6 @@ full bf16 0.976, LoRA q,down amp 0.839); now it is equal within the trace's few 
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 import pytest
@@ -18,18 +17,15 @@ from profiling.estimate import llama_end
 from profiling.estimate.memory import estimate
 from profiling.models.implementation import project_blocks
 from profiling.trace.step import trace_step
-from tests.profiling.trace.tiny_wide_llama import wide_lora
+from tests.profiling.trace.tiny_llama import SMALL_VOCAB, llama_spec, wide_lora
 
 pytest.importorskip("transformers", reason="the hf extra is not installed")
 pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
 
-SMALL = {
-    "model_type": "llama", "vocab_size": 128, "hidden_size": 128, "intermediate_size": 512,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 512,
-}  # fmt: skip
+SMALL = {**SMALL_VOCAB, "num_key_value_heads": 4}  # V 128; h 128, f 512, four key/value heads
 # f = 2.5h, two key/value heads, three blocks, a vocabulary below h
-WIDE = {**SMALL, "vocab_size": 96, "hidden_size": 256, "intermediate_size": 640,
-        "num_key_value_heads": 2, "num_hidden_layers": 3}  # fmt: skip
+WIDE = {**SMALL_VOCAB, "vocab_size": 96, "hidden_size": 256, "intermediate_size": 640,
+        "num_hidden_layers": 3}  # fmt: skip
 # (shape, our blocks or transformers', precision, LoRA targets or None for full training,
 # lora_dropout, qlora, seq, batch); the old estimate's ratio to the trace in the comment
 CASES = {
@@ -117,12 +113,8 @@ SCALARS = {True: 80, False: 192}
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    out = {}
-    for name, shape in (("small", SMALL), ("wide", WIDE)):
-        path = tmp_path_factory.mktemp(name) / "config.json"
-        path.write_text(json.dumps(shape), encoding="utf-8")
-        out[name] = f"hf:{path}"
-    return out
+    return {name: llama_spec(tmp_path_factory.mktemp(name), shape)
+            for name, shape in (("small", SMALL), ("wide", WIDE))}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -143,9 +135,8 @@ def test_the_last_blocks_mlp_or_final_norm_equals_the_trace(
 
 def test_a_large_vocabulary_keeps_the_loss_as_the_peak(tmp_path: Path) -> None:
     """At a real vocabulary the loss leads: the new moments are counted, below it."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({**SMALL, "vocab_size": 32000}), encoding="utf-8")
-    cfg = TrainingConfig(model=f"hf:{path}", seq=256, batch=2, lora_rank=8, precision="bf16")
+    model = llama_spec(tmp_path, {**SMALL, "vocab_size": 32000})
+    cfg = TrainingConfig(model=model, seq=256, batch=2, lora_rank=8, precision="bf16")
     est = estimate(cfg)
     moments = {m.name: m.bytes for m in est.moments}
     assert llama_end.MLP in moments and llama_end.NORM in moments
@@ -164,7 +155,7 @@ def test_not_counted_where_something_else_runs_the_step(models: dict[str, str]) 
         assert llama_end.FORWARD not in names, extra
 
 
-# The wide toy (h 256, f 1024, V 256, 16 tokens; tests/profiling/trace/tiny_wide_llama.py):
+# The wide toy (h 256, f 1024, V 256, 16 tokens; tests/profiling/trace/tiny_llama.py):
 # (our blocks or transformers', precision, LoRA targets, lora_dropout, target)
 WIDE_CASES = {
     # an adapted up's sum in forward, under `mixed`: B's fp32 output and the scaled one beside

@@ -16,12 +16,7 @@ from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
 from profiling.models.implementation import project_blocks
 from profiling.trace.step import trace_step
-
-LLAMA = {
-    "model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "max_position_embeddings": 512, "tie_word_embeddings": True,
-}  # fmt: skip
+from tests.profiling.trace.tiny_llama import llama_spec
 
 # (model, transformers' module, extra config): our blocks and transformers' Llama, eager and
 # compiled, with and without full checkpointing, full training and LoRA
@@ -45,9 +40,7 @@ def test_the_step_s_inputs_are_counted_where_the_trace_holds_them(tmp_path, case
     model, hf, extra = CASES[case]
     if hf:
         pytest.importorskip("transformers")
-        path = tmp_path / "config.json"
-        path.write_text(json.dumps(LLAMA), encoding="utf-8")
-        model = f"hf:{path}"
+        model = llama_spec(tmp_path)
     if extra.get("lora_rank"):
         pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
     seq, batch = 32, 2

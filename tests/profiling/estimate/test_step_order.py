@@ -5,7 +5,6 @@ counts the highest such pair in the module's own parameter order, and equals the
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,8 @@ from profiling.estimate.step_order import loop_peaks
 from profiling.models.implementation import project_blocks
 from profiling.models.workloads import build_model, find_workload
 from profiling.trace.step import trace_step
+from tests.profiling.trace.tiny_llama import SMALL_VOCAB, llama_spec
 
-# A vocabulary small beside the blocks (V 128; h 128, f 512): the MLP's neighbouring matrices,
-# not the embedding, decide the step
-SMALL_VOCAB = {
-    "model_type": "llama", "vocab_size": 128, "hidden_size": 128, "intermediate_size": 512,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "max_position_embeddings": 512, "tie_word_embeddings": False,
-}  # fmt: skip
 # A mixture of experts (our blocks): gate's, up's and down's stacked experts side by side
 MOE = {**SMALL_VOCAB, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
 
@@ -50,11 +43,7 @@ CASES: dict[str, tuple[str | dict[str, Any], dict[str, Any]]] = {
 
 
 def _model(tmp_path: Path, model: str | dict[str, Any]) -> str:
-    if isinstance(model, str):
-        return model
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(model), encoding="utf-8")
-    return f"hf:{path}"
+    return model if isinstance(model, str) else llama_spec(tmp_path, model)
 
 
 @pytest.mark.slow

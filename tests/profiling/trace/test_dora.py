@@ -16,14 +16,10 @@ from profiling.estimate import recomputed_eager
 from profiling.estimate.memory import estimate
 from profiling.models.hf_module import project_blocks
 from profiling.trace.step import trace_step
+from tests.profiling.trace.tiny_llama import LLAMA, SMALL_VOCAB, WIDE, llama_spec
 
 pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
 
-LLAMA = {
-    "model_type": "llama", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "max_position_embeddings": 512, "tie_word_embeddings": True,
-}  # fmt: skip
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
 FIXTURES = Path(__file__).parents[1] / "recipes" / "fixtures"
 
@@ -106,9 +102,7 @@ def test_dora_with_dropout_adds_the_same_in_estimate_and_trace(tmp_path: Path, c
 def _same_increment(tmp_path: Path, case: str, spec: tuple, dropout: float) -> None:
     model, precision, qlora, targets, hf = spec
     if isinstance(model, dict):
-        path = tmp_path / "config.json"
-        path.write_text(json.dumps(model), encoding="utf-8")
-        model = f"hf:{path}"
+        model = llama_spec(tmp_path, model)
     base = dict(model=model, seq=32, batch=2, precision=precision, lora_rank=8, qlora=qlora,
                 lora_targets=targets, lora_dropout=dropout)  # fmt: skip
     lora_est, lora_trace, _ = _measure(TrainingConfig(**base), hf)
@@ -198,9 +192,7 @@ TORCHTUNE_CASES = {
 def test_torchtunes_dora_keeps_what_the_estimate_counts(tmp_path: Path, case: str) -> None:
     model, precision, targets, dropout, hf = TORCHTUNE_CASES[case]
     if isinstance(model, dict):
-        path = tmp_path / "config.json"
-        path.write_text(json.dumps(model), encoding="utf-8")
-        model = f"hf:{path}"
+        model = llama_spec(tmp_path, model)
     base = dict(model=model, seq=32, batch=2, precision=precision, lora_rank=8,
                 lora_targets=targets, lora_dropout=dropout)  # fmt: skip
     lora_est, lora_trace, _ = _measure(TrainingConfig(**base), hf)
@@ -221,10 +213,8 @@ def test_torchtunes_dora_order_stays_under_the_norm_moment(
     """Wide and few tokens, the norm rebuild leads: torchtune's B output (made first) lifts the
     trace's forward peak by s·b·(o + r)·c over peft's order, still under the estimate's moment
     (the end of forward already holds that kept output)."""
-    path = tmp_path / "config.json"
-    wide = {"hidden_size": 256, "intermediate_size": 1024, "vocab_size": 256}
-    path.write_text(json.dumps({**LLAMA, **wide}), encoding="utf-8")
-    base = dict(model=f"hf:{path}", seq=16, batch=1, precision=precision, lora_rank=8,
+    model = llama_spec(tmp_path, {**WIDE, "tie_word_embeddings": True})
+    base = dict(model=model, seq=16, batch=1, precision=precision, lora_rank=8,
                 lora_targets="q,v", lora_dropout=dropout, dora=True)  # fmt: skip
     _, peft_seen, _ = _measure(TrainingConfig(**base), True)
     est, seen, traced = _measure(TrainingConfig(**base, torchtune_dora=True), True)
@@ -361,7 +351,7 @@ def test_fused_magnitudes_count_as_peft_counts_them() -> None:
 # (profiling.estimate.recomputed_eager) with its largest weight norm rebuilt. The earlier bound
 # (the end of forward and one block's kept tensors) was below the trace on these.
 # a vocabulary small next to h: the recomputed block's backward, not the loss, is the peak
-SMALL_VOCAB = {**LLAMA, "vocab_size": 128, "hidden_size": 128, "intermediate_size": 256}
+SMALL_VOCAB_TIED = {**SMALL_VOCAB, "intermediate_size": 256, "tie_word_embeddings": True}
 FULL_CASES = {
     "ours, bf16, all-linear, dropout": ("bf16", "all-linear", 0.1, False),
     "ours, mixed, q,v": ("mixed", "q,v", 0.0, False),
@@ -373,11 +363,9 @@ FULL_CASES = {
 @pytest.mark.parametrize("case", list(FULL_CASES))
 def test_dora_with_full_checkpointing_is_never_below_the_trace(tmp_path: Path, case: str) -> None:
     precision, targets, dropout, hf = FULL_CASES[case]
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(SMALL_VOCAB), encoding="utf-8")
-    cfg = TrainingConfig(model=f"hf:{path}", seq=64, batch=2, precision=precision, lora_rank=8,
-                         lora_targets=targets, lora_dropout=dropout, dora=True,
-                         checkpointing="full")  # fmt: skip
+    cfg = TrainingConfig(model=llama_spec(tmp_path, SMALL_VOCAB_TIED), seq=64, batch=2,
+                         precision=precision, lora_rank=8, lora_targets=targets,
+                         lora_dropout=dropout, dora=True, checkpointing="full")  # fmt: skip
     est, seen, _ = _measure(cfg, hf)
     with contextlib.nullcontext() if hf else project_blocks():
         moments = estimate(cfg).moments

@@ -14,7 +14,7 @@ import pytest
 from profiling.estimate.memory import estimate
 from profiling.models.implementation import project_blocks
 from profiling.trace.step import trace_step
-from tests.profiling.trace.tiny_wide_llama import wide_lora
+from tests.profiling.trace.tiny_llama import wide_lora
 
 pytest.importorskip("transformers", reason="the hf extra is not installed")
 pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
