@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, own_copies
 from profiling.units import fmt_bytes
 
@@ -193,10 +193,11 @@ def _norm(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, flo
 
 def _held(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
     """What the last block's forward holds at its MLP beyond what it saves: our blocks hold
-    the input norm's and the attention's outputs, transformers' the embeddings, the layer's
-    input, the residual after attention (16-bit: the norms saved fp32 copies; in fp32 one of
-    the three) and the position indices (s·8) — and both the MLP norm's output where no layer
-    saves it (none trained, an adapter's own copy)."""
+    the input norm's and the attention's outputs (on the CPU in 16 bits also the block's input
+    and the residual after attention: the norms saved fp32 copies), transformers' the
+    embeddings, the layer's input, the residual after attention (16-bit: the norms saved fp32
+    copies; in fp32 one of the three) and the position indices (s·8) — and both the MLP norm's
+    output where no layer saves it (none trained, an adapter's own copy)."""
     T, h, t = d.s * d.b, d.h, cfg.lora_targets
     copies = own_copies(cfg, e) or cfg.qlora  # a 4-bit base: counted held (a bound)
     post = T * h * e.r if copies or not {"gate", "up"} & set(t) else 0
@@ -204,6 +205,11 @@ def _held(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
         n = 3 if e.r == 2 else 1
         return n * T * h * e.r + d.s * 8 + post, "the embeddings, the layer's input and residual"
     attn_in = T * h * e.r if copies or not {"q", "k", "v"} & set(t) else 0
+    if not _cuda(cfg) and e.r == 2:
+        # rms_norm's ops on the CPU keep fp32 copies of a 16-bit residual, not it: the block's
+        # input (the caller's) and the residual after attention are locals no norm saves
+        ins = 2 * T * h * e.r
+        return attn_in + T * h * e.c + post + ins, "the norms' inputs and outputs, the attention's"
     return attn_in + T * h * e.c + post, "the norms' and the attention's outputs"
 
 

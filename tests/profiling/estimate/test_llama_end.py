@@ -168,6 +168,10 @@ WIDE_CASES = {
     # on the CPU rms_norm runs as ops: the final norm keeps its fp32 input and rstd only
     "ours bf16 q,v cpu": (True, "bf16", "q,v", 0.0, "cpu"),
     "ours fp32 all-linear dropout cpu": (True, "fp32", "all-linear", 0.1, "cpu"),
+    # ... and under `mixed` the block's input and the residual after attention stay 16-bit
+    # locals beside the fp32 copies the norms keep: 16,384 B below the trace before
+    "ours mixed all-linear dropout cpu": (True, "mixed", "all-linear", 0.1, "cpu"),
+    "ours mixed v,up cpu": (True, "mixed", "v,up", 0.0, "cpu"),
 }
 # the same scalars at 16 tokens: transformers' rotary buffers hold 4·head_dim·2 = 512 B there
 WIDE_SCALARS = {True: 64, False: 320}
