@@ -151,11 +151,13 @@ def moment(
 ) -> tuple[str, float, str] | None:  # fmt: skip
     """The bound (name, bytes, calculation) at the last and the second block, the higher; None
     where not ``modelled``. ``inputs``: what the step holds of its inputs throughout."""
-    from profiling.estimate import recomputed_neox
+    from profiling.estimate import recomputed_llama, recomputed_neox
 
     neox = dims_of(shape, inp.seq_or_default(), inp.batch)
     if recompute and neox is not None and recomputed_neox.modelled(inp, neox):
         return recomputed_neox.moment(lines, inp, shape, neox, inputs, recompute)
+    if recompute and neox is not None and recomputed_llama.modelled(inp, neox):
+        return recomputed_llama.moment(lines, inp, shape, neox, inputs, recompute)
     d = modelled(inp, shape)
     if d is None or not recompute:
         return None

@@ -10,6 +10,7 @@ import pytest
 
 from profiling.config import TrainingConfig
 from profiling.errors import ConfigError
+from profiling.estimate import recomputed_llama
 from profiling.estimate.memory import estimate, render_text
 from profiling.recipes import read_recipe, with_recipe
 
@@ -36,6 +37,9 @@ def test_offload_moves_all_but_two_block_inputs_to_the_host() -> None:
     assert before.keys() == after.keys()
     drops = {name: before[name] - after[name] for name in before}
     assert drops.pop("optimizer step") == 0
+    # a recomputed block's MLP going back (its first block's, here) holds the two inputs
+    # brought back, one more than the first block's own checkpoint kept on the GPU
+    assert drops.pop(recomputed_llama.NAME) == -block
     assert set(drops.values()) == {(L - 2) * block}
     assert "backward, a block recomputed" in drops
     host = off.deepspeed["host"]
