@@ -237,6 +237,10 @@ def output_held(d: Dims, cfg: TrainingConfig) -> Term | None:
         from profiling.estimate.neox_loss_held import loss_held
 
         return loss_held(d, cfg)
+    if d.arch == "llama":  # transformers' Llama-kind modules under autocast
+        from profiling.estimate import llama_loss_held
+
+        return llama_loss_held.loss_held(d, cfg)
     if d.arch != "encoder" or not lm_logits(d) or not Bytes.of(cfg.precision).amp:
         return None
     return Term("the last hidden state, which the forward holds", d.s * d.b * d.h * 4,

@@ -1,0 +1,40 @@
+"""What the loss-forward moment under autocast on transformers' Llama-kind modules (Llama,
+Mistral) holds beside the loss's logits, read off the trace's allocations in order, as
+``estimate.neox_loss_held`` counts GPT-NeoX's kinds'. No torch here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, Term
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+_FIRST = ("q", "k", "v")  # the first block's layers reading the frozen embedding's norm
+
+
+def loss_held(d: Dims, cfg: TrainingConfig) -> Term | None:
+    """Under autocast transformers' loss runs inside the model's forward (``ForCausalLMLoss``),
+    which still holds the final RMSNorm's output, fp32 (the LM head's matmul saved its 16-bit
+    copy, not it), and under LoRA autocast's cache still holds the first block's q, k, v A
+    copies, which nothing saved (their input needs no gradient; the cache keeps only casts of
+    leaves that need one, so not the frozen weights'), until autocast exits after the loss —
+    both beside the loss's logits, then freed (the trace: 16,384 + 2·4,096 B at h 256, 16
+    tokens, r 8 on q, v; 0.9987 of the trace before). Without checkpointing (with it the
+    recomputed blocks lead), not for DoRA (its own moments) nor our blocks (their loss runs
+    after the forward returns)."""
+    if not Bytes.of(cfg.precision).amp or cfg.checkpointing != "none" or cfg.dora:
+        return None
+    if d.extra.get("hf_module") not in ("llama", "mistral"):
+        return None
+    T, h = d.s * d.b, d.h
+    first = [t for t in _FIRST if cfg.lora_rank is not None and t in cfg.lora_targets]
+    a = len(first) * int(cfg.lora_rank or 0) * h
+    name = "the final RMSNorm's fp32 output, which the forward holds"
+    if first:
+        name += f", and autocast's cached copies of the first block's A weights ({len(first)})"
+    return Term(name, T * h * 4 + 2 * a, "s·b·h·4 + A·2 B", f"{d.s}·{d.b}·{h}·4 + {a}·2")
+
+
+__all__ = ["loss_held"]
