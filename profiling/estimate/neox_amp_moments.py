@@ -21,8 +21,9 @@ autocast the residual stream and the norms' outputs are fp32, the matmuls' outpu
   16-bit cast.
 
 Equal to the trace within its scalars on those configs, a bound where down is adapted (+2 KB)
-and on the sequential block (1.01). Phi's ``gelu_new`` (fp32 under autocast) and BLOOM's
-eager attention peak elsewhere, and full training's forward: not modelled (``applies``).
+and on the sequential block (1.01). Phi's ``gelu_new`` runs in fp32 under autocast: its MLP's
+tensors are ``phi_amp``'s (LoRA and full training). BLOOM's eager attention peaks elsewhere, and
+GPT-NeoX's and Falcon's full training's forward: not modelled (``applies``).
 No torch here.
 """
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profiling.estimate import bloom_amp, phi_amp
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import head_adapter
 from profiling.units import fmt_bytes
@@ -37,14 +39,14 @@ from profiling.units import fmt_bytes
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
-_MODULES = ("gpt_neox", "falcon")
+_MODULES = ("gpt_neox", "falcon", "phi", "bloom")
 
 
 def applies(d: Dims, cfg: TrainingConfig) -> bool:
-    """Autocast's LoRA on transformers' GPT-NeoX or Falcon on CUDA (not QLoRA, not full
-    training)."""
+    """Autocast's LoRA on transformers' GPT-NeoX, Falcon, Phi or BLOOM on CUDA (not QLoRA), and
+    Phi's full training (``phi_amp``); BLOOM's attention: ``bloom_amp``."""
     return (
-        cfg.lora_rank is not None
+        (cfg.lora_rank is not None or phi_amp.applies(d))
         and getattr(cfg, "target", "cuda") == "cuda"
         and not cfg.qlora
         and d.extra.get("hf_module") in _MODULES
@@ -66,6 +68,17 @@ def backward(
     head = _head(d, e, cfg)
     value -= head
     words = f" − the head's 16-bit copies {fmt_bytes(head)}"
+    if phi_amp.applies(d):  # gelu_new's fp32 gradients in place of the 16-bit count
+        f_wide, what = phi_amp.going_back(d, cfg)
+        value = after - head + T * h * (e.r + 2) - h * f * 2 + f_wide
+        words = (
+            f" − the head's 16-bit copies {fmt_bytes(head)}; on Phi: the gradient reaching the "
+            f"block and its 16-bit cast s·b·h·({e.r} + 2) − fc2's 16-bit weight copy h·f·2 + "
+            f"{what} {fmt_bytes(f_wide)} in place of the f-wide ones"
+        )
+    if d.extra.get("hf_module") == "bloom":  # down's 16-bit weight copy, freed as it went back
+        value -= h * f * 2
+        words += f" − down's 16-bit weight copy h·f·2 {fmt_bytes(h * f * 2)}"
     if "down" in cfg.lora_targets:
         n = 2 if cfg.lora_dropout else 1  # lora_dropout's gradient beside A's
         at_a = after - head + T * h * (e.r + 2) + n * T * f * 4
@@ -86,6 +99,8 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     later = gone + _head(d, e, cfg)
     ins = {"q": h, "k": h, "v": h, "o": h, "up": h, "down": f}
     held = T * h * 4 + d.s * 8 + sum(r * ins[x] * 2 for x in t if x in ins)
+    if d.extra.get("hf_module") == "bloom":  # ALiBi's bias and the causal mask, no positions
+        held += bloom_amp.masks(d) - d.s * 8
     neox = d.extra["neox"]
     attn = T * h * 2 if neox["residual"] != "sequential" else 0
     two = d.extra.get("hf_module") == "falcon" and neox["residual"] == "parallel"
@@ -95,6 +110,8 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     if "down" in t:  # its input's fp32 cast, beside the dropped copy or B's outputs
         at_down += T * f * 4 + max(T * f * 4 if cfg.lora_dropout else 0, 2 * T * h * 2)
     at_up = 2 * T * f * 2 - h * f * 2 if "up" in t else 0
+    if phi_amp.applies(d):  # gelu_new's fp32 output (phi_amp)
+        at_down += phi_amp.forward_extra(d, cfg)
     value = fwd - later + held + attn + norms + max(at_down, at_up)
     calc = (
         f"end of forward − what is made later {fmt_bytes(later)} + the embeddings, position "

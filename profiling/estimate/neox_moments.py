@@ -24,14 +24,17 @@ scaled copy too) and, attention and MLP in parallel, the attention's output wait
 These are upper bounds where the trace frees earlier than counted (an adapted down with
 lora_dropout frees its dropped copy before GELU goes back; Phi's full training: 1.009 of the
 trace's moment), equal elsewhere (tests/profiling/trace/test_neox_moments.py). Under autocast,
-LoRA on transformers' GPT-NeoX and Falcon: ``estimate.neox_amp_moments``; the rest of autocast
-(Phi, BLOOM, full training, QLoRA) is left to the earlier moments. No torch here.
+LoRA on transformers' GPT-NeoX, Falcon, Phi and BLOOM and Phi's full training:
+``estimate.neox_amp_moments`` (Phi's fp32 GELU: ``phi_amp``; BLOOM's attention: ``bloom_amp``);
+the rest of autocast (GPT-NeoX's and Falcon's full training, QLoRA) is left to the earlier
+moments. No torch here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profiling.estimate import bloom_amp
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import adapter_bytes, own_copies
 from profiling.units import fmt_bytes
@@ -52,7 +55,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.autocast_adapters:
         return False  # the Trainer's autocast over a 16-bit model: not modelled here
-    if cfg.precision.startswith("amp-"):  # LoRA on GPT-NeoX and Falcon (estimate.neox_amp_moments)
+    if cfg.precision.startswith("amp-"):  # LoRA; Phi's full training (estimate.neox_amp_moments)
         from profiling.estimate import neox_amp_moments
 
         return neox_amp_moments.applies(d, cfg)
@@ -153,7 +156,7 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, f
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
     """The last block's MLP going back (and, under LoRA, going forward); none where they do not
-    apply (checkpointing, autocast but for LoRA on GPT-NeoX and Falcon, another loss, tensor
+    apply (checkpointing, autocast but for LoRA and Phi's full training, another loss, tensor
     parallelism, sharding)."""
     if not _applies(d, cfg):
         return []
@@ -165,6 +168,8 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
 
         value, calc = neox_amp_moments.forward(d, e, cfg, fwd, released(d, e, cfg)[0])
         out.append((FORWARD, value, calc))
+        if bloom_amp.applies(d, cfg):  # BLOOM's eager attention's fp32 scores
+            out.append(bloom_amp.moment(d, e, cfg, fwd, released(d, e, cfg)[0]))
     elif cfg.lora_rank is not None:
         out.append(_forward(d, e, cfg, fwd))
     return out

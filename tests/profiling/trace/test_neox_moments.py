@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from profiling.config import TrainingConfig
-from profiling.estimate import neox_moments
+from profiling.estimate import bloom_amp, neox_moments
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
 from tests.profiling.trace.tiny_neox import SMALL, neox_spec
@@ -150,4 +150,91 @@ def test_lora_under_autocast_the_last_blocks_mlp_is_never_below_the_trace(
     assert est.peak_moment in (neox_moments.BACKWARD, neox_moments.FORWARD)
     # the trace's scalars and Falcon's buffers under autocast: 80-200 B
     assert est.per_gpu_bytes >= traced.peak_bytes - 256
+    assert est.per_gpu_bytes <= traced.peak_bytes * most
+
+
+# (LoRA targets or None for full training, lora_dropout, --dropout, seq × batch, estimate ÷
+# trace before, the most it may be above now)
+AMP_PHI = [
+    ("q,v", 0.0, 0.0, (256, 2), 0.771, 1.001),
+    ("q,v", 0.0, 0.0, (200, 3), 0.762, 1.001),  # s·b·h·2 ≠ h·f·2: fc2's weight copy freed
+    ("k,up,lm_head", 0.1, 0.0, (256, 2), 0.842, 1.001),
+    ("o,v,down", 0.0, 0.0, (256, 2), 0.826, 1.002),  # down's adapter's gradients early: +18 KB
+    ("q,k,v,o,up,down", 0.05, 0.0, (256, 2), 0.894, 1.002),
+    (None, 0.0, 0.0, (256, 2), 0.880, 1.001),
+    (None, 0.0, 0.1, (256, 2), 0.877, 1.004),  # resid_dropout's masks: a bound, +65 KB
+]
+
+
+@pytest.mark.parametrize(("targets", "dropout", "resid", "tokens", "before", "most"), AMP_PHI)
+def test_phi_under_autocast_its_fp32_gelu_going_back_is_counted(
+    tmp_path: Path, targets: str | None, dropout: float, resid: float, tokens: tuple[int, int],
+    before: float, most: float,
+) -> None:  # fmt: skip
+    """Phi's gelu_new runs in fp32 under autocast (profiling.estimate.phi_amp): going back its
+    last block's MLP holds fp32 f-wide gradients the 16-bit count missed (8·s·b·f B); the
+    estimate read `before` of the trace."""
+    lora = {"lora_rank": 8, "lora_targets": targets, "lora_dropout": dropout} if targets else {}
+    cfg = TrainingConfig(
+        model=_model(tmp_path, "phi"), seq=tokens[0], batch=tokens[1], precision="amp-bf16",
+        dropout=resid, **lora,
+    )  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert est.peak_moment == neox_moments.BACKWARD
+    assert est.per_gpu_bytes >= traced.peak_bytes - 128  # the trace's scalars
+    assert est.per_gpu_bytes <= traced.peak_bytes * most
+
+
+# (LoRA targets, lora_dropout, --dropout, seq × batch, estimate ÷ trace before, the most it may
+# be above now)
+AMP_BLOOM = [
+    ("q,v", 0.0, 0.0, (256, 2), 0.825, 1.001),
+    ("q,v", 0.0, 0.0, (128, 3), 0.848, 1.001),  # the peak going back: down's weight copy freed
+    ("o,v,down", 0.0, 0.0, (256, 2), 0.851, 1.001),  # o's and down's first-block A copies: +10 KB
+    ("o,v,down", 0.0, 0.0, (384, 1), 0.827, 1.001),  # b = 1: q, k, v views of the fused output
+    ("k,up,lm_head", 0.1, 0.0, (256, 2), 0.852, 1.001),
+    ("q,k,v,o,up,down", 0.05, 0.0, (256, 2), 0.860, 1.001),  # the peak at down's forward
+    ("q,v", 0.0, 0.1, (256, 2), 0.943, 1.001),  # the peak at the probabilities' dropout
+    ("o,v,down", 0.1, 0.1, (256, 2), 0.869, 1.005),  # o's adapter's tensors kept: +78 KB
+]
+
+
+@pytest.mark.parametrize(("targets", "dropout", "resid", "tokens", "before", "most"), AMP_BLOOM)
+def test_bloom_under_autocast_its_eager_attentions_fp32_scores_are_counted(
+    tmp_path: Path, targets: str, dropout: float, resid: float, tokens: tuple[int, int],
+    before: float, most: float,
+) -> None:  # fmt: skip
+    """BLOOM's eager attention under autocast adds an fp32 causal mask to 16-bit scores: the
+    fp32 sum and the scores stay referenced until the attention returns
+    (profiling.estimate.bloom_amp); the estimate read `before` of the trace."""
+    cfg = TrainingConfig(
+        model=_model(tmp_path, "bloom"), seq=tokens[0], batch=tokens[1], precision="amp-bf16",
+        dropout=resid, lora_rank=8, lora_targets=targets, lora_dropout=dropout,
+    )  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert est.peak_moment in (bloom_amp.FORWARD, neox_moments.FORWARD, neox_moments.BACKWARD)
+    assert est.per_gpu_bytes >= traced.peak_bytes - 128  # the trace's scalars
+    assert est.per_gpu_bytes <= traced.peak_bytes * most
+
+
+# (kind, precision, estimate ÷ trace before, the most it may be above now)
+AMP_FULL = [
+    ("gpt_neox", "amp-bf16", 0.9883, 1.0001),
+    ("gpt_neox sequential", "amp-bf16", 0.9888, 1.0001),
+    ("falcon-7b", "amp-bf16", 0.9865, 1.0001),
+    ("falcon-40b", "amp-fp16", 0.9873, 1.0001),
+    ("bloom", "amp-bf16", 1.0016, 1.002),  # its GeLUFunction going back leads (bloom.moments)
+]
+
+
+@pytest.mark.parametrize(("kind", "precision", "before", "most"), AMP_FULL)
+def test_full_training_under_autocast_the_loss_beside_the_final_norms_output(
+    tmp_path: Path, kind: str, precision: str, before: float, most: float
+) -> None:
+    """Full training under autocast: transformers' loss runs inside the model's forward, which
+    still holds the final LayerNorm's fp32 output (s·b·h·4; the trained head saved its own
+    16-bit copy), beside the logits (profiling.estimate.neox_loss_held)."""
+    cfg = TrainingConfig(model=_model(tmp_path, kind), seq=256, batch=2, precision=precision)
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert est.per_gpu_bytes >= traced.peak_bytes - 256  # the trace's scalars, Falcon's buffers
     assert est.per_gpu_bytes <= traced.peak_bytes * most
