@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, own_copies
+from profiling.estimate.step_scalars import LOSS
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -176,7 +177,8 @@ def _norm(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, flo
         return None  # CUDA's fused rms_norm: one kernel
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
     head = _grads(d, cfg, p)[0] - (d.h * p if cfg.lora_rank is None else 0)
-    tape = backward_peak(NormShape(d.s * d.b, d.h, e.r, p, bool(module) and not fp32_norm(d)))
+    cast = bool(module) and not fp32_norm(d)
+    tape = backward_peak(NormShape(d.s * d.b, d.h, e.r, p, cast, trained=cfg.lora_rank is None))
     copy = d.h * int(d.V or 0) * 2 if e.amp and not cfg.qlora else 0  # the head's, freed
     value = base + head + tape.peak - copy
     calc = (
@@ -300,7 +302,9 @@ def moments(
     )
     found = [_mlp(d, e, cfg, base), _norm(d, e, cfg, base)]
     if cfg.lora_rank is not None:
-        found.append(_forward(d, e, cfg, base))
+        # in forward the loss has not run: its scalars (``step_scalars``) are not made yet
+        loss = sum(ln.bytes for ln in lines if ln.name == LOSS)
+        found.append(_forward(d, e, cfg, base - loss))
     for moment in found:
         if moment is not None:
             name, value, calc = moment

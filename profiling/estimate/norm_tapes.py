@@ -24,6 +24,8 @@ class NormShape:
     r: int  # the norm's input and output dtype
     p: int  # its weight's dtype
     cast_product: bool  # Llama's form: the product cast back before the weight (else fp32)
+    # a frozen weight (LoRA): autograd makes no gradient for it, nor the product that feeds it
+    trained: bool = True
 
 
 def forward_peak(n: NormShape) -> Tape:
@@ -69,18 +71,22 @@ def backward_peak(n: NormShape) -> Tape:
     })  # fmt: skip
     if n.cast_product:  # out = w · xn
         tape.new("gxn", sized("gradient of the cast product", row, n.r))
-        tape.new("gwp", sized("gradient · normalized (for the weight)", row, n.r))
-        tape.new("gw", sized("the norm weight's gradient", [("h", n.h)], n.p))
-        tape.free("gwp", "g", "xn")
+        if n.trained:
+            tape.new("gwp", sized("gradient · normalized (for the weight)", row, n.r))
+            tape.new("gw", sized("the norm weight's gradient", [("h", n.h)], n.p))
+            tape.free("gwp")
+        tape.free("g", "xn")
         tape.new("g32", sized("the product's fp32 gradient", row, 4))
         tape.free("gxn")
     else:  # out = (prod · w).to(r)
         tape.new("g32", sized("the output's fp32 gradient", row, 4))
         tape.free("g")
         tape.new("gprod", sized("gradient of the fp32 normalized", row, 4))
-        tape.new("gwp", sized("gradient · normalized (for the weight)", row, 4))
-        tape.new("gw", sized("the norm weight's gradient", [("h", n.h)], n.p))
-        tape.free("gwp", "g32", "prod")
+        if n.trained:
+            tape.new("gwp", sized("gradient · normalized (for the weight)", row, 4))
+            tape.new("gw", sized("the norm weight's gradient", [("h", n.h)], n.p))
+            tape.free("gwp")
+        tape.free("g32", "prod")
         tape.keep_as("gprod", "g32", "the product's fp32 gradient")
     tape.new("ga", sized("gradient · rstd", row, 4))
     tape.new("gb", sized("gradient · fp32 input", row, 4))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, dims_of
 from profiling.estimate.step_inputs import POSITION_IDS
+from profiling.estimate.step_scalars import LOSS
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -102,6 +103,7 @@ def by_block(
     kept = " and gradients kept" if inp.grads_kept else ""
     held = total("parameters") + total("optimizer") + inputs + (grads if inp.grads_kept else 0)
     held += sum(ln.bytes for ln in lines if ln.name.startswith(POSITION_IDS))  # every block's
+    held += sum(ln.bytes for ln in lines if ln.name == LOSS)  # the loop holds the loss
     first, rest = block_recomputed(inp)
     out: dict[int, tuple[float, str]] = {}
     for i in sorted({d.L - 1, min(1, d.L - 1), 0}, reverse=True):

@@ -8,6 +8,7 @@ An encoder's and T5's inputs are ``encoder.step_inputs``'. No torch here.
 from __future__ import annotations
 
 from profiling.config import TrainingConfig
+from profiling.estimate import step_scalars
 from profiling.estimate.activations import Dims, Term
 from profiling.estimate.ledger import Ledger, Line
 from profiling.units import fmt_bytes
@@ -23,8 +24,7 @@ def _decoder(d: Dims | None) -> bool:
     return d is not None and d.arch not in ("encoder", "t5")
 
 
-def token_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
-    """The token ids and the labels, 2·s·b·8 B, for the moments; None but for a decoder."""
+def _ids(d: Dims | None) -> Term | None:
     if not _decoder(d):
         return None
     assert d is not None
@@ -32,12 +32,20 @@ def token_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
                 f"2·{d.s}·{d.b}·8")  # fmt: skip
 
 
+def token_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
+    """The token ids and the labels, 2·s·b·8 B, and transformers' rotary buffers
+    (``step_scalars``), for the moments: the whole step holds them; None but for a decoder."""
+    return step_scalars.with_buffers(_ids(d), d)
+
+
 def add_lines(ledger: Ledger, d: Dims | None, cfg: TrainingConfig) -> None:
     """The components: the token ids and labels (category inputs) and transformers' position
-    ids kept under full checkpointing (category activations)."""
-    term = token_inputs(d, cfg)
+    ids kept under full checkpointing (category activations); the step's scalars and rotary
+    buffers (``step_scalars``)."""
+    term = _ids(d)
     if term is None or d is None:
         return
+    step_scalars.add_lines(ledger, d, cfg)
     ledger.add(Line("Inputs: the token ids and labels (int64)", term.bytes, term.bytes,
                     term.formula, term.substituted, "inputs", "inputs"))  # fmt: skip
     if cfg.checkpointing == "full" and d.extra.get("hf_module") in _POSITION_IDS_OF:

@@ -15,7 +15,7 @@ from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
 
 S, B, H, A, L = 2048, 2, 2048, 16, 4  # a GPT block of GPT-3 XL's width, micro-batch 2
-ONCE = ("final", "loss", "logits", "embedding", "head", "lm head", "rope")
+ONCE = ("final", "loss", "logits", "embedding", "head", "lm head", "rope", "the step's scalars")
 
 
 def _per_layer(tp: int, sp: bool, checkpointing: str) -> float:

@@ -106,9 +106,6 @@ CASES = {
     "transformers full amp": ("small", False, "amp-bf16", None, 0.0, False, 256, 2),  # 0.991
     "transformers full fp32": ("small", False, "fp32", None, 0.0, False, 256, 2),  # 0.952
 }
-# the trace's scalars no estimate counts: the loss, step counts; transformers' module also
-# its rotary inv_freq buffer (128 B): 32-72 B ours, 160-184 B transformers'
-SCALARS = {True: 80, False: 192}
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +126,8 @@ def test_the_last_blocks_mlp_or_final_norm_equals_the_trace(
     with project_blocks() if ours else contextlib.nullcontext():
         traced, est = trace_step(cfg), estimate(cfg)
     assert est.peak_moment in (llama_end.MLP, llama_end.NORM, llama_end.FORWARD), case
-    assert traced.peak_bytes - SCALARS[ours] <= est.per_gpu_bytes, case
+    # never below: the trace's scalars and rotary buffers counted too (estimate.step_scalars)
+    assert traced.peak_bytes <= est.per_gpu_bytes, case
     assert est.per_gpu_bytes <= traced.peak_bytes + 128, case
 
 
@@ -173,8 +171,6 @@ WIDE_CASES = {
     "ours mixed all-linear dropout cpu": (True, "mixed", "all-linear", 0.1, "cpu"),
     "ours mixed v,up cpu": (True, "mixed", "v,up", 0.0, "cpu"),
 }
-# the same scalars at 16 tokens: transformers' rotary buffers hold 4·head_dim·2 = 512 B there
-WIDE_SCALARS = {True: 64, False: 320}
 
 
 @pytest.mark.parametrize("case", list(WIDE_CASES))
@@ -184,5 +180,5 @@ def test_the_wide_toys_last_mlp_equals_the_trace(tmp_path: Path, case: str) -> N
     with project_blocks() if ours else contextlib.nullcontext():
         traced, est = trace_step(cfg), estimate(cfg)
     assert est.peak_moment in (llama_end.MLP, llama_end.NORM, llama_end.FORWARD), case
-    assert traced.peak_bytes - WIDE_SCALARS[ours] <= est.per_gpu_bytes, case
-    assert est.per_gpu_bytes <= traced.peak_bytes, case
+    # the trace's scalars and rotary buffers counted too (estimate.step_scalars): equal
+    assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes, case

@@ -49,7 +49,9 @@ def test_litgpt_s_norm_keeps_the_fp32_normalized_values_traced_and_estimated(
     # ids and labels counted; transformers' shifted labels gone by the loss backward's peak).
     acts = traced.phases["after_forward"]["activations"]
     assert 0 <= acts - est.category_bytes("activations") <= 128
-    assert 0 <= traced.peak_bytes - est.per_gpu_bytes <= 256
+    # (the step's scalars counted since estimate.step_scalars: full.py's loss backward reads
+    # 24 B above the trace, the safe side)
+    assert -32 <= traced.peak_bytes - est.per_gpu_bytes <= 256
     # What changed against transformers' norm: a trained weight keeps the fp32 normalized
     # values (8 B an element with the fp32 input, where transformers keeps 4 + 2), and every norm
     # a gradient reaches keeps its weight in fp32.
