@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from profiling.config import TrainingConfig
 from profiling.estimate import activations as acts
-from profiling.estimate import bloom, encoder, llama_end, losses, t5
+from profiling.estimate import bloom, encoder, llama_end, losses, neox_qkv, t5
 from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
 from profiling.estimate.fsdp import fsdp_moments, fsdp_parts
@@ -71,6 +71,7 @@ def step_moments(
         Moment(name=n, bytes=round(b), calculation=c)
         for n, b, c in encoder.moments(d, inp, fwd)
         + bloom.moments(d, inp, fwd)
+        + neox_qkv.moments(d, inp, fwd)
         + llama_end.moments(d, inp, fwd, est_lines)
         + t5_moments(d, inp, fwd)
     ]

@@ -1,0 +1,102 @@
+"""The last block's fused q/k/v adapter going forward, under LoRA with fp32 adapters on a 16-bit
+base (``mixed``), on transformers' GPT-NeoX (parallel and sequential residual): where the MLP is
+wide next to the vocabulary (h 256, f 1024, V 256, 16 tokens) its sum, not the MLP's, is the
+step's peak. The estimate read 0.9918 (parallel) / 0.9939 (sequential) of the trace there,
+32,600 / 24,408 B short. T = s·b tokens.
+
+At the sum ``result + lora_B(...) * scaling`` (the adapter's update over the fused 3h columns,
+zero-padded where only some of q, k, v are adapted: ``trace.lora``'s fused adapter) the step
+holds what the end of forward holds, less what is made later: the loss's and the final
+LayerNorm's tensors (``neox_moments.released``) and an adapted head's, the last block's
+attention's rotated q and k, its output and logsumexp (the fused q/k/v output is the base's
+result, there already), the MLP's first matmul output (GELU's input), the MLP LayerNorm's
+statistics and, the sequential block's, its input (the residual after attention); plus, beside
+them, three 3h-wide tensors in the adapters' dtype (the update or its padded copy, the scaled
+one and the sum), the attention LayerNorm's output where the adapter keeps a cast copy of its
+own, transformers' inputs_embeds and position ids (the model's locals, held the whole forward;
+the first block's norms keep none) and, zero-padded with more than one sequence, the update's
+contiguous copy.
+
+Exact where the trace's tensors are these (tests/profiling/estimate/test_neox_qkv.py), with
+q, k, v and the head adapted; not counted where o, up or down is too (what their adapters keep
+later is not taken off here: 1.047 of the trace with q,down at 256 x 2). 16-bit and fp32
+adapters make it smaller than the MLP's moments; autocast (``neox_amp_moments``), 4-bit bases,
+DoRA, Falcon's and BLOOM's q/k/v layouts and Phi's separate projections are not counted here.
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, _cuda
+from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, own_copies
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+NAME = "forward, the last block's q/k/v adapter"
+
+
+def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
+    from profiling.estimate.losses import REFERENCE
+
+    if d is None or d.V is None or d.arch != "neox" or d.extra.get("hf_module") != "gpt_neox":
+        return False
+    if cfg.lora_rank is None or cfg.precision != "mixed" or cfg.loss != REFERENCE:
+        return False
+    if cfg.checkpointing != "none" or cfg.tp != 1 or cfg.sharded or cfg.compile:
+        return False
+    if cfg.qlora or cfg.dora or cfg.autocast_adapters or cfg.activation_offload:
+        return False
+    if cfg.optimizer_in_bwd or getattr(cfg, "deepspeed", False):
+        return False
+    # an adapted o, up or down keeps more after the sum than is taken off here (its own fp32
+    # copy of its input: 1.047 of the trace with q,down at 256 x 2): not counted there
+    t = set(cfg.lora_targets)
+    return bool({"q", "k", "v"} & t) and t <= {"q", "k", "v", "lm_head"}
+
+
+def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """The last block's fused q/k/v adapter's sum; none where it does not apply."""
+    if not _applies(d, cfg):
+        return []
+    assert d is not None
+    from profiling.estimate.neox_moments import released
+
+    e = Bytes.of(cfg.precision)
+    T, h, f, a = d.s * d.b, d.h, d.f, adapter_bytes(cfg)
+    gone, gone_words = released(d, e, cfg)
+    gone += head_adapter(d, e, cfg)  # an adapted head's copy of its input, mask and A output
+    sequential = d.extra["neox"]["residual"] == "sequential"
+    later = T * 3 * h * e.c + d.a * T * 4
+    # a parallel first block's MLP reads the frozen embedding: it keeps nothing (one block)
+    if sequential or d.L > 1:
+        later += T * f * e.c + T * (8 if _cuda(cfg) else 2 * e.r)  # GELU input, statistics
+    if sequential:
+        later += T * h * e.r
+    # the model's locals: inputs_embeds and the position ids (int64, one row for the batch)
+    held = (T * h * e.c if own_copies(cfg, e) else 0) + T * h * e.r + d.s * 8
+    sums = 3 * T * 3 * h * a
+    # zero-padded (not all of q, k, v adapted), the update's (token-major) columns are copied
+    # contiguous before ``index_copy`` when there is more than one sequence
+    n = len({"q", "k", "v"} & set(cfg.lora_targets))
+    clone = T * n * h * a if n < 3 and d.b > 1 else 0
+    value = fwd - gone - later + held + sums + clone
+    mlp = sequential or d.L > 1
+    calc = (
+        f"end of forward − {gone_words} {fmt_bytes(gone)} − the last block's tensors made "
+        f"later (rotated q and k and the attention's output s·b·3h·{e.c}, its logsumexp"
+        + (f", GELU's input s·b·f·{e.c}, the MLP norm's statistics" if mlp else "")
+        + (f", the MLP norm's input s·b·h·{e.r}" if sequential else "")
+        + f") {fmt_bytes(later)} + the attention norm's output, inputs_embeds and position ids "
+        f"{fmt_bytes(held)} + the update, its scaled copy and the sum s·b·3·3h·{a} "
+        f"{fmt_bytes(sums)}"
+        + (f" + the update's contiguous copy s·b·{n}h·{a} {fmt_bytes(clone)}" if clone else "")
+        + f" = {fmt_bytes(value)}"
+    )
+    return [(NAME, value, calc)]
+
+
+__all__ = ["NAME", "moments"]
