@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate import dora_neox, dora_torchtune
+from profiling.estimate import dora_head, dora_neox, dora_torchtune
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.lora_bytes import adapter_bytes
 
@@ -59,12 +59,27 @@ def check(d: Dims, cfg: TrainingConfig) -> str | None:
             "--lora-targets with all of q, k, v for DoRA on a fused query_key_value (peft "
             "adapts it whole: its target_modules name no slice)"
         )
-    if "lm_head" in cfg.lora_targets:
-        return "DoRA on the LM head; adapt the blocks' layers (or trace it)"
+    if "lm_head" in cfg.lora_targets and (why := _head_problem(d, cfg)):
+        return why
     if cfg.torchao_nf4:
         return "torchtune's DoRA on its NF4 base (DoRALinear on torchao's NF4 is not modelled)"
     if cfg.compile:
         return "DoRA under torch.compile; estimate it eager or trace it"
+    return None
+
+
+def _head_problem(d: Dims, cfg: TrainingConfig) -> str | None:
+    """What of DoRA on the LM head is not modelled (``dora_head``: a Llama-family model's
+    16-bit or fp32 head on one GPU's step without dropout or checkpointing, checked against
+    the trace in four precisions)."""
+    sharded = cfg.fsdp or cfg.zero == 3 or cfg.tp > 1
+    rerun = cfg.qlora or cfg.lora_dropout or cfg.checkpointing != "none"
+    if sharded or rerun or d.arch != "llama":
+        return (
+            "DoRA on the LM head with --lora-dropout (peft reruns the head on the dropped "
+            "input), --qlora, --checkpointing, a sharded head (--fsdp, --zero 3, --tp) or "
+            "outside the Llama family; adapt the blocks' layers or trace it"
+        )
     return None
 
 
@@ -155,7 +170,7 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     every trainable value)."""
     if not cfg.dora:
         return []
-    terms = []
+    terms = dora_head.kept(d, e, cfg)
     if d.arch == "neox":  # Phi: up (and down) may read the frozen embedding's norm too
         first = dora_neox.first_block(d, cfg)
     else:
@@ -196,20 +211,27 @@ def weight_norm_peak(e: Bytes, cfg: TrainingConfig, i: int, o: int) -> int:
 
 
 def moments(
-    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]
+    cfg: TrainingConfig,
+    shape: dict[str, Any],
+    parts: dict[str, float],
+    earlier: list[tuple[str, float, str]],
 ) -> list[tuple[str, float, str]]:
     """The largest adapted layer's weight norm being rebuilt (``weight_norm_peak``) in the last
     block's forward, counted as ``nf4_torchao.moments`` counts its dequantization there (an
-    upper bound, not op by op)."""
+    upper bound, not op by op); an adapted LM head's own (``dora_head.moments``, after the
+    step's ``earlier`` moments)."""
     from profiling.estimate.activations import dims_of
 
     d = dims_of(shape, cfg.seq_or_default(), cfg.batch)
     if not cfg.dora or d is None:
         return []
+    head = dora_head.moments(cfg, shape, parts, earlier)
     e = Bytes.of(cfg.precision)
     outs = out_widths(d)
     ins = in_widths(d)
     layers = [(t, ins[t], outs[t]) for t in roles(d, cfg)]
+    if not layers:
+        return head
     role, i, o = max(layers, key=lambda t: weight_norm_peak(e, cfg, t[1], t[2]))
     peak = weight_norm_peak(e, cfg, i, o)
     tokens, c = d.s * d.b, e.c
@@ -222,19 +244,26 @@ def moments(
         f"end of forward {fwd:,.0f} B − the loss's kept tensors {parts['log-probs']:,.0f} B + "
         f"{words} + {role}'s weight norm rebuilt (in {i}, out {o}) {peak:,} B"
     )
-    return [(name, base + extra + peak, calc)]
+    return [(name, base + extra + peak, calc), *head]
 
 
 def with_magnitudes(
-    cfg: TrainingConfig, layers: list[tuple[str, int, int]], L: int, counted: tuple[int, str, str]
+    cfg: TrainingConfig,
+    layers: list[tuple[str, int, int]],
+    shape: dict[str, Any],
+    counted: tuple[int, str, str],
 ) -> tuple[int, str, str]:
     """The adapters' count, formula and numbers with DoRA's magnitude vectors added: o values
-    per adapted layer of every block (unchanged without DoRA)."""
+    per adapted layer of every block, V for an adapted LM head (unchanged without DoRA)."""
     count, formula, numbers = counted
     if not cfg.dora:
         return counted
-    mags = L * sum(o for _, _, o in layers)
-    return count + mags, formula + " + L·Σ out (DoRA's magnitudes)", numbers + f" + {mags}"
+    mags = int(shape["layers"]) * sum(o for _, _, o in layers)
+    said = " + L·Σ out (DoRA's magnitudes)"
+    if "lm_head" in cfg.lora_targets and shape.get("vocab"):
+        mags += int(shape["vocab"])
+        said = " + L·Σ out + V (DoRA's magnitudes, the head's V)"
+    return count + mags, formula + said, numbers + f" + {mags}"
 
 
 __all__ = [

@@ -410,11 +410,15 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
 
 
 def nf4_moments(
-    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], recompute: float
+    cfg: TrainingConfig,
+    shape: dict[str, Any],
+    parts: dict[str, float],
+    recompute: float,
+    earlier: list[tuple[str, float, str]],
 ) -> list[tuple[str, float, str]]:
     """QLoRA's dequantization moments: torchao's NF4 (``nf4_torchao``); bitsandbytes' under
     autocast with full checkpointing, a recomputed block's fp32 MLP backward; DoRA's weight
-    norm rebuilt (``dora.moments``)."""
+    norm rebuilt and an adapted head's moments after the step's ``earlier`` (``dora.moments``)."""
     from profiling.estimate.nf4_torchao import moments
     from profiling.estimate.recomputed import modelled
 
@@ -423,7 +427,7 @@ def nf4_moments(
     return (
         ([] if walked else moments(cfg, shape, parts, recompute))
         + _fp32_mlp_backward(cfg, shape, parts, recompute)
-        + dora.moments(cfg, shape, parts)
+        + dora.moments(cfg, shape, parts, earlier)
     )
 
 

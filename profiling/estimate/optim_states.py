@@ -118,6 +118,8 @@ def trainable_numels(
         counts[o + r if factored else r * o] += blocks
     for _, _, o in lora_layers(cfg, shape) if cfg.dora else []:  # DoRA's magnitude vectors
         counts[o] += L  # (Adafactor keeps a vector's second moment whole)
+    if cfg.dora and "lm_head" in cfg.lora_targets and shape.get("vocab"):
+        counts[int(shape["vocab"])] += 1  # the head's magnitude
     return sorted(counts.items(), reverse=True)
 
 

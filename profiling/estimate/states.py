@@ -161,7 +161,7 @@ def lora_adapters(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, str,
         formula += " + r·(h + V) (LM head)"
         numbers += f" + {r}·({shape['hidden']} + {shape['vocab']})"
     count, formula, numbers = with_decoder(cfg, shape, (count, formula, numbers))  # T5's
-    count, formula, numbers = with_magnitudes(cfg, layers, L, (count, formula, numbers))
+    count, formula, numbers = with_magnitudes(cfg, layers, shape, (count, formula, numbers))
     saved, tensors = saved_classifier(shape)
     if tensors:  # an encoder's classifier trains in full: peft's modules_to_save copy
         count += saved
@@ -185,7 +185,7 @@ def saved_classifier(shape: dict[str, Any]) -> tuple[int, int]:
 
 def lora_tensors(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
     """Parameter tensors: A and B (DoRA: a magnitude too) per adapted layer; a classifier's."""
-    blocks, head = lora_blocks(cfg, shape), 2 * ("lm_head" in cfg.lora_targets)
+    blocks, head = lora_blocks(cfg, shape), (2 + cfg.dora) * ("lm_head" in cfg.lora_targets)
     return (2 + cfg.dora) * blocks + head + saved_classifier(shape)[1]
 
 

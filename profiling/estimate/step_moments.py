@@ -155,7 +155,7 @@ def step_moments(
     )  # fmt: skip
     parts = fsdp_parts((sharded, grads, states, kept, act, logp), loss)
     added = fsdp_moments(inp, shape, parts, [(m.name, m.bytes, m.calculation) for m in moments])
-    added += lora_acts.nf4_moments(inp, shape, parts, recompute)
+    added += lora_acts.nf4_moments(inp, shape, parts, recompute, added)
     moments = [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]
     order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
