@@ -66,7 +66,7 @@ def step_scratch(
     if cfg.precision != "mixed" or cfg.fsdp:
         if not foreach:
             return _loop(sizes, k[1]) * m
-        return max(k[0] * local, _partial_copies(cfg, w, stage)) * m
+        return _partial_copies(cfg, w, stage, k[0] * local) * m
     largest = max(sizes)
     scratch = largest * 4 * (1 + (k[0] if foreach else k[1]))  # one fp32 gradient at a time
     if tp_embedding:
@@ -88,22 +88,35 @@ def partial_momentum(cfg: TrainingConfig, w: WorkloadConfig, tp_embedding: bool)
     return int((w.vocab - w.vocab // cfg.tp) * w.hidden * per)
 
 
-def _partial_copies(cfg: TrainingConfig, w: WorkloadConfig, stage: Stage) -> int:
-    """Elements a foreach step holds at once for the ``Partial`` gradients under tensor
-    parallelism without FSDP (the norms'; the first stage's embedding's, every row of the
-    vocabulary: ``embedding_grad_rows``): each foreach op that reads the gradients
-    redistributes every one of them to its parameter's placement first, a copy of the local
-    size per read (``_PARTIAL_READS``; Adam's ``_foreach_addcmul_(exp_avg_sqs, grads, grads)``
-    two, torch/optim/adam.py ``_multi_tensor_adam``) — on a stage of few blocks above the
-    lists over its parameters: ZBV's first stage of one block at TP 2 (fp32, Adam) 624,640 B
-    below its trace before, 1F1B's stage of two blocks not."""
-    if cfg.tp == 1 or cfg.fsdp or cfg.optimizer not in ("adam", "adamw"):
-        # (RMSprop's and Adagrad's addcdiv_ read the gradients beside their lists: not
-        # followed here)
-        return 0
+def _partial_copies(cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, lists: int) -> int:
+    """Elements a foreach step holds at its highest beside its ``lists``, under tensor
+    parallelism without FSDP: the norms' gradients and the first stage's embedding's (every row
+    of the vocabulary: ``embedding_grad_rows``) reach it ``Partial``, and each foreach op that
+    reads them redistributes every one to its parameter's placement first, a copy of the local
+    size per read, all alive until the op returns (``_PARTIAL_READS``). Adam's
+    ``_foreach_addcmul_(exp_avg_sqs, grads, grads)`` two before its list (torch/optim/adam.py
+    ``_multi_tensor_adam``): on a stage of few blocks above the list — ZBV's first stage of one
+    block at TP 2 (fp32, Adam) 624,640 B below its trace before, 1F1B's stage of two blocks
+    not. RMSprop's ``_foreach_addcdiv_(params, grads, avg)`` one beside its ``avg``; Adagrad's
+    ``_foreach_addcdiv_(params, numerator, std)`` one beside ``std`` and ``numerator`` (grads ×
+    −lr: a ``Partial`` embedding's every row), torch/optim/rmsprop.py, adagrad.py at torch
+    2.13 — SHORT's ZBV TP 2 fp32 stage 0 (one block) 2,099,200 B (RMSprop) and 4,196,352 B
+    (Adagrad, rank 0's peak: 0.972 of its trace) below before, a norm's 1,024 B on the
+    others. SGD's ``_foreach_add_(params, grads)``: one (2,097,152 B below on that stage)."""
+    if cfg.tp == 1 or cfg.fsdp or cfg.optimizer not in _PARTIAL_READS:
+        return lists
     h = w.hidden
     el = (2 * stage.layers + stage.head) * h + (w.vocab // cfg.tp * h if stage.embedding else 0)
-    return _PARTIAL_READS[cfg.optimizer][0] * el
+    reads = _PARTIAL_READS[cfg.optimizer][0]
+    if cfg.optimizer == "rmsprop":
+        return max(reads * el, lists + el)
+    if cfg.optimizer == "adagrad":
+        rows = (w.vocab - w.vocab // cfg.tp) * h if stage.embedding else 0
+        return max(2 * el, lists + rows + el)
+    # Adam's before its list; SGD's one read by ``_foreach_add_(params, grads)`` — with
+    # momentum the trace's first stage keeps the embedding's copy without the norms' (2 x 256
+    # x 4 B fewer on SHORT: counted, a bound)
+    return max(lists, reads * el)
 
 
 def _embedding_step(w: WorkloadConfig, t: int, optimizer: str, foreach: bool) -> int:

@@ -270,15 +270,25 @@ def test_the_last_stages_input_backward_keeps_the_losss_seed() -> None:
     assert estimated.ranks[0].peak_bytes == traced.ranks[0].peak_bytes
 
 
-def test_the_first_stage_steps_beside_its_partial_gradients_copies() -> None:
-    # TP 2 without FSDP, fp32: foreach Adam's addcmul_(exp_avg_sqs, grads, grads) copies every
-    # Partial gradient (the embedding's whole table, the norms') twice, above its lists on the
-    # one-block first stage (624,640 B below the trace before)
+@pytest.mark.parametrize(
+    "optimizer", ["adam", "adagrad", "rmsprop", "sgd-nomomentum", "sgd"]
+)  # fmt: skip
+def test_the_first_stage_steps_beside_its_partial_gradients_copies(optimizer: str) -> None:
+    # TP 2 without FSDP, fp32: each foreach op that reads the Partial gradients (the embedding's
+    # whole table, the norms') copies them: Adam's addcmul_ twice, above its list on the
+    # one-block first stage (624,640 B below the trace before); RMSprop's addcdiv_ once beside
+    # avg, Adagrad's beside std and its numerator (every row of the embedding: rank 0's peak,
+    # 877,784 B below before), SGD's add_ once (every stage 1,024-2,099,200 B below before)
     pytest.importorskip("torch")
     from profiling.plans.trace import trace_plan
     from tests.profiling.plans.short_plan import SHORT
 
-    cfg = parse_config(**{**SHORT, "batch": 4, "pp_schedule": "zbv", "tp": 2})
+    cfg = parse_config(**{**SHORT, "batch": 4, "pp_schedule": "zbv", "tp": 2},
+                       optimizer=optimizer)  # fmt: skip
     traced, estimated = trace_plan(cfg), estimate_plan(cfg)
     for t, e in zip(traced.stages, estimated.stages, strict=True):
-        assert e.moves["step"].peak == t.moves["step"].peak, t.stage
+        got, want = e.moves["step"].peak["total"], t.moves["step"].peak["total"]
+        # SGD's momentum: the first stage's trace lets the norms' copies go (counted, 2,048 B)
+        assert want <= got <= want + 2048 * (optimizer == "sgd" and t.stage == 0), t.stage
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert t.peak_bytes <= e.peak_bytes <= t.peak_bytes + 2048, t.pp_rank
