@@ -43,12 +43,13 @@ def block_casts(
 
 def pipelined_backward(
     extra: int, block_extra: int, recompute: int, grad_in: int, made: int, head: Vec | None,
-    emb_moment: Vec, fresh: int = 0, blocks: bool = True, w2: tuple[int, ...] = (0, 0, 0),
-    f8: tuple[Vec, ...] = (),
+    emb_moment: Vec, fresh: tuple[int, Vec | None] = (0, None), blocks: bool = True,
+    w2: tuple[int, ...] = (0, 0, 0), f8: tuple[Vec, ...] = (),
 ) -> tuple[Vec, Vec]:  # fmt: skip
     """A stage's first backward at its highest (the last block's ``w2`` gradient made, its
     SwiGLU product freed, three FFN-wide buffers alive) and a later one's (a block's buffers,
-    with ``w2``'s gradient made anew: ``fresh``, ``checkpoint_form.fresh_w2``); the loss
+    with ``w2``'s gradient made anew, and under FSDP's own reduce dtype the FFN's weight
+    gradients kept to ``w1``'s backward: ``fresh``, ``checkpoint_form.fresh_w2``); the loss
     (``extra``) first, then ``blocks`` beside ``head``; the embedding's last. Under tensor
     parallelism (``w2``: :func:`w2_sizes`) also a moment earlier, inside ``w2``'s backward:
     both gradients ``mm`` has just made beside the SwiGLU product, still saved, and the output
@@ -59,7 +60,9 @@ def pipelined_backward(
     ``w1``'s backward casts."""
     half = block_extra // 2
     first = vec(gradients=made, activations=recompute - half, temporaries=3 * half + grad_in)
-    later = vec(temporaries=block_extra + grad_in + fresh, activations=recompute)
+    later = vec(temporaries=block_extra + grad_in + fresh[0], activations=recompute)
+    if fresh[1] is not None:
+        later = _larger(later, add(fresh[1], vec(activations=recompute, temporaries=grad_in)))
     if f8:
         start = vec(gradients=made, activations=recompute, temporaries=grad_in)
         start_later = vec(activations=recompute, temporaries=grad_in)

@@ -67,3 +67,20 @@ def test_a_later_backward_under_fsdp_makes_w2s_gradient_anew_without_checkpointi
         # SDPA's seed and offset counted as the trace keeps them (24 B a block; 16 B before:
         # 32 B below on rank 0); 12 B below on the last stage with 4 microbatches are left
         assert t.peak_bytes - 16 <= e.peak_bytes <= t.peak_bytes * 1.001, t.pp_rank
+
+
+@pytest.mark.parametrize("dp_shard", [2, 4])
+def test_a_later_backward_under_mixed_fsdp_keeps_the_ffns_fresh_gradients(dp_shard: int) -> None:
+    # PP 2 x TP 2 x FSDP: a later microbatch's w2, w3 and w1 gradients stay as .grad until the
+    # block's post_backward (FSDP2 adds them into its fp32 accumulator there), so w1's input
+    # gradient is made beside all three: stage 0's B and so rank 0 40,960 B below before
+    pytest.importorskip("torch")
+    from profiling.plans.closed_form import estimate_plan
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**WIDE, pp=2, tp=2, dp_shard=dp_shard)
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for t, e in zip(traced.stages, estimated.stages, strict=True):
+        assert e.moves["B"].peak["total"] == t.moves["B"].peak["total"], t.stage
+    for t, e in zip(traced.ranks, estimated.ranks, strict=True):
+        assert e.peak_bytes == t.peak_bytes, t.pp_rank
