@@ -26,6 +26,7 @@ from collections.abc import Callable
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
 from profiling.plans.float8_moments import wrapped_casts
+from profiling.plans.fresh_grads import fresh_moment
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, vec
 
@@ -130,48 +131,22 @@ def earlier_blocks(
 
 
 def fresh_w2(
-    cfg: TrainingConfig, w: WorkloadConfig, t: int, gathered: int, half: int, recompute: int
-) -> tuple[int, Vec | None]:
+    cfg: TrainingConfig, w: WorkloadConfig, t: int, gathered: int, half: int, recompute: int,
+    plain: int = 0,
+) -> tuple[int, Vec | None]:  # fmt: skip
     """What a pipeline stage's later backward holds beyond its block's gradient buffers as
     ``w2``'s gradient is made anew, before it is added into the accumulated one: the whole
     gradient under FSDP (in the gathered dtype; with ``recompute``, as before), else what it
     outweighs the buffer it replaces in that moment (``half``: the SwiGLU product's gradient
     is alive beside it, the product's inputs' gradients not yet made), e.g. a short microbatch
-    under a wide block (0.993 of the trace on the middle stages before); and the moment
-    :func:`fresh_ffn` adds (None where it does not apply)."""
+    under a wide block (0.993 of the trace on the middle stages before); and under FSDP's own
+    reduce dtype ``fresh_grads.fresh_moment`` (``plain``: what a block saves unwrapped)."""
     fresh = (w.ffn // t) * w.hidden * gathered
     if cfg.fsdp:  # with or without recomputation (PP 2 x FSDP 2 without: rank 0 0.994 before)
-        return fresh, fresh_ffn(cfg, w, t, gathered, half)
+        return fresh, fresh_moment(cfg, w, t, gathered, half, plain)
     return max(fresh - half, 0), None
 
 
-def fresh_ffn(
-    cfg: TrainingConfig, w: WorkloadConfig, t: int, gathered: int, half: int
-) -> Vec | None:
-    """Under FSDP2 with a reduce dtype of its own (``mixed``: 16-bit parameters, fp32
-    reduction) a later microbatch's weight gradients stay beside the block's backward: autograd
-    sets each as the unsharded parameter's ``.grad`` (the last microbatch's was moved into the
-    fp32 ``unsharded_accumulated_grad`` and set to None), and only the group's
-    ``post_backward`` adds them in (torch 2.13 torch/distributed/fsdp/_fully_shard/
-    _fsdp_param.py ``accumulate_unsharded_grad_if_needed``, _fsdp_param_group.py
-    ``post_backward``). (In fp32 or bf16 the reduce dtype is the parameters': ``AccumulateGrad``
-    adds each into ``.grad`` as it is made.) So as ``w1``'s ``mm`` makes its input's gradient,
-    ``w2``'s, ``w3``'s and ``w1``'s gradients are alive beside ``w1``'s output gradient
-    (``silu_backward``'s, ``half``) and ``w3``'s input gradient (the whole sequence, the
-    hidden size wide), the four FFN-wide tensors the block saved freed — above
-    :func:`fresh_w2`'s moment where the rank's FFN width is short of the hidden size: WIDE
-    (hidden 256, FFN 704, 128 tokens a microbatch) at PP 2 × TP 2 × FSDP 2-4 stage 0's later
-    backward 40,960 B below the trace before (rank 0's peak), read in the trace's live
-    storages in order. Relative to the backward's start, before its input gradient and any
-    recomputation."""
-    if not cfg.fsdp or cfg.precision != "mixed":
-        return None
-    width = w.ffn // t
-    hidden = half // width * w.hidden  # tokens x hidden in the compute dtype: half's tokens
-    return vec(activations=-4 * half, temporaries=3 * width * w.hidden * gathered + half
-               + 2 * hidden)  # fmt: skip
-
-
 __all__ = [
-    "earlier_blocks", "forward_moment", "fresh_ffn", "fresh_w2", "head_freed", "wrapped_forward",
+    "earlier_blocks", "forward_moment", "fresh_w2", "head_freed", "wrapped_forward",
 ]  # fmt: skip

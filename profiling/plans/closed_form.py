@@ -312,7 +312,7 @@ def _stage_profile(
                                 emb_moment=vec(activations=out - acts, temporaries=emb_extra),
                                 blocks=stage.layers > 0,
                                 **block_casts(cfg, w, (tokens, t, s.c), grad_b))  # fmt: skip
-        fresh = functools.partial(fresh_w2, cfg, w, t, s.gathered, block_extra // 2)
+        fresh = functools.partial(fresh_w2, cfg, w, t, s.gathered, block_extra // 2, plain=plain)
         b_peak, b_more = bwd(recompute, grad_in, made, fresh=fresh(recompute))
         for q, again, freed in earlier:  # each earlier wrapped block's backward
             c_peak, c_more = (bwd(again - freed + extra_acts, 2 * x - extra_acts,
