@@ -103,7 +103,7 @@ def head_backward(
     ``split``: ZBV's, whose input backward makes no weight gradient (``zbv_form`` has W's)."""
     tokens, t, c = sizes
     if t > 1 or not stage.head:
-        return tp_head_backward(w, stage, sizes, grad_b, peaks)
+        return tp_head_backward(w, stage, sizes, grad_b, peaks, split)
     if split:
         return peaks
     logits = w.vocab * tokens

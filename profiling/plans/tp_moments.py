@@ -51,18 +51,19 @@ def tp_forward(
 
 def tp_head_backward(
     w: WorkloadConfig, stage: Stage, sizes: tuple[int, int, int], grad_b: int,
-    peaks: tuple[Vec, Vec],
+    peaks: tuple[Vec, Vec], split: bool = False,
 ) -> tuple[Vec, Vec]:  # fmt: skip
     """The last stage's first and later backward with the output's input gradient
     reduce-scattered (see the module), beside ``peaks`` (the other moments): the larger.
-    ``grad_b``: the gradients' bytes per element."""
+    ``grad_b``: the gradients' bytes per element; ``split``: ZBV's input backward, which makes
+    no weight gradient."""
     tokens, t, c = sizes
     if t == 1 or not stage.head:
         return peaks
     x, gathered = tokens // t * w.hidden * c, tokens * w.hidden * c
     freed = 4 * w.vocab * tokens // t + gathered  # the fp32 log-probabilities, the gathered input
     later = vec(activations=-freed, temporaries=2 * gathered + x)
-    if grad_b != c:  # FSDP2's fp32 accumulator beside 16-bit compute (plans.fresh_grads)
+    if not split:
         later = _larger(later, _fresh_output(w, tokens, t, c))
     first = vec(gradients=w.vocab // t * w.hidden * grad_b, activations=-freed,
                 temporaries=2 * gathered + x)  # fmt: skip
@@ -70,12 +71,13 @@ def tp_head_backward(
 
 
 def _fresh_output(w: WorkloadConfig, tokens: int, t: int, c: int) -> Vec:
-    """A later backward's output ``mm`` under FSDP2's own reduce dtype: the output weight's
-    gradient made anew stays its ``.grad`` until the group's ``post_backward``
-    (``profiling.plans.fresh_grads``), beside the output's input gradient (the whole sequence)
-    and the logits' gradient cast to the compute dtype, the loss's fp32 one freed — PP 4 × TP
-    2 × FSDP 2 (mixed, 32 tokens a microbatch, a 4,096-word vocabulary) the last stage's later
-    backward 146,396 B below the trace before (rank 3 at 0.988), read in its live storages."""
+    """A later backward's output ``mm``: the output weight's gradient made anew (under FSDP2's
+    own reduce dtype it stays the ``.grad`` until the group's ``post_backward``:
+    ``profiling.plans.fresh_grads``; else ``AccumulateGrad`` adds it in after) beside the
+    output's input gradient (the whole sequence) and the logits' gradient in the compute
+    dtype, the loss's fp32 log-probabilities freed — PP 4 × TP 2 × FSDP 2 (32 tokens a
+    microbatch, a 4,096-word vocabulary) the last stage's later backward 146,396 B (mixed) and
+    1,342,428 B (fp32, rank 3 at 0.914) below the trace before, read in its live storages."""
     logits, weight = w.vocab // t * tokens, w.vocab // t * w.hidden
     return vec(activations=-4 * logits, temporaries=(logits + weight + tokens * w.hidden) * c)
 
