@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from profiling.estimate import bloom_amp, phi_amp
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import head_adapter
+from profiling.estimate.lora_neox_amp import bnb_amp
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -45,10 +46,15 @@ _MODULES = ("gpt_neox", "falcon", "phi", "bloom")
 def applies(d: Dims, cfg: TrainingConfig) -> bool:
     """Autocast's LoRA on transformers' GPT-NeoX, Falcon, Phi or BLOOM on CUDA (not QLoRA), and
     Phi's full training (``phi_amp``); BLOOM's attention: ``bloom_amp``."""
+    if cfg.qlora and not (
+        bnb_amp(cfg)
+        and d.extra.get("hf_module") in ("gpt_neox", "falcon")
+        and "down" not in cfg.lora_targets
+    ):
+        return False  # torchao's NF4, an adapted 4-bit down, Phi's and BLOOM's: not modelled
     return (
         (cfg.lora_rank is not None or phi_amp.applies(d))
         and getattr(cfg, "target", "cuda") == "cuda"
-        and not cfg.qlora
         and d.extra.get("hf_module") in _MODULES
         and not d.extra["neox"].get("litgpt")
     )
@@ -68,6 +74,8 @@ def backward(
     head = _head(d, e, cfg)
     value -= head
     words = f" − the head's 16-bit copies {fmt_bytes(head)}"
+    if bnb_amp(cfg):  # 4-bit layers hand back their fp32 input's dtype: fp32 f-wide gradients
+        value, words = qlora_backward(d, e, cfg, after - head)
     if phi_amp.applies(d):  # gelu_new's fp32 gradients in place of the 16-bit count
         f_wide, what = phi_amp.going_back(d, cfg)
         value = after - head + T * h * (e.r + 2) - h * f * 2 + f_wide
@@ -92,6 +100,24 @@ def backward(
     return value, words
 
 
+def qlora_backward(d: Dims, e: Bytes, cfg: TrainingConfig, after: float) -> tuple[float, str]:
+    """bitsandbytes' 4-bit layers under autocast: GELU going back holds two fp32 f-wide
+    gradients beside the gradient reaching the block and its 16-bit cast; down's backward before
+    it, its weight dequantized, its input's 16-bit gradient and that one's fp32 cast."""
+    from profiling._config_behaviours import double_quant
+    from profiling.estimate.bnb import dequant_absmax_bytes
+
+    T, h, f = d.s * d.b, d.h, d.f
+    deq = h * f * 2 + dequant_absmax_bytes(h * f, double_quant(cfg))
+    reach = T * h * (e.r + 2)
+    value = after + reach + max(2 * T * f * 4, deq + T * f * (2 + 4))
+    return value, (
+        f" − the head's 16-bit copies; 4-bit layers: the gradient reaching the block and its "
+        f"16-bit cast s·b·h·({e.r} + 2) + the larger of GELU's two fp32 gradients s·b·2f·4 and "
+        f"down's dequantized weight {fmt_bytes(deq)} with its input's gradients s·b·f·(2 + 4)"
+    )
+
+
 def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> tuple[float, str]:
     """The forward moment (bytes, calculation); ``gone``: the loss's and the final
     LayerNorm's tensors (``neox_moments.released``)."""
@@ -107,6 +133,8 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     norms = T * h * 4 * (2 if two else 1)
     bias = h * 2 if neox.get("bias") else 0
     at_down = T * f * 2 + bias + T * h * 2
+    if bnb_amp(cfg):  # GELU's fp32 output, its cast and down's weight dequantized; no bias copy
+        at_down = T * f * (4 + 2) + T * h * 2 + h * f * 2
     if "down" in t:  # its input's fp32 cast, beside the dropped copy or B's outputs
         at_down += T * f * 4 + max(T * f * 4 if cfg.lora_dropout else 0, 2 * T * h * 2)
     at_up = 2 * T * f * 2 - h * f * 2 if "up" in t else 0

@@ -238,3 +238,32 @@ def test_full_training_under_autocast_the_loss_beside_the_final_norms_output(
     traced, est = trace_step(cfg), estimate(cfg)
     assert est.per_gpu_bytes >= traced.peak_bytes - 256  # the trace's scalars, Falcon's buffers
     assert est.per_gpu_bytes <= traced.peak_bytes * most
+
+
+# (kind, LoRA targets, lora_dropout, seq × batch, estimate ÷ trace before, the most now)
+AMP_QLORA = [
+    ("gpt_neox", "q,v", 0.0, (256, 2), 0.795, 1.001),
+    ("gpt_neox", "q,v", 0.0, (128, 3), 0.797, 1.001),  # s·b·h·2 ≠ h·f·2
+    ("gpt_neox", "k,up,lm_head", 0.1, (256, 2), 0.858, 1.001),
+    ("gpt_neox sequential", "q,v", 0.0, (256, 2), 0.851, 1.017),  # a bound: +125 KB
+    ("falcon-7b", "q,k,v,o,up", 0.05, (256, 2), 0.828, 1.001),
+    ("falcon-40b", "q,v", 0.0, (256, 2), 0.759, 1.001),
+]
+
+
+@pytest.mark.parametrize(("kind", "targets", "dropout", "tokens", "before", "most"), AMP_QLORA)
+def test_qlora_under_autocast_the_last_blocks_mlp_runs_in_fp32(
+    tmp_path: Path, kind: str, targets: str, dropout: float, tokens: tuple[int, int],
+    before: float, most: float,
+) -> None:  # fmt: skip
+    """bitsandbytes' 4-bit layers hand back their fp32 input's dtype under autocast: GELU's
+    output and the MLP's f-wide gradients are fp32, and down's weight is dequantized beside its
+    input's 16-bit cast (profiling.estimate.neox_amp_moments); the estimate read `before`."""
+    cfg = TrainingConfig(
+        model=_model(tmp_path, kind), seq=tokens[0], batch=tokens[1], precision="amp-bf16",
+        qlora=True, lora_rank=8, lora_targets=targets, lora_dropout=dropout,
+    )  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert est.peak_moment in (neox_moments.FORWARD, neox_moments.BACKWARD)
+    assert est.per_gpu_bytes >= traced.peak_bytes - 256  # the trace's scalars
+    assert est.per_gpu_bytes <= traced.peak_bytes * most
