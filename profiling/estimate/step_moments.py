@@ -1,8 +1,8 @@
 """The moments of a training step, gathered from the estimate's lines (``memory.estimate``'s
 ledger): what is alive at each, summed; the peak is the largest. Each architecture's own moments
-come from its module (``encoder``, ``bloom`` for GPT-NeoX's kind, ``llama_end`` for Llama's,
-``t5_ckpt``), the loss's from ``losses``, the recomputed block's from ``recomputed`` and
-``recomputed_eager``, sharding's from ``fsdp``. No torch here.
+come from its module (``encoder``, ``bloom`` for GPT-NeoX's kind, ``llama_end`` and
+``llama_dequant`` for Llama's, ``t5_ckpt``), the loss's from ``losses``, the recomputed
+block's from ``recomputed`` and ``recomputed_eager``, sharding's from ``fsdp``. No torch here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from profiling.config import TrainingConfig
 from profiling.estimate import activations as acts
-from profiling.estimate import bloom, encoder, llama_end, losses, neox_qkv, t5
+from profiling.estimate import bloom, encoder, llama_dequant, llama_end, losses, neox_qkv, t5
 from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
 from profiling.estimate.fsdp import fsdp_moments, fsdp_parts
@@ -73,6 +73,7 @@ def step_moments(
         + bloom.moments(d, inp, fwd)
         + neox_qkv.moments(d, inp, fwd)
         + llama_end.moments(d, inp, fwd, est_lines)
+        + llama_dequant.moments(d, inp, fwd, est_lines)
         + t5_moments(d, inp, fwd)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
