@@ -59,6 +59,7 @@ def moments(
     from profiling._config_behaviours import double_quant
     from profiling.estimate.bnb import dequant_absmax_bytes
     from profiling.estimate.llama_end import _held, released
+    from profiling.estimate.step_scalars import LOSS
 
     e = Bytes.of(cfg.precision)
     T, h, f, V, r = d.s * d.b, d.h, d.f, int(d.V or 0), int(cfg.lora_rank or 0)
@@ -81,6 +82,8 @@ def moments(
     cast = T * f * 2 if e.amp else 0
     first = r * h * 2 * len({"q", "k", "v"} & t) if e.amp else 0
     later += V * h * 2 if e.amp else 0
+    # in forward the loss has not run: its scalars (``step_scalars``) are not made yet
+    later += sum(ln.bytes for ln in lines if ln.name == LOSS)
     # the absmax is freed before the output is made, the weight after: the larger beside it
     deq = h * f * e.c + max(dequant_absmax_bytes(h * f, double_quant(cfg)), T * h * e.c)
     value = fwd - gone - later + held + product + cast + first + deq
@@ -88,7 +91,8 @@ def moments(
         f"end of forward − the loss's, the final norm's and the head's kept tensors "
         f"{fmt_bytes(gone)}"
         + (
-            f" − what is made later (autocast's head copy, down's adapter's tensors) "
+            f" − what is made later (the loss's scalars, autocast's head copy, down's adapter's "
+            f"tensors) "
             f"{fmt_bytes(later)}"
             if later
             else ""

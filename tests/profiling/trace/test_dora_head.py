@@ -48,15 +48,16 @@ def _config(tmp_path: Path, spec: tuple, tokens: tuple[int, int] = (24, 2)) -> T
 def test_dora_on_the_lm_head_is_estimated_as_traced(tmp_path: Path, case: str) -> None:
     """Parameters, gradients and optimizer state to the byte (the head's V magnitudes as peft
     trains them); activations and the peak within the plain LoRA gap of these models (the
-    loss's scalars, transformers' small buffers: under 128 B); the moment that is the peak is
-    the trace's peak of that phase."""
+    loss's scalars, transformers' small buffers: under 128 B below; at most 64 B above, where
+    the step's scalars are counted at a moment before the loss makes them, the safe side); the
+    moment that is the peak is the trace's peak of that phase."""
     model, precision, targets, rank, moment, phase = CASES[case]
     cfg = _config(tmp_path, (model, precision, targets, rank))
     est, seen, traced = _measure(cfg, model != "tiny-llama")
     for name in ("parameters", "gradients", "optimizer"):
         assert est[name] == seen[name], (case, name)
-    assert 0 <= seen["activations"] - est["activations"] <= 128, case
-    assert 0 <= seen["peak"] - est["peak"] <= 128, (case, est["peak"], seen["peak"])
+    assert -64 <= seen["activations"] - est["activations"] <= 128, case
+    assert -64 <= seen["peak"] - est["peak"] <= 128, (case, est["peak"], seen["peak"])
     moments = {m.name: m.bytes for m in estimate(cfg).moments}
     assert max(moments, key=lambda n: moments[n]) == moment, case
     assert traced.peak_phase == phase  # type: ignore[attr-defined]
