@@ -60,6 +60,21 @@ def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
     return llama_lora_recomputed(inp, shape, compiled=True)
 
 
+def total(lines: Sequence[Any], category: str) -> float:
+    """The bytes of the estimate's lines of one category."""
+    return sum(ln.bytes for ln in lines if ln.category == category)
+
+
+def end_of_forward(lines: Sequence[Any], inputs: float) -> float:
+    """The step at the end of forward: weights, optimizer state, activations and ``inputs``."""
+    return sum(total(lines, c) for c in ("parameters", "optimizer", "activations")) + inputs
+
+
+def checkpoints(lines: Sequence[Any]) -> float:
+    """What the checkpointed blocks' inputs hold, all blocks together."""
+    return sum(ln.bytes for ln in lines if ln.name.startswith("Activations: block inputs"))
+
+
 def recomputed_moment(
     lines: Sequence[Any], inp: TrainingConfig, shape: dict[str, Any], inputs: float, fwd: float,
     recompute: float,
@@ -91,17 +106,19 @@ def by_block(
     assert d is not None  # modelled() checked it
     e = Bytes.of(inp.precision)
 
-    def total(category: str) -> float:
-        return sum(ln.bytes for ln in lines if ln.category == category)
-
-    ckpt = sum(ln.bytes for ln in lines if ln.name.startswith("Activations: block inputs"))
+    ckpt = checkpoints(lines)
     offloaded = any("brought back" in ln.name for ln in lines)
     each = 0.0 if offloaded else ckpt / d.L  # offloaded: two inputs on the GPU whichever block
     rope = 2 * d.s * d.hd * e.rope
-    grads = total("gradients")
+    grads = total(lines, "gradients")
     g = 0.0 if inp.grads_kept else grads / d.L  # kept: all alive from the start, counted below
     kept = " and gradients kept" if inp.grads_kept else ""
-    held = total("parameters") + total("optimizer") + inputs + (grads if inp.grads_kept else 0)
+    held = (
+        total(lines, "parameters")
+        + total(lines, "optimizer")
+        + inputs
+        + (grads if inp.grads_kept else 0)
+    )
     held += sum(ln.bytes for ln in lines if ln.name.startswith(POSITION_IDS))  # every block's
     held += sum(ln.bytes for ln in lines if ln.name == LOSS)  # the loop holds the loss
     first, rest = block_recomputed(inp)

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from profiling.estimate import dora
 from profiling.estimate.activations import Bytes, Dims, dims_of
 from profiling.estimate.lora_bytes import adapter_bytes
-from profiling.estimate.recomputed import llama_lora_recomputed
+from profiling.estimate.recomputed import checkpoints, llama_lora_recomputed, total
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -163,14 +163,16 @@ def moment(
         return None
     e = Bytes.of(inp.precision)
 
-    def total(category: str) -> float:
-        return sum(ln.bytes for ln in lines if ln.category == category)
-
-    ckpt = sum(ln.bytes for ln in lines if ln.name.startswith("Activations: block inputs"))
+    ckpt = checkpoints(lines)
     each = ckpt / d.L
-    grads = total("gradients")
+    grads = total(lines, "gradients")
     g_blk = 0.0 if inp.grads_kept else grads / d.L
-    held = total("parameters") + total("optimizer") + inputs + (grads if inp.grads_kept else 0)
+    held = (
+        total(lines, "parameters")
+        + total(lines, "optimizer")
+        + inputs
+        + (grads if inp.grads_kept else 0)
+    )
     rope = 2 * d.s * d.hd * e.rope
     reach = d.s * d.b * d.h * e.r
     copies = 0

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.recomputed import checkpoints, end_of_forward
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -88,12 +89,9 @@ def moment(
     T, h, f, V = d.s * d.b, d.h, d.f, int(d.V or 0)
     p = 4 if inp.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
 
-    def total(category: str) -> float:
-        return sum(ln.bytes for ln in lines if ln.category == category)
-
-    fwd = total("parameters") + total("optimizer") + total("activations") + inputs
+    fwd = end_of_forward(lines, inputs)
     gone = released(d, e, inp, lines)
-    ckpt = sum(ln.bytes for ln in lines if ln.name.startswith("Activations: block inputs"))
+    ckpt = checkpoints(lines)
     # torchtune's activation offloading: two inputs brought back whichever block (as
     # ``recomputed.by_block`` counts them; the trace cannot run it)
     offloaded = any("brought back" in ln.name for ln in lines)

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.recomputed import checkpoints, end_of_forward, total
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -70,13 +71,10 @@ def moment(
     p = 4 if inp.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
     lora = inp.lora_rank is not None
 
-    def total(category: str) -> float:
-        return sum(ln.bytes for ln in lines if ln.category == category)
-
-    grads = total("gradients")
-    fwd = total("parameters") + total("optimizer") + total("activations") + inputs
+    grads = total(lines, "gradients")
+    fwd = end_of_forward(lines, inputs)
     fwd += grads if inp.grads_kept else 0.0
-    ckpt = sum(ln.bytes for ln in lines if ln.name.startswith("Activations: block inputs"))
+    ckpt = checkpoints(lines)
     each = ckpt / d.L
     g_blk = 0.0 if lora else float(shape.get("block_params") or 0) * p
     rest = grads - d.L * g_blk  # the head's, the embedding's, the norms' (LoRA: every adapter's)
