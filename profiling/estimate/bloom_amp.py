@@ -16,14 +16,18 @@ less what is made later — the loss's and the final LayerNorm's tensors, the he
 weight copy, the MLP's (its LayerNorm's statistics, both projections' 16-bit weight copies, the
 first one's output GELU keeps, an adapted projection's adapter's tensors) — plus what the
 forward holds unsaved then: the fp32 embeddings, ALiBi's fp32 bias (b·a·s·4), the causal mask
-(b·s²·4), autocast's copies of the first block's adapters' A (a bound, as in
-``neox_amp_moments``), the input LayerNorm's fp32 output, and the transients above (an adapted
-output projection: its B output and scaled copy too). With ``--dropout`` the peak is at the
-probabilities' dropout, whose 16-bit input is alive but not saved, before the merged heads, the
-output projection's weight copy and ``dropout_add``'s masks and sum are made. Going forward at
-its MLP (``neox_amp_moments.forward``) ALiBi's bias and the causal mask are held in place of
-position indices; going back, down's 16-bit weight copy is freed before GELU goes back. No
-torch here.
+(b·s²·4), autocast's copies of the first block's adapters' A whose input needs no gradient
+(``lora_neox_amp.first_block_a_copies``), the input LayerNorm's fp32 output, and the transients
+above (an adapted output projection: its B output and scaled copy too). With ``--dropout`` the
+peak is at the probabilities' dropout, whose 16-bit input is alive but not saved, before the
+merged heads, the output projection's weight copy and ``dropout_add``'s masks and sum are made.
+Going forward at its MLP (``neox_amp_moments.forward``) ALiBi's bias and the causal mask are
+held in place of position indices; going back, down's 16-bit weight copy is freed before GELU
+goes back. QLoRA (bitsandbytes' 4-bit layers hand back their input's dtype): the fused q/k/v
+output is fp32 and so, when b > 1, are the copies of q, k and v its views make (autocast's
+16-bit copies of them are the saved ones), no layer has a 16-bit weight copy, GELU's input is
+fp32; on few tokens beside h the output projection's matmul, its weight dequantized, before
+``dropout_add``'s sum (``neox_qlora_amp`` for its MLP). No torch here.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.lora_bytes import head_adapter, mask_bytes
+from profiling.estimate.lora_neox_amp import bnb_amp, first_block_a_copies
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -59,25 +64,33 @@ def moment(
     T, h, f, a, s, b = d.s * d.b, d.h, d.f, d.a, d.s, d.b
     r, t = int(cfg.lora_rank or 0), cfg.lora_targets
     later = gone + int(d.V or 0) * h * 2 + head_adapter(d, e, cfg)
-    later += (
-        T * 8 + 2 * h * f * 2 + T * f * 2
-    )  # the MLP's: LayerNorm stats, weight copies, GELU's input
+    bnb = bnb_amp(cfg)  # 4-bit layers: no weight copies; fp32 outputs of fp32 inputs
+    # the MLP's: LayerNorm stats, weight copies, GELU's input (fp32 out of a 4-bit up)
+    later += T * 8 + (0 if bnb else 2 * h * f * 2) + T * f * (4 if bnb else 2)
     for x, n_in, n_out in (("up", h, f), ("down", f, h)):
         if x in t:  # its adapter's: A's 16-bit input (and dropout's mask), A's output, the copies
             later += T * n_in * (2 + mask_bytes(cfg) * (cfg.lora_dropout > 0))
             later += T * r * 2 + r * (n_in + n_out) * 2
-    ins = {"q": h, "k": h, "v": h, "o": h, "up": h, "down": f}
-    held = T * h * 4 + masks(d) + sum(r * ins[x] * 2 for x in t if x in ins)
+    held = T * h * 4 + masks(d) + first_block_a_copies(d, cfg)
     held += T * h * 4  # the input LayerNorm's fp32 output
     scores = a * s * s * b * (2 + 4)  # baddbmm's 16-bit scores, the fp32 masked ones
     fused = T * 3 * h * 2 if b > 1 else 0  # at b = 1 q, k, v are its views: kept, counted
+    if bnb:  # fp32, and so its views' copies (b > 1): autocast's 16-bit ones are kept instead
+        fused = T * 3 * h * 4 + (3 * T * h * 4 if b > 1 else 0)
     if cfg.dropout:  # at the probabilities' dropout: their 16-bit copy is not saved but alive
         mask = 1  # bool masks: CUDA only (neox_amp_moments.applies)
-        later += h * h * 2 + T * h * (2 * mask + 4)  # dense's copy, dropout_add's masks and sum
+        # dense's copy, dropout_add's masks and sum
+        later += (0 if bnb else h * h * 2) + T * h * (2 * mask + 4)
         outs, words = fused + a * s * s * b * 2, "the probabilities' 16-bit copy"
     else:  # at dropout_add: the merged heads, the output projection's output(s)
         outs = fused + 2 * T * h * 2 + (2 * T * h * 2 if "o" in t else 0)
         words = "the merged heads and the output projection's output" + ("s" if "o" in t else "")
+        if bnb:  # or at dense's matmul, its weight dequantized, dropout_add's sum not made
+            from profiling._config_behaviours import double_quant
+            from profiling.estimate.bnb import dequant_absmax_bytes
+
+            absmax = dequant_absmax_bytes(h * h, double_quant(cfg))
+            outs = max(outs, fused + T * h * 2 + h * h * 2 + max(T * h * 2, absmax) - T * h * 4)
     value = fwd - later + held + scores + outs
     calc = (
         f"end of forward − what is made later (the loss's, the final LayerNorm's, the head's "

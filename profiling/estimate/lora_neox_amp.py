@@ -83,6 +83,16 @@ def first_block_copies(
                  f"−({base} + {a_copies})·2")]  # fmt: skip
 
 
+def first_block_a_copies(d: Dims, cfg: TrainingConfig) -> int:
+    """autocast's 16-bit copies of the first block's A weights whose input needs no gradient:
+    its cache holds them through the forward (``torch.autocast``'s weight cache lives until the
+    autocast region exits) but nothing saves them."""
+    from profiling.estimate.lora_neox import _adapters
+
+    reading = first_block_reads(d, cfg)
+    return sum(w * a for n, w, a in _adapters(d, cfg) if n in reading) * 2
+
+
 def adapter_copies(adapters: int) -> Term:
     """autocast's 16-bit copy of every adapter weight (A's and B's), kept for backward."""
     return Term("autocast's 16-bit copies of the adapters", adapters * 2, "adapters · 2 B",

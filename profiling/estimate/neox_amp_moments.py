@@ -8,9 +8,9 @@ autocast the residual stream and the norms' outputs are fp32, the matmuls' outpu
 - **Forward**, at the output projection: what the end of forward holds less what is made
   later (the loss's and the final LayerNorm's tensors, the head's 16-bit weight copy, an adapted
   head's adapter's tensors), plus what the forward holds unsaved: the embeddings (fp32), the
-  position indices (s·8), autocast's cached copies of the first block's adapters' A (their
-  input needs no gradient, so nothing saves them: r·in·2 each, a bound), the attention's output
-  (parallel blocks), the MLP's input (the norm's fp32 output; Falcon-40B's two norms' both),
+  position indices (s·8), autocast's cached copies of the first block's adapters' A where
+  their input needs no gradient (nothing saves them: ``first_block_a_copies``), the attention's
+  output (parallel blocks), the MLP's input (the norm's fp32 output; Falcon-40B's two norms' both),
   GELU's output, the output projection's bias copy and output and, down adapted, its input's
   fp32 cast beside the dropped copy (A) or B's output and the scaled one (B). An adapted up's
   forward (its base output and the scaled sum, before the output projection's weight copy) if
@@ -18,11 +18,11 @@ autocast the residual stream and the norms' outputs are fp32, the matmuls' outpu
 - **Backward**: ``neox_moments``'s count less the head's 16-bit weight copy and its adapter's
   tensors (freed as the head went back); down adapted, its A going back first if higher: its
   fp32 input gradient (and lora_dropout's), beside the gradient reaching the block and its
-  16-bit cast.
+  16-bit cast. bitsandbytes' 4-bit MLP (QLoRA), down adapted or not: ``neox_qlora_amp``.
 
-Equal to the trace within its scalars on those configs, a bound where down is adapted (+2 KB)
-and on the sequential block (1.01). Phi's ``gelu_new`` runs in fp32 under autocast: its MLP's
-tensors are ``phi_amp``'s (LoRA and full training). BLOOM's eager attention peaks elsewhere, and
+Equal to the trace within its scalars on those configs, a bound where down is adapted (+2 KB).
+Phi's ``gelu_new`` runs in fp32 under autocast: its MLP's tensors are ``phi_amp``'s (LoRA and
+full training). BLOOM's eager attention peaks elsewhere, and
 GPT-NeoX's and Falcon's full training's forward: not modelled (``applies``).
 No torch here.
 """
@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate import bloom_amp, phi_amp
+from profiling.estimate import bloom_amp, neox_qlora_amp, phi_amp
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import head_adapter
-from profiling.estimate.lora_neox_amp import bnb_amp
+from profiling.estimate.lora_neox_amp import bnb_amp, first_block_a_copies
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -44,14 +44,11 @@ _MODULES = ("gpt_neox", "falcon", "phi", "bloom")
 
 
 def applies(d: Dims, cfg: TrainingConfig) -> bool:
-    """Autocast's LoRA on transformers' GPT-NeoX, Falcon, Phi or BLOOM on CUDA (not QLoRA), and
-    Phi's full training (``phi_amp``); BLOOM's attention: ``bloom_amp``."""
-    if cfg.qlora and not (
-        bnb_amp(cfg)
-        and d.extra.get("hf_module") in ("gpt_neox", "falcon")
-        and "down" not in cfg.lora_targets
-    ):
-        return False  # torchao's NF4, an adapted 4-bit down, Phi's and BLOOM's: not modelled
+    """Autocast's LoRA on transformers' GPT-NeoX, Falcon, Phi or BLOOM on CUDA (QLoRA: GPT-NeoX's
+    and Falcon's, ``neox_qlora_amp``), and Phi's full training (``phi_amp``); BLOOM's attention:
+    ``bloom_amp``."""
+    if cfg.qlora and not bnb_amp(cfg):
+        return False  # torchao's NF4: not modelled
     return (
         (cfg.lora_rank is not None or phi_amp.applies(d))
         and getattr(cfg, "target", "cuda") == "cuda"
@@ -75,7 +72,7 @@ def backward(
     value -= head
     words = f" − the head's 16-bit copies {fmt_bytes(head)}"
     if bnb_amp(cfg):  # 4-bit layers hand back their fp32 input's dtype: fp32 f-wide gradients
-        value, words = qlora_backward(d, e, cfg, after - head)
+        return neox_qlora_amp.backward(d, e, cfg, after - head)
     if phi_amp.applies(d):  # gelu_new's fp32 gradients in place of the 16-bit count
         f_wide, what = phi_amp.going_back(d, cfg)
         value = after - head + T * h * (e.r + 2) - h * f * 2 + f_wide
@@ -100,31 +97,12 @@ def backward(
     return value, words
 
 
-def qlora_backward(d: Dims, e: Bytes, cfg: TrainingConfig, after: float) -> tuple[float, str]:
-    """bitsandbytes' 4-bit layers under autocast: GELU going back holds two fp32 f-wide
-    gradients beside the gradient reaching the block and its 16-bit cast; down's backward before
-    it, its weight dequantized, its input's 16-bit gradient and that one's fp32 cast."""
-    from profiling._config_behaviours import double_quant
-    from profiling.estimate.bnb import dequant_absmax_bytes
-
-    T, h, f = d.s * d.b, d.h, d.f
-    deq = h * f * 2 + dequant_absmax_bytes(h * f, double_quant(cfg))
-    reach = T * h * (e.r + 2)
-    value = after + reach + max(2 * T * f * 4, deq + T * f * (2 + 4))
-    return value, (
-        f" − the head's 16-bit copies; 4-bit layers: the gradient reaching the block and its "
-        f"16-bit cast s·b·h·({e.r} + 2) + the larger of GELU's two fp32 gradients s·b·2f·4 and "
-        f"down's dequantized weight {fmt_bytes(deq)} with its input's gradients s·b·f·(2 + 4)"
-    )
-
-
 def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> tuple[float, str]:
     """The forward moment (bytes, calculation); ``gone``: the loss's and the final
     LayerNorm's tensors (``neox_moments.released``)."""
-    T, h, f, r, t = d.s * d.b, d.h, d.f, int(cfg.lora_rank or 0), cfg.lora_targets
+    T, h, f, t = d.s * d.b, d.h, d.f, cfg.lora_targets
     later = gone + _head(d, e, cfg)
-    ins = {"q": h, "k": h, "v": h, "o": h, "up": h, "down": f}
-    held = T * h * 4 + d.s * 8 + sum(r * ins[x] * 2 for x in t if x in ins)
+    held = T * h * 4 + d.s * 8 + first_block_a_copies(d, cfg)
     if d.extra.get("hf_module") == "bloom":  # ALiBi's bias and the causal mask, no positions
         held += bloom_amp.masks(d) - d.s * 8
     neox = d.extra["neox"]
@@ -133,12 +111,13 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     norms = T * h * 4 * (2 if two else 1)
     bias = h * 2 if neox.get("bias") else 0
     at_down = T * f * 2 + bias + T * h * 2
-    if bnb_amp(cfg):  # GELU's fp32 output, its cast and down's weight dequantized; no bias copy
-        at_down = T * f * (4 + 2) + T * h * 2 + h * f * 2
-    if "down" in t:  # its input's fp32 cast, beside the dropped copy or B's outputs
+    down_words = "GELU's output, the output projection's outputs "
+    if bnb_amp(cfg):  # GELU's fp32 output, down's weight dequantized or its sum's tensors
+        at_down, down_words = neox_qlora_amp.at_down(d, cfg)
+    elif "down" in t:  # its input's fp32 cast, beside the dropped copy or B's outputs
         at_down += T * f * 4 + max(T * f * 4 if cfg.lora_dropout else 0, 2 * T * h * 2)
     at_up = 2 * T * f * 2 - h * f * 2 if "up" in t else 0
-    if phi_amp.applies(d):  # gelu_new's fp32 output (phi_amp)
+    if phi_amp.applies(d) and not bnb_amp(cfg):  # gelu_new's fp32 output (phi_amp)
         at_down += phi_amp.forward_extra(d, cfg)
     value = fwd - later + held + attn + norms + max(at_down, at_up)
     calc = (
@@ -149,7 +128,7 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
         + (
             f"up's base output and scaled sum s·b·2f·2 − down's weight copy {fmt_bytes(at_up)}"
             if at_up > at_down
-            else f"GELU's output, the output projection's outputs {fmt_bytes(at_down)}"
+            else f"{down_words}{fmt_bytes(at_down)}"
         )
         + f" = {fmt_bytes(value)}"
     )

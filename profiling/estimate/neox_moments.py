@@ -25,9 +25,9 @@ These are upper bounds where the trace frees earlier than counted (an adapted do
 lora_dropout frees its dropped copy before GELU goes back; Phi's full training: 1.009 of the
 trace's moment), equal elsewhere (tests/profiling/trace/test_neox_moments.py). Under autocast,
 LoRA on transformers' GPT-NeoX, Falcon, Phi and BLOOM and Phi's full training:
-``estimate.neox_amp_moments`` (Phi's fp32 GELU: ``phi_amp``; BLOOM's attention: ``bloom_amp``);
-the rest of autocast (GPT-NeoX's and Falcon's full training, QLoRA) is left to the earlier
-moments. No torch here.
+``estimate.neox_amp_moments`` (Phi's fp32 GELU: ``phi_amp``; BLOOM's attention: ``bloom_amp``;
+bitsandbytes' 4-bit MLP: ``neox_qlora_amp``); the rest of autocast (GPT-NeoX's and Falcon's
+full training) is left to the earlier moments. No torch here.
 """
 
 from __future__ import annotations

@@ -15,12 +15,11 @@ from profiling.config import TrainingConfig
 from profiling.estimate import neox_moments
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
-from tests.profiling.trace.tiny_neox import BASE, neox_spec
+from tests.profiling.trace.tiny_neox import WIDE, neox_spec
 
 pytest.importorskip("transformers", reason="the hf extra is not installed")
 pytest.importorskip("peft", reason="the lora extra (peft) is not installed")
 
-WIDE = {**BASE, "vocab_size": 256, "hidden_size": 256, "intermediate_size": 1024}
 ALL_SIX = "q,k,v,o,up,down"
 
 

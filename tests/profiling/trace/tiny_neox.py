@@ -13,6 +13,8 @@ BASE = {
 }  # fmt: skip
 # a vocabulary small beside the blocks (V 128; h 128, f 512): the last block's MLP leads
 SMALL = {**BASE, "vocab_size": 128, "hidden_size": 128, "intermediate_size": 512}
+# wide next to its tokens (h 256, f 1024, V 256; 16 tokens): the adapters' own moments lead
+WIDE = {**BASE, "vocab_size": 256, "hidden_size": 256, "intermediate_size": 1024}
 KINDS = {
     "gpt_neox": {"model_type": "gpt_neox", "rotary_pct": 0.25},  # parallel, two norms
     "gpt_neox sequential": {"model_type": "gpt_neox", "use_parallel_residual": False},
