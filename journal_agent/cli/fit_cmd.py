@@ -101,7 +101,8 @@ def fit_command(
     if max_seq and max_batch:
         raise UserError("give --max-seq or --max-batch, not both (search one at a time)")
     if max_seq or max_batch:
-        _largest(base, recipe, "seq" if max_seq else "batch", confirm > 0, as_json, timeout, root)
+        dim: Literal["seq", "batch"] = "seq" if max_seq else "batch"
+        _largest(base, recipe, dim, confirm > 0, as_json, timeout, root, no_save)
         return
     res = fit(base, confirm=confirm, progress=None if as_json else _progress, timeout=timeout)
     # Every number the table shows is in the record, so an entry can cite it.
@@ -140,7 +141,11 @@ def _plans(
     global_batch: int | None = None,
 ) -> None:
     """``fit --plans``: the plans of --gpus N GPUs that fit (``profiling.fit_plans``)."""
-    from journal_agent.cli._profiling_common import _print_record_line, _saving_store
+    from journal_agent.cli._profiling_common import (
+        _print_record_line,
+        _saving_store,
+        mark_unsaved,
+    )
     from profiling.fit_plans import fit_plans, plan_fit_json, plan_fit_record, render_plan_fit
     from profiling.time_bound import TimeBound
 
@@ -169,7 +174,7 @@ def _plans(
     )
     if as_json:
         extra = {"recipe": recipe.as_json()} if recipe is not None else {}
-        print_json({"record_id": record_id, **plan_fit_json(res), **extra})
+        print_json(mark_unsaved({"record_id": record_id, **plan_fit_json(res), **extra}))
     else:
         print_recipe(recipe)
         echo(render_plan_fit(res, top=top))
@@ -190,15 +195,22 @@ def _largest(
     as_json: bool,
     timeout: float | None,
     root: Path | None,
+    no_save: bool,
 ) -> None:
-    from journal_agent.cli._profiling_common import _print_record_line, _saving_store
+    from journal_agent.cli._profiling_common import (
+        _print_record_line,
+        _saving_store,
+        mark_unsaved,
+    )
     from profiling.fit_search import largest, largest_json, largest_record, render_largest
 
     res = largest(base, dim, confirm, progress=None if as_json else _progress, timeout=timeout)
-    record_id = recipe_store(_saving_store(root), recipe).save(largest_record(res))
+    record_id = recipe_store(_saving_store(root, save=not no_save), recipe).save(
+        largest_record(res)
+    )
     if as_json:
         extra = {"recipe": recipe.as_json()} if recipe is not None else {}
-        print_json({"record_id": record_id, **largest_json(res), **extra})
+        print_json(mark_unsaved({"record_id": record_id, **largest_json(res), **extra}))
     else:
         print_recipe(recipe)
         echo(render_largest(res))

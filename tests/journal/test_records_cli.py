@@ -133,3 +133,25 @@ def test_prune_refuses_when_the_journal_is_a_link_and_deletes_nothing(cli, ws, t
     assert records(ws) == {cited}
     listed = run(cli, ws, "measurements", "--unreferenced")
     assert listed.returncode == 1 and records(ws) == {cited}
+
+
+def test_fit_no_save_keeps_no_record_in_any_of_its_searches(cli, ws):
+    """``fit --no-save`` keeps nothing whichever search it runs: --max-batch and --max-seq
+    (fit_cmd._largest was given no ``no_save`` and saved ``est-*.json`` anyway), --plans and
+    the plain search; each --json payload says it was not saved."""
+    common = ("fit", "--model", "gpt2-small", "--gpu-mem", "24", "--confirm", "0", "--no-save")
+    for extra in (("--max-batch",), ("--max-seq",), ()):
+        done = run(cli, ws, *common, *extra)
+        assert done.returncode == 0, done.stderr
+        assert "record: not saved (--no-save)" in done.stdout
+        as_json = json.loads(run(cli, ws, *common, *extra, "--json").stdout)
+        assert as_json["saved"] is False
+    plans = ("fit", "--plans", "--model", "llama-7b", "--gpus", "8", "--gpu-mem", "80",
+             "--no-save", "--json")  # fmt: skip
+    done = run(cli, ws, *plans)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["saved"] is False
+    assert records(ws) == set()
+    assert not (ws.root / ".journal/measurements").exists() or not any(
+        (ws.root / ".journal/measurements").iterdir()
+    )
