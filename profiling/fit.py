@@ -310,20 +310,26 @@ def _confirm(
     fitting. Returns the candidates that still fit."""
     if confirm <= 0:
         return fitting
-    from profiling.trace.build import OPTIMIZERS, untraceable
+    from profiling.trace.build import OPTIMIZERS
     from profiling.trace.step import trace_step
+    from profiling.trace.untraceable import untraceable
 
-    done = 0
+    done, zero1 = 0, False
     dropped: list[Candidate] = []
     for cand in fitting:
         if done >= confirm:
             break
         cfg = cand.config
         if untraceable(cfg) or cfg.optimizer not in OPTIMIZERS:
+            zero1 = zero1 or (cfg.zero == 1 and cfg.sharded)
             continue
         if progress:
             progress(f"tracing {cand.label()}")
-        result = trace_step(cfg.model_copy(update={"counter": "nvml"}))
+        # DDP replicates everything: a rank's step is the one-GPU step (the trace says so and
+        # refuses --gpus N without sharding, profiling.trace.build._traceable)
+        ddp = cfg.gpus > 1 and not (cfg.fsdp or cfg.sharded)
+        traced = cfg.model_copy(update={"counter": "nvml", **({"gpus": 1} if ddp else {})})
+        result = trace_step(traced)
         cand.traced_peak_bytes = result.peak_bytes
         nvml = result.counters.must_fit() if result.counters is not None else None
         cand.traced_nvml_bytes = nvml
@@ -336,10 +342,12 @@ def _confirm(
             f"{cand.label()}: estimated to fit, but its trace needs "
             f"{fmt_bytes(cand.traced_nvml_bytes or 0, 'GB')} on nvidia-smi: dropped"
         )
+    if zero1:
+        notes.append("ZeRO-1 is estimated, not traced: FSDP2, which the trace runs, has no ZeRO-1")
     if done == 0 and fitting:
         notes.append(
-            "no fitting candidate can be traced (selective checkpointing, offload, QLoRA under "
-            "autocast, or LoRA without peft): estimates only"
+            "no fitting candidate can be traced (selective checkpointing, offload, ZeRO-1, QLoRA "
+            "under autocast, or LoRA without peft): estimates only"
         )
     return [c for c in fitting if c not in dropped]
 

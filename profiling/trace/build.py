@@ -23,6 +23,7 @@ from profiling.errors import ProfilingError
 from profiling.models.factory import call_factory
 from profiling.models.workloads import as_run, build_model, describe, find_workload
 from profiling.trace._torch_compat import missing_memtracker_internals
+from profiling.trace.untraceable import untraceable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,46 +41,6 @@ OPTIMIZERS = (
 )
 TraceConfig = TrainingConfig
 MIN_TORCH = (2, 5)
-
-
-def untraceable(config: TrainingConfig) -> list[str]:
-    """What of the configuration a trace cannot reproduce (each says what to use instead)."""
-    problems = []
-    if config.model is None:
-        problems.append("a --model (a reference name or package.module:factory), not --params")
-    if config.lora_rank is not None:
-        from profiling.trace.lora import lora_problem
-
-        workload = None if config.is_factory else find_workload(config.model)
-        arch = workload.arch if workload is not None else None
-        problem = lora_problem(config, arch, workload is not None and workload.moe)
-        if problem:
-            problems.append(problem)
-    if config.tp > 1:
-        problems.append("no tensor parallelism (--tp 1)")
-    if config.offload_optimizer:
-        problems.append("optimizer state on the GPU (no --offload-optimizer)")
-    if config.activation_offload:  # no host memory nor copy stream under fake tensors
-        problems.append("no --activation-offload (estimated only: the estimate models it)")
-    if config.deepspeed:
-        problems.append(
-            "no --deepspeed (DeepSpeed's engine is estimated in closed form; the trace runs "
-            "ZeRO as FSDP2: leave out --deepspeed)"
-        )
-    if config.optimizer_in_bwd and (config.fsdp or config.sharded):
-        problems.append("one GPU for --optimizer-in-bwd (no ZeRO/FSDP)")
-    if config.checkpointing == "selective":
-        problems.append("--checkpointing none or full (selective is estimated only)")
-    if (config.optimizer == "adam8bit" or config.paged_optimizer) and config.sharded:
-        problems.append("one GPU for bitsandbytes' optimizers (no ZeRO/FSDP)")
-    if config.optimizer == "adafactor" and config.sharded:
-        problems.append("one GPU for Adafactor (its row and column means of sharded tensors)")
-    if (config.attention == "eager" or config.dropout) and config.is_factory:
-        problems.append(
-            "--attention sdpa and no --dropout with a factory (your model runs its own "
-            "attention and dropout; the flags set the reference models')"
-        )
-    return problems
 
 
 # ---------------------------------------------------------------- models and inputs

@@ -66,7 +66,7 @@ def test_offload_without_full_checkpointing_is_one_sentence() -> None:
 
 
 def test_the_trace_refuses_it_in_one_clause() -> None:
-    from profiling.trace.build import untraceable
+    from profiling.trace.untraceable import untraceable
 
     problems = untraceable(TrainingConfig.parse(**BASE, activation_offload=True))
     assert any("--activation-offload" in p for p in problems)

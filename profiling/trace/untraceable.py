@@ -1,0 +1,55 @@
+"""What of a configuration the trace cannot reproduce: each problem says what to use instead.
+
+Light (no torch): ``fit`` asks it of every candidate before tracing the best, and the trace's
+``_traceable`` (profiling.trace.build) refuses with its sentences.
+"""
+
+from __future__ import annotations
+
+from profiling.config import TrainingConfig
+from profiling.models.workloads import find_workload
+
+
+def untraceable(config: TrainingConfig) -> list[str]:
+    """What of the configuration a trace cannot reproduce (each says what to use instead)."""
+    problems = []
+    if config.model is None:
+        problems.append("a --model (a reference name or package.module:factory), not --params")
+    if config.lora_rank is not None:
+        from profiling.trace.lora import lora_problem
+
+        workload = None if config.is_factory else find_workload(config.model)
+        arch = workload.arch if workload is not None else None
+        problem = lora_problem(config, arch, workload is not None and workload.moe)
+        if problem:
+            problems.append(problem)
+    if config.tp > 1:
+        problems.append("no tensor parallelism (--tp 1)")
+    if config.offload_optimizer:
+        problems.append("optimizer state on the GPU (no --offload-optimizer)")
+    if config.activation_offload:  # no host memory nor copy stream under fake tensors
+        problems.append("no --activation-offload (estimated only: the estimate models it)")
+    if config.deepspeed:
+        problems.append(
+            "no --deepspeed (DeepSpeed's engine is estimated in closed form; the trace runs "
+            "ZeRO as FSDP2: leave out --deepspeed)"
+        )
+    if config.zero == 1 and config.sharded and not config.fsdp:
+        # The trace runs ZeRO as FSDP2 (fully_shard), whose only choice is reshard_after_forward:
+        # parameters and gradients are always sharded (ZeRO-2/3); no mode shards the optimizer
+        # state alone, so a ZeRO-1 trace would be another configuration's numbers.
+        problems.append("--zero 2 or 3 (FSDP2 has no ZeRO-1 mode: ZeRO-1 is estimated only)")
+    if config.optimizer_in_bwd and (config.fsdp or config.sharded):
+        problems.append("one GPU for --optimizer-in-bwd (no ZeRO/FSDP)")
+    if config.checkpointing == "selective":
+        problems.append("--checkpointing none or full (selective is estimated only)")
+    if (config.optimizer == "adam8bit" or config.paged_optimizer) and config.sharded:
+        problems.append("one GPU for bitsandbytes' optimizers (no ZeRO/FSDP)")
+    if config.optimizer == "adafactor" and config.sharded:
+        problems.append("one GPU for Adafactor (its row and column means of sharded tensors)")
+    if (config.attention == "eager" or config.dropout) and config.is_factory:
+        problems.append(
+            "--attention sdpa and no --dropout with a factory (your model runs its own "
+            "attention and dropout; the flags set the reference models')"
+        )
+    return problems
