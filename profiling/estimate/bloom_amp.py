@@ -56,6 +56,17 @@ def masks(d: Dims) -> int:
     return d.a * 4 + d.b * d.a * d.s * 4 + d.b * d.s * d.s * 4
 
 
+def dropped_probs(d: Dims, cfg: TrainingConfig) -> int:
+    """QLoRA with ``--dropout``: the fp32 probabilities' dropped copies alive unsaved (fp32 as the
+    4-bit fused q/k/v output is: ``softmax(..., dtype=float32).to(query_layer.dtype)``; ``bmm``
+    saves autocast's 16-bit copy) — ``BloomAttention.forward`` returns them, ``BloomBlock``
+    holds its own through its MLP and ``BloomModel.forward``'s ``outputs`` the block before's
+    until the next block returns: two blocks' a·s²·b·4."""
+    if not (bnb_amp(cfg) and cfg.dropout):
+        return 0
+    return min(d.L, 2) * d.a * d.s * d.s * d.b * 4
+
+
 def moment(
     d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float
 ) -> tuple[str, float, str]:
@@ -77,20 +88,24 @@ def moment(
     fused = T * 3 * h * 2 if b > 1 else 0  # at b = 1 q, k, v are its views: kept, counted
     if bnb:  # fp32, and so its views' copies (b > 1): autocast's 16-bit ones are kept instead
         fused = T * 3 * h * 4 + (3 * T * h * 4 if b > 1 else 0)
-    if cfg.dropout:  # at the probabilities' dropout: their 16-bit copy is not saved but alive
+    if cfg.dropout and not bnb:  # at the probabilities' dropout: their 16-bit copy, unsaved
         mask = 1  # bool masks: CUDA only (neox_amp_moments.applies)
         # dense's copy, dropout_add's masks and sum
-        later += (0 if bnb else h * h * 2) + T * h * (2 * mask + 4)
+        later += h * h * 2 + T * h * (2 * mask + 4)
         outs, words = fused + a * s * s * b * 2, "the probabilities' 16-bit copy"
     else:  # at dropout_add: the merged heads, the output projection's output(s)
         outs = fused + 2 * T * h * 2 + (2 * T * h * 2 if "o" in t else 0)
         words = "the merged heads and the output projection's output" + ("s" if "o" in t else "")
+        if cfg.dropout:  # dropout_add's 16-bit dropped output; the MLP's mask not made yet
+            outs += T * h * 2
+            later += T * h * 1
         if bnb:  # or at dense's matmul, its weight dequantized, dropout_add's sum not made
             from profiling._config_behaviours import double_quant
             from profiling.estimate.bnb import dequant_absmax_bytes
 
             absmax = dequant_absmax_bytes(h * h, double_quant(cfg))
             outs = max(outs, fused + T * h * 2 + h * h * 2 + max(T * h * 2, absmax) - T * h * 4)
+        outs += dropped_probs(d, cfg)
     value = fwd - later + held + scores + outs
     calc = (
         f"end of forward − what is made later (the loss's, the final LayerNorm's, the head's "
@@ -102,4 +117,4 @@ def moment(
     return FORWARD, value, calc
 
 
-__all__ = ["FORWARD", "applies", "masks", "moment"]
+__all__ = ["FORWARD", "applies", "dropped_probs", "masks", "moment"]

@@ -104,7 +104,8 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     later = gone + _head(d, e, cfg)
     held = T * h * 4 + d.s * 8 + first_block_a_copies(d, cfg)
     if d.extra.get("hf_module") == "bloom":  # ALiBi's bias and the causal mask, no positions
-        held += bloom_amp.masks(d) - d.s * 8
+        held += bloom_amp.masks(d) - d.s * 8 + bloom_amp.dropped_probs(d, cfg)
+        later += T * h * 1 if bloom_amp.dropped_probs(d, cfg) else 0  # dropout_add's mask
     neox = d.extra["neox"]
     attn = T * h * 2 if neox["residual"] != "sequential" else 0
     two = d.extra.get("hf_module") == "falcon" and neox["residual"] == "parallel"

@@ -64,3 +64,34 @@ def test_a_4bit_mlp_under_autocast_equals_the_trace(
     assert est.peak_moment in MOMENTS
     # the trace's peak, to its scalars (the loss's, counted: 8 B over here)
     assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes + 64
+
+
+# (LoRA targets, lora_dropout, seq × batch, shape, estimate ÷ trace before, the most above now)
+BLOOM_DROPOUT = [
+    ("q,v", 0.0, (256, 2), "small", 0.871, 64),  # the peak at GELU's forward
+    ("q,v,down", 0.0, (256, 2), "small", 0.876, 64),
+    ("q,v", 0.0, (128, 3), "small", 0.971, 64),
+    ("q,v", 0.0, (256, 2), "base", 0.811, 64),  # the peak at the attention's dropout_add
+    ("q,v,down", 0.0, (256, 2), "base", 0.815, 64),
+    ("q,v", 0.0, (512, 1), "base", 0.801, 64),  # one sequence: no copies of q, k, v
+    ("o,v,down", 0.1, (256, 2), "small", 0.878, 160_000),  # o's adapter: a bound (1.0055)
+]
+
+
+@pytest.mark.parametrize(("targets", "dropout", "tokens", "shape", "before", "most"), BLOOM_DROPOUT)
+def test_bloom_qlora_with_dropout_holds_the_probabilities_dropped_fp32_copies(
+    tmp_path: Path, targets: str, dropout: float, tokens: tuple[int, int], shape: str,
+    before: float, most: int,
+) -> None:  # fmt: skip
+    """Under QLoRA the attention probabilities are fp32 (the fused q/k/v output's dtype), so
+    their dropped copy is a new fp32 tensor bmm does not save (it saves autocast's 16-bit copy):
+    BloomBlock and BloomModel's loop hold two blocks' (profiling.estimate.bloom_amp
+    .dropped_probs); the estimate read `before`."""
+    cfg = TrainingConfig(
+        model=neox_spec(tmp_path, "bloom", SHAPES[shape]), seq=tokens[0], batch=tokens[1],
+        precision="amp-bf16", qlora=True, lora_rank=8, lora_targets=targets,
+        lora_dropout=dropout, dropout=0.1,
+    )  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert est.peak_moment in MOMENTS
+    assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes + most
