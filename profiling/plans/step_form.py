@@ -113,9 +113,18 @@ def _partial_copies(cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, lists:
     if cfg.optimizer == "adagrad":
         rows = (w.vocab - w.vocab // cfg.tp) * h if stage.embedding else 0
         return max(2 * el, lists + rows + el)
-    # Adam's before its list; SGD's one read by ``_foreach_add_(params, grads)`` — with
-    # momentum the trace's first stage keeps the embedding's copy without the norms' (2 x 256
-    # x 4 B fewer on SHORT: counted, a bound)
+    if cfg.optimizer == "sgd":
+        # with momentum the buffers are Replicate: SGD's first step makes each as
+        # ``device_grads[i].detach().clone()`` (torch/optim/sgd.py ``_multi_tensor_sgd``) and
+        # DTensor's clone of a Partial gradient reduces it first. A later step's
+        # ``_foreach_add_(bufs, grads)`` copies the norms' Partial gradients to the buffers'
+        # placement and ``_foreach_add_(params, bufs)`` the embedding's whole-vocabulary buffer
+        # to the weight's V/t rows: two ops, each with its own copies — the larger, not their
+        # sum (SHORT's ZBV TP 2 fp32 first stage: 2,048 B over its trace before)
+        norms = (2 * stage.layers + stage.head) * h
+        return max(lists, norms, el - norms)
+    # Adam's before its list; SGD's without momentum one read by
+    # ``_foreach_add_(params, grads)``: the norms' and the embedding's copies together
     return max(lists, reads * el)
 
 
