@@ -54,6 +54,7 @@ from profiling.estimate.states import (
     zero3_gathered,
 )
 from profiling.estimate.step_moments import Moment, step_moments
+from profiling.estimate.step_scalars import recomputed_scalars
 from profiling.estimate.time import TimeEstimate, time_estimate
 from profiling.records import Step
 from profiling.units import GiB, fmt_bytes
@@ -181,7 +182,10 @@ def _activations(
             once += lora_acts.once_per_model(d, e, inp, 0)
         for term in once:
             _add_activation(ledger, term, 1, t, sp)
-        return sum(term.bytes / _tp_split(term.name, t, sp) for term in layer)
+        # the recomputed block's SDPA seed and offset (and Falcon's index tensors) beside its
+        # tensors: every layer's are counted only where kept (estimate.step_scalars)
+        seeds = recomputed_scalars(d, inp) if d.arch not in ("encoder", "t5") else 0
+        return sum(term.bytes / _tp_split(term.name, t, sp) for term in layer) + seeds
     for term in layer:
         _add_activation(ledger, term, d.L, t, sp)
     for term in _once(d, e, shape, inp, loss):

@@ -23,8 +23,10 @@ highest point of a recomputed block's backward is at the SwiGLU's ``mul`` going 
   down's, freed with down's backward, and less the head's (kept from the end of forward), freed
   with the head's.
 
-Equal to the trace but for SDPA's seed and offset (24 B per block) at the first and the last
-block, whichever is higher (tests/profiling/estimate/test_recomputed_llama.py). No torch here.
+The recomputed block's kept tensors (``recompute``) hold its SDPA seed and offset too
+(``step_scalars.recomputed_scalars``: 24 B flash, 16 B memory-efficient; only that block's, the
+others' discarded with their checkpoints). Equal to the trace at the first and the last block,
+whichever is higher (tests/profiling/estimate/test_recomputed_llama.py). No torch here.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ below the trace at the peak):
   the flash kernel (16-bit) makes a (2,) uint64 seed and a () uint64 offset, 24 B; the
   memory-efficient one (fp32) two () int64, 16 B (pytorch/pytorch v2.13.0
   ``torch/_meta_registrations.py`` ``meta__scaled_dot_product_flash_attention`` and
-  ``meta__scaled_dot_product_efficient_attention``, what fake tensors run). Without
-  checkpointing every layer keeps them to its backward; the CPU's kernel keeps none.
+  ``meta__scaled_dot_product_efficient_attention``, what fake tensors run); the CPU's kernel
+  keeps none.
 - **transformers' Falcon's key/value split** with fewer key/value heads: two (1,) int64 index
   tensors a layer, 16 B, saved by the indexing (``falcon_index``).
 - **The loss's two fp32 scalars**: ``nll_loss``'s output and its ``total_weight`` (saved for
@@ -16,6 +16,12 @@ below the trace at the peak):
   (huggingface/transformers v5.24.0 ``models/llama/modeling_llama.py``
   ``LlamaRotaryEmbedding.__init__``, the same in every rotary model: both ``nn.Buffer``, fp32,
   one entry per two rotated dims), held the whole step: 2·⌈r/2⌉·4 B for r rotated head dims.
+
+Without checkpointing (or under ``selective``, which recomputes eager attention's s² tensors
+only) every layer keeps the first two to its backward; under full checkpointing only the block
+being recomputed holds them, beside its other recomputed tensors (``recomputed_scalars``:
+16-24 B below the trace at a recomputed block's moment before); compiled blocks' are in the
+partitioner's count.
 
 No torch here.
 """
@@ -35,14 +41,21 @@ PREFIX = "Activations: the step's scalars: "  # every activations line's name he
 LOSS = f"{PREFIX}the loss and nll_loss's total weight (fp32)"
 
 
-def sdpa_rng(d: Dims, cfg: TrainingConfig) -> int:
-    """One layer's SDPA seed and offset where every layer keeps them (no checkpointing, SDPA on
-    CUDA), as ``plans.ring_form.sdpa_seed`` has the kernel CUDA picks: 24 B flash (16-bit, head
-    dim <= 256), 16 B memory-efficient (fp32, or with a mask: transformers' Falcon passes its
-    own), none from the math kernel, BLOOM's and a soft-capped attention (eager)."""
+def _kept_every_layer(cfg: TrainingConfig) -> bool:
+    """Whether every layer keeps its attention's scalars from forward to its backward: without
+    checkpointing, and under ``selective`` (only eager attention's s² tensors are recomputed:
+    SDPA's outputs, its logsumexp and so its seed, are kept as without checkpointing). Under
+    full checkpointing only the block recomputed holds them (``recomputed_scalars``); compiled,
+    the partitioner's count holds them (``estimate.compiled``)."""
+    return cfg.checkpointing in ("none", "selective") and not cfg.compile
+
+
+def sdpa_seed_each(d: Dims, cfg: TrainingConfig) -> int:
+    """One attention call's SDPA seed and offset, as ``plans.ring_form.sdpa_seed`` has the
+    kernel CUDA picks: 24 B flash (16-bit, head dim <= 256), 16 B memory-efficient (fp32, or
+    with a mask: transformers' Falcon passes its own), none from the math kernel, BLOOM's and a
+    soft-capped attention (eager), nor on the CPU."""
     if getattr(cfg, "target", "cuda") != "cuda" or cfg.attention != "sdpa":
-        return 0
-    if cfg.checkpointing != "none" or cfg.compile:
         return 0
     if d.extra.get("neox", {}).get("alibi") or d.extra.get("attn_softcap"):
         return 0
@@ -54,13 +67,32 @@ def sdpa_rng(d: Dims, cfg: TrainingConfig) -> int:
     return sdpa_seed(d.hd, c)
 
 
-def falcon_index(d: Dims, cfg: TrainingConfig) -> int:
+def sdpa_rng(d: Dims, cfg: TrainingConfig) -> int:
+    """One layer's SDPA seed and offset where every layer keeps them (``_kept_every_layer``)."""
+    return sdpa_seed_each(d, cfg) if _kept_every_layer(cfg) else 0
+
+
+def _falcon_index_each(d: Dims) -> int:
     """transformers' Falcon with fewer key/value heads than query heads splits its fused q/k/v
     with list indices (``FalconAttention._split_heads``: ``qkv[..., [-2], :]`` and ``[-1]``),
-    whose two (1,) int64 index tensors the indexing saves, 16 B a layer (no checkpointing)."""
-    if d.extra.get("hf_module") != "falcon" or d.k >= d.h or cfg.checkpointing != "none":
+    whose two (1,) int64 index tensors the indexing saves, 16 B a call."""
+    return 16 if d.extra.get("hf_module") == "falcon" and d.k < d.h else 0
+
+
+def falcon_index(d: Dims, cfg: TrainingConfig) -> int:
+    """Falcon's index tensors where every layer keeps them (``_kept_every_layer``)."""
+    return _falcon_index_each(d) if _kept_every_layer(cfg) else 0
+
+
+def recomputed_scalars(d: Dims, cfg: TrainingConfig) -> int:
+    """Under full checkpointing (eager), what the block recomputed in backward saves again
+    beside its tensors: its SDPA seed and offset and Falcon's index tensors — one block's, the
+    others' discarded with their checkpoints (torch ``utils/checkpoint.py``: the non-reentrant
+    checkpoint keeps only the block's inputs and reruns its forward in the backward). Compiled,
+    the walked graphs hold them (``estimate.recomputed.by_block``)."""
+    if cfg.checkpointing != "full" or cfg.compile:
         return 0
-    return 0 if cfg.compile else 16
+    return sdpa_seed_each(d, cfg) + _falcon_index_each(d)
 
 
 def rotary_dims(d: Dims) -> int:
@@ -122,6 +154,7 @@ __all__ = [
     "LOSS_SCALARS",
     "PREFIX",
     "add_lines",
+    "recomputed_scalars",
     "rotary_buffers",
     "sdpa_rng",
     "with_buffers",

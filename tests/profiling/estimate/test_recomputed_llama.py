@@ -2,8 +2,8 @@
 blocks: a recomputed block's MLP going back, not the loss, is the step's peak. The earlier
 bound (the end of forward and one block's kept tensors) read 0.856-0.896 of the trace there
 (our blocks and transformers', bf16 to fp32); now it is counted (profiling.estimate
-.recomputed_llama) and equals the trace but for SDPA's seed and offset, the loss's scalars and
-transformers' rotary buffers."""
+.recomputed_llama) and equals the trace to the byte (the recomputed block's SDPA seed and
+offset, the loss's scalars and transformers' rotary buffers included)."""
 
 from __future__ import annotations
 
@@ -81,11 +81,9 @@ def test_a_recomputed_blocks_mlp_going_back_equals_the_trace(
     }  # fmt: skip
     traced, est, moment = _traced(TrainingConfig.model_validate(values), ours)
     assert moment == recomputed_llama.NAME, case
-    # the trace's few bytes no estimate counts: SDPA's seed and offset (24 B), the loss's two
-    # fp32 scalars (8 B) and transformers' rotary inv_freq buffers (4·head_dim B)
-    head_dim = SHAPES[shape]["hidden_size"] // BASE["num_attention_heads"]
-    scalars = 24 + 8 + (0 if ours else 4 * head_dim)
-    assert traced - scalars <= est <= traced, (case, est - traced)
+    # to the byte: the recomputed block's SDPA seed and offset (step_scalars.recomputed_scalars),
+    # the loss's two fp32 scalars and transformers' rotary buffers are counted
+    assert est == traced, (case, est - traced)
 
 
 def test_a_large_vocabulary_keeps_the_loss_as_the_peak(models: dict[str, str]) -> None:

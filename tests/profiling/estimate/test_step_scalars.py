@@ -17,6 +17,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers", reason="the hf extra is not installed")
 
 from profiling.config import TrainingConfig
+from profiling.estimate import recomputed_llama
 from profiling.estimate.memory import estimate
 from profiling.models.implementation import project_blocks
 from profiling.trace.step import trace_step
@@ -57,3 +58,45 @@ def test_the_steps_scalars_and_buffers_are_counted_as_the_trace_holds_them(
     assert traced.after_step.get("buffers", 0) == seen.get("buffers", 0)  # the whole step
     if extra.get("checkpointing") != "full":  # (a recomputed block's moment: estimate.recomputed)
         assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes * 1.001, case
+
+
+# a vocabulary half of h, SGD without momentum (no state): a recomputed block's MLP going back
+# leads the step at every depth (estimate.recomputed_llama)
+RECOMPUTED = {"model_type": "llama", "vocab_size": 64, "hidden_size": 128,
+              "intermediate_size": 512, "num_attention_heads": 4,
+              "max_position_embeddings": 512}  # fmt: skip
+
+
+@pytest.mark.parametrize("layers", [2, 4, 8])
+@pytest.mark.parametrize("ours", [True, False], ids=["ours", "transformers"])
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])  # flash 24 B, memory-efficient 16 B
+def test_a_recomputed_block_holds_its_own_seed_alone(
+    tmp_path: Path, layers: int, ours: bool, precision: str
+) -> None:
+    """Under full checkpointing no layer keeps its SDPA seed and offset from forward; the block
+    recomputed in backward makes its own again, beside its other tensors: one block's, at every
+    depth (the estimate was 24 B flash / 16 B memory-efficient below the trace, whatever L)."""
+    model = llama_spec(tmp_path, {**RECOMPUTED, "num_hidden_layers": layers})
+    cfg = TrainingConfig(model=model, seq=256, batch=2, precision=precision,
+                         checkpointing="full", optimizer="sgd")  # fmt: skip
+    with project_blocks() if ours else contextlib.nullcontext():
+        traced, est = trace_step(cfg), estimate(cfg)
+    assert est.peak_moment == recomputed_llama.NAME
+    assert est.per_gpu_bytes == traced.peak_bytes, est.per_gpu_bytes - traced.peak_bytes
+    assert traced.phases["after_forward"]["activations"] == est.category_bytes("activations")
+
+
+@pytest.mark.parametrize("ours", [True, False], ids=["ours", "transformers"])
+@pytest.mark.parametrize("precision", ["bf16", "fp32", "amp-bf16"])
+def test_selective_checkpointing_keeps_every_layers_seed(
+    tmp_path: Path, ours: bool, precision: str
+) -> None:
+    """``--checkpointing selective`` recomputes eager attention's s² tensors only: SDPA keeps its
+    output, logsumexp, seed and offset as without checkpointing (the trace runs no selective
+    step: it is compared with the step without checkpointing, the same tensors under SDPA)."""
+    model = llama_spec(tmp_path, {**RECOMPUTED, "num_hidden_layers": 4})
+    cfg = TrainingConfig(model=model, seq=64, batch=2, precision=precision)
+    selective = cfg.model_copy(update={"checkpointing": "selective"})
+    with project_blocks() if ours else contextlib.nullcontext():
+        traced, est = trace_step(cfg), estimate(selective)
+    assert est.category_bytes("activations") == traced.phases["after_forward"]["activations"]
