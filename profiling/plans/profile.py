@@ -112,6 +112,45 @@ def _keys(actions: list[Action], by_stage: dict[int, StageProfile]) -> list[str]
     return out
 
 
+class LocalHandOver:
+    """What a V-schedule's hand-over between two stages of one rank counts twice, action by
+    action (:func:`compose`'s receive buffers are held all step, each microbatch's, and a
+    stage's output and its input's gradient are its own until it lets them go):
+
+    - forward: after stage ``s`` runs microbatch ``i``, stage ``s + 1``'s receive buffer for
+      ``i`` is ``s``'s output (stage.py's ``set_local_fwd_input``: detached, the buffer it
+      replaces let go) until ``s``'s own reference goes — its weight backward (``W``, which
+      pops ``backward_state``) or its full backward — after which the buffer holds it alone
+      (with ``keeps``, torch 2.6's ``output_chunks``, the stage's reference stays all step);
+    - backward: after stage ``s + 1``'s input backward of ``i``, stage ``s``'s gradient buffer
+      for ``i`` is that input gradient (``get_local_bwd_output`` / ``set_local_bwd_input``),
+      which ``s + 1``'s input keeps as its ``.grad`` (``_backward.py``'s
+      ``stage_backward_input``: ``inp.grad = dinput``) until the next step's
+      ``clear_runtime_states``.
+
+    PP 2 ZBV on the 4-layer hidden-1024 toy (``tests/profiling/plans/test_pipe_replay.py``):
+    rank 1's composed peak was 10 MiB (five 2 MiB buffers) above torch's schedule run whole."""
+
+    def __init__(self, by_stage: dict[int, StageProfile], keeps: bool) -> None:
+        # stage -> its output's bytes, where the next stage is on this rank
+        self.out = {s: p.output_bytes for s, p in by_stage.items() if s + 1 in by_stage}
+        self.keeps = keeps
+        self.shared: set[tuple[int, int]] = set()  # (stage, microbatch): output is a buffer
+
+    def after(self, a: Action) -> int:
+        """Bytes to add to the level after ``a`` (negative: no longer counted twice)."""
+        if a.kind == "F" and a.stage in self.out:
+            self.shared.add((a.stage, a.microbatch))
+            return -self.out[a.stage]
+        change = 0
+        if a.kind in ("I", "B") and a.stage - 1 in self.out:
+            change -= self.out[a.stage - 1]
+        if a.kind in ("W", "B") and (a.stage, a.microbatch) in self.shared:
+            self.shared.discard((a.stage, a.microbatch))
+            change += 0 if self.keeps else self.out[a.stage]
+        return change
+
+
 def _label(a: Action) -> str:
     names = {"F": "forward", "B": "backward", "I": "input backward", "W": "weight backward"}
     if a.kind == "R":
@@ -154,6 +193,12 @@ def compose(
     # last stage. pytorch/pytorch#165822 (torch 2.10) added step(return_outputs=False), which
     # pytorch/torchtitan passes since e5ef99a ("Update PP to release memory earlier").
     extra = kept = 0
+    # V-schedules: a stage whose neighbour is on this rank hands it its output and takes back
+    # its input gradient in place of that neighbour's receive buffer (torch 2.13.0
+    # pipelining/schedules.py's _PipelineScheduleRuntime: set_local_fwd_input after FORWARD,
+    # set_local_bwd_input after BACKWARD_INPUT or FULL_BACKWARD; stage.py sets ``info.buffer``,
+    # the buffer made at the stage's set-up let go): one tensor, counted once
+    local = LocalHandOver(by_stage, keeps)
     keys = _keys(actions, by_stage)
     steps: list[tuple[Action | None, str]] = list(zip(actions, keys, strict=True))
     # the step concatenates the last stage's outputs into one (torch 2.6's _merge_outputs)
@@ -175,6 +220,8 @@ def compose(
             best = moment
             at = _label(a) if a is not None else f"optimizer step of stage {profile.stage}"
         level = add(level, move.delta)
+        if a is not None:
+            level = add(level, vec(buffers=local.after(a)))
         if a is not None and a.kind == "F":
             alive.add((a.stage, a.microbatch))
             most = max(most, len(alive))

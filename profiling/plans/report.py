@@ -54,11 +54,9 @@ def rank_counters(result: PlanResult, rank: RankMemory) -> Counters:
 
     replay = result.replays.get(rank.pp_rank)
     if replay is not None:
-        # never below the rank's peak column: on ZBV torch's schedule hands a stage's output
-        # (and input gradient) to its neighbour on the same rank in place of that neighbour's
-        # receive buffer (torch 2.13.0 pipelining/stage.py: set_local_fwd_input and
-        # set_local_bwd_input set ``info.buffer``), which the composition keeps all step
-        # (PP 2 ZBV rank 1: 10 MiB, 5 buffers, by its peak)
+        # never below the rank's peak column (a guard: the composition is exact in tensors,
+        # the replay adds the blocks' rounding — ZBV's same-rank hand-over, which kept 10 MiB
+        # too many, is followed since: profile.LocalHandOver)
         floor = rank.peak_bytes + sum(workspaces(result.config))
         return replay.counters(result.config, floor=floor)
     layers = sum(result.layout.stages[i].layers for i in rank.stages)

@@ -38,9 +38,14 @@ def test_every_pipeline_rank_is_replayed_and_the_replay_holds_its_composed_peak(
         counters = rank_counters(res, rank)
         assert counters.source == "trace"
         # torch's schedule run whole reaches the peak composed from the probed actions (the
-        # allocator's blocks add their rounding: under 3 % here, a block's remainder each)
-        assert rank.peak_bytes + ws <= counters.allocated.bytes < 1.04 * (rank.peak_bytes + ws)
-        assert counters.allocated.bytes < counters.reserved.bytes
+        # allocator's blocks add their rounding: under 3 % here, a block's remainder each) —
+        # the replay itself, not the floor rank_counters puts under it: on ZBV rank 1's
+        # composed peak was 10 MiB above it (the same-rank hand-over's receive buffers counted
+        # beside the outputs and input gradients that replace them: profile.LocalHandOver)
+        raw = res.replays[rank.pp_rank].peak_allocated_expandable
+        assert raw is not None
+        assert rank.peak_bytes + ws <= raw < 1.04 * (rank.peak_bytes + ws), rank.pp_rank
+        assert raw <= counters.allocated.bytes < counters.reserved.bytes
 
 
 def test_torch_2_6s_stages_keep_every_microbatchs_output_until_the_next_step() -> None:
