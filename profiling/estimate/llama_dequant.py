@@ -8,7 +8,9 @@ autocast 0.848 of the trace there).
 At that moment, counted from the end of forward as ``llama_end``'s down's forward is (its
 ``released`` and held tensors), beside what the blocks keep:
 - the gated product, down's input, where nothing kept counts it (fp32 under autocast:
-  bitsandbytes returns its input's dtype), and under autocast its 16-bit cast;
+  bitsandbytes returns its input's dtype), and under autocast its 16-bit cast; an adapted
+  down's adapter's tensors not made yet (under autocast its 16-bit input copy, mask, A output
+  and A/B weight copies);
 - autocast's cached copies of the first block's A weights, which nothing saves;
 - down's weight dequantized, h·f in the compute dtype, and its absmax;
 - not yet made: the base's output, the final norm's and the loss's tensors, and under
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 NAME = "forward, the last block's down dequantized"
 
 
-def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
+def applies(d: Dims | None, cfg: TrainingConfig) -> bool:
     from profiling.estimate.losses import REFERENCE
 
     if d is None or d.V is None or d.arch != "llama" or set(d.extra) - {"hf_module"}:
@@ -53,7 +55,7 @@ def moments(
     d: Dims | None, cfg: TrainingConfig, fwd: float, lines: Sequence[Any]
 ) -> list[tuple[str, float, str]]:
     """The moment (name, bytes, calculation), or none where it does not apply."""
-    if not _applies(d, cfg):
+    if not applies(d, cfg):
         return []
     assert d is not None
     from profiling._config_behaviours import double_quant
@@ -73,12 +75,16 @@ def moments(
         from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes
 
         a = adapter_bytes(cfg)
+        mask = mask_bytes(cfg) if cfg.lora_dropout else 0
         later = T * r * a
         if not own_copies(cfg, e):
             product = 0  # lora_A keeps that very tensor: counted
         elif not e.amp:  # its own dropped copy and mask counted instead, made later
-            later += T * f * (a + (mask_bytes(cfg) if cfg.lora_dropout else 0))
-        # under autocast the product stays counted: a bound (0.3-2 % over the forward)
+            later += T * f * (a + mask)
+        else:  # the fp32 product no one keeps stays; autocast's 16-bit cast of it for A's
+            # matmul (saved), the mask, A's 16-bit output and the 16-bit A and B copies its
+            # matmuls save come after the base's forward
+            later = T * r * 2 + T * f * (2 + mask) + r * (f + h) * 2
     cast = T * f * 2 if e.amp else 0
     first = r * h * 2 * len({"q", "k", "v"} & t) if e.amp else 0
     later += V * h * 2 if e.amp else 0
@@ -107,4 +113,4 @@ def moments(
     return [(NAME, value, calc)]
 
 
-__all__ = ["NAME", "moments"]
+__all__ = ["NAME", "applies", "moments"]

@@ -18,8 +18,12 @@ counted, a frozen head's not kept): backward frees all of it before the last blo
   input, the gated product, and its weight's gradient made; under autocast its and the head's
   16-bit weight copies), as an adapted down's adapter frees its input (or its own copy: cast or
   dropped) and its A's output, its A's and B's gradients made. On bitsandbytes' 4-bit base the
-  larger of that and down's backward, its weight dequantized beside its input gradient; an
-  adapted down's A going back first (its input's gradient beside the input it kept) if higher.
+  larger of that and down's base going back (``_dequantized``): its weight dequantized beside
+  its absmax, then its input gradient, after an adapted down's adapter went back (its
+  gradients made, its input's gradient waiting to be summed); an adapted down's A going back
+  first (its input's gradient beside the input it kept) if higher. Under autocast
+  bitsandbytes' ``Linear4bit`` returns its input's dtype, the RMSNorm's fp32: the MLP's f-wide
+  tensors and gradients are fp32 there (``mlp_bytes``).
 - **Down's forward under LoRA**: the end of forward less what is made later, plus what the
   block holds unsaved (our blocks: the norms' outputs no layer saves and the attention's
   output; transformers': the embeddings, the layer's input and the residual after attention,
@@ -32,8 +36,8 @@ counted, a frozen head's not kept): backward frees all of it before the last blo
 
 Equal to the trace (within its few scalars) where the tensors are exactly these; a bound where
 the trace frees earlier than counted (tests/profiling/estimate/test_llama_end.py). Not here:
-checkpointing (``estimate.recomputed_eager``), autocast's QLoRA, DoRA, other losses
-(``losses.moments``), tensor parallelism and sharding. No torch here.
+checkpointing (``estimate.recomputed_eager``), torchao's and Lightning's 4-bit bases, DoRA,
+other losses (``losses.moments``), tensor parallelism and sharding. No torch here.
 """
 
 from __future__ import annotations
@@ -66,9 +70,8 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.activation_offload or cfg.optimizer_in_bwd:
         return False
-    # not bitsandbytes' fp32 outputs under autocast, nor the other 4-bit bases' dequantization
-    amp = cfg.precision.startswith("amp-")
-    return not (cfg.qlora and (amp or cfg.torchao_nf4 or cfg.fabric_bnb))
+    # not the other 4-bit bases' dequantization (torchao's, Lightning's)
+    return not (cfg.qlora and (cfg.torchao_nf4 or cfg.fabric_bnb))
 
 
 def released(d: Dims, e: Bytes, cfg: TrainingConfig, lines: Sequence[Any]) -> float:
@@ -111,10 +114,23 @@ def _down_freed(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
         freed += T * f * (copy + mask) + T * r * (2 if e.amp else a)
         words.append(f"its adapter's input s·b·f·{copy}" + (" and mask" if mask else "")
                      + " and A output s·b·r")  # fmt: skip
+        if e.amp and cfg.qlora:  # the 16-bit copies of A and B its matmuls saved
+            freed += r * (f + h) * 2
+            words.append("autocast's copies of its A and B r·(f + h)·2")
     if e.amp and not cfg.qlora:  # both went back: the copies their matmuls saved
         freed += (h * f + V * h) * 2
         words.append("autocast's 16-bit copies of its and the head's weights (h·f + V·h)·2")
+    elif e.amp:  # bitsandbytes' 4-bit down saved no weight copy; the 16-bit head's did
+        freed += V * h * 2
+        words.append("autocast's 16-bit copy of the head's weight V·h·2")
     return freed, " and ".join(words)
+
+
+def mlp_bytes(e: Bytes, cfg: TrainingConfig) -> int:
+    """The MLP's f-wide tensors' bytes: the matmuls' dtype, but fp32 on bitsandbytes' 4-bit
+    base under autocast (``Linear4bit.forward`` returns ``.to(inp_dtype)``, the fp32 norm's
+    output's dtype, and ``MatMul4Bit.backward``'s input gradient goes back through that cast)."""
+    return 4 if e.amp and cfg.qlora else e.c
 
 
 def _mlp(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, float, str]:
@@ -122,12 +138,13 @@ def _mlp(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, floa
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
     first, down = _grads(d, cfg, p)
     reach = T * h * e.r
-    three = 3 * T * f * e.c
+    m = mlp_bytes(e, cfg)
+    three = 3 * T * f * m
     freed, freed_words = _down_freed(d, e, cfg)
     value = base + first + reach + down + three - freed
     calc = (
         f"the head's and final norm's gradients {fmt_bytes(first)} + the gradient reaching "
-        f"the block s·b·h·{e.r} {fmt_bytes(reach)} + the SwiGLU's three gradients s·b·3f·{e.c} "
+        f"the block s·b·h·{e.r} {fmt_bytes(reach)} + the SwiGLU's three gradients s·b·3f·{m} "
         f"{fmt_bytes(three)}"
         + (f" + down's gradients {fmt_bytes(down)}" if down else "")
         + (f" − what down's backward freed ({freed_words}) {fmt_bytes(freed)}" if freed else "")
@@ -151,19 +168,51 @@ def _mlp(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, floa
                 f"gradients {fmt_bytes(down)} and, going back through it, s·b·(h·{e.c} + {n}f·{a})"
                 + (f" − what its backward and the head's freed {fmt_bytes(gone)}" if gone else "")
             )
-    if cfg.qlora:  # down's backward: its input gradient beside its weight dequantized
-        from profiling._config_behaviours import double_quant
-        from profiling.estimate.bnb import dequant_absmax_bytes
-
-        deq = h * f * e.c + dequant_absmax_bytes(h * f, double_quant(cfg))
-        at_down = base + first + reach + T * f * e.c + deq
-        if at_down > value:
-            value = at_down
-            calc = (
-                f"the gradient reaching the block s·b·h·{e.r} + down's input gradient "
-                f"s·b·f·{e.c} and its weight dequantized {fmt_bytes(deq)}"
-            )
+    if cfg.qlora:
+        at_down, down_words = _dequantized(d, e, cfg, (first, reach, down, freed))
+        if base + at_down > value:
+            value, calc = base + at_down, down_words
     return MLP, value, calc
+
+
+def _dequantized(
+    d: Dims, e: Bytes, cfg: TrainingConfig, parts: tuple[int, int, int, int]
+) -> tuple[int, str]:
+    """Down's 4-bit base going back (bitsandbytes' ``MatMul4Bit.backward``: ``grad_output @
+    dequantize_4bit(B).to(grad_output.dtype)``, autograd/_functions.py): its weight dequantized
+    in the gradient's dtype beside its absmax, then beside its input gradient — after an
+    adapted down's adapter went back (autograd runs the later-made branch first), whose input
+    gradient waits to be summed and whose kept tensors are freed. Under autocast the gradient
+    reaches it fp32 and ``Linear4bit``'s ``.to(inp_dtype)`` goes back first: its 16-bit copy."""
+    from profiling._config_behaviours import double_quant
+    from profiling.estimate.bnb import dequant_absmax_bytes
+
+    first, reach, down, freed = parts
+    T, h, f = d.s * d.b, d.h, d.f
+    adapted = "down" in cfg.lora_targets
+    adapter = T * f * mlp_bytes(e, cfg) if adapted else 0
+    # the gradient reaching the base: under autocast ``.to(inp_dtype)``'s backward makes its
+    # 16-bit copy; under ``mixed`` peft's fp32 sum gives the 16-bit base output a cast of its own
+    promoted = adapted and adapter_bytes(cfg) != e.c
+    cast = T * h * 2 if e.amp or promoted else 0
+    absmax = dequant_absmax_bytes(h * f, double_quant(cfg))
+    deq = h * f * e.c + max(absmax, T * f * e.c)
+    value = first + reach + down - freed + adapter + cast + deq
+    words = (
+        f"the head's and final norm's gradients {fmt_bytes(first)} + the gradient reaching the "
+        f"block s·b·h·{e.r} {fmt_bytes(reach)}"
+        + (f" + down's adapter's gradients {fmt_bytes(down)}" if down else "")
+        + (
+            f" − what down's adapter's and the head's backward freed {fmt_bytes(freed)}"
+            if freed
+            else ""
+        )
+        + (f" + its adapter's input gradient s·b·f·{mlp_bytes(e, cfg)}" if adapter else "")
+        + (" + the base's 16-bit output gradient s·b·h·2" if cast else "")
+        + f" + its weight dequantized h·f·{e.c} and the larger of its absmax and its input "
+        f"gradient s·b·f·{e.c} {fmt_bytes(deq)}"
+    )
+    return value, words
 
 
 def _norm(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, float, str] | None:
@@ -179,7 +228,7 @@ def _norm(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, flo
     head = _grads(d, cfg, p)[0] - (d.h * p if cfg.lora_rank is None else 0)
     cast = bool(module) and not fp32_norm(d)
     tape = backward_peak(NormShape(d.s * d.b, d.h, e.r, p, cast, trained=cfg.lora_rank is None))
-    copy = d.h * int(d.V or 0) * 2 if e.amp and not cfg.qlora else 0  # the head's, freed
+    copy = d.h * int(d.V or 0) * 2 if e.amp else 0  # the head's, freed
     value = base + head + tape.peak - copy
     calc = (
         f"the LM head's gradient {fmt_bytes(head)} + the norm's backward at its peak "
@@ -252,30 +301,41 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, 
     a, copies, t = adapter_bytes(cfg), own_copies(cfg, e), cfg.lora_targets
     adapted = "down" in t
     held, held_words = _held(d, e, cfg)
-    product = T * f * e.c if copies or not adapted else 0
-    cast = T * f * a if adapted and (a != e.c or e.amp) and (cfg.lora_dropout or e.amp) else 0
+    m = mlp_bytes(e, cfg)  # down's input's and its base's output's dtype
+    product = T * f * m if copies or not adapted else 0
+    # peft casts down's input to the fp32 adapters (a local unless lora_A keeps it); autocast
+    # QLoRA's input is fp32 already
+    cast = T * f * a if adapted and a != m and (cfg.lora_dropout or e.amp) else 0
     dropped = T * f * a if adapted and cfg.lora_dropout and e.amp else 0
     o = 2 if e.amp else a
     later = 0
     if e.amp:  # autocast's cache keeps the first block's A copies its frozen input never saved
         held += r * h * 2 * len({"q", "k", "v", "o", "gate", "up"} & set(t))
         later = V * h * 2  # (an adapted head's A and B copies: in ``released`` already)
-    at_a = held + product + T * h * e.c + cast + dropped - later - (r * h * 2 * e.amp * adapted)
-    at_b = held + product + T * h * e.c + cast + 2 * T * h * o - later if adapted else 0
+    at_a = held + product + T * h * m + cast + dropped - later - (r * h * 2 * e.amp * adapted)
+    # B's output, then the scaled one beside the sum (fp32 where the base's output is: peft's
+    # ``result + lora_B(...) * scaling`` promotes), B's freed by then
+    add = T * h * o + max(T * h * o, T * h * max(m, o)) if m != e.c else 2 * T * h * o
+    at_b = held + product + T * h * m + cast + add - later if adapted else 0
     branch = _branch(d, e, cfg)
     if branch and held + branch > max(at_a, at_b):
         value = base + held + branch
         return FORWARD, value, f"{held_words} {fmt_bytes(held)} + {_BRANCH} {fmt_bytes(branch)}"
     value = base + max(at_a, at_b)
+    b_words = (
+        f" + B's output and the scaled one s·b·2h·{o}"
+        if m == e.c
+        else f" + the scaled output s·b·h·{o} and the sum s·b·h·{max(m, o)}"
+    )
     calc = (
         f"{held_words} {fmt_bytes(held)} + "
-        + (f"its input s·b·f·{e.c} + " if product else "")
-        + f"the base's output s·b·h·{e.c}"
+        + (f"its input s·b·f·{m} + " if product else "")
+        + f"the base's output s·b·h·{m}"
         + (f" + its cast copy s·b·f·{a}" if cast else "")
         + (
             f" + the dropped copy s·b·f·{a}"
             if at_a >= at_b and dropped
-            else f" + B's output and the scaled one s·b·2h·{o}"
+            else b_words
             if at_b > at_a
             else ""
         )
@@ -312,4 +372,4 @@ def moments(
     return out
 
 
-__all__ = ["FORWARD", "MLP", "NORM", "moments", "released"]
+__all__ = ["FORWARD", "MLP", "NORM", "mlp_bytes", "moments", "released"]

@@ -13,7 +13,16 @@ from pydantic import BaseModel
 
 from profiling.config import TrainingConfig
 from profiling.estimate import activations as acts
-from profiling.estimate import bloom, encoder, llama_dequant, llama_end, losses, neox_qkv, t5
+from profiling.estimate import (
+    bloom,
+    encoder,
+    llama_dequant,
+    llama_end,
+    llama_first_mlp,
+    losses,
+    neox_qkv,
+    t5,
+)
 from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
 from profiling.estimate.fsdp import fsdp_moments, fsdp_parts
@@ -74,6 +83,7 @@ def step_moments(
         + neox_qkv.moments(d, inp, fwd)
         + llama_end.moments(d, inp, fwd, est_lines)
         + llama_dequant.moments(d, inp, fwd, est_lines)
+        + llama_first_mlp.moments(d, inp, fwd, est_lines)
         + t5_moments(d, inp, fwd)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
