@@ -310,7 +310,7 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, 
     o = 2 if e.amp else a
     later = 0
     if e.amp:  # autocast's cache keeps the first block's A copies its frozen input never saved
-        held += r * h * 2 * len({"q", "k", "v", "o", "gate", "up"} & set(t))
+        held += r * h * 2 * len({"q", "k", "v"} & set(t))
         later = V * h * 2  # (an adapted head's A and B copies: in ``released`` already)
     at_a = held + product + T * h * m + cast + dropped - later - (r * h * 2 * e.amp * adapted)
     # B's output, then the scaled one beside the sum (fp32 where the base's output is: peft's

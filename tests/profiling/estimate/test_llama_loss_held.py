@@ -12,6 +12,7 @@ import pytest
 
 from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
+from profiling.models.implementation import project_blocks
 from profiling.trace.step import trace_step
 from tests.profiling.trace.tiny_llama import WIDE, llama_spec, wide_lora
 
@@ -44,3 +45,20 @@ def test_full_training_holds_the_norms_output_too(tmp_path: Path) -> None:
     traced, est = trace_step(cfg), estimate(cfg)
     loss = next(m.bytes for m in est.moments if m.name == "loss forward")
     assert traced.phase_peaks["forward"] - SCALARS <= loss <= traced.phase_peaks["forward"]
+
+
+@pytest.mark.parametrize(
+    ("precision", "targets"), [("amp-bf16", "all-linear"), ("amp-fp16", "q,v")]
+)
+def test_our_blocks_loss_holds_the_cached_copies(
+    tmp_path: Path, precision: str, targets: str
+) -> None:
+    """Our blocks' loss runs after their forward returns but inside autocast: the first
+    block's cached q, k, v A copies are alive beside it (all-linear: 12,288 B below the trace's
+    peak before, 0.99971)."""
+    cfg = wide_lora(tmp_path, precision, targets)
+    with project_blocks():
+        traced, est = trace_step(cfg), estimate(cfg)
+    loss = next(m.bytes for m in est.moments if m.name == "loss forward")
+    assert loss == traced.phase_peaks["forward"]
+    assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes
