@@ -41,8 +41,13 @@ FOLDER_FILES = (
     "args.json",
     "training_args.json",
     "config.json",
+    # bitsandbytes' BitsAndBytesConfig as JSON beside the checkpoint (a QLoRA base): without it
+    # the folder read as plain LoRA on a 16-bit base
+    "bnb_config.json",
+    "quantization_config.json",
     "adapter_config.json",
 )
+_RECIPE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 
 
 def _model_config(path: Path, data: dict[str, Any]) -> Reading:
@@ -99,6 +104,21 @@ def _files(paths: Sequence[str | Path]) -> list[Path]:
     return out
 
 
+def _unread(paths: Sequence[str | Path]) -> list[str]:
+    """A sentence for each file of a given folder that looks like a configuration and is not
+    read (a folder is read by its known names only): never dropped unsaid."""
+    notes = []
+    for given in paths:
+        path = Path(given).expanduser()
+        if path.is_dir():
+            for f in sorted(path.iterdir()):
+                if f.suffix.lower() in _RECIPE_SUFFIXES and f.name not in FOLDER_FILES:
+                    notes.append(
+                        f"{f}: not read (a folder's files read: {', '.join(FOLDER_FILES)})"
+                    )
+    return notes
+
+
 def read_recipe(paths: Sequence[str | Path], follow: bool = True) -> Recipe:
     """The configuration the files set, each key used or ignored with its reason; ``follow``:
     whether a file's own references (a checkpoint folder's config.json, a DeepSpeed config)
@@ -129,7 +149,9 @@ def _read(paths: Sequence[str | Path]) -> Recipe:
     if trainer is not None and "peft" in frameworks:
         hf_trainer.autocast_over_peft(trainer, readings)
     names = [str(p) for p in files]
-    return settle(" + ".join(dict.fromkeys(frameworks)), names, readings)
+    recipe = settle(" + ".join(dict.fromkeys(frameworks)), names, readings)
+    recipe.notes += _unread(paths)
+    return recipe
 
 
 def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
