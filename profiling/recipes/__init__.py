@@ -157,6 +157,7 @@ def _read(paths: Sequence[str | Path]) -> Recipe:
 def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
     """The configuration values: the recipe's, then what the user gave (which wins; each
     override is noted in ``recipe.notes``). One sentence when no model is named anywhere."""
+    _refuse_other_training(recipe)
     values = dict(recipe.values)
     for field, value in given.items():
         if field in values and values[field] != value:
@@ -175,6 +176,28 @@ def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
             "hf:PATH (a config.json)"
         )
     return values
+
+
+# Methods that choose which weights train, read but not modelled: estimated without them, the
+# step would be a full fine-tune of the same model (every weight trained), never what the file
+# runs. (The readers set these fields, which TrainingConfig lacks; settle lists them ignored.)
+TRAINING_METHODS = ("adapter", "peft_method")
+
+
+def _refuse_other_training(recipe: Recipe) -> None:
+    """One sentence, not full training in its place, for a training method not modelled."""
+    method = next((s for s in recipe.ignored if s.field in TRAINING_METHODS), None)
+    if method is None:
+        return
+    name = (
+        f"peft's {method.value} adapter"
+        if method.field == "peft_method"
+        else "LLaMA-Adapter (LitGPT's finetune_adapter scripts)"
+    )
+    raise ProfilingError(
+        f"{method.file}: {name} trains only its own weights, which is not modelled, and "
+        "estimated without it the step would be a full fine-tune: not estimated"
+    )
 
 
 def explain(recipe: Recipe, error: ConfigError) -> ProfilingError:

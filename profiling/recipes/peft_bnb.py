@@ -83,8 +83,7 @@ def read_peft(path: Path, data: dict[str, Any]) -> Reading:
     r = Reading(path.name, data, _PEFT_KNOWN)
     kind = str(r.get("peft_type", "LORA")).upper()
     if kind != "LORA":
-        r.ignore("peft_type", f"peft's {kind} is not modelled (LoRA and QLoRA are)")
-        r.notes.append(f"{path.name}: a {kind} adapter; only LoRA is estimated")
+        r.ignore("peft_type", f"not modelled yet (peft's {kind} adapter)", field="peft_method")
     else:
         r.seen("peft_type", main="r")
     if r.has("r"):
