@@ -221,9 +221,13 @@ def _plan(values: dict[str, Any]) -> bool:
 def _check_litgpt(cfg: TrainingConfig) -> None:
     """LitGPT's finetune scripts' own knobs need its loss; DoRA is not among its adapters."""
     if cfg.fabric_bnb and cfg.loss != "litgpt":
+        # The real reason first: "add --loss litgpt" where that loss is refused here too (a
+        # recipe's loss dropped by recipe._unmodelled_loss) sent the user to a second refusal
+        conflict = loss_conflict({**cfg.model_dump(), "loss": "litgpt"})
         raise ConfigError(
             "--fabric-bnb is LitGPT's QLoRA, whose finetune scripts compute the LM head and the "
-            "loss as --loss litgpt: add it",
+            "loss as --loss litgpt: "
+            + (f"the estimate cannot model {conflict}" if conflict else "add it"),
             "fabric_bnb",
         )
     if cfg.litgpt_uncapped and cfg.loss != "litgpt":

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from profiling.config import ConfigError, TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.recipes import read_recipe, with_recipe
 
@@ -44,3 +45,24 @@ def test_cli_refuses_in_one_sentence_with_a_nonzero_exit(cli, tmp_path: Path) ->
     assert done.returncode != 0
     assert "LLaMA-Adapter" in done.stderr and "Traceback" not in done.stderr
     assert "Total per GPU" not in done.stdout
+
+
+def test_litgpt_qlora_with_an_adapted_head_under_autocast_says_the_real_reason(
+    tmp_path: Path,
+) -> None:
+    """D4: LitGPT's qlora.yaml with ``lora_head: true`` under bf16-mixed told the user to add
+    --loss litgpt (the recipe's loss had been set aside as not modelled there), and adding it
+    gave the real refusal; that refusal now comes at once."""
+    text = (LITGPT / "llama-3.1-8b-qlora.yaml").read_text(encoding="utf-8")
+    text = text.replace("precision: bf16-true", "precision: bf16-mixed")
+    path = tmp_path / "qlora.yaml"
+    path.write_text(text.replace("lora_head: false", "lora_head: true"), encoding="utf-8")
+    recipe = read_recipe([path])
+    with pytest.raises(ProfilingError) as info:
+        TrainingConfig.parse(**with_recipe(recipe, {}))
+    said = str(info.value)
+    assert "cannot model --loss litgpt with an adapted LM head under --precision amp-bf16" in said
+    assert "add it" not in said
+    # Where the loss is modelled, the hint stands
+    with pytest.raises(ConfigError, match="as --loss litgpt: add it"):
+        TrainingConfig.parse(model="llama-7b", lora_rank=8, qlora=True, fabric_bnb=True)
