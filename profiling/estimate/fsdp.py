@@ -13,6 +13,8 @@ test_fsdp_estimate.py), in the bytes of a gathered parameter g (16-bit under mix
   one (counted: all but the loss's log-probabilities, the first block's backward);
 - backward ends with the root gathered and its unsharded gradients: the head's, the embedding's
   dense gradient and, tied, their sum (3·V·h·g; untied 2·V·h·g) beside every sharded gradient;
+  tied under FSDP2 (reducing every micro-batch), beside the last block's reduce-scatter
+  input, still held, and before the root's own shards are made (``_tied_end``);
 - the optimizer step holds the shards only.
 """
 
@@ -35,6 +37,7 @@ FSDP_PARTS: tuple[str, ...] = (
     "kept",
     "activations",
     "log-probs",
+    "inputs",
     "held",
     "looped",
 )
@@ -104,7 +107,10 @@ def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) 
         f"block's unsharded gradients block·{g} B {f(current)} + one layer's activations "
         f"{f(layer)}{loop}",
     ))  # fmt: skip
-    if shape.get("tied"):  # the root stays gathered; head, embedding and their sum
+    grads_then = grads
+    if shape.get("tied") and not (cfg.fsdp_flat or cfg.accumulate_unsharded):
+        end, what, grads_then = _tied_end(cfg, parts, root, block, psi, head)
+    elif shape.get("tied"):  # the root stays gathered; head, embedding and their sum
         end = root * g / t + 3 * head
         what = f"root·{g} B + 3·V·h·{g} B (head, embedding, their sum)"
     else:  # the root resharded; both gradients, and their fp32 copies for the reduction
@@ -119,16 +125,46 @@ def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) 
         )
     out.append((
         "end of backward (the root's gradients)",
-        w + grads + states + end + looped,
-        f"sharded weights {f(w)} + gradients {f(grads)} + optimizer {f(states)} + {what} "
+        w + grads_then + states + end + looped,
+        f"sharded weights {f(w)} + gradients {f(grads_then)} + optimizer {f(states)} + {what} "
         f"{f(end)}{loop}",
     ))  # fmt: skip
     return out
 
 
+def _tied_end(
+    cfg: TrainingConfig, parts: dict[str, float], root: int, block: int, psi: int, head: float
+) -> tuple[float, str, float]:
+    """FSDP2's end of backward with a tied head: (what it adds, how, the sharded gradients by
+    then). The root is still gathered, with its unsharded gradients — the head's, the
+    embedding's dense one and, tied, their sum (3·V·h·g), and the final norm's — while the
+    last block's reduce-scatter input (block·r, r the reduce dtype's bytes: fp32 under
+    ``mixed``'s MixedPrecisionPolicy(reduce_dtype=fp32)) is still held: torch's
+    ``FSDPParamGroup.post_backward`` appends each ``foreach_reduce`` input to
+    ``comm_ctx.reduce_scatter_states`` and pops the oldest only at the next group's
+    post_backward (``reduce_scatter_max_input_buffers`` 1), the root's, which runs after these
+    gradients are made; so the root's own gradient shards are not made yet (torch 2.13
+    ``_fsdp_param_group.py``, ``_fsdp_collectives.foreach_reduce``). With the step's inputs
+    and the loss's scalars, which the loop holds through backward."""
+    g, t, f = gathered_bytes(cfg), cfg.tp, fmt_bytes
+    r = 4 if cfg.precision == "mixed" else g
+    gathered, others, held = root * g / t, root * g / t - head, block * r / t
+    grads = parts["gradients"] * (1 - root / psi)
+    inputs = parts["inputs"]
+    end = gathered + others + 3 * head + held + inputs
+    what = (
+        f"root·{g} B {f(gathered)} + the root's other gradients (the final norm's) {f(others)}"
+        f" + 3·V·h·{g} B (head, embedding, their sum) {f(3 * head)} + the last block's "
+        f"reduce-scatter input block·{r} B {f(held)} + the step's inputs and the loss "
+        f"{f(inputs)}; the root's gradient shards not made yet"
+    )
+    return end, what, grads
+
+
 def fsdp_parts(totals: tuple[float, ...], loss: Any) -> dict[str, float]:
-    """The step's ``totals`` (sharded weights … log-probs) named as ``FSDP_PARTS``, with what
-    LitGPT's loop holds across the step: the previous micro-batch's and this one's (``loss``:
+    """The step's ``totals`` (sharded weights … log-probs, the step's inputs and loss) named as
+    ``FSDP_PARTS``, with what LitGPT's loop holds across the step: the previous micro-batch's
+    and this one's (``loss``:
     the step's ``losses.LossPlan``, its ``held`` and ``looped``; None for PyTorch's loss)."""
     held = float(sum(t.bytes for t in loss.held)) if loss is not None else 0.0
     looped = float(loss.looped) if loss is not None else 0.0
