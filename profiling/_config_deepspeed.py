@@ -51,6 +51,14 @@ OFFLOAD_TO_FIELD: Any = Field(
     "cpu",
     description="Where DeepSpeed offloads to: cpu, or nvme (pinned swap buffers in host memory).",
 )
+# DeepSpeed sets each part's device apart (offload_optimizer.device, offload_param.device in
+# deepspeed/runtime/zero/offload_config.py): parameters on cpu beside an optimizer on nvme keep
+# every 16-bit partition in host memory, which counting both as nvme would miss.
+OFFLOAD_PARAM_TO_FIELD: Any = Field(
+    None,
+    description="Where DeepSpeed offloads the parameters when not where --offload-to sends the "
+    "optimizer: cpu or nvme (offload_param.device).",
+)
 CPU_MEM_FIELD: Any = Field(
     None, gt=0, le=10**6, description="Host (CPU) memory per node in GB, for the verdict."
 )
@@ -102,6 +110,7 @@ FP16_FIELD: Any = Field(
 # What the fields above mean only with the engine on.
 ENGINE_ONLY = (
     "offload_param",
+    "offload_param_to",
     "cpu_mem",
     "gpus_per_node",
     "reduce_bucket_size",
@@ -172,6 +181,12 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
             "--offload-to nvme says where --offload-optimizer / --offload-param go: give one",
             "offload_to",
         )
+    if cfg.offload_param_to is not None and not cfg.offload_param:
+        raise ConfigError(
+            "--offload-param-to says where --offload-param sends the parameters: give "
+            "--offload-param (with --zero 3)",
+            "offload_param_to",
+        )
     adapters = cfg.lora_rank is not None and (cfg.qlora or cfg.dora or cfg.autocast)
     if cfg.tp > 1 or adapters or cfg.optimizer_in_bwd:
         what = (
@@ -225,13 +240,21 @@ def _check_zero3_settings(cfg: TrainingConfig) -> None:
         )
 
 
+def param_device(cfg: TrainingConfig) -> str:
+    """Where the offloaded 16-bit parameter partitions go: ``--offload-param-to``, else
+    ``--offload-to`` (the optimizer's device)."""
+    return cfg.offload_param_to or cfg.offload_to
+
+
 def describe_deepspeed(cfg: TrainingConfig) -> str:
     """'DeepSpeed ZeRO-3, optimizer and parameters offloaded to nvme' for a title."""
+    moved = [(w, d) for w, on, d in (("optimizer", cfg.offload_optimizer, cfg.offload_to),
+             ("parameters", cfg.offload_param, param_device(cfg))) if on]  # fmt: skip
     text = f"DeepSpeed ZeRO-{cfg.zero}"
-    moved = [w for w, on in (("optimizer", cfg.offload_optimizer), ("parameters",
-             cfg.offload_param)) if on]  # fmt: skip
+    if len({d for _, d in moved}) > 1:
+        return text + ", " + ", ".join(f"{w} offloaded to {d}" for w, d in moved)
     if moved:
-        text += f", {' and '.join(moved)} offloaded to {cfg.offload_to}"
+        text += f", {' and '.join(w for w, _ in moved)} offloaded to {moved[0][1]}"
     return text
 
 
@@ -247,6 +270,7 @@ __all__ = [
     "HF_PARAM_GROUPS_FIELD",
     "OFFLOAD_OPTIMIZER_FIELD",
     "OFFLOAD_PARAM_FIELD",
+    "OFFLOAD_PARAM_TO_FIELD",
     "OFFLOAD_RATIO_FIELD",
     "OFFLOAD_TO_FIELD",
     "OVERLAP_COMM_FIELD",
@@ -261,4 +285,5 @@ __all__ = [
     "check_deepspeed",
     "describe_deepspeed",
     "model_dtype",
+    "param_device",
 ]

@@ -164,6 +164,7 @@ class TrainingConfig(BaseModel):
     deepspeed: bool = ds.DEEPSPEED_FIELD  # DeepSpeed's engine, its settings
     offload_param: bool = ds.OFFLOAD_PARAM_FIELD
     offload_to: ds.OffloadDevice = ds.OFFLOAD_TO_FIELD
+    offload_param_to: ds.OffloadDevice | None = ds.OFFLOAD_PARAM_TO_FIELD
     cpu_mem: float | None = ds.CPU_MEM_FIELD
     gpus_per_node: int | None = ds.GPUS_PER_NODE_FIELD
     reduce_bucket_size: ds.Count = ds.REDUCE_BUCKET_FIELD

@@ -226,7 +226,7 @@ def _stage3(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], s: Setti
                 ln.bytes, ln.unsharded = ln.bytes * s.acc / w, ln.unsharded * s.acc / w
                 ln.substituted += f" → {s.acc} B each (grad_accum_dtype)"
     if cfg.offload_param:
-        _to_host(ledger, "parameters", cfg.offload_to)
+        _to_host(ledger, "parameters", dsc.param_device(cfg))
     small, how = persistent_params(shape, s.persistence)
     if adapters := dl.persistent_adapters(cfg, shape, s.persistence):
         small, how = small + adapters, f"{how} + {fmt_count(adapters)} of LoRA's A and B"
@@ -317,7 +317,7 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
     part = dp.partition(cfg, shape, psi)[0]  # DeepSpeed's padded partition
     P = f"{fmt_count(psi)}/{n}"
     every = dl.partitioned(cfg, shape)  # the parameter partitions: frozen ones too
-    nvme = cfg.offload_to == "nvme"
+    nvme = cfg.offload_to == "nvme"  # the optimizer's device
     groups = dg.sub_groups(cfg, shape, psi)
     if cfg.offload_optimizer and not nvme:
         per, labels = dg.optimizer_per_param(cfg, shape)
@@ -356,6 +356,7 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
         a = s.acc  # grad_partitions_flat_buffer: grad_accum_dtype, pinned in host memory
         out.append(HostLine(f"{8 * a}-bit gradient partitions", a * part, f"{a} B · {P}", True))
     if cfg.offload_param:
+        nvme = dsc.param_device(cfg) == "nvme"  # its own device (offload_param.device)
         mine = dp.sixteen_bit(cfg, shape)[0]  # each tensor padded to N
         kept = min(mine, dsc.PARAM_MAX_IN_CPU) if nvme else mine
         E = f"{fmt_count(every)}/{n}"

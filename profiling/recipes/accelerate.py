@@ -101,20 +101,33 @@ def _deepspeed(r: Reading, path: Path) -> list[Reading]:
         r.use("deepspeed_config.zero_stage", "zero", stage, f"DeepSpeed ZeRO-{stage}")
         r.imply("(DeepSpeed's engine)", "deepspeed", True,
                 "its buckets, persistent parameters, offload and host memory")  # fmt: skip
+    devices = {}
     for key, field in (("offload_optimizer_device", "offload_optimizer"),
                        ("offload_param_device", "offload_param")):  # fmt: skip
         device = r.get(f"deepspeed_config.{key}")
         if device in ("cpu", "nvme"):
             r.use(f"deepspeed_config.{key}", field, True, f"offloaded to {device}")
-            if device == "nvme":
-                r.imply(f"(deepspeed_config.{key})", "offload_to", "nvme", "NVMe swap")
+            devices[key] = device
         elif r.has(f"deepspeed_config.{key}"):
             r.ignore(f"deepspeed_config.{key}", NO_MEMORY + " (none)")
+    _devices(r, devices)
     steps = r.get("deepspeed_config.gradient_accumulation_steps")
     if isinstance(steps, int) and steps > 1:
         r.use("deepspeed_config.gradient_accumulation_steps", "grads_kept", True,
               "gradients accumulated over micro-batches")  # fmt: skip
     return []
+
+
+def _devices(r: Reading, devices: dict[str, str]) -> None:
+    """Each part's own device, as DeepSpeed takes them: --offload-to is the optimizer's (the
+    parameters' when only they move), --offload-param-to the parameters' when it differs."""
+    first = next(iter(devices), None)
+    if first and devices[first] == "nvme":
+        r.imply(f"(deepspeed_config.{first})", "offload_to", "nvme", "NVMe swap")
+    if len(set(devices.values())) > 1:
+        device = devices["offload_param_device"]
+        r.imply("(deepspeed_config.offload_param_device)", "offload_param_to", device,
+                f"the parameters to {device}, the optimizer elsewhere")  # fmt: skip
 
 
 def _fsdp(r: Reading) -> None:

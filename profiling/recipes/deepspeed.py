@@ -270,12 +270,16 @@ def _offload(r: Reading, p: str) -> None:
             devices[field] = device
         elif r.has(key):
             r.ignore(key, NO_MEMORY + " (none: nothing offloaded)")
-    if "nvme" in devices.values():
-        first = next(f for f, d in devices.items() if d == "nvme")
+    # --offload-to is the optimizer's device (the parameters' when only they move); a parameter
+    # device of its own is --offload-param-to: each part's host memory follows its own device.
+    main = devices.get("offload_optimizer") or devices.get("offload_param")
+    if main == "nvme":
+        first = "offload_optimizer" if "offload_optimizer" in devices else "offload_param"
         r.use(f"{p}{_OFF[first == 'offload_param']}.device", "offload_to", "nvme",
               "NVMe through pinned swap buffers in host memory")  # fmt: skip
-        if len(set(devices.values())) > 1:
-            r.notes.append("one part offloaded to cpu, the other to nvme: both counted as nvme")
+    if len(set(devices.values())) > 1:
+        r.use(f"{p}{_OFF[1]}.device", "offload_param_to", devices["offload_param"],
+              f"the parameters to {devices['offload_param']}, the optimizer to {main}")  # fmt: skip
 
 
 def _buckets(r: Reading, p: str) -> None:

@@ -182,6 +182,29 @@ def test_nvme_keeps_only_the_swap_buffers_in_host_memory() -> None:
     assert any(c.name.endswith("(NVMe)") for c in est.components if c.category == "optimizer")
 
 
+@pytest.mark.parametrize(("optimizer", "params"), [("nvme", "cpu"), ("cpu", "nvme")])
+def test_each_offloaded_part_keeps_the_host_memory_of_its_own_device(optimizer, params) -> None:
+    # DeepSpeed takes offload_optimizer.device and offload_param.device apart
+    # (deepspeed/runtime/zero/offload_config.py). Counting both at the optimizer's device left
+    # out every 16-bit partition over max_in_cpu with parameters on cpu, and the fp32 master,
+    # states and gradients with the optimizer on cpu: on 4 ranks of 7B, 0.5 and 11.5 GB a rank.
+    kw = {"gpus": 4, "zero": 3, "offload_optimizer": True, "offload_param": True}
+    _, mixed = _host(**kw, offload_to=optimizer, offload_param_to=params)
+    _, opt_side = _host(**kw, offload_to=optimizer)
+    _, param_side = _host(**kw, offload_to=params)
+
+    def part(host, parameters: bool) -> dict[str, int]:
+        return {x["name"]: x["bytes"] for x in host["lines"]
+                if ("parameter" in x["name"]) == parameters}  # fmt: skip
+
+    assert part(mixed, False) == part(opt_side, False)
+    assert part(mixed, True) == part(param_side, True)
+    assert mixed["per_rank_bytes"] == sum(part(mixed, False).values()) + sum(
+        part(mixed, True).values()
+    )
+    assert mixed["per_rank_bytes"] > min(opt_side["per_rank_bytes"], param_side["per_rank_bytes"])
+
+
 def test_the_verdict_checks_the_host_memory_too() -> None:
     kw = {"gpus": 8, "zero": 3, "offload_optimizer": True, "offload_param": True, "gpu_mem": 80}
     est, host = _host(**kw)
@@ -201,6 +224,11 @@ def test_the_verdict_checks_the_host_memory_too() -> None:
         ({"deepspeed": True, "zero": 3, "fsdp": True}, "give --zero 1, 2 or 3"),
         ({"deepspeed": True, "zero": 2, "offload_param": True}, "--offload-param needs --zero 3"),
         ({"deepspeed": True, "zero": 3, "offload_to": "nvme"}, "--offload-to nvme says where"),
+        (
+            {"deepspeed": True, "zero": 3, "offload_optimizer": True, "offload_param_to": "cpu"},
+            "--offload-param-to says where --offload-param",
+        ),
+        ({"offload_param_to": "nvme"}, "--offload-param-to is a setting of DeepSpeed's ZeRO"),
         (
             {"deepspeed": True, "zero": 2, "lora_rank": 8, "qlora": True, "precision": "bf16"},
             "--qlora with DeepSpeed's engine",

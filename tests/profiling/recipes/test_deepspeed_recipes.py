@@ -169,6 +169,34 @@ def test_an_accelerate_config_inline_and_fsdp(tmp_path: Path) -> None:
 FIXTURES = Path(__file__).parent / "fixtures" / "deepspeed"
 
 
+@pytest.mark.parametrize(("optimizer", "params"), [("nvme", "cpu"), ("cpu", "nvme"),
+                                                    ("nvme", "nvme"), ("cpu", "cpu")])  # fmt: skip
+def test_each_offloaded_parts_device_is_read_as_its_own(
+    tmp_path: Path, optimizer: str, params: str
+) -> None:
+    # DeepSpeed's JSON and accelerate's config name each part's device apart; reading both as
+    # nvme when one was counted the parameters' or the optimizer's host memory short.
+    zero = {**Z3_OFFLOAD["zero_optimization"], "offload_optimizer": {"device": optimizer},
+            "offload_param": {"device": params}}  # fmt: skip
+    ds = read_recipe([_write(tmp_path, "ds.json", {**Z3_OFFLOAD, "zero_optimization": zero})])
+    yaml = (
+        "distributed_type: DEEPSPEED\nnum_processes: 8\nmixed_precision: bf16\n"
+        f"deepspeed_config:\n  zero_stage: 3\n  offload_optimizer_device: {optimizer}\n"
+        f"  offload_param_device: {params}\ncompute_environment: LOCAL_MACHINE\n"
+    )
+    acc = read_recipe([_write(tmp_path, "acc.yaml", yaml)])
+    for recipe in (ds, acc):
+        v = recipe.values
+        assert v["offload_optimizer"] and v["offload_param"]
+        assert v.get("offload_to", "cpu") == optimizer
+        assert v.get("offload_param_to") == (params if params != optimizer else None)
+        cfg = TrainingConfig.parse(**with_recipe(recipe, {"model": "llama-7b", "gpus": 8}))
+        host = estimate(cfg).deepspeed["host"]
+        names = " ".join(x["name"] for x in host["lines"])
+        assert ("fp32 master weights" in names) == (optimizer == "cpu")
+        assert ("NVMe swap buffers of the parameters" in names) == (params == "nvme")
+
+
 @pytest.mark.parametrize("name", ["ds_config_zero3.json", "ds_config_zero2.json"])
 def test_transformers_own_deepspeed_configs_through_the_trainer(tmp_path: Path, name: str) -> None:
     """transformers' tests/deepspeed configs (fp16 "auto", no bf16 section) with a Trainer that
