@@ -167,18 +167,6 @@ def _config(base: TrainingConfig, update: dict[str, Any]) -> TrainingConfig | No
         return None
 
 
-def nvml_bytes(
-    cfg: TrainingConfig, peak: int, layers: int, param_tensors: int, loss: bool = True
-) -> int:
-    """What nvidia-smi would show at an allocated ``peak`` of the plan (see the module): the
-    closed form's counters, NCCL's buffers in them (``profiling.estimate.counters``); ``loss``:
-    whether the rank computes the loss."""
-    from profiling.estimate.counters import closed_form, tensors_alive
-
-    tensors = tensors_alive(cfg, {"param_tensors": param_tensors, "layers": layers})
-    return closed_form(cfg, peak, tensors, loss=loss).nvml.bytes
-
-
 def _bubble(cfg: TrainingConfig) -> float:
     if cfg.pp == 1:
         return 0.0
@@ -203,16 +191,14 @@ def compute_time(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[float, flo
 def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
     from profiling.estimate.comm import comm
     from profiling.plans.closed_form import estimate_plan
+    from profiling.plans.report import rank_nvml
 
     res = estimate_plan(cfg)
     top = res.highest
-    layers = int(shape.get("layers") or 0)
-    # every rank judged: the last stage's reserve holds the loss's logits, whatever its peak
-    nvml = max(
-        nvml_bytes(cfg, r.peak_bytes, layers // cfg.pp, 9 * layers // cfg.pp + 3,
-                   any(res.layout.stages[i].head for i in r.stages))
-        for r in res.ranks
-    )  # fmt: skip
+    # every rank judged: the last stage's reserve holds the loss's logits, whatever its peak;
+    # the estimate's own reading (its stages' layers, the loss on one microbatch's logits, what
+    # runs outside the loss), so a plan fits here as `estimate` prints it
+    nvml = max(rank_nvml(res, r) for r in res.ranks)
     per_gpu, compute = compute_time(cfg, shape)
     tokens = cfg.batch * cfg.seq_or_default() / (cfg.tp * cfg.cp * cfg.ulysses * cfg.pp)
     sent = comm(cfg, shape, res.params)
@@ -467,6 +453,6 @@ def plan_fit_record(res: PlanFit, top: int = 10) -> Any:
 
 
 __all__ = [
-    "PlanCandidate", "PlanFit", "compute_time", "fit_plans", "nvml_bytes",
+    "PlanCandidate", "PlanFit", "compute_time", "fit_plans",
     "plan_fit_json", "plan_fit_record", "plan_flags", "render_plan_fit",
 ]  # fmt: skip
