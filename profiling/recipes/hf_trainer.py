@@ -289,7 +289,30 @@ def _trainer_sharding(r: Reading, path: Path) -> None:
     if "offload" in text:
         r.use("fsdp", "offload_optimizer", True, "FSDP's CPU offload")
     r.seen("fsdp_config", main="fsdp")
+    _fsdp_config(r)
     _trainer_deepspeed(r, path)
+
+
+def _fsdp_config(r: Reading) -> None:
+    """``fsdp_config``'s checkpointing and FSDP version, as TrainingArguments reads them
+    (transformers/training_args.py, ``_process_fsdp_args``: an ``fsdp_`` prefix dropped;
+    ``activation_checkpointing`` handed to accelerate's FSDP plugin, which checkpoints every
+    wrapped layer; ``version`` 2 by default in transformers 5, 1 the legacy FSDP1)."""
+    for name in ("activation_checkpointing", "version"):
+        key = next((f"fsdp_config.{p}{name}" for p in ("", "fsdp_")
+                    if r.has(f"fsdp_config.{p}{name}")), None)  # fmt: skip
+        if key is None:
+            continue
+        value = r.get(key)
+        if name == "activation_checkpointing" and str(value).lower() == "true":
+            r.use(key, "checkpointing", "full", "FSDP's own checkpointing of every wrapped layer")
+        elif name == "activation_checkpointing":
+            r.ignore(key, NO_MEMORY + " (off)")
+        elif str(value) == "1":
+            r.use(key, "fsdp_flat", True, "FSDP1: each wrapped layer's parameters views of one "
+                  "flat parameter (give --gpus N)")  # fmt: skip
+        else:
+            r.seen(key, main="fsdp (FSDP2's fully_shard, as estimated)")
 
 
 def _trainer_deepspeed(r: Reading, path: Path) -> None:
