@@ -110,6 +110,10 @@ def _down_freed(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
 
         a, r = adapter_bytes(cfg), int(cfg.lora_rank)
         copy = a if own_copies(cfg, e) and not e.amp else e.c
+        if not own_copies(cfg, e) and cfg.qlora and cfg.bnb_keeps_inputs:
+            # bitsandbytes <= 0.43.1 keeps that very tensor in its ctx (``ctx.tensors = (A,
+            # B)``), which backward never releases: it stays until the graph is freed
+            copy = 0
         mask = mask_bytes(cfg) if cfg.lora_dropout else 0
         freed += T * f * (copy + mask) + T * r * (2 if e.amp else a)
         words.append(f"its adapter's input s·b·f·{copy}" + (" and mask" if mask else "")
