@@ -321,6 +321,15 @@ def is_plan(cfg: TrainingConfig) -> bool:
     return cfg.dp_shard is not None or cfg.dp_replicate is not None
 
 
+def dp_degrees(cfg: TrainingConfig) -> tuple[int, int]:
+    """A plan's (dp_shard, dp_replicate): the flags', or ``--gpus N`` read as the data-parallel
+    degree — ``--fsdp --gpus N`` is ``--dp-shard N``, a plain ``--gpus N`` DDP's replicas. The
+    one reading for the layout, the communicators and the reserve (a plan given as ``--fsdp
+    --gpus 4 --pp 2`` left FSDP's communicator and its gathers out)."""
+    replicate = cfg.dp_replicate or (1 if cfg.fsdp else cfg.gpus)
+    return cfg.gpus // replicate, replicate
+
+
 def plan_world(cfg: TrainingConfig) -> int:
     """Every GPU of the plan: dp_replicate × dp_shard × cp × ulysses × tp × pp."""
     return cfg.gpus * cfg.cp * cfg.ulysses * cfg.tp * cfg.pp
@@ -360,6 +369,7 @@ __all__ = [
     "PipelineSchedule",
     "check_plan",
     "describe_plan",
+    "dp_degrees",
     "is_plan",
     "plan_world",
 ]

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from profiling._config_plan import dp_degrees
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def _groups(cfg: TrainingConfig) -> list[Group]:
         if cfg.gpus > 1:
             out.append(Group(name="data parallel", ranks=cfg.gpus, span=cfg.gpus * tp))
         return out
-    shard, replicate = cfg.dp_shard or 1, cfg.dp_replicate or 1
+    shard, replicate = dp_degrees(cfg)
     if cp > 1:
         out.append(Group(name="CP", ranks=cp, span=cp * tp))
     if cfg.ulysses > 1:  # DeepSpeed's sequence-parallel group: consecutive ranks
@@ -311,7 +312,8 @@ def _data(cfg: TrainingConfig, params: int, head: float) -> list[Transfer]:
         if cfg.fsdp or cfg.zero:
             return _sharded(cfg, share, n, "data parallel", psi)
         return [_allreduce(share, r, n, "data parallel", psi)]
-    n, rep = (cfg.dp_shard or 1) * cfg.cp * cfg.ulysses, cfg.dp_replicate or 1
+    shard, rep = dp_degrees(cfg)
+    n = shard * cfg.cp * cfg.ulysses
     share = params / (cfg.tp * cfg.pp)
     psi = "Ψ / (tp · pp)"
     out = _sharded(cfg, share, n, "FSDP", psi, head) if n > 1 else []

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from profiling._config_plan import dp_degrees
+
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
@@ -100,9 +102,10 @@ def _shards(cfg: TrainingConfig) -> int:
     shards = max(1, cfg.tp)
     # a plan's FSDP shards over dp_shard × cp × ulysses (torchtitan's dp_shard_cp mesh; the
     # sequence-data-parallel group of DeepSpeed-Ulysses), as plans/layout.py's shard_ranks
-    fsdp_ranks = (cfg.dp_shard or 1) * max(1, cfg.cp) * max(1, cfg.ulysses)
-    if (cfg.dp_shard or 1) > 1 or (cfg.dp_shard == 1 and cfg.fsdp and fsdp_ranks > 1):
-        return shards * fsdp_ranks
+    if cfg.is_plan:
+        fsdp_ranks = dp_degrees(cfg)[0] * max(1, cfg.cp) * max(1, cfg.ulysses)
+        if cfg.fsdp and fsdp_ranks > 1:
+            return shards * fsdp_ranks
     if cfg.fsdp or (cfg.zero or 0) >= 2:
         return shards * max(1, cfg.gpus)
     return shards

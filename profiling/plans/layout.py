@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from profiling._config_plan import dp_degrees
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 
@@ -138,8 +139,7 @@ def rank_stages(pp: int, per_rank: int, style: str) -> list[list[int]]:
 
 def layout_of(cfg: TrainingConfig, layers: int) -> Layout:
     """The layout of ``cfg``'s plan over a model of ``layers`` blocks."""
-    replicate = cfg.dp_replicate or (1 if cfg.fsdp else cfg.gpus)
-    shard = cfg.gpus // replicate
+    shard, replicate = dp_degrees(cfg)
     degrees = {"pp": cfg.pp, "dp_replicate": replicate, "dp_shard": shard, "cp": cfg.cp,
                "ulysses": cfg.ulysses, "tp": cfg.tp}  # fmt: skip
     per_rank = cfg.virtual_stages or 1
