@@ -18,7 +18,7 @@ the block (s·b·h in the residual's dtype), at down its adapter's input gradien
 output's summed gradient, the gate output's and its 16-bit copy; and the weight dequantized,
 h·f·c, with the larger of its absmax and its input's gradient. Under autocast the first
 block's adapters' 16-bit A and B copies, which ``once_per_model`` counts, stay until each goes
-back. Read off the trace (wide toy, 4 tokens): 1.002-1.010 of it — the first block's saved
+back. Read off the trace (wide toy, 4 tokens): 1.002-1.012 of it — the first block's saved
 tensors freed as it goes back are counted whole. Same scope as ``llama_dequant``. No torch
 here.
 """

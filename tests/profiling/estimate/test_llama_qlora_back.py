@@ -8,7 +8,7 @@
   (its 16-bit base output gradient) below too, equal now; under autocast the forward's bound
   (1.4-2.1 % over) is exact now;
 - with 4 tokens the first block's MLP going back, beside nearly every gradient and the last
-  step's optimizer state: 0.950-0.998 of the trace before, a bound now (at most 1.1 % over;
+  step's optimizer state: 0.950-0.998 of the trace before, a bound now (at most 1.2 % over;
   ``llama_first_mlp``).
 """
 
