@@ -17,9 +17,17 @@ base dequantizes down's weight there.
 
 Going forward under LoRA the MLP's output projection is frozen or adapted, so its input (GELU's
 output) is a transient unless its adapter keeps that very tensor: at the output projection's
-forward the step holds what the end of forward holds, less the final LayerNorm's tensors not
-made yet, plus GELU's output, the projection's output (with an adapter: its B output and its
-scaled copy too) and, attention and MLP in parallel, the attention's output waiting for the sum.
+forward the step holds what the end of forward holds, less what is made later (the loss's
+log-probabilities and labels, the final LayerNorm's tensors, an adapted head's adapter's), plus
+what the forward holds and no backward saves — transformers' inputs_embeds and position ids, the
+MLP's input (the norm's output, unless an adapter keeps that very tensor; Falcon-40B's attention
+norm's output too, a local of ``FalconDecoderLayer.forward``), GELU's output, the projection's
+output (with an adapter: its B output and its scaled copy, and with lora_dropout over fp32
+adapters on a 16-bit base its input's fp32 cast beside the dropped copy: peft 0.21
+``lora.layer.Linear.forward``) and, attention and MLP in parallel, the attention's output
+waiting for the sum. (An older count left the loss's tensors in and these held ones
+out: the two balanced only where V·4 = 2h·c, the tests' V = h in 16-bit.) BLOOM's keeps the
+older count (its masks and locals not read here).
 
 These are upper bounds where the trace frees earlier than counted (an adapted down with
 lora_dropout frees its dropped copy before GELU goes back; Phi's full training: 1.009 of the
@@ -36,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from profiling.estimate import bloom_amp
 from profiling.estimate.activations import Bytes, Dims, _cuda
-from profiling.estimate.lora_bytes import adapter_bytes, own_copies
+from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -131,21 +139,52 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, f
     """At the output projection's sum (an adapted up's, if higher: its base output kept for
     GELU, its B output and the scaled copy beside it, in the adapters' dtype)."""
     T, h, f, a = d.s * d.b, d.h, d.f, adapter_bytes(cfg)
-    stats = 8 if _cuda(cfg) else 2 * e.r
-    later = T * (h * e.r + stats)  # the final LayerNorm's input and statistics: not made yet
-    down = "down" in cfg.lora_targets
+    t, residual = set(cfg.lora_targets), d.extra["neox"]["residual"]
+    if d.extra.get("hf_module") == "bloom":  # its masks and locals not read here: as before
+        later = T * (h * e.r + (8 if _cuda(cfg) else 2 * e.r))  # the final LayerNorm's
+        later_words, held = "the final LayerNorm's input and statistics", 0
+    else:  # the loss's and the final LayerNorm's tensors, an adapted head's: made later
+        later, later_words = released(d, e, cfg)
+        later += head_adapter(d, e, cfg)
+        # held, not saved: the model's inputs_embeds and position ids (int64, one row) and the
+        # MLP's input, the norm's output (``self.mlp(self.post_attention_layernorm(...))``'s
+        # argument; transformers' Falcon and Phi bind it to a local) unless an adapter keeps
+        # that very tensor
+        readers = {"q", "k", "v", "up"} if residual == "parallel_one_norm" else {"up"}
+        kept = not own_copies(cfg, e) and bool(readers & t)
+        held = T * h * e.r + d.s * 8 + (0 if kept else T * h * e.c)
+    down = "down" in t
     gelu = 0 if down and not own_copies(cfg, e) else T * f * e.c  # kept by down's adapter
     outs = h * e.c + (2 * h * a if down else 0)  # adapted: its B output and the scaled one
-    attn = T * h * e.c if d.extra["neox"]["residual"] != "sequential" else 0
-    at_down = gelu + T * outs
-    at_up = 2 * T * f * a if "up" in cfg.lora_targets else 0  # down's tensors: a bound
-    value = fwd - later + max(at_down, at_up) + attn
+    attn = T * h * e.c if residual != "sequential" else 0
+    # peft (0.21 ``lora.layer.Linear.forward``) rebinds ``x = self._cast_input_dtype(x, ...)``
+    # before ``lora_B(lora_A(dropout(x)))``: with lora_dropout the fp32 cast of the input is no
+    # saved tensor, but it lives beside the dropped copy until the adapter returns
+    cast = cfg.lora_dropout > 0 and a != e.c
+    # Falcon-40B's two norms: ``FalconDecoderLayer.forward`` (transformers 5.24) keeps
+    # ``attention_layernorm_out`` a local through ``self.mlp(...)``; an adapter reading it that
+    # keeps its own copy leaves it out of the end of forward
+    two = d.extra.get("hf_module") == "falcon" and residual == "parallel"
+    norm = T * h * e.c if two and own_copies(cfg, e) else 0
+    at_down = gelu + T * outs + (T * f * a if down and cast else 0) + norm
+    # up's: its B output and the scaled one (its input's fp32 cast beside the dropped copy),
+    # less what down's adapter keeps, not made yet (its own copy and mask, or GELU's output)
+    at_up = T * (2 * f * a + (h * a if cast else 0)) + norm if "up" in t else 0
+    if at_up and down:
+        r, m = int(cfg.lora_rank or 0), mask_bytes(cfg) if cfg.lora_dropout else 0
+        at_up -= T * (f * (a + m) + r * a) if own_copies(cfg, e) else T * (f * e.c + r * a)
+    value = fwd - later + held + max(at_down, at_up) + attn
     calc = (
-        f"end of forward − the final LayerNorm's input and statistics {fmt_bytes(later)} + "
+        f"end of forward − {later_words} {fmt_bytes(later)} + "
+        + (f"inputs_embeds, position ids and the MLP's input {fmt_bytes(held)} + " if held else "")
         + (
-            f"up's adapter's B output and its scaled copy s·b·2f·{a} {fmt_bytes(at_up)}"
+            f"up's adapter's B output and its scaled copy s·b·2f·{a}"
+            + (" less down's adapter's tensors" if down else "")
+            + f" {fmt_bytes(at_up)}"
             if at_up > at_down
             else (f"GELU's output s·b·f·{e.c} + " if gelu else "")
+            + (f"its fp32 cast beside the dropped copy s·b·f·{a} + " if down and cast else "")
+            + (f"the attention norm's output s·b·h·{e.c} + " if norm else "")
             + f"the output projection's outputs s·b·{outs // h}h {fmt_bytes(at_down)}"
         )
         + (f" + the attention's output s·b·h·{e.c}" if attn else "")

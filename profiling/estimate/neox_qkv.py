@@ -18,8 +18,10 @@ the first block's norms keep none) and, zero-padded with more than one sequence,
 contiguous copy.
 
 Exact where the trace's tensors are these (tests/profiling/estimate/test_neox_qkv.py), with
-q, k, v and the head adapted; not counted where o, up or down is too (what their adapters keep
-later is not taken off here: 1.047 of the trace with q,down at 256 x 2). 16-bit and fp32
+q, k, v and the head adapted; with o, up or down adapted too, what their adapters keep (made
+after the sum: each its input's fp32 copy, lora_dropout's mask, its A output) is taken off
+(o,v with lora_dropout at 256 x 2: 0.935 of the trace before, now equal); not with one block
+(the first block's adapters keep fewer). 16-bit and fp32
 adapters make it smaller than the MLP's moments; autocast (``neox_amp_moments``), 4-bit bases,
 DoRA, Falcon's and BLOOM's q/k/v layouts and Phi's separate projections are not counted here.
 No torch here.
@@ -30,7 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
-from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, own_copies
+from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -52,10 +54,20 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.optimizer_in_bwd or getattr(cfg, "deepspeed", False):
         return False
-    # an adapted o, up or down keeps more after the sum than is taken off here (its own fp32
-    # copy of its input: 1.047 of the trace with q,down at 256 x 2): not counted there
+    # an adapted o, up or down keeps its own tensors after the sum (``_later_adapters``); the
+    # first block's (one block: the last) keep fewer, not taken off here: not counted there
     t = set(cfg.lora_targets)
-    return bool({"q", "k", "v"} & t) and t <= {"q", "k", "v", "lm_head"}
+    return bool({"q", "k", "v"} & t) and (d.L > 1 or t <= {"q", "k", "v", "lm_head"})
+
+
+def _later_adapters(d: Dims, cfg: TrainingConfig) -> int:
+    """What the last block's o, up and down adapters keep, made after the q/k/v sum: under
+    ``mixed`` each its input's own fp32 copy (the cast, or the dropped one) and lora_dropout's
+    mask, and its A output (``lora_neox.per_layer``'s terms, one block's)."""
+    T, r, a = d.s * d.b, int(cfg.lora_rank or 0), adapter_bytes(cfg)
+    width = {"o": int(d.extra["neox"]["q_dim"]), "up": d.h, "down": d.f}
+    m = mask_bytes(cfg) if cfg.lora_dropout else 0
+    return sum(T * (w * (a + m) + r * a) for n, w in width.items() if n in cfg.lora_targets)
 
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
@@ -76,6 +88,8 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         later += T * f * e.c + T * (8 if _cuda(cfg) else 2 * e.r)  # GELU input, statistics
     if sequential:
         later += T * h * e.r
+    adapters = _later_adapters(d, cfg)
+    later += adapters
     # the model's locals: inputs_embeds and the position ids (int64, one row for the batch)
     held = (T * h * e.c if own_copies(cfg, e) else 0) + T * h * e.r + d.s * 8
     sums = 3 * T * 3 * h * a
@@ -90,6 +104,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         f"later (rotated q and k and the attention's output s·b·3h·{e.c}, its logsumexp"
         + (f", GELU's input s·b·f·{e.c}, the MLP norm's statistics" if mlp else "")
         + (f", the MLP norm's input s·b·h·{e.r}" if sequential else "")
+        + (f", o's, up's and down's adapters' {fmt_bytes(adapters)}" if adapters else "")
         + f") {fmt_bytes(later)} + the attention norm's output, inputs_embeds and position ids "
         f"{fmt_bytes(held)} + the update, its scaled copy and the sum s·b·3·3h·{a} "
         f"{fmt_bytes(sums)}"

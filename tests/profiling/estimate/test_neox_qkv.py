@@ -28,6 +28,11 @@ CASES = {
     "small vocabulary, q,v, 256 x 2": ("gpt_neox", SMALL, 256, 2, "q,v", 0.0),  # 0.8535
     "small vocabulary, sequential, q,v, 256 x 2": (
         "gpt_neox sequential", SMALL, 256, 2, "q,v", 0.0),  # 0.8829
+    # o, up or down adapted too: their adapters' tensors, made after the sum, taken off
+    "small vocabulary, o,v, dropout, 256 x 2": ("gpt_neox", SMALL, 256, 2, "o,v", 0.1),  # 0.9353
+    "small vocabulary, sequential, o,v, dropout, 256 x 2": (
+        "gpt_neox sequential", SMALL, 256, 2, "o,v", 0.1),  # 0.9590
+    "wide, q,k,v,o, dropout": ("gpt_neox", WIDE, 16, 1, "q,k,v,o", 0.1),  # 0.9972
 }  # fmt: skip
 
 

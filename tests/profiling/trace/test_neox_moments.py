@@ -267,3 +267,42 @@ def test_qlora_under_autocast_the_last_blocks_mlp_runs_in_fp32(
     assert est.peak_moment in (neox_moments.FORWARD, neox_moments.BACKWARD)
     assert est.per_gpu_bytes >= traced.peak_bytes - 256  # the trace's scalars
     assert est.per_gpu_bytes <= traced.peak_bytes * most
+
+
+# (kind, shape, precision, LoRA targets, lora_dropout, estimate ÷ trace before): the last
+# block's output projection going forward, at 256 × 2 tokens
+V64 = {**SMALL, "vocab_size": 64}  # V ≠ h: the loss's log-probabilities no longer s·b·2h·2 B
+FORWARD_HELD = [
+    ("gpt_neox", SMALL, "mixed", "v,down", 0.1, 0.8894),  # down's input's fp32 cast
+    ("gpt_neox sequential", SMALL, "mixed", "v,down", 0.1, 0.8992),
+    ("falcon-7b", SMALL, "mixed", "q,k,v,o,up,down", 0.1, 0.9876),
+    ("falcon-40b", SMALL, "mixed", "q,down", 0.1, 0.8700),  # and the attention norm's output
+    ("falcon-40b", SMALL, "mixed", "k,up,lm_head", 0.1, 0.9939),  # up's input's fp32 cast
+    ("phi", SMALL, "mixed", "v,down", 0.1, 0.9100),
+    ("gpt_neox", V64, "mixed", "v,down", 0.0, 0.9840),
+    ("gpt_neox", V64, "fp32", "q,k,v,o,up,down", 0.1, 0.9914),  # the MLP's input
+    ("falcon-7b", SMALL, "fp32", "v,down", 0.1, 0.9760),
+    ("gpt_neox", SMALL, "mixed", "q,k,v,o,up,down", 0.0, 1.0964),  # up's: down's not made yet
+]
+
+
+@pytest.mark.parametrize(("kind", "shape", "precision", "targets", "dropout", "before"),
+                         FORWARD_HELD)  # fmt: skip
+def test_the_output_projections_forward_holds_the_models_locals(
+    tmp_path: Path, kind: str, shape: dict, precision: str, targets: str, dropout: float,
+    before: float,
+) -> None:  # fmt: skip
+    """At the last block's output projection the forward holds what no backward saves: the
+    model's inputs_embeds and position ids, the MLP's input (Falcon-40B's attention norm's
+    output too) and, with lora_dropout over fp32 adapters on a 16-bit base, the adapter's input
+    cast beside its dropped copy (peft's ``Linear.forward``); the loss's log-probabilities are
+    not made yet. The estimate read `before` of the trace (the counts balanced only at V = h)."""
+    cfg = TrainingConfig(
+        model=neox_spec(tmp_path, kind, shape), seq=256, batch=2, precision=precision,
+        lora_rank=8, lora_targets=targets, lora_dropout=dropout,
+    )  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert traced.peak_phase == "forward"
+    assert est.peak_moment == neox_moments.FORWARD
+    # equal but for the loss's two fp32 scalars, counted at the end of forward (8 B)
+    assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes + 64

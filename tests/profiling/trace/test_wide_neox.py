@@ -70,3 +70,24 @@ def test_the_loss_inside_the_forward_under_autocast(
     assert traced.peak_phase == "forward"
     assert est.peak_moment == "loss forward"
     assert traced.peak_bytes - 512 <= est.per_gpu_bytes <= traced.peak_bytes
+
+
+@pytest.mark.parametrize(
+    ("kind", "targets", "before"),
+    [("gpt_neox", "v,down", 0.9885), ("gpt_neox", ALL_SIX, 0.9983),
+     ("falcon-40b", "q,down", 0.9852), ("phi", "v,down", 0.9962)],
+)  # fmt: skip
+def test_mixed_loras_dropout_holds_down_s_input_cast(
+    tmp_path: Path, kind: str, targets: str, before: float
+) -> None:
+    """peft casts down's input to the fp32 adapters (``x = self._cast_input_dtype(...)``) and
+    with lora_dropout keeps only the dropped copy: the cast lives beside it until the adapter
+    returns, the step's peak here (s·b·f·4: the estimate read `before` of the trace)."""
+    cfg = TrainingConfig(
+        model=neox_spec(tmp_path, kind, WIDE), seq=16, batch=1, precision="mixed", lora_rank=8,
+        lora_targets=targets, lora_dropout=0.1,
+    )  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert traced.peak_phase == "forward"
+    assert est.peak_moment == neox_moments.FORWARD
+    assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes + 64  # the loss's scalars
