@@ -388,8 +388,12 @@ def once_per_model(
         )
     if d.V is not None:
         terms.append(_shifted_labels(d))
-    # embd_pdrop: GPT-2's embeddings' sum, Phi's embeddings (residual dtype)
-    if cfg.dropout and _module(d) in ("gpt2", "phi"):
+    # embd_pdrop: GPT-2's embeddings' sum, Phi's embeddings (residual dtype); GPT-NeoX's
+    # emb_dropout (transformers 5.24.0 modeling_gpt_neox.py ``GPTNeoXModel``: hidden_dropout),
+    # its mask saved only where the embedding trains (full training)
+    neox_full = _module(d) == "gpt_neox" and cfg.lora_rank is None
+    neox_full = neox_full and not (d.extra.get("neox") or {}).get("litgpt")
+    if cfg.dropout and (_module(d) in ("gpt2", "phi") or neox_full):
         mask = 1 if _cuda(cfg) else e.r
         terms.append(
             Term(

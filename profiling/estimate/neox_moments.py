@@ -111,8 +111,21 @@ def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, 
     else:  # the head's (and its bias'), the final norm's, the output projection's
         head_bias = V if d.extra.get("hf_module") == "phi" else 0
         grads = (V * h + head_bias + 2 * h + h * f + bias) * p
+    # (an adapted head's adapter's tensors, freed as the head went back, are left in: a bound
+    # that also covers Falcon's q/k/v sum with lora_dropout under ``mixed``, not counted here —
+    # 4,728 B under the trace on the wide toy with q,v,lm_head without them)
     n = f_wide(d, e, cfg)
     mlp = T * h * e.r + n * T * f * e.c
+    up_words = ""
+    t_up = lora and "up" in cfg.lora_targets and "down" not in cfg.lora_targets
+    if t_up and not e.amp and adapter_bytes(cfg) != e.c:
+        # an adapted up going back under ``mixed``: peft's ``result.to(torch_result_dtype)``
+        # hands GELU's input gradient back in fp32 beside the scaled update's gradient (its
+        # B output's), GELU's saved input freed by then: s·b·2f·4 net, if higher (down adapted
+        # too: its adapter's tensors freed before, not taken off here — not counted there)
+        at_up = T * h * e.r + 2 * T * f * adapter_bytes(cfg)
+        if at_up > mlp:
+            mlp, up_words = at_up, " (at up's adapter: two fp32 f-wide gradients net)"
     deq, deq_words = 0, ""
     if cfg.qlora:  # bitsandbytes dequantizes down's weight for its input's gradient
         from profiling._config_behaviours import double_quant
@@ -129,7 +142,7 @@ def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, 
     calc = (
         f"end of forward − {what} {fmt_bytes(gone)} + the gradients made by then "
         f"{fmt_bytes(grads)} + the gradient reaching the block s·b·h·{e.r} and the MLP's "
-        f"{n} f-wide gradients s·b·{n}f·{e.c} {fmt_bytes(mlp)}{deq_words}{amp_words} = "
+        f"{n} f-wide gradients s·b·{n}f·{e.c}{up_words} {fmt_bytes(mlp)}{deq_words}{amp_words} = "
         f"{fmt_bytes(value)}"
     )
     return BACKWARD, value, calc

@@ -306,3 +306,20 @@ def test_the_output_projections_forward_holds_the_models_locals(
     assert est.peak_moment == neox_moments.FORWARD
     # equal but for the loss's two fp32 scalars, counted at the end of forward (8 B)
     assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes + 64
+
+
+@pytest.mark.parametrize(
+    ("kind", "precision", "before"),
+    [("gpt_neox", "bf16", 0.9925), ("gpt_neox", "amp-bf16", 0.9948),
+     ("gpt_neox sequential", "bf16", 0.9927)],
+)  # fmt: skip
+def test_full_training_with_dropout_keeps_the_embeddings_mask(
+    tmp_path: Path, kind: str, precision: str, before: float
+) -> None:
+    """GPT-NeoX's ``emb_dropout`` (transformers' ``GPTNeoXModel``: hidden_dropout) drops the
+    embeddings, and where the embedding trains its mask is saved (s·b·h·1 B on CUDA): the
+    estimate read `before` of the trace with --dropout 0.1 (profiling.estimate.hf_ops)."""
+    cfg = TrainingConfig(model=_model(tmp_path, kind), seq=256, batch=2, precision=precision,
+                         dropout=0.1)  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes + 64
