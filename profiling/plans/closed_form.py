@@ -227,7 +227,7 @@ def _stage_profile(
     # the blocks' Linears gathered at one byte per element
     fp8_ag = cfg.float8_all_gather and cfg.fsdp
     f8_f = forward_transient(w, tokens, t, fp8_ag, cfg.float8, s.c) if cfg.float8 else 0
-    f8_b = backward_transient(w, tokens, t, fp8_ag, cfg.float8 or "") if cfg.float8 else 0
+    f8_b = backward_transient(w, tokens, t, fp8_ag, cfg.float8 or "", s.c) if cfg.float8 else 0
     linear_el = sum(_shard(d, r, n) * n for d, r in stage_tensors(w, stage, 1, t)[:7])
     if fp8_ag:
         gathered_b -= stage.layers * linear_el * (s.gathered - 1)

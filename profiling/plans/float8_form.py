@@ -134,13 +134,19 @@ def forward_transient(
 
 
 def backward_transient(
-    w: WorkloadConfig, tokens: int, t: int, gathered_fp8: bool, recipe: str
+    w: WorkloadConfig, tokens: int, t: int, gathered_fp8: bool, recipe: str, c: int = 2
 ) -> int:
     """What ``w2``'s backward holds above the block's saved tensors, the first of the block's
-    backward and its highest moment (its input is the widest, the SwiGLU's product)."""
+    backward and its highest moment (its input is the widest, the SwiGLU's product). Under
+    torch's TP styles (rowwise beside TP) ``w2``'s output gradient comes all-gathered to the
+    whole sequence in the compute dtype (``c``; ``RowwiseParallel``'s ``Shard(1)`` output
+    going back) and stays beside its casts: PP 2 × TP 2 (hidden 256, FFN 704, 128 tokens) the
+    first stage's later backward 65,536 B below the trace before, read in its live storages
+    (torchao's Float8 TP styles gather it in fp8, cast: none)."""
     i, o = block_linears(w, t)[-1]
     scales = cast_scales(tokens, i, o, recipe, gathered_fp8)
-    return linear_backward(tokens * i, i * o, tokens * o, gathered_fp8, recipe, scales)
+    gathered = tokens * w.hidden * c if t > 1 and recipe != "tensorwise" else 0
+    return gathered + linear_backward(tokens * i, i * o, tokens * o, gathered_fp8, recipe, scales)
 
 
 def _larger(a: Vec, b: Vec) -> Vec:

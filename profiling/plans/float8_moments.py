@@ -37,20 +37,29 @@ def _larger(a: Vec, b: Vec) -> Vec:
 
 def wrapped_casts(cfg: TrainingConfig, w: WorkloadConfig, tokens: int, c: int) -> int:
     """A wrapped block's forward at a Linear's casts, at its highest above the block's input
-    (see the module); 0 without Float8 or under tensor parallelism (not modelled here)."""
-    if not cfg.float8 or cfg.tp > 1:
+    (see the module); 0 without Float8 or under torchao's Float8 TP styles (tensorwise beside
+    TP: not modelled here). Under torch's TP styles (rowwise beside TP) each Linear casts its
+    whole-sequence input on the rank's heads and FFN width, the norm's sequence-sharded output
+    still held beside its all-gathered copy and the residual sequence-sharded: rowwise PP 2 ×
+    TP 2 × FSDP 2, full checkpointing (hidden 256, FFN 704, 128 tokens), at ``w2``'s weight
+    cast 188,416 B above the closed form before (the first stage's later forward), read in the
+    trace's live storages."""
+    t = cfg.tp
+    if not cfg.float8 or (t > 1 and cfg.float8 == "tensorwise"):
         return 0
-    h, f = w.hidden, w.ffn
-    q, kv = w.heads * w.head_dim, w.n_kv_heads * w.head_dim
-    n, half = tokens * h * c, tokens * f * c
+    h, f = w.hidden, w.ffn // t
+    q, kv = w.heads * w.head_dim // t, w.n_kv_heads * w.head_dim // t
+    res = tokens // t * h * c  # the residual stream (sequence-parallel under TP)
+    n = tokens * h * c + (res if t > 1 else 0)  # the normed input (gathered beside its shard)
+    half = tokens * f * c
     # repeat_kv copies the keys and values (a view when nothing is repeated); the math kernel's
     # output is copied by .contiguous() (closed_form.block_activations)
-    repeated = 2 * q if w.heads > w.n_kv_heads and w.n_kv_heads > 1 else 0
+    repeated = 2 * q if w.heads > w.n_kv_heads and w.n_kv_heads // t > 1 else 0
     copy = 0 if fused(w.head_dim, c) else q
     beside = (
         (n, h, q), (n + q * c * tokens, h, kv), (n + (q + kv) * c * tokens, h, kv),
         (n + (q + 2 * kv + repeated + q + copy) * c * tokens, q, h),
-        (2 * n, h, f), (2 * n + half, h, f), (2 * n + half, f, h),
+        (res + n, h, f), (res + n + half, h, f), (res + n + half, f, h),
     )  # fmt: skip
     gathered = cfg.float8_all_gather and cfg.fsdp
     recipe = cfg.float8
@@ -66,9 +75,9 @@ def float8_offsets(
     nothing without Float8 or under tensor parallelism (torchao's TP styles: not modelled
     here). ``sizes``: tokens, t, the compute dtype's bytes."""
     tokens, t, c = sizes
-    if not cfg.float8 or t > 1:
+    if not cfg.float8 or (t > 1 and cfg.float8 == "tensorwise"):
         return ()
-    h, f = w.hidden, w.ffn
+    h, f = w.hidden, w.ffn // t
     gathered = cfg.float8_all_gather and cfg.fsdp
     recipe = cfg.float8
     fwd_first, fwd_later = vec(), vec()
@@ -80,16 +89,23 @@ def float8_offsets(
     half, weight = tokens * f * c, h * f
     scales = cast_scales(tokens, h, f, recipe, gathered)
     lb = linear_backward(tokens * h, weight, tokens * f, gathered, recipe, scales)
-    # under FSDP a weight's fresh gradient (in the compute dtype) waits for the group's
-    # post-backward: a later backward holds w2's and w3's, the first one makes w3's 16-bit
-    fresh = weight * c if cfg.fsdp else 0
+    # under FSDP's own reduce dtype (mixed) a weight's fresh gradient (in the compute dtype)
+    # waits for the group's post-backward: a later backward holds w2's and w3's, the first one
+    # makes w3's 16-bit (in bf16 AccumulateGrad adds each in at once, fresh_grads: counted,
+    # rowwise bf16 PP 2 × TP 2 × FSDP 2's stage 0 would stand 102,016 B over)
+    fresh = weight * c if cfg.fsdp and cfg.precision == "mixed" else 0
     # w3's: silu(w1 x)'s gradient waits beside w3's output's, w1 x still saved by silu
     w3 = vec(activations=-3 * half, temporaries=2 * half + lb + fresh)
     # w1's: every SwiGLU tensor freed, w3's input gradient waiting, w3's weight gradient made
     w1 = vec(activations=-4 * half, temporaries=half + tokens * h * c + lb + 2 * fresh)
-    w1_first = vec(gradients=weight * (c if cfg.fsdp else grad_b), activations=w1["activations"],
+    # under FSDP's own reduce dtype w2's gradient, counted in it as made, is still the
+    # compute dtype's .grad until the block's post_backward
+    w2_held = -weight * (grad_b - c) if cfg.fsdp else 0
+    w1_first = vec(gradients=weight * (c if cfg.fsdp else grad_b) + w2_held,
+                   activations=w1["activations"],
                    temporaries=w1["temporaries"] - 2 * fresh)  # fmt: skip
-    w3_first = vec(activations=w3["activations"], temporaries=w3["temporaries"] - fresh)
+    w3_first = vec(gradients=w2_held, activations=w3["activations"],
+                   temporaries=w3["temporaries"] - fresh)  # fmt: skip
     return fwd_first, fwd_later, _larger(w3_first, w1_first), _larger(w3, w1)
 
 

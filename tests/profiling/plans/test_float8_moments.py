@@ -4,7 +4,9 @@ closed form stood below the trace: a wrapped block's forward at ``w2``'s casts (
 forward under full checkpointing), the recomputation's casts (a later backward 57,344 B),
 ``w1``'s backward casts (the last stage's first backward 1,237,008 B; 745,456 B with every 2nd
 block wrapped), torchao's Float8 TP styles' forward at ``w2`` (45,124 B; the rank 64 B) and
-torch's styles' rowwise scales (1,536 B)."""
+torch's styles' rowwise scales (1,536 B); and ``w1``'s backward casts under torch's TP styles
+(rowwise PP 2 × TP 2 × FSDP 2: stage 0's later backward 167,552 B, rank 0 at 0.9952), beside
+``w2``'s all-gathered output gradient (65,536 B) and in a wrapped block's forward (188,416 B)."""
 
 from __future__ import annotations
 
@@ -63,7 +65,30 @@ def test_tensor_parallel_each_action_is_its_trace() -> None:
     _each_action_and_rank(2, 0, tp=2, float8="tensorwise")
 
 
-def test_tensor_parallel_rowwise_forward_is_its_trace() -> None:
-    # torch's styles: each input cast in the Linear, a scale a row (the first stage's later
-    # backward, at the embedding's, is 65,536 B below its trace: not modelled yet)
-    _each_action_and_rank(2, 0, only=("F0", "F"), tp=2, float8="rowwise")
+def test_tensor_parallel_rowwise_each_action_is_its_trace() -> None:
+    # torch's styles: each input cast in the Linear, a scale a row; w2's output gradient comes
+    # all-gathered in bf16 and stays beside its casts (the first stage's later backward 65,536 B
+    # below its trace before)
+    _each_action_and_rank(2, 0, tp=2, float8="rowwise")
+
+
+@pytest.mark.parametrize(
+    ("pp", "plan"),
+    [
+        (2, {"tp": 2, "dp_shard": 2, "float8": "rowwise"}),
+        (4, {"tp": 2, "dp_shard": 2, "float8": "rowwise"}),
+        # w2's gradient still the 16-bit .grad at w1's casts in the first backward (FSDP2's
+        # post_backward upcasts it): the last stage's first backward 190,496 B over before
+        (2, {"dp_shard": 2, "float8": "tensorwise", "checkpointing": "full"}),
+        # a wrapped block's forward at w2's casts beside the norm's sharded output, its
+        # all-gathered copy and the residual (stage 0's later forward 188,416 B below before)
+        (2, {"tp": 2, "dp_shard": 2, "float8": "rowwise", "checkpointing": "full"}),
+    ],
+    ids=["tp2-fsdp2", "pp4-tp2-fsdp2", "tensorwise-fsdp2", "tp2-full"],
+)
+def test_w1s_backward_casts_under_fsdp_and_torchs_tp_styles(pp: int, plan: dict[str, Any]) -> None:
+    # torch's TP styles (rowwise) cast in each Linear as without TP, on the rank's FFN width:
+    # a later backward peaks at w1's weight cast beside w2's and w3's fresh gradients (kept
+    # as .grad until FSDP2's post_backward), w3's input gradient and silu's (rowwise PP 2 ×
+    # TP 2 × FSDP 2: stage 0 167,552 B below, rank 0 0.9952; PP 4: ranks 1-2 0.988-0.992)
+    _each_action_and_rank(pp, 0, only=("F", "B0", "B"), **plan)
