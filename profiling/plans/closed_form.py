@@ -311,7 +311,7 @@ def _stage_profile(
                                 block_extra, head=head_freed(stage, head_acts, logits * s.c, x),
                                 emb_moment=vec(activations=out - acts, temporaries=emb_extra),
                                 blocks=stage.layers > 0,
-                                **block_casts(cfg, w, (tokens, t, s.c), grad_b))  # fmt: skip
+                                **block_casts(cfg, w, (tokens, t, s.c), grad_b, plain))  # fmt: skip
         fresh = functools.partial(fresh_w2, cfg, w, t, s.gathered, block_extra // 2, plain=plain)
         b_peak, b_more = bwd(recompute, grad_in, made, fresh=fresh(recompute))
         for q, again, freed in earlier:  # each earlier wrapped block's backward
@@ -324,7 +324,7 @@ def _stage_profile(
             stage,
             (block_grads, x, kept, recompute),
             b_peak,
-            lambda a, b, g: bwd(recompute - a, grad_in + g, made + b)[0],
+            lambda a, b, g: bwd(recompute - a, grad_in + g, made + b, handed=g)[0],
         )
         b_peak, b_more = pipelined_peaks(b_peak, b_more, f8_b, recompute, grad_in,
                                          head_acts if stage.head else 0)  # fmt: skip

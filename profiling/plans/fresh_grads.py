@@ -66,14 +66,47 @@ def fresh_block(
     it). Above :func:`fresh_ffn` where the microbatch is short beside the weights: PP 4 × TP 2
     × FSDP 2 on 32 tokens a microbatch, the middle and last stages' later backward 141,480 and
     146,396 B below the trace before (ranks 1-3 at 0.986-0.991). Relative as
-    :func:`fresh_ffn`; None without a block moment to follow (checkpointed per op, compiled,
-    Float8, context parallel, Ulysses: their backward differs)."""
-    if not _applies(cfg) or cfg.compile or cfg.float8 or cfg.cp > 1 or cfg.ulysses > 1:
+    :func:`fresh_ffn`; None without a block moment to follow (:func:`_follows`)."""
+    if not _applies(cfg) or not _follows(cfg):
         return None
-    if cfg.checkpointing not in ("none", "full"):
+    tokens = half // (w.ffn // t) // gathered
+    return _block_end(w, (tokens, t, gathered), gathered, plain)
+
+
+def first_block_end(
+    cfg: TrainingConfig, w: WorkloadConfig, sizes: tuple[int, int, int], gathered: int,
+    plain: int,
+) -> Vec | None:  # fmt: skip
+    """A step's first backward at :func:`fresh_block`'s moment, in every precision: the first
+    microbatch's weight gradients are the ones the step keeps (``AccumulateGrad`` takes a
+    gradient made where ``.grad`` is None as it is, torch 2.13
+    torch/csrc/autograd/functions/accumulate_grad.h ``accumulateGrad``; FSDP2 leaves it the
+    unsharded parameter's ``.grad`` until the group's ``post_backward``), so all the block's
+    but its attention norm's are alive beside ``wq``'s input gradient — above the block's
+    ``w2`` moment where a short microbatch meets wide weights, and at a stage's lowest block
+    beside every gradient above it: fp32 PP 4 × TP 2 × FSDP 2 (WIDE, 32 tokens a microbatch)
+    the non-first stages' first backward 828,080 B below the trace before, bf16 PP 2 × TP 2 ×
+    FSDP 2 413,864 B (read in the trace's live storages in order). Relative as
+    :func:`fresh_ffn` (the block's gradients in full: ``w2``'s, which the caller counts made,
+    included); None where :func:`_follows` does not, or under ZBV (its input backward makes no
+    weight gradient). ``sizes``: tokens, t, the compute dtype's bytes."""
+    if not _follows(cfg) or cfg.pp_schedule == "zbv":
         return None
-    h, c = w.hidden, gathered
-    tokens = half // (w.ffn // t) // c
+    return _block_end(w, sizes, gathered, plain)
+
+
+def _follows(cfg: TrainingConfig) -> bool:
+    """Whether the block's backward is the eager one the block moments follow: not under
+    per-op checkpointing, compiled, Float8, context parallel or Ulysses (theirs differ)."""
+    if cfg.compile or cfg.float8 or cfg.cp > 1 or cfg.ulysses > 1:
+        return False
+    return cfg.checkpointing in ("none", "full")
+
+
+def _block_end(w: WorkloadConfig, sizes: tuple[int, int, int], gathered: int, plain: int) -> Vec:
+    """:func:`fresh_block`'s moment above the block's backward start (see there)."""
+    tokens, t, c = sizes
+    h = w.hidden
     q, kv = w.heads * w.head_dim // t, w.n_kv_heads * w.head_dim // t
     weights = (2 * q * h + 2 * kv * h + 3 * (w.ffn // t) * h + h) * gathered
     x = tokens // t * h * c
@@ -82,4 +115,4 @@ def fresh_block(
     return vec(activations=held - plain, temporaries=temps)
 
 
-__all__ = ["fresh_block", "fresh_ffn", "fresh_moment"]
+__all__ = ["first_block_end", "fresh_block", "fresh_ffn", "fresh_moment"]

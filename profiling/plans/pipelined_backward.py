@@ -11,8 +11,10 @@ from typing import Any
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
 from profiling.plans.float8_moments import float8_offsets
+from profiling.plans.fresh_grads import first_block_end
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, add, vec
+from profiling.plans.shapes import Sizes
 from profiling.plans.tp_moments import tp_head_backward
 
 
@@ -34,17 +36,23 @@ def w2_sizes(cfg: TrainingConfig, w: WorkloadConfig, tokens: int, grad_b: int) -
 
 
 def block_casts(
-    cfg: TrainingConfig, w: WorkloadConfig, sizes: tuple[int, int, int], grad_b: int
-) -> dict[str, Any]:
-    """:func:`pipelined_backward`'s ``w2`` and ``f8`` for a stage (``sizes``: tokens, t, the
-    compute dtype's bytes)."""
-    return {"w2": w2_sizes(cfg, w, sizes[0], grad_b), "f8": float8_offsets(cfg, w, sizes, grad_b)}
+    cfg: TrainingConfig, w: WorkloadConfig, sizes: tuple[int, int, int], grad_b: int,
+    plain: int = 0,
+) -> dict[str, Any]:  # fmt: skip
+    """:func:`pipelined_backward`'s ``w2``, ``f8`` and ``end`` for a stage (``sizes``: tokens,
+    t, the compute dtype's bytes; ``plain``: what a block saves unwrapped)."""
+    end = first_block_end(cfg, w, sizes, Sizes.of(cfg).gathered, plain)
+    if end is not None:  # w2's gradient is counted made from the block's start
+        end = add(end, vec(gradients=-(w.ffn // sizes[1]) * w.hidden * grad_b))
+    return {"w2": w2_sizes(cfg, w, sizes[0], grad_b), "f8": float8_offsets(cfg, w, sizes, grad_b),
+            "end": end}  # fmt: skip
 
 
 def pipelined_backward(
     extra: int, block_extra: int, recompute: int, grad_in: int, made: int, head: Vec | None,
     emb_moment: Vec, fresh: tuple[int, Vec | None] = (0, None), blocks: bool = True,
-    w2: tuple[int, ...] = (0, 0, 0), f8: tuple[Vec, ...] = (),
+    w2: tuple[int, ...] = (0, 0, 0), f8: tuple[Vec, ...] = (), end: Vec | None = None,
+    handed: int = 0,
 ) -> tuple[Vec, Vec]:  # fmt: skip
     """A stage's first backward at its highest (the last block's ``w2`` gradient made, its
     SwiGLU product freed, three FFN-wide buffers alive) and a later one's (a block's buffers,
@@ -57,9 +65,17 @@ def pipelined_backward(
     the hidden size (read in the trace's live tensors at PP 2 × TP 4: the first backward 0.968
     of the trace's, a later one 0.902). Under Float8 (``f8``: ``float8_moments.float8_offsets``)
     also the recomputation's casts (a wrapped block: ``recompute`` above 0) and ``w3``'s and
-    ``w1``'s backward casts."""
+    ``w1``'s backward casts. In a step's first backward also the block's end (``end``:
+    ``fresh_grads.first_block_end``), every weight gradient it makes alive, the gradient the
+    block above handed down (``handed``, of ``grad_in``; on the last stage the final norm's,
+    ``head``'s temporary) freed by then (the trace's live storages: 16,384 B over at the
+    lowest block of fp32 PP 4 × TP 2 × FSDP 2 with it)."""
     half = block_extra // 2
     first = vec(gradients=made, activations=recompute - half, temporaries=3 * half + grad_in)
+    if end is not None:  # on the last stage the final norm's gradient (head's) freed too
+        gone = handed + (head["temporaries"] if head is not None else 0)
+        first = _larger(first, add(end, vec(gradients=made, activations=recompute,
+                                            temporaries=grad_in - gone)))  # fmt: skip
     later = vec(temporaries=block_extra + grad_in + fresh[0], activations=recompute)
     if fresh[1] is not None:
         later = _larger(later, add(fresh[1], vec(activations=recompute, temporaries=grad_in)))
