@@ -49,6 +49,9 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
 
+KERNEL_LOSSES = ("liger", "cce")  # the losses that run the LM head inside their own kernel
+
+
 def _unfused_norms(d: Dims, cfg: TrainingConfig) -> bool:
     """Whether the norms are ops that keep their normalized output for the weight's gradient:
     the CPU's, and transformers' RMSNorm (eager ops in fp32) on either target."""
@@ -60,6 +63,15 @@ def _normalized_bytes(d: Dims, e: Bytes) -> int:
     in OLMo 2's and Gemma's RMSNorm, cast back to the model's dtype in Llama's."""
     module = d.extra.get("hf_module")
     return e.r if module and not fp32_norm(d) else 4
+
+
+def normalized_kept(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """Bytes a token's normalized row the final norm would keep for its weight's gradient, which
+    under LoRA (the weight frozen) it does not: the eager (or the CPU's) RMSNorm's; 0 where the
+    norm is fused or the weight trained."""
+    if cfg.lora_rank is None or not _unfused_norms(d, cfg):
+        return 0
+    return _normalized_bytes(d, e)
 
 
 def _block_norms(d: Dims) -> int:
@@ -375,7 +387,11 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
     # input, the final norm's output, as every 4-bit layer does (MatMul4Bit's ctx.tensors);
     # the loss's tape keeps it past the head (estimate.loss_tapes, _fwd_litgpt)
     nf4_keeps = cfg.fabric_bnb and cfg.bnb_keeps_inputs and not d.extra.get("tied")
-    head_in = 0 if (adapted and not own) or nf4_keeps else (2 if e.amp else e.c)
+    # Liger's and Cut Cross-Entropy's kernels take the head's weight, not its Linear: what they
+    # keep of the final norm's output is their tape's (losses.plan: CCE keeps it for its
+    # backward, Liger nothing, the hidden's gradient made in forward)
+    kernel = cfg.loss in KERNEL_LOSSES
+    head_in = 0 if (adapted and not own) or nf4_keeps or kernel else (2 if e.amp else e.c)
     n = _normalized_bytes(d, e) if cpu else 0
     terms = []
     if head_in or n:
@@ -461,6 +477,7 @@ __all__ = [
     "block_targets",
     "check_targets",
     "nf4_moments",
+    "normalized_kept",
     "once_per_model",
     "per_layer",
 ]

@@ -176,7 +176,8 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int = 0) ->
     head = "lm_head" in cfg.lora_targets
     # Lightning's 4-bit LM head (--fabric-bnb, untied) of bitsandbytes <= 0.43.1 keeps it
     nf4_keeps = cfg.fabric_bnb and cfg.bnb_keeps_inputs and not d.extra.get("tied")
-    if (not head or own) and not nf4_keeps:
+    # Liger's and CCE's kernels: their tape keeps what they keep of it (as lora._head)
+    if (not head or own) and not nf4_keeps and cfg.loss not in ("liger", "cce"):
         terms.append(Term("frozen LM head: final norm's output not kept", -T * h * e.c,
                           f"−s·b·h·{e.c} B", f"−{tok}·{h}·{e.c}"))  # fmt: skip
     if head and cfg.loss == "litgpt":  # A's output and the mask: the loss tape's, chunk by

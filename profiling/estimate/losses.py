@@ -261,8 +261,13 @@ _LAYER_NORM = ("gpt2", "neox", "encoder")
 
 
 def _final_norm_saved(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
-    """What the final norm saves (freed by its backward), its output aside."""
-    return d.s * d.b * _norm_row_bytes(d, e, cfg)
+    """What the final norm saves (freed by its backward), its output aside. Under LoRA an RMSNorm
+    of separate ops keeps no normalized: its product saves it for the frozen weight's gradient
+    only (``lora._head`` takes it off the forward, ``norm_tapes.NormShape.trained``)."""
+    from profiling.estimate.lora import normalized_kept
+
+    frozen = d.h * normalized_kept(d, e, cfg) if d.arch not in _LAYER_NORM else 0
+    return d.s * d.b * (_norm_row_bytes(d, e, cfg) - frozen)
 
 
 def _norm_row_bytes(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
@@ -288,7 +293,13 @@ def last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None
     gated = d.arch not in _LAYER_NORM  # GPT-2's and GPT-NeoX's kind: one GELU
     weight = (h * f + (0 if gated else h)) * p if cfg.lora_rank is None else 0
     # BLOOM's GeLUFunction backward (bloom_gelu_back): eager ops, 5 f-wide tensors at once
-    n = 5 if d.extra.get("hf_module") == "bloom" else 2 if gated else 1
+    bloom = d.extra.get("hf_module") == "bloom"
+    n = 5 if bloom else 2 if gated else 1
+    if not bloom and cfg.lora_rank is not None and not cfg.qlora and "down" not in cfg.lora_targets:
+        # a frozen down saved no input (its weight needs no gradient; the LoRA lines take it off
+        # the forward): its input's gradient is not offset by that input's freeing — the
+        # SwiGLU's three gradients alive at once (as recomputed_llama counts them), GELU's two
+        n += 1
     value = T * h * e.r + weight + n * T * f * e.c
     calc = (
         f"the gradient reaching the last block s·b·h·{e.r} + "
@@ -384,7 +395,8 @@ def _final_norm_moments(
         return []  # LayerNorm, and CUDA's fused rms_norm: one kernel each way
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
     T = d.s * d.b
-    n = NormShape(T, d.h, e.r, p, cast_product=bool(module) and not fp32_norm(d))
+    trained = cfg.lora_rank is None  # under LoRA the norm's weight is frozen
+    n = NormShape(T, d.h, e.r, p, bool(module) and not fp32_norm(d), trained)
     base = fwd - loss.released - _final_norm_saved(d, e, cfg)
     grads = d.V * d.h * p if cfg.lora_rank is None and d.V else 0
     forward, backward = forward_peak(n), backward_peak(n)

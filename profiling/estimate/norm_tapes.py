@@ -63,11 +63,14 @@ def backward_peak(n: NormShape) -> Tape:
     row = [*tok, ("h", n.h)]
     saved = ("xn", sized("the normalized, cast back", row, n.r)) if n.cast_product else (
         "prod", sized("the fp32 normalized", row, 4))  # fmt: skip
+    # the product saves the normalized for the weight's gradient only: a frozen weight's kept
+    # none (torch's mul backward, derivatives.yaml: ``other`` saved where ``self`` needs a grad)
+    kept = [saved[0]] if n.trained else []
     tape = Tape({
         "g": sized("the gradient of the norm's output", row, n.r),
         "in32": sized("its fp32 input", row, 4),
         "rstd": sized("rstd", tok, 4),
-        saved[0]: saved[1],
+        **({saved[0]: saved[1]} if n.trained else {}),
     })  # fmt: skip
     if n.cast_product:  # out = w · xn
         tape.new("gxn", sized("gradient of the cast product", row, n.r))
@@ -75,7 +78,7 @@ def backward_peak(n: NormShape) -> Tape:
             tape.new("gwp", sized("gradient · normalized (for the weight)", row, n.r))
             tape.new("gw", sized("the norm weight's gradient", [("h", n.h)], n.p))
             tape.free("gwp")
-        tape.free("g", "xn")
+        tape.free("g", *kept)
         tape.new("g32", sized("the product's fp32 gradient", row, 4))
         tape.free("gxn")
     else:  # out = (prod · w).to(r)
@@ -86,7 +89,7 @@ def backward_peak(n: NormShape) -> Tape:
             tape.new("gwp", sized("gradient · normalized (for the weight)", row, 4))
             tape.new("gw", sized("the norm weight's gradient", [("h", n.h)], n.p))
             tape.free("gwp")
-        tape.free("g32", "prod")
+        tape.free("g32", *kept)
         tape.keep_as("gprod", "g32", "the product's fp32 gradient")
     tape.new("ga", sized("gradient · rstd", row, 4))
     tape.new("gb", sized("gradient · fp32 input", row, 4))
