@@ -40,6 +40,7 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.errors import ConfigError, ProfilingError
 from profiling.fit import BATCHES, usable
+from profiling.plans.step_compute import compute_time
 from profiling.units import fmt_bytes
 
 TP_DEGREES = (1, 2, 4, 8)  # within a node, as torchtitan's recipes run it
@@ -165,27 +166,6 @@ def _config(base: TrainingConfig, update: dict[str, Any]) -> TrainingConfig | No
         return TrainingConfig.parse(style="field", **{**values, **update})
     except (ConfigError, ValueError):
         return None
-
-
-def _bubble(cfg: TrainingConfig) -> float:
-    if cfg.pp == 1:
-        return 0.0
-    m, v = cfg.microbatches or cfg.batch, cfg.virtual_stages or 1
-    return (cfg.pp - 1) / (m * (v if cfg.pp_schedule != "1f1b" else 1))
-
-
-def compute_time(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[float, float | None]:
-    """(FLOPs per GPU per step with the pipeline's bubble, their seconds at the GPU's peak ×
-    MFU, or None without --gpu)."""
-    from profiling.estimate.time import step_flops
-
-    counted = step_flops(cfg, shape)
-    flops = (counted[0] + counted[1]) if counted else 0.0
-    per_gpu = flops / (cfg.tp * cfg.cp * cfg.ulysses * cfg.pp) * (1 + _bubble(cfg))
-    spec = cfg.gpu_spec()
-    if spec is None or not per_gpu:
-        return per_gpu, None
-    return per_gpu, per_gpu / (spec.peak_flops(cfg.precision != "fp32") * cfg.mfu)
 
 
 def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:

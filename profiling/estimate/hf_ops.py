@@ -463,4 +463,28 @@ def assumption(d: Dims, cfg: TrainingConfig) -> str:
     return text
 
 
+def unfused_norms(d: Dims, cfg: TrainingConfig) -> bool:
+    """Whether the norms are ops that keep their normalized output for the weight's gradient:
+    the CPU's, and transformers' RMSNorm (eager ops in fp32) on either target."""
+    return getattr(cfg, "target", "cuda") == "cpu" or bool(d.extra.get("hf_module"))
+
+
+def normalized_bytes(d: Dims, e: Bytes) -> int:
+    """The normalized output the norm weight's gradient needs: fp32 in our blocks' CPU norm and
+    in OLMo 2's and Gemma's RMSNorm, cast back to the model's dtype in Llama's."""
+    module = d.extra.get("hf_module")
+    return e.r if module and not fp32_norm(d) else 4
+
+
+def normalized_kept(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """Bytes a token's normalized row the final norm would keep for its weight's gradient, which
+    under LoRA (the weight frozen) it does not: the eager (or the CPU's) RMSNorm's; 0 where the
+    norm is fused or the weight trained. Here, beside ``fp32_norm``, for ``lora`` and
+    ``losses`` both (``losses`` may not import ``lora``, which imports it through
+    ``encoder``)."""
+    if cfg.lora_rank is None or not unfused_norms(d, cfg):
+        return 0
+    return normalized_bytes(d, e)
+
+
 __all__ = ["assumption", "eager", "once_per_model", "per_layer"]

@@ -61,10 +61,10 @@ def moments(
     assert d is not None
     from profiling._config_behaviours import double_quant
     from profiling.estimate import lora
+    from profiling.estimate.block_terms import per_layer
     from profiling.estimate.bnb import dequant_absmax_bytes
     from profiling.estimate.llama_end import mlp_bytes
     from profiling.estimate.lora_bytes import adapter_bytes
-    from profiling.estimate.memory import _per_layer
 
     e = Bytes.of(cfg.precision)
     T, h, f = d.s * d.b, d.h, d.f
@@ -72,7 +72,7 @@ def moments(
     acts = sum(ln.bytes for ln in lines if ln.category == "activations")
     scalars = sum(ln.bytes for ln in lines if ln.name.startswith(_SCALARS))
     grads = 0 if cfg.grads_kept else sum(ln.bytes for ln in lines if ln.category == "gradients")
-    terms = _per_layer(d, e, cfg) + lora.per_layer(d, e, cfg)  # as ``memory`` counts a block
+    terms = per_layer(d, e, cfg) + lora.per_layer(d, e, cfg)  # as ``memory`` counts a block
     block = sum(t.bytes for t in terms)
     mlp = sum(t.bytes for t in terms if t.name.startswith(_MLP))
     rope = 2 * d.s * d.hd * e.rope  # the RoPE tables every block reads, held to the end

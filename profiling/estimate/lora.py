@@ -42,6 +42,8 @@ from profiling._config_lora import peft_autocast
 from profiling.estimate import dora, litgpt_qkv
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.hf_ops import eager, fp32_norm, fp32_weight
+from profiling.estimate.hf_ops import normalized_bytes as _normalized_bytes
+from profiling.estimate.hf_ops import unfused_norms as _unfused_norms
 from profiling.estimate.lora_bytes import adapter_bytes, adapter_compute, mask_bytes, own_copies
 from profiling.models.loss_sizes import LITGPT_CHUNK
 
@@ -50,28 +52,6 @@ if TYPE_CHECKING:
 
 
 KERNEL_LOSSES = ("liger", "cce")  # the losses that run the LM head inside their own kernel
-
-
-def _unfused_norms(d: Dims, cfg: TrainingConfig) -> bool:
-    """Whether the norms are ops that keep their normalized output for the weight's gradient:
-    the CPU's, and transformers' RMSNorm (eager ops in fp32) on either target."""
-    return getattr(cfg, "target", "cuda") == "cpu" or bool(d.extra.get("hf_module"))
-
-
-def _normalized_bytes(d: Dims, e: Bytes) -> int:
-    """The normalized output the norm weight's gradient needs: fp32 in our blocks' CPU norm and
-    in OLMo 2's and Gemma's RMSNorm, cast back to the model's dtype in Llama's."""
-    module = d.extra.get("hf_module")
-    return e.r if module and not fp32_norm(d) else 4
-
-
-def normalized_kept(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
-    """Bytes a token's normalized row the final norm would keep for its weight's gradient, which
-    under LoRA (the weight frozen) it does not: the eager (or the CPU's) RMSNorm's; 0 where the
-    norm is fused or the weight trained."""
-    if cfg.lora_rank is None or not _unfused_norms(d, cfg):
-        return 0
-    return _normalized_bytes(d, e)
 
 
 def _block_norms(d: Dims) -> int:
@@ -477,7 +457,6 @@ __all__ = [
     "block_targets",
     "check_targets",
     "nf4_moments",
-    "normalized_kept",
     "once_per_model",
     "per_layer",
 ]

@@ -40,19 +40,6 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
 
-def _adapters(d: Dims, cfg: TrainingConfig) -> list[tuple[str, int, int]]:
-    """(name, input width, A output width) of each adapter of a block."""
-    x = d.extra["neox"]
-    r, q = int(cfg.lora_rank or 0), int(x["q_dim"])
-    roles = [t for t in cfg.lora_targets if t not in ("lm_head", "gate")]
-    slices = [t for t in roles if t in ("q", "k", "v")]
-    width = {"q": d.h, "k": d.h, "v": d.h, "o": q, "up": d.h, "down": d.f}
-    if x["fused_qkv"] and slices:  # LitGPT's A has n·r rows; peft's whole layer's (DoRA) r
-        rest = [(t, width[t], r) for t in roles if t not in slices]
-        return [("qkv", d.h, (1 if cfg.dora else len(slices)) * r), *rest]
-    return [(t, width[t], r) for t in roles]
-
-
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model this LoRA on this model (None: it can)."""
     amp = cfg.precision.startswith("amp-")
@@ -91,7 +78,7 @@ def _kept_by(cfg: TrainingConfig, e: Bytes, names: set[str], adapters: list[str]
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     """What LoRA changes in one block's saved activations."""
     T, tok = d.s * d.b, f"{d.s}·{d.b}"
-    adapters = _adapters(d, cfg)
+    adapters = lora_neox_amp.adapters(d, cfg)
     ac, cc = adapter_bytes(cfg), adapter_compute(cfg, e)
     names = [n for n, _, _ in adapters]
     a_out = sum(w for _, _, w in adapters)
@@ -209,7 +196,9 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int = 0) ->
     if e.amp or peft_autocast(cfg):
         # 4-bit frozen layers have no 16-bit copies to lose: only their adapters' A copies
         frozen = e.amp and not lora_neox_amp.bnb_amp(cfg)
-        terms += lora_neox_amp.first_block_copies(d, cfg, _adapters(d, cfg), frozen=frozen)
+        terms += lora_neox_amp.first_block_copies(
+            d, cfg, lora_neox_amp.adapters(d, cfg), frozen=frozen
+        )
         terms += lora_neox_amp.qlora_first_block(d, cfg)
         terms.append(lora_neox_amp.adapter_copies(adapters))
     if peft_autocast(cfg):
@@ -228,7 +217,7 @@ def _first_block(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     terms = [Term(f"first block: {norms} LayerNorm(s) reading the embedding keep nothing",
                   -T * (h * e.r + norms * stats), f"−s·b·(h·{e.r} + {norms}·{stats}) B",
                   f"−{tok}·({h}·{e.r} + {norms}·{stats})")]  # fmt: skip
-    adapters = _adapters(d, cfg)
+    adapters = lora_neox_amp.adapters(d, cfg)
     reading = {"qkv", "q", "k", "v"} | ({"up"} if residual != "sequential" else set())
     if residual != "sequential" and "up" not in cfg.lora_targets:
         reading.add("down")  # GELU's output needs no gradient either

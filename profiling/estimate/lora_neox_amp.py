@@ -83,14 +83,26 @@ def first_block_copies(
                  f"−({base} + {a_copies})·2")]  # fmt: skip
 
 
+def adapters(d: Dims, cfg: TrainingConfig) -> list[tuple[str, int, int]]:
+    """(name, input width, A output width) of each adapter of a block (here, not in
+    ``lora_neox``, which imports this module)."""
+    x = d.extra["neox"]
+    r, q = int(cfg.lora_rank or 0), int(x["q_dim"])
+    roles = [t for t in cfg.lora_targets if t not in ("lm_head", "gate")]
+    slices = [t for t in roles if t in ("q", "k", "v")]
+    width = {"q": d.h, "k": d.h, "v": d.h, "o": q, "up": d.h, "down": d.f}
+    if x["fused_qkv"] and slices:  # LitGPT's A has n·r rows; peft's whole layer's (DoRA) r
+        rest = [(t, width[t], r) for t in roles if t not in slices]
+        return [("qkv", d.h, (1 if cfg.dora else len(slices)) * r), *rest]
+    return [(t, width[t], r) for t in roles]
+
+
 def first_block_a_copies(d: Dims, cfg: TrainingConfig) -> int:
     """autocast's 16-bit copies of the first block's A weights whose input needs no gradient:
     its cache holds them through the forward (``torch.autocast``'s weight cache lives until the
     autocast region exits) but nothing saves them."""
-    from profiling.estimate.lora_neox import _adapters
-
     reading = first_block_reads(d, cfg)
-    return sum(w * a for n, w, a in _adapters(d, cfg) if n in reading) * 2
+    return sum(w * a for n, w, a in adapters(d, cfg) if n in reading) * 2
 
 
 def adapter_copies(adapters: int) -> Term:

@@ -264,7 +264,7 @@ def _final_norm_saved(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
     """What the final norm saves (freed by its backward), its output aside. Under LoRA an RMSNorm
     of separate ops keeps no normalized: its product saves it for the frozen weight's gradient
     only (``lora._head`` takes it off the forward, ``norm_tapes.NormShape.trained``)."""
-    from profiling.estimate.lora import normalized_kept
+    from profiling.estimate.hf_ops import normalized_kept
 
     frozen = d.h * normalized_kept(d, e, cfg) if d.arch not in _LAYER_NORM else 0
     return d.s * d.b * (_norm_row_bytes(d, e, cfg) - frozen)

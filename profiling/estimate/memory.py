@@ -21,7 +21,17 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate import activations as acts
-from profiling.estimate import compiled, encoder, hf_ops, losses, mla, neox, t5, variants
+from profiling.estimate import (
+    block_terms,
+    compiled,
+    encoder,
+    hf_ops,
+    losses,
+    mla,
+    neox,
+    t5,
+    variants,
+)
 from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
 from profiling.estimate.counters import Counters, closed_form, outside_loss, tensors_alive
@@ -166,7 +176,7 @@ def _activations(
             "back to its math path (s² probabilities kept), which the estimate does not model "
             "(it counts what CUDA's memory-efficient kernel keeps); trace it for the CPU's bytes"
         )
-    layer = _per_layer(d, e, inp)
+    layer = block_terms.per_layer(d, e, inp)
     lora = inp.lora_rank is not None and d.arch != "gpt2"
     problem = lora_acts.check_targets(d, inp) if lora else None
     if problem:
@@ -195,22 +205,6 @@ def _activations(
         for term in lora_acts.once_per_model(d, e, inp, adapters):
             _add_activation(ledger, term, 1, t, sp)
     return 0.0
-
-
-def _per_layer(d: acts.Dims, e: acts.Bytes, inp: EstimateInput) -> list[acts.Term]:
-    if inp.compile:  # what torch.compile's partitioner keeps (estimate/compiled.py)
-        return compiled.per_layer(d, inp)
-    if d.arch in ("encoder", "t5"):  # BERT, RoBERTa, T5: transformers' module (estimate.t5)
-        return (t5 if d.arch == "t5" else encoder).per_layer(d, e, inp)
-    if d.arch == "neox":  # GPT-NeoX's kind: our blocks or transformers' (estimate.neox)
-        return neox.per_layer(d, e, inp)
-    if d.extra.get("hf_module"):  # transformers' own module (models.implementation)
-        return hf_ops.per_layer(d, e, inp)
-    if d.extra.get("mla"):  # DeepSeek-V2's blocks
-        return mla.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)
-    if not d.extra:
-        return acts.per_layer(d, e, inp)
-    return variants.per_layer(d, e, inp) + acts.attention_extras(d, e, inp)
 
 
 def _once(

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term
-from profiling.estimate.lora_neox import _adapters
-from profiling.estimate.lora_neox_amp import first_block_reads
+from profiling.estimate.lora_neox_amp import adapters, first_block_reads
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -30,7 +29,7 @@ def loss_held(d: Dims, cfg: TrainingConfig) -> Term | None:
         return Term("the final LayerNorm's fp32 output, which the forward holds",
                     d.s * d.b * d.h * 4, "s·b·h·4 B", f"{d.s}·{d.b}·{d.h}·4")  # fmt: skip
     reading = first_block_reads(d, cfg)
-    a = sum(w * r for n, w, r in _adapters(d, cfg) if n in reading)
+    a = sum(w * r for n, w, r in adapters(d, cfg) if n in reading)
     return Term("the final LayerNorm's fp32 output, which the forward holds, and autocast's "
                 "cached copies of the first block's A weights", d.s * d.b * d.h * 4 + 2 * a,
                 "s·b·h·4 + A·2 B", f"{d.s}·{d.b}·{d.h}·4 + {a}·2")  # fmt: skip

@@ -39,7 +39,7 @@ def plan_comm(result: PlanResult) -> tuple[Comm, float | None]:
     time (with --gpu) that the overlapped transfers hide behind."""
     from profiling.estimate.comm import comm
     from profiling.estimate.shape import shape_of
-    from profiling.fit_plans import compute_time
+    from profiling.plans.step_compute import compute_time
 
     shape = shape_of(result.config)
     return comm(result.config, shape, result.params), compute_time(result.config, shape)[1]
