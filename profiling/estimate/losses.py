@@ -295,7 +295,10 @@ def last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None
     # BLOOM's GeLUFunction backward (bloom_gelu_back): eager ops, 5 f-wide tensors at once
     bloom = d.extra.get("hf_module") == "bloom"
     n = 5 if bloom else 2 if gated else 1
-    if not bloom and cfg.lora_rank is not None and not cfg.qlora and "down" not in cfg.lora_targets:
+    # the decoder LMs' last MLP only: an encoder classifier's (BERT, RoBERTa, ViT) backward
+    # still reads n f-wide gradients there (their traces, test_lora_encoder_*)
+    frozen_down = "down" not in cfg.lora_targets and d.arch != "encoder"
+    if not bloom and cfg.lora_rank is not None and not cfg.qlora and frozen_down:
         # a frozen down saved no input (its weight needs no gradient; the LoRA lines take it off
         # the forward): its input's gradient is not offset by that input's freeing — the
         # SwiGLU's three gradients alive at once (as recomputed_llama counts them), GELU's two
