@@ -30,7 +30,7 @@ from profiling.estimate.ledger import Line
 from profiling.estimate.recomputed import recomputed_moment
 from profiling.estimate.recomputed_eager import moment as eager_recomputed
 from profiling.estimate.states import in_backward_step
-from profiling.estimate.step_scalars import LOSS
+from profiling.estimate.step_scalars import LOSS, LOSS_SCALARS
 from profiling.estimate.t5_ckpt import t5_moments
 from profiling.units import fmt_bytes
 
@@ -167,6 +167,9 @@ def step_moments(
     )  # fmt: skip
     # the step's inputs and the loss's scalars, which the loop holds through backward
     scalars = sum(ln.bytes for ln in est_lines if ln.name == LOSS)
+    if loss is not None and not scalars:  # LitGPT's loop holds its loss's scalars alike: the
+        # tied FSDP2 end of backward traced s·b·V·4 B above PyTorch's loss, no less
+        scalars = LOSS_SCALARS
     parts = fsdp_parts((sharded, grads, states, kept, act, logp, inputs + scalars), loss)
     added = fsdp_moments(inp, shape, parts, [(m.name, m.bytes, m.calculation) for m in moments])
     added += lora_acts.nf4_moments(inp, shape, parts, recompute, added)
