@@ -252,8 +252,8 @@ class TrainingConfig(BaseModel):
     expandable_segments: bool = EXPANDABLE_FIELD
     gpu: str | None = Field(
         None,
-        description="A GPU from the table (a100-40gb, a100-80gb, h100-sxm, h100-pcie, h200, "
-        "b200, l4, l40s, rtx-4090, rtx-3090): memory, and time at the stated MFU.",
+        description="A GPU from the table (a100-40gb, a100-80gb, h100-sxm, h100-pcie, h100-nvl, "
+        "h200, b200, a10, a10g, l4, l40s, rtx-4090, rtx-3090): memory, and time at the stated MFU.",
     )
     gpu_mem: float | None = Field(
         None,

@@ -36,6 +36,15 @@ class GpuSpec(BaseModel):
 
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet (2021)"
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet (2023)"
+# NVIDIA publishes no A10G datasheet (a GA102 made for AWS's G5 instances): memory and bandwidth
+# are AWS's (EC2 G5 instance page: 24 GB GDDR6 per GPU, as the A10's 600 GB/s), the peaks the
+# GA102 whitepaper's per-clock rates at the A10G's 80 SMs and 1.71 GHz boost — 16-bit tensor
+# FLOPs with fp32 accumulate at the GeForce half rate (4 × 128 per SM per clock: 70 TFLOP/s, half
+# the A10's 125), plain fp32 128 FMA per SM per clock (35 TFLOP/s).
+_A10G = (
+    "AWS EC2 G5 (A10G: 24 GB, 600 GB/s); peaks from the NVIDIA Ampere GA102 whitepaper's "
+    "per-SM rates at 80 SMs × 1.71 GHz (no NVIDIA A10G datasheet is published)"
+)
 _HGX_B200 = "NVIDIA HGX B200 datasheet (2024): 8-GPU totals divided by 8"
 
 GPUS: dict[str, GpuSpec] = {
@@ -82,6 +91,16 @@ GPUS: dict[str, GpuSpec] = {
             source=_H100,
         ),
         GpuSpec(
+            key="h100-nvl",
+            name="H100 NVL 94GB",
+            memory_gb=94,
+            bf16_tflops=835,
+            fp32_tflops=60,
+            bandwidth_tbs=3.9,
+            pcie_gbs=64,
+            source=_H100 + ": the H100 NVL column (1,671 TFLOPS with sparsity)",
+        ),
+        GpuSpec(
             key="h200",
             name="H200 SXM 141GB",
             memory_gb=141,
@@ -100,6 +119,26 @@ GPUS: dict[str, GpuSpec] = {
             bandwidth_tbs=8.0,
             pcie_gbs=64,
             source=_HGX_B200,
+        ),
+        GpuSpec(
+            key="a10",
+            name="A10 24GB",
+            memory_gb=24,
+            bf16_tflops=125,
+            fp32_tflops=31.2,
+            bandwidth_tbs=0.600,
+            pcie_gbs=32,
+            source="NVIDIA A10 Tensor Core GPU datasheet (2021)",
+        ),
+        GpuSpec(
+            key="a10g",
+            name="A10G 24GB (AWS G5)",
+            memory_gb=24,
+            bf16_tflops=70,
+            fp32_tflops=35,
+            bandwidth_tbs=0.600,
+            pcie_gbs=32,
+            source=_A10G,
         ),
         GpuSpec(
             key="l4",
@@ -156,6 +195,11 @@ _ALIASES = {
     "h100sxm": "h100-sxm",
     "h100pcie": "h100-pcie",
     "h200sxm": "h200",
+    "h100nvl": "h100-nvl",
+    "a10g24gb": "a10g",
+    "a1024gb": "a10",
+    "l40s48gb": "l40s",
+    "l424gb": "l4",
     "4090": "rtx-4090",
     "rtx4090": "rtx-4090",
     "3090": "rtx-3090",

@@ -49,7 +49,7 @@ MiB = 2**20
 WORKSPACE_SM90 = 4096 * 1024 * 8
 WORKSPACE_OLDER = 4096 * 1024 * 2 + 16 * 1024 * 8
 STREAMS = 2
-SM90 = ("h100-sxm", "h100-pcie", "h200", "b200")
+SM90 = ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "b200")
 # The allocator counts blocks, not requests: a large-pool block whose rest after a request is at
 # most 1 MiB is not split (should_split: remaining > kSmallSize, c10/cuda/
 # CUDACachingAllocator.cpp), and max_memory_allocated counts the rest with it. Which blocks keep

@@ -108,6 +108,11 @@ def test_gpu_table_and_names() -> None:
     assert table["a100-40gb"] == (312, 1.555) and table["h100-sxm"] == (989, 3.35)
     assert table["h100-pcie"] == (756, 2.0) and table["h200"] == (989, 4.8)
     assert table["l4"] == (121, 0.3) and table["rtx-3090"] == (71, 0.936)
+    # What users rent (the audit's `--gpu a10g` was unknown): AWS's A10G, the A10, the H100 NVL
+    assert find_gpu("a10g").key == "a10g" and find_gpu("A10G").memory_gb == 24
+    assert table["a10g"] == (70, 0.6) and table["a10"] == (125, 0.6)
+    assert find_gpu("H100 NVL").key == "h100-nvl" and table["h100-nvl"] == (835, 3.9)
+    assert GPUS["h100-nvl"].memory_gb == 94 and GPUS["l40s"].bf16_tflops == 362
     cfg = TrainingConfig(model="llama-7b", gpu="l40s")
     assert cfg.gpu_mem_bytes() == 48 * 10**9  # the datasheet's memory unless --gpu-mem says
     assert TrainingConfig(model="llama-7b", gpu="l40s", gpu_mem=40).gpu_mem_bytes() == 40 * 10**9
