@@ -337,8 +337,29 @@ def _batch(r: Reading, p: str, trainer: Filler | None) -> None:
 _ENGINE = "DeepSpeed's 16-bit engine: 16-bit weights and gradients, fp32 master and state"
 
 
+def _bf16_section(r: Reading, p: str, trainer: Filler | None) -> str:
+    """The section DeepSpeed reads bf16 from: ``bf16``, or when the file has none its legacy
+    ``bfloat16`` (``get_bfloat16_config``: ``param_dict.get("bf16")``, then ``"bfloat16"``,
+    "keeping for backwards compatibility", deepspeed/runtime/precision_config.py). Through
+    accelerate (the Trainer, ``accelerate launch``) a ``bf16`` section is always added
+    (``DeepSpeedPlugin.set_mixed_precision``: ``{"enabled": False}`` when absent), which
+    shadows the legacy one."""
+    legacy = f"{p}bfloat16.enabled"
+    if any(k.startswith(f"{p}bf16.") for k in r.flat) or not r.has(legacy):
+        return "bf16"
+    if trainer is not None:
+        r.ignore(legacy, "shadowed: accelerate adds a \"bf16\" section (set_mixed_precision), "
+                 "which DeepSpeed reads before its legacy \"bfloat16\"")  # fmt: skip
+        return "bf16"
+    if r.get(legacy) == "auto":
+        r.ignore(legacy, "\"auto\" not resolved: nothing fills the legacy \"bfloat16\" section; "
+                 "give --precision mixed for DeepSpeed's 16-bit engine")  # fmt: skip
+        return "bf16"
+    return "bfloat16"
+
+
 def _precision(r: Reading, p: str, trainer: Filler | None) -> None:
-    for name in ("bf16", "fp16"):
+    for name in (_bf16_section(r, p, trainer), "fp16"):
         key = f"{p}{name}.enabled"
         value = r.get(key)
         if value is True or (value == "auto" and trainer is not None and trainer.values.get(name)):

@@ -346,3 +346,33 @@ def test_the_trainers_own_optimizer_has_two_groups_and_bf16_accumulates_in_fp32(
     nvme = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "offload_optimizer": {
         "device": "nvme", "nvme_path": "/local_nvme", "ratio": 0.3}}}  # fmt: skip
     assert read_recipe([_write(tmp_path, "ds_nvme.json", nvme)]).values["offload_ratio"] == 0.3
+
+
+def test_deepspeeds_legacy_bfloat16_section_is_its_bf16_unless_accelerate_shadows_it(
+    tmp_path: Path,
+) -> None:
+    # transformers' own tests/deepspeed/ds_config_zero3_bf16.json spells it "bfloat16": DeepSpeed
+    # reads it when the file has no "bf16" section (get_bfloat16_config).
+    legacy = {"bfloat16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+    recipe = read_recipe([_write(tmp_path, "ds.json", legacy)])
+    assert recipe.values["precision"] == "mixed"
+    assert "16-bit engine" in _lines(recipe)["bfloat16.enabled"]
+    cfg = TrainingConfig.parse(**with_recipe(recipe, {"model": "llama-7b", "gpus": 8}))
+    assert cfg.precision == "mixed"
+    # "bf16" wins when both are there, as in DeepSpeed.
+    both = {"bf16": {"enabled": False}, **legacy}
+    recipe = read_recipe([_write(tmp_path, "both.json", both)])
+    assert "precision" not in recipe.values
+    # Through the Trainer, accelerate's set_mixed_precision adds a "bf16" section, which shadows
+    # the legacy one: the Trainer's bf16 decides.
+    _write(tmp_path, "ds_legacy.json", legacy)
+    args = {"output_dir": "out", "per_device_train_batch_size": 1, "bf16": False,
+            "deepspeed": "ds_legacy.json"}  # fmt: skip
+    recipe = read_recipe([_write(tmp_path, "args.json", args)])
+    assert recipe.values["precision"] == "fp32"
+    assert "shadowed" in _lines(recipe)["bfloat16.enabled"]
+    # "auto" in the legacy section: nothing fills it; said, not read as on or off.
+    auto = {"bfloat16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}}
+    recipe = read_recipe([_write(tmp_path, "auto.json", auto)])
+    assert "precision" not in recipe.values
+    assert '"auto" not resolved' in _lines(recipe)["bfloat16.enabled"]
