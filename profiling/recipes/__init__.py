@@ -159,6 +159,10 @@ def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
     override is noted in ``recipe.notes``). One sentence when no model is named anywhere."""
     _refuse_other_training(recipe)
     values = dict(recipe.values)
+    if recipe.framework == "torchtitan":
+        from profiling.recipes.torchtitan import check_every_gpu
+
+        check_every_gpu(recipe, {**values, **given})
     for field, value in given.items():
         if field in values and values[field] != value:
             from profiling.config_table import flag_name

@@ -124,6 +124,38 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     return r
 
 
+def check_every_gpu(recipe: Any, values: dict[str, Any]) -> None:
+    """``data_parallel_shard_degree = -1`` shards over the GPUs the other degrees leave
+    (torchtitan's ``ParallelDims``: world size ÷ the rest), which only the launch knows. With no
+    --gpus / --dp-shard that is one rank, where torchtitan applies no FSDP at all and its
+    precision depends on its version (AMP outside FSDP came in 2025): one sentence naming the
+    file's field, not the plan check's about flags the user never gave."""
+    shard = next(
+        (s for s in recipe.used if s.key.endswith("data_parallel_shard_degree") and s.value == -1),
+        None,
+    )
+    if shard is None or _degree(values.get("cp")) > 1:
+        return  # with CP torchtitan shards over the cp ranks alone (dp_shard_cp)
+    if _degree(values.get("gpus")) > 1 or _degree(values.get("dp_shard")) > 1:
+        return
+    from profiling.errors import ProfilingError
+
+    raise ProfilingError(
+        f"{shard.file}: {shard.key} = -1 shards over every GPU the other degrees leave, which "
+        "only the launch knows: give --gpus N (N > 1) for the data-parallel ranks (on one GPU "
+        "torchtitan applies no FSDP; give that run's flags instead of the file)"
+    )
+
+
+def _degree(value: Any) -> int:
+    """A degree as given: the file's int, or the command line's text (parsed later); 1 when
+    unset or not a number (the configuration's own check says what is wrong with it)."""
+    try:
+        return int(value or 1)
+    except (TypeError, ValueError):
+        return 1
+
+
 def _degree_key(r: Reading, degree: str) -> str:
     """Where the file spells a degree: v0.2 under [parallelism], late-2024 configs under
     [training] or [experimental]."""
