@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda
+from profiling.estimate.selective import blocks_keep_saved
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ def _full(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, fl
 
     if d is None or d.V is None or d.extra.get("hf_module") != "bloom":
         return []
-    if cfg.loss != REFERENCE or cfg.checkpointing != "none" or cfg.lora_rank is not None:
+    if cfg.loss != REFERENCE or not blocks_keep_saved(cfg) or cfg.lora_rank is not None:
         return []
     e = Bytes.of(cfg.precision)
     mlp = last_mlp(d, e, cfg)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import own_copies
+from profiling.estimate.selective import blocks_keep_saved
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if not cfg.qlora or cfg.torchao_nf4 or cfg.fabric_bnb or cfg.dora:
         return False
-    if cfg.checkpointing != "none" or cfg.tp != 1 or cfg.sharded or cfg.compile:
+    if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded or cfg.compile:
         return False
     return not (cfg.activation_offload or cfg.optimizer_in_bwd)
 

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, own_copies
+from profiling.estimate.selective import blocks_keep_saved
 from profiling.estimate.step_scalars import LOSS
 from profiling.units import fmt_bytes
 
@@ -66,7 +67,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if d.extra.get("hf_module") not in _LLAMA or cfg.loss != REFERENCE:
         return False
-    if cfg.checkpointing != "none" or cfg.tp != 1 or cfg.sharded or cfg.compile or cfg.dora:
+    if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded or cfg.compile or cfg.dora:
         return False
     if cfg.activation_offload or cfg.optimizer_in_bwd:
         return False

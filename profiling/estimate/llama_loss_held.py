@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term
+from profiling.estimate.selective import blocks_keep_saved
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -26,7 +27,7 @@ def loss_held(d: Dims, cfg: TrainingConfig) -> Term | None:
     copies only (wide toy, all-linear: the loss forward 0.99971 of the trace before, -12,288 B
     at q, k, v). Without checkpointing (with it the recomputed blocks lead), not for DoRA (its
     own moments)."""
-    if not Bytes.of(cfg.precision).amp or cfg.checkpointing != "none" or cfg.dora:
+    if not Bytes.of(cfg.precision).amp or not blocks_keep_saved(cfg) or cfg.dora:
         return None
     ours = not d.extra  # our blocks (no transformers' module, no variant)
     if d.extra.get("hf_module") not in ("llama", "mistral") and not ours:

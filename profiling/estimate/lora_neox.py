@@ -42,20 +42,24 @@ if TYPE_CHECKING:
 
 def check(d: Dims, cfg: TrainingConfig) -> str | None:
     """Why the estimate cannot model this LoRA on this model (None: it can)."""
+    from profiling.estimate.hf_ops import eager
+
     amp = cfg.precision.startswith("amp-")
     ckpt = cfg.checkpointing
-    if amp and (ckpt not in ("none", "full") or (cfg.qlora and ckpt != "none")):
+    # selective under SDPA recomputes nothing: the step without checkpointing (estimate.selective)
+    plain = ckpt == "none" or (ckpt == "selective" and not eager(d, cfg))
+    if amp and not plain and (ckpt != "full" or cfg.qlora):
         return (
-            "LoRA on GPT-NeoX's kind of model under autocast with selective checkpointing, or "
-            "QLoRA with any, is not modelled (the recomputed blocks' 16-bit copies); use "
-            "--precision bf16, or trace it"
+            "LoRA on GPT-NeoX's kind of model under autocast with selective checkpointing of "
+            "eager attention, or QLoRA with checkpointing, is not modelled (the recomputed "
+            "blocks' 16-bit copies); use --precision bf16, or trace it"
         )
     cuda = getattr(cfg, "target", "cuda") == "cuda"
-    if peft_autocast(cfg) and (cfg.qlora or not cuda or cfg.checkpointing != "none"):
+    if peft_autocast(cfg) and (cfg.qlora or not cuda or not plain):
         return (
             "peft's fp32 adapters under the Trainer's autocast on GPT-NeoX's kind of model with "
-            "--qlora, --checkpointing or --target cpu is not modelled; leave out "
-            "--autocast-adapters for 16-bit adapters, or trace it"
+            "--qlora, --checkpointing (but selective under SDPA) or --target cpu is not "
+            "modelled; leave out --autocast-adapters for 16-bit adapters, or trace it"
         )
     roles = set(cfg.lora_targets) - {"lm_head"}
     if not roles & {"q", "k", "v"}:

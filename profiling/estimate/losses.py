@@ -25,6 +25,7 @@ from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.bnb import dequant_absmax_bytes
 from profiling.estimate.loss_tape import Ctx, Tape, listed, sized
 from profiling.estimate.loss_tapes import backward_tape, forward_tape
+from profiling.estimate.selective import blocks_keep_saved
 from profiling.units import fmt_bytes, fmt_count
 
 if TYPE_CHECKING:
@@ -377,7 +378,7 @@ def moments(
     assert d is not None, "a loss plan needs the shape"
     e = Bytes.of(cfg.precision)
     mlp = last_mlp(d, e, cfg)
-    if mlp is not None and cfg.checkpointing == "none":
+    if mlp is not None and blocks_keep_saved(cfg):
         value = after.bytes + mlp[0]
         out.append(
             ("backward, the last block's MLP", value, f"{after.calc} + {mlp[1]} = {f(value)}")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.lora_neox_amp import adapters, first_block_reads
+from profiling.estimate.selective import blocks_keep_saved
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -23,7 +24,7 @@ def loss_held(d: Dims, cfg: TrainingConfig) -> Term | None:
     training holds the fp32 output too (GPT-NeoX, Falcon: 0.987-0.989 of the trace without it,
     the loss's forward the peak, h 128, f 512, V 128, seq 256 × 2)."""
     amp = Bytes.of(cfg.precision).amp
-    if not amp or cfg.checkpointing != "none" or not d.extra.get("hf_module"):
+    if not amp or not blocks_keep_saved(cfg) or not d.extra.get("hf_module"):
         return None
     if cfg.lora_rank is None:  # full training: the trained head saved its own 16-bit copy too
         return Term("the final LayerNorm's fp32 output, which the forward holds",

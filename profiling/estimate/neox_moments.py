@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from profiling.estimate import bloom_amp
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
+from profiling.estimate.selective import blocks_keep_saved
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
 
     if d is None or d.V is None or d.arch != "neox" or d.extra.get("experts"):
         return False
-    if cfg.loss != REFERENCE or cfg.checkpointing != "none" or cfg.tp != 1 or cfg.sharded:
+    if cfg.loss != REFERENCE or not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded:
         return False
     if cfg.autocast_adapters:
         return False  # the Trainer's autocast over a 16-bit model: not modelled here

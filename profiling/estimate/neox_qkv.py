@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
+from profiling.estimate.selective import blocks_keep_saved
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.lora_rank is None or cfg.precision != "mixed" or cfg.loss != REFERENCE:
         return False
-    if cfg.checkpointing != "none" or cfg.tp != 1 or cfg.sharded or cfg.compile:
+    if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded or cfg.compile:
         return False
     if cfg.qlora or cfg.dora or cfg.autocast_adapters or cfg.activation_offload:
         return False

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Dims, Term
 from profiling.estimate.ledger import Ledger, Line
+from profiling.estimate.selective import blocks_keep_saved
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -47,7 +48,7 @@ def _kept_every_layer(cfg: TrainingConfig) -> bool:
     SDPA's outputs, its logsumexp and so its seed, are kept as without checkpointing). Under
     full checkpointing only the block recomputed holds them (``recomputed_scalars``); compiled,
     the partitioner's count holds them (``estimate.compiled``)."""
-    return cfg.checkpointing in ("none", "selective") and not cfg.compile
+    return blocks_keep_saved(cfg) and not cfg.compile
 
 
 def sdpa_seed_each(d: Dims, cfg: TrainingConfig) -> int:

@@ -211,13 +211,14 @@ def test_peft_fp32_adapters_on_a_bf16_model_under_autocast(
 
 
 def test_autocast_with_selective_checkpointing_or_qlora_is_one_sentence(tmp_path: Path) -> None:
-    """Not modelled: selective checkpointing, or QLoRA with full, under autocast (full
-    checkpointing with LoRA is: tests/profiling/trace/test_neox_moments.py)."""
+    """Not modelled: selective checkpointing of eager attention, or QLoRA with full, under
+    autocast (full checkpointing with LoRA is: tests/profiling/trace/test_neox_moments.py;
+    selective under SDPA recomputes nothing: tests/profiling/estimate/test_selective.py)."""
     spec = neox_spec(tmp_path, "phi")
     cfg = TrainingConfig(
         model=spec, seq=16, batch=1, precision="amp-bf16", lora_rank=8, checkpointing="full"
     )
-    for refused in ({"checkpointing": "selective"}, {"qlora": True}):
+    for refused in ({"checkpointing": "selective", "attention": "eager"}, {"qlora": True}):
         with pytest.raises(ProfilingError, match="under autocast with selective checkpointing"):
             estimate(cfg.model_copy(update=refused))
 
