@@ -62,6 +62,7 @@ class Candidate(BaseModel):
     traced_fits: bool | None = None
     host_bytes: int | None = None  # DeepSpeed's offload: host memory per node
     host_fits: bool | None = None  # against --cpu-mem
+    comm_bytes: int | None = None  # sent per GPU per step (several GPUs: estimate.comm)
 
     def label(self) -> str:
         c = self.config
@@ -152,7 +153,11 @@ def _candidate(cfg: TrainingConfig) -> Candidate:
     timed = est.time.time if est.time else None
     kind = "full" if cfg.lora_rank is None else ("qlora" if cfg.qlora else "lora")
     host = (est.deepspeed or {}).get("host") or {}
+    from profiling.estimate.comm import step_comm
+
+    sent = step_comm(cfg, est.shape)
     return Candidate(
+        comm_bytes=sent.bytes if sent is not None else None,
         host_bytes=host.get("per_node_bytes"),
         host_fits=host.get("fits"),
         config=cfg,
@@ -381,16 +386,19 @@ def render_fit(res: FitResult, top: int = 10) -> str:
         )
         lines += [f"note: {n}" for n in res.notes[:1]]
         return "\n".join(lines)
+    sent = any(c.comm_bytes for c in res.fitting)  # several GPUs: what each sends per step
     lines.append(
         f"{'#':>2}  {'allocated':>9}  {'nvidia-smi':>10}  {'traced':>9}  {'tokens/s':>10}  "
-        "configuration"
+        + (f"{'sent/step':>9}  " if sent else "")
+        + "configuration"
     )
     for i, c in enumerate(res.fitting[:top], 1):
         traced = fmt_bytes(c.traced_nvml_bytes, "GB") if c.traced_nvml_bytes else "—"
         speed = f"{c.tokens_per_second:,.0f}" if c.tokens_per_second else "—"
+        volume = f"{fmt_bytes(c.comm_bytes or 0, 'GB'):>9}  " if sent else ""
         lines.append(
             f"{i:>2}  {fmt_bytes(c.peak_bytes, 'GB'):>9}  {fmt_bytes(c.nvml_bytes, 'GB'):>10}  "
-            f"{traced:>9}  {speed:>10}  {c.label()}"
+            f"{traced:>9}  {speed:>10}  {volume}{c.label()}"
         )
     if len(res.fitting) > top:
         lines.append(f"    … {len(res.fitting) - top} more fit")
@@ -414,6 +422,7 @@ def fit_json(res: FitResult) -> dict[str, Any]:
                 "peak_moment": c.peak_moment,
                 "nvml_bytes": c.nvml_bytes,
                 "tokens_per_second": c.tokens_per_second,
+                "comm_bytes_per_step": c.comm_bytes,
                 "traced_peak_bytes": c.traced_peak_bytes,
                 "traced_nvml_bytes": c.traced_nvml_bytes,
                 "traced_fits": c.traced_fits,

@@ -404,6 +404,22 @@ def comm(cfg: TrainingConfig, shape: dict[str, Any], params: int | None = None) 
     return Comm(transfers=transfers, groups=gs, nccl_bytes=nccl_bytes(cfg), link=ln)
 
 
+def step_comm(cfg: TrainingConfig, shape: dict[str, Any] | None = None) -> Comm | None:
+    """What a GPU of a job over several GPUs sends per step (None on one GPU, or for a model
+    whose shape the catalogue lacks): the step's time waits for what compute does not hide."""
+    if cfg.gpus == 1 and cfg.tp == 1:
+        return None
+    if shape is None:
+        from profiling.errors import ProfilingError
+        from profiling.estimate.shape import shape_of
+
+        try:
+            shape = shape_of(cfg)
+        except ProfilingError:
+            return None
+    return comm(cfg, shape)
+
+
 def comm_quantities(c: Comm, compute: float | None = None) -> list[Quantity]:
     """Every number ``comm_lines`` prints, as the record's values (so each can be cited)."""
     from profiling.records import Quantity
@@ -460,4 +476,5 @@ __all__ = [
     "GPUS_PER_NODE", "LINKS", "NCCL_BUFFSIZE", "NCCL_CHANNELS", "PER_COMMUNICATOR", "Comm",
     "Group", "Link", "Transfer", "accumulated", "comm", "comm_lines", "comm_quantities",
     "communicators", "groups", "link", "nccl_bytes", "nccl_text", "reshard_policy",
+    "step_comm",
 ]  # fmt: skip

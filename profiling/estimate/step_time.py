@@ -2,6 +2,7 @@
 
     compute    = FLOPs per step per GPU / (peak FLOP/s × MFU)
     step time  = compute + the optimizer step (+ the offloaded step's transfers and CPU work)
+                 + the communication compute does not hide (several GPUs, ``estimate.comm``)
     tokens/s   = tokens per step per replica × data-parallel replicas / step time
     total time = tokens to train / tokens/s
 
@@ -32,6 +33,7 @@ from profiling.units import fmt_bytes, fmt_count
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
+    from profiling.estimate.comm import Comm
 
 # An offloaded optimizer steps in host memory: a server's DDR (about 400 GB/s over two sockets)
 # shared by its 8 GPUs' ranks. An assumption, stated wherever it is used.
@@ -149,16 +151,32 @@ def step_time(
     tokens: int | None = None,
     tp: int = 1,
     overheads: list[Step] | None = None,
+    comm: Comm | None = None,
 ) -> StepTime:
     """Step time, throughput and (with ``tokens``) total time; each line of the sum shown.
 
     ``flops_per_step`` is one GPU's; ``tokens_per_step`` one data-parallel replica's (its
     micro-batch, shared by its ``tp`` tensor-parallel GPUs); ``overheads`` are steps in seconds
-    added to the compute (the optimizer step, :func:`optimizer_overheads`)."""
+    added to the compute (the optimizer step, :func:`optimizer_overheads`); ``comm``, what one
+    GPU sends per step over its links, adds what of it the compute does not hide — the step
+    waits for it, so it is part of the step's time and of the ranking by tokens/s."""
     peak = gpu.peak_flops(sixteen_bit)
     kind = "16-bit tensor-core" if sixteen_bit else "fp32"
     compute = flops_per_step / (peak * mfu)
     extra = list(overheads or [])
+    exposed = comm.exposed_seconds(compute) if comm is not None else None
+    if comm is not None and exposed:
+        behind = sum(t.seconds or 0.0 for t in comm.transfers if t.overlapped)
+        waited = sum(t.seconds or 0.0 for t in comm.transfers if not t.overlapped)
+        extra.append(
+            Step(
+                name=f"communication not hidden by compute ({fmt_bytes(comm.bytes)} sent)",
+                formula="waited-for transfers + max(0, overlapped transfers − compute)",
+                substituted=f"{_number(waited)} + max(0, {_number(behind)} − {_number(compute)})",
+                value=exposed,
+                unit="s",
+            )
+        )
     seconds = compute + sum(st.value for st in extra)
     rate = tokens_per_step * gpus / seconds
     steps = [

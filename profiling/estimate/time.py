@@ -195,6 +195,8 @@ def time_estimate(cfg: TrainingConfig, shape: dict[str, Any]) -> TimeEstimate | 
     spec = cfg.gpu_spec()
     timed = None
     if spec is not None:
+        from profiling.estimate.comm import step_comm
+
         trained = shape.get("lora_adapters") if cfg.lora_rank is not None else shape["params"]
         timed = step_time(
             round(per_gpu),
@@ -206,6 +208,7 @@ def time_estimate(cfg: TrainingConfig, shape: dict[str, Any]) -> TimeEstimate | 
             tokens=cfg.tokens,
             tp=cfg.tp,
             overheads=optimizer_overheads(cfg, float(trained or 0), spec, optimizer_shards(cfg)),
+            comm=step_comm(cfg, shape),
         )
     return TimeEstimate(
         flops_per_step=total,

@@ -186,19 +186,12 @@ def trace_json(result: TraceResult, record_id: str) -> dict[str, object]:
 def _comm_of(result: TraceResult) -> tuple[Any, float | None] | None:
     """Several GPUs: NCCL's buffers and what one sends per step, from the model's shape
     (``profiling.estimate.comm``); None for a model whose shape the catalogue lacks."""
-    cfg = result.config
-    if cfg.gpus == 1 and cfg.tp == 1:
-        return None
-    from profiling.errors import ProfilingError
-    from profiling.estimate.comm import comm
-    from profiling.estimate.shape import shape_of
+    from profiling.estimate.comm import step_comm
 
-    try:
-        shape = shape_of(cfg)
-    except ProfilingError:
+    sent = step_comm(result.config)
+    if sent is None:
         return None
-    compute = result.time.compute_seconds if result.time is not None else None
-    return comm(cfg, shape), compute
+    return sent, result.time.compute_seconds if result.time is not None else None
 
 
 def _comm_lines(result: TraceResult) -> list[str]:

@@ -25,6 +25,7 @@ from torch import nn
 
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate.comm import step_comm
 from profiling.estimate.counters import Counters
 from profiling.estimate.step_time import StepTime, optimizer_overheads, step_time
 from profiling.estimate.time import optimizer_shards
@@ -316,18 +317,12 @@ def _finish(config: TraceConfig, raw: _Raw, module_depth: int) -> TraceResult:
     if gpu is not None:
         lora = raw.info.get("lora") or {}
         trained = lora.get("adapter_params") if config.lora_rank is not None else raw.params
+        overheads = optimizer_overheads(config, float(trained or 0), gpu, optimizer_shards(config))
         timed = step_time(
-            flops.total,
-            config.batch * config.seq_or_default(),
-            gpu,
-            config.mfu,
-            sixteen_bit=config.compute_dtype != "fp32",
-            gpus=config.world_size,
-            tokens=config.tokens,
-            overheads=optimizer_overheads(
-                config, float(trained or 0), gpu, optimizer_shards(config)
-            ),
-        )
+            flops.total, config.batch * config.seq_or_default(), gpu, config.mfu,
+            sixteen_bit=config.compute_dtype != "fp32", gpus=config.world_size,
+            tokens=config.tokens, overheads=overheads, comm=step_comm(config),
+        )  # fmt: skip
     return TraceResult(
         config=config,
         model_info=raw.info,

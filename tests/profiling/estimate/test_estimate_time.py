@@ -83,3 +83,49 @@ def test_fit_confirms_with_a_trace_and_reports_the_smallest_need(run_cli, tmp_pa
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "nothing fits in 4.00 GB: the smallest need is" in proc.stderr
     assert "on nvidia-smi" in proc.stderr
+
+
+def test_the_step_waits_for_the_communication_compute_does_not_hide() -> None:
+    # Llama 3.1 8B over 64 H100s (8 nodes): ZeRO-3 sends 2 all-gathers + a reduce-scatter
+    # (63.24 GB), ZeRO-1 one all-gather + one reduce-scatter, at the network's 50 GB/s;
+    # at batch 2 compute (0.505 s) hides only part of it.
+    base = {"model": "hf:llama-3.1-8b", "gpus": 64, "gpu": "h100-sxm", "precision": "mixed",
+            "batch": 2}  # fmt: skip
+    timed = {}
+    for zero in (1, 3):
+        est = estimate(TrainingConfig(**base, zero=zero))
+        assert est.time is not None and est.time.time is not None
+        t = est.time.time
+        wait = next(s for s in t.steps if s.name.startswith("communication not hidden"))
+        from profiling.estimate.comm import comm
+
+        sent = comm(est.inputs, est.shape)
+        assert wait.value == pytest.approx(sent.exposed_seconds(t.compute_seconds))
+        assert wait.value > 0.3  # the network, not NVLink: most of a second
+        assert t.step_seconds == pytest.approx(
+            t.compute_seconds + sum(s.value for s in t.steps if s.unit == "s"
+                                    and s.name not in ("compute time", "step time"))
+        )  # fmt: skip
+        assert t.tokens_per_second == pytest.approx(2 * 2048 * 64 / t.step_seconds)
+        timed[zero] = t.tokens_per_second
+    assert timed[3] < timed[1]  # ZeRO-3 gathers twice: the slower step
+    # On one node (NVLink) the same transfers hide behind compute: no line, no cost.
+    est = estimate(TrainingConfig(**{**base, "gpus": 8}, zero=3))
+    assert est.time is not None and est.time.time is not None
+    assert not any(s.name.startswith("communication") for s in est.time.time.steps)
+
+
+def test_fit_ranks_by_the_step_with_its_communication_and_shows_what_each_sends() -> None:
+    from profiling.fit import fit_json, render_fit
+
+    base = TrainingConfig(model="hf:llama-3.1-8b", gpus=64, gpu="h100-sxm", batch=2,
+                          precision="mixed")  # fmt: skip
+    res = fit(base, confirm=0)
+    rows = fit_json(res)["fitting"]
+    assert all(r["comm_bytes_per_step"] > 0 for r in rows)
+    speed = {(r["config"].get("zero", 0), r["config"].get("batch", 2),
+              r["config"].get("checkpointing", "none"), r["config"].get("precision")):
+             r["tokens_per_second"] for r in rows}  # fmt: skip
+    one, three = speed.get((1, 2, "none", "mixed")), speed.get((3, 2, "none", "mixed"))
+    assert one and three and three < one
+    assert "sent/step" in render_fit(res, 10)
