@@ -91,6 +91,7 @@ class PlanFit(BaseModel):
     fitting: list[PlanCandidate]  # best first
     smallest: PlanCandidate | None
     notes: list[str]
+    without_plan: str | None = None  # nothing fits as a plan: the best of plain fit, said
 
 
 def _divisors(n: int) -> list[int]:
@@ -283,7 +284,36 @@ def fit_plans(
             "gradient_accumulation_steps: each microbatch gathers and reduce-scatters again)"
         )
     return PlanFit(base=base, world=world, gpu_mem_bytes=avail, searched=searched,
-                   fitting=fitting, smallest=smallest, notes=notes)  # fmt: skip
+                   fitting=fitting, smallest=smallest, notes=notes,
+                   without_plan=None if fitting else _without_plan(base, world))  # fmt: skip
+
+
+def _without_plan(base: TrainingConfig, world: int) -> str | None:
+    """When no plan fits: the best of ``fit --gpus N`` without --plans — data parallelism with
+    ZeRO and DeepSpeed's optimizer offloaded to the CPU, which the plans do not search (FSDP2's
+    CPUOffloadPolicy, torchtitan's enable_cpu_offload, is not modelled for a plan) — or None.
+    Only where the user held no plan degree (those need a plan)."""
+    from profiling.fit import fit
+
+    if set(base.model_fields_set) & {"tp", "cp", "ulysses", "pp", "float8", "async_tp"}:
+        return None
+    if base.checkpointing == "selective-op" or base.checkpoint_every is not None:
+        return None
+    plain = {k: v for k, v in base.model_dump(exclude_unset=True).items() if k != "fsdp"}
+    try:
+        dp = fit(TrainingConfig(**{**plain, "gpus": world}), confirm=0)
+    except ProfilingError:
+        return None
+    if not dp.fitting:
+        return None
+    best = dp.fitting[0]
+    speed = f", {best.tokens_per_second:,.0f} tokens/s" if best.tokens_per_second else ""
+    return (
+        f"without a plan, {len(dp.fitting)} configuration(s) of {world} GPUs fit (fit --gpus "
+        f"{world} without --plans, which also searches ZeRO stages and the optimizer offloaded "
+        f"to the CPU); the best: {best.label()}, {fmt_bytes(best.nvml_bytes, 'GB')} on "
+        f"nvidia-smi{speed}"
+    )
 
 
 def _rank_key(c: PlanCandidate) -> tuple[float, float, int]:
@@ -312,6 +342,7 @@ def render_plan_fit(res: PlanFit, top: int = 10) -> str:
             f"({fmt_bytes(s.peak_bytes, 'GB')} allocated) on pipeline rank {s.highest_rank} "
             f"({s.label()}), against {fmt_bytes(usable(res.gpu_mem_bytes), 'GB')} usable."
         )  # fmt: skip
+        lines += [res.without_plan] if res.without_plan else []
         lines += [f"note: {n}" for n in res.notes[:1]]
         return "\n".join(lines)
     lines.append(f"{'#':>2}  {'allocated':>9}  {'nvidia-smi':>10}  {'rank':>4}  "
@@ -397,6 +428,7 @@ def plan_fit_json(res: PlanFit) -> dict[str, Any]:
         "usable_bytes": usable(res.gpu_mem_bytes), "searched": res.searched,
         "fits": bool(res.fitting), "fitting": [_row(c) for c in res.fitting],
         "smallest": _row(res.smallest) if res.smallest else None, "notes": res.notes,
+        "without_plan": res.without_plan,
     }  # fmt: skip
 
 

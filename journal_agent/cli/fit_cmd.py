@@ -183,8 +183,10 @@ def _plans(
         need = res.smallest.nvml_bytes if res.smallest is not None else 0
         raise UserError(
             f"no plan of {res.world:,} GPUs fits in {res.gpu_mem_bytes / 1e9:.2f} GB: the smallest "
-            f"need is {need / 1e9:.2f} GB on nvidia-smi; use more GPUs or larger ones"
-        )
+            f"need is {need / 1e9:.2f} GB on nvidia-smi; "
+            + ("run fit without --plans (above)" if res.without_plan else
+               "use more GPUs or larger ones")
+        )  # fmt: skip
 
 
 def _largest(

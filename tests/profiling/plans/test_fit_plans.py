@@ -93,3 +93,24 @@ def test_every_n_th_block_checkpointing_is_searched_and_ranked_by_throughput() -
     assert plan_flags(best.config)[-2:] == ["--checkpointing full", "--checkpoint-every 4"]
     # the plan's own closed form, as `estimate` gives it with those flags
     assert best.peak_bytes == estimate_plan(best.config).highest.peak_bytes
+
+
+def test_when_no_plan_fits_the_search_without_a_plan_is_said() -> None:
+    # llama-7b on 2 × 40 GB: FSDP 2's 16 B a parameter / 2 is over 40 GB, every plan out; ZeRO-2
+    # in bf16 (or the optimizer offloaded) fits — what fit without --plans finds, said here
+    from profiling.fit import fit
+    from profiling.fit_plans import plan_fit_json, render_plan_fit
+
+    base = TrainingConfig.parse(model="llama-7b", seq=1024, gpu_mem=40, gpus=2)
+    res = fit_plans(base, 2)
+    assert not res.fitting and res.without_plan is not None
+    plain = fit(base, confirm=0)
+    assert plain.fitting and plain.fitting[0].label() in res.without_plan
+    assert f"{len(plain.fitting)} configuration(s) of 2 GPUs fit" in res.without_plan
+    assert res.without_plan in render_plan_fit(res)
+    assert plan_fit_json(res)["without_plan"] == res.without_plan
+    # a degree held needs a plan: nothing else is offered
+    held = fit_plans(TrainingConfig.parse(model="llama-7b", seq=1024, gpu_mem=40, gpus=2, tp=2), 2)
+    assert not held.fitting and held.without_plan is None
+    # a plan that fits: no line
+    assert fit_plans(_base(batch=8), 32).without_plan is None
