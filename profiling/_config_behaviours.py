@@ -222,7 +222,7 @@ def _check_litgpt(cfg: TrainingConfig) -> None:
     """LitGPT's finetune scripts' own knobs need its loss; DoRA is not among its adapters."""
     if cfg.fabric_bnb and cfg.loss != "litgpt":
         # The real reason first: "add --loss litgpt" where that loss is refused here too (a
-        # recipe's loss dropped by recipe._unmodelled_loss) sent the user to a second refusal
+        # recipe's loss dropped by recipe.unmodelled_loss) sent the user to a second refusal
         conflict = loss_conflict({**cfg.model_dump(), "loss": "litgpt"})
         raise ConfigError(
             "--fabric-bnb is LitGPT's QLoRA, whose finetune scripts compute the LM head and the "
@@ -280,7 +280,11 @@ def loss_conflict(values: dict[str, Any]) -> str | None:
         return f"--loss {loss} under a parallel plan (--pp, --cp, --dp-shard, --dp-replicate)"
     if (values.get("tp") or 1) > 1:
         return f"--loss {loss} under tensor parallelism (its vocabulary-parallel forms)"
-    if (values.get("fsdp") and loss != "litgpt-full") or (
+    if values.get("fsdp") and loss in ("chunked", "linear-chunked"):
+        torchtune = _torchtune_fsdp(loss, values)
+        if torchtune:
+            return torchtune
+    elif (values.get("fsdp") and loss != "litgpt-full") or (
         values.get("zero") == 3 and not values.get("fsdp")
     ):
         return f"--loss {loss} under FSDP or ZeRO-3 (the gathered head's gradient moments)"
@@ -293,6 +297,22 @@ def loss_conflict(values: dict[str, Any]) -> str | None:
                 f"--loss litgpt with an adapted LM head under --precision {precision} "
                 "(modelled in bf16 and fp32: LitGPT's configs run bf16-true)"
             )
+    return None
+
+
+def _torchtune_fsdp(loss: str, values: dict[str, Any]) -> str | None:
+    """torchtune's chunked losses under FSDP2 as its distributed recipes shard (every layer,
+    then the root with reshard_after_forward=False: torchtune/training/_distributed.py
+    ``shard_model``): the head stays gathered from the model's forward through the loss, as the
+    trace runs it (the loss inside the root's forward). Estimated and traced alike there (the
+    loss's scalars apart: tests/profiling/trace/test_fsdp_chunked_loss.py); what of it is not,
+    as a clause."""
+    if values.get("zero") == 2:  # fsdp_reshard_after_forward: False — 0.89-0.93 of the trace
+        return f"--loss {loss} under FSDP without resharding after forward (--zero 2)"
+    if values.get("lora_rank") is not None:  # the trace shards no LoRA model
+        return f"--loss {loss} under FSDP with LoRA (the sharded adapters' head moments)"
+    if values.get("compile"):  # the trace compiles no block under FSDP2
+        return f"--loss {loss} compiled under FSDP"
     return None
 
 

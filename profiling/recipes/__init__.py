@@ -29,6 +29,7 @@ from profiling.recipes import (
     peft_bnb,
     torchtitan,
     torchtune,
+    torchtune_fsdp,
 )
 from profiling.recipes.files import read_data
 from profiling.recipes.model_names import FOLLOW_REFERENCES
@@ -158,6 +159,7 @@ def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
     """The configuration values: the recipe's, then what the user gave (which wins; each
     override is noted in ``recipe.notes``). One sentence when no model is named anywhere."""
     _refuse_other_training(recipe)
+    torchtune_fsdp.on_gpus(recipe, int(given.get("gpus") or recipe.values.get("gpus") or 1))
     values = dict(recipe.values)
     if recipe.framework == "torchtitan":
         from profiling.recipes.torchtitan import check_every_gpu

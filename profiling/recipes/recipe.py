@@ -203,11 +203,11 @@ def settle(framework: str, files: list[str], readings: list[Reading]) -> Recipe:
                 )
             recipe.values[s.field] = s.to
             recipe.used.append(s)
-    _unmodelled_loss(recipe)
+    unmodelled_loss(recipe)
     return recipe
 
 
-def _unmodelled_loss(recipe: Recipe) -> None:
+def unmodelled_loss(recipe: Recipe) -> None:
     """A stack's loss the estimate does not model with the rest of the recipe (under FSDP, say)
     moves to the ignored with that reason: the step is estimated with the reference loss."""
     from profiling._config_behaviours import loss_conflict
@@ -223,4 +223,13 @@ def _unmodelled_loss(recipe: Recipe) -> None:
     recipe.ignored += [s.model_copy(update={"why": why, "to": None}) for s in moved]
 
 
-__all__ = ["NO_MEMORY", "TORCH_ADAFACTOR", "Reading", "Recipe", "Setting", "flatten", "settle"]
+__all__ = [
+    "NO_MEMORY",
+    "TORCH_ADAFACTOR",
+    "Reading",
+    "Recipe",
+    "Setting",
+    "flatten",
+    "settle",
+    "unmodelled_loss",
+]

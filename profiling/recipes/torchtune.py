@@ -12,6 +12,9 @@ builder each table instantiates.
 - ``enable_activation_checkpointing`` (every layer), ``enable_activation_offloading``,
   ``compile``, ``loss._component_`` (``LinearCrossEntropyLoss``: the LM head and loss in
   chunks), ``dataset.packed``, ``tokenizer.max_seq_len``.
+- the distributed recipes' FSDP2 (``fsdp_reshard_after_forward``, ``fsdp_cpu_offload``,
+  ``custom_sharded_layers``; on more than one GPU whatever the file says):
+  ``profiling.recipes.torchtune_fsdp``.
 - ``optimizer._component_``: torch's AdamW (``fused``), bitsandbytes' ``PagedAdamW8bit``,
   torchao's 8/4-bit AdamW (``torchao_optim``: its own rule for which tensors get 8-bit states,
   its compiled step's fp32 buffers) …
@@ -24,6 +27,7 @@ from typing import Any
 
 from profiling.recipes.model_names import local_config, torchtune_model
 from profiling.recipes.recipe import NO_MEMORY, TORCH_ADAFACTOR, Reading
+from profiling.recipes.torchtune_fsdp import distributed, read_fsdp
 
 KNOWN = [
     ("output_dir", NO_MEMORY), ("tokenizer._component_", NO_MEMORY), ("tokenizer.path", NO_MEMORY),
@@ -37,9 +41,7 @@ KNOWN = [
     ("log_peak_memory_stats", NO_MEMORY), ("log_level", NO_MEMORY), ("device", NO_MEMORY),
     ("profiler*", NO_MEMORY), ("low_cpu_ram", NO_MEMORY), ("model.lora_alpha", NO_MEMORY),
     ("batch_size_val", NO_MEMORY), ("run_val_every_n_steps", NO_MEMORY),
-    ("dataset_val*", NO_MEMORY), ("custom_sharded_layers", NO_MEMORY),
-    ("fsdp_cpu_offload", "FSDP's CPU offload of parameters and gradients: not modelled"),
-    ("fsdp_reshard_after_forward", NO_MEMORY + " on one GPU"),
+    ("dataset_val*", NO_MEMORY),
 ]  # fmt: skip
 
 _OPTIMIZERS = {
@@ -70,6 +72,8 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
             "tokenizer.max_seq_len unset: the longest sample of the data decides; give --seq"
         )
     _switches(r)
+    if distributed(r):
+        read_fsdp(r)
     _optimizer(r)
     _loss(r)
     r.finish()
