@@ -2,10 +2,10 @@
 
 ``fit(base)`` varies, around the user's configuration (model, sequence, optimizer, GPUs): precision
 (bf16, mixed, amp-bf16, fp32), ZeRO stage (with more than one GPU), activation checkpointing (none,
-selective, full), what is trained (everything, LoRA r=16, QLoRA r=16), optimizer-state CPU offload,
-and the micro-batch (1, 2, 4 … 64). Every candidate is estimated in closed form
-(``profiling.estimate.memory``); those whose peak fits the GPU are ranked — full training first,
-then LoRA, then QLoRA (they train different things), and within each by estimated tokens per second
+full; selective under eager attention), what is trained (everything, LoRA r=16, QLoRA r=16),
+optimizer-state CPU offload, and the micro-batch (1, 2, 4 … 64). Every candidate is estimated
+in closed form (``profiling.estimate.memory``); those whose peak fits the GPU are ranked — full
+training first, then LoRA, then QLoRA (they train different things), and within each by tokens/s
 (FLOPs per GPU at the GPU's peak × MFU, plus the optimizer step). A setting the user gave
 (``--precision``, ``--lora-rank``, ``--batch`` …, or a recipe's) is held, not searched.
 
@@ -118,8 +118,9 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
         trains = ("full",) if encoder else ("full", "lora", "qlora")
     precisions = (base.precision,) if "precision" in held else PRECISIONS
     # a T5's full finetune and LoRA under checkpointing are estimated (estimate.t5_ckpt_full,
-    # estimate.t5_ckpt, t5_mlp_ckpt)
-    every = ("none", "full") if encoder else SEARCHED_CKPT
+    # estimate.t5_ckpt, t5_mlp_ckpt); selective only under eager attention: it drops the s²
+    # scores a fused kernel (SDPA, flash) never keeps — else no checkpointing's row, slower
+    every = ("none", "full") if encoder or base.attention != "eager" else SEARCHED_CKPT
     ckpts = (base.checkpointing,) if "checkpointing" in held else every
     offloads = (base.offload_optimizer,) if "offload_optimizer" in held else (False, True)
     out = []

@@ -101,6 +101,22 @@ def step_flops(
             formula, sub = f"⌊L/N⌋/L · ({formula})", f"{int(L) // every}/{L} · ({sub})"
         steps.append(Step(name=name, formula=formula, substituted=sub, value=again, unit="FLOP"))
         backward += again
+    if cfg.checkpointing == "selective":
+        # Korthikanti et al.'s selective recomputation (activations.py drops the scores and
+        # probabilities it keeps): backward runs the attention core's forward again, QKᵀ and
+        # the probabilities times V — it was counted free, so fit ranked it with no checkpointing
+        again = 4 * b * s * s * hq * L
+        steps.append(
+            Step(
+                name="FLOPs: every layer's attention scores and values again (selective "
+                "checkpointing)",
+                formula="4 · b·s²·h · L",
+                substituted=f"4 · {b}·{s}²·{hq} · {L}",
+                value=again,
+                unit="FLOP",
+            )
+        )
+        backward += again
     if cfg.checkpointing == "selective-op":
         # torchtitan's per-op policy keeps the 1st, 3rd, 5th and 7th matmul and SDPA of each
         # block (profiling.plans.op_sac): backward runs wk, wo and w3 again

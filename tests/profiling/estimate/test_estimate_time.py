@@ -6,6 +6,7 @@ import pytest
 
 from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
+from profiling.estimate.shape import shape_of
 from profiling.fit import fit
 
 
@@ -129,3 +130,36 @@ def test_fit_ranks_by_the_step_with_its_communication_and_shows_what_each_sends(
     one, three = speed.get((1, 2, "none", "mixed")), speed.get((3, 2, "none", "mixed"))
     assert one and three and three < one
     assert "sent/step" in render_fit(res, 10)
+
+
+def test_selective_checkpointing_costs_its_recompute_and_is_searched_where_it_saves() -> None:
+    """The audit: fit printed selective rows identical to the plain ones — under SDPA it keeps
+    what no checkpointing keeps (no s² scores to drop), and its recompute was counted free."""
+    cfg = TrainingConfig(model="tiny-llama", batch=2, seq=64, attention="eager")
+    plain, sel = estimate(cfg), estimate(cfg.model_copy(update={"checkpointing": "selective"}))
+    assert plain.time is not None and sel.time is not None
+    shape = shape_of(cfg)
+    hq, layers = shape.get("q_dim") or shape["hidden"], shape["layers"]
+    # the attention core's forward again in backward: QKᵀ and the probabilities times V
+    assert sel.time.flops_per_step - plain.time.flops_per_step == 4 * 2 * 64**2 * hq * layers
+    assert sel.per_gpu_bytes < plain.per_gpu_bytes  # the eager scores and probabilities dropped
+    sdpa = fit(TrainingConfig(model="llama-1b", gpu_mem=16, gpu="a100-40gb"), confirm=0)
+    assert sdpa.fitting and all(c.config.checkpointing != "selective" for c in sdpa.fitting)
+    eager = fit(
+        TrainingConfig(model="llama-1b", gpu_mem=16, gpu="a100-40gb", attention="eager", seq=512),
+        confirm=0,
+    )
+    plain_rows = {
+        (c.config.precision, c.config.batch, c.config.offload_optimizer, c.trains): c
+        for c in eager.fitting
+        if c.config.checkpointing == "none"
+    }
+    selective = [c for c in eager.fitting if c.config.checkpointing == "selective"]
+    assert selective
+    for c in selective:
+        twin = plain_rows.get((c.config.precision, c.config.batch, c.config.offload_optimizer,
+                               c.trains))  # fmt: skip
+        if twin is not None:  # less memory, fewer tokens/s: never the same row twice
+            assert c.peak_bytes < twin.peak_bytes
+            assert c.tokens_per_second is not None and twin.tokens_per_second is not None
+            assert c.tokens_per_second < twin.tokens_per_second
