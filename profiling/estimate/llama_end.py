@@ -67,7 +67,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if d.extra.get("hf_module") not in _LLAMA or cfg.loss != REFERENCE:
         return False
-    if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded or cfg.compile or cfg.dora:
+    if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded or cfg.dora:
         return False
     if cfg.activation_offload or cfg.optimizer_in_bwd:
         return False
@@ -365,8 +365,11 @@ def moments(
         f"end of forward − the loss's, the final norm's and the head's kept tensors "
         f"{fmt_bytes(gone)} + "
     )
-    found = [_mlp(d, e, cfg, base), _norm(d, e, cfg, base)]
-    if cfg.lora_rank is not None:
+    if cfg.compile:  # the final norm is eager; the blocks' moments are their graphs'
+        found = [_norm(d, e, cfg, base)]  # (estimate.compiled_backward)
+    else:
+        found = [_mlp(d, e, cfg, base), _norm(d, e, cfg, base)]
+    if cfg.lora_rank is not None and not cfg.compile:
         # in forward the loss has not run: its scalars (``step_scalars``) are not made yet
         loss = sum(ln.bytes for ln in lines if ln.name == LOSS)
         found.append(_forward(d, e, cfg, base - loss))

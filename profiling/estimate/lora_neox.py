@@ -197,6 +197,8 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int = 0) ->
                               "checkpointed blocks)", (r * h + V * r) * 2, "(r·h + V·r)·2 B",
                               f"({r}·{h} + {V}·{r})·2"))  # fmt: skip
         return terms
+    if cfg.compile:  # the partitioner's count of the first block (estimate.compiled.once)
+        return terms  # holds what its frozen input changes; each block casts its own adapters
     if e.amp or peft_autocast(cfg):
         # 4-bit frozen layers have no 16-bit copies to lose: only their adapters' A copies
         frozen = e.amp and not lora_neox_amp.bnb_amp(cfg)

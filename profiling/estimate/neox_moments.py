@@ -62,6 +62,8 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.loss != REFERENCE or not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded:
         return False
+    if cfg.compile:  # a compiled block's backward is its graph's (estimate.compiled_backward)
+        return False
     if cfg.autocast_adapters:
         return False  # the Trainer's autocast over a 16-bit model: not modelled here
     if cfg.precision.startswith("amp-"):  # LoRA; Phi's full training (estimate.neox_amp_moments)

@@ -56,8 +56,28 @@ def llama_lora_recomputed(inp: TrainingConfig, shape: dict[str, Any], compiled: 
 
 
 def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
-    """Whether the exact moment applies: the compiled block (``llama_lora_recomputed``)."""
-    return llama_lora_recomputed(inp, shape, compiled=True)
+    """Whether the exact moment applies: the compiled block under LoRA
+    (``llama_lora_recomputed``), or under full training or LoRA (no adapted head) on Llama's,
+    GPT-NeoX's or GPT-2's kind of block on one GPU (the head's and the blocks' weights'
+    gradients as the graphs return them)."""
+    if llama_lora_recomputed(inp, shape, compiled=True):
+        return True
+    from profiling.estimate.losses import REFERENCE
+
+    d = dims_of(shape, inp.seq_or_default(), inp.batch)
+    return (
+        inp.compile
+        and inp.checkpointing == "full"
+        and (inp.lora_rank is None or "lm_head" not in (inp.lora_targets or []))
+        and d is not None
+        and d.V is not None
+        and d.arch in ("llama", "neox", "gpt2")
+        and inp.loss == REFERENCE
+        and inp.gpus == 1
+        and inp.tp == 1
+        and not inp.sharded
+        and not inp.optimizer_in_bwd
+    )
 
 
 def total(lines: Sequence[Any], category: str) -> float:
@@ -100,6 +120,7 @@ def by_block(
     calculation); empty where not modelled."""
     if not modelled(inp, shape):
         return {}
+    from profiling.estimate.compiled_backward import tables
     from profiling.trace.compiled_estimate import block_recomputed
 
     d = dims_of(shape, inp.seq_or_default(), inp.batch)
@@ -109,9 +130,8 @@ def by_block(
     ckpt = checkpoints(lines)
     offloaded = any("brought back" in ln.name for ln in lines)
     each = 0.0 if offloaded else ckpt / d.L  # offloaded: two inputs on the GPU whichever block
-    rope = 2 * d.s * d.hd * e.rope
-    grads = total(lines, "gradients")
-    g = 0.0 if inp.grads_kept else grads / d.L  # kept: all alive from the start, counted below
+    rope = tables(d, e)  # RoPE's cos/sin (GPT-2: its positions), every block's inputs
+    grads = total(lines, "gradients")  # kept: all alive from the start, counted in ``held``
     kept = " and gradients kept" if inp.grads_kept else ""
     held = (
         total(lines, "parameters")
@@ -122,18 +142,33 @@ def by_block(
     held += sum(ln.bytes for ln in lines if ln.name.startswith(POSITION_IDS))  # every block's
     held += sum(ln.bytes for ln in lines if ln.name == LOSS)  # the loop holds the loss
     first, rest = block_recomputed(inp)
+    if not inp.grads_kept:
+        # the head's and the final norm's gradients (full training), then each block's
+        # weights' as its backward graph returns them (not the whole model's over L: the
+        # embeddings' are made last)
+        from profiling.estimate.compiled_backward import head_grads
+        from profiling.trace.compiled_estimate import block_grads
+
+        g, made = block_grads(inp)[1], head_grads(d, inp)
+    else:
+        g, made = 0, 0
     out: dict[int, tuple[float, str]] = {}
     for i in sorted({d.L - 1, min(1, d.L - 1), 0}, reverse=True):
         walk = first if i == 0 else rest
         alive = ckpt - (d.L - 1 - i) * each
-        above = (d.L - 1 - i) * g
+        above = (d.L - 1 - i) * g + made
         value = held + alive + rope + above + walk.held
         out[i] = (
             value,
             f"block {i + 1} of {d.L}: weights and optimizer{kept} {fmt_bytes(held)} + "
-            f"checkpoints {fmt_bytes(alive)} + RoPE's cos/sin 2·s·(h/a)·{e.rope} B "
-            f"{fmt_bytes(rope)}"
-            + (f" + the {d.L - 1 - i} blocks' gradients above {fmt_bytes(above)}" if above else "")
+            f"checkpoints {fmt_bytes(alive)} + the model's tables (RoPE's cos/sin, GPT-2's "
+            f"positions) {fmt_bytes(rope)}"
+            + (f" + the head's and final norm's gradients {fmt_bytes(made)}" if made else "")
+            + (
+                f" + the {d.L - 1 - i} blocks' gradients above {fmt_bytes(above - made)}"
+                if above - made
+                else ""
+            )
             + f" + the gradient reaching it {fmt_bytes(walk.tangents)} + the larger of its "
             f"forward graph recomputing ({fmt_bytes(walk.forward)}) and its saved tensors "
             f"{fmt_bytes(walk.saved)} + its backward graph ({fmt_bytes(walk.backward)}), walked "

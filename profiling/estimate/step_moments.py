@@ -15,6 +15,7 @@ from profiling.config import TrainingConfig
 from profiling.estimate import activations as acts
 from profiling.estimate import (
     bloom,
+    compiled_backward,
     encoder,
     llama_dequant,
     llama_end,
@@ -85,6 +86,7 @@ def step_moments(
         + llama_end.moments(d, inp, fwd, est_lines)
         + llama_dequant.moments(d, inp, fwd, est_lines)
         + llama_first_mlp.moments(d, inp, fwd, est_lines)
+        + compiled_backward.moments(d, inp, fwd, est_lines)
         + t5_moments(d, inp, fwd)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)

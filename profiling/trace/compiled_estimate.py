@@ -12,7 +12,7 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.trace.build import _block_list, _build
 from profiling.trace.compiled import CompiledBlock, Partition, Saved, saved_by
-from profiling.trace.graph_walk import Recomputed, recomputed
+from profiling.trace.graph_walk import Recomputed, param_grads, recomputed
 
 
 def block_saved(config: TrainingConfig) -> tuple[Saved, Saved]:
@@ -32,6 +32,13 @@ def block_recomputed(config: TrainingConfig) -> tuple[Recomputed, Recomputed]:
     return first[1], rest[1]
 
 
+def block_grads(config: TrainingConfig) -> tuple[int, int]:
+    """(the first block's, every other block's) parameters' gradients as their backward graphs
+    return them (``graph_walk.param_grads``), from the same partitions as ``block_saved``."""
+    first, rest = _blocks(_key(config))
+    return first[2], rest[2]
+
+
 def _key(config: TrainingConfig) -> str:
     small = config.model_copy(
         update={"checkpointing": "none", "compile": True, "optimizer_in_bwd": False,
@@ -41,12 +48,15 @@ def _key(config: TrainingConfig) -> str:
     return small.model_dump_json()
 
 
-def _counts(part: Partition, state: int) -> tuple[Saved, Recomputed]:
-    return saved_by(part, state), recomputed(part)
+def _counts(part: Partition, state: int) -> tuple[Saved, Recomputed, int]:
+    return saved_by(part, state), recomputed(part), param_grads(part, state)
+
+
+_Counts = tuple[Saved, Recomputed, int]
 
 
 @functools.lru_cache(maxsize=32)
-def _blocks(key: str) -> tuple[tuple[Saved, Recomputed], tuple[Saved, Recomputed]]:
+def _blocks(key: str) -> tuple[_Counts, _Counts]:
     config = TrainingConfig.model_validate_json(key)
     with FakeTensorMode(allow_non_fake_inputs=False):
         model, _, _, _ = _build(config, None, None, [], layers=2)

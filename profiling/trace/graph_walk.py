@@ -109,6 +109,19 @@ def recomputed(part: Partition) -> Recomputed:
     )  # fmt: skip
 
 
+def param_grads(part: Partition, state: int) -> int:
+    """The bytes of the gradients the backward graph returns for the block's parameters (its
+    first ``state`` flattened primals; a frozen one's is None), each storage once: what the
+    block's backward leaves in its weights' ``.grad`` (AccumulateGrad takes the tensor itself
+    on a step's first accumulation, torch/csrc/autograd/functions/accumulate_grad.h)."""
+    out = next(n for n in reversed(part.backward.graph.nodes) if n.op == "output")
+    seen: dict[Any, int] = {}
+    for node in out.args[0][:state]:
+        if node is not None:
+            seen.update(_storages(node.meta.get("val")))
+    return sum(seen.values())
+
+
 def _release(node: Any, owners: dict[Any, set[Any]], sizes: dict[Any, int]) -> int:
     freed = 0
     for ref, _ in _storages(node.meta.get("val")):
@@ -120,4 +133,4 @@ def _release(node: Any, owners: dict[Any, set[Any]], sizes: dict[Any, int]) -> i
     return freed
 
 
-__all__ = ["Recomputed", "Walk", "recomputed", "walk"]
+__all__ = ["Recomputed", "Walk", "param_grads", "recomputed", "walk"]
