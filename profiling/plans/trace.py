@@ -21,7 +21,7 @@ import contextlib
 import time
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -273,11 +273,43 @@ def _traced(
         if counted(cfg) and layout.pp == 1:
             replays[0] = _replay(cfg, w, layout, layout.stages[0], mesh, say)
         elif counted(cfg):  # each pipeline rank's whole step (profiling.plans.pipe_replay)
-            from profiling.plans.pipe_replay import replay_rank
+            replays = _pipeline_replays(cfg, w, layout, mesh, say, notes)
+    return profiles, replays, {n for _, n, _ in cache}, len({k for k, _, _ in cache})
 
+
+# The share of the time left after the probes that the pipeline ranks' whole-step replays may
+# take: the replays run every block of every microbatch, twice, on every pipeline rank (Llama
+# 3.1 405B over PP 8 with 16 microbatches: minutes of CPU where the probes take 16 s), so on a
+# large plan they, not the plan's memory, would use up --timeout and lose the whole result.
+REPLAY_SHARE = 0.5
+
+
+def _pipeline_replays(
+    cfg: TrainingConfig, w: WorkloadConfig, layout: Layout, mesh: Any, say: Progress,
+    notes: list[str],
+) -> dict[int, Replay]:  # fmt: skip
+    """Each pipeline rank's replay within ``REPLAY_SHARE`` of the time left, or none: then
+    every rank's reserve is the closed form's bound (``plans.report.rank_counters``), said."""
+    from profiling.plans.pipe_replay import STEPS, replay_rank
+    from profiling.time_bound import TimeBound, TimedOut, remaining
+
+    left = remaining()
+    share = None if left is None else max(left * REPLAY_SHARE, 1e-3)
+    replays: dict[int, Replay] = {}
+    try:
+        with TimeBound(share, "the allocator's replay", "give a longer --timeout"):
             for r in range(layout.pp):
                 replays[r] = replay_rank(cfg, w, layout, r, mesh, say)
-    return profiles, replays, {n for _, n, _ in cache}, len({k for k, _, _ in cache})
+    except TimedOut:
+        notes.append(
+            f"the caching allocator's replay of every pipeline rank's whole step ({layout.pp} "
+            f"ranks × {cfg.microbatches or 1} microbatches × {STEPS} steps) did not finish "
+            f"within {share:,.0f} s, {REPLAY_SHARE:.0%} of the time --timeout left after the "
+            "probes: each rank's reserve is the closed form's bound (profiling.estimate."
+            "reserve); give a longer --timeout for the replay"
+        )
+        return {}
+    return replays
 
 
 def _destroy() -> None:

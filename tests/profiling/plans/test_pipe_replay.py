@@ -126,3 +126,26 @@ def test_the_closed_forms_need_bounds_each_pipeline_ranks_replayed_need(plan, ex
         bound = rank_counters(est, closed).need
         assert bound is not None
         assert needed <= bound < 1.15 * needed, traced.pp_rank
+
+
+def test_replays_past_their_share_of_the_timeout_fall_back_to_the_closed_form(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The replays run every block of every microbatch on every pipeline rank: on a large plan
+    # they would use up --timeout and lose the whole result (Llama 3.1 405B over PP 8: past
+    # 600 s). Given a vanishing share of the time left, the trace still returns, every rank's
+    # reserve the closed form's bound, and says so.
+    import profiling.plans.trace as plan_trace
+    from profiling.time_bound import TimeBound
+
+    monkeypatch.setattr(plan_trace, "REPLAY_SHARE", 1e-9)
+    plan = {"pp": 2, "microbatches": 4, "dp_shard": 2}
+    with TimeBound(600, "the test's trace", ""):
+        res = _traced(**plan)
+    assert res.replays == {}
+    assert any("did not finish within" in n and "closed form's bound" in n for n in res.notes)
+    full = _traced(**plan)  # no bound: replayed
+    assert sorted(full.replays) == [0, 1]
+    for rank, again in zip(res.ranks, full.ranks, strict=True):
+        assert rank.peak_bytes == again.peak_bytes  # the probes' peaks are the same
+        assert rank_counters(res, rank).source != "trace"
