@@ -36,7 +36,8 @@ def problem(cfg: Any, arch: str | None) -> str | None:
     if cfg.precision not in ("bf16", "fp32") or cfg.autocast_adapters:
         return "--precision bf16 or fp32 for torchtune's DoRA (torchtune trains in its dtype)"
     if cfg.qlora:
-        return "torchtune's DoRA on a 16-bit base (its DoRALinear on torchao's NF4 is not modelled)"
+        # (the caller says "the estimate cannot model …": the clause names what is not modelled)
+        return "torchtune's DoRA on torchao's NF4 base (QDoRA; DoRA on a 16-bit base is modelled)"
     if arch != "llama":
         return "torchtune's DoRA on a Llama-family model (its builders' kind)"
     return None

@@ -16,6 +16,7 @@ Flags the user gives win over the file (said in a note). No torch, no framework 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,11 @@ def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
     override is noted in ``recipe.notes``). One sentence when no model is named anywhere."""
     _refuse_other_training(recipe)
     torchtune_fsdp.on_gpus(recipe, int(given.get("gpus") or recipe.values.get("gpus") or 1))
+    refused = next(
+        (w for f, w in recipe.refusals.items() if f in recipe.values and f not in given), None
+    )
+    if refused is not None:
+        raise ProfilingError(refused)
     values = dict(recipe.values)
     if recipe.framework == "torchtitan":
         from profiling.recipes.torchtitan import check_every_gpu
@@ -174,14 +180,29 @@ def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
             )
         values[field] = value
     if "model" not in values and "params" not in values and "layers" not in values:
-        naming = ("checkpoint_dir", "base_model_name_or_path", "model_name_or_path", "_component_")
-        named = next((s for s in recipe.ignored if s.key.endswith(naming)), None)
-        why = f" ({named.why})" if named is not None else ""
         raise ProfilingError(
-            f"{', '.join(recipe.files)} names no model we ship{why}; give --model hf:NAME or "
-            "hf:PATH (a config.json)"
+            f"{', '.join(recipe.files)} names no model we ship{_naming(recipe)}; give --model "
+            "hf:NAME or hf:PATH (a config.json)"
         )
     return values
+
+
+# The keys that name the model, by reader (exact: torchtune's checkpointer.checkpoint_dir, its
+# tokenizer._component_ name no model).
+_NAMING = (
+    "model._component_", "checkpoint_dir", "base_model_name_or_path", "model_name_or_path",
+    "hub_model_id", "model.flavor",
+)  # fmt: skip
+
+
+def _naming(recipe: Recipe) -> str:
+    """`` (KEY = VALUE: why it names none of ours)`` for the key that named the model, or ''."""
+    named = next((s for s in recipe.ignored if s.key in _NAMING), None)
+    if named is None:
+        return ""
+    # (the readers' own "; give --model …" is said once, after)
+    why = re.sub(r"[;:] give --model.*$", "", named.why)
+    return f" ({named.key} = {named.value!r}: {why})"
 
 
 # Methods that choose which weights train, read but not modelled: estimated without them, the

@@ -25,6 +25,9 @@ SAME_SHAPE = {
         "llama-3.1-70b",
         "Llama 3 70B has Llama 3.1 70B's shape (its context is 8,192)",
     ),
+    # torchtune/models/llama3_3/_model_builders.py: llama3_3_70b = llama3_1_70b ("identical
+    # models apart from the checkpoints")
+    "llama-3.3-70b": ("llama-3.1-70b", "Llama 3.3 70B is Llama 3.1 70B's model"),
 }
 
 # torchtune's model builders (torchtune.models.<family>.<builder>) by family and size.
@@ -32,7 +35,11 @@ _TORCHTUNE_FAMILIES = {
     "llama2": "llama-2", "llama3": "llama-3", "llama3_1": "llama-3.1", "llama3_2": "llama-3.2",
     "mistral": "mistral", "gemma": "gemma", "gemma2": "gemma-2", "qwen2_5": "qwen2.5",
     "qwen3": "qwen3", "phi3": "phi-3", "phi4": "phi-4", "mixtral": "mixtral",
+    "llama3_3": "llama-3.3",
 }  # fmt: skip
+# Families of one size, which the catalogue names without it: torchtune's phi4_14b is Phi-4
+# (microsoft/phi-4, the catalogue's hf:phi-4: 40 layers of 5,120, vocabulary 100,352 in both).
+_TORCHTUNE_ONE_SIZE = {"phi4": "14b"}
 
 # torchtitan's model names and flavours.
 _TORCHTITAN = {
@@ -104,8 +111,12 @@ def torchtune_model(component: str) -> tuple[str | None, bool, bool, str]:
     for family in sorted(_TORCHTUNE_FAMILIES, key=len, reverse=True):
         if base.startswith(family + "_"):
             size = re.sub(r"(?<=\d)_(?=\d)", ".", base[len(family) + 1 :])
-            model, note = hub_model(f"{_TORCHTUNE_FAMILIES[family]}-{size}")
-            return model, lora, qlora, note
+            name = _TORCHTUNE_FAMILIES[family]
+            model, note = hub_model(name if _TORCHTUNE_ONE_SIZE.get(family) == size else
+                                    f"{name}-{size}")  # fmt: skip
+            if model is not None:
+                return model, lora, qlora, note
+            break
     return None, lora, qlora, f"torchtune's {builder} matches no shipped config"
 
 

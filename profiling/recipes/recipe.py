@@ -62,6 +62,8 @@ class Recipe(BaseModel):
     used: list[Setting] = Field(default_factory=list)
     ignored: list[Setting] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # field: the sentence refusing the recipe's value for it, unless a flag gives the field
+    refusals: dict[str, str] = Field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """The text the commands print: what was used, then what was left out, one line each
@@ -105,6 +107,7 @@ class Reading:
         self.used: list[Setting] = []
         self.ignored: list[Setting] = []
         self.notes: list[str] = []
+        self.refusals: dict[str, str] = {}  # Recipe.refusals
         self._seen: set[str] = set()
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -180,6 +183,7 @@ def settle(framework: str, files: list[str], readings: list[Reading]) -> Recipe:
     fields = TrainingConfig.model_fields
     for reading in readings:
         recipe.notes += reading.notes
+        recipe.refusals.update(reading.refusals)
         recipe.ignored += reading.ignored
         for s in reading.used:
             if s.field is None:  # read together with another key

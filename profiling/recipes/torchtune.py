@@ -25,8 +25,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from profiling.errors import ProfilingError
 from profiling.recipes.model_names import local_config, torchtune_model
-from profiling.recipes.recipe import NO_MEMORY, TORCH_ADAFACTOR, Reading
+from profiling.recipes.recipe import NO_MEMORY, TORCH_ADAFACTOR, Reading, flatten
 from profiling.recipes.torchtune_fsdp import distributed, read_fsdp
 
 KNOWN = [
@@ -42,6 +43,14 @@ KNOWN = [
     ("profiler*", NO_MEMORY), ("low_cpu_ram", NO_MEMORY), ("model.lora_alpha", NO_MEMORY),
     ("batch_size_val", NO_MEMORY), ("run_val_every_n_steps", NO_MEMORY),
     ("dataset_val*", NO_MEMORY),
+    # Keys of the recipes refused below (other_recipe): never "say it with a flag", as no
+    # flag says them.
+    ("quantizer", NO_MEMORY + " (none)"),
+    ("quantizer.*", "QAT's fake-quantized copies are not modelled"),
+    ("teacher_*", "knowledge distillation's teacher model (its weights and logits) is not "
+     "modelled"),
+    ("kd_*", "knowledge distillation's loss over the teacher's logits is not modelled"),
+    ("ref_*", "a frozen reference model (DPO, PPO, GRPO) is not modelled"),
 ]  # fmt: skip
 
 _OPTIMIZERS = {
@@ -52,10 +61,17 @@ _OPTIMIZERS = {
 
 
 def looks_like(data: dict[str, Any]) -> bool:
-    return isinstance(data.get("model"), dict) and "_component_" in data["model"]
+    # PPO's recipe names its model policy_model (refused below, in one sentence)
+    return any(isinstance(data.get(k), dict) and "_component_" in data[k] for k in _MODEL_KEYS)
+
+
+_MODEL_KEYS = ("model", "policy_model")
 
 
 def read(path: Path, data: dict[str, Any]) -> Reading:
+    refusal = other_recipe(data)
+    if refusal is not None:
+        raise ProfilingError(f"{path.name}: {refusal}: not estimated")
     r = Reading(path.name, data, KNOWN)
     lora = _model(r, path)
     if lora:
@@ -80,6 +96,59 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     return r
 
 
+def other_recipe(data: dict[str, Any]) -> str | None:
+    """What a config of a torchtune recipe other than supervised fine-tuning runs that is not
+    modelled (one sentence), or None: read as a fine-tune, each would be estimated far too low
+    (recipes at bd2a0fc)."""
+    flat = flatten(data)
+    components = {k: str(v) for k, v in flat.items() if k.endswith("_component_") and v}
+    loss = str(flat.get("loss._component_", "")).rsplit(".", 1)[-1]
+    if "policy_model._component_" in flat:  # ppo_full_finetune_single_device.py
+        return ("torchtune's PPO recipe (policy_model, reward_and_value_model) trains a policy "
+                "and a value model beside a frozen reference policy and a reward model, and "
+                "generates its own samples, which is not modelled")  # fmt: skip
+    # (dev/3B_sft_for_grpo.yaml is a fine-tune: its dataset is torchtune.dev.grpo's, its loss
+    # LinearCrossEntropyLoss; the async recipe's loss is training.loss)
+    grpo = next((k for k, v in components.items() if k.endswith("loss._component_")
+                 and "grpo" in v.lower()), None)  # fmt: skip
+    if grpo is not None or "grpo_samples" in flat:  # dev/grpo_full_finetune_distributed.py
+        said = f"{grpo} = {components[grpo].rsplit('.', 1)[-1]}" if grpo else "grpo_samples"
+        return (f"torchtune's GRPO recipe ({said}) generates several completions per "
+                "prompt and scores them against a frozen reference model (ref_checkpointer), "
+                "which is not modelled")  # fmt: skip
+    if loss in ("DPOLoss", "RSOLoss", "SimPOLoss"):
+        # full_dpo_distributed.py's _setup_reference_model builds a second model; the LoRA DPO
+        # recipes run the policy with its adapters off (disable_adapter) as the reference; both
+        # run padded_collate_dpo's batch: chosen and rejected concatenated, twice batch_size
+        ref = ("a second, frozen copy of the model (ref_checkpointer)"
+               if "ref_checkpointer._component_" in flat
+               else "the base model's forward with the adapters off")  # fmt: skip
+        return (f"torchtune's DPO recipe (loss._component_ = {loss}) runs chosen and rejected "
+                f"responses together (padded_collate_dpo: twice batch_size) and a reference "
+                f"forward through {ref}, which is not modelled")  # fmt: skip
+    if "teacher_model._component_" in flat or "kd_loss._component_" in flat:
+        # knowledge_distillation_*.py's _setup_teacher_model: a second model, and its logits
+        teacher = components.get("teacher_model._component_", "a teacher").rsplit(".", 1)[-1]
+        return (f"torchtune's knowledge distillation recipe (teacher_model._component_ = "
+                f"{teacher}) runs a teacher model beside the student, and the teacher's "
+                "weights and logits are not modelled")  # fmt: skip
+    quantizer = components.get("quantizer._component_", "").rsplit(".", 1)[-1]
+    if "optimizer" not in data and "loss" not in data:
+        # generate.py, eleuther_eval.py, quantize.py (and their _v2/distributed forms)
+        kind = ("generation" if "max_new_tokens" in flat
+                else "evaluation" if "tasks" in flat
+                else "quantization" if quantizer else "inference")  # fmt: skip
+        return (f"torchtune's {kind} recipe (no optimizer, no loss) runs no training step, "
+                "and only a training step is estimated")  # fmt: skip
+    if quantizer:
+        # qat_distributed.py, qat_single_device.py, qat_lora_finetune_distributed.py:
+        # quantizer.prepare swaps each Linear for a fake-quantizing one
+        return (f"torchtune's QAT recipe (quantizer._component_ = {quantizer}) trains through "
+                "fake-quantized weights and activations, and QAT's fake-quantized copies are "
+                "not modelled")  # fmt: skip
+    return None
+
+
 def _model(r: Reading, path: Path) -> bool:
     component = str(r.get("model._component_", ""))
     model, lora, qlora, note = torchtune_model(component)
@@ -89,7 +158,7 @@ def _model(r: Reading, path: Path) -> bool:
     elif model is not None:
         r.use("model._component_", "model", model, note)
     else:
-        r.notes.append(f"{note}; give --model")
+        r.ignore("model._component_", note, field="model")
     if lora:
         r.use(
             "model._component_",
@@ -239,8 +308,19 @@ def _loss(r: Reading) -> None:
         )
         if r.has("loss.num_output_chunks"):
             r.use("loss.num_output_chunks", "loss_chunks", r.get("loss.num_output_chunks"))
+        if str(r.get("model._component_", "")).startswith("torchtune.models.gemma2."):
+            # torchtune/models/gemma2/_component_builders.py: Gemma2FinalNorm tanh-caps the
+            # normalized hidden state (final_capping_value) and its head's logits are uncapped;
+            # transformers' Gemma 2, which is estimated and traced, caps the logits
+            r.refusals["loss"] = (
+                f"{r.file}: loss._component_ = {name} on Gemma 2 is not modelled: torchtune's "
+                "Gemma2FinalNorm tanh-caps the normalized hidden state before the LM head where "
+                "transformers' Gemma 2, the model estimated, caps the logits; give --loss "
+                "cross-entropy to estimate PyTorch's loss over the whole fp32 logits, more than "
+                "torchtune's chunks hold"
+            )
     elif name:
         r.ignore("loss._component_", NO_MEMORY + f" beyond the loss ({name})")
 
 
-__all__ = ["looks_like", "read"]
+__all__ = ["looks_like", "other_recipe", "read"]

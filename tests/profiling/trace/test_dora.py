@@ -228,7 +228,7 @@ def test_torchtunes_dora_refuses_what_it_does_not_model() -> None:
     with pytest.raises(ConfigError, match="torchtune_dora describes dora"):
         TrainingConfig(model="tiny-llama", lora_rank=8, torchtune_dora=True)
     mixed = ({"precision": "mixed"}, "bf16 or fp32 for torchtune's DoRA")
-    nf4 = ({"qlora": True, "precision": "bf16"}, "torchtune's DoRA on a 16-bit base")
+    nf4 = ({"qlora": True, "precision": "bf16"}, "torchtune's DoRA on torchao's NF4 base \\(QDoRA")
     for extra, words in (mixed, nf4):
         cfg = TrainingConfig(model="tiny-llama", lora_rank=8, dora=True, torchtune_dora=True,
                              **extra)  # fmt: skip
