@@ -41,7 +41,7 @@ class Replay(BaseModel):
     peak_allocated_expandable: int | None = None
     peak_reserved: int  # default allocator
     peak_reserved_expandable: int  # expandable_segments:True
-    how: str = ""  # how a block-scaled trace's replay was extrapolated
+    how: str = ""  # anything the replay's counters say beside it
     # each stream's segments at the end, default and expandable (a plan's FSDP2 streams)
     by_stream: dict[str, int] = {}
     by_stream_expandable: dict[str, int] = {}
@@ -233,67 +233,13 @@ def replay_of(config: TrainingConfig, log: AllocationLog | None) -> Replay | Non
     return replay
 
 
-def raw_peak(peaks: dict[str, dict[str, dict[str, int]]]) -> int:
-    """The highest total a loop reached (both steps, every phase)."""
-    return max(
-        int(snap.get("Total", 0)) for by_phase in peaks.values() for snap in by_phase.values()
-    )
-
-
-def scaled_replay(
-    samples: dict[int, tuple[Replay | None, int]], blocks: int, peak: int
-) -> Replay | None:
-    """The replay of a model of ``blocks`` blocks, whose traced peak is ``peak``, from the
-    replays of three samples (fewer blocks) and their own peaks. What the allocator adds to the
-    tensors at the peak — the 512-byte blocks and unsplit remainders — is extrapolated, affine
-    in the block count through the two largest samples, and added to the model's peak (the
-    peak itself moves between phases as blocks are added, so it is not extrapolated). The
-    reserve is the allocated peak times the largest reserved ÷ allocated of the samples: how
-    the allocator packs segments is not affine in the block count (the samples' ratios are
-    said beside it)."""
-    if len(samples) < 3 or any(r is None for r, _ in samples.values()):
-        return None
-    a, b, c = sorted(samples)[:3]
-    replays = {n: r for n, (r, _) in samples.items() if r is not None}
-
-    def extra(n: int, expandable: bool = False) -> int:
-        got = replays[n].peak_allocated_expandable if expandable else None
-        return (replays[n].peak_allocated if got is None else got) - samples[n][1]
-
-    def extrapolated(expandable: bool) -> int:
-        slope = (extra(c, expandable) - extra(b, expandable)) / (c - b)
-        return peak + round(extra(c, expandable) + slope * (blocks - c))
-
-    allocated = extrapolated(False)
-    ratios = {n: replays[n].peak_reserved / replays[n].peak_allocated for n in (a, b, c)}
-    expandable = max(
-        replays[n].peak_reserved_expandable / replays[n].peak_allocated for n in (a, b, c)
-    )
-    shown = ", ".join(f"{ratios[n]:.3f}" for n in (a, b, c))
-    how = (
-        f"the {a}-, {b}- and {c}-block traces replayed: what the allocator adds to the tensors "
-        f"extrapolated to {blocks} blocks, the reserve as the samples' largest reserved ÷ "
-        f"allocated ({shown})"
-    )
-    return Replay(
-        allocations=round(replays[c].allocations * blocks / c),
-        peak_allocated=allocated,
-        peak_allocated_expandable=extrapolated(True),
-        peak_reserved=round(allocated * max(1.0, *ratios.values())),
-        peak_reserved_expandable=round(allocated * max(1.0, expandable)),
-        how=how,
-    )
-
-
 __all__ = [
     "DEFAULT_STREAM",
     "AllocationLog",
     "Replay",
     "counted",
     "need",
-    "raw_peak",
     "replay_of",
     "replayed",
-    "scaled_replay",
     "watch_storages",
 ]

@@ -71,7 +71,7 @@ def test_the_replay_meets_the_h200s_allocated_bytes() -> None:
     assert estimate(cfg).counters.reserved.bytes >= reserved  # type: ignore[union-attr]
 
 
-def test_a_block_scaled_trace_replays_its_samples() -> None:
+def test_a_block_scaled_trace_replays_every_block() -> None:
     pytest.importorskip("torch")
     from profiling.trace.step import trace_step
 
@@ -79,13 +79,11 @@ def test_a_block_scaled_trace_replays_its_samples() -> None:
     scaled = trace_step(cfg, block_scaling=True)
     whole = trace_step(cfg, block_scaling=False)
     assert scaled.counters is not None and whole.counters is not None
-    assert "extrapolated to 12 blocks" in scaled.counters.allocated.how
-    # What the allocator adds is extrapolated: allocated within 0.1 %; the reserve from the
-    # samples' largest reserved ÷ allocated (gpt2-small, seq 64: within 0.1 %).
-    assert scaled.counters.allocated.bytes == pytest.approx(
-        whole.counters.allocated.bytes, rel=1e-3
-    )
-    assert scaled.counters.reserved.bytes == pytest.approx(whole.counters.reserved.bytes, rel=0.05)
+    # The reserve is not affine in the block count (tests/profiling/trace/
+    # test_scaled_reserve.py): a counter past allocated traces every block, even when block
+    # scaling is asked for, and says so.
+    assert any("every one of the 12 blocks traced" in n for n in scaled.notes), scaled.notes
+    assert scaled.counters == whole.counters
 
 
 def test_estimate_says_each_counter_and_its_source(cli, tmp_path) -> None:
