@@ -114,8 +114,16 @@ def _shards(cfg: TrainingConfig) -> int:
 
 
 def fsdp2_streams(cfg: TrainingConfig) -> bool:
-    """Whether the step runs FSDP2's collectives on streams of their own."""
-    return (cfg.dp_shard or 1) > 1 or bool(cfg.fsdp)
+    """Whether the step runs its parameters' gathers and its gradients' reductions on streams
+    of their own: FSDP2's, and ZeRO-3's — DeepSpeed gathers on the parameter coordinator's
+    ``__allgather_stream`` and reduces on stage 3's ``__reduce_and_partition_stream``, each
+    ``Stream()`` under ``overlap_comm``, on by default for stage 3
+    (deepspeed/runtime/zero/partitioned_param_coordinator.py, stage3.py), and the trace runs
+    ZeRO-3 as FSDP2, whose root group's unsharded gradients (the embeddings and an untied
+    head, fp32 under mixed precision) are larger than any block cached at the end of
+    backward: a segment of their own on top of the forward's."""
+    zero3 = (cfg.zero or 0) == 3 and cfg.gpus > 1
+    return (cfg.dp_shard or 1) > 1 or bool(cfg.fsdp) or zero3
 
 
 def logits_bytes(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
