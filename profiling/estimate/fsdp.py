@@ -24,6 +24,7 @@ from typing import Any
 
 from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
+from profiling.estimate.fsdp_block_gather import block_gather
 from profiling.estimate.no_sync import unsharded_grads, with_unsharded
 from profiling.estimate.states import fsdp_root, gathered_bytes
 from profiling.units import fmt_bytes
@@ -107,6 +108,8 @@ def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) 
         f"block's unsharded gradients block·{g} B {f(current)} + one layer's activations "
         f"{f(layer)}{loop}",
     ))  # fmt: skip
+    if not (cfg.fsdp_flat or cfg.accumulate_unsharded):  # FSDP2 reducing every micro-batch
+        out += block_gather(cfg, shape, parts, root, block)
     grads_then = grads
     if shape.get("tied") and not (cfg.fsdp_flat or cfg.accumulate_unsharded):
         end, what, grads_then = _tied_end(cfg, parts, root, block, psi, head)

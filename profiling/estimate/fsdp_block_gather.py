@@ -1,0 +1,145 @@
+"""FSDP2's backward of Llama's kind below its top block: the block above has gone back and
+reduced, but its reduce-scatter input is still held. No torch here.
+
+torch 2.13 ``_fsdp_param_group.py``: ``FSDPParamGroup.post_backward`` appends each block's
+``foreach_reduce`` input (block·r, r the reduce dtype's bytes: fp32 under ``mixed``'s
+MixedPrecisionPolicy(reduce_dtype=fp32), else the gradients') to
+``comm_ctx.reduce_scatter_states`` and pops the oldest only at the next group's
+``post_backward`` (``reduce_scatter_max_input_buffers`` 1), after that block's gradients are
+made; ``pre_backward`` unshards a block (``wait_for_unshard`` →
+``_fsdp_collectives.foreach_all_gather_copy_out``: the all-gather's output, block·g, beside the
+unsharded parameters it fills, block·g) and then prefetches the block below. Two moments, beside
+the sharded weights and optimizer states, the root gathered (root·g) with the LM head's and the
+final norm's unsharded gradients ((V + 1)·h·g: reduced last, with the root's), block i + 1's
+reduce-scatter input, the sharded gradients of the L − 1 − i blocks above, the gradient reaching
+block i (s·b·h in the residual's dtype), RoPE's cos/sin, the step's inputs and the loss's
+scalars:
+
+- ``GATHER``, block i's copy-out (0 ≤ i ≤ L − 2): its all-gather output and parameters
+  (2·block·g), the saved tensors of blocks 0..i (``block_terms.per_layer``);
+- ``NORM``, block i's input RMSNorm going back (1 ≤ i ≤ L − 2): block i's parameters and block
+  i − 1's prefetched all-gather output (2·block·g), block i's unsharded gradients (block·g), its
+  input norm's backward at its peak (``norm_tapes``, which holds the norm weight's gradient and
+  the norm's saved tensors) and the saved tensors of blocks 0..i − 1.
+
+Each is linear in i, so an end of its range is the higher. A tiny Llama (h 256, f 512,
+V 2,048, 16 tokens, FSDP 8, mixed) read 0.986 of the trace tied with 2 blocks (block 0's
+copy-out the peak, the end of backward ``fsdp._tied_end`` leading the estimate), 0.915 with 4
+(block 1's input norm), untied 0.92 / 0.87: equal to the byte now
+(tests/profiling/trace/test_fsdp_block_gather.py). Full training only (LoRA's blocks reduce
+their adapters' gradients alone, its head none); no recomputed block.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from profiling.estimate.selective import blocks_keep_saved
+from profiling.estimate.states import gathered_bytes
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+GATHER = "backward, a lower block's gather (the block above's reduce-scatter input held)"
+NORM = "backward, a middle block's input norm (the block above's reduce-scatter input held)"
+POST = "backward, a middle block's second norm (the block above's reduce-scatter input held)"
+
+
+def _norm_tape(d: Any, e: Any, cfg: TrainingConfig) -> int:
+    """A block's input RMSNorm going back, at its peak: its saved tensors, its output's
+    gradient, its fp32 temporaries and its weight's gradient (``norm_tapes``, as
+    ``llama_end._norm`` runs the final norm's; CUDA's fused kernel makes fewer: a bound)."""
+    from profiling.estimate.hf_ops import fp32_norm
+    from profiling.estimate.norm_tapes import NormShape, backward_peak
+
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    cast = bool(d.extra.get("hf_module")) and not fp32_norm(d)
+    return int(backward_peak(NormShape(d.s * d.b, d.h, e.r, p, cast)).peak)
+
+
+def _norms_back(
+    d: Any, e: Any, cfg: TrainingConfig, sums: tuple[float, ...], terms: list[Any]
+) -> list[tuple[str, float, str]]:
+    """Block i's two norms going back (1 ≤ i ≤ L − 2; ``sums``: the moments' fixed part, what
+    is held beside it, one block's sharded gradients, one block gathered, the blocks L): ``POST``,
+    its MLP gone back (its three weights' gradients made, 3·h·f·g), its attention's and input
+    norm's saved tensors and output alive (``per_layer``'s attention and half its norms' and
+    matmul inputs'); ``NORM``, all of it gone back (block·g of gradients). Each beside that
+    norm's backward at its peak (``norm_tapes``: it holds the norm weight's gradient)."""
+    fixed, held, shard, block_g, L = sums
+    f, n = fmt_bytes, int(L)
+    tape = _norm_tape(d, e, cfg)
+    layer = float(sum(term.bytes for term in terms))
+    by = {term.name.split(" (", 1)[0]: float(term.bytes) for term in terms}
+    norm_g = d.h * gathered_bytes(cfg) / cfg.tp  # the norm weight's gradient, in the tape
+    cases: list[tuple[str, float, float, str]] = [
+        (NORM, 0.0, block_g - norm_g, "its unsharded gradients")
+    ]
+    if {"norms", "matmul inputs", "attention", "MLP"} <= set(by):  # transformers' Llama's terms
+        alive = by["attention"] + (by["norms"] + by["matmul inputs"]) / 2
+        mlp = 3 * d.h * d.f * gathered_bytes(cfg) / cfg.tp
+        cases.append((POST, alive, mlp, "its attention's and input norm's saved tensors and "
+                      "its MLP's weight gradients"))  # fmt: skip
+    out = []
+    for name, alive, made, words in cases:
+        # linear in i: an end is the higher
+        i = max((1, n - 2), key=lambda j: (n - 1 - j) * shard + j * layer)
+        below = (n - 1 - i) * shard + i * layer
+        mine = alive + made + tape
+        calc = (
+            f"{fixed:.0f} B as above (block {i}, block {i - 1} prefetched) + {words} and the "
+            f"norm's backward at its peak {f(mine)} + {n - 1 - i} blocks' sharded gradients and "
+            f"{i} blocks' saved tensors {f(below)} + {f(held)} held"
+        )
+        out.append((name, fixed + mine + below + held, calc))
+    return out
+
+
+def block_gather(
+    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], root: int, block: int
+) -> list[tuple[str, float, str]]:
+    """The two moments (name, bytes, calculation), where modelled: FSDP2 reducing every
+    micro-batch, full training of Llama's kind with no recomputed block, two blocks or more
+    (the input norm's: three or more)."""
+    from profiling.estimate import activations as acts
+    from profiling.estimate.block_terms import per_layer
+
+    d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
+    L, V, psi = int(shape.get("layers") or 0), shape.get("vocab"), int(shape.get("params") or 0)
+    if d is None or d.arch != "llama" or L < 2 or not V or not psi:
+        return []
+    if cfg.lora_rank is not None or cfg.compile or not blocks_keep_saved(cfg):
+        return []
+    e = acts.Bytes.of(cfg.precision)
+    g, t, f = gathered_bytes(cfg), cfg.tp, fmt_bytes
+    r = 4 if cfg.precision == "mixed" else g
+    layer = sum(term.bytes for term in per_layer(d, e, cfg))
+    shard = parts["gradients"] * (1 - root / psi) / L  # one block's sharded gradients
+    fixed = (
+        parts["sharded weights"] + parts["optimizer"] + root * g / t + V * d.h * g / t
+        + d.h * g / t + 2 * block * g / t + block * r / t
+    )  # fmt: skip
+    held = d.s * d.b * d.h * e.r / t + 2 * d.s * d.hd * e.rope + parts["inputs"]
+    base = (
+        f"sharded weights, optimizer, root·{g} B, the head's and final norm's unsharded "
+        f"gradients (V + 1)·h·{g} B, a block's all-gather output and parameters 2·block·{g} B "
+        f"and the reduce-scatter input of the block above block·{r} B {f(fixed)}"
+    )
+    tail = (
+        f" + the gradient reaching it s·b·h·{e.r}, RoPE's cos/sin, the step's inputs and the "
+        f"loss {f(held)}"
+    )
+    # block i's copy-out, blocks above resharded and reduced: linear in i, so an end is highest
+    i = max((0, L - 2), key=lambda j: (L - 1 - j) * shard + (j + 1) * layer)
+    below = (L - 1 - i) * shard + (i + 1) * layer
+    out = [(GATHER, fixed + below + held,
+            f"{base} (block {i}) + {L - 1 - i} blocks' sharded gradients and {i + 1} blocks' "
+            f"saved tensors {f(below)}{tail}")]  # fmt: skip
+    if L >= 3:
+        sums = (fixed, held, shard, block * g / t, L)
+        out += _norms_back(d, e, cfg, sums, per_layer(d, e, cfg))
+    return out
+
+
+__all__ = ["GATHER", "NORM", "POST", "block_gather"]
