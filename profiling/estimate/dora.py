@@ -136,9 +136,10 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
              f"3·Σ outputs·{a} B", f"3·{o}·{a}"),
     ]  # fmt: skip
     # bitsandbytes' 4-bit layer returns its fp32 input's dtype under autocast; peft's
-    # base_result − bias is fp32 where the bias is (autocast leaves the parameters fp32)
+    # base_result − bias is fp32 where the bias is (autocast leaves the parameters fp32); o
+    # reads the attention's 16-bit output, so its 4-bit base hands back 16 bits
     bnb = cfg.qlora and not cfg.torchao_nf4
-    fp32 = [t for t in targets if bnb or _biased(d, t)]
+    fp32 = [t for t in targets if (bnb and t != "o") or _biased(d, t)]
     if e.amp and fp32 and not cfg.lora_dropout:
         p = sum(width[t] for t in fp32)
         terms.append(Term(f"DoRA under autocast: {', '.join(fp32)} keep their base output in "

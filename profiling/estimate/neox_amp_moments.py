@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate import bloom_amp, neox_qlora_amp, phi_amp
+from profiling.estimate import bloom_amp, dora_neox_amp, neox_qlora_amp, phi_amp
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import head_adapter
 from profiling.estimate.lora_neox_amp import bnb_amp, first_block_a_copies
@@ -121,6 +121,17 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     if phi_amp.applies(d) and not bnb_amp(cfg):  # gelu_new's fp32 output (phi_amp)
         at_down += phi_amp.forward_extra(d, cfg)
     value = fwd - later + held + attn + norms + max(at_down, at_up)
+    qkv = dora_neox_amp.at_qkv(d, e, cfg) if dora_neox_amp.applies(d, cfg) else None
+    if qkv is not None and fwd - later + held + qkv > value:  # at the fused q/k/v's DoRA
+        value = fwd - later + held + qkv
+        calc = (
+            f"end of forward − what is made later {fmt_bytes(later)} + the embeddings, position "
+            f"indices and the first block's A copies {fmt_bytes(held)} + the input norm's fp32 "
+            f"output and query_key_value's DoRA (B·A and its weight in fp32, the identity's "
+            f"graph, three fp32 products) less the block's later kept tensors {fmt_bytes(qkv)} "
+            f"= {fmt_bytes(value)}"
+        )
+        return value, calc
     calc = (
         f"end of forward − what is made later {fmt_bytes(later)} + the embeddings, position "
         f"indices and the first block's A copies {fmt_bytes(held)}"

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profiling.estimate import dora_neox_amp
 from profiling.estimate.lora_bytes import mask_bytes
 from profiling.units import fmt_bytes
 
@@ -81,6 +82,9 @@ def at_down(d: Dims, cfg: TrainingConfig) -> tuple[int, str]:
     if d.extra.get("hf_module") == "bloom":
         gelu = 4 * T * f * 4 - (_adapter_kept(d, cfg) if "down" in cfg.lora_targets else 0)
     value, words = _at_down(d, cfg)
+    dora = dora_neox_amp.at_mlp(d, cfg) if dora_neox_amp.applies(d, cfg) else None
+    if dora is not None and dora[0] > value:  # DoRA's full-size products (dora_neox_amp)
+        value, words = dora
     if gelu > value:
         return gelu, "bloom_gelu_forward's four fp32 temporaries s·b·4f·4 "
     return value, words
@@ -108,7 +112,18 @@ def _at_down(d: Dims, cfg: TrainingConfig) -> tuple[int, str]:
 
 def backward(d: Dims, e: Bytes, cfg: TrainingConfig, after: float) -> tuple[float, str]:
     """The last block's 4-bit MLP going back; ``after``: the end of forward less the loss's
-    tensors and the head's copies, plus the gradients made by then."""
+    tensors and the head's copies, plus the gradients made by then. An adapted up's DoRA going
+    back (``dora_neox_amp.backward``) if higher."""
+    value, words = _backward(d, e, cfg, after)
+    if dora_neox_amp.applies(d, cfg):
+        cast = 2 if d.extra["neox"]["residual"] != "sequential" else 0
+        dora = dora_neox_amp.backward(d, cfg, after, d.s * d.b * d.h * (e.r + cast))
+        if dora is not None and dora[0] > value:
+            return dora
+    return value, words
+
+
+def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, after: float) -> tuple[float, str]:
     T, h, f = d.s * d.b, d.h, d.f
     # the gradient reaching the block; in a parallel block its 16-bit cast for the attention's
     # 16-bit output waits beside it (in a sequential one down's was its only reader, freed)
