@@ -88,10 +88,12 @@ def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) 
         return out
     head = V * h * g / t
     mid = (root + 2 * block) * g / t
+    # without resharding (--zero 2) every block is still gathered when backward starts
+    first, blocks = (mid, "2·block") if cfg.zero == 3 else (psi_of(shape) * g / t, "L·block")
     out.append((
         "backward, first block (the LM head's unsharded gradient)",
-        w + states + mid + head + act - logp,
-        f"sharded weights {f(w)} + optimizer {f(states)} + (root + 2·block)·{g} B {f(mid)} + "
+        w + states + first + head + act - logp,
+        f"sharded weights {f(w)} + optimizer {f(states)} + (root + {blocks})·{g} B {f(first)} + "
         f"head gradient V·h·{g} B {f(head)} + activations less the log-probabilities "
         f"{f(act - logp)}",
     ))  # fmt: skip
@@ -133,6 +135,11 @@ def _added(cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float]) 
         f"{f(end)}{loop}",
     ))  # fmt: skip
     return out
+
+
+def psi_of(shape: dict[str, Any]) -> int:
+    """The model's parameters: every block and the root."""
+    return int(shape["params"])
 
 
 def _tied_end(

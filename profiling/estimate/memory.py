@@ -43,6 +43,7 @@ from profiling.estimate.deepspeed import (
 )
 from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.fsdp import one_gpu, unsharded_grads
+from profiling.estimate.fsdp_no_reshard import no_reshard, weight_sharding
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
 from profiling.estimate.optim_states import offload, paged_states
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
@@ -269,8 +270,9 @@ def estimate(inp: EstimateInput) -> Estimate:
         shape["lora_adapters"] = trainable
     else:
         trainable = psi
-        full_training(ledger, inp, shape, sh)
+        full_training(ledger, inp, shape, weight_sharding(inp, sh))
     zero3_gathered(ledger, inp, shape, inp.tp)
+    no_reshard(ledger, inp, shape, inp.tp)
     offload(ledger, inp)
     paged_states(ledger, inp, shape)
     in_backward(ledger, inp)

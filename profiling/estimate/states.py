@@ -350,7 +350,8 @@ def gathered_bytes(cfg: TrainingConfig) -> int:
 def fsdp_root(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int] | None:
     """ZeRO-3 over many GPUs with the model's shape known: (the root's parameters — embeddings,
     final norm, an untied LM head: the unit outside the blocks —, one block's); else None."""
-    if cfg.zero != 3 or cfg.gpus == 1 or cfg.lora_rank is not None or cfg.deepspeed:
+    kept = cfg.zero == 2 and cfg.fsdp and not cfg.fsdp_flat  # FSDP2's reshard_after_forward off
+    if not (cfg.zero == 3 or kept) or cfg.gpus == 1 or cfg.lora_rank is not None or cfg.deepspeed:
         return None
     root, block = shape.get("root_params"), shape.get("block_params")
     return (int(root), int(block)) if root and block else None

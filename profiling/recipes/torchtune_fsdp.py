@@ -66,7 +66,8 @@ def read_fsdp(r: Reading) -> None:
     r.imply(DISTRIBUTED, "fsdp", True, f"{_SHARDED} (training.shard_model): give --gpus N")
     if r.get("fsdp_reshard_after_forward", True) is False:
         r.use("fsdp_reshard_after_forward", "zero", 2,
-              "layers stay gathered from forward to backward (SHARD_GRAD_OP)")  # fmt: skip
+              "every layer's shards and, from its forward to its backward, its gathered "
+              "parameters (SHARD_GRAD_OP)")  # fmt: skip
     elif r.has("fsdp_reshard_after_forward"):
         r.use("fsdp_reshard_after_forward", "zero", 3, "layers resharded after forward")
     if r.get("fsdp_cpu_offload"):

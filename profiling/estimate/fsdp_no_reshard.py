@@ -1,0 +1,68 @@
+"""FSDP2 without resharding after forward (``--fsdp --zero 2``: torch's
+``fully_shard(reshard_after_forward=False)``, torchtune's ``fsdp_reshard_after_forward: False``,
+torchtitan's ``"never"``). No torch here.
+
+FSDP2 shards the parameters whatever the policy: each rank keeps its 1/N shard of every weight
+(``FSDPParam._sharded_param_data``). Without resharding a group's all-gather output — its
+unsharded parameters — is kept from the group's forward to its backward
+(``FSDPParamGroup.post_forward`` calls ``reshard``, which returns in forward when
+``_reshard_after_forward`` is False; torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py,
+torch 2.13), so from
+the last block's forward through the loss every block and the root are gathered at once beside
+the shards: Ψ·g bytes more (g, a gathered parameter's bytes: 16-bit under ``mixed`` and bf16).
+The estimate counted the weights whole instead (ZeRO-2's replicated weights): 2Ψ where bf16
+holds Ψ·2/N + 2Ψ (0.936-0.947 of the trace on a small model, 2 GPUs). The gathered line is
+overhead: the moments that hold the shards only (the optimizer step; ZeRO-3's end of backward,
+each block resharded after its backward, ``estimate.fsdp``) leave it out; backward's first
+block holds every block (``fsdp._added``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.config import TrainingConfig
+from profiling.estimate.ledger import Ledger, Line, Sharding
+from profiling.estimate.states import gathered_bytes
+from profiling.units import fmt_count
+
+
+def kept_gathered(cfg: TrainingConfig) -> bool:
+    """Whether the step is FSDP2's full training without resharding after forward (LoRA under
+    FSDP, FSDP1's flat parameters and DeepSpeed's engine are modelled elsewhere)."""
+    return (
+        cfg.fsdp
+        and cfg.zero == 2
+        and cfg.gpus > 1
+        and cfg.lora_rank is None
+        and not cfg.fsdp_flat
+        and not cfg.deepspeed
+    )
+
+
+def weight_sharding(cfg: TrainingConfig, sh: Sharding) -> Sharding:
+    """The sharding the weights' line is made with: FSDP2 shards them at ZeRO-2 too."""
+    return Sharding(n=sh.n, t=sh.t, z=3) if kept_gathered(cfg) else sh
+
+
+def no_reshard(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: int) -> None:
+    """Every block's and the root's unsharded parameters, kept from forward to backward."""
+    if not kept_gathered(cfg):
+        return
+    psi, g = int(shape["params"]), gathered_bytes(cfg)
+    tp = " / t" if t > 1 else ""
+    ledger.add(
+        Line(
+            name="FSDP2 gathered parameters kept from forward to backward (no reshard: every "
+            "block and the root)",
+            bytes=psi * g / t,
+            unsharded=0,
+            formula=f"Ψ · {g} B{tp}",
+            substituted=f"{fmt_count(psi)} · {g}" + (f" / {t}" if t > 1 else ""),
+            group="overhead",
+            category="parameters",
+        )
+    )
+
+
+__all__ = ["kept_gathered", "no_reshard", "weight_sharding"]
