@@ -72,10 +72,28 @@ def _matmul_inputs(d: Dims, e: Bytes) -> Term:
     )
 
 
+def attention_widths(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, int]:
+    """One block's attention's kept tensors as ``_attention`` counts them: their width per
+    token (elements) and the logsumexp's bytes."""
+    width, _, _, _, lse, _ = _widths(d, e, cfg)
+    return width, lse
+
+
 def _attention(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
+    width, formula, sub, what, lse, lse_sub = _widths(d, e, cfg)
+    T, tok, c = d.s * d.b, f"{d.s}·{d.b}", e.c
+    return Term(
+        f"attention ({what}, logsumexp)",
+        T * width * c + lse,
+        f"s·b·({formula})·{c} + 4·a·b·s B",
+        f"{tok}·({sub})·{c} + {lse_sub}",
+    )
+
+
+def _widths(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str, str, str, int, str]:
+    """(width, its formula, its numbers, what is kept, the logsumexp's bytes, its numbers)."""
     x = d.extra["neox"]
     q, k, c = int(x["q_dim"]), d.k, e.c
-    T, tok = d.s * d.b, f"{d.s}·{d.b}"
     lse, lse_sub = _lse(d, e, cfg)
     falcon = d.extra.get("hf_module") == "falcon"  # transformers' copies q, k, v apart
     if falcon and _cuda(cfg):
@@ -97,12 +115,7 @@ def _attention(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
     else:
         width, formula, sub = 2 * q + 2 * k, "2q + 2k", f"2·{q} + 2·{k}"
         what = "rotated q and k, v, output"
-    return Term(
-        f"attention ({what}, logsumexp)",
-        T * width * c + lse,
-        f"s·b·({formula})·{c} + 4·a·b·s B",
-        f"{tok}·({sub})·{c} + {lse_sub}",
-    )
+    return width, formula, sub, what, lse, lse_sub
 
 
 def _eager(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:

@@ -23,7 +23,8 @@ after the sum: each its input's fp32 copy, lora_dropout's mask, its A output) is
 (o,v with lora_dropout at 256 x 2: 0.935 of the trace before, now equal); not with one block
 (the first block's adapters keep fewer). 16-bit and fp32
 adapters make it smaller than the MLP's moments; autocast (``neox_amp_moments``), 4-bit bases,
-DoRA, Falcon's and BLOOM's q/k/v layouts and Phi's separate projections are not counted here.
+DoRA, BLOOM's q/k/v layout and Phi's separate projections are not counted here. Falcon's fused
+q + 2k output (``_falcon``: Falcon-40B q,v 0.9315, k 0.974 of the trace before) is.
 No torch here.
 """
 
@@ -45,7 +46,9 @@ NAME = "forward, the last block's q/k/v adapter"
 def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
     from profiling.estimate.losses import REFERENCE
 
-    if d is None or d.V is None or d.arch != "neox" or d.extra.get("hf_module") != "gpt_neox":
+    if d is None or d.V is None or d.arch != "neox":
+        return False
+    if d.extra.get("hf_module") not in ("gpt_neox", "falcon"):
         return False
     if cfg.lora_rank is None or cfg.precision != "mixed" or cfg.loss != REFERENCE:
         return False
@@ -78,6 +81,8 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     assert d is not None
     from profiling.estimate.neox_moments import released
 
+    if d.extra.get("hf_module") == "falcon":
+        return [_falcon(d, cfg, fwd)]
     e = Bytes.of(cfg.precision)
     T, h, f, a = d.s * d.b, d.h, d.f, adapter_bytes(cfg)
     gone, gone_words = released(d, e, cfg)
@@ -94,12 +99,10 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     # the model's locals: inputs_embeds and the position ids (int64, one row for the batch)
     held = (T * h * e.c if own_copies(cfg, e) else 0) + T * h * e.r + d.s * 8
     sums = 3 * T * 3 * h * a
-    # zero-padded (not all of q, k, v adapted), the update's (token-major) columns are copied
-    # contiguous before ``index_copy`` when there is more than one sequence
-    n = len({"q", "k", "v"} & set(cfg.lora_targets))
-    clone = T * n * h * a if n < 3 and d.b > 1 else 0
+    clone = _clone(d, cfg, {"q": h, "k": h, "v": h})
     value = fwd - gone - later + held + sums + clone
     mlp = sequential or d.L > 1
+    n = len({"q", "k", "v"} & set(cfg.lora_targets))
     calc = (
         f"end of forward − {gone_words} {fmt_bytes(gone)} − the last block's tensors made "
         f"later (rotated q and k and the attention's output s·b·3h·{e.c}, its logsumexp"
@@ -113,6 +116,49 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         + f" = {fmt_bytes(value)}"
     )
     return [(NAME, value, calc)]
+
+
+def _clone(d: Dims, cfg: TrainingConfig, widths: dict[str, int]) -> int:
+    """Zero-padded (not all of q, k, v adapted), the update's (token-major) columns copied
+    contiguous before ``index_copy`` when there is more than one sequence."""
+    on = [w for t, w in widths.items() if t in cfg.lora_targets]
+    return d.s * d.b * sum(on) * adapter_bytes(cfg) if len(on) < 3 and d.b > 1 else 0
+
+
+def _falcon(d: Dims, cfg: TrainingConfig, fwd: float) -> tuple[str, float, str]:
+    """Falcon's fused query_key_value (q + 2k wide: multi-query or grouped keys) at its
+    adapter's sum. transformers' ``FalconAttention`` copies q, k, v apart (Falcon-40B's new
+    decoder architecture broadcasting k and v to every head first, ``neox._attention``), so
+    the fused output is not kept: the base's output is a transient beside the adapter's. Made
+    later: those copies and the attention's output, the logsumexp, GELU's input and the later
+    adapters' tensors (Falcon-40B's MLP norm runs before the attention, its output held:
+    ``FalconDecoderLayer.forward``'s ``mlp_layernorm_out``, transformers 5.24)."""
+    from profiling.estimate.neox import attention_widths
+    from profiling.estimate.neox_moments import released
+
+    e = Bytes.of(cfg.precision)
+    T, h, f, a = d.s * d.b, d.h, d.f, adapter_bytes(cfg)
+    q, k = int(d.extra["neox"]["q_dim"]), d.k
+    width, lse = attention_widths(d, e, cfg)
+    gone, gone_words = released(d, e, cfg)
+    gone += head_adapter(d, e, cfg)
+    two = d.extra["neox"]["residual"] == "parallel"  # Falcon-40B's two norms
+    later = T * width * e.c + lse + _later_adapters(d, cfg)
+    later += T * f * e.c if d.L > 1 else 0  # GELU's input (a lone first block's keeps none)
+    norms = (T * h * e.c if own_copies(cfg, e) else 0) + (T * h * e.c if two else 0)
+    held = norms + T * h * e.r + d.s * 8
+    W = q + 2 * k
+    sums = T * W * e.c + 3 * T * W * a + _clone(d, cfg, {"q": q, "k": k, "v": k})
+    value = fwd - gone - later + held + sums
+    calc = (
+        f"end of forward − {gone_words} {fmt_bytes(gone)} − the last block's tensors made later "
+        f"(the attention's q, k, v copies and output s·b·{width}·{e.c}, its logsumexp, GELU's "
+        f"input, the later adapters') {fmt_bytes(later)} + the norms' outputs, inputs_embeds and "
+        f"position ids {fmt_bytes(held)} + the base's output s·b·(q + 2k)·{e.c}, the update, its "
+        f"scaled copy and the sum s·b·3·(q + 2k)·{a} (and the update's contiguous copy) "
+        f"{fmt_bytes(sums)} = {fmt_bytes(value)}"
+    )
+    return NAME, value, calc
 
 
 __all__ = ["NAME", "moments"]

@@ -1,7 +1,7 @@
-"""LoRA under `mixed` on transformers' GPT-NeoX: the last block's fused q/k/v adapter's sum
-(three 3h-wide fp32 tensors beside the base's output) is the step's peak where the blocks are
-wide next to the vocabulary (profiling.estimate.neox_qkv). The estimate read 0.85-0.99 of the
-trace there; now it equals it but for the trace's scalars."""
+"""LoRA under `mixed` on transformers' GPT-NeoX and Falcon: the last block's fused q/k/v
+adapter's sum (three fused-wide fp32 tensors beside the base's output) is the step's peak where
+the blocks are wide next to the vocabulary (profiling.estimate.neox_qkv). The estimate read
+0.85-0.99 of the trace there; now it equals it but for the trace's scalars."""
 
 from __future__ import annotations
 
@@ -33,6 +33,12 @@ CASES = {
     "small vocabulary, sequential, o,v, dropout, 256 x 2": (
         "gpt_neox sequential", SMALL, 256, 2, "o,v", 0.1),  # 0.9590
     "wide, q,k,v,o, dropout": ("gpt_neox", WIDE, 16, 1, "q,k,v,o", 0.1),  # 0.9972
+    # Falcon's q + 2k wide fused output, copied apart by its attention: the base's output is a
+    # transient beside the sum's; Falcon-40B's MLP norm output held from before the attention
+    "Falcon-40B, small vocabulary, q,v, 256 x 2": (
+        "falcon-40b", SMALL, 256, 2, "q,v", 0.0),  # 0.9315 (-384,984 B)
+    "Falcon-40B, small vocabulary, k, 256 x 2": (
+        "falcon-40b", SMALL, 256, 2, "k", 0.0),  # 0.9742
 }  # fmt: skip
 
 
