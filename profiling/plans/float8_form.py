@@ -128,7 +128,14 @@ def forward_transient(
     linears = block_linears(w, t)
     if recipe == "tensorwise" and t > 1:
         casts = [0 if gathered_fp8 else 9 * i * o + 4 for i, o in linears]
-        return max(*casts[:-1], casts[-1] + tokens * linears[-1][0] * c)
+        # Float8RowwiseParallel's own cast of wo's and w2's input as it enters (torchao 0.18
+        # float8_tensor_parallel.py _prepare_input_fn: hp_tensor_to_float8_dynamic): its fp32
+        # scaled copy and the clamp's beside the fp8 one kept (8 B an element) — above the
+        # weight's cast where the tokens outnumber the hidden size · 9/8, or under FSDP's fp8
+        # all-gather (PP 2 × TP 2 × FSDP 2, 128 tokens, hidden 256: the first stage's forward
+        # 360,448 B below the trace before, read in its live storages)
+        wo_in, w2_in = 8 * tokens * linears[3][0], 8 * tokens * linears[-1][0]
+        return max(*casts[:-1], wo_in, max(casts[-1], w2_in) + tokens * linears[-1][0] * c)
     recipe = recipe or "tensorwise"
     return max(forward_casts(tokens, i, o, recipe, gathered_fp8) for i, o in linears)
 

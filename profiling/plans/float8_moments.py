@@ -37,16 +37,18 @@ def _larger(a: Vec, b: Vec) -> Vec:
 
 def wrapped_casts(cfg: TrainingConfig, w: WorkloadConfig, tokens: int, c: int) -> int:
     """A wrapped block's forward at a Linear's casts, at its highest above the block's input
-    (see the module); 0 without Float8 or under torchao's Float8 TP styles (tensorwise beside
-    TP: not modelled here). Under torch's TP styles (rowwise beside TP) each Linear casts its
-    whole-sequence input on the rank's heads and FFN width, the norm's sequence-sharded output
-    still held beside its all-gathered copy and the residual sequence-sharded: rowwise PP 2 ×
-    TP 2 × FSDP 2, full checkpointing (hidden 256, FFN 704, 128 tokens), at ``w2``'s weight
-    cast 188,416 B above the closed form before (the first stage's later forward), read in the
-    trace's live storages."""
+    (see the module); 0 without Float8; under torchao's Float8 TP styles (tensorwise beside
+    TP) :func:`_styles_wrapped_casts`. Under torch's TP styles (rowwise beside TP) each
+    Linear casts its whole-sequence input on the rank's heads and FFN width, the norm's
+    sequence-sharded output still held beside its all-gathered copy and the residual
+    sequence-sharded: rowwise PP 2 × TP 2 × FSDP 2, full checkpointing (hidden 256, FFN 704,
+    128 tokens), at ``w2``'s weight cast 188,416 B above the closed form before (the first
+    stage's later forward), read in the trace's live storages."""
     t = cfg.tp
-    if not cfg.float8 or (t > 1 and cfg.float8 == "tensorwise"):
+    if not cfg.float8:
         return 0
+    if t > 1 and cfg.float8 == "tensorwise":
+        return _styles_wrapped_casts(cfg, w, tokens, c)
     h, f = w.hidden, w.ffn // t
     q, kv = w.heads * w.head_dim // t, w.n_kv_heads * w.head_dim // t
     res = tokens // t * h * c  # the residual stream (sequence-parallel under TP)
@@ -66,22 +68,59 @@ def wrapped_casts(cfg: TrainingConfig, w: WorkloadConfig, tokens: int, c: int) -
     return max(held + forward_casts(tokens, i, o, recipe, gathered) for held, i, o in beside)
 
 
+def _styles_wrapped_casts(cfg: TrainingConfig, w: WorkloadConfig, tokens: int, c: int) -> int:
+    """:func:`wrapped_casts` under torchao's Float8 TP styles (tensorwise beside TP; torchao
+    0.18 float8/float8_tensor_parallel.py): ``PrepareFloat8ModuleInput`` gathers the norms'
+    outputs in fp8 (one byte an element, beside the sequence-sharded 16-bit output), so
+    ``wq``/``wk``/``wv``/``w1``/``w3`` cast only their weight; ``Float8RowwiseParallel`` casts
+    ``wo``'s and ``w2``'s input as it enters (8 B an element above the 16-bit input its module
+    call holds, then the fp8 copy and its scale beside the weight's cast). PP 2 × TP 2 ×
+    FSDP 2, full checkpointing (hidden 256, FFN 704, 128 tokens): at ``w2``'s weight cast
+    the first stage's later forward 110,600 B below the trace before, read in its live
+    storages."""
+    t = cfg.tp
+    h, f = w.hidden, w.ffn // t
+    q, kv = w.heads * w.head_dim // t, w.n_kv_heads * w.head_dim // t
+    res = tokens // t * h * c  # the residual stream, sequence-parallel
+    n = tokens * h + 4 + res  # the norm's fp8 gathered output (its scale) beside its shard
+    gathered = cfg.float8_all_gather and cfg.fsdp
+
+    def weight(i: int, o: int) -> int:  # one weight's cast and its scale
+        return 0 if gathered else 9 * i * o + 4
+
+    repeated = 2 * q if w.heads > w.n_kv_heads and w.n_kv_heads // t > 1 else 0
+    copy = 0 if fused(w.head_dim, c) else q
+    held_o = n + (q + 2 * kv + repeated + q + copy) * c * tokens  # at wo's call
+    held_2 = res + n + tokens * f * c  # at w2's call: the SwiGLU product in 16 bits
+    return max(
+        n + weight(h, q), n + q * c * tokens + weight(h, kv),
+        n + (q + kv) * c * tokens + weight(h, kv),
+        held_o + 8 * q * tokens, held_o + q * tokens + 4 + weight(q, h),
+        res + n + weight(h, f), res + n + tokens * f * c + weight(h, f),
+        held_2 + 8 * f * tokens, held_2 + f * tokens + 4 + weight(f, h),
+    )  # fmt: skip
+
+
 def float8_offsets(
     cfg: TrainingConfig, w: WorkloadConfig, sizes: tuple[int, int, int], grad_b: int
 ) -> tuple[Vec, ...]:
     """Above a block's backward start (``pipelined_backward``'s: the stage's gradients made,
     ``w2``'s included, the block's recomputed tensors, its output's gradient): the first and a
     later backward at the recomputation's casts, then at ``w3``'s or ``w1``'s (see the module);
-    nothing without Float8 or under tensor parallelism (torchao's TP styles: not modelled
-    here). ``sizes``: tokens, t, the compute dtype's bytes."""
+    nothing without Float8. Under torchao's Float8 TP styles (tensorwise beside TP) the
+    recomputation's casts are ``float8_form.recompute_cast``'s, not here, and ``w3``'s and
+    ``w1``'s casts sit beside their output gradient in fp8 only: PP 2 × TP 2 × FSDP 2 (hidden
+    256, FFN 704, 128 tokens) the first stage's later backward 122,876 B below the trace
+    before, read in its live storages. ``sizes``: tokens, t, the compute dtype's bytes."""
     tokens, t, c = sizes
-    if not cfg.float8 or (t > 1 and cfg.float8 == "tensorwise"):
+    if not cfg.float8:
         return ()
     h, f = w.hidden, w.ffn // t
     gathered = cfg.float8_all_gather and cfg.fsdp
     recipe = cfg.float8
+    styles = t > 1 and recipe == "tensorwise"  # torchao's Float8 TP styles
     fwd_first, fwd_later = vec(), vec()
-    if cfg.checkpointing == "full":  # every Linear's forward again, w2's last and widest
+    if cfg.checkpointing == "full" and not styles:  # every Linear's forward again, w2's last
         casts = max(forward_casts(tokens, i, o, recipe, gathered) for i, o in ((h, f), (f, h)))
         # w2's gradient is not made yet
         fwd_first = vec(gradients=-f * h * grad_b, activations=casts)
@@ -94,10 +133,15 @@ def float8_offsets(
     # makes w3's 16-bit (in bf16 AccumulateGrad adds each in at once, fresh_grads: counted,
     # rowwise bf16 PP 2 × TP 2 × FSDP 2's stage 0 would stand 102,016 B over)
     fresh = weight * c if cfg.fsdp and cfg.precision == "mixed" else 0
+    # under torchao's Float8 TP styles w2 keeps the SwiGLU product in fp8 (tp_styles_kept), and
+    # Float8ColwiseParallel casts w1's and w3's output gradient to fp8 before their backward
+    # (torchao 0.18 float8/float8_tensor_parallel.py: _prepare_output_fn's
+    # NoopFwToFloat8BwDynamic), its bf16 one freed then: no bf16 output gradient beside the casts
+    product, own = (tokens * f + 4, 0) if styles else (half, half)  # with its fp32 scale
     # w3's: silu(w1 x)'s gradient waits beside w3's output's, w1 x still saved by silu
-    w3 = vec(activations=-3 * half, temporaries=2 * half + lb + fresh)
+    w3 = vec(activations=-2 * half - product, temporaries=half + own + lb + fresh)
     # w1's: every SwiGLU tensor freed, w3's input gradient waiting, w3's weight gradient made
-    w1 = vec(activations=-4 * half, temporaries=half + tokens * h * c + lb + 2 * fresh)
+    w1 = vec(activations=-3 * half - product, temporaries=own + tokens * h * c + lb + 2 * fresh)
     # under FSDP's own reduce dtype w2's gradient, counted in it as made, is still the
     # compute dtype's .grad until the block's post_backward
     w2_held = -weight * (grad_b - c) if cfg.fsdp else 0

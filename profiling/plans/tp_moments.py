@@ -63,10 +63,11 @@ def tp_head_backward(
     x, gathered = tokens // t * w.hidden * c, tokens * w.hidden * c
     freed = 4 * w.vocab * tokens // t + gathered  # the fp32 log-probabilities, the gathered input
     later = vec(activations=-freed, temporaries=2 * gathered + x)
-    if not split:
-        later = _larger(later, _fresh_output(w, tokens, t, c))
     first = vec(gradients=w.vocab // t * w.hidden * grad_b, activations=-freed,
                 temporaries=2 * gathered + x)  # fmt: skip
+    if not split:  # the output's mm: in a first backward too (its gradient made as the .grad)
+        first = _larger(first, _fresh_output(w, tokens, t, c))
+        later = _larger(later, _fresh_output(w, tokens, t, c))
     return _larger(peaks[0], first), _larger(peaks[1], later)
 
 

@@ -3,7 +3,9 @@ the first microbatch's weight gradients are the ones the step keeps, so as ``wq`
 makes its input's gradient every weight gradient of the block but its attention norm's is
 alive — at a stage's lowest block beside every gradient above it. On short microbatches under
 wide weights that moment leads the non-first stages' first backward: fp32 PP 4 × TP 2 × FSDP 2
-on 32 tokens 828,080 B below the trace before, bf16 PP 2 × TP 2 × FSDP 2 413,864 B."""
+on 32 tokens 828,080 B below the trace before, bf16 PP 2 × TP 2 × FSDP 2 413,864 B. Under
+TP a stage of the head alone reaches its output's ``mm`` in a first backward too (interleaved
+fp32 PP 4 × TP 2 × FSDP 2: the last stage 245,760 B below before, bf16 122,880 B)."""
 
 from __future__ import annotations
 
@@ -23,8 +25,18 @@ SHORT_WIDE = {"layers": 8, "hidden": 256, "heads": 4, "kv_heads": 2, "ffn": 704,
     [
         {"pp": 4, "tp": 2, "dp_shard": 2, "precision": "fp32"},
         {"pp": 2, "tp": 2, "dp_shard": 2, "precision": "bf16"},
+        # the last stage holds the head alone: its first backward peaks at the output's mm as
+        # a later one does (tp_moments.tp_head_backward), 245,760 B below the trace before
+        # (bf16: 122,880 B)
+        {"pp": 4, "tp": 2, "dp_shard": 2, "precision": "fp32", "pp_schedule": "interleaved"},
+        {"pp": 4, "tp": 2, "dp_shard": 2, "precision": "bf16", "pp_schedule": "interleaved"},
     ],
-    ids=["fp32-pp4-tp2-fsdp2", "bf16-pp2-tp2-fsdp2"],
+    ids=[
+        "fp32-pp4-tp2-fsdp2",
+        "bf16-pp2-tp2-fsdp2",
+        "fp32-interleaved-pp4-tp2-fsdp2",
+        "bf16-interleaved-pp4-tp2-fsdp2",
+    ],
 )
 def test_a_first_backward_keeps_every_gradient_of_its_lowest_block(plan: dict[str, Any]) -> None:
     pytest.importorskip("torch")

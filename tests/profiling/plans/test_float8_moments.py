@@ -6,7 +6,10 @@ forward under full checkpointing), the recomputation's casts (a later backward 5
 block wrapped), torchao's Float8 TP styles' forward at ``w2`` (45,124 B; the rank 64 B) and
 torch's styles' rowwise scales (1,536 B); and ``w1``'s backward casts under torch's TP styles
 (rowwise PP 2 × TP 2 × FSDP 2: stage 0's later backward 167,552 B, rank 0 at 0.9952), beside
-``w2``'s all-gathered output gradient (65,536 B) and in a wrapped block's forward (188,416 B)."""
+``w2``'s all-gathered output gradient (65,536 B) and in a wrapped block's forward (188,416 B);
+and under torchao's Float8 TP styles (tensorwise PP 2 × TP 2 × FSDP 2) ``w1``'s backward casts
+(stage 0's later backward 122,876 B, rank 0 at 0.9979), a wrapped block's forward (110,600 B)
+and ``w2``'s input cast (360,448 B under FSDP's fp8 all-gather)."""
 
 from __future__ import annotations
 
@@ -92,3 +95,35 @@ def test_w1s_backward_casts_under_fsdp_and_torchs_tp_styles(pp: int, plan: dict[
     # as .grad until FSDP2's post_backward), w3's input gradient and silu's (rowwise PP 2 ×
     # TP 2 × FSDP 2: stage 0 167,552 B below, rank 0 0.9952; PP 4: ranks 1-2 0.988-0.992)
     _each_action_and_rank(pp, 0, only=("F", "B0", "B"), **plan)
+
+
+@pytest.mark.parametrize("pp", [2, 4], ids=["pp2", "pp4"])
+def test_w1s_backward_casts_under_torchaos_float8_tp_styles(pp: int) -> None:
+    # tensorwise beside TP (torchao's Float8 TP styles): w1's weight cast beside w2's and
+    # w3's fresh gradients, w3's input gradient and w1's output gradient in fp8 (cast by
+    # Float8ColwiseParallel, its bf16 one freed) — PP 2 × TP 2 × FSDP 2: stage 0's later
+    # backward 122,876 B below its trace before, rank 0 0.9979
+    _each_action_and_rank(pp, 0, only=("F", "B0", "B"), tp=2, dp_shard=2, float8="tensorwise")
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        # a wrapped block's forward at w2's weight cast beside the norm's fp8 gathered output
+        # and the SwiGLU product in bf16 and fp8 (110,600 B below the trace before)
+        {"checkpointing": "full"},
+        # Float8RowwiseParallel's cast of w2's input (8 B an element) above the weight's, none
+        # under FSDP's fp8 all-gather (360,448 B below the trace before)
+        {"float8_all_gather": True},
+    ],
+    ids=["full", "fp8-all-gather"],
+)
+def test_a_forward_under_torchaos_float8_tp_styles_is_its_trace(plan: dict[str, Any]) -> None:
+    pytest.importorskip("torchao")
+    from profiling.plans.trace import trace_plan
+
+    cfg = parse_config(**WIDE, pp=2, batch=4, microbatches=4, tp=2, dp_shard=2,
+                       float8="tensorwise", **plan)  # fmt: skip
+    traced, estimated = trace_plan(cfg), estimate_plan(cfg)
+    for ts, es in zip(traced.stages, estimated.stages, strict=True):
+        assert es.moves["F"].peak["total"] == ts.moves["F"].peak["total"], ts.stage
