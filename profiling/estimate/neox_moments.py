@@ -129,6 +129,14 @@ def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, 
         at_up = T * h * e.r + 2 * T * f * adapter_bytes(cfg)
         if at_up > mlp:
             mlp, up_words = at_up, " (at up's adapter: two fp32 f-wide gradients net)"
+    if lora and "down" in cfg.lora_targets and not e.amp and adapter_bytes(cfg) != e.c:
+        # down's A going back (fp32 adapters on a 16-bit base): its fp32 input gradient and its
+        # output's gradient beside the block's and down's 16-bit output gradient, which waits
+        # for the base (few tokens beside h: above the f-wide count; wide toy, 16 tokens)
+        r, a = int(cfg.lora_rank or 0), adapter_bytes(cfg)
+        at_a = T * h * (e.r + e.c) + T * f * a + T * r * a
+        if at_a > mlp:
+            mlp, up_words = at_a, " (at down's A: its fp32 input gradient, down's output's)"
     deq, deq_words = 0, ""
     if cfg.qlora:  # bitsandbytes dequantizes down's weight for its input's gradient
         from profiling._config_behaviours import double_quant
