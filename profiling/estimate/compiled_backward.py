@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.selective import blocks_keep_saved
+from profiling.estimate.step_scalars import LOSS, LOSS_SCALARS
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -38,20 +39,21 @@ if TYPE_CHECKING:
 
 NAME = "backward, a compiled block"
 _ARCHS = ("llama", "neox", "gpt2")
+# losses whose tensors are all lines of the logits (freed by the time a block goes back): not
+# LitGPT's (its loop holds the logits past backward), nor Liger's or CCE's (gradients in forward)
+LOSSES = ("cross-entropy", "transformers-4.46", "transformers-4.45", "chunked", "linear-chunked")
 # the head's lines the loss's and head's backward free (the final norm's apart: its tables stay)
 _HEAD_LINES = ("Logits:", "Activations: autocast's 16-bit LM-head weight copy")
 
 
 def applies(d: Dims | None, cfg: TrainingConfig) -> bool:
-    """Compiled blocks without checkpointing (or Megatron's selective), transformers' loss
-    (or ours), one GPU's step with its gradients kept until the optimizer steps: where the
+    """Compiled blocks without checkpointing (or Megatron's selective), a loss of ``LOSSES``,
+    one GPU's step with its gradients kept until the optimizer steps: where the
     moment is counted."""
-    from profiling.estimate.losses import REFERENCE
-
     if d is None or d.V is None or d.arch not in _ARCHS or not cfg.compile:
         return False
     # selective (Megatron's: eager attention's s² tensors) leaves the partition as it is
-    if not blocks_keep_saved(cfg) or cfg.loss != REFERENCE or cfg.tp != 1 or cfg.sharded:
+    if not blocks_keep_saved(cfg) or cfg.loss not in LOSSES or cfg.tp != 1 or cfg.sharded:
         return False
     return not (cfg.optimizer_in_bwd or cfg.activation_offload or cfg.dora)
 
@@ -84,6 +86,13 @@ def released(d: Dims, e: Bytes, cfg: TrainingConfig, lines: Sequence[Any]) -> fl
     return total
 
 
+def loss_scalars(lines: Sequence[Any]) -> int:
+    """The loss's two fp32 scalars the loop holds through backward where the estimate's lines
+    do not count them (the chunked and older transformers' losses: their tapes end at the
+    logits; the trace holds 8 B more there)."""
+    return 0 if any(ln.name == LOSS for ln in lines) else LOSS_SCALARS
+
+
 def head_grads(d: Dims, cfg: TrainingConfig) -> int:
     """The gradients the LM head's and the final norm's backward make before the blocks': the
     head's weight (tied or not: the shared weight's) and the norm's weight (and bias: GPT-2's and
@@ -110,7 +119,7 @@ def by_block(
     from profiling.trace.compiled_estimate import block_grads, block_recomputed, block_saved
 
     e = Bytes.of(cfg.precision)
-    gone = released(d, e, cfg, lines)
+    gone = released(d, e, cfg, lines) - loss_scalars(lines)
     saved, walks, grads = block_saved(cfg)[1], block_recomputed(cfg), block_grads(cfg)
     made = 0 if cfg.grads_kept else head_grads(d, cfg)  # kept: in the end of forward already
     each = 0 if cfg.grads_kept else grads[1]
@@ -145,4 +154,14 @@ def moments(
     return [(NAME, value, calc)]
 
 
-__all__ = ["NAME", "applies", "by_block", "head_grads", "moments", "released", "tables"]
+__all__ = [
+    "LOSSES",
+    "NAME",
+    "applies",
+    "by_block",
+    "head_grads",
+    "loss_scalars",
+    "moments",
+    "released",
+    "tables",
+]

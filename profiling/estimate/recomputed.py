@@ -62,7 +62,7 @@ def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
     gradients as the graphs return them)."""
     if llama_lora_recomputed(inp, shape, compiled=True):
         return True
-    from profiling.estimate.losses import REFERENCE
+    from profiling.estimate.compiled_backward import LOSSES
 
     d = dims_of(shape, inp.seq_or_default(), inp.batch)
     return (
@@ -72,7 +72,7 @@ def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
         and d is not None
         and d.V is not None
         and d.arch in ("llama", "neox", "gpt2")
-        and inp.loss == REFERENCE
+        and inp.loss in LOSSES
         and inp.gpus == 1
         and inp.tp == 1
         and not inp.sharded
@@ -120,7 +120,7 @@ def by_block(
     calculation); empty where not modelled."""
     if not modelled(inp, shape):
         return {}
-    from profiling.estimate.compiled_backward import tables
+    from profiling.estimate.compiled_backward import loss_scalars, tables
     from profiling.trace.compiled_estimate import block_recomputed
 
     d = dims_of(shape, inp.seq_or_default(), inp.batch)
@@ -141,6 +141,7 @@ def by_block(
     )
     held += sum(ln.bytes for ln in lines if ln.name.startswith(POSITION_IDS))  # every block's
     held += sum(ln.bytes for ln in lines if ln.name == LOSS)  # the loop holds the loss
+    held += loss_scalars(lines)  # (where the loss's tape does not count its scalars)
     first, rest = block_recomputed(inp)
     if not inp.grads_kept:
         # the head's and the final norm's gradients (full training), then each block's

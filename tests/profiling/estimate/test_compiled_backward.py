@@ -76,6 +76,25 @@ CASES: dict[str, tuple[str, dict[str, object], str]] = {
     "neox lora (0.907)": ("neox", {"lora_rank": 8}, compiled_backward.NAME),
     "gpt2 bf16 (0.853)": ("gpt2", {}, compiled_backward.NAME),
     "gpt2 fp32 (0.840)": ("gpt2", {"precision": "fp32"}, compiled_backward.NAME),
+    # torchtune's chunked losses (compiled: compile_loss) and older transformers' losses: their
+    # lines are all the logits', freed; the loop's 8 B of loss scalars held (0.982 before)
+    "llama chunked loss": ("llama", {"loss": "chunked"}, compiled_backward.NAME),
+    "llama linear-chunked loss, lora": (
+        "llama",
+        {"loss": "linear-chunked", "lora_rank": 8, "precision": "mixed"},
+        compiled_backward.NAME,
+    ),
+    "llama transformers-4.46 loss": (
+        "llama",
+        {"loss": "transformers-4.46"},
+        compiled_backward.NAME,
+    ),
+    "neox chunked loss": ("neox", {"loss": "chunked"}, compiled_backward.NAME),
+    "llama chunked loss, full checkpointing (0.817)": (
+        "llama",
+        {"loss": "chunked", "checkpointing": "full"},
+        recomputed.NAME,
+    ),
     "llama full checkpointing (0.822)": ("llama", {"checkpointing": "full"}, recomputed.NAME),
     "llama full checkpointing amp-bf16": (
         "llama",
