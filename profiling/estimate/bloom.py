@@ -170,7 +170,8 @@ def _full(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, fl
     forward less what the loss, the final LayerNorm and the MLP's dropout mask kept, plus the head's
     (tied: pending) and the final norm's gradients."""
     from profiling.estimate.hf_ops import _shifted_labels
-    from profiling.estimate.losses import REFERENCE, last_mlp
+    from profiling.estimate.last_mlp import last_mlp
+    from profiling.estimate.losses import REFERENCE
 
     if d is None or d.V is None or d.extra.get("hf_module") != "bloom":
         return []

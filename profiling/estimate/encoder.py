@@ -320,7 +320,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
 
 def _backward(d: Dims, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
     """``moments`` without checkpointing (``fwd``: the end of forward)."""
-    from profiling.estimate.losses import last_mlp
+    from profiling.estimate.last_mlp import last_mlp
 
     e = Bytes.of(cfg.precision)
     saved, grads = head_back(d, e, cfg)

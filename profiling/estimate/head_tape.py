@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from profiling.estimate.loss_tape import Ctx, Dim, Tape, sized
 
+# The first (or only) head's call: under autocast its 16-bit weight copy is the step's line
+# ("autocast's weight copies"); a frozen head's later calls each make their own (``head``)
+FIRST_HEADS = ("head", "c0")
+
 
 def head(x: Ctx, tape: Tape, key: str, rows: list[Dim], strided: bool) -> None:
     """The LM head on these rows of the hidden states: the input it keeps (a 16-bit copy under
@@ -20,6 +24,13 @@ def head(x: Ctx, tape: Tape, key: str, rows: list[Dim], strided: bool) -> None:
         _dequantized(x, tape, key)
     elif x.amp:
         tape.new(f"{key}.in", sized("the LM head's 16-bit copy of its input", [*rows, h], 2))
+        # A frozen head's weight is not in autocast's cache (aten/src/ATen/autocast_mode.cpp,
+        # ``cached_cast``: only leaves that require grad), so each chunk's linear casts its own
+        # copy, which mm saves for the input's gradient (derivatives.yaml, mm: ``mat2`` for
+        # ``self``'s) until that chunk's head goes back: torchtune's chunked heads under LoRA
+        # held n copies, the step's line one (0.77-0.83 of the trace before)
+        if not x.trained and key not in FIRST_HEADS:
+            tape.new(f"{key}.wc", sized("the frozen head's own 16-bit weight copy", [V, h], 2))
     elif strided:
         tape.new(f"{key}.in", sized("the LM head's copy of its strided input", [*rows, h], x.c))
     tape.new(f"{key}.logits", sized("logits", [*rows, V], x.c))
@@ -141,7 +152,7 @@ def head_backward(
     tape.free(grad)
     if x.head_keeps:  # its input a ctx attribute: held by the graph, never released
         releases = tuple(k for k in releases if k != "hidden")
-    for saved in (f"{key}.in", *releases):
+    for saved in (f"{key}.in", f"{key}.wc", *releases):
         if tape.has(saved):
             tape.free(saved)
     if x.trained:  # into the weight's gradient buffer: the first kept, later ones added to it

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
-from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, own_copies
+from profiling.estimate.lora_bytes import KERNEL_LOSSES, adapter_bytes, head_adapter, own_copies
 from profiling.estimate.selective import blocks_keep_saved
 from profiling.estimate.step_scalars import LOSS
 from profiling.units import fmt_bytes
@@ -61,11 +61,9 @@ _LLAMA = (None, "llama", "mistral")  # our blocks, or transformers' module of Ll
 
 
 def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
-    from profiling.estimate.losses import REFERENCE
-
     if d is None or d.V is None or d.arch != "llama" or set(d.extra) - {"hf_module"}:
         return False
-    if d.extra.get("hf_module") not in _LLAMA or cfg.loss != REFERENCE:
+    if d.extra.get("hf_module") not in _LLAMA:
         return False
     if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded or cfg.dora:
         return False
@@ -316,7 +314,9 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, 
     later = 0
     if e.amp:  # autocast's cache keeps the first block's A copies its frozen input never saved
         held += r * h * 2 * len({"q", "k", "v"} & set(t))
-        later = V * h * 2  # (an adapted head's A and B copies: in ``released`` already)
+        # (an adapted head's A and B copies: in ``released`` already); Liger's and CCE's
+        # kernels cast the head's weight themselves: the step counts no copy of it to take off
+        later = 0 if cfg.loss in KERNEL_LOSSES else V * h * 2
     at_a = held + product + T * h * m + cast + dropped - later - (r * h * 2 * e.amp * adapted)
     # B's output, then the scaled one beside the sum (fp32 where the base's output is: peft's
     # ``result + lora_B(...) * scaling`` promotes), B's freed by then
@@ -354,6 +354,8 @@ def moments(
 ) -> list[tuple[str, float, str]]:
     """Llama's kind's last block's MLP and final norm going back, and under LoRA its MLP going
     forward; none where they do not apply."""
+    from profiling.estimate.losses import REFERENCE
+
     out: list[tuple[str, float, str]] = []
     if not _applies(d, cfg):
         return out
@@ -365,7 +367,13 @@ def moments(
         f"end of forward − the loss's, the final norm's and the head's kept tensors "
         f"{fmt_bytes(gone)} + "
     )
-    if cfg.compile:  # the final norm is eager; the blocks' moments are their graphs'
+    # Another stack's loss goes back through its own moments (``losses.moments``: the final
+    # norm's and the last MLP's); down's forward comes before any loss runs, so it is the same
+    if cfg.loss != REFERENCE and cfg.checkpointing != "none":
+        return out  # another loss with selective checkpointing: not read here
+    if cfg.loss != REFERENCE:
+        found = []
+    elif cfg.compile:  # the final norm is eager; the blocks' moments are their graphs'
         found = [_norm(d, e, cfg, base)]  # (estimate.compiled_backward)
     else:
         found = [_mlp(d, e, cfg, base), _norm(d, e, cfg, base)]

@@ -33,8 +33,8 @@ def loss_held(d: Dims, cfg: TrainingConfig) -> Term | None:
     if d.extra.get("hf_module") not in ("llama", "mistral") and not ours:
         return None
     T, h = d.s * d.b, d.h
-    first = [t for t in _FIRST if cfg.lora_rank is not None and t in cfg.lora_targets]
-    a = len(first) * int(cfg.lora_rank or 0) * h
+    first = _first(cfg)
+    a = first_a(d, cfg)
     copies = f"autocast's cached copies of the first block's A weights ({len(first)})"
     if ours:
         return Term(copies, 2 * a, "A·2 B", f"{a}·2") if first else None
@@ -44,4 +44,13 @@ def loss_held(d: Dims, cfg: TrainingConfig) -> Term | None:
     return Term(name, T * h * 4 + 2 * a, "s·b·h·4 + A·2 B", f"{d.s}·{d.b}·{h}·4 + {a}·2")
 
 
-__all__ = ["loss_held"]
+def _first(cfg: TrainingConfig) -> list[str]:
+    return [t for t in _FIRST if cfg.lora_rank is not None and t in cfg.lora_targets]
+
+
+def first_a(d: Dims, cfg: TrainingConfig) -> int:
+    """The elements of the first block's adapted q, k, v A weights (``loss_held``'s copies)."""
+    return len(_first(cfg)) * int(cfg.lora_rank or 0) * d.h
+
+
+__all__ = ["first_a", "loss_held"]

@@ -44,14 +44,17 @@ from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.hf_ops import eager, fp32_norm, fp32_weight
 from profiling.estimate.hf_ops import normalized_bytes as _normalized_bytes
 from profiling.estimate.hf_ops import unfused_norms as _unfused_norms
-from profiling.estimate.lora_bytes import adapter_bytes, adapter_compute, mask_bytes, own_copies
+from profiling.estimate.lora_bytes import (
+    adapter_bytes,
+    adapter_compute,
+    head_input_not_kept,
+    mask_bytes,
+    own_copies,
+)
 from profiling.models.loss_sizes import LITGPT_CHUNK
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
-
-
-KERNEL_LOSSES = ("liger", "cce")  # the losses that run the LM head inside their own kernel
 
 
 def _block_norms(d: Dims) -> int:
@@ -367,11 +370,7 @@ def _head(d: Dims, e: Bytes, cfg: TrainingConfig, own: bool) -> list[Term]:
     # input, the final norm's output, as every 4-bit layer does (MatMul4Bit's ctx.tensors);
     # the loss's tape keeps it past the head (estimate.loss_tapes, _fwd_litgpt)
     nf4_keeps = cfg.fabric_bnb and cfg.bnb_keeps_inputs and not d.extra.get("tied")
-    # Liger's and Cut Cross-Entropy's kernels take the head's weight, not its Linear: what they
-    # keep of the final norm's output is their tape's (losses.plan: CCE keeps it for its
-    # backward, Liger nothing, the hidden's gradient made in forward)
-    kernel = cfg.loss in KERNEL_LOSSES
-    head_in = 0 if (adapted and not own) or nf4_keeps or kernel else (2 if e.amp else e.c)
+    head_in = head_input_not_kept(d, e, cfg)
     n = _normalized_bytes(d, e) if cpu else 0
     terms = []
     if head_in or n:

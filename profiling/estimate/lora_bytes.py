@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from profiling._config_lora import peft_autocast, trains_16bit
 
+KERNEL_LOSSES = ("liger", "cce")  # the losses that run the LM head inside their own kernel
+
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
     from profiling.estimate.activations import Bytes, Dims
@@ -54,4 +56,29 @@ def head_adapter(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
     return kept + ((r * h + int(d.V or 0) * r) * 2 if e.amp else 0)
 
 
-__all__ = ["adapter_bytes", "adapter_compute", "head_adapter", "mask_bytes", "own_copies"]
+def head_input_not_kept(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """Bytes a token's h-wide element of the LM head's input that a frozen head does not keep
+    (mm saves its input only for the weight's gradient): the final norm's output, or autocast's
+    16-bit copy of it; 0 where something else keeps it."""
+    adapted = "lm_head" in cfg.lora_targets
+    # Lightning's 4-bit LM head (--fabric-bnb, untied) of bitsandbytes <= 0.43.1 keeps its
+    # input, the final norm's output, as every 4-bit layer does (MatMul4Bit's ctx.tensors);
+    # the loss's tape keeps it past the head (estimate.loss_tapes, _fwd_litgpt)
+    nf4_keeps = cfg.fabric_bnb and cfg.bnb_keeps_inputs and not d.extra.get("tied")
+    # Liger's and Cut Cross-Entropy's kernels take the head's weight, not its Linear: what they
+    # keep of the final norm's output is their tape's (losses.plan: CCE keeps it for its
+    # backward, Liger nothing, the hidden's gradient made in forward)
+    kernel = cfg.loss in KERNEL_LOSSES
+    if (adapted and not own_copies(cfg, e)) or nf4_keeps or kernel:
+        return 0
+    return 2 if e.amp else e.c
+
+
+__all__ = [
+    "KERNEL_LOSSES",
+    "adapter_bytes",
+    "adapter_compute",
+    "head_adapter",
+    "mask_bytes",
+    "own_copies",
+]

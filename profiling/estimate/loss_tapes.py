@@ -344,10 +344,7 @@ def _fwd_liger(x: Ctx, tape: Tape) -> None:
                 tape.free(f"rin{i}")
         if prev is not None:
             tape.free(prev)  # ``grad_logits_chunk = logits_chunk`` lets the previous go
-        if x.amp and not tape.has("wcache"):
-            tape.new("wcache", sized("autocast's cached 16-bit weight", [V, h], 2))
-        tape.new(f"gi{i}", sized("the chunk's input gradient", [*rows, h], mm))
-        tape.free(f"gi{i}")
+        _liger_input_grad(x, tape, i, rows, mm)
         if x.trained:
             _liger_weight_grad(x, tape, i, rows, mm)
         prev = f"l{i}"
@@ -359,6 +356,22 @@ def _fwd_liger(x: Ctx, tape: Tape) -> None:
     if tape.has("wcache"):
         tape.free("wcache")  # autocast's cache ends with the forward; the loss saved none
     tape.free("hidden")
+
+
+def _liger_input_grad(x: Ctx, tape: Tape, i: int, rows: list[Dim], mm: int) -> None:
+    """``grad_input[start:end] = grad_logits_chunk @ weight``: under autocast the weight's
+    16-bit copy — cached once where it trains; a frozen one (LoRA) is not in autocast's cache
+    (aten/src/ATen/autocast_mode.cpp, ``cached_cast``: only leaves that require grad), so each
+    chunk's matmul casts its own, freed as it returns."""
+    V, h = ("V", x.V), ("h", x.h)
+    if x.amp and x.trained and not tape.has("wcache"):
+        tape.new("wcache", sized("autocast's cached 16-bit weight", [V, h], 2))
+    elif x.amp and not x.trained:
+        tape.new(f"wc{i}", sized("autocast's 16-bit copy of the frozen weight", [V, h], 2))
+    tape.new(f"gi{i}", sized("the chunk's input gradient", [*rows, h], mm))
+    if tape.has(f"wc{i}"):
+        tape.free(f"wc{i}")
+    tape.free(f"gi{i}")
 
 
 def _liger_weight_grad(x: Ctx, tape: Tape, i: int, rows: list[Dim], mm: int) -> None:

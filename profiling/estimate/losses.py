@@ -23,6 +23,9 @@ from profiling.estimate import activations as acts
 from profiling.estimate import compiled_loss_tape as compiled_tapes
 from profiling.estimate.activations import Bytes, Dims, Term
 from profiling.estimate.bnb import dequant_absmax_bytes
+from profiling.estimate.last_mlp import LAYER_NORM as _LAYER_NORM
+from profiling.estimate.last_mlp import down_adapter, last_mlp, unsaved_down_input
+from profiling.estimate.last_mlp import norm_row_bytes as _norm_row_bytes
 from profiling.estimate.loss_tape import Ctx, Tape, listed, sized
 from profiling.estimate.loss_tapes import backward_tape, forward_tape
 from profiling.estimate.selective import blocks_keep_saved
@@ -130,16 +133,36 @@ def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
     bwd = Tape(dict(fwd.alive))
     (compiled_tapes.BACKWARD[cfg.loss] if compiled else partial(backward_tape, cfg.loss))(x, bwd)
     held = sum(t.bytes for t in kept)
+    unsaved = _unsaved_input(d, e, cfg)
+    caller = f" + the LM head's input, held by its caller {fmt_bytes(unsaved)}" if unsaved else ""
     return LossPlan(
         kept=[_as_activation(t) for t in kept],
-        forward_extra=fwd.peak - held,
-        forward_calc=_calc(fwd, kept),
+        forward_extra=fwd.peak - held + unsaved,
+        forward_calc=_calc(fwd, kept) + caller,
         backward_extra=bwd.peak - held,
         backward_calc=_calc(bwd, kept),
         drops_head_copy=cfg.loss in ("liger", "cce") and x.amp,
         held=previous,
         looped=sum(t.bytes for key, t in fwd.alive.items() if key.startswith("loop")),
     )
+
+
+# The losses whose caller holds the LM head's input through the loss: transformers' model's
+# forward (its ``hidden_states``, returned with the logits), torchtune's LinearCrossEntropyLoss
+# (``hidden_chunks``, the labelled rows, a local to the loss's end)
+_INPUT_HELD = ("transformers-4.46", "transformers-4.45", "linear-chunked")
+
+
+def _unsaved_input(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
+    """A frozen LM head saves no input (``lora_bytes.head_input_not_kept`` takes it off the end of
+    forward), but where the caller holds it, it is alive through the loss's forward all the
+    same (16,392 B below the trace at V 512, h 64, 64 × 2 tokens, bf16, before). Not under
+    autocast: there the head's input is autocast's 16-bit copy, freed as the matmul returns."""
+    if cfg.lora_rank is None or e.amp or cfg.loss not in _INPUT_HELD:
+        return 0.0
+    from profiling.estimate.lora_bytes import head_input_not_kept
+
+    return d.s * d.b * d.h * head_input_not_kept(d, e, cfg)
 
 
 def held_over(d: Dims, e: Bytes, cfg: TrainingConfig, x: Ctx) -> list[Term]:
@@ -257,10 +280,6 @@ def after_loss(
     return AfterLoss(value, calc)
 
 
-# Blocks with LayerNorm (weight and bias) and a plain GELU MLP: GPT-2's, GPT-NeoX's kind
-_LAYER_NORM = ("gpt2", "neox", "encoder")
-
-
 def _final_norm_saved(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
     """What the final norm saves (freed by its backward), its output aside. Under LoRA an RMSNorm
     of separate ops keeps no normalized: its product saves it for the frozen weight's gradient
@@ -269,87 +288,6 @@ def _final_norm_saved(d: Dims, e: Bytes, cfg: TrainingConfig) -> float:
 
     frozen = d.h * normalized_kept(d, e, cfg) if d.arch not in _LAYER_NORM else 0
     return d.s * d.b * (_norm_row_bytes(d, e, cfg) - frozen)
-
-
-def _norm_row_bytes(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
-    """Bytes per token one h-wide norm saves (as ``activations`` and ``hf_ops`` count them)."""
-    if d.extra.get("hf_module") and d.arch not in _LAYER_NORM:
-        from profiling.estimate.hf_ops import _norm_row
-
-        return _norm_row(d, e, d.h, e.r)[0]
-    cuda = cfg.target == "cuda"
-    if d.arch in _LAYER_NORM:
-        return d.h * e.r + 8 if cuda else (d.h + 2) * e.r
-    return d.h * e.r + 4 if cuda else (2 * d.h + 1) * 4
-
-
-def last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None:
-    """The last block's MLP backward beside it: the gradient reaching the block (residual
-    dtype), the output projection's weight gradient, and the MLP's input gradients less its
-    saved output (a gated MLP: two, GELU's: one); None where not modelled (experts, MLA)."""
-    if d.extra.get("experts") or d.extra.get("mla"):
-        return None
-    T, h, f = d.s * d.b, d.h, d.f
-    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
-    gated = d.arch not in _LAYER_NORM  # GPT-2's and GPT-NeoX's kind: one GELU
-    weight = (h * f + (0 if gated else h)) * p if cfg.lora_rank is None else 0
-    # BLOOM's GeLUFunction backward (bloom_gelu_back): eager ops, 5 f-wide tensors at once
-    bloom = d.extra.get("hf_module") == "bloom"
-    n = 5 if bloom else 2 if gated else 1
-    # the decoder LMs' last MLP only: an encoder classifier's (BERT, RoBERTa, ViT) backward
-    # still reads n f-wide gradients there (their traces, test_lora_encoder_*)
-    frozen_down = "down" not in cfg.lora_targets and d.arch != "encoder"
-    if not bloom and cfg.lora_rank is not None and not cfg.qlora and frozen_down:
-        # a frozen down saved no input (its weight needs no gradient; the LoRA lines take it off
-        # the forward): its input's gradient is not offset by that input's freeing — the
-        # SwiGLU's three gradients alive at once (as recomputed_llama counts them), GELU's two
-        n += 1
-    value = T * h * e.r + weight + n * T * f * e.c
-    calc = (
-        f"the gradient reaching the last block s·b·h·{e.r} + "
-        + (f"its output projection's weight gradient {fmt_bytes(weight)} + " if weight else "")
-        + f"the MLP's input gradients less its saved output {n}·s·b·f·{e.c}"
-    )
-    if e.amp and weight:
-        # Under autocast the output projection's backward frees its weight's 16-bit copy before
-        # the fp32 gradient is made; first it casts the gradient reaching it to 16 bits and makes
-        # its own gradients in 16 bits, its saved input not yet freed — the higher moment where
-        # GELU's MLP is trained (ViT-B/16: 13 MB at batch 64; GELU's MLPs at tiny sizes)
-        value -= h * f * e.c
-        calc += f" − the weight's 16-bit copy h·f·{e.c}"
-        cast = T * h * e.c + T * f * e.c + (h * f + (0 if gated else h)) * e.c
-        if T * h * e.r + cast > value:
-            value = T * h * e.r + cast
-            calc = (
-                f"the gradient reaching the last block s·b·h·{e.r}, its 16-bit copy s·b·h·{e.c}, "
-                f"the output projection's input gradient s·b·f·{e.c} and its 16-bit weight and "
-                f"bias gradients (h·f + h)·{e.c}"
-            )
-    # a norm after the MLP went back first (BERT's, RoBERTa's post-norm blocks too)
-    encoder = d.arch == "encoder" and not d.extra["encoder"]["pixels"]
-    if d.extra.get("norms") in ("post", "sandwich") or encoder:
-        row, w = _norm_row_bytes(d, e, cfg), (2 if d.arch in _LAYER_NORM else 1)
-        value += w * h * p - T * row
-        calc += f" − the norm after the MLP s·b·{row} (its gradients {w}·h·{p} added)"
-    if cfg.qlora:  # the frozen 4-bit weight dequantized for the backward's matmul
-        if cfg.torchao_nf4:  # get_original_weight's locals at their highest (nf4_torchao)
-            from profiling.estimate.nf4_torchao import dequant_formula, dequant_peak
-
-            value += dequant_peak(h * f, e.c)
-            calc += " + torchao's dequantization of the output projection, n = h·f: " + (
-                dequant_formula(e.c)
-            )
-        elif cfg.fabric_bnb:  # quantized from fp16: dequantized to fp16, then cast (both alive;
-            # the absmax is freed before the cast)
-            value += h * f * (2 + e.c)
-            calc += f" + the dequantized weight h·f·2 (fp16) and its cast h·f·{e.c}"
-        else:
-            absmax = dequant_absmax_bytes(h * f, double_quant(cfg))
-            value += h * f * e.c + absmax
-            calc += f" + the dequantized weight h·f·{e.c}" + (
-                " and its fp32 absmax" if absmax else ""
-            )
-    return value, calc
 
 
 def moments(
@@ -363,27 +301,58 @@ def moments(
     """A stack's loss: its peaks in forward and in backward above the end of forward, and the
     last block's backward after it (where a small loss leaves the backward's peak)."""
     f = fmt_bytes
-    forward = fwd + cache + loss.forward_extra
+    d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
+    assert d is not None, "a loss plan needs the shape"
+    a_copies = cached_a_copies(d, cfg)
+    forward = fwd + cache + a_copies + loss.forward_extra
     calc = loss.forward_calc + (
         f" + autocast's cached 16-bit copies of the blocks' weights or biases {f(cache)}"
         if cache
         else ""
     )
+    if a_copies:
+        calc += f" + autocast's cached copies of the first block's A weights {f(a_copies)}"
     out: list[Moment] = [
         ("loss forward", forward, f"{calc} = {f(forward)}"),
         ("loss backward", fwd + loss.backward_extra,
          f"{loss.backward_calc} = {f(fwd + loss.backward_extra)}"),
     ]  # fmt: skip
-    d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
-    assert d is not None, "a loss plan needs the shape"
     e = Bytes.of(cfg.precision)
     mlp = last_mlp(d, e, cfg)
     if mlp is not None and blocks_keep_saved(cfg):
-        value = after.bytes + mlp[0]
-        out.append(
-            ("backward, the last block's MLP", value, f"{after.calc} + {mlp[1]} = {f(value)}")
+        # after another stack's loss an adapted down goes back with its adapter's gradients
+        # (PyTorch's loss: the architectures' own moments count them, ``llama_end._grads``)
+        down, unsaved = down_adapter(d, e, cfg), unsaved_down_input(d, e, cfg)
+        value = after.bytes + mlp[0] + down + unsaved
+        calc = (
+            f"{after.calc} + {mlp[1]}"
+            + (f" + down's adapter's gradients less A's output {f(down)}" if down else "")
+            + (f" + the frozen down's unsaved input's gradient s·b·f·{e.c}" if unsaved else "")
         )
+        out.append(("backward, the last block's MLP", value, f"{calc} = {f(value)}"))
     return out + _final_norm_moments(d, e, cfg, fwd, loss)
+
+
+def cached_a_copies(d: Dims, cfg: TrainingConfig) -> int:
+    """LoRA under autocast: every stack's loss runs inside the autocast region (the trace's, as
+    transformers' ``ForCausalLMLoss`` and the patches do), whose weight cache still holds the
+    first block's A copies that nothing saved (their input needs no gradient) until it exits —
+    beside the loss's forward, as ``llama_loss_held`` / ``neox_loss_held`` count them for
+    PyTorch's loss. Without checkpointing (with it: ``activations.autocast_cache``), not DoRA."""
+    if not Bytes.of(cfg.precision).amp or cfg.lora_rank is None or cfg.dora:
+        return 0
+    if cfg.checkpointing != "none":
+        return 0
+    module = d.extra.get("hf_module")
+    if d.arch == "neox" and module:
+        from profiling.estimate.lora_neox_amp import first_block_a_copies
+
+        return first_block_a_copies(d, cfg)
+    if module in ("llama", "mistral") or not d.extra:  # transformers' Llama kinds, our blocks
+        from profiling.estimate.llama_loss_held import first_a
+
+        return 2 * first_a(d, cfg)
+    return 0
 
 
 def _final_norm_moments(
@@ -449,7 +418,6 @@ __all__ = [
     "after_loss",
     "bias_copies",
     "context",
-    "last_mlp",
     "loss_plan",
     "moments",
     "plan",

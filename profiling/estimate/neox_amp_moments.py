@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from profiling.estimate import bloom_amp, dora_neox_amp, neox_qlora_amp, phi_amp
 from profiling.estimate.activations import Bytes, Dims
-from profiling.estimate.lora_bytes import head_adapter
+from profiling.estimate.lora_bytes import KERNEL_LOSSES, head_adapter
 from profiling.estimate.lora_neox_amp import bnb_amp, first_block_a_copies
 from profiling.units import fmt_bytes
 
@@ -58,8 +58,11 @@ def applies(d: Dims, cfg: TrainingConfig) -> bool:
 
 
 def _head(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
-    """The head's 16-bit weight copy and an adapted head's adapter's tensors."""
-    return int(d.V or 0) * d.h * 2 + head_adapter(d, e, cfg)
+    """The head's 16-bit weight copy and an adapted head's adapter's tensors. Liger's and CCE's
+    kernels cast the head's weight themselves: the step's autocast line holds no copy of it
+    (``losses.without_head_copy``), so none is taken off."""
+    copy = 0 if cfg.loss in KERNEL_LOSSES else int(d.V or 0) * d.h * 2
+    return copy + head_adapter(d, e, cfg)
 
 
 def backward(

@@ -60,9 +60,14 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
 
     if d is None or d.V is None or d.arch != "neox" or d.extra.get("experts"):
         return False
-    if cfg.loss != REFERENCE or not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded:
+    if cfg.loss in HELD_OVER or not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded:
         return False
     if cfg.compile:  # a compiled block's backward is its graph's (estimate.compiled_backward)
+        return False
+    other = cfg.loss != REFERENCE  # another loss: LoRA on GPT-NeoX, Falcon, Phi, no checkpointing
+    if other and (cfg.lora_rank is None or cfg.checkpointing != "none"):
+        return False  # (``released`` reads its plan)
+    if other and d.extra.get("hf_module") == "bloom":
         return False
     if cfg.autocast_adapters:
         return False  # the Trainer's autocast over a 16-bit model: not modelled here
@@ -90,15 +95,30 @@ def f_wide(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
     return full + 1
 
 
+# LitGPT's loops hold the previous micro-batch's logits through this forward: not read here
+HELD_OVER = ("litgpt", "litgpt-full")
+
+
 def released(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
-    """What the loss and the final LayerNorm free before the last block goes back."""
+    """What the loss and the final LayerNorm free before the last block goes back (and what
+    they make after its forward): PyTorch's log-probabilities and labels, or another stack's
+    loss's kept tensors as its tape ran (``losses.plan``) less the frozen head's input the LoRA
+    lines took off (``lora_bytes.head_input_not_kept``: kept by the tape, saved by nothing)."""
     from profiling.estimate.hf_ops import _shifted_labels
+    from profiling.estimate.losses import REFERENCE
 
     T, h, V = d.s * d.b, d.h, int(d.V or 0)
     stats = 8 if _cuda(cfg) else 2 * e.r
     head_in = T * h * e.c if cfg.lora_rank is None else 0  # a frozen head keeps no input
-    value = T * V * 4 + _shifted_labels(d).bytes + T * (h * e.r + stats) + head_in
-    return value, "the log-probabilities, labels and final LayerNorm's tensors"
+    norm = T * (h * e.r + stats) + head_in
+    if cfg.loss == REFERENCE:
+        value = T * V * 4 + _shifted_labels(d).bytes + norm
+        return value, "the log-probabilities, labels and final LayerNorm's tensors"
+    from profiling.estimate.lora_bytes import head_input_not_kept
+    from profiling.estimate.losses import plan
+
+    loss = plan(d, e, cfg).released - T * h * head_input_not_kept(d, e, cfg)
+    return loss + norm, f"the {cfg.loss} loss's kept tensors and the final LayerNorm's"
 
 
 def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, float, str]:
@@ -238,4 +258,4 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     return out
 
 
-__all__ = ["BACKWARD", "FORWARD", "f_wide", "moments", "released"]
+__all__ = ["BACKWARD", "FORWARD", "HELD_OVER", "f_wide", "moments", "released"]

@@ -44,14 +44,17 @@ NAME = "forward, the last block's q/k/v adapter"
 
 
 def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
-    from profiling.estimate.losses import REFERENCE
+    from profiling.estimate.neox_moments import HELD_OVER
 
     if d is None or d.V is None or d.arch != "neox":
         return False
     if d.extra.get("hf_module") not in ("gpt_neox", "falcon"):
         return False
-    if cfg.lora_rank is None or cfg.precision != "mixed" or cfg.loss != REFERENCE:
+    # any loss but LitGPT's (its loop's held logits): ``released`` reads another's plan
+    if cfg.lora_rank is None or cfg.precision != "mixed" or cfg.loss in HELD_OVER:
         return False
+    if cfg.loss != "cross-entropy" and cfg.checkpointing != "none":
+        return False  # another loss under selective checkpointing: not read here
     if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded or cfg.compile:
         return False
     if cfg.qlora or cfg.dora or cfg.autocast_adapters or cfg.activation_offload:
