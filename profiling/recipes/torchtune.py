@@ -133,11 +133,16 @@ def other_recipe(data: dict[str, Any]) -> str | None:
                 f"{teacher}) runs a teacher model beside the student, and the teacher's "
                 "weights and logits are not modelled")  # fmt: skip
     quantizer = components.get("quantizer._component_", "").rsplit(".", 1)[-1]
-    if "optimizer" not in data and "loss" not in data:
-        # generate.py, eleuther_eval.py, quantize.py (and their _v2/distributed forms)
-        kind = ("generation" if "max_new_tokens" in flat
-                else "evaluation" if "tasks" in flat
-                else "quantization" if quantizer else "inference")  # fmt: skip
+    # generate.py, eleuther_eval.py, quantize.py (and their _v2/distributed forms): no optimizer,
+    # no loss, and what only they read (a file of a model section alone is not one of them)
+    leaves = {k.rsplit(".", 1)[-1] for k in flat}
+    if (
+        "optimizer" not in data
+        and "loss" not in data
+        and (quantizer or leaves & {"max_new_tokens", "tasks", "prompt"})
+    ):
+        kind = ("generation" if leaves & {"max_new_tokens", "prompt"}
+                else "evaluation" if "tasks" in leaves else "quantization")  # fmt: skip
         return (f"torchtune's {kind} recipe (no optimizer, no loss) runs no training step, "
                 "and only a training step is estimated")  # fmt: skip
     if quantizer:

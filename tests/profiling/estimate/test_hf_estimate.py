@@ -27,8 +27,11 @@ def test_fit_ranks_what_fits_a_24_gb_card_for_llama_3_1_8b() -> None:
     assert all(c.config.checkpointing == "full" and c.config.lora_rank == 16 for c in lora)
     ways = {c.config.checkpointing for c in res.fitting if c.trains == "qlora"}
     assert "full" in ways, ways
-    # Every precision and checkpointing was searched, with and without adapters.
-    assert res.searched > 40
+    # Every precision and checkpointing was searched, with and without adapters (selective
+    # checkpointing only under eager attention, where it keeps less than none: under SDPA its
+    # step is none's, 8296667).
+    assert res.searched > 30
+    assert {c.config.precision for c in res.fitting} >= {"bf16", "mixed"}
 
 
 def test_lora_adapters_follow_the_query_width() -> None:
