@@ -107,15 +107,19 @@ def _rms_norms(d: Dims, e: Bytes) -> list[Term]:
             f"{tok}·{n}·{sub}",
         )
     ]
-    if fp32_weight(d):
+    if fp32_weight(d, e):
         terms.append(_gemma_weights(d, n))
     return terms
 
 
-def fp32_weight(d: Dims) -> bool:
+def fp32_weight(d: Dims, e: Bytes) -> bool:
     """Whether each norm keeps an fp32 copy of its weight (Gemma's 1 + weight, LitGPT's
-    ``weight.float()``): what multiplies the normalized values' gradient."""
-    return d.extra.get("hf_module") in ("gemma", "gemma2") or bool(d.extra.get("litgpt_norm"))
+    ``weight.float()``): what multiplies the normalized values' gradient. LitGPT's is a copy
+    only of a 16-bit weight: ``Tensor.float()`` of an fp32 one (fp32, amp-*) returns the
+    weight itself (profiling.models.litgpt_norm)."""
+    if d.extra.get("hf_module") in ("gemma", "gemma2"):
+        return True
+    return bool(d.extra.get("litgpt_norm")) and e.r != 4
 
 
 def _gemma_weights(d: Dims, n: int) -> Term:
@@ -371,7 +375,7 @@ def once_per_model(
             f"{tok}·({sub}{out_s}) + 2·{d.s}·{d.hd}·{rope}",
         )
         terms = [final, *terms[1:]]
-        if fp32_weight(d):
+        if fp32_weight(d, e):
             terms.append(_gemma_weights(d, 1))
         if litgpt_qkv.applies(d, cfg, eager):
             terms.append(litgpt_qkv.tables(d, e))

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda
-from profiling.estimate.lora_bytes import adapter_bytes, mask_bytes, own_copies
+from profiling.estimate.lora_bytes import adapter_compute, mask_bytes, own_copies
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -89,7 +89,7 @@ def lora_per_layer(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> list[Term]
     q, k, v apart (a block's)."""
     T, tok, h = d.s * d.b, f"{d.s}·{d.b}", d.h
     terms: list[Term] = []
-    slices, own, ac = _slices(cfg), own_copies(cfg, e), adapter_bytes(cfg)
+    slices, own, ac = _slices(cfg), own_copies(cfg, e), adapter_compute(cfg, e)
     n = len(slices)
     if n > 1:  # one input, one dropout for the fused q/k/v
         per = (ac if own else 0) + (mask_bytes(cfg) if cfg.lora_dropout else 0)

@@ -150,9 +150,10 @@ def _per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         total = sum(width[t] for t in targets)
         terms.append(Term("LoRA dropout masks", sb * total * m, f"s·b·Σ inputs·{m} B",
                           f"{tok}·{total}·{m}"))  # fmt: skip
+    fused = litgpt_qkv.applies(d, cfg, eager)
     if not (cfg.qlora and cfg.bnb_keeps_inputs):
-        terms += _frozen_inputs(d, e, targets, own)
-    if litgpt_qkv.applies(d, cfg, eager):  # one adapter on LitGPT's fused q/k/v
+        terms += _frozen_inputs(d, e, targets, own, 1 if fused else 3)
+    if fused:  # one adapter on LitGPT's fused q/k/v
         terms += litgpt_qkv.lora_per_layer(d, e, cfg, d.a * d.hd)
     if cfg.dora:  # DoRA's magnitude terms (estimate.dora)
         terms += dora.per_layer(d, e, cfg)
@@ -188,9 +189,11 @@ def _fp32_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                  f"{d.s}·{d.b}·3·{f}·2")]  # fmt: skip
 
 
-def _frozen_inputs(d: Dims, e: Bytes, targets: list[str], own: bool) -> list[Term]:
+def _frozen_inputs(d: Dims, e: Bytes, targets: list[str], own: bool, qkv: int) -> list[Term]:
     """The matmul inputs full training keeps that frozen base layers do not: a shared input
-    stays only while an adapter keeps that very tensor (no cast, no dropout)."""
+    stays only while an adapter keeps that very tensor (no cast, no dropout). ``qkv``: the
+    attention's input projections (3; LitGPT's fused q/k/v 1, one autocast copy of its input
+    in full training's count: hf_ops' matmul inputs)."""
     sb, tok, h, f = d.s * d.b, f"{d.s}·{d.b}", d.h, d.f
     if d.extra.get("experts"):
         terms = _frozen_experts(d, e)
@@ -199,9 +202,10 @@ def _frozen_inputs(d: Dims, e: Bytes, targets: list[str], own: bool) -> list[Ter
                               -sb * h * e.c, f"−s·b·h·{e.c} B", f"−{tok}·{h}·{e.c}"))  # fmt: skip
         return terms
     if e.amp:  # every base layer's autocast copy of its input, and the 16-bit product
-        return [Term("frozen layers: no autocast input copies (q, k, v, gate, up) nor product",
-                     -sb * (5 * h * 2 + f * e.c), f"−s·b·(5h·2 + f·{e.c}) B",
-                     f"−{tok}·(5·{h}·2 + {f}·{e.c})")]  # fmt: skip
+        n, names = qkv + 2, "q, k, v" if qkv == 3 else "q/k/v"
+        return [Term(f"frozen layers: no autocast input copies ({names}, gate, up) nor product",
+                     -sb * (n * h * 2 + f * e.c), f"−s·b·({n}h·2 + f·{e.c}) B",
+                     f"−{tok}·({n}·{h}·2 + {f}·{e.c})")]  # fmt: skip
     lost: list[tuple[str, int]] = []
     shared = not own
     if not (shared and set(targets) & set(_ATTENTION_INPUTS)):
@@ -273,7 +277,7 @@ def _once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: int) -> li
         f"−s·b·(h·{4 if cpu else e.r} + 4) B",
         f"−{tok}·({h}·{4 if cpu else e.r} + 4)",
     ))  # fmt: skip
-    if fp32_weight(d):  # no gradient wants its fp32 weight (Gemma's 1 + weight, LitGPT's)
+    if fp32_weight(d, e):  # no gradient wants its fp32 weight (Gemma's 1 + weight, LitGPT's)
         what = "LitGPT's weight" if d.extra.get("litgpt_norm") else "Gemma's 1 + weight"
         terms.insert(1, Term(f"first block's first norm: {what} not kept", -h * 4,
                              "−h·4 B", f"−{h}·4"))  # fmt: skip
