@@ -17,6 +17,7 @@ from profiling.estimate import (
     bloom,
     compiled_backward,
     encoder,
+    gpt2_end,
     llama_dequant,
     llama_end,
     llama_first_mlp,
@@ -84,6 +85,7 @@ def step_moments(
         + bloom.moments(d, inp, fwd)
         + neox_qkv.moments(d, inp, fwd)
         + llama_end.moments(d, inp, fwd, est_lines)
+        + gpt2_end.moments(d, inp, fwd)
         + llama_dequant.moments(d, inp, fwd, est_lines)
         + llama_first_mlp.moments(d, inp, fwd, est_lines)
         + compiled_backward.moments(d, inp, fwd, est_lines)

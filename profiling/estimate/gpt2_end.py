@@ -1,0 +1,104 @@
+"""transformers' GPT-2 module under full training with a vocabulary small next to its blocks
+(V 128 beside h 128, f 512): the last block's MLP going back, not the loss, holds the step's
+peak. Without this moment the estimate's peak was the loss's backward, 0.94 of the trace at
+64 × 2 tokens (−721,408 B; fp32, amp-bf16 and amp-fp16 alike). Counted from the end of forward
+as ``estimate.neox_moments`` counts GPT-NeoX's kind (T = s·b tokens).
+
+transformers 5.24 ``modeling_gpt2.py``: ``GPT2MLP.forward`` is ``c_proj(act(c_fc(h)))`` with
+``Conv1D`` (``addmm(bias, x, weight)``, ``pytorch_utils.py``) and ``act = gelu_new``
+(``activations.py`` ``NewGELUActivation``: ``0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))``, eager
+ops). Going back, once the loss's log-probabilities and labels and the final LayerNorm's
+tensors are freed (``neox_moments.released``) and the head's (tied: the embedding's) and the
+final norm's gradients are made:
+
+- ``c_proj`` goes back: its input's gradient (s·b·f), its weight's and bias' gradients (h·f + h)
+  made, its saved input (GELU's output) freed;
+- then gelu_new's last ``mul``'s backward makes both operands' gradients (s·b·f each) while its
+  incoming gradient is alive — two f-wide tensors net (as Phi's gelu_new, ``neox_moments.f_wide``;
+  ``pow``'s backward reaches the same height later), beside the gradient reaching the block
+  (s·b·h in the residual's dtype). Under autocast gelu_new runs in fp32 from ``pow`` on:
+  three fp32 f-wide gradients there, c_proj's and the head's 16-bit weight copies freed.
+
+Full training, PyTorch's loss, every block keeping what it saved (no full checkpointing), one
+GPU, no compile: tests/profiling/estimate/test_gpt2_end.py. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, _cuda
+from profiling.estimate.selective import blocks_keep_saved
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+BACKWARD = "backward, the last block's MLP"
+GELU_NEW = 2  # gelu_new's f-wide gradients at once, net of c_proj's freed input
+
+
+def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
+    from profiling.estimate.losses import REFERENCE
+
+    if d is None or d.V is None or d.arch != "gpt2" or d.extra.get("hf_module") != "gpt2":
+        return False
+    if cfg.loss != REFERENCE or cfg.lora_rank is not None or not blocks_keep_saved(cfg):
+        return False
+    if Bytes.of(cfg.precision).amp and not _cuda(cfg):
+        return False  # CPU's autocast lists differ (its dtypes there not read here)
+    return not (cfg.compile or cfg.tp != 1 or cfg.sharded or cfg.optimizer_in_bwd)
+
+
+def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """The last block's MLP going back; none where it does not apply (see the module)."""
+    if not _applies(d, cfg):
+        return []
+    assert d is not None
+    from profiling.estimate.neox_moments import released
+
+    e = Bytes.of(cfg.precision)
+    T, h, f, V = d.s * d.b, d.h, d.f, int(d.V or 0)
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    gone, what = released(d, e, cfg)
+    # the head's (the tied embedding's), the final norm's (weight, bias), c_proj's (and bias)
+    grads = (V * h + 2 * h + h * f + h) * p
+    if cfg.grads_kept:
+        # accumulated into the kept ones (counted in the end of forward) as each is made, but
+        # the tied head's waits for the embedding's to be summed with it (an untied head's is
+        # accumulated at once: a bound there); c_proj's own, made before its saved input is
+        # freed, can be the higher moment
+        grads = V * h * p
+    # resid_pdrop's mask after c_proj, freed by its backward before c_proj goes back
+    mask = T * h * (1 if _cuda(cfg) else e.r) if cfg.dropout else 0
+    if e.amp:
+        # Under autocast gelu_new is fp32 from ``pow`` on (autocast's fp32 list) and c_proj saved
+        # the product's 16-bit cast: its input gradient is cast back to fp32 (``_to_copy``'s
+        # backward) and ``mul``'s two gradients are fp32 beside it — three fp32 f-wide tensors;
+        # the 16-bit cast of 0.5·x's gradient equals c_proj's freed 16-bit input. Its and the
+        # head's 16-bit weight copies (autocast's cache, saved by their matmuls) are freed.
+        mlp = T * h * e.r + 3 * T * f * 4 - (h * f + V * h) * e.c
+        words = (
+            f"the gradient reaching the block s·b·h·{e.r} and gelu_new's three fp32 f-wide "
+            f"gradients s·b·3f·4 − c_proj's and the head's 16-bit weight copies (h·f + V·h)·{e.c}"
+        )
+    else:
+        mlp = T * h * e.r + GELU_NEW * T * f * e.c
+        if cfg.grads_kept:  # c_proj's input and weight gradients before their accumulation
+            mlp = T * h * e.r + max(GELU_NEW * T * f * e.c, T * f * e.c + (h * f + h) * p)
+        words = (
+            f"the gradient reaching the block s·b·h·{e.r} and gelu_new's two f-wide gradients "
+            f"s·b·2f·{e.c}"
+        )
+    value = fwd - gone + grads + mlp - mask
+    calc = (
+        f"end of forward − {what} {fmt_bytes(gone)} + the head's, the final norm's and c_proj's "
+        f"gradients (V·h + 2h + h·f + h)·{p} {fmt_bytes(grads)} + {words} {fmt_bytes(mlp)}"
+        + (f" − the MLP's dropout mask {fmt_bytes(mask)}" if mask else "")
+        + " = "
+        f"{fmt_bytes(value)}"
+    )
+    return [(BACKWARD, value, calc)]
+
+
+__all__ = ["BACKWARD", "moments"]
