@@ -41,7 +41,15 @@ NAME = "backward, a compiled block"
 _ARCHS = ("llama", "neox", "gpt2")
 # losses whose tensors are all lines of the logits (freed by the time a block goes back): not
 # LitGPT's (its loop holds the logits past backward), nor Liger's or CCE's (gradients in forward)
-LOSSES = ("cross-entropy", "transformers-4.46", "transformers-4.45", "chunked", "linear-chunked")
+LOSSES = (
+    "cross-entropy",
+    "transformers-4.46",
+    "transformers-4.45",
+    "chunked",
+    "linear-chunked",
+    "liger",
+    "cce",
+)
 # the head's lines the loss's and head's backward free (the final norm's apart: its tables stay)
 _HEAD_LINES = ("Logits:", "Activations: autocast's 16-bit LM-head weight copy")
 
@@ -55,7 +63,7 @@ def applies(d: Dims | None, cfg: TrainingConfig) -> bool:
     # selective (Megatron's: eager attention's s² tensors) leaves the partition as it is
     if not blocks_keep_saved(cfg) or cfg.loss not in LOSSES or cfg.tp != 1 or cfg.sharded:
         return False
-    return not (cfg.optimizer_in_bwd or cfg.activation_offload or cfg.dora)
+    return not (cfg.activation_offload or cfg.dora)
 
 
 def tables(d: Dims, e: Bytes) -> int:
@@ -108,6 +116,25 @@ def head_grads(d: Dims, cfg: TrainingConfig) -> int:
     return (V * h + norm) * p
 
 
+def waiting(d: Dims, cfg: TrainingConfig, each: int) -> tuple[int, int]:
+    """(the head's and final norm's gradients, each block above's weights' gradients) alive
+    while a block goes back. Kept (``--grads-kept``): in the end of forward already. Stepped in
+    backward (``--optimizer-in-bwd``): each parameter's post-accumulate-grad hook stepped it and
+    dropped its gradient as its AccumulateGrad ran — but a tied head's weight only once the
+    embedding's gradient reached it too: the engine runs a node when all its inputs have
+    arrived, summing them in its InputBuffer (torch/csrc/autograd/engine.cpp
+    ``evaluate_function``, the dependencies count), so the head's V·h gradient waits there."""
+    if cfg.grads_kept:
+        return 0, 0
+    if not cfg.optimizer_in_bwd:
+        return head_grads(d, cfg), each
+    from profiling.estimate.shape import shape_of
+
+    tied = shape_of(cfg).get("tied") and cfg.lora_rank is None
+    p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
+    return (int(d.V or 0) * d.h * p if tied else 0), 0
+
+
 def by_block(
     d: Dims | None, cfg: TrainingConfig, fwd: float, lines: Sequence[Any]
 ) -> dict[int, tuple[float, str]]:
@@ -120,9 +147,8 @@ def by_block(
 
     e = Bytes.of(cfg.precision)
     gone = released(d, e, cfg, lines) - loss_scalars(lines)
-    saved, walks, grads = block_saved(cfg)[1], block_recomputed(cfg), block_grads(cfg)
-    made = 0 if cfg.grads_kept else head_grads(d, cfg)  # kept: in the end of forward already
-    each = 0 if cfg.grads_kept else grads[1]
+    (own, saved), walks, grads = block_saved(cfg), block_recomputed(cfg), block_grads(cfg)
+    made, each = waiting(d, cfg, grads[1])
     out: dict[int, tuple[float, str]] = {}
     for i in sorted({d.L - 1, min(1, d.L - 1), 0}, reverse=True):
         walk, above = walks[0] if i == 0 else walks[1], d.L - 1 - i
@@ -140,7 +166,37 @@ def by_block(
             f"its highest, walked op by op on the partitioner's graph (the weights' gradients "
             f"it returns among them) {fmt_bytes(walk.backward)} = {fmt_bytes(value)}"
         ))  # fmt: skip
+        if cfg.optimizer_in_bwd:
+            mine = (own, grads[0]) if i == 0 else (saved, grads[1])
+            rest = fwd - gone - above * saved.bytes - mine[0].bytes
+            hooks = stepped(d, cfg, lines, rest, walk.tangents, mine[1])
+            out[i] = max(out[i], (hooks[0], f"block {i + 1} of {d.L}: {hooks[1]}"))
     return out
+
+
+def stepped(
+    d: Dims, cfg: TrainingConfig, lines: Sequence[Any], rest: float, grad_in: int, grads: int
+) -> tuple[float, str]:
+    """Under ``--optimizer-in-bwd``, the block's hooks stepping its parameters once its graph
+    has returned: the graph hands all its weights' gradients back at once (one autograd node),
+    so the first parameter stepped is stepped beside them all. The engine frees the block's
+    saved tensors and the gradient that reached it when the node returns
+    (torch/csrc/autograd/engine.cpp ``evaluate_function``: ``release_variables``); then each
+    AccumulateGrad runs its post-accumulate-grad hook, which steps the parameter (its step's
+    scratch) and drops its gradient. ``rest``: what the step holds without the block's saved
+    tensors; the gradient leaving the block at most the one reaching it (``grad_in``); the
+    scratch the largest block matrix's (h·f of the for-loop's largest tensor's)."""
+    temps = sum(ln.bytes for ln in lines if ln.name.startswith("Optimizer step temporaries"))
+    largest = max(d.h * d.f, int(d.V or 0) * d.h)
+    scratch = temps * min(1.0, d.h * d.f / largest) if cfg.lora_rank is None else temps
+    value = rest + grads + grad_in + scratch
+    return value, (
+        f"its graph returned, the saved tensors freed: the step less them {fmt_bytes(rest)} + "
+        f"the block's weights' gradients, all returned at once {fmt_bytes(grads)} + the "
+        f"gradient leaving it (at most the one reaching it) {fmt_bytes(grad_in)} + the first "
+        f"parameter's step's scratch, stepped by its hook {fmt_bytes(scratch)} = "
+        f"{fmt_bytes(value)}"
+    )
 
 
 def moments(
@@ -163,5 +219,7 @@ __all__ = [
     "loss_scalars",
     "moments",
     "released",
+    "stepped",
     "tables",
+    "waiting",
 ]

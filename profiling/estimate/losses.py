@@ -230,11 +230,16 @@ def loss_plan(cfg: TrainingConfig, shape: dict[str, Any]) -> LossPlan | None:
     return plan(d, Bytes.of(cfg.precision), cfg)
 
 
-def without_head_copy(term: Term, shape: dict[str, Any]) -> Term:
+def without_head_copy(term: Term, shape: dict[str, Any]) -> Term | None:
     """Autocast's weight copies less the LM head's: a fused loss casts it outside the cache
-    (Cut Cross-Entropy, which saves its own copy) or keeps none (Liger)."""
+    (Cut Cross-Entropy, which saves its own copy) or keeps none (Liger). None where the term
+    was the head's copy alone (``activations.head_copy_only``: the blocks' copies are a
+    compiled block's own, or its 4-bit weights dequantize with none) — it counted the blocks'
+    copies back, a second time under --compile (amp-bf16 CCE 1.0707, LoRA Liger 1.1155)."""
     if not term.name.startswith("autocast"):
         return term
+    if "LM-head weight copy" in term.name:
+        return None
     blocks = int(shape.get("matmul_weights") or 0) - int(shape.get("head_params") or 0)
     return Term(
         "autocast's 16-bit weight copies of the blocks (the fused loss keeps none of the head's)",

@@ -234,7 +234,7 @@ def _once(
         return once
     once = [term for term in once if not term.name.startswith("Logits:")]
     if loss.drops_head_copy:
-        once = [losses.without_head_copy(term, shape) for term in once]
+        once = [t for t in (losses.without_head_copy(x, shape) for x in once) if t is not None]
     return once + loss.kept
 
 

@@ -76,7 +76,6 @@ def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
         and inp.gpus == 1
         and inp.tp == 1
         and not inp.sharded
-        and not inp.optimizer_in_bwd
     )
 
 
@@ -143,16 +142,13 @@ def by_block(
     held += sum(ln.bytes for ln in lines if ln.name == LOSS)  # the loop holds the loss
     held += loss_scalars(lines)  # (where the loss's tape does not count its scalars)
     first, rest = block_recomputed(inp)
-    if not inp.grads_kept:
-        # the head's and the final norm's gradients (full training), then each block's
-        # weights' as its backward graph returns them (not the whole model's over L: the
-        # embeddings' are made last)
-        from profiling.estimate.compiled_backward import head_grads
-        from profiling.trace.compiled_estimate import block_grads
+    # the head's and the final norm's gradients (full training), then each block's weights' as
+    # its backward graph returns them (not the whole model's over L: the embeddings' are made
+    # last); none kept or stepped in backward (compiled_backward.waiting)
+    from profiling.estimate.compiled_backward import waiting
+    from profiling.trace.compiled_estimate import block_grads
 
-        g, made = block_grads(inp)[1], head_grads(d, inp)
-    else:
-        g, made = 0, 0
+    made, g = waiting(d, inp, block_grads(inp)[1])
     out: dict[int, tuple[float, str]] = {}
     for i in sorted({d.L - 1, min(1, d.L - 1), 0}, reverse=True):
         walk = first if i == 0 else rest
