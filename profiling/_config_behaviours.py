@@ -18,6 +18,7 @@ from profiling._config_accum import (
     check_accumulation,
 )
 from profiling._config_optimizers import check_torchao_optim
+from profiling._config_preference import DPO_FIELD, check_dpo
 from profiling.errors import ConfigError
 
 # ``cfg`` is a profiling.config.TrainingConfig, which imports this module: typed Any here so
@@ -133,6 +134,7 @@ PAGED_OPTIMIZERS = ("adam8bit", "adamw", "adam", "lion")
 def check_behaviours(cfg: TrainingConfig) -> None:
     """One ConfigError sentence for a behaviour that contradicts the rest of the configuration."""
     check_accumulation(cfg)
+    check_dpo(cfg)
     if cfg.optimizer_in_bwd and (cfg.grads_kept or cfg.precision == "mixed"):
         raise ConfigError(
             "--optimizer-in-bwd frees each gradient once stepped: it takes no "
@@ -331,6 +333,7 @@ __all__ = [
     "ACCUMULATE_UNSHARDED_FIELD",
     "ACTIVATION_OFFLOAD_FIELD",
     "COMPILE_FIELD",
+    "DPO_FIELD",
     "FSDP_FLAT_FIELD",
     "LITGPT_NORM_FIELD",
     "LITGPT_UNCAPPED_FIELD",

@@ -136,11 +136,11 @@ def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
     unsaved = _unsaved_input(d, e, cfg)
     caller = f" + the LM head's input, held by its caller {fmt_bytes(unsaved)}" if unsaved else ""
     return LossPlan(
-        kept=[_as_activation(t) for t in kept],
+        kept=[as_activation(t) for t in kept],
         forward_extra=fwd.peak - held + unsaved,
-        forward_calc=_calc(fwd, kept) + caller,
+        forward_calc=calc(fwd, kept) + caller,
         backward_extra=bwd.peak - held,
-        backward_calc=_calc(bwd, kept),
+        backward_calc=calc(bwd, kept),
         drops_head_copy=cfg.loss in ("liger", "cce") and x.amp,
         held=previous,
         looped=sum(t.bytes for key, t in fwd.alive.items() if key.startswith("loop")),
@@ -198,12 +198,12 @@ def held_over(d: Dims, e: Bytes, cfg: TrainingConfig, x: Ctx) -> list[Term]:
     return held
 
 
-def _as_activation(term: Term) -> Term:
+def as_activation(term: Term) -> Term:
     name = term.name[0].upper() + term.name[1:]
     return Term(f"Logits: {name}", term.bytes, term.formula, term.substituted)
 
 
-def _calc(tape: Tape, kept: list[Term]) -> str:
+def calc(tape: Tape, kept: list[Term]) -> str:
     """'end of forward + … − …': what is alive at the tape's peak beside the kept tensors."""
     ids = {id(t) for t in tape.at_peak}
     extra = [t for t in tape.at_peak if id(t) not in {id(k) for k in kept}]
@@ -220,6 +220,17 @@ def _calc(tape: Tape, kept: list[Term]) -> str:
 
 def loss_plan(cfg: TrainingConfig, shape: dict[str, Any]) -> LossPlan | None:
     """A stack's loss (``--loss`` other than cross-entropy) as its tapes run, else None."""
+    if cfg.dpo:  # torchtune's DPO step (estimate.preference)
+        d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
+        if d is None or d.V is None:
+            raise ProfilingError("the estimate cannot model --dpo without the model's vocabulary")
+        if d.arch in ("encoder", "t5") or d.extra.get("logit_softcap"):
+            # (Gemma 2's soft cap: 2 B below the trace under LoRA; torchtune has no Gemma 2 DPO)
+            raise ProfilingError(
+                "the estimate cannot model --dpo on an encoder, an "
+                "encoder-decoder or soft-capped logits (Gemma 2's)"
+            )
+        return _dpo_plan(d, Bytes.of(cfg.precision), cfg)
     if cfg.loss == REFERENCE:
         return None
     d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
@@ -228,6 +239,34 @@ def loss_plan(cfg: TrainingConfig, shape: dict[str, Any]) -> LossPlan | None:
         raise ProfilingError(f"the estimate cannot model {reason}")
     assert d is not None, "problem() names a missing shape"
     return plan(d, Bytes.of(cfg.precision), cfg)
+
+
+def _dpo_plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
+    """torchtune's DPO step (``estimate.preference``'s tapes): the previous step's held
+    outputs, the policy's and the reference's log-probabilities, back to the LM head."""
+    from profiling.estimate import preference as dpo
+
+    x = context(d, e, cfg)
+    parts = 1 if cfg.lora_rank is not None else 2  # full_dpo_distributed.py: half by half
+    hidden = sized("the final norm's output", [*x.tokens, ("h", x.h)], x.r)
+    held = [sized(dpo.HELD, [*x.tokens, ("V", x.V)], 4)] if parts == 1 else []
+    held.append(sized(dpo.OUTPUTS, dpo.outputs(x), 4))
+    fwd = Tape({"hidden": hidden, **{f"held{i}": t for i, t in enumerate(held)}})
+    dpo.forward_tape(x, fwd, parts)
+    kept = list(fwd.alive.values())
+    bwd = Tape(dict(fwd.alive))
+    dpo.backward_tape(x, bwd, parts)
+    total = sum(t.bytes for t in kept)
+    return LossPlan(
+        kept=[as_activation(t) for t in kept],
+        forward_extra=fwd.peak - total,
+        forward_calc=calc(fwd, kept),
+        backward_extra=bwd.peak - total,
+        backward_calc=calc(bwd, kept),
+        drops_head_copy=False,
+        held=held,
+        looped=sum(t.bytes for key, t in fwd.alive.items() if key.startswith("loop")),
+    )
 
 
 def without_head_copy(term: Term, shape: dict[str, Any]) -> Term | None:

@@ -46,6 +46,7 @@ from profiling.estimate.fsdp import one_gpu, unsharded_grads
 from profiling.estimate.fsdp_no_reshard import no_reshard, weight_sharding
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
 from profiling.estimate.optim_states import offload, paged_states
+from profiling.estimate.preference import reference_weights
 from profiling.estimate.render import (  # noqa: F401  (re-exported: callers import them here)
     HEADROOM,
     describe_setup,
@@ -271,6 +272,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     else:
         trainable = psi
         full_training(ledger, inp, shape, weight_sharding(inp, sh))
+    reference_weights(ledger, inp, shape)  # --dpo's frozen copy (full DPO)
     zero3_gathered(ledger, inp, shape, inp.tp)
     no_reshard(ledger, inp, shape, inp.tp)
     offload(ledger, inp)

@@ -35,7 +35,8 @@ def _ids(d: Dims | None) -> Term | None:
 def token_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
     """The token ids and the labels, 2·s·b·8 B, and transformers' rotary buffers
     (``step_scalars``), for the moments: the whole step holds them; None but for a decoder."""
-    return step_scalars.with_buffers(_ids(d), d)
+    copies = 2 if cfg.dpo and cfg.lora_rank is None else 1  # full DPO's reference's too
+    return step_scalars.with_buffers(_ids(d), d, copies)
 
 
 def add_lines(ledger: Ledger, d: Dims | None, cfg: TrainingConfig) -> None:

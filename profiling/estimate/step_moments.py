@@ -23,6 +23,7 @@ from profiling.estimate import (
     llama_first_mlp,
     losses,
     neox_qkv,
+    preference,
     t5,
 )
 from profiling.estimate import lora as lora_acts
@@ -95,6 +96,13 @@ def step_moments(
     if loss is not None:
         after = losses.after_loss(inp, shape, est_lines, fwd, loss)
         for name, value, calc in losses.moments(inp, shape, fwd, cache, loss, after):
+            moments.append(Moment(name=name, bytes=round(value), calculation=calc))
+    if inp.dpo and d is not None and loss is not None:  # the reference's no_grad block
+        from profiling.estimate import block_terms
+
+        full = inp.model_copy(update={"lora_rank": None, "qlora": False, "lora_targets": []})
+        layer = sum(t.bytes for t in block_terms.per_layer(d, acts.Bytes.of(inp.precision), full))
+        for name, value, calc in preference.block_moment(d, inp, fwd, loss.looped, layer):
             moments.append(Moment(name=name, bytes=round(value), calculation=calc))
     padded, pad_calc, gone, gone_calc = step_in.shifted_labels(d, est_lines)  # transformers' loss
     if loss is None and head is not None:

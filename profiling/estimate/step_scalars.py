@@ -113,16 +113,17 @@ def rotary_buffers(d: Dims) -> int:
     return 2 * -(-rotary_dims(d) // 2) * 4
 
 
-def with_buffers(term: Term | None, d: Dims | None) -> Term | None:
+def with_buffers(term: Term | None, d: Dims | None, copies: int = 1) -> Term | None:
     """A decoder's step inputs (the token ids and labels) with the rotary buffers beside them:
-    both held the whole step, in every moment."""
+    both held the whole step, in every moment (``copies``: full DPO's reference has its own)."""
     if term is None or d is None or not (bufs := rotary_buffers(d)):
         return term
+    times, nums = (f"{copies}·", f"{copies}·") if copies > 1 else ("", "")
     return Term(
         f"{term.name} and transformers' rotary buffers",
-        term.bytes + bufs,
-        f"{term.formula} + 2·⌈r/2⌉·4 B",
-        f"{term.substituted} + {bufs}",
+        term.bytes + copies * bufs,
+        f"{term.formula} + {times}2·⌈r/2⌉·4 B",
+        f"{term.substituted} + {nums}{bufs}",
     )
 
 
@@ -140,7 +141,7 @@ def add_lines(ledger: Ledger, d: Dims, cfg: TrainingConfig) -> None:
         ledger.add(Line(f"{PREFIX}Falcon's key/value index tensors (int64), every layer",
                         d.L * each, d.L * each, "L·2·8 B", f"{d.L}·2·8",
                         "activations", "activations"))  # fmt: skip
-    if cfg.loss == REFERENCE:
+    if cfg.loss == REFERENCE and not cfg.dpo:  # DPO's loss: estimate.preference's tape
         ledger.add(Line(LOSS, LOSS_SCALARS, LOSS_SCALARS, "2·4 B", "2·4",
                         "activations", "activations"))  # fmt: skip
     if bufs := rotary_buffers(d):
@@ -148,6 +149,10 @@ def add_lines(ledger: Ledger, d: Dims, cfg: TrainingConfig) -> None:
         ledger.add(Line("Buffers: transformers' rotary inv_freq and original_inv_freq (fp32)",
                         bufs, bufs, "2·⌈r/2⌉·4 B", f"2·⌈{r}/2⌉·4",
                         "inputs", "buffers"))  # fmt: skip
+        if cfg.dpo and cfg.lora_rank is None:  # full DPO's frozen copy has its own
+            ledger.add(Line("Buffers: the DPO reference model's rotary buffers (fp32)",
+                            bufs, bufs, "2·⌈r/2⌉·4 B", f"2·⌈{r}/2⌉·4",
+                            "inputs", "buffers"))  # fmt: skip
 
 
 __all__ = [

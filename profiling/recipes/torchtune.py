@@ -28,6 +28,7 @@ from typing import Any
 from profiling.errors import ProfilingError
 from profiling.recipes.model_names import local_config, torchtune_model
 from profiling.recipes.recipe import NO_MEMORY, TORCH_ADAFACTOR, Reading, flatten
+from profiling.recipes.torchtune_dpo import dpo
 from profiling.recipes.torchtune_fsdp import distributed, read_fsdp
 
 KNOWN = [
@@ -50,7 +51,7 @@ KNOWN = [
     ("teacher_*", "knowledge distillation's teacher model (its weights and logits) is not "
      "modelled"),
     ("kd_*", "knowledge distillation's loss over the teacher's logits is not modelled"),
-    ("ref_*", "a frozen reference model (DPO, PPO, GRPO) is not modelled"),
+    ("ref_*", "a frozen reference model (PPO, GRPO) is not modelled"),
 ]  # fmt: skip
 
 _OPTIMIZERS = {
@@ -77,7 +78,9 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     if lora:
         _lora(r)
     _dtype(r)
-    if r.has("batch_size"):
+    if dpo(r):
+        pass
+    elif r.has("batch_size"):
         r.use("batch_size", "batch", r.get("batch_size"), "per device")
     seq = r.get("tokenizer.max_seq_len")
     if seq is not None:
@@ -116,16 +119,12 @@ def other_recipe(data: dict[str, Any]) -> str | None:
         return (f"torchtune's GRPO recipe ({said}) generates several completions per "
                 "prompt and scores them against a frozen reference model (ref_checkpointer), "
                 "which is not modelled")  # fmt: skip
-    if loss in ("DPOLoss", "RSOLoss", "SimPOLoss"):
-        # full_dpo_distributed.py's _setup_reference_model builds a second model; the LoRA DPO
-        # recipes run the policy with its adapters off (disable_adapter) as the reference; both
-        # run padded_collate_dpo's batch: chosen and rejected concatenated, twice batch_size
-        ref = ("a second, frozen copy of the model (ref_checkpointer)"
-               if "ref_checkpointer._component_" in flat
-               else "the base model's forward with the adapters off")  # fmt: skip
-        return (f"torchtune's DPO recipe (loss._component_ = {loss}) runs chosen and rejected "
-                f"responses together (padded_collate_dpo: twice batch_size) and a reference "
-                f"forward through {ref}, which is not modelled")  # fmt: skip
+    if loss in ("RSOLoss", "SimPOLoss"):
+        # DPOLoss is modelled (read below, --dpo); RSO's hinge and SimPO's reference-free
+        # average log-probabilities (return_average_logprobs) are not
+        return (f"torchtune's DPO recipe with loss._component_ = {loss} (only DPOLoss is "
+                "modelled: --dpo) runs another loss over the log-probabilities, which is not "
+                "modelled")  # fmt: skip
     if "teacher_model._component_" in flat or "kd_loss._component_" in flat:
         # knowledge_distillation_*.py's _setup_teacher_model: a second model, and its logits
         teacher = components.get("teacher_model._component_", "a teacher").rsplit(".", 1)[-1]
@@ -324,7 +323,7 @@ def _loss(r: Reading) -> None:
                 "cross-entropy to estimate PyTorch's loss over the whole fp32 logits, more than "
                 "torchtune's chunks hold"
             )
-    elif name:
+    elif name and name != "DPOLoss":  # (DPOLoss: --dpo, recipes.torchtune_dpo)
         r.ignore("loss._component_", NO_MEMORY + f" beyond the loss ({name})")
 
 

@@ -246,6 +246,10 @@ def _build(
     torch.set_default_dtype(_DTYPES[config.param_dtype])
     try:
         model, inputs, info = _make_model(config, factory, layers)
+        # full_dpo_distributed.py's frozen reference, built as the policy is
+        reference = (
+            _make_model(config, factory, layers)[0] if config.dpo and not config.lora_rank else None
+        )
     finally:
         torch.set_default_dtype(previous)
     in_model = _in_model(config, factory, layers)
@@ -262,6 +266,18 @@ def _build(
     if config.checkpointing == "full":
         n = _apply_checkpointing(model, config.target)
         notes.append(f"activation checkpointing on {in_model(n)} blocks (non-reentrant)")
+    if config.dpo:
+        from profiling.trace.preference import dpo_step
+
+        model = dpo_step(model, reference)
+        notes.append(
+            "torchtune's DPO step: "
+            + (
+                "the policy with its adapters off as the reference"
+                if reference is None
+                else "a frozen copy of the model as the reference"
+            )
+        )
     if mesh is not None:
         mp = torch.bfloat16 if config.precision == "mixed" else None
         _shard(model, mesh, config.reshard_after_forward, mp)

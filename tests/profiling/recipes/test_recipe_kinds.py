@@ -1,8 +1,9 @@
-"""torchtune configs of recipes other than supervised fine-tuning are refused in one sentence
-(audit2 D14-D17): read as a fine-tune, DPO lost its reference model and its doubled batch
-(llama3_1/8B_full_dpo.yaml: 71.75 GB), knowledge distillation its teacher (8B_to_1B_KD: 22.91 GB
-for the 1B student alone), QAT its fake-quantized copies, and generation, evaluation and
-quantization configs were estimated as a training step (eleuther_evaluation.yaml: 145.04 GB)."""
+"""torchtune configs of recipes other than supervised fine-tuning and DPO (DPOLoss: --dpo,
+#31) are refused in one sentence (audit2 D14-D17): read as a fine-tune, DPO lost its reference
+model and its doubled batch (llama3_1/8B_full_dpo.yaml: 71.75 GB; now read as --dpo), knowledge
+distillation its teacher (8B_to_1B_KD: 22.91 GB for the 1B student alone), QAT its
+fake-quantized copies, and generation, evaluation and quantization configs were estimated as a
+training step (eleuther_evaluation.yaml: 145.04 GB)."""
 
 from __future__ import annotations
 
@@ -33,13 +34,13 @@ def _config(tmp_path: Path, name: str, change: dict[str, Any], drop: tuple[str, 
 
 # (file, what the config changes of a full fine-tune, what it drops, the sentence's words)
 KINDS = [
-    ("full_dpo.yaml",
-     {"loss": {"_component_": "torchtune.rlhf.loss.DPOLoss"}, "ref_checkpointer": CHECKPOINTER},
-     (), r"DPO recipe \(loss._component_ = DPOLoss\) .* twice batch_size\) .* second, frozen copy"),
-    ("lora_dpo_single_device.yaml",
+    ("simpo.yaml",
+     {"loss": {"_component_": "torchtune.rlhf.loss.SimPOLoss"}},
+     (), r"DPO recipe with loss._component_ = SimPOLoss \(only DPOLoss is modelled: --dpo\)"),
+    ("rso.yaml",
      {"model": {"_component_": "torchtune.models.llama3_2.lora_llama3_2_1b"},
-      "loss": {"_component_": "torchtune.rlhf.loss.DPOLoss"}},
-     (), r"DPO recipe .* with the adapters off, which is not modelled"),
+      "loss": {"_component_": "torchtune.rlhf.loss.RSOLoss"}},
+     (), r"DPO recipe with loss._component_ = RSOLoss .* which is not modelled"),
     ("3B_full_grpo.yaml",
      {"loss": {"_component_": "torchtune.dev.grpo.loss.GRPOSimpleLoss"}, "grpo_samples": 16,
       "ref_checkpointer": CHECKPOINTER},
@@ -104,12 +105,39 @@ def test_keys_known_to_move_memory_are_never_left_to_a_flag(tmp_path: Path) -> N
     assert not any("say it with a flag" in w for w in why.values())
 
 
-def test_cli_refuses_dpo_with_a_nonzero_exit(cli, tmp_path: Path) -> None:
-    path = _config(tmp_path, "lora_dpo.yaml", KINDS[1][1])
+def test_cli_refuses_simpo_with_a_nonzero_exit(cli, tmp_path: Path) -> None:
+    path = _config(tmp_path, "simpo.yaml", KINDS[0][1])
     done = cli("estimate", "--from", str(path), "--target", "cpu", "--no-save", cwd=tmp_path)
     assert done.returncode != 0
     assert "DPO recipe" in done.stderr and "Traceback" not in done.stderr
     assert "Total per GPU" not in done.stdout
+
+
+TORCHTUNE = Path(__file__).parent / "fixtures" / "torchtune"
+
+
+def test_dpo_configs_are_read_as_dpo(tmp_path: Path) -> None:
+    """#31: torchtune's DPO configs were refused (50c0bb5); now --dpo on twice batch_size rows,
+    the reference's checkpoint said once per key, DPOLoss's scalars ignored."""
+    lora = read_recipe([TORCHTUNE / "8B_lora_dpo_single_device.yaml"])
+    assert lora.values["dpo"] is True and lora.values["batch"] == 8  # batch_size 4 pairs
+    assert lora.values["lora_rank"] == 8
+    full = read_recipe([TORCHTUNE / "8B_full_dpo.yaml"])
+    assert full.values["dpo"] is True and full.values["batch"] == 8
+    assert "lora_rank" not in full.values
+    why = {s.key: s.why for s in full.ignored}
+    assert why["ref_checkpointer.checkpoint_dir"].startswith("the reference's checkpoint")
+    assert why["loss.beta"].startswith("does not change memory")
+    assert "loss._component_" not in why
+    assert not any("say it with a flag" in w for w in why.values())
+
+
+def test_cli_estimates_dpo(cli, tmp_path: Path) -> None:
+    path = TORCHTUNE / "8B_full_dpo.yaml"
+    done = cli("estimate", "--from", str(path), "--target", "cpu", "--no-save", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Reference model: weights (frozen copy)" in done.stdout
+    assert "seq 1024 × batch 8" in done.stdout
 
 
 def test_torchtunes_gemma2_chunked_loss_names_its_key_and_a_way_forward(tmp_path: Path) -> None:
