@@ -60,8 +60,11 @@ def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> Dims | None:
     16-bit, fp32 or bitsandbytes 4-bit base) on Llama's kind of block, one GPU, no offloading
     (None elsewhere)."""
     d = dims_of(shape, inp.seq_or_default(), inp.batch)
+    # --optimizer-in-bwd: each adapter is stepped as its gradient is made and its gradient freed
+    # (the bound keeps counting them: a bound still)
+    plain = inp.model_copy(update={"optimizer_in_bwd": False}) if inp.optimizer_in_bwd else inp
     ok = (
-        llama_lora_recomputed(inp, shape, compiled=False)
+        llama_lora_recomputed(plain, shape, compiled=False)
         and not inp.activation_offload
         # torchao's NF4 and Fabric's fp16-quantized 4-bit base: their own dequantization moments
         and not (inp.qlora and (inp.torchao_nf4 or inp.fabric_bnb))
