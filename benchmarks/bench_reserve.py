@@ -68,6 +68,12 @@ def grid(quick: bool) -> list[dict[str, Any]]:
     for batch, seq in ((1, 1024), (2, 2048)):
         rows.append({**PLAN_1B, "batch": batch, "seq": seq, "dp_shard": 2, **TITAN, **FULL})
     rows.append({**PLAN_1B, "batch": 2, "seq": 2048, "dp_shard": 8, **TITAN})
+    # losses that work a chunk at a time: their segments are a chunk's (or the head's V·h),
+    # not the whole sequence's fp32 logits (audit2 D18; /tmp sweeps of 86 rows: 1.04-1.63)
+    for loss in ("chunked", "linear-chunked", "liger", "cce"):
+        rows.append({**SMALL, "batch": 2, "seq": 2048, "precision": "bf16", "loss": loss})
+        rows.append({**ONE_B, "batch": 1, "seq": 4096, "precision": "mixed", **FULL,
+                     "loss": loss})  # fmt: skip
     if quick:
         return rows
     for seq in (932, 2551, 12264):

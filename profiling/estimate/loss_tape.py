@@ -71,6 +71,7 @@ class Tape:
     alive: dict[str, Term] = field(default_factory=dict)
     peak: float = 0.0
     at_peak: list[Term] = field(default_factory=list)
+    largest: float = 0.0  # the largest tensor made (the caching allocator's largest request)
 
     def __post_init__(self) -> None:
         self.peak = self.total()
@@ -82,6 +83,7 @@ class Tape:
     def new(self, key: str, term: Term) -> None:
         assert key not in self.alive, f"{key} made twice"
         self.alive[key] = term
+        self.largest = max(self.largest, term.bytes)
         now = self.total()
         if now > self.peak:
             self.peak, self.at_peak = now, list(self.alive.values())

@@ -50,6 +50,7 @@ class LossPlan:
     drops_head_copy: bool  # autocast's cached 16-bit copy of the head's weight is not kept
     held: list[Term]  # what the script's loop holds of the previous micro-batch (LitGPT's)
     looped: float = 0.0  # of ``kept``, what the loop holds past backward (LitGPT's logits)
+    largest: float = 0.0  # the largest tensor either tape makes
 
     @property
     def released(self) -> float:
@@ -144,6 +145,7 @@ def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
         drops_head_copy=cfg.loss in ("liger", "cce") and x.amp,
         held=previous,
         looped=sum(t.bytes for key, t in fwd.alive.items() if key.startswith("loop")),
+        largest=max(fwd.largest, bwd.largest),
     )
 
 

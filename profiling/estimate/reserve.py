@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from profiling._config_behaviours import LOSS_CHUNKS_DEFAULT
 from profiling._config_plan import dp_degrees
 
 if TYPE_CHECKING:
@@ -92,6 +93,13 @@ NEED_LOGITS_DEFAULT = 1.0
 # FA2, full checkpointing) replays in allocated + 0.0, 0.48, 1.016, 0.24 fp32 logits above
 # allocated × 1.03 at 932, 2,551, 12,264 and 28,454 tokens
 NEED_LOGITS = {"transformers-4.46": 1.1, "transformers-4.45": 1.1}
+# A loss that works a chunk at a time (CHUNKING), in units of its largest request
+# (loss_segments): the smallest whole number that keeps the bound at or above the least memory
+# every replay of benchmarks/bench_reserve_losses.py's 86 steps runs in (the most one needed:
+# 1.45 units above allocated × 1.03 + the segment terms, Cut Cross-Entropy, mixed, full
+# checkpointing, 4 × 4,096 on its V 32,000 model, whose allocated estimate reads 0.94 of the
+# trace; 1.19 where the estimate equals it)
+NEED_CHUNKED = 2.0
 
 
 def _grad_bytes(cfg: TrainingConfig) -> int:
@@ -134,6 +142,62 @@ def logits_bytes(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
     return cfg.batch * seq * vocab * 4
 
 
+# The losses that never make the whole sequence's logits at once (``loss_rows``).
+CHUNKING = ("chunked", "linear-chunked", "liger", "cce")
+CHUNK_UNIT = "the LM head's gradient or its 16-bit copy where larger"
+
+
+def loss_rows(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
+    """The most rows of logits the loss makes at once (of this rank's share): every
+    token's, but where the loss works a chunk at a time — torchtune's CEWithChunkedOutputLoss
+    (``logits.chunk``: each sequence's tokens in ``num_output_chunks``, ``tensor_split``'s
+    sizes), its LinearCrossEntropyLoss (the labelled tokens of the whole batch split
+    likewise), Liger's fused linear cross-entropy (``chunk_size`` of
+    ``fused_linear_cross_entropy_forward``) — and none for Cut Cross-Entropy, which never
+    makes logits (profiling.estimate.loss_tapes writes each loss's tensors)."""
+    from profiling.models.loss_sizes import liger_chunking, tensor_split
+
+    seq = cfg.seq_or_default() // (max(1, cfg.cp) * max(1, cfg.ulysses))
+    tokens = cfg.batch * seq
+    chunks = cfg.loss_chunks or LOSS_CHUNKS_DEFAULT
+    if cfg.loss == "chunked":
+        return cfg.batch * max(tensor_split(seq, chunks))
+    if cfg.loss == "linear-chunked":
+        return max(tensor_split(tokens, chunks))
+    if cfg.loss == "liger":
+        hidden, vocab = int(shape.get("hidden") or 1), int(shape.get("vocab") or 0)
+        return min(tokens, liger_chunking(tokens, hidden, vocab)[0])
+    if cfg.loss == "cce":
+        return 0
+    return tokens
+
+
+def loss_segments(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int]:
+    """(unit, live): the loss's segments above the reserve outside it are ``live`` (what its own
+    tensors hold beyond the end of forward at its peak: 0 where the unit's copies cover it) +
+    a few ``unit``: the fp32 logits of the most rows it makes at once (``loss_rows``, this
+    rank's share of the vocabulary) — and where it works a chunk at a time, the largest tensor
+    its tapes make if larger (the LM head's weight gradient and its 16-bit copies, V·h each,
+    which a chunk's logits of fewer than h rows are not: each takes a segment of its own)."""
+    vocab = int(shape.get("vocab") or 0) // max(1, cfg.tp)
+    rows = loss_rows(cfg, shape)
+    if cfg.loss not in CHUNKING:
+        return rows * vocab * 4, 0
+    from profiling.errors import ProfilingError
+    from profiling.estimate.losses import loss_plan
+
+    try:
+        plan = loss_plan(cfg, shape)
+    except ProfilingError:  # not modelled: the whole sequence's logits, as before
+        return logits_bytes(cfg, shape), 0
+    if plan is None:
+        return rows * vocab * 4, 0
+    live = round(max(plan.forward_extra, plan.backward_extra, 0.0))
+    # the LM head's gradient in its own dtype, made by the loss's backward where it trains
+    head = 0 if cfg.lora_rank else vocab * int(shape.get("hidden") or 0) * _grad_bytes(cfg)
+    return max(rows * vocab * 4, round(plan.largest), head), live
+
+
 def mid_gradient_slack(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
     """20 MiB − size for each trainable gradient of 1–10 MiB (full fine-tuning's; a LoRA
     adapter's gradients are in the small pool at the ranks people use)."""
@@ -149,14 +213,18 @@ def mid_gradient_slack(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
 
 def stream_pools(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int]:
     """(all-gather, reduce-scatter) streams' pools under FSDP2: two blocks' unsharded
-    parameters in the compute dtype; every gradient shard."""
+    parameters in the compute dtype; every gradient shard, in the gradients' dtype — FSDP2
+    reduce-scatters in ``reduce_dtype or grad_dtype`` and casts the shard to the parameters'
+    ``orig_dtype`` on that stream (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:
+    foreach_reduce), so 16-bit shards where the parameters are 16-bit (the replay of a bf16
+    FSDP 4 toy: 40 MiB of pages for 32 MB of shards, where fp32's 4 bytes said 64 MB)."""
     if not fsdp2_streams(cfg):
         return 0, 0
     block = int(shape.get("block_params") or 0) // max(1, cfg.tp)
     compute = 4 if cfg.precision == "fp32" else 2
     params = int(shape.get("params") or 0) // max(1, cfg.tp) // max(1, cfg.pp)
     trainable = 0 if cfg.lora_rank else params
-    return 2 * block * compute, -(-trainable // _shards(cfg)) * 4
+    return 2 * block * compute, -(-trainable // _shards(cfg)) * _grad_bytes(cfg)
 
 
 def outside_loss(moments: list[Any]) -> int | None:
@@ -198,12 +266,18 @@ def reserve_terms(
     # the larger of: the peak with its cached blocks; the reserve outside the loss with the
     # loss's own segments on top
     copies = LOSS_COPIES.get(cfg.loss, LOSS_COPIES_DEFAULT) if loss else 0
-    logits = max(0, round(pre * (1 + between) + copies * logits_bytes(cfg, shape))
-                 - round(allocated * (1 + between)))  # fmt: skip
+    unit, live = loss_segments(cfg, shape)
+    # never more than the whole sequence's fp32 logits' copies (a short sequence's chunks
+    # under a head whose V·h is the larger request: those copies held every replay then too)
+    own = min(live + copies * unit, copies * logits_bytes(cfg, shape))
+    logits = max(0, round(pre * (1 + between) + own) - round(allocated * (1 + between)))
+    what = (f"its tensors at its peak and up to {copies:g} segments of its largest request (a "
+            f"chunk's fp32 logits, {CHUNK_UNIT})" if live or cfg.loss in CHUNKING
+            else f"up to {copies:g} fp32 logits' segments")  # fmt: skip
     terms = [
         (f"cached blocks between sizes ({between:.0%} of allocated)", round(allocated * between)),
-        (f"the loss's logits in sizes one row apart (up to {copies:g} fp32 logits' segments "
-         "above the reserve outside the loss)", logits),
+        (f"the loss's logits in sizes one row apart ({what} above the reserve outside the loss)",
+         logits),
     ]  # fmt: skip
     return [(name, n) for name, n in terms + _segment_terms(cfg, shape) if n > 0]
 
@@ -217,11 +291,14 @@ def need_terms(cfg: TrainingConfig, allocated: int, loss: bool = True) -> list[t
     expandable = cfg.expandable_segments
     between = (NEED_BETWEEN_PIPELINED if cfg.pp > 1 else NEED_BETWEEN)[expandable]
     copies = NEED_LOGITS.get(cfg.loss, NEED_LOGITS_DEFAULT) if loss else 0.0
-    logits = round(copies * logits_bytes(cfg, shape))
+    copies = NEED_CHUNKED if loss and cfg.loss in CHUNKING else copies
+    logits = round(copies * loss_segments(cfg, shape)[0])
+    what = (f"{copies:g} × its largest request, a chunk's fp32 logits, {CHUNK_UNIT}"
+            if cfg.loss in CHUNKING else f"{copies:g} fp32 logits")  # fmt: skip
     terms = [
         (f"cached blocks between sizes in segments a live block holds ({between:.0%} of "
          "allocated)", round(allocated * between)),
-        (f"the loss's logits in segments one row apart ({copies:g} fp32 logits)", logits),
+        (f"the loss's logits in segments one row apart ({what})", logits),
     ]  # fmt: skip
     return [(name, n) for name, n in terms + _segment_terms(cfg, shape) if n > 0]
 

@@ -189,3 +189,22 @@ def test_the_reduce_scatter_pool_holds_the_shards_over_dp_shard_and_cp(plan) -> 
     assert closed == -(-res.params // 4) * 4
     assert shards <= replayed < shards + 2 * LARGE_BUFFER
     assert replayed - 2 * LARGE_BUFFER < closed <= replayed + LARGE_BUFFER
+
+
+@pytest.mark.parametrize("precision", ["bf16", "mixed"])
+def test_the_reduce_scatter_pool_holds_shards_in_the_gradients_dtype(precision: str) -> None:
+    # FSDP2 reduce-scatters in reduce_dtype or the gradients' dtype and casts the shard to the
+    # parameters' orig_dtype on that stream (_fsdp_collectives.py: foreach_reduce): bf16
+    # parameters keep 16-bit shards there (40 MiB of pages for 32 MB), where the closed form
+    # counted 4 bytes each (64 MB, 1.17 of ZeRO-3's replay on Llama 3.1 8B bf16 × 8)
+    from profiling.estimate.reserve import stream_pools
+
+    res = _traced(dp_shard=4, precision=precision, expandable_segments=True)
+    replayed = res.replays[0].by_stream_expandable["reduce-scatter"]
+    each = 2 if precision == "bf16" else 4
+    cfg = parse_config(**{**SHAPE, "dp_shard": 4, "precision": precision})
+    _, closed = stream_pools(cfg, {"params": res.params, "block_params": 0})
+    shards = res.params * each // 4
+    assert closed == -(-res.params // 4) * each
+    assert shards <= replayed < shards + 2 * LARGE_BUFFER
+    assert replayed - 2 * LARGE_BUFFER < closed <= replayed + LARGE_BUFFER
