@@ -13,9 +13,10 @@ A candidate fits when what nvidia-smi would show on a GPU near full — what the
 must keep there (it hands its cached segments back and retries before it runs out of memory: an
 upper bound in closed form), the CUDA context and NCCL's buffers (``profiling.estimate.counters``,
 ``Counters.must_fit``) — stays under the GPU's memory less a stated safety margin. The best few
-are traced under fake tensors, their allocations replayed through the allocator's model at the
-GPU's size; one whose trace does not fit is dropped, never called "fits". When nothing fits, the
-smallest need is reported.
+are traced under fake tensors: their exact allocated peak, the need bounded over it in closed
+form, or their allocations replayed through the allocator's model at the GPU's size where that
+bound does not fit (``profiling.fit_confirm``); one whose trace does not fit is dropped, never
+called "fits". When nothing fits, the smallest need is reported.
 
 No torch unless a candidate is traced.
 """
@@ -274,7 +275,8 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
         "per pool: a bound checked against the least memory replayed traces run in), "
         f"+ the {context_text(base)}"
         + (f" + NCCL {nccl / 2**20:g} MiB" if nccl else "")
-        + "; a traced candidate is judged by the least memory its own allocations replay in"
+        + "; a traced candidate by its traced peak under that bound, or where that does not "
+        "fit by the least memory its own allocations replay in"
     )
 
 
@@ -311,13 +313,13 @@ def _confirm(
     progress: Callable[[str], None] | None,
     notes: list[str],
 ) -> list[Candidate]:
-    """Trace the best ``confirm`` candidates (their allocations replayed through the caching
-    allocator): one whose nvidia-smi need does not fit is dropped and said, never kept as
-    fitting. Returns the candidates that still fit."""
+    """Trace the best ``confirm`` candidates (``profiling.fit_confirm``: the exact peak, the
+    need bounded over it or replayed): one whose nvidia-smi need does not fit is dropped and
+    said, never kept as fitting. Returns the candidates that still fit."""
     if confirm <= 0:
         return fitting
+    from profiling.fit_confirm import BOUND_NOTE, confirmed
     from profiling.trace.build import OPTIMIZERS
-    from profiling.trace.step import trace_step
     from profiling.trace.untraceable import untraceable
 
     done, zero1 = 0, False
@@ -334,12 +336,9 @@ def _confirm(
         # DDP replicates everything: a rank's step is the one-GPU step (the trace says so and
         # refuses --gpus N without sharding, profiling.trace.build._traceable)
         ddp = cfg.gpus > 1 and not (cfg.fsdp or cfg.sharded)
-        traced = cfg.model_copy(update={"counter": "nvml", **({"gpus": 1} if ddp else {})})
-        result = trace_step(traced)
-        cand.traced_peak_bytes = result.peak_bytes
-        nvml = result.counters.must_fit() if result.counters is not None else None
-        cand.traced_nvml_bytes = nvml
-        cand.traced_fits = (nvml if nvml is not None else result.peak_bytes) <= usable(avail)
+        traced = confirmed(cfg.model_copy(update={"gpus": 1}) if ddp else cfg, usable(avail))
+        cand.traced_peak_bytes, cand.traced_nvml_bytes = traced.peak_bytes, traced.must_fit
+        cand.traced_fits = traced.must_fit <= usable(avail)
         if not cand.traced_fits:
             dropped.append(cand)
         done += 1
@@ -348,6 +347,7 @@ def _confirm(
             f"{cand.label()}: estimated to fit, but its trace needs "
             f"{fmt_bytes(cand.traced_nvml_bytes or 0, 'GB')} on nvidia-smi: dropped"
         )
+    notes += [BOUND_NOTE] if done else []
     if zero1:
         notes.append("ZeRO-1 is estimated, not traced: FSDP2, which the trace runs, has no ZeRO-1")
     if done == 0 and fitting:

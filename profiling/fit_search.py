@@ -6,9 +6,10 @@ found by doubling from 1 and then bisecting, over estimates: each candidate's ne
 closed form's upper bound (what the caching allocator must keep on a GPU near full, where it
 hands its cached segments back and retries before it runs out; the CUDA context's upper end),
 so a value that fits by estimate fits by construction of that bound. With ``confirm`` the value
-found is traced too, its allocations replayed through the caching allocator at the GPU's size;
-while the trace does not fit, the search goes on below it by trace, so the answer is one a trace
-confirmed. The next value up is said with its
+found is traced too (``profiling.fit_confirm``: its exact allocated peak under that bound, or
+its allocations replayed through the caching allocator at the GPU's size where the bound does
+not fit); while the trace does not fit, the search goes on below it by trace, so the answer is
+one a trace confirmed. The next value up is said with its
 need, so the boundary is visible.
 
 No torch unless a value is traced.
@@ -169,7 +170,7 @@ def _confirmed(
     """The estimate's value traced; while its trace does not fit, bisect below it by trace.
     Returns the largest value a trace confirmed, the traces run, and the lowest value a trace
     refused (None when the first fitted)."""
-    from profiling.trace.step import trace_step
+    from profiling.fit_confirm import BOUND_NOTE, confirmed
 
     traces = 0
 
@@ -177,14 +178,13 @@ def _confirmed(
         nonlocal traces
         if progress:
             progress(f"tracing {dim} {value:,}")
-        result = trace_step(base.model_copy(update={dim: value, "counter": "nvml"}))
+        result = confirmed(base.model_copy(update={dim: value}), budget)
         traces += 1
         p = point(value).model_copy()
-        p.traced_allocated = result.peak_bytes
-        counters = result.counters
-        p.traced_nvml = counters.must_fit() if counters is not None else result.peak_bytes
+        p.traced_allocated, p.traced_nvml = result.peak_bytes, result.must_fit
         return p
 
+    notes.append(BOUND_NOTE)
     first = traced(best.value)
     if (first.traced_nvml or 0) <= budget:
         return first, traces, None

@@ -110,6 +110,7 @@ def trace_step(
     module_depth: int = 2,
     block_scaling: bool | None = None,
     observe: Callable[[StepTracker], None] | None = None,
+    replay_on_miss: bool = False,
 ) -> TraceResult:
     """Trace a steady-state training step of ``config.model``: exact bytes by category.
 
@@ -129,6 +130,8 @@ def trace_step(
 
     ``observe`` is called with the memory tracker before the loop runs (a memory snapshot's
     recorder, ``profiling.trace.snapshot_export``); it implies tracing every block.
+    ``replay_on_miss``: where block scaling misses and every block is traced after all, its
+    allocations are replayed too (``counters``), as ``--counter reserved`` would.
     """
     config = _traceable(config)
     say = checked_progress(progress)
@@ -173,7 +176,7 @@ def trace_step(
                 factory,
                 module_depth=module_depth,
                 observe=observe,
-                log=AllocationLog() if counted(config) else None,
+                log=AllocationLog() if counted(config) or (missed and replay_on_miss) else None,
             )
         if missed:
             raw.notes.append(
