@@ -17,7 +17,11 @@ h 64, seq 64 × 2). At block i (0-based, of L; the highest at the last or the fi
 - the MLP's f-wide gradients as ``estimate.neox_moments`` counts the last block's (GELU's,
   Phi's gelu_new's), in the compute dtype (Phi's under autocast fp32);
 - under autocast, the 16-bit copies of the block's weights and adapters the recomputation
-  casts again.
+  casts again;
+- on bitsandbytes' 4-bit base, where higher than the MLP's f-wide gradients: an MLP weight
+  dequantized (MatMul4Bit, not cached) beside the larger of its fp32 absmax and one f-wide
+  tensor (the matmul's output or input gradient): Falcon-7B QLoRA all-linear bf16 read 0.88
+  of the trace without it.
 
 Every term is one the trace holds in that block's backward, not all at once: an upper bound.
 No torch here.
@@ -89,11 +93,26 @@ def moment(
     copies = 0.0
     if e.amp:  # autocast's cache, filled again by the recomputation
         copies = 2 * float(shape.get("block_params") or 0)
+    # bitsandbytes' 4-bit base: the recomputation's and the backward's MatMul4Bit dequantize
+    # the frozen weight (not cached), one MLP weight h·f at a time beside its fp32 absmax under
+    # double quantization (freed before the matmul) and then the matmul's f-wide output or
+    # input gradient — in place of the MLP's f-wide gradients where that is higher
+    deq, deq_words = 0.0, ""
+    if inp.qlora:
+        from profiling._config_behaviours import double_quant
+        from profiling.estimate.bnb import dequant_absmax_bytes
+
+        absmax = dequant_absmax_bytes(h * f, double_quant(inp))
+        deq = max(0, h * f * e.c + max(absmax, T * f * e.c) - n * T * f * c)
+        deq_words = (
+            f" + a dequantized MLP weight h·f·{e.c} and the larger of its absmax and one "
+            f"f-wide tensor s·b·f·{e.c}, less the MLP's f-wide gradients (if higher)"
+        )
     best: tuple[float, str] = (0.0, "")
     for i in sorted({d.L - 1, 0}, reverse=True):
         fewer = (d.L - 1 - i) * each
         above = (d.L - 1 - i) * g_blk
-        value = fwd - gone - fewer + rest + above + down + recompute + mlp + copies
+        value = fwd - gone - fewer + rest + above + down + recompute + mlp + copies + deq
         calc = (
             f"block {i + 1} of {d.L}: end of forward {fmt_bytes(fwd)}"
             + (f" − {what} {fmt_bytes(gone)}" if gone else "")
@@ -102,6 +121,7 @@ def moment(
             f"tensors recomputed {fmt_bytes(recompute)} + the gradient reaching it s·b·h·{e.r} "
             f"and its MLP's {n} f-wide gradients s·b·{n}f·{c} {fmt_bytes(mlp)}"
             + (f" + autocast's 16-bit copies of its weights {fmt_bytes(copies)}" if copies else "")
+            + (f"{deq_words} {fmt_bytes(deq)}" if deq else "")
             + f" = {fmt_bytes(value)}"
         )
         if value > best[0]:
