@@ -38,7 +38,7 @@ from profiling.time_bound import TimeBound, checkpoint
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
-    from profiling.records import MeasurementRecord, Quantity
+    from profiling.records import Quantity
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 # On equal throughput the order decides: the standard recipes before pure bf16.
@@ -56,14 +56,22 @@ class Candidate(BaseModel):
     nvml_bytes: int  # what nvidia-smi would show near full (what the allocator must keep, an
     # upper bound, + context + NCCL), less
     # a paged optimizer's state, which the driver moves to the host rather than run out
-    tokens_per_second: float | None  # with a GPU from the table
+    tokens_per_second: float | None  # the job's, every GPU together, with a GPU from the table
     tokens_per_step_flop: float  # b·s per FLOP of one GPU's step: throughput without a GPU
+    tokens_per_gpu: float | None = None  # tokens_per_second ÷ the job's GPUs
+    exposed_seconds: float | None = None  # communication compute does not hide (with --gpu)
+    world: int = 1  # the job's GPUs
     traced_peak_bytes: int | None = None  # allocated, traced
     traced_nvml_bytes: int | None = None  # nvidia-smi, from the trace's allocator replay
     traced_fits: bool | None = None
     host_bytes: int | None = None  # DeepSpeed's offload: host memory per node
     host_fits: bool | None = None  # against --cpu-mem
     comm_bytes: int | None = None  # sent per GPU per step (several GPUs: estimate.comm)
+
+    @property
+    def highest_rank(self) -> int | None:
+        """A plan's pipeline rank of the highest peak; None: every GPU holds the same."""
+        return None
 
     def label(self) -> str:
         c = self.config
@@ -87,6 +95,9 @@ class FitResult(BaseModel):
     smallest: Candidate  # the smallest peak found, fitting or not
     notes: list[str]
     host_short: Candidate | None = None  # under the GPU, over --cpu-mem: the least host need
+    world: int = 0  # the job's GPUs (0: --gpus)
+    plans: int = 0  # of ``searched``, the parallel plans (``profiling.fit_gpus``)
+    best_lines: list[str] = []  # under the table: the best plan, its ranks, how to trace it
 
 
 # The settings the search varies; one the user gave (a flag or a recipe) is held instead.
@@ -152,12 +163,13 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
 def _candidate(cfg: TrainingConfig) -> Candidate:
     est = estimate(cfg)
     per_gpu = est.time.flops_per_gpu if est.time else 0.0
-    timed = est.time.time if est.time else None
+    timed = est.time.time if est.time else None  # profiling.estimate.throughput's
     kind = "full" if cfg.lora_rank is None else ("qlora" if cfg.qlora else "lora")
     host = (est.deepspeed or {}).get("host") or {}
-    from profiling.estimate.comm import step_comm
+    from profiling.estimate.throughput import job_comm, tokens_per_gpu
 
-    sent = step_comm(cfg, est.shape)
+    sent = job_comm(cfg, est.shape)
+    exposed = sent.exposed_seconds(timed.compute_seconds) if sent and timed else None
     return Candidate(
         comm_bytes=sent.bytes if sent is not None else None,
         host_bytes=host.get("per_node_bytes"),
@@ -168,18 +180,26 @@ def _candidate(cfg: TrainingConfig) -> Candidate:
         peak_moment=est.peak_moment,
         nvml_bytes=est.counters.must_fit() if est.counters else est.per_gpu_bytes,
         tokens_per_second=timed.tokens_per_second if timed else None,
+        tokens_per_gpu=tokens_per_gpu(timed) if timed else None,
+        exposed_seconds=exposed,
+        world=cfg.gpus * cfg.tp,
         tokens_per_step_flop=cfg.seq_or_default() * cfg.batch / per_gpu if per_gpu else 0.0,
     )
 
 
-def _rank_key(c: Candidate) -> tuple[int, bool, bool, int]:
+def rank_key(c: Candidate) -> tuple[int, bool, bool, int, int, float]:
+    """Full training, then LoRA, then QLoRA; the optimizer on the GPU before offloaded; then
+    faster first. Speeds within 1 % of each other are one speed: there the precision's order
+    (mixed before pure bf16) and then fewer bytes sent per token decide (ZeRO-2 before ZeRO-3
+    at one speed: the communication volume that decides between them), else the search's
+    order (no checkpointing before some), not a byte of optimizer state."""
     speed = c.tokens_per_second if c.tokens_per_second is not None else c.tokens_per_step_flop
     # Without a GPU there is no peak to divide by: fp32 (8–16× slower matmuls) ranks last.
     slow = c.tokens_per_second is None and c.config.precision == "fp32"
-    # Speeds within 1 % of each other are one speed: the search's order (mixed before pure
-    # bf16, no checkpointing before some) decides between them, not a byte of optimizer state.
     bucket = math.floor(math.log(speed) / math.log(1.01)) if speed > 0 else 0
-    return (_TIERS[c.trains], slow, c.config.offload_optimizer, -bucket)
+    order = PRECISIONS.index(c.config.precision) if c.config.precision in PRECISIONS else 0
+    sent = (c.comm_bytes or 0) / (c.config.batch * c.config.seq_or_default() * c.config.gpus)
+    return (_TIERS[c.trains], slow, c.config.offload_optimizer, -bucket, order, sent)
 
 
 def fit(
@@ -223,7 +243,7 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
             fitting.append(cand)
     assert smallest is not None
     fitting = _best_per_setup(fitting)
-    fitting.sort(key=_rank_key)
+    fitting.sort(key=rank_key)
     notes = [
         fits_note(base, avail),
         "ranked: full training, then LoRA, then QLoRA (they train different things); within "
@@ -245,7 +265,7 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
     held = sorted(set(base.model_fields_set) & {*SEARCHED, "batch"})
     if held:
         notes.append("held as given, not searched: " + ", ".join(held))
-    fitting = _confirm(fitting, confirm, avail, progress, notes)
+    fitting = confirm_best(fitting, confirm, avail, progress, notes)
     return FitResult(
         base=base,
         gpu_mem_bytes=avail,
@@ -306,7 +326,7 @@ def _best_per_setup(cands: list[Candidate]) -> list[Candidate]:
     return list(best.values())
 
 
-def _confirm(
+def confirm_best(
     fitting: list[Candidate],
     confirm: int,
     avail: int,
@@ -328,6 +348,8 @@ def _confirm(
         if done >= confirm:
             break
         cfg = cand.config
+        if cfg.is_plan:  # a plan's trace is per rank ('journal-agent trace' with its flags)
+            continue
         if untraceable(cfg) or cfg.optimizer not in OPTIMIZERS:
             zero1 = zero1 or (cfg.zero == 1 and cfg.sharded)
             continue
@@ -358,143 +380,21 @@ def _confirm(
     return [c for c in fitting if c not in dropped]
 
 
-def render_fit(res: FitResult, top: int = 10) -> str:
-    b = res.base
-    name = b.model or f"{b.params} parameters"
-    head = (
-        f"What fits: {name}, seq {b.seq_or_default()}, {b.optimizer}, {b.gpus} GPU"
-        + ("s" if b.gpus > 1 else "")
-        + f" of {fmt_bytes(res.gpu_mem_bytes, 'GB')}"
-        + (f" ({b.gpu})" if b.gpu else "")
-        + f", target {b.target} — {res.searched} configurations estimated"
-    )
-    lines = [head, ""]
-    if not res.fitting and res.host_short is not None:
-        h = res.host_short
-        lines.append(
-            f"Nothing fits: {h.label()} fits the GPU ({fmt_bytes(h.nvml_bytes, 'GB')} on "
-            f"nvidia-smi), but DeepSpeed's offload needs {fmt_bytes(h.host_bytes or 0, 'GB')} of "
-            f"host memory per node, over --cpu-mem {res.base.cpu_mem or 0:g} GB."
-        )
-        lines += [f"note: {n}" for n in res.notes[:1]]
-        return "\n".join(lines)
-    if not res.fitting:
-        s = res.smallest
-        lines.append(
-            f"Nothing fits: the smallest need is {fmt_bytes(s.nvml_bytes, 'GB')} on nvidia-smi "
-            f"({fmt_bytes(s.peak_bytes, 'GB')} allocated) per GPU ({s.label()}), against "
-            f"{fmt_bytes(usable(res.gpu_mem_bytes), 'GB')} usable."
-        )
-        lines += [f"note: {n}" for n in res.notes[:1]]
-        return "\n".join(lines)
-    sent = any(c.comm_bytes for c in res.fitting)  # several GPUs: what each sends per step
-    lines.append(
-        f"{'#':>2}  {'allocated':>9}  {'nvidia-smi':>10}  {'traced':>9}  {'tokens/s':>10}  "
-        + (f"{'sent/step':>9}  " if sent else "")
-        + "configuration"
-    )
-    for i, c in enumerate(res.fitting[:top], 1):
-        traced = fmt_bytes(c.traced_nvml_bytes, "GB") if c.traced_nvml_bytes else "—"
-        speed = f"{c.tokens_per_second:,.0f}" if c.tokens_per_second else "—"
-        volume = f"{fmt_bytes(c.comm_bytes or 0, 'GB'):>9}  " if sent else ""
-        lines.append(
-            f"{i:>2}  {fmt_bytes(c.peak_bytes, 'GB'):>9}  {fmt_bytes(c.nvml_bytes, 'GB'):>10}  "
-            f"{traced:>9}  {speed:>10}  {volume}{c.label()}"
-        )
-    if len(res.fitting) > top:
-        lines.append(f"    … {len(res.fitting) - top} more fit")
-    lines += [f"note: {n}" for n in res.notes]
-    return "\n".join(lines)
-
-
-def fit_json(res: FitResult) -> dict[str, Any]:
-    return {
-        "gpu_mem_bytes": res.gpu_mem_bytes,
-        "usable_bytes": usable(res.gpu_mem_bytes),
-        "safety_margin": SAFETY_MARGIN,
-        "searched": res.searched,
-        "fits": bool(res.fitting),
-        "fitting": [
-            {
-                "rank": i,
-                "label": c.label(),
-                "trains": c.trains,
-                "peak_bytes": c.peak_bytes,
-                "peak_moment": c.peak_moment,
-                "nvml_bytes": c.nvml_bytes,
-                "tokens_per_second": c.tokens_per_second,
-                "comm_bytes_per_step": c.comm_bytes,
-                "traced_peak_bytes": c.traced_peak_bytes,
-                "traced_nvml_bytes": c.traced_nvml_bytes,
-                "traced_fits": c.traced_fits,
-                "config": c.config.model_dump(exclude_defaults=True),
-            }
-            for i, c in enumerate(res.fitting, 1)
-        ],
-        "smallest": {
-            "label": res.smallest.label(),
-            "peak_bytes": res.smallest.peak_bytes,
-            "nvml_bytes": res.smallest.nvml_bytes,
-            "config": res.smallest.config.model_dump(exclude_defaults=True),
-        },
-        "notes": res.notes,
-    }
-
-
-__all__ = ["Candidate", "FitResult", "fit", "fit_json", "render_fit", "usable"]
-
-
-def fit_record(res: FitResult, top: int = 10) -> MeasurementRecord:
-    """What ``fit`` prints, as a record to cite: each shown row's estimated peak, traced peak
-    and tokens/s, the GPU's memory and the part of it counted as usable."""
-    from profiling.records import MeasurementRecord, Quantity, new_record_id, software_versions
-
-    results = [
-        Quantity(name="gpu_mem", value=res.gpu_mem_bytes, unit="B"),
-        Quantity(name="usable", value=usable(res.gpu_mem_bytes), unit="B"),
-        Quantity(name="smallest_peak", value=res.smallest.peak_bytes, unit="B"),
-        Quantity(name="smallest_nvml", value=res.smallest.nvml_bytes, unit="B"),
-        *(
-            [
-                Quantity(name="host_short: nvidia-smi", value=h.nvml_bytes, unit="B"),
-                Quantity(name="host_short: host per node", value=h.host_bytes or 0, unit="B"),
-            ]
-            if (h := res.host_short) is not None
-            else []
-        ),
-        *judge_quantities(res.base),
-    ]
-    for i, c in enumerate(res.fitting[:top], 1):
-        name = f"#{i} {c.label()}"
-        results.append(Quantity(name=f"{name}: peak", value=c.peak_bytes, unit="B"))
-        results.append(Quantity(name=f"{name}: nvidia-smi", value=c.nvml_bytes, unit="B"))
-        if c.traced_peak_bytes:
-            results.append(
-                Quantity(name=f"{name}: traced peak", value=c.traced_peak_bytes, unit="B")
-            )
-        if c.traced_nvml_bytes:
-            results.append(
-                Quantity(name=f"{name}: traced nvidia-smi", value=c.traced_nvml_bytes, unit="B")
-            )
-        if c.tokens_per_second:
-            results.append(
-                Quantity(name=f"{name}: tokens/s", value=c.tokens_per_second, unit="tokens/s")
-            )
-    return MeasurementRecord(
-        id=new_record_id("estimated"),
-        kind="estimated",
-        title=f"What fits: {render_fit(res, top).splitlines()[0].removeprefix('What fits: ')}",
-        device={"gpu_mem_bytes": res.gpu_mem_bytes, "gpus": res.base.gpus},
-        software=software_versions(),
-        config=res.base.model_dump(),
-        results=results,
-        notes="\n".join(res.notes),
-        # What the search varied: the configuration's values of these are only its defaults.
-        extra={"table": render_fit(res, top), "searched": searched_fields(res.base)},
-    )
-
-
 def searched_fields(base: TrainingConfig) -> list[str]:
     """The settings ``fit`` searched (not given, so not held), in the order it varies them."""
     varied = [f for f in ("batch", *SEARCHED) if f not in base.model_fields_set]
     return [f for f in varied if f != "zero" or base.gpus > 1]
+
+
+__all__ = [
+    "FIT_HINT",
+    "Candidate",
+    "FitResult",
+    "confirm_best",
+    "fit",
+    "fits_note",
+    "judge_quantities",
+    "rank_key",
+    "searched_fields",
+    "usable",
+]  # fmt: skip

@@ -1,4 +1,6 @@
-"""``fit --plans``: which parallel plan of N GPUs fits a model, ranked by estimated throughput.
+"""The parallel plans of N GPUs that fit a model, ranked by estimated throughput: ``fit --gpus
+N``'s plan candidates beside data parallelism (``profiling.fit_gpus``), and ``fit --plans``
+alone.
 
 For ``--gpus N`` (every GPU of the job here), the search takes every way torchtitan lays N GPUs
 out — ``tp`` within a node (1, 2, 4, 8: it must divide the attention and key/value heads and the
@@ -10,7 +12,9 @@ follows ZBV's split backward, ``profiling.plans.zbv_form.modelled``: elsewhere i
 searched, as fit never vouches for a plan its closed form does not follow), activation
 checkpointing (none, torchtitan's selective-op, full, and full on every 2nd or 4th block of a
 rank: torchtitan's ``selective_ac_option = "N"``) and,
-unless ``--batch`` is given, the batch per data-parallel rank (1, 2, 4 … 64). What the user
+unless ``--batch`` is given, the batch per data-parallel rank (1, 2, 4 … 64: each setup's
+largest that fits, bisected), FSDP2's CPU offload where FSDP shards (torchtitan's
+``training.enable_cpu_offload``: ``profiling.plans.cpu_offload``). What the user
 gave (``--tp``, ``--pp``, ``--cp``, ``--pp-schedule``, ``--checkpointing``, ``--precision``,
 ``--batch`` …) is held. Each candidate is the plan's closed form
 (``profiling.plans.closed_form``): the highest pipeline rank's peak, and what nvidia-smi
@@ -20,10 +24,11 @@ communicators (``profiling.estimate.comm``: one per process group the mesh gives
 candidate fits when that stays under the GPU
 less the stated margin: never on an estimate above it.
 
-Throughput is estimated per GPU: the step's FLOPs (``profiling.estimate.time``) over
-``tp × cp × ulysses × pp`` GPUs, with the pipeline's bubble — 1F1B idles ``(pp − 1)/m`` of a step,
-interleaved ``(pp − 1)/(V·m)`` (Narayanan et al. 2021) — at the GPU's peak × MFU with
-``--gpu``, plus the communication compute does not hide (``profiling.estimate.comm``: tensor
+Throughput is ``profiling.estimate.throughput``'s, as for data parallelism and as ``estimate``
+prints it: the step's FLOPs (``profiling.estimate.time``) over ``tp × cp × ulysses × pp`` GPUs,
+with the pipeline's bubble — 1F1B idles ``(pp − 1)/m`` of a step, interleaved ``(pp − 1)/(V·m)``
+(Narayanan et al. 2021) — at the GPU's peak × MFU with ``--gpu``, plus the optimizer step on
+its shard and the communication compute does not hide (``profiling.estimate.comm``: tensor
 parallelism's and the context ring's transfers wait; FSDP's, the replicas' and the pipeline's
 show only where they exceed the compute), each over NVLink within a node or the network between
 nodes at the GPU's datasheet rates. The bytes each GPU sends per step are shown beside it: the
@@ -32,41 +37,38 @@ volume that decides between plans of equal memory, and the first tie-break. No t
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from pydantic import BaseModel
 
+from profiling._config_plan import plan_world
 from profiling.config import TrainingConfig
-from profiling.errors import ConfigError, ProfilingError
-from profiling.fit import BATCHES, usable
+from profiling.errors import ProfilingError
+from profiling.estimate.throughput import model_parallel
+from profiling.fit import BATCHES, Candidate, usable
+from profiling.fit_plan_space import PLAN_FIELDS, largest_index, plan_config, plan_variants, setups
+from profiling.plans.cpu_offload import plan_host_bytes
 from profiling.plans.step_compute import compute_time
 from profiling.units import fmt_bytes
 
-TP_DEGREES = (1, 2, 4, 8)  # within a node, as torchtitan's recipes run it
-CP_DEGREES = (1, 2, 4, 8)
-CP_FROM_SEQ = 16_384  # context parallelism is searched from this sequence length on
-# ZBV where the closed form follows its split backward (profiling.plans.zbv_form.modelled:
-# no Ulysses or compile, checkpointing none or full, Float8 alone), else not searched
-SCHEDULES = ("1f1b", "interleaved", "zbv")
-ULYSSES_DEGREES = (2, 4, 8)  # DeepSpeed's sequence_parallel_size, searched where CP is
-PLAN_FIELDS = ("tp", "cp", "ulysses", "pp", "pp_schedule", "checkpointing", "checkpoint_every",
-               "microbatches", "virtual_stages", "dp_replicate")  # fmt: skip
-# (checkpointing, every N-th block): what is searched unless --checkpointing is given
-CHECKPOINTING = (("none", None), ("selective-op", None), ("full", None), ("full", 2), ("full", 4))
 
+class PlanCandidate(Candidate):
+    """A plan's row in fit's one table (``profiling.fit.Candidate``): the highest pipeline
+    rank's peak, the most any rank shows on nvidia-smi, tokens/s of the job."""
 
-class PlanCandidate(BaseModel):
-    config: TrainingConfig
-    peak_bytes: int  # allocated, on the highest pipeline rank
-    nvml_bytes: int  # what nvidia-smi would show there
-    highest_rank: int
+    plan_rank: int  # the pipeline rank of the highest peak
     peak_at: str
     spread_bytes: int
-    tokens_per_second: float | None  # per GPU, with --gpu
-    tokens_per_flop: float  # per GPU, bubble counted: the ranking without a GPU
-    comm_bytes: int  # what one GPU sends per step (profiling.estimate.comm)
-    exposed_seconds: float | None = None  # of it, what compute does not hide (with --gpu)
+    comm_bytes: int | None = 0  # what one GPU sends per step (profiling.estimate.comm)
+
+    @property
+    def highest_rank(self) -> int | None:
+        return self.plan_rank
+
+    @property
+    def tokens_per_flop(self) -> float:
+        """Per GPU, the bubble counted: the ranking without a GPU."""
+        return self.tokens_per_step_flop
 
     def label(self) -> str:
         c = self.config
@@ -94,85 +96,11 @@ class PlanFit(BaseModel):
     without_plan: str | None = None  # nothing fits as a plan: the best of plain fit, said
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def _layouts(
-    base: TrainingConfig, world: int, heads: int, kv: int
-) -> list[tuple[int, int, int, int]]:
-    """(tp, cp, ulysses, pp) for ``world`` GPUs, the user's degrees held."""
-    held = base.model_fields_set
-    seq = base.seq_or_default()
-    tps = (base.tp,) if "tp" in held else TP_DEGREES
-    cps = (base.cp,) if "cp" in held else CP_DEGREES if seq >= CP_FROM_SEQ else (1,)
-    out = []
-    for tp, cp, u in itertools.product(tps, cps, _ulysses_degrees(base, seq, heads, kv)):
-        if u > 1 and (tp > 1 or cp > 1):  # DeepSpeed-Ulysses runs neither beside it
-            continue
-        sp = tp * cp * u
-        if world % sp or heads % tp or kv % tp or (seq // cp) % tp or seq % cp:
-            continue
-        pps = (base.pp,) if "pp" in held else _divisors(world // sp)
-        out += [(tp, cp, u, pp) for pp in pps if (world // sp) % pp == 0]
-    return out
-
-
-def _ulysses_degrees(base: TrainingConfig, seq: int, heads: int, kv: int) -> tuple[int, ...]:
-    """1, and from CP's sequence length on each degree DeepSpeed's UlyssesSPAttentionHF takes:
-    dividing the heads and the sequence, dividing the key/value heads or a multiple of them
-    (replicated); the user's held."""
-    if "ulysses" in base.model_fields_set:
-        return (base.ulysses,)
-    if seq < CP_FROM_SEQ:
-        return (1,)
-    ok = [u for u in ULYSSES_DEGREES if not heads % u and not seq % u and not (kv % u and u % kv)]
-    return (1, *ok)
-
-
-def _variants(
-    base: TrainingConfig, world: int, heads: int, kv: int, global_batch: int | None = None
-) -> list[dict[str, Any]]:
-    from profiling.fit_accum import plan_batches
-
-    held = base.model_fields_set
-    given = ((base.checkpointing, base.checkpoint_every),)
-    ckpts = given if "checkpointing" in held else CHECKPOINTING
-    out = []
-    layouts = _layouts(base, world, heads, kv)
-    for (tp, cp, u, pp), (ckpt, every) in itertools.product(layouts, ckpts):
-        schedules = ((base.pp_schedule,) if "pp_schedule" in held else SCHEDULES) if pp > 1 else ()
-        dp = world // (tp * cp * u * pp)
-        for batch, m in plan_batches(base, global_batch, dp, pp):
-            common = {"tp": tp, "cp": cp, "ulysses": u, "dp_shard": dp, "microbatches": m,
-                      "checkpointing": ckpt, "checkpoint_every": every, "batch": batch}  # fmt: skip
-            if pp == 1:  # microbatches: gradient accumulation (profiling.fit_accum)
-                out.append({**common, "pp": 1})
-                continue
-            for schedule in schedules:
-                out.append({**common, "pp": pp, "pp_schedule": schedule})
-    return out
-
-
-def _config(base: TrainingConfig, update: dict[str, Any]) -> TrainingConfig | None:
-    """The candidate's configuration, validated as the command line is, or None; torchtitan's
-    mixed precision unless the user gave one."""
-    drop = {"gpus", "fsdp", "zero", *PLAN_FIELDS, "dp_shard"}
-    values = {k: getattr(base, k) for k in base.model_fields_set if k not in drop}
-    values.setdefault("precision", "mixed")
-    # FSDP's fp8 all-gather has nothing to do for a candidate without FSDP
-    if (update.get("dp_shard") or 1) == 1:
-        values.pop("float8_all_gather", None)
-    try:
-        return TrainingConfig.parse(style="field", **{**values, **update})
-    except (ConfigError, ValueError):
-        return None
-
-
 def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
-    from profiling.estimate.comm import comm
+    from profiling.estimate.throughput import job_comm, tokens_per_gpu
     from profiling.plans.closed_form import estimate_plan
     from profiling.plans.report import rank_nvml
+    from profiling.plans.step_compute import compute_time, plan_time
 
     res = estimate_plan(cfg)
     top = res.highest
@@ -180,33 +108,97 @@ def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
     # the estimate's own reading (its stages' layers, the loss on one microbatch's logits, what
     # runs outside the loss), so a plan fits here as `estimate` prints it
     nvml = max(rank_nvml(res, r) for r in res.ranks)
-    per_gpu, compute = compute_time(cfg, shape)
+    per_gpu, _ = compute_time(cfg, shape)
     tokens = cfg.batch * cfg.seq_or_default() / (cfg.tp * cfg.cp * cfg.ulysses * cfg.pp)
-    sent = comm(cfg, shape, res.params)
-    speed = exposed = None
-    if compute is not None:
-        exposed = sent.exposed_seconds(compute) or 0.0
-        speed = tokens / (compute + exposed)
+    # the one throughput model (profiling.estimate.throughput), as `estimate` prints the plan's
+    timed = plan_time(cfg, shape, res.params)
+    sent = job_comm(cfg, shape, res.params)
+    exposed = None
+    if timed is not None and sent is not None:
+        exposed = sent.exposed_seconds(timed.compute_seconds) or 0.0
     return PlanCandidate(
-        config=cfg, peak_bytes=top.peak_bytes, nvml_bytes=nvml, highest_rank=top.pp_rank,
-        peak_at=top.peak_at, spread_bytes=res.spread_bytes, tokens_per_second=speed,
-        tokens_per_flop=tokens / per_gpu if per_gpu else 0.0,
-        comm_bytes=sent.bytes, exposed_seconds=exposed,
+        config=cfg, trains="full", peak_bytes=top.peak_bytes, peak_moment=top.peak_at,
+        nvml_bytes=nvml, plan_rank=top.pp_rank, peak_at=top.peak_at,
+        spread_bytes=res.spread_bytes, world=plan_world(cfg),
+        tokens_per_second=timed.tokens_per_second if timed else None,
+        tokens_per_gpu=tokens_per_gpu(timed) if timed else None,
+        tokens_per_step_flop=tokens / per_gpu if per_gpu else 0.0,
+        comm_bytes=sent.bytes if sent is not None else 0, exposed_seconds=exposed,
+        host_bytes=plan_host_bytes(cfg, res.params),
     )  # fmt: skip
 
 
+def _search_setup(
+    cfgs: list[TrainingConfig],
+    shape: dict[str, Any],
+    budget: int,
+    per_setup: bool,
+    tried: list[PlanCandidate],
+) -> list[PlanCandidate]:
+    """Of one setup's configurations (batches ascending) those that fit; ``per_setup``: only
+    the largest batch that fits, bisected. Every candidate estimated is added to ``tried``."""
+    from profiling.time_bound import checkpoint
+
+    seen: dict[int, PlanCandidate | None] = {}
+
+    def fits(i: int) -> bool:
+        if i not in seen:
+            checkpoint()
+            try:
+                seen[i] = _candidate(cfgs[i], shape)
+            except ProfilingError:  # a split torchtitan cannot make, selective checkpointing …
+                seen[i] = None
+            tried.extend(c for c in [seen[i]] if c is not None)
+        cand = seen[i]
+        return cand is not None and cand.nvml_bytes <= budget
+
+    if not per_setup:
+        return [c for i in range(len(cfgs)) if fits(i) and (c := seen[i]) is not None]
+    best = largest_index(fits, len(cfgs))  # the largest batch that fits
+    return [c for c in [seen.get(best)] if c is not None] if best is not None else []
+
+
 def fit_plans(
-    base: TrainingConfig, world: int, async_tp: bool = False, global_batch: int | None = None
+    base: TrainingConfig,
+    world: int,
+    async_tp: bool = False,
+    global_batch: int | None = None,
+    multi_axis: bool = False,
+    offload: bool = True,
 ) -> PlanFit:
     """Every plan of ``world`` GPUs estimated; those that fit ranked (see the module); with
     ``async_tp`` every candidate with tensor parallelism runs it asynchronously; with
     ``global_batch`` the sequences per step over the data-parallel ranks held and each plan's
-    gradient accumulation searched (``profiling.fit_accum``)."""
+    gradient accumulation searched (``profiling.fit_accum``); ``multi_axis``: only plans with
+    TP, CP, Ulysses or a pipeline (``fit --gpus N``'s data-parallel candidates are the rest).
+    With the batch searched, each setup's largest batch that fits, bisected: a larger batch
+    is never slower here (the bubble and the optimizer step spread over more tokens). When no
+    plan fits, the plans with FSDP2's CPU offload (``profiling.plans.cpu_offload``: slower, the
+    optimizer on the host) are searched too (``offload``), unless --offload-optimizer was given
+    either way."""
+    res = _fit_plans(base, world, async_tp, global_batch, multi_axis)
+    if res.fitting or not offload or "offload_optimizer" in base.model_fields_set:
+        return res
+    off = _fit_plans(base.model_copy(update={"offload_optimizer": True, "fsdp": True}), world,
+                     async_tp, global_batch, multi_axis)  # fmt: skip
+    if not off.fitting:
+        return res
+    off.notes.append(
+        "no plan fits with its state on the GPU: these run FSDP2's CPU offload (torchtitan's "
+        "training.enable_cpu_offload, fully_shard's CPUOffloadPolicy: the shards, their "
+        "gradients and Adam's state pinned in host memory, host/node; the optimizer steps on "
+        "the CPU)"
+    )
+    return off.model_copy(update={"base": base, "searched": res.searched + off.searched})
+
+
+def _fit_plans(
+    base: TrainingConfig, world: int, async_tp: bool, global_batch: int | None, multi_axis: bool
+) -> PlanFit:
     from profiling.estimate.comm import GPUS_PER_NODE, PER_COMMUNICATOR, link
     from profiling.estimate.shape import shape_of
     from profiling.plans.model import plan_workload
     from profiling.plans.zbv_form import modelled as zbv_modelled
-    from profiling.time_bound import checkpoint
 
     avail = base.gpu_mem_bytes()
     if avail is None:
@@ -215,27 +207,26 @@ def fit_plans(
     shape = shape_of(base)
     budget = usable(avail)
     fitting: list[PlanCandidate] = []
-    smallest: PlanCandidate | None = None
-    searched = 0
     if global_batch is not None and "batch" in base.model_fields_set:
         raise ProfilingError(
             "give --global-batch or --batch, not both: the global batch over the data-parallel "
             "ranks sets each rank's batch"
         )
-    for update in _variants(base, world, w.heads, w.n_kv_heads, global_batch):
-        checkpoint()
-        cfg = _config(base, {**update, "async_tp": async_tp and update.get("tp", 1) > 1})
-        if cfg is None or (cfg.pp > 1 and cfg.pp_schedule == "zbv" and not zbv_modelled(cfg)):
-            continue
-        try:
-            cand = _candidate(cfg, shape)
-        except ProfilingError:  # a split torchtitan cannot make, selective checkpointing …
-            continue
-        searched += 1
-        if smallest is None or cand.nvml_bytes < smallest.nvml_bytes:
-            smallest = cand
-        if cand.nvml_bytes <= budget:
-            fitting.append(cand)
+    per_setup = global_batch is None and "batch" not in base.model_fields_set
+    tried: list[PlanCandidate] = []
+    variants = plan_variants(base, world, w.heads, w.n_kv_heads, global_batch)
+    for setup in setups(variants, per_setup):
+        cfgs = []
+        for update in setup:
+            cfg = plan_config(base, {**update, "async_tp": async_tp and update.get("tp", 1) > 1})
+            if cfg is None or (cfg.pp > 1 and cfg.pp_schedule == "zbv" and not zbv_modelled(cfg)):
+                continue
+            if multi_axis and model_parallel(cfg) == 1:
+                continue  # FSDP or DDP alone: fit's data-parallel candidates (ZeRO-3, DDP)
+            cfgs.append(cfg)
+        fitting += _search_setup(cfgs, shape, budget, per_setup, tried)
+    searched = len(tried)
+    smallest = min(tried, key=lambda c: c.nvml_bytes, default=None)
     fitting.sort(key=_rank_key)
     from profiling.estimate.counters import context_text
 
@@ -247,9 +238,9 @@ def fit_plans(
         f"per pool), the {context_text(base)} and NCCL "
         f"{PER_COMMUNICATOR // 2**20} MiB per communicator (one per process group of the mesh: "
         "FSDP, DP-replicate, TP, CP, PP)",
-        "ranked by estimated tokens/s per GPU"
+        "ranked by estimated tokens/s (the job's; /GPU: ÷ its GPUs)"
         + (
-            " with the communication compute does not hide"
+            " with the optimizer step and the communication compute does not hide"
             if base.gpu
             else " per FLOP (no --gpu: communication not timed)"
         )
@@ -285,13 +276,13 @@ def fit_plans(
         )
     return PlanFit(base=base, world=world, gpu_mem_bytes=avail, searched=searched,
                    fitting=fitting, smallest=smallest, notes=notes,
-                   without_plan=None if fitting else _without_plan(base, world))  # fmt: skip
+                   without_plan=None if fitting or multi_axis else _without_plan(base, world),
+                   )  # fmt: skip
 
 
 def _without_plan(base: TrainingConfig, world: int) -> str | None:
     """When no plan fits: the best of ``fit --gpus N`` without --plans — data parallelism with
-    ZeRO and DeepSpeed's optimizer offloaded to the CPU, which the plans do not search (FSDP2's
-    CPUOffloadPolicy, torchtitan's enable_cpu_offload, is not modelled for a plan) — or None.
+    ZeRO and the optimizer offloaded to the CPU, beside the plans — or None.
     Only where the user held no plan degree (those need a plan)."""
     from profiling.fit import fit
 
@@ -320,7 +311,7 @@ def _rank_key(c: PlanCandidate) -> tuple[float, float, int]:
     """Faster first; at one speed, fewer bytes sent per token, then less memory."""
     speed = c.tokens_per_second if c.tokens_per_second is not None else c.tokens_per_flop
     tokens = c.config.batch * c.config.seq_or_default()
-    return (-round(speed, 12), c.comm_bytes / tokens, c.nvml_bytes)
+    return (-round(speed, 12), (c.comm_bytes or 0) / tokens, c.nvml_bytes)
 
 
 def render_plan_fit(res: PlanFit, top: int = 10) -> str:
@@ -345,41 +336,45 @@ def render_plan_fit(res: PlanFit, top: int = 10) -> str:
         lines += [res.without_plan] if res.without_plan else []
         lines += [f"note: {n}" for n in res.notes[:1]]
         return "\n".join(lines)
-    lines.append(f"{'#':>2}  {'allocated':>9}  {'nvidia-smi':>10}  {'rank':>4}  "
-                 f"{'tokens/s':>9}  {'sent/step':>9}  {'comm wait':>9}  plan")  # fmt: skip
-    for i, c in enumerate(res.fitting[:top], 1):
-        speed = f"{c.tokens_per_second:,.0f}" if c.tokens_per_second else "—"
-        wait = f"{c.exposed_seconds * 1e3:,.1f} ms" if c.exposed_seconds is not None else "—"
-        lines.append(
-            f"{i:>2}  {fmt_bytes(c.peak_bytes, 'GB'):>9}  {fmt_bytes(c.nvml_bytes, 'GB'):>10}  "
-            f"{c.highest_rank:>4}  {speed:>9}  {fmt_bytes(c.comm_bytes, 'GB'):>9}  {wait:>9}  "
-            f"{c.label()}"
-        )
-    if len(res.fitting) > top:
-        lines.append(f"    … {len(res.fitting) - top} more fit")
-    best = res.fitting[0]
-    spread = (
-        f"; the ranks differ by {fmt_bytes(best.spread_bytes, 'GB')}" if best.config.pp > 1 else ""
-    )
-    lines.append(
-        f"best: {best.label()}: {fmt_bytes(best.peak_bytes, 'GB')} allocated, "
-        f"{fmt_bytes(best.nvml_bytes, 'GB')} on nvidia-smi on pipeline rank {best.highest_rank} "
-        f"(at the {best.peak_at}){spread}"
-    )
-    lines += _decided(res.fitting)
-    lines.append("trace it: journal-agent trace " + " ".join(plan_flags(best.config)))
+    from profiling.fit_render import table
+
+    lines += table(list(res.fitting), top, several=True)
+    lines += best_lines(list(res.fitting))
     lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)
 
 
-def _decided(fitting: list[PlanCandidate]) -> list[str]:
-    """What the communication says between the best plan and the runner-up."""
-    if len(fitting) < 2:
+def best_lines(fitting: list[Candidate]) -> list[str]:
+    """Under fit's table: the best — a plan's highest rank and spread, what the communication
+    says against the runner-up, how to trace it — and the command whose ``estimate`` prints
+    the same numbers."""
+    if not fitting:
+        return []
+    best, lines = fitting[0], []
+    if isinstance(best, PlanCandidate):
+        spread = (f"; the ranks differ by {fmt_bytes(best.spread_bytes, 'GB')}"
+                  if best.config.pp > 1 else "")  # fmt: skip
+        lines.append(
+            f"best: {best.label()}: {fmt_bytes(best.peak_bytes, 'GB')} allocated, "
+            f"{fmt_bytes(best.nvml_bytes, 'GB')} on nvidia-smi on pipeline rank "
+            f"{best.plan_rank} (at the {best.peak_at}){spread}"
+        )
+    lines += _decided(fitting)
+    flags = " ".join(estimate_flags(best.config))
+    if isinstance(best, PlanCandidate):
+        lines.append("trace it: journal-agent trace " + " ".join(plan_flags(best.config)))
+    lines.append(f"estimate it (the same numbers): journal-agent estimate {flags}")
+    return lines
+
+
+def _decided(fitting: list[Candidate]) -> list[str]:
+    """What the communication says between the best and the runner-up."""
+    if len(fitting) < 2 or fitting[0].comm_bytes is None or fitting[1].comm_bytes is None:
         return []
     a, b = fitting[0], fitting[1]
     line = (
-        f"communication: #1 sends {fmt_bytes(a.comm_bytes, 'GB')} per GPU per step, #2 "
-        f"{fmt_bytes(b.comm_bytes, 'GB')}"
+        f"communication: #1 sends {fmt_bytes(a.comm_bytes or 0, 'GB')} per GPU per step, #2 "
+        f"{fmt_bytes(b.comm_bytes or 0, 'GB')}"
     )
     if a.exposed_seconds is not None and b.exposed_seconds is not None:
         line += (
@@ -387,6 +382,26 @@ def _decided(fitting: list[PlanCandidate]) -> list[str]:
             f"{b.exposed_seconds * 1e3:,.1f} ms"
         )
     return [line]
+
+
+def estimate_flags(cfg: TrainingConfig) -> list[str]:
+    """The flags ``estimate`` takes for a candidate (a plan's degrees, or data parallelism's
+    --gpus and ZeRO stage), its GPU named for tokens/s."""
+    out = plan_flags(cfg) if cfg.is_plan else _plain_flags(cfg)
+    out += (
+        [f"--gpu {cfg.gpu}"] if cfg.gpu else [f"--gpu-mem {cfg.gpu_mem:g}"] if cfg.gpu_mem else []
+    )
+    return out + (["--offload-optimizer"] if cfg.is_plan and cfg.offload_optimizer else [])
+
+
+def _plain_flags(cfg: TrainingConfig) -> list[str]:
+    out = []
+    for field, value in cfg.model_dump(exclude_defaults=True).items():
+        if field in ("gpu", "gpu_mem") or value is None or value is False:
+            continue
+        flag = "--" + field.replace("_", "-")
+        out.append(flag if value is True else f"{flag} {value}")
+    return out
 
 
 def plan_flags(cfg: TrainingConfig) -> list[str]:
@@ -413,13 +428,10 @@ def plan_flags(cfg: TrainingConfig) -> list[str]:
 
 
 def _row(c: PlanCandidate) -> dict[str, Any]:
-    return {
-        "label": c.label(), "peak_bytes": c.peak_bytes, "nvml_bytes": c.nvml_bytes,
-        "highest_pp_rank": c.highest_rank, "peak_at": c.peak_at, "spread_bytes": c.spread_bytes,
-        "tokens_per_second": c.tokens_per_second, "comm_bytes": c.comm_bytes,
-        "comm_exposed_seconds": c.exposed_seconds,
-        "flags": plan_flags(c.config), "config": c.config.model_dump(exclude_defaults=True),
-    }  # fmt: skip
+    from profiling.fit_render import row_json
+
+    return {**row_json(c), "peak_at": c.peak_at, "spread_bytes": c.spread_bytes,
+            "comm_bytes": c.comm_bytes, "flags": plan_flags(c.config)}  # fmt: skip
 
 
 def plan_fit_json(res: PlanFit) -> dict[str, Any]:
@@ -435,6 +447,7 @@ def plan_fit_json(res: PlanFit) -> dict[str, Any]:
 def plan_fit_record(res: PlanFit, top: int = 10) -> Any:
     """What ``fit --plans`` prints, as a record to cite: each shown plan's peak, nvidia-smi and
     tokens/s, the GPU's memory and the part of it counted as usable."""
+    from profiling.fit_render import row_quantities
     from profiling.records import MeasurementRecord, Quantity, new_record_id, software_versions
 
     results = [
@@ -444,17 +457,7 @@ def plan_fit_record(res: PlanFit, top: int = 10) -> Any:
     if res.smallest is not None:
         results.append(Quantity(name="smallest_nvml", value=res.smallest.nvml_bytes, unit="B"))
     for i, c in enumerate(res.fitting[:top], 1):
-        name = f"#{i} {c.label()}"
-        results.append(Quantity(name=f"{name}: peak", value=c.peak_bytes, unit="B"))
-        results.append(Quantity(name=f"{name}: nvidia-smi", value=c.nvml_bytes, unit="B"))
-        results.append(Quantity(name=f"{name}: sent per GPU per step", value=c.comm_bytes,
-                                unit="B"))  # fmt: skip
-        if c.exposed_seconds is not None:
-            results.append(Quantity(name=f"{name}: communication not hidden",
-                                    value=c.exposed_seconds, unit="s"))  # fmt: skip
-        if c.tokens_per_second:
-            results.append(Quantity(name=f"{name}: tokens/s", value=c.tokens_per_second,
-                                    unit="tokens/s"))  # fmt: skip
+        results += row_quantities(i, c)
     text = render_plan_fit(res, top)
     return MeasurementRecord(
         id=new_record_id("estimated"), kind="estimated",
@@ -465,6 +468,6 @@ def plan_fit_record(res: PlanFit, top: int = 10) -> Any:
 
 
 __all__ = [
-    "PlanCandidate", "PlanFit", "compute_time", "fit_plans",
+    "PlanCandidate", "PlanFit", "best_lines", "compute_time", "estimate_flags", "fit_plans",
     "plan_fit_json", "plan_fit_record", "plan_flags", "render_plan_fit",
 ]  # fmt: skip

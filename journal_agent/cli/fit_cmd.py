@@ -56,8 +56,9 @@ def fit_command(
         bool,
         typer.Option(
             "--plans",
-            help="Search parallel plans for --gpus N GPUs in all (FSDP × TP × CP × PP, "
-            "schedules, checkpointing, batch): the plan that fits and its per-rank peak.",
+            help="Only torchtitan's plans of --gpus N GPUs (FSDP × TP × CP × PP, schedules, "
+            "checkpointing, batch; without it fit --gpus N ranks them beside data parallelism "
+            "with ZeRO): the plan that fits and its per-rank peak.",
         ),
     ] = False,
     global_batch: Annotated[
@@ -78,9 +79,9 @@ def fit_command(
     root: RootOption = None,
 ) -> None:
     """What fits a GPU, judged by what nvidia-smi would show: precision, ZeRO, checkpointing,
-    LoRA/QLoRA, offload and micro-batch searched (what you give is held), ranked by estimated
-    throughput, the best traced to confirm; or --max-seq / --max-batch; or --plans: the
-    parallel plans of --gpus N GPUs.
+    LoRA/QLoRA, offload and micro-batch searched (what you give is held) and, with --gpus N,
+    the parallel plans (TP, CP, PP beside FSDP) too, ranked together by estimated throughput,
+    the best traced to confirm; or --max-seq / --max-batch; or --plans: the plans alone.
 
     Example: journal-agent fit --model llama-7b --gpu-mem 24 --gpu rtx-4090
     (plans: journal-agent fit --plans --model llama-7b --gpus 32 --gpu h100-sxm)
@@ -90,7 +91,9 @@ def fit_command(
         _saving_store,
         mark_unsaved,
     )
-    from profiling.fit import fit, fit_json, fit_record, render_fit
+    from profiling.fit import fit
+    from profiling.fit_gpus import fit_gpus
+    from profiling.fit_render import fit_json, fit_record, render_fit
 
     if plans:
         _plans(config, from_files, top, as_json, no_save, root, timeout, global_batch)
@@ -104,7 +107,9 @@ def fit_command(
         dim: Literal["seq", "batch"] = "seq" if max_seq else "batch"
         _largest(base, recipe, dim, confirm > 0, as_json, timeout, root, no_save)
         return
-    res = fit(base, confirm=confirm, progress=None if as_json else _progress, timeout=timeout)
+    # several GPUs: one search of data parallelism and the multi-axis plans (profiling.fit_gpus)
+    search = fit_gpus if base.gpus > 1 else fit
+    res = search(base, confirm=confirm, progress=None if as_json else _progress, timeout=timeout)
     # Every number the table shows is in the record, so an entry can cite it.
     store = _saving_store(root, save=not no_save)
     record_id = recipe_store(store, recipe).save(fit_record(res, top))

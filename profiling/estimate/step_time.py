@@ -152,6 +152,7 @@ def step_time(
     tp: int = 1,
     overheads: list[Step] | None = None,
     comm: Comm | None = None,
+    split: str = "TP",
 ) -> StepTime:
     """Step time, throughput and (with ``tokens``) total time; each line of the sum shown.
 
@@ -159,7 +160,8 @@ def step_time(
     micro-batch, shared by its ``tp`` tensor-parallel GPUs); ``overheads`` are steps in seconds
     added to the compute (the optimizer step, :func:`optimizer_overheads`); ``comm``, what one
     GPU sends per step over its links, adds what of it the compute does not hide — the step
-    waits for it, so it is part of the step's time and of the ranking by tokens/s."""
+    waits for it, so it is part of the step's time and of the ranking by tokens/s; ``split``
+    names what splits a replica over its ``tp`` GPUs (a plan's: "model-parallel")."""
     peak = gpu.peak_flops(sixteen_bit)
     kind = "16-bit tensor-core" if sixteen_bit else "fp32"
     compute = flops_per_step / (peak * mfu)
@@ -208,7 +210,7 @@ def step_time(
         )
     job = gpus * tp
     if tp > 1:
-        who = f" ({gpus} replica{'s' if gpus > 1 else ''} × TP {tp} = {job} GPUs)"
+        who = f" ({gpus} replica{'s' if gpus > 1 else ''} × {split} {tp} = {job} GPUs)"
         formula = "tokens per step per replica × replicas / step time"
     else:
         who = f" ({gpus} GPUs)" if gpus > 1 else ""

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from profiling.estimate.step_time import StepTime, optimizer_overheads, step_time
+from profiling.estimate.step_time import StepTime
+from profiling.estimate.throughput import job_time, optimizer_shards
 from profiling.records import Step
 from profiling.units import fmt_count
 
@@ -208,24 +209,9 @@ def time_estimate(cfg: TrainingConfig, shape: dict[str, Any]) -> TimeEstimate | 
                 unit="FLOP",
             )
         )
-    spec = cfg.gpu_spec()
-    timed = None
-    if spec is not None:
-        from profiling.estimate.comm import step_comm
-
-        trained = shape.get("lora_adapters") if cfg.lora_rank is not None else shape["params"]
-        timed = step_time(
-            round(per_gpu),
-            cfg.seq_or_default() * cfg.batch,
-            spec,
-            cfg.mfu,
-            sixteen_bit=cfg.precision != "fp32",
-            gpus=cfg.gpus,
-            tokens=cfg.tokens,
-            tp=cfg.tp,
-            overheads=optimizer_overheads(cfg, float(trained or 0), spec, optimizer_shards(cfg)),
-            comm=step_comm(cfg, shape),
-        )
+    # one throughput model for every configuration (profiling.estimate.throughput): fit's
+    # ranking and this estimate's tokens/s are one number
+    timed = job_time(cfg, shape, total)
     return TimeEstimate(
         flops_per_step=total,
         flops_forward=forward,
@@ -234,11 +220,6 @@ def time_estimate(cfg: TrainingConfig, shape: dict[str, Any]) -> TimeEstimate | 
         steps=steps,
         time=timed,
     )
-
-
-def optimizer_shards(cfg: TrainingConfig) -> int:
-    """How many GPUs share one optimizer step: ZeRO-1 and above over N, and t for TP."""
-    return (cfg.gpus if cfg.zero >= 1 else 1) * cfg.tp
 
 
 def render_time(te: TimeEstimate) -> list[str]:

@@ -42,12 +42,8 @@ from profiling.plans import zbv_form
 from profiling.plans.accum import accumulated
 from profiling.plans.always_pp import always_on, always_profile
 from profiling.plans.checkpoint_form import earlier_blocks, forward_moment, fresh_w2, head_freed
-from profiling.plans.compiled_form import (
-    compiled_blocks,
-    compiled_moments,
-    compiled_note,
-    lse_rows,
-)
+from profiling.plans.compiled_form import compiled_blocks, compiled_moments, compiled_note, lse_rows
+from profiling.plans.cpu_offload import offloaded, on_gpu
 from profiling.plans.embedding_stage import embedding_alone, embedding_grad_rows
 from profiling.plans.float8_form import (
     backward_transient,
@@ -238,13 +234,15 @@ def _stage_profile(
     # the embedding's gradient holds every row of the vocabulary (embedding_grad_rows)
     emb_rows = embedding_grad_rows(w) - w.vocab // t if stage.embedding else 0
     grads_b = (gathered + emb_rows * w.hidden) * grad_b
-    sharded_grads = base["parameters"] if cfg.fsdp else grads_b
+    # FSDP2's CPU offload: the gradient shards go to the host (plans.cpu_offload)
+    sharded_grads = (0 if offloaded(cfg) else base["parameters"]) if cfg.fsdp else grads_b
     # the largest FSDP group gathered, as FSDP2 gathers it: every rank's padded shard (a block,
     # or the embedding and the output, each a group of its own in torchtitan)
     groups = [stage_tensors(w, stage, 1, t)[:9]]
     groups += [[(w.vocab // t, w.hidden)]] if stage.embedding or stage.head else []
     one_el = max(sum(_shard(d, r, n) * n for d, r in g) for g in groups)
     one_block = one_el * s.gathered if cfg.fsdp else 0
+    base = on_gpu(cfg, base, one_el, n, s.shard)  # FSDP2's CPU offload (plans.cpu_offload)
     if fp8_ag and one_block == sum(_shard(d, r, n) * n for d, r in groups[0]) * s.gathered:
         one_block -= linear_el * (s.gathered - 1)
     logits = w.vocab * tokens // t

@@ -14,6 +14,7 @@ from profiling.plans.compiled_form import (
     float8_rowwise_recast,
     lse_bytes,
 )
+from profiling.plans.cpu_offload import offloaded
 from profiling.plans.embedding_stage import embedding_grad_rows
 from profiling.plans.float8_form import recompute_cast
 from profiling.plans.layout import Stage
@@ -60,6 +61,7 @@ def block_moments(
         lse = lse_bytes(w, tokens, t, s.c, cfg.seq_or_default() // cfg.cp)
         recast = RECASTS[cfg.float8](w, tokens, t, s.c, lse, cfg.cp, ring_copy)
     best = vec()
+    off = offloaded(cfg)  # FSDP2's CPU offload: the gradient shards go to the host
     # alike blocks: the moment is affine in i, highest at an end; every N-th: any block
     L = stage.layers
     ends = {0, 1, L - 2, L - 1} & set(range(L)) if len(set(rec)) == 1 else set(range(L))
@@ -68,7 +70,7 @@ def block_moments(
         previous = shard if after else sum(head_rows)  # the group reduced before this one
         moment = vec(
             parameters=-after * block_b if held else block_b,
-            gradients=sum(head_rows) * s.shard + after * shard * s.shard + made,
+            gradients=(0 if off else sum(head_rows) * s.shard + after * shard * s.shard) + made,
             activations=sum(kept[: i + 1]) + rec[i] - half,
             temporaries=3 * half + 2 * x + (0 if held else block_b if i else emb)
             + previous * n * reduce_b,
@@ -145,6 +147,7 @@ def embedding_moment(
     whole = w.vocab * h * s.c  # every row's gradient
     local = (w.vocab // t) * h * s.c if t > 1 else 0  # redistributed to the vocabulary shard
     grads = (_shard(h, 1, n) + _shard(w.vocab // t, h, n) + stage.layers * shard) * s.shard
+    grads *= not offloaded(cfg)  # FSDP2's CPU offload: the gradient shards on the host
     # under --zero 2 (``held``: every group gathered since its forward) the embedding's group
     # is still gathered, the blocks' resharded at their post_backward: nothing gathered again
     head_keep, acts, held = freed

@@ -41,8 +41,8 @@ def _unsupported(cfg: TrainingConfig) -> list[str]:
         problems.append("LoRA")
     if cfg.optimizer_in_bwd:
         problems.append("--optimizer-in-bwd")
-    if cfg.offload_optimizer:
-        problems.append("--offload-optimizer")
+    if cfg.offload_optimizer and not cfg.fsdp:  # FSDP2's CPU offload (plans.cpu_offload)
+        problems.append("--offload-optimizer without FSDP (--dp-shard)")
     if cfg.zero == 1 or (cfg.zero and not cfg.fsdp):
         problems.append("DeepSpeed-style ZeRO (give --dp-shard for FSDP2)")
     if cfg.grads_kept:

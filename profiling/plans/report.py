@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from profiling.config import TrainingConfig
 from profiling.estimate.comm import Comm, comm_lines, comm_quantities
 from profiling.estimate.counters import Counters, context_text
+from profiling.estimate.step_time import StepTime
 from profiling.plans.profile import CATEGORIES, RankMemory
 from profiling.plans.result import PlanResult
 from profiling.records import (
@@ -43,6 +44,14 @@ def plan_comm(result: PlanResult) -> tuple[Comm, float | None]:
 
     shape = shape_of(result.config)
     return comm(result.config, shape, result.params), compute_time(result.config, shape)[1]
+
+
+def _plan_time(result: PlanResult) -> StepTime | None:
+    """The plan's step time and tokens/s with --gpu (``profiling.estimate.throughput``)."""
+    from profiling.estimate.shape import shape_of
+    from profiling.plans.step_compute import plan_time
+
+    return plan_time(result.config, shape_of(result.config), result.params)
 
 
 def rank_counters(result: PlanResult, rank: RankMemory) -> Counters:
@@ -122,6 +131,11 @@ def render_plan(result: PlanResult) -> str:
     sent, compute = plan_comm(result)
     lines += _reserve_lines(result, sent.nccl_bytes > 0)
     lines += comm_lines(sent, compute)
+    timed = _plan_time(result)
+    if timed is not None:  # fit's throughput model: the number its table ranks this plan by
+        from profiling.estimate.step_time import render_time
+
+        lines += render_time(timed)
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 
@@ -197,6 +211,10 @@ def plan_record(result: PlanResult) -> MeasurementRecord:
     from profiling.fit import judge_quantities
 
     results += comm_quantities(*plan_comm(result)) + judge_quantities(result.config)
+    timed = _plan_time(result)
+    if timed is not None:
+        results.append(Quantity(name="tokens/s", value=timed.tokens_per_second, unit="tokens/s"))
+        results.append(Quantity(name="step time", value=timed.step_seconds, unit="s"))
     results += _counter_quantities(result)
     for r in result.ranks:
         results.append(Quantity(name=f"pp rank {r.pp_rank}: peak", value=r.peak_bytes, unit="B"))
@@ -248,6 +266,7 @@ def plan_json(result: PlanResult, record_id: str) -> dict[str, Any]:
         "ranks": [r.model_dump() for r in result.ranks],
         "nvml_bytes": {r.pp_rank: rank_nvml(result, r) for r in result.ranks},
         "comm": plan_comm(result)[0].model_dump(),
+        "time": t.model_dump() if (t := _plan_time(result)) is not None else None,
         "layout": result.layout.model_dump(),
         "wall_seconds": result.wall_seconds,
         "notes": result.notes,

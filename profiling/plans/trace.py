@@ -199,6 +199,11 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
 
     _require_tracing_apis()
     w = plan_workload(cfg)
+    if cfg.offload_optimizer:  # fake tensors have no host memory to pin (plans.cpu_offload)
+        raise ProfilingError(
+            "FSDP2's CPU offload (--offload-optimizer on a plan) is estimated, not traced: "
+            "estimate it ('journal-agent estimate' with the same flags), or trace without it"
+        )
     if cfg.seq is None:
         cfg = cfg.model_copy(update={"seq": cfg.seq_or_default()})
     layout = layout_of(cfg, w.layers)

@@ -117,7 +117,7 @@ def test_the_step_waits_for_the_communication_compute_does_not_hide() -> None:
 
 
 def test_fit_ranks_by_the_step_with_its_communication_and_shows_what_each_sends() -> None:
-    from profiling.fit import fit_json, render_fit
+    from profiling.fit_render import fit_json, render_fit
 
     base = TrainingConfig(model="hf:llama-3.1-8b", gpus=64, gpu="h100-sxm", batch=2,
                           precision="mixed")  # fmt: skip
