@@ -49,9 +49,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fit": (
         "fit_cmd",
         "What fits a GPU, judged by what nvidia-smi would show: precision, ZeRO, checkpointing,\n"
-        "LoRA/QLoRA, offload and micro-batch searched (what you give is held), ranked by"
-        " estimated\nthroughput, the best traced to confirm; or --max-seq / --max-batch; or"
-        " --plans: the\nparallel plans of --gpus N GPUs.",
+        "LoRA/QLoRA, offload and micro-batch searched (what you give is held) and, with --gpus N,\n"
+        "the parallel plans (TP, CP, PP beside FSDP) too, ranked together by estimated"
+        " throughput,\n"
+        "the best traced to confirm; or --max-seq / --max-batch; or --plans: the plans alone.",
     ),
     "gpu": (
         "measure_cmd",

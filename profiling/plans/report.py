@@ -213,6 +213,8 @@ def plan_record(result: PlanResult) -> MeasurementRecord:
     results += comm_quantities(*plan_comm(result)) + judge_quantities(result.config)
     timed = _plan_time(result)
     if timed is not None:
+        mem = result.config.gpu_mem_bytes()  # the GPU's, named in the time lines
+        results += [Quantity(name="gpu_mem", value=mem, unit="B")] if mem else []
         results.append(Quantity(name="tokens/s", value=timed.tokens_per_second, unit="tokens/s"))
         results.append(Quantity(name="step time", value=timed.step_seconds, unit="s"))
     results += _counter_quantities(result)
@@ -236,6 +238,7 @@ def plan_record(result: PlanResult) -> MeasurementRecord:
         ),
         config=result.config.model_dump(),
         results=results,
+        steps=timed.steps if timed is not None else [],  # the time lines' every number
         notes="\n".join(result.notes),
         extra={
             "table": render_plan(result),

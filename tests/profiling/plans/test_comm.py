@@ -14,6 +14,7 @@ from profiling.estimate.shape import shape_of
 from profiling.fit_plans import compute_time, fit_plans
 from profiling.plans.closed_form import estimate_plan
 from profiling.plans.report import plan_json, plan_record, rank_counters, rank_nvml, render_plan
+from profiling.plans.step_compute import plan_time
 
 MiB = 2**20
 TP = "TP all-gathers and reduce-scatters of each block's activations"
@@ -141,7 +142,15 @@ def test_fit_ranks_by_a_step_that_waits_for_the_communication_compute_does_not_h
         sent = comm(c.config, shape)
         assert compute is not None and c.exposed_seconds is not None
         assert c.exposed_seconds == pytest.approx(sent.exposed_seconds(compute) or 0.0, rel=1e-3)
-        assert c.tokens_per_second == pytest.approx(tokens / (compute + c.exposed_seconds))
+        # the one throughput model (estimate.throughput): compute, the optimizer step on the
+        # rank's shard and the wait; tokens/s the job's, /GPU that ÷ its 16 GPUs
+        timed = plan_time(c.config, shape)
+        assert timed is not None
+        optimizer = sum(s.value for s in timed.steps if s.name.startswith("optimizer step"))
+        assert 0 < optimizer < 0.05 * compute  # memory-bound: a few ms
+        step = compute + c.exposed_seconds + optimizer
+        assert c.tokens_per_gpu == pytest.approx(tokens / step, rel=1e-3)
+        assert c.tokens_per_second == pytest.approx(16 * tokens / step, rel=1e-3)
     speeds = [c.tokens_per_second or 0.0 for c in res.fitting]
     assert speeds == sorted(speeds, reverse=True)
 
