@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from profiling._config_lora import trains_16bit
 from profiling.estimate.bnb import (
     MIN_8BIT_SIZE,
     OPT_BLOCK,
@@ -22,7 +21,7 @@ from profiling.estimate.bnb import (
     state_bytes_8bit,
 )
 from profiling.estimate.ledger import Ledger, Line, Sharding, add_state
-from profiling.estimate.torchao_optim import torchao_states, torchao_temporaries
+from profiling.estimate.torchao_optim import torchao_states
 from profiling.records import Step
 from profiling.units import fmt_bytes, fmt_count
 
@@ -165,47 +164,6 @@ def adafactor_states(
     return True
 
 
-def tensorwise_temporaries(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> bool:
-    """The step scratch of the optimizers stepped tensor by tensor outside torch (transformers'
-    Adafactor, torchao's compiled 8-bit AdamW); False for another optimizer."""
-    numels = trainable_numels(cfg, shape) if cfg.torchao_optim else None
-    return adafactor_temporaries(ledger, cfg, shape) or torchao_temporaries(
-        ledger, cfg, shape, numels
-    )
-
-
-def adafactor_temporaries(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> bool:
-    """transformers' Adafactor steps one tensor at a time (no foreach): for the largest, the
-    squared gradient and the update (fp32), with a 16-bit parameter also its gradient's and its
-    own fp32 copies; under ``mixed`` the master-weight optimizer's fp32 gradient beside the
-    two. False for another optimizer."""
-    if cfg.optimizer != "adafactor" or cfg.offload_optimizer:
-        return cfg.optimizer == "adafactor"
-    largest = int(shape.get("largest_tensor") or 0)
-    if cfg.lora_rank is not None:
-        largest = largest_adapter(cfg, shape)
-    if not largest:
-        ledger.note("optimizer step temporaries need the model's shape (none counted)")
-        return True
-    k, what = 2, "the squared gradient + the update"
-    if trains_16bit(cfg):  # 16-bit parameters (or adapters): stepped in fp32 copies
-        k, what = 4, "fp32 copies of the gradient and the parameter + the squared gradient + update"
-    elif cfg.precision == "mixed" and cfg.lora_rank is None and not (cfg.fsdp or cfg.sharded):
-        k, what = 3, "the fp32 gradient + the squared gradient + the update"
-    ledger.add(
-        Line(
-            name="Optimizer step temporaries (for-loop, largest tensor)",
-            bytes=k * largest * 4,
-            unsharded=k * largest * 4,
-            formula=f"largest tensor · {k} · 4 B ({what})",
-            substituted=f"{fmt_count(largest)} · {k} · 4",
-            group="temporaries",
-            category="temporaries",
-        )
-    )
-    return True
-
-
 def offload(ledger: Ledger, cfg: TrainingConfig) -> None:
     """ZeRO-Offload: optimizer state and master weights live in CPU memory, not on the GPU."""
     if not cfg.offload_optimizer:
@@ -319,7 +277,6 @@ def paged_states(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any]) -> 
 
 __all__ = [
     "adafactor_states",
-    "adafactor_temporaries",
     "decoder_layers",
     "eight_bit_states",
     "largest_adapter",
@@ -328,7 +285,6 @@ __all__ = [
     "offload",
     "paged_states",
     "tensorwise_states",
-    "tensorwise_temporaries",
     "trainable_numels",
     "with_decoder",
 ]

@@ -21,6 +21,7 @@ from typing import Any
 from profiling._config_lora import trains_16bit
 from profiling.config import OPTIMIZERS, TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate.adafactor_step import tensorwise_temporaries
 from profiling.estimate.dora import with_magnitudes
 from profiling.estimate.ledger import Ledger, Line, Sharding
 from profiling.estimate.optim_states import (
@@ -28,7 +29,6 @@ from profiling.estimate.optim_states import (
     lora_blocks,
     lora_layers,
     tensorwise_states,
-    tensorwise_temporaries,
     with_decoder,
 )
 from profiling.estimate.step_order import loop_elements

@@ -27,10 +27,11 @@ _ATTN = ("q", "k", "v", "o")
 
 
 def loop_peaks(sizes: list[int]) -> list[int]:
-    """Elements a for-loop step holds at its highest with 1 and with 2 scratch tensors per
-    parameter: ``max_i k·n_i + n_(i-1)`` over the parameters in the step's order."""
+    """Elements a for-loop step holds at its highest with 1 to 4 scratch tensors per
+    parameter: ``max_i k·n_i + n_(i-1)`` over the parameters in the step's order (torch's
+    for-loop steps hold 1 or 2; transformers' Adafactor 2 to 4, ``optim_states``)."""
     return [max((k * n + (sizes[i - 1] if i else 0) for i, n in enumerate(sizes)), default=0)
-            for k in (1, 2)]  # fmt: skip
+            for k in (1, 2, 3, 4)]  # fmt: skip
 
 
 def tensor_order(
@@ -159,7 +160,7 @@ def loop_elements(
     if cfg.lora_rank is not None:
         return loop_peaks(adapter_order(cfg, shape))[k - 1], f"{pair}, adapters in module order"
     peaks = shape.get("loop_step")
-    if peaks:
+    if peaks and len(peaks) >= k:
         return int(peaks[k - 1]), f"{pair}, in module order"
     h, f = int(shape.get("hidden") or 0), int(shape.get("ffn") or 0)
     return max(k * largest + h, (k + 1) * h * f), f"max({k} · largest + h, {k + 1} · h·f)"
