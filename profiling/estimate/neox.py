@@ -123,7 +123,7 @@ def _eager(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     our blocks' matmuls copy q, k and v (the rotated heads are not contiguous; grouped ones are
     repeated first) and keep the causal mask, the output projection a copy of the output."""
     q, k, T, tok = int(d.extra["neox"]["q_dim"]), d.k, d.s * d.b, f"{d.s}·{d.b}"
-    extras = attention_extras(d, e, cfg)
+    extras = dropout_masks(d, attention_extras(d, e, cfg))
     if d.extra.get("hf_module"):
         from profiling.estimate.hf_ops import _attention as hf_attention
 
@@ -186,7 +186,32 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                 f"{tok}·{d.extra['neox']['q_dim']}·{e.c}",
             )
         )
-    return terms + attention_extras(d, e, cfg)
+    return terms + dropout_masks(d, attention_extras(d, e, cfg))
+
+
+MASKS = "dropout masks (after attention and MLP)"  # activations.attention_extras' line
+
+
+def dropout_masks(d: Dims, terms: list[Term]) -> list[Term]:
+    """Falcon's parallel attention (Falcon-7B's, the new decoder architecture's) adds the MLP's
+    output to the attention's before its one ``dropout_add`` (transformers 5.24.0
+    ``FalconDecoderLayer.forward``: ``mlp_output += attention_output``, then
+    ``dropout_add(mlp_output, residual, hidden_dropout)``): one mask a block, not two."""
+    falcon = d.extra.get("hf_module") == "falcon"
+    if not falcon or d.extra["neox"]["residual"] == "sequential":
+        return terms
+    out = []
+    for t in terms:
+        if t.name == MASKS:
+            mask = int(t.bytes) // (d.s * d.b * 2 * d.h)  # per element: 1 on CUDA, else e.c
+            t = Term(
+                "dropout mask (after the attention and MLP's sum)",
+                d.s * d.b * d.h * mask,
+                f"s·b·h·{mask} B",
+                f"{d.s}·{d.b}·{d.h}·{mask}",
+            )
+        out.append(t)
+    return out
 
 
 def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:

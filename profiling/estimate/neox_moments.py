@@ -157,6 +157,9 @@ def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, 
         at_a = T * h * (e.r + e.c) + T * f * a + T * r * a
         if at_a > mlp:
             mlp, up_words = at_a, " (at down's A: its fp32 input gradient, down's output's)"
+    drop, drop_words = _dropout(d, e, cfg, n)
+    mlp += drop
+    up_words += drop_words
     deq, deq_words = 0, ""
     if cfg.qlora:  # bitsandbytes dequantizes down's weight for its input's gradient
         from profiling._config_behaviours import double_quant
@@ -183,6 +186,29 @@ def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, 
         f"{fmt_bytes(value)}"
     )
     return BACKWARD, value, calc
+
+
+def _dropout(d: Dims, e: Bytes, cfg: TrainingConfig, n: int) -> tuple[int, str]:
+    """``--dropout`` going back through the last block's MLP (transformers 5.24): the MLP's
+    dropout went back first — its mask freed (a bool on CUDA, the noise in the output's dtype on
+    the CPU), its input's gradient ``native_dropout_backward`` made (s·b·h in the activations'
+    dtype). GPT-NeoX's ``post_mlp_dropout`` and Phi's ``resid_dropout`` drop the MLP's output
+    alone: that gradient is freed once the output projection has gone back, so under full
+    training the peak is there (its saved input, GELU's output, still held beside its input's
+    gradient: one f-wide) where GELU's own backward (``n`` f-wide net) is not higher; under
+    LoRA GELU's (two f-wide, its output a transient no frozen projection keeps). Falcon's
+    ``dropout_add`` drops the MLP's and the attention's sum: the attention reads that gradient
+    too, so it stays through GELU's backward (one mask a block: ``neox.dropout_masks``).
+    BLOOM's: ``bloom.moments``."""
+    if not cfg.dropout or d.extra.get("hf_module") == "bloom":
+        return 0, ""
+    T, h, f = d.s * d.b, d.h, d.f
+    mask = T * h * (1 if _cuda(cfg) else e.c)
+    grad = T * h * e.c
+    if d.extra.get("hf_module") == "falcon":
+        return grad - mask, " + the dropout's input gradient, its mask freed"
+    extra = max(grad - (n - 1) * T * f * e.c, 0) - mask
+    return extra, " + at the output projection the dropout's input gradient, its mask freed"
 
 
 def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, float, str]:
