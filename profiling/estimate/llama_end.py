@@ -36,8 +36,9 @@ counted, a frozen head's not kept): backward frees all of it before the last blo
 
 Equal to the trace (within its few scalars) where the tensors are exactly these; a bound where
 the trace frees earlier than counted (tests/profiling/estimate/test_llama_end.py). Not here:
-checkpointing (``estimate.recomputed_eager``), torchao's and Lightning's 4-bit bases, DoRA,
-other losses (``losses.moments``), tensor parallelism and sharding. No torch here.
+checkpointing (``estimate.recomputed_eager``), torchao's and Lightning's 4-bit bases, DoRA in
+the MLP or the head (on the attention alone it is here), other losses (``losses.moments``),
+tensor parallelism and sharding. No torch here.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ MLP = "backward, the last block's MLP"
 NORM = "backward, the final norm"
 FORWARD = "forward, the last block's MLP"
 _LLAMA = (None, "llama", "mistral")  # our blocks, or transformers' module of Llama's ops
+# DoRA adapting the attention alone (peft 0.21 ``LoraModel`` puts a DoRA layer only on the
+# target modules: ``lora.layer.LoraLayer.update_layer(use_dora=...)``) leaves the MLP and the
+# head frozen base layers: the last block's MLP and the final norm go back as under LoRA, the
+# attention's DoRA tensors in the end of forward
+_MLP_AND_HEAD = frozenset({"gate", "up", "down", "lm_head"})
 
 
 def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
@@ -65,8 +71,10 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if d.extra.get("hf_module") not in _LLAMA:
         return False
-    if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded or cfg.dora:
+    if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded:
         return False
+    if cfg.dora and _MLP_AND_HEAD & set(cfg.lora_targets):
+        return False  # peft's DoRA layer in the MLP or the head: not read here
     if cfg.activation_offload or cfg.optimizer_in_bwd:
         return False
     # not the other 4-bit bases' dequantization (torchao's, Lightning's)
