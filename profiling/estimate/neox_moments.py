@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate import bloom_amp
+from profiling.estimate import bloom_amp, bloom_softmax
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
 from profiling.estimate.selective import blocks_keep_saved
@@ -287,6 +287,8 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
             out.append(bloom_amp.moment(d, e, cfg, fwd, released(d, e, cfg)[0]))
     elif cfg.lora_rank is not None:
         out.append(_forward(d, e, cfg, fwd))
+        if bloom_softmax.applies(d, cfg):  # BLOOM's eager attention's fp32 softmax
+            out.append(bloom_softmax.moment(d, e, cfg, fwd, released(d, e, cfg)[0]))
     return out
 
 
