@@ -117,8 +117,6 @@ _TRAINER_KNOWN_PREFIXES = (
     "pad_token",
     "dataset",
     "num_of_sequences",
-    "torch_compile_backend",
-    "torch_compile_mode",
     "mp_parameters",
     "xpu_backend",
 )
@@ -175,11 +173,7 @@ def read_trainer(path: Path, data: dict[str, Any]) -> Reading:
             r.use(key, "seq", r.get(key), "TRL's SFTConfig: sequences cut to this length")
             break
     _trainer_sharding(r, path)
-    if r.get("torch_compile"):
-        r.use("torch_compile", "compile", True, "torch.compile of the model: each block as the "
-              "partitioner splits it (the LM head and loss counted eager)")  # fmt: skip
-    else:
-        r.ignore("torch_compile", NO_MEMORY + " (off)")
+    _trainer_compile(r)
     for key in ("packing", "padding_free"):
         if r.get(key):
             r.use(key, "packed", True, "TRL packs sequences (document masks, varlen attention)")
@@ -273,6 +267,29 @@ def _trainer_optimizer(r: Reading) -> None:
         r.use("optim", "paged_optimizer", True, "bitsandbytes pages its state under pressure")
     if name in ("adamw_torch_8bit", "adamw_torch_4bit"):  # transformers' _TORCHAO_OPTIMIZERS
         r.use("optim", "torchao_optim", True, "torchao's rule and compiled step")
+
+
+def _trainer_compile(r: Reading) -> None:
+    """``torch_compile``; a ``torch_compile_mode`` or ``torch_compile_backend`` alone turns it on
+    too (TrainingArguments.__post_init__, transformers/training_args.py)."""
+    by = next((k for k in ("torch_compile_mode", "torch_compile_backend") if r.get(k)), None)
+    if r.get("torch_compile") or by:
+        key = "torch_compile" if r.get("torch_compile") else str(by)
+        r.use(key, "compile", True, "torch.compile of the model: each block as the partitioner "
+              "splits it (the LM head and loss counted eager)")  # fmt: skip
+        for k in ("torch_compile", "torch_compile_mode", "torch_compile_backend"):
+            if k != key and k == "torch_compile":  # false, overruled by the mode or backend
+                r.ignore(k, f"the Trainer turns torch.compile on when {key} is set")
+            elif k != key:
+                r.ignore(k, NO_MEMORY + " beyond turning torch.compile on")
+    else:
+        r.ignore("torch_compile", NO_MEMORY + " (off)")
+    mode = r.get("torch_compile_mode")
+    if mode in ("reduce-overhead", "max-autotune"):
+        r.notes.append(
+            f"torch_compile_mode = {mode!r} captures CUDA graphs, whose private memory pool is "
+            "not modelled: the estimate is of the compiled step without them"
+        )
 
 
 def _trainer_sharding(r: Reading, path: Path) -> None:

@@ -49,6 +49,23 @@ def test_hf_trainer_torch_compile(tmp_path: Path) -> None:
     assert recipe.values["compile"] is True
 
 
+@pytest.mark.parametrize("key", ["torch_compile_mode", "torch_compile_backend"])
+def test_hf_trainer_compile_mode_alone_turns_compile_on(tmp_path: Path, key: str) -> None:
+    """TrainingArguments.__post_init__ sets torch_compile when a mode or backend is given
+    (transformers/training_args.py): the step is compiled, not eager."""
+    value = "reduce-overhead" if key.endswith("mode") else "inductor"
+    args = {"output_dir": "out", "per_device_train_batch_size": 2, "bf16": True,
+            "torch_compile": False, key: value}  # fmt: skip
+    (tmp_path / "training_args.json").write_text(json.dumps(args), encoding="utf-8")
+    recipe = read_recipe([tmp_path / "training_args.json"])
+    assert recipe.values["compile"] is True
+    assert "turns torch.compile on" in next(
+        s.why for s in recipe.ignored if s.key == "torch_compile"
+    )
+    cuda_graphs = any("CUDA graphs" in n for n in recipe.notes)
+    assert cuda_graphs == (value == "reduce-overhead")
+
+
 @pytest.mark.parametrize(
     ("old", "new"),
     [("[compile]\nenable=false", "[compile]\nenable=true"), ("[compile]\nenable=false", "")],
