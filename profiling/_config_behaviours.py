@@ -306,12 +306,11 @@ def _torchtune_fsdp(loss: str, values: dict[str, Any]) -> str | None:
     """torchtune's chunked losses under FSDP2 as its distributed recipes shard (every layer,
     then the root with reshard_after_forward=False: torchtune/training/_distributed.py
     ``shard_model``): the head stays gathered from the model's forward through the loss, as the
-    trace runs it (the loss inside the root's forward). Estimated and traced alike there (the
+    trace runs it (the loss inside the root's forward), with or without resharding the layers
+    after forward (``fsdp_reshard_after_forward``: --zero 2, the last block's all-gather output
+    held too: ``fsdp_no_reshard.last_gather_held``). Estimated and traced alike there (the
     loss's scalars apart: tests/profiling/trace/test_fsdp_chunked_loss.py); what of it is not,
     as a clause."""
-    if values.get("zero") == 2:  # fsdp_reshard_after_forward: False — its loss moments run
-        # 66,600 B to 1.3 MB below the trace on a small model (estimate.fsdp_no_reshard)
-        return f"--loss {loss} under FSDP without resharding after forward (--zero 2)"
     if values.get("lora_rank") is not None:  # the trace shards no LoRA model
         return f"--loss {loss} under FSDP with LoRA (the sharded adapters' head moments)"
     if values.get("compile"):  # the trace compiles no block under FSDP2

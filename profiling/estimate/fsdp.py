@@ -25,6 +25,7 @@ from typing import Any
 from profiling._config_deepspeed import ENGINE_OFF
 from profiling.config import TrainingConfig
 from profiling.estimate.fsdp_block_gather import block_gather
+from profiling.estimate.fsdp_no_reshard import last_gather_held
 from profiling.estimate.no_sync import unsharded_grads, with_unsharded
 from profiling.estimate.states import fsdp_root, gathered_bytes
 from profiling.units import fmt_bytes
@@ -55,6 +56,7 @@ def fsdp_moments(
     log-probs), as they are when every rank keeps unsharded gradients (``no_sync``)."""
     from profiling.estimate.deepspeed_backward import backward_buckets  # it imports this module's
 
+    moments = last_gather_held(cfg, shape, moments)
     added = _added(cfg, shape, parts) + backward_buckets(cfg, shape, parts, moments)
     return with_unsharded(cfg, shape, parts, moments + added)
 

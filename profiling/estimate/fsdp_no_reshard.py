@@ -45,6 +45,34 @@ def weight_sharding(cfg: TrainingConfig, sh: Sharding) -> Sharding:
     return Sharding(n=sh.n, t=sh.t, z=3) if kept_gathered(cfg) else sh
 
 
+FORWARD_MOMENTS = ("end of forward", "loss forward")
+
+
+def last_gather_held(
+    cfg: TrainingConfig, shape: dict[str, Any], moments: list[tuple[str, float, str]]
+) -> list[tuple[str, float, str]]:
+    """The forward's ``moments`` with the last block's all-gather output (block·g) beside every
+    gathered group: in forward ``FSDPParamGroup.wait_for_unshard`` keeps each group's all-gather
+    result in ``comm_ctx.all_gather_state`` until the next group's copy-out (deferred free), and
+    the last block's is freed only by the root's ``FSDPState._post_forward`` (torch 2.13
+    ``_fsdp_param_group.py``, ``_fsdp_state.py``) — after the loss, which runs inside the root's
+    forward (transformers' model given its labels; our trace runs torchtune's chunked losses
+    there too). ZeRO-3's gathered line counts it ("the root and one block, at the loss"); here
+    the line of every group gathered does not, so the loss's forward read one block's
+    all-gather output below the trace (PyTorch's loss −1,180,672 B: its backward led; chunked
+    −1,180,720 B and linear-chunked −66,600 B, bf16, 2 GPUs, 256 tokens, which led)."""
+    block = shape.get("block_params")
+    if not kept_gathered(cfg) or not block:
+        return moments
+    g = gathered_bytes(cfg)
+    extra = int(block) * g / cfg.tp
+    words = f" + the last block's all-gather output, held to the root's post-forward block·{g} B"
+    return [
+        (name, value + extra, calc + words) if name in FORWARD_MOMENTS else (name, value, calc)
+        for name, value, calc in moments
+    ]
+
+
 def no_reshard(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: int) -> None:
     """Every block's and the root's unsharded parameters, kept from forward to backward."""
     if not kept_gathered(cfg):
@@ -65,4 +93,4 @@ def no_reshard(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: in
     )
 
 
-__all__ = ["kept_gathered", "no_reshard", "weight_sharding"]
+__all__ = ["kept_gathered", "last_gather_held", "no_reshard", "weight_sharding"]

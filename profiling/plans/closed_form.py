@@ -48,6 +48,7 @@ from profiling.plans.embedding_stage import embedding_alone, embedding_grad_rows
 from profiling.plans.float8_form import (
     backward_transient,
     forward_transient,
+    gathered_scales,
     pipelined_peaks,
     tp_styles_kept,
     unpipelined_peak,
@@ -161,8 +162,7 @@ def head_activations(w: WorkloadConfig, tokens: int, t: int, c: int, pipelined: 
 
 
 def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tuple[Vec, int]:
-    """(the stage's base: sharded weights, optimizer state, step counters; its gathered
-    elements)."""
+    """(the stage's base: sharded weights, optimizer state, step counters; gathered elements)."""
     s = Sizes.of(cfg)
     shards = [_shard(d, r, n) if cfg.fsdp else d * r for d, r in tensors]
     local = sum(shards)
@@ -399,10 +399,11 @@ def _stage_profile(
         per_mb = vec()
         base = vec(**{k: v for k, v in base.items() if k not in ("total", "inputs")},
                    inputs=8 * tokens * 2)  # fmt: skip
-    output = logits * s.c if stage.head else recv
     return StageProfile(
-        stage=stage.index, layers=stage.layers, base=base, moves=moves, per_microbatch=per_mb,
-        output_bytes=output, input_bytes=0 if stage.embedding else recv,
+        stage=stage.index, layers=stage.layers, per_microbatch=per_mb, moves=moves,
+        base=add(base, gathered_scales(cfg, w, stage.layers)),  # FSDP's fp8 all-gather's scales
+        output_bytes=logits * s.c if stage.head else recv,
+        input_bytes=0 if stage.embedding else recv,
     )  # fmt: skip
 
 

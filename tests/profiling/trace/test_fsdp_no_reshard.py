@@ -53,3 +53,15 @@ def test_short_sequences_end_of_backward_is_never_below(
     old estimate read −8 B (mixed), −2,097,672 B (bf16), −4,195,336 B (fp32) here."""
     cfg = _cfg(tmp_path, tied, seq=16, precision=precision, gpus=2)
     assert 0 <= _gap(cfg) <= 20_000  # bf16: +19,644 B at the last block's backward
+
+
+@pytest.mark.parametrize(("tied", "precision"), [(True, "bf16"), (False, "fp32")])
+def test_the_loss_s_forward_holds_the_last_block_s_all_gather_output(
+    tmp_path: Path, tied: bool, precision: str
+) -> None:
+    """The loss runs inside the root's forward, before ``FSDPState._post_forward`` frees the
+    last block's all-gather result (``comm_ctx.all_gather_state``): the loss's forward read
+    block·g below the trace's forward (PyTorch's loss: its backward led)."""
+    cfg = _cfg(tmp_path, tied, seq=256, precision=precision, gpus=2)
+    moments = {m.name: m.bytes for m in estimate(cfg).moments}
+    assert moments["loss forward"] == trace_step(cfg).phase_peaks["forward"]
