@@ -311,7 +311,8 @@ def _torchtune_fsdp(loss: str, values: dict[str, Any]) -> str | None:
     held too: ``fsdp_no_reshard.last_gather_held``). Estimated and traced alike there (the
     loss's scalars apart: tests/profiling/trace/test_fsdp_chunked_loss.py); what of it is not,
     as a clause."""
-    if values.get("lora_rank") is not None:  # the trace shards no LoRA model
+    if values.get("lora_rank") is not None:  # traced (trace.lora._fsdp2_lora), but below it
+        # at short sequences, under mixed and untied fp32 linear-chunked (estimate.fsdp_lora)
         return f"--loss {loss} under FSDP with LoRA (the sharded adapters' head moments)"
     if values.get("compile"):  # the trace compiles no block under FSDP2
         return f"--loss {loss} compiled under FSDP"

@@ -43,6 +43,7 @@ from profiling.estimate.deepspeed import (
 )
 from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.fsdp import one_gpu, unsharded_grads
+from profiling.estimate.fsdp_lora import lora_gathered
 from profiling.estimate.fsdp_no_reshard import no_reshard, weight_sharding
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
 from profiling.estimate.optim_states import offload, paged_states
@@ -275,6 +276,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     reference_weights(ledger, inp, shape)  # --dpo's frozen copy (full DPO)
     zero3_gathered(ledger, inp, shape, inp.tp)
     no_reshard(ledger, inp, shape, inp.tp)
+    lora_gathered(ledger, inp, shape, inp.tp)
     offload(ledger, inp)
     paged_states(ledger, inp, shape)
     in_backward(ledger, inp)

@@ -16,8 +16,7 @@ an fp32 absmax per 64-value block or, double-quantized, a uint8 one, its offset,
 of those per 256 blocks and the nested state's copy of the 256-value map, with the map itself
 once for the model. Its forward dequantizes the whole weight to the compute dtype for the
 matmul and again for backward, saving no input (bitsandbytes' ``MatMul4Bit`` does the same when
-the weight needs no gradient).
-The record says which was traced.
+the weight needs no gradient). The record says which was traced.
 
 Imports torch; ``peft`` only inside the functions that need it.
 """
@@ -42,6 +41,7 @@ from profiling.estimate.bnb import (
     NF4_CODE_BYTES,
     dequant_absmax_bytes,
 )
+from profiling.estimate.fsdp_lora import lora_fsdp2
 from profiling.trace.dora import problem as dora_problem
 from profiling.trace.fake_moves import fake_safe_moves
 
@@ -470,8 +470,8 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
             "--precision mixed, bf16 or amp-bf16/amp-fp16 for --qlora (bitsandbytes' 4-bit "
             "layers compute in 16 bits; estimate fp32)"
         )
-    if config.fsdp or config.sharded:
-        return "one GPU for --lora-rank (no ZeRO/FSDP: estimate it instead)"
+    if (config.fsdp or config.sharded) and not (lora_fsdp2(config) and arch == "llama"):
+        return "one GPU or FSDP2 (--fsdp, ZeRO-3; no QLoRA or DoRA) for --lora-rank on this model"
     if config.dora and (problem := dora_problem(config, arch)):
         return problem
     targets = [t for t in config.lora_targets if t != "lm_head"]

@@ -99,7 +99,7 @@ def test_full_checkpointing_with_a_chunked_loss_under_fsdp_is_never_below(tmp_pa
 @pytest.mark.parametrize(
     ("extra", "said"),
     [
-        ({"lora_rank": 8, "lora_targets": ["q", "v"]}, "with LoRA"),  # the trace refuses LoRA
+        ({"lora_rank": 8, "lora_targets": ["q", "v"]}, "with LoRA"),  # below at 16 tokens
         ({"compile": True}, "compiled under FSDP"),
     ],
 )
