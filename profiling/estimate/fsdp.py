@@ -56,7 +56,7 @@ def fsdp_moments(
     log-probs), as they are when every rank keeps unsharded gradients (``no_sync``)."""
     from profiling.estimate.deepspeed_backward import backward_buckets  # it imports this module's
 
-    moments = last_gather_held(cfg, shape, moments)
+    moments = last_gather_held(cfg, shape, parts["activations"], moments)
     added = _added(cfg, shape, parts) + backward_buckets(cfg, shape, parts, moments)
     return with_unsharded(cfg, shape, parts, moments + added)
 

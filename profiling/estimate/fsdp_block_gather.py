@@ -78,9 +78,10 @@ def _norms_back(
     # (name, the lowest and highest block it is counted at, what is alive of block i, made by
     # then, words)
     cases: list[tuple[str, int, int, float, float, str]] = []
-    if n >= 3:
+    if n >= 3:  # without resharding the top block's too (every block gathered still)
+        top = n - 1 if cfg.zero == 2 else n - 2
         cases.append(
-            (NORM, 1, n - 2, 0.0, block_g - norm_g + tape, "its unsharded gradients" + with_tape)
+            (NORM, 1, top, 0.0, block_g - norm_g + tape, "its unsharded gradients" + with_tape)
         )
     if {"norms", "matmul inputs", "attention", "MLP"} <= set(by):  # transformers' Llama's terms
         alive = by["attention"] + (by["norms"] + by["matmul inputs"]) / 2
@@ -91,9 +92,15 @@ def _norms_back(
         cases.append(_mlp_back(d, e, cfg, layer, n))
 
     def edge(j: int) -> float:
-        """Block 0 has no block below to prefetch; the top block, no block above whose
-        reduce-scatter input is held."""
-        return (block_g if j == 0 else 0.0) + (block_r if j == n - 1 else 0.0)
+        """What block j holds less than the middle's two blocks gathered and the reduce-scatter
+        input above: block 0 has no block below to prefetch; the top block, no block above
+        whose reduce-scatter input is held. Without resharding (--zero 2) nothing is gathered
+        again in backward: blocks 0..j are still gathered, no all-gather output (j + 1 blocks,
+        not 2)."""
+        top = block_r if j == n - 1 else 0.0
+        if cfg.zero == 2:
+            return (1 - j) * block_g + top
+        return (block_g if j == 0 else 0.0) + top
 
     out = []
     for name, lowest, highest, alive, made, words in cases:
@@ -103,6 +110,8 @@ def _norms_back(
         below = (n - 1 - i) * shard + i * layer
         mine = alive + made - edge(i)
         lower = f"block {i - 1} prefetched" if i else "no block below: less one block gathered"
+        if cfg.zero == 2:
+            lower = f"blocks 0..{i} still gathered, none all-gathered again"
         upper = ", no reduce-scatter input above it" if i == n - 1 else ""
         calc = (
             f"{fixed:.0f} B as above (block {i}, {lower}{upper}) + {words} {f(mine)} + "
@@ -173,6 +182,8 @@ def block_gather(
     out = [(GATHER, fixed + below + held,
             f"{base} (block {i}) + {L - 1 - i} blocks' sharded gradients and {i + 1} blocks' "
             f"saved tensors {f(below)}{tail}")]  # fmt: skip
+    if cfg.zero == 2:  # without resharding no block is gathered again in backward
+        out = []
     sums = (fixed, held, shard, block * g / t, block * r / t, L)
     out += _norms_back(d, e, cfg, sums, per_layer(d, e, cfg))
     return out
