@@ -98,10 +98,12 @@ def unsaved_down_input(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
     one more f-wide gradient at once than ``last_mlp``'s n (the SwiGLU's three, as
     recomputed_llama counts them, GELU's two). Added by the moment that reads ``last_mlp``
     (``losses.moments``); an encoder classifier's own moment (``encoder._backward``) adds
-    GELU's unsaved output itself, so ``last_mlp`` counts it for neither. 4-bit bases and
-    BLOOM's own backward aside."""
-    bloom = d.extra.get("hf_module") == "bloom"
-    if cfg.lora_rank is None or cfg.qlora or bloom or "down" in cfg.lora_targets:
+    GELU's unsaved output itself, so ``last_mlp`` counts it for neither. BLOOM's too
+    (bloom_gelu_back's five beside down's input gradient: 0.94-0.99 of the trace after
+    another loss without it); 4-bit bases and BLOOM under autocast aside."""
+    if cfg.lora_rank is None or cfg.qlora or "down" in cfg.lora_targets:
+        return 0
+    if e.amp and d.extra.get("hf_module") == "bloom":  # its autocast MLP: bloom_amp's, not here
         return 0
     return d.s * d.b * d.f * e.c
 
@@ -112,8 +114,9 @@ def down_adapter(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
     is A's backward, its input gradient beside both gradients (``last_mlp``'s n·s·b·f)."""
     from profiling.estimate.lora_bytes import adapter_bytes, adapter_compute
 
-    bloom = d.extra.get("hf_module") == "bloom"  # its own moments count its adapters
-    if cfg.lora_rank is None or cfg.qlora or bloom or "down" not in cfg.lora_targets:
+    if cfg.lora_rank is None or cfg.qlora or "down" not in cfg.lora_targets:
+        return 0
+    if e.amp and d.extra.get("hf_module") == "bloom":  # as unsaved_down_input
         return 0
     r = int(cfg.lora_rank or 0)
     return max(0, r * (d.f + d.h) * adapter_bytes(cfg) - d.s * d.b * r * adapter_compute(cfg, e))

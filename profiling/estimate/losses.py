@@ -306,11 +306,18 @@ def after_loss(
 ) -> AfterLoss:
     """End of forward less the loss's and the final norm's saved tensors, plus the LM head's and
     the final norm's gradients."""
+    from profiling.estimate.lora_bytes import head_input_not_kept
+
     d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
     assert d is not None and d.V is not None, "a loss plan needs the shape"
     e = Bytes.of(cfg.precision)
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
-    kept = loss.released
+    # A frozen head's input (the final norm's output, or the copy matmul folds a strided chunk
+    # into): kept by the loss's tape, saved by nothing (the LoRA lines took it off the end of
+    # forward: lora_bytes.head_input_not_kept), so not freed here either. Under autocast the
+    # tape frees autocast's copy as the matmul returns (as ``_unsaved_input``).
+    unsaved = 0 if e.amp else d.s * d.b * d.h * head_input_not_kept(d, e, cfg)
+    kept = loss.released - unsaved
     norm = _final_norm_saved(d, e, cfg)
     grads = (d.V * d.h * p if cfg.lora_rank is None else 0) + (
         (2 if d.arch in _LAYER_NORM else 1) * d.h * p if cfg.lora_rank is None else 0

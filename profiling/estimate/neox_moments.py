@@ -64,11 +64,9 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.compile:  # a compiled block's backward is its graph's (estimate.compiled_backward)
         return False
-    other = cfg.loss != REFERENCE  # another loss: LoRA on GPT-NeoX, Falcon, Phi, no checkpointing
+    other = cfg.loss != REFERENCE  # another loss: LoRA on GPT-NeoX, Falcon, Phi, BLOOM, no ckpt
     if other and (cfg.lora_rank is None or cfg.checkpointing != "none"):
         return False  # (``released`` reads its plan)
-    if other and d.extra.get("hf_module") == "bloom":
-        return False
     if cfg.autocast_adapters:
         return False  # the Trainer's autocast over a 16-bit model: not modelled here
     if cfg.precision.startswith("amp-"):  # LoRA; Phi's full training (estimate.neox_amp_moments)
