@@ -21,6 +21,7 @@ from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
+from profiling.errors import ProfilingError
 from profiling.recipes.recipe import NO_MEMORY, Reading
 
 _PINNED = "does not change the bytes (the host block labels them pinned: DeepSpeed's default)"
@@ -358,7 +359,25 @@ def _bf16_section(r: Reading, p: str, trainer: Filler | None) -> str:
     return "bfloat16"
 
 
+def _trainer_match(r: Reading, p: str, trainer: Filler | None) -> None:
+    """The Trainer refuses to start when the config's explicit ``fp16.enabled`` /
+    ``bf16.enabled`` differs from its own ``fp16`` / ``bf16`` (transformers'
+    HfTrainerDeepSpeedConfig.fill_match, raised by trainer_config_finalize)."""
+    if trainer is None or trainer.who != "the Trainer's":
+        return
+    for name in ("fp16", "bf16"):
+        value, hf = r.get(f"{p}{name}.enabled"), bool(trainer.values.get(name))
+        if isinstance(value, bool) and value != hf:
+            raise ProfilingError(
+                f"{r.file}'s {name}.enabled = {str(value).lower()} does not match the Trainer's "
+                f"{name} = {str(hf).lower()}, and the Trainer refuses to start on that mismatch "
+                f"(transformers' HfTrainerDeepSpeedConfig): make them agree, or set "
+                f'{name}.enabled to "auto"'
+            )
+
+
 def _precision(r: Reading, p: str, trainer: Filler | None) -> None:
+    _trainer_match(r, p, trainer)
     for name in (_bf16_section(r, p, trainer), "fp16"):
         key = f"{p}{name}.enabled"
         value = r.get(key)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from profiling.config import TrainingConfig
+from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
 from profiling.recipes import read_recipe, with_recipe
 
@@ -376,3 +377,21 @@ def test_deepspeeds_legacy_bfloat16_section_is_its_bf16_unless_accelerate_shadow
     recipe = read_recipe([_write(tmp_path, "auto.json", auto)])
     assert "precision" not in recipe.values
     assert '"auto" not resolved' in _lines(recipe)["bfloat16.enabled"]
+
+
+def test_a_precision_the_trainer_would_refuse_is_refused(tmp_path: Path) -> None:
+    """The Trainer raises on an explicit bf16.enabled / fp16.enabled that differs from its own
+    fp16 / bf16 (HfTrainerDeepSpeedConfig.fill_match): not estimated as the config's bf16."""
+    ds = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3},
+          "train_micro_batch_size_per_gpu": "auto"}  # fmt: skip
+    (tmp_path / "ds.json").write_text(json.dumps(ds), encoding="utf-8")
+    args = {"output_dir": "o", "per_device_train_batch_size": 1, "fp16": True,
+            "deepspeed": "ds.json"}  # fmt: skip
+    (tmp_path / "args.json").write_text(json.dumps(args), encoding="utf-8")
+    with pytest.raises(ProfilingError, match=r"bf16\.enabled = true does not match the Trainer"):
+        read_recipe([tmp_path / "args.json", tmp_path / "ds.json"])
+    args["bf16"], args["fp16"] = True, False
+    (tmp_path / "args.json").write_text(json.dumps(args), encoding="utf-8")
+    assert (
+        read_recipe([tmp_path / "args.json", tmp_path / "ds.json"]).values["precision"] == "mixed"
+    )
