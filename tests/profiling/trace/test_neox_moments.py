@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from profiling.config import TrainingConfig
-from profiling.estimate import bloom_amp, neox_moments
+from profiling.estimate import bloom_amp, bloom_softmax, neox_moments
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
 from tests.profiling.trace.tiny_neox import SMALL, WIDE, neox_spec
@@ -50,7 +50,8 @@ def test_the_last_blocks_mlp_is_never_below_the_trace(
         model=_model(tmp_path, kind), seq=256, batch=2, precision=precision, qlora=qlora, **lora
     )
     traced, est = trace_step(cfg), estimate(cfg)
-    assert est.peak_moment in (neox_moments.BACKWARD, neox_moments.FORWARD)
+    # BLOOM's eager attention going forward is higher still (estimate.bloom_softmax)
+    assert est.peak_moment in (neox_moments.BACKWARD, neox_moments.FORWARD, bloom_softmax.FORWARD)
     # never below but for the trace's few scalars (loss, step counts: 16-120 B here), which no
     # estimate counts; above by at most `most`
     assert est.per_gpu_bytes >= traced.peak_bytes - 128
