@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 NAME = "backward, a compiled block"
 _ARCHS = ("llama", "neox", "gpt2")
-# losses whose tensors are all lines of the logits (freed by the time a block goes back): not
-# LitGPT's (its loop holds the logits past backward), nor Liger's or CCE's (gradients in forward)
+# losses whose tensors are all lines of the logits, freed (or become the head's .grad: Liger's
+# gradients made in forward) by the time a block goes back — but the logits LitGPT's loop holds
+# past backward (``HELD``)
 LOSSES = (
     "cross-entropy",
     "transformers-4.46",
@@ -49,7 +50,10 @@ LOSSES = (
     "linear-chunked",
     "liger",
     "cce",
+    "litgpt",
+    "litgpt-full",
 )
+HELD = "held by the script's loop"  # loss_tapes: LitGPT's logits, alive to the next step
 # the head's lines the loss's and head's backward free (the final norm's apart: its tables stay)
 _HEAD_LINES = ("Logits:", "Activations: autocast's 16-bit LM-head weight copy")
 
@@ -87,6 +91,8 @@ def released(d: Dims, e: Bytes, cfg: TrainingConfig, lines: Sequence[Any]) -> fl
 
     total = float(head_adapter(d, e, cfg))
     for ln in lines:
+        if HELD in ln.name:  # LitGPT's loop holds its logits past backward
+            continue
         if ln.name.startswith(_HEAD_LINES) or "frozen LM head" in ln.name:
             total += ln.bytes
         elif "final RMSNorm" in ln.name or "final LayerNorm" in ln.name:
@@ -211,6 +217,7 @@ def moments(
 
 
 __all__ = [
+    "HELD",
     "LOSSES",
     "NAME",
     "applies",

@@ -119,7 +119,7 @@ def by_block(
     calculation); empty where not modelled."""
     if not modelled(inp, shape):
         return {}
-    from profiling.estimate.compiled_backward import loss_scalars, tables
+    from profiling.estimate.compiled_backward import HELD, loss_scalars, tables
     from profiling.trace.compiled_estimate import block_recomputed
 
     d = dims_of(shape, inp.seq_or_default(), inp.batch)
@@ -141,6 +141,7 @@ def by_block(
     held += sum(ln.bytes for ln in lines if ln.name.startswith(POSITION_IDS))  # every block's
     held += sum(ln.bytes for ln in lines if ln.name == LOSS)  # the loop holds the loss
     held += loss_scalars(lines)  # (where the loss's tape does not count its scalars)
+    held += sum(ln.bytes for ln in lines if HELD in ln.name)  # LitGPT's loop: its logits
     first, rest = block_recomputed(inp)
     # the head's and the final norm's gradients (full training), then each block's weights' as
     # its backward graph returns them (not the whole model's over L: the embeddings' are made

@@ -117,6 +117,20 @@ CASES: dict[str, tuple[str, dict[str, object], str]] = {
         {"loss": "liger", "checkpointing": "full"},
         recomputed.NAME,
     ),
+    # LitGPT's losses: its loop holds the logits past backward (loss_tapes: "held by the
+    # script's loop"), the rest freed; before, the eager last MLP's count led
+    "llama litgpt loss, lora mixed (0.949)": (
+        "llama",
+        {"loss": "litgpt", "lora_rank": 8, "precision": "mixed"},
+        compiled_backward.NAME,
+    ),
+    "llama litgpt-full loss (0.982)": ("llama", {"loss": "litgpt-full"}, compiled_backward.NAME),
+    "neox litgpt loss": ("neox", {"loss": "litgpt"}, compiled_backward.NAME),
+    "llama litgpt loss, full checkpointing (0.988)": (
+        "llama",
+        {"loss": "litgpt", "checkpointing": "full"},
+        recomputed.NAME,
+    ),
     "llama chunked loss, full checkpointing (0.817)": (
         "llama",
         {"loss": "chunked", "checkpointing": "full"},
@@ -145,7 +159,9 @@ def test_a_compiled_blocks_backward_is_the_trace_s_peak(models: dict[str, str], 
     traced = trace_step(cfg)
     peak = max(est.moments, key=lambda m: m.bytes)
     assert peak.name == moment, peak
-    assert est.per_gpu_bytes == traced.peak_bytes, (est.per_gpu_bytes, traced.peak_bytes)
+    over = est.per_gpu_bytes - traced.peak_bytes
+    # LitGPT's loss on Llama: the bound of its loss tape's lines, never below (+24 to +33,280 B)
+    assert 0 <= over <= (33_280 if extra.get("loss") == "litgpt" else 0), over
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
