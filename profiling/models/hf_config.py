@@ -390,8 +390,9 @@ def _field_problem(exc: ValidationError) -> str:
 # --------------------------------------------------------------------- catalogue and files
 
 
-def catalogue_names() -> list[str]:
-    return sorted(p.stem for p in CATALOGUE.glob("*.json"))
+@functools.cache  # read once: fit --gpus N resolves the model for every plan's shape
+def catalogue_names() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in CATALOGUE.glob("*.json")))
 
 
 class CatalogueSource(TypedDict):
@@ -489,12 +490,6 @@ def read_config_file(path: str, spec: str) -> object:
 
 
 __all__ = [
-    "CATALOGUE",
-    "FAMILIES",
-    "PREFIX",
-    "catalogue_entry",
-    "catalogue_names",
-    "load_hf",
-    "read_config_file",
-    "workload_from_config",
-]
+    "CATALOGUE", "FAMILIES", "PREFIX", "catalogue_entry", "catalogue_names", "load_hf",
+    "read_config_file", "workload_from_config",
+]  # fmt: skip
