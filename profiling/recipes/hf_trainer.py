@@ -283,7 +283,8 @@ def _trainer_compile(r: Reading) -> None:
             elif k != key:
                 r.ignore(k, NO_MEMORY + " beyond turning torch.compile on")
     else:
-        r.ignore("torch_compile", NO_MEMORY + " (off)")
+        for k in ("torch_compile", "torch_compile_mode", "torch_compile_backend"):
+            r.ignore(k, NO_MEMORY + " (off)")
     mode = r.get("torch_compile_mode")
     if mode in ("reduce-overhead", "max-autotune"):
         r.notes.append(

@@ -64,6 +64,13 @@ def test_hf_trainer_compile_mode_alone_turns_compile_on(tmp_path: Path, key: str
     )
     cuda_graphs = any("CUDA graphs" in n for n in recipe.notes)
     assert cuda_graphs == (value == "reduce-overhead")
+    # a run's saved arguments carry every key, None when unset: read as off, not unknown
+    args.update(torch_compile_mode=None, torch_compile_backend=None)
+    (tmp_path / "training_args.json").write_text(json.dumps(args), encoding="utf-8")
+    off = read_recipe([tmp_path / "training_args.json"])
+    assert "compile" not in off.values
+    assert {"torch_compile_mode", "torch_compile_backend"} <= {s.key for s in off.ignored}
+    assert all("not a setting this reader knows" not in s.why for s in off.ignored)
 
 
 @pytest.mark.parametrize(
