@@ -261,8 +261,9 @@ def _trainer_optimizer(r: Reading) -> None:
         return
     ours, why = _OPTIM[name]
     r.use("optim", "optimizer", ours, why)
-    if name in ("adamw_torch_fused", "adamw_apex_fused"):
-        r.use("optim", "fused_optimizer", True, "one fused kernel: no foreach temporaries")
+    if name in ("adamw_torch_fused", "adamw_apex_fused"):  # one kernel: no foreach lists
+        r.use("optim", "foreach", False, "one fused kernel keeps no foreach temporaries: "
+              "counted as the for-loop step's scratch, a bound above the kernel's")  # fmt: skip
     if name.startswith("paged_"):
         r.use("optim", "paged_optimizer", True, "bitsandbytes pages its state under pressure")
     if name in ("adamw_torch_8bit", "adamw_torch_4bit"):  # transformers' _TORCHAO_OPTIMIZERS

@@ -12,6 +12,7 @@ import pytest
 
 from profiling.config import ConfigError, TrainingConfig
 from profiling.errors import ProfilingError
+from profiling.estimate.memory import estimate
 from profiling.recipes import read_recipe, with_recipe
 
 LITGPT = Path(__file__).parent / "fixtures" / "litgpt"
@@ -66,3 +67,19 @@ def test_litgpt_qlora_with_an_adapted_head_under_autocast_says_the_real_reason(
     # Where the loss is modelled, the hint stands
     with pytest.raises(ConfigError, match="as --loss litgpt: add it"):
         TrainingConfig.parse(model="llama-7b", lora_rank=8, qlora=True, fabric_bnb=True)
+
+
+def test_the_trainer_s_fused_adamw_is_read_once_as_no_foreach_lists(tmp_path: Path) -> None:
+    """optim = adamw_torch_fused: AdamW in one kernel (no foreach lists), counted as the
+    for-loop step's scratch; not both 'used' and 'ignored' as it was."""
+    args = {"output_dir": "o", "per_device_train_batch_size": 1, "bf16": True,
+            "optim": "adamw_torch_fused"}  # fmt: skip
+    (tmp_path / "args.json").write_text(json.dumps(args), encoding="utf-8")
+    recipe = read_recipe([tmp_path / "args.json"])
+    assert recipe.values["optimizer"] == "adamw" and recipe.values["foreach"] is False
+    assert not [s for s in recipe.ignored if s.key == "optim"]
+    foreach = TrainingConfig(model="llama-1b", optimizer="adamw", precision="bf16")
+    loop = foreach.model_copy(update={"foreach": False})
+    assert estimate(loop).category_bytes("temporaries") < estimate(foreach).category_bytes(
+        "temporaries"
+    )
