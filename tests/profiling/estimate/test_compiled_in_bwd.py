@@ -9,34 +9,21 @@ returns, the first parameter stepped beside them."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from profiling.config import TrainingConfig
 from profiling.estimate import compiled_backward, recomputed
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
-from tests.profiling.estimate.test_compiled_backward import _CONFIGS
+from tests.profiling.estimate import test_compiled_backward as compiled_toys
 
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    pytest.importorskip("transformers", reason="the hf extra is not installed")
-    out = {}
-    for name, config in _CONFIGS.items():
-        path = tmp_path_factory.mktemp(name) / "config.json"
-        path.write_text(json.dumps(config), encoding="utf-8")
-        out[name] = f"hf:{path}"
-    return out
+# the same module-scoped config files as test_compiled_backward's (pytest finds the fixture
+# by this module's attribute)
+models = compiled_toys.models
 
 
 def _cfg(model: str, **extra: object) -> TrainingConfig:
-    values: dict[str, object] = {
-        "model": model, "seq": 256, "batch": 2, "precision": "bf16", "target": "cuda",
-        "compile": True, "optimizer_in_bwd": True,
-    }  # fmt: skip
-    return TrainingConfig.model_validate({**values, **extra})
+    return compiled_toys._cfg(model, **{"optimizer_in_bwd": True, **extra})
 
 
 # (model, extra, the moment at the estimate's peak): estimate ÷ trace before
