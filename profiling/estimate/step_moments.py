@@ -151,9 +151,10 @@ def step_moments(
         moments.append(
             Moment(
                 name="end of backward",
-                bytes=round(weights + grads + states + extra),
+                bytes=round(weights + grads + states + extra + inputs),  # the loop holds the
+                # step's inputs through backward, as at the optimizer step
                 calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer "
-                f"{f(states)} + tied embedding's gradient added: 2·V·h·{g} B {f(extra)}",
+                f"{f(states)} + tied embedding's gradient added: 2·V·h·{g} B {f(extra)}{hold}",
             )
         )
     temps = total("temporaries")
