@@ -165,13 +165,7 @@ def _backward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, 
 
         deq = h * f * e.c + dequant_absmax_bytes(h * f, double_quant(cfg))
         deq_words = f" + down's weight dequantized {fmt_bytes(deq)}"
-    # Falcon's ``dropout_add(mlp_output, residual, hidden_dropout)`` (transformers 5.24
-    # modeling_falcon.py): with --dropout its backward makes the MLP's output gradient (s·b·h)
-    # beside the gradient reaching the block, its 1-byte mask (CUDA) freed
-    drop = 0
-    if cfg.dropout and d.extra.get("hf_module") == "falcon":
-        drop = T * h * (e.c - (1 if _cuda(cfg) else e.c))
-    value = fwd - gone + grads + mlp + deq + drop
+    value = fwd - gone + grads + mlp + deq
     amp_words = ""
     if e.amp:  # the head's 16-bit copies freed; down's A going back (estimate.neox_amp_moments)
         from profiling.estimate import neox_amp_moments
