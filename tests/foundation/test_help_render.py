@@ -67,7 +67,7 @@ def test_help_breaks_no_sentence_and_cuts_no_word(tmp_path):
     listed = _run("", "-m", "journal_agent", "--help", env=env).stdout
     fit = listed[listed.index("│ fit") : listed.index("│ gpu")]
     assert "│               checkpointing, LoRA/QLoRA, offload and micro-batch" in fit  # one
-    assert "│               held), ranked by estimated" in fit  # paragraph, wrapped by width
+    assert "│               held) and, with --gpus N, the parallel plans" in fit  # paragraph, wrapped
     assert "│               throughput" not in fit
     profile = _run("", "-m", "journal_agent", "profile", "--help", env=env)
     assert profile.returncode == 0, profile.stderr[-2000:]
