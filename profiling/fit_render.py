@@ -72,24 +72,21 @@ def render_fit(res: FitResult, top: int = 10) -> str:
         + f", target {b.target} — {res.searched} configurations estimated{plans}"
     )
     lines = [head, ""]
-    if not res.fitting and res.host_short is not None:
-        h = res.host_short
-        lines.append(
-            f"Nothing fits: {h.label()} fits the GPU ({fmt_bytes(h.nvml_bytes, 'GB')} on "
-            f"nvidia-smi), but DeepSpeed's offload needs {fmt_bytes(h.host_bytes or 0, 'GB')} of "
-            f"host memory per node, over --cpu-mem {res.base.cpu_mem or 0:g} GB."
-        )
-        lines += [f"note: {n}" for n in res.notes[:1]]
-        return "\n".join(lines)
     if not res.fitting:
-        s = res.smallest
-        lines.append(
-            f"Nothing fits: the smallest need is {fmt_bytes(s.nvml_bytes, 'GB')} on nvidia-smi "
-            f"({fmt_bytes(s.peak_bytes, 'GB')} allocated) per GPU ({s.label()}), against "
-            f"{fmt_bytes(usable(res.gpu_mem_bytes), 'GB')} usable."
-        )
-        lines += [f"note: {n}" for n in res.notes[:1]]
-        return "\n".join(lines)
+        if (h := res.host_short) is not None:
+            why = (
+                f"{h.label()} fits the GPU ({fmt_bytes(h.nvml_bytes, 'GB')} on nvidia-smi), but "
+                f"DeepSpeed's offload needs {fmt_bytes(h.host_bytes or 0, 'GB')} of host memory "
+                f"per node, over --cpu-mem {res.base.cpu_mem or 0:g} GB."
+            )
+        else:
+            s = res.smallest
+            why = (
+                f"the smallest need is {fmt_bytes(s.nvml_bytes, 'GB')} on nvidia-smi "
+                f"({fmt_bytes(s.peak_bytes, 'GB')} allocated) per GPU ({s.label()}), against "
+                f"{fmt_bytes(usable(res.gpu_mem_bytes), 'GB')} usable."
+            )
+        return "\n".join([*lines, f"Nothing fits: {why}", *(f"note: {n}" for n in res.notes[:1])])
     several = world > 1 or any(c.comm_bytes for c in res.fitting)
     lines += table(res.fitting, top, several)
     lines += res.best_lines
