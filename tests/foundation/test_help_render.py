@@ -66,8 +66,9 @@ def test_help_breaks_no_sentence_and_cuts_no_word(tmp_path):
     env = {"COLUMNS": "100", "PATH": "", "HOME": str(tmp_path)}
     listed = _run("", "-m", "journal_agent", "--help", env=env).stdout
     fit = listed[listed.index("│ fit") : listed.index("│ gpu")]
-    assert "│               checkpointing, LoRA/QLoRA, offload and micro-batch" in fit  # one
-    assert "│               held) and, with --gpus N, the parallel plans" in fit  # paragraph, wrapped
+    # one paragraph, wrapped
+    assert "│               checkpointing, LoRA/QLoRA, offload and micro-batch" in fit
+    assert "│               held) and, with --gpus N, the parallel plans" in fit
     assert "│               throughput" not in fit
     profile = _run("", "-m", "journal_agent", "profile", "--help", env=env)
     assert profile.returncode == 0, profile.stderr[-2000:]
