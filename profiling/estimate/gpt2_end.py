@@ -50,6 +50,26 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
     return not (cfg.compile or cfg.tp != 1 or cfg.sharded or cfg.optimizer_in_bwd)
 
 
+def mlp_going_back(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
+    """The gradient reaching the block and gelu_new's f-wide gradients going back, c_proj's saved
+    input freed (bytes, words); shared with ``estimate.recomputed_gpt2``'s recomputed block."""
+    T, h, f, V = d.s * d.b, d.h, d.f, int(d.V or 0)
+    if Bytes.of(cfg.precision).amp:
+        # Under autocast gelu_new is fp32 from ``pow`` on (autocast's fp32 list) and c_proj saved
+        # the product's 16-bit cast: its input gradient is cast back to fp32 (``_to_copy``'s
+        # backward) and ``mul``'s two gradients are fp32 beside it — three fp32 f-wide tensors;
+        # the 16-bit cast of 0.5·x's gradient equals c_proj's freed 16-bit input. Its and the
+        # head's 16-bit weight copies (autocast's cache, saved by their matmuls) are freed.
+        return T * h * e.r + 3 * T * f * 4 - (h * f + V * h) * e.c, (
+            f"the gradient reaching the block s·b·h·{e.r} and gelu_new's three fp32 f-wide "
+            f"gradients s·b·3f·4 − c_proj's and the head's 16-bit weight copies (h·f + V·h)·{e.c}"
+        )
+    return T * h * e.r + GELU_NEW * T * f * e.c, (
+        f"the gradient reaching the block s·b·h·{e.r} and gelu_new's two f-wide gradients "
+        f"s·b·2f·{e.c}"
+    )
+
+
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
     """The last block's MLP going back; none where it does not apply (see the module)."""
     if not _applies(d, cfg):
@@ -71,25 +91,9 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         grads = V * h * p
     # resid_pdrop's mask after c_proj, freed by its backward before c_proj goes back
     mask = T * h * (1 if _cuda(cfg) else e.r) if cfg.dropout else 0
-    if e.amp:
-        # Under autocast gelu_new is fp32 from ``pow`` on (autocast's fp32 list) and c_proj saved
-        # the product's 16-bit cast: its input gradient is cast back to fp32 (``_to_copy``'s
-        # backward) and ``mul``'s two gradients are fp32 beside it — three fp32 f-wide tensors;
-        # the 16-bit cast of 0.5·x's gradient equals c_proj's freed 16-bit input. Its and the
-        # head's 16-bit weight copies (autocast's cache, saved by their matmuls) are freed.
-        mlp = T * h * e.r + 3 * T * f * 4 - (h * f + V * h) * e.c
-        words = (
-            f"the gradient reaching the block s·b·h·{e.r} and gelu_new's three fp32 f-wide "
-            f"gradients s·b·3f·4 − c_proj's and the head's 16-bit weight copies (h·f + V·h)·{e.c}"
-        )
-    else:
-        mlp = T * h * e.r + GELU_NEW * T * f * e.c
-        if cfg.grads_kept:  # c_proj's input and weight gradients before their accumulation
-            mlp = T * h * e.r + max(GELU_NEW * T * f * e.c, T * f * e.c + (h * f + h) * p)
-        words = (
-            f"the gradient reaching the block s·b·h·{e.r} and gelu_new's two f-wide gradients "
-            f"s·b·2f·{e.c}"
-        )
+    mlp, words = mlp_going_back(d, e, cfg)
+    if cfg.grads_kept and not e.amp:  # c_proj's input and weight gradients before accumulation
+        mlp = T * h * e.r + max(GELU_NEW * T * f * e.c, T * f * e.c + (h * f + h) * p)
     value = fwd - gone + grads + mlp - mask
     calc = (
         f"end of forward − {what} {fmt_bytes(gone)} + the head's, the final norm's and c_proj's "
@@ -101,4 +105,4 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     return [(BACKWARD, value, calc)]
 
 
-__all__ = ["BACKWARD", "moments"]
+__all__ = ["BACKWARD", "mlp_going_back", "moments"]

@@ -46,7 +46,12 @@ from typing import TYPE_CHECKING, Any
 from profiling.estimate import dora
 from profiling.estimate.activations import Bytes, Dims, dims_of
 from profiling.estimate.lora_bytes import adapter_bytes
-from profiling.estimate.recomputed import checkpoints, llama_lora_recomputed, total
+from profiling.estimate.recomputed import (
+    checkpoints,
+    end_of_forward,
+    llama_lora_recomputed,
+    total,
+)
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -154,13 +159,17 @@ def moment(
 ) -> tuple[str, float, str] | None:  # fmt: skip
     """The bound (name, bytes, calculation) at the last and the second block, the higher; None
     where not ``modelled``. ``inputs``: what the step holds of its inputs throughout."""
-    from profiling.estimate import recomputed_llama, recomputed_neox
+    from profiling.estimate import recomputed_gpt2, recomputed_llama, recomputed_neox
 
     neox = dims_of(shape, inp.seq_or_default(), inp.batch)
     if recompute and neox is not None and recomputed_neox.modelled(inp, neox):
         return recomputed_neox.moment(lines, inp, shape, neox, inputs, recompute)
     if recompute and neox is not None and recomputed_llama.modelled(inp, neox):
         return recomputed_llama.moment(lines, inp, shape, neox, inputs, recompute)
+    if recompute and neox is not None and recomputed_gpt2.modelled(inp, neox):
+        fwd, each = end_of_forward(lines, inputs), checkpoints(lines) / neox.L
+        block = float(shape.get("block_params") or 0)
+        return recomputed_gpt2.moment(inp, neox, fwd, each, block, recompute)
     d = modelled(inp, shape)
     if d is None or not recompute:
         return None
