@@ -42,7 +42,9 @@ DEEPSPEED_FIELD: Any = Field(
     "memory per node.",
 )
 OFFLOAD_OPTIMIZER_FIELD: Any = Field(
-    False, description="Optimizer state and master weights in CPU memory (ZeRO-Offload)."
+    False,
+    description="Optimizer state and master weights in CPU memory (ZeRO-Offload); with --fsdp, "
+    "FSDP2's CPU offload: the sharded weights and gradients there too.",
 )
 OFFLOAD_PARAM_FIELD: Any = Field(
     False, description="DeepSpeed ZeRO-3: the 16-bit parameter partitions in host memory."
@@ -146,7 +148,8 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
     """One sentence for a DeepSpeed setting that cannot hold together."""
     if not cfg.deepspeed:
         given = [f for f in ENGINE_ONLY if getattr(cfg, f) not in (None, False)]
-        if cfg.activation_offload:  # its host memory is judged against --cpu-mem too
+        # their host memory is judged against --cpu-mem too (FSDP2's CPU offload: fsdp_offload)
+        if cfg.activation_offload or (cfg.fsdp and cfg.offload_optimizer):
             given = [f for f in given if f not in ("cpu_mem", "gpus_per_node")]
         if cfg.offload_to != "cpu":
             given.append("offload_to")

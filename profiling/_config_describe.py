@@ -96,7 +96,9 @@ def describe(cfg: TrainingConfig) -> str:
     if cfg.loss != "cross-entropy":
         chunks = f" × {cfg.loss_chunks}" if cfg.loss_chunks else ""
         parts.append(f"{cfg.loss} loss{chunks}")
-    if cfg.offload_optimizer and not cfg.deepspeed:
+    if cfg.offload_optimizer and cfg.fsdp and not cfg.deepspeed:  # estimate/fsdp_offload
+        parts.append("FSDP2's CPU offload (weights, gradients, optimizer)")
+    elif cfg.offload_optimizer and not cfg.deepspeed:
         parts.append("optimizer offloaded to CPU")
     parts.append(f"target {cfg.target}")
     return ", ".join(parts)

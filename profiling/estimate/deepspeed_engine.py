@@ -64,6 +64,7 @@ from profiling.estimate import deepspeed_lora as dl
 from profiling.estimate import deepspeed_padding as dp
 from profiling.estimate import deepspeed_zero12 as z12
 from profiling.estimate.activations import offloaded_inputs
+from profiling.estimate.fsdp_offload import HOST_KEY
 from profiling.estimate.states import Ledger, weight_bytes
 from profiling.units import fmt_bytes, fmt_count
 
@@ -310,6 +311,7 @@ def host_lines(cfg: TrainingConfig, shape: dict[str, Any]) -> list[HostLine]:
     torchtune's activation offloading (``--activation-offload``)."""
     act = offloaded_inputs(cfg, shape)
     out = [HostLine(act.name, act.bytes, act.substituted + " B", True)] if act else []
+    out += [HostLine(*x) for x in shape.get(HOST_KEY, [])]  # FSDP2's CPU offload (fsdp_offload)
     if not cfg.deepspeed or not cfg.zero or not (cfg.offload_optimizer or cfg.offload_param):
         return out
     s = Settings.of(cfg, shape)
@@ -394,7 +396,8 @@ def host_summary(cfg: TrainingConfig, shape: dict[str, Any]) -> dict[str, Any] |
     pinned = sum(x.bytes for x in lines if x.pinned)
     node = rank * per_node
     cpu = int(cfg.cpu_mem * 1e9) if cfg.cpu_mem is not None else None
-    by = [x for x, on in (("DeepSpeed", cfg.deepspeed), (_TORCHTUNE, cfg.activation_offload)) if on]
+    by = [x for x, on in (("DeepSpeed", cfg.deepspeed), ("FSDP2's CPU offload", HOST_KEY in shape),
+                          (_TORCHTUNE, cfg.activation_offload)) if on]  # fmt: skip
     return {
         "by": " and ".join(by),
         "lines": [

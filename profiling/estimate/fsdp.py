@@ -189,6 +189,8 @@ def one_gpu(cfg: TrainingConfig) -> dict[str, Any]:
     kept = cfg.grads_kept or cfg.accumulate_unsharded is not None
     alone = {"gpus": 1, "zero": 0, "fsdp": False, "fsdp_flat": False, "accumulate_unsharded": None}
     alone["grads_kept"] = kept
+    if cfg.fsdp and not cfg.deepspeed:  # FSDP2's CPU offload needs FSDP (estimate/fsdp_offload)
+        alone["offload_optimizer"] = False
     return {**ENGINE_OFF, **alone}
 
 

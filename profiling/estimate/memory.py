@@ -45,6 +45,7 @@ from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.fsdp import one_gpu, unsharded_grads
 from profiling.estimate.fsdp_lora import lora_gathered
 from profiling.estimate.fsdp_no_reshard import no_reshard, weight_sharding
+from profiling.estimate.fsdp_offload import fsdp_offload
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
 from profiling.estimate.optim_states import offload, paged_states
 from profiling.estimate.preference import reference_weights
@@ -277,7 +278,8 @@ def estimate(inp: EstimateInput) -> Estimate:
     zero3_gathered(ledger, inp, shape, inp.tp)
     no_reshard(ledger, inp, shape, inp.tp)
     lora_gathered(ledger, inp, shape, inp.tp)
-    offload(ledger, inp)
+    if not fsdp_offload(ledger, inp, shape):  # FSDP2's CPU offload, else ZeRO-Offload's
+        offload(ledger, inp)
     paged_states(ledger, inp, shape)
     in_backward(ledger, inp)
     loss = losses.loss_plan(inp, shape)

@@ -26,6 +26,7 @@ from profiling.recipes import (
     accelerate,
     deepspeed,
     hf_trainer,
+    hf_trainer_steps,
     litgpt,
     peft_bnb,
     torchtitan,
@@ -160,9 +161,12 @@ def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
     """The configuration values: the recipe's, then what the user gave (which wins; each
     override is noted in ``recipe.notes``). One sentence when no model is named anywhere."""
     _refuse_other_training(recipe)
-    torchtune_fsdp.on_gpus(recipe, int(given.get("gpus") or recipe.values.get("gpus") or 1))
+    gpus = int(given.get("gpus") or recipe.values.get("gpus") or 1)
+    torchtune_fsdp.on_gpus(recipe, gpus)
+    hf_trainer_steps.on_gpus(recipe, gpus)
     refused = next(
-        (w for f, w in recipe.refusals.items() if f in recipe.values and f not in given), None
+        (w for f, w in recipe.refusals.items() if f in recipe.values and f not in given),
+        next((w for f, w in recipe.refused.items() if f not in given), None),
     )
     if refused is not None:
         raise ProfilingError(refused)

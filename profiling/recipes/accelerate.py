@@ -19,7 +19,7 @@ from typing import Any
 
 from profiling.recipes.deepspeed import Filler, read_deepspeed
 from profiling.recipes.model_names import FOLLOW_REFERENCES
-from profiling.recipes.recipe import NO_MEMORY, Reading
+from profiling.recipes.recipe import FSDP_OFFLOAD, NO_MEMORY, Reading
 
 KNOWN: list[tuple[str, str]] = [
     ("deepspeed_config.zero3_init_flag", NO_MEMORY + " in a step (how the model is built)"),
@@ -144,8 +144,7 @@ def _fsdp(r: Reading) -> None:
         r.imply("(FSDP's default: FULL_SHARD)", "fsdp", True, "FSDP shards over the processes")
     r.imply("(the sharding strategy)", "zero", zero, f"ZeRO-{zero} style")
     if r.get("fsdp_config.fsdp_offload_params"):
-        r.use("fsdp_config.fsdp_offload_params", "offload_optimizer", True,
-              "FSDP's CPU offload: the states step on the CPU")  # fmt: skip
+        r.use("fsdp_config.fsdp_offload_params", "offload_optimizer", True, FSDP_OFFLOAD)
     elif r.has("fsdp_config.fsdp_offload_params"):
         r.ignore("fsdp_config.fsdp_offload_params", NO_MEMORY + " (off)")
     if r.get("fsdp_config.fsdp_activation_checkpointing"):

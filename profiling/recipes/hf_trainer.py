@@ -8,11 +8,10 @@ How the Trainer runs them:
   loaded in 16 bits (``torch_dtype``), which the arguments do not record — said in a note.
 - ``gradient_checkpointing`` (``activation_checkpointing`` from transformers 5) checkpoints
   every decoder layer.
-- ``optim``: ``adamw_torch`` (foreach), ``adamw_torch_fused``, ``adamw_bnb_8bit`` /
-  ``paged_adamw_8bit`` (8-bit states), ``adafactor``, ``sgd`` …
-- ``gradient_accumulation_steps`` > 1 keeps the gradients through the later micro-batches'
-  forward; ``fsdp`` ``full_shard`` / ``shard_grad_op`` and a DeepSpeed ZeRO stage shard over
-  the GPUs given with ``--gpus``.
+- ``optim`` (``hf_trainer_optim``), ``fsdp`` / ``fsdp_config`` (``hf_trainer_fsdp``), the
+  step's other settings — accumulation, checkpointing kwargs, Liger, the refused ones —
+  (``hf_trainer_steps``) and every other field's reason to be left out (``hf_trainer_keys``);
+  a DeepSpeed ZeRO stage (below) shards over the GPUs given with ``--gpus``.
 """
 
 from __future__ import annotations
@@ -26,120 +25,12 @@ from profiling.recipes.deepspeed import (
     read_deepspeed,
     read_settings,
 )
+from profiling.recipes.hf_trainer_fsdp import read_fsdp
+from profiling.recipes.hf_trainer_keys import TRAINER_KNOWN
+from profiling.recipes.hf_trainer_optim import read_optimizer
+from profiling.recipes.hf_trainer_steps import read_step_keys
 from profiling.recipes.model_names import FOLLOW_REFERENCES, hub_model
 from profiling.recipes.recipe import NO_MEMORY, Reading
-
-_TRAINER_KNOWN_PREFIXES = (
-    "output_dir",
-    "overwrite_output_dir",
-    "do_",
-    "eval",
-    "per_device_eval",
-    "learning_rate",
-    "weight_decay",
-    "adam_",
-    "max_grad_norm",
-    "num_train_epochs",
-    "max_steps",
-    "lr_scheduler",
-    "warmup",
-    "log",
-    "save",
-    "seed",
-    "data_seed",
-    "dataloader",
-    "run_name",
-    "disable_tqdm",
-    "remove_unused_columns",
-    "label",
-    "load_best",
-    "metric_for",
-    "greater_is",
-    "ignore_data",
-    "report_to",
-    "push_to_hub",
-    "hub_",
-    "resume",
-    "prediction_loss",
-    "include_",
-    "ddp_",
-    "local_rank",
-    "debug",
-    "past_index",
-    "group_by_length",
-    "length_column",
-    "skip_memory",
-    "use_cpu",
-    "use_ipex",
-    "jit_mode",
-    "tf32",
-    "full_determinism",
-    "torchdynamo",
-    "ray_",
-    "split_batches",
-    "dispatch_batches",
-    "neftune",
-    "optim_args",
-    "restore_callback",
-    "batch_eval",
-    "average_tokens",
-    "use_legacy",
-    "project",
-    "trackio",
-    "_n_gpu",
-    "_setup_devices",
-    "distributed_state",
-    "deepspeed_plugin",
-    "accelerator_config",
-    "parallelism_config",
-    "enable_jit",
-    "train_sampling",
-    "use_cache",
-    "mixed_precision",
-    "fp16_full_eval",
-    "bf16_full_eval",
-    "fp16_opt_level",
-    "fp16_backend",
-    "half_precision",
-    "auto_find",
-    "torch_empty_cache",
-    "gradient_checkpointing_kwargs",
-    "activation_checkpointing_kwargs",
-    "fsdp_min_num_params",
-    "fsdp_transformer_layer",
-    "fsdp_plugin_args",
-    "dataset_",
-    "completion_only",
-    "assistant_only",
-    "chat_template",
-    "model_init_kwargs",
-    "eos_token",
-    "pad_token",
-    "dataset",
-    "num_of_sequences",
-    "mp_parameters",
-    "xpu_backend",
-)
-TRAINER_KNOWN = [(f"{p}*", NO_MEMORY) for p in _TRAINER_KNOWN_PREFIXES]
-
-_OPTIM = {
-    "adamw_torch": ("adamw", "torch's AdamW (foreach)"),
-    "adamw_hf": ("adamw", ""),
-    "adamw_torch_fused": ("adamw", "torch's fused AdamW"),
-    "adamw_apex_fused": ("adamw", "apex's fused AdamW"),
-    "adamw_bnb_8bit": ("adam8bit", "bitsandbytes' 8-bit AdamW"),
-    "adamw_8bit": ("adam8bit", "bitsandbytes' 8-bit AdamW"),
-    "paged_adamw_8bit": ("adam8bit", "bitsandbytes' paged 8-bit AdamW"),
-    "paged_adamw_32bit": ("adamw", "bitsandbytes' paged 32-bit AdamW"),
-    "adamw_torch_4bit": ("adam8bit", "torchao's 4-bit AdamW (counted as 8-bit: 2 B of state)"),
-    "adamw_torch_8bit": ("adam8bit", "torchao's 8-bit AdamW"),
-    "adafactor": ("adafactor", "transformers' Adafactor"),
-    "sgd": ("sgd", "torch's SGD (momentum 0.9 assumed; set --optimizer sgd-nomomentum if none)"),
-    "adagrad": ("adagrad", ""),
-    "rmsprop": ("rmsprop", ""),
-    "lion_8bit": ("adam8bit", "bitsandbytes' 8-bit Lion (one 1-byte state; counted as two)"),
-    "lion_32bit": ("lion", ""),
-}
 
 
 def looks_like_trainer(data: dict[str, Any]) -> bool:
@@ -157,38 +48,20 @@ def read_trainer(path: Path, data: dict[str, Any]) -> Reading:
         r.use("per_device_train_batch_size", "batch", r.get("per_device_train_batch_size"))
     _trainer_precision(r)
     _trainer_checkpointing(r)
-    _trainer_optimizer(r)
-    accumulation = r.get("gradient_accumulation_steps", 1) or 1
-    if int(accumulation) > 1:
-        r.use(
-            "gradient_accumulation_steps",
-            "grads_kept",
-            True,
-            "gradients stay allocated through the later micro-batches' forward",
-        )
-    else:
-        r.ignore("gradient_accumulation_steps", NO_MEMORY + " (no accumulation)")
+    read_optimizer(r)
     for key in ("max_length", "max_seq_length"):  # TRL's SFTConfig
         if r.get(key) is not None:
             r.use(key, "seq", r.get(key), "TRL's SFTConfig: sequences cut to this length")
             break
-    _trainer_sharding(r, path)
+    read_fsdp(r)
+    _trainer_deepspeed(r, path)
     _trainer_compile(r)
     for key in ("packing", "padding_free"):
         if r.get(key):
             r.use(key, "packed", True, "TRL packs sequences (document masks, varlen attention)")
         elif r.has(key):
             r.ignore(key, NO_MEMORY + " (off)")
-    if r.get("use_liger_kernel"):
-        r.use(
-            "use_liger_kernel",
-            "loss",
-            "liger",
-            "Liger's fused linear cross-entropy; its RMSNorm, RoPE and SwiGLU kernels are taken "
-            "to keep what PyTorch's ops keep",
-        )
-    elif r.has("use_liger_kernel"):
-        r.ignore("use_liger_kernel", NO_MEMORY + " (off)")
+    read_step_keys(r)
     model = r.get("model_name_or_path") or r.get("hub_model_id")
     if isinstance(model, str) and model:
         found, note = hub_model(model)
@@ -219,8 +92,12 @@ def _trainer_precision(r: Reading) -> None:
         )
         r.seen("fp16" if bf16 else "bf16", main=key)
     else:
-        r.imply("bf16", "precision", "fp32", "neither bf16 nor fp16: fp32 as loaded")
-        r.seen("fp16", main="bf16")
+        given = [k for k in ("bf16", "fp16") if r.has(k)]
+        if given:
+            r.use(given[0], "precision", "fp32", "neither bf16 nor fp16: fp32 as loaded")
+        else:
+            r.imply("(neither bf16 nor fp16)", "precision", "fp32", "fp32 as loaded")
+        r.seen(*given[1:], main=given[0] if given else "")
 
 
 def autocast_over_peft(trainer: Reading, readings: list[Reading]) -> None:
@@ -251,25 +128,6 @@ def _trainer_checkpointing(r: Reading) -> None:
     r.seen(*keys, main=keys[0] if keys else "")
 
 
-def _trainer_optimizer(r: Reading) -> None:
-    optim = r.get("optim")
-    if optim is None:
-        return
-    name = str(optim).lower()
-    if name not in _OPTIM:
-        r.ignore("optim", f"{optim!r} is not an optimizer this reader knows; give --optimizer")
-        return
-    ours, why = _OPTIM[name]
-    r.use("optim", "optimizer", ours, why)
-    if name in ("adamw_torch_fused", "adamw_apex_fused"):  # one kernel: no foreach lists
-        r.use("optim", "foreach", False, "one fused kernel keeps no foreach temporaries: "
-              "counted as the for-loop step's scratch, a bound above the kernel's")  # fmt: skip
-    if name.startswith("paged_"):
-        r.use("optim", "paged_optimizer", True, "bitsandbytes pages its state under pressure")
-    if name in ("adamw_torch_8bit", "adamw_torch_4bit"):  # transformers' _TORCHAO_OPTIMIZERS
-        r.use("optim", "torchao_optim", True, "torchao's rule and compiled step")
-
-
 def _trainer_compile(r: Reading) -> None:
     """``torch_compile``; a ``torch_compile_mode`` or ``torch_compile_backend`` alone turns it on
     too (TrainingArguments.__post_init__, transformers/training_args.py)."""
@@ -292,46 +150,6 @@ def _trainer_compile(r: Reading) -> None:
             f"torch_compile_mode = {mode!r} captures CUDA graphs, whose private memory pool is "
             "not modelled: the estimate is of the compiled step without them"
         )
-
-
-def _trainer_sharding(r: Reading, path: Path) -> None:
-    fsdp = r.get("fsdp")
-    text = " ".join(fsdp) if isinstance(fsdp, list) else str(fsdp or "")
-    if "full_shard" in text or "hybrid_shard" in text:
-        r.use("fsdp", "fsdp", True, "FSDP full shard: ZeRO-3 over the GPUs (give --gpus N)")
-        r.use("fsdp", "zero", 3)
-    elif "shard_grad_op" in text:
-        r.use("fsdp", "fsdp", True, "FSDP SHARD_GRAD_OP: ZeRO-2 style (give --gpus N)")
-        r.use("fsdp", "zero", 2)
-    elif r.has("fsdp"):
-        r.ignore("fsdp", NO_MEMORY + " (off)")
-    if "offload" in text:
-        r.use("fsdp", "offload_optimizer", True, "FSDP's CPU offload")
-    r.seen("fsdp_config", main="fsdp")
-    _fsdp_config(r)
-    _trainer_deepspeed(r, path)
-
-
-def _fsdp_config(r: Reading) -> None:
-    """``fsdp_config``'s checkpointing and FSDP version, as TrainingArguments reads them
-    (transformers/training_args.py, ``_process_fsdp_args``: an ``fsdp_`` prefix dropped;
-    ``activation_checkpointing`` handed to accelerate's FSDP plugin, which checkpoints every
-    wrapped layer; ``version`` 2 by default in transformers 5, 1 the legacy FSDP1)."""
-    for name in ("activation_checkpointing", "version"):
-        key = next((f"fsdp_config.{p}{name}" for p in ("", "fsdp_")
-                    if r.has(f"fsdp_config.{p}{name}")), None)  # fmt: skip
-        if key is None:
-            continue
-        value = r.get(key)
-        if name == "activation_checkpointing" and str(value).lower() == "true":
-            r.use(key, "checkpointing", "full", "FSDP's own checkpointing of every wrapped layer")
-        elif name == "activation_checkpointing":
-            r.ignore(key, NO_MEMORY + " (off)")
-        elif str(value) == "1":
-            r.use(key, "fsdp_flat", True, "FSDP1: each wrapped layer's parameters views of one "
-                  "flat parameter (give --gpus N)")  # fmt: skip
-        else:
-            r.seen(key, main="fsdp (FSDP2's fully_shard, as estimated)")
 
 
 def _trainer_deepspeed(r: Reading, path: Path) -> None:

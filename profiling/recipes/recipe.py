@@ -22,6 +22,11 @@ from pydantic import BaseModel, Field
 from profiling.config import TrainingConfig
 
 NO_MEMORY = "does not change memory"
+# FSDP's cpu_offload as each framework hands it to fully_shard (estimate/fsdp_offload.py)
+FSDP_OFFLOAD = (
+    "FSDP2's CPU offload (CPUOffloadPolicy): the sharded weights, their gradients and the "
+    "optimizer's state in host memory, judged against --cpu-mem"
+)
 # LitGPT and torchtune name torch.optim.Adafactor; --optimizer adafactor is transformers'.
 TORCH_ADAFACTOR = (
     "counted as transformers' Adafactor: torch.optim.Adafactor keeps its factors in the "
@@ -64,6 +69,9 @@ class Recipe(BaseModel):
     notes: list[str] = Field(default_factory=list)
     # field: the sentence refusing the recipe's value for it, unless a flag gives the field
     refusals: dict[str, str] = Field(default_factory=dict)
+    # a flag's field (or a file's key, which no flag answers): the sentence refusing the file
+    # unless that flag is given, whatever the recipe set
+    refused: dict[str, str] = Field(default_factory=dict)
 
     def lines(self) -> list[str]:
         """The text the commands print: what was used, then what was left out, one line each
@@ -108,6 +116,7 @@ class Reading:
         self.ignored: list[Setting] = []
         self.notes: list[str] = []
         self.refusals: dict[str, str] = {}  # Recipe.refusals
+        self.refused: dict[str, str] = {}  # Recipe.refused
         self._seen: set[str] = set()
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -136,6 +145,12 @@ class Reading:
             return
         value = self.flat[key]
         self.ignored.append(Setting(file=self.file, key=key, value=value, field=field, why=why))
+
+    def refuse(self, key: str, sentence: str, unless: str = "") -> None:
+        """The file is not estimated, for ``sentence`` (one, in the file's own keys), unless the
+        flag setting the field ``unless`` is given; ``key`` is listed ignored with it."""
+        self.ignore(key, sentence)
+        self.refused.setdefault(unless or key, sentence)
 
     def seen(self, *keys: str, main: str = "") -> None:
         """Keys read as part of another setting (``lora_key`` inside the LoRA targets, ``main``):
@@ -184,6 +199,7 @@ def settle(framework: str, files: list[str], readings: list[Reading]) -> Recipe:
     for reading in readings:
         recipe.notes += reading.notes
         recipe.refusals.update(reading.refusals)
+        recipe.refused.update(reading.refused)
         recipe.ignored += reading.ignored
         for s in reading.used:
             if s.field is None:  # read together with another key
@@ -228,6 +244,7 @@ def unmodelled_loss(recipe: Recipe) -> None:
 
 
 __all__ = [
+    "FSDP_OFFLOAD",
     "NO_MEMORY",
     "TORCH_ADAFACTOR",
     "Reading",

@@ -21,7 +21,14 @@ shard the model with FSDP2 whatever the GPU count: there is no DDP among them. T
 
 from __future__ import annotations
 
-from profiling.recipes.recipe import NO_MEMORY, Reading, Recipe, Setting, unmodelled_loss
+from profiling.recipes.recipe import (
+    FSDP_OFFLOAD,
+    NO_MEMORY,
+    Reading,
+    Recipe,
+    Setting,
+    unmodelled_loss,
+)
 
 # Keys only the distributed recipes read (recipes/full_finetune_distributed.py, __init__ and
 # setup): a config holding one is theirs whatever its name.
@@ -71,9 +78,7 @@ def read_fsdp(r: Reading) -> None:
     elif r.has("fsdp_reshard_after_forward"):
         r.use("fsdp_reshard_after_forward", "zero", 3, "layers resharded after forward")
     if r.get("fsdp_cpu_offload"):
-        r.use("fsdp_cpu_offload", "offload_optimizer", True,
-              "CPUOffloadPolicy: the optimizer steps on the CPU (the sharded parameters and "
-              "gradients it also moves there counted on the GPU: an upper bound)")  # fmt: skip
+        r.use("fsdp_cpu_offload", "offload_optimizer", True, FSDP_OFFLOAD)
     else:
         r.ignore("fsdp_cpu_offload", NO_MEMORY + " (off)")
     if r.get("custom_sharded_layers"):

@@ -25,7 +25,12 @@ def untraceable(config: TrainingConfig) -> list[str]:
             problems.append(problem)
     if config.tp > 1:
         problems.append("no tensor parallelism (--tp 1)")
-    if config.offload_optimizer:
+    if config.offload_optimizer and config.fsdp:  # no host memory under fake tensors
+        problems.append(
+            "no --offload-optimizer under --fsdp (FSDP2's CPU offload is estimated, not traced: "
+            "its host memory too)"
+        )
+    elif config.offload_optimizer:
         problems.append("optimizer state on the GPU (no --offload-optimizer)")
     if config.activation_offload:  # no host memory nor copy stream under fake tensors
         problems.append("no --activation-offload (estimated only: the estimate models it)")
