@@ -17,6 +17,7 @@ from profiling._config_accum import (
     FSDP_FLAT_FIELD,
     check_accumulation,
 )
+from profiling._config_distill import KD_TEACHER_FIELD, check_distill
 from profiling._config_optimizers import check_torchao_optim
 from profiling._config_preference import DPO_FIELD, check_dpo
 from profiling.errors import ConfigError
@@ -135,6 +136,7 @@ def check_behaviours(cfg: TrainingConfig) -> None:
     """One ConfigError sentence for a behaviour that contradicts the rest of the configuration."""
     check_accumulation(cfg)
     check_dpo(cfg)
+    check_distill(cfg)
     if cfg.optimizer_in_bwd and (cfg.grads_kept or cfg.precision == "mixed"):
         raise ConfigError(
             "--optimizer-in-bwd frees each gradient once stepped: it takes no "
@@ -335,6 +337,7 @@ __all__ = [
     "COMPILE_FIELD",
     "DPO_FIELD",
     "FSDP_FLAT_FIELD",
+    "KD_TEACHER_FIELD",
     "LITGPT_NORM_FIELD",
     "LITGPT_UNCAPPED_FIELD",
     "LOSSES",

@@ -222,13 +222,13 @@ class TrainingConfig(BaseModel):
     )
     checkpoint_every: int | None = CHECKPOINT_EVERY_FIELD
     attention: Attention = Field(
-        "sdpa",
-        description="eager (saves the s² scores) | sdpa (fused, PyTorch's default) | flash.",
+        "sdpa", description="eager (saves the s² scores) | sdpa (fused, PyTorch's default) | flash."
     )
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout probability (masks saved).")
     loss: Loss = LOSS_FIELD
     loss_chunks: int | None = LOSS_CHUNKS_FIELD
     dpo: bool = behaviours.DPO_FIELD
+    kd_teacher: str | None = behaviours.KD_TEACHER_FIELD
     tied_head: bool | None = behaviours.TIED_HEAD_FIELD  # ---- then the adapters
     lora_rank: int | None = _positive_int(10**5, "Train LoRA adapters of rank R (q, k, v, o).")
     lora_targets: list[LoraTarget] = LORA_TARGETS_FIELD

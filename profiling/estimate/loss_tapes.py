@@ -207,9 +207,15 @@ def _bwd_litgpt_full(x: Ctx, tape: Tape) -> None:
 
 
 def _fwd_chunked(x: Ctx, tape: Tape) -> None:
+    _chunk_heads(x, tape, tensor_split(x.s, x.chunks))
+    chunked_ce(x, tape)
+
+
+def chunked_ce(x: Ctx, tape: Tape) -> None:
+    """CEWithChunkedOutputLoss on the chunks' logits: each chunk's fp32 copy and log-softmax,
+    then the logits freed (the caller's ``del``)."""
     sizes = tensor_split(x.s, x.chunks)
     V = ("V", x.V)
-    _chunk_heads(x, tape, sizes)
     for i, t in enumerate(sizes):
         rows = [("b", x.b), ("t", t)]
         if x.c != 4:
@@ -221,6 +227,12 @@ def _fwd_chunked(x: Ctx, tape: Tape) -> None:
 
 
 def _bwd_chunked(x: Ctx, tape: Tape) -> None:
+    chunk_heads_backward(x, tape, chunked_ce_backward(x, tape))
+
+
+def chunked_ce_backward(x: Ctx, tape: Tape) -> dict[int, str]:
+    """The chunks' cross-entropy backward, last chunk first: each chunk's logits gradient
+    (its key by chunk), waiting for its head's backward."""
     sizes = tensor_split(x.s, x.chunks)
     V = ("V", x.V)
     grads = {}
@@ -236,6 +248,13 @@ def _bwd_chunked(x: Ctx, tape: Tape) -> None:
             tape.new(f"g{i}", sized("a chunk's logits gradient", [*rows, V], x.c))
             tape.free(f"lsg{i}")
             grads[i] = f"g{i}"
+    return grads
+
+
+def chunk_heads_backward(x: Ctx, tape: Tape, grads: dict[int, str]) -> None:
+    """Each chunk's LM head backward from its logits' gradient, last chunk first, then the
+    split's: the hidden states' gradient."""
+    sizes = tensor_split(x.s, x.chunks)
     for i in reversed(range(len(sizes))):
         rows = [("b", x.b), ("t", sizes[i])]
         _head_backward(x, tape, f"c{i}", rows, grads[i], ("hidden",) if i == 0 else (), i == 0)
@@ -470,4 +489,10 @@ _BACKWARD = {
     "cce": _bwd_cce,
 }
 
-__all__ = ["backward_tape", "forward_tape"]
+__all__ = [
+    "backward_tape",
+    "chunk_heads_backward",
+    "chunked_ce",
+    "chunked_ce_backward",
+    "forward_tape",
+]

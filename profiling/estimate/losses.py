@@ -127,12 +127,17 @@ def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
     previous = held_over(d, e, cfg, x)
     fwd = Tape({"hidden": hidden, **{f"held{i}": term for i, term in enumerate(previous)}})
     compiled = x.compiled and cfg.loss in compiled_tapes.FORWARD  # torchtune's compile_loss
-    (compiled_tapes.FORWARD[cfg.loss] if compiled else partial(forward_tape, cfg.loss))(x, fwd)
+    forward, backward = (
+        (compiled_tapes.FORWARD[cfg.loss], compiled_tapes.BACKWARD[cfg.loss]) if compiled
+        else _distill_tapes(cfg) if cfg.kd_teacher  # torchtune's KD step (estimate.distill)
+        else (partial(forward_tape, cfg.loss), partial(backward_tape, cfg.loss))
+    )  # fmt: skip
+    forward(x, fwd)
     if fwd.has("hidden"):
         fwd.keep_as("hidden", "hidden", "the final norm's output, kept for backward")
     kept = list(fwd.alive.values())
     bwd = Tape(dict(fwd.alive))
-    (compiled_tapes.BACKWARD[cfg.loss] if compiled else partial(backward_tape, cfg.loss))(x, bwd)
+    backward(x, bwd)
     held = sum(t.bytes for t in kept)
     unsaved = _unsaved_input(d, e, cfg)
     caller = f" + the LM head's input, held by its caller {fmt_bytes(unsaved)}" if unsaved else ""
@@ -147,6 +152,13 @@ def plan(d: Dims, e: Bytes, cfg: TrainingConfig) -> LossPlan:
         looped=sum(t.bytes for key, t in fwd.alive.items() if key.startswith("loop")),
         largest=max(fwd.largest, bwd.largest),
     )
+
+
+def _distill_tapes(cfg: TrainingConfig) -> tuple[Any, Any]:
+    from profiling.estimate import distill
+
+    h_t = distill.teacher_dims(cfg).h
+    return partial(distill.forward_tape, h_t=h_t), distill.backward_tape
 
 
 # The losses whose caller holds the LM head's input through the loss: transformers' model's

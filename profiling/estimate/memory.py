@@ -42,6 +42,7 @@ from profiling.estimate.deepspeed import (
     host_verdict,
 )
 from profiling.estimate.deepspeed_engine import engine
+from profiling.estimate.distill_states import teacher_lines
 from profiling.estimate.fsdp import one_gpu, unsharded_grads
 from profiling.estimate.fsdp_lora import lora_gathered
 from profiling.estimate.fsdp_no_reshard import no_reshard, weight_sharding
@@ -275,6 +276,7 @@ def estimate(inp: EstimateInput) -> Estimate:
         trainable = psi
         full_training(ledger, inp, shape, weight_sharding(inp, sh))
     reference_weights(ledger, inp, shape)  # --dpo's frozen copy (full DPO)
+    teacher_lines(ledger, inp)  # --kd-teacher's frozen teacher
     zero3_gathered(ledger, inp, shape, inp.tp)
     no_reshard(ledger, inp, shape, inp.tp)
     lora_gathered(ledger, inp, shape, inp.tp)

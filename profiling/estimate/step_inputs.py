@@ -8,7 +8,7 @@ An encoder's and T5's inputs are ``encoder.step_inputs``'. No torch here.
 from __future__ import annotations
 
 from profiling.config import TrainingConfig
-from profiling.estimate import step_scalars
+from profiling.estimate import distill_states, step_scalars
 from profiling.estimate.activations import Dims, Term
 from profiling.estimate.ledger import Ledger, Line
 from profiling.units import fmt_bytes
@@ -36,7 +36,11 @@ def token_inputs(d: Dims | None, cfg: TrainingConfig) -> Term | None:
     """The token ids and the labels, 2·s·b·8 B, and transformers' rotary buffers
     (``step_scalars``), for the moments: the whole step holds them; None but for a decoder."""
     copies = 2 if cfg.dpo and cfg.lora_rank is None else 1  # full DPO's reference's too
-    return step_scalars.with_buffers(_ids(d), d, copies)
+    term = step_scalars.with_buffers(_ids(d), d, copies)
+    if term is None or not (bufs := distill_states.teacher_buffers(cfg)):
+        return term
+    return Term(f"{term.name} and the KD teacher's", term.bytes + bufs,
+                f"{term.formula} + 2·⌈r_t/2⌉·4 B", f"{term.substituted} + {bufs}")  # fmt: skip
 
 
 def add_lines(ledger: Ledger, d: Dims | None, cfg: TrainingConfig) -> None:

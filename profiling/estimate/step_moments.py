@@ -104,6 +104,7 @@ def step_moments(
         layer = sum(t.bytes for t in block_terms.per_layer(d, acts.Bytes.of(inp.precision), full))
         for name, value, calc in preference.block_moment(d, inp, fwd, loss.looped, layer):
             moments.append(Moment(name=name, bytes=round(value), calculation=calc))
+    moments += _teacher_block(d, inp, fwd, loss)  # --kd-teacher: the teacher's no_grad block
     padded, pad_calc, gone, gone_calc = step_in.shifted_labels(d, est_lines)  # transformers' loss
     if loss is None and head is not None:
         value = head.bytes / inp.tp
@@ -189,6 +190,23 @@ def step_moments(
     moments = [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]
     order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
+
+
+def _teacher_block(
+    d: acts.Dims | None, inp: TrainingConfig, fwd: float, loss: losses.LossPlan | None
+) -> list[Moment]:
+    """--kd-teacher: the teacher's forward through a block (``estimate.distill``, a bound)."""
+    if not inp.kd_teacher or d is None or loss is None:
+        return []
+    from profiling.estimate import block_terms, distill
+
+    e = acts.Bytes.of(inp.precision)
+    d_t = distill.teacher_dims(inp)
+    layer = sum(t.bytes for t in block_terms.per_layer(d_t, e, distill.teacher_config(inp)))
+    kept = sum(t.bytes for t in loss.kept)
+    x = losses.context(d, e, inp)
+    return [Moment(name=n, bytes=round(v), calculation=c)
+            for n, v, c in distill.block_moment(x, d_t, layer, fwd, kept)]  # fmt: skip
 
 
 __all__ = ["Moment", "step_moments"]

@@ -84,17 +84,20 @@ class HFCausalLM(nn.Module):
         from profiling.models.losses import lm_loss
 
         c = self.config
-        base: Any = self.model.base_model  # transformers' PreTrainedModel (untyped here)
-        model: Any = self.model
-
-        def hidden() -> torch.Tensor:
-            with _one_sequence_per_row():
-                return base(input_ids=idx, use_cache=False).last_hidden_state
-
         cap = c.logit_softcap  # the model's final_logit_softcapping, unless the run drops it
-        head = model.get_output_embeddings()
-        return lm_loss(c.loss, head, hidden, targets, c.loss_chunks, cap, c.target == "cuda",
-                       c.compile_loss)  # fmt: skip
+        return lm_loss(c.loss, self.head(), lambda: self.final_hidden(idx), targets,
+                       c.loss_chunks, cap, c.target == "cuda", c.compile_loss)  # fmt: skip
+
+    def final_hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """The decoder's final norm output (the base model's ``last_hidden_state``)."""
+        base: Any = self.model.base_model  # transformers' PreTrainedModel (untyped here)
+        with _one_sequence_per_row():
+            return base(input_ids=idx, use_cache=False).last_hidden_state
+
+    def head(self) -> nn.Module:
+        """The LM head (``get_output_embeddings``)."""
+        model: Any = self.model
+        return model.get_output_embeddings()
 
     def example_inputs(
         self, batch: int, seq: int, device: Device = None

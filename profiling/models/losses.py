@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from profiling.models.kd_loss import TEACHER, distilled, forward_kl_chunked
 from profiling.models.loss_sizes import LITGPT_CHUNK, liger_chunking
 
 IGNORE = -100
@@ -215,13 +216,21 @@ def _torchtune_chunked(
     hidden = hidden_of()
     logits = [head(chunk) for chunk in hidden.tensor_split(chunks, dim=1)]  # the model's output
     del hidden  # TransformerDecoder.forward returns the chunks: its h goes
+    teacher = TEACHER.get()  # torchtune's KD recipe: the teacher, then its loss, before this
+    if teacher is not None:
+        teacher_logits = teacher(chunks)
+        kd_loss = forward_kl_chunked(logits, teacher_logits, targets, chunks)
     total_elements = (targets != IGNORE).sum()
     labels = [t.reshape(-1) for t in targets.tensor_split(chunks, dim=1)]
     rows = [chunk.reshape(-1, chunk.size(-1)) for chunk in logits]
     total: Any = 0.0
     for r, t in zip(rows, labels, strict=True):
         total += (ce or _ce_sum)(r, t)
-    return total / total_elements
+    loss = total / total_elements
+    if teacher is None:
+        return loss
+    del logits, rows, teacher_logits  # _loss_step's del, before the loop's sum
+    return distilled(loss, kd_loss)
 
 
 def _torchtune_linear(

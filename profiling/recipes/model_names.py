@@ -28,13 +28,18 @@ SAME_SHAPE = {
     # torchtune/models/llama3_3/_model_builders.py: llama3_3_70b = llama3_1_70b ("identical
     # models apart from the checkpoints")
     "llama-3.3-70b": ("llama-3.1-70b", "Llama 3.3 70B is Llama 3.1 70B's model"),
+    # torchtune/models/qwen2/_model_builders.py qwen2_0_5b, qwen2_1_5b and qwen2_5/
+    # _model_builders.py qwen2_5_0_5b, qwen2_5_1_5b_*: the same vocabulary, layers, heads,
+    # widths and tied embeddings (bd2a0fc)
+    "qwen2-0.5b": ("qwen2.5-0.5b", "Qwen2 0.5B has Qwen2.5 0.5B's shape (torchtune's builders)"),
+    "qwen2-1.5b": ("qwen2.5-1.5b", "Qwen2 1.5B has Qwen2.5 1.5B's shape (torchtune's builders)"),
 }
 
 # torchtune's model builders (torchtune.models.<family>.<builder>) by family and size.
 _TORCHTUNE_FAMILIES = {
     "llama2": "llama-2", "llama3": "llama-3", "llama3_1": "llama-3.1", "llama3_2": "llama-3.2",
     "mistral": "mistral", "gemma": "gemma", "gemma2": "gemma-2", "qwen2_5": "qwen2.5",
-    "qwen3": "qwen3", "phi3": "phi-3", "phi4": "phi-4", "mixtral": "mixtral",
+    "qwen3": "qwen3", "qwen2": "qwen2", "phi3": "phi-3", "phi4": "phi-4", "mixtral": "mixtral",
     "llama3_3": "llama-3.3",
 }  # fmt: skip
 # Families of one size, which the catalogue names without it: torchtune's phi4_14b is Phi-4
@@ -108,6 +113,7 @@ def torchtune_model(component: str) -> tuple[str | None, bool, bool, str]:
     builder = component.rsplit(".", 1)[-1]
     lora, qlora = builder.startswith(("lora_", "qlora_")), builder.startswith("qlora_")
     base = builder.split("_", 1)[1] if lora else builder
+    base = re.sub(r"_base$", "", base)  # (qwen3_8b_base: the base model has the model's shape)
     for family in sorted(_TORCHTUNE_FAMILIES, key=len, reverse=True):
         if base.startswith(family + "_"):
             size = re.sub(r"(?<=\d)_(?=\d)", ".", base[len(family) + 1 :])

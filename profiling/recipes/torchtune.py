@@ -30,6 +30,7 @@ from profiling.recipes.model_names import local_config, torchtune_model
 from profiling.recipes.recipe import NO_MEMORY, TORCH_ADAFACTOR, Reading, flatten
 from profiling.recipes.torchtune_dpo import dpo
 from profiling.recipes.torchtune_fsdp import distributed, read_fsdp
+from profiling.recipes.torchtune_kd import distill, kd_refusal
 
 KNOWN = [
     ("output_dir", NO_MEMORY), ("tokenizer._component_", NO_MEMORY), ("tokenizer.path", NO_MEMORY),
@@ -48,9 +49,10 @@ KNOWN = [
     # flag says them.
     ("quantizer", NO_MEMORY + " (none)"),
     ("quantizer.*", "QAT's fake-quantized copies are not modelled"),
-    ("teacher_*", "knowledge distillation's teacher model (its weights and logits) is not "
-     "modelled"),
-    ("kd_*", "knowledge distillation's loss over the teacher's logits is not modelled"),
+    ("teacher_*", "knowledge distillation's teacher model: read from teacher_model "
+     "(--kd-teacher) where the file names one"),
+    ("kd_*", "knowledge distillation's loss: read from kd_loss (--kd-teacher) where the file "
+     "names a teacher_model"),
     ("ref_*", "a frozen reference model (PPO, GRPO) is not modelled"),
 ]  # fmt: skip
 
@@ -78,6 +80,7 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     if lora:
         _lora(r)
     _dtype(r)
+    distill(r)  # a KD config's teacher (--kd-teacher)
     if dpo(r):
         pass
     elif r.has("batch_size"):
@@ -126,11 +129,13 @@ def other_recipe(data: dict[str, Any]) -> str | None:
                 "modelled: --dpo) runs another loss over the log-probabilities, which is not "
                 "modelled")  # fmt: skip
     if "teacher_model._component_" in flat or "kd_loss._component_" in flat:
-        # knowledge_distillation_*.py's _setup_teacher_model: a second model, and its logits
-        teacher = components.get("teacher_model._component_", "a teacher").rsplit(".", 1)[-1]
-        return (f"torchtune's knowledge distillation recipe (teacher_model._component_ = "
-                f"{teacher}) runs a teacher model beside the student, and the teacher's "
-                "weights and logits are not modelled")  # fmt: skip
+        # knowledge_distillation_*.py: --kd-teacher (recipes.torchtune_kd) for ForwardKL's loss
+        refusal = kd_refusal(components.get("kd_loss._component_", "none"))
+        if refusal is not None or "teacher_model._component_" not in flat:
+            return refusal or (
+                "torchtune's knowledge distillation recipe without "
+                "teacher_model._component_ names no teacher, which is needed"
+            )
     quantizer = components.get("quantizer._component_", "").rsplit(".", 1)[-1]
     # generate.py, eleuther_eval.py, quantize.py (and their _v2/distributed forms): no optimizer,
     # no loss, and what only they read (a file of a model section alone is not one of them)

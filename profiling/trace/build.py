@@ -52,6 +52,13 @@ def traced_model(config: TraceConfig) -> str:
     return config.model
 
 
+def _teacher_config(config: TraceConfig) -> TraceConfig:
+    """The KD teacher as a model of its own: no adapters, no checkpointing (no_grad)."""
+    update = {"model": config.kd_teacher, "kd_teacher": None, "lora_rank": None, "qlora": False,
+              "tied_head": None, "dropout": 0.0}  # fmt: skip
+    return config.model_copy(update=update)
+
+
 def _make_model(
     config: TraceConfig, factory: Callable[..., object] | None = None, layers: int | None = None
 ) -> tuple[nn.Module, tuple[object, ...], dict[str, Any]]:
@@ -250,6 +257,8 @@ def _build(
         reference = (
             _make_model(config, factory, layers)[0] if config.dpo and not config.lora_rank else None
         )
+        # knowledge_distillation_*.py's _setup_teacher_model: in the student's dtype, every block
+        teacher = _make_model(_teacher_config(config), None)[0] if config.kd_teacher else None
     finally:
         torch.set_default_dtype(previous)
     in_model = _in_model(config, factory, layers)
@@ -278,6 +287,12 @@ def _build(
                 else "a frozen copy of the model as the reference"
             )
         )
+    if teacher is not None:
+        from profiling.trace.distill import kd_step
+
+        model = kd_step(model, teacher)
+        notes.append(f"torchtune's knowledge distillation step: the teacher {config.kd_teacher} "
+                     "frozen beside the student, its chunked logits under no_grad")  # fmt: skip
     if mesh is not None:
         mp = torch.bfloat16 if config.precision == "mixed" else None
         _shard(model, mesh, config.reshard_after_forward, mp)

@@ -161,6 +161,7 @@ def trace_step(
         # test_scaled_reserve.py): a counter past allocated replays every block.
         scaled_counters = block_scaling and counted(config)
         block_scaling = block_scaling and observe is None and not counted(config)
+        block_scaling = block_scaling and not config.kd_teacher  # the teacher is built whole
         raw = missed = None
         layered = _hf_module(config, factory)  # transformers' module: 1, 2, 3 layers
         if block_scaling and blocks is not None and blocks > (3 if layered else 5):

@@ -1,5 +1,6 @@
-"""torchtune configs of recipes other than supervised fine-tuning and DPO (DPOLoss: --dpo,
-#31) are refused in one sentence (audit2 D14-D17): read as a fine-tune, DPO lost its reference
+"""torchtune configs of recipes other than supervised fine-tuning, DPO (DPOLoss: --dpo, #31)
+and knowledge distillation (ForwardKLWithChunkedOutputLoss: --kd-teacher, #31) are refused in
+one sentence (audit2 D14-D17): read as a fine-tune, DPO lost its reference
 model and its doubled batch (llama3_1/8B_full_dpo.yaml: 71.75 GB; now read as --dpo), knowledge
 distillation its teacher (8B_to_1B_KD: 22.91 GB for the 1B student alone), QAT its
 fake-quantized copies, and generation, evaluation and quantization configs were estimated as a
@@ -47,9 +48,10 @@ KINDS = [
      (), r"GRPO recipe \(loss._component_ = GRPOSimpleLoss\) .* reference model"),
     ("8B_to_1B_KD_lora_single_device.yaml",
      {"teacher_model": {"_component_": "torchtune.models.llama3_1.llama3_1_8b"},
-      "kd_loss": {"_component_": "torchtune.modules.loss.ForwardKLWithChunkedOutputLoss"},
+      "kd_loss": {"_component_": "torchtune.modules.loss.ReverseKLWithChunkedOutputLoss"},
       "kd_ratio": 0.5},
-     (), r"knowledge distillation recipe \(teacher_model._component_ = llama3_1_8b\) .* teacher"),
+     (), r"knowledge distillation recipe with kd_loss._component_ = "
+     r"ReverseKLWithChunkedOutputLoss \(only ForwardKLWithChunkedOutputLoss is modelled"),
     ("1B_qat_full.yaml",
      {"quantizer": {"_component_":
                     "torchtune.training.quantization.Int8DynActInt4WeightQATQuantizer",
@@ -155,3 +157,41 @@ def test_torchtunes_gemma2_chunked_loss_names_its_key_and_a_way_forward(tmp_path
     gemma = {"model": {"_component_": "torchtune.models.gemma.gemma_2b"}}
     values = with_recipe(read_recipe([_config(tmp_path, "gemma_2B.yaml", gemma)]), {"seq": 512})
     assert values["loss"] == "linear-chunked"
+
+
+def test_kd_configs_are_read_as_kd(tmp_path: Path) -> None:
+    """#31: torchtune's KD configs were refused (50c0bb5); now --kd-teacher with the teacher's
+    builder as its model, the chunked cross-entropy, batch_size rows, the teacher's checkpoint
+    and kd_ratio said once per key."""
+    kd = read_recipe([TORCHTUNE / "8B_to_1B_KD_lora_single_device.yaml"])
+    assert kd.values["kd_teacher"] == "hf:llama-3.1-8b" and kd.values["model"] == "hf:llama-3.2-1b"
+    assert kd.values["loss"] == "chunked" and kd.values["batch"] == 4
+    why = {s.key: s.why for s in kd.ignored}
+    assert why["kd_ratio"].startswith("does not change memory")
+    assert why["teacher_checkpointer.checkpoint_dir"].startswith("does not change memory")
+    assert "teacher_model._component_" not in why and "kd_loss._component_" not in why
+    assert not any("say it with a flag" in w for w in why.values())
+
+
+def test_cli_estimates_kd(cli, tmp_path: Path) -> None:
+    path = TORCHTUNE / "8B_to_1B_KD_lora_single_device.yaml"
+    done = cli("estimate", "--from", str(path), "--seq", "256", "--target", "cpu", "--no-save",
+               cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Teacher model: weights (frozen, knowledge distillation)" in done.stdout
+    assert "seq 256 × batch 4" in done.stdout
+
+
+def test_a_kd_teacher_not_shipped_is_one_sentence_never_the_student_alone(tmp_path: Path) -> None:
+    """qwen3/14B_to_8B_KD_lora_single_device.yaml's teacher (Qwen3 14B) is not in the
+    catalogue: estimated without it, the step would be the student's fine-tune."""
+    text = (TORCHTUNE / "8B_to_1B_KD_lora_single_device.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "14B_to_8B_KD.yaml"
+    path.write_text(text.replace("llama3_1.llama3_1_8b", "qwen3.qwen3_14b_instruct"), "utf-8")
+    recipe = read_recipe([path])
+    with pytest.raises(ProfilingError) as info:
+        with_recipe(recipe, {"seq": 256})
+    said = str(info.value)
+    assert "qwen3_14b_instruct" in said and "give --kd-teacher" in said
+    values = with_recipe(recipe, {"seq": 256, "kd_teacher": "hf:llama-3.1-8b"})
+    assert values["kd_teacher"] == "hf:llama-3.1-8b"
