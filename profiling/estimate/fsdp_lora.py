@@ -1,18 +1,24 @@
-"""LoRA under FSDP2 (torchtune's ``lora_finetune_distributed``): what is gathered at the loss.
+"""LoRA under FSDP2 (torchtune's ``lora_finetune_distributed``): what is gathered, and when.
 No torch here.
 
 FSDP2 shards the frozen base beside the adapters (``fully_shard`` makes every parameter of a
 group a DTensor, trainable or not) and gathers a block's whole group — its frozen weights and
-its A and B — in forward, in the gathered dtype (``MixedPrecisionPolicy.param_dtype``: bf16
-under ``mixed``). torchtune shards every ``layers.<i>`` and then the root with
-``reshard_after_forward=False`` (torchtune/training/_distributed.py ``shard_model``), as the
-trace does; so at the loss the root is gathered, and the last block's all-gather output is
-still held in ``comm_ctx.all_gather_state`` until the root's ``FSDPState._post_forward`` (torch
-2.13 ``_fully_shard/_fsdp_param_group.py`` ``wait_for_unshard``, ``_fsdp_state.py``) — the
-loss runs inside the root's forward. The estimate counted no gathered parameter under LoRA
-(ZeRO-3's gathered line left LoRA out): a tiny Llama (h 256, V 2,048, 2 blocks, q and v
-adapted, 256 tokens, 2 GPUs) read 0.866-0.909 of the trace with PyTorch's loss, 0.83-0.88 with
-torchtune's chunked losses — (root + block)·g below.
+its A and B — in the gathered dtype (``MixedPrecisionPolicy.param_dtype``: bf16 under
+``mixed``, whose shards stay fp32: ``TrainingConfig.param_dtype``). The trace shards every
+``layers.<i>`` and then the root, each with ``reshard_after_forward=True`` given
+(trace.build._shard), so the root too reshards after forward: ``FSDPState._lazy_init`` keeps
+the root's parameters only where ``reshard_after_forward`` was left None (torch 2.13
+``_fully_shard/_fsdp_state.py``). The moments:
+
+- at the loss (``lora_gathered``): the root gathered and the last block's all-gather output,
+  held in ``comm_ctx.all_gather_state`` until the root's ``FSDPState._post_forward`` — the
+  loss runs inside the root's forward (ccafb0f: 0.866-0.909 of the trace at 256 tokens before);
+- forward's copy-outs (``lora_forward``): ``wait_for_unshard`` frees the previous group's
+  all-gather output only when it returns (its local ``prev_all_gather_state``), after this
+  group's copy-out: block 0's holds (2·root + 2·block)·g, block i's (root + 3·block)·g beside
+  blocks 0..i − 1's saved tensors (16 tokens: 0.69-0.79 of the trace before);
+- backward's start: the root gathered again, its all-gather output beside its parameters
+  (2·root·g), with every activation of the end of forward (a large vocabulary on few tokens).
 """
 
 from __future__ import annotations
@@ -46,13 +52,10 @@ def lora_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t:
     root, block = shape.get("root_params"), shape.get("block_params")
     if not lora_fsdp2(cfg) or not root or not block:
         return
-    L, r = int(shape["layers"]), int(cfg.lora_rank or 0)
-    adapters = lora_adapters(cfg, shape)[0]
-    head = r * (int(shape["hidden"]) + int(shape.get("vocab") or 0))
-    head *= "lm_head" in cfg.lora_targets
-    per_block = (adapters - head) // L
+    root_n, block_n = group_params(cfg, shape)
+    head, per_block = root_n - int(root), block_n - int(block)
     g = gathered_bytes(cfg)
-    n = int(root) + head + int(block) + per_block
+    n = root_n + block_n
     div = f" / {t}" if t > 1 else ""
     ledger.add(
         Line(
@@ -68,4 +71,15 @@ def lora_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t:
     )
 
 
-__all__ = ["lora_fsdp2", "lora_gathered"]
+def group_params(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int]:
+    """The parameters FSDP2 gathers for the root's group (with an adapted head's A and B) and
+    for one block's (its frozen weights and its adapters)."""
+    L, r = int(shape["layers"]), int(cfg.lora_rank or 0)
+    adapters = lora_adapters(cfg, shape)[0]
+    head = r * (int(shape["hidden"]) + int(shape.get("vocab") or 0))
+    head *= "lm_head" in cfg.lora_targets
+    per_block = (adapters - head) // L
+    return int(shape["root_params"]) + head, int(shape["block_params"]) + per_block
+
+
+__all__ = ["group_params", "lora_fsdp2", "lora_gathered"]

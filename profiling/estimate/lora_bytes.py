@@ -17,10 +17,15 @@ if TYPE_CHECKING:
 
 
 def adapter_bytes(cfg: TrainingConfig) -> int:
-    """The adapters' element size: fp32 (PeftModel's cast), bf16 under pure bf16 — and under
-    DeepSpeed's 16-bit engine, which casts the whole module (``estimate.deepspeed_lora``)."""
+    """The adapters' element size as forward and backward use them: fp32 (PeftModel's cast),
+    bf16 under pure bf16 — under DeepSpeed's 16-bit engine, which casts the whole module
+    (``estimate.deepspeed_lora``), and under FSDP's ``mixed``, whose gathers are
+    ``MixedPrecisionPolicy(param_dtype=bf16)``'s: the fp32 shards' adapters gathered in bf16
+    (torch ``_fully_shard/_fsdp_param.py`` ``FSDPParam.init_all_gather_outputs``), so peft
+    casts nothing and their unsharded gradients are bf16."""
     engine16 = getattr(cfg, "deepspeed", False) and cfg.precision == "mixed"
-    return 2 if trains_16bit(cfg) or engine16 else 4
+    gathered16 = getattr(cfg, "fsdp", False) and cfg.precision == "mixed"
+    return 2 if trains_16bit(cfg) or engine16 or gathered16 else 4
 
 
 def adapter_compute(cfg: TrainingConfig, e: Bytes) -> int:

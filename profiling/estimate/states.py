@@ -200,7 +200,7 @@ def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Shardin
     if cfg.qlora:
         _qlora_base(ledger, cfg, shape, sh)
     else:
-        w = weight_bytes(cfg.precision) if cfg.precision != "fp32" else 4
+        w = 2 if cfg.param_dtype == "bf16" else 4  # FSDP's mixed: fp32 shards (fsdp_lora)
         wname = "fp32" if w == 4 else "fp16/bf16"
         _state(ledger, sh, 3, f"Base weights ({wname}, frozen)", psi, w, f"{w} B", "parameters")
     ledger.steps.append(

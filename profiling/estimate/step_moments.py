@@ -29,6 +29,7 @@ from profiling.estimate import (
 from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
 from profiling.estimate.fsdp import fsdp_moments, fsdp_parts
+from profiling.estimate.fsdp_lora_moments import lora_forward
 from profiling.estimate.ledger import Line
 from profiling.estimate.recomputed import recomputed_moment
 from profiling.estimate.recomputed_eager import moment as eager_recomputed
@@ -187,6 +188,7 @@ def step_moments(
     parts = fsdp_parts((sharded, grads, states, kept, act, logp, inputs + scalars), loss)
     added = fsdp_moments(inp, shape, parts, [(m.name, m.bytes, m.calculation) for m in moments])
     added += lora_acts.nf4_moments(inp, shape, parts, recompute, added)
+    added += lora_forward(inp, shape, parts, est_lines)
     moments = [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]
     order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))

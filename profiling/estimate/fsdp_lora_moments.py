@@ -1,0 +1,124 @@
+"""LoRA under FSDP2: the moments of forward's copy-outs and of backward's start, beside the
+one at the loss (``fsdp_lora``, whose docstring reads FSDP2's order). No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.config import TrainingConfig
+from profiling.estimate.fsdp_lora import group_params, lora_fsdp2
+from profiling.estimate.ledger import Line
+from profiling.estimate.states import gathered_bytes
+from profiling.units import fmt_bytes
+
+FIRST = "forward, the first block's copy-out (the root's all-gather output held)"
+LAST = "forward, the last block's copy-out (the block before's all-gather output held)"
+BACK = "backward start (the root gathered again)"
+LOSS_GRAD = 4  # backward's first tensor: the fp32 loss's gradient, ones
+_FIRST_BLOCK = "Activations: first block"  # lora.once_per_model's first block's terms
+_EVERY_LAYER = ("Activations: the step's scalars", "every layer")
+
+
+def lora_forward(
+    cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], lines: list[Line]
+) -> list[tuple[str, float, str]]:
+    """Forward's two copy-outs and backward's start (name, bytes, calculation). FSDP2's
+    ``wait_for_unshard`` (torch 2.13 ``_fully_shard/_fsdp_param_group.py``) frees the previous
+    group's all-gather output, kept in ``comm_ctx.all_gather_state`` for implicit prefetching,
+    only when it returns — its local ``prev_all_gather_state`` still holds it through this
+    group's
+    ``foreach_all_gather_copy_out`` (``_fsdp_collectives.py``). So block 0's copy-out holds the
+    root twice (its all-gather output, its parameters) and block 0 twice: (2·root + 2·block)·g;
+    block i's (i ≥ 1) the root, block i − 1's all-gather output and block i's twice:
+    (root + 3·block)·g, beside blocks 0..i − 1's saved tensors, which grow with i (the last
+    block's the higher). With them: the sharded weights and optimizer states, the embedding's
+    output (``LlamaModel.forward``'s local ``inputs_embeds``, held until it returns), the
+    position ids (s·8), the RoPE tables, the step's inputs; at block i ≥ 1, block i − 1's output
+    (block i's input, counted in block i's terms). Under full checkpointing a block keeps its
+    input alone (block 0's: the embedding's output). At backward's start the root, resharded
+    after forward, is gathered again (``pre_backward``'s ``unshard``): its all-gather output
+    and its parameters, 2·root·g, beside everything the end of forward holds — the peak where
+    the root outweighs a block and its activations (one block, V 8,192, 16 tokens: 0.936)."""
+    from profiling.estimate import activations as acts
+    from profiling.estimate import block_terms, step_inputs
+    from profiling.estimate import lora as lora_acts
+
+    d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
+    if not lora_fsdp2(cfg) or d is None or not shape.get("root_params"):
+        return []
+    if not shape.get("block_params") or d.arch != "llama" or cfg.compile:
+        return []
+    e, g, t, f = acts.Bytes.of(cfg.precision), gathered_bytes(cfg), cfg.tp, fmt_bytes
+    root, block = group_params(cfg, shape)
+    T, L = d.s * d.b, d.L
+    fixed = parts["sharded weights"] + parts["optimizer"] + parts["kept"]
+    held = step_inputs.token_inputs(d, cfg)
+    fixed += held.bytes if held else 0.0
+    embeds, pos, rope = T * d.h * e.r / t, d.s * 8, 2 * d.s * d.hd * e.rope
+    around = embeds + pos + rope
+    words = (
+        f"sharded weights, optimizer and the step's inputs {f(fixed)} + the embedding's output "
+        f"s·b·h·{e.r}, the position ids s·8 and the RoPE tables {f(around)}"
+    )
+    start = (2 * root + 2 * block) * g / t
+    out = [(FIRST, fixed + start + around, f"{words} + (2·root + 2·block)·{g} B {f(start)}")]
+    again = 2 * root * g / t
+    out.append((
+        BACK,
+        fixed + parts["activations"] + again + LOSS_GRAD,
+        f"sharded weights, optimizer and the step's inputs {f(fixed)} + the activations at the "
+        f"end of forward {f(parts['activations'])} + the root gathered again, its all-gather "
+        f"output beside its parameters 2·root·{g} B {f(again)} + the loss's gradient "
+        f"{LOSS_GRAD} B",
+    ))  # fmt: skip
+    if L < 2:
+        return out
+    ckpt = cfg.checkpointing == "full"
+    if ckpt:  # the blocks' inputs: block 0's is the embedding's output, counted above
+        saved = (L - 1) * T * d.h * e.r / t
+        what = f"blocks 1..{L - 1}'s inputs s·b·h·{e.r} (one not saved yet)"
+    else:
+        layer = block_terms.per_layer(d, e, cfg) + lora_acts.per_layer(d, e, cfg)
+        first = sum(ln.bytes for ln in lines if ln.name.startswith(_FIRST_BLOCK))
+        scalars = sum(
+            ln.bytes for ln in lines if ln.name.startswith(_EVERY_LAYER[0]) and _EVERY_LAYER[1]
+            in ln.name
+        )  # fmt: skip
+        saved = (L - 1) * (sum(x.bytes for x in layer) + scalars / L) / t + first
+        saved += T * d.h * e.r / t  # block L − 2's output
+        what = f"blocks 0..{L - 2}'s saved tensors and block {L - 2}'s output"
+        if e.amp:  # autocast's copies, which the end of forward counts once per model
+            copies = _autocast_copies(d, block - int(shape["block_params"]))
+            saved += (L - 1) * copies / t + _first_a_copies(d, cfg) / t
+            what += (
+                " with autocast's 16-bit copies of their weights and adapters, and the first "
+                "block's A copies, not yet freed"
+            )
+    last = (root + 3 * block) * g / t
+    out.append((
+        LAST,
+        fixed + last + around + saved,
+        f"{words} + (root + 3·block)·{g} B {f(last)} + {what} {f(saved)}",
+    ))  # fmt: skip
+    return out
+
+
+def _autocast_copies(d: Any, adapters: int) -> int:
+    """One block's autocast 16-bit copies its matmuls save for backward: every Linear weight
+    (q, k, v, o, gate, up, down; frozen, so autocast casts each per call, and the matmul keeps
+    the copy for its input's gradient) and its adapters' A and B (autocast's cache)."""
+    q = d.a * d.hd
+    return 2 * (2 * d.h * q + 2 * d.h * d.k + 3 * d.h * d.f + adapters)
+
+
+def _first_a_copies(d: Any, cfg: TrainingConfig) -> int:
+    """The first block's attention adapters' 16-bit A copies: no gradient reaches their input,
+    so nothing saves them (``lora.once_per_model`` leaves them out of the end of forward), but
+    autocast's cache still holds them while the next block gathers (the trace: freed before
+    the loss)."""
+    n = sum(1 for x in cfg.lora_targets if x in ("q", "k", "v"))
+    return n * int(cfg.lora_rank or 0) * d.h * 2
+
+
+__all__ = ["BACK", "FIRST", "LAST", "lora_forward"]
