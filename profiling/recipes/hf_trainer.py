@@ -44,8 +44,12 @@ def looks_like_trainer(data: dict[str, Any]) -> bool:
 
 def read_trainer(path: Path, data: dict[str, Any]) -> Reading:
     r = Reading(path.name, data, TRAINER_KNOWN)
-    if r.has("per_device_train_batch_size"):
-        r.use("per_device_train_batch_size", "batch", r.get("per_device_train_batch_size"))
+    # transformers 4.x: a per_gpu_train_batch_size given wins (TrainingArguments.train_batch_size)
+    batch = next((k for k in ("per_gpu_train_batch_size", "per_device_train_batch_size")
+                  if r.get(k) is not None), None)  # fmt: skip
+    if batch is not None:
+        r.use(batch, "batch", r.get(batch))
+    r.ignore("per_gpu_train_batch_size", NO_MEMORY + " (unset: per_device_train_batch_size read)")
     _trainer_precision(r)
     _trainer_checkpointing(r)
     read_optimizer(r)

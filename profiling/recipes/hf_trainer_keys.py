@@ -140,6 +140,17 @@ _REASONS: tuple[tuple[tuple[str, ...], str], ...] = (
         ),
         _RUNTIME,
     ),
+    # older transformers' names (4.x) and Seq2SeqTrainingArguments'
+    (
+        ("fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap", "fsdp_plugin_args"),
+        "an older transformers' wrap settings (fsdp_config's now): each decoder layer its own "
+        "group is estimated",
+    ),
+    (
+        ("per_gpu_eval_batch_size", "predict_with_generate", "generation_*", "sortish_sampler"),
+        _EVAL,
+    ),
+    (("dispatch_batches", "enable_jit*", "mixed_precision"), _RUNTIME),
     # TRL's SFTConfig: what the dataset becomes (sequences counted at --seq, packing read)
     (
         (

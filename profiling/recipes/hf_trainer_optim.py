@@ -94,6 +94,12 @@ _STATE_ARGS = (
 def read_optimizer(r: Reading) -> None:
     """``optim``, its ``optim_args`` and ``optim_target_modules``, as said in the module."""
     optim = r.get("optim")
+    if r.get("adafactor") is True:  # transformers 4.x: adafactor = True is optim "adafactor"
+        r.seen("optim", main="adafactor (true: transformers 4.x's optim 'adafactor')")
+        optim, key = "adafactor", "adafactor"
+    else:
+        r.ignore("adafactor", NO_MEMORY + " (false: optim is read)")
+        key = "optim"
     name = str(optim).lower() if optim is not None else ""
     args = _optim_args(r.get("optim_args"))
     _targets(r, name)
@@ -103,31 +109,31 @@ def read_optimizer(r: Reading) -> None:
     refused = next((why for k, why in _NOT_MODELLED.items() if name.startswith(k)), None)
     if refused is None and name not in _OPTIM:
         refused = "it is not one of the optimizers transformers names (OptimizerNames)"
-    for start, key, off in _STATE_ARGS:
+    for start, arg, off in _STATE_ARGS:
         if (
             refused is None
             and name.startswith(start)
-            and str(args.get(key, off[0])).lower() not in off
+            and str(args.get(arg, off[0])).lower() not in off
         ):
-            refused = f"its optim_args {key} = {args[key]} adds a state that is not modelled"
+            refused = f"its optim_args {arg} = {args[arg]} adds a state that is not modelled"
     if refused is not None:
-        r.refuse("optim", f"{r.file}: optim = {optim!r} is not estimated: {refused}; give "
+        r.refuse(key, f"{r.file}: {key} = {r.get(key)!r} is not estimated: {refused}; give "
                  "--optimizer for the nearest one", unless="optimizer")  # fmt: skip
         r.seen("optim_args", main="optim")
         return
     ours, why = _OPTIM[name]
-    r.use("optim", "optimizer", ours, why)
+    r.use(key, "optimizer", ours, why)
     if args:
         r.seen("optim_args", main=f"optim ({', '.join(args)}: {NO_MEMORY} here)")
     else:
         r.ignore("optim_args", NO_MEMORY + " (none)")
     if name in ("adamw_torch_fused", "adamw_apex_fused"):  # one kernel: no foreach lists
-        r.use("optim", "foreach", False, "one fused kernel keeps no foreach temporaries: "
+        r.use(key, "foreach", False, "one fused kernel keeps no foreach temporaries: "
               "counted as the for-loop step's scratch, a bound above the kernel's")  # fmt: skip
     if name.startswith("paged_"):
-        r.use("optim", "paged_optimizer", True, "bitsandbytes pages its state under pressure")
+        r.use(key, "paged_optimizer", True, "bitsandbytes pages its state under pressure")
     if name in ("adamw_torch_8bit", "adamw_torch_4bit"):  # transformers' _TORCHAO_OPTIMIZERS
-        r.use("optim", "torchao_optim", True, "torchao's rule and compiled step")
+        r.use(key, "torchao_optim", True, "torchao's rule and compiled step")
 
 
 def _targets(r: Reading, name: str) -> None:

@@ -147,9 +147,38 @@ def _paged_offload(r: Reading) -> None:
              unless="paged_optimizer")  # fmt: skip
 
 
+def _distributed(r: Reading) -> None:
+    """accelerate's N-D parallelism and batch splitting, fairscale's sharded DDP: refused."""
+    f = r.file
+    sizes = {
+        k: v
+        for k, v in r.flat.items()
+        if k.startswith("parallelism_config.") and k.endswith("_size") and (v or 1) > 1
+    }
+    if sizes:
+        said = ", ".join(f"{k.split('.', 1)[1]} = {v}" for k, v in sizes.items())
+        r.refuse("parallelism_config", f"{f}: parallelism_config ({said}) is accelerate's N-D "
+                 "parallelism, not read from the arguments: give the plan's degrees as flags "
+                 "(--dp-shard, --dp-replicate, --tp, --cp) without the file")  # fmt: skip
+    for key in r.unseen("parallelism_config"):
+        r.ignore(key, NO_MEMORY + " (one of everything)")
+    for key in ("accelerator_config.split_batches", "split_batches"):  # (4.x: top-level)
+        if r.get(key):
+            r.refuse(key, f"{f}: {key} = true splits each per_device_train_batch_size batch "
+                     "over the GPUs: give --batch (one GPU's share)", unless="batch")  # fmt: skip
+        elif r.has(key):
+            r.ignore(key, NO_MEMORY + " (off)")
+    if r.get("sharded_ddp"):  # transformers 4.x before 4.35: fairscale
+        r.refuse("sharded_ddp", f"{f}: sharded_ddp = {r.get('sharded_ddp')!r} is fairscale's "
+                 "sharded DDP (transformers before 4.35), which is not modelled")  # fmt: skip
+    elif r.has("sharded_ddp"):
+        r.ignore("sharded_ddp", NO_MEMORY + " (off)")
+
+
 def _refused(r: Reading) -> None:
     f = r.file
     _paged_offload(r)
+    _distributed(r)
     smoothing = r.get("label_smoothing_factor") or 0
     if float(smoothing):
         r.refuse("label_smoothing_factor", f"{f}: label_smoothing_factor = {smoothing} is not "
@@ -164,22 +193,6 @@ def _refused(r: Reading) -> None:
                  "forward")  # fmt: skip
     elif r.has("use_cache"):
         r.ignore("use_cache", NO_MEMORY + " (off, or dropped by checkpointing: modeling_layers)")
-    sizes = {
-        k: v
-        for k, v in r.flat.items()
-        if k.startswith("parallelism_config.") and k.endswith("_size") and (v or 1) > 1
-    }
-    if sizes:
-        said = ", ".join(f"{k.split('.', 1)[1]} = {v}" for k, v in sizes.items())
-        r.refuse("parallelism_config", f"{f}: parallelism_config ({said}) is accelerate's N-D "
-                 "parallelism, not read from the arguments: give the plan's degrees as flags "
-                 "(--dp-shard, --dp-replicate, --tp, --cp) without the file")  # fmt: skip
-    for key in r.unseen("parallelism_config"):
-        r.ignore(key, NO_MEMORY + " (one of everything)")
-    if r.get("accelerator_config.split_batches"):
-        r.refuse("accelerator_config.split_batches", f"{f}: accelerator_config.split_batches = "
-                 "true splits each per_device_train_batch_size batch over the GPUs: give --batch "
-                 "(one GPU's share)", unless="batch")  # fmt: skip
     debug = r.get("debug")
     if debug and "underflow_overflow" in str(debug):
         r.refuse("debug", f"{f}: debug = {debug!r} is not estimated: DebugUnderflowOverflow's "

@@ -230,3 +230,43 @@ def test_fsdp_accumulation_is_unsharded_on_many_gpus_and_kept_on_one(tmp_path: P
     assert _values(path, gpus=4)["accumulate_unsharded"] == 4
     one = _values(path)
     assert one["grads_kept"] and "accumulate_unsharded" not in one
+
+
+# transformers 4.46's TrainingArguments.to_dict() keys that transformers 5 renamed or dropped
+OLD_KEYS = {
+    "per_gpu_train_batch_size": None, "per_gpu_eval_batch_size": None, "evaluation_strategy": "no",
+    "fsdp_min_num_params": 0, "fsdp_transformer_layer_cls_to_wrap": None, "sharded_ddp": [],
+    "split_batches": None, "dispatch_batches": None, "adafactor": False, "no_cuda": False,
+    "use_mps_device": False, "tpu_num_cores": None, "tpu_metrics_debug": False, "warmup_ratio": 0.0,
+    "logging_dir": "runs", "save_safetensors": True, "jit_mode_eval": False, "use_ipex": False,
+    "fp16_backend": "auto", "push_to_hub_model_id": None, "include_inputs_for_metrics": False,
+    "ray_scope": "last", "torchdynamo": None, "mp_parameters": "", "optim_args": None,
+    "predict_with_generate": False, "generation_max_length": None, "sortish_sampler": False,
+}  # fmt: skip
+
+
+def test_an_older_transformers_arguments_are_accounted_for(tmp_path: Path) -> None:
+    recipe = read_recipe([_write(tmp_path, {"per_device_train_batch_size": 2, **OLD_KEYS})])
+    assert [s.key for s in recipe.ignored if UNKNOWN in s.why] == []
+    assert recipe.values["batch"] == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "to"),
+    [
+        ({"per_gpu_train_batch_size": 3}, "batch", 3),
+        ({"adafactor": True}, "optimizer", "adafactor"),
+    ],
+)
+def test_an_older_transformers_settings_are_read(
+    tmp_path: Path, extra: dict[str, Any], field: str, to: Any
+) -> None:
+    path = _write(tmp_path, {"per_device_train_batch_size": 2, "optim": "adamw_torch", **extra})
+    assert read_recipe([path]).values[field] == to
+
+
+@pytest.mark.parametrize("key", ["sharded_ddp", "split_batches"])
+def test_an_older_transformers_settings_not_modelled_are_refused(tmp_path: Path, key: str) -> None:
+    value = "zero_dp_2" if key == "sharded_ddp" else True
+    with pytest.raises(ProfilingError, match=key):
+        _values(_write(tmp_path, {"per_device_train_batch_size": 1, key: value}), gpus=2)
