@@ -351,7 +351,7 @@ def confirm_best(
         if cfg.is_plan:  # a plan's trace is per rank ('journal-agent trace' with its flags)
             continue
         if untraceable(cfg) or cfg.optimizer not in OPTIMIZERS:
-            zero1 = zero1 or (cfg.zero == 1 and cfg.sharded)
+            zero1 = zero1 or (cfg.zero in (1, 2) and cfg.sharded and not cfg.fsdp)
             continue
         if progress:
             progress(f"tracing {cand.label()}")
@@ -371,10 +371,13 @@ def confirm_best(
         )
     notes += [BOUND_NOTE] if done else []
     if zero1:
-        notes.append("ZeRO-1 is estimated, not traced: FSDP2, which the trace runs, has no ZeRO-1")
+        notes.append(
+            "ZeRO-1 and ZeRO-2 are estimated, not traced: FSDP2, which the trace runs, has no "
+            "ZeRO-1 and shards ZeRO-2's whole weights (--fsdp --zero 2 is traced)"
+        )
     if done == 0 and fitting:
         notes.append(
-            "no fitting candidate can be traced (selective checkpointing, offload, ZeRO-1, QLoRA "
+            "no fitting candidate can be traced (selective checkpointing, offload, ZeRO-1/2, QLoRA "
             "under autocast, or LoRA without peft): estimates only"
         )
     return [c for c in fitting if c not in dropped]

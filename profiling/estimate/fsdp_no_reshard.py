@@ -103,13 +103,30 @@ def _last_copy_out(
     e, t, L, f = acts.Bytes.of(cfg.precision), cfg.tp, int(shape["layers"]), fmt_bytes
     below = (L - 1) * sum(term.bytes for term in per_layer(d, e, cfg))
     hidden = d.s * d.b * d.h * e.r / t + 2 * d.s * d.hd * e.rope + d.s * 8
-    value = end[1] + block - act + below + hidden
+    # under autocast the blocks below also keep their matmul weights' 16-bit casts for backward
+    # (autocast's cache; activations.autocast_weight_copies counts them in the step's
+    # activations, which this moment leaves out): amp-fp16, 4 GPUs, 16 tokens read 0.933
+    casts = (L - 1) * _block_matmuls(shape) * 2 / t if e.amp else 0.0
+    # LlamaModel.forward keeps its inputs_embeds local to the end (modeling_llama.py, 5.24):
+    # where the residual stream is 16-bit, the first norm saved an fp32 copy
+    # (LlamaRMSNorm's hidden_states.to(torch.float32)), not the embedding's output itself
+    embeds = d.s * d.b * d.h * e.r / t if e.r < 4 else 0.0
+    hidden += embeds
+    value = end[1] + block - act + below + hidden + casts
     calc = (
         f"end of forward {f(end[1])} + the block before's all-gather output {f(block)} − the "
         f"step's activations {f(act)} + the {L - 1} blocks below's saved tensors {f(below)} + "
-        f"the hidden state entering it, RoPE's cos/sin and the position ids {f(hidden)}"
-    )
+        f"the hidden state entering it, RoPE's cos/sin"
+        + (", the model's 16-bit inputs_embeds" if embeds else "")
+        + f" and the position ids {f(hidden)}"
+    ) + (f" + their matmul weights' autocast copies {f(casts)}" if casts else "")
     return [(COPY_OUT, value, calc)]
+
+
+def _block_matmuls(shape: dict[str, Any]) -> float:
+    """One block's matmul weights: every matmul weight but the LM head's, over the blocks."""
+    head = int(shape.get("head_params") or 0)
+    return (int(shape.get("matmul_weights") or 0) - head) / int(shape["layers"])
 
 
 def no_reshard(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: int) -> None:

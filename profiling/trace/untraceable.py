@@ -39,11 +39,7 @@ def untraceable(config: TrainingConfig) -> list[str]:
             "no --deepspeed (DeepSpeed's engine is estimated in closed form; the trace runs "
             "ZeRO as FSDP2: leave out --deepspeed)"
         )
-    if config.zero == 1 and config.sharded and not config.fsdp:
-        # The trace runs ZeRO as FSDP2 (fully_shard), whose only choice is reshard_after_forward:
-        # parameters and gradients are always sharded (ZeRO-2/3); no mode shards the optimizer
-        # state alone, so a ZeRO-1 trace would be another configuration's numbers.
-        problems.append("--zero 2 or 3 (FSDP2 has no ZeRO-1 mode: ZeRO-1 is estimated only)")
+    problems += _zero_alone(config)
     if config.optimizer_in_bwd and (config.fsdp or config.sharded):
         problems.append("one GPU for --optimizer-in-bwd (no ZeRO/FSDP)")
     if config.checkpointing == "selective":
@@ -58,3 +54,28 @@ def untraceable(config: TrainingConfig) -> list[str]:
             "attention and dropout; the flags set the reference models')"
         )
     return problems
+
+
+def _zero_alone(config: TrainingConfig) -> list[str]:
+    """ZeRO-1 and ZeRO-2 without --fsdp: runtimes FSDP2, which the trace runs, has no mode for."""
+    if not config.sharded or config.fsdp:
+        return []
+    if config.zero == 1:
+        # The trace runs ZeRO as FSDP2 (fully_shard), whose only choice is reshard_after_forward:
+        # parameters and gradients are always sharded (ZeRO-2/3); no mode shards the optimizer
+        # state alone, so a ZeRO-1 trace would be another configuration's numbers.
+        return ["--zero 2 or 3 (FSDP2 has no ZeRO-1 mode: ZeRO-1 is estimated only)"]
+    if config.zero == 2:
+        # --zero 2 alone is the ZeRO paper's stage 2 (and DeepSpeed's): every rank keeps the
+        # whole weights, 2Ψ + 14Ψ/N under mixed. FSDP2 shards the weights at any policy
+        # (reshard_after_forward=False only keeps a group's all-gather output from its forward
+        # to its backward: FSDPParamGroup.post_forward, torch 2.13 _fsdp_param_group.py), so a
+        # trace of it would be --fsdp --zero 2's numbers beside this estimate (0.786 of it on
+        # 16 tokens, parameters 2.00x: audit3 D28). DeepSpeed's engine does not run on fake
+        # tensors: estimated only, as ZeRO-1.
+        return [
+            "--fsdp with --zero 2 (FSDP2 without resharding; --zero 2 alone is the ZeRO paper's "
+            "stage 2, every rank's weights whole, which FSDP2 has no mode for: it is estimated "
+            "only)"
+        ]
+    return []
