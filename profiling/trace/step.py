@@ -386,7 +386,7 @@ def _trace_scaled(
         return None
     samples = {}
     for n, raw in raws.items():
-        samples[n] = named = _named(raw)
+        samples[n] = named = _named(raw, depth)
         if f"module|{raw.root}" in named:  # the root's peaks come from the stretches below
             named[f"module|{raw.root}"].update(peak_forward=0, peak_backward=0)
         # The stretches must account for each phase's peak exactly, in every sample.
@@ -462,7 +462,7 @@ def _trace_layer_scaled(
             return None
         if any(split_block(k, prefix)[1] is not None for r in raws.values() for k in r.modules):
             return None  # a module table as deep as the layers: only a full trace has each row
-        named = {n: _named(raws[n], True) for n in counts}
+        named = {n: _named(raws[n], depth, True) for n in counts}
         try:
             full = extrapolate_layers(named, blocks, prefix, counts)
             break

@@ -277,11 +277,20 @@ class _StepMixin:
 
     def _note_segment(self) -> None:
         prefix = self.block_prefix or ""
+        # The block itself, not a module inside it: in backward torch's ModTracker leaves a
+        # module whose input is its output (peft's lora_dropout at p = 0, an nn.Identity) among
+        # the parents until backward ends (its pop hook fires before its push), and picking the
+        # first block-like name of that set gave a later block's stretch the ops of an earlier
+        # one (LoRA with full checkpointing: block scaling missed, every block was traced).
+        # Backward runs the blocks in reverse: the lowest block active is the one running.
+        indices = [
+            int(rest)
+            for fqn in self._mod_tracker.parents
+            if fqn.startswith(prefix) and (rest := fqn[len(prefix) :]).isdigit()
+        ]
         role = None
-        for fqn in self._mod_tracker.parents:
-            if fqn.startswith(prefix):
-                role = prefix + fqn[len(prefix) :].split(".", 1)[0]
-                break
+        if indices:
+            role = prefix + str(min(indices) if self._mod_tracker.is_bw else max(indices))
         if role is None:
             role = "after" if self._blocks_seen else "before"
         else:

@@ -45,6 +45,27 @@ CASES = {
     },
     "llama-forward-peak": {"model": "deep-tiny-llama", "batch": 16, "seq": 128},
     "gpt2-eager-dropout": {"model": "deep-tiny-gpt2", "attention": "eager", "dropout": 0.1},
+    # peft's lora_dropout at p = 0 is an nn.Identity that torch's ModTracker leaves among the
+    # parents in backward: block scaling missed and traced every block (llama-7b LoRA fit)
+    "llama-lora-checkpointed": {
+        "model": "deep-tiny-llama",
+        "precision": "bf16",
+        "lora_rank": 4,
+        "checkpointing": "full",
+    },
+    "llama-lora-all-linear-mixed": {
+        "model": "deep-tiny-llama",
+        "precision": "mixed",
+        "lora_rank": 4,
+        "lora_targets": ["all-linear"],
+    },
+    "llama-qlora-checkpointed": {
+        "model": "deep-tiny-llama",
+        "precision": "bf16",
+        "lora_rank": 4,
+        "qlora": True,
+        "checkpointing": "full",
+    },
 }
 
 
