@@ -149,7 +149,7 @@ def check_deepspeed(cfg: TrainingConfig) -> None:
     if not cfg.deepspeed:
         given = [f for f in ENGINE_ONLY if getattr(cfg, f) not in (None, False)]
         # their host memory is judged against --cpu-mem too (FSDP2's CPU offload: fsdp_offload)
-        if cfg.activation_offload or (cfg.fsdp and cfg.offload_optimizer):
+        if cfg.activation_offload or cfg.fsdp:  # fit searches FSDP2 offload on --fsdp
             given = [f for f in given if f not in ("cpu_mem", "gpus_per_node")]
         if cfg.offload_to != "cpu":
             given.append("offload_to")

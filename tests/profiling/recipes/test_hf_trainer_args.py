@@ -270,3 +270,11 @@ def test_an_older_transformers_settings_not_modelled_are_refused(tmp_path: Path,
     value = "zero_dp_2" if key == "sharded_ddp" else True
     with pytest.raises(ProfilingError, match=key):
         _values(_write(tmp_path, {"per_device_train_batch_size": 1, key: value}), gpus=2)
+
+
+def test_cpu_mem_is_taken_with_fsdp_whose_offload_fit_searches() -> None:
+    """fit --fsdp searches FSDP2's CPU offload (fit.py's offload candidates): --cpu-mem judges
+    its host memory, so it is no longer "a setting of DeepSpeed's ZeRO engine" there."""
+    cfg = TrainingConfig.parse(model="llama-7b", gpus=8, fsdp=True, cpu_mem=64)
+    off = estimate(cfg.model_copy(update={"offload_optimizer": True}))
+    assert off.deepspeed["host"]["fits"] is (off.deepspeed["host"]["per_node_bytes"] <= 64e9)
