@@ -354,14 +354,17 @@ __all__ = [
 ]
 
 
-def model_refusal(w: Any, cfg: TrainingConfig) -> tuple[str, str] | None:
-    """(one sentence, the field) for an option the model's kind does not model (an encoder's,
-    an encoder-decoder's, --target-seq without a decoder of its own); ``w`` its
+def model_check(w: Any, cfg: TrainingConfig) -> tuple[str, str] | None:
+    """all-linear's roles narrowed to the model's own linears (``own_linears``), then (one
+    sentence, the field) for an option the model's kind does not model (a gate it lacks, an
+    encoder's, an encoder-decoder's, --target-seq without a decoder of its own); ``w`` its
     ``WorkloadConfig`` or None."""
+    from profiling._config_lora import missing_gate, own_linears
     from profiling.models.hf_encoders import encoder_refusal
     from profiling.models.hf_t5 import t5_refusal, target_refusal
 
-    if no := target_refusal(w, cfg):
+    cfg.lora_targets = own_linears(w, cfg.lora_targets)
+    if no := target_refusal(w, cfg) or missing_gate(w, cfg):
         return no
     if w is not None and w.arch == "encoder":
         return encoder_refusal(w, cfg)

@@ -107,6 +107,39 @@ def parse_targets(value: Any) -> Any:
     return sorted(set(names), key=lambda n: order.index(n) if n in order else -1)
 
 
+def _has_gate(w: Any) -> bool:
+    """Whether the model's MLP has a gate projection: Llama's kind (SwiGLU, GeGLU) and T5 v1.1's
+    gated GELU (``wi_0``) do; GPT-2's, GPT-NeoX's kind's (GPT-NeoX, Phi, Falcon, BLOOM), BERT's
+    and T5 v1.0's MLPs are two matrices (up, down)."""
+    return w.arch == "llama" or (w.arch == "t5" and bool(w.gated))
+
+
+def own_linears(w: Any, targets: list[str]) -> list[str]:
+    """all-linear's (or mlp's) roles as the model ``w`` (a ``WorkloadConfig``, or None) has
+    them: gate left out where its MLP has none, as peft's ``all-linear`` adapts the Linear layers
+    there are (``parse_targets`` expanded the name before the model was known); any other list
+    as given."""
+    if w is None or _has_gate(w) or not set(LORA_TARGET_SETS["mlp"]) <= set(targets):
+        return targets
+    return [t for t in targets if t != "gate"]
+
+
+def missing_gate(w: Any, cfg: TrainingConfig) -> tuple[str, str] | None:
+    """(one sentence, the field) where LoRA names a gate the model's MLP does not have: peft
+    would raise (no module matches) or the estimate count adapters that do not exist. GPT-2's
+    and GPT-NeoX's kind's; an encoder's (``hf_encoders.encoder_refusal``) and T5 v1.0's
+    (``estimate.lora_t5.check``) have their own sentences."""
+    if w is None or w.arch not in ("gpt2", "neox") or cfg.lora_rank is None:
+        return None
+    if "gate" not in cfg.lora_targets:
+        return None
+    return (
+        f"--lora-targets gate: {w.name} has no gate projection (its MLP is two matrices, up and "
+        "down); adapt q, k, v, o, up or down, or all-linear (its own linears)",
+        "lora_targets",
+    )
+
+
 __all__ = [
     "AUTOCAST_ADAPTERS_FIELD",
     "BNB_KEEPS_FIELD",
@@ -119,6 +152,8 @@ __all__ = [
     "LORA_TARGET_SETS",
     "TORCHTUNE_DORA_FIELD",
     "LoraTarget",
+    "missing_gate",
+    "own_linears",
     "parse_targets",
     "peft_autocast",
     "trains_16bit",

@@ -381,7 +381,7 @@ class TrainingConfig(BaseModel):
 
     def _check_seq(self) -> None:
         w = self._workload()
-        if no := behaviours.model_refusal(w, self):
+        if no := behaviours.model_check(w, self):
             raise ConfigError(*no)
         if w is not None and self.seq is not None and self.seq > w.max_seq:
             raise ConfigError(

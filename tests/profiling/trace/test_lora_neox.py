@@ -228,7 +228,7 @@ def test_without_q_k_or_v_is_one_sentence(tmp_path: Path) -> None:
     pytest.importorskip("transformers", reason="the hf extra is not installed")
     spec = neox_spec(tmp_path, "phi")
     with pytest.raises(ProfilingError, match="at least one of q, k, v") as err:
-        trace_step(TrainingConfig(model=spec, seq=16, batch=1, lora_rank=8, lora_targets="gate"))
+        trace_step(TrainingConfig(model=spec, seq=16, batch=1, lora_rank=8, lora_targets="up"))
     assert "\n" not in str(err.value)
     with pytest.raises(ProfilingError, match="adapt at least one of q, k, v"):
         estimate(TrainingConfig(model=spec, seq=16, batch=1, lora_rank=8, lora_targets="o,up"))
