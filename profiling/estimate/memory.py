@@ -43,7 +43,7 @@ from profiling.estimate.deepspeed import (
 )
 from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.distill_states import teacher_lines
-from profiling.estimate.fsdp import one_gpu, unsharded_grads
+from profiling.estimate.fsdp import fsdp_refusal, one_gpu, unsharded_grads
 from profiling.estimate.fsdp_lora import lora_gathered
 from profiling.estimate.fsdp_no_reshard import no_reshard, weight_sharding
 from profiling.estimate.fsdp_offload import fsdp_offload
@@ -264,6 +264,8 @@ def estimate(inp: EstimateInput) -> Estimate:
             "profiling.plans.closed_form.estimate_plan ('journal-agent estimate' runs it)"
         )
     shape = shape_of(inp)
+    if refusal := fsdp_refusal(inp, shape):
+        raise ProfilingError(refusal)
     psi = int(shape["params"])
     sh = Sharding(n=inp.gpus, t=inp.tp, z=inp.zero)
     ledger = Ledger()

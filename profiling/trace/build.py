@@ -135,14 +135,20 @@ def _block_list(model: nn.Module) -> nn.ModuleList | None:
     return max(lists, key=lambda m: sum(p.numel() for p in m.parameters()), default=None)
 
 
+def _repeated_blocks(model: nn.Module) -> list[nn.Module] | None:
+    """Every repeated block: an encoder-decoder's two stacks', else the largest list's."""
+    lists: Callable[[], list[nn.ModuleList]] | None = getattr(model, "block_lists", None)
+    blocks = [b for bs in lists() for b in bs] if lists is not None else _block_list(model)
+    return list(blocks) if blocks is not None else None
+
+
 def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
     """Checkpoint each repeated block (non-reentrant). ``target`` (a trace): the recomputation
     in backward runs under that device's kernel rules too (autograd does not carry torch
     function modes into backward)."""
     from torch.utils.checkpoint import checkpoint
 
-    lists: Callable[[], list[nn.ModuleList]] | None = getattr(model, "block_lists", None)
-    blocks = [b for bs in lists() for b in bs] if lists is not None else _block_list(model)
+    blocks = _repeated_blocks(model)
     if blocks is None:
         raise ProfilingError(
             "--checkpointing wraps the model's repeated blocks, but it has no nn.ModuleList"
@@ -419,7 +425,8 @@ def _shard(
     with lazy_shards() as lazy:
         if not lazy:  # this torch's FSDP2 makes every rank's shard: its cost grows with them
             refuse_unshardable(model, mesh.size())
-        for block in [*(_block_list(model) or []), model]:
+        # T5's encoder blocks too, as FSDP's auto-wrap does (T5PreTrainedModel._no_split_modules)
+        for block in [*(_repeated_blocks(model) or []), model]:
             fully_shard(
                 block, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=policy
             )
