@@ -130,6 +130,13 @@ def _zero_pad(d: Dims, cfg: TrainingConfig, ac: int) -> list[Term]:
                  f"{tok}·{w}·{ac} + {w}·8")]  # fmt: skip
 
 
+def attention_norm_kept(d: Dims, e: Bytes, cfg: TrainingConfig) -> bool:
+    """Whether an adapter on q/k/v keeps the attention norm's output itself (its own input, no
+    copy), as ``_frozen_inputs`` reads it."""
+    names = [n for n, _, _ in lora_neox_amp.adapters(d, cfg)]
+    return _kept_by(cfg, e, {"qkv", "q", "k", "v"}, names)
+
+
 def _frozen_inputs(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) -> list[Term]:
     """Full training's matmul inputs that frozen layers no longer keep."""
     x = d.extra["neox"]

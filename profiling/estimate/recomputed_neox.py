@@ -21,7 +21,11 @@ h 64, seq 64 × 2). At block i (0-based, of L; the highest at the last or the fi
 - on bitsandbytes' 4-bit base, where higher than the MLP's f-wide gradients: an MLP weight
   dequantized (MatMul4Bit, not cached) beside the larger of its fp32 absmax and one f-wide
   tensor (the matmul's output or input gradient): Falcon-7B QLoRA all-linear bf16 read 0.88
-  of the trace without it.
+  of the trace without it; and the decoder layer's locals the recomputation holds meanwhile
+  (``_recomputing_locals``: its attention output; 0.989 without them on Falcon-40B q,o,v).
+
+Any loss: PyTorch's, or another stack's through its plan (LitGPT's, Liger's, CCE's, the chunked
+ones fell back to the end of forward and one block's kept tensors: 0.77 of the trace).
 
 Every term is one the trace holds in that block's backward, not all at once: an upper bound.
 No torch here.
@@ -43,13 +47,11 @@ NAME = "backward, a recomputed block's MLP gradients"
 
 
 def modelled(inp: TrainingConfig, d: Dims | None) -> bool:
-    """Eager, fully checkpointed GPT-NeoX-kind blocks on one GPU under transformers' loss, no
-    offloading."""
-    from profiling.estimate.losses import REFERENCE
-
+    """Eager, fully checkpointed GPT-NeoX-kind blocks on one GPU, no offloading, after any loss:
+    ``neox_moments.released`` reads another stack's loss from its plan (LitGPT's logits, held
+    by its loop, stay counted)."""
     return (
         d is not None
-        and inp.loss == REFERENCE
         and d.arch == "neox"
         and d.extra.get("hf_module") != "bloom"  # its earlier bound holds (1.10-1.26)
         and inp.checkpointing == "full"
@@ -60,6 +62,34 @@ def modelled(inp: TrainingConfig, d: Dims | None) -> bool:
         and not inp.sharded
         and not inp.optimizer_in_bwd
     )
+
+
+def _recomputing_locals(d: Dims, e: Bytes, inp: TrainingConfig) -> tuple[int, str]:
+    """What the decoder layer holds as locals while the recomputation runs its first MLP matmul
+    again (beside the dequantized weight), beyond the kept tensors ``recompute`` counts: torch's
+    non-reentrant checkpoint stops the recomputation only at the last saved tensor (GELU's
+    input: torch/utils/checkpoint.py, _StopRecomputationError), so the layer's forward is still
+    running. Its attention output is a local until the residual sum (transformers'
+    GPTNeoXLayer ``attn_output``, PhiDecoderLayer ``attn_outputs``); our blocks (LitGPT's Phi:
+    profiling.models.neox_blocks._Block.forward ``x + a + self._mlp(y)``, as litgpt/model.py
+    Block.forward adds ``attention_output + x`` first) hold the residual sum as well. Falcon's
+    attention output stands in the place of the o-projection input the kept count holds (a
+    frozen o keeps none), but its new decoder architecture computes both norms first
+    (FalconDecoderLayer.forward ``attention_layernorm_out``, ``mlp_layernorm_out``): the
+    attention norm's output, which a frozen q/k/v keeps not, is alive too."""
+    from profiling.estimate.lora_neox import attention_norm_kept
+
+    T, h = d.s * d.b, d.h
+    module = d.extra.get("hf_module")
+    if module == "falcon":
+        two = d.extra["neox"]["residual"] != "parallel_one_norm"
+        if not two or attention_norm_kept(d, e, inp):
+            return 0, ""
+        return T * h * e.c, f", the attention norm's output s·b·h·{e.c}"
+    if module:
+        return T * h * e.c, f", the layer's attention output s·b·h·{e.c}"
+    words = f", the layer's attention output and residual sum s·b·h·({e.c} + {e.r})"
+    return T * h * (e.c + e.r), words
 
 
 def moment(
@@ -103,10 +133,12 @@ def moment(
         from profiling.estimate.bnb import dequant_absmax_bytes
 
         absmax = dequant_absmax_bytes(h * f, double_quant(inp))
-        deq = max(0, h * f * e.c + max(absmax, T * f * e.c) - n * T * f * c)
+        local, local_words = _recomputing_locals(d, e, inp)
+        deq = max(0, h * f * e.c + max(absmax, T * f * e.c) + local - n * T * f * c)
         deq_words = (
-            f" + a dequantized MLP weight h·f·{e.c} and the larger of its absmax and one "
-            f"f-wide tensor s·b·f·{e.c}, less the MLP's f-wide gradients (if higher)"
+            f" + a dequantized MLP weight h·f·{e.c}, the larger of its absmax and one f-wide "
+            f"tensor s·b·f·{e.c}{local_words}, less the MLP's "
+            "f-wide gradients (if higher)"
         )
     best: tuple[float, str] = (0.0, "")
     for i in sorted({d.L - 1, 0}, reverse=True):

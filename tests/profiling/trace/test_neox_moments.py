@@ -97,7 +97,9 @@ def test_a_recomputed_blocks_mlp_is_never_below_the_trace(
 QLORA_CKPT = [
     ("falcon-7b", "bf16", "all-linear", 16, 1.05),  # audit3 D33: 0.88 (−82,560 B) before
     ("falcon-7b", "bf16", "q,v", 64, 1.02),  # 0.92 (−52,224 B) before
-    ("phi", "mixed", "q,v", 32, 1.15),  # above before too: the dequantized weight a bound there
+    # above before too: the dequantized weight a bound there (and the layer's attention output
+    # beside it since, alive: recomputed_neox._recomputing_locals; 1.149 -> 1.161)
+    ("phi", "mixed", "q,v", 32, 1.165),
 ]
 
 
