@@ -46,10 +46,9 @@ NAME = "backward, a recomputed block's MLP gradients"
 
 def modelled(inp: TrainingConfig, d: Dims) -> bool:
     """Full training of eager, fully checkpointed Llama-kind blocks (ours on CUDA, or
-    transformers' Llama, Mistral) on one GPU under transformers' loss: no kept or fp32 gradient
-    copies, no optimizer in backward."""
-    from profiling.estimate.losses import REFERENCE
-
+    transformers' Llama, Mistral) on one GPU after any loss (``llama_end.released`` reads the
+    estimate's own logits lines: Liger's and CCE's gradients made in forward, a chunked loss's
+    log-probabilities): no kept or fp32 gradient copies, no optimizer in backward."""
     module = d.extra.get("hf_module")
     return (
         d.arch == "llama"
@@ -58,7 +57,6 @@ def modelled(inp: TrainingConfig, d: Dims) -> bool:
         and module in (None, "llama", "mistral")
         and (module is not None or getattr(inp, "target", "cuda") == "cuda")
         and inp.lora_rank is None
-        and inp.loss == REFERENCE
         and inp.checkpointing == "full"
         and not inp.compile
         and not inp.grads_kept
@@ -85,13 +83,16 @@ def moment(
 ) -> tuple[str, float, str]:  # fmt: skip
     """The moment (name, bytes, calculation) at the last and the first block, the higher.
     ``inputs``: what the step holds of its inputs throughout."""
+    from profiling.estimate.compiled_backward import loss_scalars
     from profiling.estimate.llama_end import released
 
     e = Bytes.of(inp.precision)
     T, h, f, V = d.s * d.b, d.h, d.f, int(d.V or 0)
     p = 4 if inp.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
 
-    fwd = end_of_forward(lines, inputs)
+    # another stack's loss (Liger's, CCE's, the chunked ones): its tape ends without nll_loss's
+    # two fp32 scalars, which the loop holds through backward all the same
+    fwd = end_of_forward(lines, inputs) + loss_scalars(lines)
     gone = released(d, e, inp, lines)
     ckpt = checkpoints(lines)
     # torchtune's activation offloading: two inputs brought back whichever block (as
