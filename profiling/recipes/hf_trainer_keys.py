@@ -17,7 +17,7 @@ _STEPS = "how many steps run, not what one step holds"
 _LOADER = "the data loader's workers and its pinned host batches, not the GPU's step"
 _COLUMNS = "which dataset columns and in which order: sequences are counted at --seq"
 _DDP = "DDP's graph checks, backend and timeout"
-_RUNTIME = "set by the launcher or kept from an older transformers; " + NO_MEMORY
+_RUNTIME = "set by the launcher or kept from an older transformers"
 
 # (glob over the file's dotted keys, why it is left out), first match wins.
 _REASONS: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -170,6 +170,9 @@ _REASONS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
 )
 
-TRAINER_KNOWN: list[tuple[str, str]] = [(p, why) for keys, why in _REASONS for p in keys]
+# each said as not changing memory, and why (Recipe.lines lists them after the rest)
+TRAINER_KNOWN: list[tuple[str, str]] = [
+    (p, f"{NO_MEMORY}: {why}") for keys, why in _REASONS for p in keys
+]
 
 __all__ = ["TRAINER_KNOWN"]

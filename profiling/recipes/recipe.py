@@ -78,8 +78,8 @@ class Recipe(BaseModel):
         (settings that move memory first)."""
         out = [f"from {', '.join(self.files)} ({self.framework}):"]
         out += [f"  used: {s.line()}" for s in self.used]
-        moves = [s for s in self.ignored if s.why != NO_MEMORY]
-        still = [s for s in self.ignored if s.why == NO_MEMORY]
+        still = [s for s in self.ignored if s.why == NO_MEMORY or s.why.startswith(NO_MEMORY + ":")]
+        moves = [s for s in self.ignored if s not in still]
         out += [f"  ignored: {s.line()}" for s in moves]
         out += [f"  ignored: {s.line()}" for s in still]
         out += [f"  note: {n}" for n in self.notes]
