@@ -35,6 +35,11 @@ CASES: list[dict[str, Any]] = [
     {"precision": "bf16"},
     {"precision": "bf16", "lora_rank": 8, "loss_chunks": 4},
     {"precision": "fp32", "lora_rank": 8, "batch": 1},
+    # neighbours: full checkpointing, QLoRA, the CUDA target, fp32 full training (1.019)
+    {"precision": "bf16", "lora_rank": 8, "checkpointing": "full"},
+    {"precision": "bf16", "lora_rank": 8, "qlora": True},
+    {"precision": "bf16", "lora_rank": 8, "target": "cuda"},
+    {"precision": "fp32"},
 ]
 
 
