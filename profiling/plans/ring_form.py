@@ -40,6 +40,7 @@ from profiling.plans.profile import Move, Vec, vec
 from profiling.plans.shapes import Sizes, _shard, stage_tensors
 
 SDPA_SEED = 16  # the memory-efficient kernel's philox seed and offset: two int64 scalars
+LSE_ROWS = 32  # the memory-efficient kernel's logsumexp rows come in multiples of 32 queries
 RNG = 24  # flash attention's seed and offset as the ring's step returns them: (2,) and ()
 
 
@@ -64,6 +65,18 @@ def ring_problem(cfg: TrainingConfig, w: WorkloadConfig) -> str | None:
             f"{w.name}'s head dimension {w.head_dim} runs CUDA's math attention, which torch's "
             "ring attention does not take (flash, memory-efficient and cuDNN attention only): "
             "estimate without --cp"
+        )
+    chunk = cfg.seq_or_default() // (2 * cfg.cp)  # the head-tail load balancer's 2·cp chunks
+    if not (c == 2 and w.head_dim <= 256) and chunk % LSE_ROWS:
+        # The memory-efficient kernel pads its logsumexp to a multiple of 32 queries (torch
+        # 2.13 meta__scaled_dot_product_efficient_attention: ceil(M / 32) · 32, as the CUDA
+        # kernel's kAlignLSE), and torch's ring merger (_SDPAMerger._merge_one) subtracts a
+        # half-chunk's padded logsumexp from its own unpadded half: a broadcast error on CUDA.
+        return (
+            f"context parallelism on {'fp32' if c == 4 else f'head dimension {w.head_dim}'} "
+            f"runs CUDA's memory-efficient attention, whose logsumexp torch's ring attention "
+            f"cannot merge on chunks of {chunk} tokens (--seq / (2 · --cp)): give --seq a "
+            f"multiple of {2 * cfg.cp * LSE_ROWS}" + (" or a 16-bit precision" if c == 4 else "")
         )
     return None
 

@@ -169,6 +169,11 @@ def test_wos_copy_is_kept_from_three_ranks_of_ring() -> None:
             {"cp": 2, "hidden": 500, "heads": 4, "kv_heads": 4, "precision": "fp32"},
             "runs CUDA's math attention, which torch's ring attention does not take",
         ),
+        (  # audit4's D44: 64 tokens over cp 2 in fp32 (torch's own ring fails: below)
+            {"cp": 2, "precision": "fp32", "seq": 64},
+            "cannot merge on chunks of 16 tokens (--seq / (2 · --cp)): give --seq a multiple "
+            "of 128 or a 16-bit precision",
+        ),
     ],
 )
 def test_what_the_ring_cannot_take_is_one_sentence(kw: dict[str, Any], words: str) -> None:
@@ -241,3 +246,40 @@ def test_fsdp_over_the_cp_ranks_alone_is_the_trace() -> None:
 def test_dp_shard_1_without_cp_still_shards_nothing() -> None:
     with pytest.raises(ConfigError, match="--cp N > 1 with --fsdp"):
         parse_config(**SHAPE, dp_shard=1, fsdp=True)
+
+
+@pytest.mark.parametrize(("chunk", "runs"), [(16, False), (48, False), (32, True)])
+def test_the_memory_efficient_ring_needs_chunks_of_32_tokens(chunk: int, runs: bool) -> None:
+    """The refusal above is torch's: the memory-efficient kernel (fp32) pads its logsumexp to 32
+    queries and torch's ring merger breaks on any other chunk (on ring rank 0, whose steps
+    attend with half its queries); the plan refuses exactly those."""
+    import torch
+    import torch.distributed as dist
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from profiling.plans.ring import Ring, ring_dispatch
+    from profiling.trace.fake_world import fake_world, mesh_of
+    from profiling.trace.target import kernels
+
+    with fake_world():
+        mesh = mesh_of({"cp": 2}, 0)
+    assert mesh is not None
+    try:
+        with FakeTensorMode(), kernels("cuda"), ring_dispatch():
+            q, k, v = (torch.empty(1, 2 * chunk, 8, 64, requires_grad=True) for _ in range(3))
+            qq, kk, vv = (t.transpose(1, 2) for t in (q * 1, k * 1, v * 1))
+            try:
+                Ring(mesh).attend(qq, kk, vv)
+                ran = True
+            except RuntimeError as e:
+                assert "broadcast" in str(e)
+                ran = False
+    finally:
+        dist.destroy_process_group()
+    assert ran is runs
+    cfg = parse_config(**{**SHAPE, "dp_shard": 1, "cp": 2, "precision": "fp32", "seq": 4 * chunk})
+    if runs:
+        estimate_plan(cfg)
+    else:
+        with pytest.raises((ConfigError, ProfilingError), match="cannot merge on chunks"):
+            estimate_plan(cfg)
