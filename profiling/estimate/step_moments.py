@@ -148,15 +148,27 @@ def step_moments(
     tied = shape.get("tied") and inp.lora_rank is None and not inp.sharded
     if tied and shape.get("vocab") and shape.get("hidden"):
         # GPT-2's tied head: at the end of backward the embedding's dense V·h gradient is added.
+        # autograd sums the head's and the embedding's gradients out of place (torch
+        # csrc/autograd/input_buffer.cpp, InputBuffer::accumulate), then AccumulateGrad
+        # (functions/accumulate_grad.h, accumulateGrad) steals the sum as .grad when there is
+        # none, or, when the loop keeps .grad (zeroed in place: gradient accumulation), adds it
+        # in place (``variable_grad += new_grad``): the sum is a third V·h beside the kept .grad.
         g = 2 if inp.precision in ("mixed", "bf16") else 4
-        extra = 2 * shape["vocab"] * shape["hidden"] * g / inp.tp
+        copies = 3 if inp.grads_kept else 2
+        extra = copies * shape["vocab"] * shape["hidden"] * g / inp.tp
         moments.append(
             Moment(
                 name="end of backward",
                 bytes=round(weights + grads + states + extra + inputs),  # the loop holds the
                 # step's inputs through backward, as at the optimizer step
                 calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer "
-                f"{f(states)} + tied embedding's gradient added: 2·V·h·{g} B {f(extra)}{hold}",
+                f"{f(states)} + tied embedding's gradient added: {copies}·V·h·{g} B {f(extra)}"
+                + (
+                    " (the head's, the embedding's and their sum beside the kept .grad)"
+                    if inp.grads_kept
+                    else ""
+                )
+                + hold,
             )
         )
     temps = total("temporaries")
