@@ -62,6 +62,14 @@ def _limit(base: TrainingConfig, dim: Dimension) -> int:
     return w.max_seq if w is not None else MAX_SEQ
 
 
+def _untraceable(base: TrainingConfig) -> list[str]:
+    """What of ``base`` the trace cannot run (``trace.untraceable``; the search's values change
+    only ``seq`` or ``batch``, which it never refuses)."""
+    from profiling.trace.untraceable import untraceable
+
+    return untraceable(base)
+
+
 def _estimated(base: TrainingConfig, dim: Dimension, value: int) -> Point:
     est = estimate(base.model_copy(update={dim: value}))
     nvml = est.counters.must_fit() if est.counters is not None else est.per_gpu_bytes
@@ -98,7 +106,12 @@ def _largest(
     notes = [fits_note(base, avail)]
     best = _bisect(point, budget, limit)
     traces, refused = 0, None
-    if best is not None and confirm:
+    problems = _untraceable(base) if best is not None and confirm else []
+    if problems and best is not None:  # answered as --confirm 0 does, not refused after it
+        notes.append(
+            f"{dim} {best.value:,} is estimated, not traced: the trace needs {problems[0]}"
+        )
+    elif best is not None and confirm:
         best, traces, refused = _confirmed(base, dim, best, budget, point, progress, notes)
     above = point(best.value + 1) if best is not None and best.value < limit else None
     if refused is not None:  # the lowest value a trace refused: the boundary by trace
