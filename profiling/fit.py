@@ -370,6 +370,11 @@ def confirm_best(
             f"{fmt_bytes(cand.traced_nvml_bytes or 0, 'GB')} on nvidia-smi: dropped"
         )
     notes += [BOUND_NOTE] if done else []
+    if fitting and fitting[0].config.is_plan:  # D42: say what the ranking's best is not
+        notes.append(
+            f"the best, {fitting[0].label()}, is estimated, not traced: a plan's trace is per "
+            "rank (the command under the table); the traced column confirms the others"
+        )
     if zero1:
         notes.append(
             "ZeRO-1 and ZeRO-2 are estimated, not traced: FSDP2, which the trace runs, has no "

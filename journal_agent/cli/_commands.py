@@ -52,7 +52,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "LoRA/QLoRA, offload and micro-batch searched (what you give is held) and, with --gpus N,\n"
         "the parallel plans (TP, CP, PP beside FSDP) too, ranked together by estimated"
         " throughput,\n"
-        "the best traced to confirm; or --max-seq / --max-batch; or --plans: the plans alone.",
+        "the best one-GPU and data-parallel candidates traced to confirm (a plan is not: its\n"
+        "per-rank trace command is printed); or --max-seq / --max-batch; or --plans: the plans"
+        " alone.",
     ),
     "gpu": (
         "measure_cmd",

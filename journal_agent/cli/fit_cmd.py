@@ -81,7 +81,8 @@ def fit_command(
     """What fits a GPU, judged by what nvidia-smi would show: precision, ZeRO, checkpointing,
     LoRA/QLoRA, offload and micro-batch searched (what you give is held) and, with --gpus N,
     the parallel plans (TP, CP, PP beside FSDP) too, ranked together by estimated throughput,
-    the best traced to confirm; or --max-seq / --max-batch; or --plans: the plans alone.
+    the best one-GPU and data-parallel candidates traced to confirm (a plan is not: its
+    per-rank trace command is printed); or --max-seq / --max-batch; or --plans: the plans alone.
 
     Example: journal-agent fit --model llama-7b --gpu-mem 24 --gpu rtx-4090
     (plans: journal-agent fit --plans --model llama-7b --gpus 32 --gpu h100-sxm)
