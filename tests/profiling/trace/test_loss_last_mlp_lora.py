@@ -12,7 +12,9 @@ leads (V 128 beside h 128, f 512).
 Before (estimate − trace, 64 × 2 tokens, r 8): BLOOM (V 512, h 64) chunked fp32 q,v −163,848 B
 (0.933), Liger fp32 q,v −131,080 B (0.946), linear-chunked bf16 q,v −46,088 B (0.969); on the
 small shape Llama chunked fp32 q,v −65,544 B (0.988), GPT-NeoX litgpt fp32 q,v −65,544 B (0.984),
-BLOOM litgpt fp32 q,v −327,688 B (0.938). Now within the losses' own scalars below the trace
+BLOOM litgpt fp32 q,v −327,688 B (0.938); LitGPT's loss with an adapted down on GPT-NeoX, Phi,
+Falcon (neox_moments left LitGPT's loss out) fp32 −262,152 B (0.942), bf16 0.967, under
+autocast 0.918-0.93. Now within the losses' own scalars below the trace
 (torchtune's chunks' 48 B), or above it by neox_moments' bound for an adapted down (its
 adapter's gradients, as under PyTorch's loss).
 """
@@ -52,6 +54,13 @@ CASES = {
     "small gpt_neox litgpt bf16 q,v": ("gpt_neox", True, "litgpt", "q,v", "bf16", 8),
     # neighbours: under autocast the head's input is autocast's copy, freed at once
     "small bloom chunked amp q,v": ("bloom", True, "chunked", "q,v", "amp-bf16", 8),
+    # LitGPT's loss on GPT-NeoX's kind (neox_moments read it not): an adapted down going back
+    # (neox_moments' bound, as under PyTorch's loss), and under autocast the MLP going forward
+    "small gpt_neox litgpt fp32 v,down": ("gpt_neox", True, "litgpt", "v,down", "fp32", 4_096),
+    "small phi litgpt bf16 v,down": ("phi", True, "litgpt", "v,down", "bf16", 2_048),  # 0.967
+    "small falcon-7b litgpt amp v,down": ("falcon-7b", True, "litgpt", "v,down", "amp-bf16", 8),
+    "small gpt_neox litgpt amp v,down": ("gpt_neox", True, "litgpt", "v,down", "amp-bf16", 256),
+    "small falcon-40b litgpt amp q,v": ("falcon-40b", True, "litgpt", "q,v", "amp-bf16", 8),
 }
 
 
