@@ -153,7 +153,10 @@ def _frozen_inputs(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) 
             lost.append(("the attention LayerNorm output", d.h))
         if not _kept_by(cfg, e, {"up"}, adapters):
             lost.append(("the MLP LayerNorm output", d.h))
-    copy = d.extra.get("hf_module") in ("gpt_neox", "phi") and not (_cuda(cfg) and e.c == 4)
+    # CUDA's fp32 SDPA writes its output token-major (profiling.estimate.neox); eager attention
+    # copies it in every dtype (transformers' ``eager_attention_forward``: ``.contiguous()``)
+    fp32_sdpa = _cuda(cfg) and e.c == 4 and cfg.attention != "eager"
+    copy = d.extra.get("hf_module") in ("gpt_neox", "phi") and not fp32_sdpa
     copy = copy or (bool(x.get("litgpt")) and not (_cuda(cfg) and e.c == 4))  # LitGPT's Phi
     copy = copy or d.extra.get("hf_module") == "bloom"  # its _merge_heads copy, every target
     if copy and not _kept_by(cfg, e, {"o"}, adapters):  # as profiling.estimate.neox counts it

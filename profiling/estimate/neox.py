@@ -140,7 +140,11 @@ def _eager(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
                     f"{d.a}·{d.s}²·{d.b}·2",
                 )
             ]
-        return terms + [t for t in extras if not t.name.startswith(probs)]
+        return (
+            terms
+            + _fused_value_view(d, e, cfg)
+            + [t for t in extras if not t.name.startswith(probs)]
+        )
     width, formula = (4 * q, f"4·{q}") if k != q else (2 * q + 2 * k, f"2·{q} + 2·{k}")
     kept = Term(
         "attention, eager (the matmuls' copies of q, k, v; the output's copy)",
@@ -150,6 +154,29 @@ def _eager(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     )
     mask = Term(CAUSAL_MASK, d.s * d.s, "s²·1 B", f"{d.s}²")
     return [kept, mask, *extras]
+
+
+def _fused_value_view(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """transformers' GPT-NeoX eager attention on one sequence keeps the whole fused q/k/v
+    output: ``eager_attention_forward``'s ``torch.matmul(attn_weights, value)`` reshapes the
+    4-D ``value`` (a ``chunk`` of ``qkv.view(...).transpose(1, 2)``) to ``b·a × s × d`` for
+    ``bmm`` (ATen LinearAlgebra.cpp ``_matmul_impl``: ``expand`` then ``reshape``). With b = 1
+    that reshape is a view, so ``bmm`` saves the fused output's storage (q + 2k wide) where
+    ``hf_ops`` counts a v-wide copy: s·b·2q more (transformers 5.24.0 modeling_gpt_neox.py,
+    ``GPTNeoXAttention.forward``; b > 1 copies v and keeps k wide, as counted). Under autocast
+    a QLoRA base's output is fp32 (bitsandbytes nn/modules.py ``Linear4bit.forward`` returns
+    its input's dtype, the LayerNorm's fp32): ``matmul`` reads autocast's 16-bit copy of v."""
+    if d.extra.get("hf_module") != "gpt_neox" or d.b != 1 or (e.amp and cfg.qlora):
+        return []
+    q, T = int(d.extra["neox"]["q_dim"]), d.s * d.b
+    return [
+        Term(
+            "eager attention: the fused q/k/v output v's view keeps (one sequence: q + k more)",
+            T * (q + d.k) * e.c,
+            f"s·b·(q + k)·{e.c} B",
+            f"{d.s}·{d.b}·({q} + {d.k})·{e.c}",
+        )
+    ]
 
 
 def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
