@@ -53,7 +53,6 @@ def modelled(inp: TrainingConfig, d: Dims | None) -> bool:
     return (
         d is not None
         and d.arch == "neox"
-        and d.extra.get("hf_module") != "bloom"  # its earlier bound holds (1.10-1.26)
         and inp.checkpointing == "full"
         and not inp.compile
         and not inp.activation_offload
@@ -120,6 +119,11 @@ def moment(
     # Phi's gelu_new under autocast: fp32 from pow on (its gradients too)
     c = 4 if e.amp and d.extra.get("hf_module") == "phi" else e.c
     mlp = T * h * e.r + n * T * f * c
+    if d.extra.get("hf_module") == "bloom":  # recompute holds its GeLUFunction's backward
+        # already (bloom.per_layer: the gradient reaching the block, the output weight's
+        # gradient, five f-wide temporaries): the rest of the moment is what is counted here
+        mlp -= T * h * e.r + 5 * T * f * e.c
+        down = 0
     copies = 0.0
     if e.amp:  # autocast's cache, filled again by the recomputation
         copies = 2 * float(shape.get("block_params") or 0)
