@@ -21,6 +21,7 @@ from profiling.estimate import (
     llama_dequant,
     llama_end,
     llama_first_mlp,
+    llama_first_norm,
     losses,
     neox_qkv,
     preference,
@@ -171,6 +172,12 @@ def step_moments(
                 + hold,
             )
         )
+    tied_head = bool(shape.get("tied"))  # the head's gradient waits for the embedding's
+    held_all = weights + grads + states + inputs
+    moments += [
+        Moment(name=n, bytes=round(b), calculation=c)
+        for n, b, c in llama_first_norm.moments(d, inp, held_all, tied_head, est_lines)
+    ]
     temps = total("temporaries")
     sharded = weights - sum(ln.bytes for ln in est_lines if ln.group == "overhead")  # ZeRO-3
     logp = d.s * d.b * d.V * 4 / inp.tp if d is not None and d.V else 0.0  # the loss's log-probs
