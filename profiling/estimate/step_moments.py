@@ -125,10 +125,11 @@ def step_moments(
         per = c + (4 if c != 4 and (d.arch not in ("encoder", "t5") or inp.autocast) else 0)
         logits = d.s * d.b * d.V * per / inp.tp
         out = encoder.output_held(d, inp)  # masked LM's last hidden state, while its loss runs
+        last = _last_output_held(d, inp)
         moments.append(
             Moment(
                 name="loss forward",
-                bytes=round(fwd + cache + logits + (out.bytes if out else 0) + padded),
+                bytes=round(fwd + cache + logits + (out.bytes if out else 0) + padded + last),
                 calculation=f"end of forward + logits and their fp32 copy s·b·V·({c}"
                 + (" + 4" if c != 4 else "")
                 + f") B {f(logits)}{pad_calc}"
@@ -138,9 +139,11 @@ def step_moments(
                     if cache
                     else ""
                 )
-                + (f" + {out.name} {out.formula} {f(out.bytes)}" if out else ""),
+                + (f" + {out.name} {out.formula} {f(out.bytes)}" if out else "")
+                + (f" + the last block's 16-bit output, held to the loss's end {f(last)}"
+                   if last else ""),
             )
-        )
+        )  # fmt: skip
     if recompute:  # exact where modelled, else the end of forward's bound (estimate.recomputed)
         n, b, c = recomputed_moment(est_lines, inp, shape, inputs, fwd, recompute)
         moments.append(Moment(name=n, bytes=round(b), calculation=c))
@@ -211,6 +214,20 @@ def step_moments(
     moments = [Moment(name=n, bytes=round(b), calculation=c) for n, b, c in added]
     order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
+
+
+def _last_output_held(d: acts.Dims, inp: TrainingConfig) -> float:
+    """Our own Llama blocks' reference loss holds the last block's output to its end
+    (models.blocks.head_loss's ``last``); where the residual stream is 16-bit the final norm
+    saved an fp32 copy of it on the CPU target (F.rms_norm's composite upcasts; a fused CUDA
+    kernel saves the tensor itself), so the tensor is more: tiny-llama bf16 seq 64 read
+    s·b·h·2 = 8,192 B below the trace's forward (llama-7b mixed --fsdp --zero 2, where the
+    loss's forward leads: 16 MiB). transformers' models rebind it to the norm's output."""
+    e = acts.Bytes.of(inp.precision)
+    own = d.arch == "llama" and not d.extra.get("hf_module") and not d.extra.get("mla")
+    if not own or e.r == 4 or getattr(inp, "target", "cuda") == "cuda":
+        return 0.0
+    return d.s * d.b * d.h * e.r / inp.tp
 
 
 def _teacher_block(
