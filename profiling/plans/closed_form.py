@@ -370,7 +370,7 @@ def _stage_profile(
     fsdp = vec(parameters=regather - head_keep, activations=-head_acts, temporaries=in_flight)
     others = (vec(temporaries=b_extra if stage.head else 0), vec(temporaries=emb_extra))
     b_peak, b_more = compiled_moments(
-        cfg, w, stage, (tokens, t, s.c, local, u), (b_peak, b_more), pipelined, fsdp,
+        cfg, w, stage, (tokens, t, s.c, local, u, n), (b_peak, b_more), pipelined, fsdp,
         (grad_b, block_grads, kept[-1] if kept else 0), others,
     )  # fmt: skip
     freed = acts - 4 * (pipelined and stage.head)  # the loss: the schedule's till the step ends
