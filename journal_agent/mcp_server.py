@@ -87,9 +87,10 @@ BRIEFS = {
 # schema entry (the tool still takes and checks them).
 _SHAPE = ["params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch"]
 _TUNING = ["fp32_grads", "foreach", "grads_kept", "offload_optimizer", "sequence_parallel"]
+_TUNING += ["optimizer_in_bwd"]
 _TUNING += ["dropout", "target", "mfu", "tokens", "counter", "expandable_segments"]
 _TUNING += ["loss", "loss_chunks", "tied_head", "paged_optimizer", "double_quant"]
-_TUNING += ["bnb_keeps_inputs", "float8", "float8_all_gather", "async_tp"]
+_TUNING += ["bnb_keeps_inputs", "float8", "float8_all_gather", "async_tp", "dpo"]
 NAMED_ONLY = {
     "MemoryEstimate": _SHAPE + _TUNING,
     "MemoryTrace": _SHAPE + _TUNING,

@@ -27,6 +27,7 @@ MemoryEstimateInput = config_input_model(
         "checkpoint_every",
         "ulysses",
         "target_seq",  # an encoder-decoder's target length: the CLI's
+        "kd_teacher",  # torchtune's distillation teacher: its KD yaml as from_file sets it
         "accumulate_unsharded",  # FSDP's no_sync accumulation: a LitGPT config sets it
         "fsdp_flat",  # FSDP1's flat parameters: a LitGPT config sets it
         "dora",  # DoRA: peft's or torchtune's adapter config as from_file sets it

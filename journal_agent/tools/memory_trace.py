@@ -50,6 +50,7 @@ MemoryTraceInput = config_input_model(
         "checkpoint_every",  # torchtitan's every N-th block: a plan's, as from_file sets it
         "ulysses",  # DeepSpeed's sequence_parallel_size: a plan's, as from_file sets it
         "target_seq",  # an encoder-decoder's target length: the CLI's (tokens in every request)
+        "kd_teacher",  # torchtune's distillation teacher: its KD yaml as from_file sets it
         "accumulate_unsharded",  # FSDP's no_sync accumulation: a LitGPT config sets it
         "fsdp_flat",  # FSDP1's flat parameters: a LitGPT config sets it
         "dora",  # DoRA: peft's or torchtune's adapter config as from_file sets it
