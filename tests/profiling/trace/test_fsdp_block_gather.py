@@ -37,9 +37,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_the_lower_blocks_moments_equal_the_trace(tmp_path: Path, case: str) -> None:
-    layers, tied, precision, seq, leads = CASES[case]
+def llama_toy(tmp_path: Path, layers: int, tied: bool) -> str:
+    """transformers' Llama (V 2048, h 256, f 512) as a config.json under ``tmp_path``."""
     config = {
         "model_type": "llama", "vocab_size": 2048, "hidden_size": 256,
         "intermediate_size": 512, "num_hidden_layers": layers, "num_attention_heads": 4,
@@ -47,8 +46,15 @@ def test_the_lower_blocks_moments_equal_the_trace(tmp_path: Path, case: str) -> 
     }  # fmt: skip
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config), encoding="utf-8")
-    cfg = TrainingConfig(model=f"hf:{path}", seq=seq, batch=1, precision=precision,
-                         fsdp=True, gpus=8, target="cpu")  # fmt: skip
+    return f"hf:{path}"
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_lower_blocks_moments_equal_the_trace(tmp_path: Path, case: str) -> None:
+    layers, tied, precision, seq, leads = CASES[case]
+    model = llama_toy(tmp_path, layers, tied)
+    cfg = TrainingConfig(model=model, seq=seq, batch=1, precision=precision, fsdp=True, gpus=8,
+                         target="cpu")  # fmt: skip
     traced, est = trace_step(cfg), estimate(cfg)
     assert est.peak_moment == leads
     assert est.per_gpu_bytes == traced.peak_bytes, (est.moments, traced.by_category)
@@ -57,13 +63,9 @@ def test_the_lower_blocks_moments_equal_the_trace(tmp_path: Path, case: str) -> 
 def test_not_counted_under_lora_or_full_checkpointing(tmp_path: Path) -> None:
     """LoRA's blocks reduce their adapters' gradients alone; a recomputed block holds other
     tensors: neither is this module's."""
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "llama", "vocab_size": 2048, "hidden_size": 256,
-                                "intermediate_size": 512, "num_hidden_layers": 4,
-                                "num_attention_heads": 4, "num_key_value_heads": 2,
-                                "max_position_embeddings": 512}), encoding="utf-8")  # fmt: skip
+    model = llama_toy(tmp_path, 4, tied=False)  # LlamaConfig's default
     for extra in ({"lora_rank": 8}, {"checkpointing": "full"}):
-        cfg = TrainingConfig.model_validate({"model": f"hf:{path}", "seq": 16, "batch": 1,
+        cfg = TrainingConfig.model_validate({"model": model, "seq": 16, "batch": 1,
                                              "precision": "mixed", "fsdp": True, "gpus": 8,
                                              "target": "cpu", **extra})  # fmt: skip
         names = {m.name for m in estimate(cfg).moments}

@@ -14,19 +14,9 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
+from tests.profiling.trace.test_fsdp_block_gather import llama_toy  # the same toy
 
 pytest.importorskip("peft", reason="the lora extra is not installed")
-
-
-def _model(tmp_path: Path, layers: int, tied: bool) -> str:
-    config = {
-        "model_type": "llama", "vocab_size": 2048, "hidden_size": 256,
-        "intermediate_size": 512, "num_hidden_layers": layers, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "max_position_embeddings": 512, "tie_word_embeddings": tied,
-    }  # fmt: skip
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
-    return f"hf:{path}"
 
 
 QV = ["q", "v"]
@@ -47,7 +37,7 @@ def test_lora_under_fsdp2_is_the_trace_at_the_loss(
     extra: dict[str, object],
 ) -> None:  # fmt: skip
     cfg = TrainingConfig.model_validate({
-        "model": _model(tmp_path, layers, tied), "seq": 256, "batch": 2, "precision": precision,
+        "model": llama_toy(tmp_path, layers, tied), "seq": 256, "batch": 2, "precision": precision,
         "fsdp": True, "gpus": gpus, "target": "cpu", "lora_rank": 8, "lora_targets": targets,
         **extra,
     })  # fmt: skip
@@ -60,7 +50,7 @@ def test_what_the_trace_does_not_shard_under_lora_is_one_sentence(
     tmp_path: Path, extra: dict[str, object]
 ) -> None:
     cfg = TrainingConfig.model_validate({
-        "model": _model(tmp_path, 2, True), "seq": 16, "batch": 1, "precision": "bf16",
+        "model": llama_toy(tmp_path, 2, True), "seq": 16, "batch": 1, "precision": "bf16",
         "fsdp": True, "gpus": 2, "target": "cpu", "lora_rank": 8, "lora_targets": QV, **extra,
     })  # fmt: skip
     with pytest.raises(ProfilingError, match="FSDP2"):
@@ -111,7 +101,7 @@ def test_mixed_lora_under_fsdp2_shards_fp32_and_gathers_bf16(tmp_path: Path, tie
     """FSDP2's mixed keeps the frozen base's shards in fp32 and gathers every parameter, the
     adapters too, in bf16 (so peft casts nothing): 0.9961 tied, 0.9776 untied before."""
     cfg = TrainingConfig.model_validate({
-        "model": _model(tmp_path, 2, tied), "seq": 256, "batch": 2, "precision": "mixed",
+        "model": llama_toy(tmp_path, 2, tied), "seq": 256, "batch": 2, "precision": "mixed",
         "fsdp": True, "gpus": 2, "target": "cuda", "lora_rank": 8, "lora_targets": QV,
     })  # fmt: skip
     est, traced = estimate(cfg), trace_step(cfg)

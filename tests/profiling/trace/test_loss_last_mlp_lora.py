@@ -29,14 +29,9 @@ import pytest
 from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
+from tests.profiling.trace.test_losses_lora import LLAMA, SCALARS  # the same toy and allowance
 
-SCALARS = 48  # the scalars a chunked loss makes per chunk (torchtune's sums), uncounted
 SMALL = {"vocab_size": 128, "hidden_size": 128, "intermediate_size": 512}
-LLAMA = {
-    "vocab_size": 512, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
-    "model_type": "llama",
-}  # fmt: skip
 
 # (kind, small shape, loss, targets, precision, most over the trace)
 CASES = {
