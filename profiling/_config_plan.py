@@ -330,6 +330,16 @@ def dp_degrees(cfg: TrainingConfig) -> tuple[int, int]:
     return cfg.gpus // replicate, replicate
 
 
+def ddp_alone(cfg: TrainingConfig) -> bool:
+    """A plan of DDP's replicas alone (``--dp-replicate N``, nothing sharded, no other degree):
+    torchtitan's ``apply_ddp`` (torch's DistributedDataParallel through ``replicate``), which it
+    runs on a one-dimensional mesh only (``parallelize_llama``: "DDP has not supported > 1D
+    parallelism")."""
+    shard, replicate = dp_degrees(cfg)
+    others = cfg.tp * cfg.pp * cfg.cp * cfg.ulysses
+    return is_plan(cfg) and replicate > 1 and shard == 1 and not cfg.fsdp and others == 1
+
+
 def plan_world(cfg: TrainingConfig) -> int:
     """Every GPU of the plan: dp_replicate × dp_shard × cp × ulysses × tp × pp."""
     return cfg.gpus * cfg.cp * cfg.ulysses * cfg.tp * cfg.pp
@@ -368,6 +378,7 @@ __all__ = [
     "PP_SCHEDULES",
     "PipelineSchedule",
     "check_plan",
+    "ddp_alone",
     "describe_plan",
     "dp_degrees",
     "is_plan",

@@ -86,12 +86,22 @@ def plan_variants(
     return out
 
 
+def titan_precision(update: dict[str, Any]) -> str:
+    """torchtitan's default ``mixed_precision_param`` (bf16) on a candidate, as its
+    ``maybe_enable_amp`` (torchtitan/distributed/utils.py) applies it: fully_shard's policy
+    (``mixed``) where FSDP shards (dp_shard or cp > 1); without FSDP beside TP or a pipeline
+    "Mixed precision training is disabled": the step is fp32."""
+    fsdp = (update.get("dp_shard") or 1) > 1 or (update.get("cp") or 1) > 1
+    model_parallel = (update.get("tp") or 1) > 1 or (update.get("pp") or 1) > 1
+    return "fp32" if model_parallel and not fsdp else "mixed"
+
+
 def plan_config(base: TrainingConfig, update: dict[str, Any]) -> TrainingConfig | None:
     """The candidate's configuration, validated as the command line is, or None; torchtitan's
-    mixed precision unless the user gave one."""
+    mixed precision (``titan_precision``) unless the user gave one."""
     drop = {"gpus", "fsdp", "zero", *PLAN_FIELDS, "dp_shard"}
     values = {k: getattr(base, k) for k in base.model_fields_set if k not in drop}
-    values.setdefault("precision", "mixed")
+    values.setdefault("precision", titan_precision(update))
     # FSDP's fp8 all-gather has nothing to do for a candidate without FSDP
     if (update.get("dp_shard") or 1) == 1:
         values.pop("float8_all_gather", None)

@@ -47,11 +47,32 @@ def _unsupported(cfg: TrainingConfig) -> list[str]:
         problems.append("DeepSpeed-style ZeRO (give --dp-shard for FSDP2)")
     if cfg.grads_kept:
         problems.append("--grads-kept")
-    if cfg.autocast:
-        problems.append("autocast (--precision amp-*: give mixed, bf16 or fp32)")
+    if cfg.autocast:  # torchtitan's autocast runs under DDP alone (ddp_precision)
+        problems.append("autocast beside FSDP, TP or a pipeline (--precision amp-*: give mixed, "
+                        "bf16 or fp32)")  # fmt: skip
     if cfg.dropout:
         problems.append("--dropout (torchtitan's Llama has none)")
     return problems
+
+
+def ddp_precision(cfg: TrainingConfig) -> None:
+    """torchtitan's precision under DDP alone (``--dp-replicate N``, nothing sharded): its
+    ``maybe_enable_amp`` (torchtitan/distributed/utils.py) leaves mixed precision to
+    ``fully_shard`` under FSDP, turns it off beside TP or a pipeline, and otherwise ("DDP or
+    single-device training") returns ``torch.autocast(device, dtype=mixed_precision_param)``:
+    fp32 parameters, gradients, Adam's state and DDP's buckets, 16-bit matmuls. A plan's
+    ``mixed`` (16-bit weights, an fp32 master copy: 2 + 2 + 12 B with Adam) is not that step,
+    and a plan's closed form and trace run no autocast: one sentence."""
+    from profiling._config_plan import ddp_alone
+
+    if ddp_alone(cfg) and (cfg.precision == "mixed" or cfg.autocast):
+        raise ProfilingError(
+            f"--precision {cfg.precision} with --dp-replicate alone is torchtitan's DDP under "
+            "torch.autocast over fp32 parameters (its maybe_enable_amp), which a plan does not "
+            "model: give --precision fp32 or bf16, or estimate --gpus "
+            f"{cfg.gpus} --precision amp-bf16 without --dp-replicate (torch's DDP on the "
+            "one-GPU step)"
+        )
 
 
 def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
@@ -80,6 +101,7 @@ def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
             "runs that model; use a Llama 3 / Mistral-shaped model, or estimate without --pp, "
             "--cp, --ulysses, --dp-shard and --dp-replicate"
         )
+    ddp_precision(cfg)
     problems = _unsupported(cfg)
     if problems:
         raise ProfilingError(
@@ -117,4 +139,4 @@ def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
     return w
 
 
-__all__ = ["plan_workload"]
+__all__ = ["ddp_precision", "plan_workload"]

@@ -90,20 +90,11 @@ def read(path: Path, data: dict[str, Any]) -> Reading:
     r.seen("model.name", main="model.flavor")
     if r.has("training.seq_len"):
         r.use("training.seq_len", "seq", r.get("training.seq_len"))
-    param = str(r.get("training.mixed_precision_param", "bfloat16"))
-    if param == "bfloat16":
-        r.imply(
-            "training.mixed_precision_param",
-            "precision",
-            "mixed",
-            "FSDP2's MixedPrecisionPolicy: fp32 sharded parameters, bf16 gathers",
-        )
-    else:
-        r.use("training.mixed_precision_param", "precision", "fp32")
     r.ignore("training.mixed_precision_reduce", NO_MEMORY + " (fp32 gradient shards either way)")
     _checkpointing(r)
     _optimizer(r)
     _parallelism(r)
+    _precision(r)
     _batch(r)
     if not _degree_key(r, "data_parallel_shard_degree").startswith("parallelism."):
         # a late-2024 file: torchtitan's FSDP groups of then (profiling.plans.root_group)
@@ -145,6 +136,33 @@ def check_every_gpu(recipe: Any, values: dict[str, Any]) -> None:
         "only the launch knows: give --gpus N (N > 1) for the data-parallel ranks (on one GPU "
         "torchtitan applies no FSDP; give that run's flags instead of the file)"
     )
+
+
+def _precision(r: Reading) -> None:
+    """``mixed_precision_param`` (bf16 by default) as torchtitan's ``maybe_enable_amp``
+    (torchtitan/distributed/utils.py) applies it: under FSDP (``dp_shard`` > 1 or -1, or CP)
+    fully_shard's policy; without FSDP beside TP or a pipeline nothing ("Mixed precision
+    training is disabled": fp32); DDP alone or one GPU ``torch.autocast`` over fp32
+    parameters — since 2025: a late-2024 file (degrees under [training]) ran fp32 there."""
+    key = "training.mixed_precision_param"
+    if str(r.get(key, "bfloat16")) != "bfloat16":
+        r.use(key, "precision", "fp32")
+        return
+    shard = r.get(_degree_key(r, "data_parallel_shard_degree"), -1)
+    cp, tp, pp = (_degree(r.get(_degree_key(r, f"{d}_parallel_degree")))
+                  for d in ("context", "tensor", "pipeline"))  # fmt: skip
+    if shard == -1 or _degree(shard) > 1 or cp > 1:
+        r.imply(key, "precision", "mixed", "FSDP2's MixedPrecisionPolicy: fp32 sharded "
+                "parameters, bf16 gathers")  # fmt: skip
+    elif tp > 1 or pp > 1:
+        r.imply(key, "precision", "fp32", "no FSDP beside TP or a pipeline: torchtitan's "
+                "maybe_enable_amp turns mixed precision off (fp32)")  # fmt: skip
+    elif not _degree_key(r, "data_parallel_shard_degree").startswith("parallelism."):
+        r.imply(key, "precision", "fp32", "no FSDP: late-2024 torchtitan applied mixed "
+                "precision through fully_shard alone (fp32)")  # fmt: skip
+    else:
+        r.imply(key, "precision", "amp-bf16", "no FSDP (DDP or one GPU): torchtitan's "
+                "maybe_enable_amp runs torch.autocast(bf16) over fp32 parameters")  # fmt: skip
 
 
 def _degree(value: Any) -> int:

@@ -23,12 +23,31 @@ def test_every_fitting_plan_is_under_the_gpu_and_uses_every_gpu() -> None:
         c = cand.config
         assert (c.dp_shard or 1) * c.tp * c.cp * c.pp == 32
         assert cand.nvml_bytes <= budget and cand.peak_bytes < cand.nvml_bytes
-        assert c.batch == 8 and c.precision == "mixed"  # held; torchtitan's mixed precision
+        # held; torchtitan's mixed precision, which it turns off beside TP or PP without FSDP
+        fsdp = (c.dp_shard or 1) > 1 or c.cp > 1
+        assert c.batch == 8 and c.precision == ("mixed" if fsdp else "fp32")
     # the peak named is the plan's own closed form, its highest pipeline rank
     best = res.fitting[0]
     again = estimate_plan(best.config)
     assert best.peak_bytes == again.highest.peak_bytes
     assert best.highest_rank == again.highest.pp_rank
+
+
+def test_a_candidate_without_fsdp_beside_tp_or_pp_is_torchtitans_fp32() -> None:
+    # torchtitan's maybe_enable_amp: "Mixed precision training with TP or PP is only supported
+    # when FSDP/HSDP/CP is enabled" — off, the step fp32; a candidate of TP × PP alone was
+    # estimated with 16-bit weights and an fp32 master copy, below what torchtitan holds
+    from profiling.fit_plan_space import plan_config
+
+    base = _base(batch=2)
+    plan = {"tp": 8, "cp": 1, "ulysses": 1, "pp": 2, "pp_schedule": "1f1b", "microbatches": 2,
+            "checkpointing": "none", "checkpoint_every": None, "batch": 2}  # fmt: skip
+    alone = plan_config(base, {**plan, "dp_shard": 1})
+    sharded = plan_config(base, {**plan, "dp_shard": 2})
+    assert alone is not None and sharded is not None
+    assert (alone.precision, sharded.precision) == ("fp32", "mixed")
+    held = plan_config(_base(batch=2, precision="bf16"), {**plan, "dp_shard": 1})
+    assert held is not None and held.precision == "bf16"  # the user's held
 
 
 def test_nothing_fits_a_small_gpu_and_no_plan_is_called_fitting() -> None:
@@ -76,7 +95,9 @@ def test_every_n_th_block_checkpointing_is_searched_and_ranked_by_throughput() -
     """torchtitan's every N-th block (--checkpointing full --checkpoint-every N) sits between no
     checkpointing and every block: where no checkpointing does not fit a GPU, every 4th block
     can, recomputing a quarter of the blocks where full recomputes them all."""
-    base = TrainingConfig.parse(model="hf:llama-3.1-8b", seq=8192, gpu_mem=43, batch=2, tp=8)
+    # mixed given: TP 8 over 8 GPUs has no FSDP, where torchtitan's own default is fp32
+    base = TrainingConfig.parse(model="hf:llama-3.1-8b", seq=8192, gpu_mem=43, batch=2, tp=8,
+                                precision="mixed")  # fmt: skip
     res = fit_plans(base, 8)
     by_ckpt = {(c.config.checkpointing, c.config.checkpoint_every): c for c in res.fitting}
     # 41.78 GB on nvidia-smi as `estimate` predicts it (fit's own reading said 43.84 GB, and

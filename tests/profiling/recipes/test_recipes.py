@@ -511,6 +511,33 @@ def test_torchtitan_context_parallel_alone_shards_over_the_cp_ranks(tmp_path: Pa
     assert "fsdp" not in plain.values
 
 
+@pytest.mark.parametrize(
+    ("parallelism", "precision"),
+    [
+        ("data_parallel_shard_degree = 8", "mixed"),  # fully_shard's MixedPrecisionPolicy
+        ("data_parallel_shard_degree = 1\ncontext_parallel_degree = 8", "mixed"),  # dp_shard_cp
+        ("data_parallel_shard_degree = 1\ntensor_parallel_degree = 8", "fp32"),
+        ("data_parallel_shard_degree = 1\npipeline_parallel_degree = 2", "fp32"),
+        ("data_parallel_shard_degree = 1\ndata_parallel_replicate_degree = 8", "amp-bf16"),
+    ],
+)
+def test_torchtitan_mixed_precision_is_what_maybe_enable_amp_makes_of_it(
+    tmp_path: Path, parallelism: str, precision: str
+) -> None:
+    # torchtitan/distributed/utils.py maybe_enable_amp: fully_shard's policy under FSDP (CP
+    # included), nothing beside TP or PP without FSDP ("Mixed precision training is disabled"),
+    # torch.autocast over fp32 parameters under DDP alone — a plan's mixed (16-bit weights and
+    # an fp32 master copy) was read for all of them
+    recipe = read_recipe([_pipelined_toml(tmp_path, parallelism)])
+    assert recipe.values["precision"] == precision
+    _accounted(recipe, tmp_path / "plan.toml")
+    if precision == "amp-bf16":  # DDP under autocast: a plan says it does not model it
+        from profiling.plans.closed_form import estimate_plan
+
+        with pytest.raises(ProfilingError, match="maybe_enable_amp"):
+            estimate_plan(TrainingConfig.parse(**with_recipe(recipe, {})))
+
+
 def test_a_litgpt_config_never_sets_dora_and_dora_beside_it_is_one_sentence(
     cli, tmp_path: Path
 ) -> None:
