@@ -20,6 +20,7 @@ from profiling.estimate import (
     gpt2_end,
     llama_dequant,
     llama_end,
+    llama_first_gate,
     llama_first_mlp,
     llama_first_norm,
     losses,
@@ -180,6 +181,7 @@ def step_moments(
     moments += [
         Moment(name=n, bytes=round(b), calculation=c)
         for n, b, c in llama_first_norm.moments(d, inp, held_all, tied_head, est_lines)
+        + llama_first_gate.moments(d, inp, held_all, tied_head, est_lines, loss is not None)
     ]
     temps = total("temporaries")
     sharded = weights - sum(ln.bytes for ln in est_lines if ln.group == "overhead")  # ZeRO-3
