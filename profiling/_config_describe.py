@@ -57,9 +57,11 @@ class TrainingConfig(PlanFields, Protocol):
     def loss_chunks(self) -> int | None: ...
 
 
-def describe(cfg: TrainingConfig) -> str:
+def describe(cfg: TrainingConfig, searched: str | None = None) -> str:
     """'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × batch 1, target cuda'; a plan names
-    its degrees instead of the GPU count ('FSDP 8 × TP 8 × PP 8 (1f1b, 32 microbatches)')."""
+    its degrees instead of the GPU count ('FSDP 8 × TP 8 × PP 8 (1f1b, 32 microbatches)').
+    ``searched`` ('seq' or 'batch'): the dimension a search sets, left out of the title, whose
+    own value (the input's) would read as the answer."""
     name = cfg.model or f"{fmt_count(cfg.params or 0)} parameters"
     parts = [name, f"{cfg.precision} {'paged ' * cfg.paged_optimizer}{cfg.optimizer}"]
     if cfg.lora_rank:
@@ -80,7 +82,8 @@ def describe(cfg: TrainingConfig) -> str:
             parts.append(("FSDP2 " if cfg.fsdp else "") + zero)
         if cfg.tp > 1:
             parts.append(f"TP={cfg.tp}" + (" + SP" if cfg.sequence_parallel else ""))
-    parts.append(f"seq {cfg.seq_or_default()} × batch {cfg.batch}")
+    shape = {"seq": f"seq {cfg.seq_or_default()}", "batch": f"batch {cfg.batch}"}
+    parts.append(" × ".join(v for k, v in shape.items() if k != searched))
     if cfg.checkpointing != "none":
         every = cfg.checkpoint_every
         n = f", 1 block in {every}" if every and every > 1 else ""

@@ -223,7 +223,7 @@ def _confirmed(
 def render_largest(res: Largest) -> str:
     b = res.base
     lines = [
-        f"Largest {_WORD[res.dimension]} that fits: {b.describe()}, on "
+        f"Largest {_WORD[res.dimension]} that fits: {b.describe(res.dimension)}, on "
         f"{fmt_bytes(res.gpu_mem_bytes, 'GB')} ({fmt_bytes(res.usable_bytes, 'GB')} usable, "
         f"a {SAFETY_MARGIN:.0%} safety margin) — {res.estimates} estimates"
         + (f", {res.traces} traces" if res.traces else ""),

@@ -24,10 +24,12 @@ def parse_count(text: str | float | int) -> int:
 
 
 def fmt_bytes(n: float, unit: str = "auto") -> str:
-    """Decimal units by default (the way GPU sizes are quoted): 14.00 GB, 512.0 MB."""
+    """Decimal units by default (the way GPU sizes are quoted): 14.00 GB, 512.0 MB. ``unit``
+    "GB" keeps a column in GB, but a size under 0.01 GB drops to MB or KB: "0.00 GB" says
+    nothing (a step counter's 1.2 KB, a --gpu-mem of 0.001)."""
     if unit == "GiB":
         return f"{n / GiB:,.2f} GiB"
-    if unit == "GB" or (unit == "auto" and abs(n) >= GB):
+    if (unit == "GB" and (n == 0 or abs(n) >= GB / 100)) or (unit == "auto" and abs(n) >= GB):
         return f"{n / GB:,.2f} GB"
     if abs(n) >= 10**6:
         return f"{n / 10**6:,.1f} MB"

@@ -95,6 +95,7 @@ def fit_command(
     from profiling.fit import fit
     from profiling.fit_gpus import fit_gpus
     from profiling.fit_render import fit_json, fit_record, render_fit
+    from profiling.units import fmt_bytes
 
     if plans:
         _plans(config, from_files, top, as_json, no_save, root, timeout, global_batch)
@@ -125,13 +126,13 @@ def fit_command(
         short = res.host_short
         raise UserError(
             f"nothing fits: {short.label()} fits the GPU, but DeepSpeed's offload needs "
-            f"{(short.host_bytes or 0) / 1e9:.2f} GB of host memory per node, over --cpu-mem "
+            f"{fmt_bytes(short.host_bytes or 0, 'GB')} of host memory per node, over --cpu-mem "
             f"{res.base.cpu_mem:g} GB; give more host memory, fewer GPUs per node or less offload"
         )
     if not res.fitting:
         raise UserError(
-            f"nothing fits in {res.gpu_mem_bytes / 1e9:.2f} GB: the smallest need is "
-            f"{res.smallest.nvml_bytes / 1e9:.2f} GB on nvidia-smi per GPU "
+            f"nothing fits in {fmt_bytes(res.gpu_mem_bytes, 'GB')}: the smallest need is "
+            f"{fmt_bytes(res.smallest.nvml_bytes, 'GB')} on nvidia-smi per GPU "
             f"({res.smallest.label()}); use a larger GPU or more GPUs"
         )
 
@@ -211,6 +212,7 @@ def _largest(
         mark_unsaved,
     )
     from profiling.fit_search import largest, largest_json, largest_record, render_largest
+    from profiling.units import fmt_bytes
 
     res = largest(base, dim, confirm, progress=None if as_json else _progress, timeout=timeout)
     record_id = recipe_store(_saving_store(root, save=not no_save), recipe).save(
@@ -226,8 +228,8 @@ def _largest(
     if res.best is None:
         need = res.above.nvml if res.above is not None else 0
         raise UserError(
-            f"nothing fits in {res.gpu_mem_bytes / 1e9:.2f} GB even at {dim} 1: it needs "
-            f"{need / 1e9:.2f} GB on nvidia-smi; use a larger GPU, more GPUs or less memory "
+            f"nothing fits in {fmt_bytes(res.gpu_mem_bytes, 'GB')} even at {dim} 1: it needs "
+            f"{fmt_bytes(need, 'GB')} on nvidia-smi; use a larger GPU, more GPUs or less memory "
             "per step (checkpointing, LoRA)"
         )
 

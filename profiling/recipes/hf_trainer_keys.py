@@ -115,12 +115,16 @@ _REASONS: tuple[tuple[tuple[str, ...], str], ...] = (
         "estimated at per_device_train_batch_size (fit --max-batch finds the largest)",
     ),
     (
+        ("distributed_state", "distributed_state.*"),
+        "accelerate's state of the process that saved training_args.bin (its launcher's "
+        "world size, device, backend); --gpus says the job's GPUs",
+    ),
+    (
         (
             "do_train",
             "local_rank",
             "_n_gpu",
             "_setup_devices",
-            "distributed_state",
             "deepspeed_plugin",
             "hf_deepspeed_config*",
             "mp_parameters",

@@ -179,6 +179,27 @@ def test_max_seq_when_nothing_fits_is_one_sentence(cli, tmp_path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_the_searched_dimension_is_not_titled_with_the_inputs_value(cli, tmp_path) -> None:
+    # D48: the title read "seq 64 × batch 1" above an answer of batch 13 — the input's batch,
+    # which reads as the answer. The searched dimension is left out; the other one stays.
+    done = cli("fit", "--model", "tiny-llama", "--seq", "64", "--gpu-mem", "1", "--max-batch",
+               "--confirm", "0", "--root", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    title = done.stdout.splitlines()[0]
+    assert title.startswith("Largest micro-batch that fits: tiny-llama,"), title
+    assert ", seq 64, " in title and "batch" not in title.split("that fits:")[1], title
+
+
+def test_a_gpu_smaller_than_a_hundredth_of_a_gb_is_not_called_zero(cli, tmp_path) -> None:
+    # D48: --gpu-mem 0.001 printed "1 GPU of 0.00 GB" and "nothing fits in 0.00 GB".
+    done = cli("fit", "--model", "gpt2-small", "--gpu-mem", "0.001", "--confirm", "0",
+               "--root", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1
+    assert "1 GPU of 1.0 MB" in done.stdout and "against 950.0 KB usable" in done.stdout
+    assert "nothing fits in 1.0 MB: the smallest need is" in done.stderr
+    assert "0.00 GB" not in done.stdout + done.stderr
+
+
 def test_hopper_counts_the_cuda_context_measured_on_an_h200() -> None:
     # nvidia-smi beside the reserve: 831 MiB on an H200 with CUDA 13 (measured: up to
     # 871,170,048 B once the step's kernels are loaded), where 500 MiB was assumed; before

@@ -395,3 +395,22 @@ def test_a_precision_the_trainer_would_refuse_is_refused(tmp_path: Path) -> None
     assert (
         read_recipe([tmp_path / "args.json", tmp_path / "ds.json"]).values["precision"] == "mixed"
     )
+
+
+def test_a_trainer_that_ran_saves_accelerates_state_which_is_no_setting(tmp_path: Path) -> None:
+    # A training_args.bin saved by a Trainer that ran holds accelerate's PartialState
+    # (`args.device` sets it up): its keys were listed as settings the reader did not know.
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        args = transformers.TrainingArguments(output_dir=str(tmp_path), report_to=[])
+        assert str(args.device) == "cpu"  # what a run does first: sets distributed_state
+    torch.save(args, tmp_path / "training_args.bin")
+    lines = _lines(read_recipe([tmp_path / "training_args.bin"]))
+    state = {k: v for k, v in lines.items() if k.startswith("distributed_state.")}
+    assert "distributed_state.num_processes" in state, sorted(lines)
+    assert all("--gpus says the job's GPUs" in v for v in state.values()), state
+    assert not [k for k, v in lines.items() if "not a setting this reader knows" in v]
