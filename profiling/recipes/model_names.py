@@ -53,7 +53,11 @@ _TORCHTITAN = {
     ("llama2", "7B"): "llama-2-7b",
     ("llama2", "13B"): "llama-2-13b",
     ("qwen3", "0.6B"): "qwen3-0.6b",
+    ("qwen3", "1.7B"): "qwen3-1.7b",
+    ("qwen3", "4B"): "qwen3-4b",
     ("qwen3", "8B"): "qwen3-8b",
+    ("qwen3", "14B"): "qwen3-14b",
+    ("qwen3", "32B"): "qwen3-32b",
     ("qwen3", "30B-A3B"): "qwen3-30b-a3b",
 }
 

@@ -58,6 +58,11 @@ def test_published_counts_spelled_out() -> None:
         "gemma-2b": 2_506_172_416,
         "gemma-7b": 8_537_680_896,
         "qwen3-30b-a3b": 30_532_122_624,
+        # Qwen3 dense: 151,936 · hidden embeddings (tied on 1.7B and 4B), q/k norms per head
+        "qwen3-1.7b": 1_720_574_976,
+        "qwen3-4b": 4_022_468_096,
+        "qwen3-14b": 14_768_307_200,
+        "qwen3-32b": 32_762_123_264,
         # 15.7B total (2.4B activated): 2·102400·2048 embeddings and head, 27 blocks of latent
         # attention, the first with a dense MLP of 10944, 26 with 64 routed + 2 shared experts
         "deepseek-v2-lite": 15_706_484_224,

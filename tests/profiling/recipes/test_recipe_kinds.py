@@ -183,15 +183,25 @@ def test_cli_estimates_kd(cli, tmp_path: Path) -> None:
 
 
 def test_a_kd_teacher_not_shipped_is_one_sentence_never_the_student_alone(tmp_path: Path) -> None:
-    """qwen3/14B_to_8B_KD_lora_single_device.yaml's teacher (Qwen3 14B) is not in the
-    catalogue: estimated without it, the step would be the student's fine-tune."""
+    """A teacher the catalogue does not ship (torchtune's Qwen2 7B builder): estimated without
+    it, the step would be the student's fine-tune."""
     text = (TORCHTUNE / "8B_to_1B_KD_lora_single_device.yaml").read_text(encoding="utf-8")
-    path = tmp_path / "14B_to_8B_KD.yaml"
-    path.write_text(text.replace("llama3_1.llama3_1_8b", "qwen3.qwen3_14b_instruct"), "utf-8")
+    path = tmp_path / "7B_to_1B_KD.yaml"
+    path.write_text(text.replace("llama3_1.llama3_1_8b", "qwen2.qwen2_7b"), "utf-8")
     recipe = read_recipe([path])
     with pytest.raises(ProfilingError) as info:
         with_recipe(recipe, {"seq": 256})
     said = str(info.value)
-    assert "qwen3_14b_instruct" in said and "give --kd-teacher" in said
+    assert "qwen2_7b" in said and "give --kd-teacher" in said
     values = with_recipe(recipe, {"seq": 256, "kd_teacher": "hf:llama-3.1-8b"})
     assert values["kd_teacher"] == "hf:llama-3.1-8b"
+
+
+def test_qwen3_14b_teaches_from_the_catalogue(tmp_path: Path) -> None:
+    """qwen3/14B_to_8B_KD_lora_single_device.yaml's teacher, torchtune's qwen3_14b_instruct, is
+    the catalogue's Qwen3 14B (40 layers of 5,120, 40 heads, 8 key/value heads, FFN 17,408)."""
+    text = (TORCHTUNE / "8B_to_1B_KD_lora_single_device.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "14B_to_8B_KD.yaml"
+    path.write_text(text.replace("llama3_1.llama3_1_8b", "qwen3.qwen3_14b_instruct"), "utf-8")
+    values = with_recipe(read_recipe([path]), {"seq": 256})
+    assert values["kd_teacher"] == "hf:qwen3-14b"

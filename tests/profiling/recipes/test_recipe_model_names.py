@@ -26,11 +26,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
         ("torchtune.models.llama3_1.llama3_1_70b", "hf:llama-3.1-70b"),
         ("torchtune.models.qwen2.qwen2_7b", None),
         # #31 (the KD configs' students and teachers): torchtune's qwen2 0.5B/1.5B builders have
-        # qwen2_5's shapes; qwen3_8b_base is Qwen3 8B; Qwen3 14B is not in the catalogue
+        # qwen2_5's shapes; qwen3_8b_base is Qwen3 8B; qwen3_14b_instruct is Qwen3 14B
         ("torchtune.models.qwen2.lora_qwen2_0_5b", "hf:qwen2.5-0.5b"),
         ("torchtune.models.qwen2.qwen2_1_5b", "hf:qwen2.5-1.5b"),
         ("torchtune.models.qwen3.lora_qwen3_8b_base", "hf:qwen3-8b"),
-        ("torchtune.models.qwen3.qwen3_14b_instruct", None),
+        ("torchtune.models.qwen3.qwen3_14b_instruct", "hf:qwen3-14b"),
     ],
 )
 def test_torchtune_builders_name_the_catalogue_model(builder: str, model: str | None) -> None:
