@@ -27,6 +27,7 @@ from profiling.estimate import (
     neox_qkv,
     preference,
     t5,
+    t5_last_mlp,
 )
 from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
@@ -94,6 +95,7 @@ def step_moments(
         + llama_first_mlp.moments(d, inp, fwd, est_lines)
         + compiled_backward.moments(d, inp, fwd, est_lines)
         + t5_moments(d, inp, fwd)
+        + t5_last_mlp.moments(d, inp, fwd)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:

@@ -1,0 +1,44 @@
+"""LoRA on T5 with its MLP frozen, small vocabulary (V 128 beside h 128, f 512): the last decoder
+block's MLP going back (three t·b·f gradients at once, gated; two under ReLU) holds the step's
+peak, the loss's log-probabilities and the final norm freed — the estimate had no such moment
+(sweep 11's row, fp32 q, v SGD: −110,496 B, 0.986)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+from profiling.config import TrainingConfig
+from profiling.estimate.memory import estimate
+from profiling.estimate.t5_last_mlp import NAME
+from profiling.trace.step import trace_step
+
+_T5 = {
+    "vocab_size": 128, "d_model": 128, "d_ff": 512, "num_layers": 2, "num_decoder_layers": 3,
+    "num_heads": 4, "d_kv": 16, "model_type": "t5", "feed_forward_proj": "gated-gelu",
+    "tie_word_embeddings": False,
+}  # fmt: skip
+_RELU = {**_T5, "feed_forward_proj": "relu", "tie_word_embeddings": True}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("model", "precision"),
+    [(_T5, "fp32"), (_T5, "bf16"), (_RELU, "fp32")],
+    ids=["gated-fp32", "gated-bf16", "relu-fp32"],
+)
+def test_the_last_decoder_block_s_mlp_going_back(tmp_path, model, precision) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(model))
+    cfg = TrainingConfig(
+        model=f"hf:{path}", seq=32, target_seq=24, batch=1, precision=precision, lora_rank=4,
+        lora_targets=["q", "v"], lora_dropout=0.0, checkpointing="none", optimizer="sgd",
+    )  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert est.peak_moment == NAME
+    assert est.per_gpu_bytes == traced.peak_bytes
