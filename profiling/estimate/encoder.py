@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate import encoder_first
+from profiling.estimate import encoder_amp, encoder_first
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse, autocast_weight_copies
 from profiling.estimate.activations import head_transient as acts_head_transient
 from profiling.units import fmt_bytes
@@ -348,8 +348,9 @@ def _backward(d: Dims, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float
         f"{mlp[1]}{lora} = {f(value)}"
     )
     out = [("backward, the last block's MLP", value, calc), *_last_norm(d, e, cfg, fwd)]
-    # its input projection, the first block's (estimate.encoder_first)
-    out += encoder_first.moments(d, cfg, value, sum(t.bytes for t in per_layer(d, e, cfg)))
+    # its input projection, the first block's (estimate.encoder_first; autocast: encoder_amp)
+    kept = sum(t.bytes for t in per_layer(d, e, cfg))
+    out += encoder_first.moments(d, cfg, value, kept) + encoder_amp.moments(d, cfg, value, kept)
     if cfg.lora_rank is not None and not e.amp:
         from profiling.estimate.lora_encoder import plain_moments
 

@@ -16,7 +16,7 @@ back: 0.951 of the trace (−909,848 B). transformers 5.24 ``modeling_bert.py``:
 - at a lower block, every block above has gone back: its kept tensors (``encoder.per_layer``)
   freed, its parameters' gradients made.
 
-Full training without checkpointing, no autocast (its weight copies not read here), no LoRA,
+Full training without checkpointing, no autocast (``encoder_amp`` has its moments), no LoRA,
 a classifier's head (not ViT's, not a masked LM's): equal to the trace on the toys
 (tests/profiling/estimate/test_encoder_first.py). No torch here.
 """
@@ -36,13 +36,15 @@ LAST_INPUT = "backward, the last block's MLP input projection"
 FIRST_INPUT = "backward, the first block's MLP input projection"
 
 
-def _applies(d: Dims, cfg: TrainingConfig) -> bool:
+def applies(d: Dims, cfg: TrainingConfig, amp: bool = False) -> bool:
+    """Full training without checkpointing, one GPU, a classifier (``amp``: under autocast,
+    ``encoder_amp``'s moments; else without)."""
     e = Bytes.of(cfg.precision)
     return (
         not d.extra["encoder"]["pixels"]
         and cfg.lora_rank is None
         and cfg.checkpointing == "none"
-        and not e.amp
+        and e.amp == amp
         and not cfg.grads_kept
         and not cfg.optimizer_in_bwd
         and not cfg.compile
@@ -56,7 +58,7 @@ def moments(d: Dims, cfg: TrainingConfig, last: float, kept: float) -> list[tupl
     """The moments beside ``last`` (the last block's MLP at GELU's backward, bytes; ``kept``:
     one block's kept tensors): the first block's GELU, the input projection at the last and
     the first block."""
-    if not _applies(d, cfg):
+    if not applies(d, cfg):
         return []
     e = Bytes.of(cfg.precision)
     g = 4 if e.r == 4 else 2  # the gradients' bytes
@@ -84,4 +86,4 @@ def moments(d: Dims, cfg: TrainingConfig, last: float, kept: float) -> list[tupl
     return out
 
 
-__all__ = ["AT_GELU", "FIRST_INPUT", "LAST_INPUT", "moments"]
+__all__ = ["AT_GELU", "FIRST_INPUT", "LAST_INPUT", "applies", "moments"]

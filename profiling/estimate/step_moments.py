@@ -17,6 +17,7 @@ from profiling.estimate import (
     bloom,
     compiled_backward,
     encoder,
+    encoder_embeddings,
     gpt2_end,
     llama_dequant,
     llama_end,
@@ -184,6 +185,7 @@ def step_moments(
         Moment(name=n, bytes=round(b), calculation=c)
         for n, b, c in llama_first_norm.moments(d, inp, held_all, tied_head, est_lines)
         + llama_first_gate.moments(d, inp, held_all, tied_head, est_lines, loss is not None)
+        + encoder_embeddings.moments(d, inp, held_all)
     ]
     temps = total("temporaries")
     sharded = weights - sum(ln.bytes for ln in est_lines if ln.group == "overhead")  # ZeRO-3
