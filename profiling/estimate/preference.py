@@ -192,7 +192,9 @@ def block_moment(
         + (f" + a dequantized weight f·h·{e.c} B {f(weight)}" if weight else "")
         + f" = {f(value)}"
     )
-    return [("the reference's forward, a block (bound)", value, calc)]
+    from profiling.estimate.preference_bloom import moment as bloom_mlp
+
+    return [("the reference's forward, a block (bound)", value, calc), *bloom_mlp(d, inp, base)]
 
 
 __all__ = [

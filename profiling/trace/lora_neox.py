@@ -72,6 +72,10 @@ class FusedQKVLoRA(nn.Module):
             for c in range(s, s + w)
         ]
         self.everything = all(enabled)
+        # torchtune's disable_adapter (torchtune/modules/peft/_utils.py) sets ``disabled`` on
+        # every adapter module and LoRALinear.forward then returns the base's output alone: the
+        # DPO recipes' reference forward (profiling.trace.preference.adapters_off)
+        self.disabled = False
 
     def _grouped(self, after_a: torch.Tensor) -> torch.Tensor:
         weight = self.lora_B.unsqueeze(-1)
@@ -82,6 +86,8 @@ class FusedQKVLoRA(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.base_layer(x)
+        if self.disabled:
+            return out
         after_a = F.linear(self.lora_dropout(x.to(self.lora_A.dtype)), self.lora_A)
         after_b = self._grouped(after_a.transpose(-2, -1)).transpose(-2, -1)
         if not self.everything:  # LitGPT's zero_pad: the update into the enabled columns

@@ -43,17 +43,27 @@ def batch_log_probs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 @contextlib.contextmanager
 def adapters_off(model: nn.Module) -> Iterator[None]:
     """torchtune's ``disable_adapter``: every adapted layer runs its base alone (peft's
-    ``BaseTunerLayer.enable_adapters(False)`` on the traced model's layers)."""
+    ``BaseTunerLayer.enable_adapters(False)`` on the traced model's layers, and ``disabled`` on
+    a fused q/k/v's adapter, ``lora_neox.FusedQKVLoRA``, as torchtune sets it on every adapter
+    module — left on, the reference forward ran the fused adapter's fp32 update: BLOOM LoRA q,v
+    mixed peaked there, 90,678 B above the recipe's step)."""
     from peft.tuners.tuners_utils import BaseTunerLayer
 
+    from profiling.trace.lora_neox import FusedQKVLoRA
+
     layers = [m for m in model.modules() if isinstance(m, BaseTunerLayer)]
+    fused = [m for m in model.modules() if isinstance(m, FusedQKVLoRA)]
     for layer in layers:
         layer.enable_adapters(False)
+    for module in fused:
+        module.disabled = True
     try:
         yield
     finally:
         for layer in layers:
             layer.enable_adapters(True)
+        for module in fused:
+            module.disabled = False
 
 
 class DPOStep(nn.Module):

@@ -1,0 +1,71 @@
+"""torchtune's DPO step (``--dpo``) on BLOOM: the reference's forward under no_grad at its last
+block's MLP, beside what the policy keeps — where the blocks outweigh the head, the step's peak
+(BLOOM LoRA q,v mixed, h 128, f 512, V 128, 32 × 2: 0.981 of the trace under
+``preference.block_moment``'s bound alone; 1,940,062 B traced).
+
+Read in transformers 5.24.0 ``models/bloom/modeling_bloom.py`` and off the trace's live storages
+at that moment (32 × 2 mixed, 64 × 4 bf16). Nothing is saved under no_grad, so what is alive is
+what the Python frames hold: ``BloomModel.forward`` the embeddings' output (``inputs_embeds``),
+ALiBi's slopes (a·4, fp32) and bias (b·a·s), the eager causal mask (b·s²) — as under grad
+(``bloom_softmax``) — and ``outputs``, the block below's returned tuple: its output (this
+block's input) and its attention weights (a·s²·b·c: ``BloomAttention`` returns
+``attention_probs`` whatever ``output_attentions`` says); ``BloomBlock.forward`` the attention's
+output after ``dropout_add`` (the MLP's residual), its returned attention weights and the
+post-attention LayerNorm's output; ``BloomMLP.forward`` ``dense_h_to_4h``'s output and
+``bloom_gelu_forward``'s eager ops (``x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715
+* x * x)))``): four f-wide temporaries beside their input at once, five in all. A single block
+holds no block below's weights. QLoRA dequantizes the MLP's weight (f·h·c, as the bound adds).
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+    from profiling.estimate.activations import Dims
+
+NAME = "the reference's forward, BLOOM's last block's MLP"
+
+
+def moment(d: Dims, inp: TrainingConfig, base: float) -> list[tuple[str, float, str]]:
+    """The moment on BLOOM (transformers' own module), none elsewhere; ``base``: the end of
+    forward less what the loop holds past backward (``preference.block_moment``'s)."""
+    from profiling.estimate.activations import Bytes
+
+    if d.extra.get("hf_module") != "bloom":
+        return []
+    e = Bytes.of(inp.precision)
+    s, b, h, f, a = d.s, d.b, d.h, d.f, d.a
+    T, c, r = s * b, e.c, e.r
+    model = T * h * r + a * 4 + b * a * s * r + b * s * s * r
+    probs = a * s * s * b * c
+    below = probs if d.L > 1 else 0  # the block below's attention weights, in ``outputs``
+    block = 3 * T * h * c + probs  # its input, dropout_add's output, the norm's; its weights
+    mlp = 5 * T * f * c
+    weight = f * h * c if inp.qlora else 0
+    # the base counts DPOLoss's saved tensors and the loss (4·b/2·4 + 4), made later, not the
+    # policy's per-row sums and the loop's two logit means (b·4 + 2·4), alive now
+    later = 4 * (b // 2) * 4 + 4 - (b * 4 + 2 * 4)
+    value = base - later + model + below + block + mlp + weight
+    f_ = fmt_bytes
+    calc = (
+        f"end of forward less what the loop holds past backward {f_(base)} − DPOLoss's "
+        f"tensors and the loss, made later, less the policy's per-row sums and the two logit "
+        f"means, alive: (4·b/2·4 + 4) − (b·4 + 2·4) = {later} B + the embeddings, "
+        f"ALiBi's slopes and bias, the causal mask s·b·h·{r} + a·4 + b·a·s·{r} + b·s²·{r} "
+        f"{f_(model)}"
+        + (f" + the block below's attention weights a·s²·b·{c} {f_(below)}" if below else "")
+        + f" + the block's input, attention output and norm output 3·s·b·h·{c} and its "
+        f"attention weights a·s²·b·{c} {f_(block)} + the MLP's projection output and GELU's "
+        f"four eager temporaries 5·s·b·f·{c} {f_(mlp)}"
+        + (f" + the dequantized weight f·h·{c} {f_(weight)}" if weight else "")
+        + f" = {f_(value)}"
+    )
+    return [(NAME, value, calc)]
+
+
+__all__ = ["NAME", "moment"]
