@@ -355,10 +355,8 @@ def confirm_best(
             continue
         if progress:
             progress(f"tracing {cand.label()}")
-        # DDP replicates everything: a rank's step is the one-GPU step (the trace says so and
-        # refuses --gpus N without sharding, profiling.trace.build._traceable)
-        ddp = cfg.gpus > 1 and not (cfg.fsdp or cfg.sharded)
-        traced = confirmed(cfg.model_copy(update={"gpus": 1}) if ddp else cfg, usable(avail))
+        # DDP: a rank's step is the one-GPU step and the Reducer's buckets (trace.ddp)
+        traced = confirmed(cfg, usable(avail))
         cand.traced_peak_bytes, cand.traced_nvml_bytes = traced.peak_bytes, traced.must_fit
         cand.traced_fits = traced.must_fit <= usable(avail)
         if not cand.traced_fits:

@@ -35,6 +35,7 @@ from profiling.estimate import (
 from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
 from profiling.estimate.counters import Counters, closed_form, outside_loss, tensors_alive
+from profiling.estimate.ddp import add_buckets
 from profiling.estimate.deepspeed import (
     deepspeed_note,
     deepspeed_zero2_gpu_bytes,
@@ -291,6 +292,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     step_in.add_lines(ledger, acts.dims_of(shape, inp.seq_or_default(), inp.batch), inp)
     step_temporaries(ledger, inp, shape, sh, trainable)
     engine(ledger, inp, shape)  # DeepSpeed's buffers and offload (--deepspeed)
+    add_buckets(ledger, inp, trainable)  # DDP's Reducer (--gpus N, nothing sharded)
     moments = step_moments(ledger.lines, inp, shape, recompute, loss)
     unsharded_grads(ledger, inp, shape)  # FSDP's no-sync accumulation: beside the moments
     peak = max(moments, key=lambda m: m.bytes)

@@ -169,7 +169,7 @@ def estimate_json(est: Estimate, record_id: str) -> dict[str, Any]:
 
 def estimate_categories(est: Estimate) -> dict[str, int]:
     """The estimate folded into the trace's categories, for a side-by-side comparison."""
-    cats = ("parameters", "gradients", "optimizer", "activations", "temporaries")
+    cats = ("parameters", "gradients", "optimizer", "activations", "temporaries", "buckets")
     return {cat: est.category_bytes(cat) for cat in cats}
 
 

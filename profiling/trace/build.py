@@ -463,11 +463,6 @@ def _traceable(config: TraceConfig) -> TraceConfig:
     problems = untraceable(config)
     if problems:
         raise ProfilingError("the trace needs " + "; ".join(problems))
-    if config.world_size > 1 and not (config.fsdp or config.sharded):
-        raise ProfilingError(
-            "--world-size > 1 needs --fsdp or --zero 2/3 (plain data parallelism replicates "
-            "everything: the per-rank result equals world size 1)"
-        )
     if config.sharded and not config.fsdp:
         config = config.model_copy(update={"fsdp": True})  # ZeRO over N GPUs: FSDP2 shards it
     if config.fp32_grads and config.precision != "mixed":

@@ -40,6 +40,8 @@ def describe_trace_setup(cfg: TrainingConfig) -> str:
     if cfg.fsdp:
         style = "FSDP2" + ("" if cfg.reshard_after_forward else " (no reshard: ZeRO-2 style)")
         parts.append(f"{style} × {cfg.world_size} ranks")
+    elif cfg.world_size > 1:  # nothing sharded: torch's DistributedDataParallel
+        parts.append(f"DDP × {cfg.world_size} ranks")
     if cfg.checkpointing != "none":
         parts.append(f"{cfg.checkpointing} activation checkpointing")
     if cfg.grads_kept:
@@ -232,7 +234,7 @@ def _model_lines(info: dict[str, Any]) -> list[str]:
 def render_trace_text(result: TraceResult, modules: int = 12) -> str:
     cfg = result.config
     head = f"Traced training step: {describe_trace_setup(cfg)}"
-    scope = "per rank" if cfg.fsdp else "one device"
+    scope = "per rank" if cfg.world_size > 1 else "one device"
     lines = [
         head,
         f"{fmt_count(result.params)} parameters; tensors kept as "
@@ -357,7 +359,8 @@ def compare(est: Estimate, result: TraceResult) -> Comparison:
     traced["activations"] = result.phases.get("after_forward", {}).get("activations", 0)
     why = _why(est, cfg)
     rows: list[CompareRow] = []
-    for cat in ("parameters", "gradients", "optimizer", "activations"):
+    buckets = ("buckets",) if e.get("buckets") or traced.get("buckets") else ()  # DDP's
+    for cat in ("parameters", "gradients", "optimizer", "activations", *buckets):
         est_b, tr_b = e.get(cat, 0), traced.get(cat, 0)
         rows.append(
             {
@@ -368,7 +371,7 @@ def compare(est: Estimate, result: TraceResult) -> Comparison:
                 "why": why.get(cat, ""),
             }
         )
-    states = ("parameters", "gradients", "optimizer")
+    states = ("parameters", "gradients", "optimizer", *buckets)
     est_states = sum(e.get(c, 0) for c in states)
     tr_states = sum(traced.get(c, 0) for c in states)
     phase = result.peak_phase.replace("_", " ")

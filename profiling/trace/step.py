@@ -31,11 +31,7 @@ from profiling.estimate.step_time import StepTime, optimizer_overheads, step_tim
 from profiling.estimate.time import optimizer_shards
 from profiling.models.workloads import describe, find_workload
 from profiling.time_bound import bounded
-from profiling.trace.allocations import (
-    AllocationLog,
-    counted,
-    replay_of,
-)
+from profiling.trace.allocations import AllocationLog, counted, replay_of
 from profiling.trace.bnb import paged_bytes
 from profiling.trace.bounded import Checkpoints, checked_progress, one_trace_at_a_time
 from profiling.trace.build import (
@@ -51,6 +47,7 @@ from profiling.trace.build import (
     _scaled_layers,
     _traceable,
 )
+from profiling.trace.ddp import Buckets, is_ddp
 from profiling.trace.lowest_block import backward_peak, watch_lowest_block
 from profiling.trace.raw import FIRST, PHASES, STEADY, _highest, _named, _Raw
 from profiling.trace.target import describe_rules, kernels
@@ -251,6 +248,7 @@ def _trace_in_fake_mode(
             _global_numel(p) for p in model.parameters()
         )
         tracker = make_tracker(model, optimizer, inputs, mesh, fast)
+        buckets = Buckets(model, tracker) if is_ddp(config) else None  # made at DDP's wrap
         for watcher in (observe, log.attach if log is not None else None):
             if watcher is not None:
                 watcher(tracker)
@@ -277,6 +275,8 @@ def _trace_in_fake_mode(
                 # What the loop does between steps. PyTorch's default frees the gradients.
                 optimizer.zero_grad(set_to_none=not config.grads_kept)
                 tracker.reset_mod_stats()  # MemTracker's way to trace another iteration
+                if buckets is not None:  # DDP's _pre_forward of the second step rebuilds them
+                    notes.append(buckets.rebuild(listed=layers is None))
                 tracker.count_flops = True
                 phases, peaks[STEADY] = run(
                     tracker, model, inputs, optimizer, autocast, say, STEADY

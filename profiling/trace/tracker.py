@@ -62,6 +62,7 @@ _CATEGORY = {
     "Inputs": "inputs",
     "Temp": "temporaries",
     "Buffer": "buffers",
+    "DDP Bucket": "buckets",  # profiling.trace.ddp's Reducer buckets
     # track_external tags the step's inputs as "Other": nothing else is registered that way.
     "Other": "inputs",
 }
@@ -91,7 +92,8 @@ def to_categories(snapshot: dict[str, int]) -> dict[str, int]:
     for key, value in snapshot.items():
         if key == "Total":
             continue
-        out[_CATEGORY.get(key, "other")] += int(value)
+        category = _CATEGORY.get(key, "other")  # "buckets" only where DDP's were made
+        out[category] = out.get(category, 0) + int(value)
     return out
 
 

@@ -129,9 +129,10 @@ def test_fsdp_per_rank_sharding() -> None:
     )
 
 
-def test_fsdp_requires_flag_for_world_size() -> None:
-    with pytest.raises(ProfilingError, match="--world-size > 1 needs --fsdp"):
-        trace_step(TraceConfig(model="tiny-llama", world_size=2))
+def test_world_size_without_fsdp_is_ddp() -> None:
+    # it was refused ("--world-size > 1 needs --fsdp"): DDP's buckets (trace.ddp, issue #32)
+    r = trace_step(TraceConfig(model="tiny-llama", world_size=2))
+    assert r.after_step["buckets"] == r.after_step["parameters"]  # fp32: Ψ·4 each
 
 
 # ----------------------------------------------------------------- user models and errors
