@@ -167,6 +167,14 @@ def test_two_gloo_ranks_report_side_by_side(tmp_path, run_cli) -> None:
         assert set(r["phases"]) == {"forward", "backward", "optimizer"}
     # Same model, DDP: each rank holds the same tensors (and DDP's gradient buckets).
     assert data["ranks"][0]["peak_bytes"] == data["ranks"][1]["peak_bytes"]
+    # ... which the trace of --gpus 2 counts (trace.ddp; it refused DDP, issue #32): the
+    # one-GPU step and Ψ·4 B of buckets; a rank measured 4 B more (a scalar of gloo's DDP)
+    from profiling.config import TrainingConfig
+    from profiling.trace.step import trace_step
+
+    cfg = TrainingConfig(model="tiny-gpt2", batch=2, seq=32, gpus=2, target="cpu")
+    traced = trace_step(cfg).peak_bytes
+    assert 0 <= data["ranks"][0]["peak_bytes"] - traced <= 64
     slowest = max(data["ranks"], key=lambda r: r["time_per_step_s"])
     assert data["slowest_rank"] == slowest["rank"]
     record = RecordStore(tmp_path / ".journal" / "measurements").load(data["record_id"])
