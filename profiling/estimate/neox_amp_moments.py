@@ -21,9 +21,12 @@ autocast the residual stream and the norms' outputs are fp32, the matmuls' outpu
   16-bit cast. bitsandbytes' 4-bit MLP (QLoRA), down adapted or not: ``neox_qlora_amp``.
 
 Equal to the trace within its scalars on those configs, a bound where down is adapted (+2 KB).
-Phi's ``gelu_new`` runs in fp32 under autocast: its MLP's tensors are ``phi_amp``'s (LoRA and
-full training). BLOOM's eager attention peaks elsewhere, and
-GPT-NeoX's and Falcon's full training's forward: not modelled (``applies``).
+LitGPT's own Phi (our blocks, ``--loss litgpt``) runs torch's fused tanh GELU in 16 bits:
+GPT-NeoX's count, with its own held tensors (``forward``); it read 0.908 of the trace going
+forward while this module read only transformers' modules. Transformers' Phi's ``gelu_new``
+runs in fp32 under autocast: its MLP's tensors are ``phi_amp``'s (LoRA and full training).
+BLOOM's eager attention peaks elsewhere, and GPT-NeoX's and Falcon's full training's forward:
+not modelled (``applies``).
 No torch here.
 """
 
@@ -52,12 +55,16 @@ def applies(d: Dims, cfg: TrainingConfig) -> bool:
     return (
         (cfg.lora_rank is not None or phi_amp.applies(d))
         and getattr(cfg, "target", "cuda") == "cuda"
-        and d.extra.get("hf_module") in _MODULES
-        and not d.extra["neox"].get("litgpt")
+        and (d.extra.get("hf_module") in _MODULES or _ours(d, cfg))
     )
 
 
-def _head(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+def _ours(d: Dims, cfg: TrainingConfig) -> bool:
+    """LitGPT's own Phi as our blocks run it (``--loss litgpt``), under LoRA."""
+    return bool(d.extra["neox"].get("litgpt")) and cfg.lora_rank is not None
+
+
+def head_copies(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
     """The head's 16-bit weight copy and an adapted head's adapter's tensors. Liger's and CCE's
     kernels cast the head's weight themselves: the step's autocast line holds no copy of it
     (``losses.without_head_copy``), so none is taken off."""
@@ -71,7 +78,7 @@ def backward(
     """``value`` (``neox_moments``' count) less the head's copies; down's A going back if
     higher. ``after``: the end of forward less the loss's tensors, plus the gradients made."""
     T, h, f = d.s * d.b, d.h, d.f
-    head = _head(d, e, cfg)
+    head = head_copies(d, e, cfg)
     value -= head
     words = f" − the head's 16-bit copies {fmt_bytes(head)}"
     if bnb_amp(cfg):  # 4-bit layers hand back their fp32 input's dtype: fp32 f-wide gradients
@@ -104,8 +111,11 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     """The forward moment (bytes, calculation); ``gone``: the loss's and the final
     LayerNorm's tensors (``neox_moments.released``)."""
     T, h, f, t = d.s * d.b, d.h, d.f, cfg.lora_targets
-    later = gone + _head(d, e, cfg)
-    held = T * h * 4 + d.s * 8 + first_block_a_copies(d, cfg)
+    later = gone + head_copies(d, e, cfg)
+    # transformers' inputs_embeds (fp32) and position ids; our blocks (LitGPT's Phi,
+    # ``profiling.models.neox_blocks``) rebind ``x`` and take no position ids, but hold the
+    # residual sum ``x + a`` (fp32) through ``self._mlp(y)``: the same s·b·h·4
+    held = T * h * 4 + (0 if _ours(d, cfg) else d.s * 8) + first_block_a_copies(d, cfg)
     if d.extra.get("hf_module") == "bloom":  # ALiBi's bias and the causal mask, no positions
         held += bloom_amp.masks(d) - d.s * 8 + bloom_amp.dropped_probs(d, cfg)
         later += T * h * 1 if bloom_amp.dropped_probs(d, cfg) else 0  # dropout_add's mask
@@ -118,7 +128,10 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     down_words = "GELU's output, the output projection's outputs "
     if bnb_amp(cfg):  # GELU's fp32 output, down's weight dequantized or its sum's tensors
         at_down, down_words = neox_qlora_amp.at_down(d, cfg)
-    elif "down" in t:  # its input's fp32 cast, beside the dropped copy or B's outputs
+    elif "down" in t:  # its input's fp32 cast, beside the dropped copy or B's outputs; the
+        # base's 16-bit bias copy is freed by then (autocast caches casts of leaves that require
+        # grad alone: aten/src/ATen/autocast_mode.cpp cached_cast; addmm saves no bias)
+        at_down -= bias
         at_down += T * f * 4 + max(T * f * 4 if cfg.lora_dropout else 0, 2 * T * h * 2)
     at_up = 2 * T * f * 2 - h * f * 2 if "up" in t else 0
     if phi_amp.applies(d) and not bnb_amp(cfg):  # gelu_new's fp32 output (phi_amp)
@@ -150,4 +163,4 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     return value, calc
 
 
-__all__ = ["applies", "backward", "forward"]
+__all__ = ["applies", "backward", "forward", "head_copies"]

@@ -24,6 +24,10 @@ h 64, seq 64 × 2). At block i (0-based, of L; the highest at the last or the fi
   of the trace without it; and the decoder layer's locals the recomputation holds meanwhile
   (``_recomputing_locals``: its attention output; 0.989 without them on Falcon-40B q,o,v).
 
+Under autocast with down adapted (not 4-bit), the recomputation's own end at down's adapter —
+peft's fp32 cast of GELU's output and the layer's locals beside the block's recomputed tensors —
+if higher (``estimate.recomputed_neox_amp``: 0.913-0.971 of the trace without it).
+
 Any loss: PyTorch's, or another stack's through its plan (LitGPT's, Liger's, CCE's, the chunked
 ones fell back to the end of forward and one block's kept tensors: 0.77 of the trace).
 
@@ -33,7 +37,7 @@ No torch here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
@@ -145,7 +149,12 @@ def moment(
             "f-wide gradients (if higher)"
         )
     best: tuple[float, str] = (0.0, "")
+    at_down = _at_down(d, e, inp, fwd - gone + recompute + copies, grads)
     for i in sorted({d.L - 1, 0}, reverse=True):
+        if at_down is not None:  # the recomputation's end at down's adapter, if higher
+            value, calc = at_down(i, (d.L - 1 - i) * each)
+            if value > best[0]:
+                best = (value, calc)
         fewer = (d.L - 1 - i) * each
         above = (d.L - 1 - i) * g_blk
         value = fwd - gone - fewer + rest + above + down + recompute + mlp + copies + deq
@@ -163,6 +172,44 @@ def moment(
         if value > best[0]:
             best = (value, calc)
     return NAME, best[0], best[1]
+
+
+def _at_down(
+    d: Dims, e: Bytes, inp: TrainingConfig, base: float, grads: float
+) -> Callable[[int, float], tuple[float, str]] | None:
+    """Under autocast with down adapted (``recomputed_neox_amp``): block i's moment at the
+    recomputation's end, given ``base`` (the end of forward less the loss's tensors, the block's
+    kept tensors and weight copies) and the step's adapter gradients; None where not modelled."""
+    from profiling.estimate import recomputed_neox_amp
+    from profiling.estimate.lora_bytes import adapter_bytes
+    from profiling.estimate.neox_amp_moments import head_copies
+
+    if not recomputed_neox_amp.applies(d, e, inp):
+        return None
+    extra, words = recomputed_neox_amp.held(d, e, inp)
+    head = head_copies(d, e, inp)
+    rank, V = int(inp.lora_rank or 0), int(d.V or 0)
+    head_g = rank * (d.h + V) * adapter_bytes(inp) if "lm_head" in inp.lora_targets else 0
+    each_g = (grads - head_g) / d.L  # one block's adapters' gradients
+    # autocast caches the adapters' 16-bit copies (leaves that require grad) with the base's;
+    # the kept tensors' block input is its checkpoint, counted in the end of forward already
+    extra += each_g / adapter_bytes(inp) * 2 - d.s * d.b * d.h * e.r
+
+    def at(i: int, fewer: float) -> tuple[float, str]:
+        made = 0.0 if inp.grads_kept else head_g + (d.L - 1 - i) * each_g
+        value = base - head - fewer + made + extra
+        calc = (
+            f"block {i + 1} of {d.L}, its recomputation's end at down's adapter: end of forward "
+            f"less the loss's tensors, with its kept tensors recomputed and autocast's weight "
+            f"copies {fmt_bytes(base)} − the head's 16-bit copies {fmt_bytes(head)}"
+            + (f" − the checkpoints above {fmt_bytes(fewer)}" if fewer else "")
+            + " − its input (the checkpoint) + the adapters' 16-bit copies"
+            + (f" + the adapters' gradients made by then {fmt_bytes(made)}" if made else "")
+            + f" + {words} {fmt_bytes(extra)} = {fmt_bytes(value)}"
+        )
+        return value, calc
+
+    return at
 
 
 __all__ = ["NAME", "modelled", "moment"]

@@ -54,7 +54,10 @@ CASES = {
     "small gpt_neox litgpt fp32 v,down": ("gpt_neox", True, "litgpt", "v,down", "fp32", 4_096),
     "small phi litgpt bf16 v,down": ("phi", True, "litgpt", "v,down", "bf16", 2_048),  # 0.967
     "small falcon-7b litgpt amp v,down": ("falcon-7b", True, "litgpt", "v,down", "amp-bf16", 8),
-    "small gpt_neox litgpt amp v,down": ("gpt_neox", True, "litgpt", "v,down", "amp-bf16", 256),
+    "small gpt_neox litgpt amp v,down": ("gpt_neox", True, "litgpt", "v,down", "amp-bf16", 8),
+    # LitGPT's own Phi (our blocks) under autocast: neox_amp_moments read it not (0.908, −4,352)
+    "small phi litgpt amp v,down": ("phi", True, "litgpt", "v,down", "amp-bf16", 8),
+    "small phi litgpt amp q,v": ("phi", True, "litgpt", "q,v", "amp-bf16", 8),
     "small falcon-40b litgpt amp q,v": ("falcon-40b", True, "litgpt", "q,v", "amp-bf16", 8),
 }
 
