@@ -33,7 +33,17 @@ GPT-2's kind (LayerNorm, a GELU MLP, one fused c_attn) runs the same FSDP2 order
 with the same moments, a bound: its LayerNorm's backward and its MLP's two f-wide gradients make
 no more than the RMSNorm tapes and SwiGLU's three counted here. gpt2-l4 (h 64, f 160, V 512)
 seq 32 SGD FSDP 4 read 0.951 of the trace (block 2's MLP going back, block 3's reduce-scatter
-input held, block 1 prefetched: none of it counted), now 1.002-1.01.
+input held, block 1 prefetched: none of it counted), now 1.002-1.01. Its MLP's moment is GPT-2's
+own: c_proj's bias gradient, the final LayerNorm's bias gradient, the position ids (no RoPE);
+gpt2-l3 fp32 SGD FSDP 2 +3,296 B before, equal now.
+
+Under autocast every block still saved holds the 16-bit copies of its gathered weights its
+matmuls saved (``autocast_copies``; the estimate's once-per-model line), freed as each matmul
+goes back; GPT-2's gelu_new goes back in fp32 (``gpt2_end.mlp_going_back``: three fp32 f-wide
+gradients); Llama's up goes back with its 16-bit weight gradient and its fp32 cast beside it.
+gpt2-l3 amp-bf16 SGD FSDP 2 read 0.981 of the trace (−40,992 B, block 1's gelu_new going back),
+gpt2-l4 amp-fp16 FSDP 4 −13,048 B, a Llama toy (h 64, f 160, 3 blocks) amp-bf16 FSDP 2
+−33,184 B (block 1's up going back): equal to the byte now.
 """
 
 from __future__ import annotations
@@ -77,7 +87,8 @@ def _norms_back(
     fixed, held, shard, block_g, block_r, L = sums
     f, n = fmt_bytes, int(L)
     tape = _norm_tape(d, e, cfg)
-    layer = float(sum(term.bytes for term in terms))
+    attn_copies, mlp_copies = autocast_copies(d, e, cfg)
+    layer = _block_saved(d, e, cfg, terms)
     by = {term.name.split(" (", 1)[0]: float(term.bytes) for term in terms}
     norm_g = d.h * gathered_bytes(cfg) / cfg.tp  # the norm weight's gradient, in the tape
     with_tape = " and the norm's backward at its peak"
@@ -90,12 +101,13 @@ def _norms_back(
             (NORM, 1, top, 0.0, block_g - norm_g + tape, "its unsharded gradients" + with_tape)
         )
     if {"norms", "matmul inputs", "attention", "MLP"} <= set(by):  # transformers' Llama's terms
-        alive = by["attention"] + (by["norms"] + by["matmul inputs"]) / 2
+        alive = by["attention"] + (by["norms"] + by["matmul inputs"]) / 2 + attn_copies
         mlp = 3 * d.h * d.f * gathered_bytes(cfg) / cfg.tp
         cases.append((POST, 0, n - 2, alive, mlp + tape, "its attention's and input norm's "
                       "saved tensors and its MLP's weight gradients" + with_tape))  # fmt: skip
-    if "MLP" in by:
-        cases.append(_mlp_back(d, e, cfg, layer, n))
+    if "MLP" in by:  # down's (c_proj's) 16-bit weight copy freed as it went back
+        down_copy = mlp_copies / (3 if d.arch == "llama" else 2)
+        cases.append(_mlp_back(d, e, cfg, layer - down_copy, n))
 
     def edge(j: int) -> float:
         """What block j holds less than the middle's two blocks gathered and the reduce-scatter
@@ -142,10 +154,56 @@ def _mlp_back(
     down = h * f * gathered_bytes(cfg) / t
     made = down + (3 - 1) * T * f * c / t  # three gradients less the product freed
     words = (
-        f"its saved tensors but down's input, down's weight gradient h·f·{gathered_bytes(cfg)} "
-        f"and the SwiGLU's three gradients s·b·3f·{c}"
+        f"its saved tensors but down's input (and its weight's 16-bit copy), down's weight "
+        f"gradient h·f·{gathered_bytes(cfg)} and the SwiGLU's three gradients s·b·3f·{c}"
     )
+    if d.arch == "gpt2":  # c_proj's bias gradient too
+        down += h * gathered_bytes(cfg) / t
+        made += h * gathered_bytes(cfg) / t
+    if d.arch == "llama" and e.amp:
+        # later, up's weight gradient cast to fp32 beside its 16-bit one (autocast's weight
+        # cast going back, ``_to_copy``: h·f·(2 + 4)), mul's saved factors and up's input copy
+        # freed, SiLU's output gradient waiting and up's input gradient cast to fp32: llama-l3
+        # (h 64, f 160) amp-bf16 SGD FSDP 2, 32 tokens: the peak, 4,096 B above mul's backward
+        at_up = made + h * f * 4 / t - 4 * T * f * c / t + T * h * (4 - c) / t
+        if at_up > made:
+            made = at_up
+            words = (
+                f"its saved tensors but down's input, mul's factors, up's input copy and their "
+                f"16-bit weight copies, down's weight gradient h·f·{gathered_bytes(cfg)}, up's "
+                f"16-bit and fp32 weight gradients h·f·(2 + 4), SiLU's output's gradient "
+                f"s·b·f·{c} and up's input's gradient s·b·h·4"
+            )
+    if d.arch == "gpt2" and e.amp:  # gelu_new fp32 from pow on (``gpt2_end.mlp_going_back``)
+        made = down + 3 * T * f * 4 / t
+        words = (
+            f"its saved tensors but c_proj's 16-bit weight copy, c_proj's weight and bias "
+            f"gradients (h·f + h)·{gathered_bytes(cfg)} and gelu_new's three fp32 gradients "
+            f"s·b·3f·4"
+        )
     return MLP, 0, n - 1, layer, made, words
+
+
+def _block_saved(d: Any, e: Any, cfg: TrainingConfig, terms: list[Any]) -> float:
+    """One block's saved tensors: ``per_layer``'s terms, autocast's 16-bit weight copies and
+    its attention's SDPA seed and offset (``step_scalars.sdpa_rng``; both counted once per
+    model elsewhere)."""
+    from profiling.estimate.step_scalars import sdpa_rng
+
+    copies = sum(autocast_copies(d, e, cfg))
+    return float(sum(term.bytes for term in terms)) + copies + sdpa_rng(d, cfg)
+
+
+def autocast_copies(d: Any, e: Any, cfg: TrainingConfig) -> tuple[float, float]:
+    """Under autocast one block's 16-bit weight copies its matmuls saved (autocast_mode.h
+    ``cached_cast``: the gathered fp32 weight cast each forward), alive until each matmul goes
+    back — its attention's (q, k, v, o; GPT-2's c_attn and c_proj) and its MLP's — which
+    ``per_layer`` leaves to ``once_per_model``'s line (bytes on one rank: (attention, MLP))."""
+    if not e.amp:
+        return 0.0, 0.0
+    q = d.a * d.hd
+    mlp = (3 if d.arch == "llama" else 2) * d.h * d.f
+    return 2 * (2 * d.h * q + 2 * d.h * d.k) / cfg.tp, 2 * mlp / cfg.tp
 
 
 def block_gather(
@@ -166,21 +224,26 @@ def block_gather(
     e = acts.Bytes.of(cfg.precision)
     g, t, f = gathered_bytes(cfg), cfg.tp, fmt_bytes
     r = 4 if cfg.precision == "mixed" else g
-    layer = sum(term.bytes for term in per_layer(d, e, cfg))
+    layer = _block_saved(d, e, cfg, per_layer(d, e, cfg))
     shard = parts["gradients"] * (1 - root / psi) / L  # one block's sharded gradients
+    gpt2 = d.arch == "gpt2"  # a final LayerNorm (weight and bias); positions, not RoPE
+    norm = 2 if gpt2 else 1
     fixed = (
         parts["sharded weights"] + parts["optimizer"] + root * g / t + V * d.h * g / t
-        + d.h * g / t + 2 * block * g / t + block * r / t
+        + norm * d.h * g / t + 2 * block * g / t + block * r / t
     )  # fmt: skip
-    held = d.s * d.b * d.h * e.r / t + 2 * d.s * d.hd * e.rope + parts["inputs"]
+    # GPT-2's position ids (int64, held by its forward's caller), or RoPE's cos/sin
+    table = 8 * d.s if gpt2 else 2 * d.s * d.hd * e.rope
+    held = d.s * d.b * d.h * e.r / t + table + parts["inputs"]
     base = (
         f"sharded weights, optimizer, root·{g} B, the head's and final norm's unsharded "
-        f"gradients (V + 1)·h·{g} B, a block's all-gather output and parameters 2·block·{g} B "
-        f"and the reduce-scatter input of the block above block·{r} B {f(fixed)}"
+        f"gradients (V + {norm})·h·{g} B, a block's all-gather output and parameters "
+        f"2·block·{g} B and the reduce-scatter input of the block above block·{r} B {f(fixed)}"
     )
     tail = (
-        f" + the gradient reaching it s·b·h·{e.r}, RoPE's cos/sin, the step's inputs and the "
-        f"loss {f(held)}"
+        f" + the gradient reaching it s·b·h·{e.r}, "
+        + ("the position ids" if gpt2 else "RoPE's cos/sin")
+        + f", the step's inputs and the loss {f(held)}"
     )
     # block i's copy-out, blocks above resharded and reduced: linear in i, so an end is highest
     i = max((0, L - 2), key=lambda j: (L - 1 - j) * shard + (j + 1) * layer)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from profiling.config import TrainingConfig
+from profiling.estimate import fsdp_block_gather as gather
 from profiling.estimate.memory import estimate
 from profiling.trace.step import trace_step
 
@@ -43,3 +44,26 @@ def test_gpt2_under_fsdp2_is_a_bound_above_the_trace(
     est, traced = estimate(cfg), trace_step(cfg)
     ratio = est.per_gpu_bytes / traced.peak_bytes
     assert 1.0 <= ratio <= 1.02, (ratio, est.peak_moment, traced.by_category)
+
+
+@pytest.mark.parametrize(
+    ("layers", "extra"),
+    [
+        (3, {"precision": "amp-bf16", "optimizer": "sgd", "gpus": 2}),  # −40,992 B before
+        (4, {"precision": "amp-fp16", "optimizer": "sgd", "gpus": 4}),  # −13,048 B before
+        (3, {"precision": "fp32", "optimizer": "sgd", "gpus": 2}),  # +3,296 B before
+    ],
+)
+def test_gpt2_s_middle_block_mlp_under_fsdp2_is_the_trace(
+    tmp_path: Path, layers: int, extra: dict[str, object]
+) -> None:
+    """Block 1's MLP going back: under autocast gelu_new's three fp32 gradients and the 16-bit
+    weight copies the blocks' matmuls saved (autocast's cast of each gathered weight), c_proj's
+    and the final LayerNorm's bias gradients, the position ids (no RoPE): equal to the byte."""
+    cfg = TrainingConfig.model_validate({
+        "model": _gpt2(tmp_path, layers), "seq": 32, "batch": 1, "fsdp": True,
+        "target": "cuda", "checkpointing": "none", **extra,
+    })  # fmt: skip
+    est, traced = estimate(cfg), trace_step(cfg)
+    assert est.peak_moment == gather.MLP
+    assert est.per_gpu_bytes == traced.peak_bytes, (est.moments, traced.by_category)
