@@ -25,7 +25,10 @@ from profiling import _config_float8 as f8
 from profiling import _config_optimizers as optim
 from profiling._config_behaviours import LOSS_CHUNKS_FIELD, LOSS_FIELD, Loss, check_behaviours
 from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
+from profiling._config_ddp import DDP_FIND_UNUSED_FIELD
 from profiling._config_describe import describe as _describe
+from profiling._config_gpu import gpu_mem_bytes as _gpu_mem_bytes
+from profiling._config_gpu import gpu_spec as _gpu_spec
 from profiling._config_legacy import LEGACY, map_legacy
 from profiling._config_lora import (
     AUTOCAST_ADAPTERS_FIELD,
@@ -49,7 +52,6 @@ from profiling.errors import ConfigError, ProfilingError
 from profiling.units import parse_count
 
 if TYPE_CHECKING:
-    from profiling.gpus import GpuSpec
     from profiling.models.config import WorkloadConfig
 
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "mixed", "bf16"]
@@ -193,6 +195,7 @@ class TrainingConfig(BaseModel):
     sequence_parallel: bool = Field(False, description="Sequence parallelism (needs tp > 1).")
     accumulate_unsharded: int | None = behaviours.ACCUMULATE_UNSHARDED_FIELD
     fsdp_flat: bool = behaviours.FSDP_FLAT_FIELD
+    ddp_find_unused: bool = DDP_FIND_UNUSED_FIELD
     # ---- parallel plans (profiling.plans: torchtitan's degrees, every rank's peak)
     dp_shard: int | None = _positive_int(
         MAX_GPUS, "FSDP degree: states sharded over dp_shard × cp ranks (--fsdp --gpus N)."
@@ -466,19 +469,8 @@ class TrainingConfig(BaseModel):
         w = self._workload()
         return min(w.max_seq, 2048) if w is not None else 512 if self.is_factory else 2048
 
-    def gpu_spec(self) -> GpuSpec | None:
-        if self.gpu is None:
-            return None
-        from profiling.gpus import GPUS
-
-        return GPUS[self.gpu]
-
-    def gpu_mem_bytes(self) -> int | None:
-        """The GPU memory to judge against: --gpu-mem, else the --gpu's datasheet memory."""
-        if self.gpu_mem is not None:
-            return int(self.gpu_mem * 1e9)
-        spec = self.gpu_spec()
-        return int(spec.memory_gb * 1e9) if spec is not None else None
+    gpu_spec = _gpu_spec  # the --gpu's datasheet entry, or None
+    gpu_mem_bytes = _gpu_mem_bytes  # --gpu-mem, else the --gpu's datasheet memory
 
     describe = _describe  # 'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × batch 1, …'
 

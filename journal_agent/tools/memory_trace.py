@@ -61,6 +61,7 @@ MemoryTraceInput = config_input_model(
         "reshard_always",  # torchtitan's "always" reshard policy: its TOML as from_file sets it
         "pp_keeps_outputs",  # torch 2.6's pipeline stages: a config file as from_file sets it
         "titan_root_group",  # torchtitan's 2024 FSDP groups: a TOML's late-2024 layout sets it
+        "ddp_find_unused",  # DDP's find_unused_parameters: the Trainer's file sets it
     ),
     model=(
         str | None,

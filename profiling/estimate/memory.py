@@ -36,6 +36,7 @@ from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
 from profiling.estimate.counters import Counters, closed_form, outside_loss, tensors_alive
 from profiling.estimate.ddp import add_buckets
+from profiling.estimate.ddp_unused import add_used_map
 from profiling.estimate.deepspeed import (
     deepspeed_note,
     deepspeed_zero2_gpu_bytes,
@@ -293,6 +294,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     step_temporaries(ledger, inp, shape, sh, trainable)
     engine(ledger, inp, shape)  # DeepSpeed's buffers and offload (--deepspeed)
     add_buckets(ledger, inp, trainable)  # DDP's Reducer (--gpus N, nothing sharded)
+    add_used_map(ledger, inp, shape)  # its map of the parameters used (--ddp-find-unused)
     moments = step_moments(ledger.lines, inp, shape, recompute, loss)
     unsharded_grads(ledger, inp, shape)  # FSDP's no-sync accumulation: beside the moments
     peak = max(moments, key=lambda m: m.bytes)

@@ -16,6 +16,7 @@ from profiling.estimate import activations as acts
 from profiling.estimate import (
     bloom,
     compiled_backward,
+    ddp_unused,
     encoder,
     encoder_embeddings,
     gpt2_end,
@@ -98,6 +99,7 @@ def step_moments(
         + compiled_backward.moments(d, inp, fwd, est_lines)
         + t5_moments(d, inp, fwd)
         + t5_last_mlp.moments(d, inp, fwd)
+        + ddp_unused.sink_moments(d, inp, fwd, est_lines)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:

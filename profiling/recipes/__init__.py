@@ -34,6 +34,7 @@ from profiling.recipes import (
     torchtune_fsdp,
 )
 from profiling.recipes.files import read_data
+from profiling.recipes.hf_trainer_ddp import ddp_over_peft
 from profiling.recipes.model_names import FOLLOW_REFERENCES
 from profiling.recipes.recipe import NO_MEMORY, Reading, Recipe, Setting, settle
 
@@ -151,6 +152,7 @@ def _read(paths: Sequence[str | Path]) -> Recipe:
         readings += read if isinstance(read, list) else [read]
     if trainer is not None and "peft" in frameworks:
         hf_trainer.autocast_over_peft(trainer, readings)
+        ddp_over_peft(trainer, readings)
     names = [str(p) for p in files]
     recipe = settle(" + ".join(dict.fromkeys(frameworks)), names, readings)
     recipe.notes += _unread(paths)

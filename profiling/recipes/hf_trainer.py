@@ -25,6 +25,7 @@ from profiling.recipes.deepspeed import (
     read_deepspeed,
     read_settings,
 )
+from profiling.recipes.hf_trainer_ddp import read_ddp
 from profiling.recipes.hf_trainer_fsdp import read_fsdp
 from profiling.recipes.hf_trainer_keys import TRAINER_KNOWN
 from profiling.recipes.hf_trainer_optim import read_optimizer
@@ -52,6 +53,7 @@ def read_trainer(path: Path, data: dict[str, Any]) -> Reading:
     r.ignore("per_gpu_train_batch_size", NO_MEMORY + " (unset: per_device_train_batch_size read)")
     _trainer_precision(r)
     _trainer_checkpointing(r)
+    read_ddp(r)
     read_optimizer(r)
     for key in ("max_length", "max_seq_length"):  # TRL's SFTConfig
         if r.get(key) is not None:

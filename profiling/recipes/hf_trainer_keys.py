@@ -16,7 +16,7 @@ _ARITHMETIC = "the optimizer's arithmetic, not its state"
 _STEPS = "how many steps run, not what one step holds"
 _LOADER = "the data loader's workers and its pinned host batches, not the GPU's step"
 _COLUMNS = "which dataset columns and in which order: sequences are counted at --seq"
-_DDP = "DDP's graph checks, backend and timeout"
+_DDP = "DDP's broadcast of the model's buffers (a few KB), backend and timeout"
 _RUNTIME = "set by the launcher or kept from an older transformers"
 
 # (glob over the file's dotted keys, why it is left out), first match wins.
@@ -91,13 +91,7 @@ _REASONS: tuple[tuple[tuple[str, ...], str], ...] = (
         _COLUMNS,
     ),
     (
-        (
-            "ddp_find_unused_parameters",
-            "ddp_broadcast_buffers",
-            "ddp_static_graph",
-            "ddp_backend",
-            "ddp_timeout",
-        ),
+        ("ddp_broadcast_buffers", "ddp_backend", "ddp_timeout"),
         _DDP,
     ),
     (

@@ -61,7 +61,8 @@ def bucket_ref() -> Any:
 class Buckets:
     """The Reducer's buckets of one traced loop: the first step's, then the rebuilt ones."""
 
-    def __init__(self, model: nn.Module, tracker: StepTracker) -> None:
+    def __init__(self, model: nn.Module, tracker: StepTracker, find_unused: bool = False) -> None:
+        from torch._C._distributed_c10d import _DEFAULT_FIRST_BUCKET_BYTES as _FIRST_BYTES
         from torch._C._distributed_c10d import _compute_bucket_assignment_by_size
 
         self.params: list[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
@@ -71,8 +72,16 @@ class Buckets:
             p.register_post_accumulate_grad_hook(functools.partial(self._mark, i))
             for i, p in enumerate(self.params)
         ]
-        indices, _ = _compute_bucket_assignment_by_size(self.params, [sys.maxsize])
+        # find_unused_parameters: [1 MiB, 25 MiB] from the wrap, never rebuilt (_pre_forward's
+        # should_rebuild_buckets: static graph or not find_unused; profiling.trace.ddp_unused)
+        self.find_unused = find_unused
+        limits = [_FIRST_BYTES, CAP_BYTES] if find_unused else [sys.maxsize]
+        indices, _ = _compute_bucket_assignment_by_size(self.params, limits)
         self.tensors = self._make(list(reversed(indices)))  # the Reducer's order
+        if find_unused:  # its map of the parameters used and _DDPSink's clones, held as long
+            from profiling.trace.ddp_unused import finds_unused
+
+            self.unused = finds_unused(model, self.params, tracker, bucket_ref())
         self.first = [self._bytes(t) for t in self.tensors]
         self.rebuilt: list[int] = []
 
@@ -111,6 +120,14 @@ class Buckets:
 
         for handle in self.handles:
             handle.remove()
+        if self.find_unused:  # profiling.trace.ddp_unused adds the used map and the clones
+            sizes = f" ({_sizes(self.first)} B)" if listed else ""
+            return (
+                "DDP's Reducer with find_unused_parameters=True: its buckets the first 1 MiB, "
+                f"the rest up to 25 MiB{sizes}, never rebuilt, alive at every moment beside "
+                ".grad; its map of the parameters used (int32 each); _DDPSink's clone of every "
+                "output at forward's end"
+            )
         if sorted(self.ready) == list(range(len(self.params))):
             ordered = [self.params[i] for i in self.ready]
             limits = [_DEFAULT_FIRST_BUCKET_BYTES, CAP_BYTES]

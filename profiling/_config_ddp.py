@@ -1,0 +1,30 @@
+"""torch's DistributedDataParallel as the frameworks configure it (``--gpus N`` without
+sharding): the one setting that moves memory, ``find_unused_parameters`` (stdlib and pydantic
+only, as ``profiling.config`` imports it).
+
+torch 2.13 ``torch/nn/parallel/distributed.py``: with ``find_unused_parameters=True`` (and no
+static graph) ``_pre_forward`` never rebuilds the buckets (``_BucketCapacityConfig``: the
+[1 MiB, cap] sizes from the start: the same bytes), the Reducer keeps two int32 maps of the
+parameters used (``local_used_map_`` on the host, pinned, and ``local_used_map_dev_`` on the
+GPU: ``c10d/reducer.cpp``), and ``_post_forward`` runs every output through ``_DDPSink``,
+whose forward clones each tensor (``_ddp_sink_clone``) before the wrapped module's outputs are
+let go. The Hugging Face Trainer passes it True for a ``PreTrainedModel`` unless gradient
+checkpointing is on or ``ddp_find_unused_parameters`` says otherwise
+(transformers ``Trainer._build_accelerator_args``); accelerate, Lightning and torch default to
+False.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+DDP_FIND_UNUSED_FIELD: Any = Field(
+    False,
+    description="DDP (--gpus N without sharding) with find_unused_parameters=True, as the "
+    "Hugging Face Trainer wraps a transformers model without gradient checkpointing: every "
+    "output cloned at forward's end (_DDPSink) and the Reducer's map of used parameters.",
+)
+
+__all__ = ["DDP_FIND_UNUSED_FIELD"]
