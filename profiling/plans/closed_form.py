@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 
+from profiling._config_plan import ddp_alone
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.states import optimizer_states
@@ -170,7 +171,8 @@ def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tupl
     counters = step_counters(cfg.optimizer, len(tensors))
     optimizer = int(local * (per_state + s.master)) + counters
     gathered = local * n if cfg.fsdp else local
-    return vec(parameters=local * s.shard, optimizer=optimizer), gathered
+    weights, alone = local * s.shard, ddp_alone(cfg)  # DDP alone: its buckets copy the gradients
+    return vec(parameters=weights, optimizer=optimizer, buckets=weights * alone), gathered
 
 
 def _stage_profile(

@@ -444,6 +444,7 @@ def probe_whole(
     gradient accumulation a forward and backward per microbatch before the step (two probed:
     ``F0``/``B0`` and ``F``/``B``, the later ones alike). With ``log``, every allocation and
     free of both steps, in order (on its stream), every microbatch run."""
+    from profiling.plans.ddp_replicate import replicate_buckets
     from profiling.plans.titan import cross_entropy
     from profiling.trace.tracker import make_tracker
 
@@ -456,6 +457,7 @@ def probe_whole(
     _partitioned(cfg, model, x)
     optimizer = _optimizer(cfg, model)
     tracker = make_tracker(model, optimizer, (x, labels), None, True)
+    reducer = replicate_buckets(cfg, model, tracker)  # DDP alone: made at the wrap
     if log is not None:
         log.attach(tracker)
 
@@ -482,6 +484,8 @@ def probe_whole(
     with tracker, _loss_context(layout):
         step(None)
         tracker.reset_mod_stats()
+        if reducer is not None:  # the second forward rebuilds DDP's buckets
+            reducer.rebuild(listed=False)
         rec = _Recorder(tracker)
         base = _snap(tracker)
         step(rec)

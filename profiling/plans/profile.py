@@ -29,7 +29,7 @@ from profiling.plans.schedule import Action
 Vec = dict[str, int]  # category -> bytes, "total" included
 CATEGORIES = (
     "parameters", "gradients", "optimizer", "activations", "temporaries", "buffers", "inputs",
-    "other",
+    "other", "buckets",  # DDP's Reducer buckets (--dp-replicate alone: profiling.trace.ddp)
 )  # fmt: skip
 
 

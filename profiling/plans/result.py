@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from profiling._config_plan import ddp_alone
 from profiling.config import TrainingConfig
 from profiling.plans import zbv_form
 from profiling.plans.layout import Layout
@@ -179,8 +180,11 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "torchtitan runs it only under torch.compile (Inductor's micro-pipeline pass), and "
             "the blocks here are counted as eager ones"
         )
-    if layout.dp_replicate > 1 and layout.dp_shard == 1:
-        notes.append("not yet: DDP's gradient buckets (dp_replicate without FSDP) are not counted")
+    if ddp_alone(cfg):
+        notes.append(
+            "DDP alone (torchtitan's replicate, bucket_cap_mb=100): the Reducer's buckets hold a "
+            "copy of every gradient in the parameters' dtype from the wrap on, beside .grad"
+        )
     notes.append(
         "steady state: the second step of a loop (optimizer states created by the first); "
         "gradients freed between steps"

@@ -61,7 +61,9 @@ def bucket_ref() -> Any:
 class Buckets:
     """The Reducer's buckets of one traced loop: the first step's, then the rebuilt ones."""
 
-    def __init__(self, model: nn.Module, tracker: StepTracker, find_unused: bool = False) -> None:
+    def __init__(
+        self, model: nn.Module, tracker: StepTracker, find_unused: bool = False, cap: int = 0
+    ) -> None:
         from torch._C._distributed_c10d import _DEFAULT_FIRST_BUCKET_BYTES as _FIRST_BYTES
         from torch._C._distributed_c10d import _compute_bucket_assignment_by_size
 
@@ -75,7 +77,10 @@ class Buckets:
         # find_unused_parameters: [1 MiB, 25 MiB] from the wrap, never rebuilt (_pre_forward's
         # should_rebuild_buckets: static graph or not find_unused; profiling.trace.ddp_unused)
         self.find_unused = find_unused
-        limits = [_FIRST_BYTES, CAP_BYTES] if find_unused else [sys.maxsize]
+        # an explicit bucket_cap_mb (``cap`` bytes) is the first bucket's cap too
+        # (_BucketCapacityConfig: the 1 MiB first bucket only with bucket_cap_mb=None)
+        self.caps = [cap, cap] if cap else [_FIRST_BYTES, CAP_BYTES]
+        limits = self.caps if find_unused else [sys.maxsize]
         indices, _ = _compute_bucket_assignment_by_size(self.params, limits)
         self.tensors = self._make(list(reversed(indices)))  # the Reducer's order
         if find_unused:  # its map of the parameters used and _DDPSink's clones, held as long
@@ -113,10 +118,7 @@ class Buckets:
         where a trainable parameter got no gradient: DDP then stops with "Expected to have
         finished reduction", which needs find_unused_parameters=True); returns the note, the
         buckets' sizes ``listed`` (not in a block-scaled sample, whose model is smaller)."""
-        from torch._C._distributed_c10d import (
-            _DEFAULT_FIRST_BUCKET_BYTES,
-            _compute_bucket_assignment_by_size,
-        )
+        from torch._C._distributed_c10d import _compute_bucket_assignment_by_size
 
         for handle in self.handles:
             handle.remove()
@@ -130,9 +132,8 @@ class Buckets:
             )
         if sorted(self.ready) == list(range(len(self.params))):
             ordered = [self.params[i] for i in self.ready]
-            limits = [_DEFAULT_FIRST_BUCKET_BYTES, CAP_BYTES]
             indices, _ = _compute_bucket_assignment_by_size(
-                ordered, limits, [False] * len(ordered), self.ready
+                ordered, self.caps, [False] * len(ordered), self.ready
             )
             self.tensors.clear()  # initialize_buckets: buckets_.clear() before the at::empty
             self.tensors = self._make(indices)
