@@ -44,6 +44,14 @@ gradients); Llama's up goes back with its 16-bit weight gradient and its fp32 ca
 gpt2-l3 amp-bf16 SGD FSDP 2 read 0.981 of the trace (−40,992 B, block 1's gelu_new going back),
 gpt2-l4 amp-fp16 FSDP 4 −13,048 B, a Llama toy (h 64, f 160, 3 blocks) amp-bf16 FSDP 2
 −33,184 B (block 1's up going back): equal to the byte now.
+
+GPT-NeoX's kind (GPT-NeoX, Phi, Falcon, BLOOM) runs the same order and takes ``GATHER`` alone
+(its norms and MLP are not RMSNorm and SwiGLU): the final LayerNorm's bias beside its weight,
+the rotated dims' cos/sin only (none under BLOOM's ALiBi), what ``neox.once_per_model`` keeps
+to the end (Falcon's causal mask, BLOOM's embeddings' LayerNorm) and Falcon's two key/value
+index tensors a block (``step_scalars.falcon_index``). It had no such moment and peaked at
+"backward, last block": wide toys (h 256, f 1024, V 256) mixed FSDP 2 read 0.896-0.901 of the
+trace, one block's 16-bit gathered weights below (tests/profiling/trace/test_fsdp_neox_gather.py).
 """
 
 from __future__ import annotations
@@ -186,12 +194,13 @@ def _mlp_back(
 
 def _block_saved(d: Any, e: Any, cfg: TrainingConfig, terms: list[Any]) -> float:
     """One block's saved tensors: ``per_layer``'s terms, autocast's 16-bit weight copies and
-    its attention's SDPA seed and offset (``step_scalars.sdpa_rng``; both counted once per
-    model elsewhere)."""
-    from profiling.estimate.step_scalars import sdpa_rng
+    its attention's SDPA seed and offset (``step_scalars.sdpa_rng``) and transformers' Falcon's
+    key/value index tensors (``falcon_index``; all counted once per model elsewhere)."""
+    from profiling.estimate.step_scalars import falcon_index, sdpa_rng
 
     copies = sum(autocast_copies(d, e, cfg))
-    return float(sum(term.bytes for term in terms)) + copies + sdpa_rng(d, cfg)
+    scalars = sdpa_rng(d, cfg) + falcon_index(d, cfg)
+    return float(sum(term.bytes for term in terms)) + copies + scalars
 
 
 def autocast_copies(d: Any, e: Any, cfg: TrainingConfig) -> tuple[float, float]:
@@ -210,14 +219,15 @@ def block_gather(
     cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], root: int, block: int
 ) -> list[tuple[str, float, str]]:
     """The two moments (name, bytes, calculation), where modelled: FSDP2 reducing every
-    micro-batch, full training of Llama's kind (GPT-2's: a bound) with no recomputed block,
-    two blocks or more (the input norm's: three or more)."""
+    micro-batch, full training of Llama's kind (GPT-2's: a bound; GPT-NeoX's: ``GATHER``
+    alone) with no recomputed block, two blocks or more (the input norm's: three or more)."""
     from profiling.estimate import activations as acts
+    from profiling.estimate import neox
     from profiling.estimate.block_terms import per_layer
 
     d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
     L, V, psi = int(shape.get("layers") or 0), shape.get("vocab"), int(shape.get("params") or 0)
-    if d is None or d.arch not in ("llama", "gpt2") or L < 2 or not V or not psi:
+    if d is None or d.arch not in ("llama", "gpt2", "neox") or L < 2 or not V or not psi:
         return []
     if cfg.lora_rank is not None or cfg.compile or not blocks_keep_saved(cfg):
         return []
@@ -227,17 +237,23 @@ def block_gather(
     layer = _block_saved(d, e, cfg, per_layer(d, e, cfg))
     shard = parts["gradients"] * (1 - root / psi) / L  # one block's sharded gradients
     gpt2 = d.arch == "gpt2"  # a final LayerNorm (weight and bias); positions, not RoPE
-    norm = 2 if gpt2 else 1
+    norm = 2 if d.arch in ("gpt2", "neox") else 1
+    bias = V if d.extra.get("hf_module") == "phi" else 0  # Phi's LM head's (neox_moments)
     fixed = (
         parts["sharded weights"] + parts["optimizer"] + root * g / t + V * d.h * g / t
-        + norm * d.h * g / t + 2 * block * g / t + block * r / t
+        + norm * d.h * g / t + bias * g / t + 2 * block * g / t + block * r / t
     )  # fmt: skip
     # GPT-2's position ids (int64, held by its forward's caller), or RoPE's cos/sin
     table = 8 * d.s if gpt2 else 2 * d.s * d.hd * e.rope
+    if d.arch == "neox":  # the rotated dims' tables (ALiBi: none), and what its kind keeps
+        # to the end: Falcon's causal mask, BLOOM's embeddings' LayerNorm
+        table = 2 * d.s * int(d.extra["neox"]["rotary"]) * e.rope
+        table += sum(term.bytes for term in neox.once_per_model(d, e, cfg))
     held = d.s * d.b * d.h * e.r / t + table + parts["inputs"]
+    head_bias = f" + the head's bias V·{g} B" if bias else ""
     base = (
         f"sharded weights, optimizer, root·{g} B, the head's and final norm's unsharded "
-        f"gradients (V + {norm})·h·{g} B, a block's all-gather output and parameters "
+        f"gradients (V + {norm})·h·{g} B{head_bias}, a block's all-gather output and parameters "
         f"2·block·{g} B and the reduce-scatter input of the block above block·{r} B {f(fixed)}"
     )
     tail = (
@@ -253,6 +269,8 @@ def block_gather(
             f"saved tensors {f(below)}{tail}")]  # fmt: skip
     if cfg.zero == 2:  # without resharding no block is gathered again in backward
         out = []
+    if d.arch == "neox":  # the other moments are RMSNorm's and SwiGLU's
+        return out
     sums = (fixed, held, shard, block * g / t, block * r / t, L)
     out += _norms_back(d, e, cfg, sums, per_layer(d, e, cfg))
     return out
