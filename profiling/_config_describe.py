@@ -57,6 +57,45 @@ class TrainingConfig(PlanFields, Protocol):
     def loss_chunks(self) -> int | None: ...
 
 
+def describe_lora(cfg: TrainingConfig) -> str:
+    """'QLoRA r=16 on q,v dropout 0.05' (a configuration with ``lora_rank``)."""
+    lora = f"{'QLoRA' if cfg.qlora else 'LoRA'}{' + DoRA' * bool(getattr(cfg, 'dora', False))}"
+    lora += f" r={cfg.lora_rank}"
+    if cfg.qlora and cfg.double_quant is False:
+        lora += " (no double quantization)"
+    if cfg.lora_targets != LORA_DEFAULT:
+        lora += " on " + ",".join(cfg.lora_targets)
+    if cfg.lora_dropout:
+        lora += f" dropout {cfg.lora_dropout:g}"
+    return lora
+
+
+def describe_step_kind(cfg: TrainingConfig) -> list[str]:
+    """What changes the step beyond model, shape, precision and optimizer: LoRA, the loss and
+    attention when not the default, DPO, distillation, compile, the optimizer in backward,
+    offloads — for a trace's or a run's title, which must not read as plain full training."""
+    parts = [describe_lora(cfg)] if cfg.lora_rank else []
+    get = getattr  # fields ``describe`` does not read (the protocol names what it does)
+    if cfg.attention != "sdpa":
+        parts.append(f"{cfg.attention} attention")
+    if cfg.loss != "cross-entropy":
+        chunks = f" × {cfg.loss_chunks}" if cfg.loss_chunks else ""
+        parts.append(f"{cfg.loss} loss{chunks}")
+    if get(cfg, "dpo", False):
+        parts.append("torchtune's DPO step")
+    if teacher := get(cfg, "kd_teacher", None):
+        parts.append(f"distilled from {teacher}")
+    if get(cfg, "compile", False):
+        parts.append("torch.compile")
+    if get(cfg, "optimizer_in_bwd", False):
+        parts.append("optimizer in backward")
+    if get(cfg, "activation_offload", False):
+        parts.append("activations offloaded")
+    if cfg.offload_optimizer:
+        parts.append("optimizer offloaded to CPU")
+    return parts
+
+
 def describe(cfg: TrainingConfig, searched: str | None = None) -> str:
     """'llama-7b, mixed adamw, 2 GPUs, ZeRO-2, seq 2048 × batch 1, target cuda'; a plan names
     its degrees instead of the GPU count ('FSDP 8 × TP 8 × PP 8 (1f1b, 32 microbatches)').
@@ -65,14 +104,7 @@ def describe(cfg: TrainingConfig, searched: str | None = None) -> str:
     name = cfg.model or f"{fmt_count(cfg.params or 0)} parameters"
     parts = [name, f"{cfg.precision} {'paged ' * cfg.paged_optimizer}{cfg.optimizer}"]
     if cfg.lora_rank:
-        lora = f"{'QLoRA' if cfg.qlora else 'LoRA'} r={cfg.lora_rank}"
-        if cfg.qlora and cfg.double_quant is False:
-            lora += " (no double quantization)"
-        if cfg.lora_targets != LORA_DEFAULT:
-            lora += " on " + ",".join(cfg.lora_targets)
-        if cfg.lora_dropout:
-            lora += f" dropout {cfg.lora_dropout:g}"
-        parts.append(lora)
+        parts.append(describe_lora(cfg))
     if cfg.is_plan:
         parts.append(describe_plan(cfg))
     else:

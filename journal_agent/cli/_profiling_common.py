@@ -127,7 +127,10 @@ def _print_comparison(cmp: Comparison, est_id: str, trace_id: str) -> None:
     from profiling.trace.report import render_compare_text
 
     echo("")
-    echo(f"Estimate {cite(est_id)} beside trace {cite(trace_id)} (per GPU / per rank):")
+    if est_id in _UNSAVED or trace_id in _UNSAVED:  # --no-save: no record to cite
+        echo("Estimate beside trace (per GPU / per rank; not saved: nothing to cite):")
+    else:
+        echo(f"Estimate {cite(est_id)} beside trace {cite(trace_id)} (per GPU / per rank):")
     echo(render_compare_text(cmp))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from profiling._config_describe import describe_step_kind
 from profiling.config import TrainingConfig
 from profiling.estimate.comparison import CompareRow, Comparison
 from profiling.estimate.memory import Estimate, EstimateInput
@@ -44,6 +45,7 @@ def describe_trace_setup(cfg: TrainingConfig) -> str:
         parts.append(f"DDP × {cfg.world_size} ranks")
     if cfg.checkpointing != "none":
         parts.append(f"{cfg.checkpointing} activation checkpointing")
+    parts += describe_step_kind(cfg)  # LoRA, DPO, compile …: never read as plain full training
     if cfg.grads_kept:
         parts.append("gradients zeroed in place")
     parts.append(f"target {getattr(cfg, 'target', 'cpu')}")

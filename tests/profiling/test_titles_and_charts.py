@@ -105,3 +105,17 @@ def test_a_factory_is_traced_at_its_own_default_length_unless_seq_is_given(facto
         cwd=factory_dir, check=True,
     ).stdout  # fmt: skip
     assert "my_factories:no_length, seq (the factory's own) × batch 1, fp32," in own
+
+
+def test_a_traced_lora_step_is_titled_lora_and_an_unsaved_compare_cites_nothing(cli, tmp_path):
+    # D56: the trace's title named model, shape, precision and optimizer only, so a QLoRA step
+    # read as full training; D58: --no-save printed citations of records never kept.
+    out = cli(
+        "estimate", "--model", "tiny-llama", "--seq", "32", "--lora-rank", "4", "--qlora",
+        "--precision", "bf16", "--attention", "eager", "--compare-trace", "--no-save",
+        "--root", str(tmp_path), cwd=tmp_path, check=True,
+    ).stdout  # fmt: skip
+    head = next(line for line in out.splitlines() if line.startswith("Traced training step:"))
+    assert "QLoRA r=4" in head and "eager attention" in head, head
+    assert "Estimate beside trace (per GPU / per rank; not saved: nothing to cite):" in out
+    assert "[m:" not in out
