@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.types import Device
 
+from profiling._quiet_import import import_quietly
 from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
 from profiling.models.hf_config import catalogue_entry, catalogue_names, read_config_file
@@ -341,6 +342,9 @@ def _from_config(
     attention: str,
     dropout: float = 0.0,
 ) -> nn.Module:
+    # transformers' modeling_utils imports its torchao quantizer, whose Enums torch's pytree
+    # warns about through a logging handler (not sys.stderr): held back as peft's import is.
+    import_quietly("transformers.modeling_utils")
     with contextlib.redirect_stderr(io.StringIO()):  # its warnings are not our output
         config = auto_config.for_model(kind, **raw)
         # --dropout replaces every dropout the config class has, the JSON's and its defaults

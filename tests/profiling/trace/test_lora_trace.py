@@ -280,17 +280,24 @@ def test_lora_targets_the_estimate_cannot_model_are_one_sentence(tmp_path: Path)
         estimate(TrainingConfig(model=_spec(tmp_path, MOE), lora_rank=8, lora_targets="all-linear"))
 
 
-def test_a_lora_trace_with_torchao_installed_writes_nothing_to_stderr(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "step",
+    [["--lora-rank", "4"], [], ["--fsdp", "--gpus", "2"]],
+    ids=["lora", "full-training", "fsdp"],
+)
+def test_a_trace_with_torchao_installed_writes_nothing_to_stderr(tmp_path, step) -> None:
     # peft imports torchao whenever it is installed, and torchao's import logs that it cannot
     # load its CUDA kernels (and torch's pytree warns of its Enums): on a CPU, or before the
-    # first CUDA call, every LoRA run printed those lines before its own output.
+    # first CUDA call, every LoRA run printed those lines before its own output. Without peft,
+    # transformers' modeling_utils imports torchao (its quantizer) when the model class loads:
+    # full training and FSDP (D52) printed the pytree lines.
     import subprocess
     import sys
 
     pytest.importorskip("torchao", reason="the float8 extra (torchao) is not installed")
     done = subprocess.run(
         [sys.executable, "-m", "journal_agent", "trace", "--model", _spec(tmp_path, LLAMA),
-         "--precision", "mixed", "--batch", "1", "--seq", "64", "--lora-rank", "4"],
+         "--precision", "mixed", "--batch", "1", "--seq", "64", *step],
         capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
