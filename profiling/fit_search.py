@@ -28,7 +28,7 @@ from profiling.estimate.memory import estimate
 from profiling.estimate.render import SAFETY_MARGIN
 from profiling.fit import fits_note, usable
 from profiling.time_bound import TimeBound, checkpoint
-from profiling.units import fmt_bytes
+from profiling.units import GB, fmt_bytes
 
 Dimension = Literal["seq", "batch"]
 _WORD = {"seq": "sequence length", "batch": "micro-batch"}
@@ -256,9 +256,35 @@ def render_largest(res: Largest) -> str:
                 if a.traced_nvml is not None
                 else f"{fmt_bytes(a.allocated, 'GB')} allocated"
             )
-            lines.append(f"  {word} {a.value:,} would need {fmt_bytes(need, 'GB')} ({by})")
+            shown = fmt_bytes(need, "GB")
+            fits = p.traced_nvml if p.traced_nvml is not None else p.nvml
+            if shown in (fmt_bytes(fits, "GB"), fmt_bytes(res.usable_bytes, "GB")):
+                # two decimals would hide why it does not fit (D54): four, beside the budget
+                shown = f"{need / GB:,.4f} GB, over the {res.usable_bytes / GB:,.4f} GB usable"
+            lines.append(f"  {word} {a.value:,} would need {shown} ({by})")
     lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)
+
+
+def lighter(base: TrainingConfig) -> str:
+    """What the step of ``base`` does not use yet that holds less per GPU, for a "nothing fits"
+    sentence (advice to checkpoint a step already checkpointed is no advice)."""
+    ways = []
+    if base.checkpointing != "full":
+        ways.append("--checkpointing full")
+    if not base.lora_rank:
+        ways.append("LoRA or QLoRA (--lora-rank 16 --qlora)")
+    elif not base.qlora:
+        ways.append("--qlora")
+    if base.precision in ("fp32", "mixed", "amp-bf16", "amp-fp16") and not base.lora_rank:
+        ways.append("--precision bf16")
+    if base.optimizer in ("adamw", "adam") and not base.lora_rank:
+        ways.append("--optimizer adam8bit")
+    if base.gpus == 1:
+        ways.append("--gpus N --fsdp")
+    elif not (base.fsdp or base.zero):
+        ways.append("--fsdp")
+    return ", ".join(ways) if ways else "a smaller model"
 
 
 def largest_json(res: Largest) -> dict[str, Any]:
@@ -315,4 +341,12 @@ def largest_record(res: Largest) -> Any:
     )
 
 
-__all__ = ["Largest", "Point", "largest", "largest_json", "largest_record", "render_largest"]
+__all__ = [
+    "Largest",
+    "Point",
+    "largest",
+    "largest_json",
+    "largest_record",
+    "lighter",
+    "render_largest",
+]

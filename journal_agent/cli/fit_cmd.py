@@ -211,7 +211,13 @@ def _largest(
         _saving_store,
         mark_unsaved,
     )
-    from profiling.fit_search import largest, largest_json, largest_record, render_largest
+    from profiling.fit_search import (
+        largest,
+        largest_json,
+        largest_record,
+        lighter,
+        render_largest,
+    )
     from profiling.units import fmt_bytes
 
     res = largest(base, dim, confirm, progress=None if as_json else _progress, timeout=timeout)
@@ -229,8 +235,8 @@ def _largest(
         need = res.above.nvml if res.above is not None else 0
         raise UserError(
             f"nothing fits in {fmt_bytes(res.gpu_mem_bytes, 'GB')} even at {dim} 1: it needs "
-            f"{fmt_bytes(need, 'GB')} on nvidia-smi; use a larger GPU, more GPUs or less memory "
-            "per step (checkpointing, LoRA)"
+            f"{fmt_bytes(need, 'GB')} on nvidia-smi; use a larger GPU or what this step does "
+            f"not use yet: {lighter(base)}"
         )
 
 

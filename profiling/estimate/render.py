@@ -113,11 +113,18 @@ def nvml_verdict(nvml: int, available: int, paged: int = 0, released: int = 0) -
     usable = available * (1 - SAFETY_MARGIN)
     word = "fits" if nvml - released - paged <= usable else "does not fit"
     out = nvml - released - usable
-    if released and nvml > usable and word == "fits":
-        word += (
-            f" with {fmt_bytes(released, 'GB')} of cached segments handed back (the allocator "
-            "releases them and retries before it runs out of memory)"
+    if released and nvml > usable >= nvml - released:
+        # Lead with what a GPU this size shows (D55: "would show 6.30 GB of 6.00 GB: fits"
+        # read as a contradiction, and fit listed the same row at the near-full figure).
+        return (
+            f"nvidia-smi would show {fmt_bytes(nvml - released, 'GB')} near full of "
+            f"{fmt_bytes(available, 'GB')}: fits with {fmt_bytes(released, 'GB')} of cached "
+            "segments handed back (the allocator releases them and retries before it runs out "
+            f"of memory; a larger GPU would keep them: {fmt_bytes(nvml, 'GB')}) (safety margin "
+            f"{SAFETY_MARGIN:.0%}: usable {fmt_bytes(usable, 'GB')})"
         )
+    if released and nvml > usable and word == "fits":  # and paging besides
+        word += f" with {fmt_bytes(released, 'GB')} of cached segments handed back"
     if paged and out > 0 and nvml - released - paged <= usable:
         word += (
             f" by paging: {fmt_bytes(out, 'GB')} of the paged optimizer state moved to host "

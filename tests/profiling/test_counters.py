@@ -179,6 +179,58 @@ def test_max_seq_when_nothing_fits_is_one_sentence(cli, tmp_path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_nothing_fits_advises_only_what_the_step_does_not_use_yet(cli, tmp_path) -> None:
+    # D53: a step already fully checkpointed was told to use "checkpointing".
+    done = cli("fit", "--model", "llama-1b", "--gpu-mem", "12", "--max-seq", "--precision",
+               "mixed", "--checkpointing", "full", "--confirm", "0", "--no-save",
+               "--root", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1
+    advice = done.stderr.split("does not use yet: ")[1]
+    assert "checkpointing" not in advice and "--qlora" in advice and "--fsdp" in advice, advice
+    lora = cli("fit", "--model", "llama-7b", "--gpu-mem", "2", "--max-seq", "--lora-rank", "8",
+               "--qlora", "--checkpointing", "full", "--gpus", "2", "--fsdp", "--confirm", "0",
+               "--no-save", "--root", str(tmp_path), cwd=tmp_path)  # fmt: skip
+    assert lora.returncode == 1 and "does not use yet: a smaller model" in lora.stderr, lora.stderr
+
+
+def test_the_first_length_that_does_not_fit_is_told_apart_from_the_budget() -> None:
+    # D54: "seq 2,618: … 15.20 GB" above "seq 2,619 would need 15.20 GB": two decimals hid why
+    # (fit --model hf:llama-3.2-1b --gpu-mem 16 --gpus 4 --fsdp --max-seq --precision bf16).
+    from profiling.fit_search import Largest, Point, render_largest
+
+    base = TrainingConfig(model="hf:llama-3.2-1b", gpu_mem=16, precision="bf16", gpus=4, fsdp=True)
+    usable = 15_200_000_000
+    res = Largest(
+        base=base, dimension="seq", gpu_mem_bytes=16 * 10**9, usable_bytes=usable, limit=131_072,
+        best=Point(value=2618, allocated=11_130_000_000, nvml=usable - 900_000),
+        above=Point(value=2619, allocated=11_130_000_000, nvml=usable + 3_200_000),
+        estimates=14, traces=0, notes=[],
+    )  # fmt: skip
+    lines = render_largest(res).splitlines()
+    assert lines[2] == (
+        "  seq 2,618: nvidia-smi would show 15.20 GB near full (11.13 GB allocated)"
+    ), lines
+    assert lines[3] == (
+        "  seq 2,619 would need 15.2032 GB, over the 15.2000 GB usable (11.13 GB allocated)"
+    ), lines
+    apart = res.model_copy(update={"above": Point(value=2619, allocated=1, nvml=16 * 10**9)})
+    assert render_largest(apart).splitlines()[3].startswith("  seq 2,619 would need 16.00 GB (")
+
+
+def test_a_step_that_fits_by_handing_cache_back_leads_with_the_near_full_figure() -> None:
+    # D55: "nvidia-smi would show 6.30 GB of 6.00 GB: fits …" where fit listed the same row at
+    # 5.40 GB: nvidia-smi cannot show more than the GPU has.
+    from profiling.estimate.render import nvml_verdict
+
+    said = nvml_verdict(6_300_000_000, 6 * 10**9, released=900_000_000)
+    assert said.startswith("nvidia-smi would show 5.40 GB near full of 6.00 GB: fits with 0.90 GB")
+    assert "a larger GPU would keep them: 6.30 GB" in said
+    assert nvml_verdict(5_000_000_000, 6 * 10**9).startswith(
+        "nvidia-smi would show 5.00 GB of 6.00 GB: fits"
+    )
+    assert "does not fit" in nvml_verdict(7_000_000_000, 6 * 10**9, released=100_000_000)
+
+
 def test_the_searched_dimension_is_not_titled_with_the_inputs_value(cli, tmp_path) -> None:
     # D48: the title read "seq 64 × batch 1" above an answer of batch 13 — the input's batch,
     # which reads as the answer. The searched dimension is left out; the other one stays.
