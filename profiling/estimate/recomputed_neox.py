@@ -40,7 +40,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from profiling.estimate import recomputed_qkv
 from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.lora_bytes import head_adapter
 from profiling.estimate.recomputed import checkpoints, end_of_forward, total
 from profiling.units import fmt_bytes
 
@@ -150,6 +152,7 @@ def moment(
         )
     best: tuple[float, str] = (0.0, "")
     at_down = _at_down(d, e, inp, fwd - gone + recompute + copies, grads)
+    qkv = recomputed_qkv.adapted(d, inp)  # a fused q/k/v partly adapted (recomputed_qkv)
     for i in sorted({d.L - 1, 0}, reverse=True):
         if at_down is not None:  # the recomputation's end at down's adapter, if higher
             value, calc = at_down(i, (d.L - 1 - i) * each)
@@ -157,6 +160,19 @@ def moment(
                 best = (value, calc)
         fewer = (d.L - 1 - i) * each
         above = (d.L - 1 - i) * g_blk
+        if qkv:
+            held, words = recomputed_qkv.transient(d, e, inp, qkv, i == d.L - 1)
+            later = recomputed_qkv.not_made(d, inp, grads, i) + head_adapter(d, e, inp)
+            at_sum = fwd - gone - fewer + rest - later + T * h * e.r + held
+            at_sum += recomputed_qkv.dpo_released(d, e, inp)  # DPO's tape frees less
+            if at_sum > best[0]:
+                best = (at_sum, f"block {i + 1} of {d.L} at its q/k/v adapter's sum: end of "
+                        f"forward {fmt_bytes(fwd)} − {what} {fmt_bytes(gone)} − the checkpoints "
+                        f"above {fmt_bytes(fewer)} + the gradients made by then (not this "
+                        f"block's adapters', nor the blocks' below), less an adapted head's kept "
+                        f"tensors {fmt_bytes(rest - later)} + "
+                        f"the gradient reaching it s·b·h·{e.r} + {words} = "
+                        f"{fmt_bytes(at_sum)}")  # fmt: skip
         value = fwd - gone - fewer + rest + above + down + recompute + mlp + copies + deq
         calc = (
             f"block {i + 1} of {d.L}: end of forward {fmt_bytes(fwd)}"
@@ -171,7 +187,8 @@ def moment(
         )
         if value > best[0]:
             best = (value, calc)
-    return NAME, best[0], best[1]
+    name = recomputed_qkv.NAME if " at its q/k/v adapter's sum" in best[1] else NAME
+    return name, best[0], best[1]
 
 
 def _at_down(
