@@ -105,4 +105,17 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     return [(BACKWARD, value, calc)]
 
 
-__all__ = ["BACKWARD", "mlp_going_back", "moments"]
+def norm_output_held(d: Dims | None, cfg: TrainingConfig) -> float:
+    """Under CUDA's autocast the final LayerNorm's output is fp32 (``layer_norm`` on autocast's
+    fp32 list) and the head's matmul saves its 16-bit cast, not it; yet transformers 5.24
+    ``GPT2LMHeadModel.forward`` holds it (``hidden_states``) until the loss returns: s·b·h·4
+    beside the logits, which the loss's forward moment missed (gpt2-l4 amp-bf16 64 × 2:
+    −32,768 B, the peak under --optimizer-in-bwd with full checkpointing). 0 elsewhere."""
+    if d is None or d.arch != "gpt2" or d.extra.get("hf_module") != "gpt2":
+        return 0.0
+    if not (Bytes.of(cfg.precision).amp and _cuda(cfg)) or cfg.compile or cfg.tp != 1:
+        return 0.0
+    return d.s * d.b * d.h * 4
+
+
+__all__ = ["BACKWARD", "mlp_going_back", "moments", "norm_output_held"]

@@ -24,6 +24,7 @@ from profiling.estimate import activations as acts
 from profiling.estimate import (
     block_terms,
     compiled,
+    eager_mask,
     encoder,
     hf_ops,
     losses,
@@ -228,6 +229,7 @@ def _once(
         return (t5 if d.arch == "t5" else encoder).once_per_model(d, e, shape, inp)
     if d.extra.get("hf_module"):
         once = hf_ops.once_per_model(d, e, shape, inp, head_input) + neox.once_per_model(d, e, inp)
+        once += eager_mask.once_per_model(d, e, inp)
     else:
         once = acts.once_per_model(d, e, shape, inp, head_input) + variants.once_per_model(
             d, e, inp

@@ -167,6 +167,10 @@ def moment(
     if recompute and neox is not None and recomputed_llama.modelled(inp, neox):
         return recomputed_llama.moment(lines, inp, shape, neox, inputs, recompute)
     if recompute and neox is not None and recomputed_gpt2.modelled(inp, neox):
+        if inp.optimizer_in_bwd:
+            from profiling.estimate import recomputed_gpt2_in_bwd
+
+            return recomputed_gpt2_in_bwd.moment(lines, inp, shape, neox, inputs, recompute)
         fwd, each = end_of_forward(lines, inputs), checkpoints(lines) / neox.L
         block = float(shape.get("block_params") or 0)
         return recomputed_gpt2.moment(inp, neox, fwd, each, block, recompute)

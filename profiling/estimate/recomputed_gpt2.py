@@ -36,7 +36,7 @@ No torch here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.units import fmt_bytes
@@ -49,8 +49,8 @@ NAME = "backward, a recomputed block's MLP gradients"
 
 def modelled(inp: TrainingConfig, d: Dims) -> bool:
     """Full training of transformers' GPT-2, fully checkpointed, eager, on one GPU under
-    PyTorch's loss: no kept or fp32 gradient copies, no optimizer in backward, CUDA's autocast
-    lists where autocast."""
+    PyTorch's loss: no kept or fp32 gradient copies, CUDA's autocast lists where autocast; the
+    optimizer stepped after backward or in it (``estimate.recomputed_gpt2_in_bwd``)."""
     from profiling.estimate.losses import REFERENCE
 
     return (
@@ -64,7 +64,6 @@ def modelled(inp: TrainingConfig, d: Dims) -> bool:
         and not inp.compile
         and not inp.grads_kept
         and not inp.fp32_grads
-        and not inp.optimizer_in_bwd
         and not inp.activation_offload
         and not inp.deepspeed
         and inp.gpus == 1
@@ -73,24 +72,31 @@ def modelled(inp: TrainingConfig, d: Dims) -> bool:
     )
 
 
-def moment(
-    inp: TrainingConfig, d: Dims, fwd: float, each: float, block_params: float, recompute: float
-) -> tuple[str, float, str]:
-    """The moment (name, bytes, calculation) at the last and the first block, the higher:
-    ``fwd`` the end of forward (with what the step holds of its inputs), ``each`` one block's
-    checkpoint, ``block_params`` one block's parameters."""
+class Terms(NamedTuple):
+    """What a recomputed block holds as its MLP goes back, whichever way the optimizer steps:
+    the loss's and final norm's tensors freed (``gone``), the block's kept tensors less its
+    checkpoint (``kept``), the MLP's gradients (``mlp``), autocast's weight copies
+    (``copies``), the MLP's dropout mask freed (``mask``), and ``words`` for each."""
+
+    gone: float
+    kept: float
+    mlp: float
+    copies: float
+    mask: float
+    what: str
+    words: list[str]
+
+
+def block_terms(inp: TrainingConfig, d: Dims, recompute: float) -> Terms:
+    """The terms every recomputed GPT-2 block holds going back (see the module)."""
     from profiling.estimate.gpt2_end import mlp_going_back
     from profiling.estimate.neox_moments import released
 
     e = Bytes.of(inp.precision)
-    g = 4 if inp.precision in ("fp32", "amp-bf16", "amp-fp16") else 2  # the gradients' bytes
     tokens = d.s * d.b
     gone, what = released(d, e, inp)
-    g_blk = block_params * g
-    first = (int(d.V or 0) * d.h + 2 * d.h) * g  # the head's (tied: the embedding's), ln_f's
-    down = (d.h * d.f + d.h) * g  # c_proj's weight and bias
     kept = recompute - tokens * d.h * e.r  # ln_1's input: the block's checkpoint
-    mlp, words = mlp_going_back(d, e, inp)
+    mlp, mlp_words = mlp_going_back(d, e, inp)
     # resid_pdrop's mask after c_proj (in ``recompute``), freed by its backward (as gpt2_end)
     mask = tokens * d.h * (1 if _cuda(inp) else e.r) if inp.dropout else 0
     copies, copy_words = 0.0, ""
@@ -102,19 +108,40 @@ def moment(
             f" + the recomputation's 16-bit copies of its Conv1D weights (4h² + 2h·f)·{e.c} − "
             f"c_proj's 16-bit input s·b·f·{e.c} (freed) {fmt_bytes(copies)}"
         )
+    words = [
+        f"+ its kept tensors recomputed, less ln_1's input (the checkpoint) {fmt_bytes(kept)}",
+        f"+ {mlp_words} {fmt_bytes(mlp)}{copy_words}",
+    ] + ([f"− the MLP's dropout mask {fmt_bytes(mask)}"] if mask else [])
+    return Terms(gone, kept, mlp, copies, mask, what, words)
+
+
+def moment(
+    inp: TrainingConfig, d: Dims, fwd: float, each: float, block_params: float, recompute: float
+) -> tuple[str, float, str]:
+    """The moment (name, bytes, calculation) at the last and the first block, the higher:
+    ``fwd`` the end of forward (with what the step holds of its inputs), ``each`` one block's
+    checkpoint, ``block_params`` one block's parameters."""
+    t = block_terms(inp, d, recompute)
+    g = 4 if inp.precision in ("fp32", "amp-bf16", "amp-fp16") else 2  # the gradients' bytes
+    g_blk = block_params * g
+    first = (int(d.V or 0) * d.h + 2 * d.h) * g  # the head's (tied: the embedding's), ln_f's
+    down = (d.h * d.f + d.h) * g  # c_proj's weight and bias
     # the terms named as the calculation shows them, each block's own two first
     shared = [
         f"+ the head's and final norm's gradients (V·h + 2h)·{g} {fmt_bytes(first)}",
         f"+ c_proj's gradients (h·f + h)·{g} {fmt_bytes(down)}",
-        f"+ its kept tensors recomputed, less ln_1's input (the checkpoint) {fmt_bytes(kept)}",
-        f"+ {words} {fmt_bytes(mlp)}{copy_words}",
-    ] + ([f"− the MLP's dropout mask {fmt_bytes(mask)}"] if mask else [])
+        *t.words,
+    ]
     best: tuple[float, str] = (0.0, "")
     for i in sorted({d.L - 1, 0}, reverse=True):
         n_above = d.L - 1 - i
-        value = fwd - gone - n_above * (each - g_blk) + first + down + kept + mlp + copies - mask
+        value = (
+            fwd - t.gone - n_above * (each - g_blk) + first + down + t.kept + t.mlp + t.copies
+            - t.mask
+        )  # fmt: skip
         own = [
-            f"block {i + 1} of {d.L}: end of forward {fmt_bytes(fwd)} − {what} {fmt_bytes(gone)}"
+            f"block {i + 1} of {d.L}: end of forward {fmt_bytes(fwd)} − {t.what} "
+            f"{fmt_bytes(t.gone)}"
         ]
         if n_above:
             own += [
@@ -126,4 +153,4 @@ def moment(
     return NAME, best[0], best[1]
 
 
-__all__ = ["NAME", "modelled", "moment"]
+__all__ = ["NAME", "Terms", "block_terms", "modelled", "moment"]

@@ -156,7 +156,10 @@ def param_dims(w: WorkloadConfig) -> list[Dims] | None:
     if w.arch == "gpt2":  # wte, wpe; per block 2 LayerNorms, qkv, proj, fc, fc_proj with biases
         block = [(h,), (h,), (3 * h, h), (3 * h,), (h, h), (h,), (h,), (h,), (f, h), (f,)]
         block += [(h, f), (h,)]
-        return [(w.vocab, h), (w.max_seq, h), *block * L, (h,), (h,)]
+        # an untied head (transformers' tie_word_embeddings=False) is a tensor of its own: its
+        # 8-bit states were missing (untied V 256 toy: −135,168 B, adam8bit)
+        head = [] if w.tied_embeddings else [(w.vocab, h)]
+        return [(w.vocab, h), (w.max_seq, h), *block * L, (h,), (h,), *head]
     if w.arch == "encoder":
         return _encoder_dims(w)
     if w.arch == "t5":

@@ -133,10 +133,13 @@ def step_moments(
         logits = d.s * d.b * d.V * per / inp.tp
         out = encoder.output_held(d, inp)  # masked LM's last hidden state, while its loss runs
         last = _last_output_held(d, inp)
+        norm_out = gpt2_end.norm_output_held(d, inp)
         moments.append(
             Moment(
                 name="loss forward",
-                bytes=round(fwd + cache + logits + (out.bytes if out else 0) + padded + last),
+                bytes=round(
+                    fwd + cache + logits + (out.bytes if out else 0) + padded + last + norm_out
+                ),
                 calculation=f"end of forward + logits and their fp32 copy s·b·V·({c}"
                 + (" + 4" if c != 4 else "")
                 + f") B {f(logits)}{pad_calc}"
@@ -148,7 +151,9 @@ def step_moments(
                 )
                 + (f" + {out.name} {out.formula} {f(out.bytes)}" if out else "")
                 + (f" + the last block's 16-bit output, held to the loss's end {f(last)}"
-                   if last else ""),
+                   if last else "")
+                + (f" + the final LayerNorm's fp32 output, held to the loss's end s·b·h·4 B "
+                   f"{f(norm_out)}" if norm_out else ""),
             )
         )  # fmt: skip
     if recompute:  # exact where modelled, else the end of forward's bound (estimate.recomputed)

@@ -1,0 +1,47 @@
+"""transformers' 4-D causal mask under eager attention, kept by full checkpointing.
+
+transformers 5.24 ``masking_utils.eager_mask`` (what ``create_causal_mask`` returns for
+``attn_implementation="eager"``) never skips the causal mask: it builds ``sdpa_mask``'s boolean
+one (expanded over the batch) and turns it into a float one with ``torch.where(mask, 0,
+finfo(dtype).min)`` — a new b × 1 × s × s tensor in ``inputs_embeds``' dtype (the residual
+stream's). GPT-2's ``GPT2Model.forward`` passes it to every block; eager attention only adds it
+to the scores (``add`` saves nothing), so without checkpointing it dies as forward returns.
+Under full checkpointing every block's checkpoint holds it as an input
+(``torch.utils.checkpoint``'s non-reentrant frame keeps the block's arguments for its
+recomputation) until the first block's backward: one tensor, alive from forward to the end of
+backward like the checkpoints. The estimate missed it: GPT-2 fp32 fully checkpointed eager
+−32,768 B at 64 × 2 tokens (b·s²·4), bf16 −16,384 B. No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiling.estimate.activations import Bytes, Dims, Term
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+
+MODULES = ("gpt2",)  # transformers' modules whose 4-D eager mask is counted here
+
+
+def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
+    """The mask the checkpointed blocks keep (none without full checkpointing, eager attention
+    or one of ``MODULES``)."""
+    from profiling.estimate.hf_ops import eager
+
+    if cfg.checkpointing != "full" or d.extra.get("hf_module") not in MODULES:
+        return []
+    if not eager(d, cfg):
+        return []
+    return [
+        Term(
+            "eager attention's 4-D causal mask (every checkpointed block's input)",
+            d.b * d.s * d.s * e.r,
+            f"b·s²·{e.r} B",
+            f"{d.b}·{d.s}²·{e.r}",
+        )
+    ]
+
+
+__all__ = ["MODULES", "once_per_model"]
