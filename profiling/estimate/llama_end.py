@@ -1,4 +1,5 @@
-"""Llama's kind of decoder (our blocks and transformers' Llama module) with a vocabulary small
+"""Llama's kind of decoder (our blocks, transformers' Llama module, and that module as LitGPT's
+own RMSNorm and fused q/k/v run it under ``--loss litgpt``) with a vocabulary small
 next to its blocks (128 beside h 128, f 512): the last block's MLP and the final RMSNorm going
 back, or under LoRA down's forward, not the loss, hold the step's peak. Under transformers' own
 loss, without checkpointing, the estimate read 0.84-0.98 of the trace there; counted here from
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import KERNEL_LOSSES, adapter_bytes, head_adapter, own_copies
+from profiling.estimate.recomputed import LITGPT_LLAMA
 from profiling.estimate.selective import blocks_keep_saved
 from profiling.estimate.step_scalars import LOSS
 from profiling.units import fmt_bytes
@@ -67,7 +69,7 @@ _MLP_AND_HEAD = frozenset({"gate", "up", "down", "lm_head"})
 
 
 def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
-    if d is None or d.V is None or d.arch != "llama" or set(d.extra) - {"hf_module"}:
+    if d is None or d.V is None or d.arch != "llama" or set(d.extra) - LITGPT_LLAMA:
         return False
     if d.extra.get("hf_module") not in _LLAMA:
         return False
@@ -85,8 +87,12 @@ def released(d: Dims, e: Bytes, cfg: TrainingConfig, lines: Sequence[Any]) -> fl
     """What the loss, the final norm and the head kept, as the estimate counted them: the lines
     of the logits and of the final norm (its RoPE tables aside: every block's, 2·s·(h/a) in
     the tables' dtype), a frozen head's output not kept, an adapted head's adapter's tensors."""
+    from profiling.estimate.compiled_backward import HELD
+
     total = float(head_adapter(d, e, cfg))
     for ln in lines:
+        if HELD in ln.name:  # LitGPT's loop: going forward, the previous micro-batch's logits
+            continue  # (``neox_moments.HELD_OVER``); its backward's moments are the loss's
         if ln.name.startswith("Logits:") or "frozen LM head" in ln.name:
             total += ln.bytes
         elif "final RMSNorm" in ln.name:
@@ -265,7 +271,14 @@ def _held(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
     post = T * h * e.r if copies or not {"gate", "up"} & set(t) else 0
     if d.extra.get("hf_module"):  # fp32 residuals: the norms' fp32 inputs are these, saved
         n = 3 if e.r == 2 else 1
-        return n * T * h * e.r + d.s * 8 + post, "the embeddings, the layer's input and residual"
+        # LitGPT's attention (profiling.models.litgpt_attention ``_fp32``) keeps its own fp32
+        # copies of the tables (counted in the end of forward as the tables): transformers'
+        # cos/sin, ``LlamaModel.forward``'s ``position_embeddings``, are held beside them
+        tables = 2 * d.s * d.hd * e.rope if d.extra.get("litgpt_qkv") else 0
+        words = "the embeddings, the layer's input and residual" + (
+            ", transformers' RoPE tables" if tables else ""
+        )
+        return n * T * h * e.r + d.s * 8 + post + tables, words
     attn_in = T * h * e.r if copies or not {"q", "k", "v"} & set(t) else 0
     if not _cuda(cfg) and e.r == 2:
         # rms_norm's ops on the CPU keep fp32 copies of a 16-bit residual, not it: the block's

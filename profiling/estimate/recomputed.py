@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
 NAME = "backward, a block recomputed"
+# transformers' Llama as LitGPT's modules run it (``--loss litgpt``: its RMSNorm, fused q/k/v)
+LITGPT_LLAMA = frozenset({"hf_module", "litgpt_norm", "litgpt_qkv"})
 
 
 def llama_lora_recomputed(inp: TrainingConfig, shape: dict[str, Any], compiled: bool) -> bool:
@@ -47,7 +49,7 @@ def llama_lora_recomputed(inp: TrainingConfig, shape: dict[str, Any], compiled: 
         and d is not None
         and d.arch == "llama"
         and d.extra.get("hf_module", "llama") == "llama"
-        and set(d.extra) <= {"hf_module"}
+        and set(d.extra) <= ({"hf_module"} if compiled else LITGPT_LLAMA)
         and inp.gpus == 1
         and inp.tp == 1
         and not inp.sharded
@@ -176,4 +178,4 @@ def by_block(
     return out
 
 
-__all__ = ["NAME", "by_block", "modelled", "recomputed_moment"]
+__all__ = ["LITGPT_LLAMA", "NAME", "by_block", "modelled", "recomputed_moment"]

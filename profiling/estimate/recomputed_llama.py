@@ -1,5 +1,6 @@
-"""Full training of Llama's kind of block (our blocks, transformers' Llama) recomputed in
-backward under ``--checkpointing full``, eager: what is alive while a block's MLP goes back.
+"""Full training of Llama's kind of block (our blocks, transformers' Llama, as LitGPT's modules
+too) recomputed in backward under ``--checkpointing full``, eager: what is alive while a
+block's MLP goes back.
 
 The earlier bound — the end of forward and one block's kept tensors (``estimate.recomputed``)
 — misses the gradients made by then and the MLP's backward: with a vocabulary small next to
@@ -35,7 +36,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
-from profiling.estimate.recomputed import checkpoints, end_of_forward
+from profiling.estimate.recomputed import LITGPT_LLAMA, checkpoints, end_of_forward
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def modelled(inp: TrainingConfig, d: Dims) -> bool:
     return (
         d.arch == "llama"
         and d.V is not None
-        and set(d.extra) <= {"hf_module"}
+        and set(d.extra) <= LITGPT_LLAMA
         and module in (None, "llama", "mistral")
         and (module is not None or getattr(inp, "target", "cuda") == "cuda")
         and inp.lora_rank is None
@@ -102,6 +103,10 @@ def moment(
     g_blk = float(shape.get("block_params") or 0) * p
     first = (V * h + h) * p  # the head's and the final norm's
     reach = T * h * e.r
+    # LitGPT's attention keeps its fp32 copies of the RoPE tables (the end of forward's count of
+    # the tables, ``litgpt_qkv.tables``); the checkpointed layers' arguments hold transformers'
+    # cos/sin beside them for the recomputation (torch/utils/checkpoint.py keeps the inputs)
+    reach += 2 * d.s * d.hd * e.rope if d.extra.get("litgpt_qkv") else 0
     kept = recompute - _first_norm_input(d, e) - T * f * e.c
     mlp = h * f * p + 3 * T * f * e.c
     copies = 0.0
@@ -119,7 +124,10 @@ def moment(
             + (f" − the checkpoints above {fmt_bytes(fewer)}" if fewer else "")
             + f" + the head's and final norm's gradients {fmt_bytes(first)}"
             + (f" + the gradients of the blocks above {fmt_bytes(above)}" if above else "")
-            + f" + the gradient reaching it s·b·h·{e.r} {fmt_bytes(reach)} + its kept tensors "
+            + f" + the gradient reaching it s·b·h·{e.r}"
+            + (" and transformers' RoPE tables 2·s·(h/a)·" + str(e.rope)
+               if d.extra.get("litgpt_qkv") else "")
+            + f" {fmt_bytes(reach)} + its kept tensors "
             f"recomputed, less down's input (freed) and the checkpoint its norm keeps "
             f"{fmt_bytes(kept)} + down's weight gradient and the SwiGLU's three gradients "
             f"h·f·{p} + s·b·3f·{e.c} {fmt_bytes(mlp)}"
