@@ -336,6 +336,9 @@ def _why(est: Estimate, cfg: TrainingConfig) -> dict[str, str]:
         "optimizer": "optimizer state only: moments, master weights under mixed, step counters",
         "activations": "what is alive when forward ends: the op-by-op model (GPT-2 / Llama "
         "blocks) against every storage the trace saw",
+        "buckets": "DDP's Reducer buckets, a copy of every trainable gradient made at the wrap "
+        "and alive at every moment: Ψ_t × the parameters' bytes against the buckets made as "
+        "torch assigns them",
     }
     if cfg.precision == "mixed" and cfg.fsdp:
         why["parameters"] = (

@@ -15,6 +15,7 @@ from torch import nn
 
 from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
+from profiling.trace.report import compare
 from profiling.trace.step import trace_step
 
 STATES = ("parameters", "gradients", "optimizer", "activations")
@@ -52,6 +53,10 @@ def test_ddp_buckets_estimated_as_traced(model: str, precision: str, extra: dict
     assert tr2.peak_bytes == tr1.peak_bytes + buckets
     assert est2.per_gpu_bytes == tr2.peak_bytes  # was the one-GPU peak: buckets below the trace
     assert est1.per_gpu_bytes == tr1.peak_bytes
+    rows = {r["category"]: r for r in compare(est2, tr2)["rows"]}  # --compare-trace's rows
+    assert rows["buckets"]["ratio"] == 1.0 and "buckets" not in {
+        r["category"] for r in compare(est1, tr1)["rows"]
+    }
 
 
 def ddp_toy(batch: int = 2, seq: int = 16) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
