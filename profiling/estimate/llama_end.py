@@ -37,9 +37,10 @@ counted, a frozen head's not kept): backward frees all of it before the last blo
 
 Equal to the trace (within its few scalars) where the tensors are exactly these; a bound where
 the trace frees earlier than counted (tests/profiling/estimate/test_llama_end.py). Not here:
-checkpointing (``estimate.recomputed_eager``), torchao's and Lightning's 4-bit bases, DoRA in
-the MLP or the head (on the attention alone it is here), other losses (``losses.moments``),
-tensor parallelism and sharding. No torch here.
+checkpointing (``estimate.recomputed_eager``), torchao's and Lightning's 4-bit bases, DoRA on
+down or the head (on the attention alone it is here, on gate or up with ``llama_dora_mlp``'s
+moments, down's forward under it not), other losses (``losses.moments``), tensor parallelism
+and sharding. No torch here.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from profiling.estimate import llama_dora_mlp
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import KERNEL_LOSSES, adapter_bytes, head_adapter, own_copies
 from profiling.estimate.recomputed import LITGPT_LLAMA
@@ -64,8 +66,8 @@ _LLAMA = (None, "llama", "mistral")  # our blocks, or transformers' module of Ll
 # DoRA adapting the attention alone (peft 0.21 ``LoraModel`` puts a DoRA layer only on the
 # target modules: ``lora.layer.LoraLayer.update_layer(use_dora=...)``) leaves the MLP and the
 # head frozen base layers: the last block's MLP and the final norm go back as under LoRA, the
-# attention's DoRA tensors in the end of forward
-_MLP_AND_HEAD = frozenset({"gate", "up", "down", "lm_head"})
+# attention's DoRA tensors in the end of forward. DoRA on gate or up: down and the head go back
+# as under LoRA, then the DoRA layer (``llama_dora_mlp``)
 
 
 def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
@@ -75,8 +77,8 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded:
         return False
-    if cfg.dora and _MLP_AND_HEAD & set(cfg.lora_targets):
-        return False  # peft's DoRA layer in the MLP or the head: not read here
+    if cfg.dora and llama_dora_mlp.NOT_READ & set(cfg.lora_targets):
+        return False  # peft's DoRA layer on down or the head: not read here
     if cfg.activation_offload or cfg.optimizer_in_bwd:
         return False
     # not the other 4-bit bases' dequantization (torchao's, Lightning's)
@@ -150,7 +152,7 @@ def mlp_bytes(e: Bytes, cfg: TrainingConfig) -> int:
     return 4 if e.amp and cfg.qlora else e.c
 
 
-def _mlp(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, float, str]:
+def _mlp(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> list[tuple[str, float, str]]:
     T, h, f = d.s * d.b, d.h, d.f
     p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
     first, down = _grads(d, cfg, p)
@@ -159,6 +161,7 @@ def _mlp(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, floa
     three = 3 * T * f * m
     freed, freed_words = _down_freed(d, e, cfg)
     value = base + first + reach + down + three - freed
+    dora = llama_dora_mlp.moments(d, e, cfg, value, m)  # DoRA's gate or up going back next
     calc = (
         f"the head's and final norm's gradients {fmt_bytes(first)} + the gradient reaching "
         f"the block s·b·h·{e.r} {fmt_bytes(reach)} + the SwiGLU's three gradients s·b·3f·{m} "
@@ -189,7 +192,7 @@ def _mlp(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, floa
         at_down, down_words = _dequantized(d, e, cfg, (first, reach, down, freed))
         if base + at_down > value:
             value, calc = base + at_down, down_words
-    return MLP, value, calc
+    return [(MLP, value, calc), *dora]
 
 
 def _dequantized(
@@ -397,11 +400,14 @@ def moments(
     elif cfg.compile:  # the final norm is eager; the blocks' moments are their graphs'
         found = [_norm(d, e, cfg, base)]  # (estimate.compiled_backward)
     else:
-        found = [_mlp(d, e, cfg, base), _norm(d, e, cfg, base)]
+        found = [*_mlp(d, e, cfg, base), _norm(d, e, cfg, base)]
     if cfg.lora_rank is not None and not cfg.compile:
         # in forward the loss has not run: its scalars (``step_scalars``) are not made yet
         loss = sum(ln.bytes for ln in lines if ln.name == LOSS)
-        found.append(_forward(d, e, cfg, base - loss))
+        if llama_dora_mlp.applies(cfg):  # peft's DoRA sums, not the LoRA sums read here
+            found += llama_dora_mlp.forward(d, e, cfg, base - loss, _held(d, e, cfg))
+        else:
+            found.append(_forward(d, e, cfg, base - loss))
     for moment in found:
         if moment is not None:
             name, value, calc = moment
