@@ -20,6 +20,7 @@ from profiling.estimate import (
     encoder,
     encoder_embeddings,
     gpt2_end,
+    head_adapter_forward,
     llama_dequant,
     llama_end,
     llama_first_gate,
@@ -100,6 +101,7 @@ def step_moments(
         + t5_moments(d, inp, fwd)
         + t5_last_mlp.moments(d, inp, fwd)
         + ddp_unused.sink_moments(d, inp, fwd, est_lines)
+        + head_adapter_forward.moments(d, inp, fwd, est_lines)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:
