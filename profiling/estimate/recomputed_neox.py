@@ -28,6 +28,13 @@ Under autocast with down adapted (not 4-bit), the recomputation's own end at dow
 peft's fp32 cast of GELU's output and the layer's locals beside the block's recomputed tensors —
 if higher (``estimate.recomputed_neox_amp``: 0.913-0.971 of the trace without it).
 
+With ``--attention eager`` (transformers' modules but BLOOM's, whose own attention bloom.py
+counts) the block's attention goes back after its MLP, softmax's backward holding two s²
+gradients beside the recomputed probabilities (``_eager_back``): the MLP's moment alone read
+0.869-0.923 of the trace on the Falcon kinds and GPT-NeoX at seq 128 (D57); this bound reads
+1.02-1.05 in fp32, 1.12 in bf16 (the s² gradients counted in fp32). Falcon-40B's forward under
+checkpointing at batch 2 (the trace's peak there) is not modelled: 0.985 of the trace.
+
 Any loss: PyTorch's, or another stack's through its plan (LitGPT's, Liger's, CCE's, the chunked
 ones fell back to the end of forward and one block's kept tensors: 0.77 of the trace).
 
@@ -187,8 +194,40 @@ def moment(
         )
         if value > best[0]:
             best = (value, calc)
+        # its attention's softmax going back, after the MLP (BLOOM's own attention: bloom.py)
+        if inp.attention == "eager" and d.extra.get("hf_module") != "bloom":
+            base = fwd - gone - fewer + rest + above + recompute + copies
+            made, back, words = _eager_back(d, e, inp, 0 if lora else p)
+            if base + made + back > best[0]:
+                best = (base + made + back, f"block {i + 1} of {d.L}: end of forward less the "
+                        f"loss's tensors and the checkpoints above, the gradients made by then "
+                        f"and its kept tensors recomputed {fmt_bytes(base)} + {words} "
+                        f"{fmt_bytes(made + back)} = {fmt_bytes(base + made + back)}")  # fmt: skip
     name = recomputed_qkv.NAME if " at its q/k/v adapter's sum" in best[1] else NAME
     return name, best[0], best[1]
+
+
+def _eager_back(d: Dims, e: Bytes, inp: TrainingConfig, p: int) -> tuple[float, float, str]:
+    """A recomputed block's eager attention going back, at its softmax's backward: the MLP has
+    gone back first (the parallel block's MLP is created after the attention, so the autograd
+    engine, highest sequence number first, runs it first: its weight and bias gradients made,
+    (2·h·f + h + f)·p; ``p`` 0 under LoRA) and its two f-wide kept tensors freed (s·b·2f: the
+    first matmul's and GELU's outputs; Phi's gelu_new keeps more, still counted: a bound), the
+    block's other kept tensors beside the
+    gradient reaching the block and the MLP branch's input gradient, the attention output's
+    gradient (s·b·q) and the two s² tensors softmax's backward holds — the probabilities'
+    gradient and the scores' (transformers' eager_attention_forward: softmax in fp32, 4 B a
+    bound in every precision). Returns (gradients made, the rest, words)."""
+    T, h, f, q = d.s * d.b, d.h, d.f, int(d.extra["neox"]["q_dim"])
+    made = (2 * h * f + h + f) * p
+    s2 = 2 * d.a * d.s * d.s * d.b * 4
+    back = T * h * e.r + T * (h + q) * e.c + s2 - T * 2 * f * e.c
+    words = (
+        f"its MLP's weight gradients (2·h·f + h + f)·{p}, the gradient reaching it s·b·h·{e.r}, "
+        f"the MLP branch's and the attention output's gradients s·b·(h + q)·{e.c} and "
+        f"softmax's two s² gradients 2·a·s²·b·4, less the MLP's kept s·b·2f·{e.c}"
+    )
+    return made, back, words
 
 
 def _at_down(
