@@ -8,14 +8,12 @@ the embeddings' sum's gradient beside the word embedding's) — fp32 32 × 1 −
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from profiling.config import TrainingConfig
 from profiling.estimate import encoder_embeddings, encoder_first
-from profiling.estimate.memory import estimate
+from tests.profiling.estimate.test_encoder_first import estimate_and_trace
 
 pytest.importorskip("transformers", reason="the hf extra is not installed")
 
@@ -48,14 +46,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_encoders_backward_equals_the_trace(case: str, tmp_path: Path) -> None:
-    from profiling.trace.step import trace_step
-
     config, fields, moment = CASES[case]
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
-    values = {"model": f"hf:{path}", "seq": 64, "batch": 2, "optimizer": "adam8bit", **fields}
-    cfg = TrainingConfig.parse(style="field", **values)
-    est, traced = estimate(cfg), trace_step(cfg)
+    est, traced = estimate_and_trace(config, fields, tmp_path)
     if moment is not None:
         assert est.peak_moment == moment
     assert est.per_gpu_bytes == traced.peak_bytes, est.per_gpu_bytes - traced.peak_bytes

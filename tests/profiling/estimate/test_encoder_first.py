@@ -33,15 +33,21 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_the_mlps_input_projection_going_back_equals_the_trace(case: str, tmp_path: Path) -> None:
+def estimate_and_trace(config: dict, fields: dict, tmp_path: Path) -> tuple:
+    """The estimate and the trace of the encoder ``config`` (64 × 2, 8-bit Adam unless
+    ``fields`` says otherwise)."""
     from profiling.trace.step import trace_step
 
-    config, fields, moment = CASES[case]
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config), encoding="utf-8")
     values = {"model": f"hf:{path}", "seq": 64, "batch": 2, "optimizer": "adam8bit", **fields}
     cfg = TrainingConfig.parse(style="field", **values)
-    est, traced = estimate(cfg), trace_step(cfg)
+    return estimate(cfg), trace_step(cfg)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_mlps_input_projection_going_back_equals_the_trace(case: str, tmp_path: Path) -> None:
+    config, fields, moment = CASES[case]
+    est, traced = estimate_and_trace(config, fields, tmp_path)
     assert est.peak_moment == moment
     assert est.per_gpu_bytes == traced.peak_bytes, est.per_gpu_bytes - traced.peak_bytes
