@@ -27,6 +27,7 @@ from profiling.estimate import (
     llama_first_mlp,
     llama_first_norm,
     losses,
+    neox_embedding,
     neox_qkv,
     preference,
     t5,
@@ -163,6 +164,7 @@ def step_moments(
         moments.append(Moment(name=n, bytes=round(b), calculation=c))
         if eager := eager_recomputed(est_lines, inp, shape, inputs, recompute):
             moments.append(Moment(name=eager[0], bytes=round(eager[1]), calculation=eager[2]))
+    loss_held = _loss_held(est_lines, loss)
     tied = shape.get("tied") and inp.lora_rank is None and not inp.sharded
     if tied and shape.get("vocab") and shape.get("hidden"):
         # GPT-2's tied head: at the end of backward the embedding's dense V·h gradient is added.
@@ -177,8 +179,7 @@ def step_moments(
         moments.append(
             Moment(
                 name="end of backward",
-                bytes=round(weights + grads + states + extra + inputs),  # the loop holds the
-                # step's inputs through backward, as at the optimizer step
+                bytes=round(weights + grads + states + extra + inputs + loss_held),
                 calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer "
                 f"{f(states)} + tied embedding's gradient added: {copies}·V·h·{g} B {f(extra)}"
                 + (
@@ -186,7 +187,8 @@ def step_moments(
                     if inp.grads_kept
                     else ""
                 )
-                + hold,
+                + hold
+                + (f" + what the loop holds of the loss {f(loss_held)}" if loss_held else ""),
             )
         )
     tied_head = bool(shape.get("tied"))  # the head's gradient waits for the embedding's
@@ -196,6 +198,7 @@ def step_moments(
         for n, b, c in llama_first_norm.moments(d, inp, held_all, tied_head, est_lines)
         + llama_first_gate.moments(d, inp, held_all, tied_head, est_lines, loss is not None)
         + encoder_embeddings.moments(d, inp, held_all)
+        + neox_embedding.moments(d, inp, held_all, tied_head, loss_held)
     ]
     temps = total("temporaries")
     sharded = weights - sum(ln.bytes for ln in est_lines if ln.group == "overhead")  # ZeRO-3
@@ -232,6 +235,16 @@ def step_moments(
     moments = [Moment(name=n, bytes=round(b + buckets), calculation=c + said) for n, b, c in added]
     order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
+
+
+def _loss_held(est_lines: list[Line], loss: losses.LossPlan | None) -> float:
+    """What the loop still holds of the loss at backward's end: its scalars (the trace: 8 B
+    above the tied end of backward on Falcon and BLOOM) and LitGPT's its logits
+    (``losses.held_over``: −32,776 B on a tied Falcon-7B, V 512, 16 tokens)."""
+    held = sum(ln.bytes for ln in est_lines if ln.name == LOSS)
+    if loss is not None:
+        held = (held or LOSS_SCALARS) + sum(t.bytes for t in loss.held)
+    return held
 
 
 def _last_output_held(d: acts.Dims, inp: TrainingConfig) -> float:
