@@ -25,7 +25,8 @@ GPU, no compile: tests/profiling/estimate/test_gpt2_end.py. No torch here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.selective import blocks_keep_saved
@@ -47,7 +48,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if Bytes.of(cfg.precision).amp and not _cuda(cfg):
         return False  # CPU's autocast lists differ (its dtypes there not read here)
-    return not (cfg.compile or cfg.tp != 1 or cfg.sharded or cfg.optimizer_in_bwd)
+    return not (cfg.compile or cfg.tp != 1 or cfg.sharded)
 
 
 def mlp_going_back(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
@@ -70,8 +71,52 @@ def mlp_going_back(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
     )
 
 
-def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
-    """The last block's MLP going back; none where it does not apply (see the module)."""
+def c_proj_stepped(
+    d: Dims, cfg: TrainingConfig, shape: dict[str, Any], lines: Sequence[Any], bias: bool = True
+) -> float:
+    """Under ``--optimizer-in-bwd``: a block's ``mlp.c_proj`` going back and its weight stepped,
+    beside the gradient reaching the block (bytes above what the block saved; ``lines`` the
+    estimate's, for the for-loop step's scratch of one h·f matrix, ``states.step_temporaries``).
+
+    c_proj's backward makes its input's gradient (s·b·f) and its weight's (h·f) beside its saved
+    input, freed as it returns (torch csrc/autograd/engine.cpp ``evaluate_function`` releases
+    the node's variables before queueing its outputs); then the weight is stepped beside its
+    gradient and the input's, ``AccumulateGrad`` running first of the ready nodes
+    (accumulate_grad.cpp: its sequence number is UINT64_MAX)."""
+    from profiling.estimate.states import weight_bytes
+
+    e, g = Bytes.of(cfg.precision), weight_bytes(cfg.precision)
+    T, h, f, V = d.s * d.b, d.h, d.f, int(d.V or 0)
+    largest = int(shape.get("largest_tensor") or 0)
+    temps = sum(ln.bytes for ln in lines if ln.category == "temporaries")
+    scratch = temps * h * f / largest if largest else 0.0
+    # with dropout c_proj's incoming gradient is resid_dropout's (s·b·h) beside the residual's,
+    # freed as c_proj's backward returns (before the casts and the step)
+    drop = T * h * e.r if cfg.dropout else 0
+    if e.amp:
+        # its 16-bit input and weight gradients made while its saved 16-bit input and weight
+        # copy are alive; then each is cast back to fp32 (``_to_copy``'s backward: its input
+        # was autocast's cast of gelu_new's fp32 output, its weight fp32), the input's first,
+        # each 16-bit one freed after its cast, c_proj's saved input and weight copy freed as
+        # it returned, and the weight stepped beside the fp32 input gradient; the head's 16-bit
+        # copy was freed with the head's backward
+        made = T * f * e.c + h * f * e.c
+        cast = T * f * 4 + max(T * f * e.c + h * f * e.c, h * f * (e.c + 4), h * f * 4 + scratch)
+        return T * h * e.r + max(made + drop, cast - h * f * e.c - T * f * e.c) - V * h * e.c
+    # the bias' gradient is summed from the incoming one (``sum_to`` in engine.cpp's
+    # validate_outputs) before the node's saved input is released: h·g more as it returns
+    return T * h * e.r + h * f * g + max(T * f * e.c + h * g * bias + drop, scratch)
+
+
+def moments(
+    d: Dims | None,
+    cfg: TrainingConfig,
+    fwd: float,
+    shape: dict[str, Any] | None = None,
+    lines: Sequence[Any] = (),
+) -> list[tuple[str, float, str]]:
+    """The last block's MLP going back; none where it does not apply (see the module).
+    ``shape`` and ``lines`` (the estimate's) for ``--optimizer-in-bwd``'s c_proj step."""
     if not _applies(d, cfg):
         return []
     assert d is not None
@@ -92,12 +137,26 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     # resid_pdrop's mask after c_proj, freed by its backward before c_proj goes back
     mask = T * h * (1 if _cuda(cfg) else e.r) if cfg.dropout else 0
     mlp, words = mlp_going_back(d, e, cfg)
+    named = f"the head's, the final norm's and c_proj's gradients (V·h + 2h + h·f + h)·{p}"
+    if cfg.optimizer_in_bwd:
+        # each gradient is stepped and freed by its post-accumulate-grad hook as it is made: the
+        # final norm's and an untied head's are gone; a tied head's waits in autograd's input
+        # buffer for the embedding's (torch csrc/autograd/input_buffer.cpp); c_proj's is
+        # stepped as it goes back (``c_proj_stepped``), before gelu_new goes back
+        grads = V * h * p if shape and shape.get("tied") else 0
+        named = f"the tied head's gradient V·h·{p}" if grads else "no gradient (each stepped)"
+        stepped = c_proj_stepped(d, cfg, shape or {}, lines)
+        if stepped > mlp:
+            mlp, words = (
+                stepped,
+                "c_proj going back, its weight stepped (the optimizer in backward)",
+            )
     if cfg.grads_kept and not e.amp:  # c_proj's input and weight gradients before accumulation
         mlp = T * h * e.r + max(GELU_NEW * T * f * e.c, T * f * e.c + (h * f + h) * p)
     value = fwd - gone + grads + mlp - mask
     calc = (
-        f"end of forward − {what} {fmt_bytes(gone)} + the head's, the final norm's and c_proj's "
-        f"gradients (V·h + 2h + h·f + h)·{p} {fmt_bytes(grads)} + {words} {fmt_bytes(mlp)}"
+        f"end of forward − {what} {fmt_bytes(gone)} + {named} {fmt_bytes(grads)} + {words} "
+        f"{fmt_bytes(mlp)}"
         + (f" − the MLP's dropout mask {fmt_bytes(mask)}" if mask else "")
         + " = "
         f"{fmt_bytes(value)}"

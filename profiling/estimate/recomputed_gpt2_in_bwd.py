@@ -38,7 +38,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
-from profiling.estimate.recomputed import checkpoints, end_of_forward, total
+from profiling.estimate.gpt2_end import c_proj_stepped
+from profiling.estimate.recomputed import checkpoints, end_of_forward
 from profiling.estimate.recomputed_gpt2 import NAME, block_terms
 from profiling.units import fmt_bytes
 
@@ -57,27 +58,14 @@ def moment(
 
     g = weight_bytes(inp.precision)  # the gradients are the weights' dtype (no master copy)
     t = block_terms(inp, d, recompute)
-    e, fwd = Bytes.of(inp.precision), end_of_forward(lines, inputs)
-    each = checkpoints(lines) / d.L
-    T, h, f, V = d.s * d.b, d.h, d.f, int(d.V or 0)
-    head = V * h * g if shape.get("tied") else 0
-    largest = int(shape.get("largest_tensor") or 0)
-    scratch = total(lines, "temporaries") * h * f / largest if largest else 0.0
-    if e.amp:
-        # c_proj's backward makes its 16-bit input and weight gradients while its saved 16-bit
-        # input and weight copy are alive (freed as it returns; the input in ``copies``); then
-        # each is cast back to fp32 (``_to_copy``'s backward: its input was autocast's cast of
-        # gelu_new's fp32 output, its weight fp32), the input's first, each 16-bit one freed
-        # after its cast, and the weight is stepped beside the fp32 input gradient; the head's
-        # 16-bit copy was freed long before
-        made = 2 * T * f * e.c + h * f * e.c
-        cast = T * f * 4 + max(T * f * e.c + h * f * e.c, h * f * (e.c + 4), h * f * 4 + scratch)
-        stepped = T * h * e.r + max(made, cast - h * f * e.c) - V * h * e.c
-    else:
-        # c_proj's input and weight gradients made beside its saved input, which is freed as
-        # its backward returns; then the weight stepped (its scratch) beside its gradient
-        stepped = T * h * e.r + h * f * g + max(T * f * e.c, scratch)
-    late = max(stepped, t.mlp)
+    e, fwd, each = Bytes.of(inp.precision), end_of_forward(lines, inputs), checkpoints(lines) / d.L
+    head = int(d.V or 0) * d.h * g if shape.get("tied") else 0
+    # under autocast ``t.copies`` sets c_proj's 16-bit input against the moment as freed: it is
+    # alive while c_proj goes back (``c_proj_stepped`` counts it as saved). The recomputed
+    # block's peak there reads without the bias' gradient (h·g, which the block that kept its
+    # tensors holds: the untied wide toy fp32 8-bit Adam, no checkpointing): as measured.
+    held = d.s * d.b * d.f * e.c if e.amp else 0
+    late = max(c_proj_stepped(d, inp, shape, lines, bias=False) + held, t.mlp)
     best: tuple[float, str] = (0.0, "")
     for i in sorted({d.L - 1, 0}, reverse=True):
         n_above = d.L - 1 - i

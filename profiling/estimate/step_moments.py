@@ -95,7 +95,7 @@ def step_moments(
         + bloom.moments(d, inp, fwd)
         + neox_qkv.moments(d, inp, fwd)
         + llama_end.moments(d, inp, fwd, est_lines)
-        + gpt2_end.moments(d, inp, fwd)
+        + gpt2_end.moments(d, inp, fwd, shape, est_lines)
         + llama_dequant.moments(d, inp, fwd, est_lines)
         + llama_first_mlp.moments(d, inp, fwd, est_lines)
         + compiled_backward.moments(d, inp, fwd, est_lines)
