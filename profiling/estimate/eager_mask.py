@@ -10,7 +10,12 @@ Under full checkpointing every block's checkpoint holds it as an input
 (``torch.utils.checkpoint``'s non-reentrant frame keeps the block's arguments for its
 recomputation) until the first block's backward: one tensor, alive from forward to the end of
 backward like the checkpoints. The estimate missed it: GPT-2 fp32 fully checkpointed eager
-−32,768 B at 64 × 2 tokens (b·s²·4), bf16 −16,384 B. No torch here.
+−32,768 B at 64 × 2 tokens (b·s²·4), bf16 −16,384 B. transformers' Llama does the same:
+``LlamaModel.forward`` builds ``create_causal_mask`` once and hands it to every decoder layer
+(``modeling_llama.py``), whose ``eager_attention_forward`` only adds its slice to the scores; under
+full checkpointing the layers' checkpoints keep it (also under ``--loss litgpt``, whose modules run
+inside transformers' layers): llama-base fp32 −32,768 B (0.988), llama-untied-l4 QLoRA bf16 32 × 1
+−2,048 B (b·s²·2) -> equal. No torch here.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from profiling.estimate.activations import Bytes, Dims, Term
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
-MODULES = ("gpt2",)  # transformers' modules whose 4-D eager mask is counted here
+MODULES = ("gpt2", "llama")  # transformers' modules whose 4-D eager mask is counted here
 
 
 def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
