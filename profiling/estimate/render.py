@@ -139,6 +139,18 @@ def nvml_verdict(nvml: int, available: int, paged: int = 0, released: int = 0) -
     )
 
 
+def nvml_status(counters: Any, available: int) -> tuple[bool, str, str]:
+    """(fits, ✅ / ❌, the sentence) by nvidia-smi near full: what must fit (``Counters.must_fit``:
+    the reserve a GPU near full keeps, the context, NCCL's buffers, less the pageable state)
+    against the GPU less the safety margin — the one verdict of a ``--counter reserved|nvml``
+    trace, which replays the allocator and so decides by it, not by the allocated peak."""
+    c = counters
+    usable = available * (1 - SAFETY_MARGIN)
+    fits = c.must_fit() <= usable
+    sentence = nvml_verdict(c.nvml.bytes, available, c.paged, c.reserved.bytes - c.held())
+    return fits, "✅" if fits else "❌", f"{'✅ Fits' if fits else '❌ Does not fit'}: {sentence}"
+
+
 def render_text(est: Estimate) -> str:
     """The table in the user's journal format: component, memory per GPU, calculation."""
     rows = [(c.name, fmt_bytes(c.bytes, "GB"), c.calculation) for c in est.components]
@@ -188,6 +200,7 @@ __all__ = [
     "describe_setup",
     "host_block",
     "moment_lines",
+    "nvml_status",
     "nvml_verdict",
     "render_text",
     "status_for",

@@ -149,7 +149,32 @@ def _replay(
     return alloc
 
 
-NEED_TOLERANCE = 4 * 2**20  # the search's step: a need is at most this above the least
+# The need's scan: capacities from the reserved peak down, NEED_STEPS of them between it and the
+# allocated peak (at least NEED_TOLERANCE apart) — a need is at most one step above the least
+NEED_TOLERANCE = 4 * 2**20
+NEED_STEPS = 64
+
+
+def runs(
+    events: list[tuple[int, int | None]],
+    workspaces: list[int],
+    streams: dict[int, str],
+    expandable: bool,
+    capacity: int,
+) -> bool:
+    """Whether every request of ``events`` is served within ``capacity`` bytes (cached segments
+    handed back and the request retried where a segment would not fit)."""
+    try:
+        _replay(events, workspaces, streams, expandable, capacity)
+    except OutOfMemory:
+        return False
+    return True
+
+
+def need_step(allocated: int, reserved: int) -> int:
+    """The need scan's step (bytes): 1/NEED_STEPS of reserved − allocated, NEED_TOLERANCE at
+    least."""
+    return max(NEED_TOLERANCE, -(-(reserved - allocated) // NEED_STEPS))
 
 
 def need(
@@ -159,20 +184,30 @@ def need(
     expandable: bool,
     allocated: int,
     reserved: int,
+    budget: int | None = None,
 ) -> int:
-    """The least memory (within NEED_TOLERANCE above it) the allocator may reserve and still
-    serve every request of ``events``, releasing its cached segments and retrying where a
-    segment would not fit — by bisection between the ``allocated`` peak (nothing less can run)
-    and the ``reserved`` peak of a GPU that never runs out (always enough)."""
-    low, high = allocated - 1, reserved
-    while high - low > NEED_TOLERANCE:
-        mid = (low + high) // 2
-        try:
-            _replay(events, workspaces, streams, expandable, mid)
-            high = mid
-        except OutOfMemory:
-            low = mid
-    return high
+    """The least memory (within ``need_step`` above it) the allocator may reserve from which
+    every larger capacity serves every request of ``events``, releasing its cached segments and
+    retrying where a segment would not fit: capacities from the ``reserved`` peak of a GPU that
+    never runs out (always enough) down by ``need_step``, and ``budget`` itself (the GPU
+    judged against) among them, until the first that runs out.
+
+    Not a bisection: whether the replay runs is not monotone in the capacity. A release forced
+    early hands back segments a later request would have been carved from, so a step can run
+    in less memory and run out in more (llama-7b QLoRA r16 bf16, 6 × 512: the replay runs in
+    19.53 and 19.80 GB, runs out in 19.60-19.70 and 19.85-20.20 GB; its reserve is 20.29 GB) —
+    a bisection reported 19.53 GB, which a GPU leaving 19.6 GB to the allocator would run out
+    in. The GPU's own capacity is replayed exactly, not only the scan's grid near it."""
+    step = need_step(allocated, reserved)
+    grid = {reserved - k * step for k in range(1, (reserved - allocated) // step + 1)}
+    if budget is not None and allocated <= budget < reserved:
+        grid.add(budget)
+    least = reserved
+    for capacity in sorted(grid, reverse=True):
+        if not runs(events, workspaces, streams, expandable, capacity):
+            break
+        least = capacity
+    return least
 
 
 def replayed(
@@ -228,7 +263,9 @@ def replay_of(config: TrainingConfig, log: AllocationLog | None) -> Replay | Non
     exp = config.expandable_segments
     reserved = replay.peak_reserved_expandable if exp else replay.peak_reserved
     if reserved > budget:  # the whole reserve would not fit: what a GPU near full keeps
-        least = need(log.events, ws, log.streams, exp, replay.peak_allocated, reserved)
+        allocated = replay.peak_allocated_expandable if exp else replay.peak_allocated
+        least = need(log.events, ws, log.streams, exp, allocated or replay.peak_allocated,
+                     reserved, int(budget))  # fmt: skip
         replay = replay.model_copy(update={"need_expandable" if exp else "need": least})
     return replay
 
@@ -239,7 +276,9 @@ __all__ = [
     "Replay",
     "counted",
     "need",
+    "need_step",
     "replay_of",
     "replayed",
+    "runs",
     "watch_storages",
 ]

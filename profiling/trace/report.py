@@ -146,13 +146,20 @@ def top_modules(result: TraceResult, modules: int = 12) -> list[tuple[str, Modul
 
 
 def trace_verdict(result: TraceResult, gpu_mem_gb: float | None) -> dict[str, Any]:
-    """The traced peak against a GPU size: fits, ✅ / ⚠️ / ❌ and a sentence."""
+    """The trace against a GPU size: fits, ✅ / ⚠️ / ❌ and one sentence, by the counter asked
+    for — the allocated peak's (``--counter allocated``), else what nvidia-smi would show on a
+    GPU near full, the allocator replayed (``nvml_status``): never both, which could disagree
+    (D61: "nvidia-smi would show 20.81 GB of 20.00 GB: does not fit" above "✅ Fits: 17.30 GB")."""
     if not gpu_mem_gb:
         return {}
     from profiling.estimate.memory import status_for, verdict_text
+    from profiling.estimate.render import nvml_status
 
     avail = int(gpu_mem_gb * 1e9)
     per = "per rank" if result.config.fsdp else "on one GPU"
+    if result.counters is not None and result.config.counter != "allocated":
+        fits, status, text = nvml_status(result.counters, avail)
+        return {"gpu_mem_bytes": avail, "fits": fits, "status": status, "verdict": text}
     fits, status = status_for(result.peak_bytes, avail)
     return {
         "gpu_mem_bytes": avail,
@@ -206,19 +213,13 @@ def _comm_lines(result: TraceResult) -> list[str]:
 
 
 def trace_counter_lines(result: TraceResult) -> list[str]:
-    """``--counter reserved|nvml``: the allocator replayed over the trace's allocations, and
-    with a GPU size what nvidia-smi would show against it."""
+    """``--counter reserved|nvml``: the allocator replayed over the trace's allocations (with a
+    GPU size, what nvidia-smi would show against it is the trace's verdict: ``trace_verdict``)."""
     if result.counters is None or result.config.counter == "allocated":
         return []
     from profiling.estimate.counters import counter_lines
-    from profiling.estimate.render import nvml_verdict
 
-    lines = counter_lines(result.counters, result.config.counter)
-    avail = result.config.gpu_mem_bytes()
-    if avail:
-        c = result.counters
-        lines.append(f"  {nvml_verdict(c.nvml.bytes, avail, c.paged, c.reserved.bytes - c.held())}")
-    return lines
+    return counter_lines(result.counters, result.config.counter)
 
 
 def _model_lines(info: dict[str, Any]) -> list[str]:

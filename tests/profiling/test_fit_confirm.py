@@ -52,13 +52,27 @@ def test_the_bound_over_the_traced_peak_is_at_least_the_replay(
 
 
 def test_the_replay_decides_where_the_bound_does_not_fit(toy: str) -> None:
-    from profiling.fit_confirm import bounded, confirmed, replayed
+    from profiling.fit_confirm import REPLAY_WITHIN, bounded, confirmed, replayed
 
     cfg = _cfg(toy, gpu_mem=0.001)
     bound, replay = bounded(cfg), replayed(cfg)
-    assert confirmed(cfg, bound.must_fit).how == "bound"
+    roomy = int(bound.must_fit / (1 - REPLAY_WITHIN)) + 1
+    assert confirmed(cfg, roomy).how == "bound"
     between = confirmed(cfg, bound.must_fit - 1)  # the bound would not fit: the replay decides
     assert between.how == "replay" and between.must_fit == replay.must_fit
+
+
+def test_a_bound_near_the_budget_is_replayed(toy: str) -> None:
+    """D61: fit called llama-7b QLoRA 6 × 512 "fits" on 20 GB by the bound (18.83 of 19.00 GB
+    usable) where the replay of its own allocations ran out: a bound that fits with less than
+    REPLAY_WITHIN to spare is replayed, and the replay decides."""
+    from profiling.fit_confirm import REPLAY_WITHIN, bounded, confirmed, replayed
+
+    cfg = _cfg(toy, gpu_mem=0.001)
+    bound, replay = bounded(cfg), replayed(cfg)
+    for budget in (bound.must_fit, int(bound.must_fit / (1 - REPLAY_WITHIN / 2))):
+        near = confirmed(cfg, budget)  # the bound fits, with little to spare
+        assert near.how == "replay" and near.must_fit == replay.must_fit
 
 
 def test_fit_confirms_by_the_bound_and_never_replays_a_fitting_candidate(
