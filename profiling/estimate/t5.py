@@ -179,15 +179,18 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
             "checkpointing on the CPU target yet; trace this step instead (journal-agent trace "
             "runs transformers' module exactly), or estimate it on CUDA"
         )
+    from profiling.estimate import t5_dropout
+
     value = _encoder_block(d, e, cfg)
     return [
+        *t5_dropout.encoder_block(d, cfg),
         Term(
             "encoder block (2 T5 norms; q, k, v, output ×2, logsumexp; its copy of the "
             "position bias a·s²; the MLP)",
             value,
             "2·norm + s·b·5q·c + a·s²·c + MLP",
             f"{value}",
-        )
+        ),
     ]
 
 
@@ -218,7 +221,9 @@ def once_per_model(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig
             "",
         )
     )  # fmt: skip
-    return [*terms, _logits(d, e, U), *autocast_weight_copies(e, shape)]
+    from profiling.estimate.t5_dropout import once
+
+    return [*terms, _logits(d, e, U), *autocast_weight_copies(e, shape), *once(d, cfg, t, L)]
 
 
 def output_held(d: Dims, cfg: TrainingConfig) -> Term | None:
