@@ -31,6 +31,7 @@ from profiling.estimate import (
     neox_qkv,
     preference,
     t5,
+    t5_forward_amp,
     t5_last_mlp,
 )
 from profiling.estimate import lora as lora_acts
@@ -101,6 +102,7 @@ def step_moments(
         + compiled_backward.moments(d, inp, fwd, est_lines)
         + t5_moments(d, inp, fwd)
         + t5_last_mlp.moments(d, inp, fwd)
+        + t5_forward_amp.moments(d, inp, fwd)
         + ddp_unused.sink_moments(d, inp, fwd, est_lines)
         + head_adapter_forward.moments(d, inp, fwd, est_lines)
     ]

@@ -233,11 +233,17 @@ def output_held(d: Dims, cfg: TrainingConfig) -> Term | None:
     input ids too. ``d``: ``logit_dims``'."""
     if not Bytes.of(cfg.precision).amp:
         return None
+    from profiling.estimate.t5_forward_amp import held
+
     n, U = 2 if d.extra["t5"]["tied"] else 1, d.s * d.b
-    # under LoRA the frozen embedding keeps no decoder input ids, but the forward holds them
+    # under LoRA the frozen embedding keeps no decoder input ids, but the forward holds them;
+    # and the encoder's fp32 output and the first blocks' cached A copies (t5_forward_amp)
     ids, ids_f = (U * 8, " + t·b·8") if cfg.lora_rank is not None else (0, "")
+    more, more_f = held(d, cfg)
+    ids, ids_f = ids + more, ids_f + (f" + {more_f}" if more else "")
     return Term("the decoder's fp32 output" + (" and its scaled copy" if n == 2 else "")
-                + (" and input ids" if ids else "") + ", which the forward holds",
+                + (" and input ids, the encoder's output, the first blocks' cached A copies"
+                   if more else " and input ids" if ids else "") + ", which the forward holds",
                 n * U * d.h * 4 + ids, f"{n}·t·b·h·4{ids_f} B",
                 f"{n}·{d.s}·{d.b}·{d.h}·4{ids_f}")  # fmt: skip
 

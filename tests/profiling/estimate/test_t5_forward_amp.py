@@ -1,0 +1,50 @@
+"""LoRA on T5 under autocast, small vocabulary (V 128 beside h 128, f 512): the last decoder
+block's MLP going forward (the fp32 product, wo's 16-bit copy of it and its output at once)
+holds the step's peak, and the loss's forward holds the encoder's fp32 output and the first
+blocks' cached A copies — the estimate had neither (amp-bf16 q, v: −45,976 B, 0.995; t5-wide
+at the loss −40,960 B)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+from profiling.config import TrainingConfig
+from profiling.estimate.memory import estimate
+from profiling.estimate.t5_forward_amp import NAME
+from profiling.trace.step import trace_step
+
+_T5 = {
+    "vocab_size": 128, "d_model": 128, "d_ff": 512, "num_layers": 2, "num_decoder_layers": 3,
+    "num_heads": 4, "d_kv": 16, "model_type": "t5", "feed_forward_proj": "gated-gelu",
+    "tie_word_embeddings": False,
+}  # fmt: skip
+_WIDE = {**_T5, "vocab_size": 256, "d_model": 256, "d_ff": 1024}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("model", "precision", "target", "batch", "moment"),
+    [
+        (_T5, "amp-bf16", 24, 1, NAME),
+        (_T5, "amp-fp16", 16, 2, NAME),
+        (_WIDE, "amp-bf16", 24, 1, "loss forward"),
+    ],
+    ids=["bf16", "fp16-batch2", "wide-loss"],
+)
+def test_the_forward_s_held_tensors(tmp_path, model, precision, target, batch, moment) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(model))
+    cfg = TrainingConfig(
+        model=f"hf:{path}", seq=32, target_seq=target, batch=batch, precision=precision,
+        lora_rank=4, lora_targets=["q", "v"], lora_dropout=0.0, checkpointing="none",
+        optimizer="sgd",
+    )  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert est.peak_moment == moment
+    assert est.per_gpu_bytes == traced.peak_bytes
