@@ -38,7 +38,7 @@ transformers writes an op as several eager ops, each keeps what its backward nee
 - ``--dropout``: GPT-2's and Phi-3's residual branches keep a mask each (1 B on CUDA, the
   output's dtype on the CPU), GPT-2's embeddings one more; eager attention keeps the
   probabilities' mask. SDPA drops inside its kernel: on CUDA nothing s²-sized is kept (on the
-  CPU it falls back to its math path, which is not counted here; the notes say so).
+  CPU it falls back to its math path, which is not counted: refused: ``estimate.cpu_sdpa``).
 - The loss (``ForCausalLMLoss``): the labels shifted by one (``pad`` then a contiguous slice),
   int64 ``s·b·8`` B beside the fp32 log-probabilities.
 
@@ -458,11 +458,6 @@ def assumption(d: Dims, cfg: TrainingConfig) -> str:
             "; with full checkpointing a recomputed BLOOM block's backward (GeLUFunction's "
             "eager temporaries beside the recomputed block) is counted as an upper bound, not "
             "op by op (2-19 % over the trace's peak on tiny configs); trace it for that moment"
-        )
-    if cfg.dropout and attention == "sdpa" and not _cuda(cfg):
-        text += (
-            "; not counted: with dropout the CPU's SDPA falls back to its math path, which keeps "
-            "the s² probabilities (a GPU's kernels drop inside and keep none: --target cuda)"
         )
     return text
 

@@ -24,6 +24,7 @@ from profiling.estimate import activations as acts
 from profiling.estimate import (
     block_terms,
     compiled,
+    cpu_sdpa,
     eager_mask,
     encoder,
     hf_ops,
@@ -172,6 +173,7 @@ def _activations(
     e = acts.Bytes.of(inp.precision)
     t, sp = inp.tp, inp.sequence_parallel
     if d.extra.get("hf_module"):
+        cpu_sdpa.refuse_dropout(d, inp)
         ledger.note(hf_ops.assumption(d, inp))
     elif shape.get("hf_model_type"):
         ledger.note(
