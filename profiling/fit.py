@@ -15,8 +15,9 @@ upper bound in closed form), the CUDA context and NCCL's buffers (``profiling.es
 ``Counters.must_fit``) — stays under the GPU's memory less a stated safety margin. The best few
 are traced under fake tensors: their exact allocated peak, the need bounded over it in closed
 form, or their allocations replayed through the allocator's model at the GPU's size where that
-bound does not fit (``profiling.fit_confirm``); one whose trace does not fit is dropped, never
-called "fits". When nothing fits, the smallest need is reported.
+bound does not fit or comes within ``REPLAY_WITHIN`` of it (``profiling.fit_confirm``); one
+whose trace does not fit is dropped, never called "fits". When nothing fits, the smallest need
+is reported.
 
 No torch unless a candidate is traced.
 """
@@ -281,6 +282,7 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
     """How a candidate is judged, every term named."""
     from profiling.estimate.comm import nccl_bytes
     from profiling.estimate.counters import context_text
+    from profiling.fit_confirm import REPLAY_WITHIN
 
     nccl = nccl_bytes(base)
     return (
@@ -296,7 +298,7 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
         f"+ the {context_text(base)}"
         + (f" + NCCL {nccl / 2**20:g} MiB" if nccl else "")
         + "; a traced candidate by its traced peak under that bound, or where that does not "
-        "fit by the least memory its own allocations replay in"
+        f"fit with {REPLAY_WITHIN:.0%} to spare by the least memory its own allocations replay in"
     )
 
 

@@ -36,8 +36,12 @@ def _cfg(model: str, **over: object) -> TrainingConfig:
     return TrainingConfig.parse(style="field", **fields)
 
 
-@pytest.mark.parametrize("over", [{}, {"checkpointing": "full"}, {"precision": "mixed"}],
-                         ids=["bf16", "full-ckpt", "mixed"])  # fmt: skip
+# D45: LoRA bf16 at a long sequence — the closed form's near-full figure read 1.4 % below the
+# replay's nvidia-smi figure, which was the whole reserve of a GPU with room; near full, the bound
+# is above the replay's need (llama-1b r8 seq 2,048: 6.02 GB reserved against 5.955, 1.011)
+@pytest.mark.parametrize("over", [{}, {"checkpointing": "full"}, {"precision": "mixed"},
+                                  {"lora_rank": 8, "seq": 1024, "batch": 1}],
+                         ids=["bf16", "full-ckpt", "mixed", "lora-long"])  # fmt: skip
 def test_the_bound_over_the_traced_peak_is_at_least_the_replay(
     toy: str, over: dict[str, object]
 ) -> None:
