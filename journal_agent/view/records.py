@@ -116,7 +116,12 @@ def headline(record: MeasurementRecord) -> dict[str, str] | None:
     if value is None:
         return None
     out = {"value": fmt_bytes(value, "GB") if value >= 1e9 else fmt_bytes(value), "what": what}
-    if gpu:
+    said = record.extra.get("verdict")
+    if record.kind == "traced" and isinstance(said, str) and said:
+        # the trace's own one verdict, by the counter it was asked for (nvidia-smi near full
+        # under --counter reserved|nvml: never the allocated peak's beside it)
+        out["verdict"], out["status"] = said, str(record.extra.get("status") or said[:1])
+    elif gpu:
         out["verdict"] = verdict_text(int(value), int(gpu))
         out["status"] = status_for(int(value), int(gpu))[1]
     return out

@@ -110,7 +110,7 @@ def trace_record(result: TraceResult, gpu_mem_gb: float | None = None) -> Measur
             "by_module": {k: v.model_dump() for k, v in result.by_module.items()},
             "flops_by_module": result.flops.by_module,
             "table": render_trace_text(result) + (f"\n{verdict['verdict']}" if verdict else ""),
-            **({"fits": verdict["fits"], "status": verdict["status"]} if verdict else {}),
+            **{k: verdict[k] for k in ("fits", "status", "verdict") if k in verdict},
         },
     )
 

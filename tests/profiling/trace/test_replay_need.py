@@ -96,3 +96,12 @@ def test_an_allocated_trace_keeps_the_allocated_verdict(small_gpu_trace: TraceRe
     )
     verdict = trace_verdict(result, 0.6)
     assert verdict["status"] == "✅" and verdict["verdict"].startswith("✅ Fits")
+
+
+def test_the_records_page_shows_the_traces_one_verdict(small_gpu_trace: TraceResult) -> None:
+    from journal_agent.view.records import headline
+    from profiling.trace.report import trace_record
+
+    said = headline(trace_record(small_gpu_trace, 0.6))
+    assert said is not None and said["status"] == "❌"
+    assert said["verdict"].startswith("❌ Does not fit: nvidia-smi would show")
