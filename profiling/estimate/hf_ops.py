@@ -378,7 +378,7 @@ def once_per_model(
         if fp32_weight(d, e):
             terms.append(_gemma_weights(d, 1))
         if litgpt_qkv.applies(d, cfg, eager):
-            terms.append(litgpt_qkv.tables(d, e))
+            terms.append(litgpt_qkv.tables(d, e, cfg))
     q = int(d.extra.get("q_dim") or d.h)
     terms += _window(d, e, cfg, q)
     if d.extra.get("logit_softcap") and d.V is not None:

@@ -70,8 +70,20 @@ def attention(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> Term:
     )
 
 
-def tables(d: Dims, e: Bytes) -> Term:
-    """LitGPT's fp32 RoPE tables where transformers' are in ``e.rope`` bytes."""
+def tables(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
+    """LitGPT's fp32 RoPE tables where transformers' are in ``e.rope`` bytes (the final norm's
+    line counts those). ``litgpt_attention._fp32`` copies (``copy=True``) transformers' cos/sin
+    keyed weakly on them, and rope's products save the copies: without checkpointing
+    transformers' die as the model's forward returns and the copies alone stay (4 B a value in
+    all); under full checkpointing every checkpoint keeps transformers' as a block argument
+    (torch/utils/checkpoint.py), and with them the copies: both (``e.rope`` + 4)."""
+    if cfg.checkpointing == "full":
+        return Term(
+            "RoPE cos/sin: LitGPT's fp32 tables, beside transformers' the checkpoints keep",
+            2 * d.s * d.hd * 4,
+            "2·s·(h/a)·4 B",
+            f"2·{d.s}·{d.hd}·4",
+        )
     return Term(
         "RoPE cos/sin: LitGPT's fp32 tables",
         2 * d.s * d.hd * (4 - e.rope),

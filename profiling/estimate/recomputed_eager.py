@@ -145,6 +145,25 @@ def _dora_norm(d: Dims, e: Bytes, inp: TrainingConfig) -> int:
                if t in ins)  # fmt: skip
 
 
+def _litgpt_held(lines: Sequence[Any], d: Dims) -> tuple[float, str]:
+    """LitGPT's modules (``--loss litgpt``): what they hold beside a recomputed block's backward
+    (bytes, the calculation's words; none elsewhere). ``litgpt_attention._fp32`` keeps an fp32
+    copy (``copy=True``, at every precision) of transformers' cos/sin keyed weakly on them, so
+    it lives as long as the checkpoints keep transformers' tables: 2·s·(h/a)·4; and LitGPT's
+    loop holds this micro-batch's logits through backward (litgpt/finetune/lora.py ``fit``:
+    ``logits`` is rebound only by the next forward; the estimate's line ``HELD``)."""
+    from profiling.estimate.compiled_backward import HELD
+
+    if not d.extra.get("litgpt_qkv"):
+        return 0.0, ""
+    tables = 2 * d.s * d.hd * 4
+    loop = sum(ln.bytes for ln in lines if HELD in ln.name)
+    words = f" + LitGPT's fp32 copies of them 2·s·(h/a)·4 B {fmt_bytes(tables)}"
+    if loop:
+        words += f" + the logits held by LitGPT's loop {fmt_bytes(loop)}"
+    return tables + loop, words
+
+
 def _late(mlp: float, norm: int, inp: TrainingConfig) -> float:
     """The MLP's gradients and DoRA's weight norm: both at once where an MLP layer is adapted
     (its norm is rebuilt at the end of the recomputation, beside the gradients the block above
@@ -191,6 +210,7 @@ def moment(
         + (grads if inp.grads_kept else 0)
     )
     rope = 2 * d.s * d.hd * e.rope
+    litgpt = _litgpt_held(lines, d)
     reach = d.s * d.b * d.h * e.r
     copies = 0
     if e.amp:  # autocast's cache, filled again by the recomputation (a 4-bit weight: never)
@@ -202,10 +222,11 @@ def moment(
         alive = ckpt - (d.L - 1 - i) * each
         above = (d.L - 1 - i) * g_blk
         late = _late(mlp + g_blk, norm, inp)
-        value = held + alive + rope + above + reach + recompute + copies + late
+        value = held + alive + rope + litgpt[0] + above + reach + recompute + copies + late
         calc = (
             f"block {i + 1} of {d.L}: weights and optimizer {fmt_bytes(held)} + checkpoints "
             f"{fmt_bytes(alive)} + RoPE's cos/sin 2·s·(h/a)·{e.rope} B {fmt_bytes(rope)}"
+            + litgpt[1]
             + (f" + the blocks' adapter gradients above {fmt_bytes(above)}" if above else "")
             + f" + the gradient reaching it s·b·h·{e.r} {fmt_bytes(reach)} + its kept tensors "
             f"recomputed {fmt_bytes(recompute)}"

@@ -102,11 +102,9 @@ def moment(
     each = 0.0 if offloaded else ckpt / d.L
     g_blk = float(shape.get("block_params") or 0) * p
     first = (V * h + h) * p  # the head's and the final norm's
+    # (LitGPT's modules: its fp32 copies of the RoPE tables beside transformers' the checkpoints
+    # keep are the end of forward's, ``litgpt_qkv.tables`` under full checkpointing)
     reach = T * h * e.r
-    # LitGPT's attention keeps its fp32 copies of the RoPE tables (the end of forward's count of
-    # the tables, ``litgpt_qkv.tables``); the checkpointed layers' arguments hold transformers'
-    # cos/sin beside them for the recomputation (torch/utils/checkpoint.py keeps the inputs)
-    reach += 2 * d.s * d.hd * e.rope if d.extra.get("litgpt_qkv") else 0
     kept = recompute - _first_norm_input(d, e) - T * f * e.c
     mlp = h * f * p + 3 * T * f * e.c
     copies = 0.0
@@ -124,10 +122,7 @@ def moment(
             + (f" − the checkpoints above {fmt_bytes(fewer)}" if fewer else "")
             + f" + the head's and final norm's gradients {fmt_bytes(first)}"
             + (f" + the gradients of the blocks above {fmt_bytes(above)}" if above else "")
-            + f" + the gradient reaching it s·b·h·{e.r}"
-            + (" and transformers' RoPE tables 2·s·(h/a)·" + str(e.rope)
-               if d.extra.get("litgpt_qkv") else "")
-            + f" {fmt_bytes(reach)} + its kept tensors "
+            + f" + the gradient reaching it s·b·h·{e.r} {fmt_bytes(reach)} + its kept tensors "
             f"recomputed, less down's input (freed) and the checkpoint its norm keeps "
             f"{fmt_bytes(kept)} + down's weight gradient and the SwiGLU's three gradients "
             f"h·f·{p} + s·b·3f·{e.c} {fmt_bytes(mlp)}"
