@@ -180,14 +180,22 @@ def is_variant(config: WorkloadConfig) -> bool:
     return any(getattr(config, f) != defaults[f].default for f in fields)
 
 
+# what our blocks do not build, by the shape's arch (BLOOM's ALiBi: ``alibi``)
+_NOT_BUILT = {"encoder": "an encoder (BERT's kind)", "t5": "T5's encoder-decoder"}
+
+
 def build_model(config: WorkloadConfig | str, device: Device = None) -> BlocksLM:
     """Build the model for ``config`` (a name or a config) from our own blocks. Imports torch."""
     if isinstance(config, str):
         config = find_workload(config) or get_workload(config)
     if config.arch in ("encoder", "t5") or config.alibi:
+        # reached by `profile` (profiling.measure.run measures our blocks only) and by a trace
+        # asked for our blocks; a trace of an hf: config builds transformers' module instead
+        kind = "ALiBi attention" if config.alibi else _NOT_BUILT[config.arch]
         raise ProfilingError(
-            f"{config.name} ({config.hf_model_type}) is traced as transformers' own module, "
-            "which needs transformers (pip install 'journal-agent[hf]'); without it, estimate it"
+            f"{config.name} ({config.hf_model_type}): the project's own blocks do not build "
+            f"{kind}, and `profile` measures only those; `estimate --compare-trace` and `trace` "
+            "run transformers' own module instead"
         )
     if config.arch == "neox":
         from profiling.models.neox_blocks import NeoX

@@ -184,3 +184,28 @@ def test_two_gloo_ranks_report_side_by_side(tmp_path, run_cli) -> None:
         "--warmup", "1", "--nproc", "2", "--no-trace", "--root", str(tmp_path), cwd=tmp_path,
     ).stdout  # fmt: skip
     assert "Measured on 2 ranks (DDP, gloo)" in text and "Slowest: rank" in text
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        ({"model_type": "bloom", "n_layer": 2, "n_head": 4}, "ALiBi attention"),
+        ({"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 4}, "an encoder"),
+    ],
+)
+def test_a_model_profile_cannot_build_is_one_sentence_saying_so(
+    tmp_path, run_cli, config, words
+) -> None:
+    """``profile`` measures the project's own blocks, which build no ALiBi, encoder or T5: it
+    said "needs transformers (pip install …)" with transformers installed (audit6 D67)."""
+    path = tmp_path / "config.json"
+    shape = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 160}
+    path.write_text(json.dumps({**shape, **config}), encoding="utf-8")
+    proc = run_cli(
+        "profile", "--model", f"hf:{path}", "--batch", "1", "--seq", "16", "--device", "cpu",
+        "--no-save", cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert f"own blocks do not build {words}" in proc.stderr
+    assert "pip install" not in proc.stderr and "`profile` measures only those" in proc.stderr
