@@ -21,17 +21,12 @@ from profiling.config import TrainingConfig
 from profiling.estimate.deepspeed_groups import add_line
 from profiling.estimate.ledger import Ledger, Line
 from profiling.estimate.lora_bytes import adapter_bytes
+from profiling.estimate.ranks import is_ddp
 from profiling.estimate.states import weight_bytes
 from profiling.units import fmt_bytes, fmt_count
 
 NAME = "DDP's gradient buckets (every trainable parameter's gradient, made when DDP wraps it)"
 CATEGORY = "buckets"
-
-
-def is_ddp(cfg: TrainingConfig) -> bool:
-    """Whether the step runs under torch's DistributedDataParallel: N > 1 GPUs, no sharding."""
-    sharding = cfg.zero or cfg.fsdp or cfg.deepspeed or cfg.is_plan
-    return cfg.gpus > 1 and not sharding
 
 
 def add_buckets(ledger: Ledger, cfg: TrainingConfig, trainable: int) -> None:

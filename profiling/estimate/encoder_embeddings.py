@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.ranks import one_gpu_step
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, held: float) -> list[tuple[str,
         return []
     if d.extra["encoder"]["head"] == "mlm" or cfg.lora_rank is not None or cfg.grads_kept:
         return []
-    if cfg.tp != 1 or cfg.sharded or cfg.optimizer_in_bwd or cfg.gpus != 1:
+    if cfg.tp != 1 or cfg.sharded or cfg.optimizer_in_bwd or not one_gpu_step(cfg):
         return []
     e = Bytes.of(cfg.precision)
     p = 4 if e.amp else e.c  # the loss's dtype (encoder._logp_bytes)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.ranks import one_gpu_step
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def applies(d: Dims, cfg: TrainingConfig, amp: bool = False) -> bool:
         and not cfg.grads_kept
         and not cfg.optimizer_in_bwd
         and not cfg.compile
-        and cfg.gpus == 1
+        and one_gpu_step(cfg)
         and cfg.tp == 1
         and not cfg.sharded
     )

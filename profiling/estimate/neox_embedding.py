@@ -17,7 +17,8 @@ below the trace; now equal.
 Not here: LoRA (the embedding is frozen: no gradient reaches it), a tied head (its gradient
 waits for the embedding's and the two are summed: ``step_moments``' end of backward), kept
 gradients (the new gradient added in place to the kept one), optimizer steps in backward,
-sharding, tensor parallelism, DDP. No torch here.
+sharding, tensor parallelism (DDP's ranks run the one-GPU step: ``estimate.ranks``). No torch
+here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.ranks import one_gpu_step
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ def moments(
     holds of the loss to backward's end (its scalars, LitGPT's logits)."""
     if d is None or d.V is None or d.arch != "neox" or tied or cfg.lora_rank is not None:
         return []
-    if cfg.grads_kept or cfg.optimizer_in_bwd or cfg.tp != 1 or cfg.sharded or cfg.gpus != 1:
+    if cfg.grads_kept or cfg.optimizer_in_bwd or cfg.tp != 1 or not one_gpu_step(cfg):
         return []
     e = Bytes.of(cfg.precision)
     reach = d.s * d.b * d.h * e.r

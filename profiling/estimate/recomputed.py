@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, dims_of
+from profiling.estimate.ranks import one_gpu_step
 from profiling.estimate.step_inputs import POSITION_IDS
 from profiling.estimate.step_scalars import LOSS
 from profiling.units import fmt_bytes
@@ -50,7 +51,7 @@ def llama_lora_recomputed(inp: TrainingConfig, shape: dict[str, Any], compiled: 
         and d.arch == "llama"
         and d.extra.get("hf_module", "llama") == "llama"
         and set(d.extra) <= ({"hf_module"} if compiled else LITGPT_LLAMA)
-        and inp.gpus == 1
+        and one_gpu_step(inp)
         and inp.tp == 1
         and not inp.sharded
         and not inp.optimizer_in_bwd
@@ -75,7 +76,7 @@ def modelled(inp: TrainingConfig, shape: dict[str, Any]) -> bool:
         and d.V is not None
         and d.arch in ("llama", "neox", "gpt2")
         and inp.loss in LOSSES
-        and inp.gpus == 1
+        and one_gpu_step(inp)
         and inp.tp == 1
         and not inp.sharded
     )

@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
+from profiling.estimate.ranks import one_gpu_step
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def modelled(inp: TrainingConfig, d: Dims) -> bool:
         and not inp.fp32_grads
         and not inp.activation_offload
         and not inp.deepspeed
-        and inp.gpus == 1
+        and one_gpu_step(inp)
         and inp.tp == 1
         and not inp.sharded
     )

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
+from profiling.estimate.ranks import one_gpu_step
 from profiling.estimate.recomputed import LITGPT_LLAMA, checkpoints, end_of_forward
 from profiling.units import fmt_bytes
 
@@ -64,7 +65,7 @@ def modelled(inp: TrainingConfig, d: Dims) -> bool:
         and not inp.fp32_grads
         and not inp.optimizer_in_bwd
         and not inp.deepspeed
-        and inp.gpus == 1
+        and one_gpu_step(inp)
         and inp.tp == 1
         and not inp.sharded
     )

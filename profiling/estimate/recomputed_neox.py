@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from profiling.estimate import recomputed_qkv
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import head_adapter
+from profiling.estimate.ranks import one_gpu_step
 from profiling.estimate.recomputed import checkpoints, end_of_forward, total
 from profiling.units import fmt_bytes
 
@@ -69,7 +70,7 @@ def modelled(inp: TrainingConfig, d: Dims | None) -> bool:
         and inp.checkpointing == "full"
         and not inp.compile
         and not inp.activation_offload
-        and inp.gpus == 1
+        and one_gpu_step(inp)
         and inp.tp == 1
         and not inp.sharded
         and not inp.optimizer_in_bwd
