@@ -233,19 +233,33 @@ def output_held(d: Dims, cfg: TrainingConfig) -> Term | None:
     input ids too. ``d``: ``logit_dims``'."""
     if not Bytes.of(cfg.precision).amp:
         return None
-    from profiling.estimate.t5_forward_amp import held
-
     n, U = 2 if d.extra["t5"]["tied"] else 1, d.s * d.b
     # under LoRA the frozen embedding keeps no decoder input ids, but the forward holds them;
-    # and the encoder's fp32 output and the first blocks' cached A copies (t5_forward_amp)
+    # and the encoder's fp32 output and the first blocks' cached A copies (lora_held)
     ids, ids_f = (U * 8, " + t·b·8") if cfg.lora_rank is not None else (0, "")
-    more, more_f = held(d, cfg)
+    more, more_f = lora_held(d, cfg)
     ids, ids_f = ids + more, ids_f + (f" + {more_f}" if more else "")
     return Term("the decoder's fp32 output" + (" and its scaled copy" if n == 2 else "")
                 + (" and input ids, the encoder's output, the first blocks' cached A copies"
                    if more else " and input ids" if ids else "") + ", which the forward holds",
                 n * U * d.h * 4 + ids, f"{n}·t·b·h·4{ids_f} B",
                 f"{n}·{d.s}·{d.b}·{d.h}·4{ids_f}")  # fmt: skip
+
+
+def lora_held(d: Dims, cfg: TrainingConfig) -> tuple[int, str]:
+    """What LoRA's forward under autocast holds that no backward keeps beyond the decoder's
+    output: the encoder's fp32 output (``T5ForConditionalGeneration.forward``'s
+    ``hidden_states``; each cross-attention k, v keeps its own 16-bit copy) and autocast's
+    cached 16-bit copies of the first blocks' lora_A on q, k, v (aten autocast_mode.cpp
+    ``cached_cast`` caches a leaf fp32 weight that requires grad until autocast exits; mm saves
+    none: the frozen embedding's output needs no gradient). ``d``: ``logit_dims``' (s is the
+    target's). (0, "") where it does not apply (``estimate.t5_forward_amp``)."""
+    if cfg.lora_rank is None or not Bytes.of(cfg.precision).amp:
+        return 0, ""
+    T = int(d.extra["t5"]["source_seq"]) * d.b
+    n = sum(1 for x in cfg.lora_targets if x in ("q", "k", "v"))
+    value = T * d.h * 4 + 2 * n * int(cfg.lora_rank) * d.h * 2
+    return value, f"s·b·h·4 + 2·{n}·r·h·2"
 
 
 def _logits(d: Dims, e: Bytes, U: int) -> Term:
@@ -294,6 +308,7 @@ def _ckpt_once(d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig) ->
 __all__ = [
     "block_matmuls",
     "logit_dims",
+    "lora_held",
     "once_per_model",
     "output_held",
     "param_dims",

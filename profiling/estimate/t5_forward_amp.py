@@ -2,7 +2,7 @@
 though backward keeps none of it, and the last decoder block's MLP going forward.
 
 Held while the decoder and the loss run (beside the decoder's fp32 output and input ids,
-``t5.output_held``):
+``t5.output_held``; both counted by ``t5.lora_held``):
 
 - the encoder's fp32 output (its final ``T5LayerNorm``'s output, fp32 under autocast):
   ``T5ForConditionalGeneration.forward`` (transformers models/t5/modeling_t5.py) holds it as
@@ -43,25 +43,13 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
 NAME = "forward, the last decoder block's MLP output matmul"
-_QKV = ("q", "k", "v")
-
-
-def held(d: Dims, cfg: TrainingConfig) -> tuple[int, str]:
-    """What LoRA's forward under autocast holds that no backward keeps beyond the decoder's
-    output (module docstring): the encoder's fp32 output and the first blocks' cached A copies.
-    ``d``: ``t5.logit_dims``' (s is the target's). (0, "") where it does not apply."""
-    if cfg.lora_rank is None or not Bytes.of(cfg.precision).amp:
-        return 0, ""
-    T = int(d.extra["t5"]["source_seq"]) * d.b
-    n = sum(1 for x in cfg.lora_targets if x in _QKV)
-    value = T * d.h * 4 + 2 * n * int(cfg.lora_rank) * d.h * 2
-    return value, f"s·b·h·4 + 2·{n}·r·h·2"
 
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
     """The moment, or none where it does not apply. ``d``: the logits' dims
     (``t5.logit_dims``: s is the target's)."""
     from profiling.estimate.losses import REFERENCE
+    from profiling.estimate.t5 import lora_held
 
     if d is None or d.arch != "t5" or cfg.lora_rank is None or cfg.checkpointing != "none":
         return []
@@ -75,7 +63,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     # the model's dropout: T5LayerFF's mask on wo's output and T5Stack's on the final norm's
     masks = 2 * U * h if cfg.dropout else 0
     later += masks
-    more, more_f = held(d, cfg)
+    more, more_f = lora_held(d, cfg)
     # the decoder's input ids and embeddings, its position bias, the MLP norm's output
     alive = more + U * 8 + U * h * 4 + d.a * t * t * 4 + U * h * 4
     transient = U * f * (4 + 2) + U * h * 2
@@ -92,4 +80,4 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     return [(NAME, value, calc)]
 
 
-__all__ = ["NAME", "held", "moments"]
+__all__ = ["NAME", "moments"]
