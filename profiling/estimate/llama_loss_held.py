@@ -25,14 +25,22 @@ def loss_held(d: Dims, cfg: TrainingConfig) -> Term | None:
     tokens, r 8 on q, v; 0.9987 of the trace before). Our blocks' loss runs after their
     forward returns, its final norm's output gone, but still inside autocast: the cached A
     copies only (wide toy, all-linear: the loss forward 0.99971 of the trace before, -12,288 B
-    at q, k, v). Without checkpointing (with it the recomputed blocks lead), not for DoRA (its
-    own moments)."""
-    if not Bytes.of(cfg.precision).amp or not blocks_keep_saved(cfg) or cfg.dora:
+    at q, k, v). Not for DoRA (its own moments). Under full checkpointing the final norm runs
+    outside every checkpoint, so its output is held as without (llama-base amp-bf16 64 × 2 full
+    checkpointing: the loss forward, the peak, −32,768 B = s·b·h·4 below the trace, D66);
+    the autocast cache is the loss-forward moment's own term there (``step_moments``: every
+    trained weight's copy), so the A copies are not counted again."""
+    if not Bytes.of(cfg.precision).amp or cfg.dora:
         return None
     ours = not d.extra  # our blocks (no transformers' module, no variant)
     if d.extra.get("hf_module") not in ("llama", "mistral") and not ours:
         return None
     T, h = d.s * d.b, d.h
+    if not blocks_keep_saved(cfg):
+        if ours or cfg.checkpointing != "full":
+            return None
+        return Term("the final RMSNorm's fp32 output, which the forward holds", T * h * 4,
+                    "s·b·h·4 B", f"{d.s}·{d.b}·{h}·4")  # fmt: skip
     first = _first(cfg)
     a = first_a(d, cfg)
     copies = f"autocast's cached copies of the first block's A weights ({len(first)})"

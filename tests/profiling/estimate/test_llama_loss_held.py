@@ -62,3 +62,21 @@ def test_our_blocks_loss_holds_the_cached_copies(
     loss = next(m.bytes for m in est.moments if m.name == "loss forward")
     assert loss == traced.phase_peaks["forward"]
     assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes
+
+
+@pytest.mark.parametrize(
+    ("precision", "extra"),
+    [("amp-bf16", {}), ("amp-fp16", {}), ("amp-bf16", {"lora_rank": 8, "lora_targets": "q,v"})],
+)
+def test_full_checkpointing_holds_the_norms_output_too(
+    tmp_path: Path, precision: str, extra: dict
+) -> None:
+    """Full checkpointing: the final norm runs outside every checkpoint, so the loss's forward
+    holds its fp32 output as without — the step's peak at 64 × 2, −32,768 B (s·b·h·4, 0.987)
+    below the trace before (audit6 D66: the Trainer's bf16 + gradient_checkpointing)."""
+    cfg = TrainingConfig(model=llama_spec(tmp_path), seq=64, batch=2, precision=precision,
+                         checkpointing="full", **extra)  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    loss = next(m.bytes for m in est.moments if m.name == "loss forward")
+    assert loss == traced.phase_peaks["forward"]
+    assert traced.peak_bytes <= est.per_gpu_bytes
