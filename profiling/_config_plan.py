@@ -54,6 +54,8 @@ class TrainingConfig(Protocol):
     @property
     def zero(self) -> int: ...
     @property
+    def precision(self) -> str: ...
+    @property
     def tp(self) -> int: ...
     @property
     def attention(self) -> str: ...
@@ -330,6 +332,15 @@ def dp_degrees(cfg: TrainingConfig) -> tuple[int, int]:
     return cfg.gpus // replicate, replicate
 
 
+def megatron_mixed(cfg: TrainingConfig) -> bool:
+    """``--precision mixed`` beside TP or PP without FSDP (nor CP, nor Ulysses): torchtitan's
+    ``maybe_enable_amp`` (torchtitan/distributed/utils.py) turns mixed precision off there
+    ("Mixed precision training is disabled": its step is fp32); a plan runs the 16-bit weights
+    with an fp32 master copy the user asked for (Megatron's way) and says so in a note."""
+    model_parallel = cfg.tp * cfg.pp > 1 and cfg.cp == 1 and cfg.ulysses == 1
+    return is_plan(cfg) and cfg.precision == "mixed" and model_parallel and not cfg.fsdp
+
+
 def ddp_alone(cfg: TrainingConfig) -> bool:
     """A plan of DDP's replicas alone (``--dp-replicate N``, nothing sharded, no other degree):
     torchtitan's ``apply_ddp`` (torch's DistributedDataParallel through ``replicate``), which it
@@ -382,5 +393,6 @@ __all__ = [
     "describe_plan",
     "dp_degrees",
     "is_plan",
+    "megatron_mixed",
     "plan_world",
 ]

@@ -203,7 +203,7 @@ def _fit_plans(
     avail = base.gpu_mem_bytes()
     if avail is None:
         raise ProfilingError("fit needs --gpu-mem GB or --gpu NAME (the memory to fit in)")
-    w = plan_workload(base)
+    w = plan_workload(base, searched=True)
     shape = shape_of(base)
     budget = usable(avail)
     fitting: list[PlanCandidate] = []

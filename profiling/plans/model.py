@@ -75,8 +75,31 @@ def ddp_precision(cfg: TrainingConfig) -> None:
         )
 
 
-def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
-    """The model a plan runs, or one sentence saying why it cannot."""
+def ddp_beside(cfg: TrainingConfig) -> None:
+    """DDP's replicas beside tensor or pipeline parallelism without FSDP (``--dp-replicate N``,
+    or a plain ``--gpus N``, beside ``--tp``/``--pp``), refused in one sentence as torchtitan
+    refuses them (pytorch/torchtitan torchtitan/models/llama3/parallelize.py before e1847f4,
+    March 2026: ``parallelize_llama`` raises "DDP has not supported > 1D parallelism" before
+    ``apply_ddp``); a plan counted them with no gradient buckets. Here, not in the
+    configuration's checks: ``fit --plans --gpus N`` names the GPUs to lay out, not replicas."""
+    from profiling._config_plan import dp_degrees
+
+    model_parallel = [f"--{n} {d}" for n, d in (("tp", cfg.tp), ("pp", cfg.pp)) if d > 1]
+    replicate = dp_degrees(cfg)[1]
+    if not model_parallel or cfg.fsdp or replicate == 1:
+        return
+    flag = f"--dp-replicate {replicate}" if cfg.dp_replicate else f"--gpus {replicate}"
+    raise ProfilingError(
+        f"{flag} beside {' and '.join(model_parallel)} without FSDP is DDP on a mesh of more "
+        'than one dimension, which torchtitan refuses ("DDP has not supported > 1D '
+        'parallelism", its parallelize_llama): give --dp-shard N (FSDP2, HSDP with '
+        "--dp-replicate), or DDP alone"
+    )
+
+
+def plan_workload(cfg: TrainingConfig, searched: bool = False) -> WorkloadConfig:
+    """The model a plan runs, or one sentence saying why it cannot; ``searched``: ``fit
+    --plans``' base, whose ``--gpus N`` are the GPUs to lay out (``ddp_beside`` not asked)."""
     if cfg.is_factory:
         raise ProfilingError(
             "a parallel plan runs torchtitan's Llama 3 on the model's shape: give --model (a "
@@ -102,6 +125,8 @@ def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
             "--cp, --ulysses, --dp-shard and --dp-replicate"
         )
     ddp_precision(cfg)
+    if not searched:
+        ddp_beside(cfg)
     problems = _unsupported(cfg)
     if problems:
         raise ProfilingError(
@@ -139,4 +164,4 @@ def plan_workload(cfg: TrainingConfig) -> WorkloadConfig:
     return w
 
 
-__all__ = ["ddp_precision", "plan_workload"]
+__all__ = ["ddp_beside", "ddp_precision", "plan_workload"]

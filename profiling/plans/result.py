@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from profiling._config_plan import ddp_alone
+from profiling._config_plan import ddp_alone, megatron_mixed
 from profiling.config import TrainingConfig
 from profiling.plans import zbv_form
 from profiling.plans.layout import Layout
@@ -179,6 +179,13 @@ def plan_notes(cfg: TrainingConfig, layout: Layout) -> list[str]:
             "asynchronous TP: its symmetric-memory workspace is counted in nvidia-smi's column; "
             "torchtitan runs it only under torch.compile (Inductor's micro-pipeline pass), and "
             "the blocks here are counted as eager ones"
+        )
+    if megatron_mixed(cfg):
+        notes.append(
+            "--precision mixed beside TP or a pipeline without FSDP: 16-bit weights with an "
+            "fp32 master copy (Megatron's way), not torchtitan's step — its maybe_enable_amp "
+            'turns mixed precision off there ("Mixed precision training is disabled"): '
+            "estimate --precision fp32 for what torchtitan holds"
         )
     if ddp_alone(cfg):
         notes.append(

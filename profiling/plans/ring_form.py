@@ -37,7 +37,7 @@ from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Layout, Stage
 from profiling.plans.profile import Move, Vec, vec
-from profiling.plans.shapes import Sizes, _shard, stage_tensors
+from profiling.plans.shapes import LOSS_SCALARS, Sizes, _shard, stage_tensors
 
 SDPA_SEED = 16  # the memory-efficient kernel's philox seed and offset: two int64 scalars
 LSE_ROWS = 32  # the memory-efficient kernel's logsumexp rows come in multiples of 32 queries
@@ -233,6 +233,8 @@ def plan_ring_peaks(
     else:
         b = b.model_copy(update={"head_grads": sum(d * r for d, r in head[-2:]) * b.grad_b,
                                  "gathering": 0, "one_block": 0})  # fmt: skip
+    # the head's saved tensors freed but the loss's scalars, which the loop holds (LOSS_SCALARS)
+    b = b.model_copy(update={"head_acts": b.head_acts - LOSS_SCALARS})
     return ring_peaks(w, tokens, t, s.c, cfg.cp, b)
 
 

@@ -12,6 +12,13 @@ from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Stage
 
+# the loss (torchtitan's cross-entropy over fp32 logits) and backward's seed for it (autograd's
+# ones_like), fp32 scalars the loop holds through the whole backward (the trace's live tensors:
+# aten.nll_loss_forward's and aten.ones_like's 4 B each beside the first block's gather); a
+# moment after the head's backward that frees every tensor the head saved (its 8 B of scalars:
+# closed_form.head_activations, the loss and nll_loss's total weight) holds them again
+LOSS_SCALARS = 8
+
 
 @dataclass
 class Sizes:

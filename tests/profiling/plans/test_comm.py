@@ -46,7 +46,6 @@ def test_each_process_group_of_the_mesh_is_one_communicator_of_256_mib() -> None
     ("given", "same"),
     [
         ({"fsdp": True, "gpus": 4}, {"dp_shard": 4}),  # --fsdp --gpus N is --dp-shard N
-        ({"gpus": 4}, {"dp_replicate": 4}),  # a plain --gpus N: DDP's replicas
         ({"fsdp": True, "gpus": 2, "cp": 2}, {"dp_shard": 2, "cp": 2}),
     ],
 )
