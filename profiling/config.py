@@ -25,7 +25,7 @@ from profiling import _config_float8 as f8
 from profiling import _config_optimizers as optim
 from profiling._config_behaviours import LOSS_CHUNKS_FIELD, LOSS_FIELD, Loss, check_behaviours
 from profiling._config_counter import COUNTER_FIELD, EXPANDABLE_FIELD, Counter
-from profiling._config_ddp import DDP_FIND_UNUSED_FIELD
+from profiling._config_ddp import DDP_BUCKET_VIEW_FIELD, DDP_FIND_UNUSED_FIELD
 from profiling._config_describe import describe as _describe
 from profiling._config_gpu import gpu_mem_bytes as _gpu_mem_bytes
 from profiling._config_gpu import gpu_spec as _gpu_spec
@@ -196,6 +196,7 @@ class TrainingConfig(BaseModel):
     accumulate_unsharded: int | None = behaviours.ACCUMULATE_UNSHARDED_FIELD
     fsdp_flat: bool = behaviours.FSDP_FLAT_FIELD
     ddp_find_unused: bool = DDP_FIND_UNUSED_FIELD
+    ddp_bucket_view: bool = DDP_BUCKET_VIEW_FIELD
     # ---- parallel plans (profiling.plans: torchtitan's degrees, every rank's peak)
     dp_shard: int | None = _positive_int(
         MAX_GPUS, "FSDP degree: states sharded over dp_shard × cp ranks (--fsdp --gpus N)."

@@ -311,7 +311,11 @@ def _data(cfg: TrainingConfig, params: int, head: float) -> list[Transfer]:
             return []
         if cfg.fsdp or cfg.zero:
             return _sharded(cfg, share, n, "data parallel", psi)
-        return [_allreduce(share, r, n, "data parallel", psi)]
+        from profiling.estimate.ddp import bucket_bytes
+
+        # DDP all-reduces its buckets, in the trainable parameters' dtype: fp32 under autocast
+        # (was 2 B, the compute dtype), 16-bit under mixed (was FSDP's fp32 reduce dtype)
+        return [_allreduce(share, bucket_bytes(cfg), n, "data parallel", psi)]
     shard, rep = dp_degrees(cfg)
     n = shard * cfg.cp * cfg.ulysses
     share = params / (cfg.tp * cfg.pp)

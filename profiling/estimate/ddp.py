@@ -29,13 +29,19 @@ NAME = "DDP's gradient buckets (every trainable parameter's gradient, made when 
 CATEGORY = "buckets"
 
 
+def bucket_bytes(cfg: TrainingConfig) -> int:
+    """Bytes per element of a bucket: the trainable parameters' dtype (``initialize_buckets``
+    takes it from the parameter): fp32 under autocast and fp32, 16-bit under bf16 and mixed;
+    peft's adapters fp32 but under pure bf16. What DDP's all-reduce sends per element too."""
+    return adapter_bytes(cfg) if cfg.lora_rank is not None else weight_bytes(cfg.precision)
+
+
 def add_buckets(ledger: Ledger, cfg: TrainingConfig, trainable: int) -> None:
     """The buckets' line: Ψ_t trainable parameters (LoRA: the adapters) at their dtype's bytes
-    (fp32 under autocast and fp32, 16-bit under bf16 and mixed; peft's adapters: fp32 but under
-    pure bf16), split by tensor parallelism like the gradients they copy."""
+    (``bucket_bytes``), split by tensor parallelism like the gradients they copy."""
     if not is_ddp(cfg):
         return
-    w = adapter_bytes(cfg) if cfg.lora_rank is not None else weight_bytes(cfg.precision)
+    w = bucket_bytes(cfg)
     t = cfg.tp
     value = trainable * w / t
     add_line(  # shown with the other model states
@@ -43,6 +49,15 @@ def add_buckets(ledger: Ledger, cfg: TrainingConfig, trainable: int) -> None:
         f"{fmt_count(trainable)} · {w} B" + (f" / {t}" if t > 1 else ""),
         unsharded=value, group="model states", category=CATEGORY,
     )  # fmt: skip
+    if cfg.ddp_bucket_view:
+        ledger.note(
+            f"DDP over {cfg.gpus} GPUs with gradient_as_bucket_view=True: torch's Reducer "
+            "holds every trainable gradient in its buckets, alive at every moment, and each "
+            ".grad is a view of them once ready: the optimizer step holds no gradient beside "
+            "them; backward's moments count the gradients made so far beside them too (a "
+            "bound: the Reducer lets each go as it is copied in)"
+        )
+        return
     ledger.note(
         f"DDP over {cfg.gpus} GPUs: torch's Reducer holds a flat copy of every trainable "
         "gradient (its buckets, gradient_as_bucket_view=False) beside .grad, alive at every "
@@ -56,4 +71,15 @@ def held(lines: list[Line]) -> tuple[float, str]:
     return value, f" + DDP's gradient buckets {fmt_bytes(value)}" if value else ""
 
 
-__all__ = ["CATEGORY", "NAME", "add_buckets", "held", "is_ddp"]
+def viewed(cfg: TrainingConfig, lines: list[Line], moment: str) -> tuple[float, str]:
+    """What a moment counts that ``gradient_as_bucket_view=True`` makes the buckets' own, and
+    its text: at the optimizer step every ``.grad`` is a view of its bucket (``mark_variable_
+    ready_dense``: ``grad = bucket_view``, torch 2.13 c10d/reducer.cpp), so the gradients are
+    not held beside the buckets (0 at every other moment: a bound in backward)."""
+    if not (is_ddp(cfg) and cfg.ddp_bucket_view and moment == "optimizer step"):
+        return 0.0, ""
+    value = sum(ln.bytes for ln in lines if ln.category == "gradients")
+    return value, f" − the gradients, views of the buckets {fmt_bytes(value)}"
+
+
+__all__ = ["CATEGORY", "NAME", "add_buckets", "bucket_bytes", "held", "is_ddp", "viewed"]

@@ -37,6 +37,7 @@ from profiling.estimate import (
 from profiling.estimate import lora as lora_acts
 from profiling.estimate import step_inputs as step_in
 from profiling.estimate.ddp import held as ddp_held
+from profiling.estimate.ddp import viewed
 from profiling.estimate.fsdp import fsdp_moments, fsdp_parts
 from profiling.estimate.fsdp_lora_moments import lora_forward
 from profiling.estimate.ledger import Line
@@ -234,7 +235,11 @@ def step_moments(
     added += lora_forward(inp, shape, parts, est_lines)
     # DDP's buckets: made when DDP wraps the model, alive at every moment (estimate.ddp)
     buckets, said = ddp_held(est_lines)
-    moments = [Moment(name=n, bytes=round(b + buckets), calculation=c + said) for n, b, c in added]
+    moments = [
+        Moment(name=n, bytes=round(b + buckets - v), calculation=c + said + why)
+        for n, b, c in added
+        for v, why in [viewed(inp, est_lines, n)]  # gradient_as_bucket_view: .grad the buckets'
+    ]
     order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
 

@@ -61,9 +61,15 @@ def bucket_ref() -> Any:
 class Buckets:
     """The Reducer's buckets of one traced loop: the first step's, then the rebuilt ones."""
 
+    @classmethod
+    def of(cls, config: TrainingConfig, model: nn.Module, tracker: StepTracker) -> Buckets:
+        """The buckets of ``config``'s DDP (its find_unused_parameters, gradient_as_bucket_view)."""
+        return cls(model, tracker, config.ddp_find_unused, view=config.ddp_bucket_view)
+
     def __init__(
-        self, model: nn.Module, tracker: StepTracker, find_unused: bool = False, cap: int = 0
-    ) -> None:
+        self, model: nn.Module, tracker: StepTracker, find_unused: bool = False, cap: int = 0,
+        view: bool = False,
+    ) -> None:  # fmt: skip
         from torch._C._distributed_c10d import _DEFAULT_FIRST_BUCKET_BYTES as _FIRST_BYTES
         from torch._C._distributed_c10d import _compute_bucket_assignment_by_size
 
@@ -89,10 +95,31 @@ class Buckets:
             self.unused = finds_unused(model, self.params, tracker, bucket_ref())
         self.first = [self._bytes(t) for t in self.tensors]
         self.rebuilt: list[int] = []
+        self.view = view
+        if view:  # hooked once the tracker has hooked every gradient (its pre-forwards): after
+            self._hooking = model.register_forward_hook(self._hook_views)  # its retyping
 
     def _mark(self, index: int, _param: torch.Tensor) -> None:
         if index not in self.ready:
             self.ready.append(index)
+
+    def _hook_views(self, _module: nn.Module, _args: Any, _output: Any) -> None:
+        self._hooking.remove()
+        for i, p in enumerate(self.params):
+            p.register_post_accumulate_grad_hook(functools.partial(self._to_view, i))
+
+    def _to_view(self, index: int, param: torch.Tensor) -> None:
+        """gradient_as_bucket_view: ``mark_variable_ready_dense`` copies the gradient autograd
+        made into its bucket's view and sets ``grad = bucket_view`` (c10d/reducer.cpp), so the
+        gradient made is let go and ``.grad`` is the bucket's (filed under the buckets)."""
+        bucket, offset = self.where[index]
+        grad = param.grad
+        if grad is None:
+            return
+        view = self.tensors[bucket][offset : offset + param.numel()].view_as(param)
+        if not grad.is_set_to(view):
+            view.copy_(grad)
+            param.grad = view
 
     @staticmethod
     def _bytes(t: torch.Tensor) -> int:
@@ -105,9 +132,13 @@ class Buckets:
         for snap in self.tracker._curr_mem_snap.values():
             snap.setdefault(ref, 0)
         out = []
+        self.where: dict[int, tuple[int, int]] = {}  # a parameter's bucket and offset in it
         for bucket in indices:
             first = self.params[bucket[0]]
-            numel = sum(self.params[i].numel() for i in bucket)
+            numel = 0
+            for i in bucket:
+                self.where[i] = (len(out), numel)
+                numel += self.params[i].numel()
             t = torch.empty(numel, dtype=first.dtype, device=first.device)
             self.tracker._update_and_maybe_create_winfos(t, ref)
             out.append(t)
@@ -126,9 +157,9 @@ class Buckets:
             sizes = f" ({_sizes(self.first)} B)" if listed else ""
             return (
                 "DDP's Reducer with find_unused_parameters=True: its buckets the first 1 MiB, "
-                f"the rest up to 25 MiB{sizes}, never rebuilt, alive at every moment beside "
-                ".grad; its map of the parameters used (int32 each); _DDPSink's clone of every "
-                "output at forward's end"
+                f"the rest up to 25 MiB{sizes}, never rebuilt, alive at every moment "
+                f"{self._beside()}; its map of the parameters used (int32 each); _DDPSink's "
+                "clone of every output at forward's end"
             )
         if sorted(self.ready) == list(range(len(self.params))):
             ordered = [self.params[i] for i in self.ready]
@@ -143,9 +174,13 @@ class Buckets:
         return (
             f"DDP's Reducer buckets (torch's defaults): the first step one per dtype{first}, "
             f"rebuilt at the second forward in the gradients' ready order, the first 1 MiB and "
-            f"the rest up to 25 MiB{rebuilt}, alive at every moment beside .grad "
-            "(gradient_as_bucket_view=False)"
+            f"the rest up to 25 MiB{rebuilt}, alive at every moment {self._beside()}"
         )
+
+    def _beside(self) -> str:
+        if self.view:
+            return "(gradient_as_bucket_view=True: each .grad a view of its bucket once ready)"
+        return "beside .grad (gradient_as_bucket_view=False)"
 
 
 def _sizes(values: list[int]) -> str:

@@ -248,7 +248,7 @@ def _trace_in_fake_mode(
             _global_numel(p) for p in model.parameters()
         )
         tracker = make_tracker(model, optimizer, inputs, mesh, fast)
-        buckets = Buckets(model, tracker, config.ddp_find_unused) if is_ddp(config) else None
+        buckets = Buckets.of(config, model, tracker) if is_ddp(config) else None
         for watcher in (observe, log.attach if log is not None else None):
             if watcher is not None:
                 watcher(tracker)

@@ -127,3 +127,41 @@ def test_traced_buckets_are_a_real_ddps() -> None:
     assert result.after_step["buckets"] == sum(rebuilt) == sum(first)
     trainable = {id(p): p for p in ddp_toy()[0].parameters() if p.requires_grad}
     assert sum(first) == 4 * sum(p.numel() for p in trainable.values())  # tied: once
+
+
+VIEW_CASES = [
+    ("tiny-llama", "fp32", {}),
+    ("tiny-llama", "amp-bf16", {}),
+    ("tiny-llama", "mixed", {}),
+    ("tiny-gpt2", "fp32", {}),  # a tied weight: one bucket view
+    ("tiny-llama", "amp-bf16", {"lora_rank": 8}),  # the adapters' buckets alone
+    ("tiny-llama", "fp32", {"ddp_find_unused": True}),  # buckets never rebuilt
+]
+
+
+@pytest.mark.parametrize(("model", "precision", "extra"), VIEW_CASES)
+def test_gradient_as_bucket_view_holds_the_gradients_in_the_buckets(
+    model: str, precision: str, extra: dict
+) -> None:
+    # gradient_as_bucket_view=True (accelerate's DistributedDataParallelKwargs, Lightning's
+    # DDPStrategy): c10d/reducer.cpp mark_variable_ready_dense copies each ready gradient into
+    # its bucket and sets grad = bucket_view, so the optimizer step holds the buckets and no
+    # .grad beside them — the estimate counted both (Ψ_t·w above the step torch runs)
+    base = {"model": model, "seq": 32, "batch": 2, "precision": precision, "target": "cpu",
+            "gpus": 2, **extra}  # fmt: skip
+    copy, view = TrainingConfig(**base), TrainingConfig(**base, ddp_bucket_view=True)
+    est_c, est_v = estimate(copy), estimate(view)
+    tr_c, tr_v = trace_step(copy), trace_step(view)
+    buckets = est_v.category_bytes("buckets")
+    assert buckets == est_c.category_bytes("buckets") == tr_v.after_step["buckets"] > 0
+    # the traced buckets are the gradients: none held beside them at the optimizer step
+    assert tr_c.after_step["buckets"] == tr_v.after_step["buckets"]
+
+    def step(e: object) -> int:
+        return next(m.bytes for m in e.moments if m.name == "optimizer step")  # type: ignore[attr-defined]
+
+    grads = est_v.category_bytes("gradients")
+    assert step(est_c) - step(est_v) == grads > 0
+    assert est_v.per_gpu_bytes == tr_v.peak_bytes <= tr_c.peak_bytes  # lower where the step led
+    note = next(n for n in tr_v.notes if n.startswith("DDP's Reducer"))
+    assert "gradient_as_bucket_view=True" in note

@@ -53,6 +53,21 @@ def test_the_sinks_clone_of_the_logits_leads_a_large_vocabulary(tmp_path: Path) 
     assert estimate(plain).per_gpu_bytes == before.peak_bytes < traced.peak_bytes
 
 
+@pytest.mark.parametrize("precision", ["fp32", "amp-bf16", "mixed"])
+def test_the_sink_under_compile(tmp_path: Path, precision: str) -> None:
+    # torch.compile of the DDP module (accelerate compiles after it wraps) compiles the module
+    # underneath alone: DDP's forward, _post_forward and _DDPSink run eagerly around it (torch
+    # 2.13 distributed.py _inside_ddp_forward, "marked 'skip' in torchdynamo"), so the sink
+    # clones the compiled model's outputs as it clones the eager one's; in fp32 on V 4,096
+    # its moment leads the compiled step too
+    cfg = TrainingConfig(model=_llama(tmp_path, 4096), seq=64, batch=2, precision=precision,
+                         gpus=2, ddp_find_unused=True, compile=True)  # fmt: skip
+    est, traced = estimate(cfg), trace_step(cfg)
+    assert est.category_bytes("buckets") == traced.by_category["buckets"]
+    assert est.per_gpu_bytes == traced.peak_bytes
+    assert (est.peak_moment == SINK) == (precision == "fp32")
+
+
 @pytest.mark.parametrize(
     ("precision", "extra"),
     [

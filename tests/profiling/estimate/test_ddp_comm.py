@@ -1,0 +1,28 @@
+"""DDP's all-reduce in the communication count (``--gpus N`` without sharding): torch's Reducer
+all-reduces its buckets, which hold the trainable parameters' dtype (``initialize_buckets``,
+c10d/reducer.cpp; ``profiling.estimate.ddp.bucket_bytes``). Under autocast the parameters and
+so the buckets are fp32: the count took the compute dtype's 2 B per parameter; under mixed
+(16-bit parameters and gradients) it took FSDP's fp32 reduce dtype. Time only: the buckets'
+memory was counted already."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiling.config import TrainingConfig
+from profiling.estimate.comm import comm
+from profiling.estimate.shape import shape_of
+
+NAME = "data parallel all-reduce of the gradients"
+
+
+@pytest.mark.parametrize(
+    ("precision", "per_parameter"), [("fp32", 4), ("amp-bf16", 4), ("amp-fp16", 4), ("mixed", 2),
+                                     ("bf16", 2)],
+)  # fmt: skip
+def test_ddp_all_reduces_its_buckets_dtype(precision: str, per_parameter: int) -> None:
+    cfg = TrainingConfig(model="llama-1b", seq=512, batch=2, precision=precision, gpus=4)
+    shape = shape_of(cfg)
+    sent = {t.name: t for t in comm(cfg, shape).transfers}[NAME]
+    assert sent.bytes == int(2 * shape["params"] * per_parameter * 3 / 4)
+    assert f"× {per_parameter} B ×" in sent.formula
