@@ -18,7 +18,17 @@ before mul's (still three at once).
 Freed by then: the loss's log-probabilities (its two scalars stay, the loop holds them) and
 what the decoder's final ``T5LayerNorm`` kept under a frozen weight — ``pow``'s fp32 input (a
 copy of a 16-bit residual), the residual ``hidden_states * rsqrt`` saved and rsqrt (4 B a
-token); the frozen head kept no input. Read off the trace (t5-small toy: h 128, f 512, V 128,
+token); the frozen head kept no input.
+
+In 16 bits (bf16, mixed: a 16-bit residual) the final norm's own backward can lead (T5 v1.0's
+ReLU MLP makes only two t·b·f gradients): ``hidden_states * rsqrt`` multiplies the 16-bit
+residual by an fp32 rsqrt, so its gradient to the residual waits in 16 bits (t·b·h·2) for the
+variance's path, which goes back in fp32 — ``mean``'s expanded gradient and ``pow``'s backward
+(derivatives.yaml ``pow_backward``: ``grad * exponent * self.pow(exponent - 1)``) over the fp32
+copy ``pow`` kept: four t·b·h·4 tensors at once; the residual and rsqrt are freed by then, the
+copy is not (the ReLU toy, tied, bf16 q, v: −12,288 B before, now equal).
+
+Read off the trace (t5-small toy: h 128, f 512, V 128,
 2 + 3 blocks, 32 input and 24 target tokens, fp32, LoRA q, v, SGD): 0.986 of it before
 (−110,496 B), with up adapted −110,496 B, with dropout 0.1 −212,896 B; all now equal. Not
 here: autocast (the product's fp32 casts and 16-bit weight copies going back), an adapted down
@@ -36,10 +46,11 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
 NAME = "backward, the last decoder block's MLP"
+NORM = "backward, the decoder's final norm in 16 bits"
 
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
-    """The moment, or none where it does not apply. ``d``: the logits' dims
+    """The moments, or none where they do not apply. ``d``: the logits' dims
     (``t5.logit_dims``: s is the target's)."""
     from profiling.estimate.losses import REFERENCE
 
@@ -64,7 +75,17 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         f"t·b·{n}f·{e.c} {fmt_bytes(grads)}"
         + f" = {fmt_bytes(value)}"
     )  # fmt: skip
-    return [(NAME, value, calc)]
+    out = [(NAME, value, calc)]
+    if e.r == 2:
+        gone = U * (e.r * h + 4) + (U * h if cfg.dropout else 0)  # residual, rsqrt, mask
+        at = fwd - logits - gone + U * h * 2 + 4 * U * h * 4
+        out.append((NORM, at, (
+            f"end of forward {fmt_bytes(fwd)} − the loss's log-probabilities "
+            f"{fmt_bytes(logits)} − the norm's residual and rsqrt t·b·(h·2 + 4)"
+            + (" and T5Stack's dropout mask t·b·h" if cfg.dropout else "")
+            + f" {fmt_bytes(gone)} + the residual's 16-bit gradient t·b·h·2 and the variance's "
+            f"four fp32 t·b·h·4 {fmt_bytes(U * h * 18)} = {fmt_bytes(at)}")))  # fmt: skip
+    return out
 
 
-__all__ = ["NAME", "moments"]
+__all__ = ["NAME", "NORM", "moments"]

@@ -16,7 +16,7 @@ pytest.importorskip("peft")
 
 from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
-from profiling.estimate.t5_last_mlp import NAME
+from profiling.estimate.t5_last_mlp import NAME, NORM
 from profiling.trace.step import trace_step
 
 _T5 = {
@@ -51,4 +51,20 @@ def test_the_last_decoder_block_s_mlp_going_back(
     )  # fmt: skip
     traced, est = trace_step(cfg), estimate(cfg)
     assert est.peak_moment == NAME
+    assert est.per_gpu_bytes == traced.peak_bytes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "mixed"])
+def test_the_final_norm_going_back_in_16_bits(tmp_path, precision) -> None:
+    """T5 v1.0 (ReLU, tied) in 16 bits: the final norm's backward (the residual's 16-bit
+    gradient beside the variance's four fp32 ones) leads — it read −12,288 B (bf16)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_RELU))
+    cfg = TrainingConfig(
+        model=f"hf:{path}", seq=32, target_seq=24, batch=1, precision=precision, lora_rank=4,
+        lora_targets=["q", "v"], lora_dropout=0.0, checkpointing="none", optimizer="sgd",
+    )  # fmt: skip
+    traced, est = trace_step(cfg), estimate(cfg)
+    assert est.peak_moment == NORM
     assert est.per_gpu_bytes == traced.peak_bytes
