@@ -148,7 +148,8 @@ def nvml_status(counters: Any, available: int) -> tuple[bool, str, str]:
     usable = available * (1 - SAFETY_MARGIN)
     fits = c.must_fit() <= usable
     sentence = nvml_verdict(c.nvml.bytes, available, c.paged, c.reserved.bytes - c.held())
-    return fits, "✅" if fits else "❌", f"{'✅ Fits' if fits else '❌ Does not fit'}: {sentence}"
+    status = "✅" if fits else "❌"
+    return fits, status, f"{status} {sentence}"  # the sentence ends "fits" or "does not fit"
 
 
 def render_text(est: Estimate) -> str:

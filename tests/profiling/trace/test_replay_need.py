@@ -81,7 +81,7 @@ def test_a_replayed_trace_gives_one_verdict_by_nvidia_smi(small_gpu_trace: Trace
     assert result.peak_bytes < HEADROOM * 0.6e9  # by the allocated peak it would be ✅
     verdict = trace_verdict(result, 0.6)
     assert verdict["fits"] is False and verdict["status"] == "❌"
-    assert verdict["verdict"].startswith("❌ Does not fit: nvidia-smi would show")
+    assert verdict["verdict"].startswith("❌ nvidia-smi would show")
     text = render_trace_text(result) + "\n" + verdict["verdict"]
     assert text.count("nvidia-smi would show") == 1 and "✅" not in text
     assert result.counters is not None
@@ -104,4 +104,4 @@ def test_the_records_page_shows_the_traces_one_verdict(small_gpu_trace: TraceRes
 
     said = headline(trace_record(small_gpu_trace, 0.6))
     assert said is not None and said["status"] == "❌"
-    assert said["verdict"].startswith("❌ Does not fit: nvidia-smi would show")
+    assert said["verdict"].startswith("❌ nvidia-smi would show")
