@@ -1,13 +1,18 @@
-"""A GPT-NeoX-kind decoder (GPT-NeoX/Pythia, Falcon, Phi, BLOOM) with an untied head, trained
-whole: the embedding going back, the step's last backward op. Every other parameter's gradient
-is made by then and the optimizer's state of the last step is alive; ``embedding_backward``
+"""A GPT-NeoX-kind decoder (GPT-NeoX/Pythia, Falcon, Phi, BLOOM) or a Llama with an untied head,
+trained whole: the embedding going back, the step's last backward op. Every other parameter's
+gradient is made by then and the optimizer's state of the last step is alive; ``embedding_backward``
 (torch's derivatives.yaml, ``embedding_dense_backward``) makes the dense V·h gradient while the
 gradient reaching the embedding's output (s·b·h in the residual's dtype: the first block's two
 norms' input gradients summed with the residual's, transformers' ``GPTNeoXLayer.forward`` /
 ``FalconDecoderLayer.forward``) is still alive, and the loop holds the loss's scalars
-(``step_scalars.LOSS``; LitGPT's loop its logits too, ``losses.held_over``). Read in order from
-the trace's live storages: the embedding's gradient made, then the gradient reaching it freed,
-then the loss's scalars.
+(``step_scalars.LOSS``; LitGPT's loop its logits too, ``losses.held_over``). Read in order from the
+trace's live storages: the embedding's gradient made, then the gradient reaching it freed, then the
+loss's scalars.
+
+transformers' LlamaDecoderLayer.forward sums its input norm's and the residual's gradients the
+same way: llama-untied-l3 (V 512, h 64) amp-fp16 8-bit Adam 16 × 1 read the optimizer step,
+−4,104 B (s·b·h·4 + 8) below the trace; now equal (bitsandbytes' 8-bit step makes nothing
+beyond what the moment holds).
 
 Where the optimizer's step makes no temporaries (SGD) and the activations are few (full
 checkpointing, short sequences), this is the step's peak: gpt_neox-base (V 512, h 64) fp32 seq
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
 NAME = "backward, the embedding"
+ARCHS = ("neox", "llama")  # a Llama's first block sums its norm's and residual's gradients too
 
 
 def moments(
@@ -41,7 +47,7 @@ def moments(
     """The moment, or none where it does not apply. ``held``: the weights, gradients, optimizer
     state and the step's inputs, as the optimizer step counts them; ``scalars``: what the loop
     holds of the loss to backward's end (its scalars, LitGPT's logits)."""
-    if d is None or d.V is None or d.arch != "neox" or tied or cfg.lora_rank is not None:
+    if d is None or d.V is None or d.arch not in ARCHS or tied or cfg.lora_rank is not None:
         return []
     if cfg.grads_kept or cfg.optimizer_in_bwd or cfg.tp != 1 or not one_gpu_step(cfg):
         return []
