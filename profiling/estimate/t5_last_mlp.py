@@ -1,7 +1,8 @@
-"""LoRA on an encoder-decoder (T5, mT5) with its MLP's down frozen, no checkpointing: the last
-decoder block's MLP going back can hold the step's peak where the vocabulary is small next to
-the MLP (V 128 beside h 128, f 512): the loss's log-probabilities and the decoder's final norm
-are freed by then, and the MLP's f-wide gradients are alive at once.
+"""An encoder-decoder (T5, mT5) without autocast or checkpointing going back through its last
+decoder block's MLP and its final norm: either can hold the step's peak where the vocabulary
+is small next to the MLP (V 128 beside h 128, f 512): the loss's log-probabilities and the
+decoder's final norm's kept tensors are freed by then, and the MLP's f-wide gradients are
+alive at once.
 
 transformers' ``T5DenseGatedActDense.forward`` (models/t5/modeling_t5.py) runs
 ``wo(dropout(act(wi_0(x)) * wi_1(x)))``; going back, wo's input gradient (t·b·f) is alive while
@@ -9,30 +10,34 @@ transformers' ``T5DenseGatedActDense.forward`` (models/t5/modeling_t5.py) runs
 ``grad * self``): three t·b·f gradients at once, whether or not up or gate carry an adapter
 (theirs go back after). ``T5DenseActDense`` (ReLU) makes two: wo's input gradient and ReLU's
 (``threshold_backward``). Beside them the residual's gradient reaching the block (t·b·h in the
-residual's dtype); the frozen wo and wi saved no input (``mm`` saves its input only for a
-weight needing a gradient). The model's dropout (``--dropout``, ``estimate.t5_dropout``): its
-masks gone back already are freed (bool: the MLP's t·b·f, T5LayerFF's on wo's output and
-T5Stack's after the final norm, t·b·h each), and the MLP's own dropout makes its gradient
-before mul's (still three at once).
+residual's dtype). The model's dropout (``--dropout``): its masks gone back already are freed
+(bool: the MLP's t·b·f, T5LayerFF's on wo's output and T5Stack's after the final norm, t·b·h
+each), and the MLP's own dropout makes its gradient before mul's (still three at once).
 
-Freed by then: the loss's log-probabilities (its two scalars stay, the loop holds them) and
-what the decoder's final ``T5LayerNorm`` kept under a frozen weight — ``pow``'s fp32 input (a
-copy of a 16-bit residual), the residual ``hidden_states * rsqrt`` saved and rsqrt (4 B a
-token); the frozen head kept no input.
+Under LoRA the frozen wo and wi saved no input (``mm`` saves its input only for a weight
+needing a gradient). Freed by then: the loss's log-probabilities (its two scalars stay, the
+loop holds them) and what the decoder's final ``T5LayerNorm`` kept under a frozen weight —
+``pow``'s fp32 input (a copy of a 16-bit residual), the residual ``hidden_states * rsqrt``
+saved and rsqrt (4 B a token); the frozen head kept no input. A full finetune frees the final
+norm's normalized values and output too (the head's input) and the gated MLP's product (wo's
+input, its weight gradient made), and adds the weight gradients made so far: the head's V·h,
+the final norm's h and wo's h·f, in the weights' dtype (none where the loop keeps ``.grad``:
+autograd adds into it in place).
 
-In 16 bits (bf16, mixed: a 16-bit residual) the final norm's own backward can lead (T5 v1.0's
-ReLU MLP makes only two t·b·f gradients): ``hidden_states * rsqrt`` multiplies the 16-bit
-residual by an fp32 rsqrt, so its gradient to the residual waits in 16 bits (t·b·h·2) for the
-variance's path, which goes back in fp32 — ``mean``'s expanded gradient and ``pow``'s backward
-(derivatives.yaml ``pow_backward``: ``grad * exponent * self.pow(exponent - 1)``) over the fp32
-copy ``pow`` kept: four t·b·h·4 tensors at once; the residual and rsqrt are freed by then, the
-copy is not (the ReLU toy, tied, bf16 q, v: −12,288 B before, now equal).
+In 16 bits (bf16, mixed: a 16-bit residual) under LoRA the final norm's own backward can lead
+(T5 v1.0's ReLU MLP makes only two t·b·f gradients): ``hidden_states * rsqrt`` multiplies the
+16-bit residual by an fp32 rsqrt, so its gradient to the residual waits in 16 bits (t·b·h·2)
+for the variance's path, which goes back in fp32 — ``mean``'s expanded gradient and ``pow``'s
+backward (``pow_backward``: ``grad * exponent * self.pow(exponent - 1)``) over the fp32 copy
+``pow`` kept: four t·b·h·4 tensors at once; the residual and rsqrt are freed by then, the copy
+is not.
 
-Read off the trace (t5-small toy: h 128, f 512, V 128,
-2 + 3 blocks, 32 input and 24 target tokens, fp32, LoRA q, v, SGD): 0.986 of it before
-(−110,496 B), with up adapted −110,496 B, with dropout 0.1 −212,896 B; all now equal. Not
-here: autocast (the product's fp32 casts and 16-bit weight copies going back), an adapted down
-(its adapter goes back beside wo), checkpointing, other losses. No torch here.
+Read off the trace (t5-small toy: h 128, f 512, V 128, 2 + 3 blocks, 32 input and 24 target
+tokens, LoRA q, v, SGD): fp32 0.986 (−110,496 B), with up adapted −110,496 B, with dropout 0.1
+−212,896 B; the ReLU toy (tied) in bf16 −12,288 B; a full finetune in fp32 at 64 × 2 tokens
+−524,288 B; all now equal. Not here: autocast (the product's fp32 casts and 16-bit weight
+copies going back: ``t5_forward_amp`` for its forward), an adapted down (its adapter goes back
+beside wo), checkpointing, other losses, sharded or in-backward steps. No torch here.
 """
 
 from __future__ import annotations
@@ -53,30 +58,43 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     """The moments, or none where they do not apply. ``d``: the logits' dims
     (``t5.logit_dims``: s is the target's)."""
     from profiling.estimate.losses import REFERENCE
+    from profiling.estimate.states import weight_bytes
+    from profiling.estimate.t5 import _norm
 
-    if d is None or d.arch != "t5" or cfg.lora_rank is None or cfg.checkpointing != "none":
+    if d is None or d.arch != "t5" or cfg.checkpointing != "none" or cfg.loss != REFERENCE:
         return []
-    e = Bytes.of(cfg.precision)
-    if e.amp or "down" in cfg.lora_targets or cfg.loss != REFERENCE:
+    e, lora = Bytes.of(cfg.precision), cfg.lora_rank is not None
+    if e.amp or "down" in cfg.lora_targets or cfg.sharded or cfg.optimizer_in_bwd:
         return []
-    U, h, f = d.s * d.b, d.h, d.f
+    U, h, f, gated = d.s * d.b, d.h, d.f, bool(d.extra["t5"]["gated"])
     logits = U * int(d.V or 0) * e.c  # the log-probabilities (``t5._logits``, no autocast)
     copy = 0 if e.r == 4 else 4  # pow's fp32 copy of a 16-bit residual
-    norm = U * ((copy + e.r) * h + 4)
+    # the final norm's kept tensors: under LoRA the copy, the residual and rsqrt; a full
+    # finetune's normalized values and output too (t5._norm), and the gated product
+    norm = U * ((copy + e.r) * h + 4) if lora else _norm(U, d, e)
+    product = 0 if lora or not gated else U * f * e.c
+    made = (
+        0
+        if lora or cfg.grads_kept
+        else (int(d.V or 0) * h + h + h * f) * weight_bytes(cfg.precision)
+    )
     masks = U * (f + 2 * h) if cfg.dropout else 0
-    n = 3 if d.extra["t5"]["gated"] else 2
+    n = 3 if gated else 2
     grads = U * h * e.r + n * U * f * e.c
-    value = fwd - logits - norm - masks + grads
+    value = fwd - logits - norm - product - masks + grads + made
     calc = (
         f"end of forward {fmt_bytes(fwd)} − the loss's log-probabilities {fmt_bytes(logits)} − "
-        f"the decoder's final norm's kept tensors t·b·(({copy} + {e.r})·h + 4) {fmt_bytes(norm)}"
+        f"the decoder's final norm's kept tensors {fmt_bytes(norm)}"
+        + (f" − the gated product t·b·f·{e.c} {fmt_bytes(product)}" if product else "")
         + (f" − the dropout masks gone back t·b·(f + 2h) {fmt_bytes(masks)}" if masks else "")
         + f" + the residual's gradient t·b·h·{e.r} and the MLP's {n} gradients "
         f"t·b·{n}f·{e.c} {fmt_bytes(grads)}"
+        + (f" + the head's, the final norm's and wo's weight gradients {fmt_bytes(made)}"
+           if made else "")
         + f" = {fmt_bytes(value)}"
     )  # fmt: skip
     out = [(NAME, value, calc)]
-    if e.r == 2:
+    if lora and e.r == 2:
         gone = U * (e.r * h + 4) + (U * h if cfg.dropout else 0)  # residual, rsqrt, mask
         at = fwd - logits - gone + U * h * 2 + 4 * U * h * 4
         out.append((NORM, at, (
