@@ -27,7 +27,21 @@ V 2,048, 16 tokens, FSDP 8, mixed) read 0.986 of the trace tied with 2 blocks (b
 copy-out the peak, the end of backward ``fsdp._tied_end`` leading the estimate), 0.915 with 4
 (block 1's input norm), untied 0.92 / 0.87: equal to the byte now
 (tests/profiling/trace/test_fsdp_block_gather.py). Full training only (LoRA's blocks reduce
-their adapters' gradients alone, its head none); no recomputed block.
+their adapters' gradients alone, its head none).
+
+Fully checkpointed, the same order holds (torch ``utils/checkpoint.py``'s non-reentrant
+checkpoint reruns block i's forward when backward reaches it, after FSDP2's ``pre_backward``
+has unsharded it and prefetched block i − 1), but a block below keeps only its checkpointed
+input (s·b·h·r, and transformers' position ids: ``step_inputs.kept_position_ids``), the block
+going back keeps its own to its end beside its recomputed tensors (``per_layer`` again, with
+its SDPA seed and offset: ``step_scalars.recomputed_scalars``), and block 0's input norm may
+lead (the blocks above hold more sharded gradients than the blocks below hold inputs). The
+estimate had no moment for it and read 0.88-0.92 of the trace on wide toys (h 256, f 1024,
+V 256), mixed FSDP 2, seq 64 (Llama 0.883 at block 0's input norm going back; GPT-2 0.919,
+BLOOM 0.893, GPT-NeoX 0.886 late in block 0's backward): Llama's kind equal to the byte now
+(fp32 and autocast: a bound, gate's 16-bit weight gradient beside its fp32 cast under autocast,
+``GATE``); GPT-2's the bound above; GPT-NeoX's kind ``recomputed_bound``'s two moments
+(tests/profiling/trace/test_fsdp_recomputed.py).
 
 GPT-2's kind (LayerNorm, a GELU MLP, one fused c_attn) runs the same FSDP2 order and is counted
 with the same moments, a bound: its LayerNorm's backward and its MLP's two f-wide gradients make
@@ -60,6 +74,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.selective import blocks_keep_saved
 from profiling.estimate.states import gathered_bytes
+from profiling.estimate.step_inputs import kept_position_ids
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -69,6 +84,9 @@ GATHER = "backward, a lower block's gather (the block above's reduce-scatter inp
 NORM = "backward, a middle block's input norm (the block above's reduce-scatter input held)"
 POST = "backward, a middle block's second norm (the block above's reduce-scatter input held)"
 MLP = "backward, a block's MLP going back (its SwiGLU's three gradients)"
+RECOMPUTED = "backward, a recomputed block's attention going back (a bound)"
+GATE = "backward, a block's gate going back under autocast (a bound)"
+GELU = "backward, a recomputed block's GELU going back (a bound)"
 
 
 def _norm_tape(d: Any, e: Any, cfg: TrainingConfig) -> int:
@@ -92,8 +110,8 @@ def _norms_back(
     norm's saved tensors and output alive (``per_layer``'s attention and half its norms' and
     matmul inputs'); ``NORM``, all of it gone back (block·g of gradients). Each beside that
     norm's backward at its peak (``norm_tapes``: it holds the norm weight's gradient)."""
-    fixed, held, shard, block_g, block_r, L = sums
-    f, n = fmt_bytes, int(L)
+    block_g, n = sums[3], int(sums[5])
+    recomputed = not blocks_keep_saved(cfg)
     tape = _norm_tape(d, e, cfg)
     attn_copies, mlp_copies = autocast_copies(d, e, cfg)
     layer = _block_saved(d, e, cfg, terms)
@@ -103,19 +121,76 @@ def _norms_back(
     # (name, the lowest and highest block it is counted at, what is alive of block i, made by
     # then, words)
     cases: list[tuple[str, int, int, float, float, str]] = []
-    if n >= 3:  # without resharding the top block's too (every block gathered still)
+    if n >= 3 or recomputed:  # without resharding the top block's too (all gathered still)
         top = n - 1 if cfg.zero == 2 else n - 2
-        cases.append(
-            (NORM, 1, top, 0.0, block_g - norm_g + tape, "its unsharded gradients" + with_tape)
-        )
+        # recomputed, block 0's leads on 2 GPUs: the blocks above hold more sharded gradients
+        # than the blocks below hold checkpointed inputs
+        cases.append((NORM, 0 if recomputed else 1, top, 0.0, block_g - norm_g + tape,
+                      "its unsharded gradients" + with_tape))  # fmt: skip
     if {"norms", "matmul inputs", "attention", "MLP"} <= set(by):  # transformers' Llama's terms
         alive = by["attention"] + (by["norms"] + by["matmul inputs"]) / 2 + attn_copies
         mlp = 3 * d.h * d.f * gathered_bytes(cfg) / cfg.tp
         cases.append((POST, 0, n - 2, alive, mlp + tape, "its attention's and input norm's "
                       "saved tensors and its MLP's weight gradients" + with_tape))  # fmt: skip
+        if recomputed and e.amp and d.arch == "llama":
+            # gate goes back last, its 16-bit weight gradient beside its fp32 cast (autocast's
+            # weight cast going back, ``_to_copy``) and the MLP's other two fp32 ones: llama-wide
+            # amp-bf16 FSDP 2 peaks there, 163,864 B above up's moment (``_mlp_back``). A bound:
+            # the post-attention norm's backward stands for the MLP's input gradients
+            gate = d.h * d.f * 2 / cfg.tp
+            cases.append((GATE, 0, n - 2, alive, mlp + gate + tape, "its attention's and input "
+                          "norm's saved tensors, its MLP's weight gradients and gate's 16-bit "
+                          "one h·f·2" + with_tape))  # fmt: skip
     if "MLP" in by:  # down's (c_proj's) 16-bit weight copy freed as it went back
         down_copy = mlp_copies / (3 if d.arch == "llama" else 2)
         cases.append(_mlp_back(d, e, cfg, layer - down_copy, n))
+
+    return _place(cfg, sums, cases)
+
+
+def recomputed_bound(
+    d: Any, e: Any, cfg: TrainingConfig, sums: tuple[float, ...], terms: list[Any]
+) -> list[tuple[str, float, str]]:
+    """GPT-NeoX's kind fully checkpointed (its norms and MLP are not RMSNorm and SwiGLU, and
+    ``NORM``'s tapes are not theirs): block i going back, two bounds — its GELU going back
+    (every recomputed tensor, ``per_layer``, beside its MLP's output weight's gradient and
+    GELU's gradients), and its attention going back (all of its unsharded gradients, block·g,
+    beside its recomputed tensors but the MLP's, as if none of the attention's were freed).
+    The trace's peak lies in block 0's backward (its query_key_value's, or BLOOM's gelu's)."""
+    if blocks_keep_saved(cfg):
+        return []
+    block_g, n = sums[3], int(sums[5])
+    layer = _block_saved(d, e, cfg, terms)
+    # the MLP's own terms (BLOOM's GeLUFunction's backward among them: it holds the output
+    # weight's gradient already)
+    mlp = sum(float(t.bytes) for t in terms if "MLP" in t.name or "GeLU" in t.name)
+    gelu = any("GeLUFunction's backward" in t.name for t in terms)
+    T, h, f, c = d.s * d.b, d.h, d.f, e.c
+    out_w = 0.0 if gelu else (h * f + h) * gathered_bytes(cfg) / cfg.tp
+    at_gelu = 0.0 if gelu else 2 * T * f * c / cfg.tp  # GELU's input's and output's gradients
+    cases = [
+        (GELU, 0, n - 1, layer, out_w + at_gelu,
+         "its recomputed tensors, its MLP's output weight's gradient and GELU's two f-wide "
+         "gradients (a bound)"),
+        # the MLP gone back: its saved tensors and autocast's 16-bit copies of its weights freed
+        (RECOMPUTED, 0, n - 1, layer - mlp - autocast_copies(d, e, cfg)[1], block_g,
+         "its unsharded gradients beside its recomputed tensors but its MLP's (a bound)"),
+    ]  # fmt: skip
+    return _place(cfg, sums, cases)
+
+
+def _place(
+    cfg: TrainingConfig,
+    sums: tuple[float, ...],
+    cases: list[tuple[str, int, int, float, float, str]],
+) -> list[tuple[str, float, str]]:
+    """Each case (name, the lowest and highest block it is counted at, what is alive of block
+    i, made by then, words) at its highest block i, beside the blocks above's sharded gradients
+    and what the blocks below keep (``sums``: as ``_norms_back``'s)."""
+    fixed, held, shard, block_g, block_r, L, kept = sums
+    f, n = fmt_bytes, int(L)
+    recomputed = not blocks_keep_saved(cfg)
+    what_kept = "checkpointed inputs" if recomputed else "saved tensors"
 
     def edge(j: int) -> float:
         """What block j holds less than the middle's two blocks gathered and the reduce-scatter
@@ -132,8 +207,10 @@ def _norms_back(
     for name, lowest, highest, alive, made, words in cases:
         # linear in i between its edges: the ends, and the blocks next to the edges
         ends = {j for j in (lowest, 1, n - 2, highest) if lowest <= j <= highest}
-        i = max(ends, key=lambda j: (n - 1 - j) * shard + j * layer - edge(j))
-        below = (n - 1 - i) * shard + i * layer
+        # recomputed, the block going back keeps its own checkpointed input to its end too
+        own = 1 if recomputed else 0
+        i = max(ends, key=lambda j: (n - 1 - j) * shard + (j + own) * kept - edge(j))
+        below = (n - 1 - i) * shard + (i + own) * kept
         mine = alive + made - edge(i)
         lower = f"block {i - 1} prefetched" if i else "no block below: less one block gathered"
         if cfg.zero == 2:
@@ -141,7 +218,8 @@ def _norms_back(
         upper = ", no reduce-scatter input above it" if i == n - 1 else ""
         calc = (
             f"{fixed:.0f} B as above (block {i}, {lower}{upper}) + {words} {f(mine)} + "
-            f"{n - 1 - i} blocks' sharded gradients and {i} blocks' saved tensors {f(below)} + "
+            f"{n - 1 - i} blocks' sharded gradients and {i + own} blocks' {what_kept} "
+            f"{f(below)} + "
             f"{f(held)} held"
         )
         out.append((name, fixed + mine + below + held, calc))
@@ -196,10 +274,11 @@ def _block_saved(d: Any, e: Any, cfg: TrainingConfig, terms: list[Any]) -> float
     """One block's saved tensors: ``per_layer``'s terms, autocast's 16-bit weight copies and
     its attention's SDPA seed and offset (``step_scalars.sdpa_rng``) and transformers' Falcon's
     key/value index tensors (``falcon_index``; all counted once per model elsewhere)."""
-    from profiling.estimate.step_scalars import falcon_index, sdpa_rng
+    from profiling.estimate.step_scalars import falcon_index, recomputed_scalars, sdpa_rng
 
     copies = sum(autocast_copies(d, e, cfg))
-    scalars = sdpa_rng(d, cfg) + falcon_index(d, cfg)
+    # fully checkpointed, the block recomputed saves them again (its own, the others' gone)
+    scalars = sdpa_rng(d, cfg) + falcon_index(d, cfg) + recomputed_scalars(d, cfg)
     return float(sum(term.bytes for term in terms)) + copies + scalars
 
 
@@ -218,23 +297,33 @@ def autocast_copies(d: Any, e: Any, cfg: TrainingConfig) -> tuple[float, float]:
 def block_gather(
     cfg: TrainingConfig, shape: dict[str, Any], parts: dict[str, float], root: int, block: int
 ) -> list[tuple[str, float, str]]:
-    """The two moments (name, bytes, calculation), where modelled: FSDP2 reducing every
+    """The moments (name, bytes, calculation), where modelled: FSDP2 reducing every
     micro-batch, full training of Llama's kind (GPT-2's: a bound; GPT-NeoX's: ``GATHER``
-    alone) with no recomputed block, two blocks or more (the input norm's: three or more)."""
+    alone, and fully checkpointed ``recomputed_bound``'s), eager, two blocks or more (the
+    input norm's: three or more, or fully checkpointed)."""
     from profiling.estimate import activations as acts
-    from profiling.estimate import neox
+    from profiling.estimate import eager_mask, neox
     from profiling.estimate.block_terms import per_layer
 
     d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
     L, V, psi = int(shape.get("layers") or 0), shape.get("vocab"), int(shape.get("params") or 0)
     if d is None or d.arch not in ("llama", "gpt2", "neox") or L < 2 or not V or not psi:
         return []
-    if cfg.lora_rank is not None or cfg.compile or not blocks_keep_saved(cfg):
+    if cfg.lora_rank is not None or (cfg.compile and blocks_keep_saved(cfg)):
         return []
+    if cfg.compile:  # fully checkpointed: the eager block's moments stand for the compiled
+        # one's, unchecked (the trace runs no compiled block under FSDP2 yet); without them
+        # the estimate kept the end of backward, llama-wide mixed FSDP 2 0.883 of eager's trace
+        cfg = cfg.model_copy(update={"compile": False})
     e = acts.Bytes.of(cfg.precision)
     g, t, f = gathered_bytes(cfg), cfg.tp, fmt_bytes
     r = 4 if cfg.precision == "mixed" else g
     layer = _block_saved(d, e, cfg, per_layer(d, e, cfg))
+    # what a block below the one going back keeps: its saved tensors, or, fully checkpointed,
+    # its input alone (torch/utils/checkpoint.py's non-reentrant _checkpoint_hook saves the
+    # block's inputs; the block recomputes the rest going back, ``layer`` again)
+    kept = layer if blocks_keep_saved(cfg) else d.s * d.b * d.h * e.r / t
+    saved = "saved tensors" if blocks_keep_saved(cfg) else "checkpointed inputs"
     shard = parts["gradients"] * (1 - root / psi) / L  # one block's sharded gradients
     gpt2 = d.arch == "gpt2"  # a final LayerNorm (weight and bias); positions, not RoPE
     norm = 2 if d.arch in ("gpt2", "neox") else 1
@@ -249,6 +338,9 @@ def block_gather(
         # to the end: Falcon's causal mask, BLOOM's embeddings' LayerNorm
         table = 2 * d.s * int(d.extra["neox"]["rotary"]) * e.rope
         table += sum(term.bytes for term in neox.once_per_model(d, e, cfg))
+    # transformers' position ids and eager attention's 4-D causal mask, which every fully
+    # checkpointed block keeps as an input (step_inputs, eager_mask: one storage each)
+    table += kept_position_ids(d, cfg) + sum(t.bytes for t in eager_mask.once_per_model(d, e, cfg))
     held = d.s * d.b * d.h * e.r / t + table + parts["inputs"]
     head_bias = f" + the head's bias V·{g} B" if bias else ""
     base = (
@@ -262,18 +354,18 @@ def block_gather(
         + f", the step's inputs and the loss {f(held)}"
     )
     # block i's copy-out, blocks above resharded and reduced: linear in i, so an end is highest
-    i = max((0, L - 2), key=lambda j: (L - 1 - j) * shard + (j + 1) * layer)
-    below = (L - 1 - i) * shard + (i + 1) * layer
+    i = max((0, L - 2), key=lambda j: (L - 1 - j) * shard + (j + 1) * kept)
+    below = (L - 1 - i) * shard + (i + 1) * kept
     out = [(GATHER, fixed + below + held,
             f"{base} (block {i}) + {L - 1 - i} blocks' sharded gradients and {i + 1} blocks' "
-            f"saved tensors {f(below)}{tail}")]  # fmt: skip
+            f"{saved} {f(below)}{tail}")]  # fmt: skip
     if cfg.zero == 2:  # without resharding no block is gathered again in backward
         out = []
+    sums = (fixed, held, shard, block * g / t, block * r / t, L, kept)
     if d.arch == "neox":  # the other moments are RMSNorm's and SwiGLU's
-        return out
-    sums = (fixed, held, shard, block * g / t, block * r / t, L)
+        return out + recomputed_bound(d, e, cfg, sums, per_layer(d, e, cfg))
     out += _norms_back(d, e, cfg, sums, per_layer(d, e, cfg))
     return out
 
 
-__all__ = ["GATHER", "MLP", "NORM", "POST", "block_gather"]
+__all__ = ["GATE", "GATHER", "GELU", "MLP", "NORM", "POST", "RECOMPUTED", "block_gather"]

@@ -53,11 +53,17 @@ def add_lines(ledger: Ledger, d: Dims | None, cfg: TrainingConfig) -> None:
     step_scalars.add_lines(ledger, d, cfg)
     ledger.add(Line("Inputs: the token ids and labels (int64)", term.bytes, term.bytes,
                     term.formula, term.substituted, "inputs", "inputs"))  # fmt: skip
-    if cfg.checkpointing == "full" and d.extra.get("hf_module") in _POSITION_IDS_OF:
-        value = d.s * 8
+    if value := kept_position_ids(d, cfg):
         ledger.add(Line(f"{POSITION_IDS}, kept by every checkpointed block (int64, one storage)",
                         value, value, "s·8 B", f"{d.s}·8",
                         "activations", "activations"))  # fmt: skip
+
+
+def kept_position_ids(d: Dims, cfg: TrainingConfig) -> int:
+    """transformers' position ids every fully checkpointed block keeps (s·8 B), else 0."""
+    if cfg.checkpointing == "full" and d.extra.get("hf_module") in _POSITION_IDS_OF:
+        return d.s * 8
+    return 0
 
 
 def shifted_labels(d: Dims | None, lines: list[Line]) -> tuple[float, str, float, str]:
