@@ -251,6 +251,10 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         return bloom.once_per_model(d, e, cfg)
     if d.extra.get("hf_module") != "falcon":
         return []
+    from profiling.estimate.hf_ops import eager
+
+    if eager(d, cfg):  # eager_mask turns it into a float one at once: the boolean is freed
+        return []
     # transformers' sdpa_mask (src/transformers/masking_utils.py @ 00c4411c; 5.24.0 the same)
     # builds it by broadcasting the mask function over the batch's arange and expand()s it to
     # b rows: one s² storage without a padding mask (the trace: s² bytes at b = 2)

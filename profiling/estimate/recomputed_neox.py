@@ -32,8 +32,11 @@ With ``--attention eager`` (transformers' modules but BLOOM's, whose own attenti
 counts) the block's attention goes back after its MLP, softmax's backward holding two s²
 gradients beside the recomputed probabilities (``_eager_back``): the MLP's moment alone read
 0.869-0.923 of the trace on the Falcon kinds and GPT-NeoX at seq 128 (D57); this bound reads
-1.02-1.05 in fp32, 1.12 in bf16 (the s² gradients counted in fp32). Falcon-40B's forward under
-checkpointing at batch 2 (the trace's peak there) is not modelled: 0.985 of the trace.
+1.02-1.19 (every recomputed tensor counted, the s² gradients in fp32). Trained whole without
+autocast or dropout on transformers' GPT-NeoX and Phi the moment is exact instead
+(``recomputed_neox_softmax``: what is alive then, read from the trace; not Falcon, whose
+recomputation's own softmax can be higher). Falcon-40B's forward under checkpointing at batch
+2 (the trace's peak there): ``falcon_eager_forward``.
 
 Any loss: PyTorch's, or another stack's through its plan (LitGPT's, Liger's, CCE's, the chunked
 ones fell back to the end of forward and one block's kept tensors: 0.77 of the trace).
@@ -47,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate import recomputed_qkv
+from profiling.estimate import recomputed_neox_softmax, recomputed_qkv
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import head_adapter
 from profiling.estimate.ranks import one_gpu_step
@@ -196,7 +199,15 @@ def moment(
         if value > best[0]:
             best = (value, calc)
         # its attention's softmax going back, after the MLP (BLOOM's own attention: bloom.py)
-        if inp.attention == "eager" and d.extra.get("hf_module") != "bloom":
+        if recomputed_neox_softmax.applies(d, e, inp):  # exact (recomputed_neox_softmax)
+            base = fwd - gone - fewer + rest + above
+            at, words = recomputed_neox_softmax.at_softmax(d, e, inp, p)
+            if base + at > best[0]:
+                best = (base + at, f"block {i + 1} of {d.L} at its softmax's backward: end of "
+                        f"forward less the loss's tensors and the checkpoints above, the "
+                        f"gradients made by then {fmt_bytes(base)} + {words} = "
+                        f"{fmt_bytes(base + at)}")  # fmt: skip
+        elif inp.attention == "eager" and d.extra.get("hf_module") != "bloom":
             base = fwd - gone - fewer + rest + above + recompute + copies
             made, back, words = _eager_back(d, e, inp, 0 if lora else p)
             if base + made + back > best[0]:
