@@ -19,6 +19,7 @@ from profiling.estimate import (
     ddp_unused,
     encoder,
     encoder_embeddings,
+    falcon_eager_forward,
     gpt2_end,
     head_adapter_forward,
     llama_dequant,
@@ -106,6 +107,7 @@ def step_moments(
         + t5_forward_amp.moments(d, inp, fwd)
         + ddp_unused.sink_moments(d, inp, fwd, est_lines)
         + head_adapter_forward.moments(d, inp, fwd, est_lines)
+        + falcon_eager_forward.moments(d, inp, fwd, est_lines)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:
