@@ -27,10 +27,12 @@ LORA = {"lora_rank": 8, "lora_dropout": 0.0}
 # (kind, options, most): the old ratio in the comment; ``most`` the one-GPU bound's ratio
 CASES = [
     ("gpt_neox", {"seq": 128, "batch": 2, "precision": "fp32", **EAGER}, 1.06),  # 0.910
-    ("falcon-40b", {"seq": 128, "batch": 1, "precision": "fp32", **EAGER}, 1.04),  # 0.884
+    # 0.884; the one-GPU bound 1.052 since eager_mask counts Falcon's 4-D mask (recomputed_neox)
+    ("falcon-40b", {"seq": 128, "batch": 1, "precision": "fp32", **EAGER}, 1.06),
     ("gpt_neox sequential", {"batch": 2, "precision": "amp-bf16", **EAGER, **LORA,
                              "lora_targets": "v", "dropout": 0.1, "grads_kept": True,
-                             "seq": 256}, 1.02),  # 0.710
+                             "seq": 256}, 1.06),  # 0.710; 1.054 with the 4-D eager mask
+    # counted (eager_mask) beside the LoRA/autocast softmax bound (recomputed_neox._eager_back)
     ("llama", {"seq": 64, "batch": 1, "precision": "mixed", "checkpointing": "full",
                "optimizer": "sgd", **LORA, "lora_targets": "q,v"}, 1.01),  # 0.948
     ("llama", {"seq": 64, "batch": 1, "precision": "mixed", "checkpointing": "full",
