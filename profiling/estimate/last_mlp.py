@@ -65,6 +65,10 @@ def last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None
                 f"the output projection's input gradient s·b·f·{e.c} and its 16-bit weight and "
                 f"bias gradients (h·f + h)·{e.c}"
             )
+    up, up_words = up_weight_cast(d, e, cfg)
+    if up > 0:
+        value += up
+        calc += up_words
     # a norm after the MLP went back first (BERT's, RoBERTa's post-norm blocks too)
     encoder = d.arch == "encoder" and not d.extra["encoder"]["pixels"]
     if d.extra.get("norms") in ("post", "sandwich") or encoder:
@@ -90,6 +94,34 @@ def last_mlp(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str] | None
                 " and its fp32 absmax" if absmax else ""
             )
     return value, calc
+
+
+def up_weight_cast(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
+    """transformers' Llama MLP trained whole under autocast: how far up's weight gradient cast
+    rises above the SwiGLU's product going back (bytes, the calculation's words; ≤ 0 where it
+    does not, 0 elsewhere). ``LlamaMLP.forward`` (models/llama/modeling_llama.py) runs
+    ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``; autograd runs up's branch before SiLU's
+    (the later-made node first). By up's weight cast, mul's backward has freed its saved SiLU
+    and up outputs and its two gradients but the one waiting for SiLU, and up's matmul's
+    backward its saved 16-bit input and weight copies (autocast's ``cached_cast``); then
+    ``_to_copy``'s backward (derivatives.yaml: ``grad.to(self.options())``) casts up's 16-bit
+    weight gradient to fp32 beside it, with up's input gradient cast back to fp32: + h·f·4 +
+    s·b·h·(4 − c) − s·b·4f·c against the product's moment. Read from the trace's live storages:
+    llama-wide (h 256, f 1024) amp-bf16 64 × 2, 8-bit Adam or SGD, Liger's loss or PyTorch's:
+    −65,536 B before (0.997), now equal."""
+    if not e.amp or cfg.lora_rank is not None or d.arch != "llama":
+        return 0, ""
+    if d.extra.get("hf_module") not in ("llama", "mistral"):
+        return 0, ""
+    T, h, f = d.s * d.b, d.h, d.f
+    up = h * f * 4 + T * h * (4 - e.c) - 4 * T * f * e.c
+    words = (
+        f", then at up's weight gradient cast: its 16-bit and fp32 weight gradients and its "
+        f"input's gradient in fp32, less mul's saved SiLU and up outputs, two of the three "
+        f"gradients and up's 16-bit input and weight copies: h·f·4 + s·b·h·(4 − {e.c}) − "
+        f"s·b·4f·{e.c} {fmt_bytes(up)}"
+    )
+    return up, words
 
 
 def unsaved_down_input(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:

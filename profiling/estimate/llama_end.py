@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate import llama_dora_mlp
 from profiling.estimate.activations import Bytes, Dims, _cuda
+from profiling.estimate.last_mlp import up_weight_cast
 from profiling.estimate.lora_bytes import KERNEL_LOSSES, adapter_bytes, head_adapter, own_copies
 from profiling.estimate.recomputed import LITGPT_LLAMA
 from profiling.estimate.selective import blocks_keep_saved
@@ -169,6 +170,10 @@ def _mlp(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> list[tuple[str,
         + (f" + down's gradients {fmt_bytes(down)}" if down else "")
         + (f" − what down's backward freed ({freed_words}) {fmt_bytes(freed)}" if freed else "")
     )
+    up, up_words = up_weight_cast(d, e, cfg)  # later, under autocast: up's weight cast
+    if up > 0:
+        value += up
+        calc += up_words
     if cfg.lora_rank is not None and "down" in cfg.lora_targets:
         # earlier, at down's A going back: its input's gradient in the adapters' dtype beside
         # the input (or copy) it kept and the gradient reaching B (s·b·h; A's output is freed

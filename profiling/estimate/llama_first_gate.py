@@ -98,8 +98,20 @@ def moments(
     # autocast: the weight's gradient cast to fp32 beside its 16-bit one; the residual's and
     # the summed norm output's gradients
     at_cast = h * f * (2 + 4) + 2 * T * h * e.r if e.amp else 0
-    which, extra = ("its weight's gradient cast", at_cast) if at_cast > at_mm else (
-        "its matmul going back", at_mm)  # fmt: skip
+    # before the gate, right after down's backward: the SwiGLU's product going back (mul's two
+    # gradients beside down's input gradient, the residual's alive); the first block keeps its
+    # MLP's saved tensors but the product (down's input, freed as down's backward returned)
+    # and the norm output's copies, and under autocast the gate's and up's 16-bit weight
+    # copies; up's gradient is not made yet
+    at_mul = (
+        mlp - T * f * e.c + share - h * f * p + 3 * T * f * e.c + T * h * e.r
+        + h * f * 2 * 2 * e.amp
+    )  # fmt: skip
+    which, extra = max(
+        (("its weight's gradient cast", at_cast), ("its matmul going back", at_mm),
+         ("the SwiGLU's product going back", at_mul)),
+        key=lambda w: w[1],
+    )  # fmt: skip
     value = base + extra
     calc = (
         f"weights, gradients, optimizer and inputs {fmt_bytes(held)} − the gradients not made "
@@ -113,7 +125,12 @@ def moments(
         + (
             f"its 16-bit and fp32 weight gradients h·f·(2 + 4) and the residual's and the "
             f"norm output's gradients s·b·2h·{e.r}"
-            if extra == at_cast
+            if which == "its weight's gradient cast"
+            else f"its MLP's saved tensors but the product, and the norm output's copies, "
+            f"less up's gradient not made yet h·f·{p}, down's input gradient and mul's two "
+            f"s·b·3f·{e.c}, the residual's gradient s·b·h·{e.r}"
+            + (" and the gate's and up's saved 16-bit weight copies h·f·2·2" if e.amp else "")
+            if which == "the SwiGLU's product going back"
             else f"its output's gradient s·b·f·{e.c}, its weight's h·f·{wgrad // (h * f)}, its "
             f"saved input and its input's gradient s·b·2h·{e.c}, up's input's and the "
             f"residual's gradients s·b·2h·{e.r}"
