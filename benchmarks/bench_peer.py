@@ -56,6 +56,7 @@ sys.path.insert(1, str(HERE))  # peer_deepspeed, also when this file is loaded a
 
 import peer_deepspeed  # noqa: E402
 
+from profiling._config_shape import SHAPE_FIELDS  # noqa: E402
 from profiling.config import TrainingConfig  # noqa: E402  (the checkout, not an install)
 from profiling.errors import ProfilingError  # noqa: E402
 from profiling.estimate.memory import estimate  # noqa: E402
@@ -81,7 +82,10 @@ def _config(row: dict[str, Any]) -> TrainingConfig:
     local = (row.get("config_file") or {}).get("local")
     if local:
         values.update(read_recipe([HERE / "peer" / local]).values)
-    values.update(row.get("overrides") or {})
+    overrides = row.get("overrides") or {}
+    if any(f in overrides for f in SHAPE_FIELDS) and "model" not in overrides:
+        values.pop("model", None)  # a shape given by hand replaces the file's model (--from's rule)
+    values.update(overrides)
     if row.get("gpu_mem_gb"):
         values["gpu_mem"] = _gpu_bytes(row) / 1e9
     return TrainingConfig.parse(style="field", **values)

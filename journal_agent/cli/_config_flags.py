@@ -41,7 +41,9 @@ def _option(field: str) -> inspect.Parameter:
     help_text = spec["description"]
     flag = config_table.flag_name(field)
     if spec["kind"] == "bool":
-        decls = [f"{flag}/--no-{flag[2:]}"] if spec["default"] is None else [flag]
+        # Every switch has its --no- form: a value read from a recipe (--from) is overridden
+        # either way, as every flag given wins over the file.
+        decls = [f"{flag}/--no-{flag[2:]}"]
         option = typer.Option(*decls, help=help_text, rich_help_panel=PANEL, show_default=False)
         return inspect.Parameter(
             field,

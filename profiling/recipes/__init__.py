@@ -181,16 +181,33 @@ def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
         if field in values and values[field] != value:
             from profiling.config_table import flag_name
 
-            recipe.notes.append(
-                f"{flag_name(field)} {value} given: it overrides the recipe's {values[field]!r}"
-            )
+            flag = flag_name(field)
+            said = (flag if value else f"--no-{flag[2:]}") if isinstance(value, bool) else (
+                f"{flag} {value}")  # fmt: skip
+            recipe.notes.append(f"{said} given: it overrides the recipe's {values[field]!r}")
         values[field] = value
+    if "model" in recipe.values and "model" not in given:
+        _shape_replaces_model(recipe, values, given)
     if "model" not in values and "params" not in values and "layers" not in values:
         raise ProfilingError(
             f"{', '.join(recipe.files)} names no model we ship{_naming(recipe)}; give --model "
             "hf:NAME or hf:PATH (a config.json)"
         )
     return values
+
+
+def _shape_replaces_model(recipe: Recipe, values: dict[str, Any], given: dict[str, Any]) -> None:
+    """A shape given by hand (--layers … or --params) wins over the model the recipe names, as
+    every flag given wins over the file: the recipe's model is set aside, and said so."""
+    from profiling._config_shape import SHAPE_FIELDS
+    from profiling.config_table import flag_name
+
+    flags = [flag_name(f) for f in SHAPE_FIELDS if given.get(f) is not None]
+    if flags:
+        recipe.notes.append(
+            f"{' '.join(flags)} given: the shape by hand replaces the recipe's model "
+            f"{values.pop('model')!r}"
+        )
 
 
 # The keys that name the model, by reader (exact: torchtune's checkpointer.checkpoint_dir, its

@@ -33,6 +33,9 @@ SAME_SHAPE = {
     # widths and tied embeddings (bd2a0fc)
     "qwen2-0.5b": ("qwen2.5-0.5b", "Qwen2 0.5B has Qwen2.5 0.5B's shape (torchtune's builders)"),
     "qwen2-1.5b": ("qwen2.5-1.5b", "Qwen2 1.5B has Qwen2.5 1.5B's shape (torchtune's builders)"),
+    # qwen2_7b and qwen2_5_7b_base (bd2a0fc): 28 blocks of 3,584, 28 heads, 4 key/value heads,
+    # 18,944 wide, a vocabulary of 152,064, an untied head; only max_seq_len differs
+    "qwen2-7b": ("qwen2.5-7b", "Qwen2 7B has Qwen2.5 7B's shape (torchtune's builders)"),
 }
 
 # torchtune's model builders (torchtune.models.<family>.<builder>) by family and size.
@@ -50,6 +53,7 @@ _TORCHTUNE_ONE_SIZE = {"phi4": "14b"}
 _TORCHTITAN = {
     ("llama3", "8B"): "llama-3.1-8b",
     ("llama3", "70B"): "llama-3.1-70b",
+    ("llama3", "405B"): "llama-3.1-405b",
     ("llama2", "7B"): "llama-2-7b",
     ("llama2", "13B"): "llama-2-13b",
     ("qwen3", "0.6B"): "qwen3-0.6b",

@@ -63,6 +63,10 @@ def test_published_counts_spelled_out() -> None:
         "qwen3-4b": 4_022_468_096,
         "qwen3-14b": 14_768_307_200,
         "qwen3-32b": 32_762_123_264,
+        # Llama 2 70B: 80 blocks of 8,192 with 8 key/value heads, 32,000 untied; Llama 3.1 405B:
+        # 126 blocks of 16,384, 53,248 wide, 128,256 untied
+        "llama-2-70b": 68_976_648_192,
+        "llama-3.1-405b": 405_853_388_800,
         # 15.7B total (2.4B activated): 2·102400·2048 embeddings and head, 27 blocks of latent
         # attention, the first with a dense MLP of 10944, 26 with 64 routed + 2 shared experts
         "deepseek-v2-lite": 15_706_484_224,

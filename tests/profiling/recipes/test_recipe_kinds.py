@@ -183,16 +183,16 @@ def test_cli_estimates_kd(cli, tmp_path: Path) -> None:
 
 
 def test_a_kd_teacher_not_shipped_is_one_sentence_never_the_student_alone(tmp_path: Path) -> None:
-    """A teacher the catalogue does not ship (torchtune's Qwen2 7B builder): estimated without
+    """A teacher the catalogue does not ship (torchtune's Llama 4 Scout builder): estimated without
     it, the step would be the student's fine-tune."""
     text = (TORCHTUNE / "8B_to_1B_KD_lora_single_device.yaml").read_text(encoding="utf-8")
     path = tmp_path / "7B_to_1B_KD.yaml"
-    path.write_text(text.replace("llama3_1.llama3_1_8b", "qwen2.qwen2_7b"), "utf-8")
+    path.write_text(text.replace("llama3_1.llama3_1_8b", "llama4.llama4_scout_17b_16e"), "utf-8")
     recipe = read_recipe([path])
     with pytest.raises(ProfilingError) as info:
         with_recipe(recipe, {"seq": 256})
     said = str(info.value)
-    assert "qwen2_7b" in said and "give --kd-teacher" in said
+    assert "llama4_scout_17b_16e" in said and "give --kd-teacher" in said
     values = with_recipe(recipe, {"seq": 256, "kd_teacher": "hf:llama-3.1-8b"})
     assert values["kd_teacher"] == "hf:llama-3.1-8b"
 

@@ -24,7 +24,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
         ("torchtune.models.llama3_3.lora_llama3_3_70b", "hf:llama-3.1-70b"),
         ("torchtune.models.phi3.phi3_mini", "hf:phi-3-mini"),  # neighbours unmoved
         ("torchtune.models.llama3_1.llama3_1_70b", "hf:llama-3.1-70b"),
-        ("torchtune.models.qwen2.qwen2_7b", None),
+        ("torchtune.models.llama4.llama4_scout_17b_16e", None),
+        # torchtune's qwen2_7b has qwen2_5_7b_base's shape; llama2_70b and llama3_1_405b ship
+        ("torchtune.models.qwen2.lora_qwen2_7b", "hf:qwen2.5-7b"),
+        ("torchtune.models.llama2.qlora_llama2_70b", "hf:llama-2-70b"),
+        ("torchtune.models.llama3_1.qlora_llama3_1_405b", "hf:llama-3.1-405b"),
         # #31 (the KD configs' students and teachers): torchtune's qwen2 0.5B/1.5B builders have
         # qwen2_5's shapes; qwen3_8b_base is Qwen3 8B; qwen3_14b_instruct is Qwen3 14B
         ("torchtune.models.qwen2.lora_qwen2_0_5b", "hf:qwen2.5-0.5b"),
@@ -50,10 +54,11 @@ def _named(tmp_path: Path, fixture: str, old: str, new: str) -> str:
 def test_torchtune_names_no_model_with_its_builder_not_anothers_reason(tmp_path: Path) -> None:
     """D23: "names no model we ship (does not change memory)", the tokenizer's reason."""
     said = _named(tmp_path, "torchtune/1B_full_single_device.yaml",
-                  "llama3_2.llama3_2_1b", "qwen2.qwen2_7b")  # fmt: skip
+                  "llama3_2.llama3_2_1b", "llama4.llama4_scout_17b_16e")  # fmt: skip
     assert (
-        "names no model we ship (model._component_ = 'torchtune.models.qwen2.qwen2_7b': "
-        "torchtune's qwen2_7b matches no shipped config); give --model hf:NAME" in said
+        "names no model we ship (model._component_ = "
+        "'torchtune.models.llama4.llama4_scout_17b_16e': "
+        "torchtune's llama4_scout_17b_16e matches no shipped config); give --model hf:NAME" in said
     )
     assert "does not change memory" not in said and said.count("give --model") == 1
 

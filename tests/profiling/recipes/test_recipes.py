@@ -374,6 +374,21 @@ def test_cli_estimate_from_a_recipe(cli, tmp_path: Path) -> None:
     assert "seq 256 × batch 2" in text.stdout
 
 
+def test_cli_turns_off_a_switch_the_recipe_turns_on(cli, tmp_path: Path) -> None:
+    """Every switch has its --no- form: the file's optimizer_in_bwd: True is overridden (the
+    flag alone could only turn switches on, so a recipe's True could not be undone)."""
+    path = FIXTURES / "torchtune" / "1B_full_single_device.yaml"
+    args = ("estimate", "--from", str(path), "--root", str(tmp_path))
+    as_file = cli(*args, "--json", cwd=tmp_path)
+    off = cli(*args, "--no-optimizer-in-bwd", "--json", cwd=tmp_path)
+    assert as_file.returncode == 0 and off.returncode == 0, as_file.stderr + off.stderr
+    in_bwd = "optimizer in backward: each parameter is stepped by a hook"
+    assert any(in_bwd in n for n in json.loads(as_file.stdout)["notes"])
+    assert not any(in_bwd in n for n in json.loads(off.stdout)["notes"])
+    text = cli(*args, "--no-optimizer-in-bwd", cwd=tmp_path)
+    assert "--no-optimizer-in-bwd given: it overrides the recipe's True" in text.stdout
+
+
 def test_cli_without_a_model_is_one_sentence(cli, tmp_path: Path) -> None:
     done = cli("estimate", "--from", str(FIXTURES / "peft" / "adapter_config.json"),
                "--root", str(tmp_path), cwd=tmp_path)  # fmt: skip
@@ -413,7 +428,22 @@ def test_torchtitan_405b_preset_reads_its_parallelism_float8_and_async_tp() -> N
     # torchtitan's filter is ours; the scales precomputed after the step are said as not counted
     assert "float8.filter_fqns = 'output' (read with model.converters)" in lines
     assert "precompute_float8_dynamic_scale_for_fsdp = true: one fp32 scale" in lines
-    assert "model.flavor = '405B': torchtitan's llama3 405B matches no shipped config" in lines
+    # torchtitan's 405B flavour is the catalogue's Llama 3.1 405B (126 blocks of 16,384)
+    assert v["model"] == "hf:llama-3.1-405b"
+
+
+def test_a_shape_by_hand_replaces_the_model_a_recipe_names_and_says_so() -> None:
+    """Flags win over the file: the 405B flavour's model is set aside for the shape given."""
+    recipe = read_recipe([FIXTURES / "torchtitan" / "llama3_405b.toml"])
+    shape = {"layers": 4, "hidden": 1024, "heads": 8, "vocab": 32000, "arch": "llama"}
+    values = with_recipe(recipe, {**shape, "dp_shard": 2})
+    assert "model" not in values and values["layers"] == 4
+    assert any("the shape by hand replaces the recipe's model 'hf:llama-3.1-405b'" in n
+               for n in recipe.notes)  # fmt: skip
+    cfg = TrainingConfig.parse(
+        **{k: v for k, v in values.items() if k in TrainingConfig.model_fields}
+    )
+    assert cfg.hand_workload() is not None and cfg.hand_workload().layers == 4
 
 
 def _pipelined_toml(tmp_path: Path, parallelism: str) -> Path:
