@@ -40,6 +40,9 @@ def test_offload_moves_all_but_two_block_inputs_to_the_host() -> None:
     # a recomputed block's MLP going back (its first block's, here) holds the two inputs
     # brought back, one more than the first block's own checkpoint kept on the GPU
     assert drops.pop(recomputed_llama.NAME) == -block
+    # the embedding going back (cb1863f): every block has gone back, no block input is held
+    # with or without offloading
+    assert drops.pop("backward, the embedding") == 0
     assert set(drops.values()) == {(L - 2) * block}
     assert "backward, a block recomputed" in drops
     host = off.deepspeed["host"]
