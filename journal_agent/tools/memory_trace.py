@@ -62,6 +62,7 @@ MemoryTraceInput = config_input_model(
         "pp_keeps_outputs",  # torch 2.6's pipeline stages: a config file as from_file sets it
         "titan_root_group",  # torchtitan's 2024 FSDP groups: a TOML's late-2024 layout sets it
         "ddp_find_unused",  # DDP's find_unused_parameters: the Trainer's file sets it
+        "ddp_bucket_view",  # set in code (accelerate, Lightning): the CLI's flag, for the budget
     ),
     model=(
         str | None,

@@ -152,6 +152,7 @@ def test_cli_flags_and_tool_schemas_come_from_the_config(run_cli, tmp_path, monk
     from_file_only.add("titan_root_group")  # torchtitan's 2024 FSDP groups: its TOML's layout
     from_file_only.add("kd_teacher")  # torchtune's distillation teacher: its KD yaml sets it
     from_file_only.add("ddp_find_unused")  # DDP's find_unused_parameters: a Trainer file sets it
+    from_file_only.add("ddp_bucket_view")  # set in code, not files: the CLI's flag only
     fields = set(TrainingConfig.model_fields) - from_file_only
     plan = {"dp_shard", "dp_replicate", "cp", "pp", "pp_schedule", "microbatches", "virtual_stages"}
     plan |= {"float8", "float8_all_gather", "async_tp"}  # a plan's: MemoryEstimate names them
