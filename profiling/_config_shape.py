@@ -12,24 +12,6 @@ if TYPE_CHECKING:
 SHAPE_FIELDS = ("params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "arch")
 
 
-def check_one_model(cfg: Any) -> None:
-    """One sentence when a model is named and a shape is given by hand too: the named model's
-    own shape would be used and the flags dropped without a word."""
-    given = [f for f in SHAPE_FIELDS if getattr(cfg, f) is not None]
-    if cfg.model is None or not given:
-        return
-    from profiling.config_table import flag_name
-    from profiling.errors import ConfigError
-
-    flags = " ".join(flag_name(f) for f in given)
-    verb = "describes" if len(given) == 1 else "describe"
-    raise ConfigError(
-        f"{flags} {verb} a model by hand, and --model {cfg.model} names one with its own "
-        "shape: give one or the other",
-        given[0],
-    )
-
-
 def hand_workload(cfg: Any) -> WorkloadConfig | None:
     """The shape given by hand (--layers --hidden --heads --vocab [--ffn --kv-heads --arch]) as
     a model's shape, or None when part of it is missing. ``cfg``: a ``TrainingConfig``."""
@@ -48,4 +30,4 @@ def hand_workload(cfg: Any) -> WorkloadConfig | None:
     )  # fmt: skip
 
 
-__all__ = ["SHAPE_FIELDS", "check_one_model", "hand_workload"]
+__all__ = ["SHAPE_FIELDS", "hand_workload"]

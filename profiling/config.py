@@ -47,7 +47,6 @@ from profiling._config_lora import (
 from profiling._config_optimizers import OPTIMIZERS, PAGED_FIELD, Optimizer, OptimizerSpec
 from profiling._config_plan import CHECKPOINT_EVERY_FIELD, PipelineSchedule, check_plan, is_plan
 from profiling._config_sentences import flag_name, one_sentence
-from profiling._config_shape import check_one_model
 from profiling._config_shape import hand_workload as _hand_workload
 from profiling.errors import ConfigError, ProfilingError
 from profiling.units import parse_count
@@ -317,7 +316,6 @@ class TrainingConfig(BaseModel):
     def _coherent(self) -> TrainingConfig:
         from profiling.models.workloads import WORKLOADS
 
-        check_one_model(self)
         if self.model is None and self.params is None:
             hand = self.hand_workload()
             if hand is None:

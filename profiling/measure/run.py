@@ -16,7 +16,6 @@ it. Imports torch.
 from __future__ import annotations
 
 import contextlib
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -210,10 +209,6 @@ def measure_step(
             params = sum(p.numel() for p in model.parameters())
             # Start before wrapping: DDP's gradient buckets (allocated in C++ when it wraps)
             # are then seen being made; tensors made earlier are found by the start's scan.
-            # Collected first: an earlier run's model in this process, unreachable but held
-            # in a reference cycle (checkpointed blocks), would be scanned as live (+400 KB a
-            # run on tiny-gpt2 with full checkpointing, each run higher than the last).
-            gc.collect()
             prof.start()
             if wrap is not None:
                 model = wrap(model, prof)
@@ -278,9 +273,6 @@ def _loop(
         counting = step == 0 and run.options.warmup > 0 and run.options.count_flops
         counter = FlopCounterMode(display=False, custom_mapping=formulas) if counting else None
         try:
-            # FLOPs are counted over forward and backward only: the counter's module tracker
-            # holds the step's outputs until it exits, and inside the optimizer's phase that
-            # showed as 1.2 MB more on a 3.5 MB toy step (a peak of ours, not the user's step).
             with counter if counter is not None else contextlib.nullcontext():
                 phase = "forward"
                 with prof.phase("forward"), autocast():
@@ -289,12 +281,12 @@ def _loop(
                 with prof.phase("backward"):
                     loss.backward()
                     del loss  # as the trace does: the loss is not held into the next phase
-            phase = "optimizer"
-            with prof.phase("optimizer"):
-                optimizer.step()
-            # Between phases (still in the step's peak), as the trace does: "after
-            # optimizer" then holds the gradients in both.
-            optimizer.zero_grad(set_to_none=not config.grads_kept)
+                phase = "optimizer"
+                with prof.phase("optimizer"):
+                    optimizer.step()
+                # Between phases (still in the step's peak), as the trace does: "after
+                # optimizer" then holds the gradients in both.
+                optimizer.zero_grad(set_to_none=not config.grads_kept)
         except ProfilingError as exc:
             raise ProfilingError(f"{who}: {exc}") from None
         except Exception as exc:

@@ -53,14 +53,6 @@ from profiling.gpus import GPUS, find_gpu
         ({"params": 7e9, "sequence_parallel": True}, "--sequence-parallel needs --tp > 1", "tp"),
         ({"model": "gpt2-small", "seq": 4096}, "--seq 4096 exceeds gpt2-small's maximum", "seq"),
         ({"model": "llama-7b", "foo": 1}, "unknown setting 'foo'; the settings are model", "foo"),
-        # a shape by hand beside a named model was dropped without a word (its own shape won)
-        (
-            {"model": "gpt2-small", "layers": 4},
-            "--layers describes a model by hand, and --model gpt2-small names one with its own "
-            "shape: give one or the other",
-            "layers describes",
-        ),
-        ({"model": "hf:gpt2", "params": 7e9, "vocab": 8}, "--params --vocab describe", "params"),
     ],
 )
 def test_bad_values_are_one_sentence_naming_flag_or_field(
