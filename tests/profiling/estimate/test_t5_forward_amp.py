@@ -18,12 +18,8 @@ from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate
 from profiling.estimate.t5_forward_amp import NAME
 from profiling.trace.step import trace_step
+from tests.profiling.estimate.test_t5_last_mlp import _T5  # the same toy T5
 
-_T5 = {
-    "vocab_size": 128, "d_model": 128, "d_ff": 512, "num_layers": 2, "num_decoder_layers": 3,
-    "num_heads": 4, "d_kv": 16, "model_type": "t5", "feed_forward_proj": "gated-gelu",
-    "tie_word_embeddings": False,
-}  # fmt: skip
 _WIDE = {**_T5, "vocab_size": 256, "d_model": 256, "d_ff": 1024}
 
 
