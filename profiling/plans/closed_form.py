@@ -34,16 +34,14 @@ from __future__ import annotations
 
 import functools
 
-from profiling._config_plan import ddp_alone
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
-from profiling.estimate.states import optimizer_states
 from profiling.models.config import WorkloadConfig
 from profiling.plans import zbv_form
 from profiling.plans.accum import accumulated
 from profiling.plans.always_pp import always_on, always_profile
 from profiling.plans.checkpoint_form import earlier_blocks, forward_moment, fresh_w2, head_freed
-from profiling.plans.compiled_form import compiled_blocks, compiled_moments, compiled_note, lse_rows
+from profiling.plans.compiled_form import compiled_blocks, compiled_moments, compiled_note
 from profiling.plans.cpu_offload import offloaded, on_gpu
 from profiling.plans.embedding_stage import embedding_alone, embedding_grad_rows
 from profiling.plans.float8_form import (
@@ -57,6 +55,13 @@ from profiling.plans.float8_form import (
 from profiling.plans.fsdp_moments import block_moments, embedding_moment, reduction_peak
 from profiling.plans.fsdp_pipelined import first_moves
 from profiling.plans.head_form import forward_peak, regathered_head
+from profiling.plans.kept_form import (
+    block_activations,
+    head_activations,
+    model_states,
+    op_sac_activations,
+    stage_states,
+)
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.loss_form import loss_rows, loss_transients
 from profiling.plans.model import plan_workload
@@ -68,111 +73,12 @@ from profiling.plans.pipelined_backward import (
 )  # fmt: skip
 from profiling.plans.profile import Move, StageProfile, Vec, add, vec
 from profiling.plans.result import COMPILED_NOTE, PlanResult, estimate_notes
-from profiling.plans.ring_form import Block, sdpa_seed
-from profiling.plans.ring_form import fused as _fused_sdpa
+from profiling.plans.ring_form import Block
 from profiling.plans.ring_stage import highest_ring_rank, ring_moves
 from profiling.plans.root_group import root_group_on, root_group_profile
-from profiling.plans.shapes import Sizes, _shard, sdpa_kv, stage_tensors
-from profiling.plans.step_form import partial_momentum, step_counters, step_order, step_scratch
+from profiling.plans.shapes import Sizes, _shard, stage_tensors
+from profiling.plans.step_form import partial_momentum, step_order, step_scratch
 from profiling.plans.tp_moments import tp_forward
-
-
-def model_states(params: int, n: int, precision: str, fsdp: bool) -> dict[str, float]:
-    """Bytes per rank of weights, gradients and Adam's state for ``params`` parameters over
-    ``n`` data-parallel ranks: the ZeRO paper's table (K = 12 under mixed precision) for DDP
-    (nothing sharded) and FSDP (ZeRO-3: everything over n), padding aside."""
-    if precision == "mixed":
-        per = (4, 4, 8) if fsdp else (2, 2, 12)
-    elif precision == "bf16":
-        per = (2, 2, 4)
-    else:
-        per = (4, 4, 8)
-    div = n if fsdp else 1
-    return {
-        k: params * b / div for k, b in zip(("weights", "gradients", "optimizer"), per, strict=True)
-    }
-
-
-def block_activations(
-    w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int = 1, ring: bool = False
-) -> int:
-    """Bytes one block saves for backward for ``tokens`` of this rank (see the module), ``seq``
-    of them per sequence; under Ulysses (``u`` ranks) the attention's tensors are the whole
-    sequence's for 1/u of the heads: the same bytes, but the logsumexp's padding is the whole
-    sequence's. Around context parallelism's ring (``ring``) wo copies the merged output
-    (``profiling.plans.ring_form``)."""
-    h, f, a = w.hidden, w.ffn, w.heads
-    q = a * w.head_dim
-    lse_s = lse_rows(seq * u, c)
-    norms = 2 * (h * c + 4) * tokens // t
-    inputs = 2 * h * c * tokens  # gathered to the whole sequence under tensor parallelism
-    # q, the keys and values repeated; the output; and wo's contiguous copy of it only under
-    # the math kernel: flash and memory-efficient attention allocate their output as (b, s,
-    # heads, d) and return it transposed (torch/_meta_registrations.py: the flash kernel's
-    # empty_like of the transposed query, the efficient one's res.transpose(1, 2)), so
-    # torchtitan's out.transpose(1, 2).contiguous() before wo copies nothing
-    copy = 0 if _fused_sdpa(w.head_dim, c) and not ring else q
-    kv = sdpa_kv(w, t) * t  # one key/value head a rank stays un-repeated (sdpa_kv)
-    if u > 1:  # Ulysses: wo keeps to_sequence's copy beside the kernel's output, and the keys
-        # and values of one head per rank (kv ≤ N, replicated or not) stay un-repeated: the
-        # grouped-query repeat of a single head is an expand, a view of the received head
-        copy = q
-        kv = 2 * q if w.n_kv_heads > u else 2 * u * w.head_dim
-    attention = (q + kv + q + copy) * c * tokens // t
-    lse = 4 * (a // t // u) * lse_s * (tokens // seq)
-    mlp = 4 * (f // t) * c * tokens
-    return norms + inputs + attention + lse + mlp + sdpa_seed(w.head_dim, c)
-
-
-def op_sac_activations(w: WorkloadConfig, tokens: int, t: int, c: int, seq: int, u: int = 1) -> int:
-    """Bytes one block keeps under torchtitan's op-level selective checkpointing
-    (``profiling.plans.op_sac``): its input (sequence-parallel under TP), the outputs of the
-    1st, 3rd, 5th and 7th matmul (q, v, ``w1``'s and ``w2``'s; under TP ``w2``'s local partial
-    sum over the whole sequence), the fused SDPA kernel's outputs (its output, fp32 logsumexp,
-    seed and offset; the math kernel is not on torchtitan's list, so nothing of it), and under
-    TP the outputs of both reduce-scatters (``wo``'s and ``w2``'s, sequence-sharded)."""
-    h, f, a, hd = w.hidden, w.ffn, w.heads, w.head_dim
-    q, kv = a * hd // t, w.n_kv_heads * hd // t
-    x = tokens // t * h * c
-    mms = (q + kv + f // t + h) * c * tokens
-    attention = 0
-    if _fused_sdpa(hd, c):
-        lse_s = lse_rows(seq * u, c)
-        attention = q * c * tokens + 4 * (a // t // u) * lse_s * (tokens // seq) + sdpa_seed(hd, c)
-    scattered = 2 * x if t > 1 else 0
-    return x + mms + attention + scattered
-
-
-def head_activations(w: WorkloadConfig, tokens: int, t: int, c: int, pipelined: bool = True) -> int:
-    """What the last stage keeps per microbatch beyond its blocks, as its trace shows: the
-    loss's fp32 log-probabilities, the logits (the stage's output, which ``PipelineStage``
-    keeps for the backward), the final norm's rstd and the loss; under tensor parallelism also
-    the output's input, all-gathered to the whole sequence (torchtitan's ``ColwiseParallel(
-    input_layouts=Shard(1))``: the matmul keeps the gathered copy for its weight gradient).
-
-    Without a pipeline the step is ``cross_entropy(model(x), labels)``: nothing keeps the
-    logits (``log_softmax`` saves its output only), and the final norm's input (``nn.RMSNorm``
-    saves it) and the output's input (the norm's output, which ``nn.Linear`` saves for its
-    weight gradient) are the head's own."""
-    v, h = w.vocab, w.hidden
-    gathered = tokens * h * c if t > 1 else 0
-    own = tokens // t * h * c + (0 if t > 1 else tokens * h * c)
-    if not pipelined:
-        return (4 + 4 * v) * tokens // t + 8 + gathered + own
-    return (4 + 4 * v + c * v) * tokens // t + 8 + gathered + own
-
-
-def _states(cfg: TrainingConfig, tensors: list[tuple[int, int]], n: int) -> tuple[Vec, int]:
-    """(the stage's base: sharded weights, optimizer state, step counters; gathered elements)."""
-    s = Sizes.of(cfg)
-    shards = [_shard(d, r, n) if cfg.fsdp else d * r for d, r in tensors]
-    local = sum(shards)
-    per_state = sum(b for _, b, _ in optimizer_states(cfg.optimizer, cfg.precision, None))
-    counters = step_counters(cfg.optimizer, len(tensors))
-    optimizer = int(local * (per_state + s.master)) + counters
-    gathered = local * n if cfg.fsdp else local
-    weights, alone = local * s.shard, ddp_alone(cfg)  # DDP alone: its buckets copy the gradients
-    return vec(parameters=weights, optimizer=optimizer, buckets=weights * alone), gathered
 
 
 def _stage_profile(
@@ -185,7 +91,7 @@ def _stage_profile(
     tokens = layout.microbatch_size * seq // layout.seq_shards
     local, u = seq // layout.seq_shards, layout.ulysses
     tensors = stage_tensors(w, stage, stage.layers, t)
-    base, gathered = _states(cfg, tensors, n)
+    base, gathered = stage_states(cfg, tensors, n)
     base["optimizer"] += partial_momentum(cfg, w, stage.embedding and t > 1)
     base = {**base, "buffers": seq * w.head_dim * 8}  # RoPE's complex64 table, 2·seq rows
     base["total"] = sum(v for k, v in base.items() if k != "total")
@@ -496,5 +402,5 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
 
 __all__ = [
     "block_activations", "embedding_grad_rows", "estimate_plan", "head_activations",
-    "model_states", "stage_profile", "stage_tensors",
+    "model_states", "op_sac_activations", "stage_profile", "stage_tensors",
 ]  # fmt: skip

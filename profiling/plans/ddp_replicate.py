@@ -4,7 +4,7 @@ torchtitan's ``apply_ddp`` (torchtitan/models/llama3/infra/parallelize.py) runs
 builds a real ``DistributedDataParallel`` (``_composable/replicate.py``): the same Reducer and
 buckets as ``--gpus N`` without a plan (``profiling.trace.ddp``), with a 100 MiB cap, the first
 bucket's too (an explicit ``bucket_cap_mb``). The closed form counts them in its base
-(``closed_form._states``). Imports torch (through the trace's module) where it runs.
+(``kept_form.stage_states``). Imports torch (through the trace's module) where it runs.
 """
 
 from __future__ import annotations
