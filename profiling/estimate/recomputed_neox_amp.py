@@ -34,7 +34,13 @@ block's weight copies again, the adapters' with them. The kept tensors' block in
 checkpoint (counted once). A bound above the trace by the first block's (one block's adapters'
 gradients beside one checkpoint fewer) and autocast's copies counted over the blocks' biases and
 norms. GPT-NeoX LoRA all-linear amp-bf16 full checkpointing read 0.913-0.971 of the trace
-without this moment (the MLP's gradients were counted instead). No torch here.
+without this moment (the MLP's gradients were counted instead).
+
+transformers' GPT-NeoX with ``--dropout`` and down frozen reaches the same end by another road:
+the MLP's output dropout saves its mask last, so the recomputation runs down's matmul again
+beside GELU's output (``_runs_to_mlp_output``); with eager attention the layer holds its
+dropped fp32 probabilities meanwhile (``_dropped_probabilities``). LoRA v eager --dropout read
+0.953-0.967 of the trace without them, v,down 0.923. No torch here.
 """
 
 from __future__ import annotations
@@ -59,9 +65,28 @@ def applies(d: Dims, e: Bytes, cfg: TrainingConfig) -> bool:
         and cfg.lora_rank is not None
         and not cfg.qlora
         and not cfg.dora
-        and "down" in (cfg.lora_targets or [])
+        and ("down" in (cfg.lora_targets or []) or _runs_to_mlp_output(d, cfg))
         and (d.extra.get("hf_module") in _MODULES or bool(d.extra["neox"].get("litgpt")))
     )
+
+
+def _runs_to_mlp_output(d: Dims, cfg: TrainingConfig) -> bool:
+    """transformers' GPT-NeoX with ``--dropout`` and down frozen: the MLP's output dropout
+    (``GPTNeoXLayer.post_mlp_dropout``) saves its mask last, so the recomputation runs the whole
+    MLP again — down's output made beside GELU's output, a local no backward saves — where
+    without it the recomputation stops at GELU's input (``recomputed_neox``'s moment)."""
+    return bool(cfg.dropout) and d.extra.get("hf_module") == "gpt_neox"
+
+
+def _dropped_probabilities(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
+    """transformers' GPT-NeoX eager attention with dropout under autocast hands its dropped
+    probabilities back (``eager_attention_forward`` returns ``attn_weights``, the dropout's fp32
+    output: the query is fp32 after RoPE's fp32 cos/sin, so ``.to(query.dtype)`` keeps fp32), and
+    ``GPTNeoXLayer.forward`` holds them as ``attn_output, _ = self.attention(...)`` until the
+    layer returns; only autocast's 16-bit copy is saved (the second matmul's input), so a·s²·b·4
+    is alive beside the MLP. In 16 or 32 bits the dropout's output is that saved input itself."""
+    eager = cfg.attention == "eager" and d.extra.get("hf_module") == "gpt_neox"
+    return d.a * d.s * d.s * d.b * 4 if eager and cfg.dropout and e.amp else 0
 
 
 def held(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
@@ -74,13 +99,25 @@ def held(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
     attn = T * h * 2 if neox["residual"] != "sequential" else 0
     if neox.get("litgpt"):  # our blocks' ``x + a + self._mlp(y)``: the sum x + a too
         attn += T * h * e.r
+    probs = _dropped_probabilities(d, e, cfg)
+    if "down" not in (cfg.lora_targets or []):  # _runs_to_mlp_output: down frozen
+        grads = T * h * (e.r + 2)  # the gradient reaching the block and its 16-bit cast
+        value = grads + norms + attn + T * (f + h) * 2 + probs
+        words = (
+            f"the gradient reaching it and its 16-bit cast s·b·h·({e.r} + 2) + the MLP's "
+            f"input(s) {fmt_bytes(norms)}"
+            + (" + the attention's output s·b·h·2" if attn else "")
+            + " + GELU's output and down's s·b·(f + h)·2"
+            + (" + the dropped probabilities the layer holds a·s²·b·4" if probs else "")
+        )
+        return value, words
     dropped = T * f * 4 if cfg.lora_dropout else 0
     # the gradient reaching the block and its 16-bit cast; then B's scaled gradient — or, with
     # the MLP's output dropped (--dropout: its mask the last tensor saved), the recomputation
     # runs on past down's adapter: B's output and its scaled copy, before that gradient exists
     grads = T * h * (e.r + 2 + (4 if cfg.dropout else 2))
     mlp = T * f * 2 + T * f * 4 + dropped + T * h * 2
-    value = grads + norms + attn + mlp
+    value = grads + norms + attn + mlp + probs
     words = (
         "the gradient reaching it, its 16-bit cast and "
         + ("B's output and scaled copy" if cfg.dropout else "B's scaled gradient")
@@ -90,6 +127,7 @@ def held(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[float, str]:
         + " + GELU's output, its fp32 cast for down's adapter"
         + (" and the dropped copy" if dropped else "")
         + f" and the base's output s·b·(2f + 4f{' + 4f' if dropped else ''} + 2h)"
+        + (" + the dropped probabilities the layer holds a·s²·b·4" if probs else "")
     )
     return value, words
 
