@@ -47,7 +47,7 @@ from profiling.errors import ProfilingError
 from profiling.estimate.throughput import model_parallel
 from profiling.fit import BATCHES, Candidate, usable
 from profiling.fit_plan_space import PLAN_FIELDS, largest_index, plan_config, plan_variants, setups
-from profiling.plans.cpu_offload import plan_host_bytes
+from profiling.plans.host import plan_host
 from profiling.plans.step_compute import compute_time
 from profiling.units import fmt_bytes
 
@@ -116,6 +116,7 @@ def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
     exposed = None
     if timed is not None and sent is not None:
         exposed = sent.exposed_seconds(timed.compute_seconds) or 0.0
+    host = plan_host(res)  # FSDP2's CPU offload: the host memory per node
     return PlanCandidate(
         config=cfg, trains="full", peak_bytes=top.peak_bytes, peak_moment=top.peak_at,
         nvml_bytes=nvml, plan_rank=top.pp_rank, peak_at=top.peak_at,
@@ -124,7 +125,7 @@ def _candidate(cfg: TrainingConfig, shape: dict[str, Any]) -> PlanCandidate:
         tokens_per_gpu=tokens_per_gpu(timed) if timed else None,
         tokens_per_step_flop=tokens / per_gpu if per_gpu else 0.0,
         comm_bytes=sent.bytes if sent is not None else 0, exposed_seconds=exposed,
-        host_bytes=plan_host_bytes(cfg, res.params),
+        host_bytes=host["per_node_bytes"] if host else None,
     )  # fmt: skip
 
 

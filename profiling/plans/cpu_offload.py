@@ -27,8 +27,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling._config_plan import dp_degrees, plan_world
-
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
@@ -57,21 +55,4 @@ def on_gpu(cfg: TrainingConfig, base: dict[str, int], one_group: int, n: int, sh
     return out
 
 
-def plan_host_bytes(cfg: TrainingConfig, params: int) -> int | None:
-    """Host memory per node an offloaded plan pins (see the module); None when not offloaded."""
-    if not offloaded(cfg):
-        return None
-    from profiling.estimate.comm import GPUS_PER_NODE
-    from profiling.estimate.states import optimizer_states
-    from profiling.plans.shapes import Sizes
-
-    shard, _ = dp_degrees(cfg)
-    per_gpu = params / (cfg.tp * cfg.pp * shard * cfg.cp * cfg.ulysses)
-    s = Sizes.of(cfg)
-    states = sum(b for _, b, _ in optimizer_states(cfg.optimizer, cfg.precision, None))
-    per_param = 2 * s.shard + states + s.master  # parameters and gradients, Adam's moments
-    node = min(cfg.gpus_per_node or GPUS_PER_NODE, plan_world(cfg))
-    return int(per_gpu * per_param * node)
-
-
-__all__ = ["gpu_transient", "offloaded", "on_gpu", "plan_host_bytes"]
+__all__ = ["gpu_transient", "offloaded", "on_gpu"]

@@ -16,7 +16,10 @@ from pydantic import BaseModel, ConfigDict
 from profiling.config import TrainingConfig
 from profiling.estimate.comm import Comm, comm_lines, comm_quantities
 from profiling.estimate.counters import Counters, context_text
+from profiling.estimate.deepspeed_engine import host_text
+from profiling.estimate.record import host_quantities
 from profiling.estimate.step_time import StepTime
+from profiling.plans.host import plan_host
 from profiling.plans.profile import CATEGORIES, RankMemory
 from profiling.plans.result import PlanResult
 from profiling.records import (
@@ -128,6 +131,7 @@ def render_plan(result: PlanResult) -> str:
             f"in flight on pipeline rank {top.pp_rank}: at most {n} "
             f"microbatch{'es' * (n != 1)}' activations (a stage's each)"
         )
+    lines += host_text(plan_host(result))  # FSDP2's CPU offload (plans.cpu_offload)
     sent, compute = plan_comm(result)
     lines += _reserve_lines(result, sent.nccl_bytes > 0)
     lines += comm_lines(sent, compute)
@@ -217,7 +221,7 @@ def plan_record(result: PlanResult) -> MeasurementRecord:
         results += [Quantity(name="gpu_mem", value=mem, unit="B")] if mem else []
         results.append(Quantity(name="tokens/s", value=timed.tokens_per_second, unit="tokens/s"))
         results.append(Quantity(name="step time", value=timed.step_seconds, unit="s"))
-    results += _counter_quantities(result)
+    results += _counter_quantities(result) + host_quantities(plan_host(result))
     for r in result.ranks:
         results.append(Quantity(name=f"pp rank {r.pp_rank}: peak", value=r.peak_bytes, unit="B"))
         results.append(
@@ -269,6 +273,7 @@ def plan_json(result: PlanResult, record_id: str) -> dict[str, Any]:
         "ranks": [r.model_dump() for r in result.ranks],
         "nvml_bytes": {r.pp_rank: rank_nvml(result, r) for r in result.ranks},
         "comm": plan_comm(result)[0].model_dump(),
+        "host": plan_host(result),
         "time": t.model_dump() if (t := _plan_time(result)) is not None else None,
         "layout": result.layout.model_dump(),
         "wall_seconds": result.wall_seconds,

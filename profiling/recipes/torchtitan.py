@@ -15,6 +15,8 @@ share of the job it describes.
 - ``[compile] enable``.
 - A file of late 2024 (the degrees under ``[training]``): torchtitan's FSDP groups before
   83e6941 (``--titan-root-group``: the embedding, norm and output in the root's group).
+- ``[training] enable_cpu_offload``: FSDP2's CPU offload (``--offload-optimizer``) where FSDP
+  runs; without FSDP it is listed as ignored (torchtitan offloads through ``fully_shard``).
 - The launch script's ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``
   (``--expandable-segments``), which no TOML says.
 - ``[parallelism]``: the plan (``profiling.plans``): ``data_parallel_shard_degree`` (FSDP2;
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling.recipes.model_names import torchtitan_model
-from profiling.recipes.recipe import NO_MEMORY, Reading
+from profiling.recipes.recipe import FSDP_OFFLOAD, NO_MEMORY, Reading
 
 _SPLIT = (
     "a stage split by hand is not modelled: stages are split as torchtitan's default "
@@ -64,7 +66,6 @@ KNOWN = [
     ("parallelism.disable_loss_parallel", NO_MEMORY),
     ("parallelism.expert*", "expert parallelism is issue 32's"),
     ("training.warmup_steps", NO_MEMORY), ("model.norm_type", NO_MEMORY + " beyond RMSNorm"),
-    ("training.enable_cpu_offload", "FSDP's CPU offload is not modelled"),
 ]  # fmt: skip
 
 _DEGREES = {
@@ -213,6 +214,8 @@ def _parallelism(r: Reading) -> None:
         r.ignore(key, f"{shard!r} is not a degree this reader knows")
     _pipeline(r)
     _reshard(r)
+    _cpu_offload(r, sharded=shard == -1 or (isinstance(shard, int) and shard > 1)
+                 or _degree(r.get(_degree_key(r, "context_parallel_degree"))) > 1)  # fmt: skip
     key = _degree_key(r, "enable_async_tensor_parallel")
     if r.get(key) and r.get(_degree_key(r, "tensor_parallel_degree"), 1) not in (None, 1):
         r.use(key, "async_tp", True, "torch's micro-pipelined TP: its symmetric-memory "
@@ -223,6 +226,21 @@ def _parallelism(r: Reading) -> None:
     r.ignore(key, "a loss gathered over the vocabulary is not modelled: the plan's loss is "
              "parallel" if r.get(key) else NO_MEMORY + " (off)")  # fmt: skip
     _float8(r)
+
+
+def _cpu_offload(r: Reading, sharded: bool) -> None:
+    """``training.enable_cpu_offload``: torchtitan hands ``CPUOffloadPolicy()`` to
+    ``fully_shard`` (torchtitan/distributed/fsdp.py at b5bcd76, ``apply_fsdp_to_decoder``), so
+    it offloads only where FSDP runs (``parallel_dims.fsdp_enabled``: dp_shard or CP) —
+    ``profiling.plans.cpu_offload`` on a plan, ``estimate.fsdp_offload`` on FSDP alone."""
+    key = "training.enable_cpu_offload"
+    if not r.get(key):
+        r.ignore(key, NO_MEMORY + " (off)")
+    elif sharded:
+        r.use(key, "offload_optimizer", True, FSDP_OFFLOAD)
+    else:
+        r.ignore(key, "no FSDP (data_parallel_shard_degree 1, no CP): torchtitan offloads "
+                 "through fully_shard alone, so nothing is offloaded")  # fmt: skip
 
 
 def _float8(r: Reading) -> None:

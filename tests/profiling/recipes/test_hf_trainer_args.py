@@ -15,7 +15,8 @@ import pytest
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
-from profiling.plans.cpu_offload import plan_host_bytes
+from profiling.plans.closed_form import estimate_plan
+from profiling.plans.host import plan_host
 from profiling.recipes import read_recipe, with_recipe
 
 HF = Path(__file__).parent / "fixtures" / "hf_trainer"
@@ -84,13 +85,13 @@ def test_the_host_holds_what_the_gpu_held_and_the_gpu_a_groups_shards(precision:
 @pytest.mark.parametrize("precision", ["mixed", "bf16", "fp32"])
 def test_the_host_is_the_plans_fsdp2_offload_model(precision: str) -> None:
     """The same model as fit --gpus N's FSDP2 CPU-offload plan (5340447): its host bytes per
-    node (our count adds the optimizer's step counters, 4 B per tensor)."""
+    node, the optimizer's step counters (4 B per tensor) included in both."""
     _, off = _offloaded(precision)
     plan = TrainingConfig(model="llama-7b", precision=precision, fsdp=True, gpus=8,
                           offload_optimizer=True, dp_shard=8)  # fmt: skip
     ours = off.deepspeed["host"]["per_node_bytes"]
-    theirs = plan_host_bytes(plan, off.params)
-    assert theirs is not None and 0 <= ours - theirs <= 8 * 4 * 400
+    theirs = plan_host(estimate_plan(plan))
+    assert theirs is not None and theirs["per_node_bytes"] == ours
 
 
 def test_fsdp_config_cpu_offload_is_the_same_offload(tmp_path: Path) -> None:
