@@ -141,3 +141,12 @@ first_layer  # a Stage field, in the plan's layout in JSON and the record
 per_microbatch_bytes  # a RankMemory field, in the plan's JSON and record (profiling/plans)
 _.on_step_begin  # benchmarks/hf_peft_gpu.py: a transformers TrainerCallback hook
 _.on_step_end  # benchmarks/hf_peft_gpu.py: a transformers TrainerCallback hook
+# PlanComparison's and RankRow's keys: written for the JSON and the record (profiling/plans/compare)
+diff_bytes
+estimated_at
+traced_at
+highest_traced
+highest_estimated
+lowest_ratio_rank
+below_trace
+ranks_note

@@ -129,8 +129,8 @@ def estimate_command(
     cfg, recipe = parse_with_recipe(config, from_files)
     store = recipe_store(_saving_store(root, save=not no_save), recipe)
     if cfg.is_plan:
-        _plan(cfg, store, traced=False, options=(compare_trace, plot), timeout=timeout,
-              as_json=as_json, recipe=recipe)  # fmt: skip
+        _plan(cfg, store, traced=False, options=(plot,), timeout=timeout, as_json=as_json,
+              recipe=recipe, compare=compare_trace)  # fmt: skip
         return
     # One bound for the command: the estimate's and the trace's own are within it.
     what = f"the estimate and trace of {cfg.model}" if compare_trace else "the estimate"
@@ -163,18 +163,27 @@ def _plan(
     timeout: float,
     as_json: bool,
     recipe: Any = None,
+    compare: bool = False,
 ) -> None:
-    """A parallel plan: every distinct rank, estimated or traced (``profiling.plans``)."""
+    """A parallel plan: every distinct rank, estimated or traced (``profiling.plans``); with
+    ``compare`` both, side by side (``profiling.plans.compare``)."""
     from profiling.plans.report import plan_and_record
 
     if any(options):
         raise UserError(
             "a parallel plan (--pp, --cp, --dp-shard, --dp-replicate) is reported per rank; "
-            "--compare-trace, --compare-estimate, --plot and --snapshot do not take one yet: "
-            "leave them out"
+            "--plot and --snapshot do not take one yet: leave them out"
         )
-    with _trace_progress(cfg, quiet=as_json or not traced) as progress:
-        run = plan_and_record(cfg, store, traced=traced, timeout=timeout, progress=progress)
+    with _trace_progress(cfg, quiet=as_json or not (traced or compare)) as progress:
+        if compare:
+            from profiling.plans.compare import plan_compare_and_record
+
+            first = "traced" if traced else "estimated"
+            run: Any = plan_compare_and_record(
+                cfg, store, first=first, timeout=timeout, progress=progress
+            )
+        else:
+            run = plan_and_record(cfg, store, traced=traced, timeout=timeout, progress=progress)
     if recipe is not None:
         run.payload["recipe"] = recipe.as_json()
     if as_json:

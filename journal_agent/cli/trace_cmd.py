@@ -70,9 +70,8 @@ def trace_command(
         from journal_agent.cli.estimate_cmd import _plan
 
         store = recipe_store(_saving_store(root, save=not no_save), recipe)
-        options = (compare_estimate, plot, snapshot)
-        _plan(cfg, store, traced=True, options=options, timeout=timeout, as_json=as_json,
-              recipe=recipe)  # fmt: skip
+        _plan(cfg, store, traced=True, options=(plot, snapshot), timeout=timeout,
+              as_json=as_json, recipe=recipe, compare=compare_estimate)  # fmt: skip
         return
     if cfg.model is None:
         raise UserError("trace needs a model: give --model NAME (the recipe names none we ship)")

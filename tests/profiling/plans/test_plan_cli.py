@@ -36,7 +36,7 @@ def test_trace_of_a_plan_traces_each_stage_kind_once(tmp_path, run_json) -> None
 def test_what_a_plan_cannot_take_yet_is_one_sentence(tmp_path, run_cli) -> None:
     root = ("--root", str(tmp_path))
     done = run_cli("estimate", "--model", "llama-7b", "--pp", "2", "--batch", "2",
-                   "--compare-trace", *root, cwd=tmp_path, check=False)  # fmt: skip
+                   "--plot", str(tmp_path / "p.png"), *root, cwd=tmp_path, check=False)  # fmt: skip
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "reported per rank" in done.stderr + done.stdout
     bad = run_cli("estimate", "--model", "llama-7b", "--pp", "2", "--batch", "3",
