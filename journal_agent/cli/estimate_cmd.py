@@ -228,9 +228,10 @@ app.add_typer(measurements_app, name="measurements")
 def _headline(record: MeasurementRecord) -> str:
     from profiling.units import fmt_bytes
 
-    for name in ("per_gpu_total", "peak"):
+    # an estimate's per-GPU total, else a trace's or a measurement's peak, said in words
+    for name, said in (("per_gpu_total", "{} per GPU"), ("peak", "peak {}")):
         with contextlib.suppress(KeyError):
-            return f"{name} {fmt_bytes(record.result(name).value)}"
+            return said.format(fmt_bytes(record.result(name).value))
     # A fit's: its best configuration's peak, or that nothing fits (the record page's verdict)
     best = next((q for q in record.results if q.name.startswith("#1 ") and q.unit == "B"), None)
     if best is not None:  # "#1 mixed, batch 2: peak", the first of its row's values

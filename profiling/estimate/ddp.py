@@ -40,6 +40,15 @@ def add_buckets(ledger: Ledger, cfg: TrainingConfig, trainable: int) -> None:
     """The buckets' line: Ψ_t trainable parameters (LoRA: the adapters) at their dtype's bytes
     (``bucket_bytes``), split by tensor parallelism like the gradients they copy."""
     if not is_ddp(cfg):
+        unused = [f for f, on in (("--ddp-find-unused", cfg.ddp_find_unused),
+                                  ("--ddp-bucket-view", cfg.ddp_bucket_view)) if on]  # fmt: skip
+        if unused:  # said, not refused: a recipe file may set them for a run on one GPU
+            verb, what = ("is", "it changes") if len(unused) == 1 else ("are", "they change")
+            ledger.note(
+                f"{' and '.join(unused)} {verb} for torch's DistributedDataParallel (--gpus N, "
+                "N > 1, nothing sharded: no --fsdp, --zero or --deepspeed), which this step "
+                f"does not run: {what} nothing here"
+            )
         return
     w = bucket_bytes(cfg)
     t = cfg.tp

@@ -54,6 +54,12 @@ def test_records_are_filtered_by_kind_model_and_whether_anything_cites_them(cli,
         return {r["id"] for r in json.loads(done.stdout)}
 
     assert listed() == {gpt2, llama, traced}
+    # the headline in words, not a field's name ("per_gpu_total 27.35 GB" before)
+    heads = {
+        r["id"]: r["headline"] for r in json.loads(run(cli, ws, "measurements", "--json").stdout)
+    }
+    assert heads[llama].endswith(" GB per GPU") and heads[traced].startswith("peak ")
+    assert not any("per_gpu_total" in h for h in heads.values())
     assert listed("--kind", "traced") == {traced}
     assert listed("--model", "llama") == {llama}
     assert listed("--unreferenced") == {llama, traced}

@@ -11,6 +11,7 @@ import pytest
 
 from profiling.config import TrainingConfig
 from profiling.estimate.comm import comm
+from profiling.estimate.memory import estimate
 from profiling.estimate.shape import shape_of
 
 NAME = "data parallel all-reduce of the gradients"
@@ -26,3 +27,23 @@ def test_ddp_all_reduces_its_buckets_dtype(precision: str, per_parameter: int) -
     sent = {t.name: t for t in comm(cfg, shape).transfers}[NAME]
     assert sent.bytes == int(2 * shape["params"] * per_parameter * 3 / 4)
     assert f"× {per_parameter} B ×" in sent.formula
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ({"ddp_bucket_view": True}, "--ddp-bucket-view is for"),
+        ({"ddp_find_unused": True, "fsdp": True, "gpus": 2}, "--ddp-find-unused is for"),
+        ({"ddp_find_unused": True, "ddp_bucket_view": True}, "are for"),
+    ],
+)
+def test_ddp_switches_where_no_ddp_runs_are_said_to_change_nothing(flags, said) -> None:
+    # D76: accepted silently before; a recipe may set them for a run on one GPU, so a note
+    with_them = estimate(TrainingConfig.parse(model="tiny-llama", **flags))
+    plain = {k: v for k, v in flags.items() if not k.startswith("ddp_")}
+    without = estimate(TrainingConfig.parse(model="tiny-llama", **plain))
+    assert with_them.per_gpu_bytes == without.per_gpu_bytes
+    assert any(said in n and n.endswith("nothing here") for n in with_them.notes)
+    # under DDP they apply, and no such note
+    ddp = estimate(TrainingConfig.parse(model="tiny-llama", gpus=2, ddp_bucket_view=True))
+    assert not any(n.endswith("nothing here") for n in ddp.notes)
