@@ -33,6 +33,7 @@ from profiling.estimate import (
     preference,
     t5,
     t5_forward_amp,
+    t5_forward_down,
     t5_last_mlp,
 )
 from profiling.estimate import lora as lora_acts
@@ -105,6 +106,7 @@ def step_moments(
         + t5_moments(d, inp, fwd)
         + t5_last_mlp.moments(d, inp, fwd)
         + t5_forward_amp.moments(d, inp, fwd)
+        + t5_forward_down.moments(d, inp, fwd)
         + ddp_unused.sink_moments(d, inp, fwd, est_lines)
         + head_adapter_forward.moments(d, inp, fwd, est_lines)
         + falcon_eager_forward.moments(d, inp, fwd, est_lines)

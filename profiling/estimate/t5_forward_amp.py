@@ -28,8 +28,9 @@ own dropped copy takes the product's place. An adapter on up or gate keeps its o
 of the norm's output and changes none of this. Where the vocabulary is small beside the MLP
 (V 128, f 512) this is the step's peak: t5-small toy (h 128, f 512, V 128, 2 + 3 blocks, 32
 input and 24 target tokens), amp-bf16, LoRA q, v: 0.9952 of the trace before (−45,976 B), now
-equal. Not here: an adapter on down (its A reads the product), an adapted head, other losses.
-No torch here.
+equal. With wo adapted (``_down``) the fp32 product beside three t·b·h 16-bit outputs (or the
+dropped product lora_A reads): all-linear −13,208 B before, now equal. Not here: an adapted
+head, other losses. No torch here.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
 
     if d is None or d.arch != "t5" or cfg.lora_rank is None or cfg.checkpointing != "none":
         return []
-    if not Bytes.of(cfg.precision).amp or "down" in cfg.lora_targets:
+    if not Bytes.of(cfg.precision).amp:
         return []
     if "lm_head" in cfg.lora_targets or cfg.loss != REFERENCE or d.V is None:
         return []
@@ -67,6 +68,9 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     # the decoder's input ids and embeddings, its position bias, the MLP norm's output
     alive = more + U * 8 + U * h * 4 + d.a * t * t * 4 + U * h * 4
     transient = U * f * (4 + 2) + U * h * 2
+    what = "wo's 16-bit copy of it and its output t·b·(f·6 + h·2)"
+    if "down" in cfg.lora_targets:
+        transient, what = _down(U, h, f, cfg)
     value = fwd - later + alive + transient
     calc = (
         f"end of forward {fmt_bytes(fwd)} − kept but not made yet (the final norm's t·b·(h·4 + "
@@ -74,10 +78,26 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         f"{fmt_bytes(later)} + held by the forward ({more_f}: the encoder's output, the first "
         f"blocks' cached A copies; t·b·8 + t·b·h·4 + a·t²·4 + t·b·h·4: the decoder's ids, "
         f"embeddings, position bias, the MLP norm's output) {fmt_bytes(alive)} + the fp32 "
-        f"product, wo's 16-bit copy of it and its output t·b·(f·6 + h·2) "
-        f"{fmt_bytes(transient)} = {fmt_bytes(value)}"
+        f"product, {what} {fmt_bytes(transient)} = {fmt_bytes(value)}"
     )
     return [(NAME, value, calc)]
+
+
+def _down(U: int, h: int, f: int, cfg: TrainingConfig) -> tuple[int, str]:
+    """wo adapted (peft ``lora.Linear.forward``: ``result = base_layer(x)``, then ``result +
+    lora_B(lora_A(dropout(x))) * scaling``): the frozen base's 16-bit copy of the product is
+    freed once its output is made (its weight needs no gradient; lora_A keeps a copy of its
+    own, which the step keeps), so the fp32 product and three t·b·h 16-bit tensors are alive at
+    once — the base's output, B's output and its scaled copy (or the scaled copy and the sum).
+    With lora_dropout the dropped fp32 product is alive beside the product while lora_A runs
+    (its mask and A's copy of it kept by the step): t·b·f·4 more, beside the base's output,
+    before B's cached 16-bit copy (r·h·2, which the step keeps) is made."""
+    after = U * f * 4 + 3 * U * h * 2
+    if cfg.lora_dropout:
+        at_a = U * f * 8 + U * h * 2 - int(cfg.lora_rank or 0) * h * 2
+        if at_a > after:
+            return at_a, "the dropped fp32 copy A reads and wo's output t·b·(f·8 + h·2) − r·h·2"
+    return after, "wo's output, B's output and its scaled copy t·b·(f·4 + 3·h·2)"
 
 
 __all__ = ["NAME", "moments"]
