@@ -282,9 +282,11 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
     """How a candidate is judged, every term named."""
     from profiling.estimate.comm import nccl_bytes
     from profiling.estimate.counters import context_text
+    from profiling.estimate.dequant_rests import applies
     from profiling.fit_confirm import REPLAY_WITHIN
 
     nccl = nccl_bytes(base)
+    rests = "QLoRA's dequantized weights' rests, " if applies(base) else ""
     return (
         f"fits = what nvidia-smi would show on a GPU near full ≤ "
         f"{fmt_bytes(usable(avail), 'GB')}: {fmt_bytes(avail, 'GB')} less a "
@@ -293,8 +295,8 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
         "allocator cannot hand back when a segment would not fit (it releases its cached "
         "segments and retries before it runs out of memory), in closed form (cached blocks "
         "between sizes in segments a live block holds, the loss's logits in segments one row "
-        "apart, mid-sized gradients alone in segments, FSDP2's streams, a partly empty segment "
-        "per pool: a bound checked against the least memory replayed traces run in), "
+        f"apart, {rests}mid-sized gradients alone in segments, FSDP2's streams, a partly empty "
+        "segment per pool: a bound checked against the least memory replayed traces run in), "
         f"+ the {context_text(base)}"
         + (f" + NCCL {nccl / 2**20:g} MiB" if nccl else "")
         + "; a traced candidate by its traced peak under that bound, or where that does not "

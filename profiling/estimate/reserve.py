@@ -235,11 +235,16 @@ def outside_loss(moments: list[Any]) -> int | None:
 
 
 def _segment_terms(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str, int]]:
-    """The terms the reserve and the need share: segments that mid-sized gradients, FSDP2's
-    streams and each pool's partly empty segment hold whether or not the GPU is near full."""
+    """The terms the reserve and the need share: segments that QLoRA's dequantized weights'
+    rests (``profiling.estimate.dequant_rests``), mid-sized gradients, FSDP2's streams and each
+    pool's partly empty segment hold whether or not the GPU is near full."""
+    from profiling.estimate.dequant_rests import NAME, dequant_rests
+
     gather, scatter = stream_pools(cfg, shape)
     streams = 3 if fsdp2_streams(cfg) else 1
+    rests, rests_how = dequant_rests(cfg)
     return [
+        (f"{NAME} ({rests_how})", rests),
         # no sizes in the name: a printed size must be a value of the record it is cited with
         ("mid-sized gradients alone in large-pool segments",
          round(mid_gradient_slack(cfg, shape) * MID_GRADIENTS)),
