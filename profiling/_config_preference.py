@@ -34,6 +34,12 @@ def check_dpo(cfg: TrainingConfig) -> None:
     """One ConfigError sentence for what ``--dpo`` is not modelled with (yet)."""
     if not cfg.dpo:
         return
+    if cfg.kd_teacher is not None:  # said first: no other flag makes the pair modelled
+        raise ConfigError(
+            "--dpo and --kd-teacher are separate torchtune recipes (the DPO recipes and "
+            "knowledge_distillation_*), not modelled together: give one of them",
+            "dpo",
+        )
     other = (
         "--loss (DPO's loss is its own)" if cfg.loss != "cross-entropy"
         else "--compile" if cfg.compile

@@ -217,8 +217,8 @@ def _place(
             lower = f"blocks 0..{i} still gathered, none all-gathered again"
         upper = ", no reduce-scatter input above it" if i == n - 1 else ""
         calc = (
-            f"{fixed:.0f} B as above (block {i}, {lower}{upper}) + {words} {f(mine)} + "
-            f"{n - 1 - i} blocks' sharded gradients and {i + own} blocks' {what_kept} "
+            f"{f(fixed)} as above (block {i}, {lower}{upper}) + {words} {f(mine)} + "
+            f"{_blocks(n - 1 - i)} sharded gradients and {_blocks(i + own)} {what_kept} "
             f"{f(below)} + "
             f"{f(held)} held"
         )
@@ -357,8 +357,8 @@ def block_gather(
     i = max((0, L - 2), key=lambda j: (L - 1 - j) * shard + (j + 1) * kept)
     below = (L - 1 - i) * shard + (i + 1) * kept
     out = [(GATHER, fixed + below + held,
-            f"{base} (block {i}) + {L - 1 - i} blocks' sharded gradients and {i + 1} blocks' "
-            f"{saved} {f(below)}{tail}")]  # fmt: skip
+            f"{base} (block {i}) + {_blocks(L - 1 - i)} sharded gradients and "
+            f"{_blocks(i + 1)} {saved} {f(below)}{tail}")]  # fmt: skip
     if cfg.zero == 2:  # without resharding no block is gathered again in backward
         out = []
     sums = (fixed, held, shard, block * g / t, block * r / t, L, kept)
@@ -366,6 +366,11 @@ def block_gather(
         return out + recomputed_bound(d, e, cfg, sums, per_layer(d, e, cfg))
     out += _norms_back(d, e, cfg, sums, per_layer(d, e, cfg))
     return out
+
+
+def _blocks(k: int) -> str:
+    """``k`` blocks, possessive: "1 block's", "30 blocks'"."""
+    return "1 block's" if k == 1 else f"{k} blocks'"
 
 
 __all__ = ["GATE", "GATHER", "GELU", "MLP", "NORM", "POST", "RECOMPUTED", "block_gather"]

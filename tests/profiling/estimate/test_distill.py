@@ -92,3 +92,13 @@ def test_what_kd_is_not_modelled_with_is_one_sentence(kw: dict[str, Any], said: 
     with pytest.raises(ConfigError) as info:
         TrainingConfig(**{**base, **kw})
     assert said in str(info.value) and "kd_teacher is not modelled with" in str(info.value)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("loss", ["cross-entropy", "chunked"])
+def test_dpo_beside_kd_is_refused_as_a_pair_first(batch: int, loss: str) -> None:
+    # audit7 D77: before, one flag at a time ("an odd --batch", then "--loss", then "--dpo")
+    with pytest.raises(ConfigError) as info:
+        TrainingConfig(model="hf:llama-3.2-1b", kd_teacher="hf:llama-3.1-8b", dpo=True,
+                       seq=32, batch=batch, loss=loss)  # fmt: skip
+    assert "dpo and kd_teacher are separate torchtune recipes" in str(info.value)

@@ -88,3 +88,11 @@ def test_a_middle_block_s_up_under_autocast_is_the_trace(tmp_path: Path, precisi
     traced, est = trace_step(cfg), estimate(cfg)
     assert est.peak_moment == gather.MLP
     assert est.per_gpu_bytes == traced.peak_bytes, (est.moments, traced.by_category)
+
+
+def test_the_moments_read_in_units_and_count_blocks_in_words() -> None:
+    # audit7 D68: "14197743756 B as above … 1 blocks' sharded gradients" before
+    est = estimate(TrainingConfig.parse(model="llama-7b", precision="mixed", gpus=8, zero=3))
+    norm = next(m for m in est.moments if m.name.startswith(gather.NORM))
+    assert " B as above" not in norm.calculation and " GB as above (block 30" in norm.calculation
+    assert "1 block's sharded gradients and 30 blocks' saved tensors" in norm.calculation
