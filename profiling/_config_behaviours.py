@@ -359,12 +359,12 @@ def model_check(w: Any, cfg: TrainingConfig) -> tuple[str, str] | None:
     sentence, the field) for an option the model's kind does not model (a gate it lacks, an
     encoder's, an encoder-decoder's, --target-seq without a decoder of its own); ``w`` its
     ``WorkloadConfig`` or None."""
-    from profiling._config_lora import missing_gate, own_linears
+    from profiling._config_lora import compiled_gpt2_lora, missing_gate, own_linears
     from profiling.models.hf_encoders import encoder_refusal
     from profiling.models.hf_t5 import t5_refusal, target_refusal
 
     cfg.lora_targets = own_linears(w, cfg.lora_targets)
-    if no := target_refusal(w, cfg) or missing_gate(w, cfg):
+    if no := target_refusal(w, cfg) or missing_gate(w, cfg) or compiled_gpt2_lora(w, cfg):
         return no
     if w is not None and w.arch == "encoder":
         return encoder_refusal(w, cfg)

@@ -140,6 +140,22 @@ def missing_gate(w: Any, cfg: TrainingConfig) -> tuple[str, str] | None:
     )
 
 
+def compiled_gpt2_lora(w: Any, cfg: TrainingConfig) -> tuple[str, str] | None:
+    """(one sentence, the field) for LoRA on GPT-2's kind under --compile: the estimate counts
+    a compiled block by partitioning the trace's own two-block build
+    (``trace.compiled_estimate._blocks``), and the trace adapts peft's q_proj/v_proj names,
+    which GPT-2's fused ``c_attn`` does not have — peft's ``inject_adapter``
+    (``peft/tuners/tuners_utils.py``) raised ``NoMatchingPeftModuleError``, a traceback."""
+    if w is None or w.arch != "gpt2" or cfg.lora_rank is None or not cfg.compile:
+        return None
+    return (
+        "--compile with --lora-rank on GPT-2's kind is not modelled (a compiled block is "
+        "counted on the trace's build, which adapts no GPT-2 layer): drop --compile, or "
+        "--lora-rank",
+        "compile",
+    )
+
+
 __all__ = [
     "AUTOCAST_ADAPTERS_FIELD",
     "BNB_KEEPS_FIELD",
@@ -152,6 +168,7 @@ __all__ = [
     "LORA_TARGET_SETS",
     "TORCHTUNE_DORA_FIELD",
     "LoraTarget",
+    "compiled_gpt2_lora",
     "missing_gate",
     "own_linears",
     "parse_targets",

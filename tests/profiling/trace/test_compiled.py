@@ -147,6 +147,22 @@ def test_profile_refuses_compile_on_the_cpu_in_one_sentence(tmp_path, run_cli) -
     assert len(text.splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", ["estimate", "trace"])
+def test_compiled_gpt2_lora_is_refused_in_one_sentence(tmp_path, run_cli, command) -> None:
+    """audit7 D71: the estimate counts a compiled block on the trace's build, which adapts no
+    GPT-2 layer — peft's NoMatchingPeftModuleError was a traceback (under DDP and with
+    --compare-trace too); refused before anything is built."""
+    extra = ["--gpus", "2", "--compare-trace"] if command == "estimate" else []
+    out = run_cli(
+        command, "--model", "gpt2-small", "--seq", "16", "--lora-rank", "8",
+        "--lora-targets", "q,v", "--compile", *extra, "--no-save", cwd=tmp_path, check=False,
+    )  # fmt: skip
+    text = (out.stdout + out.stderr).strip()
+    assert out.returncode != 0 and "Traceback" not in text, text
+    assert "--compile with --lora-rank on GPT-2's kind is not modelled" in text
+    assert len(text.splitlines()) == 1
+
+
 def test_a_dispatch_mode_makes_a_compiled_block_eager() -> None:
     """Why the CPU profile refuses --compile: the real torch.compile, under any active
     TorchDispatchMode, saves what eager autograd saves."""
