@@ -47,7 +47,7 @@ def lora_forward(
     d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
     if not lora_fsdp2(cfg) or d is None or not shape.get("root_params"):
         return []
-    if not shape.get("block_params") or d.arch != "llama" or cfg.compile:
+    if not shape.get("block_params") or d.arch not in ("llama", "neox") or cfg.compile:
         return []
     e, g, t, f = acts.Bytes.of(cfg.precision), gathered_bytes(cfg), cfg.tp, fmt_bytes
     root, block = group_params(cfg, shape)
@@ -56,6 +56,8 @@ def lora_forward(
     held = step_inputs.token_inputs(d, cfg)
     fixed += held.bytes if held else 0.0
     embeds, pos, rope = T * d.h * e.r / t, d.s * 8, 2 * d.s * d.hd * e.rope
+    if d.arch == "neox":
+        pos, rope = _neox_around(d, e, cfg)
     around = embeds + pos + rope
     words = (
         f"sharded weights, optimizer and the step's inputs {f(fixed)} + the embedding's output "
@@ -89,7 +91,11 @@ def lora_forward(
         saved += T * d.h * e.r / t  # block L − 2's output
         what = f"blocks 0..{L - 2}'s saved tensors and block {L - 2}'s output"
         if e.amp:  # autocast's copies, which the end of forward counts once per model
-            copies = _autocast_copies(d, block - int(shape["block_params"]))
+            copies = (
+                _autocast_copies(d, block - int(shape["block_params"]))
+                if d.arch == "llama"
+                else 2 * block  # every weight and bias of the group (its norms: a bound)
+            )
             saved += (L - 1) * copies / t + _first_a_copies(d, cfg) / t
             what += (
                 " with autocast's 16-bit copies of their weights and adapters, and the first "
@@ -102,6 +108,18 @@ def lora_forward(
         f"{words} + (root + 3·block)·{g} B {f(last)} + {what} {f(saved)}",
     ))  # fmt: skip
     return out
+
+
+def _neox_around(d: Any, e: Any, cfg: TrainingConfig) -> tuple[int, float]:
+    """GPT-NeoX's kind beside its blocks (as ``fsdp_block_gather.block_gather`` counts it):
+    the position ids (s·8; BLOOM's ALiBi takes none), the rotated dims' cos/sin tables, and
+    what the kind keeps to the end (Falcon's causal mask, BLOOM's embeddings' LayerNorm:
+    ``neox.once_per_model``)."""
+    from profiling.estimate import neox
+
+    pos = 0 if d.extra.get("hf_module") == "bloom" else d.s * 8
+    rope = 2 * d.s * int(d.extra["neox"]["rotary"]) * e.rope
+    return pos, rope + sum(term.bytes for term in neox.once_per_model(d, e, cfg))
 
 
 def _autocast_copies(d: Any, adapters: int) -> int:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from profiling.estimate import bloom_amp, bloom_softmax
 from profiling.estimate.activations import Bytes, Dims, _cuda
+from profiling.estimate.fsdp_lora import lora_fsdp2
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
 from profiling.estimate.selective import blocks_keep_saved
 from profiling.units import fmt_bytes
@@ -60,7 +61,9 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
 
     if d is None or d.V is None or d.arch != "neox" or d.extra.get("experts"):
         return False
-    if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded:
+    if not blocks_keep_saved(cfg) or cfg.tp != 1:
+        return False
+    if cfg.sharded and not lora_fsdp2(cfg):  # under LoRA on FSDP2: fsdp_lora_neox
         return False
     # BLOOM after LitGPT's loss: losses.moments' last MLP equals the trace (test_loss_last_mlp_lora)
     if cfg.loss in HELD_OVER and d.extra.get("hf_module") == "bloom":

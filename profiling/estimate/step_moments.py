@@ -14,7 +14,6 @@ from pydantic import BaseModel
 from profiling.config import TrainingConfig
 from profiling.estimate import activations as acts
 from profiling.estimate import (
-    bloom,
     compiled_backward,
     ddp_unused,
     encoder,
@@ -42,6 +41,7 @@ from profiling.estimate.ddp import held as ddp_held
 from profiling.estimate.ddp import viewed
 from profiling.estimate.fsdp import fsdp_moments, fsdp_parts
 from profiling.estimate.fsdp_lora_moments import lora_forward
+from profiling.estimate.fsdp_lora_neox import last_block_held
 from profiling.estimate.ledger import Line
 from profiling.estimate.recomputed import recomputed_moment
 from profiling.estimate.recomputed_eager import moment as eager_recomputed
@@ -96,7 +96,7 @@ def step_moments(
     moments += [
         Moment(name=n, bytes=round(b), calculation=c)
         for n, b, c in encoder.moments(d, inp, fwd)
-        + bloom.moments(d, inp, fwd)
+        + last_block_held(inp, shape, d, fwd)
         + neox_qkv.moments(d, inp, fwd)
         + llama_end.moments(d, inp, fwd, est_lines)
         + gpt2_end.moments(d, inp, fwd, shape, est_lines)

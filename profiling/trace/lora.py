@@ -470,7 +470,7 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
             "--precision mixed, bf16 or amp-bf16/amp-fp16 for --qlora (bitsandbytes' 4-bit "
             "layers compute in 16 bits; estimate fp32)"
         )
-    if (config.fsdp or config.sharded) and not (lora_fsdp2(config) and arch == "llama"):
+    if (config.fsdp or config.sharded) and not (lora_fsdp2(config) and arch in ("llama", "neox")):
         return "one GPU or FSDP2 (--fsdp, ZeRO-3; no QLoRA or DoRA) for --lora-rank on this model"
     if config.dora and (problem := dora_problem(config, arch)):
         return problem
