@@ -277,7 +277,8 @@ def _build(
     if config.compile:  # before checkpointing: checkpoint(compiled block), as torchtune does
         from profiling.trace.compiled import compile_model
 
-        notes.append(compile_model(model, inputs, config, _block_list(model), _autocast))
+        notes.append(compile_model(model, inputs, config, _block_list(model), _autocast,
+                                   mesh is None))  # fmt: skip
     if config.checkpointing == "full":
         n = _apply_checkpointing(model, config.target)
         notes.append(f"activation checkpointing on {in_model(n)} blocks (non-reentrant)")
@@ -303,6 +304,9 @@ def _build(
         mp = torch.bfloat16 if config.precision == "mixed" else None
         _shard(model, mesh, config.reshard_after_forward, mp)
         notes.append(f"FSDP2 fully_shard per block and root over {config.world_size} ranks")
+        from profiling.trace.compiled import prime_partitions
+
+        prime_partitions(model, inputs, config, _autocast)  # compiled blocks, as FSDP2 gathers
         if mp is not None:
             notes.append(
                 "mixed precision by FSDP2's MixedPrecisionPolicy(param_dtype=bf16, "

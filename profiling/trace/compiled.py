@@ -284,6 +284,9 @@ class CompiledBlock:
 
     def __init__(self, block: nn.Module, cache: dict[Any, Partition], target: str) -> None:
         self.block, self.cache, self.target = block, cache, target
+        # the block's own class: fully_shard swaps it for a subclass (FSDPLlamaDecoderLayer,
+        # torch 2.13 _fully_shard/_fully_shard.py), which must find the partitions made before
+        self.kind = type(block)
         self.eager = block.forward
         self.last: tuple[Partition, int] | None = (
             None  # the partition run, the hidden state's place among its flattened primals
@@ -300,7 +303,7 @@ class CompiledBlock:
         leaves, spec = pytree.tree_flatten((args, kwargs))
         where = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         inputs = [leaves[i] for i in where]
-        key = (type(self.block), str(spec), _meta(state), _meta(inputs), str(leaves_static(leaves)),
+        key = (self.kind, str(spec), _meta(state), _meta(inputs), str(leaves_static(leaves)),
                torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))  # fmt: skip
         part = self.cache.get(key)
         if part is None:
@@ -357,21 +360,35 @@ def leaves_static(leaves: list[Any]) -> tuple[Any, ...]:
     return tuple(None if isinstance(x, torch.Tensor) else x for x in leaves)
 
 
+def prime_partitions(
+    model: nn.Module,
+    inputs: tuple[object, ...],
+    config: Any,
+    autocast: Callable[[Any], contextlib.AbstractContextManager[object]],
+) -> None:
+    """One forward of the model, untracked, so each block's partition is made before the
+    traced steps: a partition made inside them would run the tracker's module hooks (torch's
+    ModTracker registers multi-grad hooks on every module's tensors) inside AOTAutograd's
+    joint trace, whose ``autograd.grad`` refuses them. Nothing without ``--compile``."""
+    if not config.compile:
+        return
+    with autocast(config):
+        model(*inputs)
+
+
 def compile_model(
     model: nn.Module,
     inputs: tuple[object, ...],
     config: Any,
     blocks: nn.ModuleList | None,
     autocast: Callable[[Any], contextlib.AbstractContextManager[object]],
+    prime: bool = True,
 ) -> str:
     """Each of ``blocks``' forward through Inductor's partition; one forward of the model
     (untracked: before the tracker starts) makes the partitions, so the traced steps only run
-    them. Returns the trace's note."""
-    if config.fsdp:
-        raise ProfilingError(
-            "the trace runs --compile without --fsdp (compiled blocks under FSDP2 are "
-            "estimated, not traced yet): drop one of them, or run estimate"
-        )
+    them. Under FSDP2 (``prime`` False) that forward waits for ``fully_shard``
+    (``prime_partitions``): a block runs on what its group gathers, under ``mixed`` bf16
+    parameters where they were fp32 here. Returns the trace's note."""
     if blocks is None:
         raise ProfilingError(
             "--compile compiles the model's repeated blocks, but it has no nn.ModuleList"
@@ -379,8 +396,8 @@ def compile_model(
     cache: dict[Any, Partition] = {}
     for block in blocks:
         block.forward = CompiledBlock(block, cache, config.target)  # type: ignore[method-assign]
-    with autocast(config):
-        model(*inputs)
+    if prime:  # else after fully_shard (trace.build)
+        prime_partitions(model, inputs, config, autocast)
     return (
         f"torch.compile of each block: {len(cache)} partition(s) by Inductor's min-cut "
         "partitioner on fake tensors; its saved tensors traced exactly, its forward graph run "
