@@ -26,9 +26,12 @@ def parse_count(text: str | float | int) -> int:
 def fmt_bytes(n: float, unit: str = "auto") -> str:
     """Decimal units by default (the way GPU sizes are quoted): 14.00 GB, 512.0 MB. ``unit``
     "GB" keeps a column in GB, but a size under 0.01 GB drops to MB or KB: "0.00 GB" says
-    nothing (a step counter's 1.2 KB, a --gpu-mem of 0.001)."""
-    if unit == "GiB":
-        return f"{n / GiB:,.2f} GiB"
+    nothing (a step counter's 1.2 KB, a --gpu-mem of 0.001); "GiB" likewise drops to MiB or
+    KiB."""
+    if unit == "GiB":  # binary beside a decimal figure; a toy's under 0.01 GiB in MiB or KiB
+        if n == 0 or abs(n) >= GiB / 100:
+            return f"{n / GiB:,.2f} GiB"
+        return f"{n / 2**20:,.1f} MiB" if abs(n) >= 2**20 else f"{n / 2**10:,.1f} KiB"
     if (unit == "GB" and (n == 0 or abs(n) >= GB / 100)) or (unit == "auto" and abs(n) >= GB):
         return f"{n / GB:,.2f} GB"
     if abs(n) >= 10**6:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
 from profiling.config import TrainingConfig
 from profiling.estimate.memory import estimate, render_text
 from profiling.fit import _candidate
-from profiling.units import fmt_count
+from profiling.units import fmt_bytes, fmt_count
 
 _EXPONENT = re.compile(r"\d[eE][+-]?\d")
 
@@ -108,3 +110,16 @@ def test_tokens_per_second_under_tensor_parallelism_names_every_gpu() -> None:
     line = next(s for s in est.time.time.steps if s.unit == "tokens/s")
     assert "8 GPUs" in line.name and "4 replicas × TP 2" in line.name, line.name
     assert "4 GPUs" not in line.name
+
+
+def test_a_toys_binary_figure_is_not_zero_gib() -> None:
+    # audit7: a toy's estimate printed "(0.00 GiB per GPU; …)" beside its 3.4 MB
+    assert fmt_bytes(3_500_000, "GiB") == "3.3 MiB"
+    assert fmt_bytes(2_000, "GiB") == "2.0 KiB"
+    assert fmt_bytes(0, "GiB") == "0.00 GiB" and fmt_bytes(30 * 2**30, "GiB") == "30.00 GiB"
+    done = subprocess.run(
+        [sys.executable, "-m", "journal_agent", "estimate", "--model", "tiny-gpt2", "--no-save"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "0.00 GiB" not in done.stdout
+    assert re.search(r"\(\d+\.\d (MiB|KiB) per GPU", done.stdout), done.stdout
