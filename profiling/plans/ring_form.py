@@ -176,7 +176,7 @@ def ring_peaks(
     """A stage without a pipeline: (the forward, the backward) at the ring's highest moment,
     above the step's start and the backward's start: the last block's attention in forward
     (every earlier block's saved tensors, this one's so far); in backward the attention of the
-    last block or the first (blocks alike: the moment is affine in the block), its second half
+    last block, the first or the one next to either (see the loop), its second half
     freed and its gradients made, the gradient of its output and of the block's output beside
     the ring's buffers."""
     before, second = _attention_saved(w, tokens, t, c, cp, b.ring_rank)
@@ -196,7 +196,13 @@ def ring_peaks(
     # SDPA's seed and offset)
     again = q + sdpa_seed(w.head_dim, c) if b.recompute else 0
     best = vec()
-    for i in {0, L - 1}:
+    # affine in the block between the ends, not at them: the first block prefetches the
+    # embedding's group (the rest a block's) and the last holds the head's reduce-scatter input
+    # (the rest a block's), so the second and the second-to-last are candidates too — in fp32
+    # block 1's moment (a block prefetched, one fewer block's gradient shards, block 0's input
+    # still kept) is above block 0's where a block's group is larger than the embedding's
+    ends = {0, 1, L - 2, L - 1} & set(range(L)) if len(set(b.kept)) == 1 else set(range(L))
+    for i in sorted(ends):
         after = L - 1 - i  # blocks whose backward is done
         # FSDP2: the next group prefetched, the previous one's reduce-scatter input held
         in_flight = (b.one_block if i else b.emb_prefetch) + (b.block_rs if after else b.head_rs)
