@@ -29,6 +29,7 @@ from profiling.plans.float8_moments import wrapped_casts
 from profiling.plans.fresh_grads import fresh_moment
 from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, vec
+from profiling.plans.shapes import LOSS_SCALARS
 
 
 def wrapped_forward(w: WorkloadConfig, tokens: int, t: int, c: int) -> int:
@@ -147,6 +148,44 @@ def fresh_w2(
     return max(fresh - half, 0), None
 
 
+def lowest_block(
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, dims: tuple[int, int, int],
+    grads: tuple[int, int], held: tuple[list[int], int, int, bool], peak: Vec,
+) -> Vec:  # fmt: skip
+    """Every block checkpointed, no FSDP, no pipeline: the lowest block's backward (block 0,
+    the last to run) as its recomputed ``w2``'s backward is done, above the backward's start
+    (the head's saved tensors freed): the higher of it and ``peak``, the backward's highest so
+    far.
+
+    A block keeps only its input, so each backward frees one input (``x``) and makes a block's
+    gradients: where a block's gradients outweigh its input (fp32 toys: 172,544 B against
+    65,536 B) the last block's moment is the highest, not the first's. Alive then: the head's
+    gradients (output and final norm) and every later block's, ``w2``'s weight gradient, block
+    0's recomputed tensors but ``w2``'s input (its backward freed it), its input still kept,
+    the loss's scalars (``LOSS_SCALARS``: the loop holds them); the gradient of ``w2``'s input
+    and the two SwiGLU products' gradients (three FFN-wide buffers), the gradient of the
+    block's output and the residual sum's. Read in the trace's live tensors (MemTracker's
+    _WINFO) at the peak, llama-untied-l3 DDP 2 fp32 seq 128: aten.mul.Tensor in
+    layers.0.feed_forward, torch 2.13 torch/utils/checkpoint.py recomputing the block."""
+    (tokens, t, c), (grad_b, block_grads) = dims, grads
+    kept, recompute, head_acts, every_n = held
+    # FSDP: fsdp_moments; every N-th: earlier_blocks; the per-op policy keeps more than the
+    # input, and compile's and Float8's blocks recompute otherwise (not read: left as they were)
+    plain = cfg.checkpointing == "full" and not (cfg.compile or cfg.float8)
+    if cfg.fsdp or not recompute or every_n or not plain:
+        return peak
+    h, half, x = w.hidden, (w.ffn // t) * c * tokens, tokens // t * w.hidden * c
+    head = (w.vocab // t * h + h) * grad_b if stage.head else 0
+    made = (w.ffn // t) * h * grad_b
+    low = vec(
+        gradients=head + (stage.layers - 1) * block_grads + made,
+        activations=recompute - half - sum(kept[1:]) - head_acts + LOSS_SCALARS,
+        temporaries=3 * half + 2 * x,
+    )  # fmt: skip
+    return low if low["total"] > peak["total"] else peak
+
+
 __all__ = [
-    "earlier_blocks", "forward_moment", "fresh_w2", "head_freed", "wrapped_forward",
+    "earlier_blocks", "forward_moment", "fresh_w2", "head_freed", "lowest_block",
+    "wrapped_forward",
 ]  # fmt: skip

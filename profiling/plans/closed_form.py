@@ -40,7 +40,13 @@ from profiling.models.config import WorkloadConfig
 from profiling.plans import zbv_form
 from profiling.plans.accum import accumulated
 from profiling.plans.always_pp import always_on, always_profile
-from profiling.plans.checkpoint_form import earlier_blocks, forward_moment, fresh_w2, head_freed
+from profiling.plans.checkpoint_form import (
+    earlier_blocks,
+    forward_moment,
+    fresh_w2,
+    head_freed,
+    lowest_block,
+)
 from profiling.plans.compiled_form import compiled_blocks, compiled_moments, compiled_note
 from profiling.plans.cpu_offload import offloaded, on_gpu
 from profiling.plans.embedding_stage import embedding_alone, embedding_grad_rows
@@ -257,6 +263,9 @@ def _stage_profile(
         made_w2 = (w.ffn // t) * w.hidden * s.gathered
         # b_more: the first block's backward, a later microbatch's highest (plans/accum.py)
         b_peak = b_more = unpipelined_peak(b_peak, blocks, f8_b, block_extra // 2, made_w2)
+        # every block checkpointed without FSDP: the lowest block's backward (lowest_block)
+        b_peak = lowest_block(cfg, w, stage, (tokens, t, s.c), (grad_b, block_grads),
+                              (kept, recompute, head_acts, bool(earlier)), b_peak)  # fmt: skip
         for q, again, freed in () if cfg.fsdp else earlier:  # FSDP: _block_moments
             c_b = add(_backward_extra(block_extra, again - freed, True, 2 * x),
                       vec(gradients=q * block_grads, activations=-head_acts))  # fmt: skip
