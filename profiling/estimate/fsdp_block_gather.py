@@ -276,9 +276,8 @@ def _block_saved(d: Any, e: Any, cfg: TrainingConfig, terms: list[Any]) -> float
     key/value index tensors (``falcon_index``; all counted once per model elsewhere)."""
     from profiling.estimate.step_scalars import falcon_index, recomputed_scalars, sdpa_rng
 
-    # under --compile a bound: the partition saves casts of its own (its per_layer's), which
-    # these 16-bit copies count again (llama-wide amp-bf16 FSDP 2, 16 tokens: 1.062)
-    copies = sum(autocast_copies(d, e, cfg))
+    # a compiled block's partition saves its casts itself (its per_layer's terms)
+    copies = 0.0 if cfg.compile else sum(autocast_copies(d, e, cfg))
     # fully checkpointed, the block recomputed saves them again (its own, the others' gone)
     scalars = sdpa_rng(d, cfg) + falcon_index(d, cfg) + recomputed_scalars(d, cfg)
     return float(sum(term.bytes for term in terms)) + copies + scalars
@@ -370,7 +369,7 @@ def block_gather(
     if compiled:  # block i's backward graph at its highest (its weights' gradients among
         # them), walked on the partitioner's graph (compiled_backward): the gather's moment
         # alone read 0.938-0.997 of the trace (llama-small mixed FSDP 4, 128 tokens: −294,912 B)
-        return _compiled_back(cfg, out, i)
+        return _compiled_back(cfg, out, i, (below, L * kept, block * r / t))
     if d.arch == "neox":  # the other moments are RMSNorm's and SwiGLU's
         return out + recomputed_bound(d, e, cfg, sums, per_layer(d, e, cfg))
     out += _norms_back(d, e, cfg, sums, per_layer(d, e, cfg))
@@ -383,17 +382,41 @@ def _blocks(k: int) -> str:
 
 
 def _compiled_back(
-    cfg: TrainingConfig, out: list[tuple[str, float, str]], i: int
+    cfg: TrainingConfig,
+    out: list[tuple[str, float, str]],
+    i: int,
+    sizes: tuple[float, float, float],
 ) -> list[tuple[str, float, str]]:
+    """Compiled blocks under FSDP2: block ``i``'s gather moment with its backward graph at
+    its highest less its weights' gradients (the block above's reduce-scatter input stands for
+    them), and the last block's own: no block above, every block's saved tensors, its
+    backward graph whole (its unsharded gradients made there) — the higher under autocast,
+    whose fp32 gradients outweigh (llama-small amp-bf16 FSDP 2, 128 tokens: −166,400 B)."""
     from profiling.trace.compiled_estimate import block_grads, block_recomputed
 
+    below, every, above = sizes
+    walks, grads = block_recomputed(cfg), block_grads(cfg)
     j = 0 if i == 0 else 1
-    more = block_recomputed(cfg)[j].backward - block_grads(cfg)[j]
-    return [
+    more = walks[j].backward - grads[j]
+    moments = [
         (name, value + more, f"{calc} + its backward graph at its highest but its weights' "
          f"gradients, walked on the partitioner's graph {fmt_bytes(more)}")
         for name, value, calc in out
     ]  # fmt: skip
+    if not out:
+        return moments
+    value, calc = out[0][1], out[0][2]
+    last = value - below - above + every + walks[1].backward
+    return [*moments, (
+        LAST_COMPILED,
+        last,
+        f"{calc.split(' (block')[0]} less the reduce-scatter input above {fmt_bytes(above)}, "
+        f"every block's saved tensors {fmt_bytes(every)}, the gradient reaching it and the "
+        f"step's inputs, and the last block's backward graph at its highest, its gradients "
+        f"among them {fmt_bytes(walks[1].backward)} = {fmt_bytes(last)}",
+    )]  # fmt: skip
 
+
+LAST_COMPILED = "backward, the last compiled block (its own gradients, no block above)"
 
 __all__ = ["GATE", "GATHER", "GELU", "MLP", "NORM", "POST", "RECOMPUTED", "block_gather"]

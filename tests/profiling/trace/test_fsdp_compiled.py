@@ -44,6 +44,10 @@ def _cfg(tmp_path: Path, shape: dict, **options: object) -> TrainingConfig:
         (SMALL, {"seq": 64, "batch": 2, "precision": "mixed", "gpus": 4}),
         (WIDE, {"seq": 16, "batch": 1, "precision": "fp32", "gpus": 2}),  # 0.997 before
         (WIDE, {"seq": 16, "batch": 1, "precision": "bf16", "gpus": 2}),  # 0.995 before
+        # under autocast the last block's own moment leads (its fp32 gradients, no block
+        # above): 0.979 (−166,400 B), and 0.946 on the wide toy at FSDP 4
+        (SMALL, {"seq": 64, "batch": 2, "precision": "amp-bf16", "gpus": 2, "optimizer": "sgd"}),
+        (WIDE, {"seq": 16, "batch": 1, "precision": "amp-bf16", "gpus": 4}),
     ],
 )
 def test_compiled_blocks_under_fsdp2_are_the_trace(
@@ -52,11 +56,3 @@ def test_compiled_blocks_under_fsdp2_are_the_trace(
     cfg = _cfg(tmp_path, shape, **options)
     est, traced = estimate(cfg), trace_step(cfg)
     assert est.per_gpu_bytes == traced.peak_bytes, (est.peak_moment, traced.peak_phase)
-
-
-def test_autocast_copies_bound_a_compiled_block_under_fsdp2(tmp_path: Path) -> None:
-    """Under autocast the gather moment counts the block's 16-bit weight copies beside the
-    partition's saved tensors, which hold casts of their own: a bound above (1.062 here)."""
-    cfg = _cfg(tmp_path, WIDE, seq=16, batch=1, precision="amp-bf16", gpus=2)
-    est, traced = estimate(cfg), trace_step(cfg)
-    assert traced.peak_bytes <= est.per_gpu_bytes <= 1.07 * traced.peak_bytes
