@@ -26,14 +26,15 @@ from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
-    from profiling.estimate.activations import Dims
+    from profiling.estimate.activations import Bytes, Dims
 
 NAME = "the reference's forward, BLOOM's last block's MLP"
 
 
 def moment(d: Dims, inp: TrainingConfig, base: float) -> list[tuple[str, float, str]]:
-    """The moment on BLOOM (transformers' own module), none elsewhere; ``base``: the end of
-    forward less what the loop holds past backward (``preference.block_moment``'s)."""
+    """The moments on BLOOM (transformers' own module), none elsewhere: the last block's MLP
+    and its attention; ``base``: the end of forward less what the loop holds past backward
+    (``preference.block_moment``'s)."""
     from profiling.estimate.activations import Bytes
 
     if d.extra.get("hf_module") != "bloom":
@@ -65,7 +66,50 @@ def moment(d: Dims, inp: TrainingConfig, base: float) -> list[tuple[str, float, 
         + (f" + the dequantized weight f·h·{c} {f_(weight)}" if weight else "")
         + f" = {f_(value)}"
     )
-    return [(NAME, value, calc)]
+    return [(NAME, value, calc), _attention(d, inp, e, base - later + model + below)]
+
+
+ATTENTION = "the reference's forward, BLOOM's last block's attention"
+
+
+def _attention(d: Dims, inp: TrainingConfig, e: Bytes, held: float) -> tuple[str, float, str]:
+    """The reference's last block's attention under no_grad (``BloomAttention.forward``): its
+    locals are all alive until it returns — the fused q/k/v output (s·b·3h), the reshaped
+    q, k, v copies (``reshape`` of the transposed views: three s·b·h), ALiBi's scores
+    (``alibi.baddbmm``), the masked weights (``attn_weights + attention_mask``) and the
+    probabilities, three a·s²·b·c tensors — beside the block's input and the input LayerNorm's
+    output (``BloomBlock.forward``). The highest of three points: softmax in fp32 (16-bit
+    scores converted to fp32 first, the copy beside the fp32 output: a·s²·b·(2c + 8); in fp32
+    the output alone, a·s²·b·3c); with --dropout the attention dropout's output beside its
+    input and its 1-byte mask (a·s²·b·(4c + 1)); the output projection's ``dropout_add``
+    (``_merge_heads``' copy, the projection's output and the sum, s·b·3h·c; with --dropout the
+    dropped copy and its mask too, s·b·h·(c + 1)). ``held``: the MLP moment's count outside
+    the block (the end of forward less the loop's, ALiBi's and the mask's tensors, the block
+    below's attention weights). The MLP's moment alone read 0.961 of the trace at seq 128 (fp32
+    q,v, h 64: −262,144 B)."""
+    s, b, h, a, c = d.s, d.b, d.h, d.a, e.c
+    T, s2 = s * b, a * s * s * b
+    drop = bool(inp.dropout)
+    fixed = 8 * T * h * c  # the input, the norm's output, the fused output, three copies
+    # softmax(dtype=float32) of 16-bit scores converts them first (ATen SoftMax.cpp ``softmax``:
+    # ``input_.toType(dtype)`` but for CUDA's Half): the fp32 copy beside the fp32 output
+    cast = 8 if c != 4 else 0
+    at_softmax = s2 * (2 * c + (cast or c))
+    at_dropout = s2 * (4 * c + 1) if drop else 0
+    at_dense = 3 * s2 * c + T * h * (4 * c + 1 if drop else 3 * c)
+    inner = max(at_softmax, at_dropout, at_dense)
+    value = held + fixed + inner
+    f_ = fmt_bytes
+    calc = (
+        f"the MLP moment's count outside the block {f_(held)} + the block's input, the norm's "
+        f"output, the fused q/k/v output and its three reshaped copies s·b·8h·{c} "
+        f"{f_(fixed)} + the highest of softmax's (a·s²·b·{2 * c + (cast or c)})"
+        + (f", the attention dropout (a·s²·b·{4 * c + 1})" if drop else "")
+        + f" and the projection's residual sum (three a·s²·b·{c} + s·b·h·"
+        + (f"({4 * c} + 1))" if drop else f"{3 * c})")
+        + f" {f_(inner)} = {f_(value)}"
+    )
+    return ATTENTION, value, calc
 
 
 __all__ = ["NAME", "moment"]
