@@ -314,7 +314,7 @@ def block_gather(
         return []
     # compiled blocks that keep their saved tensors: the gather moment alone, with what the
     # partition saves (block_terms.per_layer); the norms' and MLP's moments are eager ops'
-    compiled = cfg.compile and blocks_keep_saved(cfg)
+    compiled, source = cfg.compile and blocks_keep_saved(cfg), cfg
     if cfg.compile and not compiled:  # fully checkpointed: the eager block's moments stand
         # for the compiled one's; without them the estimate kept the end of backward,
         # llama-wide mixed FSDP 2 0.883 of eager's trace
@@ -370,6 +370,9 @@ def block_gather(
         # them), walked on the partitioner's graph (compiled_backward): the gather's moment
         # alone read 0.938-0.997 of the trace (llama-small mixed FSDP 4, 128 tokens: −294,912 B)
         return _compiled_back(cfg, out, i, (below, L * kept, block * r / t))
+    if source.compile and out:  # fully checkpointed: the compiled block recomputed, walked
+        # (falcon-40b-wide mixed FSDP 2, 32 tokens: 0.877 with the eager block's moments alone)
+        out += _compiled_back(source, out, i, (below, L * kept, block * r / t), True)
     if d.arch == "neox":  # the other moments are RMSNorm's and SwiGLU's
         return out + recomputed_bound(d, e, cfg, sums, per_layer(d, e, cfg))
     out += _norms_back(d, e, cfg, sums, per_layer(d, e, cfg))
@@ -386,6 +389,7 @@ def _compiled_back(
     out: list[tuple[str, float, str]],
     i: int,
     sizes: tuple[float, float, float],
+    recomputed: bool = False,
 ) -> list[tuple[str, float, str]]:
     """Compiled blocks under FSDP2: block ``i``'s gather moment with its backward graph at
     its highest less its weights' gradients (the block above's reduce-scatter input stands for
@@ -397,26 +401,30 @@ def _compiled_back(
     below, every, above = sizes
     walks, grads = block_recomputed(cfg), block_grads(cfg)
     j = 0 if i == 0 else 1
-    more = walks[j].backward - grads[j]
+    # fully checkpointed: its forward graph again, then its backward graph (Recomputed.held)
+    whole = [w.held - w.tangents if recomputed else w.backward for w in walks]
+    more = whole[j] - grads[j]
     moments = [
-        (name, value + more, f"{calc} + its backward graph at its highest but its weights' "
-         f"gradients, walked on the partitioner's graph {fmt_bytes(more)}")
+        (RECOMPUTED_COMPILED if recomputed else name, value + more,
+         f"{calc} + its graphs at their highest but its weights' gradients, walked on the "
+         f"partitioner's graphs {fmt_bytes(more)}")
         for name, value, calc in out
     ]  # fmt: skip
     if not out:
         return moments
     value, calc = out[0][1], out[0][2]
-    last = value - below - above + every + walks[1].backward
+    last = value - below - above + every + whole[1]
     return [*moments, (
-        LAST_COMPILED,
+        LAST_COMPILED + (", recomputed" if recomputed else ""),
         last,
         f"{calc.split(' (block')[0]} less the reduce-scatter input above {fmt_bytes(above)}, "
         f"every block's saved tensors {fmt_bytes(every)}, the gradient reaching it and the "
         f"step's inputs, and the last block's backward graph at its highest, its gradients "
-        f"among them {fmt_bytes(walks[1].backward)} = {fmt_bytes(last)}",
+        f"among them {fmt_bytes(whole[1])} = {fmt_bytes(last)}",
     )]  # fmt: skip
 
 
+RECOMPUTED_COMPILED = "backward, a lower compiled block recomputed (the reduce-scatter above held)"
 LAST_COMPILED = "backward, the last compiled block (its own gradients, no block above)"
 
 __all__ = ["GATE", "GATHER", "GELU", "MLP", "NORM", "POST", "RECOMPUTED", "block_gather"]
