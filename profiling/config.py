@@ -47,8 +47,9 @@ from profiling._config_lora import (
 from profiling._config_optimizers import OPTIMIZERS, PAGED_FIELD, Optimizer, OptimizerSpec
 from profiling._config_plan import CHECKPOINT_EVERY_FIELD, PipelineSchedule, check_plan, is_plan
 from profiling._config_sentences import flag_name, one_sentence
+from profiling._config_shape import check_heads, check_model, model_workload
 from profiling._config_shape import hand_workload as _hand_workload
-from profiling.errors import ConfigError, ProfilingError
+from profiling.errors import ConfigError
 from profiling.units import parse_count
 
 if TYPE_CHECKING:
@@ -84,8 +85,9 @@ FIT_FIELDS = (
 )  # fmt: skip
 # What a real run on this machine can honour (profile, MemoryProfile).
 PROFILE_FIELDS = (
-    "model", "batch", "seq", "precision", "fp32_grads", "optimizer", "foreach", "grads_kept",
-    "zero", "fsdp", "checkpointing", "compile",
+    "model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "batch", "seq",
+    "precision", "fp32_grads", "optimizer", "foreach", "grads_kept", "zero", "fsdp",
+    "checkpointing", "compile",
 )  # fmt: skip
 
 # Upper bounds that catch typos (a seq of 10^12) before they become nonsense arithmetic.
@@ -314,25 +316,7 @@ class TrainingConfig(BaseModel):
 
     @model_validator(mode="after")
     def _coherent(self) -> TrainingConfig:
-        from profiling.models.workloads import WORKLOADS
-
-        if self.model is None and self.params is None:
-            hand = self.hand_workload()
-            if hand is None:
-                raise ConfigError(
-                    "give --model NAME, --params N (e.g. --params 7e9), or the shape "
-                    "(--layers L --hidden H --heads A --vocab V)",
-                    "model",
-                )
-            self.params = hand.param_count()  # what the shape given by hand holds
-        if self.model is not None and not self.is_factory and self._workload() is None:
-            raise ConfigError(
-                f"unknown model {self.model!r}; use one of {', '.join(WORKLOADS)}, "
-                "hf:NAME (a shipped Hugging Face config) or hf:PATH (a config.json), "
-                "'package.module:function', or --params N --layers L --hidden H --heads A "
-                "--vocab V",
-                "model",
-            )
+        check_model(self)  # named, by --params or by hand; shape flags beside a name
         if self.lora_rank is None and (
             self.lora_dropout or self.dora or self.lora_targets != LORA_DEFAULT
         ):
@@ -355,14 +339,7 @@ class TrainingConfig(BaseModel):
             )
         if self.fsdp and self.zero == 0:
             self.zero = 3  # fully_shard's default: reshard after forward
-        if self.kv_heads and self.heads and self.heads % self.kv_heads:
-            raise ConfigError(
-                f"--kv-heads {self.kv_heads} must divide --heads {self.heads}", "kv_heads"
-            )
-        if self.hidden and self.heads and self.hidden % self.heads:
-            raise ConfigError(
-                f"--hidden {self.hidden} must divide by --heads {self.heads}", "heads"
-            )
+        check_heads(self)  # --kv-heads divides --heads, --heads --hidden
         check_behaviours(self)
         ds.check_deepspeed(self)
         self._check_seq()
@@ -371,17 +348,9 @@ class TrainingConfig(BaseModel):
     hand_workload = _hand_workload  # the shape given by hand (--layers --hidden …), or None
 
     def _workload(self) -> WorkloadConfig | None:
-        """The model's shape (a reference model or a Hugging Face config), None for a factory."""
-        from profiling.models.workloads import find_workload
-
-        if self.is_factory:
-            return None
-        try:
-            return find_workload(self.model)
-        except ConfigError:
-            raise
-        except ProfilingError as exc:  # a Hugging Face config that cannot be read
-            raise ConfigError(str(exc), "model") from None
+        """The model's shape (a reference model or a Hugging Face config) with the shape flags
+        given beside it, None for a factory."""
+        return model_workload(self)
 
     def _check_seq(self) -> None:
         w = self._workload()

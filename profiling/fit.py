@@ -35,6 +35,7 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.estimate.memory import estimate
 from profiling.estimate.render import SAFETY_MARGIN
+from profiling.models.shape_overrides import override_note
 from profiling.time_bound import TimeBound, checkpoint
 from profiling.units import fmt_bytes
 
@@ -112,9 +113,9 @@ def usable(avail: int) -> int:
 
 def _encoder(base: TrainingConfig) -> str | None:
     """'encoder' or 't5' for the kinds whose finetunes are searched narrower, else None."""
-    from profiling.models.workloads import find_workload
+    from profiling.models.shape_overrides import workload_of
 
-    w = None if base.is_factory else find_workload(base.model)
+    w = None if base.is_factory else workload_of(base)
     return w.arch if w is not None and w.arch in ("encoder", "t5") else None
 
 
@@ -250,6 +251,7 @@ def _fit(base: TrainingConfig, confirm: int, progress: Callable[[str], None] | N
         "ranked: full training, then LoRA, then QLoRA (they train different things); within "
         "each by estimated tokens/s" + ("" if base.gpu else " per step FLOP (no --gpu given)"),
     ]
+    notes += [n] if (n := override_note(base)) else []  # --layers … beside --model
     if fitting and fitting[0].config.precision == "bf16":
         notes.append(
             "pure bf16 keeps no fp32 master weights: small updates can round away "

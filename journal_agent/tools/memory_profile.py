@@ -26,6 +26,7 @@ from journal_agent.tools._config_input import (
 from journal_agent.tools._schema import tidy_schema
 from journal_agent.tools.base import Progress, Tool, ToolContext, ToolError, ToolResult
 from profiling.config import PROFILE_FIELDS
+from profiling.models.shape_overrides import OVERRIDES
 
 _GRACE_S = 15.0  # beyond the child's own --timeout: building, tracing, writing the record
 
@@ -36,7 +37,9 @@ _GRACE_S = 15.0  # beyond the child's own --timeout: building, tracing, writing 
 MemoryProfileInput = config_input_model(
     "MemoryProfileInput",
     include=PROFILE_FIELDS,
-    exclude=("compile",),  # a recipe in from_file sets it (each field costs tokens)
+    # a recipe in from_file sets these (each field costs tokens): torch.compile, and a shape
+    # flag beside the model (profiling.models.shape_overrides)
+    exclude=("compile", *OVERRIDES),
     model=(
         str | None,
         Field(

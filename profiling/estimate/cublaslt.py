@@ -29,9 +29,9 @@ def biased_linears(cfg: TrainingConfig) -> bool:
     """Whether the step runs a linear with a bias: GPT-2, BERT-style encoders and ViT, GPT-NeoX,
     Phi, Falcon and BLOOM's biased linears, Qwen2's q/k/v; T5 and Llama-style models have none.
     A model not in the catalogue (a factory, ``--params`` alone) is counted as having one."""
-    from profiling.models.workloads import find_workload
+    from profiling.models.shape_overrides import workload_of
 
-    w = find_workload(cfg.model) if cfg.model else None
+    w = workload_of(cfg) if cfg.model else None
     if w is None:
         return True
     if w.arch == "t5":

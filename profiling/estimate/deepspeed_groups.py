@@ -37,7 +37,8 @@ from profiling import _config_deepspeed as dsc
 from profiling.config import TrainingConfig
 from profiling.estimate.shape import Dims, param_dims
 from profiling.estimate.states import Ledger, Line, optimizer_states
-from profiling.models.workloads import as_run, find_workload
+from profiling.models.shape_overrides import workload_of
+from profiling.models.workloads import as_run
 from profiling.units import fmt_count
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -71,7 +72,7 @@ def _tensors(cfg: TrainingConfig, shape: dict[str, Any]) -> list[Dims] | None:
     itemized (a hand shape, adapters, ``--params`` apart)."""
     if cfg.lora_rank is not None or not cfg.model:
         return None
-    w = as_run(find_workload(cfg.model), cfg.tied_head, cfg.loss, cfg.litgpt_norm)
+    w = as_run(workload_of(cfg), cfg.tied_head, cfg.loss, cfg.litgpt_norm)
     dims = param_dims(w) if w is not None else None
     if not dims or sum(math.prod(d) for d in dims) != int(shape["params"]):
         return None

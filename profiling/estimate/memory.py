@@ -75,6 +75,7 @@ from profiling.estimate.states import (
 from profiling.estimate.step_moments import Moment, step_moments
 from profiling.estimate.step_scalars import recomputed_scalars
 from profiling.estimate.time import TimeEstimate, time_estimate
+from profiling.models.shape_overrides import override_note
 from profiling.records import Step
 from profiling.units import GiB, fmt_bytes
 
@@ -277,6 +278,8 @@ def estimate(inp: EstimateInput) -> Estimate:
     ledger = Ledger()
     if mismatch := params_mismatch(inp, shape):
         ledger.note(mismatch)
+    if hand := override_note(inp):  # --layers … beside --model: the model's own fields replaced
+        ledger.note(hand)
     if inp.lora_rank is not None:
         trainable = lora(ledger, inp, shape, sh)
         shape["lora_adapters"] = trainable

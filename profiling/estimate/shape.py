@@ -16,7 +16,8 @@ from profiling.estimate import t5
 from profiling.estimate.step_order import loop_peaks, tensor_order
 from profiling.models.config import WorkloadConfig
 from profiling.models.implementation import TRANSFORMERS, implementation
-from profiling.models.workloads import as_run, find_workload, is_variant
+from profiling.models.shape_overrides import workload_of
+from profiling.models.workloads import as_run, is_variant
 from profiling.units import fmt_count
 
 
@@ -312,9 +313,7 @@ def hand_shape(inp: TrainingConfig) -> dict[str, Any]:
 
 
 def shape_of(inp: TrainingConfig) -> dict[str, Any]:
-    w = as_run(
-        find_workload(inp.model), inp.tied_head, inp.loss, inp.litgpt_norm, inp.litgpt_uncapped
-    )
+    w = as_run(workload_of(inp), inp.tied_head, inp.loss, inp.litgpt_norm, inp.litgpt_uncapped)
     shape = workload_shape(w) if w is not None else hand_shape(inp)
     if "t5" in shape:  # the decoder's length: --target-seq, else the encoder's
         shape["t5"]["target_seq"] = inp.target_seq or inp.seq_or_default()

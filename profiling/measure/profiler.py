@@ -38,6 +38,7 @@ from profiling.measure.summary import (
     ProfileSummary,
     Spike,
     StepStats,
+    headline_peak,
     write_csv,
 )
 
@@ -335,17 +336,7 @@ class MemoryProfiler:
         ]
         timed = [s.time_s for s in step_stats if not s.warmup and s.time_s is not None]
         step_time = Spread.of(timed)
-        candidates = [(s.peak, s.step, s.phase) for s in phase_snaps] + [
-            (s.peak, s.step, None) for s in steps
-        ]
-        if self.oom is not None:
-            candidates.append((self.oom.snapshot.peak, self.oom.step, self.oom.phase))
-        peak, peak_step, peak_phase = max(candidates, key=lambda c: c[0], default=(0, None, None))
-        if peak_phase is None and peak_step is not None:
-            # A step's peak equal to one of its phases' peaks happened in that phase.
-            peak_phase = next(
-                (s.phase for s in phase_snaps if s.step == peak_step and s.peak == peak), None
-            )
+        (peak, peak_step, peak_phase), warm = headline_peak(phase_snaps, steps, self.oom)
         by_name = {p.name: p for p in phases}
         ratio = None
         fwd, bwd = by_name.get("forward"), by_name.get("backward")
@@ -380,6 +371,9 @@ class MemoryProfiler:
             overhead_s_per_step=self._own / n_steps if steps else None,
             ops_per_step=(ops / n_steps) if ops is not None and steps else None,
             oom=self.oom,
+            warmup_peak_bytes=warm[0] if warm else None,
+            warmup_peak_step=warm[1] if warm else None,
+            warmup_peak_phase=warm[2] if warm else None,
             last=steps[-1] if steps else None,
             peak_reserved=max((s.peak_reserved or 0 for s in self.snapshots), default=None)
             if self.backend.kind == "cuda"

@@ -69,6 +69,7 @@ def render_summary(s: ProfileSummary) -> str:
     if s.peak_step is not None:
         where = f" at step {s.peak_step}" + (f", {s.peak_phase}" if s.peak_phase else "")
     lines.append(f"Peak: {fmt_bytes(s.peak_bytes)}{where}")
+    lines += [s.warmup_line(fmt_bytes)] if s.warmup_peak_bytes is not None else []
     lines.append("")
     header = (
         f"{'phase':<14}{'peak':>11}{'mean':>11}{'min':>11}{'max':>11}{'at end':>11}"
@@ -238,6 +239,7 @@ def summary_json(s: ProfileSummary, record_id: str | None) -> dict[str, object]:
         "peak_bytes": s.peak_bytes,
         "peak_step": s.peak_step,
         "peak_phase": s.peak_phase,
+        "warmup_peak": s.warmup_peak,
         "phases": [
             {
                 "name": p.name,
@@ -278,6 +280,8 @@ def summary_json(s: ProfileSummary, record_id: str | None) -> dict[str, object]:
 def summary_quantities(s: ProfileSummary) -> list[Quantity]:
     """The numbers an entry may quote, with units (``journal check`` matches against these)."""
     q = [Quantity(name="peak", value=s.peak_bytes, unit="B")]
+    if s.warmup_peak_bytes is not None:
+        q.append(Quantity(name="warmup_peak", value=s.warmup_peak_bytes, unit="B"))
     for p in s.phases:
         q.append(Quantity(name=f"peak_{p.name}", value=p.peak_bytes, unit="B"))
         q.append(Quantity(name=f"mean_{p.name}", value=p.mean_bytes, unit="B"))

@@ -28,7 +28,8 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.measure.profiler import MemoryProfiler, ProfileSummary
 from profiling.measure.report import ComparisonRow
-from profiling.models.workloads import WORKLOADS, build_model, describe, find_workload
+from profiling.models.shape_overrides import override_note, workload_of
+from profiling.models.workloads import WORKLOADS, build_model, describe
 from profiling.time_bound import TimeBound, TimedOut
 from profiling.trace.build import (
     _DTYPES,
@@ -103,7 +104,7 @@ def _build(
         model = model.to(device)
         inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
         return model, inputs, {"name": config.model, "factory": True}
-    workload = find_workload(config.model)
+    workload = workload_of(config)
     if workload is None:
         raise ProfilingError(
             f"unknown model {config.model!r}; use one of {', '.join(WORKLOADS)}, hf:NAME, "
@@ -184,7 +185,7 @@ def measure_step(
             "measure the eager step); use trace --compile or estimate --compile here"
         )
     total = options.warmup + options.steps
-    notes: list[str] = []
+    notes: list[str] = [n] if (n := override_note(config)) else []  # --layers … beside --model
     who = _who(config)
     try:
         # A bound of the main thread (SIGALRM) or of any other (a stop raised in it): the

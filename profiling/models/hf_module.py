@@ -28,8 +28,8 @@ from torch.types import Device
 from profiling._quiet_import import import_quietly
 from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
-from profiling.models.hf_config import catalogue_entry, catalogue_names, read_config_file
 from profiling.models.implementation import project_blocks, project_blocks_asked
+from profiling.models.shape_overrides import given, raw_config, with_overrides
 
 if TYPE_CHECKING:
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -232,17 +232,6 @@ def transformers_version() -> str | None:
     return str(transformers.__version__)
 
 
-def _raw_config(shape: WorkloadConfig, spec: str) -> dict[str, object]:
-    name = spec.removeprefix("hf:")
-    if name in catalogue_names():
-        return dict(catalogue_entry(name)["config"])
-    # Read again, bounded as the shape's read was: the file may have changed since.
-    raw = read_config_file(shape.source, spec)
-    if not isinstance(raw, dict) or raw.get("model_type") != shape.hf_model_type:
-        raise ProfilingError(f"{spec}: {shape.source} changed while it was read; run it again")
-    return raw
-
-
 def _as_litgpt_runs(model: nn.Module, shape: WorkloadConfig, attention: str) -> str:
     """The model LitGPT's scripts run: its own RMSNorm and attention (one fused q/k/v); what
     the note says."""
@@ -283,11 +272,13 @@ def build_hf(
     from transformers import AutoConfig
 
     assert cfg.model is not None, "the trace builds an hf: model only for --model hf:…"
-    raw = _raw_config(shape, cfg.model)
+    # the config.json with the shape flags given beside the model in its own fields, as the
+    # estimate read it (profiling.models.shape_overrides)
+    raw = with_overrides(raw_config(shape, cfg.model), given(cfg))
     raw.pop("architectures", None)
     raw.pop("torch_dtype", None)
     raw.pop("dtype", None)
-    kind = str(raw.pop("model_type"))  # _raw_config checked it is the shape's
+    kind = str(raw.pop("model_type"))  # raw_config checked it is the shape's
     raw["tie_word_embeddings"] = shape.tied_embeddings  # --tied-head may have changed it
     # GPT-2's and BLOOM's configs name it n_layer (BloomConfig maps num_hidden_layers to it)
     raw["n_layer" if kind in ("gpt2", "bloom") else "num_hidden_layers"] = shape.layers

@@ -11,7 +11,7 @@ from __future__ import annotations
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.models.config import WorkloadConfig
-from profiling.models.workloads import find_workload
+from profiling.models.shape_overrides import workload_of
 
 
 def _variations(w: WorkloadConfig) -> list[str]:
@@ -106,7 +106,7 @@ def plan_workload(cfg: TrainingConfig, searched: bool = False) -> WorkloadConfig
             "reference or hf:NAME) or --layers --hidden --heads --vocab --arch llama, not a "
             "factory"
         )
-    w = find_workload(cfg.model) if cfg.model is not None else cfg.hand_workload()
+    w = workload_of(cfg) if cfg.model is not None else cfg.hand_workload()
     if w is None:
         raise ProfilingError(
             "a parallel plan needs the model's shape: give --model, or --layers --hidden "

@@ -197,13 +197,16 @@ def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shape_replaces_model(recipe: Recipe, values: dict[str, Any], given: dict[str, Any]) -> None:
-    """A shape given by hand (--layers … or --params) wins over the model the recipe names, as
-    every flag given wins over the file: the recipe's model is set aside, and said so."""
+    """A shape given by hand (--layers --hidden --heads --vocab, --arch or --params) wins over
+    the model the recipe names, as every flag given wins over the file: the recipe's model is
+    set aside, and said so. Part of a shape (--layers 4 alone) replaces those fields of the
+    recipe's model instead, as beside --model (profiling.models.shape_overrides)."""
     from profiling._config_shape import SHAPE_FIELDS
     from profiling.config_table import flag_name
 
     flags = [flag_name(f) for f in SHAPE_FIELDS if given.get(f) is not None]
-    if flags:
+    whole = all(given.get(f) for f in ("layers", "hidden", "heads", "vocab"))
+    if flags and (whole or given.get("arch") is not None or given.get("params") is not None):
         recipe.notes.append(
             f"{' '.join(flags)} given: the shape by hand replaces the recipe's model "
             f"{values.pop('model')!r}"

@@ -21,7 +21,8 @@ from profiling.config import OPTIMIZERS as CONFIG_OPTIMIZERS
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.models.factory import call_factory
-from profiling.models.workloads import as_run, build_model, describe, find_workload
+from profiling.models.shape_overrides import OVERRIDES, override_note, workload_of
+from profiling.models.workloads import as_run, build_model, describe
 from profiling.trace._torch_compat import missing_memtracker_internals
 from profiling.trace.untraceable import untraceable
 
@@ -55,7 +56,7 @@ def traced_model(config: TraceConfig) -> str:
 def _teacher_config(config: TraceConfig) -> TraceConfig:
     """The KD teacher as a model of its own: no adapters, no checkpointing (no_grad)."""
     update = {"model": config.kd_teacher, "kd_teacher": None, "lora_rank": None, "qlora": False,
-              "tied_head": None, "dropout": 0.0}  # fmt: skip
+              "tied_head": None, "dropout": 0.0, **dict.fromkeys(OVERRIDES)}  # fmt: skip
     return config.model_copy(update=update)
 
 
@@ -68,7 +69,7 @@ def _make_model(
         model, inputs = call_factory(name, config.batch, seq, factory)
         return model, inputs, {"name": name, "factory": True}
     workload = as_run(
-        find_workload(name),
+        workload_of(config),
         config.tied_head,
         config.loss,
         config.litgpt_norm,
@@ -103,14 +104,14 @@ def _make_model(
 
 def _scaled_layers(config: TraceConfig, factory: Callable[..., object] | None) -> int | None:
     """The reference model's block count when the block-scaled trace applies, else None."""
-    workload = None if factory is not None or config.is_factory else find_workload(config.model)
+    workload = None if factory is not None or config.is_factory else workload_of(config)
     return workload.layers if workload is not None and workload.arch != "t5" else None  # T5 whole
 
 
 def _hf_module(config: TraceConfig, factory: Callable[..., object] | None) -> bool:
     from profiling.models.implementation import TRANSFORMERS, implementation
 
-    w = None if factory is not None or config.is_factory else find_workload(config.model)
+    w = None if factory is not None or config.is_factory else workload_of(config)
     w = as_run(
         w, config.tied_head, config.loss, config.litgpt_norm, config.litgpt_uncapped
     )  # LitGPT's Phi: our blocks
@@ -146,7 +147,7 @@ def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
     """Checkpoint each repeated block (non-reentrant). ``target`` (a trace): the recomputation
     in backward runs under that device's kernel rules too (autograd does not carry torch
     function modes into backward)."""
-    from torch.utils.checkpoint import checkpoint
+    from profiling.trace.block_checkpoint import checkpointed_forward
 
     blocks = _repeated_blocks(model)
     if blocks is None:
@@ -159,7 +160,7 @@ def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
 
         extra["context_fn"] = lambda: (contextlib.nullcontext(), kernels(target))
     for block in blocks:
-        block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False, **extra)
+        block.forward = checkpointed_forward(block, **extra)  # no cycle: block_checkpoint
     return len(blocks)
 
 
@@ -238,7 +239,7 @@ def _in_model(
 ) -> Callable[[int], int]:
     """A count of the built blocks as the whole model's: a block- or layer-scaled trace builds
     ``layers`` of the model's blocks, and its notes must describe the model, not the sample."""
-    workload = None if factory is not None or config.is_factory else find_workload(config.model)
+    workload = None if factory is not None or config.is_factory else workload_of(config)
     if layers is None or workload is None or workload.layers == layers:
         return int
     full = workload.layers
@@ -268,6 +269,7 @@ def _build(
     finally:
         torch.set_default_dtype(previous)
     in_model = _in_model(config, factory, layers)
+    notes += [n] if (n := override_note(config)) else []  # --layers … beside --model
     if config.lora_rank is not None:
         from profiling.trace.lora import apply_lora
 

@@ -103,9 +103,9 @@ def problem(config: TrainingConfig, arch: str) -> str | None:
     so all of q, k, v or none); torchtune's ``DoRALinear`` is its own."""
     slices = {"q", "k", "v"} & set(config.lora_targets)
     if arch == "neox" and slices and slices != {"q", "k", "v"}:
-        from profiling.models.workloads import find_workload
+        from profiling.models.shape_overrides import workload_of
 
-        w = find_workload(str(config.model))
+        w = workload_of(config)
         if w is None or w.fused_qkv:
             return (
                 "--lora-targets with all of q, k, v for DoRA on a fused query_key_value (peft "

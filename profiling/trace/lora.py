@@ -426,9 +426,9 @@ def apply_lora(
 def _arch(config: TrainingConfig) -> str | None:
     if config.is_factory or config.model is None:
         return None
-    from profiling.models.workloads import find_workload
+    from profiling.models.shape_overrides import workload_of
 
-    w = find_workload(config.model)
+    w = workload_of(config)
     return w.arch if w is not None else None
 
 
@@ -447,9 +447,9 @@ def _neox_widths(config: TrainingConfig) -> tuple[int, int] | None:
     """q's and one of k, v's width on a GPT-NeoX-kind model (None: another kind)."""
     if _arch(config) != "neox":
         return None
-    from profiling.models.workloads import find_workload
+    from profiling.models.shape_overrides import workload_of
 
-    w = find_workload(str(config.model))
+    w = workload_of(config)
     assert w is not None
     return w.q_dim, w.kv_dim
 

@@ -29,7 +29,8 @@ from profiling.estimate.comm import step_comm
 from profiling.estimate.counters import Counters
 from profiling.estimate.step_time import StepTime, optimizer_overheads, step_time
 from profiling.estimate.time import optimizer_shards
-from profiling.models.workloads import describe, find_workload
+from profiling.models.shape_overrides import workload_of
+from profiling.models.workloads import describe
 from profiling.time_bound import bounded
 from profiling.trace.allocations import AllocationLog, counted, replay_of
 from profiling.trace.bnb import paged_bytes
@@ -419,7 +420,7 @@ def _trace_scaled(
         )
     base = raws[SAMPLE_BLOCKS[0]]
     return _Raw(
-        info={**base.info, **(describe(w) if (w := find_workload(config.model)) else {})},
+        info={**base.info, **(describe(w) if (w := workload_of(config)) else {})},
         params=full["params"]["n"],
         paged=full["paged"]["n"],
         root=root,
@@ -477,7 +478,7 @@ def _trace_layer_scaled(
 
     peaks = part("peak")
     return _Raw(
-        info={**base.info, **(describe(w) if (w := find_workload(config.model)) else {})},
+        info={**base.info, **(describe(w) if (w := workload_of(config)) else {})},
         params=full["params"]["n"],
         paged=full["paged"]["n"],
         root=base.root,

@@ -7,7 +7,7 @@ Light (no torch): ``fit`` asks it of every candidate before tracing the best, an
 from __future__ import annotations
 
 from profiling.config import TrainingConfig
-from profiling.models.workloads import find_workload
+from profiling.models.shape_overrides import workload_of
 
 
 def untraceable(config: TrainingConfig) -> list[str]:
@@ -18,7 +18,7 @@ def untraceable(config: TrainingConfig) -> list[str]:
     if config.lora_rank is not None:
         from profiling.trace.lora import lora_problem
 
-        workload = None if config.is_factory else find_workload(config.model)
+        workload = None if config.is_factory else workload_of(config)
         arch = workload.arch if workload is not None else None
         problem = lora_problem(config, arch, workload is not None and workload.moe)
         if problem:

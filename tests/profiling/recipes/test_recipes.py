@@ -446,6 +446,20 @@ def test_a_shape_by_hand_replaces_the_model_a_recipe_names_and_says_so() -> None
     assert cfg.hand_workload() is not None and cfg.hand_workload().layers == 4
 
 
+def test_part_of_a_shape_replaces_those_fields_of_the_recipes_model() -> None:
+    """--layers 4 alone beside a recipe: its model with 4 blocks, as beside --model (#31)."""
+    from profiling.models.shape_overrides import workload_of
+
+    recipe = read_recipe([FIXTURES / "torchtitan" / "llama3_405b.toml"])
+    values = with_recipe(recipe, {"layers": 4, "dp_shard": 2})
+    assert values["model"] == "hf:llama-3.1-405b" and values["layers"] == 4
+    cfg = TrainingConfig.parse(
+        **{k: v for k, v in values.items() if k in TrainingConfig.model_fields}
+    )
+    w = workload_of(cfg)
+    assert w is not None and (w.layers, w.hidden) == (4, 16384)
+
+
 def _pipelined_toml(tmp_path: Path, parallelism: str) -> Path:
     path = tmp_path / "plan.toml"
     path.write_text(
