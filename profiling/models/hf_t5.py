@@ -87,6 +87,13 @@ def t5_refusal(w: WorkloadConfig, cfg: Any) -> tuple[str, str] | None:
     if cfg.target_seq is not None and cfg.target_seq > w.max_seq:
         return (f"--target-seq {cfg.target_seq} exceeds the bound of {w.max_seq} tokens; give "
                 "a shorter target", "target_seq")  # fmt: skip
+    if cfg.attention == "eager":
+        # modeling_t5.py's eager_attention_forward keeps each attention's s² scores, softmax
+        # and dropout mask (encoder s·s, decoder t·t, cross t·s per head), which the estimate's
+        # T5 terms (SDPA's) do not count: it read 0.80-0.83 of the trace (audit7 D70)
+        return (f"--attention eager on an encoder-decoder ({kind}) is not modelled yet (its s² "
+                "scores and probabilities per attention); leave --attention out: transformers "
+                "runs T5 with SDPA", "attention")  # fmt: skip
     asked = [
         (cfg.qlora, "--qlora", "qlora"),
         (cfg.dora, "--dora", "dora"),

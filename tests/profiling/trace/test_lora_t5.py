@@ -128,7 +128,10 @@ def test_the_trace_adapts_what_peft_adapts(tmp_path: Path) -> None:
     ("options", "said"),
     [({"qlora": True, "precision": "mixed"}, "qlora on an encoder-decoder"),
      ({"dora": True}, "dora on an encoder-decoder"),
-     ({"lora_targets": ["q", "lm_head"]}, "LoRA on lm_head on an encoder-decoder")],
+     ({"lora_targets": ["q", "lm_head"]}, "LoRA on lm_head on an encoder-decoder"),
+     # audit7 D70: eager's s² scores were not counted, the estimate SDPA's (0.80-0.83)
+     ({"attention": "eager"}, "attention eager on an encoder-decoder"),
+     ({"attention": "eager", "lora_rank": None}, "attention eager on an encoder-decoder")],
 )  # fmt: skip
 def test_what_lora_on_t5_does_not_model_is_one_sentence(
     tmp_path: Path, options: dict, said: str
