@@ -15,6 +15,7 @@ from profiling.units import fmt_bytes
 FIRST = "forward, the first block's copy-out (the root's all-gather output held)"
 LAST = "forward, the last block's copy-out (the block before's all-gather output held)"
 BACK = "backward start (the root gathered again)"
+TOP_BACK = "backward, the top block recomputed going back through its MLP (a bound)"
 LOSS_GRAD = 4  # backward's first tensor: the fp32 loss's gradient, ones
 _FIRST_BLOCK = "Activations: first block"  # lora.once_per_model's first block's terms
 _EVERY_LAYER = ("Activations: the step's scalars", "every layer")
@@ -101,6 +102,8 @@ def lora_forward(
                 " with autocast's 16-bit copies of their weights and adapters, and the first "
                 "block's A copies, not yet freed"
             )
+    if ckpt and d.arch == "llama":  # SwiGLU's and RMSNorm's terms (GPT-NeoX's kind: not yet)
+        out.append(_top_back(cfg, d, e, fixed + _scalars(lines), root, block))
     last = (root + 3 * block) * g / t
     out.append((
         LAST,
@@ -122,6 +125,53 @@ def _neox_around(d: Any, e: Any, cfg: TrainingConfig) -> tuple[int, float]:
     return pos, rope + sum(term.bytes for term in neox.once_per_model(d, e, cfg))
 
 
+def _top_back(
+    cfg: TrainingConfig, d: Any, e: Any, fixed: float, root: int, block: int
+) -> tuple[str, float, str]:
+    """Fully checkpointed, the top block going back first: FSDP2's ``pre_backward`` gathered it
+    again (``wait_for_unshard``: its all-gather output beside the parameters it fills, 2·block·g;
+    the root's all-gather output freed as it returned, its parameters root·g kept through
+    backward) and torch's non-reentrant checkpoint (``utils/checkpoint.py``) reruns its forward:
+    its saved tensors again (``fsdp_block_gather._block_saved``) beside every block's
+    checkpointed input (L·s·b·h·r: block 0's the embedding's output), the gradient reaching it
+    (the final norm's input gradient, s·b·h·r), the position ids and RoPE's tables; then its
+    SwiGLU goes back — the frozen MLP makes no weight gradient (down's frozen matmul saved no
+    input, so no gated product is freed), and its three f-wide gradients are alive at once
+    (down's input gradient, then ``mul``'s two): 3·s·b·f·c more (``fsdp_block_gather._mlp_back``'s
+    count, without down's weight gradient). The step's scalars (the loss) are held too.
+    llama-wide (h 256, f 1024, V 256) mixed LoRA q,v FSDP 2 seq 256 peaked there in the trace
+    (layers.1.mlp.down_proj going back) 2,358,304 B above the estimate's forward copy-out. A
+    bound: nothing of the recomputed block is taken as freed before its MLP goes back."""
+    from profiling.estimate import block_terms
+    from profiling.estimate import lora as lora_acts
+    from profiling.estimate.fsdp_block_gather import _block_saved
+
+    g, t, f = gathered_bytes(cfg), cfg.tp, fmt_bytes
+    T = d.s * d.b
+    terms = block_terms.per_layer(d, e, cfg) + lora_acts.per_layer(d, e, cfg)
+    layer = _block_saved(d, e, cfg, terms) / t
+    gathered = (root + 2 * block) * g / t
+    held = ((d.L + 1) * T * d.h * e.r + d.s * 8 + 2 * d.s * d.hd * e.rope) / t
+    mlp = 3 * T * d.f * e.c / t
+    total = fixed + gathered + held + layer + mlp
+    calc = (
+        f"sharded weights, optimizer and the step's inputs {f(fixed)} + the root's parameters "
+        f"and the top block's all-gather output beside its parameters (root + 2·block)·{g} B "
+        f"{f(gathered)} + {d.L} blocks' checkpointed inputs and the gradient reaching the top "
+        f"block ({d.L} + 1)·s·b·h·{e.r}, the position ids and RoPE's tables {f(held)} + its "
+        f"recomputed tensors {f(layer)} + its SwiGLU's three gradients s·b·3f·{e.c} {f(mlp)}"
+    )
+    return TOP_BACK, total, calc
+
+
+def _scalars(lines: list[Line]) -> float:
+    """The step's scalars held to its end (the loss, nll_loss's total weight), not a layer's."""
+    return sum(
+        ln.bytes for ln in lines if ln.name.startswith(_EVERY_LAYER[0]) and _EVERY_LAYER[1]
+        not in ln.name
+    )  # fmt: skip
+
+
 def _autocast_copies(d: Any, adapters: int) -> int:
     """One block's autocast 16-bit copies its matmuls save for backward: every Linear weight
     (q, k, v, o, gate, up, down; frozen, so autocast casts each per call, and the matmul keeps
@@ -139,4 +189,4 @@ def _first_a_copies(d: Any, cfg: TrainingConfig) -> int:
     return n * int(cfg.lora_rank or 0) * d.h * 2
 
 
-__all__ = ["BACK", "FIRST", "LAST", "lora_forward"]
+__all__ = ["BACK", "FIRST", "LAST", "TOP_BACK", "lora_forward"]
