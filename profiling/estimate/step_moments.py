@@ -31,6 +31,7 @@ from profiling.estimate import (
     neox_qkv,
     preference,
     t5,
+    t5_first_mlp,
     t5_forward_amp,
     t5_forward_down,
     t5_last_mlp,
@@ -107,6 +108,7 @@ def step_moments(
         + t5_last_mlp.moments(d, inp, fwd)
         + t5_forward_amp.moments(d, inp, fwd)
         + t5_forward_down.moments(d, inp, fwd)
+        + t5_first_mlp.moments(d, inp, fwd, est_lines)
         + ddp_unused.sink_moments(d, inp, fwd, est_lines)
         + head_adapter_forward.moments(d, inp, fwd, est_lines)
         + falcon_eager_forward.moments(d, inp, fwd, est_lines)
@@ -172,7 +174,10 @@ def step_moments(
         if eager := eager_recomputed(est_lines, inp, shape, inputs, recompute):
             moments.append(Moment(name=eager[0], bytes=round(eager[1]), calculation=eager[2]))
     loss_held = _loss_held(est_lines, loss)
-    tied = shape.get("tied") and inp.lora_rank is None and not inp.sharded
+    # an encoder-decoder's shared table feeds both stacks' embeddings (T5Stack's embed_tokens:
+    # transformers models/t5/modeling_t5.py), so its two gradients meet in the input buffer too
+    shared = shape.get("tied") or (d is not None and d.arch == "t5")
+    tied = shared and inp.lora_rank is None and not inp.sharded
     if tied and shape.get("vocab") and shape.get("hidden"):
         # GPT-2's tied head: at the end of backward the embedding's dense V·h gradient is added.
         # autograd sums the head's and the embedding's gradients out of place (torch
@@ -182,11 +187,12 @@ def step_moments(
         # in place (``variable_grad += new_grad``): the sum is a third V·h beside the kept .grad.
         g = 2 if inp.precision in ("mixed", "bf16") else 4
         copies = 3 if inp.grads_kept else 2
+        end_held = _end_held(d, inp, loss_held)
         extra = copies * shape["vocab"] * shape["hidden"] * g / inp.tp
         moments.append(
             Moment(
                 name="end of backward",
-                bytes=round(weights + grads + states + extra + inputs + loss_held),
+                bytes=round(weights + grads + states + extra + inputs + end_held),
                 calculation=f"weights {f(weights)} + gradients {f(grads)} + optimizer "
                 f"{f(states)} + tied embedding's gradient added: {copies}·V·h·{g} B {f(extra)}"
                 + (
@@ -195,7 +201,7 @@ def step_moments(
                     else ""
                 )
                 + hold
-                + (f" + what the loop holds of the loss {f(loss_held)}" if loss_held else ""),
+                + (f" + what the loop holds of the loss {f(end_held)}" if end_held else ""),
             )
         )
     tied_head = bool(shape.get("tied"))  # the head's gradient waits for the embedding's
@@ -246,6 +252,16 @@ def step_moments(
     ]
     order = ["forward start (the root gathered)", "end of forward", "loss forward", "loss backward"]
     return sorted(moments, key=lambda m: order.index(m.name) if m.name in order else len(order))
+
+
+def _end_held(d: acts.Dims | None, inp: TrainingConfig, loss_held: float) -> float:
+    """What the loop holds of the loss at backward's end (``_loss_held``); an encoder-decoder's
+    loss, counted with its log-probabilities (``t5._logits``), holds its output and backward's
+    seed gradient (ones) there: 2 scalars in the logits' dtype."""
+    if d is None or d.arch != "t5" or loss_held:
+        return loss_held
+    e = acts.Bytes.of(inp.precision)
+    return 2 * (4 if e.amp else e.c)
 
 
 def _loss_held(est_lines: list[Line], loss: losses.LossPlan | None) -> float:
