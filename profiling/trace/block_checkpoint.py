@@ -25,11 +25,14 @@ from torch import nn
 def checkpointed_forward(module: nn.Module, **extra: Any) -> Callable[..., Any]:
     """``module.forward`` run through ``torch.utils.checkpoint.checkpoint(...,
     use_reentrant=False, **extra)``; to assign to ``module.forward``. A forward that is not
-    the module's own bound method (a compiled one) is held as it is."""
+    the module's own bound method (the trace's compiled block) is held as it is."""
     from torch.utils.checkpoint import checkpoint
 
     forward = module.forward
-    if not (inspect.ismethod(forward) and forward.__self__ is module):
+    # A module compiled in place (``nn.Module.compile``: profile --compile, before checkpointing)
+    # has Dynamo trace ``self.forward``: it keeps the partial Dynamo has always traced through.
+    compiled = getattr(module, "_compiled_call_impl", None) is not None
+    if compiled or not (inspect.ismethod(forward) and forward.__self__ is module):
         return functools.partial(checkpoint, forward, use_reentrant=False, **extra)
     own = weakref.WeakMethod(forward)
 

@@ -68,6 +68,9 @@ def test_a_warm_up_peak_at_or_below_the_headline_is_not_reported() -> None:
     [("tiny-gpt2", "full"), ("tiny-llama", "full"), ("tiny-gpt2", "none")],
 )
 def test_runs_in_one_process_read_the_same(model: str, checkpointing: str) -> None:
+    # The first run in a process imports and caches lazily (an exception caught on the way
+    # keeps its frames, the model among their locals, until a collection): once, not per run
+    _summary(model, checkpointing)
     gc.collect()
     gc.disable()  # what reference counting frees is freed; no collector run hides a cycle
     try:
@@ -78,3 +81,20 @@ def test_runs_in_one_process_read_the_same(model: str, checkpointing: str) -> No
         (s.peak_bytes, s.steps[0].peak_bytes) for s in runs
     ]
     assert len({tuple(st.peak_bytes for st in s.steps) for s in runs}) == 1
+
+
+def test_a_checkpointed_block_holds_its_module_weakly_unless_compiled_in_place() -> None:
+    import weakref
+
+    from torch import nn
+
+    from profiling.trace.block_checkpoint import checkpointed_forward
+
+    block = nn.Linear(2, 2)
+    block.forward = checkpointed_forward(block)  # type: ignore[method-assign]
+    gone = weakref.ref(block)
+    del block
+    assert gone() is None  # freed by reference counting: no cycle through its forward
+    compiled = nn.Linear(2, 2)
+    compiled.compile()  # Dynamo traces self.forward: the partial it has always traced
+    assert isinstance(checkpointed_forward(compiled), __import__("functools").partial)
