@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate import bloom_amp, dora_neox_amp, neox_qlora_amp, phi_amp
+from profiling.estimate import bloom_amp, dora_neox_amp, eager_mask, neox_qlora_amp, phi_amp
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import KERNEL_LOSSES, head_adapter
 from profiling.estimate.lora_neox_amp import bnb_amp, first_block_a_copies
@@ -116,6 +116,7 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     # ``profiling.models.neox_blocks``) rebind ``x`` and take no position ids, but hold the
     # residual sum ``x + a`` (fp32) through ``self._mlp(y)``: the same s·b·h·4
     held = T * h * 4 + (0 if _ours(d, cfg) else d.s * 8) + first_block_a_copies(d, cfg)
+    held += eager_mask.held_in_forward(d, e, cfg)  # the model's local 4-D mask, eager
     if d.extra.get("hf_module") == "bloom":  # ALiBi's bias and the causal mask, no positions
         held += bloom_amp.masks(d) - d.s * 8 + bloom_amp.dropped_probs(d, cfg)
         later += T * h * 1 if bloom_amp.dropped_probs(d, cfg) else 0  # dropout_add's mask
