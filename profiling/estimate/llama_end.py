@@ -38,9 +38,10 @@ counted, a frozen head's not kept): backward frees all of it before the last blo
 Equal to the trace (within its few scalars) where the tensors are exactly these; a bound where
 the trace frees earlier than counted (tests/profiling/estimate/test_llama_end.py). Not here:
 checkpointing (``estimate.recomputed_eager``), torchao's and Lightning's 4-bit bases, DoRA on
-down or the head (on the attention alone it is here, on gate or up with ``llama_dora_mlp``'s
-moments, down's forward under it not), other losses (``losses.moments``), tensor parallelism
-and sharding. No torch here.
+the head, or on down with lora_dropout (on the attention alone it is here, on gate or up with
+``llama_dora_mlp``'s moments, on down with ``llama_dora_down``'s forward and the final norm's
+alone: down's DoRA layer going back is not read), other losses (``losses.moments``), tensor
+parallelism and sharding. No torch here.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate import llama_dora_mlp
+from profiling.estimate import llama_dora_down, llama_dora_mlp
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.last_mlp import up_weight_cast
 from profiling.estimate.lora_bytes import KERNEL_LOSSES, adapter_bytes, head_adapter, own_copies
@@ -68,7 +69,8 @@ _LLAMA = (None, "llama", "mistral")  # our blocks, or transformers' module of Ll
 # target modules: ``lora.layer.LoraLayer.update_layer(use_dora=...)``) leaves the MLP and the
 # head frozen base layers: the last block's MLP and the final norm go back as under LoRA, the
 # attention's DoRA tensors in the end of forward. DoRA on gate or up: down and the head go back
-# as under LoRA, then the DoRA layer (``llama_dora_mlp``)
+# as under LoRA, then the DoRA layer (``llama_dora_mlp``). DoRA on down: its sum in the forward
+# (``llama_dora_down``) and the final norm going back
 
 
 def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
@@ -79,7 +81,8 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
     if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded:
         return False
     if cfg.dora and llama_dora_mlp.NOT_READ & set(cfg.lora_targets):
-        return False  # peft's DoRA layer on down or the head: not read here
+        # peft's DoRA layer on the head, or on down with lora_dropout: not read here
+        return llama_dora_down.applies(cfg)
     if cfg.activation_offload or cfg.optimizer_in_bwd:
         return False
     # not the other 4-bit bases' dequantization (torchao's, Lightning's)
@@ -404,12 +407,17 @@ def moments(
         found = []
     elif cfg.compile:  # the final norm is eager; the blocks' moments are their graphs'
         found = [_norm(d, e, cfg, base)]  # (estimate.compiled_backward)
+    elif llama_dora_down.applies(cfg):  # down's DoRA layer goes back first: not read here
+        found = [_norm(d, e, cfg, base)]
     else:
         found = [*_mlp(d, e, cfg, base), _norm(d, e, cfg, base)]
     if cfg.lora_rank is not None and not cfg.compile:
         # in forward the loss has not run: its scalars (``step_scalars``) are not made yet
         loss = sum(ln.bytes for ln in lines if ln.name == LOSS)
-        if llama_dora_mlp.applies(cfg):  # peft's DoRA sums, not the LoRA sums read here
+        if llama_dora_down.applies(cfg):  # peft's DoRA sums, not the LoRA sums read here
+            m = mlp_bytes(e, cfg)
+            found += llama_dora_down.forward(d, e, cfg, base - loss, _held(d, e, cfg), m)
+        elif llama_dora_mlp.applies(cfg):
             found += llama_dora_mlp.forward(d, e, cfg, base - loss, _held(d, e, cfg))
         else:
             found.append(_forward(d, e, cfg, base - loss))

@@ -34,7 +34,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate import bloom_amp, dora_neox_amp, eager_mask, neox_qlora_amp, phi_amp
+from profiling.estimate import (
+    bloom_amp,
+    dora_neox_amp,
+    dora_neox_down,
+    eager_mask,
+    neox_qlora_amp,
+    phi_amp,
+)
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import KERNEL_LOSSES, head_adapter
 from profiling.estimate.lora_neox_amp import bnb_amp, first_block_a_copies
@@ -129,6 +136,8 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     down_words = "GELU's output, the output projection's outputs "
     if bnb_amp(cfg):  # GELU's fp32 output, down's weight dequantized or its sum's tensors
         at_down, down_words = neox_qlora_amp.at_down(d, cfg)
+    elif dora_neox_down.applies(d, cfg):  # peft's DoRA sum at down (``dora_neox_down``)
+        at_down, down_words = dora_neox_down.at_down(d, e, cfg)
     elif "down" in t:  # its input's fp32 cast, beside the dropped copy or B's outputs; the
         # base's 16-bit bias copy is freed by then (autocast caches casts of leaves that require
         # grad alone: aten/src/ATen/autocast_mode.cpp cached_cast; addmm saves no bias)

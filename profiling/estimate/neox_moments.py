@@ -35,14 +35,15 @@ trace's moment), equal elsewhere (tests/profiling/trace/test_neox_moments.py). U
 LoRA on transformers' GPT-NeoX, Falcon, Phi and BLOOM and Phi's full training:
 ``estimate.neox_amp_moments`` (Phi's fp32 GELU: ``phi_amp``; BLOOM's attention: ``bloom_amp``;
 bitsandbytes' 4-bit MLP: ``neox_qlora_amp``); the rest of autocast (GPT-NeoX's and Falcon's
-full training) is left to the earlier moments. No torch here.
+full training) is left to the earlier moments. peft's DoRA on the output projection holds its
+own sum there (``dora_neox_down``). No torch here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiling.estimate import bloom_amp, bloom_softmax
+from profiling.estimate import bloom_amp, bloom_softmax, dora_neox_down
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.fsdp_lora import lora_fsdp2
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
@@ -243,6 +244,8 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, f
     two = d.extra.get("hf_module") == "falcon" and residual == "parallel"
     norm = T * h * e.c if two and own_copies(cfg, e) else 0
     at_down = gelu + T * outs + (T * f * a if down and cast else 0) + norm
+    if dora_neox_down.applies(d, cfg):  # peft's DoRA sum at down, not LoRA's
+        at_down = dora_neox_down.at_down(d, e, cfg)[0] + norm
     # up's: its B output and the scaled one (its input's fp32 cast beside the dropped copy),
     # less what down's adapter keeps, not made yet (its own copy and mask, or GELU's output)
     at_up = T * (2 * f * a + (h * a if cast else 0)) + norm if "up" in t else 0
@@ -258,6 +261,8 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, f
             + (" less down's adapter's tensors" if down else "")
             + f" {fmt_bytes(at_up)}"
             if at_up > at_down
+            else f"{dora_neox_down.at_down(d, e, cfg)[1]}{fmt_bytes(at_down)}"
+            if dora_neox_down.applies(d, cfg)
             else (f"GELU's output s·b·f·{e.c} + " if gelu else "")
             + (f"its fp32 cast beside the dropped copy s·b·f·{a} + " if down and cast else "")
             + (f"the attention norm's output s·b·h·{e.c} + " if norm else "")

@@ -142,11 +142,10 @@ def test_a_large_vocabulary_keeps_the_loss_as_the_peak(tmp_path: Path) -> None:
 
 
 def test_not_counted_where_something_else_runs_the_step(models: dict[str, str]) -> None:
-    """Checkpointing (a recomputed block's own moment), DoRA in the MLP: not these moments
-    (DoRA on the attention alone: test_llama_dora_attention); another loss goes back through
-    its own (``losses.moments``), down's forward before it runs the same."""
-    dora = {"dora": True, "lora_targets": "q,v,down"}
-    for extra in ({"checkpointing": "full"}, {"loss": "chunked"}, dora):
+    """Checkpointing (a recomputed block's own moment): not these moments (DoRA: on the
+    attention alone test_llama_dora_attention, on down test_llama_dora_down); another loss goes
+    back through its own (``losses.moments``), down's forward before it runs the same."""
+    for extra in ({"checkpointing": "full"}, {"loss": "chunked"}):
         values: dict[str, object] = {"model": models["small"], "seq": 256, "batch": 2,
                                      "lora_rank": 8, "precision": "bf16", **extra}  # fmt: skip
         cfg = TrainingConfig.model_validate(values)
