@@ -288,7 +288,9 @@ def fits_note(base: TrainingConfig, avail: int) -> str:
     from profiling.fit_confirm import REPLAY_WITHIN
 
     nccl = nccl_bytes(base)
-    rests = "QLoRA's dequantized weights' rests, " if applies(base) else ""
+    rests = (
+        "QLoRA's dequantized weights' rests and 4-bit weights' segments, " if applies(base) else ""
+    )
     return (
         f"fits = what nvidia-smi would show on a GPU near full ≤ "
         f"{fmt_bytes(usable(avail), 'GB')}: {fmt_bytes(avail, 'GB')} less a "

@@ -26,13 +26,22 @@ been carved): the largest such rest is the bound (``largest_rest``), times the b
 linears, times the blocks. A GPU near full cannot hand those rests back (their segments hold
 live activations), so the need carries the term as the reserve does.
 
+Under full checkpointing a block's forward frees what it made (the rests merge back), and only
+the block recomputed going back keeps its tensors: one block's rests.
+
+The 4-bit weights themselves (``weight_rests``), made once with the model, hold segments
+beyond their bytes by the same rules: a packed weight of 1-10 MiB shares 20 MiB segments
+(``kLargeBuffer``) with others, ⌊20 MiB / w⌋ to one, and the rest fits none of them (llama-7b's
+8 MiB attention weights: 4 MiB in each of 64 segments); a larger one's segment is rounded up to
+2 MiB (``kRoundLarge``).
+
 llama-7b QLoRA r16 bf16, 6 × 512 (D61): the replay needs 20.24 GB where the bound without the
-term said 18.31 (0.905): its 86 MiB MLP weights are carved by the 64.5 MiB activations after
+terms said 18.31 (0.905): its 86 MiB MLP weights are carved by the 64.5 MiB activations after
 them (rests of 21.5 MiB, under the 24 MiB s·b·h·2 kept beside them) and its 32 MiB attention
-weights by 24 MiB ones (rests of 8 MiB); the term (3.09 GiB) makes the bound 1.064 of the
-replay. Checked against the replays of batches 1–8 at 512 tokens and 256/1,024 tokens (1.03–
-1.14, docs/profiling.md's counters section). Only where blocks keep their saved tensors: a
-recomputed block's activations are freed at once and merge the rests back.
+weights by 24 MiB ones (rests of 8 MiB): 3.24 GB, and the weights' segments 318.8 MB; 1.080 of
+the replay with both. Fully checkpointed 0.967 -> 1.028. Checked against the replays of
+batches 1-8 at 512 tokens, 256 and 1,024 tokens, autocast, full checkpointing
+(docs/profiling.md's counters section has the table).
 
 No torch here.
 """
@@ -49,6 +58,7 @@ if TYPE_CHECKING:
     from profiling.estimate.activations import Dims
 
 NAME = "bitsandbytes' dequantized weights' rests in segments a kept activation holds"
+WEIGHTS = "the 4-bit weights' segments beyond them"
 
 
 def largest_rest(block: int, kept: list[int]) -> int:
@@ -95,13 +105,51 @@ def kept_sizes(cfg: TrainingConfig, d: Dims) -> list[int]:
 
 
 def applies(cfg: TrainingConfig) -> bool:
-    """bitsandbytes' 4-bit base (not torchao's NF4), one GPU's blocks (no tensor or context
-    parallelism, no sharding: the checked layout), each block keeping what it saves."""
-    from profiling.estimate.selective import blocks_keep_saved
-
-    if not cfg.qlora or cfg.torchao_nf4 or not blocks_keep_saved(cfg):
+    """bitsandbytes' 4-bit base (not torchao's NF4) on one GPU's layout (no tensor, context or
+    pipeline parallelism, no sharding: the layout checked)."""
+    if not cfg.qlora or cfg.torchao_nf4:
         return False
     return cfg.tp == 1 and cfg.cp == 1 and cfg.pp == 1 and not cfg.sharded
+
+
+def blocks_carved(cfg: TrainingConfig, layers: int) -> int:
+    """How many blocks' weights are carved at once: every block where the blocks keep what they
+    save; under full checkpointing the one block recomputed going back (it keeps its saved
+    tensors until its backward; a checkpointed forward frees them, and the rests merge back)."""
+    from profiling.estimate.selective import blocks_keep_saved
+
+    full = not blocks_keep_saved(cfg) and (cfg.checkpoint_every or 1) <= 1
+    return 1 if full else layers
+
+
+def weight_rests(cfg: TrainingConfig) -> tuple[int, str]:
+    """(bytes, how): what the 4-bit weights' own segments hold beyond them, by the allocator's
+    segment sizes — a packed weight of 1-10 MiB shares 20 MiB segments (``kLargeBuffer``) with
+    others of its size, ⌊20 MiB / w⌋ to a segment (a smaller rest fits no other), a larger one
+    takes a segment rounded up to 2 MiB (``kRoundLarge``); made once, with the model, so they
+    hold whatever the step does. (0, "") where it does not apply."""
+    from profiling.estimate.allocator import LARGE_BUFFER, MIN_LARGE_ALLOC, ROUND_LARGE
+    from profiling.estimate.shape import shape_of
+    from profiling.units import fmt_bytes
+
+    shape = shape_of(cfg)
+    numels, layers = shape.get("block_linear_numels") or [], int(shape.get("layers") or 0)
+    if not applies(cfg) or not numels or not layers:
+        return 0, ""
+    total, steps = 0, []
+    for numel, count in sorted(Counter(int(n) for n in numels).items()):
+        w, n = round_size((numel + 1) // 2), count * layers  # two 4-bit codes a byte
+        if w <= SMALL_SIZE:
+            continue
+        if w < MIN_LARGE_ALLOC:
+            each = LARGE_BUFFER // w
+            rest = -(-n // each) * LARGE_BUFFER - n * w
+            steps.append(f"{n} × {fmt_bytes(w)}, {each} to a 20 MiB segment")
+        else:
+            rest = n * (-(-w // ROUND_LARGE) * ROUND_LARGE - w)
+            steps.append(f"{n} × {fmt_bytes(w)} in segments rounded up to 2 MiB")
+        total += rest
+    return total, "; ".join(steps)
 
 
 def dequant_rests(cfg: TrainingConfig) -> tuple[int, str]:
@@ -128,12 +176,23 @@ def dequant_rests(cfg: TrainingConfig) -> tuple[int, str]:
         rest = largest_rest(segment_size(round_size(weight)), kept) if weight > SMALL_SIZE else 0
         per_block += rest * count
         steps.append(f"{count} × {fmt_bytes(weight)} → {fmt_bytes(rest)}")
-    total = per_block * d.L
+    blocks = blocks_carved(cfg, d.L)
+    total = per_block * blocks
+    which = ", the one recomputed going back" if blocks < d.L else "s"
     how = (f"each 4-bit linear's 16-bit weight, freed after its matmul, carved by the "
            f"activations the block keeps to a rest under the least of them, "
            f"{fmt_bytes(kept[0])}: {'; '.join(steps)}; {fmt_bytes(per_block)} a block × "
-           f"{d.L} blocks")  # fmt: skip
+           f"{blocks} block{which}")  # fmt: skip
     return total, how
 
 
-__all__ = ["NAME", "applies", "dequant_rests", "kept_sizes", "largest_rest"]
+__all__ = [
+    "NAME",
+    "WEIGHTS",
+    "applies",
+    "blocks_carved",
+    "dequant_rests",
+    "kept_sizes",
+    "largest_rest",
+    "weight_rests",
+]

@@ -238,13 +238,15 @@ def _segment_terms(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str
     """The terms the reserve and the need share: segments that QLoRA's dequantized weights'
     rests (``profiling.estimate.dequant_rests``), mid-sized gradients, FSDP2's streams and each
     pool's partly empty segment hold whether or not the GPU is near full."""
-    from profiling.estimate.dequant_rests import NAME, dequant_rests
+    from profiling.estimate.dequant_rests import NAME, WEIGHTS, dequant_rests, weight_rests
 
     gather, scatter = stream_pools(cfg, shape)
     streams = 3 if fsdp2_streams(cfg) else 1
     rests, rests_how = dequant_rests(cfg)
+    weights, weights_how = weight_rests(cfg)
     return [
         (f"{NAME} ({rests_how})", rests),
+        (f"{WEIGHTS} ({weights_how})", weights),
         # no sizes in the name: a printed size must be a value of the record it is cited with
         ("mid-sized gradients alone in large-pool segments",
          round(mid_gradient_slack(cfg, shape) * MID_GRADIENTS)),

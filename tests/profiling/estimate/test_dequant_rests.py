@@ -4,7 +4,7 @@ closed form's reserve and need near full at or above the allocator replay of the
 bitsandbytes dequantizes each 4-bit weight for its matmul and frees it; the activations the block
 keeps are carved out of the freed block (best fit) and the rest, smaller than any of them, stays
 in a segment a live block holds. llama-7b QLoRA r16 bf16 6 × 512 needed 20.24 GB by the replay
-where the closed form said 18.31 (0.905, D61); 1.064 with the term. The toy here is that step's
+where the closed form said 18.31 (0.905, D61); 1.080 with the terms. The toy here is that step's
 shape at a tenth of its width: the MLP's 22 MiB weight carved by the 16.5 MiB activations after
 it, 5.5 MiB rests under the 6 MiB s·b·h·2 — the closed form's need was 0.929 of the replay's.
 """
@@ -16,7 +16,13 @@ import json
 import pytest
 
 from profiling.config import TrainingConfig
-from profiling.estimate.dequant_rests import NAME, dequant_rests, largest_rest
+from profiling.estimate.dequant_rests import (
+    NAME,
+    WEIGHTS,
+    dequant_rests,
+    largest_rest,
+    weight_rests,
+)
 from profiling.estimate.memory import estimate
 
 MiB = 2**20
@@ -40,17 +46,26 @@ def test_the_largest_rest_is_the_weight_less_a_sum_of_kept_sizes_under_the_least
     assert largest_rest(32 * MiB, [64 * MiB]) == 0
 
 
-def test_the_term_is_qloras_with_blocks_keeping_their_tensors() -> None:
+def test_the_terms_are_qloras() -> None:
     base = {"model": "llama-7b", "seq": 512, "batch": 6, "lora_rank": 16, "precision": "bf16"}
     qlora = TrainingConfig.parse(style="field", qlora=True, **base)
     total, how = dequant_rests(qlora)
-    assert total == 32 * (4 * 8 * MiB + 3 * (21 * MiB + MiB // 2))  # 3.24 GB
-    assert "4 × 33.6 MB → 8.4 MB; 3 × 90.2 MB → 22.5 MB" in how
+    per_block = 4 * 8 * MiB + 3 * (21 * MiB + MiB // 2)
+    assert total == 32 * per_block  # 3.24 GB
+    assert "4 × 33.6 MB → 8.4 MB; 3 × 90.2 MB → 22.5 MB; 101.2 MB a block × 32 blocks" in how
+    # 128 packed 8 MiB attention weights two to a 20 MiB segment, 96 MLP ones of 21.5 MiB in 22
+    assert weight_rests(qlora)[0] == 64 * 4 * MiB + 96 * MiB // 2
     counters = estimate(qlora.model_copy(update={"counter": "nvml"})).counters
-    assert counters is not None and NAME in counters.need_how and NAME in counters.reserved.how
-    for other in ({**base}, {**base, "qlora": True, "checkpointing": "full"},
-                  {**base, "lora_rank": None}):  # fmt: skip
-        assert dequant_rests(TrainingConfig.parse(style="field", **other))[0] == 0
+    assert counters is not None
+    for name in (NAME, WEIGHTS):
+        assert name in counters.need_how and name in counters.reserved.how
+    # fully checkpointed: the one block recomputed going back keeps its tensors
+    ckpt = qlora.model_copy(update={"checkpointing": "full"})
+    assert dequant_rests(ckpt)[0] == per_block
+    assert weight_rests(ckpt)[0] == weight_rests(qlora)[0]
+    for other in (base, {**base, "lora_rank": None}):
+        cfg = TrainingConfig.parse(style="field", **other)
+        assert dequant_rests(cfg)[0] == weight_rests(cfg)[0] == 0
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +89,39 @@ def test_the_closed_form_is_at_or_above_the_replay(toy: str, batch: int) -> None
     closed = estimate(cfg).counters
     assert replay is not None and replay.source == "trace" and replay.need is not None
     assert closed is not None and closed.source == "closed form"
-    # batch 3: need 1.611 GB replayed, 1.496 GB before the term (0.929), 1.752 now (1.088)
+    # batch 3: need 1.611 GB replayed, 1.496 GB before the terms (0.929), 1.798 now (1.116);
+    # batch 2: 0.987 before
     assert replay.held() <= closed.held() <= 1.15 * replay.held()
     assert replay.reserved.bytes <= closed.reserved.bytes <= 1.15 * replay.reserved.bytes
+
+
+# The least memory the allocator replay of llama-7b QLoRA r16 bf16's traced step runs in
+# (profiling.trace.allocations.need over every block; `journal-agent trace --model llama-7b
+# --seq 512 --batch 6 --lora-rank 16 --qlora --precision bf16 --gpu-mem 20 --counter nvml`,
+# 2-6 minutes): too slow to trace here, its figures are kept. The closed form read 18.31 and
+# 6.64 GB (0.905, 0.967).
+REPLAYED_NEED = {"none": 20_241_000_000, "full": 6_870_000_000}
+
+
+@pytest.mark.parametrize("checkpointing", ["none", "full"])
+def test_llama_7b_qlora_near_full_is_at_or_above_its_replay(checkpointing: str) -> None:
+    cfg = TrainingConfig.parse(style="field", model="llama-7b", seq=512, batch=6, lora_rank=16,
+                               qlora=True, precision="bf16", counter="nvml",
+                               checkpointing=checkpointing, gpu_mem=20)  # fmt: skip
+    counters = estimate(cfg).counters
+    assert counters is not None and counters.source == "closed form"
+    replayed = REPLAYED_NEED[checkpointing]
+    assert replayed <= counters.held() <= 1.1 * replayed  # 1.080 and 1.028
+
+
+def test_the_weights_segments_are_the_allocators() -> None:
+    from profiling.estimate.allocator import CachingAllocator
+
+    # llama-7b's packed 4-bit weights in the model's order, q, k, v, o, gate, up, down a block
+    cfg = TrainingConfig.parse(style="field", model="llama-7b", lora_rank=16, qlora=True)
+    alloc = CachingAllocator()
+    for block in range(32):
+        for i, numel in enumerate([4096 * 4096] * 4 + [4096 * 11008] * 3):
+            alloc.malloc((block, i), numel // 2)
+    assert alloc.reserved - alloc.allocated <= weight_rests(cfg)[0]
+    assert alloc.reserved - alloc.allocated >= 64 * 4 * MiB  # the rests a free block keeps
