@@ -113,6 +113,9 @@ def _largest(
         )
     elif best is not None and confirm:
         best, traces, refused = _confirmed(base, dim, best, budget, point, progress, notes)
+        if best is not None and refused is None and dim == "batch":
+            best, more, refused = _traced_up(base, best, budget, limit, point, progress, notes)
+            traces += more
     above = point(best.value + 1) if best is not None and best.value < limit else None
     if refused is not None:  # the lowest value a trace refused: the boundary by trace
         above = refused
@@ -218,6 +221,49 @@ def _confirmed(
         if good is not None and high - good.value <= 1:
             break
     return good, traces, refused
+
+
+# How many micro-batches above the estimate's answer are replayed at most: the closed form's need
+# is a bound (QLoRA's at up to 1.16 × the replay, docs/profiling.md), so the next one or two may
+# run by their own allocations
+UP_TRACES = 2
+
+
+def _traced_up(
+    base: TrainingConfig,
+    best: Point,
+    budget: int,
+    limit: int,
+    point: Callable[[int], Point],
+    progress: Callable[[str], None] | None,
+    notes: list[str],
+) -> tuple[Point, int, Point | None]:
+    """Above a micro-batch a trace confirmed, the next ones whose bound is within
+    ``REPLAY_WITHIN`` over the budget (``bound × (1 − REPLAY_WITHIN) ≤ budget``) traced too —
+    their allocations replayed at the GPU's size decide (``fit_confirm.confirmed``) — up to
+    ``UP_TRACES``. Returns the largest that ran, the traces, and the first that did not (None
+    when the search stopped at a bound)."""
+    from profiling.fit_confirm import REPLAY_WITHIN, confirmed
+
+    good, traces = best, 0
+    while traces < UP_TRACES and good.value < limit:
+        nxt = point(good.value + 1)
+        if nxt.nvml * (1 - REPLAY_WITHIN) > budget:
+            break
+        if progress:
+            progress(f"tracing batch {nxt.value:,} (its bound is within {REPLAY_WITHIN:.0%})")
+        result = confirmed(base.model_copy(update={"batch": nxt.value}), budget)
+        traces += 1
+        p = nxt.model_copy()
+        p.traced_allocated, p.traced_nvml = result.peak_bytes, result.must_fit
+        if result.must_fit > budget:
+            return good, traces, p
+        notes.append(
+            f"batch {p.value:,} does not fit by estimate ({fmt_bytes(nxt.nvml, 'GB')}, a bound), "
+            f"but its allocations replayed need {fmt_bytes(result.must_fit, 'GB')}: it fits"
+        )
+        good = p
+    return good, traces, None
 
 
 def render_largest(res: Largest) -> str:

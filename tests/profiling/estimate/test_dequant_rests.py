@@ -125,3 +125,20 @@ def test_the_weights_segments_are_the_allocators() -> None:
             alloc.malloc((block, i), numel // 2)
     assert alloc.reserved - alloc.allocated <= weight_rests(cfg)[0]
     assert alloc.reserved - alloc.allocated >= 64 * 4 * MiB  # the rests a free block keeps
+
+
+def test_max_batch_replays_a_batch_whose_bound_is_near_the_budget(toy: str) -> None:
+    """The bound is the safe side of the replay (1.116 on the toy's batch 3): fit --max-batch
+    traces the batch above the estimate's answer while its bound is within REPLAY_WITHIN over
+    the budget, and the replay of its allocations decides. On 2.316 GB (2.20 usable) the bound
+    says batch 2 (1.81 GB; batch 3 2.32), the replay runs batch 3 in 2.14 GB with the CUDA
+    context; batch 4's bound (2.72 GB) is too far over to try."""
+    from profiling.fit_search import largest
+
+    cfg = TrainingConfig.parse(style="field", model=toy, seq=512, lora_rank=16, qlora=True,
+                               precision="bf16", gpu_mem=2.316)  # fmt: skip
+    res = largest(cfg, "batch", confirm=True)
+    assert res.best is not None and res.best.value == 3
+    assert res.best.nvml > res.usable_bytes >= (res.best.traced_nvml or 0)
+    assert res.above is not None and res.above.value == 4 and res.above.nvml > res.usable_bytes
+    assert any("allocations replayed need" in note for note in res.notes)
