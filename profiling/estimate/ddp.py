@@ -40,14 +40,13 @@ def add_buckets(ledger: Ledger, cfg: TrainingConfig, trainable: int) -> None:
     """The buckets' line: Ψ_t trainable parameters (LoRA: the adapters) at their dtype's bytes
     (``bucket_bytes``), split by tensor parallelism like the gradients they copy."""
     if not is_ddp(cfg):
-        unused = [f for f, on in (("--ddp-find-unused", cfg.ddp_find_unused),
-                                  ("--ddp-bucket-view", cfg.ddp_bucket_view)) if on]  # fmt: skip
-        if unused:  # said, not refused: a recipe file may set them for a run on one GPU
-            verb, what = ("is", "it changes") if len(unused) == 1 else ("are", "they change")
+        # said, not refused; --ddp-find-unused is not said: the Trainer's files imply it for
+        # any run (recipes/hf_trainer_ddp), which would put the note on every one-GPU estimate
+        if cfg.ddp_bucket_view:
             ledger.note(
-                f"{' and '.join(unused)} {verb} for torch's DistributedDataParallel (--gpus N, "
-                "N > 1, nothing sharded: no --fsdp, --zero or --deepspeed), which this step "
-                f"does not run: {what} nothing here"
+                "--ddp-bucket-view is for torch's DistributedDataParallel (--gpus N, N > 1, "
+                "nothing sharded: no --fsdp, --zero or --deepspeed), which this step does not "
+                "run: it changes nothing here"
             )
         return
     w = bucket_bytes(cfg)
