@@ -347,7 +347,7 @@ def confirm_best(
     if confirm <= 0:
         return fitting
     from profiling.fit_confirm import BOUND_NOTE, confirmed
-    from profiling.trace.build import OPTIMIZERS
+    from profiling.trace.optimizers import OPTIMIZERS
     from profiling.trace.untraceable import untraceable
 
     done, zero1 = 0, False

@@ -36,9 +36,9 @@ from profiling.trace.build import (
     _apply_checkpointing,
     _block_list,
     _loss_of,
-    make_optimizer,
-    untraceable,
 )
+from profiling.trace.optimizers import make_optimizer
+from profiling.trace.untraceable import untraceable
 
 if TYPE_CHECKING:
     from profiling.trace.step import TraceResult

@@ -246,7 +246,7 @@ def _inputs(
 
 
 def _optimizer(cfg: TrainingConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
-    from profiling.trace.build import make_optimizer
+    from profiling.trace.optimizers import make_optimizer
 
     params = [p for p in model.parameters() if p.requires_grad]
     foreach = cfg.foreach if cfg.foreach is not None else not cfg.fsdp

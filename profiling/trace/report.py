@@ -306,7 +306,7 @@ def trace_config_for_estimate(est: Estimate) -> TrainingConfig:
     factored optimizers, a parameter count without a model).
     """
     from profiling.errors import ProfilingError
-    from profiling.trace.build import OPTIMIZERS
+    from profiling.trace.optimizers import OPTIMIZERS
     from profiling.trace.untraceable import untraceable
 
     problems = untraceable(est.inputs)

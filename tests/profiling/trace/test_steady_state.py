@@ -18,8 +18,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from profiling.models.workloads import WORKLOADS, build_model  # noqa: E402
-from profiling.trace.build import make_optimizer  # noqa: E402
 from profiling.trace.master_weights import MasterWeightOptimizer  # noqa: E402
+from profiling.trace.optimizers import make_optimizer  # noqa: E402
 from profiling.trace.step import TraceConfig, trace_step  # noqa: E402
 from profiling.trace.tracker import make_tracker, merge_snapshots, to_categories  # noqa: E402
 

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 from profiling.errors import ProfilingError  # noqa: E402
 from profiling.models.workloads import build_model  # noqa: E402
-from profiling.trace.build import make_optimizer  # noqa: E402
+from profiling.trace.optimizers import make_optimizer  # noqa: E402
 from profiling.trace.step import TraceConfig, trace_step  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
