@@ -5,7 +5,7 @@ bitsandbytes' ``Linear4bit.forward`` casts its input to the compute dtype and ha
 back in the input's dtype (``out.to(inp_dtype)``: bitsandbytes/nn/modules.py @ 005a63c), and
 ``MatMul4Bit`` dequantizes the weight for the matmul and again for the input's gradient, saving
 no input (bitsandbytes/autograd/_functions.py, ``MatMul4Bit.forward``/``backward``; the trace's
-``trace.lora.NF4Linear``). Under autocast the MLP's input is the LayerNorm's fp32 output, so up
+``trace.nf4.NF4Linear``). Under autocast the MLP's input is the LayerNorm's fp32 output, so up
 hands back fp32, GELU runs in fp32 and down's input is that fp32 tensor. Read off the trace's
 live storages (h 128, f 512, V 128, seq 256 × 2 and 128 × 3):
 

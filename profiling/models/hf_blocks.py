@@ -64,7 +64,7 @@ class _Experts(nn.Module):
 
     def project(self, x: torch.Tensor, which: str) -> torch.Tensor:
         """Every expert's matmul at once, x (E, slots, in) by its stacked weight (a grouped
-        GEMM); QLoRA's trace puts 4-bit weights behind it (``trace.lora.quantize_experts``)."""
+        GEMM); QLoRA's trace puts 4-bit weights behind it (``trace.nf4.quantize_experts``)."""
         return torch.bmm(x, getattr(self, which).transpose(1, 2))
 
     def forward(self, y: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,7 @@ from profiling.estimate.dora_torchtune import problem as torchtune_problem
 
 def teach_peft_nf4(nf4_linear: type) -> None:
     """peft's DoRA reads the base weight through ``dequantize_module_weight``, which knows
-    bitsandbytes' Params4bit; our ``nf4_linear`` (trace.lora's NF4Linear) stands in for it
+    bitsandbytes' Params4bit; our ``nf4_linear`` (trace.nf4's NF4Linear) stands in for it
     under fake tensors: dequantized to the compute dtype as bitsandbytes' ``dequantize_4bit``
     writes it (the absmax first). Idempotent; every other module is peft's own path."""
     dora = import_quietly("peft.tuners.lora.dora")
