@@ -177,6 +177,9 @@ def moment(
             later = recomputed_qkv.not_made(d, inp, grads, i) + head_adapter(d, e, inp)
             at_sum = fwd - gone - fewer + rest - later + T * h * e.r + held
             at_sum += recomputed_qkv.dpo_released(d, e, inp)  # DPO's tape frees less
+            waiting, waiting_words = recomputed_qkv.down_waiting(d, e, inp)
+            at_sum += waiting
+            words += waiting_words
             if at_sum > best[0]:
                 best = (at_sum, f"block {i + 1} of {d.L} at its q/k/v adapter's sum: end of "
                         f"forward {fmt_bytes(fwd)} − {what} {fmt_bytes(gone)} − the checkpoints "
@@ -289,30 +292,37 @@ def _at_down(
     """Under autocast with down adapted (``recomputed_neox_amp``): block i's moment at the
     recomputation's end, given ``base`` (the end of forward less the loss's tensors, the block's
     kept tensors and weight copies) and the step's adapter gradients; None where not modelled."""
-    from profiling.estimate import recomputed_neox_amp
-    from profiling.estimate.lora_bytes import adapter_bytes
+    from profiling.estimate import recomputed_neox_amp, recomputed_neox_mixed
+    from profiling.estimate.lora_bytes import adapter_bytes, head_adapter
     from profiling.estimate.neox_amp_moments import head_copies
 
-    if not recomputed_neox_amp.applies(d, e, inp):
+    amp = recomputed_neox_amp.applies(d, e, inp)
+    if not amp and not recomputed_neox_mixed.applies(d, e, inp):
         return None
-    extra, words = recomputed_neox_amp.held(d, e, inp)
-    head = head_copies(d, e, inp)
+    module = recomputed_neox_amp if amp else recomputed_neox_mixed
+    extra, words = module.held(d, e, inp)
+    # the head's autocast copy (none without autocast) and an adapted head's kept tensors
+    head = head_copies(d, e, inp) if amp else head_adapter(d, e, inp)
     rank, V = int(inp.lora_rank or 0), int(d.V or 0)
     head_g = rank * (d.h + V) * adapter_bytes(inp) if "lm_head" in inp.lora_targets else 0
     each_g = (grads - head_g) / d.L  # one block's adapters' gradients
     # autocast caches the adapters' 16-bit copies (leaves that require grad) with the base's;
     # the kept tensors' block input is its checkpoint, counted in the end of forward already
-    extra += each_g / adapter_bytes(inp) * 2 - d.s * d.b * d.h * e.r
+    extra += (each_g / adapter_bytes(inp) * 2 if amp else 0) - d.s * d.b * d.h * e.r
 
     def at(i: int, fewer: float) -> tuple[float, str]:
         made = 0.0 if inp.grads_kept else head_g + (d.L - 1 - i) * each_g
         value = base - head - fewer + made + extra
         calc = (
             f"block {i + 1} of {d.L}, its recomputation's end at down's adapter: end of forward "
-            f"less the loss's tensors, with its kept tensors recomputed and autocast's weight "
-            f"copies {fmt_bytes(base)} − the head's 16-bit copies {fmt_bytes(head)}"
+            f"less the loss's tensors, with its kept tensors recomputed"
+            + (" and autocast's weight copies" if amp else "")
+            + f" {fmt_bytes(base)} − the head's "
+            + ("16-bit copies" if amp else "adapter's kept tensors")
+            + f" {fmt_bytes(head)}"
             + (f" − the checkpoints above {fmt_bytes(fewer)}" if fewer else "")
-            + " − its input (the checkpoint) + the adapters' 16-bit copies"
+            + " − its input (the checkpoint)"
+            + (" + the adapters' 16-bit copies" if amp else "")
             + (f" + the adapters' gradients made by then {fmt_bytes(made)}" if made else "")
             + f" + {words} {fmt_bytes(extra)} = {fmt_bytes(value)}"
         )

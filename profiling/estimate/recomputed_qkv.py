@@ -74,6 +74,20 @@ def dpo_released(d: Dims, e: Bytes, inp: TrainingConfig) -> float:
     return T * V * 4 + _shifted_labels(d).bytes - (plan.released - hidden) + 2 * 4
 
 
+def down_waiting(d: Dims, e: Bytes, inp: TrainingConfig) -> tuple[int, str]:
+    """With down adapted too, what its adapter's backward holds while the block recomputes
+    (bytes, words): the backward reaches down's B first and its saved input sets the
+    recomputation off, beside peft's ``result.to(torch_result_dtype)`` gradient — fp32, the
+    adapter's sum being fp32 — and its 16-bit cast for the base branch (peft 0.x
+    ``lora.layer.Linear.forward``; ``recomputed_neox_mixed``). With ``--dropout`` the MLP
+    output's dropout mask, saved last, sets it off first: only the gradient reaching the block
+    then. GPT-NeoX q,v,down mixed full checkpointing read 0.984 of the trace without it."""
+    if "down" not in inp.lora_targets or inp.dropout:
+        return 0, ""
+    T, h = d.s * d.b, d.h
+    return T * h * (4 + e.c), f" + down's adapter's gradients waiting s·b·h·(4 + {e.c})"
+
+
 def transient(d: Dims, e: Bytes, inp: TrainingConfig, n: int, last: bool) -> tuple[int, str]:
     """What the recomputation holds at the fused adapter's sum (bytes, words), beyond the
     gradient reaching the block; ``last``: the last block's, whose input norm's statistics are
@@ -99,4 +113,4 @@ def transient(d: Dims, e: Bytes, inp: TrainingConfig, n: int, last: bool) -> tup
     return value, words
 
 
-__all__ = ["NAME", "adapted", "dpo_released", "not_made", "transient"]
+__all__ = ["NAME", "adapted", "down_waiting", "dpo_released", "not_made", "transient"]
