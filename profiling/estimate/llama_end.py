@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from profiling.estimate import llama_dora_down, llama_dora_mlp
+from profiling.estimate import eager_mask, llama_dora_down, llama_dora_mlp
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.last_mlp import up_weight_cast
 from profiling.estimate.lora_bytes import KERNEL_LOSSES, adapter_bytes, head_adapter, own_copies
@@ -286,10 +286,15 @@ def _held(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
         # copies of the tables (counted in the end of forward as the tables): transformers'
         # cos/sin, ``LlamaModel.forward``'s ``position_embeddings``, are held beside them
         tables = 2 * d.s * d.hd * e.rope if d.extra.get("litgpt_qkv") else 0
-        words = "the embeddings, the layer's input and residual" + (
-            ", transformers' RoPE tables" if tables else ""
+        # under eager attention ``LlamaModel.forward``'s 4-D causal mask, a local until it
+        # returns (``eager_mask.held_in_forward``)
+        mask = eager_mask.held_in_forward(d, e, cfg)
+        words = (
+            "the embeddings, the layer's input and residual"
+            + (", transformers' RoPE tables" if tables else "")
+            + (", the model's eager 4-D causal mask" if mask else "")
         )
-        return n * T * h * e.r + d.s * 8 + post + tables, words
+        return n * T * h * e.r + d.s * 8 + post + tables + mask, words
     attn_in = T * h * e.r if copies or not {"q", "k", "v"} & set(t) else 0
     if not _cuda(cfg) and e.r == 2:
         # rms_norm's ops on the CPU keep fp32 copies of a 16-bit residual, not it: the block's
