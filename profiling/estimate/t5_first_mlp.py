@@ -69,24 +69,42 @@ def moments(
     # at the first block the position bias's gradient from the blocks above waits in the
     # input buffer for this block's (a·s², the table's dtype)
     wait = d.a * enc.s**2 * _table(e, cfg) if d.L > 1 else 0
+    # and, above two encoder blocks, one s·b·h gradient per further block: the trace's
+    # accumulated residual gradients (autograd's ``add`` in the input buffers) still alive at
+    # the first block (toy h 128, 4 encoder blocks, 32 tokens: −32,768 B before; none with 2)
+    wait += max(d.L - 2, 0) * T * h * c
     first = fwd - act + grads - later + kept + flight + wait
     # going back from the last encoder block to the first, each block makes its weights'
     # gradients and frees its kept tensors: the last block's MLP can lead instead
     below = (d.L - 1) * ((4 * h * q + 3 * h * f + 2 * h) * w - block)
     value, which = max((first, "first"), (first - wait - below, "last"))
+    # one op earlier, the gated product's backward (``mul``: its input's gradient and its two
+    # output gradients, three s·b·f) beside every tensor the MLP kept but the product wo read
+    # (gelu_new's four, wi_0's and wi_1's outputs), wi_1's weight gradient not made yet, one
+    # s·b·h in flight (the residual's): it leads once 2·s·b·f·c > s·b·h·c + h·f·w (a long input:
+    # toy h 128, f 512 fp32 at 128 tokens, −196,608 B before)
+    product = 2 * T * f * c - T * h * c - h * f * w
+    value, at = (value + product, "the gated product's") if product > 0 else (value, "gelu_new's")
     calc = (
-        f"at the {which} encoder block: end of forward less its activations "
+        f"at the {which} encoder block, {at} backward: end of forward less its activations "
         f"{fmt_bytes(fwd - act)} + the gradients {fmt_bytes(grads)} − those not made yet "
         f"(wi_0's h·f, the attention's 4·h·q, two norms', the position-bias table's) "
         f"{fmt_bytes(later)} + the block's kept attention, norms, wi_0's output and the "
         f"position buckets {fmt_bytes(kept)} + gelu_new's six s·b·f·{c} gradients, two "
         f"s·b·h·{c} and the loss's seed and output 2·{c} {fmt_bytes(flight)}"
         + (
-            f" + the position bias's gradient waiting a·s²·{_table(e, cfg)} {fmt_bytes(wait)}"
+            f" + the position bias's gradient waiting a·s²·{_table(e, cfg)} and (L − 2) "
+            f"accumulated s·b·h·{c} {fmt_bytes(wait)}"
             if which == "first" and wait
             else f" − the blocks below's gradients not made, plus their kept tensors "
             f"{fmt_bytes(-below)}"
             if which == "last"
+            else ""
+        )
+        + (
+            f" + the product's backward: 2·s·b·f·{c} − s·b·h·{c} − wi_1's h·f·{w} "
+            f"{fmt_bytes(product)}"
+            if product > 0
             else ""
         )
         + f" = {fmt_bytes(value)}"
