@@ -9,7 +9,7 @@ from profiling._config_deepspeed import describe_deepspeed
 from profiling._config_lora import LORA_DEFAULT
 from profiling._config_plan import TrainingConfig as PlanFields
 from profiling._config_plan import describe_plan
-from profiling.models.shape_overrides import given
+from profiling.models.shape_overrides import titled
 from profiling.units import fmt_count
 
 
@@ -102,9 +102,8 @@ def describe(cfg: TrainingConfig, searched: str | None = None) -> str:
     its degrees instead of the GPU count ('FSDP 8 × TP 8 × PP 8 (1f1b, 32 microbatches)').
     ``searched`` ('seq' or 'batch'): the dimension a search sets, left out of the title, whose
     own value (the input's) would read as the answer."""
-    name = cfg.model or f"{fmt_count(cfg.params or 0)} parameters"
-    if hand := given(cfg):  # shape flags beside a named model replace its own fields
-        name += " with " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in hand.items())
+    # shape flags beside a named model replace its own fields; beside a factory, its arguments
+    name = titled(cfg) if cfg.model else f"{fmt_count(cfg.params or 0)} parameters"
     parts = [name, f"{cfg.precision} {'paged ' * cfg.paged_optimizer}{cfg.optimizer}"]
     if cfg.lora_rank:
         parts.append(describe_lora(cfg))

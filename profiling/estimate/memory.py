@@ -262,8 +262,10 @@ def estimate(inp: EstimateInput) -> Estimate:
     per-GPU and total bytes. Needs no torch. Raises ``ProfilingError`` for a factory model.
     """
     if inp.is_factory:
-        raise ProfilingError(
-            f"the estimate needs a reference model or --params, not the factory {inp.model!r}"
+        raise ProfilingError(  # --params beside the factory too: the factory's model is code
+            f"the estimate cannot read the model the factory {inp.model!r} builds: give "
+            "--model a reference name or hf:PATH, or --params N --layers L --hidden H --heads A "
+            "--vocab V in place of the factory (trace and profile run the factory itself)"
         )
     if inp.is_plan:  # every rank of a plan: profiling.plans, never one averaged GPU
         raise ProfilingError(

@@ -28,7 +28,7 @@ from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.measure.profiler import MemoryProfiler, ProfileSummary
 from profiling.measure.report import ComparisonRow
-from profiling.models.shape_overrides import override_note, workload_of
+from profiling.models.shape_overrides import factory_given, override_note, workload_of
 from profiling.models.workloads import WORKLOADS, build_model, describe
 from profiling.time_bound import TimeBound, TimedOut
 from profiling.trace.build import (
@@ -100,7 +100,10 @@ def _build(
     if factory is not None or config.is_factory:
         from profiling.models.factory import call_factory
 
-        model, inputs = call_factory(config.model, config.batch, config.seq, factory, fake=False)
+        shape = factory_given(config)  # --layers … beside it: the factory's own parameters
+        model, inputs = call_factory(
+            config.model, config.batch, config.seq, factory, fake=False, shape=shape
+        )
         model = model.to(device)
         inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
         return model, inputs, {"name": config.model, "factory": True}

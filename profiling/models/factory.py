@@ -6,7 +6,7 @@ import contextlib
 import importlib
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import nn
@@ -56,21 +56,52 @@ def call_factory(
     seq: int,
     factory: Callable[..., object] | None = None,
     fake: bool = True,
+    shape: Mapping[str, int] | None = None,
 ) -> tuple[nn.Module, tuple[object, ...]]:
     """Call ``factory`` (or the one ``spec`` names) under the active fake mode, or for real
-    (``fake=False``: a measured run on this machine)."""
+    (``fake=False``: a measured run on this machine). ``shape``: the shape flags given beside
+    it (``--layers 4`` → ``layers=4``), each passed as the factory's parameter of that name."""
     with _cwd_importable():
-        return _call_factory_here(spec, batch, seq, factory, fake)
+        return _call_factory_here(spec, batch, seq, factory, fake, dict(shape or {}))
+
+
+def shape_kwargs(
+    spec: str, factory: Callable[..., object], shape: Mapping[str, int]
+) -> dict[str, int]:
+    """``shape`` as keyword arguments of ``factory``, or one sentence for a flag it has no
+    parameter of that name for: the factory builds its own model, so a flag it cannot take
+    would describe a model other than the one traced or measured (it was dropped silently)."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    named = {
+        k for k, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }  # **kwargs passes nothing by our names: it may drop them as silently
+    for field, value in shape.items():
+        if field not in named:
+            flag = "--" + field.replace("_", "-")
+            raise ProfilingError(
+                f"{flag} {value} cannot change the model factory {spec!r}: it has no "
+                f"{field!r} parameter; add one (def build(batch, seq, {field}=…)) or set the "
+                f"shape inside the factory and drop {flag}"
+            )
+    return dict(shape)
 
 
 def _call_factory_here(
-    spec: str, batch: int, seq: int, factory: Callable[..., object] | None, fake: bool = True
+    spec: str,
+    batch: int,
+    seq: int,
+    factory: Callable[..., object] | None,
+    fake: bool = True,
+    shape: dict[str, int] | None = None,
 ) -> tuple[nn.Module, tuple[object, ...]]:
     factory = factory if factory is not None else load_factory(spec)
-    kwargs: dict[str, int] = {}
+    kwargs: dict[str, int] = shape_kwargs(spec, factory, shape or {})
     with contextlib.suppress(TypeError, ValueError):
         params = inspect.signature(factory).parameters
-        kwargs = {k: v for k, v in (("batch", batch), ("seq", seq)) if k in params}
+        kwargs |= {k: v for k, v in (("batch", batch), ("seq", seq)) if k in params}
     try:
         made = factory(**kwargs)
     except Exception as exc:

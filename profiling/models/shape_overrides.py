@@ -48,10 +48,28 @@ _WORDS = {
 
 def given(cfg: Any) -> dict[str, int]:
     """The shape flags ``cfg`` (a ``TrainingConfig``) gives beside a named model, or {} (no
-    model, or a factory: there the flags describe the factory's model to the estimate)."""
+    model, or a factory: :func:`factory_given` passes them to it as its arguments)."""
     if cfg.model is None or cfg.is_factory:
         return {}
     return {f: v for f in OVERRIDES if (v := getattr(cfg, f, None)) is not None}
+
+
+def factory_given(cfg: Any) -> dict[str, int]:
+    """The shape flags given beside a factory (``--model package.module:function``), each
+    passed to the factory as its parameter of that name (``models.factory.shape_kwargs``: one
+    sentence where it has none); {} for anything else."""
+    if cfg.model is None or not cfg.is_factory:
+        return {}
+    return {f: v for f, v in ((f, getattr(cfg, f, None)) for f in OVERRIDES) if v is not None}
+
+
+def titled(cfg: Any) -> str:
+    """The model's name for a title, with the shape flags given beside it: 'tiny-llama with
+    --layers 4', 'my_models:build with --layers 4' (a factory, called with them)."""
+    name = str(cfg.model)
+    if hand := given(cfg) or factory_given(cfg):
+        name += " with " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in hand.items())
+    return name
 
 
 def refusal(w: WorkloadConfig, fields: dict[str, int]) -> tuple[str, str] | None:
@@ -147,6 +165,9 @@ def override_note(cfg: Any) -> str | None:
     vocabulary of 512', or None when no shape flag is given beside a named model."""
     from profiling.models.workloads import find_workload
 
+    if passed := factory_given(cfg):
+        flags = ", ".join(f"{f}={v}" for f, v in passed.items())
+        return f"the factory {cfg.model} was called with {flags} (the shape flags given)"
     fields = given(cfg)
     own = find_workload(cfg.model) if fields else None
     if own is None:
@@ -159,11 +180,13 @@ def override_note(cfg: Any) -> str | None:
 
 __all__ = [
     "OVERRIDES",
+    "factory_given",
     "given",
     "overridden",
     "override_note",
     "raw_config",
     "refusal",
+    "titled",
     "with_overrides",
     "workload_of",
 ]  # fmt: skip

@@ -20,7 +20,12 @@ from profiling._config_behaviours import loss_chunks
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
 from profiling.models.factory import call_factory
-from profiling.models.shape_overrides import OVERRIDES, override_note, workload_of
+from profiling.models.shape_overrides import (
+    OVERRIDES,
+    factory_given,
+    override_note,
+    workload_of,
+)
 from profiling.models.workloads import as_run, build_model, describe
 from profiling.trace._torch_compat import missing_memtracker_internals
 from profiling.trace.optimizers import OPTIMIZERS, make_optimizer
@@ -58,7 +63,8 @@ def _make_model(
     name, seq = traced_model(config), config.seq
     assert seq is not None, "trace_step fills seq (seq_or_default) before building"
     if factory is not None or config.is_factory:
-        model, inputs = call_factory(name, config.batch, seq, factory)
+        shape = factory_given(config)  # --layers … beside it: the factory's own parameters
+        model, inputs = call_factory(name, config.batch, seq, factory, shape=shape)
         return model, inputs, {"name": name, "factory": True}
     workload = as_run(
         workload_of(config),

@@ -36,7 +36,9 @@ def describe_trace_setup(cfg: TrainingConfig) -> str:
 
         if not takes_seq(cfg.model):
             shape = f"seq (the factory's own) × batch {cfg.batch}"
-    parts = [cfg.model, shape, cfg.precision + (" + fp32 grads" if cfg.fp32_grads else "")]
+    from profiling.models.shape_overrides import titled
+
+    parts = [titled(cfg), shape, cfg.precision + (" + fp32 grads" if cfg.fp32_grads else "")]
     parts.append(cfg.optimizer)
     if cfg.fsdp:
         style = "FSDP2" + ("" if cfg.reshard_after_forward else " (no reshard: ZeRO-2 style)")
