@@ -39,4 +39,12 @@ DDP_BUCKET_VIEW_FIELD: Any = Field(
     "of a copy beside them.",
 )
 
-__all__ = ["DDP_BUCKET_VIEW_FIELD", "DDP_FIND_UNUSED_FIELD"]
+
+def runs_ddp(cfg: Any) -> bool:
+    """Whether ``cfg`` (a ``TrainingConfig``) runs under torch's DistributedDataParallel: N > 1
+    GPUs, nothing sharded (no ZeRO, FSDP, DeepSpeed or parallel plan)."""
+    sharding = cfg.zero or cfg.fsdp or cfg.deepspeed or cfg.is_plan
+    return cfg.gpus > 1 and not sharding
+
+
+__all__ = ["DDP_BUCKET_VIEW_FIELD", "DDP_FIND_UNUSED_FIELD", "runs_ddp"]

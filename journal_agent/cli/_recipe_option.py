@@ -54,11 +54,14 @@ def parse_with_recipe(
             recipe.values.pop(setting.field or "", None)
             why = f"{command} does not run it (estimate or trace it)"
             recipe.ignored.insert(0, setting.model_copy(update={"why": why, "to": None}))
+    from profiling.recipes.hf_trainer_ddp import off_ddp
+
     values = with_recipe(recipe, config)
     try:
-        return TrainingConfig.parse(**values), recipe
+        cfg = TrainingConfig.parse(**values)
     except ConfigError as exc:
         raise explain(recipe, exc) from None
+    return off_ddp(recipe, cfg, config), recipe
 
 
 def print_recipe(recipe: Recipe | None) -> None:

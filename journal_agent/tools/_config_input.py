@@ -133,11 +133,15 @@ def with_recipe(
         recipe.values.pop(setting.field or "", None)
         why = f"{tool} does not run it (estimate or trace it)"
         recipe.ignored.insert(0, setting.model_copy(update={"why": why, "to": None}))
+    from profiling.recipes.hf_trainer_ddp import off_ddp
+
     out = merged(recipe, values)
     try:
-        TrainingConfig.parse(style="field", **out)
+        cfg = TrainingConfig.parse(style="field", **out)
     except ConfigError as exc:
         raise explain(recipe, exc) from None
+    if not off_ddp(recipe, cfg, values).ddp_find_unused:  # the recipe's, off DDP: listed ignored
+        out.pop("ddp_find_unused", None)
     return out, recipe.lines()
 
 

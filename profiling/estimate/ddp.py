@@ -40,13 +40,17 @@ def add_buckets(ledger: Ledger, cfg: TrainingConfig, trainable: int) -> None:
     """The buckets' line: Ψ_t trainable parameters (LoRA: the adapters) at their dtype's bytes
     (``bucket_bytes``), split by tensor parallelism like the gradients they copy."""
     if not is_ddp(cfg):
-        # said, not refused; --ddp-find-unused is not said: the Trainer's files imply it for
-        # any run (recipes/hf_trainer_ddp), which would put the note on every one-GPU estimate
-        if cfg.ddp_bucket_view:
+        # said, not refused. A recipe's find_unused never gets here off DDP: the Trainer's files
+        # imply it for every run, and recipes.hf_trainer_ddp.off_ddp lists it ignored instead
+        # (else this note would land on every one-GPU estimate of a Trainer checkpoint)
+        unused = [f for f, on in (("--ddp-find-unused", cfg.ddp_find_unused),
+                                  ("--ddp-bucket-view", cfg.ddp_bucket_view)) if on]  # fmt: skip
+        if unused:
+            verb, what = ("is", "it changes") if len(unused) == 1 else ("are", "they change")
             ledger.note(
-                "--ddp-bucket-view is for torch's DistributedDataParallel (--gpus N, N > 1, "
-                "nothing sharded: no --fsdp, --zero or --deepspeed), which this step does not "
-                "run: it changes nothing here"
+                f"{' and '.join(unused)} {verb} for torch's DistributedDataParallel (--gpus N, "
+                "N > 1, nothing sharded: no --fsdp, --zero or --deepspeed), which this step "
+                f"does not run: {what} nothing here"
             )
         return
     w = bucket_bytes(cfg)

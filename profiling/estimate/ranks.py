@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profiling._config_ddp import runs_ddp
+
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
 
 
 def is_ddp(cfg: TrainingConfig) -> bool:
-    """Whether the step runs under torch's DistributedDataParallel: N > 1 GPUs, no sharding."""
-    sharding = cfg.zero or cfg.fsdp or cfg.deepspeed or cfg.is_plan
-    return cfg.gpus > 1 and not sharding
+    """Whether the step runs under torch's DistributedDataParallel: N > 1 GPUs, no sharding
+    (``_config_ddp.runs_ddp``, which the recipes read too)."""
+    return runs_ddp(cfg)
 
 
 def one_gpu_step(cfg: TrainingConfig) -> bool:

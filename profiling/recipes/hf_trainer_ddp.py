@@ -13,7 +13,14 @@ graph runs DDP's sink in the first step alone and rebuilds the buckets (torch
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from profiling._config_ddp import runs_ddp
 from profiling.recipes.recipe import NO_MEMORY, Reading
+
+if TYPE_CHECKING:
+    from profiling.config import TrainingConfig
+    from profiling.recipes.recipe import Recipe
 
 FIELD = "ddp_find_unused"
 KEY = "ddp_find_unused_parameters"
@@ -53,4 +60,21 @@ def ddp_over_peft(trainer: Reading, readings: list[Reading]) -> None:
                   "find_unused_parameters=True, checkpointed or not")  # fmt: skip
 
 
-__all__ = ["ddp_over_peft", "read_ddp"]
+def off_ddp(recipe: Recipe, cfg: TrainingConfig, given: dict[str, Any]) -> TrainingConfig:
+    """``cfg`` without the recipe's find_unused_parameters where the step runs no DDP (one GPU,
+    or sharded), which is listed ignored, saying why. The Trainer's files imply it for every
+    run (:func:`read_ddp`), so the estimate's note that ``--ddp-find-unused`` changes nothing
+    off DDP is kept for a flag the user gave (``given``)."""
+    if FIELD in given or not cfg.ddp_find_unused or runs_ddp(cfg):
+        return cfg
+    where = "one GPU" if cfg.gpus == 1 else "sharded, with no DDP among the ranks"
+    for setting in [s for s in recipe.used if s.field == FIELD]:
+        recipe.used.remove(setting)
+        why = (f"{NO_MEMORY}: find_unused_parameters is DistributedDataParallel's, which this "
+               f"step does not run ({where})")  # fmt: skip
+        recipe.ignored.append(setting.model_copy(update={"to": None, "why": why}))
+    recipe.values.pop(FIELD, None)
+    return cfg.model_copy(update={FIELD: False})
+
+
+__all__ = ["ddp_over_peft", "off_ddp", "read_ddp"]

@@ -61,3 +61,38 @@ def test_the_trainers_ddp_holds_the_used_map_on_many_gpus(tmp_path: Path) -> Non
     one = estimate(TrainingConfig.parse(**values))
     assert any("map of the parameters used" in c.name for c in many.components)
     assert not any("map of the parameters used" in c.name for c in one.components)
+
+
+@pytest.mark.parametrize("flags", [(), ("--gpus", "2", "--fsdp")])
+def test_the_trainers_implied_find_unused_off_ddp_is_listed_not_noted(
+    cli, tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    # D76: the Trainer's files imply find_unused for every run; off DDP (one GPU, or sharded)
+    # the recipe lists it ignored, and the note that it changes nothing is for the flag alone
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps(BASE), encoding="utf-8")
+    args = ("estimate", "--from", str(path), "--model", "tiny-llama", "--seq", "32", *flags)
+    implied = cli.json(*args, "--no-save")
+    said = "--ddp-find-unused is for torch's DistributedDataParallel"
+    assert not any(n.startswith(said) for n in implied["notes"])
+    (line,) = [s for s in implied["recipe"]["ignored"] if s["key"] == "ddp_find_unused_parameters"]
+    assert "find_unused_parameters is DistributedDataParallel's, which this step" in line["why"]
+    assert not any(s["field"] == "ddp_find_unused" for s in implied["recipe"]["used"])
+    given = cli.json(*args, "--ddp-find-unused", "--no-save")
+    assert any(n.startswith(said) for n in given["notes"])
+    assert given["per_gpu_bytes"] == implied["per_gpu_bytes"]
+
+
+def test_the_estimate_tool_lists_the_implied_find_unused_off_ddp(tmp_path: Path) -> None:
+    # the tool offers no ddp_find_unused field: a recipe is what sets it there
+    from journal_agent.tools.base import ToolContext
+    from journal_agent.tools.memory_estimate import MemoryEstimate
+
+    (tmp_path / "args.json").write_text(json.dumps(BASE), encoding="utf-8")
+    ctx = ToolContext(root=tmp_path)
+    fields = {"from_file": ["args.json"], "model": "tiny-llama", "seq": 32}
+    implied = MemoryEstimate().call(ctx, fields)
+    assert not implied.is_error, implied.content
+    said = "--ddp-find-unused is for torch's DistributedDataParallel"
+    assert said not in implied.content
+    assert "find_unused_parameters is DistributedDataParallel's" in implied.content
