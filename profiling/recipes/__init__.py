@@ -197,16 +197,18 @@ def with_recipe(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shape_replaces_model(recipe: Recipe, values: dict[str, Any], given: dict[str, Any]) -> None:
-    """A shape given by hand (--layers --hidden --heads --vocab, --arch or --params) wins over
-    the model the recipe names, as every flag given wins over the file: the recipe's model is
-    set aside, and said so. Part of a shape (--layers 4 alone) replaces those fields of the
-    recipe's model instead, as beside --model (profiling.models.shape_overrides)."""
+    """A shape given by hand (--arch or --params, with --layers --hidden …) wins over the model
+    the recipe names, as every flag given wins over the file: the recipe's model is set aside,
+    and said so. Shape flags alone (--layers 4, or all of --layers --hidden --heads --vocab)
+    replace those fields of the recipe's model instead, as beside --model
+    (profiling.models.shape_overrides): its family (its blocks, its tied or untied head) stays,
+    and the trace builds it. (All four used to set the model aside for a GPT-2 shape by hand,
+    which no trace beside the estimate could run.)"""
     from profiling._config_shape import SHAPE_FIELDS
     from profiling.config_table import flag_name
 
     flags = [flag_name(f) for f in SHAPE_FIELDS if given.get(f) is not None]
-    whole = all(given.get(f) for f in ("layers", "hidden", "heads", "vocab"))
-    if flags and (whole or given.get("arch") is not None or given.get("params") is not None):
+    if flags and (given.get("arch") is not None or given.get("params") is not None):
         recipe.notes.append(
             f"{' '.join(flags)} given: the shape by hand replaces the recipe's model "
             f"{values.pop('model')!r}"

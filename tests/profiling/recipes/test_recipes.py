@@ -460,6 +460,26 @@ def test_part_of_a_shape_replaces_those_fields_of_the_recipes_model() -> None:
     assert w is not None and (w.layers, w.hidden) == (4, 16384)
 
 
+def test_a_whole_shape_without_arch_shrinks_the_recipes_model_in_its_family() -> None:
+    """All four of --layers --hidden --heads --vocab beside a LitGPT Llama recipe (a small
+    variant to trace beside the estimate): the recipe's model with those fields, a Llama as
+    transformers builds it. It was set aside for a GPT-2 shape by hand (LayerNorm, GELU), which
+    the trace beside the estimate refused ("needs a --model … not --params") (#31)."""
+    from profiling.models.shape_overrides import workload_of
+
+    recipe = read_recipe([FIXTURES / "litgpt" / "llama-3.2-1B-lora.yaml"])
+    shape = {"layers": 2, "hidden": 128, "heads": 4, "kv_heads": 2, "ffn": 256, "vocab": 512}
+    values = with_recipe(recipe, {**shape, "seq": 64})
+    assert values["model"] == "hf:llama-3.2-1b"
+    assert not any("replaces the recipe's model" in n for n in recipe.notes)
+    cfg = TrainingConfig.parse(
+        **{k: v for k, v in values.items() if k in TrainingConfig.model_fields}
+    )
+    w = workload_of(cfg)
+    assert w is not None and w.arch == "llama" and w.hf_model_type == "llama"
+    assert (w.layers, w.hidden, w.heads, w.n_kv_heads, w.ffn, w.vocab) == tuple(shape.values())
+
+
 def _pipelined_toml(tmp_path: Path, parallelism: str) -> Path:
     path = tmp_path / "plan.toml"
     path.write_text(
