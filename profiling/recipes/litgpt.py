@@ -104,6 +104,8 @@ def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
     gpus = _devices(r, method)
     _batches(r, gpus, method)
     _optimizer(r)
+    _optim_block(r)
+    _longlora(r)
     _compile(r)
     if method == "lora":
         _lora(r)
@@ -128,6 +130,64 @@ def read(path: Path, data: dict[str, Any]) -> tuple[str, Reading]:
     r.imply("(the script)", "litgpt_norm", True, LITGPT_NORM)
     r.finish()
     return f"LitGPT finetune {method}", r
+
+
+# LitGPT's GaLore configs (config_hub/finetune/{tiny-llama,gemma-2b,phi-2,stablelm-base-alpha-3b}/
+# galore.yaml) name the optimizer in an ``optim`` block, its choices "adamw", "galore_adamw",
+# "galore_adamw_8bit", GaLore's arguments in ``extra_kwargs`` ("rank=8, update_proj_gap=200, …").
+# GaLore (galore_torch's GaLoreAdamW) keeps per target matrix m×n a projector m×r and Adam's two
+# moments of the projected r×n gradient, in the parameter's dtype: under AdamW's two m×n moments
+# while r is under a third of the smaller side, so AdamW's count bounds it (as the Trainer's
+# galore_adamw, recipes/hf_trainer_optim). Its 8-bit form adds fp32 projectors to 1-byte moments,
+# which 8-bit AdamW's count does not bound. Each was listed as unknown and estimated as AdamW.
+_GALORE_BOUND = (
+    "GaLore's projected moments counted as AdamW's full moments on every parameter: a bound "
+    "above while its rank (optim.extra_kwargs) is under a third of each target matrix's side"
+)
+
+
+def _optim_block(r: Reading) -> None:
+    name = r.get("optim.optimizer")
+    if name is None:
+        return
+    key, said = "optim.optimizer", str(name).lower()
+    for other in ("optim.learning_rate", "optim.weight_decay", "optim.beta1", "optim.beta2"):
+        r.ignore(other, NO_MEMORY)
+    r.seen("optim.extra_kwargs", main=key)
+    if said == "adamw":
+        r.use(key, "optimizer", "adamw")
+    elif said == "galore_adamw":
+        r.use(key, "optimizer", "adamw", _GALORE_BOUND)
+    else:
+        r.refuse(
+            key,
+            f"{r.file}: optim.optimizer = {name!r} is not modelled (GaLore's 8-bit moments come "
+            "with its projectors and a full-size update per matrix, which 8-bit AdamW's count "
+            "does not bound): not estimated; give --optimizer to estimate another",
+            unless="optimizer",
+        )
+
+
+def _longlora(r: Reading) -> None:
+    """LitGPT's LongLoRA (config_hub/finetune/{llama-2-7b,mistral-7b}/longlora.yaml,
+    ``longlora.use_longlora``): besides the adapters it trains ``longlora.trainable_params``
+    ("wte,norm,ln": the embedding table's gradient and optimizer state, Ψ_emb · (2 + 2·states) B)
+    and splits attention into ``n_groups`` shifted groups over ``context_length`` tokens. None
+    of it is modelled, and estimated as plain LoRA it was low (its keys were listed unknown)."""
+    if not r.get("longlora.use_longlora"):
+        r.ignore("longlora.use_longlora", NO_MEMORY + " (false: plain LoRA)")
+        for key in r.unseen("longlora."):
+            r.ignore(key, NO_MEMORY + " (read only with longlora.use_longlora true)")
+        return
+    trained = r.get("longlora.trainable_params", "wte,norm,ln")
+    r.refuse(
+        "longlora.use_longlora",
+        f"{r.file}: longlora.use_longlora = true is LitGPT's LongLoRA, which also trains "
+        f"{trained} beside the adapters (the embedding's gradient and optimizer state) and "
+        "splits attention into shifted groups: not modelled, so not estimated; set "
+        "longlora.use_longlora: false to estimate its plain LoRA",
+    )
+    r.seen(*r.unseen("longlora."), main="longlora.use_longlora")
 
 
 def _compile(r: Reading) -> None:
