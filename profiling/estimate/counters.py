@@ -206,12 +206,13 @@ def unsplit_rests(cfg: TrainingConfig, tensors: int) -> int:
 
 def closed_form(
     cfg: TrainingConfig, peak: int, tensors: int, paged: int = 0, outside_loss: int | None = None,
-    loss: bool = True,
+    loss: bool = True, activations: int | None = None,
 ) -> Counters:  # fmt: skip
     """The counters from an estimated peak of ``tensors`` allocations' bytes (the rounding of
     each to 512 B is at most 511 B per tensor alive); ``outside_loss``: the step's peak outside
-    the loss's moments, when known, and ``loss``: whether the GPU computes the loss (the
-    reserve's logits term)."""
+    the loss's moments, when known, ``loss``: whether the GPU computes the loss (the
+    reserve's logits term), and ``activations``: the estimate's at the end of forward, when
+    known (the reserve's activations' segments cached from backward on)."""
     from profiling.estimate.reserve import need_bound, reserved_bound
 
     extra = sum(workspaces(cfg)) + tensors * 256  # half a 512-byte block per tensor, on average
@@ -220,7 +221,7 @@ def closed_form(
     # The reserve's and the need's terms were fitted to replays whose blocks hold their rests
     # (the cached blocks between sizes): they start, as then, from the blocks less the rests.
     pre = None if outside_loss is None else outside_loss + extra
-    reserved, reserve_how = reserved_bound(cfg, peak + extra, pre, loss)
+    reserved, reserve_how = reserved_bound(cfg, peak + extra, pre, loss, activations)
     need, need_how = need_bound(cfg, peak + extra, loss)
     if rests:
         less = f"allocated − its unsplit rests {fmt_bytes(rests)} + "

@@ -343,7 +343,9 @@ def estimate(inp: EstimateInput) -> Estimate:
     ]
     unsharded = _unsharded_peak(inp, peak.bytes)
     paged = round(sum(ln.bytes for ln in ledger.lines if ln.category == "paged"))
-    counters = closed_form(inp, peak.bytes, tensors_alive(inp, shape), paged, outside_loss(moments))
+    kept = round(sum(ln.bytes for ln in ledger.lines if ln.category == "activations"))
+    counters = closed_form(inp, peak.bytes, tensors_alive(inp, shape), paged,
+                           outside_loss(moments), activations=kept)  # fmt: skip
     return Estimate(
         inputs=inp,
         shape=shape,

@@ -23,7 +23,12 @@ full checkpointing, LoRA and QLoRA; tests/profiling/estimate/test_reserve.py):
   the reduce-scatter stream every gradient shard until the optimizer has stepped — both
   outside what the compute stream can reuse;
 - **a partly empty segment of each pool**: 20 MiB large + 2 MiB small per stream (a 20 MiB and
-  a 2 MiB page with expandable segments).
+  a 2 MiB page with expandable segments);
+- **the activations' segments, once backward has freed them** (full fine-tuning on one GPU,
+  ``activation_cache``): every gradient, optimizer state and step temporary is a parameter's
+  size, and where the widest per-token activation (s·b·h) is smaller than the smallest
+  parameter, none of them fits a freed activation's segment — the activations' segments stay
+  cached beside the model states through the end of backward and the optimizer step.
 
 What a step needs to run (``need_bound``) is less: on a GPU near full the allocator hands every
 cached segment with no live block back to CUDA and retries before it runs out of memory
@@ -100,6 +105,12 @@ NEED_LOGITS = {"transformers-4.46": 1.1, "transformers-4.45": 1.1}
 # checkpointing, 4 × 4,096 on its V 32,000 model, whose allocated estimate reads 0.94 of the
 # trace; 1.19 where the estimate equals it)
 NEED_CHUNKED = 2.0
+# The activations' segments cached once backward frees them, in units of the activations at the
+# end of forward (``activation_cache``): the smallest that keeps the closed form at or above the
+# replay of full fine-tuning on llama-7b and gpt2-medium (fp32, bf16, mixed, amp-bf16; AdamW,
+# SGD; 256-16,384 tokens): 1.146 on llama-7b bf16 AdamW 2 × 512 (6.0 GB cached beside 5.2 GB of
+# activations: backward's own temporaries and the embedding-sized step temporary on top)
+ACTIVATION_CACHE = 1.2
 
 
 def _grad_bytes(cfg: TrainingConfig) -> int:
@@ -257,12 +268,49 @@ def _segment_terms(cfg: TrainingConfig, shape: dict[str, Any]) -> list[tuple[str
     ]  # fmt: skip
 
 
+def _smallest_parameter(cfg: TrainingConfig, shape: dict[str, Any]) -> int:
+    """The smallest large-pool request a parameter's gradient, optimizer state or step
+    temporary makes (bytes): its numel in the step's narrowest per-parameter dtype (16-bit
+    gradients under bf16 and mixed); 0 where no parameter is larger than 1 MiB."""
+    each = 2 if cfg.precision in ("bf16", "fp16", "mixed") else 4
+    sizes = [int(numel) * each for numel, _ in shape.get("param_numels") or []]
+    return min((n for n in sizes if n > SMALL_SIZE), default=0)
+
+
+def activation_cache(cfg: TrainingConfig, shape: dict[str, Any], activations: int | None) -> int:
+    """The activations' segments cached from backward on (bytes; 0: not this case): in full
+    fine-tuning on one GPU, backward frees the activations as it makes the gradients, and the
+    gradients, the optimizer's states and its step temporaries (parameter-sized, each in a
+    segment of its own past 10 MiB) fit none of the freed blocks when the widest activation
+    every block keeps for each token, s·b·h in the activations' dtype, is smaller than the
+    smallest parameter's request — best fit then reserves new segments for all of them, and the
+    activations' stay cached (``profiling.estimate.allocator``: ``get_free_block`` takes only a
+    cached block at least the request's size; a freed block merges only within its segment).
+    llama-7b bf16 AdamW 2 × 512 replays 6.0 GB above its allocated peak in the optimizer step
+    for 5.2 GB of activations, where 5 % of allocated said 3.4 GB. A bound: where some
+    activations are wider (the MLP's s·b·f) and are reused, fewer stay cached. Not under LoRA
+    (no parameter-sized requests), a sharded or pipelined step (its shards and stages are
+    other sizes: the fractions above were fitted to them) or an optimizer in backward."""
+    if not activations or cfg.lora_rank or cfg.optimizer_in_bwd or cfg.pp > 1:
+        return 0
+    if _shards(cfg) > 1 or cfg.expandable_segments:  # expandable: one segment, pages reused
+        return 0
+    smallest = _smallest_parameter(cfg, shape)
+    act = 4 if cfg.precision == "fp32" else 2
+    widest = cfg.batch * cfg.seq_or_default() * int(shape.get("hidden") or 0) * act
+    if not smallest or widest >= smallest:
+        return 0
+    return round(activations * ACTIVATION_CACHE)
+
+
 def reserve_terms(
-    cfg: TrainingConfig, allocated: int, outside_loss: int | None = None, loss: bool = True
-) -> list[tuple[str, int]]:
+    cfg: TrainingConfig, allocated: int, outside_loss: int | None = None, loss: bool = True,
+    activations: int | None = None,
+) -> list[tuple[str, int]]:  # fmt: skip
     """What the reserve adds to ``allocated`` (the allocated peak), named, in bytes;
     ``outside_loss``: the allocated peak of the step's moments outside the loss (None: not
-    known, the peak); ``loss``: whether this GPU computes the loss (a pipeline's last stage)."""
+    known, the peak); ``loss``: whether this GPU computes the loss (a pipeline's last stage);
+    ``activations``: the estimate's activations at the end of forward (None: not known)."""
     from profiling.estimate.shape import shape_of
 
     shape = shape_of(cfg)
@@ -281,8 +329,12 @@ def reserve_terms(
     what = (f"its tensors at its peak and up to {copies:g} segments of its largest request (a "
             f"chunk's fp32 logits, {CHUNK_UNIT})" if live or cfg.loss in CHUNKING
             else f"up to {copies:g} fp32 logits' segments")  # fmt: skip
+    cached = activation_cache(cfg, shape, activations)
     terms = [
-        (f"cached blocks between sizes ({between:.0%} of allocated)", round(allocated * between)),
+        (f"cached blocks between sizes ({between:.0%} of allocated)", round(allocated * between))
+        if cached <= allocated * between
+        else (f"the activations' segments, cached from backward on: no parameter-sized gradient "
+              f"or optimizer request fits them ({ACTIVATION_CACHE:g} × the activations)", cached),
         (f"the loss's logits in sizes one row apart ({what} above the reserve outside the loss)",
          logits),
     ]  # fmt: skip
@@ -322,18 +374,20 @@ def need_bound(cfg: TrainingConfig, allocated: int, loss: bool = True) -> tuple[
 
 
 def reserved_bound(
-    cfg: TrainingConfig, allocated: int, outside_loss: int | None = None, loss: bool = True
-) -> tuple[int, str]:
+    cfg: TrainingConfig, allocated: int, outside_loss: int | None = None, loss: bool = True,
+    activations: int | None = None,
+) -> tuple[int, str]:  # fmt: skip
     """The reserve's bound and how it is made (one line, its terms)."""
     from profiling.units import fmt_bytes
 
-    terms = reserve_terms(cfg, allocated, outside_loss, loss)
+    terms = reserve_terms(cfg, allocated, outside_loss, loss, activations)
     how = " + ".join(f"{name} {fmt_bytes(n)}" for name, n in terms)
     return allocated + sum(n for _, n in terms), f"allocated + {how}"
 
 
 __all__ = [
     "SEGMENT_SLACK",
+    "activation_cache",
     "logits_bytes",
     "need_bound",
     "need_terms",
