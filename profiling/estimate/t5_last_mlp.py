@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 NAME = "backward, the last decoder block's MLP"
 NORM = "backward, the decoder's final norm in 16 bits"
+WO = "backward, the last decoder block's wo (a gradient kept)"
 
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
@@ -94,6 +95,28 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         + f" = {fmt_bytes(value)}"
     )  # fmt: skip
     out = [(NAME, value, calc)]
+    if cfg.grads_kept and not lora:
+        # where the loop keeps ``.grad``, wo's weight gradient is made apart (h·f) and added into
+        # ``.grad`` in place (torch/csrc/autograd/functions/accumulate_grad.h: ``variable_grad
+        # += new_grad``) while wo's input (the product) and its input gradient (t·b·f) are alive:
+        # one op before mul's three gradients (toy h 256, f 1024, V 256, fp32: −950,272 B before)
+        gone = U * 2 * h if cfg.dropout else 0  # T5LayerFF's and T5Stack's masks gone back
+        # with --dropout, T5LayerFF's dropout makes wo's output gradient apart from the residual's
+        gone -= U * h * e.c if cfg.dropout else 0
+        fresh = h * f * weight_bytes(cfg.precision)
+        # a tied head's gradient waits in autograd's input buffer for the embedding's (one
+        # table, two uses): V·h beside the kept ``.grad`` (ReLU toy, tied: −65,536 B before)
+        fresh += int(d.V or 0) * h * weight_bytes(cfg.precision) if d.extra["t5"]["tied"] else 0
+        at = fwd - logits - norm - gone + U * h * e.r + U * f * e.c + fresh
+        out.append((WO, at, (
+            f"end of forward {fmt_bytes(fwd)} − the loss's log-probabilities {fmt_bytes(logits)} − "
+            f"the decoder's final norm's kept tensors {fmt_bytes(norm)}"
+            + (f" − two dropout masks gone back t·b·2h, + wo's output gradient the dropout "
+               f"made t·b·h·{e.c}: {fmt_bytes(-gone)}" if gone else "")
+            + f" + the residual's gradient t·b·h·{e.r}, wo's input gradient t·b·f·{e.c} and its "
+            f"fresh weight gradient h·f (and a tied head's V·h waiting) "
+            f"{fmt_bytes(at - fwd + logits + norm + gone)} = "
+            f"{fmt_bytes(at)}")))  # fmt: skip
     if lora and e.r == 2:
         gone = U * (e.r * h + 4) + (U * h if cfg.dropout else 0)  # residual, rsqrt, mask
         at = fwd - logits - gone + U * h * 2 + 4 * U * h * 4
@@ -106,4 +129,4 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     return out
 
 
-__all__ = ["NAME", "NORM", "moments"]
+__all__ = ["NAME", "NORM", "WO", "moments"]
