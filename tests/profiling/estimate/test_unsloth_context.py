@@ -75,15 +75,16 @@ def test_the_8_gb_run_does_not_fit_without_the_earlier_floor() -> None:
                          ids=lambda r: f"{r['gpu_mem_gb']}GB")  # fmt: skip
 def test_the_largest_context_is_within_the_published_one(row: dict) -> None:
     """Judged by the reserve a GPU near full keeps (PyTorch hands its cached segments back and
-    retries before it runs out), not the reserve of a GPU that never runs out: 0.75-1.05 of the
-    published length (0.51-0.69 when judged by the whole reserve). The lower edge was 0.8 until
-    QLoRA's dequantized weights' rests joined the closed-form reserve (estimate/dequant_rests,
-    22a356b: a bound 1.04-1.16 over the allocator replay, where it had been 0.905 under it):
-    the 16 GB row went 2,049 -> 1,990 tokens (0.780) — the safe side; bench_peer's predicted
-    length stays 0.979 of the published one."""
+    retries before it runs out), not the reserve of a GPU that never runs out: 0.8-1.05 of the
+    published length (0.51-0.69 when judged by the whole reserve). QLoRA's 4-bit weights' rests
+    (estimate/dequant_rests, 0f1bf3f) took the 16 GB row from 2,049 to 1,990 tokens (0.780)
+    with the 4 MiB rests of Llama 3.1 8B's 8 MiB q and o weights, where the r32 adapters made
+    after them sit, two 1.75 MiB ones to a rest (their best fit; the allocator replay of
+    1 × 2,048 needs 15.04 GB, the closed form 15.81, 1.051 of it): 2,041 tokens (0.800) since
+    they are carved."""
     res = largest(_config(row), "seq")
     assert res.best is not None
-    assert 0.75 <= res.best.value / row["measured"] <= 1.05, res.best.value
+    assert 0.8 <= res.best.value / row["measured"] <= 1.05, res.best.value
 
 
 def test_the_16_gb_length_fits_only_with_the_cache_handed_back() -> None:
