@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 NAME = "backward, the last decoder block's MLP"
 NORM = "backward, the decoder's final norm in 16 bits"
 WO = "backward, the last decoder block's wo (a gradient kept)"
+FIRST = "backward, the first decoder block's MLP (gelu_new)"
 
 
 def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
@@ -95,6 +96,8 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         + f" = {fmt_bytes(value)}"
     )  # fmt: skip
     out = [(NAME, value, calc)]
+    if not lora and gated and not cfg.grads_kept and not cfg.dropout:
+        out.append(_first_block(d, e, cfg, value))
     if cfg.grads_kept and not lora:
         # where the loop keeps ``.grad``, wo's weight gradient is made apart (h·f) and added into
         # ``.grad`` in place (torch/csrc/autograd/functions/accumulate_grad.h: ``variable_grad
@@ -129,4 +132,36 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     return out
 
 
-__all__ = ["NAME", "NORM", "WO", "moments"]
+def _first_block(d: Dims, e: Bytes, cfg: TrainingConfig, last: float) -> tuple[str, float, str]:
+    """The first decoder block's MLP going back, at gelu_new (``t5_first_mlp``'s moment in the
+    decoder), from the last block's product moment ``last``: the blocks above gone back (their
+    kept tensors freed, their weight gradients made: self- and cross-attention's 8·h·q, the
+    MLP's 3·h·f, three norms), wi_1's gradient made too; gelu_new's gradients where mul's were
+    (two t·b·f fewer alive, one t·b·h more: wi_1's input gradient); and what waits for the
+    blocks below: the encoder's output gradient from the cross-attention k and v gone back
+    (s·b·h), the decoder's position bias's (a·t², the table's dtype) and one accumulated
+    residual gradient per block above the second (as the encoder's first block). Read off the
+    trace: toy h 128, f 512, 32 → 24 tokens × 2, fp32: −77,600 B before."""
+    from profiling.estimate.states import weight_bytes
+    from profiling.estimate.t5 import _decoder_block, _table
+
+    x = d.extra["t5"]
+    enc = Dims(**{**d.__dict__, "s": int(x["source_seq"])})
+    n, U, T = int(x["decoder_layers"]), d.s * d.b, enc.s * enc.b
+    h, f, c, q, w = d.h, d.f, e.c, int(x["q_dim"]), weight_bytes(cfg.precision)
+    above = (n - 1) * ((8 * h * q + 3 * h * f + 3 * h) * w - _decoder_block(enc, e, cfg))
+    waits = T * h * c + d.a * d.s**2 * _table(e, cfg) + max(n - 2, 0) * U * h * c
+    gelu = h * f * w - 2 * U * f * c + U * h * c
+    at = last + above + waits + gelu if n > 1 else last + gelu
+    calc = (
+        f"the last decoder block's MLP {fmt_bytes(last)} + the {n - 1} blocks above gone back "
+        f"(weight gradients made, kept tensors freed) {fmt_bytes(above if n > 1 else 0)} + "
+        f"what waits: the encoder output's gradient s·b·h·{c}, the position bias's a·t², "
+        f"(L − 2) residual gradients t·b·h·{c} {fmt_bytes(waits if n > 1 else 0)} + at "
+        f"gelu_new: wi_1's h·f, two t·b·f fewer, one t·b·h more {fmt_bytes(gelu)} = "
+        f"{fmt_bytes(at)}"
+    )
+    return (FIRST, at, calc)
+
+
+__all__ = ["FIRST", "NAME", "NORM", "WO", "moments"]
