@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.ranks import one_gpu_step
-from profiling.estimate.recomputed import LITGPT_LLAMA, checkpoints, end_of_forward
+from profiling.estimate.recomputed import LITGPT_LLAMA, checkpoints, end_of_forward, total
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -50,7 +50,9 @@ def modelled(inp: TrainingConfig, d: Dims) -> bool:
     """Full training of eager, fully checkpointed Llama-kind blocks (ours on CUDA, or
     transformers' Llama, Mistral) on one GPU after any loss (``llama_end.released`` reads the
     estimate's own logits lines: Liger's and CCE's gradients made in forward, a chunked loss's
-    log-probabilities): no kept or fp32 gradient copies, no optimizer in backward."""
+    log-probabilities): no fp32 gradient copies, no optimizer in backward. With the
+    gradients kept (``--grads-kept``) every gradient is alive from the start, and each new one is
+    made beside it before autograd's ``AccumulateGrad`` adds it in place (``moment``)."""
     module = d.extra.get("hf_module")
     return (
         d.arch == "llama"
@@ -61,7 +63,6 @@ def modelled(inp: TrainingConfig, d: Dims) -> bool:
         and inp.lora_rank is None
         and inp.checkpointing == "full"
         and not inp.compile
-        and not inp.grads_kept
         and not inp.fp32_grads
         and not inp.optimizer_in_bwd
         and not inp.deepspeed
@@ -103,6 +104,13 @@ def moment(
     each = 0.0 if offloaded else ckpt / d.L
     g_blk = float(shape.get("block_params") or 0) * p
     first = (V * h + h) * p  # the head's and the final norm's
+    # --grads-kept: every gradient alive since the last step (zero_grad(set_to_none=False)) in
+    # place of those made by then; the block's new ones (down's weight gradient) are made
+    # beside their .grad before ``AccumulateGrad`` adds them in place (torch/csrc/autograd/
+    # functions/accumulate_grad.h: ``variable_grad += new_grad``)
+    kept_grads = total(lines, "gradients") if inp.grads_kept else 0.0
+    if inp.grads_kept:
+        first, g_blk = 0, 0.0
     # (LitGPT's modules: its fp32 copies of the RoPE tables beside transformers' the checkpoints
     # keep are the end of forward's, ``litgpt_qkv.tables`` under full checkpointing)
     reach = T * h * e.r
@@ -116,12 +124,13 @@ def moment(
     for i in sorted({d.L - 1, 0}, reverse=True):
         fewer = (d.L - 1 - i) * each
         above = (d.L - 1 - i) * g_blk
-        value = fwd - gone - fewer + first + above + reach + kept + mlp + copies
+        value = fwd - gone - fewer + first + above + kept_grads + reach + kept + mlp + copies
         calc = (
             f"block {i + 1} of {d.L}: end of forward {fmt_bytes(fwd)} − the loss's and the "
             f"final norm's tensors {fmt_bytes(gone)}"
             + (f" − the checkpoints above {fmt_bytes(fewer)}" if fewer else "")
-            + f" + the head's and final norm's gradients {fmt_bytes(first)}"
+            + (f" + every gradient, kept {fmt_bytes(kept_grads)}" if kept_grads
+               else f" + the head's and final norm's gradients {fmt_bytes(first)}")
             + (f" + the gradients of the blocks above {fmt_bytes(above)}" if above else "")
             + f" + the gradient reaching it s·b·h·{e.r} {fmt_bytes(reach)} + its kept tensors "
             f"recomputed, less down's input (freed) and the checkpoint its norm keeps "
