@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from profiling.estimate.gpt2_dropout import embedding_mask
 from profiling.units import fmt_count
 
 if TYPE_CHECKING:
@@ -299,21 +300,17 @@ def attention_extras(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
 def once_per_model(
     d: Dims, e: Bytes, shape: dict[str, Any], cfg: TrainingConfig, head_input: bool = True
 ) -> list[Term]:
-    """The final norm, the loss's fp32 log-probabilities, RoPE tables, autocast weight copies.
-
-    ``head_input=False``: the final norm's output, which the LM head keeps as its input, is left
-    to the loss (``profiling.estimate.losses``: a chunked or fused loss keeps something else)."""
+    """The final norm, the loss's fp32 log-probabilities, RoPE tables, autocast weight copies,
+    GPT-2's embedding dropout mask. ``head_input=False``: the final norm's output, which the LM
+    head keeps as its input, is left to the loss (``profiling.estimate.losses``)."""
     sb = d.s * d.b
     terms = [final_norm(d, e, cfg, head_input)]
     if d.V is not None:
-        terms.append(
-            Term(
-                "Logits: the fp32 log-probabilities the loss keeps",
-                sb * d.V * 4,
-                "s·b·V·4 B",
-                f"{d.s}·{d.b}·{d.V}·4",
-            )
-        )
+        terms.append(Term("Logits: the fp32 log-probabilities the loss keeps", sb * d.V * 4,
+                          "s·b·V·4 B", f"{d.s}·{d.b}·{d.V}·4"))  # fmt: skip
+    if m := embedding_mask(cfg, d.arch, d.extra.get("hf_module"), e.r):
+        terms.append(Term("dropout mask of the embeddings", sb * d.h * m, f"s·b·h·{m} B",
+                          f"{d.s}·{d.b}·{d.h}·{m}"))  # fmt: skip
     return terms + autocast_weight_copies(e, shape)
 
 
