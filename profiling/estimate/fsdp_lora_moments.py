@@ -8,6 +8,7 @@ from typing import Any
 
 from profiling.config import TrainingConfig
 from profiling.estimate.fsdp_lora import group_params, lora_fsdp2
+from profiling.estimate.fsdp_lora_top import top_block
 from profiling.estimate.ledger import Line
 from profiling.estimate.states import gathered_bytes
 from profiling.units import fmt_bytes
@@ -104,6 +105,8 @@ def lora_forward(
             )
     if ckpt and d.arch == "llama":  # SwiGLU's and RMSNorm's terms (GPT-NeoX's kind: not yet)
         out.append(_top_back(cfg, d, e, fixed + _scalars(lines), root, block))
+    elif d.arch == "llama":
+        out += top_block(cfg, d, fixed + parts["activations"], lines, (root, block))
     last = (root + 3 * block) * g / t
     out.append((
         LAST,

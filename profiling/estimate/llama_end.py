@@ -64,7 +64,8 @@ if TYPE_CHECKING:
 MLP = "backward, the last block's MLP"
 NORM = "backward, the final norm"
 FORWARD = "forward, the last block's MLP"
-_LLAMA = (None, "llama", "mistral")  # our blocks, or transformers' module of Llama's ops
+_LLAMA = (None, "llama", "mistral", "qwen2")  # our blocks, or transformers' module of Llama's ops
+_QWEN2 = {"qkv_bias"}  # Qwen2: q, k and v with biases (the attention's, in the end of forward)
 # DoRA adapting the attention alone (peft 0.21 ``LoraModel`` puts a DoRA layer only on the
 # target modules: ``lora.layer.LoraLayer.update_layer(use_dora=...)``) leaves the MLP and the
 # head frozen base layers: the last block's MLP and the final norm go back as under LoRA, the
@@ -73,12 +74,12 @@ _LLAMA = (None, "llama", "mistral")  # our blocks, or transformers' module of Ll
 # (``llama_dora_down``) and the final norm going back
 
 
-def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
-    if d is None or d.V is None or d.arch != "llama" or set(d.extra) - LITGPT_LLAMA:
+def _applies(d: Dims | None, cfg: TrainingConfig, fsdp2: bool = False) -> bool:
+    if d is None or d.V is None or d.arch != "llama" or set(d.extra) - LITGPT_LLAMA - _QWEN2:
         return False
     if d.extra.get("hf_module") not in _LLAMA:
         return False
-    if not blocks_keep_saved(cfg) or cfg.tp != 1 or cfg.sharded:
+    if not blocks_keep_saved(cfg) or cfg.tp != 1 or (cfg.sharded and not fsdp2):
         return False
     if cfg.dora and llama_dora_mlp.NOT_READ & set(cfg.lora_targets):
         # peft's DoRA layer on the head, or on down with lora_dropout: not read here
@@ -387,14 +388,15 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, base: float) -> tuple[str, 
 
 
 def moments(
-    d: Dims | None, cfg: TrainingConfig, fwd: float, lines: Sequence[Any]
+    d: Dims | None, cfg: TrainingConfig, fwd: float, lines: Sequence[Any], fsdp2: bool = False
 ) -> list[tuple[str, float, str]]:
     """Llama's kind's last block's MLP and final norm going back, and under LoRA its MLP going
-    forward; none where they do not apply."""
+    forward; none where they do not apply. ``fsdp2``: LoRA under FSDP2, whose caller
+    (``fsdp_lora_moments``) gives as ``fwd`` the shards and the top block gathered."""
     from profiling.estimate.losses import REFERENCE
 
     out: list[tuple[str, float, str]] = []
-    if not _applies(d, cfg):
+    if not _applies(d, cfg, fsdp2):
         return out
     assert d is not None
     e = Bytes.of(cfg.precision)

@@ -122,20 +122,55 @@ def test_the_top_block_going_back_under_lora_and_fsdp2_is_counted(
     """Blocks heavy beside the root (h 256, f 1024, V 256) on 256 tokens: the trace peaks as the
     top block goes back through its SwiGLU, gathered again (its all-gather output beside its
     parameters), which no estimate moment held (fsdp_lora_moments._top_back)."""
-    config = {
-        "model_type": "llama", "vocab_size": 256, "hidden_size": 256,
-        "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "max_position_embeddings": 512, "tie_word_embeddings": True,
-    }  # fmt: skip
-    path = tmp_path / "wide.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
     cfg = TrainingConfig.model_validate({
-        "model": f"hf:{path}", "seq": 256, "batch": 1, "precision": precision, "fsdp": True,
-        "gpus": 2, "target": "cuda", "lora_rank": 8, "lora_targets": QV, "optimizer": "sgd",
-        "checkpointing": checkpointing,
+        "model": _wide(tmp_path, "llama", tied=True), "seq": 256, "batch": 1,
+        "precision": precision, "fsdp": True, "gpus": 2, "target": "cuda", "lora_rank": 8,
+        "lora_targets": QV, "optimizer": "sgd", "checkpointing": checkpointing,
     })  # fmt: skip
     est, traced = estimate(cfg), trace_step(cfg)
     assert traced.peak_bytes <= est.per_gpu_bytes <= bound * traced.peak_bytes, (
         est.peak_moment,
         traced.peak_bytes,
     )
+
+
+def _wide(tmp_path: Path, model_type: str, tied: bool) -> str:
+    """Blocks heavy beside the root (h 256, f 1024, V 256): the top block's moments lead."""
+    config = {
+        "model_type": model_type, "vocab_size": 256, "hidden_size": 256,
+        "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "max_position_embeddings": 512, "tie_word_embeddings": tied,
+    }  # fmt: skip
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return f"hf:{path}"
+
+
+@pytest.mark.parametrize(
+    ("model_type", "tied", "precision", "seq", "extra"),
+    [
+        # the top block's MLP going back: 0.9324 before (−1,546,272 B), audit7 D72
+        ("llama", True, "amp-bf16", 256, {}),
+        ("llama", True, "mixed", 256, {"lora_targets": ["all-linear"]}),  # 0.8734
+        # down's adapter's sum going forward, the top block gathered: 0.8693 (−3,680,280 B)
+        ("qwen2", False, "amp-bf16", 256, {"lora_targets": ["all-linear"]}),
+        # the top block's pre_backward prefetching block 0, its shards cast to bf16 beside
+        # its all-gather output: 0.9686 (−388,640 B; the MLP going back alone: −211,456)
+        ("mistral", False, "mixed", 128, {"lora_dropout": 0.1}),
+    ],
+)
+def test_the_top_block_without_checkpointing_under_lora_and_fsdp2_is_the_trace(
+    tmp_path: Path, model_type: str, tied: bool, precision: str, seq: int,
+    extra: dict[str, object],
+) -> None:  # fmt: skip
+    """Without checkpointing the blocks keep their saved tensors; the trace peaks at the top
+    block (its MLP going forward or back, or its pre_backward's prefetch), where FSDP2 holds
+    the root's and the top block's parameters and a block's all-gather output
+    (profiling.estimate.fsdp_lora_top)."""
+    cfg = TrainingConfig.model_validate({
+        "model": _wide(tmp_path, model_type, tied), "seq": seq, "batch": 1,
+        "precision": precision, "fsdp": True, "gpus": 2, "target": "cuda", "lora_rank": 16,
+        "lora_targets": QV, "optimizer": "sgd", **extra,
+    })  # fmt: skip
+    est, traced = estimate(cfg), trace_step(cfg)
+    assert est.per_gpu_bytes == traced.peak_bytes, (est.peak_moment, traced.by_category)
