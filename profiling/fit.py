@@ -388,8 +388,8 @@ def confirm_best(
         )
     if done == 0 and fitting:
         notes.append(
-            "no fitting candidate can be traced (selective checkpointing, offload, ZeRO-1/2, QLoRA "
-            "under autocast, or LoRA without peft): estimates only"
+            "no fitting candidate can be traced (offload, ZeRO-1/2, QLoRA under autocast, LoRA "
+            "without peft, or selective checkpointing compiled): estimates only"
         )
     return [c for c in fitting if c not in dropped]
 

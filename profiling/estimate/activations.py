@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.gpt2_dropout import embedding_mask
+from profiling.estimate.selective import selective_inputs
 from profiling.units import fmt_count
 
 if TYPE_CHECKING:
@@ -175,10 +176,10 @@ def _lse(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
 
 def blocks_lse(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str, str, str]:
     """Our blocks' attention beside q, k, v and its output: SDPA's fp32 logsumexp, none under
-    eager attention (its softmax keeps the output: ``attention_extras``). Returns (bytes, the
-    name's, the formula's and the substitution's suffixes)."""
-    if cfg.attention == "eager" and cfg.checkpointing != "selective":
-        return 0, "", "", ""
+    eager attention (its softmax keeps the output: ``attention_extras``) nor ``selective``.
+    Returns (bytes, the name's, the formula's and the substitution's suffixes)."""
+    if cfg.checkpointing == "selective" or cfg.attention == "eager":  # selective: core's inputs
+        return selective_inputs(d, e) if cfg.checkpointing == "selective" else (0, "", "", "")
     lse, sub = _lse(d, e, cfg)
     return lse, ", logsumexp", " + 4·a·b·s", f" + {sub}"
 
@@ -224,9 +225,9 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         )
     else:
         copies = 5 if e.amp else 2  # autocast: q, k, v and gate, up each cast their own copy
-        # CUDA's fp32 attention (memory-efficient) gets grouped-query keys/values expanded;
-        # eager attention expands them too (repeat_interleave), and its matmuls keep them.
-        kv = h if (_cuda(cfg) and e.c == 4) or cfg.attention == "eager" else k
+        # CUDA's fp32 SDPA (memory-efficient) and eager attention expand grouped keys/values
+        expanded = (_cuda(cfg) and e.c == 4) or cfg.attention == "eager"
+        kv = h if expanded and cfg.checkpointing != "selective" else k  # selective: core's inputs
         terms.append(
             Term(
                 "matmul inputs (RMSNorm outputs"

@@ -43,7 +43,9 @@ def once_per_model(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
     or one of ``MODULES``)."""
     from profiling.estimate.hf_ops import eager
 
-    if cfg.checkpointing != "full" or d.extra.get("hf_module") not in MODULES:
+    # selective: each layer's checkpointed core keeps it as an input (profiling.trace.selective)
+    ckpt = cfg.checkpointing == "full" or (cfg.checkpointing == "selective" and not cfg.compile)
+    if not ckpt or d.extra.get("hf_module") not in MODULES:
         return []
     if not eager(d, cfg):
         return []

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from profiling.estimate import litgpt_qkv
 from profiling.estimate.activations import Bytes, Dims, Term, _cuda, _lse
 from profiling.estimate.activations import _norms as _layer_norms
+from profiling.estimate.selective import selective_kept
 from profiling.estimate.variants import gated_mlp
 
 if TYPE_CHECKING:
@@ -168,8 +169,8 @@ def _attention(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> list[Term]:
             f"s·b·4q·{c} B",
             f"{tok}·4·{q}·{c}",
         )
-        if cfg.checkpointing == "selective":  # the s² tensors are recomputed in backward
-            return [kept]
+        if cfg.checkpointing == "selective":  # the core checkpointed: its inputs kept alone
+            return [Term(*selective_kept(d, e, q))]
         return [
             kept,
             Term(
@@ -184,14 +185,13 @@ def _attention(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> list[Term]:
         ]
     lse, lse_sub = _lse(d, e, cfg)
     kv = q if _cuda(cfg) and c == 4 else d.k  # CUDA's fp32 attention expands grouped heads
-    terms = [
-        Term(
-            "attention (q, k, v after RoPE, output, logsumexp)",
-            T * (2 * q + 2 * kv) * c + lse,
-            f"s·b·(2q + 2k)·{c} + 4·a·b·s B",
-            f"{tok}·(2·{q} + 2·{kv})·{c} + {lse_sub}",
-        )
-    ]
+    kept = Term(
+        "attention (q, k, v after RoPE, output, logsumexp)",
+        T * (2 * q + 2 * kv) * c + lse,
+        f"s·b·(2q + 2k)·{c} + 4·a·b·s B",
+        f"{tok}·(2·{q} + 2·{kv})·{c} + {lse_sub}",
+    )
+    terms = [Term(*selective_kept(d, e, q)) if cfg.checkpointing == "selective" else kept]
     if litgpt_qkv.applies(d, cfg, eager):  # LitGPT's module (estimate.litgpt_qkv)
         terms.append(litgpt_qkv.attention(d, e, cfg, q))
     elif _module(d) == "phi3":
@@ -319,7 +319,7 @@ def _gpt2_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
             "matmul inputs (LayerNorm outputs)", T * 2 * h * c, f"s·b·2h·{c} B", f"{tok}·2·{h}·{c}"
         )
     )
-    if eager(d, cfg):
+    if eager(d, cfg) or cfg.checkpointing == "selective":
         terms += _attention(d, e, cfg, h)
     else:
         terms.append(

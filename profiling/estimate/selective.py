@@ -3,9 +3,11 @@ recomputed in backward, Korthikanti et al.'s "selective activation recomputation
 one-GPU step: eager attention's probabilities, and their dropout masks, are dropped from what
 each block keeps (``activations``, ``hf_ops``, ``bloom``) and made again as that block's
 attention goes back. Nothing else is recomputed: every block keeps the rest of what it saves to
-its backward, as without checkpointing. Under SDPA (flash or memory-efficient), whose kernels
-keep no s² tensor (their output, logsumexp, seed and offset: ``step_scalars``), the step's
-tensors are exactly those without checkpointing.
+its backward, as without checkpointing. Under SDPA (flash or memory-efficient) the fused call
+is the core: its logsumexp and seed are dropped (``step_scalars``), its inputs kept. The trace
+runs the same step (``profiling.trace.selective``): the checkpointed core keeps its inputs (q,
+k, v not repeated for grouped heads), and transformers' 4-D eager mask and position ids once
+(``eager_mask``, ``step_inputs``).
 
 So the moments counted from the end of forward without checkpointing — the loss's held tensors
 (``llama_loss_held``, ``neox_loss_held``), the last block's MLP going forward or back
@@ -21,10 +23,27 @@ probabilities going back are a later moment, not counted here. No torch here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
+
+
+class _Shape(Protocol):  # activations.Dims, read here without importing it (activations does)
+    arch: str
+    s: int
+    b: int
+    h: int
+    k: int
+
+
+class _Widths(Protocol):  # activations.Bytes
+    c: int
+    rope: int
+    amp: bool
+
+
+Suffixes = tuple[int, str, str, str]  # bytes, the name's, the formula's, the substitution's
 
 
 def blocks_keep_saved(cfg: TrainingConfig) -> bool:
@@ -34,4 +53,36 @@ def blocks_keep_saved(cfg: TrainingConfig) -> bool:
     return cfg.checkpointing in ("none", "selective")
 
 
-__all__ = ["blocks_keep_saved"]
+def selective_kept(d: _Shape, e: _Widths, q: int) -> tuple[str, int, str, str]:
+    """transformers' attention under ``selective`` (a ``Term``'s fields): its attention function
+    (eager's or SDPA's) runs checkpointed (``profiling.trace.selective``), keeping its inputs q,
+    k, v as they came (grouped heads not repeated: ``repeat_kv`` is inside; under autocast q and
+    k in RoPE's dtype, fp32: the cast to 16 bits is inside too) and the output projection the
+    output; no scores, logsumexp nor seed (q: the query width)."""
+    qk = _rope_bytes(d, e)
+    return (
+        "attention, core recomputed (its inputs q, k after RoPE, v; the output)",
+        d.s * d.b * ((q + d.k) * qk + (q + d.k) * e.c),
+        f"s·b·((q + k)·{qk} + (q + k)·{e.c}) B",
+        f"{d.s}·{d.b}·(({q} + {d.k})·{qk} + ({q} + {d.k})·{e.c})",
+    )
+
+
+def _rope_bytes(d: _Shape, e: _Widths) -> int:
+    """The bytes of q and k as the core receives them: RoPE's output dtype (its tables' under
+    autocast: fp32) on a rotary model, else the compute dtype."""
+    return max(e.rope, e.c) if d.arch != "gpt2" and e.amp else e.c
+
+
+def selective_inputs(d: _Shape, e: _Widths) -> Suffixes:
+    """Our blocks' attention beside the s·b·(2h + 2k)·c they keep under ``selective``: under
+    autocast q and k as RoPE made them (fp32), the core's inputs; as ``activations.blocks_lse``
+    returns its suffixes."""
+    more = _rope_bytes(d, e) - e.c
+    if not more:
+        return 0, "", "", ""
+    return (d.s * d.b * (d.h + d.k) * more, ", q and k in fp32 (RoPE's)",
+            f" + s·b·(h + k)·{more}", f" + {d.s}·{d.b}·({d.h} + {d.k})·{more}")  # fmt: skip
+
+
+__all__ = ["blocks_keep_saved", "selective_inputs", "selective_kept"]

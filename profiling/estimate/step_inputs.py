@@ -1,7 +1,7 @@
 """A decoder's step inputs, as the trace holds them: the token ids and the labels (int64, one
 per token each, held the whole step: the trace files them under "inputs"), and, for
-transformers' rotary decoders under full checkpointing, their int64 position ids (s·8 B: each
-checkpointed block keeps them as an input, one storage for all, filed under "activations").
+transformers' rotary decoders under full or selective checkpointing, their int64 position ids
+(s·8 B: each checkpoint keeps them as an input, one storage for all, filed under "activations").
 An encoder's and T5's inputs are ``encoder.step_inputs``'. No torch here.
 """
 
@@ -60,8 +60,12 @@ def add_lines(ledger: Ledger, d: Dims | None, cfg: TrainingConfig) -> None:
 
 
 def kept_position_ids(d: Dims, cfg: TrainingConfig) -> int:
-    """transformers' position ids every fully checkpointed block keeps (s·8 B), else 0."""
-    if cfg.checkpointing == "full" and d.extra.get("hf_module") in _POSITION_IDS_OF:
+    """transformers' position ids every fully checkpointed block keeps (s·8 B), else 0. Under
+    ``selective`` each layer's checkpointed attention function keeps them too: the attention
+    module hands its ``**kwargs`` (``position_ids`` among them) to it (transformers 5.24
+    ``LlamaAttention.forward``), and checkpoint keeps every tensor argument."""
+    ckpt = cfg.checkpointing == "full" or (cfg.checkpointing == "selective" and not cfg.compile)
+    if ckpt and d.extra.get("hf_module") in _POSITION_IDS_OF:
         return d.s * 8
     return 0
 

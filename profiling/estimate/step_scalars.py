@@ -17,9 +17,9 @@ below the trace at the peak):
   ``LlamaRotaryEmbedding.__init__``, the same in every rotary model: both ``nn.Buffer``, fp32,
   one entry per two rotated dims), held the whole step: 2·⌈r/2⌉·4 B for r rotated head dims.
 
-Without checkpointing (or under ``selective``, which recomputes eager attention's s² tensors
-only) every layer keeps the first two to its backward; under full checkpointing only the block
-being recomputed holds them, beside its other recomputed tensors (``recomputed_scalars``:
+Without checkpointing every layer keeps the first two to its backward (``selective``
+checkpoints the attention core that saves the seed: none kept); under full checkpointing only the
+block being recomputed holds them, beside its other recomputed tensors (``recomputed_scalars``:
 16-24 B below the trace at a recomputed block's moment before); compiled blocks' are in the
 partitioner's count.
 
@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 
 from profiling.estimate.activations import Dims, Term
 from profiling.estimate.ledger import Ledger, Line
-from profiling.estimate.selective import blocks_keep_saved
 
 if TYPE_CHECKING:
     from profiling.config import TrainingConfig
@@ -44,11 +43,11 @@ LOSS = f"{PREFIX}the loss and nll_loss's total weight (fp32)"
 
 def _kept_every_layer(cfg: TrainingConfig) -> bool:
     """Whether every layer keeps its attention's scalars from forward to its backward: without
-    checkpointing, and under ``selective`` (only eager attention's s² tensors are recomputed:
-    SDPA's outputs, its logsumexp and so its seed, are kept as without checkpointing). Under
+    checkpointing. Under ``selective`` the attention core is checkpointed (its inputs kept): the
+    seed, made and saved inside it, is not kept (``profiling.trace.selective``). Under
     full checkpointing only the block recomputed holds them (``recomputed_scalars``); compiled,
     the partitioner's count holds them (``estimate.compiled``)."""
-    return blocks_keep_saved(cfg) and not cfg.compile
+    return cfg.checkpointing == "none" and not cfg.compile
 
 
 def sdpa_seed_each(d: Dims, cfg: TrainingConfig) -> int:

@@ -162,6 +162,21 @@ def _apply_checkpointing(model: nn.Module, target: str | None = None) -> int:
     return len(blocks)
 
 
+def _checkpoint(model: nn.Module, config: TraceConfig, in_model: Callable[[int], int]) -> list[str]:
+    """``--checkpointing full`` (each block) or ``selective`` (each block's attention core:
+    Korthikanti et al.'s, ``profiling.trace.selective``); the note saying so."""
+    if config.checkpointing == "full":
+        n = _apply_checkpointing(model, config.target)
+        return [f"activation checkpointing on {in_model(n)} blocks (non-reentrant)"]
+    if config.checkpointing == "selective":
+        from profiling.trace.selective import apply_selective
+
+        n = apply_selective(_repeated_blocks(model) or [], config.target)
+        return [f"selective checkpointing: the attention core of {in_model(n)} blocks "
+                "recomputed (non-reentrant)"]  # fmt: skip
+    return []
+
+
 @contextlib.contextmanager
 def _fake_process_group(world_size: int) -> Iterator[DeviceMesh]:
     import torch.distributed as dist
@@ -236,9 +251,7 @@ def _build(
 
         notes.append(compile_model(model, inputs, config, _block_list(model), _autocast,
                                    mesh is None))  # fmt: skip
-    if config.checkpointing == "full":
-        n = _apply_checkpointing(model, config.target)
-        notes.append(f"activation checkpointing on {in_model(n)} blocks (non-reentrant)")
+    notes += _checkpoint(model, config, in_model)
     if config.dpo:
         from profiling.trace.preference import dpo_step
 

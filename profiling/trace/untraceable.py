@@ -42,8 +42,8 @@ def untraceable(config: TrainingConfig) -> list[str]:
     problems += _zero_alone(config)
     if config.optimizer_in_bwd and (config.fsdp or config.sharded):
         problems.append("one GPU for --optimizer-in-bwd (no ZeRO/FSDP)")
-    if config.checkpointing == "selective":
-        problems.append("--checkpointing none or full (selective is estimated only)")
+    if config.checkpointing == "selective" and config.compile:  # trace.selective: eager blocks
+        problems.append("no --compile with --checkpointing selective (estimated only)")
     if (config.optimizer == "adam8bit" or config.paged_optimizer) and config.sharded:
         problems.append("one GPU for bitsandbytes' optimizers (no ZeRO/FSDP)")
     if config.optimizer == "adafactor" and config.sharded:

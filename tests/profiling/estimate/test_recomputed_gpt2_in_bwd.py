@@ -82,12 +82,14 @@ def test_where_the_earlier_bound_leads_it_stays_above(tmp_path: Path) -> None:
 
 
 def test_the_mask_only_where_eager_and_fully_checkpointed(tmp_path: Path) -> None:
-    """SDPA skips the causal mask; without full checkpointing nothing keeps it."""
+    """SDPA skips the causal mask; without checkpointing nothing keeps it (under selective each
+    layer's checkpointed attention core keeps it as an input: profiling.trace.selective)."""
     name = "Activations: eager attention's 4-D causal mask"
     for fields, counted in (
         ({}, True),
         ({"attention": "sdpa"}, False),
-        ({"checkpointing": "selective"}, False),
+        ({"checkpointing": "selective"}, True),
+        ({"checkpointing": "none"}, False),
     ):
         lines = estimate(_config(tmp_path, BASE, fields)).components
         found = [c.bytes for c in lines if c.name.startswith(name)]

