@@ -150,3 +150,4 @@ highest_estimated
 lowest_ratio_rank
 below_trace
 ranks_note
+higher_ring_rank  # RankRow: each side's higher ring rank (profiling/plans/compare)

@@ -58,6 +58,7 @@ from profiling.plans.float8_form import (
     tp_styles_kept,
     unpipelined_peak,
 )
+from profiling.plans.float8_moments import unsharded_ffn_casts
 from profiling.plans.fsdp_moments import block_moments, embedding_moment, reduction_peak
 from profiling.plans.fsdp_pipelined import first_moves
 from profiling.plans.head_form import forward_peak, regathered_head
@@ -77,12 +78,12 @@ from profiling.plans.pipelined_backward import (
     head_backward,
     pipelined_backward,
 )  # fmt: skip
-from profiling.plans.profile import Move, StageProfile, Vec, add, vec
+from profiling.plans.profile import Move, RankMemory, StageProfile, Vec, add, vec
 from profiling.plans.result import COMPILED_NOTE, PlanResult, estimate_notes
 from profiling.plans.ring_form import Block
 from profiling.plans.ring_stage import highest_ring_rank, ring_moves
 from profiling.plans.root_group import root_group_on, root_group_profile
-from profiling.plans.shapes import Sizes, _shard, stage_tensors
+from profiling.plans.shapes import LOSS_SCALARS, Sizes, _shard, stage_tensors
 from profiling.plans.step_form import partial_momentum, step_order, step_scratch
 from profiling.plans.tp_moments import tp_forward
 
@@ -266,6 +267,10 @@ def _stage_profile(
         # every block checkpointed without FSDP: the lowest block's backward (lowest_block)
         b_peak = lowest_block(cfg, w, stage, (tokens, t, s.c), (grad_b, block_grads),
                               (kept, recompute, head_acts, bool(earlier)), b_peak)  # fmt: skip
+        # without FSDP: Float8's w2, w3 and w1 casts beside the gradients made (float8_moments)
+        b_peak = _larger(b_peak, unsharded_ffn_casts(
+            cfg, w, stage, (tokens, t, s.c), (kept, rec),
+            (head_acts - LOSS_SCALARS * stage.head, block_grads, grad_b)))  # fmt: skip
         for q, again, freed in () if cfg.fsdp else earlier:  # FSDP: _block_moments
             c_b = add(_backward_extra(block_extra, again - freed, True, 2 * x),
                       vec(gradients=q * block_grads, activations=-head_acts))  # fmt: skip
@@ -378,9 +383,10 @@ def _backward_extra(extra: int, recompute: int, first: bool, grad_in: int = 0) -
     return vec(temporaries=(2 * extra if first else extra) + grad_in, activations=recompute)
 
 
-def estimate_plan(cfg: TrainingConfig) -> PlanResult:
+def estimate_plan(cfg: TrainingConfig, every_ring_rank: bool = False) -> PlanResult:
     """Every pipeline rank's memory in closed form; its cost does not depend on the world size
-    (one profile per stage, one composition per pipeline rank)."""
+    (one profile per stage, one composition per pipeline rank). ``every_ring_rank``: each kind
+    of a context-parallel ring's rank kept in ``ring_ranks`` (at cp 2 always)."""
     if cfg.checkpointing == "selective":
         raise ProfilingError(
             "a plan's closed form has no Megatron-style selective checkpointing (the "
@@ -398,15 +404,17 @@ def estimate_plan(cfg: TrainingConfig) -> PlanResult:
     layout = layout_of(cfg, w.layers)
     # at cp 2 ring rank 0 keeps wo's copy of the merged output and rank 1 holds more at the
     # ring: each pipeline rank's higher of the two (one ring place from cp 3)
+    places: dict[int, list[RankMemory]] = {}
     ranks, profiles = highest_ring_rank(
-        layout, lambda r: [stage_profile(cfg, w, layout, s, r) for s in layout.stages]
-    )
+        layout, lambda r: [stage_profile(cfg, w, layout, s, r) for s in layout.stages],
+        places if every_ring_rank or layout.cp == 2 else None,
+    )  # fmt: skip
     notes = estimate_notes(cfg, layout)
     if cfg.compile:
         notes = [n for n in notes if not n.startswith(COMPILED_NOTE)]
         notes.append(compiled_note(cfg, w))
     return PlanResult(kind="estimated", config=cfg, layout=layout, params=w.param_count(),
-                      ranks=ranks, stages=profiles, notes=notes)  # fmt: skip
+                      ranks=ranks, stages=profiles, notes=notes, ring_ranks=places)  # fmt: skip
 
 
 __all__ = [

@@ -26,9 +26,16 @@ from __future__ import annotations
 
 from profiling.config import TrainingConfig
 from profiling.models.config import WorkloadConfig
-from profiling.plans.float8_form import cast_scales, forward_casts, linear_backward
+from profiling.plans.float8_form import (
+    backward_transient,
+    cast_scales,
+    forward_casts,
+    linear_backward,
+)
+from profiling.plans.layout import Stage
 from profiling.plans.profile import Vec, vec
 from profiling.plans.ring_form import fused
+from profiling.plans.shapes import stage_tensors
 
 
 def _larger(a: Vec, b: Vec) -> Vec:
@@ -153,4 +160,65 @@ def float8_offsets(
     return fwd_first, fwd_later, _larger(w3_first, w1_first), _larger(w3, w1)
 
 
-__all__ = ["float8_offsets", "wrapped_casts"]
+def unsharded_ffn_casts(
+    cfg: TrainingConfig, w: WorkloadConfig, stage: Stage, sizes: tuple[int, int, int],
+    blocks: tuple[list[int], list[int]], held: tuple[int, int, int],
+) -> Vec:  # fmt: skip
+    """A plan without FSDP and without a pipeline (its blocks' moments are otherwise the
+    ring's, ``ring_form.plan_ring_peaks``, or ``closed_form``'s buffers alone): a block's
+    ``w3`` and ``w1`` backward casts, above the backward's start, at the block where they are
+    highest (the last to run, block 0, holds every later block's gradients; every block where
+    the blocks differ). As :func:`float8_offsets` has them (torchao 0.18's
+    ``matmul_with_hp_or_float8_args.backward``: the output gradient's cast, then the weight's,
+    9 B an element, beside it): at ``w3``'s, ``silu(w1 x)``'s gradient waits beside ``w3``'s
+    output's and ``w2``'s weight gradient is made; at ``w1``'s, the SwiGLU's tensors are
+    freed, ``w3``'s input gradient waits and ``w3``'s weight gradient is made — beside the
+    gradient of the block's output, the head's and every later block's gradients (the gathered
+    dtype: nothing reduces them before the step) and the earlier blocks' saved tensors. Read in
+    the trace's live storages (CP 2, mixed, tensorwise; h 128, f 512, V 128, 2 blocks, 64
+    tokens a rank): at block 0's ``w1`` weight cast 82,984 B above the closed form before,
+    whose moments had no Float8 cast beside the gradients made. ``sizes``: tokens, t, the
+    compute dtype's bytes; ``blocks``: what each block keeps and recomputes; ``held``: the
+    head's saved tensors freed by then (the loss's scalars stay: the loop holds them), a
+    block's gradients, the gradients' bytes an element. Nothing under FSDP
+    (``fsdp_moments.block_moments``) or without Float8."""
+    tokens, t, c = sizes
+    (kept, rec), (head_acts, block_grads, grad_b) = blocks, held
+    if not cfg.float8 or cfg.fsdp or not kept:
+        return vec()
+    head = stage_tensors(w, stage, 0, t)[-2:] if stage.head else []
+    head_grads = sum(d * r for d, r in head) * grad_b  # the final norm's and the output's
+    h, f = w.hidden, w.ffn // t
+    gathered = cfg.float8_all_gather and cfg.fsdp
+    recipe = cfg.float8
+    styles = t > 1 and recipe == "tensorwise"  # torchao's Float8 TP styles (float8_offsets)
+    half, weight, x = tokens * f * c, h * f, tokens // t * h * c
+    scales = cast_scales(tokens, h, f, recipe, gathered)
+    lb = linear_backward(tokens * h, weight, tokens * f, gathered, recipe, scales)
+    f8_b = backward_transient(w, tokens, t, gathered, recipe, c)
+    product, own = (tokens * f + 4, 0) if styles else (half, half)
+    L = len(kept)
+    ends = {0, 1, L - 2, L - 1} & set(range(L)) if len(set(kept)) == len(set(rec)) == 1 else \
+        set(range(L))  # fmt: skip
+    best = vec()
+    for i in sorted(ends):
+        after = L - 1 - i  # blocks whose backward is done
+        # checkpointed, the block keeps what it saved (its input; under the per-op policy the
+        # listed ops' outputs) and its recomputation beside it, and one gradient of its input
+        # more (closed_form._backward_extra's grad_in)
+        grad_in = x if rec[i] else 0
+        base = -head_acts - sum(kept[i + 1 :]) + rec[i]
+        made = head_grads + after * block_grads + weight * grad_b  # w2's made too
+        # w2's casts (backward_transient: its input's gradient among them), nothing of the
+        # block's freed yet, w2's weight gradient not made
+        w2 = vec(gradients=made - weight * grad_b, activations=base,
+                 temporaries=x + grad_in + f8_b)  # fmt: skip
+        w3 = vec(gradients=made, activations=base - 2 * half - product,
+                 temporaries=x + grad_in + half + own + lb)  # fmt: skip
+        w1 = vec(gradients=made + weight * grad_b, activations=base - 3 * half - product,
+                 temporaries=x + grad_in + own + tokens * h * c + lb)  # fmt: skip
+        best = _larger(best, _larger(w2, _larger(w3, w1)))
+    return best
+
+
+__all__ = ["float8_offsets", "unsharded_ffn_casts", "wrapped_casts"]

@@ -30,6 +30,10 @@ class PlanResult(BaseModel):
     # --counter reserved|nvml, traced: a pipeline rank's step replayed through the caching
     # allocator (every stage at its own block count; plans without a pipeline)
     replays: dict[int, Replay] = Field(default_factory=dict)
+    # a context-parallel ring's kinds of rank, each place's pipeline ranks (ring rank 1: the
+    # ranks from 1 on alike; 0: the first) where both were profiled — at cp 2, and from cp 3
+    # on for a comparison; ``ranks`` holds each pipeline rank's higher
+    ring_ranks: dict[int, list[RankMemory]] = Field(default_factory=dict)
 
     @property
     def highest(self) -> RankMemory:

@@ -100,19 +100,26 @@ def compose_ranks(layout: Layout, profiles: list[StageProfile]) -> list[RankMemo
 
 
 def highest_ring_rank(
-    layout: Layout, profiles_of: Callable[[int], list[StageProfile]]
-) -> tuple[list[RankMemory], list[StageProfile]]:
+    layout: Layout, profiles_of: Callable[[int], list[StageProfile]],
+    places: dict[int, list[RankMemory]] | None = None,
+) -> tuple[list[RankMemory], list[StageProfile]]:  # fmt: skip
     """Every pipeline rank's memory on the ring's highest place, and the stages' profiles of
     the place highest overall: ring rank 1 (the ranks from 1 on hold alike, rank 0 less: see
     ``profiling.plans.ring``), except at cp 2, where rank 0 keeps wo's copy of the merged output
     (a block's queries) and rank 1 holds more at the ring's moments: each pipeline rank takes
-    the higher of the two. ``profiles_of(ring_rank)`` profiles every stage on that place."""
+    the higher of the two. ``profiles_of(ring_rank)`` profiles every stage on that place.
+    ``places``, when given, is filled with each place's pipeline ranks (``{1: …, 0: …}``), and
+    from cp 3 on rank 0 is profiled too (the comparison shows each kind of a ring rank)."""
     profiles = profiles_of(1)
     ranks = compose_ranks(layout, profiles)
-    if layout.cp != 2:
+    if places is not None and layout.cp > 1:
+        places[1] = ranks
+    if layout.cp == 1 or (layout.cp > 2 and places is None):
         return ranks, profiles
     zero = profiles_of(0)
     other = compose_ranks(layout, zero)
+    if places is not None:
+        places[0] = other
     if max(r.peak_bytes for r in other) > max(r.peak_bytes for r in ranks):
         profiles = zero
     return [

@@ -31,7 +31,7 @@ from profiling.models.config import WorkloadConfig
 from profiling.plans.layout import Layout, Stage, layout_of
 from profiling.plans.model import plan_workload
 from profiling.plans.probe import partitions_shared
-from profiling.plans.profile import Move, StageProfile, Vec
+from profiling.plans.profile import Move, RankMemory, StageProfile, Vec
 from profiling.plans.result import PlanResult, plan_notes
 from profiling.plans.ring_stage import highest_ring_rank
 from profiling.trace.allocations import Replay, counted
@@ -192,8 +192,11 @@ def _stage_profile(
     return probe(stage.layers).model_copy(update={"stage": stage.index})
 
 
-def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanResult:
-    """Trace ``cfg``'s plan (see the module): every pipeline rank's memory."""
+def trace_plan(
+    cfg: TrainingConfig, progress: Progress | None = None, every_ring_rank: bool = False
+) -> PlanResult:
+    """Trace ``cfg``'s plan (see the module): every pipeline rank's memory. ``every_ring_rank``:
+    from cp 3 on, ring rank 0 traced too (at cp 2 always), each kept in ``ring_ranks``."""
     from profiling.trace.bounded import checked_progress
     from profiling.trace.build import _require_tracing_apis
 
@@ -218,13 +221,15 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
 
     # one place on the ring, but at cp 2 both (ring rank 0 keeps more, rank 1 holds more at
     # the ring: profiling.plans.ring_stage.highest_ring_rank)
-    ranks, profiles = highest_ring_rank(layout, profiles_of)
+    places: dict[int, list[RankMemory]] = {}
+    every = every_ring_rank or layout.cp == 2
+    ranks, profiles = highest_ring_rank(layout, profiles_of, places if every else None)
     _, replays, traced, kinds = next(run for run in runs.values() if run[0] is profiles)
     notes.append(
         f"traced: {kinds} stage kind(s) at {', '.join(map(str, sorted(traced)))} "
         f"block(s) each, as one rank of a fake world of {layout.world:,} ranks; every stage "
         "at its own block count by exact affine scaling"
-        + (" (at cp 2 ring ranks 0 and 1, the higher per pipeline rank)" if len(runs) > 1 else "")
+        + (" (ring ranks 0 and 1, the higher per pipeline rank)" if len(runs) > 1 else "")
     )
     return PlanResult(
         kind="traced",
@@ -237,6 +242,7 @@ def trace_plan(cfg: TrainingConfig, progress: Progress | None = None) -> PlanRes
         torch_version=torch.__version__,
         notes=notes,
         replays=replays,
+        ring_ranks=places,
     )
 
 
