@@ -66,7 +66,10 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     if d is None or d.arch != "t5" or cfg.checkpointing != "none" or cfg.loss != REFERENCE:
         return []
     e, lora = Bytes.of(cfg.precision), cfg.lora_rank is not None
-    if e.amp or "down" in cfg.lora_targets or cfg.sharded or cfg.optimizer_in_bwd:
+    # wo adapted: the gated MLP without dropout only (ReLU's read off the trace differs)
+    down = "down" in cfg.lora_targets
+    plain = bool(d.extra["t5"]["gated"]) and not (cfg.dropout or cfg.lora_dropout)
+    if e.amp or cfg.sharded or cfg.optimizer_in_bwd or (down and not plain):
         return []
     U, h, f, gated = d.s * d.b, d.h, d.f, bool(d.extra["t5"]["gated"])
     logits = U * int(d.V or 0) * e.c  # the log-probabilities (``t5._logits``, no autocast)
@@ -84,6 +87,15 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     n = 3 if gated else 2
     grads = U * h * e.r + n * U * f * e.c
     value = fwd - logits - norm - product - masks + grads + made
+    if down:
+        # wo adapted: its lora_A keeps the product (in the forward's count) until A's backward
+        # sums the frozen wo's input gradient with A's (peft tuners/lora/layer.py Linear.forward:
+        # base_layer(x) + lora_B(lora_A(dropout(x))) * scaling): three t·b·f at that add, and
+        # A's and B's weight gradients made (r·(f + h)); the trace reads one t·b·f and A's
+        # t·b·r output gradient fewer than mul's three beside the product (fp32 all-linear
+        # 32/24 x 1: −61,896 B before)
+        r = int(cfg.lora_rank or 0)
+        value += r * (f + h) * weight_bytes(cfg.precision) - U * (f + r) * e.c
     calc = (
         f"end of forward {fmt_bytes(fwd)} − the loss's log-probabilities {fmt_bytes(logits)} − "
         f"the decoder's final norm's kept tensors {fmt_bytes(norm)}"
