@@ -82,4 +82,31 @@ def group_params(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int]:
     return int(shape["root_params"]) + head, int(shape["block_params"]) + per_block
 
 
-__all__ = ["group_params", "lora_fsdp2", "lora_gathered"]
+def unchecked_note(cfg: TrainingConfig) -> str | None:
+    """A sharded LoRA step the trace refuses (``trace.lora.lora_problem``: FSDP2's
+    ``fully_shard`` over peft's layers is all it runs) is said to be the closed form alone, with
+    why — never silently (#31, #32)."""
+    if cfg.lora_rank is None or not (cfg.fsdp or cfg.sharded) or cfg.gpus < 2 or lora_fsdp2(cfg):
+        return None
+    what = [
+        w
+        for on, w in (
+            (cfg.qlora, "QLoRA's 4-bit base (its NF4 stand-ins are not sharded by FSDP2 here)"),
+            (cfg.dora, "DoRA (its magnitude vector under FSDP2 is not traced)"),
+            (cfg.fsdp_flat, "FSDP1's flat parameters"),
+            (cfg.deepspeed, "DeepSpeed's engine"),
+            (not cfg.fsdp and cfg.zero in (1, 2), f"ZeRO-{cfg.zero} without --fsdp"),
+            (cfg.fsdp and cfg.zero != 3, f"--fsdp with --zero {cfg.zero}"),
+        )
+        if on
+    ]
+    if not what:
+        return None
+    return (
+        f"unchecked: the trace does not run LoRA with {' and '.join(what)}, so this figure is "
+        "the closed form alone, never compared with a trace (trace --compare-estimate refuses "
+        "it); LoRA under --fsdp (ZeRO-3) without these is traced"
+    )
+
+
+__all__ = ["group_params", "lora_fsdp2", "lora_gathered", "unchecked_note"]

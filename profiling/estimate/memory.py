@@ -48,7 +48,7 @@ from profiling.estimate.deepspeed import (
 from profiling.estimate.deepspeed_engine import engine
 from profiling.estimate.distill_states import teacher_lines
 from profiling.estimate.fsdp import fsdp_refusal, one_gpu, unsharded_grads
-from profiling.estimate.fsdp_lora import lora_gathered
+from profiling.estimate.fsdp_lora import lora_gathered, unchecked_note
 from profiling.estimate.fsdp_no_reshard import no_reshard, weight_sharding
 from profiling.estimate.fsdp_offload import fsdp_offload
 from profiling.estimate.ledger import Group, Ledger, Line, Sharding
@@ -283,6 +283,8 @@ def estimate(inp: EstimateInput) -> Estimate:
     if hand := override_note(inp):  # --layers … beside --model: the model's own fields replaced
         ledger.note(hand)
     if inp.lora_rank is not None:
+        if unchecked := unchecked_note(inp):
+            ledger.note(unchecked)
         trainable = lora(ledger, inp, shape, sh)
         shape["lora_adapters"] = trainable
     else:
