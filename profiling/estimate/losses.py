@@ -377,10 +377,14 @@ def moments(
     )
     if a_copies:
         calc += f" + autocast's cached copies of the first block's A weights {f(a_copies)}"
+    # torchtune's chunked loss: the loop's two fp32 scalars, held through backward, are no line
+    # of the estimate's (step_scalars counts PyTorch's loss's): the trace's loss backward 8 B above
+    held = 2 * 4 if cfg.loss == "chunked" else 0  # step_scalars.LOSS_SCALARS (it imports this)
+    held_calc = f" + the loss's two fp32 scalars the loop holds {f(held)}" if held else ""
     out: list[Moment] = [
         ("loss forward", forward, f"{calc} = {f(forward)}"),
-        ("loss backward", fwd + loss.backward_extra,
-         f"{loss.backward_calc} = {f(fwd + loss.backward_extra)}"),
+        ("loss backward", fwd + loss.backward_extra + held,
+         f"{loss.backward_calc}{held_calc} = {f(fwd + loss.backward_extra + held)}"),
     ]  # fmt: skip
     e = Bytes.of(cfg.precision)
     mlp = last_mlp(d, e, cfg)
