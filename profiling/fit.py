@@ -136,7 +136,11 @@ def _variants(base: TrainingConfig) -> list[dict[str, Any]]:
     # scores a fused kernel (SDPA, flash) never keeps — else no checkpointing's row, slower
     every = ("none", "full") if encoder or base.attention != "eager" else SEARCHED_CKPT
     ckpts = (base.checkpointing,) if "checkpointing" in held else every
-    offloads = (base.offload_optimizer,) if "offload_optimizer" in held else (False, True)
+    # a paged optimizer (bitsandbytes', or LitGPT's QLoRA PagedAdamW) keeps its state on the GPU:
+    # beside --offload-optimizer the configuration refuses it, so no offloaded candidate
+    # (fit crashed on the refusal's ValidationError)
+    held_offload = "offload_optimizer" in held or base.paged_optimizer
+    offloads = (base.offload_optimizer,) if held_offload else (False, True)
     out = []
     for precision, zero, ckpt, kind, offload in itertools.product(
         precisions, zeros, ckpts, trains, offloads
