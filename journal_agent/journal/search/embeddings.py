@@ -166,7 +166,6 @@ class Embedder:
             self._bert: Any = BertEncoder(info.path, info.weights)
             self._st: Any = None
         else:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local directory, never the hub
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
@@ -175,7 +174,10 @@ class Embedder:
                     "sentence-transformers (pip install sentence-transformers)"
                 ) from None
             self._bert = None
-            self._st = SentenceTransformer(str(info.path), device="cpu")
+            # A local directory, never the hub — said to the loader, not through os.environ:
+            # setting a variable while another thread execs (a Bash call beside a search in the
+            # MCP server) can free the environment that exec is reading (EFAULT).
+            self._st = SentenceTransformer(str(info.path), device="cpu", local_files_only=True)
 
     def query(self, text: str) -> np.ndarray:
         """A query's vector, remembered (the last ``QUERIES_KEPT``): search as you type sends

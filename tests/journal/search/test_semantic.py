@@ -217,3 +217,36 @@ def test_the_encoder_reads_words_from_the_file_and_keeps_no_mapping_of_it(tmp_pa
         # (The packaged file is not checked: sentence-transformers, in another test of this
         # process, may still map it.)
         assert str(copy / "model.safetensors") not in Path("/proc/self/maps").read_text()
+
+
+def test_a_model_of_another_family_loads_offline_without_touching_the_environment(
+    tmp_path, monkeypatch
+):
+    """A user's own sentence-transformers model (not BERT: read by sentence-transformers) is
+    loaded from its directory alone, and the process's environment is left as it was: a
+    variable set while another thread execs can free the environment that exec reads."""
+    import os
+
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import DistilBertConfig, DistilBertModel
+
+    hf = tmp_path / "distil"
+    config = DistilBertConfig(vocab_size=30522, dim=32, hidden_dim=64, n_layers=1, n_heads=2)
+    DistilBertModel(config).save_pretrained(hf)
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        if (PACKAGED / "model" / name).is_file():
+            shutil.copy(PACKAGED / "model" / name, hf / name)
+    word = models.Transformer(str(hf), max_seq_length=64)
+    pooling = models.Pooling(word.get_embedding_dimension(), pooling_mode="mean")
+    model = tmp_path / "mine"
+    SentenceTransformer(modules=[word, pooling], device="cpu").save(str(model))
+    monkeypatch.setenv("JOURNAL_AGENT_EMBEDDING_MODEL", str(model))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    before = dict(os.environ)
+    ours = get_embedder(tmp_path).encode(TEXTS[:1])
+    assert dict(os.environ) == before
+    reference = SentenceTransformer(str(model), device="cpu").encode(
+        TEXTS[:1], normalize_embeddings=True
+    )
+    assert ours.shape == (1, 32)
+    assert np.abs(ours - reference).max() < 1e-5
