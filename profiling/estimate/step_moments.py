@@ -28,6 +28,7 @@ from profiling.estimate import (
     llama_first_norm,
     losses,
     neox_embedding,
+    neox_first_block,
     neox_qkv,
     preference,
     t5,
@@ -212,6 +213,7 @@ def step_moments(
         + llama_first_gate.moments(d, inp, held_all, tied_head, est_lines, loss is not None)
         + encoder_embeddings.moments(d, inp, held_all)
         + neox_embedding.moments(d, inp, held_all, tied_head, loss_held)
+        + neox_first_block.moments(d, inp, held_all, tied_head, est_lines)
     ]
     temps = total("temporaries")
     sharded = weights - sum(ln.bytes for ln in est_lines if ln.group == "overhead")  # ZeRO-3
