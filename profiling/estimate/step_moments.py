@@ -22,6 +22,7 @@ from profiling.estimate import (
     gpt2_end,
     head_adapter_forward,
     llama_dequant,
+    llama_eager_softmax,
     llama_end,
     llama_first_gate,
     llama_first_mlp,
@@ -101,6 +102,7 @@ def step_moments(
         + last_block_held(inp, shape, d, fwd)
         + neox_qkv.moments(d, inp, fwd)
         + llama_end.moments(d, inp, fwd, est_lines)
+        + llama_eager_softmax.moments(d, inp, fwd, est_lines)
         + gpt2_end.moments(d, inp, fwd, shape, est_lines)
         + llama_dequant.moments(d, inp, fwd, est_lines)
         + llama_first_mlp.moments(d, inp, fwd, est_lines)
