@@ -286,7 +286,8 @@ def _stage_profile(
     ring = Block(kept=kept, recompute=recompute, head_acts=head_acts, head_grads=0,
                  done_grads=block_grads, grad_b=grad_b, gathering=gathering,
                  one_block=one_block, head_keep=head_keep, emb_prefetch=0, head_rs=0,
-                 block_rs=0, ring_rank=ring_rank)  # fmt: skip
+                 block_rs=0, ring_rank=ring_rank,
+                 sac=cfg.checkpointing == "selective-op" and not cfg.compile)  # fmt: skip
     b_peak, b_more = ring_moves(cfg, w, layout, stage, tokens, reduce_b, ring, moves,
                                 (b_peak, b_more))  # fmt: skip
     fsdp = vec(parameters=regather - head_keep, activations=-head_acts, temporaries=in_flight)

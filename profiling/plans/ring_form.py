@@ -153,6 +153,9 @@ class Block(BaseModel):
     block_rs: int  # FSDP: a block's reduce-scatter input, else 0
     head_keep: int  # FSDP: the head's group kept gathered from forward to its backward
     ring_rank: int = 1  # the place on the ring (0 differs at cp 2: first_rank_moments)
+    # torchtitan's per-op policy (eager): the listed ops' outputs ``kept`` holds are not among
+    # what ``recompute`` remakes (a wrapped block's are, beyond its input)
+    sac: bool = False
 
 
 def _attention_saved(
@@ -210,7 +213,7 @@ def ring_peaks(
             parameters=b.one_block - b.head_keep,
             gradients=b.head_grads + after * b.done_grads + mlp_grads,
             activations=-b.head_acts - sum(b.kept[i + 1 :]) - second + b.recompute
-            - (b.kept[i] - x if b.recompute else 0) + again,
+            - (b.kept[i] - x if b.recompute and not b.sac else 0) + again,
             temporaries=backward_moment(w, tokens, t, c, cp, b.ring_rank) + q + x + in_flight,
         )  # fmt: skip
         best = moment if moment["total"] > best["total"] else best
