@@ -32,6 +32,7 @@ from profiling.estimate import (
     neox_first_block,
     neox_qkv,
     preference,
+    selective_eager,
     t5,
     t5_first_mlp,
     t5_forward_amp,
@@ -115,6 +116,7 @@ def step_moments(
         + ddp_unused.sink_moments(d, inp, fwd, est_lines)
         + head_adapter_forward.moments(d, inp, fwd, est_lines)
         + falcon_eager_forward.moments(d, inp, fwd, est_lines)
+        + selective_eager.moments(d, inp, fwd, est_lines)
     ]
     cache = acts.autocast_cache(inp, shape) + losses.bias_copies(inp, shape)
     if loss is not None:
