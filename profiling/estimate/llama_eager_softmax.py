@@ -21,8 +21,10 @@ probabilities, the q/k/v adapters' A outputs, own input copies and dropout masks
 gradients made (the head's, the final norm's, the MLP's, the second norm's, ``o_proj``'s; under
 LoRA the adapters' of those), the gradient reaching the block (s·b·h), the values' gradient
 (s·b·q) and the two fp32 s² tensors. Equal to the trace on the toy's rows
-(tests/profiling/estimate/test_llama_eager_softmax.py). Not here: autocast (the softmax runs in
-fp32 from a 16-bit input and its copies differ), QLoRA, DoRA, other losses, compile,
+(tests/profiling/estimate/test_llama_eager_softmax.py). Under autocast (full training) the
+first norm is fp32, q, k and v keep 16-bit copies of its output and autocast's 16-bit weight
+copies of the head, ``o_proj`` and the MLP are freed by then. Not here: LoRA under autocast,
+QLoRA, DoRA, other losses, compile,
 checkpointing (``recomputed_eager``, ``selective``), LitGPT's modules. No torch here.
 """
 
@@ -44,6 +46,7 @@ _QKV = ("q", "k", "v")
 
 def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
     from profiling._config_lora import peft_autocast
+    from profiling.estimate.activations import _cuda
     from profiling.estimate.hf_ops import eager
     from profiling.estimate.llama_end import _applies as last_block_read
     from profiling.estimate.losses import REFERENCE
@@ -52,9 +55,13 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if d.extra.get("litgpt_norm") or d.extra.get("litgpt_qkv") or not eager(d, cfg):
         return False
+    if not _cuda(cfg):  # read on CUDA's kernels (the CPU's autocast lists and masks differ)
+        return False
     plain = not (cfg.qlora or cfg.dora or cfg.compile or peft_autocast(cfg))
     e = Bytes.of(cfg.precision)
-    return plain and not e.amp and cfg.checkpointing == "none" and cfg.loss == REFERENCE
+    # under autocast modelled for full training (LoRA's autocast copies are not read here)
+    amp_ok = not e.amp or cfg.lora_rank is None
+    return plain and amp_ok and cfg.checkpointing == "none" and cfg.loss == REFERENCE
 
 
 def _grads(d: Dims, cfg: TrainingConfig) -> tuple[int, str]:
@@ -64,7 +71,7 @@ def _grads(d: Dims, cfg: TrainingConfig) -> tuple[int, str]:
 
     h, f, q, V = d.h, d.f, d.a * d.hd, int(d.V or 0)
     if cfg.lora_rank is None:
-        p = 4 if cfg.precision == "fp32" else 2
+        p = 4 if cfg.precision in ("fp32", "amp-bf16", "amp-fp16") else 2
         return (V * h + 3 * h * f + q * h + 2 * h) * p, f"(V·h + 3h·f + q·h + 2h)·{p}"
     r, a, t = int(cfg.lora_rank), adapter_bytes(cfg), set(cfg.lora_targets)
     widths = {"lm_head": h + V, "o": q + h, "gate": h + f, "up": h + f, "down": f + h}
@@ -80,7 +87,7 @@ def _held(d: Dims, e: Bytes, cfg: TrainingConfig) -> int:
 
     T, h, q = d.s * d.b, d.h, d.a * d.hd
     norm = T * ((4 + e.r) * h + 4)
-    out = T * h * e.c
+    out = T * h * e.c if not e.amp else 3 * T * h * 2  # autocast: q's, k's, v's own copies
     held = 2 * T * q * e.c + d.a * d.s * d.s * d.b * 4
     if cfg.lora_rank is None:
         return norm + out + held
@@ -120,11 +127,20 @@ def moments(
     grads, grads_words = _grads(d, cfg)
     reach, values = T * h * e.r, T * q * e.c
     softmax = d.a * d.s * d.s * d.b * 8
-    value = fwd - gone - layer + held + grads + reach + values + softmax
+    # autocast's 16-bit weight copies of the head, o_proj and the MLP, freed as they went back
+    copies = (int(d.V or 0) * h + q * h + 3 * h * d.f) * 2 if e.amp else 0
+    value = fwd - gone - layer - copies + held + grads + reach + values + softmax
     calc = (
         f"end of forward − the loss's, the final norm's and the head's kept tensors "
-        f"{fmt_bytes(gone)} − the last block's kept tensors {fmt_bytes(layer)} + what it still "
-        f"holds (its first norm's, q and the repeated keys, the fp32 probabilities"
+        f"{fmt_bytes(gone)} − the last block's kept tensors {fmt_bytes(layer)}"
+        + (
+            f" − autocast's 16-bit copies of the head's, o's and the MLP's weights "
+            f"(V·h + q·h + 3h·f)·2 {fmt_bytes(copies)}"
+            if copies
+            else ""
+        )
+        + " + what it still holds (its first norm's, q and the repeated keys, the fp32 "
+        "probabilities"
         + (", the q/k/v adapters'" if cfg.lora_rank is not None else "")
         + f") {fmt_bytes(held)} + the gradients made {grads_words} {fmt_bytes(grads)} + the "
         f"gradient reaching the block s·b·h·{e.r} and the values' s·b·q·{e.c} "
