@@ -28,9 +28,16 @@ block's SDPA seed and the loss's scalars, plus the gradients in flight:
   and it broadcasts k and v to every head: dq, dk, dv s·b·3q·c, Falcon-7B's multi-query dk
   summed back (s·b·k·c) while they are alive.
 
-Not here: LoRA (``neox_moments``), checkpointing (``recomputed_neox``), autocast, dropout,
-eager attention, another loss, kept gradients, optimizer steps in backward, sharding, tensor
-parallelism, torch.compile, our own blocks, Phi's and BLOOM's modules. No torch here.
+Under ``--checkpointing full`` (eager) the first block is recomputed as it goes back: its MLP's
+instants are ``recomputed_neox``'s (exact there); SDPA's is counted here with what the
+recomputation adds — the checkpoint's position ids (s·8), the block's SDPA seed and Falcon's
+index tensors made again — and without Falcon-7B's k-wide sum (the recomputed saved tensors die
+with the kernel's call, before it): GPT-NeoX fp32 −3,072 B, Falcon-7B fp32 −65,024 B,
+Falcon-40B fp32 −32,256 B below the trace before, equal now.
+
+Not here: LoRA (``neox_moments``), selective checkpointing, autocast, dropout, eager attention,
+another loss, kept gradients, optimizer steps in backward, sharding, tensor parallelism,
+torch.compile, our own blocks, Phi's and BLOOM's modules. No torch here.
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from profiling.estimate.activations import Bytes, Dims, _cuda
-from profiling.estimate.step_scalars import LOSS, falcon_index, sdpa_rng
+from profiling.estimate.step_inputs import kept_position_ids
+from profiling.estimate.step_scalars import LOSS, falcon_index, recomputed_scalars, sdpa_rng
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -60,7 +68,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.grads_kept or cfg.optimizer_in_bwd or cfg.tp != 1 or cfg.sharded:
         return False
-    if cfg.checkpointing != "none" or cfg.compile or cfg.activation_offload:
+    if cfg.checkpointing not in ("none", "full") or cfg.compile or cfg.activation_offload:
         return False
     if cfg.precision.startswith("amp-") or cfg.dropout or cfg.attention == "eager":
         return False
@@ -69,15 +77,17 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
     return cfg.loss == REFERENCE and not cfg.dpo and not cfg.kd_teacher
 
 
-def _sdpa_grads(d: Dims) -> tuple[int, str]:
+def _sdpa_grads(d: Dims, cfg: TrainingConfig) -> tuple[int, str]:
     """SDPA going back: the output projection's input gradient and dq, dk, dv, in elements per
     token. transformers' Falcon broadcasts k and v to every head (Falcon-40B's before SDPA,
     Falcon-7B's multi-query ones inside it), so its three are q wide, Falcon-7B's k-wide sum of
-    dk made while they are alive."""
+    dk made while they are alive — but where the block was recomputed: its saved tensors die
+    with the kernel's call, before the sum, as no node holds them (the trace)."""
     q, k = int(d.extra["neox"]["q_dim"]), d.k
     if d.extra.get("hf_module") != "falcon":
         return 2 * q + 2 * k, "(2q + 2k)"
-    if k != q and d.extra["neox"]["residual"] != "parallel":
+    recomputed = cfg.checkpointing == "full"
+    if k != q and d.extra["neox"]["residual"] != "parallel" and not recomputed:
         return 4 * q + k, "(4q + k)"
     return 4 * q, "4q"
 
@@ -114,6 +124,8 @@ def moments(
     once = 2 * d.s * int(x["rotary"] or 0) * e.rope + falcon_index(d, cfg) + sdpa_rng(d, cfg)
     once += d.s * d.s if falcon else 0  # its causal mask, which every layer's SDPA keeps
     once += sum(ln.bytes for ln in lines if ln.name == LOSS)
+    # recomputed: the checkpoint's position ids, the block's SDPA seed and Falcon's indices again
+    once += kept_position_ids(d, cfg) + recomputed_scalars(d, cfg)
     reach = T * h * e.r
     head = f"weights, gradients, optimizer and inputs {fmt_bytes(held)} − the gradients not made"
     tail = f" + RoPE's tables, the mask and the scalars {fmt_bytes(once)} + the gradient reaching"
@@ -146,7 +158,7 @@ def moments(
         stats = 8 if _cuda(cfg) else 2 * e.r
         kept -= T * stats * two_norms + T * h * e.r * sequential
     waiting = T * h * e.c * falcon  # the MLP's input gradient
-    width, formula = _sdpa_grads(d)
+    width, formula = _sdpa_grads(d, cfg)
     at_attn = held - later + kept + once + reach + waiting + T * width * e.c
     attn = (
         f"{head} yet (the first block's q/k/v's and attention norm's"
@@ -157,6 +169,8 @@ def moments(
         + f", the output projection's input gradient and dq, dk, dv s·b·{formula}·{e.c} = "
         f"{fmt_bytes(at_attn)}"
     )
+    if cfg.checkpointing == "full":  # its MLP going back: ``recomputed_neox``'s, exact there
+        return [(ATTENTION, at_attn, attn)]
     return [(GELU, at_gelu, gelu), (UP, at_up, up_calc), (ATTENTION, at_attn, attn)]
 
 

@@ -5,7 +5,9 @@ gradient made — holds the step's peak, not the embedding nor the last block
 
 Before (estimate − trace; V 128, h 128, f 512, 2 blocks, 64 × 1 tokens, SGD, CUDA): GPT-NeoX
 fp32 −134,160 B (0.975), bf16 −83,992 B (0.969), sequential fp32 −165,904 B; Falcon-7B fp32
-−143,904 B, Falcon-40B bf16 −78,880 B. Now equal.
+−143,904 B, Falcon-40B bf16 −78,880 B. Under full checkpointing the first block recomputed, its
+SDPA going back: GPT-NeoX fp32 −3,072 B, Falcon-7B fp32 −65,024 B, Falcon-40B bf16 −16,128 B.
+Now equal.
 """
 
 from __future__ import annotations
@@ -24,23 +26,27 @@ pytest.importorskip("transformers", reason="the models are traced as transformer
 
 FIRST = (neox_first_block.GELU, neox_first_block.UP, neox_first_block.ATTENTION)
 
-# (kind, precision): parallel two norms, sequential, Falcon's one norm (multi-query: its k and v
-# broadcast inside SDPA), Falcon's two norms (grouped: broadcast before it)
+# (kind, precision, checkpointing): parallel two norms, sequential, Falcon's one norm
+# (multi-query: its k and v broadcast inside SDPA), Falcon's two norms (grouped: broadcast
+# before it); recomputed
 CASES = [
-    ("gpt_neox", "fp32"),
-    ("gpt_neox sequential", "bf16"),
-    ("falcon-7b", "fp32"),
-    ("falcon-40b", "bf16"),
+    ("gpt_neox", "fp32", "none"),
+    ("gpt_neox sequential", "bf16", "none"),
+    ("falcon-7b", "fp32", "none"),
+    ("falcon-40b", "bf16", "none"),
+    ("gpt_neox", "fp32", "full"),
+    ("falcon-7b", "fp32", "full"),
+    ("falcon-40b", "bf16", "full"),
 ]
 
 
-@pytest.mark.parametrize(("kind", "precision"), CASES)
+@pytest.mark.parametrize(("kind", "precision", "ckpt"), CASES)
 def test_the_first_block_going_back_on_few_tokens(
-    tmp_path: Path, kind: str, precision: str
+    tmp_path: Path, kind: str, precision: str, ckpt: str
 ) -> None:
     cfg = TrainingConfig(
         model=neox_spec(tmp_path, kind, SMALL), seq=64, batch=1, precision=precision,
-        optimizer="sgd", target="cuda",
+        optimizer="sgd", target="cuda", checkpointing=ckpt,
     )  # fmt: skip
     est, traced = estimate(cfg), trace_step(cfg)
     assert traced.peak_phase == "backward"
