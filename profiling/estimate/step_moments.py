@@ -35,6 +35,7 @@ from profiling.estimate import (
     selective_eager,
     t5,
     t5_first_mlp,
+    t5_first_mlp_amp,
     t5_forward_amp,
     t5_forward_down,
     t5_last_mlp,
@@ -113,6 +114,7 @@ def step_moments(
         + t5_forward_amp.moments(d, inp, fwd)
         + t5_forward_down.moments(d, inp, fwd)
         + t5_first_mlp.moments(d, inp, fwd, est_lines)
+        + t5_first_mlp_amp.moments(d, inp, fwd, est_lines)
         + ddp_unused.sink_moments(d, inp, fwd, est_lines)
         + head_adapter_forward.moments(d, inp, fwd, est_lines)
         + falcon_eager_forward.moments(d, inp, fwd, est_lines)

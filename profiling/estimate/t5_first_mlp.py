@@ -50,7 +50,7 @@ def moments(
     if d is None or d.arch != "t5" or cfg.lora_rank is not None or cfg.checkpointing != "none":
         return []
     e, x = Bytes.of(cfg.precision), d.extra["t5"]
-    if e.amp or not x["gated"] or cfg.dropout or cfg.loss != REFERENCE or cfg.grads_kept:
+    if e.amp or cfg.dropout or cfg.loss != REFERENCE or cfg.grads_kept:
         return []
     if cfg.sharded or cfg.optimizer_in_bwd or cfg.compile:
         return []
@@ -73,24 +73,38 @@ def moments(
     # accumulated residual gradients (autograd's ``add`` in the input buffers) still alive at
     # the first block (toy h 128, 4 encoder blocks, 32 tokens: −32,768 B before; none with 2)
     wait += max(d.L - 2, 0) * T * h * c
+    mlp = 3 if x["gated"] else 2
+    if not x["gated"]:
+        # T5 v1.0's ReLU MLP, at wi's input gradient: wo's and wi's weight gradients made,
+        # ReLU's output freed (the MLP keeps nothing); in flight threshold_backward's s·b·f,
+        # wi's input gradient and the residual's, s·b·h each (fp32 32 → 24: −7,440 B before)
+        later -= h * f * w
+        kept -= T * f * c  # the MLP keeps nothing then (wi_0's output is the gated MLP's)
+        flight = T * f * c + 2 * T * h * c + 2 * c
     first = fwd - act + grads - later + kept + flight + wait
     # going back from the last encoder block to the first, each block makes its weights'
     # gradients and frees its kept tensors: the last block's MLP can lead instead
-    below = (d.L - 1) * ((4 * h * q + 3 * h * f + 2 * h) * w - block)
+    below = (d.L - 1) * ((4 * h * q + mlp * h * f + 2 * h) * w - block)
     value, which = max((first, "first"), (first - wait - below, "last"))
     # one op earlier, the gated product's backward (``mul``: its input's gradient and its two
     # output gradients, three s·b·f) beside every tensor the MLP kept but the product wo read
     # (gelu_new's four, wi_0's and wi_1's outputs), wi_1's weight gradient not made yet, one
     # s·b·h in flight (the residual's): it leads once 2·s·b·f·c > s·b·h·c + h·f·w (a long input:
     # toy h 128, f 512 fp32 at 128 tokens, −196,608 B before)
+    # ReLU's the same: at threshold_backward wo's input gradient and ReLU's output are alive,
+    # wi's weight and input gradients not made (fp32 at 128 tokens: −196,608 B before)
     product = 2 * T * f * c - T * h * c - h * f * w
     value, at = (value + product, "the gated product's") if product > 0 else (value, "gelu_new's")
+    if not x["gated"]:
+        at = "ReLU's threshold_backward" if product > 0 else "ReLU's wi input gradient's"
+    what = "gelu_new's six" if x["gated"] else "threshold_backward's one"
     calc = (
         f"at the {which} encoder block, {at} backward: end of forward less its activations "
         f"{fmt_bytes(fwd - act)} + the gradients {fmt_bytes(grads)} − those not made yet "
         f"(wi_0's h·f, the attention's 4·h·q, two norms', the position-bias table's) "
         f"{fmt_bytes(later)} + the block's kept attention, norms, wi_0's output and the "
-        f"position buckets {fmt_bytes(kept)} + gelu_new's six s·b·f·{c} gradients, two "
+        f"position buckets {fmt_bytes(kept)} + "
+        f"{what} s·b·f·{c} gradients, two "
         f"s·b·h·{c} and the loss's seed and output 2·{c} {fmt_bytes(flight)}"
         + (
             f" + the position bias's gradient waiting a·s²·{_table(e, cfg)} and (L − 2) "
