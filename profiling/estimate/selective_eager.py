@@ -35,7 +35,10 @@ and amp-bf16, batch 1 and 2, grouped heads or not (tests/profiling/estimate/
 test_selective_eager.py). Applies to transformers' Llama, Mistral and Qwen2 modules without
 biases, windows or q/k norms, trained whole (no LoRA), eager attention without dropout, one
 GPU, no compile, no fp16 (its softmax's half-to-float path keeps other dtypes); elsewhere, and
-on our own blocks (their softmax in the compute dtype), the moment is not counted. Under SDPA
+on our own blocks (their softmax in the compute dtype), the moment is not counted.
+transformers' GPT-2 (``_gpt2_moment``) is counted alike, its softmax in the compute dtype:
+0.956 of the trace before at bf16 512 × 2, now equal (bf16, mixed; fp32 at 256 tokens, where
+the loss leads). Under SDPA
 the fused core recomputes no s² tensor. No torch here.
 """
 
@@ -103,6 +106,9 @@ def moments(
     calculation); none where not modelled."""
     from profiling.estimate.llama_end import released
 
+    if _gpt2(d, cfg):
+        assert d is not None
+        return _gpt2_moment(d, cfg, fwd)
     if not _applies(d, cfg):
         return []
     assert d is not None
@@ -152,6 +158,52 @@ def moments(
         + f" = {fmt_bytes(value + max(first, 0))}"
     )  # fmt: skip
     return [(NAME, value + max(first, 0), calc)]
+
+
+def _gpt2(d: Dims | None, cfg: TrainingConfig) -> bool:
+    """transformers' GPT-2 module, trained whole, 16-bit or fp32 without autocast."""
+    if d is None or d.V is None or d.arch != "gpt2" or d.extra != {"hf_module": "gpt2"}:
+        return False
+    plain = _applies(
+        Dims(arch="llama", L=d.L, h=d.h, a=d.a, k=d.k, f=d.f, V=d.V, s=d.s, b=d.b, hd=d.hd,
+             extra={"hf_module": "llama"}),
+        cfg,
+    )  # fmt: skip
+    return plain and cfg.precision != "amp-bf16" and not cfg.autocast_adapters
+
+
+def _gpt2_moment(d: Dims, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """transformers' GPT-2 (``modeling_gpt2.eager_attention_forward``: softmax in the compute
+    dtype, no fp32 copy): at the last block's softmax backward, its probabilities, their
+    gradient and softmax's output, a·s²·b·c each, the scores' matmul's copies of the query and
+    keys (c_attn's split: contiguous only at b = 1) and the values' gradient; the block's MLP,
+    second LayerNorm and c_proj's input freed, every gradient above made (the tied head's
+    waits for the embedding's: counted as made)."""
+    from profiling.estimate.neox_moments import released
+
+    e = Bytes.of(cfg.precision)
+    layer = _layer(d, e, cfg)
+    if layer is None:
+        return []
+    T, h, f, V, c = d.s * d.b, d.h, d.f, int(d.V or 0), e.c
+    p = 4 if cfg.precision == "fp32" else 2
+    gone, what = released(d, e, cfg)
+    freed = layer[_MLP] + (layer[_NORMS] + layer[_INPUTS]) / 2 + T * h * c
+    made = (V * h + 2 * h + 2 * h * f + h + f + 2 * h + h * h + h) * p
+    reach = T * h * e.r
+    copies = 2 if d.b > 1 else 0
+    core = copies * T * h * c + 3 * d.a * d.s * d.s * d.b * c + T * h * c
+    value = fwd - gone - freed + made + reach + core
+    calc = (
+        f"block {d.L} of {d.L}: end of forward − {what} {fmt_bytes(gone)} − the last block's "
+        f"MLP's, second LayerNorm's and c_proj's input {fmt_bytes(freed)} + the gradients made "
+        f"by then (V·h + 2·h·f + h² + 6h + f)·{p} {fmt_bytes(made)} + the gradient reaching the "
+        f"block s·b·h·{e.r} {fmt_bytes(reach)} + the recomputed core: "
+        + (f"the scores' matmul's copies of the query and keys s·b·2h·{c}, " if copies else "")
+        + f"the probabilities, their gradient and softmax's backward 3·a·s²·b·{c} and the "
+        f"values' gradient s·b·h·{c} {fmt_bytes(core)} = {fmt_bytes(value)}"
+    )
+    return [(NAME, value, calc)]
 
 
 __all__ = ["NAME", "moments"]

@@ -2,7 +2,7 @@
 recomputed in backward, holds its fp32 probabilities beside softmax's two fp32 s² gradients
 (``profiling.estimate.selective_eager``). The estimate's peak was the loss's backward: 0.60 of
 the traced step on transformers' Llama at bf16 512 × 2 (23.0 MB against 38.1 MB), 0.64 mixed,
-0.75 fp32, 0.68 amp-bf16. Now equal to the trace."""
+0.75 fp32, 0.68 amp-bf16; transformers' GPT-2 0.96 bf16. Now equal to the trace."""
 
 from __future__ import annotations
 
@@ -51,6 +51,27 @@ def test_the_recomputed_eager_core_going_back_is_the_traced_peak(
     est, traced = estimate(cfg), trace_step(cfg)
     assert est.peak_moment == NAME
     assert traced.peak_phase == "backward"
+    assert est.per_gpu_bytes == traced.peak_bytes
+
+
+_GPT2 = {"model_type": "gpt2", "vocab_size": 512, "n_embd": 128, "n_layer": 2, "n_head": 4,
+         "n_positions": 512}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("precision", "batch"),
+    [("bf16", 2), ("mixed", 1)],  # 0.956 (−1,198,592 B), 0.971
+)
+def test_transformers_gpt2_recomputed_core_in_its_compute_dtype(
+    tmp_path: Path, precision: str, batch: int
+) -> None:
+    """GPT-2's eager core runs softmax in the compute dtype: three s² tensors of c bytes."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_GPT2), encoding="utf-8")
+    cfg = TrainingConfig(model=f"hf:{path}", precision=precision, batch=batch, seq=512,
+                         attention="eager", checkpointing="selective")  # fmt: skip
+    est, traced = estimate(cfg), trace_step(cfg)
+    assert est.peak_moment == NAME
     assert est.per_gpu_bytes == traced.peak_bytes
 
 
