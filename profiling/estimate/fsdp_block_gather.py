@@ -374,6 +374,9 @@ def block_gather(
         # (falcon-40b-wide mixed FSDP 2, 32 tokens: 0.877 with the eager block's moments alone)
         out += _compiled_back(source, out, i, (below, L * kept, block * r / t), True)
     if d.arch == "neox":  # the other moments are RMSNorm's and SwiGLU's
+        from profiling.estimate.fsdp_neox_top import top_mlp
+
+        out += top_mlp(d, e, cfg, sums, layer)
         return out + recomputed_bound(d, e, cfg, sums, per_layer(d, e, cfg))
     out += _norms_back(d, e, cfg, sums, per_layer(d, e, cfg))
     return out
