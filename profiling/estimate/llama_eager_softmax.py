@@ -21,10 +21,11 @@ probabilities, the q/k/v adapters' A outputs, own input copies and dropout masks
 gradients made (the head's, the final norm's, the MLP's, the second norm's, ``o_proj``'s; under
 LoRA the adapters' of those), the gradient reaching the block (s·b·h), the values' gradient
 (s·b·q) and the two fp32 s² tensors. Equal to the trace on the toy's rows
-(tests/profiling/estimate/test_llama_eager_softmax.py). Under autocast (full training) the
-first norm is fp32, q, k and v keep 16-bit copies of its output and autocast's 16-bit weight
-copies of the head, ``o_proj`` and the MLP are freed by then. Not here: LoRA under autocast,
-QLoRA, DoRA, other losses, compile,
+(tests/profiling/estimate/test_llama_eager_softmax.py). Under autocast the first norm is
+fp32, q, k and v (or under LoRA their adapters) keep 16-bit copies of its output and autocast's
+16-bit weight copies of the head, ``o_proj`` and the MLP and of their adapters are freed by
+then (LoRA under autocast: a bound, the block count's o input s·b·q·2 over, as with
+lora_dropout). Not here: QLoRA, DoRA, other losses, compile,
 checkpointing (``recomputed_eager``, ``selective``), LitGPT's modules. No torch here.
 """
 
@@ -58,10 +59,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
     if not _cuda(cfg):  # read on CUDA's kernels (the CPU's autocast lists and masks differ)
         return False
     plain = not (cfg.qlora or cfg.dora or cfg.compile or peft_autocast(cfg))
-    e = Bytes.of(cfg.precision)
-    # under autocast modelled for full training (LoRA's autocast copies are not read here)
-    amp_ok = not e.amp or cfg.lora_rank is None
-    return plain and amp_ok and cfg.checkpointing == "none" and cfg.loss == REFERENCE
+    return plain and cfg.checkpointing == "none" and cfg.loss == REFERENCE
 
 
 def _grads(d: Dims, cfg: TrainingConfig) -> tuple[int, str]:
@@ -127,8 +125,14 @@ def moments(
     grads, grads_words = _grads(d, cfg)
     reach, values = T * h * e.r, T * q * e.c
     softmax = d.a * d.s * d.s * d.b * 8
-    # autocast's 16-bit weight copies of the head, o_proj and the MLP, freed as they went back
+    # autocast's 16-bit weight copies of the head, o_proj and the MLP (and of their adapters),
+    # freed as they went back
     copies = (int(d.V or 0) * h + q * h + 3 * h * d.f) * 2 if e.amp else 0
+    if e.amp and cfg.lora_rank is not None:
+        r, t = int(cfg.lora_rank), set(cfg.lora_targets)
+        widths = {"lm_head": h + int(d.V or 0), "o": q + h, "gate": h + d.f, "up": h + d.f,
+                  "down": d.f + h}  # fmt: skip
+        copies += r * sum(w for name, w in widths.items() if name in t) * 2
     value = fwd - gone - layer - copies + held + grads + reach + values + softmax
     calc = (
         f"end of forward − the loss's, the final norm's and the head's kept tensors "
