@@ -42,7 +42,8 @@ def lora_fsdp2(cfg: TrainingConfig) -> bool:
         and cfg.fsdp
         and cfg.zero == 3
         and cfg.gpus > 1
-        and not (cfg.fsdp_flat or cfg.deepspeed or cfg.qlora or cfg.dora)
+        and not (cfg.fsdp_flat or cfg.deepspeed or cfg.dora)
+        and not (cfg.qlora and cfg.torchao_nf4)
     )
 
 
@@ -71,6 +72,28 @@ def lora_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t:
     )
 
 
+def lora_fsdp2_traced(cfg: TrainingConfig) -> bool:
+    """Whether the trace runs this sharded LoRA step: FSDP2's ``fully_shard`` over peft's layers,
+    resharding after forward (``lora_fsdp2``) or not (``--zero 2``: ``fsdp_no_reshard``)."""
+    return lora_fsdp2(cfg) or (
+        cfg.lora_rank is not None
+        and cfg.fsdp
+        and cfg.zero == 2
+        and cfg.gpus > 1
+        and not (cfg.fsdp_flat or cfg.deepspeed or cfg.qlora or cfg.dora)
+    )
+
+
+def nf4_whole(cfg: TrainingConfig, nf4: float, linears: list[int], layers: int) -> int:
+    """Of bitsandbytes' 4-bit base (``nf4`` bytes: the packed weights of ``linears`` in each of
+    ``layers`` blocks and their QuantStates), what FSDP2 leaves whole on every rank: it shards
+    the packed uint8 storage alone, the QuantState being ``Params4bit``'s attribute, not a
+    parameter (``trace.nf4.stats_as_buffers``); 0 where nothing is left whole."""
+    if not (lora_fsdp2_traced(cfg) and cfg.qlora and not cfg.torchao_nf4):
+        return 0
+    return int(nf4) - layers * sum((n + 1) // 2 for n in linears)
+
+
 def group_params(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int]:
     """The parameters FSDP2 gathers for the root's group (with an adapted head's A and B) and
     for one block's (its frozen weights and its adapters)."""
@@ -79,24 +102,31 @@ def group_params(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int]:
     head = r * (int(shape["hidden"]) + int(shape.get("vocab") or 0))
     head *= "lm_head" in cfg.lora_targets
     per_block = (adapters - head) // L
-    return int(shape["root_params"]) + head, int(shape["block_params"]) + per_block
+    block = int(shape["block_params"]) + per_block
+    linears = shape.get("block_linear_numels")
+    if cfg.qlora and linears:  # bitsandbytes' packed uint8 storage, n/2 B, in gathered params
+        g = gathered_bytes(cfg)
+        block += -(-sum((int(n) + 1) // 2 for n in linears) // g) - sum(int(n) for n in linears)
+    return int(shape["root_params"]) + head, block
 
 
 def unchecked_note(cfg: TrainingConfig) -> str | None:
     """A sharded LoRA step the trace refuses (``trace.lora.lora_problem``: FSDP2's
     ``fully_shard`` over peft's layers is all it runs) is said to be the closed form alone, with
     why — never silently (#31, #32)."""
-    if cfg.lora_rank is None or not (cfg.fsdp or cfg.sharded) or cfg.gpus < 2 or lora_fsdp2(cfg):
+    if cfg.lora_rank is None or not (cfg.fsdp or cfg.sharded) or cfg.gpus < 2:
+        return None
+    if lora_fsdp2_traced(cfg):
         return None
     what = [
         w
         for on, w in (
-            (cfg.qlora, "QLoRA's 4-bit base (its NF4 stand-ins are not sharded by FSDP2 here)"),
+            (cfg.qlora, "QLoRA's 4-bit base here (traced with bitsandbytes' under ZeRO-3 alone)"),
             (cfg.dora, "DoRA (its magnitude vector under FSDP2 is not traced)"),
             (cfg.fsdp_flat, "FSDP1's flat parameters"),
             (cfg.deepspeed, "DeepSpeed's engine"),
             (not cfg.fsdp and cfg.zero in (1, 2), f"ZeRO-{cfg.zero} without --fsdp"),
-            (cfg.fsdp and cfg.zero != 3, f"--fsdp with --zero {cfg.zero}"),
+            (cfg.fsdp and cfg.zero not in (2, 3), f"--fsdp with --zero {cfg.zero}"),
         )
         if on
     ]
@@ -105,8 +135,15 @@ def unchecked_note(cfg: TrainingConfig) -> str | None:
     return (
         f"unchecked: the trace does not run LoRA with {' and '.join(what)}, so this figure is "
         "the closed form alone, never compared with a trace (trace --compare-estimate refuses "
-        "it); LoRA under --fsdp (ZeRO-3) without these is traced"
+        "it); LoRA under --fsdp (ZeRO-3, or --zero 2) without these is traced"
     )
 
 
-__all__ = ["group_params", "lora_fsdp2", "lora_gathered", "unchecked_note"]
+__all__ = [
+    "group_params",
+    "lora_fsdp2",
+    "lora_fsdp2_traced",
+    "lora_gathered",
+    "nf4_whole",
+    "unchecked_note",
+]

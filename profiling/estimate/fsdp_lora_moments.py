@@ -45,9 +45,11 @@ def lora_forward(
     from profiling.estimate import activations as acts
     from profiling.estimate import block_terms, step_inputs
     from profiling.estimate import lora as lora_acts
+    from profiling.estimate.fsdp_no_reshard import kept_moments, lora_kept
 
     d = acts.dims_of(shape, cfg.seq_or_default(), cfg.batch)
-    if not lora_fsdp2(cfg) or d is None or not shape.get("root_params"):
+    kept = lora_kept(cfg)
+    if not (lora_fsdp2(cfg) or kept) or d is None or not shape.get("root_params"):
         return []
     if not shape.get("block_params") or d.arch not in ("llama", "neox") or cfg.compile:
         return []
@@ -77,7 +79,7 @@ def lora_forward(
         f"{LOSS_GRAD} B",
     ))  # fmt: skip
     if L < 2:
-        return out
+        return kept_moments(cfg, (root, block, L), out) if kept else out
     ckpt = cfg.checkpointing == "full"
     if ckpt:  # the blocks' inputs: block 0's is the embedding's output, counted above
         saved = (L - 1) * T * d.h * e.r / t
@@ -113,7 +115,7 @@ def lora_forward(
         fixed + last + around + saved,
         f"{words} + (root + 3·block)·{g} B {f(last)} + {what} {f(saved)}",
     ))  # fmt: skip
-    return out
+    return kept_moments(cfg, (root, block, L), out) if kept else out
 
 
 def _neox_around(d: Any, e: Any, cfg: TrainingConfig) -> tuple[int, float]:

@@ -40,9 +40,18 @@ def kept_gathered(cfg: TrainingConfig) -> bool:
     )
 
 
+def lora_kept(cfg: TrainingConfig) -> bool:
+    """Whether the step is LoRA on FSDP2 without resharding after forward, as the trace runs it
+    (``fsdp_lora.lora_fsdp2_traced``: peft's layers under ``fully_shard``): the frozen base and
+    the adapters sharded alike, each group's all-gather output kept to its backward."""
+    from profiling.estimate.fsdp_lora import lora_fsdp2_traced
+
+    return lora_fsdp2_traced(cfg) and cfg.zero == 2 and not (cfg.qlora or cfg.dora)
+
+
 def weight_sharding(cfg: TrainingConfig, sh: Sharding) -> Sharding:
     """The sharding the weights' line is made with: FSDP2 shards them at ZeRO-2 too."""
-    return Sharding(n=sh.n, t=sh.t, z=3) if kept_gathered(cfg) else sh
+    return Sharding(n=sh.n, t=sh.t, z=3) if kept_gathered(cfg) or lora_kept(cfg) else sh
 
 
 FORWARD_MOMENTS = ("end of forward", "loss forward")
@@ -66,16 +75,43 @@ def last_gather_held(
     all-gather output below the trace (PyTorch's loss −1,180,672 B: its backward led; chunked
     −1,180,720 B and linear-chunked −66,600 B, bf16, 2 GPUs, 256 tokens, which led)."""
     block = shape.get("block_params")
-    if not kept_gathered(cfg) or not block:
+    lora = lora_kept(cfg)
+    if not (kept_gathered(cfg) or lora) or not block or (lora and not shape.get("root_params")):
         return moments
     g = gathered_bytes(cfg)
+    if lora:  # the block's group: its frozen weights and its adapters (fsdp_lora.group_params)
+        from profiling.estimate.fsdp_lora import group_params
+
+        block = group_params(cfg, shape)[1]
     extra = int(block) * g / cfg.tp
     words = f" + the last block's all-gather output, held to the root's post-forward block·{g} B"
     out = [
-        (name, value + extra, calc + words) if name in FORWARD_MOMENTS else (name, value, calc)
+        (name, value + extra + (n := _norm_output(cfg, shape, name)), calc + words + _said(n))
+        if name in FORWARD_MOMENTS
+        else (name, value, calc)
         for name, value, calc in moments
     ]
     return out + _last_copy_out(cfg, shape, out, (extra, act))
+
+
+def _said(norm: float) -> str:
+    return f" + the final norm's output, held by the model's forward {fmt_bytes(norm)}" * bool(norm)
+
+
+def _norm_output(cfg: TrainingConfig, shape: dict[str, Any], moment: str) -> float:
+    """LoRA with the LM head frozen: at the loss's forward the final norm's output, which the
+    head's matmul did not save (its weight needs no gradient), is still held by the model's
+    forward the loss runs in (transformers' ``ForCausalLMLoss``) — s·b·h in the activations'
+    dtype; under autocast ``llama_loss_held`` counts it (fp32). Beside the last block's
+    all-gather output it is the peak: bf16 2 GPUs 64 tokens read −32,768 B before."""
+    from profiling.estimate.activations import Bytes
+
+    if moment != "loss forward" or not lora_kept(cfg) or "lm_head" in cfg.lora_targets:
+        return 0.0
+    e = Bytes.of(cfg.precision)
+    if e.amp:
+        return 0.0
+    return cfg.seq_or_default() * cfg.batch * int(shape["hidden"]) * e.r / cfg.tp
 
 
 def _last_copy_out(
@@ -129,11 +165,50 @@ def _block_matmuls(shape: dict[str, Any]) -> float:
     return (int(shape.get("matmul_weights") or 0) - head) / int(shape["layers"])
 
 
+def kept_moments(
+    cfg: TrainingConfig, groups: tuple[int, int, int], moments: list[tuple[str, float, str]]
+) -> list[tuple[str, float, str]]:
+    """LoRA's FSDP2 moments (``fsdp_lora_moments.lora_forward``, made for ZeRO-3) without
+    resharding after forward: every group resharded there is still gathered here, and backward
+    gathers nothing again. From ``groups`` (the root's and one block's parameters as gathered,
+    the blocks L), in blocks·g more than ZeRO-3's: the last block's copy-out (L − 1: blocks
+    0..L − 2 kept), forward through the top block's MLP (L − 1), backward through it (L − 2: no
+    prefetch of the block below, every block kept), the recomputed top block (L − 2), the final
+    norm going back (L·block − root: the blocks kept, the root not gathered twice). Backward's
+    start and the prefetch are ZeRO-3's regathers, dropped: the loss backward holds as much."""
+    from profiling.estimate import llama_end
+    from profiling.estimate.fsdp_lora_moments import BACK, LAST, TOP_BACK
+    from profiling.estimate.fsdp_lora_top import PREFETCH
+
+    root, block, L = groups
+    g, t = gathered_bytes(cfg), cfg.tp
+    more = {
+        LAST: (L - 1) * block,
+        f"{llama_end.FORWARD} (FSDP2)": (L - 1) * block,
+        f"{llama_end.MLP} (FSDP2)": (L - 2) * block,
+        TOP_BACK: (L - 2) * block,
+        f"{llama_end.NORM} (FSDP2)": L * block - root,
+    }
+    out = []
+    for name, value, calc in moments:
+        if name in (BACK, PREFETCH):
+            continue
+        n = more.get(name, 0)
+        words = f" + kept from forward, not resharded: {n:,}·{g} B" if n else ""
+        out.append((name, value + n * g / t, calc + words))
+    return out
+
+
 def no_reshard(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: int) -> None:
     """Every block's and the root's unsharded parameters, kept from forward to backward."""
-    if not kept_gathered(cfg):
+    lora = lora_kept(cfg)
+    if not (kept_gathered(cfg) or lora):
         return
     psi, g = int(shape["params"]), gathered_bytes(cfg)
+    if lora:  # the adapters are gathered beside the frozen weights (fsdp_lora.lora_gathered)
+        from profiling.estimate.states import lora_adapters
+
+        psi += lora_adapters(cfg, shape)[0]
     tp = " / t" if t > 1 else ""
     ledger.add(
         Line(
@@ -141,7 +216,7 @@ def no_reshard(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: in
             "block and the root)",
             bytes=psi * g / t,
             unsharded=0,
-            formula=f"Ψ · {g} B{tp}",
+            formula=("(Ψ + adapters)" if lora else "Ψ") + f" · {g} B{tp}",
             substituted=f"{fmt_count(psi)} · {g}" + (f" / {t}" if t > 1 else ""),
             group="overhead",
             category="parameters",
@@ -149,4 +224,12 @@ def no_reshard(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: in
     )
 
 
-__all__ = ["COPY_OUT", "kept_gathered", "last_gather_held", "no_reshard", "weight_sharding"]
+__all__ = [
+    "COPY_OUT",
+    "kept_gathered",
+    "kept_moments",
+    "last_gather_held",
+    "lora_kept",
+    "no_reshard",
+    "weight_sharding",
+]

@@ -285,7 +285,7 @@ def estimate(inp: EstimateInput) -> Estimate:
     if inp.lora_rank is not None:
         if unchecked := unchecked_note(inp):
             ledger.note(unchecked)
-        trainable = lora(ledger, inp, shape, sh)
+        trainable = lora(ledger, inp, shape, weight_sharding(inp, sh))
         shape["lora_adapters"] = trainable
     else:
         trainable = psi

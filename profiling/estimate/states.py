@@ -228,11 +228,11 @@ def lora(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Shardin
 
 
 def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: Sharding) -> None:
-    """bitsandbytes quantizes the blocks' Linear layers; the rest (embeddings, LM head, norms)
-    stays in the model's dtype (16-bit; fp32 under autocast, as peft's
-    ``prepare_model_for_kbit_training`` casts it)."""
+    """bitsandbytes quantizes the blocks' Linear layers (FSDP2: its QuantStates whole); the rest
+    stays in the model's dtype (16-bit; fp32 under autocast: prepare_model_for_kbit_training)."""
     from profiling._config_behaviours import double_quant
     from profiling.estimate.bnb import nf4_base_bytes, nf4_bytes, nf4_formula, shared_map_bytes
+    from profiling.estimate.fsdp_lora import nf4_whole  # FSDP2 shards the packed storage alone
 
     psi, h, L = int(shape["params"]), shape.get("hidden"), shape.get("layers")
     V = shape.get("vocab")
@@ -252,12 +252,12 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
         each = " + ".join(
             f"{sizes.count(b)}·{b}" if sizes.count(b) > 1 else str(b) for b in dict.fromkeys(sizes)
         )
-        nf4 = nf4_base_bytes([*linears, *[expert] * experts], int(L), dq)
-        shared = f" + {shared_map_bytes(dq)}" if dq else ""
+        nf4 = nf4_base_bytes(every := [*linears, *[expert] * experts], int(L), dq)
+        shared, stats = f" + {shared_map_bytes(dq)}" * dq, nf4_whole(cfg, nf4, every, int(L))
         ledger.add(
             Line(
                 name="Base weights (NF4, frozen)" + (" (experts included)" if experts else ""),
-                bytes=nf4 / div,
+                bytes=(nf4 - stats) / div + stats,
                 unsharded=nf4 / sh.t,
                 formula=f"L · Σ over a block's Linear weights of n values ({nf4_formula(dq)})"
                 + (" + the shared map 1024" if dq else "") + f" B{sym}",
@@ -268,7 +268,7 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
             )
         )  # fmt: skip
         head = _fabric_head(ledger, cfg, shape, sh)
-        keep, kb = psi - quantized - head, 4 if cfg.autocast or cfg.precision == "fp32" else 2
+        keep, kb = psi - quantized - head, 4 if cfg.autocast or cfg.param_dtype == "fp32" else 2
         rest = "Embeddings, norms" if head else "Embeddings, LM head, norms"
         _state(ledger, sh, 3, f"{rest} ({kb * 8}-bit, frozen)", keep, kb,
                f"{kb} B", "parameters", "the rest")  # fmt: skip

@@ -272,6 +272,10 @@ def _build(
                      "frozen beside the student, its chunked logits under no_grad")  # fmt: skip
     if mesh is not None:
         mp = torch.bfloat16 if config.precision == "mixed" else None
+        if config.qlora and not config.torchao_nf4:  # only the packed storage is sharded
+            from profiling.trace.nf4 import stats_as_buffers
+
+            stats_as_buffers(model)
         _shard(model, mesh, config.reshard_after_forward, mp)
         notes.append(f"FSDP2 fully_shard per block and root over {config.world_size} ranks")
         from profiling.trace.compiled import prime_partitions

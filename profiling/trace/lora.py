@@ -34,7 +34,7 @@ from profiling._config_lora import trains_16bit
 from profiling._quiet_import import import_quietly
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
-from profiling.estimate.fsdp_lora import lora_fsdp2
+from profiling.estimate.fsdp_lora import lora_fsdp2_traced
 from profiling.trace.dora import problem as dora_problem
 from profiling.trace.fake_moves import fake_safe_moves
 from profiling.trace.nf4 import NF4Linear, NF4Weight, quantize_experts, quantize_linears
@@ -259,8 +259,13 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
             "--precision mixed, bf16 or amp-bf16/amp-fp16 for --qlora (bitsandbytes' 4-bit "
             "layers compute in 16 bits; estimate fp32)"
         )
-    if (config.fsdp or config.sharded) and not (lora_fsdp2(config) and arch in ("llama", "neox")):
-        return "one GPU or FSDP2 (--fsdp, ZeRO-3; no QLoRA or DoRA) for --lora-rank on this model"
+    if (config.fsdp or config.sharded) and not (
+        lora_fsdp2_traced(config) and arch in ("llama", "neox")
+    ):
+        return (
+            "one GPU or FSDP2 (--fsdp, ZeRO-3, or --zero 2 without QLoRA; no DoRA, no torchao's "
+            "NF4) for --lora-rank on this model"
+        )
     if config.dora and (problem := dora_problem(config, arch)):
         return problem
     targets = [t for t in config.lora_targets if t != "lm_head"]

@@ -226,4 +226,25 @@ def quantize_linears(
     return count
 
 
-__all__ = ["NF4Linear", "NF4Weight", "quantize_experts", "quantize_linears"]
+STATS = ("weight_code", "weight_absmax", "weight_offset", "weight_absmax2", "weight_code2")
+
+
+def stats_as_buffers(model: nn.Module) -> int:
+    """Before FSDP2's ``fully_shard``: every 4-bit weight's quantization constants (its
+    ``QuantState``: the NF4 code, the absmax, the nested state) and the shared map made buffers,
+    so that only the packed uint8 storage is sharded and gathered, as bitsandbytes runs under
+    FSDP — the QuantState is an attribute of ``Params4bit``, not a parameter, kept whole on
+    every rank; ``fully_shard`` refuses a 0-d parameter anyway (the offset). Returns how many."""
+    count = 0
+    for module in model.modules():
+        names = [n for n, _ in module.named_parameters(recurse=False)]
+        for name in names:
+            if name in STATS or name == "nf4_nested_code":
+                param = module._parameters.pop(name)
+                assert param is not None
+                module.register_buffer(name, param.data)
+                count += 1
+    return count
+
+
+__all__ = ["NF4Linear", "NF4Weight", "quantize_experts", "quantize_linears", "stats_as_buffers"]

@@ -1,4 +1,4 @@
-"""A sharded LoRA step the trace refuses (QLoRA or DoRA under FSDP, --zero 2 with LoRA) is
+"""A sharded LoRA step the trace refuses (DoRA under FSDP, QLoRA at --zero 2, FSDP1) is
 answered by the closed form alone: the estimate says so in a note, with why (it said nothing)."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ pytest.importorskip("peft", reason="the lora extra is not installed")
 @pytest.mark.parametrize(
     ("extra", "why"),
     [
-        ({"fsdp": True, "qlora": True}, "QLoRA"),
+        ({"fsdp": True, "qlora": True, "zero": 2}, "QLoRA"),
         ({"fsdp": True, "dora": True}, "DoRA"),
-        ({"fsdp": True, "zero": 2}, "--zero 2"),
+        ({"fsdp": True, "fsdp_flat": True}, "FSDP1"),
     ],
 )
 def test_a_sharded_lora_step_the_trace_refuses_is_said_unchecked(
@@ -34,9 +34,12 @@ def test_a_sharded_lora_step_the_trace_refuses_is_said_unchecked(
     assert len(notes) == 1 and why in notes[0], estimate(cfg).notes
 
 
-def test_lora_under_fsdp2_which_the_trace_runs_is_not_said_unchecked() -> None:
+@pytest.mark.parametrize("extra", [{}, {"zero": 2}, {"qlora": True}])
+def test_lora_under_fsdp2_which_the_trace_runs_is_not_said_unchecked(
+    extra: dict[str, object],
+) -> None:
     cfg = TrainingConfig.model_validate({
         "model": "tiny-llama", "seq": 16, "batch": 1, "precision": "bf16", "gpus": 2,
-        "fsdp": True, "lora_rank": 8, "lora_targets": ["q", "v"],
+        "fsdp": True, "lora_rank": 8, "lora_targets": ["q", "v"], **extra,
     })  # fmt: skip
     assert not [n for n in estimate(cfg).notes if n.startswith("unchecked:")]
