@@ -55,6 +55,7 @@ from profiling.plans.float8_form import (
     forward_transient,
     gathered_scales,
     pipelined_peaks,
+    recomputed_input_cast,
     tp_styles_kept,
     unpipelined_peak,
 )
@@ -239,8 +240,10 @@ def _stage_profile(
             b_peak,
             lambda a, b, g: bwd(recompute - a, grad_in + g, made + b, handed=g)[0],
         )
+        recast = recomputed_input_cast(w, tokens, t, cfg.float8 or "") if recompute else 0
         b_peak, b_more = pipelined_peaks(b_peak, b_more, f8_b, recompute, grad_in,
-                                         head_acts if stage.head else 0)  # fmt: skip
+                                         head_freed(stage, head_acts, logits * s.c, x),
+                                         recast)  # fmt: skip
         b_peak, b_more = head_backward(w, stage, (tokens, t, s.c), grad_b, (b_peak, b_more),
                                        split=layout.schedule == "zbv")  # fmt: skip
         emb_g = (emb_rows + w.vocab // t) * w.hidden * grad_b  # the embedding's gradient

@@ -182,14 +182,34 @@ def _larger(a: Vec, b: Vec) -> Vec:
 
 
 def pipelined_peaks(
-    peak: Vec, more: Vec, f8_b: int, recompute: int, grad_in: int, head_acts: int
-) -> tuple[Vec, Vec]:
+    peak: Vec, more: Vec, f8_b: int, recompute: int, grad_in: int, head: Vec | None,
+    recast: int = 0,
+) -> tuple[Vec, Vec]:  # fmt: skip
     """A pipeline stage's backward peaks with a Float8 ``w2``'s casts beside everything the
-    block saved (the last stage's head already freed)."""
+    block saved: on the last stage its head's saved tensors freed but the logits and the loss,
+    with the last block's output gradient (``checkpoint_form.head_freed``: ``head``; the
+    logits were counted freed, 131,072 B, and the gradient left out, 32,768 B, on the
+    rowwise_with_gw_hp PP 2 × TP 2 toy, hidden 256, FFN 704, 128 tokens); ``recast``: what
+    the checkpointed block's stopped recomputation still holds of ``w2``'s forward
+    (:func:`recomputed_input_cast`)."""
     if not f8_b:
         return peak, more
-    f8 = vec(activations=recompute - head_acts, temporaries=f8_b + grad_in)
+    f8 = vec(activations=recompute + recast, temporaries=f8_b + grad_in)
+    f8 = add(f8, head) if head is not None else f8
     return _larger(peak, f8), _larger(more, f8)
+
+
+def recomputed_input_cast(w: WorkloadConfig, tokens: int, t: int, recipe: str) -> int:
+    """A checkpointed block's recomputation stops (torch's early stop) inside ``w2``'s forward
+    with its input's fp8 copy made and its scale (rowwise: 4 B a token): the trace holds them
+    beside ``w2``'s backward casts (rowwise_with_gw_hp PP 2 × TP 2, full and per-op
+    checkpointing, hidden 256, FFN 704, 128 tokens: 45,568 B, read in the trace's live
+    storages; the stage's later backward 44,672 B below it before). Read under torch's TP
+    styles only (rowwise recipes beside TP): without TP the traces of every recipe (full and
+    per-op checkpointing) peak without it, and torchao's TP styles have ``recompute_cast``."""
+    if not recipe or recipe == "tensorwise" or t == 1:
+        return 0
+    return tokens * (w.ffn // t) + (4 * tokens if recipe != "tensorwise" else 4)
 
 
 def unpipelined_peak(peak: Vec, blocks: Vec, f8_b: int, half: int, made: int) -> Vec:
@@ -204,5 +224,6 @@ def unpipelined_peak(peak: Vec, blocks: Vec, f8_b: int, half: int, made: int) ->
 __all__ = [
     "backward_transient", "block_linears", "cast_scales", "forward_casts", "forward_transient",
     "gathered_scales", "linear_backward",
-    "linear_forward", "pipelined_peaks", "recompute_cast", "unpipelined_peak",
+    "linear_forward", "pipelined_peaks", "recompute_cast", "recomputed_input_cast",
+    "unpipelined_peak",
 ]  # fmt: skip
