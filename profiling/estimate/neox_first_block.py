@@ -35,7 +35,12 @@ index tensors made again — and without Falcon-7B's k-wide sum (the recomputed 
 with the kernel's call, before it): GPT-NeoX fp32 −3,072 B, Falcon-7B fp32 −65,024 B,
 Falcon-40B fp32 −32,256 B below the trace before, equal now.
 
-Not here: LoRA (``neox_moments``), selective checkpointing, autocast, dropout, eager attention,
+Under amp-bf16 a bound, not op by op: the first block's 16-bit weight copies its matmuls saved
+counted whole at each instant, the weight gradients' 16-bit forms and fp32 casts not apart
+(64 × 1: 0.972–0.976 of the trace before, 1.010–1.013 now; at 128 × 1 the trace's backward peak
+is still above every moment, 0.990: left).
+
+Not here: LoRA (``neox_moments``), selective checkpointing, amp-fp16, dropout, eager attention,
 another loss, kept gradients, optimizer steps in backward, sharding, tensor parallelism,
 torch.compile, our own blocks, Phi's and BLOOM's modules. No torch here.
 """
@@ -70,7 +75,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.checkpointing not in ("none", "full") or cfg.compile or cfg.activation_offload:
         return False
-    if cfg.precision.startswith("amp-") or cfg.dropout or cfg.attention == "eager":
+    if cfg.precision == "amp-fp16" or cfg.dropout or cfg.attention == "eager":
         return False
     if d.extra["neox"].get("alibi"):
         return False
@@ -105,7 +110,8 @@ def moments(
     from profiling.estimate.neox_moments import f_wide
 
     e = Bytes.of(cfg.precision)
-    p = 4 if cfg.precision == "fp32" else 2
+    p = 4 if cfg.precision in ("fp32", "amp-bf16") else 2
+    w16 = 2 * e.amp  # autocast's 16-bit weight copies each matmul saved
     x = d.extra["neox"]
     T, h, f, k, q = d.s * d.b, d.h, d.f, d.k, int(x["q_dim"])
     bias = 1 if x.get("bias") else 0
@@ -132,7 +138,7 @@ def moments(
     # GELU going back: the output projection's own gradients made
     later = (embedding + qkv + dense + attn_norm + mlp_norm + up) * p
     n = f_wide(d, e, cfg)
-    at_gelu = held - later + block + once + reach + n * T * f * e.c
+    at_gelu = held - later + block + once + reach + n * T * f * e.c + (qkv + dense + up) * w16
     gelu = (
         f"{head} yet (the first block's but its output projection's) {fmt_bytes(later)} + the "
         f"first block's saved tensors {fmt_bytes(block)}{tail} the block s·b·h·{e.r} and "
@@ -141,7 +147,7 @@ def moments(
     # the MLP's first matmul: its gradients made, the MLP's saved tensors freed; GELU's input
     # gradient beside the matmul's
     later -= up * p
-    at_up = held - later + block - mlp + once + reach + T * (f + h) * e.c
+    at_up = held - later + block - mlp + once + reach + T * (f + h) * e.c + (qkv + dense + up) * w16
     up_calc = (
         f"{head} yet (the first block's attention's and norms') {fmt_bytes(later)} + the first "
         f"block's saved tensors less its MLP's {fmt_bytes(block - mlp)}{tail} the block "
@@ -159,7 +165,7 @@ def moments(
         kept -= T * stats * two_norms + T * h * e.r * sequential
     waiting = T * h * e.c * falcon  # the MLP's input gradient
     width, formula = _sdpa_grads(d, cfg)
-    at_attn = held - later + kept + once + reach + waiting + T * width * e.c
+    at_attn = held - later + kept + once + reach + waiting + T * width * e.c + qkv * w16
     attn = (
         f"{head} yet (the first block's q/k/v's and attention norm's"
         + (", its MLP norm's" if falcon and two_norms else "")

@@ -54,6 +54,20 @@ def test_the_first_block_going_back_on_few_tokens(
     assert est.per_gpu_bytes == traced.peak_bytes
 
 
+@pytest.mark.parametrize("kind", ["gpt_neox", "falcon-7b"])
+def test_under_autocast_a_bound(tmp_path: Path, kind: str) -> None:
+    """amp-bf16: the first block's 16-bit weight copies its matmuls saved counted whole, the
+    weight gradients' casts not apart: never below the trace (0.972 and 0.976 before), at most
+    1.3 % above."""
+    cfg = TrainingConfig(
+        model=neox_spec(tmp_path, kind, SMALL), seq=64, batch=1, precision="amp-bf16",
+        optimizer="sgd", target="cuda",
+    )  # fmt: skip
+    est, traced = estimate(cfg), trace_step(cfg)
+    assert est.peak_moment in FIRST, est.peak_moment
+    assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes * 1.013
+
+
 def test_many_tokens_leave_the_peak_to_the_last_block(tmp_path: Path) -> None:
     """With more tokens a block's saved tensors outweigh its gradients: the last block's MLP
     going back stays the peak, the first block's instants below it."""
