@@ -29,6 +29,7 @@ from profiling.estimate.last_mlp import norm_row_bytes as _norm_row_bytes
 from profiling.estimate.loss_tape import Ctx, Tape, listed, sized
 from profiling.estimate.loss_tapes import backward_tape, forward_tape
 from profiling.estimate.selective import blocks_keep_saved
+from profiling.estimate.step_scalars import chunk_scalars
 from profiling.units import fmt_bytes, fmt_count
 
 if TYPE_CHECKING:
@@ -377,6 +378,8 @@ def moments(
     )
     if a_copies:
         calc += f" + autocast's cached copies of the first block's A weights {f(a_copies)}"
+    if scalars := chunk_scalars(cfg):  # torchtune's chunked loss: its forward's peak holds them
+        forward, calc = forward + scalars, f"{calc} + the chunks' loss scalars {f(scalars)}"
     # torchtune's chunked loss: the loop's two fp32 scalars, held through backward, are no line
     # of the estimate's (step_scalars counts PyTorch's loss's): the trace's loss backward 8 B above
     held = 2 * 4 if cfg.loss == "chunked" else 0  # step_scalars.LOSS_SCALARS (it imports this)
