@@ -14,8 +14,7 @@ reading the saved logits again, then releases what it saved.
 from __future__ import annotations
 
 from profiling.estimate.head_tape import chunk_heads, gathered, head, head_backward
-from profiling.estimate.loss_tape import Ctx, Dim, Tape, sized
-from profiling.estimate.loss_tapes import linear_rows
+from profiling.estimate.loss_tape import Ctx, Dim, Tape, linear_rows, sized
 from profiling.models.loss_sizes import tensor_split
 
 

@@ -101,6 +101,49 @@ class Tape:
         self.alive[new] = Term(name, term.bytes, term.formula, term.substituted)
 
 
+def linear_rows(x: Ctx, tape: Tape) -> None:
+    """LinearCrossEntropyLoss.forward before its chunks: the labelled tokens counted, then
+    their hidden states and labels index_select-ed."""
+    flat: list[Dim] = [("s", x.s), ("b", x.b)]
+    tape.new("mask", sized("the labels' mask", flat, 1))
+    tape.free("mask")
+    tape.new("valid", sized("the labelled tokens' indices (int64)", flat, 8))
+    tape.free("valid")  # only their count is used
+    tape.new("mask", sized("the labels' mask", flat, 1))
+    tape.free("mask")
+    tape.new("idx", sized("the labelled tokens' indices (int64)", flat, 8))
+    rows = sized("the labelled tokens' hidden states", [*flat, ("h", x.h)], x.r)
+    tape.new("rows", rows)
+    tape.new("targets", sized("their labels (int64)", flat, 8))
+
+
+def scalar(name: str) -> Term:
+    """A 0-dim fp32 tensor: a loss, its gradient, nll_loss's total weight."""
+    return Term(name, 4, "4 B", "4")
+
+
+def chunk_nll(tape: Tape, i: int, copy: str | None) -> None:
+    """torchtune's LinearCrossEntropyLoss, a chunk's ``nll_loss``: its output and its total
+    weight (saved for backward) made while the chunk's fp32 ``copy`` is alive (it goes as
+    ``cross_entropy`` returns), then the output added into the running total in place."""
+    tape.new(f"out{i}", scalar("a chunk's loss (fp32)"))
+    tape.new(f"tw{i}", scalar("a chunk's nll_loss total weight (fp32)"))
+    tape.free(*([copy] if copy else []), f"out{i}")
+
+
+def summed(tape: Tape) -> None:
+    """The running total divided by the count of labelled tokens: the loss, the total freed."""
+    tape.new("loss", scalar("the loss (fp32)"))
+    tape.free("total")
+
+
+def loss_gradients(tape: Tape) -> None:
+    """Backward's first tensors: the loss's gradient (held to the end) and the division's, the
+    running total's, which every chunk's nll_loss backward reads through the in-place adds."""
+    tape.new("gloss", scalar("the loss's gradient (fp32)"))
+    tape.new("gtotal", scalar("the running total's gradient (fp32)"))
+
+
 def listed(terms: list[Term]) -> tuple[str, str]:
     """Names with formulas, and the numbers, of tensors alive together."""
     formula = " + ".join(f"{t.name} {t.formula}" for t in terms) or "nothing"
@@ -108,4 +151,15 @@ def listed(terms: list[Term]) -> tuple[str, str]:
     return formula, numbers
 
 
-__all__ = ["Ctx", "Dim", "Tape", "listed", "sized"]
+__all__ = [
+    "Ctx",
+    "Dim",
+    "Tape",
+    "chunk_nll",
+    "linear_rows",
+    "listed",
+    "loss_gradients",
+    "scalar",
+    "sized",
+    "summed",
+]

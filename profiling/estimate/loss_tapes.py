@@ -6,6 +6,7 @@ runs in the trace, read line by line. The tape starts with the final norm's outp
 
 from __future__ import annotations
 
+from profiling.estimate import loss_tape as lt
 from profiling.estimate.head_tape import chunk_heads as _chunk_heads
 from profiling.estimate.head_tape import gathered as _gathered
 from profiling.estimate.head_tape import head as _head
@@ -262,27 +263,12 @@ def chunk_heads_backward(x: Ctx, tape: Tape, grads: dict[int, str]) -> None:
     _gathered(x, tape, [f"c{i}{suffix}" for i in range(len(sizes))], x.tokens)
 
 
-def linear_rows(x: Ctx, tape: Tape) -> None:
-    """LinearCrossEntropyLoss.forward before its chunks: the labelled tokens counted, then
-    their hidden states and labels index_select-ed."""
-    flat: list[Dim] = [("s", x.s), ("b", x.b)]
-    tape.new("mask", sized("the labels' mask", flat, 1))
-    tape.free("mask")
-    tape.new("valid", sized("the labelled tokens' indices (int64)", flat, 8))
-    tape.free("valid")  # only their count is used
-    tape.new("mask", sized("the labels' mask", flat, 1))
-    tape.free("mask")
-    tape.new("idx", sized("the labelled tokens' indices (int64)", flat, 8))
-    rows = sized("the labelled tokens' hidden states", [*flat, ("h", x.h)], x.r)
-    tape.new("rows", rows)
-    tape.new("targets", sized("their labels (int64)", flat, 8))
-
-
 def _fwd_linear(x: Ctx, tape: Tape) -> None:
     n = x.s * x.b
-    linear_rows(x, tape)
+    lt.linear_rows(x, tape)
     V = ("V", x.V)
     prev = None
+    tape.new("total", lt.scalar("the running total (fp32)"))
     for i, t in enumerate(tensor_split(n, x.chunks)):
         key = f"c{i}"
         _head(x, tape, key, [("t", t)], False)
@@ -291,9 +277,9 @@ def _fwd_linear(x: Ctx, tape: Tape) -> None:
         if x.c != 4:
             tape.new(f"up{i}", sized("a chunk's fp32 copy", [("t", t), V], 4))
         tape.new(f"ls{i}", sized("a chunk's fp32 log-probabilities", [("t", t), V], 4))
-        if x.c != 4:
-            tape.free(f"up{i}")
+        lt.chunk_nll(tape, i, f"up{i}" if x.c != 4 else None)
         prev = key
+    lt.summed(tape)
     if prev is not None:
         tape.free(f"{prev}.logits")
     if x.amp:  # the fp32 copy was only cast from: the 16-bit chunks are what the head keeps
@@ -308,9 +294,11 @@ def _bwd_linear(x: Ctx, tape: Tape) -> None:
     sizes = tensor_split(n, x.chunks)
     V = ("V", x.V)
     keys = []
+    lt.loss_gradients(tape)
     for i in reversed(range(len(sizes))):
         rows: list[Dim] = [("t", sizes[i])]
         tape.new(f"nllg{i}", sized("a chunk's nll_loss gradient", [*rows, V], 4))
+        tape.free(f"tw{i}", *(("gtotal",) if i == 0 else ()))  # nll_loss's backward has run
         tape.new(f"lsg{i}", sized("a chunk's log-softmax gradient", [*rows, V], 4))
         tape.free(f"ls{i}", f"nllg{i}")
         grad = f"lsg{i}"
