@@ -50,6 +50,11 @@ def grid(quick: bool) -> list[dict[str, Any]]:
     rows.append({**TINY, "batch": 2, "seq": 128, "dp_shard": 2, **TITAN})
     rows.append({**TINY, "batch": 2, "seq": 128, "dp_shard": 8, **TITAN, **FULL})
     rows.append({"model": "gpt2-small", "batch": 8, "seq": 1024, "precision": "amp-bf16"})
+    for precision in ("mixed", "amp-bf16"):  # master weights; autocast's cached copies (#31)
+        rows.append({**TINY, "batch": 2, "seq": 128, "precision": precision, **FULL})
+        rows.append({**TINY, "batch": 2, "seq": 128, "precision": precision,
+                     "expandable_segments": True})  # fmt: skip
+        rows.append({**SMALL, "batch": 1, "seq": 1024, "precision": precision, **FULL})
     for seq in (1024, 4096, 16384):
         rows.append({**SMALL, "batch": 1, "seq": seq, "precision": "bf16", **FULL})
     rows.append({**SMALL, "batch": 4, "seq": 2048, "precision": "bf16"})
