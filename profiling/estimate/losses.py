@@ -26,10 +26,9 @@ from profiling.estimate.bnb import dequant_absmax_bytes
 from profiling.estimate.last_mlp import LAYER_NORM as _LAYER_NORM
 from profiling.estimate.last_mlp import down_adapter, last_mlp, unsaved_down_input
 from profiling.estimate.last_mlp import norm_row_bytes as _norm_row_bytes
-from profiling.estimate.loss_tape import Ctx, Tape, listed, sized
+from profiling.estimate.loss_tape import Ctx, Tape, chunk_scalars, listed, sized
 from profiling.estimate.loss_tapes import backward_tape, forward_tape
 from profiling.estimate.selective import blocks_keep_saved
-from profiling.estimate.step_scalars import chunk_scalars
 from profiling.units import fmt_bytes, fmt_count
 
 if TYPE_CHECKING:

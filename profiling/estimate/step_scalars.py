@@ -41,16 +41,6 @@ PREFIX = "Activations: the step's scalars: "  # every activations line's name he
 LOSS = f"{PREFIX}the loss and nll_loss's total weight (fp32)"
 
 
-def chunk_scalars(cfg: TrainingConfig) -> int:
-    """torchtune's chunked loss at its forward's peak, the last chunk's ``nll_loss``: every
-    chunk's ``total_weight`` (fp32, saved for backward), that chunk's output before the loop's
-    in-place ``total +=``, the running total, and ``total_elements`` (an int64 sum): 4·n + 16 B
-    for n chunks, which the trace's loss forward held above the estimate's (48 B at 8 chunks)."""
-    if cfg.loss != "chunked":
-        return 0
-    return 4 * (cfg.loss_chunks or 8) + 4 + 4 + 8
-
-
 def _kept_every_layer(cfg: TrainingConfig) -> bool:
     """Whether every layer keeps its attention's scalars from forward to its backward: without
     checkpointing. Under ``selective`` the attention core is checkpointed (its inputs kept): the
