@@ -1,7 +1,7 @@
 """FSDP2's backward of GPT-NeoX's kind through its top block's MLP: the top block gathered, the
 block below prefetched (its all-gather output), every block's saved tensors still alive, the
 output projection's gradients and GELU's beside them (``estimate.fsdp_neox_top``). Without it
-the estimate read 0.909-0.947 of the trace on the #32 sweep's toys (V 128, h 128, f 512, FSDP 2)
+the estimate read 0.909-0.964 of the trace on the #32 sweep's toys (V 128, h 128, f 512, FSDP 2)
 once the tokens outweighed a block's reduce-scatter input: GPT-NeoX fp32 SGD 64 × 2 0.928,
 mixed 128 × 2 0.940, bf16 128 × 1 0.929; Falcon-7B fp32 128 × 2 0.909. Equal to the byte now."""
 
