@@ -70,3 +70,17 @@ def test_an_encoder_block_s_relu_mlp_going_back(tmp_path, seq) -> None:
     est, traced, moment = _run(tmp_path, relu, precision="fp32", seq=seq, target_seq=24, batch=1)
     assert moment == t5_first_mlp.NAME
     assert est == traced
+
+
+@pytest.mark.slow
+def test_relu_s_adapted_wo_going_back(tmp_path) -> None:
+    """LoRA all-linear on T5 v1.0 (ReLU, tied), fp32: wo's lora_A summing the frozen wo's input
+    gradient beside ReLU's output, three t·b·f at once (−111,048 B, 0.979, before)."""
+    pytest.importorskip("peft")
+    relu = {**_T5, "feed_forward_proj": "relu", "tie_word_embeddings": True}
+    est, traced, moment = _run(
+        tmp_path, relu, precision="fp32", seq=32, target_seq=24, batch=1, lora_rank=4,
+        lora_targets=["all-linear"], lora_dropout=0.0,
+    )  # fmt: skip
+    assert moment == t5_last_mlp.NAME
+    assert est == traced
