@@ -80,7 +80,8 @@ def lora_fsdp2_traced(cfg: TrainingConfig) -> bool:
         and cfg.fsdp
         and cfg.zero == 2
         and cfg.gpus > 1
-        and not (cfg.fsdp_flat or cfg.deepspeed or cfg.qlora or cfg.dora)
+        and not (cfg.fsdp_flat or cfg.deepspeed or cfg.dora)
+        and not (cfg.qlora and cfg.torchao_nf4)
     )
 
 
@@ -121,7 +122,7 @@ def unchecked_note(cfg: TrainingConfig) -> str | None:
     what = [
         w
         for on, w in (
-            (cfg.qlora, "QLoRA's 4-bit base here (traced with bitsandbytes' under ZeRO-3 alone)"),
+            (cfg.qlora, "QLoRA's 4-bit base here (bitsandbytes' under FSDP2 alone is traced)"),
             (cfg.dora, "DoRA (its magnitude vector under FSDP2 is not traced)"),
             (cfg.fsdp_flat, "FSDP1's flat parameters"),
             (cfg.deepspeed, "DeepSpeed's engine"),

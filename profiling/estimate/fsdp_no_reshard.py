@@ -46,7 +46,7 @@ def lora_kept(cfg: TrainingConfig) -> bool:
     the adapters sharded alike, each group's all-gather output kept to its backward."""
     from profiling.estimate.fsdp_lora import lora_fsdp2_traced
 
-    return lora_fsdp2_traced(cfg) and cfg.zero == 2 and not (cfg.qlora or cfg.dora)
+    return lora_fsdp2_traced(cfg) and cfg.zero == 2
 
 
 def weight_sharding(cfg: TrainingConfig, sh: Sharding) -> Sharding:
@@ -205,10 +205,11 @@ def no_reshard(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: in
     if not (kept_gathered(cfg) or lora):
         return
     psi, g = int(shape["params"]), gathered_bytes(cfg)
-    if lora:  # the adapters are gathered beside the frozen weights (fsdp_lora.lora_gathered)
-        from profiling.estimate.states import lora_adapters
+    if lora:  # the adapters beside the frozen weights, QLoRA's packed (fsdp_lora.group_params)
+        from profiling.estimate.fsdp_lora import group_params
 
-        psi += lora_adapters(cfg, shape)[0]
+        root, block = group_params(cfg, shape)
+        psi = root + int(shape["layers"]) * block
     tp = " / t" if t > 1 else ""
     ledger.add(
         Line(

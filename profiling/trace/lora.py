@@ -263,8 +263,8 @@ def lora_problem(config: TrainingConfig, arch: str | None, experts: bool = False
         lora_fsdp2_traced(config) and arch in ("llama", "neox")
     ):
         return (
-            "one GPU or FSDP2 (--fsdp, ZeRO-3, or --zero 2 without QLoRA; no DoRA, no torchao's "
-            "NF4) for --lora-rank on this model"
+            "one GPU or FSDP2 (--fsdp, ZeRO-3 or --zero 2; no DoRA, no torchao's NF4) for "
+            "--lora-rank on this model"
         )
     if config.dora and (problem := dora_problem(config, arch)):
         return problem

@@ -1,4 +1,4 @@
-"""A sharded LoRA step the trace refuses (DoRA under FSDP, QLoRA at --zero 2, FSDP1) is
+"""A sharded LoRA step the trace refuses (DoRA under FSDP, QLoRA or LoRA on FSDP1) is
 answered by the closed form alone: the estimate says so in a note, with why (it said nothing)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ pytest.importorskip("peft", reason="the lora extra is not installed")
 @pytest.mark.parametrize(
     ("extra", "why"),
     [
-        ({"fsdp": True, "qlora": True, "zero": 2}, "QLoRA"),
+        ({"fsdp": True, "qlora": True, "fsdp_flat": True}, "QLoRA"),
         ({"fsdp": True, "dora": True}, "DoRA"),
         ({"fsdp": True, "fsdp_flat": True}, "FSDP1"),
     ],
@@ -34,7 +34,7 @@ def test_a_sharded_lora_step_the_trace_refuses_is_said_unchecked(
     assert len(notes) == 1 and why in notes[0], estimate(cfg).notes
 
 
-@pytest.mark.parametrize("extra", [{}, {"zero": 2}, {"qlora": True}])
+@pytest.mark.parametrize("extra", [{}, {"zero": 2}, {"qlora": True}, {"qlora": True, "zero": 2}])
 def test_lora_under_fsdp2_which_the_trace_runs_is_not_said_unchecked(
     extra: dict[str, object],
 ) -> None:

@@ -45,7 +45,7 @@ def test_lora_under_fsdp2_is_the_trace_at_the_loss(
     assert est.per_gpu_bytes == traced.peak_bytes, (est.peak_moment, traced.by_category)
 
 
-@pytest.mark.parametrize("extra", [{"qlora": True, "zero": 2}, {"fsdp_flat": True}])
+@pytest.mark.parametrize("extra", [{"qlora": True, "torchao_nf4": True}, {"fsdp_flat": True}])
 def test_what_the_trace_does_not_shard_under_lora_is_one_sentence(
     tmp_path: Path, extra: dict[str, object]
 ) -> None:
@@ -216,6 +216,7 @@ def test_lora_under_fsdp2_without_resharding_is_the_trace(
         (64, "mixed"),  # the embeddings' and norms' shards fp32: 0.9016 with 2 B
         (64, "amp-bf16"),  # backward's start: the root gathered again
         (16, "bf16"),  # block 0's copy-out
+        (64, "bf16-zero2"),  # --zero 2: every group's packed storage kept gathered
     ],
 )
 def test_qlora_under_fsdp2_shards_the_packed_storage_and_is_the_trace(
@@ -227,8 +228,8 @@ def test_qlora_under_fsdp2_shards_the_packed_storage_and_is_the_trace(
     cfg = TrainingConfig.model_validate({
         "model": llama_toy(tmp_path, 2, True), "seq": seq, "batch": 1, "precision": precision,
         "fsdp": True, "gpus": 2, "target": "cpu", "lora_rank": 8, "lora_targets": QV,
-        "qlora": True,
-    })  # fmt: skip
+        "qlora": True, "zero": 2 if precision.endswith("zero2") else 3,
+    } | ({"precision": "bf16"} if precision.endswith("zero2") else {}))  # fmt: skip
     est, traced = estimate(cfg), trace_step(cfg)
     assert est.per_gpu_bytes == traced.peak_bytes, (est.peak_moment, traced.peak_phase)
     assert not [n for n in est.notes if n.startswith("unchecked:")]
