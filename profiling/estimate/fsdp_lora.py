@@ -26,25 +26,10 @@ from __future__ import annotations
 from typing import Any
 
 from profiling.config import TrainingConfig
+from profiling.estimate.fsdp_lora_scope import lora_fsdp2, lora_fsdp2_traced
 from profiling.estimate.ledger import Ledger, Line
 from profiling.estimate.states import gathered_bytes, lora_adapters
 from profiling.units import fmt_count
-
-
-def lora_fsdp2(cfg: TrainingConfig) -> bool:
-    """Whether the step is LoRA on FSDP2 with the layers resharded after forward, as the trace
-    runs it (not FSDP1's flat parameters, DeepSpeed's engine, QLoRA's or DoRA's adapters): peft's
-    adapters applied before ``fully_shard`` (trace.build._build), which makes every parameter a
-    DTensor, trainable or not — torchtune's ``lora_finetune_distributed`` sets its adapters
-    trainable, then shards every layer and the root (trace.lora.lora_problem, Llama's kind)."""
-    return (
-        cfg.lora_rank is not None
-        and cfg.fsdp
-        and cfg.zero == 3
-        and cfg.gpus > 1
-        and not (cfg.fsdp_flat or cfg.deepspeed or cfg.dora)
-        and not (cfg.qlora and cfg.torchao_nf4)
-    )
 
 
 def lora_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t: int) -> None:
@@ -70,29 +55,6 @@ def lora_gathered(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], t:
             category="parameters",
         )
     )
-
-
-def lora_fsdp2_traced(cfg: TrainingConfig) -> bool:
-    """Whether the trace runs this sharded LoRA step: FSDP2's ``fully_shard`` over peft's layers,
-    resharding after forward (``lora_fsdp2``) or not (``--zero 2``: ``fsdp_no_reshard``)."""
-    return lora_fsdp2(cfg) or (
-        cfg.lora_rank is not None
-        and cfg.fsdp
-        and cfg.zero == 2
-        and cfg.gpus > 1
-        and not (cfg.fsdp_flat or cfg.deepspeed or cfg.dora)
-        and not (cfg.qlora and cfg.torchao_nf4)
-    )
-
-
-def nf4_whole(cfg: TrainingConfig, nf4: float, linears: list[int], layers: int) -> int:
-    """Of bitsandbytes' 4-bit base (``nf4`` bytes: the packed weights of ``linears`` in each of
-    ``layers`` blocks and their QuantStates), what FSDP2 leaves whole on every rank: it shards
-    the packed uint8 storage alone, the QuantState being ``Params4bit``'s attribute, not a
-    parameter (``trace.nf4.stats_as_buffers``); 0 where nothing is left whole."""
-    if not (lora_fsdp2_traced(cfg) and cfg.qlora and not cfg.torchao_nf4):
-        return 0
-    return int(nf4) - layers * sum((n + 1) // 2 for n in linears)
 
 
 def group_params(cfg: TrainingConfig, shape: dict[str, Any]) -> tuple[int, int]:
@@ -142,9 +104,6 @@ def unchecked_note(cfg: TrainingConfig) -> str | None:
 
 __all__ = [
     "group_params",
-    "lora_fsdp2",
-    "lora_fsdp2_traced",
     "lora_gathered",
-    "nf4_whole",
     "unchecked_note",
 ]

@@ -8,15 +8,12 @@ from typing import Any
 
 from profiling.config import TrainingConfig
 from profiling.estimate.fsdp_lora import group_params, lora_fsdp2
-from profiling.estimate.fsdp_lora_top import top_block
+from profiling.estimate.fsdp_lora_top import BACK, LAST, TOP_BACK, top_block
 from profiling.estimate.ledger import Line
 from profiling.estimate.states import gathered_bytes
 from profiling.units import fmt_bytes
 
 FIRST = "forward, the first block's copy-out (the root's all-gather output held)"
-LAST = "forward, the last block's copy-out (the block before's all-gather output held)"
-BACK = "backward start (the root gathered again)"
-TOP_BACK = "backward, the top block recomputed going back through its MLP (a bound)"
 LOSS_GRAD = 4  # backward's first tensor: the fp32 loss's gradient, ones
 _FIRST_BLOCK = "Activations: first block"  # lora.once_per_model's first block's terms
 _EVERY_LAYER = ("Activations: the step's scalars", "every layer")

@@ -38,6 +38,9 @@ from profiling.estimate.ledger import Line
 from profiling.estimate.states import gathered_bytes
 from profiling.units import fmt_bytes
 
+LAST = "forward, the last block's copy-out (the block before's all-gather output held)"
+BACK = "backward start (the root gathered again)"
+TOP_BACK = "backward, the top block recomputed going back through its MLP (a bound)"
 PREFETCH = "backward, the top block gathered and the block below prefetched (FSDP2)"
 
 

@@ -42,9 +42,9 @@ def kept_gathered(cfg: TrainingConfig) -> bool:
 
 def lora_kept(cfg: TrainingConfig) -> bool:
     """Whether the step is LoRA on FSDP2 without resharding after forward, as the trace runs it
-    (``fsdp_lora.lora_fsdp2_traced``: peft's layers under ``fully_shard``): the frozen base and
-    the adapters sharded alike, each group's all-gather output kept to its backward."""
-    from profiling.estimate.fsdp_lora import lora_fsdp2_traced
+    (``fsdp_lora_scope.lora_fsdp2_traced``: peft's layers under ``fully_shard``): the frozen
+    base and the adapters sharded alike, each group's all-gather output kept to its backward."""
+    from profiling.estimate.fsdp_lora_scope import lora_fsdp2_traced
 
     return lora_fsdp2_traced(cfg) and cfg.zero == 2
 
@@ -177,8 +177,7 @@ def kept_moments(
     norm going back (L·block − root: the blocks kept, the root not gathered twice). Backward's
     start and the prefetch are ZeRO-3's regathers, dropped: the loss backward holds as much."""
     from profiling.estimate import llama_end
-    from profiling.estimate.fsdp_lora_moments import BACK, LAST, TOP_BACK
-    from profiling.estimate.fsdp_lora_top import PREFETCH
+    from profiling.estimate.fsdp_lora_top import BACK, LAST, PREFETCH, TOP_BACK
 
     root, block, L = groups
     g, t = gathered_bytes(cfg), cfg.tp

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 from profiling.estimate import bloom_amp, bloom_softmax, dora_neox_down
 from profiling.estimate.activations import Bytes, Dims, _cuda
-from profiling.estimate.fsdp_lora import lora_fsdp2
+from profiling.estimate.fsdp_lora_scope import lora_fsdp2
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
 from profiling.estimate.selective import blocks_keep_saved
 from profiling.units import fmt_bytes

@@ -232,7 +232,7 @@ def _qlora_base(ledger: Ledger, cfg: TrainingConfig, shape: dict[str, Any], sh: 
     stays in the model's dtype (16-bit; fp32 under autocast: prepare_model_for_kbit_training)."""
     from profiling._config_behaviours import double_quant
     from profiling.estimate.bnb import nf4_base_bytes, nf4_bytes, nf4_formula, shared_map_bytes
-    from profiling.estimate.fsdp_lora import nf4_whole  # FSDP2 shards the packed storage alone
+    from profiling.estimate.fsdp_lora_scope import nf4_whole  # FSDP2 shards packed bytes
 
     psi, h, L = int(shape["params"]), shape.get("hidden"), shape.get("layers")
     V = shape.get("vocab")

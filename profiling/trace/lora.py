@@ -34,7 +34,7 @@ from profiling._config_lora import trains_16bit
 from profiling._quiet_import import import_quietly
 from profiling.config import TrainingConfig
 from profiling.errors import ProfilingError
-from profiling.estimate.fsdp_lora import lora_fsdp2_traced
+from profiling.estimate.fsdp_lora_scope import lora_fsdp2_traced
 from profiling.trace.dora import problem as dora_problem
 from profiling.trace.fake_moves import fake_safe_moves
 from profiling.trace.nf4 import NF4Linear, NF4Weight, quantize_experts, quantize_linears
