@@ -70,6 +70,8 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     # wo adapted: without dropout only
     down = "down" in cfg.lora_targets
     plain = not (cfg.dropout or cfg.lora_dropout)
+    if e.amp and not (lora or cfg.sharded or cfg.optimizer_in_bwd):
+        return _amp(d, e, cfg, fwd)
     if e.amp or cfg.sharded or cfg.optimizer_in_bwd or (down and not plain):
         return []
     U, h, f, gated = d.s * d.b, d.h, d.f, bool(d.extra["t5"]["gated"])
@@ -158,6 +160,31 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
             + f" {fmt_bytes(gone)} + the residual's 16-bit gradient t·b·h·2 and the variance's "
             f"four fp32 t·b·h·4 {fmt_bytes(U * h * 18)} = {fmt_bytes(at)}")))  # fmt: skip
     return out
+
+
+def _amp(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> list[tuple[str, float, str]]:
+    """A full finetune under CUDA's autocast (gated, untied head, no dropout, no kept .grad):
+    the last decoder block's product ``mul`` going back, wi_1's output gradient cast to 16 bits
+    — the log-probabilities (fp32), the final norm's kept tensors, the head's and wo's 16-bit
+    input and weight copies freed; the head's, the final norm's and wo's fp32 weight gradients
+    made; the residual's fp32 gradient, wo's input gradient cast to fp32, the mul's two fp32
+    t·b·f and the 16-bit cast in flight (toy 128 → 96 × 8 amp-bf16 SGD: −2,913,792 B before)."""
+    from profiling.estimate.activations import _cuda
+    from profiling.estimate.t5 import _norm
+
+    x = d.extra["t5"]
+    if not (_cuda(cfg) and x["gated"]) or x["tied"] or cfg.dropout or cfg.grads_kept:
+        return []
+    U, h, f, c, V = d.s * d.b, d.h, d.f, e.c, int(d.V or 0)
+    freed = U * V * 4 + _norm(U, d, e) + U * h * c + V * h * c + h * f * c + U * f * c
+    made = (V * h + h + h * f) * 4 + U * h * 4 + 3 * U * f * 4 + U * f * c
+    value = fwd - freed + made
+    return [(NAME, value, (
+        f"end of forward {fmt_bytes(fwd)} − the fp32 log-probabilities, the final norm's kept "
+        f"tensors, the head's and wo's 16-bit input and weight copies {fmt_bytes(freed)} + the "
+        f"head's, the final norm's and wo's fp32 weight gradients, the residual's fp32 "
+        f"gradient, three fp32 t·b·f and one t·b·f·{c} {fmt_bytes(made)} = {fmt_bytes(value)}"
+    ))]  # fmt: skip
 
 
 def _first_block(d: Dims, e: Bytes, cfg: TrainingConfig, last: float) -> tuple[str, float, str]:
