@@ -13,23 +13,21 @@ def lora_fsdp2(cfg: TrainingConfig) -> bool:
     adapters applied before ``fully_shard`` (trace.build._build), which makes every parameter a
     DTensor, trainable or not — torchtune's ``lora_finetune_distributed`` sets its adapters
     trainable, then shards every layer and the root (trace.lora.lora_problem, Llama's kind)."""
-    return (
-        cfg.lora_rank is not None
-        and cfg.fsdp
-        and cfg.zero == 3
-        and cfg.gpus > 1
-        and not (cfg.fsdp_flat or cfg.deepspeed or cfg.dora)
-        and not (cfg.qlora and cfg.torchao_nf4)
-    )
+    return _peft_under_fsdp2(cfg) and cfg.zero == 3
 
 
 def lora_fsdp2_traced(cfg: TrainingConfig) -> bool:
     """Whether the trace runs this sharded LoRA step: FSDP2's ``fully_shard`` over peft's layers,
     resharding after forward (``lora_fsdp2``) or not (``--zero 2``: ``fsdp_no_reshard``)."""
-    return lora_fsdp2(cfg) or (
+    return _peft_under_fsdp2(cfg) and cfg.zero in (2, 3)
+
+
+def _peft_under_fsdp2(cfg: TrainingConfig) -> bool:
+    """LoRA on more than one GPU under FSDP2's ``fully_shard`` (not FSDP1's flat parameters,
+    DeepSpeed's engine, DoRA's magnitudes or torchao's NF4), whatever the resharding."""
+    return (
         cfg.lora_rank is not None
         and cfg.fsdp
-        and cfg.zero == 2
         and cfg.gpus > 1
         and not (cfg.fsdp_flat or cfg.deepspeed or cfg.dora)
         and not (cfg.qlora and cfg.torchao_nf4)
