@@ -161,6 +161,12 @@ def _frozen_inputs(d: Dims, e: Bytes, cfg: TrainingConfig, adapters: list[str]) 
     copy = copy or d.extra.get("hf_module") == "bloom"  # its _merge_heads copy, every target
     if copy and not _kept_by(cfg, e, {"o"}, adapters):  # as profiling.estimate.neox counts it
         lost.append(("the attention output's copy", int(x["q_dim"])))
+    # under selective the checkpointed SDPA call keeps no output: CUDA's fp32 one, uncopied,
+    # is kept for the output projection alone (``selective.selective_neox``)
+    own_out = fp32_sdpa and cfg.checkpointing == "selective"
+    own_out = own_out and d.extra.get("hf_module") in ("gpt_neox", "phi")
+    if own_out and not _kept_by(cfg, e, {"o"}, adapters):
+        lost.append(("the attention output", int(x["q_dim"])))
     if not _kept_by(cfg, e, {"down"}, adapters):
         lost.append(("GELU's output", d.f))
     return _not_kept("frozen layers: inputs not kept", lost, d, e)

@@ -90,6 +90,18 @@ def _attention(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
     )
 
 
+def _core(d: Dims, e: Bytes, cfg: TrainingConfig) -> Term:
+    """The attention's kept tensors; under ``selective`` transformers' GPT-NeoX and Phi run
+    their SDPA call checkpointed (``profiling.trace.selective``), keeping its inputs alone."""
+    if cfg.checkpointing == "selective" and d.extra.get("hf_module") in ("gpt_neox", "phi"):
+        from profiling.estimate.selective import selective_neox
+
+        x = d.extra["neox"]
+        output = _cuda(cfg) and e.c == 4  # no copy of it below: the projection's input
+        return Term(*selective_neox(d, e, int(x["q_dim"]), bool(x["fused_qkv"]), output))
+    return _attention(d, e, cfg)
+
+
 def _widths(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str, str, str, int, str]:
     """(width, its formula, its numbers, what is kept, the logsumexp's bytes, its numbers)."""
     x = d.extra["neox"]
@@ -199,7 +211,7 @@ def per_layer(d: Dims, e: Bytes, cfg: TrainingConfig) -> list[Term]:
         mlp = _gelu_new(d, e, cfg)
     if cfg.attention == "eager":
         return [_norms(d, e, cfg), _matmul_inputs(d, e), *_eager(d, e, cfg), mlp]
-    terms = [_norms(d, e, cfg), _matmul_inputs(d, e), _attention(d, e, cfg), mlp]
+    terms = [_norms(d, e, cfg), _matmul_inputs(d, e), _core(d, e, cfg), mlp]
     litgpt = bool(d.extra["neox"].get("litgpt"))  # LitGPT's Phi: rotated head-major too
     if (module in ("gpt_neox", "phi") or litgpt) and not (_cuda(cfg) and e.c == 4):
         # transformers rotates after the transpose and concatenates: q is laid out head-major,

@@ -45,6 +45,7 @@ from profiling.estimate import (
 from profiling.estimate.activations import Bytes, Dims
 from profiling.estimate.lora_bytes import KERNEL_LOSSES, head_adapter
 from profiling.estimate.lora_neox_amp import bnb_amp, first_block_a_copies
+from profiling.estimate.step_inputs import kept_position_ids
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -122,7 +123,9 @@ def forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float, gone: float) -> 
     # transformers' inputs_embeds (fp32) and position ids; our blocks (LitGPT's Phi,
     # ``profiling.models.neox_blocks``) rebind ``x`` and take no position ids, but hold the
     # residual sum ``x + a`` (fp32) through ``self._mlp(y)``: the same s·b·h·4
-    held = T * h * 4 + (0 if _ours(d, cfg) else d.s * 8) + first_block_a_copies(d, cfg)
+    # (under selective the checkpoints keep the position ids: in ``fwd`` already)
+    ids = 0 if _ours(d, cfg) or kept_position_ids(d, cfg) else d.s * 8
+    held = T * h * 4 + ids + first_block_a_copies(d, cfg)
     held += eager_mask.held_in_forward(d, e, cfg)  # the model's local 4-D mask, eager
     if d.extra.get("hf_module") == "bloom":  # ALiBi's bias and the causal mask, no positions
         held += bloom_amp.masks(d) - d.s * 8 + bloom_amp.dropped_probs(d, cfg)

@@ -40,7 +40,11 @@ counted whole at each instant, the weight gradients' 16-bit forms and fp32 casts
 (64 × 1: 0.972–0.976 of the trace before, 1.010–1.013 now; at 128 × 1 the trace's backward peak
 is still above every moment, 0.990: left).
 
-Not here: LoRA (``neox_moments``), selective checkpointing, amp-fp16, dropout, eager attention,
+Under ``--checkpointing selective`` the block keeps its SDPA call's inputs, not its output nor
+logsumexp: the call runs again as SDPA goes back (``_selective_redo``). GPT-NeoX 64 × 1 SGD
+fp32 −134,672 B (0.975), bf16 −68,376 B, amp-bf16 −164,352 B below the trace before.
+
+Not here: LoRA (``neox_moments``), amp-fp16, dropout, eager attention,
 another loss, kept gradients, optimizer steps in backward, sharding, tensor parallelism,
 torch.compile, our own blocks, Phi's and BLOOM's modules. No torch here.
 """
@@ -73,7 +77,7 @@ def _applies(d: Dims | None, cfg: TrainingConfig) -> bool:
         return False
     if cfg.grads_kept or cfg.optimizer_in_bwd or cfg.tp != 1 or cfg.sharded:
         return False
-    if cfg.checkpointing not in ("none", "full") or cfg.compile or cfg.activation_offload:
+    if cfg.compile or cfg.activation_offload:
         return False
     if cfg.precision == "amp-fp16" or cfg.dropout or cfg.attention == "eager":
         return False
@@ -95,6 +99,24 @@ def _sdpa_grads(d: Dims, cfg: TrainingConfig) -> tuple[int, str]:
     if k != q and d.extra["neox"]["residual"] != "parallel" and not recomputed:
         return 4 * q + k, "(4q + k)"
     return 4 * q, "4q"
+
+
+def _selective_redo(d: Dims, e: Bytes, cfg: TrainingConfig, q: int) -> tuple[int, str]:
+    """Under ``selective`` the first block's SDPA call runs again as it goes back
+    (``profiling.trace.selective``): beside the inputs it kept, what the call saves anew — its
+    output, logsumexp and seed, under autocast q's and k's 16-bit casts — less the output the
+    block kept for its output projection where that was the call's own (CUDA's fp32 kernel),
+    freed as the projection went back. (bytes, its words for the calculation)."""
+    if cfg.checkpointing != "selective":
+        return 0, ""
+    from profiling.estimate.activations import _lse
+    from profiling.estimate.step_scalars import sdpa_seed_each
+
+    T = d.s * d.b
+    made = T * q * e.c + _lse(d, e, cfg)[0] + sdpa_seed_each(d, cfg)
+    made += T * (q + d.k) * 2 if e.amp else 0
+    made -= T * q * e.c if _cuda(cfg) and e.c == 4 else 0
+    return made, f" (with its SDPA call made again, {fmt_bytes(made)})"
 
 
 def moments(
@@ -165,11 +187,13 @@ def moments(
         kept -= T * stats * two_norms + T * h * e.r * sequential
     waiting = T * h * e.c * falcon  # the MLP's input gradient
     width, formula = _sdpa_grads(d, cfg)
+    redo, redo_calc = _selective_redo(d, e, cfg, q)
+    kept += redo
     at_attn = held - later + kept + once + reach + waiting + T * width * e.c + qkv * w16
     attn = (
         f"{head} yet (the first block's q/k/v's and attention norm's"
         + (", its MLP norm's" if falcon and two_norms else "")
-        + f") {fmt_bytes(later)} + what its attention keeps {fmt_bytes(kept)}{tail} the "
+        + f") {fmt_bytes(later)} + what its attention keeps {fmt_bytes(kept)}{redo_calc}{tail} the "
         f"residual s·b·h·{e.r}"
         + (f" and the MLP's input gradient s·b·h·{e.c}" if falcon else "")
         + f", the output projection's input gradient and dq, dk, dv s·b·{formula}·{e.c} = "

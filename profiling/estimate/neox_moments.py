@@ -48,6 +48,7 @@ from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.fsdp_lora_scope import lora_fsdp2
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
 from profiling.estimate.selective import blocks_keep_saved
+from profiling.estimate.step_inputs import kept_position_ids
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -229,7 +230,8 @@ def _forward(d: Dims, e: Bytes, cfg: TrainingConfig, fwd: float) -> tuple[str, f
         # that very tensor
         readers = {"q", "k", "v", "up"} if residual == "parallel_one_norm" else {"up"}
         kept = not own_copies(cfg, e) and bool(readers & t)
-        held = T * h * e.r + d.s * 8 + (0 if kept else T * h * e.c)
+        ids = 0 if kept_position_ids(d, cfg) else d.s * 8  # else the checkpoints keep them
+        held = T * h * e.r + ids + (0 if kept else T * h * e.c)
     down = "down" in t
     gelu = 0 if down and not own_copies(cfg, e) else T * f * e.c  # kept by down's adapter
     outs = h * e.c + (2 * h * a if down else 0)  # adapted: its B output and the scaled one

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from profiling.estimate.activations import Bytes, Dims, _cuda
 from profiling.estimate.lora_bytes import adapter_bytes, head_adapter, mask_bytes, own_copies
 from profiling.estimate.selective import blocks_keep_saved
+from profiling.estimate.step_inputs import kept_position_ids
 from profiling.units import fmt_bytes
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     gone, gone_words = released(d, e, cfg)
     gone += head_adapter(d, e, cfg)  # an adapted head's copy of its input, mask and A output
     sequential = d.extra["neox"]["residual"] == "sequential"
-    later = T * 3 * h * e.c + d.a * T * 4
+    later, later_words = _core_later(d, e, cfg)
     # a parallel first block's MLP reads the frozen embedding: it keeps nothing (one block)
     if sequential or d.L > 1:
         later += T * f * e.c + T * (8 if _cuda(cfg) else 2 * e.r)  # GELU input, statistics
@@ -100,7 +101,9 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     adapters = _later_adapters(d, cfg)
     later += adapters
     # the model's locals: inputs_embeds and the position ids (int64, one row for the batch)
-    held = (T * h * e.c if own_copies(cfg, e) else 0) + T * h * e.r + d.s * 8
+    # (under selective the checkpoints keep the position ids: counted in ``fwd`` already)
+    ids = 0 if kept_position_ids(d, cfg) else d.s * 8
+    held = (T * h * e.c if own_copies(cfg, e) else 0) + T * h * e.r + ids
     sums = 3 * T * 3 * h * a
     clone = _clone(d, cfg, {"q": h, "k": h, "v": h})
     value = fwd - gone - later + held + sums + clone
@@ -108,7 +111,7 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
     n = len({"q", "k", "v"} & set(cfg.lora_targets))
     calc = (
         f"end of forward − {gone_words} {fmt_bytes(gone)} − the last block's tensors made "
-        f"later (rotated q and k and the attention's output s·b·3h·{e.c}, its logsumexp"
+        f"later ({later_words}"
         + (f", GELU's input s·b·f·{e.c}, the MLP norm's statistics" if mlp else "")
         + (f", the MLP norm's input s·b·h·{e.r}" if sequential else "")
         + (f", o's, up's and down's adapters' {fmt_bytes(adapters)}" if adapters else "")
@@ -119,6 +122,24 @@ def moments(d: Dims | None, cfg: TrainingConfig, fwd: float) -> list[tuple[str, 
         + f" = {fmt_bytes(value)}"
     )
     return [(NAME, value, calc)]
+
+
+def _core_later(d: Dims, e: Bytes, cfg: TrainingConfig) -> tuple[int, str]:
+    """What the last block's attention makes after its q/k/v adapter and keeps: rotated q and k,
+    SDPA's output and logsumexp; under ``selective`` the checkpointed call keeps its inputs alone
+    (``selective.selective_neox``): rotated q and k (under autocast fp32), and the output
+    where the output projection reads it uncopied (CUDA's fp32 kernel). (bytes, words)"""
+    T, h = d.s * d.b, d.h
+    if cfg.checkpointing != "selective":
+        return T * 3 * h * e.c + d.a * T * 4, (
+            f"rotated q and k and the attention's output s·b·3h·{e.c}, its logsumexp"
+        )
+    from profiling.estimate.selective import core_qk_bytes
+
+    qk, out = core_qk_bytes(d, e), T * h * e.c if _cuda(cfg) and e.c == 4 else 0
+    words = f"rotated q and k s·b·2h·{qk}"
+    words += f", the attention's output s·b·h·{e.c}" if out else ""
+    return T * 2 * h * qk + out, words
 
 
 def _clone(d: Dims, cfg: TrainingConfig, widths: dict[str, int]) -> int:

@@ -59,7 +59,7 @@ def selective_kept(d: _Shape, e: _Widths, q: int) -> tuple[str, int, str, str]:
     k, v as they came (grouped heads not repeated: ``repeat_kv`` is inside; under autocast q and
     k in RoPE's dtype, fp32: the cast to 16 bits is inside too) and the output projection the
     output; no scores, logsumexp nor seed (q: the query width)."""
-    qk = _rope_bytes(d, e)
+    qk = core_qk_bytes(d, e)
     return (
         "attention, core recomputed (its inputs q, k after RoPE, v; the output)",
         d.s * d.b * ((q + d.k) * qk + (q + d.k) * e.c),
@@ -68,7 +68,7 @@ def selective_kept(d: _Shape, e: _Widths, q: int) -> tuple[str, int, str, str]:
     )
 
 
-def _rope_bytes(d: _Shape, e: _Widths) -> int:
+def core_qk_bytes(d: _Shape, e: _Widths) -> int:
     """The bytes of q and k as the core receives them: RoPE's output dtype (its tables' under
     autocast: fp32) on a rotary model, else the compute dtype."""
     return max(e.rope, e.c) if d.arch != "gpt2" and e.amp else e.c
@@ -78,11 +78,40 @@ def selective_inputs(d: _Shape, e: _Widths) -> Suffixes:
     """Our blocks' attention beside the s·b·(2h + 2k)·c they keep under ``selective``: under
     autocast q and k as RoPE made them (fp32), the core's inputs; as ``activations.blocks_lse``
     returns its suffixes."""
-    more = _rope_bytes(d, e) - e.c
+    more = core_qk_bytes(d, e) - e.c
     if not more:
         return 0, "", "", ""
     return (d.s * d.b * (d.h + d.k) * more, ", q and k in fp32 (RoPE's)",
             f" + s·b·(h + k)·{more}", f" + {d.s}·{d.b}·({d.h} + {d.k})·{more}")  # fmt: skip
 
 
-__all__ = ["blocks_keep_saved", "selective_inputs", "selective_kept"]
+def selective_neox(
+    d: _Shape, e: _Widths, q: int, fused: bool, output: bool
+) -> tuple[str, int, str, str]:
+    """transformers' GPT-NeoX and Phi attention under ``selective`` (a ``Term``'s fields): the
+    checkpointed SDPA call keeps its inputs — q and k rotated (a partial rotary concatenates:
+    under autocast fp32, RoPE's tables' dtype, where SDPA saved 16-bit casts), v (GPT-NeoX's a
+    view of the fused q/k/v output, which it keeps whole) — and no logsumexp (without
+    checkpointing ``neox._attention``'s; GPT-NeoX amp-bf16 256 × 2: +240 B a token, bf16
+    −272 B, the trace). ``output``: the output projection's input is the core's output itself,
+    not a copy (CUDA's fp32 kernel writes it token-major), kept here."""
+    qk, v = core_qk_bytes(d, e), (q + 2 * d.k) if fused else d.k
+    what = "the fused q/k/v output v is a view of" if fused else "v"
+    vf, vs = ("(q + 2k)", f"({q} + 2·{d.k})") if fused else ("k", str(d.k))
+    if output:
+        v, what, vf, vs = v + q, f"{what}; its output", f"{vf} + q", f"{vs} + {q}"
+    return (
+        f"attention, core recomputed (its inputs q, k after RoPE, {what})",
+        d.s * d.b * ((q + d.k) * qk + v * e.c),
+        f"s·b·((q + k)·{qk} + {vf}·{e.c}) B",
+        f"{d.s}·{d.b}·(({q} + {d.k})·{qk} + {vs}·{e.c})",
+    )
+
+
+__all__ = [
+    "blocks_keep_saved",
+    "core_qk_bytes",
+    "selective_inputs",
+    "selective_kept",
+    "selective_neox",
+]

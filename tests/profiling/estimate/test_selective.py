@@ -41,6 +41,9 @@ TRACED: dict[str, tuple[str, dict[str, Any]]] = {
     "gpt_neox mixed lora q,v": ("gpt_neox", {"precision": "mixed", **LORA_QV}),  # 0.817 (q/k/v)
     "gpt_neox fp32 full": ("gpt_neox", {"precision": "fp32"}),  # 0.979
     "phi fp32 lora q,v": ("phi", {"precision": "fp32", **LORA_QV}),  # 0.811
+    # the checkpointed SDPA call keeps its inputs, under autocast q and k in fp32 (0.981)
+    "gpt_neox amp-bf16 full": ("gpt_neox", {"precision": "amp-bf16"}),
+    "gpt_neox sequential amp full": ("gpt_neox sequential", {"precision": "amp-bf16"}),  # 0.981
 }  # falcon-7b's attention is inline: its trace refuses selective (profiling.trace.selective)
 
 
@@ -71,9 +74,11 @@ def test_selective_under_sdpa_equals_the_trace(
     with _blocks(model):
         traced, est = trace_step(cfg), estimate(cfg)
     assert est.peak_moment != "loss backward"
-    # never below; above by up to 4.6 % where the moments after the end of forward count what
-    # the selective step no longer holds (phi fp32 lora q,v +540,672 B: left for #32)
+    # never below; transformers' GPT-NeoX and Phi exact (the SDPA call's inputs kept, not its
+    # output nor logsumexp); our Llama blocks above by up to 3.5 % (fp32 lora q,v +524,288 B)
     assert traced.peak_bytes <= est.per_gpu_bytes <= traced.peak_bytes * 1.05
+    if model in ("gpt_neox", "gpt_neox sequential", "phi"):
+        assert est.per_gpu_bytes - traced.peak_bytes <= 8  # the loss's scalar, at most
 
 
 def _same() -> dict[str, tuple[str, dict[str, Any]]]:
